@@ -1,0 +1,18 @@
+"""Matrix product, declared as an index summation (TensorFlow's MatMul)."""
+
+import sympy as sp
+
+from symgrad import dims, indices, op, tensor
+
+M, K, N = dims("M K N")
+i, j, k = indices("i j k")
+
+
+@op("MatMul", attrs={"transpose_a": bool, "transpose_b": bool}, complex=True)
+def matmul(transpose_a, transpose_b):
+    """product = op(a) @ op(b), op transposing when its flag is set."""
+    a = tensor("a", (K, M) if transpose_a else (M, K))
+    b = tensor("b", (N, K) if transpose_b else (K, N))
+    A = a[k, i] if transpose_a else a[i, k]
+    B = b[j, k] if transpose_b else b[k, j]
+    return {"product": ((i, j), sp.Sum(A * B, (k, 0, K - 1)))}

@@ -1,0 +1,311 @@
+"""The declaration API: what an op file says, frozen into `OpDecl` objects.
+
+An op file declares ops with two decorators:
+
+* `@elementwise("Sigmoid")` on a function of scalar SymPy symbols (one per input) that
+  returns the output's scalar expression; inputs broadcast like numpy.
+* `@op("MatMul", attrs=...)` on a function of the op's enumerated attributes that creates
+  its input tensors with `tensor()` and returns `{output: (free_indices, expression)}`.
+
+Attributes are enumerated (`bool`, or a tuple of strings: one derivation per combination) or
+numeric (`float`, `int`: a symbol in the derivation, read at run time).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import sympy as sp
+
+from symgrad.errors import DeclarationError
+
+ELEMENTWISE = "elementwise"
+INDEX = "index"
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a declaration sits in its op file, for error messages."""
+
+    file: str  # path of the op file as given
+    line: int  # line of the declaration's first decorator
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Attr:
+    """An op attribute, named as TensorFlow names it (`op.get_attr(name)`)."""
+
+    name: str  # attribute name
+    kind: Any  # bool, float, int, or a tuple of allowed strings
+    default: Any  # default value in generated signatures (None: required)
+
+    @property
+    def enumerated(self) -> bool:
+        return self.kind is bool or isinstance(self.kind, tuple)
+
+    @property
+    def values(self) -> tuple:
+        return (False, True) if self.kind is bool else tuple(self.kind)
+
+    @property
+    def symbol(self) -> sp.Symbol:
+        return sp.Symbol(self.name, real=True)
+
+
+@dataclass(frozen=True)
+class OpDecl:
+    """One declared op, as written; instantiate it per attribute variant with `build`."""
+
+    name: str  # the op type, e.g. "MatMul" (TensorFlow's name when TensorFlow has it)
+    func_name: str  # the Python name of the generated functions, e.g. "matmul"
+    kind: str  # ELEMENTWISE or INDEX
+    attrs: tuple[Attr, ...]  # every attribute, in declaration order
+    inputs: tuple[str, ...]  # elementwise input names (index ops name theirs in `tensor()`)
+    output_names: tuple[str, ...]  # elementwise output names
+    complex_ok: bool  # the op supports complex dtypes: partials are conjugated
+    fn: Callable = field(compare=False, repr=False)  # the user's declaration function
+    location: Location = field(compare=False)  # where it is declared
+    doc: str = ""  # first line of the declaration's docstring
+
+    @property
+    def enumerated_attrs(self) -> tuple[Attr, ...]:
+        return tuple(a for a in self.attrs if a.enumerated)
+
+    @property
+    def numeric_attrs(self) -> tuple[Attr, ...]:
+        return tuple(a for a in self.attrs if not a.enumerated)
+
+    def variants(self) -> list[tuple[tuple[str, Any], ...]]:
+        """Every combination of enumerated attribute values, in a stable order."""
+        attrs = self.enumerated_attrs
+        combos = itertools.product(*(a.values for a in attrs))
+        return [tuple(zip((a.name for a in attrs), combo)) for combo in combos]
+
+
+@dataclass(frozen=True)
+class TensorInput:
+    """An input of one op variant: a scalar symbol (elementwise) or an IndexedBase."""
+
+    name: str  # input name, as the generated code's parameter
+    base: Any  # sp.Symbol (elementwise) or sp.IndexedBase with a symbolic shape (index)
+
+    @property
+    def shape(self) -> tuple | None:
+        return getattr(self.base, "shape", None)
+
+
+@dataclass(frozen=True)
+class Output:
+    """An output of one op variant."""
+
+    name: str  # output name
+    indices: tuple  # free indices in axis order (empty for elementwise)
+    expr: sp.Expr  # its value, in terms of the inputs
+
+
+@dataclass(frozen=True)
+class OpVariant:
+    """An op instantiated for one combination of enumerated attribute values."""
+
+    decl: OpDecl  # the declaration it comes from
+    attr_values: tuple[tuple[str, Any], ...]  # the enumerated attributes' values
+    inputs: tuple[TensorInput, ...]  # inputs in op order
+    outputs: tuple[Output, ...]  # outputs in op order
+
+
+# --- the user-facing API -------------------------------------------------------------------
+
+_tensors: contextvars.ContextVar[list | None] = contextvars.ContextVar("symgrad_tensors", default=None)
+# while an op file loads, every declaration is appended here (even one whose name is rebound)
+declared: contextvars.ContextVar[list | None] = contextvars.ContextVar("symgrad_declared", default=None)
+
+
+def dims(names: str) -> tuple[sp.Symbol, ...]:
+    """Symbolic dimension sizes: positive integers, e.g. `M, K, N = dims("M K N")`."""
+    return sp.symbols(names, integer=True, positive=True, seq=True)
+
+
+def indices(names: str) -> tuple[sp.Symbol, ...]:
+    """Index symbols, e.g. `i, j, k = indices("i j k")`; ranges come from tensors and Sums."""
+    return sp.symbols(names, integer=True, seq=True)
+
+
+def tensor(name: str, shape: tuple) -> sp.IndexedBase:
+    """Declare the next input tensor of the op being built, with its symbolic shape."""
+    registry = _tensors.get()
+    if registry is None:
+        raise DeclarationError(f"tensor({name!r}) called outside an @op declaration")
+    if any(t.name == name for t in registry):
+        raise DeclarationError(f"input {name!r} declared twice")
+    base = sp.IndexedBase(name, shape=tuple(sp.sympify(d) for d in shape))
+    registry.append(TensorInput(name, base))
+    return base
+
+
+class stop_gradient(sp.Function):
+    """The value of its argument, with derivative zero (as `tf.stop_gradient`)."""
+
+    def fdiff(self, argindex=1):
+        return sp.S.Zero
+
+
+def op(name: str, attrs: dict | None = None, *, defaults: dict | None = None, complex: bool = False):
+    """Declare an index-summation op: `fn(**enumerated_attrs)` returns its outputs."""
+    return _decorator(name, INDEX, attrs, defaults, complex, output_names=())
+
+
+def elementwise(
+    name: str,
+    attrs: dict | None = None,
+    *,
+    defaults: dict | None = None,
+    complex: bool = False,
+    outputs: tuple[str, ...] = ("y",),
+):
+    """Declare an elementwise op: `fn(*inputs, **attrs)` returns a scalar expression."""
+    return _decorator(name, ELEMENTWISE, attrs, defaults, complex, output_names=tuple(outputs))
+
+
+def _decorator(name, kind, attrs, defaults, complex_ok, output_names):
+    def wrap(fn: Callable) -> OpDecl:
+        location = Location(fn.__code__.co_filename, fn.__code__.co_firstlineno)
+        attr_objs = _make_attrs(name, location, attrs or {}, defaults or {})
+        params = list(inspect.signature(fn).parameters)
+        attr_names = [a.name for a in attr_objs]
+        inputs = tuple(p for p in params if p not in attr_names)
+        if kind == INDEX and inputs:
+            raise DeclarationError(
+                f"parameters {inputs} are not attributes; index ops declare inputs with tensor()",
+                name,
+                location,
+            )
+        doc = (inspect.getdoc(fn) or "").splitlines()
+        decl = OpDecl(
+            name, fn.__name__, kind, attr_objs, inputs, output_names, complex_ok, fn, location,
+            doc[0] if doc else "",
+        )
+        collector = declared.get()
+        if collector is not None:
+            collector.append(decl)
+        return decl
+
+    return wrap
+
+
+def _make_attrs(op_name, location, attrs: dict, defaults: dict) -> tuple[Attr, ...]:
+    result = []
+    for attr_name, kind in attrs.items():
+        ok = kind in (bool, float, int) or (
+            isinstance(kind, tuple) and kind and all(isinstance(v, str) for v in kind)
+        )
+        if not ok:
+            raise DeclarationError(
+                f"attribute {attr_name!r} must be bool, float, int or a tuple of strings, got {kind!r}",
+                op_name,
+                location,
+            )
+        if attr_name in defaults:
+            default = defaults[attr_name]
+        else:
+            default = False if kind is bool else kind[0] if isinstance(kind, tuple) else None
+        result.append(Attr(attr_name, kind, default))
+    unknown = sorted(set(defaults) - set(attrs))
+    if unknown:
+        raise DeclarationError(f"defaults given for undeclared attributes {unknown}", op_name, location)
+    return tuple(result)
+
+
+# --- instantiation -------------------------------------------------------------------------
+
+
+def instantiate(decl: OpDecl, attr_values: tuple[tuple[str, Any], ...]) -> OpVariant:
+    """Run the declaration function for one attribute variant.
+
+    Raises:
+        DeclarationError: when the function raises or returns something malformed.
+    """
+    numeric = {a.name: a.symbol for a in decl.numeric_attrs}
+    kwargs = {**dict(attr_values), **numeric}
+    if decl.kind == ELEMENTWISE:
+        return _instantiate_elementwise(decl, attr_values, kwargs)
+    return _instantiate_index(decl, attr_values, kwargs)
+
+
+def _instantiate_elementwise(decl, attr_values, kwargs) -> OpVariant:
+    symbols = {name: sp.Symbol(name, real=True) for name in decl.inputs}
+    result = _call(decl, {**symbols, **kwargs})
+    exprs = result if isinstance(result, (tuple, list)) else (result,)
+    if len(exprs) != len(decl.output_names):
+        raise DeclarationError(
+            f"declares outputs {decl.output_names} but returned {len(exprs)} expression(s)",
+            decl.name,
+            decl.location,
+        )
+    outputs = tuple(
+        Output(name, (), _as_expr(decl, e)) for name, e in zip(decl.output_names, exprs)
+    )
+    inputs = tuple(TensorInput(name, symbols[name]) for name in decl.inputs)
+    return OpVariant(decl, attr_values, inputs, outputs)
+
+
+def _instantiate_index(decl, attr_values, kwargs) -> OpVariant:
+    token = _tensors.set([])
+    try:
+        result = _call(decl, kwargs)
+        inputs = tuple(_tensors.get())
+    finally:
+        _tensors.reset(token)
+    if not isinstance(result, dict) or not result:
+        raise DeclarationError(
+            f"must return {{output_name: (indices, expression)}}, got {type(result).__name__}",
+            decl.name,
+            decl.location,
+        )
+    outputs = []
+    for out_name, value in result.items():
+        if not (isinstance(value, tuple) and len(value) == 2):
+            raise DeclarationError(
+                f"output {out_name!r} must be (indices, expression), got {value!r}",
+                decl.name,
+                decl.location,
+            )
+        idx, expr = value
+        idx = tuple(idx) if isinstance(idx, (tuple, list)) else (idx,)
+        outputs.append(Output(out_name, idx, _as_expr(decl, expr)))
+    return OpVariant(decl, attr_values, inputs, tuple(outputs))
+
+
+def _call(decl: OpDecl, kwargs: dict):
+    try:
+        return decl.fn(**kwargs)
+    except DeclarationError as exc:
+        raise DeclarationError(exc.what, decl.name, _user_line(exc, decl)) from None
+    except Exception as exc:  # the user's code failed: report it at their line
+        raise DeclarationError(
+            f"{type(exc).__name__}: {exc}", decl.name, _user_line(exc, decl)
+        ) from None
+
+
+def _user_line(exc: BaseException, decl: OpDecl) -> Location:
+    """The innermost traceback line inside the op file, else the declaration's line."""
+    line = decl.location.line
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == decl.location.file:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return Location(decl.location.file, line)
+
+
+def _as_expr(decl: OpDecl, value) -> sp.Expr:
+    try:
+        return sp.sympify(value)
+    except (sp.SympifyError, TypeError) as exc:
+        raise DeclarationError(f"output is not a SymPy expression: {exc}", decl.name, decl.location)

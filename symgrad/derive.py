@@ -1,0 +1,191 @@
+"""Vector-Jacobian products: SymPy partials contracted with the upstream gradient.
+
+Elementwise ops give one scalar expression per input (`grad * d(out)/d(input)`, summed over
+outputs). Index-summation ops give, per input, a sum of `Term`s over the input's own axis
+indices, with every Kronecker delta eliminated against the known index ranges (SymPy's
+`doit` would leave range guards instead).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from symgrad.declare import ELEMENTWISE, OpVariant, stop_gradient
+from symgrad.errors import DerivationError
+from symgrad.validate import Range, index_ranges
+
+
+@dataclass(frozen=True)
+class Term:
+    """`Sum(factor, *sums)`: a product of tensor entries and scalars, summed over indices."""
+
+    factor: sp.Expr  # a product with no Sum and no Add inside
+    sums: tuple[tuple[sp.Symbol, sp.Expr, sp.Expr], ...]  # (index, lowest, highest)
+
+    def __str__(self) -> str:
+        return str(sp.Sum(self.factor, *self.sums)) if self.sums else str(self.factor)
+
+
+@dataclass(frozen=True)
+class TensorValue:
+    """A tensor given entry-wise: `value[indices] = sum(terms)`."""
+
+    indices: tuple[sp.Symbol, ...]  # one per axis
+    terms: tuple[Term, ...]  # summed
+
+    def __str__(self) -> str:
+        return f"[{', '.join(map(str, self.indices))}] = " + " + ".join(map(str, self.terms))
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """The forward values and the vector-Jacobian product of one op variant."""
+
+    variant: OpVariant  # what was derived
+    grad_names: tuple[str, ...]  # the upstream gradient's name, one per output
+    forward: dict  # output name -> sympy expr (elementwise) or TensorValue (index)
+    vjp: dict  # input name -> sympy expr / TensorValue, or None where the gradient is zero
+
+
+def grad_names(variant: OpVariant) -> tuple[str, ...]:
+    """`grad` for a single output, else `grad_<output>` per output."""
+    outs = variant.outputs
+    return ("grad",) if len(outs) == 1 else tuple(f"grad_{o.name}" for o in outs)
+
+
+def derive(variant: OpVariant) -> Derivation:
+    """Derive the vector-Jacobian product of one op variant."""
+    _check_names(variant)
+    if variant.decl.kind == ELEMENTWISE:
+        return _derive_elementwise(variant)
+    return _derive_index(variant)
+
+
+def _check_names(variant: OpVariant) -> None:
+    taken = [t.name for t in variant.inputs] + [o.name for o in variant.outputs]
+    taken += [a.name for a in variant.decl.attrs] + list(grad_names(variant))
+    clashes = sorted({n for n in taken if taken.count(n) > 1})
+    if clashes:
+        raise DerivationError(
+            f"names {clashes} are used for more than one input, output, attribute or gradient",
+            variant.decl.name,
+            variant.decl.location,
+        )
+
+
+# --- elementwise ---------------------------------------------------------------------------
+
+
+def _derive_elementwise(variant: OpVariant) -> Derivation:
+    grads = [sp.Symbol(n, real=True) for n in grad_names(variant)]
+    vjp = {}
+    for inp in variant.inputs:
+        total = sp.S.Zero
+        for out, grad in zip(variant.outputs, grads):
+            total += grad * _partial(variant, out.expr, inp.base)
+        vjp[inp.name] = None if total == 0 else sp.piecewise_fold(total)
+    forward = {o.name: strip_stop_gradient(o.expr) for o in variant.outputs}
+    return Derivation(variant, grad_names(variant), forward, vjp)
+
+
+def _partial(variant: OpVariant, expr: sp.Expr, wrt) -> sp.Expr:
+    """d(expr)/d(wrt) by SymPy, refusing results SymPy left unevaluated."""
+    d = sp.diff(expr, wrt)
+    if d.has(sp.Derivative, sp.Subs):
+        stuck = sorted(str(e.expr) for e in d.atoms(sp.Derivative, sp.Subs))
+        raise DerivationError(
+            f"SymPy cannot differentiate {', '.join(stuck)} with respect to {wrt}",
+            variant.decl.name,
+            variant.decl.location,
+        )
+    return strip_stop_gradient(d)
+
+
+def strip_stop_gradient(expr: sp.Expr) -> sp.Expr:
+    """Replace every `stop_gradient(x)` by `x` once derivatives are taken."""
+    return expr.replace(lambda e: isinstance(e, stop_gradient), lambda e: e.args[0])
+
+
+# --- index summation -----------------------------------------------------------------------
+
+
+def _derive_index(variant: OpVariant) -> Derivation:
+    ranges = index_ranges(variant)
+    forward = {
+        o.name: TensorValue(o.indices, tuple(_normalize(o.expr, ()))) for o in variant.outputs
+    }
+    vjp = {}
+    for inp in variant.inputs:
+        axes = tuple(sp.Symbol(f"{inp.name}_{n}", integer=True) for n in range(len(inp.shape)))
+        axis_ranges = {a: (sp.S.Zero, d - 1) for a, d in zip(axes, inp.shape)}
+        terms = []
+        for out, grad_name in zip(variant.outputs, grad_names(variant)):
+            terms += _contract(variant, out, grad_name, inp.base[axes], ranges)
+        terms = [_eliminate_deltas(variant, t, {**ranges, **axis_ranges}) for t in terms]
+        terms = [t for t in terms if t.factor != 0]
+        vjp[inp.name] = TensorValue(axes, tuple(terms)) if terms else None
+    return Derivation(variant, grad_names(variant), forward, vjp)
+
+
+def _contract(variant, out, grad_name, entry, ranges) -> list[Term]:
+    """Terms of `Sum(grad[out_indices] * d(out)/d(entry), out_indices)`."""
+    shape = tuple(ranges[i][1] + 1 for i in out.indices)
+    grad = sp.IndexedBase(grad_name, shape=shape)
+    upstream = grad[out.indices] if out.indices else sp.Symbol(grad_name)
+    partial = _partial(variant, out.expr, entry)
+    sums = tuple((i, *ranges[i]) for i in out.indices)
+    return _normalize(upstream * partial, sums)
+
+
+def _normalize(expr: sp.Expr, sums: tuple) -> list[Term]:
+    """Flatten sums of sums and products of sums into a list of `Term`s."""
+    expr = sp.expand(expr, deep=False, power_base=False, power_exp=False, log=False, multinomial=False)
+    if isinstance(expr, sp.Add):
+        return [t for arg in expr.args for t in _normalize(arg, sums)]
+    if isinstance(expr, sp.Sum):
+        return _normalize(expr.function, sums + tuple(tuple(lim) for lim in expr.limits))
+    if isinstance(expr, sp.Mul) and any(isinstance(a, (sp.Sum, sp.Add)) for a in expr.args):
+        terms = [Term(sp.S.One, sums)]
+        for arg in expr.args:
+            terms = [
+                Term(t.factor * u.factor, u.sums)
+                for t in terms
+                for u in _normalize(arg, t.sums)
+            ]
+        return terms
+    return [Term(expr, sums)]
+
+
+def _eliminate_deltas(variant, term: Term, ranges: dict[sp.Symbol, Range]) -> Term:
+    """Sum out every `KroneckerDelta(u, v)` whose index `u` is summed and covers `v`'s range."""
+    factor, sums = term.factor, term.sums
+    while True:
+        delta = next((a for a in sp.Mul.make_args(factor) if isinstance(a, sp.KroneckerDelta)), None)
+        if delta is None:
+            return Term(factor, sums)
+        summed = {s[0]: (s[1], s[2]) for s in sums}
+        u, v = delta.args
+        if u not in summed:
+            u, v = v, u
+        if u not in summed or not isinstance(v, sp.Symbol):
+            raise DerivationError(
+                f"cannot eliminate {delta}: diagonal and affine index maps are not supported yet",
+                variant.decl.name,
+                variant.decl.location,
+            )
+        v_range = summed.get(v) or ranges[v]
+        if not _covers(summed[u], v_range):
+            raise DerivationError(
+                f"cannot eliminate {delta}: {v} ranges over {v_range}, beyond {u}'s {summed[u]}",
+                variant.decl.name,
+                variant.decl.location,
+            )
+        rest = sp.Mul(*[a for a in sp.Mul.make_args(factor) if a is not delta])
+        factor = rest.subs(u, v)
+        sums = tuple((s, lo.subs(u, v), hi.subs(u, v)) for s, lo, hi in sums if s != u)
+
+
+def _covers(outer: Range, inner: Range) -> bool:
+    return bool((inner[0] - outer[0]).is_nonnegative and (outer[1] - inner[1]).is_nonnegative)

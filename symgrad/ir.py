@@ -1,0 +1,149 @@
+"""The backend-neutral IR: straight-line array statements, grouped into functions.
+
+Values name their operands by variable name; `Elementwise` holds a SymPy expression whose
+symbols are variable names (and numeric attributes), printed by each backend's SymPy printer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+import sympy as sp
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """A broadcasting scalar expression over variables."""
+
+    expr: sp.Expr  # symbols name variables or numeric attributes
+
+    def __str__(self) -> str:
+        return str(self.expr)
+
+
+@dataclass(frozen=True)
+class Conj:
+    """Complex conjugate (a no-op on real dtypes)."""
+
+    x: str  # variable
+
+    def __str__(self) -> str:
+        return f"conj({self.x})"
+
+
+@dataclass(frozen=True)
+class MatMul:
+    """`op(a) @ op(b)` where op transposes the last two axes when its flag is set."""
+
+    a: str  # left operand
+    b: str  # right operand
+    transpose_a: bool  # use a's transpose
+    transpose_b: bool  # use b's transpose
+
+    def __str__(self) -> str:
+        return f"{self.a}{'ᵀ' if self.transpose_a else ''} @ {self.b}{'ᵀ' if self.transpose_b else ''}"
+
+
+@dataclass(frozen=True)
+class Einsum:
+    """`einsum(spec, *operands)`; used only where no plainer operation fits."""
+
+    spec: str  # e.g. "ij,jk->ik"
+    operands: tuple[str, ...]  # variables
+
+    def __str__(self) -> str:
+        return f"einsum({self.spec!r}, {', '.join(self.operands)})"
+
+
+@dataclass(frozen=True)
+class ReduceSum:
+    """Sum over `axes`."""
+
+    x: str  # variable
+    axes: tuple[int, ...]  # axes summed away
+
+    def __str__(self) -> str:
+        return f"sum({self.x}, axes={self.axes})"
+
+
+@dataclass(frozen=True)
+class Transpose:
+    """Permute axes: result axis n is `x`'s axis `perm[n]`."""
+
+    x: str  # variable
+    perm: tuple[int, ...]  # the permutation
+
+    def __str__(self) -> str:
+        return f"transpose({self.x}, {self.perm})"
+
+
+@dataclass(frozen=True)
+class SumToShape:
+    """Sum a broadcast gradient back to the shape of input `like` (numpy broadcasting rules)."""
+
+    value: Elementwise  # the broadcast gradient
+    like: str  # the input whose shape the result takes
+
+    def __str__(self) -> str:
+        return f"sum_to_shape({self.value}, shape({self.like}))"
+
+
+@dataclass(frozen=True)
+class ZerosLike:
+    """Zeros shaped like a variable: the gradient of an input the outputs do not depend on."""
+
+    like: str  # variable
+
+    def __str__(self) -> str:
+        return f"zeros_like({self.like})"
+
+
+Value = Union[Elementwise, Conj, MatMul, Einsum, ReduceSum, Transpose, SumToShape, ZerosLike]
+
+
+@dataclass(frozen=True)
+class Assign:
+    """`target = value`."""
+
+    target: str  # variable assigned
+    value: Value  # what it is given
+
+    def __str__(self) -> str:
+        return f"{self.target} = {self.value}"
+
+
+@dataclass(frozen=True)
+class Branch:
+    """The statements for one combination of enumerated attribute values."""
+
+    attr_values: tuple[tuple[str, Any], ...]  # empty when the op has no enumerated attributes
+    body: tuple[Assign, ...]  # statements, in order
+
+
+@dataclass(frozen=True)
+class Function:
+    """A generated function body: parameters -> results, dispatching on enumerated attributes."""
+
+    params: tuple[str, ...]  # array parameters, in order
+    prologue: tuple[Assign, ...]  # statements shared by every branch (conjugation)
+    branches: tuple[Branch, ...]  # one per attribute variant
+    results: tuple[str | None, ...]  # returned variables (None: no gradient)
+
+
+@dataclass(frozen=True)
+class OpCode:
+    """Everything generated for one op."""
+
+    name: str  # op type, e.g. "MatMul"
+    func_name: str  # e.g. "matmul"
+    doc: str  # one-line description
+    inputs: tuple[str, ...]  # input names, in op order
+    outputs: tuple[str, ...]  # output names, in op order
+    grads: tuple[str, ...]  # upstream gradient names, one per output
+    enumerated_attrs: tuple[tuple[str, Any], ...]  # (name, default)
+    numeric_attrs: tuple[tuple[str, Any], ...]  # (name, default or None when required)
+    forward: Function  # inputs -> outputs
+    vjp: Function  # grads, inputs, outputs -> one gradient per input
+    outputs_used: tuple[str, ...]  # outputs the gradient reads
+    location: str  # "file:line" of the declaration

@@ -1,0 +1,102 @@
+"""Import op files and collect their declarations, in source order, with file:line for errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from symgrad.declare import OpDecl, declared
+from symgrad.errors import LoadError, SymgradError
+
+
+@dataclass(frozen=True)
+class OpFile:
+    """The declarations of one op file."""
+
+    path: Path  # the op file
+    ops: tuple[OpDecl, ...]  # its declarations, in source order
+
+    @property
+    def stem(self) -> str:
+        return self.path.stem
+
+
+def op_file_paths(paths: list[str | Path]) -> list[Path]:
+    """Expand folders into their `*.py` files (sorted; `_`-prefixed files skipped)."""
+    result = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            result.extend(p for p in sorted(path.glob("*.py")) if not p.name.startswith("_"))
+        elif path.is_file():
+            result.append(path)
+        else:
+            raise LoadError(f"no such op file or folder: {path}")
+    return result
+
+
+def load_op_file(path: Path) -> OpFile:
+    """Execute one op file and collect the `OpDecl` objects it defines.
+
+    Raises:
+        LoadError: on a syntax error or an exception while importing the file.
+    """
+    token = declared.set([])
+    try:
+        _import(path)
+        decls = [d for d in declared.get() if d.location.file == str(path)]
+    finally:
+        declared.reset(token)
+    if not decls:
+        raise LoadError(f"{path} declares no ops (use @symgrad.op or @symgrad.elementwise)")
+    return OpFile(path, tuple(sorted(decls, key=lambda d: d.location.line)))
+
+
+def load_op_files(paths: list[str | Path]) -> list[OpFile]:
+    """Load every op file under `paths`; op names and Python names must be unique."""
+    files = [load_op_file(p) for p in op_file_paths(paths)]
+    _check_unique(files)
+    return files
+
+
+def _import(path: Path):
+    try:
+        source = path.read_text()
+        code = compile(source, str(path), "exec")
+    except SyntaxError as exc:
+        raise LoadError(f"syntax error: {exc.msg}", location=f"{path}:{exc.lineno}") from None
+    module_name = f"_symgrad_ops_{path.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent))
+    try:
+        exec(code, module.__dict__)
+    except SymgradError:
+        raise
+    except Exception as exc:
+        raise LoadError(f"{type(exc).__name__}: {exc}", location=f"{path}:{_line_in(exc, path)}") from None
+    finally:
+        sys.path.remove(str(path.parent))
+
+
+def _line_in(exc: BaseException, path: Path) -> int:
+    line, tb = 0, exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == str(path):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _check_unique(files: list[OpFile]) -> None:
+    for key, what in ((lambda d: d.name, "op name"), (lambda d: d.func_name, "Python name")):
+        seen: dict[str, OpDecl] = {}
+        for decl in (d for f in files for d in f.ops):
+            first = seen.setdefault(key(decl), decl)
+            if first is not decl:
+                raise LoadError(
+                    f"{what} {key(decl)!r} declared twice, first at {first.location}",
+                    decl.name,
+                    decl.location,
+                )

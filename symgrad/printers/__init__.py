@@ -1,0 +1,1 @@
+"""Per-backend printers: IR values and SymPy expressions -> Python source."""

@@ -1,0 +1,64 @@
+"""What the numpy and TensorFlow printers print alike: operators, numbers, conditions."""
+
+from __future__ import annotations
+
+import sympy as sp
+from sympy.printing.precedence import PRECEDENCE
+
+
+class ArrayCodeMixin:
+    """Overrides shared by both backends' SymPy printers.
+
+    A subclass sets `where` (the broadcasting select) and `sqrt`; both are module-qualified
+    names passed through `_module_format`, which maps them to the module's import alias.
+    """
+
+    where: str
+    sqrt: str
+    aliases: dict[str, str] = {}  # module prefix -> alias used in generated code
+
+    def __init__(self, settings=None):
+        super().__init__(settings)
+        self._not_supported = set()  # CodePrinter.doprint sets this; we print with _print
+
+    def _module_format(self, fqn, register=True):
+        for prefix, alias in self.aliases.items():
+            if fqn.startswith(prefix + "."):
+                self.module_imports[prefix].add(fqn[len(prefix) + 1 :])
+                return alias + fqn[len(prefix) :]
+        return super()._module_format(fqn, register)
+
+    def _print_Float(self, expr):
+        return repr(float(expr))  # the shortest text that round-trips the double
+
+    def _print_Pow(self, expr, rational=False):
+        base, exp = expr.as_base_exp()
+        if exp == sp.S.Half:
+            return f"{self._module_format(self.sqrt)}({self._print(base)})"
+        if exp == -1:
+            return f"1 / {self.parenthesize(base, PRECEDENCE['Mul'] + 1)}"
+        if exp.is_Number and exp < 0:
+            return f"1 / {self.parenthesize(sp.Pow(base, -exp, evaluate=False), PRECEDENCE['Mul'] + 1)}"
+        return f"{self.parenthesize(base, PRECEDENCE['Pow'] + 1)}**{self.parenthesize(exp, PRECEDENCE['Pow'])}"
+
+    def _print_Relational(self, expr):
+        op = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}[expr.rel_op]
+        return f"({self._print(expr.lhs)} {op} {self._print(expr.rhs)})"
+
+    def _print_Piecewise(self, expr):
+        *branches, (last, last_cond) = expr.args
+        if last_cond != sp.true:
+            raise ValueError(f"a Piecewise needs a final branch with condition True: {expr}")
+        text = self._print(last)
+        for value, condition in reversed(branches):
+            text = f"{self._module_format(self.where)}({self._print_condition(condition)}, {self._print(value)}, {text})"
+        return text
+
+    def _print_condition(self, condition):
+        text = self._print(condition)
+        return text[1:-1] if text.startswith("(") and text.endswith(")") else text
+
+    def _print_Heaviside(self, expr):
+        x = expr.args[0]
+        half = expr.args[1] if len(expr.args) > 1 else sp.S.Half
+        return self._print(sp.Piecewise((1, x > 0), (half, sp.Eq(x, 0)), (0, True)))

@@ -1,0 +1,194 @@
+"""The Jinja environment, and one function per generated file kind; templates live in `templates/`.
+
+Functions here turn `OpCode` IR into already-printed strings and plain lists; the templates
+only lay them out. Output is formatted with black (pinned), so it is byte-identical between
+runs and a formatter leaves it unchanged.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import black
+import jinja2
+
+from symgrad import ir
+from symgrad.errors import LoweringError
+from symgrad.printers.numpy import NumpyPrinter
+from symgrad.printers.tensorflow import TensorflowPrinter
+
+LINE_LENGTH = 100
+TARGETS = ("numpy", "tensorflow")
+MODULE_SUFFIX = {"numpy": "_numpy.py", "tensorflow": "_tf.py"}
+
+
+def templates_dir() -> Path:
+    """`symgrad/templates` in an installed wheel, else `templates/` beside the package source."""
+    packaged = Path(str(resources.files("symgrad"))) / "templates"
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parent.parent / "templates"
+
+
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def render_module(target: str, source: str, ops: list[ir.OpCode]) -> str:
+    """The generated module for `target` ("numpy" or "tensorflow") from one op file."""
+    render = {"numpy": render_numpy_module, "tensorflow": render_tf_module}[target]
+    return render(source, ops)
+
+
+def render_numpy_module(source: str, ops: list[ir.OpCode]) -> str:
+    printer = NumpyPrinter()
+    contexts = [_numpy_op(op, printer) for op in ops]
+    imports = sorted(m for m in printer.module_imports if m not in ("numpy",))
+    text = _environment().get_template("numpy_module.py.j2").render(
+        source=source,
+        ops=contexts,
+        imports=imports,
+        uses_conj=any(op.vjp.prologue for op in ops),
+        uses_sum_to_shape=_uses(ops, ir.SumToShape),
+    )
+    return _format(text)
+
+
+def render_tf_module(source: str, ops: list[ir.OpCode]) -> str:
+    printer = TensorflowPrinter()
+    contexts = [_tf_op(op, printer) for op in ops]
+    text = _environment().get_template("tensorflow_module.py.j2").render(
+        source=source,
+        ops=contexts,
+        uses_sum_to_shape=_uses(ops, ir.SumToShape),
+        uses_string_attrs=any(isinstance(v, str) for op in ops for _, v in op.enumerated_attrs),
+    )
+    return _format(text)
+
+
+def _format(text: str) -> str:
+    return black.format_str(text, mode=black.Mode(line_length=LINE_LENGTH))
+
+
+def _uses(ops: list[ir.OpCode], kind: type) -> bool:
+    return any(
+        isinstance(s.value, kind)
+        for op in ops
+        for function in (op.forward, op.vjp)
+        for branch in function.branches
+        for s in branch.body
+    )
+
+
+# --- per-op contexts -----------------------------------------------------------------------
+
+
+def _numpy_op(op: ir.OpCode, printer) -> dict:
+    attrs = _attr_params(op)
+    outputs = ", ".join(f"{o}=None" for o in op.outputs)
+    call_attrs = "".join(f", {name}={name}" for name, _ in op.enumerated_attrs + op.numeric_attrs)
+    calls = [
+        (o, f"{o} = {op.func_name}({', '.join(op.inputs)}{call_attrs})" + _pick(op, o))
+        for o in op.outputs_used
+    ]
+    return {
+        **_common(op, printer),
+        "forward_signature": _signature(op.inputs, attrs),
+        "grad_signature": _signature(op.grads + op.inputs, [outputs] + attrs),
+        "output_calls": calls,
+    }
+
+
+def _pick(op: ir.OpCode, output: str) -> str:
+    return "" if len(op.outputs) == 1 else f"[{op.outputs.index(output)}]"
+
+
+def _tf_op(op: ir.OpCode, printer) -> dict:
+    attrs = _attr_params(op)
+    get_attrs = "".join(
+        f", {name}=_string_attr(op, {name!r})" if isinstance(default, str) else f", {name}=op.get_attr({name!r})"
+        for name, default in op.enumerated_attrs + op.numeric_attrs
+    )
+    pass_attrs = "".join(f", {name}={name}" for name, _ in op.enumerated_attrs + op.numeric_attrs)
+    return {
+        **_common(op, printer),
+        "vjp_signature": _signature(op.grads + op.inputs + op.outputs, attrs),
+        "forward_signature": _signature(op.inputs, attrs),
+        "get_attrs": get_attrs,
+        "pass_attrs": pass_attrs,
+    }
+
+
+def _common(op: ir.OpCode, printer) -> dict:
+    forward_results = ", ".join(op.forward.results)
+    return {
+        "name": op.name,
+        "func_name": op.func_name,
+        "doc": op.doc.rstrip("."),
+        "location": op.location,
+        "inputs": ", ".join(op.inputs),
+        "grads": ", ".join(op.grads),
+        "forward_body": print_function_body(op.forward, printer, op),
+        "forward_results": forward_results if len(op.outputs) == 1 else f"({forward_results})",
+        "vjp_body": print_function_body(op.vjp, printer, op),
+        "vjp_results": _results(op.vjp.results),
+    }
+
+
+def _attr_params(op: ir.OpCode) -> list[str]:
+    params = [f"{name}={default!r}" for name, default in op.enumerated_attrs]
+    params += [name if default is None else f"{name}={default!r}" for name, default in op.numeric_attrs]
+    return params
+
+
+def _signature(positional, keyword_only) -> str:
+    keyword_only = [k for k in keyword_only if k]
+    return ", ".join(list(positional) + (["*"] + keyword_only if keyword_only else []))
+
+
+def _results(results) -> str:
+    return ", ".join("None" if r is None else r for r in results) + ("," if len(results) == 1 else "")
+
+
+# --- function bodies -----------------------------------------------------------------------
+
+
+def print_function_body(function: ir.Function, printer, op: ir.OpCode) -> str:
+    """The statements of `function`: its prologue, then an if/elif chain over its variants."""
+    lines = [_statement(s, printer) for s in function.prologue]
+    if len(function.branches) == 1 and not function.branches[0].attr_values:
+        lines += [_statement(s, printer) for s in function.branches[0].body]
+        return "\n".join(lines)
+    for n, branch in enumerate(function.branches):
+        keyword = "if" if n == 0 else "elif"
+        lines.append(f"{keyword} {_condition(branch.attr_values)}:")
+        lines += ["    " + _statement(s, printer) for s in branch.body]
+    names = ", ".join(f"{name}={{{name}!r}}" for name, _ in op.enumerated_attrs)
+    lines += ["else:", f'    raise ValueError(f"{op.name}: unsupported attributes {names}")']
+    return "\n".join(lines)
+
+
+def _statement(statement: ir.Assign, printer) -> str:
+    text = printer._print(statement.value)  # IR values dispatch to the printer's _print_<Class>
+    if printer._not_supported:
+        unsupported = ", ".join(sorted(map(str, printer._not_supported)))
+        raise LoweringError(f"the {printer.target} printer cannot print {unsupported}")
+    return f"{statement.target} = {text}"
+
+
+def _condition(attr_values) -> str:
+    parts = []
+    for name, value in attr_values:
+        if value is True:
+            parts.append(name)
+        elif value is False:
+            parts.append(f"not {name}")
+        else:
+            parts.append(f"{name} == {value!r}")
+    return " and ".join(parts)

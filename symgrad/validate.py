@@ -1,0 +1,116 @@
+"""Check an index-summation variant against its declared shapes and find every index's range."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import sympy as sp
+
+from symgrad.declare import OpVariant
+from symgrad.errors import DeclarationError
+
+Range = tuple[sp.Expr, sp.Expr]  # inclusive (lowest, highest)
+
+
+def index_ranges(variant: OpVariant) -> dict[sp.Symbol, Range]:
+    """The range of every free output index and every summation index of `variant`.
+
+    Raises:
+        DeclarationError: an unknown tensor, an index without a range, a Sum range that
+            disagrees with a tensor's shape, or free indices that differ from those declared.
+    """
+    inputs = {t.name: t for t in variant.inputs}
+    ranges: dict[sp.Symbol, Range] = {}
+    for out in variant.outputs:
+        uses = list(_subscript_uses(out.expr, {}))
+        _check_tensors(variant, inputs, uses)
+        _check_free_indices(variant, out, uses)
+        for index in out.indices:
+            ranges[index] = _free_range(variant, out, index, uses)
+        for base, axis, sub, bound in uses:
+            if sub in bound:
+                _check_sum_range(variant, base, axis, sub, bound[sub])
+                ranges[sub] = bound[sub]
+            elif not isinstance(sub, sp.Symbol):
+                _fail(variant, f"subscript {sub} of {base} is not a plain index; affine index maps are not supported yet")
+    return ranges
+
+
+def _subscript_uses(expr, bound: dict) -> Iterator[tuple]:
+    """(tensor, axis, subscript, ranges of the enclosing Sums) for each Indexed in `expr`."""
+    if isinstance(expr, sp.Sum):
+        inner = dict(bound)
+        for limit in expr.limits:
+            inner[limit[0]] = (limit[1], limit[2])
+        yield from _subscript_uses(expr.function, inner)
+    elif isinstance(expr, sp.Indexed):
+        for axis, sub in enumerate(expr.indices):
+            yield expr.base, axis, sub, bound
+    else:
+        for arg in expr.args:
+            yield from _subscript_uses(arg, bound)
+
+
+def _check_tensors(variant, inputs, uses) -> None:
+    for base, axis, _, _ in uses:
+        name = str(base.label)
+        if name not in inputs:
+            _fail(variant, f"tensor {name!r} is used but not declared with tensor()")
+        rank = len(inputs[name].shape)
+        if axis >= rank:
+            _fail(variant, f"tensor {name!r} has rank {rank} but is subscripted with more indices")
+
+
+def _check_free_indices(variant, out, uses) -> None:
+    free = set()
+    for _, _, sub, bound in uses:
+        free |= {s for s in sp.sympify(sub).free_symbols if s not in bound and s not in _dims(variant)}
+    declared = tuple(out.indices)
+    if len(set(declared)) != len(declared) or free != set(declared):
+        _fail(
+            variant,
+            f"output {out.name!r} declares free indices {_names(declared)} "
+            f"but its expression has free indices {_names(free)}",
+        )
+
+
+def _free_range(variant, out, index, uses) -> Range:
+    sizes = [
+        (str(base.label), axis, base.shape[axis])
+        for base, axis, sub, bound in uses
+        if sub == index and index not in bound
+    ]
+    if not sizes:
+        _fail(variant, f"index {index} of output {out.name!r} is used without a range (it indexes no tensor axis directly)")
+    first = sizes[0]
+    for other in sizes[1:]:
+        if sp.simplify(other[2] - first[2]) != 0:
+            _fail(
+                variant,
+                f"index {index} indexes axis {first[1]} of {first[0]} (size {first[2]}) "
+                f"and axis {other[1]} of {other[0]} (size {other[2]})",
+            )
+    return (sp.S.Zero, first[2] - 1)
+
+
+def _check_sum_range(variant, base, axis, sub, rng: Range) -> None:
+    size = base.shape[axis]
+    if sp.simplify(rng[0]) != 0 or sp.simplify(rng[1] - (size - 1)) != 0:
+        _fail(
+            variant,
+            f"Sum over {sub} from {rng[0]} to {rng[1]} disagrees with axis {axis} of "
+            f"{base.label}, of size {size} (expected {sub} from 0 to {size - 1})",
+        )
+
+
+def _dims(variant) -> set:
+    return {s for t in variant.inputs for d in t.shape for s in sp.sympify(d).free_symbols}
+
+
+def _names(symbols) -> str:
+    return "(" + ", ".join(sorted(str(s) for s in symbols)) + ")"
+
+
+def _fail(variant: OpVariant, what: str):
+    suffix = f" [attributes {dict(variant.attr_values)}]" if variant.attr_values else ""
+    raise DeclarationError(what + suffix, variant.decl.name, variant.decl.location)

@@ -1,0 +1,71 @@
+"""Shared fixtures: generated modules imported from a fresh derivation, TensorFlow gating."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+ROOT = Path(__file__).resolve().parent.parent
+OPS = ROOT / "ops"
+GENERATED = ROOT / "generated"
+
+
+def require_tf():
+    """Import TensorFlow, or skip; with SYMGRAD_REQUIRE_TF=1 a missing TensorFlow fails."""
+    try:
+        import tensorflow as tf
+    except ImportError:
+        if os.environ.get("SYMGRAD_REQUIRE_TF") == "1":
+            pytest.fail("SYMGRAD_REQUIRE_TF=1 but TensorFlow cannot be imported")
+        pytest.skip("TensorFlow is not installed (pip install '.[tensorflow]')")
+    return tf
+
+
+def import_path(path: Path, name: str | None = None):
+    """Import a Python file as a module (once per name)."""
+    name = name or f"_symgrad_test_{path.parent.name}_{path.stem}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def tf():
+    return require_tf()
+
+
+@pytest.fixture(scope="session")
+def derived(tmp_path_factory):
+    """Derive every op file in ops/ afresh into a temp folder: (folder, {name: text})."""
+    from symgrad.generate import generate
+    from symgrad.render import TARGETS
+
+    out = tmp_path_factory.mktemp("generated")
+    files = generate([OPS], TARGETS)
+    for name, text in files.items():
+        (out / name).write_text(text)
+    return out, files
+
+
+@pytest.fixture(scope="session")
+def numpy_module(derived):
+    """`numpy_module("matmul")` imports the freshly generated numpy module of ops/matmul.py."""
+    out, _ = derived
+    return lambda stem: import_path(out / f"{stem}_numpy.py")
+
+
+@pytest.fixture(scope="session")
+def tf_module(derived, tf):
+    """`tf_module("matmul")` imports the freshly generated TensorFlow module of ops/matmul.py."""
+    out, _ = derived
+    return lambda stem: import_path(out / f"{stem}_tf.py")
