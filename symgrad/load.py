@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from symgrad.declare import OpDecl, declared
 from symgrad.errors import LoadError, SymgradError
+
+# an @op("Name") or @elementwise("Name") decorator line, to name the op a syntax error is in
+_DECORATOR = re.compile(r"\s*@\s*(?:\w+\.)?(?:op|elementwise)\(\s*[\"']([^\"']+)")
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,8 @@ def _import(path: Path):
         source = path.read_text()
         code = compile(source, str(path), "exec")
     except SyntaxError as exc:
-        raise LoadError(f"syntax error: {exc.msg}", location=f"{path}:{exc.lineno}") from None
+        op = _op_declared_before(source, exc.lineno or 0)
+        raise LoadError(f"syntax error: {exc.msg}", op, f"{path}:{exc.lineno}") from None
     module_name = f"_symgrad_ops_{path.stem}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
@@ -78,6 +83,16 @@ def _import(path: Path):
         raise LoadError(f"{type(exc).__name__}: {exc}", location=f"{path}:{_line_in(exc, path)}") from None
     finally:
         sys.path.remove(str(path.parent))
+
+
+def _op_declared_before(source: str, line: int) -> str | None:
+    """The op whose declaration a broken line most likely belongs to (for the message)."""
+    found = None
+    for text in source.splitlines()[:line]:
+        match = _DECORATOR.match(text)
+        if match:
+            found = match.group(1)
+    return found
 
 
 def _line_in(exc: BaseException, path: Path) -> int:

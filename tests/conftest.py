@@ -51,7 +51,12 @@ def derived(tmp_path_factory):
     from symgrad.render import TARGETS
 
     out = tmp_path_factory.mktemp("generated")
-    files = generate([OPS], TARGETS)
+    cwd = os.getcwd()
+    os.chdir(ROOT)  # headers name the op file relative to the working directory
+    try:
+        files = generate(["ops"], TARGETS)
+    finally:
+        os.chdir(cwd)
     for name, text in files.items():
         (out / name).write_text(text)
     return out, files

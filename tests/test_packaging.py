@@ -1,0 +1,35 @@
+"""`pip install .` (not editable) into a fresh virtual environment, then `symgrad derive` works."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+from conftest import ROOT
+
+
+def test_wheel_install_ships_templates_and_derives(tmp_path):
+    venv = tmp_path / "venv"
+    # system site-packages supply sympy & co. without a download; symgrad itself is not there
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    install = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(ROOT)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert install.returncode == 0, install.stderr
+    work = tmp_path / "work"
+    shutil.copytree(ROOT / "ops", work / "ops")
+    where = subprocess.run(
+        [str(python), "-c", "import symgrad, symgrad.render as r; print(symgrad.__file__); print(r.templates_dir())"],
+        capture_output=True, text=True, cwd=work, check=True,
+    ).stdout.splitlines()
+    assert all(str(venv) in line for line in where), where
+    derive = subprocess.run(
+        [str(venv / "bin" / "symgrad"), "derive", "ops", "-o", "generated"],
+        capture_output=True, text=True, cwd=work, timeout=600,
+    )
+    assert derive.returncode == 0, derive.stderr
+    for name in ("matmul_numpy.py", "matmul_tf.py"):
+        assert (work / "generated" / name).read_text() == (ROOT / "generated" / name).read_text()
