@@ -133,6 +133,7 @@ def _common(op: ir.OpCode, printer) -> dict:
         "doc": op.doc.rstrip("."),
         "location": op.location,
         "inputs": ", ".join(op.inputs),
+        "outputs": ", ".join(op.outputs),
         "grads": ", ".join(op.grads),
         "forward_body": print_function_body(op.forward, printer, op),
         "forward_results": forward_results if len(op.outputs) == 1 else f"({forward_results})",
