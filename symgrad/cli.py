@@ -6,8 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from symgrad.cache import Cache, default_cache_dir
 from symgrad.errors import SymgradError
-from symgrad.generate import SymgradErrors, generate
+from symgrad.generate import SymgradErrors, default_jobs, generate
 from symgrad.output import stale_files, write_files
 from symgrad.render import TARGETS
 
@@ -26,6 +27,12 @@ def _parser() -> argparse.ArgumentParser:
     derive.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 when a generated file is stale"
     )
+    derive.add_argument(
+        "-j", "--jobs", type=int, default=default_jobs(), help="worker processes (default: one per core)"
+    )
+    derive.add_argument(
+        "--no-cache", action="store_true", help=f"derive everything again (cache: {default_cache_dir()})"
+    )
     return parser
 
 
@@ -33,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     targets = tuple(args.target or TARGETS)
     try:
-        files = generate(args.paths, targets)
+        cache = Cache(None if args.no_cache else default_cache_dir())
+        files = generate(args.paths, targets, cache=cache, jobs=args.jobs)
     except SymgradErrors as exc:
         for error in exc.errors:
             print(f"error: {error}", file=sys.stderr)

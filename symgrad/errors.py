@@ -12,7 +12,7 @@ class SymgradError(Exception):
         self.what = what
         self.op = op
         self.location = location
-        super().__init__(str(self))
+        super().__init__(what, op, location)  # args rebuild the error when unpickled
 
     def __str__(self) -> str:
         subject = f" for {self.op}" if self.op else ""

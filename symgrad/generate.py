@@ -1,15 +1,23 @@
-"""The pipeline: op files -> declarations -> derivations -> IR -> generated module texts."""
+"""The pipeline: op files -> declarations -> derivations -> IR -> generated module texts.
+
+Op files whose generated texts are cached are not even imported; the ops of the others are
+derived in parallel worker processes, one task per op.
+"""
 
 from __future__ import annotations
 
+import functools
+import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from symgrad.cache import Cache, CachedOp, cache_key
 from symgrad.declare import OpDecl, instantiate
 from symgrad.derive import derive
 from symgrad.errors import SymgradError
 from symgrad.ir import OpCode
-from symgrad.load import OpFile, load_op_files
+from symgrad.load import OpFile, check_unique, load_op_file, op_file_paths
 from symgrad.lower import lower_op
 from symgrad.render import MODULE_SUFFIX, render_module
 from symgrad.simplify import simplify
@@ -20,7 +28,7 @@ class SymgradErrors(SymgradError):
 
     def __init__(self, errors: list[SymgradError]):
         self.errors = errors
-        Exception.__init__(self, "\n".join(map(str, errors)))
+        Exception.__init__(self, errors)
 
     def __str__(self) -> str:
         return "\n".join(map(str, self.errors))
@@ -32,39 +40,97 @@ def compile_op(decl: OpDecl) -> OpCode:
     return lower_op(decl, derivations)
 
 
-def generate(paths: list[str | Path], targets: tuple[str, ...]) -> dict[str, str]:
+def generate(
+    paths: list[str | Path], targets: tuple[str, ...], cache: Cache | None = None, jobs: int = 1
+) -> dict[str, str]:
     """Generated file name -> text, for every op file under `paths`.
 
     Raises:
         SymgradErrors: every op that failed, after trying them all.
     """
-    op_files = load_op_files(paths)
+    cache = cache or Cache(None)
     files: dict[str, str] = {}
-    errors: list[SymgradError] = []
-    for op_file in op_files:
-        codes = []
-        for decl in op_file.ops:
-            try:
-                codes.append(compile_op(decl))
-            except SymgradError as exc:
-                errors.append(exc if exc.op else type(exc)(exc.what, decl.name, decl.location))
-        if not errors:
-            files.update(_render_file(op_file, codes, targets))
+    records: list = []
+    fresh: list[tuple[OpFile, str]] = []
+    paths = op_file_paths(paths)
+    _check_stems(paths)
+    for path in paths:
+        key = cache_key(path, display_path(path), targets)
+        hit = cache.get(key)
+        if hit is None:
+            op_file = load_op_file(path)
+            fresh.append((op_file, key))
+            records += op_file.ops
+        else:
+            records += hit[0]
+            files.update(hit[1])
+    check_unique(records)
+    for (op_file, key), codes in zip(fresh, _compile_all([f for f, _ in fresh], jobs)):
+        rendered = _render_file(op_file, codes, targets)
+        cache.put(key, [CachedOp(d.name, d.func_name, str(d.location)) for d in op_file.ops], rendered)
+        files.update(rendered)
+    return dict(sorted(files.items()))
+
+
+def _compile_all(op_files: list[OpFile], jobs: int) -> list[list[OpCode]]:
+    """Every op of every file compiled, in order; all errors collected before raising."""
+    tasks = [(str(f.path), n) for f in op_files for n in range(len(f.ops))]
+    if jobs > 1 and len(tasks) > 1:
+        context = multiprocessing.get_context("spawn")  # no fork of a process holding threads
+        with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=context) as pool:
+            results = list(pool.map(_compile_in_worker, tasks, chunksize=1))
+    else:
+        results = [_compile_or_error(decl) for f in op_files for decl in f.ops]
+    errors = [r for r in results if isinstance(r, SymgradError)]
     if errors:
         raise SymgradErrors(errors)
-    return files
+    grouped, position = [], 0
+    for op_file in op_files:
+        grouped.append(results[position : position + len(op_file.ops)])
+        position += len(op_file.ops)
+    return grouped
+
+
+def _compile_in_worker(task: tuple[str, int]) -> OpCode | SymgradError:
+    """In a worker process (new for each run): load the op file once, compile one op."""
+    path, index = task
+    return _compile_or_error(_load_once(path).ops[index])
+
+
+def _compile_or_error(decl: OpDecl) -> OpCode | SymgradError:
+    try:
+        return compile_op(decl)
+    except SymgradError as exc:
+        return exc if exc.op else type(exc)(exc.what, decl.name, decl.location)
+
+
+@functools.lru_cache(maxsize=None)
+def _load_once(path: str) -> OpFile:
+    return load_op_file(Path(path))
 
 
 def _render_file(op_file: OpFile, codes: list[OpCode], targets) -> dict[str, str]:
     source = display_path(op_file.path)
     result = {}
     for target in targets:
-        name = op_file.stem + MODULE_SUFFIX[target]
         try:
-            result[name] = render_module(target, source, codes)
+            result[op_file.stem + MODULE_SUFFIX[target]] = render_module(target, source, codes)
         except SymgradError as exc:
             raise type(exc)(exc.what, exc.op, exc.location or source) from None
     return result
+
+
+def _check_stems(paths: list[Path]) -> None:
+    """Two op files with one name (in different folders) would write the same modules."""
+    seen: dict[str, Path] = {}
+    for path in paths:
+        first = seen.setdefault(path.stem, path)
+        if first != path:
+            raise SymgradError(f"op files {first} and {path} would both generate {path.stem}_*.py")
+
+
+def default_jobs() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 def display_path(path: Path) -> str:

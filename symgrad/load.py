@@ -57,13 +57,6 @@ def load_op_file(path: Path) -> OpFile:
     return OpFile(path, tuple(sorted(decls, key=lambda d: d.location.line)))
 
 
-def load_op_files(paths: list[str | Path]) -> list[OpFile]:
-    """Load every op file under `paths`; op names and Python names must be unique."""
-    files = [load_op_file(p) for p in op_file_paths(paths)]
-    _check_unique(files)
-    return files
-
-
 def _import(path: Path):
     try:
         source = path.read_text()
@@ -104,10 +97,15 @@ def _line_in(exc: BaseException, path: Path) -> int:
     return line
 
 
-def _check_unique(files: list[OpFile]) -> None:
+def check_unique(decls) -> None:
+    """Op names and Python names must be unique across all op files of a run.
+
+    Args:
+        decls: objects with `name`, `func_name` and `location` (declarations, cache records).
+    """
     for key, what in ((lambda d: d.name, "op name"), (lambda d: d.func_name, "Python name")):
-        seen: dict[str, OpDecl] = {}
-        for decl in (d for f in files for d in f.ops):
+        seen = {}
+        for decl in decls:
             first = seen.setdefault(key(decl), decl)
             if first is not decl:
                 raise LoadError(

@@ -16,7 +16,8 @@ HEADER = "import sympy as sp\nfrom symgrad import dims, elementwise, indices, op
 
 
 def symgrad(*args, cwd=ROOT, env=None):
-    """Run `python -m symgrad ARGS` and return the completed process."""
+    """Run `python -m symgrad ARGS` (without the cache) and return the completed process."""
+    args = args[:1] + ("--no-cache",) + args[1:]
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "symgrad", *map(str, args)],
