@@ -137,14 +137,39 @@ def indices(names: str) -> tuple[sp.Symbol, ...]:
     return sp.symbols(names, integer=True, seq=True)
 
 
-def tensor(name: str, shape: tuple) -> sp.IndexedBase:
-    """Declare the next input tensor of the op being built, with its symbolic shape."""
+# `...` in a shape or a subscript: any number of leading batch axes, as in einsum
+BATCH_DIM = sp.Symbol("batch_shape", integer=True, positive=True)
+BATCH = sp.Symbol("batch", integer=True)
+
+
+def _with_batch(items) -> tuple:
+    """Replace a leading `...` by the batch index; `...` anywhere else is an error."""
+    items = tuple(items) if isinstance(items, (tuple, list)) else (items,)
+    if any(item is Ellipsis for item in items[1:]):
+        raise DeclarationError(f"`...` may only lead a shape or subscript, got {items}")
+    return (BATCH,) + items[1:] if items and items[0] is Ellipsis else items
+
+
+class Tensor(sp.IndexedBase):
+    """An input tensor: an `IndexedBase` whose subscripts may start with `...`."""
+
+    def __getitem__(self, indices):
+        return super().__getitem__(_with_batch(indices))
+
+
+def tensor(name: str, shape: tuple) -> Tensor:
+    """Declare the next input tensor of the op being built, with its symbolic shape.
+
+    A leading `...` in `shape` (and then in every subscript) stands for any number of leading
+    batch axes, so one declaration serves every rank.
+    """
     registry = _tensors.get()
     if registry is None:
         raise DeclarationError(f"tensor({name!r}) called outside an @op declaration")
     if any(t.name == name for t in registry):
         raise DeclarationError(f"input {name!r} declared twice")
-    base = sp.IndexedBase(name, shape=tuple(sp.sympify(d) for d in shape))
+    dims_ = tuple(BATCH_DIM if d is BATCH else sp.sympify(d) for d in _with_batch(shape))
+    base = Tensor(name, shape=dims_)
     registry.append(TensorInput(name, base))
     return base
 
@@ -277,7 +302,7 @@ def _instantiate_index(decl, attr_values, kwargs) -> OpVariant:
                 decl.location,
             )
         idx, expr = value
-        idx = tuple(idx) if isinstance(idx, (tuple, list)) else (idx,)
+        idx = _with_batch(idx)
         outputs.append(Output(out_name, idx, _as_expr(decl, expr)))
     return OpVariant(decl, attr_values, inputs, tuple(outputs))
 

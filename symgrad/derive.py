@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from symgrad.declare import ELEMENTWISE, OpVariant, stop_gradient
+from symgrad.declare import BATCH, BATCH_DIM, ELEMENTWISE, OpVariant, stop_gradient
 from symgrad.errors import DerivationError
 from symgrad.validate import Range, index_ranges
 
@@ -125,8 +125,17 @@ def _derive_index(variant: OpVariant) -> Derivation:
             terms += _contract(variant, out, grad_name, inp.base[axes], ranges)
         terms = [_eliminate_deltas(variant, t, {**ranges, **axis_ranges}) for t in terms]
         terms = [t for t in terms if t.factor != 0]
-        vjp[inp.name] = TensorValue(axes, tuple(terms)) if terms else None
+        vjp[inp.name] = _batch_renamed(TensorValue(axes, tuple(terms)), inp.shape) if terms else None
     return Derivation(variant, grad_names(variant), forward, vjp)
+
+
+def _batch_renamed(value: TensorValue, shape) -> TensorValue:
+    """Name an input's batch axis `BATCH`, as everywhere else, once the deltas are gone."""
+    if not shape or shape[0] != BATCH_DIM:
+        return value
+    old = value.indices[0]
+    terms = tuple(Term(t.factor.subs(old, BATCH), t.sums) for t in value.terms)
+    return TensorValue((BATCH,) + value.indices[1:], terms)
 
 
 def _contract(variant, out, grad_name, entry, ranges) -> list[Term]:
@@ -176,16 +185,40 @@ def _eliminate_deltas(variant, term: Term, ranges: dict[sp.Symbol, Range]) -> Te
                 variant.decl.location,
             )
         v_range = summed.get(v) or ranges[v]
-        if not _covers(summed[u], v_range):
-            raise DerivationError(
-                f"cannot eliminate {delta}: {v} ranges over {v_range}, beyond {u}'s {summed[u]}",
-                variant.decl.name,
-                variant.decl.location,
-            )
         rest = sp.Mul(*[a for a in sp.Mul.make_args(factor) if a is not delta])
         factor = rest.subs(u, v)
         sums = tuple((s, lo.subs(u, v), hi.subs(u, v)) for s, lo, hi in sums if s != u)
+        sums = _constrain(variant, delta, summed[u], v, v_range, sums)
 
 
-def _covers(outer: Range, inner: Range) -> bool:
-    return bool((inner[0] - outer[0]).is_nonnegative and (outer[1] - inner[1]).is_nonnegative)
+def _constrain(variant, delta, u_range: Range, v, v_range: Range, sums: tuple) -> tuple:
+    """Keep `u_range[0] <= v <= u_range[1]` after summing out u := v.
+
+    Bounds `v` always meets are dropped; a bound `s + c` on another summed index `s` (a
+    cumulative sum) becomes a bound on `s` instead; anything else needs guards (not yet).
+    """
+    low, high = u_range
+    summed = {s[0]: s for s in sums}
+    for bound, v_side, is_upper in ((low, v_range[0], False), (high, v_range[1], True)):
+        gap = (bound - v_side) if is_upper else (v_side - bound)
+        if gap.is_nonnegative:
+            continue  # v's whole range meets this bound
+        s = next((s for s in summed if bound.has(s)), None)
+        c = bound - s if s is not None else None
+        if s is None or c.free_symbols & set(summed) or not (bound - s - c == 0):
+            raise DerivationError(
+                f"cannot eliminate {delta}: {v} ranges over {v_range}, beyond {u_range}",
+                variant.decl.name,
+                variant.decl.location,
+            )
+        index, s_low, s_high = summed[s]
+        # v <= s + c  <=>  s >= v - c ;   v >= s + c  <=>  s <= v - c (tighter, for every v)
+        tighter = (v_range[0] - c - s_low) if is_upper else (s_high - v_range[1] + c)
+        if not tighter.is_nonnegative:
+            raise DerivationError(
+                f"cannot eliminate {delta}: the range of {s} would need guards",
+                variant.decl.name,
+                variant.decl.location,
+            )
+        summed[s] = (index, v - c, s_high) if is_upper else (index, s_low, v - c)
+    return tuple(summed[s[0]] for s in sums)

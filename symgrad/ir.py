@@ -40,6 +40,7 @@ class MatMul:
     b: str  # right operand
     transpose_a: bool  # use a's transpose
     transpose_b: bool  # use b's transpose
+    batched: bool = False  # leading batch axes, broadcast between the operands
 
     def __str__(self) -> str:
         return f"{self.a}{'ᵀ' if self.transpose_a else ''} @ {self.b}{'ᵀ' if self.transpose_b else ''}"
@@ -58,13 +59,49 @@ class Einsum:
 
 @dataclass(frozen=True)
 class ReduceSum:
-    """Sum over `axes`."""
+    """Sum over `axes` (negative: counted from the last, so leading batch axes may vary)."""
 
-    x: str  # variable
+    x: str | Elementwise  # variable, or an elementwise expression summed without a temporary
     axes: tuple[int, ...]  # axes summed away
+    keepdims: bool = False  # keep them as size-1 axes, aligned for broadcasting
 
     def __str__(self) -> str:
-        return f"sum({self.x}, axes={self.axes})"
+        return f"sum({self.x}, axes={self.axes}{', keepdims' if self.keepdims else ''})"
+
+
+@dataclass(frozen=True)
+class Expand:
+    """Insert size-1 axes: `x[..., None, :]` has `subscript` ("None", ":") after the ellipsis."""
+
+    x: str  # variable
+    subscript: tuple[str, ...]  # trailing entries, each ":" (kept axis) or "None" (new axis)
+
+    def __str__(self) -> str:
+        return f"{self.x}[..., {', '.join(self.subscript)}]"
+
+
+@dataclass(frozen=True)
+class BroadcastTo:
+    """Broadcast a value to the shape of variable `like`."""
+
+    value: Elementwise  # the value, broadcastable to `like`'s shape
+    like: str  # variable whose shape the result takes
+
+    def __str__(self) -> str:
+        return f"broadcast_to({self.value}, shape({self.like}))"
+
+
+@dataclass(frozen=True)
+class Cumsum:
+    """Cumulative sum along `axis`, as `tf.math.cumsum(x, axis, exclusive, reverse)`."""
+
+    x: str | Elementwise  # what is summed
+    axis: int  # negative: counted from the last
+    exclusive: bool  # leave each element out of its own sum
+    reverse: bool  # sum from the end
+
+    def __str__(self) -> str:
+        return f"cumsum({self.x}, axis={self.axis}, exclusive={self.exclusive}, reverse={self.reverse})"
 
 
 @dataclass(frozen=True)
@@ -99,7 +136,25 @@ class ZerosLike:
         return f"zeros_like({self.like})"
 
 
-Value = Union[Elementwise, Conj, MatMul, Einsum, ReduceSum, Transpose, SumToShape, ZerosLike]
+Value = Union[
+    Elementwise, Conj, MatMul, Einsum, ReduceSum, Transpose, SumToShape, ZerosLike, Expand,
+    BroadcastTo, Cumsum,
+]
+
+
+def reads(value: Value) -> set[str]:
+    """The variables whose values `value` reads (not only their shapes)."""
+    if isinstance(value, Elementwise):
+        return {str(s) for s in value.expr.free_symbols}
+    if isinstance(value, (SumToShape, BroadcastTo)):
+        return reads(value.value)
+    if isinstance(value, MatMul):
+        return {value.a, value.b}
+    if isinstance(value, Einsum):
+        return set(value.operands)
+    if isinstance(value, ZerosLike):
+        return set()
+    return reads(value.x) if isinstance(value.x, Elementwise) else {value.x}
 
 
 @dataclass(frozen=True)

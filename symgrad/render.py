@@ -55,7 +55,8 @@ def render_numpy_module(source: str, ops: list[ir.OpCode]) -> str:
         ops=contexts,
         imports=imports,
         uses_conj=any(op.vjp.prologue for op in ops),
-        uses_sum_to_shape=_uses(ops, ir.SumToShape),
+        uses_sum_to_shape=_uses(ops, lambda v: isinstance(v, ir.SumToShape)),
+        uses_shift_right=_uses(ops, lambda v: isinstance(v, ir.Cumsum) and v.exclusive),
     )
     return _format(text)
 
@@ -66,7 +67,7 @@ def render_tf_module(source: str, ops: list[ir.OpCode]) -> str:
     text = _environment().get_template("tensorflow_module.py.j2").render(
         source=source,
         ops=contexts,
-        uses_sum_to_shape=_uses(ops, ir.SumToShape),
+        uses_sum_to_shape=_uses(ops, lambda v: isinstance(v, ir.SumToShape)),
         uses_string_attrs=any(isinstance(v, str) for op in ops for _, v in op.enumerated_attrs),
     )
     return _format(text)
@@ -76,9 +77,10 @@ def _format(text: str) -> str:
     return black.format_str(text, mode=black.Mode(line_length=LINE_LENGTH))
 
 
-def _uses(ops: list[ir.OpCode], kind: type) -> bool:
+def _uses(ops: list[ir.OpCode], predicate) -> bool:
+    """Whether any statement of `ops` computes a value for which `predicate` holds."""
     return any(
-        isinstance(s.value, kind)
+        predicate(s.value)
         for op in ops
         for function in (op.forward, op.vjp)
         for branch in function.branches
@@ -93,8 +95,10 @@ def _numpy_op(op: ir.OpCode, printer) -> dict:
     attrs = _attr_params(op)
     outputs = ", ".join(f"{o}=None" for o in op.outputs)
     call_attrs = "".join(f", {name}={name}" for name, _ in op.enumerated_attrs + op.numeric_attrs)
+    # an output named like its op (Softmax's `softmax`) shadows the forward function
+    forward = f"globals()[{op.func_name!r}]" if op.func_name in op.outputs else op.func_name
     calls = [
-        (o, f"{o} = {op.func_name}({', '.join(op.inputs)}{call_attrs})" + _pick(op, o))
+        (o, f"{o} = {forward}({', '.join(op.inputs)}{call_attrs})" + _pick(op, o))
         for o in op.outputs_used
     ]
     return {
@@ -162,24 +166,25 @@ def _results(results) -> str:
 
 def print_function_body(function: ir.Function, printer, op: ir.OpCode) -> str:
     """The statements of `function`: its prologue, then an if/elif chain over its variants."""
-    lines = [_statement(s, printer) for s in function.prologue]
+    printer.dtype_source = function.params[0]  # an input or upstream gradient: the op's dtype
+    lines = [_statement(s, printer, op) for s in function.prologue]
     if len(function.branches) == 1 and not function.branches[0].attr_values:
-        lines += [_statement(s, printer) for s in function.branches[0].body]
+        lines += [_statement(s, printer, op) for s in function.branches[0].body]
         return "\n".join(lines)
     for n, branch in enumerate(function.branches):
         keyword = "if" if n == 0 else "elif"
         lines.append(f"{keyword} {_condition(branch.attr_values)}:")
-        lines += ["    " + _statement(s, printer) for s in branch.body]
+        lines += ["    " + _statement(s, printer, op) for s in branch.body]
     names = ", ".join(f"{name}={{{name}!r}}" for name, _ in op.enumerated_attrs)
     lines += ["else:", f'    raise ValueError(f"{op.name}: unsupported attributes {names}")']
     return "\n".join(lines)
 
 
-def _statement(statement: ir.Assign, printer) -> str:
+def _statement(statement: ir.Assign, printer, op: ir.OpCode) -> str:
     text = printer._print(statement.value)  # IR values dispatch to the printer's _print_<Class>
     if printer._not_supported:
         unsupported = ", ".join(sorted(map(str, printer._not_supported)))
-        raise LoweringError(f"the {printer.target} printer cannot print {unsupported}")
+        raise LoweringError(f"the {printer.target} printer cannot print {unsupported}", op.name, op.location)
     return f"{statement.target} = {text}"
 
 

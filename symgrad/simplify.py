@@ -1,5 +1,10 @@
 """Simplification passes over a derivation, applied in order by `simplify`.
 
+* `combine_powers`: `x**y / x` becomes `x**(y - 1)`, finite at x == 0 (Pow's gradient).
+* `merge_equal_branches`: a `Piecewise` whose branches are one rational function is that
+  function (Softplus, declared in two overflow-free branches, has one derivative).
+* `avoid_exp_overflow`: `exp(a) / (exp(a) + b)` becomes `1 / (1 + b*exp(-a))`, finite where
+  `exp(a)` overflows (Softplus's derivative, TensorFlow's `sigmoid`).
 * `reuse_forward_outputs`: write partials in terms of the op's outputs where that is cheaper,
   as TensorFlow does (Sigmoid: `grad * y * (1 - y)`, Tanh: `grad * (1 - y**2)`, Exp: `grad * y`).
   SymPy's `simplify` does not find these (it turns sigmoid' into `1/(4*cosh(x/2)**2)`).
@@ -9,12 +14,13 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 
 import sympy as sp
 
-from symgrad.declare import ELEMENTWISE
-from symgrad.derive import Derivation
+from symgrad.declare import BATCH, ELEMENTWISE
+from symgrad.derive import Derivation, TensorValue, Term
 
 SAMPLE_POINTS = (-1.7, -0.6, 0.35, 0.8, 1.3, 2.1)  # where a rewrite is checked numerically
 
@@ -22,8 +28,59 @@ SAMPLE_POINTS = (-1.7, -0.6, 0.35, 0.8, 1.3, 2.1)  # where a rewrite is checked 
 def simplify(derivation: Derivation) -> Derivation:
     """Apply every pass, in order."""
     if derivation.variant.decl.kind == ELEMENTWISE:
+        derivation = combine_powers(derivation)
+        derivation = merge_equal_branches(derivation)
+        derivation = avoid_exp_overflow(derivation)
         derivation = reuse_forward_outputs(derivation)
+    else:
+        derivation = reuse_tensor_outputs(derivation)
     return derivation
+
+
+def _map_vjp(derivation: Derivation, rewrite) -> Derivation:
+    """`derivation` with `rewrite` applied to every non-zero elementwise gradient."""
+    vjp = {n: None if e is None else rewrite(e) for n, e in derivation.vjp.items()}
+    return dataclasses.replace(derivation, vjp=vjp)
+
+
+def combine_powers(derivation: Derivation) -> Derivation:
+    """Add the exponents of powers of one base: SymPy's `x**y*y/x` is NaN at x == 0."""
+    return _map_vjp(derivation, lambda e: sp.powsimp(e, deep=True, combine="exp"))
+
+
+def merge_equal_branches(derivation: Derivation) -> Derivation:
+    """Replace each `Piecewise` whose branches are all one rational function by that function."""
+
+    def merge(piecewise):
+        forms = {sp.together(value) for value, _ in piecewise.args}
+        return forms.pop() if len(forms) == 1 else piecewise
+
+    return _map_vjp(derivation, lambda e: e.replace(lambda n: isinstance(n, sp.Piecewise), merge))
+
+
+def avoid_exp_overflow(derivation: Derivation) -> Derivation:
+    """Rewrite `exp(a) / (exp(a) + b)` as `1 / (1 + b*exp(-a))`: 1, not inf/inf, for large a."""
+    return _map_vjp(derivation, lambda e: e.replace(_exp_ratio, _exp_ratio_rewritten))
+
+
+def _exp_ratio(node) -> tuple | None:
+    """(exp(a), 1/(exp(a) + b)) when `node` is a product holding both, else None."""
+    if not isinstance(node, sp.Mul):
+        return None
+    factors = node.args
+    for numerator in (f for f in factors if isinstance(f, sp.exp)):
+        for denominator in factors:
+            base, power = denominator.as_base_exp()
+            if power == -1 and isinstance(base, sp.Add) and numerator in base.args:
+                return numerator, denominator
+    return None
+
+
+def _exp_ratio_rewritten(node) -> sp.Expr:
+    numerator, denominator = _exp_ratio(node)
+    rest = [f for f in node.args if f is not numerator and f is not denominator]
+    scaled = sp.Add(*[term / numerator for term in denominator.base.args])  # exp(a)/exp(a) is 1
+    return sp.Mul(*rest) / scaled
 
 
 def reuse_forward_outputs(derivation: Derivation) -> Derivation:
@@ -84,27 +141,35 @@ def _cost(expr, inputs) -> tuple[int, int]:
 
 
 def _agrees(expr, candidate, outputs: dict) -> bool:
-    """True when `candidate` (with outputs substituted) equals `expr` wherever both are finite."""
+    """True when `candidate` (outputs substituted) equals `expr` wherever both are finite,
+    and stays finite where `expr` is finite at a variable's zero."""
     rng = random.Random(0)
     symbols = sorted(expr.free_symbols | set().union(*(f.free_symbols for f in outputs.values())), key=str)
+    other_expr = candidate.subs(outputs)
     compared = 0
     for point in SAMPLE_POINTS:
         values = {s: point + 0.1 * rng.random() for s in symbols}
-        try:
-            exact = complex(expr.evalf(subs=values))
-            other = complex(candidate.subs(outputs).evalf(subs=values))
-        except TypeError:  # not a number at this point (zoo, nan)
-            continue
-        if not (_finite(exact) and _finite(other)):
-            continue
-        if abs(exact - other) > 1e-9 * (1 + abs(exact)):
-            return False
-        compared += 1
+        exact, other = _number(expr, values), _number(other_expr, values)
+        if exact is not None and other is not None:
+            if abs(exact - other) > 1e-9 * (1 + abs(exact)):
+                return False
+            compared += 1
+        for s in symbols:  # `y*z/x` (z = x**y) agrees with `y*x**(y - 1)` but is NaN at x == 0
+            at_zero = {**values, s: 0}
+            if _number(expr, at_zero) is not None and _number(other_expr, at_zero) is None:
+                return False
     return compared >= 2
 
 
-def _finite(z: complex) -> bool:
-    return abs(z.imag) < 1e-12 and abs(z.real) != float("inf") and z.real == z.real
+def _number(expr, values) -> complex | None:
+    """The value of `expr` at `values`, or None where it is not a finite real number."""
+    try:
+        z = complex(expr.evalf(subs=values))
+    except TypeError:  # zoo and the like
+        return None
+    if abs(z.imag) < 1e-12 and abs(z.real) != float("inf") and z.real == z.real:
+        return z
+    return None
 
 
 def share_subexpressions(exprs: list[sp.Expr], prefix: str = "t") -> tuple[list, list[sp.Expr]]:
@@ -112,3 +177,65 @@ def share_subexpressions(exprs: list[sp.Expr], prefix: str = "t") -> tuple[list,
     symbols = sp.numbered_symbols(prefix, real=True)
     replacements, reduced = sp.cse(exprs, symbols=symbols, order="canonical")
     return replacements, reduced
+
+
+def reuse_tensor_outputs(derivation: Derivation) -> Derivation:
+    """Write each tensor gradient's terms with the op's outputs wherever that is cheaper.
+
+    Softmax's gradient has `exp(x[p, q]) / Sum(exp(x[p, k]), k)` in every term: that is the
+    output `softmax[p, q]`, and with it the gradient is TensorFlow's `(grad - sum(grad * y)) * y`.
+    """
+    outputs = derivation.variant.outputs
+    vjp = {}
+    for name, value in derivation.vjp.items():
+        if value is not None:
+            terms = tuple(
+                Term(_reuse_in_factor(t.factor, value.indices + tuple(s[0] for s in t.sums), outputs), t.sums)
+                for t in value.terms
+            )
+            value = TensorValue(value.indices, terms)
+        vjp[name] = value
+    return dataclasses.replace(derivation, vjp=vjp)
+
+
+def _reuse_in_factor(factor: sp.Expr, indices: tuple, outputs) -> sp.Expr:
+    """Substitute output entries `y[t]` for their expressions, t over tuples of `indices`."""
+    improved = True
+    while improved:
+        improved = False
+        for out in outputs:
+            for entry in _index_tuples(out.indices, indices):
+                expr = out.expr.subs(dict(zip(out.indices, entry)), simultaneous=True)
+                value = sp.IndexedBase(out.name)[entry] if entry else sp.Symbol(out.name)
+                for candidate in [factor.subs(expr, value), *_by_inverse_entry(factor, expr, value, entry)]:
+                    if sp.count_ops(candidate) < sp.count_ops(factor):
+                        factor, improved = candidate, True
+    return factor
+
+
+def _by_inverse_entry(factor, expr, value, entry) -> list[sp.Expr]:
+    """Solve `value = expr` for the input entry at `entry` and substitute it into `factor`
+    (LogSoftmax: `x[p] = y[p] + log(S)` turns `exp(x[p]) / S` into `exp(y[p])`)."""
+    result = []
+    for x in [e for e in expr.atoms(sp.Indexed) if e.indices == entry and factor.has(e)]:
+        unknown, known = sp.Dummy("x"), sp.Dummy("y")
+        try:
+            solutions = sp.solve(sp.Eq(known, expr.subs(x, unknown)), unknown)
+        except (NotImplementedError, ValueError):
+            continue
+        if len(solutions) == 1:
+            candidate = factor.subs(x, solutions[0]).subs(known, value)
+            if not candidate.has(x):
+                result.append(candidate)
+    return result
+
+
+def _index_tuples(pattern: tuple, indices: tuple):
+    """Tuples of distinct `indices` shaped like `pattern` (a leading batch index stays put)."""
+    if pattern and pattern[0] == BATCH:
+        if BATCH not in indices:
+            return
+        for rest in _index_tuples(pattern[1:], tuple(i for i in indices if i != BATCH)):
+            yield (BATCH,) + rest
+        return
+    yield from itertools.permutations([i for i in indices if i != BATCH], len(pattern))

@@ -51,6 +51,19 @@ def _subscript_uses(expr, bound: dict) -> Iterator[tuple]:
             yield from _subscript_uses(arg, bound)
 
 
+def _limit_uses(expr, bound: dict) -> Iterator[tuple]:
+    """(summation index, lowest, highest, enclosing Sums' ranges) for each Sum in `expr`."""
+    if isinstance(expr, sp.Sum):
+        inner = dict(bound)
+        for index, low, high in expr.limits:
+            yield index, low, high, dict(inner)
+            inner[index] = (low, high)
+        yield from _limit_uses(expr.function, inner)
+    else:
+        for arg in expr.args:
+            yield from _limit_uses(arg, bound)
+
+
 def _check_tensors(variant, inputs, uses) -> None:
     for base, axis, _, _ in uses:
         name = str(base.label)
@@ -65,6 +78,8 @@ def _check_free_indices(variant, out, uses) -> None:
     free = set()
     for _, _, sub, bound in uses:
         free |= {s for s in sp.sympify(sub).free_symbols if s not in bound and s not in _dims(variant)}
+    for _, low, high, bound in _limit_uses(out.expr, {}):
+        free |= {s for s in (low - high).free_symbols if s not in bound and s not in _dims(variant)}
     declared = tuple(out.indices)
     if len(set(declared)) != len(declared) or free != set(declared):
         _fail(
@@ -80,6 +95,14 @@ def _free_range(variant, out, index, uses) -> Range:
         for base, axis, sub, bound in uses
         if sub == index and index not in bound
     ]
+    if not sizes:  # an index bounding a Sum (a cumulative sum) ranges as the summed index
+        sizes = [
+            (str(base.label), axis, base.shape[axis])
+            for k, low, high, _ in _limit_uses(out.expr, {})
+            if (low - high).has(index)
+            for base, axis, sub, _ in uses
+            if sub == k
+        ]
     if not sizes:
         _fail(variant, f"index {index} of output {out.name!r} is used without a range (it indexes no tensor axis directly)")
     first = sizes[0]
@@ -95,6 +118,8 @@ def _free_range(variant, out, index, uses) -> Range:
 
 def _check_sum_range(variant, base, axis, sub, rng: Range) -> None:
     size = base.shape[axis]
+    if any(s.is_positive is not True for s in (rng[1] - rng[0]).free_symbols):
+        return  # a range bounded by another index (a cumulative sum) lies within that index's
     if sp.simplify(rng[0]) != 0 or sp.simplify(rng[1] - (size - 1)) != 0:
         _fail(
             variant,

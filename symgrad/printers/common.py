@@ -18,7 +18,9 @@ class ArrayCodeMixin:
     aliases: dict[str, str] = {}  # module prefix -> alias used in generated code
 
     def __init__(self, settings=None):
-        super().__init__(settings)
+        # not strict: what cannot be printed is collected in `_not_supported`, and `render`
+        # reports it as a LoweringError naming the op instead of a SymPy traceback
+        super().__init__({"strict": False, **(settings or {})})
         self._not_supported = set()  # CodePrinter.doprint sets this; we print with _print
 
     def _module_format(self, fqn, register=True):
@@ -28,8 +30,22 @@ class ArrayCodeMixin:
                 return alias + fqn[len(prefix) :]
         return super()._module_format(fqn, register)
 
+    def _print(self, expr, **kwargs):
+        if _is_real_constant(expr):
+            # folded to a literal: `tf.math.sqrt(3.14...)` would make a float32 tensor
+            return self._print_Float(expr)
+        return super()._print(expr, **kwargs)
+
     def _print_Float(self, expr):
         return repr(float(expr))  # the shortest text that round-trips the double
+
+    def _print_Mul(self, expr):
+        numbers = [a for a in expr.args if a.is_number]
+        if numbers and _is_real_constant(sp.Mul(*numbers)):
+            # one coefficient, as TensorFlow writes `2 / sqrt(pi)`: a single literal
+            rest = [a for a in expr.args if not a.is_number]
+            expr = sp.Mul(sp.Mul(*numbers).evalf(30), *rest, evaluate=False)
+        return super()._print_Mul(expr)
 
     def _print_Pow(self, expr, rational=False):
         base, exp = expr.as_base_exp()
@@ -49,10 +65,14 @@ class ArrayCodeMixin:
         *branches, (last, last_cond) = expr.args
         if last_cond != sp.true:
             raise ValueError(f"a Piecewise needs a final branch with condition True: {expr}")
-        text = self._print(last)
+        text = self._print_branch(last)
         for value, condition in reversed(branches):
-            text = f"{self._module_format(self.where)}({self._print_condition(condition)}, {self._print(value)}, {text})"
+            text = f"{self._module_format(self.where)}({self._print_condition(condition)}, {self._print_branch(value)}, {text})"
         return text
+
+    def _print_branch(self, value):
+        """A value `where` selects; a backend may need its numbers typed."""
+        return self._print(value)
 
     def _print_condition(self, condition):
         text = self._print(condition)
@@ -62,3 +82,15 @@ class ArrayCodeMixin:
         x = expr.args[0]
         half = expr.args[1] if len(expr.args) > 1 else sp.S.Half
         return self._print(sp.Piecewise((1, x > 0), (half, sp.Eq(x, 0)), (0, True)))
+
+
+def _is_real_constant(expr) -> bool:
+    """A real number that is not a plain rational: `pi`, `sqrt(2)`, `2/sqrt(pi)`, `log(2)`."""
+    return (
+        isinstance(expr, sp.Basic)
+        and expr.is_number
+        and not expr.is_Rational
+        and not isinstance(expr, sp.Float)
+        and bool(expr.is_extended_real)
+        and bool(expr.is_finite)
+    )

@@ -31,16 +31,42 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         return f"_conj({value.x})"
 
     def _print_MatMul(self, value: ir.MatMul):
-        a = f"{value.a}.T" if value.transpose_a else value.a
-        b = f"{value.b}.T" if value.transpose_b else value.b
+        a = self._matrix_transpose(value.a, value.batched) if value.transpose_a else value.a
+        b = self._matrix_transpose(value.b, value.batched) if value.transpose_b else value.b
         return f"{a} @ {b}"
+
+    def _matrix_transpose(self, x: str, batched: bool) -> str:
+        return f"{self._module_format('numpy.swapaxes')}({x}, -1, -2)" if batched else f"{x}.T"
 
     def _print_Einsum(self, value: ir.Einsum):
         operands = ", ".join(value.operands)
         return f'{self._module_format("numpy.einsum")}("{value.spec}", {operands}, optimize=True)'
 
     def _print_ReduceSum(self, value: ir.ReduceSum):
-        return f"{self._module_format('numpy.sum')}({value.x}, axis={value.axes})"
+        axes = value.axes[0] if len(value.axes) == 1 else value.axes
+        keepdims = ", keepdims=True" if value.keepdims else ""
+        return f"{self._module_format('numpy.sum')}({self._print_operand(value.x)}, axis={axes}{keepdims})"
+
+    def _print_operand(self, x) -> str:
+        return x if isinstance(x, str) else self._print(x)
+
+    def _print_Expand(self, value: ir.Expand):
+        return f"{value.x}[..., {', '.join(value.subscript)}]"
+
+    def _print_BroadcastTo(self, value: ir.BroadcastTo):
+        shape = f"{self._module_format('numpy.shape')}({value.like})"
+        return f"{self._module_format('numpy.broadcast_to')}({self._print(value.value)}, {shape})"
+
+    def _print_Cumsum(self, value: ir.Cumsum):
+        """numpy has no exclusive or reverse cumsum: flip, and shift by one with a zero."""
+        x = self._print_operand(value.x)
+        flip, cumsum = self._module_format("numpy.flip"), self._module_format("numpy.cumsum")
+        if value.reverse:
+            x = f"{flip}({x}, axis={value.axis})"
+        text = f"{cumsum}({x}, axis={value.axis})"
+        if value.exclusive:
+            text = f"_shift_right({text}, axis={value.axis})"
+        return f"{flip}({text}, axis={value.axis})" if value.reverse else text
 
     def _print_Transpose(self, value: ir.Transpose):
         if value.perm == (1, 0):

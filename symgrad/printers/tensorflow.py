@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
-from sympy.printing.pycode import PythonCodePrinter
+from sympy.printing.pycode import PythonCodePrinter, _known_functions_math
 
 from symgrad import ir
 from symgrad.printers.common import ArrayCodeMixin
@@ -43,6 +43,18 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         log1p: "tensorflow.math.log1p",
     }
 
+    # a variable of the dtype being computed in, set by `render` for each function it prints
+    dtype_source: str | None = None
+
+    def _print_branch(self, value):
+        # In a graph, tf.where turns a Python number into an int32 (or float32) tensor and then
+        # fails against the other branch: give it the computation's dtype.
+        if not value.is_number or self.dtype_source is None:
+            return self._print(value)
+        if value == 0:
+            return f"{self._module_format('tensorflow.zeros_like')}({self.dtype_source})"
+        return f"{self._module_format('tensorflow.constant')}({self._print(value)}, {self.dtype_source}.dtype)"
+
     def _print_Function(self, expr):
         name = self.mapping.get(type(expr))
         if name is None:
@@ -51,20 +63,6 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         if type(expr) in (sp.Max, sp.Min) and len(args) > 2:
             return self._print(type(expr)(expr.args[0], type(expr)(*expr.args[1:])))
         return f"{self._module_format(name)}({', '.join(args)})"
-
-    _print_Abs = _print_Function
-    _print_sign = _print_Function
-    _print_Max = _print_Function
-    _print_Min = _print_Function
-    _print_floor = _print_Function
-    _print_ceiling = _print_Function
-    _print_conjugate = _print_Function
-    _print_re = _print_Function
-    _print_im = _print_Function
-    _print_atan2 = _print_Function
-    _print_expm1 = _print_Function
-    _print_log1p = _print_Function
-    _print_loggamma = _print_Function
 
     def _print_Pi(self, expr):
         return repr(float(expr))
@@ -98,7 +96,24 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         return f'{self._module_format("tensorflow.einsum")}("{value.spec}", {", ".join(value.operands)})'
 
     def _print_ReduceSum(self, value: ir.ReduceSum):
-        return f"{self._module_format('tensorflow.reduce_sum')}({value.x}, axis={list(value.axes)})"
+        axes = value.axes[0] if len(value.axes) == 1 else list(value.axes)
+        keepdims = ", keepdims=True" if value.keepdims else ""
+        x = value.x if isinstance(value.x, str) else self._print(value.x)
+        return f"{self._module_format('tensorflow.reduce_sum')}({x}, axis={axes}{keepdims})"
+
+    def _print_Expand(self, value: ir.Expand):
+        return f"{value.x}[..., {', '.join(value.subscript)}]"
+
+    def _print_BroadcastTo(self, value: ir.BroadcastTo):
+        shape = f"{self._module_format('tensorflow.shape')}({value.like})"
+        return f"{self._module_format('tensorflow.broadcast_to')}({self._print(value.value)}, {shape})"
+
+    def _print_Cumsum(self, value: ir.Cumsum):
+        x = value.x if isinstance(value.x, str) else self._print(value.x)
+        flags = "".join(
+            f", {flag}=True" for flag, on in (("exclusive", value.exclusive), ("reverse", value.reverse)) if on
+        )
+        return f"{self._module_format('tensorflow.math.cumsum')}({x}, axis={value.axis}{flags})"
 
     def _print_Transpose(self, value: ir.Transpose):
         return f"{self._module_format('tensorflow.transpose')}({value.x}, perm={list(value.perm)})"
@@ -108,3 +123,10 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
 
     def _print_ZerosLike(self, value: ir.ZerosLike):
         return f"{self._module_format('tensorflow.zeros_like')}({value.like})"
+
+
+# Every function TensorFlow has goes through `_print_Function`, and so does every function
+# PythonCodePrinter would print as `math.<name>` (scalar only, fails on tensors): those not in
+# `mapping` are then reported as unsupported instead of printed wrongly.
+for _name in {f.__name__ for f in TensorflowPrinter.mapping} | set(_known_functions_math):
+    setattr(TensorflowPrinter, f"_print_{_name}", TensorflowPrinter._print_Function)

@@ -1,0 +1,18 @@
+"""Batched matrix product with broadcast batch axes (TensorFlow's BatchMatMulV2), real dtypes."""
+
+import sympy as sp
+
+from symgrad import dims, indices, op, tensor
+
+M, K, N = dims("M K N")
+i, j, k = indices("i j k")
+
+
+@op("BatchMatMulV2", attrs={"adj_x": bool, "adj_y": bool})
+def batch_mat_mul_v2(adj_x, adj_y):
+    """output = op(x) @ op(y) over broadcast leading axes, op transposing when its flag is set."""
+    x = tensor("x", (..., K, M) if adj_x else (..., M, K))
+    y = tensor("y", (..., N, K) if adj_y else (..., K, N))
+    X = x[..., k, i] if adj_x else x[..., i, k]
+    Y = y[..., j, k] if adj_y else y[..., k, j]
+    return {"output": ((..., i, j), sp.Sum(X * Y, (k, 0, K - 1)))}

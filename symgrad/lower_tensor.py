@@ -1,0 +1,244 @@
+"""Lower tensor-valued index expressions to array statements, aligning arrays by index.
+
+An array is *aligned* to a tuple of index symbols `axes`: its axis n runs over `axes[n]`, or
+has size 1 where the value does not depend on that index, so numpy-style broadcasting combines
+values. Axes are numbered from the last (negative), so a leading batch index (`...`) stands
+for any number of leading axes. A Sum becomes a matmul or einsum when it contracts a product
+of different tensors, a cumulative sum when its range ends at another index, and otherwise a
+reduction with keepdims; arithmetic and functions become elementwise expressions. No array
+has more axes than the indices in play: never a Jacobian.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from symgrad.declare import BATCH, OpDecl
+from symgrad.derive import TensorValue
+from symgrad.errors import LoweringError
+from symgrad.ir import (
+    Assign,
+    BroadcastTo,
+    Cumsum,
+    Einsum,
+    Elementwise,
+    Expand,
+    MatMul,
+    ReduceSum,
+    Transpose,
+    Value,
+)
+
+
+def is_index(symbol) -> bool:
+    """Index symbols are integers not known positive (dimension sizes are positive)."""
+    return isinstance(symbol, sp.Symbol) and bool(symbol.is_integer) and symbol.is_positive is not True
+
+
+def free_indices(expr) -> set:
+    return {s for s in expr.free_symbols if is_index(s)}
+
+
+def as_expression(value: TensorValue) -> sp.Expr:
+    """One expression for a sum of terms, with factors that do not vary moved out of Sums."""
+    total = sp.S.Zero
+    for term in value.terms:
+        summed = {s[0] for s in term.sums}
+        inside, outside = [], []
+        for factor in sp.Mul.make_args(term.factor):
+            (inside if factor.free_symbols & summed else outside).append(factor)
+        total += sp.Mul(*outside) * (sp.Sum(sp.Mul(*inside), *term.sums) if term.sums else sp.Mul(*inside))
+    return sp.factor_terms(total)
+
+
+class TensorLowering:
+    """Lowers the tensor values of one function branch; equal subexpressions share a temporary."""
+
+    def __init__(self, decl: OpDecl, prefix: str = "t"):
+        self.decl = decl
+        self.prefix = prefix
+        self.body: list[Assign] = []
+        self._memo: dict = {}
+
+    def assign(self, target: str, value: TensorValue, like: str | None = None) -> None:
+        """Append statements computing `target[value.indices]`, broadcast to `like` if needed."""
+        expr = as_expression(value)
+        array = self.array(expr, tuple(value.indices))
+        if like is not None and set(value.indices) - free_indices(expr):
+            self.body.append(Assign(target, BroadcastTo(Elementwise(array), like)))
+        elif self.body and array == sp.Symbol(self.body[-1].target) and self._is_temp(array):
+            self.body[-1] = Assign(target, self.body[-1].value)  # name the last temporary
+        else:
+            self.body.append(Assign(target, Elementwise(array)))
+
+    def array(self, expr: sp.Expr, axes: tuple) -> sp.Expr:
+        """An elementwise expression over variables whose value is `expr` aligned to `axes`."""
+        key = (expr, axes)
+        if key not in self._memo:
+            self._memo[key] = self._array(expr, axes)
+        return self._memo[key]
+
+    def _array(self, expr, axes):
+        if not free_indices(expr) and not expr.has(sp.Indexed):
+            return expr  # a number or a numeric attribute
+        if isinstance(expr, sp.Indexed):
+            return self._entry(expr, axes)
+        if isinstance(expr, sp.Sum):
+            return self._sum(expr, axes)
+        if isinstance(expr, sp.KroneckerDelta):
+            self._fail(f"{expr} (a diagonal) cannot be lowered yet")
+        if not expr.args:
+            self._fail(f"index {expr} used outside a subscript")
+        return expr.func(*[self.array(arg, axes) for arg in expr.args])
+
+    # --- tensor entries ---
+
+    def _entry(self, entry: sp.Indexed, axes) -> sp.Expr:
+        name, idx = str(entry.base.label), tuple(entry.indices)
+        if len(set(idx)) != len(idx) or not all(i in axes for i in idx):
+            self._fail(f"cannot align {entry} to axes {axes}")
+        order = tuple(a for a in axes if a in idx)
+        if idx != order:
+            name = self._temp(_permutation(name, idx, order))
+        return sp.Symbol(self._expand(name, order, axes))
+
+    def _expand(self, name: str, order: tuple, axes: tuple) -> str:
+        """`name` (axes `order`) with size-1 axes inserted where `axes` has others after its
+        first; missing leading axes need nothing, broadcasting adds them."""
+        present = [axes.index(i) for i in order]
+        needed = [m for m in range(min(present, default=len(axes)), len(axes)) if axes[m] not in order]
+        if not needed:
+            return name
+        subscript = tuple(":" if axes[m] in order else "None" for m in range(needed[0], len(axes)))
+        return self._temp(Expand(name, subscript))
+
+    # --- sums ---
+
+    def _sum(self, expr: sp.Sum, axes) -> sp.Expr:
+        summed = tuple(lim[0] for lim in expr.limits)
+        inside, outside = [], []
+        for factor in sp.Mul.make_args(expr.function):
+            (inside if factor.free_symbols & set(summed) else outside).append(factor)
+        if outside:
+            return self.array(sp.Mul(*outside), axes) * self.array(sp.Sum(sp.Mul(*inside), *expr.limits), axes)
+        if not free_indices(expr) <= set(axes):
+            self._fail(f"{expr} depends on indices outside {axes}")
+        if any(free_indices(sp.sympify(b)) for lim in expr.limits for b in lim[1:]):
+            return self._cumsum(expr, axes)
+        coefficient, operands = _plain_product(expr.function)
+        if operands and len({idx for _, idx in operands}) > 1:
+            out = tuple(a for a in axes if a in free_indices(expr))
+            name = self._temp(lower_contraction(operands, out, summed))
+            return coefficient * sp.Symbol(self._expand(name, out, axes))
+        return self._reduce(expr.function, summed, axes)
+
+    def _reduce(self, body, summed, axes) -> sp.Expr:
+        """Sum `body` over `summed`, each taking the place of an axis `body` does not vary along."""
+        extended, positions = list(axes), []
+        unused = [n for n, a in enumerate(axes) if a not in free_indices(body) and a != BATCH]
+        if len(unused) >= len(summed):
+            for index, slot in zip(summed, reversed(unused)):
+                extended[slot] = index
+                positions.append(slot)
+            keepdims = True
+        else:
+            extended += list(summed)
+            positions = list(range(len(axes), len(extended)))
+            keepdims = False
+        inner = self.array(body, tuple(extended))
+        negative = tuple(sorted(p - len(extended) for p in positions))
+        return sp.Symbol(self._temp(ReduceSum(Elementwise(inner), negative, keepdims)))
+
+    def _cumsum(self, expr: sp.Sum, axes) -> sp.Expr:
+        """A Sum over k whose range starts or ends at another index i: a cumulative sum along i."""
+        if len(expr.limits) != 1:
+            self._fail(f"{expr}: only one summation index may have a range that depends on another")
+        k, low, high = expr.limits[0]
+        bound = free_indices(sp.sympify(low) - sp.sympify(high)) or {None}
+        (i,) = bound if len(bound) == 1 else (None,)
+        if i is None or i not in axes or i in free_indices(expr.function):
+            self._fail(f"{expr}: a cumulative sum needs exactly one bounding index, not in the summand")
+        reverse = bool(low.has(i))
+        offset = (low - i) if reverse else (i - high)
+        if offset not in (0, 1) or (reverse and high.has(i)) or (not reverse and low != 0):
+            self._fail(f"{expr}: range {low}..{high} is not a (reverse) cumulative range over {i}")
+        extended = tuple(k if a == i else a for a in axes)
+        inner = self.array(expr.function, extended)
+        axis = axes.index(i) - len(axes)
+        return sp.Symbol(self._temp(Cumsum(Elementwise(inner), axis, offset == 1, reverse)))
+
+    # --- helpers ---
+
+    def _temp(self, value: Value) -> str:
+        name = f"{self.prefix}{sum(s.target.startswith(self.prefix) for s in self.body)}"
+        self.body.append(Assign(name, value))
+        return name
+
+    def _is_temp(self, symbol) -> bool:
+        return str(symbol).startswith(self.prefix) and str(symbol)[len(self.prefix) :].isdigit()
+
+    def _fail(self, what: str):
+        raise LoweringError(what, self.decl.name, self.decl.location)
+
+
+def _plain_product(expr) -> tuple[sp.Expr, list]:
+    """(coefficient, [(tensor, indices)]) when `expr` is a product of plain tensor entries."""
+    coefficient, operands = sp.S.One, []
+    for factor in sp.Mul.make_args(expr):
+        if isinstance(factor, sp.Indexed) and all(is_index(i) for i in factor.indices):
+            operands.append((str(factor.base.label), tuple(factor.indices)))
+        elif not free_indices(factor) and not factor.has(sp.Indexed):
+            coefficient *= factor
+        else:
+            return sp.S.One, []
+    return coefficient, operands
+
+
+def _permutation(name: str, idx: tuple, order: tuple) -> Value:
+    if BATCH in idx:
+        return _as_einsum([(name, idx)], order)
+    return Transpose(name, tuple(idx.index(i) for i in order))
+
+
+def lower_contraction(operands: list[tuple[str, tuple]], out: tuple, summed: tuple) -> Value:
+    """The plainest array operation computing `Sum(prod(operands), summed)` indexed by `out`."""
+    distinct = all(len(set(idx)) == len(idx) for _, idx in operands)
+    if distinct and all(idx == tuple(out) for _, idx in operands) and not summed:
+        return Elementwise(sp.Mul(*[sp.Symbol(name) for name, _ in operands]))
+    matmul = _as_matmul(operands, out, summed)
+    return matmul if matmul is not None else _as_einsum(operands, out)
+
+
+def _as_matmul(operands, out, summed) -> MatMul | None:
+    """`MatMul` when this is a (batched) product of two matrices contracting one index."""
+    if len(operands) != 2 or len(summed) != 1:
+        return None
+    (x, xi), (y, yi) = operands
+    batched = bool(out) and out[0] == BATCH and xi[0] == BATCH and yi[0] == BATCH
+    if batched:
+        xi, yi, out = xi[1:], yi[1:], out[1:]
+    (k,) = summed
+    if len(out) != 2 or len(xi) != 2 or len(yi) != 2 or k not in xi or k not in yi:
+        return None
+    if len(set(xi)) != 2 or len(set(yi)) != 2:
+        return None
+    x_free, y_free = _other(xi, k), _other(yi, k)
+    if (x_free, y_free) == tuple(out):
+        return MatMul(x, y, xi[0] == k, yi[1] == k, batched)
+    if (y_free, x_free) == tuple(out):
+        return MatMul(y, x, yi[0] == k, xi[1] == k, batched)
+    return None
+
+
+def _other(pair, k):
+    return pair[1] if pair[0] == k else pair[0]
+
+
+def _as_einsum(operands, out) -> Einsum:
+    letters: dict = {BATCH: "..."}
+    for _, idx in operands:
+        for i in idx:
+            letters.setdefault(i, "abcdefghijklmnopqrstuvwxyz"[len(letters) - 1])
+    spec = ",".join("".join(letters[i] for i in idx) for _, idx in operands)
+    spec += "->" + "".join(letters[i] for i in out)
+    return Einsum(spec, tuple(name for name, _ in operands))

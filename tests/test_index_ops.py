@@ -1,0 +1,104 @@
+"""Index-summation ops beyond MatMul, against TensorFlow's registered gradients."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+TOLERANCE = {np.float64: dict(rtol=1e-10, atol=1e-12), np.float32: dict(rtol=2e-4, atol=1e-5)}
+DTYPES = [np.float64, np.float32]
+
+
+def tf_reference(tf, op_type, inputs: dict, attrs: dict, upstream):
+    """TensorFlow's registered gradient of `tf.raw_ops.<op_type>`, through a GradientTape."""
+    tensors = {name: tf.constant(value) for name, value in inputs.items()}
+    with tf.GradientTape() as tape:
+        tape.watch(list(tensors.values()))
+        out = getattr(tf.raw_ops, op_type)(**tensors, **attrs)
+    grads = tape.gradient(out, list(tensors.values()), output_gradients=tf.constant(upstream))
+    return out.numpy(), [g.numpy() for g in grads]
+
+
+def tf_generated(tf, module, func, op_type, inputs: dict, attrs: dict, upstream):
+    """The generated `<func>_grad(op, grad)` on a real op, and the `tf.custom_gradient` wrapper."""
+
+    @tf.function
+    def registered(*values):
+        out = getattr(tf.raw_ops, op_type)(**dict(zip(inputs, values)), **attrs)
+        return getattr(module, f"{func}_grad")(out.op, upstream)
+
+    values = [tf.constant(v) for v in inputs.values()]
+    with tf.GradientTape() as tape:
+        tape.watch(values)
+        out = getattr(module, func)(*values, **attrs)
+    wrapped = tape.gradient(out, values, output_gradients=tf.constant(upstream))
+    return [g.numpy() for g in registered(*values)], [g.numpy() for g in wrapped], out.numpy()
+
+
+def check(tf, tf_module, numpy_module, stem, func, op_type, inputs, attrs, dtype):
+    rng = np.random.default_rng(11)
+    inputs = {k: v.astype(dtype) for k, v in inputs.items()}
+    out_shape = getattr(tf.raw_ops, op_type)(**{k: tf.constant(v) for k, v in inputs.items()}, **attrs).shape
+    upstream = rng.standard_normal(out_shape).astype(dtype)
+    out, expected = tf_reference(tf, op_type, inputs, attrs, upstream)
+    registered, wrapped, forward = tf_generated(tf, tf_module(stem), func, op_type, inputs, attrs, upstream)
+    np_module = numpy_module(stem)
+    np_forward = getattr(np_module, func)(*inputs.values(), **attrs)
+    np_grads = getattr(np_module, f"{func}_grad")(upstream, *inputs.values(), **attrs)
+    tol = TOLERANCE[dtype]
+    np.testing.assert_allclose(forward, out, **tol)
+    np.testing.assert_allclose(np_forward, out, **tol)
+    for want, *gots in zip(expected, registered, wrapped, np_grads):
+        for got in gots:
+            assert np.shape(got) == np.shape(want)
+            np.testing.assert_allclose(got, want, **tol)
+
+
+SHAPES = [(7,), (3, 5), (2, 3, 4), (2, 1, 3, 6), (4, 1)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("func,op_type", [("softmax", "Softmax"), ("log_softmax", "LogSoftmax")])
+def test_softmax_family(tf, tf_module, numpy_module, func, op_type, shape, dtype):
+    logits = np.random.default_rng(5).standard_normal(shape) * 3
+    check(tf, tf_module, numpy_module, "nn", func, op_type, {"logits": logits}, {}, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("shape", [(3, 4), (1, 5), (6, 1)], ids=str)
+def test_l2_loss(tf, tf_module, numpy_module, shape, dtype):
+    t = np.random.default_rng(6).standard_normal(shape)
+    check(tf, tf_module, numpy_module, "nn", "l2_loss", "L2Loss", {"t": t}, {}, dtype)
+
+
+BATCHES = [((), ()), ((3,), (3,)), ((2, 1), (1, 4)), ((5,), ()), ((), (2, 3)), ((1,), (4,))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("batch_x,batch_y", BATCHES, ids=str)
+@pytest.mark.parametrize("adj_x,adj_y", list(itertools.product([False, True], repeat=2)))
+def test_batch_matmul_v2(tf, tf_module, numpy_module, adj_x, adj_y, batch_x, batch_y, dtype):
+    rng = np.random.default_rng(9)
+    m, k, n = 2, 3, 4
+    x = rng.standard_normal(batch_x + ((k, m) if adj_x else (m, k)))
+    y = rng.standard_normal(batch_y + ((n, k) if adj_y else (k, n)))
+    attrs = {"adj_x": adj_x, "adj_y": adj_y}
+    check(tf, tf_module, numpy_module, "batch_matmul", "batch_mat_mul_v2", "BatchMatMulV2",
+          {"x": x, "y": y}, attrs, dtype)
+
+
+def test_softmax_gradient_reads_like_tensorflows(derived):
+    """(grad - sum(grad * y, -1, keepdims)) * y: O(n), the output reused, no exp recomputed."""
+    _, files = derived
+    for name, reduce_sum in (("nn_numpy.py", "np.sum(grad * softmax, axis=-1, keepdims=True)"),
+                             ("nn_tf.py", "tf.reduce_sum(grad * softmax, axis=-1, keepdims=True)")):
+        source = files[name]
+        grad = source[source.index("def softmax_grad" if "numpy" in name else "def softmax_vjp"):]
+        grad = grad[: grad.index("return")]
+        assert reduce_sum in grad and "softmax * (grad - t0)" in grad
+        assert "exp" not in grad
+    log_grad = files["nn_numpy.py"].split("def log_softmax_grad")[1].split("return")[0]
+    assert "grad - t0 * np.exp(logsoftmax)" in log_grad
