@@ -1,6 +1,6 @@
 """symgrad: derive gradients of ops declared with SymPy, emit numpy and TensorFlow modules."""
 
-from symgrad.declare import dims, elementwise, indices, op, stop_gradient, tensor
+from symgrad.declare import const_input, dims, elementwise, indices, op, stop_gradient, tensor
 
 __version__ = "0.1.0"
-__all__ = ["dims", "elementwise", "indices", "op", "stop_gradient", "tensor", "__version__"]
+__all__ = ["const_input", "dims", "elementwise", "indices", "op", "stop_gradient", "tensor", "__version__"]

@@ -43,8 +43,9 @@ class Attr:
     """An op attribute, named as TensorFlow names it (`op.get_attr(name)`)."""
 
     name: str  # attribute name
-    kind: Any  # bool, float, int, or a tuple of allowed strings
+    kind: Any  # bool, float, int, or a tuple of allowed values
     default: Any  # default value in generated signatures (None: required)
+    input_position: int | None = None  # set for a constant input (see `const_input`)
 
     @property
     def enumerated(self) -> bool:
@@ -224,9 +225,27 @@ def _decorator(name, kind, attrs, defaults, complex_ok, output_names):
     return wrap
 
 
+@dataclass(frozen=True)
+class ConstInput:
+    """A tensor input whose value must be known when the graph is built (a reduction axis)."""
+
+    position: int  # its place among the op's inputs (`op.inputs[position]`)
+    values: tuple  # the values declared, one derivation each
+
+
+def const_input(position: int, values) -> ConstInput:
+    """An attribute TensorFlow passes as constant input `position` (Sum's `axis`): enumerated
+    like an attribute, read with `tf.get_static_value`, and given a `None` gradient."""
+    return ConstInput(position, tuple(values))
+
+
 def _make_attrs(op_name, location, attrs: dict, defaults: dict) -> tuple[Attr, ...]:
     result = []
     for attr_name, kind in attrs.items():
+        if isinstance(kind, ConstInput):
+            default = defaults.get(attr_name, kind.values[0])
+            result.append(Attr(attr_name, kind.values, default, kind.position))
+            continue
         ok = kind in (bool, float, int) or (
             isinstance(kind, tuple) and kind and all(isinstance(v, str) for v in kind)
         )

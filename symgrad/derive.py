@@ -140,11 +140,11 @@ def _batch_renamed(value: TensorValue, shape) -> TensorValue:
 
 def _contract(variant, out, grad_name, entry, ranges) -> list[Term]:
     """Terms of `Sum(grad[out_indices] * d(out)/d(entry), out_indices)`."""
-    shape = tuple(ranges[i][1] + 1 for i in out.indices)
+    shape = tuple(ranges[i][1] + 1 if i in ranges else 1 for i in out.indices)
     grad = sp.IndexedBase(grad_name, shape=shape)
     upstream = grad[out.indices] if out.indices else sp.Symbol(grad_name)
     partial = _partial(variant, out.expr, entry)
-    sums = tuple((i, *ranges[i]) for i in out.indices)
+    sums = tuple((i, *ranges[i]) for i in out.indices if i in ranges)
     return _normalize(upstream * partial, sums)
 
 

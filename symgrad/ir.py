@@ -81,6 +81,28 @@ class Expand:
 
 
 @dataclass(frozen=True)
+class Squeeze:
+    """Remove size-1 axes (a kept reduction axis) before aligning by index."""
+
+    x: str  # variable
+    axes: tuple[int, ...]  # negative: counted from the last
+
+    def __str__(self) -> str:
+        return f"squeeze({self.x}, {self.axes})"
+
+
+@dataclass(frozen=True)
+class DimSize:
+    """The size of one axis of a variable, as a number of the variable's dtype."""
+
+    x: str  # variable
+    axis: int  # negative: counted from the last
+
+    def __str__(self) -> str:
+        return f"shape({self.x})[{self.axis}]"
+
+
+@dataclass(frozen=True)
 class BroadcastTo:
     """Broadcast a value to the shape of variable `like`."""
 
@@ -138,7 +160,7 @@ class ZerosLike:
 
 Value = Union[
     Elementwise, Conj, MatMul, Einsum, ReduceSum, Transpose, SumToShape, ZerosLike, Expand,
-    BroadcastTo, Cumsum,
+    BroadcastTo, Cumsum, Squeeze, DimSize,
 ]
 
 
@@ -152,7 +174,7 @@ def reads(value: Value) -> set[str]:
         return {value.a, value.b}
     if isinstance(value, Einsum):
         return set(value.operands)
-    if isinstance(value, ZerosLike):
+    if isinstance(value, (ZerosLike, DimSize)):
         return set()
     return reads(value.x) if isinstance(value.x, Elementwise) else {value.x}
 
@@ -198,6 +220,8 @@ class OpCode:
     grads: tuple[str, ...]  # upstream gradient names, one per output
     enumerated_attrs: tuple[tuple[str, Any], ...]  # (name, default)
     numeric_attrs: tuple[tuple[str, Any], ...]  # (name, default or None when required)
+    const_inputs: tuple[tuple[str, int], ...]  # enumerated attributes TensorFlow passes as
+    # constant inputs: (name, position among op.inputs)
     forward: Function  # inputs -> outputs
     vjp: Function  # grads, inputs, outputs -> one gradient per input
     outputs_used: tuple[str, ...]  # outputs the gradient reads

@@ -11,17 +11,14 @@ import sympy as sp
 from symgrad.declare import BATCH_DIM, ELEMENTWISE, OpDecl
 from symgrad.derive import Derivation
 from symgrad.ir import (
+    reads,
     Assign,
     Branch,
     Conj,
-    Einsum,
     Elementwise,
     Function,
-    MatMul,
     OpCode,
     SumToShape,
-    Value,
-    ZerosLike,
 )
 from symgrad.lower_tensor import TensorLowering
 from symgrad.simplify import share_subexpressions
@@ -58,6 +55,7 @@ def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
         grads=first.grad_names,
         enumerated_attrs=tuple((a.name, a.default) for a in decl.enumerated_attrs),
         numeric_attrs=tuple((a.name, a.default) for a in decl.numeric_attrs),
+        const_inputs=tuple((a.name, a.input_position) for a in decl.attrs if a.input_position is not None),
         forward=forward,
         vjp=vjp,
         outputs_used=used,
@@ -70,29 +68,15 @@ def _names_read(branches) -> set[str]:
     names = set()
     for branch in branches:
         for statement in branch.body:
-            names |= _operands(statement.value)
+            names |= reads(statement.value)
     return names
-
-
-def _operands(value: Value) -> set[str]:
-    if isinstance(value, SumToShape):
-        return _operands(value.value)
-    if isinstance(value, Elementwise):
-        return {str(s) for s in value.expr.free_symbols}
-    if isinstance(value, MatMul):
-        return {value.a, value.b}
-    if isinstance(value, Einsum):
-        return set(value.operands)
-    if isinstance(value, ZerosLike):
-        return set()
-    return {value.x}  # Conj, ReduceSum, Transpose
 
 
 def _lower_forward(decl: OpDecl, derivation: Derivation) -> Branch:
     if decl.kind == ELEMENTWISE:
         body = [Assign(name, Elementwise(value)) for name, value in derivation.forward.items()]
         return Branch(derivation.variant.attr_values, tuple(body))
-    lowering = TensorLowering(decl)
+    lowering = TensorLowering(decl, dim_sources(derivation.variant))
     for name, value in derivation.forward.items():
         lowering.assign(name, value)
     return Branch(derivation.variant.attr_values, tuple(lowering.body))
@@ -106,8 +90,17 @@ def _lower_vjp(decl: OpDecl, derivation: Derivation) -> Branch:
     return Branch(derivation.variant.attr_values, tuple(body))
 
 
+def dim_sources(variant) -> dict:
+    """Each dimension symbol -> (input, negative axis) whose size it is, first input first."""
+    sources: dict = {}
+    for t in variant.inputs:
+        for n, dim in enumerate(t.shape):
+            sources.setdefault(dim, (t.name, n - len(t.shape)))
+    return sources
+
+
 def _lower_tensor_vjp(decl: OpDecl, derivation: Derivation) -> list[Assign]:
-    lowering = TensorLowering(decl)
+    lowering = TensorLowering(decl, dim_sources(derivation.variant))
     batched = [t.name for t in derivation.variant.inputs if t.shape and t.shape[0] == BATCH_DIM]
     for name, value in derivation.vjp.items():
         if value is None:

@@ -20,11 +20,13 @@ from symgrad.ir import (
     Assign,
     BroadcastTo,
     Cumsum,
+    DimSize,
     Einsum,
     Elementwise,
     Expand,
     MatMul,
     ReduceSum,
+    Squeeze,
     Transpose,
     Value,
 )
@@ -54,8 +56,9 @@ def as_expression(value: TensorValue) -> sp.Expr:
 class TensorLowering:
     """Lowers the tensor values of one function branch; equal subexpressions share a temporary."""
 
-    def __init__(self, decl: OpDecl, prefix: str = "t"):
+    def __init__(self, decl: OpDecl, dims: dict | None = None, prefix: str = "t"):
         self.decl = decl
+        self.dims = dims or {}  # dimension symbol -> (variable, negative axis) it is read from
         self.prefix = prefix
         self.body: list[Assign] = []
         self._memo: dict = {}
@@ -80,7 +83,7 @@ class TensorLowering:
 
     def _array(self, expr, axes):
         if not free_indices(expr) and not expr.has(sp.Indexed):
-            return expr  # a number or a numeric attribute
+            return self._scalar(expr)
         if isinstance(expr, sp.Indexed):
             return self._entry(expr, axes)
         if isinstance(expr, sp.Sum):
@@ -91,10 +94,27 @@ class TensorLowering:
             self._fail(f"index {expr} used outside a subscript")
         return expr.func(*[self.array(arg, axes) for arg in expr.args])
 
+    def _scalar(self, expr) -> sp.Expr:
+        """A number or numeric attribute; dimension sizes are read from the arrays' shapes."""
+        sizes = {d: self._dim(d) for d in expr.free_symbols if d.is_integer and d.is_positive}
+        return expr.xreplace(sizes)
+
+    def _dim(self, dim) -> sp.Symbol:
+        if dim not in self.dims:
+            self._fail(f"dimension {dim} is not the size of any input axis")
+        if ("dim", dim) not in self._memo:
+            self._memo[("dim", dim)] = sp.Symbol(self._temp(DimSize(*self.dims[dim])))
+        return self._memo[("dim", dim)]
+
     # --- tensor entries ---
 
     def _entry(self, entry: sp.Indexed, axes) -> sp.Expr:
         name, idx = str(entry.base.label), tuple(entry.indices)
+        idx = _kept_axes_aligned(idx, axes)
+        kept = [n - len(idx) for n, i in enumerate(idx) if not isinstance(i, sp.Symbol)]
+        if kept:  # literal 0: a size-1 axis kept by a reduction, with nothing to stand for
+            name = self._temp(Squeeze(name, tuple(kept)))
+            idx = tuple(i for i in idx if isinstance(i, sp.Symbol))
         if len(set(idx)) != len(idx) or not all(i in axes for i in idx):
             self._fail(f"cannot align {entry} to axes {axes}")
         order = tuple(a for a in axes if a in idx)
@@ -129,7 +149,7 @@ class TensorLowering:
         if operands and len({idx for _, idx in operands}) > 1:
             out = tuple(a for a in axes if a in free_indices(expr))
             name = self._temp(lower_contraction(operands, out, summed))
-            return coefficient * sp.Symbol(self._expand(name, out, axes))
+            return self._scalar(coefficient) * sp.Symbol(self._expand(name, out, axes))
         return self._reduce(expr.function, summed, axes)
 
     def _reduce(self, body, summed, axes) -> sp.Expr:
@@ -179,6 +199,17 @@ class TensorLowering:
 
     def _fail(self, what: str):
         raise LoweringError(what, self.decl.name, self.decl.location)
+
+
+def _kept_axes_aligned(idx: tuple, axes: tuple) -> tuple:
+    """Let a literal 0 subscript (a kept size-1 axis) stand for the index at its place in
+    `axes`, counted from the last, when that index is not used otherwise: it broadcasts."""
+    result = list(idx)
+    for n, i in enumerate(idx):
+        place = n - len(idx) + len(axes)
+        if not isinstance(i, sp.Symbol) and 0 <= place and axes[place] not in idx and is_index(axes[place]):
+            result[n] = axes[place]
+    return tuple(result)
 
 
 def _plain_product(expr) -> tuple[sp.Expr, list]:

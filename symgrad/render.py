@@ -69,6 +69,7 @@ def render_tf_module(source: str, ops: list[ir.OpCode]) -> str:
         ops=contexts,
         uses_sum_to_shape=_uses(ops, lambda v: isinstance(v, ir.SumToShape)),
         uses_string_attrs=any(isinstance(v, str) for op in ops for _, v in op.enumerated_attrs),
+        uses_const_inputs=any(op.const_inputs for op in ops),
     )
     return _format(text)
 
@@ -115,18 +116,29 @@ def _pick(op: ir.OpCode, output: str) -> str:
 
 def _tf_op(op: ir.OpCode, printer) -> dict:
     attrs = _attr_params(op)
+    const = dict(op.const_inputs)
     get_attrs = "".join(
-        f", {name}=_string_attr(op, {name!r})" if isinstance(default, str) else f", {name}=op.get_attr({name!r})"
-        for name, default in op.enumerated_attrs + op.numeric_attrs
+        f", {name}={_read_attr(name, default, const)}" for name, default in op.enumerated_attrs + op.numeric_attrs
     )
     pass_attrs = "".join(f", {name}={name}" for name, _ in op.enumerated_attrs + op.numeric_attrs)
+    tensor_positions = [n for n in range(len(op.inputs) + len(const)) if n not in const.values()]
+    op_inputs = "*op.inputs" if not const else ", ".join(f"op.inputs[{n}]" for n in tensor_positions)
     return {
         **_common(op, printer),
         "vjp_signature": _signature(op.grads + op.inputs + op.outputs, attrs),
         "forward_signature": _signature(op.inputs, attrs),
         "get_attrs": get_attrs,
         "pass_attrs": pass_attrs,
+        "op_inputs": op_inputs,
+        "none_positions": tuple(sorted(const.values())),
     }
+
+
+def _read_attr(name: str, default, const: dict) -> str:
+    """How the registered gradient reads attribute `name` from its op."""
+    if name in const:
+        return f"_const_input(op, {const[name]})"
+    return f"_string_attr(op, {name!r})" if isinstance(default, str) else f"op.get_attr({name!r})"
 
 
 def _common(op: ir.OpCode, printer) -> dict:

@@ -238,4 +238,9 @@ def _index_tuples(pattern: tuple, indices: tuple):
         for rest in _index_tuples(pattern[1:], tuple(i for i in indices if i != BATCH)):
             yield (BATCH,) + rest
         return
-    yield from itertools.permutations([i for i in indices if i != BATCH], len(pattern))
+    symbols = [n for n, p in enumerate(pattern) if isinstance(p, sp.Symbol)]
+    for chosen in itertools.permutations([i for i in indices if i != BATCH], len(symbols)):
+        entry = list(pattern)  # literal subscripts (a kept size-1 axis) stay
+        for n, i in zip(symbols, chosen):
+            entry[n] = i
+        yield tuple(entry)

@@ -26,7 +26,8 @@ def index_ranges(variant: OpVariant) -> dict[sp.Symbol, Range]:
         _check_tensors(variant, inputs, uses)
         _check_free_indices(variant, out, uses)
         for index in out.indices:
-            ranges[index] = _free_range(variant, out, index, uses)
+            if isinstance(index, sp.Symbol):  # a literal 0 is a kept size-1 axis
+                ranges[index] = _free_range(variant, out, index, uses)
         for base, axis, sub, bound in uses:
             if sub in bound:
                 _check_sum_range(variant, base, axis, sub, bound[sub])
@@ -80,7 +81,9 @@ def _check_free_indices(variant, out, uses) -> None:
         free |= {s for s in sp.sympify(sub).free_symbols if s not in bound and s not in _dims(variant)}
     for _, low, high, bound in _limit_uses(out.expr, {}):
         free |= {s for s in (low - high).free_symbols if s not in bound and s not in _dims(variant)}
-    declared = tuple(out.indices)
+    declared = tuple(i for i in out.indices if isinstance(i, sp.Symbol))
+    if any(i != 0 for i in out.indices if not isinstance(i, sp.Symbol)):
+        _fail(variant, f"output {out.name!r} has indices {out.indices}: each must be an index or 0 (a size-1 axis)")
     if len(set(declared)) != len(declared) or free != set(declared):
         _fail(
             variant,

@@ -50,6 +50,13 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
     def _print_operand(self, x) -> str:
         return x if isinstance(x, str) else self._print(x)
 
+    def _print_Squeeze(self, value: ir.Squeeze):
+        axes = value.axes[0] if len(value.axes) == 1 else value.axes
+        return f"{self._module_format('numpy.squeeze')}({value.x}, axis={axes})"
+
+    def _print_DimSize(self, value: ir.DimSize):
+        return f"{self._module_format('numpy.shape')}({value.x})[{value.axis}]"
+
     def _print_Expand(self, value: ir.Expand):
         return f"{value.x}[..., {', '.join(value.subscript)}]"
 

@@ -101,6 +101,13 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         x = value.x if isinstance(value.x, str) else self._print(value.x)
         return f"{self._module_format('tensorflow.reduce_sum')}({x}, axis={axes}{keepdims})"
 
+    def _print_Squeeze(self, value: ir.Squeeze):
+        return f"{self._module_format('tensorflow.squeeze')}({value.x}, axis={list(value.axes)})"
+
+    def _print_DimSize(self, value: ir.DimSize):
+        size = f"{self._module_format('tensorflow.shape')}({value.x})[{value.axis}]"
+        return f"{self._module_format('tensorflow.cast')}({size}, {value.x}.dtype)"
+
     def _print_Expand(self, value: ir.Expand):
         return f"{value.x}[..., {', '.join(value.subscript)}]"
 
