@@ -1,0 +1,62 @@
+"""Printers: what each backend's printed code calls, typing of where-branches, constants."""
+
+from __future__ import annotations
+
+import pytest
+import sympy as sp
+from sympy.codegen.cfunctions import expm1, log1p
+
+from symgrad.printers.numpy import NumpyPrinter
+from symgrad.printers.tensorflow import TensorflowPrinter
+
+x = sp.Symbol("x", real=True)
+FUNCTIONS = [
+    sp.exp,
+    sp.log,
+    sp.sin,
+    sp.cos,
+    sp.tan,
+    sp.asin,
+    sp.acos,
+    sp.atan,
+    sp.sinh,
+    sp.cosh,
+    sp.tanh,
+    sp.asinh,
+    sp.acosh,
+    sp.atanh,
+    sp.erf,
+    sp.erfc,
+    sp.Abs,
+    sp.sign,
+    expm1,
+    log1p,
+]
+
+
+@pytest.mark.parametrize("function", FUNCTIONS, ids=lambda f: f.__name__)
+def test_tensorflow_functions_are_tf_math(function):
+    # PythonCodePrinter prints these as `math.<name>`, which fails on tensors
+    assert TensorflowPrinter()._print(function(x)).startswith("tf.math.")
+
+
+def test_tensorflow_reports_functions_it_lacks():
+    printer = TensorflowPrinter()
+    printer._print(sp.gamma(x))  # in Python's math module, not in the TensorFlow mapping
+    assert printer._not_supported == {sp.gamma(x)}
+
+
+def test_tensorflow_where_branch_numbers_take_the_dtype():
+    # a Python number in tf.where becomes an int32 tensor in a graph, clashing with float64
+    printer = TensorflowPrinter()
+    printer.dtype_source = "grad"
+    expr = sp.Piecewise((0, x > 0), (sp.Rational(1, 2), x < -1), (x, True))
+    assert printer._print(expr) == (
+        "tf.where(x > 0, tf.zeros_like(grad), tf.where(x < -1, tf.constant(1/2, grad.dtype), x))"
+    )
+
+
+@pytest.mark.parametrize("printer", [NumpyPrinter, TensorflowPrinter], ids=lambda p: p.target)
+def test_irrational_constants_fold_to_one_literal(printer):
+    assert printer()._print(2 * x / sp.sqrt(sp.pi)) == "1.1283791670955126*x"
+    assert printer()._print(x + sp.log(2)) == "x + 0.6931471805599453"
