@@ -9,11 +9,11 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 
 
-def _shift_right(x, axis):
-    """`x` moved one step along `axis`, a zero first: an exclusive cumulative sum from an
-    inclusive one."""
-    zero = np.zeros_like(np.take(x, [0], axis=axis))
-    return np.concatenate([zero, np.delete(x, -1, axis=axis)], axis=axis)
+def _shift_right(x, axis, fill):
+    """`x` moved one step along `axis`, `fill` first: an exclusive cumulative sum or product
+    from an inclusive one."""
+    first = np.full_like(np.take(x, [0], axis=axis), fill)
+    return np.concatenate([first, np.delete(x, -1, axis=axis)], axis=axis)
 
 
 def reduce_sum(input, *, axis=-1, keep_dims=False):
@@ -122,9 +122,11 @@ def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
     elif axis == -1 and not exclusive and reverse:
         out = np.flip(np.cumsum(np.flip(x, axis=-1), axis=-1), axis=-1)
     elif axis == -1 and exclusive and not reverse:
-        out = _shift_right(np.cumsum(x, axis=-1), axis=-1)
+        out = _shift_right(np.cumsum(x, axis=-1), axis=-1, fill=0)
     elif axis == -1 and exclusive and reverse:
-        out = np.flip(_shift_right(np.cumsum(np.flip(x, axis=-1), axis=-1), axis=-1), axis=-1)
+        out = np.flip(
+            _shift_right(np.cumsum(np.flip(x, axis=-1), axis=-1), axis=-1, fill=0), axis=-1
+        )
     else:
         raise ValueError(
             f"Cumsum: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
@@ -139,11 +141,100 @@ def cumsum_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
     elif axis == -1 and not exclusive and reverse:
         grad_x = np.cumsum(grad, axis=-1)
     elif axis == -1 and exclusive and not reverse:
-        grad_x = np.flip(_shift_right(np.cumsum(np.flip(grad, axis=-1), axis=-1), axis=-1), axis=-1)
+        grad_x = np.flip(
+            _shift_right(np.cumsum(np.flip(grad, axis=-1), axis=-1), axis=-1, fill=0), axis=-1
+        )
     elif axis == -1 and exclusive and reverse:
-        grad_x = _shift_right(np.cumsum(grad, axis=-1), axis=-1)
+        grad_x = _shift_right(np.cumsum(grad, axis=-1), axis=-1, fill=0)
     else:
         raise ValueError(
             f"Cumsum: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
         )
     return (grad_x,)
+
+
+def reduce_prod(input, *, axis=-1, keep_dims=False):
+    """Prod: Product over the last axis; its gradient is finite with zeros in the slice (declared at ops/reductions.py:60)."""
+    if axis == -1 and not keep_dims:
+        output = np.prod(input, axis=-1)
+    elif axis == -1 and keep_dims:
+        output = np.prod(input, axis=-1, keepdims=True)
+    else:
+        raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    return output
+
+
+def reduce_prod_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
+    """Gradient of Prod: one array per input (input)."""
+    if axis == -1 and not keep_dims:
+        t0 = grad[..., None]
+        t1 = _shift_right(np.cumprod(input, axis=-1), axis=-1, fill=1)
+        t2 = np.flip(
+            _shift_right(np.cumprod(np.flip(input, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+        )
+        grad_input = t0 * t1 * t2
+    elif axis == -1 and keep_dims:
+        t0 = _shift_right(np.cumprod(input, axis=-1), axis=-1, fill=1)
+        t1 = np.flip(
+            _shift_right(np.cumprod(np.flip(input, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+        )
+        grad_input = grad * t0 * t1
+    else:
+        raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    return (grad_input,)
+
+
+def reduce_max(input, *, axis=-1, keep_dims=False):
+    """Max: Maximum over the last axis; tied maxima share the gradient equally (declared at ops/reductions.py:67)."""
+    if axis == -1 and not keep_dims:
+        output = np.max(input, axis=-1)
+    elif axis == -1 and keep_dims:
+        output = np.max(input, axis=-1, keepdims=True)
+    else:
+        raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    return output
+
+
+def reduce_max_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
+    """Gradient of Max: one array per input (input)."""
+    if output is None:
+        output = reduce_max(input, axis=axis, keep_dims=keep_dims)
+    if axis == -1 and not keep_dims:
+        t0 = output[..., None]
+        t1 = np.sum(np.where(input == t0, 1, 0), axis=-1, keepdims=True)
+        t2 = grad[..., None]
+        grad_input = t2 * np.where(input == t0, 1, 0) / t1
+    elif axis == -1 and keep_dims:
+        t0 = np.sum(np.where(input == output, 1, 0), axis=-1, keepdims=True)
+        grad_input = grad * np.where(input == output, 1, 0) / t0
+    else:
+        raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    return (grad_input,)
+
+
+def reduce_min(input, *, axis=-1, keep_dims=False):
+    """Min: Minimum over the last axis; tied minima share the gradient equally (declared at ops/reductions.py:74)."""
+    if axis == -1 and not keep_dims:
+        output = np.min(input, axis=-1)
+    elif axis == -1 and keep_dims:
+        output = np.min(input, axis=-1, keepdims=True)
+    else:
+        raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    return output
+
+
+def reduce_min_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
+    """Gradient of Min: one array per input (input)."""
+    if output is None:
+        output = reduce_min(input, axis=axis, keep_dims=keep_dims)
+    if axis == -1 and not keep_dims:
+        t0 = output[..., None]
+        t1 = np.sum(np.where(input == t0, 1, 0), axis=-1, keepdims=True)
+        t2 = grad[..., None]
+        grad_input = t2 * np.where(input == t0, 1, 0) / t1
+    elif axis == -1 and keep_dims:
+        t0 = np.sum(np.where(input == output, 1, 0), axis=-1, keepdims=True)
+        grad_input = grad * np.where(input == output, 1, 0) / t0
+    else:
+        raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    return (grad_input,)

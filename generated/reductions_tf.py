@@ -290,3 +290,194 @@ def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
 
 
 _register("Cumsum", cumsum_grad)
+
+
+def reduce_prod_vjp(grad, input, output, *, axis=-1, keep_dims=False):
+    """Gradient of Prod (declared at ops/reductions.py:60): one per input (input)."""
+    if axis == -1 and not keep_dims:
+        t0 = grad[..., None]
+        t1 = tf.math.cumprod(input, axis=-1, exclusive=True)
+        t2 = tf.math.cumprod(input, axis=-1, exclusive=True, reverse=True)
+        grad_input = t0 * t1 * t2
+    elif axis == -1 and keep_dims:
+        t0 = tf.math.cumprod(input, axis=-1, exclusive=True)
+        t1 = tf.math.cumprod(input, axis=-1, exclusive=True, reverse=True)
+        grad_input = grad * t0 * t1
+    else:
+        raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    return (grad_input,)
+
+
+def reduce_prod_grad(op, grad):
+    """Gradient function of Prod for `tf.RegisterGradient`."""
+    grads = reduce_prod_vjp(
+        grad,
+        op.inputs[0],
+        *op.outputs,
+        axis=_const_input(op, 1),
+        keep_dims=op.get_attr("keep_dims"),
+    )
+    return _insert_none(grads, (1,))
+
+
+def reduce_prod(input, *, axis=-1, keep_dims=False):
+    """Prod: Product over the last axis; its gradient is finite with zeros in the slice, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(input):
+        if axis == -1 and not keep_dims:
+            output = tf.reduce_prod(input, axis=-1)
+        elif axis == -1 and keep_dims:
+            output = tf.reduce_prod(input, axis=-1, keepdims=True)
+        else:
+            raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+
+        def backward(grad):
+            return reduce_prod_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
+
+        return output, backward
+
+    return forward(input)
+
+
+_register("Prod", reduce_prod_grad)
+
+
+def reduce_max_vjp(grad, input, output, *, axis=-1, keep_dims=False):
+    """Gradient of Max (declared at ops/reductions.py:67): one per input (input)."""
+    if axis == -1 and not keep_dims:
+        t0 = output[..., None]
+        t1 = tf.reduce_sum(
+            tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-1,
+            keepdims=True,
+        )
+        t2 = grad[..., None]
+        grad_input = (
+            t2
+            * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            / t1
+        )
+    elif axis == -1 and keep_dims:
+        t0 = tf.reduce_sum(
+            tf.where(
+                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-1,
+            keepdims=True,
+        )
+        grad_input = (
+            grad
+            * tf.where(
+                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / t0
+        )
+    else:
+        raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    return (grad_input,)
+
+
+def reduce_max_grad(op, grad):
+    """Gradient function of Max for `tf.RegisterGradient`."""
+    grads = reduce_max_vjp(
+        grad,
+        op.inputs[0],
+        *op.outputs,
+        axis=_const_input(op, 1),
+        keep_dims=op.get_attr("keep_dims"),
+    )
+    return _insert_none(grads, (1,))
+
+
+def reduce_max(input, *, axis=-1, keep_dims=False):
+    """Max: Maximum over the last axis; tied maxima share the gradient equally, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(input):
+        if axis == -1 and not keep_dims:
+            output = tf.reduce_max(input, axis=-1)
+        elif axis == -1 and keep_dims:
+            output = tf.reduce_max(input, axis=-1, keepdims=True)
+        else:
+            raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+
+        def backward(grad):
+            return reduce_max_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
+
+        return output, backward
+
+    return forward(input)
+
+
+_register("Max", reduce_max_grad)
+
+
+def reduce_min_vjp(grad, input, output, *, axis=-1, keep_dims=False):
+    """Gradient of Min (declared at ops/reductions.py:74): one per input (input)."""
+    if axis == -1 and not keep_dims:
+        t0 = output[..., None]
+        t1 = tf.reduce_sum(
+            tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-1,
+            keepdims=True,
+        )
+        t2 = grad[..., None]
+        grad_input = (
+            t2
+            * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            / t1
+        )
+    elif axis == -1 and keep_dims:
+        t0 = tf.reduce_sum(
+            tf.where(
+                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-1,
+            keepdims=True,
+        )
+        grad_input = (
+            grad
+            * tf.where(
+                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / t0
+        )
+    else:
+        raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    return (grad_input,)
+
+
+def reduce_min_grad(op, grad):
+    """Gradient function of Min for `tf.RegisterGradient`."""
+    grads = reduce_min_vjp(
+        grad,
+        op.inputs[0],
+        *op.outputs,
+        axis=_const_input(op, 1),
+        keep_dims=op.get_attr("keep_dims"),
+    )
+    return _insert_none(grads, (1,))
+
+
+def reduce_min(input, *, axis=-1, keep_dims=False):
+    """Min: Minimum over the last axis; tied minima share the gradient equally, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(input):
+        if axis == -1 and not keep_dims:
+            output = tf.reduce_min(input, axis=-1)
+        elif axis == -1 and keep_dims:
+            output = tf.reduce_min(input, axis=-1, keepdims=True)
+        else:
+            raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+
+        def backward(grad):
+            return reduce_min_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
+
+        return output, backward
+
+    return forward(input)
+
+
+_register("Min", reduce_min_grad)

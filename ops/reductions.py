@@ -6,7 +6,7 @@ axis -1 (other values raise). `keep_dims` keeps the reduced axis with size 1 (in
 
 import sympy as sp
 
-from symgrad import const_input, dims, indices, op, tensor
+from symgrad import const_input, dims, indices, maximum, minimum, op, product, tensor
 
 N = dims("N")[0]
 i, k = indices("i k")
@@ -55,3 +55,24 @@ def cumsum(axis, exclusive, reverse):
     else:
         first, last = 0, (i - 1 if exclusive else i)
     return {"out": ((..., i), sp.Sum(x[..., k], (k, first, last)))}
+
+
+@op("Prod", attrs={"axis": LAST_AXIS, "keep_dims": bool})
+def reduce_prod(axis, keep_dims):
+    """Product over the last axis; its gradient is finite with zeros in the slice."""
+    x = tensor("input", (..., N))
+    return {"output": (_reduced(keep_dims), product(x[..., k], (k, 0, N - 1)))}
+
+
+@op("Max", attrs={"axis": LAST_AXIS, "keep_dims": bool})
+def reduce_max(axis, keep_dims):
+    """Maximum over the last axis; tied maxima share the gradient equally."""
+    x = tensor("input", (..., N))
+    return {"output": (_reduced(keep_dims), maximum(x[..., k], (k, 0, N - 1)))}
+
+
+@op("Min", attrs={"axis": LAST_AXIS, "keep_dims": bool})
+def reduce_min(axis, keep_dims):
+    """Minimum over the last axis; tied minima share the gradient equally."""
+    x = tensor("input", (..., N))
+    return {"output": (_reduced(keep_dims), minimum(x[..., k], (k, 0, N - 1)))}

@@ -58,15 +58,16 @@ class Einsum:
 
 
 @dataclass(frozen=True)
-class ReduceSum:
-    """Sum over `axes` (negative: counted from the last, so leading batch axes may vary)."""
+class Reduce:
+    """Reduce over `axes` (negative: counted from the last, so leading batch axes may vary)."""
 
-    x: str | Elementwise  # variable, or an elementwise expression summed without a temporary
-    axes: tuple[int, ...]  # axes summed away
+    kind: str  # "sum", "prod", "max" or "min"
+    x: str | Elementwise  # variable, or an elementwise expression reduced without a temporary
+    axes: tuple[int, ...]  # axes reduced away
     keepdims: bool = False  # keep them as size-1 axes, aligned for broadcasting
 
     def __str__(self) -> str:
-        return f"sum({self.x}, axes={self.axes}{', keepdims' if self.keepdims else ''})"
+        return f"reduce_{self.kind}({self.x}, axes={self.axes}{', keepdims' if self.keepdims else ''})"
 
 
 @dataclass(frozen=True)
@@ -114,16 +115,18 @@ class BroadcastTo:
 
 
 @dataclass(frozen=True)
-class Cumsum:
-    """Cumulative sum along `axis`, as `tf.math.cumsum(x, axis, exclusive, reverse)`."""
+class Scan:
+    """Cumulative sum or product along `axis`, as `tf.math.cumsum(x, axis, exclusive, reverse)`."""
 
-    x: str | Elementwise  # what is summed
+    kind: str  # "sum" or "prod"
+    x: str | Elementwise  # what is accumulated
     axis: int  # negative: counted from the last
-    exclusive: bool  # leave each element out of its own sum
-    reverse: bool  # sum from the end
+    exclusive: bool  # leave each element out of its own result
+    reverse: bool  # accumulate from the end
 
     def __str__(self) -> str:
-        return f"cumsum({self.x}, axis={self.axis}, exclusive={self.exclusive}, reverse={self.reverse})"
+        flags = f"exclusive={self.exclusive}, reverse={self.reverse}"
+        return f"cum{self.kind}({self.x}, axis={self.axis}, {flags})"
 
 
 @dataclass(frozen=True)
@@ -159,8 +162,8 @@ class ZerosLike:
 
 
 Value = Union[
-    Elementwise, Conj, MatMul, Einsum, ReduceSum, Transpose, SumToShape, ZerosLike, Expand,
-    BroadcastTo, Cumsum, Squeeze, DimSize,
+    Elementwise, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
+    BroadcastTo, Scan, Squeeze, DimSize,
 ]
 
 

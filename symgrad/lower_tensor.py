@@ -16,16 +16,17 @@ import sympy as sp
 from symgrad.declare import BATCH, OpDecl
 from symgrad.derive import TensorValue
 from symgrad.errors import LoweringError
+from symgrad.functions import maximum, minimum, product
 from symgrad.ir import (
     Assign,
     BroadcastTo,
-    Cumsum,
     DimSize,
     Einsum,
     Elementwise,
     Expand,
     MatMul,
-    ReduceSum,
+    Reduce,
+    Scan,
     Squeeze,
     Transpose,
     Value,
@@ -88,6 +89,8 @@ class TensorLowering:
             return self._entry(expr, axes)
         if isinstance(expr, sp.Sum):
             return self._sum(expr, axes)
+        if isinstance(expr, (product, maximum, minimum)):
+            return self._reduction(expr, axes)
         if isinstance(expr, sp.KroneckerDelta):
             self._fail(f"{expr} (a diagonal) cannot be lowered yet")
         if not expr.args:
@@ -130,7 +133,10 @@ class TensorLowering:
         if not needed:
             return name
         subscript = tuple(":" if axes[m] in order else "None" for m in range(needed[0], len(axes)))
-        return self._temp(Expand(name, subscript))
+        key = ("expand", name, subscript)
+        if key not in self._memo:
+            self._memo[key] = self._temp(Expand(name, subscript))
+        return self._memo[key]
 
     # --- sums ---
 
@@ -144,16 +150,25 @@ class TensorLowering:
         if not free_indices(expr) <= set(axes):
             self._fail(f"{expr} depends on indices outside {axes}")
         if any(free_indices(sp.sympify(b)) for lim in expr.limits for b in lim[1:]):
-            return self._cumsum(expr, axes)
+            return self._scan("sum", expr, axes)
         coefficient, operands = _plain_product(expr.function)
         if operands and len({idx for _, idx in operands}) > 1:
             out = tuple(a for a in axes if a in free_indices(expr))
             name = self._temp(lower_contraction(operands, out, summed))
             return self._scalar(coefficient) * sp.Symbol(self._expand(name, out, axes))
-        return self._reduce(expr.function, summed, axes)
+        return self._reduce("sum", expr.function, summed, axes)
 
-    def _reduce(self, body, summed, axes) -> sp.Expr:
-        """Sum `body` over `summed`, each taking the place of an axis `body` does not vary along."""
+    def _reduction(self, expr, axes) -> sp.Expr:
+        """A product, maximum or minimum: over a whole axis, or cumulative (products only)."""
+        kind = "prod" if isinstance(expr, product) else expr.kind
+        if any(free_indices(sp.sympify(b)) for lim in expr.limits for b in lim[1:]):
+            if kind != "prod":
+                self._fail(f"{expr}: only sums and products may have a range that depends on an index")
+            return self._scan(kind, expr, axes)
+        return self._reduce(kind, expr.function, tuple(lim[0] for lim in expr.limits), axes)
+
+    def _reduce(self, kind, body, summed, axes) -> sp.Expr:
+        """Reduce `body` over `summed`, each taking the place of an axis `body` does not vary along."""
         extended, positions = list(axes), []
         unused = [n for n, a in enumerate(axes) if a not in free_indices(body) and a != BATCH]
         if len(unused) >= len(summed):
@@ -167,10 +182,11 @@ class TensorLowering:
             keepdims = False
         inner = self.array(body, tuple(extended))
         negative = tuple(sorted(p - len(extended) for p in positions))
-        return sp.Symbol(self._temp(ReduceSum(Elementwise(inner), negative, keepdims)))
+        return sp.Symbol(self._temp(Reduce(kind, Elementwise(inner), negative, keepdims)))
 
-    def _cumsum(self, expr: sp.Sum, axes) -> sp.Expr:
-        """A Sum over k whose range starts or ends at another index i: a cumulative sum along i."""
+    def _scan(self, kind, expr, axes) -> sp.Expr:
+        """A sum or product over k whose range starts or ends at another index i: cumulative
+        along i (exclusive when the range stops one short of i)."""
         if len(expr.limits) != 1:
             self._fail(f"{expr}: only one summation index may have a range that depends on another")
         k, low, high = expr.limits[0]
@@ -185,7 +201,7 @@ class TensorLowering:
         extended = tuple(k if a == i else a for a in axes)
         inner = self.array(expr.function, extended)
         axis = axes.index(i) - len(axes)
-        return sp.Symbol(self._temp(Cumsum(Elementwise(inner), axis, offset == 1, reverse)))
+        return sp.Symbol(self._temp(Scan(kind, Elementwise(inner), axis, offset == 1, reverse)))
 
     # --- helpers ---
 

@@ -56,7 +56,7 @@ def render_numpy_module(source: str, ops: list[ir.OpCode]) -> str:
         imports=imports,
         uses_conj=any(op.vjp.prologue for op in ops),
         uses_sum_to_shape=_uses(ops, lambda v: isinstance(v, ir.SumToShape)),
-        uses_shift_right=_uses(ops, lambda v: isinstance(v, ir.Cumsum) and v.exclusive),
+        uses_shift_right=_uses(ops, lambda v: isinstance(v, ir.Scan) and v.exclusive),
     )
     return _format(text)
 

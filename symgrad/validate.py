@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 import sympy as sp
+from sympy.concrete.expr_with_limits import ExprWithLimits
 
 from symgrad.declare import OpVariant
 from symgrad.errors import DeclarationError
@@ -39,7 +40,7 @@ def index_ranges(variant: OpVariant) -> dict[sp.Symbol, Range]:
 
 def _subscript_uses(expr, bound: dict) -> Iterator[tuple]:
     """(tensor, axis, subscript, ranges of the enclosing Sums) for each Indexed in `expr`."""
-    if isinstance(expr, sp.Sum):
+    if isinstance(expr, ExprWithLimits):  # Sum, Product, maximum, minimum
         inner = dict(bound)
         for limit in expr.limits:
             inner[limit[0]] = (limit[1], limit[2])
@@ -54,7 +55,7 @@ def _subscript_uses(expr, bound: dict) -> Iterator[tuple]:
 
 def _limit_uses(expr, bound: dict) -> Iterator[tuple]:
     """(summation index, lowest, highest, enclosing Sums' ranges) for each Sum in `expr`."""
-    if isinstance(expr, sp.Sum):
+    if isinstance(expr, ExprWithLimits):
         inner = dict(bound)
         for index, low, high in expr.limits:
             yield index, low, high, dict(inner)

@@ -162,3 +162,33 @@ def test_log_sum_exp_matches_tensorflow_composite(tf, tf_module, numpy_module, s
     np.testing.assert_allclose(tape.gradient(ours, value, output_gradients=tf.constant(upstream)).numpy(), expected, rtol=1e-12)
     (grad,) = numpy_module("reductions").reduce_log_sum_exp_grad(upstream, x)
     np.testing.assert_allclose(grad, expected, rtol=1e-12)
+
+
+EXTREMA_AND_PRODUCT = [("reduce_prod", "Prod"), ("reduce_max", "Max"), ("reduce_min", "Min")]
+EDGE_ROWS = {
+    "random": lambda rng: rng.standard_normal((3, 5)),
+    "one zero": lambda rng: np.array([[2.0, 0.0, 3.0, -1.0], [1.5, 2.0, 0.5, 4.0]]),
+    "two zeros": lambda rng: np.array([[0.0, 2.0, 0.0, 3.0], [0.0, 0.0, 1.0, 1.0]]),
+    "ties": lambda rng: np.array([[3.0, 1.0, 3.0, 3.0], [-2.0, 5.0, -2.0, 0.0]]),
+    "batched": lambda rng: rng.integers(-2, 3, size=(2, 3, 4)).astype(float),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("case", sorted(EDGE_ROWS))
+@pytest.mark.parametrize("keep_dims", [False, True])
+@pytest.mark.parametrize("func,op_type", EXTREMA_AND_PRODUCT)
+def test_prod_max_min_with_zeros_and_ties(tf, tf_module, numpy_module, func, op_type, keep_dims, case, dtype):
+    x = EDGE_ROWS[case](np.random.default_rng(2))
+    attrs = {"axis": -1, "keep_dims": keep_dims}
+    check(tf, tf_module, numpy_module, "reductions", func, op_type, {"input": x}, attrs, dtype)
+
+
+def test_prod_gradient_is_finite_with_zeros_and_never_divides(numpy_module, derived):
+    module = numpy_module("reductions")
+    x = np.array([[0.0, 2.0, 3.0], [0.0, 0.0, 5.0], [1.0, 2.0, 3.0]])
+    (grad,) = module.reduce_prod_grad(np.ones(3), x)
+    np.testing.assert_array_equal(grad, [[6.0, 0.0, 0.0], [0.0, 0.0, 0.0], [6.0, 3.0, 2.0]])
+    _, files = derived
+    prod_grad = files["reductions_numpy.py"].split("def reduce_prod_grad")[1].split("return")[0]
+    assert "/" not in prod_grad and "cumprod" in prod_grad

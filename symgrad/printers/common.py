@@ -78,6 +78,9 @@ class ArrayCodeMixin:
         text = self._print(condition)
         return text[1:-1] if text.startswith("(") and text.endswith(")") else text
 
+    def _print_indicator_equal(self, expr):
+        return self._print(expr.as_piecewise())
+
     def _print_Heaviside(self, expr):
         x = expr.args[0]
         half = expr.args[1] if len(expr.args) > 1 else sp.S.Half

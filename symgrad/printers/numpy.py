@@ -42,10 +42,11 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         operands = ", ".join(value.operands)
         return f'{self._module_format("numpy.einsum")}("{value.spec}", {operands}, optimize=True)'
 
-    def _print_ReduceSum(self, value: ir.ReduceSum):
+    def _print_Reduce(self, value: ir.Reduce):
         axes = value.axes[0] if len(value.axes) == 1 else value.axes
         keepdims = ", keepdims=True" if value.keepdims else ""
-        return f"{self._module_format('numpy.sum')}({self._print_operand(value.x)}, axis={axes}{keepdims})"
+        function = self._module_format(f"numpy.{value.kind}")
+        return f"{function}({self._print_operand(value.x)}, axis={axes}{keepdims})"
 
     def _print_operand(self, x) -> str:
         return x if isinstance(x, str) else self._print(x)
@@ -64,17 +65,17 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         shape = f"{self._module_format('numpy.shape')}({value.like})"
         return f"{self._module_format('numpy.broadcast_to')}({self._print(value.value)}, {shape})"
 
-    def _print_Cumsum(self, value: ir.Cumsum):
-        """numpy has no exclusive or reverse cumsum: flip, and shift by one with a zero."""
+    def _print_Scan(self, value: ir.Scan):
+        """numpy has no exclusive or reverse cumsum: flip, and shift in the identity."""
         x = self._print_operand(value.x)
-        flip, cumsum = self._module_format("numpy.flip"), self._module_format("numpy.cumsum")
+        flip = self._module_format("numpy.flip")
+        scan = self._module_format(f"numpy.cum{value.kind}")
         if value.reverse:
             x = f"{flip}({x}, axis={value.axis})"
-        text = f"{cumsum}({x}, axis={value.axis})"
+        text = f"{scan}({x}, axis={value.axis})"
         if value.exclusive:
-            text = f"_shift_right({text}, axis={value.axis})"
+            text = f"_shift_right({text}, axis={value.axis}, fill={0 if value.kind == 'sum' else 1})"
         return f"{flip}({text}, axis={value.axis})" if value.reverse else text
-
     def _print_Transpose(self, value: ir.Transpose):
         if value.perm == (1, 0):
             return f"{value.x}.T"

@@ -51,8 +51,7 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         # fails against the other branch: give it the computation's dtype.
         if not value.is_number or self.dtype_source is None:
             return self._print(value)
-        if value == 0:
-            return f"{self._module_format('tensorflow.zeros_like')}({self.dtype_source})"
+        # a scalar of that dtype: it broadcasts against branches of any shape
         return f"{self._module_format('tensorflow.constant')}({self._print(value)}, {self.dtype_source}.dtype)"
 
     def _print_Function(self, expr):
@@ -95,12 +94,11 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     def _print_Einsum(self, value: ir.Einsum):
         return f'{self._module_format("tensorflow.einsum")}("{value.spec}", {", ".join(value.operands)})'
 
-    def _print_ReduceSum(self, value: ir.ReduceSum):
+    def _print_Reduce(self, value: ir.Reduce):
         axes = value.axes[0] if len(value.axes) == 1 else list(value.axes)
         keepdims = ", keepdims=True" if value.keepdims else ""
         x = value.x if isinstance(value.x, str) else self._print(value.x)
-        return f"{self._module_format('tensorflow.reduce_sum')}({x}, axis={axes}{keepdims})"
-
+        return f"{self._module_format(f'tensorflow.reduce_{value.kind}')}({x}, axis={axes}{keepdims})"
     def _print_Squeeze(self, value: ir.Squeeze):
         return f"{self._module_format('tensorflow.squeeze')}({value.x}, axis={list(value.axes)})"
 
@@ -115,12 +113,12 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         shape = f"{self._module_format('tensorflow.shape')}({value.like})"
         return f"{self._module_format('tensorflow.broadcast_to')}({self._print(value.value)}, {shape})"
 
-    def _print_Cumsum(self, value: ir.Cumsum):
+    def _print_Scan(self, value: ir.Scan):
         x = value.x if isinstance(value.x, str) else self._print(value.x)
         flags = "".join(
             f", {flag}=True" for flag, on in (("exclusive", value.exclusive), ("reverse", value.reverse)) if on
         )
-        return f"{self._module_format('tensorflow.math.cumsum')}({x}, axis={value.axis}{flags})"
+        return f"{self._module_format(f'tensorflow.math.cum{value.kind}')}({x}, axis={value.axis}{flags})"
 
     def _print_Transpose(self, value: ir.Transpose):
         return f"{self._module_format('tensorflow.transpose')}({value.x}, perm={list(value.perm)})"

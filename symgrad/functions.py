@@ -1,0 +1,78 @@
+"""Reductions symgrad adds to SymPy, each with the derivative a careful hand would write.
+
+* `product(f, (k, lo, hi))`: d/dx of prod_k f(k) is sum_j (prod_{k<j} f) f'(j) (prod_{k>j} f),
+  never the product divided by f(j) (NaN where f(j) = 0, the classic bug); the partial
+  products lower to exclusive cumulative products.
+* `maximum(f, (k, lo, hi))`, `minimum(...)`: the gradient goes to the entries equal to the
+  result, split equally among ties, as TensorFlow's reduce_max gradient does.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+from sympy.concrete.expr_with_limits import ExprWithLimits
+
+_fresh = sp.numbered_symbols("j", integer=True)
+
+
+def _single_limit(expr) -> tuple:
+    if len(expr.limits) != 1 or len(expr.limits[0]) != 3:
+        raise ValueError(f"{type(expr).__name__} takes exactly one (index, lowest, highest), got {expr.limits}")
+    return expr.limits[0]
+
+
+class product(sp.Product):
+    """`Product` whose derivative uses partial products, not a division."""
+
+    def _eval_derivative(self, x):
+        k, low, high = _single_limit(self)
+        j = next(_fresh)
+        entry = self.function.subs(k, j)
+        before = product(self.function, (k, low, j - 1))
+        after = product(self.function, (k, j + 1, high))
+        return sp.Sum(before * sp.diff(entry, x) * after, (j, low, high))
+
+
+class _Extremum(ExprWithLimits):
+    """max or min of `function` over one index range; subclasses name which."""
+
+    kind: str
+
+    def _eval_derivative(self, x):
+        k, low, high = _single_limit(self)
+        j = next(_fresh)
+        entry = self.function.subs(k, j)
+        ties = sp.Sum(self.is_attained(self.function), self.limits)
+        return sp.Sum(self.is_attained(entry) * sp.diff(entry, x), (j, low, high)) / ties
+
+    def is_attained(self, entry) -> sp.Expr:
+        """1 where `entry` equals the extremum, else 0."""
+        return indicator_equal(entry, self)
+
+
+class indicator_equal(sp.Function):
+    """1 where its two arguments are equal, else 0; derivative zero.
+
+    Not a `Piecewise`: SymPy moves a Piecewise out of a Sum even when its condition depends
+    on the summation index, which would count ties wrongly.
+    """
+
+    nargs = 2
+
+    def fdiff(self, argindex=1):
+        return sp.S.Zero
+
+    def as_piecewise(self) -> sp.Piecewise:
+        return sp.Piecewise((1, sp.Eq(*self.args)), (0, True))
+
+
+class maximum(_Extremum):
+    """The maximum over an index range: `maximum(x[i, k], (k, 0, N - 1))`."""
+
+    kind = "max"
+
+
+class minimum(_Extremum):
+    """The minimum over an index range: `minimum(x[i, k], (k, 0, N - 1))`."""
+
+    kind = "min"
