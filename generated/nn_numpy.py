@@ -52,3 +52,59 @@ def l2_loss_grad(grad, t, *, output=None):
     """Gradient of L2Loss: one array per input (t)."""
     grad_t = grad * t
     return (grad_t,)
+
+
+def softmax_cross_entropy_with_logits(features, labels):
+    """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:34)."""
+    t0 = np.sum(features * labels, axis=-1)
+    t1 = np.sum(labels, axis=-1)
+    t2 = np.sum(np.exp(features), axis=-1)
+    loss = -t0 + t1 * np.log(t2)
+    t3 = np.sum(np.exp(features), axis=-1, keepdims=True)
+    backprop = -labels + np.exp(features) / t3
+    return (loss, backprop)
+
+
+def softmax_cross_entropy_with_logits_grad(
+    grad_loss, grad_backprop, features, labels, *, loss=None, backprop=None
+):
+    """Gradient of SoftmaxCrossEntropyWithLogits: one array per input (features, labels)."""
+    if backprop is None:
+        backprop = softmax_cross_entropy_with_logits(features, labels)[1]
+    t0 = np.sum(grad_backprop * (backprop + labels), axis=-1, keepdims=True)
+    t1 = grad_loss[..., None]
+    t2 = np.sum(labels, axis=-1, keepdims=True)
+    grad_features = (
+        grad_backprop * (backprop + labels)
+        - labels * t1
+        - t0 * (backprop + labels)
+        + t1 * t2 * (backprop + labels)
+    )
+    t3 = np.sum(np.exp(features), axis=-1, keepdims=True)
+    grad_labels = -features * t1 - grad_backprop + t1 * np.log(t3)
+    return grad_features, grad_labels
+
+
+def bias_add(value, bias, *, data_format="NHWC"):
+    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:47)."""
+    if data_format == "NHWC":
+        output = bias + value
+    elif data_format == "NCHW":
+        t0 = bias[..., None, None]
+        output = t0 + value
+    else:
+        raise ValueError(f"BiasAdd: unsupported attributes data_format={data_format!r}")
+    return output
+
+
+def bias_add_grad(grad, value, bias, *, output=None, data_format="NHWC"):
+    """Gradient of BiasAdd: one array per input (value, bias)."""
+    if data_format == "NHWC":
+        grad_value = grad
+        grad_bias = np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))
+    elif data_format == "NCHW":
+        grad_value = grad
+        grad_bias = np.sum(grad, axis=(-4, -2, -1))
+    else:
+        raise ValueError(f"BiasAdd: unsupported attributes data_format={data_format!r}")
+    return grad_value, grad_bias

@@ -29,6 +29,12 @@ def _register(op_type, gradient_fn):
     REGISTERED[op_type] = tuple(names)
 
 
+def _string_attr(op, name):
+    """A string attribute of `op` as `str` (graph ops give bytes)."""
+    value = op.get_attr(name)
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def softmax_vjp(grad, logits, softmax):
     """Gradient of Softmax (declared at ops/nn.py:11): one per input (logits)."""
     t0 = tf.reduce_sum(grad * softmax, axis=-1, keepdims=True)
@@ -119,3 +125,93 @@ def l2_loss(t):
 
 
 _register("L2Loss", l2_loss_grad)
+
+
+def softmax_cross_entropy_with_logits_vjp(
+    grad_loss, grad_backprop, features, labels, loss, backprop
+):
+    """Gradient of SoftmaxCrossEntropyWithLogits (declared at ops/nn.py:34): one per input (features, labels)."""
+    t0 = tf.reduce_sum(grad_backprop * (backprop + labels), axis=-1, keepdims=True)
+    t1 = grad_loss[..., None]
+    t2 = tf.reduce_sum(labels, axis=-1, keepdims=True)
+    grad_features = (
+        grad_backprop * (backprop + labels)
+        - labels * t1
+        - t0 * (backprop + labels)
+        + t1 * t2 * (backprop + labels)
+    )
+    t3 = tf.reduce_sum(tf.math.exp(features), axis=-1, keepdims=True)
+    grad_labels = -features * t1 - grad_backprop + t1 * tf.math.log(t3)
+    return grad_features, grad_labels
+
+
+def softmax_cross_entropy_with_logits_grad(op, grad_loss, grad_backprop):
+    """Gradient function of SoftmaxCrossEntropyWithLogits for `tf.RegisterGradient`."""
+    return softmax_cross_entropy_with_logits_vjp(grad_loss, grad_backprop, *op.inputs, *op.outputs)
+
+
+def softmax_cross_entropy_with_logits(features, labels):
+    """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(features, labels):
+        t0 = tf.reduce_sum(features * labels, axis=-1)
+        t1 = tf.reduce_sum(labels, axis=-1)
+        t2 = tf.reduce_sum(tf.math.exp(features), axis=-1)
+        loss = -t0 + t1 * tf.math.log(t2)
+        t3 = tf.reduce_sum(tf.math.exp(features), axis=-1, keepdims=True)
+        backprop = -labels + tf.math.exp(features) / t3
+
+        def backward(grad_loss, grad_backprop):
+            return softmax_cross_entropy_with_logits_vjp(
+                grad_loss, grad_backprop, features, labels, loss, backprop
+            )
+
+        return (loss, backprop), backward
+
+    return forward(features, labels)
+
+
+_register("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_with_logits_grad)
+
+
+def bias_add_vjp(grad, value, bias, output, *, data_format="NHWC"):
+    """Gradient of BiasAdd (declared at ops/nn.py:47): one per input (value, bias)."""
+    if data_format == "NHWC":
+        grad_value = grad
+        grad_bias = tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))
+    elif data_format == "NCHW":
+        grad_value = grad
+        grad_bias = tf.reduce_sum(grad, axis=[-4, -2, -1])
+    else:
+        raise ValueError(f"BiasAdd: unsupported attributes data_format={data_format!r}")
+    return grad_value, grad_bias
+
+
+def bias_add_grad(op, grad):
+    """Gradient function of BiasAdd for `tf.RegisterGradient`."""
+    return bias_add_vjp(grad, *op.inputs, *op.outputs, data_format=_string_attr(op, "data_format"))
+
+
+def bias_add(value, bias, *, data_format="NHWC"):
+    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(value, bias):
+        if data_format == "NHWC":
+            output = bias + value
+        elif data_format == "NCHW":
+            t0 = bias[..., None, None]
+            output = t0 + value
+        else:
+            raise ValueError(f"BiasAdd: unsupported attributes data_format={data_format!r}")
+
+        def backward(grad):
+            return bias_add_vjp(grad, value, bias, output, data_format=data_format)
+
+        return output, backward
+
+    return forward(value, bias)
+
+
+_register("BiasAdd", bias_add_grad)

@@ -29,3 +29,31 @@ def l2_loss():
     """Half the sum of squares of a matrix."""
     t = tensor("t", (M, N))
     return {"output": ((), sp.Sum(t[i, j] ** 2, (i, 0, M - 1), (j, 0, N - 1)) / 2)}
+
+
+@op("SoftmaxCrossEntropyWithLogits")
+def softmax_cross_entropy_with_logits():
+    """Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features."""
+    features = tensor("features", (M, N))
+    labels = tensor("labels", (M, N))
+    total = sp.Sum(sp.exp(features[i, k]), (k, 0, N - 1))
+    log_softmax = features[i, j] - sp.log(total)
+    return {
+        "loss": ((i,), -sp.Sum(labels[i, j] * log_softmax, (j, 0, N - 1))),
+        "backprop": ((i, j), sp.exp(features[i, j]) / total - labels[i, j]),
+    }
+
+
+@op("BiasAdd", attrs={"data_format": ("NHWC", "NCHW")})
+def bias_add(data_format):
+    """value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4)."""
+    C, H, W, B = dims("C H W B")
+    c, h, w, b = indices("c h w b")
+    bias = None
+    if data_format == "NHWC":
+        value = tensor("value", (..., C))
+        bias = tensor("bias", (C,))
+        return {"output": ((..., c), value[..., c] + bias[c])}
+    value = tensor("value", (B, C, H, W))
+    bias = tensor("bias", (C,))
+    return {"output": ((b, c, h, w), value[b, c, h, w] + bias[c])}

@@ -65,9 +65,12 @@ class Reduce:
     x: str | Elementwise  # variable, or an elementwise expression reduced without a temporary
     axes: tuple[int, ...]  # axes reduced away
     keepdims: bool = False  # keep them as size-1 axes, aligned for broadcasting
+    batch_before: int | None = None  # also reduce every axis before the last `batch_before`
+    # (the leading batch axes, of any number); `x` is then a variable
 
     def __str__(self) -> str:
-        return f"reduce_{self.kind}({self.x}, axes={self.axes}{', keepdims' if self.keepdims else ''})"
+        batch = f", leading axes before the last {self.batch_before}" if self.batch_before is not None else ""
+        return f"reduce_{self.kind}({self.x}, axes={self.axes}{', keepdims' if self.keepdims else ''}{batch})"
 
 
 @dataclass(frozen=True)

@@ -168,21 +168,23 @@ class TensorLowering:
         return self._reduce(kind, expr.function, tuple(lim[0] for lim in expr.limits), axes)
 
     def _reduce(self, kind, body, summed, axes) -> sp.Expr:
-        """Reduce `body` over `summed`, each taking the place of an axis `body` does not vary along."""
-        extended, positions = list(axes), []
+        """Reduce `body` over `summed`, each taking the place of an axis `body` does not vary
+        along (keepdims), or else laid out as `body`'s own tensors are (no transpose)."""
         unused = [n for n, a in enumerate(axes) if a not in free_indices(body) and a != BATCH]
-        if len(unused) >= len(summed):
+        if BATCH not in summed and len(unused) >= len(summed):
+            extended = list(axes)
             for index, slot in zip(summed, reversed(unused)):
                 extended[slot] = index
-                positions.append(slot)
-            keepdims = True
+            positions, keepdims = [extended.index(i) for i in summed], True
         else:
-            extended += list(summed)
-            positions = list(range(len(axes), len(extended)))
-            keepdims = False
-        inner = self.array(body, tuple(extended))
+            extended, keepdims = _layout(body, axes, summed), False
+            positions = [extended.index(i) for i in summed if i != BATCH]
+        inner = Elementwise(self.array(body, tuple(extended)))
         negative = tuple(sorted(p - len(extended) for p in positions))
-        return sp.Symbol(self._temp(Reduce(kind, Elementwise(inner), negative, keepdims)))
+        if BATCH in summed:  # every leading axis too: the reduction needs the array's rank
+            inner = str(inner.expr) if inner.expr.is_Symbol else self._temp(inner)
+            return sp.Symbol(self._temp(Reduce(kind, inner, negative, False, len(extended) - 1)))
+        return sp.Symbol(self._temp(Reduce(kind, inner, negative, keepdims)))
 
     def _scan(self, kind, expr, axes) -> sp.Expr:
         """A sum or product over k whose range starts or ends at another index i: cumulative
@@ -215,6 +217,17 @@ class TensorLowering:
 
     def _fail(self, what: str):
         raise LoweringError(what, self.decl.name, self.decl.location)
+
+
+def _layout(body, axes: tuple, summed: tuple) -> list:
+    """Axes for reducing `body`: the order of its first tensor entry that holds them all and
+    keeps `axes` in order (no transpose needed), else `axes` then the summed indices."""
+    wanted = set(axes) | set(summed)
+    for entry in sorted(body.atoms(sp.Indexed), key=str):
+        order = [i for i in entry.indices if i in wanted]
+        if set(order) == wanted and [i for i in order if i in axes] == list(axes):
+            return order
+    return [BATCH] * (BATCH in summed) + list(axes) + [i for i in summed if i != BATCH]
 
 
 def _kept_axes_aligned(idx: tuple, axes: tuple) -> tuple:

@@ -192,3 +192,68 @@ def test_prod_gradient_is_finite_with_zeros_and_never_divides(numpy_module, deri
     _, files = derived
     prod_grad = files["reductions_numpy.py"].split("def reduce_prod_grad")[1].split("return")[0]
     assert "/" not in prod_grad and "cumprod" in prod_grad
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("data_format,shape", [("NHWC", (1, 3)), ("NHWC", (2, 3)), ("NHWC", (2, 4, 5, 3)),
+                                               ("NCHW", (2, 3, 4, 5)), ("NCHW", (1, 3, 1, 2))], ids=str)
+def test_bias_add(tf, tf_module, numpy_module, data_format, shape, dtype):
+    rng = np.random.default_rng(12)
+    value, bias = rng.standard_normal(shape), rng.standard_normal(3)
+    check(tf, tf_module, numpy_module, "nn", "bias_add", "BiasAdd", {"value": value, "bias": bias},
+          {"data_format": data_format}, dtype)
+
+
+def _labels(rng, shape):
+    """Rows that are probability distributions, as TensorFlow's op documents its labels."""
+    raw = rng.random(shape)
+    return raw / raw.sum(axis=-1, keepdims=True)
+
+
+def _sce_gradients(tf, fn, features, labels, grad_loss, grad_backprop):
+    values = [tf.constant(features), tf.constant(labels)]
+    with tf.GradientTape() as tape:
+        tape.watch(values)
+        loss, backprop = fn(*values)
+    return [g.numpy() for g in tape.gradient(
+        [loss, backprop], values, output_gradients=[tf.constant(grad_loss), tf.constant(grad_backprop)])]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+def test_softmax_cross_entropy_both_outputs(tf, tf_module, numpy_module, dtype):
+    """Both outputs' upstream gradients count. TensorFlow's hand-written gradient leaves out
+    d(backprop)/d(labels) = -1 (its labels gradient ignores the backprop output's upstream):
+    ours includes it, and is checked against finite differences there instead."""
+    rng = np.random.default_rng(13)
+    features = rng.standard_normal((4, 5)).astype(dtype)
+    labels = _labels(rng, (4, 5)).astype(dtype)
+    grad_loss, grad_backprop = rng.standard_normal(4).astype(dtype), rng.standard_normal((4, 5)).astype(dtype)
+    raw = lambda f, l: tf.raw_ops.SoftmaxCrossEntropyWithLogits(features=f, labels=l)
+    expected = _sce_gradients(tf, raw, features, labels, grad_loss, grad_backprop)
+    module = tf_module("nn")
+    wrapped = _sce_gradients(tf, module.softmax_cross_entropy_with_logits, features, labels, grad_loss, grad_backprop)
+    np_grads = numpy_module("nn").softmax_cross_entropy_with_logits_grad(grad_loss, grad_backprop, features, labels)
+    tol = TOLERANCE[dtype]
+    for got in (wrapped[0], np_grads[0]):
+        np.testing.assert_allclose(got, expected[0], **tol)
+    for got in (wrapped[1], np_grads[1]):
+        np.testing.assert_allclose(got, expected[1] - grad_backprop, **tol)
+
+
+def test_softmax_cross_entropy_labels_gradient_matches_finite_differences(numpy_module):
+    module = numpy_module("nn")
+    rng = np.random.default_rng(14)
+    features, labels = rng.standard_normal((3, 4)), _labels(rng, (3, 4))
+    grad_loss, grad_backprop = rng.standard_normal(3), rng.standard_normal((3, 4))
+
+    def objective(l):
+        loss, backprop = module.softmax_cross_entropy_with_logits(features, l)
+        return np.sum(grad_loss * loss) + np.sum(grad_backprop * backprop)
+
+    numeric = np.zeros_like(labels)
+    for idx in np.ndindex(labels.shape):
+        step = np.zeros_like(labels)
+        step[idx] = 1e-6
+        numeric[idx] = (objective(labels + step) - objective(labels - step)) / 2e-6
+    _, grad_labels = module.softmax_cross_entropy_with_logits_grad(grad_loss, grad_backprop, features, labels)
+    np.testing.assert_allclose(grad_labels, numeric, rtol=1e-6, atol=1e-8)

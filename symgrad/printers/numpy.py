@@ -43,9 +43,13 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         return f'{self._module_format("numpy.einsum")}("{value.spec}", {operands}, optimize=True)'
 
     def _print_Reduce(self, value: ir.Reduce):
-        axes = value.axes[0] if len(value.axes) == 1 else value.axes
-        keepdims = ", keepdims=True" if value.keepdims else ""
         function = self._module_format(f"numpy.{value.kind}")
+        keepdims = ", keepdims=True" if value.keepdims else ""
+        if value.batch_before is not None:
+            leading = f"tuple(range({self._module_format('numpy.ndim')}({value.x}) - {value.batch_before}))"
+            axes = f"{leading} + {value.axes}" if value.axes else leading
+            return f"{function}({value.x}, axis={axes}{keepdims})"
+        axes = value.axes[0] if len(value.axes) == 1 else value.axes
         return f"{function}({self._print_operand(value.x)}, axis={axes}{keepdims})"
 
     def _print_operand(self, x) -> str:

@@ -95,10 +95,19 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         return f'{self._module_format("tensorflow.einsum")}("{value.spec}", {", ".join(value.operands)})'
 
     def _print_Reduce(self, value: ir.Reduce):
-        axes = value.axes[0] if len(value.axes) == 1 else list(value.axes)
+        function = self._module_format(f"tensorflow.reduce_{value.kind}")
         keepdims = ", keepdims=True" if value.keepdims else ""
+        if value.batch_before is not None:
+            rank = f"{self._module_format('tensorflow.rank')}({value.x})"
+            leading = f"{self._module_format('tensorflow.range')}({rank} - {value.batch_before})"
+            if value.axes:
+                trailing = f"{self._module_format('tensorflow.constant')}({list(value.axes)})"
+                leading = f"{self._module_format('tensorflow.concat')}([{leading}, {trailing}], 0)"
+            return f"{function}({value.x}, axis={leading}{keepdims})"
+        axes = value.axes[0] if len(value.axes) == 1 else list(value.axes)
         x = value.x if isinstance(value.x, str) else self._print(value.x)
-        return f"{self._module_format(f'tensorflow.reduce_{value.kind}')}({x}, axis={axes}{keepdims})"
+        return f"{function}({x}, axis={axes}{keepdims})"
+
     def _print_Squeeze(self, value: ir.Squeeze):
         return f"{self._module_format('tensorflow.squeeze')}({value.x}, axis={list(value.axes)})"
 
