@@ -8,6 +8,7 @@ indices, with every Kronecker delta eliminated against the known index ranges (S
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import sympy as sp
@@ -47,6 +48,7 @@ class Derivation:
     grad_names: tuple[str, ...]  # the upstream gradient's name, one per output
     forward: dict  # output name -> sympy expr (elementwise) or TensorValue (index)
     vjp: dict  # input name -> sympy expr / TensorValue, or None where the gradient is zero
+    ranges: dict = dataclasses.field(default_factory=dict)  # index -> (lowest, highest)
 
 
 def grad_names(variant: OpVariant) -> tuple[str, ...]:
@@ -117,16 +119,18 @@ def _derive_index(variant: OpVariant) -> Derivation:
         o.name: TensorValue(o.indices, tuple(_normalize(o.expr, ()))) for o in variant.outputs
     }
     vjp = {}
+    all_ranges = dict(ranges)
     for inp in variant.inputs:
         axes = tuple(sp.Symbol(f"{inp.name}_{n}", integer=True) for n in range(len(inp.shape)))
         axis_ranges = {a: (sp.S.Zero, d - 1) for a, d in zip(axes, inp.shape)}
+        all_ranges.update(axis_ranges)
         terms = []
         for out, grad_name in zip(variant.outputs, grad_names(variant)):
             terms += _contract(variant, out, grad_name, inp.base[axes], ranges)
         terms = [_eliminate_deltas(variant, t, {**ranges, **axis_ranges}) for t in terms]
         terms = [t for t in terms if t.factor != 0]
         vjp[inp.name] = _batch_renamed(TensorValue(axes, tuple(terms)), inp.shape) if terms else None
-    return Derivation(variant, grad_names(variant), forward, vjp)
+    return Derivation(variant, grad_names(variant), forward, vjp, all_ranges)
 
 
 def _batch_renamed(value: TensorValue, shape) -> TensorValue:
@@ -168,19 +172,21 @@ def _normalize(expr: sp.Expr, sums: tuple) -> list[Term]:
 
 
 def _eliminate_deltas(variant, term: Term, ranges: dict[sp.Symbol, Range]) -> Term:
-    """Sum out every `KroneckerDelta(u, v)` whose index `u` is summed and covers `v`'s range."""
+    """Sum out every `KroneckerDelta(u, v)` whose index `u` is summed; a delta between two
+    free indices stays (a diagonal, lowered to an identity matrix)."""
     factor, sums = term.factor, term.sums
     while True:
-        delta = next((a for a in sp.Mul.make_args(factor) if isinstance(a, sp.KroneckerDelta)), None)
-        if delta is None:
-            return Term(factor, sums)
         summed = {s[0]: (s[1], s[2]) for s in sums}
+        delta = next((d for d in _deltas(factor) if set(d.args) & set(summed)), None)
+        if delta is None:
+            _check_remaining_deltas(variant, factor)
+            return Term(factor, sums)
         u, v = delta.args
         if u not in summed:
             u, v = v, u
-        if u not in summed or not isinstance(v, sp.Symbol):
+        if not isinstance(v, sp.Symbol):
             raise DerivationError(
-                f"cannot eliminate {delta}: diagonal and affine index maps are not supported yet",
+                f"cannot eliminate {delta}: affine index maps are not supported yet",
                 variant.decl.name,
                 variant.decl.location,
             )
@@ -189,6 +195,20 @@ def _eliminate_deltas(variant, term: Term, ranges: dict[sp.Symbol, Range]) -> Te
         factor = rest.subs(u, v)
         sums = tuple((s, lo.subs(u, v), hi.subs(u, v)) for s, lo, hi in sums if s != u)
         sums = _constrain(variant, delta, summed[u], v, v_range, sums)
+
+
+def _deltas(factor) -> list:
+    return [a for a in sp.Mul.make_args(factor) if isinstance(a, sp.KroneckerDelta)]
+
+
+def _check_remaining_deltas(variant, factor) -> None:
+    for delta in factor.atoms(sp.KroneckerDelta):
+        if not all(isinstance(a, sp.Symbol) for a in delta.args):
+            raise DerivationError(
+                f"cannot eliminate {delta}: affine index maps are not supported yet",
+                variant.decl.name,
+                variant.decl.location,
+            )
 
 
 def _constrain(variant, delta, u_range: Range, v, v_range: Range, sums: tuple) -> tuple:

@@ -107,6 +107,27 @@ class DimSize:
 
 
 @dataclass(frozen=True)
+class Eye:
+    """The identity matrix whose size is axis `axis` of `x`, in `x`'s dtype (a Kronecker delta)."""
+
+    x: str  # variable
+    axis: int  # negative: counted from the last
+
+    def __str__(self) -> str:
+        return f"eye(shape({self.x})[{self.axis}])"
+
+
+@dataclass(frozen=True)
+class DiagPart:
+    """The diagonal of the last two axes, as the last axis (`x[..., i, i]`)."""
+
+    x: str  # variable
+
+    def __str__(self) -> str:
+        return f"diag_part({self.x})"
+
+
+@dataclass(frozen=True)
 class BroadcastTo:
     """Broadcast a value to the shape of variable `like`."""
 
@@ -166,7 +187,7 @@ class ZerosLike:
 
 Value = Union[
     Elementwise, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
-    BroadcastTo, Scan, Squeeze, DimSize,
+    BroadcastTo, Scan, Squeeze, DimSize, Eye, DiagPart,
 ]
 
 
@@ -180,7 +201,7 @@ def reads(value: Value) -> set[str]:
         return {value.a, value.b}
     if isinstance(value, Einsum):
         return set(value.operands)
-    if isinstance(value, (ZerosLike, DimSize)):
+    if isinstance(value, (ZerosLike, DimSize, Eye)):
         return set()
     return reads(value.x) if isinstance(value.x, Elementwise) else {value.x}
 

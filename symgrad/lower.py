@@ -76,7 +76,7 @@ def _lower_forward(decl: OpDecl, derivation: Derivation) -> Branch:
     if decl.kind == ELEMENTWISE:
         body = [Assign(name, Elementwise(value)) for name, value in derivation.forward.items()]
         return Branch(derivation.variant.attr_values, tuple(body))
-    lowering = TensorLowering(decl, dim_sources(derivation.variant))
+    lowering = TensorLowering(decl, dim_sources(derivation.variant), derivation.ranges)
     for name, value in derivation.forward.items():
         lowering.assign(name, value)
     return Branch(derivation.variant.attr_values, tuple(lowering.body))
@@ -100,7 +100,7 @@ def dim_sources(variant) -> dict:
 
 
 def _lower_tensor_vjp(decl: OpDecl, derivation: Derivation) -> list[Assign]:
-    lowering = TensorLowering(decl, dim_sources(derivation.variant))
+    lowering = TensorLowering(decl, dim_sources(derivation.variant), derivation.ranges)
     batched = [t.name for t in derivation.variant.inputs if t.shape and t.shape[0] == BATCH_DIM]
     for name, value in derivation.vjp.items():
         if value is None:

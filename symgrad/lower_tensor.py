@@ -20,7 +20,9 @@ from symgrad.functions import maximum, minimum, product
 from symgrad.ir import (
     Assign,
     BroadcastTo,
+    DiagPart,
     DimSize,
+    Eye,
     Einsum,
     Elementwise,
     Expand,
@@ -57,9 +59,10 @@ def as_expression(value: TensorValue) -> sp.Expr:
 class TensorLowering:
     """Lowers the tensor values of one function branch; equal subexpressions share a temporary."""
 
-    def __init__(self, decl: OpDecl, dims: dict | None = None, prefix: str = "t"):
+    def __init__(self, decl: OpDecl, dims: dict | None = None, ranges: dict | None = None, prefix: str = "t"):
         self.decl = decl
         self.dims = dims or {}  # dimension symbol -> (variable, negative axis) it is read from
+        self.ranges = ranges or {}  # index -> (lowest, highest)
         self.prefix = prefix
         self.body: list[Assign] = []
         self._memo: dict = {}
@@ -92,7 +95,7 @@ class TensorLowering:
         if isinstance(expr, (product, maximum, minimum)):
             return self._reduction(expr, axes)
         if isinstance(expr, sp.KroneckerDelta):
-            self._fail(f"{expr} (a diagonal) cannot be lowered yet")
+            return self._identity(expr, axes)
         if not expr.args:
             self._fail(f"index {expr} used outside a subscript")
         return expr.func(*[self.array(arg, axes) for arg in expr.args])
@@ -109,11 +112,24 @@ class TensorLowering:
             self._memo[("dim", dim)] = sp.Symbol(self._temp(DimSize(*self.dims[dim])))
         return self._memo[("dim", dim)]
 
+    def _identity(self, delta: sp.KroneckerDelta, axes) -> sp.Expr:
+        """KroneckerDelta(p, q) of two axes: an identity matrix, aligned."""
+        p, q = delta.args
+        size = self.ranges.get(p, (None, None))[1]
+        source = self.dims.get(size + 1) if size is not None else None
+        if p not in axes or q not in axes or source is None:
+            self._fail(f"cannot lower {delta}: not a diagonal over two axes of known size")
+        name = self._temp(Eye(*source))
+        order = tuple(a for a in axes if a in (p, q))
+        return sp.Symbol(self._expand(name, order, axes))
+
     # --- tensor entries ---
 
     def _entry(self, entry: sp.Indexed, axes) -> sp.Expr:
         name, idx = str(entry.base.label), tuple(entry.indices)
         idx = _kept_axes_aligned(idx, axes)
+        if len(set(idx)) < len(idx):  # a diagonal: x[..., i, i]
+            name, idx = self._diagonal(name, idx)
         kept = [n - len(idx) for n, i in enumerate(idx) if not isinstance(i, sp.Symbol)]
         if kept:  # literal 0: a size-1 axis kept by a reduction, with nothing to stand for
             name = self._temp(Squeeze(name, tuple(kept)))
@@ -124,6 +140,13 @@ class TensorLowering:
         if idx != order:
             name = self._temp(_permutation(name, idx, order))
         return sp.Symbol(self._expand(name, order, axes))
+
+    def _diagonal(self, name: str, idx: tuple) -> tuple[str, tuple]:
+        """Take the diagonal of repeated subscripts: (variable, its distinct indices)."""
+        if len(idx) >= 2 and idx[-1] == idx[-2] and len(set(idx[:-1])) == len(idx) - 1:
+            return self._temp(DiagPart(name)), idx[:-1]
+        distinct = tuple(dict.fromkeys(idx))
+        return self._temp(_as_einsum([(name, idx)], distinct)), distinct
 
     def _expand(self, name: str, order: tuple, axes: tuple) -> str:
         """`name` (axes `order`) with size-1 axes inserted where `axes` has others after its
@@ -224,7 +247,7 @@ def _layout(body, axes: tuple, summed: tuple) -> list:
     keeps `axes` in order (no transpose needed), else `axes` then the summed indices."""
     wanted = set(axes) | set(summed)
     for entry in sorted(body.atoms(sp.Indexed), key=str):
-        order = [i for i in entry.indices if i in wanted]
+        order = list(dict.fromkeys(i for i in entry.indices if i in wanted))
         if set(order) == wanted and [i for i in order if i in axes] == list(axes):
             return order
     return [BATCH] * (BATCH in summed) + list(axes) + [i for i in summed if i != BATCH]

@@ -257,3 +257,38 @@ def test_softmax_cross_entropy_labels_gradient_matches_finite_differences(numpy_
         numeric[idx] = (objective(labels + step) - objective(labels - step)) / 2e-6
     _, grad_labels = module.softmax_cross_entropy_with_logits_grad(grad_loss, grad_backprop, features, labels)
     np.testing.assert_allclose(grad_labels, numeric, rtol=1e-6, atol=1e-8)
+
+
+DIAGONAL_OPS = [
+    ("matrix_diag_part", "MatrixDiagPart", {"input": (2, 3, 3)}),
+    ("matrix_diag_part", "MatrixDiagPart", {"input": (4, 4)}),
+    ("matrix_diag", "MatrixDiag", {"diagonal": (2, 4)}),
+    ("matrix_diag", "MatrixDiag", {"diagonal": (3, 2, 1)}),
+    ("matrix_set_diag", "MatrixSetDiag", {"input": (2, 3, 3), "diagonal": (2, 3)}),
+    ("diag", "Diag", {"diagonal": (5,)}),
+    ("diag_part", "DiagPart", {"input": (3, 3)}),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("func,op_type,shapes", DIAGONAL_OPS, ids=lambda v: str(v))
+def test_diagonal_ops(tf, tf_module, numpy_module, func, op_type, shapes, dtype):
+    rng = np.random.default_rng(15)
+    inputs = {name: rng.standard_normal(shape) for name, shape in shapes.items()}
+    check(tf, tf_module, numpy_module, "diagonals", func, op_type, inputs, {}, dtype)
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (2, 4, 4), (1, 1)], ids=str)
+def test_trace_matches_tensorflow(tf, tf_module, numpy_module, shape):
+    rng = np.random.default_rng(16)
+    x, upstream = rng.standard_normal(shape), rng.standard_normal(shape[:-2])
+    value = tf.constant(x)
+    gradients = []
+    for fn in (tf.linalg.trace, tf_module("diagonals").trace):
+        with tf.GradientTape() as tape:
+            tape.watch(value)
+            y = fn(value)
+        gradients.append(tape.gradient(y, value, output_gradients=tf.constant(upstream)).numpy())
+    (ours,) = numpy_module("diagonals").trace_grad(upstream, x)
+    np.testing.assert_allclose(gradients[1], gradients[0], rtol=1e-13)
+    np.testing.assert_allclose(ours, gradients[0], rtol=1e-13)

@@ -62,6 +62,13 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
     def _print_DimSize(self, value: ir.DimSize):
         return f"{self._module_format('numpy.shape')}({value.x})[{value.axis}]"
 
+    def _print_Eye(self, value: ir.Eye):
+        size = f"{self._module_format('numpy.shape')}({value.x})[{value.axis}]"
+        return f"{self._module_format('numpy.eye')}({size}, dtype={self._module_format('numpy.result_type')}({value.x}))"
+
+    def _print_DiagPart(self, value: ir.DiagPart):
+        return f"{self._module_format('numpy.diagonal')}({value.x}, axis1=-2, axis2=-1)"
+
     def _print_Expand(self, value: ir.Expand):
         return f"{value.x}[..., {', '.join(value.subscript)}]"
 

@@ -115,6 +115,13 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         size = f"{self._module_format('tensorflow.shape')}({value.x})[{value.axis}]"
         return f"{self._module_format('tensorflow.cast')}({size}, {value.x}.dtype)"
 
+    def _print_Eye(self, value: ir.Eye):
+        size = f"{self._module_format('tensorflow.shape')}({value.x})[{value.axis}]"
+        return f"{self._module_format('tensorflow.eye')}({size}, dtype={value.x}.dtype)"
+
+    def _print_DiagPart(self, value: ir.DiagPart):
+        return f"{self._module_format('tensorflow.linalg.diag_part')}({value.x})"
+
     def _print_Expand(self, value: ir.Expand):
         return f"{value.x}[..., {', '.join(value.subscript)}]"
 

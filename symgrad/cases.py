@@ -1,0 +1,300 @@
+"""Inputs that find gradient bugs: random values in each op's domain, plus edge probes.
+
+Declarations state no domains, so each op's domain is probed: every input draws from each
+candidate range in `DOMAINS` (all combinations for up to three inputs, the same range for
+all inputs beyond), the numpy forward runs on each combination, and the combinations where
+every output is finite are kept. Random values come from every kept combination; shape
+cases use the first kept one (the widest range that works, in `DOMAINS` order).
+
+Edge probes, kept only where the forward is finite in the dtype under test:
+* elementwise ops: every combination of the values in `SMALL_PROBES` (zeros, repeated
+  zeros, signs, ties between inputs) and the op's own kinks (the roots of its branch
+  conditions and of its `Abs`/`sign` arguments), another with `LARGE_PROBES`; shapes with
+  size-1 axes that broadcast, a scalar input, and size-1 inputs;
+* index ops: per dimension symbol a size (distinct sizes, all equal, all 1), leading batch
+  axes (none, one, broadcast between inputs), and values zeros, repeated zeros, negatives,
+  ties and large magnitudes;
+* complex dtypes: every value gets an imaginary part of magnitude 0.2 to 0.6.
+"""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+from dataclasses import dataclass, replace
+
+import numpy as np
+import sympy as sp
+
+from symgrad.declare import BATCH_DIM
+from symgrad.derived import Variant
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A candidate range of input values."""
+
+    name: str  # shown in case labels
+    low: float
+    high: float
+
+
+DOMAINS = (
+    Domain("real", -3.0, 3.0),
+    Domain("positive", 0.1, 3.0),
+    Domain("negative", -3.0, -0.1),
+    Domain("unit", -0.9, 0.9),
+    Domain("above one", 1.1, 4.0),
+)
+SMALL_PROBES = (0.0, 1.0, -1.0, 0.5, -2.0)
+LARGE_PROBES = (30.0, -30.0, 1e3, -1e3)
+SAMPLES_PER_DOMAIN = 4
+
+
+@dataclass(frozen=True)
+class Case:
+    """One set of inputs (and, once cast to a dtype, upstream gradients) for an op variant."""
+
+    label: str  # what the case probes, with its shapes
+    inputs: tuple[np.ndarray, ...]  # one array per tensor input, in op order
+    upstream: tuple[np.ndarray, ...] = ()  # one per output; set by `for_dtype`
+    aligned: bool = False  # elementwise with equal 1-D shapes: element k of each meets in output k
+
+    @property
+    def size(self) -> int:
+        return sum(int(np.size(x)) for x in self.inputs)
+
+    def take(self, keep) -> Case:
+        """The elements `keep` (an index array or mask) of an aligned case."""
+        pick = lambda arrays: tuple(np.asarray(a)[keep] for a in arrays)
+        return replace(self, inputs=pick(self.inputs), upstream=pick(self.upstream))
+
+
+def make_cases(variant: Variant, forward, complex_values: bool) -> list[Case]:
+    """The cases of one variant, in float64 (complex128 when `complex_values`)."""
+    rng = np.random.default_rng(zlib.crc32(f"{variant.op.name}|{variant.label}".encode()))
+    if variant.shapes is None:
+        cases = _elementwise_cases(variant, forward, rng)
+    else:
+        cases = _index_cases(variant, forward, rng)
+    if complex_values:
+        cases = [replace(c, inputs=tuple(_with_imaginary(x, rng) for x in c.inputs)) for c in cases]
+    return cases
+
+
+def for_dtype(cases: list[Case], dtype, forward, seed: str) -> list[Case]:
+    """The cases cast to `dtype`, each with random upstream gradients; elements (aligned cases)
+    or whole cases where the forward is not finite in `dtype` are left out."""
+    rng = np.random.default_rng(zlib.crc32(seed.encode()))
+    result = []
+    for case in cases:
+        case = replace(case, inputs=tuple(np.asarray(x).astype(dtype) for x in case.inputs))
+        finite = finite_outputs(forward, case.inputs)
+        if finite is None:
+            continue
+        if case.aligned and not finite.all():
+            case = case.take(finite)
+        elif not finite.all():
+            continue
+        outputs = call_forward(forward, case.inputs)
+        if case.size == 0 or outputs is None:
+            continue
+        upstream = tuple(_random(rng, np.shape(o), dtype, -2.0, 2.0) for o in outputs)
+        result.append(replace(case, upstream=upstream))
+    return result
+
+
+def call_forward(forward, inputs) -> tuple | None:
+    """The forward's outputs as a tuple, None when it raises (the inputs do not fit the op)."""
+    try:
+        with np.errstate(all="ignore"):
+            out = forward(*inputs)
+    except Exception:  # a shape the op does not take: the case is not one of its inputs
+        return None
+    return tuple(np.asarray(o) for o in out) if isinstance(out, tuple) else (np.asarray(out),)
+
+
+def finite_outputs(forward, inputs) -> np.ndarray | None:
+    """Per output element (broadcast over all outputs), whether every output is finite."""
+    outputs = call_forward(forward, inputs)
+    if outputs is None:
+        return None
+    try:
+        return np.logical_and.reduce([np.isfinite(o) for o in np.broadcast_arrays(*outputs)])
+    except ValueError:  # outputs of different shapes: finite only if all are
+        return np.asarray(all(np.isfinite(o).all() for o in outputs))
+
+
+# --- elementwise ops ---------------------------------------------------------------------------
+
+
+def _elementwise_cases(variant: Variant, forward, rng) -> list[Case]:
+    n = len(variant.inputs)
+    kept = _kept_domains(n, lambda shape, combo: _sample(rng, combo, [shape] * n), forward)
+    random = [_sample(rng, combo, [(SAMPLES_PER_DOMAIN,)] * n) for combo in kept]
+    cases = [Case("random values", tuple(np.concatenate(xs) for xs in zip(*random)), aligned=True)]
+    kinks = kink_points(variant)
+    small = [sorted(set(SMALL_PROBES) | kinks.get(name, set())) for name in variant.inputs]
+    cases.append(_grid("probes: zeros, signs, ties, kinks", small, lambda combo: True))
+    large = [values + list(LARGE_PROBES) for values in small]
+    cases.append(_grid("probes: large magnitudes", large, lambda combo: any(abs(v) > 10 for v in combo)))
+    primary = kept[0]
+    for label, shapes in _broadcast_shapes(variant.inputs):
+        cases.append(Case(f"shapes {label}", _sample(rng, primary, shapes)))
+    return cases
+
+
+def _grid(label: str, values: list[list[float]], keep) -> Case:
+    """Every combination of the inputs' probe values, as aligned 1-D arrays."""
+    n = len(values)
+    if n > 3:  # keep the grid small: three values per input beyond three inputs
+        values = [v[:3] for v in values]
+    combos = [c for c in itertools.product(*values) if keep(c)]
+    return Case(label, tuple(np.array(column, dtype=float) for column in zip(*combos)), aligned=True)
+
+
+def _broadcast_shapes(names: tuple[str, ...]) -> list[tuple[str, list[tuple]]]:
+    n = len(names)
+    if n == 1:
+        return [("(2, 3)", [(2, 3)]), ("() (a scalar)", [()]), ("(1,)", [(1,)])]
+    cases = [("all (2, 3)", [(2, 3)] * n)]
+    crossed = [(3, 1) if k % 2 == 0 else (1, 4) for k in range(n)]
+    cases.append((" x ".join(map(str, crossed)), crossed))
+    for k, name in enumerate(names):
+        cases.append((f"{name} a scalar, others (2, 3)", [() if m == k else (2, 3) for m in range(n)]))
+    cases.append(("all (1,)", [(1,)] * n))
+    return cases
+
+
+def kink_points(variant: Variant) -> dict[str, set[float]]:
+    """Input name -> real points where the declaration's branch conditions or `Abs`/`sign`
+    arguments change, for conditions and arguments of that input alone."""
+    names = {sp.Symbol(n, real=True): n for n in variant.inputs}
+    found: dict[str, set[float]] = {}
+    for expr in variant.exprs:
+        expr = expr.subs(variant.symbols)
+        boundaries = [r.lhs - r.rhs for p in expr.atoms(sp.Piecewise) for _, c in p.args
+                      for r in sp.sympify(c).atoms(sp.core.relational.Relational)]
+        boundaries += [f.args[0] for f in expr.atoms(sp.Abs, sp.sign, sp.Heaviside)]
+        for boundary in boundaries:
+            free = boundary.free_symbols & set(names)
+            if len(free) == 1 and boundary.free_symbols == free:
+                symbol = free.pop()
+                found.setdefault(names[symbol], set()).update(_real_roots(boundary, symbol))
+    return found
+
+
+def _real_roots(expr, symbol) -> set[float]:
+    try:
+        roots = sp.solveset(expr, symbol, domain=sp.S.Reals)
+    except Exception:  # SymPy cannot solve it: no kink probes from this condition
+        return set()
+    if not isinstance(roots, sp.FiniteSet) or len(roots) > 4:
+        return set()
+    return {float(r) for r in roots if r.is_real}
+
+
+# --- index-summation ops -----------------------------------------------------------------------
+
+
+def _index_cases(variant: Variant, forward, rng) -> list[Case]:
+    configs = _shape_configs(variant)
+    if not configs:
+        return []
+    label, shapes = configs[0]
+    kept = _kept_domains(len(shapes), lambda _, combo: _sample(rng, combo, shapes), forward)
+    cases = [Case(f"random values; {label}", _sample(rng, kept[0], shapes))]
+    for combo in kept[1:3]:
+        names = ", ".join(d.name for d in combo)
+        cases.append(Case(f"random values ({names}); {label}", _sample(rng, combo, shapes)))
+    base = cases[0].inputs
+    cases += [
+        Case(f"zeros; {label}", tuple(np.zeros_like(x) for x in base)),
+        Case(f"repeated zeros; {label}", tuple(_with_zeros(x) for x in base)),
+        Case(f"negative values; {label}", tuple(-np.abs(x) for x in base)),
+        Case(f"ties (values -1, 0, 1); {label}", tuple(rng.choice([-1.0, 0.0, 1.0], np.shape(x)) for x in base)),
+        Case(f"large magnitudes; {label}", tuple(x * 1e3 for x in base)),
+    ]
+    cases += [Case(f"random values; {lbl}", _sample(rng, kept[0], s)) for lbl, s in configs[1:]]
+    return cases
+
+
+def _shape_configs(variant: Variant) -> list[tuple[str, list[tuple]]]:
+    """(label, concrete input shapes) per choice of dimension sizes and batch axes."""
+    symbols = []
+    for shape in variant.shapes:
+        for dim in shape:
+            for s in sorted(sp.sympify(dim).free_symbols - {BATCH_DIM}, key=str):
+                if s not in symbols:
+                    symbols.append(s)
+    batched = [k for k, shape in enumerate(variant.shapes) if shape and shape[0] == BATCH_DIM]
+    one_batch = [(2, 3)] if len(batched) == 1 else [(2, 1) if m % 2 == 0 else (3,) for m in range(len(batched))]
+    sizings = [
+        ("distinct sizes", {s: 2 + n for n, s in enumerate(symbols)}),
+        ("equal sizes", {s: 3 for s in symbols}),
+        ("sizes 1", {s: 1 for s in symbols}),
+    ]
+    batches = [("", [()] * len(batched))]
+    if batched:
+        batches += [("batch (2,)", [(2,)] * len(batched)), ("batch broadcast", one_batch)]
+    configs = []
+    for (size_label, sizes), (batch_label, batch) in itertools.product(sizings, batches):
+        if batch_label and size_label != "distinct sizes":
+            continue
+        shapes = _concrete(variant.shapes, sizes, dict(zip(batched, batch)))
+        if shapes is not None:
+            text = ", ".join(map(str, shapes))
+            configs.append((f"{size_label}{', ' + batch_label if batch_label else ''}: {text}", shapes))
+    return configs
+
+
+def _concrete(shapes, sizes: dict, batch: dict) -> list[tuple] | None:
+    """Input shapes with `sizes` substituted; None when a dimension is not a positive integer."""
+    result = []
+    for k, shape in enumerate(shapes):
+        lead, rest = ((tuple(batch[k]), shape[1:]) if shape and shape[0] == BATCH_DIM else ((), shape))
+        dims = [sp.sympify(d).subs(sizes) for d in rest]
+        if not all(d.is_Integer and d > 0 for d in dims):
+            return None
+        result.append(lead + tuple(int(d) for d in dims))
+    return result
+
+
+def _with_zeros(x: np.ndarray) -> np.ndarray:
+    """`x` with the first two entries of every last-axis slice zero (repeated zeros in a slice)."""
+    x = np.array(x, copy=True)
+    if x.ndim and x.shape[-1] > 1:
+        x[..., :2] = 0.0
+    elif x.size:
+        x.flat[0] = 0.0
+    return x
+
+
+# --- sampling ----------------------------------------------------------------------------------
+
+
+def _kept_domains(n: int, sample, forward) -> list[tuple[Domain, ...]]:
+    """The domain combinations where the forward is finite (all "real" if none is)."""
+    combos = itertools.product(DOMAINS, repeat=n) if n <= 3 else ((d,) * n for d in DOMAINS)
+    kept = []
+    for combo in combos:
+        finite = finite_outputs(forward, sample((8,), combo))
+        if finite is not None and finite.all():
+            kept.append(combo)
+    return kept or [(DOMAINS[0],) * n]
+
+
+def _sample(rng, combo, shapes) -> tuple[np.ndarray, ...]:
+    return tuple(np.asarray(rng.uniform(d.low, d.high, s)) for d, s in zip(combo, shapes))
+
+
+def _random(rng, shape, dtype, low, high) -> np.ndarray:
+    values = rng.uniform(low, high, shape)
+    if np.issubdtype(dtype, np.complexfloating):
+        values = values + 1j * rng.uniform(low, high, shape)
+    return np.asarray(values).astype(dtype)
+
+
+def _with_imaginary(x: np.ndarray, rng) -> np.ndarray:
+    sign = rng.choice([-1.0, 1.0], np.shape(x))
+    return np.asarray(x + 1j * sign * rng.uniform(0.2, 0.6, np.shape(x)))
