@@ -166,7 +166,9 @@ _register("RealDiv", real_div_grad)
 def power_vjp(grad, x, y, z):
     """Gradient of Pow (declared at ops/binary.py:38): one per input (x, y)."""
     grad_x = _sum_to_shape(grad * x ** (y - 1) * y, x)
-    grad_y = _sum_to_shape(tf.where(x > 0, grad * z * tf.math.log(x), tf.zeros_like(grad)), y)
+    grad_y = _sum_to_shape(
+        tf.where(x > 0, grad * z * tf.math.log(x), tf.constant(0, grad.dtype)), y
+    )
     return grad_x, grad_y
 
 
@@ -196,8 +198,8 @@ _register("Pow", power_grad)
 def maximum_vjp(grad, x, y, z):
     """Gradient of Maximum (declared at ops/binary.py:46): one per input (x, y)."""
     tmp0 = x >= y
-    grad_x = _sum_to_shape(tf.where(tmp0, grad, tf.zeros_like(grad)), x)
-    grad_y = _sum_to_shape(tf.where(tmp0, tf.zeros_like(grad), grad), y)
+    grad_x = _sum_to_shape(tf.where(tmp0, grad, tf.constant(0, grad.dtype)), x)
+    grad_y = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad), y)
     return grad_x, grad_y
 
 
@@ -227,8 +229,8 @@ _register("Maximum", maximum_grad)
 def minimum_vjp(grad, x, y, z):
     """Gradient of Minimum (declared at ops/binary.py:53): one per input (x, y)."""
     tmp0 = x <= y
-    grad_x = _sum_to_shape(tf.where(tmp0, grad, tf.zeros_like(grad)), x)
-    grad_y = _sum_to_shape(tf.where(tmp0, tf.zeros_like(grad), grad), y)
+    grad_x = _sum_to_shape(tf.where(tmp0, grad, tf.constant(0, grad.dtype)), x)
+    grad_y = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad), y)
     return grad_x, grad_y
 
 
@@ -322,8 +324,8 @@ def xlogy_vjp(grad, x, y, z):
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     tmp0 = tf.equal(x, 0)
-    grad_x = _sum_to_shape(tf.where(tmp0, tf.zeros_like(grad), grad * tf.math.log(y)), x)
-    grad_y = _sum_to_shape(tf.where(tmp0, tf.zeros_like(grad), grad * x / y), y)
+    grad_x = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad * tf.math.log(y)), x)
+    grad_y = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad * x / y), y)
     return grad_x, grad_y
 
 
@@ -337,7 +339,7 @@ def xlogy(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = tf.where(tf.equal(x, 0), tf.zeros_like(x), x * tf.math.log(y))
+        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log(y))
 
         def backward(grad):
             return xlogy_vjp(grad, x, y, z)
@@ -355,8 +357,8 @@ def xdivy_vjp(grad, x, y, z):
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     tmp0 = tf.equal(x, 0)
-    grad_x = _sum_to_shape(tf.where(tmp0, tf.zeros_like(grad), grad / y), x)
-    grad_y = _sum_to_shape(tf.where(tmp0, tf.zeros_like(grad), -grad * x / y**2), y)
+    grad_x = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad / y), x)
+    grad_y = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), -grad * x / y**2), y)
     return grad_x, grad_y
 
 
@@ -370,7 +372,7 @@ def xdivy(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = tf.where(tf.equal(x, 0), tf.zeros_like(x), x / y)
+        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x / y)
 
         def backward(grad):
             return xdivy_vjp(grad, x, y, z)
@@ -388,8 +390,8 @@ def div_no_nan_vjp(grad, x, y, z):
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     tmp0 = tf.equal(y, 0)
-    grad_x = _sum_to_shape(tf.where(tmp0, tf.zeros_like(grad), grad / y), x)
-    grad_y = _sum_to_shape(tf.where(tmp0, tf.zeros_like(grad), -grad * x / y**2), y)
+    grad_x = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad / y), x)
+    grad_y = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), -grad * x / y**2), y)
     return grad_x, grad_y
 
 
@@ -403,7 +405,7 @@ def div_no_nan(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = tf.where(tf.equal(y, 0), tf.zeros_like(x), x / y)
+        z = tf.where(tf.equal(y, 0), tf.constant(0, x.dtype), x / y)
 
         def backward(grad):
             return div_no_nan_vjp(grad, x, y, z)

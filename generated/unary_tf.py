@@ -782,7 +782,7 @@ _register("Softsign", softsign_grad)
 
 def relu_vjp(grad, features, activations):
     """Gradient of Relu (declared at ops/unary.py:191): one per input (features)."""
-    grad_features = tf.where(features > 0, grad, tf.zeros_like(grad))
+    grad_features = tf.where(features > 0, grad, tf.constant(0, grad.dtype))
     return (grad_features,)
 
 
@@ -796,7 +796,7 @@ def relu(features):
 
     @tf.custom_gradient
     def forward(features):
-        activations = tf.where(features > 0, features, tf.zeros_like(features))
+        activations = tf.where(features > 0, features, tf.constant(0, features.dtype))
 
         def backward(grad):
             return relu_vjp(grad, features, activations)

@@ -46,14 +46,17 @@ def test_tensorflow_reports_functions_it_lacks():
     assert printer._not_supported == {sp.gamma(x)}
 
 
-def test_tensorflow_where_branch_numbers_take_the_dtype():
+def test_tensorflow_where_branch_numbers_take_the_dtype(tf):
     # a Python number in tf.where becomes an int32 tensor in a graph, clashing with float64
     printer = TensorflowPrinter()
     printer.dtype_source = "grad"
-    expr = sp.Piecewise((0, x > 0), (sp.Rational(1, 2), x < -1), (x, True))
-    assert printer._print(expr) == (
-        "tf.where(x > 0, tf.zeros_like(grad), tf.where(x < -1, tf.constant(1/2, grad.dtype), x))"
-    )
+    text = printer._print(sp.Piecewise((0, x > 0), (sp.Rational(1, 2), x < -1), (x, True)))
+    selected = tf.function(eval(f"lambda x, grad: {text}", {"tf": tf}))
+    values = tf.constant([1.0, -2.0, -0.5], dtype=tf.float64)
+    # only grad's dtype is taken, not its shape (it may be broadcast or reduced differently)
+    result = selected(values, tf.ones((5,), dtype=tf.float64))
+    assert result.dtype == tf.float64
+    assert result.numpy().tolist() == [0.0, 0.5, -0.5]
 
 
 @pytest.mark.parametrize("printer", [NumpyPrinter, TensorflowPrinter], ids=lambda p: p.target)
