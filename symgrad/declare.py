@@ -74,6 +74,7 @@ class OpDecl:
     fn: Callable = field(compare=False, repr=False)  # the user's declaration function
     location: Location = field(compare=False)  # where it is declared
     doc: str = ""  # first line of the declaration's docstring
+    variadic: str | None = None  # name of the one list input whose length varies by variant
 
     @property
     def enumerated_attrs(self) -> tuple[Attr, ...]:
@@ -182,9 +183,20 @@ class stop_gradient(sp.Function):
         return sp.S.Zero
 
 
-def op(name: str, attrs: dict | None = None, *, defaults: dict | None = None, complex: bool = False):
-    """Declare an index-summation op: `fn(**enumerated_attrs)` returns its outputs."""
-    return _decorator(name, INDEX, attrs, defaults, complex, output_names=())
+def op(
+    name: str,
+    attrs: dict | None = None,
+    *,
+    defaults: dict | None = None,
+    complex: bool = False,
+    variadic: str | None = None,
+):
+    """Declare an index-summation op: `fn(**enumerated_attrs)` returns its outputs.
+
+    `variadic` names the op's single list input (Einsum's `inputs`) when the number of
+    tensors declared with `tensor()` differs between attribute variants.
+    """
+    return _decorator(name, INDEX, attrs, defaults, complex, output_names=(), variadic=variadic)
 
 
 def elementwise(
@@ -199,7 +211,7 @@ def elementwise(
     return _decorator(name, ELEMENTWISE, attrs, defaults, complex, output_names=tuple(outputs))
 
 
-def _decorator(name, kind, attrs, defaults, complex_ok, output_names):
+def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=None):
     def wrap(fn: Callable) -> OpDecl:
         location = Location(fn.__code__.co_filename, fn.__code__.co_firstlineno)
         attr_objs = _make_attrs(name, location, attrs or {}, defaults or {})
@@ -215,7 +227,7 @@ def _decorator(name, kind, attrs, defaults, complex_ok, output_names):
         doc = (inspect.getdoc(fn) or "").splitlines()
         decl = OpDecl(
             name, fn.__name__, kind, attr_objs, inputs, output_names, complex_ok, fn, location,
-            doc[0] if doc else "",
+            doc[0] if doc else "", variadic,
         )
         collector = declared.get()
         if collector is not None:

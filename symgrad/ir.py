@@ -210,7 +210,7 @@ def reads(value: Value) -> set[str]:
 class Assign:
     """`target = value`."""
 
-    target: str  # variable assigned
+    target: str  # variable assigned ("a, b": unpacking several)
     value: Value  # what it is given
 
     def __str__(self) -> str:
@@ -253,3 +253,4 @@ class OpCode:
     vjp: Function  # grads, inputs, outputs -> one gradient per input
     outputs_used: tuple[str, ...]  # outputs the gradient reads
     location: str  # "file:line" of the declaration
+    variadic: bool = False  # inputs is ("*<list input>",): tensors unpacked per variant

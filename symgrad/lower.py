@@ -27,15 +27,15 @@ from symgrad.simplify import share_subexpressions
 def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
     """All variants of one op -> its forward and vector-Jacobian-product functions."""
     first = derivations[0]
-    inputs = tuple(t.name for t in first.variant.inputs)
     outputs = tuple(o.name for o in first.variant.outputs)
+    inputs = (f"*{decl.variadic}",) if decl.variadic else tuple(t.name for t in first.variant.inputs)
     forward = Function(
         params=inputs,
         prologue=(),
-        branches=tuple(_lower_forward(decl, d) for d in derivations),
+        branches=tuple(_unpacked(decl, d, _lower_forward(decl, d)) for d in derivations),
         results=outputs,
     )
-    vjp_branches = tuple(_lower_vjp(decl, d) for d in derivations)
+    vjp_branches = tuple(_unpacked(decl, d, _lower_vjp(decl, d)) for d in derivations)
     read = _names_read(vjp_branches)
     used = tuple(o for o in outputs if o in read)
     # conjugate only what the gradient reads: Exp's gradient never touches x
@@ -44,7 +44,7 @@ def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
         params=first.grad_names + inputs + outputs,
         prologue=conj,
         branches=vjp_branches,
-        results=tuple(None if first.vjp[n] is None else f"grad_{n}" for n in inputs),
+        results=("grads",) if decl.variadic else _grad_names(first),
     )
     return OpCode(
         name=decl.name,
@@ -60,7 +60,26 @@ def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
         vjp=vjp,
         outputs_used=used,
         location=str(decl.location),
+        variadic=decl.variadic is not None,
     )
+
+
+def _grad_names(derivation: Derivation) -> tuple[str | None, ...]:
+    return tuple(None if derivation.vjp[t.name] is None else f"grad_{t.name}" for t in derivation.variant.inputs)
+
+
+def _unpacked(decl: OpDecl, derivation: Derivation, branch: Branch) -> Branch:
+    """For a list input: unpack it into this variant's tensors first; for a gradient, pack
+    one gradient per tensor last (as `grads`)."""
+    if not decl.variadic:
+        return branch
+    names = [t.name for t in derivation.variant.inputs]
+    unpack = Assign(", ".join(names) + ("," if len(names) == 1 else ""), Elementwise(sp.Symbol(decl.variadic)))
+    body = (unpack,) + branch.body
+    if any(s.target.startswith("grad_") for s in branch.body):
+        results = [sp.Symbol(g or "None") for g in _grad_names(derivation)]
+        body += (Assign("grads", Elementwise(sp.Tuple(*results))),)
+    return Branch(branch.attr_values, body)
 
 
 def _names_read(branches) -> set[str]:

@@ -123,13 +123,22 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
     pass_attrs = "".join(f", {name}={name}" for name, _ in op.enumerated_attrs + op.numeric_attrs)
     tensor_positions = [n for n in range(len(op.inputs) + len(const)) if n not in const.values()]
     op_inputs = "*op.inputs" if not const else ", ".join(f"op.inputs[{n}]" for n in tensor_positions)
+    if op.variadic:  # after `*inputs`, outputs can only be passed by keyword
+        vjp_signature = _signature(op.grads + op.inputs, [f"{o}=None" for o in op.outputs] + attrs)
+        op_outputs = ", ".join(f"{o}=op.outputs[{n}]" for n, o in enumerate(op.outputs))
+        outputs_pass = ", ".join(f"{o}={o}" for o in op.outputs)
+    else:
+        vjp_signature = _signature(op.grads + op.inputs + op.outputs, attrs)
+        op_outputs, outputs_pass = "*op.outputs", ", ".join(op.outputs)
     return {
         **_common(op, printer),
-        "vjp_signature": _signature(op.grads + op.inputs + op.outputs, attrs),
+        "vjp_signature": vjp_signature,
         "forward_signature": _signature(op.inputs, attrs),
         "get_attrs": get_attrs,
         "pass_attrs": pass_attrs,
         "op_inputs": op_inputs,
+        "op_outputs": op_outputs,
+        "outputs_pass": outputs_pass,
         "none_positions": tuple(sorted(const.values())),
     }
 
@@ -166,10 +175,14 @@ def _attr_params(op: ir.OpCode) -> list[str]:
 
 def _signature(positional, keyword_only) -> str:
     keyword_only = [k for k in keyword_only if k]
-    return ", ".join(list(positional) + (["*"] + keyword_only if keyword_only else []))
+    starred = any(p.startswith("*") for p in positional)  # `*inputs` ends the positionals
+    marker = [] if starred or not keyword_only else ["*"]
+    return ", ".join(list(positional) + marker + keyword_only)
 
 
 def _results(results) -> str:
+    if results == ("grads",):  # a list input's gradients, packed per variant
+        return "grads"
     return ", ".join("None" if r is None else r for r in results) + ("," if len(results) == 1 else "")
 
 

@@ -1,0 +1,297 @@
+"""`symgrad diff`: derived gradients against hand-written ones.
+
+The reference is TensorFlow's registered gradient for the op type (`against="tensorflow"`), or
+a user's module of gradient functions: numpy functions with the generated signature
+`fn(grads..., inputs..., *, outputs=None, attrs...)`, or TensorFlow functions `fn(op, *grads)`
+(told apart per function: a TensorFlow one's first parameter is named `op`). Both derived
+targets, numpy and TensorFlow, are compared with it on every attribute variant, in float32
+and float64, and in complex64 and complex128 where the op is declared `complex=True`.
+
+In a report, "expected" is symgrad's derived gradient and "got" the hand-written one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+
+from symgrad.cases import Case, call_forward, for_dtype, make_cases
+from symgrad.compare import (
+    TOLERANCES, Finding, GradientCallError, case_snippet, compare_gradients, diff_arrays,
+)
+from symgrad.derived import DerivedOp, Variant, variants_of
+from symgrad.errors import SymgradError
+from symgrad.report import Result, summarize
+from symgrad.sources import (
+    Gradients, NumpyFunction, Skipped, TfGradientFunction, TfRegistered, import_lines, import_tf,
+    is_tf_gradient_function,
+)
+
+TARGETS = ("numpy", "tensorflow")
+REAL_DTYPES = ("float32", "float64")
+COMPLEX_DTYPES = ("complex64", "complex128")
+
+
+class DiffError(SymgradError):
+    stage = "diff"
+
+
+@dataclass(frozen=True)
+class NoReference:
+    """Why an op has nothing to be compared with."""
+
+    reason: str
+
+
+# --- references ----------------------------------------------------------------------------------
+
+
+class TensorFlowReference:
+    """TensorFlow's registered gradient of the op type, where TensorFlow has one of its own."""
+
+    name = "tensorflow"
+
+    def source_for(self, op: DerivedOp):
+        tf = import_tf()
+        from tensorflow.python.framework import ops as tf_ops
+
+        if not hasattr(tf.raw_ops, op.name):
+            return NoReference(f"TensorFlow has no op type {op.name}")
+        try:
+            fn = tf_ops._gradient_registry.lookup(op.name)
+        except LookupError:
+            return NoReference(f"TensorFlow registers no gradient for {op.name}")
+        if fn is None:
+            return NoReference(f"TensorFlow declares {op.name} not differentiable")
+        if not fn.__module__.startswith("tensorflow."):
+            return NoReference(f"TensorFlow registers no gradient of its own for {op.name} "
+                               f"(the one registered is {fn.__module__}.{fn.__name__})")
+        return TfRegistered(op.name)
+
+
+class ModuleReference:
+    """A user's module of hand-written gradient functions, matched to ops by name."""
+
+    def __init__(self, module: str | ModuleType, mapping: dict[str, str] | None = None):
+        self.module = module if isinstance(module, ModuleType) else load_module(module)
+        self.name = module if isinstance(module, str) else module.__name__
+        self.mapping = dict(mapping or {})  # our op type or Python name -> their function name
+
+    def candidates(self, op: DerivedOp) -> list[str]:
+        """The function names looked for, in order."""
+        for key in (op.name, op.decl.func_name):
+            if key in self.mapping:
+                return [self.mapping[key]]
+        return [f"{op.decl.func_name}_grad", f"_{op.name}Grad", f"{op.name}Grad"]
+
+    def source_for(self, op: DerivedOp):
+        names = self.candidates(op)
+        found = [n for n in names if callable(getattr(self.module, n, None))]
+        if not found:
+            if op.name in self.mapping or op.decl.func_name in self.mapping:
+                raise DiffError(f"--map names {names[0]}, which {self.name} does not define", op.name)
+            return NoReference(f"{self.name} defines none of {', '.join(names)}")
+        fn = getattr(self.module, found[0])
+        label = f"hand-written {Path(self.name).stem}.{found[0]}"
+        if is_tf_gradient_function(fn):
+            return TfGradientFunction(fn, label, import_lines(fn, label))
+        return NumpyFunction(fn, label, import_lines(fn, label), pass_outputs=True)
+
+    def unused_mappings(self, ops: list[DerivedOp]) -> list[str]:
+        known = {n for op in ops for n in (op.name, op.decl.func_name)}
+        return sorted(k for k in self.mapping if k not in known)
+
+
+def load_module(spec: str) -> ModuleType:
+    """A module by file path (`my_grads.py`) or by dotted name (`mypackage.grads`)."""
+    path = Path(spec)
+    if spec.endswith(".py") or path.is_file():
+        if not path.is_file():
+            raise DiffError(f"no such module file: {spec}")
+        name = f"_symgrad_reference_{path.stem}"
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        _exec(module_spec, module, spec)
+        return module
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(spec)
+    except ImportError as exc:
+        raise DiffError(f"cannot import {spec}: {exc}") from None
+
+
+def _exec(module_spec, module, spec: str) -> None:
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as exc:  # the user's module is broken: say so, as one line
+        raise DiffError(f"importing {spec} raised {type(exc).__name__}: {exc}") from None
+
+
+def make_reference(against: str, mapping: dict[str, str] | None = None):
+    return TensorFlowReference() if against == "tensorflow" else ModuleReference(against, mapping)
+
+
+def derived_source(op: DerivedOp, target: str):
+    """The derived gradient of `target`, as a source."""
+    suffix = "numpy" if target == "numpy" else "tf"
+    fn = op.function(target, "_grad")
+    label = f"derived {op.stem}_{suffix}.{op.decl.func_name}_grad"
+    imports = import_lines(fn, label, derived_from=op.source)
+    if target == "numpy":
+        return NumpyFunction(fn, label, imports, pass_outputs=False)
+    return TfGradientFunction(fn, label, imports)
+
+
+def dtypes_of(op: DerivedOp, requested: tuple[str, ...] | None) -> list[str]:
+    dtypes = REAL_DTYPES + (COMPLEX_DTYPES if op.decl.complex_ok else ())
+    return [d for d in dtypes if requested is None or d in requested]
+
+
+def bound_forward(variant: Variant):
+    """The generated numpy forward with the variant's attributes."""
+    forward = variant.op.function("numpy")
+    return lambda *inputs: forward(*inputs, **variant.attrs)
+
+
+# --- the comparison ------------------------------------------------------------------------------
+
+
+def run_diff(
+    ops: list[DerivedOp], reference, dtypes: tuple[str, ...] | None = None,
+    targets: tuple[str, ...] = TARGETS,
+) -> list[Result]:
+    """One result per op x variant x dtype x target (one per op without a reference)."""
+    results = []
+    for op in ops:
+        try:
+            results += _diff_op(op, reference, dtypes, targets)
+        except Exception as exc:  # one op's failure is its row; the others still run
+            message = str(exc) if isinstance(exc, SymgradError) else f"{type(exc).__name__}: {exc}"
+            results.append(Result(op.name, None, None, None, reference.name, "error", message=message))
+    return results
+
+
+def _diff_op(op: DerivedOp, reference, dtypes, targets) -> list[Result]:
+    source = reference.source_for(op)
+    if isinstance(source, NoReference):
+        return [Result(op.name, None, None, None, reference.name, "no-reference", message=source.reason)]
+    ours = {target: derived_source(op, target) for target in targets}
+    rows = []
+    for variant in variants_of(op):
+        forward = bound_forward(variant)
+        masters: dict[bool, list[Case]] = {}
+        for dtype in dtypes_of(op, dtypes):
+            is_complex = dtype.startswith("complex")
+            if is_complex not in masters:
+                masters[is_complex] = make_cases(variant, forward, is_complex)
+            seed = f"{op.name}|{variant.label}|{dtype}"
+            cases = for_dtype(masters[is_complex], np.dtype(dtype), forward, seed)
+            theirs = source.run(variant, cases)
+            for target, our in ours.items():
+                row = Result(op.name, variant.label, dtype, target, reference.name, "match")
+                rows.append(_compare(row, variant, cases, our, source, theirs))
+    return rows
+
+
+def _compare(row: Result, variant: Variant, cases: list[Case], our, their, theirs: list) -> Result:
+    tol = TOLERANCES[row.dtype]
+    mine = our.run(variant, cases)
+    diffs, findings, compared, skips = [], [], 0, []
+    for case, o, t in zip(cases, mine, theirs):
+        if isinstance(o, Skipped) or isinstance(t, Skipped):
+            skips.append((o if isinstance(o, Skipped) else t).reason)
+            continue
+        if isinstance(o, GradientCallError) or len(o.grads) != len(variant.inputs):
+            what = o if isinstance(o, GradientCallError) else f"returned {len(o.grads)} gradient(s)"
+            findings.append(Finding("error", case, f"{our.label} {what}"))
+            continue
+        if isinstance(t, GradientCallError):
+            findings.append(Finding("error", case, f"{their.label} {t}"))
+            continue
+        compared += 1
+        findings += _forward_findings(variant, case, t, tol)
+        d, f = compare_gradients(variant, case, o.grads, t.grads, tol)
+        diffs += d
+        findings += [replace(x, message=f"{their.label}: {x.message}") for x in f]
+    if not compared and not findings:
+        row.status, row.skipped = "no-reference", len(skips)
+        row.message = f"{their.label} ran none of the {len(cases)} case(s): {skips[0] if skips else 'no cases'}"
+        return row
+    chosen = summarize(row, diffs, findings, compared, len(skips))
+    if chosen is not None:
+        _pinpoint(row, chosen, variant, our, their, dict(zip(map(id, cases), theirs)), tol)
+    return row
+
+
+def _forward_findings(variant: Variant, case: Case, theirs: Gradients, tol) -> list[Finding]:
+    """Where the reference computes the op too, its outputs must be the declaration's."""
+    if theirs.forward is None:
+        return []
+    ours = call_forward(bound_forward(variant), case.inputs) or ()
+    findings = []
+    for name, o, t in zip(variant.outputs, ours, theirs.forward):
+        d = diff_arrays(o, t, tol) if np.shape(o) == np.shape(t) else None
+        if d is None or d.bad:
+            message = (f"the forward output {name} differs from tf.raw_ops.{variant.op.name}'s: "
+                       "the declaration is not TensorFlow's op")
+            findings.append(Finding("mismatch", case, message, input=f"{name} (forward output)",
+                                    index=d and d.worst, expected=d and o[d.worst],
+                                    got=d and t[d.worst], bad=d.bad if d else 0, total=d.total if d else 0))
+    return findings
+
+
+def _pinpoint(row: Result, chosen: Finding, variant, our, their, theirs: dict, tol) -> None:
+    """Add the inputs at the worst element, the smallest failing case as a snippet, a diagnosis."""
+    case = chosen.case
+    row.detail.update(expected_from=our.label, got_from=their.label)
+    if chosen.index is not None and chosen.input in variant.inputs:
+        shape = np.shape(case.inputs[variant.inputs.index(chosen.input)])
+        row.detail["values"] = {n: x[chosen.index] for n, x in zip(variant.inputs, case.inputs)
+                                if np.shape(x) == shape}
+        case = _shrink(chosen, variant, our, their, tol)
+        note = _conjugate_note(chosen, variant, our, their, theirs.get(id(chosen.case)), tol)
+        if note:
+            row.detail["note"] = note
+    row.detail["smallest_case"] = case.label if case is chosen.case else f"{case.label}, element {list(chosen.index)}"
+    row.detail["snippet"] = case_snippet(variant, case, [""] + our.call_lines(variant) + [""]
+                                         + their.call_lines(variant))
+
+
+def _shrink(finding: Finding, variant, our, their, tol) -> Case:
+    """An aligned case cut down to the failing element, if it still fails there."""
+    case = finding.case
+    if not case.aligned or finding.index is None:
+        return case
+    small = case.take(np.array([finding.index[0]]))
+    o, t = our.run(variant, [small])[0], their.run(variant, [small])[0]
+    if isinstance(o, Gradients) and isinstance(t, Gradients):
+        _, findings = compare_gradients(variant, small, o.grads, t.grads, tol)
+        if any(f.input == finding.input for f in findings):
+            return replace(small, label=case.label)
+    return case
+
+
+def _conjugate_note(finding: Finding, variant, our, their, theirs, tol) -> str:
+    """For complex dtypes: whether the hand-written gradient is grad * J instead of grad * conj(J)."""
+    case = finding.case
+    if not np.iscomplexobj(case.inputs[0]) or not isinstance(theirs, Gradients):
+        return ""
+    flipped = replace(case, upstream=tuple(np.conj(u) for u in case.upstream))
+    o = our.run(variant, [flipped])[0]
+    if not isinstance(o, Gradients):
+        return ""
+    unconjugated = [None if g is None else np.conj(g) for g in o.grads]
+    _, findings = compare_gradients(variant, case, unconjugated, theirs.grads, tol)
+    if findings:
+        return ""
+    return (f"{their.label} is grad * J where the convention is grad * conj(J), "
+            "J the partial derivatives: it does not conjugate them")

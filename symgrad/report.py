@@ -1,0 +1,172 @@
+"""Results of `symgrad diff` and `symgrad check`: one per op x variant x dtype x target, as a
+text table with a pinpointed report per failure, as JSON, and as an exit status.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from symgrad.compare import ArrayDiff, Finding, scalar_text
+
+STATUSES = ("match", "mismatch", "error", "no-reference")
+EXIT_MATCH, EXIT_MISMATCH, EXIT_ERROR = 0, 1, 2
+
+
+@dataclass
+class Result:
+    """One row: an op variant on one dtype and target, against one reference."""
+
+    op: str  # op type
+    variant: str | None  # enumerated attributes, e.g. "transpose_a=True, transpose_b=False"
+    dtype: str | None  # "float32", "float64", "complex64", "complex128"
+    target: str | None  # the derived code compared: "numpy" or "tensorflow"
+    reference: str  # what it is compared with: "tensorflow", a module, "finite differences"
+    status: str  # one of STATUSES
+    max_abs_err: float | None = None  # largest |got - expected| over every case and input
+    max_rel_err: float | None = None  # largest |got - expected| / |expected| (expected != 0)
+    cases: int = 0  # cases compared
+    skipped: int = 0  # cases the reference cannot run, or elements no difference can test
+    message: str = ""  # one line: the finding, or why there is no reference
+    detail: dict = field(default_factory=dict)  # for a failure: input, index, values, snippet
+
+    def to_json(self) -> dict:
+        row = {k: _json_value(v) for k, v in self.__dict__.items() if k != "detail"}
+        if self.detail:
+            row["detail"] = {k: _json_value(v) for k, v in self.detail.items()}
+        return row
+
+
+def _json_value(value):
+    """Plain JSON: NaN and infinities as the strings "nan", "inf", "-inf"; complex as text."""
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    if isinstance(value, (np.generic, np.ndarray)):
+        value = value.tolist() if isinstance(value, np.ndarray) else value.item()
+        return _json_value(value)
+    if isinstance(value, complex):
+        return scalar_text(value).replace("np.", "")
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def summarize(
+    row: Result, diffs: list[ArrayDiff], findings: list[Finding], compared: int, skipped: int
+) -> Finding | None:
+    """Fill in `row`'s status, errors and report from its comparisons; the finding reported."""
+    row.cases, row.skipped = compared, skipped
+    row.max_abs_err = max((d.max_abs for d in diffs), default=None)
+    row.max_rel_err = max((d.max_rel for d in diffs), default=None)
+    mismatches = [f for f in findings if f.status == "mismatch"]
+    errors = [f for f in findings if f.status == "error"]
+    chosen = min(mismatches or errors, key=lambda f: f.case.size, default=None)
+    if chosen is None:
+        row.status = "match"
+        return None
+    row.status = chosen.status
+    row.message = chosen.message
+    row.detail = finding_detail(chosen)
+    row.detail["failing_cases"] = sorted({f.case.label for f in findings})
+    return chosen
+
+
+def finding_detail(finding: Finding) -> dict:
+    detail = {"case": finding.case.label}
+    if finding.input is not None:
+        detail["input"] = finding.input
+    if finding.index is not None:
+        detail.update(
+            index=list(finding.index), expected=finding.expected, got=finding.got,
+            bad_elements=finding.bad, elements=finding.total,
+        )
+    if finding.note:
+        detail["note"] = finding.note
+    return detail
+
+
+def summary(results: list[Result]) -> dict[str, int]:
+    return {status: sum(r.status == status for r in results) for status in STATUSES}
+
+
+def exit_status(results: list[Result]) -> int:
+    """2 on any error, else 1 on any mismatch, else 0 (no-reference rows do not fail a run)."""
+    statuses = {r.status for r in results}
+    if "error" in statuses:
+        return EXIT_ERROR
+    return EXIT_MISMATCH if "mismatch" in statuses else EXIT_MATCH
+
+
+def write_json(results: list[Result], path: str | Path) -> None:
+    document = {"results": [r.to_json() for r in results], "summary": summary(results)}
+    Path(path).write_text(json.dumps(document, indent=1) + "\n")
+
+
+# --- text ----------------------------------------------------------------------------------------
+
+COLUMNS = ("op", "variant", "dtype", "target", "status", "max abs err", "max rel err", "cases")
+
+
+def format_report(results: list[Result], verbose: bool = False) -> str:
+    """The table (failures only unless `verbose`), each failure's report, and the summary."""
+    shown = results if verbose else [r for r in results if r.status in ("mismatch", "error")]
+    parts = []
+    if shown:
+        parts.append(format_table(shown))
+    for row in results:
+        if row.status in ("mismatch", "error"):
+            parts.append(format_failure(row))
+    counts = summary(results)
+    reference = results[0].reference if results else "-"
+    parts.append(f"{len(results)} result(s) against {reference}: "
+                 + ", ".join(f"{n} {status}" for status, n in counts.items()))
+    return "\n\n".join(parts)
+
+
+def format_table(rows: list[Result]) -> str:
+    cells = [COLUMNS] + [
+        (r.op, r.variant or "-", r.dtype or "-", r.target or "-", r.status, _number(r.max_abs_err),
+         _number(r.max_rel_err), str(r.cases) + (f" (+{r.skipped} skipped)" if r.skipped else ""))
+        for r in rows
+    ]
+    widths = [max(len(row[n]) for row in cells) for n in range(len(COLUMNS))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+
+
+def _number(value) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def format_failure(row: Result) -> str:
+    """The pinpointed report of one failing row."""
+    variant = f" [{row.variant}]" if row.variant else ""
+    lines = [f"{row.status.upper()}: {row.op}{variant} {row.dtype} {row.target} "
+             f"against {row.reference}: {row.message}"]
+    d = row.detail
+    if "index" in d:
+        lines.append(f"  worst element: {d['input']}{list(d['index'])} in case {d['case']!r}: "
+                     f"expected {_text(d['expected'])}, got {_text(d['got'])}")
+        if d.get("values"):
+            lines.append("  inputs there: " + ", ".join(f"{k} = {_text(v)}" for k, v in d["values"].items()))
+    elif "case" in d:
+        lines.append(f"  in case {d['case']!r}")
+    if d.get("expected_from"):
+        lines.append(f"  expected: {d['expected_from']}; got: {d['got_from']}")
+    if d.get("note"):
+        lines.append(f"  note: {d['note']}")
+    if len(d.get("failing_cases", ())) > 1:
+        lines.append(f"  failing cases: {'; '.join(d['failing_cases'])}")
+    if d.get("snippet"):
+        lines.append("  smallest failing case, to paste:")
+        lines += ["    " + line if line else "" for line in d["snippet"].splitlines()]
+    return "\n".join(lines)
+
+
+def _text(value) -> str:
+    return scalar_text(value).replace("np.", "") if isinstance(value, (int, float, complex, np.generic)) else str(value)

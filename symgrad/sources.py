@@ -1,0 +1,320 @@
+"""Where gradients come from: a numpy gradient function, a TensorFlow gradient function `fn(op,
+*grads)` on a real op, or TensorFlow's registered gradient through a GradientTape.
+
+Each source runs a list of cases and gives, per case, `Gradients` (one array per tensor input),
+`Skipped` (the op does not take those inputs) or a `GradientCallError` (the function raised or
+returned the wrong number of gradients); and the lines of a snippet that call it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from symgrad.cases import Case, call_forward
+from symgrad.compare import GradientCallError, upstream_names
+from symgrad.derived import Variant
+
+
+@dataclass(frozen=True)
+class Gradients:
+    """A source's result for one case."""
+
+    grads: list  # one array (or None: no gradient) per tensor input
+    forward: tuple | None = None  # the op's outputs, where the source computes them
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """The source's op does not take this case's inputs (a shape TensorFlow's kernel rejects)."""
+
+    reason: str
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def accepted_kwargs(fn, names) -> list[str]:
+    """Those of `names` that `fn` takes as keyword arguments (all of them with **kwargs)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return list(names)
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return list(names)
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [n for n in names if n in params and params[n].kind in keyword]
+
+
+def is_tf_gradient_function(fn) -> bool:
+    """A TensorFlow gradient function's first parameter is the op: `fn(op, *grads)`."""
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return False
+    return bool(params) and params[0] == "op"
+
+
+def _as_list(result) -> list:
+    return list(result) if isinstance(result, (list, tuple)) else [result]
+
+
+def import_lines(fn, label: str, derived_from: str | None = None) -> list[str]:
+    """How a snippet imports `fn`: from its file's folder, or for a module derived into a
+    temporary folder, from where `symgrad derive` writes it by default."""
+    module = inspect.getmodule(fn)
+    path = Path(getattr(module, "__file__", "") or ".")
+    folder = str(path.parent)
+    lines = [f"# {label}"]
+    if derived_from is not None and Path(tempfile.gettempdir()) in path.parents:
+        folder = "generated"
+        lines.append(f"# (written by `symgrad derive {derived_from}`)")
+    return lines + [f"import sys; sys.path.insert(0, {folder!r})", f"from {path.stem} import {fn.__name__}"]
+
+
+# --- numpy -------------------------------------------------------------------------------------
+
+
+class NumpyFunction:
+    """A numpy gradient `fn(grads..., inputs..., *, outputs=None, attrs...)` -> one per input."""
+
+    def __init__(self, fn, label: str, imports: list[str], pass_outputs: bool):
+        self.fn = fn  # the gradient function
+        self.label = label  # how reports name it
+        self.imports = imports  # snippet lines that import it
+        self.pass_outputs = pass_outputs  # give it the forward outputs, where it takes them
+
+    def run(self, variant: Variant, cases: list[Case]) -> list:
+        return [self._run_one(variant, case) for case in cases]
+
+    def _kwargs(self, variant: Variant, case: Case) -> dict:
+        kwargs = {k: variant.attrs[k] for k in accepted_kwargs(self.fn, variant.attrs)}
+        if self.pass_outputs:
+            names = accepted_kwargs(self.fn, variant.outputs)
+            if names:
+                forward = variant.op.function("numpy")
+                outs = call_forward(lambda *xs: forward(*xs, **variant.attrs), case.inputs)
+                kwargs.update({n: o for n, o in zip(variant.outputs, outs or ()) if n in names})
+        return kwargs
+
+    def _run_one(self, variant: Variant, case: Case):
+        try:
+            with np.errstate(all="ignore"):
+                result = self.fn(*case.upstream, *case.inputs, **self._kwargs(variant, case))
+        except Exception as exc:  # the function under test failed: report it, go on
+            return GradientCallError(f"raised {_error_text(exc)}")
+        if isinstance(result, np.ndarray) and len(variant.inputs) == 1:
+            result = [result]
+        if not isinstance(result, (list, tuple)):
+            return GradientCallError(f"returned a {type(result).__name__}, not one gradient per input")
+        return Gradients([None if g is None else np.asarray(g) for g in result])
+
+    def call_lines(self, variant: Variant) -> list[str]:
+        args = upstream_names(variant) + list(variant.inputs)
+        kwargs = [f"{k}=attrs[{k!r}]" for k in accepted_kwargs(self.fn, variant.attrs)]
+        call = f"{self.fn.__name__}({', '.join(args + kwargs)})"
+        return self.imports + [f"print({self.label!r}, {call})"]
+
+
+# --- TensorFlow ---------------------------------------------------------------------------------
+
+
+def import_tf():
+    """TensorFlow, imported quietly."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")
+    return tf
+
+
+def tf_raw_op(variant: Variant):
+    """`tf.raw_ops.<OpType>`, or None when TensorFlow has no op of that type."""
+    return getattr(import_tf().raw_ops, variant.op.name, None)
+
+
+def _build(raw, variant: Variant, tensors) -> list:
+    return _as_list(raw(**dict(zip(variant.inputs, tensors)), **variant.attrs))
+
+
+def _strip_consts(variant: Variant, grads: list) -> list:
+    """One gradient per op input -> one per tensor input (constant inputs have none)."""
+    want = len(variant.inputs) + len(variant.const_positions)
+    if len(grads) != want:
+        raise GradientCallError(f"returned {len(grads)} gradient(s) for the op's {want} input(s)")
+    return [g for n, g in enumerate(grads) if n not in variant.const_positions]
+
+
+def _numpy(grads: list) -> list:
+    return [None if g is None else np.asarray(g) for g in grads]
+
+
+class TfGradientFunction:
+    """A TensorFlow gradient function `fn(op, *grads)`, called on a real op in a `tf.function`
+    (on an eager stand-in with `inputs`, `outputs` and `get_attr` when TensorFlow has no op of
+    the type)."""
+
+    def __init__(self, fn, label: str, imports: list[str]):
+        self.fn = fn  # the gradient function
+        self.label = label  # how reports name it
+        self.imports = imports  # snippet lines that import it
+
+    def run(self, variant: Variant, cases: list[Case]) -> list:
+        tf = import_tf()
+        raw = tf_raw_op(variant)
+        if raw is None:
+            return [self._run_stand_in(tf, variant, case) for case in cases]
+        return self._run_graph(tf, raw, variant, cases)
+
+    def _run_graph(self, tf, raw, variant: Variant, cases: list[Case]) -> list:
+        """All cases in one `tf.function` (one trace); alone, one by one, if it fails to run."""
+        failures: dict[int, object] = {}
+
+        def graph(batch):
+            return [self._trace_one(tf, raw, variant, t, failures, k) for k, t in enumerate(batch)]
+
+        try:
+            outputs = tf.function(graph, autograph=False)([self._tensors(tf, c) for c in cases])
+        except Exception as exc:  # failed while running, not while tracing
+            if len(cases) == 1:
+                return [self._failed(tf, raw, variant, cases[0], exc)]
+            return [r for case in cases for r in self._run_graph(tf, raw, variant, [case])]
+        return [failures[k] if k in failures else self._finish(variant, out)
+                for k, out in enumerate(outputs)]
+
+    @staticmethod
+    def _tensors(tf, case: Case) -> tuple[list, list]:
+        return [tf.constant(x) for x in case.inputs], [tf.constant(u) for u in case.upstream]
+
+    def _trace_one(self, tf, raw, variant, tensors, failures, k):
+        inputs, upstream = tensors
+        try:
+            outs = _build(raw, variant, inputs)
+        except Exception as exc:  # TensorFlow's op rejects these inputs
+            failures[k] = Skipped(f"tf.raw_ops.{variant.op.name} rejects them: {_error_text(exc)}")
+            return []
+        try:
+            grads = _as_list(self.fn(outs[0].op, *upstream))
+            return [None if g is None else tf.convert_to_tensor(g) for g in grads]
+        except Exception as exc:  # the function under test failed
+            failures[k] = GradientCallError(f"raised {_error_text(exc)}")
+            return []
+
+    def _finish(self, variant: Variant, grads: list):
+        try:
+            return Gradients(_numpy(_strip_consts(variant, grads)))
+        except GradientCallError as exc:
+            return exc
+
+    @staticmethod
+    def _failed(tf, raw, variant: Variant, case: Case, exc: Exception):
+        """A case whose graph failed at run time: the op's fault, or the function's."""
+        try:
+            _build(raw, variant, [tf.constant(x) for x in case.inputs])
+        except Exception as op_exc:  # TensorFlow's kernel rejects these inputs
+            return Skipped(f"tf.raw_ops.{variant.op.name} rejects them: {_error_text(op_exc)}")
+        return GradientCallError(f"raised {_error_text(exc)}")
+
+    def _run_stand_in(self, tf, variant: Variant, case: Case):
+        forward = variant.op.function("numpy")
+        outs = call_forward(lambda *xs: forward(*xs, **variant.attrs), case.inputs)
+        inputs, upstream = self._tensors(tf, case)
+        op = StandInOp(variant, inputs, [tf.constant(o) for o in outs or ()])
+        try:
+            grads = _as_list(self.fn(op, *upstream))
+            return Gradients(_numpy(_strip_consts(variant, [
+                None if g is None else tf.convert_to_tensor(g) for g in grads
+            ])))
+        except GradientCallError as exc:
+            return exc
+        except Exception as exc:  # the function under test failed
+            return GradientCallError(f"raised {_error_text(exc)}")
+
+    def call_lines(self, variant: Variant) -> list[str]:
+        ups = upstream_names(variant)
+        params = ", ".join(list(variant.inputs) + ups)
+        build = ", ".join(f"{n}={n}" for n in variant.inputs)
+        return self.imports + [
+            "import tensorflow as tf",
+            "",
+            "@tf.function",
+            f"def gradient({params}):",
+            f"    out = tf.raw_ops.{variant.op.name}({build}, **attrs)",
+            "    op = (out if isinstance(out, tf.Tensor) else out[0]).op",
+            f"    return {self.fn.__name__}(op, {', '.join(ups)})",
+            "",
+            f"print({self.label!r}, gradient({params}))",
+        ]
+
+
+class StandInOp:
+    """What a gradient function reads of an op, for op types TensorFlow does not have."""
+
+    skip_input_indices = None
+
+    def __init__(self, variant: Variant, tensors: list, outputs: list):
+        import tensorflow as tf
+
+        inputs = list(tensors)
+        consts = {a.input_position: a.name for a in variant.op.decl.attrs if a.input_position is not None}
+        for position in sorted(consts):
+            inputs.insert(position, tf.constant(variant.attrs[consts[position]]))
+        self.type = self.name = variant.op.name
+        self.inputs, self.outputs = inputs, outputs
+        self._attrs = variant.attrs
+
+    def get_attr(self, name: str):
+        if name not in self._attrs:
+            raise ValueError(f"Operation {self.type!r} has no attr named {name!r}")
+        return self._attrs[name]
+
+
+class TfRegistered:
+    """TensorFlow's registered gradient of `tf.raw_ops.<OpType>`, through a GradientTape."""
+
+    def __init__(self, op_type: str):
+        self.label = f"TensorFlow's registered gradient of {op_type}"
+
+    def run(self, variant: Variant, cases: list[Case]) -> list:
+        tf = import_tf()
+        raw = tf_raw_op(variant)
+        return [self._run_one(tf, raw, variant, case) for case in cases]
+
+    def _run_one(self, tf, raw, variant: Variant, case: Case):
+        xs = [tf.constant(x) for x in case.inputs]
+        try:
+            with tf.GradientTape() as tape:
+                tape.watch(xs)
+                outs = _build(raw, variant, xs)
+        except Exception as exc:  # TensorFlow's op rejects these inputs
+            return Skipped(f"tf.raw_ops.{variant.op.name} rejects them: {_error_text(exc)}")
+        try:
+            grads = tape.gradient(
+                outs, xs, output_gradients=[tf.constant(u) for u in case.upstream],
+                unconnected_gradients=tf.UnconnectedGradients.ZERO,
+            )
+        except Exception as exc:  # TensorFlow's gradient failed
+            return GradientCallError(f"raised {_error_text(exc)}")
+        grads = [tf.convert_to_tensor(g) for g in grads]
+        return Gradients(_numpy(grads), tuple(o.numpy() for o in outs))
+
+    def call_lines(self, variant: Variant) -> list[str]:
+        ups = upstream_names(variant)
+        build = ", ".join(f"{n}=xs[{k}]" for k, n in enumerate(variant.inputs))
+        return [
+            f"# {self.label}",
+            "import tensorflow as tf",
+            f"xs = [tf.constant(v) for v in ({', '.join(variant.inputs)},)]",
+            "with tf.GradientTape() as tape:",
+            "    tape.watch(xs)",
+            f"    out = tf.raw_ops.{variant.op.name}({build}, **attrs)",
+            f"upstream = [tf.constant(v) for v in ({', '.join(ups)},)]",
+            f"print({self.label!r}, tape.gradient(out, xs, output_gradients=upstream))",
+        ]

@@ -1,0 +1,25 @@
+def batch_mat_mul_v2_vjp(grad, x, y, output, *, adj_x=False, adj_y=False):
+    """Gradient of BatchMatMulV2 (declared at ops/batch_matmul.py:11): one per input (x, y)."""
+    if not adj_x and not adj_y:
+        grad_x = tf.linalg.matmul(grad, y, transpose_b=True)
+        grad_x = _sum_to_shape(grad_x, x)
+        grad_y = tf.linalg.matmul(x, grad, transpose_a=True)
+        grad_y = _sum_to_shape(grad_y, y)
+    elif not adj_x and adj_y:
+        grad_x = tf.linalg.matmul(grad, y)
+        grad_x = _sum_to_shape(grad_x, x)
+        grad_y = tf.linalg.matmul(grad, x, transpose_a=True)
+        grad_y = _sum_to_shape(grad_y, y)
+    elif adj_x and not adj_y:
+        grad_x = tf.linalg.matmul(y, grad, transpose_b=True)
+        grad_x = _sum_to_shape(grad_x, x)
+        grad_y = tf.linalg.matmul(x, grad)
+        grad_y = _sum_to_shape(grad_y, y)
+    elif adj_x and adj_y:
+        grad_x = tf.linalg.matmul(y, grad, transpose_a=True, transpose_b=True)
+        grad_x = _sum_to_shape(grad_x, x)
+        grad_y = tf.linalg.matmul(grad, x, transpose_a=True, transpose_b=True)
+        grad_y = _sum_to_shape(grad_y, y)
+    else:
+        raise ValueError(f"BatchMatMulV2: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
+    return grad_x, grad_y

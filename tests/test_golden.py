@@ -1,0 +1,47 @@
+"""Golden files: the generated gradients of Softmax, BatchMatMulV2 and Einsum's trace, whole.
+
+Regenerate after an intended change with `python tests/test_golden.py` and review the diff.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+# (generated module, function, equation branch or None) -> golden file
+PINNED = {
+    ("nn_numpy.py", "softmax_grad", None): "softmax_grad_numpy.py",
+    ("nn_tf.py", "softmax_vjp", None): "softmax_vjp_tf.py",
+    ("batch_matmul_numpy.py", "batch_mat_mul_v2_grad", None): "batch_mat_mul_v2_grad_numpy.py",
+    ("batch_matmul_tf.py", "batch_mat_mul_v2_vjp", None): "batch_mat_mul_v2_vjp_tf.py",
+    ("einsum_numpy.py", "einsum_grad", "ii->"): "einsum_trace_grad_numpy.py",
+    ("einsum_tf.py", "einsum_vjp", "ii->"): "einsum_trace_vjp_tf.py",
+}
+
+
+def function_source(module: str, name: str, equation: str | None) -> str:
+    """The text of `def name(...)` in `module`; with `equation`, only that branch of it."""
+    start = module.index(f"\ndef {name}(") + 1
+    end = module.find("\n\n\n", start)
+    text = module[start : end if end != -1 else len(module)] + "\n"
+    if equation is None:
+        return text
+    branch = text[text.index(f'equation == "{equation}":') :]
+    return branch[: branch.index("\n    elif ")] + "\n"
+
+
+@pytest.mark.parametrize("key", sorted(PINNED), ids=lambda k: PINNED[k])
+def test_generated_gradient_matches_golden(derived, key):
+    _, files = derived
+    module, name, equation = key
+    assert function_source(files[module], name, equation) == (GOLDEN / PINNED[key]).read_text()
+
+
+if __name__ == "__main__":  # regenerate the golden files from generated/
+    root = GOLDEN.parent.parent / "generated"
+    for (module, name, equation), golden in PINNED.items():
+        (GOLDEN / golden).write_text(function_source((root / module).read_text(), name, equation))
+    sys.exit(0)
