@@ -1,8 +1,9 @@
 """Two gradients compared element by element, with tolerances per dtype, and where they differ.
 
 An element passes when |got - expected| <= rtol * |expected| + atol * scale, where `scale` is
-the largest finite |value| of either gradient of that input in that case, so entries that
-cancel to about zero are judged against the size of the gradient, not their own. NaN and
+1 or the largest finite |value| of either gradient of that input in that case, whichever is
+larger: entries that cancel to about zero are judged against the size of the gradient (and
+of its O(1) upstream gradient and inputs), not against their own size. NaN and
 infinity pass only where both sides have the same one (NaN against NaN, +inf against +inf).
 """
 
@@ -22,7 +23,7 @@ class Tolerance:
     """How far two gradients may differ and still match."""
 
     rtol: float  # relative to the expected element
-    atol: float  # relative to `scale`, the largest |element| of either gradient
+    atol: float  # relative to `scale`: 1, or the largest |element| of either gradient
 
 
 # Two implementations of one formula differ by rounding: a few ulps per operation, more where
@@ -74,7 +75,7 @@ def diff_arrays(expected: np.ndarray, got: np.ndarray, tol: Tolerance) -> ArrayD
     same = _same_nonfinite(e, g)
     with np.errstate(all="ignore"):
         err = np.where(finite, np.abs(g - e), np.where(same, 0.0, np.inf))
-        scale = max(_max_abs(e[finite]), _max_abs(g[finite]))
+        scale = max(1.0, _max_abs(e[finite]), _max_abs(g[finite]))
         allowed = tol.rtol * np.abs(np.where(finite, e, 0)) + tol.atol * scale
         ratio = np.where(err > allowed, err / np.maximum(allowed, np.finfo(float).tiny), 0.0)
         nonzero = finite & (e != 0)

@@ -223,6 +223,7 @@ class Branch:
 
     attr_values: tuple[tuple[str, Any], ...]  # empty when the op has no enumerated attributes
     body: tuple[Assign, ...]  # statements, in order
+    largest_rank: int = 0  # most axes of any intermediate array (`...` counting as one)
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,7 @@ def _unpacked(decl: OpDecl, derivation: Derivation, branch: Branch) -> Branch:
     if any(s.target.startswith("grad_") for s in branch.body):
         results = [sp.Symbol(g or "None") for g in _grad_names(derivation)]
         body += (Assign("grads", Elementwise(sp.Tuple(*results))),)
-    return Branch(branch.attr_values, body)
+    return Branch(branch.attr_values, body, branch.largest_rank)
 
 
 def _names_read(branches) -> set[str]:
@@ -98,15 +98,14 @@ def _lower_forward(decl: OpDecl, derivation: Derivation) -> Branch:
     lowering = TensorLowering(decl, dim_sources(derivation.variant), derivation.ranges)
     for name, value in derivation.forward.items():
         lowering.assign(name, value)
-    return Branch(derivation.variant.attr_values, tuple(lowering.body))
+    return Branch(derivation.variant.attr_values, tuple(lowering.body), lowering.largest_rank)
 
 
 def _lower_vjp(decl: OpDecl, derivation: Derivation) -> Branch:
     if decl.kind == ELEMENTWISE:
-        body = _lower_elementwise_vjp(derivation)
-    else:
-        body = _lower_tensor_vjp(decl, derivation)
-    return Branch(derivation.variant.attr_values, tuple(body))
+        return Branch(derivation.variant.attr_values, tuple(_lower_elementwise_vjp(derivation)))
+    lowering = _lower_tensor_vjp(decl, derivation)
+    return Branch(derivation.variant.attr_values, tuple(lowering.body), lowering.largest_rank)
 
 
 def dim_sources(variant) -> dict:
@@ -118,7 +117,7 @@ def dim_sources(variant) -> dict:
     return sources
 
 
-def _lower_tensor_vjp(decl: OpDecl, derivation: Derivation) -> list[Assign]:
+def _lower_tensor_vjp(decl: OpDecl, derivation: Derivation) -> TensorLowering:
     lowering = TensorLowering(decl, dim_sources(derivation.variant), derivation.ranges)
     batched = [t.name for t in derivation.variant.inputs if t.shape and t.shape[0] == BATCH_DIM]
     for name, value in derivation.vjp.items():
@@ -128,7 +127,7 @@ def _lower_tensor_vjp(decl: OpDecl, derivation: Derivation) -> list[Assign]:
         if name in batched and len(batched) > 1:  # batch axes broadcast between inputs
             grad = Elementwise(sp.Symbol(f"grad_{name}"))
             lowering.body.append(Assign(f"grad_{name}", SumToShape(grad, name)))
-    return lowering.body
+    return lowering
 
 
 def _lower_elementwise_vjp(derivation: Derivation) -> list[Assign]:

@@ -65,6 +65,7 @@ class TensorLowering:
         self.ranges = ranges or {}  # index -> (lowest, highest)
         self.prefix = prefix
         self.body: list[Assign] = []
+        self.largest_rank = 0  # most axes of any array built (a leading `...` counts as one)
         self._memo: dict = {}
 
     def assign(self, target: str, value: TensorValue, like: str | None = None) -> None:
@@ -80,6 +81,7 @@ class TensorLowering:
 
     def array(self, expr: sp.Expr, axes: tuple) -> sp.Expr:
         """An elementwise expression over variables whose value is `expr` aligned to `axes`."""
+        self.largest_rank = max(self.largest_rank, len(axes))
         key = (expr, axes)
         if key not in self._memo:
             self._memo[key] = self._array(expr, axes)

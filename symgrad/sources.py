@@ -140,8 +140,14 @@ def tf_raw_op(variant: Variant):
     return getattr(import_tf().raw_ops, variant.op.name, None)
 
 
+def op_inputs(variant: Variant, tensors) -> dict:
+    """Keyword arguments of `tf.raw_ops.<OpType>` for the tensor inputs (a list input as a list)."""
+    variadic = getattr(variant.op.decl, "variadic", None)
+    return {variadic: list(tensors)} if variadic else dict(zip(variant.inputs, tensors))
+
+
 def _build(raw, variant: Variant, tensors) -> list:
-    return _as_list(raw(**dict(zip(variant.inputs, tensors)), **variant.attrs))
+    return _as_list(raw(**op_inputs(variant, tensors), **variant.attrs))
 
 
 def _strip_consts(variant: Variant, grads: list) -> list:
@@ -240,7 +246,7 @@ class TfGradientFunction:
     def call_lines(self, variant: Variant) -> list[str]:
         ups = upstream_names(variant)
         params = ", ".join(list(variant.inputs) + ups)
-        build = ", ".join(f"{n}={n}" for n in variant.inputs)
+        build = _build_args(variant, list(variant.inputs))
         return self.imports + [
             "import tensorflow as tf",
             "",
@@ -252,6 +258,14 @@ class TfGradientFunction:
             "",
             f"print({self.label!r}, gradient({params}))",
         ]
+
+
+def _build_args(variant: Variant, names: list[str]) -> str:
+    """Snippet source of `op_inputs`."""
+    variadic = getattr(variant.op.decl, "variadic", None)
+    if variadic:
+        return f"{variadic}=[{', '.join(names)}]"
+    return ", ".join(f"{n}={v}" for n, v in zip(variant.inputs, names))
 
 
 class StandInOp:
@@ -307,7 +321,7 @@ class TfRegistered:
 
     def call_lines(self, variant: Variant) -> list[str]:
         ups = upstream_names(variant)
-        build = ", ".join(f"{n}=xs[{k}]" for k, n in enumerate(variant.inputs))
+        build = _build_args(variant, [f"xs[{k}]" for k in range(len(variant.inputs))])
         return [
             f"# {self.label}",
             "import tensorflow as tf",

@@ -1,0 +1,46 @@
+"""No Jacobian, ever: no intermediate array of a generated gradient has more axes than the
+largest input or output of its op (a leading `...` counting as one axis on both sides)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import OPS
+from symgrad.declare import INDEX, instantiate
+from symgrad.generate import compile_op
+from symgrad.load import load_op_file, op_file_paths
+
+DECLS = [d for path in op_file_paths([OPS]) for d in load_op_file(path).ops if d.kind == INDEX]
+
+
+def _largest_declared_rank(decl) -> int:
+    ranks = []
+    for variant in decl.variants():
+        op = instantiate(decl, variant)
+        ranks += [len(t.shape) for t in op.inputs] + [len(o.indices) for o in op.outputs]
+    return max(ranks)
+
+
+def test_the_library_has_index_ops():
+    assert len(DECLS) >= 20
+
+
+@pytest.mark.parametrize("decl", DECLS, ids=lambda d: d.name)
+def test_no_intermediate_is_larger_than_the_op(decl):
+    code = compile_op(decl)
+    largest = max(b.largest_rank for b in code.vjp.branches + code.forward.branches)
+    assert 0 < largest <= _largest_declared_rank(decl)
+
+
+def test_the_measure_sees_an_intermediate_larger_than_the_op(tmp_path):
+    """A sum over k of a function of x[i, k] and y[k, j] needs an (i, k, j) array: counted."""
+    (tmp_path / "coupled.py").write_text(
+        "import sympy as sp\nfrom symgrad import dims, indices, op, tensor\n"
+        "M, K, N = dims('M K N')\ni, j, k = indices('i j k')\n\n"
+        "@op('Coupled')\ndef coupled():\n"
+        "    x = tensor('x', (M, K))\n    y = tensor('y', (K, N))\n"
+        "    return {'z': ((i, j), sp.Sum(sp.exp(x[i, k] + y[k, j]), (k, 0, K - 1)))}\n"
+    )
+    (decl,) = load_op_file(tmp_path / "coupled.py").ops
+    code = compile_op(decl)
+    assert max(b.largest_rank for b in code.forward.branches) == 3 > _largest_declared_rank(decl)
