@@ -17,11 +17,20 @@ def _shift_right(x, axis, fill):
 
 
 def reduce_sum(input, *, axis=-1, keep_dims=False):
-    """Sum: Sum over the last axis (declared at ops/reductions.py:21)."""
+    """Sum: Sum over one axis (declared at ops/reductions.py:35)."""
+    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         output = np.sum(input, axis=-1)
     elif axis == -1 and keep_dims:
         output = np.sum(input, axis=-1, keepdims=True)
+    elif axis == -2 and not keep_dims:
+        output = np.sum(input, axis=-2)
+    elif axis == -2 and keep_dims:
+        output = np.sum(input, axis=-2, keepdims=True)
+    elif axis == -3 and not keep_dims:
+        output = np.sum(input, axis=-3)
+    elif axis == -3 and keep_dims:
+        output = np.sum(input, axis=-3, keepdims=True)
     else:
         raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return output
@@ -29,10 +38,21 @@ def reduce_sum(input, *, axis=-1, keep_dims=False):
 
 def reduce_sum_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     """Gradient of Sum: one array per input (input)."""
+    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
         grad_input = np.broadcast_to(t0, np.shape(input))
     elif axis == -1 and keep_dims:
+        grad_input = np.broadcast_to(grad, np.shape(input))
+    elif axis == -2 and not keep_dims:
+        t0 = grad[..., None, :]
+        grad_input = np.broadcast_to(t0, np.shape(input))
+    elif axis == -2 and keep_dims:
+        grad_input = np.broadcast_to(grad, np.shape(input))
+    elif axis == -3 and not keep_dims:
+        t0 = grad[..., None, :, :]
+        grad_input = np.broadcast_to(t0, np.shape(input))
+    elif axis == -3 and keep_dims:
         grad_input = np.broadcast_to(grad, np.shape(input))
     else:
         raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -40,7 +60,8 @@ def reduce_sum_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
 
 
 def reduce_mean(input, *, axis=-1, keep_dims=False):
-    """Mean: Mean over the last axis (declared at ops/reductions.py:28)."""
+    """Mean: Mean over one axis (declared at ops/reductions.py:43)."""
+    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = np.shape(input)[-1]
         t1 = np.sum(input, axis=-1)
@@ -49,6 +70,22 @@ def reduce_mean(input, *, axis=-1, keep_dims=False):
         t0 = np.shape(input)[-1]
         t1 = np.sum(input, axis=-1, keepdims=True)
         output = t1 / t0
+    elif axis == -2 and not keep_dims:
+        t0 = np.shape(input)[-2]
+        t1 = np.sum(input, axis=-2)
+        output = t1 / t0
+    elif axis == -2 and keep_dims:
+        t0 = np.shape(input)[-2]
+        t1 = np.sum(input, axis=-2, keepdims=True)
+        output = t1 / t0
+    elif axis == -3 and not keep_dims:
+        t0 = np.shape(input)[-3]
+        t1 = np.sum(input, axis=-3)
+        output = t1 / t0
+    elif axis == -3 and keep_dims:
+        t0 = np.shape(input)[-3]
+        t1 = np.sum(input, axis=-3, keepdims=True)
+        output = t1 / t0
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return output
@@ -56,6 +93,7 @@ def reduce_mean(input, *, axis=-1, keep_dims=False):
 
 def reduce_mean_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     """Gradient of Mean: one array per input (input)."""
+    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = np.shape(input)[-1]
         t1 = grad[..., None]
@@ -63,18 +101,45 @@ def reduce_mean_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     elif axis == -1 and keep_dims:
         t0 = np.shape(input)[-1]
         grad_input = np.broadcast_to(grad / t0, np.shape(input))
+    elif axis == -2 and not keep_dims:
+        t0 = np.shape(input)[-2]
+        t1 = grad[..., None, :]
+        grad_input = np.broadcast_to(t1 / t0, np.shape(input))
+    elif axis == -2 and keep_dims:
+        t0 = np.shape(input)[-2]
+        grad_input = np.broadcast_to(grad / t0, np.shape(input))
+    elif axis == -3 and not keep_dims:
+        t0 = np.shape(input)[-3]
+        t1 = grad[..., None, :, :]
+        grad_input = np.broadcast_to(t1 / t0, np.shape(input))
+    elif axis == -3 and keep_dims:
+        t0 = np.shape(input)[-3]
+        grad_input = np.broadcast_to(grad / t0, np.shape(input))
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
 
 
 def euclidean_norm(input, *, axis=-1, keep_dims=False):
-    """EuclideanNorm: Square root of the sum of squares over the last axis (declared at ops/reductions.py:35)."""
+    """EuclideanNorm: Square root of the sum of squares over one axis (declared at ops/reductions.py:51)."""
+    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = np.sum(input**2, axis=-1)
         output = np.sqrt(t0)
     elif axis == -1 and keep_dims:
         t0 = np.sum(input**2, axis=-1, keepdims=True)
+        output = np.sqrt(t0)
+    elif axis == -2 and not keep_dims:
+        t0 = np.sum(input**2, axis=-2)
+        output = np.sqrt(t0)
+    elif axis == -2 and keep_dims:
+        t0 = np.sum(input**2, axis=-2, keepdims=True)
+        output = np.sqrt(t0)
+    elif axis == -3 and not keep_dims:
+        t0 = np.sum(input**2, axis=-3)
+        output = np.sqrt(t0)
+    elif axis == -3 and keep_dims:
+        t0 = np.sum(input**2, axis=-3, keepdims=True)
         output = np.sqrt(t0)
     else:
         raise ValueError(
@@ -87,11 +152,24 @@ def euclidean_norm_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     """Gradient of EuclideanNorm: one array per input (input)."""
     if output is None:
         output = euclidean_norm(input, axis=axis, keep_dims=keep_dims)
+    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
         t1 = grad[..., None]
         grad_input = input * t1 / t0
     elif axis == -1 and keep_dims:
+        grad_input = grad * input / output
+    elif axis == -2 and not keep_dims:
+        t0 = output[..., None, :]
+        t1 = grad[..., None, :]
+        grad_input = input * t1 / t0
+    elif axis == -2 and keep_dims:
+        grad_input = grad * input / output
+    elif axis == -3 and not keep_dims:
+        t0 = output[..., None, :, :]
+        t1 = grad[..., None, :, :]
+        grad_input = input * t1 / t0
+    elif axis == -3 and keep_dims:
         grad_input = grad * input / output
     else:
         raise ValueError(
@@ -101,7 +179,7 @@ def euclidean_norm_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
 
 
 def reduce_log_sum_exp(input):
-    """ReduceLogSumExp: log(sum(exp(x))) over the last axis (TensorFlow composes it; it has no op of its own) (declared at ops/reductions.py:42)."""
+    """ReduceLogSumExp: log(sum(exp(x))) over the last axis (TensorFlow composes it; it has no op of its own) (declared at ops/reductions.py:59)."""
     t0 = np.sum(np.exp(input), axis=-1)
     output = np.log(t0)
     return output
@@ -116,7 +194,8 @@ def reduce_log_sum_exp_grad(grad, input, *, output=None):
 
 
 def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
-    """Cumsum: Cumulative sum along the last axis; `exclusive` leaves each element out of its sum (declared at ops/reductions.py:49)."""
+    """Cumsum: Cumulative sum along one axis; `exclusive` leaves each element out of its sum (declared at ops/reductions.py:66)."""
+    axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
         out = np.cumsum(x, axis=-1)
     elif axis == -1 and not exclusive and reverse:
@@ -127,6 +206,26 @@ def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
         out = np.flip(
             _shift_right(np.cumsum(np.flip(x, axis=-1), axis=-1), axis=-1, fill=0), axis=-1
         )
+    elif axis == -2 and not exclusive and not reverse:
+        out = np.cumsum(x, axis=-2)
+    elif axis == -2 and not exclusive and reverse:
+        out = np.flip(np.cumsum(np.flip(x, axis=-2), axis=-2), axis=-2)
+    elif axis == -2 and exclusive and not reverse:
+        out = _shift_right(np.cumsum(x, axis=-2), axis=-2, fill=0)
+    elif axis == -2 and exclusive and reverse:
+        out = np.flip(
+            _shift_right(np.cumsum(np.flip(x, axis=-2), axis=-2), axis=-2, fill=0), axis=-2
+        )
+    elif axis == -3 and not exclusive and not reverse:
+        out = np.cumsum(x, axis=-3)
+    elif axis == -3 and not exclusive and reverse:
+        out = np.flip(np.cumsum(np.flip(x, axis=-3), axis=-3), axis=-3)
+    elif axis == -3 and exclusive and not reverse:
+        out = _shift_right(np.cumsum(x, axis=-3), axis=-3, fill=0)
+    elif axis == -3 and exclusive and reverse:
+        out = np.flip(
+            _shift_right(np.cumsum(np.flip(x, axis=-3), axis=-3), axis=-3, fill=0), axis=-3
+        )
     else:
         raise ValueError(
             f"Cumsum: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
@@ -136,6 +235,7 @@ def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
 
 def cumsum_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
     """Gradient of Cumsum: one array per input (x)."""
+    axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
         grad_x = np.flip(np.cumsum(np.flip(grad, axis=-1), axis=-1), axis=-1)
     elif axis == -1 and not exclusive and reverse:
@@ -146,6 +246,26 @@ def cumsum_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
         )
     elif axis == -1 and exclusive and reverse:
         grad_x = _shift_right(np.cumsum(grad, axis=-1), axis=-1, fill=0)
+    elif axis == -2 and not exclusive and not reverse:
+        grad_x = np.flip(np.cumsum(np.flip(grad, axis=-2), axis=-2), axis=-2)
+    elif axis == -2 and not exclusive and reverse:
+        grad_x = np.cumsum(grad, axis=-2)
+    elif axis == -2 and exclusive and not reverse:
+        grad_x = np.flip(
+            _shift_right(np.cumsum(np.flip(grad, axis=-2), axis=-2), axis=-2, fill=0), axis=-2
+        )
+    elif axis == -2 and exclusive and reverse:
+        grad_x = _shift_right(np.cumsum(grad, axis=-2), axis=-2, fill=0)
+    elif axis == -3 and not exclusive and not reverse:
+        grad_x = np.flip(np.cumsum(np.flip(grad, axis=-3), axis=-3), axis=-3)
+    elif axis == -3 and not exclusive and reverse:
+        grad_x = np.cumsum(grad, axis=-3)
+    elif axis == -3 and exclusive and not reverse:
+        grad_x = np.flip(
+            _shift_right(np.cumsum(np.flip(grad, axis=-3), axis=-3), axis=-3, fill=0), axis=-3
+        )
+    elif axis == -3 and exclusive and reverse:
+        grad_x = _shift_right(np.cumsum(grad, axis=-3), axis=-3, fill=0)
     else:
         raise ValueError(
             f"Cumsum: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
@@ -154,11 +274,20 @@ def cumsum_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
 
 
 def reduce_prod(input, *, axis=-1, keep_dims=False):
-    """Prod: Product over the last axis; its gradient is finite with zeros in the slice (declared at ops/reductions.py:60)."""
+    """Prod: Product over one axis; its gradient is finite with zeros in the slice (declared at ops/reductions.py:77)."""
+    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         output = np.prod(input, axis=-1)
     elif axis == -1 and keep_dims:
         output = np.prod(input, axis=-1, keepdims=True)
+    elif axis == -2 and not keep_dims:
+        output = np.prod(input, axis=-2)
+    elif axis == -2 and keep_dims:
+        output = np.prod(input, axis=-2, keepdims=True)
+    elif axis == -3 and not keep_dims:
+        output = np.prod(input, axis=-3)
+    elif axis == -3 and keep_dims:
+        output = np.prod(input, axis=-3, keepdims=True)
     else:
         raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return output
@@ -166,6 +295,7 @@ def reduce_prod(input, *, axis=-1, keep_dims=False):
 
 def reduce_prod_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     """Gradient of Prod: one array per input (input)."""
+    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
         t1 = _shift_right(np.cumprod(input, axis=-1), axis=-1, fill=1)
@@ -179,17 +309,52 @@ def reduce_prod_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
             _shift_right(np.cumprod(np.flip(input, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
         )
         grad_input = grad * t0 * t1
+    elif axis == -2 and not keep_dims:
+        t0 = grad[..., None, :]
+        t1 = _shift_right(np.cumprod(input, axis=-2), axis=-2, fill=1)
+        t2 = np.flip(
+            _shift_right(np.cumprod(np.flip(input, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
+        )
+        grad_input = t0 * t1 * t2
+    elif axis == -2 and keep_dims:
+        t0 = _shift_right(np.cumprod(input, axis=-2), axis=-2, fill=1)
+        t1 = np.flip(
+            _shift_right(np.cumprod(np.flip(input, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
+        )
+        grad_input = grad * t0 * t1
+    elif axis == -3 and not keep_dims:
+        t0 = grad[..., None, :, :]
+        t1 = _shift_right(np.cumprod(input, axis=-3), axis=-3, fill=1)
+        t2 = np.flip(
+            _shift_right(np.cumprod(np.flip(input, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
+        )
+        grad_input = t0 * t1 * t2
+    elif axis == -3 and keep_dims:
+        t0 = _shift_right(np.cumprod(input, axis=-3), axis=-3, fill=1)
+        t1 = np.flip(
+            _shift_right(np.cumprod(np.flip(input, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
+        )
+        grad_input = grad * t0 * t1
     else:
         raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
 
 
 def reduce_max(input, *, axis=-1, keep_dims=False):
-    """Max: Maximum over the last axis; tied maxima share the gradient equally (declared at ops/reductions.py:67)."""
+    """Max: Maximum over one axis; tied maxima share the gradient equally (declared at ops/reductions.py:84)."""
+    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         output = np.max(input, axis=-1)
     elif axis == -1 and keep_dims:
         output = np.max(input, axis=-1, keepdims=True)
+    elif axis == -2 and not keep_dims:
+        output = np.max(input, axis=-2)
+    elif axis == -2 and keep_dims:
+        output = np.max(input, axis=-2, keepdims=True)
+    elif axis == -3 and not keep_dims:
+        output = np.max(input, axis=-3)
+    elif axis == -3 and keep_dims:
+        output = np.max(input, axis=-3, keepdims=True)
     else:
         raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return output
@@ -199,6 +364,7 @@ def reduce_max_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     """Gradient of Max: one array per input (input)."""
     if output is None:
         output = reduce_max(input, axis=axis, keep_dims=keep_dims)
+    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
         t1 = np.sum(np.where(input == t0, 1, 0), axis=-1, keepdims=True)
@@ -207,17 +373,42 @@ def reduce_max_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     elif axis == -1 and keep_dims:
         t0 = np.sum(np.where(input == output, 1, 0), axis=-1, keepdims=True)
         grad_input = grad * np.where(input == output, 1, 0) / t0
+    elif axis == -2 and not keep_dims:
+        t0 = output[..., None, :]
+        t1 = np.sum(np.where(input == t0, 1, 0), axis=-2, keepdims=True)
+        t2 = grad[..., None, :]
+        grad_input = t2 * np.where(input == t0, 1, 0) / t1
+    elif axis == -2 and keep_dims:
+        t0 = np.sum(np.where(input == output, 1, 0), axis=-2, keepdims=True)
+        grad_input = grad * np.where(input == output, 1, 0) / t0
+    elif axis == -3 and not keep_dims:
+        t0 = output[..., None, :, :]
+        t1 = np.sum(np.where(input == t0, 1, 0), axis=-3, keepdims=True)
+        t2 = grad[..., None, :, :]
+        grad_input = t2 * np.where(input == t0, 1, 0) / t1
+    elif axis == -3 and keep_dims:
+        t0 = np.sum(np.where(input == output, 1, 0), axis=-3, keepdims=True)
+        grad_input = grad * np.where(input == output, 1, 0) / t0
     else:
         raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
 
 
 def reduce_min(input, *, axis=-1, keep_dims=False):
-    """Min: Minimum over the last axis; tied minima share the gradient equally (declared at ops/reductions.py:74)."""
+    """Min: Minimum over one axis; tied minima share the gradient equally (declared at ops/reductions.py:91)."""
+    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         output = np.min(input, axis=-1)
     elif axis == -1 and keep_dims:
         output = np.min(input, axis=-1, keepdims=True)
+    elif axis == -2 and not keep_dims:
+        output = np.min(input, axis=-2)
+    elif axis == -2 and keep_dims:
+        output = np.min(input, axis=-2, keepdims=True)
+    elif axis == -3 and not keep_dims:
+        output = np.min(input, axis=-3)
+    elif axis == -3 and keep_dims:
+        output = np.min(input, axis=-3, keepdims=True)
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return output
@@ -227,6 +418,7 @@ def reduce_min_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     """Gradient of Min: one array per input (input)."""
     if output is None:
         output = reduce_min(input, axis=axis, keep_dims=keep_dims)
+    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
         t1 = np.sum(np.where(input == t0, 1, 0), axis=-1, keepdims=True)
@@ -234,6 +426,22 @@ def reduce_min_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
         grad_input = t2 * np.where(input == t0, 1, 0) / t1
     elif axis == -1 and keep_dims:
         t0 = np.sum(np.where(input == output, 1, 0), axis=-1, keepdims=True)
+        grad_input = grad * np.where(input == output, 1, 0) / t0
+    elif axis == -2 and not keep_dims:
+        t0 = output[..., None, :]
+        t1 = np.sum(np.where(input == t0, 1, 0), axis=-2, keepdims=True)
+        t2 = grad[..., None, :]
+        grad_input = t2 * np.where(input == t0, 1, 0) / t1
+    elif axis == -2 and keep_dims:
+        t0 = np.sum(np.where(input == output, 1, 0), axis=-2, keepdims=True)
+        grad_input = grad * np.where(input == output, 1, 0) / t0
+    elif axis == -3 and not keep_dims:
+        t0 = output[..., None, :, :]
+        t1 = np.sum(np.where(input == t0, 1, 0), axis=-3, keepdims=True)
+        t2 = grad[..., None, :, :]
+        grad_input = t2 * np.where(input == t0, 1, 0) / t1
+    elif axis == -3 and keep_dims:
+        t0 = np.sum(np.where(input == output, 1, 0), axis=-3, keepdims=True)
         grad_input = grad * np.where(input == output, 1, 0) / t0
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")

@@ -48,11 +48,22 @@ def _insert_none(grads, positions):
 
 
 def reduce_sum_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Sum (declared at ops/reductions.py:21): one per input (input)."""
+    """Gradient of Sum (declared at ops/reductions.py:35): one per input (input)."""
+    axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
         grad_input = tf.broadcast_to(t0, tf.shape(input))
     elif axis == -1 and keep_dims:
+        grad_input = tf.broadcast_to(grad, tf.shape(input))
+    elif axis == -2 and not keep_dims:
+        t0 = grad[..., None, :]
+        grad_input = tf.broadcast_to(t0, tf.shape(input))
+    elif axis == -2 and keep_dims:
+        grad_input = tf.broadcast_to(grad, tf.shape(input))
+    elif axis == -3 and not keep_dims:
+        t0 = grad[..., None, :, :]
+        grad_input = tf.broadcast_to(t0, tf.shape(input))
+    elif axis == -3 and keep_dims:
         grad_input = tf.broadcast_to(grad, tf.shape(input))
     else:
         raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -72,7 +83,8 @@ def reduce_sum_grad(op, grad):
 
 
 def reduce_sum(input, *, axis=-1, keep_dims=False):
-    """Sum: Sum over the last axis, with its derived gradient."""
+    """Sum: Sum over one axis, with its derived gradient."""
+    axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(input):
@@ -80,6 +92,14 @@ def reduce_sum(input, *, axis=-1, keep_dims=False):
             output = tf.reduce_sum(input, axis=-1)
         elif axis == -1 and keep_dims:
             output = tf.reduce_sum(input, axis=-1, keepdims=True)
+        elif axis == -2 and not keep_dims:
+            output = tf.reduce_sum(input, axis=-2)
+        elif axis == -2 and keep_dims:
+            output = tf.reduce_sum(input, axis=-2, keepdims=True)
+        elif axis == -3 and not keep_dims:
+            output = tf.reduce_sum(input, axis=-3)
+        elif axis == -3 and keep_dims:
+            output = tf.reduce_sum(input, axis=-3, keepdims=True)
         else:
             raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
 
@@ -95,13 +115,28 @@ _register("Sum", reduce_sum_grad)
 
 
 def reduce_mean_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Mean (declared at ops/reductions.py:28): one per input (input)."""
+    """Gradient of Mean (declared at ops/reductions.py:43): one per input (input)."""
+    axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = tf.cast(tf.shape(input)[-1], input.dtype)
         t1 = grad[..., None]
         grad_input = tf.broadcast_to(t1 / t0, tf.shape(input))
     elif axis == -1 and keep_dims:
         t0 = tf.cast(tf.shape(input)[-1], input.dtype)
+        grad_input = tf.broadcast_to(grad / t0, tf.shape(input))
+    elif axis == -2 and not keep_dims:
+        t0 = tf.cast(tf.shape(input)[-2], input.dtype)
+        t1 = grad[..., None, :]
+        grad_input = tf.broadcast_to(t1 / t0, tf.shape(input))
+    elif axis == -2 and keep_dims:
+        t0 = tf.cast(tf.shape(input)[-2], input.dtype)
+        grad_input = tf.broadcast_to(grad / t0, tf.shape(input))
+    elif axis == -3 and not keep_dims:
+        t0 = tf.cast(tf.shape(input)[-3], input.dtype)
+        t1 = grad[..., None, :, :]
+        grad_input = tf.broadcast_to(t1 / t0, tf.shape(input))
+    elif axis == -3 and keep_dims:
+        t0 = tf.cast(tf.shape(input)[-3], input.dtype)
         grad_input = tf.broadcast_to(grad / t0, tf.shape(input))
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -121,7 +156,8 @@ def reduce_mean_grad(op, grad):
 
 
 def reduce_mean(input, *, axis=-1, keep_dims=False):
-    """Mean: Mean over the last axis, with its derived gradient."""
+    """Mean: Mean over one axis, with its derived gradient."""
+    axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(input):
@@ -132,6 +168,22 @@ def reduce_mean(input, *, axis=-1, keep_dims=False):
         elif axis == -1 and keep_dims:
             t0 = tf.cast(tf.shape(input)[-1], input.dtype)
             t1 = tf.reduce_sum(input, axis=-1, keepdims=True)
+            output = t1 / t0
+        elif axis == -2 and not keep_dims:
+            t0 = tf.cast(tf.shape(input)[-2], input.dtype)
+            t1 = tf.reduce_sum(input, axis=-2)
+            output = t1 / t0
+        elif axis == -2 and keep_dims:
+            t0 = tf.cast(tf.shape(input)[-2], input.dtype)
+            t1 = tf.reduce_sum(input, axis=-2, keepdims=True)
+            output = t1 / t0
+        elif axis == -3 and not keep_dims:
+            t0 = tf.cast(tf.shape(input)[-3], input.dtype)
+            t1 = tf.reduce_sum(input, axis=-3)
+            output = t1 / t0
+        elif axis == -3 and keep_dims:
+            t0 = tf.cast(tf.shape(input)[-3], input.dtype)
+            t1 = tf.reduce_sum(input, axis=-3, keepdims=True)
             output = t1 / t0
         else:
             raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -148,12 +200,25 @@ _register("Mean", reduce_mean_grad)
 
 
 def euclidean_norm_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of EuclideanNorm (declared at ops/reductions.py:35): one per input (input)."""
+    """Gradient of EuclideanNorm (declared at ops/reductions.py:51): one per input (input)."""
+    axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
         t1 = grad[..., None]
         grad_input = input * t1 / t0
     elif axis == -1 and keep_dims:
+        grad_input = grad * input / output
+    elif axis == -2 and not keep_dims:
+        t0 = output[..., None, :]
+        t1 = grad[..., None, :]
+        grad_input = input * t1 / t0
+    elif axis == -2 and keep_dims:
+        grad_input = grad * input / output
+    elif axis == -3 and not keep_dims:
+        t0 = output[..., None, :, :]
+        t1 = grad[..., None, :, :]
+        grad_input = input * t1 / t0
+    elif axis == -3 and keep_dims:
         grad_input = grad * input / output
     else:
         raise ValueError(
@@ -175,7 +240,8 @@ def euclidean_norm_grad(op, grad):
 
 
 def euclidean_norm(input, *, axis=-1, keep_dims=False):
-    """EuclideanNorm: Square root of the sum of squares over the last axis, with its derived gradient."""
+    """EuclideanNorm: Square root of the sum of squares over one axis, with its derived gradient."""
+    axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(input):
@@ -184,6 +250,18 @@ def euclidean_norm(input, *, axis=-1, keep_dims=False):
             output = tf.math.sqrt(t0)
         elif axis == -1 and keep_dims:
             t0 = tf.reduce_sum(input**2, axis=-1, keepdims=True)
+            output = tf.math.sqrt(t0)
+        elif axis == -2 and not keep_dims:
+            t0 = tf.reduce_sum(input**2, axis=-2)
+            output = tf.math.sqrt(t0)
+        elif axis == -2 and keep_dims:
+            t0 = tf.reduce_sum(input**2, axis=-2, keepdims=True)
+            output = tf.math.sqrt(t0)
+        elif axis == -3 and not keep_dims:
+            t0 = tf.reduce_sum(input**2, axis=-3)
+            output = tf.math.sqrt(t0)
+        elif axis == -3 and keep_dims:
+            t0 = tf.reduce_sum(input**2, axis=-3, keepdims=True)
             output = tf.math.sqrt(t0)
         else:
             raise ValueError(
@@ -202,7 +280,7 @@ _register("EuclideanNorm", euclidean_norm_grad)
 
 
 def reduce_log_sum_exp_vjp(grad, input, output):
-    """Gradient of ReduceLogSumExp (declared at ops/reductions.py:42): one per input (input)."""
+    """Gradient of ReduceLogSumExp (declared at ops/reductions.py:59): one per input (input)."""
     t0 = tf.reduce_sum(tf.math.exp(input), axis=-1, keepdims=True)
     t1 = grad[..., None]
     grad_input = t1 * tf.math.exp(input) / t0
@@ -234,7 +312,8 @@ _register("ReduceLogSumExp", reduce_log_sum_exp_grad)
 
 
 def cumsum_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
-    """Gradient of Cumsum (declared at ops/reductions.py:49): one per input (x)."""
+    """Gradient of Cumsum (declared at ops/reductions.py:66): one per input (x)."""
+    axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
         grad_x = tf.math.cumsum(grad, axis=-1, reverse=True)
     elif axis == -1 and not exclusive and reverse:
@@ -243,6 +322,22 @@ def cumsum_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
         grad_x = tf.math.cumsum(grad, axis=-1, exclusive=True, reverse=True)
     elif axis == -1 and exclusive and reverse:
         grad_x = tf.math.cumsum(grad, axis=-1, exclusive=True)
+    elif axis == -2 and not exclusive and not reverse:
+        grad_x = tf.math.cumsum(grad, axis=-2, reverse=True)
+    elif axis == -2 and not exclusive and reverse:
+        grad_x = tf.math.cumsum(grad, axis=-2)
+    elif axis == -2 and exclusive and not reverse:
+        grad_x = tf.math.cumsum(grad, axis=-2, exclusive=True, reverse=True)
+    elif axis == -2 and exclusive and reverse:
+        grad_x = tf.math.cumsum(grad, axis=-2, exclusive=True)
+    elif axis == -3 and not exclusive and not reverse:
+        grad_x = tf.math.cumsum(grad, axis=-3, reverse=True)
+    elif axis == -3 and not exclusive and reverse:
+        grad_x = tf.math.cumsum(grad, axis=-3)
+    elif axis == -3 and exclusive and not reverse:
+        grad_x = tf.math.cumsum(grad, axis=-3, exclusive=True, reverse=True)
+    elif axis == -3 and exclusive and reverse:
+        grad_x = tf.math.cumsum(grad, axis=-3, exclusive=True)
     else:
         raise ValueError(
             f"Cumsum: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
@@ -264,7 +359,8 @@ def cumsum_grad(op, grad):
 
 
 def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
-    """Cumsum: Cumulative sum along the last axis; `exclusive` leaves each element out of its sum, with its derived gradient."""
+    """Cumsum: Cumulative sum along one axis; `exclusive` leaves each element out of its sum, with its derived gradient."""
+    axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(x):
@@ -276,6 +372,22 @@ def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
             out = tf.math.cumsum(x, axis=-1, exclusive=True)
         elif axis == -1 and exclusive and reverse:
             out = tf.math.cumsum(x, axis=-1, exclusive=True, reverse=True)
+        elif axis == -2 and not exclusive and not reverse:
+            out = tf.math.cumsum(x, axis=-2)
+        elif axis == -2 and not exclusive and reverse:
+            out = tf.math.cumsum(x, axis=-2, reverse=True)
+        elif axis == -2 and exclusive and not reverse:
+            out = tf.math.cumsum(x, axis=-2, exclusive=True)
+        elif axis == -2 and exclusive and reverse:
+            out = tf.math.cumsum(x, axis=-2, exclusive=True, reverse=True)
+        elif axis == -3 and not exclusive and not reverse:
+            out = tf.math.cumsum(x, axis=-3)
+        elif axis == -3 and not exclusive and reverse:
+            out = tf.math.cumsum(x, axis=-3, reverse=True)
+        elif axis == -3 and exclusive and not reverse:
+            out = tf.math.cumsum(x, axis=-3, exclusive=True)
+        elif axis == -3 and exclusive and reverse:
+            out = tf.math.cumsum(x, axis=-3, exclusive=True, reverse=True)
         else:
             raise ValueError(
                 f"Cumsum: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
@@ -293,7 +405,8 @@ _register("Cumsum", cumsum_grad)
 
 
 def reduce_prod_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Prod (declared at ops/reductions.py:60): one per input (input)."""
+    """Gradient of Prod (declared at ops/reductions.py:77): one per input (input)."""
+    axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
         t1 = tf.math.cumprod(input, axis=-1, exclusive=True)
@@ -302,6 +415,24 @@ def reduce_prod_vjp(grad, input, output, *, axis=-1, keep_dims=False):
     elif axis == -1 and keep_dims:
         t0 = tf.math.cumprod(input, axis=-1, exclusive=True)
         t1 = tf.math.cumprod(input, axis=-1, exclusive=True, reverse=True)
+        grad_input = grad * t0 * t1
+    elif axis == -2 and not keep_dims:
+        t0 = grad[..., None, :]
+        t1 = tf.math.cumprod(input, axis=-2, exclusive=True)
+        t2 = tf.math.cumprod(input, axis=-2, exclusive=True, reverse=True)
+        grad_input = t0 * t1 * t2
+    elif axis == -2 and keep_dims:
+        t0 = tf.math.cumprod(input, axis=-2, exclusive=True)
+        t1 = tf.math.cumprod(input, axis=-2, exclusive=True, reverse=True)
+        grad_input = grad * t0 * t1
+    elif axis == -3 and not keep_dims:
+        t0 = grad[..., None, :, :]
+        t1 = tf.math.cumprod(input, axis=-3, exclusive=True)
+        t2 = tf.math.cumprod(input, axis=-3, exclusive=True, reverse=True)
+        grad_input = t0 * t1 * t2
+    elif axis == -3 and keep_dims:
+        t0 = tf.math.cumprod(input, axis=-3, exclusive=True)
+        t1 = tf.math.cumprod(input, axis=-3, exclusive=True, reverse=True)
         grad_input = grad * t0 * t1
     else:
         raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -321,7 +452,8 @@ def reduce_prod_grad(op, grad):
 
 
 def reduce_prod(input, *, axis=-1, keep_dims=False):
-    """Prod: Product over the last axis; its gradient is finite with zeros in the slice, with its derived gradient."""
+    """Prod: Product over one axis; its gradient is finite with zeros in the slice, with its derived gradient."""
+    axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(input):
@@ -329,6 +461,14 @@ def reduce_prod(input, *, axis=-1, keep_dims=False):
             output = tf.reduce_prod(input, axis=-1)
         elif axis == -1 and keep_dims:
             output = tf.reduce_prod(input, axis=-1, keepdims=True)
+        elif axis == -2 and not keep_dims:
+            output = tf.reduce_prod(input, axis=-2)
+        elif axis == -2 and keep_dims:
+            output = tf.reduce_prod(input, axis=-2, keepdims=True)
+        elif axis == -3 and not keep_dims:
+            output = tf.reduce_prod(input, axis=-3)
+        elif axis == -3 and keep_dims:
+            output = tf.reduce_prod(input, axis=-3, keepdims=True)
         else:
             raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
 
@@ -344,7 +484,8 @@ _register("Prod", reduce_prod_grad)
 
 
 def reduce_max_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Max (declared at ops/reductions.py:67): one per input (input)."""
+    """Gradient of Max (declared at ops/reductions.py:84): one per input (input)."""
+    axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
         t1 = tf.reduce_sum(
@@ -364,6 +505,62 @@ def reduce_max_vjp(grad, input, output, *, axis=-1, keep_dims=False):
                 tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
             ),
             axis=-1,
+            keepdims=True,
+        )
+        grad_input = (
+            grad
+            * tf.where(
+                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / t0
+        )
+    elif axis == -2 and not keep_dims:
+        t0 = output[..., None, :]
+        t1 = tf.reduce_sum(
+            tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            keepdims=True,
+        )
+        t2 = grad[..., None, :]
+        grad_input = (
+            t2
+            * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            / t1
+        )
+    elif axis == -2 and keep_dims:
+        t0 = tf.reduce_sum(
+            tf.where(
+                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-2,
+            keepdims=True,
+        )
+        grad_input = (
+            grad
+            * tf.where(
+                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / t0
+        )
+    elif axis == -3 and not keep_dims:
+        t0 = output[..., None, :, :]
+        t1 = tf.reduce_sum(
+            tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-3,
+            keepdims=True,
+        )
+        t2 = grad[..., None, :, :]
+        grad_input = (
+            t2
+            * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            / t1
+        )
+    elif axis == -3 and keep_dims:
+        t0 = tf.reduce_sum(
+            tf.where(
+                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-3,
             keepdims=True,
         )
         grad_input = (
@@ -391,7 +588,8 @@ def reduce_max_grad(op, grad):
 
 
 def reduce_max(input, *, axis=-1, keep_dims=False):
-    """Max: Maximum over the last axis; tied maxima share the gradient equally, with its derived gradient."""
+    """Max: Maximum over one axis; tied maxima share the gradient equally, with its derived gradient."""
+    axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(input):
@@ -399,6 +597,14 @@ def reduce_max(input, *, axis=-1, keep_dims=False):
             output = tf.reduce_max(input, axis=-1)
         elif axis == -1 and keep_dims:
             output = tf.reduce_max(input, axis=-1, keepdims=True)
+        elif axis == -2 and not keep_dims:
+            output = tf.reduce_max(input, axis=-2)
+        elif axis == -2 and keep_dims:
+            output = tf.reduce_max(input, axis=-2, keepdims=True)
+        elif axis == -3 and not keep_dims:
+            output = tf.reduce_max(input, axis=-3)
+        elif axis == -3 and keep_dims:
+            output = tf.reduce_max(input, axis=-3, keepdims=True)
         else:
             raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
 
@@ -414,7 +620,8 @@ _register("Max", reduce_max_grad)
 
 
 def reduce_min_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Min (declared at ops/reductions.py:74): one per input (input)."""
+    """Gradient of Min (declared at ops/reductions.py:91): one per input (input)."""
+    axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
         t1 = tf.reduce_sum(
@@ -443,6 +650,62 @@ def reduce_min_vjp(grad, input, output, *, axis=-1, keep_dims=False):
             )
             / t0
         )
+    elif axis == -2 and not keep_dims:
+        t0 = output[..., None, :]
+        t1 = tf.reduce_sum(
+            tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            keepdims=True,
+        )
+        t2 = grad[..., None, :]
+        grad_input = (
+            t2
+            * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            / t1
+        )
+    elif axis == -2 and keep_dims:
+        t0 = tf.reduce_sum(
+            tf.where(
+                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-2,
+            keepdims=True,
+        )
+        grad_input = (
+            grad
+            * tf.where(
+                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / t0
+        )
+    elif axis == -3 and not keep_dims:
+        t0 = output[..., None, :, :]
+        t1 = tf.reduce_sum(
+            tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-3,
+            keepdims=True,
+        )
+        t2 = grad[..., None, :, :]
+        grad_input = (
+            t2
+            * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            / t1
+        )
+    elif axis == -3 and keep_dims:
+        t0 = tf.reduce_sum(
+            tf.where(
+                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-3,
+            keepdims=True,
+        )
+        grad_input = (
+            grad
+            * tf.where(
+                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / t0
+        )
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -461,7 +724,8 @@ def reduce_min_grad(op, grad):
 
 
 def reduce_min(input, *, axis=-1, keep_dims=False):
-    """Min: Minimum over the last axis; tied minima share the gradient equally, with its derived gradient."""
+    """Min: Minimum over one axis; tied minima share the gradient equally, with its derived gradient."""
+    axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(input):
@@ -469,6 +733,14 @@ def reduce_min(input, *, axis=-1, keep_dims=False):
             output = tf.reduce_min(input, axis=-1)
         elif axis == -1 and keep_dims:
             output = tf.reduce_min(input, axis=-1, keepdims=True)
+        elif axis == -2 and not keep_dims:
+            output = tf.reduce_min(input, axis=-2)
+        elif axis == -2 and keep_dims:
+            output = tf.reduce_min(input, axis=-2, keepdims=True)
+        elif axis == -3 and not keep_dims:
+            output = tf.reduce_min(input, axis=-3)
+        elif axis == -3 and keep_dims:
+            output = tf.reduce_min(input, axis=-3, keepdims=True)
         else:
             raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
 

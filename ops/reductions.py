@@ -1,42 +1,59 @@
-"""Reductions and cumulative sums over the last axis, for inputs of any rank.
+"""Reductions and cumulative sums over one axis, for inputs of any rank.
 
-TensorFlow passes the axis as a constant input (`op.inputs[1]`); these declarations cover
-axis -1 (other values raise). `keep_dims` keeps the reduced axis with size 1 (index 0).
+TensorFlow passes the axis as a constant input (`op.inputs[1]`). The declarations cover the
+last three axes, -1, -2 and -3 (0, 1, 2 ... of an input of rank r are r - 3 ... of those, made
+negative at run time); a list of axes raises. `keep_dims` keeps the reduced axis with size 1
+(index 0 in the output's indices).
 """
 
 import sympy as sp
 
 from symgrad import const_input, dims, indices, maximum, minimum, op, product, tensor
 
-N = dims("N")[0]
-i, k = indices("i k")
-LAST_AXIS = const_input(1, (-1,))
+N, P, Q = dims("N P Q")
+i, k, p, q = indices("i k p q")
+AXIS = const_input(1, (-1, -2, -3), axis_of="input")
+TRAILING = ((p, P), (q, Q))  # indices and sizes of the axes after the reduced one
 
 
-def _reduced(keep_dims):
-    """The output indices of a reduction over the last axis."""
-    return (..., 0) if keep_dims else (...,)
+def _input(name: str, axis: int):
+    """The input, for a reduction over `axis`: (tensor, its trailing indices)."""
+    trailing = TRAILING[: -axis - 1]
+    x = tensor(name, (..., N) + tuple(size for _, size in trailing))
+    return x, tuple(index for index, _ in trailing)
 
 
-@op("Sum", attrs={"axis": LAST_AXIS, "keep_dims": bool})
+def _entry(x, index, trailing):
+    return x[(..., index) + trailing]
+
+
+def _reduced(keep_dims, trailing):
+    """The output indices of a reduction: the reduced axis kept with size 1, or dropped."""
+    return (..., 0) + trailing if keep_dims else (...,) + trailing
+
+
+@op("Sum", attrs={"axis": AXIS, "keep_dims": bool})
 def reduce_sum(axis, keep_dims):
-    """Sum over the last axis."""
-    x = tensor("input", (..., N))
-    return {"output": (_reduced(keep_dims), sp.Sum(x[..., k], (k, 0, N - 1)))}
+    """Sum over one axis."""
+    x, trailing = _input("input", axis)
+    total = sp.Sum(_entry(x, k, trailing), (k, 0, N - 1))
+    return {"output": (_reduced(keep_dims, trailing), total)}
 
 
-@op("Mean", attrs={"axis": LAST_AXIS, "keep_dims": bool})
+@op("Mean", attrs={"axis": AXIS, "keep_dims": bool})
 def reduce_mean(axis, keep_dims):
-    """Mean over the last axis."""
-    x = tensor("input", (..., N))
-    return {"output": (_reduced(keep_dims), sp.Sum(x[..., k], (k, 0, N - 1)) / N)}
+    """Mean over one axis."""
+    x, trailing = _input("input", axis)
+    total = sp.Sum(_entry(x, k, trailing), (k, 0, N - 1))
+    return {"output": (_reduced(keep_dims, trailing), total / N)}
 
 
-@op("EuclideanNorm", attrs={"axis": LAST_AXIS, "keep_dims": bool})
+@op("EuclideanNorm", attrs={"axis": AXIS, "keep_dims": bool})
 def euclidean_norm(axis, keep_dims):
-    """Square root of the sum of squares over the last axis."""
-    x = tensor("input", (..., N))
-    return {"output": (_reduced(keep_dims), sp.sqrt(sp.Sum(x[..., k] ** 2, (k, 0, N - 1))))}
+    """Square root of the sum of squares over one axis."""
+    x, trailing = _input("input", axis)
+    total = sp.Sum(_entry(x, k, trailing) ** 2, (k, 0, N - 1))
+    return {"output": (_reduced(keep_dims, trailing), sp.sqrt(total))}
 
 
 @op("ReduceLogSumExp")
@@ -46,33 +63,33 @@ def reduce_log_sum_exp():
     return {"output": ((...,), sp.log(sp.Sum(sp.exp(x[..., k]), (k, 0, N - 1))))}
 
 
-@op("Cumsum", attrs={"axis": LAST_AXIS, "exclusive": bool, "reverse": bool})
+@op("Cumsum", attrs={"axis": const_input(1, (-1, -2, -3), axis_of="x"), "exclusive": bool, "reverse": bool})
 def cumsum(axis, exclusive, reverse):
-    """Cumulative sum along the last axis; `exclusive` leaves each element out of its sum."""
-    x = tensor("x", (..., N))
+    """Cumulative sum along one axis; `exclusive` leaves each element out of its sum."""
+    x, trailing = _input("x", axis)
     if reverse:
         first, last = (i + 1 if exclusive else i), N - 1
     else:
         first, last = 0, (i - 1 if exclusive else i)
-    return {"out": ((..., i), sp.Sum(x[..., k], (k, first, last)))}
+    return {"out": ((..., i) + trailing, sp.Sum(_entry(x, k, trailing), (k, first, last)))}
 
 
-@op("Prod", attrs={"axis": LAST_AXIS, "keep_dims": bool})
+@op("Prod", attrs={"axis": AXIS, "keep_dims": bool})
 def reduce_prod(axis, keep_dims):
-    """Product over the last axis; its gradient is finite with zeros in the slice."""
-    x = tensor("input", (..., N))
-    return {"output": (_reduced(keep_dims), product(x[..., k], (k, 0, N - 1)))}
+    """Product over one axis; its gradient is finite with zeros in the slice."""
+    x, trailing = _input("input", axis)
+    return {"output": (_reduced(keep_dims, trailing), product(_entry(x, k, trailing), (k, 0, N - 1)))}
 
 
-@op("Max", attrs={"axis": LAST_AXIS, "keep_dims": bool})
+@op("Max", attrs={"axis": AXIS, "keep_dims": bool})
 def reduce_max(axis, keep_dims):
-    """Maximum over the last axis; tied maxima share the gradient equally."""
-    x = tensor("input", (..., N))
-    return {"output": (_reduced(keep_dims), maximum(x[..., k], (k, 0, N - 1)))}
+    """Maximum over one axis; tied maxima share the gradient equally."""
+    x, trailing = _input("input", axis)
+    return {"output": (_reduced(keep_dims, trailing), maximum(_entry(x, k, trailing), (k, 0, N - 1)))}
 
 
-@op("Min", attrs={"axis": LAST_AXIS, "keep_dims": bool})
+@op("Min", attrs={"axis": AXIS, "keep_dims": bool})
 def reduce_min(axis, keep_dims):
-    """Minimum over the last axis; tied minima share the gradient equally."""
-    x = tensor("input", (..., N))
-    return {"output": (_reduced(keep_dims), minimum(x[..., k], (k, 0, N - 1)))}
+    """Minimum over one axis; tied minima share the gradient equally."""
+    x, trailing = _input("input", axis)
+    return {"output": (_reduced(keep_dims, trailing), minimum(_entry(x, k, trailing), (k, 0, N - 1)))}

@@ -46,6 +46,7 @@ class Attr:
     kind: Any  # bool, float, int, or a tuple of allowed values
     default: Any  # default value in generated signatures (None: required)
     input_position: int | None = None  # set for a constant input (see `const_input`)
+    axis_of: str | None = None  # for a constant axis input: the input it is an axis of
 
     @property
     def enumerated(self) -> bool:
@@ -243,12 +244,17 @@ class ConstInput:
 
     position: int  # its place among the op's inputs (`op.inputs[position]`)
     values: tuple  # the values declared, one derivation each
+    axis_of: str | None  # the input it is an axis of: non-negative values are made negative
 
 
-def const_input(position: int, values) -> ConstInput:
+def const_input(position: int, values, *, axis_of: str | None = None) -> ConstInput:
     """An attribute TensorFlow passes as constant input `position` (Sum's `axis`): enumerated
-    like an attribute, read with `tf.get_static_value`, and given a `None` gradient."""
-    return ConstInput(position, tuple(values))
+    like an attribute, read with `tf.get_static_value`, and given a `None` gradient.
+
+    With `axis_of`, the value is an axis of that input: declare negative axes (they work for
+    every rank), and a non-negative axis is turned into its negative twin at run time.
+    """
+    return ConstInput(position, tuple(values), axis_of)
 
 
 def _make_attrs(op_name, location, attrs: dict, defaults: dict) -> tuple[Attr, ...]:
@@ -256,7 +262,7 @@ def _make_attrs(op_name, location, attrs: dict, defaults: dict) -> tuple[Attr, .
     for attr_name, kind in attrs.items():
         if isinstance(kind, ConstInput):
             default = defaults.get(attr_name, kind.values[0])
-            result.append(Attr(attr_name, kind.values, default, kind.position))
+            result.append(Attr(attr_name, kind.values, default, kind.position, kind.axis_of))
             continue
         ok = kind in (bool, float, int) or (
             isinstance(kind, tuple) and kind and all(isinstance(v, str) for v in kind)

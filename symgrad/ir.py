@@ -128,6 +128,17 @@ class DiagPart:
 
 
 @dataclass(frozen=True)
+class NegativeAxis:
+    """An axis of `x` counted from the last: `axis - rank(x)` when `axis` is non-negative."""
+
+    axis: str  # variable holding the axis
+    x: str  # variable whose rank counts
+
+    def __str__(self) -> str:
+        return f"negative_axis({self.axis}, rank({self.x}))"
+
+
+@dataclass(frozen=True)
 class BroadcastTo:
     """Broadcast a value to the shape of variable `like`."""
 
@@ -187,7 +198,7 @@ class ZerosLike:
 
 Value = Union[
     Elementwise, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
-    BroadcastTo, Scan, Squeeze, DimSize, Eye, DiagPart,
+    BroadcastTo, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis,
 ]
 
 
@@ -203,6 +214,8 @@ def reads(value: Value) -> set[str]:
         return set(value.operands)
     if isinstance(value, (ZerosLike, DimSize, Eye)):
         return set()
+    if isinstance(value, NegativeAxis):
+        return {value.axis}
     return reads(value.x) if isinstance(value.x, Elementwise) else {value.x}
 
 

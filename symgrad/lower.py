@@ -11,6 +11,7 @@ import sympy as sp
 from symgrad.declare import BATCH_DIM, ELEMENTWISE, OpDecl
 from symgrad.derive import Derivation
 from symgrad.ir import (
+    NegativeAxis,
     reads,
     Assign,
     Branch,
@@ -29,9 +30,10 @@ def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
     first = derivations[0]
     outputs = tuple(o.name for o in first.variant.outputs)
     inputs = (f"*{decl.variadic}",) if decl.variadic else tuple(t.name for t in first.variant.inputs)
+    axes = tuple(Assign(a.name, NegativeAxis(a.name, a.axis_of)) for a in decl.attrs if a.axis_of)
     forward = Function(
         params=inputs,
-        prologue=(),
+        prologue=axes,
         branches=tuple(_unpacked(decl, d, _lower_forward(decl, d)) for d in derivations),
         results=outputs,
     )
@@ -42,7 +44,7 @@ def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
     conj = tuple(Assign(n, Conj(n)) for n in inputs + used if n in read) if decl.complex_ok else ()
     vjp = Function(
         params=first.grad_names + inputs + outputs,
-        prologue=conj,
+        prologue=axes + conj,
         branches=vjp_branches,
         results=("grads",) if decl.variadic else _grad_names(first),
     )

@@ -54,7 +54,7 @@ def render_numpy_module(source: str, ops: list[ir.OpCode]) -> str:
         source=source,
         ops=contexts,
         imports=imports,
-        uses_conj=any(op.vjp.prologue for op in ops),
+        uses_conj=any(isinstance(s.value, ir.Conj) for op in ops for s in op.vjp.prologue),
         uses_sum_to_shape=_uses(ops, lambda v: isinstance(v, ir.SumToShape)),
         uses_shift_right=_uses(ops, lambda v: isinstance(v, ir.Scan) and v.exclusive),
     )
@@ -132,6 +132,10 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
         op_outputs, outputs_pass = "*op.outputs", ", ".join(op.outputs)
     return {
         **_common(op, printer),
+        # in the custom_gradient wrapper the prologue runs outside the nested forward, whose
+        # assignments would otherwise make the attributes it rewrites local to it
+        "forward_prologue": "\n".join(_statement(st, printer, op) for st in op.forward.prologue),
+        "forward_body": print_function_body(op.forward, printer, op, prologue=False),
         "vjp_signature": vjp_signature,
         "forward_signature": _signature(op.inputs, attrs),
         "get_attrs": get_attrs,
@@ -189,10 +193,11 @@ def _results(results) -> str:
 # --- function bodies -----------------------------------------------------------------------
 
 
-def print_function_body(function: ir.Function, printer, op: ir.OpCode) -> str:
-    """The statements of `function`: its prologue, then an if/elif chain over its variants."""
+def print_function_body(function: ir.Function, printer, op: ir.OpCode, prologue: bool = True) -> str:
+    """The statements of `function`: its prologue (unless told not to), then an if/elif chain
+    over its variants."""
     printer.dtype_source = function.params[0]  # an input or upstream gradient: the op's dtype
-    lines = [_statement(s, printer, op) for s in function.prologue]
+    lines = [_statement(s, printer, op) for s in function.prologue] if prologue else []
     if len(function.branches) == 1 and not function.branches[0].attr_values:
         lines += [_statement(s, printer, op) for s in function.branches[0].body]
         return "\n".join(lines)

@@ -69,6 +69,11 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
     def _print_DiagPart(self, value: ir.DiagPart):
         return f"{self._module_format('numpy.diagonal')}({value.x}, axis1=-2, axis2=-1)"
 
+    def _print_NegativeAxis(self, value: ir.NegativeAxis):
+        rank = f"{self._module_format('numpy.ndim')}({value.x})"
+        scalar = f"{self._module_format('numpy.ndim')}({value.axis}) == 0"
+        return f"{value.axis} - {rank} if {scalar} and {value.axis} >= 0 else {value.axis}"
+
     def _print_Expand(self, value: ir.Expand):
         return f"{value.x}[..., {', '.join(value.subscript)}]"
 

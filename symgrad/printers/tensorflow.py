@@ -122,6 +122,10 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     def _print_DiagPart(self, value: ir.DiagPart):
         return f"{self._module_format('tensorflow.linalg.diag_part')}({value.x})"
 
+    def _print_NegativeAxis(self, value: ir.NegativeAxis):
+        scalar = f"isinstance({value.axis}, int)"
+        return f"{value.axis} - len({value.x}.shape) if {scalar} and {value.axis} >= 0 else {value.axis}"
+
     def _print_Expand(self, value: ir.Expand):
         return f"{value.x}[..., {', '.join(value.subscript)}]"
 
