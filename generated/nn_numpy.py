@@ -9,6 +9,17 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 
 
+def _sum_to_shape(g, shape):
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    if np.shape(g) == tuple(shape):
+        return g
+    lead = np.ndim(g) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
+    )
+    return np.reshape(np.sum(g, axis=axes), shape)
+
+
 def softmax(logits):
     """Softmax: exp(logits) normalised over the last axis (declared at ops/nn.py:11)."""
     t0 = np.sum(np.exp(logits), axis=-1, keepdims=True)
@@ -108,3 +119,34 @@ def bias_add_grad(grad, value, bias, *, output=None, data_format="NHWC"):
     else:
         raise ValueError(f"BiasAdd: unsupported attributes data_format={data_format!r}")
     return grad_value, grad_bias
+
+
+def cross(a, b):
+    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:62)."""
+    t0 = np.asarray(
+        [
+            [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
+            [[0, 0, -1], [0, 0, 0], [1, 0, 0]],
+            [[0, 1, 0], [-1, 0, 0], [0, 0, 0]],
+        ],
+        dtype=np.result_type(a),
+    )
+    product = np.einsum("...a,...b,cab->...c", a, b, t0, optimize=True)
+    return product
+
+
+def cross_grad(grad, a, b, *, product=None):
+    """Gradient of Cross: one array per input (a, b)."""
+    t0 = np.asarray(
+        [
+            [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
+            [[0, 0, -1], [0, 0, 0], [1, 0, 0]],
+            [[0, 1, 0], [-1, 0, 0], [0, 0, 0]],
+        ],
+        dtype=np.result_type(a),
+    )
+    grad_a = np.einsum("...a,...b,acb->...c", grad, b, t0, optimize=True)
+    grad_a = _sum_to_shape(grad_a, np.shape(a))
+    grad_b = np.einsum("...a,...b,abc->...c", grad, a, t0, optimize=True)
+    grad_b = _sum_to_shape(grad_b, np.shape(b))
+    return grad_a, grad_b

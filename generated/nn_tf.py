@@ -35,6 +35,15 @@ def _string_attr(op, name):
     return value.decode() if isinstance(value, bytes) else value
 
 
+def _sum_to_shape(g, x):
+    """Sum a broadcast gradient `g` back to the shape of `x`, as TensorFlow's own gradients do."""
+    if g.shape.is_fully_defined() and g.shape == x.shape:
+        return g
+    shape = tf.shape(x)
+    axes, _ = tf.raw_ops.BroadcastGradientArgs(s0=shape, s1=tf.shape(g))
+    return tf.reshape(tf.reduce_sum(g, axes), shape)
+
+
 def softmax_vjp(grad, logits, softmax):
     """Gradient of Softmax (declared at ops/nn.py:11): one per input (logits)."""
     t0 = tf.reduce_sum(grad * softmax, axis=-1, keepdims=True)
@@ -215,3 +224,51 @@ def bias_add(value, bias, *, data_format="NHWC"):
 
 
 _register("BiasAdd", bias_add_grad)
+
+
+def cross_vjp(grad, a, b, product):
+    """Gradient of Cross (declared at ops/nn.py:62): one per input (a, b)."""
+    t0 = tf.constant(
+        [
+            [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
+            [[0, 0, -1], [0, 0, 0], [1, 0, 0]],
+            [[0, 1, 0], [-1, 0, 0], [0, 0, 0]],
+        ],
+        dtype=a.dtype,
+    )
+    grad_a = tf.einsum("...a,...b,acb->...c", grad, b, t0)
+    grad_a = _sum_to_shape(grad_a, a)
+    grad_b = tf.einsum("...a,...b,abc->...c", grad, a, t0)
+    grad_b = _sum_to_shape(grad_b, b)
+    return grad_a, grad_b
+
+
+def cross_grad(op, grad):
+    """Gradient function of Cross for `tf.RegisterGradient`."""
+    return cross_vjp(grad, *op.inputs, *op.outputs)
+
+
+def cross(a, b):
+    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(a, b):
+        t0 = tf.constant(
+            [
+                [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
+                [[0, 0, -1], [0, 0, 0], [1, 0, 0]],
+                [[0, 1, 0], [-1, 0, 0], [0, 0, 0]],
+            ],
+            dtype=a.dtype,
+        )
+        product = tf.einsum("...a,...b,cab->...c", a, b, t0)
+
+        def backward(grad):
+            return cross_vjp(grad, a, b, product)
+
+        return product, backward
+
+    return forward(a, b)
+
+
+_register("Cross", cross_grad)

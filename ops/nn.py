@@ -57,3 +57,13 @@ def bias_add(data_format):
     value = tensor("value", (B, C, H, W))
     bias = tensor("bias", (C,))
     return {"output": ((b, c, h, w), value[b, c, h, w] + bias[c])}
+
+
+@op("Cross")
+def cross():
+    """The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted)."""
+    a, b, c = indices("a b c")
+    u = tensor("a", (..., 3))
+    v = tensor("b", (..., 3))
+    product = sp.LeviCivita(a, b, c) * u[..., b] * v[..., c]
+    return {"product": ((..., a), sp.Sum(product, (b, 0, 2), (c, 0, 2)))}

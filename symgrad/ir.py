@@ -128,6 +128,17 @@ class DiagPart:
 
 
 @dataclass(frozen=True)
+class Constant:
+    """A small constant tensor (the Levi-Civita symbol), in the dtype of variable `like`."""
+
+    values: tuple  # nested tuples of numbers
+    like: str  # variable whose dtype it takes
+
+    def __str__(self) -> str:
+        return f"constant({self.values})"
+
+
+@dataclass(frozen=True)
 class NegativeAxis:
     """An axis of `x` counted from the last: `axis - rank(x)` when `axis` is non-negative."""
 
@@ -198,7 +209,7 @@ class ZerosLike:
 
 Value = Union[
     Elementwise, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
-    BroadcastTo, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis,
+    BroadcastTo, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis, Constant,
 ]
 
 
@@ -212,7 +223,7 @@ def reads(value: Value) -> set[str]:
         return {value.a, value.b}
     if isinstance(value, Einsum):
         return set(value.operands)
-    if isinstance(value, (ZerosLike, DimSize, Eye)):
+    if isinstance(value, (ZerosLike, DimSize, Eye, Constant)):
         return set()
     if isinstance(value, NegativeAxis):
         return {value.axis}

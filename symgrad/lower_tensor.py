@@ -21,6 +21,7 @@ from symgrad.ir import (
     Assign,
     BroadcastTo,
     DiagPart,
+    Constant,
     DimSize,
     Eye,
     Einsum,
@@ -176,7 +177,7 @@ class TensorLowering:
             self._fail(f"{expr} depends on indices outside {axes}")
         if any(free_indices(sp.sympify(b)) for lim in expr.limits for b in lim[1:]):
             return self._scan("sum", expr, axes)
-        coefficient, operands = _plain_product(expr.function)
+        coefficient, operands = _plain_product(self._constants_as_tensors(expr.function))
         if operands and len({idx for _, idx in operands}) > 1:
             out = tuple(a for a in axes if a in free_indices(expr))
             name = self._temp(lower_contraction(operands, out, summed))
@@ -230,6 +231,29 @@ class TensorLowering:
         axis = axes.index(i) - len(axes)
         return sp.Symbol(self._temp(Scan(kind, Elementwise(inner), axis, offset == 1, reverse)))
 
+    def _constants_as_tensors(self, product: sp.Expr) -> sp.Expr:
+        """Factors that depend on indices alone (LeviCivita(i, j, k)) over ranges of known
+        size become small constant tensors, so the product can still be a contraction."""
+        factors = []
+        for factor in sp.Mul.make_args(product):
+            idx = tuple(sorted(free_indices(factor), key=str))
+            if idx and not factor.has(sp.Indexed) and not isinstance(factor, sp.KroneckerDelta):
+                sizes = [self._numeric_size(i) for i in idx]
+                if None not in sizes and sum(sizes) <= 64:
+                    constant = Constant(_tabulate(factor, idx, sizes), self._like())
+                    if constant not in self._memo:
+                        self._memo[constant] = self._temp(constant)
+                    factor = sp.IndexedBase(self._memo[constant])[idx]
+            factors.append(factor)
+        return sp.Mul(*factors)
+
+    def _numeric_size(self, index) -> int | None:
+        low, high = self.ranges.get(index, (None, None))
+        return int(high - low + 1) if low == 0 and high is not None and high.is_Integer else None
+
+    def _like(self) -> str:
+        return next(iter(v for v, _ in self.dims.values()))
+
     # --- helpers ---
 
     def _temp(self, value: Value) -> str:
@@ -264,6 +288,13 @@ def _kept_axes_aligned(idx: tuple, axes: tuple) -> tuple:
         if not isinstance(i, sp.Symbol) and 0 <= place and axes[place] not in idx and is_index(axes[place]):
             result[n] = axes[place]
     return tuple(result)
+
+
+def _tabulate(factor, idx, sizes) -> tuple:
+    """The values of `factor` over every combination of its indices, as nested tuples."""
+    if not idx:
+        return factor
+    return tuple(_tabulate(factor.subs(idx[0], n), idx[1:], sizes[1:]) for n in range(sizes[0]))
 
 
 def _plain_product(expr) -> tuple[sp.Expr, list]:

@@ -82,8 +82,8 @@ def _check_free_indices(variant, out, uses) -> None:
         free |= {s for s in sp.sympify(sub).free_symbols if s not in bound and s not in _dims(variant)}
     for _, low, high, bound in _limit_uses(out.expr, {}):
         free |= {s for s in (low - high).free_symbols if s not in bound and s not in _dims(variant)}
-    for delta in out.expr.atoms(sp.KroneckerDelta):
-        free |= {s for s in delta.free_symbols if s not in _dims(variant) and s in out.indices}
+    for symbol_fn in out.expr.atoms(sp.KroneckerDelta, sp.LeviCivita):
+        free |= {s for s in symbol_fn.free_symbols if s not in _dims(variant) and s in out.indices}
     declared = tuple(i for i in out.indices if isinstance(i, sp.Symbol))
     if any(i != 0 for i in out.indices if not isinstance(i, sp.Symbol)):
         _fail(variant, f"output {out.name!r} has indices {out.indices}: each must be an index or 0 (a size-1 axis)")
@@ -109,8 +109,9 @@ def _free_range(variant, out, index, uses) -> Range:
             for base, axis, sub, _ in uses
             if sub == k
         ]
-    if not sizes:  # an index tied to another by a Kronecker delta ranges as that one
-        partners = [d.args[1 - d.args.index(index)] for d in out.expr.atoms(sp.KroneckerDelta) if index in d.args]
+    if not sizes:  # an index tied to others by KroneckerDelta or LeviCivita ranges as they do
+        symbols = [f for f in out.expr.atoms(sp.KroneckerDelta, sp.LeviCivita) if index in f.args]
+        partners = {a for f in symbols for a in f.args if a != index}
         sizes = [(str(b.label), axis, b.shape[axis]) for b, axis, sub, _ in uses if sub in partners]
     if not sizes:
         _fail(variant, f"index {index} of output {out.name!r} is used without a range (it indexes no tensor axis directly)")

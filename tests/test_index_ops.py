@@ -351,3 +351,11 @@ def test_einsum_lowers_to_plain_operations_where_they_fit(derived):
     assert "grad @ inputs_1.T" in matmul_branch and "einsum" not in matmul_branch
     transpose_branch = grad.split('equation == "ij->ji"')[1].split("elif")[0]
     assert "grad.T" in transpose_branch
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("shape", [(3,), (4, 3), (2, 1, 3)], ids=str)
+def test_cross(tf, tf_module, numpy_module, shape, dtype):
+    rng = np.random.default_rng(18)
+    inputs = {"a": rng.standard_normal(shape), "b": rng.standard_normal(shape)}
+    check(tf, tf_module, numpy_module, "nn", "cross", "Cross", inputs, {}, dtype)

@@ -97,3 +97,10 @@ def _is_real_constant(expr) -> bool:
         and bool(expr.is_extended_real)
         and bool(expr.is_finite)
     )
+
+
+def nested(values) -> str:
+    """Nested tuples of numbers as nested list literals."""
+    if isinstance(values, tuple):
+        return "[" + ", ".join(nested(v) for v in values) + "]"
+    return str(int(values)) if values.is_Integer else repr(float(values))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sympy.printing.numpy import SciPyPrinter
 
 from symgrad import ir
-from symgrad.printers.common import ArrayCodeMixin
+from symgrad.printers.common import ArrayCodeMixin, nested as _nested
 
 
 class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
@@ -73,6 +73,10 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         rank = f"{self._module_format('numpy.ndim')}({value.x})"
         scalar = f"{self._module_format('numpy.ndim')}({value.axis}) == 0"
         return f"{value.axis} - {rank} if {scalar} and {value.axis} >= 0 else {value.axis}"
+
+    def _print_Constant(self, value: ir.Constant):
+        dtype = f"{self._module_format('numpy.result_type')}({value.like})"
+        return f"{self._module_format('numpy.asarray')}({_nested(value.values)}, dtype={dtype})"
 
     def _print_Expand(self, value: ir.Expand):
         return f"{value.x}[..., {', '.join(value.subscript)}]"

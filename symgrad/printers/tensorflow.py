@@ -7,7 +7,7 @@ from sympy.codegen.cfunctions import expm1, log1p
 from sympy.printing.pycode import PythonCodePrinter, _known_functions_math
 
 from symgrad import ir
-from symgrad.printers.common import ArrayCodeMixin
+from symgrad.printers.common import ArrayCodeMixin, nested as _nested
 
 
 class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
@@ -125,6 +125,9 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     def _print_NegativeAxis(self, value: ir.NegativeAxis):
         scalar = f"isinstance({value.axis}, int)"
         return f"{value.axis} - len({value.x}.shape) if {scalar} and {value.axis} >= 0 else {value.axis}"
+
+    def _print_Constant(self, value: ir.Constant):
+        return f"{self._module_format('tensorflow.constant')}({_nested(value.values)}, dtype={value.like}.dtype)"
 
     def _print_Expand(self, value: ir.Expand):
         return f"{value.x}[..., {', '.join(value.subscript)}]"
