@@ -109,3 +109,29 @@ def diag_part_grad(grad, input, *, diagonal=None):
     t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
     grad_input = t0 * t1
     return (grad_input,)
+
+
+def matrix_band_part(input, *, num_lower, num_upper):
+    """MatrixBandPart: The band of the last two axes: num_lower diagonals below, num_upper above (negative: all) (declared at ops/diagonals.py:55)."""
+    t0 = np.arange(np.shape(input)[-2])
+    t1 = t0[..., None]
+    t2 = np.arange(np.shape(input)[-1])
+    band = np.where(
+        ((num_lower < 0) | (num_lower >= t1 - t2)) & ((num_upper < 0) | (num_upper >= -t1 + t2)),
+        input,
+        0,
+    )
+    return band
+
+
+def matrix_band_part_grad(grad, input, *, band=None, num_lower, num_upper):
+    """Gradient of MatrixBandPart: one array per input (input)."""
+    t0 = np.arange(np.shape(input)[-2])
+    t1 = t0[..., None]
+    t2 = np.arange(np.shape(input)[-1])
+    grad_input = grad * np.where(
+        ((num_lower < 0) | (num_lower >= t1 - t2)) & ((num_upper < 0) | (num_upper >= -t1 + t2)),
+        1,
+        0,
+    )
+    return (grad_input,)

@@ -29,6 +29,24 @@ def _register(op_type, gradient_fn):
     REGISTERED[op_type] = tuple(names)
 
 
+def _const_input(op, index):
+    """The value of constant input `index` of `op` (an axis), as a Python int or tuple."""
+    value = tf.get_static_value(op.inputs[index])
+    if value is None:
+        raise ValueError(
+            f"{op.type}: input {index} must be a constant known when the graph is built"
+        )
+    return value.item() if value.ndim == 0 else tuple(value.tolist())
+
+
+def _insert_none(grads, positions):
+    """One gradient per op input: None for the constant inputs at `positions`."""
+    grads = list(grads)
+    for position in positions:
+        grads.insert(position, None)
+    return grads
+
+
 def _sum_to_shape(g, x):
     """Sum a broadcast gradient `g` back to the shape of `x`, as TensorFlow's own gradients do."""
     if g.shape.is_fully_defined() and g.shape == x.shape:
@@ -229,3 +247,50 @@ def diag_part(input):
 
 
 _register("DiagPart", diag_part_grad)
+
+
+def matrix_band_part_vjp(grad, input, band, *, num_lower, num_upper):
+    """Gradient of MatrixBandPart (declared at ops/diagonals.py:55): one per input (input)."""
+    t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+    t1 = t0[..., None]
+    t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+    grad_input = grad * tf.where(
+        ((num_lower < 0) | (num_lower >= t1 - t2)) & ((num_upper < 0) | (num_upper >= -t1 + t2)),
+        tf.constant(1, grad.dtype),
+        tf.constant(0, grad.dtype),
+    )
+    return (grad_input,)
+
+
+def matrix_band_part_grad(op, grad):
+    """Gradient function of MatrixBandPart for `tf.RegisterGradient`."""
+    grads = matrix_band_part_vjp(
+        grad, op.inputs[0], *op.outputs, num_lower=op.inputs[1], num_upper=op.inputs[2]
+    )
+    return _insert_none(grads, (1, 2))
+
+
+def matrix_band_part(input, *, num_lower, num_upper):
+    """MatrixBandPart: The band of the last two axes: num_lower diagonals below, num_upper above (negative: all), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(input):
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+        band = tf.where(
+            ((num_lower < 0) | (num_lower >= t1 - t2))
+            & ((num_upper < 0) | (num_upper >= -t1 + t2)),
+            input,
+            tf.constant(0, input.dtype),
+        )
+
+        def backward(grad):
+            return matrix_band_part_vjp(grad, input, band, num_lower=num_lower, num_upper=num_upper)
+
+        return band, backward
+
+    return forward(input)
+
+
+_register("MatrixBandPart", matrix_band_part_grad)

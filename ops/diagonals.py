@@ -2,7 +2,7 @@
 
 import sympy as sp
 
-from symgrad import dims, indices, op, tensor
+from symgrad import dims, indices, op, scalar_input, tensor
 
 N = dims("N")[0]
 i, j = indices("i j")
@@ -50,3 +50,13 @@ def diag_part():
     """The diagonal of a square matrix (rank 2 only)."""
     input = tensor("input", (N, N))
     return {"diagonal": ((i,), input[i, i])}
+
+
+@op("MatrixBandPart", attrs={"num_lower": scalar_input(1), "num_upper": scalar_input(2)})
+def matrix_band_part(num_lower, num_upper):
+    """The band of the last two axes: num_lower diagonals below, num_upper above (negative: all)."""
+    M = dims("M")[0]
+    input = tensor("input", (..., M, N))
+    below = sp.Or(num_lower < 0, i - j <= num_lower)
+    above = sp.Or(num_upper < 0, j - i <= num_upper)
+    return {"band": ((..., i, j), sp.Piecewise((input[..., i, j], sp.And(below, above)), (0, True)))}

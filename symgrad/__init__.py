@@ -1,7 +1,29 @@
 """symgrad: derive gradients of ops declared with SymPy, emit numpy and TensorFlow modules."""
 
-from symgrad.declare import const_input, dims, elementwise, indices, op, stop_gradient, tensor
+from symgrad.declare import (
+    const_input,
+    dims,
+    elementwise,
+    indices,
+    op,
+    scalar_input,
+    stop_gradient,
+    tensor,
+)
 from symgrad.functions import maximum, minimum, product
 
 __version__ = "0.1.0"
-__all__ = ["const_input", "dims", "maximum", "minimum", "product", "elementwise", "indices", "op", "stop_gradient", "tensor", "__version__"]
+__all__ = [
+    "const_input",
+    "dims",
+    "elementwise",
+    "indices",
+    "maximum",
+    "minimum",
+    "op",
+    "product",
+    "scalar_input",
+    "stop_gradient",
+    "tensor",
+    "__version__",
+]

@@ -257,9 +257,25 @@ def const_input(position: int, values, *, axis_of: str | None = None) -> ConstIn
     return ConstInput(position, tuple(values), axis_of)
 
 
+@dataclass(frozen=True)
+class ScalarInput:
+    """A scalar tensor input used as a number at run time (MatrixBandPart's `num_lower`)."""
+
+    position: int  # its place among the op's inputs (`op.inputs[position]`)
+
+
+def scalar_input(position: int) -> ScalarInput:
+    """An attribute TensorFlow passes as scalar input `position`: a symbol in the derivation,
+    read from the tensor at run time (it need not be constant), given a `None` gradient."""
+    return ScalarInput(position)
+
+
 def _make_attrs(op_name, location, attrs: dict, defaults: dict) -> tuple[Attr, ...]:
     result = []
     for attr_name, kind in attrs.items():
+        if isinstance(kind, ScalarInput):
+            result.append(Attr(attr_name, int, defaults.get(attr_name), kind.position))
+            continue
         if isinstance(kind, ConstInput):
             default = defaults.get(attr_name, kind.values[0])
             result.append(Attr(attr_name, kind.values, default, kind.position, kind.axis_of))

@@ -147,9 +147,27 @@ def _contract(variant, out, grad_name, entry, ranges) -> list[Term]:
     shape = tuple(ranges[i][1] + 1 if i in ranges else 1 for i in out.indices)
     grad = sp.IndexedBase(grad_name, shape=shape)
     upstream = grad[out.indices] if out.indices else sp.Symbol(grad_name)
-    partial = _partial(variant, out.expr, entry)
+    partial = _hoist_deltas(_partial(variant, out.expr, entry))
     sums = tuple((i, *ranges[i]) for i in out.indices if i in ranges)
     return _normalize(upstream * partial, sums)
+
+
+def _hoist_deltas(expr: sp.Expr) -> sp.Expr:
+    """`Piecewise((delta * a, c), (0, True))` -> `delta * Piecewise((a, c), (0, True))`, so
+    the deltas can be summed out (the derivative of a masked entry, MatrixBandPart)."""
+
+    def hoist(piecewise):
+        common = None
+        for value, _ in piecewise.args:
+            if value != 0:
+                deltas = {d for d in sp.Mul.make_args(value) if isinstance(d, sp.KroneckerDelta)}
+                common = deltas if common is None else common & deltas
+        if not common:
+            return piecewise
+        factor = sp.Mul(*common)
+        return factor * sp.Piecewise(*[(sp.cancel(v / factor) if v != 0 else v, c) for v, c in piecewise.args])
+
+    return expr.replace(lambda e: isinstance(e, sp.Piecewise), hoist)
 
 
 def _normalize(expr: sp.Expr, sums: tuple) -> list[Term]:

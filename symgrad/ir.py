@@ -128,6 +128,17 @@ class DiagPart:
 
 
 @dataclass(frozen=True)
+class Iota:
+    """0, 1, ..., n - 1 as integers, n the size of axis `axis` of `x`: an index as a value."""
+
+    x: str  # variable
+    axis: int  # negative: counted from the last
+
+    def __str__(self) -> str:
+        return f"arange(shape({self.x})[{self.axis}])"
+
+
+@dataclass(frozen=True)
 class Constant:
     """A small constant tensor (the Levi-Civita symbol), in the dtype of variable `like`."""
 
@@ -209,7 +220,7 @@ class ZerosLike:
 
 Value = Union[
     Elementwise, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
-    BroadcastTo, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis, Constant,
+    BroadcastTo, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis, Constant, Iota,
 ]
 
 
@@ -223,7 +234,7 @@ def reads(value: Value) -> set[str]:
         return {value.a, value.b}
     if isinstance(value, Einsum):
         return set(value.operands)
-    if isinstance(value, (ZerosLike, DimSize, Eye, Constant)):
+    if isinstance(value, (ZerosLike, DimSize, Eye, Constant, Iota)):
         return set()
     if isinstance(value, NegativeAxis):
         return {value.axis}

@@ -24,6 +24,7 @@ from symgrad.ir import (
     Constant,
     DimSize,
     Eye,
+    Iota,
     Einsum,
     Elementwise,
     Expand,
@@ -99,8 +100,10 @@ class TensorLowering:
             return self._reduction(expr, axes)
         if isinstance(expr, sp.KroneckerDelta):
             return self._identity(expr, axes)
+        if is_index(expr):
+            return self._iota(expr, axes)
         if not expr.args:
-            self._fail(f"index {expr} used outside a subscript")
+            self._fail(f"cannot lower {expr}")
         return expr.func(*[self.array(arg, axes) for arg in expr.args])
 
     def _scalar(self, expr) -> sp.Expr:
@@ -114,6 +117,14 @@ class TensorLowering:
         if ("dim", dim) not in self._memo:
             self._memo[("dim", dim)] = sp.Symbol(self._temp(DimSize(*self.dims[dim])))
         return self._memo[("dim", dim)]
+
+    def _iota(self, index, axes) -> sp.Expr:
+        """An index used as a value (MatrixBandPart's `i - j`): 0, 1, ..., aligned."""
+        size = self.ranges.get(index, (None, None))[1]
+        source = self.dims.get(size + 1) if size is not None else None
+        if index not in axes or source is None:
+            self._fail(f"cannot use index {index} as a value: not an axis of known size")
+        return sp.Symbol(self._expand(self._temp(Iota(*source)), (index,), axes))
 
     def _identity(self, delta: sp.KroneckerDelta, axes) -> sp.Expr:
         """KroneckerDelta(p, q) of two axes: an identity matrix, aligned."""

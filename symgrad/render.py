@@ -118,7 +118,10 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
     attrs = _attr_params(op)
     const = dict(op.const_inputs)
     get_attrs = "".join(
-        f", {name}={_read_attr(name, default, const)}" for name, default in op.enumerated_attrs + op.numeric_attrs
+        f", {name}={_read_attr(name, default, const)}" for name, default in op.enumerated_attrs
+    ) + "".join(
+        f", {name}=op.inputs[{const[name]}]" if name in const else f", {name}=op.get_attr({name!r})"
+        for name, _ in op.numeric_attrs
     )
     pass_attrs = "".join(f", {name}={name}" for name, _ in op.enumerated_attrs + op.numeric_attrs)
     tensor_positions = [n for n in range(len(op.inputs) + len(const)) if n not in const.values()]

@@ -359,3 +359,16 @@ def test_cross(tf, tf_module, numpy_module, shape, dtype):
     rng = np.random.default_rng(18)
     inputs = {"a": rng.standard_normal(shape), "b": rng.standard_normal(shape)}
     check(tf, tf_module, numpy_module, "nn", "cross", "Cross", inputs, {}, dtype)
+
+
+BANDS = [(0, 0), (1, 0), (0, 2), (-1, 1), (2, -1), (-1, -1)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("shape", [(4, 5), (2, 3, 3), (5, 2)], ids=str)
+@pytest.mark.parametrize("num_lower,num_upper", BANDS)
+def test_matrix_band_part(tf, tf_module, numpy_module, num_lower, num_upper, shape, dtype):
+    rng = np.random.default_rng(19)
+    x = rng.standard_normal(shape).astype(dtype)
+    attrs = {"num_lower": np.int64(num_lower), "num_upper": np.int64(num_upper)}
+    check(tf, tf_module, numpy_module, "diagonals", "matrix_band_part", "MatrixBandPart", {"input": x}, attrs, dtype)

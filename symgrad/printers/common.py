@@ -78,6 +78,12 @@ class ArrayCodeMixin:
         text = self._print(condition)
         return text[1:-1] if text.startswith("(") and text.endswith(")") else text
 
+    def _print_And(self, expr):
+        return "(" + " & ".join(self._print(a) for a in expr.args) + ")"
+
+    def _print_Or(self, expr):
+        return "(" + " | ".join(self._print(a) for a in expr.args) + ")"
+
     def _print_indicator_equal(self, expr):
         return self._print(expr.as_piecewise())
 

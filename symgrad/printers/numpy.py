@@ -78,6 +78,9 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         dtype = f"{self._module_format('numpy.result_type')}({value.like})"
         return f"{self._module_format('numpy.asarray')}({_nested(value.values)}, dtype={dtype})"
 
+    def _print_Iota(self, value: ir.Iota):
+        return f"{self._module_format('numpy.arange')}({self._module_format('numpy.shape')}({value.x})[{value.axis}])"
+
     def _print_Expand(self, value: ir.Expand):
         return f"{value.x}[..., {', '.join(value.subscript)}]"
 

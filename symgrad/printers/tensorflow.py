@@ -129,6 +129,11 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     def _print_Constant(self, value: ir.Constant):
         return f"{self._module_format('tensorflow.constant')}({_nested(value.values)}, dtype={value.like}.dtype)"
 
+    def _print_Iota(self, value: ir.Iota):
+        # int64, the dtype of TensorFlow's integer inputs such as MatrixBandPart's num_lower
+        shape = f"{self._module_format('tensorflow.shape')}({value.x}, out_type={self._module_format('tensorflow.int64')})"
+        return f"{self._module_format('tensorflow.range')}({shape}[{value.axis}])"
+
     def _print_Expand(self, value: ir.Expand):
         return f"{value.x}[..., {', '.join(value.subscript)}]"
 
