@@ -53,8 +53,8 @@ def log_softmax_grad(grad, logits, *, logsoftmax=None):
 
 
 def l2_loss(t):
-    """L2Loss: Half the sum of squares of a matrix (declared at ops/nn.py:27)."""
-    t0 = np.sum(t**2, axis=(-2, -1))
+    """L2Loss: Half the sum of squares of all entries, whatever the rank (`all_entries` sums `...`) (declared at ops/nn.py:27)."""
+    t0 = np.sum(t**2)
     output = (1 / 2) * t0
     return output
 

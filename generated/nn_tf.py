@@ -118,11 +118,11 @@ def l2_loss_grad(op, grad):
 
 
 def l2_loss(t):
-    """L2Loss: Half the sum of squares of a matrix, with its derived gradient."""
+    """L2Loss: Half the sum of squares of all entries, whatever the rank (`all_entries` sums `...`), with its derived gradient."""
 
     @tf.custom_gradient
     def forward(t):
-        t0 = tf.reduce_sum(t**2, axis=[-2, -1])
+        t0 = tf.reduce_sum(t**2)
         output = (1 / 2) * t0
 
         def backward(grad):

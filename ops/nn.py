@@ -2,7 +2,7 @@
 
 import sympy as sp
 
-from symgrad import dims, indices, op, tensor
+from symgrad import all_entries, dims, indices, op, tensor
 
 M, N = dims("M N")
 i, j, k = indices("i j k")
@@ -26,9 +26,9 @@ def log_softmax():
 
 @op("L2Loss")
 def l2_loss():
-    """Half the sum of squares of a matrix."""
-    t = tensor("t", (M, N))
-    return {"output": ((), sp.Sum(t[i, j] ** 2, (i, 0, M - 1), (j, 0, N - 1)) / 2)}
+    """Half the sum of squares of all entries, whatever the rank (`all_entries` sums `...`)."""
+    t = tensor("t", (...,))
+    return {"output": ((), all_entries(t[...] ** 2) / 2)}
 
 
 @op("SoftmaxCrossEntropyWithLogits")

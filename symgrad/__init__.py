@@ -1,6 +1,7 @@
 """symgrad: derive gradients of ops declared with SymPy, emit numpy and TensorFlow modules."""
 
 from symgrad.declare import (
+    all_entries,
     const_input,
     dims,
     elementwise,
@@ -14,6 +15,7 @@ from symgrad.functions import maximum, minimum, product
 
 __version__ = "0.1.0"
 __all__ = [
+    "all_entries",
     "const_input",
     "dims",
     "elementwise",

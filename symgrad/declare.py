@@ -153,6 +153,11 @@ def _with_batch(items) -> tuple:
     return (BATCH,) + items[1:] if items and items[0] is Ellipsis else items
 
 
+def all_entries(expr: sp.Expr) -> sp.Sum:
+    """Sum `expr` over the leading batch axes `...` (all axes of `tensor(name, (...,))`)."""
+    return sp.Sum(expr, (BATCH, 0, BATCH_DIM - 1))
+
+
 class Tensor(sp.IndexedBase):
     """An input tensor: an `IndexedBase` whose subscripts may start with `...`."""
 

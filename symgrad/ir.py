@@ -63,7 +63,7 @@ class Reduce:
 
     kind: str  # "sum", "prod", "max" or "min"
     x: str | Elementwise  # variable, or an elementwise expression reduced without a temporary
-    axes: tuple[int, ...]  # axes reduced away
+    axes: tuple[int, ...]  # axes reduced away; () for every axis
     keepdims: bool = False  # keep them as size-1 axes, aligned for broadcasting
     batch_before: int | None = None  # also reduce every axis before the last `batch_before`
     # (the leading batch axes, of any number); `x` is then a variable

@@ -218,6 +218,8 @@ class TensorLowering:
             positions = [extended.index(i) for i in summed if i != BATCH]
         inner = Elementwise(self.array(body, tuple(extended)))
         negative = tuple(sorted(p - len(extended) for p in positions))
+        if extended == [BATCH]:  # every axis: a reduction to a scalar
+            return sp.Symbol(self._temp(Reduce(kind, inner, ())))
         if BATCH in summed:  # every leading axis too: the reduction needs the array's rank
             inner = str(inner.expr) if inner.expr.is_Symbol else self._temp(inner)
             return sp.Symbol(self._temp(Reduce(kind, inner, negative, False, len(extended) - 1)))

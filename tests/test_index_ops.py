@@ -69,7 +69,7 @@ def test_softmax_family(tf, tf_module, numpy_module, func, op_type, shape, dtype
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
-@pytest.mark.parametrize("shape", [(3, 4), (1, 5), (6, 1)], ids=str)
+@pytest.mark.parametrize("shape", [(), (7,), (3, 4), (1, 5), (6, 1), (2, 3, 4)], ids=str)
 def test_l2_loss(tf, tf_module, numpy_module, shape, dtype):
     t = np.random.default_rng(6).standard_normal(shape)
     check(tf, tf_module, numpy_module, "nn", "l2_loss", "L2Loss", {"t": t}, {}, dtype)

@@ -49,6 +49,8 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
             leading = f"tuple(range({self._module_format('numpy.ndim')}({value.x}) - {value.batch_before}))"
             axes = f"{leading} + {value.axes}" if value.axes else leading
             return f"{function}({value.x}, axis={axes}{keepdims})"
+        if not value.axes:
+            return f"{function}({self._print_operand(value.x)}{keepdims})"
         axes = value.axes[0] if len(value.axes) == 1 else value.axes
         return f"{function}({self._print_operand(value.x)}, axis={axes}{keepdims})"
 

@@ -104,8 +104,10 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
                 trailing = f"{self._module_format('tensorflow.constant')}({list(value.axes)})"
                 leading = f"{self._module_format('tensorflow.concat')}([{leading}, {trailing}], 0)"
             return f"{function}({value.x}, axis={leading}{keepdims})"
-        axes = value.axes[0] if len(value.axes) == 1 else list(value.axes)
         x = value.x if isinstance(value.x, str) else self._print(value.x)
+        if not value.axes:
+            return f"{function}({x}{keepdims})"
+        axes = value.axes[0] if len(value.axes) == 1 else list(value.axes)
         return f"{function}({x}, axis={axes}{keepdims})"
 
     def _print_Squeeze(self, value: ir.Squeeze):
