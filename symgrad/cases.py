@@ -137,7 +137,9 @@ def _elementwise_cases(variant: Variant, forward, rng) -> list[Case]:
     small = [sorted(set(SMALL_PROBES) | kinks.get(name, set())) for name in variant.inputs]
     cases.append(_grid("probes: zeros, signs, ties, kinks", small, lambda combo: True))
     large = [values + list(LARGE_PROBES) for values in small]
-    cases.append(_grid("probes: large magnitudes", large, lambda combo: any(abs(v) > 10 for v in combo)))
+    cases.append(
+        _grid("probes: large magnitudes", large, lambda combo: any(abs(v) > 10 for v in combo))
+    )
     primary = kept[0]
     for label, shapes in _broadcast_shapes(variant.inputs):
         cases.append(Case(f"shapes {label}", _sample(rng, primary, shapes)))
@@ -150,7 +152,9 @@ def _grid(label: str, values: list[list[float]], keep) -> Case:
     if n > 3:  # keep the grid small: three values per input beyond three inputs
         values = [v[:3] for v in values]
     combos = [c for c in itertools.product(*values) if keep(c)]
-    return Case(label, tuple(np.array(column, dtype=float) for column in zip(*combos)), aligned=True)
+    return Case(
+        label, tuple(np.array(column, dtype=float) for column in zip(*combos)), aligned=True
+    )
 
 
 def _broadcast_shapes(names: tuple[str, ...]) -> list[tuple[str, list[tuple]]]:
@@ -161,7 +165,9 @@ def _broadcast_shapes(names: tuple[str, ...]) -> list[tuple[str, list[tuple]]]:
     crossed = [(3, 1) if k % 2 == 0 else (1, 4) for k in range(n)]
     cases.append((" x ".join(map(str, crossed)), crossed))
     for k, name in enumerate(names):
-        cases.append((f"{name} a scalar, others (2, 3)", [() if m == k else (2, 3) for m in range(n)]))
+        cases.append(
+            (f"{name} a scalar, others (2, 3)", [() if m == k else (2, 3) for m in range(n)])
+        )
     cases.append(("all (1,)", [(1,)] * n))
     return cases
 
@@ -173,8 +179,12 @@ def kink_points(variant: Variant) -> dict[str, set[float]]:
     found: dict[str, set[float]] = {}
     for expr in variant.exprs:
         expr = expr.subs(variant.symbols)
-        boundaries = [r.lhs - r.rhs for p in expr.atoms(sp.Piecewise) for _, c in p.args
-                      for r in sp.sympify(c).atoms(sp.core.relational.Relational)]
+        boundaries = [
+            r.lhs - r.rhs
+            for p in expr.atoms(sp.Piecewise)
+            for _, c in p.args
+            for r in sp.sympify(c).atoms(sp.core.relational.Relational)
+        ]
         boundaries += [f.args[0] for f in expr.atoms(sp.Abs, sp.sign, sp.Heaviside)]
         for boundary in boundaries:
             free = boundary.free_symbols & set(names)
@@ -212,7 +222,10 @@ def _index_cases(variant: Variant, forward, rng) -> list[Case]:
         Case(f"zeros; {label}", tuple(np.zeros_like(x) for x in base)),
         Case(f"repeated zeros; {label}", tuple(_with_zeros(x) for x in base)),
         Case(f"negative values; {label}", tuple(-np.abs(x) for x in base)),
-        Case(f"ties (values -1, 0, 1); {label}", tuple(rng.choice([-1.0, 0.0, 1.0], np.shape(x)) for x in base)),
+        Case(
+            f"ties (values -1, 0, 1); {label}",
+            tuple(rng.choice([-1.0, 0.0, 1.0], np.shape(x)) for x in base),
+        ),
         Case(f"large magnitudes; {label}", tuple(x * 1e3 for x in base)),
     ]
     cases += [Case(f"random values; {lbl}", _sample(rng, kept[0], s)) for lbl, s in configs[1:]]
@@ -228,7 +241,11 @@ def _shape_configs(variant: Variant) -> list[tuple[str, list[tuple]]]:
                 if s not in symbols:
                     symbols.append(s)
     batched = [k for k, shape in enumerate(variant.shapes) if shape and shape[0] == BATCH_DIM]
-    one_batch = [(2, 3)] if len(batched) == 1 else [(2, 1) if m % 2 == 0 else (3,) for m in range(len(batched))]
+    one_batch = (
+        [(2, 3)]
+        if len(batched) == 1
+        else [(2, 1) if m % 2 == 0 else (3,) for m in range(len(batched))]
+    )
     sizings = [
         ("distinct sizes", {s: 2 + n for n, s in enumerate(symbols)}),
         ("equal sizes", {s: 3 for s in symbols}),
@@ -244,7 +261,9 @@ def _shape_configs(variant: Variant) -> list[tuple[str, list[tuple]]]:
         shapes = _concrete(variant.shapes, sizes, dict(zip(batched, batch)))
         if shapes is not None:
             text = ", ".join(map(str, shapes))
-            configs.append((f"{size_label}{', ' + batch_label if batch_label else ''}: {text}", shapes))
+            configs.append(
+                (f"{size_label}{', ' + batch_label if batch_label else ''}: {text}", shapes)
+            )
     return configs
 
 
@@ -252,7 +271,9 @@ def _concrete(shapes, sizes: dict, batch: dict) -> list[tuple] | None:
     """Input shapes with `sizes` substituted; None when a dimension is not a positive integer."""
     result = []
     for k, shape in enumerate(shapes):
-        lead, rest = ((tuple(batch[k]), shape[1:]) if shape and shape[0] == BATCH_DIM else ((), shape))
+        lead, rest = (
+            (tuple(batch[k]), shape[1:]) if shape and shape[0] == BATCH_DIM else ((), shape)
+        )
         dims = [sp.sympify(d).subs(sizes) for d in rest]
         if not all(d.is_Integer and d > 0 for d in dims):
             return None

@@ -10,7 +10,11 @@ from symgrad.cache import Cache, default_cache_dir
 from symgrad.errors import SymgradError
 from symgrad.generate import SymgradErrors, default_jobs, generate
 from symgrad.output import stale_files, write_files
+from symgrad.check import CHECK_DTYPES, available_targets, run_check
+from symgrad.derived import load_derived
+from symgrad.diff import DIFF_DTYPES, make_reference, run_diff
 from symgrad.render import TARGETS
+from symgrad.report import exit_status, format_report, write_json
 
 EXIT_OK, EXIT_STALE, EXIT_ERROR = 0, 1, 2
 
@@ -33,11 +37,43 @@ def _parser() -> argparse.ArgumentParser:
     derive.add_argument(
         "--no-cache", action="store_true", help=f"derive everything again (cache: {default_cache_dir()})"
     )
+    _add_verify_parsers(commands)
     return parser
+
+
+def _add_verify_parsers(commands) -> None:
+    diff = commands.add_parser("diff", help="compare derived gradients with hand-written ones")
+    diff.add_argument("paths", nargs="+", help="op files, or folders of them")
+    diff.add_argument("--against", required=True, metavar="tensorflow|MODULE",
+                      help="`tensorflow` (its registered gradients), or a module file or name")
+    diff.add_argument("--map", action="append", default=[], metavar="OURS=THEIRS", type=_mapping,
+                      help="op type (or Python name) OURS is THEIRS in the module (repeatable)")
+    check = commands.add_parser("check", help="compare derived gradients with finite differences")
+    check.add_argument("paths", nargs="+", help="op files, or folders of them")
+    for command, dtypes in ((diff, DIFF_DTYPES), (check, CHECK_DTYPES)):
+        command.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+        command.add_argument("--op", action="append", metavar="NAME", help="only this op type (repeatable)")
+        command.add_argument("--dtype", action="append", choices=dtypes, help="only this dtype (repeatable)")
+        command.add_argument("--target", action="append", choices=TARGETS,
+                             help="only this derived target (repeatable)")
+        command.add_argument("--generated", metavar="DIR",
+                             help="use the modules `symgrad derive` wrote to DIR instead of deriving afresh")
+        command.add_argument("-v", "--verbose", action="store_true", help="list every result, not only failures")
+        command.add_argument("-j", "--jobs", type=int, default=default_jobs(), help="worker processes for deriving")
+        command.add_argument("--no-cache", action="store_true", help="derive everything again")
+
+
+def _mapping(text: str) -> tuple[str, str]:
+    ours, sep, theirs = text.partition("=")
+    if not (sep and ours and theirs):
+        raise argparse.ArgumentTypeError(f"expected OURS=THEIRS, got {text!r}")
+    return ours.strip(), theirs.strip()
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command in ("diff", "check"):
+        return _verify(args)
     targets = tuple(args.target or TARGETS)
     try:
         cache = Cache(None if args.no_cache else default_cache_dir())
@@ -56,6 +92,32 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {path}")
     print(f"{len(files)} generated file(s) in {out_dir} are up to date")
     return EXIT_OK
+
+
+def _verify(args) -> int:
+    """`symgrad diff` and `symgrad check`: print the report, exit 0 / 1 (mismatch) / 2 (error)."""
+    try:
+        ops = load_derived(args.paths, args.generated, args.jobs, use_cache=not args.no_cache)
+        ops = [op for op in ops if not args.op or op.name in args.op]
+        dtypes = tuple(args.dtype) if args.dtype else None
+        if args.command == "check":
+            results = run_check(ops, tuple(args.target or available_targets()), dtypes)
+        else:
+            reference = make_reference(args.against, dict(args.map))
+            for name in getattr(reference, "unused_mappings", lambda _: [])(ops):
+                print(f"warning: --map {name}=...: no op {name} is declared", file=sys.stderr)
+            results = run_diff(ops, reference, dtypes, tuple(args.target or TARGETS))
+    except SymgradErrors as exc:
+        for error in exc.errors:
+            print(f"error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    except SymgradError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    print(format_report(results, verbose=args.verbose))
+    if args.json:
+        write_json(results, args.json)
+    return exit_status(results)
 
 
 def _report_stale(stale: list[Path], total: int) -> int:

@@ -41,7 +41,7 @@ class ArrayDiff:
     """How two arrays of one shape differ."""
 
     max_abs: float  # largest |got - expected| (inf where one side alone is NaN or inf)
-    max_rel: float  # largest |got - expected| / |expected| over elements with expected != 0
+    max_rel: float  # largest |got - expected| / |expected| where |expected| > atol * scale
     bad: int  # elements out of tolerance
     total: int  # elements compared
     worst: tuple | None  # index of the element furthest out of tolerance
@@ -70,7 +70,9 @@ class GradientCallError(Exception):
 def diff_arrays(expected: np.ndarray, got: np.ndarray, tol: Tolerance) -> ArrayDiff:
     """Compare two arrays of one shape (complex or real)."""
     e, g = np.asarray(expected), np.asarray(got)
-    e, g = np.broadcast_arrays(e.astype(np.result_type(e, g, np.float64)), g.astype(np.result_type(e, g, np.float64)))
+    e, g = np.broadcast_arrays(
+        e.astype(np.result_type(e, g, np.float64)), g.astype(np.result_type(e, g, np.float64))
+    )
     finite = np.isfinite(e) & np.isfinite(g)
     same = _same_nonfinite(e, g)
     with np.errstate(all="ignore"):
@@ -78,10 +80,12 @@ def diff_arrays(expected: np.ndarray, got: np.ndarray, tol: Tolerance) -> ArrayD
         scale = max(1.0, _max_abs(e[finite]), _max_abs(g[finite]))
         allowed = tol.rtol * np.abs(np.where(finite, e, 0)) + tol.atol * scale
         ratio = np.where(err > allowed, err / np.maximum(allowed, np.finfo(float).tiny), 0.0)
-        nonzero = finite & (e != 0)
+        nonzero = finite & (np.abs(e) > tol.atol * scale)  # not of values that cancelled to ~0
         rel = np.where(nonzero, err / np.where(nonzero, np.abs(e), 1.0), 0.0)
     bad = int(np.count_nonzero(ratio))
-    worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(ratio)), ratio.shape)) if bad else None
+    worst = (
+        tuple(int(i) for i in np.unravel_index(int(np.argmax(ratio)), ratio.shape)) if bad else None
+    )
     return ArrayDiff(_max_abs(err), _max_abs(rel), bad, int(err.size), worst)
 
 
@@ -96,6 +100,20 @@ def _max_abs(values: np.ndarray) -> float:
     return float(np.max(np.abs(values))) if np.size(values) else 0.0
 
 
+def malformed(variant: Variant, case: Case, got: list) -> list[Finding]:
+    """Errors in the form of `got`: not one gradient per input, or one of the wrong shape."""
+    names = variant.inputs
+    if len(got) != len(names):
+        message = f"returned {len(got)} gradient(s) for {len(names)} input(s) ({', '.join(names)})"
+        return [Finding("error", case, message)]
+    findings = []
+    for name, x, g in zip(names, case.inputs, got):
+        if g is not None and np.shape(g) != np.shape(x):
+            message = f"the gradient of {name} has shape {np.shape(g)}, but {name} has shape {np.shape(x)}"
+            findings.append(Finding("error", case, message, input=name))
+    return findings
+
+
 def compare_gradients(
     variant: Variant, case: Case, expected: list, got: list, tol: Tolerance
 ) -> tuple[list[ArrayDiff], list[Finding]]:
@@ -103,26 +121,32 @@ def compare_gradients(
 
     `got` must hold one gradient per input, each of the input's shape (None counts as zeros).
     """
-    names = variant.inputs
-    if len(got) != len(names):
-        message = f"returned {len(got)} gradient(s) for {len(names)} input(s) ({', '.join(names)})"
-        return [], [Finding("error", case, message)]
-    diffs, findings = [], []
-    for name, x, e, g in zip(names, case.inputs, expected, got):
+    findings = malformed(variant, case, got)
+    if findings and findings[0].input is None:
+        return [], findings
+    bad_shapes = {f.input for f in findings}
+    diffs = []
+    for name, x, e, g in zip(variant.inputs, case.inputs, expected, got):
+        if name in bad_shapes:
+            continue
         e = np.zeros_like(x) if e is None else np.asarray(e)
         g = np.zeros_like(x) if g is None else np.asarray(g)
-        if g.shape != np.shape(x):
-            message = f"the gradient of {name} has shape {g.shape}, but {name} has shape {np.shape(x)}"
-            findings.append(Finding("error", case, message, input=name))
-            continue
         d = diff_arrays(e, g, tol)
         diffs.append(d)
         if d.bad:
-            findings.append(Finding(
-                "mismatch", case, f"the gradient of {name} differs at {d.bad} of {d.total} element(s)",
-                input=name, index=d.worst, expected=e[d.worst], got=g[d.worst], bad=d.bad,
-                total=d.total,
-            ))
+            findings.append(
+                Finding(
+                    "mismatch",
+                    case,
+                    f"the gradient of {name} differs at {d.bad} of {d.total} element(s)",
+                    input=name,
+                    index=d.worst,
+                    expected=e[d.worst],
+                    got=g[d.worst],
+                    bad=d.bad,
+                    total=d.total,
+                )
+            )
     return diffs, findings
 
 

@@ -35,6 +35,7 @@ class DerivedOp:
     stem: str  # the op file's stem: the generated modules are `<stem>_numpy.py`, `<stem>_tf.py`
     source: str  # the op file as given, for messages and snippets
     folder: Path  # the folder holding the generated modules
+    temporary: bool = False  # the folder is a fresh derivation's, deleted at exit
 
     @property
     def name(self) -> str:
@@ -46,7 +47,9 @@ class DerivedOp:
         if key not in _modules:
             path = self.folder / (self.stem + MODULE_SUFFIX[target])
             if not path.is_file():
-                raise SymgradError(f"no generated module {path}: run `symgrad derive {self.source}`")
+                raise SymgradError(
+                    f"no generated module {path}: run `symgrad derive {self.source}`"
+                )
             _modules[key] = _import(path)
         return _modules[key]
 
@@ -63,7 +66,9 @@ _modules: dict[tuple, ModuleType] = {}
 
 
 def load_derived(
-    paths: list[str | Path], generated: str | Path | None = None, jobs: int | None = None,
+    paths: list[str | Path],
+    generated: str | Path | None = None,
+    jobs: int | None = None,
     use_cache: bool = True,
 ) -> list[DerivedOp]:
     """Every op declared under `paths`, with its generated modules, in file and source order.
@@ -80,7 +85,9 @@ def load_derived(
         if not folder.is_dir():
             raise SymgradError(f"no such folder of generated modules: {folder}")
     return [
-        DerivedOp(decl, f.stem, str(f.path), folder) for f in op_files for decl in f.ops
+        DerivedOp(decl, f.stem, str(f.path), folder, temporary=generated is None)
+        for f in op_files
+        for decl in f.ops
     ]
 
 
@@ -140,10 +147,18 @@ def variants_of(op: DerivedOp) -> list[Variant]:
     for values in decl.variants():
         inst = instantiate(decl, values)
         shapes = None if decl.kind == "elementwise" else tuple(t.shape for t in inst.inputs)
-        result.append(Variant(
-            op, values, {**dict(values), **numeric}, tuple(t.name for t in inst.inputs), shapes,
-            tuple(o.name for o in inst.outputs), tuple(o.expr for o in inst.outputs), consts,
-        ))
+        result.append(
+            Variant(
+                op,
+                values,
+                {**dict(values), **numeric},
+                tuple(t.name for t in inst.inputs),
+                shapes,
+                tuple(o.name for o in inst.outputs),
+                tuple(o.expr for o in inst.outputs),
+                consts,
+            )
+        )
     return result
 
 

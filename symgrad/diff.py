@@ -24,19 +24,31 @@ import numpy as np
 
 from symgrad.cases import Case, call_forward, for_dtype, make_cases
 from symgrad.compare import (
-    TOLERANCES, Finding, GradientCallError, case_snippet, compare_gradients, diff_arrays,
+    TOLERANCES,
+    Finding,
+    GradientCallError,
+    case_snippet,
+    compare_gradients,
+    diff_arrays,
 )
 from symgrad.derived import DerivedOp, Variant, variants_of
 from symgrad.errors import SymgradError
+from symgrad.render import TARGETS
 from symgrad.report import Result, summarize
 from symgrad.sources import (
-    Gradients, NumpyFunction, Skipped, TfGradientFunction, TfRegistered, import_lines, import_tf,
+    Gradients,
+    NumpyFunction,
+    Skipped,
+    TfGradientFunction,
+    TfRegistered,
+    import_lines,
+    import_tf,
     is_tf_gradient_function,
 )
 
-TARGETS = ("numpy", "tensorflow")
 REAL_DTYPES = ("float32", "float64")
 COMPLEX_DTYPES = ("complex64", "complex128")
+DIFF_DTYPES = REAL_DTYPES + COMPLEX_DTYPES
 
 
 class DiffError(SymgradError):
@@ -71,8 +83,10 @@ class TensorFlowReference:
         if fn is None:
             return NoReference(f"TensorFlow declares {op.name} not differentiable")
         if not fn.__module__.startswith("tensorflow."):
-            return NoReference(f"TensorFlow registers no gradient of its own for {op.name} "
-                               f"(the one registered is {fn.__module__}.{fn.__name__})")
+            return NoReference(
+                f"TensorFlow registers no gradient of its own for {op.name} "
+                f"(the one registered is {fn.__module__}.{fn.__name__})"
+            )
         return TfRegistered(op.name)
 
 
@@ -96,10 +110,13 @@ class ModuleReference:
         found = [n for n in names if callable(getattr(self.module, n, None))]
         if not found:
             if op.name in self.mapping or op.decl.func_name in self.mapping:
-                raise DiffError(f"--map names {names[0]}, which {self.name} does not define", op.name)
+                raise DiffError(
+                    f"--map names {names[0]}, which {self.name} does not define", op.name
+                )
             return NoReference(f"{self.name} defines none of {', '.join(names)}")
         fn = getattr(self.module, found[0])
-        label = f"hand-written {Path(self.name).stem}.{found[0]}"
+        short = Path(self.name).stem if self.name.endswith(".py") else self.name
+        label = f"hand-written {short}.{found[0]}"
         if is_tf_gradient_function(fn):
             return TfGradientFunction(fn, label, import_lines(fn, label))
         return NumpyFunction(fn, label, import_lines(fn, label), pass_outputs=True)
@@ -140,15 +157,16 @@ def make_reference(against: str, mapping: dict[str, str] | None = None):
     return TensorFlowReference() if against == "tensorflow" else ModuleReference(against, mapping)
 
 
-def derived_source(op: DerivedOp, target: str):
-    """The derived gradient of `target`, as a source."""
+def derived_source(op: DerivedOp, target: str, stand_in: bool = False):
+    """The derived gradient of `target`, as a source; `stand_in`: the TensorFlow one is called
+    on a stand-in op, not on TensorFlow's (which may not exist or take these inputs)."""
     suffix = "numpy" if target == "numpy" else "tf"
     fn = op.function(target, "_grad")
     label = f"derived {op.stem}_{suffix}.{op.decl.func_name}_grad"
-    imports = import_lines(fn, label, derived_from=op.source)
+    imports = import_lines(fn, label, derived_from=op.source if op.temporary else None)
     if target == "numpy":
         return NumpyFunction(fn, label, imports, pass_outputs=False)
-    return TfGradientFunction(fn, label, imports)
+    return TfGradientFunction(fn, label, imports, stand_in)
 
 
 def dtypes_of(op: DerivedOp, requested: tuple[str, ...] | None) -> list[str]:
@@ -166,7 +184,9 @@ def bound_forward(variant: Variant):
 
 
 def run_diff(
-    ops: list[DerivedOp], reference, dtypes: tuple[str, ...] | None = None,
+    ops: list[DerivedOp],
+    reference,
+    dtypes: tuple[str, ...] | None = None,
     targets: tuple[str, ...] = TARGETS,
 ) -> list[Result]:
     """One result per op x variant x dtype x target (one per op without a reference)."""
@@ -176,16 +196,41 @@ def run_diff(
             results += _diff_op(op, reference, dtypes, targets)
         except Exception as exc:  # one op's failure is its row; the others still run
             message = str(exc) if isinstance(exc, SymgradError) else f"{type(exc).__name__}: {exc}"
-            results.append(Result(op.name, None, None, None, reference.name, "error", message=message))
+            results.append(
+                Result(op.name, None, None, None, reference.name, "error", message=message)
+            )
     return results
 
 
 def _diff_op(op: DerivedOp, reference, dtypes, targets) -> list[Result]:
     source = reference.source_for(op)
     if isinstance(source, NoReference):
-        return [Result(op.name, None, None, None, reference.name, "no-reference", message=source.reason)]
+        return [
+            Result(op.name, None, None, None, reference.name, "no-reference", message=source.reason)
+        ]
+    groups = case_groups(op, dtypes)
+    work = [(variant, cases) for variant, _, cases in groups]
+    theirs = source.run_many(work)
     ours = {target: derived_source(op, target) for target in targets}
-    rows = []
+    mine = {target: our.run_many(work) for target, our in ours.items()}  # each target at once
+    return [
+        _compare(
+            Result(op.name, variant.label, dtype, target, reference.name, "match"),
+            variant,
+            cases,
+            ours[target],
+            mine[target][k],
+            source,
+            theirs[k],
+        )
+        for k, (variant, dtype, cases) in enumerate(groups)
+        for target in targets
+    ]
+
+
+def case_groups(op: DerivedOp, dtypes) -> list[tuple[Variant, str, list[Case]]]:
+    """(variant, dtype, cases) for every variant and dtype of `op`."""
+    groups = []
     for variant in variants_of(op):
         forward = bound_forward(variant)
         masters: dict[bool, list[Case]] = {}
@@ -194,17 +239,16 @@ def _diff_op(op: DerivedOp, reference, dtypes, targets) -> list[Result]:
             if is_complex not in masters:
                 masters[is_complex] = make_cases(variant, forward, is_complex)
             seed = f"{op.name}|{variant.label}|{dtype}"
-            cases = for_dtype(masters[is_complex], np.dtype(dtype), forward, seed)
-            theirs = source.run(variant, cases)
-            for target, our in ours.items():
-                row = Result(op.name, variant.label, dtype, target, reference.name, "match")
-                rows.append(_compare(row, variant, cases, our, source, theirs))
-    return rows
+            groups.append(
+                (variant, dtype, for_dtype(masters[is_complex], np.dtype(dtype), forward, seed))
+            )
+    return groups
 
 
-def _compare(row: Result, variant: Variant, cases: list[Case], our, their, theirs: list) -> Result:
+def _compare(
+    row: Result, variant: Variant, cases: list[Case], our, mine: list, their, theirs: list
+) -> Result:
     tol = TOLERANCES[row.dtype]
-    mine = our.run(variant, cases)
     diffs, findings, compared, skips = [], [], 0, []
     for case, o, t in zip(cases, mine, theirs):
         if isinstance(o, Skipped) or isinstance(t, Skipped):
@@ -224,11 +268,17 @@ def _compare(row: Result, variant: Variant, cases: list[Case], our, their, their
         findings += [replace(x, message=f"{their.label}: {x.message}") for x in f]
     if not compared and not findings:
         row.status, row.skipped = "no-reference", len(skips)
-        row.message = f"{their.label} ran none of the {len(cases)} case(s): {skips[0] if skips else 'no cases'}"
+        why = skips[0] if skips else "there are no inputs in its domain"
+        row.message = f"{their.label} runs on none of the {len(cases)} case(s): {why}"
         return row
     chosen = summarize(row, diffs, findings, compared, len(skips))
     if chosen is not None:
-        _pinpoint(row, chosen, variant, our, their, dict(zip(map(id, cases), theirs)), tol)
+        smallest = min(
+            (f for f in findings if f.status == chosen.status), key=lambda f: f.case.size
+        )
+        _pinpoint(
+            row, chosen, smallest.case, variant, our, their, dict(zip(map(id, cases), theirs)), tol
+        )
     return row
 
 
@@ -239,45 +289,71 @@ def _forward_findings(variant: Variant, case: Case, theirs: Gradients, tol) -> l
     ours = call_forward(bound_forward(variant), case.inputs) or ()
     findings = []
     for name, o, t in zip(variant.outputs, ours, theirs.forward):
-        d = diff_arrays(o, t, tol) if np.shape(o) == np.shape(t) else None
-        if d is None or d.bad:
-            message = (f"the forward output {name} differs from tf.raw_ops.{variant.op.name}'s: "
-                       "the declaration is not TensorFlow's op")
-            findings.append(Finding("mismatch", case, message, input=f"{name} (forward output)",
-                                    index=d and d.worst, expected=d and o[d.worst],
-                                    got=d and t[d.worst], bad=d.bad if d else 0, total=d.total if d else 0))
+        what = f"the forward output {name} differs from tf.raw_ops.{variant.op.name}'s"
+        if np.shape(o) != np.shape(t):
+            message = f"{what}: shape {np.shape(t)}, declared {np.shape(o)}"
+            findings.append(Finding("mismatch", case, message, input=f"{name} (forward)"))
+            continue
+        d = diff_arrays(o, t, tol)
+        if d.bad:
+            message = f"{what}: the declaration is not TensorFlow's op"
+            findings.append(
+                Finding(
+                    "mismatch",
+                    case,
+                    message,
+                    input=f"{name} (forward)",
+                    index=d.worst,
+                    expected=o[d.worst],
+                    got=t[d.worst],
+                    bad=d.bad,
+                    total=d.total,
+                )
+            )
     return findings
 
 
-def _pinpoint(row: Result, chosen: Finding, variant, our, their, theirs: dict, tol) -> None:
-    """Add the inputs at the worst element, the smallest failing case as a snippet, a diagnosis."""
-    case = chosen.case
+def _pinpoint(row: Result, chosen: Finding, smallest: Case, variant, our, their, theirs: dict, tol):
+    """Add the inputs at the worst element, a diagnosis, and the smallest failing case (the
+    smallest case that fails, or the reported element alone) as a snippet."""
     row.detail.update(expected_from=our.label, got_from=their.label)
     if chosen.index is not None and chosen.input in variant.inputs:
-        shape = np.shape(case.inputs[variant.inputs.index(chosen.input)])
-        row.detail["values"] = {n: x[chosen.index] for n, x in zip(variant.inputs, case.inputs)
-                                if np.shape(x) == shape}
-        case = _shrink(chosen, variant, our, their, tol)
-        note = _conjugate_note(chosen, variant, our, their, theirs.get(id(chosen.case)), tol)
+        case = chosen.case
+        row.detail["values"] = values_at(variant, case, chosen)
+        note = _conjugate_note(chosen, variant, our, their, theirs.get(id(case)), tol)
         if note:
             row.detail["note"] = note
-    row.detail["smallest_case"] = case.label if case is chosen.case else f"{case.label}, element {list(chosen.index)}"
-    row.detail["snippet"] = case_snippet(variant, case, [""] + our.call_lines(variant) + [""]
-                                         + their.call_lines(variant))
+        shrunk = _shrink(chosen, variant, our, their, tol)
+        if shrunk is not None and shrunk.size < smallest.size:
+            smallest = shrunk
+    row.detail["smallest_case"] = smallest.label
+    calls = [""] + our.call_lines(variant) + [""] + their.call_lines(variant)
+    row.detail["snippet"] = case_snippet(variant, smallest, calls)
 
 
-def _shrink(finding: Finding, variant, our, their, tol) -> Case:
-    """An aligned case cut down to the failing element, if it still fails there."""
+def values_at(variant: Variant, case: Case, finding: Finding) -> dict:
+    """The inputs at the reported element: every input of its shape for an elementwise op
+    (those meet there), the input itself for an index op."""
+    shape = np.shape(case.inputs[variant.inputs.index(finding.input)])
+    return {
+        n: x[finding.index]
+        for n, x in zip(variant.inputs, case.inputs)
+        if n == finding.input or (variant.shapes is None and np.shape(x) == shape)
+    }
+
+
+def _shrink(finding: Finding, variant, our, their, tol) -> Case | None:
+    """The reported element of an aligned case alone, if it fails there too."""
     case = finding.case
     if not case.aligned or finding.index is None:
-        return case
+        return None
     small = case.take(np.array([finding.index[0]]))
     o, t = our.run(variant, [small])[0], their.run(variant, [small])[0]
     if isinstance(o, Gradients) and isinstance(t, Gradients):
         _, findings = compare_gradients(variant, small, o.grads, t.grads, tol)
         if any(f.input == finding.input for f in findings):
-            return replace(small, label=case.label)
-    return case
+            return replace(small, label=f"{case.label}, element {list(finding.index)}")
+    return None
 
 
 def _conjugate_note(finding: Finding, variant, our, their, theirs, tol) -> str:
@@ -293,5 +369,7 @@ def _conjugate_note(finding: Finding, variant, our, their, theirs, tol) -> str:
     _, findings = compare_gradients(variant, case, unconjugated, theirs.grads, tol)
     if findings:
         return ""
-    return (f"{their.label} is grad * J where the convention is grad * conj(J), "
-            "J the partial derivatives: it does not conjugate them")
+    return (
+        f"{their.label} is grad * J where the convention is grad * conj(J), "
+        "J the partial derivatives: it does not conjugate them"
+    )

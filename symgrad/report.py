@@ -60,13 +60,14 @@ def _json_value(value):
 def summarize(
     row: Result, diffs: list[ArrayDiff], findings: list[Finding], compared: int, skipped: int
 ) -> Finding | None:
-    """Fill in `row`'s status, errors and report from its comparisons; the finding reported."""
+    """Fill in `row`'s status, errors and report from its comparisons; the finding reported:
+    the first mismatch in case order (random values first), else the first error."""
     row.cases, row.skipped = compared, skipped
     row.max_abs_err = max((d.max_abs for d in diffs), default=None)
     row.max_rel_err = max((d.max_rel for d in diffs), default=None)
     mismatches = [f for f in findings if f.status == "mismatch"]
     errors = [f for f in findings if f.status == "error"]
-    chosen = min(mismatches or errors, key=lambda f: f.case.size, default=None)
+    chosen = (mismatches or errors or [None])[0]
     if chosen is None:
         row.status = "match"
         return None
@@ -83,8 +84,11 @@ def finding_detail(finding: Finding) -> dict:
         detail["input"] = finding.input
     if finding.index is not None:
         detail.update(
-            index=list(finding.index), expected=finding.expected, got=finding.got,
-            bad_elements=finding.bad, elements=finding.total,
+            index=list(finding.index),
+            expected=finding.expected,
+            got=finding.got,
+            bad_elements=finding.bad,
+            elements=finding.total,
         )
     if finding.note:
         detail["note"] = finding.note
@@ -119,20 +123,41 @@ def format_report(results: list[Result], verbose: bool = False) -> str:
     parts = []
     if shown:
         parts.append(format_table(shown))
+    failing: dict[str, list[Result]] = {}
     for row in results:
         if row.status in ("mismatch", "error"):
-            parts.append(format_failure(row))
+            failing.setdefault(row.op, []).append(row)
+    for rows in failing.values():  # one full report per op; its other failures in a line each
+        parts.append(
+            "\n".join(
+                [format_failure(rows[0])]
+                + [f"  also {r.status} in {_where(r)}: {r.message}" for r in rows[1:]]
+            )
+        )
+    reasons = dict.fromkeys(f"  {r.op}: {r.message}" for r in results if r.status == "no-reference")
+    if reasons:
+        parts.append("no reference:\n" + "\n".join(reasons))
     counts = summary(results)
     reference = results[0].reference if results else "-"
-    parts.append(f"{len(results)} result(s) against {reference}: "
-                 + ", ".join(f"{n} {status}" for status, n in counts.items()))
+    parts.append(
+        f"{len(results)} result(s) against {reference}: "
+        + ", ".join(f"{n} {status}" for status, n in counts.items())
+    )
     return "\n\n".join(parts)
 
 
 def format_table(rows: list[Result]) -> str:
     cells = [COLUMNS] + [
-        (r.op, r.variant or "-", r.dtype or "-", r.target or "-", r.status, _number(r.max_abs_err),
-         _number(r.max_rel_err), str(r.cases) + (f" (+{r.skipped} skipped)" if r.skipped else ""))
+        (
+            r.op,
+            r.variant or "-",
+            r.dtype or "-",
+            r.target or "-",
+            r.status,
+            _number(r.max_abs_err),
+            _number(r.max_rel_err),
+            str(r.cases) + (f" (+{r.skipped} skipped)" if r.skipped else ""),
+        )
         for r in rows
     ]
     widths = [max(len(row[n]) for row in cells) for n in range(len(COLUMNS))]
@@ -143,17 +168,24 @@ def _number(value) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
+def _where(row: Result) -> str:
+    variant = f"[{row.variant}] " if row.variant else ""
+    return f"{variant}{row.dtype} {row.target}"
+
+
 def format_failure(row: Result) -> str:
     """The pinpointed report of one failing row."""
-    variant = f" [{row.variant}]" if row.variant else ""
-    lines = [f"{row.status.upper()}: {row.op}{variant} {row.dtype} {row.target} "
-             f"against {row.reference}: {row.message}"]
+    lines = [f"{row.status.upper()}: {row.op} {_where(row)} against {row.reference}: {row.message}"]
     d = row.detail
     if "index" in d:
-        lines.append(f"  worst element: {d['input']}{list(d['index'])} in case {d['case']!r}: "
-                     f"expected {_text(d['expected'])}, got {_text(d['got'])}")
+        lines.append(
+            f"  worst element: {d['input']}{list(d['index'])} in case {d['case']!r}: "
+            f"expected {_text(d['expected'])}, got {_text(d['got'])}"
+        )
         if d.get("values"):
-            lines.append("  inputs there: " + ", ".join(f"{k} = {_text(v)}" for k, v in d["values"].items()))
+            lines.append(
+                "  inputs there: " + ", ".join(f"{k} = {_text(v)}" for k, v in d["values"].items())
+            )
     elif "case" in d:
         lines.append(f"  in case {d['case']!r}")
     if d.get("expected_from"):
@@ -169,4 +201,8 @@ def format_failure(row: Result) -> str:
 
 
 def _text(value) -> str:
-    return scalar_text(value).replace("np.", "") if isinstance(value, (int, float, complex, np.generic)) else str(value)
+    return (
+        scalar_text(value).replace("np.", "")
+        if isinstance(value, (int, float, complex, np.generic))
+        else str(value)
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import os
-import tempfile
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,9 +36,12 @@ class Skipped:
     reason: str
 
 
-def _error_text(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
+def _error_text(exc: BaseException, limit: int = 200) -> str:
+    """`Type: first line of the message`, cut at `limit` characters."""
+    message = re.sub(r"\{\{[^}]*\}\}\s*", "", str(exc)).strip()  # TensorFlow's node names
+    lines = message.splitlines()
+    text = f"{type(exc).__name__}: {lines[0] if lines else ''}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def accepted_kwargs(fn, names) -> list[str]:
@@ -67,16 +70,19 @@ def _as_list(result) -> list:
 
 
 def import_lines(fn, label: str, derived_from: str | None = None) -> list[str]:
-    """How a snippet imports `fn`: from its file's folder, or for a module derived into a
-    temporary folder, from where `symgrad derive` writes it by default."""
+    """How a snippet imports `fn`: from its file's folder, or, for a module derived into a
+    temporary folder from op file `derived_from`, from where `symgrad derive` writes it."""
     module = inspect.getmodule(fn)
     path = Path(getattr(module, "__file__", "") or ".")
     folder = str(path.parent)
     lines = [f"# {label}"]
-    if derived_from is not None and Path(tempfile.gettempdir()) in path.parents:
+    if derived_from is not None:
         folder = "generated"
         lines.append(f"# (written by `symgrad derive {derived_from}`)")
-    return lines + [f"import sys; sys.path.insert(0, {folder!r})", f"from {path.stem} import {fn.__name__}"]
+    return lines + [
+        f"import sys; sys.path.insert(0, {folder!r})",
+        f"from {path.stem} import {fn.__name__}",
+    ]
 
 
 # --- numpy -------------------------------------------------------------------------------------
@@ -93,6 +99,9 @@ class NumpyFunction:
 
     def run(self, variant: Variant, cases: list[Case]) -> list:
         return [self._run_one(variant, case) for case in cases]
+
+    def run_many(self, groups: list[tuple[Variant, list[Case]]]) -> list[list]:
+        return [self.run(variant, cases) for variant, cases in groups]
 
     def _kwargs(self, variant: Variant, case: Case) -> dict:
         kwargs = {k: variant.attrs[k] for k in accepted_kwargs(self.fn, variant.attrs)}
@@ -113,7 +122,9 @@ class NumpyFunction:
         if isinstance(result, np.ndarray) and len(variant.inputs) == 1:
             result = [result]
         if not isinstance(result, (list, tuple)):
-            return GradientCallError(f"returned a {type(result).__name__}, not one gradient per input")
+            return GradientCallError(
+                f"returned a {type(result).__name__}, not one gradient per input"
+            )
         return Gradients([None if g is None else np.asarray(g) for g in result])
 
     def call_lines(self, variant: Variant) -> list[str]:
@@ -167,33 +178,60 @@ class TfGradientFunction:
     (on an eager stand-in with `inputs`, `outputs` and `get_attr` when TensorFlow has no op of
     the type)."""
 
-    def __init__(self, fn, label: str, imports: list[str]):
+    def __init__(self, fn, label: str, imports: list[str], stand_in: bool = False):
         self.fn = fn  # the gradient function
         self.label = label  # how reports name it
         self.imports = imports  # snippet lines that import it
+        self.stand_in = stand_in  # always call it on the stand-in (outputs from the numpy forward)
 
     def run(self, variant: Variant, cases: list[Case]) -> list:
-        tf = import_tf()
-        raw = tf_raw_op(variant)
-        if raw is None:
-            return [self._run_stand_in(tf, variant, case) for case in cases]
-        return self._run_graph(tf, raw, variant, cases)
+        return self.run_many([(variant, cases)])[0]
 
-    def _run_graph(self, tf, raw, variant: Variant, cases: list[Case]) -> list:
-        """All cases in one `tf.function` (one trace); alone, one by one, if it fails to run."""
+    def run_many(self, groups: list[tuple[Variant, list[Case]]]) -> list[list]:
+        """`run` of each (variant, cases) group, every real-op case in one `tf.function`."""
+        tf = import_tf()
+        items = [(variant, case) for variant, cases in groups for case in cases]
+        raws = [None if self.stand_in else tf_raw_op(variant) for variant, _ in items]
+        results = [
+            self._run_stand_in(tf, *item) if raw is None else None for item, raw in zip(items, raws)
+        ]
+        in_graph = [k for k, raw in enumerate(raws) if raw is not None]
+        for k, outcome in zip(
+            in_graph, self._run_graph(tf, [(raws[k], *items[k]) for k in in_graph])
+        ):
+            results[k] = outcome
+        grouped, start = [], 0
+        for _, cases in groups:
+            grouped.append(results[start : start + len(cases)])
+            start += len(cases)
+        return grouped
+
+    def _run_graph(self, tf, items: list[tuple]) -> list:
+        """(raw op, variant, case) items in one `tf.function` (one trace); halved until each
+        failing item runs alone, if the graph fails at run time."""
+        if not items:
+            return []
         failures: dict[int, object] = {}
 
         def graph(batch):
-            return [self._trace_one(tf, raw, variant, t, failures, k) for k, t in enumerate(batch)]
+            return [
+                self._trace_one(tf, raw, variant, tensors, failures, k)
+                for k, ((raw, variant, _), tensors) in enumerate(zip(items, batch))
+            ]
 
         try:
-            outputs = tf.function(graph, autograph=False)([self._tensors(tf, c) for c in cases])
+            outputs = tf.function(graph, autograph=False)(
+                [self._tensors(tf, case) for *_, case in items]
+            )
         except Exception as exc:  # failed while running, not while tracing
-            if len(cases) == 1:
-                return [self._failed(tf, raw, variant, cases[0], exc)]
-            return [r for case in cases for r in self._run_graph(tf, raw, variant, [case])]
-        return [failures[k] if k in failures else self._finish(variant, out)
-                for k, out in enumerate(outputs)]
+            if len(items) == 1:
+                return [self._failed(tf, *items[0], exc)]
+            middle = len(items) // 2
+            return self._run_graph(tf, items[:middle]) + self._run_graph(tf, items[middle:])
+        return [
+            failures[k] if k in failures else self._finish(items[k][1], out)
+            for k, out in enumerate(outputs)
+        ]
 
     @staticmethod
     def _tensors(tf, case: Case) -> tuple[list, list]:
@@ -204,7 +242,7 @@ class TfGradientFunction:
         try:
             outs = _build(raw, variant, inputs)
         except Exception as exc:  # TensorFlow's op rejects these inputs
-            failures[k] = Skipped(f"tf.raw_ops.{variant.op.name} rejects them: {_error_text(exc)}")
+            failures[k] = Skipped(f"tf.raw_ops.{variant.op.name} rejects the inputs: {_error_text(exc)}")
             return []
         try:
             grads = _as_list(self.fn(outs[0].op, *upstream))
@@ -225,7 +263,7 @@ class TfGradientFunction:
         try:
             _build(raw, variant, [tf.constant(x) for x in case.inputs])
         except Exception as op_exc:  # TensorFlow's kernel rejects these inputs
-            return Skipped(f"tf.raw_ops.{variant.op.name} rejects them: {_error_text(op_exc)}")
+            return Skipped(f"tf.raw_ops.{variant.op.name} rejects the inputs: {_error_text(op_exc)}")
         return GradientCallError(f"raised {_error_text(exc)}")
 
     def _run_stand_in(self, tf, variant: Variant, case: Case):
@@ -235,15 +273,21 @@ class TfGradientFunction:
         op = StandInOp(variant, inputs, [tf.constant(o) for o in outs or ()])
         try:
             grads = _as_list(self.fn(op, *upstream))
-            return Gradients(_numpy(_strip_consts(variant, [
-                None if g is None else tf.convert_to_tensor(g) for g in grads
-            ])))
+            return Gradients(
+                _numpy(
+                    _strip_consts(
+                        variant, [None if g is None else tf.convert_to_tensor(g) for g in grads]
+                    )
+                )
+            )
         except GradientCallError as exc:
             return exc
         except Exception as exc:  # the function under test failed
             return GradientCallError(f"raised {_error_text(exc)}")
 
     def call_lines(self, variant: Variant) -> list[str]:
+        if self.stand_in or tf_raw_op(variant) is None:
+            return self._wrapper_lines(variant)
         ups = upstream_names(variant)
         params = ", ".join(list(variant.inputs) + ups)
         build = _build_args(variant, list(variant.inputs))
@@ -257,6 +301,22 @@ class TfGradientFunction:
             f"    return {self.fn.__name__}(op, {', '.join(ups)})",
             "",
             f"print({self.label!r}, gradient({params}))",
+        ]
+
+    def _wrapper_lines(self, variant: Variant) -> list[str]:
+        """Without TensorFlow's op: the generated `tf.custom_gradient` wrapper under a tape."""
+        func = variant.op.decl.func_name
+        if not hasattr(inspect.getmodule(self.fn), func):
+            return [f"# {self.label}: TensorFlow has no op {variant.op.name} to call it on"]
+        ups = ", ".join(upstream_names(variant))
+        return self.imports[:-1] + [
+            self.imports[-1] + f", {func}",
+            "import tensorflow as tf",
+            f"xs = [tf.constant(v) for v in ({', '.join(variant.inputs)},)]",
+            "with tf.GradientTape() as tape:",
+            "    tape.watch(xs)",
+            f"    out = {func}(*xs, **attrs)",
+            f"print({self.label!r}, tape.gradient(out, xs, output_gradients=[tf.constant(v) for v in ({ups},)]))",
         ]
 
 
@@ -277,7 +337,9 @@ class StandInOp:
         import tensorflow as tf
 
         inputs = list(tensors)
-        consts = {a.input_position: a.name for a in variant.op.decl.attrs if a.input_position is not None}
+        consts = {
+            a.input_position: a.name for a in variant.op.decl.attrs if a.input_position is not None
+        }
         for position in sorted(consts):
             inputs.insert(position, tf.constant(variant.attrs[consts[position]]))
         self.type = self.name = variant.op.name
@@ -301,6 +363,9 @@ class TfRegistered:
         raw = tf_raw_op(variant)
         return [self._run_one(tf, raw, variant, case) for case in cases]
 
+    def run_many(self, groups: list[tuple[Variant, list[Case]]]) -> list[list]:
+        return [self.run(variant, cases) for variant, cases in groups]
+
     def _run_one(self, tf, raw, variant: Variant, case: Case):
         xs = [tf.constant(x) for x in case.inputs]
         try:
@@ -308,10 +373,12 @@ class TfRegistered:
                 tape.watch(xs)
                 outs = _build(raw, variant, xs)
         except Exception as exc:  # TensorFlow's op rejects these inputs
-            return Skipped(f"tf.raw_ops.{variant.op.name} rejects them: {_error_text(exc)}")
+            return Skipped(f"tf.raw_ops.{variant.op.name} rejects the inputs: {_error_text(exc)}")
         try:
             grads = tape.gradient(
-                outs, xs, output_gradients=[tf.constant(u) for u in case.upstream],
+                outs,
+                xs,
+                output_gradients=[tf.constant(u) for u in case.upstream],
                 unconnected_gradients=tf.UnconnectedGradients.ZERO,
             )
         except Exception as exc:  # TensorFlow's gradient failed

@@ -1,0 +1,350 @@
+"""`symgrad check`: derived gradients against central finite differences of the derived forward.
+
+In float64, and complex128 for ops declared `complex=True`. With a random upstream gradient u
+the loss is L(x) = Re(sum(conj(u) * f(x))) over every output; the gradient of an input is
+dL/dRe(x) + i dL/dIm(x) (TensorFlow's convention: u * conj(f'(x)) for holomorphic f).
+
+How each input is differenced, with steps h = STEP * max(1, |x|) and 2h:
+* an aligned elementwise case (inputs of one 1-D shape): every element at once, since output
+  element k depends on input element k alone;
+* up to FULL_JACOBIAN_MAX elements: each element in turn (the Jacobian contracted with u);
+* beyond: PROJECTIONS random directions v, the directional derivative against <g, v>.
+
+An element passes when |g - d| <= RTOL * |d| + ATOL * max(1, max |d|) + 2 |d(h) - d(2h)| +
+roundoff, where d is the central difference and |d(h) - d(2h)| estimates its truncation error;
+or (real dtypes) when g lies between the one-sided differences, which admits a subgradient at
+a kink (Relu at 0, tied maxima). Skipped, and counted: elements where the forward is not
+finite within 2h; failing elements on a declared branch boundary (a `Piecewise` condition
+changes within h: the declaration's convention decides there, e.g. Xlogy's gradient at
+x = 0); NaN or infinite gradients where the op is not differentiable (the one-sided
+differences disagree, or the central ones do not settle: a norm at 0, Atan2 at the origin).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import replace
+
+import numpy as np
+import sympy as sp
+
+from symgrad.cases import Case, call_forward
+from symgrad.compare import (
+    ArrayDiff,
+    Finding,
+    GradientCallError,
+    case_snippet,
+    malformed,
+    upstream_names,
+)
+from symgrad.derived import DerivedOp, Variant
+from symgrad.diff import bound_forward, case_groups, derived_source, values_at
+from symgrad.errors import SymgradError
+from symgrad.report import Result, summarize
+from symgrad.sources import Gradients, Skipped
+
+STEP = 1e-6
+RTOL = 1e-6
+ATOL = 1e-8
+FULL_JACOBIAN_MAX = 64
+PROJECTIONS = 6
+REFERENCE = "finite differences"
+CHECK_DTYPES = ("float64", "complex128")
+
+
+def available_targets() -> tuple[str, ...]:
+    """numpy, and tensorflow where TensorFlow is installed."""
+    return ("numpy",) + (("tensorflow",) if importlib.util.find_spec("tensorflow") else ())
+
+
+def run_check(
+    ops: list[DerivedOp],
+    targets: tuple[str, ...] = ("numpy",),
+    dtypes: tuple[str, ...] | None = None,
+) -> list[Result]:
+    """One result per op x variant x dtype x target."""
+    results = []
+    for op in ops:
+        try:
+            results += _check_op(op, targets, dtypes)
+        except Exception as exc:  # one op's failure is its row; the others still run
+            message = str(exc) if isinstance(exc, SymgradError) else f"{type(exc).__name__}: {exc}"
+            results.append(Result(op.name, None, None, None, REFERENCE, "error", message=message))
+    return results
+
+
+def _check_op(op: DerivedOp, targets, dtypes) -> list[Result]:
+    groups = case_groups(op, tuple(d for d in CHECK_DTYPES if dtypes is None or d in dtypes))
+    work = [(variant, cases) for variant, _, cases in groups]
+    sources = {target: derived_source(op, target, stand_in=True) for target in targets}
+    outcomes = {target: source.run_many(work) for target, source in sources.items()}
+    conditions = {id(variant): BranchConditions(variant) for variant, _ in work}
+    return [
+        _check_row(
+            Result(op.name, variant.label, dtype, target, REFERENCE, "match"),
+            variant,
+            bound_forward(variant),
+            conditions[id(variant)],
+            cases,
+            sources[target],
+            outcomes[target][k],
+        )
+        for k, (variant, dtype, cases) in enumerate(groups)
+        for target in targets
+    ]
+
+
+def _check_row(
+    row: Result, variant, forward, boundary, cases: list[Case], source, outcomes
+) -> Result:
+    diffs, findings, compared, skipped = [], [], 0, 0
+    for case, outcome in zip(cases, outcomes):
+        if isinstance(outcome, Skipped):
+            continue
+        if isinstance(outcome, GradientCallError):
+            findings.append(Finding("error", case, f"{source.label} {outcome}"))
+            continue
+        bad_form = malformed(variant, case, outcome.grads)
+        if bad_form:
+            findings += [replace(f, message=f"{source.label} {f.message}") for f in bad_form]
+            continue
+        compared += 1
+        d, f, s = check_case(variant, forward, boundary, case, outcome.grads)
+        diffs, findings, skipped = diffs + d, findings + f, skipped + s
+    chosen = summarize(row, diffs, findings, compared, skipped)
+    if chosen is not None:
+        row.detail.update(expected_from=REFERENCE, got_from=source.label)
+        _pinpoint(row, chosen, variant, forward, boundary, source)
+    return row
+
+
+def _pinpoint(row: Result, chosen: Finding, variant, forward, boundary, source) -> None:
+    case = chosen.case
+    if chosen.index is not None and chosen.input in variant.inputs:
+        row.detail["values"] = values_at(variant, case, chosen)
+        if case.aligned:
+            small = case.take(np.array([chosen.index[0]]))
+            outcome = source.run(variant, [small])[0]
+            if isinstance(outcome, Gradients):
+                _, findings, _ = check_case(variant, forward, boundary, small, outcome.grads)
+                if findings:
+                    case = replace(small, label=f"{case.label}, element {list(chosen.index)}")
+    row.detail["smallest_case"] = case.label
+    lines = [""] + source.call_lines(variant) + [""] + _difference_lines(variant, chosen.input)
+    row.detail["snippet"] = case_snippet(variant, case, lines)
+
+
+def _difference_lines(variant: Variant, name: str | None) -> list[str]:
+    """Snippet lines that difference the derived numpy forward for input `name`."""
+    name = name if name in variant.inputs else variant.inputs[0]
+    func, args = variant.op.decl.func_name, ", ".join(variant.inputs)
+    ups = ", ".join(upstream_names(variant))
+    return [
+        f"# central differences of the derived forward, for {name} (real parts)",
+        f"from {variant.op.stem}_numpy import {func}",
+        f"def loss({args}):",
+        f"    outs = {func}({args}, **attrs)",
+        "    outs = outs if isinstance(outs, tuple) else (outs,)",
+        f"    return sum(np.real(np.sum(np.conj(u) * o)) for u, o in zip(({ups},), outs))",
+        f"fd = np.zeros_like({name})",
+        f"for k in np.ndindex({name}.shape):",
+        f"    step = np.zeros_like({name}); step[k] = {STEP} * max(1.0, abs({name}[k]))",
+        f"    plus = dict({', '.join(f'{n}={n}' for n in variant.inputs)}); plus[{name!r}] = {name} + step",
+        f"    minus = dict(plus); minus[{name!r}] = {name} - step",
+        "    fd[k] = (loss(**plus) - loss(**minus)) / (2 * step[k])",
+        f"print({REFERENCE!r}, fd)",
+    ]
+
+
+# --- differences ---------------------------------------------------------------------------------
+
+
+class BranchConditions:
+    """The declaration's `Piecewise` conditions as numpy functions of the inputs (elementwise
+    ops): where one changes value within a step, the derivative is the declared convention."""
+
+    def __init__(self, variant: Variant):
+        self.functions = []
+        if variant.shapes is not None:
+            return
+        symbols = [sp.Symbol(n, real=True) for n in variant.inputs]
+        for expr in variant.exprs:
+            for piecewise in expr.subs(variant.symbols).atoms(sp.Piecewise):
+                for _, condition in piecewise.args:
+                    if condition not in (sp.true, sp.false):
+                        self.functions.append(sp.lambdify(symbols, condition, "numpy"))
+
+    def changes(self, points: list[tuple[np.ndarray, ...]]) -> np.ndarray | bool:
+        """Per element (broadcast), whether any condition differs between the points."""
+        if not self.functions or np.iscomplexobj(points[0][0]):
+            return False
+        changed = False
+        try:
+            for fn in self.functions:
+                values = [np.asarray(fn(*p), dtype=bool) for p in points]
+                changed = changed | np.logical_or.reduce([v != values[0] for v in values[1:]])
+        except Exception:  # a condition numpy cannot evaluate: no boundary is known
+            return False
+        return changed
+
+
+def check_case(variant, forward, boundary, case: Case, grads: list) -> tuple[list, list, int]:
+    """(diffs, findings, skipped elements) of one case's gradients against differences."""
+    diffs, findings, skipped = [], [], 0
+    for n, (name, x, g) in enumerate(zip(variant.inputs, case.inputs, grads)):
+        g = np.zeros_like(x) if g is None else np.asarray(g)
+        if case.aligned:
+            steps = np.maximum(1.0, np.abs(x))
+            d = _differences(forward, boundary, case, n, steps, steps, per_element=True)
+            got, projected = g, False
+        elif np.size(x) <= FULL_JACOBIAN_MAX:
+            units = [_unit(x, k) for k in np.ndindex(np.shape(x))]
+            d = _stack(
+                [_differences(forward, boundary, case, n, v, np.max(v), False) for v in units],
+                np.shape(x),
+            )
+            got, projected = g, False
+        else:
+            rng = np.random.default_rng(n)
+            directions = [
+                rng.standard_normal(np.shape(x)) * np.maximum(1.0, np.abs(x))
+                for _ in range(PROJECTIONS)
+            ]
+            d = _stack(
+                [_differences(forward, boundary, case, n, v, 1.0, False) for v in directions],
+                (PROJECTIONS,),
+            )
+            got, projected = np.array([np.real(np.sum(np.conj(g) * v)) for v in directions]), True
+        diff, skips = _judge(got, d)
+        diffs.append(diff)
+        skipped += skips
+        if diff.bad:
+            findings.append(_finding(case, name, got, d, diff, projected))
+    return diffs, findings, skipped
+
+
+def _finding(case, name, got, d, diff: ArrayDiff, projected: bool) -> Finding:
+    worst = diff.worst
+    if projected:
+        message = (
+            f"the gradient of {name} differs from {REFERENCE} along {diff.bad} of {diff.total} "
+            f"random direction(s): along direction {worst[0]}, {d['central'][worst]:.6g} "
+            f"expected, {got[worst]:.6g} got"
+        )
+        return Finding("mismatch", case, message, input=name, bad=diff.bad, total=diff.total)
+    message = (
+        f"the gradient of {name} differs from {REFERENCE} at {diff.bad} of {diff.total} element(s)"
+    )
+    return Finding(
+        "mismatch",
+        case,
+        message,
+        input=name,
+        index=worst,
+        expected=d["central"][worst],
+        got=got[worst],
+        bad=diff.bad,
+        total=diff.total,
+    )
+
+
+def _unit(x: np.ndarray, k: tuple) -> np.ndarray:
+    v = np.zeros(np.shape(x))
+    v[k] = max(1.0, abs(np.asarray(x)[k]))
+    return v
+
+
+def _differences(forward, boundary, case: Case, n: int, v, divisor, per_element: bool) -> dict:
+    """Central and one-sided differences of L along v (real and imaginary parts for complex x),
+    divided by `divisor` (the step's size, for a derivative per element), with an error
+    estimate and which elements cannot be tested."""
+    x = case.inputs[n]
+    parts = [v, 1j * v] if np.iscomplexobj(x) else [v]
+    results = [_along(forward, case, n, direction, per_element) for direction in parts]
+    central = sum(r[0] * (1 if k == 0 else 1j) for k, r in enumerate(results)) / divisor
+    error = sum(r[1] for r in results) / np.abs(divisor)
+    left, right = (
+        (results[0][2] / divisor, results[0][3] / divisor)
+        if len(results) == 1
+        else (central, central)
+    )
+    finite = np.logical_and.reduce([r[4] for r in results])
+    points = [_replaced(case.inputs, n, x + t * STEP * v) for t in (-1, 0, 1)]
+    on_boundary = boundary.changes(points)
+    if not per_element:
+        on_boundary = bool(np.any(on_boundary))
+    return {
+        "central": central,
+        "error": error,
+        "left": left,
+        "right": right,
+        "finite": finite,
+        "boundary": on_boundary,
+    }
+
+
+def _along(forward, case: Case, n: int, v, per_element: bool):
+    """(central, error estimate, left, right, finite) of L along v."""
+    losses, magnitude = {}, 0.0
+    for t in (-2, -1, 0, 1, 2):
+        outs = call_forward(forward, _replaced(case.inputs, n, case.inputs[n] + t * STEP * v))
+        terms = [np.conj(u) * o for u, o in zip(case.upstream, outs or ())]
+        if outs is None or not terms:
+            terms = [np.full(np.shape(case.inputs[n]), np.nan)]
+        total = sum(terms) if per_element else sum(np.sum(term) for term in terms)
+        losses[t] = np.real(total)
+        magnitude = magnitude + sum(
+            np.abs(term) if per_element else np.sum(np.abs(term)) for term in terms
+        )
+    central = (losses[1] - losses[-1]) / (2 * STEP)
+    wide = (losses[2] - losses[-2]) / (4 * STEP)
+    roundoff = 8 * np.finfo(float).eps * magnitude / STEP
+    with np.errstate(all="ignore"):
+        error = 2 * np.abs(central - wide) + roundoff
+    finite = np.logical_and.reduce([np.isfinite(value) for value in losses.values()])
+    return central, error, (losses[0] - losses[-1]) / STEP, (losses[1] - losses[0]) / STEP, finite
+
+
+def _replaced(inputs: tuple, n: int, value) -> tuple:
+    return inputs[:n] + (value,) + inputs[n + 1 :]
+
+
+def _stack(items: list[dict], shape: tuple) -> dict:
+    return {key: np.reshape(np.array([item[key] for item in items]), shape) for key in items[0]}
+
+
+def _judge(got: np.ndarray, d: dict) -> tuple[ArrayDiff, int]:
+    """The difference of `got` from the differences `d`, and how many elements were skipped."""
+    central = np.asarray(d["central"])
+    got = np.broadcast_to(np.asarray(got), central.shape)
+    with np.errstate(all="ignore"):
+        scale = max(1.0, float(np.max(np.abs(np.where(d["finite"], central, 0)), initial=0.0)))
+        allowed = RTOL * np.abs(central) + ATOL * scale + d["error"]
+        err = np.where(np.isfinite(got), np.abs(got - central), np.inf)
+        if not np.iscomplexobj(central):  # a value between the one-sided differences passes
+            low, high = np.minimum(d["left"], d["right"]), np.maximum(d["left"], d["right"])
+            outside = np.where(np.isfinite(got), np.maximum(low - got, got - high), np.inf)
+            err = np.minimum(err, np.maximum(outside, 0.0))
+        # not differentiable here: the one-sided differences disagree, or the central ones
+        # do not settle (Atan2 at the origin, a norm at zero); a NaN or inf there is no error
+        nondiff = (np.abs(d["left"] - d["right"]) > 1e-2 * np.abs(central) + allowed) | (
+            d["error"] > 0.5 * np.abs(central) + ATOL * scale
+        )
+    skip = ~np.asarray(d["finite"]) | (np.asarray(d["boundary"]) & (err > allowed))
+    skip = np.broadcast_to(skip | (nondiff & ~np.isfinite(got)), central.shape)
+    checked = ~skip
+    bad_mask = (err > allowed) & checked
+    nonzero = checked & (np.abs(central) > allowed)  # a relative error of noise means nothing
+    with np.errstate(all="ignore"):
+        ratio = np.where(bad_mask, err / np.maximum(allowed, np.finfo(float).tiny), 0.0)
+        rel = np.where(nonzero, err / np.where(nonzero, np.abs(central), 1.0), 0.0)
+    bad = int(np.count_nonzero(bad_mask))
+    worst = np.unravel_index(int(np.argmax(ratio)), ratio.shape) if bad else None
+    diff = ArrayDiff(
+        max_abs=float(np.max(np.where(checked, err, 0.0), initial=0.0)),
+        max_rel=float(np.max(rel, initial=0.0)),
+        bad=bad,
+        total=int(np.count_nonzero(checked)),
+        worst=None if worst is None else tuple(int(i) for i in worst),
+    )
+    return diff, int(np.count_nonzero(skip))

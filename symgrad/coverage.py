@@ -1,0 +1,144 @@
+"""The coverage table of a `symgrad diff ... --against tensorflow --json` report, in Markdown.
+
+    python -m symgrad.coverage report.json                  # print the table
+    python -m symgrad.coverage report.json --write README.md  # replace it between the markers
+
+Per op type: its variants and, per derived target, the status over every variant and dtype.
+Then the op types whose gradients TensorFlow hand-writes in math_grad.py, nn_grad.py and
+array_grad.py (read from TensorFlow's gradient registry at run time) that are not covered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+TF_GRAD_MODULES = ("math_grad", "nn_grad", "array_grad")
+START, END = "<!-- coverage:start -->", "<!-- coverage:end -->"
+
+
+def coverage_markdown(report: dict, tf_gradients: dict[str, list[str]] | None = None) -> str:
+    """The table (and, given TensorFlow's hand-written gradients by module, what is missing)."""
+    rows = report["results"]
+    ops = list(dict.fromkeys(r["op"] for r in rows))
+    targets = sorted({r["target"] for r in rows if r["target"]}) or ["numpy", "tensorflow"]
+    lines = [
+        "| op type | variants | " + " | ".join(targets) + " | notes |",
+        "| --- | --- | " + " | ".join("---" for _ in targets) + " | --- |",
+    ]
+    for op in ops:
+        mine = [r for r in rows if r["op"] == op]
+        variants = len({r["variant"] for r in mine if r["variant"] is not None}) or "-"
+        cells = [_status_cell([r for r in mine if r["target"] in (t, None)]) for t in targets]
+        lines.append(f"| {op} | {variants} | " + " | ".join(cells) + f" | {_notes(mine)} |")
+    counts = ", ".join(f"{n} {status}" for status, n in report["summary"].items())
+    lines += ["", f"{len(ops)} op types, {len(rows)} results: {counts}."]
+    if tf_gradients is not None:
+        lines += ["", *_missing(set(ops), tf_gradients)]
+    return "\n".join(lines)
+
+
+def _status_cell(rows: list[dict]) -> str:
+    """`match (8)`, or each other status with the dtypes (and variants) it occurs in."""
+    if rows and all(r["status"] == "no-reference" and r["dtype"] is None for r in rows):
+        return "no reference"
+    if {r["status"] for r in rows} == {"match"}:
+        return f"match ({len(rows)})"
+    variants = {r["variant"] for r in rows}
+    parts = []
+    for status in ("mismatch", "error", "no-reference"):
+        bad = [r for r in rows if r["status"] == status]
+        if bad:
+            where = sorted({r["dtype"] for r in bad if r["dtype"]})
+            bad_variants = sorted({r["variant"] for r in bad})
+            if len(variants) > 1 and len(bad_variants) < len(variants):
+                where += [f"`{v}`" for v in bad_variants]
+            parts.append(f"{status} ({len(bad)}: {', '.join(where)})")
+    matched = sum(r["status"] == "match" for r in rows)
+    return "; ".join(parts + ([f"match ({matched})"] if matched else []))
+
+
+def _notes(rows: list[dict]) -> str:
+    """The first message (or diagnosis) of each status other than match."""
+    notes = {}
+    for r in rows:
+        if r["status"] != "match" and r["status"] not in notes:
+            note = ((r.get("detail") or {}).get("note") or r["message"]).replace("|", "/")
+            notes[r["status"]] = note if len(note) <= 160 else note[:157] + "..."
+    return "; ".join(notes.values())
+
+
+def _missing(covered: set[str], tf_gradients: dict[str, list[str]]) -> list[str]:
+    total = sum(len(names) for names in tf_gradients.values())
+    done = sum(name in covered for names in tf_gradients.values() for name in names)
+    lines = [
+        f"TensorFlow hand-writes {total} gradients in {', '.join(f'{m}.py' for m in tf_gradients)}; "
+        f"{done} of their op types are declared. Not declared yet:",
+        "",
+    ]
+    for module, names in tf_gradients.items():
+        missing = [n for n in names if n not in covered]
+        lines.append(f"* `{module}.py` ({len(missing)}): " + ", ".join(missing))
+    return lines
+
+
+def tf_hand_written_gradients() -> dict[str, list[str]]:
+    """Op types with a gradient function defined in TensorFlow's math_grad, nn_grad and
+    array_grad modules, from its gradient registry (NotDifferentiable ones left out)."""
+    from symgrad.sources import import_tf
+
+    import_tf()
+    from tensorflow.python.framework import ops as tf_ops
+
+    found: dict[str, list[str]] = {m: [] for m in TF_GRAD_MODULES}
+    for name in sorted(tf_ops._gradient_registry.list()):
+        fn = tf_ops._gradient_registry.lookup(name)
+        module = getattr(fn, "__module__", "") or ""
+        if (
+            fn is not None
+            and module.rsplit(".", 1)[-1] in found
+            and module.startswith("tensorflow.")
+        ):
+            found[module.rsplit(".", 1)[-1]].append(name)
+    return found
+
+
+def replace_between_markers(text: str, table: str) -> str:
+    """`text` with what lies between START and END replaced by `table`."""
+    if START not in text or END not in text:
+        raise SystemExit(f"error: the file has no {START} ... {END} section to replace")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{START}\n{table}\n{END}{tail}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m symgrad.coverage", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "report", help="JSON written by `symgrad diff ops/ --against tensorflow --json FILE`"
+    )
+    parser.add_argument(
+        "--write", metavar="FILE", help=f"replace the text between {START} and {END} in FILE"
+    )
+    parser.add_argument(
+        "--no-tensorflow",
+        action="store_true",
+        help="leave out the list of TensorFlow's gradients not covered (needs no TensorFlow)",
+    )
+    args = parser.parse_args(argv)
+    report = json.loads(Path(args.report).read_text())
+    table = coverage_markdown(report, None if args.no_tensorflow else tf_hand_written_gradients())
+    if args.write:
+        path = Path(args.write)
+        path.write_text(replace_between_markers(path.read_text(), table))
+    else:
+        print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

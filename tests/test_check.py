@@ -1,0 +1,170 @@
+"""`symgrad check` as a subprocess: derived gradients against finite differences, on kinks and
+declared conventions, complex values, several outputs and large inputs; and faults injected
+into a derived module, found at the right input and element."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+
+import pytest
+
+from verify_support import derived_folder, read_json, rows, run_symgrad
+
+CHECK_OPS = '''
+"""Ops that exercise finite differences: kinks, a declared convention, complex, large inputs."""
+
+import sympy as sp
+
+from symgrad import dims, elementwise, indices, op, tensor
+
+A, B, C, D, N = dims("A B C D N")
+a, b, c, d, i = indices("a b c d i")
+
+
+@elementwise("Hinge")
+def hinge(x):
+    """2x where positive, else -x: a kink at 0, where the declared -1 is a one-sided derivative."""
+    return sp.Piecewise((2 * x, x > 0), (-x, True))
+
+
+@elementwise("AbsPlus")
+def abs_plus(x):
+    """|x| + x: a kink at 0, where sign(0) + 1 = 1 lies between the one-sided derivatives."""
+    return sp.Abs(x) + x
+
+
+@elementwise("GuardedLog", outputs=("z",))
+def guarded_log(x, y):
+    """x * log(y), and 0 where x == 0: a convention finite differences cannot see."""
+    return sp.Piecewise((0, sp.Eq(x, 0)), (x * sp.log(y), True))
+
+
+@elementwise("SinCos", outputs=("s", "c"), complex=True)
+def sin_cos(x):
+    """Sine and cosine: two outputs, complex values."""
+    return sp.sin(x), sp.cos(x)
+
+
+@op("WeightedSum")
+def weighted_sum():
+    """y[a, b] = sum over c, d of x[a, b, c, d] * w[c, d]: x is large (random directions)."""
+    x = tensor("x", (A, B, C, D))
+    w = tensor("w", (C, D))
+    return {"y": ((a, b), sp.Sum(x[a, b, c, d] * w[c, d], (c, 0, C - 1), (d, 0, D - 1)))}
+
+
+@op("SquaredNorm")
+def squared_norm():
+    """Sum of squares over the last axis, for any leading axes."""
+    x = tensor("x", (..., N))
+    return {"y": ((...,), sp.Sum(x[..., i] ** 2, (i, 0, N - 1)))}
+'''
+
+# Appended to the derived numpy module: each wraps a derived gradient with a fault.
+FAULTS = '''
+
+_derived_hinge_grad = hinge_grad
+_derived_sin_cos_grad = sin_cos_grad
+_derived_weighted_sum_grad = weighted_sum_grad
+
+
+def hinge_grad(grad, x, *, y=None):
+    """Wrong where x == 1 only."""
+    (g,) = _derived_hinge_grad(grad, x, y=y)
+    return (np.where(x == 1.0, g + 0.5, g),)
+
+
+def sin_cos_grad(grad_s, grad_c, x, *, s=None, c=None):
+    """A sign error."""
+    (g,) = _derived_sin_cos_grad(grad_s, grad_c, x, s=s, c=c)
+    return (-g,)
+
+
+def weighted_sum_grad(grad, x, w, *, y=None):
+    """The gradient of x off by 0.1 percent."""
+    gx, gw = _derived_weighted_sum_grad(grad, x, w, y=y)
+    return gx * 1.001, gw
+'''
+
+
+@pytest.fixture(scope="module")
+def check_ops(tmp_path_factory):
+    path = tmp_path_factory.mktemp("check") / "check_ops.py"
+    path.write_text(textwrap.dedent(CHECK_OPS))
+    return path, derived_folder(path)
+
+
+def test_derived_gradients_pass(check_ops, tmp_path):
+    path, folder = check_ops
+    report_path = tmp_path / "report.json"
+    result = run_symgrad("check", path, "--generated", folder, "--json", report_path, "-v")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = read_json(report_path)
+    assert report["summary"]["match"] == len(report["results"]) > 0
+    assert {r["target"] for r in report["results"]} == {"numpy", "tensorflow"}
+    assert {r["reference"] for r in report["results"]} == {"finite differences"}
+    assert {r["dtype"] for r in rows(report, "SinCos")} == {"float64", "complex128"}
+    # x == 0 probes: the declared gradient 0 there is not what differences see; skipped, counted
+    assert all(r["skipped"] > 0 for r in rows(report, "GuardedLog"))
+    assert "WeightedSum" in result.stdout and "SquaredNorm" in result.stdout
+
+
+@pytest.fixture(scope="module")
+def faulty_check(check_ops, tmp_path_factory):
+    path, folder = check_ops
+    broken = tmp_path_factory.mktemp("broken")
+    for module in folder.iterdir():
+        shutil.copy(module, broken / module.name)
+    numpy_module = broken / "check_ops_numpy.py"
+    numpy_module.write_text(numpy_module.read_text() + FAULTS)
+    report_path = broken / "report.json"
+    result = run_symgrad(
+        "check", path, "--generated", broken, "--target", "numpy", "--json", report_path
+    )
+    return result, read_json(report_path)
+
+
+def test_faults_exit_1(faulty_check):
+    result, report = faulty_check
+    assert result.returncode == 1, result.stderr
+    assert {r["op"] for r in report["results"] if r["status"] == "mismatch"} == {
+        "Hinge",
+        "SinCos",
+        "WeightedSum",
+    }
+    assert "smallest failing case, to paste:" in result.stdout
+
+
+def test_wrong_value_at_one_point_is_found_there(faulty_check):
+    (row,) = rows(faulty_check[1], "Hinge")
+    detail = row["detail"]
+    assert row["status"] == "mismatch" and detail["input"] == "x"
+    assert detail["values"]["x"] == 1.0
+    assert detail["got"] == pytest.approx(detail["expected"] + 0.5, abs=1e-6)
+    assert "x = np.array([1.0]" in detail["snippet"]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_sign_error_in_a_two_output_op(faulty_check, dtype):
+    (row,) = rows(faulty_check[1], "SinCos", dtype=dtype)
+    detail = row["detail"]
+    assert row["status"] == "mismatch" and detail["input"] == "x"
+    assert complex(detail["got"]) == pytest.approx(-complex(detail["expected"]), rel=1e-5)
+
+
+def test_large_input_checked_along_random_directions(faulty_check):
+    (row,) = rows(faulty_check[1], "WeightedSum")
+    assert row["status"] == "mismatch" and row["detail"]["input"] == "x"
+    assert "random direction" in row["message"]
+
+
+def test_op_library_passes(derived, tmp_path):
+    folder, _ = derived
+    report_path = tmp_path / "library.json"
+    result = run_symgrad(
+        "check", "ops", "--generated", folder, "--target", "numpy", "--json", report_path
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = read_json(report_path)
+    assert report["summary"]["match"] == len(report["results"]) > 0

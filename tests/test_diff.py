@@ -1,0 +1,299 @@
+"""`symgrad diff` as a subprocess: hand-written gradients with each classic fault are flagged at
+the right input and element, their correct versions match, and the op library against
+TensorFlow's own gradients."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import OPS, require_tf
+from symgrad.load import load_op_file, op_file_paths
+from verify_support import (
+    CORRECT,
+    FAULTY,
+    OPS as FAULT_OPS,
+    derived_folder,
+    read_json,
+    rows,
+    run_symgrad,
+)
+
+# TensorFlow's own gradients that differ from the derived ones, and why (see the README)
+KNOWN_TF_DIFFERENCES = {
+    # TensorFlow does not conjugate these two partials (grad * log(y), not grad * conj(log(y)))
+    ("Xlogy", "complex64"), ("Xlogy", "complex128"), ("Xdivy", "complex64"), ("Xdivy", "complex128"),
+    # TensorFlow's gradient assumes each row of labels sums to 1, and that backprop's gradient
+    # does not reach labels
+    ("SoftmaxCrossEntropyWithLogits", "float32"), ("SoftmaxCrossEntropyWithLogits", "float64"),
+}
+# faults `symgrad diff` found in derived code, reported to its owners; allowed, not required
+KNOWN_DERIVED_FAULTS = {
+    # the TensorFlow gradient compares int32 scalar inputs (what tf.linalg.band_part passes)
+    # with an int64 range: TypeError
+    ("MatrixBandPart", "tensorflow"),
+}
+
+
+@pytest.fixture(scope="module")
+def faulty_report(tmp_path_factory):
+    require_tf()
+    path = tmp_path_factory.mktemp("diff") / "faulty.json"
+    result = run_symgrad(
+        "diff",
+        FAULT_OPS,
+        "--against",
+        FAULTY,
+        "--generated",
+        derived_folder(FAULT_OPS),
+        "--json",
+        path,
+    )
+    return result, read_json(path)
+
+
+def the_failure(report, op, **where) -> dict:
+    failing = [r for r in rows(report, op, **where) if r["status"] != "match"]
+    assert failing, f"{op} {where}: no failure reported"
+    return failing[0]
+
+
+# --- each classic fault, flagged where it is ---------------------------------------------------
+
+
+def test_faults_exit_2_and_print_a_report_per_op(faulty_report):
+    result, report = faulty_report
+    assert result.returncode == 2, result.stderr
+    for op in ("Mul", "Sub", "Sigmoid", "ProdThree", "Xlogy", "Xdivy", "MatMul"):
+        assert f": {op} " in result.stdout
+    assert "smallest failing case, to paste:" in result.stdout
+    assert set(report["summary"]) == {"match", "mismatch", "error", "no-reference"}
+    assert report["summary"]["error"] > 0 and report["summary"]["mismatch"] > 0
+
+
+@pytest.mark.parametrize("target", ["numpy", "tensorflow"])
+def test_product_divided_by_the_input_is_nan_at_zeros(faulty_report, target):
+    failure = the_failure(faulty_report[1], "ProdThree", target=target, dtype="float64")
+    detail = failure["detail"]
+    assert failure["status"] == "mismatch" and detail["input"] == "x"
+    assert detail["values"]["x"] == 0.0 and detail["got"] == "nan"
+    assert np.isfinite(detail["expected"])
+    assert all(case.startswith("probes") for case in detail["failing_cases"])  # zeros only there
+
+
+def test_input_used_where_the_output_was_meant(faulty_report):
+    failure = the_failure(faulty_report[1], "Sigmoid", dtype="float64", target="numpy")
+    detail = failure["detail"]
+    x = detail["values"]["x"]
+    y = 1 / (1 + np.exp(-x))
+    assert failure["status"] == "mismatch" and detail["input"] == "x"
+    assert detail["got"] / detail["expected"] == pytest.approx(
+        x * (1 - x) / (y * (1 - y)), rel=1e-6
+    )
+
+
+def test_sign_error(faulty_report):
+    failure = the_failure(faulty_report[1], "Sub", dtype="float64", target="numpy")
+    detail = failure["detail"]
+    assert failure["status"] == "mismatch" and detail["input"] == "y"
+    assert detail["got"] == pytest.approx(-detail["expected"])
+    assert (
+        detail["bad_elements"] == detail["elements"]
+    )  # x's gradient is right; y's everywhere wrong
+
+
+def test_broadcast_gradient_not_reduced(faulty_report):
+    failure = the_failure(faulty_report[1], "Mul", dtype="float64", target="numpy")
+    assert failure["status"] == "error"
+    assert "has shape" in failure["message"] and failure["detail"]["input"] in ("x", "y")
+    # inputs of one shape need no reduction: those cases match
+    assert not any(
+        "random values" in c or "probes" in c for c in failure["detail"]["failing_cases"]
+    )
+
+
+def test_wrong_number_of_gradients(faulty_report):
+    failure = the_failure(faulty_report[1], "Xdivy", dtype="float32", target="tensorflow")
+    assert failure["status"] == "error"
+    assert "returned 1 gradient(s) for 2 input(s) (x, y)" in failure["message"]
+
+
+def test_wrong_value_at_a_boundary(faulty_report):
+    """Xlogy's gradient is 0 where x == 0: log(y) there is wrong, and only there."""
+    failure = the_failure(faulty_report[1], "Xlogy", dtype="float64", target="numpy")
+    detail = failure["detail"]
+    assert failure["status"] == "mismatch" and detail["input"] == "x"
+    assert detail["values"]["x"] == 0.0 and detail["expected"] == 0.0
+    assert all(case.startswith("probes") for case in detail["failing_cases"])
+
+
+def test_missing_complex_conjugate(faulty_report):
+    report = faulty_report[1]
+    for dtype in ("float32", "float64"):
+        assert {r["status"] for r in rows(report, "MatMul", dtype=dtype)} == {"match"}
+    for dtype in ("complex64", "complex128"):
+        found = rows(report, "MatMul", dtype=dtype)
+        assert len(found) == 8 and {r["status"] for r in found} == {"mismatch"}
+        assert all("does not conjugate" in r["detail"]["note"] for r in found)
+
+
+def test_swapped_transpose_flag(tmp_path):
+    """Mapped to a numpy gradient that ignores transpose_b for a when transpose_a is False."""
+    path = tmp_path / "swapped.json"
+    result = run_symgrad(
+        "diff",
+        FAULT_OPS,
+        "--against",
+        FAULTY,
+        "--generated",
+        derived_folder(FAULT_OPS),
+        "--map",
+        "MatMul=matmul_swapped_grad",
+        "--op",
+        "MatMul",
+        "--dtype",
+        "float64",
+        "--json",
+        path,
+    )
+    assert result.returncode == 1, result.stderr  # mismatches (values), no errors reported as such
+    report = read_json(path)
+    for row in report["results"]:
+        if row["variant"] == "transpose_a=False, transpose_b=True":
+            assert row["status"] == "mismatch" and row["detail"]["input"] == "a"
+            assert "equal sizes" in row["detail"]["case"]
+        else:
+            assert row["status"] == "match"
+
+
+def test_snippet_reproduces_the_failure(faulty_report, tmp_path):
+    """The pasted snippet runs and shows both gradients at the failing element."""
+    snippet = the_failure(faulty_report[1], "ProdThree", dtype="float64", target="numpy")["detail"][
+        "snippet"
+    ]
+    result = subprocess.run(
+        [sys.executable, "-c", snippet], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    derived, hand_written = result.stdout.splitlines()
+    assert "nan" not in derived and "nan" in hand_written
+
+
+# --- the correct versions match ----------------------------------------------------------------
+
+
+def test_correct_gradients_match(tmp_path):
+    path = tmp_path / "correct.json"
+    result = run_symgrad(
+        "diff",
+        FAULT_OPS,
+        "--against",
+        CORRECT,
+        "--generated",
+        derived_folder(FAULT_OPS),
+        "--json",
+        path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = read_json(path)
+    assert report["summary"] == {
+        "match": len(report["results"]),
+        "mismatch": 0,
+        "error": 0,
+        "no-reference": 0,
+    }
+    dtypes = {(r["op"], r["dtype"]) for r in report["results"]}
+    assert ("MatMul", "complex64") in dtypes and ("Sigmoid", "float32") in dtypes
+    assert {r["target"] for r in report["results"]} == {"numpy", "tensorflow"}
+
+
+def test_map_to_a_missing_function_is_an_error(tmp_path):
+    module = tmp_path / "grads.py"
+    module.write_text("def unrelated(grad, x, y):\n    return grad, grad\n")
+    result = run_symgrad(
+        "diff",
+        FAULT_OPS,
+        "--against",
+        module,
+        "--generated",
+        derived_folder(FAULT_OPS),
+        "--op",
+        "Sub",
+        "--map",
+        "Sub=sub_grad",
+        "--map",
+        "Nope=x",
+        "--target",
+        "numpy",
+    )
+    assert result.returncode == 2
+    assert "--map names sub_grad, which" in result.stdout
+    assert "no op Nope is declared" in result.stderr
+
+
+def test_bad_map_syntax_is_a_usage_error():
+    result = run_symgrad("diff", FAULT_OPS, "--against", CORRECT, "--map", "Sub")
+    assert result.returncode == 2 and "expected OURS=THEIRS" in result.stderr
+
+
+# --- the op library against TensorFlow's own gradients -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def library_report(derived, tmp_path_factory):
+    require_tf()
+    path = tmp_path_factory.mktemp("library") / "report.json"
+    folder, _ = derived
+    result = run_symgrad(
+        "diff", "ops", "--against", "tensorflow", "--generated", folder, "--json", path
+    )
+    return result, read_json(path)
+
+
+def test_library_against_tensorflow(library_report):
+    result, report = library_report
+    statuses = {r["status"] for r in report["results"]}
+    expected_exit = 2 if "error" in statuses else 1 if "mismatch" in statuses else 0
+    assert result.returncode == expected_exit, result.stdout[-3000:] + result.stderr[-3000:]
+    declared = {d.name for path in op_file_paths([OPS]) for d in load_op_file(path).ops}
+    assert {r["op"] for r in report["results"]} == declared
+    unexpected = [
+        (r["op"], r["variant"], r["dtype"], r["target"], r["message"])
+        for r in report["results"]
+        if r["status"] in ("mismatch", "error")
+        and (r["op"], r["dtype"]) not in KNOWN_TF_DIFFERENCES
+        and (r["op"], r["target"]) not in KNOWN_DERIVED_FAULTS
+    ]
+    assert not unexpected, unexpected
+    assert report["summary"]["match"] > 0
+
+
+def test_library_rows_cover_variants_dtypes_and_targets(library_report):
+    report = library_report[1]
+    matmul = rows(report, "MatMul")
+    assert {(r["variant"], r["dtype"], r["target"]) for r in matmul} == {
+        (f"transpose_a={a}, transpose_b={b}", dtype, target)
+        for a in (False, True)
+        for b in (False, True)
+        for dtype in ("float32", "float64", "complex64", "complex128")
+        for target in ("numpy", "tensorflow")
+    }
+    assert {r["status"] for r in matmul} == {"match"}
+    for row in rows(report, "Xlogy", dtype="complex128"):
+        assert "does not conjugate" in row["detail"]["note"]
+    for row in report["results"]:
+        assert {
+            "op",
+            "variant",
+            "dtype",
+            "target",
+            "reference",
+            "status",
+            "max_abs_err",
+            "max_rel_err",
+        } <= set(row)
+        if row["status"] == "no-reference":
+            assert row["message"]

@@ -1,0 +1,54 @@
+"""Shared by the tests of `symgrad diff`, `symgrad check` and `symgrad.testing`."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from conftest import ROOT
+
+HANDWRITTEN = ROOT / "tests" / "fixtures" / "handwritten"
+OPS = HANDWRITTEN / "ops.py"  # declarations of the ops below
+FAULTY = HANDWRITTEN / "faulty.py"  # their hand-written gradients, one classic fault each
+CORRECT = HANDWRITTEN / "correct.py"  # the same without the faults
+
+
+def run_symgrad(*args, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """`python -m symgrad ARGS` as a subprocess."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.run(
+        [sys.executable, "-m", "symgrad", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=600,
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def derived_folder(op_file: Path) -> Path:
+    """`op_file` derived once per test session into a temporary folder."""
+    from symgrad.generate import generate
+    from symgrad.render import TARGETS
+
+    folder = Path(tempfile.mkdtemp(prefix="symgrad-test-derived-"))
+    for name, text in generate([op_file], TARGETS).items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def rows(report: dict, op: str, **where) -> list[dict]:
+    """The results of `op` in a JSON report, with the given field values."""
+    return [
+        r for r in report["results"] if r["op"] == op and all(r[k] == v for k, v in where.items())
+    ]
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(Path(path).read_text())
