@@ -446,3 +446,233 @@ def reduce_min_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
+
+
+def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
+    """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero (declared at ops/reductions.py:98)."""
+    axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if axis == -1 and not exclusive and not reverse:
+        out = np.cumprod(x, axis=-1)
+    elif axis == -1 and not exclusive and reverse:
+        out = np.flip(np.cumprod(np.flip(x, axis=-1), axis=-1), axis=-1)
+    elif axis == -1 and exclusive and not reverse:
+        out = _shift_right(np.cumprod(x, axis=-1), axis=-1, fill=1)
+    elif axis == -1 and exclusive and reverse:
+        out = np.flip(
+            _shift_right(np.cumprod(np.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+        )
+    elif axis == -2 and not exclusive and not reverse:
+        out = np.cumprod(x, axis=-2)
+    elif axis == -2 and not exclusive and reverse:
+        out = np.flip(np.cumprod(np.flip(x, axis=-2), axis=-2), axis=-2)
+    elif axis == -2 and exclusive and not reverse:
+        out = _shift_right(np.cumprod(x, axis=-2), axis=-2, fill=1)
+    elif axis == -2 and exclusive and reverse:
+        out = np.flip(
+            _shift_right(np.cumprod(np.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
+        )
+    elif axis == -3 and not exclusive and not reverse:
+        out = np.cumprod(x, axis=-3)
+    elif axis == -3 and not exclusive and reverse:
+        out = np.flip(np.cumprod(np.flip(x, axis=-3), axis=-3), axis=-3)
+    elif axis == -3 and exclusive and not reverse:
+        out = _shift_right(np.cumprod(x, axis=-3), axis=-3, fill=1)
+    elif axis == -3 and exclusive and reverse:
+        out = np.flip(
+            _shift_right(np.cumprod(np.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
+        )
+    else:
+        raise ValueError(
+            f"Cumprod: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
+        )
+    return out
+
+
+def cumprod_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
+    """Gradient of Cumprod: one array per input (x)."""
+    axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if axis == -1 and not exclusive and not reverse:
+        t0 = np.cumsum(np.where(x == 0, 1, 0), axis=-1)
+        t1 = np.cumprod(np.where(x == 0, 1, x), axis=-1)
+        t2 = np.flip(
+            np.cumsum(np.flip(grad * t1 * np.where(t0 == 1, 1, 0), axis=-1), axis=-1), axis=-1
+        )
+        t3 = np.flip(
+            np.cumsum(np.flip(grad * t1 * np.where(t0 == 0, 1, 0), axis=-1), axis=-1), axis=-1
+        )
+        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
+            x == 0, 1, x
+        )
+    elif axis == -1 and not exclusive and reverse:
+        t0 = np.flip(np.cumsum(np.flip(np.where(x == 0, 1, 0), axis=-1), axis=-1), axis=-1)
+        t1 = np.flip(np.cumprod(np.flip(np.where(x == 0, 1, x), axis=-1), axis=-1), axis=-1)
+        t2 = np.cumsum(grad * t1 * np.where(t0 == 1, 1, 0), axis=-1)
+        t3 = np.cumsum(grad * t1 * np.where(t0 == 0, 1, 0), axis=-1)
+        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
+            x == 0, 1, x
+        )
+    elif axis == -1 and exclusive and not reverse:
+        t0 = _shift_right(np.cumsum(np.where(x == 0, 1, 0), axis=-1), axis=-1, fill=0)
+        t1 = _shift_right(np.cumprod(np.where(x == 0, 1, x), axis=-1), axis=-1, fill=1)
+        t2 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(grad * t1 * np.where(t0 == 1, 1, 0), axis=-1), axis=-1),
+                axis=-1,
+                fill=0,
+            ),
+            axis=-1,
+        )
+        t3 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(grad * t1 * np.where(t0 == 0, 1, 0), axis=-1), axis=-1),
+                axis=-1,
+                fill=0,
+            ),
+            axis=-1,
+        )
+        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
+            x == 0, 1, x
+        )
+    elif axis == -1 and exclusive and reverse:
+        t0 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(np.where(x == 0, 1, 0), axis=-1), axis=-1), axis=-1, fill=0
+            ),
+            axis=-1,
+        )
+        t1 = np.flip(
+            _shift_right(
+                np.cumprod(np.flip(np.where(x == 0, 1, x), axis=-1), axis=-1), axis=-1, fill=1
+            ),
+            axis=-1,
+        )
+        t2 = _shift_right(np.cumsum(grad * t1 * np.where(t0 == 1, 1, 0), axis=-1), axis=-1, fill=0)
+        t3 = _shift_right(np.cumsum(grad * t1 * np.where(t0 == 0, 1, 0), axis=-1), axis=-1, fill=0)
+        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
+            x == 0, 1, x
+        )
+    elif axis == -2 and not exclusive and not reverse:
+        t0 = np.cumsum(np.where(x == 0, 1, 0), axis=-2)
+        t1 = np.cumprod(np.where(x == 0, 1, x), axis=-2)
+        t2 = np.flip(
+            np.cumsum(np.flip(grad * t1 * np.where(t0 == 1, 1, 0), axis=-2), axis=-2), axis=-2
+        )
+        t3 = np.flip(
+            np.cumsum(np.flip(grad * t1 * np.where(t0 == 0, 1, 0), axis=-2), axis=-2), axis=-2
+        )
+        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
+            x == 0, 1, x
+        )
+    elif axis == -2 and not exclusive and reverse:
+        t0 = np.flip(np.cumsum(np.flip(np.where(x == 0, 1, 0), axis=-2), axis=-2), axis=-2)
+        t1 = np.flip(np.cumprod(np.flip(np.where(x == 0, 1, x), axis=-2), axis=-2), axis=-2)
+        t2 = np.cumsum(grad * t1 * np.where(t0 == 1, 1, 0), axis=-2)
+        t3 = np.cumsum(grad * t1 * np.where(t0 == 0, 1, 0), axis=-2)
+        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
+            x == 0, 1, x
+        )
+    elif axis == -2 and exclusive and not reverse:
+        t0 = _shift_right(np.cumsum(np.where(x == 0, 1, 0), axis=-2), axis=-2, fill=0)
+        t1 = _shift_right(np.cumprod(np.where(x == 0, 1, x), axis=-2), axis=-2, fill=1)
+        t2 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(grad * t1 * np.where(t0 == 1, 1, 0), axis=-2), axis=-2),
+                axis=-2,
+                fill=0,
+            ),
+            axis=-2,
+        )
+        t3 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(grad * t1 * np.where(t0 == 0, 1, 0), axis=-2), axis=-2),
+                axis=-2,
+                fill=0,
+            ),
+            axis=-2,
+        )
+        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
+            x == 0, 1, x
+        )
+    elif axis == -2 and exclusive and reverse:
+        t0 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(np.where(x == 0, 1, 0), axis=-2), axis=-2), axis=-2, fill=0
+            ),
+            axis=-2,
+        )
+        t1 = np.flip(
+            _shift_right(
+                np.cumprod(np.flip(np.where(x == 0, 1, x), axis=-2), axis=-2), axis=-2, fill=1
+            ),
+            axis=-2,
+        )
+        t2 = _shift_right(np.cumsum(grad * t1 * np.where(t0 == 1, 1, 0), axis=-2), axis=-2, fill=0)
+        t3 = _shift_right(np.cumsum(grad * t1 * np.where(t0 == 0, 1, 0), axis=-2), axis=-2, fill=0)
+        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
+            x == 0, 1, x
+        )
+    elif axis == -3 and not exclusive and not reverse:
+        t0 = np.cumsum(np.where(x == 0, 1, 0), axis=-3)
+        t1 = np.cumprod(np.where(x == 0, 1, x), axis=-3)
+        t2 = np.flip(
+            np.cumsum(np.flip(grad * t1 * np.where(t0 == 1, 1, 0), axis=-3), axis=-3), axis=-3
+        )
+        t3 = np.flip(
+            np.cumsum(np.flip(grad * t1 * np.where(t0 == 0, 1, 0), axis=-3), axis=-3), axis=-3
+        )
+        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
+            x == 0, 1, x
+        )
+    elif axis == -3 and not exclusive and reverse:
+        t0 = np.flip(np.cumsum(np.flip(np.where(x == 0, 1, 0), axis=-3), axis=-3), axis=-3)
+        t1 = np.flip(np.cumprod(np.flip(np.where(x == 0, 1, x), axis=-3), axis=-3), axis=-3)
+        t2 = np.cumsum(grad * t1 * np.where(t0 == 1, 1, 0), axis=-3)
+        t3 = np.cumsum(grad * t1 * np.where(t0 == 0, 1, 0), axis=-3)
+        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
+            x == 0, 1, x
+        )
+    elif axis == -3 and exclusive and not reverse:
+        t0 = _shift_right(np.cumsum(np.where(x == 0, 1, 0), axis=-3), axis=-3, fill=0)
+        t1 = _shift_right(np.cumprod(np.where(x == 0, 1, x), axis=-3), axis=-3, fill=1)
+        t2 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(grad * t1 * np.where(t0 == 1, 1, 0), axis=-3), axis=-3),
+                axis=-3,
+                fill=0,
+            ),
+            axis=-3,
+        )
+        t3 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(grad * t1 * np.where(t0 == 0, 1, 0), axis=-3), axis=-3),
+                axis=-3,
+                fill=0,
+            ),
+            axis=-3,
+        )
+        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
+            x == 0, 1, x
+        )
+    elif axis == -3 and exclusive and reverse:
+        t0 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(np.where(x == 0, 1, 0), axis=-3), axis=-3), axis=-3, fill=0
+            ),
+            axis=-3,
+        )
+        t1 = np.flip(
+            _shift_right(
+                np.cumprod(np.flip(np.where(x == 0, 1, x), axis=-3), axis=-3), axis=-3, fill=1
+            ),
+            axis=-3,
+        )
+        t2 = _shift_right(np.cumsum(grad * t1 * np.where(t0 == 1, 1, 0), axis=-3), axis=-3, fill=0)
+        t3 = _shift_right(np.cumsum(grad * t1 * np.where(t0 == 0, 1, 0), axis=-3), axis=-3, fill=0)
+        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
+            x == 0, 1, x
+        )
+    else:
+        raise ValueError(
+            f"Cumprod: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
+        )
+    return (grad_x,)

@@ -753,3 +753,411 @@ def reduce_min(input, *, axis=-1, keep_dims=False):
 
 
 _register("Min", reduce_min_grad)
+
+
+def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
+    """Gradient of Cumprod (declared at ops/reductions.py:98): one per input (x)."""
+    axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
+    if axis == -1 and not exclusive and not reverse:
+        t0 = tf.math.cumsum(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-1,
+        )
+        t1 = tf.math.cumprod(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-1)
+        t2 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-1,
+            reverse=True,
+        )
+        t3 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-1,
+            reverse=True,
+        )
+        grad_x = (
+            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t3
+        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+    elif axis == -1 and not exclusive and reverse:
+        t0 = tf.math.cumsum(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-1,
+            reverse=True,
+        )
+        t1 = tf.math.cumprod(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-1, reverse=True
+        )
+        t2 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-1,
+        )
+        t3 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-1,
+        )
+        grad_x = (
+            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t3
+        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+    elif axis == -1 and exclusive and not reverse:
+        t0 = tf.math.cumsum(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-1,
+            exclusive=True,
+        )
+        t1 = tf.math.cumprod(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-1, exclusive=True
+        )
+        t2 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-1,
+            exclusive=True,
+            reverse=True,
+        )
+        t3 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-1,
+            exclusive=True,
+            reverse=True,
+        )
+        grad_x = (
+            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t3
+        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+    elif axis == -1 and exclusive and reverse:
+        t0 = tf.math.cumsum(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-1,
+            exclusive=True,
+            reverse=True,
+        )
+        t1 = tf.math.cumprod(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x),
+            axis=-1,
+            exclusive=True,
+            reverse=True,
+        )
+        t2 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-1,
+            exclusive=True,
+        )
+        t3 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-1,
+            exclusive=True,
+        )
+        grad_x = (
+            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t3
+        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+    elif axis == -2 and not exclusive and not reverse:
+        t0 = tf.math.cumsum(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+        )
+        t1 = tf.math.cumprod(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-2)
+        t2 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            reverse=True,
+        )
+        t3 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            reverse=True,
+        )
+        grad_x = (
+            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t3
+        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+    elif axis == -2 and not exclusive and reverse:
+        t0 = tf.math.cumsum(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            reverse=True,
+        )
+        t1 = tf.math.cumprod(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-2, reverse=True
+        )
+        t2 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+        )
+        t3 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+        )
+        grad_x = (
+            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t3
+        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+    elif axis == -2 and exclusive and not reverse:
+        t0 = tf.math.cumsum(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            exclusive=True,
+        )
+        t1 = tf.math.cumprod(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-2, exclusive=True
+        )
+        t2 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            exclusive=True,
+            reverse=True,
+        )
+        t3 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            exclusive=True,
+            reverse=True,
+        )
+        grad_x = (
+            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t3
+        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+    elif axis == -2 and exclusive and reverse:
+        t0 = tf.math.cumsum(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            exclusive=True,
+            reverse=True,
+        )
+        t1 = tf.math.cumprod(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x),
+            axis=-2,
+            exclusive=True,
+            reverse=True,
+        )
+        t2 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            exclusive=True,
+        )
+        t3 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            exclusive=True,
+        )
+        grad_x = (
+            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t3
+        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+    elif axis == -3 and not exclusive and not reverse:
+        t0 = tf.math.cumsum(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-3,
+        )
+        t1 = tf.math.cumprod(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-3)
+        t2 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-3,
+            reverse=True,
+        )
+        t3 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-3,
+            reverse=True,
+        )
+        grad_x = (
+            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t3
+        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+    elif axis == -3 and not exclusive and reverse:
+        t0 = tf.math.cumsum(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-3,
+            reverse=True,
+        )
+        t1 = tf.math.cumprod(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-3, reverse=True
+        )
+        t2 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-3,
+        )
+        t3 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-3,
+        )
+        grad_x = (
+            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t3
+        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+    elif axis == -3 and exclusive and not reverse:
+        t0 = tf.math.cumsum(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-3,
+            exclusive=True,
+        )
+        t1 = tf.math.cumprod(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-3, exclusive=True
+        )
+        t2 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-3,
+            exclusive=True,
+            reverse=True,
+        )
+        t3 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-3,
+            exclusive=True,
+            reverse=True,
+        )
+        grad_x = (
+            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t3
+        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+    elif axis == -3 and exclusive and reverse:
+        t0 = tf.math.cumsum(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-3,
+            exclusive=True,
+            reverse=True,
+        )
+        t1 = tf.math.cumprod(
+            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x),
+            axis=-3,
+            exclusive=True,
+            reverse=True,
+        )
+        t2 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-3,
+            exclusive=True,
+        )
+        t3 = tf.math.cumsum(
+            grad
+            * t1
+            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-3,
+            exclusive=True,
+        )
+        grad_x = (
+            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t3
+        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+    else:
+        raise ValueError(
+            f"Cumprod: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
+        )
+    return (grad_x,)
+
+
+def cumprod_grad(op, grad):
+    """Gradient function of Cumprod for `tf.RegisterGradient`."""
+    grads = cumprod_vjp(
+        grad,
+        op.inputs[0],
+        *op.outputs,
+        axis=_const_input(op, 1),
+        exclusive=op.get_attr("exclusive"),
+        reverse=op.get_attr("reverse"),
+    )
+    return _insert_none(grads, (1,))
+
+
+def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
+    """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero, with its derived gradient."""
+    axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
+
+    @tf.custom_gradient
+    def forward(x):
+        if axis == -1 and not exclusive and not reverse:
+            out = tf.math.cumprod(x, axis=-1)
+        elif axis == -1 and not exclusive and reverse:
+            out = tf.math.cumprod(x, axis=-1, reverse=True)
+        elif axis == -1 and exclusive and not reverse:
+            out = tf.math.cumprod(x, axis=-1, exclusive=True)
+        elif axis == -1 and exclusive and reverse:
+            out = tf.math.cumprod(x, axis=-1, exclusive=True, reverse=True)
+        elif axis == -2 and not exclusive and not reverse:
+            out = tf.math.cumprod(x, axis=-2)
+        elif axis == -2 and not exclusive and reverse:
+            out = tf.math.cumprod(x, axis=-2, reverse=True)
+        elif axis == -2 and exclusive and not reverse:
+            out = tf.math.cumprod(x, axis=-2, exclusive=True)
+        elif axis == -2 and exclusive and reverse:
+            out = tf.math.cumprod(x, axis=-2, exclusive=True, reverse=True)
+        elif axis == -3 and not exclusive and not reverse:
+            out = tf.math.cumprod(x, axis=-3)
+        elif axis == -3 and not exclusive and reverse:
+            out = tf.math.cumprod(x, axis=-3, reverse=True)
+        elif axis == -3 and exclusive and not reverse:
+            out = tf.math.cumprod(x, axis=-3, exclusive=True)
+        elif axis == -3 and exclusive and reverse:
+            out = tf.math.cumprod(x, axis=-3, exclusive=True, reverse=True)
+        else:
+            raise ValueError(
+                f"Cumprod: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
+            )
+
+        def backward(grad):
+            return cumprod_vjp(grad, x, out, axis=axis, exclusive=exclusive, reverse=reverse)
+
+        return out, backward
+
+    return forward(x)
+
+
+_register("Cumprod", cumprod_grad)

@@ -93,3 +93,14 @@ def reduce_min(axis, keep_dims):
     """Minimum over one axis; tied minima share the gradient equally."""
     x, trailing = _input("input", axis)
     return {"output": (_reduced(keep_dims, trailing), minimum(_entry(x, k, trailing), (k, 0, N - 1)))}
+
+
+@op("Cumprod", attrs={"axis": const_input(1, (-1, -2, -3), axis_of="x"), "exclusive": bool, "reverse": bool})
+def cumprod(axis, exclusive, reverse):
+    """Cumulative product along one axis; its gradient is finite where entries are zero."""
+    x, trailing = _input("x", axis)
+    if reverse:
+        first, last = (i + 1 if exclusive else i), N - 1
+    else:
+        first, last = 0, (i - 1 if exclusive else i)
+    return {"out": ((..., i) + trailing, product(_entry(x, k, trailing), (k, first, last)))}

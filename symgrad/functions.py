@@ -22,15 +22,50 @@ def _single_limit(expr) -> tuple:
 
 
 class product(sp.Product):
-    """`Product` whose derivative uses partial products, not a division."""
+    """`Product` whose derivative never divides by an entry that may be zero."""
 
     def _eval_derivative(self, x):
         k, low, high = _single_limit(self)
+        if _bounded_by_index(low) or _bounded_by_index(high):
+            return self._cumulative_derivative(x)
         j = next(_fresh)
         entry = self.function.subs(k, j)
         before = product(self.function, (k, low, j - 1))
         after = product(self.function, (k, j + 1, high))
         return sp.Sum(before * sp.diff(entry, x) * after, (j, low, high))
+
+    def _cumulative_derivative(self, x):
+        """A range ending at another index (a cumulative product): the product without entry
+        j is 0 when another entry in range is 0, else the product of the entries with zeros
+        read as ones, divided by entry j read the same way (never 0). With Z_j = [f(j) == 0]
+        and C = the count of zeros in range, "no other zero" is Z_j [C == 1] + (1 - Z_j) [C == 0],
+        which keeps every part a cumulative sum or product along one index."""
+        k, low, high = _single_limit(self)
+        j = next(_fresh)
+        entry = self.function.subs(k, j)
+        zeros = sp.Sum(indicator_equal(self.function, 0), (k, low, high))
+        ones_for_zeros = product(nonzero_or_one(self.function), (k, low, high))
+        is_zero = indicator_equal(entry, 0)
+        no_other_zero = is_zero * indicator_equal(zeros, 1) + (1 - is_zero) * indicator_equal(zeros, 0)
+        without_j = no_other_zero * ones_for_zeros / nonzero_or_one(entry)
+        return sp.Sum(without_j * sp.diff(entry, x), (j, low, high))
+
+
+def _bounded_by_index(bound) -> bool:
+    return any(s.is_integer and s.is_positive is not True for s in sp.sympify(bound).free_symbols)
+
+
+class nonzero_or_one(sp.Function):
+    """Its argument, or 1 where that is 0; derivative that of the argument (used only where
+    the argument is not 0)."""
+
+    nargs = 1
+
+    def fdiff(self, argindex=1):
+        return sp.S.One
+
+    def as_piecewise(self) -> sp.Piecewise:
+        return sp.Piecewise((1, sp.Eq(self.args[0], 0)), (self.args[0], True))
 
 
 class _Extremum(ExprWithLimits):

@@ -87,6 +87,9 @@ class ArrayCodeMixin:
     def _print_indicator_equal(self, expr):
         return self._print(expr.as_piecewise())
 
+    def _print_nonzero_or_one(self, expr):
+        return self._print(expr.as_piecewise())
+
     def _print_Heaviside(self, expr):
         x = expr.args[0]
         half = expr.args[1] if len(expr.args) > 1 else sp.S.Half
