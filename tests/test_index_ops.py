@@ -83,7 +83,7 @@ BATCHES = [((), ()), ((3,), (3,)), ((2, 1), (1, 4)), ((5,), ()), ((), (2, 3)), (
 @pytest.mark.parametrize("adj_x,adj_y", list(itertools.product([False, True], repeat=2)))
 def test_batch_matmul_v2(tf, tf_module, numpy_module, adj_x, adj_y, batch_x, batch_y, dtype):
     rng = np.random.default_rng(9)
-    m, k, n = 2, 3, 4
+    m, k, n = (1, 3, 4) if batch_x == (5,) else (2, 1, 4) if batch_y == (4,) else (2, 3, 4)
     x = rng.standard_normal(batch_x + ((k, m) if adj_x else (m, k)))
     y = rng.standard_normal(batch_y + ((n, k) if adj_y else (k, n)))
     attrs = {"adj_x": adj_x, "adj_y": adj_y}
@@ -299,9 +299,10 @@ def test_trace_matches_tensorflow(tf, tf_module, numpy_module, shape):
     np.testing.assert_allclose(ours, gradients[0], rtol=1e-13)
 
 
-def _einsum_operands(equation, rng):
-    sizes = {c: 2 + n for n, c in enumerate(sorted(set(equation) - set(",->")))}
-    sizes["b"] = 2
+def _einsum_operands(equation, rng, unit=False):
+    """Operands with distinct sizes per letter, or with every size 1 (`unit`)."""
+    sizes = {c: 1 if unit else 2 + n for n, c in enumerate(sorted(set(equation) - set(",->")))}
+    sizes["b"] = 1 if unit else 2
     return [rng.standard_normal(tuple(sizes[c] for c in term)) for term in equation.split("->")[0].split(",")]
 
 
@@ -311,11 +312,12 @@ EINSUM_EQUATIONS = [
 ]
 
 
+@pytest.mark.parametrize("unit", [False, True], ids=["sizes", "size-1 axes"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
 @pytest.mark.parametrize("equation", EINSUM_EQUATIONS)
-def test_einsum(tf, tf_module, numpy_module, equation, dtype):
+def test_einsum(tf, tf_module, numpy_module, equation, dtype, unit):
     rng = np.random.default_rng(17)
-    operands = [x.astype(dtype) for x in _einsum_operands(equation, rng)]
+    operands = [x.astype(dtype) for x in _einsum_operands(equation, rng, unit)]
     values = [tf.constant(x) for x in operands]
     # TensorFlow's Einsum op takes one or two operands; tf.einsum splits longer equations
     raw = len(operands) <= 2
