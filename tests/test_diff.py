@@ -25,10 +25,20 @@ from verify_support import (
 # TensorFlow's own gradients that differ from the derived ones, and why (see the README)
 KNOWN_TF_DIFFERENCES = {
     # TensorFlow does not conjugate these two partials (grad * log(y), not grad * conj(log(y)))
-    ("Xlogy", "complex64"), ("Xlogy", "complex128"), ("Xdivy", "complex64"), ("Xdivy", "complex128"),
+    ("Xlogy", "complex64"),
+    ("Xlogy", "complex128"),
+    ("Xdivy", "complex64"),
+    ("Xdivy", "complex128"),
     # TensorFlow's gradient assumes each row of labels sums to 1, and that backprop's gradient
     # does not reach labels
-    ("SoftmaxCrossEntropyWithLogits", "float32"), ("SoftmaxCrossEntropyWithLogits", "float64"),
+    ("SoftmaxCrossEntropyWithLogits", "float32"),
+    ("SoftmaxCrossEntropyWithLogits", "float64"),
+    # TensorFlow's Cumprod gradient divides by x (div_no_nan): 0 where x == 0, not the
+    # product of the others (TF #3862); `symgrad check` confirms the derived one
+    ("Cumprod", "float32"),
+    ("Cumprod", "float64"),
+    ("Cumprod", "complex64"),
+    ("Cumprod", "complex128"),
 }
 # faults `symgrad diff` found in derived code, reported to its owners; allowed, not required
 KNOWN_DERIVED_FAULTS = {
