@@ -265,7 +265,11 @@ def matrix_band_part_vjp(grad, input, band, *, num_lower, num_upper):
 def matrix_band_part_grad(op, grad):
     """Gradient function of MatrixBandPart for `tf.RegisterGradient`."""
     grads = matrix_band_part_vjp(
-        grad, op.inputs[0], *op.outputs, num_lower=op.inputs[1], num_upper=op.inputs[2]
+        grad,
+        op.inputs[0],
+        *op.outputs,
+        num_lower=tf.cast(op.inputs[1], tf.int64),
+        num_upper=tf.cast(op.inputs[2], tf.int64),
     )
     return _insert_none(grads, (1, 2))
 

@@ -120,7 +120,7 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
     get_attrs = "".join(
         f", {name}={_read_attr(name, default, const)}" for name, default in op.enumerated_attrs
     ) + "".join(
-        f", {name}=op.inputs[{const[name]}]" if name in const else f", {name}=op.get_attr({name!r})"
+        f", {name}={_scalar_input(const[name])}" if name in const else f", {name}=op.get_attr({name!r})"
         for name, _ in op.numeric_attrs
     )
     pass_attrs = "".join(f", {name}={name}" for name, _ in op.enumerated_attrs + op.numeric_attrs)
@@ -148,6 +148,11 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
         "outputs_pass": outputs_pass,
         "none_positions": tuple(sorted(const.values())),
     }
+
+
+def _scalar_input(position: int) -> str:
+    """A scalar integer input, as int64: the dtype indices used as values have."""
+    return f"tf.cast(op.inputs[{position}], tf.int64)"
 
 
 def _read_attr(name: str, default, const: dict) -> str:

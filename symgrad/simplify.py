@@ -92,9 +92,18 @@ def reuse_forward_outputs(derivation: Derivation) -> Derivation:
     for name, expr in derivation.vjp.items():
         for y, f in outputs:
             if expr is not None:
-                expr = _cheapest(expr, _reuse_candidates(expr, y, f, inputs), inputs)
+                expr = _reuse_or_keep(expr, y, f, inputs)
         vjp[name] = expr
     return dataclasses.replace(derivation, vjp=vjp)
+
+
+def _reuse_or_keep(expr, y, f, inputs) -> sp.Expr:
+    """The cheapest rewrite of `expr` with output `y`; `expr` itself where SymPy fails on
+    one (this pass only saves work: it must never stop a derivation)."""
+    try:
+        return _cheapest(expr, _reuse_candidates(expr, y, f, inputs), inputs)
+    except (TypeError, ValueError, NotImplementedError):  # e.g. "Invalid NaN comparison"
+        return expr
 
 
 def _reuse_candidates(expr, y, f, inputs) -> list[tuple[sp.Expr, dict]]:
@@ -112,7 +121,7 @@ def _by_inverse(expr, y, f, x) -> list[sp.Expr]:
     free_y = sp.Symbol(y.name)
     try:
         solutions = sp.solve(sp.Eq(free_y, f), x)
-    except (NotImplementedError, ValueError):
+    except (NotImplementedError, ValueError, TypeError):  # SymPy gives up, or trips on a NaN
         return []
     result = []
     for solution in solutions[:4]:
@@ -221,7 +230,7 @@ def _by_inverse_entry(factor, expr, value, entry) -> list[sp.Expr]:
         unknown, known = sp.Dummy("x"), sp.Dummy("y")
         try:
             solutions = sp.solve(sp.Eq(known, expr.subs(x, unknown)), unknown)
-        except (NotImplementedError, ValueError):
+        except (NotImplementedError, ValueError, TypeError):  # SymPy gives up, or trips on a NaN
             continue
         if len(solutions) == 1:
             candidate = factor.subs(x, solutions[0]).subs(known, value)

@@ -113,3 +113,20 @@ def test_softsign_grad_numpy_matches_finite_differences(numpy_module):
             minus = np.sum(upstream * module.softsign_grad(*args))
             numeric[idx] = (plus - minus) / (2 * step)
         np.testing.assert_allclose(got[n], numeric, rtol=1e-6, atol=1e-9)
+
+
+def test_a_kink_plus_abs_derives(tmp_path):
+    """SymPy trips ("Invalid NaN comparison") rewriting relu(x) + |x| with its output: the
+    reuse pass then keeps the plain gradient instead of stopping the derivation."""
+    from symgrad.generate import generate
+
+    (tmp_path / "hinge.py").write_text(
+        "import sympy as sp\nfrom symgrad import elementwise\n\n@elementwise('Hinge')\n"
+        "def hinge(x):\n    return sp.Piecewise((x, x > 0), (0, True)) + sp.Abs(x)\n"
+    )
+    (tmp_path / "gen").mkdir()
+    for name, text in generate([tmp_path / "hinge.py"], ("numpy",)).items():
+        (tmp_path / "gen" / name).write_text(text)
+    module = import_path(tmp_path / "gen" / "hinge_numpy.py")
+    (grad,) = module.hinge_grad(np.array([2.0, 3.0, 5.0]), np.array([-1.5, 0.0, 2.0]))
+    np.testing.assert_array_equal(grad, [-2.0, 0.0, 10.0])

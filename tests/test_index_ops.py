@@ -372,8 +372,9 @@ BANDS = [(0, 0), (1, 0), (0, 2), (-1, 1), (2, -1), (-1, -1)]
 def test_matrix_band_part(tf, tf_module, numpy_module, num_lower, num_upper, shape, dtype):
     rng = np.random.default_rng(19)
     x = rng.standard_normal(shape).astype(dtype)
-    attrs = {"num_lower": np.int64(num_lower), "num_upper": np.int64(num_upper)}
-    check(tf, tf_module, numpy_module, "diagonals", "matrix_band_part", "MatrixBandPart", {"input": x}, attrs, dtype)
+    for index_type in (np.int64, np.int32):  # tf.linalg.band_part passes int32
+        attrs = {"num_lower": index_type(num_lower), "num_upper": index_type(num_upper)}
+        check(tf, tf_module, numpy_module, "diagonals", "matrix_band_part", "MatrixBandPart", {"input": x}, attrs, dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
