@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -76,7 +77,7 @@ def _compile_all(op_files: list[OpFile], jobs: int) -> list[list[OpCode]]:
     """Every op of every file compiled, in order; all errors collected before raising."""
     tasks = [(str(f.path), n) for f in op_files for n in range(len(f.ops))]
     if jobs > 1 and len(tasks) > 1:
-        context = multiprocessing.get_context("spawn")  # no fork of a process holding threads
+        context = multiprocessing.get_context(_start_method())
         with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=context) as pool:
             results = list(pool.map(_compile_in_worker, tasks, chunksize=1))
     else:
@@ -89,6 +90,14 @@ def _compile_all(op_files: list[OpFile], jobs: int) -> list[list[OpCode]]:
         grouped.append(results[position : position + len(op_file.ops)])
         position += len(op_file.ops)
     return grouped
+
+
+def _start_method() -> str:
+    """Fork where that is safe (workers then start warm, with SymPy imported); spawn in a
+    process that has imported TensorFlow, whose threads a fork would leave broken."""
+    if sys.platform == "linux" and "tensorflow" not in sys.modules:
+        return "fork"
+    return "spawn"
 
 
 def _compile_in_worker(task: tuple[str, int]) -> OpCode | SymgradError:
