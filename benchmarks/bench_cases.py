@@ -1,0 +1,234 @@
+"""The benchmark's op table: one `Case` per op and variant, each with its references.
+
+Adding an op is one entry in `CASES`: its op type (as declared, TensorFlow's name), the input
+shapes per size, the attributes, and how each reference computes the same forward: TensorFlow's
+raw op (whose registered gradient is the reference), autograd's and JAX's numpy expressions.
+A case whose op is not derived (yet) is skipped, so entries may run ahead of ops/.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+Shapes = tuple[tuple[int, ...], ...]
+SIZES = ("full", "quick", "smoke")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One row group of the benchmark: an op at one variant (attributes and shapes)."""
+
+    op: str  # op type, as declared with @op / @elementwise
+    variant: str  # what tells this row from the op's other rows
+    shapes: dict[str, Shapes]  # size ("full", "quick", "smoke") -> one shape per input
+    attrs: dict[str, Any] = field(
+        default_factory=dict
+    )  # keyword attributes of the generated functions
+    tf_op: Callable | None = (
+        None  # (tf, *inputs) -> output of TensorFlow's op (registered gradient)
+    )
+    tf_composite: Callable | None = None  # (tf, *inputs) -> output, for ops TF composes (autodiff)
+    autograd: Callable | None = None  # (namespace with np, special, *inputs) -> output
+    jax: Callable | None = None  # (namespace with np, nn, special, *inputs) -> output
+    positive: tuple[int, ...] = ()  # inputs drawn from [0.5, 2): denominators
+
+    @property
+    def label(self) -> str:
+        return f"{self.op} {self.variant}"
+
+
+def sizes(full: Shapes, quick: Shapes | None = None, smoke: Shapes | None = None) -> dict:
+    """Input shapes per size; `quick` defaults to `full`, `smoke` to one small shape per input."""
+    quick = quick or full
+    smoke = smoke or tuple(tuple(min(n, 8) for n in shape) for shape in full)
+    return {"full": full, "quick": quick, "smoke": smoke}
+
+
+def _t(transpose: bool) -> str:
+    return "T" if transpose else "N"
+
+
+def matmul(ta: bool, tb: bool) -> Case:
+    """MatMul at 1024 x 1024 with transpose flags `ta`, `tb`."""
+    op_a = (lambda x: x.T) if ta else (lambda x: x)
+    op_b = (lambda x: x.T) if tb else (lambda x: x)
+    return Case(
+        "MatMul",
+        f"{_t(ta)}{_t(tb)} 1024x1024",
+        sizes(((1024, 1024), (1024, 1024)), ((512, 512), (512, 512))),
+        attrs={"transpose_a": ta, "transpose_b": tb},
+        tf_op=lambda tf, a, b: tf.raw_ops.MatMul(a=a, b=b, transpose_a=ta, transpose_b=tb),
+        autograd=lambda m, a, b: m.np.matmul(op_a(a), op_b(b)),
+        jax=lambda m, a, b: m.np.matmul(op_a(a), op_b(b)),
+    )
+
+
+def batch_matmul(variant: str, shapes: Shapes, quick: Shapes) -> Case:
+    """BatchMatMulV2 without adjoints; broadcasting when the shapes' batch axes differ."""
+    smoke = tuple((2, 8, 8)[-len(shape) :] for shape in shapes)
+    return Case(
+        "BatchMatMulV2",
+        variant,
+        sizes(shapes, quick, smoke),
+        attrs={"adj_x": False, "adj_y": False},
+        tf_op=lambda tf, x, y: tf.raw_ops.BatchMatMulV2(x=x, y=y),
+        autograd=lambda m, x, y: m.np.matmul(x, y),
+        jax=lambda m, x, y: m.np.matmul(x, y),
+    )
+
+
+def unary(op: str, tf_op=None, autograd=None, jax=None, tf_composite=None) -> Case:
+    """An elementwise op on 10^7 elements."""
+    return Case(
+        op,
+        "1e7",
+        sizes(((10**7,),), ((10**6,),), ((64,),)),
+        tf_op=tf_op,
+        tf_composite=tf_composite,
+        autograd=autograd,
+        jax=jax,
+    )
+
+
+def binary(op: str, variant: str, shapes: Shapes, tf_op, expr, positive=()) -> Case:
+    """A broadcasting binary op: `expr(x, y)` in autograd and JAX."""
+    smoke = tuple(tuple(min(n, 8) for n in shape) for shape in shapes)
+    quick = tuple(tuple(n // 4 if n > 1 else 1 for n in shape) for shape in shapes)
+    return Case(
+        op,
+        variant,
+        sizes(shapes, quick, smoke),
+        tf_op=tf_op,
+        autograd=lambda m, x, y: expr(x, y),
+        jax=lambda m, x, y: expr(x, y),
+        positive=positive,
+    )
+
+
+def last_axis(op: str, shape, attrs, tf_op, expr) -> Case:
+    """A reduction or scan over the last axis: `expr(np, x)` in autograd and JAX."""
+    return Case(
+        op,
+        "x".join(map(str, shape)) + ", axis -1",
+        sizes((shape,), (tuple(n // 4 for n in shape),)),
+        attrs=attrs,
+        tf_op=tf_op,
+        autograd=lambda m, x: expr(m, x),
+        jax=lambda m, x: expr(m, x),
+    )
+
+
+def _gelu(m, x):
+    """The exact GELU as an autograd user writes it."""
+    return 0.5 * x * (1.0 + m.special.erf(x / math.sqrt(2.0)))
+
+
+ROWS = (4096, 1024)  # a batch of activations: 4096 rows of 1024 features
+LOGITS = (256, 4096)  # 256 rows of 4096 classes
+
+CASES: tuple[Case, ...] = (
+    *(matmul(ta, tb) for ta in (False, True) for tb in (False, True)),
+    batch_matmul(
+        "32x256x256 @ 32x256x256",
+        ((32, 256, 256), (32, 256, 256)),
+        ((8, 256, 256), (8, 256, 256)),
+    ),
+    batch_matmul(
+        "32x256x256 @ 256x256 (broadcast)",
+        ((32, 256, 256), (256, 256)),
+        ((8, 256, 256), (256, 256)),
+    ),
+    unary(
+        "Sigmoid",
+        tf_op=lambda tf, x: tf.raw_ops.Sigmoid(x=x),
+        autograd=lambda m, x: m.special.expit(x),
+        jax=lambda m, x: m.nn.sigmoid(x),
+    ),
+    unary(
+        "Tanh",
+        tf_op=lambda tf, x: tf.raw_ops.Tanh(x=x),
+        autograd=lambda m, x: m.np.tanh(x),
+        jax=lambda m, x: m.np.tanh(x),
+    ),
+    unary(
+        "Softplus",
+        tf_op=lambda tf, x: tf.raw_ops.Softplus(features=x),
+        autograd=lambda m, x: m.np.logaddexp(0.0, x),
+        jax=lambda m, x: m.nn.softplus(x),
+    ),
+    unary(
+        "GeluErf",
+        tf_composite=lambda tf, x: tf.nn.gelu(x, approximate=False),
+        autograd=_gelu,
+        jax=lambda m, x: m.nn.gelu(x, approximate=False),
+    ),
+    binary(
+        "Mul",
+        "4096x1024 * 1x1024",
+        (ROWS, (1, 1024)),
+        lambda tf, x, y: tf.raw_ops.Mul(x=x, y=y),
+        lambda x, y: x * y,
+    ),
+    binary(
+        "Mul",
+        "4096x1024 * 4096x1024",
+        (ROWS, ROWS),
+        lambda tf, x, y: tf.raw_ops.Mul(x=x, y=y),
+        lambda x, y: x * y,
+    ),
+    binary(
+        "RealDiv",
+        "4096x1024 / 1x1024",
+        (ROWS, (1, 1024)),
+        lambda tf, x, y: tf.raw_ops.RealDiv(x=x, y=y),
+        lambda x, y: x / y,
+        positive=(1,),
+    ),
+    binary(
+        "RealDiv",
+        "4096x1024 / 4096x1",
+        (ROWS, (4096, 1)),
+        lambda tf, x, y: tf.raw_ops.RealDiv(x=x, y=y),
+        lambda x, y: x / y,
+        positive=(1,),
+    ),
+    Case(
+        "Softmax",
+        "256x4096",
+        sizes((LOGITS,), ((64, 4096),)),
+        tf_op=lambda tf, x: tf.raw_ops.Softmax(logits=x),
+        autograd=lambda m, x: m.np.exp(x - m.special.logsumexp(x, axis=-1, keepdims=True)),
+        jax=lambda m, x: m.nn.softmax(x, axis=-1),
+    ),
+    Case(
+        "LogSoftmax",
+        "256x4096",
+        sizes((LOGITS,), ((64, 4096),)),
+        tf_op=lambda tf, x: tf.raw_ops.LogSoftmax(logits=x),
+        autograd=lambda m, x: x - m.special.logsumexp(x, axis=-1, keepdims=True),
+        jax=lambda m, x: m.nn.log_softmax(x, axis=-1),
+    ),
+    last_axis(
+        "Sum",
+        ROWS,
+        {"axis": -1, "keep_dims": False},
+        lambda tf, x: tf.raw_ops.Sum(input=x, axis=-1, keep_dims=False),
+        lambda m, x: m.np.sum(x, axis=-1),
+    ),
+    last_axis(
+        "Mean",
+        ROWS,
+        {"axis": -1, "keep_dims": False},
+        lambda tf, x: tf.raw_ops.Mean(input=x, axis=-1, keep_dims=False),
+        lambda m, x: m.np.mean(x, axis=-1),
+    ),
+    last_axis(
+        "Cumsum",
+        ROWS,
+        {"axis": -1, "exclusive": False, "reverse": False},
+        lambda tf, x: tf.raw_ops.Cumsum(x=x, axis=-1, exclusive=False, reverse=False),
+        lambda m, x: m.np.cumsum(x, axis=-1),
+    ),
+)
