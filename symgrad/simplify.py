@@ -116,8 +116,16 @@ def _reuse_candidates(expr, y, f, inputs) -> list[tuple[sp.Expr, dict]]:
     return [(c, {y: f}) for c in candidates if c != expr]
 
 
+INVERTIBLE_OPS = 8  # larger forwards are not inverted: SymPy's solve has no time limit
+
+
 def _by_inverse(expr, y, f, x) -> list[sp.Expr]:
-    """Substitute `x = f^-1(y)` where SymPy can invert `f` and the result has no functions left."""
+    """Substitute `x = f^-1(y)` where SymPy can invert `f` and the result has no functions left.
+
+    Only small forwards are tried: `solve` on GELU's tanh form runs for minutes.
+    """
+    if sp.count_ops(f) > INVERTIBLE_OPS:
+        return []
     free_y = sp.Symbol(y.name)
     try:
         solutions = sp.solve(sp.Eq(free_y, f), x)

@@ -130,3 +130,23 @@ def test_a_kink_plus_abs_derives(tmp_path):
     module = import_path(tmp_path / "gen" / "hinge_numpy.py")
     (grad,) = module.hinge_grad(np.array([2.0, 3.0, 5.0]), np.array([-1.5, 0.0, 2.0]))
     np.testing.assert_array_equal(grad, [-2.0, 0.0, 10.0])
+
+
+def test_gelu_tanh_form_derives_and_is_right(tmp_path):
+    """SymPy's solve ran for minutes trying to invert this forward for output reuse; large
+    forwards are no longer inverted. Checked against finite differences."""
+    from symgrad.generate import generate
+
+    (tmp_path / "gelu.py").write_text(
+        "import sympy as sp\nfrom symgrad import elementwise\n\n@elementwise('GeluTanh')\n"
+        "def gelu_tanh(x):\n"
+        "    return x * (1 + sp.tanh(sp.sqrt(2 / sp.pi) * (x + sp.Rational(44715, 10**6) * x**3))) / 2\n"
+    )
+    (tmp_path / "gen").mkdir()
+    for name, text in generate([tmp_path / "gelu.py"], ("numpy",)).items():
+        (tmp_path / "gen" / name).write_text(text)
+    module = import_path(tmp_path / "gen" / "gelu_numpy.py")
+    x = np.linspace(-3, 3, 13)
+    (grad,) = module.gelu_tanh_grad(np.ones_like(x), x)
+    numeric = (module.gelu_tanh(x + 1e-6) - module.gelu_tanh(x - 1e-6)) / 2e-6
+    np.testing.assert_allclose(grad, numeric, rtol=1e-7, atol=1e-9)
