@@ -118,10 +118,14 @@ class TensorLowering:
             self._memo[("dim", dim)] = sp.Symbol(self._temp(DimSize(*self.dims[dim])))
         return self._memo[("dim", dim)]
 
+    def _axis_source(self, index) -> tuple | None:
+        """(variable, negative axis) whose size is the number of values `index` takes."""
+        size = self.ranges.get(index, (None, None))[1]
+        return self.dims.get(size + 1) if size is not None else None
+
     def _iota(self, index, axes) -> sp.Expr:
         """An index used as a value (MatrixBandPart's `i - j`): 0, 1, ..., aligned."""
-        size = self.ranges.get(index, (None, None))[1]
-        source = self.dims.get(size + 1) if size is not None else None
+        source = self._axis_source(index)
         if index not in axes or source is None:
             self._fail(f"cannot use index {index} as a value: not an axis of known size")
         return sp.Symbol(self._expand(self._temp(Iota(*source)), (index,), axes))
@@ -129,8 +133,7 @@ class TensorLowering:
     def _identity(self, delta: sp.KroneckerDelta, axes) -> sp.Expr:
         """KroneckerDelta(p, q) of two axes: an identity matrix, aligned."""
         p, q = delta.args
-        size = self.ranges.get(p, (None, None))[1]
-        source = self.dims.get(size + 1) if size is not None else None
+        source = self._axis_source(p)
         if p not in axes or q not in axes or source is None:
             self._fail(f"cannot lower {delta}: not a diagonal over two axes of known size")
         name = self._temp(Eye(*source))

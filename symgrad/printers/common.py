@@ -36,6 +36,10 @@ class ArrayCodeMixin:
             return self._print_Float(expr)
         return super()._print(expr, **kwargs)
 
+    def _print_operand(self, x) -> str:
+        """An IR operand: a variable's name, or an elementwise value printed in place."""
+        return x if isinstance(x, str) else self._print(x)
+
     def _print_Float(self, expr):
         return repr(float(expr))  # the shortest text that round-trips the double
 

@@ -54,9 +54,6 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         axes = value.axes[0] if len(value.axes) == 1 else value.axes
         return f"{function}({self._print_operand(value.x)}, axis={axes}{keepdims})"
 
-    def _print_operand(self, x) -> str:
-        return x if isinstance(x, str) else self._print(x)
-
     def _print_Squeeze(self, value: ir.Squeeze):
         axes = value.axes[0] if len(value.axes) == 1 else value.axes
         return f"{self._module_format('numpy.squeeze')}({value.x}, axis={axes})"

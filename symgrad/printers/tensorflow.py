@@ -104,7 +104,7 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
                 trailing = f"{self._module_format('tensorflow.constant')}({list(value.axes)})"
                 leading = f"{self._module_format('tensorflow.concat')}([{leading}, {trailing}], 0)"
             return f"{function}({value.x}, axis={leading}{keepdims})"
-        x = value.x if isinstance(value.x, str) else self._print(value.x)
+        x = self._print_operand(value.x)
         if not value.axes:
             return f"{function}({x}{keepdims})"
         axes = value.axes[0] if len(value.axes) == 1 else list(value.axes)
@@ -144,7 +144,7 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         return f"{self._module_format('tensorflow.broadcast_to')}({self._print(value.value)}, {shape})"
 
     def _print_Scan(self, value: ir.Scan):
-        x = value.x if isinstance(value.x, str) else self._print(value.x)
+        x = self._print_operand(value.x)
         flags = "".join(
             f", {flag}=True" for flag, on in (("exclusive", value.exclusive), ("reverse", value.reverse)) if on
         )
