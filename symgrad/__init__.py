@@ -6,12 +6,13 @@ from symgrad.declare import (
     dims,
     elementwise,
     indices,
+    ints,
     op,
     scalar_input,
     stop_gradient,
     tensor,
 )
-from symgrad.functions import maximum, minimum, product
+from symgrad.functions import exact_div, maximum, minimum, product
 
 __version__ = "0.1.0"
 __all__ = [
@@ -19,7 +20,9 @@ __all__ = [
     "const_input",
     "dims",
     "elementwise",
+    "exact_div",
     "indices",
+    "ints",
     "maximum",
     "minimum",
     "op",

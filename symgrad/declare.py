@@ -60,6 +60,13 @@ class Attr:
     def symbol(self) -> sp.Symbol:
         return sp.Symbol(self.name, real=True)
 
+    @property
+    def value_in_declaration(self):
+        """What the declaration function is given: a symbol, or a tuple of them for `ints(n)`."""
+        if isinstance(self.kind, IntList):
+            return tuple(sp.Symbol(f"{self.name}[{n}]", real=True) for n in range(self.kind.length))
+        return self.symbol
+
 
 @dataclass(frozen=True)
 class OpDecl:
@@ -98,6 +105,7 @@ class TensorInput:
 
     name: str  # input name, as the generated code's parameter
     base: Any  # sp.Symbol (elementwise) or sp.IndexedBase with a symbolic shape (index)
+    integer: bool = False  # integer positions (a gather's indices): no gradient
 
     @property
     def shape(self) -> tuple | None:
@@ -111,6 +119,7 @@ class Output:
     name: str  # output name
     indices: tuple  # free indices in axis order (empty for elementwise)
     expr: sp.Expr  # its value, in terms of the inputs
+    sizes: tuple = ()  # (index, size) for indices declared with their axis size
 
 
 @dataclass(frozen=True)
@@ -165,11 +174,12 @@ class Tensor(sp.IndexedBase):
         return super().__getitem__(_with_batch(indices))
 
 
-def tensor(name: str, shape: tuple) -> Tensor:
+def tensor(name: str, shape: tuple, *, integer: bool = False) -> Tensor:
     """Declare the next input tensor of the op being built, with its symbolic shape.
 
     A leading `...` in `shape` (and then in every subscript) stands for any number of leading
-    batch axes, so one declaration serves every rank.
+    batch axes, so one declaration serves every rank. An `integer` tensor holds positions
+    (Gather's `indices`), read in other tensors' subscripts; its gradient is None.
     """
     registry = _tensors.get()
     if registry is None:
@@ -178,7 +188,7 @@ def tensor(name: str, shape: tuple) -> Tensor:
         raise DeclarationError(f"input {name!r} declared twice")
     dims_ = tuple(BATCH_DIM if d is BATCH else sp.sympify(d) for d in _with_batch(shape))
     base = Tensor(name, shape=dims_)
-    registry.append(TensorInput(name, base))
+    registry.append(TensorInput(name, base, integer))
     return base
 
 
@@ -263,6 +273,22 @@ def const_input(position: int, values, *, axis_of: str | None = None) -> ConstIn
 
 
 @dataclass(frozen=True)
+class IntList:
+    """A list-of-integers attribute of known length (Conv2D's `strides`)."""
+
+    length: int  # how many integers
+
+    def __repr__(self) -> str:
+        return f"ints({self.length})"
+
+
+def ints(length: int) -> IntList:
+    """An attribute holding `length` integers (`strides`, `dilations`, `explicit_paddings`):
+    the declaration gets a tuple of symbols, read from the attribute's list at run time."""
+    return IntList(length)
+
+
+@dataclass(frozen=True)
 class ScalarInput:
     """A scalar tensor input used as a number at run time (MatrixBandPart's `num_lower`)."""
 
@@ -285,12 +311,12 @@ def _make_attrs(op_name, location, attrs: dict, defaults: dict) -> tuple[Attr, .
             default = defaults.get(attr_name, kind.values[0])
             result.append(Attr(attr_name, kind.values, default, kind.position, kind.axis_of))
             continue
-        ok = kind in (bool, float, int) or (
+        ok = kind in (bool, float, int) or isinstance(kind, IntList) or (
             isinstance(kind, tuple) and kind and all(isinstance(v, str) for v in kind)
         )
         if not ok:
             raise DeclarationError(
-                f"attribute {attr_name!r} must be bool, float, int or a tuple of strings, got {kind!r}",
+                f"attribute {attr_name!r} must be bool, float, int, ints(n) or a tuple of strings, got {kind!r}",
                 op_name,
                 location,
             )
@@ -314,7 +340,7 @@ def instantiate(decl: OpDecl, attr_values: tuple[tuple[str, Any], ...]) -> OpVar
     Raises:
         DeclarationError: when the function raises or returns something malformed.
     """
-    numeric = {a.name: a.symbol for a in decl.numeric_attrs}
+    numeric = {a.name: a.value_in_declaration for a in decl.numeric_attrs}
     kwargs = {**dict(attr_values), **numeric}
     if decl.kind == ELEMENTWISE:
         return _instantiate_elementwise(decl, attr_values, kwargs)
@@ -360,9 +386,27 @@ def _instantiate_index(decl, attr_values, kwargs) -> OpVariant:
                 decl.location,
             )
         idx, expr = value
-        idx = _with_batch(idx)
-        outputs.append(Output(out_name, idx, _as_expr(decl, expr)))
+        idx, sizes = _sized(decl, out_name, _with_batch(idx))
+        outputs.append(Output(out_name, idx, _as_expr(decl, expr), sizes))
     return OpVariant(decl, attr_values, inputs, tuple(outputs))
+
+
+def _sized(decl: OpDecl, out_name: str, idx: tuple) -> tuple[tuple, tuple]:
+    """Output indices, some given as `(index, size)` (an output axis no input has, such as a
+    convolution's): (the indices, ((index, size), ...))."""
+    plain, sizes = [], []
+    for item in idx:
+        if isinstance(item, tuple):
+            if len(item) != 2 or not isinstance(item[0], sp.Symbol):
+                raise DeclarationError(
+                    f"output {out_name!r}: an index with its size is (index, size), got {item!r}",
+                    decl.name,
+                    decl.location,
+                )
+            sizes.append((item[0], sp.sympify(item[1])))
+            item = item[0]
+        plain.append(item)
+    return tuple(plain), tuple(sizes)
 
 
 def _call(decl: OpDecl, kwargs: dict):

@@ -15,6 +15,7 @@ import sympy as sp
 
 from symgrad.declare import BATCH, BATCH_DIM, ELEMENTWISE, OpVariant, stop_gradient
 from symgrad.errors import DerivationError
+from symgrad.functions import exact_div
 from symgrad.validate import Range, index_ranges
 
 
@@ -121,13 +122,17 @@ def _derive_index(variant: OpVariant) -> Derivation:
     vjp = {}
     all_ranges = dict(ranges)
     for inp in variant.inputs:
+        if inp.integer:  # positions: piecewise constant, no gradient
+            vjp[inp.name] = None
+            continue
         axes = tuple(sp.Symbol(f"{inp.name}_{n}", integer=True) for n in range(len(inp.shape)))
         axis_ranges = {a: (sp.S.Zero, d - 1) for a, d in zip(axes, inp.shape)}
         all_ranges.update(axis_ranges)
         terms = []
         for out, grad_name in zip(variant.outputs, grad_names(variant)):
             terms += _contract(variant, out, grad_name, inp.base[axes], ranges)
-        terms = [_eliminate_deltas(variant, t, {**ranges, **axis_ranges}) for t in terms]
+        outputs = {i for o in variant.outputs for i in o.indices}
+        terms = [_eliminate_deltas(variant, t, {**ranges, **axis_ranges}, outputs) for t in terms]
         terms = [t for t in terms if t.factor != 0]
         vjp[inp.name] = _batch_renamed(TensorValue(axes, tuple(terms)), inp.shape) if terms else None
     return Derivation(variant, grad_names(variant), forward, vjp, all_ranges)
@@ -189,7 +194,7 @@ def _normalize(expr: sp.Expr, sums: tuple) -> list[Term]:
     return [Term(expr, sums)]
 
 
-def _eliminate_deltas(variant, term: Term, ranges: dict[sp.Symbol, Range]) -> Term:
+def _eliminate_deltas(variant, term: Term, ranges: dict[sp.Symbol, Range], outputs=frozenset()) -> Term:
     """Sum out every `KroneckerDelta(u, v)` whose index `u` is summed; a delta between two
     free indices stays (a diagonal, lowered to an identity matrix)."""
     factor, sums = term.factor, term.sums
@@ -197,7 +202,11 @@ def _eliminate_deltas(variant, term: Term, ranges: dict[sp.Symbol, Range]) -> Te
         summed = {s[0]: (s[1], s[2]) for s in sums}
         delta = next((d for d in _deltas(factor) if set(d.args) & set(summed)), None)
         if delta is None:
-            _check_remaining_deltas(variant, factor)
+            inverted = _invert_index_map(factor, sums, outputs)
+            if inverted is not None:
+                factor, sums = inverted
+                continue
+            _check_remaining_deltas(variant, factor, summed)
             return Term(factor, sums)
         u, v = delta.args
         if u not in summed:
@@ -219,14 +228,86 @@ def _deltas(factor) -> list:
     return [a for a in sp.Mul.make_args(factor) if isinstance(a, sp.KroneckerDelta)]
 
 
-def _check_remaining_deltas(variant, factor) -> None:
+def _check_remaining_deltas(variant, factor, summed) -> None:
+    """Left: deltas between two free indices (a diagonal), and `KroneckerDelta(u, E)` with u
+    free and E a map of summed indices with no inverse here (lowered to a scatter-add)."""
     for delta in factor.atoms(sp.KroneckerDelta):
-        if not all(isinstance(a, sp.Symbol) for a in delta.args):
+        if all(isinstance(a, sp.Symbol) for a in delta.args):
+            continue
+        u, e = _map_delta(delta)
+        if u is None or u in summed or not _index_symbols(e) <= set(summed):
             raise DerivationError(
-                f"cannot eliminate {delta}: affine index maps are not supported yet",
+                f"cannot eliminate {delta}: an index map must be of summed indices only",
                 variant.decl.name,
                 variant.decl.location,
             )
+
+
+def _map_delta(delta) -> tuple:
+    """(u, E) for `KroneckerDelta(u, E)` with u an index and E an index map, else (None, None)."""
+    a, b = delta.args
+    if isinstance(a, sp.Symbol) and not isinstance(b, sp.Symbol):
+        return a, b
+    if isinstance(b, sp.Symbol) and not isinstance(a, sp.Symbol):
+        return b, a
+    return None, None
+
+
+def _index_symbols(expr) -> set:
+    return {s for s in expr.free_symbols if isinstance(s, sp.Symbol) and s.is_integer and s.is_positive is not True}
+
+
+# --- affine index maps ---------------------------------------------------------------------
+
+
+def _invert_index_map(factor, sums, outputs):
+    """Sum out `KroneckerDelta(u, c*i + rest)` over a summed index i by solving for it:
+    i = exact_div(u - rest, c), which is no position where c does not divide (a stride).
+
+    Only where an entry of the factor is indexed by i alone along an axis whose range is i's
+    own (the upstream gradient, for an output index): read at the solved position with zero
+    outside, that entry keeps i's range. Entries indexed by `c*i + ...` read `u - rest + ...`.
+    Only output indices are solved for: a convolution's input gradient then reads the
+    upstream gradient in windows (solving for a kernel index would build a matrix the size
+    of input times output); other maps are left to a scatter-add.
+    Returns the new (factor, sums), or None when no delta can be inverted so.
+    """
+    summed = {s[0]: (s[1], s[2]) for s in sums}
+    for delta in _deltas(factor):
+        u, e = _map_delta(delta)
+        if u is None or u in summed or e.has(sp.Indexed):
+            continue
+        rest_factor = sp.Mul(*[a for a in sp.Mul.make_args(factor) if a is not delta])
+        for i in sorted(_index_symbols(e) & set(summed) & set(outputs), key=str):
+            c = sp.diff(e, i)
+            rest = sp.expand(e - c * i)
+            if rest.has(i) or not _range_kept_by_entry(rest_factor, i, summed[i]):
+                continue
+            solved = exact_div(u - rest, c)
+            new_factor = rest_factor.replace(
+                lambda x: isinstance(x, sp.Indexed) and x.has(i),
+                lambda x: x.func(x.base, *[_solved_subscript(s, i, c, u - rest, solved) for s in x.indices]),
+            ).subs(i, solved)
+            return new_factor, tuple(lim for lim in sums if lim[0] != i)
+    return None
+
+
+def _solved_subscript(sub, i, c, c_times_i, solved):
+    """`sub` with i solved: `c*i + r` becomes `c_times_i + r` (exact where the solution is)."""
+    if sp.diff(sub, i) == c:
+        return sp.expand(sub - c * i + c_times_i)
+    return sub.subs(i, solved)
+
+
+def _range_kept_by_entry(factor, i, i_range) -> bool:
+    low, high = i_range
+    if low != 0:
+        return False
+    for entry in factor.atoms(sp.Indexed):
+        for axis, sub in enumerate(entry.indices):
+            if sub == i and sp.simplify(entry.base.shape[axis] - 1 - high) == 0:
+                return True
+    return False
 
 
 def _constrain(variant, delta, u_range: Range, v, v_range: Range, sums: tuple) -> tuple:

@@ -111,3 +111,20 @@ class minimum(_Extremum):
     """The minimum over an index range: `minimum(x[i, k], (k, 0, N - 1))`."""
 
     kind = "min"
+
+
+class exact_div(sp.Function):
+    """`m / c` where `c` divides `m`, else no position at all (-1, read as zero): the index
+    `i` with `i * c + rest = m`, for a stride `c` (SymPy alone would give `m / c` for every m)."""
+
+    is_integer = True
+
+    @classmethod
+    def eval(cls, m, c):
+        if c == 1:
+            return m
+        if c == -1:
+            return -m
+        if m.is_Integer and c.is_Integer:
+            return m // c if m % c == 0 else sp.S.NegativeOne
+        return None

@@ -218,23 +218,89 @@ class ZerosLike:
         return f"zeros_like({self.like})"
 
 
+@dataclass(frozen=True)
+class IntSize:
+    """The size of one axis of a variable, as an integer (for index arithmetic)."""
+
+    x: str  # variable
+    axis: int  # negative: counted from the last
+
+    def __str__(self) -> str:
+        return f"int_shape({self.x})[{self.axis}]"
+
+
+@dataclass(frozen=True)
+class IndexArith:
+    """An integer expression over integer variables and attributes: positions and sizes.
+    `floor(a/b)` is integer division; `exact_div(m, c)` is `m // c` where c divides m, else -1."""
+
+    expr: sp.Expr  # symbols name integer variables or attributes
+
+    def __str__(self) -> str:
+        return f"int({self.expr})"
+
+
+@dataclass(frozen=True)
+class Arange:
+    """0, 1, ..., n - 1 as integers, n held by an integer variable."""
+
+    n: str  # variable
+
+    def __str__(self) -> str:
+        return f"arange({self.n})"
+
+
+@dataclass(frozen=True)
+class Gather:
+    """`x` read along `axis` at integer `positions`, whose axes take that axis's place;
+    positions outside the axis read as zero (padding): an affine or indirect index map."""
+
+    x: str  # variable read
+    positions: str  # integer variable
+    axis: int  # negative: counted from the last
+
+    def __str__(self) -> str:
+        return f"gather({self.x}, {self.positions}, axis={self.axis})"
+
+
+@dataclass(frozen=True)
+class ScatterAdd:
+    """The adjoint of `Gather`: the axes of `values` from `axis` on that `positions` has are
+    summed into `size` slots at `positions` (those outside 0..size-1 are dropped)."""
+
+    values: str  # variable
+    positions: str  # integer variable
+    axis: int  # negative: the first of the positions' axes in `values`, counted from the last
+    size: str  # integer variable: how many slots
+
+    def __str__(self) -> str:
+        return f"scatter_add({self.values}, {self.positions}, axis={self.axis}, size={self.size})"
+
+
 Value = Union[
     Elementwise, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
     BroadcastTo, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis, Constant, Iota,
+    IntSize, IndexArith, Arange, Gather, ScatterAdd,
 ]
 
 
 def reads(value: Value) -> set[str]:
     """The variables whose values `value` reads (not only their shapes)."""
-    if isinstance(value, Elementwise):
+    if isinstance(value, (Elementwise, IndexArith)):
         return {str(s) for s in value.expr.free_symbols}
+    if isinstance(value, Gather):
+        return {value.x, value.positions}
+    if isinstance(value, ScatterAdd):
+        return {value.values, value.positions}
+    if isinstance(value, Arange):
+        return {value.n}
     if isinstance(value, (SumToShape, BroadcastTo)):
         return reads(value.value)
     if isinstance(value, MatMul):
         return {value.a, value.b}
     if isinstance(value, Einsum):
         return set(value.operands)
-    if isinstance(value, (ZerosLike, DimSize, Eye, Constant, Iota)):
+    if isinstance(value, (ZerosLike, DimSize, Eye, Constant, Iota, IntSize)):
         return set()
     if isinstance(value, NegativeAxis):
         return {value.axis}

@@ -41,7 +41,8 @@ def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
     read = _names_read(vjp_branches)
     used = tuple(o for o in outputs if o in read)
     # conjugate only what the gradient reads: Exp's gradient never touches x
-    conj = tuple(Assign(n, Conj(n)) for n in inputs + used if n in read) if decl.complex_ok else ()
+    integer = {t.name for d in derivations for t in d.variant.inputs if t.integer}
+    conj = tuple(Assign(n, Conj(n)) for n in inputs + used if n in read and n not in integer) if decl.complex_ok else ()
     vjp = Function(
         params=first.grad_names + inputs + outputs,
         prologue=axes + conj,
@@ -119,8 +120,19 @@ def dim_sources(variant) -> dict:
     return sources
 
 
+def _output_dim_sources(derivation: Derivation) -> dict:
+    """Declared output axis sizes (a convolution's) -> (upstream gradient, negative axis)."""
+    sources = {}
+    for out, grad in zip(derivation.variant.outputs, derivation.grad_names):
+        for index, size in out.sizes:
+            n = out.indices.index(index)
+            sources.setdefault(size, (grad, n - len(out.indices)))
+    return sources
+
+
 def _lower_tensor_vjp(decl: OpDecl, derivation: Derivation) -> TensorLowering:
-    lowering = TensorLowering(decl, dim_sources(derivation.variant), derivation.ranges)
+    dims = {**_output_dim_sources(derivation), **dim_sources(derivation.variant)}
+    lowering = TensorLowering(decl, dims, derivation.ranges)
     batched = [t.name for t in derivation.variant.inputs if t.shape and t.shape[0] == BATCH_DIM]
     for name, value in derivation.vjp.items():
         if value is None:

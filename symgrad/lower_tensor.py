@@ -16,9 +16,14 @@ import sympy as sp
 from symgrad.declare import BATCH, OpDecl
 from symgrad.derive import TensorValue
 from symgrad.errors import LoweringError
-from symgrad.functions import maximum, minimum, product
+from symgrad.functions import exact_div, maximum, minimum, product
 from symgrad.ir import (
+    Arange,
     Assign,
+    Gather,
+    IndexArith,
+    IntSize,
+    ScatterAdd,
     BroadcastTo,
     DiagPart,
     Constant,
@@ -145,6 +150,8 @@ class TensorLowering:
     def _entry(self, entry: sp.Indexed, axes) -> sp.Expr:
         name, idx = str(entry.base.label), tuple(entry.indices)
         idx = _kept_axes_aligned(idx, axes)
+        if any(_is_map(i) for i in idx):
+            name, idx = self._gathered(name, idx, axes)
         if len(set(idx)) < len(idx):  # a diagonal: x[..., i, i]
             name, idx = self._diagonal(name, idx)
         kept = [n - len(idx) for n, i in enumerate(idx) if not isinstance(i, sp.Symbol)]
@@ -157,6 +164,105 @@ class TensorLowering:
         if idx != order:
             name = self._temp(_permutation(name, idx, order))
         return sp.Symbol(self._expand(name, order, axes))
+
+    # --- index maps: gathers and their adjoint, scatter-adds ---
+
+    def _gathered(self, name: str, idx: tuple, axes: tuple) -> tuple[str, tuple]:
+        """Read each mapped subscript (`i*s + k - p`, `indices[i]`) with a gather, last axis
+        first: (variable, plain indices), the map's indices in place of each mapped axis."""
+        key = ("gather", name, idx)
+        if key in self._memo:
+            return self._memo[key]
+        result = list(idx)
+        for n in reversed(range(len(idx))):
+            if _is_map(idx[n]):
+                group = _map_indices(idx[n], axes)
+                positions = self._positions(idx[n], group)
+                name = self._temp(Gather(name, positions, n - len(result)))
+                result[n : n + 1] = group
+        self._memo[key] = (name, tuple(result))
+        return self._memo[key]
+
+    def _positions(self, expr, group: tuple) -> str:
+        """An integer array aligned to `group` holding the position `expr` names."""
+        key = ("positions", expr, group)
+        if key in self._memo:
+            return self._memo[key]
+        if isinstance(expr, sp.Indexed):  # an integer tensor's entries: the positions as given
+            value = self._entry(expr, group)
+            self._memo[key] = str(value)
+            return self._memo[key]
+        values = {i: sp.Symbol(self._expand(self._index_values(i), (i,), group)) for i in group}
+        expr = self._int_scalars(expr).xreplace(values)
+        expr = expr.replace(
+            lambda e: isinstance(e, exact_div) and not e.args[0].is_Symbol,
+            lambda e: exact_div(sp.Symbol(self._temp(IndexArith(e.args[0]))), e.args[1]),
+        )
+        self._memo[key] = self._temp(IndexArith(expr))
+        return self._memo[key]
+
+    def _int_scalars(self, expr):
+        """`expr` with sizes read as integers, and each rounded size (a padding) computed once."""
+        expr = expr.xreplace({d: self._int_size(d) for d in expr.free_symbols if d.is_integer and d.is_positive})
+
+        def hoisted(e):
+            if ("scalar", e) not in self._memo:
+                self._memo[("scalar", e)] = sp.Symbol(self._temp(IndexArith(e)))
+            return self._memo[("scalar", e)]
+
+        rounded = (sp.floor, sp.ceiling, sp.Max, sp.Min)
+        return expr.replace(lambda e: isinstance(e, rounded) and not free_indices(e), hoisted)
+
+    def _index_values(self, index) -> str:
+        """0, 1, ..., n - 1 for `index`: an axis's iota, or a range of a computed size."""
+        key = ("index values", index)
+        if key not in self._memo:
+            source = self._axis_source(index)
+            if source is not None:
+                self._memo[key] = self._temp(Iota(*source))
+            else:
+                self._memo[key] = self._temp(Arange(self._size_of(index)))
+        return self._memo[key]
+
+    def _size_of(self, index) -> str:
+        """An integer variable holding how many values `index` takes."""
+        if index not in self.ranges:
+            self._fail(f"index {index} has no known range")
+        low, high = self.ranges[index]
+        size = high - low + 1
+        source = self.dims.get(size)
+        if source is not None:
+            return str(self._int_size(size))
+        key = ("size", size)
+        if key not in self._memo:
+            self._memo[key] = self._temp(IndexArith(self._int_scalars(size)))
+        return self._memo[key]
+
+    def _int_size(self, dim) -> sp.Symbol:
+        if dim not in self.dims:
+            self._fail(f"dimension {dim} is not the size of any input axis")
+        if ("int size", dim) not in self._memo:
+            self._memo[("int size", dim)] = sp.Symbol(self._temp(IntSize(*self.dims[dim])))
+        return self._memo[("int size", dim)]
+
+    def _scatter(self, expr: sp.Sum, delta, axes) -> sp.Expr:
+        """`Sum(KroneckerDelta(u, E) * rest, ...)` for an index map E with no inverse here:
+        `rest` over E's indices (in u's place), summed into the slots E names."""
+        u, positions_expr = (delta.args if delta.args[0] in axes else delta.args[::-1])
+        summed = [lim[0] for lim in expr.limits]
+        group = tuple(i for i in summed if i in free_indices(positions_expr))
+        place = axes.index(u)
+        inner_axes = axes[:place] + group + axes[place + 1 :]
+        rest = sp.Mul(*[a for a in sp.Mul.make_args(expr.function) if a is not delta])
+        remaining = tuple(lim for lim in expr.limits if lim[0] not in group)
+        if u in free_indices(rest):
+            self._fail(f"{expr}: {u} is both a scattered position and an index of the summand")
+        values = self.array(sp.Sum(rest, *remaining) if remaining else rest, inner_axes)
+        values = str(values) if values.is_Symbol else self._temp(Elementwise(values))
+        positions = self._positions(positions_expr, group)
+        size = self._size_of(u)
+        axis = place - len(inner_axes)
+        return sp.Symbol(self._temp(ScatterAdd(values, positions, axis, size)))
 
     def _diagonal(self, name: str, idx: tuple) -> tuple[str, tuple]:
         """Take the diagonal of repeated subscripts: (variable, its distinct indices)."""
@@ -189,14 +295,29 @@ class TensorLowering:
             return self.array(sp.Mul(*outside), axes) * self.array(sp.Sum(sp.Mul(*inside), *expr.limits), axes)
         if not free_indices(expr) <= set(axes):
             self._fail(f"{expr} depends on indices outside {axes}")
+        scatter = next((d for d in _scatter_deltas(expr.function, axes, summed)), None)
+        if scatter is not None:
+            return self._scatter(expr, scatter, axes)
         if any(free_indices(sp.sympify(b)) for lim in expr.limits for b in lim[1:]):
             return self._scan("sum", expr, axes)
-        coefficient, operands = _plain_product(self._constants_as_tensors(expr.function))
+        function = self._gather_operands(self._constants_as_tensors(expr.function), axes)
+        coefficient, operands = _plain_product(function)
         if operands and len({idx for _, idx in operands}) > 1:
             out = tuple(a for a in axes if a in free_indices(expr))
             name = self._temp(lower_contraction(operands, out, summed))
             return self._scalar(coefficient) * sp.Symbol(self._expand(name, out, axes))
         return self._reduce("sum", expr.function, summed, axes)
+
+    def _gather_operands(self, product: sp.Expr, axes) -> sp.Expr:
+        """Tensor entries with mapped subscripts as entries of gathered arrays, plainly
+        indexed, so the product can still be a contraction (a convolution: an einsum)."""
+        factors = []
+        for factor in sp.Mul.make_args(product):
+            if isinstance(factor, sp.Indexed) and any(_is_map(i) for i in factor.indices):
+                name, idx = self._gathered(str(factor.base.label), tuple(factor.indices), axes)
+                factor = sp.IndexedBase(name)[idx]
+            factors.append(factor)
+        return sp.Mul(*factors)
 
     def _reduction(self, expr, axes) -> sp.Expr:
         """A product, maximum or minimum: over a whole axis, or cumulative (products only)."""
@@ -293,6 +414,29 @@ def _layout(body, axes: tuple, summed: tuple) -> list:
         if set(order) == wanted and [i for i in order if i in axes] == list(axes):
             return order
     return [BATCH] * (BATCH in summed) + list(axes) + [i for i in summed if i != BATCH]
+
+
+def _is_map(subscript) -> bool:
+    """An affine or indirect subscript (not an index, not a literal 0 for a kept axis)."""
+    return not isinstance(subscript, sp.Symbol) and not subscript.is_Integer
+
+
+def _map_indices(subscript, axes: tuple) -> tuple:
+    """The indices a mapped subscript depends on, in `axes` order, then by name."""
+    found = free_indices(subscript)
+    return tuple(sorted(found, key=lambda i: (axes.index(i) if i in axes else len(axes), str(i))))
+
+
+def _scatter_deltas(function, axes: tuple, summed: tuple) -> list:
+    """`KroneckerDelta(u, E)` factors with u an axis and E a map of summed indices."""
+    found = []
+    for delta in sp.Mul.make_args(function):
+        if isinstance(delta, sp.KroneckerDelta):
+            a, b = delta.args
+            u, e = (a, b) if a in axes and _is_map(b) else (b, a) if b in axes and _is_map(a) else (None, None)
+            if u is not None and free_indices(e) and free_indices(e) <= set(summed):
+                found.append(delta)
+    return found
 
 
 def _kept_axes_aligned(idx: tuple, axes: tuple) -> tuple:

@@ -57,6 +57,8 @@ def render_numpy_module(source: str, ops: list[ir.OpCode]) -> str:
         uses_conj=any(isinstance(s.value, ir.Conj) for op in ops for s in op.vjp.prologue),
         uses_sum_to_shape=_uses(ops, lambda v: isinstance(v, ir.SumToShape)),
         uses_shift_right=_uses(ops, lambda v: isinstance(v, ir.Scan) and v.exclusive),
+        uses_gather=_uses(ops, lambda v: isinstance(v, ir.Gather)),
+        uses_scatter=_uses(ops, lambda v: isinstance(v, ir.ScatterAdd)),
     )
     return _format(text)
 
@@ -70,6 +72,8 @@ def render_tf_module(source: str, ops: list[ir.OpCode]) -> str:
         uses_sum_to_shape=_uses(ops, lambda v: isinstance(v, ir.SumToShape)),
         uses_string_attrs=any(isinstance(v, str) for op in ops for _, v in op.enumerated_attrs),
         uses_const_inputs=any(op.const_inputs for op in ops),
+        uses_gather=_uses(ops, lambda v: isinstance(v, ir.Gather)),
+        uses_scatter=_uses(ops, lambda v: isinstance(v, ir.ScatterAdd)),
     )
     return _format(text)
 

@@ -26,16 +26,34 @@ def index_ranges(variant: OpVariant) -> dict[sp.Symbol, Range]:
         uses = list(_subscript_uses(out.expr, {}))
         _check_tensors(variant, inputs, uses)
         _check_free_indices(variant, out, uses)
+        declared_sizes = dict(out.sizes)
         for index in out.indices:
-            if isinstance(index, sp.Symbol):  # a literal 0 is a kept size-1 axis
+            if index in declared_sizes:
+                ranges[index] = (sp.S.Zero, declared_sizes[index] - 1)
+            elif isinstance(index, sp.Symbol):  # a literal 0 is a kept size-1 axis
                 ranges[index] = _free_range(variant, out, index, uses)
         for base, axis, sub, bound in uses:
             if sub in bound:
                 _check_sum_range(variant, base, axis, sub, bound[sub])
                 ranges[sub] = bound[sub]
-            elif not isinstance(sub, sp.Symbol):
-                _fail(variant, f"subscript {sub} of {base} is not a plain index; affine index maps are not supported yet")
+            elif not isinstance(sub, sp.Symbol):  # affine or indirect: zero outside the tensor
+                _check_index_map(variant, base, sub)
+                ranges.update({s: rng for s, rng in bound.items() if sub.has(s)})
     return ranges
+
+
+def _check_index_map(variant, base, sub) -> None:
+    """An affine subscript (`i*s + k - p`, integer coefficients and offsets) or an entry of
+    an integer tensor (a gather): anything else has no inverse to differentiate through."""
+    entries = sub.atoms(sp.Indexed)
+    if entries:
+        if sub not in entries:
+            _fail(variant, f"subscript {sub} of {base.label}: an index read from a tensor must be used alone")
+        return
+    for index in _index_symbols(sub):
+        coefficient = sp.diff(sub, index)
+        if _index_symbols(coefficient):
+            _fail(variant, f"subscript {sub} of {base.label} is not affine in {index}")
 
 
 def _subscript_uses(expr, bound: dict) -> Iterator[tuple]:
@@ -48,6 +66,8 @@ def _subscript_uses(expr, bound: dict) -> Iterator[tuple]:
     elif isinstance(expr, sp.Indexed):
         for axis, sub in enumerate(expr.indices):
             yield expr.base, axis, sub, bound
+            if not isinstance(sub, sp.Symbol):  # the index tensor of a gather
+                yield from _subscript_uses(sub, bound)
     else:
         for arg in expr.args:
             yield from _subscript_uses(arg, bound)
@@ -79,7 +99,7 @@ def _check_tensors(variant, inputs, uses) -> None:
 def _check_free_indices(variant, out, uses) -> None:
     free = set()
     for _, _, sub, bound in uses:
-        free |= {s for s in sp.sympify(sub).free_symbols if s not in bound and s not in _dims(variant)}
+        free |= {s for s in _index_symbols(sp.sympify(sub)) if s not in bound}
     for _, low, high, bound in _limit_uses(out.expr, {}):
         free |= {s for s in (low - high).free_symbols if s not in bound and s not in _dims(variant)}
     for symbol_fn in out.expr.atoms(sp.KroneckerDelta, sp.LeviCivita):
@@ -114,7 +134,11 @@ def _free_range(variant, out, index, uses) -> Range:
         partners = {a for f in symbols for a in f.args if a != index}
         sizes = [(str(b.label), axis, b.shape[axis]) for b, axis, sub, _ in uses if sub in partners]
     if not sizes:
-        _fail(variant, f"index {index} of output {out.name!r} is used without a range (it indexes no tensor axis directly)")
+        _fail(
+            variant,
+            f"index {index} of output {out.name!r} is used without a range (it indexes no tensor "
+            f"axis directly): declare its size with ({index}, size) among the output's indices",
+        )
     first = sizes[0]
     for other in sizes[1:]:
         if sp.simplify(other[2] - first[2]) != 0:
@@ -136,6 +160,14 @@ def _check_sum_range(variant, base, axis, sub, rng: Range) -> None:
             f"Sum over {sub} from {rng[0]} to {rng[1]} disagrees with axis {axis} of "
             f"{base.label}, of size {size} (expected {sub} from 0 to {size - 1})",
         )
+
+
+def _index_symbols(expr) -> set:
+    """Index symbols in `expr`: integers not known positive (not sizes, not attributes)."""
+    return {
+        s for s in expr.free_symbols
+        if isinstance(s, sp.Symbol) and s.is_integer and s.is_positive is not True
+    }
 
 
 def _dims(variant) -> set:

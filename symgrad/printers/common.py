@@ -15,6 +15,7 @@ class ArrayCodeMixin:
 
     where: str
     sqrt: str
+    int_extreme: str  # "...{}": maximum or minimum of integers
     aliases: dict[str, str] = {}  # module prefix -> alias used in generated code
 
     def __init__(self, settings=None):
@@ -94,10 +95,61 @@ class ArrayCodeMixin:
     def _print_nonzero_or_one(self, expr):
         return self._print(expr.as_piecewise())
 
+    # --- integer index arithmetic (IndexArith) ---
+
+    def _print_IndexArith(self, value):
+        return self._print(integer_form(value.expr))
+
+    def _print_int_max(self, expr):
+        return self._print_extreme("maximum", expr.args)
+
+    def _print_int_min(self, expr):
+        return self._print_extreme("minimum", expr.args)
+
+    def _print_extreme(self, which, args):
+        text = self._print(args[-1])
+        for arg in reversed(args[:-1]):
+            text = f"{self._module_format(self.int_extreme.format(which))}({self._print(arg)}, {text})"
+        return text
+
+    def _print_floordiv(self, expr):
+        num, den = expr.args
+        return f"(({self._print(num)}) // ({self._print(den)}))"
+
     def _print_Heaviside(self, expr):
         x = expr.args[0]
         half = expr.args[1] if len(expr.args) > 1 else sp.S.Half
         return self._print(sp.Piecewise((1, x > 0), (half, sp.Eq(x, 0)), (0, True)))
+
+
+class floordiv(sp.Function):
+    """Integer division, rounding down (Python's `//`): how `floor(a / b)` is printed."""
+
+
+def integer_form(expr: sp.Expr) -> sp.Expr:
+    """`floor(a/b)` and `ceiling(a/b)` as integer divisions, for integer operands."""
+
+    def divide(arg, up):
+        num, den = sp.fraction(sp.together(arg))
+        return -floordiv(-num, den) if up else floordiv(num, den)
+
+    expr = expr.replace(lambda e: isinstance(e, sp.floor), lambda e: divide(e.args[0], False))
+    expr = expr.replace(lambda e: isinstance(e, sp.ceiling), lambda e: divide(e.args[0], True))
+    for extreme, integer in ((sp.Max, int_max), (sp.Min, int_min)):
+        # numbers last: TensorFlow types a Python number after the tensor before it
+        expr = expr.replace(
+            lambda e: isinstance(e, extreme),
+            lambda e, integer=integer: integer(*sorted(e.args, key=lambda a: a.is_number)),
+        )
+    return expr
+
+
+class int_max(sp.Function):
+    """The larger of integers (a padding's `max(..., 0)`), arguments in the order printed."""
+
+
+class int_min(sp.Function):
+    """The smaller of integers, arguments in the order printed."""
 
 
 def _is_real_constant(expr) -> bool:

@@ -13,6 +13,7 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
 
     target = "numpy"
     where = "numpy.where"
+    int_extreme = "numpy.{}"
     sqrt = "numpy.sqrt"
     aliases = {"numpy": "np"}
 
@@ -105,6 +106,22 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
 
     def _print_SumToShape(self, value: ir.SumToShape):
         return f"_sum_to_shape({self._print(value.value)}, {self._module_format('numpy.shape')}({value.like}))"
+
+    def _print_exact_div(self, expr):
+        m, c = (self._print(a) for a in expr.args)
+        return f"{self._module_format('numpy.where')}(({m}) % ({c}) == 0, ({m}) // ({c}), -1)"
+
+    def _print_IntSize(self, value: ir.IntSize):
+        return f"{self._module_format('numpy.shape')}({value.x})[{value.axis}]"
+
+    def _print_Arange(self, value: ir.Arange):
+        return f"{self._module_format('numpy.arange')}({value.n})"
+
+    def _print_Gather(self, value: ir.Gather):
+        return f"_gather({value.x}, {value.positions}, {value.axis})"
+
+    def _print_ScatterAdd(self, value: ir.ScatterAdd):
+        return f"_scatter_add({value.values}, {value.positions}, {value.axis}, {value.size})"
 
     def _print_ZerosLike(self, value: ir.ZerosLike):
         return f"{self._module_format('numpy.zeros_like')}({value.like})"

@@ -19,6 +19,7 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
 
     target = "TensorFlow"
     where = "tensorflow.where"
+    int_extreme = "tensorflow.math.{}"
     sqrt = "tensorflow.math.sqrt"
     aliases = {"tensorflow": "tf"}
     mapping = {
@@ -155,6 +156,24 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
 
     def _print_SumToShape(self, value: ir.SumToShape):
         return f"_sum_to_shape({self._print(value.value)}, {value.like})"
+
+    def _print_exact_div(self, expr):
+        m, c = (self._print(a) for a in expr.args)
+        where, equal, ones = (self._module_format(f"tensorflow.{f}") for f in ("where", "equal", "ones_like"))
+        return f"{where}({equal}(({m}) % ({c}), 0), ({m}) // ({c}), -{ones}({m}))"
+
+    def _print_IntSize(self, value: ir.IntSize):
+        return f"{self._module_format('tensorflow.shape')}({value.x}, out_type={self._module_format('tensorflow.int64')})[{value.axis}]"
+
+    def _print_Arange(self, value: ir.Arange):
+        int64 = self._module_format("tensorflow.int64")
+        return f"{self._module_format('tensorflow.range')}({self._module_format('tensorflow.cast')}({value.n}, {int64}))"
+
+    def _print_Gather(self, value: ir.Gather):
+        return f"_gather({value.x}, {value.positions}, {value.axis})"
+
+    def _print_ScatterAdd(self, value: ir.ScatterAdd):
+        return f"_scatter_add({value.values}, {value.positions}, {value.axis}, {value.size})"
 
     def _print_ZerosLike(self, value: ir.ZerosLike):
         return f"{self._module_format('tensorflow.zeros_like')}({value.like})"

@@ -1,0 +1,48 @@
+"""Convolutions and pooling over NHWC (NDHWC) inputs: index sums with affine input maps.
+
+An input entry is read at `i*stride + k*dilation - pad` (output position i, window offset
+k): positions outside the input read as zero, which is the padding. TensorFlow's padding
+modes fix the output size and the padding before the first element:
+
+* `VALID`: no padding; `SAME`: output size ceil(size / stride), padding split evenly with
+  the extra one after; `EXPLICIT`: `explicit_paddings` gives (before, after) per axis.
+"""
+
+import sympy as sp
+
+from symgrad import dims, indices, ints, maximum, op, tensor
+
+N, D, H, W, C, O, M = dims("N D H W C O M")
+KD, KH, KW = dims("KD KH KW")
+n, z, i, j, c, o, m = indices("n z i j c o m")
+a, b, e = indices("a b e")
+PADDING = ("VALID", "SAME", "EXPLICIT")
+CONV_DEFAULTS = {"dilations": (1, 1, 1, 1), "explicit_paddings": ()}
+
+
+def window(size, kernel, stride, dilation, padding, explicit=(0, 0)):
+    """(output size, padding before) of one spatial axis, as TensorFlow computes them."""
+    reach = dilation * (kernel - 1) + 1
+    if padding == "VALID":
+        return sp.floor((size - reach) / stride) + 1, 0
+    if padding == "SAME":
+        out = sp.ceiling(size / stride)
+        return out, sp.floor(sp.Max((out - 1) * stride + reach - size, 0) / 2)
+    before, after = explicit
+    return sp.floor((size + before + after - reach) / stride) + 1, before
+
+
+@op(
+    "Conv2D",
+    attrs={"strides": ints(4), "padding": PADDING, "explicit_paddings": ints(8), "dilations": ints(4)},
+    defaults=CONV_DEFAULTS,
+)
+def conv2d(strides, padding, explicit_paddings, dilations):
+    """2-D convolution (cross-correlation), NHWC input, HWIO filter."""
+    input = tensor("input", (N, H, W, C))
+    filter = tensor("filter", (KH, KW, C, O))
+    oh, ph = window(H, KH, strides[1], dilations[1], padding, explicit_paddings[2:4])
+    ow, pw = window(W, KW, strides[2], dilations[2], padding, explicit_paddings[4:6])
+    x = input[n, i * strides[1] + a * dilations[1] - ph, j * strides[2] + b * dilations[2] - pw, c]
+    total = sp.Sum(x * filter[a, b, c, o], (a, 0, KH - 1), (b, 0, KW - 1), (c, 0, C - 1))
+    return {"output": ((n, (i, oh), (j, ow), o), total)}

@@ -1,0 +1,81 @@
+"""Ops with affine and indirect index maps (convolution, pooling, slicing, padding, gathers),
+against TensorFlow's registered gradients: the generated TF gradient on the real op, the
+`tf.custom_gradient` wrapper and the numpy module, in float64 and float32."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from test_index_ops import DTYPES, check
+
+RNG = np.random.default_rng(21)
+
+
+def normal(*shape):
+    return RNG.standard_normal(shape)
+
+
+CONV2D = [
+    # (input shape, filter shape, strides, padding, explicit_paddings, dilations)
+    ((2, 7, 6, 3), (3, 2, 3, 4), (1, 1, 1, 1), "VALID", (), (1, 1, 1, 1)),
+    ((2, 7, 6, 3), (3, 2, 3, 4), (1, 2, 3, 1), "VALID", (), (1, 1, 1, 1)),
+    ((1, 8, 9, 2), (3, 3, 2, 2), (1, 2, 2, 1), "SAME", (), (1, 1, 1, 1)),
+    ((2, 7, 8, 2), (2, 3, 2, 3), (1, 3, 2, 1), "SAME", (), (1, 1, 1, 1)),
+    ((2, 6, 7, 2), (3, 3, 2, 3), (1, 2, 1, 1), "EXPLICIT", (0, 0, 1, 2, 3, 0, 0, 0), (1, 1, 1, 1)),
+    ((1, 5, 5, 1), (1, 1, 1, 1), (1, 1, 1, 1), "VALID", (), (1, 1, 1, 1)),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("case", CONV2D, ids=lambda c: f"{c[0]}*{c[1]}-s{c[2][1:3]}-{c[3]}-d{c[5][1:3]}")
+def test_conv2d(tf, tf_module, numpy_module, case, dtype):
+    x_shape, f_shape, strides, padding, explicit, dilations = case
+    attrs = dict(strides=list(strides), padding=padding, explicit_paddings=list(explicit), dilations=list(dilations))
+    inputs = {"input": normal(*x_shape), "filter": normal(*f_shape)}
+    check(tf, tf_module, numpy_module, "conv", "conv2d", "Conv2D", inputs, attrs, dtype)
+
+
+def check_against_forward(tf, tf_module, numpy_module, stem, func, op_type, inputs, attrs):
+    """Where TensorFlow registers no usable gradient: each generated gradient against central
+    differences of TensorFlow's own forward op, float64, along random directions (exact up to
+    rounding for the multilinear ops tested so)."""
+    rng = np.random.default_rng(3)
+
+    def forward(values):
+        return getattr(tf.raw_ops, op_type)(**{k: tf.constant(v) for k, v in values.items()}, **attrs).numpy()
+
+    out = forward(inputs)
+    upstream = rng.standard_normal(out.shape)
+    np_grads = getattr(numpy_module(stem), f"{func}_grad")(upstream, *inputs.values(), **attrs)
+    values = [tf.constant(v) for v in inputs.values()]
+    with tf.GradientTape() as tape:
+        tape.watch(values)
+        y = getattr(tf_module(stem), func)(*values, **attrs)
+    tf_grads = [g.numpy() for g in tape.gradient(y, values, output_gradients=tf.constant(upstream))]
+    np.testing.assert_allclose(y.numpy(), out, rtol=1e-10, atol=1e-12)
+    for n, name in enumerate(inputs):
+        for _ in range(3):
+            direction = rng.standard_normal(inputs[name].shape)
+            step = {**inputs, name: inputs[name] + 1e-3 * direction}
+            back = {**inputs, name: inputs[name] - 1e-3 * direction}
+            expected = np.sum(upstream * (forward(step) - forward(back))) / 2e-3
+            for grads in (np_grads, tf_grads):
+                np.testing.assert_allclose(np.sum(grads[n] * direction), expected, rtol=1e-7, atol=1e-9)
+
+
+DILATED = [
+    ((1, 9, 9, 2), (3, 2, 2, 2), (1, 1, 1, 1), "SAME", (1, 2, 3, 1)),
+    ((1, 10, 9, 1), (3, 3, 1, 2), (1, 1, 1, 1), "VALID", (1, 2, 2, 1)),
+    ((2, 11, 9, 2), (2, 3, 2, 2), (1, 1, 1, 1), "SAME", (1, 3, 2, 1)),
+]
+
+
+@pytest.mark.parametrize("case", DILATED, ids=str)
+def test_dilated_conv2d_where_tensorflow_has_no_cpu_gradient(tf, tf_module, numpy_module, case):
+    """TensorFlow's Conv2D gradient refuses dilations above 1 on the CPU ("Current CPU
+    implementations do not yet support dilation rates larger than 1"); the derived one works."""
+    x_shape, f_shape, strides, padding, dilations = case
+    attrs = dict(strides=list(strides), padding=padding, explicit_paddings=[], dilations=list(dilations))
+    inputs = {"input": normal(*x_shape), "filter": normal(*f_shape)}
+    check_against_forward(tf, tf_module, numpy_module, "conv", "conv2d", "Conv2D", inputs, attrs)
