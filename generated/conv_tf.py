@@ -101,11 +101,11 @@ def conv2d_vjp(
         t11 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
         t12 = t11[..., None]
         t13 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t14 = tf.shape(input, out_type=tf.int64)[-3]
-        t15 = tf.shape(filter, out_type=tf.int64)[-4]
-        t16 = -((-t14) // (strides[1]))
+        t14 = tf.shape(filter, out_type=tf.int64)[-4]
+        t15 = tf.shape(input, out_type=tf.int64)[-3]
+        t16 = -((-t15) // (strides[1]))
         t17 = tf.math.maximum(
-            dilations[1] * t15 - dilations[1] + strides[1] * t16 - strides[1] - t14 + 1, 0
+            dilations[1] * t14 - dilations[1] + strides[1] * t16 - strides[1] - t15 + 1, 0
         )
         t18 = (t17) // (2)
         t19 = -dilations[1] * t13 + t12 + t18
@@ -122,7 +122,7 @@ def conv2d_vjp(
         t29 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
         t30 = t29[..., None]
         t31 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t32 = tf.math.maximum(dilations[1] * (t15 - 1) + strides[1] * (t16 - 1) - t14 + 1, 0)
+        t32 = tf.math.maximum(dilations[1] * (t14 - 1) + strides[1] * (t16 - 1) - t15 + 1, 0)
         t33 = (t32) // (2)
         t34 = dilations[1] * t30 + strides[1] * t31 - t33
         t35 = _gather(t28, t34, -4)
@@ -233,10 +233,10 @@ def conv2d(
             t6 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
             t7 = dilations[2] * t6 - explicit_paddings[4] + strides[2] * t5
             t8 = _gather(input, t7, -2)
-            t9 = tf.shape(input, out_type=tf.int64)[-3]
-            t10 = tf.shape(filter, out_type=tf.int64)[-4]
+            t9 = tf.shape(filter, out_type=tf.int64)[-4]
+            t10 = tf.shape(input, out_type=tf.int64)[-3]
             t11 = (
-                -dilations[1] * (t10 - 1) + explicit_paddings[2] + explicit_paddings[3] + t9 - 1
+                -dilations[1] * (t9 - 1) + explicit_paddings[2] + explicit_paddings[3] + t10 - 1
             ) // (strides[1])
             t12 = t11 + 1
             t13 = tf.range(tf.cast(t12, tf.int64))
@@ -266,3 +266,520 @@ def conv2d(
 
 
 _register("Conv2D", conv2d_grad)
+
+
+def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
+    """Gradient of Conv3D (declared at ops/conv.py:51): one per input (input, filter)."""
+    if padding == "VALID":
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+        t3 = -dilations[3] * t2 + t1
+        t4 = tf.where(tf.equal((t3) % (strides[3]), 0), (t3) // (strides[3]), -tf.ones_like(t3))
+        t5 = _gather(grad, t4, -2)
+        t6 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t7 = t6[..., None]
+        t8 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
+        t9 = -dilations[2] * t8 + t7
+        t10 = tf.where(tf.equal((t9) % (strides[2]), 0), (t9) // (strides[2]), -tf.ones_like(t9))
+        t11 = _gather(t5, t10, -4)
+        t12 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
+        t13 = t12[..., None]
+        t14 = tf.range(tf.shape(filter, out_type=tf.int64)[-5])
+        t15 = -dilations[1] * t14 + t13
+        t16 = tf.where(tf.equal((t15) % (strides[1]), 0), (t15) // (strides[1]), -tf.ones_like(t15))
+        t17 = _gather(t11, t16, -6)
+        grad_input = tf.einsum("abcde,fgahbice->fghid", filter, t17)
+        t18 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+        t19 = t18[..., None]
+        t20 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t21 = dilations[3] * t19 + strides[3] * t20
+        t22 = _gather(input, t21, -2)
+        t23 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
+        t24 = t23[..., None]
+        t25 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t26 = dilations[2] * t24 + strides[2] * t25
+        t27 = _gather(t22, t26, -4)
+        t28 = tf.range(tf.shape(filter, out_type=tf.int64)[-5])
+        t29 = t28[..., None]
+        t30 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
+        t31 = dilations[1] * t29 + strides[1] * t30
+        t32 = _gather(t27, t31, -6)
+        grad_filter = tf.einsum("abcde,afbgchdi->fghie", grad, t32)
+    elif padding == "SAME":
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+        t3 = tf.shape(input, out_type=tf.int64)[-2]
+        t4 = tf.shape(filter, out_type=tf.int64)[-3]
+        t5 = -((-t3) // (strides[3]))
+        t6 = tf.math.maximum(
+            dilations[3] * t4 - dilations[3] + strides[3] * t5 - strides[3] - t3 + 1, 0
+        )
+        t7 = (t6) // (2)
+        t8 = -dilations[3] * t2 + t1 + t7
+        t9 = tf.where(tf.equal((t8) % (strides[3]), 0), (t8) // (strides[3]), -tf.ones_like(t8))
+        t10 = _gather(grad, t9, -2)
+        t11 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t12 = t11[..., None]
+        t13 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
+        t14 = tf.shape(filter, out_type=tf.int64)[-4]
+        t15 = tf.shape(input, out_type=tf.int64)[-3]
+        t16 = -((-t15) // (strides[2]))
+        t17 = tf.math.maximum(
+            dilations[2] * t14 - dilations[2] + strides[2] * t16 - strides[2] - t15 + 1, 0
+        )
+        t18 = (t17) // (2)
+        t19 = -dilations[2] * t13 + t12 + t18
+        t20 = tf.where(tf.equal((t19) % (strides[2]), 0), (t19) // (strides[2]), -tf.ones_like(t19))
+        t21 = _gather(t10, t20, -4)
+        t22 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
+        t23 = t22[..., None]
+        t24 = tf.range(tf.shape(filter, out_type=tf.int64)[-5])
+        t25 = tf.shape(filter, out_type=tf.int64)[-5]
+        t26 = tf.shape(input, out_type=tf.int64)[-4]
+        t27 = -((-t26) // (strides[1]))
+        t28 = tf.math.maximum(
+            dilations[1] * t25 - dilations[1] + strides[1] * t27 - strides[1] - t26 + 1, 0
+        )
+        t29 = (t28) // (2)
+        t30 = -dilations[1] * t24 + t23 + t29
+        t31 = tf.where(tf.equal((t30) % (strides[1]), 0), (t30) // (strides[1]), -tf.ones_like(t30))
+        t32 = _gather(t21, t31, -6)
+        grad_input = tf.einsum("abcde,fgahbice->fghid", filter, t32)
+        t33 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+        t34 = t33[..., None]
+        t35 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t36 = tf.math.maximum(dilations[3] * (t4 - 1) + strides[3] * (t5 - 1) - t3 + 1, 0)
+        t37 = (t36) // (2)
+        t38 = dilations[3] * t34 + strides[3] * t35 - t37
+        t39 = _gather(input, t38, -2)
+        t40 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
+        t41 = t40[..., None]
+        t42 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t43 = tf.math.maximum(dilations[2] * (t14 - 1) + strides[2] * (t16 - 1) - t15 + 1, 0)
+        t44 = (t43) // (2)
+        t45 = dilations[2] * t41 + strides[2] * t42 - t44
+        t46 = _gather(t39, t45, -4)
+        t47 = tf.range(tf.shape(filter, out_type=tf.int64)[-5])
+        t48 = t47[..., None]
+        t49 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
+        t50 = tf.math.maximum(dilations[1] * (t25 - 1) + strides[1] * (t27 - 1) - t26 + 1, 0)
+        t51 = (t50) // (2)
+        t52 = dilations[1] * t48 + strides[1] * t49 - t51
+        t53 = _gather(t46, t52, -6)
+        grad_filter = tf.einsum("abcde,afbgchdi->fghie", grad, t53)
+    else:
+        raise ValueError(f"Conv3D: unsupported attributes padding={padding!r}")
+    return grad_input, grad_filter
+
+
+def conv3d_grad(op, grad):
+    """Gradient function of Conv3D for `tf.RegisterGradient`."""
+    return conv3d_vjp(
+        grad,
+        *op.inputs,
+        *op.outputs,
+        padding=_string_attr(op, "padding"),
+        strides=op.get_attr("strides"),
+        dilations=op.get_attr("dilations"),
+    )
+
+
+def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
+    """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(input, filter):
+        if padding == "VALID":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = tf.shape(filter, out_type=tf.int64)[-3]
+            t2 = (-dilations[3] * (t1 - 1) + t0 - 1) // (strides[3])
+            t3 = t2 + 1
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4[..., None]
+            t6 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+            t7 = dilations[3] * t6 + strides[3] * t5
+            t8 = _gather(input, t7, -2)
+            t9 = tf.shape(input, out_type=tf.int64)[-3]
+            t10 = tf.shape(filter, out_type=tf.int64)[-4]
+            t11 = (-dilations[2] * (t10 - 1) + t9 - 1) // (strides[2])
+            t12 = t11 + 1
+            t13 = tf.range(tf.cast(t12, tf.int64))
+            t14 = t13[..., None]
+            t15 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
+            t16 = dilations[2] * t15 + strides[2] * t14
+            t17 = _gather(t8, t16, -4)
+            t18 = tf.shape(input, out_type=tf.int64)[-4]
+            t19 = tf.shape(filter, out_type=tf.int64)[-5]
+            t20 = (-dilations[1] * (t19 - 1) + t18 - 1) // (strides[1])
+            t21 = t20 + 1
+            t22 = tf.range(tf.cast(t21, tf.int64))
+            t23 = t22[..., None]
+            t24 = tf.range(tf.shape(filter, out_type=tf.int64)[-5])
+            t25 = dilations[1] * t24 + strides[1] * t23
+            t26 = _gather(t17, t25, -6)
+            output = tf.einsum("abcde,fgahbicd->fghie", filter, t26)
+        elif padding == "SAME":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = -((-t0) // (strides[3]))
+            t2 = t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None]
+            t5 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+            t6 = tf.shape(filter, out_type=tf.int64)[-3]
+            t7 = tf.math.maximum(dilations[3] * (t6 - 1) + strides[3] * (t1 - 1) - t0 + 1, 0)
+            t8 = (t7) // (2)
+            t9 = dilations[3] * t5 + strides[3] * t4 - t8
+            t10 = _gather(input, t9, -2)
+            t11 = tf.shape(input, out_type=tf.int64)[-3]
+            t12 = -((-t11) // (strides[2]))
+            t13 = t12
+            t14 = tf.range(tf.cast(t13, tf.int64))
+            t15 = t14[..., None]
+            t16 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
+            t17 = tf.shape(filter, out_type=tf.int64)[-4]
+            t18 = tf.math.maximum(dilations[2] * (t17 - 1) + strides[2] * (t12 - 1) - t11 + 1, 0)
+            t19 = (t18) // (2)
+            t20 = dilations[2] * t16 + strides[2] * t15 - t19
+            t21 = _gather(t10, t20, -4)
+            t22 = tf.shape(input, out_type=tf.int64)[-4]
+            t23 = -((-t22) // (strides[1]))
+            t24 = t23
+            t25 = tf.range(tf.cast(t24, tf.int64))
+            t26 = t25[..., None]
+            t27 = tf.range(tf.shape(filter, out_type=tf.int64)[-5])
+            t28 = tf.shape(filter, out_type=tf.int64)[-5]
+            t29 = tf.math.maximum(dilations[1] * (t28 - 1) + strides[1] * (t23 - 1) - t22 + 1, 0)
+            t30 = (t29) // (2)
+            t31 = dilations[1] * t27 + strides[1] * t26 - t30
+            t32 = _gather(t21, t31, -6)
+            output = tf.einsum("abcde,fgahbicd->fghie", filter, t32)
+        else:
+            raise ValueError(f"Conv3D: unsupported attributes padding={padding!r}")
+
+        def backward(grad):
+            return conv3d_vjp(
+                grad, input, filter, output, padding=padding, strides=strides, dilations=dilations
+            )
+
+        return output, backward
+
+    return forward(input, filter)
+
+
+_register("Conv3D", conv3d_grad)
+
+
+def avg_pool_vjp(grad, value, output, *, padding="VALID", ksize, strides):
+    """Gradient of AvgPool (declared at ops/conv.py:89): one per input (value)."""
+    if padding == "VALID":
+        t0 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = ksize[2]
+        t3 = tf.range(tf.cast(t2, tf.int64))
+        t4 = t1 - t3
+        t5 = tf.where(tf.equal((t4) % (strides[2]), 0), (t4) // (strides[2]), -tf.ones_like(t4))
+        t6 = _gather(grad, t5, -2)
+        t7 = tf.range(tf.shape(value, out_type=tf.int64)[-3])
+        t8 = t7[..., None]
+        t9 = ksize[1]
+        t10 = tf.range(tf.cast(t9, tf.int64))
+        t11 = -t10 + t8
+        t12 = tf.where(tf.equal((t11) % (strides[1]), 0), (t11) // (strides[1]), -tf.ones_like(t11))
+        t13 = _gather(t6, t12, -4)
+        t14 = tf.range(tf.cast(t2, tf.int64))
+        t15 = t14[..., None, None, None, None, None]
+        t16 = t7[..., None, None, None, None]
+        t17 = t0[..., None, None, None]
+        t18 = tf.range(tf.cast(t9, tf.int64))
+        t19 = t18[..., None, None]
+        t20 = t10[..., None]
+        t21 = tf.shape(value, out_type=tf.int64)[-2]
+        t22 = tf.shape(value, out_type=tf.int64)[-3]
+        t23 = (-ksize[1] + t22) // (strides[1])
+        t24 = (-ksize[2] + t21) // (strides[2])
+        t25 = (
+            (
+                strides[1]
+                * tf.clip_by_value(
+                    tf.where(
+                        tf.equal((t16 - t20) % (strides[1]), 0),
+                        (t16 - t20) // (strides[1]),
+                        tf.zeros_like(t16 - t20),
+                    ),
+                    0,
+                    t23,
+                )
+                + t19
+                >= 0
+            )
+            & (
+                strides[2]
+                * tf.clip_by_value(
+                    tf.where(
+                        tf.equal((t17 - t3) % (strides[2]), 0),
+                        (t17 - t3) // (strides[2]),
+                        tf.zeros_like(t17 - t3),
+                    ),
+                    0,
+                    t24,
+                )
+                + t15
+                >= 0
+            )
+            & (
+                strides[1]
+                * tf.clip_by_value(
+                    tf.where(
+                        tf.equal((t16 - t20) % (strides[1]), 0),
+                        (t16 - t20) // (strides[1]),
+                        tf.zeros_like(t16 - t20),
+                    ),
+                    0,
+                    t23,
+                )
+                + t19
+                <= t22 - 1
+            )
+            & (
+                strides[2]
+                * tf.clip_by_value(
+                    tf.where(
+                        tf.equal((t17 - t3) % (strides[2]), 0),
+                        (t17 - t3) // (strides[2]),
+                        tf.zeros_like(t17 - t3),
+                    ),
+                    0,
+                    t24,
+                )
+                + t15
+                <= t21 - 1
+            )
+        )
+        t26 = tf.reduce_sum(
+            tf.where(t25, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=[-6, -3],
+            keepdims=True,
+        )
+        t27 = _gather(grad, t5, -2)
+        t28 = _gather(t27, t12, -4)
+        t29 = tf.transpose(t28, perm=[0, 1, 3, 5, 2, 4])
+        grad_value = tf.reduce_sum(t29 / t26, axis=[-2, -1])
+    elif padding == "SAME":
+        t0 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = ksize[2]
+        t3 = tf.range(tf.cast(t2, tf.int64))
+        t4 = tf.shape(value, out_type=tf.int64)[-2]
+        t5 = -((-t4) // (strides[2]))
+        t6 = tf.math.maximum(ksize[2] + strides[2] * t5 - strides[2] - t4, 0)
+        t7 = (t6) // (2)
+        t8 = t1 - t3 + t7
+        t9 = tf.where(tf.equal((t8) % (strides[2]), 0), (t8) // (strides[2]), -tf.ones_like(t8))
+        t10 = _gather(grad, t9, -2)
+        t11 = tf.range(tf.shape(value, out_type=tf.int64)[-3])
+        t12 = t11[..., None]
+        t13 = ksize[1]
+        t14 = tf.range(tf.cast(t13, tf.int64))
+        t15 = tf.shape(value, out_type=tf.int64)[-3]
+        t16 = -((-t15) // (strides[1]))
+        t17 = tf.math.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
+        t18 = (t17) // (2)
+        t19 = t12 - t14 + t18
+        t20 = tf.where(tf.equal((t19) % (strides[1]), 0), (t19) // (strides[1]), -tf.ones_like(t19))
+        t21 = _gather(t10, t20, -4)
+        t22 = tf.range(tf.cast(t2, tf.int64))
+        t23 = t22[..., None, None, None, None, None]
+        t24 = t11[..., None, None, None, None]
+        t25 = t0[..., None, None, None]
+        t26 = tf.range(tf.cast(t13, tf.int64))
+        t27 = t26[..., None, None]
+        t28 = t14[..., None]
+        t29 = tf.math.maximum(ksize[1] + strides[1] * (t16 - 1) - t15, 0)
+        t30 = (t29) // (2)
+        t31 = tf.math.maximum(ksize[2] + strides[2] * (t5 - 1) - t4, 0)
+        t32 = (t31) // (2)
+        t33 = (
+            (
+                strides[1]
+                * tf.clip_by_value(
+                    tf.where(
+                        tf.equal((t18 + t24 - t28) % (strides[1]), 0),
+                        (t18 + t24 - t28) // (strides[1]),
+                        tf.zeros_like(t18 + t24 - t28),
+                    ),
+                    0,
+                    t16 - 1,
+                )
+                + t27
+                - t30
+                >= 0
+            )
+            & (
+                strides[2]
+                * tf.clip_by_value(
+                    tf.where(
+                        tf.equal((t25 - t3 + t7) % (strides[2]), 0),
+                        (t25 - t3 + t7) // (strides[2]),
+                        tf.zeros_like(t25 - t3 + t7),
+                    ),
+                    0,
+                    t5 - 1,
+                )
+                + t23
+                - t32
+                >= 0
+            )
+            & (
+                strides[1]
+                * tf.clip_by_value(
+                    tf.where(
+                        tf.equal((t18 + t24 - t28) % (strides[1]), 0),
+                        (t18 + t24 - t28) // (strides[1]),
+                        tf.zeros_like(t18 + t24 - t28),
+                    ),
+                    0,
+                    t16 - 1,
+                )
+                + t27
+                - t30
+                <= t15 - 1
+            )
+            & (
+                strides[2]
+                * tf.clip_by_value(
+                    tf.where(
+                        tf.equal((t25 - t3 + t7) % (strides[2]), 0),
+                        (t25 - t3 + t7) // (strides[2]),
+                        tf.zeros_like(t25 - t3 + t7),
+                    ),
+                    0,
+                    t5 - 1,
+                )
+                + t23
+                - t32
+                <= t4 - 1
+            )
+        )
+        t34 = tf.reduce_sum(
+            tf.where(t33, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=[-6, -3],
+            keepdims=True,
+        )
+        t35 = _gather(grad, t9, -2)
+        t36 = _gather(t35, t20, -4)
+        t37 = tf.transpose(t36, perm=[0, 1, 3, 5, 2, 4])
+        grad_value = tf.reduce_sum(t37 / t34, axis=[-2, -1])
+    else:
+        raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
+    return (grad_value,)
+
+
+def avg_pool_grad(op, grad):
+    """Gradient function of AvgPool for `tf.RegisterGradient`."""
+    return avg_pool_vjp(
+        grad,
+        *op.inputs,
+        *op.outputs,
+        padding=_string_attr(op, "padding"),
+        ksize=op.get_attr("ksize"),
+        strides=op.get_attr("strides"),
+    )
+
+
+def avg_pool(value, *, padding="VALID", ksize, strides):
+    """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(value):
+        if padding == "VALID":
+            t0 = ksize[2]
+            t1 = tf.range(tf.cast(t0, tf.int64))
+            t2 = t1[..., None, None, None]
+            t3 = tf.shape(value, out_type=tf.int64)[-3]
+            t4 = (-ksize[1] + t3) // (strides[1])
+            t5 = t4 + 1
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = t6[..., None, None]
+            t8 = tf.shape(value, out_type=tf.int64)[-2]
+            t9 = (-ksize[2] + t8) // (strides[2])
+            t10 = t9 + 1
+            t11 = tf.range(tf.cast(t10, tf.int64))
+            t12 = t11[..., None]
+            t13 = ksize[1]
+            t14 = tf.range(tf.cast(t13, tf.int64))
+            t15 = (
+                (strides[1] * t7 + t14 >= 0)
+                & (strides[2] * t12 + t2 >= 0)
+                & (strides[1] * t7 + t14 <= t3 - 1)
+                & (strides[2] * t12 + t2 <= t8 - 1)
+            )
+            t16 = tf.reduce_sum(
+                tf.where(t15, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
+                axis=[-4, -1],
+                keepdims=True,
+            )
+            t17 = strides[2] * t12 + t1
+            t18 = _gather(value, t17, -2)
+            t19 = t6[..., None]
+            t20 = strides[1] * t19 + t14
+            t21 = _gather(t18, t20, -4)
+            t22 = _gather(value, t17, -2)
+            t23 = _gather(t22, t20, -4)
+            t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 2, 4])
+            t25 = tf.reduce_sum(t24, axis=[-2, -1])
+            output = t25 / t16
+        elif padding == "SAME":
+            t0 = ksize[2]
+            t1 = tf.range(tf.cast(t0, tf.int64))
+            t2 = t1[..., None, None, None]
+            t3 = tf.shape(value, out_type=tf.int64)[-3]
+            t4 = -((-t3) // (strides[1]))
+            t5 = t4
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = t6[..., None, None]
+            t8 = tf.shape(value, out_type=tf.int64)[-2]
+            t9 = -((-t8) // (strides[2]))
+            t10 = t9
+            t11 = tf.range(tf.cast(t10, tf.int64))
+            t12 = t11[..., None]
+            t13 = ksize[1]
+            t14 = tf.range(tf.cast(t13, tf.int64))
+            t15 = tf.math.maximum(ksize[1] + strides[1] * (t4 - 1) - t3, 0)
+            t16 = (t15) // (2)
+            t17 = tf.math.maximum(ksize[2] + strides[2] * (t9 - 1) - t8, 0)
+            t18 = (t17) // (2)
+            t19 = (
+                (strides[1] * t7 + t14 - t16 >= 0)
+                & (strides[2] * t12 - t18 + t2 >= 0)
+                & (strides[1] * t7 + t14 - t16 <= t3 - 1)
+                & (strides[2] * t12 - t18 + t2 <= t8 - 1)
+            )
+            t20 = tf.reduce_sum(
+                tf.where(t19, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
+                axis=[-4, -1],
+                keepdims=True,
+            )
+            t21 = strides[2] * t12 + t1 - t18
+            t22 = _gather(value, t21, -2)
+            t23 = t6[..., None]
+            t24 = strides[1] * t23 + t14 - t16
+            t25 = _gather(t22, t24, -4)
+            t26 = _gather(value, t21, -2)
+            t27 = _gather(t26, t24, -4)
+            t28 = tf.transpose(t27, perm=[0, 1, 3, 5, 2, 4])
+            t29 = tf.reduce_sum(t28, axis=[-2, -1])
+            output = t29 / t20
+        else:
+            raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
+
+        def backward(grad):
+            return avg_pool_vjp(grad, value, output, padding=padding, ksize=ksize, strides=strides)
+
+        return output, backward
+
+    return forward(value)
+
+
+_register("AvgPool", avg_pool_grad)

@@ -116,11 +116,8 @@ def matrix_band_part(input, *, num_lower, num_upper):
     t0 = np.arange(np.shape(input)[-2])
     t1 = t0[..., None]
     t2 = np.arange(np.shape(input)[-1])
-    band = np.where(
-        ((num_lower < 0) | (num_lower >= t1 - t2)) & ((num_upper < 0) | (num_upper >= -t1 + t2)),
-        input,
-        0,
-    )
+    t3 = ((num_lower < 0) | (num_lower >= t1 - t2)) & ((num_upper < 0) | (num_upper >= -t1 + t2))
+    band = np.where(t3, input, 0)
     return band
 
 
@@ -129,9 +126,6 @@ def matrix_band_part_grad(grad, input, *, band=None, num_lower, num_upper):
     t0 = np.arange(np.shape(input)[-2])
     t1 = t0[..., None]
     t2 = np.arange(np.shape(input)[-1])
-    grad_input = grad * np.where(
-        ((num_lower < 0) | (num_lower >= t1 - t2)) & ((num_upper < 0) | (num_upper >= -t1 + t2)),
-        1,
-        0,
-    )
+    t3 = ((num_lower < 0) | (num_lower >= t1 - t2)) & ((num_upper < 0) | (num_upper >= -t1 + t2))
+    grad_input = grad * np.where(t3, 1, 0)
     return (grad_input,)

@@ -254,11 +254,8 @@ def matrix_band_part_vjp(grad, input, band, *, num_lower, num_upper):
     t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
     t1 = t0[..., None]
     t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
-    grad_input = grad * tf.where(
-        ((num_lower < 0) | (num_lower >= t1 - t2)) & ((num_upper < 0) | (num_upper >= -t1 + t2)),
-        tf.constant(1, grad.dtype),
-        tf.constant(0, grad.dtype),
-    )
+    t3 = ((num_lower < 0) | (num_lower >= t1 - t2)) & ((num_upper < 0) | (num_upper >= -t1 + t2))
+    grad_input = grad * tf.where(t3, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
     return (grad_input,)
 
 
@@ -282,12 +279,10 @@ def matrix_band_part(input, *, num_lower, num_upper):
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = t0[..., None]
         t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
-        band = tf.where(
-            ((num_lower < 0) | (num_lower >= t1 - t2))
-            & ((num_upper < 0) | (num_upper >= -t1 + t2)),
-            input,
-            tf.constant(0, input.dtype),
+        t3 = ((num_lower < 0) | (num_lower >= t1 - t2)) & (
+            (num_upper < 0) | (num_upper >= -t1 + t2)
         )
+        band = tf.where(t3, input, tf.constant(0, input.dtype))
 
         def backward(grad):
             return matrix_band_part_vjp(grad, input, band, num_lower=num_lower, num_upper=num_upper)

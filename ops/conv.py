@@ -10,7 +10,7 @@ modes fix the output size and the padding before the first element:
 
 import sympy as sp
 
-from symgrad import dims, indices, ints, maximum, op, tensor
+from symgrad import dims, indicator, indices, ints, op, tensor
 
 N, D, H, W, C, O, M = dims("N D H W C O M")
 KD, KH, KW = dims("KD KH KW")
@@ -46,3 +46,50 @@ def conv2d(strides, padding, explicit_paddings, dilations):
     x = input[n, i * strides[1] + a * dilations[1] - ph, j * strides[2] + b * dilations[2] - pw, c]
     total = sp.Sum(x * filter[a, b, c, o], (a, 0, KH - 1), (b, 0, KW - 1), (c, 0, C - 1))
     return {"output": ((n, (i, oh), (j, ow), o), total)}
+
+
+@op(
+    "Conv3D",
+    attrs={"strides": ints(5), "padding": ("VALID", "SAME"), "dilations": ints(5)},
+    defaults={"dilations": (1, 1, 1, 1, 1)},
+)
+def conv3d(strides, padding, dilations):
+    """3-D convolution (cross-correlation), NDHWC input, DHWIO filter."""
+    input = tensor("input", (N, D, H, W, C))
+    filter = tensor("filter", (KD, KH, KW, C, O))
+    od, pd = window(D, KD, strides[1], dilations[1], padding)
+    oh, ph = window(H, KH, strides[2], dilations[2], padding)
+    ow, pw = window(W, KW, strides[3], dilations[3], padding)
+    x = input[
+        n,
+        z * strides[1] + e * dilations[1] - pd,
+        i * strides[2] + a * dilations[2] - ph,
+        j * strides[3] + b * dilations[3] - pw,
+        c,
+    ]
+    total = sp.Sum(x * filter[e, a, b, c, o], (e, 0, KD - 1), (a, 0, KH - 1), (b, 0, KW - 1), (c, 0, C - 1))
+    return {"output": ((n, (z, od), (i, oh), (j, ow), o), total)}
+
+
+def _pool_window(name, ksize, strides, padding):
+    """(input entry, output indices with sizes, window sums, inside) of a 2-D NHWC pool."""
+    input = tensor(name, (N, H, W, C))
+    kh, kw = ksize[1], ksize[2]
+    oh, ph = window(H, kh, strides[1], 1, padding)
+    ow, pw = window(W, kw, strides[2], 1, padding)
+    row, col = i * strides[1] + a - ph, j * strides[2] + b - pw
+    inside = sp.And(row >= 0, row <= H - 1, col >= 0, col <= W - 1)
+    sums = ((a, 0, kh - 1), (b, 0, kw - 1))
+    return input[n, row, col, c], (n, (i, oh), (j, ow), c), sums, inside
+
+
+POOL_ATTRS = {"ksize": ints(4), "strides": ints(4), "padding": ("VALID", "SAME")}
+
+
+@op("AvgPool", attrs=POOL_ATTRS)
+def avg_pool(ksize, strides, padding):
+    """Mean over each window; padding is left out of the count, as TensorFlow's kernel does."""
+    x, out, sums, inside = _pool_window("value", ksize, strides, padding)
+    count = sp.Sum(indicator(inside), *sums)
+    return {"output": (out, sp.Sum(x, *sums) / count)}
+

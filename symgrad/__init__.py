@@ -12,7 +12,7 @@ from symgrad.declare import (
     stop_gradient,
     tensor,
 )
-from symgrad.functions import exact_div, maximum, minimum, product
+from symgrad.functions import exact_div, indicator, maximum, minimum, product
 
 __version__ = "0.1.0"
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "dims",
     "elementwise",
     "exact_div",
+    "indicator",
     "indices",
     "ints",
     "maximum",

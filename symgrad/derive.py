@@ -15,7 +15,7 @@ import sympy as sp
 
 from symgrad.declare import BATCH, BATCH_DIM, ELEMENTWISE, OpVariant, stop_gradient
 from symgrad.errors import DerivationError
-from symgrad.functions import exact_div
+from symgrad.functions import clamped_div, exact_div
 from symgrad.validate import Range, index_ranges
 
 
@@ -284,12 +284,30 @@ def _invert_index_map(factor, sums, outputs):
             if rest.has(i) or not _range_kept_by_entry(rest_factor, i, summed[i]):
                 continue
             solved = exact_div(u - rest, c)
+            rest_factor = _rename_bound(rest_factor, solved.free_symbols)
             new_factor = rest_factor.replace(
                 lambda x: isinstance(x, sp.Indexed) and x.has(i),
                 lambda x: x.func(x.base, *[_solved_subscript(s, i, c, u - rest, solved) for s in x.indices]),
-            ).subs(i, solved)
+            ).subs(i, clamped_div(u - rest, c, summed[i][1]))
             return new_factor, tuple(lim for lim in sums if lim[0] != i)
     return None
+
+
+def _rename_bound(expr, avoid: set):
+    """`expr` with indices bound by its inner Sums renamed where they are in `avoid`, so a
+    substitution cannot capture them (a window's count, summed over the window's own a)."""
+    from sympy.concrete.expr_with_limits import ExprWithLimits
+
+    def rename(e):
+        clashes = {lim[0] for lim in e.limits} & avoid
+        if not clashes:
+            return e
+        fresh = {k: sp.Symbol(f"{k}_", integer=True) for k in clashes}
+        while any(f in avoid or e.has(f) for f in fresh.values()):
+            fresh = {k: sp.Symbol(f"{f}_", integer=True) for k, f in fresh.items()}
+        return e.xreplace(fresh)
+
+    return expr.replace(lambda e: isinstance(e, ExprWithLimits), rename)
 
 
 def _solved_subscript(sub, i, c, c_times_i, solved):

@@ -69,16 +69,18 @@ class nonzero_or_one(sp.Function):
 
 
 class _Extremum(ExprWithLimits):
-    """max or min of `function` over one index range; subclasses name which."""
+    """max or min of `function` over index ranges (a window); subclasses name which."""
 
     kind: str
 
     def _eval_derivative(self, x):
-        k, low, high = _single_limit(self)
-        j = next(_fresh)
-        entry = self.function.subs(k, j)
-        ties = sp.Sum(self.is_attained(self.function), self.limits)
-        return sp.Sum(self.is_attained(entry) * sp.diff(entry, x), (j, low, high)) / ties
+        if any(len(limit) != 3 for limit in self.limits):
+            raise ValueError(f"{type(self).__name__} takes (index, lowest, highest) ranges, got {self.limits}")
+        fresh = {limit[0]: next(_fresh) for limit in self.limits}
+        entry = self.function.xreplace(fresh)
+        ties = sp.Sum(self.is_attained(self.function), *self.limits)
+        ranges = [(fresh[k], low, high) for k, low, high in self.limits]
+        return sp.Sum(self.is_attained(entry) * sp.diff(entry, x), *ranges) / ties
 
     def is_attained(self, entry) -> sp.Expr:
         """1 where `entry` equals the extremum, else 0."""
@@ -99,6 +101,19 @@ class indicator_equal(sp.Function):
 
     def as_piecewise(self) -> sp.Piecewise:
         return sp.Piecewise((1, sp.Eq(*self.args)), (0, True))
+
+
+class indicator(sp.Function):
+    """1 where its condition holds, else 0; derivative zero. Not a `Piecewise`, which SymPy
+    would move out of an enclosing Sum (a window's count of entries inside the input)."""
+
+    nargs = 1
+
+    def fdiff(self, argindex=1):
+        return sp.S.Zero
+
+    def as_piecewise(self) -> sp.Piecewise:
+        return sp.Piecewise((1, self.args[0]), (0, True))
 
 
 class maximum(_Extremum):
@@ -128,3 +143,13 @@ class exact_div(sp.Function):
         if m.is_Integer and c.is_Integer:
             return m // c if m % c == 0 else sp.S.NegativeOne
         return None
+
+
+class clamped_div(sp.Function):
+    """`exact_div(m, c)` clipped into 0..high, and 0 where c does not divide m: where the
+    solved index names no position, the upstream gradient read there is zero, and factors
+    that are not tensor entries (a window's count, divided by) are read at a valid place."""
+
+    is_integer = True
+
+    nargs = 3

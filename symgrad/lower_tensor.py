@@ -69,7 +69,7 @@ class TensorLowering:
     def __init__(self, decl: OpDecl, dims: dict | None = None, ranges: dict | None = None, prefix: str = "t"):
         self.decl = decl
         self.dims = dims or {}  # dimension symbol -> (variable, negative axis) it is read from
-        self.ranges = ranges or {}  # index -> (lowest, highest)
+        self.ranges = dict(ranges or {})  # index -> (lowest, highest)
         self.prefix = prefix
         self.body: list[Assign] = []
         self.largest_rank = 0  # most axes of any array built (a leading `...` counts as one)
@@ -95,6 +95,9 @@ class TensorLowering:
         return self._memo[key]
 
     def _array(self, expr, axes):
+        if isinstance(expr, (sp.Sum, product, maximum, minimum)):  # ranges of renamed indices
+            for limit in expr.limits:
+                self.ranges.setdefault(limit[0], (limit[1], limit[2]))
         if not free_indices(expr) and not expr.has(sp.Indexed):
             return self._scalar(expr)
         if isinstance(expr, sp.Indexed):
@@ -107,6 +110,8 @@ class TensorLowering:
             return self._identity(expr, axes)
         if is_index(expr):
             return self._iota(expr, axes)
+        if isinstance(expr, (sp.core.relational.Relational, sp.And, sp.Or, sp.Not)) and not expr.has(sp.Indexed):
+            return sp.Symbol(self._index_condition(expr, axes))
         if not expr.args:
             self._fail(f"cannot lower {expr}")
         return expr.func(*[self.array(arg, axes) for arg in expr.args])
@@ -130,10 +135,16 @@ class TensorLowering:
 
     def _iota(self, index, axes) -> sp.Expr:
         """An index used as a value (MatrixBandPart's `i - j`): 0, 1, ..., aligned."""
-        source = self._axis_source(index)
-        if index not in axes or source is None:
-            self._fail(f"cannot use index {index} as a value: not an axis of known size")
-        return sp.Symbol(self._expand(self._temp(Iota(*source)), (index,), axes))
+        if index not in axes:
+            self._fail(f"cannot use index {index} as a value: it is not an axis here")
+        return sp.Symbol(self._expand(self._index_values(index), (index,), axes))
+
+    def _index_condition(self, condition, axes) -> str:
+        """A condition on indices alone (a window inside the input), in integer arithmetic."""
+        indices = tuple(a for a in axes if a in free_indices(condition))
+        values = {i: sp.Symbol(self._expand(self._index_values(i), (i,), indices)) for i in indices}
+        mask = self._temp(IndexArith(self._int_scalars(condition).xreplace(values)))
+        return self._expand(mask, indices, axes)
 
     def _identity(self, delta: sp.KroneckerDelta, axes) -> sp.Expr:
         """KroneckerDelta(p, q) of two axes: an identity matrix, aligned."""
@@ -170,7 +181,7 @@ class TensorLowering:
     def _gathered(self, name: str, idx: tuple, axes: tuple) -> tuple[str, tuple]:
         """Read each mapped subscript (`i*s + k - p`, `indices[i]`) with a gather, last axis
         first: (variable, plain indices), the map's indices in place of each mapped axis."""
-        key = ("gather", name, idx)
+        key = ("gather", name, idx, axes)
         if key in self._memo:
             return self._memo[key]
         result = list(idx)
@@ -445,7 +456,7 @@ def _kept_axes_aligned(idx: tuple, axes: tuple) -> tuple:
     result = list(idx)
     for n, i in enumerate(idx):
         place = n - len(idx) + len(axes)
-        if not isinstance(i, sp.Symbol) and 0 <= place and axes[place] not in idx and is_index(axes[place]):
+        if i == 0 and 0 <= place and axes[place] not in idx and is_index(axes[place]):
             result[n] = axes[place]
     return tuple(result)
 

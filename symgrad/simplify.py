@@ -18,6 +18,7 @@ import itertools
 import random
 
 import sympy as sp
+from sympy.concrete.expr_with_limits import ExprWithLimits
 
 from symgrad.declare import BATCH, ELEMENTWISE
 from symgrad.derive import Derivation, TensorValue, Term
@@ -221,13 +222,33 @@ def _reuse_in_factor(factor: sp.Expr, indices: tuple, outputs) -> sp.Expr:
     while improved:
         improved = False
         for out in outputs:
-            for entry in _index_tuples(out.indices, indices):
+            for entry in _index_tuples(out.indices, _candidate_indices(factor, out, indices)):
                 expr = out.expr.subs(dict(zip(out.indices, entry)), simultaneous=True)
                 value = sp.IndexedBase(out.name)[entry] if entry else sp.Symbol(out.name)
                 for candidate in [factor.subs(expr, value), *_by_inverse_entry(factor, expr, value, entry)]:
                     if sp.count_ops(candidate) < sp.count_ops(factor):
                         factor, improved = candidate, True
     return factor
+
+
+def _candidate_indices(factor: sp.Expr, out, indices: tuple) -> tuple:
+    """The indices an entry of `out` found in `factor` could have: none when `factor` lacks a
+    tensor `out` reads; for an output that reduces (a Sum, a maximum), only the indices of
+    `factor`'s reductions of that kind (a convolution would otherwise try every permutation)."""
+    wanted = {e.base for e in out.expr.atoms(sp.Indexed)}
+    if not wanted <= {e.base for e in factor.atoms(sp.Indexed)}:
+        return ()
+    if isinstance(out.expr, ExprWithLimits) or not out.expr.atoms(ExprWithLimits):
+        kinds = {type(out.expr)} if isinstance(out.expr, ExprWithLimits) else set()
+    else:
+        kinds = {type(e) for e in out.expr.atoms(ExprWithLimits)}
+    if not kinds:
+        return indices
+    found = set()
+    for kind in kinds:
+        for reduction in factor.atoms(kind):
+            found |= reduction.free_symbols
+    return tuple(i for i in indices if i in found)
 
 
 def _by_inverse_entry(factor, expr, value, entry) -> list[sp.Expr]:

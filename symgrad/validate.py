@@ -101,7 +101,7 @@ def _check_free_indices(variant, out, uses) -> None:
     for _, _, sub, bound in uses:
         free |= {s for s in _index_symbols(sp.sympify(sub)) if s not in bound}
     for _, low, high, bound in _limit_uses(out.expr, {}):
-        free |= {s for s in (low - high).free_symbols if s not in bound and s not in _dims(variant)}
+        free |= {s for s in _index_symbols(low - high) if s not in bound}
     for symbol_fn in out.expr.atoms(sp.KroneckerDelta, sp.LeviCivita):
         free |= {s for s in symbol_fn.free_symbols if s not in _dims(variant) and s in out.indices}
     declared = tuple(i for i in out.indices if isinstance(i, sp.Symbol))

@@ -79,3 +79,36 @@ def test_dilated_conv2d_where_tensorflow_has_no_cpu_gradient(tf, tf_module, nump
     attrs = dict(strides=list(strides), padding=padding, explicit_paddings=[], dilations=list(dilations))
     inputs = {"input": normal(*x_shape), "filter": normal(*f_shape)}
     check_against_forward(tf, tf_module, numpy_module, "conv", "conv2d", "Conv2D", inputs, attrs)
+
+
+CONV3D = [
+    ((1, 5, 6, 4, 2), (2, 3, 2, 2, 3), (1, 1, 1, 1, 1), "VALID"),
+    ((2, 6, 5, 5, 1), (3, 2, 2, 1, 2), (1, 2, 1, 2, 1), "SAME"),
+    ((1, 7, 4, 6, 2), (2, 2, 3, 2, 2), (1, 3, 2, 1, 1), "VALID"),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("case", CONV3D, ids=str)
+def test_conv3d(tf, tf_module, numpy_module, case, dtype):
+    x_shape, f_shape, strides, padding = case
+    attrs = dict(strides=list(strides), padding=padding, dilations=[1, 1, 1, 1, 1])
+    inputs = {"input": normal(*x_shape), "filter": normal(*f_shape)}
+    check(tf, tf_module, numpy_module, "conv", "conv3d", "Conv3D", inputs, attrs, dtype)
+
+
+POOLS = [
+    ((2, 6, 6, 3), (1, 2, 2, 1), (1, 2, 2, 1), "VALID"),
+    ((1, 7, 5, 2), (1, 3, 2, 1), (1, 2, 1, 1), "VALID"),
+    ((1, 7, 5, 2), (1, 3, 3, 1), (1, 2, 2, 1), "SAME"),
+    ((2, 5, 8, 1), (1, 2, 3, 1), (1, 3, 2, 1), "SAME"),
+    ((1, 4, 4, 1), (1, 4, 4, 1), (1, 1, 1, 1), "SAME"),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("case", POOLS, ids=str)
+def test_avg_pool(tf, tf_module, numpy_module, case, dtype):
+    x_shape, ksize, strides, padding = case
+    attrs = dict(ksize=list(ksize), strides=list(strides), padding=padding)
+    check(tf, tf_module, numpy_module, "conv", "avg_pool", "AvgPool", {"value": normal(*x_shape)}, attrs, dtype)

@@ -111,6 +111,11 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         m, c = (self._print(a) for a in expr.args)
         return f"{self._module_format('numpy.where')}(({m}) % ({c}) == 0, ({m}) // ({c}), -1)"
 
+    def _print_clamped_div(self, expr):
+        m, c, high = (self._print(a) for a in expr.args)
+        quotient = f"{self._module_format('numpy.where')}(({m}) % ({c}) == 0, ({m}) // ({c}), 0)"
+        return f"{self._module_format('numpy.clip')}({quotient}, 0, {high})"
+
     def _print_IntSize(self, value: ir.IntSize):
         return f"{self._module_format('numpy.shape')}({value.x})[{value.axis}]"
 
