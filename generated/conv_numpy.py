@@ -149,11 +149,11 @@ def conv2d_grad(
         t11 = np.arange(np.shape(input)[-3])
         t12 = t11[..., None]
         t13 = np.arange(np.shape(filter)[-4])
-        t14 = np.shape(filter)[-4]
-        t15 = np.shape(input)[-3]
-        t16 = -((-t15) // (strides[1]))
+        t14 = np.shape(input)[-3]
+        t15 = np.shape(filter)[-4]
+        t16 = -((-t14) // (strides[1]))
         t17 = np.maximum(
-            dilations[1] * t14 - dilations[1] + strides[1] * t16 - strides[1] - t15 + 1, 0
+            dilations[1] * t15 - dilations[1] + strides[1] * t16 - strides[1] - t14 + 1, 0
         )
         t18 = (t17) // (2)
         t19 = -dilations[1] * t13 + t12 + t18
@@ -170,7 +170,7 @@ def conv2d_grad(
         t29 = np.arange(np.shape(filter)[-4])
         t30 = t29[..., None]
         t31 = np.arange(np.shape(grad)[-3])
-        t32 = np.maximum(dilations[1] * (t14 - 1) + strides[1] * (t16 - 1) - t15 + 1, 0)
+        t32 = np.maximum(dilations[1] * (t15 - 1) + strides[1] * (t16 - 1) - t14 + 1, 0)
         t33 = (t32) // (2)
         t34 = dilations[1] * t30 + strides[1] * t31 - t33
         t35 = _gather(t28, t34, -4)
@@ -226,9 +226,9 @@ def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
         t15 = np.arange(np.shape(filter)[-4])
         t16 = dilations[2] * t15 + strides[2] * t14
         t17 = _gather(t8, t16, -4)
-        t18 = np.shape(input)[-4]
-        t19 = np.shape(filter)[-5]
-        t20 = (-dilations[1] * (t19 - 1) + t18 - 1) // (strides[1])
+        t18 = np.shape(filter)[-5]
+        t19 = np.shape(input)[-4]
+        t20 = (-dilations[1] * (t18 - 1) + t19 - 1) // (strides[1])
         t21 = t20 + 1
         t22 = np.arange(t21)
         t23 = t22[..., None]
@@ -331,11 +331,11 @@ def conv3d_grad(
         t11 = np.arange(np.shape(input)[-3])
         t12 = t11[..., None]
         t13 = np.arange(np.shape(filter)[-4])
-        t14 = np.shape(filter)[-4]
-        t15 = np.shape(input)[-3]
-        t16 = -((-t15) // (strides[2]))
+        t14 = np.shape(input)[-3]
+        t15 = np.shape(filter)[-4]
+        t16 = -((-t14) // (strides[2]))
         t17 = np.maximum(
-            dilations[2] * t14 - dilations[2] + strides[2] * t16 - strides[2] - t15 + 1, 0
+            dilations[2] * t15 - dilations[2] + strides[2] * t16 - strides[2] - t14 + 1, 0
         )
         t18 = (t17) // (2)
         t19 = -dilations[2] * t13 + t12 + t18
@@ -365,7 +365,7 @@ def conv3d_grad(
         t40 = np.arange(np.shape(filter)[-4])
         t41 = t40[..., None]
         t42 = np.arange(np.shape(grad)[-3])
-        t43 = np.maximum(dilations[2] * (t14 - 1) + strides[2] * (t16 - 1) - t15 + 1, 0)
+        t43 = np.maximum(dilations[2] * (t15 - 1) + strides[2] * (t16 - 1) - t14 + 1, 0)
         t44 = (t43) // (2)
         t45 = dilations[2] * t41 + strides[2] * t42 - t44
         t46 = _gather(t39, t45, -4)

@@ -101,11 +101,11 @@ def conv2d_vjp(
         t11 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
         t12 = t11[..., None]
         t13 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t14 = tf.shape(filter, out_type=tf.int64)[-4]
-        t15 = tf.shape(input, out_type=tf.int64)[-3]
-        t16 = -((-t15) // (strides[1]))
+        t14 = tf.shape(input, out_type=tf.int64)[-3]
+        t15 = tf.shape(filter, out_type=tf.int64)[-4]
+        t16 = -((-t14) // (strides[1]))
         t17 = tf.math.maximum(
-            dilations[1] * t14 - dilations[1] + strides[1] * t16 - strides[1] - t15 + 1, 0
+            dilations[1] * t15 - dilations[1] + strides[1] * t16 - strides[1] - t14 + 1, 0
         )
         t18 = (t17) // (2)
         t19 = -dilations[1] * t13 + t12 + t18
@@ -122,7 +122,7 @@ def conv2d_vjp(
         t29 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
         t30 = t29[..., None]
         t31 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t32 = tf.math.maximum(dilations[1] * (t14 - 1) + strides[1] * (t16 - 1) - t15 + 1, 0)
+        t32 = tf.math.maximum(dilations[1] * (t15 - 1) + strides[1] * (t16 - 1) - t14 + 1, 0)
         t33 = (t32) // (2)
         t34 = dilations[1] * t30 + strides[1] * t31 - t33
         t35 = _gather(t28, t34, -4)
@@ -323,11 +323,11 @@ def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilatio
         t11 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
         t12 = t11[..., None]
         t13 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t14 = tf.shape(filter, out_type=tf.int64)[-4]
-        t15 = tf.shape(input, out_type=tf.int64)[-3]
-        t16 = -((-t15) // (strides[2]))
+        t14 = tf.shape(input, out_type=tf.int64)[-3]
+        t15 = tf.shape(filter, out_type=tf.int64)[-4]
+        t16 = -((-t14) // (strides[2]))
         t17 = tf.math.maximum(
-            dilations[2] * t14 - dilations[2] + strides[2] * t16 - strides[2] - t15 + 1, 0
+            dilations[2] * t15 - dilations[2] + strides[2] * t16 - strides[2] - t14 + 1, 0
         )
         t18 = (t17) // (2)
         t19 = -dilations[2] * t13 + t12 + t18
@@ -357,7 +357,7 @@ def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilatio
         t40 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
         t41 = t40[..., None]
         t42 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t43 = tf.math.maximum(dilations[2] * (t14 - 1) + strides[2] * (t16 - 1) - t15 + 1, 0)
+        t43 = tf.math.maximum(dilations[2] * (t15 - 1) + strides[2] * (t16 - 1) - t14 + 1, 0)
         t44 = (t43) // (2)
         t45 = dilations[2] * t41 + strides[2] * t42 - t44
         t46 = _gather(t39, t45, -4)
@@ -410,9 +410,9 @@ def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
             t15 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
             t16 = dilations[2] * t15 + strides[2] * t14
             t17 = _gather(t8, t16, -4)
-            t18 = tf.shape(input, out_type=tf.int64)[-4]
-            t19 = tf.shape(filter, out_type=tf.int64)[-5]
-            t20 = (-dilations[1] * (t19 - 1) + t18 - 1) // (strides[1])
+            t18 = tf.shape(filter, out_type=tf.int64)[-5]
+            t19 = tf.shape(input, out_type=tf.int64)[-4]
+            t20 = (-dilations[1] * (t18 - 1) + t19 - 1) // (strides[1])
             t21 = t20 + 1
             t22 = tf.range(tf.cast(t21, tf.int64))
             t23 = t22[..., None]

@@ -29,9 +29,10 @@ def softmax(logits):
 
 def softmax_grad(grad, logits, *, softmax=None):
     """Gradient of Softmax: one array per input (logits)."""
-    t0 = np.sum(np.exp(logits), axis=-1, keepdims=True)
-    t1 = np.sum(grad * np.exp(logits), axis=-1, keepdims=True)
-    grad_logits = (grad - t1 / t0) * np.exp(logits) / t0
+    if softmax is None:
+        softmax = globals()["softmax"](logits)
+    t0 = np.sum(grad * softmax, axis=-1, keepdims=True)
+    grad_logits = softmax * (grad - t0)
     return (grad_logits,)
 
 
@@ -44,9 +45,10 @@ def log_softmax(logits):
 
 def log_softmax_grad(grad, logits, *, logsoftmax=None):
     """Gradient of LogSoftmax: one array per input (logits)."""
-    t0 = np.sum(np.exp(logits), axis=-1, keepdims=True)
-    t1 = np.sum(grad, axis=-1, keepdims=True)
-    grad_logits = grad - t1 * np.exp(logits) / t0
+    if logsoftmax is None:
+        logsoftmax = log_softmax(logits)
+    t0 = np.sum(grad, axis=-1, keepdims=True)
+    grad_logits = grad - t0 * np.exp(logsoftmax)
     return (grad_logits,)
 
 
@@ -78,15 +80,17 @@ def softmax_cross_entropy_with_logits_grad(
     grad_loss, grad_backprop, features, labels, *, loss=None, backprop=None
 ):
     """Gradient of SoftmaxCrossEntropyWithLogits: one array per input (features, labels)."""
+    if backprop is None:
+        backprop = softmax_cross_entropy_with_logits(features, labels)[1]
     t0 = grad_loss[..., None]
     t1 = np.sum(np.exp(features), axis=-1, keepdims=True)
-    t2 = np.sum(grad_backprop * np.exp(features), axis=-1, keepdims=True)
-    t3 = np.sum(labels, axis=-1, keepdims=True)
+    t2 = np.sum(labels, axis=-1, keepdims=True)
+    t3 = np.sum(grad_backprop * np.exp(features), axis=-1, keepdims=True)
     grad_features = (
         grad_backprop * np.exp(features) / t1
         - labels * t0
-        + t0 * t3 * np.exp(features) / t1
-        - t2 * np.exp(features) / t1**2
+        + t0 * t2 * (backprop + labels)
+        - t3 * np.exp(features) / t1**2
     )
     t4 = np.sum(np.exp(features), axis=-1, keepdims=True)
     grad_labels = -features * t0 - grad_backprop + t0 * np.log(t4)

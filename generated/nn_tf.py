@@ -46,9 +46,8 @@ def _sum_to_shape(g, x):
 
 def softmax_vjp(grad, logits, softmax):
     """Gradient of Softmax (declared at ops/nn.py:11): one per input (logits)."""
-    t0 = tf.reduce_sum(tf.math.exp(logits), axis=-1, keepdims=True)
-    t1 = tf.reduce_sum(grad * tf.math.exp(logits), axis=-1, keepdims=True)
-    grad_logits = (grad - t1 / t0) * tf.math.exp(logits) / t0
+    t0 = tf.reduce_sum(grad * softmax, axis=-1, keepdims=True)
+    grad_logits = softmax * (grad - t0)
     return (grad_logits,)
 
 
@@ -78,9 +77,8 @@ _register("Softmax", softmax_grad)
 
 def log_softmax_vjp(grad, logits, logsoftmax):
     """Gradient of LogSoftmax (declared at ops/nn.py:19): one per input (logits)."""
-    t0 = tf.reduce_sum(tf.math.exp(logits), axis=-1, keepdims=True)
-    t1 = tf.reduce_sum(grad, axis=-1, keepdims=True)
-    grad_logits = grad - t1 * tf.math.exp(logits) / t0
+    t0 = tf.reduce_sum(grad, axis=-1, keepdims=True)
+    grad_logits = grad - t0 * tf.math.exp(logsoftmax)
     return (grad_logits,)
 
 
@@ -144,13 +142,13 @@ def softmax_cross_entropy_with_logits_vjp(
     """Gradient of SoftmaxCrossEntropyWithLogits (declared at ops/nn.py:34): one per input (features, labels)."""
     t0 = grad_loss[..., None]
     t1 = tf.reduce_sum(tf.math.exp(features), axis=-1, keepdims=True)
-    t2 = tf.reduce_sum(grad_backprop * tf.math.exp(features), axis=-1, keepdims=True)
-    t3 = tf.reduce_sum(labels, axis=-1, keepdims=True)
+    t2 = tf.reduce_sum(labels, axis=-1, keepdims=True)
+    t3 = tf.reduce_sum(grad_backprop * tf.math.exp(features), axis=-1, keepdims=True)
     grad_features = (
         grad_backprop * tf.math.exp(features) / t1
         - labels * t0
-        + t0 * t3 * tf.math.exp(features) / t1
-        - t2 * tf.math.exp(features) / t1**2
+        + t0 * t2 * (backprop + labels)
+        - t3 * tf.math.exp(features) / t1**2
     )
     t4 = tf.reduce_sum(tf.math.exp(features), axis=-1, keepdims=True)
     grad_labels = -features * t0 - grad_backprop + t0 * tf.math.log(t4)

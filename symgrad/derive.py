@@ -211,14 +211,18 @@ def _eliminate_deltas(variant, term: Term, ranges: dict[sp.Symbol, Range], outpu
         u, v = delta.args
         if u not in summed:
             u, v = v, u
-        if not isinstance(v, sp.Symbol):
-            raise DerivationError(
-                f"cannot eliminate {delta}: affine index maps are not supported yet",
-                variant.decl.name,
-                variant.decl.location,
-            )
-        v_range = summed.get(v) or ranges[v]
         rest = sp.Mul(*[a for a in sp.Mul.make_args(factor) if a is not delta])
+        if not isinstance(v, sp.Symbol):  # u := a map (a segment id): entries read there
+            if not _range_kept_by_entry(rest, u, summed[u]):  # keep u's range (zero outside)
+                raise DerivationError(
+                    f"cannot eliminate {delta}: no entry indexed by {u} alone keeps its range",
+                    variant.decl.name,
+                    variant.decl.location,
+                )
+            factor = _rename_bound(rest, v.free_symbols).subs(u, v)
+            sums = tuple(lim for lim in sums if lim[0] != u)
+            continue
+        v_range = summed.get(v) or ranges[v]
         factor = rest.subs(u, v)
         sums = tuple((s, lo.subs(u, v), hi.subs(u, v)) for s, lo, hi in sums if s != u)
         sums = _constrain(variant, delta, summed[u], v, v_range, sums)

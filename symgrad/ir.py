@@ -265,16 +265,16 @@ class Gather:
 
 @dataclass(frozen=True)
 class ScatterAdd:
-    """The adjoint of `Gather`: the axes of `values` from `axis` on that `positions` has are
-    summed into `size` slots at `positions` (those outside 0..size-1 are dropped)."""
+    """The adjoint of `Gather`: the axes of `values` that `positions` has (those before the
+    last `trailing`) are summed into `size` slots at `positions` (outside 0..size-1: dropped)."""
 
     values: str  # variable
     positions: str  # integer variable
-    axis: int  # negative: the first of the positions' axes in `values`, counted from the last
+    trailing: int  # how many axes of `values` follow the positions' axes
     size: str  # integer variable: how many slots
 
     def __str__(self) -> str:
-        return f"scatter_add({self.values}, {self.positions}, axis={self.axis}, size={self.size})"
+        return f"scatter_add({self.values}, {self.positions}, trailing={self.trailing}, size={self.size})"
 
 
 Value = Union[

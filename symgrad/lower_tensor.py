@@ -272,8 +272,8 @@ class TensorLowering:
         values = str(values) if values.is_Symbol else self._temp(Elementwise(values))
         positions = self._positions(positions_expr, group)
         size = self._size_of(u)
-        axis = place - len(inner_axes)
-        return sp.Symbol(self._temp(ScatterAdd(values, positions, axis, size)))
+        trailing = len(axes) - place - 1
+        return sp.Symbol(self._temp(ScatterAdd(values, positions, trailing, size)))
 
     def _diagonal(self, name: str, idx: tuple) -> tuple[str, tuple]:
         """Take the diagonal of repeated subscripts: (variable, its distinct indices)."""

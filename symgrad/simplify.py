@@ -18,7 +18,6 @@ import itertools
 import random
 
 import sympy as sp
-from sympy.concrete.expr_with_limits import ExprWithLimits
 
 from symgrad.declare import BATCH, ELEMENTWISE
 from symgrad.derive import Derivation, TensorValue, Term
@@ -233,21 +232,13 @@ def _reuse_in_factor(factor: sp.Expr, indices: tuple, outputs) -> sp.Expr:
 
 def _candidate_indices(factor: sp.Expr, out, indices: tuple) -> tuple:
     """The indices an entry of `out` found in `factor` could have: none when `factor` lacks a
-    tensor `out` reads; for an output that reduces (a Sum, a maximum), only the indices of
-    `factor`'s reductions of that kind (a convolution would otherwise try every permutation)."""
+    tensor `out` reads, else those of `factor`'s entries of such tensors (a convolution's
+    factor, with one of its two tensors, would otherwise try every permutation)."""
     wanted = {e.base for e in out.expr.atoms(sp.Indexed)}
-    if not wanted <= {e.base for e in factor.atoms(sp.Indexed)}:
+    entries = [e for e in factor.atoms(sp.Indexed) if e.base in wanted]
+    if not wanted <= {e.base for e in entries}:
         return ()
-    if isinstance(out.expr, ExprWithLimits) or not out.expr.atoms(ExprWithLimits):
-        kinds = {type(out.expr)} if isinstance(out.expr, ExprWithLimits) else set()
-    else:
-        kinds = {type(e) for e in out.expr.atoms(ExprWithLimits)}
-    if not kinds:
-        return indices
-    found = set()
-    for kind in kinds:
-        for reduction in factor.atoms(kind):
-            found |= reduction.free_symbols
+    found = set().union(*(e.free_symbols for e in entries))
     return tuple(i for i in indices if i in found)
 
 

@@ -112,3 +112,21 @@ def test_avg_pool(tf, tf_module, numpy_module, case, dtype):
     x_shape, ksize, strides, padding = case
     attrs = dict(ksize=list(ksize), strides=list(strides), padding=padding)
     check(tf, tf_module, numpy_module, "conv", "avg_pool", "AvgPool", {"value": normal(*x_shape)}, attrs, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("indices", [[2, 0, 2, 4, 2], [[1, 1], [0, 3]], [3], [[[0]], [[4]]]], ids=str)
+def test_gather_v2_accumulates_repeated_rows(tf, tf_module, numpy_module, indices, dtype):
+    inputs = {"params": normal(5, 3), "indices": np.asarray(indices, dtype=np.int32)}
+    check(tf, tf_module, numpy_module, "gather", "gather_v2", "GatherV2", inputs, {"axis": 0}, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize(
+    "segment_ids,num_segments", [([0, 2, 0, 1, 2, 2], 3), ([3, 3, 3, 0, 1, 1], 5), ([1, -1, 0, 1, -2, 0], 3)], ids=str
+)
+def test_unsorted_segment_sum(tf, tf_module, numpy_module, segment_ids, num_segments, dtype):
+    """Negative ids are dropped, as TensorFlow drops them."""
+    inputs = {"data": normal(6, 4), "segment_ids": np.asarray(segment_ids, dtype=np.int32)}
+    attrs = {"num_segments": num_segments}
+    check(tf, tf_module, numpy_module, "gather", "unsorted_segment_sum", "UnsortedSegmentSum", inputs, attrs, dtype)

@@ -18,7 +18,8 @@ def tf_reference(tf, op_type, inputs: dict, attrs: dict, upstream):
         tape.watch(list(tensors.values()))
         out = getattr(tf.raw_ops, op_type)(**tensors, **attrs)
     grads = tape.gradient(out, list(tensors.values()), output_gradients=tf.constant(upstream))
-    return out.numpy(), [g.numpy() for g in grads]
+    # None: integer inputs; a gather's gradient comes as IndexedSlices
+    return out.numpy(), [tf.convert_to_tensor(g).numpy() for g in grads if g is not None]
 
 
 def tf_generated(tf, module, func, op_type, inputs: dict, attrs: dict, upstream):
@@ -35,22 +36,23 @@ def tf_generated(tf, module, func, op_type, inputs: dict, attrs: dict, upstream)
         out = getattr(module, func)(*values, **attrs)
     wrapped = tape.gradient(out, values, output_gradients=tf.constant(upstream))
     from_op = [g.numpy() for g in registered(*values) if g is not None]  # None: constant inputs
-    return from_op, [g.numpy() for g in wrapped], out.numpy()
+    return from_op, [g.numpy() for g in wrapped if g is not None], out.numpy()
 
 
 def check(tf, tf_module, numpy_module, stem, func, op_type, inputs, attrs, dtype):
     rng = np.random.default_rng(11)
-    inputs = {k: v.astype(dtype) for k, v in inputs.items()}
+    inputs = {k: v.astype(dtype) if np.issubdtype(v.dtype, np.floating) else v for k, v in inputs.items()}
     out_shape = getattr(tf.raw_ops, op_type)(**{k: tf.constant(v) for k, v in inputs.items()}, **attrs).shape
     upstream = rng.standard_normal(out_shape).astype(dtype)
     out, expected = tf_reference(tf, op_type, inputs, attrs, upstream)
     registered, wrapped, forward = tf_generated(tf, tf_module(stem), func, op_type, inputs, attrs, upstream)
     np_module = numpy_module(stem)
     np_forward = getattr(np_module, func)(*inputs.values(), **attrs)
-    np_grads = getattr(np_module, f"{func}_grad")(upstream, *inputs.values(), **attrs)
+    np_grads = [g for g in getattr(np_module, f"{func}_grad")(upstream, *inputs.values(), **attrs) if g is not None]
     tol = TOLERANCE[dtype]
     np.testing.assert_allclose(forward, out, **tol)
     np.testing.assert_allclose(np_forward, out, **tol)
+    assert len(expected) == len(registered) == len(wrapped) == len(np_grads)
     for want, *gots in zip(expected, registered, wrapped, np_grads):
         for got in gots:
             assert np.shape(got) == np.shape(want)

@@ -179,7 +179,7 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         return f"_gather({value.x}, {value.positions}, {value.axis})"
 
     def _print_ScatterAdd(self, value: ir.ScatterAdd):
-        return f"_scatter_add({value.values}, {value.positions}, {value.axis}, {value.size})"
+        return f"_scatter_add({value.values}, {value.positions}, {value.trailing}, {value.size})"
 
     def _print_ZerosLike(self, value: ir.ZerosLike):
         return f"{self._module_format('tensorflow.zeros_like')}({value.like})"

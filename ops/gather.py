@@ -1,0 +1,30 @@
+"""Gathers and scatters: tensors indexed by an integer tensor (which gets no gradient).
+
+`params[indices[i], j]` reads row `indices[i]`; differentiating it gives a scatter-add of the
+upstream gradient into the rows named (repeated indices accumulate). A sum over entries
+with `KroneckerDelta(s, segment_ids[i])` is a segment sum, and is lowered as a scatter-add.
+"""
+
+import sympy as sp
+
+from symgrad import const_input, dims, indices, op, scalar_input, tensor
+
+N, P, Q, K = dims("N P Q K")
+i, p, q, s = indices("i p q s")
+
+
+@op("GatherV2", attrs={"axis": const_input(2, (0,))})
+def gather_v2(axis):
+    """Rows of a matrix at indices of any rank (axis 0, batch_dims 0): an embedding lookup."""
+    params = tensor("params", (N, P))
+    positions = tensor("indices", (...,), integer=True)
+    return {"output": ((..., p), params[positions[...], p])}
+
+
+@op("UnsortedSegmentSum", attrs={"num_segments": scalar_input(2)})
+def unsorted_segment_sum(num_segments):
+    """Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows."""
+    data = tensor("data", (K, P))
+    segment_ids = tensor("segment_ids", (K,), integer=True)
+    total = sp.Sum(sp.KroneckerDelta(s, segment_ids[i]) * data[i, p], (i, 0, K - 1))
+    return {"output": (((s, num_segments), p), total)}
