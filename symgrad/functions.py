@@ -111,3 +111,21 @@ class minimum(_Extremum):
     """The minimum over an index range: `minimum(x[i, k], (k, 0, N - 1))`."""
 
     kind = "min"
+
+
+class rint(sp.Function):
+    """x rounded to the nearest integer, ties to even (numpy's `rint`, TensorFlow's Rint and
+    Round); piecewise constant, so declarations wrap it in `stop_gradient`."""
+
+    nargs = 1
+
+
+class dawsn(sp.Function):
+    """Dawson's integral exp(-x**2) * integral of exp(t**2) from 0 to x (SymPy has none):
+    it solves D' = 1 - 2 x D (DLMF 7.5.1 with 7.2.5)."""
+
+    nargs = 1
+
+    def fdiff(self, argindex=1):
+        x = self.args[0]
+        return 1 - 2 * x * self
