@@ -205,7 +205,7 @@ def relu(features):
 @elementwise("Relu6", outputs=ACTIVATIONS)
 def relu6(features):
     """activations = min(max(features, 0), 6)."""
-    # ties: gradient 0 at features == 0 and at 6, as TensorFlow's Relu6Grad (`0 < y < 6`)
+    # tie: gradient 0 at features == 0 and at 6, as TensorFlow's Relu6Grad (`0 < y < 6`)
     return sp.Piecewise((0, features <= 0), (6, features >= 6), (features, True))
 
 
