@@ -99,3 +99,66 @@ def batch_mat_mul_v2(x, y, *, adj_x=False, adj_y=False):
 
 
 _register("BatchMatMulV2", batch_mat_mul_v2_grad)
+
+
+def batch_mat_mul_vjp(grad, x, y, output, *, adj_x=False, adj_y=False):
+    """Gradient of BatchMatMul (declared at ops/batch_matmul.py:21): one per input (x, y)."""
+    if not adj_x and not adj_y:
+        grad_x = tf.linalg.matmul(grad, y, transpose_b=True)
+        grad_x = _sum_to_shape(grad_x, x)
+        grad_y = tf.linalg.matmul(x, grad, transpose_a=True)
+        grad_y = _sum_to_shape(grad_y, y)
+    elif not adj_x and adj_y:
+        grad_x = tf.linalg.matmul(grad, y)
+        grad_x = _sum_to_shape(grad_x, x)
+        grad_y = tf.linalg.matmul(grad, x, transpose_a=True)
+        grad_y = _sum_to_shape(grad_y, y)
+    elif adj_x and not adj_y:
+        grad_x = tf.linalg.matmul(y, grad, transpose_b=True)
+        grad_x = _sum_to_shape(grad_x, x)
+        grad_y = tf.linalg.matmul(x, grad)
+        grad_y = _sum_to_shape(grad_y, y)
+    elif adj_x and adj_y:
+        grad_x = tf.linalg.matmul(y, grad, transpose_a=True, transpose_b=True)
+        grad_x = _sum_to_shape(grad_x, x)
+        grad_y = tf.linalg.matmul(grad, x, transpose_a=True, transpose_b=True)
+        grad_y = _sum_to_shape(grad_y, y)
+    else:
+        raise ValueError(f"BatchMatMul: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
+    return grad_x, grad_y
+
+
+def batch_mat_mul_grad(op, grad):
+    """Gradient function of BatchMatMul for `tf.RegisterGradient`."""
+    return batch_mat_mul_vjp(
+        grad, *op.inputs, *op.outputs, adj_x=op.get_attr("adj_x"), adj_y=op.get_attr("adj_y")
+    )
+
+
+def batch_mat_mul(x, y, *, adj_x=False, adj_y=False):
+    """BatchMatMul: BatchMatMulV2 without broadcasting: TensorFlow's op takes equal batch axes only, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(x, y):
+        if not adj_x and not adj_y:
+            output = tf.linalg.matmul(x, y)
+        elif not adj_x and adj_y:
+            output = tf.linalg.matmul(x, y, transpose_b=True)
+        elif adj_x and not adj_y:
+            output = tf.linalg.matmul(x, y, transpose_a=True)
+        elif adj_x and adj_y:
+            output = tf.linalg.matmul(x, y, transpose_a=True, transpose_b=True)
+        else:
+            raise ValueError(
+                f"BatchMatMul: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}"
+            )
+
+        def backward(grad):
+            return batch_mat_mul_vjp(grad, x, y, output, adj_x=adj_x, adj_y=adj_y)
+
+        return output, backward
+
+    return forward(x, y)
+
+
+_register("BatchMatMul", batch_mat_mul_grad)

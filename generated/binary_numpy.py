@@ -26,7 +26,7 @@ def _sum_to_shape(g, shape):
 
 
 def add(x, y):
-    """AddV2: z = x + y (declared at ops/binary.py:14)."""
+    """AddV2: z = x + y (declared at ops/binary.py:15)."""
     z = x + y
     return z
 
@@ -38,8 +38,21 @@ def add_grad(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
+def add_legacy(x, y):
+    """Add: z = x + y (AddV2's older op type) (declared at ops/binary.py:21)."""
+    z = x + y
+    return z
+
+
+def add_legacy_grad(grad, x, y, *, z=None):
+    """Gradient of Add: one array per input (x, y)."""
+    grad_x = _sum_to_shape(grad, np.shape(x))
+    grad_y = _sum_to_shape(grad, np.shape(y))
+    return grad_x, grad_y
+
+
 def subtract(x, y):
-    """Sub: z = x - y (declared at ops/binary.py:20)."""
+    """Sub: z = x - y (declared at ops/binary.py:27)."""
     z = x - y
     return z
 
@@ -52,7 +65,7 @@ def subtract_grad(grad, x, y, *, z=None):
 
 
 def multiply(x, y):
-    """Mul: z = x * y (declared at ops/binary.py:26)."""
+    """Mul: z = x * y (declared at ops/binary.py:33)."""
     z = x * y
     return z
 
@@ -67,7 +80,7 @@ def multiply_grad(grad, x, y, *, z=None):
 
 
 def real_div(x, y):
-    """RealDiv: z = x / y (declared at ops/binary.py:32)."""
+    """RealDiv: z = x / y (declared at ops/binary.py:39)."""
     z = x / y
     return z
 
@@ -84,8 +97,76 @@ def real_div_grad(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
+def div(x, y):
+    """Div: z = x / y (RealDiv's older op type, for floating-point dtypes) (declared at ops/binary.py:45)."""
+    z = x / y
+    return z
+
+
+def div_grad(grad, x, y, *, z=None):
+    """Gradient of Div: one array per input (x, y)."""
+    if z is None:
+        z = div(x, y)
+    y = _conj(y)
+    z = _conj(z)
+    tmp0 = grad / y
+    grad_x = _sum_to_shape(tmp0, np.shape(x))
+    grad_y = _sum_to_shape(-tmp0 * z, np.shape(y))
+    return grad_x, grad_y
+
+
+def mul_no_nan(x, y):
+    """MulNoNan: z = x * y, and 0 where y == 0 even if x is infinite or NaN (declared at ops/binary.py:51)."""
+    z = x * y
+    return z
+
+
+def mul_no_nan_grad(grad, x, y, *, z=None):
+    """Gradient of MulNoNan: one array per input (x, y)."""
+    grad_x = _sum_to_shape(grad * y, np.shape(x))
+    grad_y = _sum_to_shape(grad * x, np.shape(y))
+    return grad_x, grad_y
+
+
+def floor_div(x, y):
+    """FloorDiv: z = floor(x / y) (declared at ops/binary.py:59)."""
+    z = np.floor(x / y)
+    return z
+
+
+def floor_div_grad(grad, x, y, *, z=None):
+    """Gradient of FloorDiv: one array per input (x, y)."""
+
+    return None, None
+
+
+def truncate_div(x, y):
+    """TruncateDiv: z = x / y rounded towards zero (declared at ops/binary.py:66)."""
+    z = np.where(x / y >= 0, np.floor(x / y), np.ceil(x / y))
+    return z
+
+
+def truncate_div_grad(grad, x, y, *, z=None):
+    """Gradient of TruncateDiv: one array per input (x, y)."""
+
+    return None, None
+
+
+def floor_mod(x, y):
+    """FloorMod: z = x - y * floor(x / y), with the sign of y (declared at ops/binary.py:73)."""
+    z = x - y * np.floor(x / y)
+    return z
+
+
+def floor_mod_grad(grad, x, y, *, z=None):
+    """Gradient of FloorMod: one array per input (x, y)."""
+    grad_x = _sum_to_shape(grad, np.shape(x))
+    grad_y = _sum_to_shape(-grad * np.floor(x / y), np.shape(y))
+    return grad_x, grad_y
+
+
 def power(x, y):
-    """Pow: z = x ** y (declared at ops/binary.py:38)."""
+    """Pow: z = x ** y (declared at ops/binary.py:80)."""
     z = x**y
     return z
 
@@ -100,7 +181,7 @@ def power_grad(grad, x, y, *, z=None):
 
 
 def maximum(x, y):
-    """Maximum: z = max(x, y) (declared at ops/binary.py:46)."""
+    """Maximum: z = max(x, y) (declared at ops/binary.py:88)."""
     z = np.where(x >= y, x, y)
     return z
 
@@ -114,7 +195,7 @@ def maximum_grad(grad, x, y, *, z=None):
 
 
 def minimum(x, y):
-    """Minimum: z = min(x, y) (declared at ops/binary.py:53)."""
+    """Minimum: z = min(x, y) (declared at ops/binary.py:95)."""
     z = np.where(x <= y, x, y)
     return z
 
@@ -128,7 +209,7 @@ def minimum_grad(grad, x, y, *, z=None):
 
 
 def squared_difference(x, y):
-    """SquaredDifference: z = (x - y) ** 2 (declared at ops/binary.py:60)."""
+    """SquaredDifference: z = (x - y) ** 2 (declared at ops/binary.py:102)."""
     z = (x - y) ** 2
     return z
 
@@ -142,7 +223,7 @@ def squared_difference_grad(grad, x, y, *, z=None):
 
 
 def atan2(y, x):
-    """Atan2: z = the angle of the point (x, y), in (-pi, pi] (declared at ops/binary.py:67)."""
+    """Atan2: z = the angle of the point (x, y), in (-pi, pi] (declared at ops/binary.py:109)."""
     z = np.arctan2(y, x)
     return z
 
@@ -156,7 +237,7 @@ def atan2_grad(grad, y, x, *, z=None):
 
 
 def xlogy(x, y):
-    """Xlogy: z = x * log(y), and 0 where x == 0 (declared at ops/binary.py:73)."""
+    """Xlogy: z = x * log(y), and 0 where x == 0 (declared at ops/binary.py:115)."""
     z = np.where(x == 0, 0, x * np.log(y))
     return z
 
@@ -172,7 +253,7 @@ def xlogy_grad(grad, x, y, *, z=None):
 
 
 def xdivy(x, y):
-    """Xdivy: z = x / y, and 0 where x == 0 (declared at ops/binary.py:80)."""
+    """Xdivy: z = x / y, and 0 where x == 0 (declared at ops/binary.py:122)."""
     z = np.where(x == 0, 0, x / y)
     return z
 
@@ -187,8 +268,22 @@ def xdivy_grad(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
+def xlog1py(x, y):
+    """Xlog1py: z = x * log(1 + y), and 0 where x == 0 (declared at ops/binary.py:129)."""
+    z = np.where(x == 0, 0, x * np.log1p(y))
+    return z
+
+
+def xlog1py_grad(grad, x, y, *, z=None):
+    """Gradient of Xlog1py: one array per input (x, y)."""
+    tmp0 = x == 0
+    grad_x = _sum_to_shape(np.where(tmp0, 0, grad * np.log1p(y)), np.shape(x))
+    grad_y = _sum_to_shape(np.where(tmp0, 0, grad * x / (y + 1)), np.shape(y))
+    return grad_x, grad_y
+
+
 def div_no_nan(x, y):
-    """DivNoNan: z = x / y, and 0 where y == 0 (declared at ops/binary.py:87)."""
+    """DivNoNan: z = x / y, and 0 where y == 0 (declared at ops/binary.py:136)."""
     z = np.where(y == 0, 0, x / y)
     return z
 

@@ -39,7 +39,7 @@ def _sum_to_shape(g, x):
 
 
 def add_vjp(grad, x, y, z):
-    """Gradient of AddV2 (declared at ops/binary.py:14): one per input (x, y)."""
+    """Gradient of AddV2 (declared at ops/binary.py:15): one per input (x, y)."""
     grad_x = _sum_to_shape(grad, x)
     grad_y = _sum_to_shape(grad, y)
     return grad_x, grad_y
@@ -68,8 +68,38 @@ def add(x, y):
 _register("AddV2", add_grad)
 
 
+def add_legacy_vjp(grad, x, y, z):
+    """Gradient of Add (declared at ops/binary.py:21): one per input (x, y)."""
+    grad_x = _sum_to_shape(grad, x)
+    grad_y = _sum_to_shape(grad, y)
+    return grad_x, grad_y
+
+
+def add_legacy_grad(op, grad):
+    """Gradient function of Add for `tf.RegisterGradient`."""
+    return add_legacy_vjp(grad, *op.inputs, *op.outputs)
+
+
+def add_legacy(x, y):
+    """Add: z = x + y (AddV2's older op type), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(x, y):
+        z = x + y
+
+        def backward(grad):
+            return add_legacy_vjp(grad, x, y, z)
+
+        return z, backward
+
+    return forward(x, y)
+
+
+_register("Add", add_legacy_grad)
+
+
 def subtract_vjp(grad, x, y, z):
-    """Gradient of Sub (declared at ops/binary.py:20): one per input (x, y)."""
+    """Gradient of Sub (declared at ops/binary.py:27): one per input (x, y)."""
     grad_x = _sum_to_shape(grad, x)
     grad_y = _sum_to_shape(-grad, y)
     return grad_x, grad_y
@@ -99,7 +129,7 @@ _register("Sub", subtract_grad)
 
 
 def multiply_vjp(grad, x, y, z):
-    """Gradient of Mul (declared at ops/binary.py:26): one per input (x, y)."""
+    """Gradient of Mul (declared at ops/binary.py:33): one per input (x, y)."""
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     grad_x = _sum_to_shape(grad * y, x)
@@ -131,7 +161,7 @@ _register("Mul", multiply_grad)
 
 
 def real_div_vjp(grad, x, y, z):
-    """Gradient of RealDiv (declared at ops/binary.py:32): one per input (x, y)."""
+    """Gradient of RealDiv (declared at ops/binary.py:39): one per input (x, y)."""
     y = tf.math.conj(y)
     z = tf.math.conj(z)
     tmp0 = grad / y
@@ -163,8 +193,159 @@ def real_div(x, y):
 _register("RealDiv", real_div_grad)
 
 
+def div_vjp(grad, x, y, z):
+    """Gradient of Div (declared at ops/binary.py:45): one per input (x, y)."""
+    y = tf.math.conj(y)
+    z = tf.math.conj(z)
+    tmp0 = grad / y
+    grad_x = _sum_to_shape(tmp0, x)
+    grad_y = _sum_to_shape(-tmp0 * z, y)
+    return grad_x, grad_y
+
+
+def div_grad(op, grad):
+    """Gradient function of Div for `tf.RegisterGradient`."""
+    return div_vjp(grad, *op.inputs, *op.outputs)
+
+
+def div(x, y):
+    """Div: z = x / y (RealDiv's older op type, for floating-point dtypes), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(x, y):
+        z = x / y
+
+        def backward(grad):
+            return div_vjp(grad, x, y, z)
+
+        return z, backward
+
+    return forward(x, y)
+
+
+_register("Div", div_grad)
+
+
+def mul_no_nan_vjp(grad, x, y, z):
+    """Gradient of MulNoNan (declared at ops/binary.py:51): one per input (x, y)."""
+    grad_x = _sum_to_shape(grad * y, x)
+    grad_y = _sum_to_shape(grad * x, y)
+    return grad_x, grad_y
+
+
+def mul_no_nan_grad(op, grad):
+    """Gradient function of MulNoNan for `tf.RegisterGradient`."""
+    return mul_no_nan_vjp(grad, *op.inputs, *op.outputs)
+
+
+def mul_no_nan(x, y):
+    """MulNoNan: z = x * y, and 0 where y == 0 even if x is infinite or NaN, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(x, y):
+        z = x * y
+
+        def backward(grad):
+            return mul_no_nan_vjp(grad, x, y, z)
+
+        return z, backward
+
+    return forward(x, y)
+
+
+_register("MulNoNan", mul_no_nan_grad)
+
+
+def floor_div_vjp(grad, x, y, z):
+    """Gradient of FloorDiv (declared at ops/binary.py:59): one per input (x, y)."""
+
+    return None, None
+
+
+def floor_div_grad(op, grad):
+    """Gradient function of FloorDiv for `tf.RegisterGradient`."""
+    return floor_div_vjp(grad, *op.inputs, *op.outputs)
+
+
+def floor_div(x, y):
+    """FloorDiv: z = floor(x / y), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(x, y):
+        z = tf.math.floor(x / y)
+
+        def backward(grad):
+            return floor_div_vjp(grad, x, y, z)
+
+        return z, backward
+
+    return forward(x, y)
+
+
+_register("FloorDiv", floor_div_grad)
+
+
+def truncate_div_vjp(grad, x, y, z):
+    """Gradient of TruncateDiv (declared at ops/binary.py:66): one per input (x, y)."""
+
+    return None, None
+
+
+def truncate_div_grad(op, grad):
+    """Gradient function of TruncateDiv for `tf.RegisterGradient`."""
+    return truncate_div_vjp(grad, *op.inputs, *op.outputs)
+
+
+def truncate_div(x, y):
+    """TruncateDiv: z = x / y rounded towards zero, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(x, y):
+        z = tf.where(x / y >= 0, tf.math.floor(x / y), tf.math.ceil(x / y))
+
+        def backward(grad):
+            return truncate_div_vjp(grad, x, y, z)
+
+        return z, backward
+
+    return forward(x, y)
+
+
+_register("TruncateDiv", truncate_div_grad)
+
+
+def floor_mod_vjp(grad, x, y, z):
+    """Gradient of FloorMod (declared at ops/binary.py:73): one per input (x, y)."""
+    grad_x = _sum_to_shape(grad, x)
+    grad_y = _sum_to_shape(-grad * tf.math.floor(x / y), y)
+    return grad_x, grad_y
+
+
+def floor_mod_grad(op, grad):
+    """Gradient function of FloorMod for `tf.RegisterGradient`."""
+    return floor_mod_vjp(grad, *op.inputs, *op.outputs)
+
+
+def floor_mod(x, y):
+    """FloorMod: z = x - y * floor(x / y), with the sign of y, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(x, y):
+        z = x - y * tf.math.floor(x / y)
+
+        def backward(grad):
+            return floor_mod_vjp(grad, x, y, z)
+
+        return z, backward
+
+    return forward(x, y)
+
+
+_register("FloorMod", floor_mod_grad)
+
+
 def power_vjp(grad, x, y, z):
-    """Gradient of Pow (declared at ops/binary.py:38): one per input (x, y)."""
+    """Gradient of Pow (declared at ops/binary.py:80): one per input (x, y)."""
     grad_x = _sum_to_shape(grad * x ** (y - 1) * y, x)
     grad_y = _sum_to_shape(
         tf.where(x > 0, grad * z * tf.math.log(x), tf.constant(0, grad.dtype)), y
@@ -196,7 +377,7 @@ _register("Pow", power_grad)
 
 
 def maximum_vjp(grad, x, y, z):
-    """Gradient of Maximum (declared at ops/binary.py:46): one per input (x, y)."""
+    """Gradient of Maximum (declared at ops/binary.py:88): one per input (x, y)."""
     tmp0 = x >= y
     grad_x = _sum_to_shape(tf.where(tmp0, grad, tf.constant(0, grad.dtype)), x)
     grad_y = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad), y)
@@ -227,7 +408,7 @@ _register("Maximum", maximum_grad)
 
 
 def minimum_vjp(grad, x, y, z):
-    """Gradient of Minimum (declared at ops/binary.py:53): one per input (x, y)."""
+    """Gradient of Minimum (declared at ops/binary.py:95): one per input (x, y)."""
     tmp0 = x <= y
     grad_x = _sum_to_shape(tf.where(tmp0, grad, tf.constant(0, grad.dtype)), x)
     grad_y = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad), y)
@@ -258,7 +439,7 @@ _register("Minimum", minimum_grad)
 
 
 def squared_difference_vjp(grad, x, y, z):
-    """Gradient of SquaredDifference (declared at ops/binary.py:60): one per input (x, y)."""
+    """Gradient of SquaredDifference (declared at ops/binary.py:102): one per input (x, y)."""
     tmp0 = 2 * x - 2 * y
     grad_x = _sum_to_shape(grad * tmp0, x)
     grad_y = _sum_to_shape(-grad * tmp0, y)
@@ -289,7 +470,7 @@ _register("SquaredDifference", squared_difference_grad)
 
 
 def atan2_vjp(grad, y, x, z):
-    """Gradient of Atan2 (declared at ops/binary.py:67): one per input (y, x)."""
+    """Gradient of Atan2 (declared at ops/binary.py:109): one per input (y, x)."""
     tmp0 = grad / (x**2 + y**2)
     grad_y = _sum_to_shape(tmp0 * x, y)
     grad_x = _sum_to_shape(-tmp0 * y, x)
@@ -320,7 +501,7 @@ _register("Atan2", atan2_grad)
 
 
 def xlogy_vjp(grad, x, y, z):
-    """Gradient of Xlogy (declared at ops/binary.py:73): one per input (x, y)."""
+    """Gradient of Xlogy (declared at ops/binary.py:115): one per input (x, y)."""
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     tmp0 = tf.equal(x, 0)
@@ -353,7 +534,7 @@ _register("Xlogy", xlogy_grad)
 
 
 def xdivy_vjp(grad, x, y, z):
-    """Gradient of Xdivy (declared at ops/binary.py:80): one per input (x, y)."""
+    """Gradient of Xdivy (declared at ops/binary.py:122): one per input (x, y)."""
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     tmp0 = tf.equal(x, 0)
@@ -385,8 +566,39 @@ def xdivy(x, y):
 _register("Xdivy", xdivy_grad)
 
 
+def xlog1py_vjp(grad, x, y, z):
+    """Gradient of Xlog1py (declared at ops/binary.py:129): one per input (x, y)."""
+    tmp0 = tf.equal(x, 0)
+    grad_x = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad * tf.math.log1p(y)), x)
+    grad_y = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad * x / (y + 1)), y)
+    return grad_x, grad_y
+
+
+def xlog1py_grad(op, grad):
+    """Gradient function of Xlog1py for `tf.RegisterGradient`."""
+    return xlog1py_vjp(grad, *op.inputs, *op.outputs)
+
+
+def xlog1py(x, y):
+    """Xlog1py: z = x * log(1 + y), and 0 where x == 0, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(x, y):
+        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log1p(y))
+
+        def backward(grad):
+            return xlog1py_vjp(grad, x, y, z)
+
+        return z, backward
+
+    return forward(x, y)
+
+
+_register("Xlog1py", xlog1py_grad)
+
+
 def div_no_nan_vjp(grad, x, y, z):
-    """Gradient of DivNoNan (declared at ops/binary.py:87): one per input (x, y)."""
+    """Gradient of DivNoNan (declared at ops/binary.py:136): one per input (x, y)."""
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     tmp0 = tf.equal(y, 0)

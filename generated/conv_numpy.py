@@ -69,9 +69,9 @@ def conv2d(
         t21 = _gather(t10, t20, -4)
         output = np.einsum("abcd,efagbc->efgd", filter, t21, optimize=True)
     elif padding == "EXPLICIT":
-        t0 = np.shape(input)[-2]
-        t1 = np.shape(filter)[-3]
-        t2 = (-dilations[2] * (t1 - 1) + explicit_paddings[4] + explicit_paddings[5] + t0 - 1) // (
+        t0 = np.shape(filter)[-3]
+        t1 = np.shape(input)[-2]
+        t2 = (-dilations[2] * (t0 - 1) + explicit_paddings[4] + explicit_paddings[5] + t1 - 1) // (
             strides[2]
         )
         t3 = t2 + 1
@@ -80,10 +80,10 @@ def conv2d(
         t6 = np.arange(np.shape(filter)[-3])
         t7 = dilations[2] * t6 - explicit_paddings[4] + strides[2] * t5
         t8 = _gather(input, t7, -2)
-        t9 = np.shape(filter)[-4]
-        t10 = np.shape(input)[-3]
+        t9 = np.shape(input)[-3]
+        t10 = np.shape(filter)[-4]
         t11 = (
-            -dilations[1] * (t9 - 1) + explicit_paddings[2] + explicit_paddings[3] + t10 - 1
+            -dilations[1] * (t10 - 1) + explicit_paddings[2] + explicit_paddings[3] + t9 - 1
         ) // (strides[1])
         t12 = t11 + 1
         t13 = np.arange(t12)
@@ -226,9 +226,9 @@ def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
         t15 = np.arange(np.shape(filter)[-4])
         t16 = dilations[2] * t15 + strides[2] * t14
         t17 = _gather(t8, t16, -4)
-        t18 = np.shape(filter)[-5]
-        t19 = np.shape(input)[-4]
-        t20 = (-dilations[1] * (t18 - 1) + t19 - 1) // (strides[1])
+        t18 = np.shape(input)[-4]
+        t19 = np.shape(filter)[-5]
+        t20 = (-dilations[1] * (t19 - 1) + t18 - 1) // (strides[1])
         t21 = t20 + 1
         t22 = np.arange(t21)
         t23 = t22[..., None]
@@ -331,11 +331,11 @@ def conv3d_grad(
         t11 = np.arange(np.shape(input)[-3])
         t12 = t11[..., None]
         t13 = np.arange(np.shape(filter)[-4])
-        t14 = np.shape(input)[-3]
-        t15 = np.shape(filter)[-4]
-        t16 = -((-t14) // (strides[2]))
+        t14 = np.shape(filter)[-4]
+        t15 = np.shape(input)[-3]
+        t16 = -((-t15) // (strides[2]))
         t17 = np.maximum(
-            dilations[2] * t15 - dilations[2] + strides[2] * t16 - strides[2] - t14 + 1, 0
+            dilations[2] * t14 - dilations[2] + strides[2] * t16 - strides[2] - t15 + 1, 0
         )
         t18 = (t17) // (2)
         t19 = -dilations[2] * t13 + t12 + t18
@@ -344,11 +344,11 @@ def conv3d_grad(
         t22 = np.arange(np.shape(input)[-4])
         t23 = t22[..., None]
         t24 = np.arange(np.shape(filter)[-5])
-        t25 = np.shape(filter)[-5]
-        t26 = np.shape(input)[-4]
-        t27 = -((-t26) // (strides[1]))
+        t25 = np.shape(input)[-4]
+        t26 = np.shape(filter)[-5]
+        t27 = -((-t25) // (strides[1]))
         t28 = np.maximum(
-            dilations[1] * t25 - dilations[1] + strides[1] * t27 - strides[1] - t26 + 1, 0
+            dilations[1] * t26 - dilations[1] + strides[1] * t27 - strides[1] - t25 + 1, 0
         )
         t29 = (t28) // (2)
         t30 = -dilations[1] * t24 + t23 + t29
@@ -365,14 +365,14 @@ def conv3d_grad(
         t40 = np.arange(np.shape(filter)[-4])
         t41 = t40[..., None]
         t42 = np.arange(np.shape(grad)[-3])
-        t43 = np.maximum(dilations[2] * (t15 - 1) + strides[2] * (t16 - 1) - t14 + 1, 0)
+        t43 = np.maximum(dilations[2] * (t14 - 1) + strides[2] * (t16 - 1) - t15 + 1, 0)
         t44 = (t43) // (2)
         t45 = dilations[2] * t41 + strides[2] * t42 - t44
         t46 = _gather(t39, t45, -4)
         t47 = np.arange(np.shape(filter)[-5])
         t48 = t47[..., None]
         t49 = np.arange(np.shape(grad)[-4])
-        t50 = np.maximum(dilations[1] * (t25 - 1) + strides[1] * (t27 - 1) - t26 + 1, 0)
+        t50 = np.maximum(dilations[1] * (t26 - 1) + strides[1] * (t27 - 1) - t25 + 1, 0)
         t51 = (t50) // (2)
         t52 = dilations[1] * t48 + strides[1] * t49 - t51
         t53 = _gather(t46, t52, -6)
@@ -483,10 +483,10 @@ def avg_pool_grad(grad, value, *, output=None, padding="VALID", ksize, strides):
         t18 = np.arange(t9)
         t19 = t18[..., None, None]
         t20 = t10[..., None]
-        t21 = np.shape(value)[-2]
-        t22 = np.shape(value)[-3]
-        t23 = (-ksize[1] + t22) // (strides[1])
-        t24 = (-ksize[2] + t21) // (strides[2])
+        t21 = np.shape(value)[-3]
+        t22 = np.shape(value)[-2]
+        t23 = (-ksize[1] + t21) // (strides[1])
+        t24 = (-ksize[2] + t22) // (strides[2])
         t25 = (
             (
                 strides[1]
@@ -514,7 +514,7 @@ def avg_pool_grad(grad, value, *, output=None, padding="VALID", ksize, strides):
                     t23,
                 )
                 + t19
-                <= t22 - 1
+                <= t21 - 1
             )
             & (
                 strides[2]
@@ -522,7 +522,7 @@ def avg_pool_grad(grad, value, *, output=None, padding="VALID", ksize, strides):
                     np.where((t17 - t3) % (strides[2]) == 0, (t17 - t3) // (strides[2]), 0), 0, t24
                 )
                 + t15
-                <= t21 - 1
+                <= t22 - 1
             )
         )
         t26 = np.sum(np.where(t25, 1, 0), axis=(-6, -3), keepdims=True)

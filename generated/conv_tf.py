@@ -222,10 +222,10 @@ def conv2d(
             t21 = _gather(t10, t20, -4)
             output = tf.einsum("abcd,efagbc->efgd", filter, t21)
         elif padding == "EXPLICIT":
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = tf.shape(filter, out_type=tf.int64)[-3]
+            t0 = tf.shape(filter, out_type=tf.int64)[-3]
+            t1 = tf.shape(input, out_type=tf.int64)[-2]
             t2 = (
-                -dilations[2] * (t1 - 1) + explicit_paddings[4] + explicit_paddings[5] + t0 - 1
+                -dilations[2] * (t0 - 1) + explicit_paddings[4] + explicit_paddings[5] + t1 - 1
             ) // (strides[2])
             t3 = t2 + 1
             t4 = tf.range(tf.cast(t3, tf.int64))
@@ -233,10 +233,10 @@ def conv2d(
             t6 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
             t7 = dilations[2] * t6 - explicit_paddings[4] + strides[2] * t5
             t8 = _gather(input, t7, -2)
-            t9 = tf.shape(filter, out_type=tf.int64)[-4]
-            t10 = tf.shape(input, out_type=tf.int64)[-3]
+            t9 = tf.shape(input, out_type=tf.int64)[-3]
+            t10 = tf.shape(filter, out_type=tf.int64)[-4]
             t11 = (
-                -dilations[1] * (t9 - 1) + explicit_paddings[2] + explicit_paddings[3] + t10 - 1
+                -dilations[1] * (t10 - 1) + explicit_paddings[2] + explicit_paddings[3] + t9 - 1
             ) // (strides[1])
             t12 = t11 + 1
             t13 = tf.range(tf.cast(t12, tf.int64))
@@ -323,11 +323,11 @@ def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilatio
         t11 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
         t12 = t11[..., None]
         t13 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t14 = tf.shape(input, out_type=tf.int64)[-3]
-        t15 = tf.shape(filter, out_type=tf.int64)[-4]
-        t16 = -((-t14) // (strides[2]))
+        t14 = tf.shape(filter, out_type=tf.int64)[-4]
+        t15 = tf.shape(input, out_type=tf.int64)[-3]
+        t16 = -((-t15) // (strides[2]))
         t17 = tf.math.maximum(
-            dilations[2] * t15 - dilations[2] + strides[2] * t16 - strides[2] - t14 + 1, 0
+            dilations[2] * t14 - dilations[2] + strides[2] * t16 - strides[2] - t15 + 1, 0
         )
         t18 = (t17) // (2)
         t19 = -dilations[2] * t13 + t12 + t18
@@ -336,11 +336,11 @@ def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilatio
         t22 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
         t23 = t22[..., None]
         t24 = tf.range(tf.shape(filter, out_type=tf.int64)[-5])
-        t25 = tf.shape(filter, out_type=tf.int64)[-5]
-        t26 = tf.shape(input, out_type=tf.int64)[-4]
-        t27 = -((-t26) // (strides[1]))
+        t25 = tf.shape(input, out_type=tf.int64)[-4]
+        t26 = tf.shape(filter, out_type=tf.int64)[-5]
+        t27 = -((-t25) // (strides[1]))
         t28 = tf.math.maximum(
-            dilations[1] * t25 - dilations[1] + strides[1] * t27 - strides[1] - t26 + 1, 0
+            dilations[1] * t26 - dilations[1] + strides[1] * t27 - strides[1] - t25 + 1, 0
         )
         t29 = (t28) // (2)
         t30 = -dilations[1] * t24 + t23 + t29
@@ -357,14 +357,14 @@ def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilatio
         t40 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
         t41 = t40[..., None]
         t42 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t43 = tf.math.maximum(dilations[2] * (t15 - 1) + strides[2] * (t16 - 1) - t14 + 1, 0)
+        t43 = tf.math.maximum(dilations[2] * (t14 - 1) + strides[2] * (t16 - 1) - t15 + 1, 0)
         t44 = (t43) // (2)
         t45 = dilations[2] * t41 + strides[2] * t42 - t44
         t46 = _gather(t39, t45, -4)
         t47 = tf.range(tf.shape(filter, out_type=tf.int64)[-5])
         t48 = t47[..., None]
         t49 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
-        t50 = tf.math.maximum(dilations[1] * (t25 - 1) + strides[1] * (t27 - 1) - t26 + 1, 0)
+        t50 = tf.math.maximum(dilations[1] * (t26 - 1) + strides[1] * (t27 - 1) - t25 + 1, 0)
         t51 = (t50) // (2)
         t52 = dilations[1] * t48 + strides[1] * t49 - t51
         t53 = _gather(t46, t52, -6)
@@ -410,9 +410,9 @@ def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
             t15 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
             t16 = dilations[2] * t15 + strides[2] * t14
             t17 = _gather(t8, t16, -4)
-            t18 = tf.shape(filter, out_type=tf.int64)[-5]
-            t19 = tf.shape(input, out_type=tf.int64)[-4]
-            t20 = (-dilations[1] * (t18 - 1) + t19 - 1) // (strides[1])
+            t18 = tf.shape(input, out_type=tf.int64)[-4]
+            t19 = tf.shape(filter, out_type=tf.int64)[-5]
+            t20 = (-dilations[1] * (t19 - 1) + t18 - 1) // (strides[1])
             t21 = t20 + 1
             t22 = tf.range(tf.cast(t21, tf.int64))
             t23 = t22[..., None]
@@ -495,10 +495,10 @@ def avg_pool_vjp(grad, value, output, *, padding="VALID", ksize, strides):
         t18 = tf.range(tf.cast(t9, tf.int64))
         t19 = t18[..., None, None]
         t20 = t10[..., None]
-        t21 = tf.shape(value, out_type=tf.int64)[-2]
-        t22 = tf.shape(value, out_type=tf.int64)[-3]
-        t23 = (-ksize[1] + t22) // (strides[1])
-        t24 = (-ksize[2] + t21) // (strides[2])
+        t21 = tf.shape(value, out_type=tf.int64)[-3]
+        t22 = tf.shape(value, out_type=tf.int64)[-2]
+        t23 = (-ksize[1] + t21) // (strides[1])
+        t24 = (-ksize[2] + t22) // (strides[2])
         t25 = (
             (
                 strides[1]
@@ -540,7 +540,7 @@ def avg_pool_vjp(grad, value, output, *, padding="VALID", ksize, strides):
                     t23,
                 )
                 + t19
-                <= t22 - 1
+                <= t21 - 1
             )
             & (
                 strides[2]
@@ -554,7 +554,7 @@ def avg_pool_vjp(grad, value, output, *, padding="VALID", ksize, strides):
                     t24,
                 )
                 + t15
-                <= t21 - 1
+                <= t22 - 1
             )
         )
         t26 = tf.reduce_sum(

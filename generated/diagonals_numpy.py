@@ -129,3 +129,177 @@ def matrix_band_part_grad(grad, input, *, band=None, num_lower, num_upper):
     t3 = ((num_lower < 0) | (num_lower >= t1 - t2)) & ((num_upper < 0) | (num_upper >= -t1 + t2))
     grad_input = grad * np.where(t3, 1, 0)
     return (grad_input,)
+
+
+def matrix_diag_part_v2(input, *, k=0, padding_value=0):
+    """MatrixDiagPartV2: The main diagonal of the last two axes (declared at ops/diagonals.py:73)."""
+    if k == 0 and padding_value == 0:
+        diagonal = np.diagonal(input, axis1=-2, axis2=-1)
+    else:
+        raise ValueError(
+            f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
+        )
+    return diagonal
+
+
+def matrix_diag_part_v2_grad(grad, input, *, diagonal=None, k=0, padding_value=0):
+    """Gradient of MatrixDiagPartV2: one array per input (input)."""
+    if k == 0 and padding_value == 0:
+        t0 = grad[..., None]
+        t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
+        grad_input = t0 * t1
+    else:
+        raise ValueError(
+            f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
+        )
+    return (grad_input,)
+
+
+def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
+    """MatrixDiagPartV3: The main diagonal of the last two axes (declared at ops/diagonals.py:79)."""
+    if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
+        diagonal = np.diagonal(input, axis1=-2, axis2=-1)
+    else:
+        raise ValueError(
+            f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    return diagonal
+
+
+def matrix_diag_part_v3_grad(
+    grad, input, *, diagonal=None, k=0, padding_value=0, align="RIGHT_LEFT"
+):
+    """Gradient of MatrixDiagPartV3: one array per input (input)."""
+    if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = grad[..., None]
+        t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
+        grad_input = t0 * t1
+    else:
+        raise ValueError(
+            f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    return (grad_input,)
+
+
+def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
+    """MatrixDiagV2: A batch of square diagonal matrices with the given main diagonals (declared at ops/diagonals.py:93)."""
+    if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        t0 = diagonal[..., None]
+        t1 = np.eye(np.shape(diagonal)[-1], dtype=np.result_type(diagonal))
+        output = t0 * t1
+    else:
+        raise ValueError(
+            f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
+        )
+    return output
+
+
+def matrix_diag_v2_grad(
+    grad, diagonal, *, output=None, k=0, num_rows=-1, num_cols=-1, padding_value=0
+):
+    """Gradient of MatrixDiagV2: one array per input (diagonal)."""
+    if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        grad_diagonal = np.diagonal(grad, axis1=-2, axis2=-1)
+    else:
+        raise ValueError(
+            f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
+        )
+    return (grad_diagonal,)
+
+
+def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
+    """MatrixDiagV3: A batch of square diagonal matrices with the given main diagonals (declared at ops/diagonals.py:99)."""
+    if (
+        k == 0
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = diagonal[..., None]
+        t1 = np.eye(np.shape(diagonal)[-1], dtype=np.result_type(diagonal))
+        output = t0 * t1
+    else:
+        raise ValueError(
+            f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    return output
+
+
+def matrix_diag_v3_grad(
+    grad,
+    diagonal,
+    *,
+    output=None,
+    k=0,
+    num_rows=-1,
+    num_cols=-1,
+    padding_value=0,
+    align="RIGHT_LEFT",
+):
+    """Gradient of MatrixDiagV3: one array per input (diagonal)."""
+    if (
+        k == 0
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        grad_diagonal = np.diagonal(grad, axis1=-2, axis2=-1)
+    else:
+        raise ValueError(
+            f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    return (grad_diagonal,)
+
+
+def matrix_set_diag_v2(input, diagonal, *, k=0):
+    """MatrixSetDiagV2: input with the main diagonal of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:105)."""
+    if k == 0:
+        t0 = diagonal[..., None]
+        t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
+        output = -input * t1 + input + t0 * t1
+    else:
+        raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
+    return output
+
+
+def matrix_set_diag_v2_grad(grad, input, diagonal, *, output=None, k=0):
+    """Gradient of MatrixSetDiagV2: one array per input (input, diagonal)."""
+    if k == 0:
+        t0 = np.diagonal(grad, axis1=-2, axis2=-1)
+        t1 = t0[..., None]
+        t2 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
+        grad_input = grad - t1 * t2
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        grad_diagonal = np.diagonal(grad, axis1=-2, axis2=-1)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    else:
+        raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
+    return grad_input, grad_diagonal
+
+
+def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
+    """MatrixSetDiagV3: input with the main diagonal of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:111)."""
+    if k == 0 and align == "RIGHT_LEFT":
+        t0 = diagonal[..., None]
+        t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
+        output = -input * t1 + input + t0 * t1
+    else:
+        raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
+    return output
+
+
+def matrix_set_diag_v3_grad(grad, input, diagonal, *, output=None, k=0, align="RIGHT_LEFT"):
+    """Gradient of MatrixSetDiagV3: one array per input (input, diagonal)."""
+    if k == 0 and align == "RIGHT_LEFT":
+        t0 = np.diagonal(grad, axis1=-2, axis2=-1)
+        t1 = t0[..., None]
+        t2 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
+        grad_input = grad - t1 * t2
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        grad_diagonal = np.diagonal(grad, axis1=-2, axis2=-1)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    else:
+        raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
+    return grad_input, grad_diagonal

@@ -29,6 +29,12 @@ def _register(op_type, gradient_fn):
     REGISTERED[op_type] = tuple(names)
 
 
+def _string_attr(op, name):
+    """A string attribute of `op` as `str` (graph ops give bytes)."""
+    value = op.get_attr(name)
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def _const_input(op, index):
     """The value of constant input `index` of `op` (an axis), as a Python int or tuple."""
     value = tf.get_static_value(op.inputs[index])
@@ -293,3 +299,327 @@ def matrix_band_part(input, *, num_lower, num_upper):
 
 
 _register("MatrixBandPart", matrix_band_part_grad)
+
+
+def matrix_diag_part_v2_vjp(grad, input, diagonal, *, k=0, padding_value=0):
+    """Gradient of MatrixDiagPartV2 (declared at ops/diagonals.py:73): one per input (input)."""
+    if k == 0 and padding_value == 0:
+        t0 = grad[..., None]
+        t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
+        grad_input = t0 * t1
+    else:
+        raise ValueError(
+            f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
+        )
+    return (grad_input,)
+
+
+def matrix_diag_part_v2_grad(op, grad):
+    """Gradient function of MatrixDiagPartV2 for `tf.RegisterGradient`."""
+    grads = matrix_diag_part_v2_vjp(
+        grad, op.inputs[0], *op.outputs, k=_const_input(op, 1), padding_value=_const_input(op, 2)
+    )
+    return _insert_none(grads, (1, 2))
+
+
+def matrix_diag_part_v2(input, *, k=0, padding_value=0):
+    """MatrixDiagPartV2: The main diagonal of the last two axes, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(input):
+        if k == 0 and padding_value == 0:
+            diagonal = tf.linalg.diag_part(input)
+        else:
+            raise ValueError(
+                f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
+            )
+
+        def backward(grad):
+            return matrix_diag_part_v2_vjp(grad, input, diagonal, k=k, padding_value=padding_value)
+
+        return diagonal, backward
+
+    return forward(input)
+
+
+_register("MatrixDiagPartV2", matrix_diag_part_v2_grad)
+
+
+def matrix_diag_part_v3_vjp(grad, input, diagonal, *, k=0, padding_value=0, align="RIGHT_LEFT"):
+    """Gradient of MatrixDiagPartV3 (declared at ops/diagonals.py:79): one per input (input)."""
+    if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = grad[..., None]
+        t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
+        grad_input = t0 * t1
+    else:
+        raise ValueError(
+            f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    return (grad_input,)
+
+
+def matrix_diag_part_v3_grad(op, grad):
+    """Gradient function of MatrixDiagPartV3 for `tf.RegisterGradient`."""
+    grads = matrix_diag_part_v3_vjp(
+        grad,
+        op.inputs[0],
+        *op.outputs,
+        k=_const_input(op, 1),
+        padding_value=_const_input(op, 2),
+        align=_string_attr(op, "align"),
+    )
+    return _insert_none(grads, (1, 2))
+
+
+def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
+    """MatrixDiagPartV3: The main diagonal of the last two axes, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(input):
+        if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
+            diagonal = tf.linalg.diag_part(input)
+        else:
+            raise ValueError(
+                f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
+            )
+
+        def backward(grad):
+            return matrix_diag_part_v3_vjp(
+                grad, input, diagonal, k=k, padding_value=padding_value, align=align
+            )
+
+        return diagonal, backward
+
+    return forward(input)
+
+
+_register("MatrixDiagPartV3", matrix_diag_part_v3_grad)
+
+
+def matrix_diag_v2_vjp(grad, diagonal, output, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
+    """Gradient of MatrixDiagV2 (declared at ops/diagonals.py:93): one per input (diagonal)."""
+    if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        grad_diagonal = tf.linalg.diag_part(grad)
+    else:
+        raise ValueError(
+            f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
+        )
+    return (grad_diagonal,)
+
+
+def matrix_diag_v2_grad(op, grad):
+    """Gradient function of MatrixDiagV2 for `tf.RegisterGradient`."""
+    grads = matrix_diag_v2_vjp(
+        grad,
+        op.inputs[0],
+        *op.outputs,
+        k=_const_input(op, 1),
+        num_rows=_const_input(op, 2),
+        num_cols=_const_input(op, 3),
+        padding_value=_const_input(op, 4),
+    )
+    return _insert_none(grads, (1, 2, 3, 4))
+
+
+def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
+    """MatrixDiagV2: A batch of square diagonal matrices with the given main diagonals, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(diagonal):
+        if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+            t0 = diagonal[..., None]
+            t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
+            output = t0 * t1
+        else:
+            raise ValueError(
+                f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
+            )
+
+        def backward(grad):
+            return matrix_diag_v2_vjp(
+                grad,
+                diagonal,
+                output,
+                k=k,
+                num_rows=num_rows,
+                num_cols=num_cols,
+                padding_value=padding_value,
+            )
+
+        return output, backward
+
+    return forward(diagonal)
+
+
+_register("MatrixDiagV2", matrix_diag_v2_grad)
+
+
+def matrix_diag_v3_vjp(
+    grad, diagonal, output, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"
+):
+    """Gradient of MatrixDiagV3 (declared at ops/diagonals.py:99): one per input (diagonal)."""
+    if (
+        k == 0
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        grad_diagonal = tf.linalg.diag_part(grad)
+    else:
+        raise ValueError(
+            f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    return (grad_diagonal,)
+
+
+def matrix_diag_v3_grad(op, grad):
+    """Gradient function of MatrixDiagV3 for `tf.RegisterGradient`."""
+    grads = matrix_diag_v3_vjp(
+        grad,
+        op.inputs[0],
+        *op.outputs,
+        k=_const_input(op, 1),
+        num_rows=_const_input(op, 2),
+        num_cols=_const_input(op, 3),
+        padding_value=_const_input(op, 4),
+        align=_string_attr(op, "align"),
+    )
+    return _insert_none(grads, (1, 2, 3, 4))
+
+
+def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
+    """MatrixDiagV3: A batch of square diagonal matrices with the given main diagonals, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(diagonal):
+        if (
+            k == 0
+            and num_rows == -1
+            and num_cols == -1
+            and padding_value == 0
+            and align == "RIGHT_LEFT"
+        ):
+            t0 = diagonal[..., None]
+            t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
+            output = t0 * t1
+        else:
+            raise ValueError(
+                f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
+            )
+
+        def backward(grad):
+            return matrix_diag_v3_vjp(
+                grad,
+                diagonal,
+                output,
+                k=k,
+                num_rows=num_rows,
+                num_cols=num_cols,
+                padding_value=padding_value,
+                align=align,
+            )
+
+        return output, backward
+
+    return forward(diagonal)
+
+
+_register("MatrixDiagV3", matrix_diag_v3_grad)
+
+
+def matrix_set_diag_v2_vjp(grad, input, diagonal, output, *, k=0):
+    """Gradient of MatrixSetDiagV2 (declared at ops/diagonals.py:105): one per input (input, diagonal)."""
+    if k == 0:
+        t0 = tf.linalg.diag_part(grad)
+        t1 = t0[..., None]
+        t2 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
+        grad_input = grad - t1 * t2
+        grad_input = _sum_to_shape(grad_input, input)
+        grad_diagonal = tf.linalg.diag_part(grad)
+        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
+    else:
+        raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
+    return grad_input, grad_diagonal
+
+
+def matrix_set_diag_v2_grad(op, grad):
+    """Gradient function of MatrixSetDiagV2 for `tf.RegisterGradient`."""
+    grads = matrix_set_diag_v2_vjp(
+        grad, op.inputs[0], op.inputs[1], *op.outputs, k=_const_input(op, 2)
+    )
+    return _insert_none(grads, (2,))
+
+
+def matrix_set_diag_v2(input, diagonal, *, k=0):
+    """MatrixSetDiagV2: input with the main diagonal of its last two axes replaced by `diagonal`, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(input, diagonal):
+        if k == 0:
+            t0 = diagonal[..., None]
+            t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
+            output = -input * t1 + input + t0 * t1
+        else:
+            raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
+
+        def backward(grad):
+            return matrix_set_diag_v2_vjp(grad, input, diagonal, output, k=k)
+
+        return output, backward
+
+    return forward(input, diagonal)
+
+
+_register("MatrixSetDiagV2", matrix_set_diag_v2_grad)
+
+
+def matrix_set_diag_v3_vjp(grad, input, diagonal, output, *, k=0, align="RIGHT_LEFT"):
+    """Gradient of MatrixSetDiagV3 (declared at ops/diagonals.py:111): one per input (input, diagonal)."""
+    if k == 0 and align == "RIGHT_LEFT":
+        t0 = tf.linalg.diag_part(grad)
+        t1 = t0[..., None]
+        t2 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
+        grad_input = grad - t1 * t2
+        grad_input = _sum_to_shape(grad_input, input)
+        grad_diagonal = tf.linalg.diag_part(grad)
+        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
+    else:
+        raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
+    return grad_input, grad_diagonal
+
+
+def matrix_set_diag_v3_grad(op, grad):
+    """Gradient function of MatrixSetDiagV3 for `tf.RegisterGradient`."""
+    grads = matrix_set_diag_v3_vjp(
+        grad,
+        op.inputs[0],
+        op.inputs[1],
+        *op.outputs,
+        k=_const_input(op, 2),
+        align=_string_attr(op, "align"),
+    )
+    return _insert_none(grads, (2,))
+
+
+def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
+    """MatrixSetDiagV3: input with the main diagonal of its last two axes replaced by `diagonal`, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(input, diagonal):
+        if k == 0 and align == "RIGHT_LEFT":
+            t0 = diagonal[..., None]
+            t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
+            output = -input * t1 + input + t0 * t1
+        else:
+            raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
+
+        def backward(grad):
+            return matrix_set_diag_v3_vjp(grad, input, diagonal, output, k=k, align=align)
+
+        return output, backward
+
+    return forward(input, diagonal)
+
+
+_register("MatrixSetDiagV3", matrix_set_diag_v3_grad)

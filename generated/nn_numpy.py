@@ -151,3 +151,39 @@ def cross_grad(grad, a, b, *, product=None):
     grad_b = np.einsum("...a,...b,abc->...c", grad, a, t0, optimize=True)
     grad_b = _sum_to_shape(grad_b, np.shape(b))
     return grad_a, grad_b
+
+
+def bias_add_v1(value, bias):
+    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:72)."""
+    output = bias + value
+    return output
+
+
+def bias_add_v1_grad(grad, value, bias, *, output=None):
+    """Gradient of BiasAddV1: one array per input (value, bias)."""
+    grad_value = grad
+    grad_bias = np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))
+    return grad_value, grad_bias
+
+
+def bias_add_backprop(out_backprop, *, data_format="NHWC"):
+    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:82)."""
+    if data_format == "NHWC":
+        output = np.sum(out_backprop, axis=tuple(range(np.ndim(out_backprop) - 1)))
+    elif data_format == "NCHW":
+        output = np.sum(out_backprop, axis=(-4, -2, -1))
+    else:
+        raise ValueError(f"BiasAddGrad: unsupported attributes data_format={data_format!r}")
+    return output
+
+
+def bias_add_backprop_grad(grad, out_backprop, *, output=None, data_format="NHWC"):
+    """Gradient of BiasAddGrad: one array per input (out_backprop)."""
+    if data_format == "NHWC":
+        grad_out_backprop = np.broadcast_to(grad, np.shape(out_backprop))
+    elif data_format == "NCHW":
+        t0 = grad[..., None, None]
+        grad_out_backprop = np.broadcast_to(t0, np.shape(out_backprop))
+    else:
+        raise ValueError(f"BiasAddGrad: unsupported attributes data_format={data_format!r}")
+    return (grad_out_backprop,)

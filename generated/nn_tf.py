@@ -273,3 +273,75 @@ def cross(a, b):
 
 
 _register("Cross", cross_grad)
+
+
+def bias_add_v1_vjp(grad, value, bias, output):
+    """Gradient of BiasAddV1 (declared at ops/nn.py:72): one per input (value, bias)."""
+    grad_value = grad
+    grad_bias = tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))
+    return grad_value, grad_bias
+
+
+def bias_add_v1_grad(op, grad):
+    """Gradient function of BiasAddV1 for `tf.RegisterGradient`."""
+    return bias_add_v1_vjp(grad, *op.inputs, *op.outputs)
+
+
+def bias_add_v1(value, bias):
+    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(value, bias):
+        output = bias + value
+
+        def backward(grad):
+            return bias_add_v1_vjp(grad, value, bias, output)
+
+        return output, backward
+
+    return forward(value, bias)
+
+
+_register("BiasAddV1", bias_add_v1_grad)
+
+
+def bias_add_backprop_vjp(grad, out_backprop, output, *, data_format="NHWC"):
+    """Gradient of BiasAddGrad (declared at ops/nn.py:82): one per input (out_backprop)."""
+    if data_format == "NHWC":
+        grad_out_backprop = tf.broadcast_to(grad, tf.shape(out_backprop))
+    elif data_format == "NCHW":
+        t0 = grad[..., None, None]
+        grad_out_backprop = tf.broadcast_to(t0, tf.shape(out_backprop))
+    else:
+        raise ValueError(f"BiasAddGrad: unsupported attributes data_format={data_format!r}")
+    return (grad_out_backprop,)
+
+
+def bias_add_backprop_grad(op, grad):
+    """Gradient function of BiasAddGrad for `tf.RegisterGradient`."""
+    return bias_add_backprop_vjp(
+        grad, *op.inputs, *op.outputs, data_format=_string_attr(op, "data_format")
+    )
+
+
+def bias_add_backprop(out_backprop, *, data_format="NHWC"):
+    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(out_backprop):
+        if data_format == "NHWC":
+            output = tf.reduce_sum(out_backprop, axis=tf.range(tf.rank(out_backprop) - 1))
+        elif data_format == "NCHW":
+            output = tf.reduce_sum(out_backprop, axis=[-4, -2, -1])
+        else:
+            raise ValueError(f"BiasAddGrad: unsupported attributes data_format={data_format!r}")
+
+        def backward(grad):
+            return bias_add_backprop_vjp(grad, out_backprop, output, data_format=data_format)
+
+        return output, backward
+
+    return forward(out_backprop)
+
+
+_register("BiasAddGrad", bias_add_backprop_grad)

@@ -676,3 +676,65 @@ def cumprod_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
             f"Cumprod: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
         )
     return (grad_x,)
+
+
+def cumulative_logsumexp(x, *, axis=-1, reverse=False):
+    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis (not `exclusive`: its first entry is (declared at ops/reductions.py:109)."""
+    axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if axis == -1 and not reverse:
+        t0 = np.cumsum(np.exp(x), axis=-1)
+        out = np.log(t0)
+    elif axis == -1 and reverse:
+        t0 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-1), axis=-1), axis=-1)
+        out = np.log(t0)
+    elif axis == -2 and not reverse:
+        t0 = np.cumsum(np.exp(x), axis=-2)
+        out = np.log(t0)
+    elif axis == -2 and reverse:
+        t0 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-2), axis=-2), axis=-2)
+        out = np.log(t0)
+    elif axis == -3 and not reverse:
+        t0 = np.cumsum(np.exp(x), axis=-3)
+        out = np.log(t0)
+    elif axis == -3 and reverse:
+        t0 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-3), axis=-3), axis=-3)
+        out = np.log(t0)
+    else:
+        raise ValueError(
+            f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
+        )
+    return out
+
+
+def cumulative_logsumexp_grad(grad, x, *, out=None, axis=-1, reverse=False):
+    """Gradient of CumulativeLogsumexp: one array per input (x)."""
+    axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if axis == -1 and not reverse:
+        t0 = np.cumsum(np.exp(x), axis=-1)
+        t1 = np.flip(np.cumsum(np.flip(grad / t0, axis=-1), axis=-1), axis=-1)
+        grad_x = t1 * np.exp(x)
+    elif axis == -1 and reverse:
+        t0 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-1), axis=-1), axis=-1)
+        t1 = np.cumsum(grad / t0, axis=-1)
+        grad_x = t1 * np.exp(x)
+    elif axis == -2 and not reverse:
+        t0 = np.cumsum(np.exp(x), axis=-2)
+        t1 = np.flip(np.cumsum(np.flip(grad / t0, axis=-2), axis=-2), axis=-2)
+        grad_x = t1 * np.exp(x)
+    elif axis == -2 and reverse:
+        t0 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-2), axis=-2), axis=-2)
+        t1 = np.cumsum(grad / t0, axis=-2)
+        grad_x = t1 * np.exp(x)
+    elif axis == -3 and not reverse:
+        t0 = np.cumsum(np.exp(x), axis=-3)
+        t1 = np.flip(np.cumsum(np.flip(grad / t0, axis=-3), axis=-3), axis=-3)
+        grad_x = t1 * np.exp(x)
+    elif axis == -3 and reverse:
+        t0 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-3), axis=-3), axis=-3)
+        t1 = np.cumsum(grad / t0, axis=-3)
+        grad_x = t1 * np.exp(x)
+    else:
+        raise ValueError(
+            f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
+        )
+    return (grad_x,)

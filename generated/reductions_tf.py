@@ -1161,3 +1161,85 @@ def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
 
 
 _register("Cumprod", cumprod_grad)
+
+
+def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False):
+    """Gradient of CumulativeLogsumexp (declared at ops/reductions.py:109): one per input (x)."""
+    axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
+    if axis == -1 and not reverse:
+        t0 = tf.math.cumsum(tf.math.exp(x), axis=-1)
+        t1 = tf.math.cumsum(grad / t0, axis=-1, reverse=True)
+        grad_x = t1 * tf.math.exp(x)
+    elif axis == -1 and reverse:
+        t0 = tf.math.cumsum(tf.math.exp(x), axis=-1, reverse=True)
+        t1 = tf.math.cumsum(grad / t0, axis=-1)
+        grad_x = t1 * tf.math.exp(x)
+    elif axis == -2 and not reverse:
+        t0 = tf.math.cumsum(tf.math.exp(x), axis=-2)
+        t1 = tf.math.cumsum(grad / t0, axis=-2, reverse=True)
+        grad_x = t1 * tf.math.exp(x)
+    elif axis == -2 and reverse:
+        t0 = tf.math.cumsum(tf.math.exp(x), axis=-2, reverse=True)
+        t1 = tf.math.cumsum(grad / t0, axis=-2)
+        grad_x = t1 * tf.math.exp(x)
+    elif axis == -3 and not reverse:
+        t0 = tf.math.cumsum(tf.math.exp(x), axis=-3)
+        t1 = tf.math.cumsum(grad / t0, axis=-3, reverse=True)
+        grad_x = t1 * tf.math.exp(x)
+    elif axis == -3 and reverse:
+        t0 = tf.math.cumsum(tf.math.exp(x), axis=-3, reverse=True)
+        t1 = tf.math.cumsum(grad / t0, axis=-3)
+        grad_x = t1 * tf.math.exp(x)
+    else:
+        raise ValueError(
+            f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
+        )
+    return (grad_x,)
+
+
+def cumulative_logsumexp_grad(op, grad):
+    """Gradient function of CumulativeLogsumexp for `tf.RegisterGradient`."""
+    grads = cumulative_logsumexp_vjp(
+        grad, op.inputs[0], *op.outputs, axis=_const_input(op, 1), reverse=op.get_attr("reverse")
+    )
+    return _insert_none(grads, (1,))
+
+
+def cumulative_logsumexp(x, *, axis=-1, reverse=False):
+    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis (not `exclusive`: its first entry is, with its derived gradient."""
+    axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
+
+    @tf.custom_gradient
+    def forward(x):
+        if axis == -1 and not reverse:
+            t0 = tf.math.cumsum(tf.math.exp(x), axis=-1)
+            out = tf.math.log(t0)
+        elif axis == -1 and reverse:
+            t0 = tf.math.cumsum(tf.math.exp(x), axis=-1, reverse=True)
+            out = tf.math.log(t0)
+        elif axis == -2 and not reverse:
+            t0 = tf.math.cumsum(tf.math.exp(x), axis=-2)
+            out = tf.math.log(t0)
+        elif axis == -2 and reverse:
+            t0 = tf.math.cumsum(tf.math.exp(x), axis=-2, reverse=True)
+            out = tf.math.log(t0)
+        elif axis == -3 and not reverse:
+            t0 = tf.math.cumsum(tf.math.exp(x), axis=-3)
+            out = tf.math.log(t0)
+        elif axis == -3 and reverse:
+            t0 = tf.math.cumsum(tf.math.exp(x), axis=-3, reverse=True)
+            out = tf.math.log(t0)
+        else:
+            raise ValueError(
+                f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
+            )
+
+        def backward(grad):
+            return cumulative_logsumexp_vjp(grad, x, out, axis=axis, reverse=reverse)
+
+        return out, backward
+
+    return forward(x)
+
+
+_register("CumulativeLogsumexp", cumulative_logsumexp_grad)

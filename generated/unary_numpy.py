@@ -16,7 +16,7 @@ def _conj(x):
 
 
 def sigmoid(x):
-    """Sigmoid: y = 1 / (1 + exp(-x)) (declared at ops/unary.py:23)."""
+    """Sigmoid: y = 1 / (1 + exp(-x)) (declared at ops/unary.py:24)."""
     y = 1 / (1 + np.exp(-x))
     return y
 
@@ -31,7 +31,7 @@ def sigmoid_grad(grad, x, *, y=None):
 
 
 def tanh(x):
-    """Tanh: y = tanh(x) (declared at ops/unary.py:29)."""
+    """Tanh: y = tanh(x) (declared at ops/unary.py:30)."""
     y = np.tanh(x)
     return y
 
@@ -46,7 +46,7 @@ def tanh_grad(grad, x, *, y=None):
 
 
 def exp(x):
-    """Exp: y = exp(x) (declared at ops/unary.py:35)."""
+    """Exp: y = exp(x) (declared at ops/unary.py:36)."""
     y = np.exp(x)
     return y
 
@@ -61,7 +61,7 @@ def exp_grad(grad, x, *, y=None):
 
 
 def log(x):
-    """Log: y = log(x), the natural logarithm (declared at ops/unary.py:41)."""
+    """Log: y = log(x), the natural logarithm (declared at ops/unary.py:42)."""
     y = np.log(x)
     return y
 
@@ -74,7 +74,7 @@ def log_grad(grad, x, *, y=None):
 
 
 def log1p(x):
-    """Log1p: y = log(1 + x), accurate for small x (declared at ops/unary.py:47)."""
+    """Log1p: y = log(1 + x), accurate for small x (declared at ops/unary.py:48)."""
     y = np.log1p(x)
     return y
 
@@ -87,7 +87,7 @@ def log1p_grad(grad, x, *, y=None):
 
 
 def expm1(x):
-    """Expm1: y = exp(x) - 1, accurate for small x (declared at ops/unary.py:53)."""
+    """Expm1: y = exp(x) - 1, accurate for small x (declared at ops/unary.py:54)."""
     y = np.expm1(x)
     return y
 
@@ -102,7 +102,7 @@ def expm1_grad(grad, x, *, y=None):
 
 
 def sqrt(x):
-    """Sqrt: y = sqrt(x) (declared at ops/unary.py:62)."""
+    """Sqrt: y = sqrt(x) (declared at ops/unary.py:63)."""
     y = np.sqrt(x)
     return y
 
@@ -117,7 +117,7 @@ def sqrt_grad(grad, x, *, y=None):
 
 
 def rsqrt(x):
-    """Rsqrt: y = 1 / sqrt(x) (declared at ops/unary.py:68)."""
+    """Rsqrt: y = 1 / sqrt(x) (declared at ops/unary.py:69)."""
     y = 1 / np.sqrt(x)
     return y
 
@@ -132,7 +132,7 @@ def rsqrt_grad(grad, x, *, y=None):
 
 
 def reciprocal(x):
-    """Reciprocal: y = 1 / x (declared at ops/unary.py:74)."""
+    """Reciprocal: y = 1 / x (declared at ops/unary.py:75)."""
     y = 1 / x
     return y
 
@@ -146,8 +146,23 @@ def reciprocal_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def inv(x):
+    """Inv: y = 1 / x (Reciprocal's old name) (declared at ops/unary.py:81)."""
+    y = 1 / x
+    return y
+
+
+def inv_grad(grad, x, *, y=None):
+    """Gradient of Inv: one array per input (x)."""
+    if y is None:
+        y = inv(x)
+    y = _conj(y)
+    grad_x = -grad * y**2
+    return (grad_x,)
+
+
 def square(x):
-    """Square: y = x * x (declared at ops/unary.py:80)."""
+    """Square: y = x * x (declared at ops/unary.py:87)."""
     y = x**2
     return y
 
@@ -160,7 +175,7 @@ def square_grad(grad, x, *, y=None):
 
 
 def sin(x):
-    """Sin: y = sin(x) (declared at ops/unary.py:89)."""
+    """Sin: y = sin(x) (declared at ops/unary.py:96)."""
     y = np.sin(x)
     return y
 
@@ -173,7 +188,7 @@ def sin_grad(grad, x, *, y=None):
 
 
 def cos(x):
-    """Cos: y = cos(x) (declared at ops/unary.py:95)."""
+    """Cos: y = cos(x) (declared at ops/unary.py:102)."""
     y = np.cos(x)
     return y
 
@@ -186,7 +201,7 @@ def cos_grad(grad, x, *, y=None):
 
 
 def tan(x):
-    """Tan: y = tan(x) (declared at ops/unary.py:101)."""
+    """Tan: y = tan(x) (declared at ops/unary.py:108)."""
     y = np.tan(x)
     return y
 
@@ -201,7 +216,7 @@ def tan_grad(grad, x, *, y=None):
 
 
 def asin(x):
-    """Asin: y = arcsin(x), for x in [-1, 1] (declared at ops/unary.py:107)."""
+    """Asin: y = arcsin(x), for x in [-1, 1] (declared at ops/unary.py:114)."""
     y = np.arcsin(x)
     return y
 
@@ -214,7 +229,7 @@ def asin_grad(grad, x, *, y=None):
 
 
 def acos(x):
-    """Acos: y = arccos(x), for x in [-1, 1] (declared at ops/unary.py:113)."""
+    """Acos: y = arccos(x), for x in [-1, 1] (declared at ops/unary.py:120)."""
     y = np.arccos(x)
     return y
 
@@ -227,7 +242,7 @@ def acos_grad(grad, x, *, y=None):
 
 
 def atan(x):
-    """Atan: y = arctan(x) (declared at ops/unary.py:119)."""
+    """Atan: y = arctan(x) (declared at ops/unary.py:126)."""
     y = np.arctan(x)
     return y
 
@@ -240,7 +255,7 @@ def atan_grad(grad, x, *, y=None):
 
 
 def sinh(x):
-    """Sinh: y = sinh(x) (declared at ops/unary.py:125)."""
+    """Sinh: y = sinh(x) (declared at ops/unary.py:132)."""
     y = np.sinh(x)
     return y
 
@@ -253,7 +268,7 @@ def sinh_grad(grad, x, *, y=None):
 
 
 def cosh(x):
-    """Cosh: y = cosh(x) (declared at ops/unary.py:131)."""
+    """Cosh: y = cosh(x) (declared at ops/unary.py:138)."""
     y = np.cosh(x)
     return y
 
@@ -266,7 +281,7 @@ def cosh_grad(grad, x, *, y=None):
 
 
 def asinh(x):
-    """Asinh: y = arcsinh(x) (declared at ops/unary.py:137)."""
+    """Asinh: y = arcsinh(x) (declared at ops/unary.py:144)."""
     y = np.arcsinh(x)
     return y
 
@@ -279,7 +294,7 @@ def asinh_grad(grad, x, *, y=None):
 
 
 def acosh(x):
-    """Acosh: y = arccosh(x), for x >= 1 (declared at ops/unary.py:143)."""
+    """Acosh: y = arccosh(x), for x >= 1 (declared at ops/unary.py:150)."""
     y = np.arccosh(x)
     return y
 
@@ -292,7 +307,7 @@ def acosh_grad(grad, x, *, y=None):
 
 
 def atanh(x):
-    """Atanh: y = arctanh(x), for x in (-1, 1) (declared at ops/unary.py:149)."""
+    """Atanh: y = arctanh(x), for x in (-1, 1) (declared at ops/unary.py:156)."""
     y = np.arctanh(x)
     return y
 
@@ -305,7 +320,7 @@ def atanh_grad(grad, x, *, y=None):
 
 
 def erf(x):
-    """Erf: y = erf(x), the Gauss error function (declared at ops/unary.py:158)."""
+    """Erf: y = erf(x), the Gauss error function (declared at ops/unary.py:165)."""
     y = scipy.special.erf(x)
     return y
 
@@ -317,7 +332,7 @@ def erf_grad(grad, x, *, y=None):
 
 
 def erfc(x):
-    """Erfc: y = 1 - erf(x), accurate where erf(x) is close to 1 (declared at ops/unary.py:164)."""
+    """Erfc: y = 1 - erf(x), accurate where erf(x) is close to 1 (declared at ops/unary.py:171)."""
     y = scipy.special.erfc(x)
     return y
 
@@ -329,7 +344,7 @@ def erfc_grad(grad, x, *, y=None):
 
 
 def softplus(features):
-    """Softplus: activations = log(1 + exp(features)) (declared at ops/unary.py:173)."""
+    """Softplus: activations = log(1 + exp(features)) (declared at ops/unary.py:180)."""
     activations = np.where(
         features > 0, features + np.log1p(np.exp(-features)), np.log1p(np.exp(features))
     )
@@ -343,7 +358,7 @@ def softplus_grad(grad, features, *, activations=None):
 
 
 def softsign(features):
-    """Softsign: activations = features / (1 + |features|) (declared at ops/unary.py:184)."""
+    """Softsign: activations = features / (1 + |features|) (declared at ops/unary.py:191)."""
     activations = features / (np.abs(features) + 1)
     return activations
 
@@ -358,7 +373,7 @@ def softsign_grad(grad, features, *, activations=None):
 
 
 def relu(features):
-    """Relu: activations = max(features, 0) (declared at ops/unary.py:191)."""
+    """Relu: activations = max(features, 0) (declared at ops/unary.py:198)."""
     activations = np.where(features > 0, features, 0)
     return activations
 
@@ -369,8 +384,20 @@ def relu_grad(grad, features, *, activations=None):
     return (grad_features,)
 
 
+def relu6(features):
+    """Relu6: activations = min(max(features, 0), 6) (declared at ops/unary.py:205)."""
+    activations = np.where(features <= 0, 0, np.where(features >= 6, 6, features))
+    return activations
+
+
+def relu6_grad(grad, features, *, activations=None):
+    """Gradient of Relu6: one array per input (features)."""
+    grad_features = np.where((features >= 6) | (features <= 0), 0, grad)
+    return (grad_features,)
+
+
 def elu(features):
-    """Elu: activations = features where positive, else exp(features) - 1 (declared at ops/unary.py:198)."""
+    """Elu: activations = features where positive, else exp(features) - 1 (declared at ops/unary.py:212)."""
     activations = np.where(features > 0, features, np.expm1(features))
     return activations
 
@@ -382,7 +409,7 @@ def elu_grad(grad, features, *, activations=None):
 
 
 def selu(features):
-    """Selu: activations = scale * (features where positive, else alpha * (exp(features) - 1)) (declared at ops/unary.py:205)."""
+    """Selu: activations = scale * (features where positive, else alpha * (exp(features) - 1)) (declared at ops/unary.py:219)."""
     activations = np.where(
         features >= 0, 1.0507009873554805 * features, 1.7580993408473768 * np.expm1(features)
     )
@@ -398,7 +425,7 @@ def selu_grad(grad, features, *, activations=None):
 
 
 def leaky_relu(features, *, alpha=0.2):
-    """LeakyRelu: activations = features where positive, else alpha * features (declared at ops/unary.py:215)."""
+    """LeakyRelu: activations = features where positive, else alpha * features (declared at ops/unary.py:229)."""
     activations = np.where(features > 0, features, alpha * features)
     return activations
 
@@ -410,7 +437,7 @@ def leaky_relu_grad(grad, features, *, activations=None, alpha=0.2):
 
 
 def absolute(x):
-    """Abs: y = |x| (declared at ops/unary.py:225)."""
+    """Abs: y = |x| (declared at ops/unary.py:239)."""
     y = np.abs(x)
     return y
 
@@ -422,7 +449,7 @@ def absolute_grad(grad, x, *, y=None):
 
 
 def negative(x):
-    """Neg: y = -x (declared at ops/unary.py:232)."""
+    """Neg: y = -x (declared at ops/unary.py:246)."""
     y = -x
     return y
 
@@ -431,3 +458,63 @@ def negative_grad(grad, x, *, y=None):
     """Gradient of Neg: one array per input (x)."""
     grad_x = -grad
     return (grad_x,)
+
+
+def floor(x):
+    """Floor: y = the largest integer <= x (declared at ops/unary.py:255)."""
+    y = np.floor(x)
+    return y
+
+
+def floor_grad(grad, x, *, y=None):
+    """Gradient of Floor: one array per input (x)."""
+
+    return (None,)
+
+
+def ceil(x):
+    """Ceil: y = the smallest integer >= x (declared at ops/unary.py:261)."""
+    y = np.ceil(x)
+    return y
+
+
+def ceil_grad(grad, x, *, y=None):
+    """Gradient of Ceil: one array per input (x)."""
+
+    return (None,)
+
+
+def round_to_int(x):
+    """Rint: y = x rounded to the nearest integer, ties to even (declared at ops/unary.py:267)."""
+    y = np.rint(x)
+    return y
+
+
+def round_to_int_grad(grad, x, *, y=None):
+    """Gradient of Rint: one array per input (x)."""
+
+    return (None,)
+
+
+def round_half_even(x):
+    """Round: y = x rounded to the nearest integer, ties to even (as Rint, for floats) (declared at ops/unary.py:273)."""
+    y = np.rint(x)
+    return y
+
+
+def round_half_even_grad(grad, x, *, y=None):
+    """Gradient of Round: one array per input (x)."""
+
+    return (None,)
+
+
+def sign(x):
+    """Sign: y = -1, 0 or 1 as x is negative, zero or positive (declared at ops/unary.py:279)."""
+    y = np.sign(x)
+    return y
+
+
+def sign_grad(grad, x, *, y=None):
+    """Gradient of Sign: one array per input (x)."""
+
+    return (None,)

@@ -30,7 +30,7 @@ def _register(op_type, gradient_fn):
 
 
 def sigmoid_vjp(grad, x, y):
-    """Gradient of Sigmoid (declared at ops/unary.py:23): one per input (x)."""
+    """Gradient of Sigmoid (declared at ops/unary.py:24): one per input (x)."""
     y = tf.math.conj(y)
     grad_x = grad * y * (1 - y)
     return (grad_x,)
@@ -60,7 +60,7 @@ _register("Sigmoid", sigmoid_grad)
 
 
 def tanh_vjp(grad, x, y):
-    """Gradient of Tanh (declared at ops/unary.py:29): one per input (x)."""
+    """Gradient of Tanh (declared at ops/unary.py:30): one per input (x)."""
     y = tf.math.conj(y)
     grad_x = grad * (1 - y**2)
     return (grad_x,)
@@ -90,7 +90,7 @@ _register("Tanh", tanh_grad)
 
 
 def exp_vjp(grad, x, y):
-    """Gradient of Exp (declared at ops/unary.py:35): one per input (x)."""
+    """Gradient of Exp (declared at ops/unary.py:36): one per input (x)."""
     y = tf.math.conj(y)
     grad_x = grad * y
     return (grad_x,)
@@ -120,7 +120,7 @@ _register("Exp", exp_grad)
 
 
 def log_vjp(grad, x, y):
-    """Gradient of Log (declared at ops/unary.py:41): one per input (x)."""
+    """Gradient of Log (declared at ops/unary.py:42): one per input (x)."""
     x = tf.math.conj(x)
     grad_x = grad / x
     return (grad_x,)
@@ -150,7 +150,7 @@ _register("Log", log_grad)
 
 
 def log1p_vjp(grad, x, y):
-    """Gradient of Log1p (declared at ops/unary.py:47): one per input (x)."""
+    """Gradient of Log1p (declared at ops/unary.py:48): one per input (x)."""
     x = tf.math.conj(x)
     grad_x = grad / (x + 1)
     return (grad_x,)
@@ -180,7 +180,7 @@ _register("Log1p", log1p_grad)
 
 
 def expm1_vjp(grad, x, y):
-    """Gradient of Expm1 (declared at ops/unary.py:53): one per input (x)."""
+    """Gradient of Expm1 (declared at ops/unary.py:54): one per input (x)."""
     y = tf.math.conj(y)
     grad_x = grad * (y + 1)
     return (grad_x,)
@@ -210,7 +210,7 @@ _register("Expm1", expm1_grad)
 
 
 def sqrt_vjp(grad, x, y):
-    """Gradient of Sqrt (declared at ops/unary.py:62): one per input (x)."""
+    """Gradient of Sqrt (declared at ops/unary.py:63): one per input (x)."""
     y = tf.math.conj(y)
     grad_x = (1 / 2) * grad / y
     return (grad_x,)
@@ -240,7 +240,7 @@ _register("Sqrt", sqrt_grad)
 
 
 def rsqrt_vjp(grad, x, y):
-    """Gradient of Rsqrt (declared at ops/unary.py:68): one per input (x)."""
+    """Gradient of Rsqrt (declared at ops/unary.py:69): one per input (x)."""
     y = tf.math.conj(y)
     grad_x = -1 / 2 * grad * y**3
     return (grad_x,)
@@ -270,7 +270,7 @@ _register("Rsqrt", rsqrt_grad)
 
 
 def reciprocal_vjp(grad, x, y):
-    """Gradient of Reciprocal (declared at ops/unary.py:74): one per input (x)."""
+    """Gradient of Reciprocal (declared at ops/unary.py:75): one per input (x)."""
     y = tf.math.conj(y)
     grad_x = -grad * y**2
     return (grad_x,)
@@ -299,8 +299,38 @@ def reciprocal(x):
 _register("Reciprocal", reciprocal_grad)
 
 
+def inv_vjp(grad, x, y):
+    """Gradient of Inv (declared at ops/unary.py:81): one per input (x)."""
+    y = tf.math.conj(y)
+    grad_x = -grad * y**2
+    return (grad_x,)
+
+
+def inv_grad(op, grad):
+    """Gradient function of Inv for `tf.RegisterGradient`."""
+    return inv_vjp(grad, *op.inputs, *op.outputs)
+
+
+def inv(x):
+    """Inv: y = 1 / x (Reciprocal's old name), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(x):
+        y = 1 / x
+
+        def backward(grad):
+            return inv_vjp(grad, x, y)
+
+        return y, backward
+
+    return forward(x)
+
+
+_register("Inv", inv_grad)
+
+
 def square_vjp(grad, x, y):
-    """Gradient of Square (declared at ops/unary.py:80): one per input (x)."""
+    """Gradient of Square (declared at ops/unary.py:87): one per input (x)."""
     x = tf.math.conj(x)
     grad_x = 2 * grad * x
     return (grad_x,)
@@ -330,7 +360,7 @@ _register("Square", square_grad)
 
 
 def sin_vjp(grad, x, y):
-    """Gradient of Sin (declared at ops/unary.py:89): one per input (x)."""
+    """Gradient of Sin (declared at ops/unary.py:96): one per input (x)."""
     x = tf.math.conj(x)
     grad_x = grad * tf.math.cos(x)
     return (grad_x,)
@@ -360,7 +390,7 @@ _register("Sin", sin_grad)
 
 
 def cos_vjp(grad, x, y):
-    """Gradient of Cos (declared at ops/unary.py:95): one per input (x)."""
+    """Gradient of Cos (declared at ops/unary.py:102): one per input (x)."""
     x = tf.math.conj(x)
     grad_x = -grad * tf.math.sin(x)
     return (grad_x,)
@@ -390,7 +420,7 @@ _register("Cos", cos_grad)
 
 
 def tan_vjp(grad, x, y):
-    """Gradient of Tan (declared at ops/unary.py:101): one per input (x)."""
+    """Gradient of Tan (declared at ops/unary.py:108): one per input (x)."""
     y = tf.math.conj(y)
     grad_x = grad * (y**2 + 1)
     return (grad_x,)
@@ -420,7 +450,7 @@ _register("Tan", tan_grad)
 
 
 def asin_vjp(grad, x, y):
-    """Gradient of Asin (declared at ops/unary.py:107): one per input (x)."""
+    """Gradient of Asin (declared at ops/unary.py:114): one per input (x)."""
     x = tf.math.conj(x)
     grad_x = grad / tf.math.sqrt(1 - x**2)
     return (grad_x,)
@@ -450,7 +480,7 @@ _register("Asin", asin_grad)
 
 
 def acos_vjp(grad, x, y):
-    """Gradient of Acos (declared at ops/unary.py:113): one per input (x)."""
+    """Gradient of Acos (declared at ops/unary.py:120): one per input (x)."""
     x = tf.math.conj(x)
     grad_x = -grad / tf.math.sqrt(1 - x**2)
     return (grad_x,)
@@ -480,7 +510,7 @@ _register("Acos", acos_grad)
 
 
 def atan_vjp(grad, x, y):
-    """Gradient of Atan (declared at ops/unary.py:119): one per input (x)."""
+    """Gradient of Atan (declared at ops/unary.py:126): one per input (x)."""
     x = tf.math.conj(x)
     grad_x = grad / (x**2 + 1)
     return (grad_x,)
@@ -510,7 +540,7 @@ _register("Atan", atan_grad)
 
 
 def sinh_vjp(grad, x, y):
-    """Gradient of Sinh (declared at ops/unary.py:125): one per input (x)."""
+    """Gradient of Sinh (declared at ops/unary.py:132): one per input (x)."""
     x = tf.math.conj(x)
     grad_x = grad * tf.math.cosh(x)
     return (grad_x,)
@@ -540,7 +570,7 @@ _register("Sinh", sinh_grad)
 
 
 def cosh_vjp(grad, x, y):
-    """Gradient of Cosh (declared at ops/unary.py:131): one per input (x)."""
+    """Gradient of Cosh (declared at ops/unary.py:138): one per input (x)."""
     x = tf.math.conj(x)
     grad_x = grad * tf.math.sinh(x)
     return (grad_x,)
@@ -570,7 +600,7 @@ _register("Cosh", cosh_grad)
 
 
 def asinh_vjp(grad, x, y):
-    """Gradient of Asinh (declared at ops/unary.py:137): one per input (x)."""
+    """Gradient of Asinh (declared at ops/unary.py:144): one per input (x)."""
     x = tf.math.conj(x)
     grad_x = grad / tf.math.sqrt(x**2 + 1)
     return (grad_x,)
@@ -600,7 +630,7 @@ _register("Asinh", asinh_grad)
 
 
 def acosh_vjp(grad, x, y):
-    """Gradient of Acosh (declared at ops/unary.py:143): one per input (x)."""
+    """Gradient of Acosh (declared at ops/unary.py:150): one per input (x)."""
     x = tf.math.conj(x)
     grad_x = grad / (tf.math.sqrt(x - 1) * tf.math.sqrt(x + 1))
     return (grad_x,)
@@ -630,7 +660,7 @@ _register("Acosh", acosh_grad)
 
 
 def atanh_vjp(grad, x, y):
-    """Gradient of Atanh (declared at ops/unary.py:149): one per input (x)."""
+    """Gradient of Atanh (declared at ops/unary.py:156): one per input (x)."""
     x = tf.math.conj(x)
     grad_x = grad / (1 - x**2)
     return (grad_x,)
@@ -660,7 +690,7 @@ _register("Atanh", atanh_grad)
 
 
 def erf_vjp(grad, x, y):
-    """Gradient of Erf (declared at ops/unary.py:158): one per input (x)."""
+    """Gradient of Erf (declared at ops/unary.py:165): one per input (x)."""
     grad_x = 1.1283791670955126 * grad * tf.math.exp(-(x**2))
     return (grad_x,)
 
@@ -689,7 +719,7 @@ _register("Erf", erf_grad)
 
 
 def erfc_vjp(grad, x, y):
-    """Gradient of Erfc (declared at ops/unary.py:164): one per input (x)."""
+    """Gradient of Erfc (declared at ops/unary.py:171): one per input (x)."""
     grad_x = -1.1283791670955126 * grad * tf.math.exp(-(x**2))
     return (grad_x,)
 
@@ -718,7 +748,7 @@ _register("Erfc", erfc_grad)
 
 
 def softplus_vjp(grad, features, activations):
-    """Gradient of Softplus (declared at ops/unary.py:173): one per input (features)."""
+    """Gradient of Softplus (declared at ops/unary.py:180): one per input (features)."""
     grad_features = grad / (1 + tf.math.exp(-features))
     return (grad_features,)
 
@@ -751,7 +781,7 @@ _register("Softplus", softplus_grad)
 
 
 def softsign_vjp(grad, features, activations):
-    """Gradient of Softsign (declared at ops/unary.py:184): one per input (features)."""
+    """Gradient of Softsign (declared at ops/unary.py:191): one per input (features)."""
     tmp0 = 1 / (tf.math.abs(features) + 1)
     grad_features = grad * (-activations * tmp0 * tf.math.sign(features) + tmp0)
     return (grad_features,)
@@ -781,7 +811,7 @@ _register("Softsign", softsign_grad)
 
 
 def relu_vjp(grad, features, activations):
-    """Gradient of Relu (declared at ops/unary.py:191): one per input (features)."""
+    """Gradient of Relu (declared at ops/unary.py:198): one per input (features)."""
     grad_features = tf.where(features > 0, grad, tf.constant(0, grad.dtype))
     return (grad_features,)
 
@@ -809,8 +839,41 @@ def relu(features):
 _register("Relu", relu_grad)
 
 
+def relu6_vjp(grad, features, activations):
+    """Gradient of Relu6 (declared at ops/unary.py:205): one per input (features)."""
+    grad_features = tf.where((features >= 6) | (features <= 0), tf.constant(0, grad.dtype), grad)
+    return (grad_features,)
+
+
+def relu6_grad(op, grad):
+    """Gradient function of Relu6 for `tf.RegisterGradient`."""
+    return relu6_vjp(grad, *op.inputs, *op.outputs)
+
+
+def relu6(features):
+    """Relu6: activations = min(max(features, 0), 6), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(features):
+        activations = tf.where(
+            features <= 0,
+            tf.constant(0, features.dtype),
+            tf.where(features >= 6, tf.constant(6, features.dtype), features),
+        )
+
+        def backward(grad):
+            return relu6_vjp(grad, features, activations)
+
+        return activations, backward
+
+    return forward(features)
+
+
+_register("Relu6", relu6_grad)
+
+
 def elu_vjp(grad, features, activations):
-    """Gradient of Elu (declared at ops/unary.py:198): one per input (features)."""
+    """Gradient of Elu (declared at ops/unary.py:212): one per input (features)."""
     grad_features = tf.where(features > 0, grad, grad * tf.math.exp(features))
     return (grad_features,)
 
@@ -839,7 +902,7 @@ _register("Elu", elu_grad)
 
 
 def selu_vjp(grad, features, activations):
-    """Gradient of Selu (declared at ops/unary.py:205): one per input (features)."""
+    """Gradient of Selu (declared at ops/unary.py:219): one per input (features)."""
     grad_features = tf.where(
         features >= 0, 1.0507009873554805 * grad, 1.7580993408473768 * grad * tf.math.exp(features)
     )
@@ -874,7 +937,7 @@ _register("Selu", selu_grad)
 
 
 def leaky_relu_vjp(grad, features, activations, *, alpha=0.2):
-    """Gradient of LeakyRelu (declared at ops/unary.py:215): one per input (features)."""
+    """Gradient of LeakyRelu (declared at ops/unary.py:229): one per input (features)."""
     grad_features = tf.where(features > 0, grad, alpha * grad)
     return (grad_features,)
 
@@ -903,7 +966,7 @@ _register("LeakyRelu", leaky_relu_grad)
 
 
 def absolute_vjp(grad, x, y):
-    """Gradient of Abs (declared at ops/unary.py:225): one per input (x)."""
+    """Gradient of Abs (declared at ops/unary.py:239): one per input (x)."""
     grad_x = grad * tf.math.sign(x)
     return (grad_x,)
 
@@ -932,7 +995,7 @@ _register("Abs", absolute_grad)
 
 
 def negative_vjp(grad, x, y):
-    """Gradient of Neg (declared at ops/unary.py:232): one per input (x)."""
+    """Gradient of Neg (declared at ops/unary.py:246): one per input (x)."""
     grad_x = -grad
     return (grad_x,)
 
@@ -958,3 +1021,148 @@ def negative(x):
 
 
 _register("Neg", negative_grad)
+
+
+def floor_vjp(grad, x, y):
+    """Gradient of Floor (declared at ops/unary.py:255): one per input (x)."""
+
+    return (None,)
+
+
+def floor_grad(op, grad):
+    """Gradient function of Floor for `tf.RegisterGradient`."""
+    return floor_vjp(grad, *op.inputs, *op.outputs)
+
+
+def floor(x):
+    """Floor: y = the largest integer <= x, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(x):
+        y = tf.math.floor(x)
+
+        def backward(grad):
+            return floor_vjp(grad, x, y)
+
+        return y, backward
+
+    return forward(x)
+
+
+_register("Floor", floor_grad)
+
+
+def ceil_vjp(grad, x, y):
+    """Gradient of Ceil (declared at ops/unary.py:261): one per input (x)."""
+
+    return (None,)
+
+
+def ceil_grad(op, grad):
+    """Gradient function of Ceil for `tf.RegisterGradient`."""
+    return ceil_vjp(grad, *op.inputs, *op.outputs)
+
+
+def ceil(x):
+    """Ceil: y = the smallest integer >= x, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(x):
+        y = tf.math.ceil(x)
+
+        def backward(grad):
+            return ceil_vjp(grad, x, y)
+
+        return y, backward
+
+    return forward(x)
+
+
+_register("Ceil", ceil_grad)
+
+
+def round_to_int_vjp(grad, x, y):
+    """Gradient of Rint (declared at ops/unary.py:267): one per input (x)."""
+
+    return (None,)
+
+
+def round_to_int_grad(op, grad):
+    """Gradient function of Rint for `tf.RegisterGradient`."""
+    return round_to_int_vjp(grad, *op.inputs, *op.outputs)
+
+
+def round_to_int(x):
+    """Rint: y = x rounded to the nearest integer, ties to even, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(x):
+        y = tf.math.rint(x)
+
+        def backward(grad):
+            return round_to_int_vjp(grad, x, y)
+
+        return y, backward
+
+    return forward(x)
+
+
+_register("Rint", round_to_int_grad)
+
+
+def round_half_even_vjp(grad, x, y):
+    """Gradient of Round (declared at ops/unary.py:273): one per input (x)."""
+
+    return (None,)
+
+
+def round_half_even_grad(op, grad):
+    """Gradient function of Round for `tf.RegisterGradient`."""
+    return round_half_even_vjp(grad, *op.inputs, *op.outputs)
+
+
+def round_half_even(x):
+    """Round: y = x rounded to the nearest integer, ties to even (as Rint, for floats), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(x):
+        y = tf.math.rint(x)
+
+        def backward(grad):
+            return round_half_even_vjp(grad, x, y)
+
+        return y, backward
+
+    return forward(x)
+
+
+_register("Round", round_half_even_grad)
+
+
+def sign_vjp(grad, x, y):
+    """Gradient of Sign (declared at ops/unary.py:279): one per input (x)."""
+
+    return (None,)
+
+
+def sign_grad(op, grad):
+    """Gradient function of Sign for `tf.RegisterGradient`."""
+    return sign_vjp(grad, *op.inputs, *op.outputs)
+
+
+def sign(x):
+    """Sign: y = -1, 0 or 1 as x is negative, zero or positive, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(x):
+        y = tf.math.sign(x)
+
+        def backward(grad):
+            return sign_vjp(grad, x, y)
+
+        return y, backward
+
+    return forward(x)
+
+
+_register("Sign", sign_grad)

@@ -16,3 +16,9 @@ def batch_mat_mul_v2(adj_x, adj_y):
     X = x[..., k, i] if adj_x else x[..., i, k]
     Y = y[..., j, k] if adj_y else y[..., k, j]
     return {"output": ((..., i, j), sp.Sum(X * Y, (k, 0, K - 1)))}
+
+
+@op("BatchMatMul", attrs={"adj_x": bool, "adj_y": bool})
+def batch_mat_mul(adj_x, adj_y):
+    """BatchMatMulV2 without broadcasting: TensorFlow's op takes equal batch axes only."""
+    return batch_mat_mul_v2.fn(adj_x, adj_y)

@@ -5,6 +5,7 @@ fix the derivative there; each states the convention and that it is TensorFlow's
 """
 
 import sympy as sp
+from sympy.codegen.cfunctions import log1p
 
 from symgrad import elementwise, stop_gradient
 
@@ -14,6 +15,12 @@ Z = ("z",)  # TensorFlow's output name for the binary ops
 @elementwise("AddV2", complex=True, outputs=Z)
 def add(x, y):
     """z = x + y."""
+    return x + y
+
+
+@elementwise("Add", complex=True, outputs=Z)
+def add_legacy(x, y):
+    """z = x + y (AddV2's older op type)."""
     return x + y
 
 
@@ -33,6 +40,41 @@ def multiply(x, y):
 def real_div(x, y):
     """z = x / y."""
     return x / y
+
+
+@elementwise("Div", complex=True, outputs=Z)
+def div(x, y):
+    """z = x / y (RealDiv's older op type, for floating-point dtypes)."""
+    return x / y
+
+
+@elementwise("MulNoNan", outputs=Z)
+def mul_no_nan(x, y):
+    """z = x * y, and 0 where y == 0 even if x is infinite or NaN."""
+    # for finite x that is x * y everywhere; both partials are TensorFlow's
+    # (mul_no_nan(grad, y), mul_no_nan(x, grad)), equal to grad * y and x * grad for finite x
+    return x * y
+
+
+@elementwise("FloorDiv", outputs=Z)
+def floor_div(x, y):
+    """z = floor(x / y)."""
+    # piecewise constant: no gradient, as TensorFlow's FloorDivGrad (None, None)
+    return stop_gradient(sp.floor(x / y))
+
+
+@elementwise("TruncateDiv", outputs=Z)
+def truncate_div(x, y):
+    """z = x / y rounded towards zero."""
+    # piecewise constant: no gradient, as TensorFlow's TruncateDivGrad (None, None)
+    return stop_gradient(sp.Piecewise((sp.floor(x / y), x / y >= 0), (sp.ceiling(x / y), True)))
+
+
+@elementwise("FloorMod", outputs=Z)
+def floor_mod(x, y):
+    """z = x - y * floor(x / y), with the sign of y."""
+    # the floor is piecewise constant: dz/dy = -floor(x / y), as TensorFlow's FloorModGrad
+    return x - y * stop_gradient(sp.floor(x / y))
 
 
 @elementwise("Pow", outputs=Z)
@@ -82,6 +124,13 @@ def xdivy(x, y):
     """z = x / y, and 0 where x == 0."""
     # x == 0: both partials 0, even where y == 0, as TensorFlow's XdivyGrad
     return sp.Piecewise((0, sp.Eq(x, 0)), (x / y, True))
+
+
+@elementwise("Xlog1py", outputs=Z)
+def xlog1py(x, y):
+    """z = x * log(1 + y), and 0 where x == 0."""
+    # x == 0: both partials 0, even where y == -1, as TensorFlow's Xlog1pyGrad
+    return sp.Piecewise((0, sp.Eq(x, 0)), (x * log1p(y), True))
 
 
 @elementwise("DivNoNan", complex=True, outputs=Z)

@@ -2,7 +2,7 @@
 
 import sympy as sp
 
-from symgrad import dims, indices, op, scalar_input, tensor
+from symgrad import const_input, dims, indices, op, scalar_input, tensor
 
 N = dims("N")[0]
 i, j = indices("i j")
@@ -60,3 +60,55 @@ def matrix_band_part(num_lower, num_upper):
     below = sp.Or(num_lower < 0, i - j <= num_lower)
     above = sp.Or(num_upper < 0, j - i <= num_upper)
     return {"band": ((..., i, j), sp.Piecewise((input[..., i, j], sp.And(below, above)), (0, True)))}
+
+
+# The V2 and V3 ops take the diagonal offset k, the output size and the padding as inputs:
+# declared for the main diagonal (k = 0), sizes from the input (-1) and padding 0, where they
+# are MatrixDiag, MatrixDiagPart and MatrixSetDiag. V3 adds `align`, which a single diagonal
+# does not need.
+K0 = const_input(1, (0,))
+ALIGN = ("RIGHT_LEFT",)
+
+
+@op("MatrixDiagPartV2", attrs={"k": K0, "padding_value": const_input(2, (0,))})
+def matrix_diag_part_v2(k, padding_value):
+    """The main diagonal of the last two axes."""
+    return matrix_diag_part.fn()
+
+
+@op("MatrixDiagPartV3", attrs={"k": K0, "padding_value": const_input(2, (0,)), "align": ALIGN})
+def matrix_diag_part_v3(k, padding_value, align):
+    """The main diagonal of the last two axes."""
+    return matrix_diag_part.fn()
+
+
+DIAG_V2 = {
+    "k": K0,
+    "num_rows": const_input(2, (-1,)),
+    "num_cols": const_input(3, (-1,)),
+    "padding_value": const_input(4, (0,)),
+}
+
+
+@op("MatrixDiagV2", attrs=DIAG_V2)
+def matrix_diag_v2(k, num_rows, num_cols, padding_value):
+    """A batch of square diagonal matrices with the given main diagonals."""
+    return matrix_diag.fn()
+
+
+@op("MatrixDiagV3", attrs={**DIAG_V2, "align": ALIGN})
+def matrix_diag_v3(k, num_rows, num_cols, padding_value, align):
+    """A batch of square diagonal matrices with the given main diagonals."""
+    return matrix_diag.fn()
+
+
+@op("MatrixSetDiagV2", attrs={"k": const_input(2, (0,))})
+def matrix_set_diag_v2(k):
+    """input with the main diagonal of its last two axes replaced by `diagonal`."""
+    return matrix_set_diag.fn()
+
+
+@op("MatrixSetDiagV3", attrs={"k": const_input(2, (0,)), "align": ALIGN})
+def matrix_set_diag_v3(k, align):
+    """input with the main diagonal of its last two axes replaced by `diagonal`."""
+    return matrix_set_diag.fn()

@@ -16,3 +16,9 @@ def matmul(transpose_a, transpose_b):
     A = a[k, i] if transpose_a else a[i, k]
     B = b[j, k] if transpose_b else b[k, j]
     return {"product": ((i, j), sp.Sum(A * B, (k, 0, K - 1)))}
+
+
+@op("SparseMatMul", attrs={"transpose_a": bool, "transpose_b": bool})
+def sparse_mat_mul(transpose_a, transpose_b):
+    """MatMul with hints that a or b is mostly zeros (float32 only in TensorFlow)."""
+    return matmul.fn(transpose_a, transpose_b)

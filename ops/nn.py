@@ -67,3 +67,30 @@ def cross():
     v = tensor("b", (..., 3))
     product = sp.LeviCivita(a, b, c) * u[..., b] * v[..., c]
     return {"product": ((..., a), sp.Sum(product, (b, 0, 2), (c, 0, 2)))}
+
+
+@op("BiasAddV1")
+def bias_add_v1():
+    """value + bias along the last axis (BiasAdd's first version, no data_format)."""
+    C = dims("C")[0]
+    c = indices("c")[0]
+    value = tensor("value", (..., C))
+    bias = tensor("bias", (C,))
+    return {"output": ((..., c), value[..., c] + bias[c])}
+
+
+@op("BiasAddGrad", attrs={"data_format": ("NHWC", "NCHW")})
+def bias_add_backprop(data_format):
+    """BiasAdd's gradient of bias: out_backprop summed over all but the channel axis.
+
+    Not `bias_add_grad`, the name of the generated gradient of BiasAdd.
+    """
+    C, H, W, B = dims("C H W B")
+    c, h, w, b = indices("c h w b")
+    if data_format == "NHWC":
+        out_backprop = tensor("out_backprop", (..., C))
+        return {"output": ((c,), all_entries(out_backprop[..., c]))}
+    out_backprop = tensor("out_backprop", (B, C, H, W))
+    total = sp.Sum(out_backprop[b, c, h, w], (b, 0, B - 1), (h, 0, H - 1), (w, 0, W - 1))
+    return {"output": ((c,), total)}
+

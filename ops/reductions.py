@@ -104,3 +104,13 @@ def cumprod(axis, exclusive, reverse):
     else:
         first, last = 0, (i - 1 if exclusive else i)
     return {"out": ((..., i) + trailing, product(_entry(x, k, trailing), (k, first, last)))}
+
+
+@op("CumulativeLogsumexp", attrs={"axis": const_input(1, (-1, -2, -3), axis_of="x"), "reverse": bool})
+def cumulative_logsumexp(axis, reverse):
+    """log of the cumulative sum of exp along one axis (not `exclusive`: its first entry is
+    log(0) = -inf, where no gradient is finite)."""
+    x, trailing = _input("x", axis)
+    first, last = (i, N - 1) if reverse else (0, i)
+    total = sp.Sum(sp.exp(_entry(x, k, trailing)), (k, first, last))
+    return {"out": ((..., i) + trailing, sp.log(total))}

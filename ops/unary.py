@@ -8,7 +8,8 @@ import sympy as sp
 from sympy.codegen.cfunctions import expm1 as sp_expm1
 from sympy.codegen.cfunctions import log1p as sp_log1p
 
-from symgrad import elementwise
+from symgrad import elementwise, stop_gradient
+from symgrad.functions import rint
 
 # SELU's constants as TensorFlow's kernel has them (Klambauer et al. 2017)
 SELU_SCALE = sp.Float("1.0507009873554804934193349852946", 30)
@@ -74,6 +75,12 @@ def rsqrt(x):
 @elementwise("Reciprocal", complex=True)
 def reciprocal(x):
     """y = 1 / x."""
+    return 1 / x
+
+
+@elementwise("Inv", complex=True)
+def inv(x):
+    """y = 1 / x (Reciprocal's old name)."""
     return 1 / x
 
 
@@ -195,6 +202,13 @@ def relu(features):
     return sp.Piecewise((features, features > 0), (0, True))
 
 
+@elementwise("Relu6", outputs=ACTIVATIONS)
+def relu6(features):
+    """activations = min(max(features, 0), 6)."""
+    # tie: gradient 0 at features == 0 and at 6, as TensorFlow's Relu6Grad (`0 < y < 6`)
+    return sp.Piecewise((0, features <= 0), (6, features >= 6), (features, True))
+
+
 @elementwise("Elu", outputs=ACTIVATIONS)
 def elu(features):
     """activations = features where positive, else exp(features) - 1."""
@@ -233,3 +247,36 @@ def absolute(x):
 def negative(x):
     """y = -x."""
     return -x
+
+
+# --- rounding: piecewise constant, so the gradient is 0 (TensorFlow's: None, or zeros) --------
+
+
+@elementwise("Floor")
+def floor(x):
+    """y = the largest integer <= x."""
+    return stop_gradient(sp.floor(x))
+
+
+@elementwise("Ceil")
+def ceil(x):
+    """y = the smallest integer >= x."""
+    return stop_gradient(sp.ceiling(x))
+
+
+@elementwise("Rint")
+def round_to_int(x):
+    """y = x rounded to the nearest integer, ties to even."""
+    return stop_gradient(rint(x))
+
+
+@elementwise("Round")
+def round_half_even(x):
+    """y = x rounded to the nearest integer, ties to even (as Rint, for floats)."""
+    return stop_gradient(rint(x))
+
+
+@elementwise("Sign")
+def sign(x):
+    """y = -1, 0 or 1 as x is negative, zero or positive."""
+    return stop_gradient(sp.sign(x))

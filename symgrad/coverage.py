@@ -35,6 +35,15 @@ def coverage_markdown(report: dict, tf_gradients: dict[str, list[str]] | None = 
         lines.append(f"| {op} | {variants} | " + " | ".join(cells) + f" | {_notes(mine)} |")
     counts = ", ".join(f"{n} {status}" for status, n in report["summary"].items())
     lines += ["", f"{len(ops)} op types, {len(rows)} results: {counts}."]
+    verdicts = {}
+    for r in rows:
+        if r["status"] == "mismatch":
+            verdict = r.get("verdict") or "no verdict"
+            verdicts[verdict] = verdicts.get(verdict, 0) + 1
+    if verdicts:
+        lines[-1] += " Mismatches, by what finite differences say: " + ", ".join(
+            f"{verdict} ({n})" for verdict, n in verdicts.items()
+        ) + "."
     if tf_gradients is not None:
         lines += ["", *_missing(set(ops), tf_gradients)]
     return "\n".join(lines)
@@ -66,6 +75,8 @@ def _notes(rows: list[dict]) -> str:
     for r in rows:
         if r["status"] != "match" and r["status"] not in notes:
             note = ((r.get("detail") or {}).get("note") or r["message"]).replace("|", "/")
+            if r.get("verdict"):  # which side finite differences agree with, first
+                note = f"**{r['verdict']}**: {note}"
             notes[r["status"]] = note if len(note) <= 160 else note[:157] + "..."
     return "; ".join(notes.values())
 

@@ -272,6 +272,8 @@ def _compare(
         row.message = f"{their.label} runs on none of the {len(cases)} case(s): {why}"
         return row
     chosen = summarize(row, diffs, findings, compared, len(skips))
+    if chosen is not None and chosen.status == "mismatch":
+        row.verdict = _verdict(variant, findings, our, their)
     if chosen is not None:
         smallest = min(
             (f for f in findings if f.status == chosen.status), key=lambda f: f.case.size
@@ -280,6 +282,18 @@ def _compare(
             row, chosen, smallest.case, variant, our, their, dict(zip(map(id, cases), theirs)), tol
         )
     return row
+
+
+def _verdict(variant: Variant, findings: list[Finding], our, their) -> str | None:
+    """Which side finite differences agree with, on the cases where a gradient differs."""
+    from symgrad.verdict import fd_verdict
+
+    failing = {
+        id(f.case): f.case
+        for f in findings
+        if f.status == "mismatch" and f.input in variant.inputs
+    }
+    return fd_verdict(variant, list(failing.values()), our, their) if failing else None
 
 
 def _forward_findings(variant: Variant, case: Case, theirs: Gradients, tol) -> list[Finding]:

@@ -153,3 +153,21 @@ class clamped_div(sp.Function):
     is_integer = True
 
     nargs = 3
+
+
+class rint(sp.Function):
+    """x rounded to the nearest integer, ties to even (numpy's `rint`, TensorFlow's Rint and
+    Round); piecewise constant, so declarations wrap it in `stop_gradient`."""
+
+    nargs = 1
+
+
+class dawsn(sp.Function):
+    """Dawson's integral exp(-x**2) * integral of exp(t**2) from 0 to x (SymPy has none):
+    it solves D' = 1 - 2 x D (DLMF 7.5.1 with 7.2.5)."""
+
+    nargs = 1
+
+    def fdiff(self, argindex=1):
+        x = self.args[0]
+        return 1 - 2 * x * self

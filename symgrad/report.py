@@ -31,6 +31,7 @@ class Result:
     max_rel_err: float | None = None  # largest |got - expected| / |expected| (expected != 0)
     cases: int = 0  # cases compared
     skipped: int = 0  # cases the reference cannot run, or elements no difference can test
+    verdict: str | None = None  # for a diff mismatch: which side finite differences agree with
     message: str = ""  # one line: the finding, or why there is no reference
     detail: dict = field(default_factory=dict)  # for a failure: input, index, values, snippet
 
@@ -147,7 +148,9 @@ def format_report(results: list[Result], verbose: bool = False) -> str:
 
 
 def format_table(rows: list[Result]) -> str:
-    cells = [COLUMNS] + [
+    with_verdict = any(r.verdict for r in rows)
+    columns = COLUMNS + (("verdict",) if with_verdict else ())
+    cells = [columns] + [
         (
             r.op,
             r.variant or "-",
@@ -158,9 +161,10 @@ def format_table(rows: list[Result]) -> str:
             _number(r.max_rel_err),
             str(r.cases) + (f" (+{r.skipped} skipped)" if r.skipped else ""),
         )
+        + ((r.verdict or "-",) if with_verdict else ())
         for r in rows
     ]
-    widths = [max(len(row[n]) for row in cells) for n in range(len(COLUMNS))]
+    widths = [max(len(row[n]) for row in cells) for n in range(len(columns))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
 
 
@@ -190,6 +194,8 @@ def format_failure(row: Result) -> str:
         lines.append(f"  in case {d['case']!r}")
     if d.get("expected_from"):
         lines.append(f"  expected: {d['expected_from']}; got: {d['got_from']}")
+    if row.verdict:
+        lines.append(f"  verdict: {row.verdict}")
     if d.get("note"):
         lines.append(f"  note: {d['note']}")
     if len(d.get("failing_cases", ())) > 1:

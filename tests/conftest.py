@@ -74,3 +74,16 @@ def tf_module(derived, tf):
     """`tf_module("matmul")` imports the freshly generated TensorFlow module of ops/matmul.py."""
     out, _ = derived
     return lambda stem: import_path(out / f"{stem}_tf.py")
+
+
+@pytest.fixture(scope="session")
+def library_report(derived, tmp_path_factory):
+    """`symgrad diff ops --against tensorflow` on the fresh derivation: (process, JSON report)."""
+    from verify_support import read_json, run_symgrad
+
+    require_tf()
+    path = tmp_path_factory.mktemp("library") / "report.json"
+    result = run_symgrad(
+        "diff", "ops", "--against", "tensorflow", "--generated", derived[0], "--json", path
+    )
+    return result, read_json(path)

@@ -21,7 +21,9 @@ from conftest import OPS
 
 RTOL = 1e-10
 ATOL = 1e-12  # for entries that cancel to ~0, where a relative tolerance means nothing
-KINK_OPS = ("Relu", "Elu", "Selu", "LeakyRelu", "Abs")
+KINK_OPS = ("Relu", "Relu6", "Elu", "Selu", "LeakyRelu", "Abs")
+# piecewise constant: differences across a jump mean nothing, and samples avoid the jumps
+STEP_OPS = ("Floor", "Ceil", "Rint", "Round", "Sign", "FloorDiv", "TruncateDiv", "FloorMod")
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,14 @@ UNARY = {
     "LeakyRelu": Case((ANY,), edges=KINK, attrs=(("alpha", 0.25),)),
     "Abs": Case((ANY,), edges=KINK),
     "Neg": Case((ANY,)),
+    "Inv": Case((NONZERO,)),
+    "Relu6": Case((Domain(-2.0, 8.0),), edges=KINK + (6.0,)),
+    # integers and halves: where the rounding ops jump (their gradient is 0 there too)
+    "Floor": Case((ANY,), edges=(0.0, 1.0, -2.0, 0.5)),
+    "Ceil": Case((ANY,), edges=(0.0, 1.0, -2.0, 0.5)),
+    "Rint": Case((ANY,), edges=(0.5, 1.5, -2.5, 2.0)),
+    "Round": Case((ANY,), edges=(0.5, 1.5, -2.5, 2.0)),
+    "Sign": Case((ANY,), edges=KINK),
 }
 
 GUARDED = ([0.0, 1.5, -2.0], [0.0, 0.7, -2.5])  # every combination of x and y zero or not
@@ -108,6 +118,13 @@ BINARY = {
     "Xlogy": Case((ANY, Domain(0.2, 3.0)), edges=(([0.0, 1.5, -2.0], [0.0, 0.7, 2.5]),)),
     "Xdivy": Case((ANY, NONZERO), edges=(GUARDED,)),
     "DivNoNan": Case((ANY, NONZERO), edges=(GUARDED,)),
+    "Add": Case((ANY, ANY)),
+    "Div": Case((ANY, NONZERO)),
+    "MulNoNan": Case((ANY, ANY), edges=(GUARDED,)),
+    "FloorDiv": Case((ANY, NONZERO), edges=(([3.0, -3.0, 0.0], [1.5, -1.5]),)),
+    "TruncateDiv": Case((ANY, NONZERO), edges=(([3.0, -3.0, 0.0], [1.5, -1.5]),)),
+    "FloorMod": Case((ANY, NONZERO), edges=(([3.0, -3.0, 0.0], [1.5, -1.5]),)),
+    "Xlog1py": Case((ANY, Domain(-0.5, 3.0)), edges=(([0.0, 1.5, -2.0], [0.0, -1.0, 2.5]),)),
 }
 SHAPES = [((3, 1), (1, 4)), ((5,), (2, 5)), ((), (3,)), ((2, 3), ())]
 
@@ -118,7 +135,7 @@ COMPLEX_DEFINITION = ["Xlogy", "Xdivy"]
 COMPLEX_TF = [
     *("Sigmoid", "Tanh", "Exp", "Log", "Log1p", "Expm1", "Sqrt", "Rsqrt", "Reciprocal", "Square"),
     *("Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"),
-    *("Neg", "AddV2", "Sub", "Mul", "RealDiv", "DivNoNan"),
+    *("Neg", "AddV2", "Sub", "Mul", "RealDiv", "DivNoNan", "Inv", "Add", "Div"),
 ]
 
 
@@ -148,7 +165,8 @@ def constant(tf, array):
 def assert_all_close(actual, expected, what):
     assert len(actual) == len(expected), f"{what}: {len(actual)} results, not {len(expected)}"
     for n, (a, e) in enumerate(zip(actual, expected)):
-        a, e = np.asarray(a), np.asarray(e)
+        e = np.asarray(e)
+        a = np.zeros_like(e) if a is None else np.asarray(a)  # None: no gradient (Floor's)
         assert a.shape == e.shape, f"{what}, input {n}: shape {a.shape}, expected {e.shape}"
         message = f"{what}, input {n}"
         np.testing.assert_allclose(a, e, rtol=RTOL, atol=ATOL, equal_nan=True, err_msg=message)
@@ -174,7 +192,12 @@ def tape_gradient(tf, forward, arrays, upstream):
     with tf.GradientTape() as tape:
         tape.watch(tensors)
         out = forward(*tensors)
-    grads = tape.gradient(out, tensors, output_gradients=constant(tf, upstream))
+    grads = tape.gradient(
+        out,
+        tensors,
+        output_gradients=constant(tf, upstream),
+        unconnected_gradients=tf.UnconnectedGradients.ZERO,  # the rounding ops' None
+    )
     return out.numpy(), [g.numpy() for g in grads]
 
 
@@ -186,7 +209,7 @@ def graph_op_gradient(tf, gradient_fn, forward, arrays, upstream):
         return gradient_fn(forward(*tensors).op, upstream)
 
     tensors = [constant(tf, a) for a in arrays]
-    return [g.numpy() for g in graph_gradient(constant(tf, upstream), *tensors)]
+    return [None if g is None else g.numpy() for g in graph_gradient(constant(tf, upstream), *tensors)]
 
 
 def check_against_tf(tf, numpy_module, tf_module, decl, stem, arrays, attrs):
@@ -305,12 +328,15 @@ def test_unary_numpy_matches_finite_differences(numpy_module, decls, op_type):
     x = case.domains[0].sample(rng_for(op_type, "fd"), (6,))
     if op_type in KINK_OPS:
         x = np.where(np.abs(x) < 0.1, 0.5, x)  # a difference across the kink means nothing
+    if op_type in STEP_OPS:
+        x = np.round(x) + 0.25  # away from every integer and half-integer
     upstream = rng_for(op_type, "fd-upstream").uniform(-2.0, 2.0, x.shape)
     attrs = dict(case.attrs)
     forward = getattr(module, decl.func_name)
     h = 1e-6
     derivative = (forward(x + h, **attrs) - forward(x - h, **attrs)) / (2 * h)
     (grad,) = getattr(module, f"{decl.func_name}_grad")(upstream, x, **attrs)
+    grad = np.zeros_like(x) if grad is None else grad  # None: no gradient (Floor's)
     np.testing.assert_allclose(grad, upstream * derivative, rtol=1e-6, atol=1e-8)
 
 
@@ -332,6 +358,7 @@ def test_binary_numpy_matches_finite_differences(numpy_module, decls, op_type):
     grads = getattr(module, f"{decl.func_name}_grad")(upstream, *arrays)
     h = 1e-6
     for n, (array, grad) in enumerate(zip(arrays, grads)):
+        grad = np.zeros_like(array) if grad is None else grad  # None: no gradient
         expected = np.zeros_like(array)
         for index in np.ndindex(array.shape):
             plus, minus = [a.copy() for a in arrays], [a.copy() for a in arrays]

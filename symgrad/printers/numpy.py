@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sympy as sp
 from sympy.printing.numpy import SciPyPrinter
 
 from symgrad import ir
@@ -22,6 +23,31 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
 
     def _print_Abs(self, expr):
         return f"{self._module_format('numpy.abs')}({self._print(expr.args[0])})"
+
+    # --- functions SciPyPrinter does not know ---
+
+    def _call(self, name: str, *args) -> str:
+        return f"{self._module_format(name)}({', '.join(self._print(a) for a in args)})"
+
+    def _print_erfinv(self, expr):
+        return self._call("scipy.special.erfinv", *expr.args)
+
+    def _print_zeta(self, expr):
+        return self._call("scipy.special.zeta", *expr.args)
+
+    def _print_polylog(self, expr):
+        order, z = expr.args
+        if order == 1:  # what the derivative of order 2 gives
+            return self._print(-sp.log(1 - z))
+        if order != 2:
+            return self._print_not_supported(expr)
+        return self._call("scipy.special.spence", 1 - z)  # Li2(z) = spence(1 - z)
+
+    def _print_rint(self, expr):
+        return self._call("numpy.rint", *expr.args)
+
+    def _print_dawsn(self, expr):
+        return self._call("scipy.special.dawsn", *expr.args)
 
     # --- IR values ---
 

@@ -7,6 +7,7 @@ from sympy.codegen.cfunctions import expm1, log1p
 from sympy.printing.pycode import PythonCodePrinter, _known_functions_math
 
 from symgrad import ir
+from symgrad.functions import dawsn, rint
 from symgrad.printers.common import ArrayCodeMixin, nested as _nested
 
 
@@ -42,6 +43,24 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         sp.im: "tensorflow.math.imag",
         expm1: "tensorflow.math.expm1",
         log1p: "tensorflow.math.log1p",
+        sp.erfinv: "tensorflow.math.erfinv",
+        sp.zeta: "tensorflow.math.zeta",
+        sp.Ei: "tensorflow.math.special.expint",
+        sp.fresnelc: "tensorflow.math.special.fresnel_cos",
+        sp.fresnels: "tensorflow.math.special.fresnel_sin",
+        rint: "tensorflow.math.rint",
+        dawsn: "tensorflow.math.special.dawsn",
+    }
+    # Bessel functions of orders 0 and 1, the ones TensorFlow has
+    bessel = {
+        (sp.besseli, 0): "tensorflow.math.special.bessel_i0",
+        (sp.besseli, 1): "tensorflow.math.special.bessel_i1",
+        (sp.besselj, 0): "tensorflow.math.special.bessel_j0",
+        (sp.besselj, 1): "tensorflow.math.special.bessel_j1",
+        (sp.besselk, 0): "tensorflow.math.special.bessel_k0",
+        (sp.besselk, 1): "tensorflow.math.special.bessel_k1",
+        (sp.bessely, 0): "tensorflow.math.special.bessel_y0",
+        (sp.bessely, 1): "tensorflow.math.special.bessel_y1",
     }
 
     # a variable of the dtype being computed in, set by `render` for each function it prints
@@ -66,6 +85,42 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
 
     def _print_Pi(self, expr):
         return repr(float(expr))
+
+    def _print_polygamma(self, expr):
+        order, x = expr.args
+        if order == 0:
+            return f"{self._module_format('tensorflow.math.digamma')}({self._print(x)})"
+        n = self._print_branch(order) if order.is_number else self._print(order)
+        return f"{self._module_format('tensorflow.math.polygamma')}({n}, {self._print(x)})"
+
+    def _print_polylog(self, expr):
+        order, z = expr.args
+        if order == 1:  # what the derivative of order 2 gives
+            return self._print(-sp.log(1 - z))
+        if order != 2:
+            return self._print_not_supported(expr)
+        # Li2(z) = spence(1 - z)
+        return f"{self._module_format('tensorflow.math.special.spence')}({self._print(1 - z)})"
+
+    def _print_BesselBase(self, expr):
+        order, x = expr.args
+        name = self.bessel.get((type(expr), order))
+        if name is not None:
+            return f"{self._module_format(name)}({self._print(x)})"
+        if order != 2:
+            return self._print_not_supported(expr)
+        # order 2 (the derivative of order 1) by the recurrence from orders 0 and 1; I2 and
+        # J2 are 0 at x = 0, where the recurrence divides by zero
+        f = type(expr)
+        recurrence = {
+            sp.besseli: f(0, x) - 2 * f(1, x) / x,
+            sp.besselj: 2 * f(1, x) / x - f(0, x),
+            sp.besselk: f(0, x) + 2 * f(1, x) / x,
+            sp.bessely: 2 * f(1, x) / x - f(0, x),
+        }[f]
+        if f in (sp.besseli, sp.besselj):
+            return self._print(sp.Piecewise((0, sp.Eq(x, 0)), (recurrence, True)))
+        return f"({self._print(recurrence)})"  # a sum, inside whatever product it is in
 
     def _print_Exp1(self, expr):
         return repr(float(expr))

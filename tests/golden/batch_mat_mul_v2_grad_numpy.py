@@ -23,4 +23,3 @@ def batch_mat_mul_v2_grad(grad, x, y, *, output=None, adj_x=False, adj_y=False):
     else:
         raise ValueError(f"BatchMatMulV2: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
     return grad_x, grad_y
-

@@ -52,3 +52,41 @@ def matmul_grad(grad, a, b, *, product=None, transpose_a=False, transpose_b=Fals
             f"MatMul: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
         )
     return grad_a, grad_b
+
+
+def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
+    """SparseMatMul: MatMul with hints that a or b is mostly zeros (float32 only in TensorFlow) (declared at ops/matmul.py:21)."""
+    if not transpose_a and not transpose_b:
+        product = a @ b
+    elif not transpose_a and transpose_b:
+        product = a @ b.T
+    elif transpose_a and not transpose_b:
+        product = a.T @ b
+    elif transpose_a and transpose_b:
+        product = a.T @ b.T
+    else:
+        raise ValueError(
+            f"SparseMatMul: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
+        )
+    return product
+
+
+def sparse_mat_mul_grad(grad, a, b, *, product=None, transpose_a=False, transpose_b=False):
+    """Gradient of SparseMatMul: one array per input (a, b)."""
+    if not transpose_a and not transpose_b:
+        grad_a = grad @ b.T
+        grad_b = a.T @ grad
+    elif not transpose_a and transpose_b:
+        grad_a = grad @ b
+        grad_b = grad.T @ a
+    elif transpose_a and not transpose_b:
+        grad_a = b @ grad.T
+        grad_b = a @ grad
+    elif transpose_a and transpose_b:
+        grad_a = b.T @ grad.T
+        grad_b = grad.T @ a.T
+    else:
+        raise ValueError(
+            f"SparseMatMul: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
+        )
+    return grad_a, grad_b

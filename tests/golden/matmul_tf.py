@@ -90,3 +90,66 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
 
 
 _register("MatMul", matmul_grad)
+
+
+def sparse_mat_mul_vjp(grad, a, b, product, *, transpose_a=False, transpose_b=False):
+    """Gradient of SparseMatMul (declared at ops/matmul.py:21): one per input (a, b)."""
+    if not transpose_a and not transpose_b:
+        grad_a = tf.linalg.matmul(grad, b, transpose_b=True)
+        grad_b = tf.linalg.matmul(a, grad, transpose_a=True)
+    elif not transpose_a and transpose_b:
+        grad_a = tf.linalg.matmul(grad, b)
+        grad_b = tf.linalg.matmul(grad, a, transpose_a=True)
+    elif transpose_a and not transpose_b:
+        grad_a = tf.linalg.matmul(b, grad, transpose_b=True)
+        grad_b = tf.linalg.matmul(a, grad)
+    elif transpose_a and transpose_b:
+        grad_a = tf.linalg.matmul(b, grad, transpose_a=True, transpose_b=True)
+        grad_b = tf.linalg.matmul(grad, a, transpose_a=True, transpose_b=True)
+    else:
+        raise ValueError(
+            f"SparseMatMul: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
+        )
+    return grad_a, grad_b
+
+
+def sparse_mat_mul_grad(op, grad):
+    """Gradient function of SparseMatMul for `tf.RegisterGradient`."""
+    return sparse_mat_mul_vjp(
+        grad,
+        *op.inputs,
+        *op.outputs,
+        transpose_a=op.get_attr("transpose_a"),
+        transpose_b=op.get_attr("transpose_b"),
+    )
+
+
+def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
+    """SparseMatMul: MatMul with hints that a or b is mostly zeros (float32 only in TensorFlow), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(a, b):
+        if not transpose_a and not transpose_b:
+            product = tf.linalg.matmul(a, b)
+        elif not transpose_a and transpose_b:
+            product = tf.linalg.matmul(a, b, transpose_b=True)
+        elif transpose_a and not transpose_b:
+            product = tf.linalg.matmul(a, b, transpose_a=True)
+        elif transpose_a and transpose_b:
+            product = tf.linalg.matmul(a, b, transpose_a=True, transpose_b=True)
+        else:
+            raise ValueError(
+                f"SparseMatMul: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
+            )
+
+        def backward(grad):
+            return sparse_mat_mul_vjp(
+                grad, a, b, product, transpose_a=transpose_a, transpose_b=transpose_b
+            )
+
+        return product, backward
+
+    return forward(a, b)
+
+
+_register("SparseMatMul", sparse_mat_mul_grad)

@@ -1,0 +1,61 @@
+"""When a derived gradient and a hand-written one disagree: which of them central finite
+differences of the declared forward agree with.
+
+A mismatch stays a mismatch; the verdict says which side is wrong, so that a fault in a
+reference (TensorFlow's own gradient) is reported as such, not waived. Each failing case is
+re-run in float64 (complex128) and both gradients are judged as `symgrad check` judges one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from symgrad.cases import Case
+from symgrad.derived import Variant
+from symgrad.sources import Gradients
+
+REFERENCE_WRONG = "reference disagrees with finite differences"
+DERIVED_WRONG = "derived disagrees with finite differences"
+BOTH_WRONG = "both disagree with finite differences"
+BOTH_RIGHT = "both agree with finite differences"  # e.g. a convention where no derivative exists
+VERDICTS = {
+    (True, False): REFERENCE_WRONG,
+    (False, True): DERIVED_WRONG,
+    (False, False): BOTH_WRONG,
+    (True, True): BOTH_RIGHT,
+}
+MAX_CASES = 3  # failing cases differenced, smallest first
+
+
+def fd_verdict(variant: Variant, failing: list[Case], our, their) -> str | None:
+    """The verdict on `failing` cases (None when neither gradient runs on any of them)."""
+    from symgrad.check import BranchConditions, check_case
+    from symgrad.diff import bound_forward
+
+    forward, boundary = bound_forward(variant), BranchConditions(variant)
+    cases = [_widened(c) for c in sorted(failing, key=lambda c: c.size)[:MAX_CASES]]
+    ours, theirs = our.run(variant, cases), their.run(variant, cases)
+    agree = {"ours": True, "theirs": True}
+    compared = 0
+    for case, o, t in zip(cases, ours, theirs):
+        if not (isinstance(o, Gradients) and isinstance(t, Gradients)):
+            continue
+        compared += 1
+        for side, grads in (("ours", o.grads), ("theirs", t.grads)):
+            _, findings, _ = check_case(variant, forward, boundary, case, grads)
+            agree[side] = agree[side] and not findings
+    return VERDICTS[(agree["ours"], agree["theirs"])] if compared else None
+
+
+def _widened(case: Case) -> Case:
+    """The case in float64, or complex128 for complex values."""
+
+    def wide(x):
+        x = np.asarray(x)
+        return x.astype(np.complex128 if np.iscomplexobj(x) else np.float64)
+
+    return replace(
+        case, inputs=tuple(map(wide, case.inputs)), upstream=tuple(map(wide, case.upstream))
+    )
