@@ -1,4 +1,5 @@
-"""Golden files: the generated gradients of Softmax, BatchMatMulV2 and Einsum's trace, whole.
+"""Golden files: the generated gradients of Softmax, BatchMatMulV2, Einsum's trace and
+Conv2D, whole.
 
 Regenerate after an intended change with `python tests/test_golden.py` and review the diff.
 """
@@ -19,6 +20,8 @@ PINNED = {
     ("batch_matmul_tf.py", "batch_mat_mul_v2_vjp", None): "batch_mat_mul_v2_vjp_tf.py",
     ("einsum_numpy.py", "einsum_grad", "ii->"): "einsum_trace_grad_numpy.py",
     ("einsum_tf.py", "einsum_vjp", "ii->"): "einsum_trace_vjp_tf.py",
+    ("conv_numpy.py", "conv2d_grad", None): "conv2d_grad_numpy.py",
+    ("conv_tf.py", "conv2d_vjp", None): "conv2d_vjp_tf.py",
 }
 
 
