@@ -7,17 +7,42 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 """
 
 import numpy as np
+import scipy.sparse
 
 
-def _gather(x, positions, axis):
+def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as zero (the padding of an index map)."""
+    positions outside the axis read as `fill` (the padding of an index map)."""
     size = np.shape(x)[axis]
     inside = (positions >= 0) & (positions < size)
     taken = np.take(x, np.where(inside, positions, 0), axis=axis)
     if inside.all():
         return taken
-    return np.where(inside.reshape(inside.shape + (1,) * (-axis - 1)), taken, 0)
+    return np.where(
+        inside.reshape(inside.shape + (1,) * (-axis - 1)), taken, np.asarray(fill, taken.dtype)
+    )
+
+
+def _scatter_add(values, positions, trailing, size):
+    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
+    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
+    are dropped. A scatter-add, as a sparse one-hot matrix product (never a dense one)."""
+    count = np.ndim(positions)
+    values = np.reshape(
+        values, (1,) * max(0, count + trailing - np.ndim(values)) + np.shape(values)
+    )
+    start = np.ndim(values) - trailing - count
+    shape = np.shape(values)
+    values = np.broadcast_to(values, shape[:start] + np.shape(positions) + shape[start + count :])
+    moved = np.moveaxis(values, tuple(range(start, start + count)), tuple(range(count)))
+    rest = moved.shape[count:]
+    flat = np.reshape(positions, -1)
+    inside = np.flatnonzero((flat >= 0) & (flat < size))
+    one_hot = scipy.sparse.csr_matrix(
+        (np.ones(inside.size, dtype=moved.dtype), (flat[inside], inside)), shape=(size, flat.size)
+    )
+    summed = np.asarray(one_hot @ np.reshape(moved, (flat.size, -1))).reshape((size,) + rest)
+    return np.moveaxis(summed, 0, start)
 
 
 def conv2d(
@@ -25,9 +50,9 @@ def conv2d(
 ):
     """Conv2D: 2-D convolution (cross-correlation), NHWC input, HWIO filter (declared at ops/conv.py:35)."""
     if padding == "VALID":
-        t0 = np.shape(input)[-2]
-        t1 = np.shape(filter)[-3]
-        t2 = (-dilations[2] * (t1 - 1) + t0 - 1) // (strides[2])
+        t0 = np.shape(filter)[-3]
+        t1 = np.shape(input)[-2]
+        t2 = (-dilations[2] * (t0 - 1) + t1 - 1) // (strides[2])
         t3 = t2 + 1
         t4 = np.arange(t3)
         t5 = t4[..., None]
@@ -138,10 +163,10 @@ def conv2d_grad(
         t0 = np.arange(np.shape(input)[-2])
         t1 = t0[..., None]
         t2 = np.arange(np.shape(filter)[-3])
-        t3 = np.shape(input)[-2]
-        t4 = np.shape(filter)[-3]
-        t5 = -((-t3) // (strides[2]))
-        t6 = np.maximum(dilations[2] * t4 - dilations[2] + strides[2] * t5 - strides[2] - t3 + 1, 0)
+        t3 = np.shape(filter)[-3]
+        t4 = np.shape(input)[-2]
+        t5 = -((-t4) // (strides[2]))
+        t6 = np.maximum(dilations[2] * t3 - dilations[2] + strides[2] * t5 - strides[2] - t4 + 1, 0)
         t7 = (t6) // (2)
         t8 = -dilations[2] * t2 + t1 + t7
         t9 = np.where((t8) % (strides[2]) == 0, (t8) // (strides[2]), -1)
@@ -163,7 +188,7 @@ def conv2d_grad(
         t22 = np.arange(np.shape(filter)[-3])
         t23 = t22[..., None]
         t24 = np.arange(np.shape(grad)[-2])
-        t25 = np.maximum(dilations[2] * (t4 - 1) + strides[2] * (t5 - 1) - t3 + 1, 0)
+        t25 = np.maximum(dilations[2] * (t3 - 1) + strides[2] * (t5 - 1) - t4 + 1, 0)
         t26 = (t25) // (2)
         t27 = dilations[2] * t23 + strides[2] * t24 - t26
         t28 = _gather(input, t27, -2)
@@ -208,9 +233,9 @@ def conv2d_grad(
 def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
     """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:51)."""
     if padding == "VALID":
-        t0 = np.shape(input)[-2]
-        t1 = np.shape(filter)[-3]
-        t2 = (-dilations[3] * (t1 - 1) + t0 - 1) // (strides[3])
+        t0 = np.shape(filter)[-3]
+        t1 = np.shape(input)[-2]
+        t2 = (-dilations[3] * (t0 - 1) + t1 - 1) // (strides[3])
         t3 = t2 + 1
         t4 = np.arange(t3)
         t5 = t4[..., None]
@@ -320,10 +345,10 @@ def conv3d_grad(
         t0 = np.arange(np.shape(input)[-2])
         t1 = t0[..., None]
         t2 = np.arange(np.shape(filter)[-3])
-        t3 = np.shape(input)[-2]
-        t4 = np.shape(filter)[-3]
-        t5 = -((-t3) // (strides[3]))
-        t6 = np.maximum(dilations[3] * t4 - dilations[3] + strides[3] * t5 - strides[3] - t3 + 1, 0)
+        t3 = np.shape(filter)[-3]
+        t4 = np.shape(input)[-2]
+        t5 = -((-t4) // (strides[3]))
+        t6 = np.maximum(dilations[3] * t3 - dilations[3] + strides[3] * t5 - strides[3] - t4 + 1, 0)
         t7 = (t6) // (2)
         t8 = -dilations[3] * t2 + t1 + t7
         t9 = np.where((t8) % (strides[3]) == 0, (t8) // (strides[3]), -1)
@@ -331,11 +356,11 @@ def conv3d_grad(
         t11 = np.arange(np.shape(input)[-3])
         t12 = t11[..., None]
         t13 = np.arange(np.shape(filter)[-4])
-        t14 = np.shape(filter)[-4]
-        t15 = np.shape(input)[-3]
-        t16 = -((-t15) // (strides[2]))
+        t14 = np.shape(input)[-3]
+        t15 = np.shape(filter)[-4]
+        t16 = -((-t14) // (strides[2]))
         t17 = np.maximum(
-            dilations[2] * t14 - dilations[2] + strides[2] * t16 - strides[2] - t15 + 1, 0
+            dilations[2] * t15 - dilations[2] + strides[2] * t16 - strides[2] - t14 + 1, 0
         )
         t18 = (t17) // (2)
         t19 = -dilations[2] * t13 + t12 + t18
@@ -358,14 +383,14 @@ def conv3d_grad(
         t33 = np.arange(np.shape(filter)[-3])
         t34 = t33[..., None]
         t35 = np.arange(np.shape(grad)[-2])
-        t36 = np.maximum(dilations[3] * (t4 - 1) + strides[3] * (t5 - 1) - t3 + 1, 0)
+        t36 = np.maximum(dilations[3] * (t3 - 1) + strides[3] * (t5 - 1) - t4 + 1, 0)
         t37 = (t36) // (2)
         t38 = dilations[3] * t34 + strides[3] * t35 - t37
         t39 = _gather(input, t38, -2)
         t40 = np.arange(np.shape(filter)[-4])
         t41 = t40[..., None]
         t42 = np.arange(np.shape(grad)[-3])
-        t43 = np.maximum(dilations[2] * (t14 - 1) + strides[2] * (t16 - 1) - t15 + 1, 0)
+        t43 = np.maximum(dilations[2] * (t15 - 1) + strides[2] * (t16 - 1) - t14 + 1, 0)
         t44 = (t43) // (2)
         t45 = dilations[2] * t41 + strides[2] * t42 - t44
         t46 = _gather(t39, t45, -4)
@@ -385,75 +410,79 @@ def conv3d_grad(
 def avg_pool(value, *, padding="VALID", ksize, strides):
     """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:89)."""
     if padding == "VALID":
-        t0 = ksize[2]
-        t1 = np.arange(t0)
-        t2 = t1[..., None, None, None]
-        t3 = np.shape(value)[-3]
-        t4 = (-ksize[1] + t3) // (strides[1])
-        t5 = t4 + 1
-        t6 = np.arange(t5)
-        t7 = t6[..., None, None]
-        t8 = np.shape(value)[-2]
-        t9 = (-ksize[2] + t8) // (strides[2])
-        t10 = t9 + 1
+        t0 = np.shape(value)[-3]
+        t1 = (-ksize[1] + t0) // (strides[1])
+        t2 = t1 + 1
+        t3 = np.arange(t2)
+        t4 = t3[..., None, None, None]
+        t5 = np.shape(value)[-2]
+        t6 = (-ksize[2] + t5) // (strides[2])
+        t7 = t6 + 1
+        t8 = np.arange(t7)
+        t9 = t8[..., None, None]
+        t10 = ksize[1]
         t11 = np.arange(t10)
         t12 = t11[..., None]
-        t13 = ksize[1]
+        t13 = ksize[2]
         t14 = np.arange(t13)
         t15 = (
-            (strides[1] * t7 + t14 >= 0)
-            & (strides[2] * t12 + t2 >= 0)
-            & (strides[1] * t7 + t14 <= t3 - 1)
-            & (strides[2] * t12 + t2 <= t8 - 1)
+            (strides[1] * t4 + t12 >= 0)
+            & (strides[2] * t9 + t14 >= 0)
+            & (strides[1] * t4 + t12 <= t0 - 1)
+            & (strides[2] * t9 + t14 <= t5 - 1)
         )
-        t16 = np.sum(np.where(t15, 1, 0), axis=(-4, -1), keepdims=True)
-        t17 = strides[2] * t12 + t1
-        t18 = _gather(value, t17, -2)
-        t19 = t6[..., None]
-        t20 = strides[1] * t19 + t14
-        t21 = _gather(t18, t20, -4)
-        t22 = _gather(value, t17, -2)
-        t23 = _gather(t22, t20, -4)
-        t24 = np.transpose(t23, (0, 1, 3, 5, 2, 4))
-        t25 = np.sum(t24, axis=(-2, -1))
-        output = t25 / t16
+        t16 = t15[..., None, :, :]
+        t17 = np.sum(np.where(t16, 1, 0), axis=(-2, -1))
+        t18 = t8[..., None]
+        t19 = strides[2] * t18 + t14
+        t20 = _gather(value, t19, -2)
+        t21 = t3[..., None]
+        t22 = strides[1] * t21 + t11
+        t23 = _gather(t20, t22, -4)
+        t24 = _gather(value, t19, -2)
+        t25 = _gather(t24, t22, -4)
+        t26 = np.transpose(t25, (0, 1, 3, 5, 2, 4))
+        t27 = np.sum(t26, axis=(-2, -1))
+        output = t27 / t17
     elif padding == "SAME":
-        t0 = ksize[2]
-        t1 = np.arange(t0)
-        t2 = t1[..., None, None, None]
-        t3 = np.shape(value)[-3]
-        t4 = -((-t3) // (strides[1]))
-        t5 = t4
-        t6 = np.arange(t5)
-        t7 = t6[..., None, None]
-        t8 = np.shape(value)[-2]
-        t9 = -((-t8) // (strides[2]))
-        t10 = t9
+        t0 = np.shape(value)[-3]
+        t1 = -((-t0) // (strides[1]))
+        t2 = t1
+        t3 = np.arange(t2)
+        t4 = t3[..., None, None, None]
+        t5 = np.shape(value)[-2]
+        t6 = -((-t5) // (strides[2]))
+        t7 = t6
+        t8 = np.arange(t7)
+        t9 = t8[..., None, None]
+        t10 = ksize[1]
         t11 = np.arange(t10)
         t12 = t11[..., None]
-        t13 = ksize[1]
+        t13 = ksize[2]
         t14 = np.arange(t13)
-        t15 = np.maximum(ksize[1] + strides[1] * (t4 - 1) - t3, 0)
+        t15 = np.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
         t16 = (t15) // (2)
-        t17 = np.maximum(ksize[2] + strides[2] * (t9 - 1) - t8, 0)
+        t17 = np.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
         t18 = (t17) // (2)
         t19 = (
-            (strides[1] * t7 + t14 - t16 >= 0)
-            & (strides[2] * t12 - t18 + t2 >= 0)
-            & (strides[1] * t7 + t14 - t16 <= t3 - 1)
-            & (strides[2] * t12 - t18 + t2 <= t8 - 1)
+            (strides[1] * t4 + t12 - t16 >= 0)
+            & (strides[2] * t9 + t14 - t18 >= 0)
+            & (strides[1] * t4 + t12 - t16 <= t0 - 1)
+            & (strides[2] * t9 + t14 - t18 <= t5 - 1)
         )
-        t20 = np.sum(np.where(t19, 1, 0), axis=(-4, -1), keepdims=True)
-        t21 = strides[2] * t12 + t1 - t18
-        t22 = _gather(value, t21, -2)
-        t23 = t6[..., None]
-        t24 = strides[1] * t23 + t14 - t16
-        t25 = _gather(t22, t24, -4)
-        t26 = _gather(value, t21, -2)
-        t27 = _gather(t26, t24, -4)
-        t28 = np.transpose(t27, (0, 1, 3, 5, 2, 4))
-        t29 = np.sum(t28, axis=(-2, -1))
-        output = t29 / t20
+        t20 = t19[..., None, :, :]
+        t21 = np.sum(np.where(t20, 1, 0), axis=(-2, -1))
+        t22 = t8[..., None]
+        t23 = strides[2] * t22 + t14 - t18
+        t24 = _gather(value, t23, -2)
+        t25 = t3[..., None]
+        t26 = strides[1] * t25 + t11 - t16
+        t27 = _gather(t24, t26, -4)
+        t28 = _gather(value, t23, -2)
+        t29 = _gather(t28, t26, -4)
+        t30 = np.transpose(t29, (0, 1, 3, 5, 2, 4))
+        t31 = np.sum(t30, axis=(-2, -1))
+        output = t31 / t21
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return output
@@ -462,167 +491,213 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
 def avg_pool_grad(grad, value, *, output=None, padding="VALID", ksize, strides):
     """Gradient of AvgPool: one array per input (value)."""
     if padding == "VALID":
-        t0 = np.arange(np.shape(value)[-2])
-        t1 = t0[..., None]
-        t2 = ksize[2]
-        t3 = np.arange(t2)
-        t4 = t1 - t3
-        t5 = np.where((t4) % (strides[2]) == 0, (t4) // (strides[2]), -1)
-        t6 = _gather(grad, t5, -2)
-        t7 = np.arange(np.shape(value)[-3])
-        t8 = t7[..., None]
-        t9 = ksize[1]
-        t10 = np.arange(t9)
-        t11 = -t10 + t8
-        t12 = np.where((t11) % (strides[1]) == 0, (t11) // (strides[1]), -1)
-        t13 = _gather(t6, t12, -4)
-        t14 = np.arange(t2)
-        t15 = t14[..., None, None, None, None, None]
-        t16 = t7[..., None, None, None, None]
-        t17 = t0[..., None, None, None]
-        t18 = np.arange(t9)
-        t19 = t18[..., None, None]
-        t20 = t10[..., None]
-        t21 = np.shape(value)[-3]
-        t22 = np.shape(value)[-2]
-        t23 = (-ksize[1] + t21) // (strides[1])
-        t24 = (-ksize[2] + t22) // (strides[2])
-        t25 = (
-            (
-                strides[1]
-                * np.clip(
-                    np.where((t16 - t20) % (strides[1]) == 0, (t16 - t20) // (strides[1]), 0),
-                    0,
-                    t23,
-                )
-                + t19
-                >= 0
-            )
-            & (
-                strides[2]
-                * np.clip(
-                    np.where((t17 - t3) % (strides[2]) == 0, (t17 - t3) // (strides[2]), 0), 0, t24
-                )
-                + t15
-                >= 0
-            )
-            & (
-                strides[1]
-                * np.clip(
-                    np.where((t16 - t20) % (strides[1]) == 0, (t16 - t20) // (strides[1]), 0),
-                    0,
-                    t23,
-                )
-                + t19
-                <= t21 - 1
-            )
-            & (
-                strides[2]
-                * np.clip(
-                    np.where((t17 - t3) % (strides[2]) == 0, (t17 - t3) // (strides[2]), 0), 0, t24
-                )
-                + t15
-                <= t22 - 1
-            )
+        t0 = np.arange(np.shape(grad)[-3])
+        t1 = t0[..., None, None, None]
+        t2 = np.arange(np.shape(grad)[-2])
+        t3 = t2[..., None, None]
+        t4 = ksize[2]
+        t5 = np.arange(t4)
+        t6 = t5[..., None]
+        t7 = ksize[1]
+        t8 = np.arange(t7)
+        t9 = np.shape(value)[-3]
+        t10 = np.shape(value)[-2]
+        t11 = (
+            (strides[1] * t1 + t8 >= 0)
+            & (strides[2] * t3 + t6 >= 0)
+            & (strides[1] * t1 + t8 <= t9 - 1)
+            & (strides[2] * t3 + t6 <= t10 - 1)
         )
-        t26 = np.sum(np.where(t25, 1, 0), axis=(-6, -3), keepdims=True)
-        t27 = _gather(grad, t5, -2)
-        t28 = _gather(t27, t12, -4)
-        t29 = np.transpose(t28, (0, 1, 3, 5, 2, 4))
-        grad_value = np.sum(t29 / t26, axis=(-2, -1))
+        t12 = t11[..., None, :, :, :]
+        t13 = np.sum(np.where(t12, 1, 0), axis=(-2, -1), keepdims=True)
+        t14 = grad[..., None, :, None, :]
+        t15 = t14 / t13
+        t16 = t2[..., None]
+        t17 = np.arange(t4)
+        t18 = strides[2] * t16 + t17
+        t19 = _scatter_add(t15, t18, 1, t10)
+        t20 = t0[..., None]
+        t21 = np.arange(t7)
+        t22 = strides[1] * t20 + t21
+        grad_value = _scatter_add(t19, t22, 2, t9)
     elif padding == "SAME":
-        t0 = np.arange(np.shape(value)[-2])
-        t1 = t0[..., None]
-        t2 = ksize[2]
-        t3 = np.arange(t2)
-        t4 = np.shape(value)[-2]
-        t5 = -((-t4) // (strides[2]))
-        t6 = np.maximum(ksize[2] + strides[2] * t5 - strides[2] - t4, 0)
-        t7 = (t6) // (2)
-        t8 = t1 - t3 + t7
-        t9 = np.where((t8) % (strides[2]) == 0, (t8) // (strides[2]), -1)
-        t10 = _gather(grad, t9, -2)
-        t11 = np.arange(np.shape(value)[-3])
-        t12 = t11[..., None]
-        t13 = ksize[1]
-        t14 = np.arange(t13)
-        t15 = np.shape(value)[-3]
-        t16 = -((-t15) // (strides[1]))
-        t17 = np.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
-        t18 = (t17) // (2)
-        t19 = t12 - t14 + t18
-        t20 = np.where((t19) % (strides[1]) == 0, (t19) // (strides[1]), -1)
-        t21 = _gather(t10, t20, -4)
-        t22 = np.arange(t2)
-        t23 = t22[..., None, None, None, None, None]
-        t24 = t11[..., None, None, None, None]
-        t25 = t0[..., None, None, None]
-        t26 = np.arange(t13)
-        t27 = t26[..., None, None]
-        t28 = t14[..., None]
-        t29 = np.maximum(ksize[1] + strides[1] * (t16 - 1) - t15, 0)
-        t30 = (t29) // (2)
-        t31 = np.maximum(ksize[2] + strides[2] * (t5 - 1) - t4, 0)
-        t32 = (t31) // (2)
-        t33 = (
-            (
-                strides[1]
-                * np.clip(
-                    np.where(
-                        (t18 + t24 - t28) % (strides[1]) == 0, (t18 + t24 - t28) // (strides[1]), 0
-                    ),
-                    0,
-                    t16 - 1,
-                )
-                + t27
-                - t30
-                >= 0
-            )
-            & (
-                strides[2]
-                * np.clip(
-                    np.where(
-                        (t25 - t3 + t7) % (strides[2]) == 0, (t25 - t3 + t7) // (strides[2]), 0
-                    ),
-                    0,
-                    t5 - 1,
-                )
-                + t23
-                - t32
-                >= 0
-            )
-            & (
-                strides[1]
-                * np.clip(
-                    np.where(
-                        (t18 + t24 - t28) % (strides[1]) == 0, (t18 + t24 - t28) // (strides[1]), 0
-                    ),
-                    0,
-                    t16 - 1,
-                )
-                + t27
-                - t30
-                <= t15 - 1
-            )
-            & (
-                strides[2]
-                * np.clip(
-                    np.where(
-                        (t25 - t3 + t7) % (strides[2]) == 0, (t25 - t3 + t7) // (strides[2]), 0
-                    ),
-                    0,
-                    t5 - 1,
-                )
-                + t23
-                - t32
-                <= t4 - 1
-            )
+        t0 = np.arange(np.shape(grad)[-3])
+        t1 = t0[..., None, None, None]
+        t2 = np.arange(np.shape(grad)[-2])
+        t3 = t2[..., None, None]
+        t4 = ksize[2]
+        t5 = np.arange(t4)
+        t6 = t5[..., None]
+        t7 = ksize[1]
+        t8 = np.arange(t7)
+        t9 = np.shape(value)[-3]
+        t10 = np.shape(value)[-2]
+        t11 = -((-t9) // (strides[1]))
+        t12 = np.maximum(ksize[1] + strides[1] * (t11 - 1) - t9, 0)
+        t13 = (t12) // (2)
+        t14 = -((-t10) // (strides[2]))
+        t15 = np.maximum(ksize[2] + strides[2] * (t14 - 1) - t10, 0)
+        t16 = (t15) // (2)
+        t17 = (
+            (strides[1] * t1 - t13 + t8 >= 0)
+            & (strides[2] * t3 - t16 + t6 >= 0)
+            & (strides[1] * t1 - t13 + t8 <= t9 - 1)
+            & (strides[2] * t3 - t16 + t6 <= t10 - 1)
         )
-        t34 = np.sum(np.where(t33, 1, 0), axis=(-6, -3), keepdims=True)
-        t35 = _gather(grad, t9, -2)
-        t36 = _gather(t35, t20, -4)
-        t37 = np.transpose(t36, (0, 1, 3, 5, 2, 4))
-        grad_value = np.sum(t37 / t34, axis=(-2, -1))
+        t18 = t17[..., None, :, :, :]
+        t19 = np.sum(np.where(t18, 1, 0), axis=(-2, -1), keepdims=True)
+        t20 = grad[..., None, :, None, :]
+        t21 = t20 / t19
+        t22 = t2[..., None]
+        t23 = np.arange(t4)
+        t24 = np.maximum(ksize[2] + strides[2] * t14 - strides[2] - t10, 0)
+        t25 = (t24) // (2)
+        t26 = strides[2] * t22 + t23 - t25
+        t27 = _scatter_add(t21, t26, 1, t10)
+        t28 = t0[..., None]
+        t29 = np.arange(t7)
+        t30 = np.maximum(ksize[1] + strides[1] * t11 - strides[1] - t9, 0)
+        t31 = (t30) // (2)
+        t32 = strides[1] * t28 + t29 - t31
+        grad_value = _scatter_add(t27, t32, 2, t9)
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return (grad_value,)
+
+
+def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
+    """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:98)."""
+    if padding == "VALID" and data_format == "NHWC":
+        t0 = np.shape(input)[-2]
+        t1 = (-ksize[2] + t0) // (strides[2])
+        t2 = t1 + 1
+        t3 = np.arange(t2)
+        t4 = t3[..., None]
+        t5 = ksize[2]
+        t6 = np.arange(t5)
+        t7 = strides[2] * t4 + t6
+        t8 = _gather(input, t7, -2, fill=-np.inf)
+        t9 = np.shape(input)[-3]
+        t10 = (-ksize[1] + t9) // (strides[1])
+        t11 = t10 + 1
+        t12 = np.arange(t11)
+        t13 = t12[..., None]
+        t14 = ksize[1]
+        t15 = np.arange(t14)
+        t16 = strides[1] * t13 + t15
+        t17 = _gather(t8, t16, -4, fill=-np.inf)
+        t18 = np.transpose(t17, (0, 1, 3, 5, 2, 4))
+        output = np.max(t18, axis=(-2, -1))
+    elif padding == "SAME" and data_format == "NHWC":
+        t0 = np.shape(input)[-2]
+        t1 = -((-t0) // (strides[2]))
+        t2 = t1
+        t3 = np.arange(t2)
+        t4 = t3[..., None]
+        t5 = ksize[2]
+        t6 = np.arange(t5)
+        t7 = np.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
+        t8 = (t7) // (2)
+        t9 = strides[2] * t4 + t6 - t8
+        t10 = _gather(input, t9, -2, fill=-np.inf)
+        t11 = np.shape(input)[-3]
+        t12 = -((-t11) // (strides[1]))
+        t13 = t12
+        t14 = np.arange(t13)
+        t15 = t14[..., None]
+        t16 = ksize[1]
+        t17 = np.arange(t16)
+        t18 = np.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
+        t19 = (t18) // (2)
+        t20 = strides[1] * t15 + t17 - t19
+        t21 = _gather(t10, t20, -4, fill=-np.inf)
+        t22 = np.transpose(t21, (0, 1, 3, 5, 2, 4))
+        output = np.max(t22, axis=(-2, -1))
+    else:
+        raise ValueError(
+            f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return output
+
+
+def max_pool_grad(grad, input, *, output=None, padding="VALID", data_format="NHWC", ksize, strides):
+    """Gradient of MaxPool: one array per input (input)."""
+    if output is None:
+        output = max_pool(
+            input, padding=padding, data_format=data_format, ksize=ksize, strides=strides
+        )
+    if padding == "VALID" and data_format == "NHWC":
+        t0 = ksize[2]
+        t1 = np.arange(t0)
+        t2 = t1[..., None]
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = strides[2] * t3 + t2
+        t5 = _gather(input, t4, -2, fill=-np.inf)
+        t6 = np.arange(np.shape(grad)[-3])
+        t7 = t6[..., None]
+        t8 = ksize[1]
+        t9 = np.arange(t8)
+        t10 = strides[1] * t7 + t9
+        t11 = _gather(t5, t10, -4, fill=-np.inf)
+        t12 = np.transpose(t11, (0, 1, 3, 4, 2, 5))
+        t13 = output[..., None, :, None, :]
+        t14 = np.sum(np.where(t12 == t13, 1, 0), axis=(-4, -2), keepdims=True)
+        t15 = grad[..., None, :, None, :]
+        t16 = t3[..., None]
+        t17 = np.arange(t0)
+        t18 = strides[2] * t16 + t17
+        t19 = _gather(input, t18, -2, fill=-np.inf)
+        t20 = np.arange(t8)
+        t21 = strides[1] * t7 + t20
+        t22 = _gather(t19, t21, -4, fill=-np.inf)
+        t23 = t15 * np.where(t13 == t22, 1, 0) / t14
+        t24 = np.shape(input)[-2]
+        t25 = _scatter_add(t23, t18, 1, t24)
+        t26 = np.shape(input)[-3]
+        grad_input = _scatter_add(t25, t21, 2, t26)
+    elif padding == "SAME" and data_format == "NHWC":
+        t0 = ksize[2]
+        t1 = np.arange(t0)
+        t2 = t1[..., None]
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = np.shape(input)[-2]
+        t5 = -((-t4) // (strides[2]))
+        t6 = np.maximum(ksize[2] + strides[2] * (t5 - 1) - t4, 0)
+        t7 = (t6) // (2)
+        t8 = strides[2] * t3 + t2 - t7
+        t9 = _gather(input, t8, -2, fill=-np.inf)
+        t10 = np.arange(np.shape(grad)[-3])
+        t11 = t10[..., None]
+        t12 = ksize[1]
+        t13 = np.arange(t12)
+        t14 = np.shape(input)[-3]
+        t15 = -((-t14) // (strides[1]))
+        t16 = np.maximum(ksize[1] + strides[1] * (t15 - 1) - t14, 0)
+        t17 = (t16) // (2)
+        t18 = strides[1] * t11 + t13 - t17
+        t19 = _gather(t9, t18, -4, fill=-np.inf)
+        t20 = np.transpose(t19, (0, 1, 3, 4, 2, 5))
+        t21 = output[..., None, :, None, :]
+        t22 = np.sum(np.where(t20 == t21, 1, 0), axis=(-4, -2), keepdims=True)
+        t23 = grad[..., None, :, None, :]
+        t24 = t3[..., None]
+        t25 = np.arange(t0)
+        t26 = strides[2] * t24 + t25 - t7
+        t27 = _gather(input, t26, -2, fill=-np.inf)
+        t28 = np.arange(t12)
+        t29 = strides[1] * t11 - t17 + t28
+        t30 = _gather(t27, t29, -4, fill=-np.inf)
+        t31 = t23 * np.where(t21 == t30, 1, 0) / t22
+        t32 = np.maximum(ksize[2] + strides[2] * t5 - strides[2] - t4, 0)
+        t33 = (t32) // (2)
+        t34 = strides[2] * t24 + t25 - t33
+        t35 = _scatter_add(t31, t34, 1, t4)
+        t36 = np.maximum(ksize[1] + strides[1] * t15 - strides[1] - t14, 0)
+        t37 = (t36) // (2)
+        t38 = strides[1] * t11 + t28 - t37
+        grad_input = _scatter_add(t35, t38, 2, t14)
+    else:
+        raise ValueError(
+            f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return (grad_input,)

@@ -35,16 +35,42 @@ def _string_attr(op, name):
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _gather(x, positions, axis):
+def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as zero (the padding of an index map)."""
+    positions outside the axis read as `fill` (the padding of an index map)."""
     positions = tf.cast(positions, tf.int64)
     size = tf.shape(x, out_type=tf.int64)[axis]
     inside = (positions >= 0) & (positions < size)
     taken = tf.gather(x, tf.where(inside, positions, tf.zeros_like(positions)), axis=axis)
     trailing = tf.ones([-axis - 1], tf.int32)
     inside = tf.reshape(inside, tf.concat([tf.shape(inside), trailing], 0))
-    return tf.where(inside, taken, tf.zeros_like(taken))
+    return tf.where(inside, taken, tf.fill(tf.shape(taken), tf.constant(fill, taken.dtype)))
+
+
+def _scatter_add(values, positions, trailing, size):
+    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
+    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
+    are dropped. A scatter-add, as TensorFlow's unsorted segment sum."""
+    values = tf.convert_to_tensor(values)
+    positions = tf.cast(positions, tf.int64)
+    size = tf.cast(size, tf.int64)
+    count = positions.shape.rank
+    lead = max(0, count + trailing - values.shape.rank)
+    values = tf.reshape(values, tf.concat([tf.ones([lead], tf.int32), tf.shape(values)], 0))
+    rank = values.shape.rank
+    start = rank - trailing - count
+    shape = tf.shape(values)
+    values = tf.broadcast_to(
+        values, tf.concat([shape[:start], tf.shape(positions), shape[start + count :]], 0)
+    )
+    perm = list(range(start, start + count)) + list(range(start)) + list(range(start + count, rank))
+    moved = tf.transpose(values, perm)
+    flat = tf.reshape(positions, [-1])
+    slots = tf.where((flat >= 0) & (flat < size), flat, size)  # outside: one extra slot, dropped
+    data = tf.reshape(moved, tf.concat([[-1], tf.shape(moved)[count:]], 0))
+    summed = tf.math.unsorted_segment_sum(data, slots, size + 1)[:size]
+    back = list(range(1, start + 1)) + [0] + list(range(start + 1, rank - count + 1))
+    return tf.transpose(summed, back)
 
 
 def conv2d_vjp(
@@ -88,11 +114,11 @@ def conv2d_vjp(
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = t0[..., None]
         t2 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t3 = tf.shape(input, out_type=tf.int64)[-2]
-        t4 = tf.shape(filter, out_type=tf.int64)[-3]
-        t5 = -((-t3) // (strides[2]))
+        t3 = tf.shape(filter, out_type=tf.int64)[-3]
+        t4 = tf.shape(input, out_type=tf.int64)[-2]
+        t5 = -((-t4) // (strides[2]))
         t6 = tf.math.maximum(
-            dilations[2] * t4 - dilations[2] + strides[2] * t5 - strides[2] - t3 + 1, 0
+            dilations[2] * t3 - dilations[2] + strides[2] * t5 - strides[2] - t4 + 1, 0
         )
         t7 = (t6) // (2)
         t8 = -dilations[2] * t2 + t1 + t7
@@ -115,7 +141,7 @@ def conv2d_vjp(
         t22 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
         t23 = t22[..., None]
         t24 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t25 = tf.math.maximum(dilations[2] * (t4 - 1) + strides[2] * (t5 - 1) - t3 + 1, 0)
+        t25 = tf.math.maximum(dilations[2] * (t3 - 1) + strides[2] * (t5 - 1) - t4 + 1, 0)
         t26 = (t25) // (2)
         t27 = dilations[2] * t23 + strides[2] * t24 - t26
         t28 = _gather(input, t27, -2)
@@ -178,9 +204,9 @@ def conv2d(
     @tf.custom_gradient
     def forward(input, filter):
         if padding == "VALID":
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = tf.shape(filter, out_type=tf.int64)[-3]
-            t2 = (-dilations[2] * (t1 - 1) + t0 - 1) // (strides[2])
+            t0 = tf.shape(filter, out_type=tf.int64)[-3]
+            t1 = tf.shape(input, out_type=tf.int64)[-2]
+            t2 = (-dilations[2] * (t0 - 1) + t1 - 1) // (strides[2])
             t3 = t2 + 1
             t4 = tf.range(tf.cast(t3, tf.int64))
             t5 = t4[..., None]
@@ -310,11 +336,11 @@ def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilatio
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = t0[..., None]
         t2 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t3 = tf.shape(input, out_type=tf.int64)[-2]
-        t4 = tf.shape(filter, out_type=tf.int64)[-3]
-        t5 = -((-t3) // (strides[3]))
+        t3 = tf.shape(filter, out_type=tf.int64)[-3]
+        t4 = tf.shape(input, out_type=tf.int64)[-2]
+        t5 = -((-t4) // (strides[3]))
         t6 = tf.math.maximum(
-            dilations[3] * t4 - dilations[3] + strides[3] * t5 - strides[3] - t3 + 1, 0
+            dilations[3] * t3 - dilations[3] + strides[3] * t5 - strides[3] - t4 + 1, 0
         )
         t7 = (t6) // (2)
         t8 = -dilations[3] * t2 + t1 + t7
@@ -323,11 +349,11 @@ def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilatio
         t11 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
         t12 = t11[..., None]
         t13 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t14 = tf.shape(filter, out_type=tf.int64)[-4]
-        t15 = tf.shape(input, out_type=tf.int64)[-3]
-        t16 = -((-t15) // (strides[2]))
+        t14 = tf.shape(input, out_type=tf.int64)[-3]
+        t15 = tf.shape(filter, out_type=tf.int64)[-4]
+        t16 = -((-t14) // (strides[2]))
         t17 = tf.math.maximum(
-            dilations[2] * t14 - dilations[2] + strides[2] * t16 - strides[2] - t15 + 1, 0
+            dilations[2] * t15 - dilations[2] + strides[2] * t16 - strides[2] - t14 + 1, 0
         )
         t18 = (t17) // (2)
         t19 = -dilations[2] * t13 + t12 + t18
@@ -350,14 +376,14 @@ def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilatio
         t33 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
         t34 = t33[..., None]
         t35 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t36 = tf.math.maximum(dilations[3] * (t4 - 1) + strides[3] * (t5 - 1) - t3 + 1, 0)
+        t36 = tf.math.maximum(dilations[3] * (t3 - 1) + strides[3] * (t5 - 1) - t4 + 1, 0)
         t37 = (t36) // (2)
         t38 = dilations[3] * t34 + strides[3] * t35 - t37
         t39 = _gather(input, t38, -2)
         t40 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
         t41 = t40[..., None]
         t42 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t43 = tf.math.maximum(dilations[2] * (t14 - 1) + strides[2] * (t16 - 1) - t15 + 1, 0)
+        t43 = tf.math.maximum(dilations[2] * (t15 - 1) + strides[2] * (t16 - 1) - t14 + 1, 0)
         t44 = (t43) // (2)
         t45 = dilations[2] * t41 + strides[2] * t42 - t44
         t46 = _gather(t39, t45, -4)
@@ -392,9 +418,9 @@ def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
     @tf.custom_gradient
     def forward(input, filter):
         if padding == "VALID":
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = tf.shape(filter, out_type=tf.int64)[-3]
-            t2 = (-dilations[3] * (t1 - 1) + t0 - 1) // (strides[3])
+            t0 = tf.shape(filter, out_type=tf.int64)[-3]
+            t1 = tf.shape(input, out_type=tf.int64)[-2]
+            t2 = (-dilations[3] * (t0 - 1) + t1 - 1) // (strides[3])
             t3 = t2 + 1
             t4 = tf.range(tf.cast(t3, tf.int64))
             t5 = t4[..., None]
@@ -474,203 +500,83 @@ _register("Conv3D", conv3d_grad)
 def avg_pool_vjp(grad, value, output, *, padding="VALID", ksize, strides):
     """Gradient of AvgPool (declared at ops/conv.py:89): one per input (value)."""
     if padding == "VALID":
-        t0 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
-        t1 = t0[..., None]
-        t2 = ksize[2]
-        t3 = tf.range(tf.cast(t2, tf.int64))
-        t4 = t1 - t3
-        t5 = tf.where(tf.equal((t4) % (strides[2]), 0), (t4) // (strides[2]), -tf.ones_like(t4))
-        t6 = _gather(grad, t5, -2)
-        t7 = tf.range(tf.shape(value, out_type=tf.int64)[-3])
-        t8 = t7[..., None]
-        t9 = ksize[1]
-        t10 = tf.range(tf.cast(t9, tf.int64))
-        t11 = -t10 + t8
-        t12 = tf.where(tf.equal((t11) % (strides[1]), 0), (t11) // (strides[1]), -tf.ones_like(t11))
-        t13 = _gather(t6, t12, -4)
-        t14 = tf.range(tf.cast(t2, tf.int64))
-        t15 = t14[..., None, None, None, None, None]
-        t16 = t7[..., None, None, None, None]
-        t17 = t0[..., None, None, None]
-        t18 = tf.range(tf.cast(t9, tf.int64))
-        t19 = t18[..., None, None]
-        t20 = t10[..., None]
-        t21 = tf.shape(value, out_type=tf.int64)[-3]
-        t22 = tf.shape(value, out_type=tf.int64)[-2]
-        t23 = (-ksize[1] + t21) // (strides[1])
-        t24 = (-ksize[2] + t22) // (strides[2])
-        t25 = (
-            (
-                strides[1]
-                * tf.clip_by_value(
-                    tf.where(
-                        tf.equal((t16 - t20) % (strides[1]), 0),
-                        (t16 - t20) // (strides[1]),
-                        tf.zeros_like(t16 - t20),
-                    ),
-                    0,
-                    t23,
-                )
-                + t19
-                >= 0
-            )
-            & (
-                strides[2]
-                * tf.clip_by_value(
-                    tf.where(
-                        tf.equal((t17 - t3) % (strides[2]), 0),
-                        (t17 - t3) // (strides[2]),
-                        tf.zeros_like(t17 - t3),
-                    ),
-                    0,
-                    t24,
-                )
-                + t15
-                >= 0
-            )
-            & (
-                strides[1]
-                * tf.clip_by_value(
-                    tf.where(
-                        tf.equal((t16 - t20) % (strides[1]), 0),
-                        (t16 - t20) // (strides[1]),
-                        tf.zeros_like(t16 - t20),
-                    ),
-                    0,
-                    t23,
-                )
-                + t19
-                <= t21 - 1
-            )
-            & (
-                strides[2]
-                * tf.clip_by_value(
-                    tf.where(
-                        tf.equal((t17 - t3) % (strides[2]), 0),
-                        (t17 - t3) // (strides[2]),
-                        tf.zeros_like(t17 - t3),
-                    ),
-                    0,
-                    t24,
-                )
-                + t15
-                <= t22 - 1
-            )
+        t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t1 = t0[..., None, None, None]
+        t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t3 = t2[..., None, None]
+        t4 = ksize[2]
+        t5 = tf.range(tf.cast(t4, tf.int64))
+        t6 = t5[..., None]
+        t7 = ksize[1]
+        t8 = tf.range(tf.cast(t7, tf.int64))
+        t9 = tf.shape(value, out_type=tf.int64)[-3]
+        t10 = tf.shape(value, out_type=tf.int64)[-2]
+        t11 = (
+            (strides[1] * t1 + t8 >= 0)
+            & (strides[2] * t3 + t6 >= 0)
+            & (strides[1] * t1 + t8 <= t9 - 1)
+            & (strides[2] * t3 + t6 <= t10 - 1)
         )
-        t26 = tf.reduce_sum(
-            tf.where(t25, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=[-6, -3],
+        t12 = t11[..., None, :, :, :]
+        t13 = tf.reduce_sum(
+            tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=[-2, -1],
             keepdims=True,
         )
-        t27 = _gather(grad, t5, -2)
-        t28 = _gather(t27, t12, -4)
-        t29 = tf.transpose(t28, perm=[0, 1, 3, 5, 2, 4])
-        grad_value = tf.reduce_sum(t29 / t26, axis=[-2, -1])
+        t14 = grad[..., None, :, None, :]
+        t15 = t14 / t13
+        t16 = t2[..., None]
+        t17 = tf.range(tf.cast(t4, tf.int64))
+        t18 = strides[2] * t16 + t17
+        t19 = _scatter_add(t15, t18, 1, t10)
+        t20 = t0[..., None]
+        t21 = tf.range(tf.cast(t7, tf.int64))
+        t22 = strides[1] * t20 + t21
+        grad_value = _scatter_add(t19, t22, 2, t9)
     elif padding == "SAME":
-        t0 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
-        t1 = t0[..., None]
-        t2 = ksize[2]
-        t3 = tf.range(tf.cast(t2, tf.int64))
-        t4 = tf.shape(value, out_type=tf.int64)[-2]
-        t5 = -((-t4) // (strides[2]))
-        t6 = tf.math.maximum(ksize[2] + strides[2] * t5 - strides[2] - t4, 0)
-        t7 = (t6) // (2)
-        t8 = t1 - t3 + t7
-        t9 = tf.where(tf.equal((t8) % (strides[2]), 0), (t8) // (strides[2]), -tf.ones_like(t8))
-        t10 = _gather(grad, t9, -2)
-        t11 = tf.range(tf.shape(value, out_type=tf.int64)[-3])
-        t12 = t11[..., None]
-        t13 = ksize[1]
-        t14 = tf.range(tf.cast(t13, tf.int64))
-        t15 = tf.shape(value, out_type=tf.int64)[-3]
-        t16 = -((-t15) // (strides[1]))
-        t17 = tf.math.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
-        t18 = (t17) // (2)
-        t19 = t12 - t14 + t18
-        t20 = tf.where(tf.equal((t19) % (strides[1]), 0), (t19) // (strides[1]), -tf.ones_like(t19))
-        t21 = _gather(t10, t20, -4)
-        t22 = tf.range(tf.cast(t2, tf.int64))
-        t23 = t22[..., None, None, None, None, None]
-        t24 = t11[..., None, None, None, None]
-        t25 = t0[..., None, None, None]
-        t26 = tf.range(tf.cast(t13, tf.int64))
-        t27 = t26[..., None, None]
-        t28 = t14[..., None]
-        t29 = tf.math.maximum(ksize[1] + strides[1] * (t16 - 1) - t15, 0)
-        t30 = (t29) // (2)
-        t31 = tf.math.maximum(ksize[2] + strides[2] * (t5 - 1) - t4, 0)
-        t32 = (t31) // (2)
-        t33 = (
-            (
-                strides[1]
-                * tf.clip_by_value(
-                    tf.where(
-                        tf.equal((t18 + t24 - t28) % (strides[1]), 0),
-                        (t18 + t24 - t28) // (strides[1]),
-                        tf.zeros_like(t18 + t24 - t28),
-                    ),
-                    0,
-                    t16 - 1,
-                )
-                + t27
-                - t30
-                >= 0
-            )
-            & (
-                strides[2]
-                * tf.clip_by_value(
-                    tf.where(
-                        tf.equal((t25 - t3 + t7) % (strides[2]), 0),
-                        (t25 - t3 + t7) // (strides[2]),
-                        tf.zeros_like(t25 - t3 + t7),
-                    ),
-                    0,
-                    t5 - 1,
-                )
-                + t23
-                - t32
-                >= 0
-            )
-            & (
-                strides[1]
-                * tf.clip_by_value(
-                    tf.where(
-                        tf.equal((t18 + t24 - t28) % (strides[1]), 0),
-                        (t18 + t24 - t28) // (strides[1]),
-                        tf.zeros_like(t18 + t24 - t28),
-                    ),
-                    0,
-                    t16 - 1,
-                )
-                + t27
-                - t30
-                <= t15 - 1
-            )
-            & (
-                strides[2]
-                * tf.clip_by_value(
-                    tf.where(
-                        tf.equal((t25 - t3 + t7) % (strides[2]), 0),
-                        (t25 - t3 + t7) // (strides[2]),
-                        tf.zeros_like(t25 - t3 + t7),
-                    ),
-                    0,
-                    t5 - 1,
-                )
-                + t23
-                - t32
-                <= t4 - 1
-            )
+        t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t1 = t0[..., None, None, None]
+        t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t3 = t2[..., None, None]
+        t4 = ksize[2]
+        t5 = tf.range(tf.cast(t4, tf.int64))
+        t6 = t5[..., None]
+        t7 = ksize[1]
+        t8 = tf.range(tf.cast(t7, tf.int64))
+        t9 = tf.shape(value, out_type=tf.int64)[-3]
+        t10 = tf.shape(value, out_type=tf.int64)[-2]
+        t11 = -((-t9) // (strides[1]))
+        t12 = tf.math.maximum(ksize[1] + strides[1] * (t11 - 1) - t9, 0)
+        t13 = (t12) // (2)
+        t14 = -((-t10) // (strides[2]))
+        t15 = tf.math.maximum(ksize[2] + strides[2] * (t14 - 1) - t10, 0)
+        t16 = (t15) // (2)
+        t17 = (
+            (strides[1] * t1 - t13 + t8 >= 0)
+            & (strides[2] * t3 - t16 + t6 >= 0)
+            & (strides[1] * t1 - t13 + t8 <= t9 - 1)
+            & (strides[2] * t3 - t16 + t6 <= t10 - 1)
         )
-        t34 = tf.reduce_sum(
-            tf.where(t33, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=[-6, -3],
+        t18 = t17[..., None, :, :, :]
+        t19 = tf.reduce_sum(
+            tf.where(t18, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=[-2, -1],
             keepdims=True,
         )
-        t35 = _gather(grad, t9, -2)
-        t36 = _gather(t35, t20, -4)
-        t37 = tf.transpose(t36, perm=[0, 1, 3, 5, 2, 4])
-        grad_value = tf.reduce_sum(t37 / t34, axis=[-2, -1])
+        t20 = grad[..., None, :, None, :]
+        t21 = t20 / t19
+        t22 = t2[..., None]
+        t23 = tf.range(tf.cast(t4, tf.int64))
+        t24 = tf.math.maximum(ksize[2] + strides[2] * t14 - strides[2] - t10, 0)
+        t25 = (t24) // (2)
+        t26 = strides[2] * t22 + t23 - t25
+        t27 = _scatter_add(t21, t26, 1, t10)
+        t28 = t0[..., None]
+        t29 = tf.range(tf.cast(t7, tf.int64))
+        t30 = tf.math.maximum(ksize[1] + strides[1] * t11 - strides[1] - t9, 0)
+        t31 = (t30) // (2)
+        t32 = strides[1] * t28 + t29 - t31
+        grad_value = _scatter_add(t27, t32, 2, t9)
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return (grad_value,)
@@ -694,83 +600,85 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
     @tf.custom_gradient
     def forward(value):
         if padding == "VALID":
-            t0 = ksize[2]
-            t1 = tf.range(tf.cast(t0, tf.int64))
-            t2 = t1[..., None, None, None]
-            t3 = tf.shape(value, out_type=tf.int64)[-3]
-            t4 = (-ksize[1] + t3) // (strides[1])
-            t5 = t4 + 1
-            t6 = tf.range(tf.cast(t5, tf.int64))
-            t7 = t6[..., None, None]
-            t8 = tf.shape(value, out_type=tf.int64)[-2]
-            t9 = (-ksize[2] + t8) // (strides[2])
-            t10 = t9 + 1
+            t0 = tf.shape(value, out_type=tf.int64)[-3]
+            t1 = (-ksize[1] + t0) // (strides[1])
+            t2 = t1 + 1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None, None, None]
+            t5 = tf.shape(value, out_type=tf.int64)[-2]
+            t6 = (-ksize[2] + t5) // (strides[2])
+            t7 = t6 + 1
+            t8 = tf.range(tf.cast(t7, tf.int64))
+            t9 = t8[..., None, None]
+            t10 = ksize[1]
             t11 = tf.range(tf.cast(t10, tf.int64))
             t12 = t11[..., None]
-            t13 = ksize[1]
+            t13 = ksize[2]
             t14 = tf.range(tf.cast(t13, tf.int64))
             t15 = (
-                (strides[1] * t7 + t14 >= 0)
-                & (strides[2] * t12 + t2 >= 0)
-                & (strides[1] * t7 + t14 <= t3 - 1)
-                & (strides[2] * t12 + t2 <= t8 - 1)
+                (strides[1] * t4 + t12 >= 0)
+                & (strides[2] * t9 + t14 >= 0)
+                & (strides[1] * t4 + t12 <= t0 - 1)
+                & (strides[2] * t9 + t14 <= t5 - 1)
             )
-            t16 = tf.reduce_sum(
-                tf.where(t15, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
-                axis=[-4, -1],
-                keepdims=True,
+            t16 = t15[..., None, :, :]
+            t17 = tf.reduce_sum(
+                tf.where(t16, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
+                axis=[-2, -1],
             )
-            t17 = strides[2] * t12 + t1
-            t18 = _gather(value, t17, -2)
-            t19 = t6[..., None]
-            t20 = strides[1] * t19 + t14
-            t21 = _gather(t18, t20, -4)
-            t22 = _gather(value, t17, -2)
-            t23 = _gather(t22, t20, -4)
-            t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 2, 4])
-            t25 = tf.reduce_sum(t24, axis=[-2, -1])
-            output = t25 / t16
+            t18 = t8[..., None]
+            t19 = strides[2] * t18 + t14
+            t20 = _gather(value, t19, -2)
+            t21 = t3[..., None]
+            t22 = strides[1] * t21 + t11
+            t23 = _gather(t20, t22, -4)
+            t24 = _gather(value, t19, -2)
+            t25 = _gather(t24, t22, -4)
+            t26 = tf.transpose(t25, perm=[0, 1, 3, 5, 2, 4])
+            t27 = tf.reduce_sum(t26, axis=[-2, -1])
+            output = t27 / t17
         elif padding == "SAME":
-            t0 = ksize[2]
-            t1 = tf.range(tf.cast(t0, tf.int64))
-            t2 = t1[..., None, None, None]
-            t3 = tf.shape(value, out_type=tf.int64)[-3]
-            t4 = -((-t3) // (strides[1]))
-            t5 = t4
-            t6 = tf.range(tf.cast(t5, tf.int64))
-            t7 = t6[..., None, None]
-            t8 = tf.shape(value, out_type=tf.int64)[-2]
-            t9 = -((-t8) // (strides[2]))
-            t10 = t9
+            t0 = tf.shape(value, out_type=tf.int64)[-3]
+            t1 = -((-t0) // (strides[1]))
+            t2 = t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None, None, None]
+            t5 = tf.shape(value, out_type=tf.int64)[-2]
+            t6 = -((-t5) // (strides[2]))
+            t7 = t6
+            t8 = tf.range(tf.cast(t7, tf.int64))
+            t9 = t8[..., None, None]
+            t10 = ksize[1]
             t11 = tf.range(tf.cast(t10, tf.int64))
             t12 = t11[..., None]
-            t13 = ksize[1]
+            t13 = ksize[2]
             t14 = tf.range(tf.cast(t13, tf.int64))
-            t15 = tf.math.maximum(ksize[1] + strides[1] * (t4 - 1) - t3, 0)
+            t15 = tf.math.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
             t16 = (t15) // (2)
-            t17 = tf.math.maximum(ksize[2] + strides[2] * (t9 - 1) - t8, 0)
+            t17 = tf.math.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
             t18 = (t17) // (2)
             t19 = (
-                (strides[1] * t7 + t14 - t16 >= 0)
-                & (strides[2] * t12 - t18 + t2 >= 0)
-                & (strides[1] * t7 + t14 - t16 <= t3 - 1)
-                & (strides[2] * t12 - t18 + t2 <= t8 - 1)
+                (strides[1] * t4 + t12 - t16 >= 0)
+                & (strides[2] * t9 + t14 - t18 >= 0)
+                & (strides[1] * t4 + t12 - t16 <= t0 - 1)
+                & (strides[2] * t9 + t14 - t18 <= t5 - 1)
             )
-            t20 = tf.reduce_sum(
-                tf.where(t19, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
-                axis=[-4, -1],
-                keepdims=True,
+            t20 = t19[..., None, :, :]
+            t21 = tf.reduce_sum(
+                tf.where(t20, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
+                axis=[-2, -1],
             )
-            t21 = strides[2] * t12 + t1 - t18
-            t22 = _gather(value, t21, -2)
-            t23 = t6[..., None]
-            t24 = strides[1] * t23 + t14 - t16
-            t25 = _gather(t22, t24, -4)
-            t26 = _gather(value, t21, -2)
-            t27 = _gather(t26, t24, -4)
-            t28 = tf.transpose(t27, perm=[0, 1, 3, 5, 2, 4])
-            t29 = tf.reduce_sum(t28, axis=[-2, -1])
-            output = t29 / t20
+            t22 = t8[..., None]
+            t23 = strides[2] * t22 + t14 - t18
+            t24 = _gather(value, t23, -2)
+            t25 = t3[..., None]
+            t26 = strides[1] * t25 + t11 - t16
+            t27 = _gather(t24, t26, -4)
+            t28 = _gather(value, t23, -2)
+            t29 = _gather(t28, t26, -4)
+            t30 = tf.transpose(t29, perm=[0, 1, 3, 5, 2, 4])
+            t31 = tf.reduce_sum(t30, axis=[-2, -1])
+            output = t31 / t21
         else:
             raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
 
@@ -783,3 +691,186 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
 
 
 _register("AvgPool", avg_pool_grad)
+
+
+def max_pool_vjp(grad, input, output, *, padding="VALID", data_format="NHWC", ksize, strides):
+    """Gradient of MaxPool (declared at ops/conv.py:98): one per input (input)."""
+    if padding == "VALID" and data_format == "NHWC":
+        t0 = ksize[2]
+        t1 = tf.range(tf.cast(t0, tf.int64))
+        t2 = t1[..., None]
+        t3 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t4 = strides[2] * t3 + t2
+        t5 = _gather(input, t4, -2, fill=float("-inf"))
+        t6 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t7 = t6[..., None]
+        t8 = ksize[1]
+        t9 = tf.range(tf.cast(t8, tf.int64))
+        t10 = strides[1] * t7 + t9
+        t11 = _gather(t5, t10, -4, fill=float("-inf"))
+        t12 = tf.transpose(t11, perm=[0, 1, 3, 4, 2, 5])
+        t13 = output[..., None, :, None, :]
+        t14 = tf.reduce_sum(
+            tf.where(tf.equal(t12, t13), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=[-4, -2],
+            keepdims=True,
+        )
+        t15 = grad[..., None, :, None, :]
+        t16 = t3[..., None]
+        t17 = tf.range(tf.cast(t0, tf.int64))
+        t18 = strides[2] * t16 + t17
+        t19 = _gather(input, t18, -2, fill=float("-inf"))
+        t20 = tf.range(tf.cast(t8, tf.int64))
+        t21 = strides[1] * t7 + t20
+        t22 = _gather(t19, t21, -4, fill=float("-inf"))
+        t23 = (
+            t15
+            * tf.where(tf.equal(t13, t22), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            / t14
+        )
+        t24 = tf.shape(input, out_type=tf.int64)[-2]
+        t25 = _scatter_add(t23, t18, 1, t24)
+        t26 = tf.shape(input, out_type=tf.int64)[-3]
+        grad_input = _scatter_add(t25, t21, 2, t26)
+    elif padding == "SAME" and data_format == "NHWC":
+        t0 = ksize[2]
+        t1 = tf.range(tf.cast(t0, tf.int64))
+        t2 = t1[..., None]
+        t3 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t4 = tf.shape(input, out_type=tf.int64)[-2]
+        t5 = -((-t4) // (strides[2]))
+        t6 = tf.math.maximum(ksize[2] + strides[2] * (t5 - 1) - t4, 0)
+        t7 = (t6) // (2)
+        t8 = strides[2] * t3 + t2 - t7
+        t9 = _gather(input, t8, -2, fill=float("-inf"))
+        t10 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t11 = t10[..., None]
+        t12 = ksize[1]
+        t13 = tf.range(tf.cast(t12, tf.int64))
+        t14 = tf.shape(input, out_type=tf.int64)[-3]
+        t15 = -((-t14) // (strides[1]))
+        t16 = tf.math.maximum(ksize[1] + strides[1] * (t15 - 1) - t14, 0)
+        t17 = (t16) // (2)
+        t18 = strides[1] * t11 + t13 - t17
+        t19 = _gather(t9, t18, -4, fill=float("-inf"))
+        t20 = tf.transpose(t19, perm=[0, 1, 3, 4, 2, 5])
+        t21 = output[..., None, :, None, :]
+        t22 = tf.reduce_sum(
+            tf.where(tf.equal(t20, t21), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=[-4, -2],
+            keepdims=True,
+        )
+        t23 = grad[..., None, :, None, :]
+        t24 = t3[..., None]
+        t25 = tf.range(tf.cast(t0, tf.int64))
+        t26 = strides[2] * t24 + t25 - t7
+        t27 = _gather(input, t26, -2, fill=float("-inf"))
+        t28 = tf.range(tf.cast(t12, tf.int64))
+        t29 = strides[1] * t11 - t17 + t28
+        t30 = _gather(t27, t29, -4, fill=float("-inf"))
+        t31 = (
+            t23
+            * tf.where(tf.equal(t21, t30), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            / t22
+        )
+        t32 = tf.math.maximum(ksize[2] + strides[2] * t5 - strides[2] - t4, 0)
+        t33 = (t32) // (2)
+        t34 = strides[2] * t24 + t25 - t33
+        t35 = _scatter_add(t31, t34, 1, t4)
+        t36 = tf.math.maximum(ksize[1] + strides[1] * t15 - strides[1] - t14, 0)
+        t37 = (t36) // (2)
+        t38 = strides[1] * t11 + t28 - t37
+        grad_input = _scatter_add(t35, t38, 2, t14)
+    else:
+        raise ValueError(
+            f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return (grad_input,)
+
+
+def max_pool_grad(op, grad):
+    """Gradient function of MaxPool for `tf.RegisterGradient`."""
+    return max_pool_vjp(
+        grad,
+        *op.inputs,
+        *op.outputs,
+        padding=_string_attr(op, "padding"),
+        data_format=_string_attr(op, "data_format"),
+        ksize=op.get_attr("ksize"),
+        strides=op.get_attr("strides"),
+    )
+
+
+def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
+    """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(input):
+        if padding == "VALID" and data_format == "NHWC":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = (-ksize[2] + t0) // (strides[2])
+            t2 = t1 + 1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None]
+            t5 = ksize[2]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = strides[2] * t4 + t6
+            t8 = _gather(input, t7, -2, fill=float("-inf"))
+            t9 = tf.shape(input, out_type=tf.int64)[-3]
+            t10 = (-ksize[1] + t9) // (strides[1])
+            t11 = t10 + 1
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = t12[..., None]
+            t14 = ksize[1]
+            t15 = tf.range(tf.cast(t14, tf.int64))
+            t16 = strides[1] * t13 + t15
+            t17 = _gather(t8, t16, -4, fill=float("-inf"))
+            t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
+            output = tf.reduce_max(t18, axis=[-2, -1])
+        elif padding == "SAME" and data_format == "NHWC":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = -((-t0) // (strides[2]))
+            t2 = t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None]
+            t5 = ksize[2]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = tf.math.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
+            t8 = (t7) // (2)
+            t9 = strides[2] * t4 + t6 - t8
+            t10 = _gather(input, t9, -2, fill=float("-inf"))
+            t11 = tf.shape(input, out_type=tf.int64)[-3]
+            t12 = -((-t11) // (strides[1]))
+            t13 = t12
+            t14 = tf.range(tf.cast(t13, tf.int64))
+            t15 = t14[..., None]
+            t16 = ksize[1]
+            t17 = tf.range(tf.cast(t16, tf.int64))
+            t18 = tf.math.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
+            t19 = (t18) // (2)
+            t20 = strides[1] * t15 + t17 - t19
+            t21 = _gather(t10, t20, -4, fill=float("-inf"))
+            t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])
+            output = tf.reduce_max(t22, axis=[-2, -1])
+        else:
+            raise ValueError(
+                f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+            )
+
+        def backward(grad):
+            return max_pool_vjp(
+                grad,
+                input,
+                output,
+                padding=padding,
+                data_format=data_format,
+                ksize=ksize,
+                strides=strides,
+            )
+
+        return output, backward
+
+    return forward(input)
+
+
+_register("MaxPool", max_pool_grad)

@@ -127,12 +127,11 @@ def einsum_grad(grad, *inputs, output=None, equation="ij,jk->ik"):
     elif equation == "ij,jk->i":
         inputs_0, inputs_1 = inputs
         t0 = grad[..., None]
-        t1 = inputs_1.T
-        t2 = np.sum(t1, axis=-2, keepdims=True)
-        grad_inputs_0 = t0 * t2
-        t3 = np.einsum("a,ab->b", grad, inputs_0, optimize=True)
-        t4 = t3[..., None]
-        grad_inputs_1 = np.broadcast_to(t4, np.shape(inputs_1))
+        t1 = np.sum(inputs_1, axis=-1)
+        grad_inputs_0 = t0 * t1
+        t2 = np.einsum("a,ab->b", grad, inputs_0, optimize=True)
+        t3 = t2[..., None]
+        grad_inputs_1 = np.broadcast_to(t3, np.shape(inputs_1))
         grads = (grad_inputs_0, grad_inputs_1)
     elif equation == "bi,bj->bij":
         inputs_0, inputs_1 = inputs

@@ -100,12 +100,11 @@ def einsum_vjp(grad, *inputs, output=None, equation="ij,jk->ik"):
     elif equation == "ij,jk->i":
         inputs_0, inputs_1 = inputs
         t0 = grad[..., None]
-        t1 = tf.transpose(inputs_1, perm=[1, 0])
-        t2 = tf.reduce_sum(t1, axis=-2, keepdims=True)
-        grad_inputs_0 = t0 * t2
-        t3 = tf.einsum("a,ab->b", grad, inputs_0)
-        t4 = t3[..., None]
-        grad_inputs_1 = tf.broadcast_to(t4, tf.shape(inputs_1))
+        t1 = tf.reduce_sum(inputs_1, axis=-1)
+        grad_inputs_0 = t0 * t1
+        t2 = tf.einsum("a,ab->b", grad, inputs_0)
+        t3 = t2[..., None]
+        grad_inputs_1 = tf.broadcast_to(t3, tf.shape(inputs_1))
         grads = (grad_inputs_0, grad_inputs_1)
     elif equation == "bi,bj->bij":
         inputs_0, inputs_1 = inputs

@@ -10,15 +10,17 @@ import numpy as np
 import scipy.sparse
 
 
-def _gather(x, positions, axis):
+def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as zero (the padding of an index map)."""
+    positions outside the axis read as `fill` (the padding of an index map)."""
     size = np.shape(x)[axis]
     inside = (positions >= 0) & (positions < size)
     taken = np.take(x, np.where(inside, positions, 0), axis=axis)
     if inside.all():
         return taken
-    return np.where(inside.reshape(inside.shape + (1,) * (-axis - 1)), taken, 0)
+    return np.where(
+        inside.reshape(inside.shape + (1,) * (-axis - 1)), taken, np.asarray(fill, taken.dtype)
+    )
 
 
 def _scatter_add(values, positions, trailing, size):

@@ -47,16 +47,16 @@ def _insert_none(grads, positions):
     return grads
 
 
-def _gather(x, positions, axis):
+def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as zero (the padding of an index map)."""
+    positions outside the axis read as `fill` (the padding of an index map)."""
     positions = tf.cast(positions, tf.int64)
     size = tf.shape(x, out_type=tf.int64)[axis]
     inside = (positions >= 0) & (positions < size)
     taken = tf.gather(x, tf.where(inside, positions, tf.zeros_like(positions)), axis=axis)
     trailing = tf.ones([-axis - 1], tf.int32)
     inside = tf.reshape(inside, tf.concat([tf.shape(inside), trailing], 0))
-    return tf.where(inside, taken, tf.zeros_like(taken))
+    return tf.where(inside, taken, tf.fill(tf.shape(taken), tf.constant(fill, taken.dtype)))
 
 
 def _scatter_add(values, positions, trailing, size):

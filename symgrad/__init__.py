@@ -12,7 +12,7 @@ from symgrad.declare import (
     stop_gradient,
     tensor,
 )
-from symgrad.functions import exact_div, indicator, maximum, minimum, product
+from symgrad.functions import exact_div, indicator, maximum, minimum, product, read_outside
 
 __version__ = "0.1.0"
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "minimum",
     "op",
     "product",
+    "read_outside",
     "scalar_input",
     "stop_gradient",
     "tensor",

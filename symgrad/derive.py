@@ -15,7 +15,7 @@ import sympy as sp
 
 from symgrad.declare import BATCH, BATCH_DIM, ELEMENTWISE, OpVariant, stop_gradient
 from symgrad.errors import DerivationError
-from symgrad.functions import clamped_div, exact_div
+from symgrad.functions import exact_div
 from symgrad.validate import Range, index_ranges
 
 
@@ -153,6 +153,14 @@ def _contract(variant, out, grad_name, entry, ranges) -> list[Term]:
     grad = sp.IndexedBase(grad_name, shape=shape)
     upstream = grad[out.indices] if out.indices else sp.Symbol(grad_name)
     partial = _hoist_deltas(_partial(variant, out.expr, entry))
+    # an output's whole expression in its own derivative (a maximum's) is the output, passed
+    # in: read it before index maps are solved, which would hide it
+    outputs = {
+        o.expr: sp.IndexedBase(o.name, shape=tuple(ranges[i][1] + 1 if i in ranges else 1 for i in o.indices))[o.indices]
+        for o in variant.outputs
+        if o.indices
+    }
+    partial = partial.xreplace(outputs)
     sums = tuple((i, *ranges[i]) for i in out.indices if i in ranges)
     return _normalize(upstream * partial, sums)
 
@@ -287,12 +295,14 @@ def _invert_index_map(factor, sums, outputs):
             rest = sp.expand(e - c * i)
             if rest.has(i) or not _range_kept_by_entry(rest_factor, i, summed[i]):
                 continue
+            if any(f.has(i) and not isinstance(f, sp.Indexed) for f in sp.Mul.make_args(rest_factor)):
+                continue  # a function of i (a window's count, ties): computed once per output, scattered
             solved = exact_div(u - rest, c)
             rest_factor = _rename_bound(rest_factor, solved.free_symbols)
             new_factor = rest_factor.replace(
                 lambda x: isinstance(x, sp.Indexed) and x.has(i),
                 lambda x: x.func(x.base, *[_solved_subscript(s, i, c, u - rest, solved) for s in x.indices]),
-            ).subs(i, clamped_div(u - rest, c, summed[i][1]))
+            )
             return new_factor, tuple(lim for lim in sums if lim[0] != i)
     return None
 

@@ -145,16 +145,6 @@ class exact_div(sp.Function):
         return None
 
 
-class clamped_div(sp.Function):
-    """`exact_div(m, c)` clipped into 0..high, and 0 where c does not divide m: where the
-    solved index names no position, the upstream gradient read there is zero, and factors
-    that are not tensor entries (a window's count, divided by) are read at a valid place."""
-
-    is_integer = True
-
-    nargs = 3
-
-
 class rint(sp.Function):
     """x rounded to the nearest integer, ties to even (numpy's `rint`, TensorFlow's Rint and
     Round); piecewise constant, so declarations wrap it in `stop_gradient`."""
@@ -171,3 +161,13 @@ class dawsn(sp.Function):
     def fdiff(self, argindex=1):
         x = self.args[0]
         return 1 - 2 * x * self
+
+
+class read_outside(sp.Function):
+    """`read_outside(x[E], fill)`: the entry, with positions outside `x` reading `fill`
+    instead of zero (a window's maximum pads with -oo). Its derivative is the entry's."""
+
+    nargs = 2
+
+    def fdiff(self, argindex=1):
+        return sp.S.One if argindex == 1 else sp.S.Zero

@@ -253,14 +253,16 @@ class Arange:
 @dataclass(frozen=True)
 class Gather:
     """`x` read along `axis` at integer `positions`, whose axes take that axis's place;
-    positions outside the axis read as zero (padding): an affine or indirect index map."""
+    positions outside the axis read as `fill` (padding): an affine or indirect index map."""
 
     x: str  # variable read
     positions: str  # integer variable
     axis: int  # negative: counted from the last
+    fill: Any = 0  # what a position outside reads: 0, or -oo for a window's maximum
 
     def __str__(self) -> str:
-        return f"gather({self.x}, {self.positions}, axis={self.axis})"
+        fill = f", fill={self.fill}" if self.fill != 0 else ""
+        return f"gather({self.x}, {self.positions}, axis={self.axis}{fill})"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import sympy as sp
 from symgrad.declare import BATCH, OpDecl
 from symgrad.derive import TensorValue
 from symgrad.errors import LoweringError
-from symgrad.functions import exact_div, maximum, minimum, product
+from symgrad.functions import exact_div, maximum, minimum, product, read_outside
 from symgrad.ir import (
     Arange,
     Assign,
@@ -95,13 +95,21 @@ class TensorLowering:
         return self._memo[key]
 
     def _array(self, expr, axes):
-        if isinstance(expr, (sp.Sum, product, maximum, minimum)):  # ranges of renamed indices
-            for limit in expr.limits:
+        if isinstance(expr, (sp.Sum, product, maximum, minimum)):
+            clashes = {lim[0] for lim in expr.limits} & set(axes)
+            if clashes:  # an inner Sum's own index named like an axis here: rename it
+                return self.array(expr.xreplace({k: self._fresh(k, axes) for k in clashes}), axes)
+            for limit in expr.limits:  # ranges of renamed indices
                 self.ranges.setdefault(limit[0], (limit[1], limit[2]))
         if not free_indices(expr) and not expr.has(sp.Indexed):
             return self._scalar(expr)
         if isinstance(expr, sp.Indexed):
             return self._entry(expr, axes)
+        if isinstance(expr, read_outside):
+            entry, fill = expr.args
+            if not isinstance(entry, sp.Indexed) or fill.free_symbols:
+                self._fail(f"{expr}: read_outside takes a tensor entry and a number")
+            return self._entry(entry, axes, fill)
         if isinstance(expr, sp.Sum):
             return self._sum(expr, axes)
         if isinstance(expr, (product, maximum, minimum)):
@@ -118,7 +126,7 @@ class TensorLowering:
 
     def _scalar(self, expr) -> sp.Expr:
         """A number or numeric attribute; dimension sizes are read from the arrays' shapes."""
-        sizes = {d: self._dim(d) for d in expr.free_symbols if d.is_integer and d.is_positive}
+        sizes = {d: self._dim(d) for d in _sizes_in(expr)}
         return expr.xreplace(sizes)
 
     def _dim(self, dim) -> sp.Symbol:
@@ -158,11 +166,11 @@ class TensorLowering:
 
     # --- tensor entries ---
 
-    def _entry(self, entry: sp.Indexed, axes) -> sp.Expr:
+    def _entry(self, entry: sp.Indexed, axes, fill=0) -> sp.Expr:
         name, idx = str(entry.base.label), tuple(entry.indices)
         idx = _kept_axes_aligned(idx, axes)
         if any(_is_map(i) for i in idx):
-            name, idx = self._gathered(name, idx, axes)
+            name, idx = self._gathered(name, idx, axes, fill)
         if len(set(idx)) < len(idx):  # a diagonal: x[..., i, i]
             name, idx = self._diagonal(name, idx)
         kept = [n - len(idx) for n, i in enumerate(idx) if not isinstance(i, sp.Symbol)]
@@ -178,10 +186,10 @@ class TensorLowering:
 
     # --- index maps: gathers and their adjoint, scatter-adds ---
 
-    def _gathered(self, name: str, idx: tuple, axes: tuple) -> tuple[str, tuple]:
+    def _gathered(self, name: str, idx: tuple, axes: tuple, fill=0) -> tuple[str, tuple]:
         """Read each mapped subscript (`i*s + k - p`, `indices[i]`) with a gather, last axis
         first: (variable, plain indices), the map's indices in place of each mapped axis."""
-        key = ("gather", name, idx, axes)
+        key = ("gather", name, idx, axes, fill)
         if key in self._memo:
             return self._memo[key]
         result = list(idx)
@@ -189,7 +197,7 @@ class TensorLowering:
             if _is_map(idx[n]):
                 group = _map_indices(idx[n], axes)
                 positions = self._positions(idx[n], group)
-                name = self._temp(Gather(name, positions, n - len(result)))
+                name = self._temp(Gather(name, positions, n - len(result), fill))
                 result[n : n + 1] = group
         self._memo[key] = (name, tuple(result))
         return self._memo[key]
@@ -214,7 +222,7 @@ class TensorLowering:
 
     def _int_scalars(self, expr):
         """`expr` with sizes read as integers, and each rounded size (a padding) computed once."""
-        expr = expr.xreplace({d: self._int_size(d) for d in expr.free_symbols if d.is_integer and d.is_positive})
+        expr = expr.xreplace({d: self._int_size(d) for d in _sizes_in(expr)})
 
         def hoisted(e):
             if ("scalar", e) not in self._memo:
@@ -342,7 +350,9 @@ class TensorLowering:
     def _reduce(self, kind, body, summed, axes) -> sp.Expr:
         """Reduce `body` over `summed`, each taking the place of an axis `body` does not vary
         along (keepdims), or else laid out as `body`'s own tensors are (no transpose)."""
-        unused = [n for n, a in enumerate(axes) if a not in free_indices(body) and a != BATCH]
+        # a slot before the body's first axis would not exist in its (broadcast) array
+        first = min((n for n, a in enumerate(axes) if a in free_indices(body)), default=len(axes))
+        unused = [n for n, a in enumerate(axes) if a not in free_indices(body) and a != BATCH and n > first]
         if BATCH not in summed and len(unused) >= len(summed):
             extended = list(axes)
             for index, slot in zip(summed, reversed(unused)):
@@ -404,6 +414,12 @@ class TensorLowering:
 
     # --- helpers ---
 
+    def _fresh(self, index, axes) -> sp.Symbol:
+        n = 0
+        while sp.Symbol(f"{index}{n}", integer=True) in set(axes) | set(self.ranges):
+            n += 1
+        return sp.Symbol(f"{index}{n}", integer=True)
+
     def _temp(self, value: Value) -> str:
         name = f"{self.prefix}{sum(s.target.startswith(self.prefix) for s in self.body)}"
         self.body.append(Assign(name, value))
@@ -425,6 +441,11 @@ def _layout(body, axes: tuple, summed: tuple) -> list:
         if set(order) == wanted and [i for i in order if i in axes] == list(axes):
             return order
     return [BATCH] * (BATCH in summed) + list(axes) + [i for i in summed if i != BATCH]
+
+
+def _sizes_in(expr) -> list:
+    """The dimension sizes in `expr`, in a fixed order (temporaries are numbered by it)."""
+    return sorted((d for d in expr.free_symbols if d.is_integer and d.is_positive), key=str)
 
 
 def _is_map(subscript) -> bool:

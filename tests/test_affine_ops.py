@@ -130,3 +130,20 @@ def test_unsorted_segment_sum(tf, tf_module, numpy_module, segment_ids, num_segm
     inputs = {"data": normal(6, 4), "segment_ids": np.asarray(segment_ids, dtype=np.int32)}
     attrs = {"num_segments": num_segments}
     check(tf, tf_module, numpy_module, "gather", "unsorted_segment_sum", "UnsortedSegmentSum", inputs, attrs, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("case", POOLS, ids=str)
+def test_max_pool(tf, tf_module, numpy_module, case, dtype):
+    """Random inputs: no ties within a window (see test_max_pool_ties for those)."""
+    x_shape, ksize, strides, padding = case
+    attrs = dict(ksize=list(ksize), strides=list(strides), padding=padding)
+    check(tf, tf_module, numpy_module, "conv", "max_pool", "MaxPool", {"input": normal(*x_shape)}, attrs, dtype)
+
+
+def test_max_pool_ties_split_the_gradient(numpy_module):
+    """A tie splits a window's gradient equally among the maxima (as reduce_max does);
+    TensorFlow's MaxPool gives it all to the first. Both are subgradients."""
+    x = np.array([1.0, 3.0, 3.0, 2.0]).reshape(1, 2, 2, 1)
+    (grad,) = numpy_module("conv").max_pool_grad(np.ones((1, 1, 1, 1)), x, ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1])
+    np.testing.assert_array_equal(grad.reshape(-1), [0, 0.5, 0.5, 0])

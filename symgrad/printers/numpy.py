@@ -137,11 +137,6 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         m, c = (self._print(a) for a in expr.args)
         return f"{self._module_format('numpy.where')}(({m}) % ({c}) == 0, ({m}) // ({c}), -1)"
 
-    def _print_clamped_div(self, expr):
-        m, c, high = (self._print(a) for a in expr.args)
-        quotient = f"{self._module_format('numpy.where')}(({m}) % ({c}) == 0, ({m}) // ({c}), 0)"
-        return f"{self._module_format('numpy.clip')}({quotient}, 0, {high})"
-
     def _print_IntSize(self, value: ir.IntSize):
         return f"{self._module_format('numpy.shape')}({value.x})[{value.axis}]"
 
@@ -149,7 +144,8 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         return f"{self._module_format('numpy.arange')}({value.n})"
 
     def _print_Gather(self, value: ir.Gather):
-        return f"_gather({value.x}, {value.positions}, {value.axis})"
+        fill = f", fill={self._print(value.fill)}" if value.fill != 0 else ""
+        return f"_gather({value.x}, {value.positions}, {value.axis}{fill})"
 
     def _print_ScatterAdd(self, value: ir.ScatterAdd):
         return f"_scatter_add({value.values}, {value.positions}, {value.trailing}, {value.size})"

@@ -217,12 +217,6 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         where, equal, ones = (self._module_format(f"tensorflow.{f}") for f in ("where", "equal", "ones_like"))
         return f"{where}({equal}(({m}) % ({c}), 0), ({m}) // ({c}), -{ones}({m}))"
 
-    def _print_clamped_div(self, expr):
-        m, c, high = (self._print(a) for a in expr.args)
-        where, equal, zeros = (self._module_format(f"tensorflow.{f}") for f in ("where", "equal", "zeros_like"))
-        quotient = f"{where}({equal}(({m}) % ({c}), 0), ({m}) // ({c}), {zeros}({m}))"
-        return f"{self._module_format('tensorflow.clip_by_value')}({quotient}, 0, {high})"
-
     def _print_IntSize(self, value: ir.IntSize):
         return f"{self._module_format('tensorflow.shape')}({value.x}, out_type={self._module_format('tensorflow.int64')})[{value.axis}]"
 
@@ -231,7 +225,8 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         return f"{self._module_format('tensorflow.range')}({self._module_format('tensorflow.cast')}({value.n}, {int64}))"
 
     def _print_Gather(self, value: ir.Gather):
-        return f"_gather({value.x}, {value.positions}, {value.axis})"
+        fill = f", fill={self._print(value.fill)}" if value.fill != 0 else ""
+        return f"_gather({value.x}, {value.positions}, {value.axis}{fill})"
 
     def _print_ScatterAdd(self, value: ir.ScatterAdd):
         return f"_scatter_add({value.values}, {value.positions}, {value.trailing}, {value.size})"

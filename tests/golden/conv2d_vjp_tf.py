@@ -39,11 +39,11 @@ def conv2d_vjp(
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = t0[..., None]
         t2 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t3 = tf.shape(input, out_type=tf.int64)[-2]
-        t4 = tf.shape(filter, out_type=tf.int64)[-3]
-        t5 = -((-t3) // (strides[2]))
+        t3 = tf.shape(filter, out_type=tf.int64)[-3]
+        t4 = tf.shape(input, out_type=tf.int64)[-2]
+        t5 = -((-t4) // (strides[2]))
         t6 = tf.math.maximum(
-            dilations[2] * t4 - dilations[2] + strides[2] * t5 - strides[2] - t3 + 1, 0
+            dilations[2] * t3 - dilations[2] + strides[2] * t5 - strides[2] - t4 + 1, 0
         )
         t7 = (t6) // (2)
         t8 = -dilations[2] * t2 + t1 + t7
@@ -66,7 +66,7 @@ def conv2d_vjp(
         t22 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
         t23 = t22[..., None]
         t24 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t25 = tf.math.maximum(dilations[2] * (t4 - 1) + strides[2] * (t5 - 1) - t3 + 1, 0)
+        t25 = tf.math.maximum(dilations[2] * (t3 - 1) + strides[2] * (t5 - 1) - t4 + 1, 0)
         t26 = (t25) // (2)
         t27 = dilations[2] * t23 + strides[2] * t24 - t26
         t28 = _gather(input, t27, -2)
