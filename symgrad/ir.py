@@ -23,6 +23,19 @@ class Elementwise:
 
 
 @dataclass(frozen=True)
+class FusedCall:
+    """`value` computed by one fused kernel where a backend has it, else evaluated as written."""
+
+    kernel: str  # the kernel's op type, e.g. "SigmoidGrad" (a `symgrad.fused.KERNELS` entry)
+    operands: tuple[tuple[str, Elementwise], ...]  # (kernel parameter, operand), in order
+    value: Elementwise  # what the kernel computes, as the plain expression
+
+    def __str__(self) -> str:
+        operands = ", ".join(f"{name}={operand}" for name, operand in self.operands)
+        return f"{self.kernel}({operands})"
+
+
+@dataclass(frozen=True)
 class Conj:
     """Complex conjugate (a no-op on real dtypes)."""
 
@@ -219,7 +232,7 @@ class ZerosLike:
 
 
 Value = Union[
-    Elementwise, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
+    Elementwise, FusedCall, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
     BroadcastTo, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis, Constant, Iota,
 ]
 
@@ -228,7 +241,7 @@ def reads(value: Value) -> set[str]:
     """The variables whose values `value` reads (not only their shapes)."""
     if isinstance(value, Elementwise):
         return {str(s) for s in value.expr.free_symbols}
-    if isinstance(value, (SumToShape, BroadcastTo)):
+    if isinstance(value, (SumToShape, BroadcastTo, FusedCall)):
         return reads(value.value)
     if isinstance(value, MatMul):
         return {value.a, value.b}

@@ -4,6 +4,7 @@ that keep gradients finite where SymPy's raw derivative is not."""
 from __future__ import annotations
 
 import ast
+import types
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import sympy as sp
 from symgrad import elementwise
 from symgrad.declare import instantiate
 from symgrad.derive import derive
+from symgrad.fused import KERNELS
 from symgrad.simplify import simplify
 
 # op -> (gradient in terms of the output y, as TensorFlow's hand-written gradient has it)
@@ -36,22 +38,44 @@ def names_loaded(node) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
+def fused_call_operands(node) -> list[ast.AST] | None:
+    """The operands of a `tf.raw_ops.<fused kernel>(...)` call (tests/test_fused.py checks
+    those kernels), else None."""
+    if isinstance(node, ast.Call) and ast.unparse(node.func).startswith("tf.raw_ops."):
+        return [k.value for k in node.keywords]
+    return None
+
+
+def _kernel_as_formula(entry):
+    formula = sp.lambdify(entry.params, entry.formula, "numpy")
+    return lambda **operands: formula(*(operands[str(p)] for p in entry.params))
+
+
+# `tf` for evaluating a printed TensorFlow gradient on numpy arrays
+TF_STAND_IN = types.SimpleNamespace(
+    raw_ops=types.SimpleNamespace(**{k.name: _kernel_as_formula(k) for k in KERNELS})
+)
+
+
 @pytest.mark.parametrize("file", sorted(GRAD_FUNCTION))
 @pytest.mark.parametrize("op", sorted(REUSED))
 def test_generated_gradient_reuses_the_forward_output(derived, file, op):
-    """`grad_x` reads only grad and y, calls nothing, and equals TensorFlow's formula."""
+    """`grad_x` reads only grad and y, calls nothing (but a fused kernel), and equals
+    TensorFlow's formula."""
     _, files = derived
     function = function_def(files[file], GRAD_FUNCTION[file].format(op))
     assigns = [s for s in function.body if isinstance(s, ast.Assign)]
     assert all("x" not in names_loaded(s) for s in assigns), ast.unparse(function)
     (grad_x,) = [s.value for s in assigns if s.targets[0].id == "grad_x"]
     text = ast.unparse(grad_x)
-    assert names_loaded(grad_x) == {"grad", "y"} and not any(
-        isinstance(n, ast.Call) for n in ast.walk(grad_x)
+    operands = fused_call_operands(grad_x) or [grad_x]
+    assert set().union(*map(names_loaded, operands)) == {"grad", "y"} and not any(
+        isinstance(n, ast.Call) for o in operands for n in ast.walk(o)
     ), text
     rng = np.random.default_rng(0)
     grad, y = rng.uniform(0.5, 2.0, 5), rng.uniform(0.1, 0.9, 5)
-    actual = eval(compile(ast.Expression(grad_x), text, "eval"), {"grad": grad, "y": y})
+    namespace = {"grad": grad, "y": y, "tf": TF_STAND_IN}
+    actual = eval(compile(ast.Expression(grad_x), text, "eval"), namespace)
     np.testing.assert_allclose(actual, REUSED[op](grad, y), rtol=1e-14)
 
 

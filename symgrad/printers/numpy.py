@@ -27,6 +27,9 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
     def _print_Elementwise(self, value: ir.Elementwise):
         return self._print(value.expr)
 
+    def _print_FusedCall(self, value: ir.FusedCall):
+        return self._print(value.value)  # numpy has no fused kernels
+
     def _print_Conj(self, value: ir.Conj):
         return f"_conj({value.x})"
 

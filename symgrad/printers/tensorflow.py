@@ -80,6 +80,10 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     def _print_Elementwise(self, value: ir.Elementwise):
         return self._print(value.expr)
 
+    def _print_FusedCall(self, value: ir.FusedCall):
+        operands = ", ".join(f"{name}={self._print(operand)}" for name, operand in value.operands)
+        return f"{self._module_format(f'tensorflow.raw_ops.{value.kernel}')}({operands})"
+
     def _print_Conj(self, value: ir.Conj):
         return f"{self._module_format('tensorflow.math.conj')}({value.x})"
 
