@@ -119,3 +119,48 @@ def test_branches_that_differ_stay():
     (grad_x,) = vjp(lambda x: sp.Piecewise((x, x > 0), (0, True))).values()
     assert grad_x.has(sp.Piecewise)
     assert value(grad_x, x=0, grad=1) == 0 and value(grad_x, x=1, grad=1) == 1
+
+
+def gelu_erf(x):
+    return x / 2 * (1 + sp.erf(x / sp.sqrt(2)))
+
+
+def test_quotient_of_the_output_replaces_a_recomputed_erf():
+    """GELU, y = x * h(x): the gradient reads h = y / x instead of computing erf again."""
+    (grad_x,) = vjp(gelu_erf).values()
+    assert not grad_x.has(sp.erf) and sp.Symbol("y", real=True) in grad_x.free_symbols, grad_x
+    x, y, grad = sp.symbols("x y grad", real=True)
+    exact = sp.diff(gelu_erf(x), x)
+    for point in (-2.5, -0.3, 0.7, 1.9):
+        forward = gelu_erf(x).subs(x, point)
+        assert abs(value(grad_x, x=point, y=forward, grad=1) - exact.subs(x, point)) < 1e-14
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_quotient_of_the_output_is_exact_at_and_near_zero(dtype):
+    """The guard: 1/2 at x == 0 (not 0/0), and no subnormal `y / x` either."""
+    from scipy.special import erf
+
+    (grad_x,) = vjp(gelu_erf).values()
+    gradient = sp.lambdify(sp.symbols("grad x y", real=True), grad_x, "numpy")
+    tiny = np.finfo(dtype).tiny
+    x = np.array([0.0, -0.0, tiny / 8, -tiny, tiny, 1e-31, -1e-29, 1e-10, 1e-3, -1e-3], dtype=dtype)
+    y = (x / 2 * (1 + erf(x / np.sqrt(2)))).astype(dtype)
+    with np.errstate(all="ignore"):  # np.where evaluates the branch it does not select
+        actual = gradient(np.ones_like(x), x, y)
+    x64 = x.astype(np.float64)
+    expected = 0.5 * (1 + erf(x64 / np.sqrt(2))) + x64 * np.exp(-x64**2 / 2) / np.sqrt(2 * np.pi)
+    np.testing.assert_allclose(actual, expected, rtol=4 * np.finfo(dtype).eps)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x**2 * sp.erf(x),  # h(0) == 0: no limit to stand in for y / x near 0
+        lambda x: x * sp.log(x**2 + 1) + sp.erf(x),  # not x * h(x)
+    ],
+    ids=["h(0) is 0", "not x*h(x)"],
+)
+def test_quotient_is_not_used_where_its_limit_does_not_stand_in(fn):
+    (grad_x,) = vjp(fn).values()
+    assert not grad_x.has(sp.Piecewise), grad_x
