@@ -21,6 +21,7 @@ import sympy as sp
 
 from symgrad.declare import BATCH, ELEMENTWISE
 from symgrad.derive import Derivation, TensorValue, Term
+from symgrad.functions import recomputed_or_reused
 
 SAMPLE_POINTS = (-1.7, -0.6, 0.35, 0.8, 1.3, 2.1)  # where a rewrite is checked numerically
 
@@ -121,8 +122,8 @@ QUOTIENT_GUARD = 1e-30  # |x| below which `y / x` is replaced by its limit: see 
 
 
 def _by_quotient(expr, y, f, x) -> list[sp.Expr]:
-    """For a forward `y = x * h(x)`, write `h`'s functions in terms of `h = y / x` (GELU's
-    `erf(x / sqrt(2)) = 2*y/x - 1`): no erf recomputed.
+    """For a forward `y = x * h(x)`, offer `h`'s functions in terms of `h = y / x` (GELU's
+    `erf(x / sqrt(2)) = 2*y/x - 1`) as `recomputed_or_reused`: the backend picks.
 
     `y / x` is guarded: where `|x| <= QUOTIENT_GUARD` it is the limit `h(0)`. The guard keeps
     `y` a normal float32 or float64 wherever `y / x` is used (a subnormal `y` has lost the
@@ -142,7 +143,7 @@ def _by_quotient(expr, y, f, x) -> list[sp.Expr]:
     for function in [a for a in h.atoms(sp.Function) if x in a.free_symbols]:
         solved = _solve_linear(h, function, quotient)
         if solved is not None and expr.has(function):
-            result.append(expr.xreplace({function: solved}))
+            result.append(recomputed_or_reused(expr, expr.xreplace({function: solved})))
     return result
 
 
@@ -193,7 +194,9 @@ def _cheapest(expr, candidates, inputs) -> sp.Expr:
 
 
 def _cost(expr, inputs) -> tuple[int, int]:
-    """Operations (a function call counting 4), then whether the inputs are still needed."""
+    """Operations (a function call counting 4), then whether the inputs are still needed;
+    a value with two spellings counts as reused (a backend takes it where it is cheaper)."""
+    expr = expr.replace(lambda n: isinstance(n, recomputed_or_reused), lambda n: n.reused)
     calls = len(expr.atoms(sp.Function))
     return sp.count_ops(expr) + 3 * calls, int(bool(expr.free_symbols & set(inputs)))
 

@@ -13,6 +13,7 @@ import sympy as sp
 from symgrad import elementwise
 from symgrad.declare import instantiate
 from symgrad.derive import derive
+from symgrad.functions import recomputed_or_reused
 from symgrad.fused import KERNELS
 from symgrad.simplify import simplify
 
@@ -125,10 +126,17 @@ def gelu_erf(x):
     return x / 2 * (1 + sp.erf(x / sp.sqrt(2)))
 
 
+def spelling(expr, which: str) -> sp.Expr:
+    """`expr` with each value of two spellings spelled `which` ("recomputed" or "reused")."""
+    return expr.replace(lambda n: isinstance(n, recomputed_or_reused), lambda n: getattr(n, which))
+
+
 def test_quotient_of_the_output_replaces_a_recomputed_erf():
-    """GELU, y = x * h(x): the gradient reads h = y / x instead of computing erf again."""
-    (grad_x,) = vjp(gelu_erf).values()
+    """GELU, y = x * h(x): the gradient may read h = y / x instead of computing erf again."""
+    (both,) = vjp(gelu_erf).values()
+    grad_x = spelling(both, "reused")
     assert not grad_x.has(sp.erf) and sp.Symbol("y", real=True) in grad_x.free_symbols, grad_x
+    assert spelling(both, "recomputed").has(sp.erf)
     x, y, grad = sp.symbols("x y grad", real=True)
     exact = sp.diff(gelu_erf(x), x)
     for point in (-2.5, -0.3, 0.7, 1.9):
@@ -141,7 +149,7 @@ def test_quotient_of_the_output_is_exact_at_and_near_zero(dtype):
     """The guard: 1/2 at x == 0 (not 0/0), and no subnormal `y / x` either."""
     from scipy.special import erf
 
-    (grad_x,) = vjp(gelu_erf).values()
+    grad_x = spelling(*vjp(gelu_erf).values(), "reused")
     gradient = sp.lambdify(sp.symbols("grad x y", real=True), grad_x, "numpy")
     tiny = np.finfo(dtype).tiny
     x = np.array([0.0, -0.0, tiny / 8, -tiny, tiny, 1e-31, -1e-29, 1e-10, 1e-3, -1e-3], dtype=dtype)
@@ -163,4 +171,22 @@ def test_quotient_of_the_output_is_exact_at_and_near_zero(dtype):
 )
 def test_quotient_is_not_used_where_its_limit_does_not_stand_in(fn):
     (grad_x,) = vjp(fn).values()
-    assert not grad_x.has(sp.Piecewise), grad_x
+    assert not grad_x.has(sp.Piecewise, recomputed_or_reused), grad_x
+
+
+def test_each_backend_prints_its_cheaper_spelling(tmp_path):
+    """numpy reads GELU's output (scipy's erf is slow); TensorFlow recomputes (its erf is not)."""
+    from symgrad.generate import generate
+
+    op_file = tmp_path / "gelu.py"
+    op_file.write_text(
+        "import sympy as sp\nfrom symgrad import elementwise\n\n"
+        '@elementwise("GeluErf", outputs=("activations",))\n'
+        "def gelu_erf(features):\n    return features / 2 * (1 + sp.erf(features / sp.sqrt(2)))\n"
+    )
+    files = generate([op_file], ("numpy", "tensorflow"))
+    numpy_grad = function_def(files["gelu_numpy.py"], "gelu_erf_grad")
+    tf_grad = function_def(files["gelu_tf.py"], "gelu_erf_vjp")
+    assert "erf" not in ast.unparse(numpy_grad).split("activations = gelu_erf(features)")[-1]
+    assert "activations" in names_loaded(numpy_grad)
+    assert "tf.math.erf" in ast.unparse(tf_grad) and "activations" not in names_loaded(tf_grad)

@@ -19,6 +19,9 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
     def _print_Pi(self, expr):
         return self._module_format("numpy.pi")
 
+    def _print_recomputed_or_reused(self, expr):
+        return self._print(expr.reused)  # scipy.special's erf & co. cost many divisions
+
     def _print_Abs(self, expr):
         return f"{self._module_format('numpy.abs')}({self._print(expr.args[0])})"
 

@@ -63,6 +63,9 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
             return self._print(type(expr)(expr.args[0], type(expr)(*expr.args[1:])))
         return f"{self._module_format(name)}({', '.join(args)})"
 
+    def _print_recomputed_or_reused(self, expr):
+        return self._print(expr.recomputed)  # TensorFlow's erf & co. cost about a division
+
     def _print_Pi(self, expr):
         return repr(float(expr))
 
