@@ -8,6 +8,8 @@
 * `reuse_forward_outputs`: write partials in terms of the op's outputs where that is cheaper,
   as TensorFlow does (Sigmoid: `grad * y * (1 - y)`, Tanh: `grad * (1 - y**2)`, Exp: `grad * y`).
   SymPy's `simplify` does not find these (it turns sigmoid' into `1/(4*cosh(x/2)**2)`).
+  A forward `y = x * h(x)` also offers `h = y / x`, guarded near 0 (GELU's erf), as a second
+  spelling each backend's printer may take (`recomputed_or_reused`).
 * `share_subexpressions`: SymPy's `cse` over all of an op's gradients at once.
 """
 
