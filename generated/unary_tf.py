@@ -32,7 +32,7 @@ def _register(op_type, gradient_fn):
 def sigmoid_vjp(grad, x, y):
     """Gradient of Sigmoid (declared at ops/unary.py:24): one per input (x)."""
     y = tf.math.conj(y)
-    grad_x = grad * y * (1 - y)
+    grad_x = tf.raw_ops.SigmoidGrad(y=y, dy=grad)
     return (grad_x,)
 
 
@@ -62,7 +62,7 @@ _register("Sigmoid", sigmoid_grad)
 def tanh_vjp(grad, x, y):
     """Gradient of Tanh (declared at ops/unary.py:30): one per input (x)."""
     y = tf.math.conj(y)
-    grad_x = grad * (1 - y**2)
+    grad_x = tf.raw_ops.TanhGrad(y=y, dy=grad)
     return (grad_x,)
 
 
@@ -749,7 +749,7 @@ _register("Erfc", erfc_grad)
 
 def softplus_vjp(grad, features, activations):
     """Gradient of Softplus (declared at ops/unary.py:180): one per input (features)."""
-    grad_features = grad / (1 + tf.math.exp(-features))
+    grad_features = tf.raw_ops.SoftplusGrad(gradients=grad, features=features)
     return (grad_features,)
 
 
@@ -812,7 +812,7 @@ _register("Softsign", softsign_grad)
 
 def relu_vjp(grad, features, activations):
     """Gradient of Relu (declared at ops/unary.py:198): one per input (features)."""
-    grad_features = tf.where(features > 0, grad, tf.constant(0, grad.dtype))
+    grad_features = tf.raw_ops.ReluGrad(gradients=grad, features=features)
     return (grad_features,)
 
 

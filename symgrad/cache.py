@@ -1,6 +1,7 @@
 """A cache of generated files per op file, so unchanged declarations are not derived again.
 
-An entry is keyed by the op file's bytes, the path its modules name, the targets, and a
+An entry is keyed by the op file's bytes, the path its modules name, the path as given (which
+its declarations' locations name: `ops/x.py:3` or `/abs/ops/x.py:3`), the targets, and a
 fingerprint of symgrad itself (its source and templates), so editing either invalidates it.
 It stores the generated texts and the op names, which is all a warm run needs.
 """
@@ -49,7 +50,7 @@ def symgrad_fingerprint() -> str:
 
 def cache_key(op_file: Path, source: str, targets: tuple[str, ...]) -> str:
     digest = hashlib.sha256()
-    for part in (symgrad_fingerprint(), source, ",".join(targets)):
+    for part in (symgrad_fingerprint(), source, str(op_file), ",".join(targets)):
         digest.update(part.encode() + b"\0")
     digest.update(op_file.read_bytes())
     return digest.hexdigest()

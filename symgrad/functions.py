@@ -5,6 +5,11 @@
   products lower to exclusive cumulative products.
 * `maximum(f, (k, lo, hi))`, `minimum(...)`: the gradient goes to the entries equal to the
   result, split equally among ties, as TensorFlow's reduce_max gradient does.
+
+And one value with two spellings, for the simplification passes:
+
+* `recomputed_or_reused(recomputed, reused)`: one value, computed again from the inputs or read
+  off the forward's outputs; each backend's printer prints the spelling that is cheaper there.
 """
 
 from __future__ import annotations
@@ -171,3 +176,24 @@ class read_outside(sp.Function):
 
     def fdiff(self, argindex=1):
         return sp.S.One if argindex == 1 else sp.S.Zero
+
+
+class recomputed_or_reused(sp.Function):
+    """`recomputed` (from the inputs) or, equal to it, `reused` (from the forward's outputs).
+
+    GELU's `(1 + erf(x/sqrt(2)))/2` is `y/x` (guarded at 0): scipy's erf costs numpy ten times
+    a division, while TensorFlow's erf kernel costs about what the guarded division does.
+    """
+
+    nargs = 2
+
+    @property
+    def recomputed(self) -> sp.Expr:
+        return self.args[0]
+
+    @property
+    def reused(self) -> sp.Expr:
+        return self.args[1]
+
+    def _eval_evalf(self, prec):
+        return self.reused._eval_evalf(prec)

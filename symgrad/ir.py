@@ -23,6 +23,19 @@ class Elementwise:
 
 
 @dataclass(frozen=True)
+class FusedCall:
+    """`value` computed by one fused kernel where a backend has it, else evaluated as written."""
+
+    kernel: str  # the kernel's op type, e.g. "SigmoidGrad" (a `symgrad.fused.KERNELS` entry)
+    operands: tuple[tuple[str, Elementwise], ...]  # (kernel parameter, operand), in order
+    value: Elementwise  # what the kernel computes, as the plain expression
+
+    def __str__(self) -> str:
+        operands = ", ".join(f"{name}={operand}" for name, operand in self.operands)
+        return f"{self.kernel}({operands})"
+
+
+@dataclass(frozen=True)
 class Conj:
     """Complex conjugate (a no-op on real dtypes)."""
 
@@ -280,7 +293,7 @@ class ScatterAdd:
 
 
 Value = Union[
-    Elementwise, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
+    Elementwise, FusedCall, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
     BroadcastTo, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis, Constant, Iota,
     IntSize, IndexArith, Arange, Gather, ScatterAdd,
 ]
@@ -296,7 +309,7 @@ def reads(value: Value) -> set[str]:
         return {value.values, value.positions}
     if isinstance(value, Arange):
         return {value.n}
-    if isinstance(value, (SumToShape, BroadcastTo)):
+    if isinstance(value, (SumToShape, BroadcastTo, FusedCall)):
         return reads(value.value)
     if isinstance(value, MatMul):
         return {value.a, value.b}

@@ -18,9 +18,11 @@ from symgrad.ir import (
     Conj,
     Elementwise,
     Function,
+    FusedCall,
     OpCode,
     SumToShape,
 )
+from symgrad.fused import find_kernel
 from symgrad.lower_tensor import TensorLowering
 from symgrad.simplify import share_subexpressions
 
@@ -106,7 +108,7 @@ def _lower_forward(decl: OpDecl, derivation: Derivation) -> Branch:
 
 def _lower_vjp(decl: OpDecl, derivation: Derivation) -> Branch:
     if decl.kind == ELEMENTWISE:
-        return Branch(derivation.variant.attr_values, tuple(_lower_elementwise_vjp(derivation)))
+        return Branch(derivation.variant.attr_values, tuple(_lower_elementwise_vjp(decl, derivation)))
     lowering = _lower_tensor_vjp(decl, derivation)
     return Branch(derivation.variant.attr_values, tuple(lowering.body), lowering.largest_rank)
 
@@ -144,12 +146,31 @@ def _lower_tensor_vjp(decl: OpDecl, derivation: Derivation) -> TensorLowering:
     return lowering
 
 
-def _lower_elementwise_vjp(derivation: Derivation) -> list[Assign]:
+def _lower_elementwise_vjp(decl: OpDecl, derivation: Derivation) -> list[Assign]:
     names = [n for n, e in derivation.vjp.items() if e is not None]
     temps, reduced = share_subexpressions([derivation.vjp[n] for n in names], prefix="tmp")
     body = [Assign(str(symbol), Elementwise(expr)) for symbol, expr in temps]
     broadcasting = len(derivation.variant.inputs) > 1
     for name, expr in zip(names, reduced):
-        value = SumToShape(Elementwise(expr), name) if broadcasting else Elementwise(expr)
+        if broadcasting:
+            value = SumToShape(Elementwise(expr), name)
+        else:  # every array has one shape, as fused kernels need
+            arrays = _array_names(derivation) | {str(symbol) for symbol, _ in temps}
+            value = _fused_or_plain(expr, arrays, decl.complex_ok)
         body.append(Assign(f"grad_{name}", value))
     return body
+
+
+def _array_names(derivation: Derivation) -> set[str]:
+    """The arrays an elementwise gradient reads: upstream gradients, inputs, outputs."""
+    variant = derivation.variant
+    return {*derivation.grad_names, *(t.name for t in variant.inputs), *(o.name for o in variant.outputs)}
+
+
+def _fused_or_plain(expr: sp.Expr, arrays: set[str], complex_ok: bool) -> FusedCall | Elementwise:
+    """A fused kernel call where one computes exactly `expr`, else `expr` itself."""
+    found = find_kernel(expr, arrays, complex_ok)
+    if found is None:
+        return Elementwise(expr)
+    operands = tuple((param, Elementwise(operand)) for param, operand in found.operands)
+    return FusedCall(found.kernel.name, operands, Elementwise(expr))

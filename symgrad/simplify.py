@@ -8,6 +8,8 @@
 * `reuse_forward_outputs`: write partials in terms of the op's outputs where that is cheaper,
   as TensorFlow does (Sigmoid: `grad * y * (1 - y)`, Tanh: `grad * (1 - y**2)`, Exp: `grad * y`).
   SymPy's `simplify` does not find these (it turns sigmoid' into `1/(4*cosh(x/2)**2)`).
+  A forward `y = x * h(x)` also offers `h = y / x`, guarded near 0 (GELU's erf), as a second
+  spelling each backend's printer may take (`recomputed_or_reused`).
 * `share_subexpressions`: SymPy's `cse` over all of an op's gradients at once.
 """
 
@@ -21,6 +23,7 @@ import sympy as sp
 
 from symgrad.declare import BATCH, ELEMENTWISE
 from symgrad.derive import Derivation, TensorValue, Term
+from symgrad.functions import recomputed_or_reused
 
 SAMPLE_POINTS = (-1.7, -0.6, 0.35, 0.8, 1.3, 2.1)  # where a rewrite is checked numerically
 
@@ -113,7 +116,48 @@ def _reuse_candidates(expr, y, f, inputs) -> list[tuple[sp.Expr, dict]]:
     candidates = [expr.subs(f, y)]
     if len(inputs) == 1:
         candidates += _by_inverse(expr, y, f, inputs[0])
+        candidates += _by_quotient(expr, y, f, inputs[0])
     return [(c, {y: f}) for c in candidates if c != expr]
+
+
+QUOTIENT_GUARD = 1e-30  # |x| below which `y / x` is replaced by its limit: see _by_quotient
+
+
+def _by_quotient(expr, y, f, x) -> list[sp.Expr]:
+    """For a forward `y = x * h(x)`, offer `h`'s functions in terms of `h = y / x` (GELU's
+    `erf(x / sqrt(2)) = 2*y/x - 1`) as `recomputed_or_reused`: the backend picks.
+
+    `y / x` is guarded: where `|x| <= QUOTIENT_GUARD` it is the limit `h(0)`. The guard keeps
+    `y` a normal float32 or float64 wherever `y / x` is used (a subnormal `y` has lost the
+    digits `y / x` needs), and the limit is exact to far below any dtype's rounding there:
+    `h` is taken only when `|h'(0)| * QUOTIENT_GUARD` is below `1e-20 * |h(0)|`.
+    """
+    h = sp.cancel(f / x)
+    if not h.atoms(sp.Function):
+        return []
+    at_zero, slope = h.subs(x, 0), sp.diff(h, x).subs(x, 0)
+    if not (at_zero.is_number and slope.is_number and at_zero.is_finite and slope.is_finite and at_zero != 0):
+        return []
+    if abs(float(slope)) * QUOTIENT_GUARD > 1e-20 * abs(float(at_zero)):
+        return []
+    quotient = sp.Piecewise((y / x, sp.Abs(x) > QUOTIENT_GUARD), (at_zero, True))
+    result = []
+    for function in [a for a in h.atoms(sp.Function) if x in a.free_symbols]:
+        solved = _solve_linear(h, function, quotient)
+        if solved is not None and expr.has(function):
+            result.append(recomputed_or_reused(expr, expr.xreplace({function: solved})))
+    return result
+
+
+def _solve_linear(h, function, value) -> sp.Expr | None:
+    """`function` such that `h == value`, where `h` is linear in `function`, else None."""
+    unknown = sp.Dummy("F")
+    linear = sp.expand(h.xreplace({function: unknown}))
+    slope = linear.coeff(unknown, 1)
+    rest = sp.expand(linear - slope * unknown)
+    if slope == 0 or rest.has(unknown) or slope.has(unknown):
+        return None
+    return (value - rest) / slope
 
 
 INVERTIBLE_OPS = 8  # larger forwards are not inverted: SymPy's solve has no time limit
@@ -152,7 +196,9 @@ def _cheapest(expr, candidates, inputs) -> sp.Expr:
 
 
 def _cost(expr, inputs) -> tuple[int, int]:
-    """Operations (a function call counting 4), then whether the inputs are still needed."""
+    """Operations (a function call counting 4), then whether the inputs are still needed;
+    a value with two spellings counts as reused (a backend takes it where it is cheaper)."""
+    expr = expr.replace(lambda n: isinstance(n, recomputed_or_reused), lambda n: n.reused)
     calls = len(expr.atoms(sp.Function))
     return sp.count_ops(expr) + 3 * calls, int(bool(expr.free_symbols & set(inputs)))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -65,6 +66,16 @@ def test_key_depends_on_targets_path_and_symgrad_itself(tmp_path, monkeypatch):
     assert key != cache_key(path, "ops/cube.py", ("numpy",))
     monkeypatch.setattr(cache_module, "symgrad_fingerprint", lambda: "another symgrad version")
     assert key != cache_key(path, "cube.py", ("numpy",))
+
+
+def test_locations_as_given_are_not_served_from_another_path(tmp_path, monkeypatch):
+    """The modules name `cube.py` either way; the declaration's location is the path as given."""
+    cache = Cache(tmp_path / "cache")
+    path = write(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    absolute = generate([path], ("numpy",), cache=cache)["cube_numpy.py"]
+    relative = generate([Path("cube.py")], ("numpy",), cache=cache)["cube_numpy.py"]
+    assert f"declared at {path}:" in absolute and "declared at cube.py:" in relative
 
 
 def test_fingerprint_covers_symgrad_sources_and_templates():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -10,6 +11,8 @@ from conftest import ROOT
 
 
 def test_wheel_install_ships_templates_and_derives(tmp_path):
+    # a PYTHONPATH naming the source tree (running the tests from a checkout) would shadow the wheel
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     venv = tmp_path / "venv"
     # system site-packages supply sympy & co. without a download; symgrad itself is not there
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
@@ -23,12 +26,12 @@ def test_wheel_install_ships_templates_and_derives(tmp_path):
     shutil.copytree(ROOT / "ops", work / "ops")
     where = subprocess.run(
         [str(python), "-c", "import symgrad, symgrad.render as r; print(symgrad.__file__); print(r.templates_dir())"],
-        capture_output=True, text=True, cwd=work, check=True,
+        capture_output=True, text=True, cwd=work, check=True, env=env,
     ).stdout.splitlines()
     assert all(str(venv) in line for line in where), where
     derive = subprocess.run(
         [str(venv / "bin" / "symgrad"), "derive", "ops", "-o", "generated"],
-        capture_output=True, text=True, cwd=work, timeout=600,
+        capture_output=True, text=True, cwd=work, timeout=600, env=env,
     )
     assert derive.returncode == 0, derive.stderr
     for name in ("matmul_numpy.py", "matmul_tf.py"):

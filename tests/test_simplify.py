@@ -4,6 +4,7 @@ that keep gradients finite where SymPy's raw derivative is not."""
 from __future__ import annotations
 
 import ast
+import types
 
 import numpy as np
 import pytest
@@ -12,6 +13,8 @@ import sympy as sp
 from symgrad import elementwise
 from symgrad.declare import instantiate
 from symgrad.derive import derive
+from symgrad.functions import recomputed_or_reused
+from symgrad.fused import KERNELS
 from symgrad.simplify import simplify
 
 # op -> (gradient in terms of the output y, as TensorFlow's hand-written gradient has it)
@@ -36,22 +39,44 @@ def names_loaded(node) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
+def fused_call_operands(node) -> list[ast.AST] | None:
+    """The operands of a `tf.raw_ops.<fused kernel>(...)` call (tests/test_fused.py checks
+    those kernels), else None."""
+    if isinstance(node, ast.Call) and ast.unparse(node.func).startswith("tf.raw_ops."):
+        return [k.value for k in node.keywords]
+    return None
+
+
+def _kernel_as_formula(entry):
+    formula = sp.lambdify(entry.params, entry.formula, "numpy")
+    return lambda **operands: formula(*(operands[str(p)] for p in entry.params))
+
+
+# `tf` for evaluating a printed TensorFlow gradient on numpy arrays
+TF_STAND_IN = types.SimpleNamespace(
+    raw_ops=types.SimpleNamespace(**{k.name: _kernel_as_formula(k) for k in KERNELS})
+)
+
+
 @pytest.mark.parametrize("file", sorted(GRAD_FUNCTION))
 @pytest.mark.parametrize("op", sorted(REUSED))
 def test_generated_gradient_reuses_the_forward_output(derived, file, op):
-    """`grad_x` reads only grad and y, calls nothing, and equals TensorFlow's formula."""
+    """`grad_x` reads only grad and y, calls nothing (but a fused kernel), and equals
+    TensorFlow's formula."""
     _, files = derived
     function = function_def(files[file], GRAD_FUNCTION[file].format(op))
     assigns = [s for s in function.body if isinstance(s, ast.Assign)]
     assert all("x" not in names_loaded(s) for s in assigns), ast.unparse(function)
     (grad_x,) = [s.value for s in assigns if s.targets[0].id == "grad_x"]
     text = ast.unparse(grad_x)
-    assert names_loaded(grad_x) == {"grad", "y"} and not any(
-        isinstance(n, ast.Call) for n in ast.walk(grad_x)
+    operands = fused_call_operands(grad_x) or [grad_x]
+    assert set().union(*map(names_loaded, operands)) == {"grad", "y"} and not any(
+        isinstance(n, ast.Call) for o in operands for n in ast.walk(o)
     ), text
     rng = np.random.default_rng(0)
     grad, y = rng.uniform(0.5, 2.0, 5), rng.uniform(0.1, 0.9, 5)
-    actual = eval(compile(ast.Expression(grad_x), text, "eval"), {"grad": grad, "y": y})
+    namespace = {"grad": grad, "y": y, "tf": TF_STAND_IN}
+    actual = eval(compile(ast.Expression(grad_x), text, "eval"), namespace)
     np.testing.assert_allclose(actual, REUSED[op](grad, y), rtol=1e-14)
 
 
@@ -95,3 +120,73 @@ def test_branches_that_differ_stay():
     (grad_x,) = vjp(lambda x: sp.Piecewise((x, x > 0), (0, True))).values()
     assert grad_x.has(sp.Piecewise)
     assert value(grad_x, x=0, grad=1) == 0 and value(grad_x, x=1, grad=1) == 1
+
+
+def gelu_erf(x):
+    return x / 2 * (1 + sp.erf(x / sp.sqrt(2)))
+
+
+def spelling(expr, which: str) -> sp.Expr:
+    """`expr` with each value of two spellings spelled `which` ("recomputed" or "reused")."""
+    return expr.replace(lambda n: isinstance(n, recomputed_or_reused), lambda n: getattr(n, which))
+
+
+def test_quotient_of_the_output_replaces_a_recomputed_erf():
+    """GELU, y = x * h(x): the gradient may read h = y / x instead of computing erf again."""
+    (both,) = vjp(gelu_erf).values()
+    grad_x = spelling(both, "reused")
+    assert not grad_x.has(sp.erf) and sp.Symbol("y", real=True) in grad_x.free_symbols, grad_x
+    assert spelling(both, "recomputed").has(sp.erf)
+    x, y, grad = sp.symbols("x y grad", real=True)
+    exact = sp.diff(gelu_erf(x), x)
+    for point in (-2.5, -0.3, 0.7, 1.9):
+        forward = gelu_erf(x).subs(x, point)
+        assert abs(value(grad_x, x=point, y=forward, grad=1) - exact.subs(x, point)) < 1e-14
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_quotient_of_the_output_is_exact_at_and_near_zero(dtype):
+    """The guard: 1/2 at x == 0 (not 0/0), and no subnormal `y / x` either."""
+    from scipy.special import erf
+
+    grad_x = spelling(*vjp(gelu_erf).values(), "reused")
+    gradient = sp.lambdify(sp.symbols("grad x y", real=True), grad_x, "numpy")
+    tiny = np.finfo(dtype).tiny
+    x = np.array([0.0, -0.0, tiny / 8, -tiny, tiny, 1e-31, -1e-29, 1e-10, 1e-3, -1e-3], dtype=dtype)
+    y = (x / 2 * (1 + erf(x / np.sqrt(2)))).astype(dtype)
+    with np.errstate(all="ignore"):  # np.where evaluates the branch it does not select
+        actual = gradient(np.ones_like(x), x, y)
+    x64 = x.astype(np.float64)
+    expected = 0.5 * (1 + erf(x64 / np.sqrt(2))) + x64 * np.exp(-x64**2 / 2) / np.sqrt(2 * np.pi)
+    np.testing.assert_allclose(actual, expected, rtol=4 * np.finfo(dtype).eps)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x**2 * sp.erf(x),  # h(0) == 0: no limit to stand in for y / x near 0
+        lambda x: x * sp.log(x**2 + 1) + sp.erf(x),  # not x * h(x)
+    ],
+    ids=["h(0) is 0", "not x*h(x)"],
+)
+def test_quotient_is_not_used_where_its_limit_does_not_stand_in(fn):
+    (grad_x,) = vjp(fn).values()
+    assert not grad_x.has(sp.Piecewise, recomputed_or_reused), grad_x
+
+
+def test_each_backend_prints_its_cheaper_spelling(tmp_path):
+    """numpy reads GELU's output (scipy's erf is slow); TensorFlow recomputes (its erf is not)."""
+    from symgrad.generate import generate
+
+    op_file = tmp_path / "gelu.py"
+    op_file.write_text(
+        "import sympy as sp\nfrom symgrad import elementwise\n\n"
+        '@elementwise("GeluErf", outputs=("activations",))\n'
+        "def gelu_erf(features):\n    return features / 2 * (1 + sp.erf(features / sp.sqrt(2)))\n"
+    )
+    files = generate([op_file], ("numpy", "tensorflow"))
+    numpy_grad = function_def(files["gelu_numpy.py"], "gelu_erf_grad")
+    tf_grad = function_def(files["gelu_tf.py"], "gelu_erf_vjp")
+    assert "erf" not in ast.unparse(numpy_grad).split("activations = gelu_erf(features)")[-1]
+    assert "activations" in names_loaded(numpy_grad)
+    assert "tf.math.erf" in ast.unparse(tf_grad) and "activations" not in names_loaded(tf_grad)

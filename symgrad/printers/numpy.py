@@ -21,6 +21,9 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
     def _print_Pi(self, expr):
         return self._module_format("numpy.pi")
 
+    def _print_recomputed_or_reused(self, expr):
+        return self._print(expr.reused)  # scipy.special's erf & co. cost many divisions
+
     def _print_Abs(self, expr):
         return f"{self._module_format('numpy.abs')}({self._print(expr.args[0])})"
 
@@ -53,6 +56,9 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
 
     def _print_Elementwise(self, value: ir.Elementwise):
         return self._print(value.expr)
+
+    def _print_FusedCall(self, value: ir.FusedCall):
+        return self._print(value.value)  # numpy has no fused kernels
 
     def _print_Conj(self, value: ir.Conj):
         return f"_conj({value.x})"

@@ -83,6 +83,9 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
             return self._print(type(expr)(expr.args[0], type(expr)(*expr.args[1:])))
         return f"{self._module_format(name)}({', '.join(args)})"
 
+    def _print_recomputed_or_reused(self, expr):
+        return self._print(expr.recomputed)  # TensorFlow's erf & co. cost about a division
+
     def _print_Pi(self, expr):
         return repr(float(expr))
 
@@ -135,6 +138,10 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
 
     def _print_Elementwise(self, value: ir.Elementwise):
         return self._print(value.expr)
+
+    def _print_FusedCall(self, value: ir.FusedCall):
+        operands = ", ".join(f"{name}={self._print(operand)}" for name, operand in value.operands)
+        return f"{self._module_format(f'tensorflow.raw_ops.{value.kernel}')}({operands})"
 
     def _print_Conj(self, value: ir.Conj):
         return f"{self._module_format('tensorflow.math.conj')}({value.x})"
