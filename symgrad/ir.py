@@ -161,6 +161,16 @@ class NegativeAxis:
 
 
 @dataclass(frozen=True)
+class Rank:
+    """The number of axes of a variable, as a Python integer (dispatch on an input's rank)."""
+
+    x: str  # variable
+
+    def __str__(self) -> str:
+        return f"rank({self.x})"
+
+
+@dataclass(frozen=True)
 class BroadcastTo:
     """Broadcast a value to the shape of variable `like`."""
 
@@ -280,7 +290,7 @@ class ScatterAdd:
 Value = Union[
     Elementwise, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
     BroadcastTo, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis, Constant, Iota,
-    IntSize, IndexArith, Arange, Gather, ScatterAdd,
+    IntSize, IndexArith, Arange, Gather, ScatterAdd, Rank,
 ]
 
 
@@ -300,7 +310,7 @@ def reads(value: Value) -> set[str]:
         return {value.a, value.b}
     if isinstance(value, Einsum):
         return set(value.operands)
-    if isinstance(value, (ZerosLike, DimSize, Eye, Constant, Iota, IntSize)):
+    if isinstance(value, (ZerosLike, DimSize, Eye, Constant, Iota, IntSize, Rank)):
         return set()
     if isinstance(value, NegativeAxis):
         return {value.axis}
@@ -356,3 +366,4 @@ class OpCode:
     outputs_used: tuple[str, ...]  # outputs the gradient reads
     location: str  # "file:line" of the declaration
     variadic: bool = False  # inputs is ("*<list input>",): tensors unpacked per variant
+    list_inputs: tuple[str, ...] = ()  # numeric attributes read from constant integer inputs

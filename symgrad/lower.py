@@ -19,6 +19,7 @@ from symgrad.ir import (
     Elementwise,
     Function,
     OpCode,
+    Rank,
     SumToShape,
 )
 from symgrad.lower_tensor import TensorLowering
@@ -31,6 +32,7 @@ def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
     outputs = tuple(o.name for o in first.variant.outputs)
     inputs = (f"*{decl.variadic}",) if decl.variadic else tuple(t.name for t in first.variant.inputs)
     axes = tuple(Assign(a.name, NegativeAxis(a.name, a.axis_of)) for a in decl.attrs if a.axis_of)
+    axes += tuple(Assign(a.name, Rank(a.rank_of)) for a in decl.attrs if a.rank_of)
     forward = Function(
         params=inputs,
         prologue=axes,
@@ -56,7 +58,7 @@ def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
         inputs=inputs,
         outputs=outputs,
         grads=first.grad_names,
-        enumerated_attrs=tuple((a.name, a.default) for a in decl.enumerated_attrs),
+        enumerated_attrs=tuple((a.name, a.default) for a in decl.parameter_attrs),
         numeric_attrs=tuple((a.name, a.default) for a in decl.numeric_attrs),
         const_inputs=tuple((a.name, a.input_position) for a in decl.attrs if a.input_position is not None),
         forward=forward,
@@ -64,6 +66,7 @@ def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
         outputs_used=used,
         location=str(decl.location),
         variadic=decl.variadic is not None,
+        list_inputs=tuple(a.name for a in decl.numeric_attrs if a.is_list_input),
     )
 
 

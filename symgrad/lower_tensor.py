@@ -445,7 +445,7 @@ def _kept_axes_aligned(idx: tuple, axes: tuple) -> tuple:
     result = list(idx)
     for n, i in enumerate(idx):
         place = n - len(idx) + len(axes)
-        if not isinstance(i, sp.Symbol) and 0 <= place and axes[place] not in idx and is_index(axes[place]):
+        if i.is_Integer and 0 <= place and axes[place] not in idx and is_index(axes[place]):
             result[n] = axes[place]
     return tuple(result)
 

@@ -123,5 +123,8 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
     def _print_ScatterAdd(self, value: ir.ScatterAdd):
         return f"_scatter_add({value.values}, {value.positions}, {value.axis}, {value.size})"
 
+    def _print_Rank(self, value: ir.Rank):
+        return f"{self._module_format('numpy.ndim')}({value.x})"
+
     def _print_ZerosLike(self, value: ir.ZerosLike):
         return f"{self._module_format('numpy.zeros_like')}({value.like})"

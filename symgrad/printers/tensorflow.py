@@ -175,6 +175,9 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     def _print_ScatterAdd(self, value: ir.ScatterAdd):
         return f"_scatter_add({value.values}, {value.positions}, {value.axis}, {value.size})"
 
+    def _print_Rank(self, value: ir.Rank):
+        return f"len({value.x}.shape)"
+
     def _print_ZerosLike(self, value: ir.ZerosLike):
         return f"{self._module_format('tensorflow.zeros_like')}({value.like})"
 
