@@ -161,6 +161,37 @@ class NegativeAxis:
 
 
 @dataclass(frozen=True)
+class NegativeAxes:
+    """A list of axes of `x` as a sorted tuple, each counted from the last (ReverseV2's)."""
+
+    axes: str  # variable holding the list
+    x: str  # variable whose rank counts
+
+    def __str__(self) -> str:
+        return f"sorted_negative_axes({self.axes}, rank({self.x}))"
+
+
+@dataclass(frozen=True)
+class AsTuple:
+    """A constant list input as a tuple of ints, to compare with declared values (a perm)."""
+
+    x: str  # variable holding the list
+
+    def __str__(self) -> str:
+        return f"tuple({self.x})"
+
+
+@dataclass(frozen=True)
+class IntArray:
+    """A constant integer list input (nested) as an integer array, for index arithmetic."""
+
+    x: str  # variable holding the list
+
+    def __str__(self) -> str:
+        return f"int_array({self.x})"
+
+
+@dataclass(frozen=True)
 class Rank:
     """The number of axes of a variable, as a Python integer (dispatch on an input's rank)."""
 
@@ -290,7 +321,7 @@ class ScatterAdd:
 Value = Union[
     Elementwise, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
     BroadcastTo, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis, Constant, Iota,
-    IntSize, IndexArith, Arange, Gather, ScatterAdd, Rank,
+    IntSize, IndexArith, Arange, Gather, ScatterAdd, Rank, NegativeAxes, AsTuple, IntArray,
 ]
 
 
@@ -314,6 +345,8 @@ def reads(value: Value) -> set[str]:
         return set()
     if isinstance(value, NegativeAxis):
         return {value.axis}
+    if isinstance(value, NegativeAxes):
+        return {value.axes}
     return reads(value.x) if isinstance(value.x, Elementwise) else {value.x}
 
 
