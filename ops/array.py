@@ -60,3 +60,54 @@ def transpose(perm):
     x = tensor("x", SIZES[: len(perm)])
     inverse = [perm.index(k) for k in range(len(perm))]
     return {"y": (tuple(AXES[: len(perm)]), x[tuple(AXES[inverse[k]] for k in range(len(perm)))])}
+
+
+def _bit(mask, k):
+    """Bit k of an integer mask attribute, 0 or 1."""
+    return sp.Mod(sp.floor(mask / 2**k) if k else mask, 2)
+
+
+def _strided_axis(size, begin, end, stride, begin_masked, end_masked):
+    """(first position, number of entries) of one sliced axis, as TensorFlow computes them:
+    negative positions count from the end, then are clamped to the axis (to -1 .. size - 1
+    going backwards); a masked begin or end is the start or end of the axis."""
+    forward = stride > 0
+    low, high = sp.Piecewise((0, forward), (-1, True)), sp.Piecewise((size, forward), (size - 1, True))
+
+    def clamped(x, masked, at_mask):
+        from_end = sp.Piecewise((x + size, x < 0), (x, True))
+        return sp.Piecewise((at_mask, sp.Eq(masked, 1)), (sp.Min(sp.Max(from_end, low), high), True))
+
+    first = clamped(begin, begin_masked, sp.Piecewise((0, forward), (size - 1, True)))
+    last = clamped(end, end_masked, sp.Piecewise((size, forward), (-1, True)))
+    return first, sp.Max(sp.ceiling((last - first) / stride), 0)
+
+
+@op(
+    "StridedSlice",
+    attrs={
+        "rank": RANK,
+        "begin": const_ints(1),
+        "end": const_ints(2),
+        "strides": const_ints(3),
+        "begin_mask": int,
+        "end_mask": int,
+        "shrink_axis_mask": (0, 1),
+        "ellipsis_mask": (0,),
+        "new_axis_mask": (0,),
+    },
+    defaults={"begin_mask": 0, "end_mask": 0},
+)
+def strided_slice(rank, begin, end, strides, begin_mask, end_mask, shrink_axis_mask, ellipsis_mask, new_axis_mask):
+    """Every `strides[k]`-th entry from `begin[k]` up to `end[k]` (excluded) along each axis k,
+    strides negative going backwards; `shrink_axis_mask` 1 takes entry `begin[0]` of axis 0."""
+    input = tensor("input", SIZES[:rank])
+    out, subscript = [], []
+    for k in range(rank):
+        if k == 0 and shrink_axis_mask:
+            subscript.append(sp.Piecewise((begin[0] + SIZES[0], begin[0] < 0), (begin[0], True)))
+            continue
+        first, count = _strided_axis(SIZES[k], begin[k], end[k], strides[k], _bit(begin_mask, k), _bit(end_mask, k))
+        out.append((AXES[k], count))
+        subscript.append(first + strides[k] * AXES[k])
+    return {"output": (tuple(out), input[tuple(subscript)])}

@@ -335,6 +335,9 @@ class IntSymbols(sp.Symbol):
     """`name[k][m]...`: a symbol that indexes into further symbols, as deep as the declaration
     goes (the value of a `const_ints` input: `paddings[1][0]`)."""
 
+    _iterable = False  # indexable, but not a sequence: SymPy must not iterate it
+    __iter__ = None
+
     def __new__(cls, name: str):
         return super().__new__(cls, name, real=True)
 
@@ -378,11 +381,11 @@ def _make_attrs(op_name, location, attrs: dict, defaults: dict) -> tuple[Attr, .
             result.append(Attr(attr_name, kind.values, default, kind.position, kind.axis_of))
             continue
         ok = kind in (bool, float, int) or isinstance(kind, IntList) or (
-            isinstance(kind, tuple) and kind and all(isinstance(v, str) for v in kind)
+            isinstance(kind, tuple) and kind and (all(isinstance(v, str) for v in kind) or all(type(v) is int for v in kind))
         )
         if not ok:
             raise DeclarationError(
-                f"attribute {attr_name!r} must be bool, float, int, ints(n) or a tuple of strings, got {kind!r}",
+                f"attribute {attr_name!r} must be bool, float, int, ints(n) or a tuple of strings or of ints, got {kind!r}",
                 op_name,
                 location,
             )

@@ -104,6 +104,8 @@ class TensorLowering:
         if isinstance(expr, (product, maximum, minimum)):
             return self._reduction(expr, axes)
         if isinstance(expr, sp.KroneckerDelta):
+            if any(not free_indices(a) for a in expr.args):
+                return self._one_hot(expr, axes)
             return self._identity(expr, axes)
         if is_index(expr):
             return self._iota(expr, axes)
@@ -134,6 +136,15 @@ class TensorLowering:
         if index not in axes or source is None:
             self._fail(f"cannot use index {index} as a value: not an axis of known size")
         return sp.Symbol(self._expand(self._temp(Iota(*source)), (index,), axes))
+
+    def _one_hot(self, delta: sp.KroneckerDelta, axes) -> sp.Expr:
+        """KroneckerDelta(u, position) with the position free of indices (an axis StridedSlice
+        shrinks away): 1 where the axis u is at that position, else 0."""
+        u, position = delta.args if free_indices(delta.args[0]) else delta.args[::-1]
+        if not is_index(u) or u not in axes:
+            self._fail(f"cannot lower {delta}: not an axis at a position")
+        position = sp.Symbol(self._temp(IndexArith(self._int_scalars(position))))
+        return self.array(sp.Piecewise((1, sp.Eq(u, position)), (0, True)), axes)
 
     def _identity(self, delta: sp.KroneckerDelta, axes) -> sp.Expr:
         """KroneckerDelta(p, q) of two axes: an identity matrix, aligned."""

@@ -50,8 +50,10 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     _integer_context = False
 
     def _print_branch(self, value):
-        if self._integer_context:
-            return self._print(value)
+        if self._integer_context:  # positions and sizes are int64 throughout
+            if not value.is_number:
+                return self._print(value)
+            return f"{self._module_format('tensorflow.constant')}({self._print(value)}, {self._module_format('tensorflow.int64')})"
         # In a graph, tf.where turns a Python number into an int32 (or float32) tensor and then
         # fails against the other branch: give it the computation's dtype.
         if not value.is_number or self.dtype_source is None:
@@ -190,7 +192,7 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         return f"{self._module_format('tensorflow.cast')}({value.x}, {self._module_format('tensorflow.int64')})"
 
     def _print_IndexArith(self, value: ir.IndexArith):
-        self._integer_context = True  # numbers chosen by `where` stay Python integers
+        self._integer_context = True
         try:
             return super()._print_IndexArith(value)
         finally:
