@@ -25,9 +25,9 @@ def conv2d(
 ):
     """Conv2D: 2-D convolution (cross-correlation), NHWC input, HWIO filter (declared at ops/conv.py:35)."""
     if padding == "VALID":
-        t0 = np.shape(input)[-2]
-        t1 = np.shape(filter)[-3]
-        t2 = (-dilations[2] * (t1 - 1) + t0 - 1) // (strides[2])
+        t0 = np.shape(filter)[-3]
+        t1 = np.shape(input)[-2]
+        t2 = (-dilations[2] * (t0 - 1) + t1 - 1) // (strides[2])
         t3 = t2 + 1
         t4 = np.arange(t3)
         t5 = t4[..., None]
@@ -69,9 +69,9 @@ def conv2d(
         t21 = _gather(t10, t20, -4)
         output = np.einsum("abcd,efagbc->efgd", filter, t21, optimize=True)
     elif padding == "EXPLICIT":
-        t0 = np.shape(input)[-2]
-        t1 = np.shape(filter)[-3]
-        t2 = (-dilations[2] * (t1 - 1) + explicit_paddings[4] + explicit_paddings[5] + t0 - 1) // (
+        t0 = np.shape(filter)[-3]
+        t1 = np.shape(input)[-2]
+        t2 = (-dilations[2] * (t0 - 1) + explicit_paddings[4] + explicit_paddings[5] + t1 - 1) // (
             strides[2]
         )
         t3 = t2 + 1
@@ -138,10 +138,10 @@ def conv2d_grad(
         t0 = np.arange(np.shape(input)[-2])
         t1 = t0[..., None]
         t2 = np.arange(np.shape(filter)[-3])
-        t3 = np.shape(input)[-2]
-        t4 = np.shape(filter)[-3]
-        t5 = -((-t3) // (strides[2]))
-        t6 = np.maximum(dilations[2] * t4 - dilations[2] + strides[2] * t5 - strides[2] - t3 + 1, 0)
+        t3 = np.shape(filter)[-3]
+        t4 = np.shape(input)[-2]
+        t5 = -((-t4) // (strides[2]))
+        t6 = np.maximum(dilations[2] * t3 - dilations[2] + strides[2] * t5 - strides[2] - t4 + 1, 0)
         t7 = (t6) // (2)
         t8 = -dilations[2] * t2 + t1 + t7
         t9 = np.where((t8) % (strides[2]) == 0, (t8) // (strides[2]), -1)
@@ -163,7 +163,7 @@ def conv2d_grad(
         t22 = np.arange(np.shape(filter)[-3])
         t23 = t22[..., None]
         t24 = np.arange(np.shape(grad)[-2])
-        t25 = np.maximum(dilations[2] * (t4 - 1) + strides[2] * (t5 - 1) - t3 + 1, 0)
+        t25 = np.maximum(dilations[2] * (t3 - 1) + strides[2] * (t5 - 1) - t4 + 1, 0)
         t26 = (t25) // (2)
         t27 = dilations[2] * t23 + strides[2] * t24 - t26
         t28 = _gather(input, t27, -2)

@@ -88,11 +88,11 @@ def conv2d_vjp(
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = t0[..., None]
         t2 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t3 = tf.shape(input, out_type=tf.int64)[-2]
-        t4 = tf.shape(filter, out_type=tf.int64)[-3]
-        t5 = -((-t3) // (strides[2]))
+        t3 = tf.shape(filter, out_type=tf.int64)[-3]
+        t4 = tf.shape(input, out_type=tf.int64)[-2]
+        t5 = -((-t4) // (strides[2]))
         t6 = tf.math.maximum(
-            dilations[2] * t4 - dilations[2] + strides[2] * t5 - strides[2] - t3 + 1, 0
+            dilations[2] * t3 - dilations[2] + strides[2] * t5 - strides[2] - t4 + 1, 0
         )
         t7 = (t6) // (2)
         t8 = -dilations[2] * t2 + t1 + t7
@@ -115,7 +115,7 @@ def conv2d_vjp(
         t22 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
         t23 = t22[..., None]
         t24 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t25 = tf.math.maximum(dilations[2] * (t4 - 1) + strides[2] * (t5 - 1) - t3 + 1, 0)
+        t25 = tf.math.maximum(dilations[2] * (t3 - 1) + strides[2] * (t5 - 1) - t4 + 1, 0)
         t26 = (t25) // (2)
         t27 = dilations[2] * t23 + strides[2] * t24 - t26
         t28 = _gather(input, t27, -2)
@@ -178,9 +178,9 @@ def conv2d(
     @tf.custom_gradient
     def forward(input, filter):
         if padding == "VALID":
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = tf.shape(filter, out_type=tf.int64)[-3]
-            t2 = (-dilations[2] * (t1 - 1) + t0 - 1) // (strides[2])
+            t0 = tf.shape(filter, out_type=tf.int64)[-3]
+            t1 = tf.shape(input, out_type=tf.int64)[-2]
+            t2 = (-dilations[2] * (t0 - 1) + t1 - 1) // (strides[2])
             t3 = t2 + 1
             t4 = tf.range(tf.cast(t3, tf.int64))
             t5 = t4[..., None]
@@ -222,10 +222,10 @@ def conv2d(
             t21 = _gather(t10, t20, -4)
             output = tf.einsum("abcd,efagbc->efgd", filter, t21)
         elif padding == "EXPLICIT":
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = tf.shape(filter, out_type=tf.int64)[-3]
+            t0 = tf.shape(filter, out_type=tf.int64)[-3]
+            t1 = tf.shape(input, out_type=tf.int64)[-2]
             t2 = (
-                -dilations[2] * (t1 - 1) + explicit_paddings[4] + explicit_paddings[5] + t0 - 1
+                -dilations[2] * (t0 - 1) + explicit_paddings[4] + explicit_paddings[5] + t1 - 1
             ) // (strides[2])
             t3 = t2 + 1
             t4 = tf.range(tf.cast(t3, tf.int64))

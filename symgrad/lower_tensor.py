@@ -214,7 +214,9 @@ class TensorLowering:
 
     def _int_scalars(self, expr):
         """`expr` with sizes read as integers, and each rounded size (a padding) computed once."""
-        expr = expr.xreplace({d: self._int_size(d) for d in expr.free_symbols if d.is_integer and d.is_positive})
+        # sorted: the order sizes are read in must not depend on the hash seed
+        sizes = sorted((d for d in expr.free_symbols if d.is_integer and d.is_positive), key=str)
+        expr = expr.xreplace({d: self._int_size(d) for d in sizes})
 
         def hoisted(e):
             if ("scalar", e) not in self._memo:

@@ -125,11 +125,11 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
 
     def _print_NegativeAxes(self, value: ir.NegativeAxes):
         rank = f"{self._module_format('numpy.ndim')}({value.x})"
-        ravel = f"{self._module_format('numpy.ravel')}({value.axes}).tolist()"
-        return f"tuple(sorted(a - {rank} if a >= 0 else a for a in {ravel}))"
+        ravel = f"{self._module_format('numpy.ravel')}({value.axes})"
+        return f"tuple(sorted(int(a) - {rank} if a >= 0 else int(a) for a in {ravel}))"
 
     def _print_AsTuple(self, value: ir.AsTuple):
-        return f"tuple({self._module_format('numpy.ravel')}({value.x}).tolist())"
+        return f"tuple(int(a) for a in {self._module_format('numpy.ravel')}({value.x}))"
 
     def _print_IntArray(self, value: ir.IntArray):
         return f"{self._module_format('numpy.asarray')}({value.x}, dtype={self._module_format('numpy.int64')})"
