@@ -47,6 +47,7 @@ class Attr:
     default: Any  # default value in generated signatures (None: required)
     input_position: int | None = None  # set for a constant input (see `const_input`)
     axis_of: str | None = None  # for a constant axis input: the input it is an axis of
+    rank_of: str | None = None  # for `rank_of`: the input whose rank this is (not a parameter)
 
     @property
     def enumerated(self) -> bool:
@@ -65,7 +66,14 @@ class Attr:
         """What the declaration function is given: a symbol, or a tuple of them for `ints(n)`."""
         if isinstance(self.kind, IntList):
             return tuple(sp.Symbol(f"{self.name}[{n}]", real=True) for n in range(self.kind.length))
+        if isinstance(self.kind, ConstInts):
+            return IntSymbols(self.name)
         return self.symbol
+
+    @property
+    def is_list_input(self) -> bool:
+        """A constant input read as a (nested) list of integers (`const_ints`)."""
+        return isinstance(self.kind, ConstInts)
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,11 @@ class OpDecl:
     @property
     def enumerated_attrs(self) -> tuple[Attr, ...]:
         return tuple(a for a in self.attrs if a.enumerated)
+
+    @property
+    def parameter_attrs(self) -> tuple[Attr, ...]:
+        """The enumerated attributes callers pass (not those read from an input's rank)."""
+        return tuple(a for a in self.enumerated_attrs if a.rank_of is None)
 
     @property
     def numeric_attrs(self) -> tuple[Attr, ...]:
@@ -301,9 +314,65 @@ def scalar_input(position: int) -> ScalarInput:
     return ScalarInput(position)
 
 
+@dataclass(frozen=True)
+class ConstInts:
+    """A constant integer tensor input read as numbers at run time (Pad's `paddings`)."""
+
+    position: int  # its place among the op's inputs (`op.inputs[position]`)
+
+    def __repr__(self) -> str:
+        return f"const_ints({self.position})"
+
+
+def const_ints(position: int) -> ConstInts:
+    """An integer tensor TensorFlow passes as constant input `position` (Pad's `paddings`,
+    Slice's `begin`): the declaration indexes it like the list it is (`paddings[k][0]`, a
+    symbol each), the generated code reads it with `tf.get_static_value`; gradient None."""
+    return ConstInts(position)
+
+
+class IntSymbols(sp.Symbol):
+    """`name[k][m]...`: a symbol that indexes into further symbols, as deep as the declaration
+    goes (the value of a `const_ints` input: `paddings[1][0]`)."""
+
+    _iterable = False  # indexable, but not a sequence: SymPy must not iterate it
+    __iter__ = None
+
+    def __new__(cls, name: str):
+        return super().__new__(cls, name, real=True)
+
+    def __getnewargs_ex__(self):
+        return ((self.name,), {})
+
+    def __getitem__(self, k: int) -> "IntSymbols":
+        if not isinstance(k, int):
+            raise DeclarationError(f"{self.name} is indexed with Python integers, got {k!r}")
+        return IntSymbols(f"{self.name}[{k}]")
+
+
+@dataclass(frozen=True)
+class RankOf:
+    """An enumerated attribute that is the rank of an input: one derivation per rank."""
+
+    input: str  # the input whose rank it is
+    values: tuple[int, ...]  # the ranks declared
+
+
+def rank_of(input: str, values=(1, 2, 3, 4)) -> RankOf:
+    """The rank of input `input`, enumerated over `values` like an attribute (one derivation
+    each, dispatched on at run time); not a parameter of the generated functions."""
+    return RankOf(input, tuple(values))
+
+
 def _make_attrs(op_name, location, attrs: dict, defaults: dict) -> tuple[Attr, ...]:
     result = []
     for attr_name, kind in attrs.items():
+        if isinstance(kind, RankOf):
+            result.append(Attr(attr_name, kind.values, kind.values[0], rank_of=kind.input))
+            continue
+        if isinstance(kind, ConstInts):
+            result.append(Attr(attr_name, kind, defaults.get(attr_name), kind.position))
+            continue
         if isinstance(kind, ScalarInput):
             result.append(Attr(attr_name, int, defaults.get(attr_name), kind.position))
             continue
@@ -312,11 +381,11 @@ def _make_attrs(op_name, location, attrs: dict, defaults: dict) -> tuple[Attr, .
             result.append(Attr(attr_name, kind.values, default, kind.position, kind.axis_of))
             continue
         ok = kind in (bool, float, int) or isinstance(kind, IntList) or (
-            isinstance(kind, tuple) and kind and all(isinstance(v, str) for v in kind)
+            isinstance(kind, tuple) and kind and (all(isinstance(v, str) for v in kind) or all(type(v) is int for v in kind))
         )
         if not ok:
             raise DeclarationError(
-                f"attribute {attr_name!r} must be bool, float, int, ints(n) or a tuple of strings, got {kind!r}",
+                f"attribute {attr_name!r} must be bool, float, int, ints(n) or a tuple of strings or of ints, got {kind!r}",
                 op_name,
                 location,
             )

@@ -151,7 +151,7 @@ def variants_of(op: DerivedOp) -> list[Variant]:
             Variant(
                 op,
                 values,
-                {**dict(values), **numeric},
+                {**{a.name: dict(values)[a.name] for a in decl.parameter_attrs}, **numeric},
                 tuple(t.name for t in inst.inputs),
                 shapes,
                 tuple(o.name for o in inst.outputs),

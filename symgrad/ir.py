@@ -174,6 +174,47 @@ class NegativeAxis:
 
 
 @dataclass(frozen=True)
+class NegativeAxes:
+    """A list of axes of `x` as a sorted tuple, each counted from the last (ReverseV2's)."""
+
+    axes: str  # variable holding the list
+    x: str  # variable whose rank counts
+
+    def __str__(self) -> str:
+        return f"sorted_negative_axes({self.axes}, rank({self.x}))"
+
+
+@dataclass(frozen=True)
+class AsTuple:
+    """A constant list input as a tuple of ints, to compare with declared values (a perm)."""
+
+    x: str  # variable holding the list
+
+    def __str__(self) -> str:
+        return f"tuple({self.x})"
+
+
+@dataclass(frozen=True)
+class IntArray:
+    """A constant integer list input (nested) as an integer array, for index arithmetic."""
+
+    x: str  # variable holding the list
+
+    def __str__(self) -> str:
+        return f"int_array({self.x})"
+
+
+@dataclass(frozen=True)
+class Rank:
+    """The number of axes of a variable, as a Python integer (dispatch on an input's rank)."""
+
+    x: str  # variable
+
+    def __str__(self) -> str:
+        return f"rank({self.x})"
+
+
+@dataclass(frozen=True)
 class BroadcastTo:
     """Broadcast a value to the shape of variable `like`."""
 
@@ -295,7 +336,7 @@ class ScatterAdd:
 Value = Union[
     Elementwise, FusedCall, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
     BroadcastTo, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis, Constant, Iota,
-    IntSize, IndexArith, Arange, Gather, ScatterAdd,
+    IntSize, IndexArith, Arange, Gather, ScatterAdd, Rank, NegativeAxes, AsTuple, IntArray,
 ]
 
 
@@ -315,10 +356,12 @@ def reads(value: Value) -> set[str]:
         return {value.a, value.b}
     if isinstance(value, Einsum):
         return set(value.operands)
-    if isinstance(value, (ZerosLike, DimSize, Eye, Constant, Iota, IntSize)):
+    if isinstance(value, (ZerosLike, DimSize, Eye, Constant, Iota, IntSize, Rank)):
         return set()
     if isinstance(value, NegativeAxis):
         return {value.axis}
+    if isinstance(value, NegativeAxes):
+        return {value.axes}
     return reads(value.x) if isinstance(value.x, Elementwise) else {value.x}
 
 
@@ -371,3 +414,4 @@ class OpCode:
     outputs_used: tuple[str, ...]  # outputs the gradient reads
     location: str  # "file:line" of the declaration
     variadic: bool = False  # inputs is ("*<list input>",): tensors unpacked per variant
+    list_inputs: tuple[str, ...] = ()  # numeric attributes read from constant integer inputs

@@ -11,6 +11,9 @@ import sympy as sp
 from symgrad.declare import BATCH_DIM, ELEMENTWISE, OpDecl
 from symgrad.derive import Derivation
 from symgrad.ir import (
+    AsTuple,
+    IntArray,
+    NegativeAxes,
     NegativeAxis,
     reads,
     Assign,
@@ -20,6 +23,7 @@ from symgrad.ir import (
     Function,
     FusedCall,
     OpCode,
+    Rank,
     SumToShape,
 )
 from symgrad.fused import find_kernel
@@ -32,7 +36,7 @@ def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
     first = derivations[0]
     outputs = tuple(o.name for o in first.variant.outputs)
     inputs = (f"*{decl.variadic}",) if decl.variadic else tuple(t.name for t in first.variant.inputs)
-    axes = tuple(Assign(a.name, NegativeAxis(a.name, a.axis_of)) for a in decl.attrs if a.axis_of)
+    axes = tuple(_normalized_attr(a) for a in decl.attrs if _normalized_attr(a) is not None)
     forward = Function(
         params=inputs,
         prologue=axes,
@@ -58,7 +62,7 @@ def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
         inputs=inputs,
         outputs=outputs,
         grads=first.grad_names,
-        enumerated_attrs=tuple((a.name, a.default) for a in decl.enumerated_attrs),
+        enumerated_attrs=tuple((a.name, a.default) for a in decl.parameter_attrs),
         numeric_attrs=tuple((a.name, a.default) for a in decl.numeric_attrs),
         const_inputs=tuple((a.name, a.input_position) for a in decl.attrs if a.input_position is not None),
         forward=forward,
@@ -66,7 +70,21 @@ def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
         outputs_used=used,
         location=str(decl.location),
         variadic=decl.variadic is not None,
+        list_inputs=tuple(a.name for a in decl.numeric_attrs if a.is_list_input),
     )
+
+
+def _normalized_attr(attr) -> Assign | None:
+    """The statement that puts an attribute read from an input into the form it is declared
+    in (an axis counted from the last, a tuple, an integer array, a rank), or None."""
+    if attr.rank_of:
+        return Assign(attr.name, Rank(attr.rank_of))
+    if attr.is_list_input:
+        return Assign(attr.name, IntArray(attr.name))
+    listed = attr.input_position is not None and attr.enumerated and isinstance(attr.values[0], tuple)
+    if attr.axis_of:
+        return Assign(attr.name, (NegativeAxes if listed else NegativeAxis)(attr.name, attr.axis_of))
+    return Assign(attr.name, AsTuple(attr.name)) if listed else None
 
 
 def _grad_names(derivation: Derivation) -> tuple[str | None, ...]:

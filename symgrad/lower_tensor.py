@@ -115,6 +115,8 @@ class TensorLowering:
         if isinstance(expr, (product, maximum, minimum)):
             return self._reduction(expr, axes)
         if isinstance(expr, sp.KroneckerDelta):
+            if any(not free_indices(a) for a in expr.args):
+                return self._one_hot(expr, axes)
             return self._identity(expr, axes)
         if is_index(expr):
             return self._iota(expr, axes)
@@ -153,6 +155,15 @@ class TensorLowering:
         values = {i: sp.Symbol(self._expand(self._index_values(i), (i,), indices)) for i in indices}
         mask = self._temp(IndexArith(self._int_scalars(condition).xreplace(values)))
         return self._expand(mask, indices, axes)
+
+    def _one_hot(self, delta: sp.KroneckerDelta, axes) -> sp.Expr:
+        """KroneckerDelta(u, position) with the position free of indices (an axis StridedSlice
+        shrinks away): 1 where the axis u is at that position, else 0."""
+        u, position = delta.args if free_indices(delta.args[0]) else delta.args[::-1]
+        if not is_index(u) or u not in axes:
+            self._fail(f"cannot lower {delta}: not an axis at a position")
+        position = sp.Symbol(self._temp(IndexArith(self._int_scalars(position))))
+        return self.array(sp.Piecewise((1, sp.Eq(u, position)), (0, True)), axes)
 
     def _identity(self, delta: sp.KroneckerDelta, axes) -> sp.Expr:
         """KroneckerDelta(p, q) of two axes: an identity matrix, aligned."""
@@ -477,7 +488,7 @@ def _kept_axes_aligned(idx: tuple, axes: tuple) -> tuple:
     result = list(idx)
     for n, i in enumerate(idx):
         place = n - len(idx) + len(axes)
-        if i == 0 and 0 <= place and axes[place] not in idx and is_index(axes[place]):
+        if i.is_Integer and 0 <= place and axes[place] not in idx and is_index(axes[place]):
             result[n] = axes[place]
     return tuple(result)
 

@@ -123,10 +123,7 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
     const = dict(op.const_inputs)
     get_attrs = "".join(
         f", {name}={_read_attr(name, default, const)}" for name, default in op.enumerated_attrs
-    ) + "".join(
-        f", {name}={_scalar_input(const[name])}" if name in const else f", {name}=op.get_attr({name!r})"
-        for name, _ in op.numeric_attrs
-    )
+    ) + "".join(f", {name}={_read_numeric(name, const, op.list_inputs)}" for name, _ in op.numeric_attrs)
     pass_attrs = "".join(f", {name}={name}" for name, _ in op.enumerated_attrs + op.numeric_attrs)
     tensor_positions = [n for n in range(len(op.inputs) + len(const)) if n not in const.values()]
     op_inputs = "*op.inputs" if not const else ", ".join(f"op.inputs[{n}]" for n in tensor_positions)
@@ -152,6 +149,14 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
         "outputs_pass": outputs_pass,
         "none_positions": tuple(sorted(const.values())),
     }
+
+
+def _read_numeric(name: str, const: dict, list_inputs) -> str:
+    """How the registered gradient reads numeric attribute `name`: an attribute, a scalar
+    input, or a constant list input."""
+    if name in list_inputs:
+        return f"_const_input(op, {const[name]})"
+    return _scalar_input(const[name]) if name in const else f"op.get_attr({name!r})"
 
 
 def _scalar_input(position: int) -> str:
@@ -217,7 +222,7 @@ def print_function_body(function: ir.Function, printer, op: ir.OpCode, prologue:
         keyword = "if" if n == 0 else "elif"
         lines.append(f"{keyword} {_condition(branch.attr_values)}:")
         lines += ["    " + _statement(s, printer, op) for s in branch.body]
-    names = ", ".join(f"{name}={{{name}!r}}" for name, _ in op.enumerated_attrs)
+    names = ", ".join(f"{name}={{{name}!r}}" for name, _ in function.branches[0].attr_values)
     lines += ["else:", f'    raise ValueError(f"{op.name}: unsupported attributes {names}")']
     return "\n".join(lines)
 

@@ -1,5 +1,5 @@
-"""Golden files: the generated gradients of Softmax, BatchMatMulV2, Einsum's trace and
-Conv2D, whole.
+"""Golden files: the generated gradients of Softmax, BatchMatMulV2, Einsum's trace, Conv2D
+and a StridedSlice branch (rank 2: strides of either sign, begin and end masks), whole.
 
 Regenerate after an intended change with `python tests/test_golden.py` and review the diff.
 """
@@ -12,39 +12,42 @@ from pathlib import Path
 import pytest
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
-# (generated module, function, equation branch or None) -> golden file
+STRIDED_RANK_2 = "rank == 2 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0"
+# (generated module, function, the condition of one branch or None) -> golden file
 PINNED = {
     ("nn_numpy.py", "softmax_grad", None): "softmax_grad_numpy.py",
     ("nn_tf.py", "softmax_vjp", None): "softmax_vjp_tf.py",
     ("batch_matmul_numpy.py", "batch_mat_mul_v2_grad", None): "batch_mat_mul_v2_grad_numpy.py",
     ("batch_matmul_tf.py", "batch_mat_mul_v2_vjp", None): "batch_mat_mul_v2_vjp_tf.py",
-    ("einsum_numpy.py", "einsum_grad", "ii->"): "einsum_trace_grad_numpy.py",
-    ("einsum_tf.py", "einsum_vjp", "ii->"): "einsum_trace_vjp_tf.py",
+    ("einsum_numpy.py", "einsum_grad", 'equation == "ii->"'): "einsum_trace_grad_numpy.py",
+    ("einsum_tf.py", "einsum_vjp", 'equation == "ii->"'): "einsum_trace_vjp_tf.py",
+    ("array_numpy.py", "strided_slice_grad", STRIDED_RANK_2): "strided_slice_rank_2_grad_numpy.py",
+    ("array_tf.py", "strided_slice_vjp", STRIDED_RANK_2): "strided_slice_rank_2_vjp_tf.py",
     ("conv_numpy.py", "conv2d_grad", None): "conv2d_grad_numpy.py",
     ("conv_tf.py", "conv2d_vjp", None): "conv2d_vjp_tf.py",
 }
 
 
-def function_source(module: str, name: str, equation: str | None) -> str:
-    """The text of `def name(...)` in `module`; with `equation`, only that branch of it."""
+def function_source(module: str, name: str, condition: str | None) -> str:
+    """The text of `def name(...)` in `module`; with `condition`, only the branch it guards."""
     start = module.index(f"\ndef {name}(") + 1
     end = module.find("\n\n\n", start)
     text = module[start : end if end != -1 else len(module)] + "\n"
-    if equation is None:
+    if condition is None:
         return text
-    branch = text[text.index(f'equation == "{equation}":') :]
+    branch = text[text.index(f"{condition}:") :]
     return branch[: branch.index("\n    elif ")] + "\n"
 
 
 @pytest.mark.parametrize("key", sorted(PINNED), ids=lambda k: PINNED[k])
 def test_generated_gradient_matches_golden(derived, key):
     _, files = derived
-    module, name, equation = key
-    assert function_source(files[module], name, equation) == (GOLDEN / PINNED[key]).read_text()
+    module, name, condition = key
+    assert function_source(files[module], name, condition) == (GOLDEN / PINNED[key]).read_text()
 
 
 if __name__ == "__main__":  # regenerate the golden files from generated/
     root = GOLDEN.parent.parent / "generated"
-    for (module, name, equation), golden in PINNED.items():
-        (GOLDEN / golden).write_text(function_source((root / module).read_text(), name, equation))
+    for (module, name, condition), golden in PINNED.items():
+        (GOLDEN / golden).write_text(function_source((root / module).read_text(), name, condition))
     sys.exit(0)

@@ -156,5 +156,19 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
     def _print_ScatterAdd(self, value: ir.ScatterAdd):
         return f"_scatter_add({value.values}, {value.positions}, {value.trailing}, {value.size})"
 
+    def _print_NegativeAxes(self, value: ir.NegativeAxes):
+        rank = f"{self._module_format('numpy.ndim')}({value.x})"
+        ravel = f"{self._module_format('numpy.ravel')}({value.axes})"
+        return f"tuple(sorted(int(a) - {rank} if a >= 0 else int(a) for a in {ravel}))"
+
+    def _print_AsTuple(self, value: ir.AsTuple):
+        return f"tuple(int(a) for a in {self._module_format('numpy.ravel')}({value.x}))"
+
+    def _print_IntArray(self, value: ir.IntArray):
+        return f"{self._module_format('numpy.asarray')}({value.x}, dtype={self._module_format('numpy.int64')})"
+
+    def _print_Rank(self, value: ir.Rank):
+        return f"{self._module_format('numpy.ndim')}({value.x})"
+
     def _print_ZerosLike(self, value: ir.ZerosLike):
         return f"{self._module_format('numpy.zeros_like')}({value.like})"

@@ -66,7 +66,13 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     # a variable of the dtype being computed in, set by `render` for each function it prints
     dtype_source: str | None = None
 
+    _integer_context = False
+
     def _print_branch(self, value):
+        if self._integer_context:  # positions and sizes are int64 throughout
+            if not value.is_number:
+                return self._print(value)
+            return f"{self._module_format('tensorflow.constant')}({self._print(value)}, {self._module_format('tensorflow.int64')})"
         # In a graph, tf.where turns a Python number into an int32 (or float32) tensor and then
         # fails against the other branch: give it the computation's dtype.
         if not value.is_number or self.dtype_source is None:
@@ -237,6 +243,26 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
 
     def _print_ScatterAdd(self, value: ir.ScatterAdd):
         return f"_scatter_add({value.values}, {value.positions}, {value.trailing}, {value.size})"
+
+    def _print_NegativeAxes(self, value: ir.NegativeAxes):
+        return f"tuple(sorted(int(a) - len({value.x}.shape) if a >= 0 else int(a) for a in {value.axes}))"
+
+    def _print_AsTuple(self, value: ir.AsTuple):
+        return f"tuple(int(a) for a in {value.x})"
+
+    def _print_IntArray(self, value: ir.IntArray):
+        # int64 tensors: index arithmetic then never mixes Python ints (int32) with sizes
+        return f"{self._module_format('tensorflow.cast')}({value.x}, {self._module_format('tensorflow.int64')})"
+
+    def _print_IndexArith(self, value: ir.IndexArith):
+        self._integer_context = True
+        try:
+            return super()._print_IndexArith(value)
+        finally:
+            self._integer_context = False
+
+    def _print_Rank(self, value: ir.Rank):
+        return f"len({value.x}.shape)"
 
     def _print_ZerosLike(self, value: ir.ZerosLike):
         return f"{self._module_format('tensorflow.zeros_like')}({value.like})"

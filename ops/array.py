@@ -1,0 +1,113 @@
+"""Padding, slicing, reversing and permuting: index sums with per-axis affine maps.
+
+An entry read at a mapped subscript (`x[i - before]`) is zero outside the tensor: that is
+the padding, and what makes each gradient a gather of the upstream gradient. Ops whose
+constant inputs hold one entry per axis (Pad's `paddings`, Slice's `begin`) are declared once
+per rank, 1 to 4; ReverseV2 and Transpose once per value of their constant input.
+"""
+
+import itertools
+
+import sympy as sp
+
+from symgrad import const_input, const_ints, dims, indices, op, rank_of, tensor
+
+SIZES = dims("D0 D1 D2 D3")
+AXES = indices("i0 i1 i2 i3")
+RANK = rank_of("input", (1, 2, 3, 4))
+
+
+@op("Pad", attrs={"rank": RANK, "paddings": const_ints(1)})
+def pad(rank, paddings):
+    """Zeros around the input: `paddings[k]` holds (before, after) for axis k."""
+    input = tensor("input", SIZES[:rank])
+    out = tuple((AXES[k], SIZES[k] + paddings[k][0] + paddings[k][1]) for k in range(rank))
+    return {"output": (out, input[tuple(AXES[k] - paddings[k][0] for k in range(rank))])}
+
+
+@op("Slice", attrs={"rank": RANK, "begin": const_ints(1), "size": const_ints(2)})
+def slice(rank, begin, size):
+    """`size[k]` entries from `begin[k]` along each axis k (-1: to the end)."""
+    input = tensor("input", SIZES[:rank])
+    sizes = [sp.Piecewise((SIZES[k] - begin[k], sp.Eq(size[k], -1)), (size[k], True)) for k in range(rank)]
+    out = tuple((AXES[k], sizes[k]) for k in range(rank))
+    return {"output": (out, input[tuple(AXES[k] + begin[k] for k in range(rank))])}
+
+
+# the axes reversed, as sorted negative axes: the last three, in any combination
+REVERSED = tuple(c for n in (1, 2, 3) for c in itertools.combinations((-1, -2, -3), n))
+REVERSED = tuple(tuple(sorted(c)) for c in REVERSED)
+
+
+@op("ReverseV2", attrs={"axis": const_input(1, REVERSED, axis_of="tensor")})
+def reverse_v2(axis):
+    """The input with the order of entries along each axis of `axis` reversed."""
+    depth = -min(axis)
+    x = tensor("tensor", (...,) + SIZES[-depth:])
+    trailing = range(len(SIZES) - depth, len(SIZES))
+    subscript = tuple(SIZES[n] - 1 - AXES[n] if n - len(SIZES) in axis else AXES[n] for n in trailing)
+    return {"output": ((...,) + tuple((AXES[n], SIZES[n]) for n in trailing), x[(...,) + subscript])}
+
+
+# every permutation of 2 and 3 axes, and NHWC <-> NCHW
+PERMS = tuple(p for n in (2, 3) for p in itertools.permutations(range(n)) if p != tuple(range(n)))
+PERMS += ((0, 3, 1, 2), (0, 2, 3, 1))
+
+
+@op("Transpose", attrs={"perm": const_input(1, PERMS)})
+def transpose(perm):
+    """Axis n of the output is axis `perm[n]` of the input."""
+    x = tensor("x", SIZES[: len(perm)])
+    inverse = [perm.index(k) for k in range(len(perm))]
+    return {"y": (tuple(AXES[: len(perm)]), x[tuple(AXES[inverse[k]] for k in range(len(perm)))])}
+
+
+def _bit(mask, k):
+    """Bit k of an integer mask attribute, 0 or 1."""
+    return sp.Mod(sp.floor(mask / 2**k) if k else mask, 2)
+
+
+def _strided_axis(size, begin, end, stride, begin_masked, end_masked):
+    """(first position, number of entries) of one sliced axis, as TensorFlow computes them:
+    negative positions count from the end, then are clamped to the axis (to -1 .. size - 1
+    going backwards); a masked begin or end is the start or end of the axis."""
+    forward = stride > 0
+    low, high = sp.Piecewise((0, forward), (-1, True)), sp.Piecewise((size, forward), (size - 1, True))
+
+    def clamped(x, masked, at_mask):
+        from_end = sp.Piecewise((x + size, x < 0), (x, True))
+        return sp.Piecewise((at_mask, sp.Eq(masked, 1)), (sp.Min(sp.Max(from_end, low), high), True))
+
+    first = clamped(begin, begin_masked, sp.Piecewise((0, forward), (size - 1, True)))
+    last = clamped(end, end_masked, sp.Piecewise((size, forward), (-1, True)))
+    return first, sp.Max(sp.ceiling((last - first) / stride), 0)
+
+
+@op(
+    "StridedSlice",
+    attrs={
+        "rank": RANK,
+        "begin": const_ints(1),
+        "end": const_ints(2),
+        "strides": const_ints(3),
+        "begin_mask": int,
+        "end_mask": int,
+        "shrink_axis_mask": (0, 1),
+        "ellipsis_mask": (0,),
+        "new_axis_mask": (0,),
+    },
+    defaults={"begin_mask": 0, "end_mask": 0},
+)
+def strided_slice(rank, begin, end, strides, begin_mask, end_mask, shrink_axis_mask, ellipsis_mask, new_axis_mask):
+    """Every `strides[k]`-th entry from `begin[k]` up to `end[k]` (excluded) along each axis k,
+    strides negative going backwards; `shrink_axis_mask` 1 takes entry `begin[0]` of axis 0."""
+    input = tensor("input", SIZES[:rank])
+    out, subscript = [], []
+    for k in range(rank):
+        if k == 0 and shrink_axis_mask:
+            subscript.append(sp.Piecewise((begin[0] + SIZES[0], begin[0] < 0), (begin[0], True)))
+            continue
+        first, count = _strided_axis(SIZES[k], begin[k], end[k], strides[k], _bit(begin_mask, k), _bit(end_mask, k))
+        out.append((AXES[k], count))
+        subscript.append(first + strides[k] * AXES[k])
+    return {"output": (tuple(out), input[tuple(subscript)])}
