@@ -231,4 +231,11 @@ CASES: tuple[Case, ...] = (
         lambda tf, x: tf.raw_ops.Cumsum(x=x, axis=-1, exclusive=False, reverse=False),
         lambda m, x: m.np.cumsum(x, axis=-1),
     ),
+    Case(
+        "Conv2D",
+        "32x64x64x64 * 3x3x64x64, SAME",
+        sizes(((32, 64, 64, 64), (3, 3, 64, 64)), ((8, 32, 32, 32), (3, 3, 32, 32)), ((2, 8, 8, 4), (3, 3, 4, 4))),
+        {"strides": [1, 1, 1, 1], "padding": "SAME", "explicit_paddings": [], "dilations": [1, 1, 1, 1]},
+        tf_op=lambda tf, x, w: tf.raw_ops.Conv2D(input=x, filter=w, strides=[1, 1, 1, 1], padding="SAME"),
+    ),
 )
