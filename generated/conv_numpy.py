@@ -41,7 +41,7 @@ def _scatter_add(values, positions, trailing, size):
     one_hot = scipy.sparse.csr_matrix(
         (np.ones(inside.size, dtype=moved.dtype), (flat[inside], inside)), shape=(size, flat.size)
     )
-    summed = np.asarray(one_hot @ np.reshape(moved, (flat.size, -1))).reshape((size,) + rest)
+    summed = np.reshape(np.asarray(one_hot @ np.reshape(moved, (flat.size, -1))), (size,) + rest)
     return np.moveaxis(summed, 0, start)
 
 
