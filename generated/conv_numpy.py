@@ -10,6 +10,13 @@ import numpy as np
 import scipy.sparse
 
 
+def _shift_right(x, axis, fill):
+    """`x` moved one step along `axis`, `fill` first: an exclusive cumulative sum or product
+    from an inclusive one."""
+    first = np.full_like(np.take(x, [0], axis=axis), fill)
+    return np.concatenate([first, np.delete(x, -1, axis=axis)], axis=axis)
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
@@ -627,75 +634,79 @@ def max_pool_grad(grad, input, *, output=None, padding="VALID", data_format="NHW
             input, padding=padding, data_format=data_format, ksize=ksize, strides=strides
         )
     if padding == "VALID" and data_format == "NHWC":
-        t0 = ksize[2]
-        t1 = np.arange(t0)
+        t0 = grad[..., None, :, None, :]
+        t1 = np.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
-        t3 = np.arange(np.shape(grad)[-2])
-        t4 = strides[2] * t3 + t2
-        t5 = _gather(input, t4, -2, fill=-np.inf)
-        t6 = np.arange(np.shape(grad)[-3])
-        t7 = t6[..., None]
-        t8 = ksize[1]
-        t9 = np.arange(t8)
-        t10 = strides[1] * t7 + t9
-        t11 = _gather(t5, t10, -4, fill=-np.inf)
-        t12 = np.transpose(t11, (0, 1, 3, 4, 2, 5))
+        t3 = ksize[2]
+        t4 = np.arange(t3)
+        t5 = strides[2] * t2 + t4
+        t6 = _gather(input, t5, -2, fill=-np.inf)
+        t7 = np.arange(np.shape(grad)[-3])
+        t8 = t7[..., None]
+        t9 = ksize[1]
+        t10 = np.arange(t9)
+        t11 = strides[1] * t8 + t10
+        t12 = _gather(t6, t11, -4, fill=-np.inf)
         t13 = output[..., None, :, None, :]
-        t14 = np.sum(np.where(t12 == t13, 1, 0), axis=(-4, -2), keepdims=True)
-        t15 = grad[..., None, :, None, :]
-        t16 = t3[..., None]
-        t17 = np.arange(t0)
-        t18 = strides[2] * t16 + t17
-        t19 = _gather(input, t18, -2, fill=-np.inf)
-        t20 = np.arange(t8)
-        t21 = strides[1] * t7 + t20
+        t14 = np.arange(t3)
+        t15 = strides[2] * t2 + t14
+        t16 = _gather(input, t15, -2, fill=-np.inf)
+        t17 = _gather(t16, t11, -4, fill=-np.inf)
+        t18 = _shift_right(np.cumsum(np.where(t13 == t17, 1, 0), axis=-2), axis=-2, fill=0)
+        t19 = _gather(input, t15, -2, fill=-np.inf)
+        t20 = np.arange(t9)
+        t21 = strides[1] * t8 + t20
         t22 = _gather(t19, t21, -4, fill=-np.inf)
-        t23 = t15 * np.where(t13 == t22, 1, 0) / t14
-        t24 = np.shape(input)[-2]
-        t25 = _scatter_add(t23, t18, 1, t24)
-        t26 = np.shape(input)[-3]
-        grad_input = _scatter_add(t25, t21, 2, t26)
+        t23 = np.sum(np.where(t13 == t22, 1, 0), axis=-2, keepdims=True)
+        t24 = _shift_right(np.cumsum(t23, axis=-4), axis=-4, fill=0)
+        t25 = t0 * np.where(t12 == t13, 1, 0) * np.where(t18 + t24 == 0, 1, 0)
+        t26 = np.shape(input)[-2]
+        t27 = _scatter_add(t25, t5, 1, t26)
+        t28 = np.shape(input)[-3]
+        grad_input = _scatter_add(t27, t11, 2, t28)
     elif padding == "SAME" and data_format == "NHWC":
-        t0 = ksize[2]
-        t1 = np.arange(t0)
+        t0 = grad[..., None, :, None, :]
+        t1 = np.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
-        t3 = np.arange(np.shape(grad)[-2])
-        t4 = np.shape(input)[-2]
-        t5 = -((-t4) // (strides[2]))
-        t6 = np.maximum(ksize[2] + strides[2] * (t5 - 1) - t4, 0)
-        t7 = (t6) // (2)
-        t8 = strides[2] * t3 + t2 - t7
-        t9 = _gather(input, t8, -2, fill=-np.inf)
-        t10 = np.arange(np.shape(grad)[-3])
-        t11 = t10[..., None]
-        t12 = ksize[1]
-        t13 = np.arange(t12)
-        t14 = np.shape(input)[-3]
-        t15 = -((-t14) // (strides[1]))
-        t16 = np.maximum(ksize[1] + strides[1] * (t15 - 1) - t14, 0)
-        t17 = (t16) // (2)
-        t18 = strides[1] * t11 + t13 - t17
-        t19 = _gather(t9, t18, -4, fill=-np.inf)
-        t20 = np.transpose(t19, (0, 1, 3, 4, 2, 5))
+        t3 = ksize[2]
+        t4 = np.arange(t3)
+        t5 = np.shape(input)[-2]
+        t6 = -((-t5) // (strides[2]))
+        t7 = np.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
+        t8 = (t7) // (2)
+        t9 = strides[2] * t2 + t4 - t8
+        t10 = _gather(input, t9, -2, fill=-np.inf)
+        t11 = np.arange(np.shape(grad)[-3])
+        t12 = t11[..., None]
+        t13 = ksize[1]
+        t14 = np.arange(t13)
+        t15 = np.shape(input)[-3]
+        t16 = -((-t15) // (strides[1]))
+        t17 = np.maximum(ksize[1] + strides[1] * (t16 - 1) - t15, 0)
+        t18 = (t17) // (2)
+        t19 = strides[1] * t12 + t14 - t18
+        t20 = _gather(t10, t19, -4, fill=-np.inf)
         t21 = output[..., None, :, None, :]
-        t22 = np.sum(np.where(t20 == t21, 1, 0), axis=(-4, -2), keepdims=True)
-        t23 = grad[..., None, :, None, :]
-        t24 = t3[..., None]
-        t25 = np.arange(t0)
-        t26 = strides[2] * t24 + t25 - t7
-        t27 = _gather(input, t26, -2, fill=-np.inf)
-        t28 = np.arange(t12)
-        t29 = strides[1] * t11 - t17 + t28
+        t22 = np.arange(t3)
+        t23 = strides[2] * t2 + t22 - t8
+        t24 = _gather(input, t23, -2, fill=-np.inf)
+        t25 = _gather(t24, t19, -4, fill=-np.inf)
+        t26 = _shift_right(np.cumsum(np.where(t21 == t25, 1, 0), axis=-2), axis=-2, fill=0)
+        t27 = _gather(input, t23, -2, fill=-np.inf)
+        t28 = np.arange(t13)
+        t29 = strides[1] * t12 - t18 + t28
         t30 = _gather(t27, t29, -4, fill=-np.inf)
-        t31 = t23 * np.where(t21 == t30, 1, 0) / t22
-        t32 = np.maximum(ksize[2] + strides[2] * t5 - strides[2] - t4, 0)
-        t33 = (t32) // (2)
-        t34 = strides[2] * t24 + t25 - t33
-        t35 = _scatter_add(t31, t34, 1, t4)
-        t36 = np.maximum(ksize[1] + strides[1] * t15 - strides[1] - t14, 0)
-        t37 = (t36) // (2)
-        t38 = strides[1] * t11 + t28 - t37
-        grad_input = _scatter_add(t35, t38, 2, t14)
+        t31 = np.sum(np.where(t21 == t30, 1, 0), axis=-2, keepdims=True)
+        t32 = _shift_right(np.cumsum(t31, axis=-4), axis=-4, fill=0)
+        t33 = t0 * np.where(t20 == t21, 1, 0) * np.where(t26 + t32 == 0, 1, 0)
+        t34 = np.maximum(ksize[2] + strides[2] * t6 - strides[2] - t5, 0)
+        t35 = (t34) // (2)
+        t36 = strides[2] * t2 - t35 + t4
+        t37 = _scatter_add(t33, t36, 1, t5)
+        t38 = np.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
+        t39 = (t38) // (2)
+        t40 = strides[1] * t12 + t14 - t39
+        grad_input = _scatter_add(t37, t40, 2, t15)
     else:
         raise ValueError(
             f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"

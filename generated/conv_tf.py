@@ -696,91 +696,107 @@ _register("AvgPool", avg_pool_grad)
 def max_pool_vjp(grad, input, output, *, padding="VALID", data_format="NHWC", ksize, strides):
     """Gradient of MaxPool (declared at ops/conv.py:98): one per input (input)."""
     if padding == "VALID" and data_format == "NHWC":
-        t0 = ksize[2]
-        t1 = tf.range(tf.cast(t0, tf.int64))
+        t0 = grad[..., None, :, None, :]
+        t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
         t2 = t1[..., None]
-        t3 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t4 = strides[2] * t3 + t2
-        t5 = _gather(input, t4, -2, fill=float("-inf"))
-        t6 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t7 = t6[..., None]
-        t8 = ksize[1]
-        t9 = tf.range(tf.cast(t8, tf.int64))
-        t10 = strides[1] * t7 + t9
-        t11 = _gather(t5, t10, -4, fill=float("-inf"))
-        t12 = tf.transpose(t11, perm=[0, 1, 3, 4, 2, 5])
+        t3 = ksize[2]
+        t4 = tf.range(tf.cast(t3, tf.int64))
+        t5 = strides[2] * t2 + t4
+        t6 = _gather(input, t5, -2, fill=float("-inf"))
+        t7 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t8 = t7[..., None]
+        t9 = ksize[1]
+        t10 = tf.range(tf.cast(t9, tf.int64))
+        t11 = strides[1] * t8 + t10
+        t12 = _gather(t6, t11, -4, fill=float("-inf"))
         t13 = output[..., None, :, None, :]
-        t14 = tf.reduce_sum(
-            tf.where(tf.equal(t12, t13), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=[-4, -2],
-            keepdims=True,
+        t14 = tf.range(tf.cast(t3, tf.int64))
+        t15 = strides[2] * t2 + t14
+        t16 = _gather(input, t15, -2, fill=float("-inf"))
+        t17 = _gather(t16, t11, -4, fill=float("-inf"))
+        t18 = tf.math.cumsum(
+            tf.where(tf.equal(t13, t17), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            exclusive=True,
         )
-        t15 = grad[..., None, :, None, :]
-        t16 = t3[..., None]
-        t17 = tf.range(tf.cast(t0, tf.int64))
-        t18 = strides[2] * t16 + t17
-        t19 = _gather(input, t18, -2, fill=float("-inf"))
-        t20 = tf.range(tf.cast(t8, tf.int64))
-        t21 = strides[1] * t7 + t20
+        t19 = _gather(input, t15, -2, fill=float("-inf"))
+        t20 = tf.range(tf.cast(t9, tf.int64))
+        t21 = strides[1] * t8 + t20
         t22 = _gather(t19, t21, -4, fill=float("-inf"))
-        t23 = (
-            t15
-            * tf.where(tf.equal(t13, t22), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            / t14
-        )
-        t24 = tf.shape(input, out_type=tf.int64)[-2]
-        t25 = _scatter_add(t23, t18, 1, t24)
-        t26 = tf.shape(input, out_type=tf.int64)[-3]
-        grad_input = _scatter_add(t25, t21, 2, t26)
-    elif padding == "SAME" and data_format == "NHWC":
-        t0 = ksize[2]
-        t1 = tf.range(tf.cast(t0, tf.int64))
-        t2 = t1[..., None]
-        t3 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t4 = tf.shape(input, out_type=tf.int64)[-2]
-        t5 = -((-t4) // (strides[2]))
-        t6 = tf.math.maximum(ksize[2] + strides[2] * (t5 - 1) - t4, 0)
-        t7 = (t6) // (2)
-        t8 = strides[2] * t3 + t2 - t7
-        t9 = _gather(input, t8, -2, fill=float("-inf"))
-        t10 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t11 = t10[..., None]
-        t12 = ksize[1]
-        t13 = tf.range(tf.cast(t12, tf.int64))
-        t14 = tf.shape(input, out_type=tf.int64)[-3]
-        t15 = -((-t14) // (strides[1]))
-        t16 = tf.math.maximum(ksize[1] + strides[1] * (t15 - 1) - t14, 0)
-        t17 = (t16) // (2)
-        t18 = strides[1] * t11 + t13 - t17
-        t19 = _gather(t9, t18, -4, fill=float("-inf"))
-        t20 = tf.transpose(t19, perm=[0, 1, 3, 4, 2, 5])
-        t21 = output[..., None, :, None, :]
-        t22 = tf.reduce_sum(
-            tf.where(tf.equal(t20, t21), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=[-4, -2],
+        t23 = tf.reduce_sum(
+            tf.where(tf.equal(t13, t22), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
             keepdims=True,
         )
-        t23 = grad[..., None, :, None, :]
-        t24 = t3[..., None]
-        t25 = tf.range(tf.cast(t0, tf.int64))
-        t26 = strides[2] * t24 + t25 - t7
-        t27 = _gather(input, t26, -2, fill=float("-inf"))
-        t28 = tf.range(tf.cast(t12, tf.int64))
-        t29 = strides[1] * t11 - t17 + t28
-        t30 = _gather(t27, t29, -4, fill=float("-inf"))
-        t31 = (
-            t23
-            * tf.where(tf.equal(t21, t30), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            / t22
+        t24 = tf.math.cumsum(t23, axis=-4, exclusive=True)
+        t25 = (
+            t0
+            * tf.where(tf.equal(t12, t13), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(
+                tf.equal(t18 + t24, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
         )
-        t32 = tf.math.maximum(ksize[2] + strides[2] * t5 - strides[2] - t4, 0)
-        t33 = (t32) // (2)
-        t34 = strides[2] * t24 + t25 - t33
-        t35 = _scatter_add(t31, t34, 1, t4)
-        t36 = tf.math.maximum(ksize[1] + strides[1] * t15 - strides[1] - t14, 0)
-        t37 = (t36) // (2)
-        t38 = strides[1] * t11 + t28 - t37
-        grad_input = _scatter_add(t35, t38, 2, t14)
+        t26 = tf.shape(input, out_type=tf.int64)[-2]
+        t27 = _scatter_add(t25, t5, 1, t26)
+        t28 = tf.shape(input, out_type=tf.int64)[-3]
+        grad_input = _scatter_add(t27, t11, 2, t28)
+    elif padding == "SAME" and data_format == "NHWC":
+        t0 = grad[..., None, :, None, :]
+        t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t2 = t1[..., None]
+        t3 = ksize[2]
+        t4 = tf.range(tf.cast(t3, tf.int64))
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = -((-t5) // (strides[2]))
+        t7 = tf.math.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
+        t8 = (t7) // (2)
+        t9 = strides[2] * t2 + t4 - t8
+        t10 = _gather(input, t9, -2, fill=float("-inf"))
+        t11 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t12 = t11[..., None]
+        t13 = ksize[1]
+        t14 = tf.range(tf.cast(t13, tf.int64))
+        t15 = tf.shape(input, out_type=tf.int64)[-3]
+        t16 = -((-t15) // (strides[1]))
+        t17 = tf.math.maximum(ksize[1] + strides[1] * (t16 - 1) - t15, 0)
+        t18 = (t17) // (2)
+        t19 = strides[1] * t12 + t14 - t18
+        t20 = _gather(t10, t19, -4, fill=float("-inf"))
+        t21 = output[..., None, :, None, :]
+        t22 = tf.range(tf.cast(t3, tf.int64))
+        t23 = strides[2] * t2 + t22 - t8
+        t24 = _gather(input, t23, -2, fill=float("-inf"))
+        t25 = _gather(t24, t19, -4, fill=float("-inf"))
+        t26 = tf.math.cumsum(
+            tf.where(tf.equal(t21, t25), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            exclusive=True,
+        )
+        t27 = _gather(input, t23, -2, fill=float("-inf"))
+        t28 = tf.range(tf.cast(t13, tf.int64))
+        t29 = strides[1] * t12 - t18 + t28
+        t30 = _gather(t27, t29, -4, fill=float("-inf"))
+        t31 = tf.reduce_sum(
+            tf.where(tf.equal(t21, t30), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            keepdims=True,
+        )
+        t32 = tf.math.cumsum(t31, axis=-4, exclusive=True)
+        t33 = (
+            t0
+            * tf.where(tf.equal(t20, t21), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(
+                tf.equal(t26 + t32, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+        )
+        t34 = tf.math.maximum(ksize[2] + strides[2] * t6 - strides[2] - t5, 0)
+        t35 = (t34) // (2)
+        t36 = strides[2] * t2 - t35 + t4
+        t37 = _scatter_add(t33, t36, 1, t5)
+        t38 = tf.math.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
+        t39 = (t38) // (2)
+        t40 = strides[1] * t12 + t14 - t39
+        grad_input = _scatter_add(t37, t40, 2, t15)
     else:
         raise ValueError(
             f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"

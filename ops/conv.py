@@ -10,7 +10,7 @@ modes fix the output size and the padding before the first element:
 
 import sympy as sp
 
-from symgrad import dims, indicator, indices, ints, maximum, op, read_outside, tensor
+from symgrad import dims, first_maximum, indicator, indices, ints, op, read_outside, tensor
 
 N, D, H, W, C, O, M = dims("N D H W C O M")
 KD, KH, KW = dims("KD KH KW")
@@ -99,4 +99,5 @@ def avg_pool(ksize, strides, padding):
 def max_pool(ksize, strides, padding, data_format):
     """Maximum over each window; padding reads as minus infinity, so it never wins."""
     x, out, sums, _ = _pool_window("input", ksize, strides, padding)
-    return {"output": (out, maximum(read_outside(x, -sp.oo), *sums))}
+    # the gradient goes to the first maximum of a window (row-major), as TensorFlow's does
+    return {"output": (out, first_maximum(read_outside(x, -sp.oo), *sums))}

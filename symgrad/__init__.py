@@ -14,7 +14,7 @@ from symgrad.declare import (
     stop_gradient,
     tensor,
 )
-from symgrad.functions import exact_div, indicator, maximum, minimum, product, read_outside
+from symgrad.functions import exact_div, first_maximum, indicator, maximum, minimum, product, read_outside
 
 __version__ = "0.1.0"
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "dims",
     "elementwise",
     "exact_div",
+    "first_maximum",
     "indicator",
     "indices",
     "ints",

@@ -127,6 +127,34 @@ class maximum(_Extremum):
     kind = "max"
 
 
+class first_maximum(maximum):
+    """The maximum, its gradient going to the first entry attaining it in row-major order of
+    the ranges (TensorFlow's MaxPool), not split among ties."""
+
+    def _eval_derivative(self, x):
+        if any(len(limit) != 3 for limit in self.limits):
+            raise ValueError(f"first_maximum takes (index, lowest, highest) ranges, got {self.limits}")
+        fresh = {limit[0]: next(_fresh) for limit in self.limits}
+        entry = self.function.xreplace(fresh)
+        first = self.is_attained(entry) * indicator(sp.Eq(self._attained_before(fresh), 0))
+        ranges = [(fresh[k], low, high) for k, low, high in self.limits]
+        return sp.Sum(first * sp.diff(entry, x), *ranges)
+
+    def _attained_before(self, position: dict) -> sp.Expr:
+        """How many entries before `position` (row-major) attain the maximum: per range m,
+        those equal to `position` in the ranges before m and below it in range m, as
+        cumulative sums (exclusive) of counts over the ranges after m."""
+        total = sp.S.Zero
+        for m, (k, low, high) in enumerate(self.limits):
+            earlier = {kk: position[kk] for kk, _, _ in self.limits[:m]}
+            count = self.is_attained(self.function.xreplace(earlier))
+            later = self.limits[m + 1 :]
+            if later:
+                count = sp.Sum(count, *later)
+            total += sp.Sum(count, (k, low, position[k] - 1))
+        return total
+
+
 class minimum(_Extremum):
     """The minimum over an index range: `minimum(x[i, k], (k, 0, N - 1))`."""
 

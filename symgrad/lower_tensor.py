@@ -384,19 +384,22 @@ class TensorLowering:
     def _scan(self, kind, expr, axes) -> sp.Expr:
         """A sum or product over k whose range starts or ends at another index i: cumulative
         along i (exclusive when the range stops one short of i)."""
-        if len(expr.limits) != 1:
+        dependent = [lim for lim in expr.limits if free_indices(sp.sympify(lim[1]) - sp.sympify(lim[2]))]
+        if len(dependent) != 1:
             self._fail(f"{expr}: only one summation index may have a range that depends on another")
-        k, low, high = expr.limits[0]
+        k, low, high = dependent[0]
+        others = [lim for lim in expr.limits if lim is not dependent[0]]
+        function = sp.Sum(expr.function, *others) if others else expr.function  # summed first
         bound = free_indices(sp.sympify(low) - sp.sympify(high)) or {None}
         (i,) = bound if len(bound) == 1 else (None,)
-        if i is None or i not in axes or i in free_indices(expr.function):
+        if i is None or i not in axes or i in free_indices(function):
             self._fail(f"{expr}: a cumulative sum needs exactly one bounding index, not in the summand")
         reverse = bool(low.has(i))
         offset = (low - i) if reverse else (i - high)
         if offset not in (0, 1) or (reverse and high.has(i)) or (not reverse and low != 0):
             self._fail(f"{expr}: range {low}..{high} is not a (reverse) cumulative range over {i}")
         extended = tuple(k if a == i else a for a in axes)
-        inner = self.array(expr.function, extended)
+        inner = self.array(function, extended)
         axis = axes.index(i) - len(axes)
         return sp.Symbol(self._temp(Scan(kind, Elementwise(inner), axis, offset == 1, reverse)))
 

@@ -141,9 +141,20 @@ def test_max_pool(tf, tf_module, numpy_module, case, dtype):
     check(tf, tf_module, numpy_module, "conv", "max_pool", "MaxPool", {"input": normal(*x_shape)}, attrs, dtype)
 
 
-def test_max_pool_ties_split_the_gradient(numpy_module):
-    """A tie splits a window's gradient equally among the maxima (as reduce_max does);
-    TensorFlow's MaxPool gives it all to the first. Both are subgradients."""
-    x = np.array([1.0, 3.0, 3.0, 2.0]).reshape(1, 2, 2, 1)
-    (grad,) = numpy_module("conv").max_pool_grad(np.ones((1, 1, 1, 1)), x, ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1])
-    np.testing.assert_array_equal(grad.reshape(-1), [0, 0.5, 0.5, 0])
+TIES = [
+    ([1.0, 3.0, 3.0, 2.0], (1, 2, 2, 1), (1, 2, 2, 1), (1, 1, 1, 1), "VALID"),
+    ([5.0, 1.0, 5.0, 5.0, 5.0, 0.0, 1.0, 1.0, 1.0], (1, 3, 3, 1), (1, 2, 2, 1), (1, 1, 1, 1), "VALID"),
+    ([2.0] * 16, (1, 4, 4, 1), (1, 3, 3, 1), (1, 2, 1, 1), "SAME"),
+    ([0.0, -1.0, 0.0, 0.0, -1.0, 0.0] * 3, (1, 3, 6, 1), (1, 2, 3, 1), (1, 1, 2, 1), "SAME"),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("case", TIES, ids=str)
+def test_max_pool_ties_go_to_the_first_maximum(tf, tf_module, numpy_module, case, dtype):
+    """Tied maxima in a window: the whole gradient goes to the first in row-major order, as
+    TensorFlow's MaxPool gradient gives it (not split, as reduce_max's is)."""
+    values, shape, ksize, strides, padding = case
+    attrs = dict(ksize=list(ksize), strides=list(strides), padding=padding)
+    inputs = {"input": np.asarray(values).reshape(shape)}
+    check(tf, tf_module, numpy_module, "conv", "max_pool", "MaxPool", inputs, attrs, dtype)
