@@ -64,6 +64,16 @@ def depthwise_conv2d_native(strides, padding, explicit_paddings, dilations):
     return {"output": ((n, (i, oh), (j, ow), (c, m)), total)}
 
 
+@op("ExtractImagePatches", attrs={"ksizes": ints(4), "strides": ints(4), "rates": ints(4), "padding": ("VALID", "SAME")})
+def extract_image_patches(ksizes, strides, rates, padding):
+    """Each window of the input as one channel axis, ordered (row, column, channel)."""
+    images = tensor("images", (N, H, W, C))
+    oh, ph = window(H, ksizes[1], strides[1], rates[1], padding)
+    ow, pw = window(W, ksizes[2], strides[2], rates[2], padding)
+    x = images[n, i * strides[1] + a * rates[1] - ph, j * strides[2] + b * rates[2] - pw, c]
+    return {"patches": ((n, (i, oh), (j, ow), ((a, ksizes[1]), (b, ksizes[2]), c)), x)}
+
+
 @op(
     "Conv3D",
     attrs={"strides": ints(5), "padding": ("VALID", "SAME"), "dilations": ints(5)},

@@ -131,7 +131,7 @@ def _derive_index(variant: OpVariant) -> Derivation:
         terms = []
         for out, grad_name in zip(variant.outputs, grad_names(variant)):
             terms += _contract(variant, out, grad_name, inp.base[axes], ranges)
-        outputs = {i for o in variant.outputs for i in o.indices}
+        outputs = tuple(dict.fromkeys(i for o in variant.outputs for i in o.indices))
         terms = [_eliminate_deltas(variant, t, {**ranges, **axis_ranges}, outputs) for t in terms]
         terms = [t for t in terms if t.factor != 0]
         vjp[inp.name] = _batch_renamed(TensorValue(axes, tuple(terms)), inp.shape) if terms else None
@@ -281,7 +281,8 @@ def _invert_index_map(factor, sums, outputs):
     outside, that entry keeps i's range. Entries indexed by `c*i + ...` read `u - rest + ...`.
     Only output indices are solved for: a convolution's input gradient then reads the
     upstream gradient in windows (solving for a kernel index would build a matrix the size
-    of input times output); other maps are left to a scatter-add.
+    of input times output); other maps are left to a scatter-add. Of several output indices,
+    the first in output order is solved (a patch's position, not its offset in the window).
     Returns the new (factor, sums), or None when no delta can be inverted so.
     """
     summed = {s[0]: (s[1], s[2]) for s in sums}
@@ -290,7 +291,7 @@ def _invert_index_map(factor, sums, outputs):
         if u is None or u in summed or e.has(sp.Indexed):
             continue
         rest_factor = sp.Mul(*[a for a in sp.Mul.make_args(factor) if a is not delta])
-        for i in sorted(_index_symbols(e) & set(summed) & set(outputs), key=str):
+        for i in sorted(_index_symbols(e) & set(summed) & set(outputs), key=list(outputs).index):
             c = sp.diff(e, i)
             rest = sp.expand(e - c * i)
             if rest.has(i) or not _range_kept_by_entry(rest_factor, i, summed[i]):

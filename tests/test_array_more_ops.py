@@ -34,3 +34,19 @@ def test_depthwise_conv2d_native(tf, tf_module, numpy_module, case, dtype):
     inputs = {"input": normal(*x_shape), "filter": normal(*f_shape)}
     check(tf, tf_module, numpy_module, "conv", "depthwise_conv2d_native", "DepthwiseConv2dNative", inputs, attrs, dtype)
 
+
+
+PATCHES = [  # (images shape, ksizes, strides, rates, padding)
+    ((2, 7, 6, 3), (1, 3, 2, 1), (1, 1, 1, 1), (1, 1, 1, 1), "VALID"),
+    ((1, 8, 9, 2), (1, 2, 3, 1), (1, 2, 3, 1), (1, 1, 1, 1), "SAME"),
+    ((2, 9, 8, 2), (1, 2, 2, 1), (1, 3, 2, 1), (1, 2, 3, 1), "VALID"),
+    ((1, 7, 7, 1), (1, 3, 3, 1), (1, 2, 2, 1), (1, 2, 1, 1), "SAME"),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("case", PATCHES, ids=str)
+def test_extract_image_patches(tf, tf_module, numpy_module, case, dtype):
+    shape, ksizes, strides, rates, padding = case
+    attrs = dict(ksizes=list(ksizes), strides=list(strides), rates=list(rates), padding=padding)
+    check(tf, tf_module, numpy_module, "conv", "extract_image_patches", "ExtractImagePatches", {"images": normal(*shape)}, attrs, dtype)
