@@ -296,7 +296,7 @@ def _invert_index_map(factor, sums, outputs):
             rest = sp.expand(e - c * i)
             if rest.has(i) or not _range_kept_by_entry(rest_factor, i, summed[i]):
                 continue
-            if any(f.has(i) and not isinstance(f, sp.Indexed) for f in sp.Mul.make_args(rest_factor)):
+            if any(f.has(i) and not isinstance(f, sp.Indexed) and not _of_indices_only(f) for f in sp.Mul.make_args(rest_factor)):
                 continue  # a function of i (a window's count, ties): computed once per output, scattered
             solved = exact_div(u - rest, c)
             rest_factor = _rename_bound(rest_factor, solved.free_symbols)
@@ -304,8 +304,21 @@ def _invert_index_map(factor, sums, outputs):
                 lambda x: isinstance(x, sp.Indexed) and x.has(i),
                 lambda x: x.func(x.base, *[_solved_subscript(s, i, c, u - rest, solved) for s in x.indices]),
             )
+            # a condition on i alone (a mirror image's side) holds or not at the solved i;
+            # where there is none (-1), the entries read there are zero anyway
+            new_factor = new_factor.replace(
+                lambda x: x in sp.Mul.make_args(new_factor) and not isinstance(x, sp.Indexed) and x.has(i),
+                lambda x: x.subs(i, solved),
+            )
             return new_factor, tuple(lim for lim in sums if lim[0] != i)
     return None
+
+
+def _of_indices_only(factor) -> bool:
+    """A factor computed from indices alone: no tensor entry, no inner sum or reduction."""
+    from sympy.concrete.expr_with_limits import ExprWithLimits
+
+    return not factor.has(sp.Indexed) and not factor.atoms(ExprWithLimits)
 
 
 def _rename_bound(expr, avoid: set):
