@@ -237,8 +237,331 @@ def conv2d_grad(
     return grad_input, grad_filter
 
 
+def depthwise_conv2d_native(
+    input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
+):
+    """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m (declared at ops/conv.py:51)."""
+    if padding == "VALID":
+        t0 = np.shape(filter)[-3]
+        t1 = np.shape(input)[-2]
+        t2 = (-dilations[2] * (t0 - 1) + t1 - 1) // (strides[2])
+        t3 = t2 + 1
+        t4 = np.arange(t3)
+        t5 = t4[..., None]
+        t6 = np.arange(np.shape(filter)[-3])
+        t7 = dilations[2] * t6 + strides[2] * t5
+        t8 = _gather(input, t7, -2)
+        t9 = np.shape(input)[-3]
+        t10 = np.shape(filter)[-4]
+        t11 = (-dilations[1] * (t10 - 1) + t9 - 1) // (strides[1])
+        t12 = t11 + 1
+        t13 = np.arange(t12)
+        t14 = t13[..., None]
+        t15 = np.arange(np.shape(filter)[-4])
+        t16 = dilations[1] * t15 + strides[1] * t14
+        t17 = _gather(t8, t16, -4)
+        t18 = np.einsum("abcd,efagbc->efgcd", filter, t17, optimize=True)
+        t19 = np.shape(input)[-4]
+        t20 = np.shape(input)[-1]
+        t21 = np.shape(filter)[-1]
+        output = np.reshape(t18, (t19, t12, t3, t20 * t21))
+    elif padding == "SAME":
+        t0 = np.shape(input)[-2]
+        t1 = -((-t0) // (strides[2]))
+        t2 = t1
+        t3 = np.arange(t2)
+        t4 = t3[..., None]
+        t5 = np.arange(np.shape(filter)[-3])
+        t6 = np.shape(filter)[-3]
+        t7 = np.maximum(dilations[2] * (t6 - 1) + strides[2] * (t1 - 1) - t0 + 1, 0)
+        t8 = (t7) // (2)
+        t9 = dilations[2] * t5 + strides[2] * t4 - t8
+        t10 = _gather(input, t9, -2)
+        t11 = np.shape(input)[-3]
+        t12 = -((-t11) // (strides[1]))
+        t13 = t12
+        t14 = np.arange(t13)
+        t15 = t14[..., None]
+        t16 = np.arange(np.shape(filter)[-4])
+        t17 = np.shape(filter)[-4]
+        t18 = np.maximum(dilations[1] * (t17 - 1) + strides[1] * (t12 - 1) - t11 + 1, 0)
+        t19 = (t18) // (2)
+        t20 = dilations[1] * t16 + strides[1] * t15 - t19
+        t21 = _gather(t10, t20, -4)
+        t22 = np.einsum("abcd,efagbc->efgcd", filter, t21, optimize=True)
+        t23 = np.shape(input)[-4]
+        t24 = np.shape(input)[-1]
+        t25 = np.shape(filter)[-1]
+        output = np.reshape(t22, (t23, t13, t2, t24 * t25))
+    elif padding == "EXPLICIT":
+        t0 = np.shape(filter)[-3]
+        t1 = np.shape(input)[-2]
+        t2 = (-dilations[2] * (t0 - 1) + explicit_paddings[4] + explicit_paddings[5] + t1 - 1) // (
+            strides[2]
+        )
+        t3 = t2 + 1
+        t4 = np.arange(t3)
+        t5 = t4[..., None]
+        t6 = np.arange(np.shape(filter)[-3])
+        t7 = dilations[2] * t6 - explicit_paddings[4] + strides[2] * t5
+        t8 = _gather(input, t7, -2)
+        t9 = np.shape(input)[-3]
+        t10 = np.shape(filter)[-4]
+        t11 = (
+            -dilations[1] * (t10 - 1) + explicit_paddings[2] + explicit_paddings[3] + t9 - 1
+        ) // (strides[1])
+        t12 = t11 + 1
+        t13 = np.arange(t12)
+        t14 = t13[..., None]
+        t15 = np.arange(np.shape(filter)[-4])
+        t16 = dilations[1] * t15 - explicit_paddings[2] + strides[1] * t14
+        t17 = _gather(t8, t16, -4)
+        t18 = np.einsum("abcd,efagbc->efgcd", filter, t17, optimize=True)
+        t19 = np.shape(input)[-4]
+        t20 = np.shape(input)[-1]
+        t21 = np.shape(filter)[-1]
+        output = np.reshape(t18, (t19, t12, t3, t20 * t21))
+    else:
+        raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
+    return output
+
+
+def depthwise_conv2d_native_grad(
+    grad,
+    input,
+    filter,
+    *,
+    output=None,
+    padding="VALID",
+    strides,
+    explicit_paddings=(),
+    dilations=(1, 1, 1, 1),
+):
+    """Gradient of DepthwiseConv2dNative: one array per input (input, filter)."""
+    if padding == "VALID":
+        t0 = np.shape(filter)[-1]
+        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0))
+        t1 = np.arange(np.shape(input)[-2])
+        t2 = t1[..., None]
+        t3 = np.arange(np.shape(filter)[-3])
+        t4 = -dilations[2] * t3 + t2
+        t5 = np.where((t4) % (strides[2]) == 0, (t4) // (strides[2]), -1)
+        t6 = _gather(grad, t5, -3)
+        t7 = np.arange(np.shape(input)[-3])
+        t8 = t7[..., None]
+        t9 = np.arange(np.shape(filter)[-4])
+        t10 = -dilations[1] * t9 + t8
+        t11 = np.where((t10) % (strides[1]) == 0, (t10) // (strides[1]), -1)
+        t12 = _gather(t6, t11, -5)
+        grad_input = np.einsum("abcd,efagbcd->efgc", filter, t12, optimize=True)
+        t13 = np.arange(np.shape(filter)[-3])
+        t14 = t13[..., None]
+        t15 = np.arange(np.shape(grad)[-3])
+        t16 = dilations[2] * t14 + strides[2] * t15
+        t17 = _gather(input, t16, -2)
+        t18 = np.arange(np.shape(filter)[-4])
+        t19 = t18[..., None]
+        t20 = np.arange(np.shape(grad)[-4])
+        t21 = dilations[1] * t19 + strides[1] * t20
+        t22 = _gather(t17, t21, -4)
+        grad_filter = np.einsum("abcde,afbgcd->fgde", grad, t22, optimize=True)
+    elif padding == "SAME":
+        t0 = np.shape(filter)[-1]
+        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0))
+        t1 = np.arange(np.shape(input)[-2])
+        t2 = t1[..., None]
+        t3 = np.arange(np.shape(filter)[-3])
+        t4 = np.shape(filter)[-3]
+        t5 = np.shape(input)[-2]
+        t6 = -((-t5) // (strides[2]))
+        t7 = np.maximum(dilations[2] * t4 - dilations[2] + strides[2] * t6 - strides[2] - t5 + 1, 0)
+        t8 = (t7) // (2)
+        t9 = -dilations[2] * t3 + t2 + t8
+        t10 = np.where((t9) % (strides[2]) == 0, (t9) // (strides[2]), -1)
+        t11 = _gather(grad, t10, -3)
+        t12 = np.arange(np.shape(input)[-3])
+        t13 = t12[..., None]
+        t14 = np.arange(np.shape(filter)[-4])
+        t15 = np.shape(input)[-3]
+        t16 = np.shape(filter)[-4]
+        t17 = -((-t15) // (strides[1]))
+        t18 = np.maximum(
+            dilations[1] * t16 - dilations[1] + strides[1] * t17 - strides[1] - t15 + 1, 0
+        )
+        t19 = (t18) // (2)
+        t20 = -dilations[1] * t14 + t13 + t19
+        t21 = np.where((t20) % (strides[1]) == 0, (t20) // (strides[1]), -1)
+        t22 = _gather(t11, t21, -5)
+        grad_input = np.einsum("abcd,efagbcd->efgc", filter, t22, optimize=True)
+        t23 = np.arange(np.shape(filter)[-3])
+        t24 = t23[..., None]
+        t25 = np.arange(np.shape(grad)[-3])
+        t26 = np.maximum(dilations[2] * (t4 - 1) + strides[2] * (t6 - 1) - t5 + 1, 0)
+        t27 = (t26) // (2)
+        t28 = dilations[2] * t24 + strides[2] * t25 - t27
+        t29 = _gather(input, t28, -2)
+        t30 = np.arange(np.shape(filter)[-4])
+        t31 = t30[..., None]
+        t32 = np.arange(np.shape(grad)[-4])
+        t33 = np.maximum(dilations[1] * (t16 - 1) + strides[1] * (t17 - 1) - t15 + 1, 0)
+        t34 = (t33) // (2)
+        t35 = dilations[1] * t31 + strides[1] * t32 - t34
+        t36 = _gather(t29, t35, -4)
+        grad_filter = np.einsum("abcde,afbgcd->fgde", grad, t36, optimize=True)
+    elif padding == "EXPLICIT":
+        t0 = np.shape(filter)[-1]
+        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0))
+        t1 = np.arange(np.shape(input)[-2])
+        t2 = t1[..., None]
+        t3 = np.arange(np.shape(filter)[-3])
+        t4 = -dilations[2] * t3 + explicit_paddings[4] + t2
+        t5 = np.where((t4) % (strides[2]) == 0, (t4) // (strides[2]), -1)
+        t6 = _gather(grad, t5, -3)
+        t7 = np.arange(np.shape(input)[-3])
+        t8 = t7[..., None]
+        t9 = np.arange(np.shape(filter)[-4])
+        t10 = -dilations[1] * t9 + explicit_paddings[2] + t8
+        t11 = np.where((t10) % (strides[1]) == 0, (t10) // (strides[1]), -1)
+        t12 = _gather(t6, t11, -5)
+        grad_input = np.einsum("abcd,efagbcd->efgc", filter, t12, optimize=True)
+        t13 = np.arange(np.shape(filter)[-3])
+        t14 = t13[..., None]
+        t15 = np.arange(np.shape(grad)[-3])
+        t16 = dilations[2] * t14 - explicit_paddings[4] + strides[2] * t15
+        t17 = _gather(input, t16, -2)
+        t18 = np.arange(np.shape(filter)[-4])
+        t19 = t18[..., None]
+        t20 = np.arange(np.shape(grad)[-4])
+        t21 = dilations[1] * t19 - explicit_paddings[2] + strides[1] * t20
+        t22 = _gather(t17, t21, -4)
+        grad_filter = np.einsum("abcde,afbgcd->fgde", grad, t22, optimize=True)
+    else:
+        raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
+    return grad_input, grad_filter
+
+
+def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
+    """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel) (declared at ops/conv.py:67)."""
+    if padding == "VALID":
+        t0 = np.shape(images)[-2]
+        t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // (strides[2])
+        t2 = t1 + 1
+        t3 = np.arange(t2)
+        t4 = t3[..., None]
+        t5 = ksizes[2]
+        t6 = np.arange(t5)
+        t7 = rates[2] * t6 + strides[2] * t4
+        t8 = _gather(images, t7, -2)
+        t9 = np.shape(images)[-3]
+        t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // (strides[1])
+        t11 = t10 + 1
+        t12 = np.arange(t11)
+        t13 = t12[..., None]
+        t14 = ksizes[1]
+        t15 = np.arange(t14)
+        t16 = rates[1] * t15 + strides[1] * t13
+        t17 = _gather(t8, t16, -4)
+        t18 = np.transpose(t17, (0, 1, 3, 2, 4, 5))
+        t19 = np.shape(images)[-4]
+        t20 = np.shape(images)[-1]
+        patches = np.reshape(t18, (t19, t11, t2, t14 * t5 * t20))
+    elif padding == "SAME":
+        t0 = np.shape(images)[-2]
+        t1 = -((-t0) // (strides[2]))
+        t2 = t1
+        t3 = np.arange(t2)
+        t4 = t3[..., None]
+        t5 = ksizes[2]
+        t6 = np.arange(t5)
+        t7 = np.maximum(rates[2] * (ksizes[2] - 1) + strides[2] * (t1 - 1) - t0 + 1, 0)
+        t8 = (t7) // (2)
+        t9 = rates[2] * t6 + strides[2] * t4 - t8
+        t10 = _gather(images, t9, -2)
+        t11 = np.shape(images)[-3]
+        t12 = -((-t11) // (strides[1]))
+        t13 = t12
+        t14 = np.arange(t13)
+        t15 = t14[..., None]
+        t16 = ksizes[1]
+        t17 = np.arange(t16)
+        t18 = np.maximum(rates[1] * (ksizes[1] - 1) + strides[1] * (t12 - 1) - t11 + 1, 0)
+        t19 = (t18) // (2)
+        t20 = rates[1] * t17 + strides[1] * t15 - t19
+        t21 = _gather(t10, t20, -4)
+        t22 = np.transpose(t21, (0, 1, 3, 2, 4, 5))
+        t23 = np.shape(images)[-4]
+        t24 = np.shape(images)[-1]
+        patches = np.reshape(t22, (t23, t13, t2, t16 * t5 * t24))
+    else:
+        raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
+    return patches
+
+
+def extract_image_patches_grad(
+    grad, images, *, patches=None, padding="VALID", ksizes, strides, rates
+):
+    """Gradient of ExtractImagePatches: one array per input (images)."""
+    if padding == "VALID":
+        t0 = ksizes[2]
+        t1 = np.shape(images)[-1]
+        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0, t1))
+        t2 = np.arange(np.shape(images)[-2])
+        t3 = t2[..., None]
+        t4 = np.arange(t0)
+        t5 = -rates[2] * t4 + t3
+        t6 = np.where((t5) % (strides[2]) == 0, (t5) // (strides[2]), -1)
+        t7 = _gather(grad, t6, -4)
+        t8 = np.arange(np.shape(images)[-3])
+        t9 = t8[..., None]
+        t10 = ksizes[1]
+        t11 = np.arange(t10)
+        t12 = -rates[1] * t11 + t9
+        t13 = np.where((t12) % (strides[1]) == 0, (t12) // (strides[1]), -1)
+        t14 = _gather(t7, t13, -6)
+        t15 = _gather(grad, t6, -4)
+        t16 = _gather(t15, t13, -6)
+        t17 = np.einsum("abcdecef->abcdef", t16, optimize=True)
+        t18 = np.transpose(t17, (0, 1, 3, 5, 2, 4))
+        grad_images = np.sum(t18, axis=(-2, -1))
+    elif padding == "SAME":
+        t0 = ksizes[2]
+        t1 = np.shape(images)[-1]
+        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0, t1))
+        t2 = np.arange(np.shape(images)[-2])
+        t3 = t2[..., None]
+        t4 = np.arange(t0)
+        t5 = np.shape(images)[-2]
+        t6 = -((-t5) // (strides[2]))
+        t7 = np.maximum(ksizes[2] * rates[2] - rates[2] + strides[2] * t6 - strides[2] - t5 + 1, 0)
+        t8 = (t7) // (2)
+        t9 = -rates[2] * t4 + t3 + t8
+        t10 = np.where((t9) % (strides[2]) == 0, (t9) // (strides[2]), -1)
+        t11 = _gather(grad, t10, -4)
+        t12 = np.arange(np.shape(images)[-3])
+        t13 = t12[..., None]
+        t14 = ksizes[1]
+        t15 = np.arange(t14)
+        t16 = np.shape(images)[-3]
+        t17 = -((-t16) // (strides[1]))
+        t18 = np.maximum(
+            ksizes[1] * rates[1] - rates[1] + strides[1] * t17 - strides[1] - t16 + 1, 0
+        )
+        t19 = (t18) // (2)
+        t20 = -rates[1] * t15 + t13 + t19
+        t21 = np.where((t20) % (strides[1]) == 0, (t20) // (strides[1]), -1)
+        t22 = _gather(t11, t21, -6)
+        t23 = _gather(grad, t10, -4)
+        t24 = _gather(t23, t21, -6)
+        t25 = np.einsum("abcdecef->abcdef", t24, optimize=True)
+        t26 = np.transpose(t25, (0, 1, 3, 5, 2, 4))
+        grad_images = np.sum(t26, axis=(-2, -1))
+    else:
+        raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
+    return (grad_images,)
+
+
 def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
-    """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:51)."""
+    """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:77)."""
     if padding == "VALID":
         t0 = np.shape(filter)[-3]
         t1 = np.shape(input)[-2]
@@ -415,7 +738,7 @@ def conv3d_grad(
 
 
 def avg_pool(value, *, padding="VALID", ksize, strides):
-    """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:89)."""
+    """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:115)."""
     if padding == "VALID":
         t0 = np.shape(value)[-3]
         t1 = (-ksize[1] + t0) // (strides[1])
@@ -573,7 +896,7 @@ def avg_pool_grad(grad, value, *, output=None, padding="VALID", ksize, strides):
 
 
 def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
-    """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:98)."""
+    """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:124)."""
     if padding == "VALID" and data_format == "NHWC":
         t0 = np.shape(input)[-2]
         t1 = (-ksize[2] + t0) // (strides[2])

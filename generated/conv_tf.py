@@ -294,8 +294,409 @@ def conv2d(
 _register("Conv2D", conv2d_grad)
 
 
+def depthwise_conv2d_native_vjp(
+    grad,
+    input,
+    filter,
+    output,
+    *,
+    padding="VALID",
+    strides,
+    explicit_paddings=(),
+    dilations=(1, 1, 1, 1),
+):
+    """Gradient of DepthwiseConv2dNative (declared at ops/conv.py:51): one per input (input, filter)."""
+    if padding == "VALID":
+        t0 = tf.shape(filter, out_type=tf.int64)[-1]
+        grad = tf.reshape(
+            grad,
+            tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0),
+        )
+        t1 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t2 = t1[..., None]
+        t3 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+        t4 = -dilations[2] * t3 + t2
+        t5 = tf.where(tf.equal((t4) % (strides[2]), 0), (t4) // (strides[2]), -tf.ones_like(t4))
+        t6 = _gather(grad, t5, -3)
+        t7 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t8 = t7[..., None]
+        t9 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
+        t10 = -dilations[1] * t9 + t8
+        t11 = tf.where(tf.equal((t10) % (strides[1]), 0), (t10) // (strides[1]), -tf.ones_like(t10))
+        t12 = _gather(t6, t11, -5)
+        grad_input = tf.einsum("abcd,efagbcd->efgc", filter, t12)
+        t13 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+        t14 = t13[..., None]
+        t15 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t16 = dilations[2] * t14 + strides[2] * t15
+        t17 = _gather(input, t16, -2)
+        t18 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
+        t19 = t18[..., None]
+        t20 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
+        t21 = dilations[1] * t19 + strides[1] * t20
+        t22 = _gather(t17, t21, -4)
+        grad_filter = tf.einsum("abcde,afbgcd->fgde", grad, t22)
+    elif padding == "SAME":
+        t0 = tf.shape(filter, out_type=tf.int64)[-1]
+        grad = tf.reshape(
+            grad,
+            tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0),
+        )
+        t1 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t2 = t1[..., None]
+        t3 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+        t4 = tf.shape(filter, out_type=tf.int64)[-3]
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = -((-t5) // (strides[2]))
+        t7 = tf.math.maximum(
+            dilations[2] * t4 - dilations[2] + strides[2] * t6 - strides[2] - t5 + 1, 0
+        )
+        t8 = (t7) // (2)
+        t9 = -dilations[2] * t3 + t2 + t8
+        t10 = tf.where(tf.equal((t9) % (strides[2]), 0), (t9) // (strides[2]), -tf.ones_like(t9))
+        t11 = _gather(grad, t10, -3)
+        t12 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t13 = t12[..., None]
+        t14 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
+        t15 = tf.shape(input, out_type=tf.int64)[-3]
+        t16 = tf.shape(filter, out_type=tf.int64)[-4]
+        t17 = -((-t15) // (strides[1]))
+        t18 = tf.math.maximum(
+            dilations[1] * t16 - dilations[1] + strides[1] * t17 - strides[1] - t15 + 1, 0
+        )
+        t19 = (t18) // (2)
+        t20 = -dilations[1] * t14 + t13 + t19
+        t21 = tf.where(tf.equal((t20) % (strides[1]), 0), (t20) // (strides[1]), -tf.ones_like(t20))
+        t22 = _gather(t11, t21, -5)
+        grad_input = tf.einsum("abcd,efagbcd->efgc", filter, t22)
+        t23 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+        t24 = t23[..., None]
+        t25 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t26 = tf.math.maximum(dilations[2] * (t4 - 1) + strides[2] * (t6 - 1) - t5 + 1, 0)
+        t27 = (t26) // (2)
+        t28 = dilations[2] * t24 + strides[2] * t25 - t27
+        t29 = _gather(input, t28, -2)
+        t30 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
+        t31 = t30[..., None]
+        t32 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
+        t33 = tf.math.maximum(dilations[1] * (t16 - 1) + strides[1] * (t17 - 1) - t15 + 1, 0)
+        t34 = (t33) // (2)
+        t35 = dilations[1] * t31 + strides[1] * t32 - t34
+        t36 = _gather(t29, t35, -4)
+        grad_filter = tf.einsum("abcde,afbgcd->fgde", grad, t36)
+    elif padding == "EXPLICIT":
+        t0 = tf.shape(filter, out_type=tf.int64)[-1]
+        grad = tf.reshape(
+            grad,
+            tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0),
+        )
+        t1 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t2 = t1[..., None]
+        t3 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+        t4 = -dilations[2] * t3 + explicit_paddings[4] + t2
+        t5 = tf.where(tf.equal((t4) % (strides[2]), 0), (t4) // (strides[2]), -tf.ones_like(t4))
+        t6 = _gather(grad, t5, -3)
+        t7 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t8 = t7[..., None]
+        t9 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
+        t10 = -dilations[1] * t9 + explicit_paddings[2] + t8
+        t11 = tf.where(tf.equal((t10) % (strides[1]), 0), (t10) // (strides[1]), -tf.ones_like(t10))
+        t12 = _gather(t6, t11, -5)
+        grad_input = tf.einsum("abcd,efagbcd->efgc", filter, t12)
+        t13 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+        t14 = t13[..., None]
+        t15 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t16 = dilations[2] * t14 - explicit_paddings[4] + strides[2] * t15
+        t17 = _gather(input, t16, -2)
+        t18 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
+        t19 = t18[..., None]
+        t20 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
+        t21 = dilations[1] * t19 - explicit_paddings[2] + strides[1] * t20
+        t22 = _gather(t17, t21, -4)
+        grad_filter = tf.einsum("abcde,afbgcd->fgde", grad, t22)
+    else:
+        raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
+    return grad_input, grad_filter
+
+
+def depthwise_conv2d_native_grad(op, grad):
+    """Gradient function of DepthwiseConv2dNative for `tf.RegisterGradient`."""
+    return depthwise_conv2d_native_vjp(
+        grad,
+        *op.inputs,
+        *op.outputs,
+        padding=_string_attr(op, "padding"),
+        strides=op.get_attr("strides"),
+        explicit_paddings=op.get_attr("explicit_paddings"),
+        dilations=op.get_attr("dilations"),
+    )
+
+
+def depthwise_conv2d_native(
+    input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
+):
+    """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(input, filter):
+        if padding == "VALID":
+            t0 = tf.shape(filter, out_type=tf.int64)[-3]
+            t1 = tf.shape(input, out_type=tf.int64)[-2]
+            t2 = (-dilations[2] * (t0 - 1) + t1 - 1) // (strides[2])
+            t3 = t2 + 1
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4[..., None]
+            t6 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+            t7 = dilations[2] * t6 + strides[2] * t5
+            t8 = _gather(input, t7, -2)
+            t9 = tf.shape(input, out_type=tf.int64)[-3]
+            t10 = tf.shape(filter, out_type=tf.int64)[-4]
+            t11 = (-dilations[1] * (t10 - 1) + t9 - 1) // (strides[1])
+            t12 = t11 + 1
+            t13 = tf.range(tf.cast(t12, tf.int64))
+            t14 = t13[..., None]
+            t15 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
+            t16 = dilations[1] * t15 + strides[1] * t14
+            t17 = _gather(t8, t16, -4)
+            t18 = tf.einsum("abcd,efagbc->efgcd", filter, t17)
+            t19 = tf.shape(input, out_type=tf.int64)[-4]
+            t20 = tf.shape(input, out_type=tf.int64)[-1]
+            t21 = tf.shape(filter, out_type=tf.int64)[-1]
+            output = tf.reshape(t18, [t19, t12, t3, t20 * t21])
+        elif padding == "SAME":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = -((-t0) // (strides[2]))
+            t2 = t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None]
+            t5 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+            t6 = tf.shape(filter, out_type=tf.int64)[-3]
+            t7 = tf.math.maximum(dilations[2] * (t6 - 1) + strides[2] * (t1 - 1) - t0 + 1, 0)
+            t8 = (t7) // (2)
+            t9 = dilations[2] * t5 + strides[2] * t4 - t8
+            t10 = _gather(input, t9, -2)
+            t11 = tf.shape(input, out_type=tf.int64)[-3]
+            t12 = -((-t11) // (strides[1]))
+            t13 = t12
+            t14 = tf.range(tf.cast(t13, tf.int64))
+            t15 = t14[..., None]
+            t16 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
+            t17 = tf.shape(filter, out_type=tf.int64)[-4]
+            t18 = tf.math.maximum(dilations[1] * (t17 - 1) + strides[1] * (t12 - 1) - t11 + 1, 0)
+            t19 = (t18) // (2)
+            t20 = dilations[1] * t16 + strides[1] * t15 - t19
+            t21 = _gather(t10, t20, -4)
+            t22 = tf.einsum("abcd,efagbc->efgcd", filter, t21)
+            t23 = tf.shape(input, out_type=tf.int64)[-4]
+            t24 = tf.shape(input, out_type=tf.int64)[-1]
+            t25 = tf.shape(filter, out_type=tf.int64)[-1]
+            output = tf.reshape(t22, [t23, t13, t2, t24 * t25])
+        elif padding == "EXPLICIT":
+            t0 = tf.shape(filter, out_type=tf.int64)[-3]
+            t1 = tf.shape(input, out_type=tf.int64)[-2]
+            t2 = (
+                -dilations[2] * (t0 - 1) + explicit_paddings[4] + explicit_paddings[5] + t1 - 1
+            ) // (strides[2])
+            t3 = t2 + 1
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4[..., None]
+            t6 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+            t7 = dilations[2] * t6 - explicit_paddings[4] + strides[2] * t5
+            t8 = _gather(input, t7, -2)
+            t9 = tf.shape(input, out_type=tf.int64)[-3]
+            t10 = tf.shape(filter, out_type=tf.int64)[-4]
+            t11 = (
+                -dilations[1] * (t10 - 1) + explicit_paddings[2] + explicit_paddings[3] + t9 - 1
+            ) // (strides[1])
+            t12 = t11 + 1
+            t13 = tf.range(tf.cast(t12, tf.int64))
+            t14 = t13[..., None]
+            t15 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
+            t16 = dilations[1] * t15 - explicit_paddings[2] + strides[1] * t14
+            t17 = _gather(t8, t16, -4)
+            t18 = tf.einsum("abcd,efagbc->efgcd", filter, t17)
+            t19 = tf.shape(input, out_type=tf.int64)[-4]
+            t20 = tf.shape(input, out_type=tf.int64)[-1]
+            t21 = tf.shape(filter, out_type=tf.int64)[-1]
+            output = tf.reshape(t18, [t19, t12, t3, t20 * t21])
+        else:
+            raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
+
+        def backward(grad):
+            return depthwise_conv2d_native_vjp(
+                grad,
+                input,
+                filter,
+                output,
+                padding=padding,
+                strides=strides,
+                explicit_paddings=explicit_paddings,
+                dilations=dilations,
+            )
+
+        return output, backward
+
+    return forward(input, filter)
+
+
+_register("DepthwiseConv2dNative", depthwise_conv2d_native_grad)
+
+
+def extract_image_patches_vjp(grad, images, patches, *, padding="VALID", ksizes, strides, rates):
+    """Gradient of ExtractImagePatches (declared at ops/conv.py:67): one per input (images)."""
+    if padding == "VALID":
+        t0 = ksizes[2]
+        t1 = tf.shape(images, out_type=tf.int64)[-1]
+        grad = tf.reshape(
+            grad,
+            tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0, t1], tf.int64)], 0),
+        )
+        t2 = tf.range(tf.shape(images, out_type=tf.int64)[-2])
+        t3 = t2[..., None]
+        t4 = tf.range(tf.cast(t0, tf.int64))
+        t5 = -rates[2] * t4 + t3
+        t6 = tf.where(tf.equal((t5) % (strides[2]), 0), (t5) // (strides[2]), -tf.ones_like(t5))
+        t7 = _gather(grad, t6, -4)
+        t8 = tf.range(tf.shape(images, out_type=tf.int64)[-3])
+        t9 = t8[..., None]
+        t10 = ksizes[1]
+        t11 = tf.range(tf.cast(t10, tf.int64))
+        t12 = -rates[1] * t11 + t9
+        t13 = tf.where(tf.equal((t12) % (strides[1]), 0), (t12) // (strides[1]), -tf.ones_like(t12))
+        t14 = _gather(t7, t13, -6)
+        t15 = _gather(grad, t6, -4)
+        t16 = _gather(t15, t13, -6)
+        t17 = tf.einsum("abcdecef->abcdef", t16)
+        t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
+        grad_images = tf.reduce_sum(t18, axis=[-2, -1])
+    elif padding == "SAME":
+        t0 = ksizes[2]
+        t1 = tf.shape(images, out_type=tf.int64)[-1]
+        grad = tf.reshape(
+            grad,
+            tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0, t1], tf.int64)], 0),
+        )
+        t2 = tf.range(tf.shape(images, out_type=tf.int64)[-2])
+        t3 = t2[..., None]
+        t4 = tf.range(tf.cast(t0, tf.int64))
+        t5 = tf.shape(images, out_type=tf.int64)[-2]
+        t6 = -((-t5) // (strides[2]))
+        t7 = tf.math.maximum(
+            ksizes[2] * rates[2] - rates[2] + strides[2] * t6 - strides[2] - t5 + 1, 0
+        )
+        t8 = (t7) // (2)
+        t9 = -rates[2] * t4 + t3 + t8
+        t10 = tf.where(tf.equal((t9) % (strides[2]), 0), (t9) // (strides[2]), -tf.ones_like(t9))
+        t11 = _gather(grad, t10, -4)
+        t12 = tf.range(tf.shape(images, out_type=tf.int64)[-3])
+        t13 = t12[..., None]
+        t14 = ksizes[1]
+        t15 = tf.range(tf.cast(t14, tf.int64))
+        t16 = tf.shape(images, out_type=tf.int64)[-3]
+        t17 = -((-t16) // (strides[1]))
+        t18 = tf.math.maximum(
+            ksizes[1] * rates[1] - rates[1] + strides[1] * t17 - strides[1] - t16 + 1, 0
+        )
+        t19 = (t18) // (2)
+        t20 = -rates[1] * t15 + t13 + t19
+        t21 = tf.where(tf.equal((t20) % (strides[1]), 0), (t20) // (strides[1]), -tf.ones_like(t20))
+        t22 = _gather(t11, t21, -6)
+        t23 = _gather(grad, t10, -4)
+        t24 = _gather(t23, t21, -6)
+        t25 = tf.einsum("abcdecef->abcdef", t24)
+        t26 = tf.transpose(t25, perm=[0, 1, 3, 5, 2, 4])
+        grad_images = tf.reduce_sum(t26, axis=[-2, -1])
+    else:
+        raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
+    return (grad_images,)
+
+
+def extract_image_patches_grad(op, grad):
+    """Gradient function of ExtractImagePatches for `tf.RegisterGradient`."""
+    return extract_image_patches_vjp(
+        grad,
+        *op.inputs,
+        *op.outputs,
+        padding=_string_attr(op, "padding"),
+        ksizes=op.get_attr("ksizes"),
+        strides=op.get_attr("strides"),
+        rates=op.get_attr("rates"),
+    )
+
+
+def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
+    """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(images):
+        if padding == "VALID":
+            t0 = tf.shape(images, out_type=tf.int64)[-2]
+            t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // (strides[2])
+            t2 = t1 + 1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None]
+            t5 = ksizes[2]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = rates[2] * t6 + strides[2] * t4
+            t8 = _gather(images, t7, -2)
+            t9 = tf.shape(images, out_type=tf.int64)[-3]
+            t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // (strides[1])
+            t11 = t10 + 1
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = t12[..., None]
+            t14 = ksizes[1]
+            t15 = tf.range(tf.cast(t14, tf.int64))
+            t16 = rates[1] * t15 + strides[1] * t13
+            t17 = _gather(t8, t16, -4)
+            t18 = tf.transpose(t17, perm=[0, 1, 3, 2, 4, 5])
+            t19 = tf.shape(images, out_type=tf.int64)[-4]
+            t20 = tf.shape(images, out_type=tf.int64)[-1]
+            patches = tf.reshape(t18, [t19, t11, t2, t14 * t5 * t20])
+        elif padding == "SAME":
+            t0 = tf.shape(images, out_type=tf.int64)[-2]
+            t1 = -((-t0) // (strides[2]))
+            t2 = t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None]
+            t5 = ksizes[2]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = tf.math.maximum(rates[2] * (ksizes[2] - 1) + strides[2] * (t1 - 1) - t0 + 1, 0)
+            t8 = (t7) // (2)
+            t9 = rates[2] * t6 + strides[2] * t4 - t8
+            t10 = _gather(images, t9, -2)
+            t11 = tf.shape(images, out_type=tf.int64)[-3]
+            t12 = -((-t11) // (strides[1]))
+            t13 = t12
+            t14 = tf.range(tf.cast(t13, tf.int64))
+            t15 = t14[..., None]
+            t16 = ksizes[1]
+            t17 = tf.range(tf.cast(t16, tf.int64))
+            t18 = tf.math.maximum(rates[1] * (ksizes[1] - 1) + strides[1] * (t12 - 1) - t11 + 1, 0)
+            t19 = (t18) // (2)
+            t20 = rates[1] * t17 + strides[1] * t15 - t19
+            t21 = _gather(t10, t20, -4)
+            t22 = tf.transpose(t21, perm=[0, 1, 3, 2, 4, 5])
+            t23 = tf.shape(images, out_type=tf.int64)[-4]
+            t24 = tf.shape(images, out_type=tf.int64)[-1]
+            patches = tf.reshape(t22, [t23, t13, t2, t16 * t5 * t24])
+        else:
+            raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
+
+        def backward(grad):
+            return extract_image_patches_vjp(
+                grad, images, patches, padding=padding, ksizes=ksizes, strides=strides, rates=rates
+            )
+
+        return patches, backward
+
+    return forward(images)
+
+
+_register("ExtractImagePatches", extract_image_patches_grad)
+
+
 def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
-    """Gradient of Conv3D (declared at ops/conv.py:51): one per input (input, filter)."""
+    """Gradient of Conv3D (declared at ops/conv.py:77): one per input (input, filter)."""
     if padding == "VALID":
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = t0[..., None]
@@ -498,7 +899,7 @@ _register("Conv3D", conv3d_grad)
 
 
 def avg_pool_vjp(grad, value, output, *, padding="VALID", ksize, strides):
-    """Gradient of AvgPool (declared at ops/conv.py:89): one per input (value)."""
+    """Gradient of AvgPool (declared at ops/conv.py:115): one per input (value)."""
     if padding == "VALID":
         t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
         t1 = t0[..., None, None, None]
@@ -694,7 +1095,7 @@ _register("AvgPool", avg_pool_grad)
 
 
 def max_pool_vjp(grad, input, output, *, padding="VALID", data_format="NHWC", ksize, strides):
-    """Gradient of MaxPool (declared at ops/conv.py:98): one per input (input)."""
+    """Gradient of MaxPool (declared at ops/conv.py:124): one per input (input)."""
     if padding == "VALID" and data_format == "NHWC":
         t0 = grad[..., None, :, None, :]
         t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])

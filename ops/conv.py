@@ -49,6 +49,32 @@ def conv2d(strides, padding, explicit_paddings, dilations):
 
 
 @op(
+    "DepthwiseConv2dNative",
+    attrs={"strides": ints(4), "padding": PADDING, "explicit_paddings": ints(8), "dilations": ints(4)},
+    defaults=CONV_DEFAULTS,
+)
+def depthwise_conv2d_native(strides, padding, explicit_paddings, dilations):
+    """Each input channel c convolved with its own M filters: output channel c*M + m."""
+    input = tensor("input", (N, H, W, C))
+    filter = tensor("filter", (KH, KW, C, M))
+    oh, ph = window(H, KH, strides[1], dilations[1], padding, explicit_paddings[2:4])
+    ow, pw = window(W, KW, strides[2], dilations[2], padding, explicit_paddings[4:6])
+    x = input[n, i * strides[1] + a * dilations[1] - ph, j * strides[2] + b * dilations[2] - pw, c]
+    total = sp.Sum(x * filter[a, b, c, m], (a, 0, KH - 1), (b, 0, KW - 1))
+    return {"output": ((n, (i, oh), (j, ow), (c, m)), total)}
+
+
+@op("ExtractImagePatches", attrs={"ksizes": ints(4), "strides": ints(4), "rates": ints(4), "padding": ("VALID", "SAME")})
+def extract_image_patches(ksizes, strides, rates, padding):
+    """Each window of the input as one channel axis, ordered (row, column, channel)."""
+    images = tensor("images", (N, H, W, C))
+    oh, ph = window(H, ksizes[1], strides[1], rates[1], padding)
+    ow, pw = window(W, ksizes[2], strides[2], rates[2], padding)
+    x = images[n, i * strides[1] + a * rates[1] - ph, j * strides[2] + b * rates[2] - pw, c]
+    return {"patches": ((n, (i, oh), (j, ow), ((a, ksizes[1]), (b, ksizes[2]), c)), x)}
+
+
+@op(
     "Conv3D",
     attrs={"strides": ints(5), "padding": ("VALID", "SAME"), "dilations": ints(5)},
     defaults={"dilations": (1, 1, 1, 1, 1)},

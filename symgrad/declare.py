@@ -133,6 +133,7 @@ class Output:
     indices: tuple  # free indices in axis order (empty for elementwise)
     expr: sp.Expr  # its value, in terms of the inputs
     sizes: tuple = ()  # (index, size) for indices declared with their axis size
+    groups: tuple = ()  # (first position, count) of index groups one output axis enumerates
 
 
 @dataclass(frozen=True)
@@ -455,27 +456,47 @@ def _instantiate_index(decl, attr_values, kwargs) -> OpVariant:
                 decl.location,
             )
         idx, expr = value
-        idx, sizes = _sized(decl, out_name, _with_batch(idx))
-        outputs.append(Output(out_name, idx, _as_expr(decl, expr), sizes))
+        idx, sizes, groups = _sized(decl, out_name, _with_batch(idx))
+        outputs.append(Output(out_name, idx, _as_expr(decl, expr), sizes, groups))
     return OpVariant(decl, attr_values, inputs, tuple(outputs))
 
 
-def _sized(decl: OpDecl, out_name: str, idx: tuple) -> tuple[tuple, tuple]:
+def _sized(decl: OpDecl, out_name: str, idx: tuple) -> tuple[tuple, tuple, tuple]:
     """Output indices, some given as `(index, size)` (an output axis no input has, such as a
-    convolution's): (the indices, ((index, size), ...))."""
-    plain, sizes = [], []
+    convolution's), some as a group `(c, (m, M))`: one axis enumerating several indices,
+    row-major (DepthwiseConv2dNative's channel `c*M + m`).
+    Returns (the indices, ((index, size), ...), ((first position, count) per group))."""
+    plain, sizes, groups = [], [], []
     for item in idx:
-        if isinstance(item, tuple):
-            if len(item) != 2 or not isinstance(item[0], sp.Symbol):
+        members = item if _is_group(item) else None
+        if members is not None:
+            if len(members) < 2 or BATCH in members:
                 raise DeclarationError(
-                    f"output {out_name!r}: an index with its size is (index, size), got {item!r}",
+                    f"output {out_name!r}: an index group has two indices or more, none `...`, got {item!r}",
                     decl.name,
                     decl.location,
                 )
-            sizes.append((item[0], sp.sympify(item[1])))
-            item = item[0]
-        plain.append(item)
-    return tuple(plain), tuple(sizes)
+            groups.append((len(plain), len(members)))
+        for member in members if members is not None else (item,):
+            if isinstance(member, tuple):
+                if len(member) != 2 or not isinstance(member[0], sp.Symbol):
+                    raise DeclarationError(
+                        f"output {out_name!r}: an index with its size is (index, size), got {member!r}",
+                        decl.name,
+                        decl.location,
+                    )
+                sizes.append((member[0], sp.sympify(member[1])))
+                member = member[0]
+            plain.append(member)
+    return tuple(plain), tuple(sizes), tuple(groups)
+
+
+def _is_group(item) -> bool:
+    """An index group: a tuple of indices and (index, size) pairs, not one (index, size)."""
+    if not isinstance(item, tuple):
+        return False
+    is_index = lambda m: isinstance(m, sp.Symbol) and m.is_integer and m.is_positive is not True
+    return len(item) > 2 or any(isinstance(m, tuple) for m in item) or (len(item) == 2 and is_index(item[1]))
 
 
 def _call(decl: OpDecl, kwargs: dict):

@@ -131,7 +131,7 @@ def _derive_index(variant: OpVariant) -> Derivation:
         terms = []
         for out, grad_name in zip(variant.outputs, grad_names(variant)):
             terms += _contract(variant, out, grad_name, inp.base[axes], ranges)
-        outputs = {i for o in variant.outputs for i in o.indices}
+        outputs = tuple(dict.fromkeys(i for o in variant.outputs for i in o.indices))
         terms = [_eliminate_deltas(variant, t, {**ranges, **axis_ranges}, outputs) for t in terms]
         terms = [t for t in terms if t.factor != 0]
         vjp[inp.name] = _batch_renamed(TensorValue(axes, tuple(terms)), inp.shape) if terms else None
@@ -281,7 +281,8 @@ def _invert_index_map(factor, sums, outputs):
     outside, that entry keeps i's range. Entries indexed by `c*i + ...` read `u - rest + ...`.
     Only output indices are solved for: a convolution's input gradient then reads the
     upstream gradient in windows (solving for a kernel index would build a matrix the size
-    of input times output); other maps are left to a scatter-add.
+    of input times output); other maps are left to a scatter-add. Of several output indices,
+    the first in output order is solved (a patch's position, not its offset in the window).
     Returns the new (factor, sums), or None when no delta can be inverted so.
     """
     summed = {s[0]: (s[1], s[2]) for s in sums}
@@ -290,12 +291,12 @@ def _invert_index_map(factor, sums, outputs):
         if u is None or u in summed or e.has(sp.Indexed):
             continue
         rest_factor = sp.Mul(*[a for a in sp.Mul.make_args(factor) if a is not delta])
-        for i in sorted(_index_symbols(e) & set(summed) & set(outputs), key=str):
+        for i in sorted(_index_symbols(e) & set(summed) & set(outputs), key=list(outputs).index):
             c = sp.diff(e, i)
             rest = sp.expand(e - c * i)
             if rest.has(i) or not _range_kept_by_entry(rest_factor, i, summed[i]):
                 continue
-            if any(f.has(i) and not isinstance(f, sp.Indexed) for f in sp.Mul.make_args(rest_factor)):
+            if any(f.has(i) and not isinstance(f, sp.Indexed) and not _of_indices_only(f) for f in sp.Mul.make_args(rest_factor)):
                 continue  # a function of i (a window's count, ties): computed once per output, scattered
             solved = exact_div(u - rest, c)
             rest_factor = _rename_bound(rest_factor, solved.free_symbols)
@@ -303,8 +304,21 @@ def _invert_index_map(factor, sums, outputs):
                 lambda x: isinstance(x, sp.Indexed) and x.has(i),
                 lambda x: x.func(x.base, *[_solved_subscript(s, i, c, u - rest, solved) for s in x.indices]),
             )
+            # a condition on i alone (a mirror image's side) holds or not at the solved i;
+            # where there is none (-1), the entries read there are zero anyway
+            new_factor = new_factor.replace(
+                lambda x: x in sp.Mul.make_args(new_factor) and not isinstance(x, sp.Indexed) and x.has(i),
+                lambda x: x.subs(i, solved),
+            )
             return new_factor, tuple(lim for lim in sums if lim[0] != i)
     return None
+
+
+def _of_indices_only(factor) -> bool:
+    """A factor computed from indices alone: no tensor entry, no inner sum or reduction."""
+    from sympy.concrete.expr_with_limits import ExprWithLimits
+
+    return not factor.has(sp.Indexed) and not factor.atoms(ExprWithLimits)
 
 
 def _rename_bound(expr, avoid: set):

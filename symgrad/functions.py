@@ -117,6 +117,9 @@ class indicator(sp.Function):
     def fdiff(self, argindex=1):
         return sp.S.Zero
 
+    def _eval_derivative(self, s):
+        return sp.S.Zero  # its argument is a condition, which SymPy cannot differentiate
+
     def as_piecewise(self) -> sp.Piecewise:
         return sp.Piecewise((1, self.args[0]), (0, True))
 

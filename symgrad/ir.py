@@ -333,10 +333,38 @@ class ScatterAdd:
         return f"scatter_add({self.values}, {self.positions}, trailing={self.trailing}, size={self.size})"
 
 
+@dataclass(frozen=True)
+class MergeAxes:
+    """`x` (broadcast to `sizes` first if it lacks axes) with each group of adjacent axes
+    merged into one, row-major: an output axis that enumerates several indices."""
+
+    x: str | Elementwise  # what is reshaped
+    sizes: tuple[str, ...]  # integer variables: the size of each axis before merging
+    groups: tuple[tuple[int, int], ...]  # (first axis, count) of each group merged
+    broadcast: bool = False  # x has size-1 axes where `sizes` has others
+
+    def __str__(self) -> str:
+        return f"merge_axes({self.x}, sizes={self.sizes}, groups={self.groups})"
+
+
+@dataclass(frozen=True)
+class SplitAxis:
+    """The adjoint layout of `MergeAxes`: axis `axis` of `x` split row-major into an outer
+    axis and axes of sizes `inner` (the upstream gradient of a merged output axis)."""
+
+    x: str  # variable
+    axis: int  # negative: counted from the last
+    inner: tuple[str, ...]  # integer variables: the sizes of the axes after the outer one
+
+    def __str__(self) -> str:
+        return f"split_axis({self.x}, axis={self.axis}, inner={self.inner})"
+
+
 Value = Union[
     Elementwise, FusedCall, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
     BroadcastTo, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis, Constant, Iota,
     IntSize, IndexArith, Arange, Gather, ScatterAdd, Rank, NegativeAxes, AsTuple, IntArray,
+    MergeAxes, SplitAxis,
 ]
 
 
@@ -348,6 +376,8 @@ def reads(value: Value) -> set[str]:
         return {value.x, value.positions}
     if isinstance(value, ScatterAdd):
         return {value.values, value.positions}
+    if isinstance(value, (MergeAxes, SplitAxis)):
+        return reads(value.x) if isinstance(value.x, Elementwise) else {value.x}
     if isinstance(value, Arange):
         return {value.n}
     if isinstance(value, (SumToShape, BroadcastTo, FusedCall)):

@@ -119,8 +119,12 @@ def _lower_forward(decl: OpDecl, derivation: Derivation) -> Branch:
         body = [Assign(name, Elementwise(value)) for name, value in derivation.forward.items()]
         return Branch(derivation.variant.attr_values, tuple(body))
     lowering = TensorLowering(decl, dim_sources(derivation.variant), derivation.ranges)
+    groups = {o.name: o.groups for o in derivation.variant.outputs}
     for name, value in derivation.forward.items():
-        lowering.assign(name, value)
+        if groups[name]:
+            lowering.assign_merged(name, value, groups[name])
+        else:
+            lowering.assign(name, value)
     return Branch(derivation.variant.attr_values, tuple(lowering.body), lowering.largest_rank)
 
 
@@ -144,7 +148,10 @@ def _output_dim_sources(derivation: Derivation) -> dict:
     """Declared output axis sizes (a convolution's) -> (upstream gradient, negative axis)."""
     sources = {}
     for out, grad in zip(derivation.variant.outputs, derivation.grad_names):
+        grouped = {out.indices[n] for first, count in out.groups for n in range(first, first + count)}
         for index, size in out.sizes:
+            if index in grouped:  # read before the gradient's axis is split: not its own axis
+                continue
             n = out.indices.index(index)
             sources.setdefault(size, (grad, n - len(out.indices)))
     return sources
@@ -153,6 +160,9 @@ def _output_dim_sources(derivation: Derivation) -> dict:
 def _lower_tensor_vjp(decl: OpDecl, derivation: Derivation) -> TensorLowering:
     dims = {**_output_dim_sources(derivation), **dim_sources(derivation.variant)}
     lowering = TensorLowering(decl, dims, derivation.ranges)
+    for out, grad in zip(derivation.variant.outputs, derivation.grad_names):
+        if out.groups:
+            lowering.split_upstream(grad, out.indices, out.groups)
     batched = [t.name for t in derivation.variant.inputs if t.shape and t.shape[0] == BATCH_DIM]
     for name, value in derivation.vjp.items():
         if value is None:

@@ -23,7 +23,9 @@ from symgrad.ir import (
     Gather,
     IndexArith,
     IntSize,
+    MergeAxes,
     ScatterAdd,
+    SplitAxis,
     BroadcastTo,
     DiagPart,
     Constant,
@@ -85,6 +87,26 @@ class TensorLowering:
             self.body[-1] = Assign(target, self.body[-1].value)  # name the last temporary
         else:
             self.body.append(Assign(target, Elementwise(array)))
+
+    def assign_merged(self, target: str, value: TensorValue, groups: tuple) -> None:
+        """`target[value.indices]` with each group of indices (first position, count) one
+        axis, row-major: computed over separate axes, then reshaped."""
+        expr = as_expression(value)
+        array = self.array(expr, tuple(value.indices))
+        sizes = tuple(self._size_of(i) for i in value.indices)
+        broadcast = bool(set(value.indices) - free_indices(expr))
+        x = str(array) if array.is_Symbol else Elementwise(array)
+        self.body.append(Assign(target, MergeAxes(x, sizes, groups, broadcast)))
+
+    def split_upstream(self, grad: str, indices: tuple, groups: tuple) -> None:
+        """Reshape the upstream gradient of an output with index groups so that each index
+        has its own axis, as the derivation reads it (first group first: the negative axes
+        of the later ones do not move)."""
+        for first, count in groups:
+            # axes after the group: the later groups still merged
+            after = len(indices) - first - count - sum(c - 1 for f, c in groups if f > first)
+            inner = tuple(self._size_of(i) for i in indices[first + 1 : first + count])
+            self.body.append(Assign(grad, SplitAxis(grad, -after - 1, inner)))
 
     def array(self, expr: sp.Expr, axes: tuple) -> sp.Expr:
         """An elementwise expression over variables whose value is `expr` aligned to `axes`."""

@@ -107,7 +107,10 @@ def _check_free_indices(variant, out, uses) -> None:
     declared = tuple(i for i in out.indices if isinstance(i, sp.Symbol))
     if any(i != 0 for i in out.indices if not isinstance(i, sp.Symbol)):
         _fail(variant, f"output {out.name!r} has indices {out.indices}: each must be an index or 0 (a size-1 axis)")
-    if len(set(declared)) != len(declared) or free != set(declared):
+    # an index declared with its size may be missing from the expression: the output is
+    # constant along it (Tile's copies)
+    sized = {index for index, _ in out.sizes}
+    if len(set(declared)) != len(declared) or not free <= set(declared) or set(declared) - free - sized:
         _fail(
             variant,
             f"output {out.name!r} declares free indices {_names(declared)} "

@@ -16,7 +16,9 @@ def _modules_called(text: str) -> set[str]:
     prefixes = set()
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            prefixes.add(ast.unparse(node.func.value))
+            prefix = ast.unparse(node.func.value)
+            if "(" not in prefix:  # a method of a call's result (`np.asarray(x).reshape`): not a module
+                prefixes.add(prefix)
     return prefixes
 
 

@@ -125,6 +125,17 @@ class ArrayCodeMixin:
         return self._print(sp.Piecewise((1, x > 0), (half, sp.Eq(x, 0)), (0, True)))
 
 
+def merged_shape(sizes: tuple, groups: tuple) -> list[str]:
+    """The sizes after merging each group of adjacent axes: products of the sizes in it."""
+    starts = dict(groups)
+    shape, n = [], 0
+    while n < len(sizes):
+        count = starts.get(n, 1)
+        shape.append(" * ".join(sizes[n : n + count]))
+        n += count
+    return shape
+
+
 class floordiv(sp.Function):
     """Integer division, rounding down (Python's `//`): how `floor(a / b)` is printed."""
 

@@ -6,7 +6,7 @@ import sympy as sp
 from sympy.printing.numpy import SciPyPrinter
 
 from symgrad import ir
-from symgrad.printers.common import ArrayCodeMixin, nested as _nested
+from symgrad.printers.common import ArrayCodeMixin, merged_shape, nested as _nested
 
 
 class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
@@ -172,3 +172,15 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
 
     def _print_ZerosLike(self, value: ir.ZerosLike):
         return f"{self._module_format('numpy.zeros_like')}({value.like})"
+
+    def _print_MergeAxes(self, value: ir.MergeAxes):
+        x = self._print_operand(value.x)
+        if value.broadcast:
+            x = f"{self._module_format('numpy.broadcast_to')}({x}, ({', '.join(value.sizes)}))"
+        shape = merged_shape(value.sizes, value.groups)
+        return f"{self._module_format('numpy.reshape')}({x}, ({', '.join(shape)}{',' if len(shape) == 1 else ''}))"
+
+    def _print_SplitAxis(self, value: ir.SplitAxis):
+        shape = f"{self._module_format('numpy.shape')}({value.x})"
+        tail = f" + {shape}[{value.axis + 1}:]" if value.axis != -1 else ""
+        return f"{self._module_format('numpy.reshape')}({value.x}, {shape}[:{value.axis}] + (-1, {', '.join(value.inner)}){tail})"

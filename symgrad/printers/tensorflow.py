@@ -8,7 +8,7 @@ from sympy.printing.pycode import PythonCodePrinter, _known_functions_math
 
 from symgrad import ir
 from symgrad.functions import dawsn, rint
-from symgrad.printers.common import ArrayCodeMixin, nested as _nested
+from symgrad.printers.common import ArrayCodeMixin, merged_shape, nested as _nested
 
 
 class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
@@ -266,6 +266,21 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
 
     def _print_ZerosLike(self, value: ir.ZerosLike):
         return f"{self._module_format('tensorflow.zeros_like')}({value.like})"
+
+
+    def _print_MergeAxes(self, value: ir.MergeAxes):
+        x = self._print_operand(value.x)
+        if value.broadcast:
+            x = f"{self._module_format('tensorflow.broadcast_to')}({x}, [{', '.join(value.sizes)}])"
+        return f"{self._module_format('tensorflow.reshape')}({x}, [{', '.join(merged_shape(value.sizes, value.groups))}])"
+
+    def _print_SplitAxis(self, value: ir.SplitAxis):
+        int64 = self._module_format("tensorflow.int64")
+        shape = f"{self._module_format('tensorflow.shape')}({value.x}, out_type={int64})"
+        parts = [f"{shape}[:{value.axis}]", f"{self._module_format('tensorflow.cast')}([-1, {', '.join(value.inner)}], {int64})"]
+        if value.axis != -1:
+            parts.append(f"{shape}[{value.axis + 1}:]")
+        return f"{self._module_format('tensorflow.reshape')}({value.x}, {self._module_format('tensorflow.concat')}([{', '.join(parts)}], 0))"
 
 
 # Every function TensorFlow has goes through `_print_Function`, and so does every function
