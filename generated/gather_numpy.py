@@ -64,8 +64,38 @@ def gather_v2_grad(grad, params, indices, *, output=None, axis=0):
     return grad_params, None
 
 
+def gather(params, indices):
+    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:24)."""
+    output = _gather(params, indices, -2)
+    return output
+
+
+def gather_grad(grad, params, indices, *, output=None):
+    """Gradient of Gather: one array per input (params, indices)."""
+    t0 = np.shape(params)[-2]
+    grad_params = _scatter_add(grad, indices, 1, t0)
+    return grad_params, None
+
+
+def scatter_nd(indices, updates, *, shape):
+    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:32)."""
+    shape = np.asarray(shape, dtype=np.int64)
+    t0 = np.squeeze(indices, axis=-1)
+    t1 = shape[0]
+    output = _scatter_add(updates, t0, 1, t1)
+    return output
+
+
+def scatter_nd_grad(grad, indices, updates, *, output=None, shape):
+    """Gradient of ScatterNd: one array per input (indices, updates)."""
+    shape = np.asarray(shape, dtype=np.int64)
+    t0 = np.squeeze(indices, axis=-1)
+    grad_updates = _gather(grad, t0, -2)
+    return None, grad_updates
+
+
 def unsorted_segment_sum(data, segment_ids, *, num_segments):
-    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:24)."""
+    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:41)."""
     t0 = num_segments
     output = _scatter_add(data, segment_ids, 1, t0)
     return output

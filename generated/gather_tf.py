@@ -122,8 +122,73 @@ def gather_v2(params, indices, *, axis=0):
 _register("GatherV2", gather_v2_grad)
 
 
+def gather_vjp(grad, params, indices, output):
+    """Gradient of Gather (declared at ops/gather.py:24): one per input (params, indices)."""
+    t0 = tf.shape(params, out_type=tf.int64)[-2]
+    grad_params = _scatter_add(grad, indices, 1, t0)
+    return grad_params, None
+
+
+def gather_grad(op, grad):
+    """Gradient function of Gather for `tf.RegisterGradient`."""
+    return gather_vjp(grad, *op.inputs, *op.outputs)
+
+
+def gather(params, indices):
+    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(params, indices):
+        output = _gather(params, indices, -2)
+
+        def backward(grad):
+            return gather_vjp(grad, params, indices, output)
+
+        return output, backward
+
+    return forward(params, indices)
+
+
+_register("Gather", gather_grad)
+
+
+def scatter_nd_vjp(grad, indices, updates, output, *, shape):
+    """Gradient of ScatterNd (declared at ops/gather.py:32): one per input (indices, updates)."""
+    shape = tf.cast(shape, tf.int64)
+    t0 = tf.squeeze(indices, axis=[-1])
+    grad_updates = _gather(grad, t0, -2)
+    return None, grad_updates
+
+
+def scatter_nd_grad(op, grad):
+    """Gradient function of ScatterNd for `tf.RegisterGradient`."""
+    grads = scatter_nd_vjp(grad, op.inputs[0], op.inputs[1], *op.outputs, shape=_const_input(op, 2))
+    return _insert_none(grads, (2,))
+
+
+def scatter_nd(indices, updates, *, shape):
+    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up, with its derived gradient."""
+    shape = tf.cast(shape, tf.int64)
+
+    @tf.custom_gradient
+    def forward(indices, updates):
+        t0 = tf.squeeze(indices, axis=[-1])
+        t1 = shape[0]
+        output = _scatter_add(updates, t0, 1, t1)
+
+        def backward(grad):
+            return scatter_nd_vjp(grad, indices, updates, output, shape=shape)
+
+        return output, backward
+
+    return forward(indices, updates)
+
+
+_register("ScatterNd", scatter_nd_grad)
+
+
 def unsorted_segment_sum_vjp(grad, data, segment_ids, output, *, num_segments):
-    """Gradient of UnsortedSegmentSum (declared at ops/gather.py:24): one per input (data, segment_ids)."""
+    """Gradient of UnsortedSegmentSum (declared at ops/gather.py:41): one per input (data, segment_ids)."""
     grad_data = _gather(grad, segment_ids, -2)
     return grad_data, None
 

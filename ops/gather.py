@@ -7,7 +7,7 @@ with `KroneckerDelta(s, segment_ids[i])` is a segment sum, and is lowered as a s
 
 import sympy as sp
 
-from symgrad import const_input, dims, indices, op, scalar_input, tensor
+from symgrad import const_input, const_ints, dims, indices, op, scalar_input, tensor
 
 N, P, Q, K = dims("N P Q K")
 i, p, q, s = indices("i p q s")
@@ -19,6 +19,23 @@ def gather_v2(axis):
     params = tensor("params", (N, P))
     positions = tensor("indices", (...,), integer=True)
     return {"output": ((..., p), params[positions[...], p])}
+
+
+@op("Gather")
+def gather():
+    """Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced."""
+    params = tensor("params", (N, P))
+    positions = tensor("indices", (...,), integer=True)
+    return {"output": ((..., p), params[positions[...], p])}
+
+
+@op("ScatterNd", attrs={"shape": const_ints(2)})
+def scatter_nd(shape):
+    """Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up."""
+    positions = tensor("indices", (K, 1), integer=True)
+    updates = tensor("updates", (K, P))
+    total = sp.Sum(sp.KroneckerDelta(s, positions[i, 0]) * updates[i, p], (i, 0, K - 1))
+    return {"output": (((s, shape[0]), p), total)}
 
 
 @op("UnsortedSegmentSum", attrs={"num_segments": scalar_input(2)})

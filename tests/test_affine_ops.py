@@ -158,3 +158,18 @@ def test_max_pool_ties_go_to_the_first_maximum(tf, tf_module, numpy_module, case
     attrs = dict(ksize=list(ksize), strides=list(strides), padding=padding)
     inputs = {"input": np.asarray(values).reshape(shape)}
     check(tf, tf_module, numpy_module, "conv", "max_pool", "MaxPool", inputs, attrs, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("indices", [[2, 0, 2, 4, 2], [[1, 1], [0, 3]]], ids=str)
+def test_legacy_gather(tf, tf_module, numpy_module, indices, dtype):
+    inputs = {"params": normal(5, 3), "indices": np.asarray(indices, dtype=np.int32)}
+    check(tf, tf_module, numpy_module, "gather", "gather", "Gather", inputs, {}, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("indices,rows", [([[1], [3], [1], [0]], 5), ([[2], [2], [2], [2]], 3)], ids=str)
+def test_scatter_nd_accumulates_repeated_indices(tf, tf_module, numpy_module, indices, rows, dtype):
+    indices = np.asarray(indices, dtype=np.int32)
+    inputs = {"indices": indices, "updates": normal(len(indices), 3)}
+    check(tf, tf_module, numpy_module, "gather", "scatter_nd", "ScatterNd", inputs, {"shape": [rows, 3]}, dtype)
