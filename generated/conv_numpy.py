@@ -1035,3 +1035,220 @@ def max_pool_grad(grad, input, *, output=None, padding="VALID", data_format="NHW
             f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
         )
     return (grad_input,)
+
+
+def avg_pool3d(input, *, padding="VALID", ksize, strides):
+    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:132)."""
+    if padding == "VALID":
+        t0 = np.shape(input)[-4]
+        t1 = (-ksize[1] + t0) // (strides[1])
+        t2 = t1 + 1
+        t3 = np.arange(t2)
+        t4 = t3[..., None, None, None, None, None]
+        t5 = np.shape(input)[-3]
+        t6 = (-ksize[2] + t5) // (strides[2])
+        t7 = t6 + 1
+        t8 = np.arange(t7)
+        t9 = t8[..., None, None, None, None]
+        t10 = np.shape(input)[-2]
+        t11 = (-ksize[3] + t10) // (strides[3])
+        t12 = t11 + 1
+        t13 = np.arange(t12)
+        t14 = t13[..., None, None, None]
+        t15 = ksize[1]
+        t16 = np.arange(t15)
+        t17 = t16[..., None, None]
+        t18 = ksize[2]
+        t19 = np.arange(t18)
+        t20 = t19[..., None]
+        t21 = ksize[3]
+        t22 = np.arange(t21)
+        t23 = (
+            (strides[1] * t4 + t17 >= 0)
+            & (strides[2] * t9 + t20 >= 0)
+            & (strides[3] * t14 + t22 >= 0)
+            & (strides[1] * t4 + t17 <= t0 - 1)
+            & (strides[2] * t9 + t20 <= t5 - 1)
+            & (strides[3] * t14 + t22 <= t10 - 1)
+        )
+        t24 = t23[..., None, :, :, :]
+        t25 = np.sum(np.where(t24, 1, 0), axis=(-3, -2, -1))
+        t26 = t13[..., None]
+        t27 = strides[3] * t26 + t22
+        t28 = _gather(input, t27, -2)
+        t29 = t8[..., None]
+        t30 = strides[2] * t29 + t19
+        t31 = _gather(t28, t30, -4)
+        t32 = t3[..., None]
+        t33 = strides[1] * t32 + t16
+        t34 = _gather(t31, t33, -6)
+        t35 = _gather(input, t27, -2)
+        t36 = _gather(t35, t30, -4)
+        t37 = _gather(t36, t33, -6)
+        t38 = np.transpose(t37, (0, 1, 3, 5, 7, 2, 4, 6))
+        t39 = np.sum(t38, axis=(-3, -2, -1))
+        output = t39 / t25
+    elif padding == "SAME":
+        t0 = np.shape(input)[-4]
+        t1 = -((-t0) // (strides[1]))
+        t2 = t1
+        t3 = np.arange(t2)
+        t4 = t3[..., None, None, None, None, None]
+        t5 = np.shape(input)[-3]
+        t6 = -((-t5) // (strides[2]))
+        t7 = t6
+        t8 = np.arange(t7)
+        t9 = t8[..., None, None, None, None]
+        t10 = np.shape(input)[-2]
+        t11 = -((-t10) // (strides[3]))
+        t12 = t11
+        t13 = np.arange(t12)
+        t14 = t13[..., None, None, None]
+        t15 = ksize[1]
+        t16 = np.arange(t15)
+        t17 = t16[..., None, None]
+        t18 = ksize[2]
+        t19 = np.arange(t18)
+        t20 = t19[..., None]
+        t21 = ksize[3]
+        t22 = np.arange(t21)
+        t23 = np.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
+        t24 = (t23) // (2)
+        t25 = np.maximum(ksize[3] + strides[3] * (t11 - 1) - t10, 0)
+        t26 = (t25) // (2)
+        t27 = np.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
+        t28 = (t27) // (2)
+        t29 = (
+            (strides[1] * t4 + t17 - t28 >= 0)
+            & (strides[2] * t9 + t20 - t24 >= 0)
+            & (strides[3] * t14 + t22 - t26 >= 0)
+            & (strides[1] * t4 + t17 - t28 <= t0 - 1)
+            & (strides[2] * t9 + t20 - t24 <= t5 - 1)
+            & (strides[3] * t14 + t22 - t26 <= t10 - 1)
+        )
+        t30 = t29[..., None, :, :, :]
+        t31 = np.sum(np.where(t30, 1, 0), axis=(-3, -2, -1))
+        t32 = t13[..., None]
+        t33 = strides[3] * t32 + t22 - t26
+        t34 = _gather(input, t33, -2)
+        t35 = t8[..., None]
+        t36 = strides[2] * t35 + t19 - t24
+        t37 = _gather(t34, t36, -4)
+        t38 = t3[..., None]
+        t39 = strides[1] * t38 + t16 - t28
+        t40 = _gather(t37, t39, -6)
+        t41 = _gather(input, t33, -2)
+        t42 = _gather(t41, t36, -4)
+        t43 = _gather(t42, t39, -6)
+        t44 = np.transpose(t43, (0, 1, 3, 5, 7, 2, 4, 6))
+        t45 = np.sum(t44, axis=(-3, -2, -1))
+        output = t45 / t31
+    else:
+        raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
+    return output
+
+
+def avg_pool3d_grad(grad, input, *, output=None, padding="VALID", ksize, strides):
+    """Gradient of AvgPool3D: one array per input (input)."""
+    if padding == "VALID":
+        t0 = np.arange(np.shape(grad)[-4])
+        t1 = t0[..., None, None, None, None, None]
+        t2 = np.arange(np.shape(grad)[-3])
+        t3 = t2[..., None, None, None, None]
+        t4 = ksize[3]
+        t5 = np.arange(t4)
+        t6 = t5[..., None, None, None]
+        t7 = np.arange(np.shape(grad)[-2])
+        t8 = t7[..., None, None]
+        t9 = ksize[2]
+        t10 = np.arange(t9)
+        t11 = t10[..., None]
+        t12 = ksize[1]
+        t13 = np.arange(t12)
+        t14 = np.shape(input)[-4]
+        t15 = np.shape(input)[-3]
+        t16 = np.shape(input)[-2]
+        t17 = (
+            (strides[1] * t1 + t13 >= 0)
+            & (strides[2] * t3 + t11 >= 0)
+            & (strides[3] * t8 + t6 >= 0)
+            & (strides[1] * t1 + t13 <= t14 - 1)
+            & (strides[2] * t3 + t11 <= t15 - 1)
+            & (strides[3] * t8 + t6 <= t16 - 1)
+        )
+        t18 = t17[..., None, :, :, :, :, :]
+        t19 = np.sum(np.where(t18, 1, 0), axis=(-4, -2, -1), keepdims=True)
+        t20 = grad[..., None, :, None, :, None, :]
+        t21 = t20 / t19
+        t22 = t7[..., None]
+        t23 = np.arange(t4)
+        t24 = strides[3] * t22 + t23
+        t25 = _scatter_add(t21, t24, 1, t16)
+        t26 = t2[..., None]
+        t27 = np.arange(t9)
+        t28 = strides[2] * t26 + t27
+        t29 = _scatter_add(t25, t28, 2, t15)
+        t30 = t0[..., None]
+        t31 = np.arange(t12)
+        t32 = strides[1] * t30 + t31
+        grad_input = _scatter_add(t29, t32, 3, t14)
+    elif padding == "SAME":
+        t0 = np.arange(np.shape(grad)[-4])
+        t1 = t0[..., None, None, None, None, None]
+        t2 = np.arange(np.shape(grad)[-3])
+        t3 = t2[..., None, None, None, None]
+        t4 = ksize[3]
+        t5 = np.arange(t4)
+        t6 = t5[..., None, None, None]
+        t7 = np.arange(np.shape(grad)[-2])
+        t8 = t7[..., None, None]
+        t9 = ksize[2]
+        t10 = np.arange(t9)
+        t11 = t10[..., None]
+        t12 = ksize[1]
+        t13 = np.arange(t12)
+        t14 = np.shape(input)[-4]
+        t15 = np.shape(input)[-3]
+        t16 = np.shape(input)[-2]
+        t17 = -((-t15) // (strides[2]))
+        t18 = np.maximum(ksize[2] + strides[2] * (t17 - 1) - t15, 0)
+        t19 = (t18) // (2)
+        t20 = -((-t16) // (strides[3]))
+        t21 = np.maximum(ksize[3] + strides[3] * (t20 - 1) - t16, 0)
+        t22 = (t21) // (2)
+        t23 = -((-t14) // (strides[1]))
+        t24 = np.maximum(ksize[1] + strides[1] * (t23 - 1) - t14, 0)
+        t25 = (t24) // (2)
+        t26 = (
+            (strides[1] * t1 + t13 - t25 >= 0)
+            & (strides[2] * t3 + t11 - t19 >= 0)
+            & (strides[3] * t8 - t22 + t6 >= 0)
+            & (strides[1] * t1 + t13 - t25 <= t14 - 1)
+            & (strides[2] * t3 + t11 - t19 <= t15 - 1)
+            & (strides[3] * t8 - t22 + t6 <= t16 - 1)
+        )
+        t27 = t26[..., None, :, :, :, :, :]
+        t28 = np.sum(np.where(t27, 1, 0), axis=(-4, -2, -1), keepdims=True)
+        t29 = grad[..., None, :, None, :, None, :]
+        t30 = t29 / t28
+        t31 = t7[..., None]
+        t32 = np.arange(t4)
+        t33 = np.maximum(ksize[3] + strides[3] * t20 - strides[3] - t16, 0)
+        t34 = (t33) // (2)
+        t35 = strides[3] * t31 + t32 - t34
+        t36 = _scatter_add(t30, t35, 1, t16)
+        t37 = t2[..., None]
+        t38 = np.arange(t9)
+        t39 = np.maximum(ksize[2] + strides[2] * t17 - strides[2] - t15, 0)
+        t40 = (t39) // (2)
+        t41 = strides[2] * t37 + t38 - t40
+        t42 = _scatter_add(t36, t41, 2, t15)
+        t43 = t0[..., None]
+        t44 = np.arange(t12)
+        t45 = np.maximum(ksize[1] + strides[1] * t23 - strides[1] - t14, 0)
+        t46 = (t45) // (2)
+        t47 = strides[1] * t43 + t44 - t46
+        grad_input = _scatter_add(t42, t47, 3, t14)
+    else:
+        raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
+    return (grad_input,)

@@ -1291,3 +1291,260 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
 
 
 _register("MaxPool", max_pool_grad)
+
+
+def avg_pool3d_vjp(grad, input, output, *, padding="VALID", ksize, strides):
+    """Gradient of AvgPool3D (declared at ops/conv.py:132): one per input (input)."""
+    if padding == "VALID":
+        t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
+        t1 = t0[..., None, None, None, None, None]
+        t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t3 = t2[..., None, None, None, None]
+        t4 = ksize[3]
+        t5 = tf.range(tf.cast(t4, tf.int64))
+        t6 = t5[..., None, None, None]
+        t7 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t8 = t7[..., None, None]
+        t9 = ksize[2]
+        t10 = tf.range(tf.cast(t9, tf.int64))
+        t11 = t10[..., None]
+        t12 = ksize[1]
+        t13 = tf.range(tf.cast(t12, tf.int64))
+        t14 = tf.shape(input, out_type=tf.int64)[-4]
+        t15 = tf.shape(input, out_type=tf.int64)[-3]
+        t16 = tf.shape(input, out_type=tf.int64)[-2]
+        t17 = (
+            (strides[1] * t1 + t13 >= 0)
+            & (strides[2] * t3 + t11 >= 0)
+            & (strides[3] * t8 + t6 >= 0)
+            & (strides[1] * t1 + t13 <= t14 - 1)
+            & (strides[2] * t3 + t11 <= t15 - 1)
+            & (strides[3] * t8 + t6 <= t16 - 1)
+        )
+        t18 = t17[..., None, :, :, :, :, :]
+        t19 = tf.reduce_sum(
+            tf.where(t18, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=[-4, -2, -1],
+            keepdims=True,
+        )
+        t20 = grad[..., None, :, None, :, None, :]
+        t21 = t20 / t19
+        t22 = t7[..., None]
+        t23 = tf.range(tf.cast(t4, tf.int64))
+        t24 = strides[3] * t22 + t23
+        t25 = _scatter_add(t21, t24, 1, t16)
+        t26 = t2[..., None]
+        t27 = tf.range(tf.cast(t9, tf.int64))
+        t28 = strides[2] * t26 + t27
+        t29 = _scatter_add(t25, t28, 2, t15)
+        t30 = t0[..., None]
+        t31 = tf.range(tf.cast(t12, tf.int64))
+        t32 = strides[1] * t30 + t31
+        grad_input = _scatter_add(t29, t32, 3, t14)
+    elif padding == "SAME":
+        t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
+        t1 = t0[..., None, None, None, None, None]
+        t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t3 = t2[..., None, None, None, None]
+        t4 = ksize[3]
+        t5 = tf.range(tf.cast(t4, tf.int64))
+        t6 = t5[..., None, None, None]
+        t7 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t8 = t7[..., None, None]
+        t9 = ksize[2]
+        t10 = tf.range(tf.cast(t9, tf.int64))
+        t11 = t10[..., None]
+        t12 = ksize[1]
+        t13 = tf.range(tf.cast(t12, tf.int64))
+        t14 = tf.shape(input, out_type=tf.int64)[-4]
+        t15 = tf.shape(input, out_type=tf.int64)[-3]
+        t16 = tf.shape(input, out_type=tf.int64)[-2]
+        t17 = -((-t15) // (strides[2]))
+        t18 = tf.math.maximum(ksize[2] + strides[2] * (t17 - 1) - t15, 0)
+        t19 = (t18) // (2)
+        t20 = -((-t16) // (strides[3]))
+        t21 = tf.math.maximum(ksize[3] + strides[3] * (t20 - 1) - t16, 0)
+        t22 = (t21) // (2)
+        t23 = -((-t14) // (strides[1]))
+        t24 = tf.math.maximum(ksize[1] + strides[1] * (t23 - 1) - t14, 0)
+        t25 = (t24) // (2)
+        t26 = (
+            (strides[1] * t1 + t13 - t25 >= 0)
+            & (strides[2] * t3 + t11 - t19 >= 0)
+            & (strides[3] * t8 - t22 + t6 >= 0)
+            & (strides[1] * t1 + t13 - t25 <= t14 - 1)
+            & (strides[2] * t3 + t11 - t19 <= t15 - 1)
+            & (strides[3] * t8 - t22 + t6 <= t16 - 1)
+        )
+        t27 = t26[..., None, :, :, :, :, :]
+        t28 = tf.reduce_sum(
+            tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=[-4, -2, -1],
+            keepdims=True,
+        )
+        t29 = grad[..., None, :, None, :, None, :]
+        t30 = t29 / t28
+        t31 = t7[..., None]
+        t32 = tf.range(tf.cast(t4, tf.int64))
+        t33 = tf.math.maximum(ksize[3] + strides[3] * t20 - strides[3] - t16, 0)
+        t34 = (t33) // (2)
+        t35 = strides[3] * t31 + t32 - t34
+        t36 = _scatter_add(t30, t35, 1, t16)
+        t37 = t2[..., None]
+        t38 = tf.range(tf.cast(t9, tf.int64))
+        t39 = tf.math.maximum(ksize[2] + strides[2] * t17 - strides[2] - t15, 0)
+        t40 = (t39) // (2)
+        t41 = strides[2] * t37 + t38 - t40
+        t42 = _scatter_add(t36, t41, 2, t15)
+        t43 = t0[..., None]
+        t44 = tf.range(tf.cast(t12, tf.int64))
+        t45 = tf.math.maximum(ksize[1] + strides[1] * t23 - strides[1] - t14, 0)
+        t46 = (t45) // (2)
+        t47 = strides[1] * t43 + t44 - t46
+        grad_input = _scatter_add(t42, t47, 3, t14)
+    else:
+        raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
+    return (grad_input,)
+
+
+def avg_pool3d_grad(op, grad):
+    """Gradient function of AvgPool3D for `tf.RegisterGradient`."""
+    return avg_pool3d_vjp(
+        grad,
+        *op.inputs,
+        *op.outputs,
+        padding=_string_attr(op, "padding"),
+        ksize=op.get_attr("ksize"),
+        strides=op.get_attr("strides"),
+    )
+
+
+def avg_pool3d(input, *, padding="VALID", ksize, strides):
+    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(input):
+        if padding == "VALID":
+            t0 = tf.shape(input, out_type=tf.int64)[-4]
+            t1 = (-ksize[1] + t0) // (strides[1])
+            t2 = t1 + 1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None, None, None, None, None]
+            t5 = tf.shape(input, out_type=tf.int64)[-3]
+            t6 = (-ksize[2] + t5) // (strides[2])
+            t7 = t6 + 1
+            t8 = tf.range(tf.cast(t7, tf.int64))
+            t9 = t8[..., None, None, None, None]
+            t10 = tf.shape(input, out_type=tf.int64)[-2]
+            t11 = (-ksize[3] + t10) // (strides[3])
+            t12 = t11 + 1
+            t13 = tf.range(tf.cast(t12, tf.int64))
+            t14 = t13[..., None, None, None]
+            t15 = ksize[1]
+            t16 = tf.range(tf.cast(t15, tf.int64))
+            t17 = t16[..., None, None]
+            t18 = ksize[2]
+            t19 = tf.range(tf.cast(t18, tf.int64))
+            t20 = t19[..., None]
+            t21 = ksize[3]
+            t22 = tf.range(tf.cast(t21, tf.int64))
+            t23 = (
+                (strides[1] * t4 + t17 >= 0)
+                & (strides[2] * t9 + t20 >= 0)
+                & (strides[3] * t14 + t22 >= 0)
+                & (strides[1] * t4 + t17 <= t0 - 1)
+                & (strides[2] * t9 + t20 <= t5 - 1)
+                & (strides[3] * t14 + t22 <= t10 - 1)
+            )
+            t24 = t23[..., None, :, :, :]
+            t25 = tf.reduce_sum(
+                tf.where(t24, tf.constant(1, input.dtype), tf.constant(0, input.dtype)),
+                axis=[-3, -2, -1],
+            )
+            t26 = t13[..., None]
+            t27 = strides[3] * t26 + t22
+            t28 = _gather(input, t27, -2)
+            t29 = t8[..., None]
+            t30 = strides[2] * t29 + t19
+            t31 = _gather(t28, t30, -4)
+            t32 = t3[..., None]
+            t33 = strides[1] * t32 + t16
+            t34 = _gather(t31, t33, -6)
+            t35 = _gather(input, t27, -2)
+            t36 = _gather(t35, t30, -4)
+            t37 = _gather(t36, t33, -6)
+            t38 = tf.transpose(t37, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            t39 = tf.reduce_sum(t38, axis=[-3, -2, -1])
+            output = t39 / t25
+        elif padding == "SAME":
+            t0 = tf.shape(input, out_type=tf.int64)[-4]
+            t1 = -((-t0) // (strides[1]))
+            t2 = t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None, None, None, None, None]
+            t5 = tf.shape(input, out_type=tf.int64)[-3]
+            t6 = -((-t5) // (strides[2]))
+            t7 = t6
+            t8 = tf.range(tf.cast(t7, tf.int64))
+            t9 = t8[..., None, None, None, None]
+            t10 = tf.shape(input, out_type=tf.int64)[-2]
+            t11 = -((-t10) // (strides[3]))
+            t12 = t11
+            t13 = tf.range(tf.cast(t12, tf.int64))
+            t14 = t13[..., None, None, None]
+            t15 = ksize[1]
+            t16 = tf.range(tf.cast(t15, tf.int64))
+            t17 = t16[..., None, None]
+            t18 = ksize[2]
+            t19 = tf.range(tf.cast(t18, tf.int64))
+            t20 = t19[..., None]
+            t21 = ksize[3]
+            t22 = tf.range(tf.cast(t21, tf.int64))
+            t23 = tf.math.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
+            t24 = (t23) // (2)
+            t25 = tf.math.maximum(ksize[3] + strides[3] * (t11 - 1) - t10, 0)
+            t26 = (t25) // (2)
+            t27 = tf.math.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
+            t28 = (t27) // (2)
+            t29 = (
+                (strides[1] * t4 + t17 - t28 >= 0)
+                & (strides[2] * t9 + t20 - t24 >= 0)
+                & (strides[3] * t14 + t22 - t26 >= 0)
+                & (strides[1] * t4 + t17 - t28 <= t0 - 1)
+                & (strides[2] * t9 + t20 - t24 <= t5 - 1)
+                & (strides[3] * t14 + t22 - t26 <= t10 - 1)
+            )
+            t30 = t29[..., None, :, :, :]
+            t31 = tf.reduce_sum(
+                tf.where(t30, tf.constant(1, input.dtype), tf.constant(0, input.dtype)),
+                axis=[-3, -2, -1],
+            )
+            t32 = t13[..., None]
+            t33 = strides[3] * t32 + t22 - t26
+            t34 = _gather(input, t33, -2)
+            t35 = t8[..., None]
+            t36 = strides[2] * t35 + t19 - t24
+            t37 = _gather(t34, t36, -4)
+            t38 = t3[..., None]
+            t39 = strides[1] * t38 + t16 - t28
+            t40 = _gather(t37, t39, -6)
+            t41 = _gather(input, t33, -2)
+            t42 = _gather(t41, t36, -4)
+            t43 = _gather(t42, t39, -6)
+            t44 = tf.transpose(t43, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            t45 = tf.reduce_sum(t44, axis=[-3, -2, -1])
+            output = t45 / t31
+        else:
+            raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
+
+        def backward(grad):
+            return avg_pool3d_vjp(
+                grad, input, output, padding=padding, ksize=ksize, strides=strides
+            )
+
+        return output, backward
+
+    return forward(input)
+
+
+_register("AvgPool3D", avg_pool3d_grad)

@@ -127,3 +127,18 @@ def max_pool(ksize, strides, padding, data_format):
     x, out, sums, _ = _pool_window("input", ksize, strides, padding)
     # the gradient goes to the first maximum of a window (row-major), as TensorFlow's does
     return {"output": (out, first_maximum(read_outside(x, -sp.oo), *sums))}
+
+
+@op("AvgPool3D", attrs={"ksize": ints(5), "strides": ints(5), "padding": ("VALID", "SAME")})
+def avg_pool3d(ksize, strides, padding):
+    """Mean over each 3-D window (NDHWC); padding is left out of the count."""
+    input = tensor("input", (N, D, H, W, C))
+    od, pd = window(D, ksize[1], strides[1], 1, padding)
+    oh, ph = window(H, ksize[2], strides[2], 1, padding)
+    ow, pw = window(W, ksize[3], strides[3], 1, padding)
+    depth, row, col = z * strides[1] + e - pd, i * strides[2] + a - ph, j * strides[3] + b - pw
+    inside = sp.And(depth >= 0, depth <= D - 1, row >= 0, row <= H - 1, col >= 0, col <= W - 1)
+    sums = ((e, 0, ksize[1] - 1), (a, 0, ksize[2] - 1), (b, 0, ksize[3] - 1))
+    count = sp.Sum(indicator(inside), *sums)
+    total = sp.Sum(input[n, depth, row, col, c], *sums)
+    return {"output": ((n, (z, od), (i, oh), (j, ow), c), total / count)}
