@@ -65,6 +65,17 @@ class NoReference:
 # --- references ----------------------------------------------------------------------------------
 
 
+# Op types whose TensorFlow gradient breaks ties by another convention than the derived one:
+# cases with values tied on purpose are not compared with it (both are subgradients there, and
+# differences of the forward cannot tell them apart), with this reason.
+TIE_CONVENTIONS = {
+    "MaxPool": (
+        "TensorFlow's MaxPool gradient gives a window's tied maxima all to the first, the derived "
+        "one splits it equally among them; both are subgradients, so tied values are not compared"
+    ),
+}
+
+
 class TensorFlowReference:
     """TensorFlow's registered gradient of the op type, where TensorFlow has one of its own."""
 
@@ -87,7 +98,7 @@ class TensorFlowReference:
                 f"TensorFlow registers no gradient of its own for {op.name} "
                 f"(the one registered is {fn.__module__}.{fn.__name__})"
             )
-        return TfRegistered(op.name)
+        return TfRegistered(op.name, ties=TIE_CONVENTIONS.get(op.name))
 
 
 class ModuleReference:
