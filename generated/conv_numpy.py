@@ -231,7 +231,7 @@ def conv2d_grad(
 
 
 def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
-    """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:51)."""
+    """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:56)."""
     if padding == "VALID":
         t0 = np.shape(filter)[-3]
         t1 = np.shape(input)[-2]
@@ -408,7 +408,7 @@ def conv3d_grad(
 
 
 def avg_pool(value, *, padding="VALID", ksize, strides):
-    """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:89)."""
+    """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:97)."""
     if padding == "VALID":
         t0 = np.shape(value)[-3]
         t1 = (-ksize[1] + t0) // (strides[1])
@@ -566,7 +566,7 @@ def avg_pool_grad(grad, value, *, output=None, padding="VALID", ksize, strides):
 
 
 def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
-    """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:98)."""
+    """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:105)."""
     if padding == "VALID" and data_format == "NHWC":
         t0 = np.shape(input)[-2]
         t1 = (-ksize[2] + t0) // (strides[2])

@@ -295,7 +295,7 @@ _register("Conv2D", conv2d_grad)
 
 
 def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
-    """Gradient of Conv3D (declared at ops/conv.py:51): one per input (input, filter)."""
+    """Gradient of Conv3D (declared at ops/conv.py:56): one per input (input, filter)."""
     if padding == "VALID":
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = t0[..., None]
@@ -498,7 +498,7 @@ _register("Conv3D", conv3d_grad)
 
 
 def avg_pool_vjp(grad, value, output, *, padding="VALID", ksize, strides):
-    """Gradient of AvgPool (declared at ops/conv.py:89): one per input (value)."""
+    """Gradient of AvgPool (declared at ops/conv.py:97): one per input (value)."""
     if padding == "VALID":
         t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
         t1 = t0[..., None, None, None]
@@ -694,7 +694,7 @@ _register("AvgPool", avg_pool_grad)
 
 
 def max_pool_vjp(grad, input, output, *, padding="VALID", data_format="NHWC", ksize, strides):
-    """Gradient of MaxPool (declared at ops/conv.py:98): one per input (input)."""
+    """Gradient of MaxPool (declared at ops/conv.py:105): one per input (input)."""
     if padding == "VALID" and data_format == "NHWC":
         t0 = ksize[2]
         t1 = tf.range(tf.cast(t0, tf.int64))

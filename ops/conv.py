@@ -36,6 +36,11 @@ def window(size, kernel, stride, dilation, padding, explicit=(0, 0)):
     "Conv2D",
     attrs={"strides": ints(4), "padding": PADDING, "explicit_paddings": ints(8), "dilations": ints(4)},
     defaults=CONV_DEFAULTS,
+    samples={
+        "strides": ((1, 1, 1, 1), (1, 2, 3, 1)),
+        "dilations": ((1, 1, 1, 1), (1, 2, 3, 1)),
+        "explicit_paddings": ((0, 0, 1, 2, 2, 0, 0, 0),),
+    },
 )
 def conv2d(strides, padding, explicit_paddings, dilations):
     """2-D convolution (cross-correlation), NHWC input, HWIO filter."""
@@ -52,6 +57,7 @@ def conv2d(strides, padding, explicit_paddings, dilations):
     "Conv3D",
     attrs={"strides": ints(5), "padding": ("VALID", "SAME"), "dilations": ints(5)},
     defaults={"dilations": (1, 1, 1, 1, 1)},
+    samples={"strides": ((1, 1, 1, 1, 1), (1, 2, 1, 3, 1))},
 )
 def conv3d(strides, padding, dilations):
     """3-D convolution (cross-correlation), NDHWC input, DHWIO filter."""
@@ -84,9 +90,11 @@ def _pool_window(name, ksize, strides, padding):
 
 
 POOL_ATTRS = {"ksize": ints(4), "strides": ints(4), "padding": ("VALID", "SAME")}
+# windows of 2 by 2 taken 2 apart; then 3 by 2, and overlapping windows (strides 1 and 2)
+POOL_SAMPLES = {"ksize": ((1, 2, 2, 1), (1, 3, 2, 1)), "strides": ((1, 2, 2, 1), (1, 1, 2, 1))}
 
 
-@op("AvgPool", attrs=POOL_ATTRS)
+@op("AvgPool", attrs=POOL_ATTRS, samples=POOL_SAMPLES)
 def avg_pool(ksize, strides, padding):
     """Mean over each window; padding is left out of the count, as TensorFlow's kernel does."""
     x, out, sums, inside = _pool_window("value", ksize, strides, padding)
@@ -94,8 +102,7 @@ def avg_pool(ksize, strides, padding):
     return {"output": (out, sp.Sum(x, *sums) / count)}
 
 
-
-@op("MaxPool", attrs={**POOL_ATTRS, "data_format": ("NHWC",)})
+@op("MaxPool", attrs={**POOL_ATTRS, "data_format": ("NHWC",)}, samples=POOL_SAMPLES)
 def max_pool(ksize, strides, padding, data_format):
     """Maximum over each window; padding reads as minus infinity, so it never wins."""
     x, out, sums, _ = _pool_window("input", ksize, strides, padding)

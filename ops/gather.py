@@ -21,7 +21,7 @@ def gather_v2(axis):
     return {"output": ((..., p), params[positions[...], p])}
 
 
-@op("UnsortedSegmentSum", attrs={"num_segments": scalar_input(2)})
+@op("UnsortedSegmentSum", attrs={"num_segments": scalar_input(2)}, samples={"num_segments": (4,)})
 def unsorted_segment_sum(num_segments):
     """Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows."""
     data = tensor("data", (K, P))
