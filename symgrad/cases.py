@@ -13,7 +13,10 @@ Edge probes, kept only where the forward is finite in the dtype under test:
   size-1 axes that broadcast, a scalar input, and size-1 inputs;
 * index ops: per dimension symbol a size (distinct sizes, all equal, all 1), leading batch
   axes (none, one, broadcast between inputs), and values zeros, repeated zeros, negatives,
-  ties and large magnitudes;
+  ties and large magnitudes. Sizes grow until each declared output size (a convolution's,
+  a pool's) is at least 2 (1 for "sizes 1"); dimensions that shrink an output (a kernel's)
+  get the small distinct sizes. Integer inputs (positions) are not probed: they hold
+  positions within the axis they index, the first repeated;
 * complex dtypes: every value gets an imaginary part of magnitude 0.2 to 0.6.
 """
 
