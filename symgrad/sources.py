@@ -39,6 +39,7 @@ class Skipped:
 def _error_text(exc: BaseException, limit: int = 200) -> str:
     """`Type: first line of the message`, cut at `limit` characters."""
     message = re.sub(r"\{\{[^}]*\}\}\s*", "", str(exc)).strip()  # TensorFlow's node names
+    message = re.sub(r"\s*name:\s*$", "", message, flags=re.M)  # an eager op's empty name
     lines = message.splitlines()
     text = f"{type(exc).__name__}: {lines[0] if lines else ''}"
     return text if len(text) <= limit else text[: limit - 3] + "..."
