@@ -276,7 +276,8 @@ def _shape_configs(variant: Variant) -> list[tuple[str, list[tuple], dict]]:
         if batch_label and size_label != "distinct sizes":
             continue
         sizes = _fitted(variant, sizes, least)
-        shapes = None if sizes is None else _concrete(variant.shapes, sizes, dict(zip(batched, batch)))
+        batch = dict(zip(batched, batch))
+        shapes = None if sizes is None else _concrete(variant.shapes, sizes, batch)
         if shapes is not None:
             text = ", ".join(map(str, shapes))
             configs.append(
@@ -321,9 +322,8 @@ def _fitted(variant: Variant, sizes: dict, least: int) -> dict | None:
     outputs = _output_sizes(variant)
     for _ in range(64):
         short = [e for e in outputs if _size(e, sizes) < least]
-        grow = [
-            s for s in sizes if any(_size(e, {**sizes, s: sizes[s] + 4}) > _size(e, sizes) for e in short)
-        ]
+        grows = lambda s: any(_size(e, {**sizes, s: sizes[s] + 4}) > _size(e, sizes) for e in short)
+        grow = [s for s in sizes if grows(s)]
         if not grow:
             break
         sizes = {**sizes, **{s: sizes[s] + 1 for s in grow}}

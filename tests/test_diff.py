@@ -334,7 +334,8 @@ def test_cases_of_index_map_ops_fit_the_op():
     from symgrad.diff import bound_forward
 
     ops = {op.name: op for op in load_derived(AFFINE_OPS)}
-    for name, size in (("GatherV2", lambda case: case.inputs[0].shape[0]), ("UnsortedSegmentSum", lambda _: 4)):
+    bounds = {"GatherV2": lambda case: case.inputs[0].shape[0], "UnsortedSegmentSum": lambda _: 4}
+    for name, size in bounds.items():
         for variant in variants_of(ops[name]):
             for case in make_cases(variant, bound_forward(variant), False):
                 positions = case.inputs[1]
