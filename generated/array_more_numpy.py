@@ -23,7 +23,7 @@ def _gather(x, positions, axis, fill=0):
 
 
 def tile(input, *, multiples):
-    """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:17)."""
+    """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:22)."""
     rank = np.ndim(input)
     multiples = np.asarray(multiples, dtype=np.int64)
     if rank == 1:
@@ -105,7 +105,7 @@ def tile_grad(grad, input, *, output=None, multiples):
 
 
 def mirror_pad(input, *, mode="REFLECT", paddings):
-    """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:25)."""
+    """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:30)."""
     rank = np.ndim(input)
     paddings = np.asarray(paddings, dtype=np.int64)
     if rank == 1 and mode == "REFLECT":

@@ -66,7 +66,7 @@ def _gather(x, positions, axis, fill=0):
 
 
 def tile_vjp(grad, input, output, *, multiples):
-    """Gradient of Tile (declared at ops/array_more.py:17): one per input (input)."""
+    """Gradient of Tile (declared at ops/array_more.py:22): one per input (input)."""
     rank = len(input.shape)
     multiples = tf.cast(multiples, tf.int64)
     if rank == 1:
@@ -238,7 +238,7 @@ _register("Tile", tile_grad)
 
 
 def mirror_pad_vjp(grad, input, output, *, mode="REFLECT", paddings):
-    """Gradient of MirrorPad (declared at ops/array_more.py:25): one per input (input)."""
+    """Gradient of MirrorPad (declared at ops/array_more.py:30): one per input (input)."""
     rank = len(input.shape)
     paddings = tf.cast(paddings, tf.int64)
     if rank == 1 and mode == "REFLECT":

@@ -23,7 +23,7 @@ def _gather(x, positions, axis, fill=0):
 
 
 def pad(input, *, paddings):
-    """Pad: Zeros around the input: `paddings[k]` holds (before, after) for axis k (declared at ops/array.py:20)."""
+    """Pad: Zeros around the input: `paddings[k]` holds (before, after) for axis k (declared at ops/array.py:26)."""
     rank = np.ndim(input)
     paddings = np.asarray(paddings, dtype=np.int64)
     if rank == 1:
@@ -129,7 +129,7 @@ def pad_grad(grad, input, *, output=None, paddings):
 
 
 def slice(input, *, begin, size):
-    """Slice: `size[k]` entries from `begin[k]` along each axis k (-1: to the end) (declared at ops/array.py:28)."""
+    """Slice: `size[k]` entries from `begin[k]` along each axis k (-1: to the end) (declared at ops/array.py:38)."""
     rank = np.ndim(input)
     begin = np.asarray(begin, dtype=np.int64)
     size = np.asarray(size, dtype=np.int64)
@@ -237,7 +237,7 @@ def slice_grad(grad, input, *, output=None, begin, size):
 
 
 def reverse_v2(tensor, *, axis=(-1,)):
-    """ReverseV2: The input with the order of entries along each axis of `axis` reversed (declared at ops/array.py:42)."""
+    """ReverseV2: The input with the order of entries along each axis of `axis` reversed (declared at ops/array.py:56)."""
     axis = tuple(sorted(int(a) - np.ndim(tensor) if a >= 0 else int(a) for a in np.ravel(axis)))
     if axis == (-1,):
         t0 = np.arange(np.shape(tensor)[-1])
@@ -363,7 +363,7 @@ def reverse_v2_grad(grad, tensor, *, output=None, axis=(-1,)):
 
 
 def transpose(x, *, perm=(1, 0)):
-    """Transpose: Axis n of the output is axis `perm[n]` of the input (declared at ops/array.py:57)."""
+    """Transpose: Axis n of the output is axis `perm[n]` of the input (declared at ops/array.py:71)."""
     perm = tuple(int(a) for a in np.ravel(perm))
     if perm == (1, 0):
         y = x.T
@@ -422,7 +422,7 @@ def strided_slice(
     begin_mask=0,
     end_mask=0,
 ):
-    """StridedSlice: Every `strides[k]`-th entry from `begin[k]` up to `end[k]` (excluded) along each axis k, (declared at ops/array.py:86)."""
+    """StridedSlice: Every `strides[k]`-th entry from `begin[k]` up to `end[k]` (excluded) along each axis k, (declared at ops/array.py:100)."""
     rank = np.ndim(input)
     begin = np.asarray(begin, dtype=np.int64)
     end = np.asarray(end, dtype=np.int64)

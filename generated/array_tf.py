@@ -60,7 +60,7 @@ def _gather(x, positions, axis, fill=0):
 
 
 def pad_vjp(grad, input, output, *, paddings):
-    """Gradient of Pad (declared at ops/array.py:20): one per input (input)."""
+    """Gradient of Pad (declared at ops/array.py:26): one per input (input)."""
     rank = len(input.shape)
     paddings = tf.cast(paddings, tf.int64)
     if rank == 1:
@@ -184,7 +184,7 @@ _register("Pad", pad_grad)
 
 
 def slice_vjp(grad, input, output, *, begin, size):
-    """Gradient of Slice (declared at ops/array.py:28): one per input (input)."""
+    """Gradient of Slice (declared at ops/array.py:38): one per input (input)."""
     rank = len(input.shape)
     begin = tf.cast(begin, tf.int64)
     size = tf.cast(size, tf.int64)
@@ -312,7 +312,7 @@ _register("Slice", slice_grad)
 
 
 def reverse_v2_vjp(grad, tensor, output, *, axis=(-1,)):
-    """Gradient of ReverseV2 (declared at ops/array.py:42): one per input (tensor)."""
+    """Gradient of ReverseV2 (declared at ops/array.py:56): one per input (tensor)."""
     axis = tuple(sorted(int(a) - len(tensor.shape) if a >= 0 else int(a) for a in axis))
     if axis == (-1,):
         t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
@@ -456,7 +456,7 @@ _register("ReverseV2", reverse_v2_grad)
 
 
 def transpose_vjp(grad, x, y, *, perm=(1, 0)):
-    """Gradient of Transpose (declared at ops/array.py:57): one per input (x)."""
+    """Gradient of Transpose (declared at ops/array.py:71): one per input (x)."""
     perm = tuple(int(a) for a in perm)
     if perm == (1, 0):
         grad_x = tf.transpose(grad, perm=[1, 0])
@@ -535,7 +535,7 @@ def strided_slice_vjp(
     begin_mask=0,
     end_mask=0,
 ):
-    """Gradient of StridedSlice (declared at ops/array.py:86): one per input (input)."""
+    """Gradient of StridedSlice (declared at ops/array.py:100): one per input (input)."""
     rank = len(input.shape)
     begin = tf.cast(begin, tf.int64)
     end = tf.cast(end, tf.int64)

@@ -240,7 +240,7 @@ def conv2d_grad(
 def depthwise_conv2d_native(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
-    """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m (declared at ops/conv.py:51)."""
+    """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m (declared at ops/conv.py:56)."""
     if padding == "VALID":
         t0 = np.shape(filter)[-3]
         t1 = np.shape(input)[-2]
@@ -441,7 +441,7 @@ def depthwise_conv2d_native_grad(
 
 
 def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
-    """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel) (declared at ops/conv.py:67)."""
+    """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel) (declared at ops/conv.py:73)."""
     if padding == "VALID":
         t0 = np.shape(images)[-2]
         t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // (strides[2])
@@ -561,7 +561,7 @@ def extract_image_patches_grad(
 
 
 def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
-    """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:77)."""
+    """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:83)."""
     if padding == "VALID":
         t0 = np.shape(filter)[-3]
         t1 = np.shape(input)[-2]
@@ -738,7 +738,7 @@ def conv3d_grad(
 
 
 def avg_pool(value, *, padding="VALID", ksize, strides):
-    """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:115)."""
+    """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:124)."""
     if padding == "VALID":
         t0 = np.shape(value)[-3]
         t1 = (-ksize[1] + t0) // (strides[1])
@@ -896,7 +896,7 @@ def avg_pool_grad(grad, value, *, output=None, padding="VALID", ksize, strides):
 
 
 def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
-    """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:124)."""
+    """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:132)."""
     if padding == "VALID" and data_format == "NHWC":
         t0 = np.shape(input)[-2]
         t1 = (-ksize[2] + t0) // (strides[2])
@@ -1038,7 +1038,7 @@ def max_pool_grad(grad, input, *, output=None, padding="VALID", data_format="NHW
 
 
 def avg_pool3d(input, *, padding="VALID", ksize, strides):
-    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:132)."""
+    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:140)."""
     if padding == "VALID":
         t0 = np.shape(input)[-4]
         t1 = (-ksize[1] + t0) // (strides[1])

@@ -305,7 +305,7 @@ def depthwise_conv2d_native_vjp(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Gradient of DepthwiseConv2dNative (declared at ops/conv.py:51): one per input (input, filter)."""
+    """Gradient of DepthwiseConv2dNative (declared at ops/conv.py:56): one per input (input, filter)."""
     if padding == "VALID":
         t0 = tf.shape(filter, out_type=tf.int64)[-1]
         grad = tf.reshape(
@@ -543,7 +543,7 @@ _register("DepthwiseConv2dNative", depthwise_conv2d_native_grad)
 
 
 def extract_image_patches_vjp(grad, images, patches, *, padding="VALID", ksizes, strides, rates):
-    """Gradient of ExtractImagePatches (declared at ops/conv.py:67): one per input (images)."""
+    """Gradient of ExtractImagePatches (declared at ops/conv.py:73): one per input (images)."""
     if padding == "VALID":
         t0 = ksizes[2]
         t1 = tf.shape(images, out_type=tf.int64)[-1]
@@ -696,7 +696,7 @@ _register("ExtractImagePatches", extract_image_patches_grad)
 
 
 def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
-    """Gradient of Conv3D (declared at ops/conv.py:77): one per input (input, filter)."""
+    """Gradient of Conv3D (declared at ops/conv.py:83): one per input (input, filter)."""
     if padding == "VALID":
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = t0[..., None]
@@ -899,7 +899,7 @@ _register("Conv3D", conv3d_grad)
 
 
 def avg_pool_vjp(grad, value, output, *, padding="VALID", ksize, strides):
-    """Gradient of AvgPool (declared at ops/conv.py:115): one per input (value)."""
+    """Gradient of AvgPool (declared at ops/conv.py:124): one per input (value)."""
     if padding == "VALID":
         t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
         t1 = t0[..., None, None, None]
@@ -1095,7 +1095,7 @@ _register("AvgPool", avg_pool_grad)
 
 
 def max_pool_vjp(grad, input, output, *, padding="VALID", data_format="NHWC", ksize, strides):
-    """Gradient of MaxPool (declared at ops/conv.py:124): one per input (input)."""
+    """Gradient of MaxPool (declared at ops/conv.py:132): one per input (input)."""
     if padding == "VALID" and data_format == "NHWC":
         t0 = grad[..., None, :, None, :]
         t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
@@ -1294,7 +1294,7 @@ _register("MaxPool", max_pool_grad)
 
 
 def avg_pool3d_vjp(grad, input, output, *, padding="VALID", ksize, strides):
-    """Gradient of AvgPool3D (declared at ops/conv.py:132): one per input (input)."""
+    """Gradient of AvgPool3D (declared at ops/conv.py:140): one per input (input)."""
     if padding == "VALID":
         t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
         t1 = t0[..., None, None, None, None, None]

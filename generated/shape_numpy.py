@@ -9,19 +9,8 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 
 
-def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
-    if np.shape(g) == tuple(shape):
-        return g
-    lead = np.ndim(g) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
-    )
-    return np.reshape(np.sum(g, axis=axes), shape)
-
-
 def expand_dims(input, *, axis=-1):
-    """ExpandDims: The input with a size-1 axis inserted at `axis` (counted from the end of the output) (declared at ops/shape.py:12)."""
+    """ExpandDims: The input with a size-1 axis inserted at `axis` (counted from the end of the output) (declared at ops/shape.py:10)."""
     if axis == -1:
         output = input[..., None]
     elif axis == -2:
@@ -44,23 +33,3 @@ def expand_dims_grad(grad, input, *, output=None, axis=-1):
     else:
         raise ValueError(f"ExpandDims: unsupported attributes axis={axis!r}")
     return (grad_input,)
-
-
-def clip_by_value(t, clip_value_min, clip_value_max):
-    """ClipByValue: `t` limited to [min, max] (broadcasting); at a bound the gradient goes to `t`, as (declared at ops/shape.py:20)."""
-    output = np.where(
-        clip_value_min > t, clip_value_min, np.where(clip_value_max < t, clip_value_max, t)
-    )
-    return output
-
-
-def clip_by_value_grad(grad, t, clip_value_min, clip_value_max, *, output=None):
-    """Gradient of ClipByValue: one array per input (t, clip_value_min, clip_value_max)."""
-    tmp0 = clip_value_min > t
-    tmp1 = clip_value_max < t
-    grad_t = _sum_to_shape(np.where(tmp0 | tmp1, 0, grad), np.shape(t))
-    grad_clip_value_min = _sum_to_shape(np.where(tmp0, grad, 0), np.shape(clip_value_min))
-    grad_clip_value_max = _sum_to_shape(
-        np.where(tmp0, 0, np.where(tmp1, grad, 0)), np.shape(clip_value_max)
-    )
-    return grad_t, grad_clip_value_min, grad_clip_value_max

@@ -47,17 +47,8 @@ def _insert_none(grads, positions):
     return grads
 
 
-def _sum_to_shape(g, x):
-    """Sum a broadcast gradient `g` back to the shape of `x`, as TensorFlow's own gradients do."""
-    if g.shape.is_fully_defined() and g.shape == x.shape:
-        return g
-    shape = tf.shape(x)
-    axes, _ = tf.raw_ops.BroadcastGradientArgs(s0=shape, s1=tf.shape(g))
-    return tf.reshape(tf.reduce_sum(g, axes), shape)
-
-
 def expand_dims_vjp(grad, input, output, *, axis=-1):
-    """Gradient of ExpandDims (declared at ops/shape.py:12): one per input (input)."""
+    """Gradient of ExpandDims (declared at ops/shape.py:10): one per input (input)."""
     if axis == -1:
         grad_input = tf.squeeze(grad, axis=[-1])
     elif axis == -2:
@@ -98,45 +89,3 @@ def expand_dims(input, *, axis=-1):
 
 
 _register("ExpandDims", expand_dims_grad)
-
-
-def clip_by_value_vjp(grad, t, clip_value_min, clip_value_max, output):
-    """Gradient of ClipByValue (declared at ops/shape.py:20): one per input (t, clip_value_min, clip_value_max)."""
-    tmp0 = clip_value_min > t
-    tmp1 = clip_value_max < t
-    grad_t = _sum_to_shape(tf.where(tmp0 | tmp1, tf.constant(0, grad.dtype), grad), t)
-    grad_clip_value_min = _sum_to_shape(
-        tf.where(tmp0, grad, tf.constant(0, grad.dtype)), clip_value_min
-    )
-    grad_clip_value_max = _sum_to_shape(
-        tf.where(
-            tmp0, tf.constant(0, grad.dtype), tf.where(tmp1, grad, tf.constant(0, grad.dtype))
-        ),
-        clip_value_max,
-    )
-    return grad_t, grad_clip_value_min, grad_clip_value_max
-
-
-def clip_by_value_grad(op, grad):
-    """Gradient function of ClipByValue for `tf.RegisterGradient`."""
-    return clip_by_value_vjp(grad, *op.inputs, *op.outputs)
-
-
-def clip_by_value(t, clip_value_min, clip_value_max):
-    """ClipByValue: `t` limited to [min, max] (broadcasting); at a bound the gradient goes to `t`, as, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(t, clip_value_min, clip_value_max):
-        output = tf.where(
-            clip_value_min > t, clip_value_min, tf.where(clip_value_max < t, clip_value_max, t)
-        )
-
-        def backward(grad):
-            return clip_by_value_vjp(grad, t, clip_value_min, clip_value_max, output)
-
-        return output, backward
-
-    return forward(t, clip_value_min, clip_value_max)
-
-
-_register("ClipByValue", clip_by_value_grad)

@@ -17,7 +17,17 @@ AXES = indices("i0 i1 i2 i3")
 RANK = rank_of("input", (1, 2, 3, 4))
 
 
-@op("Pad", attrs={"rank": RANK, "paddings": const_ints(1)})
+def per_axis(*rows):
+    """Sample values of a constant input holding one entry per axis: each row's first `rank`
+    entries (verification calls the op with them, on axes of 2 to 5 entries)."""
+    return lambda rank: tuple(list(row[:rank]) for row in rows)
+
+
+@op(
+    "Pad",
+    attrs={"rank": RANK, "paddings": const_ints(1)},
+    samples={"paddings": per_axis([[1, 2], [0, 1], [2, 0], [1, 1]], [[0, 0]] * 4)},
+)
 def pad(rank, paddings):
     """Zeros around the input: `paddings[k]` holds (before, after) for axis k."""
     input = tensor("input", SIZES[:rank])
@@ -25,7 +35,11 @@ def pad(rank, paddings):
     return {"output": (out, input[tuple(AXES[k] - paddings[k][0] for k in range(rank))])}
 
 
-@op("Slice", attrs={"rank": RANK, "begin": const_ints(1), "size": const_ints(2)})
+@op(
+    "Slice",
+    attrs={"rank": RANK, "begin": const_ints(1), "size": const_ints(2)},
+    samples={"begin": per_axis([1, 0, 1, 0], [0, 1, 0, 1]), "size": per_axis([1, -1, 2, 2], [-1] * 4)},
+)
 def slice(rank, begin, size):
     """`size[k]` entries from `begin[k]` along each axis k (-1: to the end)."""
     input = tensor("input", SIZES[:rank])
@@ -97,6 +111,15 @@ def _strided_axis(size, begin, end, stride, begin_masked, end_masked):
         "new_axis_mask": (0,),
     },
     defaults={"begin_mask": 0, "end_mask": 0},
+    samples={
+        # whole axes backwards, every other entry, ends beyond the axis (clamped), from the end
+        "begin": per_axis([-1, 0, 5, -3], [0, -2, 1, 0]),
+        "end": per_axis([-100, 10, -100, 100], [0, 2, 0, -1]),
+        # a shrunk axis takes stride 1 only
+        "strides": lambda rank, shrink_axis_mask: ([1 if shrink_axis_mask else -1, 2, -2, 1][:rank],),
+        "begin_mask": lambda rank: (0, 1 << (rank - 1)),
+        "end_mask": (0, 1),
+    },
 )
 def strided_slice(rank, begin, end, strides, begin_mask, end_mask, shrink_axis_mask, ellipsis_mask, new_axis_mask):
     """Every `strides[k]`-th entry from `begin[k]` up to `end[k]` (excluded) along each axis k,

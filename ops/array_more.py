@@ -14,7 +14,12 @@ COPIES = indices("r0 r1 r2 r3")
 RANK = rank_of("input", (1, 2, 3, 4))
 
 
-@op("Tile", attrs={"rank": RANK, "multiples": const_ints(1)})
+def _per_axis(*rows):
+    """Sample values, one entry per axis: each row's first `rank` (axes of 2 to 5 entries)."""
+    return lambda rank: tuple(list(row[:rank]) for row in rows)
+
+
+@op("Tile", attrs={"rank": RANK, "multiples": const_ints(1)}, samples={"multiples": _per_axis([2, 1, 3, 1], [1, 3, 1, 2])})
 def tile(rank, multiples):
     """`multiples[k]` copies of the input along axis k, which enumerates (copy, position)."""
     input = tensor("input", SIZES[:rank])
@@ -22,7 +27,11 @@ def tile(rank, multiples):
     return {"output": (out, input[tuple(AXES[:rank])])}
 
 
-@op("MirrorPad", attrs={"rank": RANK, "paddings": const_ints(1), "mode": ("REFLECT", "SYMMETRIC")})
+@op(
+    "MirrorPad",
+    attrs={"rank": RANK, "paddings": const_ints(1), "mode": ("REFLECT", "SYMMETRIC")},
+    samples={"paddings": _per_axis([[1, 0], [0, 1], [1, 1], [0, 0]], [[1, 1], [1, 0], [0, 0], [0, 1]])},
+)
 def mirror_pad(rank, paddings, mode):
     """The input padded by its mirror image, `paddings[k]` (before, after) along axis k.
 

@@ -36,6 +36,11 @@ def window(size, kernel, stride, dilation, padding, explicit=(0, 0)):
     "Conv2D",
     attrs={"strides": ints(4), "padding": PADDING, "explicit_paddings": ints(8), "dilations": ints(4)},
     defaults=CONV_DEFAULTS,
+    samples={
+        "strides": ((1, 1, 1, 1), (1, 2, 3, 1)),
+        "dilations": ((1, 1, 1, 1), (1, 2, 3, 1)),
+        "explicit_paddings": ((0, 0, 1, 2, 2, 0, 0, 0),),
+    },
 )
 def conv2d(strides, padding, explicit_paddings, dilations):
     """2-D convolution (cross-correlation), NHWC input, HWIO filter."""
@@ -52,6 +57,7 @@ def conv2d(strides, padding, explicit_paddings, dilations):
     "DepthwiseConv2dNative",
     attrs={"strides": ints(4), "padding": PADDING, "explicit_paddings": ints(8), "dilations": ints(4)},
     defaults=CONV_DEFAULTS,
+    samples={"strides": ((1, 1, 1, 1), (1, 2, 2, 1)), "explicit_paddings": ((0, 0, 1, 2, 2, 0, 0, 0),)},
 )
 def depthwise_conv2d_native(strides, padding, explicit_paddings, dilations):
     """Each input channel c convolved with its own M filters: output channel c*M + m."""
@@ -78,6 +84,7 @@ def extract_image_patches(ksizes, strides, rates, padding):
     "Conv3D",
     attrs={"strides": ints(5), "padding": ("VALID", "SAME"), "dilations": ints(5)},
     defaults={"dilations": (1, 1, 1, 1, 1)},
+    samples={"strides": ((1, 1, 1, 1, 1), (1, 2, 1, 3, 1))},
 )
 def conv3d(strides, padding, dilations):
     """3-D convolution (cross-correlation), NDHWC input, DHWIO filter."""
@@ -110,9 +117,11 @@ def _pool_window(name, ksize, strides, padding):
 
 
 POOL_ATTRS = {"ksize": ints(4), "strides": ints(4), "padding": ("VALID", "SAME")}
+# windows of 2 by 2 taken 2 apart; then 3 by 2, and overlapping windows (strides 1 and 2)
+POOL_SAMPLES = {"ksize": ((1, 2, 2, 1), (1, 3, 2, 1)), "strides": ((1, 2, 2, 1), (1, 1, 2, 1))}
 
 
-@op("AvgPool", attrs=POOL_ATTRS)
+@op("AvgPool", attrs=POOL_ATTRS, samples=POOL_SAMPLES)
 def avg_pool(ksize, strides, padding):
     """Mean over each window; padding is left out of the count, as TensorFlow's kernel does."""
     x, out, sums, inside = _pool_window("value", ksize, strides, padding)
@@ -120,8 +129,7 @@ def avg_pool(ksize, strides, padding):
     return {"output": (out, sp.Sum(x, *sums) / count)}
 
 
-
-@op("MaxPool", attrs={**POOL_ATTRS, "data_format": ("NHWC",)})
+@op("MaxPool", attrs={**POOL_ATTRS, "data_format": ("NHWC",)}, samples=POOL_SAMPLES)
 def max_pool(ksize, strides, padding, data_format):
     """Maximum over each window; padding reads as minus infinity, so it never wins."""
     x, out, sums, _ = _pool_window("input", ksize, strides, padding)
@@ -129,7 +137,11 @@ def max_pool(ksize, strides, padding, data_format):
     return {"output": (out, first_maximum(read_outside(x, -sp.oo), *sums))}
 
 
-@op("AvgPool3D", attrs={"ksize": ints(5), "strides": ints(5), "padding": ("VALID", "SAME")})
+@op(
+    "AvgPool3D",
+    attrs={"ksize": ints(5), "strides": ints(5), "padding": ("VALID", "SAME")},
+    samples={"ksize": ((1, 2, 2, 2, 1),), "strides": ((1, 2, 2, 2, 1), (1, 1, 2, 1, 1))},
+)
 def avg_pool3d(ksize, strides, padding):
     """Mean over each 3-D window (NDHWC); padding is left out of the count."""
     input = tensor("input", (N, D, H, W, C))

@@ -29,7 +29,7 @@ def gather():
     return {"output": ((..., p), params[positions[...], p])}
 
 
-@op("ScatterNd", attrs={"shape": const_ints(2)})
+@op("ScatterNd", attrs={"shape": const_ints(2)}, samples={"shape": ((5, 3),)})
 def scatter_nd(shape):
     """Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up."""
     positions = tensor("indices", (K, 1), integer=True)
@@ -38,7 +38,7 @@ def scatter_nd(shape):
     return {"output": (((s, shape[0]), p), total)}
 
 
-@op("UnsortedSegmentSum", attrs={"num_segments": scalar_input(2)})
+@op("UnsortedSegmentSum", attrs={"num_segments": scalar_input(2)}, samples={"num_segments": (4,)})
 def unsorted_segment_sum(num_segments):
     """Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows."""
     data = tensor("data", (K, P))

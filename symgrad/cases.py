@@ -13,7 +13,10 @@ Edge probes, kept only where the forward is finite in the dtype under test:
   size-1 axes that broadcast, a scalar input, and size-1 inputs;
 * index ops: per dimension symbol a size (distinct sizes, all equal, all 1), leading batch
   axes (none, one, broadcast between inputs), and values zeros, repeated zeros, negatives,
-  ties and large magnitudes;
+  ties and large magnitudes. Sizes grow until each declared output size (a convolution's,
+  a pool's) is at least 2 (1 for "sizes 1"); dimensions that shrink an output (a kernel's)
+  get the small distinct sizes. Integer inputs (positions) are not probed: they hold
+  positions within the axis they index, the first repeated;
 * complex dtypes: every value gets an imaginary part of magnitude 0.2 to 0.6.
 """
 
@@ -59,6 +62,7 @@ class Case:
     inputs: tuple[np.ndarray, ...]  # one array per tensor input, in op order
     upstream: tuple[np.ndarray, ...] = ()  # one per output; set by `for_dtype`
     aligned: bool = False  # elementwise with equal 1-D shapes: element k of each meets in output k
+    ties: bool = False  # values tied on purpose (zeros, -1/0/1): maxima tie within a window
 
     @property
     def size(self) -> int:
@@ -88,7 +92,7 @@ def for_dtype(cases: list[Case], dtype, forward, seed: str) -> list[Case]:
     rng = np.random.default_rng(zlib.crc32(seed.encode()))
     result = []
     for case in cases:
-        case = replace(case, inputs=tuple(np.asarray(x).astype(dtype) for x in case.inputs))
+        case = replace(case, inputs=tuple(_cast(x, dtype) for x in case.inputs))
         finite = finite_outputs(forward, case.inputs)
         if finite is None:
             continue
@@ -102,6 +106,12 @@ def for_dtype(cases: list[Case], dtype, forward, seed: str) -> list[Case]:
         upstream = tuple(_random(rng, np.shape(o), dtype, -2.0, 2.0) for o in outputs)
         result.append(replace(case, upstream=upstream))
     return result
+
+
+def _cast(x, dtype) -> np.ndarray:
+    """`x` in `dtype`; integer positions stay integers."""
+    x = np.asarray(x)
+    return x if np.issubdtype(x.dtype, np.integer) else x.astype(dtype)
 
 
 def call_forward(forward, inputs) -> tuple | None:
@@ -211,35 +221,42 @@ def _index_cases(variant: Variant, forward, rng) -> list[Case]:
     configs = _shape_configs(variant)
     if not configs:
         return []
-    label, shapes = configs[0]
-    kept = _kept_domains(len(shapes), lambda _, combo: _sample(rng, combo, shapes), forward)
-    cases = [Case(f"random values; {label}", _sample(rng, kept[0], shapes))]
+    label, shapes, sizes = configs[0]
+    draw = lambda combo, shapes, sizes: _draw(rng, variant, combo, shapes, sizes)
+    kept = _kept_domains(len(shapes), lambda _, combo: draw(combo, shapes, sizes), forward)
+    cases = [Case(f"random values; {label}", draw(kept[0], shapes, sizes))]
     for combo in kept[1:3]:
         names = ", ".join(d.name for d in combo)
-        cases.append(Case(f"random values ({names}); {label}", _sample(rng, combo, shapes)))
+        cases.append(Case(f"random values ({names}); {label}", draw(combo, shapes, sizes)))
     base = cases[0].inputs
+    probe = lambda f: _values_only(variant, base, f)
     cases += [
-        Case(f"zeros; {label}", tuple(np.zeros_like(x) for x in base)),
-        Case(f"repeated zeros; {label}", tuple(_with_zeros(x) for x in base)),
-        Case(f"negative values; {label}", tuple(-np.abs(x) for x in base)),
+        Case(f"zeros; {label}", probe(np.zeros_like), ties=True),
+        Case(f"repeated zeros; {label}", probe(_with_zeros), ties=True),
+        Case(f"negative values; {label}", probe(lambda x: -np.abs(x))),
         Case(
             f"ties (values -1, 0, 1); {label}",
-            tuple(rng.choice([-1.0, 0.0, 1.0], np.shape(x)) for x in base),
+            probe(lambda x: rng.choice([-1.0, 0.0, 1.0], np.shape(x))),
+            ties=True,
         ),
-        Case(f"large magnitudes; {label}", tuple(x * 1e3 for x in base)),
+        Case(f"large magnitudes; {label}", probe(lambda x: x * 1e3)),
     ]
-    cases += [Case(f"random values; {lbl}", _sample(rng, kept[0], s)) for lbl, s in configs[1:]]
+    cases += [Case(f"random values; {lbl}", draw(kept[0], s, z)) for lbl, s, z in configs[1:]]
     return cases
 
 
-def _shape_configs(variant: Variant) -> list[tuple[str, list[tuple]]]:
-    """(label, concrete input shapes) per choice of dimension sizes and batch axes."""
-    symbols = []
-    for shape in variant.shapes:
-        for dim in shape:
-            for s in sorted(sp.sympify(dim).free_symbols - {BATCH_DIM}, key=str):
-                if s not in symbols:
-                    symbols.append(s)
+def _values_only(variant: Variant, inputs: tuple, change) -> tuple:
+    """`change` applied to each input but the integer ones (positions stay valid)."""
+    return tuple(
+        x if name in variant.integers else change(x) for name, x in zip(variant.inputs, inputs)
+    )
+
+
+def _shape_configs(variant: Variant) -> list[tuple[str, list[tuple], dict]]:
+    """(label, concrete input shapes, dimension sizes) per choice of dimension sizes and batch
+    axes; sizes are grown until declared output sizes (a convolution's) are at least 2, or 1
+    where they cannot grow, and a choice where one stays below 1 is left out."""
+    symbols = _dimension_symbols(variant)
     batched = [k for k, shape in enumerate(variant.shapes) if shape and shape[0] == BATCH_DIM]
     one_batch = (
         [(2, 3)]
@@ -247,24 +264,70 @@ def _shape_configs(variant: Variant) -> list[tuple[str, list[tuple]]]:
         else [(2, 1) if m % 2 == 0 else (3,) for m in range(len(batched))]
     )
     sizings = [
-        ("distinct sizes", {s: 2 + n for n, s in enumerate(symbols)}),
-        ("equal sizes", {s: 3 for s in symbols}),
-        ("sizes 1", {s: 1 for s in symbols}),
+        ("distinct sizes", {s: 2 + n for n, s in enumerate(symbols)}, 2),
+        ("equal sizes", {s: 3 for s in symbols}, 2),
+        ("sizes 1", {s: 1 for s in symbols}, 1),
     ]
     batches = [("", [()] * len(batched))]
     if batched:
         batches += [("batch (2,)", [(2,)] * len(batched)), ("batch broadcast", one_batch)]
     configs = []
-    for (size_label, sizes), (batch_label, batch) in itertools.product(sizings, batches):
+    for (size_label, sizes, least), (batch_label, batch) in itertools.product(sizings, batches):
         if batch_label and size_label != "distinct sizes":
             continue
-        shapes = _concrete(variant.shapes, sizes, dict(zip(batched, batch)))
+        sizes = _fitted(variant, sizes, least)
+        batch = dict(zip(batched, batch))
+        shapes = None if sizes is None else _concrete(variant.shapes, sizes, batch)
         if shapes is not None:
             text = ", ".join(map(str, shapes))
             configs.append(
-                (f"{size_label}{', ' + batch_label if batch_label else ''}: {text}", shapes)
+                (f"{size_label}{', ' + batch_label if batch_label else ''}: {text}", shapes, sizes)
             )
     return configs
+
+
+def _dimension_symbols(variant: Variant) -> list:
+    """The dimension symbols of the input shapes, in order of appearance, except that those
+    whose growth shrinks an output (a kernel's size) come first: they get the small sizes."""
+    symbols = []
+    for shape in variant.shapes:
+        for dim in shape:
+            for s in sorted(sp.sympify(dim).free_symbols - {BATCH_DIM}, key=str):
+                if s not in symbols:
+                    symbols.append(s)
+    sizes = {s: 2 + n for n, s in enumerate(symbols)}
+    outputs = _output_sizes(variant)
+    shrinking = [
+        s
+        for s in symbols
+        if any(_size(e, {**sizes, s: sizes[s] + 4}) < _size(e, sizes) for e in outputs)
+    ]
+    return shrinking + [s for s in symbols if s not in shrinking]
+
+
+def _output_sizes(variant: Variant) -> list:
+    """The declared output sizes with the variant's attribute values in them."""
+    return [sp.sympify(size).subs(variant.attr_values(size)) for _, size in variant.sizes]
+
+
+def _size(expr, sizes: dict) -> float:
+    """An output size at `sizes` (infinite where it does not evaluate to a number)."""
+    value = sp.sympify(expr).subs(sizes)
+    return float(value) if value.is_number and value.is_finite is not False else np.inf
+
+
+def _fitted(variant: Variant, sizes: dict, least: int) -> dict | None:
+    """`sizes` with the dimensions grown, one step at a time, that let a declared output size
+    below `least` grow; None if an output size stays below 1."""
+    outputs = _output_sizes(variant)
+    for _ in range(64):
+        short = [e for e in outputs if _size(e, sizes) < least]
+        grows = lambda s: any(_size(e, {**sizes, s: sizes[s] + 4}) > _size(e, sizes) for e in short)
+        grow = [s for s in sizes if grows(s)]
+        if not grow:
+            break
+        sizes = {**sizes, **{s: sizes[s] + 1 for s in grow}}
+    return sizes if all(_size(e, sizes) >= 1 for e in outputs) else None
 
 
 def _concrete(shapes, sizes: dict, batch: dict) -> list[tuple] | None:
@@ -289,6 +352,53 @@ def _with_zeros(x: np.ndarray) -> np.ndarray:
     elif x.size:
         x.flat[0] = 0.0
     return x
+
+
+# --- integer inputs ------------------------------------------------------------------------------
+
+
+def position_bounds(variant: Variant) -> dict[str, sp.Expr]:
+    """Integer input -> the size of the axis its values index: the axis of the tensor whose
+    subscript it is (Gather's), or the output axis it is compared with (a segment id, in
+    `KroneckerDelta(s, segment_ids[i])` with `s` sized `num_segments`)."""
+    sized = dict(variant.sizes)
+    found: dict[str, sp.Expr] = {}
+    for expr in variant.exprs:
+        for entry in expr.atoms(sp.Indexed):
+            for axis, subscript in enumerate(entry.indices):
+                for name in _integers_read(variant, subscript):
+                    found.setdefault(name, entry.base.shape[axis])
+        for delta in expr.atoms(sp.KroneckerDelta):
+            for this, other in (delta.args, delta.args[::-1]):
+                for name in _integers_read(variant, this):
+                    if other in sized:
+                        found.setdefault(name, sized[other])
+    return found
+
+
+def _integers_read(variant: Variant, expr) -> list[str]:
+    names = {str(e.base.label) for e in sp.sympify(expr).atoms(sp.Indexed)}
+    return [n for n in variant.integers if n in names]
+
+
+def _positions(rng, shape: tuple, size: int) -> np.ndarray:
+    """int32 positions in [0, size), the first repeated (repeated positions accumulate)."""
+    values = rng.integers(0, max(size, 1), shape).astype(np.int32)
+    if values.size > 1:
+        values.flat[1] = values.flat[0]
+    return values
+
+
+def _draw(rng, variant: Variant, combo, shapes, sizes: dict) -> tuple[np.ndarray, ...]:
+    """Values for one case: integer inputs hold positions within the axis they index."""
+    values = list(_sample(rng, combo, shapes))
+    bounds = position_bounds(variant) if variant.integers else {}
+    for k, name in enumerate(variant.inputs):
+        if name in variant.integers:
+            size = bounds.get(name, 2)
+            size = _size(sp.sympify(size).subs(variant.attr_values(size)), sizes)
+            values[k] = _positions(rng, shapes[k], int(size) if np.isfinite(size) else 2)
+    return tuple(values)
 
 
 # --- sampling ----------------------------------------------------------------------------------
@@ -317,5 +427,7 @@ def _random(rng, shape, dtype, low, high) -> np.ndarray:
 
 
 def _with_imaginary(x: np.ndarray, rng) -> np.ndarray:
+    if np.issubdtype(np.asarray(x).dtype, np.integer):
+        return x
     sign = rng.choice([-1.0, 1.0], np.shape(x))
     return np.asarray(x + 1j * sign * rng.uniform(0.2, 0.6, np.shape(x)))

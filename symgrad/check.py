@@ -212,6 +212,8 @@ def check_case(variant, forward, boundary, case: Case, grads: list) -> tuple[lis
         if name in stopped:
             skipped += int(np.size(x))
             continue
+        if name in variant.integers:  # positions: no gradient, nothing to difference
+            continue
         g = np.zeros_like(x) if g is None else np.asarray(g)
         if case.aligned:
             steps = np.maximum(1.0, np.abs(x))
@@ -235,7 +237,7 @@ def check_case(variant, forward, boundary, case: Case, grads: list) -> tuple[lis
                 (PROJECTIONS,),
             )
             got, projected = np.array([np.real(np.sum(np.conj(g) * v)) for v in directions]), True
-        diff, skips = _judge(got, d)
+        diff, skips = _judge(got, d, undecided_at_kinks=case.ties)
         diffs.append(diff)
         skipped += skips
         if diff.bad:
@@ -333,8 +335,16 @@ def _stack(items: list[dict], shape: tuple) -> dict:
     return {key: np.reshape(np.array([item[key] for item in items]), shape) for key in items[0]}
 
 
-def _judge(got: np.ndarray, d: dict) -> tuple[ArrayDiff, int]:
-    """The difference of `got` from the differences `d`, and how many elements were skipped."""
+def _judge(got: np.ndarray, d: dict, undecided_at_kinks: bool = False) -> tuple[ArrayDiff, int]:
+    """The difference of `got` from the differences `d`, and how many elements were skipped.
+
+    With `undecided_at_kinks` (a case of values tied on purpose), an element where the forward
+    is not differentiable and `got` is not between the one-sided differences is skipped, not
+    failed: at tied maxima in windows weighted by upstream gradients of either sign, the
+    subgradients (MaxPool's split of a tie, TensorFlow's first maximum) reach beyond them, and
+    along a random direction the one-sided differences may even nearly agree (hence the finer
+    test of a kink than elsewhere).
+    """
     central = np.asarray(d["central"])
     got = np.broadcast_to(np.asarray(got), central.shape)
     with np.errstate(all="ignore"):
@@ -351,6 +361,9 @@ def _judge(got: np.ndarray, d: dict) -> tuple[ArrayDiff, int]:
             d["error"] > 0.5 * np.abs(central) + ATOL * scale
         )
     skip = ~np.asarray(d["finite"]) | (np.asarray(d["boundary"]) & (err > allowed))
+    if undecided_at_kinks:  # a kink is told by one-sided differences 1e-4 apart (1 step)
+        kink = np.abs(d["left"] - d["right"]) > 1e-4 * np.abs(central) + allowed
+        skip = skip | (kink & (err > allowed))
     skip = np.broadcast_to(skip | (nondiff & ~np.isfinite(got)), central.shape)
     checked = ~skip
     bad_mask = (err > allowed) & checked

@@ -161,7 +161,8 @@ def upstream_names(variant: Variant) -> list[str]:
 
 def case_snippet(variant: Variant, case: Case, calls: list[str]) -> str:
     """Python that rebuilds `case` (inputs, upstream gradients, attributes), then `calls`."""
-    dtype = np.asarray(case.inputs[0]).dtype.name if case.inputs else "float64"
+    floats = [x for x in map(np.asarray, case.inputs) if not np.issubdtype(x.dtype, np.integer)]
+    dtype = floats[0].dtype.name if floats else "float64"
     lines = ["import numpy as np", ""]
     for name, x in zip(variant.inputs, case.inputs):
         lines.append(f"{name} = {literal(x, dtype)}")
@@ -172,8 +173,11 @@ def case_snippet(variant: Variant, case: Case, calls: list[str]) -> str:
 
 
 def literal(x, dtype: str) -> str:
-    """`np.array(...)` source for `x`, NaN and infinities included."""
-    return f"np.array({_nested(np.asarray(x).tolist())}, dtype=np.{dtype})"
+    """`np.array(...)` source for `x`, NaN and infinities included (integers in their own
+    dtype: positions)."""
+    x = np.asarray(x)
+    dtype = x.dtype.name if np.issubdtype(x.dtype, np.integer) else dtype
+    return f"np.array({_nested(x.tolist())}, dtype=np.{dtype})"
 
 
 def _nested(value) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import sympy as sp
@@ -48,6 +48,7 @@ class Attr:
     input_position: int | None = None  # set for a constant input (see `const_input`)
     axis_of: str | None = None  # for a constant axis input: the input it is an axis of
     rank_of: str | None = None  # for `rank_of`: the input whose rank this is (not a parameter)
+    samples: Any = field(default=None, compare=False)  # values to verify with (`op(samples=)`)
 
     @property
     def enumerated(self) -> bool:
@@ -220,13 +221,21 @@ def op(
     defaults: dict | None = None,
     complex: bool = False,
     variadic: str | None = None,
+    samples: dict | None = None,
 ):
     """Declare an index-summation op: `fn(**enumerated_attrs)` returns its outputs.
 
     `variadic` names the op's single list input (Einsum's `inputs`) when the number of
     tensors declared with `tensor()` differs between attribute variants.
+
+    `samples` gives, per numeric attribute, the values `symgrad diff` and `symgrad check` call
+    the op with (`{"strides": ((1, 1, 1, 1), (1, 2, 2, 1))}`), or a function of the enumerated
+    attributes returning them (`lambda rank: ([1] * rank,)`); the first is used throughout,
+    each further one in a variant of its own. Without samples an attribute takes its default.
     """
-    return _decorator(name, INDEX, attrs, defaults, complex, output_names=(), variadic=variadic)
+    return _decorator(
+        name, INDEX, attrs, defaults, complex, output_names=(), variadic=variadic, samples=samples
+    )
 
 
 def elementwise(
@@ -241,10 +250,11 @@ def elementwise(
     return _decorator(name, ELEMENTWISE, attrs, defaults, complex, output_names=tuple(outputs))
 
 
-def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=None):
+def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=None, samples=None):
     def wrap(fn: Callable) -> OpDecl:
         location = Location(fn.__code__.co_filename, fn.__code__.co_firstlineno)
         attr_objs = _make_attrs(name, location, attrs or {}, defaults or {})
+        attr_objs = _with_samples(name, location, attr_objs, samples or {})
         params = list(inspect.signature(fn).parameters)
         attr_names = [a.name for a in attr_objs]
         inputs = tuple(p for p in params if p not in attr_names)
@@ -399,6 +409,30 @@ def _make_attrs(op_name, location, attrs: dict, defaults: dict) -> tuple[Attr, .
     if unknown:
         raise DeclarationError(f"defaults given for undeclared attributes {unknown}", op_name, location)
     return tuple(result)
+
+
+def _with_samples(op_name, location, attrs: tuple[Attr, ...], samples: dict) -> tuple[Attr, ...]:
+    """`attrs` with the sample values of `samples` (numeric attributes only)."""
+    numeric = {a.name for a in attrs if not a.enumerated}
+    unknown = sorted(set(samples) - numeric)
+    if unknown:
+        raise DeclarationError(
+            f"samples given for {unknown}, which are not numeric attributes", op_name, location
+        )
+    for attr_name, values in samples.items():
+        if not callable(values) and not (isinstance(values, (tuple, list)) and values):
+            raise DeclarationError(
+                f"samples of {attr_name!r} must be a non-empty tuple of values or a function of "
+                f"the enumerated attributes, got {values!r}",
+                op_name,
+                location,
+            )
+    return tuple(
+        replace(a, samples=samples[a.name] if callable(samples[a.name]) else tuple(samples[a.name]))
+        if a.name in samples
+        else a
+        for a in attrs
+    )
 
 
 # --- instantiation -------------------------------------------------------------------------

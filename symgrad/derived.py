@@ -8,13 +8,17 @@ that folder to be up to date.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import itertools
+import re
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import sympy as sp
 
 from symgrad.cache import Cache, default_cache_dir
 from symgrad.declare import OpDecl
@@ -124,49 +128,145 @@ class Variant:
     outputs: tuple[str, ...]  # output names, in op order
     exprs: tuple  # the outputs' SymPy expressions (for kinks and branch conditions)
     const_positions: tuple[int, ...]  # TensorFlow input positions of constant inputs (an axis)
+    integers: tuple[str, ...] = ()  # integer inputs (positions, such as Gather's): no gradient
+    sizes: tuple = ()  # (index, size) of the output indices declared with their size
+    sampled: tuple[tuple[str, Any], ...] = ()  # a further sample value, named in the label
 
     @property
     def label(self) -> str:
-        """`transpose_a=True, transpose_b=False`; empty for an op without enumerated attributes."""
-        return ", ".join(f"{name}={value!r}" for name, value in self.values)
+        """`transpose_a=True, transpose_b=False`; empty for an op without enumerated attributes
+        (and a further sample value, `strides=(1, 2, 2, 1)`, where one is tried)."""
+        return ", ".join(f"{name}={value!r}" for name, value in self.values + self.sampled)
 
     @property
     def symbols(self) -> dict:
         """Attribute symbol -> the numeric value the variant is called with."""
         return {a.symbol: self.attrs[a.name] for a in self.op.decl.numeric_attrs}
 
+    def attr_values(self, *exprs) -> dict:
+        """Each attribute symbol in `exprs` (`alpha`, `strides[1]`, `paddings[0][1]`) -> its
+        value in this variant."""
+        found = {}
+        for symbol in set().union(*(sp.sympify(e).free_symbols for e in exprs)):
+            path = _attr_path(symbol.name)
+            if path is not None and path[0] in self.attrs:
+                value = self.attrs[path[0]]
+                try:
+                    for k in path[1:]:
+                        value = value[k]
+                except (IndexError, TypeError):  # a list shorter than the declaration reads
+                    continue
+                found[symbol] = value
+        return found
+
+
+def _attr_path(name: str) -> tuple | None:
+    """`paddings[0][1]` -> ("paddings", 0, 1); None for a name that is not of that form."""
+    match = re.fullmatch(r"(\w+)((?:\[\d+\])*)", name)
+    if match is None:
+        return None
+    return (match.group(1),) + tuple(int(k) for k in re.findall(r"\d+", match.group(2)))
+
 
 def variants_of(op: DerivedOp) -> list[Variant]:
-    """Every enumerated variant of `op`, numeric attributes set to `numeric_value`."""
+    """Every enumerated variant of `op`, once per setting of its numeric attributes (see
+    `attr_settings`).
+
+    Raises:
+        SymgradError: a numeric attribute has no value to be called with.
+    """
     from symgrad.declare import instantiate
 
     decl = op.decl
-    numeric = {a.name: numeric_value(a) for a in decl.numeric_attrs}
     consts = tuple(sorted(a.input_position for a in decl.attrs if a.input_position is not None))
     result = []
     for values in decl.variants():
         inst = instantiate(decl, values)
         shapes = None if decl.kind == "elementwise" else tuple(t.shape for t in inst.inputs)
-        result.append(
-            Variant(
-                op,
-                values,
-                {**{a.name: dict(values)[a.name] for a in decl.parameter_attrs}, **numeric},
-                tuple(t.name for t in inst.inputs),
-                shapes,
-                tuple(o.name for o in inst.outputs),
-                tuple(o.expr for o in inst.outputs),
-                consts,
-            )
+        sizes = tuple(s for o in inst.outputs for s in o.sizes)
+        used = _attrs_read(
+            [o.expr for o in inst.outputs] + [size for _, size in sizes]
+            + [d for shape in shapes or () for d in shape]
         )
+        enumerated = {a.name: dict(values)[a.name] for a in decl.parameter_attrs}
+        for sampled, numeric in attr_settings(op, dict(values), used):
+            result.append(
+                Variant(
+                    op,
+                    values,
+                    {**enumerated, **numeric},
+                    tuple(t.name for t in inst.inputs),
+                    shapes,
+                    tuple(o.name for o in inst.outputs),
+                    tuple(o.expr for o in inst.outputs),
+                    consts,
+                    tuple(t.name for t in inst.inputs if t.integer),
+                    sizes,
+                    sampled,
+                )
+            )
     return result
 
 
-def numeric_value(attr) -> Any:
+def _attrs_read(exprs) -> set[str]:
+    """The names of the attributes whose symbols occur in `exprs`."""
+    symbols = set().union(*(sp.sympify(e).free_symbols for e in exprs)) if exprs else set()
+    return {path[0] for path in map(_attr_path, (s.name for s in symbols)) if path}
+
+
+def attr_settings(op: DerivedOp, values: dict, used: set[str]) -> list[tuple[tuple, dict]]:
+    """(further sample named, numeric attribute values) per setting a variant is called with:
+    every attribute at its first value, then each further sample value of each attribute in
+    turn. An attribute's values are its samples where the variant reads it (or it has no
+    default), else its default (`explicit_paddings` stays empty unless padding is EXPLICIT)."""
+    candidates = {}
+    for attr in op.decl.numeric_attrs:
+        if attr.samples is not None and (attr.name in used or attr.default is None):
+            candidates[attr.name] = _samples(attr, values)
+        else:
+            candidates[attr.name] = (numeric_value(attr, op.name),)
+    base = {name: values_[0] for name, values_ in candidates.items()}
+    settings = [((), base)]
+    for name, values_ in candidates.items():
+        settings += [(((name, value),), {**base, name: value}) for value in values_[1:]]
+    return settings
+
+
+def _samples(attr, values: dict) -> tuple:
+    """An attribute's declared samples (a function's, given the enumerated values it takes)."""
+    samples = attr.samples
+    if callable(samples):
+        params = inspect.signature(samples).parameters
+        if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            samples = samples(**values)
+        else:
+            samples = samples(**{k: v for k, v in values.items() if k in params})
+    return tuple(samples)
+
+
+def numeric_value(attr, op_name: str = "") -> Any:
     """A float attribute is set off its default (so an implementation that ignores it shows),
-    to a value exact in float32, the type TensorFlow stores float attributes in."""
+    to a value exact in float32, the type TensorFlow stores float attributes in; an `ints(n)`
+    attribute without a default is n ones (unit strides); another integer is 2.
+
+    Raises:
+        SymgradError: a constant integer input without a default (its values depend on the
+            input's shape: declare `samples`).
+    """
+    from symgrad.declare import ConstInts, IntList
+
     if attr.kind is float:
         import numpy as np
 
         return float(np.float32(0.75 if attr.default is None else attr.default + 0.05))
-    return 2 if attr.default is None else attr.default
+    if attr.default is not None:
+        return attr.default
+    if isinstance(attr.kind, IntList):
+        return (1,) * attr.kind.length
+    if isinstance(attr.kind, ConstInts):
+        raise SymgradError(
+            f"no values to verify with for {attr.name!r} (a constant input without a default): "
+            f"declare them with samples={{{attr.name!r}: ...}}",
+            op_name,
+        )
+    return 2

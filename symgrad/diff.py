@@ -65,6 +65,12 @@ class NoReference:
 # --- references ----------------------------------------------------------------------------------
 
 
+# Op types whose TensorFlow gradient breaks ties by another convention than the derived one:
+# cases with values tied on purpose are not compared with it (both are subgradients there, and
+# differences of the forward cannot tell them apart), with this reason.
+TIE_CONVENTIONS: dict[str, str] = {}  # none today: MaxPool follows TensorFlow's first maximum
+
+
 class TensorFlowReference:
     """TensorFlow's registered gradient of the op type, where TensorFlow has one of its own."""
 
@@ -87,7 +93,7 @@ class TensorFlowReference:
                 f"TensorFlow registers no gradient of its own for {op.name} "
                 f"(the one registered is {fn.__module__}.{fn.__name__})"
             )
-        return TfRegistered(op.name)
+        return TfRegistered(op.name, ties=TIE_CONVENTIONS.get(op.name))
 
 
 class ModuleReference:

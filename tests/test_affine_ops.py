@@ -195,18 +195,3 @@ def test_avg_pool3d(tf, tf_module, numpy_module, case, dtype=np.float32):
 def test_expand_dims(tf, tf_module, numpy_module, shape, axis, dtype):
     """Declared for the last three places of the output, counted from its end."""
     check(tf, tf_module, numpy_module, "shape", "expand_dims", "ExpandDims", {"input": normal(*shape)}, {"axis": axis}, dtype)
-
-
-@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
-@pytest.mark.parametrize(
-    "shapes", [((5,), (), ()), ((3, 4), (), (3, 4)), ((2, 3), (2, 3), (2, 3))], ids=str
-)
-def test_clip_by_value(tf, tf_module, numpy_module, shapes, dtype):
-    """Values on both sides of both bounds, and exactly at them (the gradient goes to t there).
-    TensorFlow takes bounds that are scalars or shaped like t; the generated code broadcasts."""
-    t = np.round(normal(*shapes[0]) * 2) / 2
-    low, high = np.full(shapes[1], -0.5), np.full(shapes[2], 1.0)
-    if shapes[1]:
-        low = low + np.round(normal(*shapes[1])) / 2
-    inputs = {"t": t, "clip_value_min": low, "clip_value_max": np.maximum(high, low + 0.5)}
-    check(tf, tf_module, numpy_module, "shape", "clip_by_value", "ClipByValue", inputs, {}, dtype)

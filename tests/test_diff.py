@@ -283,3 +283,71 @@ def test_library_rows_cover_variants_dtypes_and_targets(library_report):
         } <= set(row)
         if row["status"] == "no-reference":
             assert row["message"]
+
+
+# --- ops with index maps: list attributes, integer inputs, windows --------------------------------
+
+AFFINE_OPS = [OPS / "conv.py", OPS / "gather.py"]
+
+
+@pytest.fixture(scope="module")
+def affine_report(tmp_path_factory):
+    require_tf()
+    path = tmp_path_factory.mktemp("diff") / "affine.json"
+    args = ["--op", "Conv2D", "--op", "GatherV2", "--against", "tensorflow", "--json", path]
+    return run_symgrad("diff", *AFFINE_OPS, *args), read_json(path)
+
+
+def test_conv2d_and_gather_match_tensorflow(affine_report):
+    """Strides 1 and (2, 3), every padding mode, integer positions: all match TensorFlow's
+    gradients; dilated rows match or have no reference (TensorFlow's CPU kernels refuse
+    dilations but for oneDNN's float32 VALID and SAME)."""
+    result, report = affine_report
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    conv = rows(report, "Conv2D")
+    matched = {
+        (r["variant"], r["dtype"], r["target"])
+        for r in conv
+        if r["status"] == "match" and "dilations" not in r["variant"]
+    }
+    assert matched == {
+        (f"padding={padding!r}{extra}", dtype, target)
+        for padding in ("VALID", "SAME", "EXPLICIT")
+        for extra in ("", ", strides=(1, 2, 3, 1)")
+        for dtype in ("float32", "float64")
+        for target in ("numpy", "tensorflow")
+    }
+    assert all(r["cases"] >= 8 and r["skipped"] == 0 for r in conv if r["status"] == "match")
+    dilated = [r for r in conv if "dilations" in r["variant"] and r["status"] != "match"]
+    assert {(r["dtype"], r["status"]) for r in dilated} >= {("float64", "no-reference")}
+    assert all("dilation rates larger than 1" in r["message"] for r in dilated)
+    gather = rows(report, "GatherV2")
+    assert len(gather) == 4 and {r["status"] for r in gather} == {"match"}
+    assert all(r["cases"] >= 10 for r in gather)
+
+
+def test_cases_of_index_map_ops_fit_the_op():
+    """Integer inputs hold repeated positions within the axis they index; sizes are grown
+    until a window fits; attributes a variant does not read keep their default."""
+    from symgrad.cases import call_forward, make_cases
+    from symgrad.derived import load_derived, variants_of
+    from symgrad.diff import bound_forward
+
+    ops = {op.name: op for op in load_derived(AFFINE_OPS)}
+    bounds = {"GatherV2": lambda case: case.inputs[0].shape[0], "UnsortedSegmentSum": lambda _: 4}
+    for name, size in bounds.items():
+        for variant in variants_of(ops[name]):
+            for case in make_cases(variant, bound_forward(variant), False):
+                positions = case.inputs[1]
+                assert positions.dtype == np.int32, case.label
+                assert ((positions >= 0) & (positions < size(case))).all(), case.label
+                if positions.size > 1:
+                    assert len(np.unique(positions)) < positions.size, case.label
+    for variant in variants_of(ops["Conv2D"]):
+        explicit = variant.attrs["padding"] == "EXPLICIT"
+        assert variant.attrs["explicit_paddings"] == ((0, 0, 1, 2, 2, 0, 0, 0) if explicit else ())
+        for case in make_cases(variant, bound_forward(variant), False):
+            (output,) = call_forward(bound_forward(variant), case.inputs)
+            assert output.size > 0, (variant.label, case.label)
+            if case.label.startswith("random values; distinct sizes"):
+                assert min(output.shape[1:3]) >= 2, (variant.label, case.label)

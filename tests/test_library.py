@@ -23,6 +23,8 @@ NO_REFERENCE = {
     "SoftsignGrad": "TensorFlow registers no gradient for it",
     "Einsum": "TensorFlow's Einsum op takes one or two operands; the three-operand equation has none",
     "SparseMatMul": "TensorFlow's SparseMatMul takes float32 and bfloat16 only: float64 has none",
+    "Conv2D": "TensorFlow's Conv2D gradient refuses dilations above 1 on the CPU (float32 VALID "
+    "and SAME excepted, through oneDNN): those rows have none",
 }
 # where differences of the forward cannot judge a gradient
 FINITE_DIFFERENCE_LIMITS = {
