@@ -27,7 +27,7 @@ def run_symgrad(*args, cwd: Path = ROOT) -> subprocess.CompletedProcess:
         text=True,
         cwd=cwd,
         env=env,
-        timeout=600,
+        timeout=1500,  # the whole library diffed: minutes on 2 busy cores
     )
 
 
