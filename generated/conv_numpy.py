@@ -1252,3 +1252,143 @@ def avg_pool3d_grad(grad, input, *, output=None, padding="VALID", ksize, strides
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return (grad_input,)
+
+
+def max_pool_v2(input, *, padding="VALID", ksize, strides):
+    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:159)."""
+    ksize = np.asarray(ksize, dtype=np.int64)
+    strides = np.asarray(strides, dtype=np.int64)
+    if padding == "VALID":
+        t0 = np.shape(input)[-2]
+        t1 = (-ksize[2] + t0) // (strides[2])
+        t2 = t1 + 1
+        t3 = np.arange(t2)
+        t4 = t3[..., None]
+        t5 = ksize[2]
+        t6 = np.arange(t5)
+        t7 = strides[2] * t4 + t6
+        t8 = _gather(input, t7, -2, fill=-np.inf)
+        t9 = np.shape(input)[-3]
+        t10 = (-ksize[1] + t9) // (strides[1])
+        t11 = t10 + 1
+        t12 = np.arange(t11)
+        t13 = t12[..., None]
+        t14 = ksize[1]
+        t15 = np.arange(t14)
+        t16 = strides[1] * t13 + t15
+        t17 = _gather(t8, t16, -4, fill=-np.inf)
+        t18 = np.transpose(t17, (0, 1, 3, 5, 2, 4))
+        output = np.max(t18, axis=(-2, -1))
+    elif padding == "SAME":
+        t0 = np.shape(input)[-2]
+        t1 = -((-t0) // (strides[2]))
+        t2 = t1
+        t3 = np.arange(t2)
+        t4 = t3[..., None]
+        t5 = ksize[2]
+        t6 = np.arange(t5)
+        t7 = np.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
+        t8 = (t7) // (2)
+        t9 = strides[2] * t4 + t6 - t8
+        t10 = _gather(input, t9, -2, fill=-np.inf)
+        t11 = np.shape(input)[-3]
+        t12 = -((-t11) // (strides[1]))
+        t13 = t12
+        t14 = np.arange(t13)
+        t15 = t14[..., None]
+        t16 = ksize[1]
+        t17 = np.arange(t16)
+        t18 = np.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
+        t19 = (t18) // (2)
+        t20 = strides[1] * t15 + t17 - t19
+        t21 = _gather(t10, t20, -4, fill=-np.inf)
+        t22 = np.transpose(t21, (0, 1, 3, 5, 2, 4))
+        output = np.max(t22, axis=(-2, -1))
+    else:
+        raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
+    return output
+
+
+def max_pool_v2_grad(grad, input, *, output=None, padding="VALID", ksize, strides):
+    """Gradient of MaxPoolV2: one array per input (input)."""
+    if output is None:
+        output = max_pool_v2(input, padding=padding, ksize=ksize, strides=strides)
+    ksize = np.asarray(ksize, dtype=np.int64)
+    strides = np.asarray(strides, dtype=np.int64)
+    if padding == "VALID":
+        t0 = grad[..., None, :, None, :]
+        t1 = np.arange(np.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = ksize[2]
+        t4 = np.arange(t3)
+        t5 = strides[2] * t2 + t4
+        t6 = _gather(input, t5, -2, fill=-np.inf)
+        t7 = np.arange(np.shape(grad)[-3])
+        t8 = t7[..., None]
+        t9 = ksize[1]
+        t10 = np.arange(t9)
+        t11 = strides[1] * t8 + t10
+        t12 = _gather(t6, t11, -4, fill=-np.inf)
+        t13 = output[..., None, :, None, :]
+        t14 = np.arange(t3)
+        t15 = strides[2] * t2 + t14
+        t16 = _gather(input, t15, -2, fill=-np.inf)
+        t17 = _gather(t16, t11, -4, fill=-np.inf)
+        t18 = _shift_right(np.cumsum(np.where(t13 == t17, 1, 0), axis=-2), axis=-2, fill=0)
+        t19 = _gather(input, t15, -2, fill=-np.inf)
+        t20 = np.arange(t9)
+        t21 = strides[1] * t8 + t20
+        t22 = _gather(t19, t21, -4, fill=-np.inf)
+        t23 = np.sum(np.where(t13 == t22, 1, 0), axis=-2, keepdims=True)
+        t24 = _shift_right(np.cumsum(t23, axis=-4), axis=-4, fill=0)
+        t25 = t0 * np.where(t12 == t13, 1, 0) * np.where(t18 + t24 == 0, 1, 0)
+        t26 = np.shape(input)[-2]
+        t27 = _scatter_add(t25, t5, 1, t26)
+        t28 = np.shape(input)[-3]
+        grad_input = _scatter_add(t27, t11, 2, t28)
+    elif padding == "SAME":
+        t0 = grad[..., None, :, None, :]
+        t1 = np.arange(np.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = ksize[2]
+        t4 = np.arange(t3)
+        t5 = np.shape(input)[-2]
+        t6 = -((-t5) // (strides[2]))
+        t7 = np.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
+        t8 = (t7) // (2)
+        t9 = strides[2] * t2 + t4 - t8
+        t10 = _gather(input, t9, -2, fill=-np.inf)
+        t11 = np.arange(np.shape(grad)[-3])
+        t12 = t11[..., None]
+        t13 = ksize[1]
+        t14 = np.arange(t13)
+        t15 = np.shape(input)[-3]
+        t16 = -((-t15) // (strides[1]))
+        t17 = np.maximum(ksize[1] + strides[1] * (t16 - 1) - t15, 0)
+        t18 = (t17) // (2)
+        t19 = strides[1] * t12 + t14 - t18
+        t20 = _gather(t10, t19, -4, fill=-np.inf)
+        t21 = output[..., None, :, None, :]
+        t22 = np.arange(t3)
+        t23 = strides[2] * t2 + t22 - t8
+        t24 = _gather(input, t23, -2, fill=-np.inf)
+        t25 = _gather(t24, t19, -4, fill=-np.inf)
+        t26 = _shift_right(np.cumsum(np.where(t21 == t25, 1, 0), axis=-2), axis=-2, fill=0)
+        t27 = _gather(input, t23, -2, fill=-np.inf)
+        t28 = np.arange(t13)
+        t29 = strides[1] * t12 - t18 + t28
+        t30 = _gather(t27, t29, -4, fill=-np.inf)
+        t31 = np.sum(np.where(t21 == t30, 1, 0), axis=-2, keepdims=True)
+        t32 = _shift_right(np.cumsum(t31, axis=-4), axis=-4, fill=0)
+        t33 = t0 * np.where(t20 == t21, 1, 0) * np.where(t26 + t32 == 0, 1, 0)
+        t34 = np.maximum(ksize[2] + strides[2] * t6 - strides[2] - t5, 0)
+        t35 = (t34) // (2)
+        t36 = strides[2] * t2 - t35 + t4
+        t37 = _scatter_add(t33, t36, 1, t5)
+        t38 = np.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
+        t39 = (t38) // (2)
+        t40 = strides[1] * t12 + t14 - t39
+        grad_input = _scatter_add(t37, t40, 2, t15)
+    else:
+        raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
+    return (grad_input,)

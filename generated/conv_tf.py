@@ -35,6 +35,24 @@ def _string_attr(op, name):
     return value.decode() if isinstance(value, bytes) else value
 
 
+def _const_input(op, index):
+    """The value of constant input `index` of `op` (an axis), as a Python int or tuple."""
+    value = tf.get_static_value(op.inputs[index])
+    if value is None:
+        raise ValueError(
+            f"{op.type}: input {index} must be a constant known when the graph is built"
+        )
+    return value.item() if value.ndim == 0 else tuple(value.tolist())
+
+
+def _insert_none(grads, positions):
+    """One gradient per op input: None for the constant inputs at `positions`."""
+    grads = list(grads)
+    for position in positions:
+        grads.insert(position, None)
+    return grads
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
@@ -1548,3 +1566,196 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
 
 
 _register("AvgPool3D", avg_pool3d_grad)
+
+
+def max_pool_v2_vjp(grad, input, output, *, padding="VALID", ksize, strides):
+    """Gradient of MaxPoolV2 (declared at ops/conv.py:159): one per input (input)."""
+    ksize = tf.cast(ksize, tf.int64)
+    strides = tf.cast(strides, tf.int64)
+    if padding == "VALID":
+        t0 = grad[..., None, :, None, :]
+        t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t2 = t1[..., None]
+        t3 = ksize[2]
+        t4 = tf.range(tf.cast(t3, tf.int64))
+        t5 = strides[2] * t2 + t4
+        t6 = _gather(input, t5, -2, fill=float("-inf"))
+        t7 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t8 = t7[..., None]
+        t9 = ksize[1]
+        t10 = tf.range(tf.cast(t9, tf.int64))
+        t11 = strides[1] * t8 + t10
+        t12 = _gather(t6, t11, -4, fill=float("-inf"))
+        t13 = output[..., None, :, None, :]
+        t14 = tf.range(tf.cast(t3, tf.int64))
+        t15 = strides[2] * t2 + t14
+        t16 = _gather(input, t15, -2, fill=float("-inf"))
+        t17 = _gather(t16, t11, -4, fill=float("-inf"))
+        t18 = tf.math.cumsum(
+            tf.where(tf.equal(t13, t17), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            exclusive=True,
+        )
+        t19 = _gather(input, t15, -2, fill=float("-inf"))
+        t20 = tf.range(tf.cast(t9, tf.int64))
+        t21 = strides[1] * t8 + t20
+        t22 = _gather(t19, t21, -4, fill=float("-inf"))
+        t23 = tf.reduce_sum(
+            tf.where(tf.equal(t13, t22), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            keepdims=True,
+        )
+        t24 = tf.math.cumsum(t23, axis=-4, exclusive=True)
+        t25 = (
+            t0
+            * tf.where(tf.equal(t12, t13), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(
+                tf.equal(t18 + t24, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+        )
+        t26 = tf.shape(input, out_type=tf.int64)[-2]
+        t27 = _scatter_add(t25, t5, 1, t26)
+        t28 = tf.shape(input, out_type=tf.int64)[-3]
+        grad_input = _scatter_add(t27, t11, 2, t28)
+    elif padding == "SAME":
+        t0 = grad[..., None, :, None, :]
+        t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t2 = t1[..., None]
+        t3 = ksize[2]
+        t4 = tf.range(tf.cast(t3, tf.int64))
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = -((-t5) // (strides[2]))
+        t7 = tf.math.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
+        t8 = (t7) // (2)
+        t9 = strides[2] * t2 + t4 - t8
+        t10 = _gather(input, t9, -2, fill=float("-inf"))
+        t11 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t12 = t11[..., None]
+        t13 = ksize[1]
+        t14 = tf.range(tf.cast(t13, tf.int64))
+        t15 = tf.shape(input, out_type=tf.int64)[-3]
+        t16 = -((-t15) // (strides[1]))
+        t17 = tf.math.maximum(ksize[1] + strides[1] * (t16 - 1) - t15, 0)
+        t18 = (t17) // (2)
+        t19 = strides[1] * t12 + t14 - t18
+        t20 = _gather(t10, t19, -4, fill=float("-inf"))
+        t21 = output[..., None, :, None, :]
+        t22 = tf.range(tf.cast(t3, tf.int64))
+        t23 = strides[2] * t2 + t22 - t8
+        t24 = _gather(input, t23, -2, fill=float("-inf"))
+        t25 = _gather(t24, t19, -4, fill=float("-inf"))
+        t26 = tf.math.cumsum(
+            tf.where(tf.equal(t21, t25), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            exclusive=True,
+        )
+        t27 = _gather(input, t23, -2, fill=float("-inf"))
+        t28 = tf.range(tf.cast(t13, tf.int64))
+        t29 = strides[1] * t12 - t18 + t28
+        t30 = _gather(t27, t29, -4, fill=float("-inf"))
+        t31 = tf.reduce_sum(
+            tf.where(tf.equal(t21, t30), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            keepdims=True,
+        )
+        t32 = tf.math.cumsum(t31, axis=-4, exclusive=True)
+        t33 = (
+            t0
+            * tf.where(tf.equal(t20, t21), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(
+                tf.equal(t26 + t32, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+        )
+        t34 = tf.math.maximum(ksize[2] + strides[2] * t6 - strides[2] - t5, 0)
+        t35 = (t34) // (2)
+        t36 = strides[2] * t2 - t35 + t4
+        t37 = _scatter_add(t33, t36, 1, t5)
+        t38 = tf.math.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
+        t39 = (t38) // (2)
+        t40 = strides[1] * t12 + t14 - t39
+        grad_input = _scatter_add(t37, t40, 2, t15)
+    else:
+        raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
+    return (grad_input,)
+
+
+def max_pool_v2_grad(op, grad):
+    """Gradient function of MaxPoolV2 for `tf.RegisterGradient`."""
+    grads = max_pool_v2_vjp(
+        grad,
+        op.inputs[0],
+        *op.outputs,
+        padding=_string_attr(op, "padding"),
+        ksize=_const_input(op, 1),
+        strides=_const_input(op, 2),
+    )
+    return _insert_none(grads, (1, 2))
+
+
+def max_pool_v2(input, *, padding="VALID", ksize, strides):
+    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs, with its derived gradient."""
+    ksize = tf.cast(ksize, tf.int64)
+    strides = tf.cast(strides, tf.int64)
+
+    @tf.custom_gradient
+    def forward(input):
+        if padding == "VALID":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = (-ksize[2] + t0) // (strides[2])
+            t2 = t1 + 1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None]
+            t5 = ksize[2]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = strides[2] * t4 + t6
+            t8 = _gather(input, t7, -2, fill=float("-inf"))
+            t9 = tf.shape(input, out_type=tf.int64)[-3]
+            t10 = (-ksize[1] + t9) // (strides[1])
+            t11 = t10 + 1
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = t12[..., None]
+            t14 = ksize[1]
+            t15 = tf.range(tf.cast(t14, tf.int64))
+            t16 = strides[1] * t13 + t15
+            t17 = _gather(t8, t16, -4, fill=float("-inf"))
+            t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
+            output = tf.reduce_max(t18, axis=[-2, -1])
+        elif padding == "SAME":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = -((-t0) // (strides[2]))
+            t2 = t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None]
+            t5 = ksize[2]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = tf.math.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
+            t8 = (t7) // (2)
+            t9 = strides[2] * t4 + t6 - t8
+            t10 = _gather(input, t9, -2, fill=float("-inf"))
+            t11 = tf.shape(input, out_type=tf.int64)[-3]
+            t12 = -((-t11) // (strides[1]))
+            t13 = t12
+            t14 = tf.range(tf.cast(t13, tf.int64))
+            t15 = t14[..., None]
+            t16 = ksize[1]
+            t17 = tf.range(tf.cast(t16, tf.int64))
+            t18 = tf.math.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
+            t19 = (t18) // (2)
+            t20 = strides[1] * t15 + t17 - t19
+            t21 = _gather(t10, t20, -4, fill=float("-inf"))
+            t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])
+            output = tf.reduce_max(t22, axis=[-2, -1])
+        else:
+            raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
+
+        def backward(grad):
+            return max_pool_v2_vjp(
+                grad, input, output, padding=padding, ksize=ksize, strides=strides
+            )
+
+        return output, backward
+
+    return forward(input)
+
+
+_register("MaxPoolV2", max_pool_v2_grad)

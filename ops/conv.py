@@ -10,7 +10,7 @@ modes fix the output size and the padding before the first element:
 
 import sympy as sp
 
-from symgrad import dims, first_maximum, indicator, indices, ints, op, read_outside, tensor
+from symgrad import const_ints, dims, first_maximum, indicator, indices, ints, op, read_outside, tensor
 
 N, D, H, W, C, O, M = dims("N D H W C O M")
 KD, KH, KW = dims("KD KH KW")
@@ -154,3 +154,15 @@ def avg_pool3d(ksize, strides, padding):
     count = sp.Sum(indicator(inside), *sums)
     total = sp.Sum(input[n, depth, row, col, c], *sums)
     return {"output": ((n, (z, od), (i, oh), (j, ow), c), total / count)}
+
+
+@op(
+    "MaxPoolV2",
+    attrs={"ksize": const_ints(1), "strides": const_ints(2), "padding": ("VALID", "SAME")},
+    samples=POOL_SAMPLES,
+)
+def max_pool_v2(ksize, strides, padding):
+    """MaxPool with the window and strides passed as constant inputs."""
+    x, out, sums, _ = _pool_window("input", ksize, strides, padding)
+    return {"output": (out, first_maximum(read_outside(x, -sp.oo), *sums))}
+

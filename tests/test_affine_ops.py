@@ -195,3 +195,12 @@ def test_avg_pool3d(tf, tf_module, numpy_module, case, dtype=np.float32):
 def test_expand_dims(tf, tf_module, numpy_module, shape, axis, dtype):
     """Declared for the last three places of the output, counted from its end."""
     check(tf, tf_module, numpy_module, "shape", "expand_dims", "ExpandDims", {"input": normal(*shape)}, {"axis": axis}, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("case", POOLS[:3], ids=str)
+def test_max_pool_v2(tf, tf_module, numpy_module, case, dtype):
+    """The window and strides as constant inputs."""
+    x_shape, ksize, strides, padding = case
+    attrs = dict(ksize=list(ksize), strides=list(strides), padding=padding)
+    check(tf, tf_module, numpy_module, "conv", "max_pool_v2", "MaxPoolV2", {"input": normal(*x_shape)}, attrs, dtype)

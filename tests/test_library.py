@@ -25,6 +25,7 @@ NO_REFERENCE = {
     "SparseMatMul": "TensorFlow's SparseMatMul takes float32 and bfloat16 only: float64 has none",
     "Conv2D": "TensorFlow's Conv2D gradient refuses dilations above 1 on the CPU (float32 VALID "
     "and SAME excepted, through oneDNN): those rows have none",
+    "AvgPool3D": "TensorFlow's AvgPool3D has a CPU kernel for float32 only: float64 has none",
 }
 # where differences of the forward cannot judge a gradient
 FINITE_DIFFERENCE_LIMITS = {
