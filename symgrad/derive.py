@@ -16,7 +16,7 @@ import sympy as sp
 from symgrad.declare import BATCH, BATCH_DIM, ELEMENTWISE, OpVariant, stop_gradient
 from symgrad.errors import DerivationError
 from symgrad.functions import exact_div
-from symgrad.validate import Range, index_ranges
+from symgrad.validate import Range, index_ranges, index_symbols
 
 
 @dataclass(frozen=True)
@@ -247,7 +247,7 @@ def _check_remaining_deltas(variant, factor, summed) -> None:
         if all(isinstance(a, sp.Symbol) for a in delta.args):
             continue
         u, e = _map_delta(delta)
-        if u is None or u in summed or not _index_symbols(e) <= set(summed):
+        if u is None or u in summed or not index_symbols(e) <= set(summed):
             raise DerivationError(
                 f"cannot eliminate {delta}: an index map must be of summed indices only",
                 variant.decl.name,
@@ -263,10 +263,6 @@ def _map_delta(delta) -> tuple:
     if isinstance(b, sp.Symbol) and not isinstance(a, sp.Symbol):
         return b, a
     return None, None
-
-
-def _index_symbols(expr) -> set:
-    return {s for s in expr.free_symbols if isinstance(s, sp.Symbol) and s.is_integer and s.is_positive is not True}
 
 
 # --- affine index maps ---------------------------------------------------------------------
@@ -291,7 +287,7 @@ def _invert_index_map(factor, sums, outputs):
         if u is None or u in summed or e.has(sp.Indexed):
             continue
         rest_factor = sp.Mul(*[a for a in sp.Mul.make_args(factor) if a is not delta])
-        for i in sorted(_index_symbols(e) & set(summed) & set(outputs), key=list(outputs).index):
+        for i in sorted(index_symbols(e) & set(summed) & set(outputs), key=list(outputs).index):
             c = sp.diff(e, i)
             rest = sp.expand(e - c * i)
             if rest.has(i) or not _range_kept_by_entry(rest_factor, i, summed[i]):

@@ -50,9 +50,9 @@ def _check_index_map(variant, base, sub) -> None:
         if sub not in entries:
             _fail(variant, f"subscript {sub} of {base.label}: an index read from a tensor must be used alone")
         return
-    for index in _index_symbols(sub):
+    for index in index_symbols(sub):
         coefficient = sp.diff(sub, index)
-        if _index_symbols(coefficient):
+        if index_symbols(coefficient):
             _fail(variant, f"subscript {sub} of {base.label} is not affine in {index}")
 
 
@@ -99,9 +99,9 @@ def _check_tensors(variant, inputs, uses) -> None:
 def _check_free_indices(variant, out, uses) -> None:
     free = set()
     for _, _, sub, bound in uses:
-        free |= {s for s in _index_symbols(sp.sympify(sub)) if s not in bound}
+        free |= {s for s in index_symbols(sp.sympify(sub)) if s not in bound}
     for _, low, high, bound in _limit_uses(out.expr, {}):
-        free |= {s for s in _index_symbols(low - high) if s not in bound}
+        free |= {s for s in index_symbols(low - high) if s not in bound}
     for symbol_fn in out.expr.atoms(sp.KroneckerDelta, sp.LeviCivita):
         free |= {s for s in symbol_fn.free_symbols if s not in _dims(variant) and s in out.indices}
     declared = tuple(i for i in out.indices if isinstance(i, sp.Symbol))
@@ -165,7 +165,7 @@ def _check_sum_range(variant, base, axis, sub, rng: Range) -> None:
         )
 
 
-def _index_symbols(expr) -> set:
+def index_symbols(expr) -> set:
     """Index symbols in `expr`: integers not known positive (not sizes, not attributes)."""
     return {
         s for s in expr.free_symbols
