@@ -10,11 +10,12 @@ from symgrad.cache import Cache, default_cache_dir
 from symgrad.errors import SymgradError
 from symgrad.generate import SymgradErrors, default_jobs, generate
 from symgrad.output import stale_files, write_files
-from symgrad.check import CHECK_DTYPES, available_targets, run_check
+from symgrad.check import CHECK_DTYPES, available_targets
 from symgrad.derived import load_derived
-from symgrad.diff import DIFF_DTYPES, make_reference, run_diff
+from symgrad.diff import DIFF_DTYPES, make_reference
 from symgrad.render import TARGETS
 from symgrad.report import exit_status, format_report, write_json
+from symgrad.verify import Run, run_ops
 
 EXIT_OK, EXIT_STALE, EXIT_ERROR = 0, 1, 2
 
@@ -59,7 +60,7 @@ def _add_verify_parsers(commands) -> None:
         command.add_argument("--generated", metavar="DIR",
                              help="use the modules `symgrad derive` wrote to DIR instead of deriving afresh")
         command.add_argument("-v", "--verbose", action="store_true", help="list every result, not only failures")
-        command.add_argument("-j", "--jobs", type=int, default=default_jobs(), help="worker processes for deriving")
+        command.add_argument("-j", "--jobs", type=int, default=default_jobs(), help="worker processes for deriving and comparing (default: one per core)")
         command.add_argument("--no-cache", action="store_true", help="derive everything again")
 
 
@@ -99,14 +100,21 @@ def _verify(args) -> int:
     try:
         ops = load_derived(args.paths, args.generated, args.jobs, use_cache=not args.no_cache)
         ops = [op for op in ops if not args.op or op.name in args.op]
-        dtypes = tuple(args.dtype) if args.dtype else None
-        if args.command == "check":
-            results = run_check(ops, tuple(args.target or available_targets()), dtypes)
-        else:
+        job = Run(
+            args.command,
+            tuple(map(str, args.paths)),
+            str(ops[0].folder) if ops else "",
+            bool(ops) and ops[0].temporary,
+            tuple(args.target or (available_targets() if args.command == "check" else TARGETS)),
+            tuple(args.dtype) if args.dtype else None,
+            getattr(args, "against", None),
+            tuple(getattr(args, "map", ())),
+        )
+        if args.command == "diff":
             reference = make_reference(args.against, dict(args.map))
             for name in getattr(reference, "unused_mappings", lambda _: [])(ops):
                 print(f"warning: --map {name}=...: no op {name} is declared", file=sys.stderr)
-            results = run_diff(ops, reference, dtypes, tuple(args.target or TARGETS))
+        results = run_ops(job, ops, args.jobs)
     except SymgradErrors as exc:
         for error in exc.errors:
             print(f"error: {error}", file=sys.stderr)

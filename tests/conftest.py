@@ -77,13 +77,48 @@ def tf_module(derived, tf):
 
 
 @pytest.fixture(scope="session")
-def library_report(derived, tmp_path_factory):
-    """`symgrad diff ops --against tensorflow` on the fresh derivation: (process, JSON report)."""
-    from verify_support import read_json, run_symgrad
+def library_runs(derived, tmp_path_factory):
+    """`symgrad diff ops --against tensorflow` and `symgrad check ops` on the fresh derivation,
+    started in the background: (JSON path, process) by command."""
+    from verify_support import start_symgrad
 
     require_tf()
-    path = tmp_path_factory.mktemp("library") / "report.json"
-    result = run_symgrad(
-        "diff", "ops", "--against", "tensorflow", "--generated", derived[0], "--json", path
-    )
+    folder = tmp_path_factory.mktemp("library")
+    common = ("--generated", derived[0], "--target", "numpy", "--target", "tensorflow")
+    diff = ("diff", "ops", "--against", "tensorflow", "-j", "2", *common, "--json", folder / "diff.json")
+    check = ("check", "ops", "-j", "1", *common, "--json", folder / "check.json")
+    return {
+        "diff": (folder / "diff.json", start_symgrad(*diff)),
+        "check": (folder / "check.json", start_symgrad(*check)),
+    }
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _library_runs_start_first(request):
+    """Start the library-wide diff and check as the session starts, when a collected test
+    needs them: the rest of the suite runs meanwhile, on the other core."""
+    wanted = {"library_report", "fd_report"}
+    if any(wanted & set(item.fixturenames) for item in request.session.items):
+        if importlib.util.find_spec("tensorflow") is not None:
+            request.getfixturevalue("library_runs")
+
+
+def _finished(library_runs, command: str):
+    from verify_support import read_json
+
+    path, background = library_runs[command]
+    result = background.wait()
+    assert path.exists(), result.stdout[-3000:] + result.stderr[-3000:]
     return result, read_json(path)
+
+
+@pytest.fixture(scope="session")
+def library_report(library_runs):
+    """`symgrad diff ops --against tensorflow` on the fresh derivation: (process, JSON report)."""
+    return _finished(library_runs, "diff")
+
+
+@pytest.fixture(scope="session")
+def fd_report(library_runs):
+    """`symgrad check ops` (numpy and TensorFlow targets) on the fresh derivation: JSON report."""
+    return _finished(library_runs, "check")[1]

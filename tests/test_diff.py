@@ -46,6 +46,8 @@ def faulty_report(tmp_path_factory):
         FAULTY,
         "--generated",
         derived_folder(FAULT_OPS),
+        "-j",
+        "2",  # ops spread over two worker processes
         "--json",
         path,
     )
@@ -164,6 +166,15 @@ def test_swapped_transpose_flag(tmp_path):
             assert "equal sizes" in row["detail"]["case"]
         else:
             assert row["status"] == "match"
+
+
+def test_one_process_gives_the_report_that_workers_give(faulty_report, tmp_path):
+    path = tmp_path / "one.json"
+    args = ("--against", FAULTY, "--generated", derived_folder(FAULT_OPS), "--json", path)
+    result = run_symgrad("diff", FAULT_OPS, *args, "-j", "1")
+    assert result.returncode == faulty_report[0].returncode
+    assert read_json(path) == faulty_report[1]
+    assert result.stdout == faulty_report[0].stdout
 
 
 def test_snippet_reproduces_the_failure(faulty_report, tmp_path):

@@ -13,7 +13,6 @@ import pytest
 from conftest import OPS, require_tf
 from symgrad.load import load_op_file, op_file_paths
 from symgrad.verdict import REFERENCE_WRONG
-from verify_support import read_json, run_symgrad
 
 DECLARED = sorted(d.name for path in op_file_paths([OPS]) for d in load_op_file(path).ops)
 # why an op (or some of its rows) has no TensorFlow reference
@@ -38,17 +37,6 @@ FINITE_DIFFERENCE_LIMITS = {
 @pytest.fixture(scope="module")
 def tf_report(library_report):
     return library_report[1]
-
-
-@pytest.fixture(scope="module")
-def fd_report(derived, tmp_path_factory):
-    require_tf()
-    path = tmp_path_factory.mktemp("library") / "fd.json"
-    run_symgrad(
-        "check", "ops", "--generated", derived[0], "--target", "numpy", "--target", "tensorflow",
-        "--json", path,
-    )
-    return read_json(path)
 
 
 def test_library_size():

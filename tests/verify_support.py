@@ -20,15 +20,34 @@ CORRECT = HANDWRITTEN / "correct.py"  # the same without the faults
 
 def run_symgrad(*args, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """`python -m symgrad ARGS` as a subprocess."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    return subprocess.run(
-        [sys.executable, "-m", "symgrad", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=1500,  # the whole library diffed: minutes on 2 busy cores
-    )
+    return start_symgrad(*args, cwd=cwd).wait()
+
+
+class Background:
+    """`python -m symgrad ARGS` started in the background; `wait()` gives its outcome."""
+
+    def __init__(self, args: tuple, cwd: Path):
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+        self.args = [sys.executable, "-m", "symgrad", *map(str, args)]
+        self.out, self.err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+        self.process = subprocess.Popen(
+            self.args, stdout=self.out, stderr=self.err, text=True, cwd=cwd, env=env
+        )
+        self.result: subprocess.CompletedProcess | None = None
+
+    def wait(self) -> subprocess.CompletedProcess:
+        if self.result is None:
+            try:
+                code = self.process.wait(timeout=1500)  # the whole library: minutes on 2 busy cores
+            finally:
+                self.process.kill()
+            self.out.seek(0), self.err.seek(0)
+            self.result = subprocess.CompletedProcess(self.args, code, self.out.read(), self.err.read())
+        return self.result
+
+
+def start_symgrad(*args, cwd: Path = ROOT) -> Background:
+    return Background(args, cwd)
 
 
 @functools.lru_cache(maxsize=None)

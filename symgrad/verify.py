@@ -1,0 +1,63 @@
+"""Running `symgrad diff` or `symgrad check` over many ops, in worker processes.
+
+A `Run` says what to compare; `run_ops` deals its ops, largest first, to spawned worker
+processes one op at a time (each worker loads the op files and imports TensorFlow once), and
+gathers the results back in the order the ops are declared. Workers are spawned, never
+forked: TensorFlow's runtime does not survive a fork.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from symgrad.check import run_check
+from symgrad.derived import DerivedOp, load_derived
+from symgrad.diff import make_reference, run_diff
+from symgrad.report import Result
+
+
+@dataclass(frozen=True)
+class Run:
+    """One comparison over some of the ops declared under `paths` (all of them when `ops` is
+    None), with their generated modules in `folder`."""
+
+    command: str  # "diff" or "check"
+    paths: tuple[str, ...]  # op files, or folders of them
+    folder: str  # where the generated modules are
+    temporary: bool  # `folder` is a fresh derivation's (snippets say how to derive again)
+    targets: tuple[str, ...]
+    dtypes: tuple[str, ...] | None = None  # every dtype the op supports when None
+    against: str | None = None  # diff: "tensorflow" or a module
+    mapping: tuple[tuple[str, str], ...] = ()  # diff: (ours, theirs) names
+    ops: tuple[str, ...] | None = None  # op types, or None for every op
+
+
+def run(job: Run, ops: list[DerivedOp] | None = None) -> list[Result]:
+    """The results of `job` in this process (on `ops`, when already loaded)."""
+    if ops is None:
+        ops = [op for op in _loaded(job.paths, job.folder, job.temporary) if job.ops is None or op.name in job.ops]
+    if job.command == "check":
+        return run_check(ops, job.targets, job.dtypes)
+    return run_diff(ops, make_reference(job.against, dict(job.mapping)), job.dtypes, job.targets)
+
+
+def run_ops(job: Run, ops: list[DerivedOp], workers: int) -> list[Result]:
+    """The results of `job` on `ops`, spread over up to `workers` spawned processes."""
+    workers = min(workers, len(ops))
+    if workers <= 1:
+        return run(job, ops)
+    largest_first = sorted(ops, key=lambda op: -len(op.decl.variants()))
+    one_each = [replace(job, ops=(op.name,)) for op in largest_first]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        by_op = {op.name: rows for op, rows in zip(largest_first, pool.map(run, one_each))}
+    return [row for op in ops for row in by_op[op.name]]
+
+
+@lru_cache(maxsize=None)
+def _loaded(paths: tuple[str, ...], folder: str, temporary: bool) -> list[DerivedOp]:
+    """The ops declared under `paths`, loaded once per worker process."""
+    return [replace(op, temporary=temporary) for op in load_derived(list(paths), folder)]
