@@ -12,6 +12,7 @@ import numpy as np
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = np.asarray(positions)
     size = np.shape(x)[axis]
     inside = (positions >= 0) & (positions < size)
     taken = np.take(x, np.where(inside, positions, 0), axis=axis)

@@ -31,6 +31,7 @@ def _register(op_type, gradient_fn):
 
 def _sum_to_shape(g, x):
     """Sum a broadcast gradient `g` back to the shape of `x`, as TensorFlow's own gradients do."""
+    g = tf.convert_to_tensor(g)
     if g.shape.is_fully_defined() and g.shape == x.shape:
         return g
     shape = tf.shape(x)

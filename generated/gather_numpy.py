@@ -13,6 +13,7 @@ import scipy.sparse
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = np.asarray(positions)
     size = np.shape(x)[axis]
     inside = (positions >= 0) & (positions < size)
     taken = np.take(x, np.where(inside, positions, 0), axis=axis)
@@ -77,12 +78,61 @@ def gather_grad(grad, params, indices, *, output=None):
     return grad_params, None
 
 
+def gather_nd(params, indices):
+    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:32)."""
+    depth = np.shape(indices)[-1]
+    if depth == 1:
+        t0 = np.squeeze(indices, axis=-1)
+        output = _gather(params, t0, -3)
+    elif depth == 2:
+        t0 = np.shape(params)[-3]
+        t1 = np.shape(params)[-2]
+        t2 = np.shape(params)[-1]
+        t3 = np.reshape(params, (t0 * t1, t2))
+        t4 = 0
+        t5 = _gather(indices, t4, -1)
+        t6 = 1
+        t7 = _gather(indices, t6, -1)
+        t8 = np.asarray(t5, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        output = _gather(t3, t10, -2)
+    else:
+        raise ValueError(f"GatherNd: unsupported attributes depth={depth!r}")
+    return output
+
+
+def gather_nd_grad(grad, params, indices, *, output=None):
+    """Gradient of GatherNd: one array per input (params, indices)."""
+    depth = np.shape(indices)[-1]
+    if depth == 1:
+        t0 = np.shape(params)[-3]
+        t1 = np.squeeze(indices, axis=-1)
+        grad_params = _scatter_add(grad, t1, 2, t0)
+    elif depth == 2:
+        t0 = np.shape(params)[-3]
+        t1 = np.shape(params)[-2]
+        t2 = 0
+        t3 = _gather(indices, t2, -1)
+        t4 = 1
+        t5 = _gather(indices, t4, -1)
+        t6 = np.asarray(t3, dtype=np.int64)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        t9 = t0 * t1
+        t10 = _scatter_add(grad, t8, 1, t9)
+        grad_params = np.reshape(t10, np.shape(t10)[:-2] + (-1, t1) + np.shape(t10)[-1:])
+    else:
+        raise ValueError(f"GatherNd: unsupported attributes depth={depth!r}")
+    return grad_params, None
+
+
 def scatter_nd(indices, updates, *, shape):
-    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:32)."""
+    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:43)."""
     shape = np.asarray(shape, dtype=np.int64)
-    t0 = np.squeeze(indices, axis=-1)
-    t1 = shape[0]
-    output = _scatter_add(updates, t0, 1, t1)
+    t0 = shape[0]
+    t1 = np.squeeze(indices, axis=-1)
+    output = _scatter_add(updates, t1, 1, t0)
     return output
 
 
@@ -95,7 +145,7 @@ def scatter_nd_grad(grad, indices, updates, *, output=None, shape):
 
 
 def unsorted_segment_sum(data, segment_ids, *, num_segments):
-    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:41)."""
+    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:52)."""
     t0 = num_segments
     output = _scatter_add(data, segment_ids, 1, t0)
     return output
@@ -103,5 +153,19 @@ def unsorted_segment_sum(data, segment_ids, *, num_segments):
 
 def unsorted_segment_sum_grad(grad, data, segment_ids, *, output=None, num_segments):
     """Gradient of UnsortedSegmentSum: one array per input (data, segment_ids)."""
+    grad_data = _gather(grad, segment_ids, -2)
+    return grad_data, None
+
+
+def segment_sum(data, segment_ids):
+    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:61)."""
+    t0 = np.shape(data)[-2]
+    t1 = segment_ids[t0 - 1] + 1
+    output = _scatter_add(data, segment_ids, 1, t1)
+    return output
+
+
+def segment_sum_grad(grad, data, segment_ids, *, output=None):
+    """Gradient of SegmentSum: one array per input (data, segment_ids)."""
     grad_data = _gather(grad, segment_ids, -2)
     return grad_data, None

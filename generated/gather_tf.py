@@ -152,8 +152,84 @@ def gather(params, indices):
 _register("Gather", gather_grad)
 
 
+def gather_nd_vjp(grad, params, indices, output):
+    """Gradient of GatherNd (declared at ops/gather.py:32): one per input (params, indices)."""
+    depth = indices.shape[-1]
+    if depth == 1:
+        t0 = tf.shape(params, out_type=tf.int64)[-3]
+        t1 = tf.squeeze(indices, axis=[-1])
+        grad_params = _scatter_add(grad, t1, 2, t0)
+    elif depth == 2:
+        t0 = tf.shape(params, out_type=tf.int64)[-3]
+        t1 = tf.shape(params, out_type=tf.int64)[-2]
+        t2 = 0
+        t3 = _gather(indices, t2, -1)
+        t4 = 1
+        t5 = _gather(indices, t4, -1)
+        t6 = tf.cast(t3, tf.int64)
+        t7 = tf.cast(t5, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+        t9 = t0 * t1
+        t10 = _scatter_add(grad, t8, 1, t9)
+        grad_params = tf.reshape(
+            t10,
+            tf.concat(
+                [
+                    tf.shape(t10, out_type=tf.int64)[:-2],
+                    tf.cast([-1, t1], tf.int64),
+                    tf.shape(t10, out_type=tf.int64)[-1:],
+                ],
+                0,
+            ),
+        )
+    else:
+        raise ValueError(f"GatherNd: unsupported attributes depth={depth!r}")
+    return grad_params, None
+
+
+def gather_nd_grad(op, grad):
+    """Gradient function of GatherNd for `tf.RegisterGradient`."""
+    return gather_nd_vjp(grad, *op.inputs, *op.outputs)
+
+
+def gather_nd(params, indices):
+    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes, with its derived gradient."""
+    depth = indices.shape[-1]
+
+    @tf.custom_gradient
+    def forward(params, indices):
+        if depth == 1:
+            t0 = tf.squeeze(indices, axis=[-1])
+            output = _gather(params, t0, -3)
+        elif depth == 2:
+            t0 = tf.shape(params, out_type=tf.int64)[-3]
+            t1 = tf.shape(params, out_type=tf.int64)[-2]
+            t2 = tf.shape(params, out_type=tf.int64)[-1]
+            t3 = tf.reshape(params, [t0 * t1, t2])
+            t4 = 0
+            t5 = _gather(indices, t4, -1)
+            t6 = 1
+            t7 = _gather(indices, t6, -1)
+            t8 = tf.cast(t5, tf.int64)
+            t9 = tf.cast(t7, tf.int64)
+            t10 = tf.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, tf.constant(-1, tf.int64))
+            output = _gather(t3, t10, -2)
+        else:
+            raise ValueError(f"GatherNd: unsupported attributes depth={depth!r}")
+
+        def backward(grad):
+            return gather_nd_vjp(grad, params, indices, output)
+
+        return output, backward
+
+    return forward(params, indices)
+
+
+_register("GatherNd", gather_nd_grad)
+
+
 def scatter_nd_vjp(grad, indices, updates, output, *, shape):
-    """Gradient of ScatterNd (declared at ops/gather.py:32): one per input (indices, updates)."""
+    """Gradient of ScatterNd (declared at ops/gather.py:43): one per input (indices, updates)."""
     shape = tf.cast(shape, tf.int64)
     t0 = tf.squeeze(indices, axis=[-1])
     grad_updates = _gather(grad, t0, -2)
@@ -172,9 +248,9 @@ def scatter_nd(indices, updates, *, shape):
 
     @tf.custom_gradient
     def forward(indices, updates):
-        t0 = tf.squeeze(indices, axis=[-1])
-        t1 = shape[0]
-        output = _scatter_add(updates, t0, 1, t1)
+        t0 = shape[0]
+        t1 = tf.squeeze(indices, axis=[-1])
+        output = _scatter_add(updates, t1, 1, t0)
 
         def backward(grad):
             return scatter_nd_vjp(grad, indices, updates, output, shape=shape)
@@ -188,7 +264,7 @@ _register("ScatterNd", scatter_nd_grad)
 
 
 def unsorted_segment_sum_vjp(grad, data, segment_ids, output, *, num_segments):
-    """Gradient of UnsortedSegmentSum (declared at ops/gather.py:41): one per input (data, segment_ids)."""
+    """Gradient of UnsortedSegmentSum (declared at ops/gather.py:52): one per input (data, segment_ids)."""
     grad_data = _gather(grad, segment_ids, -2)
     return grad_data, None
 
@@ -220,3 +296,34 @@ def unsorted_segment_sum(data, segment_ids, *, num_segments):
 
 
 _register("UnsortedSegmentSum", unsorted_segment_sum_grad)
+
+
+def segment_sum_vjp(grad, data, segment_ids, output):
+    """Gradient of SegmentSum (declared at ops/gather.py:61): one per input (data, segment_ids)."""
+    grad_data = _gather(grad, segment_ids, -2)
+    return grad_data, None
+
+
+def segment_sum_grad(op, grad):
+    """Gradient function of SegmentSum for `tf.RegisterGradient`."""
+    return segment_sum_vjp(grad, *op.inputs, *op.outputs)
+
+
+def segment_sum(data, segment_ids):
+    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(data, segment_ids):
+        t0 = tf.shape(data, out_type=tf.int64)[-2]
+        t1 = segment_ids[t0 - 1] + 1
+        output = _scatter_add(data, segment_ids, 1, t1)
+
+        def backward(grad):
+            return segment_sum_vjp(grad, data, segment_ids, output)
+
+        return output, backward
+
+    return forward(data, segment_ids)
+
+
+_register("SegmentSum", segment_sum_grad)

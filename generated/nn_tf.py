@@ -37,6 +37,7 @@ def _string_attr(op, name):
 
 def _sum_to_shape(g, x):
     """Sum a broadcast gradient `g` back to the shape of `x`, as TensorFlow's own gradients do."""
+    g = tf.convert_to_tensor(g)
     if g.shape.is_fully_defined() and g.shape == x.shape:
         return g
     shape = tf.shape(x)

@@ -9,8 +9,19 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 
 
+def _sum_to_shape(g, shape):
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    if np.shape(g) == tuple(shape):
+        return g
+    lead = np.ndim(g) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
+    )
+    return np.reshape(np.sum(g, axis=axes), shape)
+
+
 def expand_dims(input, *, axis=-1):
-    """ExpandDims: The input with a size-1 axis inserted at `axis` (counted from the end of the output) (declared at ops/shape.py:10)."""
+    """ExpandDims: The input with a size-1 axis inserted at `axis` (counted from the end of the output) (declared at ops/shape.py:11)."""
     if axis == -1:
         output = input[..., None]
     elif axis == -2:
@@ -32,4 +43,18 @@ def expand_dims_grad(grad, input, *, output=None, axis=-1):
         grad_input = np.squeeze(grad, axis=-3)
     else:
         raise ValueError(f"ExpandDims: unsupported attributes axis={axis!r}")
+    return (grad_input,)
+
+
+def broadcast_to(input, *, shape):
+    """BroadcastTo: The input broadcast to `shape` (numpy's rules): its gradient is summed back (declared at ops/shape.py:20)."""
+    shape = np.asarray(shape, dtype=np.int64)
+    output = np.broadcast_to(input, tuple(shape))
+    return output
+
+
+def broadcast_to_grad(grad, input, *, output=None, shape):
+    """Gradient of BroadcastTo: one array per input (input)."""
+    shape = np.asarray(shape, dtype=np.int64)
+    grad_input = _sum_to_shape(grad, np.shape(input))
     return (grad_input,)

@@ -47,8 +47,18 @@ def _insert_none(grads, positions):
     return grads
 
 
+def _sum_to_shape(g, x):
+    """Sum a broadcast gradient `g` back to the shape of `x`, as TensorFlow's own gradients do."""
+    g = tf.convert_to_tensor(g)
+    if g.shape.is_fully_defined() and g.shape == x.shape:
+        return g
+    shape = tf.shape(x)
+    axes, _ = tf.raw_ops.BroadcastGradientArgs(s0=shape, s1=tf.shape(g))
+    return tf.reshape(tf.reduce_sum(g, axes), shape)
+
+
 def expand_dims_vjp(grad, input, output, *, axis=-1):
-    """Gradient of ExpandDims (declared at ops/shape.py:10): one per input (input)."""
+    """Gradient of ExpandDims (declared at ops/shape.py:11): one per input (input)."""
     if axis == -1:
         grad_input = tf.squeeze(grad, axis=[-1])
     elif axis == -2:
@@ -89,3 +99,35 @@ def expand_dims(input, *, axis=-1):
 
 
 _register("ExpandDims", expand_dims_grad)
+
+
+def broadcast_to_vjp(grad, input, output, *, shape):
+    """Gradient of BroadcastTo (declared at ops/shape.py:20): one per input (input)."""
+    shape = tf.cast(shape, tf.int64)
+    grad_input = _sum_to_shape(grad, input)
+    return (grad_input,)
+
+
+def broadcast_to_grad(op, grad):
+    """Gradient function of BroadcastTo for `tf.RegisterGradient`."""
+    grads = broadcast_to_vjp(grad, op.inputs[0], *op.outputs, shape=_const_input(op, 1))
+    return _insert_none(grads, (1,))
+
+
+def broadcast_to(input, *, shape):
+    """BroadcastTo: The input broadcast to `shape` (numpy's rules): its gradient is summed back, with its derived gradient."""
+    shape = tf.cast(shape, tf.int64)
+
+    @tf.custom_gradient
+    def forward(input):
+        output = tf.broadcast_to(input, shape)
+
+        def backward(grad):
+            return broadcast_to_vjp(grad, input, output, shape=shape)
+
+        return output, backward
+
+    return forward(input)
+
+
+_register("BroadcastTo", broadcast_to_grad)

@@ -7,7 +7,7 @@ with `KroneckerDelta(s, segment_ids[i])` is a segment sum, and is lowered as a s
 
 import sympy as sp
 
-from symgrad import const_input, const_ints, dims, indices, op, scalar_input, tensor
+from symgrad import const_input, const_ints, dims, indices, op, rank_of, scalar_input, tensor
 
 N, P, Q, K = dims("N P Q K")
 i, p, q, s = indices("i p q s")
@@ -29,6 +29,17 @@ def gather():
     return {"output": ((..., p), params[positions[...], p])}
 
 
+@op("GatherNd", attrs={"depth": rank_of("indices", (1, 2), axis=-1)})
+def gather_nd(depth):
+    """Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes
+    that each row of `indices` holds (batch_dims 0)."""
+    params = tensor("params", (N, P, Q))
+    positions = tensor("indices", (..., depth), integer=True)
+    at = tuple(positions[..., d] for d in range(depth))
+    rest = (p, q)[depth - 1 :]
+    return {"output": ((...,) + rest, params[at + rest])}
+
+
 @op("ScatterNd", attrs={"shape": const_ints(2)}, samples={"shape": ((5, 3),)})
 def scatter_nd(shape):
     """Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up."""
@@ -45,3 +56,13 @@ def unsorted_segment_sum(num_segments):
     segment_ids = tensor("segment_ids", (K,), integer=True)
     total = sp.Sum(sp.KroneckerDelta(s, segment_ids[i]) * data[i, p], (i, 0, K - 1))
     return {"output": (((s, num_segments), p), total)}
+
+
+@op("SegmentSum")
+def segment_sum():
+    """Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to
+    the last: the number of rows is known from the ids' values only."""
+    data = tensor("data", (K, P))
+    segment_ids = tensor("segment_ids", (K,), integer=True, ascending=True)
+    total = sp.Sum(sp.KroneckerDelta(s, segment_ids[i]) * data[i, p], (i, 0, K - 1))
+    return {"output": (((s, segment_ids[K - 1] + 1), p), total)}

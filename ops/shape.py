@@ -1,7 +1,8 @@
 """ExpandDims: a size-1 axis added, a literal 0 among the output's indices (an input of rank 2
-or more, an axis among the last three)."""
+or more, an axis among the last three); BroadcastTo: the input broadcast to a shape given as a
+constant input, an elementwise op whose gradient is summed over the broadcast axes."""
 
-from symgrad import const_input, dims, indices, op, tensor
+from symgrad import const_input, const_ints, dims, elementwise, indices, op, tensor
 
 P, Q = dims("P Q")
 p, q = indices("p q")
@@ -14,3 +15,15 @@ def expand_dims(axis):
     out = {-1: (..., p, q, 0), -2: (..., p, 0, q), -3: (..., 0, p, q)}[axis]
     return {"output": (out, x[..., p, q])}
 
+
+
+@elementwise(
+    "BroadcastTo",
+    attrs={"shape": const_ints(1)},
+    broadcast_to="shape",
+    outputs=("output",),
+    samples={"shape": ((2, 3, 4), (3, 1, 2))},
+)
+def broadcast_to(input, shape):
+    """The input broadcast to `shape` (numpy's rules): its gradient is summed back."""
+    return input

@@ -140,6 +140,10 @@ def finite_outputs(forward, inputs) -> np.ndarray | None:
 
 def _elementwise_cases(variant: Variant, forward, rng) -> list[Case]:
     n = len(variant.inputs)
+    target = variant.op.decl.broadcast_to
+    if target is not None:  # BroadcastTo: inputs of the shapes that broadcast to the target
+        shapes = _shapes_broadcasting_to(tuple(variant.attrs[target]))
+        return [Case(f"shapes {shape} to {tuple(variant.attrs[target])}", _sample(rng, (DOMAINS[0],) * n, [shape] * n)) for shape in shapes]
     kept = _kept_domains(n, lambda shape, combo: _sample(rng, combo, [shape] * n), forward)
     random = [_sample(rng, combo, [(SAMPLES_PER_DOMAIN,)] * n) for combo in kept]
     cases = [Case("random values", tuple(np.concatenate(xs) for xs in zip(*random)), aligned=True)]
@@ -180,6 +184,13 @@ def _broadcast_shapes(names: tuple[str, ...]) -> list[tuple[str, list[tuple]]]:
         )
     cases.append(("all (1,)", [(1,)] * n))
     return cases
+
+
+def _shapes_broadcasting_to(shape: tuple) -> list[tuple]:
+    """`shape` itself, then with each axis 1 in turn, all axes 1, fewer leading axes, a scalar."""
+    found = [shape] + [shape[:k] + (1,) + shape[k + 1 :] for k in range(len(shape))]
+    found += [(1,) * len(shape)] + [shape[k:] for k in range(1, len(shape))] + [(1,) + shape[-1:], ()]
+    return list(dict.fromkeys(found))
 
 
 def kink_points(variant: Variant) -> dict[str, set[float]]:
@@ -366,8 +377,9 @@ def position_bounds(variant: Variant) -> dict[str, sp.Expr]:
     for expr in variant.exprs:
         for entry in expr.atoms(sp.Indexed):
             for axis, subscript in enumerate(entry.indices):
-                for name in _integers_read(variant, subscript):
-                    found.setdefault(name, entry.base.shape[axis])
+                for name in _integers_read(variant, subscript):  # within every axis it indexes
+                    size = entry.base.shape[axis]
+                    found[name] = sp.Min(found[name], size) if name in found else size
         for delta in expr.atoms(sp.KroneckerDelta):
             for this, other in (delta.args, delta.args[::-1]):
                 for name in _integers_read(variant, this):
@@ -398,6 +410,8 @@ def _draw(rng, variant: Variant, combo, shapes, sizes: dict) -> tuple[np.ndarray
             size = bounds.get(name, 2)
             size = _size(sp.sympify(size).subs(variant.attr_values(size)), sizes)
             values[k] = _positions(rng, shapes[k], int(size) if np.isfinite(size) else 2)
+            if name in variant.ascending:  # SegmentSum's ids: sorted, the first two equal still
+                values[k] = np.sort(values[k], axis=None).reshape(shapes[k])
     return tuple(values)
 
 

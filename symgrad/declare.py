@@ -48,6 +48,7 @@ class Attr:
     input_position: int | None = None  # set for a constant input (see `const_input`)
     axis_of: str | None = None  # for a constant axis input: the input it is an axis of
     rank_of: str | None = None  # for `rank_of`: the input whose rank this is (not a parameter)
+    size_axis: int | None = None  # for `rank_of(..., axis=)`: the axis whose static size it is
     samples: Any = field(default=None, compare=False)  # values to verify with (`op(samples=)`)
 
     @property
@@ -92,6 +93,7 @@ class OpDecl:
     location: Location = field(compare=False)  # where it is declared
     doc: str = ""  # first line of the declaration's docstring
     variadic: str | None = None  # name of the one list input whose length varies by variant
+    broadcast_to: str | None = None  # elementwise: the attribute holding the output's shape
 
     @property
     def enumerated_attrs(self) -> tuple[Attr, ...]:
@@ -120,10 +122,25 @@ class TensorInput:
     name: str  # input name, as the generated code's parameter
     base: Any  # sp.Symbol (elementwise) or sp.IndexedBase with a symbolic shape (index)
     integer: bool = False  # integer positions (a gather's indices): no gradient
+    groups: tuple = ()  # (first axis, count) of the axes of `shape` that one axis of the input is
+    ascending: bool = False  # integer positions in ascending order (SegmentSum's segment ids)
 
     @property
     def shape(self) -> tuple | None:
+        """The shape the declaration indexes: an axis declared as a group is several axes."""
         return getattr(self.base, "shape", None)
+
+    @property
+    def merged_shape(self) -> tuple | None:
+        """The input's own shape: each group of axes of `shape` one axis, their sizes' product."""
+        if not self.groups:
+            return self.shape
+        starts, shape, n = dict(self.groups), [], 0
+        while n < len(self.shape):
+            count = starts.get(n, 1)
+            shape.append(sp.Mul(*self.shape[n : n + count]))
+            n += count
+        return tuple(shape)
 
 
 @dataclass(frozen=True)
@@ -189,21 +206,41 @@ class Tensor(sp.IndexedBase):
         return super().__getitem__(_with_batch(indices))
 
 
-def tensor(name: str, shape: tuple, *, integer: bool = False) -> Tensor:
+def tensor(name: str, shape: tuple, *, integer: bool = False, ascending: bool = False) -> Tensor:
     """Declare the next input tensor of the op being built, with its symbolic shape.
 
     A leading `...` in `shape` (and then in every subscript) stands for any number of leading
     batch axes, so one declaration serves every rank. An `integer` tensor holds positions
-    (Gather's `indices`), read in other tensors' subscripts; its gradient is None.
+    (Gather's `indices`), read in other tensors' subscripts; its gradient is None. An
+    `ascending` one holds them in ascending order (SegmentSum's ids), and is drawn so.
+
+    An axis given as a tuple of sizes, `(H, block_size)`, is indexed as that many axes,
+    row-major (axis position `h*block_size + b` is entry `[h, b]`): one of the sizes is a
+    dimension, inferred from the axis's size at run time, the others are attributes or numbers.
     """
     registry = _tensors.get()
     if registry is None:
         raise DeclarationError(f"tensor({name!r}) called outside an @op declaration")
     if any(t.name == name for t in registry):
         raise DeclarationError(f"input {name!r} declared twice")
-    dims_ = tuple(BATCH_DIM if d is BATCH else sp.sympify(d) for d in _with_batch(shape))
-    base = Tensor(name, shape=dims_)
-    registry.append(TensorInput(name, base, integer))
+    dims_, groups = [], []
+    for d in _with_batch(shape):
+        if isinstance(d, tuple):
+            members = tuple(sp.sympify(m) for m in d)
+            inferred = [m for m in members if m.is_Symbol and m.is_integer and m.is_positive]
+            if len(members) < 2 or len(inferred) != 1:
+                raise DeclarationError(
+                    f"input {name!r}: an axis given as a group has two sizes or more, exactly one "
+                    f"of them a dimension (inferred at run time), got {d!r}"
+                )
+            groups.append((len(dims_), len(members)))
+            dims_.extend(members)
+        else:
+            dims_.append(BATCH_DIM if d is BATCH else sp.sympify(d))
+    base = Tensor(name, shape=tuple(dims_))
+    if ascending and not integer:
+        raise DeclarationError(f"input {name!r}: only an integer tensor can be ascending")
+    registry.append(TensorInput(name, base, integer, tuple(groups), ascending))
     return base
 
 
@@ -245,15 +282,29 @@ def elementwise(
     defaults: dict | None = None,
     complex: bool = False,
     outputs: tuple[str, ...] = ("y",),
+    broadcast_to: str | None = None,
+    samples: dict | None = None,
 ):
-    """Declare an elementwise op: `fn(*inputs, **attrs)` returns a scalar expression."""
-    return _decorator(name, ELEMENTWISE, attrs, defaults, complex, output_names=tuple(outputs))
+    """Declare an elementwise op: `fn(*inputs, **attrs)` returns a scalar expression.
+
+    `broadcast_to` names a `const_ints` attribute holding a shape the inputs are broadcast to
+    (BroadcastTo's `shape`): the output has that shape, and each gradient is summed back to
+    its input's shape, as for inputs that broadcast with each other.
+    """
+    return _decorator(
+        name, ELEMENTWISE, attrs, defaults, complex, output_names=tuple(outputs), samples=samples,
+        broadcast_to=broadcast_to,
+    )
 
 
-def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=None, samples=None):
+def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=None, samples=None, broadcast_to=None):
     def wrap(fn: Callable) -> OpDecl:
         location = Location(fn.__code__.co_filename, fn.__code__.co_firstlineno)
         attr_objs = _make_attrs(name, location, attrs or {}, defaults or {})
+        if broadcast_to is not None and not any(a.name == broadcast_to and a.is_list_input for a in attr_objs):
+            raise DeclarationError(
+                f"broadcast_to names a const_ints attribute, got {broadcast_to!r}", name, location
+            )
         attr_objs = _with_samples(name, location, attr_objs, samples or {})
         params = list(inspect.signature(fn).parameters)
         attr_names = [a.name for a in attr_objs]
@@ -267,7 +318,7 @@ def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=N
         doc = (inspect.getdoc(fn) or "").splitlines()
         decl = OpDecl(
             name, fn.__name__, kind, attr_objs, inputs, output_names, complex_ok, fn, location,
-            doc[0] if doc else "", variadic,
+            doc[0] if doc else "", variadic, broadcast_to,
         )
         collector = declared.get()
         if collector is not None:
@@ -367,19 +418,21 @@ class RankOf:
 
     input: str  # the input whose rank it is
     values: tuple[int, ...]  # the ranks declared
+    axis: int | None = None  # the axis whose size it is instead (GatherNd's index depth)
 
 
-def rank_of(input: str, values=(1, 2, 3, 4)) -> RankOf:
+def rank_of(input: str, values=(1, 2, 3, 4), *, axis: int | None = None) -> RankOf:
     """The rank of input `input`, enumerated over `values` like an attribute (one derivation
-    each, dispatched on at run time); not a parameter of the generated functions."""
-    return RankOf(input, tuple(values))
+    each, dispatched on at run time); not a parameter of the generated functions. With
+    `axis`, the size of that axis instead, known when the graph is built (an index depth)."""
+    return RankOf(input, tuple(values), axis)
 
 
 def _make_attrs(op_name, location, attrs: dict, defaults: dict) -> tuple[Attr, ...]:
     result = []
     for attr_name, kind in attrs.items():
         if isinstance(kind, RankOf):
-            result.append(Attr(attr_name, kind.values, kind.values[0], rank_of=kind.input))
+            result.append(Attr(attr_name, kind.values, kind.values[0], rank_of=kind.input, size_axis=kind.axis))
             continue
         if isinstance(kind, ConstInts):
             result.append(Attr(attr_name, kind, defaults.get(attr_name), kind.position))

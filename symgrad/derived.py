@@ -7,6 +7,7 @@ that folder to be up to date.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import inspect
 import itertools
@@ -131,6 +132,7 @@ class Variant:
     integers: tuple[str, ...] = ()  # integer inputs (positions, such as Gather's): no gradient
     sizes: tuple = ()  # (index, size) of the output indices declared with their size
     sampled: tuple[tuple[str, Any], ...] = ()  # a further sample value, named in the label
+    ascending: tuple[str, ...] = ()  # integer inputs whose positions are in ascending order
 
     @property
     def label(self) -> str:
@@ -182,7 +184,7 @@ def variants_of(op: DerivedOp) -> list[Variant]:
     result = []
     for values in decl.variants():
         inst = instantiate(decl, values)
-        shapes = None if decl.kind == "elementwise" else tuple(t.shape for t in inst.inputs)
+        shapes = None if decl.kind == "elementwise" else tuple(t.merged_shape for t in inst.inputs)
         sizes = tuple(s for o in inst.outputs for s in o.sizes)
         used = _attrs_read(
             [o.expr for o in inst.outputs] + [size for _, size in sizes]
@@ -203,8 +205,13 @@ def variants_of(op: DerivedOp) -> list[Variant]:
                     tuple(t.name for t in inst.inputs if t.integer),
                     sizes,
                     sampled,
+                    tuple(t.name for t in inst.inputs if t.ascending),
                 )
             )
+            if shapes is not None:  # an axis declared as a group of sizes (a block size)
+                v = result[-1]
+                known = lambda d: sp.sympify(d).subs(v.attr_values(d))
+                result[-1] = dataclasses.replace(v, shapes=tuple(tuple(map(known, shape)) for shape in shapes))
     return result
 
 

@@ -206,12 +206,14 @@ class IntArray:
 
 @dataclass(frozen=True)
 class Rank:
-    """The number of axes of a variable, as a Python integer (dispatch on an input's rank)."""
+    """The number of axes of a variable, or the size of its axis `axis` known when the graph is
+    built, as a Python integer (dispatch on an input's rank, on an index depth)."""
 
     x: str  # variable
+    axis: int | None = None  # None: the rank
 
     def __str__(self) -> str:
-        return f"rank({self.x})"
+        return f"rank({self.x})" if self.axis is None else f"static_size({self.x}, {self.axis})"
 
 
 @dataclass(frozen=True)
@@ -223,6 +225,17 @@ class BroadcastTo:
 
     def __str__(self) -> str:
         return f"broadcast_to({self.value}, shape({self.like}))"
+
+
+@dataclass(frozen=True)
+class BroadcastToShape:
+    """Broadcast a value to the shape held in integer variable `shape` (BroadcastTo's input)."""
+
+    value: Elementwise  # the value, broadcastable to `shape`
+    shape: str  # integer variable: the sizes of the result's axes
+
+    def __str__(self) -> str:
+        return f"broadcast_to({self.value}, {self.shape})"
 
 
 @dataclass(frozen=True)
@@ -349,20 +362,23 @@ class MergeAxes:
 
 @dataclass(frozen=True)
 class SplitAxis:
-    """The adjoint layout of `MergeAxes`: axis `axis` of `x` split row-major into an outer
-    axis and axes of sizes `inner` (the upstream gradient of a merged output axis)."""
+    """The adjoint layout of `MergeAxes`: axis `axis` of `x` split row-major into axes of
+    sizes `outer`, one inferred from the axis's size, and `inner` (the upstream gradient of a
+    merged output axis, an input axis declared as a group)."""
 
     x: str  # variable
     axis: int  # negative: counted from the last
-    inner: tuple[str, ...]  # integer variables: the sizes of the axes after the outer one
+    inner: tuple[str, ...]  # integer variables: the sizes of the axes after the inferred one
+    outer: tuple[str, ...] = ()  # integer variables: the sizes of the axes before it
 
     def __str__(self) -> str:
-        return f"split_axis({self.x}, axis={self.axis}, inner={self.inner})"
+        outer = f", outer={self.outer}" if self.outer else ""
+        return f"split_axis({self.x}, axis={self.axis}, inner={self.inner}{outer})"
 
 
 Value = Union[
     Elementwise, FusedCall, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
-    BroadcastTo, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis, Constant, Iota,
+    BroadcastTo, BroadcastToShape, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis, Constant, Iota,
     IntSize, IndexArith, Arange, Gather, ScatterAdd, Rank, NegativeAxes, AsTuple, IntArray,
     MergeAxes, SplitAxis,
 ]
@@ -382,6 +398,8 @@ def reads(value: Value) -> set[str]:
         return {value.n}
     if isinstance(value, (SumToShape, BroadcastTo, FusedCall)):
         return reads(value.value)
+    if isinstance(value, BroadcastToShape):
+        return reads(value.value) | {value.shape}
     if isinstance(value, MatMul):
         return {value.a, value.b}
     if isinstance(value, Einsum):

@@ -9,9 +9,10 @@ from __future__ import annotations
 import sympy as sp
 
 from symgrad.declare import BATCH_DIM, ELEMENTWISE, OpDecl
-from symgrad.derive import Derivation
+from symgrad.derive import Derivation, Term, TensorValue
 from symgrad.ir import (
     AsTuple,
+    BroadcastToShape,
     IntArray,
     NegativeAxes,
     NegativeAxis,
@@ -78,7 +79,7 @@ def _normalized_attr(attr) -> Assign | None:
     """The statement that puts an attribute read from an input into the form it is declared
     in (an axis counted from the last, a tuple, an integer array, a rank), or None."""
     if attr.rank_of:
-        return Assign(attr.name, Rank(attr.rank_of))
+        return Assign(attr.name, Rank(attr.rank_of, attr.size_axis))
     if attr.is_list_input:
         return Assign(attr.name, IntArray(attr.name))
     listed = attr.input_position is not None and attr.enumerated and isinstance(attr.values[0], tuple)
@@ -116,11 +117,16 @@ def _names_read(branches) -> set[str]:
 
 def _lower_forward(decl: OpDecl, derivation: Derivation) -> Branch:
     if decl.kind == ELEMENTWISE:
-        body = [Assign(name, Elementwise(value)) for name, value in derivation.forward.items()]
+        shape = decl.broadcast_to
+        body = [
+            Assign(name, BroadcastToShape(Elementwise(value), shape) if shape else Elementwise(value))
+            for name, value in derivation.forward.items()
+        ]
         return Branch(derivation.variant.attr_values, tuple(body))
     lowering = TensorLowering(decl, dim_sources(derivation.variant), derivation.ranges)
+    forward = _split_inputs(lowering, derivation.variant, derivation.forward)
     groups = {o.name: o.groups for o in derivation.variant.outputs}
-    for name, value in derivation.forward.items():
+    for name, value in forward.items():
         if groups[name]:
             lowering.assign_merged(name, value, groups[name])
         else:
@@ -133,6 +139,25 @@ def _lower_vjp(decl: OpDecl, derivation: Derivation) -> Branch:
         return Branch(derivation.variant.attr_values, tuple(_lower_elementwise_vjp(decl, derivation)))
     lowering = _lower_tensor_vjp(decl, derivation)
     return Branch(derivation.variant.attr_values, tuple(lowering.body), lowering.largest_rank)
+
+
+def _split_inputs(lowering: TensorLowering, variant, values: dict) -> dict:
+    """Inputs with an axis declared as a group: split first, into `<input>_split`, which
+    `values` (name -> TensorValue) then read, and every dimension is an axis of."""
+    views = {}
+    for t in variant.inputs:
+        if t.groups:
+            view = f"{t.name}_split"
+            lowering.split_input(t.name, view, t.shape, t.groups)
+            views[t.base] = sp.IndexedBase(view, shape=t.shape)
+    if not views:
+        return values
+    for base, view in views.items():
+        lowering.dims = {d: (str(view.label) if v == str(base.label) else v, axis) for d, (v, axis) in lowering.dims.items()}
+    return {
+        name: None if value is None else TensorValue(value.indices, tuple(Term(t.factor.xreplace(views), t.sums) for t in value.terms))
+        for name, value in values.items()
+    }
 
 
 def dim_sources(variant) -> dict:
@@ -160,12 +185,17 @@ def _output_dim_sources(derivation: Derivation) -> dict:
 def _lower_tensor_vjp(decl: OpDecl, derivation: Derivation) -> TensorLowering:
     dims = {**_output_dim_sources(derivation), **dim_sources(derivation.variant)}
     lowering = TensorLowering(decl, dims, derivation.ranges)
+    vjp = _split_inputs(lowering, derivation.variant, derivation.vjp)
     for out, grad in zip(derivation.variant.outputs, derivation.grad_names):
         if out.groups:
             lowering.split_upstream(grad, out.indices, out.groups)
     batched = [t.name for t in derivation.variant.inputs if t.shape and t.shape[0] == BATCH_DIM]
-    for name, value in derivation.vjp.items():
+    grouped = {t.name: t.groups for t in derivation.variant.inputs if t.groups}
+    for name, value in vjp.items():
         if value is None:
+            continue
+        if name in grouped:  # merged back into the input's own axes
+            lowering.assign_merged(f"grad_{name}", value, grouped[name])
             continue
         lowering.assign(f"grad_{name}", value, like=name)
         if name in batched and len(batched) > 1:  # batch axes broadcast between inputs
@@ -178,7 +208,7 @@ def _lower_elementwise_vjp(decl: OpDecl, derivation: Derivation) -> list[Assign]
     names = [n for n, e in derivation.vjp.items() if e is not None]
     temps, reduced = share_subexpressions([derivation.vjp[n] for n in names], prefix="tmp")
     body = [Assign(str(symbol), Elementwise(expr)) for symbol, expr in temps]
-    broadcasting = len(derivation.variant.inputs) > 1
+    broadcasting = len(derivation.variant.inputs) > 1 or decl.broadcast_to is not None
     for name, expr in zip(names, reduced):
         if broadcasting:
             value = SumToShape(Elementwise(expr), name)

@@ -22,6 +22,7 @@ from symgrad.ir import (
     Assign,
     Gather,
     IndexArith,
+    IntArray,
     IntSize,
     MergeAxes,
     ScatterAdd,
@@ -107,6 +108,26 @@ class TensorLowering:
             after = len(indices) - first - count - sum(c - 1 for f, c in groups if f > first)
             inner = tuple(self._size_of(i) for i in indices[first + 1 : first + count])
             self.body.append(Assign(grad, SplitAxis(grad, -after - 1, inner)))
+
+    def split_input(self, name: str, view: str, shape: tuple, groups: tuple) -> None:
+        """`view`: input `name`, whose axes declared as groups of sizes are split so that each
+        size has its own axis, as the declaration indexes it (the dimension among them is
+        inferred); the input itself is left as it is (a wrapper's backward reads it)."""
+        source = name
+        for first, count in groups:
+            after = len(shape) - first - count - sum(c - 1 for f, c in groups if f > first)
+            members = shape[first : first + count]
+            inferred = next(n for n, m in enumerate(members) if m.is_Symbol and m.is_positive)
+            known = lambda ms: tuple(self._int_value(m) for m in ms)
+            split = SplitAxis(source, -after - 1, known(members[inferred + 1 :]), known(members[:inferred]))
+            self.body.append(Assign(view, split))
+            source = view
+
+    def _int_value(self, expr) -> str:
+        """An integer variable holding `expr`, of attributes and numbers (a block size)."""
+        if ("int value", expr) not in self._memo:
+            self._memo[("int value", expr)] = self._temp(IndexArith(self._int_scalars(expr)))
+        return self._memo[("int value", expr)]
 
     def array(self, expr: sp.Expr, axes: tuple) -> sp.Expr:
         """An elementwise expression over variables whose value is `expr` aligned to `axes`."""
@@ -200,7 +221,7 @@ class TensorLowering:
     # --- tensor entries ---
 
     def _entry(self, entry: sp.Indexed, axes, fill=0) -> sp.Expr:
-        name, idx = str(entry.base.label), tuple(entry.indices)
+        name, idx = self._selected(str(entry.base.label), tuple(entry.indices), getattr(entry.base, "shape", None))
         idx = _kept_axes_aligned(idx, axes)
         if any(_is_map(i) for i in idx):
             name, idx = self._gathered(name, idx, axes, fill)
@@ -217,6 +238,15 @@ class TensorLowering:
             name = self._temp(_permutation(name, idx, order))
         return sp.Symbol(self._expand(name, order, axes))
 
+    def _selected(self, name: str, idx: tuple, shape) -> tuple[str, tuple]:
+        """Literal subscripts along axes longer than 1 (a column of GatherNd's indices): the
+        entries there, that axis gone (a literal 0 along a size-1 axis is a kept axis)."""
+        for n in reversed(range(len(idx))):
+            if idx[n].is_Integer and shape is not None and sp.sympify(shape[n]) != 1:
+                name = self._temp(Gather(name, self._int_value(idx[n]), n - len(idx)))
+                idx = idx[:n] + idx[n + 1 :]
+        return name, idx
+
     # --- index maps: gathers and their adjoint, scatter-adds ---
 
     def _gathered(self, name: str, idx: tuple, axes: tuple, fill=0) -> tuple[str, tuple]:
@@ -226,14 +256,42 @@ class TensorLowering:
         if key in self._memo:
             return self._memo[key]
         result = list(idx)
-        for n in reversed(range(len(idx))):
+        n = len(idx) - 1
+        while n >= 0:
             if _is_map(idx[n]):
                 group = _map_indices(idx[n], axes)
-                positions = self._positions(idx[n], group)
-                name = self._temp(Gather(name, positions, n - len(result), fill))
-                result[n : n + 1] = group
+                first = _joint_start(idx, n, group, axes)
+                if first < n:  # several axes read at positions from one tensor (GatherNd)
+                    name, positions = self._merged_for_joint(name, result, first, n, group, idx)
+                else:
+                    positions = self._positions(idx[n], group)
+                name = self._temp(Gather(name, positions, first - len(result) + (n - first), fill))
+                result[first : n + 1] = group
+                n = first
+            n -= 1
         self._memo[key] = (name, tuple(result))
         return self._memo[key]
+
+    def _merged_for_joint(self, name, result, first, last, group, idx) -> tuple[str, str]:
+        """Axes first..last of `name` merged into one, and the positions there of the entries
+        that subscripts `idx[first..last]` name: a gather along several axes jointly."""
+        if BATCH in result:
+            self._fail(f"cannot read {name} at positions along several axes: it has leading axes `...`")
+        sizes = tuple(self._temp(IntSize(name, k - len(result))) for k in range(len(result)))
+        merged = self._temp(MergeAxes(name, sizes, ((first, last - first + 1),)))
+        components = [sp.Symbol(self._positions(idx[k], group)) for k in range(first, last + 1)]
+        return merged, self._linear_positions(components, [sp.Symbol(s) for s in sizes[first : last + 1]])
+
+    def _linear_positions(self, components: list, sizes: list) -> str:
+        """Row-major positions in the merged axes (sizes `sizes`) of the positions
+        `components`, -1 (outside) where a component is outside its own axis."""
+        # positions read from an integer tensor (int32) meet sizes (int64): cast them
+        components = [sp.Symbol(self._temp(IntArray(str(c)))) for c in components]
+        linear, inside = components[0], []
+        for position, size in zip(components[1:], sizes[1:]):
+            linear = linear * size + position
+            inside += [position >= 0, position < size]
+        return self._temp(IndexArith(sp.Piecewise((linear, sp.And(*inside)), (-1, True))))
 
     def _positions(self, expr, group: tuple) -> str:
         """An integer array aligned to `group` holding the position `expr` names."""
@@ -303,18 +361,29 @@ class TensorLowering:
         u, positions_expr = (delta.args if delta.args[0] in axes else delta.args[::-1])
         summed = [lim[0] for lim in expr.limits]
         group = tuple(i for i in summed if i in free_indices(positions_expr))
-        place = axes.index(u)
-        inner_axes = axes[:place] + group + axes[place + 1 :]
-        rest = sp.Mul(*[a for a in sp.Mul.make_args(expr.function) if a is not delta])
+        # deltas of adjacent axes at positions of the same indices: one scatter (ScatterNd's)
+        joint = _joint_deltas(expr.function, axes, summed, u, group)
+        us = [d_u for d_u, _, _ in joint]
+        place, last = axes.index(us[0]), axes.index(us[-1])
+        inner_axes = axes[:place] + group + axes[last + 1 :]
+        rest = sp.Mul(*[a for a in sp.Mul.make_args(expr.function) if a not in [d for _, _, d in joint]])
         remaining = tuple(lim for lim in expr.limits if lim[0] not in group)
-        if u in free_indices(rest):
+        if set(us) & free_indices(rest):
             self._fail(f"{expr}: {u} is both a scattered position and an index of the summand")
         values = self.array(sp.Sum(rest, *remaining) if remaining else rest, inner_axes)
         values = str(values) if values.is_Symbol else self._temp(Elementwise(values))
-        positions = self._positions(positions_expr, group)
-        size = self._size_of(u)
-        trailing = len(axes) - place - 1
-        return sp.Symbol(self._temp(ScatterAdd(values, positions, trailing, size)))
+        sizes = [self._size_of(d_u) for d_u in us]
+        trailing = len(axes) - last - 1
+        if len(joint) == 1:
+            positions, size = self._positions(positions_expr, group), sizes[0]
+        else:
+            components = [sp.Symbol(self._positions(e, group)) for _, e, _ in joint]
+            positions = self._linear_positions(components, [sp.Symbol(s) for s in sizes])
+            size = self._temp(IndexArith(sp.Mul(*[sp.Symbol(s) for s in sizes])))
+        scattered = self._temp(ScatterAdd(values, positions, trailing, size))
+        if len(joint) > 1:
+            scattered = self._temp(SplitAxis(scattered, -trailing - 1, tuple(sizes[1:])))
+        return sp.Symbol(scattered)
 
     def _diagonal(self, name: str, idx: tuple) -> tuple[str, tuple]:
         """Take the diagonal of repeated subscripts: (variable, its distinct indices)."""
@@ -505,6 +574,40 @@ def _scatter_deltas(function, axes: tuple, summed: tuple) -> list:
             if u is not None and free_indices(e) and free_indices(e) <= set(summed):
                 found.append(delta)
     return found
+
+
+def _joint_start(idx: tuple, last: int, group: tuple, axes: tuple) -> int:
+    """The first of the adjacent subscripts ending at `last` that are entries of integer
+    tensors over the same indices `group` (GatherNd's `indices[k, 0], indices[k, 1]`)."""
+    first = last
+    while (
+        isinstance(idx[last], sp.Indexed)
+        and first > 0
+        and isinstance(idx[first - 1], sp.Indexed)
+        and _map_indices(idx[first - 1], axes) == group
+    ):
+        first -= 1
+    return first
+
+
+def _joint_deltas(function, axes: tuple, summed, u, group: tuple) -> list[tuple]:
+    """(axis, positions, delta) of u's scatter delta and of those of the axes next to it whose
+    positions are, as u's, entries of integer tensors over the indices `group` (ScatterNd's)."""
+    deltas = {}
+    for delta in _scatter_deltas(function, axes, summed):
+        a, b = delta.args
+        d_u, e = (a, b) if a in axes else (b, a)
+        deltas[axes.index(d_u)] = (d_u, e, delta)
+    grouped = lambda e: tuple(i for i in summed if i in free_indices(e)) == group
+    jointly = lambda k: k in deltas and isinstance(deltas[k][1], sp.Indexed) and grouped(deltas[k][1])
+    first = last = axes.index(u)
+    if not jointly(first):
+        return [deltas[first]]
+    while jointly(first - 1):
+        first -= 1
+    while jointly(last + 1):
+        last += 1
+    return [deltas[k] for k in range(first, last + 1)]
 
 
 def _kept_axes_aligned(idx: tuple, axes: tuple) -> tuple:

@@ -120,6 +120,9 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         shape = f"{self._module_format('numpy.shape')}({value.like})"
         return f"{self._module_format('numpy.broadcast_to')}({self._print(value.value)}, {shape})"
 
+    def _print_BroadcastToShape(self, value: ir.BroadcastToShape):
+        return f"{self._module_format('numpy.broadcast_to')}({self._print(value.value)}, tuple({value.shape}))"
+
     def _print_Scan(self, value: ir.Scan):
         """numpy has no exclusive or reverse cumsum: flip, and shift in the identity."""
         x = self._print_operand(value.x)
@@ -168,6 +171,8 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         return f"{self._module_format('numpy.asarray')}({value.x}, dtype={self._module_format('numpy.int64')})"
 
     def _print_Rank(self, value: ir.Rank):
+        if value.axis is not None:
+            return f"{self._module_format('numpy.shape')}({value.x})[{value.axis}]"
         return f"{self._module_format('numpy.ndim')}({value.x})"
 
     def _print_ZerosLike(self, value: ir.ZerosLike):
@@ -183,4 +188,5 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
     def _print_SplitAxis(self, value: ir.SplitAxis):
         shape = f"{self._module_format('numpy.shape')}({value.x})"
         tail = f" + {shape}[{value.axis + 1}:]" if value.axis != -1 else ""
-        return f"{self._module_format('numpy.reshape')}({value.x}, {shape}[:{value.axis}] + (-1, {', '.join(value.inner)}){tail})"
+        sizes = ", ".join((*value.outer, "-1", *value.inner))
+        return f"{self._module_format('numpy.reshape')}({value.x}, {shape}[:{value.axis}] + ({sizes}){tail})"

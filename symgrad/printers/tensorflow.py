@@ -212,6 +212,9 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         shape = f"{self._module_format('tensorflow.shape')}({value.like})"
         return f"{self._module_format('tensorflow.broadcast_to')}({self._print(value.value)}, {shape})"
 
+    def _print_BroadcastToShape(self, value: ir.BroadcastToShape):
+        return f"{self._module_format('tensorflow.broadcast_to')}({self._print(value.value)}, {value.shape})"
+
     def _print_Scan(self, value: ir.Scan):
         x = self._print_operand(value.x)
         flags = "".join(
@@ -262,6 +265,8 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
             self._integer_context = False
 
     def _print_Rank(self, value: ir.Rank):
+        if value.axis is not None:
+            return f"{value.x}.shape[{value.axis}]"
         return f"len({value.x}.shape)"
 
     def _print_ZerosLike(self, value: ir.ZerosLike):
@@ -277,7 +282,7 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     def _print_SplitAxis(self, value: ir.SplitAxis):
         int64 = self._module_format("tensorflow.int64")
         shape = f"{self._module_format('tensorflow.shape')}({value.x}, out_type={int64})"
-        parts = [f"{shape}[:{value.axis}]", f"{self._module_format('tensorflow.cast')}([-1, {', '.join(value.inner)}], {int64})"]
+        parts = [f"{shape}[:{value.axis}]", f"{self._module_format('tensorflow.cast')}([{', '.join((*value.outer, '-1', *value.inner))}], {int64})"]
         if value.axis != -1:
             parts.append(f"{shape}[{value.axis + 1}:]")
         return f"{self._module_format('tensorflow.reshape')}({value.x}, {self._module_format('tensorflow.concat')}([{', '.join(parts)}], 0))"
