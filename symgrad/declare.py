@@ -48,6 +48,7 @@ class Attr:
     input_position: int | None = None  # set for a constant input (see `const_input`)
     axis_of: str | None = None  # for a constant axis input: the input it is an axis of
     rank_of: str | None = None  # for `rank_of`: the input whose rank this is (not a parameter)
+    length_of: str | None = None  # for `length_of`: the list input whose length this is (ditto)
     samples: Any = field(default=None, compare=False)  # values to verify with (`op(samples=)`)
 
     @property
@@ -99,8 +100,9 @@ class OpDecl:
 
     @property
     def parameter_attrs(self) -> tuple[Attr, ...]:
-        """The enumerated attributes callers pass (not those read from an input's rank)."""
-        return tuple(a for a in self.enumerated_attrs if a.rank_of is None)
+        """The enumerated attributes callers pass (not those read from an input's rank or a
+        list input's length)."""
+        return tuple(a for a in self.enumerated_attrs if a.rank_of is None and a.length_of is None)
 
     @property
     def numeric_attrs(self) -> tuple[Attr, ...]:
@@ -135,6 +137,7 @@ class Output:
     expr: sp.Expr  # its value, in terms of the inputs
     sizes: tuple = ()  # (index, size) for indices declared with their axis size
     groups: tuple = ()  # (first position, count) of index groups one output axis enumerates
+    list_name: str | None = None  # the list output this is entry `name` of (Unpack's `output`)
 
 
 @dataclass(frozen=True)
@@ -225,8 +228,12 @@ def op(
 ):
     """Declare an index-summation op: `fn(**enumerated_attrs)` returns its outputs.
 
-    `variadic` names the op's single list input (Einsum's `inputs`) when the number of
-    tensors declared with `tensor()` differs between attribute variants.
+    `variadic` names the op's list input (Einsum's `inputs`, ConcatV2's `values`): its
+    tensors are declared as `tensor("values_0", ...)`, `tensor("values_1", ...)`, ..., as many
+    as the variant has, and they must be the op's only tensor inputs (constant inputs may come
+    before or after them: `const_input(-1, ...)` is the input after the list). An output
+    returned as a list of `(indices, expression)` pairs is a list output (Unpack's `output`),
+    which must be the op's only output.
 
     `samples` gives, per numeric attribute, the values `symgrad diff` and `symgrad check` call
     the op with (`{"strides": ((1, 1, 1, 1), (1, 2, 2, 1))}`), or a function of the enumerated
@@ -362,6 +369,21 @@ class IntSymbols(sp.Symbol):
 
 
 @dataclass(frozen=True)
+class LengthOf:
+    """An enumerated attribute that is the length of a list input (ConcatV2's `N`)."""
+
+    input: str  # the list input (`op(variadic=...)`) whose length it is
+    values: tuple[int, ...]  # the lengths declared
+
+
+def length_of(input: str, values=(1, 2, 3)) -> LengthOf:
+    """The number of tensors in list input `input` (TensorFlow's `N`), enumerated over `values`
+    (one derivation each, dispatched on at run time); not a parameter of the generated
+    functions, nor passed to TensorFlow, which infers it from the list."""
+    return LengthOf(input, tuple(values))
+
+
+@dataclass(frozen=True)
 class RankOf:
     """An enumerated attribute that is the rank of an input: one derivation per rank."""
 
@@ -380,6 +402,9 @@ def _make_attrs(op_name, location, attrs: dict, defaults: dict) -> tuple[Attr, .
     for attr_name, kind in attrs.items():
         if isinstance(kind, RankOf):
             result.append(Attr(attr_name, kind.values, kind.values[0], rank_of=kind.input))
+            continue
+        if isinstance(kind, LengthOf):
+            result.append(Attr(attr_name, kind.values, kind.values[0], length_of=kind.input))
             continue
         if isinstance(kind, ConstInts):
             result.append(Attr(attr_name, kind, defaults.get(attr_name), kind.position))
@@ -482,7 +507,7 @@ def _instantiate_index(decl, attr_values, kwargs) -> OpVariant:
             decl.location,
         )
     outputs = []
-    for out_name, value in result.items():
+    for out_name, value, list_name in _list_outputs_flattened(decl, result):
         if not (isinstance(value, tuple) and len(value) == 2):
             raise DeclarationError(
                 f"output {out_name!r} must be (indices, expression), got {value!r}",
@@ -491,8 +516,25 @@ def _instantiate_index(decl, attr_values, kwargs) -> OpVariant:
             )
         idx, expr = value
         idx, sizes, groups = _sized(decl, out_name, _with_batch(idx))
-        outputs.append(Output(out_name, idx, _as_expr(decl, expr), sizes, groups))
+        outputs.append(Output(out_name, idx, _as_expr(decl, expr), sizes, groups, list_name))
     return OpVariant(decl, attr_values, inputs, tuple(outputs))
+
+
+def _list_outputs_flattened(decl: OpDecl, result: dict) -> list[tuple]:
+    """(name, value, list output or None) per output: a list output `output` as `output_0`,
+    `output_1`, ..., each naming `output`."""
+    lists = [name for name, value in result.items() if isinstance(value, list)]
+    if lists and len(result) > 1:
+        raise DeclarationError(
+            f"a list output must be the op's only output, got outputs {list(result)}",
+            decl.name,
+            decl.location,
+        )
+    if lists and not result[lists[0]]:
+        raise DeclarationError(f"list output {lists[0]!r} is empty", decl.name, decl.location)
+    if lists:
+        return [(f"{lists[0]}_{k}", value, lists[0]) for k, value in enumerate(result[lists[0]])]
+    return [(name, value, None) for name, value in result.items()]
 
 
 def _sized(decl: OpDecl, out_name: str, idx: tuple) -> tuple[tuple, tuple, tuple]:

@@ -205,6 +205,16 @@ class IntArray:
 
 
 @dataclass(frozen=True)
+class Length:
+    """The number of tensors in a list input, as a Python integer (TensorFlow's `N`)."""
+
+    x: str  # variable holding the list
+
+    def __str__(self) -> str:
+        return f"len({self.x})"
+
+
+@dataclass(frozen=True)
 class Rank:
     """The number of axes of a variable, as a Python integer (dispatch on an input's rank)."""
 
@@ -364,7 +374,7 @@ Value = Union[
     Elementwise, FusedCall, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
     BroadcastTo, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis, Constant, Iota,
     IntSize, IndexArith, Arange, Gather, ScatterAdd, Rank, NegativeAxes, AsTuple, IntArray,
-    MergeAxes, SplitAxis,
+    MergeAxes, SplitAxis, Length,
 ]
 
 
@@ -386,7 +396,7 @@ def reads(value: Value) -> set[str]:
         return {value.a, value.b}
     if isinstance(value, Einsum):
         return set(value.operands)
-    if isinstance(value, (ZerosLike, DimSize, Eye, Constant, Iota, IntSize, Rank)):
+    if isinstance(value, (ZerosLike, DimSize, Eye, Constant, Iota, IntSize, Rank, Length)):
         return set()
     if isinstance(value, NegativeAxis):
         return {value.axis}
@@ -445,3 +455,4 @@ class OpCode:
     location: str  # "file:line" of the declaration
     variadic: bool = False  # inputs is ("*<list input>",): tensors unpacked per variant
     list_inputs: tuple[str, ...] = ()  # numeric attributes read from constant integer inputs
+    list_output: bool = False  # outputs is (<list output>,), grads (grad_<it>,): sequences

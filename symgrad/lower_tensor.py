@@ -201,9 +201,10 @@ class TensorLowering:
 
     def _entry(self, entry: sp.Indexed, axes, fill=0) -> sp.Expr:
         name, idx = str(entry.base.label), tuple(entry.indices)
+        narrowed = self._off_axis(entry)
         idx = _kept_axes_aligned(idx, axes)
-        if any(_is_map(i) for i in idx):
-            name, idx = self._gathered(name, idx, axes, fill)
+        if narrowed or any(_is_map(i) for i in idx):
+            name, idx = self._gathered(name, idx, axes, fill, narrowed)
         if len(set(idx)) < len(idx):  # a diagonal: x[..., i, i]
             name, idx = self._diagonal(name, idx)
         kept = [n - len(idx) for n, i in enumerate(idx) if not isinstance(i, sp.Symbol)]
@@ -219,15 +220,32 @@ class TensorLowering:
 
     # --- index maps: gathers and their adjoint, scatter-adds ---
 
-    def _gathered(self, name: str, idx: tuple, axes: tuple, fill=0) -> tuple[str, tuple]:
-        """Read each mapped subscript (`i*s + k - p`, `indices[i]`) with a gather, last axis
-        first: (variable, plain indices), the map's indices in place of each mapped axis."""
-        key = ("gather", name, idx, axes, fill)
+    def _off_axis(self, entry: sp.Indexed) -> frozenset:
+        """The axes of `entry` subscripted by a plain index whose range is not the axis (a
+        piece of a concatenation, read at the joined axis's positions, zero outside): read
+        as maps, each position the index names."""
+        shape = getattr(entry.base, "shape", None)
+        found = set()
+        for n, i in enumerate(entry.indices):
+            if shape is None or not isinstance(i, sp.Symbol) or i not in self.ranges:
+                continue
+            low, high = self.ranges[i]
+            if free_indices(sp.sympify(low) + high):
+                continue  # a range ending at another index: a cumulative sum's, not a piece's
+            if low != 0 or sp.simplify(shape[n] - 1 - high) != 0:
+                found.add(n)
+        return frozenset(found)
+
+    def _gathered(self, name: str, idx: tuple, axes: tuple, fill=0, off_axis=frozenset()) -> tuple[str, tuple]:
+        """Read each mapped subscript (`i*s + k - p`, `indices[i]`, a plain index off its
+        axis) with a gather, last axis first: (variable, plain indices), the map's indices in
+        place of each mapped axis."""
+        key = ("gather", name, idx, axes, fill, off_axis)
         if key in self._memo:
             return self._memo[key]
         result = list(idx)
         for n in reversed(range(len(idx))):
-            if _is_map(idx[n]):
+            if _is_map(idx[n]) or n in off_axis:
                 group = _map_indices(idx[n], axes)
                 positions = self._positions(idx[n], group)
                 name = self._temp(Gather(name, positions, n - len(result), fill))
@@ -246,6 +264,9 @@ class TensorLowering:
             return self._memo[key]
         values = {i: sp.Symbol(self._expand(self._index_values(i), (i,), group)) for i in group}
         expr = self._int_scalars(expr).xreplace(values)
+        if expr.is_Symbol:  # a plain index read off its axis: its positions as they are
+            self._memo[key] = str(expr)
+            return self._memo[key]
         expr = expr.replace(
             lambda e: isinstance(e, exact_div) and not e.args[0].is_Symbol,
             lambda e: exact_div(sp.Symbol(self._temp(IndexArith(e.args[0]))), e.args[1]),

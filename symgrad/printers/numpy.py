@@ -167,6 +167,9 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
     def _print_IntArray(self, value: ir.IntArray):
         return f"{self._module_format('numpy.asarray')}({value.x}, dtype={self._module_format('numpy.int64')})"
 
+    def _print_Length(self, value: ir.Length):
+        return f"len({value.x})"
+
     def _print_Rank(self, value: ir.Rank):
         return f"{self._module_format('numpy.ndim')}({value.x})"
 

@@ -261,6 +261,9 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         finally:
             self._integer_context = False
 
+    def _print_Length(self, value: ir.Length):
+        return f"len({value.x})"
+
     def _print_Rank(self, value: ir.Rank):
         return f"len({value.x}.shape)"
 
