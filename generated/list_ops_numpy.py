@@ -34,7 +34,7 @@ def _gather(x, positions, axis, fill=0):
 
 
 def concat_v2(*values, axis=-1):
-    """ConcatV2: The tensors of `values` joined along `axis`: entry k shifted by the sizes before it (declared at ops/list_ops.py:24)."""
+    """ConcatV2: The tensors of `values` joined along `axis`: entry k shifted by the sizes before it (declared at ops/list_ops.py:27)."""
     N = len(values)
     axis = axis - np.ndim(values[0]) if np.ndim(axis) == 0 and axis >= 0 else axis
     if N == 2 and axis == -1:
@@ -152,7 +152,7 @@ def concat_v2_grad(grad, *values, output=None, axis=-1):
 
 
 def split(value, *, num_split=2, axis=-1):
-    """Split: `value` cut along `axis` into `num_split` pieces of equal size (declared at ops/list_ops.py:51)."""
+    """Split: `value` cut along `axis` into `num_split` pieces of equal size (declared at ops/list_ops.py:54)."""
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
     if num_split == 2 and axis == -1:
         t0 = np.shape(value)[-1]
@@ -254,7 +254,7 @@ def split_grad(grad_output, value, *, output=None, num_split=2, axis=-1):
 
 
 def split_v(value, *, num_split=2, axis=-1, size_splits):
-    """SplitV: `value` cut along `axis` into pieces of `size_splits[k]` entries (one may be -1: the rest) (declared at ops/list_ops.py:60)."""
+    """SplitV: `value` cut along `axis` into pieces of `size_splits[k]` entries (one may be -1: the rest) (declared at ops/list_ops.py:63)."""
     size_splits = np.asarray(size_splits, dtype=np.int64)
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
     if num_split == 2 and axis == -1:
@@ -376,4 +376,179 @@ def split_v_grad(grad_output, value, *, output=None, num_split=2, axis=-1, size_
         grad_value = t1 + t4 + t6
     else:
         raise ValueError(f"SplitV: unsupported attributes num_split={num_split!r}, axis={axis!r}")
+    return (grad_value,)
+
+
+def pack(*values, axis=-1):
+    """Pack: The tensors of `values`, of one shape, stacked along a new axis `axis` (declared at ops/list_ops.py:97)."""
+    N = len(values)
+    axis = axis - (np.ndim(values[0]) + 1) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if N == 2 and axis == -1:
+        values_0, values_1 = values
+        output = np.stack([values_0, values_1], axis=-1)
+    elif N == 2 and axis == -2:
+        values_0, values_1 = values
+        output = np.stack([values_0, values_1], axis=-2)
+    elif N == 2 and axis == -3:
+        values_0, values_1 = values
+        output = np.stack([values_0, values_1], axis=-3)
+    elif N == 3 and axis == -1:
+        values_0, values_1, values_2 = values
+        output = np.stack([values_0, values_1, values_2], axis=-1)
+    elif N == 3 and axis == -2:
+        values_0, values_1, values_2 = values
+        output = np.stack([values_0, values_1, values_2], axis=-2)
+    elif N == 3 and axis == -3:
+        values_0, values_1, values_2 = values
+        output = np.stack([values_0, values_1, values_2], axis=-3)
+    else:
+        raise ValueError(f"Pack: unsupported attributes N={N!r}, axis={axis!r}")
+    return output
+
+
+def pack_grad(grad, *values, output=None, axis=-1):
+    """Gradient of Pack: one array per input (*values)."""
+    N = len(values)
+    axis = axis - (np.ndim(values[0]) + 1) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if N == 2 and axis == -1:
+        values_0, values_1 = values
+        t0 = np.asarray(0, dtype=np.int64)
+        grad_values_0 = _gather(grad, t0, -1)
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
+        t1 = np.asarray(1, dtype=np.int64)
+        grad_values_1 = _gather(grad, t1, -1)
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
+        grads = (grad_values_0, grad_values_1)
+    elif N == 2 and axis == -2:
+        values_0, values_1 = values
+        t0 = np.asarray(0, dtype=np.int64)
+        grad_values_0 = _gather(grad, t0, -2)
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
+        t1 = np.asarray(1, dtype=np.int64)
+        grad_values_1 = _gather(grad, t1, -2)
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
+        grads = (grad_values_0, grad_values_1)
+    elif N == 2 and axis == -3:
+        values_0, values_1 = values
+        t0 = np.asarray(0, dtype=np.int64)
+        grad_values_0 = _gather(grad, t0, -3)
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
+        t1 = np.asarray(1, dtype=np.int64)
+        grad_values_1 = _gather(grad, t1, -3)
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
+        grads = (grad_values_0, grad_values_1)
+    elif N == 3 and axis == -1:
+        values_0, values_1, values_2 = values
+        t0 = np.asarray(0, dtype=np.int64)
+        grad_values_0 = _gather(grad, t0, -1)
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
+        t1 = np.asarray(1, dtype=np.int64)
+        grad_values_1 = _gather(grad, t1, -1)
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
+        t2 = np.asarray(2, dtype=np.int64)
+        grad_values_2 = _gather(grad, t2, -1)
+        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
+        grads = (grad_values_0, grad_values_1, grad_values_2)
+    elif N == 3 and axis == -2:
+        values_0, values_1, values_2 = values
+        t0 = np.asarray(0, dtype=np.int64)
+        grad_values_0 = _gather(grad, t0, -2)
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
+        t1 = np.asarray(1, dtype=np.int64)
+        grad_values_1 = _gather(grad, t1, -2)
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
+        t2 = np.asarray(2, dtype=np.int64)
+        grad_values_2 = _gather(grad, t2, -2)
+        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
+        grads = (grad_values_0, grad_values_1, grad_values_2)
+    elif N == 3 and axis == -3:
+        values_0, values_1, values_2 = values
+        t0 = np.asarray(0, dtype=np.int64)
+        grad_values_0 = _gather(grad, t0, -3)
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
+        t1 = np.asarray(1, dtype=np.int64)
+        grad_values_1 = _gather(grad, t1, -3)
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
+        t2 = np.asarray(2, dtype=np.int64)
+        grad_values_2 = _gather(grad, t2, -3)
+        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
+        grads = (grad_values_0, grad_values_1, grad_values_2)
+    else:
+        raise ValueError(f"Pack: unsupported attributes N={N!r}, axis={axis!r}")
+    return grads
+
+
+def unpack(value, *, num=2, axis=-1):
+    """Unpack: `value` taken apart along axis `axis` (of `num` entries), that axis dropped (declared at ops/list_ops.py:115)."""
+    axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if num == 2 and axis == -1:
+        t0 = np.asarray(0, dtype=np.int64)
+        output_0 = _gather(value, t0, -1)
+        t1 = np.asarray(1, dtype=np.int64)
+        output_1 = _gather(value, t1, -1)
+        output = (output_0, output_1)
+    elif num == 2 and axis == -2:
+        t0 = np.asarray(0, dtype=np.int64)
+        output_0 = _gather(value, t0, -2)
+        t1 = np.asarray(1, dtype=np.int64)
+        output_1 = _gather(value, t1, -2)
+        output = (output_0, output_1)
+    elif num == 2 and axis == -3:
+        t0 = np.asarray(0, dtype=np.int64)
+        output_0 = _gather(value, t0, -3)
+        t1 = np.asarray(1, dtype=np.int64)
+        output_1 = _gather(value, t1, -3)
+        output = (output_0, output_1)
+    elif num == 3 and axis == -1:
+        t0 = np.asarray(0, dtype=np.int64)
+        output_0 = _gather(value, t0, -1)
+        t1 = np.asarray(1, dtype=np.int64)
+        output_1 = _gather(value, t1, -1)
+        t2 = np.asarray(2, dtype=np.int64)
+        output_2 = _gather(value, t2, -1)
+        output = (output_0, output_1, output_2)
+    elif num == 3 and axis == -2:
+        t0 = np.asarray(0, dtype=np.int64)
+        output_0 = _gather(value, t0, -2)
+        t1 = np.asarray(1, dtype=np.int64)
+        output_1 = _gather(value, t1, -2)
+        t2 = np.asarray(2, dtype=np.int64)
+        output_2 = _gather(value, t2, -2)
+        output = (output_0, output_1, output_2)
+    elif num == 3 and axis == -3:
+        t0 = np.asarray(0, dtype=np.int64)
+        output_0 = _gather(value, t0, -3)
+        t1 = np.asarray(1, dtype=np.int64)
+        output_1 = _gather(value, t1, -3)
+        t2 = np.asarray(2, dtype=np.int64)
+        output_2 = _gather(value, t2, -3)
+        output = (output_0, output_1, output_2)
+    else:
+        raise ValueError(f"Unpack: unsupported attributes num={num!r}, axis={axis!r}")
+    return output
+
+
+def unpack_grad(grad_output, value, *, output=None, num=2, axis=-1):
+    """Gradient of Unpack: one array per input (value)."""
+    axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if num == 2 and axis == -1:
+        grad_output_0, grad_output_1 = grad_output
+        grad_value = np.stack([grad_output_0, grad_output_1], axis=-1)
+    elif num == 2 and axis == -2:
+        grad_output_0, grad_output_1 = grad_output
+        grad_value = np.stack([grad_output_0, grad_output_1], axis=-2)
+    elif num == 2 and axis == -3:
+        grad_output_0, grad_output_1 = grad_output
+        grad_value = np.stack([grad_output_0, grad_output_1], axis=-3)
+    elif num == 3 and axis == -1:
+        grad_output_0, grad_output_1, grad_output_2 = grad_output
+        grad_value = np.stack([grad_output_0, grad_output_1, grad_output_2], axis=-1)
+    elif num == 3 and axis == -2:
+        grad_output_0, grad_output_1, grad_output_2 = grad_output
+        grad_value = np.stack([grad_output_0, grad_output_1, grad_output_2], axis=-2)
+    elif num == 3 and axis == -3:
+        grad_output_0, grad_output_1, grad_output_2 = grad_output
+        grad_value = np.stack([grad_output_0, grad_output_1, grad_output_2], axis=-3)
+    else:
+        raise ValueError(f"Unpack: unsupported attributes num={num!r}, axis={axis!r}")
     return (grad_value,)

@@ -69,7 +69,7 @@ def _gather(x, positions, axis, fill=0):
 
 
 def concat_v2_vjp(grad, *values, output=None, axis=-1):
-    """Gradient of ConcatV2 (declared at ops/list_ops.py:24): one per input (*values)."""
+    """Gradient of ConcatV2 (declared at ops/list_ops.py:27): one per input (*values)."""
     N = len(values)
     axis = axis - len(values[0].shape) if isinstance(axis, int) and axis >= 0 else axis
     if N == 2 and axis == -1:
@@ -205,7 +205,7 @@ _register("ConcatV2", concat_v2_grad)
 
 
 def split_vjp(grad_output, value, output, *, num_split=2, axis=-1):
-    """Gradient of Split (declared at ops/list_ops.py:51): one per input (value)."""
+    """Gradient of Split (declared at ops/list_ops.py:54): one per input (value)."""
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
     if num_split == 2 and axis == -1:
         grad_output_0, grad_output_1 = grad_output
@@ -333,7 +333,7 @@ _register("Split", split_grad)
 
 
 def split_v_vjp(grad_output, value, output, *, num_split=2, axis=-1, size_splits):
-    """Gradient of SplitV (declared at ops/list_ops.py:60): one per input (value)."""
+    """Gradient of SplitV (declared at ops/list_ops.py:63): one per input (value)."""
     size_splits = tf.cast(size_splits, tf.int64)
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
     if num_split == 2 and axis == -1:
@@ -521,3 +521,214 @@ def split_v(value, *, num_split=2, axis=-1, size_splits):
 
 
 _register("SplitV", split_v_grad)
+
+
+def pack_vjp(grad, *values, output=None, axis=-1):
+    """Gradient of Pack (declared at ops/list_ops.py:97): one per input (*values)."""
+    N = len(values)
+    axis = axis - (len(values[0].shape) + 1) if isinstance(axis, int) and axis >= 0 else axis
+    if N == 2 and axis == -1:
+        values_0, values_1 = values
+        t0 = tf.cast(0, tf.int64)
+        grad_values_0 = _gather(grad, t0, -1)
+        grad_values_0 = _sum_to_shape(grad_values_0, values_0)
+        t1 = tf.cast(1, tf.int64)
+        grad_values_1 = _gather(grad, t1, -1)
+        grad_values_1 = _sum_to_shape(grad_values_1, values_1)
+        grads = (grad_values_0, grad_values_1)
+    elif N == 2 and axis == -2:
+        values_0, values_1 = values
+        t0 = tf.cast(0, tf.int64)
+        grad_values_0 = _gather(grad, t0, -2)
+        grad_values_0 = _sum_to_shape(grad_values_0, values_0)
+        t1 = tf.cast(1, tf.int64)
+        grad_values_1 = _gather(grad, t1, -2)
+        grad_values_1 = _sum_to_shape(grad_values_1, values_1)
+        grads = (grad_values_0, grad_values_1)
+    elif N == 2 and axis == -3:
+        values_0, values_1 = values
+        t0 = tf.cast(0, tf.int64)
+        grad_values_0 = _gather(grad, t0, -3)
+        grad_values_0 = _sum_to_shape(grad_values_0, values_0)
+        t1 = tf.cast(1, tf.int64)
+        grad_values_1 = _gather(grad, t1, -3)
+        grad_values_1 = _sum_to_shape(grad_values_1, values_1)
+        grads = (grad_values_0, grad_values_1)
+    elif N == 3 and axis == -1:
+        values_0, values_1, values_2 = values
+        t0 = tf.cast(0, tf.int64)
+        grad_values_0 = _gather(grad, t0, -1)
+        grad_values_0 = _sum_to_shape(grad_values_0, values_0)
+        t1 = tf.cast(1, tf.int64)
+        grad_values_1 = _gather(grad, t1, -1)
+        grad_values_1 = _sum_to_shape(grad_values_1, values_1)
+        t2 = tf.cast(2, tf.int64)
+        grad_values_2 = _gather(grad, t2, -1)
+        grad_values_2 = _sum_to_shape(grad_values_2, values_2)
+        grads = (grad_values_0, grad_values_1, grad_values_2)
+    elif N == 3 and axis == -2:
+        values_0, values_1, values_2 = values
+        t0 = tf.cast(0, tf.int64)
+        grad_values_0 = _gather(grad, t0, -2)
+        grad_values_0 = _sum_to_shape(grad_values_0, values_0)
+        t1 = tf.cast(1, tf.int64)
+        grad_values_1 = _gather(grad, t1, -2)
+        grad_values_1 = _sum_to_shape(grad_values_1, values_1)
+        t2 = tf.cast(2, tf.int64)
+        grad_values_2 = _gather(grad, t2, -2)
+        grad_values_2 = _sum_to_shape(grad_values_2, values_2)
+        grads = (grad_values_0, grad_values_1, grad_values_2)
+    elif N == 3 and axis == -3:
+        values_0, values_1, values_2 = values
+        t0 = tf.cast(0, tf.int64)
+        grad_values_0 = _gather(grad, t0, -3)
+        grad_values_0 = _sum_to_shape(grad_values_0, values_0)
+        t1 = tf.cast(1, tf.int64)
+        grad_values_1 = _gather(grad, t1, -3)
+        grad_values_1 = _sum_to_shape(grad_values_1, values_1)
+        t2 = tf.cast(2, tf.int64)
+        grad_values_2 = _gather(grad, t2, -3)
+        grad_values_2 = _sum_to_shape(grad_values_2, values_2)
+        grads = (grad_values_0, grad_values_1, grad_values_2)
+    else:
+        raise ValueError(f"Pack: unsupported attributes N={N!r}, axis={axis!r}")
+    return grads
+
+
+def pack_grad(op, grad):
+    """Gradient function of Pack for `tf.RegisterGradient`."""
+    return pack_vjp(grad, *op.inputs, output=op.outputs[0], axis=op.get_attr("axis"))
+
+
+def pack(*values, axis=-1):
+    """Pack: The tensors of `values`, of one shape, stacked along a new axis `axis`, with its derived gradient."""
+    N = len(values)
+    axis = axis - (len(values[0].shape) + 1) if isinstance(axis, int) and axis >= 0 else axis
+
+    @tf.custom_gradient
+    def forward(*values):
+        if N == 2 and axis == -1:
+            values_0, values_1 = values
+            output = tf.stack([values_0, values_1], axis=-1)
+        elif N == 2 and axis == -2:
+            values_0, values_1 = values
+            output = tf.stack([values_0, values_1], axis=-2)
+        elif N == 2 and axis == -3:
+            values_0, values_1 = values
+            output = tf.stack([values_0, values_1], axis=-3)
+        elif N == 3 and axis == -1:
+            values_0, values_1, values_2 = values
+            output = tf.stack([values_0, values_1, values_2], axis=-1)
+        elif N == 3 and axis == -2:
+            values_0, values_1, values_2 = values
+            output = tf.stack([values_0, values_1, values_2], axis=-2)
+        elif N == 3 and axis == -3:
+            values_0, values_1, values_2 = values
+            output = tf.stack([values_0, values_1, values_2], axis=-3)
+        else:
+            raise ValueError(f"Pack: unsupported attributes N={N!r}, axis={axis!r}")
+
+        def backward(grad):
+            return pack_vjp(grad, *values, output=output, axis=axis)
+
+        return output, backward
+
+    return forward(*values)
+
+
+_register("Pack", pack_grad)
+
+
+def unpack_vjp(grad_output, value, output, *, num=2, axis=-1):
+    """Gradient of Unpack (declared at ops/list_ops.py:115): one per input (value)."""
+    axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
+    if num == 2 and axis == -1:
+        grad_output_0, grad_output_1 = grad_output
+        grad_value = tf.stack([grad_output_0, grad_output_1], axis=-1)
+    elif num == 2 and axis == -2:
+        grad_output_0, grad_output_1 = grad_output
+        grad_value = tf.stack([grad_output_0, grad_output_1], axis=-2)
+    elif num == 2 and axis == -3:
+        grad_output_0, grad_output_1 = grad_output
+        grad_value = tf.stack([grad_output_0, grad_output_1], axis=-3)
+    elif num == 3 and axis == -1:
+        grad_output_0, grad_output_1, grad_output_2 = grad_output
+        grad_value = tf.stack([grad_output_0, grad_output_1, grad_output_2], axis=-1)
+    elif num == 3 and axis == -2:
+        grad_output_0, grad_output_1, grad_output_2 = grad_output
+        grad_value = tf.stack([grad_output_0, grad_output_1, grad_output_2], axis=-2)
+    elif num == 3 and axis == -3:
+        grad_output_0, grad_output_1, grad_output_2 = grad_output
+        grad_value = tf.stack([grad_output_0, grad_output_1, grad_output_2], axis=-3)
+    else:
+        raise ValueError(f"Unpack: unsupported attributes num={num!r}, axis={axis!r}")
+    return (grad_value,)
+
+
+def unpack_grad(op, *grad_output):
+    """Gradient function of Unpack for `tf.RegisterGradient`."""
+    return unpack_vjp(
+        grad_output, *op.inputs, list(op.outputs), num=op.get_attr("num"), axis=op.get_attr("axis")
+    )
+
+
+def unpack(value, *, num=2, axis=-1):
+    """Unpack: `value` taken apart along axis `axis` (of `num` entries), that axis dropped, with its derived gradient."""
+    axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
+
+    @tf.custom_gradient
+    def forward(value):
+        if num == 2 and axis == -1:
+            t0 = tf.cast(0, tf.int64)
+            output_0 = _gather(value, t0, -1)
+            t1 = tf.cast(1, tf.int64)
+            output_1 = _gather(value, t1, -1)
+            output = (output_0, output_1)
+        elif num == 2 and axis == -2:
+            t0 = tf.cast(0, tf.int64)
+            output_0 = _gather(value, t0, -2)
+            t1 = tf.cast(1, tf.int64)
+            output_1 = _gather(value, t1, -2)
+            output = (output_0, output_1)
+        elif num == 2 and axis == -3:
+            t0 = tf.cast(0, tf.int64)
+            output_0 = _gather(value, t0, -3)
+            t1 = tf.cast(1, tf.int64)
+            output_1 = _gather(value, t1, -3)
+            output = (output_0, output_1)
+        elif num == 3 and axis == -1:
+            t0 = tf.cast(0, tf.int64)
+            output_0 = _gather(value, t0, -1)
+            t1 = tf.cast(1, tf.int64)
+            output_1 = _gather(value, t1, -1)
+            t2 = tf.cast(2, tf.int64)
+            output_2 = _gather(value, t2, -1)
+            output = (output_0, output_1, output_2)
+        elif num == 3 and axis == -2:
+            t0 = tf.cast(0, tf.int64)
+            output_0 = _gather(value, t0, -2)
+            t1 = tf.cast(1, tf.int64)
+            output_1 = _gather(value, t1, -2)
+            t2 = tf.cast(2, tf.int64)
+            output_2 = _gather(value, t2, -2)
+            output = (output_0, output_1, output_2)
+        elif num == 3 and axis == -3:
+            t0 = tf.cast(0, tf.int64)
+            output_0 = _gather(value, t0, -3)
+            t1 = tf.cast(1, tf.int64)
+            output_1 = _gather(value, t1, -3)
+            t2 = tf.cast(2, tf.int64)
+            output_2 = _gather(value, t2, -3)
+            output = (output_0, output_1, output_2)
+        else:
+            raise ValueError(f"Unpack: unsupported attributes num={num!r}, axis={axis!r}")
+
+        def backward(*grad_output):
+            return unpack_vjp(grad_output, value, output, num=num, axis=axis)
+
+        return output, backward
+
+    return forward(value)
+
+
+_register("Unpack", unpack_grad)

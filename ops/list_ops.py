@@ -5,15 +5,18 @@ tensor, its length an enumerated attribute `length_of("values")` (TensorFlow's `
 TensorFlow infers from the list); a list output is returned as a list of (indices, expression)
 pairs. Concatenation and splitting are index maps that read zero outside the tensor (entry k
 shifted by the sizes before it), so every gradient is a gather of the upstream gradient.
+Stacking puts tensor k at position k of a new axis (a Kronecker delta of a literal position),
+unstacking reads position k: their gradients are a gather at one position and a stack.
 """
 
 import sympy as sp
 
-from symgrad import const_input, const_ints, dims, indices, length_of, op, tensor
+from symgrad import axis_attr, const_input, const_ints, dims, indices, length_of, op, tensor
 
 P = dims("P")[0]
 SIZES = dims("D0 D1 D2")
 p, j = indices("p j")
+AXES = (p, j)
 
 
 def _offsets(sizes):
@@ -76,3 +79,46 @@ def split_v(num_split, size_splits, axis):
         for k in range(num_split)
     ]
     return {"output": _pieces(axis, value, sizes, _offsets(sizes))}
+
+
+def _trailing(count):
+    """The sizes of the `count` axes after a stack's axis (the axes before it are `...`)."""
+    return (P, SIZES[0])[:count]
+
+
+def _inserted(items, axis, item):
+    """`items` (the trailing axes) with `item` inserted at `axis`, counted from the end of the
+    result."""
+    items = list(items)
+    items.insert(len(items) + 1 + axis, item)
+    return tuple(items)
+
+
+@op(
+    "Pack",
+    attrs={"N": length_of("values", (2, 3)), "axis": axis_attr((-1, -2, -3), "values", inserted=True)},
+    variadic="values",
+)
+def pack(N, axis):
+    """The tensors of `values`, of one shape, stacked along a new axis `axis`.
+
+    The axis is counted from the end of the output; entry k sits at position k of it.
+    """
+    trailing = _trailing(-axis - 1)
+    values = [tensor(f"values_{k}", (...,) + trailing) for k in range(N)]
+    (c,) = indices("c")
+    out = (...,) + _inserted(AXES[: len(trailing)], axis, (c, N))
+    entries = [x[(...,) + AXES[: len(trailing)]] for x in values]
+    return {"output": (out, sum(sp.KroneckerDelta(c, k) * x for k, x in enumerate(entries)))}
+
+
+@op("Unpack", attrs={"num": (2, 3), "axis": axis_attr((-1, -2, -3), "value")})
+def unpack(num, axis):
+    """`value` taken apart along axis `axis` (of `num` entries), that axis dropped.
+
+    Output k reads position k.
+    """
+    trailing = _trailing(-axis - 1)
+    value = tensor("value", (...,) + _inserted(trailing, axis, num))
+    out = (...,) + AXES[: len(trailing)]
+    return {"output": [(out, value[(...,) + _inserted(AXES[: len(trailing)], axis, k)]) for k in range(num)]}

@@ -2,6 +2,7 @@
 
 from symgrad.declare import (
     all_entries,
+    axis_attr,
     const_input,
     const_ints,
     dims,
@@ -20,6 +21,7 @@ from symgrad.functions import exact_div, first_maximum, indicator, maximum, mini
 __version__ = "0.1.0"
 __all__ = [
     "all_entries",
+    "axis_attr",
     "const_input",
     "const_ints",
     "dims",

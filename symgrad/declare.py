@@ -49,6 +49,7 @@ class Attr:
     axis_of: str | None = None  # for a constant axis input: the input it is an axis of
     rank_of: str | None = None  # for `rank_of`: the input whose rank this is (not a parameter)
     length_of: str | None = None  # for `length_of`: the list input whose length this is (ditto)
+    axis_inserted: bool = False  # `axis_of`'s axis is of a result with one axis more (Pack's)
     samples: Any = field(default=None, compare=False)  # values to verify with (`op(samples=)`)
 
     @property
@@ -369,6 +370,22 @@ class IntSymbols(sp.Symbol):
 
 
 @dataclass(frozen=True)
+class AxisAttr:
+    """An enumerated integer attribute that is an axis (Unpack's `axis`, Pack's)."""
+
+    values: tuple[int, ...]  # the axes declared, negative
+    of: str  # the input it is an axis of (for a list input: of each of its tensors)
+    inserted: bool  # an axis of the output, which has one axis more than `of` (Pack's)
+
+
+def axis_attr(values, of: str, *, inserted: bool = False) -> AxisAttr:
+    """An attribute holding an axis of input `of` (with `inserted`, of the output, one axis
+    longer: the new axis of a stack), enumerated over `values`: declare negative axes, which
+    work for every rank; a non-negative axis is turned into its negative twin at run time."""
+    return AxisAttr(tuple(values), of, inserted)
+
+
+@dataclass(frozen=True)
 class LengthOf:
     """An enumerated attribute that is the length of a list input (ConcatV2's `N`)."""
 
@@ -402,6 +419,10 @@ def _make_attrs(op_name, location, attrs: dict, defaults: dict) -> tuple[Attr, .
     for attr_name, kind in attrs.items():
         if isinstance(kind, RankOf):
             result.append(Attr(attr_name, kind.values, kind.values[0], rank_of=kind.input))
+            continue
+        if isinstance(kind, AxisAttr):
+            default = defaults.get(attr_name, kind.values[0])
+            result.append(Attr(attr_name, kind.values, default, axis_of=kind.of, axis_inserted=kind.inserted))
             continue
         if isinstance(kind, LengthOf):
             result.append(Attr(attr_name, kind.values, kind.values[0], length_of=kind.input))

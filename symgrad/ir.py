@@ -98,6 +98,17 @@ class Expand:
 
 
 @dataclass(frozen=True)
+class Stack:
+    """Arrays of one shape joined along a new axis (an unstack's gradient, a stack)."""
+
+    values: tuple[str, ...]  # variables, in order along the new axis
+    axis: int  # where the new axis goes, negative: counted from the last
+
+    def __str__(self) -> str:
+        return f"stack([{', '.join(self.values)}], {self.axis})"
+
+
+@dataclass(frozen=True)
 class Squeeze:
     """Remove size-1 axes (a kept reduction axis) before aligning by index."""
 
@@ -168,9 +179,10 @@ class NegativeAxis:
 
     axis: str  # variable holding the axis
     x: str  # variable whose rank counts
+    inserted: bool = False  # an axis of a result with one axis more than `x` (Pack's)
 
     def __str__(self) -> str:
-        return f"negative_axis({self.axis}, rank({self.x}))"
+        return f"negative_axis({self.axis}, rank({self.x}){' + 1' if self.inserted else ''})"
 
 
 @dataclass(frozen=True)
@@ -374,7 +386,7 @@ Value = Union[
     Elementwise, FusedCall, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
     BroadcastTo, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis, Constant, Iota,
     IntSize, IndexArith, Arange, Gather, ScatterAdd, Rank, NegativeAxes, AsTuple, IntArray,
-    MergeAxes, SplitAxis, Length,
+    MergeAxes, SplitAxis, Length, Stack,
 ]
 
 
@@ -396,6 +408,8 @@ def reads(value: Value) -> set[str]:
         return {value.a, value.b}
     if isinstance(value, Einsum):
         return set(value.operands)
+    if isinstance(value, Stack):
+        return set(value.values)
     if isinstance(value, (ZerosLike, DimSize, Eye, Constant, Iota, IntSize, Rank, Length)):
         return set()
     if isinstance(value, NegativeAxis):

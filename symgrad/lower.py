@@ -95,6 +95,8 @@ def _normalized_attr(decl: OpDecl, attr) -> Assign | None:
     if attr.axis_of:
         # an axis of a list input's tensors: of the first, as all have one rank
         of = f"{attr.axis_of}[0]" if attr.axis_of == decl.variadic else attr.axis_of
+        if attr.axis_inserted:
+            return Assign(attr.name, NegativeAxis(attr.name, of, inserted=True))
         return Assign(attr.name, (NegativeAxes if listed else NegativeAxis)(attr.name, of))
     return Assign(attr.name, AsTuple(attr.name)) if listed else None
 

@@ -22,10 +22,12 @@ from symgrad.ir import (
     Assign,
     Gather,
     IndexArith,
+    IntArray,
     IntSize,
     MergeAxes,
     ScatterAdd,
     SplitAxis,
+    Stack,
     BroadcastTo,
     DiagPart,
     Constant,
@@ -146,7 +148,32 @@ class TensorLowering:
             return sp.Symbol(self._index_condition(expr, axes))
         if not expr.args:
             self._fail(f"cannot lower {expr}")
+        stacked = self._stacked(expr, axes) if isinstance(expr, sp.Add) else None
+        if stacked is not None:
+            return stacked
         return expr.func(*[self.array(arg, axes) for arg in expr.args])
+
+    def _stacked(self, expr: sp.Add, axes) -> sp.Symbol | None:
+        """`Sum_k KroneckerDelta(b, k) * T_k` over every position k of axis b (a stack, an
+        unstack's gradient): the T_k stacked along b, not each times a one-hot; else None."""
+        pieces, axis = {}, None
+        for term in sp.Add.make_args(expr):
+            deltas = [f for f in sp.Mul.make_args(term) if isinstance(f, sp.KroneckerDelta)]
+            b, k = _axis_at_position(deltas[0]) if len(deltas) == 1 else (None, None)
+            if b is None or b not in axes or axis not in (None, b) or k in pieces:
+                return None
+            axis, pieces[k] = b, term / deltas[0]
+        low, high = self.ranges.get(axis, (None, None))
+        if low != 0 or high != len(pieces) - 1 or sorted(pieces) != list(range(len(pieces))):
+            return None  # not every position of a known number of them
+        rest = tuple(a for a in axes if a != axis)
+        if any(free_indices(piece) != set(rest) for piece in pieces.values()):
+            return None  # a piece broadcast along an axis: not one shape
+        names = []
+        for k in range(len(pieces)):
+            array = self.array(pieces[k], rest)
+            names.append(str(array) if array.is_Symbol else self._temp(Elementwise(array)))
+        return sp.Symbol(self._temp(Stack(tuple(names), axes.index(axis) - len(axes))))
 
     def _scalar(self, expr) -> sp.Expr:
         """A number or numeric attribute; dimension sizes are read from the arrays' shapes."""
@@ -202,7 +229,7 @@ class TensorLowering:
     def _entry(self, entry: sp.Indexed, axes, fill=0) -> sp.Expr:
         name, idx = str(entry.base.label), tuple(entry.indices)
         narrowed = self._off_axis(entry)
-        idx = _kept_axes_aligned(idx, axes)
+        idx = _kept_axes_aligned(idx, axes, narrowed)
         if narrowed or any(_is_map(i) for i in idx):
             name, idx = self._gathered(name, idx, axes, fill, narrowed)
         if len(set(idx)) < len(idx):  # a diagonal: x[..., i, i]
@@ -222,11 +249,13 @@ class TensorLowering:
 
     def _off_axis(self, entry: sp.Indexed) -> frozenset:
         """The axes of `entry` subscripted by a plain index whose range is not the axis (a
-        piece of a concatenation, read at the joined axis's positions, zero outside): read
-        as maps, each position the index names."""
+        piece of a concatenation, read at the joined axis's positions, zero outside), or by a
+        literal position on an axis not of size 1: read as maps, each position it names."""
         shape = getattr(entry.base, "shape", None)
         found = set()
         for n, i in enumerate(entry.indices):
+            if shape is not None and i.is_Integer and shape[n] != 1:
+                found.add(n)  # one position of an axis (an unstacked tensor's), not a kept axis
             if shape is None or not isinstance(i, sp.Symbol) or i not in self.ranges:
                 continue
             low, high = self.ranges[i]
@@ -266,6 +295,9 @@ class TensorLowering:
         expr = self._int_scalars(expr).xreplace(values)
         if expr.is_Symbol:  # a plain index read off its axis: its positions as they are
             self._memo[key] = str(expr)
+            return self._memo[key]
+        if expr.is_Integer:  # one position, as a 0-d integer array: the axis is dropped
+            self._memo[key] = self._temp(IntArray(str(expr)))
             return self._memo[key]
         expr = expr.replace(
             lambda e: isinstance(e, exact_div) and not e.args[0].is_Symbol,
@@ -528,15 +560,27 @@ def _scatter_deltas(function, axes: tuple, summed: tuple) -> list:
     return found
 
 
-def _kept_axes_aligned(idx: tuple, axes: tuple) -> tuple:
+def _kept_axes_aligned(idx: tuple, axes: tuple, read=frozenset()) -> tuple:
     """Let a literal 0 subscript (a kept size-1 axis) stand for the index at its place in
-    `axes`, counted from the last, when that index is not used otherwise: it broadcasts."""
+    `axes`, counted from the last, when that index is not used otherwise: it broadcasts.
+    Positions in `read` are literal positions of longer axes, read there."""
     result = list(idx)
     for n, i in enumerate(idx):
         place = n - len(idx) + len(axes)
-        if i.is_Integer and 0 <= place and axes[place] not in idx and is_index(axes[place]):
+        if i.is_Integer and n not in read and 0 <= place and axes[place] not in idx and is_index(axes[place]):
             result[n] = axes[place]
     return tuple(result)
+
+
+def _axis_at_position(delta: sp.KroneckerDelta) -> tuple:
+    """(b, k) for `KroneckerDelta(b, k)` with b an index and k a literal position, else
+    (None, None)."""
+    a, b = delta.args
+    if is_index(a) and b.is_Integer:
+        return a, int(b)
+    if is_index(b) and a.is_Integer:
+        return b, int(a)
+    return None, None
 
 
 def _tabulate(factor, idx, sizes) -> tuple:

@@ -102,6 +102,46 @@ def test_split_v(tf, tf_module, numpy_module, shape, axis, size_splits, dtype):
     check(tf, tf_module, numpy_module, "split_v", "SplitV", build, [RNG.standard_normal(shape)], attrs, True, dtype)
 
 
+PACK = [  # (shapes, axis): vectors and scalars, the default axis 0, negative axes
+    ([(4,), (4,)], 0),
+    ([(2, 3), (2, 3), (2, 3)], 0),
+    ([(2, 3), (2, 3)], -1),
+    ([(3, 2, 4), (3, 2, 4)], 1),
+    ([(), (), ()], 0),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("shapes,axis", PACK, ids=str)
+def test_pack(tf, tf_module, numpy_module, shapes, axis, dtype):
+    arrays = [np.asarray(RNG.standard_normal(s)) for s in shapes]
+    build = lambda ts: tf.raw_ops.Pack(values=ts, axis=axis)
+    check(tf, tf_module, numpy_module, "pack", "Pack", build, arrays, {"axis": axis}, False, dtype)
+
+
+UNPACK = [((3,), 0), ((2, 4), 0), ((4, 3), -1), ((2, 3, 4), 1), ((2, 2, 3), -3)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("shape,axis", UNPACK, ids=str)
+def test_unpack(tf, tf_module, numpy_module, shape, axis, dtype):
+    num = shape[axis]
+    build = lambda ts: tf.raw_ops.Unpack(value=ts[0], num=num, axis=axis)
+    attrs = {"num": num, "axis": axis}
+    check(tf, tf_module, numpy_module, "unpack", "Unpack", build, [RNG.standard_normal(shape)], attrs, True, dtype)
+
+
+def test_stack_gradients_are_stacks(derived):
+    """Unpack's gradient stacks the upstream gradients, Pack's reads one position of it."""
+    _, files = derived
+    numpy, tf = files["list_ops_numpy.py"], files["list_ops_tf.py"]
+    unpack_grad = numpy[numpy.index("def unpack_grad"):]
+    assert "np.stack([grad_output_0, grad_output_1], axis=-1)" in unpack_grad
+    assert "tf.stack([grad_output_0, grad_output_1], axis=-1)" in tf[tf.index("def unpack_vjp"):]
+    pack_grad = numpy[numpy.index("def pack_grad"):numpy.index("def unpack(")]
+    assert "_gather(grad, t0, -1)" in pack_grad
+
+
 def test_list_gradients_are_gathers(derived):
     """Each piece's gradient is a gather of the upstream gradient: no one-hot, no scatter."""
     _, files = derived
