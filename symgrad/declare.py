@@ -261,7 +261,7 @@ def elementwise(
 def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=None, samples=None):
     def wrap(fn: Callable) -> OpDecl:
         location = Location(fn.__code__.co_filename, fn.__code__.co_firstlineno)
-        attr_objs = _make_attrs(name, location, attrs or {}, defaults or {})
+        attr_objs = _make_attrs(name, location, attrs or {}, defaults or {}, variadic)
         attr_objs = _with_samples(name, location, attr_objs, samples or {})
         params = list(inspect.signature(fn).parameters)
         attr_names = [a.name for a in attr_objs]
@@ -414,7 +414,7 @@ def rank_of(input: str, values=(1, 2, 3, 4)) -> RankOf:
     return RankOf(input, tuple(values))
 
 
-def _make_attrs(op_name, location, attrs: dict, defaults: dict) -> tuple[Attr, ...]:
+def _make_attrs(op_name, location, attrs: dict, defaults: dict, variadic=None) -> tuple[Attr, ...]:
     result = []
     for attr_name, kind in attrs.items():
         if isinstance(kind, RankOf):
@@ -425,6 +425,12 @@ def _make_attrs(op_name, location, attrs: dict, defaults: dict) -> tuple[Attr, .
             result.append(Attr(attr_name, kind.values, default, axis_of=kind.of, axis_inserted=kind.inserted))
             continue
         if isinstance(kind, LengthOf):
+            if kind.input != variadic:
+                raise DeclarationError(
+                    f"length_of({kind.input!r}) names no list input (op(variadic=...)), got variadic={variadic!r}",
+                    op_name,
+                    location,
+                )
             result.append(Attr(attr_name, kind.values, kind.values[0], length_of=kind.input))
             continue
         if isinstance(kind, ConstInts):
@@ -521,6 +527,7 @@ def _instantiate_index(decl, attr_values, kwargs) -> OpVariant:
         inputs = tuple(_tensors.get())
     finally:
         _tensors.reset(token)
+    _check_list_input(decl, attr_values, inputs)
     if not isinstance(result, dict) or not result:
         raise DeclarationError(
             f"must return {{output_name: (indices, expression)}}, got {type(result).__name__}",
@@ -539,6 +546,29 @@ def _instantiate_index(decl, attr_values, kwargs) -> OpVariant:
         idx, sizes, groups = _sized(decl, out_name, _with_batch(idx))
         outputs.append(Output(out_name, idx, _as_expr(decl, expr), sizes, groups, list_name))
     return OpVariant(decl, attr_values, inputs, tuple(outputs))
+
+
+def _check_list_input(decl: OpDecl, attr_values, inputs) -> None:
+    """A list input's tensors are the op's only ones, `<list>_0`, `<list>_1`, ... in order, as
+    many as an attribute `length_of(<list>)` says."""
+    if decl.variadic is None:
+        return
+    names = [t.name for t in inputs]
+    if names != [f"{decl.variadic}_{k}" for k in range(len(names))]:
+        raise DeclarationError(
+            f"the tensors of list input {decl.variadic!r} are {decl.variadic}_0, "
+            f"{decl.variadic}_1, ... and the op's only tensor inputs, got {names}",
+            decl.name,
+            decl.location,
+        )
+    for attr in decl.attrs:
+        if attr.length_of is not None and dict(attr_values)[attr.name] != len(names):
+            raise DeclarationError(
+                f"{attr.name}={dict(attr_values)[attr.name]} is the length of {attr.length_of!r}, "
+                f"but {len(names)} tensor(s) were declared",
+                decl.name,
+                decl.location,
+            )
 
 
 def _list_outputs_flattened(decl: OpDecl, result: dict) -> list[tuple]:

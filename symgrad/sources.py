@@ -129,17 +129,16 @@ class NumpyFunction:
         return Gradients([None if g is None else np.asarray(g) for g in result])
 
     def call_lines(self, variant: Variant) -> list[str]:
-        args = _upstream_args(variant, upstream_names(variant), "[{}]".format) + list(variant.inputs)
+        ups = upstream_names(variant)
+        args = ([f"[{', '.join(ups)}]"] if variant.list_output else ups) + list(variant.inputs)
         kwargs = [f"{k}=attrs[{k!r}]" for k in accepted_kwargs(self.fn, variant.attrs)]
         call = f"{self.fn.__name__}({', '.join(args + kwargs)})"
         return self.imports + [f"print({self.label!r}, {call})"]
 
 
-def _upstream_args(variant: Variant, upstream, pack=list) -> list:
-    """The upstream gradients as a numpy gradient takes them: a list output's in one list."""
-    if variant.list_output:
-        return [pack(upstream) if pack is list else pack(", ".join(upstream))]
-    return list(upstream)
+def _upstream_args(variant: Variant, upstream) -> list:
+    """The upstream gradients as a numpy gradient takes them: a list output's as one list."""
+    return [list(upstream)] if variant.list_output else list(upstream)
 
 
 # --- TensorFlow ---------------------------------------------------------------------------------

@@ -149,3 +149,42 @@ def test_list_gradients_are_gathers(derived):
         source = files[name]
         assert "_gather(grad" in source
         assert "eye(" not in source and "one_hot" not in source and "_scatter_add" not in source
+
+
+def test_list_declarations_are_checked():
+    """A list input's tensors, its length attribute and a list output are checked, each
+    error naming the op."""
+    import sympy as sp
+
+    from symgrad import dims, indices, length_of, op, tensor
+    from symgrad.declare import instantiate
+    from symgrad.errors import DeclarationError
+
+    (D,) = dims("D")
+    (i,) = indices("i")
+    with pytest.raises(DeclarationError, match="names no list input"):
+        op("Bad", attrs={"N": length_of("values", (2,))})(lambda N: None)
+
+    @op("AddN", attrs={"N": length_of("inputs", (2,))}, variadic="inputs")
+    def extra_tensor(N):
+        xs = [tensor(f"inputs_{k}", (D,)) for k in range(N)] + [tensor("bias", (D,))]
+        return {"sum": ((i,), sum(x[i] for x in xs))}
+
+    with pytest.raises(DeclarationError, match="only tensor inputs"):
+        instantiate(extra_tensor, (("N", 2),))
+
+    @op("AddN", attrs={"N": length_of("inputs", (3,))}, variadic="inputs")
+    def short(N):
+        xs = [tensor(f"inputs_{k}", (D,)) for k in range(2)]
+        return {"sum": ((i,), sum(x[i] for x in xs))}
+
+    with pytest.raises(DeclarationError, match="N=3 is the length"):
+        instantiate(short, (("N", 3),))
+
+    @op("Halves")
+    def two_outputs():
+        x = tensor("x", (D,))
+        return {"output": [((i,), x[i])], "other": ((i,), sp.S(2) * x[i])}
+
+    with pytest.raises(DeclarationError, match="only output"):
+        instantiate(two_outputs, ())
