@@ -2,12 +2,14 @@
 
 from symgrad.declare import (
     all_entries,
+    axis_attr,
     const_input,
     const_ints,
     dims,
     elementwise,
     indices,
     ints,
+    length_of,
     op,
     rank_of,
     scalar_input,
@@ -19,6 +21,7 @@ from symgrad.functions import exact_div, first_maximum, indicator, maximum, mini
 __version__ = "0.1.0"
 __all__ = [
     "all_entries",
+    "axis_attr",
     "const_input",
     "const_ints",
     "dims",
@@ -28,6 +31,7 @@ __all__ = [
     "indicator",
     "indices",
     "ints",
+    "length_of",
     "maximum",
     "minimum",
     "op",

@@ -49,6 +49,8 @@ class Attr:
     axis_of: str | None = None  # for a constant axis input: the input it is an axis of
     rank_of: str | None = None  # for `rank_of`: the input whose rank this is (not a parameter)
     size_axis: int | None = None  # for `rank_of(..., axis=)`: the axis whose static size it is
+    length_of: str | None = None  # for `length_of`: the list input whose length this is (ditto)
+    axis_inserted: bool = False  # `axis_of`'s axis is of a result with one axis more (Pack's)
     samples: Any = field(default=None, compare=False)  # values to verify with (`op(samples=)`)
 
     @property
@@ -101,8 +103,9 @@ class OpDecl:
 
     @property
     def parameter_attrs(self) -> tuple[Attr, ...]:
-        """The enumerated attributes callers pass (not those read from an input's rank)."""
-        return tuple(a for a in self.enumerated_attrs if a.rank_of is None)
+        """The enumerated attributes callers pass (not those read from an input's rank or a
+        list input's length)."""
+        return tuple(a for a in self.enumerated_attrs if a.rank_of is None and a.length_of is None)
 
     @property
     def numeric_attrs(self) -> tuple[Attr, ...]:
@@ -152,6 +155,7 @@ class Output:
     expr: sp.Expr  # its value, in terms of the inputs
     sizes: tuple = ()  # (index, size) for indices declared with their axis size
     groups: tuple = ()  # (first position, count) of index groups one output axis enumerates
+    list_name: str | None = None  # the list output this is entry `name` of (Unpack's `output`)
 
 
 @dataclass(frozen=True)
@@ -262,8 +266,12 @@ def op(
 ):
     """Declare an index-summation op: `fn(**enumerated_attrs)` returns its outputs.
 
-    `variadic` names the op's single list input (Einsum's `inputs`) when the number of
-    tensors declared with `tensor()` differs between attribute variants.
+    `variadic` names the op's list input (Einsum's `inputs`, ConcatV2's `values`): its
+    tensors are declared as `tensor("values_0", ...)`, `tensor("values_1", ...)`, ..., as many
+    as the variant has, and they must be the op's only tensor inputs (constant inputs may come
+    before or after them: `const_input(-1, ...)` is the input after the list). An output
+    returned as a list of `(indices, expression)` pairs is a list output (Unpack's `output`),
+    which must be the op's only output.
 
     `samples` gives, per numeric attribute, the values `symgrad diff` and `symgrad check` call
     the op with (`{"strides": ((1, 1, 1, 1), (1, 2, 2, 1))}`), or a function of the enumerated
@@ -300,7 +308,7 @@ def elementwise(
 def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=None, samples=None, broadcast_to=None):
     def wrap(fn: Callable) -> OpDecl:
         location = Location(fn.__code__.co_filename, fn.__code__.co_firstlineno)
-        attr_objs = _make_attrs(name, location, attrs or {}, defaults or {})
+        attr_objs = _make_attrs(name, location, attrs or {}, defaults or {}, variadic)
         if broadcast_to is not None and not any(a.name == broadcast_to and a.is_list_input for a in attr_objs):
             raise DeclarationError(
                 f"broadcast_to names a const_ints attribute, got {broadcast_to!r}", name, location
@@ -413,6 +421,37 @@ class IntSymbols(sp.Symbol):
 
 
 @dataclass(frozen=True)
+class AxisAttr:
+    """An enumerated integer attribute that is an axis (Unpack's `axis`, Pack's)."""
+
+    values: tuple[int, ...]  # the axes declared, negative
+    of: str  # the input it is an axis of (for a list input: of each of its tensors)
+    inserted: bool  # an axis of the output, which has one axis more than `of` (Pack's)
+
+
+def axis_attr(values, of: str, *, inserted: bool = False) -> AxisAttr:
+    """An attribute holding an axis of input `of` (with `inserted`, of the output, one axis
+    longer: the new axis of a stack), enumerated over `values`: declare negative axes, which
+    work for every rank; a non-negative axis is turned into its negative twin at run time."""
+    return AxisAttr(tuple(values), of, inserted)
+
+
+@dataclass(frozen=True)
+class LengthOf:
+    """An enumerated attribute that is the length of a list input (ConcatV2's `N`)."""
+
+    input: str  # the list input (`op(variadic=...)`) whose length it is
+    values: tuple[int, ...]  # the lengths declared
+
+
+def length_of(input: str, values=(1, 2, 3)) -> LengthOf:
+    """The number of tensors in list input `input` (TensorFlow's `N`), enumerated over `values`
+    (one derivation each, dispatched on at run time); not a parameter of the generated
+    functions, nor passed to TensorFlow, which infers it from the list."""
+    return LengthOf(input, tuple(values))
+
+
+@dataclass(frozen=True)
 class RankOf:
     """An enumerated attribute that is the rank of an input: one derivation per rank."""
 
@@ -428,11 +467,24 @@ def rank_of(input: str, values=(1, 2, 3, 4), *, axis: int | None = None) -> Rank
     return RankOf(input, tuple(values), axis)
 
 
-def _make_attrs(op_name, location, attrs: dict, defaults: dict) -> tuple[Attr, ...]:
+def _make_attrs(op_name, location, attrs: dict, defaults: dict, variadic=None) -> tuple[Attr, ...]:
     result = []
     for attr_name, kind in attrs.items():
         if isinstance(kind, RankOf):
             result.append(Attr(attr_name, kind.values, kind.values[0], rank_of=kind.input, size_axis=kind.axis))
+            continue
+        if isinstance(kind, AxisAttr):
+            default = defaults.get(attr_name, kind.values[0])
+            result.append(Attr(attr_name, kind.values, default, axis_of=kind.of, axis_inserted=kind.inserted))
+            continue
+        if isinstance(kind, LengthOf):
+            if kind.input != variadic:
+                raise DeclarationError(
+                    f"length_of({kind.input!r}) names no list input (op(variadic=...)), got variadic={variadic!r}",
+                    op_name,
+                    location,
+                )
+            result.append(Attr(attr_name, kind.values, kind.values[0], length_of=kind.input))
             continue
         if isinstance(kind, ConstInts):
             result.append(Attr(attr_name, kind, defaults.get(attr_name), kind.position))
@@ -528,6 +580,7 @@ def _instantiate_index(decl, attr_values, kwargs) -> OpVariant:
         inputs = tuple(_tensors.get())
     finally:
         _tensors.reset(token)
+    _check_list_input(decl, attr_values, inputs)
     if not isinstance(result, dict) or not result:
         raise DeclarationError(
             f"must return {{output_name: (indices, expression)}}, got {type(result).__name__}",
@@ -535,7 +588,7 @@ def _instantiate_index(decl, attr_values, kwargs) -> OpVariant:
             decl.location,
         )
     outputs = []
-    for out_name, value in result.items():
+    for out_name, value, list_name in _list_outputs_flattened(decl, result):
         if not (isinstance(value, tuple) and len(value) == 2):
             raise DeclarationError(
                 f"output {out_name!r} must be (indices, expression), got {value!r}",
@@ -544,8 +597,48 @@ def _instantiate_index(decl, attr_values, kwargs) -> OpVariant:
             )
         idx, expr = value
         idx, sizes, groups = _sized(decl, out_name, _with_batch(idx))
-        outputs.append(Output(out_name, idx, _as_expr(decl, expr), sizes, groups))
+        outputs.append(Output(out_name, idx, _as_expr(decl, expr), sizes, groups, list_name))
     return OpVariant(decl, attr_values, inputs, tuple(outputs))
+
+
+def _check_list_input(decl: OpDecl, attr_values, inputs) -> None:
+    """A list input's tensors are the op's only ones, `<list>_0`, `<list>_1`, ... in order, as
+    many as an attribute `length_of(<list>)` says."""
+    if decl.variadic is None:
+        return
+    names = [t.name for t in inputs]
+    if names != [f"{decl.variadic}_{k}" for k in range(len(names))]:
+        raise DeclarationError(
+            f"the tensors of list input {decl.variadic!r} are {decl.variadic}_0, "
+            f"{decl.variadic}_1, ... and the op's only tensor inputs, got {names}",
+            decl.name,
+            decl.location,
+        )
+    for attr in decl.attrs:
+        if attr.length_of is not None and dict(attr_values)[attr.name] != len(names):
+            raise DeclarationError(
+                f"{attr.name}={dict(attr_values)[attr.name]} is the length of {attr.length_of!r}, "
+                f"but {len(names)} tensor(s) were declared",
+                decl.name,
+                decl.location,
+            )
+
+
+def _list_outputs_flattened(decl: OpDecl, result: dict) -> list[tuple]:
+    """(name, value, list output or None) per output: a list output `output` as `output_0`,
+    `output_1`, ..., each naming `output`."""
+    lists = [name for name, value in result.items() if isinstance(value, list)]
+    if lists and len(result) > 1:
+        raise DeclarationError(
+            f"a list output must be the op's only output, got outputs {list(result)}",
+            decl.name,
+            decl.location,
+        )
+    if lists and not result[lists[0]]:
+        raise DeclarationError(f"list output {lists[0]!r} is empty", decl.name, decl.location)
+    if lists:
+        return [(f"{lists[0]}_{k}", value, lists[0]) for k, value in enumerate(result[lists[0]])]
+    return [(name, value, None) for name, value in result.items()]
 
 
 def _sized(decl: OpDecl, out_name: str, idx: tuple) -> tuple[tuple, tuple, tuple]:

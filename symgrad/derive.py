@@ -53,9 +53,12 @@ class Derivation:
 
 
 def grad_names(variant: OpVariant) -> tuple[str, ...]:
-    """`grad` for a single output, else `grad_<output>` per output."""
+    """`grad` for a single output, else `grad_<output>` per output (and per entry of a list
+    output, whatever its length)."""
     outs = variant.outputs
-    return ("grad",) if len(outs) == 1 else tuple(f"grad_{o.name}" for o in outs)
+    if len(outs) == 1 and outs[0].list_name is None:
+        return ("grad",)
+    return tuple(f"grad_{o.name}" for o in outs)
 
 
 def derive(variant: OpVariant) -> Derivation:
@@ -233,7 +236,13 @@ def _eliminate_deltas(variant, term: Term, ranges: dict[sp.Symbol, Range], outpu
         v_range = summed.get(v) or ranges[v]
         factor = rest.subs(u, v)
         sums = tuple((s, lo.subs(u, v), hi.subs(u, v)) for s, lo, hi in sums if s != u)
-        sums = _constrain(variant, delta, summed[u], v, v_range, sums)
+        try:
+            sums = _constrain(variant, delta, summed[u], v, v_range, sums)
+        except DerivationError:
+            if v in summed or not _range_kept_by_factor(rest, u, summed[u]):
+                raise
+            # the upstream gradient of a piece (a split's), indexed by u alone: read at v
+            # beyond u's range it is zero (off its axis), so the bound holds by itself
 
 
 def _deltas(factor) -> list:
@@ -350,6 +359,13 @@ def _range_kept_by_entry(factor, i, i_range) -> bool:
             if sub == i and sp.simplify(entry.base.shape[axis] - 1 - high) == 0:
                 return True
     return False
+
+
+def _range_kept_by_factor(factor, i, i_range) -> bool:
+    """`_range_kept_by_entry` for an entry that is a factor of `factor` itself (not inside
+    an inner sum): where it reads zero, so does the whole term."""
+    entries = [f for f in sp.Mul.make_args(factor) if isinstance(f, sp.Indexed)]
+    return _range_kept_by_entry(sp.Mul(*entries), i, i_range)
 
 
 def _constrain(variant, delta, u_range: Range, v, v_range: Range, sums: tuple) -> tuple:

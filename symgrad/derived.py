@@ -133,6 +133,7 @@ class Variant:
     sizes: tuple = ()  # (index, size) of the output indices declared with their size
     sampled: tuple[tuple[str, Any], ...] = ()  # a further sample value, named in the label
     ascending: tuple[str, ...] = ()  # integer inputs whose positions are in ascending order
+    list_output: bool = False  # the outputs are the entries of one list output (Unpack's)
 
     @property
     def label(self) -> str:
@@ -180,10 +181,12 @@ def variants_of(op: DerivedOp) -> list[Variant]:
     from symgrad.declare import instantiate
 
     decl = op.decl
-    consts = tuple(sorted(a.input_position for a in decl.attrs if a.input_position is not None))
+    positions = [a.input_position for a in decl.attrs if a.input_position is not None]
     result = []
     for values in decl.variants():
         inst = instantiate(decl, values)
+        # a negative position counts from the end (the input after a list input)
+        consts = tuple(sorted(p % (len(inst.inputs) + len(positions)) for p in positions))
         shapes = None if decl.kind == "elementwise" else tuple(t.merged_shape for t in inst.inputs)
         sizes = tuple(s for o in inst.outputs for s in o.sizes)
         used = _attrs_read(
@@ -206,6 +209,7 @@ def variants_of(op: DerivedOp) -> list[Variant]:
                     sizes,
                     sampled,
                     tuple(t.name for t in inst.inputs if t.ascending),
+                    inst.outputs[0].list_name is not None,
                 )
             )
             if shapes is not None:  # an axis declared as a group of sizes (a block size)

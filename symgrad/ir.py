@@ -98,6 +98,17 @@ class Expand:
 
 
 @dataclass(frozen=True)
+class Stack:
+    """Arrays of one shape joined along a new axis (an unstack's gradient, a stack)."""
+
+    values: tuple[str, ...]  # variables, in order along the new axis
+    axis: int  # where the new axis goes, negative: counted from the last
+
+    def __str__(self) -> str:
+        return f"stack([{', '.join(self.values)}], {self.axis})"
+
+
+@dataclass(frozen=True)
 class Squeeze:
     """Remove size-1 axes (a kept reduction axis) before aligning by index."""
 
@@ -168,9 +179,10 @@ class NegativeAxis:
 
     axis: str  # variable holding the axis
     x: str  # variable whose rank counts
+    inserted: bool = False  # an axis of a result with one axis more than `x` (Pack's)
 
     def __str__(self) -> str:
-        return f"negative_axis({self.axis}, rank({self.x}))"
+        return f"negative_axis({self.axis}, rank({self.x}){' + 1' if self.inserted else ''})"
 
 
 @dataclass(frozen=True)
@@ -202,6 +214,16 @@ class IntArray:
 
     def __str__(self) -> str:
         return f"int_array({self.x})"
+
+
+@dataclass(frozen=True)
+class Length:
+    """The number of tensors in a list input, as a Python integer (TensorFlow's `N`)."""
+
+    x: str  # variable holding the list
+
+    def __str__(self) -> str:
+        return f"len({self.x})"
 
 
 @dataclass(frozen=True)
@@ -380,7 +402,7 @@ Value = Union[
     Elementwise, FusedCall, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
     BroadcastTo, BroadcastToShape, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis, Constant, Iota,
     IntSize, IndexArith, Arange, Gather, ScatterAdd, Rank, NegativeAxes, AsTuple, IntArray,
-    MergeAxes, SplitAxis,
+    MergeAxes, SplitAxis, Length, Stack,
 ]
 
 
@@ -404,7 +426,9 @@ def reads(value: Value) -> set[str]:
         return {value.a, value.b}
     if isinstance(value, Einsum):
         return set(value.operands)
-    if isinstance(value, (ZerosLike, DimSize, Eye, Constant, Iota, IntSize, Rank)):
+    if isinstance(value, Stack):
+        return set(value.values)
+    if isinstance(value, (ZerosLike, DimSize, Eye, Constant, Iota, IntSize, Rank, Length)):
         return set()
     if isinstance(value, NegativeAxis):
         return {value.axis}
@@ -463,3 +487,4 @@ class OpCode:
     location: str  # "file:line" of the declaration
     variadic: bool = False  # inputs is ("*<list input>",): tensors unpacked per variant
     list_inputs: tuple[str, ...] = ()  # numeric attributes read from constant integer inputs
+    list_output: bool = False  # outputs is (<list output>,), grads (grad_<it>,): sequences

@@ -14,6 +14,7 @@ from symgrad.ir import (
     AsTuple,
     BroadcastToShape,
     IntArray,
+    Length,
     NegativeAxes,
     NegativeAxis,
     reads,
@@ -35,9 +36,11 @@ from symgrad.simplify import share_subexpressions
 def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
     """All variants of one op -> its forward and vector-Jacobian-product functions."""
     first = derivations[0]
-    outputs = tuple(o.name for o in first.variant.outputs)
+    list_output = first.variant.outputs[0].list_name
+    outputs = (list_output,) if list_output else tuple(o.name for o in first.variant.outputs)
+    grads = (f"grad_{list_output}",) if list_output else first.grad_names
     inputs = (f"*{decl.variadic}",) if decl.variadic else tuple(t.name for t in first.variant.inputs)
-    axes = tuple(_normalized_attr(a) for a in decl.attrs if _normalized_attr(a) is not None)
+    axes = tuple(_normalized_attr(decl, a) for a in decl.attrs if _normalized_attr(decl, a) is not None)
     forward = Function(
         params=inputs,
         prologue=axes,
@@ -46,12 +49,15 @@ def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
     )
     vjp_branches = tuple(_unpacked(decl, d, _lower_vjp(decl, d)) for d in derivations)
     read = _names_read(vjp_branches)
+    if list_output and any(o.name in read for d in derivations for o in d.variant.outputs):
+        read.add(list_output)
+        vjp_branches = tuple(_outputs_unpacked(d, b) for d, b in zip(derivations, vjp_branches))
     used = tuple(o for o in outputs if o in read)
     # conjugate only what the gradient reads: Exp's gradient never touches x
     integer = {t.name for d in derivations for t in d.variant.inputs if t.integer}
     conj = tuple(Assign(n, Conj(n)) for n in inputs + used if n in read and n not in integer) if decl.complex_ok else ()
     vjp = Function(
-        params=first.grad_names + inputs + outputs,
+        params=grads + inputs + outputs,
         prologue=axes + conj,
         branches=vjp_branches,
         results=("grads",) if decl.variadic else _grad_names(first),
@@ -62,7 +68,7 @@ def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
         doc=decl.doc,
         inputs=inputs,
         outputs=outputs,
-        grads=first.grad_names,
+        grads=grads,
         enumerated_attrs=tuple((a.name, a.default) for a in decl.parameter_attrs),
         numeric_attrs=tuple((a.name, a.default) for a in decl.numeric_attrs),
         const_inputs=tuple((a.name, a.input_position) for a in decl.attrs if a.input_position is not None),
@@ -72,19 +78,27 @@ def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
         location=str(decl.location),
         variadic=decl.variadic is not None,
         list_inputs=tuple(a.name for a in decl.numeric_attrs if a.is_list_input),
+        list_output=list_output is not None,
     )
 
 
-def _normalized_attr(attr) -> Assign | None:
+def _normalized_attr(decl: OpDecl, attr) -> Assign | None:
     """The statement that puts an attribute read from an input into the form it is declared
-    in (an axis counted from the last, a tuple, an integer array, a rank), or None."""
+    in (an axis counted from the last, a tuple, an integer array, a rank, a list's length),
+    or None."""
     if attr.rank_of:
         return Assign(attr.name, Rank(attr.rank_of, attr.size_axis))
+    if attr.length_of:
+        return Assign(attr.name, Length(attr.length_of))
     if attr.is_list_input:
         return Assign(attr.name, IntArray(attr.name))
     listed = attr.input_position is not None and attr.enumerated and isinstance(attr.values[0], tuple)
     if attr.axis_of:
-        return Assign(attr.name, (NegativeAxes if listed else NegativeAxis)(attr.name, attr.axis_of))
+        # an axis of a list input's tensors: of the first, as all have one rank
+        of = f"{attr.axis_of}[0]" if attr.axis_of == decl.variadic else attr.axis_of
+        if attr.axis_inserted:
+            return Assign(attr.name, NegativeAxis(attr.name, of, inserted=True))
+        return Assign(attr.name, (NegativeAxes if listed else NegativeAxis)(attr.name, of))
     return Assign(attr.name, AsTuple(attr.name)) if listed else None
 
 
@@ -94,16 +108,34 @@ def _grad_names(derivation: Derivation) -> tuple[str | None, ...]:
 
 def _unpacked(decl: OpDecl, derivation: Derivation, branch: Branch) -> Branch:
     """For a list input: unpack it into this variant's tensors first; for a gradient, pack
-    one gradient per tensor last (as `grads`)."""
-    if not decl.variadic:
-        return branch
-    names = [t.name for t in derivation.variant.inputs]
-    unpack = Assign(", ".join(names) + ("," if len(names) == 1 else ""), Elementwise(sp.Symbol(decl.variadic)))
-    body = (unpack,) + branch.body
-    if any(s.target.startswith("grad_") for s in branch.body):
-        results = [sp.Symbol(g or "None") for g in _grad_names(derivation)]
-        body += (Assign("grads", Elementwise(sp.Tuple(*results))),)
+    one gradient per tensor last (as `grads`). For a list output: pack its entries last in
+    the forward; unpack its upstream gradients first in the gradient."""
+    body = branch.body
+    is_vjp = any(s.target.startswith("grad_") for s in branch.body)
+    list_output = derivation.variant.outputs[0].list_name
+    if list_output and is_vjp:
+        body = (_unpacking(derivation.grad_names, f"grad_{list_output}"),) + body
+    elif list_output:
+        entries = sp.Tuple(*(sp.Symbol(o.name) for o in derivation.variant.outputs))
+        body += (Assign(list_output, Elementwise(entries)),)
+    if decl.variadic:
+        body = (_unpacking([t.name for t in derivation.variant.inputs], decl.variadic),) + body
+        if is_vjp:
+            results = [sp.Symbol(g or "None") for g in _grad_names(derivation)]
+            body += (Assign("grads", Elementwise(sp.Tuple(*results))),)
     return Branch(branch.attr_values, body, branch.largest_rank)
+
+
+def _outputs_unpacked(derivation: Derivation, branch: Branch) -> Branch:
+    """A gradient branch that reads a list output's entries: unpack them first."""
+    names = [o.name for o in derivation.variant.outputs]
+    body = (_unpacking(names, derivation.variant.outputs[0].list_name),) + branch.body
+    return Branch(branch.attr_values, body, branch.largest_rank)
+
+
+def _unpacking(names, sequence: str) -> Assign:
+    """`a, b = sequence` (`a, = sequence` for one name)."""
+    return Assign(", ".join(names) + ("," if len(names) == 1 else ""), Elementwise(sp.Symbol(sequence)))
 
 
 def _names_read(branches) -> set[str]:

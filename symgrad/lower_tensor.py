@@ -27,6 +27,7 @@ from symgrad.ir import (
     MergeAxes,
     ScatterAdd,
     SplitAxis,
+    Stack,
     BroadcastTo,
     DiagPart,
     Constant,
@@ -167,7 +168,32 @@ class TensorLowering:
             return sp.Symbol(self._index_condition(expr, axes))
         if not expr.args:
             self._fail(f"cannot lower {expr}")
+        stacked = self._stacked(expr, axes) if isinstance(expr, sp.Add) else None
+        if stacked is not None:
+            return stacked
         return expr.func(*[self.array(arg, axes) for arg in expr.args])
+
+    def _stacked(self, expr: sp.Add, axes) -> sp.Symbol | None:
+        """`Sum_k KroneckerDelta(b, k) * T_k` over every position k of axis b (a stack, an
+        unstack's gradient): the T_k stacked along b, not each times a one-hot; else None."""
+        pieces, axis = {}, None
+        for term in sp.Add.make_args(expr):
+            deltas = [f for f in sp.Mul.make_args(term) if isinstance(f, sp.KroneckerDelta)]
+            b, k = _axis_at_position(deltas[0]) if len(deltas) == 1 else (None, None)
+            if b is None or b not in axes or axis not in (None, b) or k in pieces:
+                return None
+            axis, pieces[k] = b, term / deltas[0]
+        low, high = self.ranges.get(axis, (None, None))
+        if low != 0 or high != len(pieces) - 1 or sorted(pieces) != list(range(len(pieces))):
+            return None  # not every position of a known number of them
+        rest = tuple(a for a in axes if a != axis)
+        if any(free_indices(piece) != set(rest) for piece in pieces.values()):
+            return None  # a piece broadcast along an axis: not one shape
+        names = []
+        for k in range(len(pieces)):
+            array = self.array(pieces[k], rest)
+            names.append(str(array) if array.is_Symbol else self._temp(Elementwise(array)))
+        return sp.Symbol(self._temp(Stack(tuple(names), axes.index(axis) - len(axes))))
 
     def _scalar(self, expr) -> sp.Expr:
         """A number or numeric attribute; dimension sizes are read from the arrays' shapes."""
@@ -221,10 +247,11 @@ class TensorLowering:
     # --- tensor entries ---
 
     def _entry(self, entry: sp.Indexed, axes, fill=0) -> sp.Expr:
-        name, idx = self._selected(str(entry.base.label), tuple(entry.indices), getattr(entry.base, "shape", None))
+        name, idx, shape = self._selected(str(entry.base.label), tuple(entry.indices), getattr(entry.base, "shape", None))
+        narrowed = self._off_axis(idx, shape)
         idx = _kept_axes_aligned(idx, axes)
-        if any(_is_map(i) for i in idx):
-            name, idx = self._gathered(name, idx, axes, fill)
+        if narrowed or any(_is_map(i) for i in idx):
+            name, idx = self._gathered(name, idx, axes, fill, narrowed)
         if len(set(idx)) < len(idx):  # a diagonal: x[..., i, i]
             name, idx = self._diagonal(name, idx)
         kept = [n - len(idx) for n, i in enumerate(idx) if not isinstance(i, sp.Symbol)]
@@ -238,27 +265,44 @@ class TensorLowering:
             name = self._temp(_permutation(name, idx, order))
         return sp.Symbol(self._expand(name, order, axes))
 
-    def _selected(self, name: str, idx: tuple, shape) -> tuple[str, tuple]:
-        """Literal subscripts along axes longer than 1 (a column of GatherNd's indices): the
-        entries there, that axis gone (a literal 0 along a size-1 axis is a kept axis)."""
+    def _selected(self, name: str, idx: tuple, shape) -> tuple[str, tuple, tuple | None]:
+        """Literal subscripts along axes longer than 1 (a column of GatherNd's indices, an
+        unstacked tensor's entry): the entries there, that axis gone (a literal 0 along a
+        size-1 axis is a kept axis). (variable, subscripts, shape) of what is left."""
         for n in reversed(range(len(idx))):
             if idx[n].is_Integer and shape is not None and sp.sympify(shape[n]) != 1:
                 name = self._temp(Gather(name, self._int_value(idx[n]), n - len(idx)))
-                idx = idx[:n] + idx[n + 1 :]
-        return name, idx
+                idx, shape = idx[:n] + idx[n + 1 :], tuple(shape[:n]) + tuple(shape[n + 1 :])
+        return name, idx, shape
 
     # --- index maps: gathers and their adjoint, scatter-adds ---
 
-    def _gathered(self, name: str, idx: tuple, axes: tuple, fill=0) -> tuple[str, tuple]:
-        """Read each mapped subscript (`i*s + k - p`, `indices[i]`) with a gather, last axis
-        first: (variable, plain indices), the map's indices in place of each mapped axis."""
-        key = ("gather", name, idx, axes, fill)
+    def _off_axis(self, idx: tuple, shape) -> frozenset:
+        """The axes subscripted by a plain index whose range is not the axis (a piece of a
+        concatenation, read at the joined axis's positions, zero outside): read as maps, each
+        position it names."""
+        found = set()
+        for n, i in enumerate(idx):
+            if shape is None or not isinstance(i, sp.Symbol) or i not in self.ranges:
+                continue
+            low, high = self.ranges[i]
+            if free_indices(sp.sympify(low) + high):
+                continue  # a range ending at another index: a cumulative sum's, not a piece's
+            if low != 0 or sp.simplify(shape[n] - 1 - high) != 0:
+                found.add(n)
+        return frozenset(found)
+
+    def _gathered(self, name: str, idx: tuple, axes: tuple, fill=0, off_axis=frozenset()) -> tuple[str, tuple]:
+        """Read each mapped subscript (`i*s + k - p`, `indices[i]`, a plain index off its
+        axis) with a gather, last axis first: (variable, plain indices), the map's indices in
+        place of each mapped axis."""
+        key = ("gather", name, idx, axes, fill, off_axis)
         if key in self._memo:
             return self._memo[key]
         result = list(idx)
         n = len(idx) - 1
         while n >= 0:
-            if _is_map(idx[n]):
+            if _is_map(idx[n]) or n in off_axis:
                 group = _map_indices(idx[n], axes)
                 first = _joint_start(idx, n, group, axes)
                 if first < n:  # several axes read at positions from one tensor (GatherNd)
@@ -304,6 +348,12 @@ class TensorLowering:
             return self._memo[key]
         values = {i: sp.Symbol(self._expand(self._index_values(i), (i,), group)) for i in group}
         expr = self._int_scalars(expr).xreplace(values)
+        if expr.is_Symbol:  # a plain index read off its axis: its positions as they are
+            self._memo[key] = str(expr)
+            return self._memo[key]
+        if expr.is_Integer:  # one position, as a 0-d integer array: the axis is dropped
+            self._memo[key] = self._temp(IntArray(str(expr)))
+            return self._memo[key]
         expr = expr.replace(
             lambda e: isinstance(e, exact_div) and not e.args[0].is_Symbol,
             lambda e: exact_div(sp.Symbol(self._temp(IndexArith(e.args[0]))), e.args[1]),
@@ -619,6 +669,17 @@ def _kept_axes_aligned(idx: tuple, axes: tuple) -> tuple:
         if i.is_Integer and 0 <= place and axes[place] not in idx and is_index(axes[place]):
             result[n] = axes[place]
     return tuple(result)
+
+
+def _axis_at_position(delta: sp.KroneckerDelta) -> tuple:
+    """(b, k) for `KroneckerDelta(b, k)` with b an index and k a literal position, else
+    (None, None)."""
+    a, b = delta.args
+    if is_index(a) and b.is_Integer:
+        return a, int(b)
+    if is_index(b) and a.is_Integer:
+        return b, int(a)
+    return None, None
 
 
 def _tabulate(factor, idx, sizes) -> tuple:

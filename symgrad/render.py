@@ -127,13 +127,15 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
     pass_attrs = "".join(f", {name}={name}" for name, _ in op.enumerated_attrs + op.numeric_attrs)
     tensor_positions = [n for n in range(len(op.inputs) + len(const)) if n not in const.values()]
     op_inputs = "*op.inputs" if not const else ", ".join(f"op.inputs[{n}]" for n in tensor_positions)
+    none_positions = tuple(sorted(const.values()))
     if op.variadic:  # after `*inputs`, outputs can only be passed by keyword
         vjp_signature = _signature(op.grads + op.inputs, [f"{o}=None" for o in op.outputs] + attrs)
-        op_outputs = ", ".join(f"{o}=op.outputs[{n}]" for n, o in enumerate(op.outputs))
+        op_outputs = ", ".join(f"{o}={_op_outputs(op, n)}" for n, o in enumerate(op.outputs))
         outputs_pass = ", ".join(f"{o}={o}" for o in op.outputs)
+        op_inputs, none_positions = _list_input_positions(const)
     else:
         vjp_signature = _signature(op.grads + op.inputs + op.outputs, attrs)
-        op_outputs, outputs_pass = "*op.outputs", ", ".join(op.outputs)
+        op_outputs, outputs_pass = _op_outputs(op, None), ", ".join(op.outputs)
     return {
         **_common(op, printer),
         # in the custom_gradient wrapper the prologue runs outside the nested forward, whose
@@ -147,8 +149,30 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
         "op_inputs": op_inputs,
         "op_outputs": op_outputs,
         "outputs_pass": outputs_pass,
-        "none_positions": tuple(sorted(const.values())),
+        "none_positions": none_positions,
+        # a list output's upstream gradients arrive one per tensor; the vjp takes them as one
+        "grad_params": f"*{op.grads[0]}" if op.list_output else ", ".join(op.grads),
     }
+
+
+def _op_outputs(op: ir.OpCode, n: int | None) -> str:
+    """How the registered gradient passes the op's outputs (output `n`, or all): a list
+    output as the list `op.outputs`."""
+    if op.list_output:
+        return "list(op.outputs)"
+    return "*op.outputs" if n is None else f"op.outputs[{n}]"
+
+
+def _list_input_positions(const: dict) -> tuple[str, str]:
+    """For a list input between constant inputs (non-negative positions before it, negative
+    after it): how the registered gradient passes its tensors, and the positions of the
+    constant inputs, whose gradients are None, as Python source."""
+    before = sum(1 for p in const.values() if p >= 0)
+    after = sum(1 for p in const.values() if p < 0)
+    tensors = f"*op.inputs[{before or ''}:{-after if after else ''}]"
+    positions = [str(p) for p in sorted(p for p in const.values() if p >= 0)]
+    positions += [f"len(op.inputs) - {-p}" for p in sorted(p for p in const.values() if p < 0)]
+    return ("*op.inputs" if not const else tensors), (f"({', '.join(positions)},)" if const else ())
 
 
 def _read_numeric(name: str, const: dict, list_inputs) -> str:

@@ -117,7 +117,7 @@ class NumpyFunction:
     def _run_one(self, variant: Variant, case: Case):
         try:
             with np.errstate(all="ignore"):
-                result = self.fn(*case.upstream, *case.inputs, **self._kwargs(variant, case))
+                result = self.fn(*_upstream_args(variant, case.upstream), *case.inputs, **self._kwargs(variant, case))
         except Exception as exc:  # the function under test failed: report it, go on
             return GradientCallError(f"raised {_error_text(exc)}")
         if isinstance(result, np.ndarray) and len(variant.inputs) == 1:
@@ -129,10 +129,16 @@ class NumpyFunction:
         return Gradients([None if g is None else np.asarray(g) for g in result])
 
     def call_lines(self, variant: Variant) -> list[str]:
-        args = upstream_names(variant) + list(variant.inputs)
+        ups = upstream_names(variant)
+        args = ([f"[{', '.join(ups)}]"] if variant.list_output else ups) + list(variant.inputs)
         kwargs = [f"{k}=attrs[{k!r}]" for k in accepted_kwargs(self.fn, variant.attrs)]
         call = f"{self.fn.__name__}({', '.join(args + kwargs)})"
         return self.imports + [f"print({self.label!r}, {call})"]
+
+
+def _upstream_args(variant: Variant, upstream) -> list:
+    """The upstream gradients as a numpy gradient takes them: a list output's as one list."""
+    return [list(upstream)] if variant.list_output else list(upstream)
 
 
 # --- TensorFlow ---------------------------------------------------------------------------------
@@ -338,8 +344,11 @@ class StandInOp:
         import tensorflow as tf
 
         inputs = list(tensors)
+        total = len(inputs) + len(variant.const_positions)
         consts = {
-            a.input_position: a.name for a in variant.op.decl.attrs if a.input_position is not None
+            a.input_position % total: a.name
+            for a in variant.op.decl.attrs
+            if a.input_position is not None
         }
         for position in sorted(consts):
             inputs.insert(position, tf.constant(variant.attrs[consts[position]]))

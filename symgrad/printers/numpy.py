@@ -87,6 +87,9 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         axes = value.axes[0] if len(value.axes) == 1 else value.axes
         return f"{function}({self._print_operand(value.x)}, axis={axes}{keepdims})"
 
+    def _print_Stack(self, value: ir.Stack):
+        return f"{self._module_format('numpy.stack')}([{', '.join(value.values)}], axis={value.axis})"
+
     def _print_Squeeze(self, value: ir.Squeeze):
         axes = value.axes[0] if len(value.axes) == 1 else value.axes
         return f"{self._module_format('numpy.squeeze')}({value.x}, axis={axes})"
@@ -103,6 +106,7 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
 
     def _print_NegativeAxis(self, value: ir.NegativeAxis):
         rank = f"{self._module_format('numpy.ndim')}({value.x})"
+        rank = f"({rank} + 1)" if value.inserted else rank
         scalar = f"{self._module_format('numpy.ndim')}({value.axis}) == 0"
         return f"{value.axis} - {rank} if {scalar} and {value.axis} >= 0 else {value.axis}"
 
@@ -169,6 +173,9 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
 
     def _print_IntArray(self, value: ir.IntArray):
         return f"{self._module_format('numpy.asarray')}({value.x}, dtype={self._module_format('numpy.int64')})"
+
+    def _print_Length(self, value: ir.Length):
+        return f"len({value.x})"
 
     def _print_Rank(self, value: ir.Rank):
         if value.axis is not None:

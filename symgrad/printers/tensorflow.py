@@ -179,6 +179,9 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         axes = value.axes[0] if len(value.axes) == 1 else list(value.axes)
         return f"{function}({x}, axis={axes}{keepdims})"
 
+    def _print_Stack(self, value: ir.Stack):
+        return f"{self._module_format('tensorflow.stack')}([{', '.join(value.values)}], axis={value.axis})"
+
     def _print_Squeeze(self, value: ir.Squeeze):
         return f"{self._module_format('tensorflow.squeeze')}({value.x}, axis={list(value.axes)})"
 
@@ -195,7 +198,8 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
 
     def _print_NegativeAxis(self, value: ir.NegativeAxis):
         scalar = f"isinstance({value.axis}, int)"
-        return f"{value.axis} - len({value.x}.shape) if {scalar} and {value.axis} >= 0 else {value.axis}"
+        rank = f"(len({value.x}.shape) + 1)" if value.inserted else f"len({value.x}.shape)"
+        return f"{value.axis} - {rank} if {scalar} and {value.axis} >= 0 else {value.axis}"
 
     def _print_Constant(self, value: ir.Constant):
         return f"{self._module_format('tensorflow.constant')}({_nested(value.values)}, dtype={value.like}.dtype)"
@@ -263,6 +267,9 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
             return super()._print_IndexArith(value)
         finally:
             self._integer_context = False
+
+    def _print_Length(self, value: ir.Length):
+        return f"len({value.x})"
 
     def _print_Rank(self, value: ir.Rank):
         if value.axis is not None:
