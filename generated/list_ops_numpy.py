@@ -553,3 +553,41 @@ def unpack_grad(grad_output, value, *, output=None, num=2, axis=-1):
     else:
         raise ValueError(f"Unpack: unsupported attributes num={num!r}, axis={axis!r}")
     return (grad_value,)
+
+
+def add_n(*inputs):
+    """AddN: The sum of the tensors of `inputs`, all of one shape (declared at ops/list_ops.py:127)."""
+    N = len(inputs)
+    if N == 2:
+        inputs_0, inputs_1 = inputs
+        sum = inputs_0 + inputs_1
+    elif N == 3:
+        inputs_0, inputs_1, inputs_2 = inputs
+        sum = inputs_0 + inputs_1 + inputs_2
+    else:
+        raise ValueError(f"AddN: unsupported attributes N={N!r}")
+    return sum
+
+
+def add_n_grad(grad, *inputs, sum=None):
+    """Gradient of AddN: one array per input (*inputs)."""
+    N = len(inputs)
+    if N == 2:
+        inputs_0, inputs_1 = inputs
+        grad_inputs_0 = grad
+        grad_inputs_0 = _sum_to_shape(grad_inputs_0, np.shape(inputs_0))
+        grad_inputs_1 = grad
+        grad_inputs_1 = _sum_to_shape(grad_inputs_1, np.shape(inputs_1))
+        grads = (grad_inputs_0, grad_inputs_1)
+    elif N == 3:
+        inputs_0, inputs_1, inputs_2 = inputs
+        grad_inputs_0 = grad
+        grad_inputs_0 = _sum_to_shape(grad_inputs_0, np.shape(inputs_0))
+        grad_inputs_1 = grad
+        grad_inputs_1 = _sum_to_shape(grad_inputs_1, np.shape(inputs_1))
+        grad_inputs_2 = grad
+        grad_inputs_2 = _sum_to_shape(grad_inputs_2, np.shape(inputs_2))
+        grads = (grad_inputs_0, grad_inputs_1, grad_inputs_2)
+    else:
+        raise ValueError(f"AddN: unsupported attributes N={N!r}")
+    return grads

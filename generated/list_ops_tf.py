@@ -733,3 +733,58 @@ def unpack(value, *, num=2, axis=-1):
 
 
 _register("Unpack", unpack_grad)
+
+
+def add_n_vjp(grad, *inputs, sum=None):
+    """Gradient of AddN (declared at ops/list_ops.py:127): one per input (*inputs)."""
+    N = len(inputs)
+    if N == 2:
+        inputs_0, inputs_1 = inputs
+        grad_inputs_0 = grad
+        grad_inputs_0 = _sum_to_shape(grad_inputs_0, inputs_0)
+        grad_inputs_1 = grad
+        grad_inputs_1 = _sum_to_shape(grad_inputs_1, inputs_1)
+        grads = (grad_inputs_0, grad_inputs_1)
+    elif N == 3:
+        inputs_0, inputs_1, inputs_2 = inputs
+        grad_inputs_0 = grad
+        grad_inputs_0 = _sum_to_shape(grad_inputs_0, inputs_0)
+        grad_inputs_1 = grad
+        grad_inputs_1 = _sum_to_shape(grad_inputs_1, inputs_1)
+        grad_inputs_2 = grad
+        grad_inputs_2 = _sum_to_shape(grad_inputs_2, inputs_2)
+        grads = (grad_inputs_0, grad_inputs_1, grad_inputs_2)
+    else:
+        raise ValueError(f"AddN: unsupported attributes N={N!r}")
+    return grads
+
+
+def add_n_grad(op, grad):
+    """Gradient function of AddN for `tf.RegisterGradient`."""
+    return add_n_vjp(grad, *op.inputs, sum=op.outputs[0])
+
+
+def add_n(*inputs):
+    """AddN: The sum of the tensors of `inputs`, all of one shape, with its derived gradient."""
+    N = len(inputs)
+
+    @tf.custom_gradient
+    def forward(*inputs):
+        if N == 2:
+            inputs_0, inputs_1 = inputs
+            sum = inputs_0 + inputs_1
+        elif N == 3:
+            inputs_0, inputs_1, inputs_2 = inputs
+            sum = inputs_0 + inputs_1 + inputs_2
+        else:
+            raise ValueError(f"AddN: unsupported attributes N={N!r}")
+
+        def backward(grad):
+            return add_n_vjp(grad, *inputs, sum=sum)
+
+        return sum, backward
+
+    return forward(*inputs)
+
+
+_register("AddN", add_n_grad)

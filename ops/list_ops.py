@@ -1,4 +1,4 @@
-"""Ops that take or return a list of tensors: ConcatV2, Pack, Unpack, Split, SplitV.
+"""Ops that take or return a list of tensors: ConcatV2, Pack, Unpack, Split, SplitV, AddN.
 
 A list input is declared with `op(variadic="values")` and one `tensor("values_<k>", ...)` per
 tensor, its length an enumerated attribute `length_of("values")` (TensorFlow's `N`, which
@@ -122,3 +122,10 @@ def unpack(num, axis):
     value = tensor("value", (...,) + _inserted(trailing, axis, num))
     out = (...,) + AXES[: len(trailing)]
     return {"output": [(out, value[(...,) + _inserted(AXES[: len(trailing)], axis, k)]) for k in range(num)]}
+
+
+@op("AddN", attrs={"N": length_of("inputs", (2, 3))}, variadic="inputs", complex=True)
+def add_n(N):
+    """The sum of the tensors of `inputs`, all of one shape."""
+    inputs = [tensor(f"inputs_{k}", (..., P)) for k in range(N)]
+    return {"sum": ((..., p), sum(x[..., p] for x in inputs))}
