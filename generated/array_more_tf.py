@@ -286,39 +286,33 @@ def mirror_pad_vjp(grad, input, output, *, mode="REFLECT", paddings):
         t15 = _gather(t13, t14, -2)
         t16 = paddings[0][0] > paddings[0][0] - t3
         t17 = t16[..., None]
-        t18 = _gather(grad, t12, -1)
-        t19 = tf.shape(input, out_type=tf.int64)[-2]
-        t20 = paddings[0][0] + 2 * t19 - t3 - 2
-        t21 = _gather(t18, t20, -2)
-        t22 = paddings[0][0] + 2 * t19 - t3 - 2 >= paddings[0][0] + t19
-        t23 = t22[..., None]
-        t24 = _gather(grad, t1, -1)
-        t25 = _gather(t24, t14, -2)
-        t26 = _gather(grad, t8, -1)
-        t27 = _gather(t26, t14, -2)
-        t28 = _gather(grad, t1, -1)
-        t29 = _gather(t28, t20, -2)
-        t30 = _gather(grad, t8, -1)
-        t31 = _gather(t30, t20, -2)
-        t32 = _gather(grad, t12, -1)
-        t33 = _gather(t32, t4, -2)
+        t18 = tf.shape(input, out_type=tf.int64)[-2]
+        t19 = paddings[0][0] + 2 * t18 - t3 - 2
+        t20 = _gather(t13, t19, -2)
+        t21 = paddings[0][0] + 2 * t18 - t3 - 2 >= paddings[0][0] + t18
+        t22 = t21[..., None]
+        t23 = _gather(t2, t14, -2)
+        t24 = _gather(t9, t14, -2)
+        t25 = _gather(t2, t19, -2)
+        t26 = _gather(t9, t19, -2)
+        t27 = _gather(t13, t4, -2)
         grad_input = (
             t10 * tf.where(t11, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t15 * tf.where(t17, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t21 * tf.where(t23, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t20 * tf.where(t22, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t23
+            * tf.where(t17, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t6, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t24
+            * tf.where(t11, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t17, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t25
-            * tf.where(t17, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t22, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             * tf.where(t6, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t26
+            * tf.where(t11, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t22, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t27
-            * tf.where(t11, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t17, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t29
-            * tf.where(t23, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t6, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t31
-            * tf.where(t11, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t23, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t33
             + t5 * tf.where(t6, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
         )
     elif rank == 2 and mode == "SYMMETRIC":
@@ -335,22 +329,16 @@ def mirror_pad_vjp(grad, input, output, *, mode="REFLECT", paddings):
         t10 = paddings[1][0] - t0 + 2 * t9 - 1
         t11 = _gather(grad, t10, -1)
         t12 = _gather(t11, t4, -2)
-        t13 = _gather(grad, t1, -1)
-        t14 = paddings[0][0] - t3 - 1
-        t15 = _gather(t13, t14, -2)
-        t16 = _gather(grad, t6, -1)
-        t17 = _gather(t16, t14, -2)
-        t18 = _gather(grad, t10, -1)
-        t19 = _gather(t18, t14, -2)
-        t20 = _gather(grad, t1, -1)
-        t21 = tf.shape(input, out_type=tf.int64)[-2]
-        t22 = paddings[0][0] + 2 * t21 - t3 - 1
-        t23 = _gather(t20, t22, -2)
-        t24 = _gather(grad, t6, -1)
-        t25 = _gather(t24, t22, -2)
-        t26 = _gather(grad, t10, -1)
-        t27 = _gather(t26, t22, -2)
-        grad_input = t12 + t15 + t17 + t19 + t23 + t25 + t27 + t5 + t8
+        t13 = paddings[0][0] - t3 - 1
+        t14 = _gather(t2, t13, -2)
+        t15 = _gather(t7, t13, -2)
+        t16 = _gather(t11, t13, -2)
+        t17 = tf.shape(input, out_type=tf.int64)[-2]
+        t18 = paddings[0][0] + 2 * t17 - t3 - 1
+        t19 = _gather(t2, t18, -2)
+        t20 = _gather(t7, t18, -2)
+        t21 = _gather(t11, t18, -2)
+        grad_input = t12 + t14 + t15 + t16 + t19 + t20 + t21 + t5 + t8
     elif rank == 3 and mode == "REFLECT":
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = paddings[2][0] - t0
@@ -375,165 +363,123 @@ def mirror_pad_vjp(grad, input, output, *, mode="REFLECT", paddings):
         t20 = _gather(t19, t7, -3)
         t21 = paddings[1][0] > paddings[1][0] - t3
         t22 = t21[..., None]
-        t23 = _gather(grad, t16, -1)
-        t24 = tf.shape(input, out_type=tf.int64)[-2]
-        t25 = paddings[1][0] + 2 * t24 - t3 - 2
-        t26 = _gather(t23, t25, -2)
-        t27 = _gather(t26, t7, -3)
-        t28 = paddings[1][0] + 2 * t24 - t3 - 2 >= paddings[1][0] + t24
-        t29 = t28[..., None]
-        t30 = _gather(grad, t16, -1)
-        t31 = _gather(t30, t4, -2)
-        t32 = paddings[0][0] - t6
-        t33 = _gather(t31, t32, -3)
-        t34 = paddings[0][0] > paddings[0][0] - t6
-        t35 = t34[..., None, None]
-        t36 = _gather(grad, t16, -1)
-        t37 = _gather(t36, t4, -2)
-        t38 = tf.shape(input, out_type=tf.int64)[-3]
-        t39 = paddings[0][0] + 2 * t38 - t6 - 2
-        t40 = _gather(t37, t39, -3)
-        t41 = paddings[0][0] + 2 * t38 - t6 - 2 >= paddings[0][0] + t38
-        t42 = t41[..., None, None]
-        t43 = _gather(grad, t1, -1)
-        t44 = _gather(t43, t18, -2)
-        t45 = _gather(t44, t7, -3)
-        t46 = _gather(grad, t11, -1)
-        t47 = _gather(t46, t18, -2)
-        t48 = _gather(t47, t7, -3)
-        t49 = _gather(grad, t1, -1)
-        t50 = _gather(t49, t25, -2)
-        t51 = _gather(t50, t7, -3)
-        t52 = _gather(grad, t11, -1)
-        t53 = _gather(t52, t25, -2)
-        t54 = _gather(t53, t7, -3)
-        t55 = _gather(grad, t1, -1)
-        t56 = _gather(t55, t4, -2)
-        t57 = _gather(t56, t32, -3)
-        t58 = _gather(grad, t11, -1)
-        t59 = _gather(t58, t4, -2)
-        t60 = _gather(t59, t32, -3)
-        t61 = _gather(grad, t16, -1)
-        t62 = _gather(t61, t18, -2)
-        t63 = _gather(t62, t32, -3)
-        t64 = _gather(grad, t16, -1)
-        t65 = _gather(t64, t25, -2)
-        t66 = _gather(t65, t32, -3)
-        t67 = _gather(grad, t1, -1)
-        t68 = _gather(t67, t4, -2)
-        t69 = _gather(t68, t39, -3)
-        t70 = _gather(grad, t11, -1)
-        t71 = _gather(t70, t4, -2)
-        t72 = _gather(t71, t39, -3)
-        t73 = _gather(grad, t16, -1)
-        t74 = _gather(t73, t18, -2)
-        t75 = _gather(t74, t39, -3)
-        t76 = _gather(grad, t16, -1)
-        t77 = _gather(t76, t25, -2)
-        t78 = _gather(t77, t39, -3)
-        t79 = _gather(grad, t1, -1)
-        t80 = _gather(t79, t18, -2)
-        t81 = _gather(t80, t32, -3)
-        t82 = _gather(grad, t11, -1)
-        t83 = _gather(t82, t18, -2)
-        t84 = _gather(t83, t32, -3)
-        t85 = _gather(grad, t1, -1)
-        t86 = _gather(t85, t25, -2)
-        t87 = _gather(t86, t32, -3)
-        t88 = _gather(grad, t11, -1)
-        t89 = _gather(t88, t25, -2)
-        t90 = _gather(t89, t32, -3)
-        t91 = _gather(grad, t1, -1)
-        t92 = _gather(t91, t18, -2)
-        t93 = _gather(t92, t39, -3)
-        t94 = _gather(grad, t11, -1)
-        t95 = _gather(t94, t18, -2)
-        t96 = _gather(t95, t39, -3)
-        t97 = _gather(grad, t1, -1)
-        t98 = _gather(t97, t25, -2)
-        t99 = _gather(t98, t39, -3)
-        t100 = _gather(grad, t11, -1)
-        t101 = _gather(t100, t25, -2)
-        t102 = _gather(t101, t39, -3)
-        t103 = _gather(grad, t16, -1)
-        t104 = _gather(t103, t4, -2)
-        t105 = _gather(t104, t7, -3)
+        t23 = tf.shape(input, out_type=tf.int64)[-2]
+        t24 = paddings[1][0] + 2 * t23 - t3 - 2
+        t25 = _gather(t17, t24, -2)
+        t26 = _gather(t25, t7, -3)
+        t27 = paddings[1][0] + 2 * t23 - t3 - 2 >= paddings[1][0] + t23
+        t28 = t27[..., None]
+        t29 = _gather(t17, t4, -2)
+        t30 = paddings[0][0] - t6
+        t31 = _gather(t29, t30, -3)
+        t32 = paddings[0][0] > paddings[0][0] - t6
+        t33 = t32[..., None, None]
+        t34 = tf.shape(input, out_type=tf.int64)[-3]
+        t35 = paddings[0][0] + 2 * t34 - t6 - 2
+        t36 = _gather(t29, t35, -3)
+        t37 = paddings[0][0] + 2 * t34 - t6 - 2 >= paddings[0][0] + t34
+        t38 = t37[..., None, None]
+        t39 = _gather(t2, t18, -2)
+        t40 = _gather(t39, t7, -3)
+        t41 = _gather(t12, t18, -2)
+        t42 = _gather(t41, t7, -3)
+        t43 = _gather(t2, t24, -2)
+        t44 = _gather(t43, t7, -3)
+        t45 = _gather(t12, t24, -2)
+        t46 = _gather(t45, t7, -3)
+        t47 = _gather(t5, t30, -3)
+        t48 = _gather(t13, t30, -3)
+        t49 = _gather(t19, t30, -3)
+        t50 = _gather(t25, t30, -3)
+        t51 = _gather(t5, t35, -3)
+        t52 = _gather(t13, t35, -3)
+        t53 = _gather(t19, t35, -3)
+        t54 = _gather(t25, t35, -3)
+        t55 = _gather(t39, t30, -3)
+        t56 = _gather(t41, t30, -3)
+        t57 = _gather(t43, t30, -3)
+        t58 = _gather(t45, t30, -3)
+        t59 = _gather(t39, t35, -3)
+        t60 = _gather(t41, t35, -3)
+        t61 = _gather(t43, t35, -3)
+        t62 = _gather(t45, t35, -3)
+        t63 = _gather(t29, t7, -3)
         grad_input = (
-            t102
-            * tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t29, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t105
-            + t14 * tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            t14 * tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t20 * tf.where(t22, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t27 * tf.where(t29, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t33 * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t40 * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t45
+            + t26 * tf.where(t28, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t31 * tf.where(t33, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t36 * tf.where(t38, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t40
             * tf.where(t22, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t9, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t42
+            * tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t22, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t44
+            * tf.where(t28, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t9, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t46
+            * tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t28, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t47
+            * tf.where(t33, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             * tf.where(t9, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t48
             * tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t33, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t49
             * tf.where(t22, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t33, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t50
+            * tf.where(t28, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t33, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t51
-            * tf.where(t29, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t38, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             * tf.where(t9, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t54
+            + t52
             * tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t29, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t38, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t53
+            * tf.where(t22, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t38, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t54
+            * tf.where(t28, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t38, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t55
+            * tf.where(t22, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t33, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t9, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t56
+            * tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t22, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t33, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t57
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t28, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t33, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t9, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t58
+            * tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t28, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t33, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t59
+            * tf.where(t22, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t38, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             * tf.where(t9, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t60
             * tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t22, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t38, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t61
+            * tf.where(t28, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t38, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t9, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t62
+            * tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t28, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t38, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t63
-            * tf.where(t22, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t66
-            * tf.where(t29, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t69
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t9, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t72
-            * tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t75
-            * tf.where(t22, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t78
-            * tf.where(t29, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t8 * tf.where(t9, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t81
-            * tf.where(t22, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t9, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t84
-            * tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t22, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t87
-            * tf.where(t29, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t9, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t90
-            * tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t29, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t93
-            * tf.where(t22, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t9, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t96
-            * tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t22, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t99
-            * tf.where(t29, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t9, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
         )
     elif rank == 3 and mode == "SYMMETRIC":
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
@@ -554,112 +500,70 @@ def mirror_pad_vjp(grad, input, output, *, mode="REFLECT", paddings):
         t15 = _gather(grad, t14, -1)
         t16 = _gather(t15, t4, -2)
         t17 = _gather(t16, t7, -3)
-        t18 = _gather(grad, t1, -1)
-        t19 = paddings[1][0] - t3 - 1
-        t20 = _gather(t18, t19, -2)
-        t21 = _gather(t20, t7, -3)
-        t22 = _gather(grad, t9, -1)
-        t23 = _gather(t22, t19, -2)
+        t18 = paddings[1][0] - t3 - 1
+        t19 = _gather(t2, t18, -2)
+        t20 = _gather(t19, t7, -3)
+        t21 = _gather(t10, t18, -2)
+        t22 = _gather(t21, t7, -3)
+        t23 = _gather(t15, t18, -2)
         t24 = _gather(t23, t7, -3)
-        t25 = _gather(grad, t14, -1)
-        t26 = _gather(t25, t19, -2)
-        t27 = _gather(t26, t7, -3)
-        t28 = _gather(grad, t1, -1)
-        t29 = tf.shape(input, out_type=tf.int64)[-2]
-        t30 = paddings[1][0] + 2 * t29 - t3 - 1
-        t31 = _gather(t28, t30, -2)
+        t25 = tf.shape(input, out_type=tf.int64)[-2]
+        t26 = paddings[1][0] + 2 * t25 - t3 - 1
+        t27 = _gather(t2, t26, -2)
+        t28 = _gather(t27, t7, -3)
+        t29 = _gather(t10, t26, -2)
+        t30 = _gather(t29, t7, -3)
+        t31 = _gather(t15, t26, -2)
         t32 = _gather(t31, t7, -3)
-        t33 = _gather(grad, t9, -1)
-        t34 = _gather(t33, t30, -2)
-        t35 = _gather(t34, t7, -3)
-        t36 = _gather(grad, t14, -1)
-        t37 = _gather(t36, t30, -2)
-        t38 = _gather(t37, t7, -3)
-        t39 = _gather(grad, t1, -1)
-        t40 = _gather(t39, t4, -2)
-        t41 = paddings[0][0] - t6 - 1
-        t42 = _gather(t40, t41, -3)
-        t43 = _gather(grad, t9, -1)
-        t44 = _gather(t43, t4, -2)
-        t45 = _gather(t44, t41, -3)
-        t46 = _gather(grad, t14, -1)
-        t47 = _gather(t46, t4, -2)
-        t48 = _gather(t47, t41, -3)
-        t49 = _gather(grad, t1, -1)
-        t50 = _gather(t49, t19, -2)
-        t51 = _gather(t50, t41, -3)
-        t52 = _gather(grad, t9, -1)
-        t53 = _gather(t52, t19, -2)
-        t54 = _gather(t53, t41, -3)
-        t55 = _gather(grad, t14, -1)
-        t56 = _gather(t55, t19, -2)
-        t57 = _gather(t56, t41, -3)
-        t58 = _gather(grad, t1, -1)
-        t59 = _gather(t58, t30, -2)
-        t60 = _gather(t59, t41, -3)
-        t61 = _gather(grad, t9, -1)
-        t62 = _gather(t61, t30, -2)
-        t63 = _gather(t62, t41, -3)
-        t64 = _gather(grad, t14, -1)
-        t65 = _gather(t64, t30, -2)
-        t66 = _gather(t65, t41, -3)
-        t67 = _gather(grad, t1, -1)
-        t68 = _gather(t67, t4, -2)
-        t69 = tf.shape(input, out_type=tf.int64)[-3]
-        t70 = paddings[0][0] - t6 + 2 * t69 - 1
-        t71 = _gather(t68, t70, -3)
-        t72 = _gather(grad, t9, -1)
-        t73 = _gather(t72, t4, -2)
-        t74 = _gather(t73, t70, -3)
-        t75 = _gather(grad, t14, -1)
-        t76 = _gather(t75, t4, -2)
-        t77 = _gather(t76, t70, -3)
-        t78 = _gather(grad, t1, -1)
-        t79 = _gather(t78, t19, -2)
-        t80 = _gather(t79, t70, -3)
-        t81 = _gather(grad, t9, -1)
-        t82 = _gather(t81, t19, -2)
-        t83 = _gather(t82, t70, -3)
-        t84 = _gather(grad, t14, -1)
-        t85 = _gather(t84, t19, -2)
-        t86 = _gather(t85, t70, -3)
-        t87 = _gather(grad, t1, -1)
-        t88 = _gather(t87, t30, -2)
-        t89 = _gather(t88, t70, -3)
-        t90 = _gather(grad, t9, -1)
-        t91 = _gather(t90, t30, -2)
-        t92 = _gather(t91, t70, -3)
-        t93 = _gather(grad, t14, -1)
-        t94 = _gather(t93, t30, -2)
-        t95 = _gather(t94, t70, -3)
+        t33 = paddings[0][0] - t6 - 1
+        t34 = _gather(t5, t33, -3)
+        t35 = _gather(t11, t33, -3)
+        t36 = _gather(t16, t33, -3)
+        t37 = _gather(t19, t33, -3)
+        t38 = _gather(t21, t33, -3)
+        t39 = _gather(t23, t33, -3)
+        t40 = _gather(t27, t33, -3)
+        t41 = _gather(t29, t33, -3)
+        t42 = _gather(t31, t33, -3)
+        t43 = tf.shape(input, out_type=tf.int64)[-3]
+        t44 = paddings[0][0] + 2 * t43 - t6 - 1
+        t45 = _gather(t5, t44, -3)
+        t46 = _gather(t11, t44, -3)
+        t47 = _gather(t16, t44, -3)
+        t48 = _gather(t19, t44, -3)
+        t49 = _gather(t21, t44, -3)
+        t50 = _gather(t23, t44, -3)
+        t51 = _gather(t27, t44, -3)
+        t52 = _gather(t29, t44, -3)
+        t53 = _gather(t31, t44, -3)
         grad_input = (
             t12
             + t17
-            + t21
+            + t20
+            + t22
             + t24
-            + t27
+            + t28
+            + t30
             + t32
+            + t34
             + t35
+            + t36
+            + t37
             + t38
+            + t39
+            + t40
+            + t41
             + t42
             + t45
+            + t46
+            + t47
             + t48
+            + t49
+            + t50
             + t51
-            + t54
-            + t57
-            + t60
-            + t63
-            + t66
-            + t71
-            + t74
-            + t77
+            + t52
+            + t53
             + t8
-            + t80
-            + t83
-            + t86
-            + t89
-            + t92
-            + t95
         )
     elif rank == 4 and mode == "REFLECT":
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
@@ -690,626 +594,422 @@ def mirror_pad_vjp(grad, input, output, *, mode="REFLECT", paddings):
         t25 = _gather(t24, t10, -4)
         t26 = paddings[2][0] > paddings[2][0] - t3
         t27 = t26[..., None]
-        t28 = _gather(grad, t20, -1)
-        t29 = tf.shape(input, out_type=tf.int64)[-2]
-        t30 = paddings[2][0] + 2 * t29 - t3 - 2
-        t31 = _gather(t28, t30, -2)
-        t32 = _gather(t31, t7, -3)
-        t33 = _gather(t32, t10, -4)
-        t34 = paddings[2][0] + 2 * t29 - t3 - 2 >= paddings[2][0] + t29
-        t35 = t34[..., None]
-        t36 = _gather(grad, t20, -1)
-        t37 = _gather(t36, t4, -2)
-        t38 = paddings[1][0] - t6
-        t39 = _gather(t37, t38, -3)
-        t40 = _gather(t39, t10, -4)
-        t41 = paddings[1][0] > paddings[1][0] - t6
-        t42 = t41[..., None, None]
-        t43 = _gather(grad, t20, -1)
-        t44 = _gather(t43, t4, -2)
-        t45 = tf.shape(input, out_type=tf.int64)[-3]
-        t46 = paddings[1][0] + 2 * t45 - t6 - 2
-        t47 = _gather(t44, t46, -3)
-        t48 = _gather(t47, t10, -4)
-        t49 = paddings[1][0] + 2 * t45 - t6 - 2 >= paddings[1][0] + t45
-        t50 = t49[..., None, None]
-        t51 = _gather(grad, t20, -1)
-        t52 = _gather(t51, t4, -2)
-        t53 = _gather(t52, t7, -3)
-        t54 = paddings[0][0] - t9
-        t55 = _gather(t53, t54, -4)
-        t56 = paddings[0][0] > paddings[0][0] - t9
-        t57 = t56[..., None, None, None]
-        t58 = _gather(grad, t20, -1)
-        t59 = _gather(t58, t4, -2)
-        t60 = _gather(t59, t7, -3)
-        t61 = tf.shape(input, out_type=tf.int64)[-4]
-        t62 = paddings[0][0] + 2 * t61 - t9 - 2
-        t63 = _gather(t60, t62, -4)
-        t64 = paddings[0][0] + 2 * t61 - t9 - 2 >= paddings[0][0] + t61
-        t65 = t64[..., None, None, None]
-        t66 = _gather(grad, t1, -1)
-        t67 = _gather(t66, t22, -2)
-        t68 = _gather(t67, t7, -3)
-        t69 = _gather(t68, t10, -4)
-        t70 = _gather(grad, t14, -1)
-        t71 = _gather(t70, t22, -2)
-        t72 = _gather(t71, t7, -3)
-        t73 = _gather(t72, t10, -4)
-        t74 = _gather(grad, t1, -1)
-        t75 = _gather(t74, t30, -2)
-        t76 = _gather(t75, t7, -3)
-        t77 = _gather(t76, t10, -4)
-        t78 = _gather(grad, t14, -1)
-        t79 = _gather(t78, t30, -2)
-        t80 = _gather(t79, t7, -3)
-        t81 = _gather(t80, t10, -4)
-        t82 = _gather(grad, t1, -1)
-        t83 = _gather(t82, t4, -2)
-        t84 = _gather(t83, t38, -3)
-        t85 = _gather(t84, t10, -4)
-        t86 = _gather(grad, t14, -1)
-        t87 = _gather(t86, t4, -2)
-        t88 = _gather(t87, t38, -3)
-        t89 = _gather(t88, t10, -4)
-        t90 = _gather(grad, t20, -1)
-        t91 = _gather(t90, t22, -2)
-        t92 = _gather(t91, t38, -3)
-        t93 = _gather(t92, t10, -4)
-        t94 = _gather(grad, t20, -1)
-        t95 = _gather(t94, t30, -2)
-        t96 = _gather(t95, t38, -3)
-        t97 = _gather(t96, t10, -4)
-        t98 = _gather(grad, t1, -1)
-        t99 = _gather(t98, t4, -2)
-        t100 = _gather(t99, t46, -3)
-        t101 = _gather(t100, t10, -4)
-        t102 = _gather(grad, t14, -1)
-        t103 = _gather(t102, t4, -2)
-        t104 = _gather(t103, t46, -3)
-        t105 = _gather(t104, t10, -4)
-        t106 = _gather(grad, t20, -1)
-        t107 = _gather(t106, t22, -2)
-        t108 = _gather(t107, t46, -3)
-        t109 = _gather(t108, t10, -4)
-        t110 = _gather(grad, t20, -1)
-        t111 = _gather(t110, t30, -2)
-        t112 = _gather(t111, t46, -3)
-        t113 = _gather(t112, t10, -4)
-        t114 = _gather(grad, t1, -1)
-        t115 = _gather(t114, t4, -2)
-        t116 = _gather(t115, t7, -3)
-        t117 = _gather(t116, t54, -4)
-        t118 = _gather(grad, t14, -1)
-        t119 = _gather(t118, t4, -2)
-        t120 = _gather(t119, t7, -3)
-        t121 = _gather(t120, t54, -4)
-        t122 = _gather(grad, t20, -1)
-        t123 = _gather(t122, t22, -2)
-        t124 = _gather(t123, t7, -3)
-        t125 = _gather(t124, t54, -4)
-        t126 = _gather(grad, t20, -1)
-        t127 = _gather(t126, t30, -2)
-        t128 = _gather(t127, t7, -3)
-        t129 = _gather(t128, t54, -4)
-        t130 = _gather(grad, t20, -1)
-        t131 = _gather(t130, t4, -2)
-        t132 = _gather(t131, t38, -3)
-        t133 = _gather(t132, t54, -4)
-        t134 = _gather(grad, t20, -1)
-        t135 = _gather(t134, t4, -2)
-        t136 = _gather(t135, t46, -3)
-        t137 = _gather(t136, t54, -4)
-        t138 = _gather(grad, t1, -1)
-        t139 = _gather(t138, t4, -2)
-        t140 = _gather(t139, t7, -3)
-        t141 = _gather(t140, t62, -4)
-        t142 = _gather(grad, t14, -1)
-        t143 = _gather(t142, t4, -2)
-        t144 = _gather(t143, t7, -3)
-        t145 = _gather(t144, t62, -4)
-        t146 = _gather(grad, t20, -1)
-        t147 = _gather(t146, t22, -2)
-        t148 = _gather(t147, t7, -3)
-        t149 = _gather(t148, t62, -4)
-        t150 = _gather(grad, t20, -1)
-        t151 = _gather(t150, t30, -2)
-        t152 = _gather(t151, t7, -3)
-        t153 = _gather(t152, t62, -4)
-        t154 = _gather(grad, t20, -1)
-        t155 = _gather(t154, t4, -2)
-        t156 = _gather(t155, t38, -3)
-        t157 = _gather(t156, t62, -4)
-        t158 = _gather(grad, t20, -1)
-        t159 = _gather(t158, t4, -2)
-        t160 = _gather(t159, t46, -3)
-        t161 = _gather(t160, t62, -4)
-        t162 = _gather(grad, t1, -1)
-        t163 = _gather(t162, t22, -2)
-        t164 = _gather(t163, t38, -3)
-        t165 = _gather(t164, t10, -4)
-        t166 = _gather(grad, t14, -1)
-        t167 = _gather(t166, t22, -2)
-        t168 = _gather(t167, t38, -3)
-        t169 = _gather(t168, t10, -4)
-        t170 = _gather(grad, t1, -1)
-        t171 = _gather(t170, t30, -2)
-        t172 = _gather(t171, t38, -3)
-        t173 = _gather(t172, t10, -4)
-        t174 = _gather(grad, t14, -1)
-        t175 = _gather(t174, t30, -2)
-        t176 = _gather(t175, t38, -3)
-        t177 = _gather(t176, t10, -4)
-        t178 = _gather(grad, t1, -1)
-        t179 = _gather(t178, t22, -2)
-        t180 = _gather(t179, t46, -3)
-        t181 = _gather(t180, t10, -4)
-        t182 = _gather(grad, t14, -1)
-        t183 = _gather(t182, t22, -2)
-        t184 = _gather(t183, t46, -3)
-        t185 = _gather(t184, t10, -4)
-        t186 = _gather(grad, t1, -1)
-        t187 = _gather(t186, t30, -2)
-        t188 = _gather(t187, t46, -3)
-        t189 = _gather(t188, t10, -4)
-        t190 = _gather(grad, t14, -1)
-        t191 = _gather(t190, t30, -2)
-        t192 = _gather(t191, t46, -3)
-        t193 = _gather(t192, t10, -4)
-        t194 = _gather(grad, t1, -1)
-        t195 = _gather(t194, t22, -2)
-        t196 = _gather(t195, t7, -3)
-        t197 = _gather(t196, t54, -4)
-        t198 = _gather(grad, t14, -1)
-        t199 = _gather(t198, t22, -2)
-        t200 = _gather(t199, t7, -3)
-        t201 = _gather(t200, t54, -4)
-        t202 = _gather(grad, t1, -1)
-        t203 = _gather(t202, t30, -2)
-        t204 = _gather(t203, t7, -3)
-        t205 = _gather(t204, t54, -4)
-        t206 = _gather(grad, t14, -1)
-        t207 = _gather(t206, t30, -2)
-        t208 = _gather(t207, t7, -3)
-        t209 = _gather(t208, t54, -4)
-        t210 = _gather(grad, t1, -1)
-        t211 = _gather(t210, t4, -2)
-        t212 = _gather(t211, t38, -3)
-        t213 = _gather(t212, t54, -4)
-        t214 = _gather(grad, t14, -1)
-        t215 = _gather(t214, t4, -2)
-        t216 = _gather(t215, t38, -3)
-        t217 = _gather(t216, t54, -4)
-        t218 = _gather(grad, t20, -1)
-        t219 = _gather(t218, t22, -2)
-        t220 = _gather(t219, t38, -3)
-        t221 = _gather(t220, t54, -4)
-        t222 = _gather(grad, t20, -1)
-        t223 = _gather(t222, t30, -2)
-        t224 = _gather(t223, t38, -3)
-        t225 = _gather(t224, t54, -4)
-        t226 = _gather(grad, t1, -1)
-        t227 = _gather(t226, t4, -2)
-        t228 = _gather(t227, t46, -3)
-        t229 = _gather(t228, t54, -4)
-        t230 = _gather(grad, t14, -1)
-        t231 = _gather(t230, t4, -2)
-        t232 = _gather(t231, t46, -3)
-        t233 = _gather(t232, t54, -4)
-        t234 = _gather(grad, t20, -1)
-        t235 = _gather(t234, t22, -2)
-        t236 = _gather(t235, t46, -3)
-        t237 = _gather(t236, t54, -4)
-        t238 = _gather(grad, t20, -1)
-        t239 = _gather(t238, t30, -2)
-        t240 = _gather(t239, t46, -3)
-        t241 = _gather(t240, t54, -4)
-        t242 = _gather(grad, t1, -1)
-        t243 = _gather(t242, t22, -2)
-        t244 = _gather(t243, t7, -3)
-        t245 = _gather(t244, t62, -4)
-        t246 = _gather(grad, t14, -1)
-        t247 = _gather(t246, t22, -2)
-        t248 = _gather(t247, t7, -3)
-        t249 = _gather(t248, t62, -4)
-        t250 = _gather(grad, t1, -1)
-        t251 = _gather(t250, t30, -2)
-        t252 = _gather(t251, t7, -3)
-        t253 = _gather(t252, t62, -4)
-        t254 = _gather(grad, t14, -1)
-        t255 = _gather(t254, t30, -2)
-        t256 = _gather(t255, t7, -3)
-        t257 = _gather(t256, t62, -4)
-        t258 = _gather(grad, t1, -1)
-        t259 = _gather(t258, t4, -2)
-        t260 = _gather(t259, t38, -3)
-        t261 = _gather(t260, t62, -4)
-        t262 = _gather(grad, t14, -1)
-        t263 = _gather(t262, t4, -2)
-        t264 = _gather(t263, t38, -3)
-        t265 = _gather(t264, t62, -4)
-        t266 = _gather(grad, t20, -1)
-        t267 = _gather(t266, t22, -2)
-        t268 = _gather(t267, t38, -3)
-        t269 = _gather(t268, t62, -4)
-        t270 = _gather(grad, t20, -1)
-        t271 = _gather(t270, t30, -2)
-        t272 = _gather(t271, t38, -3)
-        t273 = _gather(t272, t62, -4)
-        t274 = _gather(grad, t1, -1)
-        t275 = _gather(t274, t4, -2)
-        t276 = _gather(t275, t46, -3)
-        t277 = _gather(t276, t62, -4)
-        t278 = _gather(grad, t14, -1)
-        t279 = _gather(t278, t4, -2)
-        t280 = _gather(t279, t46, -3)
-        t281 = _gather(t280, t62, -4)
-        t282 = _gather(grad, t20, -1)
-        t283 = _gather(t282, t22, -2)
-        t284 = _gather(t283, t46, -3)
-        t285 = _gather(t284, t62, -4)
-        t286 = _gather(grad, t20, -1)
-        t287 = _gather(t286, t30, -2)
-        t288 = _gather(t287, t46, -3)
-        t289 = _gather(t288, t62, -4)
-        t290 = _gather(grad, t1, -1)
-        t291 = _gather(t290, t22, -2)
-        t292 = _gather(t291, t38, -3)
-        t293 = _gather(t292, t54, -4)
-        t294 = _gather(grad, t14, -1)
-        t295 = _gather(t294, t22, -2)
-        t296 = _gather(t295, t38, -3)
-        t297 = _gather(t296, t54, -4)
-        t298 = _gather(grad, t1, -1)
-        t299 = _gather(t298, t30, -2)
-        t300 = _gather(t299, t38, -3)
-        t301 = _gather(t300, t54, -4)
-        t302 = _gather(grad, t14, -1)
-        t303 = _gather(t302, t30, -2)
-        t304 = _gather(t303, t38, -3)
-        t305 = _gather(t304, t54, -4)
-        t306 = _gather(grad, t1, -1)
-        t307 = _gather(t306, t22, -2)
-        t308 = _gather(t307, t46, -3)
-        t309 = _gather(t308, t54, -4)
-        t310 = _gather(grad, t14, -1)
-        t311 = _gather(t310, t22, -2)
-        t312 = _gather(t311, t46, -3)
-        t313 = _gather(t312, t54, -4)
-        t314 = _gather(grad, t1, -1)
-        t315 = _gather(t314, t30, -2)
-        t316 = _gather(t315, t46, -3)
-        t317 = _gather(t316, t54, -4)
-        t318 = _gather(grad, t14, -1)
-        t319 = _gather(t318, t30, -2)
-        t320 = _gather(t319, t46, -3)
-        t321 = _gather(t320, t54, -4)
-        t322 = _gather(grad, t1, -1)
-        t323 = _gather(t322, t22, -2)
-        t324 = _gather(t323, t38, -3)
-        t325 = _gather(t324, t62, -4)
-        t326 = _gather(grad, t14, -1)
-        t327 = _gather(t326, t22, -2)
-        t328 = _gather(t327, t38, -3)
-        t329 = _gather(t328, t62, -4)
-        t330 = _gather(grad, t1, -1)
-        t331 = _gather(t330, t30, -2)
-        t332 = _gather(t331, t38, -3)
-        t333 = _gather(t332, t62, -4)
-        t334 = _gather(grad, t14, -1)
-        t335 = _gather(t334, t30, -2)
-        t336 = _gather(t335, t38, -3)
-        t337 = _gather(t336, t62, -4)
-        t338 = _gather(grad, t1, -1)
-        t339 = _gather(t338, t22, -2)
-        t340 = _gather(t339, t46, -3)
-        t341 = _gather(t340, t62, -4)
-        t342 = _gather(grad, t14, -1)
-        t343 = _gather(t342, t22, -2)
-        t344 = _gather(t343, t46, -3)
-        t345 = _gather(t344, t62, -4)
-        t346 = _gather(grad, t1, -1)
-        t347 = _gather(t346, t30, -2)
-        t348 = _gather(t347, t46, -3)
-        t349 = _gather(t348, t62, -4)
-        t350 = _gather(grad, t14, -1)
-        t351 = _gather(t350, t30, -2)
-        t352 = _gather(t351, t46, -3)
-        t353 = _gather(t352, t62, -4)
-        t354 = _gather(grad, t20, -1)
-        t355 = _gather(t354, t4, -2)
-        t356 = _gather(t355, t7, -3)
-        t357 = _gather(t356, t10, -4)
+        t28 = tf.shape(input, out_type=tf.int64)[-2]
+        t29 = paddings[2][0] + 2 * t28 - t3 - 2
+        t30 = _gather(t21, t29, -2)
+        t31 = _gather(t30, t7, -3)
+        t32 = _gather(t31, t10, -4)
+        t33 = paddings[2][0] + 2 * t28 - t3 - 2 >= paddings[2][0] + t28
+        t34 = t33[..., None]
+        t35 = _gather(t21, t4, -2)
+        t36 = paddings[1][0] - t6
+        t37 = _gather(t35, t36, -3)
+        t38 = _gather(t37, t10, -4)
+        t39 = paddings[1][0] > paddings[1][0] - t6
+        t40 = t39[..., None, None]
+        t41 = tf.shape(input, out_type=tf.int64)[-3]
+        t42 = paddings[1][0] + 2 * t41 - t6 - 2
+        t43 = _gather(t35, t42, -3)
+        t44 = _gather(t43, t10, -4)
+        t45 = paddings[1][0] + 2 * t41 - t6 - 2 >= paddings[1][0] + t41
+        t46 = t45[..., None, None]
+        t47 = _gather(t35, t7, -3)
+        t48 = paddings[0][0] - t9
+        t49 = _gather(t47, t48, -4)
+        t50 = paddings[0][0] > paddings[0][0] - t9
+        t51 = t50[..., None, None, None]
+        t52 = tf.shape(input, out_type=tf.int64)[-4]
+        t53 = paddings[0][0] + 2 * t52 - t9 - 2
+        t54 = _gather(t47, t53, -4)
+        t55 = paddings[0][0] + 2 * t52 - t9 - 2 >= paddings[0][0] + t52
+        t56 = t55[..., None, None, None]
+        t57 = _gather(t2, t22, -2)
+        t58 = _gather(t57, t7, -3)
+        t59 = _gather(t58, t10, -4)
+        t60 = _gather(t15, t22, -2)
+        t61 = _gather(t60, t7, -3)
+        t62 = _gather(t61, t10, -4)
+        t63 = _gather(t2, t29, -2)
+        t64 = _gather(t63, t7, -3)
+        t65 = _gather(t64, t10, -4)
+        t66 = _gather(t15, t29, -2)
+        t67 = _gather(t66, t7, -3)
+        t68 = _gather(t67, t10, -4)
+        t69 = _gather(t5, t36, -3)
+        t70 = _gather(t69, t10, -4)
+        t71 = _gather(t16, t36, -3)
+        t72 = _gather(t71, t10, -4)
+        t73 = _gather(t23, t36, -3)
+        t74 = _gather(t73, t10, -4)
+        t75 = _gather(t30, t36, -3)
+        t76 = _gather(t75, t10, -4)
+        t77 = _gather(t5, t42, -3)
+        t78 = _gather(t77, t10, -4)
+        t79 = _gather(t16, t42, -3)
+        t80 = _gather(t79, t10, -4)
+        t81 = _gather(t23, t42, -3)
+        t82 = _gather(t81, t10, -4)
+        t83 = _gather(t30, t42, -3)
+        t84 = _gather(t83, t10, -4)
+        t85 = _gather(t8, t48, -4)
+        t86 = _gather(t17, t48, -4)
+        t87 = _gather(t24, t48, -4)
+        t88 = _gather(t31, t48, -4)
+        t89 = _gather(t37, t48, -4)
+        t90 = _gather(t43, t48, -4)
+        t91 = _gather(t8, t53, -4)
+        t92 = _gather(t17, t53, -4)
+        t93 = _gather(t24, t53, -4)
+        t94 = _gather(t31, t53, -4)
+        t95 = _gather(t37, t53, -4)
+        t96 = _gather(t43, t53, -4)
+        t97 = _gather(t57, t36, -3)
+        t98 = _gather(t97, t10, -4)
+        t99 = _gather(t60, t36, -3)
+        t100 = _gather(t99, t10, -4)
+        t101 = _gather(t63, t36, -3)
+        t102 = _gather(t101, t10, -4)
+        t103 = _gather(t66, t36, -3)
+        t104 = _gather(t103, t10, -4)
+        t105 = _gather(t57, t42, -3)
+        t106 = _gather(t105, t10, -4)
+        t107 = _gather(t60, t42, -3)
+        t108 = _gather(t107, t10, -4)
+        t109 = _gather(t63, t42, -3)
+        t110 = _gather(t109, t10, -4)
+        t111 = _gather(t66, t42, -3)
+        t112 = _gather(t111, t10, -4)
+        t113 = _gather(t58, t48, -4)
+        t114 = _gather(t61, t48, -4)
+        t115 = _gather(t64, t48, -4)
+        t116 = _gather(t67, t48, -4)
+        t117 = _gather(t69, t48, -4)
+        t118 = _gather(t71, t48, -4)
+        t119 = _gather(t73, t48, -4)
+        t120 = _gather(t75, t48, -4)
+        t121 = _gather(t77, t48, -4)
+        t122 = _gather(t79, t48, -4)
+        t123 = _gather(t81, t48, -4)
+        t124 = _gather(t83, t48, -4)
+        t125 = _gather(t58, t53, -4)
+        t126 = _gather(t61, t53, -4)
+        t127 = _gather(t64, t53, -4)
+        t128 = _gather(t67, t53, -4)
+        t129 = _gather(t69, t53, -4)
+        t130 = _gather(t71, t53, -4)
+        t131 = _gather(t73, t53, -4)
+        t132 = _gather(t75, t53, -4)
+        t133 = _gather(t77, t53, -4)
+        t134 = _gather(t79, t53, -4)
+        t135 = _gather(t81, t53, -4)
+        t136 = _gather(t83, t53, -4)
+        t137 = _gather(t97, t48, -4)
+        t138 = _gather(t99, t48, -4)
+        t139 = _gather(t101, t48, -4)
+        t140 = _gather(t103, t48, -4)
+        t141 = _gather(t105, t48, -4)
+        t142 = _gather(t107, t48, -4)
+        t143 = _gather(t109, t48, -4)
+        t144 = _gather(t111, t48, -4)
+        t145 = _gather(t97, t53, -4)
+        t146 = _gather(t99, t53, -4)
+        t147 = _gather(t101, t53, -4)
+        t148 = _gather(t103, t53, -4)
+        t149 = _gather(t105, t53, -4)
+        t150 = _gather(t107, t53, -4)
+        t151 = _gather(t109, t53, -4)
+        t152 = _gather(t111, t53, -4)
+        t153 = _gather(t47, t10, -4)
         grad_input = (
-            t101
-            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t105
+            t100
             * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t109
             * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t102
+            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t104
+            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t106
+            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t108
+            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t11 * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t110
+            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t112
+            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t113
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t114
+            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t115
+            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t116
+            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t117
             * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t121
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t118
             * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t125
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t119
             * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t120
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t121
+            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t122
+            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t123
+            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t124
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t125
+            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t126
+            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t127
+            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t128
+            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t129
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t130
+            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t131
+            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t132
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t133
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t134
+            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t135
+            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t136
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t137
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t138
+            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t139
+            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t140
+            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t141
             * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t142
+            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t143
+            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t144
+            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t145
+            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t146
             * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t147
+            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t148
+            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t149
+            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t150
+            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t151
+            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t152
+            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t153
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t157
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t161
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t165
-            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t169
-            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t173
-            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t177
-            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t18 * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t181
-            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t185
-            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t189
-            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t193
-            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t197
-            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t201
-            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t205
-            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t209
-            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t213
-            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t217
-            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t221
-            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t225
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t229
-            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t233
-            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t237
-            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t241
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t245
-            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t249
-            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t25 * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t253
-            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t257
-            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t261
-            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t265
-            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t269
-            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t273
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t277
-            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t281
-            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t285
-            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t289
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t293
+            + t32 * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t38 * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t44 * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t49 * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t54 * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t59
             * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t297
+            + t62
             * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t301
+            + t65
             * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t305
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t68
             * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t309
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t70
             * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t72
+            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t74
             * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t313
-            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t317
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t76
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t78
             * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t321
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t80
             * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t325
-            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t82
             * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t329
-            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t33 * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t333
-            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t337
-            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t341
-            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t345
-            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t349
-            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t353
-            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t357
-            + t40 * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t48 * tf.where(t50, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t55 * tf.where(t57, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t63 * tf.where(t65, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t69
-            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t73
-            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t77
-            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t81
-            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t84
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t85
             * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t89
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t86
             * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t87
+            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t88
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t89
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t90
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t51, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t91
+            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t92
+            * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             + t93
             * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t97
-            * tf.where(t35, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t42, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t94
+            * tf.where(t34, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t95
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t96
+            * tf.where(t46, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t56, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            + t98
+            * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t40, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
         )
     elif rank == 4 and mode == "SYMMETRIC":
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
@@ -1335,409 +1035,205 @@ def mirror_pad_vjp(grad, input, output, *, mode="REFLECT", paddings):
         t20 = _gather(t19, t4, -2)
         t21 = _gather(t20, t7, -3)
         t22 = _gather(t21, t10, -4)
-        t23 = _gather(grad, t1, -1)
-        t24 = paddings[2][0] - t3 - 1
-        t25 = _gather(t23, t24, -2)
-        t26 = _gather(t25, t7, -3)
-        t27 = _gather(t26, t10, -4)
-        t28 = _gather(grad, t12, -1)
-        t29 = _gather(t28, t24, -2)
-        t30 = _gather(t29, t7, -3)
-        t31 = _gather(t30, t10, -4)
-        t32 = _gather(grad, t18, -1)
-        t33 = _gather(t32, t24, -2)
-        t34 = _gather(t33, t7, -3)
-        t35 = _gather(t34, t10, -4)
-        t36 = _gather(grad, t1, -1)
-        t37 = tf.shape(input, out_type=tf.int64)[-2]
-        t38 = paddings[2][0] - t3 + 2 * t37 - 1
-        t39 = _gather(t36, t38, -2)
-        t40 = _gather(t39, t7, -3)
-        t41 = _gather(t40, t10, -4)
-        t42 = _gather(grad, t12, -1)
-        t43 = _gather(t42, t38, -2)
-        t44 = _gather(t43, t7, -3)
-        t45 = _gather(t44, t10, -4)
-        t46 = _gather(grad, t18, -1)
-        t47 = _gather(t46, t38, -2)
-        t48 = _gather(t47, t7, -3)
-        t49 = _gather(t48, t10, -4)
-        t50 = _gather(grad, t1, -1)
-        t51 = _gather(t50, t4, -2)
-        t52 = paddings[1][0] - t6 - 1
-        t53 = _gather(t51, t52, -3)
+        t23 = paddings[2][0] - t3 - 1
+        t24 = _gather(t2, t23, -2)
+        t25 = _gather(t24, t7, -3)
+        t26 = _gather(t25, t10, -4)
+        t27 = _gather(t13, t23, -2)
+        t28 = _gather(t27, t7, -3)
+        t29 = _gather(t28, t10, -4)
+        t30 = _gather(t19, t23, -2)
+        t31 = _gather(t30, t7, -3)
+        t32 = _gather(t31, t10, -4)
+        t33 = tf.shape(input, out_type=tf.int64)[-2]
+        t34 = paddings[2][0] - t3 + 2 * t33 - 1
+        t35 = _gather(t2, t34, -2)
+        t36 = _gather(t35, t7, -3)
+        t37 = _gather(t36, t10, -4)
+        t38 = _gather(t13, t34, -2)
+        t39 = _gather(t38, t7, -3)
+        t40 = _gather(t39, t10, -4)
+        t41 = _gather(t19, t34, -2)
+        t42 = _gather(t41, t7, -3)
+        t43 = _gather(t42, t10, -4)
+        t44 = paddings[1][0] - t6 - 1
+        t45 = _gather(t5, t44, -3)
+        t46 = _gather(t45, t10, -4)
+        t47 = _gather(t14, t44, -3)
+        t48 = _gather(t47, t10, -4)
+        t49 = _gather(t20, t44, -3)
+        t50 = _gather(t49, t10, -4)
+        t51 = _gather(t24, t44, -3)
+        t52 = _gather(t51, t10, -4)
+        t53 = _gather(t27, t44, -3)
         t54 = _gather(t53, t10, -4)
-        t55 = _gather(grad, t12, -1)
-        t56 = _gather(t55, t4, -2)
-        t57 = _gather(t56, t52, -3)
+        t55 = _gather(t30, t44, -3)
+        t56 = _gather(t55, t10, -4)
+        t57 = _gather(t35, t44, -3)
         t58 = _gather(t57, t10, -4)
-        t59 = _gather(grad, t18, -1)
-        t60 = _gather(t59, t4, -2)
-        t61 = _gather(t60, t52, -3)
+        t59 = _gather(t38, t44, -3)
+        t60 = _gather(t59, t10, -4)
+        t61 = _gather(t41, t44, -3)
         t62 = _gather(t61, t10, -4)
-        t63 = _gather(grad, t1, -1)
-        t64 = _gather(t63, t24, -2)
-        t65 = _gather(t64, t52, -3)
+        t63 = tf.shape(input, out_type=tf.int64)[-3]
+        t64 = paddings[1][0] - t6 + 2 * t63 - 1
+        t65 = _gather(t5, t64, -3)
         t66 = _gather(t65, t10, -4)
-        t67 = _gather(grad, t12, -1)
-        t68 = _gather(t67, t24, -2)
-        t69 = _gather(t68, t52, -3)
+        t67 = _gather(t14, t64, -3)
+        t68 = _gather(t67, t10, -4)
+        t69 = _gather(t20, t64, -3)
         t70 = _gather(t69, t10, -4)
-        t71 = _gather(grad, t18, -1)
-        t72 = _gather(t71, t24, -2)
-        t73 = _gather(t72, t52, -3)
+        t71 = _gather(t24, t64, -3)
+        t72 = _gather(t71, t10, -4)
+        t73 = _gather(t27, t64, -3)
         t74 = _gather(t73, t10, -4)
-        t75 = _gather(grad, t1, -1)
-        t76 = _gather(t75, t38, -2)
-        t77 = _gather(t76, t52, -3)
+        t75 = _gather(t30, t64, -3)
+        t76 = _gather(t75, t10, -4)
+        t77 = _gather(t35, t64, -3)
         t78 = _gather(t77, t10, -4)
-        t79 = _gather(grad, t12, -1)
-        t80 = _gather(t79, t38, -2)
-        t81 = _gather(t80, t52, -3)
+        t79 = _gather(t38, t64, -3)
+        t80 = _gather(t79, t10, -4)
+        t81 = _gather(t41, t64, -3)
         t82 = _gather(t81, t10, -4)
-        t83 = _gather(grad, t18, -1)
-        t84 = _gather(t83, t38, -2)
-        t85 = _gather(t84, t52, -3)
-        t86 = _gather(t85, t10, -4)
-        t87 = _gather(grad, t1, -1)
-        t88 = _gather(t87, t4, -2)
-        t89 = tf.shape(input, out_type=tf.int64)[-3]
-        t90 = paddings[1][0] - t6 + 2 * t89 - 1
-        t91 = _gather(t88, t90, -3)
-        t92 = _gather(t91, t10, -4)
-        t93 = _gather(grad, t12, -1)
-        t94 = _gather(t93, t4, -2)
-        t95 = _gather(t94, t90, -3)
-        t96 = _gather(t95, t10, -4)
-        t97 = _gather(grad, t18, -1)
-        t98 = _gather(t97, t4, -2)
-        t99 = _gather(t98, t90, -3)
-        t100 = _gather(t99, t10, -4)
-        t101 = _gather(grad, t1, -1)
-        t102 = _gather(t101, t24, -2)
-        t103 = _gather(t102, t90, -3)
-        t104 = _gather(t103, t10, -4)
-        t105 = _gather(grad, t12, -1)
-        t106 = _gather(t105, t24, -2)
-        t107 = _gather(t106, t90, -3)
-        t108 = _gather(t107, t10, -4)
-        t109 = _gather(grad, t18, -1)
-        t110 = _gather(t109, t24, -2)
-        t111 = _gather(t110, t90, -3)
-        t112 = _gather(t111, t10, -4)
-        t113 = _gather(grad, t1, -1)
-        t114 = _gather(t113, t38, -2)
-        t115 = _gather(t114, t90, -3)
-        t116 = _gather(t115, t10, -4)
-        t117 = _gather(grad, t12, -1)
-        t118 = _gather(t117, t38, -2)
-        t119 = _gather(t118, t90, -3)
-        t120 = _gather(t119, t10, -4)
-        t121 = _gather(grad, t18, -1)
-        t122 = _gather(t121, t38, -2)
-        t123 = _gather(t122, t90, -3)
-        t124 = _gather(t123, t10, -4)
-        t125 = _gather(grad, t1, -1)
-        t126 = _gather(t125, t4, -2)
-        t127 = _gather(t126, t7, -3)
-        t128 = paddings[0][0] - t9 - 1
-        t129 = _gather(t127, t128, -4)
-        t130 = _gather(grad, t12, -1)
-        t131 = _gather(t130, t4, -2)
-        t132 = _gather(t131, t7, -3)
-        t133 = _gather(t132, t128, -4)
-        t134 = _gather(grad, t18, -1)
-        t135 = _gather(t134, t4, -2)
-        t136 = _gather(t135, t7, -3)
-        t137 = _gather(t136, t128, -4)
-        t138 = _gather(grad, t1, -1)
-        t139 = _gather(t138, t24, -2)
-        t140 = _gather(t139, t7, -3)
-        t141 = _gather(t140, t128, -4)
-        t142 = _gather(grad, t12, -1)
-        t143 = _gather(t142, t24, -2)
-        t144 = _gather(t143, t7, -3)
-        t145 = _gather(t144, t128, -4)
-        t146 = _gather(grad, t18, -1)
-        t147 = _gather(t146, t24, -2)
-        t148 = _gather(t147, t7, -3)
-        t149 = _gather(t148, t128, -4)
-        t150 = _gather(grad, t1, -1)
-        t151 = _gather(t150, t38, -2)
-        t152 = _gather(t151, t7, -3)
-        t153 = _gather(t152, t128, -4)
-        t154 = _gather(grad, t12, -1)
-        t155 = _gather(t154, t38, -2)
-        t156 = _gather(t155, t7, -3)
-        t157 = _gather(t156, t128, -4)
-        t158 = _gather(grad, t18, -1)
-        t159 = _gather(t158, t38, -2)
-        t160 = _gather(t159, t7, -3)
-        t161 = _gather(t160, t128, -4)
-        t162 = _gather(grad, t1, -1)
-        t163 = _gather(t162, t4, -2)
-        t164 = _gather(t163, t52, -3)
-        t165 = _gather(t164, t128, -4)
-        t166 = _gather(grad, t12, -1)
-        t167 = _gather(t166, t4, -2)
-        t168 = _gather(t167, t52, -3)
-        t169 = _gather(t168, t128, -4)
-        t170 = _gather(grad, t18, -1)
-        t171 = _gather(t170, t4, -2)
-        t172 = _gather(t171, t52, -3)
-        t173 = _gather(t172, t128, -4)
-        t174 = _gather(grad, t1, -1)
-        t175 = _gather(t174, t24, -2)
-        t176 = _gather(t175, t52, -3)
-        t177 = _gather(t176, t128, -4)
-        t178 = _gather(grad, t12, -1)
-        t179 = _gather(t178, t24, -2)
-        t180 = _gather(t179, t52, -3)
-        t181 = _gather(t180, t128, -4)
-        t182 = _gather(grad, t18, -1)
-        t183 = _gather(t182, t24, -2)
-        t184 = _gather(t183, t52, -3)
-        t185 = _gather(t184, t128, -4)
-        t186 = _gather(grad, t1, -1)
-        t187 = _gather(t186, t38, -2)
-        t188 = _gather(t187, t52, -3)
-        t189 = _gather(t188, t128, -4)
-        t190 = _gather(grad, t12, -1)
-        t191 = _gather(t190, t38, -2)
-        t192 = _gather(t191, t52, -3)
-        t193 = _gather(t192, t128, -4)
-        t194 = _gather(grad, t18, -1)
-        t195 = _gather(t194, t38, -2)
-        t196 = _gather(t195, t52, -3)
-        t197 = _gather(t196, t128, -4)
-        t198 = _gather(grad, t1, -1)
-        t199 = _gather(t198, t4, -2)
-        t200 = _gather(t199, t90, -3)
-        t201 = _gather(t200, t128, -4)
-        t202 = _gather(grad, t12, -1)
-        t203 = _gather(t202, t4, -2)
-        t204 = _gather(t203, t90, -3)
-        t205 = _gather(t204, t128, -4)
-        t206 = _gather(grad, t18, -1)
-        t207 = _gather(t206, t4, -2)
-        t208 = _gather(t207, t90, -3)
-        t209 = _gather(t208, t128, -4)
-        t210 = _gather(grad, t1, -1)
-        t211 = _gather(t210, t24, -2)
-        t212 = _gather(t211, t90, -3)
-        t213 = _gather(t212, t128, -4)
-        t214 = _gather(grad, t12, -1)
-        t215 = _gather(t214, t24, -2)
-        t216 = _gather(t215, t90, -3)
-        t217 = _gather(t216, t128, -4)
-        t218 = _gather(grad, t18, -1)
-        t219 = _gather(t218, t24, -2)
-        t220 = _gather(t219, t90, -3)
-        t221 = _gather(t220, t128, -4)
-        t222 = _gather(grad, t1, -1)
-        t223 = _gather(t222, t38, -2)
-        t224 = _gather(t223, t90, -3)
-        t225 = _gather(t224, t128, -4)
-        t226 = _gather(grad, t12, -1)
-        t227 = _gather(t226, t38, -2)
-        t228 = _gather(t227, t90, -3)
-        t229 = _gather(t228, t128, -4)
-        t230 = _gather(grad, t18, -1)
-        t231 = _gather(t230, t38, -2)
-        t232 = _gather(t231, t90, -3)
-        t233 = _gather(t232, t128, -4)
-        t234 = _gather(grad, t1, -1)
-        t235 = _gather(t234, t4, -2)
-        t236 = _gather(t235, t7, -3)
-        t237 = tf.shape(input, out_type=tf.int64)[-4]
-        t238 = paddings[0][0] + 2 * t237 - t9 - 1
-        t239 = _gather(t236, t238, -4)
-        t240 = _gather(grad, t12, -1)
-        t241 = _gather(t240, t4, -2)
-        t242 = _gather(t241, t7, -3)
-        t243 = _gather(t242, t238, -4)
-        t244 = _gather(grad, t18, -1)
-        t245 = _gather(t244, t4, -2)
-        t246 = _gather(t245, t7, -3)
-        t247 = _gather(t246, t238, -4)
-        t248 = _gather(grad, t1, -1)
-        t249 = _gather(t248, t24, -2)
-        t250 = _gather(t249, t7, -3)
-        t251 = _gather(t250, t238, -4)
-        t252 = _gather(grad, t12, -1)
-        t253 = _gather(t252, t24, -2)
-        t254 = _gather(t253, t7, -3)
-        t255 = _gather(t254, t238, -4)
-        t256 = _gather(grad, t18, -1)
-        t257 = _gather(t256, t24, -2)
-        t258 = _gather(t257, t7, -3)
-        t259 = _gather(t258, t238, -4)
-        t260 = _gather(grad, t1, -1)
-        t261 = _gather(t260, t38, -2)
-        t262 = _gather(t261, t7, -3)
-        t263 = _gather(t262, t238, -4)
-        t264 = _gather(grad, t12, -1)
-        t265 = _gather(t264, t38, -2)
-        t266 = _gather(t265, t7, -3)
-        t267 = _gather(t266, t238, -4)
-        t268 = _gather(grad, t18, -1)
-        t269 = _gather(t268, t38, -2)
-        t270 = _gather(t269, t7, -3)
-        t271 = _gather(t270, t238, -4)
-        t272 = _gather(grad, t1, -1)
-        t273 = _gather(t272, t4, -2)
-        t274 = _gather(t273, t52, -3)
-        t275 = _gather(t274, t238, -4)
-        t276 = _gather(grad, t12, -1)
-        t277 = _gather(t276, t4, -2)
-        t278 = _gather(t277, t52, -3)
-        t279 = _gather(t278, t238, -4)
-        t280 = _gather(grad, t18, -1)
-        t281 = _gather(t280, t4, -2)
-        t282 = _gather(t281, t52, -3)
-        t283 = _gather(t282, t238, -4)
-        t284 = _gather(grad, t1, -1)
-        t285 = _gather(t284, t24, -2)
-        t286 = _gather(t285, t52, -3)
-        t287 = _gather(t286, t238, -4)
-        t288 = _gather(grad, t12, -1)
-        t289 = _gather(t288, t24, -2)
-        t290 = _gather(t289, t52, -3)
-        t291 = _gather(t290, t238, -4)
-        t292 = _gather(grad, t18, -1)
-        t293 = _gather(t292, t24, -2)
-        t294 = _gather(t293, t52, -3)
-        t295 = _gather(t294, t238, -4)
-        t296 = _gather(grad, t1, -1)
-        t297 = _gather(t296, t38, -2)
-        t298 = _gather(t297, t52, -3)
-        t299 = _gather(t298, t238, -4)
-        t300 = _gather(grad, t12, -1)
-        t301 = _gather(t300, t38, -2)
-        t302 = _gather(t301, t52, -3)
-        t303 = _gather(t302, t238, -4)
-        t304 = _gather(grad, t18, -1)
-        t305 = _gather(t304, t38, -2)
-        t306 = _gather(t305, t52, -3)
-        t307 = _gather(t306, t238, -4)
-        t308 = _gather(grad, t1, -1)
-        t309 = _gather(t308, t4, -2)
-        t310 = _gather(t309, t90, -3)
-        t311 = _gather(t310, t238, -4)
-        t312 = _gather(grad, t12, -1)
-        t313 = _gather(t312, t4, -2)
-        t314 = _gather(t313, t90, -3)
-        t315 = _gather(t314, t238, -4)
-        t316 = _gather(grad, t18, -1)
-        t317 = _gather(t316, t4, -2)
-        t318 = _gather(t317, t90, -3)
-        t319 = _gather(t318, t238, -4)
-        t320 = _gather(grad, t1, -1)
-        t321 = _gather(t320, t24, -2)
-        t322 = _gather(t321, t90, -3)
-        t323 = _gather(t322, t238, -4)
-        t324 = _gather(grad, t12, -1)
-        t325 = _gather(t324, t24, -2)
-        t326 = _gather(t325, t90, -3)
-        t327 = _gather(t326, t238, -4)
-        t328 = _gather(grad, t18, -1)
-        t329 = _gather(t328, t24, -2)
-        t330 = _gather(t329, t90, -3)
-        t331 = _gather(t330, t238, -4)
-        t332 = _gather(grad, t1, -1)
-        t333 = _gather(t332, t38, -2)
-        t334 = _gather(t333, t90, -3)
-        t335 = _gather(t334, t238, -4)
-        t336 = _gather(grad, t12, -1)
-        t337 = _gather(t336, t38, -2)
-        t338 = _gather(t337, t90, -3)
-        t339 = _gather(t338, t238, -4)
-        t340 = _gather(grad, t18, -1)
-        t341 = _gather(t340, t38, -2)
-        t342 = _gather(t341, t90, -3)
-        t343 = _gather(t342, t238, -4)
+        t83 = paddings[0][0] - t9 - 1
+        t84 = _gather(t8, t83, -4)
+        t85 = _gather(t15, t83, -4)
+        t86 = _gather(t21, t83, -4)
+        t87 = _gather(t25, t83, -4)
+        t88 = _gather(t28, t83, -4)
+        t89 = _gather(t31, t83, -4)
+        t90 = _gather(t36, t83, -4)
+        t91 = _gather(t39, t83, -4)
+        t92 = _gather(t42, t83, -4)
+        t93 = _gather(t45, t83, -4)
+        t94 = _gather(t47, t83, -4)
+        t95 = _gather(t49, t83, -4)
+        t96 = _gather(t51, t83, -4)
+        t97 = _gather(t53, t83, -4)
+        t98 = _gather(t55, t83, -4)
+        t99 = _gather(t57, t83, -4)
+        t100 = _gather(t59, t83, -4)
+        t101 = _gather(t61, t83, -4)
+        t102 = _gather(t65, t83, -4)
+        t103 = _gather(t67, t83, -4)
+        t104 = _gather(t69, t83, -4)
+        t105 = _gather(t71, t83, -4)
+        t106 = _gather(t73, t83, -4)
+        t107 = _gather(t75, t83, -4)
+        t108 = _gather(t77, t83, -4)
+        t109 = _gather(t79, t83, -4)
+        t110 = _gather(t81, t83, -4)
+        t111 = tf.shape(input, out_type=tf.int64)[-4]
+        t112 = paddings[0][0] + 2 * t111 - t9 - 1
+        t113 = _gather(t8, t112, -4)
+        t114 = _gather(t15, t112, -4)
+        t115 = _gather(t21, t112, -4)
+        t116 = _gather(t25, t112, -4)
+        t117 = _gather(t28, t112, -4)
+        t118 = _gather(t31, t112, -4)
+        t119 = _gather(t36, t112, -4)
+        t120 = _gather(t39, t112, -4)
+        t121 = _gather(t42, t112, -4)
+        t122 = _gather(t45, t112, -4)
+        t123 = _gather(t47, t112, -4)
+        t124 = _gather(t49, t112, -4)
+        t125 = _gather(t51, t112, -4)
+        t126 = _gather(t53, t112, -4)
+        t127 = _gather(t55, t112, -4)
+        t128 = _gather(t57, t112, -4)
+        t129 = _gather(t59, t112, -4)
+        t130 = _gather(t61, t112, -4)
+        t131 = _gather(t65, t112, -4)
+        t132 = _gather(t67, t112, -4)
+        t133 = _gather(t69, t112, -4)
+        t134 = _gather(t71, t112, -4)
+        t135 = _gather(t73, t112, -4)
+        t136 = _gather(t75, t112, -4)
+        t137 = _gather(t77, t112, -4)
+        t138 = _gather(t79, t112, -4)
+        t139 = _gather(t81, t112, -4)
         grad_input = (
             t100
+            + t101
+            + t102
+            + t103
             + t104
+            + t105
+            + t106
+            + t107
             + t108
+            + t109
             + t11
-            + t112
+            + t110
+            + t113
+            + t114
+            + t115
             + t116
+            + t117
+            + t118
+            + t119
             + t120
+            + t121
+            + t122
+            + t123
             + t124
+            + t125
+            + t126
+            + t127
+            + t128
             + t129
+            + t130
+            + t131
+            + t132
             + t133
+            + t134
+            + t135
+            + t136
             + t137
-            + t141
-            + t145
-            + t149
-            + t153
-            + t157
+            + t138
+            + t139
             + t16
-            + t161
-            + t165
-            + t169
-            + t173
-            + t177
-            + t181
-            + t185
-            + t189
-            + t193
-            + t197
-            + t201
-            + t205
-            + t209
-            + t213
-            + t217
             + t22
-            + t221
-            + t225
-            + t229
-            + t233
-            + t239
-            + t243
-            + t247
-            + t251
-            + t255
-            + t259
-            + t263
-            + t267
-            + t27
-            + t271
-            + t275
-            + t279
-            + t283
-            + t287
-            + t291
-            + t295
-            + t299
-            + t303
-            + t307
-            + t31
-            + t311
-            + t315
-            + t319
-            + t323
-            + t327
-            + t331
-            + t335
-            + t339
-            + t343
-            + t35
-            + t41
-            + t45
-            + t49
+            + t26
+            + t29
+            + t32
+            + t37
+            + t40
+            + t43
+            + t46
+            + t48
+            + t50
+            + t52
             + t54
+            + t56
             + t58
+            + t60
             + t62
             + t66
+            + t68
             + t70
+            + t72
             + t74
+            + t76
             + t78
+            + t80
             + t82
+            + t84
+            + t85
             + t86
+            + t87
+            + t88
+            + t89
+            + t90
+            + t91
             + t92
+            + t93
+            + t94
+            + t95
             + t96
+            + t97
+            + t98
+            + t99
         )
     else:
         raise ValueError(f"MirrorPad: unsupported attributes rank={rank!r}, mode={mode!r}")
@@ -1809,38 +1305,32 @@ def mirror_pad(input, *, mode="REFLECT", paddings):
             t18 = _gather(t16, t17, -2)
             t19 = paddings[0][0] > t7
             t20 = t19[..., None]
-            t21 = _gather(input, t15, -1)
-            t22 = paddings[0][0] + 2 * t5 - t7 - 2
-            t23 = _gather(t21, t22, -2)
-            t24 = t7 >= paddings[0][0] + t5
-            t25 = t24[..., None]
-            t26 = _gather(input, t3, -1)
-            t27 = _gather(t26, t17, -2)
-            t28 = _gather(input, t11, -1)
-            t29 = _gather(t28, t17, -2)
-            t30 = _gather(input, t3, -1)
-            t31 = _gather(t30, t22, -2)
-            t32 = _gather(input, t11, -1)
-            t33 = _gather(t32, t22, -2)
-            t34 = _gather(input, t15, -1)
-            t35 = _gather(t34, t8, -2)
+            t21 = paddings[0][0] + 2 * t5 - t7 - 2
+            t22 = _gather(t16, t21, -2)
+            t23 = t7 >= paddings[0][0] + t5
+            t24 = t23[..., None]
+            t25 = _gather(t4, t17, -2)
+            t26 = _gather(t12, t17, -2)
+            t27 = _gather(t4, t21, -2)
+            t28 = _gather(t12, t21, -2)
+            t29 = _gather(t16, t8, -2)
             output = (
                 t13 * tf.where(t14, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t18 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t23 * tf.where(t25, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t22 * tf.where(t24, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t25
+                * tf.where(t10, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t26
+                * tf.where(t14, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t27
                 * tf.where(t10, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t24, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t28
+                * tf.where(t14, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t24, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t29
-                * tf.where(t14, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t31
-                * tf.where(t10, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t25, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t33
-                * tf.where(t14, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t25, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t35
                 + t9 * tf.where(t10, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
             )
         elif rank == 2 and mode == "SYMMETRIC":
@@ -1860,21 +1350,15 @@ def mirror_pad(input, *, mode="REFLECT", paddings):
             t13 = paddings[1][0] + 2 * t0 - t2 - 1
             t14 = _gather(input, t13, -1)
             t15 = _gather(t14, t8, -2)
-            t16 = _gather(input, t3, -1)
-            t17 = paddings[0][0] - t7 - 1
-            t18 = _gather(t16, t17, -2)
-            t19 = _gather(input, t10, -1)
-            t20 = _gather(t19, t17, -2)
-            t21 = _gather(input, t13, -1)
-            t22 = _gather(t21, t17, -2)
-            t23 = _gather(input, t3, -1)
-            t24 = paddings[0][0] + 2 * t5 - t7 - 1
-            t25 = _gather(t23, t24, -2)
-            t26 = _gather(input, t10, -1)
-            t27 = _gather(t26, t24, -2)
-            t28 = _gather(input, t13, -1)
-            t29 = _gather(t28, t24, -2)
-            output = t12 + t15 + t18 + t20 + t22 + t25 + t27 + t29 + t9
+            t16 = paddings[0][0] - t7 - 1
+            t17 = _gather(t4, t16, -2)
+            t18 = _gather(t11, t16, -2)
+            t19 = _gather(t14, t16, -2)
+            t20 = paddings[0][0] + 2 * t5 - t7 - 1
+            t21 = _gather(t4, t20, -2)
+            t22 = _gather(t11, t20, -2)
+            t23 = _gather(t14, t20, -2)
+            output = t12 + t15 + t17 + t18 + t19 + t21 + t22 + t23 + t9
         elif rank == 3 and mode == "REFLECT":
             t0 = tf.shape(input, out_type=tf.int64)[-1]
             t1 = paddings[2][0] + paddings[2][1] + t0
@@ -1904,163 +1388,121 @@ def mirror_pad(input, *, mode="REFLECT", paddings):
             t25 = _gather(t24, t13, -3)
             t26 = paddings[1][0] > t7
             t27 = t26[..., None]
-            t28 = _gather(input, t21, -1)
-            t29 = paddings[1][0] + 2 * t5 - t7 - 2
-            t30 = _gather(t28, t29, -2)
-            t31 = _gather(t30, t13, -3)
-            t32 = t7 >= paddings[1][0] + t5
-            t33 = t32[..., None]
-            t34 = _gather(input, t21, -1)
-            t35 = _gather(t34, t8, -2)
-            t36 = paddings[0][0] - t12
-            t37 = _gather(t35, t36, -3)
-            t38 = paddings[0][0] > t12
-            t39 = t38[..., None, None]
-            t40 = _gather(input, t21, -1)
-            t41 = _gather(t40, t8, -2)
-            t42 = paddings[0][0] + 2 * t10 - t12 - 2
-            t43 = _gather(t41, t42, -3)
-            t44 = t12 >= paddings[0][0] + t10
-            t45 = t44[..., None, None]
-            t46 = _gather(input, t3, -1)
-            t47 = _gather(t46, t23, -2)
-            t48 = _gather(t47, t13, -3)
-            t49 = _gather(input, t16, -1)
-            t50 = _gather(t49, t23, -2)
-            t51 = _gather(t50, t13, -3)
-            t52 = _gather(input, t3, -1)
-            t53 = _gather(t52, t29, -2)
-            t54 = _gather(t53, t13, -3)
-            t55 = _gather(input, t16, -1)
-            t56 = _gather(t55, t29, -2)
-            t57 = _gather(t56, t13, -3)
-            t58 = _gather(input, t3, -1)
-            t59 = _gather(t58, t8, -2)
-            t60 = _gather(t59, t36, -3)
-            t61 = _gather(input, t16, -1)
-            t62 = _gather(t61, t8, -2)
-            t63 = _gather(t62, t36, -3)
-            t64 = _gather(input, t21, -1)
-            t65 = _gather(t64, t23, -2)
-            t66 = _gather(t65, t36, -3)
-            t67 = _gather(input, t21, -1)
-            t68 = _gather(t67, t29, -2)
-            t69 = _gather(t68, t36, -3)
-            t70 = _gather(input, t3, -1)
-            t71 = _gather(t70, t8, -2)
-            t72 = _gather(t71, t42, -3)
-            t73 = _gather(input, t16, -1)
-            t74 = _gather(t73, t8, -2)
-            t75 = _gather(t74, t42, -3)
-            t76 = _gather(input, t21, -1)
-            t77 = _gather(t76, t23, -2)
-            t78 = _gather(t77, t42, -3)
-            t79 = _gather(input, t21, -1)
-            t80 = _gather(t79, t29, -2)
-            t81 = _gather(t80, t42, -3)
-            t82 = _gather(input, t3, -1)
-            t83 = _gather(t82, t23, -2)
-            t84 = _gather(t83, t36, -3)
-            t85 = _gather(input, t16, -1)
-            t86 = _gather(t85, t23, -2)
-            t87 = _gather(t86, t36, -3)
-            t88 = _gather(input, t3, -1)
-            t89 = _gather(t88, t29, -2)
-            t90 = _gather(t89, t36, -3)
-            t91 = _gather(input, t16, -1)
-            t92 = _gather(t91, t29, -2)
-            t93 = _gather(t92, t36, -3)
-            t94 = _gather(input, t3, -1)
-            t95 = _gather(t94, t23, -2)
-            t96 = _gather(t95, t42, -3)
-            t97 = _gather(input, t16, -1)
-            t98 = _gather(t97, t23, -2)
-            t99 = _gather(t98, t42, -3)
-            t100 = _gather(input, t3, -1)
-            t101 = _gather(t100, t29, -2)
-            t102 = _gather(t101, t42, -3)
-            t103 = _gather(input, t16, -1)
-            t104 = _gather(t103, t29, -2)
-            t105 = _gather(t104, t42, -3)
-            t106 = _gather(input, t21, -1)
-            t107 = _gather(t106, t8, -2)
-            t108 = _gather(t107, t13, -3)
+            t28 = paddings[1][0] + 2 * t5 - t7 - 2
+            t29 = _gather(t22, t28, -2)
+            t30 = _gather(t29, t13, -3)
+            t31 = t7 >= paddings[1][0] + t5
+            t32 = t31[..., None]
+            t33 = _gather(t22, t8, -2)
+            t34 = paddings[0][0] - t12
+            t35 = _gather(t33, t34, -3)
+            t36 = paddings[0][0] > t12
+            t37 = t36[..., None, None]
+            t38 = paddings[0][0] + 2 * t10 - t12 - 2
+            t39 = _gather(t33, t38, -3)
+            t40 = t12 >= paddings[0][0] + t10
+            t41 = t40[..., None, None]
+            t42 = _gather(t4, t23, -2)
+            t43 = _gather(t42, t13, -3)
+            t44 = _gather(t17, t23, -2)
+            t45 = _gather(t44, t13, -3)
+            t46 = _gather(t4, t28, -2)
+            t47 = _gather(t46, t13, -3)
+            t48 = _gather(t17, t28, -2)
+            t49 = _gather(t48, t13, -3)
+            t50 = _gather(t9, t34, -3)
+            t51 = _gather(t18, t34, -3)
+            t52 = _gather(t24, t34, -3)
+            t53 = _gather(t29, t34, -3)
+            t54 = _gather(t9, t38, -3)
+            t55 = _gather(t18, t38, -3)
+            t56 = _gather(t24, t38, -3)
+            t57 = _gather(t29, t38, -3)
+            t58 = _gather(t42, t34, -3)
+            t59 = _gather(t44, t34, -3)
+            t60 = _gather(t46, t34, -3)
+            t61 = _gather(t48, t34, -3)
+            t62 = _gather(t42, t38, -3)
+            t63 = _gather(t44, t38, -3)
+            t64 = _gather(t46, t38, -3)
+            t65 = _gather(t48, t38, -3)
+            t66 = _gather(t33, t13, -3)
             output = (
-                t102
-                * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t33, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t45, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t105
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t33, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t45, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t108
-                + t14 * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                t14 * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t19 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t25 * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t31 * tf.where(t33, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t37 * tf.where(t39, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t43 * tf.where(t45, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t48
+                + t30 * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t35 * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t39 * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t43
                 * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t45
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t47
+                * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t49
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t50
+                * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t51
                 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t52
                 * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t53
+                * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t54
                 * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t33, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t57
+                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t55
                 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t33, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t56
+                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t57
+                * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t58
+                * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t59
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t60
                 * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t39, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t61
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t62
+                * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t63
                 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t39, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t64
+                * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t65
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t66
-                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t39, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t69
-                * tf.where(t33, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t39, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t72
-                * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t45, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t75
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t45, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t78
-                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t45, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t81
-                * tf.where(t33, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t45, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t84
-                * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t39, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t87
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t39, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t90
-                * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t33, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t39, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t93
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t33, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t39, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t96
-                * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t45, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t99
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t45, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
             )
         elif rank == 3 and mode == "SYMMETRIC":
             t0 = tf.shape(input, out_type=tf.int64)[-1]
@@ -2086,110 +1528,68 @@ def mirror_pad(input, *, mode="REFLECT", paddings):
             t20 = _gather(input, t19, -1)
             t21 = _gather(t20, t8, -2)
             t22 = _gather(t21, t13, -3)
-            t23 = _gather(input, t3, -1)
-            t24 = paddings[1][0] - t7 - 1
-            t25 = _gather(t23, t24, -2)
-            t26 = _gather(t25, t13, -3)
-            t27 = _gather(input, t15, -1)
-            t28 = _gather(t27, t24, -2)
+            t23 = paddings[1][0] - t7 - 1
+            t24 = _gather(t4, t23, -2)
+            t25 = _gather(t24, t13, -3)
+            t26 = _gather(t16, t23, -2)
+            t27 = _gather(t26, t13, -3)
+            t28 = _gather(t20, t23, -2)
             t29 = _gather(t28, t13, -3)
-            t30 = _gather(input, t19, -1)
-            t31 = _gather(t30, t24, -2)
+            t30 = paddings[1][0] + 2 * t5 - t7 - 1
+            t31 = _gather(t4, t30, -2)
             t32 = _gather(t31, t13, -3)
-            t33 = _gather(input, t3, -1)
-            t34 = paddings[1][0] + 2 * t5 - t7 - 1
-            t35 = _gather(t33, t34, -2)
+            t33 = _gather(t16, t30, -2)
+            t34 = _gather(t33, t13, -3)
+            t35 = _gather(t20, t30, -2)
             t36 = _gather(t35, t13, -3)
-            t37 = _gather(input, t15, -1)
-            t38 = _gather(t37, t34, -2)
-            t39 = _gather(t38, t13, -3)
-            t40 = _gather(input, t19, -1)
-            t41 = _gather(t40, t34, -2)
-            t42 = _gather(t41, t13, -3)
-            t43 = _gather(input, t3, -1)
-            t44 = _gather(t43, t8, -2)
-            t45 = paddings[0][0] - t12 - 1
-            t46 = _gather(t44, t45, -3)
-            t47 = _gather(input, t15, -1)
-            t48 = _gather(t47, t8, -2)
-            t49 = _gather(t48, t45, -3)
-            t50 = _gather(input, t19, -1)
-            t51 = _gather(t50, t8, -2)
-            t52 = _gather(t51, t45, -3)
-            t53 = _gather(input, t3, -1)
-            t54 = _gather(t53, t24, -2)
-            t55 = _gather(t54, t45, -3)
-            t56 = _gather(input, t15, -1)
-            t57 = _gather(t56, t24, -2)
-            t58 = _gather(t57, t45, -3)
-            t59 = _gather(input, t19, -1)
-            t60 = _gather(t59, t24, -2)
-            t61 = _gather(t60, t45, -3)
-            t62 = _gather(input, t3, -1)
-            t63 = _gather(t62, t34, -2)
-            t64 = _gather(t63, t45, -3)
-            t65 = _gather(input, t15, -1)
-            t66 = _gather(t65, t34, -2)
-            t67 = _gather(t66, t45, -3)
-            t68 = _gather(input, t19, -1)
-            t69 = _gather(t68, t34, -2)
-            t70 = _gather(t69, t45, -3)
-            t71 = _gather(input, t3, -1)
-            t72 = _gather(t71, t8, -2)
-            t73 = paddings[0][0] + 2 * t10 - t12 - 1
-            t74 = _gather(t72, t73, -3)
-            t75 = _gather(input, t15, -1)
-            t76 = _gather(t75, t8, -2)
-            t77 = _gather(t76, t73, -3)
-            t78 = _gather(input, t19, -1)
-            t79 = _gather(t78, t8, -2)
-            t80 = _gather(t79, t73, -3)
-            t81 = _gather(input, t3, -1)
-            t82 = _gather(t81, t24, -2)
-            t83 = _gather(t82, t73, -3)
-            t84 = _gather(input, t15, -1)
-            t85 = _gather(t84, t24, -2)
-            t86 = _gather(t85, t73, -3)
-            t87 = _gather(input, t19, -1)
-            t88 = _gather(t87, t24, -2)
-            t89 = _gather(t88, t73, -3)
-            t90 = _gather(input, t3, -1)
-            t91 = _gather(t90, t34, -2)
-            t92 = _gather(t91, t73, -3)
-            t93 = _gather(input, t15, -1)
-            t94 = _gather(t93, t34, -2)
-            t95 = _gather(t94, t73, -3)
-            t96 = _gather(input, t19, -1)
-            t97 = _gather(t96, t34, -2)
-            t98 = _gather(t97, t73, -3)
+            t37 = paddings[0][0] - t12 - 1
+            t38 = _gather(t9, t37, -3)
+            t39 = _gather(t17, t37, -3)
+            t40 = _gather(t21, t37, -3)
+            t41 = _gather(t24, t37, -3)
+            t42 = _gather(t26, t37, -3)
+            t43 = _gather(t28, t37, -3)
+            t44 = _gather(t31, t37, -3)
+            t45 = _gather(t33, t37, -3)
+            t46 = _gather(t35, t37, -3)
+            t47 = paddings[0][0] + 2 * t10 - t12 - 1
+            t48 = _gather(t9, t47, -3)
+            t49 = _gather(t17, t47, -3)
+            t50 = _gather(t21, t47, -3)
+            t51 = _gather(t24, t47, -3)
+            t52 = _gather(t26, t47, -3)
+            t53 = _gather(t28, t47, -3)
+            t54 = _gather(t31, t47, -3)
+            t55 = _gather(t33, t47, -3)
+            t56 = _gather(t35, t47, -3)
             output = (
                 t14
                 + t18
                 + t22
-                + t26
+                + t25
+                + t27
                 + t29
                 + t32
+                + t34
                 + t36
+                + t38
                 + t39
+                + t40
+                + t41
                 + t42
+                + t43
+                + t44
+                + t45
                 + t46
+                + t48
                 + t49
+                + t50
+                + t51
                 + t52
+                + t53
+                + t54
                 + t55
-                + t58
-                + t61
-                + t64
-                + t67
-                + t70
-                + t74
-                + t77
-                + t80
-                + t83
-                + t86
-                + t89
-                + t92
-                + t95
-                + t98
+                + t56
             )
         elif rank == 4 and mode == "REFLECT":
             t0 = tf.shape(input, out_type=tf.int64)[-1]
@@ -2227,623 +1627,419 @@ def mirror_pad(input, *, mode="REFLECT", paddings):
             t32 = _gather(t31, t18, -4)
             t33 = paddings[2][0] > t7
             t34 = t33[..., None]
-            t35 = _gather(input, t27, -1)
-            t36 = paddings[2][0] + 2 * t5 - t7 - 2
-            t37 = _gather(t35, t36, -2)
-            t38 = _gather(t37, t13, -3)
-            t39 = _gather(t38, t18, -4)
-            t40 = t7 >= paddings[2][0] + t5
-            t41 = t40[..., None]
-            t42 = _gather(input, t27, -1)
-            t43 = _gather(t42, t8, -2)
-            t44 = paddings[1][0] - t12
-            t45 = _gather(t43, t44, -3)
-            t46 = _gather(t45, t18, -4)
-            t47 = paddings[1][0] > t12
-            t48 = t47[..., None, None]
-            t49 = _gather(input, t27, -1)
-            t50 = _gather(t49, t8, -2)
-            t51 = paddings[1][0] + 2 * t10 - t12 - 2
-            t52 = _gather(t50, t51, -3)
-            t53 = _gather(t52, t18, -4)
-            t54 = t12 >= paddings[1][0] + t10
-            t55 = t54[..., None, None]
-            t56 = _gather(input, t27, -1)
-            t57 = _gather(t56, t8, -2)
-            t58 = _gather(t57, t13, -3)
-            t59 = paddings[0][0] - t17
-            t60 = _gather(t58, t59, -4)
-            t61 = paddings[0][0] > t17
-            t62 = t61[..., None, None, None]
-            t63 = _gather(input, t27, -1)
-            t64 = _gather(t63, t8, -2)
+            t35 = paddings[2][0] + 2 * t5 - t7 - 2
+            t36 = _gather(t28, t35, -2)
+            t37 = _gather(t36, t13, -3)
+            t38 = _gather(t37, t18, -4)
+            t39 = t7 >= paddings[2][0] + t5
+            t40 = t39[..., None]
+            t41 = _gather(t28, t8, -2)
+            t42 = paddings[1][0] - t12
+            t43 = _gather(t41, t42, -3)
+            t44 = _gather(t43, t18, -4)
+            t45 = paddings[1][0] > t12
+            t46 = t45[..., None, None]
+            t47 = paddings[1][0] + 2 * t10 - t12 - 2
+            t48 = _gather(t41, t47, -3)
+            t49 = _gather(t48, t18, -4)
+            t50 = t12 >= paddings[1][0] + t10
+            t51 = t50[..., None, None]
+            t52 = _gather(t41, t13, -3)
+            t53 = paddings[0][0] - t17
+            t54 = _gather(t52, t53, -4)
+            t55 = paddings[0][0] > t17
+            t56 = t55[..., None, None, None]
+            t57 = paddings[0][0] + 2 * t15 - t17 - 2
+            t58 = _gather(t52, t57, -4)
+            t59 = t17 >= paddings[0][0] + t15
+            t60 = t59[..., None, None, None]
+            t61 = _gather(t4, t29, -2)
+            t62 = _gather(t61, t13, -3)
+            t63 = _gather(t62, t18, -4)
+            t64 = _gather(t22, t29, -2)
             t65 = _gather(t64, t13, -3)
-            t66 = paddings[0][0] + 2 * t15 - t17 - 2
-            t67 = _gather(t65, t66, -4)
-            t68 = t17 >= paddings[0][0] + t15
-            t69 = t68[..., None, None, None]
-            t70 = _gather(input, t3, -1)
-            t71 = _gather(t70, t29, -2)
-            t72 = _gather(t71, t13, -3)
-            t73 = _gather(t72, t18, -4)
-            t74 = _gather(input, t21, -1)
-            t75 = _gather(t74, t29, -2)
-            t76 = _gather(t75, t13, -3)
-            t77 = _gather(t76, t18, -4)
-            t78 = _gather(input, t3, -1)
-            t79 = _gather(t78, t36, -2)
-            t80 = _gather(t79, t13, -3)
-            t81 = _gather(t80, t18, -4)
-            t82 = _gather(input, t21, -1)
-            t83 = _gather(t82, t36, -2)
-            t84 = _gather(t83, t13, -3)
-            t85 = _gather(t84, t18, -4)
-            t86 = _gather(input, t3, -1)
-            t87 = _gather(t86, t8, -2)
-            t88 = _gather(t87, t44, -3)
-            t89 = _gather(t88, t18, -4)
-            t90 = _gather(input, t21, -1)
-            t91 = _gather(t90, t8, -2)
-            t92 = _gather(t91, t44, -3)
-            t93 = _gather(t92, t18, -4)
-            t94 = _gather(input, t27, -1)
-            t95 = _gather(t94, t29, -2)
-            t96 = _gather(t95, t44, -3)
-            t97 = _gather(t96, t18, -4)
-            t98 = _gather(input, t27, -1)
-            t99 = _gather(t98, t36, -2)
-            t100 = _gather(t99, t44, -3)
-            t101 = _gather(t100, t18, -4)
-            t102 = _gather(input, t3, -1)
-            t103 = _gather(t102, t8, -2)
-            t104 = _gather(t103, t51, -3)
-            t105 = _gather(t104, t18, -4)
-            t106 = _gather(input, t21, -1)
-            t107 = _gather(t106, t8, -2)
-            t108 = _gather(t107, t51, -3)
-            t109 = _gather(t108, t18, -4)
-            t110 = _gather(input, t27, -1)
-            t111 = _gather(t110, t29, -2)
-            t112 = _gather(t111, t51, -3)
-            t113 = _gather(t112, t18, -4)
-            t114 = _gather(input, t27, -1)
-            t115 = _gather(t114, t36, -2)
-            t116 = _gather(t115, t51, -3)
-            t117 = _gather(t116, t18, -4)
-            t118 = _gather(input, t3, -1)
-            t119 = _gather(t118, t8, -2)
-            t120 = _gather(t119, t13, -3)
-            t121 = _gather(t120, t59, -4)
-            t122 = _gather(input, t21, -1)
-            t123 = _gather(t122, t8, -2)
-            t124 = _gather(t123, t13, -3)
-            t125 = _gather(t124, t59, -4)
-            t126 = _gather(input, t27, -1)
-            t127 = _gather(t126, t29, -2)
-            t128 = _gather(t127, t13, -3)
-            t129 = _gather(t128, t59, -4)
-            t130 = _gather(input, t27, -1)
-            t131 = _gather(t130, t36, -2)
-            t132 = _gather(t131, t13, -3)
-            t133 = _gather(t132, t59, -4)
-            t134 = _gather(input, t27, -1)
-            t135 = _gather(t134, t8, -2)
-            t136 = _gather(t135, t44, -3)
-            t137 = _gather(t136, t59, -4)
-            t138 = _gather(input, t27, -1)
-            t139 = _gather(t138, t8, -2)
-            t140 = _gather(t139, t51, -3)
-            t141 = _gather(t140, t59, -4)
-            t142 = _gather(input, t3, -1)
-            t143 = _gather(t142, t8, -2)
-            t144 = _gather(t143, t13, -3)
-            t145 = _gather(t144, t66, -4)
-            t146 = _gather(input, t21, -1)
-            t147 = _gather(t146, t8, -2)
-            t148 = _gather(t147, t13, -3)
-            t149 = _gather(t148, t66, -4)
-            t150 = _gather(input, t27, -1)
-            t151 = _gather(t150, t29, -2)
-            t152 = _gather(t151, t13, -3)
-            t153 = _gather(t152, t66, -4)
-            t154 = _gather(input, t27, -1)
-            t155 = _gather(t154, t36, -2)
-            t156 = _gather(t155, t13, -3)
-            t157 = _gather(t156, t66, -4)
-            t158 = _gather(input, t27, -1)
-            t159 = _gather(t158, t8, -2)
-            t160 = _gather(t159, t44, -3)
-            t161 = _gather(t160, t66, -4)
-            t162 = _gather(input, t27, -1)
-            t163 = _gather(t162, t8, -2)
-            t164 = _gather(t163, t51, -3)
-            t165 = _gather(t164, t66, -4)
-            t166 = _gather(input, t3, -1)
-            t167 = _gather(t166, t29, -2)
-            t168 = _gather(t167, t44, -3)
-            t169 = _gather(t168, t18, -4)
-            t170 = _gather(input, t21, -1)
-            t171 = _gather(t170, t29, -2)
-            t172 = _gather(t171, t44, -3)
-            t173 = _gather(t172, t18, -4)
-            t174 = _gather(input, t3, -1)
-            t175 = _gather(t174, t36, -2)
-            t176 = _gather(t175, t44, -3)
-            t177 = _gather(t176, t18, -4)
-            t178 = _gather(input, t21, -1)
-            t179 = _gather(t178, t36, -2)
-            t180 = _gather(t179, t44, -3)
-            t181 = _gather(t180, t18, -4)
-            t182 = _gather(input, t3, -1)
-            t183 = _gather(t182, t29, -2)
-            t184 = _gather(t183, t51, -3)
-            t185 = _gather(t184, t18, -4)
-            t186 = _gather(input, t21, -1)
-            t187 = _gather(t186, t29, -2)
-            t188 = _gather(t187, t51, -3)
-            t189 = _gather(t188, t18, -4)
-            t190 = _gather(input, t3, -1)
-            t191 = _gather(t190, t36, -2)
-            t192 = _gather(t191, t51, -3)
-            t193 = _gather(t192, t18, -4)
-            t194 = _gather(input, t21, -1)
-            t195 = _gather(t194, t36, -2)
-            t196 = _gather(t195, t51, -3)
-            t197 = _gather(t196, t18, -4)
-            t198 = _gather(input, t3, -1)
-            t199 = _gather(t198, t29, -2)
-            t200 = _gather(t199, t13, -3)
-            t201 = _gather(t200, t59, -4)
-            t202 = _gather(input, t21, -1)
-            t203 = _gather(t202, t29, -2)
-            t204 = _gather(t203, t13, -3)
-            t205 = _gather(t204, t59, -4)
-            t206 = _gather(input, t3, -1)
-            t207 = _gather(t206, t36, -2)
-            t208 = _gather(t207, t13, -3)
-            t209 = _gather(t208, t59, -4)
-            t210 = _gather(input, t21, -1)
-            t211 = _gather(t210, t36, -2)
-            t212 = _gather(t211, t13, -3)
-            t213 = _gather(t212, t59, -4)
-            t214 = _gather(input, t3, -1)
-            t215 = _gather(t214, t8, -2)
-            t216 = _gather(t215, t44, -3)
-            t217 = _gather(t216, t59, -4)
-            t218 = _gather(input, t21, -1)
-            t219 = _gather(t218, t8, -2)
-            t220 = _gather(t219, t44, -3)
-            t221 = _gather(t220, t59, -4)
-            t222 = _gather(input, t27, -1)
-            t223 = _gather(t222, t29, -2)
-            t224 = _gather(t223, t44, -3)
-            t225 = _gather(t224, t59, -4)
-            t226 = _gather(input, t27, -1)
-            t227 = _gather(t226, t36, -2)
-            t228 = _gather(t227, t44, -3)
-            t229 = _gather(t228, t59, -4)
-            t230 = _gather(input, t3, -1)
-            t231 = _gather(t230, t8, -2)
-            t232 = _gather(t231, t51, -3)
-            t233 = _gather(t232, t59, -4)
-            t234 = _gather(input, t21, -1)
-            t235 = _gather(t234, t8, -2)
-            t236 = _gather(t235, t51, -3)
-            t237 = _gather(t236, t59, -4)
-            t238 = _gather(input, t27, -1)
-            t239 = _gather(t238, t29, -2)
-            t240 = _gather(t239, t51, -3)
-            t241 = _gather(t240, t59, -4)
-            t242 = _gather(input, t27, -1)
-            t243 = _gather(t242, t36, -2)
-            t244 = _gather(t243, t51, -3)
-            t245 = _gather(t244, t59, -4)
-            t246 = _gather(input, t3, -1)
-            t247 = _gather(t246, t29, -2)
-            t248 = _gather(t247, t13, -3)
-            t249 = _gather(t248, t66, -4)
-            t250 = _gather(input, t21, -1)
-            t251 = _gather(t250, t29, -2)
-            t252 = _gather(t251, t13, -3)
-            t253 = _gather(t252, t66, -4)
-            t254 = _gather(input, t3, -1)
-            t255 = _gather(t254, t36, -2)
-            t256 = _gather(t255, t13, -3)
-            t257 = _gather(t256, t66, -4)
-            t258 = _gather(input, t21, -1)
-            t259 = _gather(t258, t36, -2)
-            t260 = _gather(t259, t13, -3)
-            t261 = _gather(t260, t66, -4)
-            t262 = _gather(input, t3, -1)
-            t263 = _gather(t262, t8, -2)
-            t264 = _gather(t263, t44, -3)
-            t265 = _gather(t264, t66, -4)
-            t266 = _gather(input, t21, -1)
-            t267 = _gather(t266, t8, -2)
-            t268 = _gather(t267, t44, -3)
-            t269 = _gather(t268, t66, -4)
-            t270 = _gather(input, t27, -1)
-            t271 = _gather(t270, t29, -2)
-            t272 = _gather(t271, t44, -3)
-            t273 = _gather(t272, t66, -4)
-            t274 = _gather(input, t27, -1)
-            t275 = _gather(t274, t36, -2)
-            t276 = _gather(t275, t44, -3)
-            t277 = _gather(t276, t66, -4)
-            t278 = _gather(input, t3, -1)
-            t279 = _gather(t278, t8, -2)
-            t280 = _gather(t279, t51, -3)
-            t281 = _gather(t280, t66, -4)
-            t282 = _gather(input, t21, -1)
-            t283 = _gather(t282, t8, -2)
-            t284 = _gather(t283, t51, -3)
-            t285 = _gather(t284, t66, -4)
-            t286 = _gather(input, t27, -1)
-            t287 = _gather(t286, t29, -2)
-            t288 = _gather(t287, t51, -3)
-            t289 = _gather(t288, t66, -4)
-            t290 = _gather(input, t27, -1)
-            t291 = _gather(t290, t36, -2)
-            t292 = _gather(t291, t51, -3)
-            t293 = _gather(t292, t66, -4)
-            t294 = _gather(input, t3, -1)
-            t295 = _gather(t294, t29, -2)
-            t296 = _gather(t295, t44, -3)
-            t297 = _gather(t296, t59, -4)
-            t298 = _gather(input, t21, -1)
-            t299 = _gather(t298, t29, -2)
-            t300 = _gather(t299, t44, -3)
-            t301 = _gather(t300, t59, -4)
-            t302 = _gather(input, t3, -1)
-            t303 = _gather(t302, t36, -2)
-            t304 = _gather(t303, t44, -3)
-            t305 = _gather(t304, t59, -4)
-            t306 = _gather(input, t21, -1)
-            t307 = _gather(t306, t36, -2)
-            t308 = _gather(t307, t44, -3)
-            t309 = _gather(t308, t59, -4)
-            t310 = _gather(input, t3, -1)
-            t311 = _gather(t310, t29, -2)
-            t312 = _gather(t311, t51, -3)
-            t313 = _gather(t312, t59, -4)
-            t314 = _gather(input, t21, -1)
-            t315 = _gather(t314, t29, -2)
-            t316 = _gather(t315, t51, -3)
-            t317 = _gather(t316, t59, -4)
-            t318 = _gather(input, t3, -1)
-            t319 = _gather(t318, t36, -2)
-            t320 = _gather(t319, t51, -3)
-            t321 = _gather(t320, t59, -4)
-            t322 = _gather(input, t21, -1)
-            t323 = _gather(t322, t36, -2)
-            t324 = _gather(t323, t51, -3)
-            t325 = _gather(t324, t59, -4)
-            t326 = _gather(input, t3, -1)
-            t327 = _gather(t326, t29, -2)
-            t328 = _gather(t327, t44, -3)
-            t329 = _gather(t328, t66, -4)
-            t330 = _gather(input, t21, -1)
-            t331 = _gather(t330, t29, -2)
-            t332 = _gather(t331, t44, -3)
-            t333 = _gather(t332, t66, -4)
-            t334 = _gather(input, t3, -1)
-            t335 = _gather(t334, t36, -2)
-            t336 = _gather(t335, t44, -3)
-            t337 = _gather(t336, t66, -4)
-            t338 = _gather(input, t21, -1)
-            t339 = _gather(t338, t36, -2)
-            t340 = _gather(t339, t44, -3)
-            t341 = _gather(t340, t66, -4)
-            t342 = _gather(input, t3, -1)
-            t343 = _gather(t342, t29, -2)
-            t344 = _gather(t343, t51, -3)
-            t345 = _gather(t344, t66, -4)
-            t346 = _gather(input, t21, -1)
-            t347 = _gather(t346, t29, -2)
-            t348 = _gather(t347, t51, -3)
-            t349 = _gather(t348, t66, -4)
-            t350 = _gather(input, t3, -1)
-            t351 = _gather(t350, t36, -2)
-            t352 = _gather(t351, t51, -3)
-            t353 = _gather(t352, t66, -4)
-            t354 = _gather(input, t21, -1)
-            t355 = _gather(t354, t36, -2)
-            t356 = _gather(t355, t51, -3)
-            t357 = _gather(t356, t66, -4)
-            t358 = _gather(input, t27, -1)
-            t359 = _gather(t358, t8, -2)
-            t360 = _gather(t359, t13, -3)
-            t361 = _gather(t360, t18, -4)
+            t66 = _gather(t65, t18, -4)
+            t67 = _gather(t4, t35, -2)
+            t68 = _gather(t67, t13, -3)
+            t69 = _gather(t68, t18, -4)
+            t70 = _gather(t22, t35, -2)
+            t71 = _gather(t70, t13, -3)
+            t72 = _gather(t71, t18, -4)
+            t73 = _gather(t9, t42, -3)
+            t74 = _gather(t73, t18, -4)
+            t75 = _gather(t23, t42, -3)
+            t76 = _gather(t75, t18, -4)
+            t77 = _gather(t30, t42, -3)
+            t78 = _gather(t77, t18, -4)
+            t79 = _gather(t36, t42, -3)
+            t80 = _gather(t79, t18, -4)
+            t81 = _gather(t9, t47, -3)
+            t82 = _gather(t81, t18, -4)
+            t83 = _gather(t23, t47, -3)
+            t84 = _gather(t83, t18, -4)
+            t85 = _gather(t30, t47, -3)
+            t86 = _gather(t85, t18, -4)
+            t87 = _gather(t36, t47, -3)
+            t88 = _gather(t87, t18, -4)
+            t89 = _gather(t14, t53, -4)
+            t90 = _gather(t24, t53, -4)
+            t91 = _gather(t31, t53, -4)
+            t92 = _gather(t37, t53, -4)
+            t93 = _gather(t43, t53, -4)
+            t94 = _gather(t48, t53, -4)
+            t95 = _gather(t14, t57, -4)
+            t96 = _gather(t24, t57, -4)
+            t97 = _gather(t31, t57, -4)
+            t98 = _gather(t37, t57, -4)
+            t99 = _gather(t43, t57, -4)
+            t100 = _gather(t48, t57, -4)
+            t101 = _gather(t61, t42, -3)
+            t102 = _gather(t101, t18, -4)
+            t103 = _gather(t64, t42, -3)
+            t104 = _gather(t103, t18, -4)
+            t105 = _gather(t67, t42, -3)
+            t106 = _gather(t105, t18, -4)
+            t107 = _gather(t70, t42, -3)
+            t108 = _gather(t107, t18, -4)
+            t109 = _gather(t61, t47, -3)
+            t110 = _gather(t109, t18, -4)
+            t111 = _gather(t64, t47, -3)
+            t112 = _gather(t111, t18, -4)
+            t113 = _gather(t67, t47, -3)
+            t114 = _gather(t113, t18, -4)
+            t115 = _gather(t70, t47, -3)
+            t116 = _gather(t115, t18, -4)
+            t117 = _gather(t62, t53, -4)
+            t118 = _gather(t65, t53, -4)
+            t119 = _gather(t68, t53, -4)
+            t120 = _gather(t71, t53, -4)
+            t121 = _gather(t73, t53, -4)
+            t122 = _gather(t75, t53, -4)
+            t123 = _gather(t77, t53, -4)
+            t124 = _gather(t79, t53, -4)
+            t125 = _gather(t81, t53, -4)
+            t126 = _gather(t83, t53, -4)
+            t127 = _gather(t85, t53, -4)
+            t128 = _gather(t87, t53, -4)
+            t129 = _gather(t62, t57, -4)
+            t130 = _gather(t65, t57, -4)
+            t131 = _gather(t68, t57, -4)
+            t132 = _gather(t71, t57, -4)
+            t133 = _gather(t73, t57, -4)
+            t134 = _gather(t75, t57, -4)
+            t135 = _gather(t77, t57, -4)
+            t136 = _gather(t79, t57, -4)
+            t137 = _gather(t81, t57, -4)
+            t138 = _gather(t83, t57, -4)
+            t139 = _gather(t85, t57, -4)
+            t140 = _gather(t87, t57, -4)
+            t141 = _gather(t101, t53, -4)
+            t142 = _gather(t103, t53, -4)
+            t143 = _gather(t105, t53, -4)
+            t144 = _gather(t107, t53, -4)
+            t145 = _gather(t109, t53, -4)
+            t146 = _gather(t111, t53, -4)
+            t147 = _gather(t113, t53, -4)
+            t148 = _gather(t115, t53, -4)
+            t149 = _gather(t101, t57, -4)
+            t150 = _gather(t103, t57, -4)
+            t151 = _gather(t105, t57, -4)
+            t152 = _gather(t107, t57, -4)
+            t153 = _gather(t109, t57, -4)
+            t154 = _gather(t111, t57, -4)
+            t155 = _gather(t113, t57, -4)
+            t156 = _gather(t115, t57, -4)
+            t157 = _gather(t52, t18, -4)
             output = (
-                t101
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t105
+                t100
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t102
                 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t109
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t113
                 * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t104
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t106
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t108
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t110
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t112
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t114
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t116
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t117
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t118
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t119
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t120
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t121
                 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t125
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t122
                 * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t129
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t123
                 * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t124
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t125
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t126
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t127
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t128
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t129
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t130
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t131
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t132
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t133
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t134
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t135
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t136
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t137
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t138
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t139
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t140
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t141
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t142
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t143
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t144
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t145
                 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t146
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t147
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t148
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t149
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t150
                 * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t151
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t152
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t153
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t154
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t155
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t156
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t157
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t161
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t165
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t169
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t173
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t177
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t181
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t185
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t189
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t19 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t193
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t197
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t201
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t205
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t209
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t213
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t217
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t221
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t225
-                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t229
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t233
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t237
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t241
-                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t245
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t249
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t25 * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t253
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t257
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t261
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t265
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t269
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t273
-                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t277
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t281
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t285
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t289
-                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t293
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t297
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t301
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t305
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t309
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t313
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t317
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t32 * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t321
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t325
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t329
+                + t38 * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t44 * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t49 * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t54 * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t58 * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t63
                 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t333
+                + t66
                 * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t337
+                + t69
                 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t341
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t72
                 * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t345
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t74
                 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t76
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t78
                 * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t349
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t353
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t80
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t82
                 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t357
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t84
                 * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t361
-                + t39 * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t46 * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t53 * tf.where(t55, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t60 * tf.where(t62, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t67 * tf.where(t69, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t73
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t86
                 * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t77
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t81
-                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t85
-                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t88
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t89
                 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                + t93
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t90
                 * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t91
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t92
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t93
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t94
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t95
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t96
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
                 + t97
                 * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                * tf.where(t48, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t98
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t99
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
             )
         elif rank == 4 and mode == "SYMMETRIC":
             t0 = tf.shape(input, out_type=tf.int64)[-1]
@@ -2876,406 +2072,202 @@ def mirror_pad(input, *, mode="REFLECT", paddings):
             t27 = _gather(t26, t8, -2)
             t28 = _gather(t27, t13, -3)
             t29 = _gather(t28, t18, -4)
-            t30 = _gather(input, t3, -1)
-            t31 = paddings[2][0] - t7 - 1
-            t32 = _gather(t30, t31, -2)
-            t33 = _gather(t32, t13, -3)
-            t34 = _gather(t33, t18, -4)
-            t35 = _gather(input, t20, -1)
-            t36 = _gather(t35, t31, -2)
-            t37 = _gather(t36, t13, -3)
-            t38 = _gather(t37, t18, -4)
-            t39 = _gather(input, t25, -1)
-            t40 = _gather(t39, t31, -2)
-            t41 = _gather(t40, t13, -3)
-            t42 = _gather(t41, t18, -4)
-            t43 = _gather(input, t3, -1)
-            t44 = paddings[2][0] + 2 * t5 - t7 - 1
-            t45 = _gather(t43, t44, -2)
-            t46 = _gather(t45, t13, -3)
-            t47 = _gather(t46, t18, -4)
-            t48 = _gather(input, t20, -1)
-            t49 = _gather(t48, t44, -2)
-            t50 = _gather(t49, t13, -3)
-            t51 = _gather(t50, t18, -4)
-            t52 = _gather(input, t25, -1)
-            t53 = _gather(t52, t44, -2)
-            t54 = _gather(t53, t13, -3)
-            t55 = _gather(t54, t18, -4)
-            t56 = _gather(input, t3, -1)
-            t57 = _gather(t56, t8, -2)
-            t58 = paddings[1][0] - t12 - 1
-            t59 = _gather(t57, t58, -3)
+            t30 = paddings[2][0] - t7 - 1
+            t31 = _gather(t4, t30, -2)
+            t32 = _gather(t31, t13, -3)
+            t33 = _gather(t32, t18, -4)
+            t34 = _gather(t21, t30, -2)
+            t35 = _gather(t34, t13, -3)
+            t36 = _gather(t35, t18, -4)
+            t37 = _gather(t26, t30, -2)
+            t38 = _gather(t37, t13, -3)
+            t39 = _gather(t38, t18, -4)
+            t40 = paddings[2][0] + 2 * t5 - t7 - 1
+            t41 = _gather(t4, t40, -2)
+            t42 = _gather(t41, t13, -3)
+            t43 = _gather(t42, t18, -4)
+            t44 = _gather(t21, t40, -2)
+            t45 = _gather(t44, t13, -3)
+            t46 = _gather(t45, t18, -4)
+            t47 = _gather(t26, t40, -2)
+            t48 = _gather(t47, t13, -3)
+            t49 = _gather(t48, t18, -4)
+            t50 = paddings[1][0] - t12 - 1
+            t51 = _gather(t9, t50, -3)
+            t52 = _gather(t51, t18, -4)
+            t53 = _gather(t22, t50, -3)
+            t54 = _gather(t53, t18, -4)
+            t55 = _gather(t27, t50, -3)
+            t56 = _gather(t55, t18, -4)
+            t57 = _gather(t31, t50, -3)
+            t58 = _gather(t57, t18, -4)
+            t59 = _gather(t34, t50, -3)
             t60 = _gather(t59, t18, -4)
-            t61 = _gather(input, t20, -1)
-            t62 = _gather(t61, t8, -2)
-            t63 = _gather(t62, t58, -3)
+            t61 = _gather(t37, t50, -3)
+            t62 = _gather(t61, t18, -4)
+            t63 = _gather(t41, t50, -3)
             t64 = _gather(t63, t18, -4)
-            t65 = _gather(input, t25, -1)
-            t66 = _gather(t65, t8, -2)
-            t67 = _gather(t66, t58, -3)
+            t65 = _gather(t44, t50, -3)
+            t66 = _gather(t65, t18, -4)
+            t67 = _gather(t47, t50, -3)
             t68 = _gather(t67, t18, -4)
-            t69 = _gather(input, t3, -1)
-            t70 = _gather(t69, t31, -2)
-            t71 = _gather(t70, t58, -3)
-            t72 = _gather(t71, t18, -4)
-            t73 = _gather(input, t20, -1)
-            t74 = _gather(t73, t31, -2)
-            t75 = _gather(t74, t58, -3)
-            t76 = _gather(t75, t18, -4)
-            t77 = _gather(input, t25, -1)
-            t78 = _gather(t77, t31, -2)
-            t79 = _gather(t78, t58, -3)
-            t80 = _gather(t79, t18, -4)
-            t81 = _gather(input, t3, -1)
-            t82 = _gather(t81, t44, -2)
-            t83 = _gather(t82, t58, -3)
-            t84 = _gather(t83, t18, -4)
-            t85 = _gather(input, t20, -1)
-            t86 = _gather(t85, t44, -2)
-            t87 = _gather(t86, t58, -3)
-            t88 = _gather(t87, t18, -4)
-            t89 = _gather(input, t25, -1)
-            t90 = _gather(t89, t44, -2)
-            t91 = _gather(t90, t58, -3)
-            t92 = _gather(t91, t18, -4)
-            t93 = _gather(input, t3, -1)
-            t94 = _gather(t93, t8, -2)
-            t95 = paddings[1][0] + 2 * t10 - t12 - 1
-            t96 = _gather(t94, t95, -3)
-            t97 = _gather(t96, t18, -4)
-            t98 = _gather(input, t20, -1)
-            t99 = _gather(t98, t8, -2)
-            t100 = _gather(t99, t95, -3)
-            t101 = _gather(t100, t18, -4)
-            t102 = _gather(input, t25, -1)
-            t103 = _gather(t102, t8, -2)
-            t104 = _gather(t103, t95, -3)
-            t105 = _gather(t104, t18, -4)
-            t106 = _gather(input, t3, -1)
-            t107 = _gather(t106, t31, -2)
-            t108 = _gather(t107, t95, -3)
-            t109 = _gather(t108, t18, -4)
-            t110 = _gather(input, t20, -1)
-            t111 = _gather(t110, t31, -2)
-            t112 = _gather(t111, t95, -3)
-            t113 = _gather(t112, t18, -4)
-            t114 = _gather(input, t25, -1)
-            t115 = _gather(t114, t31, -2)
-            t116 = _gather(t115, t95, -3)
-            t117 = _gather(t116, t18, -4)
-            t118 = _gather(input, t3, -1)
-            t119 = _gather(t118, t44, -2)
-            t120 = _gather(t119, t95, -3)
-            t121 = _gather(t120, t18, -4)
-            t122 = _gather(input, t20, -1)
-            t123 = _gather(t122, t44, -2)
-            t124 = _gather(t123, t95, -3)
-            t125 = _gather(t124, t18, -4)
-            t126 = _gather(input, t25, -1)
-            t127 = _gather(t126, t44, -2)
-            t128 = _gather(t127, t95, -3)
-            t129 = _gather(t128, t18, -4)
-            t130 = _gather(input, t3, -1)
-            t131 = _gather(t130, t8, -2)
-            t132 = _gather(t131, t13, -3)
-            t133 = paddings[0][0] - t17 - 1
-            t134 = _gather(t132, t133, -4)
-            t135 = _gather(input, t20, -1)
-            t136 = _gather(t135, t8, -2)
-            t137 = _gather(t136, t13, -3)
-            t138 = _gather(t137, t133, -4)
-            t139 = _gather(input, t25, -1)
-            t140 = _gather(t139, t8, -2)
-            t141 = _gather(t140, t13, -3)
-            t142 = _gather(t141, t133, -4)
-            t143 = _gather(input, t3, -1)
-            t144 = _gather(t143, t31, -2)
-            t145 = _gather(t144, t13, -3)
-            t146 = _gather(t145, t133, -4)
-            t147 = _gather(input, t20, -1)
-            t148 = _gather(t147, t31, -2)
-            t149 = _gather(t148, t13, -3)
-            t150 = _gather(t149, t133, -4)
-            t151 = _gather(input, t25, -1)
-            t152 = _gather(t151, t31, -2)
-            t153 = _gather(t152, t13, -3)
-            t154 = _gather(t153, t133, -4)
-            t155 = _gather(input, t3, -1)
-            t156 = _gather(t155, t44, -2)
-            t157 = _gather(t156, t13, -3)
-            t158 = _gather(t157, t133, -4)
-            t159 = _gather(input, t20, -1)
-            t160 = _gather(t159, t44, -2)
-            t161 = _gather(t160, t13, -3)
-            t162 = _gather(t161, t133, -4)
-            t163 = _gather(input, t25, -1)
-            t164 = _gather(t163, t44, -2)
-            t165 = _gather(t164, t13, -3)
-            t166 = _gather(t165, t133, -4)
-            t167 = _gather(input, t3, -1)
-            t168 = _gather(t167, t8, -2)
-            t169 = _gather(t168, t58, -3)
-            t170 = _gather(t169, t133, -4)
-            t171 = _gather(input, t20, -1)
-            t172 = _gather(t171, t8, -2)
-            t173 = _gather(t172, t58, -3)
-            t174 = _gather(t173, t133, -4)
-            t175 = _gather(input, t25, -1)
-            t176 = _gather(t175, t8, -2)
-            t177 = _gather(t176, t58, -3)
-            t178 = _gather(t177, t133, -4)
-            t179 = _gather(input, t3, -1)
-            t180 = _gather(t179, t31, -2)
-            t181 = _gather(t180, t58, -3)
-            t182 = _gather(t181, t133, -4)
-            t183 = _gather(input, t20, -1)
-            t184 = _gather(t183, t31, -2)
-            t185 = _gather(t184, t58, -3)
-            t186 = _gather(t185, t133, -4)
-            t187 = _gather(input, t25, -1)
-            t188 = _gather(t187, t31, -2)
-            t189 = _gather(t188, t58, -3)
-            t190 = _gather(t189, t133, -4)
-            t191 = _gather(input, t3, -1)
-            t192 = _gather(t191, t44, -2)
-            t193 = _gather(t192, t58, -3)
-            t194 = _gather(t193, t133, -4)
-            t195 = _gather(input, t20, -1)
-            t196 = _gather(t195, t44, -2)
-            t197 = _gather(t196, t58, -3)
-            t198 = _gather(t197, t133, -4)
-            t199 = _gather(input, t25, -1)
-            t200 = _gather(t199, t44, -2)
-            t201 = _gather(t200, t58, -3)
-            t202 = _gather(t201, t133, -4)
-            t203 = _gather(input, t3, -1)
-            t204 = _gather(t203, t8, -2)
-            t205 = _gather(t204, t95, -3)
-            t206 = _gather(t205, t133, -4)
-            t207 = _gather(input, t20, -1)
-            t208 = _gather(t207, t8, -2)
-            t209 = _gather(t208, t95, -3)
-            t210 = _gather(t209, t133, -4)
-            t211 = _gather(input, t25, -1)
-            t212 = _gather(t211, t8, -2)
-            t213 = _gather(t212, t95, -3)
-            t214 = _gather(t213, t133, -4)
-            t215 = _gather(input, t3, -1)
-            t216 = _gather(t215, t31, -2)
-            t217 = _gather(t216, t95, -3)
-            t218 = _gather(t217, t133, -4)
-            t219 = _gather(input, t20, -1)
-            t220 = _gather(t219, t31, -2)
-            t221 = _gather(t220, t95, -3)
-            t222 = _gather(t221, t133, -4)
-            t223 = _gather(input, t25, -1)
-            t224 = _gather(t223, t31, -2)
-            t225 = _gather(t224, t95, -3)
-            t226 = _gather(t225, t133, -4)
-            t227 = _gather(input, t3, -1)
-            t228 = _gather(t227, t44, -2)
-            t229 = _gather(t228, t95, -3)
-            t230 = _gather(t229, t133, -4)
-            t231 = _gather(input, t20, -1)
-            t232 = _gather(t231, t44, -2)
-            t233 = _gather(t232, t95, -3)
-            t234 = _gather(t233, t133, -4)
-            t235 = _gather(input, t25, -1)
-            t236 = _gather(t235, t44, -2)
-            t237 = _gather(t236, t95, -3)
-            t238 = _gather(t237, t133, -4)
-            t239 = _gather(input, t3, -1)
-            t240 = _gather(t239, t8, -2)
-            t241 = _gather(t240, t13, -3)
-            t242 = paddings[0][0] + 2 * t15 - t17 - 1
-            t243 = _gather(t241, t242, -4)
-            t244 = _gather(input, t20, -1)
-            t245 = _gather(t244, t8, -2)
-            t246 = _gather(t245, t13, -3)
-            t247 = _gather(t246, t242, -4)
-            t248 = _gather(input, t25, -1)
-            t249 = _gather(t248, t8, -2)
-            t250 = _gather(t249, t13, -3)
-            t251 = _gather(t250, t242, -4)
-            t252 = _gather(input, t3, -1)
-            t253 = _gather(t252, t31, -2)
-            t254 = _gather(t253, t13, -3)
-            t255 = _gather(t254, t242, -4)
-            t256 = _gather(input, t20, -1)
-            t257 = _gather(t256, t31, -2)
-            t258 = _gather(t257, t13, -3)
-            t259 = _gather(t258, t242, -4)
-            t260 = _gather(input, t25, -1)
-            t261 = _gather(t260, t31, -2)
-            t262 = _gather(t261, t13, -3)
-            t263 = _gather(t262, t242, -4)
-            t264 = _gather(input, t3, -1)
-            t265 = _gather(t264, t44, -2)
-            t266 = _gather(t265, t13, -3)
-            t267 = _gather(t266, t242, -4)
-            t268 = _gather(input, t20, -1)
-            t269 = _gather(t268, t44, -2)
-            t270 = _gather(t269, t13, -3)
-            t271 = _gather(t270, t242, -4)
-            t272 = _gather(input, t25, -1)
-            t273 = _gather(t272, t44, -2)
-            t274 = _gather(t273, t13, -3)
-            t275 = _gather(t274, t242, -4)
-            t276 = _gather(input, t3, -1)
-            t277 = _gather(t276, t8, -2)
-            t278 = _gather(t277, t58, -3)
-            t279 = _gather(t278, t242, -4)
-            t280 = _gather(input, t20, -1)
-            t281 = _gather(t280, t8, -2)
-            t282 = _gather(t281, t58, -3)
-            t283 = _gather(t282, t242, -4)
-            t284 = _gather(input, t25, -1)
-            t285 = _gather(t284, t8, -2)
-            t286 = _gather(t285, t58, -3)
-            t287 = _gather(t286, t242, -4)
-            t288 = _gather(input, t3, -1)
-            t289 = _gather(t288, t31, -2)
-            t290 = _gather(t289, t58, -3)
-            t291 = _gather(t290, t242, -4)
-            t292 = _gather(input, t20, -1)
-            t293 = _gather(t292, t31, -2)
-            t294 = _gather(t293, t58, -3)
-            t295 = _gather(t294, t242, -4)
-            t296 = _gather(input, t25, -1)
-            t297 = _gather(t296, t31, -2)
-            t298 = _gather(t297, t58, -3)
-            t299 = _gather(t298, t242, -4)
-            t300 = _gather(input, t3, -1)
-            t301 = _gather(t300, t44, -2)
-            t302 = _gather(t301, t58, -3)
-            t303 = _gather(t302, t242, -4)
-            t304 = _gather(input, t20, -1)
-            t305 = _gather(t304, t44, -2)
-            t306 = _gather(t305, t58, -3)
-            t307 = _gather(t306, t242, -4)
-            t308 = _gather(input, t25, -1)
-            t309 = _gather(t308, t44, -2)
-            t310 = _gather(t309, t58, -3)
-            t311 = _gather(t310, t242, -4)
-            t312 = _gather(input, t3, -1)
-            t313 = _gather(t312, t8, -2)
-            t314 = _gather(t313, t95, -3)
-            t315 = _gather(t314, t242, -4)
-            t316 = _gather(input, t20, -1)
-            t317 = _gather(t316, t8, -2)
-            t318 = _gather(t317, t95, -3)
-            t319 = _gather(t318, t242, -4)
-            t320 = _gather(input, t25, -1)
-            t321 = _gather(t320, t8, -2)
-            t322 = _gather(t321, t95, -3)
-            t323 = _gather(t322, t242, -4)
-            t324 = _gather(input, t3, -1)
-            t325 = _gather(t324, t31, -2)
-            t326 = _gather(t325, t95, -3)
-            t327 = _gather(t326, t242, -4)
-            t328 = _gather(input, t20, -1)
-            t329 = _gather(t328, t31, -2)
-            t330 = _gather(t329, t95, -3)
-            t331 = _gather(t330, t242, -4)
-            t332 = _gather(input, t25, -1)
-            t333 = _gather(t332, t31, -2)
-            t334 = _gather(t333, t95, -3)
-            t335 = _gather(t334, t242, -4)
-            t336 = _gather(input, t3, -1)
-            t337 = _gather(t336, t44, -2)
-            t338 = _gather(t337, t95, -3)
-            t339 = _gather(t338, t242, -4)
-            t340 = _gather(input, t20, -1)
-            t341 = _gather(t340, t44, -2)
-            t342 = _gather(t341, t95, -3)
-            t343 = _gather(t342, t242, -4)
-            t344 = _gather(input, t25, -1)
-            t345 = _gather(t344, t44, -2)
-            t346 = _gather(t345, t95, -3)
-            t347 = _gather(t346, t242, -4)
+            t69 = paddings[1][0] + 2 * t10 - t12 - 1
+            t70 = _gather(t9, t69, -3)
+            t71 = _gather(t70, t18, -4)
+            t72 = _gather(t22, t69, -3)
+            t73 = _gather(t72, t18, -4)
+            t74 = _gather(t27, t69, -3)
+            t75 = _gather(t74, t18, -4)
+            t76 = _gather(t31, t69, -3)
+            t77 = _gather(t76, t18, -4)
+            t78 = _gather(t34, t69, -3)
+            t79 = _gather(t78, t18, -4)
+            t80 = _gather(t37, t69, -3)
+            t81 = _gather(t80, t18, -4)
+            t82 = _gather(t41, t69, -3)
+            t83 = _gather(t82, t18, -4)
+            t84 = _gather(t44, t69, -3)
+            t85 = _gather(t84, t18, -4)
+            t86 = _gather(t47, t69, -3)
+            t87 = _gather(t86, t18, -4)
+            t88 = paddings[0][0] - t17 - 1
+            t89 = _gather(t14, t88, -4)
+            t90 = _gather(t23, t88, -4)
+            t91 = _gather(t28, t88, -4)
+            t92 = _gather(t32, t88, -4)
+            t93 = _gather(t35, t88, -4)
+            t94 = _gather(t38, t88, -4)
+            t95 = _gather(t42, t88, -4)
+            t96 = _gather(t45, t88, -4)
+            t97 = _gather(t48, t88, -4)
+            t98 = _gather(t51, t88, -4)
+            t99 = _gather(t53, t88, -4)
+            t100 = _gather(t55, t88, -4)
+            t101 = _gather(t57, t88, -4)
+            t102 = _gather(t59, t88, -4)
+            t103 = _gather(t61, t88, -4)
+            t104 = _gather(t63, t88, -4)
+            t105 = _gather(t65, t88, -4)
+            t106 = _gather(t67, t88, -4)
+            t107 = _gather(t70, t88, -4)
+            t108 = _gather(t72, t88, -4)
+            t109 = _gather(t74, t88, -4)
+            t110 = _gather(t76, t88, -4)
+            t111 = _gather(t78, t88, -4)
+            t112 = _gather(t80, t88, -4)
+            t113 = _gather(t82, t88, -4)
+            t114 = _gather(t84, t88, -4)
+            t115 = _gather(t86, t88, -4)
+            t116 = paddings[0][0] + 2 * t15 - t17 - 1
+            t117 = _gather(t14, t116, -4)
+            t118 = _gather(t23, t116, -4)
+            t119 = _gather(t28, t116, -4)
+            t120 = _gather(t32, t116, -4)
+            t121 = _gather(t35, t116, -4)
+            t122 = _gather(t38, t116, -4)
+            t123 = _gather(t42, t116, -4)
+            t124 = _gather(t45, t116, -4)
+            t125 = _gather(t48, t116, -4)
+            t126 = _gather(t51, t116, -4)
+            t127 = _gather(t53, t116, -4)
+            t128 = _gather(t55, t116, -4)
+            t129 = _gather(t57, t116, -4)
+            t130 = _gather(t59, t116, -4)
+            t131 = _gather(t61, t116, -4)
+            t132 = _gather(t63, t116, -4)
+            t133 = _gather(t65, t116, -4)
+            t134 = _gather(t67, t116, -4)
+            t135 = _gather(t70, t116, -4)
+            t136 = _gather(t72, t116, -4)
+            t137 = _gather(t74, t116, -4)
+            t138 = _gather(t76, t116, -4)
+            t139 = _gather(t78, t116, -4)
+            t140 = _gather(t80, t116, -4)
+            t141 = _gather(t82, t116, -4)
+            t142 = _gather(t84, t116, -4)
+            t143 = _gather(t86, t116, -4)
             output = (
-                t101
+                t100
+                + t101
+                + t102
+                + t103
+                + t104
                 + t105
+                + t106
+                + t107
+                + t108
                 + t109
+                + t110
+                + t111
+                + t112
                 + t113
+                + t114
+                + t115
                 + t117
+                + t118
+                + t119
+                + t120
                 + t121
+                + t122
+                + t123
+                + t124
                 + t125
+                + t126
+                + t127
+                + t128
                 + t129
+                + t130
+                + t131
+                + t132
+                + t133
                 + t134
+                + t135
+                + t136
+                + t137
                 + t138
+                + t139
+                + t140
+                + t141
                 + t142
-                + t146
-                + t150
-                + t154
-                + t158
-                + t162
-                + t166
-                + t170
-                + t174
-                + t178
-                + t182
-                + t186
+                + t143
                 + t19
-                + t190
-                + t194
-                + t198
-                + t202
-                + t206
-                + t210
-                + t214
-                + t218
-                + t222
-                + t226
-                + t230
-                + t234
-                + t238
                 + t24
-                + t243
-                + t247
-                + t251
-                + t255
-                + t259
-                + t263
-                + t267
-                + t271
-                + t275
-                + t279
-                + t283
-                + t287
                 + t29
-                + t291
-                + t295
-                + t299
-                + t303
-                + t307
-                + t311
-                + t315
-                + t319
-                + t323
-                + t327
-                + t331
-                + t335
-                + t339
-                + t34
-                + t343
-                + t347
-                + t38
-                + t42
-                + t47
-                + t51
-                + t55
+                + t33
+                + t36
+                + t39
+                + t43
+                + t46
+                + t49
+                + t52
+                + t54
+                + t56
+                + t58
                 + t60
+                + t62
                 + t64
+                + t66
                 + t68
-                + t72
-                + t76
-                + t80
-                + t84
-                + t88
+                + t71
+                + t73
+                + t75
+                + t77
+                + t79
+                + t81
+                + t83
+                + t85
+                + t87
+                + t89
+                + t90
+                + t91
                 + t92
+                + t93
+                + t94
+                + t95
+                + t96
                 + t97
+                + t98
+                + t99
             )
         else:
             raise ValueError(f"MirrorPad: unsupported attributes rank={rank!r}, mode={mode!r}")

@@ -519,11 +519,9 @@ def extract_image_patches_grad(
         t12 = -rates[1] * t11 + t9
         t13 = np.where((t12) % (strides[1]) == 0, (t12) // (strides[1]), -1)
         t14 = _gather(t7, t13, -6)
-        t15 = _gather(grad, t6, -4)
-        t16 = _gather(t15, t13, -6)
-        t17 = np.einsum("abcdecef->abcdef", t16, optimize=True)
-        t18 = np.transpose(t17, (0, 1, 3, 5, 2, 4))
-        grad_images = np.sum(t18, axis=(-2, -1))
+        t15 = np.einsum("abcdecef->abcdef", t14, optimize=True)
+        t16 = np.transpose(t15, (0, 1, 3, 5, 2, 4))
+        grad_images = np.sum(t16, axis=(-2, -1))
     elif padding == "SAME":
         t0 = ksizes[2]
         t1 = np.shape(images)[-1]
@@ -551,11 +549,9 @@ def extract_image_patches_grad(
         t20 = -rates[1] * t15 + t13 + t19
         t21 = np.where((t20) % (strides[1]) == 0, (t20) // (strides[1]), -1)
         t22 = _gather(t11, t21, -6)
-        t23 = _gather(grad, t10, -4)
-        t24 = _gather(t23, t21, -6)
-        t25 = np.einsum("abcdecef->abcdef", t24, optimize=True)
-        t26 = np.transpose(t25, (0, 1, 3, 5, 2, 4))
-        grad_images = np.sum(t26, axis=(-2, -1))
+        t23 = np.einsum("abcdecef->abcdef", t22, optimize=True)
+        t24 = np.transpose(t23, (0, 1, 3, 5, 2, 4))
+        grad_images = np.sum(t24, axis=(-2, -1))
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
     return (grad_images,)
@@ -770,11 +766,9 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
         t21 = t3[..., None]
         t22 = strides[1] * t21 + t11
         t23 = _gather(t20, t22, -4)
-        t24 = _gather(value, t19, -2)
-        t25 = _gather(t24, t22, -4)
-        t26 = np.transpose(t25, (0, 1, 3, 5, 2, 4))
-        t27 = np.sum(t26, axis=(-2, -1))
-        output = t27 / t17
+        t24 = np.transpose(t23, (0, 1, 3, 5, 2, 4))
+        t25 = np.sum(t24, axis=(-2, -1))
+        output = t25 / t17
     elif padding == "SAME":
         t0 = np.shape(value)[-3]
         t1 = -((-t0) // (strides[1]))
@@ -809,11 +803,9 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
         t25 = t3[..., None]
         t26 = strides[1] * t25 + t11 - t16
         t27 = _gather(t24, t26, -4)
-        t28 = _gather(value, t23, -2)
-        t29 = _gather(t28, t26, -4)
-        t30 = np.transpose(t29, (0, 1, 3, 5, 2, 4))
-        t31 = np.sum(t30, axis=(-2, -1))
-        output = t31 / t21
+        t28 = np.transpose(t27, (0, 1, 3, 5, 2, 4))
+        t29 = np.sum(t28, axis=(-2, -1))
+        output = t29 / t21
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return output
@@ -977,17 +969,16 @@ def max_pool_grad(grad, input, *, output=None, padding="VALID", data_format="NHW
         t16 = _gather(input, t15, -2, fill=-np.inf)
         t17 = _gather(t16, t11, -4, fill=-np.inf)
         t18 = _shift_right(np.cumsum(np.where(t13 == t17, 1, 0), axis=-2), axis=-2, fill=0)
-        t19 = _gather(input, t15, -2, fill=-np.inf)
-        t20 = np.arange(t9)
-        t21 = strides[1] * t8 + t20
-        t22 = _gather(t19, t21, -4, fill=-np.inf)
-        t23 = np.sum(np.where(t13 == t22, 1, 0), axis=-2, keepdims=True)
-        t24 = _shift_right(np.cumsum(t23, axis=-4), axis=-4, fill=0)
-        t25 = t0 * np.where(t12 == t13, 1, 0) * np.where(t18 + t24 == 0, 1, 0)
-        t26 = np.shape(input)[-2]
-        t27 = _scatter_add(t25, t5, 1, t26)
-        t28 = np.shape(input)[-3]
-        grad_input = _scatter_add(t27, t11, 2, t28)
+        t19 = np.arange(t9)
+        t20 = strides[1] * t8 + t19
+        t21 = _gather(t16, t20, -4, fill=-np.inf)
+        t22 = np.sum(np.where(t13 == t21, 1, 0), axis=-2, keepdims=True)
+        t23 = _shift_right(np.cumsum(t22, axis=-4), axis=-4, fill=0)
+        t24 = t0 * np.where(t12 == t13, 1, 0) * np.where(t18 + t23 == 0, 1, 0)
+        t25 = np.shape(input)[-2]
+        t26 = _scatter_add(t24, t5, 1, t25)
+        t27 = np.shape(input)[-3]
+        grad_input = _scatter_add(t26, t11, 2, t27)
     elif padding == "SAME" and data_format == "NHWC":
         t0 = grad[..., None, :, None, :]
         t1 = np.arange(np.shape(grad)[-2])
@@ -1016,21 +1007,20 @@ def max_pool_grad(grad, input, *, output=None, padding="VALID", data_format="NHW
         t24 = _gather(input, t23, -2, fill=-np.inf)
         t25 = _gather(t24, t19, -4, fill=-np.inf)
         t26 = _shift_right(np.cumsum(np.where(t21 == t25, 1, 0), axis=-2), axis=-2, fill=0)
-        t27 = _gather(input, t23, -2, fill=-np.inf)
-        t28 = np.arange(t13)
-        t29 = strides[1] * t12 - t18 + t28
-        t30 = _gather(t27, t29, -4, fill=-np.inf)
-        t31 = np.sum(np.where(t21 == t30, 1, 0), axis=-2, keepdims=True)
-        t32 = _shift_right(np.cumsum(t31, axis=-4), axis=-4, fill=0)
-        t33 = t0 * np.where(t20 == t21, 1, 0) * np.where(t26 + t32 == 0, 1, 0)
-        t34 = np.maximum(ksize[2] + strides[2] * t6 - strides[2] - t5, 0)
-        t35 = (t34) // (2)
-        t36 = strides[2] * t2 - t35 + t4
-        t37 = _scatter_add(t33, t36, 1, t5)
-        t38 = np.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
-        t39 = (t38) // (2)
-        t40 = strides[1] * t12 + t14 - t39
-        grad_input = _scatter_add(t37, t40, 2, t15)
+        t27 = np.arange(t13)
+        t28 = strides[1] * t12 - t18 + t27
+        t29 = _gather(t24, t28, -4, fill=-np.inf)
+        t30 = np.sum(np.where(t21 == t29, 1, 0), axis=-2, keepdims=True)
+        t31 = _shift_right(np.cumsum(t30, axis=-4), axis=-4, fill=0)
+        t32 = t0 * np.where(t20 == t21, 1, 0) * np.where(t26 + t31 == 0, 1, 0)
+        t33 = np.maximum(ksize[2] + strides[2] * t6 - strides[2] - t5, 0)
+        t34 = (t33) // (2)
+        t35 = strides[2] * t2 - t34 + t4
+        t36 = _scatter_add(t32, t35, 1, t5)
+        t37 = np.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
+        t38 = (t37) // (2)
+        t39 = strides[1] * t12 + t14 - t38
+        grad_input = _scatter_add(t36, t39, 2, t15)
     else:
         raise ValueError(
             f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1083,12 +1073,9 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
         t32 = t3[..., None]
         t33 = strides[1] * t32 + t16
         t34 = _gather(t31, t33, -6)
-        t35 = _gather(input, t27, -2)
-        t36 = _gather(t35, t30, -4)
-        t37 = _gather(t36, t33, -6)
-        t38 = np.transpose(t37, (0, 1, 3, 5, 7, 2, 4, 6))
-        t39 = np.sum(t38, axis=(-3, -2, -1))
-        output = t39 / t25
+        t35 = np.transpose(t34, (0, 1, 3, 5, 7, 2, 4, 6))
+        t36 = np.sum(t35, axis=(-3, -2, -1))
+        output = t36 / t25
     elif padding == "SAME":
         t0 = np.shape(input)[-4]
         t1 = -((-t0) // (strides[1]))
@@ -1138,12 +1125,9 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
         t38 = t3[..., None]
         t39 = strides[1] * t38 + t16 - t28
         t40 = _gather(t37, t39, -6)
-        t41 = _gather(input, t33, -2)
-        t42 = _gather(t41, t36, -4)
-        t43 = _gather(t42, t39, -6)
-        t44 = np.transpose(t43, (0, 1, 3, 5, 7, 2, 4, 6))
-        t45 = np.sum(t44, axis=(-3, -2, -1))
-        output = t45 / t31
+        t41 = np.transpose(t40, (0, 1, 3, 5, 7, 2, 4, 6))
+        t42 = np.sum(t41, axis=(-3, -2, -1))
+        output = t42 / t31
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return output
@@ -1336,17 +1320,16 @@ def max_pool_v2_grad(grad, input, *, output=None, padding="VALID", ksize, stride
         t16 = _gather(input, t15, -2, fill=-np.inf)
         t17 = _gather(t16, t11, -4, fill=-np.inf)
         t18 = _shift_right(np.cumsum(np.where(t13 == t17, 1, 0), axis=-2), axis=-2, fill=0)
-        t19 = _gather(input, t15, -2, fill=-np.inf)
-        t20 = np.arange(t9)
-        t21 = strides[1] * t8 + t20
-        t22 = _gather(t19, t21, -4, fill=-np.inf)
-        t23 = np.sum(np.where(t13 == t22, 1, 0), axis=-2, keepdims=True)
-        t24 = _shift_right(np.cumsum(t23, axis=-4), axis=-4, fill=0)
-        t25 = t0 * np.where(t12 == t13, 1, 0) * np.where(t18 + t24 == 0, 1, 0)
-        t26 = np.shape(input)[-2]
-        t27 = _scatter_add(t25, t5, 1, t26)
-        t28 = np.shape(input)[-3]
-        grad_input = _scatter_add(t27, t11, 2, t28)
+        t19 = np.arange(t9)
+        t20 = strides[1] * t8 + t19
+        t21 = _gather(t16, t20, -4, fill=-np.inf)
+        t22 = np.sum(np.where(t13 == t21, 1, 0), axis=-2, keepdims=True)
+        t23 = _shift_right(np.cumsum(t22, axis=-4), axis=-4, fill=0)
+        t24 = t0 * np.where(t12 == t13, 1, 0) * np.where(t18 + t23 == 0, 1, 0)
+        t25 = np.shape(input)[-2]
+        t26 = _scatter_add(t24, t5, 1, t25)
+        t27 = np.shape(input)[-3]
+        grad_input = _scatter_add(t26, t11, 2, t27)
     elif padding == "SAME":
         t0 = grad[..., None, :, None, :]
         t1 = np.arange(np.shape(grad)[-2])
@@ -1375,21 +1358,20 @@ def max_pool_v2_grad(grad, input, *, output=None, padding="VALID", ksize, stride
         t24 = _gather(input, t23, -2, fill=-np.inf)
         t25 = _gather(t24, t19, -4, fill=-np.inf)
         t26 = _shift_right(np.cumsum(np.where(t21 == t25, 1, 0), axis=-2), axis=-2, fill=0)
-        t27 = _gather(input, t23, -2, fill=-np.inf)
-        t28 = np.arange(t13)
-        t29 = strides[1] * t12 - t18 + t28
-        t30 = _gather(t27, t29, -4, fill=-np.inf)
-        t31 = np.sum(np.where(t21 == t30, 1, 0), axis=-2, keepdims=True)
-        t32 = _shift_right(np.cumsum(t31, axis=-4), axis=-4, fill=0)
-        t33 = t0 * np.where(t20 == t21, 1, 0) * np.where(t26 + t32 == 0, 1, 0)
-        t34 = np.maximum(ksize[2] + strides[2] * t6 - strides[2] - t5, 0)
-        t35 = (t34) // (2)
-        t36 = strides[2] * t2 - t35 + t4
-        t37 = _scatter_add(t33, t36, 1, t5)
-        t38 = np.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
-        t39 = (t38) // (2)
-        t40 = strides[1] * t12 + t14 - t39
-        grad_input = _scatter_add(t37, t40, 2, t15)
+        t27 = np.arange(t13)
+        t28 = strides[1] * t12 - t18 + t27
+        t29 = _gather(t24, t28, -4, fill=-np.inf)
+        t30 = np.sum(np.where(t21 == t29, 1, 0), axis=-2, keepdims=True)
+        t31 = _shift_right(np.cumsum(t30, axis=-4), axis=-4, fill=0)
+        t32 = t0 * np.where(t20 == t21, 1, 0) * np.where(t26 + t31 == 0, 1, 0)
+        t33 = np.maximum(ksize[2] + strides[2] * t6 - strides[2] - t5, 0)
+        t34 = (t33) // (2)
+        t35 = strides[2] * t2 - t34 + t4
+        t36 = _scatter_add(t32, t35, 1, t5)
+        t37 = np.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
+        t38 = (t37) // (2)
+        t39 = strides[1] * t12 + t14 - t38
+        grad_input = _scatter_add(t36, t39, 2, t15)
     else:
         raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
     return (grad_input,)

@@ -582,11 +582,9 @@ def extract_image_patches_vjp(grad, images, patches, *, padding="VALID", ksizes,
         t12 = -rates[1] * t11 + t9
         t13 = tf.where(tf.equal((t12) % (strides[1]), 0), (t12) // (strides[1]), -tf.ones_like(t12))
         t14 = _gather(t7, t13, -6)
-        t15 = _gather(grad, t6, -4)
-        t16 = _gather(t15, t13, -6)
-        t17 = tf.einsum("abcdecef->abcdef", t16)
-        t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
-        grad_images = tf.reduce_sum(t18, axis=[-2, -1])
+        t15 = tf.einsum("abcdecef->abcdef", t14)
+        t16 = tf.transpose(t15, perm=[0, 1, 3, 5, 2, 4])
+        grad_images = tf.reduce_sum(t16, axis=[-2, -1])
     elif padding == "SAME":
         t0 = ksizes[2]
         t1 = tf.shape(images, out_type=tf.int64)[-1]
@@ -619,11 +617,9 @@ def extract_image_patches_vjp(grad, images, patches, *, padding="VALID", ksizes,
         t20 = -rates[1] * t15 + t13 + t19
         t21 = tf.where(tf.equal((t20) % (strides[1]), 0), (t20) // (strides[1]), -tf.ones_like(t20))
         t22 = _gather(t11, t21, -6)
-        t23 = _gather(grad, t10, -4)
-        t24 = _gather(t23, t21, -6)
-        t25 = tf.einsum("abcdecef->abcdef", t24)
-        t26 = tf.transpose(t25, perm=[0, 1, 3, 5, 2, 4])
-        grad_images = tf.reduce_sum(t26, axis=[-2, -1])
+        t23 = tf.einsum("abcdecef->abcdef", t22)
+        t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 2, 4])
+        grad_images = tf.reduce_sum(t24, axis=[-2, -1])
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
     return (grad_images,)
@@ -1051,11 +1047,9 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
             t21 = t3[..., None]
             t22 = strides[1] * t21 + t11
             t23 = _gather(t20, t22, -4)
-            t24 = _gather(value, t19, -2)
-            t25 = _gather(t24, t22, -4)
-            t26 = tf.transpose(t25, perm=[0, 1, 3, 5, 2, 4])
-            t27 = tf.reduce_sum(t26, axis=[-2, -1])
-            output = t27 / t17
+            t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 2, 4])
+            t25 = tf.reduce_sum(t24, axis=[-2, -1])
+            output = t25 / t17
         elif padding == "SAME":
             t0 = tf.shape(value, out_type=tf.int64)[-3]
             t1 = -((-t0) // (strides[1]))
@@ -1093,11 +1087,9 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
             t25 = t3[..., None]
             t26 = strides[1] * t25 + t11 - t16
             t27 = _gather(t24, t26, -4)
-            t28 = _gather(value, t23, -2)
-            t29 = _gather(t28, t26, -4)
-            t30 = tf.transpose(t29, perm=[0, 1, 3, 5, 2, 4])
-            t31 = tf.reduce_sum(t30, axis=[-2, -1])
-            output = t31 / t21
+            t28 = tf.transpose(t27, perm=[0, 1, 3, 5, 2, 4])
+            t29 = tf.reduce_sum(t28, axis=[-2, -1])
+            output = t29 / t21
         else:
             raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
 
@@ -1138,27 +1130,26 @@ def max_pool_vjp(grad, input, output, *, padding="VALID", data_format="NHWC", ks
             axis=-2,
             exclusive=True,
         )
-        t19 = _gather(input, t15, -2, fill=float("-inf"))
-        t20 = tf.range(tf.cast(t9, tf.int64))
-        t21 = strides[1] * t8 + t20
-        t22 = _gather(t19, t21, -4, fill=float("-inf"))
-        t23 = tf.reduce_sum(
-            tf.where(tf.equal(t13, t22), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+        t19 = tf.range(tf.cast(t9, tf.int64))
+        t20 = strides[1] * t8 + t19
+        t21 = _gather(t16, t20, -4, fill=float("-inf"))
+        t22 = tf.reduce_sum(
+            tf.where(tf.equal(t13, t21), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
             axis=-2,
             keepdims=True,
         )
-        t24 = tf.math.cumsum(t23, axis=-4, exclusive=True)
-        t25 = (
+        t23 = tf.math.cumsum(t22, axis=-4, exclusive=True)
+        t24 = (
             t0
             * tf.where(tf.equal(t12, t13), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             * tf.where(
-                tf.equal(t18 + t24, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                tf.equal(t18 + t23, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
             )
         )
-        t26 = tf.shape(input, out_type=tf.int64)[-2]
-        t27 = _scatter_add(t25, t5, 1, t26)
-        t28 = tf.shape(input, out_type=tf.int64)[-3]
-        grad_input = _scatter_add(t27, t11, 2, t28)
+        t25 = tf.shape(input, out_type=tf.int64)[-2]
+        t26 = _scatter_add(t24, t5, 1, t25)
+        t27 = tf.shape(input, out_type=tf.int64)[-3]
+        grad_input = _scatter_add(t26, t11, 2, t27)
     elif padding == "SAME" and data_format == "NHWC":
         t0 = grad[..., None, :, None, :]
         t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
@@ -1191,31 +1182,30 @@ def max_pool_vjp(grad, input, output, *, padding="VALID", data_format="NHWC", ks
             axis=-2,
             exclusive=True,
         )
-        t27 = _gather(input, t23, -2, fill=float("-inf"))
-        t28 = tf.range(tf.cast(t13, tf.int64))
-        t29 = strides[1] * t12 - t18 + t28
-        t30 = _gather(t27, t29, -4, fill=float("-inf"))
-        t31 = tf.reduce_sum(
-            tf.where(tf.equal(t21, t30), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+        t27 = tf.range(tf.cast(t13, tf.int64))
+        t28 = strides[1] * t12 - t18 + t27
+        t29 = _gather(t24, t28, -4, fill=float("-inf"))
+        t30 = tf.reduce_sum(
+            tf.where(tf.equal(t21, t29), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
             axis=-2,
             keepdims=True,
         )
-        t32 = tf.math.cumsum(t31, axis=-4, exclusive=True)
-        t33 = (
+        t31 = tf.math.cumsum(t30, axis=-4, exclusive=True)
+        t32 = (
             t0
             * tf.where(tf.equal(t20, t21), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             * tf.where(
-                tf.equal(t26 + t32, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                tf.equal(t26 + t31, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
             )
         )
-        t34 = tf.math.maximum(ksize[2] + strides[2] * t6 - strides[2] - t5, 0)
-        t35 = (t34) // (2)
-        t36 = strides[2] * t2 - t35 + t4
-        t37 = _scatter_add(t33, t36, 1, t5)
-        t38 = tf.math.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
-        t39 = (t38) // (2)
-        t40 = strides[1] * t12 + t14 - t39
-        grad_input = _scatter_add(t37, t40, 2, t15)
+        t33 = tf.math.maximum(ksize[2] + strides[2] * t6 - strides[2] - t5, 0)
+        t34 = (t33) // (2)
+        t35 = strides[2] * t2 - t34 + t4
+        t36 = _scatter_add(t32, t35, 1, t5)
+        t37 = tf.math.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
+        t38 = (t37) // (2)
+        t39 = strides[1] * t12 + t14 - t38
+        grad_input = _scatter_add(t36, t39, 2, t15)
     else:
         raise ValueError(
             f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1488,12 +1478,9 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
             t32 = t3[..., None]
             t33 = strides[1] * t32 + t16
             t34 = _gather(t31, t33, -6)
-            t35 = _gather(input, t27, -2)
-            t36 = _gather(t35, t30, -4)
-            t37 = _gather(t36, t33, -6)
-            t38 = tf.transpose(t37, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            t39 = tf.reduce_sum(t38, axis=[-3, -2, -1])
-            output = t39 / t25
+            t35 = tf.transpose(t34, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            t36 = tf.reduce_sum(t35, axis=[-3, -2, -1])
+            output = t36 / t25
         elif padding == "SAME":
             t0 = tf.shape(input, out_type=tf.int64)[-4]
             t1 = -((-t0) // (strides[1]))
@@ -1546,12 +1533,9 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
             t38 = t3[..., None]
             t39 = strides[1] * t38 + t16 - t28
             t40 = _gather(t37, t39, -6)
-            t41 = _gather(input, t33, -2)
-            t42 = _gather(t41, t36, -4)
-            t43 = _gather(t42, t39, -6)
-            t44 = tf.transpose(t43, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            t45 = tf.reduce_sum(t44, axis=[-3, -2, -1])
-            output = t45 / t31
+            t41 = tf.transpose(t40, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            t42 = tf.reduce_sum(t41, axis=[-3, -2, -1])
+            output = t42 / t31
         else:
             raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
 
@@ -1596,27 +1580,26 @@ def max_pool_v2_vjp(grad, input, output, *, padding="VALID", ksize, strides):
             axis=-2,
             exclusive=True,
         )
-        t19 = _gather(input, t15, -2, fill=float("-inf"))
-        t20 = tf.range(tf.cast(t9, tf.int64))
-        t21 = strides[1] * t8 + t20
-        t22 = _gather(t19, t21, -4, fill=float("-inf"))
-        t23 = tf.reduce_sum(
-            tf.where(tf.equal(t13, t22), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+        t19 = tf.range(tf.cast(t9, tf.int64))
+        t20 = strides[1] * t8 + t19
+        t21 = _gather(t16, t20, -4, fill=float("-inf"))
+        t22 = tf.reduce_sum(
+            tf.where(tf.equal(t13, t21), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
             axis=-2,
             keepdims=True,
         )
-        t24 = tf.math.cumsum(t23, axis=-4, exclusive=True)
-        t25 = (
+        t23 = tf.math.cumsum(t22, axis=-4, exclusive=True)
+        t24 = (
             t0
             * tf.where(tf.equal(t12, t13), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             * tf.where(
-                tf.equal(t18 + t24, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                tf.equal(t18 + t23, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
             )
         )
-        t26 = tf.shape(input, out_type=tf.int64)[-2]
-        t27 = _scatter_add(t25, t5, 1, t26)
-        t28 = tf.shape(input, out_type=tf.int64)[-3]
-        grad_input = _scatter_add(t27, t11, 2, t28)
+        t25 = tf.shape(input, out_type=tf.int64)[-2]
+        t26 = _scatter_add(t24, t5, 1, t25)
+        t27 = tf.shape(input, out_type=tf.int64)[-3]
+        grad_input = _scatter_add(t26, t11, 2, t27)
     elif padding == "SAME":
         t0 = grad[..., None, :, None, :]
         t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
@@ -1649,31 +1632,30 @@ def max_pool_v2_vjp(grad, input, output, *, padding="VALID", ksize, strides):
             axis=-2,
             exclusive=True,
         )
-        t27 = _gather(input, t23, -2, fill=float("-inf"))
-        t28 = tf.range(tf.cast(t13, tf.int64))
-        t29 = strides[1] * t12 - t18 + t28
-        t30 = _gather(t27, t29, -4, fill=float("-inf"))
-        t31 = tf.reduce_sum(
-            tf.where(tf.equal(t21, t30), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+        t27 = tf.range(tf.cast(t13, tf.int64))
+        t28 = strides[1] * t12 - t18 + t27
+        t29 = _gather(t24, t28, -4, fill=float("-inf"))
+        t30 = tf.reduce_sum(
+            tf.where(tf.equal(t21, t29), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
             axis=-2,
             keepdims=True,
         )
-        t32 = tf.math.cumsum(t31, axis=-4, exclusive=True)
-        t33 = (
+        t31 = tf.math.cumsum(t30, axis=-4, exclusive=True)
+        t32 = (
             t0
             * tf.where(tf.equal(t20, t21), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             * tf.where(
-                tf.equal(t26 + t32, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                tf.equal(t26 + t31, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
             )
         )
-        t34 = tf.math.maximum(ksize[2] + strides[2] * t6 - strides[2] - t5, 0)
-        t35 = (t34) // (2)
-        t36 = strides[2] * t2 - t35 + t4
-        t37 = _scatter_add(t33, t36, 1, t5)
-        t38 = tf.math.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
-        t39 = (t38) // (2)
-        t40 = strides[1] * t12 + t14 - t39
-        grad_input = _scatter_add(t37, t40, 2, t15)
+        t33 = tf.math.maximum(ksize[2] + strides[2] * t6 - strides[2] - t5, 0)
+        t34 = (t33) // (2)
+        t35 = strides[2] * t2 - t34 + t4
+        t36 = _scatter_add(t32, t35, 1, t5)
+        t37 = tf.math.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
+        t38 = (t37) // (2)
+        t39 = strides[1] * t12 + t14 - t38
+        grad_input = _scatter_add(t36, t39, 2, t15)
     else:
         raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
     return (grad_input,)

@@ -271,7 +271,7 @@ class TensorLowering:
         size-1 axis is a kept axis). (variable, subscripts, shape) of what is left."""
         for n in reversed(range(len(idx))):
             if idx[n].is_Integer and shape is not None and sp.sympify(shape[n]) != 1:
-                name = self._temp(Gather(name, self._int_value(idx[n]), n - len(idx)))
+                name = self._gather(Gather(name, self._int_value(idx[n]), n - len(idx)))
                 idx, shape = idx[:n] + idx[n + 1 :], tuple(shape[:n]) + tuple(shape[n + 1 :])
         return name, idx, shape
 
@@ -309,7 +309,7 @@ class TensorLowering:
                     name, positions = self._merged_for_joint(name, result, first, n, group, idx)
                 else:
                     positions = self._positions(idx[n], group)
-                name = self._temp(Gather(name, positions, first - len(result) + (n - first), fill))
+                name = self._gather(Gather(name, positions, first - len(result) + (n - first), fill))
                 result[first : n + 1] = group
                 n = first
             n -= 1
@@ -574,6 +574,13 @@ class TensorLowering:
         while sp.Symbol(f"{index}{n}", integer=True) in set(axes) | set(self.ranges):
             n += 1
         return sp.Symbol(f"{index}{n}", integer=True)
+
+    def _gather(self, gather: Gather) -> str:
+        """A temporary holding `gather`, computed once: the gathers of a sum of mapped reads
+        (MirrorPad's mirror images, axis by axis) share their first steps."""
+        if gather not in self._memo:
+            self._memo[gather] = self._temp(gather)
+        return self._memo[gather]
 
     def _temp(self, value: Value) -> str:
         name = f"{self.prefix}{sum(s.target.startswith(self.prefix) for s in self.body)}"
