@@ -838,11 +838,11 @@ def avg_pool_grad(grad, value, *, output=None, padding="VALID", ksize, strides):
         t16 = t2[..., None]
         t17 = np.arange(t4)
         t18 = strides[2] * t16 + t17
-        t19 = _scatter_add(t15, t18, 1, t10)
+        t19 = _scatter_add(t15, t18, 1, t10)  # no gather form: an explicit scatter-add
         t20 = t0[..., None]
         t21 = np.arange(t7)
         t22 = strides[1] * t20 + t21
-        grad_value = _scatter_add(t19, t22, 2, t9)
+        grad_value = _scatter_add(t19, t22, 2, t9)  # no gather form: an explicit scatter-add
     elif padding == "SAME":
         t0 = np.arange(np.shape(grad)[-3])
         t1 = t0[..., None, None, None]
@@ -876,13 +876,13 @@ def avg_pool_grad(grad, value, *, output=None, padding="VALID", ksize, strides):
         t24 = np.maximum(ksize[2] + strides[2] * t14 - strides[2] - t10, 0)
         t25 = (t24) // (2)
         t26 = strides[2] * t22 + t23 - t25
-        t27 = _scatter_add(t21, t26, 1, t10)
+        t27 = _scatter_add(t21, t26, 1, t10)  # no gather form: an explicit scatter-add
         t28 = t0[..., None]
         t29 = np.arange(t7)
         t30 = np.maximum(ksize[1] + strides[1] * t11 - strides[1] - t9, 0)
         t31 = (t30) // (2)
         t32 = strides[1] * t28 + t29 - t31
-        grad_value = _scatter_add(t27, t32, 2, t9)
+        grad_value = _scatter_add(t27, t32, 2, t9)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return (grad_value,)
@@ -976,9 +976,9 @@ def max_pool_grad(grad, input, *, output=None, padding="VALID", data_format="NHW
         t23 = _shift_right(np.cumsum(t22, axis=-4), axis=-4, fill=0)
         t24 = t0 * np.where(t12 == t13, 1, 0) * np.where(t18 + t23 == 0, 1, 0)
         t25 = np.shape(input)[-2]
-        t26 = _scatter_add(t24, t5, 1, t25)
+        t26 = _scatter_add(t24, t5, 1, t25)  # no gather form: an explicit scatter-add
         t27 = np.shape(input)[-3]
-        grad_input = _scatter_add(t26, t11, 2, t27)
+        grad_input = _scatter_add(t26, t11, 2, t27)  # no gather form: an explicit scatter-add
     elif padding == "SAME" and data_format == "NHWC":
         t0 = grad[..., None, :, None, :]
         t1 = np.arange(np.shape(grad)[-2])
@@ -1016,11 +1016,11 @@ def max_pool_grad(grad, input, *, output=None, padding="VALID", data_format="NHW
         t33 = np.maximum(ksize[2] + strides[2] * t6 - strides[2] - t5, 0)
         t34 = (t33) // (2)
         t35 = strides[2] * t2 - t34 + t4
-        t36 = _scatter_add(t32, t35, 1, t5)
+        t36 = _scatter_add(t32, t35, 1, t5)  # no gather form: an explicit scatter-add
         t37 = np.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
         t38 = (t37) // (2)
         t39 = strides[1] * t12 + t14 - t38
-        grad_input = _scatter_add(t36, t39, 2, t15)
+        grad_input = _scatter_add(t36, t39, 2, t15)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(
             f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1168,15 +1168,15 @@ def avg_pool3d_grad(grad, input, *, output=None, padding="VALID", ksize, strides
         t22 = t7[..., None]
         t23 = np.arange(t4)
         t24 = strides[3] * t22 + t23
-        t25 = _scatter_add(t21, t24, 1, t16)
+        t25 = _scatter_add(t21, t24, 1, t16)  # no gather form: an explicit scatter-add
         t26 = t2[..., None]
         t27 = np.arange(t9)
         t28 = strides[2] * t26 + t27
-        t29 = _scatter_add(t25, t28, 2, t15)
+        t29 = _scatter_add(t25, t28, 2, t15)  # no gather form: an explicit scatter-add
         t30 = t0[..., None]
         t31 = np.arange(t12)
         t32 = strides[1] * t30 + t31
-        grad_input = _scatter_add(t29, t32, 3, t14)
+        grad_input = _scatter_add(t29, t32, 3, t14)  # no gather form: an explicit scatter-add
     elif padding == "SAME":
         t0 = np.arange(np.shape(grad)[-4])
         t1 = t0[..., None, None, None, None, None]
@@ -1221,19 +1221,19 @@ def avg_pool3d_grad(grad, input, *, output=None, padding="VALID", ksize, strides
         t33 = np.maximum(ksize[3] + strides[3] * t20 - strides[3] - t16, 0)
         t34 = (t33) // (2)
         t35 = strides[3] * t31 + t32 - t34
-        t36 = _scatter_add(t30, t35, 1, t16)
+        t36 = _scatter_add(t30, t35, 1, t16)  # no gather form: an explicit scatter-add
         t37 = t2[..., None]
         t38 = np.arange(t9)
         t39 = np.maximum(ksize[2] + strides[2] * t17 - strides[2] - t15, 0)
         t40 = (t39) // (2)
         t41 = strides[2] * t37 + t38 - t40
-        t42 = _scatter_add(t36, t41, 2, t15)
+        t42 = _scatter_add(t36, t41, 2, t15)  # no gather form: an explicit scatter-add
         t43 = t0[..., None]
         t44 = np.arange(t12)
         t45 = np.maximum(ksize[1] + strides[1] * t23 - strides[1] - t14, 0)
         t46 = (t45) // (2)
         t47 = strides[1] * t43 + t44 - t46
-        grad_input = _scatter_add(t42, t47, 3, t14)
+        grad_input = _scatter_add(t42, t47, 3, t14)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return (grad_input,)
@@ -1327,9 +1327,9 @@ def max_pool_v2_grad(grad, input, *, output=None, padding="VALID", ksize, stride
         t23 = _shift_right(np.cumsum(t22, axis=-4), axis=-4, fill=0)
         t24 = t0 * np.where(t12 == t13, 1, 0) * np.where(t18 + t23 == 0, 1, 0)
         t25 = np.shape(input)[-2]
-        t26 = _scatter_add(t24, t5, 1, t25)
+        t26 = _scatter_add(t24, t5, 1, t25)  # no gather form: an explicit scatter-add
         t27 = np.shape(input)[-3]
-        grad_input = _scatter_add(t26, t11, 2, t27)
+        grad_input = _scatter_add(t26, t11, 2, t27)  # no gather form: an explicit scatter-add
     elif padding == "SAME":
         t0 = grad[..., None, :, None, :]
         t1 = np.arange(np.shape(grad)[-2])
@@ -1367,11 +1367,11 @@ def max_pool_v2_grad(grad, input, *, output=None, padding="VALID", ksize, stride
         t33 = np.maximum(ksize[2] + strides[2] * t6 - strides[2] - t5, 0)
         t34 = (t33) // (2)
         t35 = strides[2] * t2 - t34 + t4
-        t36 = _scatter_add(t32, t35, 1, t5)
+        t36 = _scatter_add(t32, t35, 1, t5)  # no gather form: an explicit scatter-add
         t37 = np.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
         t38 = (t37) // (2)
         t39 = strides[1] * t12 + t14 - t38
-        grad_input = _scatter_add(t36, t39, 2, t15)
+        grad_input = _scatter_add(t36, t39, 2, t15)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
     return (grad_input,)

@@ -59,7 +59,7 @@ def gather_v2_grad(grad, params, indices, *, output=None, axis=0):
     """Gradient of GatherV2: one array per input (params, indices)."""
     if axis == 0:
         t0 = np.shape(params)[-2]
-        grad_params = _scatter_add(grad, indices, 1, t0)
+        grad_params = _scatter_add(grad, indices, 1, t0)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"GatherV2: unsupported attributes axis={axis!r}")
     return grad_params, None
@@ -74,7 +74,7 @@ def gather(params, indices):
 def gather_grad(grad, params, indices, *, output=None):
     """Gradient of Gather: one array per input (params, indices)."""
     t0 = np.shape(params)[-2]
-    grad_params = _scatter_add(grad, indices, 1, t0)
+    grad_params = _scatter_add(grad, indices, 1, t0)  # no gather form: an explicit scatter-add
     return grad_params, None
 
 
@@ -108,7 +108,7 @@ def gather_nd_grad(grad, params, indices, *, output=None):
     if depth == 1:
         t0 = np.shape(params)[-3]
         t1 = np.squeeze(indices, axis=-1)
-        grad_params = _scatter_add(grad, t1, 2, t0)
+        grad_params = _scatter_add(grad, t1, 2, t0)  # no gather form: an explicit scatter-add
     elif depth == 2:
         t0 = np.shape(params)[-3]
         t1 = np.shape(params)[-2]
@@ -120,7 +120,7 @@ def gather_nd_grad(grad, params, indices, *, output=None):
         t7 = np.asarray(t5, dtype=np.int64)
         t8 = np.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         t9 = t0 * t1
-        t10 = _scatter_add(grad, t8, 1, t9)
+        t10 = _scatter_add(grad, t8, 1, t9)  # no gather form: an explicit scatter-add
         grad_params = np.reshape(t10, np.shape(t10)[:-2] + (-1, t1) + np.shape(t10)[-1:])
     else:
         raise ValueError(f"GatherNd: unsupported attributes depth={depth!r}")
@@ -132,7 +132,7 @@ def scatter_nd(indices, updates, *, shape):
     shape = np.asarray(shape, dtype=np.int64)
     t0 = shape[0]
     t1 = np.squeeze(indices, axis=-1)
-    output = _scatter_add(updates, t1, 1, t0)
+    output = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
     return output
 
 
@@ -147,7 +147,7 @@ def scatter_nd_grad(grad, indices, updates, *, output=None, shape):
 def unsorted_segment_sum(data, segment_ids, *, num_segments):
     """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:52)."""
     t0 = num_segments
-    output = _scatter_add(data, segment_ids, 1, t0)
+    output = _scatter_add(data, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
     return output
 
 
@@ -161,7 +161,7 @@ def segment_sum(data, segment_ids):
     """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:61)."""
     t0 = np.shape(data)[-2]
     t1 = segment_ids[t0 - 1] + 1
-    output = _scatter_add(data, segment_ids, 1, t1)
+    output = _scatter_add(data, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
     return output
 
 

@@ -89,7 +89,7 @@ def gather_v2_vjp(grad, params, indices, output, *, axis=0):
     """Gradient of GatherV2 (declared at ops/gather.py:16): one per input (params, indices)."""
     if axis == 0:
         t0 = tf.shape(params, out_type=tf.int64)[-2]
-        grad_params = _scatter_add(grad, indices, 1, t0)
+        grad_params = _scatter_add(grad, indices, 1, t0)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"GatherV2: unsupported attributes axis={axis!r}")
     return grad_params, None
@@ -125,7 +125,7 @@ _register("GatherV2", gather_v2_grad)
 def gather_vjp(grad, params, indices, output):
     """Gradient of Gather (declared at ops/gather.py:24): one per input (params, indices)."""
     t0 = tf.shape(params, out_type=tf.int64)[-2]
-    grad_params = _scatter_add(grad, indices, 1, t0)
+    grad_params = _scatter_add(grad, indices, 1, t0)  # no gather form: an explicit scatter-add
     return grad_params, None
 
 
@@ -158,7 +158,7 @@ def gather_nd_vjp(grad, params, indices, output):
     if depth == 1:
         t0 = tf.shape(params, out_type=tf.int64)[-3]
         t1 = tf.squeeze(indices, axis=[-1])
-        grad_params = _scatter_add(grad, t1, 2, t0)
+        grad_params = _scatter_add(grad, t1, 2, t0)  # no gather form: an explicit scatter-add
     elif depth == 2:
         t0 = tf.shape(params, out_type=tf.int64)[-3]
         t1 = tf.shape(params, out_type=tf.int64)[-2]
@@ -170,7 +170,7 @@ def gather_nd_vjp(grad, params, indices, output):
         t7 = tf.cast(t5, tf.int64)
         t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
         t9 = t0 * t1
-        t10 = _scatter_add(grad, t8, 1, t9)
+        t10 = _scatter_add(grad, t8, 1, t9)  # no gather form: an explicit scatter-add
         grad_params = tf.reshape(
             t10,
             tf.concat(
@@ -250,7 +250,7 @@ def scatter_nd(indices, updates, *, shape):
     def forward(indices, updates):
         t0 = shape[0]
         t1 = tf.squeeze(indices, axis=[-1])
-        output = _scatter_add(updates, t1, 1, t0)
+        output = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
 
         def backward(grad):
             return scatter_nd_vjp(grad, indices, updates, output, shape=shape)
@@ -283,7 +283,7 @@ def unsorted_segment_sum(data, segment_ids, *, num_segments):
     @tf.custom_gradient
     def forward(data, segment_ids):
         t0 = num_segments
-        output = _scatter_add(data, segment_ids, 1, t0)
+        output = _scatter_add(data, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
 
         def backward(grad):
             return unsorted_segment_sum_vjp(
@@ -316,7 +316,7 @@ def segment_sum(data, segment_ids):
     def forward(data, segment_ids):
         t0 = tf.shape(data, out_type=tf.int64)[-2]
         t1 = segment_ids[t0 - 1] + 1
-        output = _scatter_add(data, segment_ids, 1, t1)
+        output = _scatter_add(data, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
 
         def backward(grad):
             return segment_sum_vjp(grad, data, segment_ids, output)

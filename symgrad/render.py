@@ -256,6 +256,8 @@ def _statement(statement: ir.Assign, printer, op: ir.OpCode) -> str:
     if printer._not_supported:
         unsupported = ", ".join(sorted(map(str, printer._not_supported)))
         raise LoweringError(f"the {printer.target} printer cannot print {unsupported}", op.name, op.location)
+    if isinstance(statement.value, ir.ScatterAdd):
+        return f"{statement.target} = {text}  # no gather form: an explicit scatter-add"
     return f"{statement.target} = {text}"
 
 

@@ -62,3 +62,15 @@ def test_the_measure_sees_an_intermediate_larger_than_the_op(tmp_path):
     (decl,) = load_op_file(tmp_path / "coupled.py").ops
     code = compile_op(decl)
     assert max(b.largest_rank for b in code.forward.branches) == 3 > _largest_declared_rank(decl)
+
+
+def test_each_scatter_add_says_there_is_no_gather_form(derived):
+    _, files = derived
+    calls = [
+        line
+        for text in files.values()
+        for line in text.splitlines()
+        if "= _scatter_add(" in line
+    ]
+    assert len(calls) >= 4  # UnsortedSegmentSum, Gather's gradients, MaxPool's, ...
+    assert all(line.endswith("# no gather form: an explicit scatter-add") for line in calls), calls
