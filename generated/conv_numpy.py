@@ -82,33 +82,39 @@ def _conv_spans(strides, dilations, counts, kernel):
     return [(q - 1) * s + (k - 1) * d + 1 for s, d, q, k in zip(strides, dilations, counts, kernel)]
 
 
-def _conv_windows(x, strides, dilations, pads, counts, kernel):
-    """Every window of `x`, as a strided view without a copy: (N, *counts, C, *kernel)."""
-    rank = len(strides)
-    spans = _conv_spans(strides, dilations, counts, kernel)
-    reach = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
-    view = np.lib.stride_tricks.sliding_window_view(
-        _window_span(x, pads, spans), reach, axis=tuple(range(1, rank + 1))
-    )
-    steps = tuple(slice(None, None, s) for s in strides) + (slice(None),)
-    return view[(slice(None),) + steps + tuple(slice(None, None, d) for d in dilations)]
+def _window_positions(strides, dilations, counts, kernel):
+    """(window position, the strided slices of the spatial axes it reads) for each position
+    in the window: a loop over the window, never over the output."""
+    for k in np.ndindex(*kernel):
+        cut = tuple(
+            slice(j * d, j * d + (q - 1) * s + 1, s)
+            for j, d, q, s in zip(k, dilations, counts, strides)
+        )
+        yield k, (slice(None),) + cut
 
 
 def _conv(x, f, strides, dilations, pads, sizes):
-    """`y[n, *u, o] = sum(x[n, *(u*s + k*d - p), c] * f[*k, c, o], k, c)`, zero outside `x`."""
+    """`y[n, *u, o] = sum(x[n, *(u*s + k*d - p), c] * f[*k, c, o], k, c)`, zero outside `x`:
+    one matrix product per window position, over a strided view of `x`."""
     rank = len(strides)
-    windows = _conv_windows(x, strides, dilations, pads, sizes, np.shape(f)[:rank])
-    return np.tensordot(
-        windows, f, axes=(list(range(rank + 1, 2 * rank + 2)), [rank] + list(range(rank)))
-    )
+    kernel = np.shape(f)[:rank]
+    x = _window_span(x, pads, _conv_spans(strides, dilations, sizes, kernel))
+    y = np.zeros((np.shape(x)[0], *sizes, np.shape(f)[-1]), dtype=np.result_type(x, f))
+    for k, cut in _window_positions(strides, dilations, sizes, kernel):
+        y += x[cut] @ f[k]
+    return y
 
 
 def _conv_backprop_filter(x, g, strides, dilations, pads, sizes):
     """`df[*k, c, o] = sum(x[n, *(u*s + k*d - p), c] * g[n, *u, o], n, u)`."""
     rank = len(strides)
-    windows = _conv_windows(x, strides, dilations, pads, np.shape(g)[1:-1], sizes)
+    counts = np.shape(g)[1:-1]
+    x = _window_span(x, pads, _conv_spans(strides, dilations, counts, sizes))
+    df = np.zeros((*sizes, np.shape(x)[-1], np.shape(g)[-1]), dtype=np.result_type(x, g))
     summed = list(range(rank + 1))
-    return np.moveaxis(np.tensordot(windows, g, axes=(summed, summed)), 0, rank)
+    for k, cut in _window_positions(strides, dilations, counts, sizes):
+        df[k] = np.tensordot(x[cut], g, axes=(summed, summed))
+    return df
 
 
 def _conv_backprop_input(g, f, strides, dilations, pads, sizes):
@@ -120,12 +126,8 @@ def _conv_backprop_input(g, f, strides, dilations, pads, sizes):
     spans = _conv_spans(strides, dilations, counts, kernel)
     shape = (np.shape(g)[0], *spans, np.shape(f)[-2])
     dx = np.zeros(shape, dtype=np.result_type(g, f))
-    for k in np.ndindex(*kernel):
-        cut = tuple(
-            slice(j * d, j * d + (q - 1) * s + 1, s)
-            for j, d, q, s in zip(k, dilations, counts, strides)
-        )
-        dx[(slice(None),) + cut] += np.tensordot(g, f[k], axes=([rank + 1], [1]))
+    for k, cut in _window_positions(strides, dilations, counts, kernel):
+        dx[cut] += g @ np.swapaxes(f[k], -1, -2)
     return _window_unspan(dx, pads, sizes)
 
 
