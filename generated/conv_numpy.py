@@ -101,7 +101,7 @@ def _conv(x, f, strides, dilations, pads, sizes):
     x = _window_span(x, pads, _conv_spans(strides, dilations, sizes, kernel))
     y = np.zeros((np.shape(x)[0], *sizes, np.shape(f)[-1]), dtype=np.result_type(x, f))
     for k, cut in _window_positions(strides, dilations, sizes, kernel):
-        y += x[cut] @ f[k]
+        y += np.tensordot(x[cut], f[k], axes=([rank + 1], [0]))
     return y
 
 
@@ -127,7 +127,7 @@ def _conv_backprop_input(g, f, strides, dilations, pads, sizes):
     shape = (np.shape(g)[0], *spans, np.shape(f)[-2])
     dx = np.zeros(shape, dtype=np.result_type(g, f))
     for k, cut in _window_positions(strides, dilations, counts, kernel):
-        dx[cut] += g @ np.swapaxes(f[k], -1, -2)
+        dx[cut] += np.tensordot(g, f[k], axes=([rank + 1], [1]))
     return _window_unspan(dx, pads, sizes)
 
 
