@@ -107,13 +107,13 @@ def _conv(x, f, strides, dilations, pads, sizes):
 
 def _conv_backprop_filter(x, g, strides, dilations, pads, sizes):
     """`df[*k, c, o] = sum(x[n, *(u*s + k*d - p), c] * g[n, *u, o], n, u)`."""
-    rank = len(strides)
     counts = np.shape(g)[1:-1]
     x = _window_span(x, pads, _conv_spans(strides, dilations, counts, sizes))
     df = np.zeros((*sizes, np.shape(x)[-1], np.shape(g)[-1]), dtype=np.result_type(x, g))
-    summed = list(range(rank + 1))
+    g = np.reshape(g, (-1, np.shape(g)[-1]))
     for k, cut in _window_positions(strides, dilations, counts, sizes):
-        df[k] = np.tensordot(x[cut], g, axes=(summed, summed))
+        # rows of channels, then one product with the transposed flag (no transposed copy)
+        df[k] = np.reshape(x[cut], (-1, np.shape(x)[-1])).T @ g
     return df
 
 
