@@ -53,78 +53,182 @@ def _scatter_add(values, positions, trailing, size):
     return np.moveaxis(summed, 0, start)
 
 
+def _window_span(x, pads, spans):
+    """`x` cut or padded with zeros along its spatial axes (all but the first and last) so
+    that spatial axis n holds `spans[n]` entries from position `-pads[n]` of `x`'s."""
+    rank = len(pads)
+    widths = [(max(p, 0), max(q - h - p, 0)) for p, q, h in zip(pads, spans, np.shape(x)[1:-1])]
+    if any(w != (0, 0) for w in widths):
+        x = np.pad(x, [(0, 0)] + widths + [(0, 0)])
+    cut = tuple(slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
+    return x[(slice(None),) + cut + (slice(None),)] if rank else x
+
+
+def _window_unspan(x, pads, sizes):
+    """The adjoint view of `_window_span`: entries `pads[n]` to `pads[n] + sizes[n] - 1` of
+    spatial axis n of `x`, zero where `x` has none."""
+    widths = [(max(-p, 0), max(h + p - q, 0)) for p, h, q in zip(pads, sizes, np.shape(x)[1:-1])]
+    if any(w != (0, 0) for w in widths):
+        x = np.pad(x, [(0, 0)] + widths + [(0, 0)])
+    cut = tuple(slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
+    return x[(slice(None),) + cut + (slice(None),)]
+
+
+def _conv_spans(strides, dilations, counts, kernel):
+    """How many input entries `counts` windows of `kernel` entries take, per spatial axis."""
+    if any(s < 1 for s in strides) or any(d < 1 for d in dilations):
+        raise ValueError(
+            f"convolution strides and dilations must be positive, got {strides}, {dilations}"
+        )
+    return [(q - 1) * s + (k - 1) * d + 1 for s, d, q, k in zip(strides, dilations, counts, kernel)]
+
+
+def _window_positions(strides, dilations, counts, kernel):
+    """(window position, the strided slices of the spatial axes it reads) for each position
+    in the window: a loop over the window, never over the output."""
+    for k in np.ndindex(*kernel):
+        cut = tuple(
+            slice(j * d, j * d + (q - 1) * s + 1, s)
+            for j, d, q, s in zip(k, dilations, counts, strides)
+        )
+        yield k, (slice(None),) + cut
+
+
+def _conv(x, f, strides, dilations, pads, sizes):
+    """`y[n, *u, o] = sum(x[n, *(u*s + k*d - p), c] * f[*k, c, o], k, c)`, zero outside `x`:
+    one matrix product per window position, over a strided view of `x`."""
+    rank = len(strides)
+    kernel = np.shape(f)[:rank]
+    x = _window_span(x, pads, _conv_spans(strides, dilations, sizes, kernel))
+    y = np.zeros((np.shape(x)[0], *sizes, np.shape(f)[-1]), dtype=np.result_type(x, f))
+    for k, cut in _window_positions(strides, dilations, sizes, kernel):
+        y += np.tensordot(x[cut], f[k], axes=([rank + 1], [0]))
+    return y
+
+
+def _conv_backprop_filter(x, g, strides, dilations, pads, sizes):
+    """`df[*k, c, o] = sum(x[n, *(u*s + k*d - p), c] * g[n, *u, o], n, u)`."""
+    counts = np.shape(g)[1:-1]
+    x = _window_span(x, pads, _conv_spans(strides, dilations, counts, sizes))
+    df = np.zeros((*sizes, np.shape(x)[-1], np.shape(g)[-1]), dtype=np.result_type(x, g))
+    g = np.reshape(g, (-1, np.shape(g)[-1]))
+    for k, cut in _window_positions(strides, dilations, counts, sizes):
+        # rows of channels, then one product with the transposed flag (no transposed copy)
+        df[k] = np.reshape(x[cut], (-1, np.shape(x)[-1])).T @ g
+    return df
+
+
+def _conv_backprop_input(g, f, strides, dilations, pads, sizes):
+    """`dx[n, *h, c] = sum(g[n, *((h + p - k*d) / s), o] * f[*k, c, o], k, o)`, where s
+    divides: each window position's products added into the input positions it reads,
+    a strided slice per position (a loop over the window, not over the output)."""
+    rank = len(strides)
+    counts, kernel = np.shape(g)[1:-1], np.shape(f)[:rank]
+    spans = _conv_spans(strides, dilations, counts, kernel)
+    shape = (np.shape(g)[0], *spans, np.shape(f)[-2])
+    dx = np.zeros(shape, dtype=np.result_type(g, f))
+    for k, cut in _window_positions(strides, dilations, counts, kernel):
+        dx[cut] += np.tensordot(g, f[k], axes=([rank + 1], [1]))
+    return _window_unspan(dx, pads, sizes)
+
+
 def conv2d(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
     """Conv2D: 2-D convolution (cross-correlation), NHWC input, HWIO filter (declared at ops/conv.py:35)."""
     if padding == "VALID":
-        t0 = np.shape(filter)[-3]
-        t1 = np.shape(input)[-2]
-        t2 = (-dilations[2] * (t0 - 1) + t1 - 1) // (strides[2])
-        t3 = t2 + 1
-        t4 = np.arange(t3)
-        t5 = t4[..., None]
-        t6 = np.arange(np.shape(filter)[-3])
-        t7 = dilations[2] * t6 + strides[2] * t5
-        t8 = _gather(input, t7, -2)
-        t9 = np.shape(input)[-3]
-        t10 = np.shape(filter)[-4]
-        t11 = (-dilations[1] * (t10 - 1) + t9 - 1) // (strides[1])
-        t12 = t11 + 1
-        t13 = np.arange(t12)
-        t14 = t13[..., None]
-        t15 = np.arange(np.shape(filter)[-4])
-        t16 = dilations[1] * t15 + strides[1] * t14
-        t17 = _gather(t8, t16, -4)
-        output = np.einsum("abcd,efagbc->efgd", filter, t17, optimize=True)
-    elif padding == "SAME":
-        t0 = np.shape(input)[-2]
-        t1 = -((-t0) // (strides[2]))
-        t2 = t1
-        t3 = np.arange(t2)
-        t4 = t3[..., None]
-        t5 = np.arange(np.shape(filter)[-3])
-        t6 = np.shape(filter)[-3]
-        t7 = np.maximum(dilations[2] * (t6 - 1) + strides[2] * (t1 - 1) - t0 + 1, 0)
-        t8 = (t7) // (2)
-        t9 = dilations[2] * t5 + strides[2] * t4 - t8
-        t10 = _gather(input, t9, -2)
-        t11 = np.shape(input)[-3]
-        t12 = -((-t11) // (strides[1]))
-        t13 = t12
-        t14 = np.arange(t13)
-        t15 = t14[..., None]
-        t16 = np.arange(np.shape(filter)[-4])
-        t17 = np.shape(filter)[-4]
-        t18 = np.maximum(dilations[1] * (t17 - 1) + strides[1] * (t12 - 1) - t11 + 1, 0)
-        t19 = (t18) // (2)
-        t20 = dilations[1] * t16 + strides[1] * t15 - t19
-        t21 = _gather(t10, t20, -4)
-        output = np.einsum("abcd,efagbc->efgd", filter, t21, optimize=True)
-    elif padding == "EXPLICIT":
-        t0 = np.shape(filter)[-3]
-        t1 = np.shape(input)[-2]
-        t2 = (-dilations[2] * (t0 - 1) + explicit_paddings[4] + explicit_paddings[5] + t1 - 1) // (
-            strides[2]
+        output = _conv(
+            input,
+            filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(0, 0),
+            sizes=(
+                (
+                    (-dilations[1] * (np.shape(filter)[-4] - 1) + np.shape(input)[-3] - 1)
+                    // (strides[1])
+                )
+                + 1,
+                (
+                    (-dilations[2] * (np.shape(filter)[-3] - 1) + np.shape(input)[-2] - 1)
+                    // (strides[2])
+                )
+                + 1,
+            ),
         )
-        t3 = t2 + 1
-        t4 = np.arange(t3)
-        t5 = t4[..., None]
-        t6 = np.arange(np.shape(filter)[-3])
-        t7 = dilations[2] * t6 - explicit_paddings[4] + strides[2] * t5
-        t8 = _gather(input, t7, -2)
-        t9 = np.shape(input)[-3]
-        t10 = np.shape(filter)[-4]
-        t11 = (
-            -dilations[1] * (t10 - 1) + explicit_paddings[2] + explicit_paddings[3] + t9 - 1
-        ) // (strides[1])
-        t12 = t11 + 1
-        t13 = np.arange(t12)
-        t14 = t13[..., None]
-        t15 = np.arange(np.shape(filter)[-4])
-        t16 = dilations[1] * t15 - explicit_paddings[2] + strides[1] * t14
-        t17 = _gather(t8, t16, -4)
-        output = np.einsum("abcd,efagbc->efgd", filter, t17, optimize=True)
+    elif padding == "SAME":
+        output = _conv(
+            input,
+            filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(
+                (
+                    (
+                        np.maximum(
+                            dilations[1] * np.shape(filter)[-4]
+                            - dilations[1]
+                            - strides[1] * ((-np.shape(input)[-3]) // (strides[1]))
+                            - strides[1]
+                            - np.shape(input)[-3]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+                (
+                    (
+                        np.maximum(
+                            dilations[2] * np.shape(filter)[-3]
+                            - dilations[2]
+                            - strides[2] * ((-np.shape(input)[-2]) // (strides[2]))
+                            - strides[2]
+                            - np.shape(input)[-2]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+            ),
+            sizes=(
+                -((-np.shape(input)[-3]) // (strides[1])),
+                -((-np.shape(input)[-2]) // (strides[2])),
+            ),
+        )
+    elif padding == "EXPLICIT":
+        output = _conv(
+            input,
+            filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(explicit_paddings[2], explicit_paddings[4]),
+            sizes=(
+                (
+                    (
+                        -dilations[1] * (np.shape(filter)[-4] - 1)
+                        + explicit_paddings[2]
+                        + explicit_paddings[3]
+                        + np.shape(input)[-3]
+                        - 1
+                    )
+                    // (strides[1])
+                )
+                + 1,
+                (
+                    (
+                        -dilations[2] * (np.shape(filter)[-3] - 1)
+                        + explicit_paddings[4]
+                        + explicit_paddings[5]
+                        + np.shape(input)[-2]
+                        - 1
+                    )
+                    // (strides[2])
+                )
+                + 1,
+            ),
+        )
     else:
         raise ValueError(f"Conv2D: unsupported attributes padding={padding!r}")
     return output
@@ -143,96 +247,114 @@ def conv2d_grad(
 ):
     """Gradient of Conv2D: one array per input (input, filter)."""
     if padding == "VALID":
-        t0 = np.arange(np.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = np.arange(np.shape(filter)[-3])
-        t3 = -dilations[2] * t2 + t1
-        t4 = np.where((t3) % (strides[2]) == 0, (t3) // (strides[2]), -1)
-        t5 = _gather(grad, t4, -2)
-        t6 = np.arange(np.shape(input)[-3])
-        t7 = t6[..., None]
-        t8 = np.arange(np.shape(filter)[-4])
-        t9 = -dilations[1] * t8 + t7
-        t10 = np.where((t9) % (strides[1]) == 0, (t9) // (strides[1]), -1)
-        t11 = _gather(t5, t10, -4)
-        grad_input = np.einsum("abcd,efagbd->efgc", filter, t11, optimize=True)
-        t12 = np.arange(np.shape(filter)[-3])
-        t13 = t12[..., None]
-        t14 = np.arange(np.shape(grad)[-2])
-        t15 = dilations[2] * t13 + strides[2] * t14
-        t16 = _gather(input, t15, -2)
-        t17 = np.arange(np.shape(filter)[-4])
-        t18 = t17[..., None]
-        t19 = np.arange(np.shape(grad)[-3])
-        t20 = dilations[1] * t18 + strides[1] * t19
-        t21 = _gather(t16, t20, -4)
-        grad_filter = np.einsum("abcd,aebfcg->efgd", grad, t21, optimize=True)
-    elif padding == "SAME":
-        t0 = np.arange(np.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = np.arange(np.shape(filter)[-3])
-        t3 = np.shape(filter)[-3]
-        t4 = np.shape(input)[-2]
-        t5 = -((-t4) // (strides[2]))
-        t6 = np.maximum(dilations[2] * t3 - dilations[2] + strides[2] * t5 - strides[2] - t4 + 1, 0)
-        t7 = (t6) // (2)
-        t8 = -dilations[2] * t2 + t1 + t7
-        t9 = np.where((t8) % (strides[2]) == 0, (t8) // (strides[2]), -1)
-        t10 = _gather(grad, t9, -2)
-        t11 = np.arange(np.shape(input)[-3])
-        t12 = t11[..., None]
-        t13 = np.arange(np.shape(filter)[-4])
-        t14 = np.shape(input)[-3]
-        t15 = np.shape(filter)[-4]
-        t16 = -((-t14) // (strides[1]))
-        t17 = np.maximum(
-            dilations[1] * t15 - dilations[1] + strides[1] * t16 - strides[1] - t14 + 1, 0
+        grad_input = _conv_backprop_input(
+            grad,
+            filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(0, 0),
+            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )
-        t18 = (t17) // (2)
-        t19 = -dilations[1] * t13 + t12 + t18
-        t20 = np.where((t19) % (strides[1]) == 0, (t19) // (strides[1]), -1)
-        t21 = _gather(t10, t20, -4)
-        grad_input = np.einsum("abcd,efagbd->efgc", filter, t21, optimize=True)
-        t22 = np.arange(np.shape(filter)[-3])
-        t23 = t22[..., None]
-        t24 = np.arange(np.shape(grad)[-2])
-        t25 = np.maximum(dilations[2] * (t3 - 1) + strides[2] * (t5 - 1) - t4 + 1, 0)
-        t26 = (t25) // (2)
-        t27 = dilations[2] * t23 + strides[2] * t24 - t26
-        t28 = _gather(input, t27, -2)
-        t29 = np.arange(np.shape(filter)[-4])
-        t30 = t29[..., None]
-        t31 = np.arange(np.shape(grad)[-3])
-        t32 = np.maximum(dilations[1] * (t15 - 1) + strides[1] * (t16 - 1) - t14 + 1, 0)
-        t33 = (t32) // (2)
-        t34 = dilations[1] * t30 + strides[1] * t31 - t33
-        t35 = _gather(t28, t34, -4)
-        grad_filter = np.einsum("abcd,aebfcg->efgd", grad, t35, optimize=True)
+        grad_filter = _conv_backprop_filter(
+            input,
+            grad,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(0, 0),
+            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+        )
+    elif padding == "SAME":
+        grad_input = _conv_backprop_input(
+            grad,
+            filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(
+                (
+                    (
+                        np.maximum(
+                            dilations[1] * np.shape(filter)[-4]
+                            - dilations[1]
+                            - strides[1] * ((-np.shape(input)[-3]) // (strides[1]))
+                            - strides[1]
+                            - np.shape(input)[-3]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+                (
+                    (
+                        np.maximum(
+                            dilations[2] * np.shape(filter)[-3]
+                            - dilations[2]
+                            - strides[2] * ((-np.shape(input)[-2]) // (strides[2]))
+                            - strides[2]
+                            - np.shape(input)[-2]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+            ),
+            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+        )
+        grad_filter = _conv_backprop_filter(
+            input,
+            grad,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(
+                (
+                    (
+                        np.maximum(
+                            dilations[1] * np.shape(filter)[-4]
+                            - dilations[1]
+                            - strides[1] * ((-np.shape(input)[-3]) // (strides[1]))
+                            - strides[1]
+                            - np.shape(input)[-3]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+                (
+                    (
+                        np.maximum(
+                            dilations[2] * np.shape(filter)[-3]
+                            - dilations[2]
+                            - strides[2] * ((-np.shape(input)[-2]) // (strides[2]))
+                            - strides[2]
+                            - np.shape(input)[-2]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+            ),
+            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+        )
     elif padding == "EXPLICIT":
-        t0 = np.arange(np.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = np.arange(np.shape(filter)[-3])
-        t3 = -dilations[2] * t2 + explicit_paddings[4] + t1
-        t4 = np.where((t3) % (strides[2]) == 0, (t3) // (strides[2]), -1)
-        t5 = _gather(grad, t4, -2)
-        t6 = np.arange(np.shape(input)[-3])
-        t7 = t6[..., None]
-        t8 = np.arange(np.shape(filter)[-4])
-        t9 = -dilations[1] * t8 + explicit_paddings[2] + t7
-        t10 = np.where((t9) % (strides[1]) == 0, (t9) // (strides[1]), -1)
-        t11 = _gather(t5, t10, -4)
-        grad_input = np.einsum("abcd,efagbd->efgc", filter, t11, optimize=True)
-        t12 = np.arange(np.shape(filter)[-3])
-        t13 = t12[..., None]
-        t14 = np.arange(np.shape(grad)[-2])
-        t15 = dilations[2] * t13 - explicit_paddings[4] + strides[2] * t14
-        t16 = _gather(input, t15, -2)
-        t17 = np.arange(np.shape(filter)[-4])
-        t18 = t17[..., None]
-        t19 = np.arange(np.shape(grad)[-3])
-        t20 = dilations[1] * t18 - explicit_paddings[2] + strides[1] * t19
-        t21 = _gather(t16, t20, -4)
-        grad_filter = np.einsum("abcd,aebfcg->efgd", grad, t21, optimize=True)
+        grad_input = _conv_backprop_input(
+            grad,
+            filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(explicit_paddings[2], explicit_paddings[4]),
+            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+        )
+        grad_filter = _conv_backprop_filter(
+            input,
+            grad,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(explicit_paddings[2], explicit_paddings[4]),
+            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+        )
     else:
         raise ValueError(f"Conv2D: unsupported attributes padding={padding!r}")
     return grad_input, grad_filter
@@ -560,69 +682,86 @@ def extract_image_patches_grad(
 def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
     """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:83)."""
     if padding == "VALID":
-        t0 = np.shape(filter)[-3]
-        t1 = np.shape(input)[-2]
-        t2 = (-dilations[3] * (t0 - 1) + t1 - 1) // (strides[3])
-        t3 = t2 + 1
-        t4 = np.arange(t3)
-        t5 = t4[..., None]
-        t6 = np.arange(np.shape(filter)[-3])
-        t7 = dilations[3] * t6 + strides[3] * t5
-        t8 = _gather(input, t7, -2)
-        t9 = np.shape(input)[-3]
-        t10 = np.shape(filter)[-4]
-        t11 = (-dilations[2] * (t10 - 1) + t9 - 1) // (strides[2])
-        t12 = t11 + 1
-        t13 = np.arange(t12)
-        t14 = t13[..., None]
-        t15 = np.arange(np.shape(filter)[-4])
-        t16 = dilations[2] * t15 + strides[2] * t14
-        t17 = _gather(t8, t16, -4)
-        t18 = np.shape(input)[-4]
-        t19 = np.shape(filter)[-5]
-        t20 = (-dilations[1] * (t19 - 1) + t18 - 1) // (strides[1])
-        t21 = t20 + 1
-        t22 = np.arange(t21)
-        t23 = t22[..., None]
-        t24 = np.arange(np.shape(filter)[-5])
-        t25 = dilations[1] * t24 + strides[1] * t23
-        t26 = _gather(t17, t25, -6)
-        output = np.einsum("abcde,fgahbicd->fghie", filter, t26, optimize=True)
+        output = _conv(
+            input,
+            filter,
+            strides=(strides[1], strides[2], strides[3]),
+            dilations=(dilations[1], dilations[2], dilations[3]),
+            pads=(0, 0, 0),
+            sizes=(
+                (
+                    (-dilations[1] * (np.shape(filter)[-5] - 1) + np.shape(input)[-4] - 1)
+                    // (strides[1])
+                )
+                + 1,
+                (
+                    (-dilations[2] * (np.shape(filter)[-4] - 1) + np.shape(input)[-3] - 1)
+                    // (strides[2])
+                )
+                + 1,
+                (
+                    (-dilations[3] * (np.shape(filter)[-3] - 1) + np.shape(input)[-2] - 1)
+                    // (strides[3])
+                )
+                + 1,
+            ),
+        )
     elif padding == "SAME":
-        t0 = np.shape(input)[-2]
-        t1 = -((-t0) // (strides[3]))
-        t2 = t1
-        t3 = np.arange(t2)
-        t4 = t3[..., None]
-        t5 = np.arange(np.shape(filter)[-3])
-        t6 = np.shape(filter)[-3]
-        t7 = np.maximum(dilations[3] * (t6 - 1) + strides[3] * (t1 - 1) - t0 + 1, 0)
-        t8 = (t7) // (2)
-        t9 = dilations[3] * t5 + strides[3] * t4 - t8
-        t10 = _gather(input, t9, -2)
-        t11 = np.shape(input)[-3]
-        t12 = -((-t11) // (strides[2]))
-        t13 = t12
-        t14 = np.arange(t13)
-        t15 = t14[..., None]
-        t16 = np.arange(np.shape(filter)[-4])
-        t17 = np.shape(filter)[-4]
-        t18 = np.maximum(dilations[2] * (t17 - 1) + strides[2] * (t12 - 1) - t11 + 1, 0)
-        t19 = (t18) // (2)
-        t20 = dilations[2] * t16 + strides[2] * t15 - t19
-        t21 = _gather(t10, t20, -4)
-        t22 = np.shape(input)[-4]
-        t23 = -((-t22) // (strides[1]))
-        t24 = t23
-        t25 = np.arange(t24)
-        t26 = t25[..., None]
-        t27 = np.arange(np.shape(filter)[-5])
-        t28 = np.shape(filter)[-5]
-        t29 = np.maximum(dilations[1] * (t28 - 1) + strides[1] * (t23 - 1) - t22 + 1, 0)
-        t30 = (t29) // (2)
-        t31 = dilations[1] * t27 + strides[1] * t26 - t30
-        t32 = _gather(t21, t31, -6)
-        output = np.einsum("abcde,fgahbicd->fghie", filter, t32, optimize=True)
+        output = _conv(
+            input,
+            filter,
+            strides=(strides[1], strides[2], strides[3]),
+            dilations=(dilations[1], dilations[2], dilations[3]),
+            pads=(
+                (
+                    (
+                        np.maximum(
+                            dilations[1] * np.shape(filter)[-5]
+                            - dilations[1]
+                            - strides[1] * ((-np.shape(input)[-4]) // (strides[1]))
+                            - strides[1]
+                            - np.shape(input)[-4]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+                (
+                    (
+                        np.maximum(
+                            dilations[2] * np.shape(filter)[-4]
+                            - dilations[2]
+                            - strides[2] * ((-np.shape(input)[-3]) // (strides[2]))
+                            - strides[2]
+                            - np.shape(input)[-3]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+                (
+                    (
+                        np.maximum(
+                            dilations[3] * np.shape(filter)[-3]
+                            - dilations[3]
+                            - strides[3] * ((-np.shape(input)[-2]) // (strides[3]))
+                            - strides[3]
+                            - np.shape(input)[-2]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+            ),
+            sizes=(
+                -((-np.shape(input)[-4]) // (strides[1])),
+                -((-np.shape(input)[-3]) // (strides[2])),
+                -((-np.shape(input)[-2]) // (strides[3])),
+            ),
+        )
     else:
         raise ValueError(f"Conv3D: unsupported attributes padding={padding!r}")
     return output
@@ -633,102 +772,125 @@ def conv3d_grad(
 ):
     """Gradient of Conv3D: one array per input (input, filter)."""
     if padding == "VALID":
-        t0 = np.arange(np.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = np.arange(np.shape(filter)[-3])
-        t3 = -dilations[3] * t2 + t1
-        t4 = np.where((t3) % (strides[3]) == 0, (t3) // (strides[3]), -1)
-        t5 = _gather(grad, t4, -2)
-        t6 = np.arange(np.shape(input)[-3])
-        t7 = t6[..., None]
-        t8 = np.arange(np.shape(filter)[-4])
-        t9 = -dilations[2] * t8 + t7
-        t10 = np.where((t9) % (strides[2]) == 0, (t9) // (strides[2]), -1)
-        t11 = _gather(t5, t10, -4)
-        t12 = np.arange(np.shape(input)[-4])
-        t13 = t12[..., None]
-        t14 = np.arange(np.shape(filter)[-5])
-        t15 = -dilations[1] * t14 + t13
-        t16 = np.where((t15) % (strides[1]) == 0, (t15) // (strides[1]), -1)
-        t17 = _gather(t11, t16, -6)
-        grad_input = np.einsum("abcde,fgahbice->fghid", filter, t17, optimize=True)
-        t18 = np.arange(np.shape(filter)[-3])
-        t19 = t18[..., None]
-        t20 = np.arange(np.shape(grad)[-2])
-        t21 = dilations[3] * t19 + strides[3] * t20
-        t22 = _gather(input, t21, -2)
-        t23 = np.arange(np.shape(filter)[-4])
-        t24 = t23[..., None]
-        t25 = np.arange(np.shape(grad)[-3])
-        t26 = dilations[2] * t24 + strides[2] * t25
-        t27 = _gather(t22, t26, -4)
-        t28 = np.arange(np.shape(filter)[-5])
-        t29 = t28[..., None]
-        t30 = np.arange(np.shape(grad)[-4])
-        t31 = dilations[1] * t29 + strides[1] * t30
-        t32 = _gather(t27, t31, -6)
-        grad_filter = np.einsum("abcde,afbgchdi->fghie", grad, t32, optimize=True)
+        grad_input = _conv_backprop_input(
+            grad,
+            filter,
+            strides=(strides[1], strides[2], strides[3]),
+            dilations=(dilations[1], dilations[2], dilations[3]),
+            pads=(0, 0, 0),
+            sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
+        )
+        grad_filter = _conv_backprop_filter(
+            input,
+            grad,
+            strides=(strides[1], strides[2], strides[3]),
+            dilations=(dilations[1], dilations[2], dilations[3]),
+            pads=(0, 0, 0),
+            sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
+        )
     elif padding == "SAME":
-        t0 = np.arange(np.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = np.arange(np.shape(filter)[-3])
-        t3 = np.shape(filter)[-3]
-        t4 = np.shape(input)[-2]
-        t5 = -((-t4) // (strides[3]))
-        t6 = np.maximum(dilations[3] * t3 - dilations[3] + strides[3] * t5 - strides[3] - t4 + 1, 0)
-        t7 = (t6) // (2)
-        t8 = -dilations[3] * t2 + t1 + t7
-        t9 = np.where((t8) % (strides[3]) == 0, (t8) // (strides[3]), -1)
-        t10 = _gather(grad, t9, -2)
-        t11 = np.arange(np.shape(input)[-3])
-        t12 = t11[..., None]
-        t13 = np.arange(np.shape(filter)[-4])
-        t14 = np.shape(input)[-3]
-        t15 = np.shape(filter)[-4]
-        t16 = -((-t14) // (strides[2]))
-        t17 = np.maximum(
-            dilations[2] * t15 - dilations[2] + strides[2] * t16 - strides[2] - t14 + 1, 0
+        grad_input = _conv_backprop_input(
+            grad,
+            filter,
+            strides=(strides[1], strides[2], strides[3]),
+            dilations=(dilations[1], dilations[2], dilations[3]),
+            pads=(
+                (
+                    (
+                        np.maximum(
+                            dilations[1] * np.shape(filter)[-5]
+                            - dilations[1]
+                            - strides[1] * ((-np.shape(input)[-4]) // (strides[1]))
+                            - strides[1]
+                            - np.shape(input)[-4]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+                (
+                    (
+                        np.maximum(
+                            dilations[2] * np.shape(filter)[-4]
+                            - dilations[2]
+                            - strides[2] * ((-np.shape(input)[-3]) // (strides[2]))
+                            - strides[2]
+                            - np.shape(input)[-3]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+                (
+                    (
+                        np.maximum(
+                            dilations[3] * np.shape(filter)[-3]
+                            - dilations[3]
+                            - strides[3] * ((-np.shape(input)[-2]) // (strides[3]))
+                            - strides[3]
+                            - np.shape(input)[-2]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+            ),
+            sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
         )
-        t18 = (t17) // (2)
-        t19 = -dilations[2] * t13 + t12 + t18
-        t20 = np.where((t19) % (strides[2]) == 0, (t19) // (strides[2]), -1)
-        t21 = _gather(t10, t20, -4)
-        t22 = np.arange(np.shape(input)[-4])
-        t23 = t22[..., None]
-        t24 = np.arange(np.shape(filter)[-5])
-        t25 = np.shape(input)[-4]
-        t26 = np.shape(filter)[-5]
-        t27 = -((-t25) // (strides[1]))
-        t28 = np.maximum(
-            dilations[1] * t26 - dilations[1] + strides[1] * t27 - strides[1] - t25 + 1, 0
+        grad_filter = _conv_backprop_filter(
+            input,
+            grad,
+            strides=(strides[1], strides[2], strides[3]),
+            dilations=(dilations[1], dilations[2], dilations[3]),
+            pads=(
+                (
+                    (
+                        np.maximum(
+                            dilations[1] * np.shape(filter)[-5]
+                            - dilations[1]
+                            - strides[1] * ((-np.shape(input)[-4]) // (strides[1]))
+                            - strides[1]
+                            - np.shape(input)[-4]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+                (
+                    (
+                        np.maximum(
+                            dilations[2] * np.shape(filter)[-4]
+                            - dilations[2]
+                            - strides[2] * ((-np.shape(input)[-3]) // (strides[2]))
+                            - strides[2]
+                            - np.shape(input)[-3]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+                (
+                    (
+                        np.maximum(
+                            dilations[3] * np.shape(filter)[-3]
+                            - dilations[3]
+                            - strides[3] * ((-np.shape(input)[-2]) // (strides[3]))
+                            - strides[3]
+                            - np.shape(input)[-2]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+            ),
+            sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
         )
-        t29 = (t28) // (2)
-        t30 = -dilations[1] * t24 + t23 + t29
-        t31 = np.where((t30) % (strides[1]) == 0, (t30) // (strides[1]), -1)
-        t32 = _gather(t21, t31, -6)
-        grad_input = np.einsum("abcde,fgahbice->fghid", filter, t32, optimize=True)
-        t33 = np.arange(np.shape(filter)[-3])
-        t34 = t33[..., None]
-        t35 = np.arange(np.shape(grad)[-2])
-        t36 = np.maximum(dilations[3] * (t3 - 1) + strides[3] * (t5 - 1) - t4 + 1, 0)
-        t37 = (t36) // (2)
-        t38 = dilations[3] * t34 + strides[3] * t35 - t37
-        t39 = _gather(input, t38, -2)
-        t40 = np.arange(np.shape(filter)[-4])
-        t41 = t40[..., None]
-        t42 = np.arange(np.shape(grad)[-3])
-        t43 = np.maximum(dilations[2] * (t15 - 1) + strides[2] * (t16 - 1) - t14 + 1, 0)
-        t44 = (t43) // (2)
-        t45 = dilations[2] * t41 + strides[2] * t42 - t44
-        t46 = _gather(t39, t45, -4)
-        t47 = np.arange(np.shape(filter)[-5])
-        t48 = t47[..., None]
-        t49 = np.arange(np.shape(grad)[-4])
-        t50 = np.maximum(dilations[1] * (t26 - 1) + strides[1] * (t27 - 1) - t25 + 1, 0)
-        t51 = (t50) // (2)
-        t52 = dilations[1] * t48 + strides[1] * t49 - t51
-        t53 = _gather(t46, t52, -6)
-        grad_filter = np.einsum("abcde,afbgchdi->fghie", grad, t53, optimize=True)
     else:
         raise ValueError(f"Conv3D: unsupported attributes padding={padding!r}")
     return grad_input, grad_filter

@@ -91,6 +91,234 @@ def _scatter_add(values, positions, trailing, size):
     return tf.transpose(summed, back)
 
 
+class _UnknownSize(Exception):
+    """An axis size not known while tracing."""
+
+
+def _static_size(x, axis):
+    size = x.shape[axis]
+    if size is None:
+        raise _UnknownSize
+    return size
+
+
+def _conv_geometry(geometry):
+    """(pads, sizes) of a convolution from `geometry(size)`: Python ints where the sizes it
+    reads are known while tracing, else int64 tensors."""
+    try:
+        return geometry(_static_size)
+    except _UnknownSize:
+        return geometry(lambda x, axis: tf.shape(x, out_type=tf.int64)[axis])
+
+
+def _int_max(a, b):
+    """The larger of two integers: a Python int where both are."""
+    if tf.is_tensor(a) or tf.is_tensor(b):
+        return tf.math.maximum(tf.cast(a, tf.int64), tf.cast(b, tf.int64))
+    return max(a, b)
+
+
+def _int_min(a, b):
+    """The smaller of two integers: a Python int where both are."""
+    if tf.is_tensor(a) or tf.is_tensor(b):
+        return tf.math.minimum(tf.cast(a, tf.int64), tf.cast(b, tf.int64))
+    return min(a, b)
+
+
+def _sizes(x, first, stop):
+    """Axes `first` to `stop - 1` of `x`'s shape: Python ints where known, else int64 tensors."""
+    dynamic = tf.shape(x, out_type=tf.int64)
+    static = tf.TensorShape(x.shape)  # x may be a numpy array
+    static = [None] * stop if static.rank is None else static
+    return [static[n] if static[n] is not None else dynamic[n] for n in range(first, stop)]
+
+
+def _is_int(*values):
+    return all(isinstance(v, int) for group in values for v in group)
+
+
+def _int32_vector(values):
+    if _is_int(values):
+        return list(values)
+    return tf.cast(tf.stack([tf.cast(v, tf.int64) for v in values]), tf.int32)
+
+
+def _conv_spans(strides, dilations, counts, kernel):
+    """How many input entries `counts` windows of `kernel` entries take, per spatial axis."""
+    if any(s < 1 for s in strides) or any(d < 1 for d in dilations):
+        raise ValueError(
+            f"convolution strides and dilations must be positive, got {strides}, {dilations}"
+        )
+    return [(q - 1) * s + (k - 1) * d + 1 for s, d, q, k in zip(strides, dilations, counts, kernel)]
+
+
+def _padding_attrs(strides, dilations, pads, spans, extents, kernel):
+    """TensorFlow's `padding` and `explicit_paddings` giving windows over exactly `spans`
+    entries from `-pads`, or None where no non-negative padding does (or the sizes are not
+    known while tracing). "SAME" or "VALID" where they are that padding: the CPU's backprop
+    kernels are faster with them than with "EXPLICIT"."""
+    if len(strides) != 2 or not _is_int(pads, spans, extents, kernel):
+        return None
+    afters = [q - h - p for q, h, p in zip(spans, extents, pads)]
+    if any(p < 0 for p in pads) or any(a <= -s for a, s in zip(afters, strides)):
+        return None  # windows past the end of the input would be counted
+    if all(p == 0 and a <= 0 for p, a in zip(pads, afters)):
+        return "VALID", []
+    counts = [
+        (q - (k - 1) * d - 1) // s + 1 for q, k, d, s in zip(spans, kernel, dilations, strides)
+    ]
+    same = [
+        max((-(-h // s) - 1) * s + (k - 1) * d + 1 - h, 0) // 2
+        for h, s, k, d in zip(extents, strides, kernel, dilations)
+    ]
+    if same == list(pads) and counts == [-(-h // s) for h, s in zip(extents, strides)]:
+        return "SAME", []
+    return "EXPLICIT", [0, 0] + [n for p, a in zip(pads, afters) for n in (p, max(a, 0))] + [0, 0]
+
+
+def _window_span(x, pads, spans):
+    """`x` cut or padded with zeros along its spatial axes (all but the first and last) so
+    that spatial axis n holds `spans[n]` entries from position `-pads[n]` of `x`'s."""
+    extents = _sizes(x, 1, len(pads) + 1)
+    if _is_int(pads, spans, extents) and all(
+        p == 0 and q == h for p, q, h in zip(pads, spans, extents)
+    ):
+        return x
+    widths = [[_int_max(p, 0), _int_max(q - h - p, 0)] for p, q, h in zip(pads, spans, extents)]
+    x = tf.pad(x, [[0, 0]] + widths + [[0, 0]])
+    cut = tuple(slice(_int_max(-p, 0), _int_max(-p, 0) + q) for p, q in zip(pads, spans))
+    return x[(slice(None),) + cut + (slice(None),)]
+
+
+def _window_unspan(x, pads, sizes):
+    """The adjoint view of `_window_span`: entries `pads[n]` to `pads[n] + sizes[n] - 1` of
+    spatial axis n of `x`, zero where `x` has none."""
+    extents = _sizes(x, 1, len(pads) + 1)
+    widths = [[_int_max(-p, 0), _int_max(h + p - q, 0)] for p, h, q in zip(pads, sizes, extents)]
+    x = tf.pad(x, [[0, 0]] + widths + [[0, 0]])
+    cut = tuple(slice(_int_max(p, 0), _int_max(p, 0) + h) for p, h in zip(pads, sizes))
+    return x[(slice(None),) + cut + (slice(None),)]
+
+
+def _attr(values):
+    return [1] + [int(v) for v in values] + [1]
+
+
+def _raw_conv(x, f, strides, dilations, padding="VALID", explicit=()):
+    """TensorFlow's Conv2D or Conv3D kernel."""
+    if len(strides) == 2:
+        return tf.raw_ops.Conv2D(
+            input=x,
+            filter=f,
+            strides=_attr(strides),
+            padding=padding,
+            explicit_paddings=list(explicit),
+            dilations=_attr(dilations),
+        )
+    return tf.raw_ops.Conv3D(
+        input=x, filter=f, strides=_attr(strides), padding=padding, dilations=_attr(dilations)
+    )
+
+
+def _conv(x, f, strides, dilations, geometry):
+    """`y[n, *u, o] = sum(x[n, *(u*s + k*d - p), c] * f[*k, c, o], k, c)`, zero outside `x`."""
+    pads, sizes = _conv_geometry(geometry)
+    rank = len(strides)
+    spans = _conv_spans(strides, dilations, sizes, _sizes(f, 0, rank))
+    padding = _padding_attrs(
+        strides, dilations, pads, spans, _sizes(x, 1, rank + 1), _sizes(f, 0, rank)
+    )
+    if padding is not None:
+        return _raw_conv(x, f, strides, dilations, *padding)
+    return _raw_conv(_window_span(x, pads, spans), f, strides, dilations)
+
+
+def _conv_backprop_filter(x, g, strides, dilations, geometry):
+    """`df[*k, c, o] = sum(x[n, *(u*s + k*d - p), c] * g[n, *u, o], n, u)`."""
+    pads, sizes = _conv_geometry(geometry)
+    rank = len(strides)
+    spans = _conv_spans(strides, dilations, _sizes(g, 1, rank + 1), sizes)
+    if any(d != 1 for d in dilations):  # no CPU kernel: a forward convolution, roles swapped
+        xt = tf.transpose(_window_span(x, pads, spans), [rank + 1] + list(range(1, rank + 1)) + [0])
+        gt = tf.transpose(g, list(range(1, rank + 1)) + [0, rank + 1])
+        return tf.transpose(
+            _raw_conv(xt, gt, dilations, strides), list(range(1, rank + 1)) + [0, rank + 1]
+        )
+    filter_sizes = _int32_vector(
+        list(sizes) + [_sizes(x, rank + 1, rank + 2)[0], _sizes(g, rank + 1, rank + 2)[0]]
+    )
+    padding = _padding_attrs(strides, dilations, pads, spans, _sizes(x, 1, rank + 1), sizes)
+    if padding is not None:
+        return tf.raw_ops.Conv2DBackpropFilter(
+            input=x,
+            filter_sizes=filter_sizes,
+            out_backprop=g,
+            strides=_attr(strides),
+            padding=padding[0],
+            explicit_paddings=padding[1],
+            dilations=_attr(dilations),
+        )
+    kernel = tf.raw_ops.Conv2DBackpropFilter if rank == 2 else tf.raw_ops.Conv3DBackpropFilterV2
+    return kernel(
+        input=_window_span(x, pads, spans),
+        filter_sizes=filter_sizes,
+        out_backprop=g,
+        strides=_attr(strides),
+        padding="VALID",
+    )
+
+
+def _zero_inserted(g, axis, stride, rank):
+    """`g` with `stride - 1` zeros between neighbours along spatial axis `axis`."""
+    if stride == 1:
+        return g
+    shape = tf.shape(g, out_type=tf.int64)
+    paddings = [[0, 0]] * (rank + 3)
+    paddings[axis + 1] = [0, stride - 1]
+    spread = tf.pad(tf.expand_dims(g, axis + 1), paddings)
+    merged = tf.concat([shape[:axis], shape[axis : axis + 1] * stride, shape[axis + 1 :]], 0)
+    keep = (shape[axis] - 1) * stride + 1
+    return tf.gather(tf.reshape(spread, merged), tf.range(keep), axis=axis)
+
+
+def _conv_backprop_input(g, f, strides, dilations, geometry):
+    """`dx[n, *h, c] = sum(g[n, *((h + p - k*d) / s), o] * f[*k, c, o], k, o)`, where s divides."""
+    pads, sizes = _conv_geometry(geometry)
+    rank = len(strides)
+    kernel = _sizes(f, 0, rank)
+    spans = _conv_spans(strides, dilations, _sizes(g, 1, rank + 1), kernel)
+    if any(d != 1 for d in dilations):  # no CPU kernel: the zero-inserted upstream, filter flipped
+        for axis, s in enumerate(strides):
+            g = _zero_inserted(g, axis + 1, s, rank)
+        reach = [[(k - 1) * d] * 2 for k, d in zip(kernel, dilations)]
+        g = tf.pad(g, [[0, 0]] + reach + [[0, 0]])
+        flipped = tf.transpose(
+            tf.reverse(f, list(range(rank))), list(range(rank)) + [rank + 1, rank]
+        )
+        return _window_unspan(_raw_conv(g, flipped, [1] * rank, dilations), pads, sizes)
+    batch, channels = _sizes(g, 0, 1), _sizes(f, rank, rank + 1)
+    padding = _padding_attrs(strides, dilations, pads, spans, sizes, kernel)
+    if padding is not None:
+        return tf.raw_ops.Conv2DBackpropInput(
+            input_sizes=_int32_vector(batch + list(sizes) + channels),
+            filter=f,
+            out_backprop=g,
+            strides=_attr(strides),
+            padding=padding[0],
+            explicit_paddings=padding[1],
+            dilations=_attr(dilations),
+        )
+    op = tf.raw_ops.Conv2DBackpropInput if rank == 2 else tf.raw_ops.Conv3DBackpropInputV2
+    dx = op(
+        input_sizes=_int32_vector(batch + spans + channels),
+        filter=f,
+        out_backprop=g,
+        strides=_attr(strides),
+        padding="VALID",
+    )
+    return _window_unspan(dx, pads, sizes)
+
+
 def conv2d_vjp(
     grad,
     input,
@@ -104,98 +332,120 @@ def conv2d_vjp(
 ):
     """Gradient of Conv2D (declared at ops/conv.py:35): one per input (input, filter)."""
     if padding == "VALID":
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t1 = t0[..., None]
-        t2 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t3 = -dilations[2] * t2 + t1
-        t4 = tf.where(tf.equal((t3) % (strides[2]), 0), (t3) // (strides[2]), -tf.ones_like(t3))
-        t5 = _gather(grad, t4, -2)
-        t6 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-        t7 = t6[..., None]
-        t8 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t9 = -dilations[1] * t8 + t7
-        t10 = tf.where(tf.equal((t9) % (strides[1]), 0), (t9) // (strides[1]), -tf.ones_like(t9))
-        t11 = _gather(t5, t10, -4)
-        grad_input = tf.einsum("abcd,efagbd->efgc", filter, t11)
-        t12 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t13 = t12[..., None]
-        t14 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t15 = dilations[2] * t13 + strides[2] * t14
-        t16 = _gather(input, t15, -2)
-        t17 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t18 = t17[..., None]
-        t19 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t20 = dilations[1] * t18 + strides[1] * t19
-        t21 = _gather(t16, t20, -4)
-        grad_filter = tf.einsum("abcd,aebfcg->efgd", grad, t21)
+        grad_input = _conv_backprop_input(
+            grad,
+            filter,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: ([0, 0], [size(input, -3), size(input, -2)]),
+        )
+        grad_filter = _conv_backprop_filter(
+            input,
+            grad,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: ([0, 0], [size(filter, -4), size(filter, -3)]),
+        )
     elif padding == "SAME":
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t1 = t0[..., None]
-        t2 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t3 = tf.shape(filter, out_type=tf.int64)[-3]
-        t4 = tf.shape(input, out_type=tf.int64)[-2]
-        t5 = -((-t4) // (strides[2]))
-        t6 = tf.math.maximum(
-            dilations[2] * t3 - dilations[2] + strides[2] * t5 - strides[2] - t4 + 1, 0
+        grad_input = _conv_backprop_input(
+            grad,
+            filter,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
+                [
+                    (
+                        (
+                            _int_max(
+                                dilations[1] * size(filter, -4)
+                                - dilations[1]
+                                - strides[1] * ((-size(input, -3)) // (strides[1]))
+                                - strides[1]
+                                - size(input, -3)
+                                + 1,
+                                0,
+                            )
+                        )
+                        // (2)
+                    ),
+                    (
+                        (
+                            _int_max(
+                                dilations[2] * size(filter, -3)
+                                - dilations[2]
+                                - strides[2] * ((-size(input, -2)) // (strides[2]))
+                                - strides[2]
+                                - size(input, -2)
+                                + 1,
+                                0,
+                            )
+                        )
+                        // (2)
+                    ),
+                ],
+                [size(input, -3), size(input, -2)],
+            ),
         )
-        t7 = (t6) // (2)
-        t8 = -dilations[2] * t2 + t1 + t7
-        t9 = tf.where(tf.equal((t8) % (strides[2]), 0), (t8) // (strides[2]), -tf.ones_like(t8))
-        t10 = _gather(grad, t9, -2)
-        t11 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-        t12 = t11[..., None]
-        t13 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t14 = tf.shape(input, out_type=tf.int64)[-3]
-        t15 = tf.shape(filter, out_type=tf.int64)[-4]
-        t16 = -((-t14) // (strides[1]))
-        t17 = tf.math.maximum(
-            dilations[1] * t15 - dilations[1] + strides[1] * t16 - strides[1] - t14 + 1, 0
+        grad_filter = _conv_backprop_filter(
+            input,
+            grad,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
+                [
+                    (
+                        (
+                            _int_max(
+                                dilations[1] * size(filter, -4)
+                                - dilations[1]
+                                - strides[1] * ((-size(input, -3)) // (strides[1]))
+                                - strides[1]
+                                - size(input, -3)
+                                + 1,
+                                0,
+                            )
+                        )
+                        // (2)
+                    ),
+                    (
+                        (
+                            _int_max(
+                                dilations[2] * size(filter, -3)
+                                - dilations[2]
+                                - strides[2] * ((-size(input, -2)) // (strides[2]))
+                                - strides[2]
+                                - size(input, -2)
+                                + 1,
+                                0,
+                            )
+                        )
+                        // (2)
+                    ),
+                ],
+                [size(filter, -4), size(filter, -3)],
+            ),
         )
-        t18 = (t17) // (2)
-        t19 = -dilations[1] * t13 + t12 + t18
-        t20 = tf.where(tf.equal((t19) % (strides[1]), 0), (t19) // (strides[1]), -tf.ones_like(t19))
-        t21 = _gather(t10, t20, -4)
-        grad_input = tf.einsum("abcd,efagbd->efgc", filter, t21)
-        t22 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t23 = t22[..., None]
-        t24 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t25 = tf.math.maximum(dilations[2] * (t3 - 1) + strides[2] * (t5 - 1) - t4 + 1, 0)
-        t26 = (t25) // (2)
-        t27 = dilations[2] * t23 + strides[2] * t24 - t26
-        t28 = _gather(input, t27, -2)
-        t29 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t30 = t29[..., None]
-        t31 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t32 = tf.math.maximum(dilations[1] * (t15 - 1) + strides[1] * (t16 - 1) - t14 + 1, 0)
-        t33 = (t32) // (2)
-        t34 = dilations[1] * t30 + strides[1] * t31 - t33
-        t35 = _gather(t28, t34, -4)
-        grad_filter = tf.einsum("abcd,aebfcg->efgd", grad, t35)
     elif padding == "EXPLICIT":
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t1 = t0[..., None]
-        t2 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t3 = -dilations[2] * t2 + explicit_paddings[4] + t1
-        t4 = tf.where(tf.equal((t3) % (strides[2]), 0), (t3) // (strides[2]), -tf.ones_like(t3))
-        t5 = _gather(grad, t4, -2)
-        t6 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-        t7 = t6[..., None]
-        t8 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t9 = -dilations[1] * t8 + explicit_paddings[2] + t7
-        t10 = tf.where(tf.equal((t9) % (strides[1]), 0), (t9) // (strides[1]), -tf.ones_like(t9))
-        t11 = _gather(t5, t10, -4)
-        grad_input = tf.einsum("abcd,efagbd->efgc", filter, t11)
-        t12 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t13 = t12[..., None]
-        t14 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t15 = dilations[2] * t13 - explicit_paddings[4] + strides[2] * t14
-        t16 = _gather(input, t15, -2)
-        t17 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t18 = t17[..., None]
-        t19 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t20 = dilations[1] * t18 - explicit_paddings[2] + strides[1] * t19
-        t21 = _gather(t16, t20, -4)
-        grad_filter = tf.einsum("abcd,aebfcg->efgd", grad, t21)
+        grad_input = _conv_backprop_input(
+            grad,
+            filter,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
+                [explicit_paddings[2], explicit_paddings[4]],
+                [size(input, -3), size(input, -2)],
+            ),
+        )
+        grad_filter = _conv_backprop_filter(
+            input,
+            grad,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
+                [explicit_paddings[2], explicit_paddings[4]],
+                [size(filter, -4), size(filter, -3)],
+            ),
+        )
     else:
         raise ValueError(f"Conv2D: unsupported attributes padding={padding!r}")
     return grad_input, grad_filter
@@ -222,73 +472,101 @@ def conv2d(
     @tf.custom_gradient
     def forward(input, filter):
         if padding == "VALID":
-            t0 = tf.shape(filter, out_type=tf.int64)[-3]
-            t1 = tf.shape(input, out_type=tf.int64)[-2]
-            t2 = (-dilations[2] * (t0 - 1) + t1 - 1) // (strides[2])
-            t3 = t2 + 1
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4[..., None]
-            t6 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-            t7 = dilations[2] * t6 + strides[2] * t5
-            t8 = _gather(input, t7, -2)
-            t9 = tf.shape(input, out_type=tf.int64)[-3]
-            t10 = tf.shape(filter, out_type=tf.int64)[-4]
-            t11 = (-dilations[1] * (t10 - 1) + t9 - 1) // (strides[1])
-            t12 = t11 + 1
-            t13 = tf.range(tf.cast(t12, tf.int64))
-            t14 = t13[..., None]
-            t15 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-            t16 = dilations[1] * t15 + strides[1] * t14
-            t17 = _gather(t8, t16, -4)
-            output = tf.einsum("abcd,efagbc->efgd", filter, t17)
+            output = _conv(
+                input,
+                filter,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [0, 0],
+                    [
+                        (
+                            (-dilations[1] * (size(filter, -4) - 1) + size(input, -3) - 1)
+                            // (strides[1])
+                        )
+                        + 1,
+                        (
+                            (-dilations[2] * (size(filter, -3) - 1) + size(input, -2) - 1)
+                            // (strides[2])
+                        )
+                        + 1,
+                    ],
+                ),
+            )
         elif padding == "SAME":
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = -((-t0) // (strides[2]))
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t5 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-            t6 = tf.shape(filter, out_type=tf.int64)[-3]
-            t7 = tf.math.maximum(dilations[2] * (t6 - 1) + strides[2] * (t1 - 1) - t0 + 1, 0)
-            t8 = (t7) // (2)
-            t9 = dilations[2] * t5 + strides[2] * t4 - t8
-            t10 = _gather(input, t9, -2)
-            t11 = tf.shape(input, out_type=tf.int64)[-3]
-            t12 = -((-t11) // (strides[1]))
-            t13 = t12
-            t14 = tf.range(tf.cast(t13, tf.int64))
-            t15 = t14[..., None]
-            t16 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-            t17 = tf.shape(filter, out_type=tf.int64)[-4]
-            t18 = tf.math.maximum(dilations[1] * (t17 - 1) + strides[1] * (t12 - 1) - t11 + 1, 0)
-            t19 = (t18) // (2)
-            t20 = dilations[1] * t16 + strides[1] * t15 - t19
-            t21 = _gather(t10, t20, -4)
-            output = tf.einsum("abcd,efagbc->efgd", filter, t21)
+            output = _conv(
+                input,
+                filter,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [
+                        (
+                            (
+                                _int_max(
+                                    dilations[1] * size(filter, -4)
+                                    - dilations[1]
+                                    - strides[1] * ((-size(input, -3)) // (strides[1]))
+                                    - strides[1]
+                                    - size(input, -3)
+                                    + 1,
+                                    0,
+                                )
+                            )
+                            // (2)
+                        ),
+                        (
+                            (
+                                _int_max(
+                                    dilations[2] * size(filter, -3)
+                                    - dilations[2]
+                                    - strides[2] * ((-size(input, -2)) // (strides[2]))
+                                    - strides[2]
+                                    - size(input, -2)
+                                    + 1,
+                                    0,
+                                )
+                            )
+                            // (2)
+                        ),
+                    ],
+                    [-((-size(input, -3)) // (strides[1])), -((-size(input, -2)) // (strides[2]))],
+                ),
+            )
         elif padding == "EXPLICIT":
-            t0 = tf.shape(filter, out_type=tf.int64)[-3]
-            t1 = tf.shape(input, out_type=tf.int64)[-2]
-            t2 = (
-                -dilations[2] * (t0 - 1) + explicit_paddings[4] + explicit_paddings[5] + t1 - 1
-            ) // (strides[2])
-            t3 = t2 + 1
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4[..., None]
-            t6 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-            t7 = dilations[2] * t6 - explicit_paddings[4] + strides[2] * t5
-            t8 = _gather(input, t7, -2)
-            t9 = tf.shape(input, out_type=tf.int64)[-3]
-            t10 = tf.shape(filter, out_type=tf.int64)[-4]
-            t11 = (
-                -dilations[1] * (t10 - 1) + explicit_paddings[2] + explicit_paddings[3] + t9 - 1
-            ) // (strides[1])
-            t12 = t11 + 1
-            t13 = tf.range(tf.cast(t12, tf.int64))
-            t14 = t13[..., None]
-            t15 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-            t16 = dilations[1] * t15 - explicit_paddings[2] + strides[1] * t14
-            t17 = _gather(t8, t16, -4)
-            output = tf.einsum("abcd,efagbc->efgd", filter, t17)
+            output = _conv(
+                input,
+                filter,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [explicit_paddings[2], explicit_paddings[4]],
+                    [
+                        (
+                            (
+                                -dilations[1] * (size(filter, -4) - 1)
+                                + explicit_paddings[2]
+                                + explicit_paddings[3]
+                                + size(input, -3)
+                                - 1
+                            )
+                            // (strides[1])
+                        )
+                        + 1,
+                        (
+                            (
+                                -dilations[2] * (size(filter, -3) - 1)
+                                + explicit_paddings[4]
+                                + explicit_paddings[5]
+                                + size(input, -2)
+                                - 1
+                            )
+                            // (strides[2])
+                        )
+                        + 1,
+                    ],
+                ),
+            )
         else:
             raise ValueError(f"Conv2D: unsupported attributes padding={padding!r}")
 
@@ -712,104 +990,130 @@ _register("ExtractImagePatches", extract_image_patches_grad)
 def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
     """Gradient of Conv3D (declared at ops/conv.py:83): one per input (input, filter)."""
     if padding == "VALID":
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t1 = t0[..., None]
-        t2 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t3 = -dilations[3] * t2 + t1
-        t4 = tf.where(tf.equal((t3) % (strides[3]), 0), (t3) // (strides[3]), -tf.ones_like(t3))
-        t5 = _gather(grad, t4, -2)
-        t6 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-        t7 = t6[..., None]
-        t8 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t9 = -dilations[2] * t8 + t7
-        t10 = tf.where(tf.equal((t9) % (strides[2]), 0), (t9) // (strides[2]), -tf.ones_like(t9))
-        t11 = _gather(t5, t10, -4)
-        t12 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
-        t13 = t12[..., None]
-        t14 = tf.range(tf.shape(filter, out_type=tf.int64)[-5])
-        t15 = -dilations[1] * t14 + t13
-        t16 = tf.where(tf.equal((t15) % (strides[1]), 0), (t15) // (strides[1]), -tf.ones_like(t15))
-        t17 = _gather(t11, t16, -6)
-        grad_input = tf.einsum("abcde,fgahbice->fghid", filter, t17)
-        t18 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t19 = t18[..., None]
-        t20 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t21 = dilations[3] * t19 + strides[3] * t20
-        t22 = _gather(input, t21, -2)
-        t23 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t24 = t23[..., None]
-        t25 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t26 = dilations[2] * t24 + strides[2] * t25
-        t27 = _gather(t22, t26, -4)
-        t28 = tf.range(tf.shape(filter, out_type=tf.int64)[-5])
-        t29 = t28[..., None]
-        t30 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
-        t31 = dilations[1] * t29 + strides[1] * t30
-        t32 = _gather(t27, t31, -6)
-        grad_filter = tf.einsum("abcde,afbgchdi->fghie", grad, t32)
+        grad_input = _conv_backprop_input(
+            grad,
+            filter,
+            strides=[strides[1], strides[2], strides[3]],
+            dilations=[dilations[1], dilations[2], dilations[3]],
+            geometry=lambda size: ([0, 0, 0], [size(input, -4), size(input, -3), size(input, -2)]),
+        )
+        grad_filter = _conv_backprop_filter(
+            input,
+            grad,
+            strides=[strides[1], strides[2], strides[3]],
+            dilations=[dilations[1], dilations[2], dilations[3]],
+            geometry=lambda size: (
+                [0, 0, 0],
+                [size(filter, -5), size(filter, -4), size(filter, -3)],
+            ),
+        )
     elif padding == "SAME":
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t1 = t0[..., None]
-        t2 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t3 = tf.shape(filter, out_type=tf.int64)[-3]
-        t4 = tf.shape(input, out_type=tf.int64)[-2]
-        t5 = -((-t4) // (strides[3]))
-        t6 = tf.math.maximum(
-            dilations[3] * t3 - dilations[3] + strides[3] * t5 - strides[3] - t4 + 1, 0
+        grad_input = _conv_backprop_input(
+            grad,
+            filter,
+            strides=[strides[1], strides[2], strides[3]],
+            dilations=[dilations[1], dilations[2], dilations[3]],
+            geometry=lambda size: (
+                [
+                    (
+                        (
+                            _int_max(
+                                dilations[1] * size(filter, -5)
+                                - dilations[1]
+                                - strides[1] * ((-size(input, -4)) // (strides[1]))
+                                - strides[1]
+                                - size(input, -4)
+                                + 1,
+                                0,
+                            )
+                        )
+                        // (2)
+                    ),
+                    (
+                        (
+                            _int_max(
+                                dilations[2] * size(filter, -4)
+                                - dilations[2]
+                                - strides[2] * ((-size(input, -3)) // (strides[2]))
+                                - strides[2]
+                                - size(input, -3)
+                                + 1,
+                                0,
+                            )
+                        )
+                        // (2)
+                    ),
+                    (
+                        (
+                            _int_max(
+                                dilations[3] * size(filter, -3)
+                                - dilations[3]
+                                - strides[3] * ((-size(input, -2)) // (strides[3]))
+                                - strides[3]
+                                - size(input, -2)
+                                + 1,
+                                0,
+                            )
+                        )
+                        // (2)
+                    ),
+                ],
+                [size(input, -4), size(input, -3), size(input, -2)],
+            ),
         )
-        t7 = (t6) // (2)
-        t8 = -dilations[3] * t2 + t1 + t7
-        t9 = tf.where(tf.equal((t8) % (strides[3]), 0), (t8) // (strides[3]), -tf.ones_like(t8))
-        t10 = _gather(grad, t9, -2)
-        t11 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-        t12 = t11[..., None]
-        t13 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t14 = tf.shape(input, out_type=tf.int64)[-3]
-        t15 = tf.shape(filter, out_type=tf.int64)[-4]
-        t16 = -((-t14) // (strides[2]))
-        t17 = tf.math.maximum(
-            dilations[2] * t15 - dilations[2] + strides[2] * t16 - strides[2] - t14 + 1, 0
+        grad_filter = _conv_backprop_filter(
+            input,
+            grad,
+            strides=[strides[1], strides[2], strides[3]],
+            dilations=[dilations[1], dilations[2], dilations[3]],
+            geometry=lambda size: (
+                [
+                    (
+                        (
+                            _int_max(
+                                dilations[1] * size(filter, -5)
+                                - dilations[1]
+                                - strides[1] * ((-size(input, -4)) // (strides[1]))
+                                - strides[1]
+                                - size(input, -4)
+                                + 1,
+                                0,
+                            )
+                        )
+                        // (2)
+                    ),
+                    (
+                        (
+                            _int_max(
+                                dilations[2] * size(filter, -4)
+                                - dilations[2]
+                                - strides[2] * ((-size(input, -3)) // (strides[2]))
+                                - strides[2]
+                                - size(input, -3)
+                                + 1,
+                                0,
+                            )
+                        )
+                        // (2)
+                    ),
+                    (
+                        (
+                            _int_max(
+                                dilations[3] * size(filter, -3)
+                                - dilations[3]
+                                - strides[3] * ((-size(input, -2)) // (strides[3]))
+                                - strides[3]
+                                - size(input, -2)
+                                + 1,
+                                0,
+                            )
+                        )
+                        // (2)
+                    ),
+                ],
+                [size(filter, -5), size(filter, -4), size(filter, -3)],
+            ),
         )
-        t18 = (t17) // (2)
-        t19 = -dilations[2] * t13 + t12 + t18
-        t20 = tf.where(tf.equal((t19) % (strides[2]), 0), (t19) // (strides[2]), -tf.ones_like(t19))
-        t21 = _gather(t10, t20, -4)
-        t22 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
-        t23 = t22[..., None]
-        t24 = tf.range(tf.shape(filter, out_type=tf.int64)[-5])
-        t25 = tf.shape(input, out_type=tf.int64)[-4]
-        t26 = tf.shape(filter, out_type=tf.int64)[-5]
-        t27 = -((-t25) // (strides[1]))
-        t28 = tf.math.maximum(
-            dilations[1] * t26 - dilations[1] + strides[1] * t27 - strides[1] - t25 + 1, 0
-        )
-        t29 = (t28) // (2)
-        t30 = -dilations[1] * t24 + t23 + t29
-        t31 = tf.where(tf.equal((t30) % (strides[1]), 0), (t30) // (strides[1]), -tf.ones_like(t30))
-        t32 = _gather(t21, t31, -6)
-        grad_input = tf.einsum("abcde,fgahbice->fghid", filter, t32)
-        t33 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t34 = t33[..., None]
-        t35 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t36 = tf.math.maximum(dilations[3] * (t3 - 1) + strides[3] * (t5 - 1) - t4 + 1, 0)
-        t37 = (t36) // (2)
-        t38 = dilations[3] * t34 + strides[3] * t35 - t37
-        t39 = _gather(input, t38, -2)
-        t40 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t41 = t40[..., None]
-        t42 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t43 = tf.math.maximum(dilations[2] * (t15 - 1) + strides[2] * (t16 - 1) - t14 + 1, 0)
-        t44 = (t43) // (2)
-        t45 = dilations[2] * t41 + strides[2] * t42 - t44
-        t46 = _gather(t39, t45, -4)
-        t47 = tf.range(tf.shape(filter, out_type=tf.int64)[-5])
-        t48 = t47[..., None]
-        t49 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
-        t50 = tf.math.maximum(dilations[1] * (t26 - 1) + strides[1] * (t27 - 1) - t25 + 1, 0)
-        t51 = (t50) // (2)
-        t52 = dilations[1] * t48 + strides[1] * t49 - t51
-        t53 = _gather(t46, t52, -6)
-        grad_filter = tf.einsum("abcde,afbgchdi->fghie", grad, t53)
     else:
         raise ValueError(f"Conv3D: unsupported attributes padding={padding!r}")
     return grad_input, grad_filter
@@ -833,69 +1137,90 @@ def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
     @tf.custom_gradient
     def forward(input, filter):
         if padding == "VALID":
-            t0 = tf.shape(filter, out_type=tf.int64)[-3]
-            t1 = tf.shape(input, out_type=tf.int64)[-2]
-            t2 = (-dilations[3] * (t0 - 1) + t1 - 1) // (strides[3])
-            t3 = t2 + 1
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4[..., None]
-            t6 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-            t7 = dilations[3] * t6 + strides[3] * t5
-            t8 = _gather(input, t7, -2)
-            t9 = tf.shape(input, out_type=tf.int64)[-3]
-            t10 = tf.shape(filter, out_type=tf.int64)[-4]
-            t11 = (-dilations[2] * (t10 - 1) + t9 - 1) // (strides[2])
-            t12 = t11 + 1
-            t13 = tf.range(tf.cast(t12, tf.int64))
-            t14 = t13[..., None]
-            t15 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-            t16 = dilations[2] * t15 + strides[2] * t14
-            t17 = _gather(t8, t16, -4)
-            t18 = tf.shape(input, out_type=tf.int64)[-4]
-            t19 = tf.shape(filter, out_type=tf.int64)[-5]
-            t20 = (-dilations[1] * (t19 - 1) + t18 - 1) // (strides[1])
-            t21 = t20 + 1
-            t22 = tf.range(tf.cast(t21, tf.int64))
-            t23 = t22[..., None]
-            t24 = tf.range(tf.shape(filter, out_type=tf.int64)[-5])
-            t25 = dilations[1] * t24 + strides[1] * t23
-            t26 = _gather(t17, t25, -6)
-            output = tf.einsum("abcde,fgahbicd->fghie", filter, t26)
+            output = _conv(
+                input,
+                filter,
+                strides=[strides[1], strides[2], strides[3]],
+                dilations=[dilations[1], dilations[2], dilations[3]],
+                geometry=lambda size: (
+                    [0, 0, 0],
+                    [
+                        (
+                            (-dilations[1] * (size(filter, -5) - 1) + size(input, -4) - 1)
+                            // (strides[1])
+                        )
+                        + 1,
+                        (
+                            (-dilations[2] * (size(filter, -4) - 1) + size(input, -3) - 1)
+                            // (strides[2])
+                        )
+                        + 1,
+                        (
+                            (-dilations[3] * (size(filter, -3) - 1) + size(input, -2) - 1)
+                            // (strides[3])
+                        )
+                        + 1,
+                    ],
+                ),
+            )
         elif padding == "SAME":
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = -((-t0) // (strides[3]))
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t5 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-            t6 = tf.shape(filter, out_type=tf.int64)[-3]
-            t7 = tf.math.maximum(dilations[3] * (t6 - 1) + strides[3] * (t1 - 1) - t0 + 1, 0)
-            t8 = (t7) // (2)
-            t9 = dilations[3] * t5 + strides[3] * t4 - t8
-            t10 = _gather(input, t9, -2)
-            t11 = tf.shape(input, out_type=tf.int64)[-3]
-            t12 = -((-t11) // (strides[2]))
-            t13 = t12
-            t14 = tf.range(tf.cast(t13, tf.int64))
-            t15 = t14[..., None]
-            t16 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-            t17 = tf.shape(filter, out_type=tf.int64)[-4]
-            t18 = tf.math.maximum(dilations[2] * (t17 - 1) + strides[2] * (t12 - 1) - t11 + 1, 0)
-            t19 = (t18) // (2)
-            t20 = dilations[2] * t16 + strides[2] * t15 - t19
-            t21 = _gather(t10, t20, -4)
-            t22 = tf.shape(input, out_type=tf.int64)[-4]
-            t23 = -((-t22) // (strides[1]))
-            t24 = t23
-            t25 = tf.range(tf.cast(t24, tf.int64))
-            t26 = t25[..., None]
-            t27 = tf.range(tf.shape(filter, out_type=tf.int64)[-5])
-            t28 = tf.shape(filter, out_type=tf.int64)[-5]
-            t29 = tf.math.maximum(dilations[1] * (t28 - 1) + strides[1] * (t23 - 1) - t22 + 1, 0)
-            t30 = (t29) // (2)
-            t31 = dilations[1] * t27 + strides[1] * t26 - t30
-            t32 = _gather(t21, t31, -6)
-            output = tf.einsum("abcde,fgahbicd->fghie", filter, t32)
+            output = _conv(
+                input,
+                filter,
+                strides=[strides[1], strides[2], strides[3]],
+                dilations=[dilations[1], dilations[2], dilations[3]],
+                geometry=lambda size: (
+                    [
+                        (
+                            (
+                                _int_max(
+                                    dilations[1] * size(filter, -5)
+                                    - dilations[1]
+                                    - strides[1] * ((-size(input, -4)) // (strides[1]))
+                                    - strides[1]
+                                    - size(input, -4)
+                                    + 1,
+                                    0,
+                                )
+                            )
+                            // (2)
+                        ),
+                        (
+                            (
+                                _int_max(
+                                    dilations[2] * size(filter, -4)
+                                    - dilations[2]
+                                    - strides[2] * ((-size(input, -3)) // (strides[2]))
+                                    - strides[2]
+                                    - size(input, -3)
+                                    + 1,
+                                    0,
+                                )
+                            )
+                            // (2)
+                        ),
+                        (
+                            (
+                                _int_max(
+                                    dilations[3] * size(filter, -3)
+                                    - dilations[3]
+                                    - strides[3] * ((-size(input, -2)) // (strides[3]))
+                                    - strides[3]
+                                    - size(input, -2)
+                                    + 1,
+                                    0,
+                                )
+                            )
+                            // (2)
+                        ),
+                    ],
+                    [
+                        -((-size(input, -4)) // (strides[1])),
+                        -((-size(input, -3)) // (strides[2])),
+                        -((-size(input, -2)) // (strides[3])),
+                    ],
+                ),
+            )
         else:
             raise ValueError(f"Conv3D: unsupported attributes padding={padding!r}")
 

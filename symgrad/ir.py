@@ -368,6 +368,31 @@ class ScatterAdd:
         return f"scatter_add({self.values}, {self.positions}, trailing={self.trailing}, size={self.size})"
 
 
+class axis_size(sp.Function):
+    """The size of axis `axis` (negative) of variable `x`, as an integer known when the code
+    is traced where the backend knows it: `axis_size(Symbol(x), axis)`."""
+
+    is_integer = True
+    is_positive = True
+
+
+@dataclass(frozen=True)
+class Convolution:
+    """A channels-last convolution kernel (`symgrad.conv_kernels`): "conv" (input, filter),
+    "conv_backprop_filter" (input, upstream) or "conv_backprop_input" (upstream, filter)."""
+
+    kind: str  # a `symgrad.conv_kernels.KERNELS` name
+    operands: tuple[str, str]  # variables, in the kernel's order
+    strides: tuple[sp.Expr, ...]  # per spatial axis: integer expressions of attributes
+    dilations: tuple[sp.Expr, ...]  # likewise
+    pads: tuple[sp.Expr, ...]  # padding before each spatial axis, over `axis_size`s
+    sizes: tuple[sp.Expr, ...]  # the result's spatial sizes, over `axis_size`s
+
+    def __str__(self) -> str:
+        geometry = f"strides={self.strides}, dilations={self.dilations}, pads={self.pads}"
+        return f"{self.kind}({', '.join(self.operands)}, {geometry}, sizes={self.sizes})"
+
+
 @dataclass(frozen=True)
 class MergeAxes:
     """`x` (broadcast to `sizes` first if it lacks axes) with each group of adjacent axes
@@ -402,7 +427,7 @@ Value = Union[
     Elementwise, FusedCall, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
     BroadcastTo, BroadcastToShape, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis, Constant, Iota,
     IntSize, IndexArith, Arange, Gather, ScatterAdd, Rank, NegativeAxes, AsTuple, IntArray,
-    MergeAxes, SplitAxis, Length, Stack,
+    MergeAxes, SplitAxis, Length, Stack, Convolution,
 ]
 
 
@@ -424,7 +449,7 @@ def reads(value: Value) -> set[str]:
         return reads(value.value) | {value.shape}
     if isinstance(value, MatMul):
         return {value.a, value.b}
-    if isinstance(value, Einsum):
+    if isinstance(value, (Einsum, Convolution)):
         return set(value.operands)
     if isinstance(value, Stack):
         return set(value.values)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sympy as sp
 
+from symgrad.conv_kernels import find_convolution
 from symgrad.declare import BATCH, OpDecl
 from symgrad.derive import TensorValue
 from symgrad.errors import LoweringError
@@ -20,6 +21,8 @@ from symgrad.functions import exact_div, maximum, minimum, product, read_outside
 from symgrad.ir import (
     Arange,
     Assign,
+    Convolution,
+    axis_size,
     Gather,
     IndexArith,
     IntArray,
@@ -466,6 +469,9 @@ class TensorLowering:
             return self.array(sp.Mul(*outside), axes) * self.array(sp.Sum(sp.Mul(*inside), *expr.limits), axes)
         if not free_indices(expr) <= set(axes):
             self._fail(f"{expr} depends on indices outside {axes}")
+        convolution = self._convolution(expr, axes)
+        if convolution is not None:
+            return convolution
         scatter = next((d for d in _scatter_deltas(expr.function, axes, summed)), None)
         if scatter is not None:
             return self._scatter(expr, scatter, axes)
@@ -478,6 +484,49 @@ class TensorLowering:
             name = self._temp(lower_contraction(operands, out, summed))
             return self._scalar(coefficient) * sp.Symbol(self._expand(name, out, axes))
         return self._reduce("sum", expr.function, summed, axes)
+
+    # --- convolutions ---
+
+    def _convolution(self, expr: sp.Sum, axes) -> sp.Expr | None:
+        """A sum of two tensor entries that a convolution kernel computes (`conv_kernels`),
+        over whole axes, as that kernel: no window is gathered."""
+        coefficient, entries = sp.S.One, []
+        for factor in sp.Mul.make_args(expr.function):
+            if isinstance(factor, sp.Indexed):
+                entries.append(factor)
+            elif free_indices(factor) or factor.has(sp.Indexed):
+                return None
+            else:
+                coefficient *= factor
+        out = tuple(a for a in axes if a in free_indices(expr))
+        ranges = {**self.ranges, **{lim[0]: (lim[1], lim[2]) for lim in expr.limits}}
+        found = find_convolution(entries, out, tuple(lim[0] for lim in expr.limits), is_index)
+        if found is None or not all(_whole_axes(entry, ranges) for entry in found.operands):
+            return None
+        spatial = found.result_spatial()
+        if any(ranges[i][0] != 0 for i in spatial) or not self._sizes_known(found, spatial, ranges):
+            return None
+        static = self._static_sizes
+        name = self._temp(
+            Convolution(
+                found.kernel.name,
+                tuple(str(entry.base.label) for entry in found.operands),
+                tuple(static(s) for s in found.strides),
+                tuple(static(d) for d in found.dilations),
+                tuple(static(p) for p in found.pads),
+                tuple(static(ranges[i][1] + 1) for i in spatial),
+            )
+        )
+        return self._scalar(coefficient) * sp.Symbol(self._expand(name, out, axes))
+
+    def _sizes_known(self, found, spatial, ranges) -> bool:
+        sizes = [found.strides, found.dilations, found.pads, [ranges[i][1] for i in spatial]]
+        return all(d in self.dims for group in sizes for e in group for d in _sizes_in(sp.sympify(e)))
+
+    def _static_sizes(self, expr) -> sp.Expr:
+        """`expr` with each dimension size read from an array's shape as `axis_size`."""
+        expr = sp.sympify(expr)
+        return expr.xreplace({d: axis_size(sp.Symbol(self.dims[d][0]), self.dims[d][1]) for d in _sizes_in(expr)})
 
     def _gather_operands(self, product: sp.Expr, axes) -> sp.Expr:
         """Tensor entries with mapped subscripts as entries of gathered arrays, plainly
@@ -603,6 +652,19 @@ def _layout(body, axes: tuple, summed: tuple) -> list:
         if set(order) == wanted and [i for i in order if i in axes] == list(axes):
             return order
     return [BATCH] * (BATCH in summed) + list(axes) + [i for i in summed if i != BATCH]
+
+
+def _whole_axes(entry: sp.Indexed, ranges: dict) -> bool:
+    """Whether each plain index of `entry` runs over its whole axis (0 to the size - 1)."""
+    shape = getattr(entry.base, "shape", None)
+    if shape is None:
+        return False
+    for index, size in zip(entry.indices, shape):
+        if is_index(index):
+            low, high = ranges.get(index, (None, None))
+            if low != 0 or high is None or sp.simplify(high - size + 1) != 0:
+                return False
+    return True
 
 
 def _sizes_in(expr) -> list:

@@ -59,6 +59,7 @@ def render_numpy_module(source: str, ops: list[ir.OpCode]) -> str:
         uses_shift_right=_uses(ops, lambda v: isinstance(v, ir.Scan) and v.exclusive),
         uses_gather=_uses(ops, lambda v: isinstance(v, ir.Gather)),
         uses_scatter=_uses(ops, lambda v: isinstance(v, ir.ScatterAdd)),
+        uses_convolution=_uses(ops, lambda v: isinstance(v, ir.Convolution)),
     )
     return _format(text)
 
@@ -74,6 +75,7 @@ def render_tf_module(source: str, ops: list[ir.OpCode]) -> str:
         uses_const_inputs=any(op.const_inputs for op in ops),
         uses_gather=_uses(ops, lambda v: isinstance(v, ir.Gather)),
         uses_scatter=_uses(ops, lambda v: isinstance(v, ir.ScatterAdd)),
+        uses_convolution=_uses(ops, lambda v: isinstance(v, ir.Convolution)),
     )
     return _format(text)
 

@@ -6,7 +6,7 @@ import sympy as sp
 from sympy.printing.numpy import SciPyPrinter
 
 from symgrad import ir
-from symgrad.printers.common import ArrayCodeMixin, merged_shape, nested as _nested
+from symgrad.printers.common import ArrayCodeMixin, integer_form, merged_shape, nested as _nested
 
 
 class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
@@ -197,3 +197,17 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         tail = f" + {shape}[{value.axis + 1}:]" if value.axis != -1 else ""
         sizes = ", ".join((*value.outer, "-1", *value.inner))
         return f"{self._module_format('numpy.reshape')}({value.x}, {shape}[:{value.axis}] + ({sizes}){tail})"
+
+    def _print_Convolution(self, value: ir.Convolution):
+        geometry = ", ".join(
+            f"{name}={self._int_tuple(exprs)}"
+            for name, exprs in (("strides", value.strides), ("dilations", value.dilations), ("pads", value.pads), ("sizes", value.sizes))
+        )
+        return f"_{value.kind}({', '.join(value.operands)}, {geometry})"
+
+    def _int_tuple(self, exprs) -> str:
+        return "(" + ", ".join(self._print(integer_form(e)) for e in exprs) + ("," if len(exprs) == 1 else "") + ")"
+
+    def _print_axis_size(self, expr):
+        x, axis = expr.args
+        return f"{self._module_format('numpy.shape')}({x})[{axis}]"

@@ -8,7 +8,7 @@ from sympy.printing.pycode import PythonCodePrinter, _known_functions_math
 
 from symgrad import ir
 from symgrad.functions import dawsn, rint
-from symgrad.printers.common import ArrayCodeMixin, merged_shape, nested as _nested
+from symgrad.printers.common import ArrayCodeMixin, integer_form, merged_shape, nested as _nested
 
 
 class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
@@ -279,6 +279,37 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     def _print_ZerosLike(self, value: ir.ZerosLike):
         return f"{self._module_format('tensorflow.zeros_like')}({value.like})"
 
+
+    def _print_Convolution(self, value: ir.Convolution):
+        """A helper calling TensorFlow's kernel; sizes and pads are computed by a function of
+        how an axis size is read, so that they are Python ints wherever shapes are known."""
+        self._geometry_context = True
+        try:
+            strides, dilations, pads, sizes = (
+                self._int_list(e) for e in (value.strides, value.dilations, value.pads, value.sizes)
+            )
+        finally:
+            self._geometry_context = False
+        operands = ", ".join(value.operands)
+        geometry = f"lambda size: ({pads}, {sizes})"
+        return f"_{value.kind}({operands}, strides={strides}, dilations={dilations}, geometry={geometry})"
+
+    def _int_list(self, exprs) -> str:
+        return "[" + ", ".join(self._print(integer_form(e)) for e in exprs) + "]"
+
+    def _print_axis_size(self, expr):
+        x, axis = expr.args
+        return f"size({x}, {axis})"
+
+    def _print_extreme(self, which, args):
+        if not self._geometry_context:
+            return super()._print_extreme(which, args)
+        text = self._print(args[-1])
+        for arg in reversed(args[:-1]):
+            text = f"_int_{which[:3]}({self._print(arg)}, {text})"
+        return text
+
+    _geometry_context = False
 
     def _print_MergeAxes(self, value: ir.MergeAxes):
         x = self._print_operand(value.x)
