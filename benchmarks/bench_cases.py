@@ -237,5 +237,8 @@ CASES: tuple[Case, ...] = (
         sizes(((32, 64, 64, 64), (3, 3, 64, 64)), ((8, 32, 32, 32), (3, 3, 32, 32)), ((2, 8, 8, 4), (3, 3, 4, 4))),
         {"strides": [1, 1, 1, 1], "padding": "SAME", "explicit_paddings": [], "dilations": [1, 1, 1, 1]},
         tf_op=lambda tf, x, w: tf.raw_ops.Conv2D(input=x, filter=w, strides=[1, 1, 1, 1], padding="SAME"),
+        jax=lambda m, x, w: m.lax.conv_general_dilated(
+            x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+        ),
     ),
 )

@@ -76,7 +76,7 @@ class Libraries:
 
     tf: Any  # the tensorflow module
     autograd: Any  # namespace: np (autograd.numpy), special (autograd.scipy.special)
-    jax: Any  # namespace: np (jax.numpy), nn (jax.nn), special (jax.scipy.special)
+    jax: Any  # namespace: np (jax.numpy), nn (jax.nn), special (jax.scipy.special), lax (jax.lax)
 
 
 def make_inputs(case: Case, size: str, seed: int = 0) -> list[np.ndarray]:

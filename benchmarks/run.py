@@ -288,7 +288,7 @@ def _load_jax():
         _missing("jax", "the jax.jit contender")
         return None
     jax.config.update("jax_platforms", "cpu")
-    return argparse.Namespace(np=jax.numpy, nn=jax.nn, special=jax.scipy.special)
+    return argparse.Namespace(np=jax.numpy, nn=jax.nn, special=jax.scipy.special, lax=jax.lax)
 
 
 def describe_machine(libs: Libraries) -> dict[str, str]:
