@@ -44,5 +44,5 @@ def test_reasons_name_no_declared_op_type():
 def test_readme_table_names_every_declared_op_type():
     text = (ROOT / "README.md").read_text()
     table = text.split(START, 1)[1].split(END, 1)[0]
-    rows = set(re.findall(r"^\| (\w+) \| \d+ \|", table, re.MULTILINE))
+    rows = set(re.findall(r"^\| (\w+) \| (?:\d+|-) \|", table, re.MULTILINE))
     assert DECLARED <= rows, f"regenerate the README's coverage table: {sorted(DECLARED - rows)}"
