@@ -267,10 +267,19 @@ def _reuse_in_factor(factor: sp.Expr, indices: tuple, outputs) -> sp.Expr:
     while improved:
         improved = False
         for out in outputs:
+            reads = out.expr.atoms(sp.Indexed)
             for entry in _index_tuples(out.indices, _candidate_indices(factor, out, indices)):
-                expr = out.expr.subs(dict(zip(out.indices, entry)), simultaneous=True)
+                at = dict(zip(out.indices, entry))
+                # `y[t]`'s expression occurs in `factor` only if its entries do, and can be
+                # solved for one only if that one does: checked first, substituting is slow
+                mapped = {e.xreplace(at) for e in reads}
+                found = mapped & factor.atoms(sp.Indexed)
+                if not found:
+                    continue
+                expr = out.expr.xreplace(at)
                 value = sp.IndexedBase(out.name)[entry] if entry else sp.Symbol(out.name)
-                for candidate in [factor.subs(expr, value), *_by_inverse_entry(factor, expr, value, entry)]:
+                direct = [factor.subs(expr, value)] if found == mapped else []
+                for candidate in [*direct, *_by_inverse_entry(factor, expr, value, entry)]:
                     if sp.count_ops(candidate) < sp.count_ops(factor):
                         factor, improved = candidate, True
     return factor
