@@ -132,6 +132,40 @@ def _conv_backprop_input(g, f, strides, dilations, pads, sizes):
     return _window_unspan(dx, pads, sizes)
 
 
+def _depthwise_conv(x, f, strides, dilations, pads, sizes):
+    """`y[n, *u, c, m] = sum(x[n, *(u*s + k*d - p), c] * f[*k, c, m], k)`, zero outside `x`:
+    one product per window position, elementwise in the channel, over a strided view of `x`."""
+    rank = len(strides)
+    kernel = np.shape(f)[:rank]
+    x = _window_span(x, pads, _conv_spans(strides, dilations, sizes, kernel))
+    y = np.zeros((np.shape(x)[0], *sizes, *np.shape(f)[-2:]), dtype=np.result_type(x, f))
+    for k, cut in _window_positions(strides, dilations, sizes, kernel):
+        y += x[cut][..., None] * f[k]
+    return y
+
+
+def _depthwise_conv_backprop_filter(x, g, strides, dilations, pads, sizes):
+    """`df[*k, c, m] = sum(x[n, *(u*s + k*d - p), c] * g[n, *u, c, m], n, u)`."""
+    counts = np.shape(g)[1:-2]
+    x = _window_span(x, pads, _conv_spans(strides, dilations, counts, sizes))
+    df = np.zeros((*sizes, *np.shape(g)[-2:]), dtype=np.result_type(x, g))
+    for k, cut in _window_positions(strides, dilations, counts, sizes):
+        df[k] = np.einsum("...c,...cm->cm", x[cut], g, optimize=True)
+    return df
+
+
+def _depthwise_conv_backprop_input(g, f, strides, dilations, pads, sizes):
+    """`dx[n, *h, c] = sum(g[n, *((h + p - k*d) / s), c, m] * f[*k, c, m], k, m)`, where s
+    divides: each window position's products added into the input positions it reads."""
+    rank = len(strides)
+    counts, kernel = np.shape(g)[1:-2], np.shape(f)[:rank]
+    spans = _conv_spans(strides, dilations, counts, kernel)
+    dx = np.zeros((np.shape(g)[0], *spans, np.shape(f)[-2]), dtype=np.result_type(g, f))
+    for k, cut in _window_positions(strides, dilations, counts, kernel):
+        dx[cut] += np.einsum("...cm,cm->...c", g, f[k], optimize=True)
+    return _window_unspan(dx, pads, sizes)
+
+
 def conv2d(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
@@ -365,85 +399,136 @@ def depthwise_conv2d_native(
 ):
     """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m (declared at ops/conv.py:56)."""
     if padding == "VALID":
-        t0 = np.shape(filter)[-3]
-        t1 = np.shape(input)[-2]
-        t2 = (-dilations[2] * (t0 - 1) + t1 - 1) // (strides[2])
-        t3 = t2 + 1
-        t4 = np.arange(t3)
-        t5 = t4[..., None]
-        t6 = np.arange(np.shape(filter)[-3])
-        t7 = dilations[2] * t6 + strides[2] * t5
-        t8 = _gather(input, t7, -2)
-        t9 = np.shape(input)[-3]
-        t10 = np.shape(filter)[-4]
-        t11 = (-dilations[1] * (t10 - 1) + t9 - 1) // (strides[1])
-        t12 = t11 + 1
-        t13 = np.arange(t12)
-        t14 = t13[..., None]
-        t15 = np.arange(np.shape(filter)[-4])
-        t16 = dilations[1] * t15 + strides[1] * t14
-        t17 = _gather(t8, t16, -4)
-        t18 = np.einsum("abcd,efagbc->efgcd", filter, t17, optimize=True)
-        t19 = np.shape(input)[-4]
-        t20 = np.shape(input)[-1]
-        t21 = np.shape(filter)[-1]
-        output = np.reshape(t18, (t19, t12, t3, t20 * t21))
-    elif padding == "SAME":
-        t0 = np.shape(input)[-2]
-        t1 = -((-t0) // (strides[2]))
-        t2 = t1
-        t3 = np.arange(t2)
-        t4 = t3[..., None]
-        t5 = np.arange(np.shape(filter)[-3])
+        t0 = _depthwise_conv(
+            input,
+            filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(0, 0),
+            sizes=(
+                (
+                    (-dilations[1] * (np.shape(filter)[-4] - 1) + np.shape(input)[-3] - 1)
+                    // (strides[1])
+                )
+                + 1,
+                (
+                    (-dilations[2] * (np.shape(filter)[-3] - 1) + np.shape(input)[-2] - 1)
+                    // (strides[2])
+                )
+                + 1,
+            ),
+        )
+        t1 = np.shape(input)[-4]
+        t2 = np.shape(input)[-3]
+        t3 = np.shape(filter)[-4]
+        t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // (strides[1])
+        t5 = t4 + 1
         t6 = np.shape(filter)[-3]
-        t7 = np.maximum(dilations[2] * (t6 - 1) + strides[2] * (t1 - 1) - t0 + 1, 0)
-        t8 = (t7) // (2)
-        t9 = dilations[2] * t5 + strides[2] * t4 - t8
-        t10 = _gather(input, t9, -2)
-        t11 = np.shape(input)[-3]
-        t12 = -((-t11) // (strides[1]))
-        t13 = t12
-        t14 = np.arange(t13)
-        t15 = t14[..., None]
-        t16 = np.arange(np.shape(filter)[-4])
-        t17 = np.shape(filter)[-4]
-        t18 = np.maximum(dilations[1] * (t17 - 1) + strides[1] * (t12 - 1) - t11 + 1, 0)
-        t19 = (t18) // (2)
-        t20 = dilations[1] * t16 + strides[1] * t15 - t19
-        t21 = _gather(t10, t20, -4)
-        t22 = np.einsum("abcd,efagbc->efgcd", filter, t21, optimize=True)
-        t23 = np.shape(input)[-4]
-        t24 = np.shape(input)[-1]
-        t25 = np.shape(filter)[-1]
-        output = np.reshape(t22, (t23, t13, t2, t24 * t25))
+        t7 = np.shape(input)[-2]
+        t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // (strides[2])
+        t9 = t8 + 1
+        t10 = np.shape(input)[-1]
+        t11 = np.shape(filter)[-1]
+        output = np.reshape(t0, (t1, t5, t9, t10 * t11))
+    elif padding == "SAME":
+        t0 = _depthwise_conv(
+            input,
+            filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(
+                (
+                    (
+                        np.maximum(
+                            dilations[1] * np.shape(filter)[-4]
+                            - dilations[1]
+                            - strides[1] * ((-np.shape(input)[-3]) // (strides[1]))
+                            - strides[1]
+                            - np.shape(input)[-3]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+                (
+                    (
+                        np.maximum(
+                            dilations[2] * np.shape(filter)[-3]
+                            - dilations[2]
+                            - strides[2] * ((-np.shape(input)[-2]) // (strides[2]))
+                            - strides[2]
+                            - np.shape(input)[-2]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+            ),
+            sizes=(
+                -((-np.shape(input)[-3]) // (strides[1])),
+                -((-np.shape(input)[-2]) // (strides[2])),
+            ),
+        )
+        t1 = np.shape(input)[-4]
+        t2 = np.shape(input)[-3]
+        t3 = -((-t2) // (strides[1]))
+        t4 = t3
+        t5 = np.shape(input)[-2]
+        t6 = -((-t5) // (strides[2]))
+        t7 = t6
+        t8 = np.shape(input)[-1]
+        t9 = np.shape(filter)[-1]
+        output = np.reshape(t0, (t1, t4, t7, t8 * t9))
     elif padding == "EXPLICIT":
-        t0 = np.shape(filter)[-3]
-        t1 = np.shape(input)[-2]
-        t2 = (-dilations[2] * (t0 - 1) + explicit_paddings[4] + explicit_paddings[5] + t1 - 1) // (
+        t0 = _depthwise_conv(
+            input,
+            filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(explicit_paddings[2], explicit_paddings[4]),
+            sizes=(
+                (
+                    (
+                        -dilations[1] * (np.shape(filter)[-4] - 1)
+                        + explicit_paddings[2]
+                        + explicit_paddings[3]
+                        + np.shape(input)[-3]
+                        - 1
+                    )
+                    // (strides[1])
+                )
+                + 1,
+                (
+                    (
+                        -dilations[2] * (np.shape(filter)[-3] - 1)
+                        + explicit_paddings[4]
+                        + explicit_paddings[5]
+                        + np.shape(input)[-2]
+                        - 1
+                    )
+                    // (strides[2])
+                )
+                + 1,
+            ),
+        )
+        t1 = np.shape(input)[-4]
+        t2 = np.shape(input)[-3]
+        t3 = np.shape(filter)[-4]
+        t4 = (-dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1) // (
+            strides[1]
+        )
+        t5 = t4 + 1
+        t6 = np.shape(filter)[-3]
+        t7 = np.shape(input)[-2]
+        t8 = (-dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1) // (
             strides[2]
         )
-        t3 = t2 + 1
-        t4 = np.arange(t3)
-        t5 = t4[..., None]
-        t6 = np.arange(np.shape(filter)[-3])
-        t7 = dilations[2] * t6 - explicit_paddings[4] + strides[2] * t5
-        t8 = _gather(input, t7, -2)
-        t9 = np.shape(input)[-3]
-        t10 = np.shape(filter)[-4]
-        t11 = (
-            -dilations[1] * (t10 - 1) + explicit_paddings[2] + explicit_paddings[3] + t9 - 1
-        ) // (strides[1])
-        t12 = t11 + 1
-        t13 = np.arange(t12)
-        t14 = t13[..., None]
-        t15 = np.arange(np.shape(filter)[-4])
-        t16 = dilations[1] * t15 - explicit_paddings[2] + strides[1] * t14
-        t17 = _gather(t8, t16, -4)
-        t18 = np.einsum("abcd,efagbc->efgcd", filter, t17, optimize=True)
-        t19 = np.shape(input)[-4]
-        t20 = np.shape(input)[-1]
-        t21 = np.shape(filter)[-1]
-        output = np.reshape(t18, (t19, t12, t3, t20 * t21))
+        t9 = t8 + 1
+        t10 = np.shape(input)[-1]
+        t11 = np.shape(filter)[-1]
+        output = np.reshape(t0, (t1, t5, t9, t10 * t11))
     else:
         raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
     return output
@@ -464,100 +549,118 @@ def depthwise_conv2d_native_grad(
     if padding == "VALID":
         t0 = np.shape(filter)[-1]
         grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0))
-        t1 = np.arange(np.shape(input)[-2])
-        t2 = t1[..., None]
-        t3 = np.arange(np.shape(filter)[-3])
-        t4 = -dilations[2] * t3 + t2
-        t5 = np.where((t4) % (strides[2]) == 0, (t4) // (strides[2]), -1)
-        t6 = _gather(grad, t5, -3)
-        t7 = np.arange(np.shape(input)[-3])
-        t8 = t7[..., None]
-        t9 = np.arange(np.shape(filter)[-4])
-        t10 = -dilations[1] * t9 + t8
-        t11 = np.where((t10) % (strides[1]) == 0, (t10) // (strides[1]), -1)
-        t12 = _gather(t6, t11, -5)
-        grad_input = np.einsum("abcd,efagbcd->efgc", filter, t12, optimize=True)
-        t13 = np.arange(np.shape(filter)[-3])
-        t14 = t13[..., None]
-        t15 = np.arange(np.shape(grad)[-3])
-        t16 = dilations[2] * t14 + strides[2] * t15
-        t17 = _gather(input, t16, -2)
-        t18 = np.arange(np.shape(filter)[-4])
-        t19 = t18[..., None]
-        t20 = np.arange(np.shape(grad)[-4])
-        t21 = dilations[1] * t19 + strides[1] * t20
-        t22 = _gather(t17, t21, -4)
-        grad_filter = np.einsum("abcde,afbgcd->fgde", grad, t22, optimize=True)
+        grad_input = _depthwise_conv_backprop_input(
+            grad,
+            filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(0, 0),
+            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+        )
+        grad_filter = _depthwise_conv_backprop_filter(
+            input,
+            grad,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(0, 0),
+            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+        )
     elif padding == "SAME":
         t0 = np.shape(filter)[-1]
         grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0))
-        t1 = np.arange(np.shape(input)[-2])
-        t2 = t1[..., None]
-        t3 = np.arange(np.shape(filter)[-3])
-        t4 = np.shape(filter)[-3]
-        t5 = np.shape(input)[-2]
-        t6 = -((-t5) // (strides[2]))
-        t7 = np.maximum(dilations[2] * t4 - dilations[2] + strides[2] * t6 - strides[2] - t5 + 1, 0)
-        t8 = (t7) // (2)
-        t9 = -dilations[2] * t3 + t2 + t8
-        t10 = np.where((t9) % (strides[2]) == 0, (t9) // (strides[2]), -1)
-        t11 = _gather(grad, t10, -3)
-        t12 = np.arange(np.shape(input)[-3])
-        t13 = t12[..., None]
-        t14 = np.arange(np.shape(filter)[-4])
-        t15 = np.shape(input)[-3]
-        t16 = np.shape(filter)[-4]
-        t17 = -((-t15) // (strides[1]))
-        t18 = np.maximum(
-            dilations[1] * t16 - dilations[1] + strides[1] * t17 - strides[1] - t15 + 1, 0
+        grad_input = _depthwise_conv_backprop_input(
+            grad,
+            filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(
+                (
+                    (
+                        np.maximum(
+                            dilations[1] * np.shape(filter)[-4]
+                            - dilations[1]
+                            - strides[1] * ((-np.shape(input)[-3]) // (strides[1]))
+                            - strides[1]
+                            - np.shape(input)[-3]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+                (
+                    (
+                        np.maximum(
+                            dilations[2] * np.shape(filter)[-3]
+                            - dilations[2]
+                            - strides[2] * ((-np.shape(input)[-2]) // (strides[2]))
+                            - strides[2]
+                            - np.shape(input)[-2]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+            ),
+            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )
-        t19 = (t18) // (2)
-        t20 = -dilations[1] * t14 + t13 + t19
-        t21 = np.where((t20) % (strides[1]) == 0, (t20) // (strides[1]), -1)
-        t22 = _gather(t11, t21, -5)
-        grad_input = np.einsum("abcd,efagbcd->efgc", filter, t22, optimize=True)
-        t23 = np.arange(np.shape(filter)[-3])
-        t24 = t23[..., None]
-        t25 = np.arange(np.shape(grad)[-3])
-        t26 = np.maximum(dilations[2] * (t4 - 1) + strides[2] * (t6 - 1) - t5 + 1, 0)
-        t27 = (t26) // (2)
-        t28 = dilations[2] * t24 + strides[2] * t25 - t27
-        t29 = _gather(input, t28, -2)
-        t30 = np.arange(np.shape(filter)[-4])
-        t31 = t30[..., None]
-        t32 = np.arange(np.shape(grad)[-4])
-        t33 = np.maximum(dilations[1] * (t16 - 1) + strides[1] * (t17 - 1) - t15 + 1, 0)
-        t34 = (t33) // (2)
-        t35 = dilations[1] * t31 + strides[1] * t32 - t34
-        t36 = _gather(t29, t35, -4)
-        grad_filter = np.einsum("abcde,afbgcd->fgde", grad, t36, optimize=True)
+        grad_filter = _depthwise_conv_backprop_filter(
+            input,
+            grad,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(
+                (
+                    (
+                        np.maximum(
+                            dilations[1] * np.shape(filter)[-4]
+                            - dilations[1]
+                            - strides[1] * ((-np.shape(input)[-3]) // (strides[1]))
+                            - strides[1]
+                            - np.shape(input)[-3]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+                (
+                    (
+                        np.maximum(
+                            dilations[2] * np.shape(filter)[-3]
+                            - dilations[2]
+                            - strides[2] * ((-np.shape(input)[-2]) // (strides[2]))
+                            - strides[2]
+                            - np.shape(input)[-2]
+                            + 1,
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+            ),
+            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+        )
     elif padding == "EXPLICIT":
         t0 = np.shape(filter)[-1]
         grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0))
-        t1 = np.arange(np.shape(input)[-2])
-        t2 = t1[..., None]
-        t3 = np.arange(np.shape(filter)[-3])
-        t4 = -dilations[2] * t3 + explicit_paddings[4] + t2
-        t5 = np.where((t4) % (strides[2]) == 0, (t4) // (strides[2]), -1)
-        t6 = _gather(grad, t5, -3)
-        t7 = np.arange(np.shape(input)[-3])
-        t8 = t7[..., None]
-        t9 = np.arange(np.shape(filter)[-4])
-        t10 = -dilations[1] * t9 + explicit_paddings[2] + t8
-        t11 = np.where((t10) % (strides[1]) == 0, (t10) // (strides[1]), -1)
-        t12 = _gather(t6, t11, -5)
-        grad_input = np.einsum("abcd,efagbcd->efgc", filter, t12, optimize=True)
-        t13 = np.arange(np.shape(filter)[-3])
-        t14 = t13[..., None]
-        t15 = np.arange(np.shape(grad)[-3])
-        t16 = dilations[2] * t14 - explicit_paddings[4] + strides[2] * t15
-        t17 = _gather(input, t16, -2)
-        t18 = np.arange(np.shape(filter)[-4])
-        t19 = t18[..., None]
-        t20 = np.arange(np.shape(grad)[-4])
-        t21 = dilations[1] * t19 - explicit_paddings[2] + strides[1] * t20
-        t22 = _gather(t17, t21, -4)
-        grad_filter = np.einsum("abcde,afbgcd->fgde", grad, t22, optimize=True)
+        grad_input = _depthwise_conv_backprop_input(
+            grad,
+            filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(explicit_paddings[2], explicit_paddings[4]),
+            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+        )
+        grad_filter = _depthwise_conv_backprop_filter(
+            input,
+            grad,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(explicit_paddings[2], explicit_paddings[4]),
+            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+        )
     else:
         raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
     return grad_input, grad_filter

@@ -319,6 +319,128 @@ def _conv_backprop_input(g, f, strides, dilations, geometry):
     return _window_unspan(dx, pads, sizes)
 
 
+def _dilated_filter(f, dilations):
+    """`f` with `d - 1` zeros between neighbours along its spatial axes: the same taps at
+    dilation 1 over `(k - 1)*d + 1` positions."""
+    for axis, d in enumerate(dilations):
+        f = _zero_inserted(f, axis, d, len(dilations))
+    return f
+
+
+def _depthwise_kernel_geometry(strides, dilations):
+    """(the stride given to the CPU's depthwise kernels, whether it differs from `strides`):
+    they take one stride for both spatial axes, so unequal strides run at stride 1 (the
+    forward subsampled, the upstream zero-inserted). Dilations above 1 they refuse or ignore:
+    the callers dilate the filter with zeros instead."""
+    equal = len(set(int(s) for s in strides)) == 1
+    return (int(strides[0]) if equal else 1), not equal
+
+
+def _merged_channels(g):
+    """`g[n, *u, c, m]` as `g[n, *u, c*M + m]`, the layout of TensorFlow's depthwise kernels."""
+    return tf.reshape(g, _int32_vector(_sizes(g, 0, len(g.shape) - 2) + [-1]))
+
+
+def _depthwise_conv(x, f, strides, dilations, geometry):
+    """`y[n, *u, c, m] = sum(x[n, *(u*s + k*d - p), c] * f[*k, c, m], k)`, zero outside `x`."""
+    pads, sizes = _conv_geometry(geometry)
+    rank = len(strides)
+    kernel = _sizes(f, 0, rank)
+    spans = _conv_spans(strides, dilations, sizes, kernel)
+    stride, rewritten = _depthwise_kernel_geometry(strides, dilations)
+    if not rewritten and all(d == 1 for d in dilations):
+        padding = _padding_attrs(strides, dilations, pads, spans, _sizes(x, 1, rank + 1), kernel)
+    else:
+        padding = None
+    if padding is not None:
+        y = tf.raw_ops.DepthwiseConv2dNative(
+            input=x,
+            filter=f,
+            strides=_attr(strides),
+            padding=padding[0],
+            explicit_paddings=padding[1],
+        )
+    else:  # windows over exactly the spans; a dilated filter and subsampling where the kernel cannot
+        y = tf.raw_ops.DepthwiseConv2dNative(
+            input=_window_span(x, pads, spans),
+            filter=_dilated_filter(f, dilations),
+            strides=_attr([stride] * rank),
+            padding="VALID",
+        )
+        if rewritten:
+            y = y[
+                (slice(None),) + tuple(slice(None, None, int(s)) for s in strides) + (slice(None),)
+            ]
+    return tf.reshape(y, _int32_vector(_sizes(y, 0, rank + 1) + _sizes(f, rank, rank + 2)))
+
+
+def _depthwise_conv_backprop_filter(x, g, strides, dilations, geometry):
+    """`df[*k, c, m] = sum(x[n, *(u*s + k*d - p), c] * g[n, *u, c, m], n, u)`."""
+    pads, sizes = _conv_geometry(geometry)
+    rank = len(strides)
+    spans = _conv_spans(strides, dilations, _sizes(g, 1, rank + 1), sizes)
+    channels = _sizes(g, rank + 1, rank + 3)
+    stride, rewritten = _depthwise_kernel_geometry(strides, dilations)
+    if not rewritten and all(d == 1 for d in dilations):
+        padding = _padding_attrs(strides, dilations, pads, spans, _sizes(x, 1, rank + 1), sizes)
+        if padding is not None:
+            return tf.raw_ops.DepthwiseConv2dNativeBackpropFilter(
+                input=x,
+                filter_sizes=_int32_vector(list(sizes) + channels),
+                out_backprop=_merged_channels(g),
+                strides=_attr(strides),
+                padding=padding[0],
+                explicit_paddings=padding[1],
+            )
+    if rewritten:  # stride 1 over the zero-inserted upstream
+        for axis, s in enumerate(strides):
+            g = _zero_inserted(g, axis + 1, s, rank + 1)
+    # the taps of a dilated filter, every d-th kept
+    dilated = [(k - 1) * d + 1 for k, d in zip(sizes, dilations)]
+    df = tf.raw_ops.DepthwiseConv2dNativeBackpropFilter(
+        input=_window_span(x, pads, spans),
+        filter_sizes=_int32_vector(dilated + channels),
+        out_backprop=_merged_channels(g),
+        strides=_attr([stride] * rank),
+        padding="VALID",
+    )
+    if any(d != 1 for d in dilations):
+        df = df[tuple(slice(None, None, int(d)) for d in dilations)]
+    return df
+
+
+def _depthwise_conv_backprop_input(g, f, strides, dilations, geometry):
+    """`dx[n, *h, c] = sum(g[n, *((h + p - k*d) / s), c, m] * f[*k, c, m], k, m)`, where s divides."""
+    pads, sizes = _conv_geometry(geometry)
+    rank = len(strides)
+    kernel = _sizes(f, 0, rank)
+    spans = _conv_spans(strides, dilations, _sizes(g, 1, rank + 1), kernel)
+    batch, channels = _sizes(g, 0, 1), _sizes(f, rank, rank + 1)
+    stride, rewritten = _depthwise_kernel_geometry(strides, dilations)
+    if not rewritten and all(d == 1 for d in dilations):
+        padding = _padding_attrs(strides, dilations, pads, spans, sizes, kernel)
+        if padding is not None:
+            return tf.raw_ops.DepthwiseConv2dNativeBackpropInput(
+                input_sizes=_int32_vector(batch + list(sizes) + channels),
+                filter=f,
+                out_backprop=_merged_channels(g),
+                strides=_attr(strides),
+                padding=padding[0],
+                explicit_paddings=padding[1],
+            )
+    if rewritten:  # stride 1 over the zero-inserted upstream
+        for axis, s in enumerate(strides):
+            g = _zero_inserted(g, axis + 1, s, rank + 1)
+    dx = tf.raw_ops.DepthwiseConv2dNativeBackpropInput(
+        input_sizes=_int32_vector(batch + spans + channels),
+        filter=_dilated_filter(f, dilations),
+        out_backprop=_merged_channels(g),
+        strides=_attr([stride] * rank),
+        padding="VALID",
+    )
+    return _window_unspan(dx, pads, sizes)
+
+
 def conv2d_vjp(
     grad,
     input,
@@ -608,108 +730,130 @@ def depthwise_conv2d_native_vjp(
             grad,
             tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0),
         )
-        t1 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t2 = t1[..., None]
-        t3 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t4 = -dilations[2] * t3 + t2
-        t5 = tf.where(tf.equal((t4) % (strides[2]), 0), (t4) // (strides[2]), -tf.ones_like(t4))
-        t6 = _gather(grad, t5, -3)
-        t7 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-        t8 = t7[..., None]
-        t9 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t10 = -dilations[1] * t9 + t8
-        t11 = tf.where(tf.equal((t10) % (strides[1]), 0), (t10) // (strides[1]), -tf.ones_like(t10))
-        t12 = _gather(t6, t11, -5)
-        grad_input = tf.einsum("abcd,efagbcd->efgc", filter, t12)
-        t13 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t14 = t13[..., None]
-        t15 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t16 = dilations[2] * t14 + strides[2] * t15
-        t17 = _gather(input, t16, -2)
-        t18 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t19 = t18[..., None]
-        t20 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
-        t21 = dilations[1] * t19 + strides[1] * t20
-        t22 = _gather(t17, t21, -4)
-        grad_filter = tf.einsum("abcde,afbgcd->fgde", grad, t22)
+        grad_input = _depthwise_conv_backprop_input(
+            grad,
+            filter,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: ([0, 0], [size(input, -3), size(input, -2)]),
+        )
+        grad_filter = _depthwise_conv_backprop_filter(
+            input,
+            grad,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: ([0, 0], [size(filter, -4), size(filter, -3)]),
+        )
     elif padding == "SAME":
         t0 = tf.shape(filter, out_type=tf.int64)[-1]
         grad = tf.reshape(
             grad,
             tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0),
         )
-        t1 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t2 = t1[..., None]
-        t3 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t4 = tf.shape(filter, out_type=tf.int64)[-3]
-        t5 = tf.shape(input, out_type=tf.int64)[-2]
-        t6 = -((-t5) // (strides[2]))
-        t7 = tf.math.maximum(
-            dilations[2] * t4 - dilations[2] + strides[2] * t6 - strides[2] - t5 + 1, 0
+        grad_input = _depthwise_conv_backprop_input(
+            grad,
+            filter,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
+                [
+                    (
+                        (
+                            _int_max(
+                                dilations[1] * size(filter, -4)
+                                - dilations[1]
+                                - strides[1] * ((-size(input, -3)) // (strides[1]))
+                                - strides[1]
+                                - size(input, -3)
+                                + 1,
+                                0,
+                            )
+                        )
+                        // (2)
+                    ),
+                    (
+                        (
+                            _int_max(
+                                dilations[2] * size(filter, -3)
+                                - dilations[2]
+                                - strides[2] * ((-size(input, -2)) // (strides[2]))
+                                - strides[2]
+                                - size(input, -2)
+                                + 1,
+                                0,
+                            )
+                        )
+                        // (2)
+                    ),
+                ],
+                [size(input, -3), size(input, -2)],
+            ),
         )
-        t8 = (t7) // (2)
-        t9 = -dilations[2] * t3 + t2 + t8
-        t10 = tf.where(tf.equal((t9) % (strides[2]), 0), (t9) // (strides[2]), -tf.ones_like(t9))
-        t11 = _gather(grad, t10, -3)
-        t12 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-        t13 = t12[..., None]
-        t14 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t15 = tf.shape(input, out_type=tf.int64)[-3]
-        t16 = tf.shape(filter, out_type=tf.int64)[-4]
-        t17 = -((-t15) // (strides[1]))
-        t18 = tf.math.maximum(
-            dilations[1] * t16 - dilations[1] + strides[1] * t17 - strides[1] - t15 + 1, 0
+        grad_filter = _depthwise_conv_backprop_filter(
+            input,
+            grad,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
+                [
+                    (
+                        (
+                            _int_max(
+                                dilations[1] * size(filter, -4)
+                                - dilations[1]
+                                - strides[1] * ((-size(input, -3)) // (strides[1]))
+                                - strides[1]
+                                - size(input, -3)
+                                + 1,
+                                0,
+                            )
+                        )
+                        // (2)
+                    ),
+                    (
+                        (
+                            _int_max(
+                                dilations[2] * size(filter, -3)
+                                - dilations[2]
+                                - strides[2] * ((-size(input, -2)) // (strides[2]))
+                                - strides[2]
+                                - size(input, -2)
+                                + 1,
+                                0,
+                            )
+                        )
+                        // (2)
+                    ),
+                ],
+                [size(filter, -4), size(filter, -3)],
+            ),
         )
-        t19 = (t18) // (2)
-        t20 = -dilations[1] * t14 + t13 + t19
-        t21 = tf.where(tf.equal((t20) % (strides[1]), 0), (t20) // (strides[1]), -tf.ones_like(t20))
-        t22 = _gather(t11, t21, -5)
-        grad_input = tf.einsum("abcd,efagbcd->efgc", filter, t22)
-        t23 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t24 = t23[..., None]
-        t25 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t26 = tf.math.maximum(dilations[2] * (t4 - 1) + strides[2] * (t6 - 1) - t5 + 1, 0)
-        t27 = (t26) // (2)
-        t28 = dilations[2] * t24 + strides[2] * t25 - t27
-        t29 = _gather(input, t28, -2)
-        t30 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t31 = t30[..., None]
-        t32 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
-        t33 = tf.math.maximum(dilations[1] * (t16 - 1) + strides[1] * (t17 - 1) - t15 + 1, 0)
-        t34 = (t33) // (2)
-        t35 = dilations[1] * t31 + strides[1] * t32 - t34
-        t36 = _gather(t29, t35, -4)
-        grad_filter = tf.einsum("abcde,afbgcd->fgde", grad, t36)
     elif padding == "EXPLICIT":
         t0 = tf.shape(filter, out_type=tf.int64)[-1]
         grad = tf.reshape(
             grad,
             tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0),
         )
-        t1 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t2 = t1[..., None]
-        t3 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t4 = -dilations[2] * t3 + explicit_paddings[4] + t2
-        t5 = tf.where(tf.equal((t4) % (strides[2]), 0), (t4) // (strides[2]), -tf.ones_like(t4))
-        t6 = _gather(grad, t5, -3)
-        t7 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-        t8 = t7[..., None]
-        t9 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t10 = -dilations[1] * t9 + explicit_paddings[2] + t8
-        t11 = tf.where(tf.equal((t10) % (strides[1]), 0), (t10) // (strides[1]), -tf.ones_like(t10))
-        t12 = _gather(t6, t11, -5)
-        grad_input = tf.einsum("abcd,efagbcd->efgc", filter, t12)
-        t13 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t14 = t13[..., None]
-        t15 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t16 = dilations[2] * t14 - explicit_paddings[4] + strides[2] * t15
-        t17 = _gather(input, t16, -2)
-        t18 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-        t19 = t18[..., None]
-        t20 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
-        t21 = dilations[1] * t19 - explicit_paddings[2] + strides[1] * t20
-        t22 = _gather(t17, t21, -4)
-        grad_filter = tf.einsum("abcde,afbgcd->fgde", grad, t22)
+        grad_input = _depthwise_conv_backprop_input(
+            grad,
+            filter,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
+                [explicit_paddings[2], explicit_paddings[4]],
+                [size(input, -3), size(input, -2)],
+            ),
+        )
+        grad_filter = _depthwise_conv_backprop_filter(
+            input,
+            grad,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
+                [explicit_paddings[2], explicit_paddings[4]],
+                [size(filter, -4), size(filter, -3)],
+            ),
+        )
     else:
         raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
     return grad_input, grad_filter
@@ -736,85 +880,139 @@ def depthwise_conv2d_native(
     @tf.custom_gradient
     def forward(input, filter):
         if padding == "VALID":
-            t0 = tf.shape(filter, out_type=tf.int64)[-3]
-            t1 = tf.shape(input, out_type=tf.int64)[-2]
-            t2 = (-dilations[2] * (t0 - 1) + t1 - 1) // (strides[2])
-            t3 = t2 + 1
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4[..., None]
-            t6 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-            t7 = dilations[2] * t6 + strides[2] * t5
-            t8 = _gather(input, t7, -2)
-            t9 = tf.shape(input, out_type=tf.int64)[-3]
-            t10 = tf.shape(filter, out_type=tf.int64)[-4]
-            t11 = (-dilations[1] * (t10 - 1) + t9 - 1) // (strides[1])
-            t12 = t11 + 1
-            t13 = tf.range(tf.cast(t12, tf.int64))
-            t14 = t13[..., None]
-            t15 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-            t16 = dilations[1] * t15 + strides[1] * t14
-            t17 = _gather(t8, t16, -4)
-            t18 = tf.einsum("abcd,efagbc->efgcd", filter, t17)
-            t19 = tf.shape(input, out_type=tf.int64)[-4]
-            t20 = tf.shape(input, out_type=tf.int64)[-1]
-            t21 = tf.shape(filter, out_type=tf.int64)[-1]
-            output = tf.reshape(t18, [t19, t12, t3, t20 * t21])
-        elif padding == "SAME":
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = -((-t0) // (strides[2]))
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t5 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+            t0 = _depthwise_conv(
+                input,
+                filter,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [0, 0],
+                    [
+                        (
+                            (-dilations[1] * (size(filter, -4) - 1) + size(input, -3) - 1)
+                            // (strides[1])
+                        )
+                        + 1,
+                        (
+                            (-dilations[2] * (size(filter, -3) - 1) + size(input, -2) - 1)
+                            // (strides[2])
+                        )
+                        + 1,
+                    ],
+                ),
+            )
+            t1 = tf.shape(input, out_type=tf.int64)[-4]
+            t2 = tf.shape(input, out_type=tf.int64)[-3]
+            t3 = tf.shape(filter, out_type=tf.int64)[-4]
+            t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // (strides[1])
+            t5 = t4 + 1
             t6 = tf.shape(filter, out_type=tf.int64)[-3]
-            t7 = tf.math.maximum(dilations[2] * (t6 - 1) + strides[2] * (t1 - 1) - t0 + 1, 0)
-            t8 = (t7) // (2)
-            t9 = dilations[2] * t5 + strides[2] * t4 - t8
-            t10 = _gather(input, t9, -2)
-            t11 = tf.shape(input, out_type=tf.int64)[-3]
-            t12 = -((-t11) // (strides[1]))
-            t13 = t12
-            t14 = tf.range(tf.cast(t13, tf.int64))
-            t15 = t14[..., None]
-            t16 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-            t17 = tf.shape(filter, out_type=tf.int64)[-4]
-            t18 = tf.math.maximum(dilations[1] * (t17 - 1) + strides[1] * (t12 - 1) - t11 + 1, 0)
-            t19 = (t18) // (2)
-            t20 = dilations[1] * t16 + strides[1] * t15 - t19
-            t21 = _gather(t10, t20, -4)
-            t22 = tf.einsum("abcd,efagbc->efgcd", filter, t21)
-            t23 = tf.shape(input, out_type=tf.int64)[-4]
-            t24 = tf.shape(input, out_type=tf.int64)[-1]
-            t25 = tf.shape(filter, out_type=tf.int64)[-1]
-            output = tf.reshape(t22, [t23, t13, t2, t24 * t25])
+            t7 = tf.shape(input, out_type=tf.int64)[-2]
+            t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // (strides[2])
+            t9 = t8 + 1
+            t10 = tf.shape(input, out_type=tf.int64)[-1]
+            t11 = tf.shape(filter, out_type=tf.int64)[-1]
+            output = tf.reshape(t0, [t1, t5, t9, t10 * t11])
+        elif padding == "SAME":
+            t0 = _depthwise_conv(
+                input,
+                filter,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [
+                        (
+                            (
+                                _int_max(
+                                    dilations[1] * size(filter, -4)
+                                    - dilations[1]
+                                    - strides[1] * ((-size(input, -3)) // (strides[1]))
+                                    - strides[1]
+                                    - size(input, -3)
+                                    + 1,
+                                    0,
+                                )
+                            )
+                            // (2)
+                        ),
+                        (
+                            (
+                                _int_max(
+                                    dilations[2] * size(filter, -3)
+                                    - dilations[2]
+                                    - strides[2] * ((-size(input, -2)) // (strides[2]))
+                                    - strides[2]
+                                    - size(input, -2)
+                                    + 1,
+                                    0,
+                                )
+                            )
+                            // (2)
+                        ),
+                    ],
+                    [-((-size(input, -3)) // (strides[1])), -((-size(input, -2)) // (strides[2]))],
+                ),
+            )
+            t1 = tf.shape(input, out_type=tf.int64)[-4]
+            t2 = tf.shape(input, out_type=tf.int64)[-3]
+            t3 = -((-t2) // (strides[1]))
+            t4 = t3
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = -((-t5) // (strides[2]))
+            t7 = t6
+            t8 = tf.shape(input, out_type=tf.int64)[-1]
+            t9 = tf.shape(filter, out_type=tf.int64)[-1]
+            output = tf.reshape(t0, [t1, t4, t7, t8 * t9])
         elif padding == "EXPLICIT":
-            t0 = tf.shape(filter, out_type=tf.int64)[-3]
-            t1 = tf.shape(input, out_type=tf.int64)[-2]
-            t2 = (
-                -dilations[2] * (t0 - 1) + explicit_paddings[4] + explicit_paddings[5] + t1 - 1
-            ) // (strides[2])
-            t3 = t2 + 1
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4[..., None]
-            t6 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-            t7 = dilations[2] * t6 - explicit_paddings[4] + strides[2] * t5
-            t8 = _gather(input, t7, -2)
-            t9 = tf.shape(input, out_type=tf.int64)[-3]
-            t10 = tf.shape(filter, out_type=tf.int64)[-4]
-            t11 = (
-                -dilations[1] * (t10 - 1) + explicit_paddings[2] + explicit_paddings[3] + t9 - 1
+            t0 = _depthwise_conv(
+                input,
+                filter,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [explicit_paddings[2], explicit_paddings[4]],
+                    [
+                        (
+                            (
+                                -dilations[1] * (size(filter, -4) - 1)
+                                + explicit_paddings[2]
+                                + explicit_paddings[3]
+                                + size(input, -3)
+                                - 1
+                            )
+                            // (strides[1])
+                        )
+                        + 1,
+                        (
+                            (
+                                -dilations[2] * (size(filter, -3) - 1)
+                                + explicit_paddings[4]
+                                + explicit_paddings[5]
+                                + size(input, -2)
+                                - 1
+                            )
+                            // (strides[2])
+                        )
+                        + 1,
+                    ],
+                ),
+            )
+            t1 = tf.shape(input, out_type=tf.int64)[-4]
+            t2 = tf.shape(input, out_type=tf.int64)[-3]
+            t3 = tf.shape(filter, out_type=tf.int64)[-4]
+            t4 = (
+                -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
             ) // (strides[1])
-            t12 = t11 + 1
-            t13 = tf.range(tf.cast(t12, tf.int64))
-            t14 = t13[..., None]
-            t15 = tf.range(tf.shape(filter, out_type=tf.int64)[-4])
-            t16 = dilations[1] * t15 - explicit_paddings[2] + strides[1] * t14
-            t17 = _gather(t8, t16, -4)
-            t18 = tf.einsum("abcd,efagbc->efgcd", filter, t17)
-            t19 = tf.shape(input, out_type=tf.int64)[-4]
-            t20 = tf.shape(input, out_type=tf.int64)[-1]
-            t21 = tf.shape(filter, out_type=tf.int64)[-1]
-            output = tf.reshape(t18, [t19, t12, t3, t20 * t21])
+            t5 = t4 + 1
+            t6 = tf.shape(filter, out_type=tf.int64)[-3]
+            t7 = tf.shape(input, out_type=tf.int64)[-2]
+            t8 = (
+                -dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1
+            ) // (strides[2])
+            t9 = t8 + 1
+            t10 = tf.shape(input, out_type=tf.int64)[-1]
+            t11 = tf.shape(filter, out_type=tf.int64)[-1]
+            output = tf.reshape(t0, [t1, t5, t9, t10 * t11])
         else:
             raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
 

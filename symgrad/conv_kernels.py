@@ -11,6 +11,14 @@ what it computes, wherever it comes from. Channels last, filter `(*window, C, O)
 * `conv_backprop_filter`: `df[*k, c, o] = sum(x[n, *(u*s + k*d - p), c] * g[n, *u, o], n, u)`
 * `conv_backprop_input`:  `dx[n, *h, c] = sum(g[n, *((h + p - k*d) / s), o] * f[*k, c, o], k, o)`
 
+Depthwise: each input channel c with its own M filters, the channel never summed (the
+result's channel pair `(c, m)` is one axis `c*M + m` where an op declares it as a group; the
+sums see the pair). Filter `(*window, C, M)`:
+
+* `depthwise_conv`:                 `y[n, *u, c, m]  = sum(x[n, *(u*s + k*d - p), c] * f[*k, c, m], k)`
+* `depthwise_conv_backprop_filter`: `df[*k, c, m]    = sum(x[n, *(u*s + k*d - p), c] * g[n, *u, c, m], n, u)`
+* `depthwise_conv_backprop_input`:  `dx[n, *h, c]    = sum(g[n, *((h + p - k*d) / s), c, m] * f[*k, c, m], k, m)`
+
 Entries read outside their tensor are zero (the padding), and `(h + p - k*d) / s` names no
 entry where `s` does not divide it.
 """
@@ -32,7 +40,7 @@ SPATIAL = ("u", "k", "h")  # letters standing for one index per spatial axis
 class ConvKernel:
     """One convolution kernel as the index formula it computes, over any number of spatial axes."""
 
-    name: str  # "conv", "conv_backprop_filter" or "conv_backprop_input": the helper called
+    name: str  # "conv", "conv_backprop_filter", "depthwise_conv", ...: the helper called
     first: tuple[str, ...]  # subscripts of the operand read through the map, letters
     second: tuple[str, ...]  # subscripts of the other operand
     out: tuple[str, ...]  # subscripts of the result
@@ -46,6 +54,16 @@ KERNELS = (
     ConvKernel("conv", ("n", WINDOW, "c"), ("k", "c", "o"), ("n", "u", "o"), frozenset("kc")),
     ConvKernel("conv_backprop_filter", ("n", WINDOW, "c"), ("n", "u", "o"), ("k", "c", "o"), frozenset("nu")),
     ConvKernel("conv_backprop_input", ("n", TRANSPOSED, "o"), ("k", "c", "o"), ("n", "h", "c"), frozenset("ko")),
+)
+
+DEPTHWISE_KERNELS = (
+    ConvKernel("depthwise_conv", ("n", WINDOW, "c"), ("k", "c", "m"), ("n", "u", "c", "m"), frozenset("k")),
+    ConvKernel(
+        "depthwise_conv_backprop_filter", ("n", WINDOW, "c"), ("n", "u", "c", "m"), ("k", "c", "m"), frozenset("nu")
+    ),
+    ConvKernel(
+        "depthwise_conv_backprop_input", ("n", TRANSPOSED, "c", "m"), ("k", "c", "m"), ("n", "h", "c"), frozenset("km")
+    ),
 )
 
 
@@ -66,7 +84,9 @@ class ConvMatch:
         return [index for (name, axis), index in sorted(self.bound, key=str) if name == letter]
 
 
-def find_convolution(entries, out: tuple, summed: tuple, is_index) -> ConvMatch | None:
+def find_convolution(
+    entries, out: tuple, summed: tuple, is_index, kernels=KERNELS + DEPTHWISE_KERNELS
+) -> ConvMatch | None:
     """The first kernel computing `Sum(entries[0] * entries[1], summed)` indexed by `out`.
 
     Args:
@@ -74,10 +94,11 @@ def find_convolution(entries, out: tuple, summed: tuple, is_index) -> ConvMatch 
         out: the result's indices, in the order of its axes.
         summed: the indices summed over.
         is_index: tells index symbols from sizes and attributes.
+        kernels: the table searched, in order.
     """
     if len(entries) != 2:
         return None
-    for kernel in KERNELS:
+    for kernel in kernels:
         for first, second in (entries, entries[::-1]):
             found = _match(kernel, first, second, tuple(out), set(summed), is_index)
             if found is not None:
@@ -97,20 +118,23 @@ def _expanded(letters: tuple, rank: int) -> list:
 
 
 def _match(kernel, first, second, out, summed, is_index) -> ConvMatch | None:
-    rank = len(first.indices) - 2
+    # the first operand's subscripts: `before` plain ones, one map per spatial axis, `after` plain ones
+    before = next(n for n, letter in enumerate(kernel.first) if letter in (WINDOW, TRANSPOSED))
+    after = len(kernel.first) - before - 1
+    rank = len(first.indices) - before - after
     if rank < 1:
         return None
     plain = [
         (_expanded(kernel.second, rank), tuple(second.indices)),
         (_expanded(kernel.out, rank), out),
         ([s for s in _expanded(kernel.first, rank) if s[0] not in (WINDOW, TRANSPOSED)],
-         tuple(first.indices[:1] + first.indices[-1:])),
+         tuple(first.indices[:before] + first.indices[before + rank :])),
     ]
     bound = _bind(plain, is_index)
     if bound is None or {bound[s] for s in bound if s[0] in kernel.summed} != summed:
         return None
-    maps = first.indices[1:-1]
-    parse = _window if kernel.first[1] == WINDOW else _transposed
+    maps = first.indices[before : before + rank]
+    parse = _window if kernel.first[before] == WINDOW else _transposed
     geometry = [parse(maps[axis], bound, axis, is_index) for axis in range(rank)]
     if None in geometry:
         return None

@@ -379,7 +379,8 @@ class axis_size(sp.Function):
 @dataclass(frozen=True)
 class Convolution:
     """A channels-last convolution kernel (`symgrad.conv_kernels`): "conv" (input, filter),
-    "conv_backprop_filter" (input, upstream) or "conv_backprop_input" (upstream, filter)."""
+    "conv_backprop_filter" (input, upstream) or "conv_backprop_input" (upstream, filter), and
+    their "depthwise_" namesakes (channel pair `c, m` as two axes of the result, upstream)."""
 
     kind: str  # a `symgrad.conv_kernels.KERNELS` name
     operands: tuple[str, str]  # variables, in the kernel's order

@@ -1,5 +1,6 @@
 """Convolution kernels: what the recogniser matches and what it leaves to gathers, and the
-generated Conv2D gradients that call the kernels against TensorFlow's registered gradient."""
+generated Conv2D and DepthwiseConv2dNative gradients that call the kernels against
+TensorFlow's registered gradient."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from symgrad.conv_kernels import find_convolution
+from symgrad.conv_kernels import KERNELS, find_convolution
 from symgrad.functions import exact_div
 from symgrad.generate import compile_op
 from symgrad.load import load_op_file
@@ -32,8 +33,18 @@ CASES = [
     ((x[n, i - a, c], f[a, c, o]), (n, i, o), (a, c), None),
     # the result's axes in another order than the kernel's
     ((x[n, i + a, c], f[a, c, o]), (n, o, i), (a, c), None),
-    # a depthwise filter: the channel is not summed
-    ((x[n, i + a, j + b, c], f[a, b, c, o]), (n, i, j, c, o), (a, b), None),
+    # a depthwise filter: the channel is not summed (no plain kernel: see PLAIN_ONLY)
+    ((x[n, i + a, j + b, c], f[a, b, c, o]), (n, i, j, c, o), (a, b), "depthwise_conv"),
+    ((x[n, i * s + a * d - p, c], g[n, i, c, o]), (a, c, o), (n, i), "depthwise_conv_backprop_filter"),
+    ((g[n, exact_div(h + p - a * d, s), w - b, c, o], f[a, b, c, o]), (n, h, w, c), (a, b, o),
+     "depthwise_conv_backprop_input"),
+    ((f[a, b, c, o], g[n, exact_div(h + p - a * d, s), w - b, c, o]), (n, h, w, c), (a, b, o),
+     "depthwise_conv_backprop_input"),
+    # depthwise, but the channel pair in the other order, or the channel summed too
+    ((x[n, i + a, c], f[a, c, o]), (n, i, o, c), (a,), None),
+    ((x[n, i + a, c], g[n, i, c, o]), (a, o), (n, i, c), None),
+    # the upstream's channel is not the filter's
+    ((g[n, h - a, o, c], f[a, c, o]), (n, h, c), (a, o), None),
     # the window index read by the filter is not the one in the map
     ((x[n, i + a, c], f[b, c, o]), (n, i, o), (b, c), None),
 ]
@@ -45,23 +56,41 @@ def test_recognised_by_what_it_computes(entries, out, summed, expected):
     assert (found.kernel.name if found else None) == expected
 
 
+@pytest.mark.parametrize("entries, out, summed, expected", CASES)
+def test_plain_kernels_only_plain_convolutions(entries, out, summed, expected):
+    """The plain kernels' table alone matches no depthwise formula (the channel not summed)."""
+    found = find_convolution(entries, out, summed, is_index, kernels=KERNELS)
+    plain = None if expected is None or expected.startswith("depthwise_") else expected
+    assert (found.kernel.name if found else None) == plain
+
+
 def test_geometry_of_a_windowed_read():
     found = find_convolution((x[n, i * s + a * d - p, j + b, c], f[a, b, c, o]), (n, i, j, o), (a, b, c), is_index)
     assert (found.strides, found.dilations, found.pads) == ((s, 1), (d, 1), (p, 0))
 
 
+def generated_modules(folder, op_name, stem):
+    """An op of ops/conv.py's generated numpy and TensorFlow modules: (numpy, TF, TF source)."""
+    decl = next(op for op in load_op_file(OPS / "conv.py").ops if op.name == op_name)
+    code = compile_op(decl)
+    modules = []
+    for target, suffix in (("numpy", "numpy"), ("tensorflow", "tf")):
+        path = folder / f"{stem}_{suffix}.py"
+        path.write_text(render_module(target, "ops/conv.py", [code]))
+        modules.append(import_path(path, f"_symgrad_conv_kernels_{stem}_{suffix}"))
+    return modules[0], modules[1], (folder / f"{stem}_tf.py").read_text()
+
+
 @pytest.fixture(scope="module")
 def conv2d(tmp_path_factory):
     """Conv2D's generated numpy and TensorFlow modules: (numpy module, TF module, TF source)."""
-    decl = next(op for op in load_op_file(OPS / "conv.py").ops if op.name == "Conv2D")
-    code = compile_op(decl)
-    folder = tmp_path_factory.mktemp("conv_kernels")
-    modules = []
-    for target, suffix in (("numpy", "numpy"), ("tensorflow", "tf")):
-        path = folder / f"conv2d_{suffix}.py"
-        path.write_text(render_module(target, "ops/conv.py", [code]))
-        modules.append(import_path(path, f"_symgrad_conv_kernels_{suffix}"))
-    return modules[0], modules[1], (folder / "conv2d_tf.py").read_text()
+    return generated_modules(tmp_path_factory.mktemp("conv_kernels"), "Conv2D", "conv2d")
+
+
+@pytest.fixture(scope="module")
+def depthwise(tmp_path_factory):
+    """DepthwiseConv2dNative's generated modules: (numpy module, TF module, TF source)."""
+    return generated_modules(tmp_path_factory.mktemp("depthwise_kernels"), "DepthwiseConv2dNative", "depthwise")
 
 
 def test_gradients_call_the_kernels(conv2d):
@@ -98,6 +127,93 @@ def test_against_tensorflows_registered_gradient(tf, conv2d, padding, strides, s
     results = {
         "numpy": numpy_module.conv2d_grad(upstream.numpy(), x_value, f_value, output=y.numpy(), **attrs),
         "eager": tf_module.conv2d_vjp(upstream, x_t, f_t, y, **attrs),
+        "graph": in_graph(upstream, x_t, f_t, y),
+    }
+    for where, got in results.items():
+        for name, actual, reference in zip(("input", "filter"), got, expected):
+            np.testing.assert_allclose(np.asarray(actual), reference.numpy(), rtol=1e-10, atol=1e-10, err_msg=f"{where} {name}")
+
+
+def test_depthwise_calls_the_depthwise_kernels(depthwise):
+    _, _, source = depthwise
+    vjp = source[source.index("def depthwise_conv2d_native_vjp") : source.index("def depthwise_conv2d_native_grad")]
+    assert "_depthwise_conv_backprop_input(" in vjp and "_depthwise_conv_backprop_filter(" in vjp
+    assert "_gather" not in vjp and "einsum" not in vjp
+    forward = source[source.index("def depthwise_conv2d_native(") :]
+    assert "_depthwise_conv(" in forward and "_gather" not in forward and "einsum" not in forward
+    for kernel in ("DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter"):
+        assert f"tf.raw_ops.{kernel}(" in source
+
+
+def _block_diagonal(tf, f):
+    """A depthwise filter (KH, KW, C, M) as the Conv2D filter (KH, KW, C, C*M) it equals."""
+    kh, kw, channels, m = f.shape
+    eye = tf.eye(channels, dtype=f.dtype)[None, None, :, :, None]
+    return tf.reshape(f[:, :, :, None, :] * eye, (kh, kw, channels, channels * m))
+
+
+def _depthwise_reference(tf, x, f, attrs):
+    """DepthwiseConv2dNative, recorded on a tape, as TensorFlow computes it where its CPU
+    kernel takes the attributes; else Conv2D with a block-diagonal filter (unequal strides)
+    or the dilated `tf.nn.depthwise_conv2d` at stride 1, subsampled (SAME: stride 1 only)."""
+    strides, dilations = attrs["strides"], attrs["dilations"]
+    if dilations == (1, 1, 1, 1):
+        if strides[1] == strides[2]:
+            return tf.raw_ops.DepthwiseConv2dNative(input=x, filter=f, **attrs)
+        return tf.raw_ops.Conv2D(input=x, filter=_block_diagonal(tf, f), **attrs)
+    padding = attrs["padding"]
+    if padding == "EXPLICIT":
+        pads = attrs["explicit_paddings"]
+        x, padding = tf.pad(x, [pads[n : n + 2] for n in range(0, 8, 2)]), "VALID"
+    y = tf.nn.depthwise_conv2d(x, f, (1, 1, 1, 1), padding, dilations=dilations[1:3])
+    return y[:, :: strides[1], :: strides[2], :]
+
+
+DEPTHWISE_VARIANTS = [
+    (padding, strides, dilations, shape)
+    for padding, strides, shape in itertools.product(
+        ("VALID", "SAME", "EXPLICIT"), ((1, 1, 1, 1), (1, 2, 2, 1)), ((2, 9, 11, 3), (1, 7, 8, 2))
+    )
+    for dilations in ((1, 1, 1, 1),)
+] + [
+    # what the CPU's depthwise kernels do not take: the helpers' fallbacks
+    ("VALID", (1, 2, 3, 1), (1, 1, 1, 1), (2, 9, 11, 3)),
+    ("EXPLICIT", (1, 3, 1, 1), (1, 1, 1, 1), (1, 10, 8, 2)),
+    ("VALID", (1, 1, 1, 1), (1, 2, 3, 1), (2, 9, 11, 3)),
+    ("SAME", (1, 1, 1, 1), (1, 2, 2, 1), (1, 7, 8, 2)),
+    ("EXPLICIT", (1, 2, 1, 1), (1, 1, 2, 1), (2, 9, 11, 3)),
+]
+
+
+@pytest.mark.parametrize("padding, strides, dilations, shape", DEPTHWISE_VARIANTS)
+def test_depthwise_against_tensorflows_registered_gradient(tf, depthwise, padding, strides, dilations, shape):
+    """Against DepthwiseConv2dNative's registered gradient where TensorFlow's CPU kernel takes
+    the attributes, else against the registered gradients of what computes the same."""
+    numpy_module, tf_module, _ = depthwise
+    rng = np.random.default_rng(sum(shape) + sum(strides) + sum(dilations))
+    attrs = {"padding": padding, "strides": strides, "dilations": dilations}
+    attrs["explicit_paddings"] = (0, 0, 1, 2, 2, 0, 0, 0) if padding == "EXPLICIT" else ()
+    x_value, f_value = rng.normal(size=shape), rng.normal(size=(3, 2, shape[-1], 2))
+    x_t, f_t = tf.constant(x_value), tf.constant(f_value)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([x_t, f_t])
+        y = _depthwise_reference(tf, x_t, f_t, attrs)
+    upstream = tf.constant(rng.normal(size=y.shape))
+    expected = tape.gradient(y, [x_t, f_t], output_gradients=upstream)
+
+    @tf.function  # a graph, where the sizes are known while tracing
+    def in_graph(*args):
+        return tf_module.depthwise_conv2d_native_vjp(*args, **attrs)
+
+    forward = {
+        "numpy": numpy_module.depthwise_conv2d_native(x_value, f_value, **attrs),
+        "tensorflow": tf_module.depthwise_conv2d_native(x_t, f_t, **attrs),
+    }
+    for where, got in forward.items():
+        np.testing.assert_allclose(np.asarray(got), y.numpy(), rtol=1e-10, atol=1e-10, err_msg=f"{where} forward")
+    results = {
+        "numpy": numpy_module.depthwise_conv2d_native_grad(upstream.numpy(), x_value, f_value, output=y.numpy(), **attrs),
+        "eager": tf_module.depthwise_conv2d_native_vjp(upstream, x_t, f_t, y, **attrs),
         "graph": in_graph(upstream, x_t, f_t, y),
     }
     for where, got in results.items():
