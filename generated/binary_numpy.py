@@ -25,6 +25,28 @@ def _sum_to_shape(g, shape):
     return np.reshape(np.sum(g, axis=axes), shape)
 
 
+def _sum_product_to_shape(factors, shape):
+    """The product of `factors` summed back to `shape`, as `_sum_to_shape` would, in one
+    einsum: a reduced broadcast gradient never writes the full-size product."""
+    arrays = [f for f in factors if np.ndim(f) > 0]
+    full = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+    if full == tuple(shape) or not arrays:
+        product = factors[0]
+        for f in factors[1:]:
+            product = product * f
+        return product
+    lead = len(full) - len(shape)
+    operands = []  # einsum's sublist form: each array, then the axes it holds (numbered)
+    for a in arrays:
+        operands += [a, list(range(len(full) - np.ndim(a), len(full)))]
+    kept = [lead + n for n, size in enumerate(shape) if size != 1 or full[lead + n] == 1]
+    result = np.reshape(np.einsum(*operands, kept, optimize=len(arrays) > 2), shape)
+    for f in factors:
+        if np.ndim(f) == 0:  # a scalar attribute: multiplied last, as numpy would promote it
+            result = result * f
+    return result
+
+
 def add(x, y):
     """AddV2: z = x + y (declared at ops/binary.py:15)."""
     z = x + y
@@ -74,8 +96,20 @@ def multiply_grad(grad, x, y, *, z=None):
     """Gradient of Mul: one array per input (x, y)."""
     x = _conj(x)
     y = _conj(y)
-    grad_x = _sum_to_shape(grad * y, np.shape(x))
-    grad_y = _sum_to_shape(grad * x, np.shape(y))
+    grad_x = _sum_product_to_shape(
+        (
+            grad,
+            y,
+        ),
+        np.shape(x),
+    )
+    grad_y = _sum_product_to_shape(
+        (
+            grad,
+            x,
+        ),
+        np.shape(y),
+    )
     return grad_x, grad_y
 
 
@@ -93,7 +127,13 @@ def real_div_grad(grad, x, y, *, z=None):
     z = _conj(z)
     tmp0 = grad / y
     grad_x = _sum_to_shape(tmp0, np.shape(x))
-    grad_y = _sum_to_shape(-tmp0 * z, np.shape(y))
+    grad_y = -_sum_product_to_shape(
+        (
+            tmp0,
+            z,
+        ),
+        np.shape(y),
+    )
     return grad_x, grad_y
 
 
@@ -111,7 +151,13 @@ def div_grad(grad, x, y, *, z=None):
     z = _conj(z)
     tmp0 = grad / y
     grad_x = _sum_to_shape(tmp0, np.shape(x))
-    grad_y = _sum_to_shape(-tmp0 * z, np.shape(y))
+    grad_y = -_sum_product_to_shape(
+        (
+            tmp0,
+            z,
+        ),
+        np.shape(y),
+    )
     return grad_x, grad_y
 
 
@@ -123,8 +169,20 @@ def mul_no_nan(x, y):
 
 def mul_no_nan_grad(grad, x, y, *, z=None):
     """Gradient of MulNoNan: one array per input (x, y)."""
-    grad_x = _sum_to_shape(grad * y, np.shape(x))
-    grad_y = _sum_to_shape(grad * x, np.shape(y))
+    grad_x = _sum_product_to_shape(
+        (
+            grad,
+            y,
+        ),
+        np.shape(x),
+    )
+    grad_y = _sum_product_to_shape(
+        (
+            grad,
+            x,
+        ),
+        np.shape(y),
+    )
     return grad_x, grad_y
 
 
@@ -217,8 +275,20 @@ def squared_difference(x, y):
 def squared_difference_grad(grad, x, y, *, z=None):
     """Gradient of SquaredDifference: one array per input (x, y)."""
     tmp0 = 2 * x - 2 * y
-    grad_x = _sum_to_shape(grad * tmp0, np.shape(x))
-    grad_y = _sum_to_shape(-grad * tmp0, np.shape(y))
+    grad_x = _sum_product_to_shape(
+        (
+            grad,
+            tmp0,
+        ),
+        np.shape(x),
+    )
+    grad_y = -_sum_product_to_shape(
+        (
+            grad,
+            tmp0,
+        ),
+        np.shape(y),
+    )
     return grad_x, grad_y
 
 
@@ -231,8 +301,20 @@ def atan2(y, x):
 def atan2_grad(grad, y, x, *, z=None):
     """Gradient of Atan2: one array per input (y, x)."""
     tmp0 = grad / (x**2 + y**2)
-    grad_y = _sum_to_shape(tmp0 * x, np.shape(y))
-    grad_x = _sum_to_shape(-tmp0 * y, np.shape(x))
+    grad_y = _sum_product_to_shape(
+        (
+            tmp0,
+            x,
+        ),
+        np.shape(y),
+    )
+    grad_x = -_sum_product_to_shape(
+        (
+            tmp0,
+            y,
+        ),
+        np.shape(x),
+    )
     return grad_y, grad_x
 
 

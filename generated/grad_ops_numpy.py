@@ -20,6 +20,28 @@ def _sum_to_shape(g, shape):
     return np.reshape(np.sum(g, axis=axes), shape)
 
 
+def _sum_product_to_shape(factors, shape):
+    """The product of `factors` summed back to `shape`, as `_sum_to_shape` would, in one
+    einsum: a reduced broadcast gradient never writes the full-size product."""
+    arrays = [f for f in factors if np.ndim(f) > 0]
+    full = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+    if full == tuple(shape) or not arrays:
+        product = factors[0]
+        for f in factors[1:]:
+            product = product * f
+        return product
+    lead = len(full) - len(shape)
+    operands = []  # einsum's sublist form: each array, then the axes it holds (numbered)
+    for a in arrays:
+        operands += [a, list(range(len(full) - np.ndim(a), len(full)))]
+    kept = [lead + n for n, size in enumerate(shape) if size != 1 or full[lead + n] == 1]
+    result = np.reshape(np.einsum(*operands, kept, optimize=len(arrays) > 2), shape)
+    for f in factors:
+        if np.ndim(f) == 0:  # a scalar attribute: multiplied last, as numpy would promote it
+            result = result * f
+    return result
+
+
 def sigmoid_grad(y, dy):
     """SigmoidGrad: z = dy * y * (1 - y), Sigmoid's backprop from its output y (declared at ops/grad_ops.py:18)."""
     z = dy * y * (1 - y)
@@ -30,7 +52,14 @@ def sigmoid_grad_grad(grad, y, dy, *, z=None):
     """Gradient of SigmoidGrad: one array per input (y, dy)."""
     tmp0 = 1 - y
     grad_y = _sum_to_shape(grad * (dy * tmp0 - dy * y), np.shape(y))
-    grad_dy = _sum_to_shape(grad * tmp0 * y, np.shape(dy))
+    grad_dy = _sum_product_to_shape(
+        (
+            grad,
+            tmp0,
+            y,
+        ),
+        np.shape(dy),
+    )
     return grad_y, grad_dy
 
 
@@ -58,7 +87,13 @@ def sqrt_grad_grad(grad, y, dy, *, z=None):
     if z is None:
         z = sqrt_grad(y, dy)
     tmp0 = grad / y
-    grad_y = _sum_to_shape(-tmp0 * z, np.shape(y))
+    grad_y = -_sum_product_to_shape(
+        (
+            tmp0,
+            z,
+        ),
+        np.shape(y),
+    )
     grad_dy = _sum_to_shape((1 / 2) * tmp0, np.shape(dy))
     return grad_y, grad_dy
 

@@ -15,7 +15,7 @@ import jinja2
 
 from symgrad import ir
 from symgrad.errors import LoweringError
-from symgrad.printers.numpy import NumpyPrinter
+from symgrad.printers.numpy import NumpyPrinter, summed_product
 from symgrad.printers.tensorflow import TensorflowPrinter
 
 LINE_LENGTH = 100
@@ -55,7 +55,8 @@ def render_numpy_module(source: str, ops: list[ir.OpCode]) -> str:
         ops=contexts,
         imports=imports,
         uses_conj=any(isinstance(s.value, ir.Conj) for op in ops for s in op.vjp.prologue),
-        uses_sum_to_shape=_uses(ops, lambda v: isinstance(v, ir.SumToShape)),
+        uses_sum_to_shape=_uses(ops, lambda v: isinstance(v, ir.SumToShape) and summed_product(v.value.expr) is None),
+        uses_sum_product=_uses(ops, lambda v: isinstance(v, ir.SumToShape) and summed_product(v.value.expr) is not None),
         uses_shift_right=_uses(ops, lambda v: isinstance(v, ir.Scan) and v.exclusive),
         uses_gather=_uses(ops, lambda v: isinstance(v, ir.Gather)),
         uses_scatter=_uses(ops, lambda v: isinstance(v, ir.ScatterAdd)),

@@ -144,7 +144,13 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         return f"{self._module_format('numpy.transpose')}({value.x}, {value.perm})"
 
     def _print_SumToShape(self, value: ir.SumToShape):
-        return f"_sum_to_shape({self._print(value.value)}, {self._module_format('numpy.shape')}({value.like}))"
+        shape = f"{self._module_format('numpy.shape')}({value.like})"
+        product = summed_product(value.value.expr)
+        if product is None:
+            return f"_sum_to_shape({self._print(value.value)}, {shape})"
+        sign, factors = product
+        call = f"_sum_product_to_shape(({', '.join(map(self._print, factors))},), {shape})"
+        return f"-{call}" if sign < 0 else call
 
     def _print_exact_div(self, expr):
         m, c = (self._print(a) for a in expr.args)
@@ -211,3 +217,13 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
     def _print_axis_size(self, expr):
         x, axis = expr.args
         return f"{self._module_format('numpy.shape')}({x})[{axis}]"
+
+
+def summed_product(expr: sp.Expr) -> tuple[int, tuple[sp.Symbol, ...]] | None:
+    """(sign, variables) when `expr` is a product of two or more variables, up to its sign:
+    summed to a shape as one einsum, so that the full-size product is never written."""
+    coeff, rest = expr.as_coeff_Mul()
+    factors = sp.Mul.make_args(rest)
+    if coeff not in (1, -1) or len(factors) < 2 or not all(isinstance(f, sp.Symbol) for f in factors):
+        return None
+    return int(coeff), factors
