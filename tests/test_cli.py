@@ -182,6 +182,37 @@ BAD_INPUTS = {
         """,
         ["Twice", ":{def second}", "declared twice", ":{def first}"],
     ),
+    "ascending_values": (
+        """
+        K = dims("K")[0]
+        k = indices("k")[0]
+
+        @op("SortedCopy")
+        def sorted_copy():
+            ids = tensor("ids", (K,), ascending=True)
+            return {"out": ((k,), ids[k])}
+        """,
+        ["SortedCopy", ':{ids = tensor(}', "only an integer tensor can be ascending"],
+    ),
+    "group_without_one_dimension": (
+        """
+        i, a = indices("i a")
+
+        @op("Blocks")
+        def blocks():
+            x = tensor("x", ((2, 3),))
+            return {"out": ((i, a), x[i, a])}
+        """,
+        ["Blocks", ':{x = tensor(}', "exactly one"],
+    ),
+    "broadcast_to_not_a_shape": (
+        """
+        @elementwise("Spread", broadcast_to="shape")
+        def spread(x):
+            return x
+        """,
+        ["Spread", ":{@elementwise}", "broadcast_to names a const_ints attribute, got 'shape'"],
+    ),
 }
 
 
