@@ -108,8 +108,7 @@ class TensorLowering:
         has its own axis, as the derivation reads it (first group first: the negative axes
         of the later ones do not move)."""
         for first, count in groups:
-            # axes after the group: the later groups still merged
-            after = len(indices) - first - count - sum(c - 1 for f, c in groups if f > first)
+            after = _axes_after(len(indices), first, count, groups)
             inner = tuple(self._size_of(i) for i in indices[first + 1 : first + count])
             self.body.append(Assign(grad, SplitAxis(grad, -after - 1, inner)))
 
@@ -119,7 +118,7 @@ class TensorLowering:
         inferred); the input itself is left as it is (a wrapper's backward reads it)."""
         source = name
         for first, count in groups:
-            after = len(shape) - first - count - sum(c - 1 for f, c in groups if f > first)
+            after = _axes_after(len(shape), first, count, groups)
             members = shape[first : first + count]
             inferred = next(n for n, m in enumerate(members) if m.is_Symbol and m.is_positive)
             known = lambda ms: tuple(self._int_value(m) for m in ms)
@@ -291,7 +290,7 @@ class TensorLowering:
             low, high = self.ranges[i]
             if free_indices(sp.sympify(low) + high):
                 continue  # a range ending at another index: a cumulative sum's, not a piece's
-            if low != 0 or sp.simplify(shape[n] - 1 - high) != 0:
+            if not _spans_axis(i, shape[n], self.ranges):
                 found.add(n)
         return frozenset(found)
 
@@ -659,12 +658,19 @@ def _whole_axes(entry: sp.Indexed, ranges: dict) -> bool:
     shape = getattr(entry.base, "shape", None)
     if shape is None:
         return False
-    for index, size in zip(entry.indices, shape):
-        if is_index(index):
-            low, high = ranges.get(index, (None, None))
-            if low != 0 or high is None or sp.simplify(high - size + 1) != 0:
-                return False
-    return True
+    return all(_spans_axis(i, size, ranges) for i, size in zip(entry.indices, shape) if is_index(i))
+
+
+def _spans_axis(index, size, ranges: dict) -> bool:
+    """Whether `index` runs over the whole axis of `size` entries: 0 to size - 1."""
+    low, high = ranges.get(index, (None, None))
+    return low == 0 and high is not None and sp.simplify(high - size + 1) == 0
+
+
+def _axes_after(rank: int, first: int, count: int, groups: tuple) -> int:
+    """How many axes follow the group of `count` indices at `first` (of `rank` indices) while
+    the groups after it are still merged, one axis each."""
+    return rank - first - count - sum(c - 1 for f, c in groups if f > first)
 
 
 def _sizes_in(expr) -> list:
