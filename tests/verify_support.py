@@ -39,8 +39,9 @@ class Background:
         if self.result is None:
             try:
                 code = self.process.wait(timeout=1500)  # the whole library: minutes on 2 busy cores
-            finally:
+            except subprocess.TimeoutExpired:
                 self.process.kill()
+                raise
             self.out.seek(0), self.err.seek(0)
             self.result = subprocess.CompletedProcess(self.args, code, self.out.read(), self.err.read())
         return self.result
