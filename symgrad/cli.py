@@ -110,11 +110,12 @@ def _verify(args) -> int:
             getattr(args, "against", None),
             tuple(getattr(args, "map", ())),
         )
+        reference = None
         if args.command == "diff":
             reference = make_reference(args.against, dict(args.map))
             for name in getattr(reference, "unused_mappings", lambda _: [])(ops):
                 print(f"warning: --map {name}=...: no op {name} is declared", file=sys.stderr)
-        results = run_ops(job, ops, args.jobs)
+        results = run_ops(job, ops, args.jobs, reference)
     except SymgradErrors as exc:
         for error in exc.errors:
             print(f"error: {error}", file=sys.stderr)

@@ -35,20 +35,24 @@ class Run:
     ops: tuple[str, ...] | None = None  # op types, or None for every op
 
 
-def run(job: Run, ops: list[DerivedOp] | None = None) -> list[Result]:
-    """The results of `job` in this process (on `ops`, when already loaded)."""
+def run(job: Run, ops: list[DerivedOp] | None = None, reference=None) -> list[Result]:
+    """The results of `job` in this process (on `ops` and against `reference`, when already
+    loaded: a user's module of gradients is then not executed a second time)."""
     if ops is None:
         ops = [op for op in _loaded(job.paths, job.folder, job.temporary) if job.ops is None or op.name in job.ops]
     if job.command == "check":
         return run_check(ops, job.targets, job.dtypes)
-    return run_diff(ops, make_reference(job.against, dict(job.mapping)), job.dtypes, job.targets)
+    if reference is None:
+        reference = make_reference(job.against, dict(job.mapping))
+    return run_diff(ops, reference, job.dtypes, job.targets)
 
 
-def run_ops(job: Run, ops: list[DerivedOp], workers: int) -> list[Result]:
-    """The results of `job` on `ops`, spread over up to `workers` spawned processes."""
+def run_ops(job: Run, ops: list[DerivedOp], workers: int, reference=None) -> list[Result]:
+    """The results of `job` on `ops`, spread over up to `workers` spawned processes (in this
+    one, against `reference` when given, for one worker)."""
     workers = min(workers, len(ops))
     if workers <= 1:
-        return run(job, ops)
+        return run(job, ops, reference)
     largest_first = sorted(ops, key=lambda op: -len(op.decl.variants()))
     one_each = [replace(job, ops=(op.name,)) for op in largest_first]
     context = multiprocessing.get_context("spawn")
