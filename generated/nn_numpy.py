@@ -22,7 +22,8 @@ def _sum_to_shape(g, shape):
 
 def softmax(logits):
     """Softmax: exp(logits) normalised over the last axis (declared at ops/nn.py:11)."""
-    t0 = np.sum(np.exp(logits), axis=-1, keepdims=True)
+    sum1 = np.sum(np.exp(logits), axis=-1)
+    t0 = sum1[..., None]
     softmax = np.exp(logits) / t0
     return softmax
 
@@ -38,7 +39,8 @@ def softmax_grad(grad, logits, *, softmax=None):
 
 def log_softmax(logits):
     """LogSoftmax: logits minus the log of the sum of their exponentials over the last axis (declared at ops/nn.py:19)."""
-    t0 = np.sum(np.exp(logits), axis=-1, keepdims=True)
+    sum1 = np.sum(np.exp(logits), axis=-1)
+    t0 = sum1[..., None]
     logsoftmax = logits - np.log(t0)
     return logsoftmax
 
@@ -67,12 +69,12 @@ def l2_loss_grad(grad, t, *, output=None):
 
 def softmax_cross_entropy_with_logits(features, labels):
     """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:34)."""
+    sum1 = np.sum(np.exp(features), axis=-1)
     t0 = np.sum(features * labels, axis=-1)
     t1 = np.sum(labels, axis=-1)
-    t2 = np.sum(np.exp(features), axis=-1)
-    loss = -t0 + t1 * np.log(t2)
-    t3 = np.sum(np.exp(features), axis=-1, keepdims=True)
-    backprop = -labels + np.exp(features) / t3
+    loss = -t0 + t1 * np.log(sum1)
+    t2 = sum1[..., None]
+    backprop = -labels + np.exp(features) / t2
     return (loss, backprop)
 
 
@@ -82,8 +84,9 @@ def softmax_cross_entropy_with_logits_grad(
     """Gradient of SoftmaxCrossEntropyWithLogits: one array per input (features, labels)."""
     if backprop is None:
         backprop = softmax_cross_entropy_with_logits(features, labels)[1]
+    sum1 = np.sum(np.exp(features), axis=-1)
     t0 = grad_loss[..., None]
-    t1 = np.sum(np.exp(features), axis=-1, keepdims=True)
+    t1 = sum1[..., None]
     t2 = np.sum(labels, axis=-1, keepdims=True)
     t3 = np.sum(grad_backprop * np.exp(features), axis=-1, keepdims=True)
     grad_features = (
@@ -92,8 +95,7 @@ def softmax_cross_entropy_with_logits_grad(
         + t0 * t2 * (backprop + labels)
         - t3 * np.exp(features) / t1**2
     )
-    t4 = np.sum(np.exp(features), axis=-1, keepdims=True)
-    grad_labels = -features * t0 - grad_backprop + t0 * np.log(t4)
+    grad_labels = -features * t0 - grad_backprop + t0 * np.log(t1)
     return grad_features, grad_labels
 
 

@@ -62,7 +62,8 @@ def softmax(logits):
 
     @tf.custom_gradient
     def forward(logits):
-        t0 = tf.reduce_sum(tf.math.exp(logits), axis=-1, keepdims=True)
+        sum1 = tf.reduce_sum(tf.math.exp(logits), axis=-1)
+        t0 = sum1[..., None]
         softmax = tf.math.exp(logits) / t0
 
         def backward(grad):
@@ -93,7 +94,8 @@ def log_softmax(logits):
 
     @tf.custom_gradient
     def forward(logits):
-        t0 = tf.reduce_sum(tf.math.exp(logits), axis=-1, keepdims=True)
+        sum1 = tf.reduce_sum(tf.math.exp(logits), axis=-1)
+        t0 = sum1[..., None]
         logsoftmax = logits - tf.math.log(t0)
 
         def backward(grad):
@@ -141,8 +143,9 @@ def softmax_cross_entropy_with_logits_vjp(
     grad_loss, grad_backprop, features, labels, loss, backprop
 ):
     """Gradient of SoftmaxCrossEntropyWithLogits (declared at ops/nn.py:34): one per input (features, labels)."""
+    sum1 = tf.reduce_sum(tf.math.exp(features), axis=-1)
     t0 = grad_loss[..., None]
-    t1 = tf.reduce_sum(tf.math.exp(features), axis=-1, keepdims=True)
+    t1 = sum1[..., None]
     t2 = tf.reduce_sum(labels, axis=-1, keepdims=True)
     t3 = tf.reduce_sum(grad_backprop * tf.math.exp(features), axis=-1, keepdims=True)
     grad_features = (
@@ -151,8 +154,7 @@ def softmax_cross_entropy_with_logits_vjp(
         + t0 * t2 * (backprop + labels)
         - t3 * tf.math.exp(features) / t1**2
     )
-    t4 = tf.reduce_sum(tf.math.exp(features), axis=-1, keepdims=True)
-    grad_labels = -features * t0 - grad_backprop + t0 * tf.math.log(t4)
+    grad_labels = -features * t0 - grad_backprop + t0 * tf.math.log(t1)
     return grad_features, grad_labels
 
 
@@ -166,12 +168,12 @@ def softmax_cross_entropy_with_logits(features, labels):
 
     @tf.custom_gradient
     def forward(features, labels):
+        sum1 = tf.reduce_sum(tf.math.exp(features), axis=-1)
         t0 = tf.reduce_sum(features * labels, axis=-1)
         t1 = tf.reduce_sum(labels, axis=-1)
-        t2 = tf.reduce_sum(tf.math.exp(features), axis=-1)
-        loss = -t0 + t1 * tf.math.log(t2)
-        t3 = tf.reduce_sum(tf.math.exp(features), axis=-1, keepdims=True)
-        backprop = -labels + tf.math.exp(features) / t3
+        loss = -t0 + t1 * tf.math.log(sum1)
+        t2 = sum1[..., None]
+        backprop = -labels + tf.math.exp(features) / t2
 
         def backward(grad_loss, grad_backprop):
             return softmax_cross_entropy_with_logits_vjp(

@@ -124,22 +124,25 @@ def euclidean_norm(input, *, axis=-1, keep_dims=False):
     """EuclideanNorm: Square root of the sum of squares over one axis (declared at ops/reductions.py:51)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
-        t0 = np.sum(input**2, axis=-1)
-        output = np.sqrt(t0)
+        sum1 = np.sum(input**2, axis=-1)
+        output = np.sqrt(sum1)
     elif axis == -1 and keep_dims:
-        t0 = np.sum(input**2, axis=-1, keepdims=True)
+        sum1 = np.sum(input**2, axis=-1)
+        t0 = sum1[..., None]
         output = np.sqrt(t0)
     elif axis == -2 and not keep_dims:
-        t0 = np.sum(input**2, axis=-2)
-        output = np.sqrt(t0)
+        sum1 = np.sum(input**2, axis=-2)
+        output = np.sqrt(sum1)
     elif axis == -2 and keep_dims:
-        t0 = np.sum(input**2, axis=-2, keepdims=True)
+        sum1 = np.sum(input**2, axis=-2)
+        t0 = sum1[..., None, :]
         output = np.sqrt(t0)
     elif axis == -3 and not keep_dims:
-        t0 = np.sum(input**2, axis=-3)
-        output = np.sqrt(t0)
+        sum1 = np.sum(input**2, axis=-3)
+        output = np.sqrt(sum1)
     elif axis == -3 and keep_dims:
-        t0 = np.sum(input**2, axis=-3, keepdims=True)
+        sum1 = np.sum(input**2, axis=-3)
+        t0 = sum1[..., None, :, :]
         output = np.sqrt(t0)
     else:
         raise ValueError(
@@ -180,14 +183,15 @@ def euclidean_norm_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
 
 def reduce_log_sum_exp(input):
     """ReduceLogSumExp: log(sum(exp(x))) over the last axis (TensorFlow composes it; it has no op of its own) (declared at ops/reductions.py:59)."""
-    t0 = np.sum(np.exp(input), axis=-1)
-    output = np.log(t0)
+    sum1 = np.sum(np.exp(input), axis=-1)
+    output = np.log(sum1)
     return output
 
 
 def reduce_log_sum_exp_grad(grad, input, *, output=None):
     """Gradient of ReduceLogSumExp: one array per input (input)."""
-    t0 = np.sum(np.exp(input), axis=-1, keepdims=True)
+    sum1 = np.sum(np.exp(input), axis=-1)
+    t0 = sum1[..., None]
     t1 = grad[..., None]
     grad_input = t1 * np.exp(input) / t0
     return (grad_input,)
@@ -682,23 +686,23 @@ def cumulative_logsumexp(x, *, axis=-1, reverse=False):
     """CumulativeLogsumexp: log of the cumulative sum of exp along one axis (not `exclusive`: its first entry is (declared at ops/reductions.py:109)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not reverse:
-        t0 = np.cumsum(np.exp(x), axis=-1)
-        out = np.log(t0)
+        sum1 = np.cumsum(np.exp(x), axis=-1)
+        out = np.log(sum1)
     elif axis == -1 and reverse:
-        t0 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-1), axis=-1), axis=-1)
-        out = np.log(t0)
+        sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-1), axis=-1), axis=-1)
+        out = np.log(sum1)
     elif axis == -2 and not reverse:
-        t0 = np.cumsum(np.exp(x), axis=-2)
-        out = np.log(t0)
+        sum1 = np.cumsum(np.exp(x), axis=-2)
+        out = np.log(sum1)
     elif axis == -2 and reverse:
-        t0 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-2), axis=-2), axis=-2)
-        out = np.log(t0)
+        sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-2), axis=-2), axis=-2)
+        out = np.log(sum1)
     elif axis == -3 and not reverse:
-        t0 = np.cumsum(np.exp(x), axis=-3)
-        out = np.log(t0)
+        sum1 = np.cumsum(np.exp(x), axis=-3)
+        out = np.log(sum1)
     elif axis == -3 and reverse:
-        t0 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-3), axis=-3), axis=-3)
-        out = np.log(t0)
+        sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-3), axis=-3), axis=-3)
+        out = np.log(sum1)
     else:
         raise ValueError(
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
@@ -710,29 +714,35 @@ def cumulative_logsumexp_grad(grad, x, *, out=None, axis=-1, reverse=False):
     """Gradient of CumulativeLogsumexp: one array per input (x)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not reverse:
-        t0 = np.cumsum(np.exp(x), axis=-1)
-        t1 = np.flip(np.cumsum(np.flip(grad / t0, axis=-1), axis=-1), axis=-1)
-        grad_x = t1 * np.exp(x)
+        sum1 = np.cumsum(np.exp(x), axis=-1)
+        grad_sum1 = grad / sum1
+        t0 = np.flip(np.cumsum(np.flip(grad_sum1, axis=-1), axis=-1), axis=-1)
+        grad_x = t0 * np.exp(x)
     elif axis == -1 and reverse:
-        t0 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-1), axis=-1), axis=-1)
-        t1 = np.cumsum(grad / t0, axis=-1)
-        grad_x = t1 * np.exp(x)
+        sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-1), axis=-1), axis=-1)
+        grad_sum1 = grad / sum1
+        t0 = np.cumsum(grad_sum1, axis=-1)
+        grad_x = t0 * np.exp(x)
     elif axis == -2 and not reverse:
-        t0 = np.cumsum(np.exp(x), axis=-2)
-        t1 = np.flip(np.cumsum(np.flip(grad / t0, axis=-2), axis=-2), axis=-2)
-        grad_x = t1 * np.exp(x)
+        sum1 = np.cumsum(np.exp(x), axis=-2)
+        grad_sum1 = grad / sum1
+        t0 = np.flip(np.cumsum(np.flip(grad_sum1, axis=-2), axis=-2), axis=-2)
+        grad_x = t0 * np.exp(x)
     elif axis == -2 and reverse:
-        t0 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-2), axis=-2), axis=-2)
-        t1 = np.cumsum(grad / t0, axis=-2)
-        grad_x = t1 * np.exp(x)
+        sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-2), axis=-2), axis=-2)
+        grad_sum1 = grad / sum1
+        t0 = np.cumsum(grad_sum1, axis=-2)
+        grad_x = t0 * np.exp(x)
     elif axis == -3 and not reverse:
-        t0 = np.cumsum(np.exp(x), axis=-3)
-        t1 = np.flip(np.cumsum(np.flip(grad / t0, axis=-3), axis=-3), axis=-3)
-        grad_x = t1 * np.exp(x)
+        sum1 = np.cumsum(np.exp(x), axis=-3)
+        grad_sum1 = grad / sum1
+        t0 = np.flip(np.cumsum(np.flip(grad_sum1, axis=-3), axis=-3), axis=-3)
+        grad_x = t0 * np.exp(x)
     elif axis == -3 and reverse:
-        t0 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-3), axis=-3), axis=-3)
-        t1 = np.cumsum(grad / t0, axis=-3)
-        grad_x = t1 * np.exp(x)
+        sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-3), axis=-3), axis=-3)
+        grad_sum1 = grad / sum1
+        t0 = np.cumsum(grad_sum1, axis=-3)
+        grad_x = t0 * np.exp(x)
     else:
         raise ValueError(
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"

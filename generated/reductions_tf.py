@@ -246,22 +246,25 @@ def euclidean_norm(input, *, axis=-1, keep_dims=False):
     @tf.custom_gradient
     def forward(input):
         if axis == -1 and not keep_dims:
-            t0 = tf.reduce_sum(input**2, axis=-1)
-            output = tf.math.sqrt(t0)
+            sum1 = tf.reduce_sum(input**2, axis=-1)
+            output = tf.math.sqrt(sum1)
         elif axis == -1 and keep_dims:
-            t0 = tf.reduce_sum(input**2, axis=-1, keepdims=True)
+            sum1 = tf.reduce_sum(input**2, axis=-1)
+            t0 = sum1[..., None]
             output = tf.math.sqrt(t0)
         elif axis == -2 and not keep_dims:
-            t0 = tf.reduce_sum(input**2, axis=-2)
-            output = tf.math.sqrt(t0)
+            sum1 = tf.reduce_sum(input**2, axis=-2)
+            output = tf.math.sqrt(sum1)
         elif axis == -2 and keep_dims:
-            t0 = tf.reduce_sum(input**2, axis=-2, keepdims=True)
+            sum1 = tf.reduce_sum(input**2, axis=-2)
+            t0 = sum1[..., None, :]
             output = tf.math.sqrt(t0)
         elif axis == -3 and not keep_dims:
-            t0 = tf.reduce_sum(input**2, axis=-3)
-            output = tf.math.sqrt(t0)
+            sum1 = tf.reduce_sum(input**2, axis=-3)
+            output = tf.math.sqrt(sum1)
         elif axis == -3 and keep_dims:
-            t0 = tf.reduce_sum(input**2, axis=-3, keepdims=True)
+            sum1 = tf.reduce_sum(input**2, axis=-3)
+            t0 = sum1[..., None, :, :]
             output = tf.math.sqrt(t0)
         else:
             raise ValueError(
@@ -281,7 +284,8 @@ _register("EuclideanNorm", euclidean_norm_grad)
 
 def reduce_log_sum_exp_vjp(grad, input, output):
     """Gradient of ReduceLogSumExp (declared at ops/reductions.py:59): one per input (input)."""
-    t0 = tf.reduce_sum(tf.math.exp(input), axis=-1, keepdims=True)
+    sum1 = tf.reduce_sum(tf.math.exp(input), axis=-1)
+    t0 = sum1[..., None]
     t1 = grad[..., None]
     grad_input = t1 * tf.math.exp(input) / t0
     return (grad_input,)
@@ -297,8 +301,8 @@ def reduce_log_sum_exp(input):
 
     @tf.custom_gradient
     def forward(input):
-        t0 = tf.reduce_sum(tf.math.exp(input), axis=-1)
-        output = tf.math.log(t0)
+        sum1 = tf.reduce_sum(tf.math.exp(input), axis=-1)
+        output = tf.math.log(sum1)
 
         def backward(grad):
             return reduce_log_sum_exp_vjp(grad, input, output)
@@ -1167,29 +1171,35 @@ def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False):
     """Gradient of CumulativeLogsumexp (declared at ops/reductions.py:109): one per input (x)."""
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not reverse:
-        t0 = tf.math.cumsum(tf.math.exp(x), axis=-1)
-        t1 = tf.math.cumsum(grad / t0, axis=-1, reverse=True)
-        grad_x = t1 * tf.math.exp(x)
+        sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1)
+        grad_sum1 = grad / sum1
+        t0 = tf.math.cumsum(grad_sum1, axis=-1, reverse=True)
+        grad_x = t0 * tf.math.exp(x)
     elif axis == -1 and reverse:
-        t0 = tf.math.cumsum(tf.math.exp(x), axis=-1, reverse=True)
-        t1 = tf.math.cumsum(grad / t0, axis=-1)
-        grad_x = t1 * tf.math.exp(x)
+        sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1, reverse=True)
+        grad_sum1 = grad / sum1
+        t0 = tf.math.cumsum(grad_sum1, axis=-1)
+        grad_x = t0 * tf.math.exp(x)
     elif axis == -2 and not reverse:
-        t0 = tf.math.cumsum(tf.math.exp(x), axis=-2)
-        t1 = tf.math.cumsum(grad / t0, axis=-2, reverse=True)
-        grad_x = t1 * tf.math.exp(x)
+        sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2)
+        grad_sum1 = grad / sum1
+        t0 = tf.math.cumsum(grad_sum1, axis=-2, reverse=True)
+        grad_x = t0 * tf.math.exp(x)
     elif axis == -2 and reverse:
-        t0 = tf.math.cumsum(tf.math.exp(x), axis=-2, reverse=True)
-        t1 = tf.math.cumsum(grad / t0, axis=-2)
-        grad_x = t1 * tf.math.exp(x)
+        sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2, reverse=True)
+        grad_sum1 = grad / sum1
+        t0 = tf.math.cumsum(grad_sum1, axis=-2)
+        grad_x = t0 * tf.math.exp(x)
     elif axis == -3 and not reverse:
-        t0 = tf.math.cumsum(tf.math.exp(x), axis=-3)
-        t1 = tf.math.cumsum(grad / t0, axis=-3, reverse=True)
-        grad_x = t1 * tf.math.exp(x)
+        sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3)
+        grad_sum1 = grad / sum1
+        t0 = tf.math.cumsum(grad_sum1, axis=-3, reverse=True)
+        grad_x = t0 * tf.math.exp(x)
     elif axis == -3 and reverse:
-        t0 = tf.math.cumsum(tf.math.exp(x), axis=-3, reverse=True)
-        t1 = tf.math.cumsum(grad / t0, axis=-3)
-        grad_x = t1 * tf.math.exp(x)
+        sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3, reverse=True)
+        grad_sum1 = grad / sum1
+        t0 = tf.math.cumsum(grad_sum1, axis=-3)
+        grad_x = t0 * tf.math.exp(x)
     else:
         raise ValueError(
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
@@ -1212,23 +1222,23 @@ def cumulative_logsumexp(x, *, axis=-1, reverse=False):
     @tf.custom_gradient
     def forward(x):
         if axis == -1 and not reverse:
-            t0 = tf.math.cumsum(tf.math.exp(x), axis=-1)
-            out = tf.math.log(t0)
+            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1)
+            out = tf.math.log(sum1)
         elif axis == -1 and reverse:
-            t0 = tf.math.cumsum(tf.math.exp(x), axis=-1, reverse=True)
-            out = tf.math.log(t0)
+            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1, reverse=True)
+            out = tf.math.log(sum1)
         elif axis == -2 and not reverse:
-            t0 = tf.math.cumsum(tf.math.exp(x), axis=-2)
-            out = tf.math.log(t0)
+            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2)
+            out = tf.math.log(sum1)
         elif axis == -2 and reverse:
-            t0 = tf.math.cumsum(tf.math.exp(x), axis=-2, reverse=True)
-            out = tf.math.log(t0)
+            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2, reverse=True)
+            out = tf.math.log(sum1)
         elif axis == -3 and not reverse:
-            t0 = tf.math.cumsum(tf.math.exp(x), axis=-3)
-            out = tf.math.log(t0)
+            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3)
+            out = tf.math.log(sum1)
         elif axis == -3 and reverse:
-            t0 = tf.math.cumsum(tf.math.exp(x), axis=-3, reverse=True)
-            out = tf.math.log(t0)
+            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3, reverse=True)
+            out = tf.math.log(sum1)
         else:
             raise ValueError(
                 f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"

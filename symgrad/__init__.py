@@ -13,6 +13,7 @@ from symgrad.declare import (
     op,
     rank_of,
     scalar_input,
+    stage,
     stop_gradient,
     tensor,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "read_outside",
     "rank_of",
     "scalar_input",
+    "stage",
     "stop_gradient",
     "tensor",
     "__version__",

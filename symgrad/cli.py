@@ -38,6 +38,11 @@ def _parser() -> argparse.ArgumentParser:
     derive.add_argument(
         "--no-cache", action="store_true", help=f"derive everything again (cache: {default_cache_dir()})"
     )
+    derive.add_argument(
+        "--allow-large-intermediates", action="store_true",
+        help="warn, instead of failing, when a gradient needs an intermediate larger than the op's "
+        "inputs, outputs and stages",
+    )
     _add_verify_parsers(commands)
     return parser
 
@@ -78,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     targets = tuple(args.target or TARGETS)
     try:
         cache = Cache(None if args.no_cache else default_cache_dir())
-        files = generate(args.paths, targets, cache=cache, jobs=args.jobs)
+        files = generate(
+            args.paths, targets, cache=cache, jobs=args.jobs, allow_large=args.allow_large_intermediates
+        )
     except SymgradErrors as exc:
         for error in exc.errors:
             print(f"error: {error}", file=sys.stderr)

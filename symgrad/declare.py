@@ -166,11 +166,13 @@ class OpVariant:
     attr_values: tuple[tuple[str, Any], ...]  # the enumerated attributes' values
     inputs: tuple[TensorInput, ...]  # inputs in op order
     outputs: tuple[Output, ...]  # outputs in op order
+    stages: tuple[Output, ...] = ()  # intermediate tensors declared with `stage()`, in order
 
 
 # --- the user-facing API -------------------------------------------------------------------
 
 _tensors: contextvars.ContextVar[list | None] = contextvars.ContextVar("symgrad_tensors", default=None)
+_stages: contextvars.ContextVar[list | None] = contextvars.ContextVar("symgrad_stages", default=None)
 # while an op file loads, every declaration is appended here (even one whose name is rebound)
 declared: contextvars.ContextVar[list | None] = contextvars.ContextVar("symgrad_declared", default=None)
 
@@ -246,6 +248,51 @@ def tensor(name: str, shape: tuple, *, integer: bool = False, ascending: bool = 
         raise DeclarationError(f"input {name!r}: only an integer tensor can be ascending")
     registry.append(TensorInput(name, base, integer, tuple(groups), ascending))
     return base
+
+
+def stage(name: str, indices: tuple, expr) -> Tensor:
+    """Name an intermediate tensor of the op being built (attention's scores, a hidden layer):
+    `name[indices] = expr`, over the inputs and earlier stages. Use the returned tensor in later
+    expressions; the gradient is then taken stage by stage (reverse mode), each stage's
+    vector-Jacobian product on its own, and the forward's stages are reused by the gradient.
+
+    Each index takes its size from a tensor axis it subscripts in `expr`, or is given as
+    `(index, size)`; a leading `...` is the batch axes, as for outputs.
+    """
+    registry, tensors = _stages.get(), _tensors.get()
+    if registry is None:
+        raise DeclarationError(f"stage({name!r}) called outside an @op declaration")
+    if any(s.name == name for s in registry) or any(t.name == name for t in tensors):
+        raise DeclarationError(f"stage {name!r}: the name is already an input or a stage")
+    expr = sp.sympify(expr)
+    plain, sizes, shape = [], [], []
+    for item in _with_batch(indices):
+        index, size = item if isinstance(item, tuple) else (item, None)
+        if index is BATCH:
+            size = BATCH_DIM
+        elif size is None:
+            size = _axis_size_of(expr, index)
+            if size is None:
+                raise DeclarationError(
+                    f"stage {name!r}: index {index} subscripts no tensor axis directly in {expr}; "
+                    f"give its size as ({index}, size)"
+                )
+        else:
+            sizes.append((index, sp.sympify(size)))
+        plain.append(index)
+        shape.append(size)
+    registry.append(Output(name, tuple(plain), expr, tuple(sizes)))
+    return Tensor(name, shape=tuple(shape))
+
+
+def _axis_size_of(expr, index):
+    """The size of a tensor axis that `index` subscripts directly in `expr`, else None."""
+    for entry in sorted(expr.atoms(sp.Indexed), key=str):
+        shape = entry.base.shape or ()
+        for axis, sub in enumerate(entry.indices):
+            if sub == index and axis < len(shape):
+                return shape[axis]
+    return None
 
 
 class stop_gradient(sp.Function):
@@ -574,12 +621,13 @@ def _instantiate_elementwise(decl, attr_values, kwargs) -> OpVariant:
 
 
 def _instantiate_index(decl, attr_values, kwargs) -> OpVariant:
-    token = _tensors.set([])
+    token, stages_token = _tensors.set([]), _stages.set([])
     try:
         result = _call(decl, kwargs)
-        inputs = tuple(_tensors.get())
+        inputs, stages = tuple(_tensors.get()), tuple(_stages.get())
     finally:
         _tensors.reset(token)
+        _stages.reset(stages_token)
     _check_list_input(decl, attr_values, inputs)
     if not isinstance(result, dict) or not result:
         raise DeclarationError(
@@ -598,7 +646,7 @@ def _instantiate_index(decl, attr_values, kwargs) -> OpVariant:
         idx, expr = value
         idx, sizes, groups = _sized(decl, out_name, _with_batch(idx))
         outputs.append(Output(out_name, idx, _as_expr(decl, expr), sizes, groups, list_name))
-    return OpVariant(decl, attr_values, inputs, tuple(outputs))
+    return OpVariant(decl, attr_values, inputs, tuple(outputs), stages)
 
 
 def _check_list_input(decl: OpDecl, attr_values, inputs) -> None:

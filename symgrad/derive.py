@@ -16,6 +16,7 @@ import sympy as sp
 from symgrad.declare import BATCH, BATCH_DIM, ELEMENTWISE, OpVariant, stop_gradient
 from symgrad.errors import DerivationError
 from symgrad.functions import exact_div
+from symgrad.stages import Staged, split_stages
 from symgrad.validate import Range, index_ranges, index_symbols
 
 
@@ -50,6 +51,18 @@ class Derivation:
     forward: dict  # output name -> sympy expr (elementwise) or TensorValue (index)
     vjp: dict  # input name -> sympy expr / TensorValue, or None where the gradient is zero
     ranges: dict = dataclasses.field(default_factory=dict)  # index -> (lowest, highest)
+    staging: Staging | None = None  # a composed op's stages (then `forward` reads them)
+
+
+@dataclass(frozen=True)
+class Staging:
+    """The stages of a composed op: forward values in order, gradients in reverse order."""
+
+    stages: tuple  # the stages (`Output`s), in forward order
+    tensors: tuple  # `TensorInput` per stage: its name and shape
+    outputs: tuple  # the op's outputs (`Output`s) as expressions of the stages
+    values: dict  # stage name -> TensorValue (its forward value)
+    grads: dict  # stage name -> TensorValue in terms of later gradients, or None; reverse order
 
 
 def grad_names(variant: OpVariant) -> tuple[str, ...]:
@@ -66,7 +79,57 @@ def derive(variant: OpVariant) -> Derivation:
     _check_names(variant)
     if variant.decl.kind == ELEMENTWISE:
         return _derive_elementwise(variant)
-    return _derive_index(variant)
+    staged = split_stages(variant)
+    if not staged.stages:
+        return _derive_index(dataclasses.replace(variant, outputs=staged.outputs))
+    return _derive_staged(variant, staged)
+
+
+def _derive_staged(variant: OpVariant, staged: Staged) -> Derivation:
+    """Reverse mode over the stages: each stage's vector-Jacobian product by the single-stage
+    engine, with the gradients of the stages it reads accumulated, last stage first."""
+    last = _derive_index(staged.part(variant, None), grad_names(variant))
+    contributions = {name: [value] for name, value in last.vjp.items() if value is not None}
+    ranges, grads = dict(last.ranges), {}
+    for n in reversed(range(len(staged.stages))):
+        name = staged.stages[n].name
+        grads[name] = _accumulated(contributions.pop(name, []))
+        if grads[name] is None:
+            continue  # nothing downstream depends on it (a stop_gradient maximum)
+        part = _derive_index(staged.part(variant, n), (f"grad_{name}",))
+        _merge_ranges(variant, ranges, part.ranges)
+        for read, value in part.vjp.items():
+            if value is not None:
+                contributions.setdefault(read, []).append(value)
+    vjp = {t.name: None if t.integer else _accumulated(contributions.get(t.name, [])) for t in variant.inputs}
+    values = {
+        s.name: TensorValue(s.indices, tuple(_normalize(strip_stop_gradient(s.expr), ()))) for s in staged.stages
+    }
+    # outputs as values (read by output reuse): what their derivatives are written in
+    stripped = lambda outputs: tuple(dataclasses.replace(o, expr=strip_stop_gradient(o.expr)) for o in outputs)
+    staging = Staging(stripped(staged.stages), staged.tensors, stripped(staged.outputs), values, grads)
+    return Derivation(variant, grad_names(variant), last.forward, vjp, ranges, staging)
+
+
+def _accumulated(values: list) -> TensorValue | None:
+    """The sum of one tensor's gradient contributions (each over the same axis indices)."""
+    if not values:
+        return None
+    return TensorValue(values[0].indices, tuple(t for v in values for t in v.terms))
+
+
+def _merge_ranges(variant, ranges: dict, more: dict) -> None:
+    for index, rng in more.items():
+        if index in ranges and sp.simplify(ranges[index][0] - rng[0]) != 0 or (
+            index in ranges and sp.simplify(ranges[index][1] - rng[1]) != 0
+        ):
+            raise DerivationError(
+                f"index {index} ranges over {ranges[index]} in one stage and {rng} in another: "
+                f"name them apart",
+                variant.decl.name,
+                variant.decl.location,
+            )
+        ranges[index] = rng
 
 
 def _check_names(variant: OpVariant) -> None:
@@ -117,10 +180,11 @@ def strip_stop_gradient(expr: sp.Expr) -> sp.Expr:
 # --- index summation -----------------------------------------------------------------------
 
 
-def _derive_index(variant: OpVariant) -> Derivation:
+def _derive_index(variant: OpVariant, grads: tuple[str, ...] | None = None) -> Derivation:
+    grads = grads or grad_names(variant)
     ranges = index_ranges(variant)
     forward = {
-        o.name: TensorValue(o.indices, tuple(_normalize(o.expr, ()))) for o in variant.outputs
+        o.name: TensorValue(o.indices, tuple(_normalize(strip_stop_gradient(o.expr), ()))) for o in variant.outputs
     }
     vjp = {}
     all_ranges = dict(ranges)
@@ -132,13 +196,14 @@ def _derive_index(variant: OpVariant) -> Derivation:
         axis_ranges = {a: (sp.S.Zero, d - 1) for a, d in zip(axes, inp.shape)}
         all_ranges.update(axis_ranges)
         terms = []
-        for out, grad_name in zip(variant.outputs, grad_names(variant)):
+        for out, grad_name in zip(variant.outputs, grads):
             terms += _contract(variant, out, grad_name, inp.base[axes], ranges)
         outputs = tuple(dict.fromkeys(i for o in variant.outputs for i in o.indices))
         terms = [_eliminate_deltas(variant, t, {**ranges, **axis_ranges}, outputs) for t in terms]
+        terms = [_counted(t) for t in terms]
         terms = [t for t in terms if t.factor != 0]
         vjp[inp.name] = _batch_renamed(TensorValue(axes, tuple(terms)), inp.shape) if terms else None
-    return Derivation(variant, grad_names(variant), forward, vjp, all_ranges)
+    return Derivation(variant, grads, forward, vjp, all_ranges)
 
 
 def _batch_renamed(value: TensorValue, shape) -> TensorValue:
@@ -199,10 +264,34 @@ def _normalize(expr: sp.Expr, sums: tuple) -> list[Term]:
             terms = [
                 Term(t.factor * u.factor, u.sums)
                 for t in terms
-                for u in _normalize(arg, t.sums)
+                for u in _normalize(_bound_apart(arg, t), t.sums)
             ]
         return terms
     return [Term(expr, sums)]
+
+
+def _bound_apart(factor, term: Term):
+    """`factor` with the indices its Sums bind renamed where `term` already uses them: one
+    letter summed in two Sums of a product is two indices (`k`, then `k_1`)."""
+    taken = {s[0] for s in term.sums} | term.factor.free_symbols
+    if not taken & {lim[0] for s in factor.atoms(sp.Sum) for lim in s.limits}:
+        return factor
+    return _rename_bound(factor, taken)
+
+
+def _counted(term: Term) -> Term:
+    """A sum over an index the factor does not depend on is a count: `Sum(c, (k, 0, N-1))`
+    is `N*c` (a mean's derivative, summed over the axis it averages)."""
+    summed = {s[0] for s in term.sums}
+    factor, sums = term.factor, []
+    for index, low, high in term.sums:
+        bounds = sp.sympify(low).free_symbols | sp.sympify(high).free_symbols
+        bounding = any(sp.sympify(b).has(index) for s in term.sums for b in s[1:])
+        if factor.has(index) or bounds & summed or bounding:
+            sums.append((index, low, high))
+        else:
+            factor = factor * (high - low + 1)
+    return Term(factor, tuple(sums))
 
 
 def _eliminate_deltas(variant, term: Term, ranges: dict[sp.Symbol, Range], outputs=frozenset()) -> Term:

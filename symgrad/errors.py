@@ -34,3 +34,7 @@ class DerivationError(SymgradError):
 
 class LoweringError(SymgradError):
     stage = "lowering"
+
+
+class VerificationError(SymgradError):
+    stage = "verification"

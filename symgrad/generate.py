@@ -16,11 +16,11 @@ from pathlib import Path
 from symgrad.cache import Cache, CachedOp, cache_key
 from symgrad.declare import OpDecl, instantiate
 from symgrad.derive import derive
-from symgrad.errors import SymgradError
+from symgrad.errors import LoweringError, SymgradError
 from symgrad.ir import OpCode
 from symgrad.load import OpFile, check_unique, load_op_file, op_file_paths
 from symgrad.lower import lower_op
-from symgrad.render import MODULE_SUFFIX, render_module
+from symgrad.render import MODULE_SUFFIX, TARGETS, render_module
 from symgrad.simplify import simplify
 
 
@@ -42,9 +42,17 @@ def compile_op(decl: OpDecl) -> OpCode:
 
 
 def generate(
-    paths: list[str | Path], targets: tuple[str, ...], cache: Cache | None = None, jobs: int = 1
+    paths: list[str | Path],
+    targets: tuple[str, ...],
+    cache: Cache | None = None,
+    jobs: int = 1,
+    verify: bool = True,
+    allow_large: bool = False,
 ) -> dict[str, str]:
-    """Generated file name -> text, for every op file under `paths`.
+    """Generated file name -> text, for every op file under `paths`; each freshly derived
+    file verified first (`selfcheck`): only verified texts are returned or cached. A gradient
+    with an intermediate larger than the op's inputs, outputs and stages (a Jacobian) is an
+    error, or with `allow_large` a warning.
 
     Raises:
         SymgradErrors: every op that failed, after trying them all.
@@ -56,7 +64,7 @@ def generate(
     paths = op_file_paths(paths)
     _check_stems(paths)
     for path in paths:
-        key = cache_key(path, display_path(path), targets)
+        key = cache_key(path, display_path(path), targets + (("allow large",) if allow_large else ()))
         hit = cache.get(key)
         if hit is None:
             op_file = load_op_file(path)
@@ -66,11 +74,46 @@ def generate(
             records += hit[0]
             files.update(hit[1])
     check_unique(records)
-    for (op_file, key), codes in zip(fresh, _compile_all([f for f, _ in fresh], jobs)):
-        rendered = _render_file(op_file, codes, targets)
-        cache.put(key, [CachedOp(d.name, d.func_name, str(d.location)) for d in op_file.ops], rendered)
-        files.update(rendered)
+    compiled = _compile_all([f for f, _ in fresh], jobs)
+    oversized = [e for (f, _), codes in zip(fresh, compiled) for d, c in zip(f.ops, codes) for e in oversized_intermediates(d, c)]
+    if oversized and not allow_large:
+        raise SymgradErrors(oversized)
+    for error in oversized:
+        print(f"warning: {error}", file=sys.stderr)
+    rendered = [_render_file(op_file, codes, TARGETS) for (op_file, _), codes in zip(fresh, compiled)]
+    if verify:
+        everything = {name: text for r in rendered for name, text in r.items()}
+        errors = verify_generated([f for f, _ in fresh], everything, jobs)
+        if errors:
+            raise SymgradErrors(errors)
+    for (op_file, key), texts in zip(fresh, rendered):
+        wanted = {name: texts[name] for name in (op_file.stem + MODULE_SUFFIX[t] for t in targets)}
+        cache.put(key, [CachedOp(d.name, d.func_name, str(d.location)) for d in op_file.ops], wanted)
+        files.update(wanted)
     return dict(sorted(files.items()))
+
+
+def oversized_intermediates(decl: OpDecl, code: OpCode) -> list[LoweringError]:
+    """An error per gradient branch with an intermediate of more axes than `rank_bound`."""
+    errors = []
+    for branch in code.vjp.branches:
+        if branch.rank_bound and branch.largest_rank > branch.rank_bound:
+            variant = f" [attributes {dict(branch.attr_values)}]" if branch.attr_values else ""
+            errors.append(LoweringError(
+                f"the gradient{variant} needs an intermediate of {branch.largest_rank} axes, more "
+                f"than the op's largest input, output or stage ({branch.rank_bound}): "
+                f"{branch.largest_term}. Naming an intermediate with `stage()` may avoid it; "
+                f"--allow-large-intermediates makes this a warning",
+                decl.name,
+                decl.location,
+            ))
+    return errors
+
+
+def verify_generated(op_files, files, jobs):
+    from symgrad.selfcheck import verify_generated as verify  # verification imports generate
+
+    return verify(op_files, files, jobs)
 
 
 def _compile_all(op_files: list[OpFile], jobs: int) -> list[list[OpCode]]:

@@ -481,6 +481,8 @@ class Branch:
     attr_values: tuple[tuple[str, Any], ...]  # empty when the op has no enumerated attributes
     body: tuple[Assign, ...]  # statements, in order
     largest_rank: int = 0  # most axes of any intermediate array (`...` counting as one)
+    largest_term: str = ""  # the expression that array holds, and its axes (for errors)
+    rank_bound: int = 0  # most axes an intermediate may have: no Jacobian (0: not checked)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ shape; tensor values are lowered by `lower_tensor` (matmul, reductions, einsum).
 
 from __future__ import annotations
 
+import dataclasses
+
 import sympy as sp
 
 from symgrad.declare import BATCH_DIM, ELEMENTWISE, OpDecl
@@ -29,8 +31,9 @@ from symgrad.ir import (
     SumToShape,
 )
 from symgrad.fused import find_kernel
-from symgrad.lower_tensor import TensorLowering
+from symgrad.lower_tensor import TensorLowering, as_expression, free_indices
 from symgrad.simplify import share_subexpressions
+from symgrad.validate import index_symbols
 
 
 def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
@@ -123,14 +126,14 @@ def _unpacked(decl: OpDecl, derivation: Derivation, branch: Branch) -> Branch:
         if is_vjp:
             results = [sp.Symbol(g or "None") for g in _grad_names(derivation)]
             body += (Assign("grads", Elementwise(sp.Tuple(*results))),)
-    return Branch(branch.attr_values, body, branch.largest_rank)
+    return dataclasses.replace(branch, body=body)
 
 
 def _outputs_unpacked(derivation: Derivation, branch: Branch) -> Branch:
     """A gradient branch that reads a list output's entries: unpack them first."""
     names = [o.name for o in derivation.variant.outputs]
     body = (_unpacking(names, derivation.variant.outputs[0].list_name),) + branch.body
-    return Branch(branch.attr_values, body, branch.largest_rank)
+    return dataclasses.replace(branch, body=body)
 
 
 def _unpacking(names, sequence: str) -> Assign:
@@ -157,6 +160,9 @@ def _lower_forward(decl: OpDecl, derivation: Derivation) -> Branch:
         return Branch(derivation.variant.attr_values, tuple(body))
     lowering = TensorLowering(decl, dim_sources(derivation.variant), derivation.ranges)
     forward = _split_inputs(lowering, derivation.variant, derivation.forward)
+    if derivation.staging:
+        for stage in derivation.staging.stages:
+            lowering.assign(stage.name, derivation.staging.values[stage.name])
     groups = {o.name: o.groups for o in derivation.variant.outputs}
     for name, value in forward.items():
         if groups[name]:
@@ -170,7 +176,33 @@ def _lower_vjp(decl: OpDecl, derivation: Derivation) -> Branch:
     if decl.kind == ELEMENTWISE:
         return Branch(derivation.variant.attr_values, tuple(_lower_elementwise_vjp(decl, derivation)))
     lowering = _lower_tensor_vjp(decl, derivation)
-    return Branch(derivation.variant.attr_values, tuple(lowering.body), lowering.largest_rank)
+    return Branch(
+        derivation.variant.attr_values,
+        tuple(lowering.body),
+        lowering.largest_rank,
+        lowering.largest_term,
+        rank_bound(derivation),
+    )
+
+
+def rank_bound(derivation: Derivation) -> int:
+    """The most axes a gradient's intermediate may have: those of the largest input, output
+    or stage, plus one per window index (a summation index in a mapped subscript: a
+    convolution reads its input in windows, im2col's size); more would be a Jacobian."""
+    variant, staging = derivation.variant, derivation.staging
+    values = [(o.indices, o.expr) for o in (staging.outputs + staging.stages if staging else variant.outputs)]
+    windows = len(set().union(*(_window_indices(expr, indices) for indices, expr in values)))
+    ranks = [len(t.shape) for t in variant.inputs] + [len(indices) for indices, _ in values]
+    return max(ranks) + windows
+
+
+def _window_indices(expr, indices) -> set:
+    found = set()
+    for entry in expr.atoms(sp.Indexed):
+        for sub in entry.indices:
+            if not isinstance(sub, sp.Symbol) and not sub.is_Integer:
+                found |= {s for s in index_symbols(sub) if s not in indices}
+    return found
 
 
 def _split_inputs(lowering: TensorLowering, variant, values: dict) -> dict:
@@ -221,6 +253,8 @@ def _lower_tensor_vjp(decl: OpDecl, derivation: Derivation) -> TensorLowering:
     for out, grad in zip(derivation.variant.outputs, derivation.grad_names):
         if out.groups:
             lowering.split_upstream(grad, out.indices, out.groups)
+    if derivation.staging:
+        _lower_stage_grads(lowering, derivation.staging, vjp)
     batched = [t.name for t in derivation.variant.inputs if t.shape and t.shape[0] == BATCH_DIM]
     grouped = {t.name: t.groups for t in derivation.variant.inputs if t.groups}
     for name, value in vjp.items():
@@ -234,6 +268,39 @@ def _lower_tensor_vjp(decl: OpDecl, derivation: Derivation) -> TensorLowering:
             grad = Elementwise(sp.Symbol(f"grad_{name}"))
             lowering.body.append(Assign(f"grad_{name}", SumToShape(grad, name)))
     return lowering
+
+
+def _lower_stage_grads(lowering: TensorLowering, staging, vjp: dict) -> None:
+    """The forward stages the gradient reads (recomputed: TensorFlow's gradient function sees
+    only the op's inputs and outputs), then each stage's gradient, last stage first."""
+    grads = {name: value for name, value in staging.grads.items() if value is not None}
+    needed = _stages_read(staging, [*vjp.values(), *grads.values()])
+    for stage in staging.stages:
+        if stage.name in needed:
+            lowering.assign(stage.name, staging.values[stage.name])
+    for name, value in grads.items():
+        like = name if name in needed else None  # a gradient constant along an axis: its shape
+        if like is None and set(value.indices) - free_indices(as_expression(value)):
+            lowering.assign(name, staging.values[name])
+            like = name
+        lowering.assign(f"grad_{name}", value, like=like)
+
+
+def _stages_read(staging, values) -> set[str]:
+    """The stages `values` read, and the stages those read, and so on."""
+    names = {s.name for s in staging.stages}
+    read, pending = set(), list(values)
+    while pending:
+        value = pending.pop()
+        if value is None:
+            continue
+        for term in value.terms:
+            for entry in term.factor.atoms(sp.Indexed):
+                name = str(entry.base.label)
+                if name in names and name not in read:
+                    read.add(name)
+                    pending.append(staging.values[name])
+    return read
 
 
 def _lower_elementwise_vjp(decl: OpDecl, derivation: Derivation) -> list[Assign]:

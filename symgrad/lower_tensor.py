@@ -80,6 +80,7 @@ class TensorLowering:
         self.prefix = prefix
         self.body: list[Assign] = []
         self.largest_rank = 0  # most axes of any array built (a leading `...` counts as one)
+        self.largest_term = ""  # what the array with the most axes holds
         self._memo: dict = {}
 
     def assign(self, target: str, value: TensorValue, like: str | None = None) -> None:
@@ -134,9 +135,13 @@ class TensorLowering:
 
     def array(self, expr: sp.Expr, axes: tuple) -> sp.Expr:
         """An elementwise expression over variables whose value is `expr` aligned to `axes`."""
-        self.largest_rank = max(self.largest_rank, len(axes))
         key = (expr, axes)
         if key not in self._memo:
+            # the axes it varies along: a broadcast (size-1) axis holds nothing
+            varying = tuple(a for a in axes if a in free_indices(expr))
+            if len(varying) > self.largest_rank:
+                self.largest_rank = len(varying)
+                self.largest_term = f"{expr} over ({', '.join(map(str, varying))})"
             self._memo[key] = self._array(expr, axes)
         return self._memo[key]
 
@@ -477,6 +482,7 @@ class TensorLowering:
         if any(free_indices(sp.sympify(b)) for lim in expr.limits for b in lim[1:]):
             return self._scan("sum", expr, axes)
         function = self._gather_operands(self._constants_as_tensors(expr.function), axes)
+        function = self._operands_materialised(function, axes, summed)
         coefficient, operands = _plain_product(function)
         if operands and len({idx for _, idx in operands}) > 1:
             out = tuple(a for a in axes if a in free_indices(expr))
@@ -526,6 +532,30 @@ class TensorLowering:
         """`expr` with each dimension size read from an array's shape as `axis_size`."""
         expr = sp.sympify(expr)
         return expr.xreplace({d: axis_size(sp.Symbol(self.dims[d][0]), self.dims[d][1]) for d in _sizes_in(expr)})
+
+    def _operands_materialised(self, product: sp.Expr, axes, summed) -> sp.Expr:
+        """Elementwise functions of tensor entries (`tanh(h[i, k])`) as arrays of their own,
+        when that makes the product a contraction (a matmul, not a product broadcast over
+        every index and then summed)."""
+        factors = sp.Mul.make_args(product)
+        plain = lambda f: isinstance(f, sp.Indexed) and all(is_index(i) for i in f.indices)
+        constant = lambda f: not free_indices(f) and not f.has(sp.Indexed)
+        computed = [f for f in factors if not plain(f) and not constant(f)]
+        if not computed or any(not f.has(sp.Indexed) or _has_reduction(f) for f in computed):
+            return product
+        order = tuple(axes) + tuple(summed)
+        idx_of = {f: _laid_out(f, order) for f in computed}
+        tuples = {idx_of[f] if f in idx_of else tuple(f.indices) for f in factors if not constant(f)}
+        if len(tuples) < 2 or not all(set(free_indices(f)) <= set(order) for f in computed):
+            return product
+        result = []
+        for f in factors:
+            if f in idx_of:
+                array = self.array(f, idx_of[f])
+                name = str(array) if array.is_Symbol else self._temp(Elementwise(array))
+                f = sp.IndexedBase(name)[idx_of[f]]
+            result.append(f)
+        return sp.Mul(*result)
 
     def _gather_operands(self, product: sp.Expr, axes) -> sp.Expr:
         """Tensor entries with mapped subscripts as entries of gathered arrays, plainly
@@ -755,6 +785,18 @@ def _axis_at_position(delta: sp.KroneckerDelta) -> tuple:
     if is_index(b) and a.is_Integer:
         return b, int(a)
     return None, None
+
+
+def _laid_out(factor, order: tuple) -> tuple:
+    """`factor`'s indices in the order its tensors' axes have them (no transpose to compute
+    it), the others as in `order`."""
+    seen = [i for e in sorted(factor.atoms(sp.Indexed), key=str) for i in e.indices if is_index(i)]
+    seen += [i for i in order if i in free_indices(factor)]
+    return tuple(i for i in dict.fromkeys(seen) if i in free_indices(factor))
+
+
+def _has_reduction(expr) -> bool:
+    return bool(expr.atoms(sp.Sum, product, maximum, minimum))
 
 
 def _tabulate(factor, idx, sizes) -> tuple:

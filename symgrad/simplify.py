@@ -37,6 +37,7 @@ def simplify(derivation: Derivation) -> Derivation:
         derivation = reuse_forward_outputs(derivation)
     else:
         derivation = reuse_tensor_outputs(derivation)
+        derivation = fold_stage_gradients(derivation)
     return derivation
 
 
@@ -248,17 +249,24 @@ def reuse_tensor_outputs(derivation: Derivation) -> Derivation:
     Softmax's gradient has `exp(x[p, q]) / Sum(exp(x[p, k]), k)` in every term: that is the
     output `softmax[p, q]`, and with it the gradient is TensorFlow's `(grad - sum(grad * y)) * y`.
     """
-    outputs = derivation.variant.outputs
-    vjp = {}
-    for name, value in derivation.vjp.items():
-        if value is not None:
-            terms = tuple(
-                Term(_reuse_in_factor(t.factor, value.indices + tuple(s[0] for s in t.sums), outputs), t.sums)
-                for t in value.terms
-            )
-            value = TensorValue(value.indices, terms)
-        vjp[name] = value
-    return dataclasses.replace(derivation, vjp=vjp)
+    staging = derivation.staging
+    # a composed op's stages are values the gradient may read too (a mean, reused)
+    outputs = staging.outputs + staging.stages if staging else derivation.variant.outputs
+
+    def reused(value):
+        if value is None:
+            return None
+        terms = tuple(
+            Term(_reuse_in_factor(t.factor, value.indices + tuple(s[0] for s in t.sums), outputs), t.sums)
+            for t in value.terms
+        )
+        return TensorValue(value.indices, terms)
+
+    vjp = {name: reused(value) for name, value in derivation.vjp.items()}
+    if staging:  # a stage's gradient reads the outputs as its inputs' gradients do
+        grads = {name: reused(value) for name, value in staging.grads.items()}
+        staging = dataclasses.replace(staging, grads=grads)
+    return dataclasses.replace(derivation, vjp=vjp, staging=staging)
 
 
 def _reuse_in_factor(factor: sp.Expr, indices: tuple, outputs) -> sp.Expr:
@@ -328,3 +336,79 @@ def _index_tuples(pattern: tuple, indices: tuple):
         for n, i in zip(symbols, chosen):
             entry[n] = i
         yield tuple(entry)
+
+
+def fold_stage_gradients(derivation: Derivation) -> Derivation:
+    """Read a stage's gradient where it is used, when the op's outputs then say it shorter.
+
+    Softmax staged as `sum1 = Sum(exp(x))` has `grad_x = grad*y + grad_sum1*exp(x)` with
+    `grad_sum1 = -Sum(grad*y)/sum1`: written in place, `exp(x)/sum1` is the output `y` and
+    the gradient is TensorFlow's `y*(grad - sum(grad*y))`. Only a use outside any sum is
+    folded (its inner sums stay sums of their own, never coupled), and only where output
+    reuse makes the folded terms smaller; a stage gradient no longer read is not computed.
+    """
+    staging = derivation.staging
+    if staging is None:
+        return derivation
+    outputs = staging.outputs + staging.stages
+    vjp, grads = dict(derivation.vjp), dict(staging.grads)
+    for name in list(grads):
+        value = grads[name]
+        if value is None:
+            continue
+        single = sum(_uses(v, f"grad_{name}") for v in [*vjp.values(), *grads.values()]) == 1
+        vjp = {n: _folded(v, name, value, outputs, single) for n, v in vjp.items()}
+        grads = {n: v if n == name else _folded(v, name, value, outputs, single) for n, v in grads.items()}
+        if not any(_reads(v, f"grad_{name}") for v in [*vjp.values(), *grads.values()]):
+            grads[name] = None
+    return dataclasses.replace(derivation, vjp=vjp, staging=dataclasses.replace(staging, grads=grads))
+
+
+def _reads(value, name: str) -> bool:
+    return value is not None and any(
+        str(e.base.label) == name for t in value.terms for e in t.factor.atoms(sp.Indexed)
+    )
+
+
+def _uses(value, name: str) -> int:
+    """How many terms of `value` read `name`."""
+    if value is None:
+        return 0
+    return sum(any(str(e.base.label) == name for e in t.factor.atoms(sp.Indexed)) for t in value.terms)
+
+
+def _folded(value, name: str, grad: TensorValue, outputs, single: bool) -> TensorValue | None:
+    """`value` with `grad_<name>` written in place in each term where that pays: always for
+    its only use, else where output reuse makes it smaller."""
+    if value is None or not _reads(value, f"grad_{name}"):
+        return value
+    terms = []
+    for term in value.terms:
+        terms += _folded_term(term, value.indices, f"grad_{name}", grad, outputs, single) or [term]
+    return TensorValue(value.indices, tuple(terms))
+
+
+def _folded_term(term: Term, indices: tuple, grad_name: str, grad: TensorValue, outputs, single: bool) -> list | None:
+    """The terms of `term` with its one factor `grad_name[I]` replaced by the terms of
+    `grad` at I, each with outputs reused; None when `term` is summed, reads the gradient
+    otherwise than as one factor, or the result is no smaller."""
+    entries = [f for f in sp.Mul.make_args(term.factor) if isinstance(f, sp.Indexed) and str(f.base.label) == grad_name]
+    if term.sums or len(entries) != 1 or sp.Mul.make_args(term.factor).count(entries[0]) != 1:
+        return None
+    entry = entries[0]
+    rest = term.factor / entry
+    if any(str(e.base.label) == grad_name for e in rest.atoms(sp.Indexed)):
+        return None
+    at = dict(zip(grad.indices, entry.indices))
+    naive, folded = [], []
+    for inner in grad.terms:
+        taken = rest.free_symbols | set(entry.free_symbols) | set(indices)
+        renames = {s[0]: sp.Symbol(f"{s[0]}_f", integer=True) for s in inner.sums if s[0] in taken}
+        sums = tuple((renames.get(k, k), lo, hi) for k, lo, hi in inner.sums)
+        factor = rest * inner.factor.xreplace(renames).xreplace(at)
+        naive.append(Term(factor, sums))
+        free = tuple(indices) + tuple(k for k, _, _ in sums)
+        folded.append(Term(_reuse_in_factor(factor, free, outputs), sums))
+    if not single and sum(sp.count_ops(t.factor) for t in folded) >= sum(sp.count_ops(t.factor) for t in naive):
+        return None
+    return folded

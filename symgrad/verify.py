@@ -33,6 +33,7 @@ class Run:
     against: str | None = None  # diff: "tensorflow" or a module
     mapping: tuple[tuple[str, str], ...] = ()  # diff: (ours, theirs) names
     ops: tuple[str, ...] | None = None  # op types, or None for every op
+    quick: bool = False  # check: each variant's first case alone (what `derive` verifies)
 
 
 def run(job: Run, ops: list[DerivedOp] | None = None, reference=None) -> list[Result]:
@@ -41,7 +42,7 @@ def run(job: Run, ops: list[DerivedOp] | None = None, reference=None) -> list[Re
     if ops is None:
         ops = [op for op in _loaded(job.paths, job.folder, job.temporary) if job.ops is None or op.name in job.ops]
     if job.command == "check":
-        return run_check(ops, job.targets, job.dtypes)
+        return run_check(ops, job.targets, job.dtypes, job.quick)
     if reference is None:
         reference = make_reference(job.against, dict(job.mapping))
     return run_diff(ops, reference, job.dtypes, job.targets)

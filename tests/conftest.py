@@ -54,7 +54,7 @@ def derived(tmp_path_factory):
     cwd = os.getcwd()
     os.chdir(ROOT)  # headers name the op file relative to the working directory
     try:
-        files = generate(["ops"], TARGETS)
+        files = generate(["ops"], TARGETS, verify=False)  # `symgrad check ops` runs in the suite
     finally:
         os.chdir(cwd)
     for name, text in files.items():

@@ -1,0 +1,208 @@
+"""Stages of a composed op: the intermediate tensors its gradient is taken through.
+
+A hand-written gradient of a composed op (a layer norm, attention, an MLP block) keeps the
+forward's intermediates and applies the chain rule one stage at a time. Here a stage is an
+`Output`-like value `name[indices] = expr` over the op's inputs and earlier stages:
+
+* declared with `stage()` (attention's scores), or
+* made automatically from a reduction (`Sum`, `product`, `maximum`, `minimum`) nested inside
+  another reduction's body, where differentiating the whole would couple the two reductions'
+  indices (a product of sums over different bound indices, built jointly: a Jacobian). Each
+  such reduction is staged over the indices of its context it depends on; equal reductions
+  (up to the names of their indices) are one stage, wherever they occur.
+
+Reductions at the top of an expression (Softmax's denominator) are left in place: the
+single-stage engine differentiates them exactly, in O(n), and output reuse then reads them
+as the hand-written gradient does. An index bound again inside a reduction that binds it
+(a maximum over l inside a Sum over l) is renamed: one letter bound twice is two indices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass
+
+import sympy as sp
+
+from symgrad.declare import BATCH, BATCH_DIM, OpVariant, Output, TensorInput
+from symgrad.functions import _Extremum
+from symgrad.validate import index_ranges, index_symbols
+
+REDUCTIONS = (sp.Sum, sp.Product, _Extremum)
+AUTO_NAMES = {sp.Sum: "sum", sp.Product: "prod", _Extremum: "ext"}
+
+
+@dataclass(frozen=True)
+class Staged:
+    """An op variant split into stages (forward order) and outputs that read them."""
+
+    stages: tuple[Output, ...]  # each reads the op's inputs and earlier stages
+    tensors: tuple[TensorInput, ...]  # one per stage: how later expressions read it
+    outputs: tuple[Output, ...]  # the op's outputs, reading stages
+
+    def part(self, variant: OpVariant, n: int | None) -> OpVariant:
+        """Stage n (None: the outputs) as a single-stage variant whose inputs are the op's
+        inputs and the stages its expression reads."""
+        outputs = self.outputs if n is None else (self.stages[n],)
+        read = {str(e.base.label) for o in outputs for e in o.expr.atoms(sp.Indexed)}
+        stages = tuple(t for t in self.tensors if t.name in read)
+        return dataclasses.replace(variant, inputs=variant.inputs + stages, outputs=outputs, stages=())
+
+
+def split_stages(variant: OpVariant) -> Staged:
+    """The stages of `variant`: those declared, then nested reductions, with bound indices
+    renamed apart in every expression."""
+    ranges = index_ranges(_with_declared_stages(variant))
+    stager = _Stager(variant, ranges)
+    for declared in variant.stages:
+        stager.add(dataclasses.replace(declared, expr=stager.staged(declared.expr, declared.indices)))
+    outputs = tuple(dataclasses.replace(o, expr=stager.staged(o.expr, o.indices)) for o in variant.outputs)
+    return Staged(tuple(stager.stages), tuple(stager.tensors), outputs)
+
+
+def _with_declared_stages(variant: OpVariant) -> OpVariant:
+    """`variant` with its declared stages as inputs and outputs, to validate them all at once."""
+    tensors = tuple(TensorInput(s.name, _tensor(s.name, s.indices, dict(s.sizes), {})) for s in variant.stages)
+    if not tensors:
+        return variant
+    return dataclasses.replace(variant, inputs=variant.inputs + tensors, outputs=variant.stages + variant.outputs)
+
+
+def _tensor(name: str, indices: tuple, sizes: dict, ranges: dict) -> sp.IndexedBase:
+    shape = []
+    for index in indices:
+        if index == BATCH:
+            shape.append(BATCH_DIM)
+        elif index in sizes:
+            shape.append(sizes[index])
+        else:
+            shape.append(ranges[index][1] + 1)
+    return sp.IndexedBase(name, shape=tuple(shape))
+
+
+class _Stager:
+    """Collects stages while rewriting expressions to read them."""
+
+    def __init__(self, variant: OpVariant, ranges: dict):
+        self.variant = variant
+        self.ranges = dict(ranges)
+        self.stages: list[Output] = []
+        self.tensors: list[TensorInput] = []
+        self.keys: dict = {}  # canonical form -> (stage tensor, its indices)
+        self.taken = {t.name for t in variant.inputs} | {o.name for o in variant.outputs}
+        self.taken |= {a.name for a in variant.decl.attrs} | {s.name for s in variant.stages}
+        differentiable = {t.name for t in variant.inputs if not t.integer} | {s.name for s in variant.stages}
+        self.differentiable = differentiable
+
+    def add(self, stage: Output) -> None:
+        shape = _tensor(stage.name, stage.indices, dict(stage.sizes), self.ranges)
+        self.stages.append(stage)
+        self.tensors.append(TensorInput(stage.name, shape))
+        self.differentiable.add(stage.name)
+
+    def staged(self, expr: sp.Expr, indices: tuple) -> sp.Expr:
+        """`expr` with nested reductions read from stages (twice: a reduction met first at
+        the top, then staged inside another, is read from its stage at both places)."""
+        context = tuple(i for i in indices if isinstance(i, sp.Symbol))
+        expr = _unshadowed(expr, set(context))
+        self._visit(expr, context, linear=True)
+        return self._visit(expr, context, linear=True)
+
+    def _visit(self, expr, context: tuple, linear: bool):
+        """`linear`: `expr` is a term of the whole expression, or a factor of one whose other
+        factors are constants (a mean's `1/N`): a reduction there is no stage."""
+        if isinstance(expr, REDUCTIONS):
+            bound = tuple(lim[0] for lim in expr.limits)
+            for lim in expr.limits:
+                self.ranges.setdefault(lim[0], (lim[1], lim[2]))
+            body = self._visit(expr.function, context + bound, linear=False)
+            expr = expr.func(body, *expr.limits)
+            return self._as_stage(expr, context, create=not linear)
+        if not expr.args or isinstance(expr, sp.Indexed):
+            return expr
+        if isinstance(expr, sp.Add):
+            return expr.func(*[self._visit(a, context, linear) for a in expr.args])
+        if isinstance(expr, sp.Mul) and linear:
+            args = []
+            for a in expr.args:
+                constant_rest = not any(self._reads_differentiable(b) for b in expr.args if b is not a)
+                args.append(self._visit(a, context, constant_rest))
+            return expr.func(*args)
+        return expr.func(*[self._visit(a, context, False) for a in expr.args])
+
+    def _as_stage(self, reduction, context: tuple, create: bool):
+        """A read of the stage `reduction` is (made if `create`), else `reduction` itself."""
+        free = index_symbols(reduction)
+        indices = tuple(i for i in context if i in free)
+        if not indices or set(indices) != free or not self._reads_differentiable(reduction):
+            return reduction
+        key = _canonical(reduction, indices)
+        if key not in self.keys:
+            if not create or not all(self._rectangular(i) for i in indices):
+                return reduction
+            name = self._fresh_name(reduction)
+            sizes = tuple((i, self.ranges[i][1] + 1) for i in indices if not self._subscripts_axis(reduction, i))
+            self.add(Output(name, indices, reduction, sizes))
+            self.keys[key] = (self.tensors[-1].base, indices)
+        base, _ = self.keys[key]
+        return base[indices]
+
+    def _reads_differentiable(self, expr) -> bool:
+        return any(str(e.base.label) in self.differentiable for e in expr.atoms(sp.Indexed))
+
+    def _rectangular(self, index) -> bool:
+        """A staged index needs a range from 0 to a bound of no other index."""
+        if index == BATCH:
+            return True
+        low, high = self.ranges.get(index, (None, None))
+        return low == 0 and high is not None and not index_symbols(sp.sympify(high))
+
+    @staticmethod
+    def _subscripts_axis(expr, index) -> bool:
+        return any(index in e.indices for e in expr.atoms(sp.Indexed))
+
+    def _fresh_name(self, reduction) -> str:
+        kind = next(AUTO_NAMES[c] for c in AUTO_NAMES if isinstance(reduction, c))
+        for n in itertools.count(1):
+            name = f"{kind}{n}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+
+def _canonical(reduction, free: tuple):
+    """`reduction` with its free indices (in order) and bound indices named by position, so
+    that equal reductions written with other letters have one key."""
+    placeholders = {f: sp.Symbol(f"_f{n}", integer=True) for n, f in enumerate(free)}
+    counter = itertools.count()
+
+    def walk(e):
+        if isinstance(e, REDUCTIONS):
+            renames = {lim[0]: sp.Symbol(f"_b{next(counter)}", integer=True) for lim in e.limits}
+            e = e.xreplace(renames)
+            return e.func(walk(e.function), *e.limits)
+        if not e.args or isinstance(e, sp.Indexed):
+            return e
+        return e.func(*[walk(a) for a in e.args])
+
+    return walk(reduction.xreplace(placeholders))
+
+
+def _unshadowed(expr, bound: set):
+    """`expr` with every reduction binding indices that no enclosing reduction binds and that
+    are not free around it: a letter bound again inside is another index (`l`, then `l_1`)."""
+    if isinstance(expr, REDUCTIONS):
+        renames = {}
+        for lim in expr.limits:
+            if lim[0] in bound:
+                renames[lim[0]] = next(
+                    s for n in itertools.count(1)
+                    if (s := sp.Symbol(f"{lim[0]}_{n}", integer=True)) not in bound and not expr.has(s)
+                )
+        expr = expr.xreplace(renames) if renames else expr
+        inner = bound | {lim[0] for lim in expr.limits}
+        return expr.func(_unshadowed(expr.function, inner), *expr.limits)
+    if not expr.args or isinstance(expr, sp.Indexed):
+        return expr
+    return expr.func(*[_unshadowed(a, bound) for a in expr.args])
