@@ -4,6 +4,14 @@ Adding an op is one entry in `CASES`: its op type (as declared, TensorFlow's nam
 shapes per size, the attributes, and how each reference computes the same forward: TensorFlow's
 raw op (whose registered gradient is the reference), autograd's and JAX's numpy expressions.
 A case whose op is not derived (yet) is skipped, so entries may run ahead of ops/.
+
+A composed op (`composed=True`: LayerNorm, attention, an MLP block, from ops/composed.py) has
+no TensorFlow op type and no registered gradient: its references are its forward written by
+hand in each framework, as a user would (`tf_composite` in plain TF ops, `autograd` in
+autograd.numpy, `jax` in jax.numpy), each differentiated by that framework's autodiff. Every
+reference forward (`reference_forwards`) is checked against the declared op before anything
+is timed: its forward and its gradient must equal the generated ones in float64 at the smoke
+size (`bench_measure.check_references`), or the run fails.
 """
 
 from __future__ import annotations
@@ -33,10 +41,30 @@ class Case:
     autograd: Callable | None = None  # (namespace with np, special, *inputs) -> output
     jax: Callable | None = None  # (namespace with np, nn, special, *inputs) -> output
     positive: tuple[int, ...] = ()  # inputs drawn from [0.5, 2): denominators
+    composed: bool = False  # a composition (no TF op, no registered gradient): own targets
 
     @property
     def label(self) -> str:
         return f"{self.op} {self.variant}"
+
+    @property
+    def group(self) -> str:
+        """Which targets its rows count towards: "composed" or "op" (bench_report.TARGETS)."""
+        return "composed" if self.composed else "op"
+
+    def reference_forwards(self, tf=None, autograd=None, jax=None) -> dict[str, Callable]:
+        """The forward each reference differentiates, `(*inputs) -> output`, per reference name
+        (as in the result rows), for the libraries given (None: not installed)."""
+        forwards = {}
+        if tf is not None and self.tf_op is not None:
+            forwards["tf-registered"] = lambda *xs: self.tf_op(tf, *xs)
+        if tf is not None and self.tf_composite is not None:
+            forwards["tf-autodiff+forward"] = lambda *xs: self.tf_composite(tf, *xs)
+        if autograd is not None and self.autograd is not None:
+            forwards["autograd"] = lambda *xs: self.autograd(autograd, *xs)
+        if jax is not None and self.jax is not None:
+            forwards["jax.jit"] = lambda *xs: self.jax(jax, *xs)
+        return forwards
 
 
 def sizes(full: Shapes, quick: Shapes | None = None, smoke: Shapes | None = None) -> dict:
@@ -124,6 +152,108 @@ def _gelu(m, x):
     """The exact GELU as an autograd user writes it."""
     return 0.5 * x * (1.0 + m.special.erf(x / math.sqrt(2.0)))
 
+
+# --- composed ops: their forwards written by hand, as each framework's users write them ---------
+
+LAYER_NORM_EPSILON = 1e-3  # ops/composed.py's default, passed to the generated functions too
+
+
+def _layer_norm(m, x, scale, offset):
+    """LayerNorm in numpy terms (autograd.numpy, jax.numpy): the variance around the mean."""
+    mean = m.np.mean(x, axis=-1, keepdims=True)
+    centred = x - mean
+    variance = m.np.mean(centred**2, axis=-1, keepdims=True)
+    return scale * centred / m.np.sqrt(variance + LAYER_NORM_EPSILON) + offset
+
+
+def _tf_layer_norm(tf, x, scale, offset):
+    mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+    centred = x - mean
+    variance = tf.reduce_mean(tf.square(centred), axis=-1, keepdims=True)
+    return scale * centred * tf.math.rsqrt(variance + LAYER_NORM_EPSILON) + offset
+
+
+def _scores(m, q, k, mask):
+    return m.np.matmul(q, m.np.swapaxes(k, -1, -2)) / math.sqrt(q.shape[-1]) + mask
+
+
+def _attention_autograd(m, q, k, v, mask):
+    """softmax(q k^T / sqrt(D) + mask) v; autograd has no softmax: exp(s - logsumexp(s))."""
+    scores = _scores(m, q, k, mask)
+    weights = m.np.exp(scores - m.special.logsumexp(scores, axis=-1, keepdims=True))
+    return m.np.matmul(weights, v)
+
+
+def _attention_jax(m, q, k, v, mask):
+    return m.np.matmul(m.nn.softmax(_scores(m, q, k, mask), axis=-1), v)
+
+
+def _tf_attention(tf, q, k, v, mask):
+    scores = tf.matmul(q, k, transpose_b=True) / math.sqrt(q.shape[-1]) + mask
+    return tf.matmul(tf.nn.softmax(scores, axis=-1), v)
+
+
+def _mlp_autograd(m, x, w1, b1, w2, b2):
+    return m.np.matmul(m.np.maximum(m.np.matmul(x, w1) + b1, 0.0), w2) + b2
+
+
+def _mlp_jax(m, x, w1, b1, w2, b2):
+    return m.np.matmul(m.nn.relu(m.np.matmul(x, w1) + b1), w2) + b2
+
+
+def _tf_mlp(tf, x, w1, b1, w2, b2):
+    return tf.matmul(tf.nn.relu(tf.matmul(x, w1) + b1), w2) + b2
+
+
+def composed(op: str, variant: str, shapes: dict, autograd, jax, tf, attrs=None) -> Case:
+    """A composed op: each reference is its forward written by hand, differentiated by autodiff."""
+    return Case(
+        op,
+        variant,
+        shapes,
+        attrs=attrs or {},
+        tf_composite=tf,
+        autograd=autograd,
+        jax=jax,
+        composed=True,
+    )
+
+
+COMPOSED: tuple[Case, ...] = (
+    composed(
+        "ScaledDotProductAttention",
+        "8x512x64",  # q, k, v 8x512x64 (batch, positions, features); mask 8x512x512
+        sizes(
+            ((8, 512, 64), (8, 512, 64), (8, 512, 64), (8, 512, 512)),
+            ((2, 256, 64), (2, 256, 64), (2, 256, 64), (2, 256, 256)),
+            ((2, 5, 3), (2, 6, 3), (2, 6, 4), (2, 5, 6)),  # M != N, D != E: no axis mixed up
+        ),
+        autograd=_attention_autograd,
+        jax=_attention_jax,
+        tf=_tf_attention,
+    ),
+    composed(
+        "LayerNorm",
+        "4096x1024",
+        sizes(((4096, 1024), (1024,), (1024,)), ((1024, 1024), (1024,), (1024,)), ((6, 5), (5,), (5,))),
+        autograd=_layer_norm,
+        jax=_layer_norm,
+        tf=_tf_layer_norm,
+        attrs={"epsilon": LAYER_NORM_EPSILON},
+    ),
+    composed(
+        "MlpBlock",
+        "1024x1024 @ 1024x4096 @ 4096x1024",
+        sizes(
+            ((1024, 1024), (1024, 4096), (4096,), (4096, 1024), (1024,)),
+            ((256, 512), (512, 2048), (2048,), (2048, 512), (512,)),
+            ((5, 3), (3, 7), (7,), (7, 4), (4,)),
+        ),
+        autograd=_mlp_autograd,
+        jax=_mlp_jax,
+        tf=_tf_mlp,
+    ),
+)
 
 ROWS = (4096, 1024)  # a batch of activations: 4096 rows of 1024 features
 LOGITS = (256, 4096)  # 256 rows of 4096 classes
@@ -241,4 +371,5 @@ CASES: tuple[Case, ...] = (
             x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
         ),
     ),
+    *COMPOSED,
 )

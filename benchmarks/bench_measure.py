@@ -13,6 +13,16 @@ Per target, each contender is a zero-argument call that returns once its result 
   composes from others (no op, so no registered gradient): `ours+forward` and
   `tf-autodiff+forward` both run the forward and the gradient under a `GradientTape`, and
   `ours` is the generated `<op>_vjp` alone.
+* composed ops (`Case.composed`: no TensorFlow op, the references are forwards written by hand)
+  take the TensorFlow path above, and in numpy also `ours+forward` (the generated forward,
+  then `<op>_grad` given its outputs) against `autograd+forward` (`make_vjp`, then its vjp):
+  the generated gradient of a composed op recomputes the forward's stages it needs, where
+  autograd's closure kept them.
+
+Before any timing, `check_references` runs every reference's forward and gradient, and the
+generated TensorFlow ones, at the smoke size in float64 and compares them with the generated
+numpy forward and gradient: a reference that computes anything but the declared op fails the
+run (`ReferenceMismatch`), in every mode.
 
 Contenders run in phases, one library's threads at a time: TensorFlow's; numpy's (ours, the
 forward, autograd: all OpenBLAS); JAX's. Within a phase they are interleaved.
@@ -129,8 +139,9 @@ def as_tuple(value) -> tuple:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
-def agree(ours, reference) -> bool:
-    """Gradients equal up to float32 round-off, relative to the reference's magnitude."""
+def agree(ours, reference, rtol: float = 2e-3, atol: float = 2e-4) -> bool:
+    """Gradients equal up to float32 round-off (by default), relative to the reference's
+    magnitude: `atol` is relative to the reference's largest entry."""
     pairs = list(zip(as_tuple(ours), as_tuple(reference), strict=True))
     for a, b in pairs:
         if a is None or b is None:
@@ -139,9 +150,106 @@ def agree(ours, reference) -> bool:
             continue
         a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
         scale = max(float(np.max(np.abs(b), initial=0.0)), 1e-30)
-        if a.shape != b.shape or not np.allclose(a, b, rtol=2e-3, atol=2e-4 * scale):
+        if a.shape != b.shape or not np.allclose(a, b, rtol=rtol, atol=atol * scale):
             return False
     return True
+
+
+# --- the references checked against the declared op -----------------------------------------
+
+CHECK_DTYPE = np.float64  # round-off far below any difference between two formulas
+# float64 round-off passes, and so does a constant rounded to float32 (TensorFlow's GELU
+# gradient differs by 6e-9 of its largest entry in float64); an epsilon added outside the
+# square root instead of inside (5e-4 relative) or any other formula does not
+CHECK_TOLERANCE = {"rtol": 1e-6, "atol": 1e-7}
+
+
+class ReferenceMismatch(AssertionError):
+    """A reference computes something other than the declared op: its ratios would mean nothing."""
+
+
+def check_references(case: Case, gen: Generated, libs: Libraries) -> list[str]:
+    """Each reference's forward and gradient, and the generated TensorFlow ones, against the
+    generated numpy forward and gradient: at the smoke size, in float64. Returns the names of
+    the references checked; raises `ReferenceMismatch` naming every difference."""
+    inputs = [x.astype(CHECK_DTYPE) for x in make_inputs(case, "smoke")]
+    forward = getattr(gen.numpy, gen.func)
+    grad_fn = getattr(gen.numpy, gen.func + "_grad")
+    outputs = as_tuple(forward(*inputs, **case.attrs))
+    rng = np.random.default_rng(2)
+    upstream = [rng.standard_normal(np.shape(y)).astype(CHECK_DTYPE) for y in outputs]
+    given = dict(zip(_keyword_only(grad_fn), outputs))
+    grads = as_tuple(grad_fn(*upstream, *inputs, **given, **case.attrs))
+    computed = {}
+    for name, fn in case.reference_forwards(libs.tf, libs.autograd, libs.jax).items():
+        if name.startswith("tf-"):
+            computed[name] = _tf_check(libs.tf, fn, inputs, upstream)
+        elif name == "autograd":
+            computed[name] = _autograd_check(fn, inputs, upstream)
+        else:
+            computed[name] = _jax_check(fn, inputs, upstream)
+    if libs.tf is not None and gen.tf is not None:
+        wrapper = getattr(gen.tf, gen.func)
+        computed["generated TensorFlow"] = _tf_check(
+            libs.tf, lambda *xs: wrapper(*xs, **case.attrs), inputs, upstream
+        )
+    differences = []
+    for name, (ys, gs) in computed.items():
+        for what, mine, theirs in (("forward", outputs, ys), ("gradient", grads, gs)):
+            difference = _difference(mine, theirs)
+            if difference:
+                differences.append(f"{name} {what}: {difference}")
+    if differences:
+        raise ReferenceMismatch(
+            f"REFERENCE MISMATCH in {case.label}: at the smoke size in float64, these differ from "
+            "the generated numpy forward or gradient (the declared op):\n  "
+            + "\n  ".join(differences)
+        )
+    return [name for name in computed if name != "generated TensorFlow"]
+
+
+def _difference(ours, reference) -> str | None:
+    """None where equal up to float64 round-off; else what differs. No gradient (None) is 0."""
+    ours, reference = as_tuple(ours), as_tuple(reference)
+    if len(ours) != len(reference):
+        return f"{len(reference)} arrays, not {len(ours)}"
+    for n, (a, b) in enumerate(zip(ours, reference)):
+        a = np.zeros(np.shape(b)) if a is None else np.asarray(a, dtype=np.float64)
+        b = np.zeros(np.shape(a)) if b is None else np.asarray(b, dtype=np.float64)
+        if a.shape != b.shape:
+            return f"array {n}: shape {b.shape}, not {a.shape}"
+        if not agree(a, b, **CHECK_TOLERANCE):
+            error = float(np.max(np.abs(a - b)))
+            scale = float(np.max(np.abs(a), initial=0.0))
+            return f"array {n}: largest difference {error:.3g} (largest entry {scale:.3g})"
+    return None
+
+
+def _autograd_check(fn, inputs, upstream):
+    import autograd
+
+    vjp, ys = autograd.make_vjp(lambda xs: fn(*xs))(tuple(inputs))
+    return ys, vjp(upstream[0])
+
+
+def _jax_check(fn, inputs, upstream):
+    import jax
+
+    with jax.enable_x64(True):  # float64 for the check only
+        xs = [jax.numpy.asarray(x) for x in inputs]
+        ys, vjp = jax.vjp(fn, *xs)
+        grads = vjp(jax.numpy.asarray(upstream[0]))
+        return np.asarray(ys), [np.asarray(g) for g in grads]
+
+
+def _tf_check(tf, fn, inputs, upstream):
+    xs = [tf.constant(x) for x in inputs]
+    with tf.GradientTape() as tape:
+        tape.watch(xs)
+        ys = list(as_tuple(fn(*xs)))
+    grads = tape.gradient(ys, xs, output_gradients=[tf.constant(g) for g in upstream])
+    to_numpy = lambda t: None if t is None else tf.convert_to_tensor(t).numpy()
+    return [y.numpy() for y in ys], [to_numpy(g) for g in grads]
 
 
 # --- numpy ------------------------------------------------------------------------------------
@@ -173,10 +281,21 @@ def numpy_contenders(case, gen, inputs, upstream, libs) -> tuple[list, list, dic
         phases.append([Contender("jax.jit", references["jax.jit"])])
     mine = ours()
     agrees = {name: agree(mine, run()) for name, run in references.items()}
-    comparisons = [Comparison("numpy", name) for name in references] + [
-        Comparison("numpy", "forward")
-    ]
-    return phases, comparisons, agrees
+    comparisons = [Comparison("numpy", name) for name in references]
+    if case.composed and "autograd" in references:
+        with_forward = _autograd_vjp_with_forward(case, libs.autograd, inputs, upstream)
+
+        def ours_with_forward():
+            ys = as_tuple(forward(*inputs, **case.attrs))
+            return grad_fn(*upstream, *inputs, **dict(zip(given, ys)), **case.attrs)
+
+        phases[0] += [
+            Contender("ours+forward", ours_with_forward),
+            Contender("autograd+forward", with_forward),
+        ]
+        comparisons.append(Comparison("numpy", "autograd+forward", ours="ours+forward"))
+        agrees["autograd+forward"] = agree(ours_with_forward(), with_forward())
+    return phases, comparisons + [Comparison("numpy", "forward")], agrees
 
 
 def _keyword_only(fn) -> list[str]:
@@ -190,6 +309,14 @@ def _autograd_vjp(case, namespace, inputs, upstream):
 
     vjp, _ = autograd.make_vjp(lambda xs: case.autograd(namespace, *xs))(tuple(inputs))
     return lambda: vjp(upstream[0])
+
+
+def _autograd_vjp_with_forward(case, namespace, inputs, upstream):
+    """autograd's forward and its vjp, as one training step runs them."""
+    import autograd
+
+    make = autograd.make_vjp(lambda xs: case.autograd(namespace, *xs))
+    return lambda: make(tuple(inputs))[0](upstream[0])
 
 
 def _jax_vjp(case, namespace, inputs, upstream):
@@ -293,7 +420,10 @@ def _composite_gradients(case, gen, tf, xs, ys, gs):
 
 
 def run_case(case: Case, gen: Generated, libs: Libraries, size: str, timing: Timing) -> list[dict]:
-    """Result rows of one case, both targets: {op, variant, target, reference, ratio, ...}."""
+    """Result rows of one case, both targets: {op, variant, target, reference, ratio, ...}.
+
+    Its references are checked against the declared op first (`check_references`)."""
+    checked = check_references(case, gen, libs)
     inputs = make_inputs(case, size)
     outputs = as_tuple(getattr(gen.numpy, gen.func)(*inputs, **case.attrs))
     rng = np.random.default_rng(1)
@@ -308,14 +438,21 @@ def run_case(case: Case, gen: Generated, libs: Libraries, size: str, timing: Tim
         for contenders in phases:
             time.sleep(timing.settle)
             medians.update(time_interleaved(contenders, timing.repeats, timing.min_sample))
-        rows += [_row(case, size, c, medians, agrees.get(c.reference)) for c in comparisons]
+        rows += [
+            _row(case, size, c, medians, agrees.get(c.reference), checked) for c in comparisons
+        ]
     return rows
 
 
-def _row(case, size, comparison, medians, agrees) -> dict:
+CHECKED_AS = {"autograd+forward": "autograd"}  # a row's reference -> the forward checked for it
+
+
+def _row(case, size, comparison, medians, agrees, checked) -> dict:
     ours, reference = medians[comparison.ours], medians[comparison.reference]
+    name = CHECKED_AS.get(comparison.reference, comparison.reference)
     return {
         "op": case.op,
+        "group": case.group,
         "variant": (
             case.variant if size == "full" else f"{case.variant} [{size}: {_shapes(case, size)}]"
         ),
@@ -324,7 +461,9 @@ def _row(case, size, comparison, medians, agrees) -> dict:
         "ratio": ours / reference,
         "ours_s": ours,
         "reference_s": reference,
-        "agrees": agrees,
+        "agrees": agrees,  # same gradient as ours at this size, float32 (None: the forward)
+        # the reference's forward and gradient equal the declared op's (smoke size, float64)
+        "reference_checked": True if name in checked else None,
     }
 
 

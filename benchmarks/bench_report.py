@@ -16,6 +16,7 @@ class Target:
     references: tuple[str, ...]  # the comparisons' references it covers
     median_max: float | None  # bound on the median ratio (None: no median bound)
     each_max: float  # bound on every row's ratio
+    group: str = "op"  # the cases' group (`Case.group`): "op", or "composed"
 
 
 TARGETS = (
@@ -28,6 +29,17 @@ TARGETS = (
     ),
     Target("numpy gradient / autograd", "numpy", ("autograd",), 1.0, 1.25),
     Target("gradient / its forward", None, ("forward",), None, 3.0),
+    # composed ops (ops/composed.py) against their forwards written by hand, under autodiff
+    Target(
+        "composed: TF gradient / TF autodiff (both with forward)",
+        "tensorflow",
+        ("tf-autodiff+forward",),
+        None,
+        1.1,
+        "composed",
+    ),
+    Target("composed: numpy gradient / autograd", "numpy", ("autograd",), None, 1.0, "composed"),
+    Target("composed: gradient / its forward", None, ("forward",), None, 3.0, "composed"),
 )
 
 # chart series: (target, reference) -> legend label
@@ -36,6 +48,7 @@ SERIES = {
     ("tensorflow", "tf-autodiff+forward"): "TF: ours / TF autodiff (both with forward)",
     ("numpy", "autograd"): "numpy: ours / autograd",
     ("numpy", "jax.jit"): "numpy: ours / jax.vjp under jit",
+    ("numpy", "autograd+forward"): "numpy: ours / autograd (both with forward)",
     ("tensorflow", "forward"): "TF: gradient / forward",
     ("numpy", "forward"): "numpy: gradient / forward",
 }
@@ -66,7 +79,9 @@ def check_targets(rows: list[dict]) -> list[dict]:
         covered = [
             r
             for r in rows
-            if r["reference"] in target.references and target.target in (None, r["target"])
+            if r["reference"] in target.references
+            and target.target in (None, r["target"])
+            and r.get("group", "op") == target.group
         ]
         if not covered:
             continue

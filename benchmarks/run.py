@@ -7,10 +7,19 @@ Derives ops/ and benchmarks/ops/ afresh into a temporary folder (so new ops are 
 they are declared), then for every case in `bench_cases.CASES` whose op is derived times, in
 float32: the generated TensorFlow gradient against TensorFlow's registered one; the generated
 numpy gradient against autograd's and against `jax.vjp` under `jax.jit`; and each gradient
-against its forward. Contenders run interleaved; medians and ratios (ours / reference) are
-printed, and written with `--json` and `--png`. With full inputs each case runs in a process
-of its own. jax, autograd and matplotlib are optional (`pip install '.[bench]'`): what is
-missing is skipped, and said so.
+against its forward. Composed ops (ops/composed.py: attention, LayerNorm, an MLP block), which
+have no TensorFlow op, are timed against their forward written by hand in plain TF ops,
+autograd.numpy and jax.numpy, under each one's autodiff, and have targets of their own.
+Before timing a case, every reference's forward and gradient is compared with the generated
+ones at the smoke size in float64: one that differs fails the run. Contenders run
+interleaved; medians and ratios (ours / reference) are printed, and written with `--json` and
+`--png`. With full inputs each case runs in a process of its own. jax, autograd and
+matplotlib are optional (`pip install '.[bench]'`): what is missing is skipped, and said so.
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/run.py \
+        --only ScaledDotProductAttention LayerNorm MlpBlock --json /tmp/composed.json
+
+times the composed ops alone.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import io
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -77,7 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--use-generated",
         action="store_true",
-        help="use the committed generated/ for ops/ instead of deriving it (benchmarks/ops is derived)",
+        help="use the committed generated/ for ops/ instead of deriving it (benchmarks/ops is "
+        "derived, and so is an op file of ops/ with no modules in generated/)",
     )
     return parser
 
@@ -195,11 +206,26 @@ def derive_all(out: Path, use_generated: bool) -> list[tuple[Path, Path]]:
     folders = []
     for n, folder in enumerate(OP_FOLDERS):
         if use_generated and folder == ROOT / "ops":
-            folders.append((folder, ROOT / "generated"))
+            folders.append((folder, _committed(folder, out / str(n))))
         else:
             _derive(folder, out / str(n))
             folders.append((folder, out / str(n)))
     return folders
+
+
+def _committed(folder: Path, out: Path) -> Path:
+    """generated/, or where an op file of `folder` has no modules there (declared since they
+    were last committed), a copy of it with that file derived into it."""
+    from symgrad.load import op_file_paths
+
+    generated = ROOT / "generated"
+    missing = [p for p in op_file_paths([folder]) if not (generated / f"{p.stem}_numpy.py").exists()]
+    if not missing:
+        return generated
+    shutil.copytree(generated, out)
+    for path in missing:
+        _derive(path, out)
+    return out
 
 
 def load_generated(folders: list[tuple[Path, Path]], with_tf: bool) -> dict[str, Generated]:
@@ -304,8 +330,22 @@ def describe_machine(libs: Libraries) -> dict[str, str]:
     }
     for name, lib in (("tensorflow", libs.tf), ("autograd", libs.autograd), ("jax", libs.jax)):
         machine[name] = _version(name) if lib is not None else "(not installed)"
+    machine["symgrad"] = _source_state()
     machine["load average at start"] = load_average()
     return machine
+
+
+def _source_state() -> str:
+    """The commit the generated code is derived with, and whether symgrad/ or ops/ differ."""
+    try:
+        git = lambda *args: subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        commit = git("rev-parse", "--short", "HEAD")
+        changed = git("status", "--porcelain", "--", "symgrad", "ops", "templates")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (no git checkout)"
+    return commit + (" with uncommitted changes to symgrad/, ops/ or templates/" if changed else "")
 
 
 def load_average() -> str:

@@ -277,10 +277,10 @@ def stage(name: str, indices: tuple, expr) -> Tensor:
                     f"stage {name!r}: index {index} subscripts no tensor axis directly in {expr}; "
                     f"give its size as ({index}, size)"
                 )
-        else:
-            sizes.append((index, sp.sympify(size)))
         plain.append(index)
-        shape.append(size)
+        shape.append(sp.sympify(size))
+        if index is not BATCH:
+            sizes.append((index, sp.sympify(size)))
     registry.append(Output(name, tuple(plain), expr, tuple(sizes)))
     return Tensor(name, shape=tuple(shape))
 

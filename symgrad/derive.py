@@ -15,7 +15,7 @@ import sympy as sp
 
 from symgrad.declare import BATCH, BATCH_DIM, ELEMENTWISE, OpVariant, stop_gradient
 from symgrad.errors import DerivationError
-from symgrad.functions import exact_div
+from symgrad.functions import exact_div, mask
 from symgrad.stages import Staged, split_stages
 from symgrad.validate import Range, index_ranges, index_symbols
 
@@ -103,7 +103,7 @@ def _derive_staged(variant: OpVariant, staged: Staged) -> Derivation:
                 contributions.setdefault(read, []).append(value)
     vjp = {t.name: None if t.integer else _accumulated(contributions.get(t.name, [])) for t in variant.inputs}
     values = {
-        s.name: TensorValue(s.indices, tuple(_normalize(strip_stop_gradient(s.expr), ()))) for s in staged.stages
+        s.name: forward_value(s) for s in staged.stages
     }
     # outputs as values (read by output reuse): what their derivatives are written in
     stripped = lambda outputs: tuple(dataclasses.replace(o, expr=strip_stop_gradient(o.expr)) for o in outputs)
@@ -184,7 +184,7 @@ def _derive_index(variant: OpVariant, grads: tuple[str, ...] | None = None) -> D
     grads = grads or grad_names(variant)
     ranges = index_ranges(variant)
     forward = {
-        o.name: TensorValue(o.indices, tuple(_normalize(strip_stop_gradient(o.expr), ()))) for o in variant.outputs
+        o.name: forward_value(o) for o in variant.outputs
     }
     vjp = {}
     all_ranges = dict(ranges)
@@ -200,7 +200,7 @@ def _derive_index(variant: OpVariant, grads: tuple[str, ...] | None = None) -> D
             terms += _contract(variant, out, grad_name, inp.base[axes], ranges)
         outputs = tuple(dict.fromkeys(i for o in variant.outputs for i in o.indices))
         terms = [_eliminate_deltas(variant, t, {**ranges, **axis_ranges}, outputs) for t in terms]
-        terms = [_counted(t) for t in terms]
+        terms = _merged_elementwise([_counted(t) for t in terms])
         terms = [t for t in terms if t.factor != 0]
         vjp[inp.name] = _batch_renamed(TensorValue(axes, tuple(terms)), inp.shape) if terms else None
     return Derivation(variant, grads, forward, vjp, all_ranges)
@@ -230,7 +230,33 @@ def _contract(variant, out, grad_name, entry, ranges) -> list[Term]:
     }
     partial = partial.xreplace(outputs)
     sums = tuple((i, *ranges[i]) for i in out.indices if i in ranges)
-    return _normalize(upstream * partial, sums)
+    # hoisted again once out of their Sums (a Sum folds a delta back into its Piecewise)
+    return [Term(_masks_as_indicators(_hoist_deltas(t.factor)), t.sums) for t in _normalize(upstream * partial, sums)]
+
+
+def forward_value(out) -> TensorValue:
+    """An output's or a stage's value as terms, as its gradient's are."""
+    terms = _normalize(strip_stop_gradient(out.expr), ())
+    return TensorValue(out.indices, tuple(Term(_masks_as_indicators(t.factor), t.sums) for t in terms))
+
+
+def _masks_as_indicators(factor: sp.Expr) -> sp.Expr:
+    """`Piecewise((a, c), (0, True))` with `c` reading tensors and `a` a polynomial of tensor
+    entries (finite wherever its entries are) is `mask(c) * a`: a relu's mask as a factor,
+    so the rest of `a` can still be a contraction (SymPy folds any factor of an enclosing Sum
+    into a Piecewise, and lowering could only build it whole)."""
+
+    def unmasked(piecewise):
+        (value, condition), (zero, otherwise) = piecewise.args
+        return mask(condition) * value
+
+    def is_mask(e) -> bool:
+        if not isinstance(e, sp.Piecewise) or len(e.args) != 2 or e.args[1] != (0, True):
+            return False
+        value, condition = e.args[0]
+        return condition.has(sp.Indexed) and value.is_polynomial(*value.atoms(sp.Indexed))
+
+    return factor.replace(is_mask, unmasked)
 
 
 def _hoist_deltas(expr: sp.Expr) -> sp.Expr:
@@ -240,8 +266,8 @@ def _hoist_deltas(expr: sp.Expr) -> sp.Expr:
     def hoist(piecewise):
         common = None
         for value, _ in piecewise.args:
-            if value != 0:
-                deltas = {d for d in sp.Mul.make_args(value) if isinstance(d, sp.KroneckerDelta)}
+            if value != 0:  # factored first: the deltas of a branch that is a sum of terms
+                deltas = {d for d in sp.Mul.make_args(sp.factor_terms(value)) if isinstance(d, sp.KroneckerDelta)}
                 common = deltas if common is None else common & deltas
         if not common:
             return piecewise
@@ -277,6 +303,29 @@ def _bound_apart(factor, term: Term):
     if not taken & {lim[0] for s in factor.atoms(sp.Sum) for lim in s.limits}:
         return factor
     return _rename_bound(factor, taken)
+
+
+def _merged_elementwise(terms: list[Term]) -> list[Term]:
+    """Terms summed over the same indices whose factors are elementwise over one entry's
+    indices (GELU's derivative, expanded into monomials) as one term: one reduction of their
+    sum, not one reduction each. A contraction (no entry holds all its indices) stays apart."""
+    merged: dict = {}
+    result: list = []
+    for term in terms:
+        if term.sums and _elementwise_over_an_entry(term):
+            key = term.sums
+            if key in merged:
+                result[merged[key]] = Term(result[merged[key]].factor + term.factor, key)
+                continue
+            merged[key] = len(result)
+        result.append(term)
+    return result
+
+
+def _elementwise_over_an_entry(term: Term) -> bool:
+    indices = index_symbols(term.factor)
+    entries = term.factor.atoms(sp.Indexed)
+    return bool(entries) and any(indices <= set(e.indices) for e in entries) and not term.factor.has(sp.KroneckerDelta)
 
 
 def _counted(term: Term) -> Term:

@@ -247,8 +247,13 @@ def case_groups(op: DerivedOp, dtypes, quick: bool = False) -> list[tuple[Varian
                 masters[is_complex] = make_cases(variant, forward, is_complex)
             seed = f"{op.name}|{variant.label}|{dtype}"
             master = masters[is_complex]
-            cases = for_dtype(master[:3] if quick else master, np.dtype(dtype), forward, seed)
-            groups.append((variant, dtype, cases[:1] if quick else cases))
+            if quick:  # the first case, and the first with batch axes (`...` broadcasting)
+                batched = [c for c in master if "batch" in c.label][:1]
+                cases = for_dtype(master[:3], np.dtype(dtype), forward, seed)[:1]
+                cases += for_dtype(batched, np.dtype(dtype), forward, seed)
+            else:
+                cases = for_dtype(master, np.dtype(dtype), forward, seed)
+            groups.append((variant, dtype, cases))
     return groups
 
 

@@ -124,6 +124,11 @@ class indicator(sp.Function):
         return sp.Piecewise((1, self.args[0]), (0, True))
 
 
+class mask(indicator):
+    """`indicator(c)` made from `Piecewise((a, c), (0, True))` (a relu's derivative): a factor
+    of a product, printed in the smallest integer dtype, which the product's dtype absorbs."""
+
+
 class maximum(_Extremum):
     """The maximum over an index range: `maximum(x[i, k], (k, 0, N - 1))`."""
 
@@ -228,3 +233,10 @@ class recomputed_or_reused(sp.Function):
 
     def _eval_evalf(self, prec):
         return self.reused._eval_evalf(prec)
+
+
+class python_float(sp.Function):
+    """A scalar computed from sizes and attributes (`sqrt(D)`), as a Python float: numpy's
+    float64 scalar would promote a float32 array (Python's float adapts to the array)."""
+
+    nargs = 1

@@ -159,10 +159,11 @@ def _lower_forward(decl: OpDecl, derivation: Derivation) -> Branch:
         ]
         return Branch(derivation.variant.attr_values, tuple(body))
     lowering = TensorLowering(decl, dim_sources(derivation.variant), derivation.ranges)
-    forward = _split_inputs(lowering, derivation.variant, derivation.forward)
+    views = _input_views(lowering, derivation.variant)
+    forward = {name: _viewed(value, views) for name, value in derivation.forward.items()}
     if derivation.staging:
         for stage in derivation.staging.stages:
-            lowering.assign(stage.name, derivation.staging.values[stage.name])
+            lowering.assign(stage.name, _viewed(derivation.staging.values[stage.name], views))
     groups = {o.name: o.groups for o in derivation.variant.outputs}
     for name, value in forward.items():
         if groups[name]:
@@ -208,20 +209,28 @@ def _window_indices(expr, indices) -> set:
 def _split_inputs(lowering: TensorLowering, variant, values: dict) -> dict:
     """Inputs with an axis declared as a group: split first, into `<input>_split`, which
     `values` (name -> TensorValue) then read, and every dimension is an axis of."""
+    views = _input_views(lowering, variant)
+    return {name: _viewed(value, views) for name, value in values.items()}
+
+
+def _input_views(lowering: TensorLowering, variant) -> dict:
+    """Each input with an axis declared as a group -> its split view (statements emitted)."""
     views = {}
     for t in variant.inputs:
         if t.groups:
             view = f"{t.name}_split"
             lowering.split_input(t.name, view, t.shape, t.groups)
             views[t.base] = sp.IndexedBase(view, shape=t.shape)
-    if not views:
-        return values
     for base, view in views.items():
         lowering.dims = {d: (str(view.label) if v == str(base.label) else v, axis) for d, (v, axis) in lowering.dims.items()}
-    return {
-        name: None if value is None else TensorValue(value.indices, tuple(Term(t.factor.xreplace(views), t.sums) for t in value.terms))
-        for name, value in values.items()
-    }
+    return views
+
+
+def _viewed(value, views: dict):
+    """`value` reading the split views of its inputs."""
+    if value is None or not views:
+        return value
+    return TensorValue(value.indices, tuple(Term(t.factor.xreplace(views), t.sums) for t in value.terms))
 
 
 def dim_sources(variant) -> dict:
@@ -249,12 +258,13 @@ def _output_dim_sources(derivation: Derivation) -> dict:
 def _lower_tensor_vjp(decl: OpDecl, derivation: Derivation) -> TensorLowering:
     dims = {**_output_dim_sources(derivation), **dim_sources(derivation.variant)}
     lowering = TensorLowering(decl, dims, derivation.ranges)
-    vjp = _split_inputs(lowering, derivation.variant, derivation.vjp)
+    views = _input_views(lowering, derivation.variant)
+    vjp = {name: _viewed(value, views) for name, value in derivation.vjp.items()}
     for out, grad in zip(derivation.variant.outputs, derivation.grad_names):
         if out.groups:
             lowering.split_upstream(grad, out.indices, out.groups)
     if derivation.staging:
-        _lower_stage_grads(lowering, derivation.staging, vjp)
+        _lower_stage_grads(lowering, derivation.staging, vjp, views)
     batched = [t.name for t in derivation.variant.inputs if t.shape and t.shape[0] == BATCH_DIM]
     grouped = {t.name: t.groups for t in derivation.variant.inputs if t.groups}
     for name, value in vjp.items():
@@ -270,18 +280,18 @@ def _lower_tensor_vjp(decl: OpDecl, derivation: Derivation) -> TensorLowering:
     return lowering
 
 
-def _lower_stage_grads(lowering: TensorLowering, staging, vjp: dict) -> None:
+def _lower_stage_grads(lowering: TensorLowering, staging, vjp: dict, views: dict) -> None:
     """The forward stages the gradient reads (recomputed: TensorFlow's gradient function sees
     only the op's inputs and outputs), then each stage's gradient, last stage first."""
-    grads = {name: value for name, value in staging.grads.items() if value is not None}
+    grads = {name: _viewed(value, views) for name, value in staging.grads.items() if value is not None}
     needed = _stages_read(staging, [*vjp.values(), *grads.values()])
     for stage in staging.stages:
         if stage.name in needed:
-            lowering.assign(stage.name, staging.values[stage.name])
+            lowering.assign(stage.name, _viewed(staging.values[stage.name], views))
     for name, value in grads.items():
         like = name if name in needed else None  # a gradient constant along an axis: its shape
         if like is None and set(value.indices) - free_indices(as_expression(value)):
-            lowering.assign(name, staging.values[name])
+            lowering.assign(name, _viewed(staging.values[name], views))
             like = name
         lowering.assign(f"grad_{name}", value, like=like)
 

@@ -17,7 +17,7 @@ from symgrad.conv_kernels import find_convolution
 from symgrad.declare import BATCH, OpDecl
 from symgrad.derive import TensorValue
 from symgrad.errors import LoweringError
-from symgrad.functions import exact_div, maximum, minimum, product, read_outside
+from symgrad.functions import exact_div, maximum, minimum, product, python_float, read_outside
 from symgrad.ir import (
     Arange,
     Assign,
@@ -205,7 +205,10 @@ class TensorLowering:
     def _scalar(self, expr) -> sp.Expr:
         """A number or numeric attribute; dimension sizes are read from the arrays' shapes."""
         sizes = {d: self._dim(d) for d in _sizes_in(expr)}
-        return expr.xreplace(sizes)
+        value = expr.xreplace(sizes)
+        if not value.is_number and _transcendental(value):  # a Python float, not numpy's float64
+            return python_float(value)
+        return value
 
     def _dim(self, dim) -> sp.Symbol:
         if dim not in self.dims:
@@ -473,6 +476,9 @@ class TensorLowering:
             return self.array(sp.Mul(*outside), axes) * self.array(sp.Sum(sp.Mul(*inside), *expr.limits), axes)
         if not free_indices(expr) <= set(axes):
             self._fail(f"{expr} depends on indices outside {axes}")
+        branched = self._sum_into_branches(expr, axes)
+        if branched is not None:
+            return branched
         convolution = self._convolution(expr, axes)
         if convolution is not None:
             return convolution
@@ -491,6 +497,22 @@ class TensorLowering:
         return self._reduce("sum", expr.function, summed, axes)
 
     # --- convolutions ---
+
+    def _sum_into_branches(self, expr: sp.Sum, axes) -> sp.Expr | None:
+        """`Sum(Piecewise((a, c), (0, True)) * r)` with `c` free of the summed indices is
+        `Piecewise((Sum(a * r), c), (0, True))`: a relu's mask applied after the matmul, not
+        a masked product over every index. None when no such Piecewise is a factor."""
+        summed = {lim[0] for lim in expr.limits}
+        factors = sp.Mul.make_args(expr.function)
+        for n, factor in enumerate(factors):
+            if isinstance(factor, sp.Piecewise) and not any(c.free_symbols & summed for _, c in factor.args):
+                rest = sp.Mul(*factors[:n], *factors[n + 1 :])  # not a division: SymPy keeps Piecewise / Piecewise
+                branches = [
+                    (self.array(sp.Sum(v * rest, *expr.limits), axes) if v != 0 else v, self.array(c, axes))
+                    for v, c in factor.args
+                ]
+                return sp.Piecewise(*branches, evaluate=False)  # SymPy would move c into the Sums
+        return None
 
     def _convolution(self, expr: sp.Sum, axes) -> sp.Expr | None:
         """A sum of two tensor entries that a convolution kernel computes (`conv_kernels`),
@@ -544,17 +566,23 @@ class TensorLowering:
         if not computed or any(not f.has(sp.Indexed) or _has_reduction(f) for f in computed):
             return product
         order = tuple(axes) + tuple(summed)
-        idx_of = {f: _laid_out(f, order) for f in computed}
-        tuples = {idx_of[f] if f in idx_of else tuple(f.indices) for f in factors if not constant(f)}
+        # computed factors over the same indices are one array (a relu's mask times its input)
+        groups: dict = {}
+        for f in computed:
+            groups.setdefault(frozenset(free_indices(f)), []).append(f)
+        for f in factors:  # an entry over the same indices joins them (one array, not two)
+            if plain(f) and frozenset(f.indices) in groups and len(set(f.indices)) == len(f.indices):
+                groups[frozenset(f.indices)].append(f)
+                computed.append(f)
+        merged = {sp.Mul(*fs): _laid_out(sp.Mul(*fs), order) for fs in groups.values()}
+        tuples = set(merged.values()) | {tuple(f.indices) for f in factors if plain(f)}
         if len(tuples) < 2 or not all(set(free_indices(f)) <= set(order) for f in computed):
             return product
-        result = []
-        for f in factors:
-            if f in idx_of:
-                array = self.array(f, idx_of[f])
-                name = str(array) if array.is_Symbol else self._temp(Elementwise(array))
-                f = sp.IndexedBase(name)[idx_of[f]]
-            result.append(f)
+        result = [f for f in factors if f not in computed]
+        for f, idx in merged.items():
+            array = self.array(f, idx)
+            name = str(array) if array.is_Symbol else self._temp(Elementwise(array))
+            result.append(sp.IndexedBase(name)[idx])
         return sp.Mul(*result)
 
     def _gather_operands(self, product: sp.Expr, axes) -> sp.Expr:
@@ -787,10 +815,20 @@ def _axis_at_position(delta: sp.KroneckerDelta) -> tuple:
     return None, None
 
 
+def _transcendental(scalar) -> bool:
+    """A scalar with a root, an exponential, a logarithm or a trigonometric function in it."""
+    if any(not p.exp.is_Integer for p in scalar.atoms(sp.Pow)):
+        return True
+    kinds = (sp.exp, sp.log, sp.functions.elementary.trigonometric.TrigonometricFunction,
+             sp.functions.elementary.hyperbolic.HyperbolicFunction)
+    return any(isinstance(f, kinds) for f in scalar.atoms(sp.Function))
+
+
 def _laid_out(factor, order: tuple) -> tuple:
     """`factor`'s indices in the order its tensors' axes have them (no transpose to compute
     it), the others as in `order`."""
-    seen = [i for e in sorted(factor.atoms(sp.Indexed), key=str) for i in e.indices if is_index(i)]
+    seen = [BATCH]  # the leading `...` axes lead (other arrays broadcast against them)
+    seen += [i for e in sorted(factor.atoms(sp.Indexed), key=str) for i in e.indices if is_index(i)]
     seen += [i for i in order if i in free_indices(factor)]
     return tuple(i for i in dict.fromkeys(seen) if i in free_indices(factor))
 

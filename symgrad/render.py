@@ -16,7 +16,7 @@ import jinja2
 from symgrad import ir
 from symgrad.errors import LoweringError
 from symgrad.printers.numpy import NumpyPrinter, summed_product
-from symgrad.printers.tensorflow import TensorflowPrinter
+from symgrad.printers.tensorflow import TensorflowPrinter, sums_batch_away
 
 LINE_LENGTH = 100
 TARGETS = ("numpy", "tensorflow")
@@ -77,6 +77,7 @@ def render_tf_module(source: str, ops: list[ir.OpCode]) -> str:
         uses_gather=_uses(ops, lambda v: isinstance(v, ir.Gather)),
         uses_scatter=_uses(ops, lambda v: isinstance(v, ir.ScatterAdd)),
         uses_convolution=_uses(ops, lambda v: isinstance(v, ir.Convolution)),
+        uses_einsum_over_batch=_uses(ops, lambda v: isinstance(v, ir.Einsum) and sums_batch_away(v.spec)),
     )
     return _format(text)
 

@@ -310,6 +310,8 @@ def _by_inverse_entry(factor, expr, value, entry) -> list[sp.Expr]:
     (LogSoftmax: `x[p] = y[p] + log(S)` turns `exp(x[p]) / S` into `exp(y[p])`)."""
     result = []
     for x in [e for e in expr.atoms(sp.Indexed) if e.indices == entry and factor.has(e)]:
+        if expr.count(x) > 1:  # read twice (GELU's z): no closed inverse, and SymPy would search long
+            continue
         unknown, known = sp.Dummy("x"), sp.Dummy("y")
         try:
             solutions = sp.solve(sp.Eq(known, expr.subs(x, unknown)), unknown)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from symgrad.declare import BATCH, BATCH_DIM, OpVariant, Output, TensorInput
+from symgrad.declare import BATCH, BATCH_DIM, OpVariant, Output, Tensor, TensorInput
 from symgrad.functions import _Extremum
 from symgrad.validate import index_ranges, index_symbols
 
@@ -78,7 +78,7 @@ def _tensor(name: str, indices: tuple, sizes: dict, ranges: dict) -> sp.IndexedB
             shape.append(sizes[index])
         else:
             shape.append(ranges[index][1] + 1)
-    return sp.IndexedBase(name, shape=tuple(shape))
+    return Tensor(name, shape=tuple(shape))  # as `stage()` returns it: one symbol
 
 
 class _Stager:
@@ -121,6 +121,11 @@ class _Stager:
             return self._as_stage(expr, context, create=not linear)
         if not expr.args or isinstance(expr, sp.Indexed):
             return expr
+        if isinstance(expr, sp.Add) and not linear and self._is_affine_hull(expr):
+            # a reduction plus terms over no other index (`x @ w1 + b1`): staged whole, as a
+            # pre-activation or attention's scores, so its terms' gradients are reductions of its own
+            inner = expr.func(*[self._visit(a, context, True) for a in expr.args])
+            return self._as_stage(inner, context, create=True)
         if isinstance(expr, sp.Add):
             return expr.func(*[self._visit(a, context, linear) for a in expr.args])
         if isinstance(expr, sp.Mul) and linear:
@@ -148,6 +153,17 @@ class _Stager:
         base, _ = self.keys[key]
         return base[indices]
 
+    def _is_affine_hull(self, expr: sp.Add) -> bool:
+        """A sum one of whose terms is a reduction (times constants) over all its indices."""
+        free = index_symbols(expr)
+        for term in expr.args:
+            reductions = [f for f in sp.Mul.make_args(term) if isinstance(f, REDUCTIONS)]
+            rest = [f for f in sp.Mul.make_args(term) if not isinstance(f, REDUCTIONS)]
+            if len(reductions) == 1 and not any(self._reads_differentiable(f) or index_symbols(f) for f in rest):
+                if index_symbols(reductions[0]) == free:
+                    return True
+        return False
+
     def _reads_differentiable(self, expr) -> bool:
         return any(str(e.base.label) in self.differentiable for e in expr.atoms(sp.Indexed))
 
@@ -163,7 +179,7 @@ class _Stager:
         return any(index in e.indices for e in expr.atoms(sp.Indexed))
 
     def _fresh_name(self, reduction) -> str:
-        kind = next(AUTO_NAMES[c] for c in AUTO_NAMES if isinstance(reduction, c))
+        kind = next((AUTO_NAMES[c] for c in AUTO_NAMES if isinstance(reduction, c)), "affine")
         for n in itertools.count(1):
             name = f"{kind}{n}"
             if name not in self.taken:

@@ -1,23 +1,29 @@
 """benchmarks/run.py runs and writes the documented JSON; no timing is checked.
 
 Smoke mode: tiny inputs, one repeat, the committed generated/ modules (CI checks they are
-fresh). jax, autograd and matplotlib are benchmark-only: where they are missing (as in CI) the
-run skips them and says so, which the second test forces by hiding them.
+fresh; an op file with none there is derived). jax, autograd and matplotlib are
+benchmark-only: where they are missing (as in CI) the run skips them and says so, which the
+second test forces by hiding them. Every reference is checked against the declared op before
+it is timed; the last tests check that check.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
 import subprocess
 import sys
 
-from conftest import ROOT, require_tf
+import pytest
+
+from conftest import GENERATED, ROOT, import_path, require_tf
 
 RUN = ROOT / "benchmarks" / "run.py"
-ROW_KEYS = {"op", "variant", "target", "reference", "ratio", "ours_s", "reference_s"}
+ROW_KEYS = {"op", "group", "variant", "target", "reference", "ratio", "ours_s", "reference_s"}
 HIDDEN = ("jax", "autograd", "matplotlib")
+COMPOSED = {"ScaledDotProductAttention", "LayerNorm", "MlpBlock"}
 
 
 def run_smoke(tmp_path, *args, env=None) -> tuple[str, dict]:
@@ -40,6 +46,8 @@ def check_rows(report: dict) -> None:
         assert row["ours_s"] > 0 and row["reference_s"] > 0
         assert row["ratio"] == row["ours_s"] / row["reference_s"]
         assert row["agrees"] in (True, None), row  # the contenders computed the same gradient
+        # a reference's forward and gradient were checked against the declared op's
+        assert row["reference_checked"] is (None if row["reference"] == "forward" else True), row
 
 
 def test_smoke_run_covers_every_case_and_writes_the_json(tmp_path):
@@ -61,6 +69,24 @@ def test_smoke_run_covers_every_case_and_writes_the_json(tmp_path):
             assert ("numpy", reference) in comparisons
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "ratios.png").stat().st_size > 0
+    check_composed(stdout, report)
+
+
+def check_composed(stdout: str, report: dict) -> None:
+    """The composed ops' rows: against their forwards written by hand, under autodiff."""
+    rows = [row for row in report["results"] if row["group"] == "composed"]
+    assert {row["op"] for row in rows} == COMPOSED
+    for op in COMPOSED:
+        comparisons = {(row["target"], row["reference"]) for row in rows if row["op"] == op}
+        expected = {("tensorflow", "tf-autodiff+forward"), ("tensorflow", "forward"), ("numpy", "forward")}
+        if importlib.util.find_spec("autograd") is not None:
+            expected |= {("numpy", "autograd"), ("numpy", "autograd+forward")}
+        if importlib.util.find_spec("jax") is not None:
+            expected.add(("numpy", "jax.jit"))
+        assert comparisons == expected, op
+    names = {target["target"] for target in report["targets"]}
+    assert {"composed: TF gradient / TF autodiff (both with forward)", "composed: gradient / its forward"} <= names
+    assert "composed: gradient / its forward" in stdout
 
 
 def test_missing_benchmark_dependencies_are_skipped_and_said(tmp_path):
@@ -83,3 +109,48 @@ def test_missing_benchmark_dependencies_are_skipped_and_said(tmp_path):
         assert f"{name} is not installed: skipping" in stdout
     assert {row["reference"] for row in report["results"]} == {"tf-registered", "forward"}
     assert not (tmp_path / "x.png").exists()
+
+
+# --- the check of the references ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bench(tf):
+    """benchmarks/'s modules, the libraries installed, and the generated Sigmoid."""
+    run = import_path(RUN, "_symgrad_bench_run")  # puts benchmarks/ on sys.path
+    bench_cases, bench_measure = sys.modules["bench_cases"], sys.modules["bench_measure"]
+    libs = run.load_libraries()
+    gen = bench_measure.Generated(
+        "sigmoid", import_path(GENERATED / "unary_numpy.py"), import_path(GENERATED / "unary_tf.py")
+    )
+    case = next(case for case in bench_cases.CASES if case.op == "Sigmoid")
+    return bench_measure, libs, gen, case
+
+
+def test_the_references_are_checked_against_the_declared_op(bench):
+    measure, libs, gen, case = bench
+    checked = measure.check_references(case, gen, libs)
+    assert "tf-registered" in checked
+    for name, lib in (("autograd", libs.autograd), ("jax.jit", libs.jax)):
+        assert (name in checked) == (lib is not None)
+
+
+def test_a_reference_that_computes_another_op_fails_loudly(bench):
+    """1e-4 of the forward too much: within the float32 agreement of the timed gradients, but
+    not within the float64 check."""
+    measure, libs, gen, case = bench
+    off = 1 + 1e-4
+    wrong = dataclasses.replace(
+        case,
+        tf_op=lambda tf, x: tf.math.sigmoid(x) * off,
+        autograd=lambda m, x: m.special.expit(x) * off,
+        jax=lambda m, x: m.nn.sigmoid(x) * off,
+    )
+    with pytest.raises(measure.ReferenceMismatch) as raised:
+        measure.check_references(wrong, gen, libs)
+    message = str(raised.value)
+    assert "REFERENCE MISMATCH in Sigmoid" in message
+    assert "tf-registered forward" in message and "tf-registered gradient" in message
+    for name, lib in (("autograd", libs.autograd), ("jax.jit", libs.jax)):
+        assert (f"{name} forward" in message) == (lib is not None)
+    assert "generated TensorFlow" not in message  # the generated modules agree

@@ -95,6 +95,9 @@ class ArrayCodeMixin:
     def _print_indicator(self, expr):
         return self._print(expr.as_piecewise())
 
+    def _print_mask(self, expr):
+        return self._print(expr.as_piecewise())
+
     def _print_nonzero_or_one(self, expr):
         return self._print(expr.as_piecewise())
 

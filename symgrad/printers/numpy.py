@@ -152,6 +152,13 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         call = f"_sum_product_to_shape(({', '.join(map(self._print, factors))},), {shape})"
         return f"-{call}" if sign < 0 else call
 
+    def _print_mask(self, expr):  # int8: a float32 product stays float32 (np.where's 1 is int64)
+        condition = self._print_condition(expr.args[0])
+        return f"{self._module_format('numpy.asarray')}({condition}, dtype={self._module_format('numpy.int8')})"
+
+    def _print_python_float(self, expr):
+        return f"float({self._print(expr.args[0])})"
+
     def _print_exact_div(self, expr):
         m, c = (self._print(a) for a in expr.args)
         return f"{self._module_format('numpy.where')}(({m}) % ({c}) == 0, ({m}) // ({c}), -1)"

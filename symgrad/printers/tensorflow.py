@@ -161,6 +161,8 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         return f"{self._module_format('tensorflow.linalg.matmul')}({value.a}, {value.b}{flags})"
 
     def _print_Einsum(self, value: ir.Einsum):
+        if sums_batch_away(value.spec):  # TensorFlow's einsum keeps `...` in its output
+            return f'_einsum_over_batch("{value.spec}", {", ".join(value.operands)})'
         return f'{self._module_format("tensorflow.einsum")}("{value.spec}", {", ".join(value.operands)})'
 
     def _print_Reduce(self, value: ir.Reduce):
@@ -231,6 +233,9 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
 
     def _print_SumToShape(self, value: ir.SumToShape):
         return f"_sum_to_shape({self._print(value.value)}, {value.like})"
+
+    def _print_python_float(self, expr):  # sizes are cast to the arrays' dtype already
+        return self._print(expr.args[0])
 
     def _print_exact_div(self, expr):
         m, c = (self._print(a) for a in expr.args)
@@ -331,3 +336,9 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
 # `mapping` are then reported as unsupported instead of printed wrongly.
 for _name in {f.__name__ for f in TensorflowPrinter.mapping} | set(_known_functions_math):
     setattr(TensorflowPrinter, f"_print_{_name}", TensorflowPrinter._print_Function)
+
+
+def sums_batch_away(spec: str) -> bool:
+    """An einsum whose operands have leading `...` axes and whose result has none."""
+    inputs, output = spec.split("->")
+    return "..." in inputs and "..." not in output
