@@ -883,6 +883,8 @@ def _as_matmul(operands, out, summed) -> MatMul | None:
     (k,) = summed
     if len(out) != 2 or len(xi) != 2 or len(yi) != 2 or k not in xi or k not in yi:
         return None
+    if not batched and BATCH in xi + yi:  # `...` as one axis: any rank, which TF's matmul refuses
+        return None
     if len(set(xi)) != 2 or len(set(yi)) != 2:
         return None
     x_free, y_free = _other(xi, k), _other(yi, k)

@@ -1,0 +1,262 @@
+"""Composed ops as a user declares them: stages (declared and automatic), reverse mode over
+them, bound indices renamed apart, the no-Jacobian bound and `derive`'s own verification."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from symgrad.errors import DeclarationError, VerificationError
+from symgrad.generate import SymgradErrors, generate
+from symgrad.load import load_op_file
+from symgrad.selfcheck import verify_generated
+from test_cli import snapshot, symgrad
+
+HEADER = (
+    "import sympy as sp\n"
+    "from symgrad import dims, indices, maximum, op, stage, stop_gradient, tensor\n\n"
+    "M, N, D, H, O = dims('M N D H O')\n"
+    "i, j, k, l, d, h = indices('i j k l d h')\n"
+)
+
+# the declarations that broke the single-stage engine (issue 11), written the natural way
+NATURAL = """
+@op("LayerNormNatural")
+def layer_norm_natural():
+    x = tensor("x", (..., N))
+    mean = sp.Sum(x[..., k], (k, 0, N - 1)) / N
+    variance = sp.Sum((x[..., k] - mean) ** 2, (k, 0, N - 1)) / N
+    return {"y": ((..., i), (x[..., i] - mean) / sp.sqrt(variance + sp.Rational(1, 10)))}
+
+
+@op("LayerNormShadowed")
+def layer_norm_shadowed():
+    # the mean's k is bound again inside the variance's Sum over k: two indices
+    x = tensor("x", (..., N))
+    variance = sp.Sum((x[..., k] - sp.Sum(x[..., k], (k, 0, N - 1)) / N) ** 2, (k, 0, N - 1)) / N
+    return {"y": ((..., i), x[..., i] / sp.sqrt(variance + 1))}
+
+
+@op("LayerNormMomentsNatural")
+def layer_norm_moments_natural():
+    x = tensor("x", (..., N))
+    mean = sp.Sum(x[..., k], (k, 0, N - 1)) / N
+    variance = sp.Sum(x[..., k] ** 2, (k, 0, N - 1)) / N - mean**2
+    return {"y": ((..., i), (x[..., i] - mean) / sp.sqrt(variance + 1))}
+
+
+@op("AttentionScores")
+def attention_scores():
+    q = tensor("q", (M, D))
+    kk = tensor("k", (N, D))
+    s = lambda a, b: sp.Sum(q[a, d] * kk[b, d], (d, 0, D - 1)) / sp.sqrt(D)
+    m = stop_gradient(maximum(s(i, l), (l, 0, N - 1)))
+    return {"p": ((i, j), sp.exp(s(i, j) - m) / sp.Sum(sp.exp(s(i, l) - m), (l, 0, N - 1)))}
+
+
+@op("TanhMlp")
+def tanh_mlp():
+    x = tensor("x", (M, D))
+    w1 = tensor("w1", (D, H))
+    w2 = tensor("w2", (H, O))
+    return {"y": ((i, j), sp.Sum(sp.tanh(sp.Sum(x[i, d] * w1[d, h], (d, 0, D - 1))) * w2[h, j], (h, 0, H - 1)))}
+
+
+@op("Bilinear")
+def bilinear():
+    x = tensor("x", (..., D))
+    w = tensor("w", (D, H))
+    z = tensor("z", (..., H))
+    return {"y": ((...,), sp.Sum(x[..., d] * w[d, h] * z[..., h], (d, 0, D - 1), (h, 0, H - 1)))}
+
+
+@op("TanhMlpStaged")
+def tanh_mlp_staged():
+    x = tensor("x", (M, D))
+    w1 = tensor("w1", (D, H))
+    w2 = tensor("w2", (H, O))
+    hidden = stage("hidden", (i, h), sp.tanh(sp.Sum(x[i, d] * w1[d, h], (d, 0, D - 1))))
+    return {"y": ((i, j), sp.Sum(hidden[i, h] * w2[h, j], (h, 0, H - 1)))}
+"""
+
+SHAPES = {
+    "layer_norm_natural": {"x": (2, 3, 5)},
+    "layer_norm_shadowed": {"x": (3, 4)},
+    "layer_norm_moments_natural": {"x": (2, 6)},
+    "attention_scores": {"q": (3, 4), "k": (5, 4)},
+    "tanh_mlp": {"x": (3, 4), "w1": (4, 5), "w2": (5, 2)},
+    "bilinear": {"x": (2, 3, 4), "w": (4, 5), "z": (2, 3, 5)},
+    "tanh_mlp_staged": {"x": (3, 4), "w1": (4, 5), "w2": (5, 2)},
+}
+
+
+def _import(path: Path):
+    spec = importlib.util.spec_from_file_location(f"_stages_{path.stem}_{id(path)}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def natural(tmp_path_factory):
+    """The declarations above, derived (and verified by `generate`), modules imported."""
+    folder = tmp_path_factory.mktemp("natural")
+    (folder / "natural.py").write_text(HEADER + textwrap.dedent(NATURAL))
+    files = generate([folder / "natural.py"], ("numpy", "tensorflow"))
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return files, _import(folder / "natural_numpy.py"), folder
+
+
+def _vjp_by_differences(forward, inputs: dict, upstream, name, rng):
+    """Central differences of sum(upstream * forward) along random directions of `name`."""
+    pairs = []
+    for _ in range(3):
+        v = rng.standard_normal(inputs[name].shape)
+        plus = forward(**{**inputs, name: inputs[name] + 1e-6 * v})
+        minus = forward(**{**inputs, name: inputs[name] - 1e-6 * v})
+        pairs.append((v, np.sum(upstream * (plus - minus)) / 2e-6))
+    return pairs
+
+
+@pytest.mark.parametrize("func", sorted(SHAPES))
+def test_natural_declarations_derive_exact_gradients(natural, func):
+    _, module, _ = natural
+    rng = np.random.default_rng(5)
+    inputs = {n: rng.standard_normal(s) for n, s in SHAPES[func].items()}
+    forward = getattr(module, func)
+    upstream = rng.standard_normal(np.shape(forward(**inputs)))
+    grads = dict(zip(inputs, getattr(module, f"{func}_grad")(upstream, *inputs.values())))
+    for name in inputs:
+        for v, expected in _vjp_by_differences(forward, inputs, upstream, name, rng):
+            assert np.sum(grads[name] * v) == pytest.approx(expected, rel=1e-6, abs=1e-8), name
+
+
+@pytest.mark.parametrize("func", ["bilinear", "layer_norm_natural", "attention_scores"])
+def test_tensorflow_gradients_of_natural_declarations(natural, tf, func):
+    """The generated TF gradient runs (the bilinear form's `...` summed away by an einsum
+    TensorFlow refuses unless it keeps `...`) and agrees with the numpy one."""
+    _, module, folder = natural
+    tf_module = _import(folder / "natural_tf.py")
+    rng = np.random.default_rng(6)
+    inputs = {n: rng.standard_normal(s) for n, s in SHAPES[func].items()}
+    upstream = rng.standard_normal(np.shape(getattr(module, func)(**inputs)))
+    expected = getattr(module, f"{func}_grad")(upstream, *inputs.values())
+    tensors = [tf.constant(x) for x in inputs.values()]
+    with tf.GradientTape() as tape:
+        tape.watch(tensors)
+        y = getattr(tf_module, func)(*tensors)
+    got = tape.gradient(y, tensors, output_gradients=tf.constant(upstream))
+    for want, have in zip(expected, got):
+        np.testing.assert_allclose(have.numpy(), want, rtol=1e-10, atol=1e-12)
+
+
+def test_nested_reductions_become_stages_and_the_gradient_reads_them(natural):
+    files, _, _ = natural
+    text = files["natural_numpy.py"]
+    attention = text[text.index("def attention_scores_grad(") :].split("\n\n\n")[0]
+    assert "sum1 = q @ k.T" in text  # the scores, staged once for both places they occur
+    assert "grad_sum1 @ k" in attention and "grad_sum1.T @ q" in attention
+    mlp = text[text.index("def tanh_mlp_grad(") :].split("\n\n\n")[0]
+    assert "einsum" not in mlp and "grad_sum1 @ w1.T" in mlp
+
+
+def test_a_declared_stage_and_an_automatic_one_give_one_gradient(natural):
+    _, module, _ = natural
+    rng = np.random.default_rng(7)
+    inputs = {n: rng.standard_normal(s) for n, s in SHAPES["tanh_mlp"].items()}
+    upstream = rng.standard_normal((3, 2))
+    automatic = module.tanh_mlp_grad(upstream, *inputs.values())
+    declared = module.tanh_mlp_staged_grad(upstream, *inputs.values())
+    for a, b in zip(automatic, declared):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_a_stage_without_a_size_is_a_declaration_error(tmp_path):
+    (tmp_path / "bad.py").write_text(HEADER + textwrap.dedent("""
+        @op("Unsized")
+        def unsized():
+            x = tensor("x", (N,))
+            s = stage("s", (i, j), x[i] * 2)
+            return {"y": ((i,), s[i, 0])}
+    """))
+    (decl,) = load_op_file(tmp_path / "bad.py").ops
+    from symgrad.declare import instantiate
+
+    with pytest.raises(DeclarationError, match=r"stage 's': index j subscripts no tensor axis"):
+        instantiate(decl, ())
+
+
+COUPLED = """
+@op("Coupled")
+def coupled():
+    x = tensor("x", (M, D))
+    y = tensor("y", (D, N))
+    return {"z": ((i, j), sp.Sum(sp.exp(x[i, d] + y[d, j]), (d, 0, D - 1)))}
+"""
+
+
+def test_a_jacobian_sized_gradient_is_an_error_naming_the_term(tmp_path):
+    ops = tmp_path / "coupled.py"
+    ops.write_text(HEADER + textwrap.dedent(COUPLED))
+    out = tmp_path / "gen"
+    out.mkdir()
+    (out / "keep.txt").write_text("untouched")
+    before = snapshot(out)
+    result = symgrad("derive", ops, "-o", out)
+    assert result.returncode == 2, result.stderr
+    assert "Coupled" in result.stderr and "coupled.py:" in result.stderr
+    assert "intermediate of 3 axes" in result.stderr and "exp(" in result.stderr
+    assert snapshot(out) == before
+    allowed = symgrad("derive", ops, "-o", out, "--allow-large-intermediates")
+    assert allowed.returncode == 0, allowed.stderr
+    assert "warning:" in allowed.stderr and (out / "coupled_numpy.py").exists()
+
+
+def _tampered(tmp_path, replace):
+    """MatMul's generated files with `replace` applied to the numpy module's gradient."""
+    ops = tmp_path / "mm.py"
+    ops.write_text(HEADER + textwrap.dedent("""
+        @op("TinyMatMul")
+        def tiny_mat_mul():
+            a = tensor("a", (M, D))
+            b = tensor("b", (D, N))
+            return {"c": ((i, j), sp.Sum(a[i, d] * b[d, j], (d, 0, D - 1)))}
+    """))
+    files = generate([ops], ("numpy", "tensorflow"), verify=False)
+    files["mm_numpy.py"] = replace(files["mm_numpy.py"])
+    return load_op_file(ops), files
+
+
+def test_verification_finds_a_wrong_gradient(tmp_path):
+    op_file, files = _tampered(tmp_path, lambda t: t.replace("grad_a = grad @ b.T", "grad_a = 2 * (grad @ b.T)"))
+    (error,) = verify_generated([op_file], files, jobs=1)
+    assert isinstance(error, VerificationError) and error.op == "TinyMatMul"
+    assert "numpy" in str(error) and "a[" in str(error) and "expected" in str(error)
+
+
+def test_verification_finds_a_gradient_that_raises(tmp_path):
+    op_file, files = _tampered(tmp_path, lambda t: t.replace("grad_a = grad @ b.T", "grad_a = grad @ b"))
+    errors = verify_generated([op_file], files, jobs=1)
+    assert errors and all(e.op == "TinyMatMul" for e in errors)
+    assert any("raise" in str(e) or "error" in str(e) for e in errors), [str(e) for e in errors]
+
+
+def test_generate_writes_nothing_it_could_not_verify(tmp_path, monkeypatch):
+    import symgrad.generate as generate_module
+
+    monkeypatch.setattr(
+        generate_module, "verify_generated",
+        lambda op_files, files, jobs: [VerificationError("wrong", "TinyMatMul", "mm.py:5")],
+    )
+    ops = tmp_path / "mm.py"
+    ops.write_text(HEADER + "@op('TinyMatMul')\ndef t():\n    a = tensor('a', (M, D))\n"
+                   "    return {'c': ((i, d), a[i, d] * 2)}\n")
+    with pytest.raises(SymgradErrors, match="verification failed for TinyMatMul"):
+        generate([ops], ("numpy",))
