@@ -306,8 +306,10 @@ def cosine_similarity_grad(grad, x, y, *, output=None, epsilon=1e-08):
 
 def rbf_kernel(x, y, *, length_scale=1.0):
     """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:107)."""
-    t0 = x[..., None, :]
-    sum1 = np.sum((t0 - y) ** 2, axis=-1)
+    t0 = np.sum(x**2, axis=-1, keepdims=True)
+    t1 = np.sum(y**2, axis=-1)
+    t2 = x @ y.T
+    sum1 = t0 + t1 - 2 * t2
     kernel = np.exp(-1 / 2 * sum1 / length_scale**2)
     return kernel
 

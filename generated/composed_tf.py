@@ -498,8 +498,10 @@ def rbf_kernel(x, y, *, length_scale=1.0):
 
     @tf.custom_gradient
     def forward(x, y):
-        t0 = x[..., None, :]
-        sum1 = tf.reduce_sum((t0 - y) ** 2, axis=-1)
+        t0 = tf.reduce_sum(x**2, axis=-1, keepdims=True)
+        t1 = tf.reduce_sum(y**2, axis=-1)
+        t2 = tf.linalg.matmul(x, y, transpose_b=True)
+        sum1 = t0 + t1 - 2 * t2
         kernel = tf.math.exp(-1 / 2 * sum1 / length_scale**2)
 
         def backward(grad):

@@ -479,6 +479,9 @@ class TensorLowering:
         branched = self._sum_into_branches(expr, axes)
         if branched is not None:
             return branched
+        distributed = _sum_of_expanded_terms(expr)
+        if distributed is not None:
+            return self.array(distributed, axes)
         convolution = self._convolution(expr, axes)
         if convolution is not None:
             return convolution
@@ -813,6 +816,22 @@ def _axis_at_position(delta: sp.KroneckerDelta) -> tuple:
     if is_index(b) and a.is_Integer:
         return b, int(a)
     return None, None
+
+
+def _sum_of_expanded_terms(expr: sp.Sum) -> sp.Expr | None:
+    """`Sum((x[i, d] - y[j, d])**2, d)`, whose body no single entry's indices hold (an (i, j, d)
+    array), as the Sums of its expanded terms: `Sum(x**2) + Sum(y**2) - 2*Sum(x*y)`, each an
+    entry's reduction or a contraction. None when the body is held by an entry, or is no
+    polynomial of entries."""
+    body = expr.function
+    entries = body.atoms(sp.Indexed)
+    indices = free_indices(body)
+    if not entries or any(indices <= set(e.indices) for e in entries) or not body.is_polynomial(*entries):
+        return None
+    expanded = sp.expand(body)
+    if not isinstance(expanded, sp.Add):
+        return None
+    return sp.Add(*[sp.Sum(term, *expr.limits) for term in expanded.args])
 
 
 def _transcendental(scalar) -> bool:
