@@ -2,6 +2,7 @@
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/run.py [--quick | --smoke]
         [--json FILE] [--png FILE] [--only OP ...] [--repeats N] [--[no-]isolate]
+        [--use-generated] [--save-generated DIR]
 
 Derives ops/ and benchmarks/ops/ afresh into a temporary folder (so new ops are picked up as
 they are declared), then for every case in `bench_cases.CASES` whose op is derived times, in
@@ -78,6 +79,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--only", nargs="+", metavar="OP", help="only these op types")
     parser.add_argument(
+        "--save-generated",
+        type=Path,
+        metavar="DIR",
+        help="copy the generated modules timed into DIR (ops/'s into DIR/ops, benchmarks/ops's "
+        "into DIR/benchmarks_ops): symgrad may change between runs",
+    )
+    parser.add_argument(
         "--isolate",
         action=argparse.BooleanOptionalAction,
         help="run each case in a fresh process (default: with full inputs only)",
@@ -114,6 +122,8 @@ def main(argv=None) -> int:
     print()
     with tempfile.TemporaryDirectory(prefix="symgrad-bench-") as tmp:
         folders = derive_all(Path(tmp), args.use_generated)
+        if args.save_generated:
+            save_generated(folders, args.save_generated)
         generated = load_generated(folders, libs.tf is not None)
         run = (lambda n, case: run_isolated(n, folders, args)) if isolate else None
         rows = run_cases(generated, libs, size, timing, args.only, run)
@@ -213,13 +223,22 @@ def derive_all(out: Path, use_generated: bool) -> list[tuple[Path, Path]]:
     return folders
 
 
+def save_generated(folders: list[tuple[Path, Path]], out: Path) -> None:
+    for folder, modules in folders:
+        name = "_".join(folder.relative_to(ROOT).parts)
+        shutil.copytree(modules, out / name, dirs_exist_ok=True)
+    print(f"copied the generated modules to {out}")
+
+
 def _committed(folder: Path, out: Path) -> Path:
     """generated/, or where an op file of `folder` has no modules there (declared since they
     were last committed), a copy of it with that file derived into it."""
     from symgrad.load import op_file_paths
 
     generated = ROOT / "generated"
-    missing = [p for p in op_file_paths([folder]) if not (generated / f"{p.stem}_numpy.py").exists()]
+    missing = [
+        p for p in op_file_paths([folder]) if not (generated / f"{p.stem}_numpy.py").exists()
+    ]
     if not missing:
         return generated
     shutil.copytree(generated, out)

@@ -78,14 +78,21 @@ def check_composed(stdout: str, report: dict) -> None:
     assert {row["op"] for row in rows} == COMPOSED
     for op in COMPOSED:
         comparisons = {(row["target"], row["reference"]) for row in rows if row["op"] == op}
-        expected = {("tensorflow", "tf-autodiff+forward"), ("tensorflow", "forward"), ("numpy", "forward")}
+        expected = {
+            ("tensorflow", "tf-autodiff+forward"),
+            ("tensorflow", "forward"),
+            ("numpy", "forward"),
+        }
         if importlib.util.find_spec("autograd") is not None:
             expected |= {("numpy", "autograd"), ("numpy", "autograd+forward")}
         if importlib.util.find_spec("jax") is not None:
             expected.add(("numpy", "jax.jit"))
         assert comparisons == expected, op
     names = {target["target"] for target in report["targets"]}
-    assert {"composed: TF gradient / TF autodiff (both with forward)", "composed: gradient / its forward"} <= names
+    assert {
+        "composed: TF gradient / TF autodiff (both with forward)",
+        "composed: gradient / its forward",
+    } <= names
     assert "composed: gradient / its forward" in stdout
 
 
