@@ -26,6 +26,13 @@ NO_REFERENCE = {
     "and SAME excepted, through oneDNN): those rows have none",
     "AvgPool3D": "TensorFlow's AvgPool3D has a CPU kernel for float32 only: float64 has none",
 }
+# compositions no framework has as one op type: tests/test_composed.py checks each against
+# TensorFlow's autodiff of the same forward written in plain TF
+NO_REFERENCE.update({
+    name: "a composition: TensorFlow has no op type"
+    for name in ("LayerNorm", "LayerNormMoments", "BatchNormTraining", "GroupNorm", "ScaledDotProductAttention",
+                 "MlpBlock", "CosineSimilarity", "RbfKernel", "LogSumExpMatMul", "BiasGelu")
+})
 # where differences of the forward cannot judge a gradient
 FINITE_DIFFERENCE_LIMITS = {
     # scipy's fresnel (cephes) returns the limit 1/2 for x**2 > 36974: flat at |x| = 1000,
