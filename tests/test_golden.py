@@ -1,5 +1,6 @@
-"""Golden files: the generated gradients of Softmax, BatchMatMulV2, Einsum's trace, Conv2D
-and a StridedSlice branch (rank 2: strides of either sign, begin and end masks), whole.
+"""Golden files: the generated gradients of Softmax, BatchMatMulV2, Einsum's trace, Conv2D,
+a StridedSlice branch (rank 2: strides of either sign, begin and end masks), and of two
+composed ops, attention and layer normalisation, whole.
 
 Regenerate after an intended change with `python tests/test_golden.py` and review the diff.
 """
@@ -25,6 +26,10 @@ PINNED = {
     ("array_tf.py", "strided_slice_vjp", STRIDED_RANK_2): "strided_slice_rank_2_vjp_tf.py",
     ("conv_numpy.py", "conv2d_grad", None): "conv2d_grad_numpy.py",
     ("conv_tf.py", "conv2d_vjp", None): "conv2d_vjp_tf.py",
+    ("composed_numpy.py", "scaled_dot_product_attention_grad", None): "attention_grad_numpy.py",
+    ("composed_tf.py", "scaled_dot_product_attention_vjp", None): "attention_vjp_tf.py",
+    ("composed_numpy.py", "layer_norm_grad", None): "layer_norm_grad_numpy.py",
+    ("composed_tf.py", "layer_norm_vjp", None): "layer_norm_vjp_tf.py",
 }
 
 
