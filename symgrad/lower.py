@@ -206,13 +206,6 @@ def _window_indices(expr, indices) -> set:
     return found
 
 
-def _split_inputs(lowering: TensorLowering, variant, values: dict) -> dict:
-    """Inputs with an axis declared as a group: split first, into `<input>_split`, which
-    `values` (name -> TensorValue) then read, and every dimension is an axis of."""
-    views = _input_views(lowering, variant)
-    return {name: _viewed(value, views) for name, value in values.items()}
-
-
 def _input_views(lowering: TensorLowering, variant) -> dict:
     """Each input with an axis declared as a group -> its split view (statements emitted)."""
     views = {}
