@@ -260,3 +260,25 @@ def test_generate_writes_nothing_it_could_not_verify(tmp_path, monkeypatch):
                    "    return {'c': ((i, d), a[i, d] * 2)}\n")
     with pytest.raises(SymgradErrors, match="verification failed for TinyMatMul"):
         generate([ops], ("numpy",))
+
+
+def test_verification_leaves_no_gradient_registered(tmp_path, tf):
+    """`generate()` in a user's process, then the user imports what it wrote: the written
+    module registers its gradient, not the copy verification imported."""
+    from tensorflow.python.framework import ops as tf_ops
+
+    ops = tmp_path / "registered.py"
+    ops.write_text(HEADER + "@op('RegisteredTwiceScale')\ndef t():\n    a = tensor('a', (M, D))\n"
+                   "    return {'c': ((i, d), a[i, d] * 3)}\n")
+    files = generate([ops], ("numpy", "tensorflow"))  # verifies in this process
+    with pytest.raises(LookupError):
+        tf_ops._gradient_registry.lookup("SymgradRegisteredTwiceScale")
+    path = tmp_path / "registered_tf.py"
+    path.write_text(files["registered_tf.py"])
+    spec = importlib.util.spec_from_file_location("registered_tf_user_copy", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.REGISTERED["RegisteredTwiceScale"] == ("RegisteredTwiceScale", "SymgradRegisteredTwiceScale")
+    registered = tf_ops._gradient_registry.lookup("SymgradRegisteredTwiceScale")
+    assert registered.__module__ == "registered_tf_user_copy"
+
