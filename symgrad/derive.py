@@ -16,7 +16,7 @@ import sympy as sp
 from symgrad.declare import BATCH, BATCH_DIM, ELEMENTWISE, OpVariant, stop_gradient
 from symgrad.errors import DerivationError
 from symgrad.functions import exact_div, mask
-from symgrad.stages import Staged, split_stages
+from symgrad.stages import Staged, scalar_entry, split_stages
 from symgrad.validate import Range, index_ranges, index_symbols
 
 
@@ -195,9 +195,10 @@ def _derive_index(variant: OpVariant, grads: tuple[str, ...] | None = None) -> D
         axes = tuple(sp.Symbol(f"{inp.name}_{n}", integer=True) for n in range(len(inp.shape)))
         axis_ranges = {a: (sp.S.Zero, d - 1) for a, d in zip(axes, inp.shape)}
         all_ranges.update(axis_ranges)
+        entry = inp.base[axes] if axes else scalar_entry(inp.name)  # a scalar stage
         terms = []
         for out, grad_name in zip(variant.outputs, grads):
-            terms += _contract(variant, out, grad_name, inp.base[axes], ranges)
+            terms += _contract(variant, out, grad_name, entry, ranges)
         outputs = tuple(dict.fromkeys(i for o in variant.outputs for i in o.indices))
         terms = [_eliminate_deltas(variant, t, {**ranges, **axis_ranges}, outputs) for t in terms]
         terms = _merged_elementwise([_counted(t) for t in terms])

@@ -33,6 +33,7 @@ from symgrad.ir import (
 from symgrad.fused import find_kernel
 from symgrad.lower_tensor import TensorLowering, as_expression, free_indices
 from symgrad.simplify import share_subexpressions
+from symgrad.stages import tensors_read
 from symgrad.validate import index_symbols
 
 
@@ -298,8 +299,7 @@ def _stages_read(staging, values) -> set[str]:
         if value is None:
             continue
         for term in value.terms:
-            for entry in term.factor.atoms(sp.Indexed):
-                name = str(entry.base.label)
+            for name in tensors_read(term.factor):
                 if name in names and name not in read:
                     read.add(name)
                     pending.append(staging.values[name])

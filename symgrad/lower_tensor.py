@@ -32,6 +32,7 @@ from symgrad.ir import (
     SplitAxis,
     Stack,
     BroadcastTo,
+    BroadcastToShape,
     DiagPart,
     Constant,
     DimSize,
@@ -87,10 +88,15 @@ class TensorLowering:
         """Append statements computing `target[value.indices]`, broadcast to `like` if needed."""
         expr = as_expression(value)
         array = self.array(expr, tuple(value.indices))
-        if like is not None and set(value.indices) - free_indices(expr):
+        constant_along = set(value.indices) - free_indices(expr)
+        if like is not None and constant_along:
             self.body.append(Assign(target, BroadcastTo(Elementwise(array), like)))
+        elif (constant_along or array.is_number) and value.indices and BATCH not in value.indices:
+            # constant along an axis: an output's sizes come from elsewhere, or a stage cancelled
+            sizes = ", ".join(self._size_of(i) for i in value.indices)
+            self.body.append(Assign(target, BroadcastToShape(Elementwise(array), f"({sizes},)")))
         elif self.body and array == sp.Symbol(self.body[-1].target) and self._is_temp(array):
-            self.body[-1] = Assign(target, self.body[-1].value)  # name the last temporary
+            self._rename_last(target)
         else:
             self.body.append(Assign(target, Elementwise(array)))
 
@@ -695,6 +701,15 @@ class TensorLowering:
         name = f"{self.prefix}{sum(s.target.startswith(self.prefix) for s in self.body)}"
         self.body.append(Assign(name, value))
         return name
+
+    def _rename_last(self, target: str) -> None:
+        """Name the last temporary `target`, and read it so wherever it is reused: its number
+        is free again, for the next temporary."""
+        old = self.body[-1].target
+        self.body[-1] = Assign(target, self.body[-1].value)
+        for key, value in self._memo.items():
+            if value == sp.Symbol(old) or value == old:
+                self._memo[key] = sp.Symbol(target) if isinstance(value, sp.Symbol) else target
 
     def _is_temp(self, symbol) -> bool:
         return str(symbol).startswith(self.prefix) and str(symbol)[len(self.prefix) :].isdigit()

@@ -24,6 +24,7 @@ import sympy as sp
 from symgrad.declare import BATCH, ELEMENTWISE
 from symgrad.derive import Derivation, TensorValue, Term
 from symgrad.functions import recomputed_or_reused
+from symgrad.stages import is_read_of, tensors_read
 
 SAMPLE_POINTS = (-1.7, -0.6, 0.35, 0.8, 1.3, 2.1)  # where a rewrite is checked numerically
 
@@ -310,18 +311,35 @@ def _by_inverse_entry(factor, expr, value, entry) -> list[sp.Expr]:
     (LogSoftmax: `x[p] = y[p] + log(S)` turns `exp(x[p]) / S` into `exp(y[p])`)."""
     result = []
     for x in [e for e in expr.atoms(sp.Indexed) if e.indices == entry and factor.has(e)]:
-        if expr.count(x) > 1:  # read twice (GELU's z): no closed inverse, and SymPy would search long
-            continue
-        unknown, known = sp.Dummy("x"), sp.Dummy("y")
-        try:
-            solutions = sp.solve(sp.Eq(known, expr.subs(x, unknown)), unknown)
-        except (NotImplementedError, ValueError, TypeError):  # SymPy gives up, or trips on a NaN
-            continue
-        if len(solutions) == 1:
-            candidate = factor.subs(x, solutions[0]).subs(known, value)
+        solution = _inverse(expr, x, value)
+        if solution is not None:
+            candidate = factor.subs(x, solution)
             if not candidate.has(x):
                 result.append(candidate)
     return result
+
+
+def _inverse(expr, x, y):
+    """`x` such that `expr` (which reads `x` once) is `y`, peeling one invertible layer at a
+    time (a sum, a product, `exp`, `log`, a reciprocal or a root), or None. (SymPy's `solve`
+    does this and more, but can take minutes on nested functions.)"""
+    while expr != x:
+        if expr.count(x) != 1:
+            return None
+        if isinstance(expr, (sp.Add, sp.Mul)):
+            inner = next(a for a in expr.args if a.has(x))
+            rest = expr.func(*[a for a in expr.args if a is not inner])
+            y = y - rest if isinstance(expr, sp.Add) else y / rest
+        elif isinstance(expr, sp.exp):
+            inner, y = expr.args[0], sp.log(y)
+        elif isinstance(expr, sp.log):
+            inner, y = expr.args[0], sp.exp(y)
+        elif isinstance(expr, sp.Pow) and not expr.exp.has(x) and (expr.exp == -1 or (1 / expr.exp).is_integer):
+            inner, y = expr.base, y ** (1 / expr.exp)
+        else:
+            return None
+        expr = inner
+    return y
 
 
 def _index_tuples(pattern: tuple, indices: tuple):
@@ -367,16 +385,14 @@ def fold_stage_gradients(derivation: Derivation) -> Derivation:
 
 
 def _reads(value, name: str) -> bool:
-    return value is not None and any(
-        str(e.base.label) == name for t in value.terms for e in t.factor.atoms(sp.Indexed)
-    )
+    return value is not None and any(name in tensors_read(t.factor) for t in value.terms)
 
 
 def _uses(value, name: str) -> int:
     """How many terms of `value` read `name`."""
     if value is None:
         return 0
-    return sum(any(str(e.base.label) == name for e in t.factor.atoms(sp.Indexed)) for t in value.terms)
+    return sum(name in tensors_read(t.factor) for t in value.terms)
 
 
 def _folded(value, name: str, grad: TensorValue, outputs, single: bool) -> TensorValue | None:
@@ -394,14 +410,14 @@ def _folded_term(term: Term, indices: tuple, grad_name: str, grad: TensorValue, 
     """The terms of `term` with its one factor `grad_name[I]` replaced by the terms of
     `grad` at I, each with outputs reused; None when `term` is summed, reads the gradient
     otherwise than as one factor, or the result is no smaller."""
-    entries = [f for f in sp.Mul.make_args(term.factor) if isinstance(f, sp.Indexed) and str(f.base.label) == grad_name]
+    entries = [f for f in sp.Mul.make_args(term.factor) if is_read_of(f, grad_name)]
     if term.sums or len(entries) != 1 or sp.Mul.make_args(term.factor).count(entries[0]) != 1:
         return None
     entry = entries[0]
     rest = term.factor / entry
-    if any(str(e.base.label) == grad_name for e in rest.atoms(sp.Indexed)):
+    if grad_name in tensors_read(rest):
         return None
-    at = dict(zip(grad.indices, entry.indices))
+    at = dict(zip(grad.indices, entry.indices)) if isinstance(entry, sp.Indexed) else {}
     naive, folded = [], []
     for inner in grad.terms:
         taken = rest.free_symbols | set(entry.free_symbols) | set(indices)

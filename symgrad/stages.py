@@ -45,9 +45,28 @@ class Staged:
         """Stage n (None: the outputs) as a single-stage variant whose inputs are the op's
         inputs and the stages its expression reads."""
         outputs = self.outputs if n is None else (self.stages[n],)
-        read = {str(e.base.label) for o in outputs for e in o.expr.atoms(sp.Indexed)}
+        read = set().union(*(tensors_read(o.expr) for o in outputs))
         stages = tuple(t for t in self.tensors if t.name in read)
         return dataclasses.replace(variant, inputs=variant.inputs + stages, outputs=outputs, stages=())
+
+
+def tensors_read(expr) -> set[str]:
+    """The names of the tensors `expr` reads: entries, and scalars (a stage or upstream
+    gradient with no indices is read as a symbol, as a scalar output's is)."""
+    names = {str(e.base.label) for e in expr.atoms(sp.Indexed)}
+    return names | {s.name for s in expr.free_symbols if isinstance(s, sp.Symbol) and not s.is_integer}
+
+
+def is_read_of(factor, name: str) -> bool:
+    """`factor` is an entry of tensor `name`, or the scalar `name`."""
+    if isinstance(factor, sp.Indexed):
+        return str(factor.base.label) == name
+    return isinstance(factor, sp.Symbol) and factor.name == name and not factor.is_integer
+
+
+def scalar_entry(name: str) -> sp.Symbol:
+    """How an expression reads a stage with no indices (a mean over every axis, inside a function)."""
+    return sp.Symbol(name)
 
 
 def split_stages(variant: OpVariant) -> Staged:
@@ -105,7 +124,7 @@ class _Stager:
         """`expr` with nested reductions read from stages (twice: a reduction met first at
         the top, then staged inside another, is read from its stage at both places)."""
         context = tuple(i for i in indices if isinstance(i, sp.Symbol))
-        expr = _unshadowed(expr, set(context))
+        expr = _counted(_unshadowed(expr, set(context)))
         self._visit(expr, context, linear=True)
         return self._visit(expr, context, linear=True)
 
@@ -140,7 +159,7 @@ class _Stager:
         """A read of the stage `reduction` is (made if `create`), else `reduction` itself."""
         free = index_symbols(reduction)
         indices = tuple(i for i in context if i in free)
-        if not indices or set(indices) != free or not self._reads_differentiable(reduction):
+        if set(indices) != free or not self._reads_differentiable(reduction):
             return reduction
         key = _canonical(reduction, indices)
         if key not in self.keys:
@@ -151,7 +170,7 @@ class _Stager:
             self.add(Output(name, indices, reduction, sizes))
             self.keys[key] = (self.tensors[-1].base, indices)
         base, _ = self.keys[key]
-        return base[indices]
+        return base[indices] if indices else scalar_entry(str(base.label))
 
     def _is_affine_hull(self, expr: sp.Add) -> bool:
         """A sum one of whose terms is a reduction (times constants) over all its indices."""
@@ -165,7 +184,7 @@ class _Stager:
         return False
 
     def _reads_differentiable(self, expr) -> bool:
-        return any(str(e.base.label) in self.differentiable for e in expr.atoms(sp.Indexed))
+        return bool(tensors_read(expr) & self.differentiable)
 
     def _rectangular(self, index) -> bool:
         """A staged index needs a range from 0 to a bound of no other index."""
@@ -203,6 +222,39 @@ def _canonical(reduction, free: tuple):
         return e.func(*[walk(a) for a in e.args])
 
     return walk(reduction.xreplace(placeholders))
+
+
+def _counted(expr):
+    """`expr` with every reduction over an index its body does not read written out: a sum
+    is a count times its body (`Sum(mean, (k, 0, N - 1))` is `N*mean`), a product a power,
+    an extremum its body. (No other limit's bounds may name the index.)"""
+    if not expr.args or isinstance(expr, sp.Indexed):
+        return expr
+    if not isinstance(expr, REDUCTIONS):
+        return expr.func(*[_counted(a) for a in expr.args])
+    body = _counted(expr.function)
+    rectangular = not any(b.has(lim[0]) for lim in expr.limits for other in expr.limits for b in other[1:])
+    if isinstance(expr, sp.Sum) and isinstance(body, sp.Add) and rectangular:
+        reading = sp.Add(*[t for t in body.args if any(t.has(lim[0]) for lim in expr.limits)])
+        if reading != body:  # Sum(x[i, k] + b[i], k) is Sum(x[i, k], k) + N*b[i]
+            count = sp.Mul(*[lim[2] - lim[1] + 1 for lim in expr.limits])
+            return _counted(expr.func(reading, *expr.limits)) + count * (body - reading)
+    kept, count = [], sp.Integer(1)
+    for lim in expr.limits:
+        index = lim[0]
+        bounding = any(b.has(index) for other in expr.limits for b in other[1:])
+        if body.has(index) or bounding:
+            kept.append(lim)
+        else:
+            count *= lim[2] - lim[1] + 1
+    if len(kept) == len(expr.limits):
+        return expr.func(body, *expr.limits)
+    inner = expr.func(body, *kept) if kept else body
+    if isinstance(expr, sp.Sum):
+        return count * inner
+    if isinstance(expr, sp.Product):
+        return inner ** count
+    return inner
 
 
 def _unshadowed(expr, bound: set):

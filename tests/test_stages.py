@@ -82,6 +82,53 @@ def tanh_mlp_staged():
     w2 = tensor("w2", (H, O))
     hidden = stage("hidden", (i, h), sp.tanh(sp.Sum(x[i, d] * w1[d, h], (d, 0, D - 1))))
     return {"y": ((i, j), sp.Sum(hidden[i, h] * w2[h, j], (h, 0, H - 1)))}
+
+
+# a reduction over every axis inside a function: a scalar stage (found by the random ops)
+@op("ScaledByVariance")
+def scaled_by_variance():
+    x = tensor("x", (N,))
+    z = tensor("z", (M,))
+    variance = sp.Sum((z[j] - sp.Sum(z[k], (k, 0, M - 1)) / M) ** 2, (j, 0, M - 1)) / M
+    return {"y": ((i,), x[i] / (1 + variance))}
+
+
+@op("CenteredRatio")
+def centered_ratio():
+    x = tensor("x", (M, N))
+    z = tensor("z", (M,))
+    return {"y": ((i, j), x[i, j] / (1 + (z[i] - sp.Sum(z[l], (l, 0, M - 1)) / M) ** 2))}
+
+
+@op("InverseSquaredSpread")
+def inverse_squared_spread():
+    z = tensor("z", (M,))
+    spread = sp.Sum((z[j] - sp.Sum(z[k], (k, 0, M - 1)) / M) ** 2, (j, 0, M - 1))
+    return {"y": ((), 1 / (1 + spread ** 2))}
+
+
+# a Sum whose summand (or one of its terms) does not read its index: a count
+@op("SummedTotal")
+def summed_total():
+    x = tensor("x", (N,))
+    return {"y": ((), sp.Sum(sp.Sum(x[l], (l, 0, N - 1)), (k, 0, N - 1)))}
+
+
+@op("RowSumPlusBias")
+def row_sum_plus_bias():
+    x = tensor("x", (M, N))
+    b = tensor("b", (M,))
+    return {"y": ((i,), sp.Sum(x[i, k] + b[i], (k, 0, N - 1)))}
+
+
+# a stage equal to one (a softmax's column sums): the forward names temporaries apart
+@op("CenteredSoftmaxProduct")
+def centered_softmax_product():
+    x = tensor("x", (D, N))
+    s = tensor("s", (N, N))
+    column = lambda r, c: sp.exp(s[r, c]) / sp.Sum(sp.exp(s[d, c]), (d, 0, N - 1))
+    centered = column(i, k) - sp.Sum(column(l, k), (l, 0, N - 1)) / N
+    return {"y": ((i, j), sp.Sum(x[j, k] * centered, (k, 0, N - 1)))}
 """
 
 SHAPES = {
@@ -92,6 +139,12 @@ SHAPES = {
     "tanh_mlp": {"x": (3, 4), "w1": (4, 5), "w2": (5, 2)},
     "bilinear": {"x": (2, 3, 4), "w": (4, 5), "z": (2, 3, 5)},
     "tanh_mlp_staged": {"x": (3, 4), "w1": (4, 5), "w2": (5, 2)},
+    "scaled_by_variance": {"x": (3,), "z": (4,)},
+    "centered_ratio": {"x": (4, 3), "z": (4,)},
+    "inverse_squared_spread": {"z": (5,)},
+    "summed_total": {"x": (4,)},
+    "row_sum_plus_bias": {"x": (3, 4), "b": (3,)},
+    "centered_softmax_product": {"x": (2, 4), "s": (4, 4)},
 }
 
 
@@ -138,7 +191,8 @@ def test_natural_declarations_derive_exact_gradients(natural, func):
             assert np.sum(grads[name] * v) == pytest.approx(expected, rel=1e-6, abs=1e-8), name
 
 
-@pytest.mark.parametrize("func", ["bilinear", "layer_norm_natural", "attention_scores"])
+@pytest.mark.parametrize("func", ["bilinear", "layer_norm_natural", "attention_scores", "scaled_by_variance",
+                                  "centered_softmax_product", "summed_total", "row_sum_plus_bias"])
 def test_tensorflow_gradients_of_natural_declarations(natural, tf, func):
     """The generated TF gradient runs (the bilinear form's `...` summed away by an einsum
     TensorFlow refuses unless it keeps `...`) and agrees with the numpy one."""
@@ -165,6 +219,35 @@ def test_nested_reductions_become_stages_and_the_gradient_reads_them(natural):
     assert "grad_sum1 @ k" in attention and "grad_sum1.T @ q" in attention
     mlp = text[text.index("def tanh_mlp_grad(") :].split("\n\n\n")[0]
     assert "einsum" not in mlp and "grad_sum1 @ w1.T" in mlp
+
+
+def test_a_reduction_over_every_axis_inside_a_function_is_a_scalar_stage(natural):
+    files, _, _ = natural
+    text = files["natural_numpy.py"]
+    grad = text[text.index("def scaled_by_variance_grad(") :].split("\n\n\n")[0]
+    assert "sum1 = np.sum(z, axis=-1)" in grad  # the mean, once, a scalar
+    assert "einsum" not in grad and "grad_affine1 = " in grad  # its gradient a scalar too
+
+
+def test_a_sum_of_what_its_index_does_not_read_is_a_count(natural):
+    files, _, _ = natural
+    text = files["natural_numpy.py"]
+    total = text[text.index("def summed_total(") :].split("\n\n\n")[0]
+    assert "builtins" not in text and total.count("np.sum(") == 1
+
+
+def test_inverse_entry_peels_invertible_layers_only():
+    import sympy as sp
+
+    from symgrad.simplify import _inverse
+
+    x, y, s = sp.IndexedBase("x")[sp.Symbol("i", integer=True)], sp.Symbol("y"), sp.Symbol("s")
+    assert _inverse(x - sp.log(s), x, y) == y + sp.log(s)  # LogSoftmax's output, solved for x
+    assert sp.simplify(_inverse(1 / (1 + sp.exp(-x)), x, y) - (-sp.log(1 / y - 1))) == 0
+    assert _inverse(sp.sqrt(x) * 3, x, y) == y ** 2 / 9
+    assert _inverse(x ** 2, x, y) is None  # two roots
+    assert _inverse(sp.tanh(sp.tanh(x)), x, y) is None  # not peeled: no search
+    assert _inverse(x * sp.exp(x), x, y) is None  # read twice
 
 
 def test_a_declared_stage_and_an_automatic_one_give_one_gradient(natural):

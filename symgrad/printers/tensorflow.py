@@ -219,7 +219,9 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         return f"{self._module_format('tensorflow.broadcast_to')}({self._print(value.value)}, {shape})"
 
     def _print_BroadcastToShape(self, value: ir.BroadcastToShape):
-        return f"{self._module_format('tensorflow.broadcast_to')}({self._print(value.value)}, {value.shape})"
+        inner = value.value.expr if isinstance(value.value, ir.Elementwise) else None
+        x = self._print_branch(inner) if inner is not None and inner.is_number else self._print(value.value)
+        return f"{self._module_format('tensorflow.broadcast_to')}({x}, {value.shape})"
 
     def _print_Scan(self, value: ir.Scan):
         x = self._print_operand(value.x)
