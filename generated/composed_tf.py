@@ -335,7 +335,7 @@ def scaled_dot_product_attention_vjp(grad, q, k, v, mask, output):
     """Gradient of ScaledDotProductAttention (declared at ops/composed.py:70): one per input (q, k, v, mask)."""
     t0 = tf.cast(tf.shape(q)[-1], q.dtype)
     t1 = tf.linalg.matmul(q, k, transpose_b=True)
-    scores = mask + t1 * 1 / tf.math.sqrt(t0)
+    scores = mask + t1 * (1 / tf.math.sqrt(t0))
     ext1 = tf.reduce_max(scores, axis=-1)
     t2 = ext1[..., None]
     sum1 = tf.reduce_sum(tf.math.exp(scores - t2), axis=-1)
@@ -345,10 +345,10 @@ def scaled_dot_product_attention_vjp(grad, q, k, v, mask, output):
     t4 = tf.reduce_sum(grad_weights * weights, axis=-1, keepdims=True)
     grad_scores = weights * (grad_weights - t4)
     t5 = tf.linalg.matmul(grad_scores, k)
-    grad_q = t5 * 1 / tf.math.sqrt(t0)
+    grad_q = t5 * (1 / tf.math.sqrt(t0))
     grad_q = _sum_to_shape(grad_q, q)
     t6 = tf.linalg.matmul(grad_scores, q, transpose_a=True)
-    grad_k = t6 * 1 / tf.math.sqrt(t0)
+    grad_k = t6 * (1 / tf.math.sqrt(t0))
     grad_k = _sum_to_shape(grad_k, k)
     grad_v = tf.linalg.matmul(weights, grad, transpose_a=True)
     grad_v = _sum_to_shape(grad_v, v)
@@ -369,7 +369,7 @@ def scaled_dot_product_attention(q, k, v, mask):
     def forward(q, k, v, mask):
         t0 = tf.cast(tf.shape(q)[-1], q.dtype)
         t1 = tf.linalg.matmul(q, k, transpose_b=True)
-        scores = mask + t1 * 1 / tf.math.sqrt(t0)
+        scores = mask + t1 * (1 / tf.math.sqrt(t0))
         ext1 = tf.reduce_max(scores, axis=-1)
         t2 = ext1[..., None]
         sum1 = tf.reduce_sum(tf.math.exp(scores - t2), axis=-1)

@@ -7,6 +7,7 @@ that folder to be up to date.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import inspect
@@ -108,13 +109,36 @@ def _derive_to_temp(paths, jobs: int | None, use_cache: bool) -> Path:
 
 
 def _import(path: Path) -> ModuleType:
-    """Import a generated file under a fresh module name (another copy may be imported too)."""
+    """Import a generated file under a fresh module name (another copy may be imported too),
+    leaving no TensorFlow gradient registered by it."""
     name = f"_symgrad_derived_{next(_import_counter)}_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    with _registrations_undone(path.name.endswith(MODULE_SUFFIX["tensorflow"])):
+        spec.loader.exec_module(module)
     return module
+
+
+@contextlib.contextmanager
+def _registrations_undone(tensorflow_module: bool):
+    """Forget the gradients a TensorFlow module registers (`Symgrad<OpType>`, and the op type
+    where TensorFlow has none) as it is imported for verification. Left registered in the
+    caller's process (a test suite, a notebook that called `generate`), they would make the
+    caller's own import of the written module register nothing (`REGISTERED` empty) and
+    `gradient_override_map` call this copy; verification calls the functions directly."""
+    if not tensorflow_module:
+        yield
+        return
+    from tensorflow.python.framework import ops as tf_ops  # imports TensorFlow's own first
+
+    registry = tf_ops._gradient_registry._registry
+    before = set(registry)
+    try:
+        yield
+    finally:
+        for name in set(registry) - before:
+            del registry[name]
 
 
 @dataclass(frozen=True)

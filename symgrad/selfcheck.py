@@ -6,7 +6,6 @@ variant and the element."""
 
 from __future__ import annotations
 
-import contextlib
 import tempfile
 from pathlib import Path
 
@@ -31,31 +30,9 @@ def verify_generated(op_files: list[OpFile], files: dict[str, str], jobs: int) -
         ops = [DerivedOp(d, f.stem, str(f.path), Path(folder), True) for f in op_files for d in f.ops]
         job = Run("check", tuple(str(f.path) for f in op_files), folder, True, targets,
                   ("float64",), quick=True)
-        with _gradient_registrations_undone(targets):
-            results = run_ops(job, ops, jobs if ops_total > IN_PROCESS_MAX else 1)
+        results = run_ops(job, ops, jobs if ops_total > IN_PROCESS_MAX else 1)
     locations = {op.name: op.decl.location for op in ops}
     return [_error(r, locations.get(r.op)) for r in results if r.status != "match" or not r.cases]
-
-
-@contextlib.contextmanager
-def _gradient_registrations_undone(targets):
-    """Forget the TensorFlow gradients the checked modules register when they are imported here.
-
-    A generated TensorFlow module registers `Symgrad<OpType>` at import; left in the caller's
-    process, that would make the caller's own import of the written file skip its registration
-    (`REGISTERED` empty) and `gradient_override_map` call the verification copy instead."""
-    if "tensorflow" not in targets:
-        yield
-        return
-    from tensorflow.python.framework import ops as tf_ops  # TensorFlow's own gradients register here
-
-    registry = tf_ops._gradient_registry._registry
-    before = set(registry)
-    try:
-        yield
-    finally:
-        for name in set(registry) - before:
-            del registry[name]
 
 
 def _error(result, location) -> VerificationError:

@@ -63,3 +63,18 @@ def test_tensorflow_where_branch_numbers_take_the_dtype(tf):
 def test_irrational_constants_fold_to_one_literal(printer):
     assert printer()._print(2 * x / sp.sqrt(sp.pi)) == "1.1283791670955126*x"
     assert printer()._print(x + sp.log(2)) == "x + 0.6931471805599453"
+
+
+@pytest.mark.parametrize("printer", [NumpyPrinter, TensorflowPrinter])
+def test_a_size_scalar_keeps_its_parentheses_inside_a_product(printer):
+    """`x * float(a + b)`: TensorFlow prints no `float(...)`, so the sum needs its brackets
+    (without them the product was `x * a + b`, a wrong gradient)."""
+    from symgrad.functions import python_float
+
+    x, a, b = sp.symbols("x a b")
+    text = printer().doprint(x * python_float(a + sp.log(b)))
+    assert "(a + " in text and text.index("x") < text.index("(a + ")
+    if printer is NumpyPrinter:
+        import numpy as np
+
+        assert eval(text, {"np": np, "x": 2.0, "a": 3.0, "b": 1.0}) == 6.0

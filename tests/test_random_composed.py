@@ -613,56 +613,13 @@ EXAMPLES = 216  # random ops, each its own op file and `generate` call
 CPU_CAP = 20.0  # seconds of CPU time one op's derivation may take (most take < 1, none passing > 4)
 WORKERS = 2
 
-# Engine bugs the generator finds, each with the smallest declarations found to reproduce it:
-# `{"out": (indices, expression)}` over the tensors whose shapes the text gives.
-UNFACTORED = (
-    "LoweringError: a gradient term that is a product of independent sums is summed as one, over "
-    "an intermediate larger than the op (not needed: the sums factor). Smallest, x0 (M, N), x2 (M,): "
-    "((i, j), x0[i, j] / (1 + (x2[i] - sp.Sum(x2[l], (l, 0, M - 1)) / M) ** 2)); also, x0 (M,), "
-    "x1 (N,): ((i,), sp.sin(x0[i] + sp.Sum(x1[k], (k, 0, N - 1)) ** 2)) and a softmax with a summed "
-    "temperature, sp.exp(x0[i] * S) / sp.Sum(sp.exp(x0[k] * S), (k, 0, M - 1)), S = Sum_m x1[m]"
-)
-CONSTANT_SUMMAND = (
-    "a Sum whose summand does not depend on its index is lowered wrong (the expanded variance "
-    "Sum_j (x[j] - mean)**2 makes such sums). Wrong gradient, x0 (N,), x2 (M,): ((i,), x0[i] / (1 + "
-    "sp.Sum((x2[j] - sp.Sum(x2[k], (k, 0, M - 1)) / M) ** 2, (j, 0, M - 1)))); wrong forward, x3 (L,): "
-    "((), sp.Sum(sp.Sum(x3[l], (l, 0, L - 1)), (k, 0, L - 1))) drops the factor L; NameError, x0 (M, N), "
-    "x1 (M,): ((i,), sp.Sum(x0[i, k] + x1[i], (k, 0, N - 1))) emits builtins.sum(...), builtins not "
-    "imported; AxisError: ((), 1 / (1 + sp.Sum((x2[j] - sp.Sum(x2[k], (k, 0, M - 1)) / M) ** 2, "
-    "(j, 0, M - 1)) ** 2)) sums a 1-d array over axes (-2, -1)"
-)
-TEMP_CLASH = (
-    "the generated forward reads a temporary before assigning it (`sum2 = t0 / sum1`, then "
-    "`t0 = np.shape(x0)[-1]`: an UnboundLocalError, and t0 is not the sum meant); x0 (K, L), "
-    "x2 (L, L): ((i, j), sp.Sum(x0[j, k] * (sp.exp(x2[i, k]) / sp.Sum(sp.exp(x2[m, k]), (m, 0, L - 1)) "
-    "- sp.Sum(sp.exp(x2[m, k]) / sp.Sum(sp.exp(x2[n, k]), (n, 0, L - 1)), (m, 0, L - 1)) / L), "
-    "(k, 0, L - 1)))"
-)
-SLOW = (
-    "the derivation takes seconds to minutes (example 2: 7 s, example 7: 150 s of CPU time): "
-    "simplify._by_inverse_entry calls sp.solve on every output expression, slow for nested "
-    "functions; x0 (M, N): ((i, j), sp.tanh(sp.tanh(x0[i, j]))) alone takes 30-60 s"
-)
-
-# The examples they make fail, by number (with PYTHONHASHSEED=0, see `outcomes`): expected to
-# fail (xfail), and one that passes must be removed from here. The numbers are the generator's:
-# change it and they change. A SLOW example runs with a CPU cap of KNOWN_SLOW_CAP seconds.
-KNOWN_FAILURES: dict[int, str] = {
-    2: SLOW, 7: SLOW,
-    0: UNFACTORED, 75: UNFACTORED, 106: UNFACTORED,
-    14: CONSTANT_SUMMAND, 18: CONSTANT_SUMMAND, 64: CONSTANT_SUMMAND, 80: CONSTANT_SUMMAND,
-    175: CONSTANT_SUMMAND,
-    30: TEMP_CLASH,
-}
-KNOWN_SLOW_CAP = 2.0
-# what the problems of an example failing for each reason say (another failure is a new one)
-SYMPTOMS = {
-    SLOW: ("s of CPU time (this test's cap)",),
-    UNFACTORED: ("needs an intermediate of",),
-    CONSTANT_SUMMAND: ("the derived forward is not finite (or raises)", "differs from finite differences",
-                       "raised AxisError", "Invalid reduction dimension"),
-    TEMP_CLASH: ("the derived forward is not finite (or raises)",),
-}
+# Engine bugs the generator finds, by example number (with PYTHONHASHSEED=0, see `outcomes`),
+# each with the smallest declarations found to reproduce it and the words its failure says:
+# expected to fail (xfail); one that passes must be removed from here. None today: the eleven
+# found first (a product of independent sums built jointly, a Sum of what its index does not
+# read, a temporary read before its assignment, sp.solve taking minutes) are fixed, and each
+# smallest declaration is a case of tests/test_stages.py.
+KNOWN_FAILURES: dict[int, tuple[str, tuple[str, ...]]] = {}
 
 
 def example_ops() -> list[RandomOp]:
@@ -765,7 +722,7 @@ def outcomes(tmp_path_factory) -> dict[int, Outcome]:
     env = dict(os.environ, PYTHONHASHSEED="0")  # symgrad's result depends on it (see the report)
     here = Path(__file__).resolve().parent  # this module (the workers run it) and the checkout
     env["PYTHONPATH"] = os.pathsep.join([str(here), str(here.parent), env.get("PYTHONPATH", "")])
-    caps = {op.number: KNOWN_SLOW_CAP if KNOWN_FAILURES.get(op.number) == SLOW else CPU_CAP for op in ops}
+    caps = {op.number: CPU_CAP for op in ops}
     workers = []
     for w in range(WORKERS):
         job = {"ops": [(op.number, str(paths[op.number]), caps[op.number]) for op in ops],
@@ -813,12 +770,12 @@ def _report(outcome: Outcome) -> str:
 def test_random_composed_op(number, outcomes):
     outcome = outcomes[number]
     if number in KNOWN_FAILURES:
-        reason = KNOWN_FAILURES[number]
-        if outcome.problems and all(any(s in p for s in SYMPTOMS[reason]) for p in outcome.problems):
+        reason, symptoms = KNOWN_FAILURES[number]
+        if outcome.problems and all(any(s in p for s in symptoms) for p in outcome.problems):
             pytest.xfail(f"known engine failure: {reason}")
         assert not outcome.problems, f"a failure other than the known one ({reason}):\n" + _report(outcome)
-        pytest.fail(f"example {number} is listed in KNOWN_FAILURES ({KNOWN_FAILURES[number]}) but "
-                    f"passes now: remove it from the list.\n\n" + op_file_text([outcome.op]))
+        pytest.fail(f"example {number} is listed in KNOWN_FAILURES ({reason}) but passes now: "
+                    f"remove it from the list.\n\n" + op_file_text([outcome.op]))
     assert not outcome.problems, _report(outcome)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
+from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.pycode import PythonCodePrinter, _known_functions_math
 
 from symgrad import ir
@@ -237,7 +238,7 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         return f"_sum_to_shape({self._print(value.value)}, {value.like})"
 
     def _print_python_float(self, expr):  # sizes are cast to the arrays' dtype already
-        return self._print(expr.args[0])
+        return self.parenthesize(expr.args[0], PRECEDENCE["Func"])  # printed where the call was
 
     def _print_exact_div(self, expr):
         m, c = (self._print(a) for a in expr.args)
