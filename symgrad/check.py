@@ -28,7 +28,7 @@ from dataclasses import replace
 import numpy as np
 import sympy as sp
 
-from symgrad.cases import Case, call_forward
+from symgrad.cases import Case, call_forward, make_cases
 from symgrad.compare import (
     ArrayDiff,
     Finding,
@@ -117,7 +117,20 @@ def _check_row(
     if chosen is not None:
         row.detail.update(expected_from=REFERENCE, got_from=source.label)
         _pinpoint(row, chosen, variant, forward, boundary, source)
+    elif not compared:
+        row.message = _why_no_case(variant, forward)
     return row
+
+
+def _why_no_case(variant, forward) -> str:
+    """What the derived forward does on the first generated cases, when none could be checked."""
+    for case in make_cases(variant, forward, False)[:3]:
+        try:
+            with np.errstate(all="ignore"):
+                forward(*case.inputs)
+        except Exception as exc:
+            return f"the derived forward raised {type(exc).__name__}: {exc} (case '{case.label}')"
+    return "the derived forward is not finite on any generated case"
 
 
 def _pinpoint(row: Result, chosen: Finding, variant, forward, boundary, source) -> None:

@@ -38,7 +38,7 @@ def verify_generated(op_files: list[OpFile], files: dict[str, str], jobs: int) -
 def _error(result, location) -> VerificationError:
     where = ", ".join(x for x in (result.target, result.dtype, result.variant and f"variant {result.variant}") if x)
     if result.status == "match":  # no case ran
-        what = "the derived forward is not finite (or raises) on every generated case"
+        what = result.message or "the derived forward is not finite (or raises) on every generated case"
     else:
         what = result.message or result.status
     detail = result.detail or {}

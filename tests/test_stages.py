@@ -365,3 +365,11 @@ def test_verification_leaves_no_gradient_registered(tmp_path, tf):
     registered = tf_ops._gradient_registry.lookup("SymgradRegisteredTwiceScale")
     assert registered.__module__ == "registered_tf_user_copy"
 
+
+
+def test_verification_names_the_exception_of_a_forward_that_always_raises(tmp_path):
+    op_file, files = _tampered(tmp_path, lambda t: t.replace("    c = a @ b\n", "    c = a @ b.T\n"))
+    assert "c = a @ b.T" in files["mm_numpy.py"]
+    errors = verify_generated([op_file], files, jobs=1)
+    numpy_errors = [str(e) for e in errors if "numpy" in str(e)]
+    assert numpy_errors and all("raised ValueError" in e and "matmul" in e for e in numpy_errors), numpy_errors
