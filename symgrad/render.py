@@ -10,7 +10,6 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-import black
 import jinja2
 
 from symgrad import ir
@@ -83,6 +82,8 @@ def render_tf_module(source: str, ops: list[ir.OpCode]) -> str:
 
 
 def _format(text: str) -> str:
+    import black  # only when something is rendered: it costs seconds at start-up
+
     return black.format_str(text, mode=black.Mode(line_length=LINE_LENGTH))
 
 

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from conftest import GENERATED, ROOT, import_path, require_tf
+from conftest import ROOT, import_path, require_tf
 
 RUN = ROOT / "benchmarks" / "run.py"
 ROW_KEYS = {"op", "group", "variant", "target", "reference", "ratio", "ours_s", "reference_s"}
@@ -122,14 +122,13 @@ def test_missing_benchmark_dependencies_are_skipped_and_said(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def bench(tf):
-    """benchmarks/'s modules, the libraries installed, and the generated Sigmoid."""
+def bench(tf, numpy_module, tf_module):
+    """benchmarks/'s modules, the libraries installed, and the generated Sigmoid (the suite's
+    fresh derivation: a second copy of a TF module imported would find its gradients taken)."""
     run = import_path(RUN, "_symgrad_bench_run")  # puts benchmarks/ on sys.path
     bench_cases, bench_measure = sys.modules["bench_cases"], sys.modules["bench_measure"]
     libs = run.load_libraries()
-    gen = bench_measure.Generated(
-        "sigmoid", import_path(GENERATED / "unary_numpy.py"), import_path(GENERATED / "unary_tf.py")
-    )
+    gen = bench_measure.Generated("sigmoid", numpy_module("unary"), tf_module("unary"))
     case = next(case for case in bench_cases.CASES if case.op == "Sigmoid")
     return bench_measure, libs, gen, case
 
