@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -217,13 +218,23 @@ BAD_INPUTS = {
 }
 
 
+@pytest.fixture(scope="module")
+def good_derived(tmp_path_factory):
+    """GOOD written and derived once by the CLI: (op file, output folder)."""
+    folder = tmp_path_factory.mktemp("good")
+    good = write_ops(folder, "good.py", GOOD)
+    assert symgrad("derive", good, "-o", folder / "gen").returncode == 0
+    return good, folder / "gen"
+
+
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
-def test_bad_input_is_reported_and_leaves_output_untouched(tmp_path, case):
+def test_bad_input_is_reported_and_leaves_output_untouched(tmp_path, case, good_derived):
     body, expected = BAD_INPUTS[case]
+    good, derived_once = good_derived
     gen = tmp_path / "gen"
-    good = write_ops(tmp_path, "good.py", GOOD)
-    assert symgrad("derive", good, "-o", gen).returncode == 0
+    shutil.copytree(derived_once, gen)
     before = snapshot(gen)
+    assert before and before == snapshot(derived_once)
     bad = write_ops(tmp_path, f"{case}.py", body)
     result = symgrad("derive", good, bad, "-o", gen)
     assert result.returncode == 2
