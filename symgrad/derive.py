@@ -237,8 +237,8 @@ def _contract(variant, out, grad_name, entry, ranges) -> list[Term]:
 
 def forward_value(out) -> TensorValue:
     """An output's or a stage's value as terms, as its gradient's are."""
-    terms = _normalize(strip_stop_gradient(out.expr), ())
-    return TensorValue(out.indices, tuple(Term(_masks_as_indicators(t.factor), t.sums) for t in terms))
+    terms = _normalize(strip_stop_gradient(out.expr), ())  # may expand Sum(x + 1) into Sum(1): a count
+    return TensorValue(out.indices, tuple(_counted(Term(_masks_as_indicators(t.factor), t.sums)) for t in terms))
 
 
 def _masks_as_indicators(factor: sp.Expr) -> sp.Expr:

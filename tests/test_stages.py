@@ -121,6 +121,13 @@ def row_sum_plus_bias():
     return {"y": ((i,), sp.Sum(x[i, k] + b[i], (k, 0, N - 1)))}
 
 
+@op("OverSumOfSquaresPlusOne")
+def over_sum_of_squares_plus_one():
+    x = tensor("x", (N,))
+    # expanded, the Sum is Sum(x[k]**2 * exp(-x[i])) + Sum(exp(-x[i])): the second a count
+    return {"y": ((i,), x[i] / sp.Sum((x[k] ** 2 + 1) * sp.exp(-x[i]), (k, 0, N - 1)))}
+
+
 # a stage equal to one (a softmax's column sums): the forward names temporaries apart
 @op("CenteredSoftmaxProduct")
 def centered_softmax_product():
@@ -143,6 +150,7 @@ SHAPES = {
     "centered_ratio": {"x": (4, 3), "z": (4,)},
     "inverse_squared_spread": {"z": (5,)},
     "summed_total": {"x": (4,)},
+    "over_sum_of_squares_plus_one": {"x": (4,)},
     "row_sum_plus_bias": {"x": (3, 4), "b": (3,)},
     "centered_softmax_product": {"x": (2, 4), "s": (4, 4)},
 }
