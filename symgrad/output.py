@@ -28,6 +28,7 @@ def write_files(out_dir: Path, files: dict[str, str]) -> list[Path]:
     try:
         for path in stale_files(out_dir, files):
             handle, temp = tempfile.mkstemp(dir=out_dir, prefix=f".{path.name}.", suffix=".tmp")
+            os.chmod(temp, _mode_by_umask())  # mkstemp makes it 0600: the file's mode as `open` gives it
             with os.fdopen(handle, "w") as stream:
                 stream.write(files[path.name])
             staged.append((Path(temp), path))
@@ -38,3 +39,10 @@ def write_files(out_dir: Path, files: dict[str, str]) -> list[Path]:
     for temp, path in staged:
         os.replace(temp, path)
     return [path for _, path in staged]
+
+
+def _mode_by_umask() -> int:
+    """0666 less the process's umask, as a file created with `open` gets."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask

@@ -58,6 +58,19 @@ def test_derive_writes_modules_that_import_and_run(tmp_path):
     assert grad_x == 2.0 * 3 * 3.0**2
 
 
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640)])
+def test_files_are_written_with_the_umasks_mode(tmp_path, umask, mode):
+    ops = write_ops(tmp_path, "cube.py", GOOD)
+    previous = os.umask(umask)  # the subprocess inherits it
+    try:
+        result = symgrad("derive", ops, "-o", tmp_path / "gen", "--target", "numpy")
+    finally:
+        os.umask(previous)
+    assert result.returncode == 0, result.stderr
+    written = tmp_path / "gen" / "cube_numpy.py"
+    assert written.stat().st_mode & 0o777 == mode
+
+
 def test_target_option_limits_output(tmp_path):
     ops = write_ops(tmp_path, "cube.py", GOOD)
     result = symgrad("derive", ops, "-o", tmp_path / "gen", "--target", "numpy")
