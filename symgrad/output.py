@@ -24,11 +24,11 @@ def write_files(out_dir: Path, files: dict[str, str]) -> list[Path]:
     `out_dir`; unchanged files are not rewritten. Returns the paths written.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    staged = []
+    staged, mode = [], _mode_by_umask()  # mkstemp makes 0600: give the mode `open` would
     try:
         for path in stale_files(out_dir, files):
             handle, temp = tempfile.mkstemp(dir=out_dir, prefix=f".{path.name}.", suffix=".tmp")
-            os.chmod(temp, _mode_by_umask())  # mkstemp makes it 0600: the file's mode as `open` gives it
+            os.chmod(temp, mode)
             with os.fdopen(handle, "w") as stream:
                 stream.write(files[path.name])
             staged.append((Path(temp), path))

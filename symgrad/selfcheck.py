@@ -23,12 +23,11 @@ def verify_generated(op_files: list[OpFile], files: dict[str, str], jobs: int) -
     ops_total = sum(len(f.ops) for f in op_files)
     if not ops_total:
         return []
-    targets = available_targets()
     with tempfile.TemporaryDirectory(prefix="symgrad-verify-") as folder:
         for name, text in files.items():
             (Path(folder) / name).write_text(text)
         ops = [DerivedOp(d, f.stem, str(f.path), Path(folder), True) for f in op_files for d in f.ops]
-        job = Run("check", tuple(str(f.path) for f in op_files), folder, True, targets,
+        job = Run("check", tuple(str(f.path) for f in op_files), folder, True, available_targets(),
                   ("float64",), quick=True)
         results = run_ops(job, ops, jobs if ops_total > IN_PROCESS_MAX else 1)
     locations = {op.name: op.decl.location for op in ops}

@@ -233,17 +233,15 @@ def _counted(expr):
     if not isinstance(expr, REDUCTIONS):
         return expr.func(*[_counted(a) for a in expr.args])
     body = _counted(expr.function)
-    rectangular = not any(b.has(lim[0]) for lim in expr.limits for other in expr.limits for b in other[1:])
-    if isinstance(expr, sp.Sum) and isinstance(body, sp.Add) and rectangular:
+    bounding = {lim[0] for lim in expr.limits if any(b.has(lim[0]) for other in expr.limits for b in other[1:])}
+    if isinstance(expr, sp.Sum) and isinstance(body, sp.Add) and not bounding:
         reading = sp.Add(*[t for t in body.args if any(t.has(lim[0]) for lim in expr.limits)])
         if reading != body:  # Sum(x[i, k] + b[i], k) is Sum(x[i, k], k) + N*b[i]
             count = sp.Mul(*[lim[2] - lim[1] + 1 for lim in expr.limits])
             return _counted(expr.func(reading, *expr.limits)) + count * (body - reading)
     kept, count = [], sp.Integer(1)
     for lim in expr.limits:
-        index = lim[0]
-        bounding = any(b.has(index) for other in expr.limits for b in other[1:])
-        if body.has(index) or bounding:
+        if body.has(lim[0]) or lim[0] in bounding:
             kept.append(lim)
         else:
             count *= lim[2] - lim[1] + 1
