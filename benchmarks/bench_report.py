@@ -11,7 +11,7 @@ from pathlib import Path
 class Target:
     """A speed target over the rows of some comparisons."""
 
-    name: str  # as the README states it
+    name: str  # as docs/benchmarks.md states it
     target: str | None  # "numpy", "tensorflow", or None for both
     references: tuple[str, ...]  # the comparisons' references it covers
     median_max: float | None  # bound on the median ratio (None: no median bound)

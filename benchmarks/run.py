@@ -60,7 +60,7 @@ TIMING = {
     "quick": Timing(repeats=5, min_sample=0.01, settle=0.05),
     "smoke": Timing(repeats=1, min_sample=0.0, settle=0.0),
 }
-DEFAULT_PNG = HERE / "ratios.png"
+DEFAULT_PNG = ROOT / "docs" / "ratios.png"  # beside the report of docs/benchmarks.md
 
 
 def _parser() -> argparse.ArgumentParser:

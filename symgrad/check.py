@@ -42,6 +42,7 @@ from symgrad.diff import bound_forward, case_groups, derived_source, values_at
 from symgrad.errors import SymgradError
 from symgrad.report import Result, summarize
 from symgrad.sources import Gradients, Skipped
+from symgrad.targets import CHECK_DTYPES
 
 STEP = 1e-6
 RTOL = 1e-6
@@ -49,7 +50,6 @@ ATOL = 1e-8
 FULL_JACOBIAN_MAX = 64
 PROJECTIONS = 6
 REFERENCE = "finite differences"
-CHECK_DTYPES = ("float64", "complex128")
 
 
 def available_targets() -> tuple[str, ...]:
@@ -62,21 +62,24 @@ def run_check(
     targets: tuple[str, ...] = ("numpy",),
     dtypes: tuple[str, ...] | None = None,
     quick: bool = False,
+    sample: int | None = None,
 ) -> list[Result]:
     """One result per op x variant x dtype x target (`quick`: on each variant's first case
-    alone, as `symgrad derive` verifies what it writes)."""
+    alone, as `symgrad derive` verifies what it writes; `sample`: of at most that many variants
+    per op)."""
     results = []
     for op in ops:
         try:
-            results += _check_op(op, targets, dtypes, quick)
+            results += _check_op(op, targets, dtypes, quick, sample)
         except Exception as exc:  # one op's failure is its row; the others still run
             message = str(exc) if isinstance(exc, SymgradError) else f"{type(exc).__name__}: {exc}"
             results.append(Result(op.name, None, None, None, REFERENCE, "error", message=message))
     return results
 
 
-def _check_op(op: DerivedOp, targets, dtypes, quick: bool = False) -> list[Result]:
-    groups = case_groups(op, tuple(d for d in CHECK_DTYPES if dtypes is None or d in dtypes), quick)
+def _check_op(op: DerivedOp, targets, dtypes, quick: bool = False, sample: int | None = None) -> list[Result]:
+    wanted = tuple(d for d in CHECK_DTYPES if dtypes is None or d in dtypes)
+    groups = case_groups(op, wanted, quick, sample)
     work = [(variant, cases) for variant, _, cases in groups]
     sources = {target: derived_source(op, target, stand_in=True) for target in targets}
     outcomes = {target: source.run_many(work) for target, source in sources.items()}

@@ -3,25 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from pathlib import Path
 
-from symgrad.cache import Cache, default_cache_dir
+from symgrad import __version__
+from symgrad.cache import default_cache_dir
 from symgrad.errors import SymgradError
-from symgrad.generate import SymgradErrors, default_jobs, generate
-from symgrad.output import stale_files, write_files
-from symgrad.check import CHECK_DTYPES, available_targets
-from symgrad.derived import load_derived
-from symgrad.diff import DIFF_DTYPES, make_reference
-from symgrad.render import TARGETS
-from symgrad.report import exit_status, format_report, write_json
-from symgrad.verify import Run, run_ops
+from symgrad.targets import CHECK_DTYPES, DIFF_DTYPES, TARGETS, default_jobs
 
 EXIT_OK, EXIT_STALE, EXIT_ERROR = 0, 1, 2
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="symgrad", description="Derive gradients of ops declared with SymPy.")
+    parser.add_argument("--version", action="version", version=f"symgrad {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     derive = commands.add_parser("derive", help="derive gradients and write numpy/TensorFlow modules")
     derive.add_argument("paths", nargs="+", help="op files, or folders of them")
@@ -62,11 +58,20 @@ def _add_verify_parsers(commands) -> None:
         command.add_argument("--dtype", action="append", choices=dtypes, help="only this dtype (repeatable)")
         command.add_argument("--target", action="append", choices=TARGETS,
                              help="only this derived target (repeatable)")
+        command.add_argument("--sample", type=_positive, metavar="N",
+                             help="at most N attribute variants per op, spread over its variants "
+                             "(first and last included); every dtype still")
         command.add_argument("--generated", metavar="DIR",
                              help="use the modules `symgrad derive` wrote to DIR instead of deriving afresh")
         command.add_argument("-v", "--verbose", action="store_true", help="list every result, not only failures")
         command.add_argument("-j", "--jobs", type=int, default=default_jobs(), help="worker processes for deriving and comparing (default: one per core)")
         command.add_argument("--no-cache", action="store_true", help="derive everything again")
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return int(text)
 
 
 def _mapping(text: str) -> tuple[str, str]:
@@ -78,62 +83,81 @@ def _mapping(text: str) -> tuple[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command in ("diff", "check"):
-        return _verify(args)
-    targets = tuple(args.target or TARGETS)
     try:
-        cache = Cache(None if args.no_cache else default_cache_dir())
-        files = generate(
-            args.paths, targets, cache=cache, jobs=args.jobs, allow_large=args.allow_large_intermediates
-        )
-    except SymgradErrors as exc:
-        for error in exc.errors:
+        return _verify(args) if args.command in ("diff", "check") else _derive(args)
+    except SymgradError as exc:
+        for error in getattr(exc, "errors", [exc]):  # every error of a run, when there were several
             print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
-    except SymgradError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+
+
+def _derive(args) -> int:
+    """`symgrad derive`: write the generated modules (or, with --check, compare with them)."""
+    from symgrad.cache import Cache
+    from symgrad.generate import generate
+    from symgrad.output import require_writable_folder, stale_files, write_files
+
     out_dir = Path(args.output)
+    if not args.check:
+        require_writable_folder(out_dir)  # before the derivation, not after
+    cache = Cache(None if args.no_cache else default_cache_dir())
+    files = generate(
+        args.paths, tuple(args.target or TARGETS), cache=cache, jobs=args.jobs,
+        allow_large=args.allow_large_intermediates,
+    )
     if args.check:
         return _report_stale(stale_files(out_dir, files), len(files))
-    for path in write_files(out_dir, files):
+    written = write_files(out_dir, files)
+    for path in written:
         print(f"wrote {path}")
-    print(f"{len(files)} generated file(s) in {out_dir} are up to date")
+    print(f"{out_dir}: {len(written)} file(s) written, {len(files) - len(written)} unchanged")
     return EXIT_OK
 
 
 def _verify(args) -> int:
     """`symgrad diff` and `symgrad check`: print the report, exit 0 / 1 (mismatch) / 2 (error)."""
-    try:
-        ops = load_derived(args.paths, args.generated, args.jobs, use_cache=not args.no_cache)
-        ops = [op for op in ops if not args.op or op.name in args.op]
-        job = Run(
-            args.command,
-            tuple(map(str, args.paths)),
-            str(ops[0].folder) if ops else "",
-            bool(ops) and ops[0].temporary,
-            tuple(args.target or (available_targets() if args.command == "check" else TARGETS)),
-            tuple(args.dtype) if args.dtype else None,
-            getattr(args, "against", None),
-            tuple(getattr(args, "map", ())),
-        )
-        reference = None
-        if args.command == "diff":
-            reference = make_reference(args.against, dict(args.map))
-            for name in getattr(reference, "unused_mappings", lambda _: [])(ops):
-                print(f"warning: --map {name}=...: no op {name} is declared", file=sys.stderr)
-        results = run_ops(job, ops, args.jobs, reference)
-    except SymgradErrors as exc:
-        for error in exc.errors:
-            print(f"error: {error}", file=sys.stderr)
+    from symgrad.check import available_targets
+    from symgrad.derived import load_derived
+    from symgrad.diff import make_reference
+    from symgrad.report import exit_status, format_report, write_json
+    from symgrad.verify import Run, run_ops
+
+    ops = load_derived(args.paths, args.generated, args.jobs, use_cache=not args.no_cache)
+    undeclared = _undeclared_names(args, ops)
+    if undeclared:
+        print(f"error: {undeclared}", file=sys.stderr)
         return EXIT_ERROR
-    except SymgradError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+    ops = [op for op in ops if not args.op or op.name in args.op]
+    job = Run(
+        args.command,
+        tuple(map(str, args.paths)),
+        str(ops[0].folder) if ops else "",
+        bool(ops) and ops[0].temporary,
+        tuple(args.target or (available_targets() if args.command == "check" else TARGETS)),
+        tuple(args.dtype) if args.dtype else None,
+        getattr(args, "against", None),
+        tuple(getattr(args, "map", ())),
+        sample=args.sample,
+    )
+    reference = make_reference(args.against, dict(args.map)) if args.command == "diff" else None
+    results = run_ops(job, ops, args.jobs, reference)
     print(format_report(results, verbose=args.verbose))
     if args.json:
         write_json(results, args.json)
     return exit_status(results)
+
+
+def _undeclared_names(args, ops) -> str | None:
+    """What is wrong when --op or --map names no declared op (a typo would compare nothing)."""
+    known = sorted({name for op in ops for name in (op.name, op.decl.func_name)})
+    named = [("--op", name, name) for name in args.op or ()]
+    named += [("--map", ours, f"{ours}={theirs}") for ours, theirs in getattr(args, "map", ())]
+    for flag, name, given in named:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            return f"{flag} {given}: no op {name} is declared in {' '.join(map(str, args.paths))}{hint}"
+    return None
 
 
 def _report_stale(stale: list[Path], total: int) -> int:

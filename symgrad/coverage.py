@@ -1,7 +1,7 @@
 """The coverage table of a `symgrad diff ... --against tensorflow --json` report, in Markdown.
 
     python -m symgrad.coverage report.json                  # print the table
-    python -m symgrad.coverage report.json --write README.md  # replace it between the markers
+    python -m symgrad.coverage report.json --write docs/coverage.md  # replace it between the markers
 
 Per op type: its variants and, per derived target, the status over every variant and dtype.
 Then the op types whose gradients TensorFlow hand-writes in math_grad.py, nn_grad.py and

@@ -165,7 +165,10 @@ def _partial(variant: OpVariant, expr: sp.Expr, wrt) -> sp.Expr:
     if d.has(sp.Derivative, sp.Subs):
         stuck = sorted(str(e.expr) for e in d.atoms(sp.Derivative, sp.Subs))
         raise DerivationError(
-            f"SymPy cannot differentiate {', '.join(stuck)} with respect to {wrt}",
+            f"SymPy cannot differentiate {', '.join(stuck)} with respect to {wrt}: state the "
+            "derivative with a `Piecewise` (one expression per branch), or wrap a step-like value "
+            "in `stop_gradient(...)` where its derivative is zero (as `stop_gradient(sp.floor(x))` "
+            "declares Floor)",
             variant.decl.name,
             variant.decl.location,
         )

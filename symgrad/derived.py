@@ -25,9 +25,9 @@ import sympy as sp
 from symgrad.cache import Cache, default_cache_dir
 from symgrad.declare import OpDecl
 from symgrad.errors import SymgradError
-from symgrad.generate import default_jobs, generate
+from symgrad.generate import generate
 from symgrad.load import check_unique, load_op_file, op_file_paths
-from symgrad.render import MODULE_SUFFIX, TARGETS
+from symgrad.targets import MODULE_SUFFIX, TARGETS, default_jobs
 
 _import_counter = itertools.count()
 _temp_dirs: list[tempfile.TemporaryDirectory] = []  # kept alive while their modules are in use
@@ -88,6 +88,8 @@ def load_derived(
         folder = _derive_to_temp(paths, jobs, use_cache)
     else:
         folder = Path(generated)
+        if folder.is_file():
+            raise SymgradError(f"--generated {folder} is a file: name the folder `symgrad derive -o` wrote to")
         if not folder.is_dir():
             raise SymgradError(f"no such folder of generated modules: {folder}")
     return [
@@ -115,7 +117,12 @@ def _import(path: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    with _registrations_undone(path.name.endswith(MODULE_SUFFIX["tensorflow"])):
+    tensorflow_module = path.name.endswith(MODULE_SUFFIX["tensorflow"])
+    if tensorflow_module:
+        from symgrad.sources import import_tf
+
+        import_tf()  # quietly, before the module's own `import tensorflow`
+    with _registrations_undone(tensorflow_module):
         spec.loader.exec_module(module)
     return module
 

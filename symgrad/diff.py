@@ -33,7 +33,7 @@ from symgrad.compare import (
 )
 from symgrad.derived import DerivedOp, Variant, variants_of
 from symgrad.errors import SymgradError
-from symgrad.render import TARGETS
+from symgrad.targets import COMPLEX_DTYPES, REAL_DTYPES, TARGETS
 from symgrad.report import Result, summarize
 from symgrad.sources import (
     Gradients,
@@ -46,9 +46,6 @@ from symgrad.sources import (
     is_tf_gradient_function,
 )
 
-REAL_DTYPES = ("float32", "float64")
-COMPLEX_DTYPES = ("complex64", "complex128")
-DIFF_DTYPES = REAL_DTYPES + COMPLEX_DTYPES
 
 
 class DiffError(SymgradError):
@@ -127,10 +124,6 @@ class ModuleReference:
             return TfGradientFunction(fn, label, import_lines(fn, label))
         return NumpyFunction(fn, label, import_lines(fn, label), pass_outputs=True)
 
-    def unused_mappings(self, ops: list[DerivedOp]) -> list[str]:
-        known = {n for op in ops for n in (op.name, op.decl.func_name)}
-        return sorted(k for k in self.mapping if k not in known)
-
 
 def load_module(spec: str) -> ModuleType:
     """A module by file path (`my_grads.py`) or by dotted name (`mypackage.grads`)."""
@@ -194,12 +187,14 @@ def run_diff(
     reference,
     dtypes: tuple[str, ...] | None = None,
     targets: tuple[str, ...] = TARGETS,
+    sample: int | None = None,
 ) -> list[Result]:
-    """One result per op x variant x dtype x target (one per op without a reference)."""
+    """One result per op x variant x dtype x target (one per op without a reference; `sample`:
+    at most that many variants per op, see `sampled`)."""
     results = []
     for op in ops:
         try:
-            results += _diff_op(op, reference, dtypes, targets)
+            results += _diff_op(op, reference, dtypes, targets, sample)
         except Exception as exc:  # one op's failure is its row; the others still run
             message = str(exc) if isinstance(exc, SymgradError) else f"{type(exc).__name__}: {exc}"
             results.append(
@@ -208,13 +203,13 @@ def run_diff(
     return results
 
 
-def _diff_op(op: DerivedOp, reference, dtypes, targets) -> list[Result]:
+def _diff_op(op: DerivedOp, reference, dtypes, targets, sample) -> list[Result]:
     source = reference.source_for(op)
     if isinstance(source, NoReference):
         return [
             Result(op.name, None, None, None, reference.name, "no-reference", message=source.reason)
         ]
-    groups = case_groups(op, dtypes)
+    groups = case_groups(op, dtypes, sample=sample)
     work = [(variant, cases) for variant, _, cases in groups]
     theirs = source.run_many(work)
     ours = {target: derived_source(op, target) for target in targets}
@@ -234,11 +229,13 @@ def _diff_op(op: DerivedOp, reference, dtypes, targets) -> list[Result]:
     ]
 
 
-def case_groups(op: DerivedOp, dtypes, quick: bool = False) -> list[tuple[Variant, str, list[Case]]]:
+def case_groups(
+    op: DerivedOp, dtypes, quick: bool = False, sample: int | None = None
+) -> list[tuple[Variant, str, list[Case]]]:
     """(variant, dtype, cases) for every variant and dtype of `op` (`quick`: the first case
-    whose forward is finite, alone)."""
+    whose forward is finite, alone; `sample`: of at most that many variants)."""
     groups = []
-    for variant in variants_of(op):
+    for variant in sampled(variants_of(op), sample):
         forward = bound_forward(variant)
         masters: dict[bool, list[Case]] = {}
         for dtype in dtypes_of(op, dtypes):
@@ -255,6 +252,17 @@ def case_groups(op: DerivedOp, dtypes, quick: bool = False) -> list[tuple[Varian
                 cases = for_dtype(master, np.dtype(dtype), forward, seed)
             groups.append((variant, dtype, cases))
     return groups
+
+
+def sampled(variants: list, count: int | None) -> list:
+    """At most `count` of `variants`, spread evenly over the list, the first and the last
+    included (all of them when `count` is None)."""
+    if count is None or len(variants) <= count:
+        return variants
+    if count == 1:
+        return variants[:1]
+    picks = sorted({round(k * (len(variants) - 1) / (count - 1)) for k in range(count)})
+    return [variants[k] for k in picks]
 
 
 def _compare(

@@ -38,3 +38,7 @@ class LoweringError(SymgradError):
 
 class VerificationError(SymgradError):
     stage = "verification"
+
+
+class OutputError(SymgradError):
+    stage = "writing"

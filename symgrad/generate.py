@@ -20,7 +20,8 @@ from symgrad.errors import LoweringError, SymgradError
 from symgrad.ir import OpCode
 from symgrad.load import OpFile, check_unique, load_op_file, op_file_paths
 from symgrad.lower import lower_op
-from symgrad.render import MODULE_SUFFIX, TARGETS, render_module
+from symgrad.render import render_module
+from symgrad.targets import MODULE_SUFFIX, TARGETS
 from symgrad.simplify import simplify
 
 
@@ -88,7 +89,8 @@ def generate(
             raise SymgradErrors(errors)
     for (op_file, key), texts in zip(fresh, rendered):
         wanted = {name: texts[name] for name in (op_file.stem + MODULE_SUFFIX[t] for t in targets)}
-        cache.put(key, [CachedOp(d.name, d.func_name, str(d.location)) for d in op_file.ops], wanted)
+        if verify:  # the cache holds verified texts only
+            cache.put(key, [CachedOp(d.name, d.func_name, str(d.location)) for d in op_file.ops], wanted)
         files.update(wanted)
     return dict(sorted(files.items()))
 
@@ -179,10 +181,6 @@ def _check_stems(paths: list[Path]) -> None:
         first = seen.setdefault(path.stem, path)
         if first != path:
             raise SymgradError(f"op files {first} and {path} would both generate {path.stem}_*.py")
-
-
-def default_jobs() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 def display_path(path: Path) -> str:

@@ -28,13 +28,22 @@ class OpFile:
 
 
 def op_file_paths(paths: list[str | Path]) -> list[Path]:
-    """Expand folders into their `*.py` files (sorted; `_`-prefixed files skipped)."""
+    """Expand folders into their `*.py` files (sorted; `_`-prefixed files skipped).
+
+    Raises:
+        LoadError: a path is missing, a file that is not `.py`, or a folder with no op file.
+    """
     result = []
     for path in map(Path, paths):
         if path.is_dir():
-            result.extend(p for p in sorted(path.glob("*.py")) if not p.name.startswith("_"))
-        elif path.is_file():
+            found = [p for p in sorted(path.glob("*.py")) if not p.name.startswith("_")]
+            if not found:
+                raise LoadError(f"no op files (*.py) in the folder {path}")
+            result.extend(found)
+        elif path.is_file() and path.suffix == ".py":
             result.append(path)
+        elif path.is_file():
+            raise LoadError(f"{path} is not an op file: op files are Python files (*.py)")
         else:
             raise LoadError(f"no such op file or folder: {path}")
     return result

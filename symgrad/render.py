@@ -16,10 +16,9 @@ from symgrad import ir
 from symgrad.errors import LoweringError
 from symgrad.printers.numpy import NumpyPrinter, summed_product
 from symgrad.printers.tensorflow import TensorflowPrinter, sums_batch_away
+from symgrad.targets import MODULE_SUFFIX, TARGETS
 
 LINE_LENGTH = 100
-TARGETS = ("numpy", "tensorflow")
-MODULE_SUFFIX = {"numpy": "_numpy.py", "tensorflow": "_tf.py"}
 
 
 def templates_dir() -> Path:

@@ -72,14 +72,15 @@ def _as_list(result) -> list:
 
 def import_lines(fn, label: str, derived_from: str | None = None) -> list[str]:
     """How a snippet imports `fn`: from its file's folder, or, for a module derived into a
-    temporary folder from op file `derived_from`, from where `symgrad derive` writes it."""
+    temporary folder from op file `derived_from`, from where `symgrad derive` writes it. The
+    paths are absolute, so that the snippet runs wherever it is pasted."""
     module = inspect.getmodule(fn)
     path = Path(getattr(module, "__file__", "") or ".")
-    folder = str(path.parent)
+    folder = str(path.parent.resolve())
     lines = [f"# {label}"]
     if derived_from is not None:
-        folder = "generated"
-        lines.append(f"# (written by `symgrad derive {derived_from}`)")
+        folder = str(Path("generated").resolve())
+        lines.append(f"# (written by `symgrad derive {Path(derived_from).resolve()} -o {folder}`)")
     return lines + [
         f"import sys; sys.path.insert(0, {folder!r})",
         f"from {path.stem} import {fn.__name__}",
@@ -214,8 +215,32 @@ class TfGradientFunction:
         return grouped
 
     def _run_graph(self, tf, items: list[tuple]) -> list:
-        """(raw op, variant, case) items in one `tf.function` (one trace); halved until each
-        failing item runs alone, if the graph fails at run time."""
+        """(raw op, variant, case) items in one `tf.function` (one trace). If the graph fails at
+        run time, the items whose op itself rejects the inputs (run alone, eagerly) are skipped
+        and the rest run again, halved until each failing item runs alone."""
+        try:
+            return self._run_graph_once(tf, items)
+        except Exception as exc:  # failed while running, not while tracing
+            rejected = [self._rejected(tf, *item) for item in items]
+            kept = [item for item, skipped in zip(items, rejected) if skipped is None]
+            ran = iter(self._halves(tf, items, exc) if len(kept) == len(items) else self._run_halving(tf, kept))
+            return [next(ran) if skipped is None else skipped for skipped in rejected]
+
+    def _run_halving(self, tf, items: list[tuple]) -> list:
+        try:
+            return self._run_graph_once(tf, items)
+        except Exception as exc:  # failed while running, not while tracing
+            return self._halves(tf, items, exc)
+
+    def _halves(self, tf, items: list[tuple], exc: Exception) -> list:
+        """Each half of items that failed together (with `exc`) run on its own."""
+        if len(items) == 1:
+            return [GradientCallError(f"raised {_error_text(exc)}")]
+        middle = len(items) // 2
+        return self._run_halving(tf, items[:middle]) + self._run_halving(tf, items[middle:])
+
+    def _run_graph_once(self, tf, items: list[tuple]) -> list:
+        """The items in one `tf.function`; raises what the graph raised at run time."""
         if not items:
             return []
         failures: dict[int, object] = {}
@@ -226,15 +251,7 @@ class TfGradientFunction:
                 for k, ((raw, variant, _), tensors) in enumerate(zip(items, batch))
             ]
 
-        try:
-            outputs = tf.function(graph, autograph=False)(
-                [self._tensors(tf, case) for *_, case in items]
-            )
-        except Exception as exc:  # failed while running, not while tracing
-            if len(items) == 1:
-                return [self._failed(tf, *items[0], exc)]
-            middle = len(items) // 2
-            return self._run_graph(tf, items[:middle]) + self._run_graph(tf, items[middle:])
+        outputs = tf.function(graph, autograph=False)([self._tensors(tf, case) for *_, case in items])
         return [
             failures[k] if k in failures else self._finish(items[k][1], out)
             for k, out in enumerate(outputs)
@@ -265,13 +282,13 @@ class TfGradientFunction:
             return exc
 
     @staticmethod
-    def _failed(tf, raw, variant: Variant, case: Case, exc: Exception):
-        """A case whose graph failed at run time: the op's fault, or the function's."""
+    def _rejected(tf, raw, variant: Variant, case: Case) -> Skipped | None:
+        """Skipped when TensorFlow's kernel, run alone, rejects the case's inputs."""
         try:
             _build(raw, variant, [tf.constant(x) for x in case.inputs])
-        except Exception as op_exc:  # TensorFlow's kernel rejects these inputs
+        except Exception as op_exc:
             return Skipped(f"tf.raw_ops.{variant.op.name} rejects the inputs: {_error_text(op_exc)}")
-        return GradientCallError(f"raised {_error_text(exc)}")
+        return None
 
     def _run_stand_in(self, tf, variant: Variant, case: Case):
         forward = variant.op.function("numpy")

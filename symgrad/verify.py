@@ -34,6 +34,7 @@ class Run:
     mapping: tuple[tuple[str, str], ...] = ()  # diff: (ours, theirs) names
     ops: tuple[str, ...] | None = None  # op types, or None for every op
     quick: bool = False  # check: each variant's first case alone (what `derive` verifies)
+    sample: int | None = None  # at most this many variants per op (every one when None)
 
 
 def run(job: Run, ops: list[DerivedOp] | None = None, reference=None) -> list[Result]:
@@ -42,10 +43,10 @@ def run(job: Run, ops: list[DerivedOp] | None = None, reference=None) -> list[Re
     if ops is None:
         ops = [op for op in _loaded(job.paths, job.folder, job.temporary) if job.ops is None or op.name in job.ops]
     if job.command == "check":
-        return run_check(ops, job.targets, job.dtypes, job.quick)
+        return run_check(ops, job.targets, job.dtypes, job.quick, job.sample)
     if reference is None:
         reference = make_reference(job.against, dict(job.mapping))
-    return run_diff(ops, reference, job.dtypes, job.targets)
+    return run_diff(ops, reference, job.dtypes, job.targets, job.sample)
 
 
 def run_ops(job: Run, ops: list[DerivedOp], workers: int, reference=None) -> list[Result]:

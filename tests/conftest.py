@@ -46,15 +46,21 @@ def tf():
 
 @pytest.fixture(scope="session")
 def derived(tmp_path_factory):
-    """Derive every op file in ops/ afresh into a temp folder: (folder, {name: text})."""
+    """Derive every op file in ops/, verified, into a temp folder: (folder, {name: text}).
+
+    Through symgrad's cache, as `symgrad derive ops/` does: after the README's first command
+    (or CI's `symgrad derive ops/ --check`) the derivation is a second; the cache's key holds
+    symgrad's own source, so a change to symgrad derives afresh. Byte identity with a derivation
+    that bypasses the cache is tested in test_cli.py (the whole library with -m exhaustive)."""
+    from symgrad.cache import Cache, default_cache_dir
     from symgrad.generate import generate
-    from symgrad.render import TARGETS
+    from symgrad.targets import TARGETS, default_jobs
 
     out = tmp_path_factory.mktemp("generated")
     cwd = os.getcwd()
     os.chdir(ROOT)  # headers name the op file relative to the working directory
     try:
-        files = generate(["ops"], TARGETS, verify=False)  # `symgrad check ops` runs in the suite
+        files = generate(["ops"], TARGETS, cache=Cache(default_cache_dir()), jobs=default_jobs())
     finally:
         os.chdir(cwd)
     for name, text in files.items():
@@ -76,49 +82,79 @@ def tf_module(derived, tf):
     return lambda stem: import_path(out / f"{stem}_tf.py")
 
 
+# The library-wide runs: the default run checks a sample of each op's attribute variants (every
+# op, dtype and target); `pytest -m exhaustive` (which .ci/run runs too) checks every variant.
+SAMPLED_VARIANTS = 2  # per op, the first and the last
+LIBRARY_SCOPES = [
+    pytest.param("sampled", id="sampled"),
+    pytest.param("exhaustive", id="exhaustive", marks=pytest.mark.exhaustive),
+]
+LIBRARY_FIXTURES = ("library_report", "fd_report")
+
+
 @pytest.fixture(scope="session")
 def library_runs(derived, tmp_path_factory):
-    """`symgrad diff ops --against tensorflow` and `symgrad check ops` on the fresh derivation,
-    started in the background: (JSON path, process) by command."""
+    """`start(command, scope)`: `symgrad diff ops --against tensorflow` or `symgrad check ops` on
+    the fresh derivation, started in the background once: (JSON path, process)."""
     from verify_support import start_symgrad
 
     require_tf()
-    folder = tmp_path_factory.mktemp("library")
-    common = ("--generated", derived[0], "--target", "numpy", "--target", "tensorflow")
-    diff = ("diff", "ops", "--against", "tensorflow", "-j", "2", *common, "--json", folder / "diff.json")
-    check = ("check", "ops", "-j", "1", *common, "--json", folder / "check.json")
-    return {
-        "diff": (folder / "diff.json", start_symgrad(*diff)),
-        "check": (folder / "check.json", start_symgrad(*check)),
-    }
+    started = {}
+
+    def start(command: str, scope: str):
+        if (command, scope) not in started:
+            folder = tmp_path_factory.mktemp(f"{command}_{scope}")
+            args = ["--generated", derived[0], "--target", "numpy", "--target", "tensorflow"]
+            args += ["--json", folder / f"{command}.json"]
+            if scope == "sampled":
+                args += ["--sample", str(SAMPLED_VARIANTS)]
+            if command == "diff":
+                args = ["diff", "ops", "--against", "tensorflow", "-j", "2", *args]
+            else:
+                args = ["check", "ops", "-j", "1", *args]
+            # below the suite's priority: the tests run first, the library runs in their gaps
+            started[command, scope] = (folder / f"{command}.json", start_symgrad(*args, niceness=10))
+        return started[command, scope]
+
+    return start
+
+
+def _library_params(item) -> set[tuple[str, str]]:
+    """(library fixture, scope) pairs a collected test is parametrised with."""
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec else {}
+    return {(fixture, params[fixture]) for fixture in LIBRARY_FIXTURES if fixture in params}
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _library_runs_start_first(request):
-    """Start the library-wide diff and check as the session starts, when a collected test
-    needs them: the rest of the suite runs meanwhile, on the other core."""
-    wanted = {"library_report", "fd_report"}
-    if any(wanted & set(item.fixturenames) for item in request.session.items):
-        if importlib.util.find_spec("tensorflow") is not None:
-            request.getfixturevalue("library_runs")
+    """Start the library-wide diffs and checks the collected tests need as the session starts:
+    the rest of the suite runs meanwhile, on the other core."""
+    needed = set().union(*map(_library_params, request.session.items))
+    if needed and importlib.util.find_spec("tensorflow") is not None:
+        start = request.getfixturevalue("library_runs")
+        for fixture, scope in sorted(needed):
+            start("diff" if fixture == "library_report" else "check", scope)
 
 
-def _finished(library_runs, command: str):
+def _finished(library_runs, command: str, scope: str):
     from verify_support import read_json
 
-    path, background = library_runs[command]
+    path, background = library_runs(command, scope)
     result = background.wait()
     assert path.exists(), result.stdout[-3000:] + result.stderr[-3000:]
     return result, read_json(path)
 
 
 @pytest.fixture(scope="session")
-def library_report(library_runs):
-    """`symgrad diff ops --against tensorflow` on the fresh derivation: (process, JSON report)."""
-    return _finished(library_runs, "diff")
+def library_report(library_runs, request):
+    """`symgrad diff ops --against tensorflow` on the fresh derivation, sampled or exhaustive
+    (the parameter: use `LIBRARY_SCOPES` with `indirect=True`): (process, JSON report)."""
+    return _finished(library_runs, "diff", request.param)
 
 
 @pytest.fixture(scope="session")
-def fd_report(library_runs):
-    """`symgrad check ops` (numpy and TensorFlow targets) on the fresh derivation: JSON report."""
-    return _finished(library_runs, "check")[1]
+def fd_report(library_runs, request):
+    """`symgrad check ops` (numpy and TensorFlow targets) on the fresh derivation, sampled or
+    exhaustive (as `library_report`): the JSON report."""
+    return _finished(library_runs, "check", request.param)[1]

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,14 @@ from conftest import ROOT
 HEADER = "import sympy as sp\nfrom symgrad import dims, elementwise, indices, op, tensor\n\n"
 
 
-def symgrad(*args, cwd=ROOT, env=None):
-    """Run `python -m symgrad ARGS` (without the cache) and return the completed process."""
-    args = args[:1] + ("--no-cache",) + args[1:]
+def symgrad(*args, cwd=ROOT, env=None, cache: Path | None = None):
+    """Run `python -m symgrad ARGS` and return the completed process: without the cache, or
+    with the cache in folder `cache`."""
+    if cache is None:
+        args = args[:1] + ("--no-cache",) + args[1:]
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    if cache is not None:
+        full_env["SYMGRAD_CACHE_DIR"] = str(cache)
     return subprocess.run(
         [sys.executable, "-m", "symgrad", *map(str, args)],
         capture_output=True, text=True, cwd=cwd, env=full_env, timeout=600,
@@ -47,6 +52,28 @@ def snapshot(folder: Path) -> dict:
 # --- writing and --check -------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Derived:
+    op_file: Path  # GOOD
+    output: Path  # what `symgrad derive` wrote for it
+    cache: Path  # a cache holding it: a second derivation of the op file is a lookup
+
+
+@pytest.fixture(scope="module")
+def good_derived(tmp_path_factory) -> Derived:
+    """GOOD written and derived once by the CLI (verified), into a cache of this module's."""
+    folder = tmp_path_factory.mktemp("good")
+    good = write_ops(folder, "good.py", GOOD)
+    result = symgrad("derive", good, "-o", folder / "gen", cache=folder / "cache")
+    assert result.returncode == 0, result.stderr
+    return Derived(good, folder / "gen", folder / "cache")
+
+
+def copy_of(derived: Derived, folder: Path) -> Path:
+    shutil.copytree(derived.output, folder)
+    return folder
+
+
 def test_derive_writes_modules_that_import_and_run(tmp_path):
     ops = write_ops(tmp_path, "cube.py", GOOD)
     result = symgrad("derive", ops, "-o", tmp_path / "gen")
@@ -59,16 +86,15 @@ def test_derive_writes_modules_that_import_and_run(tmp_path):
 
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640)])
-def test_files_are_written_with_the_umasks_mode(tmp_path, umask, mode):
-    ops = write_ops(tmp_path, "cube.py", GOOD)
+def test_files_are_written_with_the_umasks_mode(tmp_path, umask, mode, good_derived):
     previous = os.umask(umask)  # the subprocess inherits it
     try:
-        result = symgrad("derive", ops, "-o", tmp_path / "gen", "--target", "numpy")
+        result = symgrad("derive", good_derived.op_file, "-o", tmp_path / "gen", cache=good_derived.cache)
     finally:
         os.umask(previous)
     assert result.returncode == 0, result.stderr
-    written = tmp_path / "gen" / "cube_numpy.py"
-    assert written.stat().st_mode & 0o777 == mode
+    for written in (tmp_path / "gen").iterdir():
+        assert written.stat().st_mode & 0o777 == mode, written
 
 
 def test_target_option_limits_output(tmp_path):
@@ -78,46 +104,64 @@ def test_target_option_limits_output(tmp_path):
     assert [p.name for p in (tmp_path / "gen").iterdir()] == ["cube_numpy.py"]
 
 
-def test_check_passes_when_fresh_and_writes_nothing(tmp_path):
-    ops = write_ops(tmp_path, "cube.py", GOOD)
-    assert symgrad("derive", ops, "-o", tmp_path / "gen").returncode == 0
-    before = snapshot(tmp_path / "gen")
-    result = symgrad("derive", ops, "-o", tmp_path / "gen", "--check")
+def test_check_passes_when_fresh_and_writes_nothing(tmp_path, good_derived):
+    gen = copy_of(good_derived, tmp_path / "gen")
+    before = snapshot(gen)
+    result = symgrad("derive", good_derived.op_file, "-o", gen, "--check", cache=good_derived.cache)
     assert result.returncode == 0, result.stderr
-    assert snapshot(tmp_path / "gen") == before
+    assert snapshot(gen) == before
 
 
-def test_check_names_stale_and_missing_files_and_exits_1(tmp_path):
-    ops = write_ops(tmp_path, "cube.py", GOOD)
-    gen = tmp_path / "gen"
-    assert symgrad("derive", ops, "-o", gen).returncode == 0
-    (gen / "cube_numpy.py").write_text("# edited by hand\n")
-    (gen / "cube_tf.py").unlink()
+def test_check_names_stale_and_missing_files_and_exits_1(tmp_path, good_derived):
+    gen = copy_of(good_derived, tmp_path / "gen")
+    (gen / "good_numpy.py").write_text("# edited by hand\n")
+    (gen / "good_tf.py").unlink()
     before = snapshot(gen)
-    result = symgrad("derive", ops, "-o", gen, "--check")
+    result = symgrad("derive", good_derived.op_file, "-o", gen, "--check", cache=good_derived.cache)
     assert result.returncode == 1
-    assert "cube_numpy.py" in result.stderr and "cube_tf.py" in result.stderr
+    assert "good_numpy.py" in result.stderr and "good_tf.py" in result.stderr
     assert snapshot(gen) == before
 
 
-def test_unchanged_files_are_not_rewritten(tmp_path):
-    ops = write_ops(tmp_path, "cube.py", GOOD)
-    gen = tmp_path / "gen"
-    assert symgrad("derive", ops, "-o", gen).returncode == 0
+def test_unchanged_files_are_not_rewritten_and_the_summary_says_so_once(tmp_path, good_derived):
+    gen = copy_of(good_derived, tmp_path / "gen")
+    (gen / "good_tf.py").write_text("# edited by hand\n")
     before = snapshot(gen)
-    assert symgrad("derive", ops, "-o", gen).returncode == 0
-    assert snapshot(gen) == before
+    result = symgrad("derive", good_derived.op_file, "-o", gen, cache=good_derived.cache)
+    assert result.returncode == 0, result.stderr
+    after = snapshot(gen)
+    assert after["good_numpy.py"] == before["good_numpy.py"]  # not rewritten: same bytes and time
+    assert after["good_tf.py"][0] == (good_derived.output / "good_tf.py").read_bytes()
+    assert result.stdout.splitlines() == [f"wrote {gen / 'good_tf.py'}", f"{gen}: 1 file(s) written, 1 unchanged"]
 
 
-def test_output_is_byte_identical_across_runs_and_hash_seeds(tmp_path, derived):
+# op files whose derivations hold the most ordering choices (stages, index maps, variants)
+BYTE_IDENTITY_SAMPLE = ("ops/composed.py", "ops/gather.py")
+
+
+@pytest.mark.parametrize(
+    "paths",
+    [
+        pytest.param(BYTE_IDENTITY_SAMPLE, id="sampled"),
+        pytest.param(("ops",), id="exhaustive", marks=pytest.mark.exhaustive),
+    ],
+)
+def test_output_is_byte_identical_across_runs_and_hash_seeds(tmp_path, derived, paths):
     """The CLI with PYTHONHASHSEED=1 writes what the suite's own derivation (this process,
-    a random hash seed) produced, byte for byte: the whole library derived once more, not twice."""
+    a random hash seed) produced, byte for byte: the library (or a sample of its op files)
+    derived once more, not twice."""
     out = tmp_path / "gen"
-    result = symgrad("derive", "ops", "-o", out, env={"PYTHONHASHSEED": "1"})
+    result = symgrad("derive", *paths, "-o", out, env={"PYTHONHASHSEED": "1"})
     assert result.returncode == 0, result.stderr
     written = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
     assert os.environ.get("PYTHONHASHSEED") != "1"  # two seeds compared
-    assert written == {name: text.encode() for name, text in sorted(derived[1].items())} and len(written) >= 2
+    stems = {Path(path).stem for path in paths} if paths != ("ops",) else None
+    expected = {
+        name: text.encode()
+        for name, text in sorted(derived[1].items())
+        if stems is None or name.rsplit("_", 1)[0] in stems
+    }
+    assert written == expected and len(written) >= 2 * len(stems or (1,))
 
 
 def test_generated_files_are_black_formatted(derived):
@@ -183,7 +227,7 @@ BAD_INPUTS = {
         def opaque(x):
             return f(x)
         """,
-        ["Opaque", ":{@elementwise}", "cannot differentiate f(x)"],
+        ["Opaque", ":{@elementwise}", "cannot differentiate f(x)", "`stop_gradient(...)`", "`Piecewise`"],
     ),
     "same_name_twice": (
         """
@@ -231,19 +275,10 @@ BAD_INPUTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def good_derived(tmp_path_factory):
-    """GOOD written and derived once by the CLI: (op file, output folder)."""
-    folder = tmp_path_factory.mktemp("good")
-    good = write_ops(folder, "good.py", GOOD)
-    assert symgrad("derive", good, "-o", folder / "gen").returncode == 0
-    return good, folder / "gen"
-
-
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
 def test_bad_input_is_reported_and_leaves_output_untouched(tmp_path, case, good_derived):
     body, expected = BAD_INPUTS[case]
-    good, derived_once = good_derived
+    good, derived_once = good_derived.op_file, good_derived.output
     gen = tmp_path / "gen"
     shutil.copytree(derived_once, gen)
     before = snapshot(gen)
@@ -278,3 +313,61 @@ def test_missing_op_file_is_an_error(tmp_path):
     result = symgrad("derive", tmp_path / "nowhere.py", "-o", tmp_path / "gen")
     assert result.returncode == 2 and "no such op file" in result.stderr
     assert not (tmp_path / "gen").exists()
+
+
+def _paths(tmp_path: Path, case: str) -> tuple[list, str]:
+    """The arguments of a `symgrad derive` with a bad path, and what its message must say."""
+    good = write_ops(tmp_path, "cube.py", GOOD)
+    (tmp_path / "notes.txt").write_text("not an op file\n")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "a_file").write_text("")
+    return {
+        "not_python": ([tmp_path / "notes.txt", "-o", tmp_path / "gen"], "notes.txt is not an op file"),
+        "empty_folder": ([tmp_path / "empty", "-o", tmp_path / "gen"], "no op files (*.py) in the folder"),
+        "output_is_a_file": ([good, "-o", tmp_path / "a_file"], "a_file is a file"),
+        "output_under_a_file": ([good, "-o", tmp_path / "a_file" / "gen"], "a_file is a file"),
+        "check_generated_is_a_file": ([good, "--generated", tmp_path / "a_file"], "a_file is a file"),
+    }[case]
+
+
+@pytest.mark.parametrize(
+    "case", ["not_python", "empty_folder", "output_is_a_file", "output_under_a_file", "check_generated_is_a_file"]
+)
+def test_a_bad_path_is_one_line_and_exit_2(tmp_path, case):
+    args, expected = _paths(tmp_path, case)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    result = symgrad("check" if case.startswith("check_") else "derive", *args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: ") and expected in line, line
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written or created
+
+
+# --- start-up ----------------------------------------------------------------------------------
+
+
+def test_version_is_the_packages():
+    import symgrad
+
+    result = subprocess.run(
+        [sys.executable, "-m", "symgrad", "--version"], capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0 and result.stdout == f"symgrad {symgrad.__version__}\n"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["derive", "--help"], ["diff", "--help"]])
+def test_help_and_version_import_nothing_heavy(argv):
+    """What makes `symgrad --help` start at once: SymPy, numpy, jinja2, black and TensorFlow are
+    imported only by the commands that use them."""
+    code = (
+        "import sys\nfrom symgrad import cli\n"
+        f"try:\n    cli.main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('sympy', 'numpy', 'jinja2', 'black', 'tensorflow') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]"

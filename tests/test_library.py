@@ -1,5 +1,6 @@
 """Every op declared in ops/, one test each: against TensorFlow's registered gradient (numpy
-and TensorFlow targets, every variant and dtype) and against central finite differences.
+and TensorFlow targets, every dtype) and against central finite differences. The default run
+checks the first and last of an op's attribute variants; `pytest -m exhaustive` every variant.
 
 A row that differs from TensorFlow passes only with the verdict that finite differences side
 with the derived gradient (a fault in TensorFlow's); a row without a reference only where
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import OPS, require_tf
+from conftest import LIBRARY_SCOPES, OPS, require_tf
 from symgrad.load import load_op_file, op_file_paths
 from symgrad.verdict import REFERENCE_WRONG
 
@@ -41,18 +42,14 @@ FINITE_DIFFERENCE_LIMITS = {
 }
 
 
-@pytest.fixture(scope="module")
-def tf_report(library_report):
-    return library_report[1]
-
-
 def test_library_size():
     assert len(DECLARED) >= 120
 
 
+@pytest.mark.parametrize("library_report", LIBRARY_SCOPES, indirect=True)
 @pytest.mark.parametrize("op_type", DECLARED)
-def test_op_matches_tensorflow(tf_report, op_type):
-    rows = [r for r in tf_report["results"] if r["op"] == op_type]
+def test_op_matches_tensorflow(library_report, op_type):
+    rows = [r for r in library_report[1]["results"] if r["op"] == op_type]
     assert rows, f"{op_type}: no rows"
     for r in rows:
         where = (r["variant"], r["dtype"], r["target"], r["message"][:300])
@@ -66,6 +63,7 @@ def test_op_matches_tensorflow(tf_report, op_type):
         assert {r["target"] for r in rows} == {"numpy", "tensorflow"}
 
 
+@pytest.mark.parametrize("fd_report", LIBRARY_SCOPES, indirect=True)
 @pytest.mark.parametrize("op_type", DECLARED)
 def test_op_matches_finite_differences(fd_report, op_type):
     rows = [r for r in fd_report["results"] if r["op"] == op_type]

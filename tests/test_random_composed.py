@@ -599,6 +599,8 @@ def vjp_mismatches(module, op: RandomOp, rng: np.random.Generator) -> list[str]:
 # --- running symgrad, in two worker processes ---------------------------------------------------
 
 EXAMPLES = 400  # random ops, each its own op file and `generate` call
+IN_DEFAULT_RUN = 60  # the first ones; the others run with `pytest -m exhaustive`
+NUMBERS = [n if n < IN_DEFAULT_RUN else pytest.param(n, marks=pytest.mark.exhaustive) for n in range(EXAMPLES)]
 CPU_CAP = 20.0  # seconds of CPU time one op's derivation may take (most take < 1, none passing > 4)
 WORKERS = 2
 
@@ -693,8 +695,9 @@ class Outcome:
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory) -> dict[int, Outcome]:
-    """Every example generated (in WORKERS processes at once) and checked: outcome by number."""
+def outcomes(tmp_path_factory, request) -> dict[int, Outcome]:
+    """Every example the session runs generated (in WORKERS processes at once) and checked:
+    outcome by number."""
     import json
     import subprocess
 
@@ -703,7 +706,7 @@ def outcomes(tmp_path_factory) -> dict[int, Outcome]:
 
         require_tf()  # fails: generate() would verify numpy alone
     folder = tmp_path_factory.mktemp("random_composed")
-    ops = example_ops()
+    ops = [draw_op(n, SEED + n) for n in _numbers_collected(request.session)]
     paths = {}
     for op in ops:
         paths[op.number] = folder / f"random_composed_{op.number}.py"
@@ -750,12 +753,18 @@ def outcomes(tmp_path_factory) -> dict[int, Outcome]:
     return found
 
 
+def _numbers_collected(session) -> list[int]:
+    callspecs = [getattr(item, "callspec", None) for item in session.items
+                 if getattr(item, "originalname", None) == "test_random_composed_op"]
+    return sorted({spec.params["number"] for spec in callspecs if spec is not None})
+
+
 def _report(outcome: Outcome) -> str:
     return (f"{outcome.op.name} (example {outcome.op.number}; generate() took {outcome.cpu} s of CPU time):\n"
             + "\n".join(outcome.problems) + "\n\nThe op file:\n" + op_file_text([outcome.op]))
 
 
-@pytest.mark.parametrize("number", range(EXAMPLES))
+@pytest.mark.parametrize("number", NUMBERS)
 def test_random_composed_op(number, outcomes):
     outcome = outcomes[number]
     if number in KNOWN_FAILURES:

@@ -26,12 +26,13 @@ def run_symgrad(*args, cwd: Path = ROOT) -> subprocess.CompletedProcess:
 class Background:
     """`python -m symgrad ARGS` started in the background; `wait()` gives its outcome."""
 
-    def __init__(self, args: tuple, cwd: Path):
+    def __init__(self, args: tuple, cwd: Path, niceness: int = 0):
         env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
         self.args = [sys.executable, "-m", "symgrad", *map(str, args)]
         self.out, self.err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
         self.process = subprocess.Popen(
-            self.args, stdout=self.out, stderr=self.err, text=True, cwd=cwd, env=env
+            self.args, stdout=self.out, stderr=self.err, text=True, cwd=cwd, env=env,
+            preexec_fn=(lambda: os.nice(niceness)) if niceness else None,
         )
         self.result: subprocess.CompletedProcess | None = None
 
@@ -47,8 +48,9 @@ class Background:
         return self.result
 
 
-def start_symgrad(*args, cwd: Path = ROOT) -> Background:
-    return Background(args, cwd)
+def start_symgrad(*args, cwd: Path = ROOT, niceness: int = 0) -> Background:
+    """`python -m symgrad ARGS` in the background (`niceness`: yielding the CPU to the tests)."""
+    return Background(args, cwd, niceness)
 
 
 @functools.lru_cache(maxsize=None)
