@@ -599,7 +599,7 @@ def vjp_mismatches(module, op: RandomOp, rng: np.random.Generator) -> list[str]:
 # --- running symgrad, in two worker processes ---------------------------------------------------
 
 EXAMPLES = 400  # random ops, each its own op file and `generate` call
-IN_DEFAULT_RUN = 60  # the first ones; the others run with `pytest -m exhaustive`
+IN_DEFAULT_RUN = 30  # the first ones; the others run with `pytest -m exhaustive`
 NUMBERS = [n if n < IN_DEFAULT_RUN else pytest.param(n, marks=pytest.mark.exhaustive) for n in range(EXAMPLES)]
 CPU_CAP = 20.0  # seconds of CPU time one op's derivation may take (most take < 1, none passing > 4)
 WORKERS = 2
