@@ -16,7 +16,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-
 PACKAGE = Path(__file__).resolve().parent
 
 
@@ -40,9 +39,9 @@ def default_cache_dir() -> Path:
 @functools.lru_cache(maxsize=1)
 def symgrad_fingerprint() -> str:
     """A hash of symgrad's own source files and templates."""
-    digest = hashlib.sha256()
     from symgrad.render import templates_dir  # jinja2 and SymPy: only once a key is needed
 
+    digest = hashlib.sha256()
     files = sorted(PACKAGE.rglob("*.py")) + sorted(templates_dir().glob("*.j2"))
     for path in files:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")

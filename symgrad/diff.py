@@ -47,7 +47,6 @@ from symgrad.sources import (
 )
 
 
-
 class DiffError(SymgradError):
     stage = "diff"
 
