@@ -80,22 +80,9 @@ class Attr:
         return isinstance(self.kind, ConstInts)
 
 
-@dataclass(frozen=True)
-class OpDecl:
-    """One declared op, as written; instantiate it per attribute variant with `build`."""
-
-    name: str  # the op type, e.g. "MatMul" (TensorFlow's name when TensorFlow has it)
-    func_name: str  # the Python name of the generated functions, e.g. "matmul"
-    kind: str  # ELEMENTWISE or INDEX
-    attrs: tuple[Attr, ...]  # every attribute, in declaration order
-    inputs: tuple[str, ...]  # elementwise input names (index ops name theirs in `tensor()`)
-    output_names: tuple[str, ...]  # elementwise output names
-    complex_ok: bool  # the op supports complex dtypes: partials are conjugated
-    fn: Callable = field(compare=False, repr=False)  # the user's declaration function
-    location: Location = field(compare=False)  # where it is declared
-    doc: str = ""  # first line of the declaration's docstring
-    variadic: str | None = None  # name of the one list input whose length varies by variant
-    broadcast_to: str | None = None  # elementwise: the attribute holding the output's shape
+class AttributeGroups:
+    """The groups of an op's attributes that generated code treats alike (a mixin for a class
+    with `attrs`, every attribute in declaration order)."""
 
     @property
     def enumerated_attrs(self) -> tuple[Attr, ...]:
@@ -110,6 +97,24 @@ class OpDecl:
     @property
     def numeric_attrs(self) -> tuple[Attr, ...]:
         return tuple(a for a in self.attrs if not a.enumerated)
+
+
+@dataclass(frozen=True)
+class OpDecl(AttributeGroups):
+    """One declared op, as written; instantiate it per attribute variant with `build`."""
+
+    name: str  # the op type, e.g. "MatMul" (TensorFlow's name when TensorFlow has it)
+    func_name: str  # the Python name of the generated functions, e.g. "matmul"
+    kind: str  # ELEMENTWISE or INDEX
+    attrs: tuple[Attr, ...]  # every attribute, in declaration order
+    inputs: tuple[str, ...]  # elementwise input names (index ops name theirs in `tensor()`)
+    output_names: tuple[str, ...]  # elementwise output names
+    complex_ok: bool  # the op supports complex dtypes: partials are conjugated
+    fn: Callable = field(compare=False, repr=False)  # the user's declaration function
+    location: Location = field(compare=False)  # where it is declared
+    doc: str = ""  # first line of the declaration's docstring
+    variadic: str | None = None  # name of the one list input whose length varies by variant
+    broadcast_to: str | None = None  # elementwise: the attribute holding the output's shape
 
     def variants(self) -> list[tuple[tuple[str, Any], ...]]:
         """Every combination of enumerated attribute values, in a stable order."""

@@ -19,7 +19,7 @@ from symgrad.derive import derive
 from symgrad.errors import LoweringError, SymgradError
 from symgrad.ir import OpCode
 from symgrad.load import OpFile, check_unique, load_op_file, op_file_paths
-from symgrad.lower import lower_op
+from symgrad.lowering import OpSignature, lower_op
 from symgrad.render import render_module
 from symgrad.targets import MODULE_SUFFIX, TARGETS
 from symgrad.simplify import simplify
@@ -39,7 +39,7 @@ class SymgradErrors(SymgradError):
 def compile_op(decl: OpDecl) -> OpCode:
     """Derive, simplify and lower every attribute variant of one op."""
     derivations = [simplify(derive(instantiate(decl, v))) for v in decl.variants()]
-    return lower_op(decl, derivations)
+    return lower_op(OpSignature.of(decl), derivations)
 
 
 def generate(

@@ -14,7 +14,7 @@ from symgrad.conv_kernels import KERNELS, find_convolution
 from symgrad.functions import exact_div
 from symgrad.generate import compile_op
 from symgrad.load import load_op_file
-from symgrad.lower_tensor import is_index
+from symgrad.lowering.symbols import is_index
 from symgrad.render import render_module
 
 from conftest import OPS, import_path

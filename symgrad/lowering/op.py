@@ -1,7 +1,7 @@
-"""Lower derivations to IR functions: one branch per attribute variant, never a Jacobian.
+"""Lower one op's derivations to IR functions: one branch per attribute variant, never a Jacobian.
 
 Elementwise gradients become (shared) elementwise statements summed back to each input's
-shape; tensor values are lowered by `lower_tensor` (matmul, reductions, einsum).
+shape; tensor values are lowered by `TensorLowering` with the table of `rules`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import dataclasses
 
 import sympy as sp
 
-from symgrad.declare import BATCH_DIM, ELEMENTWISE, OpDecl
+from symgrad.declare import BATCH_DIM
 from symgrad.derive import Derivation, Term, TensorValue
 from symgrad.ir import (
     AsTuple,
@@ -31,27 +31,29 @@ from symgrad.ir import (
     SumToShape,
 )
 from symgrad.fused import find_kernel
-from symgrad.lower_tensor import TensorLowering, as_expression, free_indices
+from symgrad.lowering.signature import OpSignature
+from symgrad.lowering.symbols import free_indices
+from symgrad.lowering.tensor import TensorLowering, as_expression
 from symgrad.simplify import share_subexpressions
 from symgrad.stages import tensors_read
 from symgrad.validate import index_symbols
 
 
-def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
+def lower_op(op: OpSignature, derivations: list[Derivation]) -> OpCode:
     """All variants of one op -> its forward and vector-Jacobian-product functions."""
     first = derivations[0]
     list_output = first.variant.outputs[0].list_name
     outputs = (list_output,) if list_output else tuple(o.name for o in first.variant.outputs)
     grads = (f"grad_{list_output}",) if list_output else first.grad_names
-    inputs = (f"*{decl.variadic}",) if decl.variadic else tuple(t.name for t in first.variant.inputs)
-    axes = tuple(_normalized_attr(decl, a) for a in decl.attrs if _normalized_attr(decl, a) is not None)
+    inputs = (f"*{op.variadic}",) if op.variadic else tuple(t.name for t in first.variant.inputs)
+    axes = tuple(_normalized_attr(op, a) for a in op.attrs if _normalized_attr(op, a) is not None)
     forward = Function(
         params=inputs,
         prologue=axes,
-        branches=tuple(_unpacked(decl, d, _lower_forward(decl, d)) for d in derivations),
+        branches=tuple(_unpacked(op, d, _lower_forward(op, d)) for d in derivations),
         results=outputs,
     )
-    vjp_branches = tuple(_unpacked(decl, d, _lower_vjp(decl, d)) for d in derivations)
+    vjp_branches = tuple(_unpacked(op, d, _lower_vjp(op, d)) for d in derivations)
     read = _names_read(vjp_branches)
     if list_output and any(o.name in read for d in derivations for o in d.variant.outputs):
         read.add(list_output)
@@ -59,34 +61,34 @@ def lower_op(decl: OpDecl, derivations: list[Derivation]) -> OpCode:
     used = tuple(o for o in outputs if o in read)
     # conjugate only what the gradient reads: Exp's gradient never touches x
     integer = {t.name for d in derivations for t in d.variant.inputs if t.integer}
-    conj = tuple(Assign(n, Conj(n)) for n in inputs + used if n in read and n not in integer) if decl.complex_ok else ()
+    conj = tuple(Assign(n, Conj(n)) for n in inputs + used if n in read and n not in integer) if op.complex_ok else ()
     vjp = Function(
         params=grads + inputs + outputs,
         prologue=axes + conj,
         branches=vjp_branches,
-        results=("grads",) if decl.variadic else _grad_names(first),
+        results=("grads",) if op.variadic else _grad_names(first),
     )
     return OpCode(
-        name=decl.name,
-        func_name=decl.func_name,
-        doc=decl.doc,
+        name=op.name,
+        func_name=op.func_name,
+        doc=op.doc,
         inputs=inputs,
         outputs=outputs,
         grads=grads,
-        enumerated_attrs=tuple((a.name, a.default) for a in decl.parameter_attrs),
-        numeric_attrs=tuple((a.name, a.default) for a in decl.numeric_attrs),
-        const_inputs=tuple((a.name, a.input_position) for a in decl.attrs if a.input_position is not None),
+        enumerated_attrs=tuple((a.name, a.default) for a in op.parameter_attrs),
+        numeric_attrs=tuple((a.name, a.default) for a in op.numeric_attrs),
+        const_inputs=tuple((a.name, a.input_position) for a in op.attrs if a.input_position is not None),
         forward=forward,
         vjp=vjp,
         outputs_used=used,
-        location=str(decl.location),
-        variadic=decl.variadic is not None,
-        list_inputs=tuple(a.name for a in decl.numeric_attrs if a.is_list_input),
+        location=str(op.location),
+        variadic=op.variadic is not None,
+        list_inputs=tuple(a.name for a in op.numeric_attrs if a.is_list_input),
         list_output=list_output is not None,
     )
 
 
-def _normalized_attr(decl: OpDecl, attr) -> Assign | None:
+def _normalized_attr(op: OpSignature, attr) -> Assign | None:
     """The statement that puts an attribute read from an input into the form it is declared
     in (an axis counted from the last, a tuple, an integer array, a rank, a list's length),
     or None."""
@@ -99,7 +101,7 @@ def _normalized_attr(decl: OpDecl, attr) -> Assign | None:
     listed = attr.input_position is not None and attr.enumerated and isinstance(attr.values[0], tuple)
     if attr.axis_of:
         # an axis of a list input's tensors: of the first, as all have one rank
-        of = f"{attr.axis_of}[0]" if attr.axis_of == decl.variadic else attr.axis_of
+        of = f"{attr.axis_of}[0]" if attr.axis_of == op.variadic else attr.axis_of
         if attr.axis_inserted:
             return Assign(attr.name, NegativeAxis(attr.name, of, inserted=True))
         return Assign(attr.name, (NegativeAxes if listed else NegativeAxis)(attr.name, of))
@@ -110,7 +112,7 @@ def _grad_names(derivation: Derivation) -> tuple[str | None, ...]:
     return tuple(None if derivation.vjp[t.name] is None else f"grad_{t.name}" for t in derivation.variant.inputs)
 
 
-def _unpacked(decl: OpDecl, derivation: Derivation, branch: Branch) -> Branch:
+def _unpacked(op: OpSignature, derivation: Derivation, branch: Branch) -> Branch:
     """For a list input: unpack it into this variant's tensors first; for a gradient, pack
     one gradient per tensor last (as `grads`). For a list output: pack its entries last in
     the forward; unpack its upstream gradients first in the gradient."""
@@ -122,8 +124,8 @@ def _unpacked(decl: OpDecl, derivation: Derivation, branch: Branch) -> Branch:
     elif list_output:
         entries = sp.Tuple(*(sp.Symbol(o.name) for o in derivation.variant.outputs))
         body += (Assign(list_output, Elementwise(entries)),)
-    if decl.variadic:
-        body = (_unpacking([t.name for t in derivation.variant.inputs], decl.variadic),) + body
+    if op.variadic:
+        body = (_unpacking([t.name for t in derivation.variant.inputs], op.variadic),) + body
         if is_vjp:
             results = [sp.Symbol(g or "None") for g in _grad_names(derivation)]
             body += (Assign("grads", Elementwise(sp.Tuple(*results))),)
@@ -151,15 +153,15 @@ def _names_read(branches) -> set[str]:
     return names
 
 
-def _lower_forward(decl: OpDecl, derivation: Derivation) -> Branch:
-    if decl.kind == ELEMENTWISE:
-        shape = decl.broadcast_to
+def _lower_forward(op: OpSignature, derivation: Derivation) -> Branch:
+    if op.elementwise:
+        shape = op.broadcast_to
         body = [
             Assign(name, BroadcastToShape(Elementwise(value), shape) if shape else Elementwise(value))
             for name, value in derivation.forward.items()
         ]
         return Branch(derivation.variant.attr_values, tuple(body))
-    lowering = TensorLowering(decl, dim_sources(derivation.variant), derivation.ranges)
+    lowering = TensorLowering(op, dim_sources(derivation.variant), derivation.ranges)
     views = _input_views(lowering, derivation.variant)
     forward = {name: _viewed(value, views) for name, value in derivation.forward.items()}
     if derivation.staging:
@@ -174,10 +176,10 @@ def _lower_forward(decl: OpDecl, derivation: Derivation) -> Branch:
     return Branch(derivation.variant.attr_values, tuple(lowering.body), lowering.largest_rank)
 
 
-def _lower_vjp(decl: OpDecl, derivation: Derivation) -> Branch:
-    if decl.kind == ELEMENTWISE:
-        return Branch(derivation.variant.attr_values, tuple(_lower_elementwise_vjp(decl, derivation)))
-    lowering = _lower_tensor_vjp(decl, derivation)
+def _lower_vjp(op: OpSignature, derivation: Derivation) -> Branch:
+    if op.elementwise:
+        return Branch(derivation.variant.attr_values, tuple(_lower_elementwise_vjp(op, derivation)))
+    lowering = _lower_tensor_vjp(op, derivation)
     return Branch(
         derivation.variant.attr_values,
         tuple(lowering.body),
@@ -249,9 +251,9 @@ def _output_dim_sources(derivation: Derivation) -> dict:
     return sources
 
 
-def _lower_tensor_vjp(decl: OpDecl, derivation: Derivation) -> TensorLowering:
+def _lower_tensor_vjp(op: OpSignature, derivation: Derivation) -> TensorLowering:
     dims = {**_output_dim_sources(derivation), **dim_sources(derivation.variant)}
-    lowering = TensorLowering(decl, dims, derivation.ranges)
+    lowering = TensorLowering(op, dims, derivation.ranges)
     views = _input_views(lowering, derivation.variant)
     vjp = {name: _viewed(value, views) for name, value in derivation.vjp.items()}
     for out, grad in zip(derivation.variant.outputs, derivation.grad_names):
@@ -306,17 +308,17 @@ def _stages_read(staging, values) -> set[str]:
     return read
 
 
-def _lower_elementwise_vjp(decl: OpDecl, derivation: Derivation) -> list[Assign]:
+def _lower_elementwise_vjp(op: OpSignature, derivation: Derivation) -> list[Assign]:
     names = [n for n, e in derivation.vjp.items() if e is not None]
     temps, reduced = share_subexpressions([derivation.vjp[n] for n in names], prefix="tmp")
     body = [Assign(str(symbol), Elementwise(expr)) for symbol, expr in temps]
-    broadcasting = len(derivation.variant.inputs) > 1 or decl.broadcast_to is not None
+    broadcasting = len(derivation.variant.inputs) > 1 or op.broadcast_to is not None
     for name, expr in zip(names, reduced):
         if broadcasting:
             value = SumToShape(Elementwise(expr), name)
         else:  # every array has one shape, as fused kernels need
             arrays = _array_names(derivation) | {str(symbol) for symbol, _ in temps}
-            value = _fused_or_plain(expr, arrays, decl.complex_ok)
+            value = _fused_or_plain(expr, arrays, op.complex_ok)
         body.append(Assign(f"grad_{name}", value))
     return body
 

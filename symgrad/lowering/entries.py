@@ -1,0 +1,181 @@
+"""Tensor entries, aligned: read directly, or through index maps with gathers (`x[i*s + k]`,
+`x[indices[i]]`, a piece of a concatenation read off its axis), diagonals, transposes.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from symgrad.declare import BATCH
+from symgrad.functions import exact_div, read_outside
+from symgrad.ir import DiagPart, Gather, IndexArith, IntArray, IntSize, MergeAxes, Squeeze, Transpose, Value
+from symgrad.lowering.matmul import as_einsum
+from symgrad.lowering.symbols import free_indices, is_index, is_map, map_indices, spans_axis
+
+
+def aligned_entry(lowering, entry: sp.Indexed, axes, fill=0) -> sp.Expr:
+    """A tensor entry aligned to `axes`: selected, gathered, diagonal, squeezed, transposed."""
+    name, idx, shape = _selected(lowering, str(entry.base.label), tuple(entry.indices), getattr(entry.base, "shape", None))
+    narrowed = _off_axis(lowering, idx, shape)
+    idx = _kept_axes_aligned(idx, axes)
+    if narrowed or any(is_map(i) for i in idx):
+        name, idx = gathered(lowering, name, idx, axes, fill, narrowed)
+    if len(set(idx)) < len(idx):  # a diagonal: x[..., i, i]
+        name, idx = _diagonal(lowering, name, idx)
+    kept = [n - len(idx) for n, i in enumerate(idx) if not isinstance(i, sp.Symbol)]
+    if kept:  # literal 0: a size-1 axis kept by a reduction, with nothing to stand for
+        name = lowering.temp(Squeeze(name, tuple(kept)))
+        idx = tuple(i for i in idx if isinstance(i, sp.Symbol))
+    if len(set(idx)) != len(idx) or not all(i in axes for i in idx):
+        lowering.fail(f"cannot align {entry} to axes {axes}")
+    order = tuple(a for a in axes if a in idx)
+    if idx != order:
+        name = lowering.temp(_permutation(name, idx, order))
+    return sp.Symbol(lowering.expand(name, order, axes))
+
+
+def read_outside_entry(lowering, expr: read_outside, axes) -> sp.Expr:
+    """A tensor entry read with `fill` where its subscripts are outside the tensor."""
+    entry, fill = expr.args
+    if not isinstance(entry, sp.Indexed) or fill.free_symbols:
+        lowering.fail(f"{expr}: read_outside takes a tensor entry and a number")
+    return aligned_entry(lowering, entry, axes, fill)
+
+
+def _selected(lowering, name: str, idx: tuple, shape) -> tuple[str, tuple, tuple | None]:
+    """Literal subscripts along axes longer than 1 (a column of GatherNd's indices, an
+    unstacked tensor's entry): the entries there, that axis gone (a literal 0 along a
+    size-1 axis is a kept axis). (variable, subscripts, shape) of what is left."""
+    for n in reversed(range(len(idx))):
+        if idx[n].is_Integer and shape is not None and sp.sympify(shape[n]) != 1:
+            name = lowering.gather(Gather(name, lowering.int_value(idx[n]), n - len(idx)))
+            idx, shape = idx[:n] + idx[n + 1 :], tuple(shape[:n]) + tuple(shape[n + 1 :])
+    return name, idx, shape
+
+
+def _off_axis(lowering, idx: tuple, shape) -> frozenset:
+    """The axes subscripted by a plain index whose range is not the axis (a piece of a
+    concatenation, read at the joined axis's positions, zero outside): read as maps, each
+    position it names."""
+    found = set()
+    for n, i in enumerate(idx):
+        if shape is None or not isinstance(i, sp.Symbol) or i not in lowering.ranges:
+            continue
+        low, high = lowering.ranges[i]
+        if free_indices(sp.sympify(low) + high):
+            continue  # a range ending at another index: a cumulative sum's, not a piece's
+        if not spans_axis(i, shape[n], lowering.ranges):
+            found.add(n)
+    return frozenset(found)
+
+
+def gathered(lowering, name: str, idx: tuple, axes: tuple, fill=0, off_axis=frozenset()) -> tuple[str, tuple]:
+    """Read each mapped subscript (`i*s + k - p`, `indices[i]`, a plain index off its
+    axis) with a gather, last axis first: (variable, plain indices), the map's indices in
+    place of each mapped axis."""
+    key = ("gather", name, idx, axes, fill, off_axis)
+    if key in lowering.memo:
+        return lowering.memo[key]
+    result = list(idx)
+    n = len(idx) - 1
+    while n >= 0:
+        if is_map(idx[n]) or n in off_axis:
+            group = map_indices(idx[n], axes)
+            first = _joint_start(idx, n, group, axes)
+            if first < n:  # several axes read at positions from one tensor (GatherNd)
+                name, positions = _merged_for_joint(lowering, name, result, first, n, group, idx)
+            else:
+                positions = positions_of(lowering, idx[n], group)
+            name = lowering.gather(Gather(name, positions, first - len(result) + (n - first), fill))
+            result[first : n + 1] = group
+            n = first
+        n -= 1
+    lowering.memo[key] = (name, tuple(result))
+    return lowering.memo[key]
+
+
+def _merged_for_joint(lowering, name, result, first, last, group, idx) -> tuple[str, str]:
+    """Axes first..last of `name` merged into one, and the positions there of the entries
+    that subscripts `idx[first..last]` name: a gather along several axes jointly."""
+    if BATCH in result:
+        lowering.fail(f"cannot read {name} at positions along several axes: it has leading axes `...`")
+    sizes = tuple(lowering.temp(IntSize(name, k - len(result))) for k in range(len(result)))
+    merged = lowering.temp(MergeAxes(name, sizes, ((first, last - first + 1),)))
+    components = [sp.Symbol(positions_of(lowering, idx[k], group)) for k in range(first, last + 1)]
+    return merged, linear_positions(lowering, components, [sp.Symbol(s) for s in sizes[first : last + 1]])
+
+
+def linear_positions(lowering, components: list, sizes: list) -> str:
+    """Row-major positions in the merged axes (sizes `sizes`) of the positions
+    `components`, -1 (outside) where a component is outside its own axis."""
+    # positions read from an integer tensor (int32) meet sizes (int64): cast them
+    components = [sp.Symbol(lowering.temp(IntArray(str(c)))) for c in components]
+    linear, inside = components[0], []
+    for position, size in zip(components[1:], sizes[1:]):
+        linear = linear * size + position
+        inside += [position >= 0, position < size]
+    return lowering.temp(IndexArith(sp.Piecewise((linear, sp.And(*inside)), (-1, True))))
+
+
+def positions_of(lowering, expr, group: tuple) -> str:
+    """An integer array aligned to `group` holding the position `expr` names."""
+    key = ("positions", expr, group)
+    if key in lowering.memo:
+        return lowering.memo[key]
+    if isinstance(expr, sp.Indexed):  # an integer tensor's entries: the positions as given
+        value = aligned_entry(lowering, expr, group)
+        lowering.memo[key] = str(value)
+        return lowering.memo[key]
+    values = {i: sp.Symbol(lowering.expand(lowering.index_values(i), (i,), group)) for i in group}
+    expr = lowering.int_scalars(expr).xreplace(values)
+    if expr.is_Symbol:  # a plain index read off its axis: its positions as they are
+        lowering.memo[key] = str(expr)
+        return lowering.memo[key]
+    if expr.is_Integer:  # one position, as a 0-d integer array: the axis is dropped
+        lowering.memo[key] = lowering.temp(IntArray(str(expr)))
+        return lowering.memo[key]
+    expr = expr.replace(
+        lambda e: isinstance(e, exact_div) and not e.args[0].is_Symbol,
+        lambda e: exact_div(sp.Symbol(lowering.temp(IndexArith(e.args[0]))), e.args[1]),
+    )
+    lowering.memo[key] = lowering.temp(IndexArith(expr))
+    return lowering.memo[key]
+
+
+def _diagonal(lowering, name: str, idx: tuple) -> tuple[str, tuple]:
+    """Take the diagonal of repeated subscripts: (variable, its distinct indices)."""
+    if len(idx) >= 2 and idx[-1] == idx[-2] and len(set(idx[:-1])) == len(idx) - 1:
+        return lowering.temp(DiagPart(name)), idx[:-1]
+    distinct = tuple(dict.fromkeys(idx))
+    return lowering.temp(as_einsum([(name, idx)], distinct)), distinct
+
+
+def _permutation(name: str, idx: tuple, order: tuple) -> Value:
+    if BATCH in idx:
+        return as_einsum([(name, idx)], order)
+    return Transpose(name, tuple(idx.index(i) for i in order))
+
+
+def _kept_axes_aligned(idx: tuple, axes: tuple) -> tuple:
+    """Let a literal 0 subscript (a kept size-1 axis) stand for the index at its place in
+    `axes`, counted from the last, when that index is not used otherwise: it broadcasts."""
+    result = list(idx)
+    for n, i in enumerate(idx):
+        place = n - len(idx) + len(axes)
+        if i.is_Integer and 0 <= place and axes[place] not in idx and is_index(axes[place]):
+            result[n] = axes[place]
+    return tuple(result)
+
+
+def _joint_start(idx: tuple, last: int, group: tuple, axes: tuple) -> int:
+    """The first of the adjacent subscripts ending at `last` that are entries of integer
+    tensors over the same indices `group` (GatherNd's `indices[k, 0], indices[k, 1]`)."""
+    first = last
+    while (
+        isinstance(idx[last], sp.Indexed)
+        and first > 0
+        and isinstance(idx[first - 1], sp.Indexed)
+        and map_indices(idx[first - 1], axes) == group
+    ):
+        first -= 1
+    return first

@@ -1,0 +1,66 @@
+"""The rules for a Sum of no special kind: constant factors moved out, a mask applied after
+the sum, a sum of expanded terms, and the plain reduction.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from symgrad.lowering.reductions import reduce
+from symgrad.lowering.symbols import free_indices
+
+
+def constant_factors_out(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
+    """`Sum(a * b[k], k)` with `a` free of k: `a * Sum(b[k], k)`."""
+    summed = {lim[0] for lim in expr.limits}
+    inside, outside = [], []
+    for factor in sp.Mul.make_args(expr.function):
+        (inside if factor.free_symbols & summed else outside).append(factor)
+    if not outside:
+        return None
+    return lowering.array(sp.Mul(*outside), axes) * lowering.array(sp.Sum(sp.Mul(*inside), *expr.limits), axes)
+
+
+def indices_outside(lowering, expr: sp.Sum, axes) -> None:
+    """Never lowers: fails for a Sum over indices that are not axes here."""
+    if not free_indices(expr) <= set(axes):
+        lowering.fail(f"{expr} depends on indices outside {axes}")
+    return None
+
+
+def into_branches(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
+    """`Sum(Piecewise((a, c), (0, True)) * r)` with `c` free of the summed indices is
+    `Piecewise((Sum(a * r), c), (0, True))`: a relu's mask applied after the matmul, not
+    a masked product over every index. None when no such Piecewise is a factor."""
+    summed = {lim[0] for lim in expr.limits}
+    factors = sp.Mul.make_args(expr.function)
+    for n, factor in enumerate(factors):
+        if isinstance(factor, sp.Piecewise) and not any(c.free_symbols & summed for _, c in factor.args):
+            rest = sp.Mul(*factors[:n], *factors[n + 1 :])  # not a division: SymPy keeps Piecewise / Piecewise
+            branches = [
+                (lowering.array(sp.Sum(v * rest, *expr.limits), axes) if v != 0 else v, lowering.array(c, axes))
+                for v, c in factor.args
+            ]
+            return sp.Piecewise(*branches, evaluate=False)  # SymPy would move c into the Sums
+    return None
+
+
+def expanded_terms(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
+    """`Sum((x[i, d] - y[j, d])**2, d)`, whose body no single entry's indices hold (an (i, j, d)
+    array), as the Sums of its expanded terms: `Sum(x**2) + Sum(y**2) - 2*Sum(x*y)`, each an
+    entry's reduction or a contraction. None when the body is held by an entry, or is no
+    polynomial of entries."""
+    body = expr.function
+    entries = body.atoms(sp.Indexed)
+    indices = free_indices(body)
+    if not entries or any(indices <= set(e.indices) for e in entries) or not body.is_polynomial(*entries):
+        return None
+    expanded = sp.expand(body)
+    if not isinstance(expanded, sp.Add):
+        return None
+    return lowering.array(sp.Add(*[sp.Sum(term, *expr.limits) for term in expanded.args]), axes)
+
+
+def plain_sum(lowering, expr: sp.Sum, axes) -> sp.Expr:
+    """A reduction of the summand over the summed indices."""
+    return reduce(lowering, "sum", expr.function, tuple(lim[0] for lim in expr.limits), axes)
