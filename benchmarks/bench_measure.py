@@ -2,7 +2,8 @@
 
 Per target, each contender is a zero-argument call that returns once its result is computed:
 
-* numpy: `ours` is the generated `<op>_grad` given the forward's outputs; `autograd` is the
+* numpy: `ours` is the generated `<op>_grad` given the forward's outputs (and the stages it
+  reads, from `return_stages=True`); `autograd` is the
   vjp closure of `autograd.make_vjp` (its forward already done); `jax.jit` is the vjp closure of
   `jax.vjp` applied under `jax.jit` (residuals already computed); `forward` is the generated
   forward.
@@ -15,9 +16,8 @@ Per target, each contender is a zero-argument call that returns once its result 
   `ours` is the generated `<op>_vjp` alone.
 * composed ops (`Case.composed`: no TensorFlow op, the references are forwards written by hand)
   take the TensorFlow path above, and in numpy also `ours+forward` (the generated forward,
-  then `<op>_grad` given its outputs) against `autograd+forward` (`make_vjp`, then its vjp):
-  the generated gradient of a composed op recomputes the forward's stages it needs, where
-  autograd's closure kept them.
+  then `<op>_grad` given its outputs and stages) against `autograd+forward` (`make_vjp`,
+  then its vjp). The generated TensorFlow wrapper hands its forward's stages to the gradient.
 
 Before any timing, `check_references` runs every reference's forward and gradient, and the
 generated TensorFlow ones, at the smoke size in float64 and compares them with the generated
@@ -270,11 +270,12 @@ def numpy_contenders(case, gen, inputs, upstream, libs) -> tuple[list, list, dic
     """
     forward = getattr(gen.numpy, gen.func)
     grad_fn = getattr(gen.numpy, gen.func + "_grad")
-    outputs = as_tuple(forward(*inputs, **case.attrs))
+    staged = "return_stages" in inspect.signature(forward).parameters
+    outputs, stages = _forward_and_stages(forward, inputs, case.attrs, staged)
     given = dict(zip(_keyword_only(grad_fn), outputs))  # outputs come first, then attributes
 
-    def ours():
-        return grad_fn(*upstream, *inputs, **given, **case.attrs)
+    def ours():  # given what the forward kept, as autograd's closure and jax's residuals are
+        return grad_fn(*upstream, *inputs, **given, **stages, **case.attrs)
 
     phases = [
         [Contender("ours", ours), Contender("forward", lambda: forward(*inputs, **case.attrs))]
@@ -293,8 +294,8 @@ def numpy_contenders(case, gen, inputs, upstream, libs) -> tuple[list, list, dic
         with_forward = _autograd_vjp_with_forward(case, libs.autograd, inputs, upstream)
 
         def ours_with_forward():
-            ys = as_tuple(forward(*inputs, **case.attrs))
-            return grad_fn(*upstream, *inputs, **dict(zip(given, ys)), **case.attrs)
+            ys, kept = _forward_and_stages(forward, inputs, case.attrs, staged)
+            return grad_fn(*upstream, *inputs, **dict(zip(given, ys)), **kept, **case.attrs)
 
         phases[0] += [
             Contender("ours+forward", ours_with_forward),
@@ -303,6 +304,14 @@ def numpy_contenders(case, gen, inputs, upstream, libs) -> tuple[list, list, dic
         comparisons.append(Comparison("numpy", "autograd+forward", ours="ours+forward"))
         agrees["autograd+forward"] = agree(ours_with_forward(), with_forward(), in_norm=case.kink)
     return phases, comparisons + [Comparison("numpy", "forward")], agrees
+
+
+def _forward_and_stages(forward, inputs, attrs, staged: bool) -> tuple[tuple, dict]:
+    """The generated forward's outputs, and the stages its gradient reads (`return_stages`)."""
+    if not staged:
+        return as_tuple(forward(*inputs, **attrs)), {}
+    outputs, stages = forward(*inputs, **attrs, return_stages=True)
+    return as_tuple(outputs), stages
 
 
 def _keyword_only(fn) -> list[str]:

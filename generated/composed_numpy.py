@@ -4,6 +4,9 @@
 
 Each `<op>_grad(grads..., inputs..., *, outputs=None, attrs...)` returns a tuple with one
 gradient per input, each summed to its input's shape under broadcasting (None: no gradient).
+An op whose gradient reads forward stages (intermediates) also takes them as keywords,
+computing them again when they are not given: `y, stages = <op>(..., return_stages=True)`,
+then `<op>_grad(grad, ..., y=y, **stages)`.
 """
 
 import numpy as np
@@ -20,7 +23,7 @@ def _sum_to_shape(g, shape):
     return np.reshape(np.sum(g, axis=axes), shape)
 
 
-def layer_norm(x, scale, offset, *, epsilon=0.001):
+def layer_norm(x, scale, offset, *, epsilon=0.001, return_stages=False):
     """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:19)."""
     sum1 = np.sum(x, axis=-1)
     t0 = np.shape(x)[-1]
@@ -29,35 +32,43 @@ def layer_norm(x, scale, offset, *, epsilon=0.001):
     affine1 = epsilon + t2 / t0
     t3 = affine1[..., None]
     y = offset + scale * x / np.sqrt(t3) - scale * t1 / (t0 * np.sqrt(t3))
+    if return_stages:  # for layer_norm_grad(..., **stages): not computed again
+        return y, {"sum1": sum1, "affine1": affine1}
     return y
 
 
-def layer_norm_grad(grad, x, scale, offset, *, y=None, epsilon=0.001):
+def layer_norm_grad(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, epsilon=0.001):
     """Gradient of LayerNorm: one array per input (x, scale, offset)."""
-    sum1 = np.sum(x, axis=-1)
-    t0 = np.shape(x)[-1]
-    t1 = sum1[..., None]
-    t2 = np.sum((x - t1 / t0) ** 2, axis=-1)
-    affine1 = epsilon + t2 / t0
-    t3 = grad * (-x + t1 / t0)
-    t4 = np.einsum("a,...a->...", scale, t3, optimize=True)
-    grad_affine1 = (1 / 2) * t4 / affine1 ** (3 / 2)
-    t5 = affine1[..., None]
-    t6 = np.einsum("a,...a->...", scale, grad, optimize=True)
-    t7 = t6[..., None]
-    t8 = grad_affine1[..., None]
-    t9 = np.sum(x, axis=-1, keepdims=True)
+    if sum1 is None or affine1 is None:
+        sum1 = np.sum(x, axis=-1)
+        t0 = np.shape(x)[-1]
+        t1 = sum1[..., None]
+        t2 = np.sum((x - t1 / t0) ** 2, axis=-1)
+        affine1 = epsilon + t2 / t0
+    t3 = np.shape(x)[-1]
+    t4 = sum1[..., None]
+    t5 = grad * (-x + t4 / t3)
+    t6 = np.einsum("a,...a->...", scale, t5, optimize=True)
+    grad_affine1 = (1 / 2) * t6 / affine1 ** (3 / 2)
+    t7 = affine1[..., None]
+    t8 = np.einsum("a,...a->...", scale, grad, optimize=True)
+    t9 = t8[..., None]
+    t10 = grad_affine1[..., None]
+    t11 = np.sum(x, axis=-1, keepdims=True)
     grad_x = (
-        grad * scale / np.sqrt(t5) + 2 * t8 * x / t0 - t7 / (t0 * np.sqrt(t5)) - 2 * t8 * t9 / t0**2
+        grad * scale / np.sqrt(t7)
+        - 2 * t10 * t11 / t3**2
+        + 2 * t10 * x / t3
+        - t9 / (t3 * np.sqrt(t7))
     )
-    t10 = 1 / np.sqrt(affine1)
-    t11 = grad * (x - t1 / t0)
-    grad_scale = np.einsum("...,...a->a", t10, t11, optimize=True)
+    t12 = 1 / np.sqrt(affine1)
+    t13 = grad * (x - t4 / t3)
+    grad_scale = np.einsum("...,...a->a", t12, t13, optimize=True)
     grad_offset = np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
 
 
-def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
+def layer_norm_moments(x, scale, offset, *, epsilon=0.001, return_stages=False):
     """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:30)."""
     sum1 = np.sum(x, axis=-1)
     t0 = np.shape(x)[-1]
@@ -66,34 +77,40 @@ def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
     t2 = affine1[..., None]
     t3 = sum1[..., None]
     y = offset + scale * x / np.sqrt(t2) - scale * t3 / (t0 * np.sqrt(t2))
+    if return_stages:  # for layer_norm_moments_grad(..., **stages): not computed again
+        return y, {"sum1": sum1, "affine1": affine1}
     return y
 
 
-def layer_norm_moments_grad(grad, x, scale, offset, *, y=None, epsilon=0.001):
+def layer_norm_moments_grad(
+    grad, x, scale, offset, *, y=None, sum1=None, affine1=None, epsilon=0.001
+):
     """Gradient of LayerNormMoments: one array per input (x, scale, offset)."""
-    sum1 = np.sum(x, axis=-1)
-    t0 = np.shape(x)[-1]
-    t1 = np.sum(x**2, axis=-1)
-    affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
-    t2 = sum1[..., None]
-    t3 = grad * (-x + t2 / t0)
-    t4 = np.einsum("a,...a->...", scale, t3, optimize=True)
-    grad_affine1 = (1 / 2) * t4 / affine1 ** (3 / 2)
-    t5 = affine1[..., None]
-    t6 = np.einsum("a,...a->...", scale, grad, optimize=True)
-    t7 = t6[..., None]
-    t8 = grad_affine1[..., None]
+    if sum1 is None or affine1 is None:
+        sum1 = np.sum(x, axis=-1)
+        t0 = np.shape(x)[-1]
+        t1 = np.sum(x**2, axis=-1)
+        affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
+    t2 = np.shape(x)[-1]
+    t3 = sum1[..., None]
+    t4 = grad * (-x + t3 / t2)
+    t5 = np.einsum("a,...a->...", scale, t4, optimize=True)
+    grad_affine1 = (1 / 2) * t5 / affine1 ** (3 / 2)
+    t6 = affine1[..., None]
+    t7 = np.einsum("a,...a->...", scale, grad, optimize=True)
+    t8 = t7[..., None]
+    t9 = grad_affine1[..., None]
     grad_x = (
-        grad * scale / np.sqrt(t5) + 2 * t8 * x / t0 - t7 / (t0 * np.sqrt(t5)) - 2 * t2 * t8 / t0**2
+        grad * scale / np.sqrt(t6) + 2 * t9 * x / t2 - t8 / (t2 * np.sqrt(t6)) - 2 * t3 * t9 / t2**2
     )
-    t9 = 1 / np.sqrt(affine1)
-    t10 = grad * (x - t2 / t0)
-    grad_scale = np.einsum("...,...a->a", t9, t10, optimize=True)
+    t10 = 1 / np.sqrt(affine1)
+    t11 = grad * (x - t3 / t2)
+    grad_scale = np.einsum("...,...a->a", t10, t11, optimize=True)
     grad_offset = np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
 
 
-def batch_norm_training(x, scale, offset, *, epsilon=0.001):
+def batch_norm_training(x, scale, offset, *, epsilon=0.001, return_stages=False):
     """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:41)."""
     t0 = np.shape(x)[-4]
     t1 = np.shape(x)[-3]
@@ -107,37 +124,45 @@ def batch_norm_training(x, scale, offset, *, epsilon=0.001):
         + offset
         + scale * x / np.sqrt(epsilon + variance)
     )
+    if return_stages:  # for batch_norm_training_grad(..., **stages): not computed again
+        return y, {"mean": mean, "variance": variance}
     return y
 
 
-def batch_norm_training_grad(grad, x, scale, offset, *, y=None, epsilon=0.001):
+def batch_norm_training_grad(
+    grad, x, scale, offset, *, y=None, mean=None, variance=None, epsilon=0.001
+):
     """Gradient of BatchNormTraining: one array per input (x, scale, offset)."""
-    t0 = np.shape(x)[-4]
-    t1 = np.shape(x)[-3]
-    t2 = np.shape(x)[-2]
-    t3 = np.sum(x, axis=(-4, -3, -2))
-    mean = t3 / (t0 * t1 * t2)
-    t4 = np.sum((-mean + x) ** 2, axis=(-4, -3, -2))
-    variance = t4 / (t0 * t1 * t2)
+    if mean is None or variance is None:
+        t0 = np.shape(x)[-4]
+        t1 = np.shape(x)[-3]
+        t2 = np.shape(x)[-2]
+        t3 = np.sum(x, axis=(-4, -3, -2))
+        mean = t3 / (t0 * t1 * t2)
+        t4 = np.sum((-mean + x) ** 2, axis=(-4, -3, -2))
+        variance = t4 / (t0 * t1 * t2)
     t5 = np.sum(grad * (mean - x), axis=(-4, -3, -2))
     grad_variance = (1 / 2) * scale * t5 / (epsilon + variance) ** (3 / 2)
-    t6 = np.transpose(x, (3, 0, 1, 2))
-    t7 = np.sum(t6, axis=(-3, -2, -1))
-    t8 = np.transpose(grad, (3, 0, 1, 2))
-    t9 = np.sum(t8, axis=(-3, -2, -1))
+    t6 = np.shape(x)[-4]
+    t7 = np.shape(x)[-3]
+    t8 = np.shape(x)[-2]
+    t9 = np.transpose(x, (3, 0, 1, 2))
+    t10 = np.sum(t9, axis=(-3, -2, -1))
+    t11 = np.transpose(grad, (3, 0, 1, 2))
+    t12 = np.sum(t11, axis=(-3, -2, -1))
     grad_x = (
         grad * scale / np.sqrt(epsilon + variance)
-        + 2 * grad_variance * x / (t0 * t1 * t2)
-        - 2 * grad_variance * t7 / (t0**2 * t1**2 * t2**2)
-        - scale * t9 / (t0 * t1 * t2 * np.sqrt(epsilon + variance))
+        - 2 * grad_variance * t10 / (t6**2 * t7**2 * t8**2)
+        + 2 * grad_variance * x / (t6 * t7 * t8)
+        - scale * t12 / (t6 * t7 * t8 * np.sqrt(epsilon + variance))
     )
-    t10 = np.sum(grad * (-mean + x), axis=(-4, -3, -2))
-    grad_scale = t10 / np.sqrt(epsilon + variance)
+    t13 = np.sum(grad * (-mean + x), axis=(-4, -3, -2))
+    grad_scale = t13 / np.sqrt(epsilon + variance)
     grad_offset = np.sum(grad, axis=(-4, -3, -2))
     return grad_x, grad_scale, grad_offset
 
 
-def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
+def group_norm(x, scale, offset, *, epsilon=0.001, groups=2, return_stages=False):
     """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:55)."""
     t0 = groups
     x_split = np.reshape(x, np.shape(x)[:-1] + (t0, -1))
@@ -163,10 +188,14 @@ def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
         + scale_split * x_split / np.sqrt(epsilon + t7),
         (t8, t9, t10, t11 * t12),
     )
+    if return_stages:  # for group_norm_grad(..., **stages): not computed again
+        return y, {"mean": mean, "variance": variance}
     return y
 
 
-def group_norm_grad(grad, x, scale, offset, *, y=None, epsilon=0.001, groups=2):
+def group_norm_grad(
+    grad, x, scale, offset, *, y=None, mean=None, variance=None, epsilon=0.001, groups=2
+):
     """Gradient of GroupNorm: one array per input (x, scale, offset)."""
     t0 = groups
     x_split = np.reshape(x, np.shape(x)[:-1] + (t0, -1))
@@ -174,44 +203,49 @@ def group_norm_grad(grad, x, scale, offset, *, y=None, epsilon=0.001, groups=2):
     offset_split = np.reshape(offset, np.shape(offset)[:-1] + (t0, -1))
     t1 = np.shape(x_split)[-1]
     grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t1))
-    t2 = np.shape(x_split)[-1]
-    t3 = np.shape(x_split)[-4]
-    t4 = np.shape(x_split)[-3]
-    t5 = np.sum(x_split, axis=(-4, -3, -1))
-    mean = t5 / (t2 * t3 * t4)
-    t6 = mean[..., None, None, :, None]
-    t7 = np.sum((-t6 + x_split) ** 2, axis=(-4, -3, -1))
-    variance = t7 / (t2 * t3 * t4)
-    t8 = grad * (t6 - x_split)
-    t9 = np.einsum("ab,cdeab->ca", scale_split, t8, optimize=True)
-    grad_variance = (1 / 2) * t9 / (epsilon + variance) ** (3 / 2)
-    t10 = variance[..., None, None, :, None]
-    t11 = np.einsum("ab,cdeab->ca", scale_split, grad, optimize=True)
-    t12 = t11[..., None, None, :, None]
-    t13 = grad_variance[..., None, None, :, None]
-    t14 = np.transpose(x_split, (0, 4, 2, 3, 1))
-    t15 = np.sum(t14, axis=(-4, -3, -1), keepdims=True)
-    t16 = np.shape(x_split)[-5]
-    t17 = np.shape(x_split)[-4]
-    t18 = np.shape(x_split)[-3]
-    t19 = np.shape(x_split)[-2]
+    if mean is None or variance is None:
+        t2 = np.shape(x_split)[-1]
+        t3 = np.shape(x_split)[-4]
+        t4 = np.shape(x_split)[-3]
+        t5 = np.sum(x_split, axis=(-4, -3, -1))
+        mean = t5 / (t2 * t3 * t4)
+        t6 = mean[..., None, None, :, None]
+        t7 = np.sum((-t6 + x_split) ** 2, axis=(-4, -3, -1))
+        variance = t7 / (t2 * t3 * t4)
+    t8 = mean[..., None, None, :, None]
+    t9 = grad * (t8 - x_split)
+    t10 = np.einsum("ab,cdeab->ca", scale_split, t9, optimize=True)
+    grad_variance = (1 / 2) * t10 / (epsilon + variance) ** (3 / 2)
+    t11 = variance[..., None, None, :, None]
+    t12 = np.shape(x_split)[-1]
+    t13 = np.shape(x_split)[-4]
+    t14 = np.shape(x_split)[-3]
+    t15 = np.einsum("ab,cdeab->ca", scale_split, grad, optimize=True)
+    t16 = t15[..., None, None, :, None]
+    t17 = grad_variance[..., None, None, :, None]
+    t18 = np.transpose(x_split, (0, 4, 2, 3, 1))
+    t19 = np.sum(t18, axis=(-4, -3, -1), keepdims=True)
+    t20 = np.shape(x_split)[-5]
+    t21 = np.shape(x_split)[-4]
+    t22 = np.shape(x_split)[-3]
+    t23 = np.shape(x_split)[-2]
     grad_x = np.reshape(
-        grad * scale_split / np.sqrt(epsilon + t10)
-        - t12 / (t2 * t3 * t4 * np.sqrt(epsilon + t10))
-        - 2 * t13 * t15 / (t2**2 * t3**2 * t4**2)
-        + 2 * t13 * x_split / (t2 * t3 * t4),
-        (t16, t17, t18, t19 * t1),
+        grad * scale_split / np.sqrt(epsilon + t11)
+        - t16 / (t12 * t13 * t14 * np.sqrt(epsilon + t11))
+        + 2 * t17 * x_split / (t12 * t13 * t14)
+        - 2 * t17 * t19 / (t12**2 * t13**2 * t14**2),
+        (t20, t21, t22, t23 * t1),
     )
-    t20 = 1 / np.sqrt(epsilon + variance)
-    t21 = grad * (-t6 + x_split)
-    t22 = np.einsum("ab,acdbe->be", t20, t21, optimize=True)
-    grad_scale = np.reshape(t22, (t19 * t1,))
-    t23 = np.sum(grad, axis=(-5, -4, -3))
-    grad_offset = np.reshape(t23, (t19 * t1,))
+    t24 = 1 / np.sqrt(epsilon + variance)
+    t25 = grad * (-t8 + x_split)
+    t26 = np.einsum("ab,acdbe->be", t24, t25, optimize=True)
+    grad_scale = np.reshape(t26, (t23 * t1,))
+    t27 = np.sum(grad, axis=(-5, -4, -3))
+    grad_offset = np.reshape(t27, (t23 * t1,))
     return grad_x, grad_scale, grad_offset
 
 
-def scaled_dot_product_attention(q, k, v, mask):
+def scaled_dot_product_attention(q, k, v, mask, *, return_stages=False):
     """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:70)."""
     t0 = np.shape(q)[-1]
     t1 = q @ np.swapaxes(k, -1, -2)
@@ -222,27 +256,31 @@ def scaled_dot_product_attention(q, k, v, mask):
     t3 = sum1[..., None]
     weights = np.exp(scores - t2) / t3
     output = weights @ v
+    if return_stages:  # for scaled_dot_product_attention_grad(..., **stages): not computed again
+        return output, {"weights": weights}
     return output
 
 
-def scaled_dot_product_attention_grad(grad, q, k, v, mask, *, output=None):
+def scaled_dot_product_attention_grad(grad, q, k, v, mask, *, output=None, weights=None):
     """Gradient of ScaledDotProductAttention: one array per input (q, k, v, mask)."""
-    t0 = np.shape(q)[-1]
-    t1 = q @ np.swapaxes(k, -1, -2)
-    scores = mask + t1 * float(1 / np.sqrt(t0))
-    ext1 = np.max(scores, axis=-1)
-    t2 = ext1[..., None]
-    sum1 = np.sum(np.exp(scores - t2), axis=-1)
-    t3 = sum1[..., None]
-    weights = np.exp(scores - t2) / t3
+    if weights is None:
+        t0 = np.shape(q)[-1]
+        t1 = q @ np.swapaxes(k, -1, -2)
+        scores = mask + t1 * float(1 / np.sqrt(t0))
+        ext1 = np.max(scores, axis=-1)
+        t2 = ext1[..., None]
+        sum1 = np.sum(np.exp(scores - t2), axis=-1)
+        t3 = sum1[..., None]
+        weights = np.exp(scores - t2) / t3
     grad_weights = grad @ np.swapaxes(v, -1, -2)
     t4 = np.sum(grad_weights * weights, axis=-1, keepdims=True)
     grad_scores = weights * (grad_weights - t4)
-    t5 = grad_scores @ k
-    grad_q = t5 * float(1 / np.sqrt(t0))
+    t5 = np.shape(q)[-1]
+    t6 = grad_scores @ k
+    grad_q = t6 * float(1 / np.sqrt(t5))
     grad_q = _sum_to_shape(grad_q, np.shape(q))
-    t6 = np.swapaxes(grad_scores, -1, -2) @ q
-    grad_k = t6 * float(1 / np.sqrt(t0))
+    t7 = np.swapaxes(grad_scores, -1, -2) @ q
+    grad_k = t7 * float(1 / np.sqrt(t5))
     grad_k = _sum_to_shape(grad_k, np.shape(k))
     grad_v = np.swapaxes(weights, -1, -2) @ grad
     grad_v = _sum_to_shape(grad_v, np.shape(v))
@@ -251,20 +289,23 @@ def scaled_dot_product_attention_grad(grad, q, k, v, mask, *, output=None):
     return grad_q, grad_k, grad_v, grad_mask
 
 
-def mlp_block(x, w1, b1, w2, b2):
+def mlp_block(x, w1, b1, w2, b2, *, return_stages=False):
     """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:84)."""
     t0 = x @ w1
     affine1 = b1 + t0
     t1 = affine1 * np.asarray(affine1 > 0, dtype=np.int8)
     t2 = t1 @ w2
     y = b2 + t2
+    if return_stages:  # for mlp_block_grad(..., **stages): not computed again
+        return y, {"affine1": affine1}
     return y
 
 
-def mlp_block_grad(grad, x, w1, b1, w2, b2, *, y=None):
+def mlp_block_grad(grad, x, w1, b1, w2, b2, *, y=None, affine1=None):
     """Gradient of MlpBlock: one array per input (x, w1, b1, w2, b2)."""
-    t0 = x @ w1
-    affine1 = b1 + t0
+    if affine1 is None:
+        t0 = x @ w1
+        affine1 = b1 + t0
     t1 = grad @ w2.T
     grad_affine1 = t1 * np.asarray(affine1 > 0, dtype=np.int8)
     grad_x = grad_affine1 @ w1.T
@@ -276,21 +317,24 @@ def mlp_block_grad(grad, x, w1, b1, w2, b2, *, y=None):
     return grad_x, grad_w1, grad_b1, grad_w2, grad_b2
 
 
-def cosine_similarity(x, y, *, epsilon=1e-08):
+def cosine_similarity(x, y, *, epsilon=1e-08, return_stages=False):
     """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:97)."""
     sum1 = np.sum(x**2, axis=-1)
     sum2 = np.sum(y**2, axis=-1)
     sum3 = np.sum(x * y, axis=-1)
     output = sum3 / np.sqrt(epsilon + sum1 * sum2)
+    if return_stages:  # for cosine_similarity_grad(..., **stages): not computed again
+        return output, {"sum1": sum1, "sum2": sum2}
     return output
 
 
-def cosine_similarity_grad(grad, x, y, *, output=None, epsilon=1e-08):
+def cosine_similarity_grad(grad, x, y, *, output=None, sum1=None, sum2=None, epsilon=1e-08):
     """Gradient of CosineSimilarity: one array per input (x, y)."""
     if output is None:
         output = cosine_similarity(x, y, epsilon=epsilon)
-    sum1 = np.sum(x**2, axis=-1)
-    sum2 = np.sum(y**2, axis=-1)
+    if sum1 is None or sum2 is None:
+        sum1 = np.sum(x**2, axis=-1)
+        sum2 = np.sum(y**2, axis=-1)
     grad_sum3 = grad / np.sqrt(epsilon + sum1 * sum2)
     t0 = grad_sum3[..., None]
     t1 = sum1[..., None]
@@ -329,7 +373,7 @@ def rbf_kernel_grad(grad, x, y, *, kernel=None, length_scale=1.0):
     return grad_x, grad_y
 
 
-def log_sum_exp_mat_mul(a, b):
+def log_sum_exp_mat_mul(a, b, *, return_stages=False):
     """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:116)."""
     sum1 = a @ b
     ext1 = np.max(sum1, axis=-1)
@@ -337,16 +381,19 @@ def log_sum_exp_mat_mul(a, b):
     affine1 = sum1 - t0
     sum2 = np.sum(np.exp(affine1), axis=-1)
     output = ext1 + np.log(sum2)
+    if return_stages:  # for log_sum_exp_mat_mul_grad(..., **stages): not computed again
+        return output, {"affine1": affine1, "sum2": sum2}
     return output
 
 
-def log_sum_exp_mat_mul_grad(grad, a, b, *, output=None):
+def log_sum_exp_mat_mul_grad(grad, a, b, *, output=None, affine1=None, sum2=None):
     """Gradient of LogSumExpMatMul: one array per input (a, b)."""
-    sum1 = a @ b
-    ext1 = np.max(sum1, axis=-1)
-    t0 = ext1[..., None]
-    affine1 = sum1 - t0
-    sum2 = np.sum(np.exp(affine1), axis=-1)
+    if affine1 is None or sum2 is None:
+        sum1 = a @ b
+        ext1 = np.max(sum1, axis=-1)
+        t0 = ext1[..., None]
+        affine1 = sum1 - t0
+        sum2 = np.sum(np.exp(affine1), axis=-1)
     t1 = sum2[..., None]
     t2 = grad[..., None]
     grad_sum1 = t2 * np.exp(affine1) / t1

@@ -9,6 +9,9 @@ Per op:
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
   for eager mode and `tf.function`.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
+  Where it reads forward stages (intermediates) it takes them as keywords, computing them
+  again when they are not given: the wrapper passes its forward's; the registered gradient
+  function cannot (TensorFlow gives it only the op's inputs and outputs), so it recomputes.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
 
@@ -47,30 +50,33 @@ def _einsum_over_batch(spec, *operands):
     return tf.reduce_sum(product, axis=tf.range(tf.rank(product) - len(output)))
 
 
-def layer_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001):
+def layer_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affine1=None):
     """Gradient of LayerNorm (declared at ops/composed.py:19): one per input (x, scale, offset)."""
-    sum1 = tf.reduce_sum(x, axis=-1)
-    t0 = tf.cast(tf.shape(x)[-1], x.dtype)
-    t1 = sum1[..., None]
-    t2 = tf.reduce_sum((x - t1 / t0) ** 2, axis=-1)
-    affine1 = epsilon + t2 / t0
-    t3 = grad * (-x + t1 / t0)
-    t4 = tf.einsum("a,...a->...", scale, t3)
-    grad_affine1 = (1 / 2) * t4 / affine1 ** (3 / 2)
-    t5 = affine1[..., None]
-    t6 = tf.einsum("a,...a->...", scale, grad)
-    t7 = t6[..., None]
-    t8 = grad_affine1[..., None]
-    t9 = tf.reduce_sum(x, axis=-1, keepdims=True)
+    if sum1 is None or affine1 is None:
+        sum1 = tf.reduce_sum(x, axis=-1)
+        t0 = tf.cast(tf.shape(x)[-1], x.dtype)
+        t1 = sum1[..., None]
+        t2 = tf.reduce_sum((x - t1 / t0) ** 2, axis=-1)
+        affine1 = epsilon + t2 / t0
+    t3 = tf.cast(tf.shape(x)[-1], x.dtype)
+    t4 = sum1[..., None]
+    t5 = grad * (-x + t4 / t3)
+    t6 = tf.einsum("a,...a->...", scale, t5)
+    grad_affine1 = (1 / 2) * t6 / affine1 ** (3 / 2)
+    t7 = affine1[..., None]
+    t8 = tf.einsum("a,...a->...", scale, grad)
+    t9 = t8[..., None]
+    t10 = grad_affine1[..., None]
+    t11 = tf.reduce_sum(x, axis=-1, keepdims=True)
     grad_x = (
-        grad * scale / tf.math.sqrt(t5)
-        + 2 * t8 * x / t0
-        - t7 / (t0 * tf.math.sqrt(t5))
-        - 2 * t8 * t9 / t0**2
+        grad * scale / tf.math.sqrt(t7)
+        - 2 * t10 * t11 / t3**2
+        + 2 * t10 * x / t3
+        - t9 / (t3 * tf.math.sqrt(t7))
     )
-    t10 = 1 / tf.math.sqrt(affine1)
-    t11 = grad * (x - t1 / t0)
-    grad_scale = _einsum_over_batch("...,...a->a", t10, t11)
+    t12 = 1 / tf.math.sqrt(affine1)
+    t13 = grad * (x - t4 / t3)
+    grad_scale = _einsum_over_batch("...,...a->a", t12, t13)
     grad_offset = tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))
     return grad_x, grad_scale, grad_offset
 
@@ -94,7 +100,9 @@ def layer_norm(x, scale, offset, *, epsilon=0.001):
         y = offset + scale * x / tf.math.sqrt(t3) - scale * t1 / (t0 * tf.math.sqrt(t3))
 
         def backward(grad):
-            return layer_norm_vjp(grad, x, scale, offset, y, epsilon=epsilon)
+            return layer_norm_vjp(
+                grad, x, scale, offset, y, epsilon=epsilon, sum1=sum1, affine1=affine1
+            )
 
         return y, backward
 
@@ -104,29 +112,31 @@ def layer_norm(x, scale, offset, *, epsilon=0.001):
 _register("LayerNorm", layer_norm_grad)
 
 
-def layer_norm_moments_vjp(grad, x, scale, offset, y, *, epsilon=0.001):
+def layer_norm_moments_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affine1=None):
     """Gradient of LayerNormMoments (declared at ops/composed.py:30): one per input (x, scale, offset)."""
-    sum1 = tf.reduce_sum(x, axis=-1)
-    t0 = tf.cast(tf.shape(x)[-1], x.dtype)
-    t1 = tf.reduce_sum(x**2, axis=-1)
-    affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
-    t2 = sum1[..., None]
-    t3 = grad * (-x + t2 / t0)
-    t4 = tf.einsum("a,...a->...", scale, t3)
-    grad_affine1 = (1 / 2) * t4 / affine1 ** (3 / 2)
-    t5 = affine1[..., None]
-    t6 = tf.einsum("a,...a->...", scale, grad)
-    t7 = t6[..., None]
-    t8 = grad_affine1[..., None]
+    if sum1 is None or affine1 is None:
+        sum1 = tf.reduce_sum(x, axis=-1)
+        t0 = tf.cast(tf.shape(x)[-1], x.dtype)
+        t1 = tf.reduce_sum(x**2, axis=-1)
+        affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
+    t2 = tf.cast(tf.shape(x)[-1], x.dtype)
+    t3 = sum1[..., None]
+    t4 = grad * (-x + t3 / t2)
+    t5 = tf.einsum("a,...a->...", scale, t4)
+    grad_affine1 = (1 / 2) * t5 / affine1 ** (3 / 2)
+    t6 = affine1[..., None]
+    t7 = tf.einsum("a,...a->...", scale, grad)
+    t8 = t7[..., None]
+    t9 = grad_affine1[..., None]
     grad_x = (
-        grad * scale / tf.math.sqrt(t5)
-        + 2 * t8 * x / t0
-        - t7 / (t0 * tf.math.sqrt(t5))
-        - 2 * t2 * t8 / t0**2
+        grad * scale / tf.math.sqrt(t6)
+        + 2 * t9 * x / t2
+        - t8 / (t2 * tf.math.sqrt(t6))
+        - 2 * t3 * t9 / t2**2
     )
-    t9 = 1 / tf.math.sqrt(affine1)
-    t10 = grad * (x - t2 / t0)
-    grad_scale = _einsum_over_batch("...,...a->a", t9, t10)
+    t10 = 1 / tf.math.sqrt(affine1)
+    t11 = grad * (x - t3 / t2)
+    grad_scale = _einsum_over_batch("...,...a->a", t10, t11)
     grad_offset = tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))
     return grad_x, grad_scale, grad_offset
 
@@ -150,7 +160,9 @@ def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
         y = offset + scale * x / tf.math.sqrt(t2) - scale * t3 / (t0 * tf.math.sqrt(t2))
 
         def backward(grad):
-            return layer_norm_moments_vjp(grad, x, scale, offset, y, epsilon=epsilon)
+            return layer_norm_moments_vjp(
+                grad, x, scale, offset, y, epsilon=epsilon, sum1=sum1, affine1=affine1
+            )
 
         return y, backward
 
@@ -160,29 +172,33 @@ def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
 _register("LayerNormMoments", layer_norm_moments_grad)
 
 
-def batch_norm_training_vjp(grad, x, scale, offset, y, *, epsilon=0.001):
+def batch_norm_training_vjp(grad, x, scale, offset, y, *, epsilon=0.001, mean=None, variance=None):
     """Gradient of BatchNormTraining (declared at ops/composed.py:41): one per input (x, scale, offset)."""
-    t0 = tf.cast(tf.shape(x)[-4], x.dtype)
-    t1 = tf.cast(tf.shape(x)[-3], x.dtype)
-    t2 = tf.cast(tf.shape(x)[-2], x.dtype)
-    t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
-    mean = t3 / (t0 * t1 * t2)
-    t4 = tf.reduce_sum((-mean + x) ** 2, axis=[-4, -3, -2])
-    variance = t4 / (t0 * t1 * t2)
+    if mean is None or variance is None:
+        t0 = tf.cast(tf.shape(x)[-4], x.dtype)
+        t1 = tf.cast(tf.shape(x)[-3], x.dtype)
+        t2 = tf.cast(tf.shape(x)[-2], x.dtype)
+        t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
+        mean = t3 / (t0 * t1 * t2)
+        t4 = tf.reduce_sum((-mean + x) ** 2, axis=[-4, -3, -2])
+        variance = t4 / (t0 * t1 * t2)
     t5 = tf.reduce_sum(grad * (mean - x), axis=[-4, -3, -2])
     grad_variance = (1 / 2) * scale * t5 / (epsilon + variance) ** (3 / 2)
-    t6 = tf.transpose(x, perm=[3, 0, 1, 2])
-    t7 = tf.reduce_sum(t6, axis=[-3, -2, -1])
-    t8 = tf.transpose(grad, perm=[3, 0, 1, 2])
-    t9 = tf.reduce_sum(t8, axis=[-3, -2, -1])
+    t6 = tf.cast(tf.shape(x)[-4], x.dtype)
+    t7 = tf.cast(tf.shape(x)[-3], x.dtype)
+    t8 = tf.cast(tf.shape(x)[-2], x.dtype)
+    t9 = tf.transpose(x, perm=[3, 0, 1, 2])
+    t10 = tf.reduce_sum(t9, axis=[-3, -2, -1])
+    t11 = tf.transpose(grad, perm=[3, 0, 1, 2])
+    t12 = tf.reduce_sum(t11, axis=[-3, -2, -1])
     grad_x = (
         grad * scale / tf.math.sqrt(epsilon + variance)
-        + 2 * grad_variance * x / (t0 * t1 * t2)
-        - 2 * grad_variance * t7 / (t0**2 * t1**2 * t2**2)
-        - scale * t9 / (t0 * t1 * t2 * tf.math.sqrt(epsilon + variance))
+        - 2 * grad_variance * t10 / (t6**2 * t7**2 * t8**2)
+        + 2 * grad_variance * x / (t6 * t7 * t8)
+        - scale * t12 / (t6 * t7 * t8 * tf.math.sqrt(epsilon + variance))
     )
-    t10 = tf.reduce_sum(grad * (-mean + x), axis=[-4, -3, -2])
-    grad_scale = t10 / tf.math.sqrt(epsilon + variance)
+    t13 = tf.reduce_sum(grad * (-mean + x), axis=[-4, -3, -2])
+    grad_scale = t13 / tf.math.sqrt(epsilon + variance)
     grad_offset = tf.reduce_sum(grad, axis=[-4, -3, -2])
     return grad_x, grad_scale, grad_offset
 
@@ -211,7 +227,9 @@ def batch_norm_training(x, scale, offset, *, epsilon=0.001):
         )
 
         def backward(grad):
-            return batch_norm_training_vjp(grad, x, scale, offset, y, epsilon=epsilon)
+            return batch_norm_training_vjp(
+                grad, x, scale, offset, y, epsilon=epsilon, mean=mean, variance=variance
+            )
 
         return y, backward
 
@@ -221,7 +239,7 @@ def batch_norm_training(x, scale, offset, *, epsilon=0.001):
 _register("BatchNormTraining", batch_norm_training_grad)
 
 
-def group_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, groups=2):
+def group_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, groups=2, mean=None, variance=None):
     """Gradient of GroupNorm (declared at ops/composed.py:55): one per input (x, scale, offset)."""
     t0 = groups
     x_split = tf.reshape(
@@ -238,40 +256,45 @@ def group_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, groups=2):
     grad = tf.reshape(
         grad, tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
     )
-    t2 = tf.cast(tf.shape(x_split)[-1], x_split.dtype)
-    t3 = tf.cast(tf.shape(x_split)[-4], x_split.dtype)
-    t4 = tf.cast(tf.shape(x_split)[-3], x_split.dtype)
-    t5 = tf.reduce_sum(x_split, axis=[-4, -3, -1])
-    mean = t5 / (t2 * t3 * t4)
-    t6 = mean[..., None, None, :, None]
-    t7 = tf.reduce_sum((-t6 + x_split) ** 2, axis=[-4, -3, -1])
-    variance = t7 / (t2 * t3 * t4)
-    t8 = grad * (t6 - x_split)
-    t9 = tf.einsum("ab,cdeab->ca", scale_split, t8)
-    grad_variance = (1 / 2) * t9 / (epsilon + variance) ** (3 / 2)
-    t10 = variance[..., None, None, :, None]
-    t11 = tf.einsum("ab,cdeab->ca", scale_split, grad)
-    t12 = t11[..., None, None, :, None]
-    t13 = grad_variance[..., None, None, :, None]
-    t14 = tf.transpose(x_split, perm=[0, 4, 2, 3, 1])
-    t15 = tf.reduce_sum(t14, axis=[-4, -3, -1], keepdims=True)
-    t16 = tf.shape(x_split, out_type=tf.int64)[-5]
-    t17 = tf.shape(x_split, out_type=tf.int64)[-4]
-    t18 = tf.shape(x_split, out_type=tf.int64)[-3]
-    t19 = tf.shape(x_split, out_type=tf.int64)[-2]
+    if mean is None or variance is None:
+        t2 = tf.cast(tf.shape(x_split)[-1], x_split.dtype)
+        t3 = tf.cast(tf.shape(x_split)[-4], x_split.dtype)
+        t4 = tf.cast(tf.shape(x_split)[-3], x_split.dtype)
+        t5 = tf.reduce_sum(x_split, axis=[-4, -3, -1])
+        mean = t5 / (t2 * t3 * t4)
+        t6 = mean[..., None, None, :, None]
+        t7 = tf.reduce_sum((-t6 + x_split) ** 2, axis=[-4, -3, -1])
+        variance = t7 / (t2 * t3 * t4)
+    t8 = mean[..., None, None, :, None]
+    t9 = grad * (t8 - x_split)
+    t10 = tf.einsum("ab,cdeab->ca", scale_split, t9)
+    grad_variance = (1 / 2) * t10 / (epsilon + variance) ** (3 / 2)
+    t11 = variance[..., None, None, :, None]
+    t12 = tf.cast(tf.shape(x_split)[-1], x_split.dtype)
+    t13 = tf.cast(tf.shape(x_split)[-4], x_split.dtype)
+    t14 = tf.cast(tf.shape(x_split)[-3], x_split.dtype)
+    t15 = tf.einsum("ab,cdeab->ca", scale_split, grad)
+    t16 = t15[..., None, None, :, None]
+    t17 = grad_variance[..., None, None, :, None]
+    t18 = tf.transpose(x_split, perm=[0, 4, 2, 3, 1])
+    t19 = tf.reduce_sum(t18, axis=[-4, -3, -1], keepdims=True)
+    t20 = tf.shape(x_split, out_type=tf.int64)[-5]
+    t21 = tf.shape(x_split, out_type=tf.int64)[-4]
+    t22 = tf.shape(x_split, out_type=tf.int64)[-3]
+    t23 = tf.shape(x_split, out_type=tf.int64)[-2]
     grad_x = tf.reshape(
-        grad * scale_split / tf.math.sqrt(epsilon + t10)
-        - t12 / (t2 * t3 * t4 * tf.math.sqrt(epsilon + t10))
-        - 2 * t13 * t15 / (t2**2 * t3**2 * t4**2)
-        + 2 * t13 * x_split / (t2 * t3 * t4),
-        [t16, t17, t18, t19 * t1],
+        grad * scale_split / tf.math.sqrt(epsilon + t11)
+        - t16 / (t12 * t13 * t14 * tf.math.sqrt(epsilon + t11))
+        + 2 * t17 * x_split / (t12 * t13 * t14)
+        - 2 * t17 * t19 / (t12**2 * t13**2 * t14**2),
+        [t20, t21, t22, t23 * t1],
     )
-    t20 = 1 / tf.math.sqrt(epsilon + variance)
-    t21 = grad * (-t6 + x_split)
-    t22 = tf.einsum("ab,acdbe->be", t20, t21)
-    grad_scale = tf.reshape(t22, [t19 * t1])
-    t23 = tf.reduce_sum(grad, axis=[-5, -4, -3])
-    grad_offset = tf.reshape(t23, [t19 * t1])
+    t24 = 1 / tf.math.sqrt(epsilon + variance)
+    t25 = grad * (-t8 + x_split)
+    t26 = tf.einsum("ab,acdbe->be", t24, t25)
+    grad_scale = tf.reshape(t26, [t23 * t1])
+    t27 = tf.reduce_sum(grad, axis=[-5, -4, -3])
+    grad_offset = tf.reshape(t27, [t23 * t1])
     return grad_x, grad_scale, grad_offset
 
 
@@ -321,7 +344,17 @@ def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
         )
 
         def backward(grad):
-            return group_norm_vjp(grad, x, scale, offset, y, epsilon=epsilon, groups=groups)
+            return group_norm_vjp(
+                grad,
+                x,
+                scale,
+                offset,
+                y,
+                epsilon=epsilon,
+                groups=groups,
+                mean=mean,
+                variance=variance,
+            )
 
         return y, backward
 
@@ -331,24 +364,26 @@ def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
 _register("GroupNorm", group_norm_grad)
 
 
-def scaled_dot_product_attention_vjp(grad, q, k, v, mask, output):
+def scaled_dot_product_attention_vjp(grad, q, k, v, mask, output, *, weights=None):
     """Gradient of ScaledDotProductAttention (declared at ops/composed.py:70): one per input (q, k, v, mask)."""
-    t0 = tf.cast(tf.shape(q)[-1], q.dtype)
-    t1 = tf.linalg.matmul(q, k, transpose_b=True)
-    scores = mask + t1 * (1 / tf.math.sqrt(t0))
-    ext1 = tf.reduce_max(scores, axis=-1)
-    t2 = ext1[..., None]
-    sum1 = tf.reduce_sum(tf.math.exp(scores - t2), axis=-1)
-    t3 = sum1[..., None]
-    weights = tf.math.exp(scores - t2) / t3
+    if weights is None:
+        t0 = tf.cast(tf.shape(q)[-1], q.dtype)
+        t1 = tf.linalg.matmul(q, k, transpose_b=True)
+        scores = mask + t1 * (1 / tf.math.sqrt(t0))
+        ext1 = tf.reduce_max(scores, axis=-1)
+        t2 = ext1[..., None]
+        sum1 = tf.reduce_sum(tf.math.exp(scores - t2), axis=-1)
+        t3 = sum1[..., None]
+        weights = tf.math.exp(scores - t2) / t3
     grad_weights = tf.linalg.matmul(grad, v, transpose_b=True)
     t4 = tf.reduce_sum(grad_weights * weights, axis=-1, keepdims=True)
     grad_scores = weights * (grad_weights - t4)
-    t5 = tf.linalg.matmul(grad_scores, k)
-    grad_q = t5 * (1 / tf.math.sqrt(t0))
+    t5 = tf.cast(tf.shape(q)[-1], q.dtype)
+    t6 = tf.linalg.matmul(grad_scores, k)
+    grad_q = t6 * (1 / tf.math.sqrt(t5))
     grad_q = _sum_to_shape(grad_q, q)
-    t6 = tf.linalg.matmul(grad_scores, q, transpose_a=True)
-    grad_k = t6 * (1 / tf.math.sqrt(t0))
+    t7 = tf.linalg.matmul(grad_scores, q, transpose_a=True)
+    grad_k = t7 * (1 / tf.math.sqrt(t5))
     grad_k = _sum_to_shape(grad_k, k)
     grad_v = tf.linalg.matmul(weights, grad, transpose_a=True)
     grad_v = _sum_to_shape(grad_v, v)
@@ -378,7 +413,7 @@ def scaled_dot_product_attention(q, k, v, mask):
         output = tf.linalg.matmul(weights, v)
 
         def backward(grad):
-            return scaled_dot_product_attention_vjp(grad, q, k, v, mask, output)
+            return scaled_dot_product_attention_vjp(grad, q, k, v, mask, output, weights=weights)
 
         return output, backward
 
@@ -388,10 +423,11 @@ def scaled_dot_product_attention(q, k, v, mask):
 _register("ScaledDotProductAttention", scaled_dot_product_attention_grad)
 
 
-def mlp_block_vjp(grad, x, w1, b1, w2, b2, y):
+def mlp_block_vjp(grad, x, w1, b1, w2, b2, y, *, affine1=None):
     """Gradient of MlpBlock (declared at ops/composed.py:84): one per input (x, w1, b1, w2, b2)."""
-    t0 = tf.linalg.matmul(x, w1)
-    affine1 = b1 + t0
+    if affine1 is None:
+        t0 = tf.linalg.matmul(x, w1)
+        affine1 = b1 + t0
     t1 = tf.linalg.matmul(grad, w2, transpose_b=True)
     grad_affine1 = t1 * tf.where(
         affine1 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
@@ -422,7 +458,7 @@ def mlp_block(x, w1, b1, w2, b2):
         y = b2 + t2
 
         def backward(grad):
-            return mlp_block_vjp(grad, x, w1, b1, w2, b2, y)
+            return mlp_block_vjp(grad, x, w1, b1, w2, b2, y, affine1=affine1)
 
         return y, backward
 
@@ -432,10 +468,11 @@ def mlp_block(x, w1, b1, w2, b2):
 _register("MlpBlock", mlp_block_grad)
 
 
-def cosine_similarity_vjp(grad, x, y, output, *, epsilon=1e-08):
+def cosine_similarity_vjp(grad, x, y, output, *, epsilon=1e-08, sum1=None, sum2=None):
     """Gradient of CosineSimilarity (declared at ops/composed.py:97): one per input (x, y)."""
-    sum1 = tf.reduce_sum(x**2, axis=-1)
-    sum2 = tf.reduce_sum(y**2, axis=-1)
+    if sum1 is None or sum2 is None:
+        sum1 = tf.reduce_sum(x**2, axis=-1)
+        sum2 = tf.reduce_sum(y**2, axis=-1)
     grad_sum3 = grad / tf.math.sqrt(epsilon + sum1 * sum2)
     t0 = grad_sum3[..., None]
     t1 = sum1[..., None]
@@ -465,7 +502,7 @@ def cosine_similarity(x, y, *, epsilon=1e-08):
         output = sum3 / tf.math.sqrt(epsilon + sum1 * sum2)
 
         def backward(grad):
-            return cosine_similarity_vjp(grad, x, y, output, epsilon=epsilon)
+            return cosine_similarity_vjp(grad, x, y, output, epsilon=epsilon, sum1=sum1, sum2=sum2)
 
         return output, backward
 
@@ -515,13 +552,14 @@ def rbf_kernel(x, y, *, length_scale=1.0):
 _register("RbfKernel", rbf_kernel_grad)
 
 
-def log_sum_exp_mat_mul_vjp(grad, a, b, output):
+def log_sum_exp_mat_mul_vjp(grad, a, b, output, *, affine1=None, sum2=None):
     """Gradient of LogSumExpMatMul (declared at ops/composed.py:116): one per input (a, b)."""
-    sum1 = tf.linalg.matmul(a, b)
-    ext1 = tf.reduce_max(sum1, axis=-1)
-    t0 = ext1[..., None]
-    affine1 = sum1 - t0
-    sum2 = tf.reduce_sum(tf.math.exp(affine1), axis=-1)
+    if affine1 is None or sum2 is None:
+        sum1 = tf.linalg.matmul(a, b)
+        ext1 = tf.reduce_max(sum1, axis=-1)
+        t0 = ext1[..., None]
+        affine1 = sum1 - t0
+        sum2 = tf.reduce_sum(tf.math.exp(affine1), axis=-1)
     t1 = sum2[..., None]
     t2 = grad[..., None]
     grad_sum1 = t2 * tf.math.exp(affine1) / t1
@@ -548,7 +586,7 @@ def log_sum_exp_mat_mul(a, b):
         output = ext1 + tf.math.log(sum2)
 
         def backward(grad):
-            return log_sum_exp_mat_mul_vjp(grad, a, b, output)
+            return log_sum_exp_mat_mul_vjp(grad, a, b, output, affine1=affine1, sum2=sum2)
 
         return output, backward
 

@@ -4,6 +4,9 @@
 
 Each `<op>_grad(grads..., inputs..., *, outputs=None, attrs...)` returns a tuple with one
 gradient per input, each summed to its input's shape under broadcasting (None: no gradient).
+An op whose gradient reads forward stages (intermediates) also takes them as keywords,
+computing them again when they are not given: `y, stages = <op>(..., return_stages=True)`,
+then `<op>_grad(grad, ..., y=y, **stages)`.
 """
 
 import numpy as np
@@ -67,7 +70,7 @@ def l2_loss_grad(grad, t, *, output=None):
     return (grad_t,)
 
 
-def softmax_cross_entropy_with_logits(features, labels):
+def softmax_cross_entropy_with_logits(features, labels, *, return_stages=False):
     """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:34)."""
     sum1 = np.sum(np.exp(features), axis=-1)
     t0 = np.sum(features * labels, axis=-1)
@@ -75,16 +78,21 @@ def softmax_cross_entropy_with_logits(features, labels):
     loss = -t0 + t1 * np.log(sum1)
     t2 = sum1[..., None]
     backprop = -labels + np.exp(features) / t2
+    if (
+        return_stages
+    ):  # for softmax_cross_entropy_with_logits_grad(..., **stages): not computed again
+        return (loss, backprop), {"sum1": sum1}
     return (loss, backprop)
 
 
 def softmax_cross_entropy_with_logits_grad(
-    grad_loss, grad_backprop, features, labels, *, loss=None, backprop=None
+    grad_loss, grad_backprop, features, labels, *, loss=None, backprop=None, sum1=None
 ):
     """Gradient of SoftmaxCrossEntropyWithLogits: one array per input (features, labels)."""
     if backprop is None:
         backprop = softmax_cross_entropy_with_logits(features, labels)[1]
-    sum1 = np.sum(np.exp(features), axis=-1)
+    if sum1 is None:
+        sum1 = np.sum(np.exp(features), axis=-1)
     t0 = grad_loss[..., None]
     t1 = sum1[..., None]
     t2 = np.sum(-grad_backprop * (backprop + labels) + labels * t0, axis=-1, keepdims=True)

@@ -9,6 +9,9 @@ Per op:
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
   for eager mode and `tf.function`.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
+  Where it reads forward stages (intermediates) it takes them as keywords, computing them
+  again when they are not given: the wrapper passes its forward's; the registered gradient
+  function cannot (TensorFlow gives it only the op's inputs and outputs), so it recomputes.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
 
@@ -140,10 +143,11 @@ _register("L2Loss", l2_loss_grad)
 
 
 def softmax_cross_entropy_with_logits_vjp(
-    grad_loss, grad_backprop, features, labels, loss, backprop
+    grad_loss, grad_backprop, features, labels, loss, backprop, *, sum1=None
 ):
     """Gradient of SoftmaxCrossEntropyWithLogits (declared at ops/nn.py:34): one per input (features, labels)."""
-    sum1 = tf.reduce_sum(tf.math.exp(features), axis=-1)
+    if sum1 is None:
+        sum1 = tf.reduce_sum(tf.math.exp(features), axis=-1)
     t0 = grad_loss[..., None]
     t1 = sum1[..., None]
     t2 = tf.reduce_sum(-grad_backprop * (backprop + labels) + labels * t0, axis=-1, keepdims=True)
@@ -173,7 +177,7 @@ def softmax_cross_entropy_with_logits(features, labels):
 
         def backward(grad_loss, grad_backprop):
             return softmax_cross_entropy_with_logits_vjp(
-                grad_loss, grad_backprop, features, labels, loss, backprop
+                grad_loss, grad_backprop, features, labels, loss, backprop, sum1=sum1
             )
 
         return (loss, backprop), backward

@@ -4,6 +4,9 @@
 
 Each `<op>_grad(grads..., inputs..., *, outputs=None, attrs...)` returns a tuple with one
 gradient per input, each summed to its input's shape under broadcasting (None: no gradient).
+An op whose gradient reads forward stages (intermediates) also takes them as keywords,
+computing them again when they are not given: `y, stages = <op>(..., return_stages=True)`,
+then `<op>_grad(grad, ..., y=y, **stages)`.
 """
 
 import numpy as np
@@ -181,16 +184,19 @@ def euclidean_norm_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     return (grad_input,)
 
 
-def reduce_log_sum_exp(input):
+def reduce_log_sum_exp(input, *, return_stages=False):
     """ReduceLogSumExp: log(sum(exp(x))) over the last axis (TensorFlow composes it; it has no op of its own) (declared at ops/reductions.py:59)."""
     sum1 = np.sum(np.exp(input), axis=-1)
     output = np.log(sum1)
+    if return_stages:  # for reduce_log_sum_exp_grad(..., **stages): not computed again
+        return output, {"sum1": sum1}
     return output
 
 
-def reduce_log_sum_exp_grad(grad, input, *, output=None):
+def reduce_log_sum_exp_grad(grad, input, *, output=None, sum1=None):
     """Gradient of ReduceLogSumExp: one array per input (input)."""
-    sum1 = np.sum(np.exp(input), axis=-1)
+    if sum1 is None:
+        sum1 = np.sum(np.exp(input), axis=-1)
     t0 = sum1[..., None]
     t1 = grad[..., None]
     grad_input = t1 * np.exp(input) / t0
@@ -682,7 +688,7 @@ def cumprod_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
     return (grad_x,)
 
 
-def cumulative_logsumexp(x, *, axis=-1, reverse=False):
+def cumulative_logsumexp(x, *, axis=-1, reverse=False, return_stages=False):
     """CumulativeLogsumexp: log of the cumulative sum of exp along one axis (not `exclusive`: its first entry is (declared at ops/reductions.py:109)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not reverse:
@@ -707,39 +713,47 @@ def cumulative_logsumexp(x, *, axis=-1, reverse=False):
         raise ValueError(
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
         )
+    if return_stages:  # for cumulative_logsumexp_grad(..., **stages): not computed again
+        return out, {"sum1": sum1}
     return out
 
 
-def cumulative_logsumexp_grad(grad, x, *, out=None, axis=-1, reverse=False):
+def cumulative_logsumexp_grad(grad, x, *, out=None, sum1=None, axis=-1, reverse=False):
     """Gradient of CumulativeLogsumexp: one array per input (x)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not reverse:
-        sum1 = np.cumsum(np.exp(x), axis=-1)
+        if sum1 is None:
+            sum1 = np.cumsum(np.exp(x), axis=-1)
         grad_sum1 = grad / sum1
         t0 = np.flip(np.cumsum(np.flip(grad_sum1, axis=-1), axis=-1), axis=-1)
         grad_x = t0 * np.exp(x)
     elif axis == -1 and reverse:
-        sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-1), axis=-1), axis=-1)
+        if sum1 is None:
+            sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-1), axis=-1), axis=-1)
         grad_sum1 = grad / sum1
         t0 = np.cumsum(grad_sum1, axis=-1)
         grad_x = t0 * np.exp(x)
     elif axis == -2 and not reverse:
-        sum1 = np.cumsum(np.exp(x), axis=-2)
+        if sum1 is None:
+            sum1 = np.cumsum(np.exp(x), axis=-2)
         grad_sum1 = grad / sum1
         t0 = np.flip(np.cumsum(np.flip(grad_sum1, axis=-2), axis=-2), axis=-2)
         grad_x = t0 * np.exp(x)
     elif axis == -2 and reverse:
-        sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-2), axis=-2), axis=-2)
+        if sum1 is None:
+            sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-2), axis=-2), axis=-2)
         grad_sum1 = grad / sum1
         t0 = np.cumsum(grad_sum1, axis=-2)
         grad_x = t0 * np.exp(x)
     elif axis == -3 and not reverse:
-        sum1 = np.cumsum(np.exp(x), axis=-3)
+        if sum1 is None:
+            sum1 = np.cumsum(np.exp(x), axis=-3)
         grad_sum1 = grad / sum1
         t0 = np.flip(np.cumsum(np.flip(grad_sum1, axis=-3), axis=-3), axis=-3)
         grad_x = t0 * np.exp(x)
     elif axis == -3 and reverse:
-        sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-3), axis=-3), axis=-3)
+        if sum1 is None:
+            sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-3), axis=-3), axis=-3)
         grad_sum1 = grad / sum1
         t0 = np.cumsum(grad_sum1, axis=-3)
         grad_x = t0 * np.exp(x)

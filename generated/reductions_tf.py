@@ -9,6 +9,9 @@ Per op:
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
   for eager mode and `tf.function`.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
+  Where it reads forward stages (intermediates) it takes them as keywords, computing them
+  again when they are not given: the wrapper passes its forward's; the registered gradient
+  function cannot (TensorFlow gives it only the op's inputs and outputs), so it recomputes.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
 
@@ -282,9 +285,10 @@ def euclidean_norm(input, *, axis=-1, keep_dims=False):
 _register("EuclideanNorm", euclidean_norm_grad)
 
 
-def reduce_log_sum_exp_vjp(grad, input, output):
+def reduce_log_sum_exp_vjp(grad, input, output, *, sum1=None):
     """Gradient of ReduceLogSumExp (declared at ops/reductions.py:59): one per input (input)."""
-    sum1 = tf.reduce_sum(tf.math.exp(input), axis=-1)
+    if sum1 is None:
+        sum1 = tf.reduce_sum(tf.math.exp(input), axis=-1)
     t0 = sum1[..., None]
     t1 = grad[..., None]
     grad_input = t1 * tf.math.exp(input) / t0
@@ -305,7 +309,7 @@ def reduce_log_sum_exp(input):
         output = tf.math.log(sum1)
 
         def backward(grad):
-            return reduce_log_sum_exp_vjp(grad, input, output)
+            return reduce_log_sum_exp_vjp(grad, input, output, sum1=sum1)
 
         return output, backward
 
@@ -1167,36 +1171,42 @@ def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
 _register("Cumprod", cumprod_grad)
 
 
-def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False):
+def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False, sum1=None):
     """Gradient of CumulativeLogsumexp (declared at ops/reductions.py:109): one per input (x)."""
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not reverse:
-        sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1)
+        if sum1 is None:
+            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1)
         grad_sum1 = grad / sum1
         t0 = tf.math.cumsum(grad_sum1, axis=-1, reverse=True)
         grad_x = t0 * tf.math.exp(x)
     elif axis == -1 and reverse:
-        sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1, reverse=True)
+        if sum1 is None:
+            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1, reverse=True)
         grad_sum1 = grad / sum1
         t0 = tf.math.cumsum(grad_sum1, axis=-1)
         grad_x = t0 * tf.math.exp(x)
     elif axis == -2 and not reverse:
-        sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2)
+        if sum1 is None:
+            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2)
         grad_sum1 = grad / sum1
         t0 = tf.math.cumsum(grad_sum1, axis=-2, reverse=True)
         grad_x = t0 * tf.math.exp(x)
     elif axis == -2 and reverse:
-        sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2, reverse=True)
+        if sum1 is None:
+            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2, reverse=True)
         grad_sum1 = grad / sum1
         t0 = tf.math.cumsum(grad_sum1, axis=-2)
         grad_x = t0 * tf.math.exp(x)
     elif axis == -3 and not reverse:
-        sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3)
+        if sum1 is None:
+            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3)
         grad_sum1 = grad / sum1
         t0 = tf.math.cumsum(grad_sum1, axis=-3, reverse=True)
         grad_x = t0 * tf.math.exp(x)
     elif axis == -3 and reverse:
-        sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3, reverse=True)
+        if sum1 is None:
+            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3, reverse=True)
         grad_sum1 = grad / sum1
         t0 = tf.math.cumsum(grad_sum1, axis=-3)
         grad_x = t0 * tf.math.exp(x)
@@ -1245,7 +1255,7 @@ def cumulative_logsumexp(x, *, axis=-1, reverse=False):
             )
 
         def backward(grad):
-            return cumulative_logsumexp_vjp(grad, x, out, axis=axis, reverse=reverse)
+            return cumulative_logsumexp_vjp(grad, x, out, axis=axis, reverse=reverse, sum1=sum1)
 
         return out, backward
 

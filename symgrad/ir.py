@@ -475,11 +475,32 @@ class Assign:
 
 
 @dataclass(frozen=True)
+class Recompute:
+    """Statements that compute forward stages a gradient reads, run when the caller did not
+    pass them all (a registered gradient sees only the op's inputs and outputs)."""
+
+    stages: tuple[str, ...]  # the stages the gradient reads: its keyword parameters
+    body: tuple[Assign, ...]  # statements computing them (and the stages they read)
+    conj: bool = False  # complex op: a passed stage is conjugated, as recomputed ones are
+
+    def __str__(self) -> str:
+        return f"if any of {', '.join(self.stages)} is None: {len(self.body)} statements"
+
+
+def statements(body) -> list[Assign]:
+    """The assignments of `body`, those inside a `Recompute` in place."""
+    flat = []
+    for statement in body:
+        flat += list(statement.body) if isinstance(statement, Recompute) else [statement]
+    return flat
+
+
+@dataclass(frozen=True)
 class Branch:
     """The statements for one combination of enumerated attribute values."""
 
     attr_values: tuple[tuple[str, Any], ...]  # empty when the op has no enumerated attributes
-    body: tuple[Assign, ...]  # statements, in order
+    body: tuple[Assign | Recompute, ...]  # statements, in order
     largest_rank: int = 0  # most axes of any intermediate array (`...` counting as one)
     largest_term: str = ""  # the expression that array holds, and its axes (for errors)
     rank_bound: int = 0  # most axes an intermediate may have: no Jacobian (0: not checked)
@@ -516,3 +537,4 @@ class OpCode:
     variadic: bool = False  # inputs is ("*<list input>",): tensors unpacked per variant
     list_inputs: tuple[str, ...] = ()  # numeric attributes read from constant integer inputs
     list_output: bool = False  # outputs is (<list output>,), grads (grad_<it>,): sequences
+    stages: tuple[str, ...] = ()  # forward stages the gradient accepts (recomputed if not given)

@@ -52,7 +52,8 @@ def render_numpy_module(source: str, ops: list[ir.OpCode]) -> str:
         source=source,
         ops=contexts,
         imports=imports,
-        uses_conj=any(isinstance(s.value, ir.Conj) for op in ops for s in op.vjp.prologue),
+        uses_conj=any(isinstance(s.value, ir.Conj) for op in ops for s in op.vjp.prologue) or _conjugates_stages(ops),
+        uses_stages=any(op.stages for op in ops),
         uses_sum_to_shape=_uses(ops, lambda v: isinstance(v, ir.SumToShape) and summed_product(v.value.expr) is None),
         uses_sum_product=_uses(ops, lambda v: isinstance(v, ir.SumToShape) and summed_product(v.value.expr) is not None),
         uses_shift_right=_uses(ops, lambda v: isinstance(v, ir.Scan) and v.exclusive),
@@ -70,6 +71,7 @@ def render_tf_module(source: str, ops: list[ir.OpCode]) -> str:
         source=source,
         ops=contexts,
         uses_sum_to_shape=_uses(ops, lambda v: isinstance(v, ir.SumToShape)),
+        uses_stages=any(op.stages for op in ops),
         uses_string_attrs=any(isinstance(v, str) for op in ops for _, v in op.enumerated_attrs),
         uses_const_inputs=any(op.const_inputs for op in ops),
         uses_gather=_uses(ops, lambda v: isinstance(v, ir.Gather)),
@@ -86,6 +88,13 @@ def _format(text: str) -> str:
     return black.format_str(text, mode=black.Mode(line_length=LINE_LENGTH))
 
 
+def _conjugates_stages(ops: list[ir.OpCode]) -> bool:
+    """Whether a gradient conjugates the stages passed to it (a complex op's)."""
+    return any(
+        isinstance(s, ir.Recompute) and s.conj for op in ops for branch in op.vjp.branches for s in branch.body
+    )
+
+
 def _uses(ops: list[ir.OpCode], predicate) -> bool:
     """Whether any statement of `ops` computes a value for which `predicate` holds."""
     return any(
@@ -93,7 +102,7 @@ def _uses(ops: list[ir.OpCode], predicate) -> bool:
         for op in ops
         for function in (op.forward, op.vjp)
         for branch in function.branches
-        for s in branch.body
+        for s in ir.statements(branch.body)
     )
 
 
@@ -112,10 +121,23 @@ def _numpy_op(op: ir.OpCode, printer) -> dict:
     ]
     return {
         **_common(op, printer),
-        "forward_signature": _signature(op.inputs, attrs),
-        "grad_signature": _signature(op.grads + op.inputs, [outputs] + attrs),
+        "grad_signature": _signature(op.grads + op.inputs, [outputs] + _stage_params(op) + attrs),
         "output_calls": calls,
+        "forward_signature": _signature(op.inputs, attrs + (["return_stages=False"] if op.stages else [])),
+        "stages_dict": "{" + ", ".join(f"{name!r}: {name}" for name in op.stages) + "}",
     }
+
+
+def _stage_params(op: ir.OpCode) -> list[str]:
+    """Keyword parameters of the gradient for the forward stages it reads (None: recomputed)."""
+    return [f"{name}=None" for name in op.stages]
+
+
+def _stages_unset(op: ir.OpCode) -> str:
+    """`a = b = None` for the stages some variant's forward does not compute, else ""."""
+    assigned = [{s.target for s in ir.statements(b.body)} for b in op.forward.branches]
+    unset = [name for name in op.stages if any(name not in targets for targets in assigned)]
+    return " = ".join(unset + ["None"]) if unset else ""
 
 
 def _pick(op: ir.OpCode, output: str) -> str:
@@ -133,12 +155,12 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
     op_inputs = "*op.inputs" if not const else ", ".join(f"op.inputs[{n}]" for n in tensor_positions)
     none_positions = tuple(sorted(const.values()))
     if op.variadic:  # after `*inputs`, outputs can only be passed by keyword
-        vjp_signature = _signature(op.grads + op.inputs, [f"{o}=None" for o in op.outputs] + attrs)
+        vjp_signature = _signature(op.grads + op.inputs, [f"{o}=None" for o in op.outputs] + attrs + _stage_params(op))
         op_outputs = ", ".join(f"{o}={_op_outputs(op, n)}" for n, o in enumerate(op.outputs))
         outputs_pass = ", ".join(f"{o}={o}" for o in op.outputs)
         op_inputs, none_positions = _list_input_positions(const)
     else:
-        vjp_signature = _signature(op.grads + op.inputs + op.outputs, attrs)
+        vjp_signature = _signature(op.grads + op.inputs + op.outputs, attrs + _stage_params(op))
         op_outputs, outputs_pass = _op_outputs(op, None), ", ".join(op.outputs)
     return {
         **_common(op, printer),
@@ -150,6 +172,7 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
         "forward_signature": _signature(op.inputs, attrs),
         "get_attrs": get_attrs,
         "pass_attrs": pass_attrs,
+        "pass_stages": "".join(f", {name}={name}" for name in op.stages),
         "op_inputs": op_inputs,
         "op_outputs": op_outputs,
         "outputs_pass": outputs_pass,
@@ -202,6 +225,7 @@ def _read_attr(name: str, default, const: dict) -> str:
 def _common(op: ir.OpCode, printer) -> dict:
     forward_results = ", ".join(op.forward.results)
     return {
+        "stages_unset": _stages_unset(op),
         "name": op.name,
         "func_name": op.func_name,
         "doc": op.doc.rstrip("."),
@@ -244,15 +268,26 @@ def print_function_body(function: ir.Function, printer, op: ir.OpCode, prologue:
     printer.dtype_source = function.params[0]  # an input or upstream gradient: the op's dtype
     lines = [_statement(s, printer, op) for s in function.prologue] if prologue else []
     if len(function.branches) == 1 and not function.branches[0].attr_values:
-        lines += [_statement(s, printer, op) for s in function.branches[0].body]
+        lines += [line for s in function.branches[0].body for line in _lines(s, printer, op)]
         return "\n".join(lines)
     for n, branch in enumerate(function.branches):
         keyword = "if" if n == 0 else "elif"
         lines.append(f"{keyword} {_condition(branch.attr_values)}:")
-        lines += ["    " + _statement(s, printer, op) for s in branch.body]
+        lines += ["    " + line for s in branch.body for line in _lines(s, printer, op)]
     names = ", ".join(f"{name}={{{name}!r}}" for name, _ in function.branches[0].attr_values)
     lines += ["else:", f'    raise ValueError(f"{op.name}: unsupported attributes {names}")']
     return "\n".join(lines)
+
+
+def _lines(statement: ir.Assign | ir.Recompute, printer, op: ir.OpCode) -> list[str]:
+    """A statement as lines; a recomputation guarded by the stages it computes."""
+    if not isinstance(statement, ir.Recompute):
+        return [_statement(statement, printer, op)]
+    lines = ["if " + " or ".join(f"{name} is None" for name in statement.stages) + ":"]
+    lines += ["    " + _statement(s, printer, op) for s in statement.body]
+    if statement.conj:  # the recomputed stages are of conjugated inputs: so are passed ones
+        lines += ["else:"] + ["    " + _statement(ir.Assign(n, ir.Conj(n)), printer, op) for n in statement.stages]
+    return lines
 
 
 def _statement(statement: ir.Assign, printer, op: ir.OpCode) -> str:

@@ -15,6 +15,7 @@ from symgrad.errors import DeclarationError, VerificationError
 from symgrad.generate import SymgradErrors, generate
 from symgrad.load import load_op_file
 from symgrad.selfcheck import verify_generated
+from conftest import ROOT
 from test_cli import snapshot, symgrad
 
 HEADER = (
@@ -136,6 +137,13 @@ def centered_softmax_product():
     column = lambda r, c: sp.exp(s[r, c]) / sp.Sum(sp.exp(s[d, c]), (d, 0, N - 1))
     centered = column(i, k) - sp.Sum(column(l, k), (l, 0, N - 1)) / N
     return {"y": ((i, j), sp.Sum(x[j, k] * centered, (k, 0, N - 1)))}
+
+
+@op("ComplexScaledByEnergy", complex=True)
+def complex_scaled_by_energy():
+    x = tensor("x", (..., N))
+    energy = sp.Sum(x[..., k] ** 2, (k, 0, N - 1))  # a stage: the gradient reads it
+    return {"y": ((..., i), x[..., i] * sp.exp(energy / N))}
 """
 
 SHAPES = {
@@ -153,6 +161,7 @@ SHAPES = {
     "over_sum_of_squares_plus_one": {"x": (4,)},
     "row_sum_plus_bias": {"x": (3, 4), "b": (3,)},
     "centered_softmax_product": {"x": (2, 4), "s": (4, 4)},
+    "complex_scaled_by_energy": {"x": (2, 4)},
 }
 
 
@@ -381,3 +390,82 @@ def test_verification_names_the_exception_of_a_forward_that_always_raises(tmp_pa
     errors = verify_generated([op_file], files, jobs=1)
     numpy_errors = [str(e) for e in errors if "numpy" in str(e)]
     assert numpy_errors and all("raised ValueError" in e and "matmul" in e for e in numpy_errors), numpy_errors
+
+
+# --- stages passed to the gradient, not computed again ------------------------------------
+
+
+def _ops_taking_stages(folder):
+    import inspect
+
+    from symgrad.derived import load_derived
+
+    ops = load_derived([ROOT / "ops"], folder)
+    return [op for op in ops if "return_stages" in inspect.signature(op.function("numpy")).parameters]
+
+
+def test_the_library_has_gradients_that_take_stages(derived):
+    names = {op.name for op in _ops_taking_stages(derived[0])}
+    assert {"ScaledDotProductAttention", "LayerNorm", "MlpBlock", "SoftmaxCrossEntropyWithLogits"} <= names
+
+
+def test_a_gradient_given_the_forward_stages_equals_one_that_computes_them(derived, tf):
+    """Every op whose gradient takes stages, every variant and dtype (complex ones conjugate
+    the stages passed): numpy `<op>_grad(..., **stages)` and TensorFlow `<op>_vjp` given the
+    stages equal the same functions computing the stages themselves."""
+    from symgrad.diff import case_groups
+
+    checked = 0
+    for op in _ops_taking_stages(derived[0]):
+        grad_np, vjp_tf = op.function("numpy", "_grad"), op.function("tensorflow", "_vjp")
+        for variant, dtype, cases in case_groups(op, None, quick=True):
+            attrs = {k: v for k, v in variant.attrs.items()}
+            for case in cases:
+                outputs, stages = op.function("numpy")(*case.inputs, **attrs, return_stages=True)
+                outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+                given = {k: v for k, v in stages.items() if v is not None}
+                recomputed = grad_np(*case.upstream, *case.inputs, **attrs)
+                passed = grad_np(*case.upstream, *case.inputs, **attrs, **given)
+                rtol = 1e-10 if dtype in ("float64", "complex128") else 1e-4
+                _assert_same(recomputed, passed, rtol, f"{op.name} numpy [{variant.label}] {dtype} {case.label}")
+                tensors = [tf.constant(x) for x in (*case.upstream, *case.inputs, *outputs)]
+                recomputed = vjp_tf(*tensors, **attrs)
+                passed = vjp_tf(*tensors, **attrs, **{k: tf.constant(v) for k, v in given.items()})
+                _assert_same(recomputed, passed, rtol, f"{op.name} tensorflow [{variant.label}] {dtype} {case.label}")
+                checked += 1
+    assert checked > 20
+
+
+def _assert_same(expected, got, rtol: float, where: str) -> None:
+    for e, g in zip(expected, got):
+        if e is None or g is None:
+            assert e is None and g is None, where
+            continue
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=rtol, atol=rtol / 100, err_msg=where)
+
+
+def test_a_complex_gradient_conjugates_the_stages_it_is_given(natural, tf):
+    """A complex op's gradient recomputes its stages from conjugated inputs; a stage passed
+    to it (by the wrapper's forward, or `return_stages`) is conjugated instead: both paths
+    agree, and the wrapper's gradient is TensorFlow's autodiff of the same forward."""
+    files, module, folder = natural
+    grad_text = files["natural_numpy.py"].split("def complex_scaled_by_energy_grad(")[1]
+    assert "else:\n        sum1 = _conj(sum1)" in grad_text
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 4)) + 1j * rng.standard_normal((2, 4))
+    upstream = rng.standard_normal((2, 4)) + 1j * rng.standard_normal((2, 4))
+    y, stages = module.complex_scaled_by_energy(x, return_stages=True)
+    (recomputed,) = module.complex_scaled_by_energy_grad(upstream, x)
+    (passed,) = module.complex_scaled_by_energy_grad(upstream, x, y=y, **stages)
+    np.testing.assert_allclose(passed, recomputed, rtol=1e-12)
+    tf_module = _import(folder / "natural_tf.py")
+    xt = tf.constant(x)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(xt)
+        ours = tf_module.complex_scaled_by_energy(xt)
+        theirs = xt * tf.exp(tf.reduce_sum(xt**2, axis=-1, keepdims=True) / 4)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12)
+    wrapper = tape.gradient(ours, xt, output_gradients=tf.constant(upstream)).numpy()
+    autodiff = tape.gradient(theirs, xt, output_gradients=tf.constant(upstream)).numpy()
+    np.testing.assert_allclose(wrapper, autodiff, rtol=1e-10)
+    np.testing.assert_allclose(recomputed, autodiff, rtol=1e-10)

@@ -20,7 +20,9 @@ from symgrad.ir import (
     NegativeAxes,
     NegativeAxis,
     reads,
+    statements,
     Assign,
+    Recompute,
     Branch,
     Conj,
     Elementwise,
@@ -30,6 +32,7 @@ from symgrad.ir import (
     Rank,
     SumToShape,
 )
+from symgrad.errors import LoweringError
 from symgrad.fused import find_kernel
 from symgrad.lowering.signature import OpSignature
 from symgrad.lowering.symbols import free_indices
@@ -85,7 +88,14 @@ def lower_op(op: OpSignature, derivations: list[Derivation]) -> OpCode:
         variadic=op.variadic is not None,
         list_inputs=tuple(a.name for a in op.numeric_attrs if a.is_list_input),
         list_output=list_output is not None,
+        stages=_stages_accepted(vjp_branches),
     )
+
+
+def _stages_accepted(branches) -> tuple[str, ...]:
+    """The stages any variant's gradient accepts, in the order they are first computed."""
+    names = [name for b in branches for s in b.body if isinstance(s, Recompute) for name in s.stages]
+    return tuple(dict.fromkeys(names))
 
 
 def _normalized_attr(op: OpSignature, attr) -> Assign | None:
@@ -117,7 +127,7 @@ def _unpacked(op: OpSignature, derivation: Derivation, branch: Branch) -> Branch
     one gradient per tensor last (as `grads`). For a list output: pack its entries last in
     the forward; unpack its upstream gradients first in the gradient."""
     body = branch.body
-    is_vjp = any(s.target.startswith("grad_") for s in branch.body)
+    is_vjp = any(s.target.startswith("grad_") for s in statements(branch.body))
     list_output = derivation.variant.outputs[0].list_name
     if list_output and is_vjp:
         body = (_unpacking(derivation.grad_names, f"grad_{list_output}"),) + body
@@ -148,7 +158,7 @@ def _names_read(branches) -> set[str]:
     """Every variable whose values a statement of `branches` reads (not only its shape)."""
     names = set()
     for branch in branches:
-        for statement in branch.body:
+        for statement in statements(branch.body):
             names |= reads(statement.value)
     return names
 
@@ -260,7 +270,7 @@ def _lower_tensor_vjp(op: OpSignature, derivation: Derivation) -> TensorLowering
         if out.groups:
             lowering.split_upstream(grad, out.indices, out.groups)
     if derivation.staging:
-        _lower_stage_grads(lowering, derivation.staging, vjp, views)
+        _lower_stage_grads(lowering, derivation.staging, vjp, views, op.complex_ok)
     batched = [t.name for t in derivation.variant.inputs if t.shape and t.shape[0] == BATCH_DIM]
     grouped = {t.name: t.groups for t in derivation.variant.inputs if t.groups}
     for name, value in vjp.items():
@@ -273,17 +283,43 @@ def _lower_tensor_vjp(op: OpSignature, derivation: Derivation) -> TensorLowering
         if name in batched and len(batched) > 1:  # batch axes broadcast between inputs
             grad = Elementwise(sp.Symbol(f"grad_{name}"))
             lowering.body.append(Assign(f"grad_{name}", SumToShape(grad, name)))
+    lowering.body = _stages_passed(lowering.body, op)
     return lowering
 
 
-def _lower_stage_grads(lowering: TensorLowering, staging, vjp: dict, views: dict) -> None:
-    """The forward stages the gradient reads (recomputed: TensorFlow's gradient function sees
-    only the op's inputs and outputs), then each stage's gradient, last stage first."""
+def _stages_passed(body: list, op: OpSignature) -> list:
+    """`body` with its recomputation's stages narrowed to those read after it: the ones a
+    caller may pass. Anything else it computes and the rest reads is a lowering error."""
+    result = []
+    for n, statement in enumerate(body):
+        if isinstance(statement, Recompute):
+            read_after = set().union(*(reads(s.value) for s in statements(body[n + 1 :])))
+            assigned = {s.target for s in statement.body}
+            if (assigned & read_after) - set(statement.stages):
+                raise LoweringError(
+                    f"internal error: the gradient reads {sorted((assigned & read_after) - set(statement.stages))}, "
+                    f"computed only with the stages it recomputes", op.name, op.location,
+                )
+            stages = tuple(name for name in statement.stages if name in read_after)
+            statement = dataclasses.replace(statement, stages=stages) if stages else None
+        if statement is not None:
+            result.append(statement)
+    return result
+
+
+def _lower_stage_grads(lowering: TensorLowering, staging, vjp: dict, views: dict, conj: bool) -> None:
+    """The forward stages the gradient reads, recomputed apart unless the caller passes them
+    (a wrapper's forward has them; TensorFlow's gradient function sees only the op's inputs
+    and outputs), then each stage's gradient, last stage first."""
     grads = {name: _viewed(value, views) for name, value in staging.grads.items() if value is not None}
-    needed = _stages_read(staging, [*vjp.values(), *grads.values()])
-    for stage in staging.stages:
-        if stage.name in needed:
-            lowering.assign(stage.name, _viewed(staging.values[stage.name], views))
+    read = [*vjp.values(), *grads.values()]
+    needed = _stages_read(staging, read)
+    if needed:
+        recompute = lowering.apart()
+        for stage in staging.stages:
+            if stage.name in needed:
+                recompute.assign(stage.name, _viewed(staging.values[stage.name], views))
+        lowering.include(recompute, tuple(s.name for s in staging.stages if s.name in needed), conj)
     for name, value in grads.items():
         like = name if name in needed else None  # a gradient constant along an axis: its shape
         if like is None and set(value.indices) - free_indices(as_expression(value)):

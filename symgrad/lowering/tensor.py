@@ -30,8 +30,10 @@ from symgrad.ir import (
     Iota,
     IntSize,
     MergeAxes,
+    Recompute,
     SplitAxis,
     Value,
+    statements,
 )
 from symgrad.lowering import rules
 from symgrad.lowering.signature import OpSignature
@@ -62,6 +64,7 @@ class TensorLowering:
         self.largest_rank = 0  # most axes of any array built (a leading `...` counts as one)
         self.largest_term = ""  # what the array with the most axes holds
         self.memo: dict = {}  # what was built once -> its variable (or aligned expression)
+        self.numbered_from = 0  # temporaries before this lowering's own (see `apart`)
 
     # --- statements for a whole value ---
 
@@ -76,7 +79,7 @@ class TensorLowering:
             # constant along an axis: an output's sizes come from elsewhere, or a stage cancelled
             sizes = ", ".join(self.size_of(i) for i in value.indices)
             self.body.append(Assign(target, BroadcastToShape(Elementwise(array), f"({sizes},)")))
-        elif self.body and array == sp.Symbol(self.body[-1].target) and self.is_temp(array):
+        elif self._last_is(array) and self.is_temp(array):
             self._rename_last(target)
         else:
             self.body.append(Assign(target, Elementwise(array)))
@@ -114,6 +117,20 @@ class TensorLowering:
             self.body.append(Assign(view, split))
             source = view
 
+    def apart(self) -> TensorLowering:
+        """A lowering of its own (nothing shared, temporaries numbered after these), for
+        statements that run apart from this one's (`include`)."""
+        other = TensorLowering(self.op, self.dims, self.ranges, self.prefix)
+        other.numbered_from = self._temporaries()
+        return other
+
+    def include(self, other: TensorLowering, stages: tuple[str, ...], conj: bool) -> None:
+        """Append `other`'s statements as the recomputation of `stages`, run when a caller
+        did not pass them."""
+        self.body.append(Recompute(stages, tuple(other.body), conj))
+        if other.largest_rank > self.largest_rank:
+            self.largest_rank, self.largest_term = other.largest_rank, other.largest_term
+
     # --- aligned arrays, by the rules ---
 
     def array(self, expr: sp.Expr, axes: tuple) -> sp.Expr:
@@ -147,9 +164,17 @@ class TensorLowering:
 
     def temp(self, value: Value) -> str:
         """A new temporary holding `value`."""
-        name = f"{self.prefix}{sum(s.target.startswith(self.prefix) for s in self.body)}"
+        name = f"{self.prefix}{self._temporaries()}"
         self.body.append(Assign(name, value))
         return name
+
+    def _temporaries(self) -> int:
+        """How many temporaries there are: the next one's number."""
+        return self.numbered_from + sum(s.target.startswith(self.prefix) for s in statements(self.body))
+
+    def _last_is(self, array) -> bool:
+        last = self.body[-1] if self.body else None
+        return isinstance(last, Assign) and array == sp.Symbol(last.target)
 
     def gather(self, gather: Gather) -> str:
         """A temporary holding `gather`, computed once: the gathers of a sum of mapped reads
