@@ -81,7 +81,7 @@ def generate(
         raise SymgradErrors(oversized)
     for error in oversized:
         print(f"warning: {error}", file=sys.stderr)
-    rendered = [_render_file(op_file, codes, TARGETS) for (op_file, _), codes in zip(fresh, compiled)]
+    rendered = _render_all([f for f, _ in fresh], compiled, jobs)
     if verify:
         everything = {name: text for r in rendered for name, text in r.items()}
         errors = verify_generated([f for f, _ in fresh], everything, jobs)
@@ -122,9 +122,7 @@ def _compile_all(op_files: list[OpFile], jobs: int) -> list[list[OpCode]]:
     """Every op of every file compiled, in order; all errors collected before raising."""
     tasks = [(str(f.path), n) for f in op_files for n in range(len(f.ops))]
     if jobs > 1 and len(tasks) > 1:
-        context = multiprocessing.get_context(_start_method())
-        with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=context) as pool:
-            results = list(pool.map(_compile_in_worker, tasks, chunksize=1))
+        results = _in_workers(_compile_in_worker, tasks, jobs)
     else:
         results = [_compile_or_error(decl) for f in op_files for decl in f.ops]
     errors = [r for r in results if isinstance(r, SymgradError)]
@@ -135,6 +133,27 @@ def _compile_all(op_files: list[OpFile], jobs: int) -> list[list[OpCode]]:
         grouped.append(results[position : position + len(op_file.ops)])
         position += len(op_file.ops)
     return grouped
+
+
+def _render_all(op_files: list[OpFile], compiled: list[list[OpCode]], jobs: int) -> list[dict[str, str]]:
+    """Each op file's generated texts, name -> text, rendered (and formatted) in workers."""
+    tasks = [(display_path(f.path), target, codes) for f, codes in zip(op_files, compiled) for target in TARGETS]
+    if jobs > 1 and len(tasks) > 1:
+        texts = _in_workers(_render_in_worker, tasks, jobs)
+    else:
+        texts = [_render_in_worker(task) for task in tasks]
+    errors = [t for t in texts if isinstance(t, SymgradError)]
+    if errors:
+        raise errors[0]
+    in_order = iter(texts)
+    return [{f.stem + MODULE_SUFFIX[target]: next(in_order) for target in TARGETS} for f in op_files]
+
+
+def _in_workers(function, tasks: list, jobs: int) -> list:
+    """`function` of each task, in order, in `jobs` worker processes (new for each call)."""
+    context = multiprocessing.get_context(_start_method())
+    with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=context) as pool:
+        return list(pool.map(function, tasks, chunksize=1))
 
 
 def _start_method() -> str:
@@ -163,15 +182,13 @@ def _load_once(path: str) -> OpFile:
     return load_op_file(Path(path))
 
 
-def _render_file(op_file: OpFile, codes: list[OpCode], targets) -> dict[str, str]:
-    source = display_path(op_file.path)
-    result = {}
-    for target in targets:
-        try:
-            result[op_file.stem + MODULE_SUFFIX[target]] = render_module(target, source, codes)
-        except SymgradError as exc:
-            raise type(exc)(exc.what, exc.op, exc.location or source) from None
-    return result
+def _render_in_worker(task: tuple) -> str | SymgradError:
+    """One generated module's text; an error (a printer that cannot print a value) returned."""
+    source, target, codes = task
+    try:
+        return render_module(target, source, codes)
+    except SymgradError as exc:
+        return type(exc)(exc.what, exc.op, exc.location or source)
 
 
 def _check_stems(paths: list[Path]) -> None:

@@ -3,7 +3,8 @@
 `op.lower_op` lowers every variant of one op, given its `OpSignature`; each tensor value is
 lowered by a `tensor.TensorLowering`, which owns alignment and temporaries and applies the
 ordered table of `rules` (one module per kind of math: `entries`, `sums`, `reductions`,
-`contraction`, `convolution`, `scatters`, `indices`).
+`contraction`, `convolution`, `scatters`, `indices`); `staged` lowers the forward stages a
+gradient reads, recomputed apart unless they are passed.
 """
 
 from symgrad.lowering.op import lower_op

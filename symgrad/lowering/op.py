@@ -11,7 +11,7 @@ import dataclasses
 import sympy as sp
 
 from symgrad.declare import BATCH_DIM
-from symgrad.derive import Derivation, Term, TensorValue
+from symgrad.derive import Derivation
 from symgrad.ir import (
     AsTuple,
     BroadcastToShape,
@@ -22,7 +22,6 @@ from symgrad.ir import (
     reads,
     statements,
     Assign,
-    Recompute,
     Branch,
     Conj,
     Elementwise,
@@ -32,13 +31,11 @@ from symgrad.ir import (
     Rank,
     SumToShape,
 )
-from symgrad.errors import LoweringError
 from symgrad.fused import find_kernel
 from symgrad.lowering.signature import OpSignature
-from symgrad.lowering.symbols import free_indices
-from symgrad.lowering.tensor import TensorLowering, as_expression
+from symgrad.lowering.staged import lower_stage_grads, stages_accepted, stages_passed
+from symgrad.lowering.tensor import TensorLowering, viewed
 from symgrad.simplify import share_subexpressions
-from symgrad.stages import tensors_read
 from symgrad.validate import index_symbols
 
 
@@ -88,14 +85,8 @@ def lower_op(op: OpSignature, derivations: list[Derivation]) -> OpCode:
         variadic=op.variadic is not None,
         list_inputs=tuple(a.name for a in op.numeric_attrs if a.is_list_input),
         list_output=list_output is not None,
-        stages=_stages_accepted(vjp_branches),
+        stages=stages_accepted(vjp_branches),
     )
-
-
-def _stages_accepted(branches) -> tuple[str, ...]:
-    """The stages any variant's gradient accepts, in the order they are first computed."""
-    names = [name for b in branches for s in b.body if isinstance(s, Recompute) for name in s.stages]
-    return tuple(dict.fromkeys(names))
 
 
 def _normalized_attr(op: OpSignature, attr) -> Assign | None:
@@ -173,10 +164,10 @@ def _lower_forward(op: OpSignature, derivation: Derivation) -> Branch:
         return Branch(derivation.variant.attr_values, tuple(body))
     lowering = TensorLowering(op, dim_sources(derivation.variant), derivation.ranges)
     views = _input_views(lowering, derivation.variant)
-    forward = {name: _viewed(value, views) for name, value in derivation.forward.items()}
+    forward = {name: viewed(value, views) for name, value in derivation.forward.items()}
     if derivation.staging:
         for stage in derivation.staging.stages:
-            lowering.assign(stage.name, _viewed(derivation.staging.values[stage.name], views))
+            lowering.assign(stage.name, viewed(derivation.staging.values[stage.name], views))
     groups = {o.name: o.groups for o in derivation.variant.outputs}
     for name, value in forward.items():
         if groups[name]:
@@ -232,13 +223,6 @@ def _input_views(lowering: TensorLowering, variant) -> dict:
     return views
 
 
-def _viewed(value, views: dict):
-    """`value` reading the split views of its inputs."""
-    if value is None or not views:
-        return value
-    return TensorValue(value.indices, tuple(Term(t.factor.xreplace(views), t.sums) for t in value.terms))
-
-
 def dim_sources(variant) -> dict:
     """Each dimension symbol -> (input, negative axis) whose size it is, first input first."""
     sources: dict = {}
@@ -265,12 +249,12 @@ def _lower_tensor_vjp(op: OpSignature, derivation: Derivation) -> TensorLowering
     dims = {**_output_dim_sources(derivation), **dim_sources(derivation.variant)}
     lowering = TensorLowering(op, dims, derivation.ranges)
     views = _input_views(lowering, derivation.variant)
-    vjp = {name: _viewed(value, views) for name, value in derivation.vjp.items()}
+    vjp = {name: viewed(value, views) for name, value in derivation.vjp.items()}
     for out, grad in zip(derivation.variant.outputs, derivation.grad_names):
         if out.groups:
             lowering.split_upstream(grad, out.indices, out.groups)
     if derivation.staging:
-        _lower_stage_grads(lowering, derivation.staging, vjp, views, op.complex_ok)
+        lower_stage_grads(lowering, derivation.staging, vjp, views, op.complex_ok)
     batched = [t.name for t in derivation.variant.inputs if t.shape and t.shape[0] == BATCH_DIM]
     grouped = {t.name: t.groups for t in derivation.variant.inputs if t.groups}
     for name, value in vjp.items():
@@ -283,65 +267,8 @@ def _lower_tensor_vjp(op: OpSignature, derivation: Derivation) -> TensorLowering
         if name in batched and len(batched) > 1:  # batch axes broadcast between inputs
             grad = Elementwise(sp.Symbol(f"grad_{name}"))
             lowering.body.append(Assign(f"grad_{name}", SumToShape(grad, name)))
-    lowering.body = _stages_passed(lowering.body, op)
+    lowering.body = stages_passed(lowering.body, op)
     return lowering
-
-
-def _stages_passed(body: list, op: OpSignature) -> list:
-    """`body` with its recomputation's stages narrowed to those read after it: the ones a
-    caller may pass. Anything else it computes and the rest reads is a lowering error."""
-    result = []
-    for n, statement in enumerate(body):
-        if isinstance(statement, Recompute):
-            read_after = set().union(*(reads(s.value) for s in statements(body[n + 1 :])))
-            assigned = {s.target for s in statement.body}
-            if (assigned & read_after) - set(statement.stages):
-                raise LoweringError(
-                    f"internal error: the gradient reads {sorted((assigned & read_after) - set(statement.stages))}, "
-                    f"computed only with the stages it recomputes", op.name, op.location,
-                )
-            stages = tuple(name for name in statement.stages if name in read_after)
-            statement = dataclasses.replace(statement, stages=stages) if stages else None
-        if statement is not None:
-            result.append(statement)
-    return result
-
-
-def _lower_stage_grads(lowering: TensorLowering, staging, vjp: dict, views: dict, conj: bool) -> None:
-    """The forward stages the gradient reads, recomputed apart unless the caller passes them
-    (a wrapper's forward has them; TensorFlow's gradient function sees only the op's inputs
-    and outputs), then each stage's gradient, last stage first."""
-    grads = {name: _viewed(value, views) for name, value in staging.grads.items() if value is not None}
-    read = [*vjp.values(), *grads.values()]
-    needed = _stages_read(staging, read)
-    if needed:
-        recompute = lowering.apart()
-        for stage in staging.stages:
-            if stage.name in needed:
-                recompute.assign(stage.name, _viewed(staging.values[stage.name], views))
-        lowering.include(recompute, tuple(s.name for s in staging.stages if s.name in needed), conj)
-    for name, value in grads.items():
-        like = name if name in needed else None  # a gradient constant along an axis: its shape
-        if like is None and set(value.indices) - free_indices(as_expression(value)):
-            lowering.assign(name, _viewed(staging.values[name], views))
-            like = name
-        lowering.assign(f"grad_{name}", value, like=like)
-
-
-def _stages_read(staging, values) -> set[str]:
-    """The stages `values` read, and the stages those read, and so on."""
-    names = {s.name for s in staging.stages}
-    read, pending = set(), list(values)
-    while pending:
-        value = pending.pop()
-        if value is None:
-            continue
-        for term in value.terms:
-            for name in tensors_read(term.factor):
-                if name in names and name not in read:
-                    read.add(name)
-                    pending.append(staging.values[name])
-    return read
 
 
 def _lower_elementwise_vjp(op: OpSignature, derivation: Derivation) -> list[Assign]:

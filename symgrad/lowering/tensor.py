@@ -14,7 +14,7 @@ from __future__ import annotations
 import sympy as sp
 
 from symgrad.declare import BATCH
-from symgrad.derive import TensorValue
+from symgrad.derive import Term, TensorValue
 from symgrad.errors import LoweringError
 from symgrad.functions import maximum, minimum, product, python_float
 from symgrad.ir import (
@@ -50,6 +50,13 @@ def as_expression(value: TensorValue) -> sp.Expr:
             (inside if factor.free_symbols & summed else outside).append(factor)
         total += sp.Mul(*outside) * (sp.Sum(sp.Mul(*inside), *term.sums) if term.sums else sp.Mul(*inside))
     return sp.factor_terms(total)
+
+
+def viewed(value, views: dict):
+    """`value` reading the split views of its inputs."""
+    if value is None or not views:
+        return value
+    return TensorValue(value.indices, tuple(Term(t.factor.xreplace(views), t.sums) for t in value.terms))
 
 
 class TensorLowering:
