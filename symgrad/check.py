@@ -85,6 +85,7 @@ def _check_op(op: DerivedOp, targets, dtypes, quick: bool = False, sample: int |
     sources = {target: derived_source(op, target, stand_in=True) for target in targets}
     outcomes = {target: source.run_many(work) for target, source in sources.items()}
     conditions = {id(variant): BranchConditions(variant) for variant, _ in work}
+    memos = [[{} for _ in cases] for _, _, cases in groups]  # per case, shared by the targets
     return [
         _check_row(
             Result(op.name, variant.label, dtype, target, REFERENCE, "match"),
@@ -95,6 +96,7 @@ def _check_op(op: DerivedOp, targets, dtypes, quick: bool = False, sample: int |
             sources[target],
             outcomes[target][k],
             quick,
+            memos[k],
         )
         for k, (variant, dtype, cases) in enumerate(groups)
         for target in targets
@@ -102,10 +104,11 @@ def _check_op(op: DerivedOp, targets, dtypes, quick: bool = False, sample: int |
 
 
 def _check_row(
-    row: Result, variant, forward, boundary, cases: list[Case], source, outcomes, quick: bool = False
+    row: Result, variant, forward, boundary, cases: list[Case], source, outcomes, quick: bool = False,
+    memos: list[dict] | None = None,
 ) -> Result:
     diffs, findings, compared, skipped = [], [], 0, 0
-    for case, outcome in zip(cases, outcomes):
+    for case, outcome, memo in zip(cases, outcomes, memos or [None] * len(cases)):
         if isinstance(outcome, Skipped):
             continue
         if isinstance(outcome, GradientCallError):
@@ -117,9 +120,10 @@ def _check_row(
             continue
         compared += 1
         # quick: along random directions; where they disagree, element by element (as always)
-        d, f, s = check_case(variant, forward, boundary, case, outcome.grads, QUICK_FULL_MAX if quick else FULL_JACOBIAN_MAX)
+        full_max = QUICK_FULL_MAX if quick else FULL_JACOBIAN_MAX
+        d, f, s = check_case(variant, forward, boundary, case, outcome.grads, full_max, memo)
         if quick and f:
-            d, f, s = check_case(variant, forward, boundary, case, outcome.grads)
+            d, f, s = check_case(variant, forward, boundary, case, outcome.grads, FULL_JACOBIAN_MAX, memo)
         diffs, findings, skipped = diffs + d, findings + f, skipped + s
     chosen = summarize(row, diffs, findings, compared, skipped)
     if chosen is not None:
@@ -228,11 +232,12 @@ def stopped_inputs(variant: Variant) -> set[str]:
 
 
 def check_case(
-    variant, forward, boundary, case: Case, grads: list, full_max: int = FULL_JACOBIAN_MAX
+    variant, forward, boundary, case: Case, grads: list, full_max: int = FULL_JACOBIAN_MAX, memo: dict | None = None
 ) -> tuple[list, list, int]:
     """(diffs, findings, skipped elements) of one case's gradients against differences: of
-    each element for inputs of at most `full_max` elements, else along random directions."""
-    diffs, findings, skipped = [], [], 0
+    each element for inputs of at most `full_max` elements, else along random directions.
+    `memo` keeps the case's differences for the next target's gradients."""
+    diffs, findings, skipped, memo = [], [], 0, {} if memo is None else memo
     stopped = stopped_inputs(variant)
     for n, (name, x, g) in enumerate(zip(variant.inputs, case.inputs, grads)):
         if name in stopped:
@@ -241,34 +246,34 @@ def check_case(
         if name in variant.integers:  # positions: no gradient, nothing to difference
             continue
         g = np.zeros_like(x) if g is None else np.asarray(g)
-        if case.aligned:
-            steps = np.maximum(1.0, np.abs(x))
-            d = _differences(forward, boundary, case, n, steps, steps, per_element=True)
-            got, projected = g, False
-        elif np.size(x) <= full_max:
-            units = [_unit(x, k) for k in np.ndindex(np.shape(x))]
-            d = _stack(
-                [_differences(forward, boundary, case, n, v, np.max(v), False) for v in units],
-                np.shape(x),
-            )
-            got, projected = g, False
-        else:
-            rng = np.random.default_rng(n)
-            directions = [
-                rng.standard_normal(np.shape(x)) * np.maximum(1.0, np.abs(x))
-                for _ in range(PROJECTIONS)
-            ]
-            d = _stack(
-                [_differences(forward, boundary, case, n, v, 1.0, False) for v in directions],
-                (PROJECTIONS,),
-            )
-            got, projected = np.array([np.real(np.sum(np.conj(g) * v)) for v in directions]), True
+        key = (n, full_max)  # the differences are the forward's: the same for every target
+        if key not in memo:
+            memo[key] = _input_differences(forward, boundary, case, n, full_max)
+        d, directions = memo[key]
+        projected = directions is not None
+        got = np.array([np.real(np.sum(np.conj(g) * v)) for v in directions]) if projected else g
         diff, skips = _judge(got, d, undecided_at_kinks=case.ties)
         diffs.append(diff)
         skipped += skips
         if diff.bad:
             findings.append(_finding(case, name, got, d, diff, projected))
     return diffs, findings, skipped
+
+
+def _input_differences(forward, boundary, case: Case, n: int, full_max: int) -> tuple[dict, list | None]:
+    """Differences of the loss for input `n`: per element, or (for inputs of more than
+    `full_max` elements) along random directions, returned with them."""
+    x = case.inputs[n]
+    if case.aligned:
+        steps = np.maximum(1.0, np.abs(x))
+        return _differences(forward, boundary, case, n, steps, steps, per_element=True), None
+    if np.size(x) <= full_max:
+        units = [_unit(x, k) for k in np.ndindex(np.shape(x))]
+        return _stack([_differences(forward, boundary, case, n, v, np.max(v), False) for v in units], np.shape(x)), None
+    rng = np.random.default_rng(n)
+    directions = [rng.standard_normal(np.shape(x)) * np.maximum(1.0, np.abs(x)) for _ in range(PROJECTIONS)]
+    d = _stack([_differences(forward, boundary, case, n, v, 1.0, False) for v in directions], (PROJECTIONS,))
+    return d, directions
 
 
 def _finding(case, name, got, d, diff: ArrayDiff, projected: bool) -> Finding:

@@ -83,9 +83,14 @@ def render_tf_module(source: str, ops: list[ir.OpCode]) -> str:
 
 
 def _format(text: str) -> str:
+    """`text` formatted by black, in one pass: `black.format_str` formats its own output
+    again (for trailing commas a first pass may add), which changes nothing in generated code
+    and doubles the time. The tests check every generated file is black-stable."""
     import black  # only when something is rendered: it costs seconds at start-up
 
-    return black.format_str(text, mode=black.Mode(line_length=LINE_LENGTH))
+    mode = black.Mode(line_length=LINE_LENGTH)
+    one_pass = getattr(black, "_format_str_once", None)  # black is pinned: see pyproject.toml
+    return one_pass(text, mode=mode) if one_pass is not None else black.format_str(text, mode=mode)
 
 
 def _conjugates_stages(ops: list[ir.OpCode]) -> bool:
