@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,77 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type, or its definition refuses
+    the inputs' dtypes, or no kernel is registered for them: there the declared formula computes
+    the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    dtypes = tuple(
+        (name, tuple(v.dtype for v in value) if isinstance(value, list) else value.dtype)
+        for name, value in tensors.items()
+    )
+    key = (op_type, dtypes, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _has_kernel(raw, tensors, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _has_kernel(raw, tensors, attrs):
+    """Whether TensorFlow's op `raw` takes tensors of the dtypes of `tensors` with `attrs`: its
+    definition's type constraints (checked by building it in a graph, with any shapes) and a
+    registered kernel (an eager call on tensors of ones of the same ranks; only a missing kernel
+    counts against it, not the kernel refusing those shapes)."""
+
+    def build(kwargs):
+        return raw(**kwargs, **attrs)
+
+    def specs(value):
+        return tf.TensorSpec(None, value.dtype)
+
+    def ones(value):
+        return tf.ones([1] * (value.shape.rank or 0), value.dtype)
+
+    structure = lambda fn: {
+        name: [fn(v) for v in value] if isinstance(value, list) else fn(value)
+        for name, value in tensors.items()
+    }
+    try:
+        tf.function(build, autograph=False).get_concrete_function(structure(specs))
+    except TypeError:  # a dtype the op's definition refuses
+        return False
+    except Exception:  # unknown shapes the op's shape function refuses: the call will tell
+        pass
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            build(structure(ones))
+        except tf.errors.NotFoundError:  # no kernel for these dtypes on this device
+            return False
+        except Exception:  # a kernel, refusing these values
+            pass
+    return True
 
 
 def _sum_to_shape(g, x):
@@ -56,7 +129,11 @@ def add(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = x + y
+        kernel_outputs = _tf_kernel("AddV2", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = x + y
 
         def backward(grad):
             return add_vjp(grad, x, y, z)
@@ -86,7 +163,11 @@ def add_legacy(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = x + y
+        kernel_outputs = _tf_kernel("Add", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = x + y
 
         def backward(grad):
             return add_legacy_vjp(grad, x, y, z)
@@ -116,7 +197,11 @@ def subtract(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = x - y
+        kernel_outputs = _tf_kernel("Sub", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = x - y
 
         def backward(grad):
             return subtract_vjp(grad, x, y, z)
@@ -148,7 +233,11 @@ def multiply(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = x * y
+        kernel_outputs = _tf_kernel("Mul", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = x * y
 
         def backward(grad):
             return multiply_vjp(grad, x, y, z)
@@ -181,7 +270,11 @@ def real_div(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = x / y
+        kernel_outputs = _tf_kernel("RealDiv", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = x / y
 
         def backward(grad):
             return real_div_vjp(grad, x, y, z)
@@ -214,7 +307,11 @@ def div(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = x / y
+        kernel_outputs = _tf_kernel("Div", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = x / y
 
         def backward(grad):
             return div_vjp(grad, x, y, z)
@@ -244,7 +341,11 @@ def mul_no_nan(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = x * y
+        kernel_outputs = _tf_kernel("MulNoNan", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = x * y
 
         def backward(grad):
             return mul_no_nan_vjp(grad, x, y, z)
@@ -273,7 +374,11 @@ def floor_div(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = tf.math.floor(x / y)
+        kernel_outputs = _tf_kernel("FloorDiv", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = tf.math.floor(x / y)
 
         def backward(grad):
             return floor_div_vjp(grad, x, y, z)
@@ -302,7 +407,11 @@ def truncate_div(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = tf.where(x / y >= 0, tf.math.floor(x / y), tf.math.ceil(x / y))
+        kernel_outputs = _tf_kernel("TruncateDiv", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = tf.where(x / y >= 0, tf.math.floor(x / y), tf.math.ceil(x / y))
 
         def backward(grad):
             return truncate_div_vjp(grad, x, y, z)
@@ -332,7 +441,11 @@ def floor_mod(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = x - y * tf.math.floor(x / y)
+        kernel_outputs = _tf_kernel("FloorMod", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = x - y * tf.math.floor(x / y)
 
         def backward(grad):
             return floor_mod_vjp(grad, x, y, z)
@@ -364,7 +477,11 @@ def power(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = x**y
+        kernel_outputs = _tf_kernel("Pow", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = x**y
 
         def backward(grad):
             return power_vjp(grad, x, y, z)
@@ -395,7 +512,11 @@ def maximum(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = tf.where(x >= y, x, y)
+        kernel_outputs = _tf_kernel("Maximum", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = tf.where(x >= y, x, y)
 
         def backward(grad):
             return maximum_vjp(grad, x, y, z)
@@ -426,7 +547,11 @@ def minimum(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = tf.where(x <= y, x, y)
+        kernel_outputs = _tf_kernel("Minimum", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = tf.where(x <= y, x, y)
 
         def backward(grad):
             return minimum_vjp(grad, x, y, z)
@@ -457,7 +582,11 @@ def squared_difference(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = (x - y) ** 2
+        kernel_outputs = _tf_kernel("SquaredDifference", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = (x - y) ** 2
 
         def backward(grad):
             return squared_difference_vjp(grad, x, y, z)
@@ -488,7 +617,11 @@ def atan2(y, x):
 
     @tf.custom_gradient
     def forward(y, x):
-        z = tf.math.atan2(y, x)
+        kernel_outputs = _tf_kernel("Atan2", 1, {"y": y, "x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = tf.math.atan2(y, x)
 
         def backward(grad):
             return atan2_vjp(grad, y, x, z)
@@ -521,7 +654,11 @@ def xlogy(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log(y))
+        kernel_outputs = _tf_kernel("Xlogy", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log(y))
 
         def backward(grad):
             return xlogy_vjp(grad, x, y, z)
@@ -554,7 +691,11 @@ def xdivy(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x / y)
+        kernel_outputs = _tf_kernel("Xdivy", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x / y)
 
         def backward(grad):
             return xdivy_vjp(grad, x, y, z)
@@ -585,7 +726,11 @@ def xlog1py(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log1p(y))
+        kernel_outputs = _tf_kernel("Xlog1py", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log1p(y))
 
         def backward(grad):
             return xlog1py_vjp(grad, x, y, z)
@@ -618,7 +763,11 @@ def div_no_nan(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = tf.where(tf.equal(y, 0), tf.constant(0, x.dtype), x / y)
+        kernel_outputs = _tf_kernel("DivNoNan", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = tf.where(tf.equal(y, 0), tf.constant(0, x.dtype), x / y)
 
         def backward(grad):
             return div_no_nan_vjp(grad, x, y, z)

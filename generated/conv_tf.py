@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,77 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type, or its definition refuses
+    the inputs' dtypes, or no kernel is registered for them: there the declared formula computes
+    the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    dtypes = tuple(
+        (name, tuple(v.dtype for v in value) if isinstance(value, list) else value.dtype)
+        for name, value in tensors.items()
+    )
+    key = (op_type, dtypes, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _has_kernel(raw, tensors, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _has_kernel(raw, tensors, attrs):
+    """Whether TensorFlow's op `raw` takes tensors of the dtypes of `tensors` with `attrs`: its
+    definition's type constraints (checked by building it in a graph, with any shapes) and a
+    registered kernel (an eager call on tensors of ones of the same ranks; only a missing kernel
+    counts against it, not the kernel refusing those shapes)."""
+
+    def build(kwargs):
+        return raw(**kwargs, **attrs)
+
+    def specs(value):
+        return tf.TensorSpec(None, value.dtype)
+
+    def ones(value):
+        return tf.ones([1] * (value.shape.rank or 0), value.dtype)
+
+    structure = lambda fn: {
+        name: [fn(v) for v in value] if isinstance(value, list) else fn(value)
+        for name, value in tensors.items()
+    }
+    try:
+        tf.function(build, autograph=False).get_concrete_function(structure(specs))
+    except TypeError:  # a dtype the op's definition refuses
+        return False
+    except Exception:  # unknown shapes the op's shape function refuses: the call will tell
+        pass
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            build(structure(ones))
+        except tf.errors.NotFoundError:  # no kernel for these dtypes on this device
+            return False
+        except Exception:  # a kernel, refusing these values
+            pass
+    return True
 
 
 def _string_attr(op, name):
@@ -593,104 +666,125 @@ def conv2d(
 
     @tf.custom_gradient
     def forward(input, filter):
-        if padding == "VALID":
-            output = _conv(
-                input,
-                filter,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [0, 0],
-                    [
-                        (
-                            (-dilations[1] * (size(filter, -4) - 1) + size(input, -3) - 1)
-                            // (strides[1])
-                        )
-                        + 1,
-                        (
-                            (-dilations[2] * (size(filter, -3) - 1) + size(input, -2) - 1)
-                            // (strides[2])
-                        )
-                        + 1,
-                    ],
-                ),
+        kernel_outputs = (
+            _tf_kernel(
+                "Conv2D",
+                1,
+                {"input": input, "filter": filter},
+                {
+                    "padding": padding,
+                    "strides": strides,
+                    "explicit_paddings": explicit_paddings,
+                    "dilations": dilations,
+                },
             )
-        elif padding == "SAME":
-            output = _conv(
-                input,
-                filter,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [
-                        (
+            if padding in ("VALID", "SAME", "EXPLICIT")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if padding == "VALID":
+                output = _conv(
+                    input,
+                    filter,
+                    strides=[strides[1], strides[2]],
+                    dilations=[dilations[1], dilations[2]],
+                    geometry=lambda size: (
+                        [0, 0],
+                        [
                             (
-                                _int_max(
-                                    dilations[1] * size(filter, -4)
-                                    - dilations[1]
-                                    - strides[1] * ((-size(input, -3)) // (strides[1]))
-                                    - strides[1]
-                                    - size(input, -3)
-                                    + 1,
-                                    0,
+                                (-dilations[1] * (size(filter, -4) - 1) + size(input, -3) - 1)
+                                // (strides[1])
+                            )
+                            + 1,
+                            (
+                                (-dilations[2] * (size(filter, -3) - 1) + size(input, -2) - 1)
+                                // (strides[2])
+                            )
+                            + 1,
+                        ],
+                    ),
+                )
+            elif padding == "SAME":
+                output = _conv(
+                    input,
+                    filter,
+                    strides=[strides[1], strides[2]],
+                    dilations=[dilations[1], dilations[2]],
+                    geometry=lambda size: (
+                        [
+                            (
+                                (
+                                    _int_max(
+                                        dilations[1] * size(filter, -4)
+                                        - dilations[1]
+                                        - strides[1] * ((-size(input, -3)) // (strides[1]))
+                                        - strides[1]
+                                        - size(input, -3)
+                                        + 1,
+                                        0,
+                                    )
                                 )
-                            )
-                            // (2)
-                        ),
-                        (
+                                // (2)
+                            ),
                             (
-                                _int_max(
-                                    dilations[2] * size(filter, -3)
-                                    - dilations[2]
-                                    - strides[2] * ((-size(input, -2)) // (strides[2]))
-                                    - strides[2]
-                                    - size(input, -2)
-                                    + 1,
-                                    0,
+                                (
+                                    _int_max(
+                                        dilations[2] * size(filter, -3)
+                                        - dilations[2]
+                                        - strides[2] * ((-size(input, -2)) // (strides[2]))
+                                        - strides[2]
+                                        - size(input, -2)
+                                        + 1,
+                                        0,
+                                    )
                                 )
-                            )
-                            // (2)
-                        ),
-                    ],
-                    [-((-size(input, -3)) // (strides[1])), -((-size(input, -2)) // (strides[2]))],
-                ),
-            )
-        elif padding == "EXPLICIT":
-            output = _conv(
-                input,
-                filter,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [explicit_paddings[2], explicit_paddings[4]],
-                    [
-                        (
+                                // (2)
+                            ),
+                        ],
+                        [
+                            -((-size(input, -3)) // (strides[1])),
+                            -((-size(input, -2)) // (strides[2])),
+                        ],
+                    ),
+                )
+            elif padding == "EXPLICIT":
+                output = _conv(
+                    input,
+                    filter,
+                    strides=[strides[1], strides[2]],
+                    dilations=[dilations[1], dilations[2]],
+                    geometry=lambda size: (
+                        [explicit_paddings[2], explicit_paddings[4]],
+                        [
                             (
-                                -dilations[1] * (size(filter, -4) - 1)
-                                + explicit_paddings[2]
-                                + explicit_paddings[3]
-                                + size(input, -3)
-                                - 1
+                                (
+                                    -dilations[1] * (size(filter, -4) - 1)
+                                    + explicit_paddings[2]
+                                    + explicit_paddings[3]
+                                    + size(input, -3)
+                                    - 1
+                                )
+                                // (strides[1])
                             )
-                            // (strides[1])
-                        )
-                        + 1,
-                        (
+                            + 1,
                             (
-                                -dilations[2] * (size(filter, -3) - 1)
-                                + explicit_paddings[4]
-                                + explicit_paddings[5]
-                                + size(input, -2)
-                                - 1
+                                (
+                                    -dilations[2] * (size(filter, -3) - 1)
+                                    + explicit_paddings[4]
+                                    + explicit_paddings[5]
+                                    + size(input, -2)
+                                    - 1
+                                )
+                                // (strides[2])
                             )
-                            // (strides[2])
-                        )
-                        + 1,
-                    ],
-                ),
-            )
-        else:
-            raise ValueError(f"Conv2D: unsupported attributes padding={padding!r}")
+                            + 1,
+                        ],
+                    ),
+                )
+            else:
+                raise ValueError(f"Conv2D: unsupported attributes padding={padding!r}")
 
         def backward(grad):
             return conv2d_vjp(
@@ -879,142 +973,165 @@ def depthwise_conv2d_native(
 
     @tf.custom_gradient
     def forward(input, filter):
-        if padding == "VALID":
-            t0 = _depthwise_conv(
-                input,
-                filter,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [0, 0],
-                    [
-                        (
-                            (-dilations[1] * (size(filter, -4) - 1) + size(input, -3) - 1)
-                            // (strides[1])
-                        )
-                        + 1,
-                        (
-                            (-dilations[2] * (size(filter, -3) - 1) + size(input, -2) - 1)
-                            // (strides[2])
-                        )
-                        + 1,
-                    ],
-                ),
+        kernel_outputs = (
+            _tf_kernel(
+                "DepthwiseConv2dNative",
+                1,
+                {"input": input, "filter": filter},
+                {
+                    "padding": padding,
+                    "strides": strides,
+                    "explicit_paddings": explicit_paddings,
+                    "dilations": dilations,
+                },
             )
-            t1 = tf.shape(input, out_type=tf.int64)[-4]
-            t2 = tf.shape(input, out_type=tf.int64)[-3]
-            t3 = tf.shape(filter, out_type=tf.int64)[-4]
-            t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // (strides[1])
-            t5 = t4 + 1
-            t6 = tf.shape(filter, out_type=tf.int64)[-3]
-            t7 = tf.shape(input, out_type=tf.int64)[-2]
-            t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // (strides[2])
-            t9 = t8 + 1
-            t10 = tf.shape(input, out_type=tf.int64)[-1]
-            t11 = tf.shape(filter, out_type=tf.int64)[-1]
-            output = tf.reshape(t0, [t1, t5, t9, t10 * t11])
-        elif padding == "SAME":
-            t0 = _depthwise_conv(
-                input,
-                filter,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [
-                        (
+            if padding in ("VALID", "SAME", "EXPLICIT")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if padding == "VALID":
+                t0 = _depthwise_conv(
+                    input,
+                    filter,
+                    strides=[strides[1], strides[2]],
+                    dilations=[dilations[1], dilations[2]],
+                    geometry=lambda size: (
+                        [0, 0],
+                        [
                             (
-                                _int_max(
-                                    dilations[1] * size(filter, -4)
-                                    - dilations[1]
-                                    - strides[1] * ((-size(input, -3)) // (strides[1]))
-                                    - strides[1]
-                                    - size(input, -3)
-                                    + 1,
-                                    0,
+                                (-dilations[1] * (size(filter, -4) - 1) + size(input, -3) - 1)
+                                // (strides[1])
+                            )
+                            + 1,
+                            (
+                                (-dilations[2] * (size(filter, -3) - 1) + size(input, -2) - 1)
+                                // (strides[2])
+                            )
+                            + 1,
+                        ],
+                    ),
+                )
+                t1 = tf.shape(input, out_type=tf.int64)[-4]
+                t2 = tf.shape(input, out_type=tf.int64)[-3]
+                t3 = tf.shape(filter, out_type=tf.int64)[-4]
+                t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // (strides[1])
+                t5 = t4 + 1
+                t6 = tf.shape(filter, out_type=tf.int64)[-3]
+                t7 = tf.shape(input, out_type=tf.int64)[-2]
+                t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // (strides[2])
+                t9 = t8 + 1
+                t10 = tf.shape(input, out_type=tf.int64)[-1]
+                t11 = tf.shape(filter, out_type=tf.int64)[-1]
+                output = tf.reshape(t0, [t1, t5, t9, t10 * t11])
+            elif padding == "SAME":
+                t0 = _depthwise_conv(
+                    input,
+                    filter,
+                    strides=[strides[1], strides[2]],
+                    dilations=[dilations[1], dilations[2]],
+                    geometry=lambda size: (
+                        [
+                            (
+                                (
+                                    _int_max(
+                                        dilations[1] * size(filter, -4)
+                                        - dilations[1]
+                                        - strides[1] * ((-size(input, -3)) // (strides[1]))
+                                        - strides[1]
+                                        - size(input, -3)
+                                        + 1,
+                                        0,
+                                    )
                                 )
-                            )
-                            // (2)
-                        ),
-                        (
+                                // (2)
+                            ),
                             (
-                                _int_max(
-                                    dilations[2] * size(filter, -3)
-                                    - dilations[2]
-                                    - strides[2] * ((-size(input, -2)) // (strides[2]))
-                                    - strides[2]
-                                    - size(input, -2)
-                                    + 1,
-                                    0,
+                                (
+                                    _int_max(
+                                        dilations[2] * size(filter, -3)
+                                        - dilations[2]
+                                        - strides[2] * ((-size(input, -2)) // (strides[2]))
+                                        - strides[2]
+                                        - size(input, -2)
+                                        + 1,
+                                        0,
+                                    )
                                 )
-                            )
-                            // (2)
-                        ),
-                    ],
-                    [-((-size(input, -3)) // (strides[1])), -((-size(input, -2)) // (strides[2]))],
-                ),
-            )
-            t1 = tf.shape(input, out_type=tf.int64)[-4]
-            t2 = tf.shape(input, out_type=tf.int64)[-3]
-            t3 = -((-t2) // (strides[1]))
-            t4 = t3
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = -((-t5) // (strides[2]))
-            t7 = t6
-            t8 = tf.shape(input, out_type=tf.int64)[-1]
-            t9 = tf.shape(filter, out_type=tf.int64)[-1]
-            output = tf.reshape(t0, [t1, t4, t7, t8 * t9])
-        elif padding == "EXPLICIT":
-            t0 = _depthwise_conv(
-                input,
-                filter,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [explicit_paddings[2], explicit_paddings[4]],
-                    [
-                        (
+                                // (2)
+                            ),
+                        ],
+                        [
+                            -((-size(input, -3)) // (strides[1])),
+                            -((-size(input, -2)) // (strides[2])),
+                        ],
+                    ),
+                )
+                t1 = tf.shape(input, out_type=tf.int64)[-4]
+                t2 = tf.shape(input, out_type=tf.int64)[-3]
+                t3 = -((-t2) // (strides[1]))
+                t4 = t3
+                t5 = tf.shape(input, out_type=tf.int64)[-2]
+                t6 = -((-t5) // (strides[2]))
+                t7 = t6
+                t8 = tf.shape(input, out_type=tf.int64)[-1]
+                t9 = tf.shape(filter, out_type=tf.int64)[-1]
+                output = tf.reshape(t0, [t1, t4, t7, t8 * t9])
+            elif padding == "EXPLICIT":
+                t0 = _depthwise_conv(
+                    input,
+                    filter,
+                    strides=[strides[1], strides[2]],
+                    dilations=[dilations[1], dilations[2]],
+                    geometry=lambda size: (
+                        [explicit_paddings[2], explicit_paddings[4]],
+                        [
                             (
-                                -dilations[1] * (size(filter, -4) - 1)
-                                + explicit_paddings[2]
-                                + explicit_paddings[3]
-                                + size(input, -3)
-                                - 1
+                                (
+                                    -dilations[1] * (size(filter, -4) - 1)
+                                    + explicit_paddings[2]
+                                    + explicit_paddings[3]
+                                    + size(input, -3)
+                                    - 1
+                                )
+                                // (strides[1])
                             )
-                            // (strides[1])
-                        )
-                        + 1,
-                        (
+                            + 1,
                             (
-                                -dilations[2] * (size(filter, -3) - 1)
-                                + explicit_paddings[4]
-                                + explicit_paddings[5]
-                                + size(input, -2)
-                                - 1
+                                (
+                                    -dilations[2] * (size(filter, -3) - 1)
+                                    + explicit_paddings[4]
+                                    + explicit_paddings[5]
+                                    + size(input, -2)
+                                    - 1
+                                )
+                                // (strides[2])
                             )
-                            // (strides[2])
-                        )
-                        + 1,
-                    ],
-                ),
-            )
-            t1 = tf.shape(input, out_type=tf.int64)[-4]
-            t2 = tf.shape(input, out_type=tf.int64)[-3]
-            t3 = tf.shape(filter, out_type=tf.int64)[-4]
-            t4 = (
-                -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
-            ) // (strides[1])
-            t5 = t4 + 1
-            t6 = tf.shape(filter, out_type=tf.int64)[-3]
-            t7 = tf.shape(input, out_type=tf.int64)[-2]
-            t8 = (
-                -dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1
-            ) // (strides[2])
-            t9 = t8 + 1
-            t10 = tf.shape(input, out_type=tf.int64)[-1]
-            t11 = tf.shape(filter, out_type=tf.int64)[-1]
-            output = tf.reshape(t0, [t1, t5, t9, t10 * t11])
-        else:
-            raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
+                            + 1,
+                        ],
+                    ),
+                )
+                t1 = tf.shape(input, out_type=tf.int64)[-4]
+                t2 = tf.shape(input, out_type=tf.int64)[-3]
+                t3 = tf.shape(filter, out_type=tf.int64)[-4]
+                t4 = (
+                    -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
+                ) // (strides[1])
+                t5 = t4 + 1
+                t6 = tf.shape(filter, out_type=tf.int64)[-3]
+                t7 = tf.shape(input, out_type=tf.int64)[-2]
+                t8 = (
+                    -dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1
+                ) // (strides[2])
+                t9 = t8 + 1
+                t10 = tf.shape(input, out_type=tf.int64)[-1]
+                t11 = tf.shape(filter, out_type=tf.int64)[-1]
+                output = tf.reshape(t0, [t1, t5, t9, t10 * t11])
+            else:
+                raise ValueError(
+                    f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}"
+                )
 
         def backward(grad):
             return depthwise_conv2d_native_vjp(
@@ -1119,58 +1236,73 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
 
     @tf.custom_gradient
     def forward(images):
-        if padding == "VALID":
-            t0 = tf.shape(images, out_type=tf.int64)[-2]
-            t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // (strides[2])
-            t2 = t1 + 1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t5 = ksizes[2]
-            t6 = tf.range(tf.cast(t5, tf.int64))
-            t7 = rates[2] * t6 + strides[2] * t4
-            t8 = _gather(images, t7, -2)
-            t9 = tf.shape(images, out_type=tf.int64)[-3]
-            t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // (strides[1])
-            t11 = t10 + 1
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = t12[..., None]
-            t14 = ksizes[1]
-            t15 = tf.range(tf.cast(t14, tf.int64))
-            t16 = rates[1] * t15 + strides[1] * t13
-            t17 = _gather(t8, t16, -4)
-            t18 = tf.transpose(t17, perm=[0, 1, 3, 2, 4, 5])
-            t19 = tf.shape(images, out_type=tf.int64)[-4]
-            t20 = tf.shape(images, out_type=tf.int64)[-1]
-            patches = tf.reshape(t18, [t19, t11, t2, t14 * t5 * t20])
-        elif padding == "SAME":
-            t0 = tf.shape(images, out_type=tf.int64)[-2]
-            t1 = -((-t0) // (strides[2]))
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t5 = ksizes[2]
-            t6 = tf.range(tf.cast(t5, tf.int64))
-            t7 = tf.math.maximum(rates[2] * (ksizes[2] - 1) + strides[2] * (t1 - 1) - t0 + 1, 0)
-            t8 = (t7) // (2)
-            t9 = rates[2] * t6 + strides[2] * t4 - t8
-            t10 = _gather(images, t9, -2)
-            t11 = tf.shape(images, out_type=tf.int64)[-3]
-            t12 = -((-t11) // (strides[1]))
-            t13 = t12
-            t14 = tf.range(tf.cast(t13, tf.int64))
-            t15 = t14[..., None]
-            t16 = ksizes[1]
-            t17 = tf.range(tf.cast(t16, tf.int64))
-            t18 = tf.math.maximum(rates[1] * (ksizes[1] - 1) + strides[1] * (t12 - 1) - t11 + 1, 0)
-            t19 = (t18) // (2)
-            t20 = rates[1] * t17 + strides[1] * t15 - t19
-            t21 = _gather(t10, t20, -4)
-            t22 = tf.transpose(t21, perm=[0, 1, 3, 2, 4, 5])
-            t23 = tf.shape(images, out_type=tf.int64)[-4]
-            t24 = tf.shape(images, out_type=tf.int64)[-1]
-            patches = tf.reshape(t22, [t23, t13, t2, t16 * t5 * t24])
-        else:
-            raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
+        kernel_outputs = (
+            _tf_kernel(
+                "ExtractImagePatches",
+                1,
+                {"images": images},
+                {"padding": padding, "ksizes": ksizes, "strides": strides, "rates": rates},
+            )
+            if padding in ("VALID", "SAME")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            patches = kernel_outputs[0]
+        else:  # the declared formula
+            if padding == "VALID":
+                t0 = tf.shape(images, out_type=tf.int64)[-2]
+                t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // (strides[2])
+                t2 = t1 + 1
+                t3 = tf.range(tf.cast(t2, tf.int64))
+                t4 = t3[..., None]
+                t5 = ksizes[2]
+                t6 = tf.range(tf.cast(t5, tf.int64))
+                t7 = rates[2] * t6 + strides[2] * t4
+                t8 = _gather(images, t7, -2)
+                t9 = tf.shape(images, out_type=tf.int64)[-3]
+                t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // (strides[1])
+                t11 = t10 + 1
+                t12 = tf.range(tf.cast(t11, tf.int64))
+                t13 = t12[..., None]
+                t14 = ksizes[1]
+                t15 = tf.range(tf.cast(t14, tf.int64))
+                t16 = rates[1] * t15 + strides[1] * t13
+                t17 = _gather(t8, t16, -4)
+                t18 = tf.transpose(t17, perm=[0, 1, 3, 2, 4, 5])
+                t19 = tf.shape(images, out_type=tf.int64)[-4]
+                t20 = tf.shape(images, out_type=tf.int64)[-1]
+                patches = tf.reshape(t18, [t19, t11, t2, t14 * t5 * t20])
+            elif padding == "SAME":
+                t0 = tf.shape(images, out_type=tf.int64)[-2]
+                t1 = -((-t0) // (strides[2]))
+                t2 = t1
+                t3 = tf.range(tf.cast(t2, tf.int64))
+                t4 = t3[..., None]
+                t5 = ksizes[2]
+                t6 = tf.range(tf.cast(t5, tf.int64))
+                t7 = tf.math.maximum(rates[2] * (ksizes[2] - 1) + strides[2] * (t1 - 1) - t0 + 1, 0)
+                t8 = (t7) // (2)
+                t9 = rates[2] * t6 + strides[2] * t4 - t8
+                t10 = _gather(images, t9, -2)
+                t11 = tf.shape(images, out_type=tf.int64)[-3]
+                t12 = -((-t11) // (strides[1]))
+                t13 = t12
+                t14 = tf.range(tf.cast(t13, tf.int64))
+                t15 = t14[..., None]
+                t16 = ksizes[1]
+                t17 = tf.range(tf.cast(t16, tf.int64))
+                t18 = tf.math.maximum(
+                    rates[1] * (ksizes[1] - 1) + strides[1] * (t12 - 1) - t11 + 1, 0
+                )
+                t19 = (t18) // (2)
+                t20 = rates[1] * t17 + strides[1] * t15 - t19
+                t21 = _gather(t10, t20, -4)
+                t22 = tf.transpose(t21, perm=[0, 1, 3, 2, 4, 5])
+                t23 = tf.shape(images, out_type=tf.int64)[-4]
+                t24 = tf.shape(images, out_type=tf.int64)[-1]
+                patches = tf.reshape(t22, [t23, t13, t2, t16 * t5 * t24])
+            else:
+                raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
 
         def backward(grad):
             return extract_image_patches_vjp(
@@ -1334,93 +1466,106 @@ def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
 
     @tf.custom_gradient
     def forward(input, filter):
-        if padding == "VALID":
-            output = _conv(
-                input,
-                filter,
-                strides=[strides[1], strides[2], strides[3]],
-                dilations=[dilations[1], dilations[2], dilations[3]],
-                geometry=lambda size: (
-                    [0, 0, 0],
-                    [
-                        (
-                            (-dilations[1] * (size(filter, -5) - 1) + size(input, -4) - 1)
-                            // (strides[1])
-                        )
-                        + 1,
-                        (
-                            (-dilations[2] * (size(filter, -4) - 1) + size(input, -3) - 1)
-                            // (strides[2])
-                        )
-                        + 1,
-                        (
-                            (-dilations[3] * (size(filter, -3) - 1) + size(input, -2) - 1)
-                            // (strides[3])
-                        )
-                        + 1,
-                    ],
-                ),
+        kernel_outputs = (
+            _tf_kernel(
+                "Conv3D",
+                1,
+                {"input": input, "filter": filter},
+                {"padding": padding, "strides": strides, "dilations": dilations},
             )
-        elif padding == "SAME":
-            output = _conv(
-                input,
-                filter,
-                strides=[strides[1], strides[2], strides[3]],
-                dilations=[dilations[1], dilations[2], dilations[3]],
-                geometry=lambda size: (
-                    [
-                        (
+            if padding in ("VALID", "SAME")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if padding == "VALID":
+                output = _conv(
+                    input,
+                    filter,
+                    strides=[strides[1], strides[2], strides[3]],
+                    dilations=[dilations[1], dilations[2], dilations[3]],
+                    geometry=lambda size: (
+                        [0, 0, 0],
+                        [
                             (
-                                _int_max(
-                                    dilations[1] * size(filter, -5)
-                                    - dilations[1]
-                                    - strides[1] * ((-size(input, -4)) // (strides[1]))
-                                    - strides[1]
-                                    - size(input, -4)
-                                    + 1,
-                                    0,
-                                )
+                                (-dilations[1] * (size(filter, -5) - 1) + size(input, -4) - 1)
+                                // (strides[1])
                             )
-                            // (2)
-                        ),
-                        (
+                            + 1,
                             (
-                                _int_max(
-                                    dilations[2] * size(filter, -4)
-                                    - dilations[2]
-                                    - strides[2] * ((-size(input, -3)) // (strides[2]))
-                                    - strides[2]
-                                    - size(input, -3)
-                                    + 1,
-                                    0,
-                                )
+                                (-dilations[2] * (size(filter, -4) - 1) + size(input, -3) - 1)
+                                // (strides[2])
                             )
-                            // (2)
-                        ),
-                        (
+                            + 1,
                             (
-                                _int_max(
-                                    dilations[3] * size(filter, -3)
-                                    - dilations[3]
-                                    - strides[3] * ((-size(input, -2)) // (strides[3]))
-                                    - strides[3]
-                                    - size(input, -2)
-                                    + 1,
-                                    0,
-                                )
+                                (-dilations[3] * (size(filter, -3) - 1) + size(input, -2) - 1)
+                                // (strides[3])
                             )
-                            // (2)
-                        ),
-                    ],
-                    [
-                        -((-size(input, -4)) // (strides[1])),
-                        -((-size(input, -3)) // (strides[2])),
-                        -((-size(input, -2)) // (strides[3])),
-                    ],
-                ),
-            )
-        else:
-            raise ValueError(f"Conv3D: unsupported attributes padding={padding!r}")
+                            + 1,
+                        ],
+                    ),
+                )
+            elif padding == "SAME":
+                output = _conv(
+                    input,
+                    filter,
+                    strides=[strides[1], strides[2], strides[3]],
+                    dilations=[dilations[1], dilations[2], dilations[3]],
+                    geometry=lambda size: (
+                        [
+                            (
+                                (
+                                    _int_max(
+                                        dilations[1] * size(filter, -5)
+                                        - dilations[1]
+                                        - strides[1] * ((-size(input, -4)) // (strides[1]))
+                                        - strides[1]
+                                        - size(input, -4)
+                                        + 1,
+                                        0,
+                                    )
+                                )
+                                // (2)
+                            ),
+                            (
+                                (
+                                    _int_max(
+                                        dilations[2] * size(filter, -4)
+                                        - dilations[2]
+                                        - strides[2] * ((-size(input, -3)) // (strides[2]))
+                                        - strides[2]
+                                        - size(input, -3)
+                                        + 1,
+                                        0,
+                                    )
+                                )
+                                // (2)
+                            ),
+                            (
+                                (
+                                    _int_max(
+                                        dilations[3] * size(filter, -3)
+                                        - dilations[3]
+                                        - strides[3] * ((-size(input, -2)) // (strides[3]))
+                                        - strides[3]
+                                        - size(input, -2)
+                                        + 1,
+                                        0,
+                                    )
+                                )
+                                // (2)
+                            ),
+                        ],
+                        [
+                            -((-size(input, -4)) // (strides[1])),
+                            -((-size(input, -3)) // (strides[2])),
+                            -((-size(input, -2)) // (strides[3])),
+                        ],
+                    ),
+                )
+            else:
+                raise ValueError(f"Conv3D: unsupported attributes padding={padding!r}")
 
         def backward(grad):
             return conv3d_vjp(
@@ -1537,84 +1682,97 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
 
     @tf.custom_gradient
     def forward(value):
-        if padding == "VALID":
-            t0 = tf.shape(value, out_type=tf.int64)[-3]
-            t1 = (-ksize[1] + t0) // (strides[1])
-            t2 = t1 + 1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None, None, None]
-            t5 = tf.shape(value, out_type=tf.int64)[-2]
-            t6 = (-ksize[2] + t5) // (strides[2])
-            t7 = t6 + 1
-            t8 = tf.range(tf.cast(t7, tf.int64))
-            t9 = t8[..., None, None]
-            t10 = ksize[1]
-            t11 = tf.range(tf.cast(t10, tf.int64))
-            t12 = t11[..., None]
-            t13 = ksize[2]
-            t14 = tf.range(tf.cast(t13, tf.int64))
-            t15 = (
-                (strides[1] * t4 + t12 >= 0)
-                & (strides[2] * t9 + t14 >= 0)
-                & (strides[1] * t4 + t12 <= t0 - 1)
-                & (strides[2] * t9 + t14 <= t5 - 1)
+        kernel_outputs = (
+            _tf_kernel(
+                "AvgPool",
+                1,
+                {"value": value},
+                {"padding": padding, "ksize": ksize, "strides": strides},
             )
-            t16 = t15[..., None, :, :]
-            t17 = tf.reduce_sum(
-                tf.where(t16, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
-                axis=[-2, -1],
-            )
-            t18 = t8[..., None]
-            t19 = strides[2] * t18 + t14
-            t20 = _gather(value, t19, -2)
-            t21 = t3[..., None]
-            t22 = strides[1] * t21 + t11
-            t23 = _gather(t20, t22, -4)
-            t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 2, 4])
-            t25 = tf.reduce_sum(t24, axis=[-2, -1])
-            output = t25 / t17
-        elif padding == "SAME":
-            t0 = tf.shape(value, out_type=tf.int64)[-3]
-            t1 = -((-t0) // (strides[1]))
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None, None, None]
-            t5 = tf.shape(value, out_type=tf.int64)[-2]
-            t6 = -((-t5) // (strides[2]))
-            t7 = t6
-            t8 = tf.range(tf.cast(t7, tf.int64))
-            t9 = t8[..., None, None]
-            t10 = ksize[1]
-            t11 = tf.range(tf.cast(t10, tf.int64))
-            t12 = t11[..., None]
-            t13 = ksize[2]
-            t14 = tf.range(tf.cast(t13, tf.int64))
-            t15 = tf.math.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
-            t16 = (t15) // (2)
-            t17 = tf.math.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-            t18 = (t17) // (2)
-            t19 = (
-                (strides[1] * t4 + t12 - t16 >= 0)
-                & (strides[2] * t9 + t14 - t18 >= 0)
-                & (strides[1] * t4 + t12 - t16 <= t0 - 1)
-                & (strides[2] * t9 + t14 - t18 <= t5 - 1)
-            )
-            t20 = t19[..., None, :, :]
-            t21 = tf.reduce_sum(
-                tf.where(t20, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
-                axis=[-2, -1],
-            )
-            t22 = t8[..., None]
-            t23 = strides[2] * t22 + t14 - t18
-            t24 = _gather(value, t23, -2)
-            t25 = t3[..., None]
-            t26 = strides[1] * t25 + t11 - t16
-            t27 = _gather(t24, t26, -4)
-            t28 = tf.transpose(t27, perm=[0, 1, 3, 5, 2, 4])
-            t29 = tf.reduce_sum(t28, axis=[-2, -1])
-            output = t29 / t21
-        else:
-            raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
+            if padding in ("VALID", "SAME")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if padding == "VALID":
+                t0 = tf.shape(value, out_type=tf.int64)[-3]
+                t1 = (-ksize[1] + t0) // (strides[1])
+                t2 = t1 + 1
+                t3 = tf.range(tf.cast(t2, tf.int64))
+                t4 = t3[..., None, None, None]
+                t5 = tf.shape(value, out_type=tf.int64)[-2]
+                t6 = (-ksize[2] + t5) // (strides[2])
+                t7 = t6 + 1
+                t8 = tf.range(tf.cast(t7, tf.int64))
+                t9 = t8[..., None, None]
+                t10 = ksize[1]
+                t11 = tf.range(tf.cast(t10, tf.int64))
+                t12 = t11[..., None]
+                t13 = ksize[2]
+                t14 = tf.range(tf.cast(t13, tf.int64))
+                t15 = (
+                    (strides[1] * t4 + t12 >= 0)
+                    & (strides[2] * t9 + t14 >= 0)
+                    & (strides[1] * t4 + t12 <= t0 - 1)
+                    & (strides[2] * t9 + t14 <= t5 - 1)
+                )
+                t16 = t15[..., None, :, :]
+                t17 = tf.reduce_sum(
+                    tf.where(t16, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
+                    axis=[-2, -1],
+                )
+                t18 = t8[..., None]
+                t19 = strides[2] * t18 + t14
+                t20 = _gather(value, t19, -2)
+                t21 = t3[..., None]
+                t22 = strides[1] * t21 + t11
+                t23 = _gather(t20, t22, -4)
+                t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 2, 4])
+                t25 = tf.reduce_sum(t24, axis=[-2, -1])
+                output = t25 / t17
+            elif padding == "SAME":
+                t0 = tf.shape(value, out_type=tf.int64)[-3]
+                t1 = -((-t0) // (strides[1]))
+                t2 = t1
+                t3 = tf.range(tf.cast(t2, tf.int64))
+                t4 = t3[..., None, None, None]
+                t5 = tf.shape(value, out_type=tf.int64)[-2]
+                t6 = -((-t5) // (strides[2]))
+                t7 = t6
+                t8 = tf.range(tf.cast(t7, tf.int64))
+                t9 = t8[..., None, None]
+                t10 = ksize[1]
+                t11 = tf.range(tf.cast(t10, tf.int64))
+                t12 = t11[..., None]
+                t13 = ksize[2]
+                t14 = tf.range(tf.cast(t13, tf.int64))
+                t15 = tf.math.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
+                t16 = (t15) // (2)
+                t17 = tf.math.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
+                t18 = (t17) // (2)
+                t19 = (
+                    (strides[1] * t4 + t12 - t16 >= 0)
+                    & (strides[2] * t9 + t14 - t18 >= 0)
+                    & (strides[1] * t4 + t12 - t16 <= t0 - 1)
+                    & (strides[2] * t9 + t14 - t18 <= t5 - 1)
+                )
+                t20 = t19[..., None, :, :]
+                t21 = tf.reduce_sum(
+                    tf.where(t20, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
+                    axis=[-2, -1],
+                )
+                t22 = t8[..., None]
+                t23 = strides[2] * t22 + t14 - t18
+                t24 = _gather(value, t23, -2)
+                t25 = t3[..., None]
+                t26 = strides[1] * t25 + t11 - t16
+                t27 = _gather(t24, t26, -4)
+                t28 = tf.transpose(t27, perm=[0, 1, 3, 5, 2, 4])
+                t29 = tf.reduce_sum(t28, axis=[-2, -1])
+                output = t29 / t21
+            else:
+                raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
 
         def backward(grad):
             return avg_pool_vjp(grad, value, output, padding=padding, ksize=ksize, strides=strides)
@@ -1754,56 +1912,74 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
 
     @tf.custom_gradient
     def forward(input):
-        if padding == "VALID" and data_format == "NHWC":
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = (-ksize[2] + t0) // (strides[2])
-            t2 = t1 + 1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t5 = ksize[2]
-            t6 = tf.range(tf.cast(t5, tf.int64))
-            t7 = strides[2] * t4 + t6
-            t8 = _gather(input, t7, -2, fill=float("-inf"))
-            t9 = tf.shape(input, out_type=tf.int64)[-3]
-            t10 = (-ksize[1] + t9) // (strides[1])
-            t11 = t10 + 1
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = t12[..., None]
-            t14 = ksize[1]
-            t15 = tf.range(tf.cast(t14, tf.int64))
-            t16 = strides[1] * t13 + t15
-            t17 = _gather(t8, t16, -4, fill=float("-inf"))
-            t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_max(t18, axis=[-2, -1])
-        elif padding == "SAME" and data_format == "NHWC":
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = -((-t0) // (strides[2]))
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t5 = ksize[2]
-            t6 = tf.range(tf.cast(t5, tf.int64))
-            t7 = tf.math.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
-            t8 = (t7) // (2)
-            t9 = strides[2] * t4 + t6 - t8
-            t10 = _gather(input, t9, -2, fill=float("-inf"))
-            t11 = tf.shape(input, out_type=tf.int64)[-3]
-            t12 = -((-t11) // (strides[1]))
-            t13 = t12
-            t14 = tf.range(tf.cast(t13, tf.int64))
-            t15 = t14[..., None]
-            t16 = ksize[1]
-            t17 = tf.range(tf.cast(t16, tf.int64))
-            t18 = tf.math.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
-            t19 = (t18) // (2)
-            t20 = strides[1] * t15 + t17 - t19
-            t21 = _gather(t10, t20, -4, fill=float("-inf"))
-            t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_max(t22, axis=[-2, -1])
-        else:
-            raise ValueError(
-                f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        kernel_outputs = (
+            _tf_kernel(
+                "MaxPool",
+                1,
+                {"input": input},
+                {
+                    "padding": padding,
+                    "data_format": data_format,
+                    "ksize": ksize,
+                    "strides": strides,
+                },
             )
+            if (padding, data_format) in (("VALID", "NHWC"), ("SAME", "NHWC"))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if padding == "VALID" and data_format == "NHWC":
+                t0 = tf.shape(input, out_type=tf.int64)[-2]
+                t1 = (-ksize[2] + t0) // (strides[2])
+                t2 = t1 + 1
+                t3 = tf.range(tf.cast(t2, tf.int64))
+                t4 = t3[..., None]
+                t5 = ksize[2]
+                t6 = tf.range(tf.cast(t5, tf.int64))
+                t7 = strides[2] * t4 + t6
+                t8 = _gather(input, t7, -2, fill=float("-inf"))
+                t9 = tf.shape(input, out_type=tf.int64)[-3]
+                t10 = (-ksize[1] + t9) // (strides[1])
+                t11 = t10 + 1
+                t12 = tf.range(tf.cast(t11, tf.int64))
+                t13 = t12[..., None]
+                t14 = ksize[1]
+                t15 = tf.range(tf.cast(t14, tf.int64))
+                t16 = strides[1] * t13 + t15
+                t17 = _gather(t8, t16, -4, fill=float("-inf"))
+                t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
+                output = tf.reduce_max(t18, axis=[-2, -1])
+            elif padding == "SAME" and data_format == "NHWC":
+                t0 = tf.shape(input, out_type=tf.int64)[-2]
+                t1 = -((-t0) // (strides[2]))
+                t2 = t1
+                t3 = tf.range(tf.cast(t2, tf.int64))
+                t4 = t3[..., None]
+                t5 = ksize[2]
+                t6 = tf.range(tf.cast(t5, tf.int64))
+                t7 = tf.math.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
+                t8 = (t7) // (2)
+                t9 = strides[2] * t4 + t6 - t8
+                t10 = _gather(input, t9, -2, fill=float("-inf"))
+                t11 = tf.shape(input, out_type=tf.int64)[-3]
+                t12 = -((-t11) // (strides[1]))
+                t13 = t12
+                t14 = tf.range(tf.cast(t13, tf.int64))
+                t15 = t14[..., None]
+                t16 = ksize[1]
+                t17 = tf.range(tf.cast(t16, tf.int64))
+                t18 = tf.math.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
+                t19 = (t18) // (2)
+                t20 = strides[1] * t15 + t17 - t19
+                t21 = _gather(t10, t20, -4, fill=float("-inf"))
+                t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])
+                output = tf.reduce_max(t22, axis=[-2, -1])
+            else:
+                raise ValueError(
+                    f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+                )
 
         def backward(grad):
             return max_pool_vjp(
@@ -1955,112 +2131,125 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
 
     @tf.custom_gradient
     def forward(input):
-        if padding == "VALID":
-            t0 = tf.shape(input, out_type=tf.int64)[-4]
-            t1 = (-ksize[1] + t0) // (strides[1])
-            t2 = t1 + 1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None, None, None, None, None]
-            t5 = tf.shape(input, out_type=tf.int64)[-3]
-            t6 = (-ksize[2] + t5) // (strides[2])
-            t7 = t6 + 1
-            t8 = tf.range(tf.cast(t7, tf.int64))
-            t9 = t8[..., None, None, None, None]
-            t10 = tf.shape(input, out_type=tf.int64)[-2]
-            t11 = (-ksize[3] + t10) // (strides[3])
-            t12 = t11 + 1
-            t13 = tf.range(tf.cast(t12, tf.int64))
-            t14 = t13[..., None, None, None]
-            t15 = ksize[1]
-            t16 = tf.range(tf.cast(t15, tf.int64))
-            t17 = t16[..., None, None]
-            t18 = ksize[2]
-            t19 = tf.range(tf.cast(t18, tf.int64))
-            t20 = t19[..., None]
-            t21 = ksize[3]
-            t22 = tf.range(tf.cast(t21, tf.int64))
-            t23 = (
-                (strides[1] * t4 + t17 >= 0)
-                & (strides[2] * t9 + t20 >= 0)
-                & (strides[3] * t14 + t22 >= 0)
-                & (strides[1] * t4 + t17 <= t0 - 1)
-                & (strides[2] * t9 + t20 <= t5 - 1)
-                & (strides[3] * t14 + t22 <= t10 - 1)
+        kernel_outputs = (
+            _tf_kernel(
+                "AvgPool3D",
+                1,
+                {"input": input},
+                {"padding": padding, "ksize": ksize, "strides": strides},
             )
-            t24 = t23[..., None, :, :, :]
-            t25 = tf.reduce_sum(
-                tf.where(t24, tf.constant(1, input.dtype), tf.constant(0, input.dtype)),
-                axis=[-3, -2, -1],
-            )
-            t26 = t13[..., None]
-            t27 = strides[3] * t26 + t22
-            t28 = _gather(input, t27, -2)
-            t29 = t8[..., None]
-            t30 = strides[2] * t29 + t19
-            t31 = _gather(t28, t30, -4)
-            t32 = t3[..., None]
-            t33 = strides[1] * t32 + t16
-            t34 = _gather(t31, t33, -6)
-            t35 = tf.transpose(t34, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            t36 = tf.reduce_sum(t35, axis=[-3, -2, -1])
-            output = t36 / t25
-        elif padding == "SAME":
-            t0 = tf.shape(input, out_type=tf.int64)[-4]
-            t1 = -((-t0) // (strides[1]))
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None, None, None, None, None]
-            t5 = tf.shape(input, out_type=tf.int64)[-3]
-            t6 = -((-t5) // (strides[2]))
-            t7 = t6
-            t8 = tf.range(tf.cast(t7, tf.int64))
-            t9 = t8[..., None, None, None, None]
-            t10 = tf.shape(input, out_type=tf.int64)[-2]
-            t11 = -((-t10) // (strides[3]))
-            t12 = t11
-            t13 = tf.range(tf.cast(t12, tf.int64))
-            t14 = t13[..., None, None, None]
-            t15 = ksize[1]
-            t16 = tf.range(tf.cast(t15, tf.int64))
-            t17 = t16[..., None, None]
-            t18 = ksize[2]
-            t19 = tf.range(tf.cast(t18, tf.int64))
-            t20 = t19[..., None]
-            t21 = ksize[3]
-            t22 = tf.range(tf.cast(t21, tf.int64))
-            t23 = tf.math.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-            t24 = (t23) // (2)
-            t25 = tf.math.maximum(ksize[3] + strides[3] * (t11 - 1) - t10, 0)
-            t26 = (t25) // (2)
-            t27 = tf.math.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
-            t28 = (t27) // (2)
-            t29 = (
-                (strides[1] * t4 + t17 - t28 >= 0)
-                & (strides[2] * t9 + t20 - t24 >= 0)
-                & (strides[3] * t14 + t22 - t26 >= 0)
-                & (strides[1] * t4 + t17 - t28 <= t0 - 1)
-                & (strides[2] * t9 + t20 - t24 <= t5 - 1)
-                & (strides[3] * t14 + t22 - t26 <= t10 - 1)
-            )
-            t30 = t29[..., None, :, :, :]
-            t31 = tf.reduce_sum(
-                tf.where(t30, tf.constant(1, input.dtype), tf.constant(0, input.dtype)),
-                axis=[-3, -2, -1],
-            )
-            t32 = t13[..., None]
-            t33 = strides[3] * t32 + t22 - t26
-            t34 = _gather(input, t33, -2)
-            t35 = t8[..., None]
-            t36 = strides[2] * t35 + t19 - t24
-            t37 = _gather(t34, t36, -4)
-            t38 = t3[..., None]
-            t39 = strides[1] * t38 + t16 - t28
-            t40 = _gather(t37, t39, -6)
-            t41 = tf.transpose(t40, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            t42 = tf.reduce_sum(t41, axis=[-3, -2, -1])
-            output = t42 / t31
-        else:
-            raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
+            if padding in ("VALID", "SAME")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if padding == "VALID":
+                t0 = tf.shape(input, out_type=tf.int64)[-4]
+                t1 = (-ksize[1] + t0) // (strides[1])
+                t2 = t1 + 1
+                t3 = tf.range(tf.cast(t2, tf.int64))
+                t4 = t3[..., None, None, None, None, None]
+                t5 = tf.shape(input, out_type=tf.int64)[-3]
+                t6 = (-ksize[2] + t5) // (strides[2])
+                t7 = t6 + 1
+                t8 = tf.range(tf.cast(t7, tf.int64))
+                t9 = t8[..., None, None, None, None]
+                t10 = tf.shape(input, out_type=tf.int64)[-2]
+                t11 = (-ksize[3] + t10) // (strides[3])
+                t12 = t11 + 1
+                t13 = tf.range(tf.cast(t12, tf.int64))
+                t14 = t13[..., None, None, None]
+                t15 = ksize[1]
+                t16 = tf.range(tf.cast(t15, tf.int64))
+                t17 = t16[..., None, None]
+                t18 = ksize[2]
+                t19 = tf.range(tf.cast(t18, tf.int64))
+                t20 = t19[..., None]
+                t21 = ksize[3]
+                t22 = tf.range(tf.cast(t21, tf.int64))
+                t23 = (
+                    (strides[1] * t4 + t17 >= 0)
+                    & (strides[2] * t9 + t20 >= 0)
+                    & (strides[3] * t14 + t22 >= 0)
+                    & (strides[1] * t4 + t17 <= t0 - 1)
+                    & (strides[2] * t9 + t20 <= t5 - 1)
+                    & (strides[3] * t14 + t22 <= t10 - 1)
+                )
+                t24 = t23[..., None, :, :, :]
+                t25 = tf.reduce_sum(
+                    tf.where(t24, tf.constant(1, input.dtype), tf.constant(0, input.dtype)),
+                    axis=[-3, -2, -1],
+                )
+                t26 = t13[..., None]
+                t27 = strides[3] * t26 + t22
+                t28 = _gather(input, t27, -2)
+                t29 = t8[..., None]
+                t30 = strides[2] * t29 + t19
+                t31 = _gather(t28, t30, -4)
+                t32 = t3[..., None]
+                t33 = strides[1] * t32 + t16
+                t34 = _gather(t31, t33, -6)
+                t35 = tf.transpose(t34, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+                t36 = tf.reduce_sum(t35, axis=[-3, -2, -1])
+                output = t36 / t25
+            elif padding == "SAME":
+                t0 = tf.shape(input, out_type=tf.int64)[-4]
+                t1 = -((-t0) // (strides[1]))
+                t2 = t1
+                t3 = tf.range(tf.cast(t2, tf.int64))
+                t4 = t3[..., None, None, None, None, None]
+                t5 = tf.shape(input, out_type=tf.int64)[-3]
+                t6 = -((-t5) // (strides[2]))
+                t7 = t6
+                t8 = tf.range(tf.cast(t7, tf.int64))
+                t9 = t8[..., None, None, None, None]
+                t10 = tf.shape(input, out_type=tf.int64)[-2]
+                t11 = -((-t10) // (strides[3]))
+                t12 = t11
+                t13 = tf.range(tf.cast(t12, tf.int64))
+                t14 = t13[..., None, None, None]
+                t15 = ksize[1]
+                t16 = tf.range(tf.cast(t15, tf.int64))
+                t17 = t16[..., None, None]
+                t18 = ksize[2]
+                t19 = tf.range(tf.cast(t18, tf.int64))
+                t20 = t19[..., None]
+                t21 = ksize[3]
+                t22 = tf.range(tf.cast(t21, tf.int64))
+                t23 = tf.math.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
+                t24 = (t23) // (2)
+                t25 = tf.math.maximum(ksize[3] + strides[3] * (t11 - 1) - t10, 0)
+                t26 = (t25) // (2)
+                t27 = tf.math.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
+                t28 = (t27) // (2)
+                t29 = (
+                    (strides[1] * t4 + t17 - t28 >= 0)
+                    & (strides[2] * t9 + t20 - t24 >= 0)
+                    & (strides[3] * t14 + t22 - t26 >= 0)
+                    & (strides[1] * t4 + t17 - t28 <= t0 - 1)
+                    & (strides[2] * t9 + t20 - t24 <= t5 - 1)
+                    & (strides[3] * t14 + t22 - t26 <= t10 - 1)
+                )
+                t30 = t29[..., None, :, :, :]
+                t31 = tf.reduce_sum(
+                    tf.where(t30, tf.constant(1, input.dtype), tf.constant(0, input.dtype)),
+                    axis=[-3, -2, -1],
+                )
+                t32 = t13[..., None]
+                t33 = strides[3] * t32 + t22 - t26
+                t34 = _gather(input, t33, -2)
+                t35 = t8[..., None]
+                t36 = strides[2] * t35 + t19 - t24
+                t37 = _gather(t34, t36, -4)
+                t38 = t3[..., None]
+                t39 = strides[1] * t38 + t16 - t28
+                t40 = _gather(t37, t39, -6)
+                t41 = tf.transpose(t40, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+                t42 = tf.reduce_sum(t41, axis=[-3, -2, -1])
+                output = t42 / t31
+            else:
+                raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
 
         def backward(grad):
             return avg_pool3d_vjp(
@@ -2199,59 +2388,69 @@ def max_pool_v2_grad(op, grad):
 
 def max_pool_v2(input, *, padding="VALID", ksize, strides):
     """MaxPoolV2: MaxPool with the window and strides passed as constant inputs, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"padding": padding, "ksize": ksize, "strides": strides}
     ksize = tf.cast(ksize, tf.int64)
     strides = tf.cast(strides, tf.int64)
 
     @tf.custom_gradient
     def forward(input):
-        if padding == "VALID":
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = (-ksize[2] + t0) // (strides[2])
-            t2 = t1 + 1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t5 = ksize[2]
-            t6 = tf.range(tf.cast(t5, tf.int64))
-            t7 = strides[2] * t4 + t6
-            t8 = _gather(input, t7, -2, fill=float("-inf"))
-            t9 = tf.shape(input, out_type=tf.int64)[-3]
-            t10 = (-ksize[1] + t9) // (strides[1])
-            t11 = t10 + 1
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = t12[..., None]
-            t14 = ksize[1]
-            t15 = tf.range(tf.cast(t14, tf.int64))
-            t16 = strides[1] * t13 + t15
-            t17 = _gather(t8, t16, -4, fill=float("-inf"))
-            t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_max(t18, axis=[-2, -1])
-        elif padding == "SAME":
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = -((-t0) // (strides[2]))
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t5 = ksize[2]
-            t6 = tf.range(tf.cast(t5, tf.int64))
-            t7 = tf.math.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
-            t8 = (t7) // (2)
-            t9 = strides[2] * t4 + t6 - t8
-            t10 = _gather(input, t9, -2, fill=float("-inf"))
-            t11 = tf.shape(input, out_type=tf.int64)[-3]
-            t12 = -((-t11) // (strides[1]))
-            t13 = t12
-            t14 = tf.range(tf.cast(t13, tf.int64))
-            t15 = t14[..., None]
-            t16 = ksize[1]
-            t17 = tf.range(tf.cast(t16, tf.int64))
-            t18 = tf.math.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
-            t19 = (t18) // (2)
-            t20 = strides[1] * t15 + t17 - t19
-            t21 = _gather(t10, t20, -4, fill=float("-inf"))
-            t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_max(t22, axis=[-2, -1])
-        else:
-            raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
+        kernel_outputs = (
+            _tf_kernel("MaxPoolV2", 1, {"input": input}, kernel_attrs)
+            if padding in ("VALID", "SAME")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if padding == "VALID":
+                t0 = tf.shape(input, out_type=tf.int64)[-2]
+                t1 = (-ksize[2] + t0) // (strides[2])
+                t2 = t1 + 1
+                t3 = tf.range(tf.cast(t2, tf.int64))
+                t4 = t3[..., None]
+                t5 = ksize[2]
+                t6 = tf.range(tf.cast(t5, tf.int64))
+                t7 = strides[2] * t4 + t6
+                t8 = _gather(input, t7, -2, fill=float("-inf"))
+                t9 = tf.shape(input, out_type=tf.int64)[-3]
+                t10 = (-ksize[1] + t9) // (strides[1])
+                t11 = t10 + 1
+                t12 = tf.range(tf.cast(t11, tf.int64))
+                t13 = t12[..., None]
+                t14 = ksize[1]
+                t15 = tf.range(tf.cast(t14, tf.int64))
+                t16 = strides[1] * t13 + t15
+                t17 = _gather(t8, t16, -4, fill=float("-inf"))
+                t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
+                output = tf.reduce_max(t18, axis=[-2, -1])
+            elif padding == "SAME":
+                t0 = tf.shape(input, out_type=tf.int64)[-2]
+                t1 = -((-t0) // (strides[2]))
+                t2 = t1
+                t3 = tf.range(tf.cast(t2, tf.int64))
+                t4 = t3[..., None]
+                t5 = ksize[2]
+                t6 = tf.range(tf.cast(t5, tf.int64))
+                t7 = tf.math.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
+                t8 = (t7) // (2)
+                t9 = strides[2] * t4 + t6 - t8
+                t10 = _gather(input, t9, -2, fill=float("-inf"))
+                t11 = tf.shape(input, out_type=tf.int64)[-3]
+                t12 = -((-t11) // (strides[1]))
+                t13 = t12
+                t14 = tf.range(tf.cast(t13, tf.int64))
+                t15 = t14[..., None]
+                t16 = ksize[1]
+                t17 = tf.range(tf.cast(t16, tf.int64))
+                t18 = tf.math.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
+                t19 = (t18) // (2)
+                t20 = strides[1] * t15 + t17 - t19
+                t21 = _gather(t10, t20, -4, fill=float("-inf"))
+                t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])
+                output = tf.reduce_max(t22, axis=[-2, -1])
+            else:
+                raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
 
         def backward(grad):
             return max_pool_v2_vjp(

@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,77 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type, or its definition refuses
+    the inputs' dtypes, or no kernel is registered for them: there the declared formula computes
+    the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    dtypes = tuple(
+        (name, tuple(v.dtype for v in value) if isinstance(value, list) else value.dtype)
+        for name, value in tensors.items()
+    )
+    key = (op_type, dtypes, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _has_kernel(raw, tensors, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _has_kernel(raw, tensors, attrs):
+    """Whether TensorFlow's op `raw` takes tensors of the dtypes of `tensors` with `attrs`: its
+    definition's type constraints (checked by building it in a graph, with any shapes) and a
+    registered kernel (an eager call on tensors of ones of the same ranks; only a missing kernel
+    counts against it, not the kernel refusing those shapes)."""
+
+    def build(kwargs):
+        return raw(**kwargs, **attrs)
+
+    def specs(value):
+        return tf.TensorSpec(None, value.dtype)
+
+    def ones(value):
+        return tf.ones([1] * (value.shape.rank or 0), value.dtype)
+
+    structure = lambda fn: {
+        name: [fn(v) for v in value] if isinstance(value, list) else fn(value)
+        for name, value in tensors.items()
+    }
+    try:
+        tf.function(build, autograph=False).get_concrete_function(structure(specs))
+    except TypeError:  # a dtype the op's definition refuses
+        return False
+    except Exception:  # unknown shapes the op's shape function refuses: the call will tell
+        pass
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            build(structure(ones))
+        except tf.errors.NotFoundError:  # no kernel for these dtypes on this device
+            return False
+        except Exception:  # a kernel, refusing these values
+            pass
+    return True
 
 
 def _string_attr(op, name):
@@ -81,8 +154,12 @@ def trace(x):
 
     @tf.custom_gradient
     def forward(x):
-        t0 = tf.linalg.diag_part(x)
-        y = tf.reduce_sum(t0, axis=-1)
+        kernel_outputs = _tf_kernel("Trace", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            t0 = tf.linalg.diag_part(x)
+            y = tf.reduce_sum(t0, axis=-1)
 
         def backward(grad):
             return trace_vjp(grad, x, y)
@@ -113,7 +190,11 @@ def matrix_diag_part(input):
 
     @tf.custom_gradient
     def forward(input):
-        diagonal = tf.linalg.diag_part(input)
+        kernel_outputs = _tf_kernel("MatrixDiagPart", 1, {"input": input}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            diagonal = kernel_outputs[0]
+        else:  # the declared formula
+            diagonal = tf.linalg.diag_part(input)
 
         def backward(grad):
             return matrix_diag_part_vjp(grad, input, diagonal)
@@ -142,9 +223,13 @@ def matrix_diag(diagonal):
 
     @tf.custom_gradient
     def forward(diagonal):
-        t0 = diagonal[..., None]
-        t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
-        output = t0 * t1
+        kernel_outputs = _tf_kernel("MatrixDiag", 1, {"diagonal": diagonal}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            t0 = diagonal[..., None]
+            t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
+            output = t0 * t1
 
         def backward(grad):
             return matrix_diag_vjp(grad, diagonal, output)
@@ -179,9 +264,13 @@ def matrix_set_diag(input, diagonal):
 
     @tf.custom_gradient
     def forward(input, diagonal):
-        t0 = diagonal[..., None]
-        t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
-        output = -input * t1 + input + t0 * t1
+        kernel_outputs = _tf_kernel("MatrixSetDiag", 1, {"input": input, "diagonal": diagonal}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            t0 = diagonal[..., None]
+            t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
+            output = -input * t1 + input + t0 * t1
 
         def backward(grad):
             return matrix_set_diag_vjp(grad, input, diagonal, output)
@@ -210,9 +299,13 @@ def diag(diagonal):
 
     @tf.custom_gradient
     def forward(diagonal):
-        t0 = diagonal[..., None]
-        t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
-        output = t0 * t1
+        kernel_outputs = _tf_kernel("Diag", 1, {"diagonal": diagonal}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            t0 = diagonal[..., None]
+            t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
+            output = t0 * t1
 
         def backward(grad):
             return diag_vjp(grad, diagonal, output)
@@ -243,7 +336,11 @@ def diag_part(input):
 
     @tf.custom_gradient
     def forward(input):
-        diagonal = tf.linalg.diag_part(input)
+        kernel_outputs = _tf_kernel("DiagPart", 1, {"input": input}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            diagonal = kernel_outputs[0]
+        else:  # the declared formula
+            diagonal = tf.linalg.diag_part(input)
 
         def backward(grad):
             return diag_part_vjp(grad, input, diagonal)
@@ -283,13 +380,19 @@ def matrix_band_part(input, *, num_lower, num_upper):
 
     @tf.custom_gradient
     def forward(input):
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t1 = t0[..., None]
-        t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
-        t3 = ((num_lower < 0) | (num_lower >= t1 - t2)) & (
-            (num_upper < 0) | (num_upper >= -t1 + t2)
+        kernel_outputs = _tf_kernel(
+            "MatrixBandPart", 1, {"input": input}, {"num_lower": num_lower, "num_upper": num_upper}
         )
-        band = tf.where(t3, input, tf.constant(0, input.dtype))
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            band = kernel_outputs[0]
+        else:  # the declared formula
+            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t1 = t0[..., None]
+            t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+            t3 = ((num_lower < 0) | (num_lower >= t1 - t2)) & (
+                (num_upper < 0) | (num_upper >= -t1 + t2)
+            )
+            band = tf.where(t3, input, tf.constant(0, input.dtype))
 
         def backward(grad):
             return matrix_band_part_vjp(grad, input, band, num_lower=num_lower, num_upper=num_upper)
@@ -328,12 +431,22 @@ def matrix_diag_part_v2(input, *, k=0, padding_value=0):
 
     @tf.custom_gradient
     def forward(input):
-        if k == 0 and padding_value == 0:
-            diagonal = tf.linalg.diag_part(input)
-        else:
-            raise ValueError(
-                f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
+        kernel_outputs = (
+            _tf_kernel(
+                "MatrixDiagPartV2", 1, {"input": input}, {"k": k, "padding_value": padding_value}
             )
+            if (k, padding_value) in ((0, 0),)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            diagonal = kernel_outputs[0]
+        else:  # the declared formula
+            if k == 0 and padding_value == 0:
+                diagonal = tf.linalg.diag_part(input)
+            else:
+                raise ValueError(
+                    f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
+                )
 
         def backward(grad):
             return matrix_diag_part_v2_vjp(grad, input, diagonal, k=k, padding_value=padding_value)
@@ -377,12 +490,25 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
 
     @tf.custom_gradient
     def forward(input):
-        if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
-            diagonal = tf.linalg.diag_part(input)
-        else:
-            raise ValueError(
-                f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
+        kernel_outputs = (
+            _tf_kernel(
+                "MatrixDiagPartV3",
+                1,
+                {"input": input},
+                {"k": k, "padding_value": padding_value, "align": align},
             )
+            if (k, padding_value, align) in ((0, 0, "RIGHT_LEFT"),)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            diagonal = kernel_outputs[0]
+        else:  # the declared formula
+            if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
+                diagonal = tf.linalg.diag_part(input)
+            else:
+                raise ValueError(
+                    f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
+                )
 
         def backward(grad):
             return matrix_diag_part_v3_vjp(
@@ -427,14 +553,32 @@ def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
 
     @tf.custom_gradient
     def forward(diagonal):
-        if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
-            t0 = diagonal[..., None]
-            t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
-            output = t0 * t1
-        else:
-            raise ValueError(
-                f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
+        kernel_outputs = (
+            _tf_kernel(
+                "MatrixDiagV2",
+                1,
+                {"diagonal": diagonal},
+                {
+                    "k": k,
+                    "num_rows": num_rows,
+                    "num_cols": num_cols,
+                    "padding_value": padding_value,
+                },
             )
+            if (k, num_rows, num_cols, padding_value) in ((0, -1, -1, 0),)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+                t0 = diagonal[..., None]
+                t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
+                output = t0 * t1
+            else:
+                raise ValueError(
+                    f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
+                )
 
         def backward(grad):
             return matrix_diag_v2_vjp(
@@ -494,20 +638,39 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
 
     @tf.custom_gradient
     def forward(diagonal):
-        if (
-            k == 0
-            and num_rows == -1
-            and num_cols == -1
-            and padding_value == 0
-            and align == "RIGHT_LEFT"
-        ):
-            t0 = diagonal[..., None]
-            t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
-            output = t0 * t1
-        else:
-            raise ValueError(
-                f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
+        kernel_outputs = (
+            _tf_kernel(
+                "MatrixDiagV3",
+                1,
+                {"diagonal": diagonal},
+                {
+                    "k": k,
+                    "num_rows": num_rows,
+                    "num_cols": num_cols,
+                    "padding_value": padding_value,
+                    "align": align,
+                },
             )
+            if (k, num_rows, num_cols, padding_value, align) in ((0, -1, -1, 0, "RIGHT_LEFT"),)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if (
+                k == 0
+                and num_rows == -1
+                and num_cols == -1
+                and padding_value == 0
+                and align == "RIGHT_LEFT"
+            ):
+                t0 = diagonal[..., None]
+                t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
+                output = t0 * t1
+            else:
+                raise ValueError(
+                    f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
+                )
 
         def backward(grad):
             return matrix_diag_v3_vjp(
@@ -557,12 +720,20 @@ def matrix_set_diag_v2(input, diagonal, *, k=0):
 
     @tf.custom_gradient
     def forward(input, diagonal):
-        if k == 0:
-            t0 = diagonal[..., None]
-            t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
-            output = -input * t1 + input + t0 * t1
-        else:
-            raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
+        kernel_outputs = (
+            _tf_kernel("MatrixSetDiagV2", 1, {"input": input, "diagonal": diagonal}, {"k": k})
+            if k in (0,)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if k == 0:
+                t0 = diagonal[..., None]
+                t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
+                output = -input * t1 + input + t0 * t1
+            else:
+                raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
 
         def backward(grad):
             return matrix_set_diag_v2_vjp(grad, input, diagonal, output, k=k)
@@ -608,12 +779,27 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
 
     @tf.custom_gradient
     def forward(input, diagonal):
-        if k == 0 and align == "RIGHT_LEFT":
-            t0 = diagonal[..., None]
-            t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
-            output = -input * t1 + input + t0 * t1
-        else:
-            raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
+        kernel_outputs = (
+            _tf_kernel(
+                "MatrixSetDiagV3",
+                1,
+                {"input": input, "diagonal": diagonal},
+                {"k": k, "align": align},
+            )
+            if (k, align) in ((0, "RIGHT_LEFT"),)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if k == 0 and align == "RIGHT_LEFT":
+                t0 = diagonal[..., None]
+                t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
+                output = -input * t1 + input + t0 * t1
+            else:
+                raise ValueError(
+                    f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}"
+                )
 
         def backward(grad):
             return matrix_set_diag_v3_vjp(grad, input, diagonal, output, k=k, align=align)

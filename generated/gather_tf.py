@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,77 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type, or its definition refuses
+    the inputs' dtypes, or no kernel is registered for them: there the declared formula computes
+    the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    dtypes = tuple(
+        (name, tuple(v.dtype for v in value) if isinstance(value, list) else value.dtype)
+        for name, value in tensors.items()
+    )
+    key = (op_type, dtypes, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _has_kernel(raw, tensors, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _has_kernel(raw, tensors, attrs):
+    """Whether TensorFlow's op `raw` takes tensors of the dtypes of `tensors` with `attrs`: its
+    definition's type constraints (checked by building it in a graph, with any shapes) and a
+    registered kernel (an eager call on tensors of ones of the same ranks; only a missing kernel
+    counts against it, not the kernel refusing those shapes)."""
+
+    def build(kwargs):
+        return raw(**kwargs, **attrs)
+
+    def specs(value):
+        return tf.TensorSpec(None, value.dtype)
+
+    def ones(value):
+        return tf.ones([1] * (value.shape.rank or 0), value.dtype)
+
+    structure = lambda fn: {
+        name: [fn(v) for v in value] if isinstance(value, list) else fn(value)
+        for name, value in tensors.items()
+    }
+    try:
+        tf.function(build, autograph=False).get_concrete_function(structure(specs))
+    except TypeError:  # a dtype the op's definition refuses
+        return False
+    except Exception:  # unknown shapes the op's shape function refuses: the call will tell
+        pass
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            build(structure(ones))
+        except tf.errors.NotFoundError:  # no kernel for these dtypes on this device
+            return False
+        except Exception:  # a kernel, refusing these values
+            pass
+    return True
 
 
 def _const_input(op, index):
@@ -106,10 +179,18 @@ def gather_v2(params, indices, *, axis=0):
 
     @tf.custom_gradient
     def forward(params, indices):
-        if axis == 0:
-            output = _gather(params, indices, -2)
-        else:
-            raise ValueError(f"GatherV2: unsupported attributes axis={axis!r}")
+        kernel_outputs = (
+            _tf_kernel("GatherV2", 1, {"params": params, "indices": indices}, {"axis": axis})
+            if axis in (0,)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if axis == 0:
+                output = _gather(params, indices, -2)
+            else:
+                raise ValueError(f"GatherV2: unsupported attributes axis={axis!r}")
 
         def backward(grad):
             return gather_v2_vjp(grad, params, indices, output, axis=axis)
@@ -139,7 +220,11 @@ def gather(params, indices):
 
     @tf.custom_gradient
     def forward(params, indices):
-        output = _gather(params, indices, -2)
+        kernel_outputs = _tf_kernel("Gather", 1, {"params": params, "indices": indices}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            output = _gather(params, indices, -2)
 
         def backward(grad):
             return gather_vjp(grad, params, indices, output)
@@ -194,28 +279,38 @@ def gather_nd_grad(op, grad):
 
 def gather_nd(params, indices):
     """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {}
     depth = indices.shape[-1]
 
     @tf.custom_gradient
     def forward(params, indices):
-        if depth == 1:
-            t0 = tf.squeeze(indices, axis=[-1])
-            output = _gather(params, t0, -3)
-        elif depth == 2:
-            t0 = tf.shape(params, out_type=tf.int64)[-3]
-            t1 = tf.shape(params, out_type=tf.int64)[-2]
-            t2 = tf.shape(params, out_type=tf.int64)[-1]
-            t3 = tf.reshape(params, [t0 * t1, t2])
-            t4 = 0
-            t5 = _gather(indices, t4, -1)
-            t6 = 1
-            t7 = _gather(indices, t6, -1)
-            t8 = tf.cast(t5, tf.int64)
-            t9 = tf.cast(t7, tf.int64)
-            t10 = tf.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, tf.constant(-1, tf.int64))
-            output = _gather(t3, t10, -2)
-        else:
-            raise ValueError(f"GatherNd: unsupported attributes depth={depth!r}")
+        kernel_outputs = (
+            _tf_kernel("GatherNd", 1, {"params": params, "indices": indices}, kernel_attrs)
+            if depth in (1, 2)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if depth == 1:
+                t0 = tf.squeeze(indices, axis=[-1])
+                output = _gather(params, t0, -3)
+            elif depth == 2:
+                t0 = tf.shape(params, out_type=tf.int64)[-3]
+                t1 = tf.shape(params, out_type=tf.int64)[-2]
+                t2 = tf.shape(params, out_type=tf.int64)[-1]
+                t3 = tf.reshape(params, [t0 * t1, t2])
+                t4 = 0
+                t5 = _gather(indices, t4, -1)
+                t6 = 1
+                t7 = _gather(indices, t6, -1)
+                t8 = tf.cast(t5, tf.int64)
+                t9 = tf.cast(t7, tf.int64)
+                t10 = tf.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, tf.constant(-1, tf.int64))
+                output = _gather(t3, t10, -2)
+            else:
+                raise ValueError(f"GatherNd: unsupported attributes depth={depth!r}")
 
         def backward(grad):
             return gather_nd_vjp(grad, params, indices, output)
@@ -244,13 +339,21 @@ def scatter_nd_grad(op, grad):
 
 def scatter_nd(indices, updates, *, shape):
     """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"shape": shape}
     shape = tf.cast(shape, tf.int64)
 
     @tf.custom_gradient
     def forward(indices, updates):
-        t0 = shape[0]
-        t1 = tf.squeeze(indices, axis=[-1])
-        output = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
+        kernel_outputs = _tf_kernel(
+            "ScatterNd", 1, {"indices": indices, "updates": updates}, kernel_attrs
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            t0 = shape[0]
+            t1 = tf.squeeze(indices, axis=[-1])
+            output = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
 
         def backward(grad):
             return scatter_nd_vjp(grad, indices, updates, output, shape=shape)
@@ -282,8 +385,19 @@ def unsorted_segment_sum(data, segment_ids, *, num_segments):
 
     @tf.custom_gradient
     def forward(data, segment_ids):
-        t0 = num_segments
-        output = _scatter_add(data, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
+        kernel_outputs = _tf_kernel(
+            "UnsortedSegmentSum",
+            1,
+            {"data": data, "segment_ids": segment_ids},
+            {"num_segments": num_segments},
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            t0 = num_segments
+            output = _scatter_add(
+                data, segment_ids, 1, t0
+            )  # no gather form: an explicit scatter-add
 
         def backward(grad):
             return unsorted_segment_sum_vjp(
@@ -314,9 +428,15 @@ def segment_sum(data, segment_ids):
 
     @tf.custom_gradient
     def forward(data, segment_ids):
-        t0 = tf.shape(data, out_type=tf.int64)[-2]
-        t1 = segment_ids[t0 - 1] + 1
-        output = _scatter_add(data, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
+        kernel_outputs = _tf_kernel("SegmentSum", 1, {"data": data, "segment_ids": segment_ids}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            t0 = tf.shape(data, out_type=tf.int64)[-2]
+            t1 = segment_ids[t0 - 1] + 1
+            output = _scatter_add(
+                data, segment_ids, 1, t1
+            )  # no gather form: an explicit scatter-add
 
         def backward(grad):
             return segment_sum_vjp(grad, data, segment_ids, output)

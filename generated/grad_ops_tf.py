@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,77 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type, or its definition refuses
+    the inputs' dtypes, or no kernel is registered for them: there the declared formula computes
+    the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    dtypes = tuple(
+        (name, tuple(v.dtype for v in value) if isinstance(value, list) else value.dtype)
+        for name, value in tensors.items()
+    )
+    key = (op_type, dtypes, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _has_kernel(raw, tensors, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _has_kernel(raw, tensors, attrs):
+    """Whether TensorFlow's op `raw` takes tensors of the dtypes of `tensors` with `attrs`: its
+    definition's type constraints (checked by building it in a graph, with any shapes) and a
+    registered kernel (an eager call on tensors of ones of the same ranks; only a missing kernel
+    counts against it, not the kernel refusing those shapes)."""
+
+    def build(kwargs):
+        return raw(**kwargs, **attrs)
+
+    def specs(value):
+        return tf.TensorSpec(None, value.dtype)
+
+    def ones(value):
+        return tf.ones([1] * (value.shape.rank or 0), value.dtype)
+
+    structure = lambda fn: {
+        name: [fn(v) for v in value] if isinstance(value, list) else fn(value)
+        for name, value in tensors.items()
+    }
+    try:
+        tf.function(build, autograph=False).get_concrete_function(structure(specs))
+    except TypeError:  # a dtype the op's definition refuses
+        return False
+    except Exception:  # unknown shapes the op's shape function refuses: the call will tell
+        pass
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            build(structure(ones))
+        except tf.errors.NotFoundError:  # no kernel for these dtypes on this device
+            return False
+        except Exception:  # a kernel, refusing these values
+            pass
+    return True
 
 
 def _sum_to_shape(g, x):
@@ -57,7 +130,11 @@ def sigmoid_grad(y, dy):
 
     @tf.custom_gradient
     def forward(y, dy):
-        z = dy * y * (1 - y)
+        kernel_outputs = _tf_kernel("SigmoidGrad", 1, {"y": y, "dy": dy}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = dy * y * (1 - y)
 
         def backward(grad):
             return sigmoid_grad_vjp(grad, y, dy, z)
@@ -87,7 +164,11 @@ def tanh_grad(y, dy):
 
     @tf.custom_gradient
     def forward(y, dy):
-        z = dy * (1 - y**2)
+        kernel_outputs = _tf_kernel("TanhGrad", 1, {"y": y, "dy": dy}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = dy * (1 - y**2)
 
         def backward(grad):
             return tanh_grad_vjp(grad, y, dy, z)
@@ -118,7 +199,11 @@ def sqrt_grad(y, dy):
 
     @tf.custom_gradient
     def forward(y, dy):
-        z = (1 / 2) * dy / y
+        kernel_outputs = _tf_kernel("SqrtGrad", 1, {"y": y, "dy": dy}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = (1 / 2) * dy / y
 
         def backward(grad):
             return sqrt_grad_vjp(grad, y, dy, z)
@@ -148,7 +233,11 @@ def rsqrt_grad(y, dy):
 
     @tf.custom_gradient
     def forward(y, dy):
-        z = -1 / 2 * dy * y**3
+        kernel_outputs = _tf_kernel("RsqrtGrad", 1, {"y": y, "dy": dy}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = -1 / 2 * dy * y**3
 
         def backward(grad):
             return rsqrt_grad_vjp(grad, y, dy, z)
@@ -178,7 +267,11 @@ def reciprocal_grad(y, dy):
 
     @tf.custom_gradient
     def forward(y, dy):
-        z = -dy * y**2
+        kernel_outputs = _tf_kernel("ReciprocalGrad", 1, {"y": y, "dy": dy}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = -dy * y**2
 
         def backward(grad):
             return reciprocal_grad_vjp(grad, y, dy, z)
@@ -208,7 +301,11 @@ def inv_grad(y, dy):
 
     @tf.custom_gradient
     def forward(y, dy):
-        z = -dy * y**2
+        kernel_outputs = _tf_kernel("InvGrad", 1, {"y": y, "dy": dy}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = -dy * y**2
 
         def backward(grad):
             return inv_grad_vjp(grad, y, dy, z)
@@ -239,7 +336,13 @@ def relu_grad(gradients, features):
 
     @tf.custom_gradient
     def forward(gradients, features):
-        backprops = tf.where(features > 0, gradients, tf.constant(0, gradients.dtype))
+        kernel_outputs = _tf_kernel(
+            "ReluGrad", 1, {"gradients": gradients, "features": features}, {}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            backprops = kernel_outputs[0]
+        else:  # the declared formula
+            backprops = tf.where(features > 0, gradients, tf.constant(0, gradients.dtype))
 
         def backward(grad):
             return relu_grad_vjp(grad, gradients, features, backprops)
@@ -270,9 +373,15 @@ def relu6_grad(gradients, features):
 
     @tf.custom_gradient
     def forward(gradients, features):
-        backprops = tf.where(
-            (features > 0) & (features < 6), gradients, tf.constant(0, gradients.dtype)
+        kernel_outputs = _tf_kernel(
+            "Relu6Grad", 1, {"gradients": gradients, "features": features}, {}
         )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            backprops = kernel_outputs[0]
+        else:  # the declared formula
+            backprops = tf.where(
+                (features > 0) & (features < 6), gradients, tf.constant(0, gradients.dtype)
+            )
 
         def backward(grad):
             return relu6_grad_vjp(grad, gradients, features, backprops)
@@ -301,7 +410,13 @@ def leaky_relu_grad(gradients, features, *, alpha=0.2):
 
     @tf.custom_gradient
     def forward(gradients, features):
-        backprops = tf.where(features > 0, gradients, alpha * gradients)
+        kernel_outputs = _tf_kernel(
+            "LeakyReluGrad", 1, {"gradients": gradients, "features": features}, {"alpha": alpha}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            backprops = kernel_outputs[0]
+        else:  # the declared formula
+            backprops = tf.where(features > 0, gradients, alpha * gradients)
 
         def backward(grad):
             return leaky_relu_grad_vjp(grad, gradients, features, backprops, alpha=alpha)
@@ -334,7 +449,11 @@ def elu_grad(gradients, outputs):
 
     @tf.custom_gradient
     def forward(gradients, outputs):
-        backprops = tf.where(outputs >= 0, gradients, gradients * (outputs + 1))
+        kernel_outputs = _tf_kernel("EluGrad", 1, {"gradients": gradients, "outputs": outputs}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            backprops = kernel_outputs[0]
+        else:  # the declared formula
+            backprops = tf.where(outputs >= 0, gradients, gradients * (outputs + 1))
 
         def backward(grad):
             return elu_grad_vjp(grad, gradients, outputs, backprops)
@@ -369,9 +488,15 @@ def selu_grad(gradients, outputs):
 
     @tf.custom_gradient
     def forward(gradients, outputs):
-        backprops = tf.where(
-            outputs < 0, gradients * (outputs + 1.7580993408473768), 1.0507009873554805 * gradients
-        )
+        kernel_outputs = _tf_kernel("SeluGrad", 1, {"gradients": gradients, "outputs": outputs}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            backprops = kernel_outputs[0]
+        else:  # the declared formula
+            backprops = tf.where(
+                outputs < 0,
+                gradients * (outputs + 1.7580993408473768),
+                1.0507009873554805 * gradients,
+            )
 
         def backward(grad):
             return selu_grad_vjp(grad, gradients, outputs, backprops)
@@ -402,7 +527,13 @@ def softplus_grad(gradients, features):
 
     @tf.custom_gradient
     def forward(gradients, features):
-        backprops = (1 / 2) * gradients * (tf.math.tanh((1 / 2) * features) + 1)
+        kernel_outputs = _tf_kernel(
+            "SoftplusGrad", 1, {"gradients": gradients, "features": features}, {}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            backprops = kernel_outputs[0]
+        else:  # the declared formula
+            backprops = (1 / 2) * gradients * (tf.math.tanh((1 / 2) * features) + 1)
 
         def backward(grad):
             return softplus_grad_vjp(grad, gradients, features, backprops)

@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,77 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type, or its definition refuses
+    the inputs' dtypes, or no kernel is registered for them: there the declared formula computes
+    the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    dtypes = tuple(
+        (name, tuple(v.dtype for v in value) if isinstance(value, list) else value.dtype)
+        for name, value in tensors.items()
+    )
+    key = (op_type, dtypes, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _has_kernel(raw, tensors, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _has_kernel(raw, tensors, attrs):
+    """Whether TensorFlow's op `raw` takes tensors of the dtypes of `tensors` with `attrs`: its
+    definition's type constraints (checked by building it in a graph, with any shapes) and a
+    registered kernel (an eager call on tensors of ones of the same ranks; only a missing kernel
+    counts against it, not the kernel refusing those shapes)."""
+
+    def build(kwargs):
+        return raw(**kwargs, **attrs)
+
+    def specs(value):
+        return tf.TensorSpec(None, value.dtype)
+
+    def ones(value):
+        return tf.ones([1] * (value.shape.rank or 0), value.dtype)
+
+    structure = lambda fn: {
+        name: [fn(v) for v in value] if isinstance(value, list) else fn(value)
+        for name, value in tensors.items()
+    }
+    try:
+        tf.function(build, autograph=False).get_concrete_function(structure(specs))
+    except TypeError:  # a dtype the op's definition refuses
+        return False
+    except Exception:  # unknown shapes the op's shape function refuses: the call will tell
+        pass
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            build(structure(ones))
+        except tf.errors.NotFoundError:  # no kernel for these dtypes on this device
+            return False
+        except Exception:  # a kernel, refusing these values
+            pass
+    return True
 
 
 def _const_input(op, index):
@@ -140,59 +213,69 @@ def concat_v2_grad(op, grad):
 
 def concat_v2(*values, axis=-1):
     """ConcatV2: The tensors of `values` joined along `axis`: entry k shifted by the sizes before it, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis}
     N = len(values)
     axis = axis - len(values[0].shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(*values):
-        if N == 2 and axis == -1:
-            values_0, values_1 = values
-            t0 = tf.shape(values_0, out_type=tf.int64)[-1]
-            t1 = tf.shape(values_1, out_type=tf.int64)[-1]
-            t2 = t0 + t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = _gather(values_0, t3, -1)
-            t5 = -t0 + t3
-            t6 = _gather(values_1, t5, -1)
-            output = t4 + t6
-        elif N == 2 and axis == -2:
-            values_0, values_1 = values
-            t0 = tf.shape(values_0, out_type=tf.int64)[-2]
-            t1 = tf.shape(values_1, out_type=tf.int64)[-2]
-            t2 = t0 + t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = _gather(values_0, t3, -2)
-            t5 = -t0 + t3
-            t6 = _gather(values_1, t5, -2)
-            output = t4 + t6
-        elif N == 3 and axis == -1:
-            values_0, values_1, values_2 = values
-            t0 = tf.shape(values_0, out_type=tf.int64)[-1]
-            t1 = tf.shape(values_1, out_type=tf.int64)[-1]
-            t2 = tf.shape(values_2, out_type=tf.int64)[-1]
-            t3 = t0 + t1 + t2
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = _gather(values_0, t4, -1)
-            t6 = -t0 + t4
-            t7 = _gather(values_1, t6, -1)
-            t8 = -t0 - t1 + t4
-            t9 = _gather(values_2, t8, -1)
-            output = t5 + t7 + t9
-        elif N == 3 and axis == -2:
-            values_0, values_1, values_2 = values
-            t0 = tf.shape(values_0, out_type=tf.int64)[-2]
-            t1 = tf.shape(values_1, out_type=tf.int64)[-2]
-            t2 = tf.shape(values_2, out_type=tf.int64)[-2]
-            t3 = t0 + t1 + t2
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = _gather(values_0, t4, -2)
-            t6 = -t0 + t4
-            t7 = _gather(values_1, t6, -2)
-            t8 = -t0 - t1 + t4
-            t9 = _gather(values_2, t8, -2)
-            output = t5 + t7 + t9
-        else:
-            raise ValueError(f"ConcatV2: unsupported attributes N={N!r}, axis={axis!r}")
+        kernel_outputs = (
+            _tf_kernel("ConcatV2", 1, {"values": values}, kernel_attrs)
+            if (N, axis) in ((2, -1), (2, -2), (3, -1), (3, -2))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if N == 2 and axis == -1:
+                values_0, values_1 = values
+                t0 = tf.shape(values_0, out_type=tf.int64)[-1]
+                t1 = tf.shape(values_1, out_type=tf.int64)[-1]
+                t2 = t0 + t1
+                t3 = tf.range(tf.cast(t2, tf.int64))
+                t4 = _gather(values_0, t3, -1)
+                t5 = -t0 + t3
+                t6 = _gather(values_1, t5, -1)
+                output = t4 + t6
+            elif N == 2 and axis == -2:
+                values_0, values_1 = values
+                t0 = tf.shape(values_0, out_type=tf.int64)[-2]
+                t1 = tf.shape(values_1, out_type=tf.int64)[-2]
+                t2 = t0 + t1
+                t3 = tf.range(tf.cast(t2, tf.int64))
+                t4 = _gather(values_0, t3, -2)
+                t5 = -t0 + t3
+                t6 = _gather(values_1, t5, -2)
+                output = t4 + t6
+            elif N == 3 and axis == -1:
+                values_0, values_1, values_2 = values
+                t0 = tf.shape(values_0, out_type=tf.int64)[-1]
+                t1 = tf.shape(values_1, out_type=tf.int64)[-1]
+                t2 = tf.shape(values_2, out_type=tf.int64)[-1]
+                t3 = t0 + t1 + t2
+                t4 = tf.range(tf.cast(t3, tf.int64))
+                t5 = _gather(values_0, t4, -1)
+                t6 = -t0 + t4
+                t7 = _gather(values_1, t6, -1)
+                t8 = -t0 - t1 + t4
+                t9 = _gather(values_2, t8, -1)
+                output = t5 + t7 + t9
+            elif N == 3 and axis == -2:
+                values_0, values_1, values_2 = values
+                t0 = tf.shape(values_0, out_type=tf.int64)[-2]
+                t1 = tf.shape(values_1, out_type=tf.int64)[-2]
+                t2 = tf.shape(values_2, out_type=tf.int64)[-2]
+                t3 = t0 + t1 + t2
+                t4 = tf.range(tf.cast(t3, tf.int64))
+                t5 = _gather(values_0, t4, -2)
+                t6 = -t0 + t4
+                t7 = _gather(values_1, t6, -2)
+                t8 = -t0 - t1 + t4
+                t9 = _gather(values_2, t8, -2)
+                output = t5 + t7 + t9
+            else:
+                raise ValueError(f"ConcatV2: unsupported attributes N={N!r}, axis={axis!r}")
 
         def backward(grad):
             return concat_v2_vjp(grad, *values, output=output, axis=axis)
@@ -267,60 +350,70 @@ def split_grad(op, *grad_output):
 
 def split(value, *, num_split=2, axis=-1):
     """Split: `value` cut along `axis` into `num_split` pieces of equal size, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"num_split": num_split, "axis": axis}
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(value):
-        if num_split == 2 and axis == -1:
-            t0 = tf.shape(value, out_type=tf.int64)[-1]
-            t1 = (t0) // (2)
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            output_0 = _gather(value, t3, -1)
-            t4 = tf.range(tf.cast(t2, tf.int64))
-            t5 = t1 + t4
-            output_1 = _gather(value, t5, -1)
-            output = (output_0, output_1)
-        elif num_split == 2 and axis == -2:
-            t0 = tf.shape(value, out_type=tf.int64)[-2]
-            t1 = (t0) // (2)
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            output_0 = _gather(value, t3, -2)
-            t4 = tf.range(tf.cast(t2, tf.int64))
-            t5 = t1 + t4
-            output_1 = _gather(value, t5, -2)
-            output = (output_0, output_1)
-        elif num_split == 3 and axis == -1:
-            t0 = tf.shape(value, out_type=tf.int64)[-1]
-            t1 = (t0) // (3)
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            output_0 = _gather(value, t3, -1)
-            t4 = tf.range(tf.cast(t2, tf.int64))
-            t5 = t1 + t4
-            output_1 = _gather(value, t5, -1)
-            t6 = tf.range(tf.cast(t2, tf.int64))
-            t7 = 2 * t1 + t6
-            output_2 = _gather(value, t7, -1)
-            output = (output_0, output_1, output_2)
-        elif num_split == 3 and axis == -2:
-            t0 = tf.shape(value, out_type=tf.int64)[-2]
-            t1 = (t0) // (3)
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            output_0 = _gather(value, t3, -2)
-            t4 = tf.range(tf.cast(t2, tf.int64))
-            t5 = t1 + t4
-            output_1 = _gather(value, t5, -2)
-            t6 = tf.range(tf.cast(t2, tf.int64))
-            t7 = 2 * t1 + t6
-            output_2 = _gather(value, t7, -2)
-            output = (output_0, output_1, output_2)
-        else:
-            raise ValueError(
-                f"Split: unsupported attributes num_split={num_split!r}, axis={axis!r}"
-            )
+        kernel_outputs = (
+            _tf_kernel("Split", 1, {"value": value}, kernel_attrs, list_output=True)
+            if (num_split, axis) in ((2, -1), (2, -2), (3, -1), (3, -2))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if num_split == 2 and axis == -1:
+                t0 = tf.shape(value, out_type=tf.int64)[-1]
+                t1 = (t0) // (2)
+                t2 = t1
+                t3 = tf.range(tf.cast(t2, tf.int64))
+                output_0 = _gather(value, t3, -1)
+                t4 = tf.range(tf.cast(t2, tf.int64))
+                t5 = t1 + t4
+                output_1 = _gather(value, t5, -1)
+                output = (output_0, output_1)
+            elif num_split == 2 and axis == -2:
+                t0 = tf.shape(value, out_type=tf.int64)[-2]
+                t1 = (t0) // (2)
+                t2 = t1
+                t3 = tf.range(tf.cast(t2, tf.int64))
+                output_0 = _gather(value, t3, -2)
+                t4 = tf.range(tf.cast(t2, tf.int64))
+                t5 = t1 + t4
+                output_1 = _gather(value, t5, -2)
+                output = (output_0, output_1)
+            elif num_split == 3 and axis == -1:
+                t0 = tf.shape(value, out_type=tf.int64)[-1]
+                t1 = (t0) // (3)
+                t2 = t1
+                t3 = tf.range(tf.cast(t2, tf.int64))
+                output_0 = _gather(value, t3, -1)
+                t4 = tf.range(tf.cast(t2, tf.int64))
+                t5 = t1 + t4
+                output_1 = _gather(value, t5, -1)
+                t6 = tf.range(tf.cast(t2, tf.int64))
+                t7 = 2 * t1 + t6
+                output_2 = _gather(value, t7, -1)
+                output = (output_0, output_1, output_2)
+            elif num_split == 3 and axis == -2:
+                t0 = tf.shape(value, out_type=tf.int64)[-2]
+                t1 = (t0) // (3)
+                t2 = t1
+                t3 = tf.range(tf.cast(t2, tf.int64))
+                output_0 = _gather(value, t3, -2)
+                t4 = tf.range(tf.cast(t2, tf.int64))
+                t5 = t1 + t4
+                output_1 = _gather(value, t5, -2)
+                t6 = tf.range(tf.cast(t2, tf.int64))
+                t7 = 2 * t1 + t6
+                output_2 = _gather(value, t7, -2)
+                output = (output_0, output_1, output_2)
+            else:
+                raise ValueError(
+                    f"Split: unsupported attributes num_split={num_split!r}, axis={axis!r}"
+                )
 
         def backward(*grad_output):
             return split_vjp(grad_output, value, output, num_split=num_split, axis=axis)
@@ -413,103 +506,133 @@ def split_v_grad(op, *grad_output):
 
 def split_v(value, *, num_split=2, axis=-1, size_splits):
     """SplitV: `value` cut along `axis` into pieces of `size_splits[k]` entries (one may be -1: the rest), with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"num_split": num_split, "axis": axis, "size_splits": size_splits}
     size_splits = tf.cast(size_splits, tf.int64)
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(value):
-        if num_split == 2 and axis == -1:
-            t0 = tf.shape(value, out_type=tf.int64)[-1]
-            t1 = tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            output_0 = _gather(value, t2, -1)
-            t3 = tf.where(tf.equal(size_splits[1], -1), -size_splits[0] + t0, size_splits[1])
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4 + tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
-            output_1 = _gather(value, t5, -1)
-            output = (output_0, output_1)
-        elif num_split == 2 and axis == -2:
-            t0 = tf.shape(value, out_type=tf.int64)[-2]
-            t1 = tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            output_0 = _gather(value, t2, -2)
-            t3 = tf.where(tf.equal(size_splits[1], -1), -size_splits[0] + t0, size_splits[1])
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4 + tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
-            output_1 = _gather(value, t5, -2)
-            output = (output_0, output_1)
-        elif num_split == 3 and axis == -1:
-            t0 = tf.shape(value, out_type=tf.int64)[-1]
-            t1 = tf.where(
-                tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t0, size_splits[0]
-            )
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            output_0 = _gather(value, t2, -1)
-            t3 = tf.where(
-                tf.equal(size_splits[1], -1), -size_splits[0] - size_splits[2] + t0, size_splits[1]
-            )
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4 + tf.where(
-                tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t0, size_splits[0]
-            )
-            output_1 = _gather(value, t5, -1)
-            t6 = tf.where(
-                tf.equal(size_splits[2], -1), -size_splits[0] - size_splits[1] + t0, size_splits[2]
-            )
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = (
-                t7
-                + tf.where(
-                    tf.equal(size_splits[1], -1),
-                    -size_splits[0] - size_splits[2] + t0,
-                    size_splits[1],
+        kernel_outputs = (
+            _tf_kernel("SplitV", 1, {"value": value}, kernel_attrs, list_output=True)
+            if (num_split, axis) in ((2, -1), (2, -2), (3, -1), (3, -2))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if num_split == 2 and axis == -1:
+                t0 = tf.shape(value, out_type=tf.int64)[-1]
+                t1 = tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
+                t2 = tf.range(tf.cast(t1, tf.int64))
+                output_0 = _gather(value, t2, -1)
+                t3 = tf.where(tf.equal(size_splits[1], -1), -size_splits[0] + t0, size_splits[1])
+                t4 = tf.range(tf.cast(t3, tf.int64))
+                t5 = t4 + tf.where(
+                    tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0]
                 )
-                + tf.where(
+                output_1 = _gather(value, t5, -1)
+                output = (output_0, output_1)
+            elif num_split == 2 and axis == -2:
+                t0 = tf.shape(value, out_type=tf.int64)[-2]
+                t1 = tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
+                t2 = tf.range(tf.cast(t1, tf.int64))
+                output_0 = _gather(value, t2, -2)
+                t3 = tf.where(tf.equal(size_splits[1], -1), -size_splits[0] + t0, size_splits[1])
+                t4 = tf.range(tf.cast(t3, tf.int64))
+                t5 = t4 + tf.where(
+                    tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0]
+                )
+                output_1 = _gather(value, t5, -2)
+                output = (output_0, output_1)
+            elif num_split == 3 and axis == -1:
+                t0 = tf.shape(value, out_type=tf.int64)[-1]
+                t1 = tf.where(
                     tf.equal(size_splits[0], -1),
                     -size_splits[1] - size_splits[2] + t0,
                     size_splits[0],
                 )
-            )
-            output_2 = _gather(value, t8, -1)
-            output = (output_0, output_1, output_2)
-        elif num_split == 3 and axis == -2:
-            t0 = tf.shape(value, out_type=tf.int64)[-2]
-            t1 = tf.where(
-                tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t0, size_splits[0]
-            )
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            output_0 = _gather(value, t2, -2)
-            t3 = tf.where(
-                tf.equal(size_splits[1], -1), -size_splits[0] - size_splits[2] + t0, size_splits[1]
-            )
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4 + tf.where(
-                tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t0, size_splits[0]
-            )
-            output_1 = _gather(value, t5, -2)
-            t6 = tf.where(
-                tf.equal(size_splits[2], -1), -size_splits[0] - size_splits[1] + t0, size_splits[2]
-            )
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = (
-                t7
-                + tf.where(
+                t2 = tf.range(tf.cast(t1, tf.int64))
+                output_0 = _gather(value, t2, -1)
+                t3 = tf.where(
                     tf.equal(size_splits[1], -1),
                     -size_splits[0] - size_splits[2] + t0,
                     size_splits[1],
                 )
-                + tf.where(
+                t4 = tf.range(tf.cast(t3, tf.int64))
+                t5 = t4 + tf.where(
                     tf.equal(size_splits[0], -1),
                     -size_splits[1] - size_splits[2] + t0,
                     size_splits[0],
                 )
-            )
-            output_2 = _gather(value, t8, -2)
-            output = (output_0, output_1, output_2)
-        else:
-            raise ValueError(
-                f"SplitV: unsupported attributes num_split={num_split!r}, axis={axis!r}"
-            )
+                output_1 = _gather(value, t5, -1)
+                t6 = tf.where(
+                    tf.equal(size_splits[2], -1),
+                    -size_splits[0] - size_splits[1] + t0,
+                    size_splits[2],
+                )
+                t7 = tf.range(tf.cast(t6, tf.int64))
+                t8 = (
+                    t7
+                    + tf.where(
+                        tf.equal(size_splits[1], -1),
+                        -size_splits[0] - size_splits[2] + t0,
+                        size_splits[1],
+                    )
+                    + tf.where(
+                        tf.equal(size_splits[0], -1),
+                        -size_splits[1] - size_splits[2] + t0,
+                        size_splits[0],
+                    )
+                )
+                output_2 = _gather(value, t8, -1)
+                output = (output_0, output_1, output_2)
+            elif num_split == 3 and axis == -2:
+                t0 = tf.shape(value, out_type=tf.int64)[-2]
+                t1 = tf.where(
+                    tf.equal(size_splits[0], -1),
+                    -size_splits[1] - size_splits[2] + t0,
+                    size_splits[0],
+                )
+                t2 = tf.range(tf.cast(t1, tf.int64))
+                output_0 = _gather(value, t2, -2)
+                t3 = tf.where(
+                    tf.equal(size_splits[1], -1),
+                    -size_splits[0] - size_splits[2] + t0,
+                    size_splits[1],
+                )
+                t4 = tf.range(tf.cast(t3, tf.int64))
+                t5 = t4 + tf.where(
+                    tf.equal(size_splits[0], -1),
+                    -size_splits[1] - size_splits[2] + t0,
+                    size_splits[0],
+                )
+                output_1 = _gather(value, t5, -2)
+                t6 = tf.where(
+                    tf.equal(size_splits[2], -1),
+                    -size_splits[0] - size_splits[1] + t0,
+                    size_splits[2],
+                )
+                t7 = tf.range(tf.cast(t6, tf.int64))
+                t8 = (
+                    t7
+                    + tf.where(
+                        tf.equal(size_splits[1], -1),
+                        -size_splits[0] - size_splits[2] + t0,
+                        size_splits[1],
+                    )
+                    + tf.where(
+                        tf.equal(size_splits[0], -1),
+                        -size_splits[1] - size_splits[2] + t0,
+                        size_splits[0],
+                    )
+                )
+                output_2 = _gather(value, t8, -2)
+                output = (output_0, output_1, output_2)
+            else:
+                raise ValueError(
+                    f"SplitV: unsupported attributes num_split={num_split!r}, axis={axis!r}"
+                )
 
         def backward(*grad_output):
             return split_v_vjp(
@@ -603,31 +726,41 @@ def pack_grad(op, grad):
 
 def pack(*values, axis=-1):
     """Pack: The tensors of `values`, of one shape, stacked along a new axis `axis`, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis}
     N = len(values)
     axis = axis - (len(values[0].shape) + 1) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(*values):
-        if N == 2 and axis == -1:
-            values_0, values_1 = values
-            output = tf.stack([values_0, values_1], axis=-1)
-        elif N == 2 and axis == -2:
-            values_0, values_1 = values
-            output = tf.stack([values_0, values_1], axis=-2)
-        elif N == 2 and axis == -3:
-            values_0, values_1 = values
-            output = tf.stack([values_0, values_1], axis=-3)
-        elif N == 3 and axis == -1:
-            values_0, values_1, values_2 = values
-            output = tf.stack([values_0, values_1, values_2], axis=-1)
-        elif N == 3 and axis == -2:
-            values_0, values_1, values_2 = values
-            output = tf.stack([values_0, values_1, values_2], axis=-2)
-        elif N == 3 and axis == -3:
-            values_0, values_1, values_2 = values
-            output = tf.stack([values_0, values_1, values_2], axis=-3)
-        else:
-            raise ValueError(f"Pack: unsupported attributes N={N!r}, axis={axis!r}")
+        kernel_outputs = (
+            _tf_kernel("Pack", 1, {"values": values}, kernel_attrs)
+            if (N, axis) in ((2, -1), (2, -2), (2, -3), (3, -1), (3, -2), (3, -3))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if N == 2 and axis == -1:
+                values_0, values_1 = values
+                output = tf.stack([values_0, values_1], axis=-1)
+            elif N == 2 and axis == -2:
+                values_0, values_1 = values
+                output = tf.stack([values_0, values_1], axis=-2)
+            elif N == 2 and axis == -3:
+                values_0, values_1 = values
+                output = tf.stack([values_0, values_1], axis=-3)
+            elif N == 3 and axis == -1:
+                values_0, values_1, values_2 = values
+                output = tf.stack([values_0, values_1, values_2], axis=-1)
+            elif N == 3 and axis == -2:
+                values_0, values_1, values_2 = values
+                output = tf.stack([values_0, values_1, values_2], axis=-2)
+            elif N == 3 and axis == -3:
+                values_0, values_1, values_2 = values
+                output = tf.stack([values_0, values_1, values_2], axis=-3)
+            else:
+                raise ValueError(f"Pack: unsupported attributes N={N!r}, axis={axis!r}")
 
         def backward(grad):
             return pack_vjp(grad, *values, output=output, axis=axis)
@@ -675,54 +808,64 @@ def unpack_grad(op, *grad_output):
 
 def unpack(value, *, num=2, axis=-1):
     """Unpack: `value` taken apart along axis `axis` (of `num` entries), that axis dropped, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"num": num, "axis": axis}
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(value):
-        if num == 2 and axis == -1:
-            t0 = 0
-            output_0 = _gather(value, t0, -1)
-            t1 = 1
-            output_1 = _gather(value, t1, -1)
-            output = (output_0, output_1)
-        elif num == 2 and axis == -2:
-            t0 = 0
-            output_0 = _gather(value, t0, -2)
-            t1 = 1
-            output_1 = _gather(value, t1, -2)
-            output = (output_0, output_1)
-        elif num == 2 and axis == -3:
-            t0 = 0
-            output_0 = _gather(value, t0, -3)
-            t1 = 1
-            output_1 = _gather(value, t1, -3)
-            output = (output_0, output_1)
-        elif num == 3 and axis == -1:
-            t0 = 0
-            output_0 = _gather(value, t0, -1)
-            t1 = 1
-            output_1 = _gather(value, t1, -1)
-            t2 = 2
-            output_2 = _gather(value, t2, -1)
-            output = (output_0, output_1, output_2)
-        elif num == 3 and axis == -2:
-            t0 = 0
-            output_0 = _gather(value, t0, -2)
-            t1 = 1
-            output_1 = _gather(value, t1, -2)
-            t2 = 2
-            output_2 = _gather(value, t2, -2)
-            output = (output_0, output_1, output_2)
-        elif num == 3 and axis == -3:
-            t0 = 0
-            output_0 = _gather(value, t0, -3)
-            t1 = 1
-            output_1 = _gather(value, t1, -3)
-            t2 = 2
-            output_2 = _gather(value, t2, -3)
-            output = (output_0, output_1, output_2)
-        else:
-            raise ValueError(f"Unpack: unsupported attributes num={num!r}, axis={axis!r}")
+        kernel_outputs = (
+            _tf_kernel("Unpack", 1, {"value": value}, kernel_attrs, list_output=True)
+            if (num, axis) in ((2, -1), (2, -2), (2, -3), (3, -1), (3, -2), (3, -3))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if num == 2 and axis == -1:
+                t0 = 0
+                output_0 = _gather(value, t0, -1)
+                t1 = 1
+                output_1 = _gather(value, t1, -1)
+                output = (output_0, output_1)
+            elif num == 2 and axis == -2:
+                t0 = 0
+                output_0 = _gather(value, t0, -2)
+                t1 = 1
+                output_1 = _gather(value, t1, -2)
+                output = (output_0, output_1)
+            elif num == 2 and axis == -3:
+                t0 = 0
+                output_0 = _gather(value, t0, -3)
+                t1 = 1
+                output_1 = _gather(value, t1, -3)
+                output = (output_0, output_1)
+            elif num == 3 and axis == -1:
+                t0 = 0
+                output_0 = _gather(value, t0, -1)
+                t1 = 1
+                output_1 = _gather(value, t1, -1)
+                t2 = 2
+                output_2 = _gather(value, t2, -1)
+                output = (output_0, output_1, output_2)
+            elif num == 3 and axis == -2:
+                t0 = 0
+                output_0 = _gather(value, t0, -2)
+                t1 = 1
+                output_1 = _gather(value, t1, -2)
+                t2 = 2
+                output_2 = _gather(value, t2, -2)
+                output = (output_0, output_1, output_2)
+            elif num == 3 and axis == -3:
+                t0 = 0
+                output_0 = _gather(value, t0, -3)
+                t1 = 1
+                output_1 = _gather(value, t1, -3)
+                t2 = 2
+                output_2 = _gather(value, t2, -3)
+                output = (output_0, output_1, output_2)
+            else:
+                raise ValueError(f"Unpack: unsupported attributes num={num!r}, axis={axis!r}")
 
         def backward(*grad_output):
             return unpack_vjp(grad_output, value, output, num=num, axis=axis)
@@ -766,18 +909,26 @@ def add_n_grad(op, grad):
 
 def add_n(*inputs):
     """AddN: The sum of the tensors of `inputs`, all of one shape, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {}
     N = len(inputs)
 
     @tf.custom_gradient
     def forward(*inputs):
-        if N == 2:
-            inputs_0, inputs_1 = inputs
-            sum = inputs_0 + inputs_1
-        elif N == 3:
-            inputs_0, inputs_1, inputs_2 = inputs
-            sum = inputs_0 + inputs_1 + inputs_2
-        else:
-            raise ValueError(f"AddN: unsupported attributes N={N!r}")
+        kernel_outputs = (
+            _tf_kernel("AddN", 1, {"inputs": inputs}, kernel_attrs) if N in (2, 3) else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            sum = kernel_outputs[0]
+        else:  # the declared formula
+            if N == 2:
+                inputs_0, inputs_1 = inputs
+                sum = inputs_0 + inputs_1
+            elif N == 3:
+                inputs_0, inputs_1, inputs_2 = inputs
+                sum = inputs_0 + inputs_1 + inputs_2
+            else:
+                raise ValueError(f"AddN: unsupported attributes N={N!r}")
 
         def backward(grad):
             return add_n_vjp(grad, *inputs, sum=sum)

@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,77 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type, or its definition refuses
+    the inputs' dtypes, or no kernel is registered for them: there the declared formula computes
+    the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    dtypes = tuple(
+        (name, tuple(v.dtype for v in value) if isinstance(value, list) else value.dtype)
+        for name, value in tensors.items()
+    )
+    key = (op_type, dtypes, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _has_kernel(raw, tensors, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _has_kernel(raw, tensors, attrs):
+    """Whether TensorFlow's op `raw` takes tensors of the dtypes of `tensors` with `attrs`: its
+    definition's type constraints (checked by building it in a graph, with any shapes) and a
+    registered kernel (an eager call on tensors of ones of the same ranks; only a missing kernel
+    counts against it, not the kernel refusing those shapes)."""
+
+    def build(kwargs):
+        return raw(**kwargs, **attrs)
+
+    def specs(value):
+        return tf.TensorSpec(None, value.dtype)
+
+    def ones(value):
+        return tf.ones([1] * (value.shape.rank or 0), value.dtype)
+
+    structure = lambda fn: {
+        name: [fn(v) for v in value] if isinstance(value, list) else fn(value)
+        for name, value in tensors.items()
+    }
+    try:
+        tf.function(build, autograph=False).get_concrete_function(structure(specs))
+    except TypeError:  # a dtype the op's definition refuses
+        return False
+    except Exception:  # unknown shapes the op's shape function refuses: the call will tell
+        pass
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            build(structure(ones))
+        except tf.errors.NotFoundError:  # no kernel for these dtypes on this device
+            return False
+        except Exception:  # a kernel, refusing these values
+            pass
+    return True
 
 
 def _string_attr(op, name):
@@ -62,9 +135,13 @@ def softmax(logits):
 
     @tf.custom_gradient
     def forward(logits):
-        sum1 = tf.reduce_sum(tf.math.exp(logits), axis=-1)
-        t0 = sum1[..., None]
-        softmax = tf.math.exp(logits) / t0
+        kernel_outputs = _tf_kernel("Softmax", 1, {"logits": logits}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            softmax = kernel_outputs[0]
+        else:  # the declared formula
+            sum1 = tf.reduce_sum(tf.math.exp(logits), axis=-1)
+            t0 = sum1[..., None]
+            softmax = tf.math.exp(logits) / t0
 
         def backward(grad):
             return softmax_vjp(grad, logits, softmax)
@@ -94,9 +171,13 @@ def log_softmax(logits):
 
     @tf.custom_gradient
     def forward(logits):
-        sum1 = tf.reduce_sum(tf.math.exp(logits), axis=-1)
-        t0 = sum1[..., None]
-        logsoftmax = logits - tf.math.log(t0)
+        kernel_outputs = _tf_kernel("LogSoftmax", 1, {"logits": logits}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            logsoftmax = kernel_outputs[0]
+        else:  # the declared formula
+            sum1 = tf.reduce_sum(tf.math.exp(logits), axis=-1)
+            t0 = sum1[..., None]
+            logsoftmax = logits - tf.math.log(t0)
 
         def backward(grad):
             return log_softmax_vjp(grad, logits, logsoftmax)
@@ -125,8 +206,12 @@ def l2_loss(t):
 
     @tf.custom_gradient
     def forward(t):
-        t0 = tf.reduce_sum(t**2)
-        output = (1 / 2) * t0
+        kernel_outputs = _tf_kernel("L2Loss", 1, {"t": t}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            t0 = tf.reduce_sum(t**2)
+            output = (1 / 2) * t0
 
         def backward(grad):
             return l2_loss_vjp(grad, t, output)
@@ -164,12 +249,18 @@ def softmax_cross_entropy_with_logits(features, labels):
 
     @tf.custom_gradient
     def forward(features, labels):
-        sum1 = tf.reduce_sum(tf.math.exp(features), axis=-1)
-        t0 = tf.reduce_sum(features * labels, axis=-1)
-        t1 = tf.reduce_sum(labels, axis=-1)
-        loss = -t0 + t1 * tf.math.log(sum1)
-        t2 = sum1[..., None]
-        backprop = -labels + tf.math.exp(features) / t2
+        kernel_outputs = _tf_kernel(
+            "SoftmaxCrossEntropyWithLogits", 2, {"features": features, "labels": labels}, {}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            loss, backprop = kernel_outputs
+        else:  # the declared formula
+            sum1 = tf.reduce_sum(tf.math.exp(features), axis=-1)
+            t0 = tf.reduce_sum(features * labels, axis=-1)
+            t1 = tf.reduce_sum(labels, axis=-1)
+            loss = -t0 + t1 * tf.math.log(sum1)
+            t2 = sum1[..., None]
+            backprop = -labels + tf.math.exp(features) / t2
 
         def backward(grad_loss, grad_backprop):
             return softmax_cross_entropy_with_logits_vjp(
@@ -207,13 +298,21 @@ def bias_add(value, bias, *, data_format="NHWC"):
 
     @tf.custom_gradient
     def forward(value, bias):
-        if data_format == "NHWC":
-            output = bias + value
-        elif data_format == "NCHW":
-            t0 = bias[..., None, None]
-            output = t0 + value
-        else:
-            raise ValueError(f"BiasAdd: unsupported attributes data_format={data_format!r}")
+        kernel_outputs = (
+            _tf_kernel("BiasAdd", 1, {"value": value, "bias": bias}, {"data_format": data_format})
+            if data_format in ("NHWC", "NCHW")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if data_format == "NHWC":
+                output = bias + value
+            elif data_format == "NCHW":
+                t0 = bias[..., None, None]
+                output = t0 + value
+            else:
+                raise ValueError(f"BiasAdd: unsupported attributes data_format={data_format!r}")
 
         def backward(grad):
             return bias_add_vjp(grad, value, bias, output, data_format=data_format)
@@ -253,15 +352,19 @@ def cross(a, b):
 
     @tf.custom_gradient
     def forward(a, b):
-        t0 = tf.constant(
-            [
-                [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
-                [[0, 0, -1], [0, 0, 0], [1, 0, 0]],
-                [[0, 1, 0], [-1, 0, 0], [0, 0, 0]],
-            ],
-            dtype=a.dtype,
-        )
-        product = tf.einsum("...a,...b,cab->...c", a, b, t0)
+        kernel_outputs = _tf_kernel("Cross", 1, {"a": a, "b": b}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            product = kernel_outputs[0]
+        else:  # the declared formula
+            t0 = tf.constant(
+                [
+                    [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
+                    [[0, 0, -1], [0, 0, 0], [1, 0, 0]],
+                    [[0, 1, 0], [-1, 0, 0], [0, 0, 0]],
+                ],
+                dtype=a.dtype,
+            )
+            product = tf.einsum("...a,...b,cab->...c", a, b, t0)
 
         def backward(grad):
             return cross_vjp(grad, a, b, product)
@@ -291,7 +394,11 @@ def bias_add_v1(value, bias):
 
     @tf.custom_gradient
     def forward(value, bias):
-        output = bias + value
+        kernel_outputs = _tf_kernel("BiasAddV1", 1, {"value": value, "bias": bias}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            output = bias + value
 
         def backward(grad):
             return bias_add_v1_vjp(grad, value, bias, output)
@@ -328,12 +435,22 @@ def bias_add_backprop(out_backprop, *, data_format="NHWC"):
 
     @tf.custom_gradient
     def forward(out_backprop):
-        if data_format == "NHWC":
-            output = tf.reduce_sum(out_backprop, axis=tf.range(tf.rank(out_backprop) - 1))
-        elif data_format == "NCHW":
-            output = tf.reduce_sum(out_backprop, axis=[-4, -2, -1])
-        else:
-            raise ValueError(f"BiasAddGrad: unsupported attributes data_format={data_format!r}")
+        kernel_outputs = (
+            _tf_kernel(
+                "BiasAddGrad", 1, {"out_backprop": out_backprop}, {"data_format": data_format}
+            )
+            if data_format in ("NHWC", "NCHW")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if data_format == "NHWC":
+                output = tf.reduce_sum(out_backprop, axis=tf.range(tf.rank(out_backprop) - 1))
+            elif data_format == "NCHW":
+                output = tf.reduce_sum(out_backprop, axis=[-4, -2, -1])
+            else:
+                raise ValueError(f"BiasAddGrad: unsupported attributes data_format={data_format!r}")
 
         def backward(grad):
             return bias_add_backprop_vjp(grad, out_backprop, output, data_format=data_format)

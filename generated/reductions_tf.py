@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,77 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type, or its definition refuses
+    the inputs' dtypes, or no kernel is registered for them: there the declared formula computes
+    the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    dtypes = tuple(
+        (name, tuple(v.dtype for v in value) if isinstance(value, list) else value.dtype)
+        for name, value in tensors.items()
+    )
+    key = (op_type, dtypes, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _has_kernel(raw, tensors, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _has_kernel(raw, tensors, attrs):
+    """Whether TensorFlow's op `raw` takes tensors of the dtypes of `tensors` with `attrs`: its
+    definition's type constraints (checked by building it in a graph, with any shapes) and a
+    registered kernel (an eager call on tensors of ones of the same ranks; only a missing kernel
+    counts against it, not the kernel refusing those shapes)."""
+
+    def build(kwargs):
+        return raw(**kwargs, **attrs)
+
+    def specs(value):
+        return tf.TensorSpec(None, value.dtype)
+
+    def ones(value):
+        return tf.ones([1] * (value.shape.rank or 0), value.dtype)
+
+    structure = lambda fn: {
+        name: [fn(v) for v in value] if isinstance(value, list) else fn(value)
+        for name, value in tensors.items()
+    }
+    try:
+        tf.function(build, autograph=False).get_concrete_function(structure(specs))
+    except TypeError:  # a dtype the op's definition refuses
+        return False
+    except Exception:  # unknown shapes the op's shape function refuses: the call will tell
+        pass
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            build(structure(ones))
+        except tf.errors.NotFoundError:  # no kernel for these dtypes on this device
+            return False
+        except Exception:  # a kernel, refusing these values
+            pass
+    return True
 
 
 def _const_input(op, index):
@@ -84,24 +157,37 @@ def reduce_sum_grad(op, grad):
 
 def reduce_sum(input, *, axis=-1, keep_dims=False):
     """Sum: Sum over one axis, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis, "keep_dims": keep_dims}
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(input):
-        if axis == -1 and not keep_dims:
-            output = tf.reduce_sum(input, axis=-1)
-        elif axis == -1 and keep_dims:
-            output = tf.reduce_sum(input, axis=-1, keepdims=True)
-        elif axis == -2 and not keep_dims:
-            output = tf.reduce_sum(input, axis=-2)
-        elif axis == -2 and keep_dims:
-            output = tf.reduce_sum(input, axis=-2, keepdims=True)
-        elif axis == -3 and not keep_dims:
-            output = tf.reduce_sum(input, axis=-3)
-        elif axis == -3 and keep_dims:
-            output = tf.reduce_sum(input, axis=-3, keepdims=True)
-        else:
-            raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+        kernel_outputs = (
+            _tf_kernel("Sum", 1, {"input": input}, kernel_attrs)
+            if (axis, keep_dims)
+            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if axis == -1 and not keep_dims:
+                output = tf.reduce_sum(input, axis=-1)
+            elif axis == -1 and keep_dims:
+                output = tf.reduce_sum(input, axis=-1, keepdims=True)
+            elif axis == -2 and not keep_dims:
+                output = tf.reduce_sum(input, axis=-2)
+            elif axis == -2 and keep_dims:
+                output = tf.reduce_sum(input, axis=-2, keepdims=True)
+            elif axis == -3 and not keep_dims:
+                output = tf.reduce_sum(input, axis=-3)
+            elif axis == -3 and keep_dims:
+                output = tf.reduce_sum(input, axis=-3, keepdims=True)
+            else:
+                raise ValueError(
+                    f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
+                )
 
         def backward(grad):
             return reduce_sum_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
@@ -157,36 +243,49 @@ def reduce_mean_grad(op, grad):
 
 def reduce_mean(input, *, axis=-1, keep_dims=False):
     """Mean: Mean over one axis, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis, "keep_dims": keep_dims}
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(input):
-        if axis == -1 and not keep_dims:
-            t0 = tf.cast(tf.shape(input)[-1], input.dtype)
-            t1 = tf.reduce_sum(input, axis=-1)
-            output = t1 / t0
-        elif axis == -1 and keep_dims:
-            t0 = tf.cast(tf.shape(input)[-1], input.dtype)
-            t1 = tf.reduce_sum(input, axis=-1, keepdims=True)
-            output = t1 / t0
-        elif axis == -2 and not keep_dims:
-            t0 = tf.cast(tf.shape(input)[-2], input.dtype)
-            t1 = tf.reduce_sum(input, axis=-2)
-            output = t1 / t0
-        elif axis == -2 and keep_dims:
-            t0 = tf.cast(tf.shape(input)[-2], input.dtype)
-            t1 = tf.reduce_sum(input, axis=-2, keepdims=True)
-            output = t1 / t0
-        elif axis == -3 and not keep_dims:
-            t0 = tf.cast(tf.shape(input)[-3], input.dtype)
-            t1 = tf.reduce_sum(input, axis=-3)
-            output = t1 / t0
-        elif axis == -3 and keep_dims:
-            t0 = tf.cast(tf.shape(input)[-3], input.dtype)
-            t1 = tf.reduce_sum(input, axis=-3, keepdims=True)
-            output = t1 / t0
-        else:
-            raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+        kernel_outputs = (
+            _tf_kernel("Mean", 1, {"input": input}, kernel_attrs)
+            if (axis, keep_dims)
+            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if axis == -1 and not keep_dims:
+                t0 = tf.cast(tf.shape(input)[-1], input.dtype)
+                t1 = tf.reduce_sum(input, axis=-1)
+                output = t1 / t0
+            elif axis == -1 and keep_dims:
+                t0 = tf.cast(tf.shape(input)[-1], input.dtype)
+                t1 = tf.reduce_sum(input, axis=-1, keepdims=True)
+                output = t1 / t0
+            elif axis == -2 and not keep_dims:
+                t0 = tf.cast(tf.shape(input)[-2], input.dtype)
+                t1 = tf.reduce_sum(input, axis=-2)
+                output = t1 / t0
+            elif axis == -2 and keep_dims:
+                t0 = tf.cast(tf.shape(input)[-2], input.dtype)
+                t1 = tf.reduce_sum(input, axis=-2, keepdims=True)
+                output = t1 / t0
+            elif axis == -3 and not keep_dims:
+                t0 = tf.cast(tf.shape(input)[-3], input.dtype)
+                t1 = tf.reduce_sum(input, axis=-3)
+                output = t1 / t0
+            elif axis == -3 and keep_dims:
+                t0 = tf.cast(tf.shape(input)[-3], input.dtype)
+                t1 = tf.reduce_sum(input, axis=-3, keepdims=True)
+                output = t1 / t0
+            else:
+                raise ValueError(
+                    f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
+                )
 
         def backward(grad):
             return reduce_mean_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
@@ -241,35 +340,46 @@ def euclidean_norm_grad(op, grad):
 
 def euclidean_norm(input, *, axis=-1, keep_dims=False):
     """EuclideanNorm: Square root of the sum of squares over one axis, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis, "keep_dims": keep_dims}
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(input):
-        if axis == -1 and not keep_dims:
-            sum1 = tf.reduce_sum(input**2, axis=-1)
-            output = tf.math.sqrt(sum1)
-        elif axis == -1 and keep_dims:
-            sum1 = tf.reduce_sum(input**2, axis=-1)
-            t0 = sum1[..., None]
-            output = tf.math.sqrt(t0)
-        elif axis == -2 and not keep_dims:
-            sum1 = tf.reduce_sum(input**2, axis=-2)
-            output = tf.math.sqrt(sum1)
-        elif axis == -2 and keep_dims:
-            sum1 = tf.reduce_sum(input**2, axis=-2)
-            t0 = sum1[..., None, :]
-            output = tf.math.sqrt(t0)
-        elif axis == -3 and not keep_dims:
-            sum1 = tf.reduce_sum(input**2, axis=-3)
-            output = tf.math.sqrt(sum1)
-        elif axis == -3 and keep_dims:
-            sum1 = tf.reduce_sum(input**2, axis=-3)
-            t0 = sum1[..., None, :, :]
-            output = tf.math.sqrt(t0)
-        else:
-            raise ValueError(
-                f"EuclideanNorm: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
-            )
+        kernel_outputs = (
+            _tf_kernel("EuclideanNorm", 1, {"input": input}, kernel_attrs)
+            if (axis, keep_dims)
+            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if axis == -1 and not keep_dims:
+                sum1 = tf.reduce_sum(input**2, axis=-1)
+                output = tf.math.sqrt(sum1)
+            elif axis == -1 and keep_dims:
+                sum1 = tf.reduce_sum(input**2, axis=-1)
+                t0 = sum1[..., None]
+                output = tf.math.sqrt(t0)
+            elif axis == -2 and not keep_dims:
+                sum1 = tf.reduce_sum(input**2, axis=-2)
+                output = tf.math.sqrt(sum1)
+            elif axis == -2 and keep_dims:
+                sum1 = tf.reduce_sum(input**2, axis=-2)
+                t0 = sum1[..., None, :]
+                output = tf.math.sqrt(t0)
+            elif axis == -3 and not keep_dims:
+                sum1 = tf.reduce_sum(input**2, axis=-3)
+                output = tf.math.sqrt(sum1)
+            elif axis == -3 and keep_dims:
+                sum1 = tf.reduce_sum(input**2, axis=-3)
+                t0 = sum1[..., None, :, :]
+                output = tf.math.sqrt(t0)
+            else:
+                raise ValueError(
+                    f"EuclideanNorm: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
+                )
 
         def backward(grad):
             return euclidean_norm_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
@@ -301,8 +411,12 @@ def reduce_log_sum_exp(input):
 
     @tf.custom_gradient
     def forward(input):
-        sum1 = tf.reduce_sum(tf.math.exp(input), axis=-1)
-        output = tf.math.log(sum1)
+        kernel_outputs = _tf_kernel("ReduceLogSumExp", 1, {"input": input}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            sum1 = tf.reduce_sum(tf.math.exp(input), axis=-1)
+            output = tf.math.log(sum1)
 
         def backward(grad):
             return reduce_log_sum_exp_vjp(grad, input, output)
@@ -364,38 +478,62 @@ def cumsum_grad(op, grad):
 
 def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumsum: Cumulative sum along one axis; `exclusive` leaves each element out of its sum, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis, "exclusive": exclusive, "reverse": reverse}
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(x):
-        if axis == -1 and not exclusive and not reverse:
-            out = tf.math.cumsum(x, axis=-1)
-        elif axis == -1 and not exclusive and reverse:
-            out = tf.math.cumsum(x, axis=-1, reverse=True)
-        elif axis == -1 and exclusive and not reverse:
-            out = tf.math.cumsum(x, axis=-1, exclusive=True)
-        elif axis == -1 and exclusive and reverse:
-            out = tf.math.cumsum(x, axis=-1, exclusive=True, reverse=True)
-        elif axis == -2 and not exclusive and not reverse:
-            out = tf.math.cumsum(x, axis=-2)
-        elif axis == -2 and not exclusive and reverse:
-            out = tf.math.cumsum(x, axis=-2, reverse=True)
-        elif axis == -2 and exclusive and not reverse:
-            out = tf.math.cumsum(x, axis=-2, exclusive=True)
-        elif axis == -2 and exclusive and reverse:
-            out = tf.math.cumsum(x, axis=-2, exclusive=True, reverse=True)
-        elif axis == -3 and not exclusive and not reverse:
-            out = tf.math.cumsum(x, axis=-3)
-        elif axis == -3 and not exclusive and reverse:
-            out = tf.math.cumsum(x, axis=-3, reverse=True)
-        elif axis == -3 and exclusive and not reverse:
-            out = tf.math.cumsum(x, axis=-3, exclusive=True)
-        elif axis == -3 and exclusive and reverse:
-            out = tf.math.cumsum(x, axis=-3, exclusive=True, reverse=True)
-        else:
-            raise ValueError(
-                f"Cumsum: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
+        kernel_outputs = (
+            _tf_kernel("Cumsum", 1, {"x": x}, kernel_attrs)
+            if (axis, exclusive, reverse)
+            in (
+                (-1, False, False),
+                (-1, False, True),
+                (-1, True, False),
+                (-1, True, True),
+                (-2, False, False),
+                (-2, False, True),
+                (-2, True, False),
+                (-2, True, True),
+                (-3, False, False),
+                (-3, False, True),
+                (-3, True, False),
+                (-3, True, True),
             )
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            out = kernel_outputs[0]
+        else:  # the declared formula
+            if axis == -1 and not exclusive and not reverse:
+                out = tf.math.cumsum(x, axis=-1)
+            elif axis == -1 and not exclusive and reverse:
+                out = tf.math.cumsum(x, axis=-1, reverse=True)
+            elif axis == -1 and exclusive and not reverse:
+                out = tf.math.cumsum(x, axis=-1, exclusive=True)
+            elif axis == -1 and exclusive and reverse:
+                out = tf.math.cumsum(x, axis=-1, exclusive=True, reverse=True)
+            elif axis == -2 and not exclusive and not reverse:
+                out = tf.math.cumsum(x, axis=-2)
+            elif axis == -2 and not exclusive and reverse:
+                out = tf.math.cumsum(x, axis=-2, reverse=True)
+            elif axis == -2 and exclusive and not reverse:
+                out = tf.math.cumsum(x, axis=-2, exclusive=True)
+            elif axis == -2 and exclusive and reverse:
+                out = tf.math.cumsum(x, axis=-2, exclusive=True, reverse=True)
+            elif axis == -3 and not exclusive and not reverse:
+                out = tf.math.cumsum(x, axis=-3)
+            elif axis == -3 and not exclusive and reverse:
+                out = tf.math.cumsum(x, axis=-3, reverse=True)
+            elif axis == -3 and exclusive and not reverse:
+                out = tf.math.cumsum(x, axis=-3, exclusive=True)
+            elif axis == -3 and exclusive and reverse:
+                out = tf.math.cumsum(x, axis=-3, exclusive=True, reverse=True)
+            else:
+                raise ValueError(
+                    f"Cumsum: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
+                )
 
         def backward(grad):
             return cumsum_vjp(grad, x, out, axis=axis, exclusive=exclusive, reverse=reverse)
@@ -457,24 +595,37 @@ def reduce_prod_grad(op, grad):
 
 def reduce_prod(input, *, axis=-1, keep_dims=False):
     """Prod: Product over one axis; its gradient is finite with zeros in the slice, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis, "keep_dims": keep_dims}
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(input):
-        if axis == -1 and not keep_dims:
-            output = tf.reduce_prod(input, axis=-1)
-        elif axis == -1 and keep_dims:
-            output = tf.reduce_prod(input, axis=-1, keepdims=True)
-        elif axis == -2 and not keep_dims:
-            output = tf.reduce_prod(input, axis=-2)
-        elif axis == -2 and keep_dims:
-            output = tf.reduce_prod(input, axis=-2, keepdims=True)
-        elif axis == -3 and not keep_dims:
-            output = tf.reduce_prod(input, axis=-3)
-        elif axis == -3 and keep_dims:
-            output = tf.reduce_prod(input, axis=-3, keepdims=True)
-        else:
-            raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+        kernel_outputs = (
+            _tf_kernel("Prod", 1, {"input": input}, kernel_attrs)
+            if (axis, keep_dims)
+            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if axis == -1 and not keep_dims:
+                output = tf.reduce_prod(input, axis=-1)
+            elif axis == -1 and keep_dims:
+                output = tf.reduce_prod(input, axis=-1, keepdims=True)
+            elif axis == -2 and not keep_dims:
+                output = tf.reduce_prod(input, axis=-2)
+            elif axis == -2 and keep_dims:
+                output = tf.reduce_prod(input, axis=-2, keepdims=True)
+            elif axis == -3 and not keep_dims:
+                output = tf.reduce_prod(input, axis=-3)
+            elif axis == -3 and keep_dims:
+                output = tf.reduce_prod(input, axis=-3, keepdims=True)
+            else:
+                raise ValueError(
+                    f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
+                )
 
         def backward(grad):
             return reduce_prod_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
@@ -593,24 +744,37 @@ def reduce_max_grad(op, grad):
 
 def reduce_max(input, *, axis=-1, keep_dims=False):
     """Max: Maximum over one axis; tied maxima share the gradient equally, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis, "keep_dims": keep_dims}
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(input):
-        if axis == -1 and not keep_dims:
-            output = tf.reduce_max(input, axis=-1)
-        elif axis == -1 and keep_dims:
-            output = tf.reduce_max(input, axis=-1, keepdims=True)
-        elif axis == -2 and not keep_dims:
-            output = tf.reduce_max(input, axis=-2)
-        elif axis == -2 and keep_dims:
-            output = tf.reduce_max(input, axis=-2, keepdims=True)
-        elif axis == -3 and not keep_dims:
-            output = tf.reduce_max(input, axis=-3)
-        elif axis == -3 and keep_dims:
-            output = tf.reduce_max(input, axis=-3, keepdims=True)
-        else:
-            raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+        kernel_outputs = (
+            _tf_kernel("Max", 1, {"input": input}, kernel_attrs)
+            if (axis, keep_dims)
+            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if axis == -1 and not keep_dims:
+                output = tf.reduce_max(input, axis=-1)
+            elif axis == -1 and keep_dims:
+                output = tf.reduce_max(input, axis=-1, keepdims=True)
+            elif axis == -2 and not keep_dims:
+                output = tf.reduce_max(input, axis=-2)
+            elif axis == -2 and keep_dims:
+                output = tf.reduce_max(input, axis=-2, keepdims=True)
+            elif axis == -3 and not keep_dims:
+                output = tf.reduce_max(input, axis=-3)
+            elif axis == -3 and keep_dims:
+                output = tf.reduce_max(input, axis=-3, keepdims=True)
+            else:
+                raise ValueError(
+                    f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
+                )
 
         def backward(grad):
             return reduce_max_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
@@ -729,24 +893,37 @@ def reduce_min_grad(op, grad):
 
 def reduce_min(input, *, axis=-1, keep_dims=False):
     """Min: Minimum over one axis; tied minima share the gradient equally, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis, "keep_dims": keep_dims}
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(input):
-        if axis == -1 and not keep_dims:
-            output = tf.reduce_min(input, axis=-1)
-        elif axis == -1 and keep_dims:
-            output = tf.reduce_min(input, axis=-1, keepdims=True)
-        elif axis == -2 and not keep_dims:
-            output = tf.reduce_min(input, axis=-2)
-        elif axis == -2 and keep_dims:
-            output = tf.reduce_min(input, axis=-2, keepdims=True)
-        elif axis == -3 and not keep_dims:
-            output = tf.reduce_min(input, axis=-3)
-        elif axis == -3 and keep_dims:
-            output = tf.reduce_min(input, axis=-3, keepdims=True)
-        else:
-            raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+        kernel_outputs = (
+            _tf_kernel("Min", 1, {"input": input}, kernel_attrs)
+            if (axis, keep_dims)
+            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if axis == -1 and not keep_dims:
+                output = tf.reduce_min(input, axis=-1)
+            elif axis == -1 and keep_dims:
+                output = tf.reduce_min(input, axis=-1, keepdims=True)
+            elif axis == -2 and not keep_dims:
+                output = tf.reduce_min(input, axis=-2)
+            elif axis == -2 and keep_dims:
+                output = tf.reduce_min(input, axis=-2, keepdims=True)
+            elif axis == -3 and not keep_dims:
+                output = tf.reduce_min(input, axis=-3)
+            elif axis == -3 and keep_dims:
+                output = tf.reduce_min(input, axis=-3, keepdims=True)
+            else:
+                raise ValueError(
+                    f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
+                )
 
         def backward(grad):
             return reduce_min_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
@@ -1123,38 +1300,62 @@ def cumprod_grad(op, grad):
 
 def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis, "exclusive": exclusive, "reverse": reverse}
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(x):
-        if axis == -1 and not exclusive and not reverse:
-            out = tf.math.cumprod(x, axis=-1)
-        elif axis == -1 and not exclusive and reverse:
-            out = tf.math.cumprod(x, axis=-1, reverse=True)
-        elif axis == -1 and exclusive and not reverse:
-            out = tf.math.cumprod(x, axis=-1, exclusive=True)
-        elif axis == -1 and exclusive and reverse:
-            out = tf.math.cumprod(x, axis=-1, exclusive=True, reverse=True)
-        elif axis == -2 and not exclusive and not reverse:
-            out = tf.math.cumprod(x, axis=-2)
-        elif axis == -2 and not exclusive and reverse:
-            out = tf.math.cumprod(x, axis=-2, reverse=True)
-        elif axis == -2 and exclusive and not reverse:
-            out = tf.math.cumprod(x, axis=-2, exclusive=True)
-        elif axis == -2 and exclusive and reverse:
-            out = tf.math.cumprod(x, axis=-2, exclusive=True, reverse=True)
-        elif axis == -3 and not exclusive and not reverse:
-            out = tf.math.cumprod(x, axis=-3)
-        elif axis == -3 and not exclusive and reverse:
-            out = tf.math.cumprod(x, axis=-3, reverse=True)
-        elif axis == -3 and exclusive and not reverse:
-            out = tf.math.cumprod(x, axis=-3, exclusive=True)
-        elif axis == -3 and exclusive and reverse:
-            out = tf.math.cumprod(x, axis=-3, exclusive=True, reverse=True)
-        else:
-            raise ValueError(
-                f"Cumprod: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
+        kernel_outputs = (
+            _tf_kernel("Cumprod", 1, {"x": x}, kernel_attrs)
+            if (axis, exclusive, reverse)
+            in (
+                (-1, False, False),
+                (-1, False, True),
+                (-1, True, False),
+                (-1, True, True),
+                (-2, False, False),
+                (-2, False, True),
+                (-2, True, False),
+                (-2, True, True),
+                (-3, False, False),
+                (-3, False, True),
+                (-3, True, False),
+                (-3, True, True),
             )
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            out = kernel_outputs[0]
+        else:  # the declared formula
+            if axis == -1 and not exclusive and not reverse:
+                out = tf.math.cumprod(x, axis=-1)
+            elif axis == -1 and not exclusive and reverse:
+                out = tf.math.cumprod(x, axis=-1, reverse=True)
+            elif axis == -1 and exclusive and not reverse:
+                out = tf.math.cumprod(x, axis=-1, exclusive=True)
+            elif axis == -1 and exclusive and reverse:
+                out = tf.math.cumprod(x, axis=-1, exclusive=True, reverse=True)
+            elif axis == -2 and not exclusive and not reverse:
+                out = tf.math.cumprod(x, axis=-2)
+            elif axis == -2 and not exclusive and reverse:
+                out = tf.math.cumprod(x, axis=-2, reverse=True)
+            elif axis == -2 and exclusive and not reverse:
+                out = tf.math.cumprod(x, axis=-2, exclusive=True)
+            elif axis == -2 and exclusive and reverse:
+                out = tf.math.cumprod(x, axis=-2, exclusive=True, reverse=True)
+            elif axis == -3 and not exclusive and not reverse:
+                out = tf.math.cumprod(x, axis=-3)
+            elif axis == -3 and not exclusive and reverse:
+                out = tf.math.cumprod(x, axis=-3, reverse=True)
+            elif axis == -3 and exclusive and not reverse:
+                out = tf.math.cumprod(x, axis=-3, exclusive=True)
+            elif axis == -3 and exclusive and reverse:
+                out = tf.math.cumprod(x, axis=-3, exclusive=True, reverse=True)
+            else:
+                raise ValueError(
+                    f"Cumprod: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
+                )
 
         def backward(grad):
             return cumprod_vjp(grad, x, out, axis=axis, exclusive=exclusive, reverse=reverse)
@@ -1217,32 +1418,43 @@ def cumulative_logsumexp_grad(op, grad):
 
 def cumulative_logsumexp(x, *, axis=-1, reverse=False):
     """CumulativeLogsumexp: log of the cumulative sum of exp along one axis (not `exclusive`: its first entry is, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis, "reverse": reverse}
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(x):
-        if axis == -1 and not reverse:
-            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1)
-            out = tf.math.log(sum1)
-        elif axis == -1 and reverse:
-            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1, reverse=True)
-            out = tf.math.log(sum1)
-        elif axis == -2 and not reverse:
-            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2)
-            out = tf.math.log(sum1)
-        elif axis == -2 and reverse:
-            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2, reverse=True)
-            out = tf.math.log(sum1)
-        elif axis == -3 and not reverse:
-            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3)
-            out = tf.math.log(sum1)
-        elif axis == -3 and reverse:
-            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3, reverse=True)
-            out = tf.math.log(sum1)
-        else:
-            raise ValueError(
-                f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
-            )
+        kernel_outputs = (
+            _tf_kernel("CumulativeLogsumexp", 1, {"x": x}, kernel_attrs)
+            if (axis, reverse)
+            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            out = kernel_outputs[0]
+        else:  # the declared formula
+            if axis == -1 and not reverse:
+                sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1)
+                out = tf.math.log(sum1)
+            elif axis == -1 and reverse:
+                sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1, reverse=True)
+                out = tf.math.log(sum1)
+            elif axis == -2 and not reverse:
+                sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2)
+                out = tf.math.log(sum1)
+            elif axis == -2 and reverse:
+                sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2, reverse=True)
+                out = tf.math.log(sum1)
+            elif axis == -3 and not reverse:
+                sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3)
+                out = tf.math.log(sum1)
+            elif axis == -3 and reverse:
+                sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3, reverse=True)
+                out = tf.math.log(sum1)
+            else:
+                raise ValueError(
+                    f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
+                )
 
         def backward(grad):
             return cumulative_logsumexp_vjp(grad, x, out, axis=axis, reverse=reverse)

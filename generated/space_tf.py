@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,77 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type, or its definition refuses
+    the inputs' dtypes, or no kernel is registered for them: there the declared formula computes
+    the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    dtypes = tuple(
+        (name, tuple(v.dtype for v in value) if isinstance(value, list) else value.dtype)
+        for name, value in tensors.items()
+    )
+    key = (op_type, dtypes, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _has_kernel(raw, tensors, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _has_kernel(raw, tensors, attrs):
+    """Whether TensorFlow's op `raw` takes tensors of the dtypes of `tensors` with `attrs`: its
+    definition's type constraints (checked by building it in a graph, with any shapes) and a
+    registered kernel (an eager call on tensors of ones of the same ranks; only a missing kernel
+    counts against it, not the kernel refusing those shapes)."""
+
+    def build(kwargs):
+        return raw(**kwargs, **attrs)
+
+    def specs(value):
+        return tf.TensorSpec(None, value.dtype)
+
+    def ones(value):
+        return tf.ones([1] * (value.shape.rank or 0), value.dtype)
+
+    structure = lambda fn: {
+        name: [fn(v) for v in value] if isinstance(value, list) else fn(value)
+        for name, value in tensors.items()
+    }
+    try:
+        tf.function(build, autograph=False).get_concrete_function(structure(specs))
+    except TypeError:  # a dtype the op's definition refuses
+        return False
+    except Exception:  # unknown shapes the op's shape function refuses: the call will tell
+        pass
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            build(structure(ones))
+        except tf.errors.NotFoundError:  # no kernel for these dtypes on this device
+            return False
+        except Exception:  # a kernel, refusing these values
+            pass
+    return True
 
 
 def _string_attr(op, name):
@@ -93,39 +166,54 @@ def space_to_depth(input, *, data_format="NHWC", block_size):
 
     @tf.custom_gradient
     def forward(input):
-        if data_format == "NHWC":
-            t0 = block_size
-            input_split = tf.reshape(
-                input,
-                tf.concat(
-                    [
-                        tf.shape(input, out_type=tf.int64)[:-3],
-                        tf.cast([-1, t0], tf.int64),
-                        tf.shape(input, out_type=tf.int64)[-2:],
-                    ],
-                    0,
-                ),
+        kernel_outputs = (
+            _tf_kernel(
+                "SpaceToDepth",
+                1,
+                {"input": input},
+                {"data_format": data_format, "block_size": block_size},
             )
-            input_split = tf.reshape(
-                input_split,
-                tf.concat(
-                    [
-                        tf.shape(input_split, out_type=tf.int64)[:-2],
-                        tf.cast([-1, t0], tf.int64),
-                        tf.shape(input_split, out_type=tf.int64)[-1:],
-                    ],
-                    0,
-                ),
-            )
-            t1 = tf.transpose(input_split, perm=[0, 1, 3, 2, 4, 5])
-            t2 = tf.shape(input_split, out_type=tf.int64)[-6]
-            t3 = tf.shape(input_split, out_type=tf.int64)[-5]
-            t4 = tf.shape(input_split, out_type=tf.int64)[-3]
-            t5 = tf.shape(input_split, out_type=tf.int64)[-4]
-            t6 = tf.shape(input_split, out_type=tf.int64)[-1]
-            output = tf.reshape(t1, [t2, t3, t4, t5 * t5 * t6])
-        else:
-            raise ValueError(f"SpaceToDepth: unsupported attributes data_format={data_format!r}")
+            if data_format in ("NHWC",)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if data_format == "NHWC":
+                t0 = block_size
+                input_split = tf.reshape(
+                    input,
+                    tf.concat(
+                        [
+                            tf.shape(input, out_type=tf.int64)[:-3],
+                            tf.cast([-1, t0], tf.int64),
+                            tf.shape(input, out_type=tf.int64)[-2:],
+                        ],
+                        0,
+                    ),
+                )
+                input_split = tf.reshape(
+                    input_split,
+                    tf.concat(
+                        [
+                            tf.shape(input_split, out_type=tf.int64)[:-2],
+                            tf.cast([-1, t0], tf.int64),
+                            tf.shape(input_split, out_type=tf.int64)[-1:],
+                        ],
+                        0,
+                    ),
+                )
+                t1 = tf.transpose(input_split, perm=[0, 1, 3, 2, 4, 5])
+                t2 = tf.shape(input_split, out_type=tf.int64)[-6]
+                t3 = tf.shape(input_split, out_type=tf.int64)[-5]
+                t4 = tf.shape(input_split, out_type=tf.int64)[-3]
+                t5 = tf.shape(input_split, out_type=tf.int64)[-4]
+                t6 = tf.shape(input_split, out_type=tf.int64)[-1]
+                output = tf.reshape(t1, [t2, t3, t4, t5 * t5 * t6])
+            else:
+                raise ValueError(
+                    f"SpaceToDepth: unsupported attributes data_format={data_format!r}"
+                )
 
         def backward(grad):
             return space_to_depth_vjp(
@@ -200,23 +288,39 @@ def depth_to_space(input, *, data_format="NHWC", block_size):
 
     @tf.custom_gradient
     def forward(input):
-        if data_format == "NHWC":
-            t0 = block_size
-            input_split = tf.reshape(
-                input,
-                tf.concat(
-                    [tf.shape(input, out_type=tf.int64)[:-1], tf.cast([t0, t0, -1], tf.int64)], 0
-                ),
+        kernel_outputs = (
+            _tf_kernel(
+                "DepthToSpace",
+                1,
+                {"input": input},
+                {"data_format": data_format, "block_size": block_size},
             )
-            t1 = tf.transpose(input_split, perm=[0, 1, 3, 2, 4, 5])
-            t2 = tf.shape(input_split, out_type=tf.int64)[-6]
-            t3 = tf.shape(input_split, out_type=tf.int64)[-5]
-            t4 = tf.shape(input_split, out_type=tf.int64)[-3]
-            t5 = tf.shape(input_split, out_type=tf.int64)[-4]
-            t6 = tf.shape(input_split, out_type=tf.int64)[-1]
-            output = tf.reshape(t1, [t2, t3 * t4, t5 * t4, t6])
-        else:
-            raise ValueError(f"DepthToSpace: unsupported attributes data_format={data_format!r}")
+            if data_format in ("NHWC",)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+        else:  # the declared formula
+            if data_format == "NHWC":
+                t0 = block_size
+                input_split = tf.reshape(
+                    input,
+                    tf.concat(
+                        [tf.shape(input, out_type=tf.int64)[:-1], tf.cast([t0, t0, -1], tf.int64)],
+                        0,
+                    ),
+                )
+                t1 = tf.transpose(input_split, perm=[0, 1, 3, 2, 4, 5])
+                t2 = tf.shape(input_split, out_type=tf.int64)[-6]
+                t3 = tf.shape(input_split, out_type=tf.int64)[-5]
+                t4 = tf.shape(input_split, out_type=tf.int64)[-3]
+                t5 = tf.shape(input_split, out_type=tf.int64)[-4]
+                t6 = tf.shape(input_split, out_type=tf.int64)[-1]
+                output = tf.reshape(t1, [t2, t3 * t4, t5 * t4, t6])
+            else:
+                raise ValueError(
+                    f"DepthToSpace: unsupported attributes data_format={data_format!r}"
+                )
 
         def backward(grad):
             return depth_to_space_vjp(

@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,77 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type, or its definition refuses
+    the inputs' dtypes, or no kernel is registered for them: there the declared formula computes
+    the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    dtypes = tuple(
+        (name, tuple(v.dtype for v in value) if isinstance(value, list) else value.dtype)
+        for name, value in tensors.items()
+    )
+    key = (op_type, dtypes, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _has_kernel(raw, tensors, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _has_kernel(raw, tensors, attrs):
+    """Whether TensorFlow's op `raw` takes tensors of the dtypes of `tensors` with `attrs`: its
+    definition's type constraints (checked by building it in a graph, with any shapes) and a
+    registered kernel (an eager call on tensors of ones of the same ranks; only a missing kernel
+    counts against it, not the kernel refusing those shapes)."""
+
+    def build(kwargs):
+        return raw(**kwargs, **attrs)
+
+    def specs(value):
+        return tf.TensorSpec(None, value.dtype)
+
+    def ones(value):
+        return tf.ones([1] * (value.shape.rank or 0), value.dtype)
+
+    structure = lambda fn: {
+        name: [fn(v) for v in value] if isinstance(value, list) else fn(value)
+        for name, value in tensors.items()
+    }
+    try:
+        tf.function(build, autograph=False).get_concrete_function(structure(specs))
+    except TypeError:  # a dtype the op's definition refuses
+        return False
+    except Exception:  # unknown shapes the op's shape function refuses: the call will tell
+        pass
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            build(structure(ones))
+        except tf.errors.NotFoundError:  # no kernel for these dtypes on this device
+            return False
+        except Exception:  # a kernel, refusing these values
+            pass
+    return True
 
 
 def _sum_to_shape(g, x):
@@ -55,7 +128,11 @@ def lgamma(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.lgamma(x)
+        kernel_outputs = _tf_kernel("Lgamma", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.lgamma(x)
 
         def backward(grad):
             return lgamma_vjp(grad, x, y)
@@ -84,7 +161,11 @@ def digamma(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.digamma(x)
+        kernel_outputs = _tf_kernel("Digamma", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.digamma(x)
 
         def backward(grad):
             return digamma_vjp(grad, x, y)
@@ -113,7 +194,11 @@ def polygamma(a, x):
 
     @tf.custom_gradient
     def forward(a, x):
-        z = tf.math.polygamma(a, x)
+        kernel_outputs = _tf_kernel("Polygamma", 1, {"a": a, "x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = tf.math.polygamma(a, x)
 
         def backward(grad):
             return polygamma_vjp(grad, a, x, z)
@@ -142,7 +227,11 @@ def zeta(x, q):
 
     @tf.custom_gradient
     def forward(x, q):
-        z = tf.math.zeta(x, q)
+        kernel_outputs = _tf_kernel("Zeta", 1, {"x": x, "q": q}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+        else:  # the declared formula
+            z = tf.math.zeta(x, q)
 
         def backward(grad):
             return zeta_vjp(grad, x, q, z)
@@ -171,7 +260,11 @@ def erfinv(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.erfinv(x)
+        kernel_outputs = _tf_kernel("Erfinv", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.erfinv(x)
 
         def backward(grad):
             return erfinv_vjp(grad, x, y)
@@ -200,7 +293,11 @@ def ndtri(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = 1.4142135623730951 * tf.math.erfinv(2 * x - 1)
+        kernel_outputs = _tf_kernel("Ndtri", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = 1.4142135623730951 * tf.math.erfinv(2 * x - 1)
 
         def backward(grad):
             return ndtri_vjp(grad, x, y)
@@ -229,7 +326,11 @@ def dawsn(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.dawsn(x)
+        kernel_outputs = _tf_kernel("Dawsn", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.special.dawsn(x)
 
         def backward(grad):
             return dawsn_vjp(grad, x, y)
@@ -258,7 +359,11 @@ def expint(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.where(x >= 0, tf.math.special.expint(x), tf.constant(math.nan, x.dtype))
+        kernel_outputs = _tf_kernel("Expint", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.where(x >= 0, tf.math.special.expint(x), tf.constant(math.nan, x.dtype))
 
         def backward(grad):
             return expint_vjp(grad, x, y)
@@ -287,7 +392,11 @@ def fresnel_cos(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.fresnel_cos(x)
+        kernel_outputs = _tf_kernel("FresnelCos", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.special.fresnel_cos(x)
 
         def backward(grad):
             return fresnel_cos_vjp(grad, x, y)
@@ -316,7 +425,11 @@ def fresnel_sin(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.fresnel_sin(x)
+        kernel_outputs = _tf_kernel("FresnelSin", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.special.fresnel_sin(x)
 
         def backward(grad):
             return fresnel_sin_vjp(grad, x, y)
@@ -346,7 +459,11 @@ def spence(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.where(tf.equal(x, 1), 1 - x, tf.math.special.spence(x))
+        kernel_outputs = _tf_kernel("Spence", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.where(tf.equal(x, 1), 1 - x, tf.math.special.spence(x))
 
         def backward(grad):
             return spence_vjp(grad, x, y)
@@ -375,7 +492,11 @@ def bessel_i0(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.bessel_i0(x)
+        kernel_outputs = _tf_kernel("BesselI0", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.special.bessel_i0(x)
 
         def backward(grad):
             return bessel_i0_vjp(grad, x, y)
@@ -412,7 +533,11 @@ def bessel_i1(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.bessel_i1(x)
+        kernel_outputs = _tf_kernel("BesselI1", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.special.bessel_i1(x)
 
         def backward(grad):
             return bessel_i1_vjp(grad, x, y)
@@ -443,7 +568,11 @@ def bessel_i0e(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.exp(-tf.math.abs(x)) * tf.math.special.bessel_i0(x)
+        kernel_outputs = _tf_kernel("BesselI0e", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.exp(-tf.math.abs(x)) * tf.math.special.bessel_i0(x)
 
         def backward(grad):
             return bessel_i0e_vjp(grad, x, y)
@@ -484,7 +613,11 @@ def bessel_i1e(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.exp(-tf.math.abs(x)) * tf.math.special.bessel_i1(x)
+        kernel_outputs = _tf_kernel("BesselI1e", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.exp(-tf.math.abs(x)) * tf.math.special.bessel_i1(x)
 
         def backward(grad):
             return bessel_i1e_vjp(grad, x, y)
@@ -513,7 +646,11 @@ def bessel_j0(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.bessel_j0(x)
+        kernel_outputs = _tf_kernel("BesselJ0", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.special.bessel_j0(x)
 
         def backward(grad):
             return bessel_j0_vjp(grad, x, y)
@@ -551,7 +688,11 @@ def bessel_j1(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.bessel_j1(x)
+        kernel_outputs = _tf_kernel("BesselJ1", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.special.bessel_j1(x)
 
         def backward(grad):
             return bessel_j1_vjp(grad, x, y)
@@ -580,7 +721,11 @@ def bessel_k0(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.bessel_k0(x)
+        kernel_outputs = _tf_kernel("BesselK0", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.special.bessel_k0(x)
 
         def backward(grad):
             return bessel_k0_vjp(grad, x, y)
@@ -612,7 +757,11 @@ def bessel_k1(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.bessel_k1(x)
+        kernel_outputs = _tf_kernel("BesselK1", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.special.bessel_k1(x)
 
         def backward(grad):
             return bessel_k1_vjp(grad, x, y)
@@ -641,7 +790,11 @@ def bessel_k0e(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.exp(x) * tf.math.special.bessel_k0(x)
+        kernel_outputs = _tf_kernel("BesselK0e", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.exp(x) * tf.math.special.bessel_k0(x)
 
         def backward(grad):
             return bessel_k0e_vjp(grad, x, y)
@@ -677,7 +830,11 @@ def bessel_k1e(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.exp(x) * tf.math.special.bessel_k1(x)
+        kernel_outputs = _tf_kernel("BesselK1e", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.exp(x) * tf.math.special.bessel_k1(x)
 
         def backward(grad):
             return bessel_k1e_vjp(grad, x, y)
@@ -706,7 +863,11 @@ def bessel_y0(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.bessel_y0(x)
+        kernel_outputs = _tf_kernel("BesselY0", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.special.bessel_y0(x)
 
         def backward(grad):
             return bessel_y0_vjp(grad, x, y)
@@ -738,7 +899,11 @@ def bessel_y1(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.bessel_y1(x)
+        kernel_outputs = _tf_kernel("BesselY1", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.special.bessel_y1(x)
 
         def backward(grad):
             return bessel_y1_vjp(grad, x, y)

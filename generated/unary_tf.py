@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -29,6 +31,77 @@ def _register(op_type, gradient_fn):
     REGISTERED[op_type] = tuple(names)
 
 
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type, or its definition refuses
+    the inputs' dtypes, or no kernel is registered for them: there the declared formula computes
+    the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    dtypes = tuple(
+        (name, tuple(v.dtype for v in value) if isinstance(value, list) else value.dtype)
+        for name, value in tensors.items()
+    )
+    key = (op_type, dtypes, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _has_kernel(raw, tensors, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _has_kernel(raw, tensors, attrs):
+    """Whether TensorFlow's op `raw` takes tensors of the dtypes of `tensors` with `attrs`: its
+    definition's type constraints (checked by building it in a graph, with any shapes) and a
+    registered kernel (an eager call on tensors of ones of the same ranks; only a missing kernel
+    counts against it, not the kernel refusing those shapes)."""
+
+    def build(kwargs):
+        return raw(**kwargs, **attrs)
+
+    def specs(value):
+        return tf.TensorSpec(None, value.dtype)
+
+    def ones(value):
+        return tf.ones([1] * (value.shape.rank or 0), value.dtype)
+
+    structure = lambda fn: {
+        name: [fn(v) for v in value] if isinstance(value, list) else fn(value)
+        for name, value in tensors.items()
+    }
+    try:
+        tf.function(build, autograph=False).get_concrete_function(structure(specs))
+    except TypeError:  # a dtype the op's definition refuses
+        return False
+    except Exception:  # unknown shapes the op's shape function refuses: the call will tell
+        pass
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            build(structure(ones))
+        except tf.errors.NotFoundError:  # no kernel for these dtypes on this device
+            return False
+        except Exception:  # a kernel, refusing these values
+            pass
+    return True
+
+
 def sigmoid_vjp(grad, x, y):
     """Gradient of Sigmoid (declared at ops/unary.py:24): one per input (x)."""
     y = tf.math.conj(y)
@@ -46,7 +119,11 @@ def sigmoid(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = 1 / (1 + tf.math.exp(-x))
+        kernel_outputs = _tf_kernel("Sigmoid", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = 1 / (1 + tf.math.exp(-x))
 
         def backward(grad):
             return sigmoid_vjp(grad, x, y)
@@ -76,7 +153,11 @@ def tanh(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.tanh(x)
+        kernel_outputs = _tf_kernel("Tanh", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.tanh(x)
 
         def backward(grad):
             return tanh_vjp(grad, x, y)
@@ -106,7 +187,11 @@ def exp(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.exp(x)
+        kernel_outputs = _tf_kernel("Exp", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.exp(x)
 
         def backward(grad):
             return exp_vjp(grad, x, y)
@@ -136,7 +221,11 @@ def log(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.log(x)
+        kernel_outputs = _tf_kernel("Log", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.log(x)
 
         def backward(grad):
             return log_vjp(grad, x, y)
@@ -166,7 +255,11 @@ def log1p(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.log1p(x)
+        kernel_outputs = _tf_kernel("Log1p", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.log1p(x)
 
         def backward(grad):
             return log1p_vjp(grad, x, y)
@@ -196,7 +289,11 @@ def expm1(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.expm1(x)
+        kernel_outputs = _tf_kernel("Expm1", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.expm1(x)
 
         def backward(grad):
             return expm1_vjp(grad, x, y)
@@ -226,7 +323,11 @@ def sqrt(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.sqrt(x)
+        kernel_outputs = _tf_kernel("Sqrt", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.sqrt(x)
 
         def backward(grad):
             return sqrt_vjp(grad, x, y)
@@ -256,7 +357,11 @@ def rsqrt(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = 1 / tf.math.sqrt(x)
+        kernel_outputs = _tf_kernel("Rsqrt", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = 1 / tf.math.sqrt(x)
 
         def backward(grad):
             return rsqrt_vjp(grad, x, y)
@@ -286,7 +391,11 @@ def reciprocal(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = 1 / x
+        kernel_outputs = _tf_kernel("Reciprocal", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = 1 / x
 
         def backward(grad):
             return reciprocal_vjp(grad, x, y)
@@ -316,7 +425,11 @@ def inv(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = 1 / x
+        kernel_outputs = _tf_kernel("Inv", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = 1 / x
 
         def backward(grad):
             return inv_vjp(grad, x, y)
@@ -346,7 +459,11 @@ def square(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = x**2
+        kernel_outputs = _tf_kernel("Square", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = x**2
 
         def backward(grad):
             return square_vjp(grad, x, y)
@@ -376,7 +493,11 @@ def sin(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.sin(x)
+        kernel_outputs = _tf_kernel("Sin", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.sin(x)
 
         def backward(grad):
             return sin_vjp(grad, x, y)
@@ -406,7 +527,11 @@ def cos(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.cos(x)
+        kernel_outputs = _tf_kernel("Cos", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.cos(x)
 
         def backward(grad):
             return cos_vjp(grad, x, y)
@@ -436,7 +561,11 @@ def tan(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.tan(x)
+        kernel_outputs = _tf_kernel("Tan", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.tan(x)
 
         def backward(grad):
             return tan_vjp(grad, x, y)
@@ -466,7 +595,11 @@ def asin(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.asin(x)
+        kernel_outputs = _tf_kernel("Asin", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.asin(x)
 
         def backward(grad):
             return asin_vjp(grad, x, y)
@@ -496,7 +629,11 @@ def acos(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.acos(x)
+        kernel_outputs = _tf_kernel("Acos", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.acos(x)
 
         def backward(grad):
             return acos_vjp(grad, x, y)
@@ -526,7 +663,11 @@ def atan(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.atan(x)
+        kernel_outputs = _tf_kernel("Atan", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.atan(x)
 
         def backward(grad):
             return atan_vjp(grad, x, y)
@@ -556,7 +697,11 @@ def sinh(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.sinh(x)
+        kernel_outputs = _tf_kernel("Sinh", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.sinh(x)
 
         def backward(grad):
             return sinh_vjp(grad, x, y)
@@ -586,7 +731,11 @@ def cosh(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.cosh(x)
+        kernel_outputs = _tf_kernel("Cosh", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.cosh(x)
 
         def backward(grad):
             return cosh_vjp(grad, x, y)
@@ -616,7 +765,11 @@ def asinh(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.asinh(x)
+        kernel_outputs = _tf_kernel("Asinh", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.asinh(x)
 
         def backward(grad):
             return asinh_vjp(grad, x, y)
@@ -646,7 +799,11 @@ def acosh(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.acosh(x)
+        kernel_outputs = _tf_kernel("Acosh", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.acosh(x)
 
         def backward(grad):
             return acosh_vjp(grad, x, y)
@@ -676,7 +833,11 @@ def atanh(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.atanh(x)
+        kernel_outputs = _tf_kernel("Atanh", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.atanh(x)
 
         def backward(grad):
             return atanh_vjp(grad, x, y)
@@ -705,7 +866,11 @@ def erf(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.erf(x)
+        kernel_outputs = _tf_kernel("Erf", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.erf(x)
 
         def backward(grad):
             return erf_vjp(grad, x, y)
@@ -734,7 +899,11 @@ def erfc(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.erfc(x)
+        kernel_outputs = _tf_kernel("Erfc", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.erfc(x)
 
         def backward(grad):
             return erfc_vjp(grad, x, y)
@@ -763,11 +932,15 @@ def softplus(features):
 
     @tf.custom_gradient
     def forward(features):
-        activations = tf.where(
-            features > 0,
-            features + tf.math.log1p(tf.math.exp(-features)),
-            tf.math.log1p(tf.math.exp(features)),
-        )
+        kernel_outputs = _tf_kernel("Softplus", 1, {"features": features}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+        else:  # the declared formula
+            activations = tf.where(
+                features > 0,
+                features + tf.math.log1p(tf.math.exp(-features)),
+                tf.math.log1p(tf.math.exp(features)),
+            )
 
         def backward(grad):
             return softplus_vjp(grad, features, activations)
@@ -797,7 +970,11 @@ def softsign(features):
 
     @tf.custom_gradient
     def forward(features):
-        activations = features / (tf.math.abs(features) + 1)
+        kernel_outputs = _tf_kernel("Softsign", 1, {"features": features}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+        else:  # the declared formula
+            activations = features / (tf.math.abs(features) + 1)
 
         def backward(grad):
             return softsign_vjp(grad, features, activations)
@@ -826,7 +1003,11 @@ def relu(features):
 
     @tf.custom_gradient
     def forward(features):
-        activations = tf.where(features > 0, features, tf.constant(0, features.dtype))
+        kernel_outputs = _tf_kernel("Relu", 1, {"features": features}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+        else:  # the declared formula
+            activations = tf.where(features > 0, features, tf.constant(0, features.dtype))
 
         def backward(grad):
             return relu_vjp(grad, features, activations)
@@ -855,11 +1036,15 @@ def relu6(features):
 
     @tf.custom_gradient
     def forward(features):
-        activations = tf.where(
-            features <= 0,
-            tf.constant(0, features.dtype),
-            tf.where(features >= 6, tf.constant(6, features.dtype), features),
-        )
+        kernel_outputs = _tf_kernel("Relu6", 1, {"features": features}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+        else:  # the declared formula
+            activations = tf.where(
+                features <= 0,
+                tf.constant(0, features.dtype),
+                tf.where(features >= 6, tf.constant(6, features.dtype), features),
+            )
 
         def backward(grad):
             return relu6_vjp(grad, features, activations)
@@ -888,7 +1073,11 @@ def elu(features):
 
     @tf.custom_gradient
     def forward(features):
-        activations = tf.where(features > 0, features, tf.math.expm1(features))
+        kernel_outputs = _tf_kernel("Elu", 1, {"features": features}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+        else:  # the declared formula
+            activations = tf.where(features > 0, features, tf.math.expm1(features))
 
         def backward(grad):
             return elu_vjp(grad, features, activations)
@@ -919,11 +1108,15 @@ def selu(features):
 
     @tf.custom_gradient
     def forward(features):
-        activations = tf.where(
-            features >= 0,
-            1.0507009873554805 * features,
-            1.7580993408473768 * tf.math.expm1(features),
-        )
+        kernel_outputs = _tf_kernel("Selu", 1, {"features": features}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+        else:  # the declared formula
+            activations = tf.where(
+                features >= 0,
+                1.0507009873554805 * features,
+                1.7580993408473768 * tf.math.expm1(features),
+            )
 
         def backward(grad):
             return selu_vjp(grad, features, activations)
@@ -952,7 +1145,11 @@ def leaky_relu(features, *, alpha=0.2):
 
     @tf.custom_gradient
     def forward(features):
-        activations = tf.where(features > 0, features, alpha * features)
+        kernel_outputs = _tf_kernel("LeakyRelu", 1, {"features": features}, {"alpha": alpha})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+        else:  # the declared formula
+            activations = tf.where(features > 0, features, alpha * features)
 
         def backward(grad):
             return leaky_relu_vjp(grad, features, activations, alpha=alpha)
@@ -981,7 +1178,11 @@ def absolute(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.abs(x)
+        kernel_outputs = _tf_kernel("Abs", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.abs(x)
 
         def backward(grad):
             return absolute_vjp(grad, x, y)
@@ -1010,7 +1211,11 @@ def negative(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = -x
+        kernel_outputs = _tf_kernel("Neg", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = -x
 
         def backward(grad):
             return negative_vjp(grad, x, y)
@@ -1039,7 +1244,11 @@ def floor(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.floor(x)
+        kernel_outputs = _tf_kernel("Floor", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.floor(x)
 
         def backward(grad):
             return floor_vjp(grad, x, y)
@@ -1068,7 +1277,11 @@ def ceil(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.ceil(x)
+        kernel_outputs = _tf_kernel("Ceil", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.ceil(x)
 
         def backward(grad):
             return ceil_vjp(grad, x, y)
@@ -1097,7 +1310,11 @@ def round_to_int(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.rint(x)
+        kernel_outputs = _tf_kernel("Rint", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.rint(x)
 
         def backward(grad):
             return round_to_int_vjp(grad, x, y)
@@ -1126,7 +1343,11 @@ def round_half_even(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.rint(x)
+        kernel_outputs = _tf_kernel("Round", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.rint(x)
 
         def backward(grad):
             return round_half_even_vjp(grad, x, y)
@@ -1155,7 +1376,11 @@ def sign(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.sign(x)
+        kernel_outputs = _tf_kernel("Sign", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+        else:  # the declared formula
+            y = tf.math.sign(x)
 
         def backward(grad):
             return sign_vjp(grad, x, y)
