@@ -20,10 +20,11 @@ scikit-learn is missing, and the run says so), batch 256, the same batches for b
 first steps the two models' losses and weights must agree (the same math): the run fails if
 not. Then warm steps are timed, the two contenders interleaved (a sample is `--steps` steps, in
 an order rotated each repeat), and the median time per step and the ratio ours / stock are
-printed per model. Unless `--no-ops`, each op of the CNN is then timed alone at the model's
-shapes, forward and backward under a tape, wrapper against stock op, and the gradient alone
-(the generated `<op>_grad` against TensorFlow's registered gradient function, on the same real
-op), so that an op that dominates shows. Last, both models of each kind train a few epochs and
+printed per model. Unless `--no-ops`, each op of the CNN (and of the MLP's first layer) is
+then timed alone at the model's shapes, forward and backward under a tape, wrapper against
+stock op, and the gradient alone (the generated `<op>_grad` against TensorFlow's registered
+gradient function, on the same real op), so that an op that dominates shows;
+`--profile-max-pool` times MaxPool's derived gradient statement by statement. Last, both models of each kind train a few epochs and
 their test accuracies are printed: the generated model trains.
 
 No time is asserted: the numbers are worth what the machine's load lets them be (the load
@@ -257,9 +258,13 @@ def time_steps(models: dict, data, steps: int, repeats: int) -> dict:
 # --- ops alone --------------------------------------------------------------------------------
 
 
-def op_cases(tf, gen: dict, weights):
-    """(label, ours, stock, inputs, tf op builder, generated grad function) at the CNN's shapes."""
+def op_cases(tf, gen: dict, weights, mlp_weights):
+    """(label, ours, stock, inputs, tf op builder, generated grad function) at the CNN's shapes,
+    then the MLP's first layer."""
     rng = np.random.default_rng(3)
+    w1, b1 = mlp_weights[:2]
+    rows = rng.uniform(0, 1, (BATCH, 64)).astype(np.float32)
+    hidden = rng.standard_normal((BATCH, HIDDEN)).astype(np.float32)
     x = rng.uniform(0, 1, (BATCH, 8, 8, 1)).astype(np.float32)
     f, b, w, c = weights
     conv_out = rng.standard_normal((BATCH, 8, 8, FILTERS)).astype(np.float32)
@@ -283,16 +288,22 @@ def op_cases(tf, gen: dict, weights):
          lambda a, b: raw.MatMul(a=a, b=b), gen["matmul"].matmul_grad),
         ("SoftmaxCrossEntropyWithLogits 256x10", ours.xent, stock.xent, [logits, labels],
          lambda f, l: raw.SoftmaxCrossEntropyWithLogits(features=f, labels=l), gen["nn"].softmax_cross_entropy_with_logits_grad),
+        (f"MatMul 256x64 @ 64x{HIDDEN} (MLP)", ours.matmul, stock.matmul, [rows, w1],
+         lambda a, b: raw.MatMul(a=a, b=b), gen["matmul"].matmul_grad),
+        (f"BiasAdd 256x{HIDDEN} + {HIDDEN} (MLP)", ours.bias_add, stock.bias_add, [hidden, b1],
+         lambda v, b: raw.BiasAdd(value=v, bias=b), gen["nn"].bias_add_grad),
+        (f"Relu 256x{HIDDEN} (MLP)", ours.relu, stock.relu, [hidden],
+         lambda v: raw.Relu(features=v), gen["unary"].relu_grad),
     ]
 
 
-def time_ops(tf, gen: dict, weights, repeats: int) -> list[dict]:
+def time_ops(tf, gen: dict, weights, mlp_weights, repeats: int) -> list[dict]:
     """Each op alone: forward + backward under a tape, wrapper against stock; and the
     gradient function alone on the real op, generated against registered."""
     from tensorflow.python.framework import ops as tf_ops
 
     rows = []
-    for label, ours, stock, inputs, build, ours_grad in op_cases(tf, gen, weights):
+    for label, ours, stock, inputs, build, ours_grad in op_cases(tf, gen, weights, mlp_weights):
         xs = [tf.constant(v) for v in inputs]
 
         def taped(fn):
@@ -445,8 +456,8 @@ def main(argv=None) -> int:
 
     op_rows = []
     if not args.no_ops:
-        op_rows = time_ops(tf, gen, initial_weights("cnn"), max(5, repeats // 2))
-        print("\neach op of the CNN alone (median ms; fwd+bwd under a tape; grad: the gradient function on the real op):")
+        op_rows = time_ops(tf, gen, initial_weights("cnn"), initial_weights("mlp"), max(5, repeats // 2))
+        print("\neach op of the models alone (median ms; fwd+bwd under a tape; grad: the gradient function on the real op):")
         print(f"  {'op':40} {'ours f+b':>9} {'stock f+b':>9} {'ratio':>6} {'ours grad':>9} {'TF grad':>9} {'ratio':>6}")
         for r in op_rows:
             print(
