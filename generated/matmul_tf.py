@@ -37,9 +37,9 @@ _KERNELS = {}
 def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
     """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
     `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
-    tuple) and `attrs`; None where TensorFlow has no op of that type, or its definition refuses
-    the inputs' dtypes, or no kernel is registered for them: there the declared formula computes
-    the forward."""
+    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
+    inputs of these dtypes and shapes with these attributes: there the declared formula
+    computes the forward."""
     raw = getattr(tf.raw_ops, op_type, None)
     if raw is None:
         return None
@@ -51,13 +51,13 @@ def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
         )
         for name, value in inputs.items()
     }
-    dtypes = tuple(
-        (name, tuple(v.dtype for v in value) if isinstance(value, list) else value.dtype)
+    signature = tuple(
+        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
         for name, value in tensors.items()
     )
-    key = (op_type, dtypes, repr(sorted(attrs.items())))
+    key = (op_type, signature, repr(sorted(attrs.items())))
     if key not in _KERNELS:
-        _KERNELS[key] = _has_kernel(raw, tensors, attrs)
+        _KERNELS[key] = _runs(raw, signature, attrs)
     if not _KERNELS[key]:
         return None
     outputs = raw(**tensors, **attrs)
@@ -67,38 +67,30 @@ def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
     return outputs if len(outputs) == count else None
 
 
-def _has_kernel(raw, tensors, attrs):
-    """Whether TensorFlow's op `raw` takes tensors of the dtypes of `tensors` with `attrs`: its
-    definition's type constraints (checked by building it in a graph, with any shapes) and a
-    registered kernel (an eager call on tensors of ones of the same ranks; only a missing kernel
-    counts against it, not the kernel refusing those shapes)."""
+def _spec(x):
+    """A tensor's dtype and static shape (None: unknown rank), hashable."""
+    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
 
-    def build(kwargs):
-        return raw(**kwargs, **attrs)
 
-    def specs(value):
-        return tf.TensorSpec(None, value.dtype)
+def _runs(raw, signature, attrs):
+    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
+    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
+    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
+    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
 
-    def ones(value):
-        return tf.ones([1] * (value.shape.rank or 0), value.dtype)
+    def zeros(spec):
+        dtype, shape = spec
+        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
 
-    structure = lambda fn: {
-        name: [fn(v) for v in value] if isinstance(value, list) else fn(value)
-        for name, value in tensors.items()
+    probe = {  # a list input's spec is a tuple of specs
+        name: zeros(spec) if spec and isinstance(spec[0], tf.DType) else [zeros(s) for s in spec]
+        for name, spec in signature
     }
-    try:
-        tf.function(build, autograph=False).get_concrete_function(structure(specs))
-    except TypeError:  # a dtype the op's definition refuses
-        return False
-    except Exception:  # unknown shapes the op's shape function refuses: the call will tell
-        pass
     with tf.init_scope():  # eagerly, also while a tf.function traces
         try:
-            build(structure(ones))
-        except tf.errors.NotFoundError:  # no kernel for these dtypes on this device
+            raw(**probe, **attrs)
+        except Exception:  # refused: the declared formula
             return False
-        except Exception:  # a kernel, refusing these values
-            pass
     return True
 
 
