@@ -82,12 +82,16 @@ def _runs(raw, signature, attrs):
         dtype, shape = spec
         return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
 
-    probe = {  # a list input's spec is a tuple of specs
-        name: zeros(spec) if spec and isinstance(spec[0], tf.DType) else [zeros(s) for s in spec]
-        for name, spec in signature
-    }
     with tf.init_scope():  # eagerly, also while a tf.function traces
         try:
+            probe = {  # a list input's spec is a tuple of specs
+                name: (
+                    zeros(spec)
+                    if spec and isinstance(spec[0], tf.DType)
+                    else [zeros(s) for s in spec]
+                )
+                for name, spec in signature
+            }
             raw(**probe, **attrs)
         except Exception:  # refused: the declared formula
             return False
