@@ -258,54 +258,54 @@ def tile(input, *, multiples):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return tile_vjp(grad, input, output, multiples=multiples)
+
         kernel_outputs = (
             _tf_kernel("Tile", 1, {"input": input}, kernel_attrs) if rank in (1, 2, 3, 4) else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if rank == 1:
-                t0 = multiples[0]
-                t1 = tf.shape(input, out_type=tf.int64)[-1]
-                output = tf.reshape(tf.broadcast_to(input, [t0, t1]), [t0 * t1])
-            elif rank == 2:
-                t0 = input[..., None, :]
-                t1 = multiples[0]
-                t2 = tf.shape(input, out_type=tf.int64)[-2]
-                t3 = multiples[1]
-                t4 = tf.shape(input, out_type=tf.int64)[-1]
-                output = tf.reshape(tf.broadcast_to(t0, [t1, t2, t3, t4]), [t1 * t2, t3 * t4])
-            elif rank == 3:
-                t0 = input[..., None, :, None, :]
-                t1 = multiples[0]
-                t2 = tf.shape(input, out_type=tf.int64)[-3]
-                t3 = multiples[1]
-                t4 = tf.shape(input, out_type=tf.int64)[-2]
-                t5 = multiples[2]
-                t6 = tf.shape(input, out_type=tf.int64)[-1]
-                output = tf.reshape(
-                    tf.broadcast_to(t0, [t1, t2, t3, t4, t5, t6]), [t1 * t2, t3 * t4, t5 * t6]
-                )
-            elif rank == 4:
-                t0 = input[..., None, :, None, :, None, :]
-                t1 = multiples[0]
-                t2 = tf.shape(input, out_type=tf.int64)[-4]
-                t3 = multiples[1]
-                t4 = tf.shape(input, out_type=tf.int64)[-3]
-                t5 = multiples[2]
-                t6 = tf.shape(input, out_type=tf.int64)[-2]
-                t7 = multiples[3]
-                t8 = tf.shape(input, out_type=tf.int64)[-1]
-                output = tf.reshape(
-                    tf.broadcast_to(t0, [t1, t2, t3, t4, t5, t6, t7, t8]),
-                    [t1 * t2, t3 * t4, t5 * t6, t7 * t8],
-                )
-            else:
-                raise ValueError(f"Tile: unsupported attributes rank={rank!r}")
-
-        def backward(grad):
-            return tile_vjp(grad, input, output, multiples=multiples)
-
+            return output, backward
+        # else the declared formula
+        if rank == 1:
+            t0 = multiples[0]
+            t1 = tf.shape(input, out_type=tf.int64)[-1]
+            output = tf.reshape(tf.broadcast_to(input, [t0, t1]), [t0 * t1])
+        elif rank == 2:
+            t0 = input[..., None, :]
+            t1 = multiples[0]
+            t2 = tf.shape(input, out_type=tf.int64)[-2]
+            t3 = multiples[1]
+            t4 = tf.shape(input, out_type=tf.int64)[-1]
+            output = tf.reshape(tf.broadcast_to(t0, [t1, t2, t3, t4]), [t1 * t2, t3 * t4])
+        elif rank == 3:
+            t0 = input[..., None, :, None, :]
+            t1 = multiples[0]
+            t2 = tf.shape(input, out_type=tf.int64)[-3]
+            t3 = multiples[1]
+            t4 = tf.shape(input, out_type=tf.int64)[-2]
+            t5 = multiples[2]
+            t6 = tf.shape(input, out_type=tf.int64)[-1]
+            output = tf.reshape(
+                tf.broadcast_to(t0, [t1, t2, t3, t4, t5, t6]), [t1 * t2, t3 * t4, t5 * t6]
+            )
+        elif rank == 4:
+            t0 = input[..., None, :, None, :, None, :]
+            t1 = multiples[0]
+            t2 = tf.shape(input, out_type=tf.int64)[-4]
+            t3 = multiples[1]
+            t4 = tf.shape(input, out_type=tf.int64)[-3]
+            t5 = multiples[2]
+            t6 = tf.shape(input, out_type=tf.int64)[-2]
+            t7 = multiples[3]
+            t8 = tf.shape(input, out_type=tf.int64)[-1]
+            output = tf.reshape(
+                tf.broadcast_to(t0, [t1, t2, t3, t4, t5, t6, t7, t8]),
+                [t1 * t2, t3 * t4, t5 * t6, t7 * t8],
+            )
+        else:
+            raise ValueError(f"Tile: unsupported attributes rank={rank!r}")
         return output, backward
 
     return forward(input)
@@ -1334,6 +1334,9 @@ def mirror_pad(input, *, mode="REFLECT", paddings):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return mirror_pad_vjp(grad, input, output, mode=mode, paddings=paddings)
+
         kernel_outputs = (
             _tf_kernel("MirrorPad", 1, {"input": input}, kernel_attrs)
             if (rank, mode)
@@ -1351,1027 +1354,1024 @@ def mirror_pad(input, *, mode="REFLECT", paddings):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if rank == 1 and mode == "REFLECT":
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = paddings[0][0] + paddings[0][1] + t0
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                t3 = paddings[0][0] - t2
-                t4 = _gather(input, t3, -1)
-                t5 = paddings[0][0] > t2
-                t6 = paddings[0][0] + 2 * t0 - t2 - 2
-                t7 = _gather(input, t6, -1)
-                t8 = t2 >= paddings[0][0] + t0
-                t9 = -paddings[0][0] + t2
-                t10 = _gather(input, t9, -1)
-                output = (
-                    t10
-                    + t4 * tf.where(t5, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t7 * tf.where(t8, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                )
-            elif rank == 1 and mode == "SYMMETRIC":
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = paddings[0][0] + paddings[0][1] + t0
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                t3 = -paddings[0][0] + t2
-                t4 = _gather(input, t3, -1)
-                t5 = paddings[0][0] - t2 - 1
-                t6 = _gather(input, t5, -1)
-                t7 = paddings[0][0] + 2 * t0 - t2 - 1
-                t8 = _gather(input, t7, -1)
-                output = t4 + t6 + t8
-            elif rank == 2 and mode == "REFLECT":
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = paddings[1][0] + paddings[1][1] + t0
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                t3 = paddings[1][0] - t2
-                t4 = _gather(input, t3, -1)
-                t5 = tf.shape(input, out_type=tf.int64)[-2]
-                t6 = paddings[0][0] + paddings[0][1] + t5
-                t7 = tf.range(tf.cast(t6, tf.int64))
-                t8 = -paddings[0][0] + t7
-                t9 = _gather(t4, t8, -2)
-                t10 = paddings[1][0] > t2
-                t11 = paddings[1][0] + 2 * t0 - t2 - 2
-                t12 = _gather(input, t11, -1)
-                t13 = _gather(t12, t8, -2)
-                t14 = t2 >= paddings[1][0] + t0
-                t15 = -paddings[1][0] + t2
-                t16 = _gather(input, t15, -1)
-                t17 = paddings[0][0] - t7
-                t18 = _gather(t16, t17, -2)
-                t19 = paddings[0][0] > t7
-                t20 = t19[..., None]
-                t21 = paddings[0][0] + 2 * t5 - t7 - 2
-                t22 = _gather(t16, t21, -2)
-                t23 = t7 >= paddings[0][0] + t5
-                t24 = t23[..., None]
-                t25 = _gather(t4, t17, -2)
-                t26 = _gather(t12, t17, -2)
-                t27 = _gather(t4, t21, -2)
-                t28 = _gather(t12, t21, -2)
-                t29 = _gather(t16, t8, -2)
-                output = (
-                    t13 * tf.where(t14, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t18 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t22 * tf.where(t24, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t25
-                    * tf.where(t10, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t26
-                    * tf.where(t14, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t27
-                    * tf.where(t10, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t24, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t28
-                    * tf.where(t14, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t24, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t29
-                    + t9 * tf.where(t10, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                )
-            elif rank == 2 and mode == "SYMMETRIC":
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = paddings[1][0] + paddings[1][1] + t0
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                t3 = -paddings[1][0] + t2
-                t4 = _gather(input, t3, -1)
-                t5 = tf.shape(input, out_type=tf.int64)[-2]
-                t6 = paddings[0][0] + paddings[0][1] + t5
-                t7 = tf.range(tf.cast(t6, tf.int64))
-                t8 = -paddings[0][0] + t7
-                t9 = _gather(t4, t8, -2)
-                t10 = paddings[1][0] - t2 - 1
-                t11 = _gather(input, t10, -1)
-                t12 = _gather(t11, t8, -2)
-                t13 = paddings[1][0] + 2 * t0 - t2 - 1
-                t14 = _gather(input, t13, -1)
-                t15 = _gather(t14, t8, -2)
-                t16 = paddings[0][0] - t7 - 1
-                t17 = _gather(t4, t16, -2)
-                t18 = _gather(t11, t16, -2)
-                t19 = _gather(t14, t16, -2)
-                t20 = paddings[0][0] + 2 * t5 - t7 - 1
-                t21 = _gather(t4, t20, -2)
-                t22 = _gather(t11, t20, -2)
-                t23 = _gather(t14, t20, -2)
-                output = t12 + t15 + t17 + t18 + t19 + t21 + t22 + t23 + t9
-            elif rank == 3 and mode == "REFLECT":
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = paddings[2][0] + paddings[2][1] + t0
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                t3 = paddings[2][0] - t2
-                t4 = _gather(input, t3, -1)
-                t5 = tf.shape(input, out_type=tf.int64)[-2]
-                t6 = paddings[1][0] + paddings[1][1] + t5
-                t7 = tf.range(tf.cast(t6, tf.int64))
-                t8 = -paddings[1][0] + t7
-                t9 = _gather(t4, t8, -2)
-                t10 = tf.shape(input, out_type=tf.int64)[-3]
-                t11 = paddings[0][0] + paddings[0][1] + t10
-                t12 = tf.range(tf.cast(t11, tf.int64))
-                t13 = -paddings[0][0] + t12
-                t14 = _gather(t9, t13, -3)
-                t15 = paddings[2][0] > t2
-                t16 = paddings[2][0] + 2 * t0 - t2 - 2
-                t17 = _gather(input, t16, -1)
-                t18 = _gather(t17, t8, -2)
-                t19 = _gather(t18, t13, -3)
-                t20 = t2 >= paddings[2][0] + t0
-                t21 = -paddings[2][0] + t2
-                t22 = _gather(input, t21, -1)
-                t23 = paddings[1][0] - t7
-                t24 = _gather(t22, t23, -2)
-                t25 = _gather(t24, t13, -3)
-                t26 = paddings[1][0] > t7
-                t27 = t26[..., None]
-                t28 = paddings[1][0] + 2 * t5 - t7 - 2
-                t29 = _gather(t22, t28, -2)
-                t30 = _gather(t29, t13, -3)
-                t31 = t7 >= paddings[1][0] + t5
-                t32 = t31[..., None]
-                t33 = _gather(t22, t8, -2)
-                t34 = paddings[0][0] - t12
-                t35 = _gather(t33, t34, -3)
-                t36 = paddings[0][0] > t12
-                t37 = t36[..., None, None]
-                t38 = paddings[0][0] + 2 * t10 - t12 - 2
-                t39 = _gather(t33, t38, -3)
-                t40 = t12 >= paddings[0][0] + t10
-                t41 = t40[..., None, None]
-                t42 = _gather(t4, t23, -2)
-                t43 = _gather(t42, t13, -3)
-                t44 = _gather(t17, t23, -2)
-                t45 = _gather(t44, t13, -3)
-                t46 = _gather(t4, t28, -2)
-                t47 = _gather(t46, t13, -3)
-                t48 = _gather(t17, t28, -2)
-                t49 = _gather(t48, t13, -3)
-                t50 = _gather(t9, t34, -3)
-                t51 = _gather(t18, t34, -3)
-                t52 = _gather(t24, t34, -3)
-                t53 = _gather(t29, t34, -3)
-                t54 = _gather(t9, t38, -3)
-                t55 = _gather(t18, t38, -3)
-                t56 = _gather(t24, t38, -3)
-                t57 = _gather(t29, t38, -3)
-                t58 = _gather(t42, t34, -3)
-                t59 = _gather(t44, t34, -3)
-                t60 = _gather(t46, t34, -3)
-                t61 = _gather(t48, t34, -3)
-                t62 = _gather(t42, t38, -3)
-                t63 = _gather(t44, t38, -3)
-                t64 = _gather(t46, t38, -3)
-                t65 = _gather(t48, t38, -3)
-                t66 = _gather(t33, t13, -3)
-                output = (
-                    t14 * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t19 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t25 * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t30 * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t35 * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t39 * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t43
-                    * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t45
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t47
-                    * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t49
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t50
-                    * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t51
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t52
-                    * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t53
-                    * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t54
-                    * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t55
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t56
-                    * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t57
-                    * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t58
-                    * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t59
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t60
-                    * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t61
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t62
-                    * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t63
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t64
-                    * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t65
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t66
-                )
-            elif rank == 3 and mode == "SYMMETRIC":
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = paddings[2][0] + paddings[2][1] + t0
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                t3 = -paddings[2][0] + t2
-                t4 = _gather(input, t3, -1)
-                t5 = tf.shape(input, out_type=tf.int64)[-2]
-                t6 = paddings[1][0] + paddings[1][1] + t5
-                t7 = tf.range(tf.cast(t6, tf.int64))
-                t8 = -paddings[1][0] + t7
-                t9 = _gather(t4, t8, -2)
-                t10 = tf.shape(input, out_type=tf.int64)[-3]
-                t11 = paddings[0][0] + paddings[0][1] + t10
-                t12 = tf.range(tf.cast(t11, tf.int64))
-                t13 = -paddings[0][0] + t12
-                t14 = _gather(t9, t13, -3)
-                t15 = paddings[2][0] - t2 - 1
-                t16 = _gather(input, t15, -1)
-                t17 = _gather(t16, t8, -2)
-                t18 = _gather(t17, t13, -3)
-                t19 = paddings[2][0] + 2 * t0 - t2 - 1
-                t20 = _gather(input, t19, -1)
-                t21 = _gather(t20, t8, -2)
-                t22 = _gather(t21, t13, -3)
-                t23 = paddings[1][0] - t7 - 1
-                t24 = _gather(t4, t23, -2)
-                t25 = _gather(t24, t13, -3)
-                t26 = _gather(t16, t23, -2)
-                t27 = _gather(t26, t13, -3)
-                t28 = _gather(t20, t23, -2)
-                t29 = _gather(t28, t13, -3)
-                t30 = paddings[1][0] + 2 * t5 - t7 - 1
-                t31 = _gather(t4, t30, -2)
-                t32 = _gather(t31, t13, -3)
-                t33 = _gather(t16, t30, -2)
-                t34 = _gather(t33, t13, -3)
-                t35 = _gather(t20, t30, -2)
-                t36 = _gather(t35, t13, -3)
-                t37 = paddings[0][0] - t12 - 1
-                t38 = _gather(t9, t37, -3)
-                t39 = _gather(t17, t37, -3)
-                t40 = _gather(t21, t37, -3)
-                t41 = _gather(t24, t37, -3)
-                t42 = _gather(t26, t37, -3)
-                t43 = _gather(t28, t37, -3)
-                t44 = _gather(t31, t37, -3)
-                t45 = _gather(t33, t37, -3)
-                t46 = _gather(t35, t37, -3)
-                t47 = paddings[0][0] + 2 * t10 - t12 - 1
-                t48 = _gather(t9, t47, -3)
-                t49 = _gather(t17, t47, -3)
-                t50 = _gather(t21, t47, -3)
-                t51 = _gather(t24, t47, -3)
-                t52 = _gather(t26, t47, -3)
-                t53 = _gather(t28, t47, -3)
-                t54 = _gather(t31, t47, -3)
-                t55 = _gather(t33, t47, -3)
-                t56 = _gather(t35, t47, -3)
-                output = (
-                    t14
-                    + t18
-                    + t22
-                    + t25
-                    + t27
-                    + t29
-                    + t32
-                    + t34
-                    + t36
-                    + t38
-                    + t39
-                    + t40
-                    + t41
-                    + t42
-                    + t43
-                    + t44
-                    + t45
-                    + t46
-                    + t48
-                    + t49
-                    + t50
-                    + t51
-                    + t52
-                    + t53
-                    + t54
-                    + t55
-                    + t56
-                )
-            elif rank == 4 and mode == "REFLECT":
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = paddings[3][0] + paddings[3][1] + t0
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                t3 = paddings[3][0] - t2
-                t4 = _gather(input, t3, -1)
-                t5 = tf.shape(input, out_type=tf.int64)[-2]
-                t6 = paddings[2][0] + paddings[2][1] + t5
-                t7 = tf.range(tf.cast(t6, tf.int64))
-                t8 = -paddings[2][0] + t7
-                t9 = _gather(t4, t8, -2)
-                t10 = tf.shape(input, out_type=tf.int64)[-3]
-                t11 = paddings[1][0] + paddings[1][1] + t10
-                t12 = tf.range(tf.cast(t11, tf.int64))
-                t13 = -paddings[1][0] + t12
-                t14 = _gather(t9, t13, -3)
-                t15 = tf.shape(input, out_type=tf.int64)[-4]
-                t16 = paddings[0][0] + paddings[0][1] + t15
-                t17 = tf.range(tf.cast(t16, tf.int64))
-                t18 = -paddings[0][0] + t17
-                t19 = _gather(t14, t18, -4)
-                t20 = paddings[3][0] > t2
-                t21 = paddings[3][0] + 2 * t0 - t2 - 2
-                t22 = _gather(input, t21, -1)
-                t23 = _gather(t22, t8, -2)
-                t24 = _gather(t23, t13, -3)
-                t25 = _gather(t24, t18, -4)
-                t26 = t2 >= paddings[3][0] + t0
-                t27 = -paddings[3][0] + t2
-                t28 = _gather(input, t27, -1)
-                t29 = paddings[2][0] - t7
-                t30 = _gather(t28, t29, -2)
-                t31 = _gather(t30, t13, -3)
-                t32 = _gather(t31, t18, -4)
-                t33 = paddings[2][0] > t7
-                t34 = t33[..., None]
-                t35 = paddings[2][0] + 2 * t5 - t7 - 2
-                t36 = _gather(t28, t35, -2)
-                t37 = _gather(t36, t13, -3)
-                t38 = _gather(t37, t18, -4)
-                t39 = t7 >= paddings[2][0] + t5
-                t40 = t39[..., None]
-                t41 = _gather(t28, t8, -2)
-                t42 = paddings[1][0] - t12
-                t43 = _gather(t41, t42, -3)
-                t44 = _gather(t43, t18, -4)
-                t45 = paddings[1][0] > t12
-                t46 = t45[..., None, None]
-                t47 = paddings[1][0] + 2 * t10 - t12 - 2
-                t48 = _gather(t41, t47, -3)
-                t49 = _gather(t48, t18, -4)
-                t50 = t12 >= paddings[1][0] + t10
-                t51 = t50[..., None, None]
-                t52 = _gather(t41, t13, -3)
-                t53 = paddings[0][0] - t17
-                t54 = _gather(t52, t53, -4)
-                t55 = paddings[0][0] > t17
-                t56 = t55[..., None, None, None]
-                t57 = paddings[0][0] + 2 * t15 - t17 - 2
-                t58 = _gather(t52, t57, -4)
-                t59 = t17 >= paddings[0][0] + t15
-                t60 = t59[..., None, None, None]
-                t61 = _gather(t4, t29, -2)
-                t62 = _gather(t61, t13, -3)
-                t63 = _gather(t62, t18, -4)
-                t64 = _gather(t22, t29, -2)
-                t65 = _gather(t64, t13, -3)
-                t66 = _gather(t65, t18, -4)
-                t67 = _gather(t4, t35, -2)
-                t68 = _gather(t67, t13, -3)
-                t69 = _gather(t68, t18, -4)
-                t70 = _gather(t22, t35, -2)
-                t71 = _gather(t70, t13, -3)
-                t72 = _gather(t71, t18, -4)
-                t73 = _gather(t9, t42, -3)
-                t74 = _gather(t73, t18, -4)
-                t75 = _gather(t23, t42, -3)
-                t76 = _gather(t75, t18, -4)
-                t77 = _gather(t30, t42, -3)
-                t78 = _gather(t77, t18, -4)
-                t79 = _gather(t36, t42, -3)
-                t80 = _gather(t79, t18, -4)
-                t81 = _gather(t9, t47, -3)
-                t82 = _gather(t81, t18, -4)
-                t83 = _gather(t23, t47, -3)
-                t84 = _gather(t83, t18, -4)
-                t85 = _gather(t30, t47, -3)
-                t86 = _gather(t85, t18, -4)
-                t87 = _gather(t36, t47, -3)
-                t88 = _gather(t87, t18, -4)
-                t89 = _gather(t14, t53, -4)
-                t90 = _gather(t24, t53, -4)
-                t91 = _gather(t31, t53, -4)
-                t92 = _gather(t37, t53, -4)
-                t93 = _gather(t43, t53, -4)
-                t94 = _gather(t48, t53, -4)
-                t95 = _gather(t14, t57, -4)
-                t96 = _gather(t24, t57, -4)
-                t97 = _gather(t31, t57, -4)
-                t98 = _gather(t37, t57, -4)
-                t99 = _gather(t43, t57, -4)
-                t100 = _gather(t48, t57, -4)
-                t101 = _gather(t61, t42, -3)
-                t102 = _gather(t101, t18, -4)
-                t103 = _gather(t64, t42, -3)
-                t104 = _gather(t103, t18, -4)
-                t105 = _gather(t67, t42, -3)
-                t106 = _gather(t105, t18, -4)
-                t107 = _gather(t70, t42, -3)
-                t108 = _gather(t107, t18, -4)
-                t109 = _gather(t61, t47, -3)
-                t110 = _gather(t109, t18, -4)
-                t111 = _gather(t64, t47, -3)
-                t112 = _gather(t111, t18, -4)
-                t113 = _gather(t67, t47, -3)
-                t114 = _gather(t113, t18, -4)
-                t115 = _gather(t70, t47, -3)
-                t116 = _gather(t115, t18, -4)
-                t117 = _gather(t62, t53, -4)
-                t118 = _gather(t65, t53, -4)
-                t119 = _gather(t68, t53, -4)
-                t120 = _gather(t71, t53, -4)
-                t121 = _gather(t73, t53, -4)
-                t122 = _gather(t75, t53, -4)
-                t123 = _gather(t77, t53, -4)
-                t124 = _gather(t79, t53, -4)
-                t125 = _gather(t81, t53, -4)
-                t126 = _gather(t83, t53, -4)
-                t127 = _gather(t85, t53, -4)
-                t128 = _gather(t87, t53, -4)
-                t129 = _gather(t62, t57, -4)
-                t130 = _gather(t65, t57, -4)
-                t131 = _gather(t68, t57, -4)
-                t132 = _gather(t71, t57, -4)
-                t133 = _gather(t73, t57, -4)
-                t134 = _gather(t75, t57, -4)
-                t135 = _gather(t77, t57, -4)
-                t136 = _gather(t79, t57, -4)
-                t137 = _gather(t81, t57, -4)
-                t138 = _gather(t83, t57, -4)
-                t139 = _gather(t85, t57, -4)
-                t140 = _gather(t87, t57, -4)
-                t141 = _gather(t101, t53, -4)
-                t142 = _gather(t103, t53, -4)
-                t143 = _gather(t105, t53, -4)
-                t144 = _gather(t107, t53, -4)
-                t145 = _gather(t109, t53, -4)
-                t146 = _gather(t111, t53, -4)
-                t147 = _gather(t113, t53, -4)
-                t148 = _gather(t115, t53, -4)
-                t149 = _gather(t101, t57, -4)
-                t150 = _gather(t103, t57, -4)
-                t151 = _gather(t105, t57, -4)
-                t152 = _gather(t107, t57, -4)
-                t153 = _gather(t109, t57, -4)
-                t154 = _gather(t111, t57, -4)
-                t155 = _gather(t113, t57, -4)
-                t156 = _gather(t115, t57, -4)
-                t157 = _gather(t52, t18, -4)
-                output = (
-                    t100
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t102
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t104
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t106
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t108
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t110
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t112
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t114
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t116
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t117
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t118
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t119
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t120
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t121
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t122
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t123
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t124
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t125
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t126
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t127
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t128
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t129
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t130
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t131
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t132
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t133
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t134
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t135
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t136
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t137
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t138
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t139
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t140
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t141
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t142
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t143
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t144
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t145
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t146
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t147
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t148
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t149
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t150
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t151
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t152
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t153
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t154
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t155
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t156
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t157
-                    + t19 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t25 * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t32 * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t38 * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t44 * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t49 * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t54 * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t58 * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t63
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t66
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t69
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t72
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t74
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t76
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t78
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t80
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t82
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t84
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t86
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t88
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t89
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t90
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t91
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t92
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t93
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t94
-                    * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t95
-                    * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t96
-                    * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t97
-                    * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t98
-                    * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    + t99
-                    * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                    * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
-                )
-            elif rank == 4 and mode == "SYMMETRIC":
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = paddings[3][0] + paddings[3][1] + t0
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                t3 = -paddings[3][0] + t2
-                t4 = _gather(input, t3, -1)
-                t5 = tf.shape(input, out_type=tf.int64)[-2]
-                t6 = paddings[2][0] + paddings[2][1] + t5
-                t7 = tf.range(tf.cast(t6, tf.int64))
-                t8 = -paddings[2][0] + t7
-                t9 = _gather(t4, t8, -2)
-                t10 = tf.shape(input, out_type=tf.int64)[-3]
-                t11 = paddings[1][0] + paddings[1][1] + t10
-                t12 = tf.range(tf.cast(t11, tf.int64))
-                t13 = -paddings[1][0] + t12
-                t14 = _gather(t9, t13, -3)
-                t15 = tf.shape(input, out_type=tf.int64)[-4]
-                t16 = paddings[0][0] + paddings[0][1] + t15
-                t17 = tf.range(tf.cast(t16, tf.int64))
-                t18 = -paddings[0][0] + t17
-                t19 = _gather(t14, t18, -4)
-                t20 = paddings[3][0] - t2 - 1
-                t21 = _gather(input, t20, -1)
-                t22 = _gather(t21, t8, -2)
-                t23 = _gather(t22, t13, -3)
-                t24 = _gather(t23, t18, -4)
-                t25 = paddings[3][0] + 2 * t0 - t2 - 1
-                t26 = _gather(input, t25, -1)
-                t27 = _gather(t26, t8, -2)
-                t28 = _gather(t27, t13, -3)
-                t29 = _gather(t28, t18, -4)
-                t30 = paddings[2][0] - t7 - 1
-                t31 = _gather(t4, t30, -2)
-                t32 = _gather(t31, t13, -3)
-                t33 = _gather(t32, t18, -4)
-                t34 = _gather(t21, t30, -2)
-                t35 = _gather(t34, t13, -3)
-                t36 = _gather(t35, t18, -4)
-                t37 = _gather(t26, t30, -2)
-                t38 = _gather(t37, t13, -3)
-                t39 = _gather(t38, t18, -4)
-                t40 = paddings[2][0] + 2 * t5 - t7 - 1
-                t41 = _gather(t4, t40, -2)
-                t42 = _gather(t41, t13, -3)
-                t43 = _gather(t42, t18, -4)
-                t44 = _gather(t21, t40, -2)
-                t45 = _gather(t44, t13, -3)
-                t46 = _gather(t45, t18, -4)
-                t47 = _gather(t26, t40, -2)
-                t48 = _gather(t47, t13, -3)
-                t49 = _gather(t48, t18, -4)
-                t50 = paddings[1][0] - t12 - 1
-                t51 = _gather(t9, t50, -3)
-                t52 = _gather(t51, t18, -4)
-                t53 = _gather(t22, t50, -3)
-                t54 = _gather(t53, t18, -4)
-                t55 = _gather(t27, t50, -3)
-                t56 = _gather(t55, t18, -4)
-                t57 = _gather(t31, t50, -3)
-                t58 = _gather(t57, t18, -4)
-                t59 = _gather(t34, t50, -3)
-                t60 = _gather(t59, t18, -4)
-                t61 = _gather(t37, t50, -3)
-                t62 = _gather(t61, t18, -4)
-                t63 = _gather(t41, t50, -3)
-                t64 = _gather(t63, t18, -4)
-                t65 = _gather(t44, t50, -3)
-                t66 = _gather(t65, t18, -4)
-                t67 = _gather(t47, t50, -3)
-                t68 = _gather(t67, t18, -4)
-                t69 = paddings[1][0] + 2 * t10 - t12 - 1
-                t70 = _gather(t9, t69, -3)
-                t71 = _gather(t70, t18, -4)
-                t72 = _gather(t22, t69, -3)
-                t73 = _gather(t72, t18, -4)
-                t74 = _gather(t27, t69, -3)
-                t75 = _gather(t74, t18, -4)
-                t76 = _gather(t31, t69, -3)
-                t77 = _gather(t76, t18, -4)
-                t78 = _gather(t34, t69, -3)
-                t79 = _gather(t78, t18, -4)
-                t80 = _gather(t37, t69, -3)
-                t81 = _gather(t80, t18, -4)
-                t82 = _gather(t41, t69, -3)
-                t83 = _gather(t82, t18, -4)
-                t84 = _gather(t44, t69, -3)
-                t85 = _gather(t84, t18, -4)
-                t86 = _gather(t47, t69, -3)
-                t87 = _gather(t86, t18, -4)
-                t88 = paddings[0][0] - t17 - 1
-                t89 = _gather(t14, t88, -4)
-                t90 = _gather(t23, t88, -4)
-                t91 = _gather(t28, t88, -4)
-                t92 = _gather(t32, t88, -4)
-                t93 = _gather(t35, t88, -4)
-                t94 = _gather(t38, t88, -4)
-                t95 = _gather(t42, t88, -4)
-                t96 = _gather(t45, t88, -4)
-                t97 = _gather(t48, t88, -4)
-                t98 = _gather(t51, t88, -4)
-                t99 = _gather(t53, t88, -4)
-                t100 = _gather(t55, t88, -4)
-                t101 = _gather(t57, t88, -4)
-                t102 = _gather(t59, t88, -4)
-                t103 = _gather(t61, t88, -4)
-                t104 = _gather(t63, t88, -4)
-                t105 = _gather(t65, t88, -4)
-                t106 = _gather(t67, t88, -4)
-                t107 = _gather(t70, t88, -4)
-                t108 = _gather(t72, t88, -4)
-                t109 = _gather(t74, t88, -4)
-                t110 = _gather(t76, t88, -4)
-                t111 = _gather(t78, t88, -4)
-                t112 = _gather(t80, t88, -4)
-                t113 = _gather(t82, t88, -4)
-                t114 = _gather(t84, t88, -4)
-                t115 = _gather(t86, t88, -4)
-                t116 = paddings[0][0] + 2 * t15 - t17 - 1
-                t117 = _gather(t14, t116, -4)
-                t118 = _gather(t23, t116, -4)
-                t119 = _gather(t28, t116, -4)
-                t120 = _gather(t32, t116, -4)
-                t121 = _gather(t35, t116, -4)
-                t122 = _gather(t38, t116, -4)
-                t123 = _gather(t42, t116, -4)
-                t124 = _gather(t45, t116, -4)
-                t125 = _gather(t48, t116, -4)
-                t126 = _gather(t51, t116, -4)
-                t127 = _gather(t53, t116, -4)
-                t128 = _gather(t55, t116, -4)
-                t129 = _gather(t57, t116, -4)
-                t130 = _gather(t59, t116, -4)
-                t131 = _gather(t61, t116, -4)
-                t132 = _gather(t63, t116, -4)
-                t133 = _gather(t65, t116, -4)
-                t134 = _gather(t67, t116, -4)
-                t135 = _gather(t70, t116, -4)
-                t136 = _gather(t72, t116, -4)
-                t137 = _gather(t74, t116, -4)
-                t138 = _gather(t76, t116, -4)
-                t139 = _gather(t78, t116, -4)
-                t140 = _gather(t80, t116, -4)
-                t141 = _gather(t82, t116, -4)
-                t142 = _gather(t84, t116, -4)
-                t143 = _gather(t86, t116, -4)
-                output = (
-                    t100
-                    + t101
-                    + t102
-                    + t103
-                    + t104
-                    + t105
-                    + t106
-                    + t107
-                    + t108
-                    + t109
-                    + t110
-                    + t111
-                    + t112
-                    + t113
-                    + t114
-                    + t115
-                    + t117
-                    + t118
-                    + t119
-                    + t120
-                    + t121
-                    + t122
-                    + t123
-                    + t124
-                    + t125
-                    + t126
-                    + t127
-                    + t128
-                    + t129
-                    + t130
-                    + t131
-                    + t132
-                    + t133
-                    + t134
-                    + t135
-                    + t136
-                    + t137
-                    + t138
-                    + t139
-                    + t140
-                    + t141
-                    + t142
-                    + t143
-                    + t19
-                    + t24
-                    + t29
-                    + t33
-                    + t36
-                    + t39
-                    + t43
-                    + t46
-                    + t49
-                    + t52
-                    + t54
-                    + t56
-                    + t58
-                    + t60
-                    + t62
-                    + t64
-                    + t66
-                    + t68
-                    + t71
-                    + t73
-                    + t75
-                    + t77
-                    + t79
-                    + t81
-                    + t83
-                    + t85
-                    + t87
-                    + t89
-                    + t90
-                    + t91
-                    + t92
-                    + t93
-                    + t94
-                    + t95
-                    + t96
-                    + t97
-                    + t98
-                    + t99
-                )
-            else:
-                raise ValueError(f"MirrorPad: unsupported attributes rank={rank!r}, mode={mode!r}")
-
-        def backward(grad):
-            return mirror_pad_vjp(grad, input, output, mode=mode, paddings=paddings)
-
+            return output, backward
+        # else the declared formula
+        if rank == 1 and mode == "REFLECT":
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = paddings[0][0] + paddings[0][1] + t0
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = paddings[0][0] - t2
+            t4 = _gather(input, t3, -1)
+            t5 = paddings[0][0] > t2
+            t6 = paddings[0][0] + 2 * t0 - t2 - 2
+            t7 = _gather(input, t6, -1)
+            t8 = t2 >= paddings[0][0] + t0
+            t9 = -paddings[0][0] + t2
+            t10 = _gather(input, t9, -1)
+            output = (
+                t10
+                + t4 * tf.where(t5, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t7 * tf.where(t8, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+            )
+        elif rank == 1 and mode == "SYMMETRIC":
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = paddings[0][0] + paddings[0][1] + t0
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = -paddings[0][0] + t2
+            t4 = _gather(input, t3, -1)
+            t5 = paddings[0][0] - t2 - 1
+            t6 = _gather(input, t5, -1)
+            t7 = paddings[0][0] + 2 * t0 - t2 - 1
+            t8 = _gather(input, t7, -1)
+            output = t4 + t6 + t8
+        elif rank == 2 and mode == "REFLECT":
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = paddings[1][0] + paddings[1][1] + t0
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = paddings[1][0] - t2
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = paddings[0][0] + paddings[0][1] + t5
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = -paddings[0][0] + t7
+            t9 = _gather(t4, t8, -2)
+            t10 = paddings[1][0] > t2
+            t11 = paddings[1][0] + 2 * t0 - t2 - 2
+            t12 = _gather(input, t11, -1)
+            t13 = _gather(t12, t8, -2)
+            t14 = t2 >= paddings[1][0] + t0
+            t15 = -paddings[1][0] + t2
+            t16 = _gather(input, t15, -1)
+            t17 = paddings[0][0] - t7
+            t18 = _gather(t16, t17, -2)
+            t19 = paddings[0][0] > t7
+            t20 = t19[..., None]
+            t21 = paddings[0][0] + 2 * t5 - t7 - 2
+            t22 = _gather(t16, t21, -2)
+            t23 = t7 >= paddings[0][0] + t5
+            t24 = t23[..., None]
+            t25 = _gather(t4, t17, -2)
+            t26 = _gather(t12, t17, -2)
+            t27 = _gather(t4, t21, -2)
+            t28 = _gather(t12, t21, -2)
+            t29 = _gather(t16, t8, -2)
+            output = (
+                t13 * tf.where(t14, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t18 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t22 * tf.where(t24, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t25
+                * tf.where(t10, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t26
+                * tf.where(t14, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t27
+                * tf.where(t10, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t24, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t28
+                * tf.where(t14, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t24, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t29
+                + t9 * tf.where(t10, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+            )
+        elif rank == 2 and mode == "SYMMETRIC":
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = paddings[1][0] + paddings[1][1] + t0
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = -paddings[1][0] + t2
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = paddings[0][0] + paddings[0][1] + t5
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = -paddings[0][0] + t7
+            t9 = _gather(t4, t8, -2)
+            t10 = paddings[1][0] - t2 - 1
+            t11 = _gather(input, t10, -1)
+            t12 = _gather(t11, t8, -2)
+            t13 = paddings[1][0] + 2 * t0 - t2 - 1
+            t14 = _gather(input, t13, -1)
+            t15 = _gather(t14, t8, -2)
+            t16 = paddings[0][0] - t7 - 1
+            t17 = _gather(t4, t16, -2)
+            t18 = _gather(t11, t16, -2)
+            t19 = _gather(t14, t16, -2)
+            t20 = paddings[0][0] + 2 * t5 - t7 - 1
+            t21 = _gather(t4, t20, -2)
+            t22 = _gather(t11, t20, -2)
+            t23 = _gather(t14, t20, -2)
+            output = t12 + t15 + t17 + t18 + t19 + t21 + t22 + t23 + t9
+        elif rank == 3 and mode == "REFLECT":
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = paddings[2][0] + paddings[2][1] + t0
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = paddings[2][0] - t2
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = paddings[1][0] + paddings[1][1] + t5
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = -paddings[1][0] + t7
+            t9 = _gather(t4, t8, -2)
+            t10 = tf.shape(input, out_type=tf.int64)[-3]
+            t11 = paddings[0][0] + paddings[0][1] + t10
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = -paddings[0][0] + t12
+            t14 = _gather(t9, t13, -3)
+            t15 = paddings[2][0] > t2
+            t16 = paddings[2][0] + 2 * t0 - t2 - 2
+            t17 = _gather(input, t16, -1)
+            t18 = _gather(t17, t8, -2)
+            t19 = _gather(t18, t13, -3)
+            t20 = t2 >= paddings[2][0] + t0
+            t21 = -paddings[2][0] + t2
+            t22 = _gather(input, t21, -1)
+            t23 = paddings[1][0] - t7
+            t24 = _gather(t22, t23, -2)
+            t25 = _gather(t24, t13, -3)
+            t26 = paddings[1][0] > t7
+            t27 = t26[..., None]
+            t28 = paddings[1][0] + 2 * t5 - t7 - 2
+            t29 = _gather(t22, t28, -2)
+            t30 = _gather(t29, t13, -3)
+            t31 = t7 >= paddings[1][0] + t5
+            t32 = t31[..., None]
+            t33 = _gather(t22, t8, -2)
+            t34 = paddings[0][0] - t12
+            t35 = _gather(t33, t34, -3)
+            t36 = paddings[0][0] > t12
+            t37 = t36[..., None, None]
+            t38 = paddings[0][0] + 2 * t10 - t12 - 2
+            t39 = _gather(t33, t38, -3)
+            t40 = t12 >= paddings[0][0] + t10
+            t41 = t40[..., None, None]
+            t42 = _gather(t4, t23, -2)
+            t43 = _gather(t42, t13, -3)
+            t44 = _gather(t17, t23, -2)
+            t45 = _gather(t44, t13, -3)
+            t46 = _gather(t4, t28, -2)
+            t47 = _gather(t46, t13, -3)
+            t48 = _gather(t17, t28, -2)
+            t49 = _gather(t48, t13, -3)
+            t50 = _gather(t9, t34, -3)
+            t51 = _gather(t18, t34, -3)
+            t52 = _gather(t24, t34, -3)
+            t53 = _gather(t29, t34, -3)
+            t54 = _gather(t9, t38, -3)
+            t55 = _gather(t18, t38, -3)
+            t56 = _gather(t24, t38, -3)
+            t57 = _gather(t29, t38, -3)
+            t58 = _gather(t42, t34, -3)
+            t59 = _gather(t44, t34, -3)
+            t60 = _gather(t46, t34, -3)
+            t61 = _gather(t48, t34, -3)
+            t62 = _gather(t42, t38, -3)
+            t63 = _gather(t44, t38, -3)
+            t64 = _gather(t46, t38, -3)
+            t65 = _gather(t48, t38, -3)
+            t66 = _gather(t33, t13, -3)
+            output = (
+                t14 * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t19 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t25 * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t30 * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t35 * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t39 * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t43
+                * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t45
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t47
+                * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t49
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t50
+                * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t51
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t52
+                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t53
+                * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t54
+                * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t55
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t56
+                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t57
+                * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t58
+                * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t59
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t60
+                * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t61
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t37, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t62
+                * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t63
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t27, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t64
+                * tf.where(t15, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t65
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t32, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t41, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t66
+            )
+        elif rank == 3 and mode == "SYMMETRIC":
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = paddings[2][0] + paddings[2][1] + t0
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = -paddings[2][0] + t2
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = paddings[1][0] + paddings[1][1] + t5
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = -paddings[1][0] + t7
+            t9 = _gather(t4, t8, -2)
+            t10 = tf.shape(input, out_type=tf.int64)[-3]
+            t11 = paddings[0][0] + paddings[0][1] + t10
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = -paddings[0][0] + t12
+            t14 = _gather(t9, t13, -3)
+            t15 = paddings[2][0] - t2 - 1
+            t16 = _gather(input, t15, -1)
+            t17 = _gather(t16, t8, -2)
+            t18 = _gather(t17, t13, -3)
+            t19 = paddings[2][0] + 2 * t0 - t2 - 1
+            t20 = _gather(input, t19, -1)
+            t21 = _gather(t20, t8, -2)
+            t22 = _gather(t21, t13, -3)
+            t23 = paddings[1][0] - t7 - 1
+            t24 = _gather(t4, t23, -2)
+            t25 = _gather(t24, t13, -3)
+            t26 = _gather(t16, t23, -2)
+            t27 = _gather(t26, t13, -3)
+            t28 = _gather(t20, t23, -2)
+            t29 = _gather(t28, t13, -3)
+            t30 = paddings[1][0] + 2 * t5 - t7 - 1
+            t31 = _gather(t4, t30, -2)
+            t32 = _gather(t31, t13, -3)
+            t33 = _gather(t16, t30, -2)
+            t34 = _gather(t33, t13, -3)
+            t35 = _gather(t20, t30, -2)
+            t36 = _gather(t35, t13, -3)
+            t37 = paddings[0][0] - t12 - 1
+            t38 = _gather(t9, t37, -3)
+            t39 = _gather(t17, t37, -3)
+            t40 = _gather(t21, t37, -3)
+            t41 = _gather(t24, t37, -3)
+            t42 = _gather(t26, t37, -3)
+            t43 = _gather(t28, t37, -3)
+            t44 = _gather(t31, t37, -3)
+            t45 = _gather(t33, t37, -3)
+            t46 = _gather(t35, t37, -3)
+            t47 = paddings[0][0] + 2 * t10 - t12 - 1
+            t48 = _gather(t9, t47, -3)
+            t49 = _gather(t17, t47, -3)
+            t50 = _gather(t21, t47, -3)
+            t51 = _gather(t24, t47, -3)
+            t52 = _gather(t26, t47, -3)
+            t53 = _gather(t28, t47, -3)
+            t54 = _gather(t31, t47, -3)
+            t55 = _gather(t33, t47, -3)
+            t56 = _gather(t35, t47, -3)
+            output = (
+                t14
+                + t18
+                + t22
+                + t25
+                + t27
+                + t29
+                + t32
+                + t34
+                + t36
+                + t38
+                + t39
+                + t40
+                + t41
+                + t42
+                + t43
+                + t44
+                + t45
+                + t46
+                + t48
+                + t49
+                + t50
+                + t51
+                + t52
+                + t53
+                + t54
+                + t55
+                + t56
+            )
+        elif rank == 4 and mode == "REFLECT":
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = paddings[3][0] + paddings[3][1] + t0
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = paddings[3][0] - t2
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = paddings[2][0] + paddings[2][1] + t5
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = -paddings[2][0] + t7
+            t9 = _gather(t4, t8, -2)
+            t10 = tf.shape(input, out_type=tf.int64)[-3]
+            t11 = paddings[1][0] + paddings[1][1] + t10
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = -paddings[1][0] + t12
+            t14 = _gather(t9, t13, -3)
+            t15 = tf.shape(input, out_type=tf.int64)[-4]
+            t16 = paddings[0][0] + paddings[0][1] + t15
+            t17 = tf.range(tf.cast(t16, tf.int64))
+            t18 = -paddings[0][0] + t17
+            t19 = _gather(t14, t18, -4)
+            t20 = paddings[3][0] > t2
+            t21 = paddings[3][0] + 2 * t0 - t2 - 2
+            t22 = _gather(input, t21, -1)
+            t23 = _gather(t22, t8, -2)
+            t24 = _gather(t23, t13, -3)
+            t25 = _gather(t24, t18, -4)
+            t26 = t2 >= paddings[3][0] + t0
+            t27 = -paddings[3][0] + t2
+            t28 = _gather(input, t27, -1)
+            t29 = paddings[2][0] - t7
+            t30 = _gather(t28, t29, -2)
+            t31 = _gather(t30, t13, -3)
+            t32 = _gather(t31, t18, -4)
+            t33 = paddings[2][0] > t7
+            t34 = t33[..., None]
+            t35 = paddings[2][0] + 2 * t5 - t7 - 2
+            t36 = _gather(t28, t35, -2)
+            t37 = _gather(t36, t13, -3)
+            t38 = _gather(t37, t18, -4)
+            t39 = t7 >= paddings[2][0] + t5
+            t40 = t39[..., None]
+            t41 = _gather(t28, t8, -2)
+            t42 = paddings[1][0] - t12
+            t43 = _gather(t41, t42, -3)
+            t44 = _gather(t43, t18, -4)
+            t45 = paddings[1][0] > t12
+            t46 = t45[..., None, None]
+            t47 = paddings[1][0] + 2 * t10 - t12 - 2
+            t48 = _gather(t41, t47, -3)
+            t49 = _gather(t48, t18, -4)
+            t50 = t12 >= paddings[1][0] + t10
+            t51 = t50[..., None, None]
+            t52 = _gather(t41, t13, -3)
+            t53 = paddings[0][0] - t17
+            t54 = _gather(t52, t53, -4)
+            t55 = paddings[0][0] > t17
+            t56 = t55[..., None, None, None]
+            t57 = paddings[0][0] + 2 * t15 - t17 - 2
+            t58 = _gather(t52, t57, -4)
+            t59 = t17 >= paddings[0][0] + t15
+            t60 = t59[..., None, None, None]
+            t61 = _gather(t4, t29, -2)
+            t62 = _gather(t61, t13, -3)
+            t63 = _gather(t62, t18, -4)
+            t64 = _gather(t22, t29, -2)
+            t65 = _gather(t64, t13, -3)
+            t66 = _gather(t65, t18, -4)
+            t67 = _gather(t4, t35, -2)
+            t68 = _gather(t67, t13, -3)
+            t69 = _gather(t68, t18, -4)
+            t70 = _gather(t22, t35, -2)
+            t71 = _gather(t70, t13, -3)
+            t72 = _gather(t71, t18, -4)
+            t73 = _gather(t9, t42, -3)
+            t74 = _gather(t73, t18, -4)
+            t75 = _gather(t23, t42, -3)
+            t76 = _gather(t75, t18, -4)
+            t77 = _gather(t30, t42, -3)
+            t78 = _gather(t77, t18, -4)
+            t79 = _gather(t36, t42, -3)
+            t80 = _gather(t79, t18, -4)
+            t81 = _gather(t9, t47, -3)
+            t82 = _gather(t81, t18, -4)
+            t83 = _gather(t23, t47, -3)
+            t84 = _gather(t83, t18, -4)
+            t85 = _gather(t30, t47, -3)
+            t86 = _gather(t85, t18, -4)
+            t87 = _gather(t36, t47, -3)
+            t88 = _gather(t87, t18, -4)
+            t89 = _gather(t14, t53, -4)
+            t90 = _gather(t24, t53, -4)
+            t91 = _gather(t31, t53, -4)
+            t92 = _gather(t37, t53, -4)
+            t93 = _gather(t43, t53, -4)
+            t94 = _gather(t48, t53, -4)
+            t95 = _gather(t14, t57, -4)
+            t96 = _gather(t24, t57, -4)
+            t97 = _gather(t31, t57, -4)
+            t98 = _gather(t37, t57, -4)
+            t99 = _gather(t43, t57, -4)
+            t100 = _gather(t48, t57, -4)
+            t101 = _gather(t61, t42, -3)
+            t102 = _gather(t101, t18, -4)
+            t103 = _gather(t64, t42, -3)
+            t104 = _gather(t103, t18, -4)
+            t105 = _gather(t67, t42, -3)
+            t106 = _gather(t105, t18, -4)
+            t107 = _gather(t70, t42, -3)
+            t108 = _gather(t107, t18, -4)
+            t109 = _gather(t61, t47, -3)
+            t110 = _gather(t109, t18, -4)
+            t111 = _gather(t64, t47, -3)
+            t112 = _gather(t111, t18, -4)
+            t113 = _gather(t67, t47, -3)
+            t114 = _gather(t113, t18, -4)
+            t115 = _gather(t70, t47, -3)
+            t116 = _gather(t115, t18, -4)
+            t117 = _gather(t62, t53, -4)
+            t118 = _gather(t65, t53, -4)
+            t119 = _gather(t68, t53, -4)
+            t120 = _gather(t71, t53, -4)
+            t121 = _gather(t73, t53, -4)
+            t122 = _gather(t75, t53, -4)
+            t123 = _gather(t77, t53, -4)
+            t124 = _gather(t79, t53, -4)
+            t125 = _gather(t81, t53, -4)
+            t126 = _gather(t83, t53, -4)
+            t127 = _gather(t85, t53, -4)
+            t128 = _gather(t87, t53, -4)
+            t129 = _gather(t62, t57, -4)
+            t130 = _gather(t65, t57, -4)
+            t131 = _gather(t68, t57, -4)
+            t132 = _gather(t71, t57, -4)
+            t133 = _gather(t73, t57, -4)
+            t134 = _gather(t75, t57, -4)
+            t135 = _gather(t77, t57, -4)
+            t136 = _gather(t79, t57, -4)
+            t137 = _gather(t81, t57, -4)
+            t138 = _gather(t83, t57, -4)
+            t139 = _gather(t85, t57, -4)
+            t140 = _gather(t87, t57, -4)
+            t141 = _gather(t101, t53, -4)
+            t142 = _gather(t103, t53, -4)
+            t143 = _gather(t105, t53, -4)
+            t144 = _gather(t107, t53, -4)
+            t145 = _gather(t109, t53, -4)
+            t146 = _gather(t111, t53, -4)
+            t147 = _gather(t113, t53, -4)
+            t148 = _gather(t115, t53, -4)
+            t149 = _gather(t101, t57, -4)
+            t150 = _gather(t103, t57, -4)
+            t151 = _gather(t105, t57, -4)
+            t152 = _gather(t107, t57, -4)
+            t153 = _gather(t109, t57, -4)
+            t154 = _gather(t111, t57, -4)
+            t155 = _gather(t113, t57, -4)
+            t156 = _gather(t115, t57, -4)
+            t157 = _gather(t52, t18, -4)
+            output = (
+                t100
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t102
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t104
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t106
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t108
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t110
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t112
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t114
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t116
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t117
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t118
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t119
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t120
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t121
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t122
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t123
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t124
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t125
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t126
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t127
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t128
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t129
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t130
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t131
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t132
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t133
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t134
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t135
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t136
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t137
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t138
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t139
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t140
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t141
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t142
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t143
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t144
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t145
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t146
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t147
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t148
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t149
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t150
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t151
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t152
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t153
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t154
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t155
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t156
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t157
+                + t19 * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t25 * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t32 * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t38 * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t44 * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t49 * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t54 * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t58 * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t63
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t66
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t69
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t72
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t74
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t76
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t78
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t80
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t82
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t84
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t86
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t88
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t89
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t90
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t91
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t92
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t93
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t94
+                * tf.where(t51, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t56, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t95
+                * tf.where(t20, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t96
+                * tf.where(t26, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t97
+                * tf.where(t34, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t98
+                * tf.where(t40, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                + t99
+                * tf.where(t46, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+                * tf.where(t60, tf.constant(1, input.dtype), tf.constant(0, input.dtype))
+            )
+        elif rank == 4 and mode == "SYMMETRIC":
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = paddings[3][0] + paddings[3][1] + t0
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = -paddings[3][0] + t2
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = paddings[2][0] + paddings[2][1] + t5
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = -paddings[2][0] + t7
+            t9 = _gather(t4, t8, -2)
+            t10 = tf.shape(input, out_type=tf.int64)[-3]
+            t11 = paddings[1][0] + paddings[1][1] + t10
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = -paddings[1][0] + t12
+            t14 = _gather(t9, t13, -3)
+            t15 = tf.shape(input, out_type=tf.int64)[-4]
+            t16 = paddings[0][0] + paddings[0][1] + t15
+            t17 = tf.range(tf.cast(t16, tf.int64))
+            t18 = -paddings[0][0] + t17
+            t19 = _gather(t14, t18, -4)
+            t20 = paddings[3][0] - t2 - 1
+            t21 = _gather(input, t20, -1)
+            t22 = _gather(t21, t8, -2)
+            t23 = _gather(t22, t13, -3)
+            t24 = _gather(t23, t18, -4)
+            t25 = paddings[3][0] + 2 * t0 - t2 - 1
+            t26 = _gather(input, t25, -1)
+            t27 = _gather(t26, t8, -2)
+            t28 = _gather(t27, t13, -3)
+            t29 = _gather(t28, t18, -4)
+            t30 = paddings[2][0] - t7 - 1
+            t31 = _gather(t4, t30, -2)
+            t32 = _gather(t31, t13, -3)
+            t33 = _gather(t32, t18, -4)
+            t34 = _gather(t21, t30, -2)
+            t35 = _gather(t34, t13, -3)
+            t36 = _gather(t35, t18, -4)
+            t37 = _gather(t26, t30, -2)
+            t38 = _gather(t37, t13, -3)
+            t39 = _gather(t38, t18, -4)
+            t40 = paddings[2][0] + 2 * t5 - t7 - 1
+            t41 = _gather(t4, t40, -2)
+            t42 = _gather(t41, t13, -3)
+            t43 = _gather(t42, t18, -4)
+            t44 = _gather(t21, t40, -2)
+            t45 = _gather(t44, t13, -3)
+            t46 = _gather(t45, t18, -4)
+            t47 = _gather(t26, t40, -2)
+            t48 = _gather(t47, t13, -3)
+            t49 = _gather(t48, t18, -4)
+            t50 = paddings[1][0] - t12 - 1
+            t51 = _gather(t9, t50, -3)
+            t52 = _gather(t51, t18, -4)
+            t53 = _gather(t22, t50, -3)
+            t54 = _gather(t53, t18, -4)
+            t55 = _gather(t27, t50, -3)
+            t56 = _gather(t55, t18, -4)
+            t57 = _gather(t31, t50, -3)
+            t58 = _gather(t57, t18, -4)
+            t59 = _gather(t34, t50, -3)
+            t60 = _gather(t59, t18, -4)
+            t61 = _gather(t37, t50, -3)
+            t62 = _gather(t61, t18, -4)
+            t63 = _gather(t41, t50, -3)
+            t64 = _gather(t63, t18, -4)
+            t65 = _gather(t44, t50, -3)
+            t66 = _gather(t65, t18, -4)
+            t67 = _gather(t47, t50, -3)
+            t68 = _gather(t67, t18, -4)
+            t69 = paddings[1][0] + 2 * t10 - t12 - 1
+            t70 = _gather(t9, t69, -3)
+            t71 = _gather(t70, t18, -4)
+            t72 = _gather(t22, t69, -3)
+            t73 = _gather(t72, t18, -4)
+            t74 = _gather(t27, t69, -3)
+            t75 = _gather(t74, t18, -4)
+            t76 = _gather(t31, t69, -3)
+            t77 = _gather(t76, t18, -4)
+            t78 = _gather(t34, t69, -3)
+            t79 = _gather(t78, t18, -4)
+            t80 = _gather(t37, t69, -3)
+            t81 = _gather(t80, t18, -4)
+            t82 = _gather(t41, t69, -3)
+            t83 = _gather(t82, t18, -4)
+            t84 = _gather(t44, t69, -3)
+            t85 = _gather(t84, t18, -4)
+            t86 = _gather(t47, t69, -3)
+            t87 = _gather(t86, t18, -4)
+            t88 = paddings[0][0] - t17 - 1
+            t89 = _gather(t14, t88, -4)
+            t90 = _gather(t23, t88, -4)
+            t91 = _gather(t28, t88, -4)
+            t92 = _gather(t32, t88, -4)
+            t93 = _gather(t35, t88, -4)
+            t94 = _gather(t38, t88, -4)
+            t95 = _gather(t42, t88, -4)
+            t96 = _gather(t45, t88, -4)
+            t97 = _gather(t48, t88, -4)
+            t98 = _gather(t51, t88, -4)
+            t99 = _gather(t53, t88, -4)
+            t100 = _gather(t55, t88, -4)
+            t101 = _gather(t57, t88, -4)
+            t102 = _gather(t59, t88, -4)
+            t103 = _gather(t61, t88, -4)
+            t104 = _gather(t63, t88, -4)
+            t105 = _gather(t65, t88, -4)
+            t106 = _gather(t67, t88, -4)
+            t107 = _gather(t70, t88, -4)
+            t108 = _gather(t72, t88, -4)
+            t109 = _gather(t74, t88, -4)
+            t110 = _gather(t76, t88, -4)
+            t111 = _gather(t78, t88, -4)
+            t112 = _gather(t80, t88, -4)
+            t113 = _gather(t82, t88, -4)
+            t114 = _gather(t84, t88, -4)
+            t115 = _gather(t86, t88, -4)
+            t116 = paddings[0][0] + 2 * t15 - t17 - 1
+            t117 = _gather(t14, t116, -4)
+            t118 = _gather(t23, t116, -4)
+            t119 = _gather(t28, t116, -4)
+            t120 = _gather(t32, t116, -4)
+            t121 = _gather(t35, t116, -4)
+            t122 = _gather(t38, t116, -4)
+            t123 = _gather(t42, t116, -4)
+            t124 = _gather(t45, t116, -4)
+            t125 = _gather(t48, t116, -4)
+            t126 = _gather(t51, t116, -4)
+            t127 = _gather(t53, t116, -4)
+            t128 = _gather(t55, t116, -4)
+            t129 = _gather(t57, t116, -4)
+            t130 = _gather(t59, t116, -4)
+            t131 = _gather(t61, t116, -4)
+            t132 = _gather(t63, t116, -4)
+            t133 = _gather(t65, t116, -4)
+            t134 = _gather(t67, t116, -4)
+            t135 = _gather(t70, t116, -4)
+            t136 = _gather(t72, t116, -4)
+            t137 = _gather(t74, t116, -4)
+            t138 = _gather(t76, t116, -4)
+            t139 = _gather(t78, t116, -4)
+            t140 = _gather(t80, t116, -4)
+            t141 = _gather(t82, t116, -4)
+            t142 = _gather(t84, t116, -4)
+            t143 = _gather(t86, t116, -4)
+            output = (
+                t100
+                + t101
+                + t102
+                + t103
+                + t104
+                + t105
+                + t106
+                + t107
+                + t108
+                + t109
+                + t110
+                + t111
+                + t112
+                + t113
+                + t114
+                + t115
+                + t117
+                + t118
+                + t119
+                + t120
+                + t121
+                + t122
+                + t123
+                + t124
+                + t125
+                + t126
+                + t127
+                + t128
+                + t129
+                + t130
+                + t131
+                + t132
+                + t133
+                + t134
+                + t135
+                + t136
+                + t137
+                + t138
+                + t139
+                + t140
+                + t141
+                + t142
+                + t143
+                + t19
+                + t24
+                + t29
+                + t33
+                + t36
+                + t39
+                + t43
+                + t46
+                + t49
+                + t52
+                + t54
+                + t56
+                + t58
+                + t60
+                + t62
+                + t64
+                + t66
+                + t68
+                + t71
+                + t73
+                + t75
+                + t77
+                + t79
+                + t81
+                + t83
+                + t85
+                + t87
+                + t89
+                + t90
+                + t91
+                + t92
+                + t93
+                + t94
+                + t95
+                + t96
+                + t97
+                + t98
+                + t99
+            )
+        else:
+            raise ValueError(f"MirrorPad: unsupported attributes rank={rank!r}, mode={mode!r}")
         return output, backward
 
     return forward(input)

@@ -186,72 +186,72 @@ def pad(input, *, paddings):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return pad_vjp(grad, input, output, paddings=paddings)
+
         kernel_outputs = (
             _tf_kernel("Pad", 1, {"input": input}, kernel_attrs) if rank in (1, 2, 3, 4) else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if rank == 1:
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = paddings[0][0] + paddings[0][1] + t0
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                t3 = -paddings[0][0] + t2
-                output = _gather(input, t3, -1)
-            elif rank == 2:
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = paddings[1][0] + paddings[1][1] + t0
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                t3 = -paddings[1][0] + t2
-                t4 = _gather(input, t3, -1)
-                t5 = tf.shape(input, out_type=tf.int64)[-2]
-                t6 = paddings[0][0] + paddings[0][1] + t5
-                t7 = tf.range(tf.cast(t6, tf.int64))
-                t8 = -paddings[0][0] + t7
-                output = _gather(t4, t8, -2)
-            elif rank == 3:
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = paddings[2][0] + paddings[2][1] + t0
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                t3 = -paddings[2][0] + t2
-                t4 = _gather(input, t3, -1)
-                t5 = tf.shape(input, out_type=tf.int64)[-2]
-                t6 = paddings[1][0] + paddings[1][1] + t5
-                t7 = tf.range(tf.cast(t6, tf.int64))
-                t8 = -paddings[1][0] + t7
-                t9 = _gather(t4, t8, -2)
-                t10 = tf.shape(input, out_type=tf.int64)[-3]
-                t11 = paddings[0][0] + paddings[0][1] + t10
-                t12 = tf.range(tf.cast(t11, tf.int64))
-                t13 = -paddings[0][0] + t12
-                output = _gather(t9, t13, -3)
-            elif rank == 4:
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = paddings[3][0] + paddings[3][1] + t0
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                t3 = -paddings[3][0] + t2
-                t4 = _gather(input, t3, -1)
-                t5 = tf.shape(input, out_type=tf.int64)[-2]
-                t6 = paddings[2][0] + paddings[2][1] + t5
-                t7 = tf.range(tf.cast(t6, tf.int64))
-                t8 = -paddings[2][0] + t7
-                t9 = _gather(t4, t8, -2)
-                t10 = tf.shape(input, out_type=tf.int64)[-3]
-                t11 = paddings[1][0] + paddings[1][1] + t10
-                t12 = tf.range(tf.cast(t11, tf.int64))
-                t13 = -paddings[1][0] + t12
-                t14 = _gather(t9, t13, -3)
-                t15 = tf.shape(input, out_type=tf.int64)[-4]
-                t16 = paddings[0][0] + paddings[0][1] + t15
-                t17 = tf.range(tf.cast(t16, tf.int64))
-                t18 = -paddings[0][0] + t17
-                output = _gather(t14, t18, -4)
-            else:
-                raise ValueError(f"Pad: unsupported attributes rank={rank!r}")
-
-        def backward(grad):
-            return pad_vjp(grad, input, output, paddings=paddings)
-
+            return output, backward
+        # else the declared formula
+        if rank == 1:
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = paddings[0][0] + paddings[0][1] + t0
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = -paddings[0][0] + t2
+            output = _gather(input, t3, -1)
+        elif rank == 2:
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = paddings[1][0] + paddings[1][1] + t0
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = -paddings[1][0] + t2
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = paddings[0][0] + paddings[0][1] + t5
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = -paddings[0][0] + t7
+            output = _gather(t4, t8, -2)
+        elif rank == 3:
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = paddings[2][0] + paddings[2][1] + t0
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = -paddings[2][0] + t2
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = paddings[1][0] + paddings[1][1] + t5
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = -paddings[1][0] + t7
+            t9 = _gather(t4, t8, -2)
+            t10 = tf.shape(input, out_type=tf.int64)[-3]
+            t11 = paddings[0][0] + paddings[0][1] + t10
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = -paddings[0][0] + t12
+            output = _gather(t9, t13, -3)
+        elif rank == 4:
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = paddings[3][0] + paddings[3][1] + t0
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = -paddings[3][0] + t2
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = paddings[2][0] + paddings[2][1] + t5
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = -paddings[2][0] + t7
+            t9 = _gather(t4, t8, -2)
+            t10 = tf.shape(input, out_type=tf.int64)[-3]
+            t11 = paddings[1][0] + paddings[1][1] + t10
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = -paddings[1][0] + t12
+            t14 = _gather(t9, t13, -3)
+            t15 = tf.shape(input, out_type=tf.int64)[-4]
+            t16 = paddings[0][0] + paddings[0][1] + t15
+            t17 = tf.range(tf.cast(t16, tf.int64))
+            t18 = -paddings[0][0] + t17
+            output = _gather(t14, t18, -4)
+        else:
+            raise ValueError(f"Pad: unsupported attributes rank={rank!r}")
         return output, backward
 
     return forward(input)
@@ -322,72 +322,72 @@ def slice(input, *, begin, size):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return slice_vjp(grad, input, output, begin=begin, size=size)
+
         kernel_outputs = (
             _tf_kernel("Slice", 1, {"input": input}, kernel_attrs) if rank in (1, 2, 3, 4) else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if rank == 1:
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = tf.where(tf.equal(size[0], -1), -begin[0] + t0, size[0])
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                t3 = begin[0] + t2
-                output = _gather(input, t3, -1)
-            elif rank == 2:
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = tf.where(tf.equal(size[1], -1), -begin[1] + t0, size[1])
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                t3 = begin[1] + t2
-                t4 = _gather(input, t3, -1)
-                t5 = tf.shape(input, out_type=tf.int64)[-2]
-                t6 = tf.where(tf.equal(size[0], -1), -begin[0] + t5, size[0])
-                t7 = tf.range(tf.cast(t6, tf.int64))
-                t8 = begin[0] + t7
-                output = _gather(t4, t8, -2)
-            elif rank == 3:
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = tf.where(tf.equal(size[2], -1), -begin[2] + t0, size[2])
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                t3 = begin[2] + t2
-                t4 = _gather(input, t3, -1)
-                t5 = tf.shape(input, out_type=tf.int64)[-2]
-                t6 = tf.where(tf.equal(size[1], -1), -begin[1] + t5, size[1])
-                t7 = tf.range(tf.cast(t6, tf.int64))
-                t8 = begin[1] + t7
-                t9 = _gather(t4, t8, -2)
-                t10 = tf.shape(input, out_type=tf.int64)[-3]
-                t11 = tf.where(tf.equal(size[0], -1), -begin[0] + t10, size[0])
-                t12 = tf.range(tf.cast(t11, tf.int64))
-                t13 = begin[0] + t12
-                output = _gather(t9, t13, -3)
-            elif rank == 4:
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = tf.where(tf.equal(size[3], -1), -begin[3] + t0, size[3])
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                t3 = begin[3] + t2
-                t4 = _gather(input, t3, -1)
-                t5 = tf.shape(input, out_type=tf.int64)[-2]
-                t6 = tf.where(tf.equal(size[2], -1), -begin[2] + t5, size[2])
-                t7 = tf.range(tf.cast(t6, tf.int64))
-                t8 = begin[2] + t7
-                t9 = _gather(t4, t8, -2)
-                t10 = tf.shape(input, out_type=tf.int64)[-3]
-                t11 = tf.where(tf.equal(size[1], -1), -begin[1] + t10, size[1])
-                t12 = tf.range(tf.cast(t11, tf.int64))
-                t13 = begin[1] + t12
-                t14 = _gather(t9, t13, -3)
-                t15 = tf.shape(input, out_type=tf.int64)[-4]
-                t16 = tf.where(tf.equal(size[0], -1), -begin[0] + t15, size[0])
-                t17 = tf.range(tf.cast(t16, tf.int64))
-                t18 = begin[0] + t17
-                output = _gather(t14, t18, -4)
-            else:
-                raise ValueError(f"Slice: unsupported attributes rank={rank!r}")
-
-        def backward(grad):
-            return slice_vjp(grad, input, output, begin=begin, size=size)
-
+            return output, backward
+        # else the declared formula
+        if rank == 1:
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = tf.where(tf.equal(size[0], -1), -begin[0] + t0, size[0])
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = begin[0] + t2
+            output = _gather(input, t3, -1)
+        elif rank == 2:
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = tf.where(tf.equal(size[1], -1), -begin[1] + t0, size[1])
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = begin[1] + t2
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = tf.where(tf.equal(size[0], -1), -begin[0] + t5, size[0])
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = begin[0] + t7
+            output = _gather(t4, t8, -2)
+        elif rank == 3:
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = tf.where(tf.equal(size[2], -1), -begin[2] + t0, size[2])
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = begin[2] + t2
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = tf.where(tf.equal(size[1], -1), -begin[1] + t5, size[1])
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = begin[1] + t7
+            t9 = _gather(t4, t8, -2)
+            t10 = tf.shape(input, out_type=tf.int64)[-3]
+            t11 = tf.where(tf.equal(size[0], -1), -begin[0] + t10, size[0])
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = begin[0] + t12
+            output = _gather(t9, t13, -3)
+        elif rank == 4:
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = tf.where(tf.equal(size[3], -1), -begin[3] + t0, size[3])
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = begin[3] + t2
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = tf.where(tf.equal(size[2], -1), -begin[2] + t5, size[2])
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = begin[2] + t7
+            t9 = _gather(t4, t8, -2)
+            t10 = tf.shape(input, out_type=tf.int64)[-3]
+            t11 = tf.where(tf.equal(size[1], -1), -begin[1] + t10, size[1])
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = begin[1] + t12
+            t14 = _gather(t9, t13, -3)
+            t15 = tf.shape(input, out_type=tf.int64)[-4]
+            t16 = tf.where(tf.equal(size[0], -1), -begin[0] + t15, size[0])
+            t17 = tf.range(tf.cast(t16, tf.int64))
+            t18 = begin[0] + t17
+            output = _gather(t14, t18, -4)
+        else:
+            raise ValueError(f"Slice: unsupported attributes rank={rank!r}")
         return output, backward
 
     return forward(input)
@@ -473,6 +473,9 @@ def reverse_v2(tensor, *, axis=(-1,)):
 
     @tf.custom_gradient
     def forward(tensor):
+        def backward(grad):
+            return reverse_v2_vjp(grad, tensor, output, axis=axis)
+
         kernel_outputs = (
             _tf_kernel("ReverseV2", 1, {"tensor": tensor}, kernel_attrs)
             if axis in ((-1,), (-2,), (-3,), (-2, -1), (-3, -1), (-3, -2), (-3, -2, -1))
@@ -480,68 +483,65 @@ def reverse_v2(tensor, *, axis=(-1,)):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if axis == (-1,):
-                t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
-                t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-                t2 = -t0 + t1 - 1
-                output = _gather(tensor, t2, -1)
-            elif axis == (-2,):
-                t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-                t1 = tf.shape(tensor, out_type=tf.int64)[-2]
-                t2 = -t0 + t1 - 1
-                output = _gather(tensor, t2, -2)
-            elif axis == (-3,):
-                t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
-                t1 = tf.shape(tensor, out_type=tf.int64)[-3]
-                t2 = -t0 + t1 - 1
-                output = _gather(tensor, t2, -3)
-            elif axis == (-2, -1):
-                t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
-                t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-                t2 = -t0 + t1 - 1
-                t3 = _gather(tensor, t2, -1)
-                t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-                t5 = tf.shape(tensor, out_type=tf.int64)[-2]
-                t6 = -t4 + t5 - 1
-                output = _gather(t3, t6, -2)
-            elif axis == (-3, -1):
-                t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
-                t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-                t2 = -t0 + t1 - 1
-                t3 = _gather(tensor, t2, -1)
-                t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
-                t5 = tf.shape(tensor, out_type=tf.int64)[-3]
-                t6 = -t4 + t5 - 1
-                output = _gather(t3, t6, -3)
-            elif axis == (-3, -2):
-                t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-                t1 = tf.shape(tensor, out_type=tf.int64)[-2]
-                t2 = -t0 + t1 - 1
-                t3 = _gather(tensor, t2, -2)
-                t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
-                t5 = tf.shape(tensor, out_type=tf.int64)[-3]
-                t6 = -t4 + t5 - 1
-                output = _gather(t3, t6, -3)
-            elif axis == (-3, -2, -1):
-                t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
-                t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-                t2 = -t0 + t1 - 1
-                t3 = _gather(tensor, t2, -1)
-                t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-                t5 = tf.shape(tensor, out_type=tf.int64)[-2]
-                t6 = -t4 + t5 - 1
-                t7 = _gather(t3, t6, -2)
-                t8 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
-                t9 = tf.shape(tensor, out_type=tf.int64)[-3]
-                t10 = -t8 + t9 - 1
-                output = _gather(t7, t10, -3)
-            else:
-                raise ValueError(f"ReverseV2: unsupported attributes axis={axis!r}")
-
-        def backward(grad):
-            return reverse_v2_vjp(grad, tensor, output, axis=axis)
-
+            return output, backward
+        # else the declared formula
+        if axis == (-1,):
+            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
+            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+            t2 = -t0 + t1 - 1
+            output = _gather(tensor, t2, -1)
+        elif axis == (-2,):
+            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
+            t1 = tf.shape(tensor, out_type=tf.int64)[-2]
+            t2 = -t0 + t1 - 1
+            output = _gather(tensor, t2, -2)
+        elif axis == (-3,):
+            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
+            t1 = tf.shape(tensor, out_type=tf.int64)[-3]
+            t2 = -t0 + t1 - 1
+            output = _gather(tensor, t2, -3)
+        elif axis == (-2, -1):
+            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
+            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+            t2 = -t0 + t1 - 1
+            t3 = _gather(tensor, t2, -1)
+            t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
+            t5 = tf.shape(tensor, out_type=tf.int64)[-2]
+            t6 = -t4 + t5 - 1
+            output = _gather(t3, t6, -2)
+        elif axis == (-3, -1):
+            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
+            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+            t2 = -t0 + t1 - 1
+            t3 = _gather(tensor, t2, -1)
+            t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
+            t5 = tf.shape(tensor, out_type=tf.int64)[-3]
+            t6 = -t4 + t5 - 1
+            output = _gather(t3, t6, -3)
+        elif axis == (-3, -2):
+            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
+            t1 = tf.shape(tensor, out_type=tf.int64)[-2]
+            t2 = -t0 + t1 - 1
+            t3 = _gather(tensor, t2, -2)
+            t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
+            t5 = tf.shape(tensor, out_type=tf.int64)[-3]
+            t6 = -t4 + t5 - 1
+            output = _gather(t3, t6, -3)
+        elif axis == (-3, -2, -1):
+            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
+            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+            t2 = -t0 + t1 - 1
+            t3 = _gather(tensor, t2, -1)
+            t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
+            t5 = tf.shape(tensor, out_type=tf.int64)[-2]
+            t6 = -t4 + t5 - 1
+            t7 = _gather(t3, t6, -2)
+            t8 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
+            t9 = tf.shape(tensor, out_type=tf.int64)[-3]
+            t10 = -t8 + t9 - 1
+            output = _gather(t7, t10, -3)
+        else:
+            raise ValueError(f"ReverseV2: unsupported attributes axis={axis!r}")
         return output, backward
 
     return forward(tensor)
@@ -588,6 +588,9 @@ def transpose(x, *, perm=(1, 0)):
 
     @tf.custom_gradient
     def forward(x):
+        def backward(grad):
+            return transpose_vjp(grad, x, y, perm=perm)
+
         kernel_outputs = (
             _tf_kernel("Transpose", 1, {"x": x}, kernel_attrs)
             if perm
@@ -605,29 +608,26 @@ def transpose(x, *, perm=(1, 0)):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             y = kernel_outputs[0]
-        else:  # the declared formula
-            if perm == (1, 0):
-                y = tf.transpose(x, perm=[1, 0])
-            elif perm == (0, 2, 1):
-                y = tf.transpose(x, perm=[0, 2, 1])
-            elif perm == (1, 0, 2):
-                y = tf.transpose(x, perm=[1, 0, 2])
-            elif perm == (1, 2, 0):
-                y = tf.transpose(x, perm=[1, 2, 0])
-            elif perm == (2, 0, 1):
-                y = tf.transpose(x, perm=[2, 0, 1])
-            elif perm == (2, 1, 0):
-                y = tf.transpose(x, perm=[2, 1, 0])
-            elif perm == (0, 3, 1, 2):
-                y = tf.transpose(x, perm=[0, 3, 1, 2])
-            elif perm == (0, 2, 3, 1):
-                y = tf.transpose(x, perm=[0, 2, 3, 1])
-            else:
-                raise ValueError(f"Transpose: unsupported attributes perm={perm!r}")
-
-        def backward(grad):
-            return transpose_vjp(grad, x, y, perm=perm)
-
+            return y, backward
+        # else the declared formula
+        if perm == (1, 0):
+            y = tf.transpose(x, perm=[1, 0])
+        elif perm == (0, 2, 1):
+            y = tf.transpose(x, perm=[0, 2, 1])
+        elif perm == (1, 0, 2):
+            y = tf.transpose(x, perm=[1, 0, 2])
+        elif perm == (1, 2, 0):
+            y = tf.transpose(x, perm=[1, 2, 0])
+        elif perm == (2, 0, 1):
+            y = tf.transpose(x, perm=[2, 0, 1])
+        elif perm == (2, 1, 0):
+            y = tf.transpose(x, perm=[2, 1, 0])
+        elif perm == (0, 3, 1, 2):
+            y = tf.transpose(x, perm=[0, 3, 1, 2])
+        elif perm == (0, 2, 3, 1):
+            y = tf.transpose(x, perm=[0, 2, 3, 1])
+        else:
+            raise ValueError(f"Transpose: unsupported attributes perm={perm!r}")
         return y, backward
 
     return forward(x)
@@ -954,6 +954,21 @@ def strided_slice(
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return strided_slice_vjp(
+                grad,
+                input,
+                output,
+                shrink_axis_mask=shrink_axis_mask,
+                ellipsis_mask=ellipsis_mask,
+                new_axis_mask=new_axis_mask,
+                begin=begin,
+                end=end,
+                strides=strides,
+                begin_mask=begin_mask,
+                end_mask=end_mask,
+            )
+
         kernel_outputs = (
             _tf_kernel("StridedSlice", 1, {"input": input}, kernel_attrs)
             if (rank, shrink_axis_mask, ellipsis_mask, new_axis_mask)
@@ -971,631 +986,604 @@ def strided_slice(
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if rank == 1 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = tf.math.maximum(
-                    tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(begin[0] < 0, begin[0] + t0, begin[0]),
-                )
-                t2 = tf.math.minimum(t1, tf.where(strides[0] > 0, t0, t0 - 1))
-                t3 = tf.math.maximum(
-                    tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(end[0] < 0, end[0] + t0, end[0]),
-                )
-                t4 = tf.math.minimum(t3, tf.where(strides[0] > 0, t0, t0 - 1))
-                t5 = -(
-                    (
-                        tf.where(
-                            tf.equal(begin_mask % 2, 1),
-                            tf.where(strides[0] > 0, tf.constant(0, tf.int64), t0 - 1),
-                            t2,
-                        )
-                        - tf.where(
-                            tf.equal(end_mask % 2, 1),
-                            tf.where(strides[0] > 0, t0, tf.constant(-1, tf.int64)),
-                            t4,
-                        )
-                    )
-                    // (strides[0])
-                )
-                t6 = tf.math.maximum(t5, 0)
-                t7 = t6
-                t8 = tf.range(tf.cast(t7, tf.int64))
-                t9 = strides[0] * t8 + tf.where(
-                    tf.equal(begin_mask % 2, 1),
-                    tf.where(strides[0] > 0, tf.constant(0, tf.int64), t0 - 1),
-                    t2,
-                )
-                output = _gather(input, t9, -1)
-            elif rank == 1 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = tf.where(begin[0] < 0, begin[0] + t0, begin[0])
-                output = _gather(input, t1, -1)
-            elif rank == 2 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = (begin_mask) // (2)
-                t2 = tf.math.maximum(
-                    tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(begin[1] < 0, begin[1] + t0, begin[1]),
-                )
-                t3 = tf.math.minimum(t2, tf.where(strides[1] > 0, t0, t0 - 1))
-                t4 = (end_mask) // (2)
-                t5 = tf.math.maximum(
-                    tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(end[1] < 0, end[1] + t0, end[1]),
-                )
-                t6 = tf.math.minimum(t5, tf.where(strides[1] > 0, t0, t0 - 1))
-                t7 = -(
-                    (
-                        tf.where(
-                            tf.equal(t1 % 2, 1),
-                            tf.where(strides[1] > 0, tf.constant(0, tf.int64), t0 - 1),
-                            t3,
-                        )
-                        - tf.where(
-                            tf.equal(t4 % 2, 1),
-                            tf.where(strides[1] > 0, t0, tf.constant(-1, tf.int64)),
-                            t6,
-                        )
-                    )
-                    // (strides[1])
-                )
-                t8 = tf.math.maximum(t7, 0)
-                t9 = t8
-                t10 = tf.range(tf.cast(t9, tf.int64))
-                t11 = strides[1] * t10 + tf.where(
-                    tf.equal(t1 % 2, 1),
-                    tf.where(strides[1] > 0, tf.constant(0, tf.int64), t0 - 1),
-                    t3,
-                )
-                t12 = _gather(input, t11, -1)
-                t13 = tf.shape(input, out_type=tf.int64)[-2]
-                t14 = tf.math.maximum(
-                    tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(begin[0] < 0, begin[0] + t13, begin[0]),
-                )
-                t15 = tf.math.minimum(t14, tf.where(strides[0] > 0, t13, t13 - 1))
-                t16 = tf.math.maximum(
-                    tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(end[0] < 0, end[0] + t13, end[0]),
-                )
-                t17 = tf.math.minimum(t16, tf.where(strides[0] > 0, t13, t13 - 1))
-                t18 = -(
-                    (
-                        tf.where(
-                            tf.equal(begin_mask % 2, 1),
-                            tf.where(strides[0] > 0, tf.constant(0, tf.int64), t13 - 1),
-                            t15,
-                        )
-                        - tf.where(
-                            tf.equal(end_mask % 2, 1),
-                            tf.where(strides[0] > 0, t13, tf.constant(-1, tf.int64)),
-                            t17,
-                        )
-                    )
-                    // (strides[0])
-                )
-                t19 = tf.math.maximum(t18, 0)
-                t20 = t19
-                t21 = tf.range(tf.cast(t20, tf.int64))
-                t22 = strides[0] * t21 + tf.where(
-                    tf.equal(begin_mask % 2, 1),
-                    tf.where(strides[0] > 0, tf.constant(0, tf.int64), t13 - 1),
-                    t15,
-                )
-                output = _gather(t12, t22, -2)
-            elif rank == 2 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = (begin_mask) // (2)
-                t2 = tf.math.maximum(
-                    tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(begin[1] < 0, begin[1] + t0, begin[1]),
-                )
-                t3 = tf.math.minimum(t2, tf.where(strides[1] > 0, t0, t0 - 1))
-                t4 = (end_mask) // (2)
-                t5 = tf.math.maximum(
-                    tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(end[1] < 0, end[1] + t0, end[1]),
-                )
-                t6 = tf.math.minimum(t5, tf.where(strides[1] > 0, t0, t0 - 1))
-                t7 = -(
-                    (
-                        tf.where(
-                            tf.equal(t1 % 2, 1),
-                            tf.where(strides[1] > 0, tf.constant(0, tf.int64), t0 - 1),
-                            t3,
-                        )
-                        - tf.where(
-                            tf.equal(t4 % 2, 1),
-                            tf.where(strides[1] > 0, t0, tf.constant(-1, tf.int64)),
-                            t6,
-                        )
-                    )
-                    // (strides[1])
-                )
-                t8 = tf.math.maximum(t7, 0)
-                t9 = t8
-                t10 = tf.range(tf.cast(t9, tf.int64))
-                t11 = strides[1] * t10 + tf.where(
-                    tf.equal(t1 % 2, 1),
-                    tf.where(strides[1] > 0, tf.constant(0, tf.int64), t0 - 1),
-                    t3,
-                )
-                t12 = _gather(input, t11, -1)
-                t13 = tf.shape(input, out_type=tf.int64)[-2]
-                t14 = tf.where(begin[0] < 0, begin[0] + t13, begin[0])
-                output = _gather(t12, t14, -2)
-            elif rank == 3 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = (begin_mask) // (4)
-                t2 = tf.math.maximum(
-                    tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(begin[2] < 0, begin[2] + t0, begin[2]),
-                )
-                t3 = tf.math.minimum(t2, tf.where(strides[2] > 0, t0, t0 - 1))
-                t4 = (end_mask) // (4)
-                t5 = tf.math.maximum(
-                    tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(end[2] < 0, end[2] + t0, end[2]),
-                )
-                t6 = tf.math.minimum(t5, tf.where(strides[2] > 0, t0, t0 - 1))
-                t7 = -(
-                    (
-                        tf.where(
-                            tf.equal(t1 % 2, 1),
-                            tf.where(strides[2] > 0, tf.constant(0, tf.int64), t0 - 1),
-                            t3,
-                        )
-                        - tf.where(
-                            tf.equal(t4 % 2, 1),
-                            tf.where(strides[2] > 0, t0, tf.constant(-1, tf.int64)),
-                            t6,
-                        )
-                    )
-                    // (strides[2])
-                )
-                t8 = tf.math.maximum(t7, 0)
-                t9 = t8
-                t10 = tf.range(tf.cast(t9, tf.int64))
-                t11 = strides[2] * t10 + tf.where(
-                    tf.equal(t1 % 2, 1),
-                    tf.where(strides[2] > 0, tf.constant(0, tf.int64), t0 - 1),
-                    t3,
-                )
-                t12 = _gather(input, t11, -1)
-                t13 = tf.shape(input, out_type=tf.int64)[-2]
-                t14 = (begin_mask) // (2)
-                t15 = tf.math.maximum(
-                    tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(begin[1] < 0, begin[1] + t13, begin[1]),
-                )
-                t16 = tf.math.minimum(t15, tf.where(strides[1] > 0, t13, t13 - 1))
-                t17 = (end_mask) // (2)
-                t18 = tf.math.maximum(
-                    tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(end[1] < 0, end[1] + t13, end[1]),
-                )
-                t19 = tf.math.minimum(t18, tf.where(strides[1] > 0, t13, t13 - 1))
-                t20 = -(
-                    (
-                        tf.where(
-                            tf.equal(t14 % 2, 1),
-                            tf.where(strides[1] > 0, tf.constant(0, tf.int64), t13 - 1),
-                            t16,
-                        )
-                        - tf.where(
-                            tf.equal(t17 % 2, 1),
-                            tf.where(strides[1] > 0, t13, tf.constant(-1, tf.int64)),
-                            t19,
-                        )
-                    )
-                    // (strides[1])
-                )
-                t21 = tf.math.maximum(t20, 0)
-                t22 = t21
-                t23 = tf.range(tf.cast(t22, tf.int64))
-                t24 = strides[1] * t23 + tf.where(
-                    tf.equal(t14 % 2, 1),
-                    tf.where(strides[1] > 0, tf.constant(0, tf.int64), t13 - 1),
-                    t16,
-                )
-                t25 = _gather(t12, t24, -2)
-                t26 = tf.shape(input, out_type=tf.int64)[-3]
-                t27 = tf.math.maximum(
-                    tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(begin[0] < 0, begin[0] + t26, begin[0]),
-                )
-                t28 = tf.math.minimum(t27, tf.where(strides[0] > 0, t26, t26 - 1))
-                t29 = tf.math.maximum(
-                    tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(end[0] < 0, end[0] + t26, end[0]),
-                )
-                t30 = tf.math.minimum(t29, tf.where(strides[0] > 0, t26, t26 - 1))
-                t31 = -(
-                    (
-                        tf.where(
-                            tf.equal(begin_mask % 2, 1),
-                            tf.where(strides[0] > 0, tf.constant(0, tf.int64), t26 - 1),
-                            t28,
-                        )
-                        - tf.where(
-                            tf.equal(end_mask % 2, 1),
-                            tf.where(strides[0] > 0, t26, tf.constant(-1, tf.int64)),
-                            t30,
-                        )
-                    )
-                    // (strides[0])
-                )
-                t32 = tf.math.maximum(t31, 0)
-                t33 = t32
-                t34 = tf.range(tf.cast(t33, tf.int64))
-                t35 = strides[0] * t34 + tf.where(
-                    tf.equal(begin_mask % 2, 1),
-                    tf.where(strides[0] > 0, tf.constant(0, tf.int64), t26 - 1),
-                    t28,
-                )
-                output = _gather(t25, t35, -3)
-            elif rank == 3 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = (begin_mask) // (4)
-                t2 = tf.math.maximum(
-                    tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(begin[2] < 0, begin[2] + t0, begin[2]),
-                )
-                t3 = tf.math.minimum(t2, tf.where(strides[2] > 0, t0, t0 - 1))
-                t4 = (end_mask) // (4)
-                t5 = tf.math.maximum(
-                    tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(end[2] < 0, end[2] + t0, end[2]),
-                )
-                t6 = tf.math.minimum(t5, tf.where(strides[2] > 0, t0, t0 - 1))
-                t7 = -(
-                    (
-                        tf.where(
-                            tf.equal(t1 % 2, 1),
-                            tf.where(strides[2] > 0, tf.constant(0, tf.int64), t0 - 1),
-                            t3,
-                        )
-                        - tf.where(
-                            tf.equal(t4 % 2, 1),
-                            tf.where(strides[2] > 0, t0, tf.constant(-1, tf.int64)),
-                            t6,
-                        )
-                    )
-                    // (strides[2])
-                )
-                t8 = tf.math.maximum(t7, 0)
-                t9 = t8
-                t10 = tf.range(tf.cast(t9, tf.int64))
-                t11 = strides[2] * t10 + tf.where(
-                    tf.equal(t1 % 2, 1),
-                    tf.where(strides[2] > 0, tf.constant(0, tf.int64), t0 - 1),
-                    t3,
-                )
-                t12 = _gather(input, t11, -1)
-                t13 = tf.shape(input, out_type=tf.int64)[-2]
-                t14 = (begin_mask) // (2)
-                t15 = tf.math.maximum(
-                    tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(begin[1] < 0, begin[1] + t13, begin[1]),
-                )
-                t16 = tf.math.minimum(t15, tf.where(strides[1] > 0, t13, t13 - 1))
-                t17 = (end_mask) // (2)
-                t18 = tf.math.maximum(
-                    tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(end[1] < 0, end[1] + t13, end[1]),
-                )
-                t19 = tf.math.minimum(t18, tf.where(strides[1] > 0, t13, t13 - 1))
-                t20 = -(
-                    (
-                        tf.where(
-                            tf.equal(t14 % 2, 1),
-                            tf.where(strides[1] > 0, tf.constant(0, tf.int64), t13 - 1),
-                            t16,
-                        )
-                        - tf.where(
-                            tf.equal(t17 % 2, 1),
-                            tf.where(strides[1] > 0, t13, tf.constant(-1, tf.int64)),
-                            t19,
-                        )
-                    )
-                    // (strides[1])
-                )
-                t21 = tf.math.maximum(t20, 0)
-                t22 = t21
-                t23 = tf.range(tf.cast(t22, tf.int64))
-                t24 = strides[1] * t23 + tf.where(
-                    tf.equal(t14 % 2, 1),
-                    tf.where(strides[1] > 0, tf.constant(0, tf.int64), t13 - 1),
-                    t16,
-                )
-                t25 = _gather(t12, t24, -2)
-                t26 = tf.shape(input, out_type=tf.int64)[-3]
-                t27 = tf.where(begin[0] < 0, begin[0] + t26, begin[0])
-                output = _gather(t25, t27, -3)
-            elif rank == 4 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = (begin_mask) // (8)
-                t2 = tf.math.maximum(
-                    tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(begin[3] < 0, begin[3] + t0, begin[3]),
-                )
-                t3 = tf.math.minimum(t2, tf.where(strides[3] > 0, t0, t0 - 1))
-                t4 = (end_mask) // (8)
-                t5 = tf.math.maximum(
-                    tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(end[3] < 0, end[3] + t0, end[3]),
-                )
-                t6 = tf.math.minimum(t5, tf.where(strides[3] > 0, t0, t0 - 1))
-                t7 = -(
-                    (
-                        tf.where(
-                            tf.equal(t1 % 2, 1),
-                            tf.where(strides[3] > 0, tf.constant(0, tf.int64), t0 - 1),
-                            t3,
-                        )
-                        - tf.where(
-                            tf.equal(t4 % 2, 1),
-                            tf.where(strides[3] > 0, t0, tf.constant(-1, tf.int64)),
-                            t6,
-                        )
-                    )
-                    // (strides[3])
-                )
-                t8 = tf.math.maximum(t7, 0)
-                t9 = t8
-                t10 = tf.range(tf.cast(t9, tf.int64))
-                t11 = strides[3] * t10 + tf.where(
-                    tf.equal(t1 % 2, 1),
-                    tf.where(strides[3] > 0, tf.constant(0, tf.int64), t0 - 1),
-                    t3,
-                )
-                t12 = _gather(input, t11, -1)
-                t13 = tf.shape(input, out_type=tf.int64)[-2]
-                t14 = (begin_mask) // (4)
-                t15 = tf.math.maximum(
-                    tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(begin[2] < 0, begin[2] + t13, begin[2]),
-                )
-                t16 = tf.math.minimum(t15, tf.where(strides[2] > 0, t13, t13 - 1))
-                t17 = (end_mask) // (4)
-                t18 = tf.math.maximum(
-                    tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(end[2] < 0, end[2] + t13, end[2]),
-                )
-                t19 = tf.math.minimum(t18, tf.where(strides[2] > 0, t13, t13 - 1))
-                t20 = -(
-                    (
-                        tf.where(
-                            tf.equal(t14 % 2, 1),
-                            tf.where(strides[2] > 0, tf.constant(0, tf.int64), t13 - 1),
-                            t16,
-                        )
-                        - tf.where(
-                            tf.equal(t17 % 2, 1),
-                            tf.where(strides[2] > 0, t13, tf.constant(-1, tf.int64)),
-                            t19,
-                        )
-                    )
-                    // (strides[2])
-                )
-                t21 = tf.math.maximum(t20, 0)
-                t22 = t21
-                t23 = tf.range(tf.cast(t22, tf.int64))
-                t24 = strides[2] * t23 + tf.where(
-                    tf.equal(t14 % 2, 1),
-                    tf.where(strides[2] > 0, tf.constant(0, tf.int64), t13 - 1),
-                    t16,
-                )
-                t25 = _gather(t12, t24, -2)
-                t26 = tf.shape(input, out_type=tf.int64)[-3]
-                t27 = (begin_mask) // (2)
-                t28 = tf.math.maximum(
-                    tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(begin[1] < 0, begin[1] + t26, begin[1]),
-                )
-                t29 = tf.math.minimum(t28, tf.where(strides[1] > 0, t26, t26 - 1))
-                t30 = (end_mask) // (2)
-                t31 = tf.math.maximum(
-                    tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(end[1] < 0, end[1] + t26, end[1]),
-                )
-                t32 = tf.math.minimum(t31, tf.where(strides[1] > 0, t26, t26 - 1))
-                t33 = -(
-                    (
-                        tf.where(
-                            tf.equal(t27 % 2, 1),
-                            tf.where(strides[1] > 0, tf.constant(0, tf.int64), t26 - 1),
-                            t29,
-                        )
-                        - tf.where(
-                            tf.equal(t30 % 2, 1),
-                            tf.where(strides[1] > 0, t26, tf.constant(-1, tf.int64)),
-                            t32,
-                        )
-                    )
-                    // (strides[1])
-                )
-                t34 = tf.math.maximum(t33, 0)
-                t35 = t34
-                t36 = tf.range(tf.cast(t35, tf.int64))
-                t37 = strides[1] * t36 + tf.where(
-                    tf.equal(t27 % 2, 1),
-                    tf.where(strides[1] > 0, tf.constant(0, tf.int64), t26 - 1),
-                    t29,
-                )
-                t38 = _gather(t25, t37, -3)
-                t39 = tf.shape(input, out_type=tf.int64)[-4]
-                t40 = tf.math.maximum(
-                    tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(begin[0] < 0, begin[0] + t39, begin[0]),
-                )
-                t41 = tf.math.minimum(t40, tf.where(strides[0] > 0, t39, t39 - 1))
-                t42 = tf.math.maximum(
-                    tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(end[0] < 0, end[0] + t39, end[0]),
-                )
-                t43 = tf.math.minimum(t42, tf.where(strides[0] > 0, t39, t39 - 1))
-                t44 = -(
-                    (
-                        tf.where(
-                            tf.equal(begin_mask % 2, 1),
-                            tf.where(strides[0] > 0, tf.constant(0, tf.int64), t39 - 1),
-                            t41,
-                        )
-                        - tf.where(
-                            tf.equal(end_mask % 2, 1),
-                            tf.where(strides[0] > 0, t39, tf.constant(-1, tf.int64)),
-                            t43,
-                        )
-                    )
-                    // (strides[0])
-                )
-                t45 = tf.math.maximum(t44, 0)
-                t46 = t45
-                t47 = tf.range(tf.cast(t46, tf.int64))
-                t48 = strides[0] * t47 + tf.where(
-                    tf.equal(begin_mask % 2, 1),
-                    tf.where(strides[0] > 0, tf.constant(0, tf.int64), t39 - 1),
-                    t41,
-                )
-                output = _gather(t38, t48, -4)
-            elif rank == 4 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
-                t0 = tf.shape(input, out_type=tf.int64)[-1]
-                t1 = (begin_mask) // (8)
-                t2 = tf.math.maximum(
-                    tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(begin[3] < 0, begin[3] + t0, begin[3]),
-                )
-                t3 = tf.math.minimum(t2, tf.where(strides[3] > 0, t0, t0 - 1))
-                t4 = (end_mask) // (8)
-                t5 = tf.math.maximum(
-                    tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(end[3] < 0, end[3] + t0, end[3]),
-                )
-                t6 = tf.math.minimum(t5, tf.where(strides[3] > 0, t0, t0 - 1))
-                t7 = -(
-                    (
-                        tf.where(
-                            tf.equal(t1 % 2, 1),
-                            tf.where(strides[3] > 0, tf.constant(0, tf.int64), t0 - 1),
-                            t3,
-                        )
-                        - tf.where(
-                            tf.equal(t4 % 2, 1),
-                            tf.where(strides[3] > 0, t0, tf.constant(-1, tf.int64)),
-                            t6,
-                        )
-                    )
-                    // (strides[3])
-                )
-                t8 = tf.math.maximum(t7, 0)
-                t9 = t8
-                t10 = tf.range(tf.cast(t9, tf.int64))
-                t11 = strides[3] * t10 + tf.where(
-                    tf.equal(t1 % 2, 1),
-                    tf.where(strides[3] > 0, tf.constant(0, tf.int64), t0 - 1),
-                    t3,
-                )
-                t12 = _gather(input, t11, -1)
-                t13 = tf.shape(input, out_type=tf.int64)[-2]
-                t14 = (begin_mask) // (4)
-                t15 = tf.math.maximum(
-                    tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(begin[2] < 0, begin[2] + t13, begin[2]),
-                )
-                t16 = tf.math.minimum(t15, tf.where(strides[2] > 0, t13, t13 - 1))
-                t17 = (end_mask) // (4)
-                t18 = tf.math.maximum(
-                    tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(end[2] < 0, end[2] + t13, end[2]),
-                )
-                t19 = tf.math.minimum(t18, tf.where(strides[2] > 0, t13, t13 - 1))
-                t20 = -(
-                    (
-                        tf.where(
-                            tf.equal(t14 % 2, 1),
-                            tf.where(strides[2] > 0, tf.constant(0, tf.int64), t13 - 1),
-                            t16,
-                        )
-                        - tf.where(
-                            tf.equal(t17 % 2, 1),
-                            tf.where(strides[2] > 0, t13, tf.constant(-1, tf.int64)),
-                            t19,
-                        )
-                    )
-                    // (strides[2])
-                )
-                t21 = tf.math.maximum(t20, 0)
-                t22 = t21
-                t23 = tf.range(tf.cast(t22, tf.int64))
-                t24 = strides[2] * t23 + tf.where(
-                    tf.equal(t14 % 2, 1),
-                    tf.where(strides[2] > 0, tf.constant(0, tf.int64), t13 - 1),
-                    t16,
-                )
-                t25 = _gather(t12, t24, -2)
-                t26 = tf.shape(input, out_type=tf.int64)[-3]
-                t27 = (begin_mask) // (2)
-                t28 = tf.math.maximum(
-                    tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(begin[1] < 0, begin[1] + t26, begin[1]),
-                )
-                t29 = tf.math.minimum(t28, tf.where(strides[1] > 0, t26, t26 - 1))
-                t30 = (end_mask) // (2)
-                t31 = tf.math.maximum(
-                    tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                    tf.where(end[1] < 0, end[1] + t26, end[1]),
-                )
-                t32 = tf.math.minimum(t31, tf.where(strides[1] > 0, t26, t26 - 1))
-                t33 = -(
-                    (
-                        tf.where(
-                            tf.equal(t27 % 2, 1),
-                            tf.where(strides[1] > 0, tf.constant(0, tf.int64), t26 - 1),
-                            t29,
-                        )
-                        - tf.where(
-                            tf.equal(t30 % 2, 1),
-                            tf.where(strides[1] > 0, t26, tf.constant(-1, tf.int64)),
-                            t32,
-                        )
-                    )
-                    // (strides[1])
-                )
-                t34 = tf.math.maximum(t33, 0)
-                t35 = t34
-                t36 = tf.range(tf.cast(t35, tf.int64))
-                t37 = strides[1] * t36 + tf.where(
-                    tf.equal(t27 % 2, 1),
-                    tf.where(strides[1] > 0, tf.constant(0, tf.int64), t26 - 1),
-                    t29,
-                )
-                t38 = _gather(t25, t37, -3)
-                t39 = tf.shape(input, out_type=tf.int64)[-4]
-                t40 = tf.where(begin[0] < 0, begin[0] + t39, begin[0])
-                output = _gather(t38, t40, -4)
-            else:
-                raise ValueError(
-                    f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
-                )
-
-        def backward(grad):
-            return strided_slice_vjp(
-                grad,
-                input,
-                output,
-                shrink_axis_mask=shrink_axis_mask,
-                ellipsis_mask=ellipsis_mask,
-                new_axis_mask=new_axis_mask,
-                begin=begin,
-                end=end,
-                strides=strides,
-                begin_mask=begin_mask,
-                end_mask=end_mask,
+            return output, backward
+        # else the declared formula
+        if rank == 1 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = tf.math.maximum(
+                tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(begin[0] < 0, begin[0] + t0, begin[0]),
             )
-
+            t2 = tf.math.minimum(t1, tf.where(strides[0] > 0, t0, t0 - 1))
+            t3 = tf.math.maximum(
+                tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(end[0] < 0, end[0] + t0, end[0]),
+            )
+            t4 = tf.math.minimum(t3, tf.where(strides[0] > 0, t0, t0 - 1))
+            t5 = -(
+                (
+                    tf.where(
+                        tf.equal(begin_mask % 2, 1),
+                        tf.where(strides[0] > 0, tf.constant(0, tf.int64), t0 - 1),
+                        t2,
+                    )
+                    - tf.where(
+                        tf.equal(end_mask % 2, 1),
+                        tf.where(strides[0] > 0, t0, tf.constant(-1, tf.int64)),
+                        t4,
+                    )
+                )
+                // (strides[0])
+            )
+            t6 = tf.math.maximum(t5, 0)
+            t7 = t6
+            t8 = tf.range(tf.cast(t7, tf.int64))
+            t9 = strides[0] * t8 + tf.where(
+                tf.equal(begin_mask % 2, 1),
+                tf.where(strides[0] > 0, tf.constant(0, tf.int64), t0 - 1),
+                t2,
+            )
+            output = _gather(input, t9, -1)
+        elif rank == 1 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = tf.where(begin[0] < 0, begin[0] + t0, begin[0])
+            output = _gather(input, t1, -1)
+        elif rank == 2 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = (begin_mask) // (2)
+            t2 = tf.math.maximum(
+                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(begin[1] < 0, begin[1] + t0, begin[1]),
+            )
+            t3 = tf.math.minimum(t2, tf.where(strides[1] > 0, t0, t0 - 1))
+            t4 = (end_mask) // (2)
+            t5 = tf.math.maximum(
+                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(end[1] < 0, end[1] + t0, end[1]),
+            )
+            t6 = tf.math.minimum(t5, tf.where(strides[1] > 0, t0, t0 - 1))
+            t7 = -(
+                (
+                    tf.where(
+                        tf.equal(t1 % 2, 1),
+                        tf.where(strides[1] > 0, tf.constant(0, tf.int64), t0 - 1),
+                        t3,
+                    )
+                    - tf.where(
+                        tf.equal(t4 % 2, 1),
+                        tf.where(strides[1] > 0, t0, tf.constant(-1, tf.int64)),
+                        t6,
+                    )
+                )
+                // (strides[1])
+            )
+            t8 = tf.math.maximum(t7, 0)
+            t9 = t8
+            t10 = tf.range(tf.cast(t9, tf.int64))
+            t11 = strides[1] * t10 + tf.where(
+                tf.equal(t1 % 2, 1), tf.where(strides[1] > 0, tf.constant(0, tf.int64), t0 - 1), t3
+            )
+            t12 = _gather(input, t11, -1)
+            t13 = tf.shape(input, out_type=tf.int64)[-2]
+            t14 = tf.math.maximum(
+                tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(begin[0] < 0, begin[0] + t13, begin[0]),
+            )
+            t15 = tf.math.minimum(t14, tf.where(strides[0] > 0, t13, t13 - 1))
+            t16 = tf.math.maximum(
+                tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(end[0] < 0, end[0] + t13, end[0]),
+            )
+            t17 = tf.math.minimum(t16, tf.where(strides[0] > 0, t13, t13 - 1))
+            t18 = -(
+                (
+                    tf.where(
+                        tf.equal(begin_mask % 2, 1),
+                        tf.where(strides[0] > 0, tf.constant(0, tf.int64), t13 - 1),
+                        t15,
+                    )
+                    - tf.where(
+                        tf.equal(end_mask % 2, 1),
+                        tf.where(strides[0] > 0, t13, tf.constant(-1, tf.int64)),
+                        t17,
+                    )
+                )
+                // (strides[0])
+            )
+            t19 = tf.math.maximum(t18, 0)
+            t20 = t19
+            t21 = tf.range(tf.cast(t20, tf.int64))
+            t22 = strides[0] * t21 + tf.where(
+                tf.equal(begin_mask % 2, 1),
+                tf.where(strides[0] > 0, tf.constant(0, tf.int64), t13 - 1),
+                t15,
+            )
+            output = _gather(t12, t22, -2)
+        elif rank == 2 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = (begin_mask) // (2)
+            t2 = tf.math.maximum(
+                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(begin[1] < 0, begin[1] + t0, begin[1]),
+            )
+            t3 = tf.math.minimum(t2, tf.where(strides[1] > 0, t0, t0 - 1))
+            t4 = (end_mask) // (2)
+            t5 = tf.math.maximum(
+                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(end[1] < 0, end[1] + t0, end[1]),
+            )
+            t6 = tf.math.minimum(t5, tf.where(strides[1] > 0, t0, t0 - 1))
+            t7 = -(
+                (
+                    tf.where(
+                        tf.equal(t1 % 2, 1),
+                        tf.where(strides[1] > 0, tf.constant(0, tf.int64), t0 - 1),
+                        t3,
+                    )
+                    - tf.where(
+                        tf.equal(t4 % 2, 1),
+                        tf.where(strides[1] > 0, t0, tf.constant(-1, tf.int64)),
+                        t6,
+                    )
+                )
+                // (strides[1])
+            )
+            t8 = tf.math.maximum(t7, 0)
+            t9 = t8
+            t10 = tf.range(tf.cast(t9, tf.int64))
+            t11 = strides[1] * t10 + tf.where(
+                tf.equal(t1 % 2, 1), tf.where(strides[1] > 0, tf.constant(0, tf.int64), t0 - 1), t3
+            )
+            t12 = _gather(input, t11, -1)
+            t13 = tf.shape(input, out_type=tf.int64)[-2]
+            t14 = tf.where(begin[0] < 0, begin[0] + t13, begin[0])
+            output = _gather(t12, t14, -2)
+        elif rank == 3 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = (begin_mask) // (4)
+            t2 = tf.math.maximum(
+                tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(begin[2] < 0, begin[2] + t0, begin[2]),
+            )
+            t3 = tf.math.minimum(t2, tf.where(strides[2] > 0, t0, t0 - 1))
+            t4 = (end_mask) // (4)
+            t5 = tf.math.maximum(
+                tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(end[2] < 0, end[2] + t0, end[2]),
+            )
+            t6 = tf.math.minimum(t5, tf.where(strides[2] > 0, t0, t0 - 1))
+            t7 = -(
+                (
+                    tf.where(
+                        tf.equal(t1 % 2, 1),
+                        tf.where(strides[2] > 0, tf.constant(0, tf.int64), t0 - 1),
+                        t3,
+                    )
+                    - tf.where(
+                        tf.equal(t4 % 2, 1),
+                        tf.where(strides[2] > 0, t0, tf.constant(-1, tf.int64)),
+                        t6,
+                    )
+                )
+                // (strides[2])
+            )
+            t8 = tf.math.maximum(t7, 0)
+            t9 = t8
+            t10 = tf.range(tf.cast(t9, tf.int64))
+            t11 = strides[2] * t10 + tf.where(
+                tf.equal(t1 % 2, 1), tf.where(strides[2] > 0, tf.constant(0, tf.int64), t0 - 1), t3
+            )
+            t12 = _gather(input, t11, -1)
+            t13 = tf.shape(input, out_type=tf.int64)[-2]
+            t14 = (begin_mask) // (2)
+            t15 = tf.math.maximum(
+                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(begin[1] < 0, begin[1] + t13, begin[1]),
+            )
+            t16 = tf.math.minimum(t15, tf.where(strides[1] > 0, t13, t13 - 1))
+            t17 = (end_mask) // (2)
+            t18 = tf.math.maximum(
+                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(end[1] < 0, end[1] + t13, end[1]),
+            )
+            t19 = tf.math.minimum(t18, tf.where(strides[1] > 0, t13, t13 - 1))
+            t20 = -(
+                (
+                    tf.where(
+                        tf.equal(t14 % 2, 1),
+                        tf.where(strides[1] > 0, tf.constant(0, tf.int64), t13 - 1),
+                        t16,
+                    )
+                    - tf.where(
+                        tf.equal(t17 % 2, 1),
+                        tf.where(strides[1] > 0, t13, tf.constant(-1, tf.int64)),
+                        t19,
+                    )
+                )
+                // (strides[1])
+            )
+            t21 = tf.math.maximum(t20, 0)
+            t22 = t21
+            t23 = tf.range(tf.cast(t22, tf.int64))
+            t24 = strides[1] * t23 + tf.where(
+                tf.equal(t14 % 2, 1),
+                tf.where(strides[1] > 0, tf.constant(0, tf.int64), t13 - 1),
+                t16,
+            )
+            t25 = _gather(t12, t24, -2)
+            t26 = tf.shape(input, out_type=tf.int64)[-3]
+            t27 = tf.math.maximum(
+                tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(begin[0] < 0, begin[0] + t26, begin[0]),
+            )
+            t28 = tf.math.minimum(t27, tf.where(strides[0] > 0, t26, t26 - 1))
+            t29 = tf.math.maximum(
+                tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(end[0] < 0, end[0] + t26, end[0]),
+            )
+            t30 = tf.math.minimum(t29, tf.where(strides[0] > 0, t26, t26 - 1))
+            t31 = -(
+                (
+                    tf.where(
+                        tf.equal(begin_mask % 2, 1),
+                        tf.where(strides[0] > 0, tf.constant(0, tf.int64), t26 - 1),
+                        t28,
+                    )
+                    - tf.where(
+                        tf.equal(end_mask % 2, 1),
+                        tf.where(strides[0] > 0, t26, tf.constant(-1, tf.int64)),
+                        t30,
+                    )
+                )
+                // (strides[0])
+            )
+            t32 = tf.math.maximum(t31, 0)
+            t33 = t32
+            t34 = tf.range(tf.cast(t33, tf.int64))
+            t35 = strides[0] * t34 + tf.where(
+                tf.equal(begin_mask % 2, 1),
+                tf.where(strides[0] > 0, tf.constant(0, tf.int64), t26 - 1),
+                t28,
+            )
+            output = _gather(t25, t35, -3)
+        elif rank == 3 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = (begin_mask) // (4)
+            t2 = tf.math.maximum(
+                tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(begin[2] < 0, begin[2] + t0, begin[2]),
+            )
+            t3 = tf.math.minimum(t2, tf.where(strides[2] > 0, t0, t0 - 1))
+            t4 = (end_mask) // (4)
+            t5 = tf.math.maximum(
+                tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(end[2] < 0, end[2] + t0, end[2]),
+            )
+            t6 = tf.math.minimum(t5, tf.where(strides[2] > 0, t0, t0 - 1))
+            t7 = -(
+                (
+                    tf.where(
+                        tf.equal(t1 % 2, 1),
+                        tf.where(strides[2] > 0, tf.constant(0, tf.int64), t0 - 1),
+                        t3,
+                    )
+                    - tf.where(
+                        tf.equal(t4 % 2, 1),
+                        tf.where(strides[2] > 0, t0, tf.constant(-1, tf.int64)),
+                        t6,
+                    )
+                )
+                // (strides[2])
+            )
+            t8 = tf.math.maximum(t7, 0)
+            t9 = t8
+            t10 = tf.range(tf.cast(t9, tf.int64))
+            t11 = strides[2] * t10 + tf.where(
+                tf.equal(t1 % 2, 1), tf.where(strides[2] > 0, tf.constant(0, tf.int64), t0 - 1), t3
+            )
+            t12 = _gather(input, t11, -1)
+            t13 = tf.shape(input, out_type=tf.int64)[-2]
+            t14 = (begin_mask) // (2)
+            t15 = tf.math.maximum(
+                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(begin[1] < 0, begin[1] + t13, begin[1]),
+            )
+            t16 = tf.math.minimum(t15, tf.where(strides[1] > 0, t13, t13 - 1))
+            t17 = (end_mask) // (2)
+            t18 = tf.math.maximum(
+                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(end[1] < 0, end[1] + t13, end[1]),
+            )
+            t19 = tf.math.minimum(t18, tf.where(strides[1] > 0, t13, t13 - 1))
+            t20 = -(
+                (
+                    tf.where(
+                        tf.equal(t14 % 2, 1),
+                        tf.where(strides[1] > 0, tf.constant(0, tf.int64), t13 - 1),
+                        t16,
+                    )
+                    - tf.where(
+                        tf.equal(t17 % 2, 1),
+                        tf.where(strides[1] > 0, t13, tf.constant(-1, tf.int64)),
+                        t19,
+                    )
+                )
+                // (strides[1])
+            )
+            t21 = tf.math.maximum(t20, 0)
+            t22 = t21
+            t23 = tf.range(tf.cast(t22, tf.int64))
+            t24 = strides[1] * t23 + tf.where(
+                tf.equal(t14 % 2, 1),
+                tf.where(strides[1] > 0, tf.constant(0, tf.int64), t13 - 1),
+                t16,
+            )
+            t25 = _gather(t12, t24, -2)
+            t26 = tf.shape(input, out_type=tf.int64)[-3]
+            t27 = tf.where(begin[0] < 0, begin[0] + t26, begin[0])
+            output = _gather(t25, t27, -3)
+        elif rank == 4 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = (begin_mask) // (8)
+            t2 = tf.math.maximum(
+                tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(begin[3] < 0, begin[3] + t0, begin[3]),
+            )
+            t3 = tf.math.minimum(t2, tf.where(strides[3] > 0, t0, t0 - 1))
+            t4 = (end_mask) // (8)
+            t5 = tf.math.maximum(
+                tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(end[3] < 0, end[3] + t0, end[3]),
+            )
+            t6 = tf.math.minimum(t5, tf.where(strides[3] > 0, t0, t0 - 1))
+            t7 = -(
+                (
+                    tf.where(
+                        tf.equal(t1 % 2, 1),
+                        tf.where(strides[3] > 0, tf.constant(0, tf.int64), t0 - 1),
+                        t3,
+                    )
+                    - tf.where(
+                        tf.equal(t4 % 2, 1),
+                        tf.where(strides[3] > 0, t0, tf.constant(-1, tf.int64)),
+                        t6,
+                    )
+                )
+                // (strides[3])
+            )
+            t8 = tf.math.maximum(t7, 0)
+            t9 = t8
+            t10 = tf.range(tf.cast(t9, tf.int64))
+            t11 = strides[3] * t10 + tf.where(
+                tf.equal(t1 % 2, 1), tf.where(strides[3] > 0, tf.constant(0, tf.int64), t0 - 1), t3
+            )
+            t12 = _gather(input, t11, -1)
+            t13 = tf.shape(input, out_type=tf.int64)[-2]
+            t14 = (begin_mask) // (4)
+            t15 = tf.math.maximum(
+                tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(begin[2] < 0, begin[2] + t13, begin[2]),
+            )
+            t16 = tf.math.minimum(t15, tf.where(strides[2] > 0, t13, t13 - 1))
+            t17 = (end_mask) // (4)
+            t18 = tf.math.maximum(
+                tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(end[2] < 0, end[2] + t13, end[2]),
+            )
+            t19 = tf.math.minimum(t18, tf.where(strides[2] > 0, t13, t13 - 1))
+            t20 = -(
+                (
+                    tf.where(
+                        tf.equal(t14 % 2, 1),
+                        tf.where(strides[2] > 0, tf.constant(0, tf.int64), t13 - 1),
+                        t16,
+                    )
+                    - tf.where(
+                        tf.equal(t17 % 2, 1),
+                        tf.where(strides[2] > 0, t13, tf.constant(-1, tf.int64)),
+                        t19,
+                    )
+                )
+                // (strides[2])
+            )
+            t21 = tf.math.maximum(t20, 0)
+            t22 = t21
+            t23 = tf.range(tf.cast(t22, tf.int64))
+            t24 = strides[2] * t23 + tf.where(
+                tf.equal(t14 % 2, 1),
+                tf.where(strides[2] > 0, tf.constant(0, tf.int64), t13 - 1),
+                t16,
+            )
+            t25 = _gather(t12, t24, -2)
+            t26 = tf.shape(input, out_type=tf.int64)[-3]
+            t27 = (begin_mask) // (2)
+            t28 = tf.math.maximum(
+                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(begin[1] < 0, begin[1] + t26, begin[1]),
+            )
+            t29 = tf.math.minimum(t28, tf.where(strides[1] > 0, t26, t26 - 1))
+            t30 = (end_mask) // (2)
+            t31 = tf.math.maximum(
+                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(end[1] < 0, end[1] + t26, end[1]),
+            )
+            t32 = tf.math.minimum(t31, tf.where(strides[1] > 0, t26, t26 - 1))
+            t33 = -(
+                (
+                    tf.where(
+                        tf.equal(t27 % 2, 1),
+                        tf.where(strides[1] > 0, tf.constant(0, tf.int64), t26 - 1),
+                        t29,
+                    )
+                    - tf.where(
+                        tf.equal(t30 % 2, 1),
+                        tf.where(strides[1] > 0, t26, tf.constant(-1, tf.int64)),
+                        t32,
+                    )
+                )
+                // (strides[1])
+            )
+            t34 = tf.math.maximum(t33, 0)
+            t35 = t34
+            t36 = tf.range(tf.cast(t35, tf.int64))
+            t37 = strides[1] * t36 + tf.where(
+                tf.equal(t27 % 2, 1),
+                tf.where(strides[1] > 0, tf.constant(0, tf.int64), t26 - 1),
+                t29,
+            )
+            t38 = _gather(t25, t37, -3)
+            t39 = tf.shape(input, out_type=tf.int64)[-4]
+            t40 = tf.math.maximum(
+                tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(begin[0] < 0, begin[0] + t39, begin[0]),
+            )
+            t41 = tf.math.minimum(t40, tf.where(strides[0] > 0, t39, t39 - 1))
+            t42 = tf.math.maximum(
+                tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(end[0] < 0, end[0] + t39, end[0]),
+            )
+            t43 = tf.math.minimum(t42, tf.where(strides[0] > 0, t39, t39 - 1))
+            t44 = -(
+                (
+                    tf.where(
+                        tf.equal(begin_mask % 2, 1),
+                        tf.where(strides[0] > 0, tf.constant(0, tf.int64), t39 - 1),
+                        t41,
+                    )
+                    - tf.where(
+                        tf.equal(end_mask % 2, 1),
+                        tf.where(strides[0] > 0, t39, tf.constant(-1, tf.int64)),
+                        t43,
+                    )
+                )
+                // (strides[0])
+            )
+            t45 = tf.math.maximum(t44, 0)
+            t46 = t45
+            t47 = tf.range(tf.cast(t46, tf.int64))
+            t48 = strides[0] * t47 + tf.where(
+                tf.equal(begin_mask % 2, 1),
+                tf.where(strides[0] > 0, tf.constant(0, tf.int64), t39 - 1),
+                t41,
+            )
+            output = _gather(t38, t48, -4)
+        elif rank == 4 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = (begin_mask) // (8)
+            t2 = tf.math.maximum(
+                tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(begin[3] < 0, begin[3] + t0, begin[3]),
+            )
+            t3 = tf.math.minimum(t2, tf.where(strides[3] > 0, t0, t0 - 1))
+            t4 = (end_mask) // (8)
+            t5 = tf.math.maximum(
+                tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(end[3] < 0, end[3] + t0, end[3]),
+            )
+            t6 = tf.math.minimum(t5, tf.where(strides[3] > 0, t0, t0 - 1))
+            t7 = -(
+                (
+                    tf.where(
+                        tf.equal(t1 % 2, 1),
+                        tf.where(strides[3] > 0, tf.constant(0, tf.int64), t0 - 1),
+                        t3,
+                    )
+                    - tf.where(
+                        tf.equal(t4 % 2, 1),
+                        tf.where(strides[3] > 0, t0, tf.constant(-1, tf.int64)),
+                        t6,
+                    )
+                )
+                // (strides[3])
+            )
+            t8 = tf.math.maximum(t7, 0)
+            t9 = t8
+            t10 = tf.range(tf.cast(t9, tf.int64))
+            t11 = strides[3] * t10 + tf.where(
+                tf.equal(t1 % 2, 1), tf.where(strides[3] > 0, tf.constant(0, tf.int64), t0 - 1), t3
+            )
+            t12 = _gather(input, t11, -1)
+            t13 = tf.shape(input, out_type=tf.int64)[-2]
+            t14 = (begin_mask) // (4)
+            t15 = tf.math.maximum(
+                tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(begin[2] < 0, begin[2] + t13, begin[2]),
+            )
+            t16 = tf.math.minimum(t15, tf.where(strides[2] > 0, t13, t13 - 1))
+            t17 = (end_mask) // (4)
+            t18 = tf.math.maximum(
+                tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(end[2] < 0, end[2] + t13, end[2]),
+            )
+            t19 = tf.math.minimum(t18, tf.where(strides[2] > 0, t13, t13 - 1))
+            t20 = -(
+                (
+                    tf.where(
+                        tf.equal(t14 % 2, 1),
+                        tf.where(strides[2] > 0, tf.constant(0, tf.int64), t13 - 1),
+                        t16,
+                    )
+                    - tf.where(
+                        tf.equal(t17 % 2, 1),
+                        tf.where(strides[2] > 0, t13, tf.constant(-1, tf.int64)),
+                        t19,
+                    )
+                )
+                // (strides[2])
+            )
+            t21 = tf.math.maximum(t20, 0)
+            t22 = t21
+            t23 = tf.range(tf.cast(t22, tf.int64))
+            t24 = strides[2] * t23 + tf.where(
+                tf.equal(t14 % 2, 1),
+                tf.where(strides[2] > 0, tf.constant(0, tf.int64), t13 - 1),
+                t16,
+            )
+            t25 = _gather(t12, t24, -2)
+            t26 = tf.shape(input, out_type=tf.int64)[-3]
+            t27 = (begin_mask) // (2)
+            t28 = tf.math.maximum(
+                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(begin[1] < 0, begin[1] + t26, begin[1]),
+            )
+            t29 = tf.math.minimum(t28, tf.where(strides[1] > 0, t26, t26 - 1))
+            t30 = (end_mask) // (2)
+            t31 = tf.math.maximum(
+                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(end[1] < 0, end[1] + t26, end[1]),
+            )
+            t32 = tf.math.minimum(t31, tf.where(strides[1] > 0, t26, t26 - 1))
+            t33 = -(
+                (
+                    tf.where(
+                        tf.equal(t27 % 2, 1),
+                        tf.where(strides[1] > 0, tf.constant(0, tf.int64), t26 - 1),
+                        t29,
+                    )
+                    - tf.where(
+                        tf.equal(t30 % 2, 1),
+                        tf.where(strides[1] > 0, t26, tf.constant(-1, tf.int64)),
+                        t32,
+                    )
+                )
+                // (strides[1])
+            )
+            t34 = tf.math.maximum(t33, 0)
+            t35 = t34
+            t36 = tf.range(tf.cast(t35, tf.int64))
+            t37 = strides[1] * t36 + tf.where(
+                tf.equal(t27 % 2, 1),
+                tf.where(strides[1] > 0, tf.constant(0, tf.int64), t26 - 1),
+                t29,
+            )
+            t38 = _gather(t25, t37, -3)
+            t39 = tf.shape(input, out_type=tf.int64)[-4]
+            t40 = tf.where(begin[0] < 0, begin[0] + t39, begin[0])
+            output = _gather(t38, t40, -4)
+        else:
+            raise ValueError(
+                f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+            )
         return output, backward
 
     return forward(input)

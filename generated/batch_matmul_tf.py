@@ -147,6 +147,9 @@ def batch_mat_mul_v2(x, y, *, adj_x=False, adj_y=False):
 
     @tf.custom_gradient
     def forward(x, y):
+        def backward(grad):
+            return batch_mat_mul_v2_vjp(grad, x, y, output, adj_x=adj_x, adj_y=adj_y)
+
         kernel_outputs = (
             _tf_kernel("BatchMatMulV2", 1, {"x": x, "y": y}, {"adj_x": adj_x, "adj_y": adj_y})
             if (adj_x, adj_y) in ((False, False), (False, True), (True, False), (True, True))
@@ -154,23 +157,20 @@ def batch_mat_mul_v2(x, y, *, adj_x=False, adj_y=False):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if not adj_x and not adj_y:
-                output = tf.linalg.matmul(x, y)
-            elif not adj_x and adj_y:
-                output = tf.linalg.matmul(x, y, transpose_b=True)
-            elif adj_x and not adj_y:
-                output = tf.linalg.matmul(x, y, transpose_a=True)
-            elif adj_x and adj_y:
-                output = tf.linalg.matmul(x, y, transpose_a=True, transpose_b=True)
-            else:
-                raise ValueError(
-                    f"BatchMatMulV2: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}"
-                )
-
-        def backward(grad):
-            return batch_mat_mul_v2_vjp(grad, x, y, output, adj_x=adj_x, adj_y=adj_y)
-
+            return output, backward
+        # else the declared formula
+        if not adj_x and not adj_y:
+            output = tf.linalg.matmul(x, y)
+        elif not adj_x and adj_y:
+            output = tf.linalg.matmul(x, y, transpose_b=True)
+        elif adj_x and not adj_y:
+            output = tf.linalg.matmul(x, y, transpose_a=True)
+        elif adj_x and adj_y:
+            output = tf.linalg.matmul(x, y, transpose_a=True, transpose_b=True)
+        else:
+            raise ValueError(
+                f"BatchMatMulV2: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}"
+            )
         return output, backward
 
     return forward(x, y)
@@ -218,6 +218,9 @@ def batch_mat_mul(x, y, *, adj_x=False, adj_y=False):
 
     @tf.custom_gradient
     def forward(x, y):
+        def backward(grad):
+            return batch_mat_mul_vjp(grad, x, y, output, adj_x=adj_x, adj_y=adj_y)
+
         kernel_outputs = (
             _tf_kernel("BatchMatMul", 1, {"x": x, "y": y}, {"adj_x": adj_x, "adj_y": adj_y})
             if (adj_x, adj_y) in ((False, False), (False, True), (True, False), (True, True))
@@ -225,23 +228,20 @@ def batch_mat_mul(x, y, *, adj_x=False, adj_y=False):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if not adj_x and not adj_y:
-                output = tf.linalg.matmul(x, y)
-            elif not adj_x and adj_y:
-                output = tf.linalg.matmul(x, y, transpose_b=True)
-            elif adj_x and not adj_y:
-                output = tf.linalg.matmul(x, y, transpose_a=True)
-            elif adj_x and adj_y:
-                output = tf.linalg.matmul(x, y, transpose_a=True, transpose_b=True)
-            else:
-                raise ValueError(
-                    f"BatchMatMul: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}"
-                )
-
-        def backward(grad):
-            return batch_mat_mul_vjp(grad, x, y, output, adj_x=adj_x, adj_y=adj_y)
-
+            return output, backward
+        # else the declared formula
+        if not adj_x and not adj_y:
+            output = tf.linalg.matmul(x, y)
+        elif not adj_x and adj_y:
+            output = tf.linalg.matmul(x, y, transpose_b=True)
+        elif adj_x and not adj_y:
+            output = tf.linalg.matmul(x, y, transpose_a=True)
+        elif adj_x and adj_y:
+            output = tf.linalg.matmul(x, y, transpose_a=True, transpose_b=True)
+        else:
+            raise ValueError(
+                f"BatchMatMul: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}"
+            )
         return output, backward
 
     return forward(x, y)

@@ -125,15 +125,15 @@ def add(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        kernel_outputs = _tf_kernel("AddV2", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = x + y
-
         def backward(grad):
             return add_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("AddV2", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = x + y
         return z, backward
 
     return forward(x, y)
@@ -159,15 +159,15 @@ def add_legacy(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        kernel_outputs = _tf_kernel("Add", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = x + y
-
         def backward(grad):
             return add_legacy_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Add", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = x + y
         return z, backward
 
     return forward(x, y)
@@ -193,15 +193,15 @@ def subtract(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        kernel_outputs = _tf_kernel("Sub", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = x - y
-
         def backward(grad):
             return subtract_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Sub", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = x - y
         return z, backward
 
     return forward(x, y)
@@ -229,15 +229,15 @@ def multiply(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        kernel_outputs = _tf_kernel("Mul", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = x * y
-
         def backward(grad):
             return multiply_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Mul", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = x * y
         return z, backward
 
     return forward(x, y)
@@ -266,15 +266,15 @@ def real_div(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        kernel_outputs = _tf_kernel("RealDiv", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = x / y
-
         def backward(grad):
             return real_div_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("RealDiv", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = x / y
         return z, backward
 
     return forward(x, y)
@@ -303,15 +303,15 @@ def div(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        kernel_outputs = _tf_kernel("Div", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = x / y
-
         def backward(grad):
             return div_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Div", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = x / y
         return z, backward
 
     return forward(x, y)
@@ -337,15 +337,15 @@ def mul_no_nan(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        kernel_outputs = _tf_kernel("MulNoNan", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = x * y
-
         def backward(grad):
             return mul_no_nan_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("MulNoNan", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = x * y
         return z, backward
 
     return forward(x, y)
@@ -370,15 +370,15 @@ def floor_div(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        kernel_outputs = _tf_kernel("FloorDiv", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = tf.math.floor(x / y)
-
         def backward(grad):
             return floor_div_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("FloorDiv", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.math.floor(x / y)
         return z, backward
 
     return forward(x, y)
@@ -403,15 +403,15 @@ def truncate_div(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        kernel_outputs = _tf_kernel("TruncateDiv", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = tf.where(x / y >= 0, tf.math.floor(x / y), tf.math.ceil(x / y))
-
         def backward(grad):
             return truncate_div_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("TruncateDiv", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.where(x / y >= 0, tf.math.floor(x / y), tf.math.ceil(x / y))
         return z, backward
 
     return forward(x, y)
@@ -437,15 +437,15 @@ def floor_mod(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        kernel_outputs = _tf_kernel("FloorMod", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = x - y * tf.math.floor(x / y)
-
         def backward(grad):
             return floor_mod_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("FloorMod", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = x - y * tf.math.floor(x / y)
         return z, backward
 
     return forward(x, y)
@@ -473,15 +473,15 @@ def power(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        kernel_outputs = _tf_kernel("Pow", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = x**y
-
         def backward(grad):
             return power_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Pow", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = x**y
         return z, backward
 
     return forward(x, y)
@@ -508,15 +508,15 @@ def maximum(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        kernel_outputs = _tf_kernel("Maximum", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = tf.where(x >= y, x, y)
-
         def backward(grad):
             return maximum_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Maximum", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.where(x >= y, x, y)
         return z, backward
 
     return forward(x, y)
@@ -543,15 +543,15 @@ def minimum(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        kernel_outputs = _tf_kernel("Minimum", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = tf.where(x <= y, x, y)
-
         def backward(grad):
             return minimum_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Minimum", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.where(x <= y, x, y)
         return z, backward
 
     return forward(x, y)
@@ -578,15 +578,15 @@ def squared_difference(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        kernel_outputs = _tf_kernel("SquaredDifference", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = (x - y) ** 2
-
         def backward(grad):
             return squared_difference_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("SquaredDifference", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = (x - y) ** 2
         return z, backward
 
     return forward(x, y)
@@ -613,15 +613,15 @@ def atan2(y, x):
 
     @tf.custom_gradient
     def forward(y, x):
-        kernel_outputs = _tf_kernel("Atan2", 1, {"y": y, "x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = tf.math.atan2(y, x)
-
         def backward(grad):
             return atan2_vjp(grad, y, x, z)
 
+        kernel_outputs = _tf_kernel("Atan2", 1, {"y": y, "x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.math.atan2(y, x)
         return z, backward
 
     return forward(y, x)
@@ -650,15 +650,15 @@ def xlogy(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        kernel_outputs = _tf_kernel("Xlogy", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log(y))
-
         def backward(grad):
             return xlogy_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Xlogy", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log(y))
         return z, backward
 
     return forward(x, y)
@@ -687,15 +687,15 @@ def xdivy(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        kernel_outputs = _tf_kernel("Xdivy", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x / y)
-
         def backward(grad):
             return xdivy_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Xdivy", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x / y)
         return z, backward
 
     return forward(x, y)
@@ -722,15 +722,15 @@ def xlog1py(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        kernel_outputs = _tf_kernel("Xlog1py", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log1p(y))
-
         def backward(grad):
             return xlog1py_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Xlog1py", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log1p(y))
         return z, backward
 
     return forward(x, y)
@@ -759,15 +759,15 @@ def div_no_nan(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        kernel_outputs = _tf_kernel("DivNoNan", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = tf.where(tf.equal(y, 0), tf.constant(0, x.dtype), x / y)
-
         def backward(grad):
             return div_no_nan_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("DivNoNan", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.where(tf.equal(y, 0), tf.constant(0, x.dtype), x / y)
         return z, backward
 
     return forward(x, y)

@@ -662,6 +662,18 @@ def conv2d(
 
     @tf.custom_gradient
     def forward(input, filter):
+        def backward(grad):
+            return conv2d_vjp(
+                grad,
+                input,
+                filter,
+                output,
+                padding=padding,
+                strides=strides,
+                explicit_paddings=explicit_paddings,
+                dilations=dilations,
+            )
+
         kernel_outputs = (
             _tf_kernel(
                 "Conv2D",
@@ -679,121 +691,106 @@ def conv2d(
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if padding == "VALID":
-                output = _conv(
-                    input,
-                    filter,
-                    strides=[strides[1], strides[2]],
-                    dilations=[dilations[1], dilations[2]],
-                    geometry=lambda size: (
-                        [0, 0],
-                        [
-                            (
-                                (-dilations[1] * (size(filter, -4) - 1) + size(input, -3) - 1)
-                                // (strides[1])
-                            )
-                            + 1,
-                            (
-                                (-dilations[2] * (size(filter, -3) - 1) + size(input, -2) - 1)
-                                // (strides[2])
-                            )
-                            + 1,
-                        ],
-                    ),
-                )
-            elif padding == "SAME":
-                output = _conv(
-                    input,
-                    filter,
-                    strides=[strides[1], strides[2]],
-                    dilations=[dilations[1], dilations[2]],
-                    geometry=lambda size: (
-                        [
-                            (
-                                (
-                                    _int_max(
-                                        dilations[1] * size(filter, -4)
-                                        - dilations[1]
-                                        - strides[1] * ((-size(input, -3)) // (strides[1]))
-                                        - strides[1]
-                                        - size(input, -3)
-                                        + 1,
-                                        0,
-                                    )
-                                )
-                                // (2)
-                            ),
-                            (
-                                (
-                                    _int_max(
-                                        dilations[2] * size(filter, -3)
-                                        - dilations[2]
-                                        - strides[2] * ((-size(input, -2)) // (strides[2]))
-                                        - strides[2]
-                                        - size(input, -2)
-                                        + 1,
-                                        0,
-                                    )
-                                )
-                                // (2)
-                            ),
-                        ],
-                        [
-                            -((-size(input, -3)) // (strides[1])),
-                            -((-size(input, -2)) // (strides[2])),
-                        ],
-                    ),
-                )
-            elif padding == "EXPLICIT":
-                output = _conv(
-                    input,
-                    filter,
-                    strides=[strides[1], strides[2]],
-                    dilations=[dilations[1], dilations[2]],
-                    geometry=lambda size: (
-                        [explicit_paddings[2], explicit_paddings[4]],
-                        [
-                            (
-                                (
-                                    -dilations[1] * (size(filter, -4) - 1)
-                                    + explicit_paddings[2]
-                                    + explicit_paddings[3]
-                                    + size(input, -3)
-                                    - 1
-                                )
-                                // (strides[1])
-                            )
-                            + 1,
-                            (
-                                (
-                                    -dilations[2] * (size(filter, -3) - 1)
-                                    + explicit_paddings[4]
-                                    + explicit_paddings[5]
-                                    + size(input, -2)
-                                    - 1
-                                )
-                                // (strides[2])
-                            )
-                            + 1,
-                        ],
-                    ),
-                )
-            else:
-                raise ValueError(f"Conv2D: unsupported attributes padding={padding!r}")
-
-        def backward(grad):
-            return conv2d_vjp(
-                grad,
+            return output, backward
+        # else the declared formula
+        if padding == "VALID":
+            output = _conv(
                 input,
                 filter,
-                output,
-                padding=padding,
-                strides=strides,
-                explicit_paddings=explicit_paddings,
-                dilations=dilations,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [0, 0],
+                    [
+                        (
+                            (-dilations[1] * (size(filter, -4) - 1) + size(input, -3) - 1)
+                            // (strides[1])
+                        )
+                        + 1,
+                        (
+                            (-dilations[2] * (size(filter, -3) - 1) + size(input, -2) - 1)
+                            // (strides[2])
+                        )
+                        + 1,
+                    ],
+                ),
             )
-
+        elif padding == "SAME":
+            output = _conv(
+                input,
+                filter,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [
+                        (
+                            (
+                                _int_max(
+                                    dilations[1] * size(filter, -4)
+                                    - dilations[1]
+                                    - strides[1] * ((-size(input, -3)) // (strides[1]))
+                                    - strides[1]
+                                    - size(input, -3)
+                                    + 1,
+                                    0,
+                                )
+                            )
+                            // (2)
+                        ),
+                        (
+                            (
+                                _int_max(
+                                    dilations[2] * size(filter, -3)
+                                    - dilations[2]
+                                    - strides[2] * ((-size(input, -2)) // (strides[2]))
+                                    - strides[2]
+                                    - size(input, -2)
+                                    + 1,
+                                    0,
+                                )
+                            )
+                            // (2)
+                        ),
+                    ],
+                    [-((-size(input, -3)) // (strides[1])), -((-size(input, -2)) // (strides[2]))],
+                ),
+            )
+        elif padding == "EXPLICIT":
+            output = _conv(
+                input,
+                filter,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [explicit_paddings[2], explicit_paddings[4]],
+                    [
+                        (
+                            (
+                                -dilations[1] * (size(filter, -4) - 1)
+                                + explicit_paddings[2]
+                                + explicit_paddings[3]
+                                + size(input, -3)
+                                - 1
+                            )
+                            // (strides[1])
+                        )
+                        + 1,
+                        (
+                            (
+                                -dilations[2] * (size(filter, -3) - 1)
+                                + explicit_paddings[4]
+                                + explicit_paddings[5]
+                                + size(input, -2)
+                                - 1
+                            )
+                            // (strides[2])
+                        )
+                        + 1,
+                    ],
+                ),
+            )
+        else:
+            raise ValueError(f"Conv2D: unsupported attributes padding={padding!r}")
         return output, backward
 
     return forward(input, filter)
@@ -969,6 +966,18 @@ def depthwise_conv2d_native(
 
     @tf.custom_gradient
     def forward(input, filter):
+        def backward(grad):
+            return depthwise_conv2d_native_vjp(
+                grad,
+                input,
+                filter,
+                output,
+                padding=padding,
+                strides=strides,
+                explicit_paddings=explicit_paddings,
+                dilations=dilations,
+            )
+
         kernel_outputs = (
             _tf_kernel(
                 "DepthwiseConv2dNative",
@@ -986,161 +995,144 @@ def depthwise_conv2d_native(
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if padding == "VALID":
-                t0 = _depthwise_conv(
-                    input,
-                    filter,
-                    strides=[strides[1], strides[2]],
-                    dilations=[dilations[1], dilations[2]],
-                    geometry=lambda size: (
-                        [0, 0],
-                        [
-                            (
-                                (-dilations[1] * (size(filter, -4) - 1) + size(input, -3) - 1)
-                                // (strides[1])
-                            )
-                            + 1,
-                            (
-                                (-dilations[2] * (size(filter, -3) - 1) + size(input, -2) - 1)
-                                // (strides[2])
-                            )
-                            + 1,
-                        ],
-                    ),
-                )
-                t1 = tf.shape(input, out_type=tf.int64)[-4]
-                t2 = tf.shape(input, out_type=tf.int64)[-3]
-                t3 = tf.shape(filter, out_type=tf.int64)[-4]
-                t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // (strides[1])
-                t5 = t4 + 1
-                t6 = tf.shape(filter, out_type=tf.int64)[-3]
-                t7 = tf.shape(input, out_type=tf.int64)[-2]
-                t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // (strides[2])
-                t9 = t8 + 1
-                t10 = tf.shape(input, out_type=tf.int64)[-1]
-                t11 = tf.shape(filter, out_type=tf.int64)[-1]
-                output = tf.reshape(t0, [t1, t5, t9, t10 * t11])
-            elif padding == "SAME":
-                t0 = _depthwise_conv(
-                    input,
-                    filter,
-                    strides=[strides[1], strides[2]],
-                    dilations=[dilations[1], dilations[2]],
-                    geometry=lambda size: (
-                        [
-                            (
-                                (
-                                    _int_max(
-                                        dilations[1] * size(filter, -4)
-                                        - dilations[1]
-                                        - strides[1] * ((-size(input, -3)) // (strides[1]))
-                                        - strides[1]
-                                        - size(input, -3)
-                                        + 1,
-                                        0,
-                                    )
-                                )
-                                // (2)
-                            ),
-                            (
-                                (
-                                    _int_max(
-                                        dilations[2] * size(filter, -3)
-                                        - dilations[2]
-                                        - strides[2] * ((-size(input, -2)) // (strides[2]))
-                                        - strides[2]
-                                        - size(input, -2)
-                                        + 1,
-                                        0,
-                                    )
-                                )
-                                // (2)
-                            ),
-                        ],
-                        [
-                            -((-size(input, -3)) // (strides[1])),
-                            -((-size(input, -2)) // (strides[2])),
-                        ],
-                    ),
-                )
-                t1 = tf.shape(input, out_type=tf.int64)[-4]
-                t2 = tf.shape(input, out_type=tf.int64)[-3]
-                t3 = -((-t2) // (strides[1]))
-                t4 = t3
-                t5 = tf.shape(input, out_type=tf.int64)[-2]
-                t6 = -((-t5) // (strides[2]))
-                t7 = t6
-                t8 = tf.shape(input, out_type=tf.int64)[-1]
-                t9 = tf.shape(filter, out_type=tf.int64)[-1]
-                output = tf.reshape(t0, [t1, t4, t7, t8 * t9])
-            elif padding == "EXPLICIT":
-                t0 = _depthwise_conv(
-                    input,
-                    filter,
-                    strides=[strides[1], strides[2]],
-                    dilations=[dilations[1], dilations[2]],
-                    geometry=lambda size: (
-                        [explicit_paddings[2], explicit_paddings[4]],
-                        [
-                            (
-                                (
-                                    -dilations[1] * (size(filter, -4) - 1)
-                                    + explicit_paddings[2]
-                                    + explicit_paddings[3]
-                                    + size(input, -3)
-                                    - 1
-                                )
-                                // (strides[1])
-                            )
-                            + 1,
-                            (
-                                (
-                                    -dilations[2] * (size(filter, -3) - 1)
-                                    + explicit_paddings[4]
-                                    + explicit_paddings[5]
-                                    + size(input, -2)
-                                    - 1
-                                )
-                                // (strides[2])
-                            )
-                            + 1,
-                        ],
-                    ),
-                )
-                t1 = tf.shape(input, out_type=tf.int64)[-4]
-                t2 = tf.shape(input, out_type=tf.int64)[-3]
-                t3 = tf.shape(filter, out_type=tf.int64)[-4]
-                t4 = (
-                    -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
-                ) // (strides[1])
-                t5 = t4 + 1
-                t6 = tf.shape(filter, out_type=tf.int64)[-3]
-                t7 = tf.shape(input, out_type=tf.int64)[-2]
-                t8 = (
-                    -dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1
-                ) // (strides[2])
-                t9 = t8 + 1
-                t10 = tf.shape(input, out_type=tf.int64)[-1]
-                t11 = tf.shape(filter, out_type=tf.int64)[-1]
-                output = tf.reshape(t0, [t1, t5, t9, t10 * t11])
-            else:
-                raise ValueError(
-                    f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}"
-                )
-
-        def backward(grad):
-            return depthwise_conv2d_native_vjp(
-                grad,
+            return output, backward
+        # else the declared formula
+        if padding == "VALID":
+            t0 = _depthwise_conv(
                 input,
                 filter,
-                output,
-                padding=padding,
-                strides=strides,
-                explicit_paddings=explicit_paddings,
-                dilations=dilations,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [0, 0],
+                    [
+                        (
+                            (-dilations[1] * (size(filter, -4) - 1) + size(input, -3) - 1)
+                            // (strides[1])
+                        )
+                        + 1,
+                        (
+                            (-dilations[2] * (size(filter, -3) - 1) + size(input, -2) - 1)
+                            // (strides[2])
+                        )
+                        + 1,
+                    ],
+                ),
             )
-
+            t1 = tf.shape(input, out_type=tf.int64)[-4]
+            t2 = tf.shape(input, out_type=tf.int64)[-3]
+            t3 = tf.shape(filter, out_type=tf.int64)[-4]
+            t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // (strides[1])
+            t5 = t4 + 1
+            t6 = tf.shape(filter, out_type=tf.int64)[-3]
+            t7 = tf.shape(input, out_type=tf.int64)[-2]
+            t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // (strides[2])
+            t9 = t8 + 1
+            t10 = tf.shape(input, out_type=tf.int64)[-1]
+            t11 = tf.shape(filter, out_type=tf.int64)[-1]
+            output = tf.reshape(t0, [t1, t5, t9, t10 * t11])
+        elif padding == "SAME":
+            t0 = _depthwise_conv(
+                input,
+                filter,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [
+                        (
+                            (
+                                _int_max(
+                                    dilations[1] * size(filter, -4)
+                                    - dilations[1]
+                                    - strides[1] * ((-size(input, -3)) // (strides[1]))
+                                    - strides[1]
+                                    - size(input, -3)
+                                    + 1,
+                                    0,
+                                )
+                            )
+                            // (2)
+                        ),
+                        (
+                            (
+                                _int_max(
+                                    dilations[2] * size(filter, -3)
+                                    - dilations[2]
+                                    - strides[2] * ((-size(input, -2)) // (strides[2]))
+                                    - strides[2]
+                                    - size(input, -2)
+                                    + 1,
+                                    0,
+                                )
+                            )
+                            // (2)
+                        ),
+                    ],
+                    [-((-size(input, -3)) // (strides[1])), -((-size(input, -2)) // (strides[2]))],
+                ),
+            )
+            t1 = tf.shape(input, out_type=tf.int64)[-4]
+            t2 = tf.shape(input, out_type=tf.int64)[-3]
+            t3 = -((-t2) // (strides[1]))
+            t4 = t3
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = -((-t5) // (strides[2]))
+            t7 = t6
+            t8 = tf.shape(input, out_type=tf.int64)[-1]
+            t9 = tf.shape(filter, out_type=tf.int64)[-1]
+            output = tf.reshape(t0, [t1, t4, t7, t8 * t9])
+        elif padding == "EXPLICIT":
+            t0 = _depthwise_conv(
+                input,
+                filter,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [explicit_paddings[2], explicit_paddings[4]],
+                    [
+                        (
+                            (
+                                -dilations[1] * (size(filter, -4) - 1)
+                                + explicit_paddings[2]
+                                + explicit_paddings[3]
+                                + size(input, -3)
+                                - 1
+                            )
+                            // (strides[1])
+                        )
+                        + 1,
+                        (
+                            (
+                                -dilations[2] * (size(filter, -3) - 1)
+                                + explicit_paddings[4]
+                                + explicit_paddings[5]
+                                + size(input, -2)
+                                - 1
+                            )
+                            // (strides[2])
+                        )
+                        + 1,
+                    ],
+                ),
+            )
+            t1 = tf.shape(input, out_type=tf.int64)[-4]
+            t2 = tf.shape(input, out_type=tf.int64)[-3]
+            t3 = tf.shape(filter, out_type=tf.int64)[-4]
+            t4 = (
+                -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
+            ) // (strides[1])
+            t5 = t4 + 1
+            t6 = tf.shape(filter, out_type=tf.int64)[-3]
+            t7 = tf.shape(input, out_type=tf.int64)[-2]
+            t8 = (
+                -dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1
+            ) // (strides[2])
+            t9 = t8 + 1
+            t10 = tf.shape(input, out_type=tf.int64)[-1]
+            t11 = tf.shape(filter, out_type=tf.int64)[-1]
+            output = tf.reshape(t0, [t1, t5, t9, t10 * t11])
+        else:
+            raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
         return output, backward
 
     return forward(input, filter)
@@ -1232,6 +1224,11 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
 
     @tf.custom_gradient
     def forward(images):
+        def backward(grad):
+            return extract_image_patches_vjp(
+                grad, images, patches, padding=padding, ksizes=ksizes, strides=strides, rates=rates
+            )
+
         kernel_outputs = (
             _tf_kernel(
                 "ExtractImagePatches",
@@ -1244,67 +1241,60 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             patches = kernel_outputs[0]
-        else:  # the declared formula
-            if padding == "VALID":
-                t0 = tf.shape(images, out_type=tf.int64)[-2]
-                t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // (strides[2])
-                t2 = t1 + 1
-                t3 = tf.range(tf.cast(t2, tf.int64))
-                t4 = t3[..., None]
-                t5 = ksizes[2]
-                t6 = tf.range(tf.cast(t5, tf.int64))
-                t7 = rates[2] * t6 + strides[2] * t4
-                t8 = _gather(images, t7, -2)
-                t9 = tf.shape(images, out_type=tf.int64)[-3]
-                t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // (strides[1])
-                t11 = t10 + 1
-                t12 = tf.range(tf.cast(t11, tf.int64))
-                t13 = t12[..., None]
-                t14 = ksizes[1]
-                t15 = tf.range(tf.cast(t14, tf.int64))
-                t16 = rates[1] * t15 + strides[1] * t13
-                t17 = _gather(t8, t16, -4)
-                t18 = tf.transpose(t17, perm=[0, 1, 3, 2, 4, 5])
-                t19 = tf.shape(images, out_type=tf.int64)[-4]
-                t20 = tf.shape(images, out_type=tf.int64)[-1]
-                patches = tf.reshape(t18, [t19, t11, t2, t14 * t5 * t20])
-            elif padding == "SAME":
-                t0 = tf.shape(images, out_type=tf.int64)[-2]
-                t1 = -((-t0) // (strides[2]))
-                t2 = t1
-                t3 = tf.range(tf.cast(t2, tf.int64))
-                t4 = t3[..., None]
-                t5 = ksizes[2]
-                t6 = tf.range(tf.cast(t5, tf.int64))
-                t7 = tf.math.maximum(rates[2] * (ksizes[2] - 1) + strides[2] * (t1 - 1) - t0 + 1, 0)
-                t8 = (t7) // (2)
-                t9 = rates[2] * t6 + strides[2] * t4 - t8
-                t10 = _gather(images, t9, -2)
-                t11 = tf.shape(images, out_type=tf.int64)[-3]
-                t12 = -((-t11) // (strides[1]))
-                t13 = t12
-                t14 = tf.range(tf.cast(t13, tf.int64))
-                t15 = t14[..., None]
-                t16 = ksizes[1]
-                t17 = tf.range(tf.cast(t16, tf.int64))
-                t18 = tf.math.maximum(
-                    rates[1] * (ksizes[1] - 1) + strides[1] * (t12 - 1) - t11 + 1, 0
-                )
-                t19 = (t18) // (2)
-                t20 = rates[1] * t17 + strides[1] * t15 - t19
-                t21 = _gather(t10, t20, -4)
-                t22 = tf.transpose(t21, perm=[0, 1, 3, 2, 4, 5])
-                t23 = tf.shape(images, out_type=tf.int64)[-4]
-                t24 = tf.shape(images, out_type=tf.int64)[-1]
-                patches = tf.reshape(t22, [t23, t13, t2, t16 * t5 * t24])
-            else:
-                raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
-
-        def backward(grad):
-            return extract_image_patches_vjp(
-                grad, images, patches, padding=padding, ksizes=ksizes, strides=strides, rates=rates
-            )
-
+            return patches, backward
+        # else the declared formula
+        if padding == "VALID":
+            t0 = tf.shape(images, out_type=tf.int64)[-2]
+            t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // (strides[2])
+            t2 = t1 + 1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None]
+            t5 = ksizes[2]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = rates[2] * t6 + strides[2] * t4
+            t8 = _gather(images, t7, -2)
+            t9 = tf.shape(images, out_type=tf.int64)[-3]
+            t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // (strides[1])
+            t11 = t10 + 1
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = t12[..., None]
+            t14 = ksizes[1]
+            t15 = tf.range(tf.cast(t14, tf.int64))
+            t16 = rates[1] * t15 + strides[1] * t13
+            t17 = _gather(t8, t16, -4)
+            t18 = tf.transpose(t17, perm=[0, 1, 3, 2, 4, 5])
+            t19 = tf.shape(images, out_type=tf.int64)[-4]
+            t20 = tf.shape(images, out_type=tf.int64)[-1]
+            patches = tf.reshape(t18, [t19, t11, t2, t14 * t5 * t20])
+        elif padding == "SAME":
+            t0 = tf.shape(images, out_type=tf.int64)[-2]
+            t1 = -((-t0) // (strides[2]))
+            t2 = t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None]
+            t5 = ksizes[2]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = tf.math.maximum(rates[2] * (ksizes[2] - 1) + strides[2] * (t1 - 1) - t0 + 1, 0)
+            t8 = (t7) // (2)
+            t9 = rates[2] * t6 + strides[2] * t4 - t8
+            t10 = _gather(images, t9, -2)
+            t11 = tf.shape(images, out_type=tf.int64)[-3]
+            t12 = -((-t11) // (strides[1]))
+            t13 = t12
+            t14 = tf.range(tf.cast(t13, tf.int64))
+            t15 = t14[..., None]
+            t16 = ksizes[1]
+            t17 = tf.range(tf.cast(t16, tf.int64))
+            t18 = tf.math.maximum(rates[1] * (ksizes[1] - 1) + strides[1] * (t12 - 1) - t11 + 1, 0)
+            t19 = (t18) // (2)
+            t20 = rates[1] * t17 + strides[1] * t15 - t19
+            t21 = _gather(t10, t20, -4)
+            t22 = tf.transpose(t21, perm=[0, 1, 3, 2, 4, 5])
+            t23 = tf.shape(images, out_type=tf.int64)[-4]
+            t24 = tf.shape(images, out_type=tf.int64)[-1]
+            patches = tf.reshape(t22, [t23, t13, t2, t16 * t5 * t24])
+        else:
+            raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
         return patches, backward
 
     return forward(images)
@@ -1462,6 +1452,11 @@ def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
 
     @tf.custom_gradient
     def forward(input, filter):
+        def backward(grad):
+            return conv3d_vjp(
+                grad, input, filter, output, padding=padding, strides=strides, dilations=dilations
+            )
+
         kernel_outputs = (
             _tf_kernel(
                 "Conv3D",
@@ -1474,100 +1469,95 @@ def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if padding == "VALID":
-                output = _conv(
-                    input,
-                    filter,
-                    strides=[strides[1], strides[2], strides[3]],
-                    dilations=[dilations[1], dilations[2], dilations[3]],
-                    geometry=lambda size: (
-                        [0, 0, 0],
-                        [
-                            (
-                                (-dilations[1] * (size(filter, -5) - 1) + size(input, -4) - 1)
-                                // (strides[1])
-                            )
-                            + 1,
-                            (
-                                (-dilations[2] * (size(filter, -4) - 1) + size(input, -3) - 1)
-                                // (strides[2])
-                            )
-                            + 1,
-                            (
-                                (-dilations[3] * (size(filter, -3) - 1) + size(input, -2) - 1)
-                                // (strides[3])
-                            )
-                            + 1,
-                        ],
-                    ),
-                )
-            elif padding == "SAME":
-                output = _conv(
-                    input,
-                    filter,
-                    strides=[strides[1], strides[2], strides[3]],
-                    dilations=[dilations[1], dilations[2], dilations[3]],
-                    geometry=lambda size: (
-                        [
-                            (
-                                (
-                                    _int_max(
-                                        dilations[1] * size(filter, -5)
-                                        - dilations[1]
-                                        - strides[1] * ((-size(input, -4)) // (strides[1]))
-                                        - strides[1]
-                                        - size(input, -4)
-                                        + 1,
-                                        0,
-                                    )
-                                )
-                                // (2)
-                            ),
-                            (
-                                (
-                                    _int_max(
-                                        dilations[2] * size(filter, -4)
-                                        - dilations[2]
-                                        - strides[2] * ((-size(input, -3)) // (strides[2]))
-                                        - strides[2]
-                                        - size(input, -3)
-                                        + 1,
-                                        0,
-                                    )
-                                )
-                                // (2)
-                            ),
-                            (
-                                (
-                                    _int_max(
-                                        dilations[3] * size(filter, -3)
-                                        - dilations[3]
-                                        - strides[3] * ((-size(input, -2)) // (strides[3]))
-                                        - strides[3]
-                                        - size(input, -2)
-                                        + 1,
-                                        0,
-                                    )
-                                )
-                                // (2)
-                            ),
-                        ],
-                        [
-                            -((-size(input, -4)) // (strides[1])),
-                            -((-size(input, -3)) // (strides[2])),
-                            -((-size(input, -2)) // (strides[3])),
-                        ],
-                    ),
-                )
-            else:
-                raise ValueError(f"Conv3D: unsupported attributes padding={padding!r}")
-
-        def backward(grad):
-            return conv3d_vjp(
-                grad, input, filter, output, padding=padding, strides=strides, dilations=dilations
+            return output, backward
+        # else the declared formula
+        if padding == "VALID":
+            output = _conv(
+                input,
+                filter,
+                strides=[strides[1], strides[2], strides[3]],
+                dilations=[dilations[1], dilations[2], dilations[3]],
+                geometry=lambda size: (
+                    [0, 0, 0],
+                    [
+                        (
+                            (-dilations[1] * (size(filter, -5) - 1) + size(input, -4) - 1)
+                            // (strides[1])
+                        )
+                        + 1,
+                        (
+                            (-dilations[2] * (size(filter, -4) - 1) + size(input, -3) - 1)
+                            // (strides[2])
+                        )
+                        + 1,
+                        (
+                            (-dilations[3] * (size(filter, -3) - 1) + size(input, -2) - 1)
+                            // (strides[3])
+                        )
+                        + 1,
+                    ],
+                ),
             )
-
+        elif padding == "SAME":
+            output = _conv(
+                input,
+                filter,
+                strides=[strides[1], strides[2], strides[3]],
+                dilations=[dilations[1], dilations[2], dilations[3]],
+                geometry=lambda size: (
+                    [
+                        (
+                            (
+                                _int_max(
+                                    dilations[1] * size(filter, -5)
+                                    - dilations[1]
+                                    - strides[1] * ((-size(input, -4)) // (strides[1]))
+                                    - strides[1]
+                                    - size(input, -4)
+                                    + 1,
+                                    0,
+                                )
+                            )
+                            // (2)
+                        ),
+                        (
+                            (
+                                _int_max(
+                                    dilations[2] * size(filter, -4)
+                                    - dilations[2]
+                                    - strides[2] * ((-size(input, -3)) // (strides[2]))
+                                    - strides[2]
+                                    - size(input, -3)
+                                    + 1,
+                                    0,
+                                )
+                            )
+                            // (2)
+                        ),
+                        (
+                            (
+                                _int_max(
+                                    dilations[3] * size(filter, -3)
+                                    - dilations[3]
+                                    - strides[3] * ((-size(input, -2)) // (strides[3]))
+                                    - strides[3]
+                                    - size(input, -2)
+                                    + 1,
+                                    0,
+                                )
+                            )
+                            // (2)
+                        ),
+                    ],
+                    [
+                        -((-size(input, -4)) // (strides[1])),
+                        -((-size(input, -3)) // (strides[2])),
+                        -((-size(input, -2)) // (strides[3])),
+                    ],
+                ),
+            )
+        else:
+            raise ValueError(f"Conv3D: unsupported attributes padding={padding!r}")
         return output, backward
 
     return forward(input, filter)
@@ -1678,6 +1668,9 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
 
     @tf.custom_gradient
     def forward(value):
+        def backward(grad):
+            return avg_pool_vjp(grad, value, output, padding=padding, ksize=ksize, strides=strides)
+
         kernel_outputs = (
             _tf_kernel(
                 "AvgPool",
@@ -1690,89 +1683,86 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if padding == "VALID":
-                t0 = tf.shape(value, out_type=tf.int64)[-3]
-                t1 = (-ksize[1] + t0) // (strides[1])
-                t2 = t1 + 1
-                t3 = tf.range(tf.cast(t2, tf.int64))
-                t4 = t3[..., None, None, None]
-                t5 = tf.shape(value, out_type=tf.int64)[-2]
-                t6 = (-ksize[2] + t5) // (strides[2])
-                t7 = t6 + 1
-                t8 = tf.range(tf.cast(t7, tf.int64))
-                t9 = t8[..., None, None]
-                t10 = ksize[1]
-                t11 = tf.range(tf.cast(t10, tf.int64))
-                t12 = t11[..., None]
-                t13 = ksize[2]
-                t14 = tf.range(tf.cast(t13, tf.int64))
-                t15 = (
-                    (strides[1] * t4 + t12 >= 0)
-                    & (strides[2] * t9 + t14 >= 0)
-                    & (strides[1] * t4 + t12 <= t0 - 1)
-                    & (strides[2] * t9 + t14 <= t5 - 1)
-                )
-                t16 = t15[..., None, :, :]
-                t17 = tf.reduce_sum(
-                    tf.where(t16, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
-                    axis=[-2, -1],
-                )
-                t18 = t8[..., None]
-                t19 = strides[2] * t18 + t14
-                t20 = _gather(value, t19, -2)
-                t21 = t3[..., None]
-                t22 = strides[1] * t21 + t11
-                t23 = _gather(t20, t22, -4)
-                t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 2, 4])
-                t25 = tf.reduce_sum(t24, axis=[-2, -1])
-                output = t25 / t17
-            elif padding == "SAME":
-                t0 = tf.shape(value, out_type=tf.int64)[-3]
-                t1 = -((-t0) // (strides[1]))
-                t2 = t1
-                t3 = tf.range(tf.cast(t2, tf.int64))
-                t4 = t3[..., None, None, None]
-                t5 = tf.shape(value, out_type=tf.int64)[-2]
-                t6 = -((-t5) // (strides[2]))
-                t7 = t6
-                t8 = tf.range(tf.cast(t7, tf.int64))
-                t9 = t8[..., None, None]
-                t10 = ksize[1]
-                t11 = tf.range(tf.cast(t10, tf.int64))
-                t12 = t11[..., None]
-                t13 = ksize[2]
-                t14 = tf.range(tf.cast(t13, tf.int64))
-                t15 = tf.math.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
-                t16 = (t15) // (2)
-                t17 = tf.math.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-                t18 = (t17) // (2)
-                t19 = (
-                    (strides[1] * t4 + t12 - t16 >= 0)
-                    & (strides[2] * t9 + t14 - t18 >= 0)
-                    & (strides[1] * t4 + t12 - t16 <= t0 - 1)
-                    & (strides[2] * t9 + t14 - t18 <= t5 - 1)
-                )
-                t20 = t19[..., None, :, :]
-                t21 = tf.reduce_sum(
-                    tf.where(t20, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
-                    axis=[-2, -1],
-                )
-                t22 = t8[..., None]
-                t23 = strides[2] * t22 + t14 - t18
-                t24 = _gather(value, t23, -2)
-                t25 = t3[..., None]
-                t26 = strides[1] * t25 + t11 - t16
-                t27 = _gather(t24, t26, -4)
-                t28 = tf.transpose(t27, perm=[0, 1, 3, 5, 2, 4])
-                t29 = tf.reduce_sum(t28, axis=[-2, -1])
-                output = t29 / t21
-            else:
-                raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
-
-        def backward(grad):
-            return avg_pool_vjp(grad, value, output, padding=padding, ksize=ksize, strides=strides)
-
+            return output, backward
+        # else the declared formula
+        if padding == "VALID":
+            t0 = tf.shape(value, out_type=tf.int64)[-3]
+            t1 = (-ksize[1] + t0) // (strides[1])
+            t2 = t1 + 1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None, None, None]
+            t5 = tf.shape(value, out_type=tf.int64)[-2]
+            t6 = (-ksize[2] + t5) // (strides[2])
+            t7 = t6 + 1
+            t8 = tf.range(tf.cast(t7, tf.int64))
+            t9 = t8[..., None, None]
+            t10 = ksize[1]
+            t11 = tf.range(tf.cast(t10, tf.int64))
+            t12 = t11[..., None]
+            t13 = ksize[2]
+            t14 = tf.range(tf.cast(t13, tf.int64))
+            t15 = (
+                (strides[1] * t4 + t12 >= 0)
+                & (strides[2] * t9 + t14 >= 0)
+                & (strides[1] * t4 + t12 <= t0 - 1)
+                & (strides[2] * t9 + t14 <= t5 - 1)
+            )
+            t16 = t15[..., None, :, :]
+            t17 = tf.reduce_sum(
+                tf.where(t16, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
+                axis=[-2, -1],
+            )
+            t18 = t8[..., None]
+            t19 = strides[2] * t18 + t14
+            t20 = _gather(value, t19, -2)
+            t21 = t3[..., None]
+            t22 = strides[1] * t21 + t11
+            t23 = _gather(t20, t22, -4)
+            t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 2, 4])
+            t25 = tf.reduce_sum(t24, axis=[-2, -1])
+            output = t25 / t17
+        elif padding == "SAME":
+            t0 = tf.shape(value, out_type=tf.int64)[-3]
+            t1 = -((-t0) // (strides[1]))
+            t2 = t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None, None, None]
+            t5 = tf.shape(value, out_type=tf.int64)[-2]
+            t6 = -((-t5) // (strides[2]))
+            t7 = t6
+            t8 = tf.range(tf.cast(t7, tf.int64))
+            t9 = t8[..., None, None]
+            t10 = ksize[1]
+            t11 = tf.range(tf.cast(t10, tf.int64))
+            t12 = t11[..., None]
+            t13 = ksize[2]
+            t14 = tf.range(tf.cast(t13, tf.int64))
+            t15 = tf.math.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
+            t16 = (t15) // (2)
+            t17 = tf.math.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
+            t18 = (t17) // (2)
+            t19 = (
+                (strides[1] * t4 + t12 - t16 >= 0)
+                & (strides[2] * t9 + t14 - t18 >= 0)
+                & (strides[1] * t4 + t12 - t16 <= t0 - 1)
+                & (strides[2] * t9 + t14 - t18 <= t5 - 1)
+            )
+            t20 = t19[..., None, :, :]
+            t21 = tf.reduce_sum(
+                tf.where(t20, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
+                axis=[-2, -1],
+            )
+            t22 = t8[..., None]
+            t23 = strides[2] * t22 + t14 - t18
+            t24 = _gather(value, t23, -2)
+            t25 = t3[..., None]
+            t26 = strides[1] * t25 + t11 - t16
+            t27 = _gather(t24, t26, -4)
+            t28 = tf.transpose(t27, perm=[0, 1, 3, 5, 2, 4])
+            t29 = tf.reduce_sum(t28, axis=[-2, -1])
+            output = t29 / t21
+        else:
+            raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
         return output, backward
 
     return forward(value)
@@ -1908,6 +1898,17 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return max_pool_vjp(
+                grad,
+                input,
+                output,
+                padding=padding,
+                data_format=data_format,
+                ksize=ksize,
+                strides=strides,
+            )
+
         kernel_outputs = (
             _tf_kernel(
                 "MaxPool",
@@ -1925,69 +1926,58 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if padding == "VALID" and data_format == "NHWC":
-                t0 = tf.shape(input, out_type=tf.int64)[-2]
-                t1 = (-ksize[2] + t0) // (strides[2])
-                t2 = t1 + 1
-                t3 = tf.range(tf.cast(t2, tf.int64))
-                t4 = t3[..., None]
-                t5 = ksize[2]
-                t6 = tf.range(tf.cast(t5, tf.int64))
-                t7 = strides[2] * t4 + t6
-                t8 = _gather(input, t7, -2, fill=float("-inf"))
-                t9 = tf.shape(input, out_type=tf.int64)[-3]
-                t10 = (-ksize[1] + t9) // (strides[1])
-                t11 = t10 + 1
-                t12 = tf.range(tf.cast(t11, tf.int64))
-                t13 = t12[..., None]
-                t14 = ksize[1]
-                t15 = tf.range(tf.cast(t14, tf.int64))
-                t16 = strides[1] * t13 + t15
-                t17 = _gather(t8, t16, -4, fill=float("-inf"))
-                t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
-                output = tf.reduce_max(t18, axis=[-2, -1])
-            elif padding == "SAME" and data_format == "NHWC":
-                t0 = tf.shape(input, out_type=tf.int64)[-2]
-                t1 = -((-t0) // (strides[2]))
-                t2 = t1
-                t3 = tf.range(tf.cast(t2, tf.int64))
-                t4 = t3[..., None]
-                t5 = ksize[2]
-                t6 = tf.range(tf.cast(t5, tf.int64))
-                t7 = tf.math.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
-                t8 = (t7) // (2)
-                t9 = strides[2] * t4 + t6 - t8
-                t10 = _gather(input, t9, -2, fill=float("-inf"))
-                t11 = tf.shape(input, out_type=tf.int64)[-3]
-                t12 = -((-t11) // (strides[1]))
-                t13 = t12
-                t14 = tf.range(tf.cast(t13, tf.int64))
-                t15 = t14[..., None]
-                t16 = ksize[1]
-                t17 = tf.range(tf.cast(t16, tf.int64))
-                t18 = tf.math.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
-                t19 = (t18) // (2)
-                t20 = strides[1] * t15 + t17 - t19
-                t21 = _gather(t10, t20, -4, fill=float("-inf"))
-                t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])
-                output = tf.reduce_max(t22, axis=[-2, -1])
-            else:
-                raise ValueError(
-                    f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-                )
-
-        def backward(grad):
-            return max_pool_vjp(
-                grad,
-                input,
-                output,
-                padding=padding,
-                data_format=data_format,
-                ksize=ksize,
-                strides=strides,
+            return output, backward
+        # else the declared formula
+        if padding == "VALID" and data_format == "NHWC":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = (-ksize[2] + t0) // (strides[2])
+            t2 = t1 + 1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None]
+            t5 = ksize[2]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = strides[2] * t4 + t6
+            t8 = _gather(input, t7, -2, fill=float("-inf"))
+            t9 = tf.shape(input, out_type=tf.int64)[-3]
+            t10 = (-ksize[1] + t9) // (strides[1])
+            t11 = t10 + 1
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = t12[..., None]
+            t14 = ksize[1]
+            t15 = tf.range(tf.cast(t14, tf.int64))
+            t16 = strides[1] * t13 + t15
+            t17 = _gather(t8, t16, -4, fill=float("-inf"))
+            t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
+            output = tf.reduce_max(t18, axis=[-2, -1])
+        elif padding == "SAME" and data_format == "NHWC":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = -((-t0) // (strides[2]))
+            t2 = t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None]
+            t5 = ksize[2]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = tf.math.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
+            t8 = (t7) // (2)
+            t9 = strides[2] * t4 + t6 - t8
+            t10 = _gather(input, t9, -2, fill=float("-inf"))
+            t11 = tf.shape(input, out_type=tf.int64)[-3]
+            t12 = -((-t11) // (strides[1]))
+            t13 = t12
+            t14 = tf.range(tf.cast(t13, tf.int64))
+            t15 = t14[..., None]
+            t16 = ksize[1]
+            t17 = tf.range(tf.cast(t16, tf.int64))
+            t18 = tf.math.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
+            t19 = (t18) // (2)
+            t20 = strides[1] * t15 + t17 - t19
+            t21 = _gather(t10, t20, -4, fill=float("-inf"))
+            t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])
+            output = tf.reduce_max(t22, axis=[-2, -1])
+        else:
+            raise ValueError(
+                f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
             )
-
         return output, backward
 
     return forward(input)
@@ -2127,6 +2117,11 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return avg_pool3d_vjp(
+                grad, input, output, padding=padding, ksize=ksize, strides=strides
+            )
+
         kernel_outputs = (
             _tf_kernel(
                 "AvgPool3D",
@@ -2139,119 +2134,114 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if padding == "VALID":
-                t0 = tf.shape(input, out_type=tf.int64)[-4]
-                t1 = (-ksize[1] + t0) // (strides[1])
-                t2 = t1 + 1
-                t3 = tf.range(tf.cast(t2, tf.int64))
-                t4 = t3[..., None, None, None, None, None]
-                t5 = tf.shape(input, out_type=tf.int64)[-3]
-                t6 = (-ksize[2] + t5) // (strides[2])
-                t7 = t6 + 1
-                t8 = tf.range(tf.cast(t7, tf.int64))
-                t9 = t8[..., None, None, None, None]
-                t10 = tf.shape(input, out_type=tf.int64)[-2]
-                t11 = (-ksize[3] + t10) // (strides[3])
-                t12 = t11 + 1
-                t13 = tf.range(tf.cast(t12, tf.int64))
-                t14 = t13[..., None, None, None]
-                t15 = ksize[1]
-                t16 = tf.range(tf.cast(t15, tf.int64))
-                t17 = t16[..., None, None]
-                t18 = ksize[2]
-                t19 = tf.range(tf.cast(t18, tf.int64))
-                t20 = t19[..., None]
-                t21 = ksize[3]
-                t22 = tf.range(tf.cast(t21, tf.int64))
-                t23 = (
-                    (strides[1] * t4 + t17 >= 0)
-                    & (strides[2] * t9 + t20 >= 0)
-                    & (strides[3] * t14 + t22 >= 0)
-                    & (strides[1] * t4 + t17 <= t0 - 1)
-                    & (strides[2] * t9 + t20 <= t5 - 1)
-                    & (strides[3] * t14 + t22 <= t10 - 1)
-                )
-                t24 = t23[..., None, :, :, :]
-                t25 = tf.reduce_sum(
-                    tf.where(t24, tf.constant(1, input.dtype), tf.constant(0, input.dtype)),
-                    axis=[-3, -2, -1],
-                )
-                t26 = t13[..., None]
-                t27 = strides[3] * t26 + t22
-                t28 = _gather(input, t27, -2)
-                t29 = t8[..., None]
-                t30 = strides[2] * t29 + t19
-                t31 = _gather(t28, t30, -4)
-                t32 = t3[..., None]
-                t33 = strides[1] * t32 + t16
-                t34 = _gather(t31, t33, -6)
-                t35 = tf.transpose(t34, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-                t36 = tf.reduce_sum(t35, axis=[-3, -2, -1])
-                output = t36 / t25
-            elif padding == "SAME":
-                t0 = tf.shape(input, out_type=tf.int64)[-4]
-                t1 = -((-t0) // (strides[1]))
-                t2 = t1
-                t3 = tf.range(tf.cast(t2, tf.int64))
-                t4 = t3[..., None, None, None, None, None]
-                t5 = tf.shape(input, out_type=tf.int64)[-3]
-                t6 = -((-t5) // (strides[2]))
-                t7 = t6
-                t8 = tf.range(tf.cast(t7, tf.int64))
-                t9 = t8[..., None, None, None, None]
-                t10 = tf.shape(input, out_type=tf.int64)[-2]
-                t11 = -((-t10) // (strides[3]))
-                t12 = t11
-                t13 = tf.range(tf.cast(t12, tf.int64))
-                t14 = t13[..., None, None, None]
-                t15 = ksize[1]
-                t16 = tf.range(tf.cast(t15, tf.int64))
-                t17 = t16[..., None, None]
-                t18 = ksize[2]
-                t19 = tf.range(tf.cast(t18, tf.int64))
-                t20 = t19[..., None]
-                t21 = ksize[3]
-                t22 = tf.range(tf.cast(t21, tf.int64))
-                t23 = tf.math.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-                t24 = (t23) // (2)
-                t25 = tf.math.maximum(ksize[3] + strides[3] * (t11 - 1) - t10, 0)
-                t26 = (t25) // (2)
-                t27 = tf.math.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
-                t28 = (t27) // (2)
-                t29 = (
-                    (strides[1] * t4 + t17 - t28 >= 0)
-                    & (strides[2] * t9 + t20 - t24 >= 0)
-                    & (strides[3] * t14 + t22 - t26 >= 0)
-                    & (strides[1] * t4 + t17 - t28 <= t0 - 1)
-                    & (strides[2] * t9 + t20 - t24 <= t5 - 1)
-                    & (strides[3] * t14 + t22 - t26 <= t10 - 1)
-                )
-                t30 = t29[..., None, :, :, :]
-                t31 = tf.reduce_sum(
-                    tf.where(t30, tf.constant(1, input.dtype), tf.constant(0, input.dtype)),
-                    axis=[-3, -2, -1],
-                )
-                t32 = t13[..., None]
-                t33 = strides[3] * t32 + t22 - t26
-                t34 = _gather(input, t33, -2)
-                t35 = t8[..., None]
-                t36 = strides[2] * t35 + t19 - t24
-                t37 = _gather(t34, t36, -4)
-                t38 = t3[..., None]
-                t39 = strides[1] * t38 + t16 - t28
-                t40 = _gather(t37, t39, -6)
-                t41 = tf.transpose(t40, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-                t42 = tf.reduce_sum(t41, axis=[-3, -2, -1])
-                output = t42 / t31
-            else:
-                raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
-
-        def backward(grad):
-            return avg_pool3d_vjp(
-                grad, input, output, padding=padding, ksize=ksize, strides=strides
+            return output, backward
+        # else the declared formula
+        if padding == "VALID":
+            t0 = tf.shape(input, out_type=tf.int64)[-4]
+            t1 = (-ksize[1] + t0) // (strides[1])
+            t2 = t1 + 1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None, None, None, None, None]
+            t5 = tf.shape(input, out_type=tf.int64)[-3]
+            t6 = (-ksize[2] + t5) // (strides[2])
+            t7 = t6 + 1
+            t8 = tf.range(tf.cast(t7, tf.int64))
+            t9 = t8[..., None, None, None, None]
+            t10 = tf.shape(input, out_type=tf.int64)[-2]
+            t11 = (-ksize[3] + t10) // (strides[3])
+            t12 = t11 + 1
+            t13 = tf.range(tf.cast(t12, tf.int64))
+            t14 = t13[..., None, None, None]
+            t15 = ksize[1]
+            t16 = tf.range(tf.cast(t15, tf.int64))
+            t17 = t16[..., None, None]
+            t18 = ksize[2]
+            t19 = tf.range(tf.cast(t18, tf.int64))
+            t20 = t19[..., None]
+            t21 = ksize[3]
+            t22 = tf.range(tf.cast(t21, tf.int64))
+            t23 = (
+                (strides[1] * t4 + t17 >= 0)
+                & (strides[2] * t9 + t20 >= 0)
+                & (strides[3] * t14 + t22 >= 0)
+                & (strides[1] * t4 + t17 <= t0 - 1)
+                & (strides[2] * t9 + t20 <= t5 - 1)
+                & (strides[3] * t14 + t22 <= t10 - 1)
             )
-
+            t24 = t23[..., None, :, :, :]
+            t25 = tf.reduce_sum(
+                tf.where(t24, tf.constant(1, input.dtype), tf.constant(0, input.dtype)),
+                axis=[-3, -2, -1],
+            )
+            t26 = t13[..., None]
+            t27 = strides[3] * t26 + t22
+            t28 = _gather(input, t27, -2)
+            t29 = t8[..., None]
+            t30 = strides[2] * t29 + t19
+            t31 = _gather(t28, t30, -4)
+            t32 = t3[..., None]
+            t33 = strides[1] * t32 + t16
+            t34 = _gather(t31, t33, -6)
+            t35 = tf.transpose(t34, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            t36 = tf.reduce_sum(t35, axis=[-3, -2, -1])
+            output = t36 / t25
+        elif padding == "SAME":
+            t0 = tf.shape(input, out_type=tf.int64)[-4]
+            t1 = -((-t0) // (strides[1]))
+            t2 = t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None, None, None, None, None]
+            t5 = tf.shape(input, out_type=tf.int64)[-3]
+            t6 = -((-t5) // (strides[2]))
+            t7 = t6
+            t8 = tf.range(tf.cast(t7, tf.int64))
+            t9 = t8[..., None, None, None, None]
+            t10 = tf.shape(input, out_type=tf.int64)[-2]
+            t11 = -((-t10) // (strides[3]))
+            t12 = t11
+            t13 = tf.range(tf.cast(t12, tf.int64))
+            t14 = t13[..., None, None, None]
+            t15 = ksize[1]
+            t16 = tf.range(tf.cast(t15, tf.int64))
+            t17 = t16[..., None, None]
+            t18 = ksize[2]
+            t19 = tf.range(tf.cast(t18, tf.int64))
+            t20 = t19[..., None]
+            t21 = ksize[3]
+            t22 = tf.range(tf.cast(t21, tf.int64))
+            t23 = tf.math.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
+            t24 = (t23) // (2)
+            t25 = tf.math.maximum(ksize[3] + strides[3] * (t11 - 1) - t10, 0)
+            t26 = (t25) // (2)
+            t27 = tf.math.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
+            t28 = (t27) // (2)
+            t29 = (
+                (strides[1] * t4 + t17 - t28 >= 0)
+                & (strides[2] * t9 + t20 - t24 >= 0)
+                & (strides[3] * t14 + t22 - t26 >= 0)
+                & (strides[1] * t4 + t17 - t28 <= t0 - 1)
+                & (strides[2] * t9 + t20 - t24 <= t5 - 1)
+                & (strides[3] * t14 + t22 - t26 <= t10 - 1)
+            )
+            t30 = t29[..., None, :, :, :]
+            t31 = tf.reduce_sum(
+                tf.where(t30, tf.constant(1, input.dtype), tf.constant(0, input.dtype)),
+                axis=[-3, -2, -1],
+            )
+            t32 = t13[..., None]
+            t33 = strides[3] * t32 + t22 - t26
+            t34 = _gather(input, t33, -2)
+            t35 = t8[..., None]
+            t36 = strides[2] * t35 + t19 - t24
+            t37 = _gather(t34, t36, -4)
+            t38 = t3[..., None]
+            t39 = strides[1] * t38 + t16 - t28
+            t40 = _gather(t37, t39, -6)
+            t41 = tf.transpose(t40, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            t42 = tf.reduce_sum(t41, axis=[-3, -2, -1])
+            output = t42 / t31
+        else:
+            raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
         return output, backward
 
     return forward(input)
@@ -2391,6 +2381,11 @@ def max_pool_v2(input, *, padding="VALID", ksize, strides):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return max_pool_v2_vjp(
+                grad, input, output, padding=padding, ksize=ksize, strides=strides
+            )
+
         kernel_outputs = (
             _tf_kernel("MaxPoolV2", 1, {"input": input}, kernel_attrs)
             if padding in ("VALID", "SAME")
@@ -2398,61 +2393,56 @@ def max_pool_v2(input, *, padding="VALID", ksize, strides):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if padding == "VALID":
-                t0 = tf.shape(input, out_type=tf.int64)[-2]
-                t1 = (-ksize[2] + t0) // (strides[2])
-                t2 = t1 + 1
-                t3 = tf.range(tf.cast(t2, tf.int64))
-                t4 = t3[..., None]
-                t5 = ksize[2]
-                t6 = tf.range(tf.cast(t5, tf.int64))
-                t7 = strides[2] * t4 + t6
-                t8 = _gather(input, t7, -2, fill=float("-inf"))
-                t9 = tf.shape(input, out_type=tf.int64)[-3]
-                t10 = (-ksize[1] + t9) // (strides[1])
-                t11 = t10 + 1
-                t12 = tf.range(tf.cast(t11, tf.int64))
-                t13 = t12[..., None]
-                t14 = ksize[1]
-                t15 = tf.range(tf.cast(t14, tf.int64))
-                t16 = strides[1] * t13 + t15
-                t17 = _gather(t8, t16, -4, fill=float("-inf"))
-                t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
-                output = tf.reduce_max(t18, axis=[-2, -1])
-            elif padding == "SAME":
-                t0 = tf.shape(input, out_type=tf.int64)[-2]
-                t1 = -((-t0) // (strides[2]))
-                t2 = t1
-                t3 = tf.range(tf.cast(t2, tf.int64))
-                t4 = t3[..., None]
-                t5 = ksize[2]
-                t6 = tf.range(tf.cast(t5, tf.int64))
-                t7 = tf.math.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
-                t8 = (t7) // (2)
-                t9 = strides[2] * t4 + t6 - t8
-                t10 = _gather(input, t9, -2, fill=float("-inf"))
-                t11 = tf.shape(input, out_type=tf.int64)[-3]
-                t12 = -((-t11) // (strides[1]))
-                t13 = t12
-                t14 = tf.range(tf.cast(t13, tf.int64))
-                t15 = t14[..., None]
-                t16 = ksize[1]
-                t17 = tf.range(tf.cast(t16, tf.int64))
-                t18 = tf.math.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
-                t19 = (t18) // (2)
-                t20 = strides[1] * t15 + t17 - t19
-                t21 = _gather(t10, t20, -4, fill=float("-inf"))
-                t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])
-                output = tf.reduce_max(t22, axis=[-2, -1])
-            else:
-                raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
-
-        def backward(grad):
-            return max_pool_v2_vjp(
-                grad, input, output, padding=padding, ksize=ksize, strides=strides
-            )
-
+            return output, backward
+        # else the declared formula
+        if padding == "VALID":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = (-ksize[2] + t0) // (strides[2])
+            t2 = t1 + 1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None]
+            t5 = ksize[2]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = strides[2] * t4 + t6
+            t8 = _gather(input, t7, -2, fill=float("-inf"))
+            t9 = tf.shape(input, out_type=tf.int64)[-3]
+            t10 = (-ksize[1] + t9) // (strides[1])
+            t11 = t10 + 1
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = t12[..., None]
+            t14 = ksize[1]
+            t15 = tf.range(tf.cast(t14, tf.int64))
+            t16 = strides[1] * t13 + t15
+            t17 = _gather(t8, t16, -4, fill=float("-inf"))
+            t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
+            output = tf.reduce_max(t18, axis=[-2, -1])
+        elif padding == "SAME":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = -((-t0) // (strides[2]))
+            t2 = t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None]
+            t5 = ksize[2]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = tf.math.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
+            t8 = (t7) // (2)
+            t9 = strides[2] * t4 + t6 - t8
+            t10 = _gather(input, t9, -2, fill=float("-inf"))
+            t11 = tf.shape(input, out_type=tf.int64)[-3]
+            t12 = -((-t11) // (strides[1]))
+            t13 = t12
+            t14 = tf.range(tf.cast(t13, tf.int64))
+            t15 = t14[..., None]
+            t16 = ksize[1]
+            t17 = tf.range(tf.cast(t16, tf.int64))
+            t18 = tf.math.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
+            t19 = (t18) // (2)
+            t20 = strides[1] * t15 + t17 - t19
+            t21 = _gather(t10, t20, -4, fill=float("-inf"))
+            t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])
+            output = tf.reduce_max(t22, axis=[-2, -1])
+        else:
+            raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
         return output, backward
 
     return forward(input)

@@ -150,16 +150,16 @@ def trace(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Trace", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            t0 = tf.linalg.diag_part(x)
-            y = tf.reduce_sum(t0, axis=-1)
-
         def backward(grad):
             return trace_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Trace", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        t0 = tf.linalg.diag_part(x)
+        y = tf.reduce_sum(t0, axis=-1)
         return y, backward
 
     return forward(x)
@@ -186,15 +186,15 @@ def matrix_diag_part(input):
 
     @tf.custom_gradient
     def forward(input):
-        kernel_outputs = _tf_kernel("MatrixDiagPart", 1, {"input": input}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            diagonal = kernel_outputs[0]
-        else:  # the declared formula
-            diagonal = tf.linalg.diag_part(input)
-
         def backward(grad):
             return matrix_diag_part_vjp(grad, input, diagonal)
 
+        kernel_outputs = _tf_kernel("MatrixDiagPart", 1, {"input": input}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            diagonal = kernel_outputs[0]
+            return diagonal, backward
+        # else the declared formula
+        diagonal = tf.linalg.diag_part(input)
         return diagonal, backward
 
     return forward(input)
@@ -219,17 +219,17 @@ def matrix_diag(diagonal):
 
     @tf.custom_gradient
     def forward(diagonal):
-        kernel_outputs = _tf_kernel("MatrixDiag", 1, {"diagonal": diagonal}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-        else:  # the declared formula
-            t0 = diagonal[..., None]
-            t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
-            output = t0 * t1
-
         def backward(grad):
             return matrix_diag_vjp(grad, diagonal, output)
 
+        kernel_outputs = _tf_kernel("MatrixDiag", 1, {"diagonal": diagonal}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = diagonal[..., None]
+        t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
+        output = t0 * t1
         return output, backward
 
     return forward(diagonal)
@@ -260,17 +260,17 @@ def matrix_set_diag(input, diagonal):
 
     @tf.custom_gradient
     def forward(input, diagonal):
-        kernel_outputs = _tf_kernel("MatrixSetDiag", 1, {"input": input, "diagonal": diagonal}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-        else:  # the declared formula
-            t0 = diagonal[..., None]
-            t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
-            output = -input * t1 + input + t0 * t1
-
         def backward(grad):
             return matrix_set_diag_vjp(grad, input, diagonal, output)
 
+        kernel_outputs = _tf_kernel("MatrixSetDiag", 1, {"input": input, "diagonal": diagonal}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = diagonal[..., None]
+        t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
+        output = -input * t1 + input + t0 * t1
         return output, backward
 
     return forward(input, diagonal)
@@ -295,17 +295,17 @@ def diag(diagonal):
 
     @tf.custom_gradient
     def forward(diagonal):
-        kernel_outputs = _tf_kernel("Diag", 1, {"diagonal": diagonal}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-        else:  # the declared formula
-            t0 = diagonal[..., None]
-            t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
-            output = t0 * t1
-
         def backward(grad):
             return diag_vjp(grad, diagonal, output)
 
+        kernel_outputs = _tf_kernel("Diag", 1, {"diagonal": diagonal}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = diagonal[..., None]
+        t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
+        output = t0 * t1
         return output, backward
 
     return forward(diagonal)
@@ -332,15 +332,15 @@ def diag_part(input):
 
     @tf.custom_gradient
     def forward(input):
-        kernel_outputs = _tf_kernel("DiagPart", 1, {"input": input}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            diagonal = kernel_outputs[0]
-        else:  # the declared formula
-            diagonal = tf.linalg.diag_part(input)
-
         def backward(grad):
             return diag_part_vjp(grad, input, diagonal)
 
+        kernel_outputs = _tf_kernel("DiagPart", 1, {"input": input}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            diagonal = kernel_outputs[0]
+            return diagonal, backward
+        # else the declared formula
+        diagonal = tf.linalg.diag_part(input)
         return diagonal, backward
 
     return forward(input)
@@ -376,23 +376,23 @@ def matrix_band_part(input, *, num_lower, num_upper):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return matrix_band_part_vjp(grad, input, band, num_lower=num_lower, num_upper=num_upper)
+
         kernel_outputs = _tf_kernel(
             "MatrixBandPart", 1, {"input": input}, {"num_lower": num_lower, "num_upper": num_upper}
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             band = kernel_outputs[0]
-        else:  # the declared formula
-            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-            t1 = t0[..., None]
-            t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
-            t3 = ((num_lower < 0) | (num_lower >= t1 - t2)) & (
-                (num_upper < 0) | (num_upper >= -t1 + t2)
-            )
-            band = tf.where(t3, input, tf.constant(0, input.dtype))
-
-        def backward(grad):
-            return matrix_band_part_vjp(grad, input, band, num_lower=num_lower, num_upper=num_upper)
-
+            return band, backward
+        # else the declared formula
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+        t3 = ((num_lower < 0) | (num_lower >= t1 - t2)) & (
+            (num_upper < 0) | (num_upper >= -t1 + t2)
+        )
+        band = tf.where(t3, input, tf.constant(0, input.dtype))
         return band, backward
 
     return forward(input)
@@ -427,6 +427,9 @@ def matrix_diag_part_v2(input, *, k=0, padding_value=0):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return matrix_diag_part_v2_vjp(grad, input, diagonal, k=k, padding_value=padding_value)
+
         kernel_outputs = (
             _tf_kernel(
                 "MatrixDiagPartV2", 1, {"input": input}, {"k": k, "padding_value": padding_value}
@@ -436,17 +439,14 @@ def matrix_diag_part_v2(input, *, k=0, padding_value=0):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             diagonal = kernel_outputs[0]
-        else:  # the declared formula
-            if k == 0 and padding_value == 0:
-                diagonal = tf.linalg.diag_part(input)
-            else:
-                raise ValueError(
-                    f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
-                )
-
-        def backward(grad):
-            return matrix_diag_part_v2_vjp(grad, input, diagonal, k=k, padding_value=padding_value)
-
+            return diagonal, backward
+        # else the declared formula
+        if k == 0 and padding_value == 0:
+            diagonal = tf.linalg.diag_part(input)
+        else:
+            raise ValueError(
+                f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
+            )
         return diagonal, backward
 
     return forward(input)
@@ -486,6 +486,11 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return matrix_diag_part_v3_vjp(
+                grad, input, diagonal, k=k, padding_value=padding_value, align=align
+            )
+
         kernel_outputs = (
             _tf_kernel(
                 "MatrixDiagPartV3",
@@ -498,19 +503,14 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             diagonal = kernel_outputs[0]
-        else:  # the declared formula
-            if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
-                diagonal = tf.linalg.diag_part(input)
-            else:
-                raise ValueError(
-                    f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
-                )
-
-        def backward(grad):
-            return matrix_diag_part_v3_vjp(
-                grad, input, diagonal, k=k, padding_value=padding_value, align=align
+            return diagonal, backward
+        # else the declared formula
+        if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
+            diagonal = tf.linalg.diag_part(input)
+        else:
+            raise ValueError(
+                f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
             )
-
         return diagonal, backward
 
     return forward(input)
@@ -549,6 +549,17 @@ def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
 
     @tf.custom_gradient
     def forward(diagonal):
+        def backward(grad):
+            return matrix_diag_v2_vjp(
+                grad,
+                diagonal,
+                output,
+                k=k,
+                num_rows=num_rows,
+                num_cols=num_cols,
+                padding_value=padding_value,
+            )
+
         kernel_outputs = (
             _tf_kernel(
                 "MatrixDiagV2",
@@ -566,27 +577,16 @@ def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
-                t0 = diagonal[..., None]
-                t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
-                output = t0 * t1
-            else:
-                raise ValueError(
-                    f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
-                )
-
-        def backward(grad):
-            return matrix_diag_v2_vjp(
-                grad,
-                diagonal,
-                output,
-                k=k,
-                num_rows=num_rows,
-                num_cols=num_cols,
-                padding_value=padding_value,
+            return output, backward
+        # else the declared formula
+        if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+            t0 = diagonal[..., None]
+            t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
+            output = t0 * t1
+        else:
+            raise ValueError(
+                f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
             )
-
         return output, backward
 
     return forward(diagonal)
@@ -634,6 +634,18 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
 
     @tf.custom_gradient
     def forward(diagonal):
+        def backward(grad):
+            return matrix_diag_v3_vjp(
+                grad,
+                diagonal,
+                output,
+                k=k,
+                num_rows=num_rows,
+                num_cols=num_cols,
+                padding_value=padding_value,
+                align=align,
+            )
+
         kernel_outputs = (
             _tf_kernel(
                 "MatrixDiagV3",
@@ -652,34 +664,22 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if (
-                k == 0
-                and num_rows == -1
-                and num_cols == -1
-                and padding_value == 0
-                and align == "RIGHT_LEFT"
-            ):
-                t0 = diagonal[..., None]
-                t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
-                output = t0 * t1
-            else:
-                raise ValueError(
-                    f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
-                )
-
-        def backward(grad):
-            return matrix_diag_v3_vjp(
-                grad,
-                diagonal,
-                output,
-                k=k,
-                num_rows=num_rows,
-                num_cols=num_cols,
-                padding_value=padding_value,
-                align=align,
+            return output, backward
+        # else the declared formula
+        if (
+            k == 0
+            and num_rows == -1
+            and num_cols == -1
+            and padding_value == 0
+            and align == "RIGHT_LEFT"
+        ):
+            t0 = diagonal[..., None]
+            t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
+            output = t0 * t1
+        else:
+            raise ValueError(
+                f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
             )
-
         return output, backward
 
     return forward(diagonal)
@@ -716,6 +716,9 @@ def matrix_set_diag_v2(input, diagonal, *, k=0):
 
     @tf.custom_gradient
     def forward(input, diagonal):
+        def backward(grad):
+            return matrix_set_diag_v2_vjp(grad, input, diagonal, output, k=k)
+
         kernel_outputs = (
             _tf_kernel("MatrixSetDiagV2", 1, {"input": input, "diagonal": diagonal}, {"k": k})
             if k in (0,)
@@ -723,17 +726,14 @@ def matrix_set_diag_v2(input, diagonal, *, k=0):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if k == 0:
-                t0 = diagonal[..., None]
-                t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
-                output = -input * t1 + input + t0 * t1
-            else:
-                raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
-
-        def backward(grad):
-            return matrix_set_diag_v2_vjp(grad, input, diagonal, output, k=k)
-
+            return output, backward
+        # else the declared formula
+        if k == 0:
+            t0 = diagonal[..., None]
+            t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
+            output = -input * t1 + input + t0 * t1
+        else:
+            raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
         return output, backward
 
     return forward(input, diagonal)
@@ -775,6 +775,9 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
 
     @tf.custom_gradient
     def forward(input, diagonal):
+        def backward(grad):
+            return matrix_set_diag_v3_vjp(grad, input, diagonal, output, k=k, align=align)
+
         kernel_outputs = (
             _tf_kernel(
                 "MatrixSetDiagV3",
@@ -787,19 +790,14 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if k == 0 and align == "RIGHT_LEFT":
-                t0 = diagonal[..., None]
-                t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
-                output = -input * t1 + input + t0 * t1
-            else:
-                raise ValueError(
-                    f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}"
-                )
-
-        def backward(grad):
-            return matrix_set_diag_v3_vjp(grad, input, diagonal, output, k=k, align=align)
-
+            return output, backward
+        # else the declared formula
+        if k == 0 and align == "RIGHT_LEFT":
+            t0 = diagonal[..., None]
+            t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
+            output = -input * t1 + input + t0 * t1
+        else:
+            raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
         return output, backward
 
     return forward(input, diagonal)

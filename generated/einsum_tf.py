@@ -195,6 +195,9 @@ def einsum(*inputs, equation="ij,jk->ik"):
 
     @tf.custom_gradient
     def forward(*inputs):
+        def backward(grad):
+            return einsum_vjp(grad, *inputs, output=output, equation=equation)
+
         kernel_outputs = (
             _tf_kernel("Einsum", 1, {"inputs": inputs}, {"equation": equation})
             if equation
@@ -218,59 +221,56 @@ def einsum(*inputs, equation="ij,jk->ik"):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if equation == "ij,jk->ik":
-                inputs_0, inputs_1 = inputs
-                output = tf.linalg.matmul(inputs_0, inputs_1)
-            elif equation == "ij,kj->ik":
-                inputs_0, inputs_1 = inputs
-                output = tf.linalg.matmul(inputs_0, inputs_1, transpose_b=True)
-            elif equation == "bij,bjk->bik":
-                inputs_0, inputs_1 = inputs
-                output = tf.einsum("abc,acd->abd", inputs_0, inputs_1)
-            elif equation == "i,j->ij":
-                inputs_0, inputs_1 = inputs
-                t0 = inputs_0[..., None]
-                output = inputs_1 * t0
-            elif equation == "ij->ji":
-                (inputs_0,) = inputs
-                output = tf.transpose(inputs_0, perm=[1, 0])
-            elif equation == "ijk->kij":
-                (inputs_0,) = inputs
-                output = tf.transpose(inputs_0, perm=[2, 0, 1])
-            elif equation == "ii->":
-                (inputs_0,) = inputs
-                t0 = tf.linalg.diag_part(inputs_0)
-                output = tf.reduce_sum(t0, axis=-1)
-            elif equation == "ii->i":
-                (inputs_0,) = inputs
-                output = tf.linalg.diag_part(inputs_0)
-            elif equation == "ij->i":
-                (inputs_0,) = inputs
-                output = tf.reduce_sum(inputs_0, axis=-1)
-            elif equation == "i,i->":
-                inputs_0, inputs_1 = inputs
-                output = tf.reduce_sum(inputs_0 * inputs_1, axis=-1)
-            elif equation == "ij,ij->ij":
-                inputs_0, inputs_1 = inputs
-                output = inputs_0 * inputs_1
-            elif equation == "ij,jk,kl->il":
-                inputs_0, inputs_1, inputs_2 = inputs
-                output = tf.einsum("ab,bc,cd->ad", inputs_0, inputs_1, inputs_2)
-            elif equation == "ij,jk->i":
-                inputs_0, inputs_1 = inputs
-                output = tf.einsum("ab,bc->a", inputs_0, inputs_1)
-            elif equation == "bi,bj->bij":
-                inputs_0, inputs_1 = inputs
-                t0 = inputs_0[..., None]
-                t1 = inputs_1[..., None, :]
-                output = t0 * t1
-            else:
-                raise ValueError(f"Einsum: unsupported attributes equation={equation!r}")
-
-        def backward(grad):
-            return einsum_vjp(grad, *inputs, output=output, equation=equation)
-
+            return output, backward
+        # else the declared formula
+        if equation == "ij,jk->ik":
+            inputs_0, inputs_1 = inputs
+            output = tf.linalg.matmul(inputs_0, inputs_1)
+        elif equation == "ij,kj->ik":
+            inputs_0, inputs_1 = inputs
+            output = tf.linalg.matmul(inputs_0, inputs_1, transpose_b=True)
+        elif equation == "bij,bjk->bik":
+            inputs_0, inputs_1 = inputs
+            output = tf.einsum("abc,acd->abd", inputs_0, inputs_1)
+        elif equation == "i,j->ij":
+            inputs_0, inputs_1 = inputs
+            t0 = inputs_0[..., None]
+            output = inputs_1 * t0
+        elif equation == "ij->ji":
+            (inputs_0,) = inputs
+            output = tf.transpose(inputs_0, perm=[1, 0])
+        elif equation == "ijk->kij":
+            (inputs_0,) = inputs
+            output = tf.transpose(inputs_0, perm=[2, 0, 1])
+        elif equation == "ii->":
+            (inputs_0,) = inputs
+            t0 = tf.linalg.diag_part(inputs_0)
+            output = tf.reduce_sum(t0, axis=-1)
+        elif equation == "ii->i":
+            (inputs_0,) = inputs
+            output = tf.linalg.diag_part(inputs_0)
+        elif equation == "ij->i":
+            (inputs_0,) = inputs
+            output = tf.reduce_sum(inputs_0, axis=-1)
+        elif equation == "i,i->":
+            inputs_0, inputs_1 = inputs
+            output = tf.reduce_sum(inputs_0 * inputs_1, axis=-1)
+        elif equation == "ij,ij->ij":
+            inputs_0, inputs_1 = inputs
+            output = inputs_0 * inputs_1
+        elif equation == "ij,jk,kl->il":
+            inputs_0, inputs_1, inputs_2 = inputs
+            output = tf.einsum("ab,bc,cd->ad", inputs_0, inputs_1, inputs_2)
+        elif equation == "ij,jk->i":
+            inputs_0, inputs_1 = inputs
+            output = tf.einsum("ab,bc->a", inputs_0, inputs_1)
+        elif equation == "bi,bj->bij":
+            inputs_0, inputs_1 = inputs
+            t0 = inputs_0[..., None]
+            t1 = inputs_1[..., None, :]
+            output = t0 * t1
+        else:
+            raise ValueError(f"Einsum: unsupported attributes equation={equation!r}")
         return output, backward
 
     return forward(*inputs)

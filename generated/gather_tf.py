@@ -175,6 +175,9 @@ def gather_v2(params, indices, *, axis=0):
 
     @tf.custom_gradient
     def forward(params, indices):
+        def backward(grad):
+            return gather_v2_vjp(grad, params, indices, output, axis=axis)
+
         kernel_outputs = (
             _tf_kernel("GatherV2", 1, {"params": params, "indices": indices}, {"axis": axis})
             if axis in (0,)
@@ -182,15 +185,12 @@ def gather_v2(params, indices, *, axis=0):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if axis == 0:
-                output = _gather(params, indices, -2)
-            else:
-                raise ValueError(f"GatherV2: unsupported attributes axis={axis!r}")
-
-        def backward(grad):
-            return gather_v2_vjp(grad, params, indices, output, axis=axis)
-
+            return output, backward
+        # else the declared formula
+        if axis == 0:
+            output = _gather(params, indices, -2)
+        else:
+            raise ValueError(f"GatherV2: unsupported attributes axis={axis!r}")
         return output, backward
 
     return forward(params, indices)
@@ -216,15 +216,15 @@ def gather(params, indices):
 
     @tf.custom_gradient
     def forward(params, indices):
-        kernel_outputs = _tf_kernel("Gather", 1, {"params": params, "indices": indices}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-        else:  # the declared formula
-            output = _gather(params, indices, -2)
-
         def backward(grad):
             return gather_vjp(grad, params, indices, output)
 
+        kernel_outputs = _tf_kernel("Gather", 1, {"params": params, "indices": indices}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        output = _gather(params, indices, -2)
         return output, backward
 
     return forward(params, indices)
@@ -281,6 +281,9 @@ def gather_nd(params, indices):
 
     @tf.custom_gradient
     def forward(params, indices):
+        def backward(grad):
+            return gather_nd_vjp(grad, params, indices, output)
+
         kernel_outputs = (
             _tf_kernel("GatherNd", 1, {"params": params, "indices": indices}, kernel_attrs)
             if depth in (1, 2)
@@ -288,29 +291,26 @@ def gather_nd(params, indices):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if depth == 1:
-                t0 = tf.squeeze(indices, axis=[-1])
-                output = _gather(params, t0, -3)
-            elif depth == 2:
-                t0 = tf.shape(params, out_type=tf.int64)[-3]
-                t1 = tf.shape(params, out_type=tf.int64)[-2]
-                t2 = tf.shape(params, out_type=tf.int64)[-1]
-                t3 = tf.reshape(params, [t0 * t1, t2])
-                t4 = 0
-                t5 = _gather(indices, t4, -1)
-                t6 = 1
-                t7 = _gather(indices, t6, -1)
-                t8 = tf.cast(t5, tf.int64)
-                t9 = tf.cast(t7, tf.int64)
-                t10 = tf.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, tf.constant(-1, tf.int64))
-                output = _gather(t3, t10, -2)
-            else:
-                raise ValueError(f"GatherNd: unsupported attributes depth={depth!r}")
-
-        def backward(grad):
-            return gather_nd_vjp(grad, params, indices, output)
-
+            return output, backward
+        # else the declared formula
+        if depth == 1:
+            t0 = tf.squeeze(indices, axis=[-1])
+            output = _gather(params, t0, -3)
+        elif depth == 2:
+            t0 = tf.shape(params, out_type=tf.int64)[-3]
+            t1 = tf.shape(params, out_type=tf.int64)[-2]
+            t2 = tf.shape(params, out_type=tf.int64)[-1]
+            t3 = tf.reshape(params, [t0 * t1, t2])
+            t4 = 0
+            t5 = _gather(indices, t4, -1)
+            t6 = 1
+            t7 = _gather(indices, t6, -1)
+            t8 = tf.cast(t5, tf.int64)
+            t9 = tf.cast(t7, tf.int64)
+            t10 = tf.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, tf.constant(-1, tf.int64))
+            output = _gather(t3, t10, -2)
+        else:
+            raise ValueError(f"GatherNd: unsupported attributes depth={depth!r}")
         return output, backward
 
     return forward(params, indices)
@@ -341,19 +341,19 @@ def scatter_nd(indices, updates, *, shape):
 
     @tf.custom_gradient
     def forward(indices, updates):
+        def backward(grad):
+            return scatter_nd_vjp(grad, indices, updates, output, shape=shape)
+
         kernel_outputs = _tf_kernel(
             "ScatterNd", 1, {"indices": indices, "updates": updates}, kernel_attrs
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            t0 = shape[0]
-            t1 = tf.squeeze(indices, axis=[-1])
-            output = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
-
-        def backward(grad):
-            return scatter_nd_vjp(grad, indices, updates, output, shape=shape)
-
+            return output, backward
+        # else the declared formula
+        t0 = shape[0]
+        t1 = tf.squeeze(indices, axis=[-1])
+        output = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
         return output, backward
 
     return forward(indices, updates)
@@ -381,6 +381,11 @@ def unsorted_segment_sum(data, segment_ids, *, num_segments):
 
     @tf.custom_gradient
     def forward(data, segment_ids):
+        def backward(grad):
+            return unsorted_segment_sum_vjp(
+                grad, data, segment_ids, output, num_segments=num_segments
+            )
+
         kernel_outputs = _tf_kernel(
             "UnsortedSegmentSum",
             1,
@@ -389,17 +394,10 @@ def unsorted_segment_sum(data, segment_ids, *, num_segments):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            t0 = num_segments
-            output = _scatter_add(
-                data, segment_ids, 1, t0
-            )  # no gather form: an explicit scatter-add
-
-        def backward(grad):
-            return unsorted_segment_sum_vjp(
-                grad, data, segment_ids, output, num_segments=num_segments
-            )
-
+            return output, backward
+        # else the declared formula
+        t0 = num_segments
+        output = _scatter_add(data, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
         return output, backward
 
     return forward(data, segment_ids)
@@ -424,19 +422,17 @@ def segment_sum(data, segment_ids):
 
     @tf.custom_gradient
     def forward(data, segment_ids):
-        kernel_outputs = _tf_kernel("SegmentSum", 1, {"data": data, "segment_ids": segment_ids}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-        else:  # the declared formula
-            t0 = tf.shape(data, out_type=tf.int64)[-2]
-            t1 = segment_ids[t0 - 1] + 1
-            output = _scatter_add(
-                data, segment_ids, 1, t1
-            )  # no gather form: an explicit scatter-add
-
         def backward(grad):
             return segment_sum_vjp(grad, data, segment_ids, output)
 
+        kernel_outputs = _tf_kernel("SegmentSum", 1, {"data": data, "segment_ids": segment_ids}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = tf.shape(data, out_type=tf.int64)[-2]
+        t1 = segment_ids[t0 - 1] + 1
+        output = _scatter_add(data, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
         return output, backward
 
     return forward(data, segment_ids)

@@ -126,15 +126,15 @@ def sigmoid_grad(y, dy):
 
     @tf.custom_gradient
     def forward(y, dy):
-        kernel_outputs = _tf_kernel("SigmoidGrad", 1, {"y": y, "dy": dy}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = dy * y * (1 - y)
-
         def backward(grad):
             return sigmoid_grad_vjp(grad, y, dy, z)
 
+        kernel_outputs = _tf_kernel("SigmoidGrad", 1, {"y": y, "dy": dy}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = dy * y * (1 - y)
         return z, backward
 
     return forward(y, dy)
@@ -160,15 +160,15 @@ def tanh_grad(y, dy):
 
     @tf.custom_gradient
     def forward(y, dy):
-        kernel_outputs = _tf_kernel("TanhGrad", 1, {"y": y, "dy": dy}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = dy * (1 - y**2)
-
         def backward(grad):
             return tanh_grad_vjp(grad, y, dy, z)
 
+        kernel_outputs = _tf_kernel("TanhGrad", 1, {"y": y, "dy": dy}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = dy * (1 - y**2)
         return z, backward
 
     return forward(y, dy)
@@ -195,15 +195,15 @@ def sqrt_grad(y, dy):
 
     @tf.custom_gradient
     def forward(y, dy):
-        kernel_outputs = _tf_kernel("SqrtGrad", 1, {"y": y, "dy": dy}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = (1 / 2) * dy / y
-
         def backward(grad):
             return sqrt_grad_vjp(grad, y, dy, z)
 
+        kernel_outputs = _tf_kernel("SqrtGrad", 1, {"y": y, "dy": dy}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = (1 / 2) * dy / y
         return z, backward
 
     return forward(y, dy)
@@ -229,15 +229,15 @@ def rsqrt_grad(y, dy):
 
     @tf.custom_gradient
     def forward(y, dy):
-        kernel_outputs = _tf_kernel("RsqrtGrad", 1, {"y": y, "dy": dy}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = -1 / 2 * dy * y**3
-
         def backward(grad):
             return rsqrt_grad_vjp(grad, y, dy, z)
 
+        kernel_outputs = _tf_kernel("RsqrtGrad", 1, {"y": y, "dy": dy}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = -1 / 2 * dy * y**3
         return z, backward
 
     return forward(y, dy)
@@ -263,15 +263,15 @@ def reciprocal_grad(y, dy):
 
     @tf.custom_gradient
     def forward(y, dy):
-        kernel_outputs = _tf_kernel("ReciprocalGrad", 1, {"y": y, "dy": dy}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = -dy * y**2
-
         def backward(grad):
             return reciprocal_grad_vjp(grad, y, dy, z)
 
+        kernel_outputs = _tf_kernel("ReciprocalGrad", 1, {"y": y, "dy": dy}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = -dy * y**2
         return z, backward
 
     return forward(y, dy)
@@ -297,15 +297,15 @@ def inv_grad(y, dy):
 
     @tf.custom_gradient
     def forward(y, dy):
-        kernel_outputs = _tf_kernel("InvGrad", 1, {"y": y, "dy": dy}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = -dy * y**2
-
         def backward(grad):
             return inv_grad_vjp(grad, y, dy, z)
 
+        kernel_outputs = _tf_kernel("InvGrad", 1, {"y": y, "dy": dy}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = -dy * y**2
         return z, backward
 
     return forward(y, dy)
@@ -332,17 +332,17 @@ def relu_grad(gradients, features):
 
     @tf.custom_gradient
     def forward(gradients, features):
+        def backward(grad):
+            return relu_grad_vjp(grad, gradients, features, backprops)
+
         kernel_outputs = _tf_kernel(
             "ReluGrad", 1, {"gradients": gradients, "features": features}, {}
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             backprops = kernel_outputs[0]
-        else:  # the declared formula
-            backprops = tf.where(features > 0, gradients, tf.constant(0, gradients.dtype))
-
-        def backward(grad):
-            return relu_grad_vjp(grad, gradients, features, backprops)
-
+            return backprops, backward
+        # else the declared formula
+        backprops = tf.where(features > 0, gradients, tf.constant(0, gradients.dtype))
         return backprops, backward
 
     return forward(gradients, features)
@@ -369,19 +369,19 @@ def relu6_grad(gradients, features):
 
     @tf.custom_gradient
     def forward(gradients, features):
+        def backward(grad):
+            return relu6_grad_vjp(grad, gradients, features, backprops)
+
         kernel_outputs = _tf_kernel(
             "Relu6Grad", 1, {"gradients": gradients, "features": features}, {}
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             backprops = kernel_outputs[0]
-        else:  # the declared formula
-            backprops = tf.where(
-                (features > 0) & (features < 6), gradients, tf.constant(0, gradients.dtype)
-            )
-
-        def backward(grad):
-            return relu6_grad_vjp(grad, gradients, features, backprops)
-
+            return backprops, backward
+        # else the declared formula
+        backprops = tf.where(
+            (features > 0) & (features < 6), gradients, tf.constant(0, gradients.dtype)
+        )
         return backprops, backward
 
     return forward(gradients, features)
@@ -406,17 +406,17 @@ def leaky_relu_grad(gradients, features, *, alpha=0.2):
 
     @tf.custom_gradient
     def forward(gradients, features):
+        def backward(grad):
+            return leaky_relu_grad_vjp(grad, gradients, features, backprops, alpha=alpha)
+
         kernel_outputs = _tf_kernel(
             "LeakyReluGrad", 1, {"gradients": gradients, "features": features}, {"alpha": alpha}
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             backprops = kernel_outputs[0]
-        else:  # the declared formula
-            backprops = tf.where(features > 0, gradients, alpha * gradients)
-
-        def backward(grad):
-            return leaky_relu_grad_vjp(grad, gradients, features, backprops, alpha=alpha)
-
+            return backprops, backward
+        # else the declared formula
+        backprops = tf.where(features > 0, gradients, alpha * gradients)
         return backprops, backward
 
     return forward(gradients, features)
@@ -445,15 +445,15 @@ def elu_grad(gradients, outputs):
 
     @tf.custom_gradient
     def forward(gradients, outputs):
-        kernel_outputs = _tf_kernel("EluGrad", 1, {"gradients": gradients, "outputs": outputs}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            backprops = kernel_outputs[0]
-        else:  # the declared formula
-            backprops = tf.where(outputs >= 0, gradients, gradients * (outputs + 1))
-
         def backward(grad):
             return elu_grad_vjp(grad, gradients, outputs, backprops)
 
+        kernel_outputs = _tf_kernel("EluGrad", 1, {"gradients": gradients, "outputs": outputs}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            backprops = kernel_outputs[0]
+            return backprops, backward
+        # else the declared formula
+        backprops = tf.where(outputs >= 0, gradients, gradients * (outputs + 1))
         return backprops, backward
 
     return forward(gradients, outputs)
@@ -484,19 +484,17 @@ def selu_grad(gradients, outputs):
 
     @tf.custom_gradient
     def forward(gradients, outputs):
-        kernel_outputs = _tf_kernel("SeluGrad", 1, {"gradients": gradients, "outputs": outputs}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            backprops = kernel_outputs[0]
-        else:  # the declared formula
-            backprops = tf.where(
-                outputs < 0,
-                gradients * (outputs + 1.7580993408473768),
-                1.0507009873554805 * gradients,
-            )
-
         def backward(grad):
             return selu_grad_vjp(grad, gradients, outputs, backprops)
 
+        kernel_outputs = _tf_kernel("SeluGrad", 1, {"gradients": gradients, "outputs": outputs}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            backprops = kernel_outputs[0]
+            return backprops, backward
+        # else the declared formula
+        backprops = tf.where(
+            outputs < 0, gradients * (outputs + 1.7580993408473768), 1.0507009873554805 * gradients
+        )
         return backprops, backward
 
     return forward(gradients, outputs)
@@ -523,17 +521,17 @@ def softplus_grad(gradients, features):
 
     @tf.custom_gradient
     def forward(gradients, features):
+        def backward(grad):
+            return softplus_grad_vjp(grad, gradients, features, backprops)
+
         kernel_outputs = _tf_kernel(
             "SoftplusGrad", 1, {"gradients": gradients, "features": features}, {}
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             backprops = kernel_outputs[0]
-        else:  # the declared formula
-            backprops = (1 / 2) * gradients * (tf.math.tanh((1 / 2) * features) + 1)
-
-        def backward(grad):
-            return softplus_grad_vjp(grad, gradients, features, backprops)
-
+            return backprops, backward
+        # else the declared formula
+        backprops = (1 / 2) * gradients * (tf.math.tanh((1 / 2) * features) + 1)
         return backprops, backward
 
     return forward(gradients, features)

@@ -120,15 +120,15 @@ def identity(input):
 
     @tf.custom_gradient
     def forward(input):
-        kernel_outputs = _tf_kernel("Identity", 1, {"input": input}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-        else:  # the declared formula
-            output = input
-
         def backward(grad):
             return identity_vjp(grad, input, output)
 
+        kernel_outputs = _tf_kernel("Identity", 1, {"input": input}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        output = input
         return output, backward
 
     return forward(input)
@@ -156,6 +156,9 @@ def check_numerics(tensor, *, message="symgrad"):
 
     @tf.custom_gradient
     def forward(tensor):
+        def backward(grad):
+            return check_numerics_vjp(grad, tensor, output, message=message)
+
         kernel_outputs = (
             _tf_kernel("CheckNumerics", 1, {"tensor": tensor}, {"message": message})
             if message in ("symgrad",)
@@ -163,15 +166,12 @@ def check_numerics(tensor, *, message="symgrad"):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if message == "symgrad":
-                output = tensor
-            else:
-                raise ValueError(f"CheckNumerics: unsupported attributes message={message!r}")
-
-        def backward(grad):
-            return check_numerics_vjp(grad, tensor, output, message=message)
-
+            return output, backward
+        # else the declared formula
+        if message == "symgrad":
+            output = tensor
+        else:
+            raise ValueError(f"CheckNumerics: unsupported attributes message={message!r}")
         return output, backward
 
     return forward(tensor)
@@ -199,6 +199,9 @@ def check_numerics_v2(tensor, *, message="symgrad"):
 
     @tf.custom_gradient
     def forward(tensor):
+        def backward(grad):
+            return check_numerics_v2_vjp(grad, tensor, output, message=message)
+
         kernel_outputs = (
             _tf_kernel("CheckNumericsV2", 1, {"tensor": tensor}, {"message": message})
             if message in ("symgrad",)
@@ -206,15 +209,12 @@ def check_numerics_v2(tensor, *, message="symgrad"):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if message == "symgrad":
-                output = tensor
-            else:
-                raise ValueError(f"CheckNumericsV2: unsupported attributes message={message!r}")
-
-        def backward(grad):
-            return check_numerics_v2_vjp(grad, tensor, output, message=message)
-
+            return output, backward
+        # else the declared formula
+        if message == "symgrad":
+            output = tensor
+        else:
+            raise ValueError(f"CheckNumericsV2: unsupported attributes message={message!r}")
         return output, backward
 
     return forward(tensor)

@@ -216,6 +216,9 @@ def concat_v2(*values, axis=-1):
 
     @tf.custom_gradient
     def forward(*values):
+        def backward(grad):
+            return concat_v2_vjp(grad, *values, output=output, axis=axis)
+
         kernel_outputs = (
             _tf_kernel("ConcatV2", 1, {"values": values}, kernel_attrs)
             if (N, axis) in ((2, -1), (2, -2), (3, -1), (3, -2))
@@ -223,59 +226,56 @@ def concat_v2(*values, axis=-1):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if N == 2 and axis == -1:
-                values_0, values_1 = values
-                t0 = tf.shape(values_0, out_type=tf.int64)[-1]
-                t1 = tf.shape(values_1, out_type=tf.int64)[-1]
-                t2 = t0 + t1
-                t3 = tf.range(tf.cast(t2, tf.int64))
-                t4 = _gather(values_0, t3, -1)
-                t5 = -t0 + t3
-                t6 = _gather(values_1, t5, -1)
-                output = t4 + t6
-            elif N == 2 and axis == -2:
-                values_0, values_1 = values
-                t0 = tf.shape(values_0, out_type=tf.int64)[-2]
-                t1 = tf.shape(values_1, out_type=tf.int64)[-2]
-                t2 = t0 + t1
-                t3 = tf.range(tf.cast(t2, tf.int64))
-                t4 = _gather(values_0, t3, -2)
-                t5 = -t0 + t3
-                t6 = _gather(values_1, t5, -2)
-                output = t4 + t6
-            elif N == 3 and axis == -1:
-                values_0, values_1, values_2 = values
-                t0 = tf.shape(values_0, out_type=tf.int64)[-1]
-                t1 = tf.shape(values_1, out_type=tf.int64)[-1]
-                t2 = tf.shape(values_2, out_type=tf.int64)[-1]
-                t3 = t0 + t1 + t2
-                t4 = tf.range(tf.cast(t3, tf.int64))
-                t5 = _gather(values_0, t4, -1)
-                t6 = -t0 + t4
-                t7 = _gather(values_1, t6, -1)
-                t8 = -t0 - t1 + t4
-                t9 = _gather(values_2, t8, -1)
-                output = t5 + t7 + t9
-            elif N == 3 and axis == -2:
-                values_0, values_1, values_2 = values
-                t0 = tf.shape(values_0, out_type=tf.int64)[-2]
-                t1 = tf.shape(values_1, out_type=tf.int64)[-2]
-                t2 = tf.shape(values_2, out_type=tf.int64)[-2]
-                t3 = t0 + t1 + t2
-                t4 = tf.range(tf.cast(t3, tf.int64))
-                t5 = _gather(values_0, t4, -2)
-                t6 = -t0 + t4
-                t7 = _gather(values_1, t6, -2)
-                t8 = -t0 - t1 + t4
-                t9 = _gather(values_2, t8, -2)
-                output = t5 + t7 + t9
-            else:
-                raise ValueError(f"ConcatV2: unsupported attributes N={N!r}, axis={axis!r}")
-
-        def backward(grad):
-            return concat_v2_vjp(grad, *values, output=output, axis=axis)
-
+            return output, backward
+        # else the declared formula
+        if N == 2 and axis == -1:
+            values_0, values_1 = values
+            t0 = tf.shape(values_0, out_type=tf.int64)[-1]
+            t1 = tf.shape(values_1, out_type=tf.int64)[-1]
+            t2 = t0 + t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = _gather(values_0, t3, -1)
+            t5 = -t0 + t3
+            t6 = _gather(values_1, t5, -1)
+            output = t4 + t6
+        elif N == 2 and axis == -2:
+            values_0, values_1 = values
+            t0 = tf.shape(values_0, out_type=tf.int64)[-2]
+            t1 = tf.shape(values_1, out_type=tf.int64)[-2]
+            t2 = t0 + t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = _gather(values_0, t3, -2)
+            t5 = -t0 + t3
+            t6 = _gather(values_1, t5, -2)
+            output = t4 + t6
+        elif N == 3 and axis == -1:
+            values_0, values_1, values_2 = values
+            t0 = tf.shape(values_0, out_type=tf.int64)[-1]
+            t1 = tf.shape(values_1, out_type=tf.int64)[-1]
+            t2 = tf.shape(values_2, out_type=tf.int64)[-1]
+            t3 = t0 + t1 + t2
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = _gather(values_0, t4, -1)
+            t6 = -t0 + t4
+            t7 = _gather(values_1, t6, -1)
+            t8 = -t0 - t1 + t4
+            t9 = _gather(values_2, t8, -1)
+            output = t5 + t7 + t9
+        elif N == 3 and axis == -2:
+            values_0, values_1, values_2 = values
+            t0 = tf.shape(values_0, out_type=tf.int64)[-2]
+            t1 = tf.shape(values_1, out_type=tf.int64)[-2]
+            t2 = tf.shape(values_2, out_type=tf.int64)[-2]
+            t3 = t0 + t1 + t2
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = _gather(values_0, t4, -2)
+            t6 = -t0 + t4
+            t7 = _gather(values_1, t6, -2)
+            t8 = -t0 - t1 + t4
+            t9 = _gather(values_2, t8, -2)
+            output = t5 + t7 + t9
+        else:
+            raise ValueError(f"ConcatV2: unsupported attributes N={N!r}, axis={axis!r}")
         return output, backward
 
     return forward(*values)
@@ -352,6 +352,9 @@ def split(value, *, num_split=2, axis=-1):
 
     @tf.custom_gradient
     def forward(value):
+        def backward(*grad_output):
+            return split_vjp(grad_output, value, output, num_split=num_split, axis=axis)
+
         kernel_outputs = (
             _tf_kernel("Split", 1, {"value": value}, kernel_attrs, list_output=True)
             if (num_split, axis) in ((2, -1), (2, -2), (3, -1), (3, -2))
@@ -359,61 +362,58 @@ def split(value, *, num_split=2, axis=-1):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if num_split == 2 and axis == -1:
-                t0 = tf.shape(value, out_type=tf.int64)[-1]
-                t1 = (t0) // (2)
-                t2 = t1
-                t3 = tf.range(tf.cast(t2, tf.int64))
-                output_0 = _gather(value, t3, -1)
-                t4 = tf.range(tf.cast(t2, tf.int64))
-                t5 = t1 + t4
-                output_1 = _gather(value, t5, -1)
-                output = (output_0, output_1)
-            elif num_split == 2 and axis == -2:
-                t0 = tf.shape(value, out_type=tf.int64)[-2]
-                t1 = (t0) // (2)
-                t2 = t1
-                t3 = tf.range(tf.cast(t2, tf.int64))
-                output_0 = _gather(value, t3, -2)
-                t4 = tf.range(tf.cast(t2, tf.int64))
-                t5 = t1 + t4
-                output_1 = _gather(value, t5, -2)
-                output = (output_0, output_1)
-            elif num_split == 3 and axis == -1:
-                t0 = tf.shape(value, out_type=tf.int64)[-1]
-                t1 = (t0) // (3)
-                t2 = t1
-                t3 = tf.range(tf.cast(t2, tf.int64))
-                output_0 = _gather(value, t3, -1)
-                t4 = tf.range(tf.cast(t2, tf.int64))
-                t5 = t1 + t4
-                output_1 = _gather(value, t5, -1)
-                t6 = tf.range(tf.cast(t2, tf.int64))
-                t7 = 2 * t1 + t6
-                output_2 = _gather(value, t7, -1)
-                output = (output_0, output_1, output_2)
-            elif num_split == 3 and axis == -2:
-                t0 = tf.shape(value, out_type=tf.int64)[-2]
-                t1 = (t0) // (3)
-                t2 = t1
-                t3 = tf.range(tf.cast(t2, tf.int64))
-                output_0 = _gather(value, t3, -2)
-                t4 = tf.range(tf.cast(t2, tf.int64))
-                t5 = t1 + t4
-                output_1 = _gather(value, t5, -2)
-                t6 = tf.range(tf.cast(t2, tf.int64))
-                t7 = 2 * t1 + t6
-                output_2 = _gather(value, t7, -2)
-                output = (output_0, output_1, output_2)
-            else:
-                raise ValueError(
-                    f"Split: unsupported attributes num_split={num_split!r}, axis={axis!r}"
-                )
-
-        def backward(*grad_output):
-            return split_vjp(grad_output, value, output, num_split=num_split, axis=axis)
-
+            return output, backward
+        # else the declared formula
+        if num_split == 2 and axis == -1:
+            t0 = tf.shape(value, out_type=tf.int64)[-1]
+            t1 = (t0) // (2)
+            t2 = t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            output_0 = _gather(value, t3, -1)
+            t4 = tf.range(tf.cast(t2, tf.int64))
+            t5 = t1 + t4
+            output_1 = _gather(value, t5, -1)
+            output = (output_0, output_1)
+        elif num_split == 2 and axis == -2:
+            t0 = tf.shape(value, out_type=tf.int64)[-2]
+            t1 = (t0) // (2)
+            t2 = t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            output_0 = _gather(value, t3, -2)
+            t4 = tf.range(tf.cast(t2, tf.int64))
+            t5 = t1 + t4
+            output_1 = _gather(value, t5, -2)
+            output = (output_0, output_1)
+        elif num_split == 3 and axis == -1:
+            t0 = tf.shape(value, out_type=tf.int64)[-1]
+            t1 = (t0) // (3)
+            t2 = t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            output_0 = _gather(value, t3, -1)
+            t4 = tf.range(tf.cast(t2, tf.int64))
+            t5 = t1 + t4
+            output_1 = _gather(value, t5, -1)
+            t6 = tf.range(tf.cast(t2, tf.int64))
+            t7 = 2 * t1 + t6
+            output_2 = _gather(value, t7, -1)
+            output = (output_0, output_1, output_2)
+        elif num_split == 3 and axis == -2:
+            t0 = tf.shape(value, out_type=tf.int64)[-2]
+            t1 = (t0) // (3)
+            t2 = t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            output_0 = _gather(value, t3, -2)
+            t4 = tf.range(tf.cast(t2, tf.int64))
+            t5 = t1 + t4
+            output_1 = _gather(value, t5, -2)
+            t6 = tf.range(tf.cast(t2, tf.int64))
+            t7 = 2 * t1 + t6
+            output_2 = _gather(value, t7, -2)
+            output = (output_0, output_1, output_2)
+        else:
+            raise ValueError(
+                f"Split: unsupported attributes num_split={num_split!r}, axis={axis!r}"
+            )
         return output, backward
 
     return forward(value)
@@ -509,6 +509,11 @@ def split_v(value, *, num_split=2, axis=-1, size_splits):
 
     @tf.custom_gradient
     def forward(value):
+        def backward(*grad_output):
+            return split_v_vjp(
+                grad_output, value, output, num_split=num_split, axis=axis, size_splits=size_splits
+            )
+
         kernel_outputs = (
             _tf_kernel("SplitV", 1, {"value": value}, kernel_attrs, list_output=True)
             if (num_split, axis) in ((2, -1), (2, -2), (3, -1), (3, -2))
@@ -516,125 +521,100 @@ def split_v(value, *, num_split=2, axis=-1, size_splits):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if num_split == 2 and axis == -1:
-                t0 = tf.shape(value, out_type=tf.int64)[-1]
-                t1 = tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                output_0 = _gather(value, t2, -1)
-                t3 = tf.where(tf.equal(size_splits[1], -1), -size_splits[0] + t0, size_splits[1])
-                t4 = tf.range(tf.cast(t3, tf.int64))
-                t5 = t4 + tf.where(
-                    tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0]
-                )
-                output_1 = _gather(value, t5, -1)
-                output = (output_0, output_1)
-            elif num_split == 2 and axis == -2:
-                t0 = tf.shape(value, out_type=tf.int64)[-2]
-                t1 = tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                output_0 = _gather(value, t2, -2)
-                t3 = tf.where(tf.equal(size_splits[1], -1), -size_splits[0] + t0, size_splits[1])
-                t4 = tf.range(tf.cast(t3, tf.int64))
-                t5 = t4 + tf.where(
-                    tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0]
-                )
-                output_1 = _gather(value, t5, -2)
-                output = (output_0, output_1)
-            elif num_split == 3 and axis == -1:
-                t0 = tf.shape(value, out_type=tf.int64)[-1]
-                t1 = tf.where(
-                    tf.equal(size_splits[0], -1),
-                    -size_splits[1] - size_splits[2] + t0,
-                    size_splits[0],
-                )
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                output_0 = _gather(value, t2, -1)
-                t3 = tf.where(
-                    tf.equal(size_splits[1], -1),
-                    -size_splits[0] - size_splits[2] + t0,
-                    size_splits[1],
-                )
-                t4 = tf.range(tf.cast(t3, tf.int64))
-                t5 = t4 + tf.where(
-                    tf.equal(size_splits[0], -1),
-                    -size_splits[1] - size_splits[2] + t0,
-                    size_splits[0],
-                )
-                output_1 = _gather(value, t5, -1)
-                t6 = tf.where(
-                    tf.equal(size_splits[2], -1),
-                    -size_splits[0] - size_splits[1] + t0,
-                    size_splits[2],
-                )
-                t7 = tf.range(tf.cast(t6, tf.int64))
-                t8 = (
-                    t7
-                    + tf.where(
-                        tf.equal(size_splits[1], -1),
-                        -size_splits[0] - size_splits[2] + t0,
-                        size_splits[1],
-                    )
-                    + tf.where(
-                        tf.equal(size_splits[0], -1),
-                        -size_splits[1] - size_splits[2] + t0,
-                        size_splits[0],
-                    )
-                )
-                output_2 = _gather(value, t8, -1)
-                output = (output_0, output_1, output_2)
-            elif num_split == 3 and axis == -2:
-                t0 = tf.shape(value, out_type=tf.int64)[-2]
-                t1 = tf.where(
-                    tf.equal(size_splits[0], -1),
-                    -size_splits[1] - size_splits[2] + t0,
-                    size_splits[0],
-                )
-                t2 = tf.range(tf.cast(t1, tf.int64))
-                output_0 = _gather(value, t2, -2)
-                t3 = tf.where(
-                    tf.equal(size_splits[1], -1),
-                    -size_splits[0] - size_splits[2] + t0,
-                    size_splits[1],
-                )
-                t4 = tf.range(tf.cast(t3, tf.int64))
-                t5 = t4 + tf.where(
-                    tf.equal(size_splits[0], -1),
-                    -size_splits[1] - size_splits[2] + t0,
-                    size_splits[0],
-                )
-                output_1 = _gather(value, t5, -2)
-                t6 = tf.where(
-                    tf.equal(size_splits[2], -1),
-                    -size_splits[0] - size_splits[1] + t0,
-                    size_splits[2],
-                )
-                t7 = tf.range(tf.cast(t6, tf.int64))
-                t8 = (
-                    t7
-                    + tf.where(
-                        tf.equal(size_splits[1], -1),
-                        -size_splits[0] - size_splits[2] + t0,
-                        size_splits[1],
-                    )
-                    + tf.where(
-                        tf.equal(size_splits[0], -1),
-                        -size_splits[1] - size_splits[2] + t0,
-                        size_splits[0],
-                    )
-                )
-                output_2 = _gather(value, t8, -2)
-                output = (output_0, output_1, output_2)
-            else:
-                raise ValueError(
-                    f"SplitV: unsupported attributes num_split={num_split!r}, axis={axis!r}"
-                )
-
-        def backward(*grad_output):
-            return split_v_vjp(
-                grad_output, value, output, num_split=num_split, axis=axis, size_splits=size_splits
+            return output, backward
+        # else the declared formula
+        if num_split == 2 and axis == -1:
+            t0 = tf.shape(value, out_type=tf.int64)[-1]
+            t1 = tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            output_0 = _gather(value, t2, -1)
+            t3 = tf.where(tf.equal(size_splits[1], -1), -size_splits[0] + t0, size_splits[1])
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4 + tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
+            output_1 = _gather(value, t5, -1)
+            output = (output_0, output_1)
+        elif num_split == 2 and axis == -2:
+            t0 = tf.shape(value, out_type=tf.int64)[-2]
+            t1 = tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            output_0 = _gather(value, t2, -2)
+            t3 = tf.where(tf.equal(size_splits[1], -1), -size_splits[0] + t0, size_splits[1])
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4 + tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
+            output_1 = _gather(value, t5, -2)
+            output = (output_0, output_1)
+        elif num_split == 3 and axis == -1:
+            t0 = tf.shape(value, out_type=tf.int64)[-1]
+            t1 = tf.where(
+                tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t0, size_splits[0]
             )
-
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            output_0 = _gather(value, t2, -1)
+            t3 = tf.where(
+                tf.equal(size_splits[1], -1), -size_splits[0] - size_splits[2] + t0, size_splits[1]
+            )
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4 + tf.where(
+                tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t0, size_splits[0]
+            )
+            output_1 = _gather(value, t5, -1)
+            t6 = tf.where(
+                tf.equal(size_splits[2], -1), -size_splits[0] - size_splits[1] + t0, size_splits[2]
+            )
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = (
+                t7
+                + tf.where(
+                    tf.equal(size_splits[1], -1),
+                    -size_splits[0] - size_splits[2] + t0,
+                    size_splits[1],
+                )
+                + tf.where(
+                    tf.equal(size_splits[0], -1),
+                    -size_splits[1] - size_splits[2] + t0,
+                    size_splits[0],
+                )
+            )
+            output_2 = _gather(value, t8, -1)
+            output = (output_0, output_1, output_2)
+        elif num_split == 3 and axis == -2:
+            t0 = tf.shape(value, out_type=tf.int64)[-2]
+            t1 = tf.where(
+                tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t0, size_splits[0]
+            )
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            output_0 = _gather(value, t2, -2)
+            t3 = tf.where(
+                tf.equal(size_splits[1], -1), -size_splits[0] - size_splits[2] + t0, size_splits[1]
+            )
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4 + tf.where(
+                tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t0, size_splits[0]
+            )
+            output_1 = _gather(value, t5, -2)
+            t6 = tf.where(
+                tf.equal(size_splits[2], -1), -size_splits[0] - size_splits[1] + t0, size_splits[2]
+            )
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = (
+                t7
+                + tf.where(
+                    tf.equal(size_splits[1], -1),
+                    -size_splits[0] - size_splits[2] + t0,
+                    size_splits[1],
+                )
+                + tf.where(
+                    tf.equal(size_splits[0], -1),
+                    -size_splits[1] - size_splits[2] + t0,
+                    size_splits[0],
+                )
+            )
+            output_2 = _gather(value, t8, -2)
+            output = (output_0, output_1, output_2)
+        else:
+            raise ValueError(
+                f"SplitV: unsupported attributes num_split={num_split!r}, axis={axis!r}"
+            )
         return output, backward
 
     return forward(value)
@@ -729,6 +709,9 @@ def pack(*values, axis=-1):
 
     @tf.custom_gradient
     def forward(*values):
+        def backward(grad):
+            return pack_vjp(grad, *values, output=output, axis=axis)
+
         kernel_outputs = (
             _tf_kernel("Pack", 1, {"values": values}, kernel_attrs)
             if (N, axis) in ((2, -1), (2, -2), (2, -3), (3, -1), (3, -2), (3, -3))
@@ -736,31 +719,28 @@ def pack(*values, axis=-1):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if N == 2 and axis == -1:
-                values_0, values_1 = values
-                output = tf.stack([values_0, values_1], axis=-1)
-            elif N == 2 and axis == -2:
-                values_0, values_1 = values
-                output = tf.stack([values_0, values_1], axis=-2)
-            elif N == 2 and axis == -3:
-                values_0, values_1 = values
-                output = tf.stack([values_0, values_1], axis=-3)
-            elif N == 3 and axis == -1:
-                values_0, values_1, values_2 = values
-                output = tf.stack([values_0, values_1, values_2], axis=-1)
-            elif N == 3 and axis == -2:
-                values_0, values_1, values_2 = values
-                output = tf.stack([values_0, values_1, values_2], axis=-2)
-            elif N == 3 and axis == -3:
-                values_0, values_1, values_2 = values
-                output = tf.stack([values_0, values_1, values_2], axis=-3)
-            else:
-                raise ValueError(f"Pack: unsupported attributes N={N!r}, axis={axis!r}")
-
-        def backward(grad):
-            return pack_vjp(grad, *values, output=output, axis=axis)
-
+            return output, backward
+        # else the declared formula
+        if N == 2 and axis == -1:
+            values_0, values_1 = values
+            output = tf.stack([values_0, values_1], axis=-1)
+        elif N == 2 and axis == -2:
+            values_0, values_1 = values
+            output = tf.stack([values_0, values_1], axis=-2)
+        elif N == 2 and axis == -3:
+            values_0, values_1 = values
+            output = tf.stack([values_0, values_1], axis=-3)
+        elif N == 3 and axis == -1:
+            values_0, values_1, values_2 = values
+            output = tf.stack([values_0, values_1, values_2], axis=-1)
+        elif N == 3 and axis == -2:
+            values_0, values_1, values_2 = values
+            output = tf.stack([values_0, values_1, values_2], axis=-2)
+        elif N == 3 and axis == -3:
+            values_0, values_1, values_2 = values
+            output = tf.stack([values_0, values_1, values_2], axis=-3)
+        else:
+            raise ValueError(f"Pack: unsupported attributes N={N!r}, axis={axis!r}")
         return output, backward
 
     return forward(*values)
@@ -810,6 +790,9 @@ def unpack(value, *, num=2, axis=-1):
 
     @tf.custom_gradient
     def forward(value):
+        def backward(*grad_output):
+            return unpack_vjp(grad_output, value, output, num=num, axis=axis)
+
         kernel_outputs = (
             _tf_kernel("Unpack", 1, {"value": value}, kernel_attrs, list_output=True)
             if (num, axis) in ((2, -1), (2, -2), (2, -3), (3, -1), (3, -2), (3, -3))
@@ -817,55 +800,52 @@ def unpack(value, *, num=2, axis=-1):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if num == 2 and axis == -1:
-                t0 = 0
-                output_0 = _gather(value, t0, -1)
-                t1 = 1
-                output_1 = _gather(value, t1, -1)
-                output = (output_0, output_1)
-            elif num == 2 and axis == -2:
-                t0 = 0
-                output_0 = _gather(value, t0, -2)
-                t1 = 1
-                output_1 = _gather(value, t1, -2)
-                output = (output_0, output_1)
-            elif num == 2 and axis == -3:
-                t0 = 0
-                output_0 = _gather(value, t0, -3)
-                t1 = 1
-                output_1 = _gather(value, t1, -3)
-                output = (output_0, output_1)
-            elif num == 3 and axis == -1:
-                t0 = 0
-                output_0 = _gather(value, t0, -1)
-                t1 = 1
-                output_1 = _gather(value, t1, -1)
-                t2 = 2
-                output_2 = _gather(value, t2, -1)
-                output = (output_0, output_1, output_2)
-            elif num == 3 and axis == -2:
-                t0 = 0
-                output_0 = _gather(value, t0, -2)
-                t1 = 1
-                output_1 = _gather(value, t1, -2)
-                t2 = 2
-                output_2 = _gather(value, t2, -2)
-                output = (output_0, output_1, output_2)
-            elif num == 3 and axis == -3:
-                t0 = 0
-                output_0 = _gather(value, t0, -3)
-                t1 = 1
-                output_1 = _gather(value, t1, -3)
-                t2 = 2
-                output_2 = _gather(value, t2, -3)
-                output = (output_0, output_1, output_2)
-            else:
-                raise ValueError(f"Unpack: unsupported attributes num={num!r}, axis={axis!r}")
-
-        def backward(*grad_output):
-            return unpack_vjp(grad_output, value, output, num=num, axis=axis)
-
+            return output, backward
+        # else the declared formula
+        if num == 2 and axis == -1:
+            t0 = 0
+            output_0 = _gather(value, t0, -1)
+            t1 = 1
+            output_1 = _gather(value, t1, -1)
+            output = (output_0, output_1)
+        elif num == 2 and axis == -2:
+            t0 = 0
+            output_0 = _gather(value, t0, -2)
+            t1 = 1
+            output_1 = _gather(value, t1, -2)
+            output = (output_0, output_1)
+        elif num == 2 and axis == -3:
+            t0 = 0
+            output_0 = _gather(value, t0, -3)
+            t1 = 1
+            output_1 = _gather(value, t1, -3)
+            output = (output_0, output_1)
+        elif num == 3 and axis == -1:
+            t0 = 0
+            output_0 = _gather(value, t0, -1)
+            t1 = 1
+            output_1 = _gather(value, t1, -1)
+            t2 = 2
+            output_2 = _gather(value, t2, -1)
+            output = (output_0, output_1, output_2)
+        elif num == 3 and axis == -2:
+            t0 = 0
+            output_0 = _gather(value, t0, -2)
+            t1 = 1
+            output_1 = _gather(value, t1, -2)
+            t2 = 2
+            output_2 = _gather(value, t2, -2)
+            output = (output_0, output_1, output_2)
+        elif num == 3 and axis == -3:
+            t0 = 0
+            output_0 = _gather(value, t0, -3)
+            t1 = 1
+            output_1 = _gather(value, t1, -3)
+            t2 = 2
+            output_2 = _gather(value, t2, -3)
+            output = (output_0, output_1, output_2)
+        else:
+            raise ValueError(f"Unpack: unsupported attributes num={num!r}, axis={axis!r}")
         return output, backward
 
     return forward(value)
@@ -911,24 +891,24 @@ def add_n(*inputs):
 
     @tf.custom_gradient
     def forward(*inputs):
+        def backward(grad):
+            return add_n_vjp(grad, *inputs, sum=sum)
+
         kernel_outputs = (
             _tf_kernel("AddN", 1, {"inputs": inputs}, kernel_attrs) if N in (2, 3) else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             sum = kernel_outputs[0]
-        else:  # the declared formula
-            if N == 2:
-                inputs_0, inputs_1 = inputs
-                sum = inputs_0 + inputs_1
-            elif N == 3:
-                inputs_0, inputs_1, inputs_2 = inputs
-                sum = inputs_0 + inputs_1 + inputs_2
-            else:
-                raise ValueError(f"AddN: unsupported attributes N={N!r}")
-
-        def backward(grad):
-            return add_n_vjp(grad, *inputs, sum=sum)
-
+            return sum, backward
+        # else the declared formula
+        if N == 2:
+            inputs_0, inputs_1 = inputs
+            sum = inputs_0 + inputs_1
+        elif N == 3:
+            inputs_0, inputs_1, inputs_2 = inputs
+            sum = inputs_0 + inputs_1 + inputs_2
+        else:
+            raise ValueError(f"AddN: unsupported attributes N={N!r}")
         return sum, backward
 
     return forward(*inputs)

@@ -131,17 +131,17 @@ def softmax(logits):
 
     @tf.custom_gradient
     def forward(logits):
-        kernel_outputs = _tf_kernel("Softmax", 1, {"logits": logits}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            softmax = kernel_outputs[0]
-        else:  # the declared formula
-            sum1 = tf.reduce_sum(tf.math.exp(logits), axis=-1)
-            t0 = sum1[..., None]
-            softmax = tf.math.exp(logits) / t0
-
         def backward(grad):
             return softmax_vjp(grad, logits, softmax)
 
+        kernel_outputs = _tf_kernel("Softmax", 1, {"logits": logits}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            softmax = kernel_outputs[0]
+            return softmax, backward
+        # else the declared formula
+        sum1 = tf.reduce_sum(tf.math.exp(logits), axis=-1)
+        t0 = sum1[..., None]
+        softmax = tf.math.exp(logits) / t0
         return softmax, backward
 
     return forward(logits)
@@ -167,17 +167,17 @@ def log_softmax(logits):
 
     @tf.custom_gradient
     def forward(logits):
-        kernel_outputs = _tf_kernel("LogSoftmax", 1, {"logits": logits}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            logsoftmax = kernel_outputs[0]
-        else:  # the declared formula
-            sum1 = tf.reduce_sum(tf.math.exp(logits), axis=-1)
-            t0 = sum1[..., None]
-            logsoftmax = logits - tf.math.log(t0)
-
         def backward(grad):
             return log_softmax_vjp(grad, logits, logsoftmax)
 
+        kernel_outputs = _tf_kernel("LogSoftmax", 1, {"logits": logits}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            logsoftmax = kernel_outputs[0]
+            return logsoftmax, backward
+        # else the declared formula
+        sum1 = tf.reduce_sum(tf.math.exp(logits), axis=-1)
+        t0 = sum1[..., None]
+        logsoftmax = logits - tf.math.log(t0)
         return logsoftmax, backward
 
     return forward(logits)
@@ -202,16 +202,16 @@ def l2_loss(t):
 
     @tf.custom_gradient
     def forward(t):
-        kernel_outputs = _tf_kernel("L2Loss", 1, {"t": t}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-        else:  # the declared formula
-            t0 = tf.reduce_sum(t**2)
-            output = (1 / 2) * t0
-
         def backward(grad):
             return l2_loss_vjp(grad, t, output)
 
+        kernel_outputs = _tf_kernel("L2Loss", 1, {"t": t}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = tf.reduce_sum(t**2)
+        output = (1 / 2) * t0
         return output, backward
 
     return forward(t)
@@ -245,24 +245,24 @@ def softmax_cross_entropy_with_logits(features, labels):
 
     @tf.custom_gradient
     def forward(features, labels):
-        kernel_outputs = _tf_kernel(
-            "SoftmaxCrossEntropyWithLogits", 2, {"features": features, "labels": labels}, {}
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            loss, backprop = kernel_outputs
-        else:  # the declared formula
-            sum1 = tf.reduce_sum(tf.math.exp(features), axis=-1)
-            t0 = tf.reduce_sum(features * labels, axis=-1)
-            t1 = tf.reduce_sum(labels, axis=-1)
-            loss = -t0 + t1 * tf.math.log(sum1)
-            t2 = sum1[..., None]
-            backprop = -labels + tf.math.exp(features) / t2
-
         def backward(grad_loss, grad_backprop):
             return softmax_cross_entropy_with_logits_vjp(
                 grad_loss, grad_backprop, features, labels, loss, backprop
             )
 
+        kernel_outputs = _tf_kernel(
+            "SoftmaxCrossEntropyWithLogits", 2, {"features": features, "labels": labels}, {}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            loss, backprop = kernel_outputs
+            return (loss, backprop), backward
+        # else the declared formula
+        sum1 = tf.reduce_sum(tf.math.exp(features), axis=-1)
+        t0 = tf.reduce_sum(features * labels, axis=-1)
+        t1 = tf.reduce_sum(labels, axis=-1)
+        loss = -t0 + t1 * tf.math.log(sum1)
+        t2 = sum1[..., None]
+        backprop = -labels + tf.math.exp(features) / t2
         return (loss, backprop), backward
 
     return forward(features, labels)
@@ -294,6 +294,9 @@ def bias_add(value, bias, *, data_format="NHWC"):
 
     @tf.custom_gradient
     def forward(value, bias):
+        def backward(grad):
+            return bias_add_vjp(grad, value, bias, output, data_format=data_format)
+
         kernel_outputs = (
             _tf_kernel("BiasAdd", 1, {"value": value, "bias": bias}, {"data_format": data_format})
             if data_format in ("NHWC", "NCHW")
@@ -301,18 +304,15 @@ def bias_add(value, bias, *, data_format="NHWC"):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if data_format == "NHWC":
-                output = bias + value
-            elif data_format == "NCHW":
-                t0 = bias[..., None, None]
-                output = t0 + value
-            else:
-                raise ValueError(f"BiasAdd: unsupported attributes data_format={data_format!r}")
-
-        def backward(grad):
-            return bias_add_vjp(grad, value, bias, output, data_format=data_format)
-
+            return output, backward
+        # else the declared formula
+        if data_format == "NHWC":
+            output = bias + value
+        elif data_format == "NCHW":
+            t0 = bias[..., None, None]
+            output = t0 + value
+        else:
+            raise ValueError(f"BiasAdd: unsupported attributes data_format={data_format!r}")
         return output, backward
 
     return forward(value, bias)
@@ -348,23 +348,23 @@ def cross(a, b):
 
     @tf.custom_gradient
     def forward(a, b):
-        kernel_outputs = _tf_kernel("Cross", 1, {"a": a, "b": b}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            product = kernel_outputs[0]
-        else:  # the declared formula
-            t0 = tf.constant(
-                [
-                    [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
-                    [[0, 0, -1], [0, 0, 0], [1, 0, 0]],
-                    [[0, 1, 0], [-1, 0, 0], [0, 0, 0]],
-                ],
-                dtype=a.dtype,
-            )
-            product = tf.einsum("...a,...b,cab->...c", a, b, t0)
-
         def backward(grad):
             return cross_vjp(grad, a, b, product)
 
+        kernel_outputs = _tf_kernel("Cross", 1, {"a": a, "b": b}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            product = kernel_outputs[0]
+            return product, backward
+        # else the declared formula
+        t0 = tf.constant(
+            [
+                [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
+                [[0, 0, -1], [0, 0, 0], [1, 0, 0]],
+                [[0, 1, 0], [-1, 0, 0], [0, 0, 0]],
+            ],
+            dtype=a.dtype,
+        )
+        product = tf.einsum("...a,...b,cab->...c", a, b, t0)
         return product, backward
 
     return forward(a, b)
@@ -390,15 +390,15 @@ def bias_add_v1(value, bias):
 
     @tf.custom_gradient
     def forward(value, bias):
-        kernel_outputs = _tf_kernel("BiasAddV1", 1, {"value": value, "bias": bias}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-        else:  # the declared formula
-            output = bias + value
-
         def backward(grad):
             return bias_add_v1_vjp(grad, value, bias, output)
 
+        kernel_outputs = _tf_kernel("BiasAddV1", 1, {"value": value, "bias": bias}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        output = bias + value
         return output, backward
 
     return forward(value, bias)
@@ -431,6 +431,9 @@ def bias_add_backprop(out_backprop, *, data_format="NHWC"):
 
     @tf.custom_gradient
     def forward(out_backprop):
+        def backward(grad):
+            return bias_add_backprop_vjp(grad, out_backprop, output, data_format=data_format)
+
         kernel_outputs = (
             _tf_kernel(
                 "BiasAddGrad", 1, {"out_backprop": out_backprop}, {"data_format": data_format}
@@ -440,17 +443,14 @@ def bias_add_backprop(out_backprop, *, data_format="NHWC"):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if data_format == "NHWC":
-                output = tf.reduce_sum(out_backprop, axis=tf.range(tf.rank(out_backprop) - 1))
-            elif data_format == "NCHW":
-                output = tf.reduce_sum(out_backprop, axis=[-4, -2, -1])
-            else:
-                raise ValueError(f"BiasAddGrad: unsupported attributes data_format={data_format!r}")
-
-        def backward(grad):
-            return bias_add_backprop_vjp(grad, out_backprop, output, data_format=data_format)
-
+            return output, backward
+        # else the declared formula
+        if data_format == "NHWC":
+            output = tf.reduce_sum(out_backprop, axis=tf.range(tf.rank(out_backprop) - 1))
+        elif data_format == "NCHW":
+            output = tf.reduce_sum(out_backprop, axis=[-4, -2, -1])
+        else:
+            raise ValueError(f"BiasAddGrad: unsupported attributes data_format={data_format!r}")
         return output, backward
 
     return forward(out_backprop)

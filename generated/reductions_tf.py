@@ -159,6 +159,9 @@ def reduce_sum(input, *, axis=-1, keep_dims=False):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return reduce_sum_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
+
         kernel_outputs = (
             _tf_kernel("Sum", 1, {"input": input}, kernel_attrs)
             if (axis, keep_dims)
@@ -167,27 +170,22 @@ def reduce_sum(input, *, axis=-1, keep_dims=False):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if axis == -1 and not keep_dims:
-                output = tf.reduce_sum(input, axis=-1)
-            elif axis == -1 and keep_dims:
-                output = tf.reduce_sum(input, axis=-1, keepdims=True)
-            elif axis == -2 and not keep_dims:
-                output = tf.reduce_sum(input, axis=-2)
-            elif axis == -2 and keep_dims:
-                output = tf.reduce_sum(input, axis=-2, keepdims=True)
-            elif axis == -3 and not keep_dims:
-                output = tf.reduce_sum(input, axis=-3)
-            elif axis == -3 and keep_dims:
-                output = tf.reduce_sum(input, axis=-3, keepdims=True)
-            else:
-                raise ValueError(
-                    f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
-                )
-
-        def backward(grad):
-            return reduce_sum_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
-
+            return output, backward
+        # else the declared formula
+        if axis == -1 and not keep_dims:
+            output = tf.reduce_sum(input, axis=-1)
+        elif axis == -1 and keep_dims:
+            output = tf.reduce_sum(input, axis=-1, keepdims=True)
+        elif axis == -2 and not keep_dims:
+            output = tf.reduce_sum(input, axis=-2)
+        elif axis == -2 and keep_dims:
+            output = tf.reduce_sum(input, axis=-2, keepdims=True)
+        elif axis == -3 and not keep_dims:
+            output = tf.reduce_sum(input, axis=-3)
+        elif axis == -3 and keep_dims:
+            output = tf.reduce_sum(input, axis=-3, keepdims=True)
+        else:
+            raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
         return output, backward
 
     return forward(input)
@@ -245,6 +243,9 @@ def reduce_mean(input, *, axis=-1, keep_dims=False):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return reduce_mean_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
+
         kernel_outputs = (
             _tf_kernel("Mean", 1, {"input": input}, kernel_attrs)
             if (axis, keep_dims)
@@ -253,39 +254,34 @@ def reduce_mean(input, *, axis=-1, keep_dims=False):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if axis == -1 and not keep_dims:
-                t0 = tf.cast(tf.shape(input)[-1], input.dtype)
-                t1 = tf.reduce_sum(input, axis=-1)
-                output = t1 / t0
-            elif axis == -1 and keep_dims:
-                t0 = tf.cast(tf.shape(input)[-1], input.dtype)
-                t1 = tf.reduce_sum(input, axis=-1, keepdims=True)
-                output = t1 / t0
-            elif axis == -2 and not keep_dims:
-                t0 = tf.cast(tf.shape(input)[-2], input.dtype)
-                t1 = tf.reduce_sum(input, axis=-2)
-                output = t1 / t0
-            elif axis == -2 and keep_dims:
-                t0 = tf.cast(tf.shape(input)[-2], input.dtype)
-                t1 = tf.reduce_sum(input, axis=-2, keepdims=True)
-                output = t1 / t0
-            elif axis == -3 and not keep_dims:
-                t0 = tf.cast(tf.shape(input)[-3], input.dtype)
-                t1 = tf.reduce_sum(input, axis=-3)
-                output = t1 / t0
-            elif axis == -3 and keep_dims:
-                t0 = tf.cast(tf.shape(input)[-3], input.dtype)
-                t1 = tf.reduce_sum(input, axis=-3, keepdims=True)
-                output = t1 / t0
-            else:
-                raise ValueError(
-                    f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
-                )
-
-        def backward(grad):
-            return reduce_mean_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
-
+            return output, backward
+        # else the declared formula
+        if axis == -1 and not keep_dims:
+            t0 = tf.cast(tf.shape(input)[-1], input.dtype)
+            t1 = tf.reduce_sum(input, axis=-1)
+            output = t1 / t0
+        elif axis == -1 and keep_dims:
+            t0 = tf.cast(tf.shape(input)[-1], input.dtype)
+            t1 = tf.reduce_sum(input, axis=-1, keepdims=True)
+            output = t1 / t0
+        elif axis == -2 and not keep_dims:
+            t0 = tf.cast(tf.shape(input)[-2], input.dtype)
+            t1 = tf.reduce_sum(input, axis=-2)
+            output = t1 / t0
+        elif axis == -2 and keep_dims:
+            t0 = tf.cast(tf.shape(input)[-2], input.dtype)
+            t1 = tf.reduce_sum(input, axis=-2, keepdims=True)
+            output = t1 / t0
+        elif axis == -3 and not keep_dims:
+            t0 = tf.cast(tf.shape(input)[-3], input.dtype)
+            t1 = tf.reduce_sum(input, axis=-3)
+            output = t1 / t0
+        elif axis == -3 and keep_dims:
+            t0 = tf.cast(tf.shape(input)[-3], input.dtype)
+            t1 = tf.reduce_sum(input, axis=-3, keepdims=True)
+            output = t1 / t0
+        else:
+            raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
         return output, backward
 
     return forward(input)
@@ -342,6 +338,9 @@ def euclidean_norm(input, *, axis=-1, keep_dims=False):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return euclidean_norm_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
+
         kernel_outputs = (
             _tf_kernel("EuclideanNorm", 1, {"input": input}, kernel_attrs)
             if (axis, keep_dims)
@@ -350,36 +349,33 @@ def euclidean_norm(input, *, axis=-1, keep_dims=False):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if axis == -1 and not keep_dims:
-                sum1 = tf.reduce_sum(input**2, axis=-1)
-                output = tf.math.sqrt(sum1)
-            elif axis == -1 and keep_dims:
-                sum1 = tf.reduce_sum(input**2, axis=-1)
-                t0 = sum1[..., None]
-                output = tf.math.sqrt(t0)
-            elif axis == -2 and not keep_dims:
-                sum1 = tf.reduce_sum(input**2, axis=-2)
-                output = tf.math.sqrt(sum1)
-            elif axis == -2 and keep_dims:
-                sum1 = tf.reduce_sum(input**2, axis=-2)
-                t0 = sum1[..., None, :]
-                output = tf.math.sqrt(t0)
-            elif axis == -3 and not keep_dims:
-                sum1 = tf.reduce_sum(input**2, axis=-3)
-                output = tf.math.sqrt(sum1)
-            elif axis == -3 and keep_dims:
-                sum1 = tf.reduce_sum(input**2, axis=-3)
-                t0 = sum1[..., None, :, :]
-                output = tf.math.sqrt(t0)
-            else:
-                raise ValueError(
-                    f"EuclideanNorm: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
-                )
-
-        def backward(grad):
-            return euclidean_norm_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
-
+            return output, backward
+        # else the declared formula
+        if axis == -1 and not keep_dims:
+            sum1 = tf.reduce_sum(input**2, axis=-1)
+            output = tf.math.sqrt(sum1)
+        elif axis == -1 and keep_dims:
+            sum1 = tf.reduce_sum(input**2, axis=-1)
+            t0 = sum1[..., None]
+            output = tf.math.sqrt(t0)
+        elif axis == -2 and not keep_dims:
+            sum1 = tf.reduce_sum(input**2, axis=-2)
+            output = tf.math.sqrt(sum1)
+        elif axis == -2 and keep_dims:
+            sum1 = tf.reduce_sum(input**2, axis=-2)
+            t0 = sum1[..., None, :]
+            output = tf.math.sqrt(t0)
+        elif axis == -3 and not keep_dims:
+            sum1 = tf.reduce_sum(input**2, axis=-3)
+            output = tf.math.sqrt(sum1)
+        elif axis == -3 and keep_dims:
+            sum1 = tf.reduce_sum(input**2, axis=-3)
+            t0 = sum1[..., None, :, :]
+            output = tf.math.sqrt(t0)
+        else:
+            raise ValueError(
+                f"EuclideanNorm: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
+            )
         return output, backward
 
     return forward(input)
@@ -407,16 +403,16 @@ def reduce_log_sum_exp(input):
 
     @tf.custom_gradient
     def forward(input):
-        kernel_outputs = _tf_kernel("ReduceLogSumExp", 1, {"input": input}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-        else:  # the declared formula
-            sum1 = tf.reduce_sum(tf.math.exp(input), axis=-1)
-            output = tf.math.log(sum1)
-
         def backward(grad):
             return reduce_log_sum_exp_vjp(grad, input, output)
 
+        kernel_outputs = _tf_kernel("ReduceLogSumExp", 1, {"input": input}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        sum1 = tf.reduce_sum(tf.math.exp(input), axis=-1)
+        output = tf.math.log(sum1)
         return output, backward
 
     return forward(input)
@@ -480,6 +476,9 @@ def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
 
     @tf.custom_gradient
     def forward(x):
+        def backward(grad):
+            return cumsum_vjp(grad, x, out, axis=axis, exclusive=exclusive, reverse=reverse)
+
         kernel_outputs = (
             _tf_kernel("Cumsum", 1, {"x": x}, kernel_attrs)
             if (axis, exclusive, reverse)
@@ -501,39 +500,36 @@ def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             out = kernel_outputs[0]
-        else:  # the declared formula
-            if axis == -1 and not exclusive and not reverse:
-                out = tf.math.cumsum(x, axis=-1)
-            elif axis == -1 and not exclusive and reverse:
-                out = tf.math.cumsum(x, axis=-1, reverse=True)
-            elif axis == -1 and exclusive and not reverse:
-                out = tf.math.cumsum(x, axis=-1, exclusive=True)
-            elif axis == -1 and exclusive and reverse:
-                out = tf.math.cumsum(x, axis=-1, exclusive=True, reverse=True)
-            elif axis == -2 and not exclusive and not reverse:
-                out = tf.math.cumsum(x, axis=-2)
-            elif axis == -2 and not exclusive and reverse:
-                out = tf.math.cumsum(x, axis=-2, reverse=True)
-            elif axis == -2 and exclusive and not reverse:
-                out = tf.math.cumsum(x, axis=-2, exclusive=True)
-            elif axis == -2 and exclusive and reverse:
-                out = tf.math.cumsum(x, axis=-2, exclusive=True, reverse=True)
-            elif axis == -3 and not exclusive and not reverse:
-                out = tf.math.cumsum(x, axis=-3)
-            elif axis == -3 and not exclusive and reverse:
-                out = tf.math.cumsum(x, axis=-3, reverse=True)
-            elif axis == -3 and exclusive and not reverse:
-                out = tf.math.cumsum(x, axis=-3, exclusive=True)
-            elif axis == -3 and exclusive and reverse:
-                out = tf.math.cumsum(x, axis=-3, exclusive=True, reverse=True)
-            else:
-                raise ValueError(
-                    f"Cumsum: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
-                )
-
-        def backward(grad):
-            return cumsum_vjp(grad, x, out, axis=axis, exclusive=exclusive, reverse=reverse)
-
+            return out, backward
+        # else the declared formula
+        if axis == -1 and not exclusive and not reverse:
+            out = tf.math.cumsum(x, axis=-1)
+        elif axis == -1 and not exclusive and reverse:
+            out = tf.math.cumsum(x, axis=-1, reverse=True)
+        elif axis == -1 and exclusive and not reverse:
+            out = tf.math.cumsum(x, axis=-1, exclusive=True)
+        elif axis == -1 and exclusive and reverse:
+            out = tf.math.cumsum(x, axis=-1, exclusive=True, reverse=True)
+        elif axis == -2 and not exclusive and not reverse:
+            out = tf.math.cumsum(x, axis=-2)
+        elif axis == -2 and not exclusive and reverse:
+            out = tf.math.cumsum(x, axis=-2, reverse=True)
+        elif axis == -2 and exclusive and not reverse:
+            out = tf.math.cumsum(x, axis=-2, exclusive=True)
+        elif axis == -2 and exclusive and reverse:
+            out = tf.math.cumsum(x, axis=-2, exclusive=True, reverse=True)
+        elif axis == -3 and not exclusive and not reverse:
+            out = tf.math.cumsum(x, axis=-3)
+        elif axis == -3 and not exclusive and reverse:
+            out = tf.math.cumsum(x, axis=-3, reverse=True)
+        elif axis == -3 and exclusive and not reverse:
+            out = tf.math.cumsum(x, axis=-3, exclusive=True)
+        elif axis == -3 and exclusive and reverse:
+            out = tf.math.cumsum(x, axis=-3, exclusive=True, reverse=True)
+        else:
+            raise ValueError(
+                f"Cumsum: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
+            )
         return out, backward
 
     return forward(x)
@@ -597,6 +593,9 @@ def reduce_prod(input, *, axis=-1, keep_dims=False):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return reduce_prod_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
+
         kernel_outputs = (
             _tf_kernel("Prod", 1, {"input": input}, kernel_attrs)
             if (axis, keep_dims)
@@ -605,27 +604,22 @@ def reduce_prod(input, *, axis=-1, keep_dims=False):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if axis == -1 and not keep_dims:
-                output = tf.reduce_prod(input, axis=-1)
-            elif axis == -1 and keep_dims:
-                output = tf.reduce_prod(input, axis=-1, keepdims=True)
-            elif axis == -2 and not keep_dims:
-                output = tf.reduce_prod(input, axis=-2)
-            elif axis == -2 and keep_dims:
-                output = tf.reduce_prod(input, axis=-2, keepdims=True)
-            elif axis == -3 and not keep_dims:
-                output = tf.reduce_prod(input, axis=-3)
-            elif axis == -3 and keep_dims:
-                output = tf.reduce_prod(input, axis=-3, keepdims=True)
-            else:
-                raise ValueError(
-                    f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
-                )
-
-        def backward(grad):
-            return reduce_prod_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
-
+            return output, backward
+        # else the declared formula
+        if axis == -1 and not keep_dims:
+            output = tf.reduce_prod(input, axis=-1)
+        elif axis == -1 and keep_dims:
+            output = tf.reduce_prod(input, axis=-1, keepdims=True)
+        elif axis == -2 and not keep_dims:
+            output = tf.reduce_prod(input, axis=-2)
+        elif axis == -2 and keep_dims:
+            output = tf.reduce_prod(input, axis=-2, keepdims=True)
+        elif axis == -3 and not keep_dims:
+            output = tf.reduce_prod(input, axis=-3)
+        elif axis == -3 and keep_dims:
+            output = tf.reduce_prod(input, axis=-3, keepdims=True)
+        else:
+            raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
         return output, backward
 
     return forward(input)
@@ -746,6 +740,9 @@ def reduce_max(input, *, axis=-1, keep_dims=False):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return reduce_max_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
+
         kernel_outputs = (
             _tf_kernel("Max", 1, {"input": input}, kernel_attrs)
             if (axis, keep_dims)
@@ -754,27 +751,22 @@ def reduce_max(input, *, axis=-1, keep_dims=False):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if axis == -1 and not keep_dims:
-                output = tf.reduce_max(input, axis=-1)
-            elif axis == -1 and keep_dims:
-                output = tf.reduce_max(input, axis=-1, keepdims=True)
-            elif axis == -2 and not keep_dims:
-                output = tf.reduce_max(input, axis=-2)
-            elif axis == -2 and keep_dims:
-                output = tf.reduce_max(input, axis=-2, keepdims=True)
-            elif axis == -3 and not keep_dims:
-                output = tf.reduce_max(input, axis=-3)
-            elif axis == -3 and keep_dims:
-                output = tf.reduce_max(input, axis=-3, keepdims=True)
-            else:
-                raise ValueError(
-                    f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
-                )
-
-        def backward(grad):
-            return reduce_max_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
-
+            return output, backward
+        # else the declared formula
+        if axis == -1 and not keep_dims:
+            output = tf.reduce_max(input, axis=-1)
+        elif axis == -1 and keep_dims:
+            output = tf.reduce_max(input, axis=-1, keepdims=True)
+        elif axis == -2 and not keep_dims:
+            output = tf.reduce_max(input, axis=-2)
+        elif axis == -2 and keep_dims:
+            output = tf.reduce_max(input, axis=-2, keepdims=True)
+        elif axis == -3 and not keep_dims:
+            output = tf.reduce_max(input, axis=-3)
+        elif axis == -3 and keep_dims:
+            output = tf.reduce_max(input, axis=-3, keepdims=True)
+        else:
+            raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
         return output, backward
 
     return forward(input)
@@ -895,6 +887,9 @@ def reduce_min(input, *, axis=-1, keep_dims=False):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return reduce_min_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
+
         kernel_outputs = (
             _tf_kernel("Min", 1, {"input": input}, kernel_attrs)
             if (axis, keep_dims)
@@ -903,27 +898,22 @@ def reduce_min(input, *, axis=-1, keep_dims=False):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if axis == -1 and not keep_dims:
-                output = tf.reduce_min(input, axis=-1)
-            elif axis == -1 and keep_dims:
-                output = tf.reduce_min(input, axis=-1, keepdims=True)
-            elif axis == -2 and not keep_dims:
-                output = tf.reduce_min(input, axis=-2)
-            elif axis == -2 and keep_dims:
-                output = tf.reduce_min(input, axis=-2, keepdims=True)
-            elif axis == -3 and not keep_dims:
-                output = tf.reduce_min(input, axis=-3)
-            elif axis == -3 and keep_dims:
-                output = tf.reduce_min(input, axis=-3, keepdims=True)
-            else:
-                raise ValueError(
-                    f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
-                )
-
-        def backward(grad):
-            return reduce_min_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
-
+            return output, backward
+        # else the declared formula
+        if axis == -1 and not keep_dims:
+            output = tf.reduce_min(input, axis=-1)
+        elif axis == -1 and keep_dims:
+            output = tf.reduce_min(input, axis=-1, keepdims=True)
+        elif axis == -2 and not keep_dims:
+            output = tf.reduce_min(input, axis=-2)
+        elif axis == -2 and keep_dims:
+            output = tf.reduce_min(input, axis=-2, keepdims=True)
+        elif axis == -3 and not keep_dims:
+            output = tf.reduce_min(input, axis=-3)
+        elif axis == -3 and keep_dims:
+            output = tf.reduce_min(input, axis=-3, keepdims=True)
+        else:
+            raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
         return output, backward
 
     return forward(input)
@@ -1302,6 +1292,9 @@ def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
 
     @tf.custom_gradient
     def forward(x):
+        def backward(grad):
+            return cumprod_vjp(grad, x, out, axis=axis, exclusive=exclusive, reverse=reverse)
+
         kernel_outputs = (
             _tf_kernel("Cumprod", 1, {"x": x}, kernel_attrs)
             if (axis, exclusive, reverse)
@@ -1323,39 +1316,36 @@ def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             out = kernel_outputs[0]
-        else:  # the declared formula
-            if axis == -1 and not exclusive and not reverse:
-                out = tf.math.cumprod(x, axis=-1)
-            elif axis == -1 and not exclusive and reverse:
-                out = tf.math.cumprod(x, axis=-1, reverse=True)
-            elif axis == -1 and exclusive and not reverse:
-                out = tf.math.cumprod(x, axis=-1, exclusive=True)
-            elif axis == -1 and exclusive and reverse:
-                out = tf.math.cumprod(x, axis=-1, exclusive=True, reverse=True)
-            elif axis == -2 and not exclusive and not reverse:
-                out = tf.math.cumprod(x, axis=-2)
-            elif axis == -2 and not exclusive and reverse:
-                out = tf.math.cumprod(x, axis=-2, reverse=True)
-            elif axis == -2 and exclusive and not reverse:
-                out = tf.math.cumprod(x, axis=-2, exclusive=True)
-            elif axis == -2 and exclusive and reverse:
-                out = tf.math.cumprod(x, axis=-2, exclusive=True, reverse=True)
-            elif axis == -3 and not exclusive and not reverse:
-                out = tf.math.cumprod(x, axis=-3)
-            elif axis == -3 and not exclusive and reverse:
-                out = tf.math.cumprod(x, axis=-3, reverse=True)
-            elif axis == -3 and exclusive and not reverse:
-                out = tf.math.cumprod(x, axis=-3, exclusive=True)
-            elif axis == -3 and exclusive and reverse:
-                out = tf.math.cumprod(x, axis=-3, exclusive=True, reverse=True)
-            else:
-                raise ValueError(
-                    f"Cumprod: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
-                )
-
-        def backward(grad):
-            return cumprod_vjp(grad, x, out, axis=axis, exclusive=exclusive, reverse=reverse)
-
+            return out, backward
+        # else the declared formula
+        if axis == -1 and not exclusive and not reverse:
+            out = tf.math.cumprod(x, axis=-1)
+        elif axis == -1 and not exclusive and reverse:
+            out = tf.math.cumprod(x, axis=-1, reverse=True)
+        elif axis == -1 and exclusive and not reverse:
+            out = tf.math.cumprod(x, axis=-1, exclusive=True)
+        elif axis == -1 and exclusive and reverse:
+            out = tf.math.cumprod(x, axis=-1, exclusive=True, reverse=True)
+        elif axis == -2 and not exclusive and not reverse:
+            out = tf.math.cumprod(x, axis=-2)
+        elif axis == -2 and not exclusive and reverse:
+            out = tf.math.cumprod(x, axis=-2, reverse=True)
+        elif axis == -2 and exclusive and not reverse:
+            out = tf.math.cumprod(x, axis=-2, exclusive=True)
+        elif axis == -2 and exclusive and reverse:
+            out = tf.math.cumprod(x, axis=-2, exclusive=True, reverse=True)
+        elif axis == -3 and not exclusive and not reverse:
+            out = tf.math.cumprod(x, axis=-3)
+        elif axis == -3 and not exclusive and reverse:
+            out = tf.math.cumprod(x, axis=-3, reverse=True)
+        elif axis == -3 and exclusive and not reverse:
+            out = tf.math.cumprod(x, axis=-3, exclusive=True)
+        elif axis == -3 and exclusive and reverse:
+            out = tf.math.cumprod(x, axis=-3, exclusive=True, reverse=True)
+        else:
+            raise ValueError(
+                f"Cumprod: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
+            )
         return out, backward
 
     return forward(x)
@@ -1420,6 +1410,9 @@ def cumulative_logsumexp(x, *, axis=-1, reverse=False):
 
     @tf.custom_gradient
     def forward(x):
+        def backward(grad):
+            return cumulative_logsumexp_vjp(grad, x, out, axis=axis, reverse=reverse)
+
         kernel_outputs = (
             _tf_kernel("CumulativeLogsumexp", 1, {"x": x}, kernel_attrs)
             if (axis, reverse)
@@ -1428,33 +1421,30 @@ def cumulative_logsumexp(x, *, axis=-1, reverse=False):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             out = kernel_outputs[0]
-        else:  # the declared formula
-            if axis == -1 and not reverse:
-                sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1)
-                out = tf.math.log(sum1)
-            elif axis == -1 and reverse:
-                sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1, reverse=True)
-                out = tf.math.log(sum1)
-            elif axis == -2 and not reverse:
-                sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2)
-                out = tf.math.log(sum1)
-            elif axis == -2 and reverse:
-                sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2, reverse=True)
-                out = tf.math.log(sum1)
-            elif axis == -3 and not reverse:
-                sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3)
-                out = tf.math.log(sum1)
-            elif axis == -3 and reverse:
-                sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3, reverse=True)
-                out = tf.math.log(sum1)
-            else:
-                raise ValueError(
-                    f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
-                )
-
-        def backward(grad):
-            return cumulative_logsumexp_vjp(grad, x, out, axis=axis, reverse=reverse)
-
+            return out, backward
+        # else the declared formula
+        if axis == -1 and not reverse:
+            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1)
+            out = tf.math.log(sum1)
+        elif axis == -1 and reverse:
+            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1, reverse=True)
+            out = tf.math.log(sum1)
+        elif axis == -2 and not reverse:
+            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2)
+            out = tf.math.log(sum1)
+        elif axis == -2 and reverse:
+            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2, reverse=True)
+            out = tf.math.log(sum1)
+        elif axis == -3 and not reverse:
+            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3)
+            out = tf.math.log(sum1)
+        elif axis == -3 and reverse:
+            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3, reverse=True)
+            out = tf.math.log(sum1)
+        else:
+            raise ValueError(
+                f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
+            )
         return out, backward
 
     return forward(x)

@@ -150,6 +150,9 @@ def expand_dims(input, *, axis=-1):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return expand_dims_vjp(grad, input, output, axis=axis)
+
         kernel_outputs = (
             _tf_kernel("ExpandDims", 1, {"input": input}, {"axis": axis})
             if axis in (-1, -2, -3)
@@ -157,19 +160,16 @@ def expand_dims(input, *, axis=-1):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if axis == -1:
-                output = input[..., None]
-            elif axis == -2:
-                output = input[..., None, :]
-            elif axis == -3:
-                output = input[..., None, :, :]
-            else:
-                raise ValueError(f"ExpandDims: unsupported attributes axis={axis!r}")
-
-        def backward(grad):
-            return expand_dims_vjp(grad, input, output, axis=axis)
-
+            return output, backward
+        # else the declared formula
+        if axis == -1:
+            output = input[..., None]
+        elif axis == -2:
+            output = input[..., None, :]
+        elif axis == -3:
+            output = input[..., None, :, :]
+        else:
+            raise ValueError(f"ExpandDims: unsupported attributes axis={axis!r}")
         return output, backward
 
     return forward(input)
@@ -199,15 +199,15 @@ def broadcast_to(input, *, shape):
 
     @tf.custom_gradient
     def forward(input):
-        kernel_outputs = _tf_kernel("BroadcastTo", 1, {"input": input}, kernel_attrs)
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-        else:  # the declared formula
-            output = tf.broadcast_to(input, shape)
-
         def backward(grad):
             return broadcast_to_vjp(grad, input, output, shape=shape)
 
+        kernel_outputs = _tf_kernel("BroadcastTo", 1, {"input": input}, kernel_attrs)
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        output = tf.broadcast_to(input, shape)
         return output, backward
 
     return forward(input)

@@ -162,6 +162,11 @@ def space_to_depth(input, *, data_format="NHWC", block_size):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return space_to_depth_vjp(
+                grad, input, output, data_format=data_format, block_size=block_size
+            )
+
         kernel_outputs = (
             _tf_kernel(
                 "SpaceToDepth",
@@ -174,48 +179,41 @@ def space_to_depth(input, *, data_format="NHWC", block_size):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if data_format == "NHWC":
-                t0 = block_size
-                input_split = tf.reshape(
-                    input,
-                    tf.concat(
-                        [
-                            tf.shape(input, out_type=tf.int64)[:-3],
-                            tf.cast([-1, t0], tf.int64),
-                            tf.shape(input, out_type=tf.int64)[-2:],
-                        ],
-                        0,
-                    ),
-                )
-                input_split = tf.reshape(
-                    input_split,
-                    tf.concat(
-                        [
-                            tf.shape(input_split, out_type=tf.int64)[:-2],
-                            tf.cast([-1, t0], tf.int64),
-                            tf.shape(input_split, out_type=tf.int64)[-1:],
-                        ],
-                        0,
-                    ),
-                )
-                t1 = tf.transpose(input_split, perm=[0, 1, 3, 2, 4, 5])
-                t2 = tf.shape(input_split, out_type=tf.int64)[-6]
-                t3 = tf.shape(input_split, out_type=tf.int64)[-5]
-                t4 = tf.shape(input_split, out_type=tf.int64)[-3]
-                t5 = tf.shape(input_split, out_type=tf.int64)[-4]
-                t6 = tf.shape(input_split, out_type=tf.int64)[-1]
-                output = tf.reshape(t1, [t2, t3, t4, t5 * t5 * t6])
-            else:
-                raise ValueError(
-                    f"SpaceToDepth: unsupported attributes data_format={data_format!r}"
-                )
-
-        def backward(grad):
-            return space_to_depth_vjp(
-                grad, input, output, data_format=data_format, block_size=block_size
+            return output, backward
+        # else the declared formula
+        if data_format == "NHWC":
+            t0 = block_size
+            input_split = tf.reshape(
+                input,
+                tf.concat(
+                    [
+                        tf.shape(input, out_type=tf.int64)[:-3],
+                        tf.cast([-1, t0], tf.int64),
+                        tf.shape(input, out_type=tf.int64)[-2:],
+                    ],
+                    0,
+                ),
             )
-
+            input_split = tf.reshape(
+                input_split,
+                tf.concat(
+                    [
+                        tf.shape(input_split, out_type=tf.int64)[:-2],
+                        tf.cast([-1, t0], tf.int64),
+                        tf.shape(input_split, out_type=tf.int64)[-1:],
+                    ],
+                    0,
+                ),
+            )
+            t1 = tf.transpose(input_split, perm=[0, 1, 3, 2, 4, 5])
+            t2 = tf.shape(input_split, out_type=tf.int64)[-6]
+            t3 = tf.shape(input_split, out_type=tf.int64)[-5]
+            t4 = tf.shape(input_split, out_type=tf.int64)[-3]
+            t5 = tf.shape(input_split, out_type=tf.int64)[-4]
+            t6 = tf.shape(input_split, out_type=tf.int64)[-1]
+            output = tf.reshape(t1, [t2, t3, t4, t5 * t5 * t6])
+        else:
+            raise ValueError(f"SpaceToDepth: unsupported attributes data_format={data_format!r}")
         return output, backward
 
     return forward(input)
@@ -284,6 +282,11 @@ def depth_to_space(input, *, data_format="NHWC", block_size):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return depth_to_space_vjp(
+                grad, input, output, data_format=data_format, block_size=block_size
+            )
+
         kernel_outputs = (
             _tf_kernel(
                 "DepthToSpace",
@@ -296,33 +299,25 @@ def depth_to_space(input, *, data_format="NHWC", block_size):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
-        else:  # the declared formula
-            if data_format == "NHWC":
-                t0 = block_size
-                input_split = tf.reshape(
-                    input,
-                    tf.concat(
-                        [tf.shape(input, out_type=tf.int64)[:-1], tf.cast([t0, t0, -1], tf.int64)],
-                        0,
-                    ),
-                )
-                t1 = tf.transpose(input_split, perm=[0, 1, 3, 2, 4, 5])
-                t2 = tf.shape(input_split, out_type=tf.int64)[-6]
-                t3 = tf.shape(input_split, out_type=tf.int64)[-5]
-                t4 = tf.shape(input_split, out_type=tf.int64)[-3]
-                t5 = tf.shape(input_split, out_type=tf.int64)[-4]
-                t6 = tf.shape(input_split, out_type=tf.int64)[-1]
-                output = tf.reshape(t1, [t2, t3 * t4, t5 * t4, t6])
-            else:
-                raise ValueError(
-                    f"DepthToSpace: unsupported attributes data_format={data_format!r}"
-                )
-
-        def backward(grad):
-            return depth_to_space_vjp(
-                grad, input, output, data_format=data_format, block_size=block_size
+            return output, backward
+        # else the declared formula
+        if data_format == "NHWC":
+            t0 = block_size
+            input_split = tf.reshape(
+                input,
+                tf.concat(
+                    [tf.shape(input, out_type=tf.int64)[:-1], tf.cast([t0, t0, -1], tf.int64)], 0
+                ),
             )
-
+            t1 = tf.transpose(input_split, perm=[0, 1, 3, 2, 4, 5])
+            t2 = tf.shape(input_split, out_type=tf.int64)[-6]
+            t3 = tf.shape(input_split, out_type=tf.int64)[-5]
+            t4 = tf.shape(input_split, out_type=tf.int64)[-3]
+            t5 = tf.shape(input_split, out_type=tf.int64)[-4]
+            t6 = tf.shape(input_split, out_type=tf.int64)[-1]
+            output = tf.reshape(t1, [t2, t3 * t4, t5 * t4, t6])
+        else:
+            raise ValueError(f"DepthToSpace: unsupported attributes data_format={data_format!r}")
         return output, backward
 
     return forward(input)

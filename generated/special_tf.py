@@ -124,15 +124,15 @@ def lgamma(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Lgamma", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.lgamma(x)
-
         def backward(grad):
             return lgamma_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Lgamma", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.lgamma(x)
         return y, backward
 
     return forward(x)
@@ -157,15 +157,15 @@ def digamma(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Digamma", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.digamma(x)
-
         def backward(grad):
             return digamma_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Digamma", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.digamma(x)
         return y, backward
 
     return forward(x)
@@ -190,15 +190,15 @@ def polygamma(a, x):
 
     @tf.custom_gradient
     def forward(a, x):
-        kernel_outputs = _tf_kernel("Polygamma", 1, {"a": a, "x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = tf.math.polygamma(a, x)
-
         def backward(grad):
             return polygamma_vjp(grad, a, x, z)
 
+        kernel_outputs = _tf_kernel("Polygamma", 1, {"a": a, "x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.math.polygamma(a, x)
         return z, backward
 
     return forward(a, x)
@@ -223,15 +223,15 @@ def zeta(x, q):
 
     @tf.custom_gradient
     def forward(x, q):
-        kernel_outputs = _tf_kernel("Zeta", 1, {"x": x, "q": q}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-        else:  # the declared formula
-            z = tf.math.zeta(x, q)
-
         def backward(grad):
             return zeta_vjp(grad, x, q, z)
 
+        kernel_outputs = _tf_kernel("Zeta", 1, {"x": x, "q": q}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.math.zeta(x, q)
         return z, backward
 
     return forward(x, q)
@@ -256,15 +256,15 @@ def erfinv(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Erfinv", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.erfinv(x)
-
         def backward(grad):
             return erfinv_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Erfinv", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.erfinv(x)
         return y, backward
 
     return forward(x)
@@ -289,15 +289,15 @@ def ndtri(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Ndtri", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = 1.4142135623730951 * tf.math.erfinv(2 * x - 1)
-
         def backward(grad):
             return ndtri_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Ndtri", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = 1.4142135623730951 * tf.math.erfinv(2 * x - 1)
         return y, backward
 
     return forward(x)
@@ -322,15 +322,15 @@ def dawsn(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Dawsn", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.special.dawsn(x)
-
         def backward(grad):
             return dawsn_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Dawsn", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.dawsn(x)
         return y, backward
 
     return forward(x)
@@ -355,15 +355,15 @@ def expint(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Expint", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.where(x >= 0, tf.math.special.expint(x), tf.constant(math.nan, x.dtype))
-
         def backward(grad):
             return expint_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Expint", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.where(x >= 0, tf.math.special.expint(x), tf.constant(math.nan, x.dtype))
         return y, backward
 
     return forward(x)
@@ -388,15 +388,15 @@ def fresnel_cos(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("FresnelCos", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.special.fresnel_cos(x)
-
         def backward(grad):
             return fresnel_cos_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("FresnelCos", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.fresnel_cos(x)
         return y, backward
 
     return forward(x)
@@ -421,15 +421,15 @@ def fresnel_sin(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("FresnelSin", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.special.fresnel_sin(x)
-
         def backward(grad):
             return fresnel_sin_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("FresnelSin", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.fresnel_sin(x)
         return y, backward
 
     return forward(x)
@@ -455,15 +455,15 @@ def spence(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Spence", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.where(tf.equal(x, 1), 1 - x, tf.math.special.spence(x))
-
         def backward(grad):
             return spence_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Spence", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.where(tf.equal(x, 1), 1 - x, tf.math.special.spence(x))
         return y, backward
 
     return forward(x)
@@ -488,15 +488,15 @@ def bessel_i0(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("BesselI0", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.special.bessel_i0(x)
-
         def backward(grad):
             return bessel_i0_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselI0", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.bessel_i0(x)
         return y, backward
 
     return forward(x)
@@ -529,15 +529,15 @@ def bessel_i1(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("BesselI1", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.special.bessel_i1(x)
-
         def backward(grad):
             return bessel_i1_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselI1", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.bessel_i1(x)
         return y, backward
 
     return forward(x)
@@ -564,15 +564,15 @@ def bessel_i0e(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("BesselI0e", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.exp(-tf.math.abs(x)) * tf.math.special.bessel_i0(x)
-
         def backward(grad):
             return bessel_i0e_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselI0e", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.exp(-tf.math.abs(x)) * tf.math.special.bessel_i0(x)
         return y, backward
 
     return forward(x)
@@ -609,15 +609,15 @@ def bessel_i1e(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("BesselI1e", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.exp(-tf.math.abs(x)) * tf.math.special.bessel_i1(x)
-
         def backward(grad):
             return bessel_i1e_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselI1e", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.exp(-tf.math.abs(x)) * tf.math.special.bessel_i1(x)
         return y, backward
 
     return forward(x)
@@ -642,15 +642,15 @@ def bessel_j0(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("BesselJ0", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.special.bessel_j0(x)
-
         def backward(grad):
             return bessel_j0_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselJ0", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.bessel_j0(x)
         return y, backward
 
     return forward(x)
@@ -684,15 +684,15 @@ def bessel_j1(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("BesselJ1", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.special.bessel_j1(x)
-
         def backward(grad):
             return bessel_j1_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselJ1", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.bessel_j1(x)
         return y, backward
 
     return forward(x)
@@ -717,15 +717,15 @@ def bessel_k0(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("BesselK0", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.special.bessel_k0(x)
-
         def backward(grad):
             return bessel_k0_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselK0", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.bessel_k0(x)
         return y, backward
 
     return forward(x)
@@ -753,15 +753,15 @@ def bessel_k1(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("BesselK1", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.special.bessel_k1(x)
-
         def backward(grad):
             return bessel_k1_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselK1", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.bessel_k1(x)
         return y, backward
 
     return forward(x)
@@ -786,15 +786,15 @@ def bessel_k0e(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("BesselK0e", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.exp(x) * tf.math.special.bessel_k0(x)
-
         def backward(grad):
             return bessel_k0e_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselK0e", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.exp(x) * tf.math.special.bessel_k0(x)
         return y, backward
 
     return forward(x)
@@ -826,15 +826,15 @@ def bessel_k1e(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("BesselK1e", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.exp(x) * tf.math.special.bessel_k1(x)
-
         def backward(grad):
             return bessel_k1e_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselK1e", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.exp(x) * tf.math.special.bessel_k1(x)
         return y, backward
 
     return forward(x)
@@ -859,15 +859,15 @@ def bessel_y0(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("BesselY0", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.special.bessel_y0(x)
-
         def backward(grad):
             return bessel_y0_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselY0", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.bessel_y0(x)
         return y, backward
 
     return forward(x)
@@ -895,15 +895,15 @@ def bessel_y1(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("BesselY1", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.special.bessel_y1(x)
-
         def backward(grad):
             return bessel_y1_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselY1", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.bessel_y1(x)
         return y, backward
 
     return forward(x)

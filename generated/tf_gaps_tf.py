@@ -126,17 +126,17 @@ def softsign_grad(gradients, features):
 
     @tf.custom_gradient
     def forward(gradients, features):
+        def backward(grad):
+            return softsign_grad_vjp(grad, gradients, features, backprops)
+
         kernel_outputs = _tf_kernel(
             "SoftsignGrad", 1, {"gradients": gradients, "features": features}, {}
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             backprops = kernel_outputs[0]
-        else:  # the declared formula
-            backprops = gradients / (tf.math.abs(features) + 1) ** 2
-
-        def backward(grad):
-            return softsign_grad_vjp(grad, gradients, features, backprops)
-
+            return backprops, backward
+        # else the declared formula
+        backprops = gradients / (tf.math.abs(features) + 1) ** 2
         return backprops, backward
 
     return forward(gradients, features)

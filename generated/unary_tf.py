@@ -115,15 +115,15 @@ def sigmoid(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Sigmoid", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = 1 / (1 + tf.math.exp(-x))
-
         def backward(grad):
             return sigmoid_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Sigmoid", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = 1 / (1 + tf.math.exp(-x))
         return y, backward
 
     return forward(x)
@@ -149,15 +149,15 @@ def tanh(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Tanh", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.tanh(x)
-
         def backward(grad):
             return tanh_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Tanh", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.tanh(x)
         return y, backward
 
     return forward(x)
@@ -183,15 +183,15 @@ def exp(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Exp", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.exp(x)
-
         def backward(grad):
             return exp_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Exp", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.exp(x)
         return y, backward
 
     return forward(x)
@@ -217,15 +217,15 @@ def log(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Log", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.log(x)
-
         def backward(grad):
             return log_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Log", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.log(x)
         return y, backward
 
     return forward(x)
@@ -251,15 +251,15 @@ def log1p(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Log1p", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.log1p(x)
-
         def backward(grad):
             return log1p_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Log1p", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.log1p(x)
         return y, backward
 
     return forward(x)
@@ -285,15 +285,15 @@ def expm1(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Expm1", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.expm1(x)
-
         def backward(grad):
             return expm1_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Expm1", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.expm1(x)
         return y, backward
 
     return forward(x)
@@ -319,15 +319,15 @@ def sqrt(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Sqrt", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.sqrt(x)
-
         def backward(grad):
             return sqrt_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Sqrt", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.sqrt(x)
         return y, backward
 
     return forward(x)
@@ -353,15 +353,15 @@ def rsqrt(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Rsqrt", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = 1 / tf.math.sqrt(x)
-
         def backward(grad):
             return rsqrt_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Rsqrt", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = 1 / tf.math.sqrt(x)
         return y, backward
 
     return forward(x)
@@ -387,15 +387,15 @@ def reciprocal(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Reciprocal", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = 1 / x
-
         def backward(grad):
             return reciprocal_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Reciprocal", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = 1 / x
         return y, backward
 
     return forward(x)
@@ -421,15 +421,15 @@ def inv(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Inv", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = 1 / x
-
         def backward(grad):
             return inv_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Inv", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = 1 / x
         return y, backward
 
     return forward(x)
@@ -455,15 +455,15 @@ def square(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Square", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = x**2
-
         def backward(grad):
             return square_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Square", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = x**2
         return y, backward
 
     return forward(x)
@@ -489,15 +489,15 @@ def sin(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Sin", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.sin(x)
-
         def backward(grad):
             return sin_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Sin", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.sin(x)
         return y, backward
 
     return forward(x)
@@ -523,15 +523,15 @@ def cos(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Cos", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.cos(x)
-
         def backward(grad):
             return cos_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Cos", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.cos(x)
         return y, backward
 
     return forward(x)
@@ -557,15 +557,15 @@ def tan(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Tan", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.tan(x)
-
         def backward(grad):
             return tan_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Tan", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.tan(x)
         return y, backward
 
     return forward(x)
@@ -591,15 +591,15 @@ def asin(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Asin", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.asin(x)
-
         def backward(grad):
             return asin_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Asin", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.asin(x)
         return y, backward
 
     return forward(x)
@@ -625,15 +625,15 @@ def acos(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Acos", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.acos(x)
-
         def backward(grad):
             return acos_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Acos", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.acos(x)
         return y, backward
 
     return forward(x)
@@ -659,15 +659,15 @@ def atan(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Atan", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.atan(x)
-
         def backward(grad):
             return atan_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Atan", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.atan(x)
         return y, backward
 
     return forward(x)
@@ -693,15 +693,15 @@ def sinh(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Sinh", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.sinh(x)
-
         def backward(grad):
             return sinh_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Sinh", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.sinh(x)
         return y, backward
 
     return forward(x)
@@ -727,15 +727,15 @@ def cosh(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Cosh", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.cosh(x)
-
         def backward(grad):
             return cosh_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Cosh", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.cosh(x)
         return y, backward
 
     return forward(x)
@@ -761,15 +761,15 @@ def asinh(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Asinh", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.asinh(x)
-
         def backward(grad):
             return asinh_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Asinh", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.asinh(x)
         return y, backward
 
     return forward(x)
@@ -795,15 +795,15 @@ def acosh(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Acosh", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.acosh(x)
-
         def backward(grad):
             return acosh_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Acosh", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.acosh(x)
         return y, backward
 
     return forward(x)
@@ -829,15 +829,15 @@ def atanh(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Atanh", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.atanh(x)
-
         def backward(grad):
             return atanh_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Atanh", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.atanh(x)
         return y, backward
 
     return forward(x)
@@ -862,15 +862,15 @@ def erf(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Erf", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.erf(x)
-
         def backward(grad):
             return erf_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Erf", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.erf(x)
         return y, backward
 
     return forward(x)
@@ -895,15 +895,15 @@ def erfc(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Erfc", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.erfc(x)
-
         def backward(grad):
             return erfc_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Erfc", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.erfc(x)
         return y, backward
 
     return forward(x)
@@ -928,19 +928,19 @@ def softplus(features):
 
     @tf.custom_gradient
     def forward(features):
-        kernel_outputs = _tf_kernel("Softplus", 1, {"features": features}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            activations = kernel_outputs[0]
-        else:  # the declared formula
-            activations = tf.where(
-                features > 0,
-                features + tf.math.log1p(tf.math.exp(-features)),
-                tf.math.log1p(tf.math.exp(features)),
-            )
-
         def backward(grad):
             return softplus_vjp(grad, features, activations)
 
+        kernel_outputs = _tf_kernel("Softplus", 1, {"features": features}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+            return activations, backward
+        # else the declared formula
+        activations = tf.where(
+            features > 0,
+            features + tf.math.log1p(tf.math.exp(-features)),
+            tf.math.log1p(tf.math.exp(features)),
+        )
         return activations, backward
 
     return forward(features)
@@ -966,15 +966,15 @@ def softsign(features):
 
     @tf.custom_gradient
     def forward(features):
-        kernel_outputs = _tf_kernel("Softsign", 1, {"features": features}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            activations = kernel_outputs[0]
-        else:  # the declared formula
-            activations = features / (tf.math.abs(features) + 1)
-
         def backward(grad):
             return softsign_vjp(grad, features, activations)
 
+        kernel_outputs = _tf_kernel("Softsign", 1, {"features": features}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+            return activations, backward
+        # else the declared formula
+        activations = features / (tf.math.abs(features) + 1)
         return activations, backward
 
     return forward(features)
@@ -999,15 +999,15 @@ def relu(features):
 
     @tf.custom_gradient
     def forward(features):
-        kernel_outputs = _tf_kernel("Relu", 1, {"features": features}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            activations = kernel_outputs[0]
-        else:  # the declared formula
-            activations = tf.where(features > 0, features, tf.constant(0, features.dtype))
-
         def backward(grad):
             return relu_vjp(grad, features, activations)
 
+        kernel_outputs = _tf_kernel("Relu", 1, {"features": features}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+            return activations, backward
+        # else the declared formula
+        activations = tf.where(features > 0, features, tf.constant(0, features.dtype))
         return activations, backward
 
     return forward(features)
@@ -1032,19 +1032,19 @@ def relu6(features):
 
     @tf.custom_gradient
     def forward(features):
-        kernel_outputs = _tf_kernel("Relu6", 1, {"features": features}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            activations = kernel_outputs[0]
-        else:  # the declared formula
-            activations = tf.where(
-                features <= 0,
-                tf.constant(0, features.dtype),
-                tf.where(features >= 6, tf.constant(6, features.dtype), features),
-            )
-
         def backward(grad):
             return relu6_vjp(grad, features, activations)
 
+        kernel_outputs = _tf_kernel("Relu6", 1, {"features": features}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+            return activations, backward
+        # else the declared formula
+        activations = tf.where(
+            features <= 0,
+            tf.constant(0, features.dtype),
+            tf.where(features >= 6, tf.constant(6, features.dtype), features),
+        )
         return activations, backward
 
     return forward(features)
@@ -1069,15 +1069,15 @@ def elu(features):
 
     @tf.custom_gradient
     def forward(features):
-        kernel_outputs = _tf_kernel("Elu", 1, {"features": features}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            activations = kernel_outputs[0]
-        else:  # the declared formula
-            activations = tf.where(features > 0, features, tf.math.expm1(features))
-
         def backward(grad):
             return elu_vjp(grad, features, activations)
 
+        kernel_outputs = _tf_kernel("Elu", 1, {"features": features}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+            return activations, backward
+        # else the declared formula
+        activations = tf.where(features > 0, features, tf.math.expm1(features))
         return activations, backward
 
     return forward(features)
@@ -1104,19 +1104,19 @@ def selu(features):
 
     @tf.custom_gradient
     def forward(features):
-        kernel_outputs = _tf_kernel("Selu", 1, {"features": features}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            activations = kernel_outputs[0]
-        else:  # the declared formula
-            activations = tf.where(
-                features >= 0,
-                1.0507009873554805 * features,
-                1.7580993408473768 * tf.math.expm1(features),
-            )
-
         def backward(grad):
             return selu_vjp(grad, features, activations)
 
+        kernel_outputs = _tf_kernel("Selu", 1, {"features": features}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+            return activations, backward
+        # else the declared formula
+        activations = tf.where(
+            features >= 0,
+            1.0507009873554805 * features,
+            1.7580993408473768 * tf.math.expm1(features),
+        )
         return activations, backward
 
     return forward(features)
@@ -1141,15 +1141,15 @@ def leaky_relu(features, *, alpha=0.2):
 
     @tf.custom_gradient
     def forward(features):
-        kernel_outputs = _tf_kernel("LeakyRelu", 1, {"features": features}, {"alpha": alpha})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            activations = kernel_outputs[0]
-        else:  # the declared formula
-            activations = tf.where(features > 0, features, alpha * features)
-
         def backward(grad):
             return leaky_relu_vjp(grad, features, activations, alpha=alpha)
 
+        kernel_outputs = _tf_kernel("LeakyRelu", 1, {"features": features}, {"alpha": alpha})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+            return activations, backward
+        # else the declared formula
+        activations = tf.where(features > 0, features, alpha * features)
         return activations, backward
 
     return forward(features)
@@ -1174,15 +1174,15 @@ def absolute(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Abs", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.abs(x)
-
         def backward(grad):
             return absolute_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Abs", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.abs(x)
         return y, backward
 
     return forward(x)
@@ -1207,15 +1207,15 @@ def negative(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Neg", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = -x
-
         def backward(grad):
             return negative_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Neg", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = -x
         return y, backward
 
     return forward(x)
@@ -1240,15 +1240,15 @@ def floor(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Floor", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.floor(x)
-
         def backward(grad):
             return floor_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Floor", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.floor(x)
         return y, backward
 
     return forward(x)
@@ -1273,15 +1273,15 @@ def ceil(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Ceil", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.ceil(x)
-
         def backward(grad):
             return ceil_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Ceil", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.ceil(x)
         return y, backward
 
     return forward(x)
@@ -1306,15 +1306,15 @@ def round_to_int(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Rint", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.rint(x)
-
         def backward(grad):
             return round_to_int_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Rint", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.rint(x)
         return y, backward
 
     return forward(x)
@@ -1339,15 +1339,15 @@ def round_half_even(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Round", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.rint(x)
-
         def backward(grad):
             return round_half_even_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Round", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.rint(x)
         return y, backward
 
     return forward(x)
@@ -1372,15 +1372,15 @@ def sign(x):
 
     @tf.custom_gradient
     def forward(x):
-        kernel_outputs = _tf_kernel("Sign", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-        else:  # the declared formula
-            y = tf.math.sign(x)
-
         def backward(grad):
             return sign_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Sign", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.sign(x)
         return y, backward
 
     return forward(x)

@@ -137,6 +137,9 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
 
     @tf.custom_gradient
     def forward(a, b):
+        def backward(grad):
+            return matmul_vjp(grad, a, b, product, transpose_a=transpose_a, transpose_b=transpose_b)
+
         kernel_outputs = (
             _tf_kernel(
                 "MatMul",
@@ -150,23 +153,20 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             product = kernel_outputs[0]
-        else:  # the declared formula
-            if not transpose_a and not transpose_b:
-                product = tf.linalg.matmul(a, b)
-            elif not transpose_a and transpose_b:
-                product = tf.linalg.matmul(a, b, transpose_b=True)
-            elif transpose_a and not transpose_b:
-                product = tf.linalg.matmul(a, b, transpose_a=True)
-            elif transpose_a and transpose_b:
-                product = tf.linalg.matmul(a, b, transpose_a=True, transpose_b=True)
-            else:
-                raise ValueError(
-                    f"MatMul: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
-                )
-
-        def backward(grad):
-            return matmul_vjp(grad, a, b, product, transpose_a=transpose_a, transpose_b=transpose_b)
-
+            return product, backward
+        # else the declared formula
+        if not transpose_a and not transpose_b:
+            product = tf.linalg.matmul(a, b)
+        elif not transpose_a and transpose_b:
+            product = tf.linalg.matmul(a, b, transpose_b=True)
+        elif transpose_a and not transpose_b:
+            product = tf.linalg.matmul(a, b, transpose_a=True)
+        elif transpose_a and transpose_b:
+            product = tf.linalg.matmul(a, b, transpose_a=True, transpose_b=True)
+        else:
+            raise ValueError(
+                f"MatMul: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
+            )
         return product, backward
 
     return forward(a, b)
@@ -212,6 +212,11 @@ def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
 
     @tf.custom_gradient
     def forward(a, b):
+        def backward(grad):
+            return sparse_mat_mul_vjp(
+                grad, a, b, product, transpose_a=transpose_a, transpose_b=transpose_b
+            )
+
         kernel_outputs = (
             _tf_kernel(
                 "SparseMatMul",
@@ -225,25 +230,20 @@ def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             product = kernel_outputs[0]
-        else:  # the declared formula
-            if not transpose_a and not transpose_b:
-                product = tf.linalg.matmul(a, b)
-            elif not transpose_a and transpose_b:
-                product = tf.linalg.matmul(a, b, transpose_b=True)
-            elif transpose_a and not transpose_b:
-                product = tf.linalg.matmul(a, b, transpose_a=True)
-            elif transpose_a and transpose_b:
-                product = tf.linalg.matmul(a, b, transpose_a=True, transpose_b=True)
-            else:
-                raise ValueError(
-                    f"SparseMatMul: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
-                )
-
-        def backward(grad):
-            return sparse_mat_mul_vjp(
-                grad, a, b, product, transpose_a=transpose_a, transpose_b=transpose_b
+            return product, backward
+        # else the declared formula
+        if not transpose_a and not transpose_b:
+            product = tf.linalg.matmul(a, b)
+        elif not transpose_a and transpose_b:
+            product = tf.linalg.matmul(a, b, transpose_b=True)
+        elif transpose_a and not transpose_b:
+            product = tf.linalg.matmul(a, b, transpose_a=True)
+        elif transpose_a and transpose_b:
+            product = tf.linalg.matmul(a, b, transpose_a=True, transpose_b=True)
+        else:
+            raise ValueError(
+                f"SparseMatMul: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
             )
-
         return product, backward
 
     return forward(a, b)
