@@ -1,7 +1,7 @@
 """A whole training step, as users run it: the generated TF wrappers against stock TF ops.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/training_step.py
-        [--steps N] [--quick] [--repeats N] [--train-epochs N] [--json FILE]
+        [--steps N] [--quick | --smoke] [--repeats N] [--train-epochs N] [--json FILE]
         [--generated DIR] [--no-ops] [--profile-max-pool]
 
 Builds two small models twice, once from the generated `tf.custom_gradient` wrappers of
@@ -28,7 +28,8 @@ gradient function, on the same real op), so that an op that dominates shows;
 their test accuracies are printed: the generated model trains.
 
 No time is asserted: the numbers are worth what the machine's load lets them be (the load
-average at the start is printed). `--quick`: fewer repeats and steps, about half a minute.
+average at the start is printed). `--quick`: fewer repeats and steps, about half a minute;
+`--smoke` only checks that it runs (tests/test_benchmarks.py runs it).
 """
 
 from __future__ import annotations
@@ -60,7 +61,11 @@ MODULES = ("matmul", "nn", "unary", "conv")  # generated/<name>_tf.py
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repeats and steps")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="fewer repeats and steps")
+    size.add_argument(
+        "--smoke", action="store_true", help="one step per sample, one repeat, no per-op timing"
+    )
     parser.add_argument("--steps", type=int, help="training steps per timed sample (default 10)")
     parser.add_argument("--repeats", type=int, help="interleaved samples per contender (default 21)")
     parser.add_argument("--train-epochs", type=int, default=20, help="epochs of the accuracy run")
@@ -428,8 +433,10 @@ def load_average() -> str:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    steps = args.steps or (5 if args.quick else 10)
-    repeats = args.repeats or (7 if args.quick else 21)
+    steps = args.steps or (1 if args.smoke else 5 if args.quick else 10)
+    repeats = args.repeats or (1 if args.smoke else 7 if args.quick else 21)
+    if args.smoke:
+        args.no_ops, args.train_epochs = True, 1
     import tensorflow as tf
 
     tf.get_logger().setLevel("ERROR")
