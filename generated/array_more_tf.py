@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,73 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
+    inputs of these dtypes and shapes with these attributes: there the declared formula
+    computes the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    signature = tuple(
+        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
+        for name, value in tensors.items()
+    )
+    key = (op_type, signature, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _runs(raw, signature, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _spec(x):
+    """A tensor's dtype and static shape (None: unknown rank), hashable."""
+    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
+
+
+def _runs(raw, signature, attrs):
+    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
+    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
+    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
+    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
+
+    def zeros(spec):
+        dtype, shape = spec
+        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
+
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            probe = {  # a list input's spec is a tuple of specs
+                name: (
+                    zeros(spec)
+                    if spec and isinstance(spec[0], tf.DType)
+                    else [zeros(s) for s in spec]
+                )
+                for name, spec in signature
+            }
+            raw(**probe, **attrs)
+        except Exception:  # refused: the declared formula
+            return False
+    return True
 
 
 def _string_attr(op, name):
@@ -182,11 +251,23 @@ def tile_grad(op, grad):
 
 def tile(input, *, multiples):
     """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position), with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"multiples": multiples}
     rank = len(input.shape)
     multiples = tf.cast(multiples, tf.int64)
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return tile_vjp(grad, input, output, multiples=multiples)
+
+        kernel_outputs = (
+            _tf_kernel("Tile", 1, {"input": input}, kernel_attrs) if rank in (1, 2, 3, 4) else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if rank == 1:
             t0 = multiples[0]
             t1 = tf.shape(input, out_type=tf.int64)[-1]
@@ -225,10 +306,6 @@ def tile(input, *, multiples):
             )
         else:
             raise ValueError(f"Tile: unsupported attributes rank={rank!r}")
-
-        def backward(grad):
-            return tile_vjp(grad, input, output, multiples=multiples)
-
         return output, backward
 
     return forward(input)
@@ -1250,11 +1327,35 @@ def mirror_pad_grad(op, grad):
 
 def mirror_pad(input, *, mode="REFLECT", paddings):
     """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"mode": mode, "paddings": paddings}
     rank = len(input.shape)
     paddings = tf.cast(paddings, tf.int64)
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return mirror_pad_vjp(grad, input, output, mode=mode, paddings=paddings)
+
+        kernel_outputs = (
+            _tf_kernel("MirrorPad", 1, {"input": input}, kernel_attrs)
+            if (rank, mode)
+            in (
+                (1, "REFLECT"),
+                (1, "SYMMETRIC"),
+                (2, "REFLECT"),
+                (2, "SYMMETRIC"),
+                (3, "REFLECT"),
+                (3, "SYMMETRIC"),
+                (4, "REFLECT"),
+                (4, "SYMMETRIC"),
+            )
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if rank == 1 and mode == "REFLECT":
             t0 = tf.shape(input, out_type=tf.int64)[-1]
             t1 = paddings[0][0] + paddings[0][1] + t0
@@ -2271,10 +2372,6 @@ def mirror_pad(input, *, mode="REFLECT", paddings):
             )
         else:
             raise ValueError(f"MirrorPad: unsupported attributes rank={rank!r}, mode={mode!r}")
-
-        def backward(grad):
-            return mirror_pad_vjp(grad, input, output, mode=mode, paddings=paddings)
-
         return output, backward
 
     return forward(input)

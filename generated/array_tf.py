@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,73 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
+    inputs of these dtypes and shapes with these attributes: there the declared formula
+    computes the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    signature = tuple(
+        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
+        for name, value in tensors.items()
+    )
+    key = (op_type, signature, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _runs(raw, signature, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _spec(x):
+    """A tensor's dtype and static shape (None: unknown rank), hashable."""
+    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
+
+
+def _runs(raw, signature, attrs):
+    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
+    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
+    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
+    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
+
+    def zeros(spec):
+        dtype, shape = spec
+        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
+
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            probe = {  # a list input's spec is a tuple of specs
+                name: (
+                    zeros(spec)
+                    if spec and isinstance(spec[0], tf.DType)
+                    else [zeros(s) for s in spec]
+                )
+                for name, spec in signature
+            }
+            raw(**probe, **attrs)
+        except Exception:  # refused: the declared formula
+            return False
+    return True
 
 
 def _const_input(op, index):
@@ -110,11 +179,23 @@ def pad_grad(op, grad):
 
 def pad(input, *, paddings):
     """Pad: Zeros around the input: `paddings[k]` holds (before, after) for axis k, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"paddings": paddings}
     rank = len(input.shape)
     paddings = tf.cast(paddings, tf.int64)
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return pad_vjp(grad, input, output, paddings=paddings)
+
+        kernel_outputs = (
+            _tf_kernel("Pad", 1, {"input": input}, kernel_attrs) if rank in (1, 2, 3, 4) else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if rank == 1:
             t0 = tf.shape(input, out_type=tf.int64)[-1]
             t1 = paddings[0][0] + paddings[0][1] + t0
@@ -171,10 +252,6 @@ def pad(input, *, paddings):
             output = _gather(t14, t18, -4)
         else:
             raise ValueError(f"Pad: unsupported attributes rank={rank!r}")
-
-        def backward(grad):
-            return pad_vjp(grad, input, output, paddings=paddings)
-
         return output, backward
 
     return forward(input)
@@ -237,12 +314,24 @@ def slice_grad(op, grad):
 
 def slice(input, *, begin, size):
     """Slice: `size[k]` entries from `begin[k]` along each axis k (-1: to the end), with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"begin": begin, "size": size}
     rank = len(input.shape)
     begin = tf.cast(begin, tf.int64)
     size = tf.cast(size, tf.int64)
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return slice_vjp(grad, input, output, begin=begin, size=size)
+
+        kernel_outputs = (
+            _tf_kernel("Slice", 1, {"input": input}, kernel_attrs) if rank in (1, 2, 3, 4) else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if rank == 1:
             t0 = tf.shape(input, out_type=tf.int64)[-1]
             t1 = tf.where(tf.equal(size[0], -1), -begin[0] + t0, size[0])
@@ -299,10 +388,6 @@ def slice(input, *, begin, size):
             output = _gather(t14, t18, -4)
         else:
             raise ValueError(f"Slice: unsupported attributes rank={rank!r}")
-
-        def backward(grad):
-            return slice_vjp(grad, input, output, begin=begin, size=size)
-
         return output, backward
 
     return forward(input)
@@ -382,10 +467,24 @@ def reverse_v2_grad(op, grad):
 
 def reverse_v2(tensor, *, axis=(-1,)):
     """ReverseV2: The input with the order of entries along each axis of `axis` reversed, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis}
     axis = tuple(sorted(int(a) - len(tensor.shape) if a >= 0 else int(a) for a in axis))
 
     @tf.custom_gradient
     def forward(tensor):
+        def backward(grad):
+            return reverse_v2_vjp(grad, tensor, output, axis=axis)
+
+        kernel_outputs = (
+            _tf_kernel("ReverseV2", 1, {"tensor": tensor}, kernel_attrs)
+            if axis in ((-1,), (-2,), (-3,), (-2, -1), (-3, -1), (-3, -2), (-3, -2, -1))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if axis == (-1,):
             t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
             t1 = tf.shape(tensor, out_type=tf.int64)[-1]
@@ -443,10 +542,6 @@ def reverse_v2(tensor, *, axis=(-1,)):
             output = _gather(t7, t10, -3)
         else:
             raise ValueError(f"ReverseV2: unsupported attributes axis={axis!r}")
-
-        def backward(grad):
-            return reverse_v2_vjp(grad, tensor, output, axis=axis)
-
         return output, backward
 
     return forward(tensor)
@@ -487,10 +582,34 @@ def transpose_grad(op, grad):
 
 def transpose(x, *, perm=(1, 0)):
     """Transpose: Axis n of the output is axis `perm[n]` of the input, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"perm": perm}
     perm = tuple(int(a) for a in perm)
 
     @tf.custom_gradient
     def forward(x):
+        def backward(grad):
+            return transpose_vjp(grad, x, y, perm=perm)
+
+        kernel_outputs = (
+            _tf_kernel("Transpose", 1, {"x": x}, kernel_attrs)
+            if perm
+            in (
+                (1, 0),
+                (0, 2, 1),
+                (1, 0, 2),
+                (1, 2, 0),
+                (2, 0, 1),
+                (2, 1, 0),
+                (0, 3, 1, 2),
+                (0, 2, 3, 1),
+            )
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
         if perm == (1, 0):
             y = tf.transpose(x, perm=[1, 0])
         elif perm == (0, 2, 1):
@@ -509,10 +628,6 @@ def transpose(x, *, perm=(1, 0)):
             y = tf.transpose(x, perm=[0, 2, 3, 1])
         else:
             raise ValueError(f"Transpose: unsupported attributes perm={perm!r}")
-
-        def backward(grad):
-            return transpose_vjp(grad, x, y, perm=perm)
-
         return y, backward
 
     return forward(x)
@@ -821,6 +936,17 @@ def strided_slice(
     end_mask=0,
 ):
     """StridedSlice: Every `strides[k]`-th entry from `begin[k]` up to `end[k]` (excluded) along each axis k,, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {
+        "shrink_axis_mask": shrink_axis_mask,
+        "ellipsis_mask": ellipsis_mask,
+        "new_axis_mask": new_axis_mask,
+        "begin": begin,
+        "end": end,
+        "strides": strides,
+        "begin_mask": begin_mask,
+        "end_mask": end_mask,
+    }
     rank = len(input.shape)
     begin = tf.cast(begin, tf.int64)
     end = tf.cast(end, tf.int64)
@@ -828,6 +954,40 @@ def strided_slice(
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return strided_slice_vjp(
+                grad,
+                input,
+                output,
+                shrink_axis_mask=shrink_axis_mask,
+                ellipsis_mask=ellipsis_mask,
+                new_axis_mask=new_axis_mask,
+                begin=begin,
+                end=end,
+                strides=strides,
+                begin_mask=begin_mask,
+                end_mask=end_mask,
+            )
+
+        kernel_outputs = (
+            _tf_kernel("StridedSlice", 1, {"input": input}, kernel_attrs)
+            if (rank, shrink_axis_mask, ellipsis_mask, new_axis_mask)
+            in (
+                (1, 0, 0, 0),
+                (1, 1, 0, 0),
+                (2, 0, 0, 0),
+                (2, 1, 0, 0),
+                (3, 0, 0, 0),
+                (3, 1, 0, 0),
+                (4, 0, 0, 0),
+                (4, 1, 0, 0),
+            )
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if rank == 1 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
             t0 = tf.shape(input, out_type=tf.int64)[-1]
             t1 = tf.math.maximum(
@@ -1424,22 +1584,6 @@ def strided_slice(
             raise ValueError(
                 f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
             )
-
-        def backward(grad):
-            return strided_slice_vjp(
-                grad,
-                input,
-                output,
-                shrink_axis_mask=shrink_axis_mask,
-                ellipsis_mask=ellipsis_mask,
-                new_axis_mask=new_axis_mask,
-                begin=begin,
-                end=end,
-                strides=strides,
-                begin_mask=begin_mask,
-                end_mask=end_mask,
-            )
-
         return output, backward
 
     return forward(input)

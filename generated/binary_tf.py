@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,73 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
+    inputs of these dtypes and shapes with these attributes: there the declared formula
+    computes the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    signature = tuple(
+        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
+        for name, value in tensors.items()
+    )
+    key = (op_type, signature, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _runs(raw, signature, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _spec(x):
+    """A tensor's dtype and static shape (None: unknown rank), hashable."""
+    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
+
+
+def _runs(raw, signature, attrs):
+    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
+    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
+    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
+    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
+
+    def zeros(spec):
+        dtype, shape = spec
+        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
+
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            probe = {  # a list input's spec is a tuple of specs
+                name: (
+                    zeros(spec)
+                    if spec and isinstance(spec[0], tf.DType)
+                    else [zeros(s) for s in spec]
+                )
+                for name, spec in signature
+            }
+            raw(**probe, **attrs)
+        except Exception:  # refused: the declared formula
+            return False
+    return True
 
 
 def _sum_to_shape(g, x):
@@ -56,11 +125,15 @@ def add(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = x + y
-
         def backward(grad):
             return add_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("AddV2", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = x + y
         return z, backward
 
     return forward(x, y)
@@ -86,11 +159,15 @@ def add_legacy(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = x + y
-
         def backward(grad):
             return add_legacy_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Add", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = x + y
         return z, backward
 
     return forward(x, y)
@@ -116,11 +193,15 @@ def subtract(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = x - y
-
         def backward(grad):
             return subtract_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Sub", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = x - y
         return z, backward
 
     return forward(x, y)
@@ -148,11 +229,15 @@ def multiply(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = x * y
-
         def backward(grad):
             return multiply_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Mul", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = x * y
         return z, backward
 
     return forward(x, y)
@@ -181,11 +266,15 @@ def real_div(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = x / y
-
         def backward(grad):
             return real_div_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("RealDiv", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = x / y
         return z, backward
 
     return forward(x, y)
@@ -214,11 +303,15 @@ def div(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = x / y
-
         def backward(grad):
             return div_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Div", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = x / y
         return z, backward
 
     return forward(x, y)
@@ -244,11 +337,15 @@ def mul_no_nan(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = x * y
-
         def backward(grad):
             return mul_no_nan_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("MulNoNan", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = x * y
         return z, backward
 
     return forward(x, y)
@@ -273,11 +370,15 @@ def floor_div(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = tf.math.floor(x / y)
-
         def backward(grad):
             return floor_div_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("FloorDiv", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.math.floor(x / y)
         return z, backward
 
     return forward(x, y)
@@ -302,11 +403,15 @@ def truncate_div(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = tf.where(x / y >= 0, tf.math.floor(x / y), tf.math.ceil(x / y))
-
         def backward(grad):
             return truncate_div_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("TruncateDiv", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.where(x / y >= 0, tf.math.floor(x / y), tf.math.ceil(x / y))
         return z, backward
 
     return forward(x, y)
@@ -332,11 +437,15 @@ def floor_mod(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = x - y * tf.math.floor(x / y)
-
         def backward(grad):
             return floor_mod_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("FloorMod", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = x - y * tf.math.floor(x / y)
         return z, backward
 
     return forward(x, y)
@@ -364,11 +473,15 @@ def power(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = x**y
-
         def backward(grad):
             return power_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Pow", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = x**y
         return z, backward
 
     return forward(x, y)
@@ -395,11 +508,15 @@ def maximum(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = tf.where(x >= y, x, y)
-
         def backward(grad):
             return maximum_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Maximum", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.where(x >= y, x, y)
         return z, backward
 
     return forward(x, y)
@@ -426,11 +543,15 @@ def minimum(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = tf.where(x <= y, x, y)
-
         def backward(grad):
             return minimum_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Minimum", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.where(x <= y, x, y)
         return z, backward
 
     return forward(x, y)
@@ -457,11 +578,15 @@ def squared_difference(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = (x - y) ** 2
-
         def backward(grad):
             return squared_difference_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("SquaredDifference", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = (x - y) ** 2
         return z, backward
 
     return forward(x, y)
@@ -488,11 +613,15 @@ def atan2(y, x):
 
     @tf.custom_gradient
     def forward(y, x):
-        z = tf.math.atan2(y, x)
-
         def backward(grad):
             return atan2_vjp(grad, y, x, z)
 
+        kernel_outputs = _tf_kernel("Atan2", 1, {"y": y, "x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.math.atan2(y, x)
         return z, backward
 
     return forward(y, x)
@@ -521,11 +650,15 @@ def xlogy(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log(y))
-
         def backward(grad):
             return xlogy_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Xlogy", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log(y))
         return z, backward
 
     return forward(x, y)
@@ -554,11 +687,15 @@ def xdivy(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x / y)
-
         def backward(grad):
             return xdivy_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Xdivy", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x / y)
         return z, backward
 
     return forward(x, y)
@@ -585,11 +722,15 @@ def xlog1py(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log1p(y))
-
         def backward(grad):
             return xlog1py_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("Xlog1py", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log1p(y))
         return z, backward
 
     return forward(x, y)
@@ -618,11 +759,15 @@ def div_no_nan(x, y):
 
     @tf.custom_gradient
     def forward(x, y):
-        z = tf.where(tf.equal(y, 0), tf.constant(0, x.dtype), x / y)
-
         def backward(grad):
             return div_no_nan_vjp(grad, x, y, z)
 
+        kernel_outputs = _tf_kernel("DivNoNan", 1, {"x": x, "y": y}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.where(tf.equal(y, 0), tf.constant(0, x.dtype), x / y)
         return z, backward
 
     return forward(x, y)

@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
   Where it reads forward stages (intermediates) it takes them as keywords, computing them
   again when they are not given: the wrapper passes its forward's; the registered gradient
@@ -30,6 +32,73 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
+    inputs of these dtypes and shapes with these attributes: there the declared formula
+    computes the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    signature = tuple(
+        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
+        for name, value in tensors.items()
+    )
+    key = (op_type, signature, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _runs(raw, signature, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _spec(x):
+    """A tensor's dtype and static shape (None: unknown rank), hashable."""
+    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
+
+
+def _runs(raw, signature, attrs):
+    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
+    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
+    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
+    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
+
+    def zeros(spec):
+        dtype, shape = spec
+        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
+
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            probe = {  # a list input's spec is a tuple of specs
+                name: (
+                    zeros(spec)
+                    if spec and isinstance(spec[0], tf.DType)
+                    else [zeros(s) for s in spec]
+                )
+                for name, spec in signature
+            }
+            raw(**probe, **attrs)
+        except Exception:  # refused: the declared formula
+            return False
+    return True
 
 
 def _sum_to_shape(g, x):
@@ -91,6 +160,20 @@ def layer_norm(x, scale, offset, *, epsilon=0.001):
 
     @tf.custom_gradient
     def forward(x, scale, offset):
+        sum1 = affine1 = None  # stages: the formula computes them, TensorFlow's kernel does not
+
+        def backward(grad):
+            return layer_norm_vjp(
+                grad, x, scale, offset, y, epsilon=epsilon, sum1=sum1, affine1=affine1
+            )
+
+        kernel_outputs = _tf_kernel(
+            "LayerNorm", 1, {"x": x, "scale": scale, "offset": offset}, {"epsilon": epsilon}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
         sum1 = tf.reduce_sum(x, axis=-1)
         t0 = tf.cast(tf.shape(x)[-1], x.dtype)
         t1 = sum1[..., None]
@@ -98,12 +181,6 @@ def layer_norm(x, scale, offset, *, epsilon=0.001):
         affine1 = epsilon + t2 / t0
         t3 = affine1[..., None]
         y = offset + scale * x / tf.math.sqrt(t3) - scale * t1 / (t0 * tf.math.sqrt(t3))
-
-        def backward(grad):
-            return layer_norm_vjp(
-                grad, x, scale, offset, y, epsilon=epsilon, sum1=sum1, affine1=affine1
-            )
-
         return y, backward
 
     return forward(x, scale, offset)
@@ -151,6 +228,20 @@ def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
 
     @tf.custom_gradient
     def forward(x, scale, offset):
+        sum1 = affine1 = None  # stages: the formula computes them, TensorFlow's kernel does not
+
+        def backward(grad):
+            return layer_norm_moments_vjp(
+                grad, x, scale, offset, y, epsilon=epsilon, sum1=sum1, affine1=affine1
+            )
+
+        kernel_outputs = _tf_kernel(
+            "LayerNormMoments", 1, {"x": x, "scale": scale, "offset": offset}, {"epsilon": epsilon}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
         sum1 = tf.reduce_sum(x, axis=-1)
         t0 = tf.cast(tf.shape(x)[-1], x.dtype)
         t1 = tf.reduce_sum(x**2, axis=-1)
@@ -158,12 +249,6 @@ def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
         t2 = affine1[..., None]
         t3 = sum1[..., None]
         y = offset + scale * x / tf.math.sqrt(t2) - scale * t3 / (t0 * tf.math.sqrt(t2))
-
-        def backward(grad):
-            return layer_norm_moments_vjp(
-                grad, x, scale, offset, y, epsilon=epsilon, sum1=sum1, affine1=affine1
-            )
-
         return y, backward
 
     return forward(x, scale, offset)
@@ -213,6 +298,20 @@ def batch_norm_training(x, scale, offset, *, epsilon=0.001):
 
     @tf.custom_gradient
     def forward(x, scale, offset):
+        mean = variance = None  # stages: the formula computes them, TensorFlow's kernel does not
+
+        def backward(grad):
+            return batch_norm_training_vjp(
+                grad, x, scale, offset, y, epsilon=epsilon, mean=mean, variance=variance
+            )
+
+        kernel_outputs = _tf_kernel(
+            "BatchNormTraining", 1, {"x": x, "scale": scale, "offset": offset}, {"epsilon": epsilon}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
         t0 = tf.cast(tf.shape(x)[-4], x.dtype)
         t1 = tf.cast(tf.shape(x)[-3], x.dtype)
         t2 = tf.cast(tf.shape(x)[-2], x.dtype)
@@ -225,12 +324,6 @@ def batch_norm_training(x, scale, offset, *, epsilon=0.001):
             + offset
             + scale * x / tf.math.sqrt(epsilon + variance)
         )
-
-        def backward(grad):
-            return batch_norm_training_vjp(
-                grad, x, scale, offset, y, epsilon=epsilon, mean=mean, variance=variance
-            )
-
         return y, backward
 
     return forward(x, scale, offset)
@@ -310,6 +403,31 @@ def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
 
     @tf.custom_gradient
     def forward(x, scale, offset):
+        mean = variance = None  # stages: the formula computes them, TensorFlow's kernel does not
+
+        def backward(grad):
+            return group_norm_vjp(
+                grad,
+                x,
+                scale,
+                offset,
+                y,
+                epsilon=epsilon,
+                groups=groups,
+                mean=mean,
+                variance=variance,
+            )
+
+        kernel_outputs = _tf_kernel(
+            "GroupNorm",
+            1,
+            {"x": x, "scale": scale, "offset": offset},
+            {"epsilon": epsilon, "groups": groups},
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
         t0 = groups
         x_split = tf.reshape(
             x, tf.concat([tf.shape(x, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0)
@@ -342,20 +460,6 @@ def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
             + scale_split * x_split / tf.math.sqrt(epsilon + t7),
             [t8, t9, t10, t11 * t12],
         )
-
-        def backward(grad):
-            return group_norm_vjp(
-                grad,
-                x,
-                scale,
-                offset,
-                y,
-                epsilon=epsilon,
-                groups=groups,
-                mean=mean,
-                variance=variance,
-            )
-
         return y, backward
 
     return forward(x, scale, offset)
@@ -402,6 +506,18 @@ def scaled_dot_product_attention(q, k, v, mask):
 
     @tf.custom_gradient
     def forward(q, k, v, mask):
+        weights = None  # stages: the formula computes them, TensorFlow's kernel does not
+
+        def backward(grad):
+            return scaled_dot_product_attention_vjp(grad, q, k, v, mask, output, weights=weights)
+
+        kernel_outputs = _tf_kernel(
+            "ScaledDotProductAttention", 1, {"q": q, "k": k, "v": v, "mask": mask}, {}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         t0 = tf.cast(tf.shape(q)[-1], q.dtype)
         t1 = tf.linalg.matmul(q, k, transpose_b=True)
         scores = mask + t1 * (1 / tf.math.sqrt(t0))
@@ -411,10 +527,6 @@ def scaled_dot_product_attention(q, k, v, mask):
         t3 = sum1[..., None]
         weights = tf.math.exp(scores - t2) / t3
         output = tf.linalg.matmul(weights, v)
-
-        def backward(grad):
-            return scaled_dot_product_attention_vjp(grad, q, k, v, mask, output, weights=weights)
-
         return output, backward
 
     return forward(q, k, v, mask)
@@ -451,15 +563,23 @@ def mlp_block(x, w1, b1, w2, b2):
 
     @tf.custom_gradient
     def forward(x, w1, b1, w2, b2):
+        affine1 = None  # stages: the formula computes them, TensorFlow's kernel does not
+
+        def backward(grad):
+            return mlp_block_vjp(grad, x, w1, b1, w2, b2, y, affine1=affine1)
+
+        kernel_outputs = _tf_kernel(
+            "MlpBlock", 1, {"x": x, "w1": w1, "b1": b1, "w2": w2, "b2": b2}, {}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
         t0 = tf.linalg.matmul(x, w1)
         affine1 = b1 + t0
         t1 = affine1 * tf.where(affine1 > 0, tf.constant(1, x.dtype), tf.constant(0, x.dtype))
         t2 = tf.linalg.matmul(t1, w2)
         y = b2 + t2
-
-        def backward(grad):
-            return mlp_block_vjp(grad, x, w1, b1, w2, b2, y, affine1=affine1)
-
         return y, backward
 
     return forward(x, w1, b1, w2, b2)
@@ -496,14 +616,20 @@ def cosine_similarity(x, y, *, epsilon=1e-08):
 
     @tf.custom_gradient
     def forward(x, y):
-        sum1 = tf.reduce_sum(x**2, axis=-1)
-        sum2 = tf.reduce_sum(y**2, axis=-1)
-        sum3 = tf.reduce_sum(x * y, axis=-1)
-        output = sum3 / tf.math.sqrt(epsilon + sum1 * sum2)
+        sum1 = sum2 = None  # stages: the formula computes them, TensorFlow's kernel does not
 
         def backward(grad):
             return cosine_similarity_vjp(grad, x, y, output, epsilon=epsilon, sum1=sum1, sum2=sum2)
 
+        kernel_outputs = _tf_kernel("CosineSimilarity", 1, {"x": x, "y": y}, {"epsilon": epsilon})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        sum1 = tf.reduce_sum(x**2, axis=-1)
+        sum2 = tf.reduce_sum(y**2, axis=-1)
+        sum3 = tf.reduce_sum(x * y, axis=-1)
+        output = sum3 / tf.math.sqrt(epsilon + sum1 * sum2)
         return output, backward
 
     return forward(x, y)
@@ -535,15 +661,21 @@ def rbf_kernel(x, y, *, length_scale=1.0):
 
     @tf.custom_gradient
     def forward(x, y):
+        def backward(grad):
+            return rbf_kernel_vjp(grad, x, y, kernel, length_scale=length_scale)
+
+        kernel_outputs = _tf_kernel(
+            "RbfKernel", 1, {"x": x, "y": y}, {"length_scale": length_scale}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            kernel = kernel_outputs[0]
+            return kernel, backward
+        # else the declared formula
         t0 = tf.reduce_sum(x**2, axis=-1, keepdims=True)
         t1 = tf.reduce_sum(y**2, axis=-1)
         t2 = tf.linalg.matmul(x, y, transpose_b=True)
         sum1 = t0 + t1 - 2 * t2
         kernel = tf.math.exp(-1 / 2 * sum1 / length_scale**2)
-
-        def backward(grad):
-            return rbf_kernel_vjp(grad, x, y, kernel, length_scale=length_scale)
-
         return kernel, backward
 
     return forward(x, y)
@@ -578,16 +710,22 @@ def log_sum_exp_mat_mul(a, b):
 
     @tf.custom_gradient
     def forward(a, b):
+        affine1 = sum2 = None  # stages: the formula computes them, TensorFlow's kernel does not
+
+        def backward(grad):
+            return log_sum_exp_mat_mul_vjp(grad, a, b, output, affine1=affine1, sum2=sum2)
+
+        kernel_outputs = _tf_kernel("LogSumExpMatMul", 1, {"a": a, "b": b}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         sum1 = tf.linalg.matmul(a, b)
         ext1 = tf.reduce_max(sum1, axis=-1)
         t0 = ext1[..., None]
         affine1 = sum1 - t0
         sum2 = tf.reduce_sum(tf.math.exp(affine1), axis=-1)
         output = ext1 + tf.math.log(sum2)
-
-        def backward(grad):
-            return log_sum_exp_mat_mul_vjp(grad, a, b, output, affine1=affine1, sum2=sum2)
-
         return output, backward
 
     return forward(a, b)
@@ -662,6 +800,14 @@ def bias_gelu(x, bias):
 
     @tf.custom_gradient
     def forward(x, bias):
+        def backward(grad):
+            return bias_gelu_vjp(grad, x, bias, y)
+
+        kernel_outputs = _tf_kernel("BiasGelu", 1, {"x": x, "bias": bias}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
         y = (
             (1 / 2)
             * bias
@@ -672,10 +818,6 @@ def bias_gelu(x, bias):
             * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
             + (1 / 2) * x
         )
-
-        def backward(grad):
-            return bias_gelu_vjp(grad, x, bias, y)
-
         return y, backward
 
     return forward(x, bias)

@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,73 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
+    inputs of these dtypes and shapes with these attributes: there the declared formula
+    computes the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    signature = tuple(
+        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
+        for name, value in tensors.items()
+    )
+    key = (op_type, signature, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _runs(raw, signature, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _spec(x):
+    """A tensor's dtype and static shape (None: unknown rank), hashable."""
+    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
+
+
+def _runs(raw, signature, attrs):
+    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
+    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
+    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
+    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
+
+    def zeros(spec):
+        dtype, shape = spec
+        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
+
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            probe = {  # a list input's spec is a tuple of specs
+                name: (
+                    zeros(spec)
+                    if spec and isinstance(spec[0], tf.DType)
+                    else [zeros(s) for s in spec]
+                )
+                for name, spec in signature
+            }
+            raw(**probe, **attrs)
+        except Exception:  # refused: the declared formula
+            return False
+    return True
 
 
 def _string_attr(op, name):
@@ -593,6 +662,37 @@ def conv2d(
 
     @tf.custom_gradient
     def forward(input, filter):
+        def backward(grad):
+            return conv2d_vjp(
+                grad,
+                input,
+                filter,
+                output,
+                padding=padding,
+                strides=strides,
+                explicit_paddings=explicit_paddings,
+                dilations=dilations,
+            )
+
+        kernel_outputs = (
+            _tf_kernel(
+                "Conv2D",
+                1,
+                {"input": input, "filter": filter},
+                {
+                    "padding": padding,
+                    "strides": strides,
+                    "explicit_paddings": explicit_paddings,
+                    "dilations": dilations,
+                },
+            )
+            if padding in ("VALID", "SAME", "EXPLICIT")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if padding == "VALID":
             output = _conv(
                 input,
@@ -691,19 +791,6 @@ def conv2d(
             )
         else:
             raise ValueError(f"Conv2D: unsupported attributes padding={padding!r}")
-
-        def backward(grad):
-            return conv2d_vjp(
-                grad,
-                input,
-                filter,
-                output,
-                padding=padding,
-                strides=strides,
-                explicit_paddings=explicit_paddings,
-                dilations=dilations,
-            )
-
         return output, backward
 
     return forward(input, filter)
@@ -879,6 +966,37 @@ def depthwise_conv2d_native(
 
     @tf.custom_gradient
     def forward(input, filter):
+        def backward(grad):
+            return depthwise_conv2d_native_vjp(
+                grad,
+                input,
+                filter,
+                output,
+                padding=padding,
+                strides=strides,
+                explicit_paddings=explicit_paddings,
+                dilations=dilations,
+            )
+
+        kernel_outputs = (
+            _tf_kernel(
+                "DepthwiseConv2dNative",
+                1,
+                {"input": input, "filter": filter},
+                {
+                    "padding": padding,
+                    "strides": strides,
+                    "explicit_paddings": explicit_paddings,
+                    "dilations": dilations,
+                },
+            )
+            if padding in ("VALID", "SAME", "EXPLICIT")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if padding == "VALID":
             t0 = _depthwise_conv(
                 input,
@@ -1015,19 +1133,6 @@ def depthwise_conv2d_native(
             output = tf.reshape(t0, [t1, t5, t9, t10 * t11])
         else:
             raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
-
-        def backward(grad):
-            return depthwise_conv2d_native_vjp(
-                grad,
-                input,
-                filter,
-                output,
-                padding=padding,
-                strides=strides,
-                explicit_paddings=explicit_paddings,
-                dilations=dilations,
-            )
-
         return output, backward
 
     return forward(input, filter)
@@ -1119,6 +1224,25 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
 
     @tf.custom_gradient
     def forward(images):
+        def backward(grad):
+            return extract_image_patches_vjp(
+                grad, images, patches, padding=padding, ksizes=ksizes, strides=strides, rates=rates
+            )
+
+        kernel_outputs = (
+            _tf_kernel(
+                "ExtractImagePatches",
+                1,
+                {"images": images},
+                {"padding": padding, "ksizes": ksizes, "strides": strides, "rates": rates},
+            )
+            if padding in ("VALID", "SAME")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            patches = kernel_outputs[0]
+            return patches, backward
+        # else the declared formula
         if padding == "VALID":
             t0 = tf.shape(images, out_type=tf.int64)[-2]
             t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // (strides[2])
@@ -1171,12 +1295,6 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
             patches = tf.reshape(t22, [t23, t13, t2, t16 * t5 * t24])
         else:
             raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
-
-        def backward(grad):
-            return extract_image_patches_vjp(
-                grad, images, patches, padding=padding, ksizes=ksizes, strides=strides, rates=rates
-            )
-
         return patches, backward
 
     return forward(images)
@@ -1334,6 +1452,25 @@ def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
 
     @tf.custom_gradient
     def forward(input, filter):
+        def backward(grad):
+            return conv3d_vjp(
+                grad, input, filter, output, padding=padding, strides=strides, dilations=dilations
+            )
+
+        kernel_outputs = (
+            _tf_kernel(
+                "Conv3D",
+                1,
+                {"input": input, "filter": filter},
+                {"padding": padding, "strides": strides, "dilations": dilations},
+            )
+            if padding in ("VALID", "SAME")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if padding == "VALID":
             output = _conv(
                 input,
@@ -1421,12 +1558,6 @@ def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
             )
         else:
             raise ValueError(f"Conv3D: unsupported attributes padding={padding!r}")
-
-        def backward(grad):
-            return conv3d_vjp(
-                grad, input, filter, output, padding=padding, strides=strides, dilations=dilations
-            )
-
         return output, backward
 
     return forward(input, filter)
@@ -1537,6 +1668,23 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
 
     @tf.custom_gradient
     def forward(value):
+        def backward(grad):
+            return avg_pool_vjp(grad, value, output, padding=padding, ksize=ksize, strides=strides)
+
+        kernel_outputs = (
+            _tf_kernel(
+                "AvgPool",
+                1,
+                {"value": value},
+                {"padding": padding, "ksize": ksize, "strides": strides},
+            )
+            if padding in ("VALID", "SAME")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if padding == "VALID":
             t0 = tf.shape(value, out_type=tf.int64)[-3]
             t1 = (-ksize[1] + t0) // (strides[1])
@@ -1615,10 +1763,6 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
             output = t29 / t21
         else:
             raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
-
-        def backward(grad):
-            return avg_pool_vjp(grad, value, output, padding=padding, ksize=ksize, strides=strides)
-
         return output, backward
 
     return forward(value)
@@ -1754,6 +1898,36 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return max_pool_vjp(
+                grad,
+                input,
+                output,
+                padding=padding,
+                data_format=data_format,
+                ksize=ksize,
+                strides=strides,
+            )
+
+        kernel_outputs = (
+            _tf_kernel(
+                "MaxPool",
+                1,
+                {"input": input},
+                {
+                    "padding": padding,
+                    "data_format": data_format,
+                    "ksize": ksize,
+                    "strides": strides,
+                },
+            )
+            if (padding, data_format) in (("VALID", "NHWC"), ("SAME", "NHWC"))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if padding == "VALID" and data_format == "NHWC":
             t0 = tf.shape(input, out_type=tf.int64)[-2]
             t1 = (-ksize[2] + t0) // (strides[2])
@@ -1804,18 +1978,6 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
             raise ValueError(
                 f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
             )
-
-        def backward(grad):
-            return max_pool_vjp(
-                grad,
-                input,
-                output,
-                padding=padding,
-                data_format=data_format,
-                ksize=ksize,
-                strides=strides,
-            )
-
         return output, backward
 
     return forward(input)
@@ -1955,6 +2117,25 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return avg_pool3d_vjp(
+                grad, input, output, padding=padding, ksize=ksize, strides=strides
+            )
+
+        kernel_outputs = (
+            _tf_kernel(
+                "AvgPool3D",
+                1,
+                {"input": input},
+                {"padding": padding, "ksize": ksize, "strides": strides},
+            )
+            if padding in ("VALID", "SAME")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if padding == "VALID":
             t0 = tf.shape(input, out_type=tf.int64)[-4]
             t1 = (-ksize[1] + t0) // (strides[1])
@@ -2061,12 +2242,6 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
             output = t42 / t31
         else:
             raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
-
-        def backward(grad):
-            return avg_pool3d_vjp(
-                grad, input, output, padding=padding, ksize=ksize, strides=strides
-            )
-
         return output, backward
 
     return forward(input)
@@ -2199,11 +2374,27 @@ def max_pool_v2_grad(op, grad):
 
 def max_pool_v2(input, *, padding="VALID", ksize, strides):
     """MaxPoolV2: MaxPool with the window and strides passed as constant inputs, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"padding": padding, "ksize": ksize, "strides": strides}
     ksize = tf.cast(ksize, tf.int64)
     strides = tf.cast(strides, tf.int64)
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return max_pool_v2_vjp(
+                grad, input, output, padding=padding, ksize=ksize, strides=strides
+            )
+
+        kernel_outputs = (
+            _tf_kernel("MaxPoolV2", 1, {"input": input}, kernel_attrs)
+            if padding in ("VALID", "SAME")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if padding == "VALID":
             t0 = tf.shape(input, out_type=tf.int64)[-2]
             t1 = (-ksize[2] + t0) // (strides[2])
@@ -2252,12 +2443,6 @@ def max_pool_v2(input, *, padding="VALID", ksize, strides):
             output = tf.reduce_max(t22, axis=[-2, -1])
         else:
             raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
-
-        def backward(grad):
-            return max_pool_v2_vjp(
-                grad, input, output, padding=padding, ksize=ksize, strides=strides
-            )
-
         return output, backward
 
     return forward(input)

@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,73 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
+    inputs of these dtypes and shapes with these attributes: there the declared formula
+    computes the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    signature = tuple(
+        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
+        for name, value in tensors.items()
+    )
+    key = (op_type, signature, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _runs(raw, signature, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _spec(x):
+    """A tensor's dtype and static shape (None: unknown rank), hashable."""
+    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
+
+
+def _runs(raw, signature, attrs):
+    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
+    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
+    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
+    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
+
+    def zeros(spec):
+        dtype, shape = spec
+        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
+
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            probe = {  # a list input's spec is a tuple of specs
+                name: (
+                    zeros(spec)
+                    if spec and isinstance(spec[0], tf.DType)
+                    else [zeros(s) for s in spec]
+                )
+                for name, spec in signature
+            }
+            raw(**probe, **attrs)
+        except Exception:  # refused: the declared formula
+            return False
+    return True
 
 
 def _string_attr(op, name):
@@ -81,12 +150,16 @@ def trace(x):
 
     @tf.custom_gradient
     def forward(x):
-        t0 = tf.linalg.diag_part(x)
-        y = tf.reduce_sum(t0, axis=-1)
-
         def backward(grad):
             return trace_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Trace", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        t0 = tf.linalg.diag_part(x)
+        y = tf.reduce_sum(t0, axis=-1)
         return y, backward
 
     return forward(x)
@@ -113,11 +186,15 @@ def matrix_diag_part(input):
 
     @tf.custom_gradient
     def forward(input):
-        diagonal = tf.linalg.diag_part(input)
-
         def backward(grad):
             return matrix_diag_part_vjp(grad, input, diagonal)
 
+        kernel_outputs = _tf_kernel("MatrixDiagPart", 1, {"input": input}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            diagonal = kernel_outputs[0]
+            return diagonal, backward
+        # else the declared formula
+        diagonal = tf.linalg.diag_part(input)
         return diagonal, backward
 
     return forward(input)
@@ -142,13 +219,17 @@ def matrix_diag(diagonal):
 
     @tf.custom_gradient
     def forward(diagonal):
-        t0 = diagonal[..., None]
-        t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
-        output = t0 * t1
-
         def backward(grad):
             return matrix_diag_vjp(grad, diagonal, output)
 
+        kernel_outputs = _tf_kernel("MatrixDiag", 1, {"diagonal": diagonal}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = diagonal[..., None]
+        t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
+        output = t0 * t1
         return output, backward
 
     return forward(diagonal)
@@ -179,13 +260,17 @@ def matrix_set_diag(input, diagonal):
 
     @tf.custom_gradient
     def forward(input, diagonal):
-        t0 = diagonal[..., None]
-        t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
-        output = -input * t1 + input + t0 * t1
-
         def backward(grad):
             return matrix_set_diag_vjp(grad, input, diagonal, output)
 
+        kernel_outputs = _tf_kernel("MatrixSetDiag", 1, {"input": input, "diagonal": diagonal}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = diagonal[..., None]
+        t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
+        output = -input * t1 + input + t0 * t1
         return output, backward
 
     return forward(input, diagonal)
@@ -210,13 +295,17 @@ def diag(diagonal):
 
     @tf.custom_gradient
     def forward(diagonal):
-        t0 = diagonal[..., None]
-        t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
-        output = t0 * t1
-
         def backward(grad):
             return diag_vjp(grad, diagonal, output)
 
+        kernel_outputs = _tf_kernel("Diag", 1, {"diagonal": diagonal}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = diagonal[..., None]
+        t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
+        output = t0 * t1
         return output, backward
 
     return forward(diagonal)
@@ -243,11 +332,15 @@ def diag_part(input):
 
     @tf.custom_gradient
     def forward(input):
-        diagonal = tf.linalg.diag_part(input)
-
         def backward(grad):
             return diag_part_vjp(grad, input, diagonal)
 
+        kernel_outputs = _tf_kernel("DiagPart", 1, {"input": input}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            diagonal = kernel_outputs[0]
+            return diagonal, backward
+        # else the declared formula
+        diagonal = tf.linalg.diag_part(input)
         return diagonal, backward
 
     return forward(input)
@@ -283,6 +376,16 @@ def matrix_band_part(input, *, num_lower, num_upper):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return matrix_band_part_vjp(grad, input, band, num_lower=num_lower, num_upper=num_upper)
+
+        kernel_outputs = _tf_kernel(
+            "MatrixBandPart", 1, {"input": input}, {"num_lower": num_lower, "num_upper": num_upper}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            band = kernel_outputs[0]
+            return band, backward
+        # else the declared formula
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = t0[..., None]
         t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
@@ -290,10 +393,6 @@ def matrix_band_part(input, *, num_lower, num_upper):
             (num_upper < 0) | (num_upper >= -t1 + t2)
         )
         band = tf.where(t3, input, tf.constant(0, input.dtype))
-
-        def backward(grad):
-            return matrix_band_part_vjp(grad, input, band, num_lower=num_lower, num_upper=num_upper)
-
         return band, backward
 
     return forward(input)
@@ -328,16 +427,26 @@ def matrix_diag_part_v2(input, *, k=0, padding_value=0):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return matrix_diag_part_v2_vjp(grad, input, diagonal, k=k, padding_value=padding_value)
+
+        kernel_outputs = (
+            _tf_kernel(
+                "MatrixDiagPartV2", 1, {"input": input}, {"k": k, "padding_value": padding_value}
+            )
+            if (k, padding_value) in ((0, 0),)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            diagonal = kernel_outputs[0]
+            return diagonal, backward
+        # else the declared formula
         if k == 0 and padding_value == 0:
             diagonal = tf.linalg.diag_part(input)
         else:
             raise ValueError(
                 f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
             )
-
-        def backward(grad):
-            return matrix_diag_part_v2_vjp(grad, input, diagonal, k=k, padding_value=padding_value)
-
         return diagonal, backward
 
     return forward(input)
@@ -377,18 +486,31 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return matrix_diag_part_v3_vjp(
+                grad, input, diagonal, k=k, padding_value=padding_value, align=align
+            )
+
+        kernel_outputs = (
+            _tf_kernel(
+                "MatrixDiagPartV3",
+                1,
+                {"input": input},
+                {"k": k, "padding_value": padding_value, "align": align},
+            )
+            if (k, padding_value, align) in ((0, 0, "RIGHT_LEFT"),)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            diagonal = kernel_outputs[0]
+            return diagonal, backward
+        # else the declared formula
         if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
             diagonal = tf.linalg.diag_part(input)
         else:
             raise ValueError(
                 f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
             )
-
-        def backward(grad):
-            return matrix_diag_part_v3_vjp(
-                grad, input, diagonal, k=k, padding_value=padding_value, align=align
-            )
-
         return diagonal, backward
 
     return forward(input)
@@ -427,15 +549,6 @@ def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
 
     @tf.custom_gradient
     def forward(diagonal):
-        if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
-            t0 = diagonal[..., None]
-            t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
-            output = t0 * t1
-        else:
-            raise ValueError(
-                f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
-            )
-
         def backward(grad):
             return matrix_diag_v2_vjp(
                 grad,
@@ -447,6 +560,33 @@ def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
                 padding_value=padding_value,
             )
 
+        kernel_outputs = (
+            _tf_kernel(
+                "MatrixDiagV2",
+                1,
+                {"diagonal": diagonal},
+                {
+                    "k": k,
+                    "num_rows": num_rows,
+                    "num_cols": num_cols,
+                    "padding_value": padding_value,
+                },
+            )
+            if (k, num_rows, num_cols, padding_value) in ((0, -1, -1, 0),)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+            t0 = diagonal[..., None]
+            t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
+            output = t0 * t1
+        else:
+            raise ValueError(
+                f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
+            )
         return output, backward
 
     return forward(diagonal)
@@ -494,6 +634,38 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
 
     @tf.custom_gradient
     def forward(diagonal):
+        def backward(grad):
+            return matrix_diag_v3_vjp(
+                grad,
+                diagonal,
+                output,
+                k=k,
+                num_rows=num_rows,
+                num_cols=num_cols,
+                padding_value=padding_value,
+                align=align,
+            )
+
+        kernel_outputs = (
+            _tf_kernel(
+                "MatrixDiagV3",
+                1,
+                {"diagonal": diagonal},
+                {
+                    "k": k,
+                    "num_rows": num_rows,
+                    "num_cols": num_cols,
+                    "padding_value": padding_value,
+                    "align": align,
+                },
+            )
+            if (k, num_rows, num_cols, padding_value, align) in ((0, -1, -1, 0, "RIGHT_LEFT"),)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if (
             k == 0
             and num_rows == -1
@@ -508,19 +680,6 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
             raise ValueError(
                 f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
             )
-
-        def backward(grad):
-            return matrix_diag_v3_vjp(
-                grad,
-                diagonal,
-                output,
-                k=k,
-                num_rows=num_rows,
-                num_cols=num_cols,
-                padding_value=padding_value,
-                align=align,
-            )
-
         return output, backward
 
     return forward(diagonal)
@@ -557,16 +716,24 @@ def matrix_set_diag_v2(input, diagonal, *, k=0):
 
     @tf.custom_gradient
     def forward(input, diagonal):
+        def backward(grad):
+            return matrix_set_diag_v2_vjp(grad, input, diagonal, output, k=k)
+
+        kernel_outputs = (
+            _tf_kernel("MatrixSetDiagV2", 1, {"input": input, "diagonal": diagonal}, {"k": k})
+            if k in (0,)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if k == 0:
             t0 = diagonal[..., None]
             t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
             output = -input * t1 + input + t0 * t1
         else:
             raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
-
-        def backward(grad):
-            return matrix_set_diag_v2_vjp(grad, input, diagonal, output, k=k)
-
         return output, backward
 
     return forward(input, diagonal)
@@ -608,16 +775,29 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
 
     @tf.custom_gradient
     def forward(input, diagonal):
+        def backward(grad):
+            return matrix_set_diag_v3_vjp(grad, input, diagonal, output, k=k, align=align)
+
+        kernel_outputs = (
+            _tf_kernel(
+                "MatrixSetDiagV3",
+                1,
+                {"input": input, "diagonal": diagonal},
+                {"k": k, "align": align},
+            )
+            if (k, align) in ((0, "RIGHT_LEFT"),)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if k == 0 and align == "RIGHT_LEFT":
             t0 = diagonal[..., None]
             t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
             output = -input * t1 + input + t0 * t1
         else:
             raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
-
-        def backward(grad):
-            return matrix_set_diag_v3_vjp(grad, input, diagonal, output, k=k, align=align)
-
         return output, backward
 
     return forward(input, diagonal)

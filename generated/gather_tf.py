@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,73 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
+    inputs of these dtypes and shapes with these attributes: there the declared formula
+    computes the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    signature = tuple(
+        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
+        for name, value in tensors.items()
+    )
+    key = (op_type, signature, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _runs(raw, signature, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _spec(x):
+    """A tensor's dtype and static shape (None: unknown rank), hashable."""
+    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
+
+
+def _runs(raw, signature, attrs):
+    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
+    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
+    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
+    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
+
+    def zeros(spec):
+        dtype, shape = spec
+        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
+
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            probe = {  # a list input's spec is a tuple of specs
+                name: (
+                    zeros(spec)
+                    if spec and isinstance(spec[0], tf.DType)
+                    else [zeros(s) for s in spec]
+                )
+                for name, spec in signature
+            }
+            raw(**probe, **attrs)
+        except Exception:  # refused: the declared formula
+            return False
+    return True
 
 
 def _const_input(op, index):
@@ -106,14 +175,22 @@ def gather_v2(params, indices, *, axis=0):
 
     @tf.custom_gradient
     def forward(params, indices):
+        def backward(grad):
+            return gather_v2_vjp(grad, params, indices, output, axis=axis)
+
+        kernel_outputs = (
+            _tf_kernel("GatherV2", 1, {"params": params, "indices": indices}, {"axis": axis})
+            if axis in (0,)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if axis == 0:
             output = _gather(params, indices, -2)
         else:
             raise ValueError(f"GatherV2: unsupported attributes axis={axis!r}")
-
-        def backward(grad):
-            return gather_v2_vjp(grad, params, indices, output, axis=axis)
-
         return output, backward
 
     return forward(params, indices)
@@ -139,11 +216,15 @@ def gather(params, indices):
 
     @tf.custom_gradient
     def forward(params, indices):
-        output = _gather(params, indices, -2)
-
         def backward(grad):
             return gather_vjp(grad, params, indices, output)
 
+        kernel_outputs = _tf_kernel("Gather", 1, {"params": params, "indices": indices}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        output = _gather(params, indices, -2)
         return output, backward
 
     return forward(params, indices)
@@ -194,10 +275,24 @@ def gather_nd_grad(op, grad):
 
 def gather_nd(params, indices):
     """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {}
     depth = indices.shape[-1]
 
     @tf.custom_gradient
     def forward(params, indices):
+        def backward(grad):
+            return gather_nd_vjp(grad, params, indices, output)
+
+        kernel_outputs = (
+            _tf_kernel("GatherNd", 1, {"params": params, "indices": indices}, kernel_attrs)
+            if depth in (1, 2)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if depth == 1:
             t0 = tf.squeeze(indices, axis=[-1])
             output = _gather(params, t0, -3)
@@ -216,10 +311,6 @@ def gather_nd(params, indices):
             output = _gather(t3, t10, -2)
         else:
             raise ValueError(f"GatherNd: unsupported attributes depth={depth!r}")
-
-        def backward(grad):
-            return gather_nd_vjp(grad, params, indices, output)
-
         return output, backward
 
     return forward(params, indices)
@@ -244,17 +335,25 @@ def scatter_nd_grad(op, grad):
 
 def scatter_nd(indices, updates, *, shape):
     """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"shape": shape}
     shape = tf.cast(shape, tf.int64)
 
     @tf.custom_gradient
     def forward(indices, updates):
-        t0 = shape[0]
-        t1 = tf.squeeze(indices, axis=[-1])
-        output = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
-
         def backward(grad):
             return scatter_nd_vjp(grad, indices, updates, output, shape=shape)
 
+        kernel_outputs = _tf_kernel(
+            "ScatterNd", 1, {"indices": indices, "updates": updates}, kernel_attrs
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = shape[0]
+        t1 = tf.squeeze(indices, axis=[-1])
+        output = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
         return output, backward
 
     return forward(indices, updates)
@@ -282,14 +381,23 @@ def unsorted_segment_sum(data, segment_ids, *, num_segments):
 
     @tf.custom_gradient
     def forward(data, segment_ids):
-        t0 = num_segments
-        output = _scatter_add(data, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
-
         def backward(grad):
             return unsorted_segment_sum_vjp(
                 grad, data, segment_ids, output, num_segments=num_segments
             )
 
+        kernel_outputs = _tf_kernel(
+            "UnsortedSegmentSum",
+            1,
+            {"data": data, "segment_ids": segment_ids},
+            {"num_segments": num_segments},
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = num_segments
+        output = _scatter_add(data, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
         return output, backward
 
     return forward(data, segment_ids)
@@ -314,13 +422,17 @@ def segment_sum(data, segment_ids):
 
     @tf.custom_gradient
     def forward(data, segment_ids):
-        t0 = tf.shape(data, out_type=tf.int64)[-2]
-        t1 = segment_ids[t0 - 1] + 1
-        output = _scatter_add(data, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
-
         def backward(grad):
             return segment_sum_vjp(grad, data, segment_ids, output)
 
+        kernel_outputs = _tf_kernel("SegmentSum", 1, {"data": data, "segment_ids": segment_ids}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = tf.shape(data, out_type=tf.int64)[-2]
+        t1 = segment_ids[t0 - 1] + 1
+        output = _scatter_add(data, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
         return output, backward
 
     return forward(data, segment_ids)

@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,73 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
+    inputs of these dtypes and shapes with these attributes: there the declared formula
+    computes the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    signature = tuple(
+        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
+        for name, value in tensors.items()
+    )
+    key = (op_type, signature, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _runs(raw, signature, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _spec(x):
+    """A tensor's dtype and static shape (None: unknown rank), hashable."""
+    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
+
+
+def _runs(raw, signature, attrs):
+    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
+    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
+    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
+    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
+
+    def zeros(spec):
+        dtype, shape = spec
+        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
+
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            probe = {  # a list input's spec is a tuple of specs
+                name: (
+                    zeros(spec)
+                    if spec and isinstance(spec[0], tf.DType)
+                    else [zeros(s) for s in spec]
+                )
+                for name, spec in signature
+            }
+            raw(**probe, **attrs)
+        except Exception:  # refused: the declared formula
+            return False
+    return True
 
 
 def _sum_to_shape(g, x):
@@ -57,11 +126,15 @@ def sigmoid_grad(y, dy):
 
     @tf.custom_gradient
     def forward(y, dy):
-        z = dy * y * (1 - y)
-
         def backward(grad):
             return sigmoid_grad_vjp(grad, y, dy, z)
 
+        kernel_outputs = _tf_kernel("SigmoidGrad", 1, {"y": y, "dy": dy}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = dy * y * (1 - y)
         return z, backward
 
     return forward(y, dy)
@@ -87,11 +160,15 @@ def tanh_grad(y, dy):
 
     @tf.custom_gradient
     def forward(y, dy):
-        z = dy * (1 - y**2)
-
         def backward(grad):
             return tanh_grad_vjp(grad, y, dy, z)
 
+        kernel_outputs = _tf_kernel("TanhGrad", 1, {"y": y, "dy": dy}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = dy * (1 - y**2)
         return z, backward
 
     return forward(y, dy)
@@ -118,11 +195,15 @@ def sqrt_grad(y, dy):
 
     @tf.custom_gradient
     def forward(y, dy):
-        z = (1 / 2) * dy / y
-
         def backward(grad):
             return sqrt_grad_vjp(grad, y, dy, z)
 
+        kernel_outputs = _tf_kernel("SqrtGrad", 1, {"y": y, "dy": dy}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = (1 / 2) * dy / y
         return z, backward
 
     return forward(y, dy)
@@ -148,11 +229,15 @@ def rsqrt_grad(y, dy):
 
     @tf.custom_gradient
     def forward(y, dy):
-        z = -1 / 2 * dy * y**3
-
         def backward(grad):
             return rsqrt_grad_vjp(grad, y, dy, z)
 
+        kernel_outputs = _tf_kernel("RsqrtGrad", 1, {"y": y, "dy": dy}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = -1 / 2 * dy * y**3
         return z, backward
 
     return forward(y, dy)
@@ -178,11 +263,15 @@ def reciprocal_grad(y, dy):
 
     @tf.custom_gradient
     def forward(y, dy):
-        z = -dy * y**2
-
         def backward(grad):
             return reciprocal_grad_vjp(grad, y, dy, z)
 
+        kernel_outputs = _tf_kernel("ReciprocalGrad", 1, {"y": y, "dy": dy}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = -dy * y**2
         return z, backward
 
     return forward(y, dy)
@@ -208,11 +297,15 @@ def inv_grad(y, dy):
 
     @tf.custom_gradient
     def forward(y, dy):
-        z = -dy * y**2
-
         def backward(grad):
             return inv_grad_vjp(grad, y, dy, z)
 
+        kernel_outputs = _tf_kernel("InvGrad", 1, {"y": y, "dy": dy}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = -dy * y**2
         return z, backward
 
     return forward(y, dy)
@@ -239,11 +332,17 @@ def relu_grad(gradients, features):
 
     @tf.custom_gradient
     def forward(gradients, features):
-        backprops = tf.where(features > 0, gradients, tf.constant(0, gradients.dtype))
-
         def backward(grad):
             return relu_grad_vjp(grad, gradients, features, backprops)
 
+        kernel_outputs = _tf_kernel(
+            "ReluGrad", 1, {"gradients": gradients, "features": features}, {}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            backprops = kernel_outputs[0]
+            return backprops, backward
+        # else the declared formula
+        backprops = tf.where(features > 0, gradients, tf.constant(0, gradients.dtype))
         return backprops, backward
 
     return forward(gradients, features)
@@ -270,13 +369,19 @@ def relu6_grad(gradients, features):
 
     @tf.custom_gradient
     def forward(gradients, features):
-        backprops = tf.where(
-            (features > 0) & (features < 6), gradients, tf.constant(0, gradients.dtype)
-        )
-
         def backward(grad):
             return relu6_grad_vjp(grad, gradients, features, backprops)
 
+        kernel_outputs = _tf_kernel(
+            "Relu6Grad", 1, {"gradients": gradients, "features": features}, {}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            backprops = kernel_outputs[0]
+            return backprops, backward
+        # else the declared formula
+        backprops = tf.where(
+            (features > 0) & (features < 6), gradients, tf.constant(0, gradients.dtype)
+        )
         return backprops, backward
 
     return forward(gradients, features)
@@ -301,11 +406,17 @@ def leaky_relu_grad(gradients, features, *, alpha=0.2):
 
     @tf.custom_gradient
     def forward(gradients, features):
-        backprops = tf.where(features > 0, gradients, alpha * gradients)
-
         def backward(grad):
             return leaky_relu_grad_vjp(grad, gradients, features, backprops, alpha=alpha)
 
+        kernel_outputs = _tf_kernel(
+            "LeakyReluGrad", 1, {"gradients": gradients, "features": features}, {"alpha": alpha}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            backprops = kernel_outputs[0]
+            return backprops, backward
+        # else the declared formula
+        backprops = tf.where(features > 0, gradients, alpha * gradients)
         return backprops, backward
 
     return forward(gradients, features)
@@ -334,11 +445,15 @@ def elu_grad(gradients, outputs):
 
     @tf.custom_gradient
     def forward(gradients, outputs):
-        backprops = tf.where(outputs >= 0, gradients, gradients * (outputs + 1))
-
         def backward(grad):
             return elu_grad_vjp(grad, gradients, outputs, backprops)
 
+        kernel_outputs = _tf_kernel("EluGrad", 1, {"gradients": gradients, "outputs": outputs}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            backprops = kernel_outputs[0]
+            return backprops, backward
+        # else the declared formula
+        backprops = tf.where(outputs >= 0, gradients, gradients * (outputs + 1))
         return backprops, backward
 
     return forward(gradients, outputs)
@@ -369,13 +484,17 @@ def selu_grad(gradients, outputs):
 
     @tf.custom_gradient
     def forward(gradients, outputs):
-        backprops = tf.where(
-            outputs < 0, gradients * (outputs + 1.7580993408473768), 1.0507009873554805 * gradients
-        )
-
         def backward(grad):
             return selu_grad_vjp(grad, gradients, outputs, backprops)
 
+        kernel_outputs = _tf_kernel("SeluGrad", 1, {"gradients": gradients, "outputs": outputs}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            backprops = kernel_outputs[0]
+            return backprops, backward
+        # else the declared formula
+        backprops = tf.where(
+            outputs < 0, gradients * (outputs + 1.7580993408473768), 1.0507009873554805 * gradients
+        )
         return backprops, backward
 
     return forward(gradients, outputs)
@@ -402,11 +521,17 @@ def softplus_grad(gradients, features):
 
     @tf.custom_gradient
     def forward(gradients, features):
-        backprops = (1 / 2) * gradients * (tf.math.tanh((1 / 2) * features) + 1)
-
         def backward(grad):
             return softplus_grad_vjp(grad, gradients, features, backprops)
 
+        kernel_outputs = _tf_kernel(
+            "SoftplusGrad", 1, {"gradients": gradients, "features": features}, {}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            backprops = kernel_outputs[0]
+            return backprops, backward
+        # else the declared formula
+        backprops = (1 / 2) * gradients * (tf.math.tanh((1 / 2) * features) + 1)
         return backprops, backward
 
     return forward(gradients, features)

@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,73 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
+    inputs of these dtypes and shapes with these attributes: there the declared formula
+    computes the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    signature = tuple(
+        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
+        for name, value in tensors.items()
+    )
+    key = (op_type, signature, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _runs(raw, signature, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _spec(x):
+    """A tensor's dtype and static shape (None: unknown rank), hashable."""
+    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
+
+
+def _runs(raw, signature, attrs):
+    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
+    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
+    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
+    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
+
+    def zeros(spec):
+        dtype, shape = spec
+        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
+
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            probe = {  # a list input's spec is a tuple of specs
+                name: (
+                    zeros(spec)
+                    if spec and isinstance(spec[0], tf.DType)
+                    else [zeros(s) for s in spec]
+                )
+                for name, spec in signature
+            }
+            raw(**probe, **attrs)
+        except Exception:  # refused: the declared formula
+            return False
+    return True
 
 
 def _string_attr(op, name):
@@ -51,11 +120,15 @@ def identity(input):
 
     @tf.custom_gradient
     def forward(input):
-        output = input
-
         def backward(grad):
             return identity_vjp(grad, input, output)
 
+        kernel_outputs = _tf_kernel("Identity", 1, {"input": input}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        output = input
         return output, backward
 
     return forward(input)
@@ -83,14 +156,22 @@ def check_numerics(tensor, *, message="symgrad"):
 
     @tf.custom_gradient
     def forward(tensor):
+        def backward(grad):
+            return check_numerics_vjp(grad, tensor, output, message=message)
+
+        kernel_outputs = (
+            _tf_kernel("CheckNumerics", 1, {"tensor": tensor}, {"message": message})
+            if message in ("symgrad",)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if message == "symgrad":
             output = tensor
         else:
             raise ValueError(f"CheckNumerics: unsupported attributes message={message!r}")
-
-        def backward(grad):
-            return check_numerics_vjp(grad, tensor, output, message=message)
-
         return output, backward
 
     return forward(tensor)
@@ -118,14 +199,22 @@ def check_numerics_v2(tensor, *, message="symgrad"):
 
     @tf.custom_gradient
     def forward(tensor):
+        def backward(grad):
+            return check_numerics_v2_vjp(grad, tensor, output, message=message)
+
+        kernel_outputs = (
+            _tf_kernel("CheckNumericsV2", 1, {"tensor": tensor}, {"message": message})
+            if message in ("symgrad",)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if message == "symgrad":
             output = tensor
         else:
             raise ValueError(f"CheckNumericsV2: unsupported attributes message={message!r}")
-
-        def backward(grad):
-            return check_numerics_v2_vjp(grad, tensor, output, message=message)
-
         return output, backward
 
     return forward(tensor)

@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,73 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
+    inputs of these dtypes and shapes with these attributes: there the declared formula
+    computes the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    signature = tuple(
+        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
+        for name, value in tensors.items()
+    )
+    key = (op_type, signature, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _runs(raw, signature, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _spec(x):
+    """A tensor's dtype and static shape (None: unknown rank), hashable."""
+    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
+
+
+def _runs(raw, signature, attrs):
+    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
+    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
+    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
+    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
+
+    def zeros(spec):
+        dtype, shape = spec
+        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
+
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            probe = {  # a list input's spec is a tuple of specs
+                name: (
+                    zeros(spec)
+                    if spec and isinstance(spec[0], tf.DType)
+                    else [zeros(s) for s in spec]
+                )
+                for name, spec in signature
+            }
+            raw(**probe, **attrs)
+        except Exception:  # refused: the declared formula
+            return False
+    return True
 
 
 def _const_input(op, index):
@@ -140,11 +209,25 @@ def concat_v2_grad(op, grad):
 
 def concat_v2(*values, axis=-1):
     """ConcatV2: The tensors of `values` joined along `axis`: entry k shifted by the sizes before it, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis}
     N = len(values)
     axis = axis - len(values[0].shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(*values):
+        def backward(grad):
+            return concat_v2_vjp(grad, *values, output=output, axis=axis)
+
+        kernel_outputs = (
+            _tf_kernel("ConcatV2", 1, {"values": values}, kernel_attrs)
+            if (N, axis) in ((2, -1), (2, -2), (3, -1), (3, -2))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if N == 2 and axis == -1:
             values_0, values_1 = values
             t0 = tf.shape(values_0, out_type=tf.int64)[-1]
@@ -193,10 +276,6 @@ def concat_v2(*values, axis=-1):
             output = t5 + t7 + t9
         else:
             raise ValueError(f"ConcatV2: unsupported attributes N={N!r}, axis={axis!r}")
-
-        def backward(grad):
-            return concat_v2_vjp(grad, *values, output=output, axis=axis)
-
         return output, backward
 
     return forward(*values)
@@ -267,10 +346,24 @@ def split_grad(op, *grad_output):
 
 def split(value, *, num_split=2, axis=-1):
     """Split: `value` cut along `axis` into `num_split` pieces of equal size, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"num_split": num_split, "axis": axis}
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(value):
+        def backward(*grad_output):
+            return split_vjp(grad_output, value, output, num_split=num_split, axis=axis)
+
+        kernel_outputs = (
+            _tf_kernel("Split", 1, {"value": value}, kernel_attrs, list_output=True)
+            if (num_split, axis) in ((2, -1), (2, -2), (3, -1), (3, -2))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if num_split == 2 and axis == -1:
             t0 = tf.shape(value, out_type=tf.int64)[-1]
             t1 = (t0) // (2)
@@ -321,10 +414,6 @@ def split(value, *, num_split=2, axis=-1):
             raise ValueError(
                 f"Split: unsupported attributes num_split={num_split!r}, axis={axis!r}"
             )
-
-        def backward(*grad_output):
-            return split_vjp(grad_output, value, output, num_split=num_split, axis=axis)
-
         return output, backward
 
     return forward(value)
@@ -413,11 +502,27 @@ def split_v_grad(op, *grad_output):
 
 def split_v(value, *, num_split=2, axis=-1, size_splits):
     """SplitV: `value` cut along `axis` into pieces of `size_splits[k]` entries (one may be -1: the rest), with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"num_split": num_split, "axis": axis, "size_splits": size_splits}
     size_splits = tf.cast(size_splits, tf.int64)
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(value):
+        def backward(*grad_output):
+            return split_v_vjp(
+                grad_output, value, output, num_split=num_split, axis=axis, size_splits=size_splits
+            )
+
+        kernel_outputs = (
+            _tf_kernel("SplitV", 1, {"value": value}, kernel_attrs, list_output=True)
+            if (num_split, axis) in ((2, -1), (2, -2), (3, -1), (3, -2))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if num_split == 2 and axis == -1:
             t0 = tf.shape(value, out_type=tf.int64)[-1]
             t1 = tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
@@ -510,12 +615,6 @@ def split_v(value, *, num_split=2, axis=-1, size_splits):
             raise ValueError(
                 f"SplitV: unsupported attributes num_split={num_split!r}, axis={axis!r}"
             )
-
-        def backward(*grad_output):
-            return split_v_vjp(
-                grad_output, value, output, num_split=num_split, axis=axis, size_splits=size_splits
-            )
-
         return output, backward
 
     return forward(value)
@@ -603,11 +702,25 @@ def pack_grad(op, grad):
 
 def pack(*values, axis=-1):
     """Pack: The tensors of `values`, of one shape, stacked along a new axis `axis`, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis}
     N = len(values)
     axis = axis - (len(values[0].shape) + 1) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(*values):
+        def backward(grad):
+            return pack_vjp(grad, *values, output=output, axis=axis)
+
+        kernel_outputs = (
+            _tf_kernel("Pack", 1, {"values": values}, kernel_attrs)
+            if (N, axis) in ((2, -1), (2, -2), (2, -3), (3, -1), (3, -2), (3, -3))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if N == 2 and axis == -1:
             values_0, values_1 = values
             output = tf.stack([values_0, values_1], axis=-1)
@@ -628,10 +741,6 @@ def pack(*values, axis=-1):
             output = tf.stack([values_0, values_1, values_2], axis=-3)
         else:
             raise ValueError(f"Pack: unsupported attributes N={N!r}, axis={axis!r}")
-
-        def backward(grad):
-            return pack_vjp(grad, *values, output=output, axis=axis)
-
         return output, backward
 
     return forward(*values)
@@ -675,10 +784,24 @@ def unpack_grad(op, *grad_output):
 
 def unpack(value, *, num=2, axis=-1):
     """Unpack: `value` taken apart along axis `axis` (of `num` entries), that axis dropped, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"num": num, "axis": axis}
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(value):
+        def backward(*grad_output):
+            return unpack_vjp(grad_output, value, output, num=num, axis=axis)
+
+        kernel_outputs = (
+            _tf_kernel("Unpack", 1, {"value": value}, kernel_attrs, list_output=True)
+            if (num, axis) in ((2, -1), (2, -2), (2, -3), (3, -1), (3, -2), (3, -3))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if num == 2 and axis == -1:
             t0 = 0
             output_0 = _gather(value, t0, -1)
@@ -723,10 +846,6 @@ def unpack(value, *, num=2, axis=-1):
             output = (output_0, output_1, output_2)
         else:
             raise ValueError(f"Unpack: unsupported attributes num={num!r}, axis={axis!r}")
-
-        def backward(*grad_output):
-            return unpack_vjp(grad_output, value, output, num=num, axis=axis)
-
         return output, backward
 
     return forward(value)
@@ -766,10 +885,22 @@ def add_n_grad(op, grad):
 
 def add_n(*inputs):
     """AddN: The sum of the tensors of `inputs`, all of one shape, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {}
     N = len(inputs)
 
     @tf.custom_gradient
     def forward(*inputs):
+        def backward(grad):
+            return add_n_vjp(grad, *inputs, sum=sum)
+
+        kernel_outputs = (
+            _tf_kernel("AddN", 1, {"inputs": inputs}, kernel_attrs) if N in (2, 3) else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            sum = kernel_outputs[0]
+            return sum, backward
+        # else the declared formula
         if N == 2:
             inputs_0, inputs_1 = inputs
             sum = inputs_0 + inputs_1
@@ -778,10 +909,6 @@ def add_n(*inputs):
             sum = inputs_0 + inputs_1 + inputs_2
         else:
             raise ValueError(f"AddN: unsupported attributes N={N!r}")
-
-        def backward(grad):
-            return add_n_vjp(grad, *inputs, sum=sum)
-
         return sum, backward
 
     return forward(*inputs)

@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
   Where it reads forward stages (intermediates) it takes them as keywords, computing them
   again when they are not given: the wrapper passes its forward's; the registered gradient
@@ -30,6 +32,73 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
+    inputs of these dtypes and shapes with these attributes: there the declared formula
+    computes the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    signature = tuple(
+        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
+        for name, value in tensors.items()
+    )
+    key = (op_type, signature, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _runs(raw, signature, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _spec(x):
+    """A tensor's dtype and static shape (None: unknown rank), hashable."""
+    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
+
+
+def _runs(raw, signature, attrs):
+    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
+    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
+    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
+    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
+
+    def zeros(spec):
+        dtype, shape = spec
+        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
+
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            probe = {  # a list input's spec is a tuple of specs
+                name: (
+                    zeros(spec)
+                    if spec and isinstance(spec[0], tf.DType)
+                    else [zeros(s) for s in spec]
+                )
+                for name, spec in signature
+            }
+            raw(**probe, **attrs)
+        except Exception:  # refused: the declared formula
+            return False
+    return True
 
 
 def _string_attr(op, name):
@@ -65,13 +134,17 @@ def softmax(logits):
 
     @tf.custom_gradient
     def forward(logits):
-        sum1 = tf.reduce_sum(tf.math.exp(logits), axis=-1)
-        t0 = sum1[..., None]
-        softmax = tf.math.exp(logits) / t0
-
         def backward(grad):
             return softmax_vjp(grad, logits, softmax)
 
+        kernel_outputs = _tf_kernel("Softmax", 1, {"logits": logits}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            softmax = kernel_outputs[0]
+            return softmax, backward
+        # else the declared formula
+        sum1 = tf.reduce_sum(tf.math.exp(logits), axis=-1)
+        t0 = sum1[..., None]
+        softmax = tf.math.exp(logits) / t0
         return softmax, backward
 
     return forward(logits)
@@ -97,13 +170,17 @@ def log_softmax(logits):
 
     @tf.custom_gradient
     def forward(logits):
-        sum1 = tf.reduce_sum(tf.math.exp(logits), axis=-1)
-        t0 = sum1[..., None]
-        logsoftmax = logits - tf.math.log(t0)
-
         def backward(grad):
             return log_softmax_vjp(grad, logits, logsoftmax)
 
+        kernel_outputs = _tf_kernel("LogSoftmax", 1, {"logits": logits}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            logsoftmax = kernel_outputs[0]
+            return logsoftmax, backward
+        # else the declared formula
+        sum1 = tf.reduce_sum(tf.math.exp(logits), axis=-1)
+        t0 = sum1[..., None]
+        logsoftmax = logits - tf.math.log(t0)
         return logsoftmax, backward
 
     return forward(logits)
@@ -128,12 +205,16 @@ def l2_loss(t):
 
     @tf.custom_gradient
     def forward(t):
-        t0 = tf.reduce_sum(t**2)
-        output = (1 / 2) * t0
-
         def backward(grad):
             return l2_loss_vjp(grad, t, output)
 
+        kernel_outputs = _tf_kernel("L2Loss", 1, {"t": t}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = tf.reduce_sum(t**2)
+        output = (1 / 2) * t0
         return output, backward
 
     return forward(t)
@@ -168,18 +249,26 @@ def softmax_cross_entropy_with_logits(features, labels):
 
     @tf.custom_gradient
     def forward(features, labels):
-        sum1 = tf.reduce_sum(tf.math.exp(features), axis=-1)
-        t0 = tf.reduce_sum(features * labels, axis=-1)
-        t1 = tf.reduce_sum(labels, axis=-1)
-        loss = -t0 + t1 * tf.math.log(sum1)
-        t2 = sum1[..., None]
-        backprop = -labels + tf.math.exp(features) / t2
+        sum1 = None  # stages: the formula computes them, TensorFlow's kernel does not
 
         def backward(grad_loss, grad_backprop):
             return softmax_cross_entropy_with_logits_vjp(
                 grad_loss, grad_backprop, features, labels, loss, backprop, sum1=sum1
             )
 
+        kernel_outputs = _tf_kernel(
+            "SoftmaxCrossEntropyWithLogits", 2, {"features": features, "labels": labels}, {}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            loss, backprop = kernel_outputs
+            return (loss, backprop), backward
+        # else the declared formula
+        sum1 = tf.reduce_sum(tf.math.exp(features), axis=-1)
+        t0 = tf.reduce_sum(features * labels, axis=-1)
+        t1 = tf.reduce_sum(labels, axis=-1)
+        loss = -t0 + t1 * tf.math.log(sum1)
+        t2 = sum1[..., None]
+        backprop = -labels + tf.math.exp(features) / t2
         return (loss, backprop), backward
 
     return forward(features, labels)
@@ -211,6 +300,18 @@ def bias_add(value, bias, *, data_format="NHWC"):
 
     @tf.custom_gradient
     def forward(value, bias):
+        def backward(grad):
+            return bias_add_vjp(grad, value, bias, output, data_format=data_format)
+
+        kernel_outputs = (
+            _tf_kernel("BiasAdd", 1, {"value": value, "bias": bias}, {"data_format": data_format})
+            if data_format in ("NHWC", "NCHW")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if data_format == "NHWC":
             output = bias + value
         elif data_format == "NCHW":
@@ -218,10 +319,6 @@ def bias_add(value, bias, *, data_format="NHWC"):
             output = t0 + value
         else:
             raise ValueError(f"BiasAdd: unsupported attributes data_format={data_format!r}")
-
-        def backward(grad):
-            return bias_add_vjp(grad, value, bias, output, data_format=data_format)
-
         return output, backward
 
     return forward(value, bias)
@@ -257,6 +354,14 @@ def cross(a, b):
 
     @tf.custom_gradient
     def forward(a, b):
+        def backward(grad):
+            return cross_vjp(grad, a, b, product)
+
+        kernel_outputs = _tf_kernel("Cross", 1, {"a": a, "b": b}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            product = kernel_outputs[0]
+            return product, backward
+        # else the declared formula
         t0 = tf.constant(
             [
                 [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
@@ -266,10 +371,6 @@ def cross(a, b):
             dtype=a.dtype,
         )
         product = tf.einsum("...a,...b,cab->...c", a, b, t0)
-
-        def backward(grad):
-            return cross_vjp(grad, a, b, product)
-
         return product, backward
 
     return forward(a, b)
@@ -295,11 +396,15 @@ def bias_add_v1(value, bias):
 
     @tf.custom_gradient
     def forward(value, bias):
-        output = bias + value
-
         def backward(grad):
             return bias_add_v1_vjp(grad, value, bias, output)
 
+        kernel_outputs = _tf_kernel("BiasAddV1", 1, {"value": value, "bias": bias}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        output = bias + value
         return output, backward
 
     return forward(value, bias)
@@ -332,16 +437,26 @@ def bias_add_backprop(out_backprop, *, data_format="NHWC"):
 
     @tf.custom_gradient
     def forward(out_backprop):
+        def backward(grad):
+            return bias_add_backprop_vjp(grad, out_backprop, output, data_format=data_format)
+
+        kernel_outputs = (
+            _tf_kernel(
+                "BiasAddGrad", 1, {"out_backprop": out_backprop}, {"data_format": data_format}
+            )
+            if data_format in ("NHWC", "NCHW")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if data_format == "NHWC":
             output = tf.reduce_sum(out_backprop, axis=tf.range(tf.rank(out_backprop) - 1))
         elif data_format == "NCHW":
             output = tf.reduce_sum(out_backprop, axis=[-4, -2, -1])
         else:
             raise ValueError(f"BiasAddGrad: unsupported attributes data_format={data_format!r}")
-
-        def backward(grad):
-            return bias_add_backprop_vjp(grad, out_backprop, output, data_format=data_format)
-
         return output, backward
 
     return forward(out_backprop)

@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
   Where it reads forward stages (intermediates) it takes them as keywords, computing them
   again when they are not given: the wrapper passes its forward's; the registered gradient
@@ -30,6 +32,73 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
+    inputs of these dtypes and shapes with these attributes: there the declared formula
+    computes the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    signature = tuple(
+        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
+        for name, value in tensors.items()
+    )
+    key = (op_type, signature, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _runs(raw, signature, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _spec(x):
+    """A tensor's dtype and static shape (None: unknown rank), hashable."""
+    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
+
+
+def _runs(raw, signature, attrs):
+    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
+    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
+    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
+    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
+
+    def zeros(spec):
+        dtype, shape = spec
+        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
+
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            probe = {  # a list input's spec is a tuple of specs
+                name: (
+                    zeros(spec)
+                    if spec and isinstance(spec[0], tf.DType)
+                    else [zeros(s) for s in spec]
+                )
+                for name, spec in signature
+            }
+            raw(**probe, **attrs)
+        except Exception:  # refused: the declared formula
+            return False
+    return True
 
 
 def _const_input(op, index):
@@ -87,10 +156,25 @@ def reduce_sum_grad(op, grad):
 
 def reduce_sum(input, *, axis=-1, keep_dims=False):
     """Sum: Sum over one axis, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis, "keep_dims": keep_dims}
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return reduce_sum_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
+
+        kernel_outputs = (
+            _tf_kernel("Sum", 1, {"input": input}, kernel_attrs)
+            if (axis, keep_dims)
+            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if axis == -1 and not keep_dims:
             output = tf.reduce_sum(input, axis=-1)
         elif axis == -1 and keep_dims:
@@ -105,10 +189,6 @@ def reduce_sum(input, *, axis=-1, keep_dims=False):
             output = tf.reduce_sum(input, axis=-3, keepdims=True)
         else:
             raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
-
-        def backward(grad):
-            return reduce_sum_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
-
         return output, backward
 
     return forward(input)
@@ -160,10 +240,25 @@ def reduce_mean_grad(op, grad):
 
 def reduce_mean(input, *, axis=-1, keep_dims=False):
     """Mean: Mean over one axis, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis, "keep_dims": keep_dims}
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return reduce_mean_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
+
+        kernel_outputs = (
+            _tf_kernel("Mean", 1, {"input": input}, kernel_attrs)
+            if (axis, keep_dims)
+            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if axis == -1 and not keep_dims:
             t0 = tf.cast(tf.shape(input)[-1], input.dtype)
             t1 = tf.reduce_sum(input, axis=-1)
@@ -190,10 +285,6 @@ def reduce_mean(input, *, axis=-1, keep_dims=False):
             output = t1 / t0
         else:
             raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
-
-        def backward(grad):
-            return reduce_mean_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
-
         return output, backward
 
     return forward(input)
@@ -244,10 +335,25 @@ def euclidean_norm_grad(op, grad):
 
 def euclidean_norm(input, *, axis=-1, keep_dims=False):
     """EuclideanNorm: Square root of the sum of squares over one axis, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis, "keep_dims": keep_dims}
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return euclidean_norm_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
+
+        kernel_outputs = (
+            _tf_kernel("EuclideanNorm", 1, {"input": input}, kernel_attrs)
+            if (axis, keep_dims)
+            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if axis == -1 and not keep_dims:
             sum1 = tf.reduce_sum(input**2, axis=-1)
             output = tf.math.sqrt(sum1)
@@ -273,10 +379,6 @@ def euclidean_norm(input, *, axis=-1, keep_dims=False):
             raise ValueError(
                 f"EuclideanNorm: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
             )
-
-        def backward(grad):
-            return euclidean_norm_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
-
         return output, backward
 
     return forward(input)
@@ -305,12 +407,18 @@ def reduce_log_sum_exp(input):
 
     @tf.custom_gradient
     def forward(input):
-        sum1 = tf.reduce_sum(tf.math.exp(input), axis=-1)
-        output = tf.math.log(sum1)
+        sum1 = None  # stages: the formula computes them, TensorFlow's kernel does not
 
         def backward(grad):
             return reduce_log_sum_exp_vjp(grad, input, output, sum1=sum1)
 
+        kernel_outputs = _tf_kernel("ReduceLogSumExp", 1, {"input": input}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        sum1 = tf.reduce_sum(tf.math.exp(input), axis=-1)
+        output = tf.math.log(sum1)
         return output, backward
 
     return forward(input)
@@ -368,10 +476,38 @@ def cumsum_grad(op, grad):
 
 def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumsum: Cumulative sum along one axis; `exclusive` leaves each element out of its sum, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis, "exclusive": exclusive, "reverse": reverse}
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(x):
+        def backward(grad):
+            return cumsum_vjp(grad, x, out, axis=axis, exclusive=exclusive, reverse=reverse)
+
+        kernel_outputs = (
+            _tf_kernel("Cumsum", 1, {"x": x}, kernel_attrs)
+            if (axis, exclusive, reverse)
+            in (
+                (-1, False, False),
+                (-1, False, True),
+                (-1, True, False),
+                (-1, True, True),
+                (-2, False, False),
+                (-2, False, True),
+                (-2, True, False),
+                (-2, True, True),
+                (-3, False, False),
+                (-3, False, True),
+                (-3, True, False),
+                (-3, True, True),
+            )
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            out = kernel_outputs[0]
+            return out, backward
+        # else the declared formula
         if axis == -1 and not exclusive and not reverse:
             out = tf.math.cumsum(x, axis=-1)
         elif axis == -1 and not exclusive and reverse:
@@ -400,10 +536,6 @@ def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
             raise ValueError(
                 f"Cumsum: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
             )
-
-        def backward(grad):
-            return cumsum_vjp(grad, x, out, axis=axis, exclusive=exclusive, reverse=reverse)
-
         return out, backward
 
     return forward(x)
@@ -461,10 +593,25 @@ def reduce_prod_grad(op, grad):
 
 def reduce_prod(input, *, axis=-1, keep_dims=False):
     """Prod: Product over one axis; its gradient is finite with zeros in the slice, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis, "keep_dims": keep_dims}
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return reduce_prod_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
+
+        kernel_outputs = (
+            _tf_kernel("Prod", 1, {"input": input}, kernel_attrs)
+            if (axis, keep_dims)
+            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if axis == -1 and not keep_dims:
             output = tf.reduce_prod(input, axis=-1)
         elif axis == -1 and keep_dims:
@@ -479,10 +626,6 @@ def reduce_prod(input, *, axis=-1, keep_dims=False):
             output = tf.reduce_prod(input, axis=-3, keepdims=True)
         else:
             raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
-
-        def backward(grad):
-            return reduce_prod_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
-
         return output, backward
 
     return forward(input)
@@ -597,10 +740,25 @@ def reduce_max_grad(op, grad):
 
 def reduce_max(input, *, axis=-1, keep_dims=False):
     """Max: Maximum over one axis; tied maxima share the gradient equally, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis, "keep_dims": keep_dims}
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return reduce_max_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
+
+        kernel_outputs = (
+            _tf_kernel("Max", 1, {"input": input}, kernel_attrs)
+            if (axis, keep_dims)
+            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if axis == -1 and not keep_dims:
             output = tf.reduce_max(input, axis=-1)
         elif axis == -1 and keep_dims:
@@ -615,10 +773,6 @@ def reduce_max(input, *, axis=-1, keep_dims=False):
             output = tf.reduce_max(input, axis=-3, keepdims=True)
         else:
             raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
-
-        def backward(grad):
-            return reduce_max_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
-
         return output, backward
 
     return forward(input)
@@ -733,10 +887,25 @@ def reduce_min_grad(op, grad):
 
 def reduce_min(input, *, axis=-1, keep_dims=False):
     """Min: Minimum over one axis; tied minima share the gradient equally, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis, "keep_dims": keep_dims}
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(input):
+        def backward(grad):
+            return reduce_min_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
+
+        kernel_outputs = (
+            _tf_kernel("Min", 1, {"input": input}, kernel_attrs)
+            if (axis, keep_dims)
+            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
         if axis == -1 and not keep_dims:
             output = tf.reduce_min(input, axis=-1)
         elif axis == -1 and keep_dims:
@@ -751,10 +920,6 @@ def reduce_min(input, *, axis=-1, keep_dims=False):
             output = tf.reduce_min(input, axis=-3, keepdims=True)
         else:
             raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
-
-        def backward(grad):
-            return reduce_min_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
-
         return output, backward
 
     return forward(input)
@@ -1127,10 +1292,38 @@ def cumprod_grad(op, grad):
 
 def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis, "exclusive": exclusive, "reverse": reverse}
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(x):
+        def backward(grad):
+            return cumprod_vjp(grad, x, out, axis=axis, exclusive=exclusive, reverse=reverse)
+
+        kernel_outputs = (
+            _tf_kernel("Cumprod", 1, {"x": x}, kernel_attrs)
+            if (axis, exclusive, reverse)
+            in (
+                (-1, False, False),
+                (-1, False, True),
+                (-1, True, False),
+                (-1, True, True),
+                (-2, False, False),
+                (-2, False, True),
+                (-2, True, False),
+                (-2, True, True),
+                (-3, False, False),
+                (-3, False, True),
+                (-3, True, False),
+                (-3, True, True),
+            )
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            out = kernel_outputs[0]
+            return out, backward
+        # else the declared formula
         if axis == -1 and not exclusive and not reverse:
             out = tf.math.cumprod(x, axis=-1)
         elif axis == -1 and not exclusive and reverse:
@@ -1159,10 +1352,6 @@ def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
             raise ValueError(
                 f"Cumprod: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
             )
-
-        def backward(grad):
-            return cumprod_vjp(grad, x, out, axis=axis, exclusive=exclusive, reverse=reverse)
-
         return out, backward
 
     return forward(x)
@@ -1227,10 +1416,27 @@ def cumulative_logsumexp_grad(op, grad):
 
 def cumulative_logsumexp(x, *, axis=-1, reverse=False):
     """CumulativeLogsumexp: log of the cumulative sum of exp along one axis (not `exclusive`: its first entry is, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis, "reverse": reverse}
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(x):
+        sum1 = None  # stages: the formula computes them, TensorFlow's kernel does not
+
+        def backward(grad):
+            return cumulative_logsumexp_vjp(grad, x, out, axis=axis, reverse=reverse, sum1=sum1)
+
+        kernel_outputs = (
+            _tf_kernel("CumulativeLogsumexp", 1, {"x": x}, kernel_attrs)
+            if (axis, reverse)
+            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            out = kernel_outputs[0]
+            return out, backward
+        # else the declared formula
         if axis == -1 and not reverse:
             sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1)
             out = tf.math.log(sum1)
@@ -1253,10 +1459,6 @@ def cumulative_logsumexp(x, *, axis=-1, reverse=False):
             raise ValueError(
                 f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
             )
-
-        def backward(grad):
-            return cumulative_logsumexp_vjp(grad, x, out, axis=axis, reverse=reverse, sum1=sum1)
-
         return out, backward
 
     return forward(x)

@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,73 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
+    inputs of these dtypes and shapes with these attributes: there the declared formula
+    computes the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    signature = tuple(
+        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
+        for name, value in tensors.items()
+    )
+    key = (op_type, signature, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _runs(raw, signature, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _spec(x):
+    """A tensor's dtype and static shape (None: unknown rank), hashable."""
+    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
+
+
+def _runs(raw, signature, attrs):
+    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
+    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
+    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
+    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
+
+    def zeros(spec):
+        dtype, shape = spec
+        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
+
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            probe = {  # a list input's spec is a tuple of specs
+                name: (
+                    zeros(spec)
+                    if spec and isinstance(spec[0], tf.DType)
+                    else [zeros(s) for s in spec]
+                )
+                for name, spec in signature
+            }
+            raw(**probe, **attrs)
+        except Exception:  # refused: the declared formula
+            return False
+    return True
 
 
 def _sum_to_shape(g, x):
@@ -55,11 +124,15 @@ def lgamma(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.lgamma(x)
-
         def backward(grad):
             return lgamma_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Lgamma", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.lgamma(x)
         return y, backward
 
     return forward(x)
@@ -84,11 +157,15 @@ def digamma(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.digamma(x)
-
         def backward(grad):
             return digamma_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Digamma", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.digamma(x)
         return y, backward
 
     return forward(x)
@@ -113,11 +190,15 @@ def polygamma(a, x):
 
     @tf.custom_gradient
     def forward(a, x):
-        z = tf.math.polygamma(a, x)
-
         def backward(grad):
             return polygamma_vjp(grad, a, x, z)
 
+        kernel_outputs = _tf_kernel("Polygamma", 1, {"a": a, "x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.math.polygamma(a, x)
         return z, backward
 
     return forward(a, x)
@@ -142,11 +223,15 @@ def zeta(x, q):
 
     @tf.custom_gradient
     def forward(x, q):
-        z = tf.math.zeta(x, q)
-
         def backward(grad):
             return zeta_vjp(grad, x, q, z)
 
+        kernel_outputs = _tf_kernel("Zeta", 1, {"x": x, "q": q}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            z = kernel_outputs[0]
+            return z, backward
+        # else the declared formula
+        z = tf.math.zeta(x, q)
         return z, backward
 
     return forward(x, q)
@@ -171,11 +256,15 @@ def erfinv(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.erfinv(x)
-
         def backward(grad):
             return erfinv_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Erfinv", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.erfinv(x)
         return y, backward
 
     return forward(x)
@@ -200,11 +289,15 @@ def ndtri(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = 1.4142135623730951 * tf.math.erfinv(2 * x - 1)
-
         def backward(grad):
             return ndtri_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Ndtri", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = 1.4142135623730951 * tf.math.erfinv(2 * x - 1)
         return y, backward
 
     return forward(x)
@@ -229,11 +322,15 @@ def dawsn(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.dawsn(x)
-
         def backward(grad):
             return dawsn_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Dawsn", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.dawsn(x)
         return y, backward
 
     return forward(x)
@@ -258,11 +355,15 @@ def expint(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.where(x >= 0, tf.math.special.expint(x), tf.constant(math.nan, x.dtype))
-
         def backward(grad):
             return expint_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Expint", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.where(x >= 0, tf.math.special.expint(x), tf.constant(math.nan, x.dtype))
         return y, backward
 
     return forward(x)
@@ -287,11 +388,15 @@ def fresnel_cos(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.fresnel_cos(x)
-
         def backward(grad):
             return fresnel_cos_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("FresnelCos", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.fresnel_cos(x)
         return y, backward
 
     return forward(x)
@@ -316,11 +421,15 @@ def fresnel_sin(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.fresnel_sin(x)
-
         def backward(grad):
             return fresnel_sin_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("FresnelSin", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.fresnel_sin(x)
         return y, backward
 
     return forward(x)
@@ -346,11 +455,15 @@ def spence(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.where(tf.equal(x, 1), 1 - x, tf.math.special.spence(x))
-
         def backward(grad):
             return spence_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Spence", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.where(tf.equal(x, 1), 1 - x, tf.math.special.spence(x))
         return y, backward
 
     return forward(x)
@@ -375,11 +488,15 @@ def bessel_i0(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.bessel_i0(x)
-
         def backward(grad):
             return bessel_i0_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselI0", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.bessel_i0(x)
         return y, backward
 
     return forward(x)
@@ -412,11 +529,15 @@ def bessel_i1(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.bessel_i1(x)
-
         def backward(grad):
             return bessel_i1_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselI1", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.bessel_i1(x)
         return y, backward
 
     return forward(x)
@@ -443,11 +564,15 @@ def bessel_i0e(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.exp(-tf.math.abs(x)) * tf.math.special.bessel_i0(x)
-
         def backward(grad):
             return bessel_i0e_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselI0e", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.exp(-tf.math.abs(x)) * tf.math.special.bessel_i0(x)
         return y, backward
 
     return forward(x)
@@ -484,11 +609,15 @@ def bessel_i1e(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.exp(-tf.math.abs(x)) * tf.math.special.bessel_i1(x)
-
         def backward(grad):
             return bessel_i1e_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselI1e", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.exp(-tf.math.abs(x)) * tf.math.special.bessel_i1(x)
         return y, backward
 
     return forward(x)
@@ -513,11 +642,15 @@ def bessel_j0(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.bessel_j0(x)
-
         def backward(grad):
             return bessel_j0_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselJ0", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.bessel_j0(x)
         return y, backward
 
     return forward(x)
@@ -551,11 +684,15 @@ def bessel_j1(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.bessel_j1(x)
-
         def backward(grad):
             return bessel_j1_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselJ1", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.bessel_j1(x)
         return y, backward
 
     return forward(x)
@@ -580,11 +717,15 @@ def bessel_k0(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.bessel_k0(x)
-
         def backward(grad):
             return bessel_k0_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselK0", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.bessel_k0(x)
         return y, backward
 
     return forward(x)
@@ -612,11 +753,15 @@ def bessel_k1(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.bessel_k1(x)
-
         def backward(grad):
             return bessel_k1_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselK1", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.bessel_k1(x)
         return y, backward
 
     return forward(x)
@@ -641,11 +786,15 @@ def bessel_k0e(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.exp(x) * tf.math.special.bessel_k0(x)
-
         def backward(grad):
             return bessel_k0e_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselK0e", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.exp(x) * tf.math.special.bessel_k0(x)
         return y, backward
 
     return forward(x)
@@ -677,11 +826,15 @@ def bessel_k1e(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.exp(x) * tf.math.special.bessel_k1(x)
-
         def backward(grad):
             return bessel_k1e_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselK1e", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.exp(x) * tf.math.special.bessel_k1(x)
         return y, backward
 
     return forward(x)
@@ -706,11 +859,15 @@ def bessel_y0(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.bessel_y0(x)
-
         def backward(grad):
             return bessel_y0_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselY0", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.bessel_y0(x)
         return y, backward
 
     return forward(x)
@@ -738,11 +895,15 @@ def bessel_y1(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.special.bessel_y1(x)
-
         def backward(grad):
             return bessel_y1_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("BesselY1", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.special.bessel_y1(x)
         return y, backward
 
     return forward(x)

@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -29,6 +31,73 @@ def _register(op_type, gradient_fn):
     REGISTERED[op_type] = tuple(names)
 
 
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
+    inputs of these dtypes and shapes with these attributes: there the declared formula
+    computes the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    signature = tuple(
+        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
+        for name, value in tensors.items()
+    )
+    key = (op_type, signature, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _runs(raw, signature, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _spec(x):
+    """A tensor's dtype and static shape (None: unknown rank), hashable."""
+    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
+
+
+def _runs(raw, signature, attrs):
+    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
+    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
+    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
+    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
+
+    def zeros(spec):
+        dtype, shape = spec
+        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
+
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            probe = {  # a list input's spec is a tuple of specs
+                name: (
+                    zeros(spec)
+                    if spec and isinstance(spec[0], tf.DType)
+                    else [zeros(s) for s in spec]
+                )
+                for name, spec in signature
+            }
+            raw(**probe, **attrs)
+        except Exception:  # refused: the declared formula
+            return False
+    return True
+
+
 def sigmoid_vjp(grad, x, y):
     """Gradient of Sigmoid (declared at ops/unary.py:24): one per input (x)."""
     y = tf.math.conj(y)
@@ -46,11 +115,15 @@ def sigmoid(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = 1 / (1 + tf.math.exp(-x))
-
         def backward(grad):
             return sigmoid_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Sigmoid", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = 1 / (1 + tf.math.exp(-x))
         return y, backward
 
     return forward(x)
@@ -76,11 +149,15 @@ def tanh(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.tanh(x)
-
         def backward(grad):
             return tanh_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Tanh", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.tanh(x)
         return y, backward
 
     return forward(x)
@@ -106,11 +183,15 @@ def exp(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.exp(x)
-
         def backward(grad):
             return exp_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Exp", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.exp(x)
         return y, backward
 
     return forward(x)
@@ -136,11 +217,15 @@ def log(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.log(x)
-
         def backward(grad):
             return log_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Log", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.log(x)
         return y, backward
 
     return forward(x)
@@ -166,11 +251,15 @@ def log1p(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.log1p(x)
-
         def backward(grad):
             return log1p_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Log1p", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.log1p(x)
         return y, backward
 
     return forward(x)
@@ -196,11 +285,15 @@ def expm1(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.expm1(x)
-
         def backward(grad):
             return expm1_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Expm1", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.expm1(x)
         return y, backward
 
     return forward(x)
@@ -226,11 +319,15 @@ def sqrt(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.sqrt(x)
-
         def backward(grad):
             return sqrt_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Sqrt", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.sqrt(x)
         return y, backward
 
     return forward(x)
@@ -256,11 +353,15 @@ def rsqrt(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = 1 / tf.math.sqrt(x)
-
         def backward(grad):
             return rsqrt_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Rsqrt", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = 1 / tf.math.sqrt(x)
         return y, backward
 
     return forward(x)
@@ -286,11 +387,15 @@ def reciprocal(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = 1 / x
-
         def backward(grad):
             return reciprocal_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Reciprocal", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = 1 / x
         return y, backward
 
     return forward(x)
@@ -316,11 +421,15 @@ def inv(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = 1 / x
-
         def backward(grad):
             return inv_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Inv", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = 1 / x
         return y, backward
 
     return forward(x)
@@ -346,11 +455,15 @@ def square(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = x**2
-
         def backward(grad):
             return square_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Square", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = x**2
         return y, backward
 
     return forward(x)
@@ -376,11 +489,15 @@ def sin(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.sin(x)
-
         def backward(grad):
             return sin_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Sin", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.sin(x)
         return y, backward
 
     return forward(x)
@@ -406,11 +523,15 @@ def cos(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.cos(x)
-
         def backward(grad):
             return cos_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Cos", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.cos(x)
         return y, backward
 
     return forward(x)
@@ -436,11 +557,15 @@ def tan(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.tan(x)
-
         def backward(grad):
             return tan_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Tan", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.tan(x)
         return y, backward
 
     return forward(x)
@@ -466,11 +591,15 @@ def asin(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.asin(x)
-
         def backward(grad):
             return asin_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Asin", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.asin(x)
         return y, backward
 
     return forward(x)
@@ -496,11 +625,15 @@ def acos(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.acos(x)
-
         def backward(grad):
             return acos_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Acos", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.acos(x)
         return y, backward
 
     return forward(x)
@@ -526,11 +659,15 @@ def atan(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.atan(x)
-
         def backward(grad):
             return atan_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Atan", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.atan(x)
         return y, backward
 
     return forward(x)
@@ -556,11 +693,15 @@ def sinh(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.sinh(x)
-
         def backward(grad):
             return sinh_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Sinh", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.sinh(x)
         return y, backward
 
     return forward(x)
@@ -586,11 +727,15 @@ def cosh(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.cosh(x)
-
         def backward(grad):
             return cosh_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Cosh", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.cosh(x)
         return y, backward
 
     return forward(x)
@@ -616,11 +761,15 @@ def asinh(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.asinh(x)
-
         def backward(grad):
             return asinh_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Asinh", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.asinh(x)
         return y, backward
 
     return forward(x)
@@ -646,11 +795,15 @@ def acosh(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.acosh(x)
-
         def backward(grad):
             return acosh_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Acosh", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.acosh(x)
         return y, backward
 
     return forward(x)
@@ -676,11 +829,15 @@ def atanh(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.atanh(x)
-
         def backward(grad):
             return atanh_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Atanh", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.atanh(x)
         return y, backward
 
     return forward(x)
@@ -705,11 +862,15 @@ def erf(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.erf(x)
-
         def backward(grad):
             return erf_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Erf", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.erf(x)
         return y, backward
 
     return forward(x)
@@ -734,11 +895,15 @@ def erfc(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.erfc(x)
-
         def backward(grad):
             return erfc_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Erfc", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.erfc(x)
         return y, backward
 
     return forward(x)
@@ -763,15 +928,19 @@ def softplus(features):
 
     @tf.custom_gradient
     def forward(features):
+        def backward(grad):
+            return softplus_vjp(grad, features, activations)
+
+        kernel_outputs = _tf_kernel("Softplus", 1, {"features": features}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+            return activations, backward
+        # else the declared formula
         activations = tf.where(
             features > 0,
             features + tf.math.log1p(tf.math.exp(-features)),
             tf.math.log1p(tf.math.exp(features)),
         )
-
-        def backward(grad):
-            return softplus_vjp(grad, features, activations)
-
         return activations, backward
 
     return forward(features)
@@ -797,11 +966,15 @@ def softsign(features):
 
     @tf.custom_gradient
     def forward(features):
-        activations = features / (tf.math.abs(features) + 1)
-
         def backward(grad):
             return softsign_vjp(grad, features, activations)
 
+        kernel_outputs = _tf_kernel("Softsign", 1, {"features": features}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+            return activations, backward
+        # else the declared formula
+        activations = features / (tf.math.abs(features) + 1)
         return activations, backward
 
     return forward(features)
@@ -826,11 +999,15 @@ def relu(features):
 
     @tf.custom_gradient
     def forward(features):
-        activations = tf.where(features > 0, features, tf.constant(0, features.dtype))
-
         def backward(grad):
             return relu_vjp(grad, features, activations)
 
+        kernel_outputs = _tf_kernel("Relu", 1, {"features": features}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+            return activations, backward
+        # else the declared formula
+        activations = tf.where(features > 0, features, tf.constant(0, features.dtype))
         return activations, backward
 
     return forward(features)
@@ -855,15 +1032,19 @@ def relu6(features):
 
     @tf.custom_gradient
     def forward(features):
+        def backward(grad):
+            return relu6_vjp(grad, features, activations)
+
+        kernel_outputs = _tf_kernel("Relu6", 1, {"features": features}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+            return activations, backward
+        # else the declared formula
         activations = tf.where(
             features <= 0,
             tf.constant(0, features.dtype),
             tf.where(features >= 6, tf.constant(6, features.dtype), features),
         )
-
-        def backward(grad):
-            return relu6_vjp(grad, features, activations)
-
         return activations, backward
 
     return forward(features)
@@ -888,11 +1069,15 @@ def elu(features):
 
     @tf.custom_gradient
     def forward(features):
-        activations = tf.where(features > 0, features, tf.math.expm1(features))
-
         def backward(grad):
             return elu_vjp(grad, features, activations)
 
+        kernel_outputs = _tf_kernel("Elu", 1, {"features": features}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+            return activations, backward
+        # else the declared formula
+        activations = tf.where(features > 0, features, tf.math.expm1(features))
         return activations, backward
 
     return forward(features)
@@ -919,15 +1104,19 @@ def selu(features):
 
     @tf.custom_gradient
     def forward(features):
+        def backward(grad):
+            return selu_vjp(grad, features, activations)
+
+        kernel_outputs = _tf_kernel("Selu", 1, {"features": features}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+            return activations, backward
+        # else the declared formula
         activations = tf.where(
             features >= 0,
             1.0507009873554805 * features,
             1.7580993408473768 * tf.math.expm1(features),
         )
-
-        def backward(grad):
-            return selu_vjp(grad, features, activations)
-
         return activations, backward
 
     return forward(features)
@@ -952,11 +1141,15 @@ def leaky_relu(features, *, alpha=0.2):
 
     @tf.custom_gradient
     def forward(features):
-        activations = tf.where(features > 0, features, alpha * features)
-
         def backward(grad):
             return leaky_relu_vjp(grad, features, activations, alpha=alpha)
 
+        kernel_outputs = _tf_kernel("LeakyRelu", 1, {"features": features}, {"alpha": alpha})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            activations = kernel_outputs[0]
+            return activations, backward
+        # else the declared formula
+        activations = tf.where(features > 0, features, alpha * features)
         return activations, backward
 
     return forward(features)
@@ -981,11 +1174,15 @@ def absolute(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.abs(x)
-
         def backward(grad):
             return absolute_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Abs", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.abs(x)
         return y, backward
 
     return forward(x)
@@ -1010,11 +1207,15 @@ def negative(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = -x
-
         def backward(grad):
             return negative_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Neg", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = -x
         return y, backward
 
     return forward(x)
@@ -1039,11 +1240,15 @@ def floor(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.floor(x)
-
         def backward(grad):
             return floor_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Floor", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.floor(x)
         return y, backward
 
     return forward(x)
@@ -1068,11 +1273,15 @@ def ceil(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.ceil(x)
-
         def backward(grad):
             return ceil_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Ceil", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.ceil(x)
         return y, backward
 
     return forward(x)
@@ -1097,11 +1306,15 @@ def round_to_int(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.rint(x)
-
         def backward(grad):
             return round_to_int_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Rint", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.rint(x)
         return y, backward
 
     return forward(x)
@@ -1126,11 +1339,15 @@ def round_half_even(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.rint(x)
-
         def backward(grad):
             return round_half_even_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Round", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.rint(x)
         return y, backward
 
     return forward(x)
@@ -1155,11 +1372,15 @@ def sign(x):
 
     @tf.custom_gradient
     def forward(x):
-        y = tf.math.sign(x)
-
         def backward(grad):
             return sign_vjp(grad, x, y)
 
+        kernel_outputs = _tf_kernel("Sign", 1, {"x": x}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        y = tf.math.sign(x)
         return y, backward
 
     return forward(x)

@@ -138,10 +138,11 @@ def _stage_params(op: ir.OpCode) -> list[str]:
     return [f"{name}=None" for name in op.stages]
 
 
-def _stages_unset(op: ir.OpCode) -> str:
-    """`a = b = None` for the stages some variant's forward does not compute, else ""."""
+def _stages_unset(op: ir.OpCode, every: bool = False) -> str:
+    """`a = b = None` for the stages some variant's forward does not compute (`every`: all
+    stages), else ""."""
     assigned = [{s.target for s in ir.statements(b.body)} for b in op.forward.branches]
-    unset = [name for name in op.stages if any(name not in targets for targets in assigned)]
+    unset = [name for name in op.stages if every or any(name not in targets for targets in assigned)]
     return " = ".join(unset + ["None"]) if unset else ""
 
 
@@ -178,13 +179,51 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
         "get_attrs": get_attrs,
         "pass_attrs": pass_attrs,
         "pass_stages": "".join(f", {name}={name}" for name in op.stages),
+        "stages_unset": _stages_unset(op, every=True),  # TensorFlow's kernel computes none
         "op_inputs": op_inputs,
         "op_outputs": op_outputs,
         "outputs_pass": outputs_pass,
         "none_positions": none_positions,
         # a list output's upstream gradients arrive one per tensor; the vjp takes them as one
         "grad_params": f"*{op.grads[0]}" if op.list_output else ", ".join(op.grads),
+        **_kernel_call(op),
     }
+
+
+def _kernel_call(op: ir.OpCode) -> dict:
+    """How the `tf.custom_gradient` wrapper's forward calls TensorFlow's own kernel of the op
+    type (`_tf_kernel`, None where TensorFlow has none for these inputs): the inputs by their
+    names (TensorFlow's), the attributes as the caller gave them (`kernel_attrs`, read before
+    the prologue normalises them for the formula), and only for the attribute values declared,
+    so that others still raise as the formula does. Whether TensorFlow has the op and a kernel
+    for the dtypes is decided when the wrapper runs, not here: generated files do not depend on
+    the TensorFlow that derives them."""
+    names = [name for name, _ in op.enumerated_attrs + op.numeric_attrs]
+    attrs = "{" + ", ".join(f"{name!r}: {name}" for name in names) + "}"
+    inputs = "{" + ", ".join(f"{name.lstrip('*')!r}: {name.lstrip('*')}" for name in op.inputs) + "}"
+    passed = "kernel_attrs" if op.forward.prologue else attrs
+    flag = ", list_output=True" if op.list_output else ""
+    call = f"_tf_kernel({op.name!r}, {len(op.outputs)}, {inputs}, {passed}{flag})"
+    guard = _declared_values(op.forward.branches)
+    single = len(op.outputs) == 1
+    return {
+        "kernel_attrs": attrs,
+        "kernel_call": f"{call} if {guard} else None" if guard else call,
+        "kernel_targets": op.outputs[0] if single else ", ".join(op.outputs),
+        "kernel_pick": "[0]" if single else "",
+    }
+
+
+def _declared_values(branches) -> str:
+    """A condition that holds for the enumerated attributes' declared value combinations (the
+    formula's branches), or "" for an op without enumerated attributes."""
+    if not branches or not branches[0].attr_values:
+        return ""
+    names = [name for name, _ in branches[0].attr_values]
+    combos = tuple(tuple(value for _, value in b.attr_values) for b in branches)
+    if len(names) == 1:
+        return f"{names[0]} in {tuple(c[0] for c in combos)!r}"
+    return f"({', '.join(names)}) in {combos!r}"
 
 
 def _op_outputs(op: ir.OpCode, n: int | None) -> str:

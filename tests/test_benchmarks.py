@@ -160,3 +160,17 @@ def test_a_reference_that_computes_another_op_fails_loudly(bench):
     for name, lib in (("autograd", libs.autograd), ("jax.jit", libs.jax)):
         assert (f"{name} forward" in message) == (lib is not None)
     assert "generated TensorFlow" not in message  # the generated modules agree
+
+
+def test_training_step_smoke_run_checks_the_same_math_and_writes_the_json(tmp_path):
+    """benchmarks/training_step.py --smoke: both models built, checked to agree, timed, trained."""
+    require_tf()
+    out = tmp_path / "training.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "training_step.py"), "--smoke", "--json", str(out)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "same math: mlp: losses agree" in done.stdout and "same math: cnn: losses agree" in done.stdout
+    report = json.loads(out.read_text())
+    for kind in ("mlp", "cnn"):
+        assert report["step"][kind]["ours_ms"] > 0 and report["step"][kind]["stock_ms"] > 0
+        assert abs(report["accuracy"][f"{kind}_ours"] - report["accuracy"][f"{kind}_stock"]) <= 0.01

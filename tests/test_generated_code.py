@@ -45,3 +45,42 @@ def test_tensorflow_modules_use_the_public_api(derived, stem):
     assert tf_calls <= {"tf", "tf.math", "tf.math.special", "tf.linalg", "tf.raw_ops"}, tf_calls
     for private in ("tensorflow.python", "gen_", "_gradient_registry", "math_ops"):
         assert private not in text
+
+
+def _op_types(tf, fn, *specs):
+    return {op.type for op in tf.function(fn, autograph=False).get_concrete_function(*specs).graph.get_operations()}
+
+
+def test_tf_wrapper_forward_is_tensorflows_kernel_where_it_has_one(tf, tf_module):
+    """The `tf.custom_gradient` wrapper's forward is `tf.raw_ops.<OpType>` where TensorFlow runs
+    it on the inputs, the declared formula elsewhere; the derived vjp is the backward in both."""
+    conv = tf_module("conv")
+    pool = dict(padding="VALID", ksize=(1, 2, 2, 1), strides=(1, 2, 2, 1))
+    x = tf.TensorSpec([None, 8, 8, 3], tf.float32)
+    types = _op_types(tf, lambda x: conv.max_pool(x, **pool), x)
+    assert "MaxPool" in types and "GatherV2" not in types, types
+
+    def with_gradient(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = conv.max_pool(x, **pool)
+        return tape.gradient(y, x)
+
+    types = _op_types(tf, with_gradient, x)
+    assert "MaxPoolGrad" not in types and "UnsortedSegmentSum" in types, types  # the derived vjp
+    # TensorFlow registers no float64 kernel of AvgPool3D: the formula
+    pool3d = dict(padding="VALID", ksize=(1, 2, 2, 2, 1), strides=(1, 2, 2, 2, 1))
+    for dtype, kernel in ((tf.float32, True), (tf.float64, False)):
+        spec = tf.TensorSpec([1, 4, 4, 4, 2], dtype)
+        assert ("AvgPool3D" in _op_types(tf, lambda v: conv.avg_pool3d(v, **pool3d), spec)) == kernel
+    # DepthwiseConv2dNative's CPU kernel refuses unequal strides, which the declaration covers
+    attrs = dict(padding="VALID", strides=(1, 2, 3, 1), dilations=(1, 1, 1, 1), explicit_paddings=())
+    value = tf.random.normal([2, 9, 11, 3], seed=1)
+    filter = tf.random.normal([3, 2, 3, 2], seed=2)
+    expected = tf.nn.depthwise_conv2d(value, filter, (1, 2, 2, 1), "VALID")  # at equal strides
+    got = conv.depthwise_conv2d_native(value, filter, **dict(attrs, strides=(1, 2, 2, 1)))
+    tf.debugging.assert_near(got, expected, atol=1e-5)
+    assert conv.depthwise_conv2d_native(value, filter, **attrs).shape == (2, 4, 4, 6)
+    # a composed op has no TensorFlow op type: the formula
+    composed = tf_module("composed")
+    assert composed._tf_kernel("LayerNorm", 1, {"x": tf.ones([2, 3])}, {}) is None

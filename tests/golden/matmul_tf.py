@@ -7,7 +7,9 @@ Per op:
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`.
+  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+  (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
+  dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -27,6 +29,73 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
+    inputs of these dtypes and shapes with these attributes: there the declared formula
+    computes the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: (
+            [tf.convert_to_tensor(v) for v in value]
+            if isinstance(value, tuple)
+            else tf.convert_to_tensor(value)
+        )
+        for name, value in inputs.items()
+    }
+    signature = tuple(
+        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
+        for name, value in tensors.items()
+    )
+    key = (op_type, signature, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _runs(raw, signature, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _spec(x):
+    """A tensor's dtype and static shape (None: unknown rank), hashable."""
+    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
+
+
+def _runs(raw, signature, attrs):
+    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
+    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
+    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
+    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
+
+    def zeros(spec):
+        dtype, shape = spec
+        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
+
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            probe = {  # a list input's spec is a tuple of specs
+                name: (
+                    zeros(spec)
+                    if spec and isinstance(spec[0], tf.DType)
+                    else [zeros(s) for s in spec]
+                )
+                for name, spec in signature
+            }
+            raw(**probe, **attrs)
+        except Exception:  # refused: the declared formula
+            return False
+    return True
 
 
 def matmul_vjp(grad, a, b, product, *, transpose_a=False, transpose_b=False):
@@ -68,6 +137,24 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
 
     @tf.custom_gradient
     def forward(a, b):
+        def backward(grad):
+            return matmul_vjp(grad, a, b, product, transpose_a=transpose_a, transpose_b=transpose_b)
+
+        kernel_outputs = (
+            _tf_kernel(
+                "MatMul",
+                1,
+                {"a": a, "b": b},
+                {"transpose_a": transpose_a, "transpose_b": transpose_b},
+            )
+            if (transpose_a, transpose_b)
+            in ((False, False), (False, True), (True, False), (True, True))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            product = kernel_outputs[0]
+            return product, backward
+        # else the declared formula
         if not transpose_a and not transpose_b:
             product = tf.linalg.matmul(a, b)
         elif not transpose_a and transpose_b:
@@ -80,10 +167,6 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
             raise ValueError(
                 f"MatMul: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
             )
-
-        def backward(grad):
-            return matmul_vjp(grad, a, b, product, transpose_a=transpose_a, transpose_b=transpose_b)
-
         return product, backward
 
     return forward(a, b)
@@ -129,6 +212,26 @@ def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
 
     @tf.custom_gradient
     def forward(a, b):
+        def backward(grad):
+            return sparse_mat_mul_vjp(
+                grad, a, b, product, transpose_a=transpose_a, transpose_b=transpose_b
+            )
+
+        kernel_outputs = (
+            _tf_kernel(
+                "SparseMatMul",
+                1,
+                {"a": a, "b": b},
+                {"transpose_a": transpose_a, "transpose_b": transpose_b},
+            )
+            if (transpose_a, transpose_b)
+            in ((False, False), (False, True), (True, False), (True, True))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            product = kernel_outputs[0]
+            return product, backward
+        # else the declared formula
         if not transpose_a and not transpose_b:
             product = tf.linalg.matmul(a, b)
         elif not transpose_a and transpose_b:
@@ -141,12 +244,6 @@ def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
             raise ValueError(
                 f"SparseMatMul: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
             )
-
-        def backward(grad):
-            return sparse_mat_mul_vjp(
-                grad, a, b, product, transpose_a=transpose_a, transpose_b=transpose_b
-            )
-
         return product, backward
 
     return forward(a, b)
