@@ -267,7 +267,8 @@ def _shape_configs(variant: Variant) -> list[tuple[str, list[tuple], dict]]:
     """(label, concrete input shapes, dimension sizes) per choice of dimension sizes and batch
     axes; sizes are grown until declared output sizes (a convolution's) are at least 2, or 1
     where they cannot grow, and a choice where one stays below 1 is left out."""
-    symbols = _dimension_symbols(variant)
+    outputs = _output_sizes(variant)
+    symbols = _dimension_symbols(variant, outputs)
     batched = [k for k, shape in enumerate(variant.shapes) if shape and shape[0] == BATCH_DIM]
     one_batch = (
         [(2, 3)]
@@ -286,7 +287,7 @@ def _shape_configs(variant: Variant) -> list[tuple[str, list[tuple], dict]]:
     for (size_label, sizes, least), (batch_label, batch) in itertools.product(sizings, batches):
         if batch_label and size_label != "distinct sizes":
             continue
-        sizes = _fitted(variant, sizes, least)
+        sizes = _fitted(outputs, sizes, least)
         batch = dict(zip(batched, batch))
         shapes = None if sizes is None else _concrete(variant.shapes, sizes, batch)
         if shapes is not None:
@@ -297,7 +298,7 @@ def _shape_configs(variant: Variant) -> list[tuple[str, list[tuple], dict]]:
     return configs
 
 
-def _dimension_symbols(variant: Variant) -> list:
+def _dimension_symbols(variant: Variant, outputs: list) -> list:
     """The dimension symbols of the input shapes, in order of appearance, except that those
     whose growth shrinks an output (a kernel's size) come first: they get the small sizes."""
     symbols = []
@@ -307,7 +308,6 @@ def _dimension_symbols(variant: Variant) -> list:
                 if s not in symbols:
                     symbols.append(s)
     sizes = {s: 2 + n for n, s in enumerate(symbols)}
-    outputs = _output_sizes(variant)
     shrinking = [
         s
         for s in symbols
@@ -318,19 +318,23 @@ def _dimension_symbols(variant: Variant) -> list:
 
 def _output_sizes(variant: Variant) -> list:
     """The declared output sizes with the variant's attribute values in them."""
-    return [sp.sympify(size).subs(variant.attr_values(size)) for _, size in variant.sizes]
+    return [_replaced(size, variant.attr_values(size)) for _, size in variant.sizes]
 
 
 def _size(expr, sizes: dict) -> float:
     """An output size at `sizes` (infinite where it does not evaluate to a number)."""
-    value = sp.sympify(expr).subs(sizes)
+    value = _replaced(expr, sizes)
     return float(value) if value.is_number and value.is_finite is not False else np.inf
 
 
-def _fitted(variant: Variant, sizes: dict, least: int) -> dict | None:
+def _replaced(expr, values: dict) -> sp.Expr:
+    """`expr` with symbols replaced by numbers: what `subs` gives, ten times faster."""
+    return sp.sympify(expr).xreplace({s: sp.sympify(v) for s, v in values.items()})
+
+
+def _fitted(outputs: list, sizes: dict, least: int) -> dict | None:
     """`sizes` with the dimensions grown, one step at a time, that let a declared output size
-    below `least` grow; None if an output size stays below 1."""
-    outputs = _output_sizes(variant)
+    (of `outputs`) below `least` grow; None if an output size stays below 1."""
     for _ in range(64):
         short = [e for e in outputs if _size(e, sizes) < least]
         grows = lambda s: any(_size(e, {**sizes, s: sizes[s] + 4}) > _size(e, sizes) for e in short)
@@ -348,7 +352,7 @@ def _concrete(shapes, sizes: dict, batch: dict) -> list[tuple] | None:
         lead, rest = (
             (tuple(batch[k]), shape[1:]) if shape and shape[0] == BATCH_DIM else ((), shape)
         )
-        dims = [sp.sympify(d).subs(sizes) for d in rest]
+        dims = [_replaced(d, sizes) for d in rest]
         if not all(d.is_Integer and d > 0 for d in dims):
             return None
         result.append(lead + tuple(int(d) for d in dims))
