@@ -79,9 +79,7 @@ def _constants_as_tensors(lowering, product: sp.Expr) -> sp.Expr:
             sizes = [lowering.numeric_size(i) for i in idx]
             if None not in sizes and sum(sizes) <= 64:
                 constant = Constant(_tabulate(factor, idx, sizes), lowering.like())
-                if constant not in lowering.memo:
-                    lowering.memo[constant] = lowering.temp(constant)
-                factor = sp.IndexedBase(lowering.memo[constant])[idx]
+                factor = sp.IndexedBase(lowering.once(constant, lambda: lowering.temp(constant)))[idx]
         factors.append(factor)
     return sp.Mul(*factors)
 

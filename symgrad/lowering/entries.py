@@ -74,8 +74,10 @@ def gathered(lowering, name: str, idx: tuple, axes: tuple, fill=0, off_axis=froz
     axis) with a gather, last axis first: (variable, plain indices), the map's indices in
     place of each mapped axis."""
     key = ("gather", name, idx, axes, fill, off_axis)
-    if key in lowering.memo:
-        return lowering.memo[key]
+    return lowering.once(key, lambda: _gathered_once(lowering, name, idx, axes, fill, off_axis))
+
+
+def _gathered_once(lowering, name: str, idx: tuple, axes: tuple, fill, off_axis) -> tuple[str, tuple]:
     result = list(idx)
     n = len(idx) - 1
     while n >= 0:
@@ -90,8 +92,7 @@ def gathered(lowering, name: str, idx: tuple, axes: tuple, fill=0, off_axis=froz
             result[first : n + 1] = group
             n = first
         n -= 1
-    lowering.memo[key] = (name, tuple(result))
-    return lowering.memo[key]
+    return name, tuple(result)
 
 
 def _merged_for_joint(lowering, name, result, first, last, group, idx) -> tuple[str, str]:
@@ -119,27 +120,23 @@ def linear_positions(lowering, components: list, sizes: list) -> str:
 
 def positions_of(lowering, expr, group: tuple) -> str:
     """An integer array aligned to `group` holding the position `expr` names."""
-    key = ("positions", expr, group)
-    if key in lowering.memo:
-        return lowering.memo[key]
+    return lowering.once(("positions", expr, group), lambda: _positions_once(lowering, expr, group))
+
+
+def _positions_once(lowering, expr, group: tuple) -> str:
     if isinstance(expr, sp.Indexed):  # an integer tensor's entries: the positions as given
-        value = aligned_entry(lowering, expr, group)
-        lowering.memo[key] = str(value)
-        return lowering.memo[key]
+        return str(aligned_entry(lowering, expr, group))
     values = {i: sp.Symbol(lowering.expand(lowering.index_values(i), (i,), group)) for i in group}
     expr = lowering.int_scalars(expr).xreplace(values)
     if expr.is_Symbol:  # a plain index read off its axis: its positions as they are
-        lowering.memo[key] = str(expr)
-        return lowering.memo[key]
+        return str(expr)
     if expr.is_Integer:  # one position, as a 0-d integer array: the axis is dropped
-        lowering.memo[key] = lowering.temp(IntArray(str(expr)))
-        return lowering.memo[key]
+        return lowering.temp(IntArray(str(expr)))
     expr = expr.replace(
         lambda e: isinstance(e, exact_div) and not e.args[0].is_Symbol,
         lambda e: exact_div(sp.Symbol(lowering.temp(IndexArith(e.args[0]))), e.args[1]),
     )
-    lowering.memo[key] = lowering.temp(IndexArith(expr))
-    return lowering.memo[key]
+    return lowering.temp(IndexArith(expr))
 
 
 def _diagonal(lowering, name: str, idx: tuple) -> tuple[str, tuple]:
