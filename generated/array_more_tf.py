@@ -1339,17 +1339,7 @@ def mirror_pad(input, *, mode="REFLECT", paddings):
 
         kernel_outputs = (
             _tf_kernel("MirrorPad", 1, {"input": input}, kernel_attrs)
-            if (rank, mode)
-            in (
-                (1, "REFLECT"),
-                (1, "SYMMETRIC"),
-                (2, "REFLECT"),
-                (2, "SYMMETRIC"),
-                (3, "REFLECT"),
-                (3, "SYMMETRIC"),
-                (4, "REFLECT"),
-                (4, "SYMMETRIC"),
-            )
+            if rank in (1, 2, 3, 4) and mode in ("REFLECT", "SYMMETRIC")
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel

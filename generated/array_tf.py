@@ -971,17 +971,10 @@ def strided_slice(
 
         kernel_outputs = (
             _tf_kernel("StridedSlice", 1, {"input": input}, kernel_attrs)
-            if (rank, shrink_axis_mask, ellipsis_mask, new_axis_mask)
-            in (
-                (1, 0, 0, 0),
-                (1, 1, 0, 0),
-                (2, 0, 0, 0),
-                (2, 1, 0, 0),
-                (3, 0, 0, 0),
-                (3, 1, 0, 0),
-                (4, 0, 0, 0),
-                (4, 1, 0, 0),
-            )
+            if rank in (1, 2, 3, 4)
+            and shrink_axis_mask in (0, 1)
+            and ellipsis_mask in (0,)
+            and new_axis_mask in (0,)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel

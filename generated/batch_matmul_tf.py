@@ -152,7 +152,7 @@ def batch_mat_mul_v2(x, y, *, adj_x=False, adj_y=False):
 
         kernel_outputs = (
             _tf_kernel("BatchMatMulV2", 1, {"x": x, "y": y}, {"adj_x": adj_x, "adj_y": adj_y})
-            if (adj_x, adj_y) in ((False, False), (False, True), (True, False), (True, True))
+            if adj_x in (False, True) and adj_y in (False, True)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -223,7 +223,7 @@ def batch_mat_mul(x, y, *, adj_x=False, adj_y=False):
 
         kernel_outputs = (
             _tf_kernel("BatchMatMul", 1, {"x": x, "y": y}, {"adj_x": adj_x, "adj_y": adj_y})
-            if (adj_x, adj_y) in ((False, False), (False, True), (True, False), (True, True))
+            if adj_x in (False, True) and adj_y in (False, True)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel

@@ -1921,7 +1921,7 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
                     "strides": strides,
                 },
             )
-            if (padding, data_format) in (("VALID", "NHWC"), ("SAME", "NHWC"))
+            if padding in ("VALID", "SAME") and data_format in ("NHWC",)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel

@@ -434,7 +434,7 @@ def matrix_diag_part_v2(input, *, k=0, padding_value=0):
             _tf_kernel(
                 "MatrixDiagPartV2", 1, {"input": input}, {"k": k, "padding_value": padding_value}
             )
-            if (k, padding_value) in ((0, 0),)
+            if k in (0,) and padding_value in (0,)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -498,7 +498,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
                 {"input": input},
                 {"k": k, "padding_value": padding_value, "align": align},
             )
-            if (k, padding_value, align) in ((0, 0, "RIGHT_LEFT"),)
+            if k in (0,) and padding_value in (0,) and align in ("RIGHT_LEFT",)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -572,7 +572,7 @@ def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
                     "padding_value": padding_value,
                 },
             )
-            if (k, num_rows, num_cols, padding_value) in ((0, -1, -1, 0),)
+            if k in (0,) and num_rows in (-1,) and num_cols in (-1,) and padding_value in (0,)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -659,7 +659,11 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
                     "align": align,
                 },
             )
-            if (k, num_rows, num_cols, padding_value, align) in ((0, -1, -1, 0, "RIGHT_LEFT"),)
+            if k in (0,)
+            and num_rows in (-1,)
+            and num_cols in (-1,)
+            and padding_value in (0,)
+            and align in ("RIGHT_LEFT",)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -785,7 +789,7 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
                 {"input": input, "diagonal": diagonal},
                 {"k": k, "align": align},
             )
-            if (k, align) in ((0, "RIGHT_LEFT"),)
+            if k in (0,) and align in ("RIGHT_LEFT",)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel

@@ -221,7 +221,7 @@ def concat_v2(*values, axis=-1):
 
         kernel_outputs = (
             _tf_kernel("ConcatV2", 1, {"values": values}, kernel_attrs)
-            if (N, axis) in ((2, -1), (2, -2), (3, -1), (3, -2))
+            if N in (2, 3) and axis in (-1, -2)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -357,7 +357,7 @@ def split(value, *, num_split=2, axis=-1):
 
         kernel_outputs = (
             _tf_kernel("Split", 1, {"value": value}, kernel_attrs, list_output=True)
-            if (num_split, axis) in ((2, -1), (2, -2), (3, -1), (3, -2))
+            if num_split in (2, 3) and axis in (-1, -2)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -516,7 +516,7 @@ def split_v(value, *, num_split=2, axis=-1, size_splits):
 
         kernel_outputs = (
             _tf_kernel("SplitV", 1, {"value": value}, kernel_attrs, list_output=True)
-            if (num_split, axis) in ((2, -1), (2, -2), (3, -1), (3, -2))
+            if num_split in (2, 3) and axis in (-1, -2)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -714,7 +714,7 @@ def pack(*values, axis=-1):
 
         kernel_outputs = (
             _tf_kernel("Pack", 1, {"values": values}, kernel_attrs)
-            if (N, axis) in ((2, -1), (2, -2), (2, -3), (3, -1), (3, -2), (3, -3))
+            if N in (2, 3) and axis in (-1, -2, -3)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -795,7 +795,7 @@ def unpack(value, *, num=2, axis=-1):
 
         kernel_outputs = (
             _tf_kernel("Unpack", 1, {"value": value}, kernel_attrs, list_output=True)
-            if (num, axis) in ((2, -1), (2, -2), (2, -3), (3, -1), (3, -2), (3, -3))
+            if num in (2, 3) and axis in (-1, -2, -3)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel

@@ -167,8 +167,7 @@ def reduce_sum(input, *, axis=-1, keep_dims=False):
 
         kernel_outputs = (
             _tf_kernel("Sum", 1, {"input": input}, kernel_attrs)
-            if (axis, keep_dims)
-            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            if axis in (-1, -2, -3) and keep_dims in (False, True)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -251,8 +250,7 @@ def reduce_mean(input, *, axis=-1, keep_dims=False):
 
         kernel_outputs = (
             _tf_kernel("Mean", 1, {"input": input}, kernel_attrs)
-            if (axis, keep_dims)
-            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            if axis in (-1, -2, -3) and keep_dims in (False, True)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -346,8 +344,7 @@ def euclidean_norm(input, *, axis=-1, keep_dims=False):
 
         kernel_outputs = (
             _tf_kernel("EuclideanNorm", 1, {"input": input}, kernel_attrs)
-            if (axis, keep_dims)
-            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            if axis in (-1, -2, -3) and keep_dims in (False, True)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -487,21 +484,7 @@ def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
 
         kernel_outputs = (
             _tf_kernel("Cumsum", 1, {"x": x}, kernel_attrs)
-            if (axis, exclusive, reverse)
-            in (
-                (-1, False, False),
-                (-1, False, True),
-                (-1, True, False),
-                (-1, True, True),
-                (-2, False, False),
-                (-2, False, True),
-                (-2, True, False),
-                (-2, True, True),
-                (-3, False, False),
-                (-3, False, True),
-                (-3, True, False),
-                (-3, True, True),
-            )
+            if axis in (-1, -2, -3) and exclusive in (False, True) and reverse in (False, True)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -604,8 +587,7 @@ def reduce_prod(input, *, axis=-1, keep_dims=False):
 
         kernel_outputs = (
             _tf_kernel("Prod", 1, {"input": input}, kernel_attrs)
-            if (axis, keep_dims)
-            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            if axis in (-1, -2, -3) and keep_dims in (False, True)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -751,8 +733,7 @@ def reduce_max(input, *, axis=-1, keep_dims=False):
 
         kernel_outputs = (
             _tf_kernel("Max", 1, {"input": input}, kernel_attrs)
-            if (axis, keep_dims)
-            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            if axis in (-1, -2, -3) and keep_dims in (False, True)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -898,8 +879,7 @@ def reduce_min(input, *, axis=-1, keep_dims=False):
 
         kernel_outputs = (
             _tf_kernel("Min", 1, {"input": input}, kernel_attrs)
-            if (axis, keep_dims)
-            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            if axis in (-1, -2, -3) and keep_dims in (False, True)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -1303,21 +1283,7 @@ def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
 
         kernel_outputs = (
             _tf_kernel("Cumprod", 1, {"x": x}, kernel_attrs)
-            if (axis, exclusive, reverse)
-            in (
-                (-1, False, False),
-                (-1, False, True),
-                (-1, True, False),
-                (-1, True, True),
-                (-2, False, False),
-                (-2, False, True),
-                (-2, True, False),
-                (-2, True, True),
-                (-3, False, False),
-                (-3, False, True),
-                (-3, True, False),
-                (-3, True, True),
-            )
+            if axis in (-1, -2, -3) and exclusive in (False, True) and reverse in (False, True)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -1429,8 +1395,7 @@ def cumulative_logsumexp(x, *, axis=-1, reverse=False):
 
         kernel_outputs = (
             _tf_kernel("CumulativeLogsumexp", 1, {"x": x}, kernel_attrs)
-            if (axis, reverse)
-            in ((-1, False), (-1, True), (-2, False), (-2, True), (-3, False), (-3, True))
+            if axis in (-1, -2, -3) and reverse in (False, True)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel

@@ -16,7 +16,6 @@ from symgrad import ir
 from symgrad.errors import LoweringError
 from symgrad.printers.numpy import NumpyPrinter, summed_product
 from symgrad.printers.tensorflow import TensorflowPrinter, sums_batch_away
-from symgrad.targets import MODULE_SUFFIX, TARGETS
 
 LINE_LENGTH = 100
 
@@ -130,6 +129,8 @@ def _numpy_op(op: ir.OpCode, printer) -> dict:
         "output_calls": calls,
         "forward_signature": _signature(op.inputs, attrs + (["return_stages=False"] if op.stages else [])),
         "stages_dict": "{" + ", ".join(f"{name!r}: {name}" for name in op.stages) + "}",
+        "stages": op.stages,
+        "stages_unset": _stages_unset(op),
     }
 
 
@@ -216,14 +217,13 @@ def _kernel_call(op: ir.OpCode) -> dict:
 
 def _declared_values(branches) -> str:
     """A condition that holds for the enumerated attributes' declared value combinations (the
-    formula's branches), or "" for an op without enumerated attributes."""
+    formula's branches), or "" for an op without enumerated attributes. The branches are every
+    combination of the attributes' values (`OpDecl.variants`), so one test per attribute."""
     if not branches or not branches[0].attr_values:
         return ""
     names = [name for name, _ in branches[0].attr_values]
-    combos = tuple(tuple(value for _, value in b.attr_values) for b in branches)
-    if len(names) == 1:
-        return f"{names[0]} in {tuple(c[0] for c in combos)!r}"
-    return f"({', '.join(names)}) in {combos!r}"
+    values = {name: tuple(dict.fromkeys(dict(b.attr_values)[name] for b in branches)) for name in names}
+    return " and ".join(f"{name} in {values[name]!r}" for name in names)
 
 
 def _op_outputs(op: ir.OpCode, n: int | None) -> str:
@@ -269,7 +269,6 @@ def _read_attr(name: str, default, const: dict) -> str:
 def _common(op: ir.OpCode, printer) -> dict:
     forward_results = ", ".join(op.forward.results)
     return {
-        "stages_unset": _stages_unset(op),
         "name": op.name,
         "func_name": op.func_name,
         "doc": op.doc.rstrip("."),

@@ -57,7 +57,7 @@ def start_symgrad(*args, cwd: Path = ROOT, niceness: int = 0) -> Background:
 def derived_folder(op_file: Path) -> Path:
     """`op_file` derived once per test session into a temporary folder."""
     from symgrad.generate import generate
-    from symgrad.render import TARGETS
+    from symgrad.targets import TARGETS
 
     folder = Path(tempfile.mkdtemp(prefix="symgrad-test-derived-"))
     for name, text in generate([op_file], TARGETS).items():

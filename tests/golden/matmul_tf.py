@@ -147,8 +147,7 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
                 {"a": a, "b": b},
                 {"transpose_a": transpose_a, "transpose_b": transpose_b},
             )
-            if (transpose_a, transpose_b)
-            in ((False, False), (False, True), (True, False), (True, True))
+            if transpose_a in (False, True) and transpose_b in (False, True)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -224,8 +223,7 @@ def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
                 {"a": a, "b": b},
                 {"transpose_a": transpose_a, "transpose_b": transpose_b},
             )
-            if (transpose_a, transpose_b)
-            in ((False, False), (False, True), (True, False), (True, True))
+            if transpose_a in (False, True) and transpose_b in (False, True)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
