@@ -2,7 +2,7 @@
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/training_step.py
         [--steps N] [--quick | --smoke] [--repeats N] [--train-epochs N] [--json FILE]
-        [--generated DIR] [--no-ops] [--profile-max-pool]
+        [--generated DIR] [--no-ops]
 
 Builds two small models twice, once from the generated `tf.custom_gradient` wrappers of
 `generated/` (`matmul`, `bias_add`, `relu`, `conv2d`, `max_pool`,
@@ -23,9 +23,9 @@ an order rotated each repeat), and the median time per step and the ratio ours /
 printed per model. Unless `--no-ops`, each op of the CNN (and of the MLP's first layer) is
 then timed alone at the model's shapes, forward and backward under a tape, wrapper against
 stock op, and the gradient alone (the generated `<op>_grad` against TensorFlow's registered
-gradient function, on the same real op), so that an op that dominates shows;
-`--profile-max-pool` times MaxPool's derived gradient statement by statement. Last, both models of each kind train a few epochs and
-their test accuracies are printed: the generated model trains.
+gradient function, on the same real op), so that an op that dominates shows. Last, both
+models of each kind train a few epochs and their test accuracies are printed: the generated
+model trains.
 
 No time is asserted: the numbers are worth what the machine's load lets them be (the load
 average at the start is printed). `--quick`: fewer repeats and steps, about half a minute;
@@ -74,11 +74,6 @@ def _parser() -> argparse.ArgumentParser:
         "--generated", type=Path, default=ROOT / "generated", help="folder of the generated modules"
     )
     parser.add_argument("--no-ops", action="store_true", help="skip the per-op timings")
-    parser.add_argument(
-        "--profile-max-pool",
-        action="store_true",
-        help="time max_pool_vjp's VALID branch statement by statement at the CNN's sizes",
-    )
     return parser
 
 
@@ -352,74 +347,6 @@ def time_ops(tf, gen: dict, weights, mlp_weights, repeats: int) -> list[dict]:
     return rows
 
 
-def profile_max_pool(tf, gen: dict, repeats: int) -> list[dict]:
-    """max_pool_vjp's VALID branch (generated/conv_tf.py) at the CNN's sizes, statement by
-    statement: each statement's shape, and the median time of a `tf.function` that computes
-    it and what it reads ("up to"): the difference between two rows is roughly what the
-    statements between them cost. Reads the generated source: a diagnostic, it says so and
-    gives up where that source has another form."""
-    import inspect
-    import re
-
-    source = inspect.getsource(gen["conv"].max_pool_vjp)
-    match = re.search(r'if padding == "VALID" and data_format == "NHWC":\n(.*?)\n    elif ', source, re.S)
-    if match is None:
-        print("  max_pool_vjp has no VALID branch of the expected form: not profiled")
-        return []
-    statements, current = [], ""
-    for line in match.group(1).splitlines():
-        current += line[8:] + "\n"
-        if current.count("(") == current.count(")"):
-            statements.append(current)
-            current = ""
-    targets = [st.split("=", 1)[0].strip() for st in statements]
-    rng = np.random.default_rng(5)
-    x = tf.constant(rng.standard_normal((BATCH, 8, 8, FILTERS)).astype(np.float32))
-    y = tf.nn.max_pool2d(x, 2, 2, "VALID")
-    g = tf.constant(rng.standard_normal(y.shape).astype(np.float32))
-    attrs = {"ksize": (1, 2, 2, 1), "strides": (1, 2, 2, 1)}
-    namespace = dict(vars(gen["conv"]), grad=g, input=x, output=y, **attrs)
-    shapes = {}
-    for statement, target in zip(statements, targets):
-        exec(statement, namespace)
-        value = namespace[target]
-        shapes[target] = tuple(value.shape) if hasattr(value, "shape") else ()
-
-    def up_to(k):
-        body = "".join("    " + line + "\n" for st in statements[: k + 1] for line in st.splitlines())
-        code = f"def prefix(grad, input, output, ksize, strides):\n{body}    return {targets[k]}\n"
-        local = dict(vars(gen["conv"]))
-        exec(code, local)
-        fn = tf.function(local["prefix"], autograph=False)
-        return lambda: fn(g, x, y, **attrs).numpy()
-
-    kept = [k for k, t in enumerate(targets) if len(shapes[t]) >= 4]  # the array statements
-    vjp = tf.function(lambda g, x, y: gen["conv"].max_pool_vjp(g, x, y, **attrs)[0], autograph=False)
-    kernel = tf.function(
-        lambda g, x, y: tf.raw_ops.MaxPoolGrad(
-            orig_input=x, orig_output=y, grad=g, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID"
-        )
-    )
-    contenders = [Contender(targets[k], up_to(k)) for k in kept]
-    contenders += [
-        Contender("max_pool_vjp", lambda: vjp(g, x, y).numpy()),
-        Contender("MaxPoolGrad", lambda: kernel(g, x, y).numpy()),
-    ]
-    for c in contenders:
-        c.run()
-    medians = time_interleaved(contenders, repeats, min_sample=0.02)
-    rows = []
-    print("\nmax_pool_vjp, VALID, 256x8x8x32, 2x2/2, statement by statement (ms: up to and including it):")
-    for k in kept:
-        text = " ".join(statements[k].split())
-        rows.append({"target": targets[k], "shape": list(shapes[targets[k]]), "up_to_ms": 1e3 * medians[targets[k]], "statement": text})
-        print(f"  {targets[k]:10} {str(shapes[targets[k]]):24} {1e3 * medians[targets[k]]:7.2f}  {text[:70]}")
-    for name in ("max_pool_vjp", "MaxPoolGrad"):
-        rows.append({"target": name, "up_to_ms": 1e3 * medians[name]})
-        print(f"  {name:35} {1e3 * medians[name]:7.2f}")
-    return rows
-
-
 # --- main -------------------------------------------------------------------------------------
 
 
@@ -477,8 +404,6 @@ def main(argv=None) -> int:
             f" per call; its gradient alone is {slowest['grad_ratio']:.2f}x TensorFlow's"
         )
 
-    profile = profile_max_pool(tf, gen, max(5, repeats // 2)) if args.profile_max_pool else []
-
     epochs = 5 if args.quick else args.train_epochs
     train = batches(x_train, y_train, epochs * (len(x_train) // BATCH), seed=4)
     train = [(tf.constant(x), tf.constant(y)) for x, y in train]
@@ -501,7 +426,6 @@ def main(argv=None) -> int:
             "tensorflow": tf.__version__,
             "step": timed,
             "ops": op_rows,
-            "max_pool_vjp": profile,
             "accuracy": accuracy,
         }
         args.json.write_text(json.dumps(report, indent=2) + "\n")

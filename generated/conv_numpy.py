@@ -10,13 +10,6 @@ import numpy as np
 import scipy.sparse
 
 
-def _shift_right(x, axis, fill):
-    """`x` moved one step along `axis`, `fill` first: an exclusive cumulative sum or product
-    from an inclusive one."""
-    first = np.full_like(np.take(x, [0], axis=axis), fill)
-    return np.concatenate([first, np.delete(x, -1, axis=axis)], axis=axis)
-
-
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
@@ -53,13 +46,13 @@ def _scatter_add(values, positions, trailing, size):
     return np.moveaxis(summed, 0, start)
 
 
-def _window_span(x, pads, spans):
-    """`x` cut or padded with zeros along its spatial axes (all but the first and last) so
+def _window_span(x, pads, spans, fill=0):
+    """`x` cut or padded with `fill` along its spatial axes (all but the first and last) so
     that spatial axis n holds `spans[n]` entries from position `-pads[n]` of `x`'s."""
     rank = len(pads)
     widths = [(max(p, 0), max(q - h - p, 0)) for p, q, h in zip(pads, spans, np.shape(x)[1:-1])]
     if any(w != (0, 0) for w in widths):
-        x = np.pad(x, [(0, 0)] + widths + [(0, 0)])
+        x = np.pad(x, [(0, 0)] + widths + [(0, 0)], constant_values=fill)
     cut = tuple(slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
     return x[(slice(None),) + cut + (slice(None),)] if rank else x
 
@@ -163,6 +156,21 @@ def _depthwise_conv_backprop_input(g, f, strides, dilations, pads, sizes):
     dx = np.zeros((np.shape(g)[0], *spans, np.shape(f)[-2]), dtype=np.result_type(g, f))
     for k, cut in _window_positions(strides, dilations, counts, kernel):
         dx[cut] += np.einsum("...cm,cm->...c", g, f[k], optimize=True)
+    return _window_unspan(dx, pads, sizes)
+
+
+def _max_pool_backprop(x, y, g, window, strides, pads, sizes):
+    """`dx[n, *h, c]`: each window's `g[n, *u, c]` added at the first entry (row-major) of
+    window u of `x`, read at `u*s + k - p` (padding never the maximum), equal to its maximum
+    `y[n, *u, c]`: a loop over the window's positions, each a strided slice of `x`."""
+    counts, ones = np.shape(g)[1:-1], (1,) * len(strides)
+    x = _window_span(x, pads, _conv_spans(strides, ones, counts, window), fill=-np.inf)
+    dx = np.zeros(np.shape(x), dtype=np.result_type(x, g))
+    unclaimed = np.ones(np.shape(g), dtype=bool)
+    for _, cut in _window_positions(strides, ones, counts, window):
+        first = unclaimed & (x[cut] == y)
+        dx[cut] += np.where(first, g, 0)
+        unclaimed &= ~first
     return _window_unspan(dx, pads, sizes)
 
 
@@ -1215,77 +1223,48 @@ def max_pool_grad(grad, input, *, output=None, padding="VALID", data_format="NHW
             input, padding=padding, data_format=data_format, ksize=ksize, strides=strides
         )
     if padding == "VALID" and data_format == "NHWC":
-        t0 = grad[..., None, :, None, :]
-        t1 = np.arange(np.shape(grad)[-2])
-        t2 = t1[..., None]
-        t3 = ksize[2]
-        t4 = np.arange(t3)
-        t5 = strides[2] * t2 + t4
-        t6 = _gather(input, t5, -2, fill=-np.inf)
-        t7 = np.arange(np.shape(grad)[-3])
-        t8 = t7[..., None]
-        t9 = ksize[1]
-        t10 = np.arange(t9)
-        t11 = strides[1] * t8 + t10
-        t12 = _gather(t6, t11, -4, fill=-np.inf)
-        t13 = output[..., None, :, None, :]
-        t14 = np.arange(t3)
-        t15 = strides[2] * t2 + t14
-        t16 = _gather(input, t15, -2, fill=-np.inf)
-        t17 = _gather(t16, t11, -4, fill=-np.inf)
-        t18 = _shift_right(np.cumsum(np.where(t13 == t17, 1, 0), axis=-2), axis=-2, fill=0)
-        t19 = np.arange(t9)
-        t20 = strides[1] * t8 + t19
-        t21 = _gather(t16, t20, -4, fill=-np.inf)
-        t22 = np.sum(np.where(t13 == t21, 1, 0), axis=-2, keepdims=True)
-        t23 = _shift_right(np.cumsum(t22, axis=-4), axis=-4, fill=0)
-        t24 = t0 * np.where(t12 == t13, 1, 0) * np.where(t18 + t23 == 0, 1, 0)
-        t25 = np.shape(input)[-2]
-        t26 = _scatter_add(t24, t5, 1, t25)  # no gather form: an explicit scatter-add
-        t27 = np.shape(input)[-3]
-        grad_input = _scatter_add(t26, t11, 2, t27)  # no gather form: an explicit scatter-add
+        grad_input = _max_pool_backprop(
+            input,
+            output,
+            grad,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(0, 0),
+            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+        )
     elif padding == "SAME" and data_format == "NHWC":
-        t0 = grad[..., None, :, None, :]
-        t1 = np.arange(np.shape(grad)[-2])
-        t2 = t1[..., None]
-        t3 = ksize[2]
-        t4 = np.arange(t3)
-        t5 = np.shape(input)[-2]
-        t6 = -((-t5) // (strides[2]))
-        t7 = np.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-        t8 = (t7) // (2)
-        t9 = strides[2] * t2 + t4 - t8
-        t10 = _gather(input, t9, -2, fill=-np.inf)
-        t11 = np.arange(np.shape(grad)[-3])
-        t12 = t11[..., None]
-        t13 = ksize[1]
-        t14 = np.arange(t13)
-        t15 = np.shape(input)[-3]
-        t16 = -((-t15) // (strides[1]))
-        t17 = np.maximum(ksize[1] + strides[1] * (t16 - 1) - t15, 0)
-        t18 = (t17) // (2)
-        t19 = strides[1] * t12 + t14 - t18
-        t20 = _gather(t10, t19, -4, fill=-np.inf)
-        t21 = output[..., None, :, None, :]
-        t22 = np.arange(t3)
-        t23 = strides[2] * t2 + t22 - t8
-        t24 = _gather(input, t23, -2, fill=-np.inf)
-        t25 = _gather(t24, t19, -4, fill=-np.inf)
-        t26 = _shift_right(np.cumsum(np.where(t21 == t25, 1, 0), axis=-2), axis=-2, fill=0)
-        t27 = np.arange(t13)
-        t28 = strides[1] * t12 - t18 + t27
-        t29 = _gather(t24, t28, -4, fill=-np.inf)
-        t30 = np.sum(np.where(t21 == t29, 1, 0), axis=-2, keepdims=True)
-        t31 = _shift_right(np.cumsum(t30, axis=-4), axis=-4, fill=0)
-        t32 = t0 * np.where(t20 == t21, 1, 0) * np.where(t26 + t31 == 0, 1, 0)
-        t33 = np.maximum(ksize[2] + strides[2] * t6 - strides[2] - t5, 0)
-        t34 = (t33) // (2)
-        t35 = strides[2] * t2 - t34 + t4
-        t36 = _scatter_add(t32, t35, 1, t5)  # no gather form: an explicit scatter-add
-        t37 = np.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
-        t38 = (t37) // (2)
-        t39 = strides[1] * t12 + t14 - t38
-        grad_input = _scatter_add(t36, t39, 2, t15)  # no gather form: an explicit scatter-add
+        grad_input = _max_pool_backprop(
+            input,
+            output,
+            grad,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(
+                (
+                    (
+                        np.maximum(
+                            ksize[1]
+                            + strides[1] * (-((-np.shape(input)[-3]) // (strides[1])) - 1)
+                            - np.shape(input)[-3],
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+                (
+                    (
+                        np.maximum(
+                            ksize[2]
+                            + strides[2] * (-((-np.shape(input)[-2]) // (strides[2])) - 1)
+                            - np.shape(input)[-2],
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+            ),
+            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+        )
     else:
         raise ValueError(
             f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1566,77 +1545,48 @@ def max_pool_v2_grad(grad, input, *, output=None, padding="VALID", ksize, stride
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
     if padding == "VALID":
-        t0 = grad[..., None, :, None, :]
-        t1 = np.arange(np.shape(grad)[-2])
-        t2 = t1[..., None]
-        t3 = ksize[2]
-        t4 = np.arange(t3)
-        t5 = strides[2] * t2 + t4
-        t6 = _gather(input, t5, -2, fill=-np.inf)
-        t7 = np.arange(np.shape(grad)[-3])
-        t8 = t7[..., None]
-        t9 = ksize[1]
-        t10 = np.arange(t9)
-        t11 = strides[1] * t8 + t10
-        t12 = _gather(t6, t11, -4, fill=-np.inf)
-        t13 = output[..., None, :, None, :]
-        t14 = np.arange(t3)
-        t15 = strides[2] * t2 + t14
-        t16 = _gather(input, t15, -2, fill=-np.inf)
-        t17 = _gather(t16, t11, -4, fill=-np.inf)
-        t18 = _shift_right(np.cumsum(np.where(t13 == t17, 1, 0), axis=-2), axis=-2, fill=0)
-        t19 = np.arange(t9)
-        t20 = strides[1] * t8 + t19
-        t21 = _gather(t16, t20, -4, fill=-np.inf)
-        t22 = np.sum(np.where(t13 == t21, 1, 0), axis=-2, keepdims=True)
-        t23 = _shift_right(np.cumsum(t22, axis=-4), axis=-4, fill=0)
-        t24 = t0 * np.where(t12 == t13, 1, 0) * np.where(t18 + t23 == 0, 1, 0)
-        t25 = np.shape(input)[-2]
-        t26 = _scatter_add(t24, t5, 1, t25)  # no gather form: an explicit scatter-add
-        t27 = np.shape(input)[-3]
-        grad_input = _scatter_add(t26, t11, 2, t27)  # no gather form: an explicit scatter-add
+        grad_input = _max_pool_backprop(
+            input,
+            output,
+            grad,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(0, 0),
+            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+        )
     elif padding == "SAME":
-        t0 = grad[..., None, :, None, :]
-        t1 = np.arange(np.shape(grad)[-2])
-        t2 = t1[..., None]
-        t3 = ksize[2]
-        t4 = np.arange(t3)
-        t5 = np.shape(input)[-2]
-        t6 = -((-t5) // (strides[2]))
-        t7 = np.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-        t8 = (t7) // (2)
-        t9 = strides[2] * t2 + t4 - t8
-        t10 = _gather(input, t9, -2, fill=-np.inf)
-        t11 = np.arange(np.shape(grad)[-3])
-        t12 = t11[..., None]
-        t13 = ksize[1]
-        t14 = np.arange(t13)
-        t15 = np.shape(input)[-3]
-        t16 = -((-t15) // (strides[1]))
-        t17 = np.maximum(ksize[1] + strides[1] * (t16 - 1) - t15, 0)
-        t18 = (t17) // (2)
-        t19 = strides[1] * t12 + t14 - t18
-        t20 = _gather(t10, t19, -4, fill=-np.inf)
-        t21 = output[..., None, :, None, :]
-        t22 = np.arange(t3)
-        t23 = strides[2] * t2 + t22 - t8
-        t24 = _gather(input, t23, -2, fill=-np.inf)
-        t25 = _gather(t24, t19, -4, fill=-np.inf)
-        t26 = _shift_right(np.cumsum(np.where(t21 == t25, 1, 0), axis=-2), axis=-2, fill=0)
-        t27 = np.arange(t13)
-        t28 = strides[1] * t12 - t18 + t27
-        t29 = _gather(t24, t28, -4, fill=-np.inf)
-        t30 = np.sum(np.where(t21 == t29, 1, 0), axis=-2, keepdims=True)
-        t31 = _shift_right(np.cumsum(t30, axis=-4), axis=-4, fill=0)
-        t32 = t0 * np.where(t20 == t21, 1, 0) * np.where(t26 + t31 == 0, 1, 0)
-        t33 = np.maximum(ksize[2] + strides[2] * t6 - strides[2] - t5, 0)
-        t34 = (t33) // (2)
-        t35 = strides[2] * t2 - t34 + t4
-        t36 = _scatter_add(t32, t35, 1, t5)  # no gather form: an explicit scatter-add
-        t37 = np.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
-        t38 = (t37) // (2)
-        t39 = strides[1] * t12 + t14 - t38
-        grad_input = _scatter_add(t36, t39, 2, t15)  # no gather form: an explicit scatter-add
+        grad_input = _max_pool_backprop(
+            input,
+            output,
+            grad,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(
+                (
+                    (
+                        np.maximum(
+                            ksize[1]
+                            + strides[1] * (-((-np.shape(input)[-3]) // (strides[1])) - 1)
+                            - np.shape(input)[-3],
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+                (
+                    (
+                        np.maximum(
+                            ksize[2]
+                            + strides[2] * (-((-np.shape(input)[-2]) // (strides[2])) - 1)
+                            - np.shape(input)[-2],
+                            0,
+                        )
+                    )
+                    // (2)
+                ),
+            ),
+            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+        )
     else:
         raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
     return (grad_input,)

@@ -245,8 +245,8 @@ def _padding_attrs(strides, dilations, pads, spans, extents, kernel):
     return "EXPLICIT", [0, 0] + [n for p, a in zip(pads, afters) for n in (p, max(a, 0))] + [0, 0]
 
 
-def _window_span(x, pads, spans):
-    """`x` cut or padded with zeros along its spatial axes (all but the first and last) so
+def _window_span(x, pads, spans, fill=0):
+    """`x` cut or padded with `fill` along its spatial axes (all but the first and last) so
     that spatial axis n holds `spans[n]` entries from position `-pads[n]` of `x`'s."""
     extents = _sizes(x, 1, len(pads) + 1)
     if _is_int(pads, spans, extents) and all(
@@ -254,7 +254,7 @@ def _window_span(x, pads, spans):
     ):
         return x
     widths = [[_int_max(p, 0), _int_max(q - h - p, 0)] for p, q, h in zip(pads, spans, extents)]
-    x = tf.pad(x, [[0, 0]] + widths + [[0, 0]])
+    x = tf.pad(x, [[0, 0]] + widths + [[0, 0]], constant_values=fill)
     cut = tuple(slice(_int_max(-p, 0), _int_max(-p, 0) + q) for p, q in zip(pads, spans))
     return x[(slice(None),) + cut + (slice(None),)]
 
@@ -508,6 +508,41 @@ def _depthwise_conv_backprop_input(g, f, strides, dilations, geometry):
         padding="VALID",
     )
     return _window_unspan(dx, pads, sizes)
+
+
+def _max_pool_backprop(x, y, g, window, strides, geometry):
+    """`dx[n, *h, c]`: each window's `g[n, *u, c]` added at the first entry (row-major) of
+    window u of `x`, read at `u*s + k - p` (padding never the maximum), equal to its maximum
+    `y[n, *u, c]`: TensorFlow's MaxPoolGrad, which routes a window's gradient so."""
+    pads, sizes = _conv_geometry(geometry)
+    spans = [(q - 1) * s + k for q, s, k in zip(_sizes(g, 1, len(strides) + 1), strides, window)]
+    padding = _padding_attrs(strides, [1] * len(strides), pads, spans, sizes, window)
+    if padding is not None:
+        return _raw_max_pool_grad(x, y, g, window, strides, *padding)
+    spanned = _window_span(x, pads, spans, fill=float("-inf"))
+    return _window_unspan(_raw_max_pool_grad(spanned, y, g, window, strides), pads, sizes)
+
+
+def _raw_max_pool_grad(x, y, g, window, strides, padding="VALID", explicit=()):
+    """MaxPoolGrad, or MaxPoolGradV2 where the window or strides are tensors (read at run time)."""
+    if not _is_int(window, strides):
+        return tf.raw_ops.MaxPoolGradV2(
+            orig_input=x,
+            orig_output=y,
+            grad=g,
+            ksize=_int32_vector([1, *window, 1]),
+            strides=_int32_vector([1, *strides, 1]),
+            padding=padding,
+        )
+    return tf.raw_ops.MaxPoolGrad(
+        orig_input=x,
+        orig_output=y,
+        grad=g,
+        ksize=_attr(window),
+        strides=_attr(strides),
+        padding=padding,
+        explicit_paddings=list(explicit),
+    )
 
 
 def conv2d_vjp(
@@ -1774,105 +1809,49 @@ _register("AvgPool", avg_pool_grad)
 def max_pool_vjp(grad, input, output, *, padding="VALID", data_format="NHWC", ksize, strides):
     """Gradient of MaxPool (declared at ops/conv.py:132): one per input (input)."""
     if padding == "VALID" and data_format == "NHWC":
-        t0 = grad[..., None, :, None, :]
-        t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t2 = t1[..., None]
-        t3 = ksize[2]
-        t4 = tf.range(tf.cast(t3, tf.int64))
-        t5 = strides[2] * t2 + t4
-        t6 = _gather(input, t5, -2, fill=float("-inf"))
-        t7 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t8 = t7[..., None]
-        t9 = ksize[1]
-        t10 = tf.range(tf.cast(t9, tf.int64))
-        t11 = strides[1] * t8 + t10
-        t12 = _gather(t6, t11, -4, fill=float("-inf"))
-        t13 = output[..., None, :, None, :]
-        t14 = tf.range(tf.cast(t3, tf.int64))
-        t15 = strides[2] * t2 + t14
-        t16 = _gather(input, t15, -2, fill=float("-inf"))
-        t17 = _gather(t16, t11, -4, fill=float("-inf"))
-        t18 = tf.math.cumsum(
-            tf.where(tf.equal(t13, t17), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-            exclusive=True,
+        grad_input = _max_pool_backprop(
+            input,
+            output,
+            grad,
+            window=[ksize[1], ksize[2]],
+            strides=[strides[1], strides[2]],
+            geometry=lambda size: ([0, 0], [size(input, -3), size(input, -2)]),
         )
-        t19 = tf.range(tf.cast(t9, tf.int64))
-        t20 = strides[1] * t8 + t19
-        t21 = _gather(t16, t20, -4, fill=float("-inf"))
-        t22 = tf.reduce_sum(
-            tf.where(tf.equal(t13, t21), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-            keepdims=True,
-        )
-        t23 = tf.math.cumsum(t22, axis=-4, exclusive=True)
-        t24 = (
-            t0
-            * tf.where(tf.equal(t12, t13), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(
-                tf.equal(t18 + t23, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-        )
-        t25 = tf.shape(input, out_type=tf.int64)[-2]
-        t26 = _scatter_add(t24, t5, 1, t25)  # no gather form: an explicit scatter-add
-        t27 = tf.shape(input, out_type=tf.int64)[-3]
-        grad_input = _scatter_add(t26, t11, 2, t27)  # no gather form: an explicit scatter-add
     elif padding == "SAME" and data_format == "NHWC":
-        t0 = grad[..., None, :, None, :]
-        t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t2 = t1[..., None]
-        t3 = ksize[2]
-        t4 = tf.range(tf.cast(t3, tf.int64))
-        t5 = tf.shape(input, out_type=tf.int64)[-2]
-        t6 = -((-t5) // (strides[2]))
-        t7 = tf.math.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-        t8 = (t7) // (2)
-        t9 = strides[2] * t2 + t4 - t8
-        t10 = _gather(input, t9, -2, fill=float("-inf"))
-        t11 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t12 = t11[..., None]
-        t13 = ksize[1]
-        t14 = tf.range(tf.cast(t13, tf.int64))
-        t15 = tf.shape(input, out_type=tf.int64)[-3]
-        t16 = -((-t15) // (strides[1]))
-        t17 = tf.math.maximum(ksize[1] + strides[1] * (t16 - 1) - t15, 0)
-        t18 = (t17) // (2)
-        t19 = strides[1] * t12 + t14 - t18
-        t20 = _gather(t10, t19, -4, fill=float("-inf"))
-        t21 = output[..., None, :, None, :]
-        t22 = tf.range(tf.cast(t3, tf.int64))
-        t23 = strides[2] * t2 + t22 - t8
-        t24 = _gather(input, t23, -2, fill=float("-inf"))
-        t25 = _gather(t24, t19, -4, fill=float("-inf"))
-        t26 = tf.math.cumsum(
-            tf.where(tf.equal(t21, t25), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-            exclusive=True,
+        grad_input = _max_pool_backprop(
+            input,
+            output,
+            grad,
+            window=[ksize[1], ksize[2]],
+            strides=[strides[1], strides[2]],
+            geometry=lambda size: (
+                [
+                    (
+                        (
+                            _int_max(
+                                ksize[1]
+                                + strides[1] * (-((-size(input, -3)) // (strides[1])) - 1)
+                                - size(input, -3),
+                                0,
+                            )
+                        )
+                        // (2)
+                    ),
+                    (
+                        (
+                            _int_max(
+                                ksize[2]
+                                + strides[2] * (-((-size(input, -2)) // (strides[2])) - 1)
+                                - size(input, -2),
+                                0,
+                            )
+                        )
+                        // (2)
+                    ),
+                ],
+                [size(input, -3), size(input, -2)],
+            ),
         )
-        t27 = tf.range(tf.cast(t13, tf.int64))
-        t28 = strides[1] * t12 - t18 + t27
-        t29 = _gather(t24, t28, -4, fill=float("-inf"))
-        t30 = tf.reduce_sum(
-            tf.where(tf.equal(t21, t29), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-            keepdims=True,
-        )
-        t31 = tf.math.cumsum(t30, axis=-4, exclusive=True)
-        t32 = (
-            t0
-            * tf.where(tf.equal(t20, t21), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(
-                tf.equal(t26 + t31, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-        )
-        t33 = tf.math.maximum(ksize[2] + strides[2] * t6 - strides[2] - t5, 0)
-        t34 = (t33) // (2)
-        t35 = strides[2] * t2 - t34 + t4
-        t36 = _scatter_add(t32, t35, 1, t5)  # no gather form: an explicit scatter-add
-        t37 = tf.math.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
-        t38 = (t37) // (2)
-        t39 = strides[1] * t12 + t14 - t38
-        grad_input = _scatter_add(t36, t39, 2, t15)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(
             f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -2255,105 +2234,49 @@ def max_pool_v2_vjp(grad, input, output, *, padding="VALID", ksize, strides):
     ksize = tf.cast(ksize, tf.int64)
     strides = tf.cast(strides, tf.int64)
     if padding == "VALID":
-        t0 = grad[..., None, :, None, :]
-        t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t2 = t1[..., None]
-        t3 = ksize[2]
-        t4 = tf.range(tf.cast(t3, tf.int64))
-        t5 = strides[2] * t2 + t4
-        t6 = _gather(input, t5, -2, fill=float("-inf"))
-        t7 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t8 = t7[..., None]
-        t9 = ksize[1]
-        t10 = tf.range(tf.cast(t9, tf.int64))
-        t11 = strides[1] * t8 + t10
-        t12 = _gather(t6, t11, -4, fill=float("-inf"))
-        t13 = output[..., None, :, None, :]
-        t14 = tf.range(tf.cast(t3, tf.int64))
-        t15 = strides[2] * t2 + t14
-        t16 = _gather(input, t15, -2, fill=float("-inf"))
-        t17 = _gather(t16, t11, -4, fill=float("-inf"))
-        t18 = tf.math.cumsum(
-            tf.where(tf.equal(t13, t17), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-            exclusive=True,
+        grad_input = _max_pool_backprop(
+            input,
+            output,
+            grad,
+            window=[ksize[1], ksize[2]],
+            strides=[strides[1], strides[2]],
+            geometry=lambda size: ([0, 0], [size(input, -3), size(input, -2)]),
         )
-        t19 = tf.range(tf.cast(t9, tf.int64))
-        t20 = strides[1] * t8 + t19
-        t21 = _gather(t16, t20, -4, fill=float("-inf"))
-        t22 = tf.reduce_sum(
-            tf.where(tf.equal(t13, t21), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-            keepdims=True,
-        )
-        t23 = tf.math.cumsum(t22, axis=-4, exclusive=True)
-        t24 = (
-            t0
-            * tf.where(tf.equal(t12, t13), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(
-                tf.equal(t18 + t23, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-        )
-        t25 = tf.shape(input, out_type=tf.int64)[-2]
-        t26 = _scatter_add(t24, t5, 1, t25)  # no gather form: an explicit scatter-add
-        t27 = tf.shape(input, out_type=tf.int64)[-3]
-        grad_input = _scatter_add(t26, t11, 2, t27)  # no gather form: an explicit scatter-add
     elif padding == "SAME":
-        t0 = grad[..., None, :, None, :]
-        t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t2 = t1[..., None]
-        t3 = ksize[2]
-        t4 = tf.range(tf.cast(t3, tf.int64))
-        t5 = tf.shape(input, out_type=tf.int64)[-2]
-        t6 = -((-t5) // (strides[2]))
-        t7 = tf.math.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-        t8 = (t7) // (2)
-        t9 = strides[2] * t2 + t4 - t8
-        t10 = _gather(input, t9, -2, fill=float("-inf"))
-        t11 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t12 = t11[..., None]
-        t13 = ksize[1]
-        t14 = tf.range(tf.cast(t13, tf.int64))
-        t15 = tf.shape(input, out_type=tf.int64)[-3]
-        t16 = -((-t15) // (strides[1]))
-        t17 = tf.math.maximum(ksize[1] + strides[1] * (t16 - 1) - t15, 0)
-        t18 = (t17) // (2)
-        t19 = strides[1] * t12 + t14 - t18
-        t20 = _gather(t10, t19, -4, fill=float("-inf"))
-        t21 = output[..., None, :, None, :]
-        t22 = tf.range(tf.cast(t3, tf.int64))
-        t23 = strides[2] * t2 + t22 - t8
-        t24 = _gather(input, t23, -2, fill=float("-inf"))
-        t25 = _gather(t24, t19, -4, fill=float("-inf"))
-        t26 = tf.math.cumsum(
-            tf.where(tf.equal(t21, t25), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-            exclusive=True,
+        grad_input = _max_pool_backprop(
+            input,
+            output,
+            grad,
+            window=[ksize[1], ksize[2]],
+            strides=[strides[1], strides[2]],
+            geometry=lambda size: (
+                [
+                    (
+                        (
+                            _int_max(
+                                ksize[1]
+                                + strides[1] * (-((-size(input, -3)) // (strides[1])) - 1)
+                                - size(input, -3),
+                                0,
+                            )
+                        )
+                        // (2)
+                    ),
+                    (
+                        (
+                            _int_max(
+                                ksize[2]
+                                + strides[2] * (-((-size(input, -2)) // (strides[2])) - 1)
+                                - size(input, -2),
+                                0,
+                            )
+                        )
+                        // (2)
+                    ),
+                ],
+                [size(input, -3), size(input, -2)],
+            ),
         )
-        t27 = tf.range(tf.cast(t13, tf.int64))
-        t28 = strides[1] * t12 - t18 + t27
-        t29 = _gather(t24, t28, -4, fill=float("-inf"))
-        t30 = tf.reduce_sum(
-            tf.where(tf.equal(t21, t29), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-            keepdims=True,
-        )
-        t31 = tf.math.cumsum(t30, axis=-4, exclusive=True)
-        t32 = (
-            t0
-            * tf.where(tf.equal(t20, t21), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(
-                tf.equal(t26 + t31, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-        )
-        t33 = tf.math.maximum(ksize[2] + strides[2] * t6 - strides[2] - t5, 0)
-        t34 = (t33) // (2)
-        t35 = strides[2] * t2 - t34 + t4
-        t36 = _scatter_add(t32, t35, 1, t5)  # no gather form: an explicit scatter-add
-        t37 = tf.math.maximum(ksize[1] + strides[1] * t16 - strides[1] - t15, 0)
-        t38 = (t37) // (2)
-        t39 = strides[1] * t12 + t14 - t38
-        grad_input = _scatter_add(t36, t39, 2, t15)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
     return (grad_input,)

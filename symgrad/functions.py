@@ -144,7 +144,7 @@ class first_maximum(maximum):
             raise ValueError(f"first_maximum takes (index, lowest, highest) ranges, got {self.limits}")
         fresh = {limit[0]: next(_fresh) for limit in self.limits}
         entry = self.function.xreplace(fresh)
-        first = self.is_attained(entry) * indicator(sp.Eq(self._attained_before(fresh), 0))
+        first = first_attained(self.is_attained(entry), self._attained_before(fresh))
         ranges = [(fresh[k], low, high) for k, low, high in self.limits]
         return sp.Sum(first * sp.diff(entry, x), *ranges)
 
@@ -161,6 +161,26 @@ class first_maximum(maximum):
                 count = sp.Sum(count, *later)
             total += sp.Sum(count, (k, low, position[k] - 1))
         return total
+
+
+class first_attained(sp.Function):
+    """1 where an entry attains its window's maximum (`attained`, an `indicator_equal` of the
+    entry and the maximum) and none before it in row-major order does (`before`, their count,
+    is 0), else 0; derivative zero. A function of its own, not the product it stands for, so
+    that lowering can see a window's gradient routed to its first maximum (a pooling kernel)."""
+
+    nargs = 2
+
+    def fdiff(self, argindex=1):
+        return sp.S.Zero
+
+    @property
+    def attained(self) -> sp.Expr:
+        return self.args[0]
+
+    def expanded(self) -> sp.Expr:
+        """The indicator product it stands for."""
+        return self.attained * indicator(sp.Eq(self.args[1], 0))
 
 
 class minimum(_Extremum):

@@ -395,6 +395,29 @@ class Convolution:
 
 
 @dataclass(frozen=True)
+class MaxPoolBackprop:
+    """`dx[n, *h, c]`: each window's upstream gradient `grad[n, *u, c]` added at the first
+    entry (row-major) of window u of `input` equal to its maximum `output[n, *u, c]`, windows
+    read at `u*s + k - p` with padding never the maximum (`symgrad.lowering.pooling`)."""
+
+    input: str  # variables
+    output: str
+    grad: str
+    window: tuple[sp.Expr, ...]  # per spatial axis: the window's size, an integer expression
+    strides: tuple[sp.Expr, ...]  # likewise
+    pads: tuple[sp.Expr, ...]  # padding before each spatial axis, over `axis_size`s
+    sizes: tuple[sp.Expr, ...]  # the result's spatial sizes (the input's), over `axis_size`s
+
+    @property
+    def operands(self) -> tuple[str, str, str]:
+        return self.input, self.output, self.grad
+
+    def __str__(self) -> str:
+        geometry = f"window={self.window}, strides={self.strides}, pads={self.pads}, sizes={self.sizes}"
+        return f"max_pool_backprop({', '.join(self.operands)}, {geometry})"
+
+
+@dataclass(frozen=True)
 class MergeAxes:
     """`x` (broadcast to `sizes` first if it lacks axes) with each group of adjacent axes
     merged into one, row-major: an output axis that enumerates several indices."""
@@ -428,7 +451,7 @@ Value = Union[
     Elementwise, FusedCall, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
     BroadcastTo, BroadcastToShape, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis, Constant, Iota,
     IntSize, IndexArith, Arange, Gather, ScatterAdd, Rank, NegativeAxes, AsTuple, IntArray,
-    MergeAxes, SplitAxis, Length, Stack, Convolution,
+    MergeAxes, SplitAxis, Length, Stack, Convolution, MaxPoolBackprop,
 ]
 
 
@@ -450,7 +473,7 @@ def reads(value: Value) -> set[str]:
         return reads(value.value) | {value.shape}
     if isinstance(value, MatMul):
         return {value.a, value.b}
-    if isinstance(value, (Einsum, Convolution)):
+    if isinstance(value, (Einsum, Convolution, MaxPoolBackprop)):
         return set(value.operands)
     if isinstance(value, Stack):
         return set(value.values)

@@ -58,7 +58,8 @@ def render_numpy_module(source: str, ops: list[ir.OpCode]) -> str:
         uses_shift_right=_uses(ops, lambda v: isinstance(v, ir.Scan) and v.exclusive),
         uses_gather=_uses(ops, lambda v: isinstance(v, ir.Gather)),
         uses_scatter=_uses(ops, lambda v: isinstance(v, ir.ScatterAdd)),
-        uses_convolution=_uses(ops, lambda v: isinstance(v, ir.Convolution)),
+        uses_convolution=_uses(ops, lambda v: isinstance(v, (ir.Convolution, ir.MaxPoolBackprop))),
+        uses_max_pool=_uses(ops, lambda v: isinstance(v, ir.MaxPoolBackprop)),
     )
     return _format(text)
 
@@ -75,7 +76,8 @@ def render_tf_module(source: str, ops: list[ir.OpCode]) -> str:
         uses_const_inputs=any(op.const_inputs for op in ops),
         uses_gather=_uses(ops, lambda v: isinstance(v, ir.Gather)),
         uses_scatter=_uses(ops, lambda v: isinstance(v, ir.ScatterAdd)),
-        uses_convolution=_uses(ops, lambda v: isinstance(v, ir.Convolution)),
+        uses_convolution=_uses(ops, lambda v: isinstance(v, (ir.Convolution, ir.MaxPoolBackprop))),
+        uses_max_pool=_uses(ops, lambda v: isinstance(v, ir.MaxPoolBackprop)),
         uses_einsum_over_batch=_uses(ops, lambda v: isinstance(v, ir.Einsum) and sums_batch_away(v.spec)),
     )
     return _format(text)

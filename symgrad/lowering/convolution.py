@@ -29,7 +29,7 @@ def convolution(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
     spatial = found.result_spatial()
     if any(ranges[i][0] != 0 for i in spatial) or not _sizes_known(lowering, found, spatial, ranges):
         return None
-    static = lambda expr: _static_sizes(lowering, expr)
+    static = lambda expr: static_sizes(lowering, expr)
     name = lowering.temp(
         Convolution(
             found.kernel.name,
@@ -48,7 +48,7 @@ def _sizes_known(lowering, found, spatial, ranges) -> bool:
     return all(d in lowering.dims for group in sizes for e in group for d in sizes_in(sp.sympify(e)))
 
 
-def _static_sizes(lowering, expr) -> sp.Expr:
+def static_sizes(lowering, expr) -> sp.Expr:
     """`expr` with each dimension size read from an array's shape as `axis_size`."""
     expr = sp.sympify(expr)
     return expr.xreplace({d: axis_size(sp.Symbol(lowering.dims[d][0]), lowering.dims[d][1]) for d in sizes_in(expr)})

@@ -15,8 +15,8 @@ from typing import Callable
 
 import sympy as sp
 
-from symgrad.functions import maximum, minimum, product, read_outside
-from symgrad.lowering import contraction, convolution, entries, indices, reductions, scatters, sums
+from symgrad.functions import first_attained, maximum, minimum, product, read_outside
+from symgrad.lowering import contraction, convolution, entries, indices, pooling, reductions, scatters, sums
 from symgrad.lowering.symbols import free_indices, is_index
 
 
@@ -73,6 +73,7 @@ EXPRESSION_RULES = (
     Rule("an identity or one-hot", _kind(sp.KroneckerDelta), indices.delta),
     Rule("an index's positions (iota)", is_index, indices.iota),
     Rule("a mask of indices", _index_condition, indices.index_condition),
+    Rule("the first entry attaining a maximum", _kind(first_attained), lambda lowering, expr, axes: lowering.array(expr.expanded(), axes)),
     Rule("a stack of the pieces at each position", _kind(sp.Add), indices.stacked),
     Rule("elementwise arithmetic and functions", lambda expr: bool(expr.args), _elementwise),
 )
@@ -83,6 +84,7 @@ SUM_RULES = (
     Rule("a mask applied after the sum", _always, sums.into_branches),
     Rule("a sum of expanded terms", _always, sums.expanded_terms),
     Rule("a convolution kernel", _always, convolution.convolution),
+    Rule("a max-pooling gradient kernel", _always, pooling.max_pool_backprop),
     Rule("a scatter-add at mapped positions", _always, scatters.scatter),
     Rule("a cumulative sum", _always, reductions.cumulative_sum),
     Rule("a matmul or einsum", _always, contraction.contraction),

@@ -218,6 +218,13 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         )
         return f"_{value.kind}({', '.join(value.operands)}, {geometry})"
 
+    def _print_MaxPoolBackprop(self, value: ir.MaxPoolBackprop):
+        geometry = ", ".join(
+            f"{name}={self._int_tuple(exprs)}"
+            for name, exprs in (("window", value.window), ("strides", value.strides), ("pads", value.pads), ("sizes", value.sizes))
+        )
+        return f"_max_pool_backprop({', '.join(value.operands)}, {geometry})"
+
     def _int_tuple(self, exprs) -> str:
         return "(" + ", ".join(self._print(integer_form(e)) for e in exprs) + ("," if len(exprs) == 1 else "") + ")"
 

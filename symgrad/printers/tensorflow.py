@@ -291,16 +291,27 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     def _print_Convolution(self, value: ir.Convolution):
         """A helper calling TensorFlow's kernel; sizes and pads are computed by a function of
         how an axis size is read, so that they are Python ints wherever shapes are known."""
+        strides, dilations, pads, sizes = self._geometry_lists(value.strides, value.dilations, value.pads, value.sizes)
+        operands = ", ".join(value.operands)
+        return f"_{value.kind}({operands}, strides={strides}, dilations={dilations}, geometry={self._geometry(pads, sizes)})"
+
+    def _print_MaxPoolBackprop(self, value: ir.MaxPoolBackprop):
+        """A helper calling TensorFlow's MaxPoolGrad; pads and sizes as for a convolution."""
+        window, strides, pads, sizes = self._geometry_lists(value.window, value.strides, value.pads, value.sizes)
+        operands = ", ".join(value.operands)
+        return f"_max_pool_backprop({operands}, window={window}, strides={strides}, geometry={self._geometry(pads, sizes)})"
+
+    def _geometry_lists(self, *groups) -> list[str]:
+        """Each group of integer expressions as a list, an axis size read by `size(x, axis)`."""
         self._geometry_context = True
         try:
-            strides, dilations, pads, sizes = (
-                self._int_list(e) for e in (value.strides, value.dilations, value.pads, value.sizes)
-            )
+            return [self._int_list(e) for e in groups]
         finally:
             self._geometry_context = False
-        operands = ", ".join(value.operands)
-        geometry = f"lambda size: ({pads}, {sizes})"
-        return f"_{value.kind}({operands}, strides={strides}, dilations={dilations}, geometry={geometry})"
+
+    @staticmethod
+    def _geometry(pads: str, sizes: str) -> str:
+        return f"lambda size: ({pads}, {sizes})"
 
     def _int_list(self, exprs) -> str:
         return "[" + ", ".join(self._print(integer_form(e)) for e in exprs) + "]"
