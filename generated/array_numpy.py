@@ -441,7 +441,7 @@ def strided_slice(
                 np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t0 - 1), t2)
                 - np.where(np.mod(end_mask, 2) == 1, np.where(strides[0] > 0, t0, -1), t4)
             )
-            // (strides[0])
+            // strides[0]
         )
         t6 = np.maximum(t5, 0)
         t7 = t6
@@ -456,12 +456,12 @@ def strided_slice(
         output = _gather(input, t1, -1)
     elif rank == 2 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.shape(input)[-1]
-        t1 = (begin_mask) // (2)
+        t1 = begin_mask // 2
         t2 = np.maximum(
             np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t0, begin[1])
         )
         t3 = np.minimum(t2, np.where(strides[1] > 0, t0, t0 - 1))
-        t4 = (end_mask) // (2)
+        t4 = end_mask // 2
         t5 = np.maximum(np.where(strides[1] > 0, 0, -1), np.where(end[1] < 0, end[1] + t0, end[1]))
         t6 = np.minimum(t5, np.where(strides[1] > 0, t0, t0 - 1))
         t7 = -(
@@ -469,7 +469,7 @@ def strided_slice(
                 np.where(np.mod(t1, 2) == 1, np.where(strides[1] > 0, 0, t0 - 1), t3)
                 - np.where(np.mod(t4, 2) == 1, np.where(strides[1] > 0, t0, -1), t6)
             )
-            // (strides[1])
+            // strides[1]
         )
         t8 = np.maximum(t7, 0)
         t9 = t8
@@ -492,7 +492,7 @@ def strided_slice(
                 np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t13 - 1), t15)
                 - np.where(np.mod(end_mask, 2) == 1, np.where(strides[0] > 0, t13, -1), t17)
             )
-            // (strides[0])
+            // strides[0]
         )
         t19 = np.maximum(t18, 0)
         t20 = t19
@@ -503,12 +503,12 @@ def strided_slice(
         output = _gather(t12, t22, -2)
     elif rank == 2 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.shape(input)[-1]
-        t1 = (begin_mask) // (2)
+        t1 = begin_mask // 2
         t2 = np.maximum(
             np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t0, begin[1])
         )
         t3 = np.minimum(t2, np.where(strides[1] > 0, t0, t0 - 1))
-        t4 = (end_mask) // (2)
+        t4 = end_mask // 2
         t5 = np.maximum(np.where(strides[1] > 0, 0, -1), np.where(end[1] < 0, end[1] + t0, end[1]))
         t6 = np.minimum(t5, np.where(strides[1] > 0, t0, t0 - 1))
         t7 = -(
@@ -516,7 +516,7 @@ def strided_slice(
                 np.where(np.mod(t1, 2) == 1, np.where(strides[1] > 0, 0, t0 - 1), t3)
                 - np.where(np.mod(t4, 2) == 1, np.where(strides[1] > 0, t0, -1), t6)
             )
-            // (strides[1])
+            // strides[1]
         )
         t8 = np.maximum(t7, 0)
         t9 = t8
@@ -530,12 +530,12 @@ def strided_slice(
         output = _gather(t12, t14, -2)
     elif rank == 3 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.shape(input)[-1]
-        t1 = (begin_mask) // (4)
+        t1 = begin_mask // 4
         t2 = np.maximum(
             np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t0, begin[2])
         )
         t3 = np.minimum(t2, np.where(strides[2] > 0, t0, t0 - 1))
-        t4 = (end_mask) // (4)
+        t4 = end_mask // 4
         t5 = np.maximum(np.where(strides[2] > 0, 0, -1), np.where(end[2] < 0, end[2] + t0, end[2]))
         t6 = np.minimum(t5, np.where(strides[2] > 0, t0, t0 - 1))
         t7 = -(
@@ -543,7 +543,7 @@ def strided_slice(
                 np.where(np.mod(t1, 2) == 1, np.where(strides[2] > 0, 0, t0 - 1), t3)
                 - np.where(np.mod(t4, 2) == 1, np.where(strides[2] > 0, t0, -1), t6)
             )
-            // (strides[2])
+            // strides[2]
         )
         t8 = np.maximum(t7, 0)
         t9 = t8
@@ -553,12 +553,12 @@ def strided_slice(
         )
         t12 = _gather(input, t11, -1)
         t13 = np.shape(input)[-2]
-        t14 = (begin_mask) // (2)
+        t14 = begin_mask // 2
         t15 = np.maximum(
             np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t13, begin[1])
         )
         t16 = np.minimum(t15, np.where(strides[1] > 0, t13, t13 - 1))
-        t17 = (end_mask) // (2)
+        t17 = end_mask // 2
         t18 = np.maximum(
             np.where(strides[1] > 0, 0, -1), np.where(end[1] < 0, end[1] + t13, end[1])
         )
@@ -568,7 +568,7 @@ def strided_slice(
                 np.where(np.mod(t14, 2) == 1, np.where(strides[1] > 0, 0, t13 - 1), t16)
                 - np.where(np.mod(t17, 2) == 1, np.where(strides[1] > 0, t13, -1), t19)
             )
-            // (strides[1])
+            // strides[1]
         )
         t21 = np.maximum(t20, 0)
         t22 = t21
@@ -591,7 +591,7 @@ def strided_slice(
                 np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t26 - 1), t28)
                 - np.where(np.mod(end_mask, 2) == 1, np.where(strides[0] > 0, t26, -1), t30)
             )
-            // (strides[0])
+            // strides[0]
         )
         t32 = np.maximum(t31, 0)
         t33 = t32
@@ -602,12 +602,12 @@ def strided_slice(
         output = _gather(t25, t35, -3)
     elif rank == 3 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.shape(input)[-1]
-        t1 = (begin_mask) // (4)
+        t1 = begin_mask // 4
         t2 = np.maximum(
             np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t0, begin[2])
         )
         t3 = np.minimum(t2, np.where(strides[2] > 0, t0, t0 - 1))
-        t4 = (end_mask) // (4)
+        t4 = end_mask // 4
         t5 = np.maximum(np.where(strides[2] > 0, 0, -1), np.where(end[2] < 0, end[2] + t0, end[2]))
         t6 = np.minimum(t5, np.where(strides[2] > 0, t0, t0 - 1))
         t7 = -(
@@ -615,7 +615,7 @@ def strided_slice(
                 np.where(np.mod(t1, 2) == 1, np.where(strides[2] > 0, 0, t0 - 1), t3)
                 - np.where(np.mod(t4, 2) == 1, np.where(strides[2] > 0, t0, -1), t6)
             )
-            // (strides[2])
+            // strides[2]
         )
         t8 = np.maximum(t7, 0)
         t9 = t8
@@ -625,12 +625,12 @@ def strided_slice(
         )
         t12 = _gather(input, t11, -1)
         t13 = np.shape(input)[-2]
-        t14 = (begin_mask) // (2)
+        t14 = begin_mask // 2
         t15 = np.maximum(
             np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t13, begin[1])
         )
         t16 = np.minimum(t15, np.where(strides[1] > 0, t13, t13 - 1))
-        t17 = (end_mask) // (2)
+        t17 = end_mask // 2
         t18 = np.maximum(
             np.where(strides[1] > 0, 0, -1), np.where(end[1] < 0, end[1] + t13, end[1])
         )
@@ -640,7 +640,7 @@ def strided_slice(
                 np.where(np.mod(t14, 2) == 1, np.where(strides[1] > 0, 0, t13 - 1), t16)
                 - np.where(np.mod(t17, 2) == 1, np.where(strides[1] > 0, t13, -1), t19)
             )
-            // (strides[1])
+            // strides[1]
         )
         t21 = np.maximum(t20, 0)
         t22 = t21
@@ -654,12 +654,12 @@ def strided_slice(
         output = _gather(t25, t27, -3)
     elif rank == 4 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.shape(input)[-1]
-        t1 = (begin_mask) // (8)
+        t1 = begin_mask // 8
         t2 = np.maximum(
             np.where(strides[3] > 0, 0, -1), np.where(begin[3] < 0, begin[3] + t0, begin[3])
         )
         t3 = np.minimum(t2, np.where(strides[3] > 0, t0, t0 - 1))
-        t4 = (end_mask) // (8)
+        t4 = end_mask // 8
         t5 = np.maximum(np.where(strides[3] > 0, 0, -1), np.where(end[3] < 0, end[3] + t0, end[3]))
         t6 = np.minimum(t5, np.where(strides[3] > 0, t0, t0 - 1))
         t7 = -(
@@ -667,7 +667,7 @@ def strided_slice(
                 np.where(np.mod(t1, 2) == 1, np.where(strides[3] > 0, 0, t0 - 1), t3)
                 - np.where(np.mod(t4, 2) == 1, np.where(strides[3] > 0, t0, -1), t6)
             )
-            // (strides[3])
+            // strides[3]
         )
         t8 = np.maximum(t7, 0)
         t9 = t8
@@ -677,12 +677,12 @@ def strided_slice(
         )
         t12 = _gather(input, t11, -1)
         t13 = np.shape(input)[-2]
-        t14 = (begin_mask) // (4)
+        t14 = begin_mask // 4
         t15 = np.maximum(
             np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t13, begin[2])
         )
         t16 = np.minimum(t15, np.where(strides[2] > 0, t13, t13 - 1))
-        t17 = (end_mask) // (4)
+        t17 = end_mask // 4
         t18 = np.maximum(
             np.where(strides[2] > 0, 0, -1), np.where(end[2] < 0, end[2] + t13, end[2])
         )
@@ -692,7 +692,7 @@ def strided_slice(
                 np.where(np.mod(t14, 2) == 1, np.where(strides[2] > 0, 0, t13 - 1), t16)
                 - np.where(np.mod(t17, 2) == 1, np.where(strides[2] > 0, t13, -1), t19)
             )
-            // (strides[2])
+            // strides[2]
         )
         t21 = np.maximum(t20, 0)
         t22 = t21
@@ -702,12 +702,12 @@ def strided_slice(
         )
         t25 = _gather(t12, t24, -2)
         t26 = np.shape(input)[-3]
-        t27 = (begin_mask) // (2)
+        t27 = begin_mask // 2
         t28 = np.maximum(
             np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t26, begin[1])
         )
         t29 = np.minimum(t28, np.where(strides[1] > 0, t26, t26 - 1))
-        t30 = (end_mask) // (2)
+        t30 = end_mask // 2
         t31 = np.maximum(
             np.where(strides[1] > 0, 0, -1), np.where(end[1] < 0, end[1] + t26, end[1])
         )
@@ -717,7 +717,7 @@ def strided_slice(
                 np.where(np.mod(t27, 2) == 1, np.where(strides[1] > 0, 0, t26 - 1), t29)
                 - np.where(np.mod(t30, 2) == 1, np.where(strides[1] > 0, t26, -1), t32)
             )
-            // (strides[1])
+            // strides[1]
         )
         t34 = np.maximum(t33, 0)
         t35 = t34
@@ -740,7 +740,7 @@ def strided_slice(
                 np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t39 - 1), t41)
                 - np.where(np.mod(end_mask, 2) == 1, np.where(strides[0] > 0, t39, -1), t43)
             )
-            // (strides[0])
+            // strides[0]
         )
         t45 = np.maximum(t44, 0)
         t46 = t45
@@ -751,12 +751,12 @@ def strided_slice(
         output = _gather(t38, t48, -4)
     elif rank == 4 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.shape(input)[-1]
-        t1 = (begin_mask) // (8)
+        t1 = begin_mask // 8
         t2 = np.maximum(
             np.where(strides[3] > 0, 0, -1), np.where(begin[3] < 0, begin[3] + t0, begin[3])
         )
         t3 = np.minimum(t2, np.where(strides[3] > 0, t0, t0 - 1))
-        t4 = (end_mask) // (8)
+        t4 = end_mask // 8
         t5 = np.maximum(np.where(strides[3] > 0, 0, -1), np.where(end[3] < 0, end[3] + t0, end[3]))
         t6 = np.minimum(t5, np.where(strides[3] > 0, t0, t0 - 1))
         t7 = -(
@@ -764,7 +764,7 @@ def strided_slice(
                 np.where(np.mod(t1, 2) == 1, np.where(strides[3] > 0, 0, t0 - 1), t3)
                 - np.where(np.mod(t4, 2) == 1, np.where(strides[3] > 0, t0, -1), t6)
             )
-            // (strides[3])
+            // strides[3]
         )
         t8 = np.maximum(t7, 0)
         t9 = t8
@@ -774,12 +774,12 @@ def strided_slice(
         )
         t12 = _gather(input, t11, -1)
         t13 = np.shape(input)[-2]
-        t14 = (begin_mask) // (4)
+        t14 = begin_mask // 4
         t15 = np.maximum(
             np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t13, begin[2])
         )
         t16 = np.minimum(t15, np.where(strides[2] > 0, t13, t13 - 1))
-        t17 = (end_mask) // (4)
+        t17 = end_mask // 4
         t18 = np.maximum(
             np.where(strides[2] > 0, 0, -1), np.where(end[2] < 0, end[2] + t13, end[2])
         )
@@ -789,7 +789,7 @@ def strided_slice(
                 np.where(np.mod(t14, 2) == 1, np.where(strides[2] > 0, 0, t13 - 1), t16)
                 - np.where(np.mod(t17, 2) == 1, np.where(strides[2] > 0, t13, -1), t19)
             )
-            // (strides[2])
+            // strides[2]
         )
         t21 = np.maximum(t20, 0)
         t22 = t21
@@ -799,12 +799,12 @@ def strided_slice(
         )
         t25 = _gather(t12, t24, -2)
         t26 = np.shape(input)[-3]
-        t27 = (begin_mask) // (2)
+        t27 = begin_mask // 2
         t28 = np.maximum(
             np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t26, begin[1])
         )
         t29 = np.minimum(t28, np.where(strides[1] > 0, t26, t26 - 1))
-        t30 = (end_mask) // (2)
+        t30 = end_mask // 2
         t31 = np.maximum(
             np.where(strides[1] > 0, 0, -1), np.where(end[1] < 0, end[1] + t26, end[1])
         )
@@ -814,7 +814,7 @@ def strided_slice(
                 np.where(np.mod(t27, 2) == 1, np.where(strides[1] > 0, 0, t26 - 1), t29)
                 - np.where(np.mod(t30, 2) == 1, np.where(strides[1] > 0, t26, -1), t32)
             )
-            // (strides[1])
+            // strides[1]
         )
         t34 = np.maximum(t33, 0)
         t35 = t34
@@ -860,7 +860,7 @@ def strided_slice_grad(
         )
         t3 = np.minimum(t2, np.where(strides[0] > 0, t1, t1 - 1))
         t4 = t0 - np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t1 - 1), t3)
-        t5 = np.where((t4) % (strides[0]) == 0, (t4) // (strides[0]), -1)
+        t5 = np.where(t4 % strides[0] == 0, t4 // strides[0], -1)
         grad_input = _gather(grad, t5, -1)
     elif rank == 1 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.shape(input)[-1]
@@ -871,13 +871,13 @@ def strided_slice_grad(
     elif rank == 2 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.arange(np.shape(input)[-1])
         t1 = np.shape(input)[-1]
-        t2 = (begin_mask) // (2)
+        t2 = begin_mask // 2
         t3 = np.maximum(
             np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t1, begin[1])
         )
         t4 = np.minimum(t3, np.where(strides[1] > 0, t1, t1 - 1))
         t5 = t0 - np.where(np.mod(t2, 2) == 1, np.where(strides[1] > 0, 0, t1 - 1), t4)
-        t6 = np.where((t5) % (strides[1]) == 0, (t5) // (strides[1]), -1)
+        t6 = np.where(t5 % strides[1] == 0, t5 // strides[1], -1)
         t7 = _gather(grad, t6, -1)
         t8 = np.arange(np.shape(input)[-2])
         t9 = np.shape(input)[-2]
@@ -886,18 +886,18 @@ def strided_slice_grad(
         )
         t11 = np.minimum(t10, np.where(strides[0] > 0, t9, t9 - 1))
         t12 = t8 - np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t9 - 1), t11)
-        t13 = np.where((t12) % (strides[0]) == 0, (t12) // (strides[0]), -1)
+        t13 = np.where(t12 % strides[0] == 0, t12 // strides[0], -1)
         grad_input = _gather(t7, t13, -2)
     elif rank == 2 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.arange(np.shape(input)[-1])
         t1 = np.shape(input)[-1]
-        t2 = (begin_mask) // (2)
+        t2 = begin_mask // 2
         t3 = np.maximum(
             np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t1, begin[1])
         )
         t4 = np.minimum(t3, np.where(strides[1] > 0, t1, t1 - 1))
         t5 = t0 - np.where(np.mod(t2, 2) == 1, np.where(strides[1] > 0, 0, t1 - 1), t4)
-        t6 = np.where((t5) % (strides[1]) == 0, (t5) // (strides[1]), -1)
+        t6 = np.where(t5 % strides[1] == 0, t5 // strides[1], -1)
         t7 = _gather(grad, t6, -1)
         t8 = np.shape(input)[-2]
         t9 = np.where(begin[0] < 0, begin[0] + t8, begin[0])
@@ -908,23 +908,23 @@ def strided_slice_grad(
     elif rank == 3 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.arange(np.shape(input)[-1])
         t1 = np.shape(input)[-1]
-        t2 = (begin_mask) // (4)
+        t2 = begin_mask // 4
         t3 = np.maximum(
             np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t1, begin[2])
         )
         t4 = np.minimum(t3, np.where(strides[2] > 0, t1, t1 - 1))
         t5 = t0 - np.where(np.mod(t2, 2) == 1, np.where(strides[2] > 0, 0, t1 - 1), t4)
-        t6 = np.where((t5) % (strides[2]) == 0, (t5) // (strides[2]), -1)
+        t6 = np.where(t5 % strides[2] == 0, t5 // strides[2], -1)
         t7 = _gather(grad, t6, -1)
         t8 = np.arange(np.shape(input)[-2])
         t9 = np.shape(input)[-2]
-        t10 = (begin_mask) // (2)
+        t10 = begin_mask // 2
         t11 = np.maximum(
             np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t9, begin[1])
         )
         t12 = np.minimum(t11, np.where(strides[1] > 0, t9, t9 - 1))
         t13 = t8 - np.where(np.mod(t10, 2) == 1, np.where(strides[1] > 0, 0, t9 - 1), t12)
-        t14 = np.where((t13) % (strides[1]) == 0, (t13) // (strides[1]), -1)
+        t14 = np.where(t13 % strides[1] == 0, t13 // strides[1], -1)
         t15 = _gather(t7, t14, -2)
         t16 = np.arange(np.shape(input)[-3])
         t17 = np.shape(input)[-3]
@@ -933,28 +933,28 @@ def strided_slice_grad(
         )
         t19 = np.minimum(t18, np.where(strides[0] > 0, t17, t17 - 1))
         t20 = t16 - np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t17 - 1), t19)
-        t21 = np.where((t20) % (strides[0]) == 0, (t20) // (strides[0]), -1)
+        t21 = np.where(t20 % strides[0] == 0, t20 // strides[0], -1)
         grad_input = _gather(t15, t21, -3)
     elif rank == 3 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.arange(np.shape(input)[-1])
         t1 = np.shape(input)[-1]
-        t2 = (begin_mask) // (4)
+        t2 = begin_mask // 4
         t3 = np.maximum(
             np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t1, begin[2])
         )
         t4 = np.minimum(t3, np.where(strides[2] > 0, t1, t1 - 1))
         t5 = t0 - np.where(np.mod(t2, 2) == 1, np.where(strides[2] > 0, 0, t1 - 1), t4)
-        t6 = np.where((t5) % (strides[2]) == 0, (t5) // (strides[2]), -1)
+        t6 = np.where(t5 % strides[2] == 0, t5 // strides[2], -1)
         t7 = _gather(grad, t6, -1)
         t8 = np.arange(np.shape(input)[-2])
         t9 = np.shape(input)[-2]
-        t10 = (begin_mask) // (2)
+        t10 = begin_mask // 2
         t11 = np.maximum(
             np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t9, begin[1])
         )
         t12 = np.minimum(t11, np.where(strides[1] > 0, t9, t9 - 1))
         t13 = t8 - np.where(np.mod(t10, 2) == 1, np.where(strides[1] > 0, 0, t9 - 1), t12)
-        t14 = np.where((t13) % (strides[1]) == 0, (t13) // (strides[1]), -1)
+        t14 = np.where(t13 % strides[1] == 0, t13 // strides[1], -1)
         t15 = _gather(t7, t14, -2)
         t16 = np.shape(input)[-3]
         t17 = np.where(begin[0] < 0, begin[0] + t16, begin[0])
@@ -965,33 +965,33 @@ def strided_slice_grad(
     elif rank == 4 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.arange(np.shape(input)[-1])
         t1 = np.shape(input)[-1]
-        t2 = (begin_mask) // (8)
+        t2 = begin_mask // 8
         t3 = np.maximum(
             np.where(strides[3] > 0, 0, -1), np.where(begin[3] < 0, begin[3] + t1, begin[3])
         )
         t4 = np.minimum(t3, np.where(strides[3] > 0, t1, t1 - 1))
         t5 = t0 - np.where(np.mod(t2, 2) == 1, np.where(strides[3] > 0, 0, t1 - 1), t4)
-        t6 = np.where((t5) % (strides[3]) == 0, (t5) // (strides[3]), -1)
+        t6 = np.where(t5 % strides[3] == 0, t5 // strides[3], -1)
         t7 = _gather(grad, t6, -1)
         t8 = np.arange(np.shape(input)[-2])
         t9 = np.shape(input)[-2]
-        t10 = (begin_mask) // (4)
+        t10 = begin_mask // 4
         t11 = np.maximum(
             np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t9, begin[2])
         )
         t12 = np.minimum(t11, np.where(strides[2] > 0, t9, t9 - 1))
         t13 = t8 - np.where(np.mod(t10, 2) == 1, np.where(strides[2] > 0, 0, t9 - 1), t12)
-        t14 = np.where((t13) % (strides[2]) == 0, (t13) // (strides[2]), -1)
+        t14 = np.where(t13 % strides[2] == 0, t13 // strides[2], -1)
         t15 = _gather(t7, t14, -2)
         t16 = np.arange(np.shape(input)[-3])
         t17 = np.shape(input)[-3]
-        t18 = (begin_mask) // (2)
+        t18 = begin_mask // 2
         t19 = np.maximum(
             np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t17, begin[1])
         )
         t20 = np.minimum(t19, np.where(strides[1] > 0, t17, t17 - 1))
         t21 = t16 - np.where(np.mod(t18, 2) == 1, np.where(strides[1] > 0, 0, t17 - 1), t20)
-        t22 = np.where((t21) % (strides[1]) == 0, (t21) // (strides[1]), -1)
+        t22 = np.where(t21 % strides[1] == 0, t21 // strides[1], -1)
         t23 = _gather(t15, t22, -3)
         t24 = np.arange(np.shape(input)[-4])
         t25 = np.shape(input)[-4]
@@ -1000,38 +1000,38 @@ def strided_slice_grad(
         )
         t27 = np.minimum(t26, np.where(strides[0] > 0, t25, t25 - 1))
         t28 = t24 - np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t25 - 1), t27)
-        t29 = np.where((t28) % (strides[0]) == 0, (t28) // (strides[0]), -1)
+        t29 = np.where(t28 % strides[0] == 0, t28 // strides[0], -1)
         grad_input = _gather(t23, t29, -4)
     elif rank == 4 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.arange(np.shape(input)[-1])
         t1 = np.shape(input)[-1]
-        t2 = (begin_mask) // (8)
+        t2 = begin_mask // 8
         t3 = np.maximum(
             np.where(strides[3] > 0, 0, -1), np.where(begin[3] < 0, begin[3] + t1, begin[3])
         )
         t4 = np.minimum(t3, np.where(strides[3] > 0, t1, t1 - 1))
         t5 = t0 - np.where(np.mod(t2, 2) == 1, np.where(strides[3] > 0, 0, t1 - 1), t4)
-        t6 = np.where((t5) % (strides[3]) == 0, (t5) // (strides[3]), -1)
+        t6 = np.where(t5 % strides[3] == 0, t5 // strides[3], -1)
         t7 = _gather(grad, t6, -1)
         t8 = np.arange(np.shape(input)[-2])
         t9 = np.shape(input)[-2]
-        t10 = (begin_mask) // (4)
+        t10 = begin_mask // 4
         t11 = np.maximum(
             np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t9, begin[2])
         )
         t12 = np.minimum(t11, np.where(strides[2] > 0, t9, t9 - 1))
         t13 = t8 - np.where(np.mod(t10, 2) == 1, np.where(strides[2] > 0, 0, t9 - 1), t12)
-        t14 = np.where((t13) % (strides[2]) == 0, (t13) // (strides[2]), -1)
+        t14 = np.where(t13 % strides[2] == 0, t13 // strides[2], -1)
         t15 = _gather(t7, t14, -2)
         t16 = np.arange(np.shape(input)[-3])
         t17 = np.shape(input)[-3]
-        t18 = (begin_mask) // (2)
+        t18 = begin_mask // 2
         t19 = np.maximum(
             np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t17, begin[1])
         )
         t20 = np.minimum(t19, np.where(strides[1] > 0, t17, t17 - 1))
         t21 = t16 - np.where(np.mod(t18, 2) == 1, np.where(strides[1] > 0, 0, t17 - 1), t20)
-        t22 = np.where((t21) % (strides[1]) == 0, (t21) // (strides[1]), -1)
+        t22 = np.where(t21 % strides[1] == 0, t21 // strides[1], -1)
         t23 = _gather(t15, t22, -3)
         t24 = np.shape(input)[-4]
         t25 = np.where(begin[0] < 0, begin[0] + t24, begin[0])

@@ -668,7 +668,7 @@ def strided_slice_vjp(
             tf.where(strides[0] > 0, tf.constant(0, tf.int64), t1 - 1),
             t3,
         )
-        t5 = tf.where(tf.equal((t4) % (strides[0]), 0), (t4) // (strides[0]), -tf.ones_like(t4))
+        t5 = tf.where(tf.equal(t4 % strides[0], 0), t4 // strides[0], -tf.ones_like(t4))
         grad_input = _gather(grad, t5, -1)
     elif rank == 1 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = tf.shape(input, out_type=tf.int64)[-1]
@@ -679,7 +679,7 @@ def strided_slice_vjp(
     elif rank == 2 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
-        t2 = (begin_mask) // (2)
+        t2 = begin_mask // 2
         t3 = tf.math.maximum(
             tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
             tf.where(begin[1] < 0, begin[1] + t1, begin[1]),
@@ -688,7 +688,7 @@ def strided_slice_vjp(
         t5 = t0 - tf.where(
             tf.equal(t2 % 2, 1), tf.where(strides[1] > 0, tf.constant(0, tf.int64), t1 - 1), t4
         )
-        t6 = tf.where(tf.equal((t5) % (strides[1]), 0), (t5) // (strides[1]), -tf.ones_like(t5))
+        t6 = tf.where(tf.equal(t5 % strides[1], 0), t5 // strides[1], -tf.ones_like(t5))
         t7 = _gather(grad, t6, -1)
         t8 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t9 = tf.shape(input, out_type=tf.int64)[-2]
@@ -702,12 +702,12 @@ def strided_slice_vjp(
             tf.where(strides[0] > 0, tf.constant(0, tf.int64), t9 - 1),
             t11,
         )
-        t13 = tf.where(tf.equal((t12) % (strides[0]), 0), (t12) // (strides[0]), -tf.ones_like(t12))
+        t13 = tf.where(tf.equal(t12 % strides[0], 0), t12 // strides[0], -tf.ones_like(t12))
         grad_input = _gather(t7, t13, -2)
     elif rank == 2 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
-        t2 = (begin_mask) // (2)
+        t2 = begin_mask // 2
         t3 = tf.math.maximum(
             tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
             tf.where(begin[1] < 0, begin[1] + t1, begin[1]),
@@ -716,7 +716,7 @@ def strided_slice_vjp(
         t5 = t0 - tf.where(
             tf.equal(t2 % 2, 1), tf.where(strides[1] > 0, tf.constant(0, tf.int64), t1 - 1), t4
         )
-        t6 = tf.where(tf.equal((t5) % (strides[1]), 0), (t5) // (strides[1]), -tf.ones_like(t5))
+        t6 = tf.where(tf.equal(t5 % strides[1], 0), t5 // strides[1], -tf.ones_like(t5))
         t7 = _gather(grad, t6, -1)
         t8 = tf.shape(input, out_type=tf.int64)[-2]
         t9 = tf.where(begin[0] < 0, begin[0] + t8, begin[0])
@@ -727,7 +727,7 @@ def strided_slice_vjp(
     elif rank == 3 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
-        t2 = (begin_mask) // (4)
+        t2 = begin_mask // 4
         t3 = tf.math.maximum(
             tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
             tf.where(begin[2] < 0, begin[2] + t1, begin[2]),
@@ -736,11 +736,11 @@ def strided_slice_vjp(
         t5 = t0 - tf.where(
             tf.equal(t2 % 2, 1), tf.where(strides[2] > 0, tf.constant(0, tf.int64), t1 - 1), t4
         )
-        t6 = tf.where(tf.equal((t5) % (strides[2]), 0), (t5) // (strides[2]), -tf.ones_like(t5))
+        t6 = tf.where(tf.equal(t5 % strides[2], 0), t5 // strides[2], -tf.ones_like(t5))
         t7 = _gather(grad, t6, -1)
         t8 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t9 = tf.shape(input, out_type=tf.int64)[-2]
-        t10 = (begin_mask) // (2)
+        t10 = begin_mask // 2
         t11 = tf.math.maximum(
             tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
             tf.where(begin[1] < 0, begin[1] + t9, begin[1]),
@@ -749,7 +749,7 @@ def strided_slice_vjp(
         t13 = t8 - tf.where(
             tf.equal(t10 % 2, 1), tf.where(strides[1] > 0, tf.constant(0, tf.int64), t9 - 1), t12
         )
-        t14 = tf.where(tf.equal((t13) % (strides[1]), 0), (t13) // (strides[1]), -tf.ones_like(t13))
+        t14 = tf.where(tf.equal(t13 % strides[1], 0), t13 // strides[1], -tf.ones_like(t13))
         t15 = _gather(t7, t14, -2)
         t16 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
         t17 = tf.shape(input, out_type=tf.int64)[-3]
@@ -763,12 +763,12 @@ def strided_slice_vjp(
             tf.where(strides[0] > 0, tf.constant(0, tf.int64), t17 - 1),
             t19,
         )
-        t21 = tf.where(tf.equal((t20) % (strides[0]), 0), (t20) // (strides[0]), -tf.ones_like(t20))
+        t21 = tf.where(tf.equal(t20 % strides[0], 0), t20 // strides[0], -tf.ones_like(t20))
         grad_input = _gather(t15, t21, -3)
     elif rank == 3 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
-        t2 = (begin_mask) // (4)
+        t2 = begin_mask // 4
         t3 = tf.math.maximum(
             tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
             tf.where(begin[2] < 0, begin[2] + t1, begin[2]),
@@ -777,11 +777,11 @@ def strided_slice_vjp(
         t5 = t0 - tf.where(
             tf.equal(t2 % 2, 1), tf.where(strides[2] > 0, tf.constant(0, tf.int64), t1 - 1), t4
         )
-        t6 = tf.where(tf.equal((t5) % (strides[2]), 0), (t5) // (strides[2]), -tf.ones_like(t5))
+        t6 = tf.where(tf.equal(t5 % strides[2], 0), t5 // strides[2], -tf.ones_like(t5))
         t7 = _gather(grad, t6, -1)
         t8 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t9 = tf.shape(input, out_type=tf.int64)[-2]
-        t10 = (begin_mask) // (2)
+        t10 = begin_mask // 2
         t11 = tf.math.maximum(
             tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
             tf.where(begin[1] < 0, begin[1] + t9, begin[1]),
@@ -790,7 +790,7 @@ def strided_slice_vjp(
         t13 = t8 - tf.where(
             tf.equal(t10 % 2, 1), tf.where(strides[1] > 0, tf.constant(0, tf.int64), t9 - 1), t12
         )
-        t14 = tf.where(tf.equal((t13) % (strides[1]), 0), (t13) // (strides[1]), -tf.ones_like(t13))
+        t14 = tf.where(tf.equal(t13 % strides[1], 0), t13 // strides[1], -tf.ones_like(t13))
         t15 = _gather(t7, t14, -2)
         t16 = tf.shape(input, out_type=tf.int64)[-3]
         t17 = tf.where(begin[0] < 0, begin[0] + t16, begin[0])
@@ -801,7 +801,7 @@ def strided_slice_vjp(
     elif rank == 4 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
-        t2 = (begin_mask) // (8)
+        t2 = begin_mask // 8
         t3 = tf.math.maximum(
             tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
             tf.where(begin[3] < 0, begin[3] + t1, begin[3]),
@@ -810,11 +810,11 @@ def strided_slice_vjp(
         t5 = t0 - tf.where(
             tf.equal(t2 % 2, 1), tf.where(strides[3] > 0, tf.constant(0, tf.int64), t1 - 1), t4
         )
-        t6 = tf.where(tf.equal((t5) % (strides[3]), 0), (t5) // (strides[3]), -tf.ones_like(t5))
+        t6 = tf.where(tf.equal(t5 % strides[3], 0), t5 // strides[3], -tf.ones_like(t5))
         t7 = _gather(grad, t6, -1)
         t8 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t9 = tf.shape(input, out_type=tf.int64)[-2]
-        t10 = (begin_mask) // (4)
+        t10 = begin_mask // 4
         t11 = tf.math.maximum(
             tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
             tf.where(begin[2] < 0, begin[2] + t9, begin[2]),
@@ -823,11 +823,11 @@ def strided_slice_vjp(
         t13 = t8 - tf.where(
             tf.equal(t10 % 2, 1), tf.where(strides[2] > 0, tf.constant(0, tf.int64), t9 - 1), t12
         )
-        t14 = tf.where(tf.equal((t13) % (strides[2]), 0), (t13) // (strides[2]), -tf.ones_like(t13))
+        t14 = tf.where(tf.equal(t13 % strides[2], 0), t13 // strides[2], -tf.ones_like(t13))
         t15 = _gather(t7, t14, -2)
         t16 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
         t17 = tf.shape(input, out_type=tf.int64)[-3]
-        t18 = (begin_mask) // (2)
+        t18 = begin_mask // 2
         t19 = tf.math.maximum(
             tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
             tf.where(begin[1] < 0, begin[1] + t17, begin[1]),
@@ -836,7 +836,7 @@ def strided_slice_vjp(
         t21 = t16 - tf.where(
             tf.equal(t18 % 2, 1), tf.where(strides[1] > 0, tf.constant(0, tf.int64), t17 - 1), t20
         )
-        t22 = tf.where(tf.equal((t21) % (strides[1]), 0), (t21) // (strides[1]), -tf.ones_like(t21))
+        t22 = tf.where(tf.equal(t21 % strides[1], 0), t21 // strides[1], -tf.ones_like(t21))
         t23 = _gather(t15, t22, -3)
         t24 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
         t25 = tf.shape(input, out_type=tf.int64)[-4]
@@ -850,12 +850,12 @@ def strided_slice_vjp(
             tf.where(strides[0] > 0, tf.constant(0, tf.int64), t25 - 1),
             t27,
         )
-        t29 = tf.where(tf.equal((t28) % (strides[0]), 0), (t28) // (strides[0]), -tf.ones_like(t28))
+        t29 = tf.where(tf.equal(t28 % strides[0], 0), t28 // strides[0], -tf.ones_like(t28))
         grad_input = _gather(t23, t29, -4)
     elif rank == 4 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
-        t2 = (begin_mask) // (8)
+        t2 = begin_mask // 8
         t3 = tf.math.maximum(
             tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
             tf.where(begin[3] < 0, begin[3] + t1, begin[3]),
@@ -864,11 +864,11 @@ def strided_slice_vjp(
         t5 = t0 - tf.where(
             tf.equal(t2 % 2, 1), tf.where(strides[3] > 0, tf.constant(0, tf.int64), t1 - 1), t4
         )
-        t6 = tf.where(tf.equal((t5) % (strides[3]), 0), (t5) // (strides[3]), -tf.ones_like(t5))
+        t6 = tf.where(tf.equal(t5 % strides[3], 0), t5 // strides[3], -tf.ones_like(t5))
         t7 = _gather(grad, t6, -1)
         t8 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t9 = tf.shape(input, out_type=tf.int64)[-2]
-        t10 = (begin_mask) // (4)
+        t10 = begin_mask // 4
         t11 = tf.math.maximum(
             tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
             tf.where(begin[2] < 0, begin[2] + t9, begin[2]),
@@ -877,11 +877,11 @@ def strided_slice_vjp(
         t13 = t8 - tf.where(
             tf.equal(t10 % 2, 1), tf.where(strides[2] > 0, tf.constant(0, tf.int64), t9 - 1), t12
         )
-        t14 = tf.where(tf.equal((t13) % (strides[2]), 0), (t13) // (strides[2]), -tf.ones_like(t13))
+        t14 = tf.where(tf.equal(t13 % strides[2], 0), t13 // strides[2], -tf.ones_like(t13))
         t15 = _gather(t7, t14, -2)
         t16 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
         t17 = tf.shape(input, out_type=tf.int64)[-3]
-        t18 = (begin_mask) // (2)
+        t18 = begin_mask // 2
         t19 = tf.math.maximum(
             tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
             tf.where(begin[1] < 0, begin[1] + t17, begin[1]),
@@ -890,7 +890,7 @@ def strided_slice_vjp(
         t21 = t16 - tf.where(
             tf.equal(t18 % 2, 1), tf.where(strides[1] > 0, tf.constant(0, tf.int64), t17 - 1), t20
         )
-        t22 = tf.where(tf.equal((t21) % (strides[1]), 0), (t21) // (strides[1]), -tf.ones_like(t21))
+        t22 = tf.where(tf.equal(t21 % strides[1], 0), t21 // strides[1], -tf.ones_like(t21))
         t23 = _gather(t15, t22, -3)
         t24 = tf.shape(input, out_type=tf.int64)[-4]
         t25 = tf.where(begin[0] < 0, begin[0] + t24, begin[0])
@@ -1006,7 +1006,7 @@ def strided_slice(
                         t4,
                     )
                 )
-                // (strides[0])
+                // strides[0]
             )
             t6 = tf.math.maximum(t5, 0)
             t7 = t6
@@ -1023,13 +1023,13 @@ def strided_slice(
             output = _gather(input, t1, -1)
         elif rank == 2 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
             t0 = tf.shape(input, out_type=tf.int64)[-1]
-            t1 = (begin_mask) // (2)
+            t1 = begin_mask // 2
             t2 = tf.math.maximum(
                 tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(begin[1] < 0, begin[1] + t0, begin[1]),
             )
             t3 = tf.math.minimum(t2, tf.where(strides[1] > 0, t0, t0 - 1))
-            t4 = (end_mask) // (2)
+            t4 = end_mask // 2
             t5 = tf.math.maximum(
                 tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(end[1] < 0, end[1] + t0, end[1]),
@@ -1048,7 +1048,7 @@ def strided_slice(
                         t6,
                     )
                 )
-                // (strides[1])
+                // strides[1]
             )
             t8 = tf.math.maximum(t7, 0)
             t9 = t8
@@ -1081,7 +1081,7 @@ def strided_slice(
                         t17,
                     )
                 )
-                // (strides[0])
+                // strides[0]
             )
             t19 = tf.math.maximum(t18, 0)
             t20 = t19
@@ -1094,13 +1094,13 @@ def strided_slice(
             output = _gather(t12, t22, -2)
         elif rank == 2 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
             t0 = tf.shape(input, out_type=tf.int64)[-1]
-            t1 = (begin_mask) // (2)
+            t1 = begin_mask // 2
             t2 = tf.math.maximum(
                 tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(begin[1] < 0, begin[1] + t0, begin[1]),
             )
             t3 = tf.math.minimum(t2, tf.where(strides[1] > 0, t0, t0 - 1))
-            t4 = (end_mask) // (2)
+            t4 = end_mask // 2
             t5 = tf.math.maximum(
                 tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(end[1] < 0, end[1] + t0, end[1]),
@@ -1119,7 +1119,7 @@ def strided_slice(
                         t6,
                     )
                 )
-                // (strides[1])
+                // strides[1]
             )
             t8 = tf.math.maximum(t7, 0)
             t9 = t8
@@ -1133,13 +1133,13 @@ def strided_slice(
             output = _gather(t12, t14, -2)
         elif rank == 3 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
             t0 = tf.shape(input, out_type=tf.int64)[-1]
-            t1 = (begin_mask) // (4)
+            t1 = begin_mask // 4
             t2 = tf.math.maximum(
                 tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(begin[2] < 0, begin[2] + t0, begin[2]),
             )
             t3 = tf.math.minimum(t2, tf.where(strides[2] > 0, t0, t0 - 1))
-            t4 = (end_mask) // (4)
+            t4 = end_mask // 4
             t5 = tf.math.maximum(
                 tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(end[2] < 0, end[2] + t0, end[2]),
@@ -1158,7 +1158,7 @@ def strided_slice(
                         t6,
                     )
                 )
-                // (strides[2])
+                // strides[2]
             )
             t8 = tf.math.maximum(t7, 0)
             t9 = t8
@@ -1168,13 +1168,13 @@ def strided_slice(
             )
             t12 = _gather(input, t11, -1)
             t13 = tf.shape(input, out_type=tf.int64)[-2]
-            t14 = (begin_mask) // (2)
+            t14 = begin_mask // 2
             t15 = tf.math.maximum(
                 tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(begin[1] < 0, begin[1] + t13, begin[1]),
             )
             t16 = tf.math.minimum(t15, tf.where(strides[1] > 0, t13, t13 - 1))
-            t17 = (end_mask) // (2)
+            t17 = end_mask // 2
             t18 = tf.math.maximum(
                 tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(end[1] < 0, end[1] + t13, end[1]),
@@ -1193,7 +1193,7 @@ def strided_slice(
                         t19,
                     )
                 )
-                // (strides[1])
+                // strides[1]
             )
             t21 = tf.math.maximum(t20, 0)
             t22 = t21
@@ -1228,7 +1228,7 @@ def strided_slice(
                         t30,
                     )
                 )
-                // (strides[0])
+                // strides[0]
             )
             t32 = tf.math.maximum(t31, 0)
             t33 = t32
@@ -1241,13 +1241,13 @@ def strided_slice(
             output = _gather(t25, t35, -3)
         elif rank == 3 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
             t0 = tf.shape(input, out_type=tf.int64)[-1]
-            t1 = (begin_mask) // (4)
+            t1 = begin_mask // 4
             t2 = tf.math.maximum(
                 tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(begin[2] < 0, begin[2] + t0, begin[2]),
             )
             t3 = tf.math.minimum(t2, tf.where(strides[2] > 0, t0, t0 - 1))
-            t4 = (end_mask) // (4)
+            t4 = end_mask // 4
             t5 = tf.math.maximum(
                 tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(end[2] < 0, end[2] + t0, end[2]),
@@ -1266,7 +1266,7 @@ def strided_slice(
                         t6,
                     )
                 )
-                // (strides[2])
+                // strides[2]
             )
             t8 = tf.math.maximum(t7, 0)
             t9 = t8
@@ -1276,13 +1276,13 @@ def strided_slice(
             )
             t12 = _gather(input, t11, -1)
             t13 = tf.shape(input, out_type=tf.int64)[-2]
-            t14 = (begin_mask) // (2)
+            t14 = begin_mask // 2
             t15 = tf.math.maximum(
                 tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(begin[1] < 0, begin[1] + t13, begin[1]),
             )
             t16 = tf.math.minimum(t15, tf.where(strides[1] > 0, t13, t13 - 1))
-            t17 = (end_mask) // (2)
+            t17 = end_mask // 2
             t18 = tf.math.maximum(
                 tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(end[1] < 0, end[1] + t13, end[1]),
@@ -1301,7 +1301,7 @@ def strided_slice(
                         t19,
                     )
                 )
-                // (strides[1])
+                // strides[1]
             )
             t21 = tf.math.maximum(t20, 0)
             t22 = t21
@@ -1317,13 +1317,13 @@ def strided_slice(
             output = _gather(t25, t27, -3)
         elif rank == 4 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
             t0 = tf.shape(input, out_type=tf.int64)[-1]
-            t1 = (begin_mask) // (8)
+            t1 = begin_mask // 8
             t2 = tf.math.maximum(
                 tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(begin[3] < 0, begin[3] + t0, begin[3]),
             )
             t3 = tf.math.minimum(t2, tf.where(strides[3] > 0, t0, t0 - 1))
-            t4 = (end_mask) // (8)
+            t4 = end_mask // 8
             t5 = tf.math.maximum(
                 tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(end[3] < 0, end[3] + t0, end[3]),
@@ -1342,7 +1342,7 @@ def strided_slice(
                         t6,
                     )
                 )
-                // (strides[3])
+                // strides[3]
             )
             t8 = tf.math.maximum(t7, 0)
             t9 = t8
@@ -1352,13 +1352,13 @@ def strided_slice(
             )
             t12 = _gather(input, t11, -1)
             t13 = tf.shape(input, out_type=tf.int64)[-2]
-            t14 = (begin_mask) // (4)
+            t14 = begin_mask // 4
             t15 = tf.math.maximum(
                 tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(begin[2] < 0, begin[2] + t13, begin[2]),
             )
             t16 = tf.math.minimum(t15, tf.where(strides[2] > 0, t13, t13 - 1))
-            t17 = (end_mask) // (4)
+            t17 = end_mask // 4
             t18 = tf.math.maximum(
                 tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(end[2] < 0, end[2] + t13, end[2]),
@@ -1377,7 +1377,7 @@ def strided_slice(
                         t19,
                     )
                 )
-                // (strides[2])
+                // strides[2]
             )
             t21 = tf.math.maximum(t20, 0)
             t22 = t21
@@ -1389,13 +1389,13 @@ def strided_slice(
             )
             t25 = _gather(t12, t24, -2)
             t26 = tf.shape(input, out_type=tf.int64)[-3]
-            t27 = (begin_mask) // (2)
+            t27 = begin_mask // 2
             t28 = tf.math.maximum(
                 tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(begin[1] < 0, begin[1] + t26, begin[1]),
             )
             t29 = tf.math.minimum(t28, tf.where(strides[1] > 0, t26, t26 - 1))
-            t30 = (end_mask) // (2)
+            t30 = end_mask // 2
             t31 = tf.math.maximum(
                 tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(end[1] < 0, end[1] + t26, end[1]),
@@ -1414,7 +1414,7 @@ def strided_slice(
                         t32,
                     )
                 )
-                // (strides[1])
+                // strides[1]
             )
             t34 = tf.math.maximum(t33, 0)
             t35 = t34
@@ -1449,7 +1449,7 @@ def strided_slice(
                         t43,
                     )
                 )
-                // (strides[0])
+                // strides[0]
             )
             t45 = tf.math.maximum(t44, 0)
             t46 = t45
@@ -1462,13 +1462,13 @@ def strided_slice(
             output = _gather(t38, t48, -4)
         elif rank == 4 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
             t0 = tf.shape(input, out_type=tf.int64)[-1]
-            t1 = (begin_mask) // (8)
+            t1 = begin_mask // 8
             t2 = tf.math.maximum(
                 tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(begin[3] < 0, begin[3] + t0, begin[3]),
             )
             t3 = tf.math.minimum(t2, tf.where(strides[3] > 0, t0, t0 - 1))
-            t4 = (end_mask) // (8)
+            t4 = end_mask // 8
             t5 = tf.math.maximum(
                 tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(end[3] < 0, end[3] + t0, end[3]),
@@ -1487,7 +1487,7 @@ def strided_slice(
                         t6,
                     )
                 )
-                // (strides[3])
+                // strides[3]
             )
             t8 = tf.math.maximum(t7, 0)
             t9 = t8
@@ -1497,13 +1497,13 @@ def strided_slice(
             )
             t12 = _gather(input, t11, -1)
             t13 = tf.shape(input, out_type=tf.int64)[-2]
-            t14 = (begin_mask) // (4)
+            t14 = begin_mask // 4
             t15 = tf.math.maximum(
                 tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(begin[2] < 0, begin[2] + t13, begin[2]),
             )
             t16 = tf.math.minimum(t15, tf.where(strides[2] > 0, t13, t13 - 1))
-            t17 = (end_mask) // (4)
+            t17 = end_mask // 4
             t18 = tf.math.maximum(
                 tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(end[2] < 0, end[2] + t13, end[2]),
@@ -1522,7 +1522,7 @@ def strided_slice(
                         t19,
                     )
                 )
-                // (strides[2])
+                // strides[2]
             )
             t21 = tf.math.maximum(t20, 0)
             t22 = t21
@@ -1534,13 +1534,13 @@ def strided_slice(
             )
             t25 = _gather(t12, t24, -2)
             t26 = tf.shape(input, out_type=tf.int64)[-3]
-            t27 = (begin_mask) // (2)
+            t27 = begin_mask // 2
             t28 = tf.math.maximum(
                 tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(begin[1] < 0, begin[1] + t26, begin[1]),
             )
             t29 = tf.math.minimum(t28, tf.where(strides[1] > 0, t26, t26 - 1))
-            t30 = (end_mask) // (2)
+            t30 = end_mask // 2
             t31 = tf.math.maximum(
                 tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
                 tf.where(end[1] < 0, end[1] + t26, end[1]),
@@ -1559,7 +1559,7 @@ def strided_slice(
                         t32,
                     )
                 )
-                // (strides[1])
+                // strides[1]
             )
             t34 = tf.math.maximum(t33, 0)
             t35 = t34

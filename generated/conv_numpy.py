@@ -186,15 +186,9 @@ def conv2d(
             dilations=(dilations[1], dilations[2]),
             pads=(0, 0),
             sizes=(
-                (
-                    (-dilations[1] * (np.shape(filter)[-4] - 1) + np.shape(input)[-3] - 1)
-                    // (strides[1])
-                )
+                (-dilations[1] * (np.shape(filter)[-4] - 1) + np.shape(input)[-3] - 1) // strides[1]
                 + 1,
-                (
-                    (-dilations[2] * (np.shape(filter)[-3] - 1) + np.shape(input)[-2] - 1)
-                    // (strides[2])
-                )
+                (-dilations[2] * (np.shape(filter)[-3] - 1) + np.shape(input)[-2] - 1) // strides[2]
                 + 1,
             ),
         )
@@ -205,38 +199,30 @@ def conv2d(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                (
-                    (
-                        np.maximum(
-                            dilations[1] * np.shape(filter)[-4]
-                            - dilations[1]
-                            - strides[1] * ((-np.shape(input)[-3]) // (strides[1]))
-                            - strides[1]
-                            - np.shape(input)[-3]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
-                (
-                    (
-                        np.maximum(
-                            dilations[2] * np.shape(filter)[-3]
-                            - dilations[2]
-                            - strides[2] * ((-np.shape(input)[-2]) // (strides[2]))
-                            - strides[2]
-                            - np.shape(input)[-2]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
+                np.maximum(
+                    dilations[1] * np.shape(filter)[-4]
+                    - dilations[1]
+                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
+                    - strides[1]
+                    - np.shape(input)[-3]
+                    + 1,
+                    0,
+                )
+                // 2,
+                np.maximum(
+                    dilations[2] * np.shape(filter)[-3]
+                    - dilations[2]
+                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
+                    - strides[2]
+                    - np.shape(input)[-2]
+                    + 1,
+                    0,
+                )
+                // 2,
             ),
             sizes=(
-                -((-np.shape(input)[-3]) // (strides[1])),
-                -((-np.shape(input)[-2]) // (strides[2])),
+                -((-np.shape(input)[-3]) // strides[1]),
+                -((-np.shape(input)[-2]) // strides[2]),
             ),
         )
     elif padding == "EXPLICIT":
@@ -248,26 +234,22 @@ def conv2d(
             pads=(explicit_paddings[2], explicit_paddings[4]),
             sizes=(
                 (
-                    (
-                        -dilations[1] * (np.shape(filter)[-4] - 1)
-                        + explicit_paddings[2]
-                        + explicit_paddings[3]
-                        + np.shape(input)[-3]
-                        - 1
-                    )
-                    // (strides[1])
+                    -dilations[1] * (np.shape(filter)[-4] - 1)
+                    + explicit_paddings[2]
+                    + explicit_paddings[3]
+                    + np.shape(input)[-3]
+                    - 1
                 )
+                // strides[1]
                 + 1,
                 (
-                    (
-                        -dilations[2] * (np.shape(filter)[-3] - 1)
-                        + explicit_paddings[4]
-                        + explicit_paddings[5]
-                        + np.shape(input)[-2]
-                        - 1
-                    )
-                    // (strides[2])
+                    -dilations[2] * (np.shape(filter)[-3] - 1)
+                    + explicit_paddings[4]
+                    + explicit_paddings[5]
+                    + np.shape(input)[-2]
+                    - 1
                 )
+                // strides[2]
                 + 1,
             ),
         )
@@ -312,34 +294,26 @@ def conv2d_grad(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                (
-                    (
-                        np.maximum(
-                            dilations[1] * np.shape(filter)[-4]
-                            - dilations[1]
-                            - strides[1] * ((-np.shape(input)[-3]) // (strides[1]))
-                            - strides[1]
-                            - np.shape(input)[-3]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
-                (
-                    (
-                        np.maximum(
-                            dilations[2] * np.shape(filter)[-3]
-                            - dilations[2]
-                            - strides[2] * ((-np.shape(input)[-2]) // (strides[2]))
-                            - strides[2]
-                            - np.shape(input)[-2]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
+                np.maximum(
+                    dilations[1] * np.shape(filter)[-4]
+                    - dilations[1]
+                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
+                    - strides[1]
+                    - np.shape(input)[-3]
+                    + 1,
+                    0,
+                )
+                // 2,
+                np.maximum(
+                    dilations[2] * np.shape(filter)[-3]
+                    - dilations[2]
+                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
+                    - strides[2]
+                    - np.shape(input)[-2]
+                    + 1,
+                    0,
+                )
+                // 2,
             ),
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )
@@ -349,34 +323,26 @@ def conv2d_grad(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                (
-                    (
-                        np.maximum(
-                            dilations[1] * np.shape(filter)[-4]
-                            - dilations[1]
-                            - strides[1] * ((-np.shape(input)[-3]) // (strides[1]))
-                            - strides[1]
-                            - np.shape(input)[-3]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
-                (
-                    (
-                        np.maximum(
-                            dilations[2] * np.shape(filter)[-3]
-                            - dilations[2]
-                            - strides[2] * ((-np.shape(input)[-2]) // (strides[2]))
-                            - strides[2]
-                            - np.shape(input)[-2]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
+                np.maximum(
+                    dilations[1] * np.shape(filter)[-4]
+                    - dilations[1]
+                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
+                    - strides[1]
+                    - np.shape(input)[-3]
+                    + 1,
+                    0,
+                )
+                // 2,
+                np.maximum(
+                    dilations[2] * np.shape(filter)[-3]
+                    - dilations[2]
+                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
+                    - strides[2]
+                    - np.shape(input)[-2]
+                    + 1,
+                    0,
+                )
+                // 2,
             ),
             sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
         )
@@ -414,26 +380,20 @@ def depthwise_conv2d_native(
             dilations=(dilations[1], dilations[2]),
             pads=(0, 0),
             sizes=(
-                (
-                    (-dilations[1] * (np.shape(filter)[-4] - 1) + np.shape(input)[-3] - 1)
-                    // (strides[1])
-                )
+                (-dilations[1] * (np.shape(filter)[-4] - 1) + np.shape(input)[-3] - 1) // strides[1]
                 + 1,
-                (
-                    (-dilations[2] * (np.shape(filter)[-3] - 1) + np.shape(input)[-2] - 1)
-                    // (strides[2])
-                )
+                (-dilations[2] * (np.shape(filter)[-3] - 1) + np.shape(input)[-2] - 1) // strides[2]
                 + 1,
             ),
         )
         t1 = np.shape(input)[-4]
         t2 = np.shape(input)[-3]
         t3 = np.shape(filter)[-4]
-        t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // (strides[1])
+        t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // strides[1]
         t5 = t4 + 1
         t6 = np.shape(filter)[-3]
         t7 = np.shape(input)[-2]
-        t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // (strides[2])
+        t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // strides[2]
         t9 = t8 + 1
         t10 = np.shape(input)[-1]
         t11 = np.shape(filter)[-1]
@@ -445,46 +405,38 @@ def depthwise_conv2d_native(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                (
-                    (
-                        np.maximum(
-                            dilations[1] * np.shape(filter)[-4]
-                            - dilations[1]
-                            - strides[1] * ((-np.shape(input)[-3]) // (strides[1]))
-                            - strides[1]
-                            - np.shape(input)[-3]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
-                (
-                    (
-                        np.maximum(
-                            dilations[2] * np.shape(filter)[-3]
-                            - dilations[2]
-                            - strides[2] * ((-np.shape(input)[-2]) // (strides[2]))
-                            - strides[2]
-                            - np.shape(input)[-2]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
+                np.maximum(
+                    dilations[1] * np.shape(filter)[-4]
+                    - dilations[1]
+                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
+                    - strides[1]
+                    - np.shape(input)[-3]
+                    + 1,
+                    0,
+                )
+                // 2,
+                np.maximum(
+                    dilations[2] * np.shape(filter)[-3]
+                    - dilations[2]
+                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
+                    - strides[2]
+                    - np.shape(input)[-2]
+                    + 1,
+                    0,
+                )
+                // 2,
             ),
             sizes=(
-                -((-np.shape(input)[-3]) // (strides[1])),
-                -((-np.shape(input)[-2]) // (strides[2])),
+                -((-np.shape(input)[-3]) // strides[1]),
+                -((-np.shape(input)[-2]) // strides[2]),
             ),
         )
         t1 = np.shape(input)[-4]
         t2 = np.shape(input)[-3]
-        t3 = -((-t2) // (strides[1]))
+        t3 = -((-t2) // strides[1])
         t4 = t3
         t5 = np.shape(input)[-2]
-        t6 = -((-t5) // (strides[2]))
+        t6 = -((-t5) // strides[2])
         t7 = t6
         t8 = np.shape(input)[-1]
         t9 = np.shape(filter)[-1]
@@ -498,41 +450,37 @@ def depthwise_conv2d_native(
             pads=(explicit_paddings[2], explicit_paddings[4]),
             sizes=(
                 (
-                    (
-                        -dilations[1] * (np.shape(filter)[-4] - 1)
-                        + explicit_paddings[2]
-                        + explicit_paddings[3]
-                        + np.shape(input)[-3]
-                        - 1
-                    )
-                    // (strides[1])
+                    -dilations[1] * (np.shape(filter)[-4] - 1)
+                    + explicit_paddings[2]
+                    + explicit_paddings[3]
+                    + np.shape(input)[-3]
+                    - 1
                 )
+                // strides[1]
                 + 1,
                 (
-                    (
-                        -dilations[2] * (np.shape(filter)[-3] - 1)
-                        + explicit_paddings[4]
-                        + explicit_paddings[5]
-                        + np.shape(input)[-2]
-                        - 1
-                    )
-                    // (strides[2])
+                    -dilations[2] * (np.shape(filter)[-3] - 1)
+                    + explicit_paddings[4]
+                    + explicit_paddings[5]
+                    + np.shape(input)[-2]
+                    - 1
                 )
+                // strides[2]
                 + 1,
             ),
         )
         t1 = np.shape(input)[-4]
         t2 = np.shape(input)[-3]
         t3 = np.shape(filter)[-4]
-        t4 = (-dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1) // (
-            strides[1]
-        )
+        t4 = (
+            -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
+        ) // strides[1]
         t5 = t4 + 1
         t6 = np.shape(filter)[-3]
         t7 = np.shape(input)[-2]
-        t8 = (-dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1) // (
-            strides[2]
-        )
+        t8 = (
+            -dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1
+        ) // strides[2]
         t9 = t8 + 1
         t10 = np.shape(input)[-1]
         t11 = np.shape(filter)[-1]
@@ -582,34 +530,26 @@ def depthwise_conv2d_native_grad(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                (
-                    (
-                        np.maximum(
-                            dilations[1] * np.shape(filter)[-4]
-                            - dilations[1]
-                            - strides[1] * ((-np.shape(input)[-3]) // (strides[1]))
-                            - strides[1]
-                            - np.shape(input)[-3]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
-                (
-                    (
-                        np.maximum(
-                            dilations[2] * np.shape(filter)[-3]
-                            - dilations[2]
-                            - strides[2] * ((-np.shape(input)[-2]) // (strides[2]))
-                            - strides[2]
-                            - np.shape(input)[-2]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
+                np.maximum(
+                    dilations[1] * np.shape(filter)[-4]
+                    - dilations[1]
+                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
+                    - strides[1]
+                    - np.shape(input)[-3]
+                    + 1,
+                    0,
+                )
+                // 2,
+                np.maximum(
+                    dilations[2] * np.shape(filter)[-3]
+                    - dilations[2]
+                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
+                    - strides[2]
+                    - np.shape(input)[-2]
+                    + 1,
+                    0,
+                )
+                // 2,
             ),
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )
@@ -619,34 +559,26 @@ def depthwise_conv2d_native_grad(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                (
-                    (
-                        np.maximum(
-                            dilations[1] * np.shape(filter)[-4]
-                            - dilations[1]
-                            - strides[1] * ((-np.shape(input)[-3]) // (strides[1]))
-                            - strides[1]
-                            - np.shape(input)[-3]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
-                (
-                    (
-                        np.maximum(
-                            dilations[2] * np.shape(filter)[-3]
-                            - dilations[2]
-                            - strides[2] * ((-np.shape(input)[-2]) // (strides[2]))
-                            - strides[2]
-                            - np.shape(input)[-2]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
+                np.maximum(
+                    dilations[1] * np.shape(filter)[-4]
+                    - dilations[1]
+                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
+                    - strides[1]
+                    - np.shape(input)[-3]
+                    + 1,
+                    0,
+                )
+                // 2,
+                np.maximum(
+                    dilations[2] * np.shape(filter)[-3]
+                    - dilations[2]
+                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
+                    - strides[2]
+                    - np.shape(input)[-2]
+                    + 1,
+                    0,
+                )
+                // 2,
             ),
             sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
         )
@@ -678,7 +610,7 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
     """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel) (declared at ops/conv.py:73)."""
     if padding == "VALID":
         t0 = np.shape(images)[-2]
-        t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // (strides[2])
+        t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
         t2 = t1 + 1
         t3 = np.arange(t2)
         t4 = t3[..., None]
@@ -687,7 +619,7 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
         t7 = rates[2] * t6 + strides[2] * t4
         t8 = _gather(images, t7, -2)
         t9 = np.shape(images)[-3]
-        t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // (strides[1])
+        t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // strides[1]
         t11 = t10 + 1
         t12 = np.arange(t11)
         t13 = t12[..., None]
@@ -701,25 +633,25 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
         patches = np.reshape(t18, (t19, t11, t2, t14 * t5 * t20))
     elif padding == "SAME":
         t0 = np.shape(images)[-2]
-        t1 = -((-t0) // (strides[2]))
+        t1 = -((-t0) // strides[2])
         t2 = t1
         t3 = np.arange(t2)
         t4 = t3[..., None]
         t5 = ksizes[2]
         t6 = np.arange(t5)
         t7 = np.maximum(rates[2] * (ksizes[2] - 1) + strides[2] * (t1 - 1) - t0 + 1, 0)
-        t8 = (t7) // (2)
+        t8 = t7 // 2
         t9 = rates[2] * t6 + strides[2] * t4 - t8
         t10 = _gather(images, t9, -2)
         t11 = np.shape(images)[-3]
-        t12 = -((-t11) // (strides[1]))
+        t12 = -((-t11) // strides[1])
         t13 = t12
         t14 = np.arange(t13)
         t15 = t14[..., None]
         t16 = ksizes[1]
         t17 = np.arange(t16)
         t18 = np.maximum(rates[1] * (ksizes[1] - 1) + strides[1] * (t12 - 1) - t11 + 1, 0)
-        t19 = (t18) // (2)
+        t19 = t18 // 2
         t20 = rates[1] * t17 + strides[1] * t15 - t19
         t21 = _gather(t10, t20, -4)
         t22 = np.transpose(t21, (0, 1, 3, 2, 4, 5))
@@ -743,14 +675,14 @@ def extract_image_patches_grad(
         t3 = t2[..., None]
         t4 = np.arange(t0)
         t5 = -rates[2] * t4 + t3
-        t6 = np.where((t5) % (strides[2]) == 0, (t5) // (strides[2]), -1)
+        t6 = np.where(t5 % strides[2] == 0, t5 // strides[2], -1)
         t7 = _gather(grad, t6, -4)
         t8 = np.arange(np.shape(images)[-3])
         t9 = t8[..., None]
         t10 = ksizes[1]
         t11 = np.arange(t10)
         t12 = -rates[1] * t11 + t9
-        t13 = np.where((t12) % (strides[1]) == 0, (t12) // (strides[1]), -1)
+        t13 = np.where(t12 % strides[1] == 0, t12 // strides[1], -1)
         t14 = _gather(t7, t13, -6)
         t15 = np.einsum("abcdecef->abcdef", t14, optimize=True)
         t16 = np.transpose(t15, (0, 1, 3, 5, 2, 4))
@@ -763,24 +695,24 @@ def extract_image_patches_grad(
         t3 = t2[..., None]
         t4 = np.arange(t0)
         t5 = np.shape(images)[-2]
-        t6 = -((-t5) // (strides[2]))
+        t6 = -((-t5) // strides[2])
         t7 = np.maximum(ksizes[2] * rates[2] - rates[2] + strides[2] * t6 - strides[2] - t5 + 1, 0)
-        t8 = (t7) // (2)
+        t8 = t7 // 2
         t9 = -rates[2] * t4 + t3 + t8
-        t10 = np.where((t9) % (strides[2]) == 0, (t9) // (strides[2]), -1)
+        t10 = np.where(t9 % strides[2] == 0, t9 // strides[2], -1)
         t11 = _gather(grad, t10, -4)
         t12 = np.arange(np.shape(images)[-3])
         t13 = t12[..., None]
         t14 = ksizes[1]
         t15 = np.arange(t14)
         t16 = np.shape(images)[-3]
-        t17 = -((-t16) // (strides[1]))
+        t17 = -((-t16) // strides[1])
         t18 = np.maximum(
             ksizes[1] * rates[1] - rates[1] + strides[1] * t17 - strides[1] - t16 + 1, 0
         )
-        t19 = (t18) // (2)
+        t19 = t18 // 2
         t20 = -rates[1] * t15 + t13 + t19
-        t21 = np.where((t20) % (strides[1]) == 0, (t20) // (strides[1]), -1)
+        t21 = np.where(t20 % strides[1] == 0, t20 // strides[1], -1)
         t22 = _gather(t11, t21, -6)
         t23 = np.einsum("abcdecef->abcdef", t22, optimize=True)
         t24 = np.transpose(t23, (0, 1, 3, 5, 2, 4))
@@ -800,20 +732,11 @@ def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
             dilations=(dilations[1], dilations[2], dilations[3]),
             pads=(0, 0, 0),
             sizes=(
-                (
-                    (-dilations[1] * (np.shape(filter)[-5] - 1) + np.shape(input)[-4] - 1)
-                    // (strides[1])
-                )
+                (-dilations[1] * (np.shape(filter)[-5] - 1) + np.shape(input)[-4] - 1) // strides[1]
                 + 1,
-                (
-                    (-dilations[2] * (np.shape(filter)[-4] - 1) + np.shape(input)[-3] - 1)
-                    // (strides[2])
-                )
+                (-dilations[2] * (np.shape(filter)[-4] - 1) + np.shape(input)[-3] - 1) // strides[2]
                 + 1,
-                (
-                    (-dilations[3] * (np.shape(filter)[-3] - 1) + np.shape(input)[-2] - 1)
-                    // (strides[3])
-                )
+                (-dilations[3] * (np.shape(filter)[-3] - 1) + np.shape(input)[-2] - 1) // strides[3]
                 + 1,
             ),
         )
@@ -824,53 +747,41 @@ def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
             strides=(strides[1], strides[2], strides[3]),
             dilations=(dilations[1], dilations[2], dilations[3]),
             pads=(
-                (
-                    (
-                        np.maximum(
-                            dilations[1] * np.shape(filter)[-5]
-                            - dilations[1]
-                            - strides[1] * ((-np.shape(input)[-4]) // (strides[1]))
-                            - strides[1]
-                            - np.shape(input)[-4]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
-                (
-                    (
-                        np.maximum(
-                            dilations[2] * np.shape(filter)[-4]
-                            - dilations[2]
-                            - strides[2] * ((-np.shape(input)[-3]) // (strides[2]))
-                            - strides[2]
-                            - np.shape(input)[-3]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
-                (
-                    (
-                        np.maximum(
-                            dilations[3] * np.shape(filter)[-3]
-                            - dilations[3]
-                            - strides[3] * ((-np.shape(input)[-2]) // (strides[3]))
-                            - strides[3]
-                            - np.shape(input)[-2]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
+                np.maximum(
+                    dilations[1] * np.shape(filter)[-5]
+                    - dilations[1]
+                    - strides[1] * ((-np.shape(input)[-4]) // strides[1])
+                    - strides[1]
+                    - np.shape(input)[-4]
+                    + 1,
+                    0,
+                )
+                // 2,
+                np.maximum(
+                    dilations[2] * np.shape(filter)[-4]
+                    - dilations[2]
+                    - strides[2] * ((-np.shape(input)[-3]) // strides[2])
+                    - strides[2]
+                    - np.shape(input)[-3]
+                    + 1,
+                    0,
+                )
+                // 2,
+                np.maximum(
+                    dilations[3] * np.shape(filter)[-3]
+                    - dilations[3]
+                    - strides[3] * ((-np.shape(input)[-2]) // strides[3])
+                    - strides[3]
+                    - np.shape(input)[-2]
+                    + 1,
+                    0,
+                )
+                // 2,
             ),
             sizes=(
-                -((-np.shape(input)[-4]) // (strides[1])),
-                -((-np.shape(input)[-3]) // (strides[2])),
-                -((-np.shape(input)[-2]) // (strides[3])),
+                -((-np.shape(input)[-4]) // strides[1]),
+                -((-np.shape(input)[-3]) // strides[2]),
+                -((-np.shape(input)[-2]) // strides[3]),
             ),
         )
     else:
@@ -906,48 +817,36 @@ def conv3d_grad(
             strides=(strides[1], strides[2], strides[3]),
             dilations=(dilations[1], dilations[2], dilations[3]),
             pads=(
-                (
-                    (
-                        np.maximum(
-                            dilations[1] * np.shape(filter)[-5]
-                            - dilations[1]
-                            - strides[1] * ((-np.shape(input)[-4]) // (strides[1]))
-                            - strides[1]
-                            - np.shape(input)[-4]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
-                (
-                    (
-                        np.maximum(
-                            dilations[2] * np.shape(filter)[-4]
-                            - dilations[2]
-                            - strides[2] * ((-np.shape(input)[-3]) // (strides[2]))
-                            - strides[2]
-                            - np.shape(input)[-3]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
-                (
-                    (
-                        np.maximum(
-                            dilations[3] * np.shape(filter)[-3]
-                            - dilations[3]
-                            - strides[3] * ((-np.shape(input)[-2]) // (strides[3]))
-                            - strides[3]
-                            - np.shape(input)[-2]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
+                np.maximum(
+                    dilations[1] * np.shape(filter)[-5]
+                    - dilations[1]
+                    - strides[1] * ((-np.shape(input)[-4]) // strides[1])
+                    - strides[1]
+                    - np.shape(input)[-4]
+                    + 1,
+                    0,
+                )
+                // 2,
+                np.maximum(
+                    dilations[2] * np.shape(filter)[-4]
+                    - dilations[2]
+                    - strides[2] * ((-np.shape(input)[-3]) // strides[2])
+                    - strides[2]
+                    - np.shape(input)[-3]
+                    + 1,
+                    0,
+                )
+                // 2,
+                np.maximum(
+                    dilations[3] * np.shape(filter)[-3]
+                    - dilations[3]
+                    - strides[3] * ((-np.shape(input)[-2]) // strides[3])
+                    - strides[3]
+                    - np.shape(input)[-2]
+                    + 1,
+                    0,
+                )
+                // 2,
             ),
             sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
         )
@@ -957,48 +856,36 @@ def conv3d_grad(
             strides=(strides[1], strides[2], strides[3]),
             dilations=(dilations[1], dilations[2], dilations[3]),
             pads=(
-                (
-                    (
-                        np.maximum(
-                            dilations[1] * np.shape(filter)[-5]
-                            - dilations[1]
-                            - strides[1] * ((-np.shape(input)[-4]) // (strides[1]))
-                            - strides[1]
-                            - np.shape(input)[-4]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
-                (
-                    (
-                        np.maximum(
-                            dilations[2] * np.shape(filter)[-4]
-                            - dilations[2]
-                            - strides[2] * ((-np.shape(input)[-3]) // (strides[2]))
-                            - strides[2]
-                            - np.shape(input)[-3]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
-                (
-                    (
-                        np.maximum(
-                            dilations[3] * np.shape(filter)[-3]
-                            - dilations[3]
-                            - strides[3] * ((-np.shape(input)[-2]) // (strides[3]))
-                            - strides[3]
-                            - np.shape(input)[-2]
-                            + 1,
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
+                np.maximum(
+                    dilations[1] * np.shape(filter)[-5]
+                    - dilations[1]
+                    - strides[1] * ((-np.shape(input)[-4]) // strides[1])
+                    - strides[1]
+                    - np.shape(input)[-4]
+                    + 1,
+                    0,
+                )
+                // 2,
+                np.maximum(
+                    dilations[2] * np.shape(filter)[-4]
+                    - dilations[2]
+                    - strides[2] * ((-np.shape(input)[-3]) // strides[2])
+                    - strides[2]
+                    - np.shape(input)[-3]
+                    + 1,
+                    0,
+                )
+                // 2,
+                np.maximum(
+                    dilations[3] * np.shape(filter)[-3]
+                    - dilations[3]
+                    - strides[3] * ((-np.shape(input)[-2]) // strides[3])
+                    - strides[3]
+                    - np.shape(input)[-2]
+                    + 1,
+                    0,
+                )
+                // 2,
             ),
             sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
         )
@@ -1011,12 +898,12 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
     """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:124)."""
     if padding == "VALID":
         t0 = np.shape(value)[-3]
-        t1 = (-ksize[1] + t0) // (strides[1])
+        t1 = (-ksize[1] + t0) // strides[1]
         t2 = t1 + 1
         t3 = np.arange(t2)
         t4 = t3[..., None, None, None]
         t5 = np.shape(value)[-2]
-        t6 = (-ksize[2] + t5) // (strides[2])
+        t6 = (-ksize[2] + t5) // strides[2]
         t7 = t6 + 1
         t8 = np.arange(t7)
         t9 = t8[..., None, None]
@@ -1044,12 +931,12 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
         output = t25 / t17
     elif padding == "SAME":
         t0 = np.shape(value)[-3]
-        t1 = -((-t0) // (strides[1]))
+        t1 = -((-t0) // strides[1])
         t2 = t1
         t3 = np.arange(t2)
         t4 = t3[..., None, None, None]
         t5 = np.shape(value)[-2]
-        t6 = -((-t5) // (strides[2]))
+        t6 = -((-t5) // strides[2])
         t7 = t6
         t8 = np.arange(t7)
         t9 = t8[..., None, None]
@@ -1059,9 +946,9 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
         t13 = ksize[2]
         t14 = np.arange(t13)
         t15 = np.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
-        t16 = (t15) // (2)
+        t16 = t15 // 2
         t17 = np.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-        t18 = (t17) // (2)
+        t18 = t17 // 2
         t19 = (
             (strides[1] * t4 + t12 - t16 >= 0)
             & (strides[2] * t9 + t14 - t18 >= 0)
@@ -1128,12 +1015,12 @@ def avg_pool_grad(grad, value, *, output=None, padding="VALID", ksize, strides):
         t8 = np.arange(t7)
         t9 = np.shape(value)[-3]
         t10 = np.shape(value)[-2]
-        t11 = -((-t9) // (strides[1]))
+        t11 = -((-t9) // strides[1])
         t12 = np.maximum(ksize[1] + strides[1] * (t11 - 1) - t9, 0)
-        t13 = (t12) // (2)
-        t14 = -((-t10) // (strides[2]))
+        t13 = t12 // 2
+        t14 = -((-t10) // strides[2])
         t15 = np.maximum(ksize[2] + strides[2] * (t14 - 1) - t10, 0)
-        t16 = (t15) // (2)
+        t16 = t15 // 2
         t17 = (
             (strides[1] * t1 - t13 + t8 >= 0)
             & (strides[2] * t3 - t16 + t6 >= 0)
@@ -1147,13 +1034,13 @@ def avg_pool_grad(grad, value, *, output=None, padding="VALID", ksize, strides):
         t22 = t2[..., None]
         t23 = np.arange(t4)
         t24 = np.maximum(ksize[2] + strides[2] * t14 - strides[2] - t10, 0)
-        t25 = (t24) // (2)
+        t25 = t24 // 2
         t26 = strides[2] * t22 + t23 - t25
         t27 = _scatter_add(t21, t26, 1, t10)  # no gather form: an explicit scatter-add
         t28 = t0[..., None]
         t29 = np.arange(t7)
         t30 = np.maximum(ksize[1] + strides[1] * t11 - strides[1] - t9, 0)
-        t31 = (t30) // (2)
+        t31 = t30 // 2
         t32 = strides[1] * t28 + t29 - t31
         grad_value = _scatter_add(t27, t32, 2, t9)  # no gather form: an explicit scatter-add
     else:
@@ -1165,7 +1052,7 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:132)."""
     if padding == "VALID" and data_format == "NHWC":
         t0 = np.shape(input)[-2]
-        t1 = (-ksize[2] + t0) // (strides[2])
+        t1 = (-ksize[2] + t0) // strides[2]
         t2 = t1 + 1
         t3 = np.arange(t2)
         t4 = t3[..., None]
@@ -1174,7 +1061,7 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
         t7 = strides[2] * t4 + t6
         t8 = _gather(input, t7, -2, fill=-np.inf)
         t9 = np.shape(input)[-3]
-        t10 = (-ksize[1] + t9) // (strides[1])
+        t10 = (-ksize[1] + t9) // strides[1]
         t11 = t10 + 1
         t12 = np.arange(t11)
         t13 = t12[..., None]
@@ -1186,25 +1073,25 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
         output = np.max(t18, axis=(-2, -1))
     elif padding == "SAME" and data_format == "NHWC":
         t0 = np.shape(input)[-2]
-        t1 = -((-t0) // (strides[2]))
+        t1 = -((-t0) // strides[2])
         t2 = t1
         t3 = np.arange(t2)
         t4 = t3[..., None]
         t5 = ksize[2]
         t6 = np.arange(t5)
         t7 = np.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
-        t8 = (t7) // (2)
+        t8 = t7 // 2
         t9 = strides[2] * t4 + t6 - t8
         t10 = _gather(input, t9, -2, fill=-np.inf)
         t11 = np.shape(input)[-3]
-        t12 = -((-t11) // (strides[1]))
+        t12 = -((-t11) // strides[1])
         t13 = t12
         t14 = np.arange(t13)
         t15 = t14[..., None]
         t16 = ksize[1]
         t17 = np.arange(t16)
         t18 = np.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
-        t19 = (t18) // (2)
+        t19 = t18 // 2
         t20 = strides[1] * t15 + t17 - t19
         t21 = _gather(t10, t20, -4, fill=-np.inf)
         t22 = np.transpose(t21, (0, 1, 3, 5, 2, 4))
@@ -1240,28 +1127,20 @@ def max_pool_grad(grad, input, *, output=None, padding="VALID", data_format="NHW
             window=(ksize[1], ksize[2]),
             strides=(strides[1], strides[2]),
             pads=(
-                (
-                    (
-                        np.maximum(
-                            ksize[1]
-                            + strides[1] * (-((-np.shape(input)[-3]) // (strides[1])) - 1)
-                            - np.shape(input)[-3],
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
-                (
-                    (
-                        np.maximum(
-                            ksize[2]
-                            + strides[2] * (-((-np.shape(input)[-2]) // (strides[2])) - 1)
-                            - np.shape(input)[-2],
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
+                np.maximum(
+                    ksize[1]
+                    + strides[1] * (-((-np.shape(input)[-3]) // strides[1]) - 1)
+                    - np.shape(input)[-3],
+                    0,
+                )
+                // 2,
+                np.maximum(
+                    ksize[2]
+                    + strides[2] * (-((-np.shape(input)[-2]) // strides[2]) - 1)
+                    - np.shape(input)[-2],
+                    0,
+                )
+                // 2,
             ),
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )
@@ -1276,17 +1155,17 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
     """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:140)."""
     if padding == "VALID":
         t0 = np.shape(input)[-4]
-        t1 = (-ksize[1] + t0) // (strides[1])
+        t1 = (-ksize[1] + t0) // strides[1]
         t2 = t1 + 1
         t3 = np.arange(t2)
         t4 = t3[..., None, None, None, None, None]
         t5 = np.shape(input)[-3]
-        t6 = (-ksize[2] + t5) // (strides[2])
+        t6 = (-ksize[2] + t5) // strides[2]
         t7 = t6 + 1
         t8 = np.arange(t7)
         t9 = t8[..., None, None, None, None]
         t10 = np.shape(input)[-2]
-        t11 = (-ksize[3] + t10) // (strides[3])
+        t11 = (-ksize[3] + t10) // strides[3]
         t12 = t11 + 1
         t13 = np.arange(t12)
         t14 = t13[..., None, None, None]
@@ -1322,17 +1201,17 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
         output = t36 / t25
     elif padding == "SAME":
         t0 = np.shape(input)[-4]
-        t1 = -((-t0) // (strides[1]))
+        t1 = -((-t0) // strides[1])
         t2 = t1
         t3 = np.arange(t2)
         t4 = t3[..., None, None, None, None, None]
         t5 = np.shape(input)[-3]
-        t6 = -((-t5) // (strides[2]))
+        t6 = -((-t5) // strides[2])
         t7 = t6
         t8 = np.arange(t7)
         t9 = t8[..., None, None, None, None]
         t10 = np.shape(input)[-2]
-        t11 = -((-t10) // (strides[3]))
+        t11 = -((-t10) // strides[3])
         t12 = t11
         t13 = np.arange(t12)
         t14 = t13[..., None, None, None]
@@ -1345,11 +1224,11 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
         t21 = ksize[3]
         t22 = np.arange(t21)
         t23 = np.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-        t24 = (t23) // (2)
+        t24 = t23 // 2
         t25 = np.maximum(ksize[3] + strides[3] * (t11 - 1) - t10, 0)
-        t26 = (t25) // (2)
+        t26 = t25 // 2
         t27 = np.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
-        t28 = (t27) // (2)
+        t28 = t27 // 2
         t29 = (
             (strides[1] * t4 + t17 - t28 >= 0)
             & (strides[2] * t9 + t20 - t24 >= 0)
@@ -1439,15 +1318,15 @@ def avg_pool3d_grad(grad, input, *, output=None, padding="VALID", ksize, strides
         t14 = np.shape(input)[-4]
         t15 = np.shape(input)[-3]
         t16 = np.shape(input)[-2]
-        t17 = -((-t15) // (strides[2]))
+        t17 = -((-t15) // strides[2])
         t18 = np.maximum(ksize[2] + strides[2] * (t17 - 1) - t15, 0)
-        t19 = (t18) // (2)
-        t20 = -((-t16) // (strides[3]))
+        t19 = t18 // 2
+        t20 = -((-t16) // strides[3])
         t21 = np.maximum(ksize[3] + strides[3] * (t20 - 1) - t16, 0)
-        t22 = (t21) // (2)
-        t23 = -((-t14) // (strides[1]))
+        t22 = t21 // 2
+        t23 = -((-t14) // strides[1])
         t24 = np.maximum(ksize[1] + strides[1] * (t23 - 1) - t14, 0)
-        t25 = (t24) // (2)
+        t25 = t24 // 2
         t26 = (
             (strides[1] * t1 + t13 - t25 >= 0)
             & (strides[2] * t3 + t11 - t19 >= 0)
@@ -1463,19 +1342,19 @@ def avg_pool3d_grad(grad, input, *, output=None, padding="VALID", ksize, strides
         t31 = t7[..., None]
         t32 = np.arange(t4)
         t33 = np.maximum(ksize[3] + strides[3] * t20 - strides[3] - t16, 0)
-        t34 = (t33) // (2)
+        t34 = t33 // 2
         t35 = strides[3] * t31 + t32 - t34
         t36 = _scatter_add(t30, t35, 1, t16)  # no gather form: an explicit scatter-add
         t37 = t2[..., None]
         t38 = np.arange(t9)
         t39 = np.maximum(ksize[2] + strides[2] * t17 - strides[2] - t15, 0)
-        t40 = (t39) // (2)
+        t40 = t39 // 2
         t41 = strides[2] * t37 + t38 - t40
         t42 = _scatter_add(t36, t41, 2, t15)  # no gather form: an explicit scatter-add
         t43 = t0[..., None]
         t44 = np.arange(t12)
         t45 = np.maximum(ksize[1] + strides[1] * t23 - strides[1] - t14, 0)
-        t46 = (t45) // (2)
+        t46 = t45 // 2
         t47 = strides[1] * t43 + t44 - t46
         grad_input = _scatter_add(t42, t47, 3, t14)  # no gather form: an explicit scatter-add
     else:
@@ -1489,7 +1368,7 @@ def max_pool_v2(input, *, padding="VALID", ksize, strides):
     strides = np.asarray(strides, dtype=np.int64)
     if padding == "VALID":
         t0 = np.shape(input)[-2]
-        t1 = (-ksize[2] + t0) // (strides[2])
+        t1 = (-ksize[2] + t0) // strides[2]
         t2 = t1 + 1
         t3 = np.arange(t2)
         t4 = t3[..., None]
@@ -1498,7 +1377,7 @@ def max_pool_v2(input, *, padding="VALID", ksize, strides):
         t7 = strides[2] * t4 + t6
         t8 = _gather(input, t7, -2, fill=-np.inf)
         t9 = np.shape(input)[-3]
-        t10 = (-ksize[1] + t9) // (strides[1])
+        t10 = (-ksize[1] + t9) // strides[1]
         t11 = t10 + 1
         t12 = np.arange(t11)
         t13 = t12[..., None]
@@ -1510,25 +1389,25 @@ def max_pool_v2(input, *, padding="VALID", ksize, strides):
         output = np.max(t18, axis=(-2, -1))
     elif padding == "SAME":
         t0 = np.shape(input)[-2]
-        t1 = -((-t0) // (strides[2]))
+        t1 = -((-t0) // strides[2])
         t2 = t1
         t3 = np.arange(t2)
         t4 = t3[..., None]
         t5 = ksize[2]
         t6 = np.arange(t5)
         t7 = np.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
-        t8 = (t7) // (2)
+        t8 = t7 // 2
         t9 = strides[2] * t4 + t6 - t8
         t10 = _gather(input, t9, -2, fill=-np.inf)
         t11 = np.shape(input)[-3]
-        t12 = -((-t11) // (strides[1]))
+        t12 = -((-t11) // strides[1])
         t13 = t12
         t14 = np.arange(t13)
         t15 = t14[..., None]
         t16 = ksize[1]
         t17 = np.arange(t16)
         t18 = np.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
-        t19 = (t18) // (2)
+        t19 = t18 // 2
         t20 = strides[1] * t15 + t17 - t19
         t21 = _gather(t10, t20, -4, fill=-np.inf)
         t22 = np.transpose(t21, (0, 1, 3, 5, 2, 4))
@@ -1562,28 +1441,20 @@ def max_pool_v2_grad(grad, input, *, output=None, padding="VALID", ksize, stride
             window=(ksize[1], ksize[2]),
             strides=(strides[1], strides[2]),
             pads=(
-                (
-                    (
-                        np.maximum(
-                            ksize[1]
-                            + strides[1] * (-((-np.shape(input)[-3]) // (strides[1])) - 1)
-                            - np.shape(input)[-3],
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
-                (
-                    (
-                        np.maximum(
-                            ksize[2]
-                            + strides[2] * (-((-np.shape(input)[-2]) // (strides[2])) - 1)
-                            - np.shape(input)[-2],
-                            0,
-                        )
-                    )
-                    // (2)
-                ),
+                np.maximum(
+                    ksize[1]
+                    + strides[1] * (-((-np.shape(input)[-3]) // strides[1]) - 1)
+                    - np.shape(input)[-3],
+                    0,
+                )
+                // 2,
+                np.maximum(
+                    ksize[2]
+                    + strides[2] * (-((-np.shape(input)[-2]) // strides[2]) - 1)
+                    - np.shape(input)[-2],
+                    0,
+                )
+                // 2,
             ),
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )

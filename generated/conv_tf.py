@@ -580,34 +580,26 @@ def conv2d_vjp(
             dilations=[dilations[1], dilations[2]],
             geometry=lambda size: (
                 [
-                    (
-                        (
-                            _int_max(
-                                dilations[1] * size(filter, -4)
-                                - dilations[1]
-                                - strides[1] * ((-size(input, -3)) // (strides[1]))
-                                - strides[1]
-                                - size(input, -3)
-                                + 1,
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
-                    (
-                        (
-                            _int_max(
-                                dilations[2] * size(filter, -3)
-                                - dilations[2]
-                                - strides[2] * ((-size(input, -2)) // (strides[2]))
-                                - strides[2]
-                                - size(input, -2)
-                                + 1,
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
+                    _int_max(
+                        dilations[1] * size(filter, -4)
+                        - dilations[1]
+                        - strides[1] * ((-size(input, -3)) // strides[1])
+                        - strides[1]
+                        - size(input, -3)
+                        + 1,
+                        0,
+                    )
+                    // 2,
+                    _int_max(
+                        dilations[2] * size(filter, -3)
+                        - dilations[2]
+                        - strides[2] * ((-size(input, -2)) // strides[2])
+                        - strides[2]
+                        - size(input, -2)
+                        + 1,
+                        0,
+                    )
+                    // 2,
                 ],
                 [size(input, -3), size(input, -2)],
             ),
@@ -619,34 +611,26 @@ def conv2d_vjp(
             dilations=[dilations[1], dilations[2]],
             geometry=lambda size: (
                 [
-                    (
-                        (
-                            _int_max(
-                                dilations[1] * size(filter, -4)
-                                - dilations[1]
-                                - strides[1] * ((-size(input, -3)) // (strides[1]))
-                                - strides[1]
-                                - size(input, -3)
-                                + 1,
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
-                    (
-                        (
-                            _int_max(
-                                dilations[2] * size(filter, -3)
-                                - dilations[2]
-                                - strides[2] * ((-size(input, -2)) // (strides[2]))
-                                - strides[2]
-                                - size(input, -2)
-                                + 1,
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
+                    _int_max(
+                        dilations[1] * size(filter, -4)
+                        - dilations[1]
+                        - strides[1] * ((-size(input, -3)) // strides[1])
+                        - strides[1]
+                        - size(input, -3)
+                        + 1,
+                        0,
+                    )
+                    // 2,
+                    _int_max(
+                        dilations[2] * size(filter, -3)
+                        - dilations[2]
+                        - strides[2] * ((-size(input, -2)) // strides[2])
+                        - strides[2]
+                        - size(input, -2)
+                        + 1,
+                        0,
+                    )
+                    // 2,
                 ],
                 [size(filter, -4), size(filter, -3)],
             ),
@@ -737,15 +721,9 @@ def conv2d(
                 geometry=lambda size: (
                     [0, 0],
                     [
-                        (
-                            (-dilations[1] * (size(filter, -4) - 1) + size(input, -3) - 1)
-                            // (strides[1])
-                        )
+                        (-dilations[1] * (size(filter, -4) - 1) + size(input, -3) - 1) // strides[1]
                         + 1,
-                        (
-                            (-dilations[2] * (size(filter, -3) - 1) + size(input, -2) - 1)
-                            // (strides[2])
-                        )
+                        (-dilations[2] * (size(filter, -3) - 1) + size(input, -2) - 1) // strides[2]
                         + 1,
                     ],
                 ),
@@ -758,36 +736,28 @@ def conv2d(
                 dilations=[dilations[1], dilations[2]],
                 geometry=lambda size: (
                     [
-                        (
-                            (
-                                _int_max(
-                                    dilations[1] * size(filter, -4)
-                                    - dilations[1]
-                                    - strides[1] * ((-size(input, -3)) // (strides[1]))
-                                    - strides[1]
-                                    - size(input, -3)
-                                    + 1,
-                                    0,
-                                )
-                            )
-                            // (2)
-                        ),
-                        (
-                            (
-                                _int_max(
-                                    dilations[2] * size(filter, -3)
-                                    - dilations[2]
-                                    - strides[2] * ((-size(input, -2)) // (strides[2]))
-                                    - strides[2]
-                                    - size(input, -2)
-                                    + 1,
-                                    0,
-                                )
-                            )
-                            // (2)
-                        ),
+                        _int_max(
+                            dilations[1] * size(filter, -4)
+                            - dilations[1]
+                            - strides[1] * ((-size(input, -3)) // strides[1])
+                            - strides[1]
+                            - size(input, -3)
+                            + 1,
+                            0,
+                        )
+                        // 2,
+                        _int_max(
+                            dilations[2] * size(filter, -3)
+                            - dilations[2]
+                            - strides[2] * ((-size(input, -2)) // strides[2])
+                            - strides[2]
+                            - size(input, -2)
+                            + 1,
+                            0,
+                        )
+                        // 2,
                     ],
-                    [-((-size(input, -3)) // (strides[1])), -((-size(input, -2)) // (strides[2]))],
+                    [-((-size(input, -3)) // strides[1]), -((-size(input, -2)) // strides[2])],
                 ),
             )
         elif padding == "EXPLICIT":
@@ -800,26 +770,22 @@ def conv2d(
                     [explicit_paddings[2], explicit_paddings[4]],
                     [
                         (
-                            (
-                                -dilations[1] * (size(filter, -4) - 1)
-                                + explicit_paddings[2]
-                                + explicit_paddings[3]
-                                + size(input, -3)
-                                - 1
-                            )
-                            // (strides[1])
+                            -dilations[1] * (size(filter, -4) - 1)
+                            + explicit_paddings[2]
+                            + explicit_paddings[3]
+                            + size(input, -3)
+                            - 1
                         )
+                        // strides[1]
                         + 1,
                         (
-                            (
-                                -dilations[2] * (size(filter, -3) - 1)
-                                + explicit_paddings[4]
-                                + explicit_paddings[5]
-                                + size(input, -2)
-                                - 1
-                            )
-                            // (strides[2])
+                            -dilations[2] * (size(filter, -3) - 1)
+                            + explicit_paddings[4]
+                            + explicit_paddings[5]
+                            + size(input, -2)
+                            - 1
                         )
+                        // strides[2]
                         + 1,
                     ],
                 ),
@@ -879,34 +845,26 @@ def depthwise_conv2d_native_vjp(
             dilations=[dilations[1], dilations[2]],
             geometry=lambda size: (
                 [
-                    (
-                        (
-                            _int_max(
-                                dilations[1] * size(filter, -4)
-                                - dilations[1]
-                                - strides[1] * ((-size(input, -3)) // (strides[1]))
-                                - strides[1]
-                                - size(input, -3)
-                                + 1,
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
-                    (
-                        (
-                            _int_max(
-                                dilations[2] * size(filter, -3)
-                                - dilations[2]
-                                - strides[2] * ((-size(input, -2)) // (strides[2]))
-                                - strides[2]
-                                - size(input, -2)
-                                + 1,
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
+                    _int_max(
+                        dilations[1] * size(filter, -4)
+                        - dilations[1]
+                        - strides[1] * ((-size(input, -3)) // strides[1])
+                        - strides[1]
+                        - size(input, -3)
+                        + 1,
+                        0,
+                    )
+                    // 2,
+                    _int_max(
+                        dilations[2] * size(filter, -3)
+                        - dilations[2]
+                        - strides[2] * ((-size(input, -2)) // strides[2])
+                        - strides[2]
+                        - size(input, -2)
+                        + 1,
+                        0,
+                    )
+                    // 2,
                 ],
                 [size(input, -3), size(input, -2)],
             ),
@@ -918,34 +876,26 @@ def depthwise_conv2d_native_vjp(
             dilations=[dilations[1], dilations[2]],
             geometry=lambda size: (
                 [
-                    (
-                        (
-                            _int_max(
-                                dilations[1] * size(filter, -4)
-                                - dilations[1]
-                                - strides[1] * ((-size(input, -3)) // (strides[1]))
-                                - strides[1]
-                                - size(input, -3)
-                                + 1,
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
-                    (
-                        (
-                            _int_max(
-                                dilations[2] * size(filter, -3)
-                                - dilations[2]
-                                - strides[2] * ((-size(input, -2)) // (strides[2]))
-                                - strides[2]
-                                - size(input, -2)
-                                + 1,
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
+                    _int_max(
+                        dilations[1] * size(filter, -4)
+                        - dilations[1]
+                        - strides[1] * ((-size(input, -3)) // strides[1])
+                        - strides[1]
+                        - size(input, -3)
+                        + 1,
+                        0,
+                    )
+                    // 2,
+                    _int_max(
+                        dilations[2] * size(filter, -3)
+                        - dilations[2]
+                        - strides[2] * ((-size(input, -2)) // strides[2])
+                        - strides[2]
+                        - size(input, -2)
+                        + 1,
+                        0,
+                    )
+                    // 2,
                 ],
                 [size(filter, -4), size(filter, -3)],
             ),
@@ -1041,15 +991,9 @@ def depthwise_conv2d_native(
                 geometry=lambda size: (
                     [0, 0],
                     [
-                        (
-                            (-dilations[1] * (size(filter, -4) - 1) + size(input, -3) - 1)
-                            // (strides[1])
-                        )
+                        (-dilations[1] * (size(filter, -4) - 1) + size(input, -3) - 1) // strides[1]
                         + 1,
-                        (
-                            (-dilations[2] * (size(filter, -3) - 1) + size(input, -2) - 1)
-                            // (strides[2])
-                        )
+                        (-dilations[2] * (size(filter, -3) - 1) + size(input, -2) - 1) // strides[2]
                         + 1,
                     ],
                 ),
@@ -1057,11 +1001,11 @@ def depthwise_conv2d_native(
             t1 = tf.shape(input, out_type=tf.int64)[-4]
             t2 = tf.shape(input, out_type=tf.int64)[-3]
             t3 = tf.shape(filter, out_type=tf.int64)[-4]
-            t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // (strides[1])
+            t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // strides[1]
             t5 = t4 + 1
             t6 = tf.shape(filter, out_type=tf.int64)[-3]
             t7 = tf.shape(input, out_type=tf.int64)[-2]
-            t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // (strides[2])
+            t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // strides[2]
             t9 = t8 + 1
             t10 = tf.shape(input, out_type=tf.int64)[-1]
             t11 = tf.shape(filter, out_type=tf.int64)[-1]
@@ -1074,44 +1018,36 @@ def depthwise_conv2d_native(
                 dilations=[dilations[1], dilations[2]],
                 geometry=lambda size: (
                     [
-                        (
-                            (
-                                _int_max(
-                                    dilations[1] * size(filter, -4)
-                                    - dilations[1]
-                                    - strides[1] * ((-size(input, -3)) // (strides[1]))
-                                    - strides[1]
-                                    - size(input, -3)
-                                    + 1,
-                                    0,
-                                )
-                            )
-                            // (2)
-                        ),
-                        (
-                            (
-                                _int_max(
-                                    dilations[2] * size(filter, -3)
-                                    - dilations[2]
-                                    - strides[2] * ((-size(input, -2)) // (strides[2]))
-                                    - strides[2]
-                                    - size(input, -2)
-                                    + 1,
-                                    0,
-                                )
-                            )
-                            // (2)
-                        ),
+                        _int_max(
+                            dilations[1] * size(filter, -4)
+                            - dilations[1]
+                            - strides[1] * ((-size(input, -3)) // strides[1])
+                            - strides[1]
+                            - size(input, -3)
+                            + 1,
+                            0,
+                        )
+                        // 2,
+                        _int_max(
+                            dilations[2] * size(filter, -3)
+                            - dilations[2]
+                            - strides[2] * ((-size(input, -2)) // strides[2])
+                            - strides[2]
+                            - size(input, -2)
+                            + 1,
+                            0,
+                        )
+                        // 2,
                     ],
-                    [-((-size(input, -3)) // (strides[1])), -((-size(input, -2)) // (strides[2]))],
+                    [-((-size(input, -3)) // strides[1]), -((-size(input, -2)) // strides[2])],
                 ),
             )
             t1 = tf.shape(input, out_type=tf.int64)[-4]
             t2 = tf.shape(input, out_type=tf.int64)[-3]
-            t3 = -((-t2) // (strides[1]))
+            t3 = -((-t2) // strides[1])
             t4 = t3
             t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = -((-t5) // (strides[2]))
+            t6 = -((-t5) // strides[2])
             t7 = t6
             t8 = tf.shape(input, out_type=tf.int64)[-1]
             t9 = tf.shape(filter, out_type=tf.int64)[-1]
@@ -1126,26 +1062,22 @@ def depthwise_conv2d_native(
                     [explicit_paddings[2], explicit_paddings[4]],
                     [
                         (
-                            (
-                                -dilations[1] * (size(filter, -4) - 1)
-                                + explicit_paddings[2]
-                                + explicit_paddings[3]
-                                + size(input, -3)
-                                - 1
-                            )
-                            // (strides[1])
+                            -dilations[1] * (size(filter, -4) - 1)
+                            + explicit_paddings[2]
+                            + explicit_paddings[3]
+                            + size(input, -3)
+                            - 1
                         )
+                        // strides[1]
                         + 1,
                         (
-                            (
-                                -dilations[2] * (size(filter, -3) - 1)
-                                + explicit_paddings[4]
-                                + explicit_paddings[5]
-                                + size(input, -2)
-                                - 1
-                            )
-                            // (strides[2])
+                            -dilations[2] * (size(filter, -3) - 1)
+                            + explicit_paddings[4]
+                            + explicit_paddings[5]
+                            + size(input, -2)
+                            - 1
                         )
+                        // strides[2]
                         + 1,
                     ],
                 ),
@@ -1155,13 +1087,13 @@ def depthwise_conv2d_native(
             t3 = tf.shape(filter, out_type=tf.int64)[-4]
             t4 = (
                 -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
-            ) // (strides[1])
+            ) // strides[1]
             t5 = t4 + 1
             t6 = tf.shape(filter, out_type=tf.int64)[-3]
             t7 = tf.shape(input, out_type=tf.int64)[-2]
             t8 = (
                 -dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1
-            ) // (strides[2])
+            ) // strides[2]
             t9 = t8 + 1
             t10 = tf.shape(input, out_type=tf.int64)[-1]
             t11 = tf.shape(filter, out_type=tf.int64)[-1]
@@ -1189,14 +1121,14 @@ def extract_image_patches_vjp(grad, images, patches, *, padding="VALID", ksizes,
         t3 = t2[..., None]
         t4 = tf.range(tf.cast(t0, tf.int64))
         t5 = -rates[2] * t4 + t3
-        t6 = tf.where(tf.equal((t5) % (strides[2]), 0), (t5) // (strides[2]), -tf.ones_like(t5))
+        t6 = tf.where(tf.equal(t5 % strides[2], 0), t5 // strides[2], -tf.ones_like(t5))
         t7 = _gather(grad, t6, -4)
         t8 = tf.range(tf.shape(images, out_type=tf.int64)[-3])
         t9 = t8[..., None]
         t10 = ksizes[1]
         t11 = tf.range(tf.cast(t10, tf.int64))
         t12 = -rates[1] * t11 + t9
-        t13 = tf.where(tf.equal((t12) % (strides[1]), 0), (t12) // (strides[1]), -tf.ones_like(t12))
+        t13 = tf.where(tf.equal(t12 % strides[1], 0), t12 // strides[1], -tf.ones_like(t12))
         t14 = _gather(t7, t13, -6)
         t15 = tf.einsum("abcdecef->abcdef", t14)
         t16 = tf.transpose(t15, perm=[0, 1, 3, 5, 2, 4])
@@ -1212,26 +1144,26 @@ def extract_image_patches_vjp(grad, images, patches, *, padding="VALID", ksizes,
         t3 = t2[..., None]
         t4 = tf.range(tf.cast(t0, tf.int64))
         t5 = tf.shape(images, out_type=tf.int64)[-2]
-        t6 = -((-t5) // (strides[2]))
+        t6 = -((-t5) // strides[2])
         t7 = tf.math.maximum(
             ksizes[2] * rates[2] - rates[2] + strides[2] * t6 - strides[2] - t5 + 1, 0
         )
-        t8 = (t7) // (2)
+        t8 = t7 // 2
         t9 = -rates[2] * t4 + t3 + t8
-        t10 = tf.where(tf.equal((t9) % (strides[2]), 0), (t9) // (strides[2]), -tf.ones_like(t9))
+        t10 = tf.where(tf.equal(t9 % strides[2], 0), t9 // strides[2], -tf.ones_like(t9))
         t11 = _gather(grad, t10, -4)
         t12 = tf.range(tf.shape(images, out_type=tf.int64)[-3])
         t13 = t12[..., None]
         t14 = ksizes[1]
         t15 = tf.range(tf.cast(t14, tf.int64))
         t16 = tf.shape(images, out_type=tf.int64)[-3]
-        t17 = -((-t16) // (strides[1]))
+        t17 = -((-t16) // strides[1])
         t18 = tf.math.maximum(
             ksizes[1] * rates[1] - rates[1] + strides[1] * t17 - strides[1] - t16 + 1, 0
         )
-        t19 = (t18) // (2)
+        t19 = t18 // 2
         t20 = -rates[1] * t15 + t13 + t19
-        t21 = tf.where(tf.equal((t20) % (strides[1]), 0), (t20) // (strides[1]), -tf.ones_like(t20))
+        t21 = tf.where(tf.equal(t20 % strides[1], 0), t20 // strides[1], -tf.ones_like(t20))
         t22 = _gather(t11, t21, -6)
         t23 = tf.einsum("abcdecef->abcdef", t22)
         t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 2, 4])
@@ -1280,7 +1212,7 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
         # else the declared formula
         if padding == "VALID":
             t0 = tf.shape(images, out_type=tf.int64)[-2]
-            t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // (strides[2])
+            t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
             t2 = t1 + 1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
@@ -1289,7 +1221,7 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
             t7 = rates[2] * t6 + strides[2] * t4
             t8 = _gather(images, t7, -2)
             t9 = tf.shape(images, out_type=tf.int64)[-3]
-            t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // (strides[1])
+            t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // strides[1]
             t11 = t10 + 1
             t12 = tf.range(tf.cast(t11, tf.int64))
             t13 = t12[..., None]
@@ -1303,25 +1235,25 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
             patches = tf.reshape(t18, [t19, t11, t2, t14 * t5 * t20])
         elif padding == "SAME":
             t0 = tf.shape(images, out_type=tf.int64)[-2]
-            t1 = -((-t0) // (strides[2]))
+            t1 = -((-t0) // strides[2])
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
             t5 = ksizes[2]
             t6 = tf.range(tf.cast(t5, tf.int64))
             t7 = tf.math.maximum(rates[2] * (ksizes[2] - 1) + strides[2] * (t1 - 1) - t0 + 1, 0)
-            t8 = (t7) // (2)
+            t8 = t7 // 2
             t9 = rates[2] * t6 + strides[2] * t4 - t8
             t10 = _gather(images, t9, -2)
             t11 = tf.shape(images, out_type=tf.int64)[-3]
-            t12 = -((-t11) // (strides[1]))
+            t12 = -((-t11) // strides[1])
             t13 = t12
             t14 = tf.range(tf.cast(t13, tf.int64))
             t15 = t14[..., None]
             t16 = ksizes[1]
             t17 = tf.range(tf.cast(t16, tf.int64))
             t18 = tf.math.maximum(rates[1] * (ksizes[1] - 1) + strides[1] * (t12 - 1) - t11 + 1, 0)
-            t19 = (t18) // (2)
+            t19 = t18 // 2
             t20 = rates[1] * t17 + strides[1] * t15 - t19
             t21 = _gather(t10, t20, -4)
             t22 = tf.transpose(t21, perm=[0, 1, 3, 2, 4, 5])
@@ -1366,48 +1298,36 @@ def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilatio
             dilations=[dilations[1], dilations[2], dilations[3]],
             geometry=lambda size: (
                 [
-                    (
-                        (
-                            _int_max(
-                                dilations[1] * size(filter, -5)
-                                - dilations[1]
-                                - strides[1] * ((-size(input, -4)) // (strides[1]))
-                                - strides[1]
-                                - size(input, -4)
-                                + 1,
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
-                    (
-                        (
-                            _int_max(
-                                dilations[2] * size(filter, -4)
-                                - dilations[2]
-                                - strides[2] * ((-size(input, -3)) // (strides[2]))
-                                - strides[2]
-                                - size(input, -3)
-                                + 1,
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
-                    (
-                        (
-                            _int_max(
-                                dilations[3] * size(filter, -3)
-                                - dilations[3]
-                                - strides[3] * ((-size(input, -2)) // (strides[3]))
-                                - strides[3]
-                                - size(input, -2)
-                                + 1,
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
+                    _int_max(
+                        dilations[1] * size(filter, -5)
+                        - dilations[1]
+                        - strides[1] * ((-size(input, -4)) // strides[1])
+                        - strides[1]
+                        - size(input, -4)
+                        + 1,
+                        0,
+                    )
+                    // 2,
+                    _int_max(
+                        dilations[2] * size(filter, -4)
+                        - dilations[2]
+                        - strides[2] * ((-size(input, -3)) // strides[2])
+                        - strides[2]
+                        - size(input, -3)
+                        + 1,
+                        0,
+                    )
+                    // 2,
+                    _int_max(
+                        dilations[3] * size(filter, -3)
+                        - dilations[3]
+                        - strides[3] * ((-size(input, -2)) // strides[3])
+                        - strides[3]
+                        - size(input, -2)
+                        + 1,
+                        0,
+                    )
+                    // 2,
                 ],
                 [size(input, -4), size(input, -3), size(input, -2)],
             ),
@@ -1419,48 +1339,36 @@ def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilatio
             dilations=[dilations[1], dilations[2], dilations[3]],
             geometry=lambda size: (
                 [
-                    (
-                        (
-                            _int_max(
-                                dilations[1] * size(filter, -5)
-                                - dilations[1]
-                                - strides[1] * ((-size(input, -4)) // (strides[1]))
-                                - strides[1]
-                                - size(input, -4)
-                                + 1,
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
-                    (
-                        (
-                            _int_max(
-                                dilations[2] * size(filter, -4)
-                                - dilations[2]
-                                - strides[2] * ((-size(input, -3)) // (strides[2]))
-                                - strides[2]
-                                - size(input, -3)
-                                + 1,
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
-                    (
-                        (
-                            _int_max(
-                                dilations[3] * size(filter, -3)
-                                - dilations[3]
-                                - strides[3] * ((-size(input, -2)) // (strides[3]))
-                                - strides[3]
-                                - size(input, -2)
-                                + 1,
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
+                    _int_max(
+                        dilations[1] * size(filter, -5)
+                        - dilations[1]
+                        - strides[1] * ((-size(input, -4)) // strides[1])
+                        - strides[1]
+                        - size(input, -4)
+                        + 1,
+                        0,
+                    )
+                    // 2,
+                    _int_max(
+                        dilations[2] * size(filter, -4)
+                        - dilations[2]
+                        - strides[2] * ((-size(input, -3)) // strides[2])
+                        - strides[2]
+                        - size(input, -3)
+                        + 1,
+                        0,
+                    )
+                    // 2,
+                    _int_max(
+                        dilations[3] * size(filter, -3)
+                        - dilations[3]
+                        - strides[3] * ((-size(input, -2)) // strides[3])
+                        - strides[3]
+                        - size(input, -2)
+                        + 1,
+                        0,
+                    )
+                    // 2,
                 ],
                 [size(filter, -5), size(filter, -4), size(filter, -3)],
             ),
@@ -1515,20 +1423,11 @@ def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
                 geometry=lambda size: (
                     [0, 0, 0],
                     [
-                        (
-                            (-dilations[1] * (size(filter, -5) - 1) + size(input, -4) - 1)
-                            // (strides[1])
-                        )
+                        (-dilations[1] * (size(filter, -5) - 1) + size(input, -4) - 1) // strides[1]
                         + 1,
-                        (
-                            (-dilations[2] * (size(filter, -4) - 1) + size(input, -3) - 1)
-                            // (strides[2])
-                        )
+                        (-dilations[2] * (size(filter, -4) - 1) + size(input, -3) - 1) // strides[2]
                         + 1,
-                        (
-                            (-dilations[3] * (size(filter, -3) - 1) + size(input, -2) - 1)
-                            // (strides[3])
-                        )
+                        (-dilations[3] * (size(filter, -3) - 1) + size(input, -2) - 1) // strides[3]
                         + 1,
                     ],
                 ),
@@ -1541,53 +1440,41 @@ def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
                 dilations=[dilations[1], dilations[2], dilations[3]],
                 geometry=lambda size: (
                     [
-                        (
-                            (
-                                _int_max(
-                                    dilations[1] * size(filter, -5)
-                                    - dilations[1]
-                                    - strides[1] * ((-size(input, -4)) // (strides[1]))
-                                    - strides[1]
-                                    - size(input, -4)
-                                    + 1,
-                                    0,
-                                )
-                            )
-                            // (2)
-                        ),
-                        (
-                            (
-                                _int_max(
-                                    dilations[2] * size(filter, -4)
-                                    - dilations[2]
-                                    - strides[2] * ((-size(input, -3)) // (strides[2]))
-                                    - strides[2]
-                                    - size(input, -3)
-                                    + 1,
-                                    0,
-                                )
-                            )
-                            // (2)
-                        ),
-                        (
-                            (
-                                _int_max(
-                                    dilations[3] * size(filter, -3)
-                                    - dilations[3]
-                                    - strides[3] * ((-size(input, -2)) // (strides[3]))
-                                    - strides[3]
-                                    - size(input, -2)
-                                    + 1,
-                                    0,
-                                )
-                            )
-                            // (2)
-                        ),
+                        _int_max(
+                            dilations[1] * size(filter, -5)
+                            - dilations[1]
+                            - strides[1] * ((-size(input, -4)) // strides[1])
+                            - strides[1]
+                            - size(input, -4)
+                            + 1,
+                            0,
+                        )
+                        // 2,
+                        _int_max(
+                            dilations[2] * size(filter, -4)
+                            - dilations[2]
+                            - strides[2] * ((-size(input, -3)) // strides[2])
+                            - strides[2]
+                            - size(input, -3)
+                            + 1,
+                            0,
+                        )
+                        // 2,
+                        _int_max(
+                            dilations[3] * size(filter, -3)
+                            - dilations[3]
+                            - strides[3] * ((-size(input, -2)) // strides[3])
+                            - strides[3]
+                            - size(input, -2)
+                            + 1,
+                            0,
+                        )
+                        // 2,
                     ],
                     [
-                        -((-size(input, -4)) // (strides[1])),
-                        -((-size(input, -3)) // (strides[2])),
-                        -((-size(input, -2)) // (strides[3])),
+                        -((-size(input, -4)) // strides[1]),
+                        -((-size(input, -3)) // strides[2]),
+                        -((-size(input, -2)) // strides[3]),
                     ],
                 ),
             )
@@ -1649,12 +1536,12 @@ def avg_pool_vjp(grad, value, output, *, padding="VALID", ksize, strides):
         t8 = tf.range(tf.cast(t7, tf.int64))
         t9 = tf.shape(value, out_type=tf.int64)[-3]
         t10 = tf.shape(value, out_type=tf.int64)[-2]
-        t11 = -((-t9) // (strides[1]))
+        t11 = -((-t9) // strides[1])
         t12 = tf.math.maximum(ksize[1] + strides[1] * (t11 - 1) - t9, 0)
-        t13 = (t12) // (2)
-        t14 = -((-t10) // (strides[2]))
+        t13 = t12 // 2
+        t14 = -((-t10) // strides[2])
         t15 = tf.math.maximum(ksize[2] + strides[2] * (t14 - 1) - t10, 0)
-        t16 = (t15) // (2)
+        t16 = t15 // 2
         t17 = (
             (strides[1] * t1 - t13 + t8 >= 0)
             & (strides[2] * t3 - t16 + t6 >= 0)
@@ -1672,13 +1559,13 @@ def avg_pool_vjp(grad, value, output, *, padding="VALID", ksize, strides):
         t22 = t2[..., None]
         t23 = tf.range(tf.cast(t4, tf.int64))
         t24 = tf.math.maximum(ksize[2] + strides[2] * t14 - strides[2] - t10, 0)
-        t25 = (t24) // (2)
+        t25 = t24 // 2
         t26 = strides[2] * t22 + t23 - t25
         t27 = _scatter_add(t21, t26, 1, t10)  # no gather form: an explicit scatter-add
         t28 = t0[..., None]
         t29 = tf.range(tf.cast(t7, tf.int64))
         t30 = tf.math.maximum(ksize[1] + strides[1] * t11 - strides[1] - t9, 0)
-        t31 = (t30) // (2)
+        t31 = t30 // 2
         t32 = strides[1] * t28 + t29 - t31
         grad_value = _scatter_add(t27, t32, 2, t9)  # no gather form: an explicit scatter-add
     else:
@@ -1722,12 +1609,12 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
         # else the declared formula
         if padding == "VALID":
             t0 = tf.shape(value, out_type=tf.int64)[-3]
-            t1 = (-ksize[1] + t0) // (strides[1])
+            t1 = (-ksize[1] + t0) // strides[1]
             t2 = t1 + 1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None, None, None]
             t5 = tf.shape(value, out_type=tf.int64)[-2]
-            t6 = (-ksize[2] + t5) // (strides[2])
+            t6 = (-ksize[2] + t5) // strides[2]
             t7 = t6 + 1
             t8 = tf.range(tf.cast(t7, tf.int64))
             t9 = t8[..., None, None]
@@ -1758,12 +1645,12 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
             output = t25 / t17
         elif padding == "SAME":
             t0 = tf.shape(value, out_type=tf.int64)[-3]
-            t1 = -((-t0) // (strides[1]))
+            t1 = -((-t0) // strides[1])
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None, None, None]
             t5 = tf.shape(value, out_type=tf.int64)[-2]
-            t6 = -((-t5) // (strides[2]))
+            t6 = -((-t5) // strides[2])
             t7 = t6
             t8 = tf.range(tf.cast(t7, tf.int64))
             t9 = t8[..., None, None]
@@ -1773,9 +1660,9 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
             t13 = ksize[2]
             t14 = tf.range(tf.cast(t13, tf.int64))
             t15 = tf.math.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
-            t16 = (t15) // (2)
+            t16 = t15 // 2
             t17 = tf.math.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-            t18 = (t17) // (2)
+            t18 = t17 // 2
             t19 = (
                 (strides[1] * t4 + t12 - t16 >= 0)
                 & (strides[2] * t9 + t14 - t18 >= 0)
@@ -1826,28 +1713,20 @@ def max_pool_vjp(grad, input, output, *, padding="VALID", data_format="NHWC", ks
             strides=[strides[1], strides[2]],
             geometry=lambda size: (
                 [
-                    (
-                        (
-                            _int_max(
-                                ksize[1]
-                                + strides[1] * (-((-size(input, -3)) // (strides[1])) - 1)
-                                - size(input, -3),
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
-                    (
-                        (
-                            _int_max(
-                                ksize[2]
-                                + strides[2] * (-((-size(input, -2)) // (strides[2])) - 1)
-                                - size(input, -2),
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
+                    _int_max(
+                        ksize[1]
+                        + strides[1] * (-((-size(input, -3)) // strides[1]) - 1)
+                        - size(input, -3),
+                        0,
+                    )
+                    // 2,
+                    _int_max(
+                        ksize[2]
+                        + strides[2] * (-((-size(input, -2)) // strides[2]) - 1)
+                        - size(input, -2),
+                        0,
+                    )
+                    // 2,
                 ],
                 [size(input, -3), size(input, -2)],
             ),
@@ -1909,7 +1788,7 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
         # else the declared formula
         if padding == "VALID" and data_format == "NHWC":
             t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = (-ksize[2] + t0) // (strides[2])
+            t1 = (-ksize[2] + t0) // strides[2]
             t2 = t1 + 1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
@@ -1918,7 +1797,7 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
             t7 = strides[2] * t4 + t6
             t8 = _gather(input, t7, -2, fill=float("-inf"))
             t9 = tf.shape(input, out_type=tf.int64)[-3]
-            t10 = (-ksize[1] + t9) // (strides[1])
+            t10 = (-ksize[1] + t9) // strides[1]
             t11 = t10 + 1
             t12 = tf.range(tf.cast(t11, tf.int64))
             t13 = t12[..., None]
@@ -1930,25 +1809,25 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
             output = tf.reduce_max(t18, axis=[-2, -1])
         elif padding == "SAME" and data_format == "NHWC":
             t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = -((-t0) // (strides[2]))
+            t1 = -((-t0) // strides[2])
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
             t5 = ksize[2]
             t6 = tf.range(tf.cast(t5, tf.int64))
             t7 = tf.math.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
-            t8 = (t7) // (2)
+            t8 = t7 // 2
             t9 = strides[2] * t4 + t6 - t8
             t10 = _gather(input, t9, -2, fill=float("-inf"))
             t11 = tf.shape(input, out_type=tf.int64)[-3]
-            t12 = -((-t11) // (strides[1]))
+            t12 = -((-t11) // strides[1])
             t13 = t12
             t14 = tf.range(tf.cast(t13, tf.int64))
             t15 = t14[..., None]
             t16 = ksize[1]
             t17 = tf.range(tf.cast(t16, tf.int64))
             t18 = tf.math.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
-            t19 = (t18) // (2)
+            t19 = t18 // 2
             t20 = strides[1] * t15 + t17 - t19
             t21 = _gather(t10, t20, -4, fill=float("-inf"))
             t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])
@@ -2031,15 +1910,15 @@ def avg_pool3d_vjp(grad, input, output, *, padding="VALID", ksize, strides):
         t14 = tf.shape(input, out_type=tf.int64)[-4]
         t15 = tf.shape(input, out_type=tf.int64)[-3]
         t16 = tf.shape(input, out_type=tf.int64)[-2]
-        t17 = -((-t15) // (strides[2]))
+        t17 = -((-t15) // strides[2])
         t18 = tf.math.maximum(ksize[2] + strides[2] * (t17 - 1) - t15, 0)
-        t19 = (t18) // (2)
-        t20 = -((-t16) // (strides[3]))
+        t19 = t18 // 2
+        t20 = -((-t16) // strides[3])
         t21 = tf.math.maximum(ksize[3] + strides[3] * (t20 - 1) - t16, 0)
-        t22 = (t21) // (2)
-        t23 = -((-t14) // (strides[1]))
+        t22 = t21 // 2
+        t23 = -((-t14) // strides[1])
         t24 = tf.math.maximum(ksize[1] + strides[1] * (t23 - 1) - t14, 0)
-        t25 = (t24) // (2)
+        t25 = t24 // 2
         t26 = (
             (strides[1] * t1 + t13 - t25 >= 0)
             & (strides[2] * t3 + t11 - t19 >= 0)
@@ -2059,19 +1938,19 @@ def avg_pool3d_vjp(grad, input, output, *, padding="VALID", ksize, strides):
         t31 = t7[..., None]
         t32 = tf.range(tf.cast(t4, tf.int64))
         t33 = tf.math.maximum(ksize[3] + strides[3] * t20 - strides[3] - t16, 0)
-        t34 = (t33) // (2)
+        t34 = t33 // 2
         t35 = strides[3] * t31 + t32 - t34
         t36 = _scatter_add(t30, t35, 1, t16)  # no gather form: an explicit scatter-add
         t37 = t2[..., None]
         t38 = tf.range(tf.cast(t9, tf.int64))
         t39 = tf.math.maximum(ksize[2] + strides[2] * t17 - strides[2] - t15, 0)
-        t40 = (t39) // (2)
+        t40 = t39 // 2
         t41 = strides[2] * t37 + t38 - t40
         t42 = _scatter_add(t36, t41, 2, t15)  # no gather form: an explicit scatter-add
         t43 = t0[..., None]
         t44 = tf.range(tf.cast(t12, tf.int64))
         t45 = tf.math.maximum(ksize[1] + strides[1] * t23 - strides[1] - t14, 0)
-        t46 = (t45) // (2)
+        t46 = t45 // 2
         t47 = strides[1] * t43 + t44 - t46
         grad_input = _scatter_add(t42, t47, 3, t14)  # no gather form: an explicit scatter-add
     else:
@@ -2117,17 +1996,17 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
         # else the declared formula
         if padding == "VALID":
             t0 = tf.shape(input, out_type=tf.int64)[-4]
-            t1 = (-ksize[1] + t0) // (strides[1])
+            t1 = (-ksize[1] + t0) // strides[1]
             t2 = t1 + 1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None, None, None, None, None]
             t5 = tf.shape(input, out_type=tf.int64)[-3]
-            t6 = (-ksize[2] + t5) // (strides[2])
+            t6 = (-ksize[2] + t5) // strides[2]
             t7 = t6 + 1
             t8 = tf.range(tf.cast(t7, tf.int64))
             t9 = t8[..., None, None, None, None]
             t10 = tf.shape(input, out_type=tf.int64)[-2]
-            t11 = (-ksize[3] + t10) // (strides[3])
+            t11 = (-ksize[3] + t10) // strides[3]
             t12 = t11 + 1
             t13 = tf.range(tf.cast(t12, tf.int64))
             t14 = t13[..., None, None, None]
@@ -2166,17 +2045,17 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
             output = t36 / t25
         elif padding == "SAME":
             t0 = tf.shape(input, out_type=tf.int64)[-4]
-            t1 = -((-t0) // (strides[1]))
+            t1 = -((-t0) // strides[1])
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None, None, None, None, None]
             t5 = tf.shape(input, out_type=tf.int64)[-3]
-            t6 = -((-t5) // (strides[2]))
+            t6 = -((-t5) // strides[2])
             t7 = t6
             t8 = tf.range(tf.cast(t7, tf.int64))
             t9 = t8[..., None, None, None, None]
             t10 = tf.shape(input, out_type=tf.int64)[-2]
-            t11 = -((-t10) // (strides[3]))
+            t11 = -((-t10) // strides[3])
             t12 = t11
             t13 = tf.range(tf.cast(t12, tf.int64))
             t14 = t13[..., None, None, None]
@@ -2189,11 +2068,11 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
             t21 = ksize[3]
             t22 = tf.range(tf.cast(t21, tf.int64))
             t23 = tf.math.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-            t24 = (t23) // (2)
+            t24 = t23 // 2
             t25 = tf.math.maximum(ksize[3] + strides[3] * (t11 - 1) - t10, 0)
-            t26 = (t25) // (2)
+            t26 = t25 // 2
             t27 = tf.math.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
-            t28 = (t27) // (2)
+            t28 = t27 // 2
             t29 = (
                 (strides[1] * t4 + t17 - t28 >= 0)
                 & (strides[2] * t9 + t20 - t24 >= 0)
@@ -2251,28 +2130,20 @@ def max_pool_v2_vjp(grad, input, output, *, padding="VALID", ksize, strides):
             strides=[strides[1], strides[2]],
             geometry=lambda size: (
                 [
-                    (
-                        (
-                            _int_max(
-                                ksize[1]
-                                + strides[1] * (-((-size(input, -3)) // (strides[1])) - 1)
-                                - size(input, -3),
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
-                    (
-                        (
-                            _int_max(
-                                ksize[2]
-                                + strides[2] * (-((-size(input, -2)) // (strides[2])) - 1)
-                                - size(input, -2),
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
+                    _int_max(
+                        ksize[1]
+                        + strides[1] * (-((-size(input, -3)) // strides[1]) - 1)
+                        - size(input, -3),
+                        0,
+                    )
+                    // 2,
+                    _int_max(
+                        ksize[2]
+                        + strides[2] * (-((-size(input, -2)) // strides[2]) - 1)
+                        - size(input, -2),
+                        0,
+                    )
+                    // 2,
                 ],
                 [size(input, -3), size(input, -2)],
             ),
@@ -2320,7 +2191,7 @@ def max_pool_v2(input, *, padding="VALID", ksize, strides):
         # else the declared formula
         if padding == "VALID":
             t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = (-ksize[2] + t0) // (strides[2])
+            t1 = (-ksize[2] + t0) // strides[2]
             t2 = t1 + 1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
@@ -2329,7 +2200,7 @@ def max_pool_v2(input, *, padding="VALID", ksize, strides):
             t7 = strides[2] * t4 + t6
             t8 = _gather(input, t7, -2, fill=float("-inf"))
             t9 = tf.shape(input, out_type=tf.int64)[-3]
-            t10 = (-ksize[1] + t9) // (strides[1])
+            t10 = (-ksize[1] + t9) // strides[1]
             t11 = t10 + 1
             t12 = tf.range(tf.cast(t11, tf.int64))
             t13 = t12[..., None]
@@ -2341,25 +2212,25 @@ def max_pool_v2(input, *, padding="VALID", ksize, strides):
             output = tf.reduce_max(t18, axis=[-2, -1])
         elif padding == "SAME":
             t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = -((-t0) // (strides[2]))
+            t1 = -((-t0) // strides[2])
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
             t5 = ksize[2]
             t6 = tf.range(tf.cast(t5, tf.int64))
             t7 = tf.math.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
-            t8 = (t7) // (2)
+            t8 = t7 // 2
             t9 = strides[2] * t4 + t6 - t8
             t10 = _gather(input, t9, -2, fill=float("-inf"))
             t11 = tf.shape(input, out_type=tf.int64)[-3]
-            t12 = -((-t11) // (strides[1]))
+            t12 = -((-t11) // strides[1])
             t13 = t12
             t14 = tf.range(tf.cast(t13, tf.int64))
             t15 = t14[..., None]
             t16 = ksize[1]
             t17 = tf.range(tf.cast(t16, tf.int64))
             t18 = tf.math.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
-            t19 = (t18) // (2)
+            t19 = t18 // 2
             t20 = strides[1] * t15 + t17 - t19
             t21 = _gather(t10, t20, -4, fill=float("-inf"))
             t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])

@@ -157,7 +157,7 @@ def split(value, *, num_split=2, axis=-1):
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
     if num_split == 2 and axis == -1:
         t0 = np.shape(value)[-1]
-        t1 = (t0) // (2)
+        t1 = t0 // 2
         t2 = t1
         t3 = np.arange(t2)
         output_0 = _gather(value, t3, -1)
@@ -167,7 +167,7 @@ def split(value, *, num_split=2, axis=-1):
         output = (output_0, output_1)
     elif num_split == 2 and axis == -2:
         t0 = np.shape(value)[-2]
-        t1 = (t0) // (2)
+        t1 = t0 // 2
         t2 = t1
         t3 = np.arange(t2)
         output_0 = _gather(value, t3, -2)
@@ -177,7 +177,7 @@ def split(value, *, num_split=2, axis=-1):
         output = (output_0, output_1)
     elif num_split == 3 and axis == -1:
         t0 = np.shape(value)[-1]
-        t1 = (t0) // (3)
+        t1 = t0 // 3
         t2 = t1
         t3 = np.arange(t2)
         output_0 = _gather(value, t3, -1)
@@ -190,7 +190,7 @@ def split(value, *, num_split=2, axis=-1):
         output = (output_0, output_1, output_2)
     elif num_split == 3 and axis == -2:
         t0 = np.shape(value)[-2]
-        t1 = (t0) // (3)
+        t1 = t0 // 3
         t2 = t1
         t3 = np.arange(t2)
         output_0 = _gather(value, t3, -2)
@@ -214,7 +214,7 @@ def split_grad(grad_output, value, *, output=None, num_split=2, axis=-1):
         t0 = np.arange(np.shape(value)[-1])
         t1 = _gather(grad_output_0, t0, -1)
         t2 = np.shape(value)[-1]
-        t3 = (t2) // (2)
+        t3 = t2 // 2
         t4 = t0 - t3
         t5 = _gather(grad_output_1, t4, -1)
         grad_value = t1 + t5
@@ -223,7 +223,7 @@ def split_grad(grad_output, value, *, output=None, num_split=2, axis=-1):
         t0 = np.arange(np.shape(value)[-2])
         t1 = _gather(grad_output_0, t0, -2)
         t2 = np.shape(value)[-2]
-        t3 = (t2) // (2)
+        t3 = t2 // 2
         t4 = t0 - t3
         t5 = _gather(grad_output_1, t4, -2)
         grad_value = t1 + t5
@@ -232,7 +232,7 @@ def split_grad(grad_output, value, *, output=None, num_split=2, axis=-1):
         t0 = np.arange(np.shape(value)[-1])
         t1 = _gather(grad_output_0, t0, -1)
         t2 = np.shape(value)[-1]
-        t3 = (t2) // (3)
+        t3 = t2 // 3
         t4 = t0 - t3
         t5 = _gather(grad_output_1, t4, -1)
         t6 = t0 - 2 * t3
@@ -243,7 +243,7 @@ def split_grad(grad_output, value, *, output=None, num_split=2, axis=-1):
         t0 = np.arange(np.shape(value)[-2])
         t1 = _gather(grad_output_0, t0, -2)
         t2 = np.shape(value)[-2]
-        t3 = (t2) // (3)
+        t3 = t2 // 3
         t4 = t0 - t3
         t5 = _gather(grad_output_1, t4, -2)
         t6 = t0 - 2 * t3

@@ -292,7 +292,7 @@ def split_vjp(grad_output, value, output, *, num_split=2, axis=-1):
         t0 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
         t1 = _gather(grad_output_0, t0, -1)
         t2 = tf.shape(value, out_type=tf.int64)[-1]
-        t3 = (t2) // (2)
+        t3 = t2 // 2
         t4 = t0 - t3
         t5 = _gather(grad_output_1, t4, -1)
         grad_value = t1 + t5
@@ -301,7 +301,7 @@ def split_vjp(grad_output, value, output, *, num_split=2, axis=-1):
         t0 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
         t1 = _gather(grad_output_0, t0, -2)
         t2 = tf.shape(value, out_type=tf.int64)[-2]
-        t3 = (t2) // (2)
+        t3 = t2 // 2
         t4 = t0 - t3
         t5 = _gather(grad_output_1, t4, -2)
         grad_value = t1 + t5
@@ -310,7 +310,7 @@ def split_vjp(grad_output, value, output, *, num_split=2, axis=-1):
         t0 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
         t1 = _gather(grad_output_0, t0, -1)
         t2 = tf.shape(value, out_type=tf.int64)[-1]
-        t3 = (t2) // (3)
+        t3 = t2 // 3
         t4 = t0 - t3
         t5 = _gather(grad_output_1, t4, -1)
         t6 = t0 - 2 * t3
@@ -321,7 +321,7 @@ def split_vjp(grad_output, value, output, *, num_split=2, axis=-1):
         t0 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
         t1 = _gather(grad_output_0, t0, -2)
         t2 = tf.shape(value, out_type=tf.int64)[-2]
-        t3 = (t2) // (3)
+        t3 = t2 // 3
         t4 = t0 - t3
         t5 = _gather(grad_output_1, t4, -2)
         t6 = t0 - 2 * t3
@@ -366,7 +366,7 @@ def split(value, *, num_split=2, axis=-1):
         # else the declared formula
         if num_split == 2 and axis == -1:
             t0 = tf.shape(value, out_type=tf.int64)[-1]
-            t1 = (t0) // (2)
+            t1 = t0 // 2
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             output_0 = _gather(value, t3, -1)
@@ -376,7 +376,7 @@ def split(value, *, num_split=2, axis=-1):
             output = (output_0, output_1)
         elif num_split == 2 and axis == -2:
             t0 = tf.shape(value, out_type=tf.int64)[-2]
-            t1 = (t0) // (2)
+            t1 = t0 // 2
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             output_0 = _gather(value, t3, -2)
@@ -386,7 +386,7 @@ def split(value, *, num_split=2, axis=-1):
             output = (output_0, output_1)
         elif num_split == 3 and axis == -1:
             t0 = tf.shape(value, out_type=tf.int64)[-1]
-            t1 = (t0) // (3)
+            t1 = t0 // 3
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             output_0 = _gather(value, t3, -1)
@@ -399,7 +399,7 @@ def split(value, *, num_split=2, axis=-1):
             output = (output_0, output_1, output_2)
         elif num_split == 3 and axis == -2:
             t0 = tf.shape(value, out_type=tf.int64)[-2]
-            t1 = (t0) // (3)
+            t1 = t0 // 3
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             output_0 = _gather(value, t3, -2)

@@ -119,8 +119,13 @@ class ArrayCodeMixin:
         return text
 
     def _print_floordiv(self, expr):
-        num, den = expr.args
-        return f"(({self._print(num)}) // ({self._print(den)}))"
+        return " // ".join(self._division_operands(*expr.args))
+
+    def _division_operands(self, num, den) -> tuple[str, str]:
+        """`num` and `den` of `num // den` or `num % den`, parenthesised as Python reads them
+        (both bind as tightly as `*`)."""
+        level = PRECEDENCE["Mul"]
+        return self.parenthesize(num, level, strict=True), self.parenthesize(den, level)
 
     def _print_Heaviside(self, expr):
         x = expr.args[0]
@@ -140,7 +145,12 @@ def merged_shape(sizes: tuple, groups: tuple) -> list[str]:
 
 
 class floordiv(sp.Function):
-    """Integer division, rounding down (Python's `//`): how `floor(a / b)` is printed."""
+    """Integer division, rounding down (Python's `//`): how `floor(a / b)` is printed.
+
+    Its precedence is just below a product's, so that a product or power of it is printed
+    with it in parentheses (`a * (b // c)` is not `a * b // c`), a sum of it without."""
+
+    precedence = PRECEDENCE["Mul"] - 1
 
 
 def integer_form(expr: sp.Expr) -> sp.Expr:

@@ -160,8 +160,8 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         return f"float({self._print(expr.args[0])})"
 
     def _print_exact_div(self, expr):
-        m, c = (self._print(a) for a in expr.args)
-        return f"{self._module_format('numpy.where')}(({m}) % ({c}) == 0, ({m}) // ({c}), -1)"
+        m, c = self._division_operands(*expr.args)
+        return f"{self._module_format('numpy.where')}({m} % {c} == 0, {m} // {c}, -1)"
 
     def _print_IntSize(self, value: ir.IntSize):
         return f"{self._module_format('numpy.shape')}({value.x})[{value.axis}]"

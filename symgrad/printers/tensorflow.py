@@ -241,9 +241,9 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         return self.parenthesize(expr.args[0], PRECEDENCE["Func"])  # printed where the call was
 
     def _print_exact_div(self, expr):
-        m, c = (self._print(a) for a in expr.args)
+        m, c = self._division_operands(*expr.args)
         where, equal, ones = (self._module_format(f"tensorflow.{f}") for f in ("where", "equal", "ones_like"))
-        return f"{where}({equal}(({m}) % ({c}), 0), ({m}) // ({c}), -{ones}({m}))"
+        return f"{where}({equal}({m} % {c}, 0), {m} // {c}, -{ones}({m}))"
 
     def _print_IntSize(self, value: ir.IntSize):
         return f"{self._module_format('tensorflow.shape')}({value.x}, out_type={self._module_format('tensorflow.int64')})[{value.axis}]"

@@ -33,34 +33,26 @@ def conv2d_vjp(
             dilations=[dilations[1], dilations[2]],
             geometry=lambda size: (
                 [
-                    (
-                        (
-                            _int_max(
-                                dilations[1] * size(filter, -4)
-                                - dilations[1]
-                                - strides[1] * ((-size(input, -3)) // (strides[1]))
-                                - strides[1]
-                                - size(input, -3)
-                                + 1,
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
-                    (
-                        (
-                            _int_max(
-                                dilations[2] * size(filter, -3)
-                                - dilations[2]
-                                - strides[2] * ((-size(input, -2)) // (strides[2]))
-                                - strides[2]
-                                - size(input, -2)
-                                + 1,
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
+                    _int_max(
+                        dilations[1] * size(filter, -4)
+                        - dilations[1]
+                        - strides[1] * ((-size(input, -3)) // strides[1])
+                        - strides[1]
+                        - size(input, -3)
+                        + 1,
+                        0,
+                    )
+                    // 2,
+                    _int_max(
+                        dilations[2] * size(filter, -3)
+                        - dilations[2]
+                        - strides[2] * ((-size(input, -2)) // strides[2])
+                        - strides[2]
+                        - size(input, -2)
+                        + 1,
+                        0,
+                    )
+                    // 2,
                 ],
                 [size(input, -3), size(input, -2)],
             ),
@@ -72,34 +64,26 @@ def conv2d_vjp(
             dilations=[dilations[1], dilations[2]],
             geometry=lambda size: (
                 [
-                    (
-                        (
-                            _int_max(
-                                dilations[1] * size(filter, -4)
-                                - dilations[1]
-                                - strides[1] * ((-size(input, -3)) // (strides[1]))
-                                - strides[1]
-                                - size(input, -3)
-                                + 1,
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
-                    (
-                        (
-                            _int_max(
-                                dilations[2] * size(filter, -3)
-                                - dilations[2]
-                                - strides[2] * ((-size(input, -2)) // (strides[2]))
-                                - strides[2]
-                                - size(input, -2)
-                                + 1,
-                                0,
-                            )
-                        )
-                        // (2)
-                    ),
+                    _int_max(
+                        dilations[1] * size(filter, -4)
+                        - dilations[1]
+                        - strides[1] * ((-size(input, -3)) // strides[1])
+                        - strides[1]
+                        - size(input, -3)
+                        + 1,
+                        0,
+                    )
+                    // 2,
+                    _int_max(
+                        dilations[2] * size(filter, -3)
+                        - dilations[2]
+                        - strides[2] * ((-size(input, -2)) // strides[2])
+                        - strides[2]
+                        - size(input, -2)
+                        + 1,
+                        0,
+                    )
+                    // 2,
                 ],
                 [size(filter, -4), size(filter, -3)],
             ),
