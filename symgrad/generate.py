@@ -151,12 +151,12 @@ def _render_all(op_files: list[OpFile], compiled: list[list[OpCode]], jobs: int)
 
 def _in_workers(function, tasks: list, jobs: int) -> list:
     """`function` of each task, in order, in `jobs` worker processes (new for each call)."""
-    context = multiprocessing.get_context(_start_method())
+    context = multiprocessing.get_context(start_method())
     with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=context) as pool:
         return list(pool.map(function, tasks, chunksize=1))
 
 
-def _start_method() -> str:
+def start_method() -> str:
     """Fork where that is safe (workers then start warm, with SymPy imported); spawn in a
     process that has imported TensorFlow, whose threads a fork would leave broken."""
     if sys.platform == "linux" and "tensorflow" not in sys.modules:

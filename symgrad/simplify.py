@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import random
 
@@ -276,8 +277,8 @@ def _reuse_in_factor(factor: sp.Expr, indices: tuple, outputs) -> sp.Expr:
     while improved:
         improved = False
         for out in outputs:
-            reads = out.expr.atoms(sp.Indexed)
-            for entry in _index_tuples(out.indices, _candidate_indices(factor, out, indices)):
+            reads = _entries(out.expr)
+            for entry in _index_tuples(out.indices, _candidate_indices(factor, reads, indices)):
                 at = dict(zip(out.indices, entry))
                 # `y[t]`'s expression occurs in `factor` only if its entries do, and can be
                 # solved for one only if that one does: checked first, substituting is slow
@@ -294,11 +295,20 @@ def _reuse_in_factor(factor: sp.Expr, indices: tuple, outputs) -> sp.Expr:
     return factor
 
 
-def _candidate_indices(factor: sp.Expr, out, indices: tuple) -> tuple:
-    """The indices an entry of `out` found in `factor` could have: none when `factor` lacks a
-    tensor `out` reads, else those of `factor`'s entries of such tensors (a convolution's
-    factor, with one of its two tensors, would otherwise try every permutation)."""
-    wanted = {e.base for e in out.expr.atoms(sp.Indexed)}
+@functools.lru_cache(maxsize=1024)
+def _entries(expr: sp.Expr) -> frozenset:
+    """The tensor entries `expr` reads, found once per expression: an output's expression (a
+    mirror pad's, one branch per region) is otherwise searched again for every term of every
+    gradient, a fifth of the op's derivation."""
+    return frozenset(expr.atoms(sp.Indexed))
+
+
+def _candidate_indices(factor: sp.Expr, reads: frozenset, indices: tuple) -> tuple:
+    """The indices an entry of an output found in `factor` could have, given the entries
+    `reads` the output reads: none when `factor` lacks a tensor it reads, else those of
+    `factor`'s entries of such tensors (a convolution's factor, with one of its two tensors,
+    would otherwise try every permutation)."""
+    wanted = {e.base for e in reads}
     entries = [e for e in factor.atoms(sp.Indexed) if e.base in wanted]
     if not wanted <= {e.base for e in entries}:
         return ()

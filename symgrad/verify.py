@@ -1,9 +1,10 @@
 """Running `symgrad diff` or `symgrad check` over many ops, in worker processes.
 
-A `Run` says what to compare; `run_ops` deals its ops, largest first, to spawned worker
-processes one op at a time (each worker loads the op files and imports TensorFlow once), and
-gathers the results back in the order the ops are declared. Workers are spawned, never
-forked: TensorFlow's runtime does not survive a fork.
+A `Run` says what to compare; `run_ops` deals its ops, largest first, to worker processes
+one op at a time (each imports TensorFlow once), and gathers the results back in the order the
+ops are declared. Workers are forked where that is safe (see `generate.start_method`): they
+then start with SymPy imported and the declarations loaded, as `symgrad derive`'s verification
+has them, instead of importing both again; else spawned, loading the op files once each.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from __future__ import annotations
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 from symgrad.check import run_check
 from symgrad.derived import DerivedOp, load_derived
 from symgrad.diff import make_reference, run_diff
+from symgrad.generate import start_method
 from symgrad.report import Result
 
 
@@ -57,13 +58,24 @@ def run_ops(job: Run, ops: list[DerivedOp], workers: int, reference=None) -> lis
         return run(job, ops, reference)
     largest_first = sorted(ops, key=lambda op: -len(op.decl.variants()))
     one_each = [replace(job, ops=(op.name,)) for op in largest_first]
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        by_op = {op.name: rows for op, rows in zip(largest_first, pool.map(run, one_each))}
+    method, key = start_method(), (job.paths, job.folder, job.temporary)
+    if method == "fork":  # what a forked worker would load, it has already
+        _LOADED[key] = ops
+    try:
+        context = multiprocessing.get_context(method)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            by_op = {op.name: rows for op, rows in zip(largest_first, pool.map(run, one_each))}
+    finally:
+        _LOADED.pop(key, None)
     return [row for op in ops for row in by_op[op.name]]
 
 
-@lru_cache(maxsize=None)
+_LOADED: dict[tuple, list[DerivedOp]] = {}  # (paths, folder, temporary) -> the ops, per process
+
+
 def _loaded(paths: tuple[str, ...], folder: str, temporary: bool) -> list[DerivedOp]:
-    """The ops declared under `paths`, loaded once per worker process."""
-    return [replace(op, temporary=temporary) for op in load_derived(list(paths), folder)]
+    """The ops declared under `paths`, loaded once per worker process (inherited by a fork)."""
+    key = (paths, folder, temporary)
+    if key not in _LOADED:
+        _LOADED[key] = [replace(op, temporary=temporary) for op in load_derived(list(paths), folder)]
+    return _LOADED[key]
