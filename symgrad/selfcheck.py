@@ -6,6 +6,7 @@ variant and the element."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -29,9 +30,17 @@ def verify_generated(op_files: list[OpFile], files: dict[str, str], jobs: int) -
         ops = [DerivedOp(d, f.stem, str(f.path), Path(folder), True) for f in op_files for d in f.ops]
         job = Run("check", tuple(str(f.path) for f in op_files), folder, True, available_targets(),
                   ("float64",), quick=True)
-        results = run_ops(job, ops, jobs if ops_total > IN_PROCESS_MAX else 1)
+        results = run_ops(job, ops, jobs if ops_total > IN_PROCESS_MAX else 1, initializer=tensorflow_without_keras)
     locations = {op.name: op.decl.location for op in ops}
     return [_error(r, locations.get(r.op)) for r in results if r.status != "match" or not r.cases]
+
+
+def tensorflow_without_keras() -> None:
+    """In a verification worker, before TensorFlow is imported: TensorFlow's `__init__`
+    imports Keras 3 eagerly (4 of its 12 s of import), which nothing here uses (the workers run
+    generated code of raw ops); `TF_USE_LEGACY_KERAS` points it at `tf_keras` instead, which it
+    skips where that is not installed. A user's setting is kept."""
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 
 def _error(result, location) -> VerificationError:

@@ -169,7 +169,11 @@ INVERTIBLE_OPS = 8  # larger forwards are not inverted: SymPy's solve has no tim
 def _by_inverse(expr, y, f, x) -> list[sp.Expr]:
     """Substitute `x = f^-1(y)` where SymPy can invert `f` and the result has no functions left.
 
-    Only small forwards are tried: `solve` on GELU's tanh form runs for minutes.
+    Only small forwards are tried: `solve` on GELU's tanh form runs for minutes. Substituting
+    cancels `f(f^-1(y))` by itself (`exp(-log(z))` is `1/z`, `tanh(atanh(y))` is `y`); a
+    function it leaves, `simplify` has never removed in the library's elementwise ops (Acosh's
+    `sqrt(cosh(y) - 1)`, Erf's `exp(-erfinv(y)**2)`), at 5 s of CPU over them: such a
+    solution is dropped before simplifying. A rewrite missed costs speed, never correctness.
     """
     if sp.count_ops(f) > INVERTIBLE_OPS:
         return []
@@ -180,7 +184,10 @@ def _by_inverse(expr, y, f, x) -> list[sp.Expr]:
         return []
     result = []
     for solution in solutions[:4]:
-        simplified = sp.simplify(expr.subs(x, solution))
+        substituted = expr.subs(x, solution)
+        if substituted.atoms(sp.Function):
+            continue
+        simplified = sp.simplify(substituted)
         for candidate in (simplified, sp.factor(simplified)):
             candidate = candidate.subs(free_y, y)
             if x not in candidate.free_symbols and not candidate.atoms(sp.Function):

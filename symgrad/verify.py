@@ -50,9 +50,10 @@ def run(job: Run, ops: list[DerivedOp] | None = None, reference=None) -> list[Re
     return run_diff(ops, reference, job.dtypes, job.targets, job.sample)
 
 
-def run_ops(job: Run, ops: list[DerivedOp], workers: int, reference=None) -> list[Result]:
-    """The results of `job` on `ops`, spread over up to `workers` spawned processes (in this
-    one, against `reference` when given, for one worker)."""
+def run_ops(job: Run, ops: list[DerivedOp], workers: int, reference=None, initializer=None) -> list[Result]:
+    """The results of `job` on `ops`, spread over up to `workers` worker processes, each
+    started with `initializer()` when given (in this one, against `reference` when given, for
+    one worker)."""
     workers = min(workers, len(ops))
     if workers <= 1:
         return run(job, ops, reference)
@@ -63,7 +64,7 @@ def run_ops(job: Run, ops: list[DerivedOp], workers: int, reference=None) -> lis
         _LOADED[key] = ops
     try:
         context = multiprocessing.get_context(method)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=initializer) as pool:
             by_op = {op.name: rows for op, rows in zip(largest_first, pool.map(run, one_each))}
     finally:
         _LOADED.pop(key, None)

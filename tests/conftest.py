@@ -10,6 +10,10 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# TensorFlow's __init__ imports Keras 3 eagerly, 4 of its 12 s of import, in this process and in
+# each of the suite's symgrad subprocesses and workers; nothing here uses Keras, and with this
+# TensorFlow looks for `tf_keras` instead, and skips it where it is not installed
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 OPS = ROOT / "ops"

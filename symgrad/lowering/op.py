@@ -181,12 +181,13 @@ def _lower_vjp(op: OpSignature, derivation: Derivation) -> Branch:
     if op.elementwise:
         return Branch(derivation.variant.attr_values, tuple(_lower_elementwise_vjp(op, derivation)))
     lowering = _lower_tensor_vjp(op, derivation)
+    bound = rank_bound(derivation)
     return Branch(
         derivation.variant.attr_values,
         tuple(lowering.body),
         lowering.largest_rank,
-        lowering.largest_term,
-        rank_bound(derivation),
+        lowering.largest_term if lowering.largest_rank > bound else "",  # for the error only
+        bound,
     )
 
 

@@ -29,18 +29,18 @@ class Rule:
     lower: Callable  # (lowering, expr, axes) -> aligned expression, or None: the next rule
 
 
-def lower(lowering, table: tuple[Rule, ...], expr, axes: tuple, unlowered: str) -> sp.Expr:
+def lower(lowering, table: tuple[Rule, ...], expr, axes: tuple) -> sp.Expr:
     """`expr` aligned to `axes` by the first rule of `table` that lowers it."""
     for rule in table:
         if rule.applies(expr):
             result = rule.lower(lowering, expr, axes)
             if result is not None:
                 return result
-    lowering.fail(unlowered)
+    lowering.fail(f"cannot lower {expr}")  # formatted here only: printing every expression costs seconds
 
 
 def lower_sum(lowering, expr: sp.Sum, axes) -> sp.Expr:
-    return lower(lowering, SUM_RULES, expr, axes, f"cannot lower {expr}")
+    return lower(lowering, SUM_RULES, expr, axes)
 
 
 def _kind(*classes) -> Callable[[sp.Expr], bool]:

@@ -69,7 +69,7 @@ class TensorLowering:
         self.prefix = prefix
         self.body: list[Assign] = []
         self.largest_rank = 0  # most axes of any array built (a leading `...` counts as one)
-        self.largest_term = ""  # what the array with the most axes holds
+        self.largest: tuple = ()  # (expression, its axes) of the array with the most axes
         self.memo: dict = {}  # what was built once -> its variable (or aligned expression)
         self.numbered_from = 0  # temporaries before this lowering's own (see `apart`)
 
@@ -136,7 +136,7 @@ class TensorLowering:
         did not pass them."""
         self.body.append(Recompute(stages, tuple(other.body), conj))
         if other.largest_rank > self.largest_rank:
-            self.largest_rank, self.largest_term = other.largest_rank, other.largest_term
+            self.largest_rank, self.largest = other.largest_rank, other.largest
 
     # --- aligned arrays, by the rules ---
 
@@ -148,7 +148,7 @@ class TensorLowering:
             varying = tuple(a for a in axes if a in free_indices(expr))
             if len(varying) > self.largest_rank:
                 self.largest_rank = len(varying)
-                self.largest_term = f"{expr} over ({', '.join(map(str, varying))})"
+                self.largest = (expr, varying)
             self.memo[key] = self._lowered(expr, axes)
         return self.memo[key]
 
@@ -159,7 +159,7 @@ class TensorLowering:
                 return self.array(expr.xreplace({k: self.fresh(k, axes) for k in clashes}), axes)
             for limit in expr.limits:  # ranges of renamed indices
                 self.ranges.setdefault(limit[0], (limit[1], limit[2]))
-        return rules.lower(self, rules.EXPRESSION_RULES, expr, axes, f"cannot lower {expr}")
+        return rules.lower(self, rules.EXPRESSION_RULES, expr, axes)
 
     # --- variables built once ---
 
@@ -268,6 +268,15 @@ class TensorLowering:
         while sp.Symbol(f"{index}{n}", integer=True) in set(axes) | set(self.ranges):
             n += 1
         return sp.Symbol(f"{index}{n}", integer=True)
+
+    @property
+    def largest_term(self) -> str:
+        """What the array with the most axes holds, and its axes (printed for an error only:
+        printing every candidate cost seconds)."""
+        if not self.largest:
+            return ""
+        expr, varying = self.largest
+        return f"{expr} over ({', '.join(map(str, varying))})"
 
     def is_temp(self, symbol) -> bool:
         return str(symbol).startswith(self.prefix) and str(symbol)[len(self.prefix) :].isdigit()
