@@ -94,10 +94,10 @@ def softmax_cross_entropy_with_logits_grad(
     if sum1 is None:
         sum1 = np.sum(np.exp(features), axis=-1)
     t0 = grad_loss[..., None]
-    t1 = sum1[..., None]
-    t2 = np.sum(-grad_backprop * (backprop + labels) + labels * t0, axis=-1, keepdims=True)
-    grad_features = grad_backprop * np.exp(features) / t1 - labels * t0 + t2 * np.exp(features) / t1
-    grad_labels = -features * t0 - grad_backprop + t0 * np.log(t1)
+    t1 = np.sum(-grad_backprop * (backprop + labels) + labels * t0, axis=-1, keepdims=True)
+    grad_features = grad_backprop * (backprop + labels) - labels * t0 + t1 * (backprop + labels)
+    t2 = sum1[..., None]
+    grad_labels = -features * t0 - grad_backprop + t0 * np.log(t2)
     return grad_features, grad_labels
 
 

@@ -230,12 +230,10 @@ def softmax_cross_entropy_with_logits_vjp(
     if sum1 is None:
         sum1 = tf.reduce_sum(tf.math.exp(features), axis=-1)
     t0 = grad_loss[..., None]
-    t1 = sum1[..., None]
-    t2 = tf.reduce_sum(-grad_backprop * (backprop + labels) + labels * t0, axis=-1, keepdims=True)
-    grad_features = (
-        grad_backprop * tf.math.exp(features) / t1 - labels * t0 + t2 * tf.math.exp(features) / t1
-    )
-    grad_labels = -features * t0 - grad_backprop + t0 * tf.math.log(t1)
+    t1 = tf.reduce_sum(-grad_backprop * (backprop + labels) + labels * t0, axis=-1, keepdims=True)
+    grad_features = grad_backprop * (backprop + labels) - labels * t0 + t1 * (backprop + labels)
+    t2 = sum1[..., None]
+    grad_labels = -features * t0 - grad_backprop + t0 * tf.math.log(t2)
     return grad_features, grad_labels
 
 

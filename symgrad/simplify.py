@@ -24,7 +24,7 @@ import sympy as sp
 
 from symgrad.declare import BATCH, ELEMENTWISE
 from symgrad.derive import Derivation, TensorValue, Term
-from symgrad.functions import recomputed_or_reused
+from symgrad.functions import maximum, minimum, product, recomputed_or_reused
 from symgrad.stages import is_read_of, tensors_read
 
 SAMPLE_POINTS = (-1.7, -0.6, 0.35, 0.8, 1.3, 2.1)  # where a rewrite is checked numerically
@@ -285,7 +285,9 @@ def _reuse_in_factor(factor: sp.Expr, indices: tuple, outputs) -> sp.Expr:
         improved = False
         for out in outputs:
             reads = _entries(out.expr)
-            for entry in _index_tuples(out.indices, _candidate_indices(factor, reads, indices)):
+            tried = list(_index_tuples(out.indices, _candidate_indices(factor, reads, indices)))
+            tried += [e for e in _elementwise_entries(factor, out, reads) if e not in tried]
+            for entry in tried:
                 at = dict(zip(out.indices, entry))
                 # `y[t]`'s expression occurs in `factor` only if its entries do, and can be
                 # solved for one only if that one does: checked first, substituting is slow
@@ -323,17 +325,39 @@ def _candidate_indices(factor: sp.Expr, reads: frozenset, indices: tuple) -> tup
     return tuple(i for i in indices if i in found)
 
 
+def _elementwise_entries(factor: sp.Expr, out, reads: frozenset) -> list[tuple]:
+    """The entries of `out` at the positions of `factor`'s entries of a tensor `out` reads at
+    its own position (`exp(x[p, q]) / S[p]` in a gradient, `y[i, j] = exp(x[i, j]) / S[i] -
+    labels[i, j]`: the entry (p, q)), though `factor` lacks other tensors `out` reads
+    (`labels`): `_by_inverse_entry` solves for such an entry, which `_candidate_indices` does
+    not offer. Only for an output elementwise in its own indices (no sum, no merged axes),
+    whose expression is then solved entry for entry."""
+    if out.groups or out.expr.has(sp.Sum, product, maximum, minimum):
+        return []
+    own = {e.base for e in reads if e.indices == tuple(out.indices) and len(set(e.indices)) == len(e.indices)}
+    entries = sorted((e for e in factor.atoms(sp.Indexed) if e.base in own), key=str)
+    return list(dict.fromkeys(e.indices for e in entries if all(isinstance(i, sp.Symbol) for i in e.indices)))
+
+
 def _by_inverse_entry(factor, expr, value, entry) -> list[sp.Expr]:
     """Solve `value = expr` for the input entry at `entry` and substitute it into `factor`
-    (LogSoftmax: `x[p] = y[p] + log(S)` turns `exp(x[p]) / S` into `exp(y[p])`)."""
+    (LogSoftmax: `x[p] = y[p] + log(S)` turns `exp(x[p]) / S` into `exp(y[p])`), also with
+    common factors pulled out of sums (`(a/S + b/S) * S` is `a + b`: SoftmaxCrossEntropy's
+    `exp(x[p]) = (backprop[p] + labels[p]) * S`)."""
     result = []
     for x in [e for e in expr.atoms(sp.Indexed) if e.indices == entry and factor.has(e)]:
         solution = _inverse(expr, x, value)
-        if solution is not None:
+        if solution is not None and not _divides_by_an_entry(solution):
             candidate = factor.subs(x, solution)
             if not candidate.has(x):
-                result.append(candidate)
+                result += [candidate, sp.factor_terms(candidate)]
     return result
+
+
+def _divides_by_an_entry(expr) -> bool:
+    """Whether `expr` divides by a tensor entry: LayerNorm's `x = (y - offset) / scale * ...`
+    would make its gradient infinite where `scale` is 0, where it is finite."""
+    return any(p.exp.is_negative and p.base.has(sp.Indexed) for p in expr.atoms(sp.Pow))
 
 
 def _inverse(expr, x, y):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+import numpy as np
 import pytest
 
 from conftest import OPS
@@ -87,3 +88,22 @@ def test_tf_wrapper_forward_is_tensorflows_kernel_where_it_has_one(tf, tf_module
     # a composed op has no TensorFlow op type: the formula
     composed = tf_module("composed")
     assert composed._tf_kernel("LayerNorm", 1, {"x": tf.ones([2, 3])}, {}) is None
+
+
+def test_softmax_cross_entropy_gradient_reads_its_backprop_output(tf, tf_module):
+    """The features' gradient is written with the op's `backprop` output (`softmax - labels`,
+    as TensorFlow's hand-written one is), not with `exp(features)` again: finite where that
+    overflows (float32 logits of 89), as TensorFlow's."""
+    nn = tf_module("nn")
+    features = tf.constant([[89.0, 0.0, -1.0], [0.5, -0.25, 2.0]], tf.float32)
+    labels = tf.constant([[0.0, 1.0, 0.0], [0.2, 0.3, 0.5]], tf.float32)
+    grads = []
+    for loss_of in (lambda: nn.softmax_cross_entropy_with_logits(features, labels)[0],
+                    lambda: tf.nn.softmax_cross_entropy_with_logits(labels=labels, logits=features)):
+        with tf.GradientTape() as tape:
+            tape.watch(features)
+            loss = loss_of()
+        grads.append(tape.gradient(loss, features).numpy())
+    assert np.isfinite(grads[0]).all(), grads[0]
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(grads[0][0], [1.0, -1.0, 0.0], atol=1e-6)

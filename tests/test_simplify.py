@@ -190,3 +190,29 @@ def test_each_backend_prints_its_cheaper_spelling(tmp_path):
     assert "erf" not in ast.unparse(numpy_grad).split("activations = gelu_erf(features)")[-1]
     assert "activations" in names_loaded(numpy_grad)
     assert "tf.math.erf" in ast.unparse(tf_grad) and "activations" not in names_loaded(tf_grad)
+
+
+def _library_vjp(stem: str, name: str) -> dict:
+    from conftest import OPS
+    from symgrad.load import load_op_file
+
+    (decl,) = [d for d in load_op_file(OPS / f"{stem}.py").ops if d.name == name]
+    return simplify(derive(instantiate(decl, decl.variants()[0]))).vjp
+
+
+def test_an_output_read_entry_for_entry_is_reused_though_the_gradient_lacks_a_tensor_it_reads():
+    """SoftmaxCrossEntropy's `backprop = exp(features) / S - labels`: the features' gradient
+    holds `exp(features) / S` but not `labels`, and is written with `backprop + labels`."""
+    vjp = _library_vjp("nn", "SoftmaxCrossEntropyWithLogits")
+    gradient = sum((t.factor for t in vjp["features"].terms), sp.S.Zero)
+    assert not gradient.has(sp.exp), gradient
+    assert "backprop" in {str(e.base) for e in gradient.atoms(sp.Indexed)}
+
+
+def test_a_reuse_that_would_divide_by_an_input_entry_is_not_taken():
+    """LayerNorm's `y = scale * normalised + offset` solved for x divides by `scale`: its
+    scale gradient would be infinite where `scale` is 0, and keeps the normalised input."""
+    vjp = _library_vjp("composed", "LayerNorm")
+    for term in vjp["scale"].terms:
+        assert not any(p.exp.is_negative and p.base.has(sp.Indexed) and "scale" in str(p.base)
+                       for p in term.factor.atoms(sp.Pow)), term
