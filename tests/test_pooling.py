@@ -124,3 +124,26 @@ def test_a_pool_no_kernel_takes_goes_through_the_indicators(window, stride):
     expected = first_maximum_loop(x, g, (window,), (stride,), (1,))
     (dx,) = module.max_pool1d_grad(g, x, window=window, stride=stride)
     np.testing.assert_allclose(dx, expected, rtol=1e-12)
+
+
+def test_jacobian_and_second_order_through_the_wrapper(tf_module, tf):
+    """`tf.GradientTape.jacobian` over the wrapper (it once failed on a 6-D broadcast) agrees
+    with stock MaxPool's, and the gradient can be differentiated again."""
+    conv = tf_module("conv")
+    x = tf.constant(np.random.default_rng(6).normal(size=(2, 4, 4, 2)))
+    pool = dict(padding="VALID", ksize=(1, 2, 2, 1), strides=(1, 2, 2, 1))
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        ours, stock = conv.max_pool(x, **pool), tf.nn.max_pool2d(x, 2, 2, "VALID")
+    np.testing.assert_array_equal(tape.jacobian(ours, x), tape.jacobian(stock, x))
+    second = []
+    for pool_of in (lambda v: conv.max_pool(v, **pool), lambda v: tf.nn.max_pool2d(v, 2, 2, "VALID")):
+        with tf.GradientTape() as outer:
+            outer.watch(x)
+            with tf.GradientTape() as inner:
+                inner.watch(x)
+                loss = tf.reduce_sum(pool_of(x) ** 2)
+            grad = inner.gradient(loss, x)
+            total = tf.reduce_sum(grad * x)
+        second.append(outer.gradient(total, x))
+    np.testing.assert_allclose(second[0], second[1], rtol=1e-12)
