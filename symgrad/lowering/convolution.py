@@ -44,8 +44,12 @@ def convolution(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
 
 
 def _sizes_known(lowering, found, spatial, ranges) -> bool:
-    sizes = [found.strides, found.dilations, found.pads, [ranges[i][1] for i in spatial]]
-    return all(d in lowering.dims for group in sizes for e in group for d in sizes_in(sp.sympify(e)))
+    return sizes_known(lowering, (*found.strides, *found.dilations, *found.pads, *(ranges[i][1] for i in spatial)))
+
+
+def sizes_known(lowering, exprs) -> bool:
+    """Whether every dimension size in `exprs` (a kernel's geometry) can be read from an array."""
+    return all(d in lowering.dims for e in exprs for d in sizes_in(sp.sympify(e)))
 
 
 def static_sizes(lowering, expr) -> sp.Expr:

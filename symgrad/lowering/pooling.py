@@ -16,8 +16,8 @@ import sympy as sp
 
 from symgrad.functions import first_attained, indicator_equal, read_outside
 from symgrad.ir import MaxPoolBackprop
-from symgrad.lowering.convolution import static_sizes
-from symgrad.lowering.symbols import free_indices, is_index, sizes_in, whole_axes
+from symgrad.lowering.convolution import sizes_known, static_sizes
+from symgrad.lowering.symbols import free_indices, is_index, whole_axes
 
 SPATIAL_AXES = 2  # TensorFlow's MaxPoolGrad (and the numpy helper) take two
 
@@ -29,9 +29,9 @@ def max_pool_backprop(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
         return None
     coefficient, deltas, grad, marker = parts
     x, y = _window_read(marker)
-    if x is None or not (x.indices[0] == y.indices[0] == grad.indices[0] and x.indices[-1] == y.indices[-1] == grad.indices[-1]):
+    if x is None or y.indices != grad.indices or len(x.indices) != SPATIAL_AXES + 2:
         return None
-    if y.indices != grad.indices or len(x.indices) != SPATIAL_AXES + 2:
+    if (x.indices[0], x.indices[-1]) != (y.indices[0], y.indices[-1]):  # batch and channel kept
         return None
     out = (x.indices[0], *(_delta_axis(deltas, e) for e in x.indices[1:-1]), x.indices[-1])
     if None in out or tuple(a for a in axes if a in out) != out:
@@ -40,7 +40,7 @@ def max_pool_backprop(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
     windows = [_window(e, u, ranges) for e, u in zip(x.indices[1:-1], y.indices[1:-1])]
     if None in windows or set(expr.variables) != {i for w in windows for i in w[:2]}:
         return None
-    if not all(whole_axes(entry, ranges) for entry in (grad, y)) or not _known(lowering, windows):
+    if not all(whole_axes(entry, ranges) for entry in (grad, y)) or not sizes_known(lowering, [e for w in windows for e in w[2:]]):
         return None
     static = lambda e: static_sizes(lowering, e)
     name = lowering.temp(
@@ -108,11 +108,6 @@ def _window(subscript, u, ranges) -> tuple | None:
     if step != 1 or free_indices(stride):
         return None
     pad = -subscript.xreplace({u: 0, k: 0})
-    if free_indices(stride) or free_indices(pad) or ranges.get(k, (None,))[0] != 0 or ranges.get(u, (None,))[0] != 0:
+    if free_indices(pad) or ranges.get(k, (None,))[0] != 0 or ranges.get(u, (None,))[0] != 0:
         return None
     return u, k, ranges[k][1] + 1, stride, pad
-
-
-def _known(lowering, windows) -> bool:
-    """Whether every dimension size in the window geometry can be read from an array."""
-    return all(d in lowering.dims for w in windows for e in w[2:] for d in sizes_in(sp.sympify(e)))

@@ -212,18 +212,15 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         return f"{self._module_format('numpy.reshape')}({value.x}, {shape}[:{value.axis}] + ({sizes}){tail})"
 
     def _print_Convolution(self, value: ir.Convolution):
-        geometry = ", ".join(
-            f"{name}={self._int_tuple(exprs)}"
-            for name, exprs in (("strides", value.strides), ("dilations", value.dilations), ("pads", value.pads), ("sizes", value.sizes))
-        )
-        return f"_{value.kind}({', '.join(value.operands)}, {geometry})"
+        return self._kernel_call(f"_{value.kind}", value, ("strides", "dilations", "pads", "sizes"))
 
     def _print_MaxPoolBackprop(self, value: ir.MaxPoolBackprop):
-        geometry = ", ".join(
-            f"{name}={self._int_tuple(exprs)}"
-            for name, exprs in (("window", value.window), ("strides", value.strides), ("pads", value.pads), ("sizes", value.sizes))
-        )
-        return f"_max_pool_backprop({', '.join(value.operands)}, {geometry})"
+        return self._kernel_call("_max_pool_backprop", value, ("window", "strides", "pads", "sizes"))
+
+    def _kernel_call(self, helper: str, value, geometry: tuple[str, ...]) -> str:
+        """`helper(operands, name=(ints), ...)` for each field of `value` named in `geometry`."""
+        keywords = ", ".join(f"{name}={self._int_tuple(getattr(value, name))}" for name in geometry)
+        return f"{helper}({', '.join(value.operands)}, {keywords})"
 
     def _int_tuple(self, exprs) -> str:
         return "(" + ", ".join(self._print(integer_form(e)) for e in exprs) + ("," if len(exprs) == 1 else "") + ")"
