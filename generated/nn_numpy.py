@@ -24,10 +24,12 @@ def _sum_to_shape(g, shape):
 
 
 def softmax(logits):
-    """Softmax: exp(logits) normalised over the last axis (declared at ops/nn.py:11)."""
-    sum1 = np.sum(np.exp(logits), axis=-1)
-    t0 = sum1[..., None]
-    softmax = np.exp(logits) / t0
+    """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:17)."""
+    ext1 = np.max(logits, axis=-1)
+    t0 = ext1[..., None]
+    sum1 = np.sum(np.exp(logits - t0), axis=-1)
+    t1 = sum1[..., None]
+    softmax = np.exp(logits - t0) / t1
     return softmax
 
 
@@ -41,10 +43,12 @@ def softmax_grad(grad, logits, *, softmax=None):
 
 
 def log_softmax(logits):
-    """LogSoftmax: logits minus the log of the sum of their exponentials over the last axis (declared at ops/nn.py:19)."""
-    sum1 = np.sum(np.exp(logits), axis=-1)
-    t0 = sum1[..., None]
-    logsoftmax = logits - np.log(t0)
+    """LogSoftmax: logits minus log(sum(exp(logits))) over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:26)."""
+    ext1 = np.max(logits, axis=-1)
+    t0 = ext1[..., None]
+    sum1 = np.sum(np.exp(logits - t0), axis=-1)
+    t1 = sum1[..., None]
+    logsoftmax = logits - t0 - np.log(t1)
     return logsoftmax
 
 
@@ -58,7 +62,7 @@ def log_softmax_grad(grad, logits, *, logsoftmax=None):
 
 
 def l2_loss(t):
-    """L2Loss: Half the sum of squares of all entries, whatever the rank (`all_entries` sums `...`) (declared at ops/nn.py:27)."""
+    """L2Loss: Half the sum of squares of all entries, whatever the rank (`all_entries` sums `...`) (declared at ops/nn.py:35)."""
     t0 = np.sum(t**2)
     output = (1 / 2) * t0
     return output
@@ -71,38 +75,43 @@ def l2_loss_grad(grad, t, *, output=None):
 
 
 def softmax_cross_entropy_with_logits(features, labels, *, return_stages=False):
-    """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:34)."""
-    sum1 = np.sum(np.exp(features), axis=-1)
-    t0 = np.sum(features * labels, axis=-1)
-    t1 = np.sum(labels, axis=-1)
-    loss = -t0 + t1 * np.log(sum1)
-    t2 = sum1[..., None]
-    backprop = -labels + np.exp(features) / t2
+    """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:42)."""
+    ext1 = np.max(features, axis=-1)
+    t0 = ext1[..., None]
+    sum1 = np.sum(np.exp(features - t0), axis=-1)
+    t1 = np.sum(features * labels, axis=-1)
+    t2 = np.sum(labels, axis=-1)
+    loss = ext1 * t2 - t1 + t2 * np.log(sum1)
+    t3 = sum1[..., None]
+    backprop = -labels + np.exp(features - t0) / t3
     if (
         return_stages
     ):  # for softmax_cross_entropy_with_logits_grad(..., **stages): not computed again
-        return (loss, backprop), {"sum1": sum1}
+        return (loss, backprop), {"ext1": ext1, "sum1": sum1}
     return (loss, backprop)
 
 
 def softmax_cross_entropy_with_logits_grad(
-    grad_loss, grad_backprop, features, labels, *, loss=None, backprop=None, sum1=None
+    grad_loss, grad_backprop, features, labels, *, loss=None, backprop=None, ext1=None, sum1=None
 ):
     """Gradient of SoftmaxCrossEntropyWithLogits: one array per input (features, labels)."""
     if backprop is None:
         backprop = softmax_cross_entropy_with_logits(features, labels)[1]
-    if sum1 is None:
-        sum1 = np.sum(np.exp(features), axis=-1)
-    t0 = grad_loss[..., None]
-    t1 = np.sum(-grad_backprop * (backprop + labels) + labels * t0, axis=-1, keepdims=True)
-    grad_features = grad_backprop * (backprop + labels) - labels * t0 + t1 * (backprop + labels)
-    t2 = sum1[..., None]
-    grad_labels = -features * t0 - grad_backprop + t0 * np.log(t2)
+    if ext1 is None or sum1 is None:
+        ext1 = np.max(features, axis=-1)
+        t0 = ext1[..., None]
+        sum1 = np.sum(np.exp(features - t0), axis=-1)
+    t1 = grad_loss[..., None]
+    t2 = np.sum(-grad_backprop * (backprop + labels) + labels * t1, axis=-1, keepdims=True)
+    grad_features = grad_backprop * (backprop + labels) - labels * t1 + t2 * (backprop + labels)
+    t3 = ext1[..., None]
+    t4 = sum1[..., None]
+    grad_labels = -features * t1 - grad_backprop + t1 * t3 + t1 * np.log(t4)
     return grad_features, grad_labels
 
 
 def bias_add(value, bias, *, data_format="NHWC"):
-    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:47)."""
+    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:56)."""
     if data_format == "NHWC":
         output = bias + value
     elif data_format == "NCHW":
@@ -127,7 +136,7 @@ def bias_add_grad(grad, value, bias, *, output=None, data_format="NHWC"):
 
 
 def cross(a, b):
-    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:62)."""
+    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:71)."""
     t0 = np.asarray(
         [
             [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
@@ -158,7 +167,7 @@ def cross_grad(grad, a, b, *, product=None):
 
 
 def bias_add_v1(value, bias):
-    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:72)."""
+    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:81)."""
     output = bias + value
     return output
 
@@ -171,7 +180,7 @@ def bias_add_v1_grad(grad, value, bias, *, output=None):
 
 
 def bias_add_backprop(out_backprop, *, data_format="NHWC"):
-    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:82)."""
+    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:91)."""
     if data_format == "NHWC":
         output = np.sum(out_backprop, axis=tuple(range(np.ndim(out_backprop) - 1)))
     elif data_format == "NCHW":

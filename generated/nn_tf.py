@@ -118,7 +118,7 @@ def _sum_to_shape(g, x):
 
 
 def softmax_vjp(grad, logits, softmax):
-    """Gradient of Softmax (declared at ops/nn.py:11): one per input (logits)."""
+    """Gradient of Softmax (declared at ops/nn.py:17): one per input (logits)."""
     t0 = tf.reduce_sum(grad * softmax, axis=-1, keepdims=True)
     grad_logits = softmax * (grad - t0)
     return (grad_logits,)
@@ -130,7 +130,7 @@ def softmax_grad(op, grad):
 
 
 def softmax(logits):
-    """Softmax: exp(logits) normalised over the last axis, with its derived gradient."""
+    """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow), with its derived gradient."""
 
     @tf.custom_gradient
     def forward(logits):
@@ -142,9 +142,11 @@ def softmax(logits):
             softmax = kernel_outputs[0]
             return softmax, backward
         # else the declared formula
-        sum1 = tf.reduce_sum(tf.math.exp(logits), axis=-1)
-        t0 = sum1[..., None]
-        softmax = tf.math.exp(logits) / t0
+        ext1 = tf.reduce_max(logits, axis=-1)
+        t0 = ext1[..., None]
+        sum1 = tf.reduce_sum(tf.math.exp(logits - t0), axis=-1)
+        t1 = sum1[..., None]
+        softmax = tf.math.exp(logits - t0) / t1
         return softmax, backward
 
     return forward(logits)
@@ -154,7 +156,7 @@ _register("Softmax", softmax_grad)
 
 
 def log_softmax_vjp(grad, logits, logsoftmax):
-    """Gradient of LogSoftmax (declared at ops/nn.py:19): one per input (logits)."""
+    """Gradient of LogSoftmax (declared at ops/nn.py:26): one per input (logits)."""
     t0 = tf.reduce_sum(grad, axis=-1, keepdims=True)
     grad_logits = grad - t0 * tf.math.exp(logsoftmax)
     return (grad_logits,)
@@ -166,7 +168,7 @@ def log_softmax_grad(op, grad):
 
 
 def log_softmax(logits):
-    """LogSoftmax: logits minus the log of the sum of their exponentials over the last axis, with its derived gradient."""
+    """LogSoftmax: logits minus log(sum(exp(logits))) over the last axis, the row maximum subtracted (no overflow), with its derived gradient."""
 
     @tf.custom_gradient
     def forward(logits):
@@ -178,9 +180,11 @@ def log_softmax(logits):
             logsoftmax = kernel_outputs[0]
             return logsoftmax, backward
         # else the declared formula
-        sum1 = tf.reduce_sum(tf.math.exp(logits), axis=-1)
-        t0 = sum1[..., None]
-        logsoftmax = logits - tf.math.log(t0)
+        ext1 = tf.reduce_max(logits, axis=-1)
+        t0 = ext1[..., None]
+        sum1 = tf.reduce_sum(tf.math.exp(logits - t0), axis=-1)
+        t1 = sum1[..., None]
+        logsoftmax = logits - t0 - tf.math.log(t1)
         return logsoftmax, backward
 
     return forward(logits)
@@ -190,7 +194,7 @@ _register("LogSoftmax", log_softmax_grad)
 
 
 def l2_loss_vjp(grad, t, output):
-    """Gradient of L2Loss (declared at ops/nn.py:27): one per input (t)."""
+    """Gradient of L2Loss (declared at ops/nn.py:35): one per input (t)."""
     grad_t = grad * t
     return (grad_t,)
 
@@ -224,16 +228,19 @@ _register("L2Loss", l2_loss_grad)
 
 
 def softmax_cross_entropy_with_logits_vjp(
-    grad_loss, grad_backprop, features, labels, loss, backprop, *, sum1=None
+    grad_loss, grad_backprop, features, labels, loss, backprop, *, ext1=None, sum1=None
 ):
-    """Gradient of SoftmaxCrossEntropyWithLogits (declared at ops/nn.py:34): one per input (features, labels)."""
-    if sum1 is None:
-        sum1 = tf.reduce_sum(tf.math.exp(features), axis=-1)
-    t0 = grad_loss[..., None]
-    t1 = tf.reduce_sum(-grad_backprop * (backprop + labels) + labels * t0, axis=-1, keepdims=True)
-    grad_features = grad_backprop * (backprop + labels) - labels * t0 + t1 * (backprop + labels)
-    t2 = sum1[..., None]
-    grad_labels = -features * t0 - grad_backprop + t0 * tf.math.log(t2)
+    """Gradient of SoftmaxCrossEntropyWithLogits (declared at ops/nn.py:42): one per input (features, labels)."""
+    if ext1 is None or sum1 is None:
+        ext1 = tf.reduce_max(features, axis=-1)
+        t0 = ext1[..., None]
+        sum1 = tf.reduce_sum(tf.math.exp(features - t0), axis=-1)
+    t1 = grad_loss[..., None]
+    t2 = tf.reduce_sum(-grad_backprop * (backprop + labels) + labels * t1, axis=-1, keepdims=True)
+    grad_features = grad_backprop * (backprop + labels) - labels * t1 + t2 * (backprop + labels)
+    t3 = ext1[..., None]
+    t4 = sum1[..., None]
+    grad_labels = -features * t1 - grad_backprop + t1 * t3 + t1 * tf.math.log(t4)
     return grad_features, grad_labels
 
 
@@ -247,11 +254,11 @@ def softmax_cross_entropy_with_logits(features, labels):
 
     @tf.custom_gradient
     def forward(features, labels):
-        sum1 = None  # stages: the formula computes them, TensorFlow's kernel does not
+        ext1 = sum1 = None  # stages: the formula computes them, TensorFlow's kernel does not
 
         def backward(grad_loss, grad_backprop):
             return softmax_cross_entropy_with_logits_vjp(
-                grad_loss, grad_backprop, features, labels, loss, backprop, sum1=sum1
+                grad_loss, grad_backprop, features, labels, loss, backprop, ext1=ext1, sum1=sum1
             )
 
         kernel_outputs = _tf_kernel(
@@ -261,12 +268,14 @@ def softmax_cross_entropy_with_logits(features, labels):
             loss, backprop = kernel_outputs
             return (loss, backprop), backward
         # else the declared formula
-        sum1 = tf.reduce_sum(tf.math.exp(features), axis=-1)
-        t0 = tf.reduce_sum(features * labels, axis=-1)
-        t1 = tf.reduce_sum(labels, axis=-1)
-        loss = -t0 + t1 * tf.math.log(sum1)
-        t2 = sum1[..., None]
-        backprop = -labels + tf.math.exp(features) / t2
+        ext1 = tf.reduce_max(features, axis=-1)
+        t0 = ext1[..., None]
+        sum1 = tf.reduce_sum(tf.math.exp(features - t0), axis=-1)
+        t1 = tf.reduce_sum(features * labels, axis=-1)
+        t2 = tf.reduce_sum(labels, axis=-1)
+        loss = ext1 * t2 - t1 + t2 * tf.math.log(sum1)
+        t3 = sum1[..., None]
+        backprop = -labels + tf.math.exp(features - t0) / t3
         return (loss, backprop), backward
 
     return forward(features, labels)
@@ -276,7 +285,7 @@ _register("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_with_logits_gra
 
 
 def bias_add_vjp(grad, value, bias, output, *, data_format="NHWC"):
-    """Gradient of BiasAdd (declared at ops/nn.py:47): one per input (value, bias)."""
+    """Gradient of BiasAdd (declared at ops/nn.py:56): one per input (value, bias)."""
     if data_format == "NHWC":
         grad_value = grad
         grad_bias = tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))
@@ -326,7 +335,7 @@ _register("BiasAdd", bias_add_grad)
 
 
 def cross_vjp(grad, a, b, product):
-    """Gradient of Cross (declared at ops/nn.py:62): one per input (a, b)."""
+    """Gradient of Cross (declared at ops/nn.py:71): one per input (a, b)."""
     t0 = tf.constant(
         [
             [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
@@ -378,7 +387,7 @@ _register("Cross", cross_grad)
 
 
 def bias_add_v1_vjp(grad, value, bias, output):
-    """Gradient of BiasAddV1 (declared at ops/nn.py:72): one per input (value, bias)."""
+    """Gradient of BiasAddV1 (declared at ops/nn.py:81): one per input (value, bias)."""
     grad_value = grad
     grad_bias = tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))
     return grad_value, grad_bias
@@ -412,7 +421,7 @@ _register("BiasAddV1", bias_add_v1_grad)
 
 
 def bias_add_backprop_vjp(grad, out_backprop, output, *, data_format="NHWC"):
-    """Gradient of BiasAddGrad (declared at ops/nn.py:82): one per input (out_backprop)."""
+    """Gradient of BiasAddGrad (declared at ops/nn.py:91): one per input (out_backprop)."""
     if data_format == "NHWC":
         grad_out_backprop = tf.broadcast_to(grad, tf.shape(out_backprop))
     elif data_format == "NCHW":

@@ -184,27 +184,27 @@ def euclidean_norm_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     return (grad_input,)
 
 
-def reduce_log_sum_exp(input, *, return_stages=False):
-    """ReduceLogSumExp: log(sum(exp(x))) over the last axis (TensorFlow composes it; it has no op of its own) (declared at ops/reductions.py:59)."""
-    sum1 = np.sum(np.exp(input), axis=-1)
-    output = np.log(sum1)
-    if return_stages:  # for reduce_log_sum_exp_grad(..., **stages): not computed again
-        return output, {"sum1": sum1}
+def reduce_log_sum_exp(input):
+    """ReduceLogSumExp: log(sum(exp(x))) over the last axis, the maximum subtracted (no overflow) (declared at ops/reductions.py:59)."""
+    ext1 = np.max(input, axis=-1)
+    t0 = ext1[..., None]
+    sum1 = np.sum(np.exp(input - t0), axis=-1)
+    output = ext1 + np.log(sum1)
     return output
 
 
-def reduce_log_sum_exp_grad(grad, input, *, output=None, sum1=None):
+def reduce_log_sum_exp_grad(grad, input, *, output=None):
     """Gradient of ReduceLogSumExp: one array per input (input)."""
-    if sum1 is None:
-        sum1 = np.sum(np.exp(input), axis=-1)
-    t0 = sum1[..., None]
-    t1 = grad[..., None]
-    grad_input = t1 * np.exp(input) / t0
+    if output is None:
+        output = reduce_log_sum_exp(input)
+    t0 = grad[..., None]
+    t1 = output[..., None]
+    grad_input = t0 * np.exp(input - t1)
     return (grad_input,)
 
 
 def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
-    """Cumsum: Cumulative sum along one axis; `exclusive` leaves each element out of its sum (declared at ops/reductions.py:66)."""
+    """Cumsum: Cumulative sum along one axis; `exclusive` leaves each element out of its sum (declared at ops/reductions.py:69)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
         out = np.cumsum(x, axis=-1)
@@ -284,7 +284,7 @@ def cumsum_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
 
 
 def reduce_prod(input, *, axis=-1, keep_dims=False):
-    """Prod: Product over one axis; its gradient is finite with zeros in the slice (declared at ops/reductions.py:77)."""
+    """Prod: Product over one axis; its gradient is finite with zeros in the slice (declared at ops/reductions.py:80)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         output = np.prod(input, axis=-1)
@@ -351,7 +351,7 @@ def reduce_prod_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
 
 
 def reduce_max(input, *, axis=-1, keep_dims=False):
-    """Max: Maximum over one axis; tied maxima share the gradient equally (declared at ops/reductions.py:84)."""
+    """Max: Maximum over one axis; tied maxima share the gradient equally (declared at ops/reductions.py:87)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         output = np.max(input, axis=-1)
@@ -405,7 +405,7 @@ def reduce_max_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
 
 
 def reduce_min(input, *, axis=-1, keep_dims=False):
-    """Min: Minimum over one axis; tied minima share the gradient equally (declared at ops/reductions.py:91)."""
+    """Min: Minimum over one axis; tied minima share the gradient equally (declared at ops/reductions.py:94)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         output = np.min(input, axis=-1)
@@ -459,7 +459,7 @@ def reduce_min_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
 
 
 def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
-    """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero (declared at ops/reductions.py:98)."""
+    """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero (declared at ops/reductions.py:101)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
         out = np.cumprod(x, axis=-1)
@@ -689,7 +689,7 @@ def cumprod_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
 
 
 def cumulative_logsumexp(x, *, axis=-1, reverse=False, return_stages=False):
-    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis (not `exclusive`: its first entry is (declared at ops/reductions.py:109)."""
+    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis (not `exclusive`: its first entry is (declared at ops/reductions.py:112)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not reverse:
         sum1 = np.cumsum(np.exp(x), axis=-1)

@@ -384,13 +384,11 @@ def euclidean_norm(input, *, axis=-1, keep_dims=False):
 _register("EuclideanNorm", euclidean_norm_grad)
 
 
-def reduce_log_sum_exp_vjp(grad, input, output, *, sum1=None):
+def reduce_log_sum_exp_vjp(grad, input, output):
     """Gradient of ReduceLogSumExp (declared at ops/reductions.py:59): one per input (input)."""
-    if sum1 is None:
-        sum1 = tf.reduce_sum(tf.math.exp(input), axis=-1)
-    t0 = sum1[..., None]
-    t1 = grad[..., None]
-    grad_input = t1 * tf.math.exp(input) / t0
+    t0 = grad[..., None]
+    t1 = output[..., None]
+    grad_input = t0 * tf.math.exp(input - t1)
     return (grad_input,)
 
 
@@ -400,22 +398,22 @@ def reduce_log_sum_exp_grad(op, grad):
 
 
 def reduce_log_sum_exp(input):
-    """ReduceLogSumExp: log(sum(exp(x))) over the last axis (TensorFlow composes it; it has no op of its own), with its derived gradient."""
+    """ReduceLogSumExp: log(sum(exp(x))) over the last axis, the maximum subtracted (no overflow), with its derived gradient."""
 
     @tf.custom_gradient
     def forward(input):
-        sum1 = None  # stages: the formula computes them, TensorFlow's kernel does not
-
         def backward(grad):
-            return reduce_log_sum_exp_vjp(grad, input, output, sum1=sum1)
+            return reduce_log_sum_exp_vjp(grad, input, output)
 
         kernel_outputs = _tf_kernel("ReduceLogSumExp", 1, {"input": input}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        sum1 = tf.reduce_sum(tf.math.exp(input), axis=-1)
-        output = tf.math.log(sum1)
+        ext1 = tf.reduce_max(input, axis=-1)
+        t0 = ext1[..., None]
+        sum1 = tf.reduce_sum(tf.math.exp(input - t0), axis=-1)
+        output = ext1 + tf.math.log(sum1)
         return output, backward
 
     return forward(input)
@@ -425,7 +423,7 @@ _register("ReduceLogSumExp", reduce_log_sum_exp_grad)
 
 
 def cumsum_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
-    """Gradient of Cumsum (declared at ops/reductions.py:66): one per input (x)."""
+    """Gradient of Cumsum (declared at ops/reductions.py:69): one per input (x)."""
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
         grad_x = tf.math.cumsum(grad, axis=-1, reverse=True)
@@ -528,7 +526,7 @@ _register("Cumsum", cumsum_grad)
 
 
 def reduce_prod_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Prod (declared at ops/reductions.py:77): one per input (input)."""
+    """Gradient of Prod (declared at ops/reductions.py:80): one per input (input)."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
@@ -617,7 +615,7 @@ _register("Prod", reduce_prod_grad)
 
 
 def reduce_max_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Max (declared at ops/reductions.py:84): one per input (input)."""
+    """Gradient of Max (declared at ops/reductions.py:87): one per input (input)."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
@@ -763,7 +761,7 @@ _register("Max", reduce_max_grad)
 
 
 def reduce_min_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Min (declared at ops/reductions.py:91): one per input (input)."""
+    """Gradient of Min (declared at ops/reductions.py:94): one per input (input)."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
@@ -909,7 +907,7 @@ _register("Min", reduce_min_grad)
 
 
 def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
-    """Gradient of Cumprod (declared at ops/reductions.py:98): one per input (x)."""
+    """Gradient of Cumprod (declared at ops/reductions.py:101): one per input (x)."""
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
         t0 = tf.math.cumsum(
@@ -1327,7 +1325,7 @@ _register("Cumprod", cumprod_grad)
 
 
 def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False, sum1=None):
-    """Gradient of CumulativeLogsumexp (declared at ops/reductions.py:109): one per input (x)."""
+    """Gradient of CumulativeLogsumexp (declared at ops/reductions.py:112): one per input (x)."""
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not reverse:
         if sum1 is None:

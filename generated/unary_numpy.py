@@ -353,7 +353,7 @@ def softplus(features):
 
 def softplus_grad(grad, features, *, activations=None):
     """Gradient of Softplus: one array per input (features)."""
-    grad_features = grad / (1 + np.exp(-features))
+    grad_features = grad * scipy.special.expit(features)
     return (grad_features,)
 
 

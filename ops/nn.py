@@ -2,26 +2,34 @@
 
 import sympy as sp
 
-from symgrad import all_entries, dims, indices, op, tensor
+from symgrad import all_entries, dims, indices, maximum, op, stop_gradient, tensor
 
 M, N = dims("M N")
-i, j, k = indices("i j k")
+i, j, k, l = indices("i j k l")
+
+
+def _row_maximum(x, *row):
+    """The largest entry of a row: subtracted before `exp` so that nothing overflows, and
+    without a gradient of its own (the result does not depend on it)."""
+    return stop_gradient(maximum(x[(*row, l)], (l, 0, N - 1)))
 
 
 @op("Softmax")
 def softmax():
-    """exp(logits) normalised over the last axis."""
+    """exp(logits) normalised over the last axis, the row maximum subtracted (no overflow)."""
     logits = tensor("logits", (..., N))
-    total = sp.Sum(sp.exp(logits[..., k]), (k, 0, N - 1))
-    return {"softmax": ((..., i), sp.exp(logits[..., i]) / total)}
+    largest = _row_maximum(logits, ...)
+    total = sp.Sum(sp.exp(logits[..., k] - largest), (k, 0, N - 1))
+    return {"softmax": ((..., i), sp.exp(logits[..., i] - largest) / total)}
 
 
 @op("LogSoftmax")
 def log_softmax():
-    """logits minus the log of the sum of their exponentials over the last axis."""
+    """logits minus log(sum(exp(logits))) over the last axis, the row maximum subtracted (no overflow)."""
     logits = tensor("logits", (..., N))
-    total = sp.Sum(sp.exp(logits[..., k]), (k, 0, N - 1))
-    return {"logsoftmax": ((..., i), logits[..., i] - sp.log(total))}
+    largest = _row_maximum(logits, ...)
+    total = sp.Sum(sp.exp(logits[..., k] - largest), (k, 0, N - 1))
+    return {"logsoftmax": ((..., i), logits[..., i] - largest - sp.log(total))}
 
 
 @op("L2Loss")
@@ -36,11 +44,12 @@ def softmax_cross_entropy_with_logits():
     """Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features."""
     features = tensor("features", (M, N))
     labels = tensor("labels", (M, N))
-    total = sp.Sum(sp.exp(features[i, k]), (k, 0, N - 1))
-    log_softmax = features[i, j] - sp.log(total)
+    largest = _row_maximum(features, i)
+    total = sp.Sum(sp.exp(features[i, k] - largest), (k, 0, N - 1))
+    log_softmax = features[i, j] - largest - sp.log(total)
     return {
         "loss": ((i,), -sp.Sum(labels[i, j] * log_softmax, (j, 0, N - 1))),
-        "backprop": ((i, j), sp.exp(features[i, j]) / total - labels[i, j]),
+        "backprop": ((i, j), sp.exp(features[i, j] - largest) / total - labels[i, j]),
     }
 
 

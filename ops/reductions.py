@@ -8,7 +8,7 @@ negative at run time); a list of axes raises. `keep_dims` keeps the reduced axis
 
 import sympy as sp
 
-from symgrad import const_input, dims, indices, maximum, minimum, op, product, tensor
+from symgrad import const_input, dims, indices, maximum, minimum, op, product, stop_gradient, tensor
 
 N, P, Q = dims("N P Q")
 i, k, p, q = indices("i k p q")
@@ -58,9 +58,12 @@ def euclidean_norm(axis, keep_dims):
 
 @op("ReduceLogSumExp")
 def reduce_log_sum_exp():
-    """log(sum(exp(x))) over the last axis (TensorFlow composes it; it has no op of its own)."""
+    """log(sum(exp(x))) over the last axis, the maximum subtracted (no overflow).
+
+    TensorFlow composes it; it has no op of its own."""
     x = tensor("input", (..., N))
-    return {"output": ((...,), sp.log(sp.Sum(sp.exp(x[..., k]), (k, 0, N - 1))))}
+    largest = stop_gradient(maximum(x[..., p], (p, 0, N - 1)))
+    return {"output": ((...,), largest + sp.log(sp.Sum(sp.exp(x[..., k] - largest), (k, 0, N - 1))))}
 
 
 @op("Cumsum", attrs={"axis": const_input(1, (-1, -2, -3), axis_of="x"), "exclusive": bool, "reverse": bool})

@@ -16,6 +16,7 @@ import sympy as sp
 from symgrad.declare import BATCH, BATCH_DIM, ELEMENTWISE, OpVariant, stop_gradient
 from symgrad.errors import DerivationError
 from symgrad.functions import exact_div, mask
+from symgrad.stability import stabilized_outputs
 from symgrad.stages import Staged, scalar_entry, split_stages
 from symgrad.validate import Range, index_ranges, index_symbols
 
@@ -75,8 +76,10 @@ def grad_names(variant: OpVariant) -> tuple[str, ...]:
 
 
 def derive(variant: OpVariant) -> Derivation:
-    """Derive the vector-Jacobian product of one op variant."""
+    """Derive the vector-Jacobian product of one op variant (as declared, but for the
+    rewrites that keep it finite: `stability`)."""
     _check_names(variant)
+    variant = stabilized_outputs(variant)
     if variant.decl.kind == ELEMENTWISE:
         return _derive_elementwise(variant)
     staged = split_stages(variant)

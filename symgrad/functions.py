@@ -260,3 +260,34 @@ class python_float(sp.Function):
     float64 scalar would promote a float32 array (Python's float adapts to the array)."""
 
     nargs = 1
+
+
+class sigmoid(sp.Function):
+    """The logistic function 1 / (1 + exp(-x)), in (0, 1) for every x: what the stability rules
+    write for ratios of `exp` that overflow (`tf.math.sigmoid`, `scipy.special.expit`)."""
+
+    nargs = 1
+
+    def fdiff(self, argindex=1):
+        return self * (1 - self)  # as TensorFlow's SigmoidGrad: the forward's value reused
+
+    def _eval_rewrite_as_exp(self, x, **kwargs):
+        return 1 / (1 + sp.exp(-x))
+
+    def _eval_evalf(self, prec):
+        return self.rewrite(sp.exp)._eval_evalf(prec)
+
+
+class softplus(sp.Function):
+    """log(1 + exp(x)), finite for every x (`tf.math.softplus`, `numpy.logaddexp(0, x)`)."""
+
+    nargs = 1
+
+    def fdiff(self, argindex=1):
+        return sigmoid(self.args[0])
+
+    def _eval_rewrite_as_exp(self, x, **kwargs):
+        return sp.log(1 + sp.exp(x))
+
+    def _eval_evalf(self, prec):
+        return self.rewrite(sp.exp)._eval_evalf(prec)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import sympy as sp
 
+from symgrad.functions import sigmoid
+
 # not analytic: an identity of real expressions built with these need not hold for complex ones
 NON_ANALYTIC = (sp.Abs, sp.sign, sp.conjugate, sp.re, sp.im, sp.Piecewise, sp.Heaviside, sp.Max, sp.Min)
 
@@ -50,7 +52,7 @@ def kernel(name: str, params: str, formula, complex: bool) -> FusedKernel:
 KERNELS = (
     kernel("SigmoidGrad", "y dy", lambda y, dy: dy * y * (1 - y), complex=True),
     kernel("TanhGrad", "y dy", lambda y, dy: dy * (1 - y**2), complex=True),
-    kernel("SoftplusGrad", "gradients features", lambda g, f: g / (1 + sp.exp(-f)), complex=False),
+    kernel("SoftplusGrad", "gradients features", lambda g, f: g * sigmoid(f), complex=False),
     kernel("ReluGrad", "gradients features", lambda g, f: sp.Piecewise((g, f > 0), (0, True)), complex=False),
     kernel("SoftsignGrad", "gradients features", lambda g, f: g / (1 + sp.Abs(f)) ** 2, complex=False),
 )

@@ -3,8 +3,8 @@
 * `combine_powers`: `x**y / x` becomes `x**(y - 1)`, finite at x == 0 (Pow's gradient).
 * `merge_equal_branches`: a `Piecewise` whose branches are one rational function is that
   function (Softplus, declared in two overflow-free branches, has one derivative).
-* `avoid_exp_overflow`: `exp(a) / (exp(a) + b)` becomes `1 / (1 + b*exp(-a))`, finite where
-  `exp(a)` overflows (Softplus's derivative, TensorFlow's `sigmoid`).
+* `avoid_overflow`: the rules of `symgrad.stability` (ratios of `exp` as `sigmoid` and
+  `softplus`, finite where `exp` overflows) on each gradient.
 * `reuse_forward_outputs`: write partials in terms of the op's outputs where that is cheaper,
   as TensorFlow does (Sigmoid: `grad * y * (1 - y)`, Tanh: `grad * (1 - y**2)`, Exp: `grad * y`).
   SymPy's `simplify` does not find these (it turns sigmoid' into `1/(4*cosh(x/2)**2)`).
@@ -25,6 +25,7 @@ import sympy as sp
 from symgrad.declare import BATCH, ELEMENTWISE
 from symgrad.derive import Derivation, TensorValue, Term
 from symgrad.functions import maximum, minimum, product, recomputed_or_reused
+from symgrad.stability import stabilized
 from symgrad.stages import is_read_of, tensors_read
 
 SAMPLE_POINTS = (-1.7, -0.6, 0.35, 0.8, 1.3, 2.1)  # where a rewrite is checked numerically
@@ -35,7 +36,7 @@ def simplify(derivation: Derivation) -> Derivation:
     if derivation.variant.decl.kind == ELEMENTWISE:
         derivation = combine_powers(derivation)
         derivation = merge_equal_branches(derivation)
-        derivation = avoid_exp_overflow(derivation)
+        derivation = avoid_overflow(derivation)
         derivation = reuse_forward_outputs(derivation)
     else:
         derivation = reuse_tensor_outputs(derivation)
@@ -64,29 +65,12 @@ def merge_equal_branches(derivation: Derivation) -> Derivation:
     return _map_vjp(derivation, lambda e: e.replace(lambda n: isinstance(n, sp.Piecewise), merge))
 
 
-def avoid_exp_overflow(derivation: Derivation) -> Derivation:
-    """Rewrite `exp(a) / (exp(a) + b)` as `1 / (1 + b*exp(-a))`: 1, not inf/inf, for large a."""
-    return _map_vjp(derivation, lambda e: e.replace(_exp_ratio, _exp_ratio_rewritten))
-
-
-def _exp_ratio(node) -> tuple | None:
-    """(exp(a), 1/(exp(a) + b)) when `node` is a product holding both, else None."""
-    if not isinstance(node, sp.Mul):
-        return None
-    factors = node.args
-    for numerator in (f for f in factors if isinstance(f, sp.exp)):
-        for denominator in factors:
-            base, power = denominator.as_base_exp()
-            if power == -1 and isinstance(base, sp.Add) and numerator in base.args:
-                return numerator, denominator
-    return None
-
-
-def _exp_ratio_rewritten(node) -> sp.Expr:
-    numerator, denominator = _exp_ratio(node)
-    rest = [f for f in node.args if f is not numerator and f is not denominator]
-    scaled = sp.Add(*[term / numerator for term in denominator.base.args])  # exp(a)/exp(a) is 1
-    return sp.Mul(*rest) / scaled
+def avoid_overflow(derivation: Derivation) -> Derivation:
+    """The stability rules (`symgrad.stability`) on each gradient of a real op: a derivative
+    may build anew the forms they rewrite."""
+    if derivation.variant.decl.complex_ok:
+        return derivation
+    return _map_vjp(derivation, stabilized)
 
 
 def reuse_forward_outputs(derivation: Derivation) -> Derivation:

@@ -52,6 +52,12 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
     def _print_dawsn(self, expr):
         return self._call("scipy.special.dawsn", *expr.args)
 
+    def _print_sigmoid(self, expr):
+        return self._call("scipy.special.expit", *expr.args)
+
+    def _print_softplus(self, expr):
+        return f"{self._module_format('numpy.logaddexp')}(0, {self._print(expr.args[0])})"
+
     # --- IR values ---
 
     def _print_Elementwise(self, value: ir.Elementwise):

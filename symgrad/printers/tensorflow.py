@@ -8,7 +8,7 @@ from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.pycode import PythonCodePrinter, _known_functions_math
 
 from symgrad import ir
-from symgrad.functions import dawsn, rint
+from symgrad.functions import dawsn, rint, sigmoid, softplus
 from symgrad.printers.common import ArrayCodeMixin, integer_form, merged_shape, nested as _nested
 
 
@@ -51,6 +51,8 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         sp.fresnels: "tensorflow.math.special.fresnel_sin",
         rint: "tensorflow.math.rint",
         dawsn: "tensorflow.math.special.dawsn",
+        sigmoid: "tensorflow.math.sigmoid",
+        softplus: "tensorflow.math.softplus",
     }
     # Bessel functions of orders 0 and 1, the ones TensorFlow has
     bessel = {

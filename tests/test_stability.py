@@ -1,0 +1,218 @@
+"""The stability rules (`symgrad.stability`): each rule on its own, then activations declared
+with overflowing `exp` (tests/fixtures/stable.py) and the library's softmax-like ops, finite and
+right at extreme inputs in float32 and float64, numpy and TensorFlow."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.special
+import sympy as sp
+
+from symgrad import elementwise
+from symgrad.declare import instantiate
+from symgrad.derive import derive
+from symgrad.functions import sigmoid, softplus
+from symgrad.stability import exp_ratio_rule, logistic_rule, lone_logistic_rule, softplus_rule, stabilized
+
+from conftest import ROOT, import_path
+from verify_support import derived_folder
+
+x, b, c = sp.symbols("x b c", real=True)
+EXTREMES = [-1e4, -1000.0, -100.0, -30.0, 0.0, 30.0, 100.0, 1000.0, 1e4]
+DTYPES = [np.float32, np.float64]
+# absolute: 1 - sigmoid(x) for large x is a difference of numbers near 1 (as TensorFlow's
+# SigmoidGrad computes it), right to the dtype's epsilon, not to its own digits
+ATOL = {np.float32: 1e-6, np.float64: 1e-12}
+STABLE = {"sigmoid": scipy.special.expit, "softplus": lambda u: np.logaddexp(0, u)}
+
+
+def evaluate(expr, at):
+    """`expr` of x in numpy at `at` (float64), with overflow and invalid values raising."""
+    f = sp.lambdify([x, b], expr, [STABLE, "numpy"])
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        return f(np.asarray(at, dtype=np.float64), 2.0)
+
+
+def exactly(expr, at):
+    """`expr` at each point, by mpmath at 30 digits."""
+    return np.array([float(expr.subs({x: v, b: 2}).evalf(30)) for v in at])
+
+
+# --- each rule ---------------------------------------------------------------------------------
+
+
+def test_softplus_rule():
+    assert softplus_rule(sp.log(1 + sp.exp(b * x))) == softplus(b * x)
+    assert softplus_rule(sp.log(2 + sp.exp(x))) is None  # not log(1 + exp(u))
+
+
+@pytest.mark.parametrize(
+    "expr, expected",
+    [
+        (sp.exp(-x) / (1 + sp.exp(-x)) ** 2, sigmoid(-x) * sigmoid(x)),  # p = 1 < q = 2
+        (x * sp.exp(b * x) / (1 + sp.exp(b * x)), x * sigmoid(b * x)),  # p = q
+        (sp.exp(3 * x) / (1 + sp.exp(x)) ** 2, sp.exp(x) * sigmoid(x) ** 2),  # p > q
+    ],
+)
+def test_logistic_rule(expr, expected):
+    rewritten = logistic_rule(expr)
+    assert rewritten == expected
+    points = [-3.0, -0.5, 0.4, 2.5]
+    np.testing.assert_allclose(evaluate(rewritten, points), exactly(expr, points), rtol=1e-12)
+
+
+def test_lone_logistic_rule():
+    assert lone_logistic_rule(1 / (1 + sp.exp(-x)) ** 3) == sigmoid(x) ** 3
+    assert lone_logistic_rule((1 + sp.exp(x)) ** 2) is None  # grows with exp(u): as large as its value
+
+
+def test_exp_ratio_rule():
+    rewritten = exp_ratio_rule(c * sp.exp(x) / (sp.exp(x) + 3))
+    assert sp.simplify(rewritten - c / (1 + 3 * sp.exp(-x))) == 0
+
+
+def test_rules_bottom_up_keep_the_value_and_stay_finite():
+    # Swish's derivative as SymPy gives it: inf/inf and inf*0 at x = -1000
+    swish_derivative = sp.diff(x / (1 + sp.exp(-b * x)), x)
+    rewritten = stabilized(swish_derivative)
+    assert not rewritten.has(sp.exp), rewritten
+    np.testing.assert_allclose(evaluate(rewritten, EXTREMES), exactly(swish_derivative, EXTREMES), atol=1e-300)
+
+
+def test_complex_ops_are_left_as_declared():
+    decl = elementwise("ComplexSoftplus", complex=True)(lambda x: sp.log(1 + sp.exp(x)))
+    derivation = derive(instantiate(decl, ()))
+    assert not derivation.variant.outputs[0].expr.has(softplus)
+
+
+# --- declared activations, generated ---------------------------------------------------------------
+
+ACTIVATIONS = {  # name -> (forward, derivative), by hand and in float64 without overflow
+    "swish": (lambda v: v * scipy.special.expit(v), lambda v: scipy.special.expit(v) * (1 + v * scipy.special.expit(-v))),
+    "log_sigmoid": (lambda v: -np.logaddexp(0, -v), lambda v: scipy.special.expit(-v)),
+    "mish": (
+        lambda v: v * np.tanh(np.logaddexp(0, v)),
+        lambda v: np.tanh(np.logaddexp(0, v)) + v * (1 - np.tanh(np.logaddexp(0, v)) ** 2) * scipy.special.expit(v),
+    ),
+    "squared_sigmoid": (lambda v: scipy.special.expit(v) ** 2, lambda v: 2 * scipy.special.expit(v) ** 2 * scipy.special.expit(-v)),
+}
+
+
+@pytest.fixture(scope="module")
+def activations():
+    return derived_folder(ROOT / "tests" / "fixtures" / "stable.py")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_activation_finite_at_extremes_numpy(activations, name, dtype):
+    module = import_path(activations / "stable_numpy.py", "_symgrad_stable_numpy")
+    v = np.array(EXTREMES, dtype=dtype)
+    forward, derivative = ACTIVATIONS[name]
+    with np.errstate(over="raise", invalid="raise", divide="raise"):  # no overflow on the way either
+        y = getattr(module, name)(v)
+        (grad,) = getattr(module, f"{name}_grad")(np.ones_like(v), v)
+    assert y.dtype == dtype and grad.dtype == dtype
+    np.testing.assert_allclose(y, forward(v.astype(np.float64)), rtol=1e-5, atol=ATOL[dtype])
+    np.testing.assert_allclose(grad, derivative(v.astype(np.float64)), rtol=1e-5, atol=ATOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_activation_finite_at_extremes_tensorflow(tf, activations, name, dtype):
+    module = import_path(activations / "stable_tf.py", "_symgrad_stable_tf")
+    v = tf.constant(EXTREMES, dtype=dtype)
+    with tf.GradientTape() as tape:
+        tape.watch(v)
+        y = getattr(module, name)(v)
+    grad = tape.gradient(y, v)
+    forward, derivative = ACTIVATIONS[name]
+    np.testing.assert_allclose(y.numpy(), forward(np.array(EXTREMES)), rtol=1e-5, atol=ATOL[dtype])
+    np.testing.assert_allclose(grad.numpy(), derivative(np.array(EXTREMES)), rtol=1e-5, atol=ATOL[dtype])
+
+
+# --- the library's softmax-like ops, at logits of magnitude 1e4 ------------------------------------------
+
+LOGITS = np.array([[1e4, 0.0, -1e4], [-1e4, -1e4 + 1, -2e4], [3.0, 1.0, 2.0]])
+# a logit of 1e4 carries float32's epsilon times 1e4 (1e-3) into every result read off it
+LOGIT_ATOL = {np.float32: 1e4 * 2.0**-23 * 4, np.float64: 1e-9}
+
+
+def softmax(z):
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def log_sum_exp(z):
+    m = z.max(axis=-1)
+    return m + np.log(np.exp(z - m[..., None]).sum(axis=-1))
+
+
+LIBRARY = {  # (op file stem, function) -> the forward by hand (float64), the gradient for grad = 1
+    ("nn", "softmax"): (softmax, lambda z: np.zeros_like(z)),
+    ("nn", "log_softmax"): (lambda z: z - log_sum_exp(z)[..., None], lambda z: 1 - z.shape[-1] * softmax(z)),
+    ("reductions", "reduce_log_sum_exp"): (log_sum_exp, softmax),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("stem, name", sorted(LIBRARY))
+def test_softmax_like_forward_and_gradient_at_large_logits_numpy(numpy_module, stem, name, dtype):
+    module = numpy_module(stem)
+    z = LOGITS.astype(dtype)
+    forward, gradient = LIBRARY[stem, name]
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        y = getattr(module, name)(z)
+        (grad,) = getattr(module, f"{name}_grad")(np.ones_like(y), z)
+    np.testing.assert_allclose(y, forward(LOGITS), rtol=1e-6, atol=LOGIT_ATOL[dtype])
+    np.testing.assert_allclose(grad, gradient(LOGITS), rtol=1e-5, atol=LOGIT_ATOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("stem, name", sorted(LIBRARY))
+def test_softmax_like_forward_and_gradient_at_large_logits_tensorflow(tf, tf_module, stem, name, dtype):
+    module = tf_module(stem)
+    z = tf.constant(LOGITS, dtype=dtype)
+    with tf.GradientTape() as tape:
+        tape.watch(z)
+        y = getattr(module, name)(z)
+    grad = tape.gradient(y, z)
+    forward, gradient = LIBRARY[stem, name]
+    np.testing.assert_allclose(y.numpy(), forward(LOGITS), rtol=1e-6, atol=LOGIT_ATOL[dtype])
+    np.testing.assert_allclose(grad.numpy(), gradient(LOGITS), rtol=1e-5, atol=LOGIT_ATOL[dtype])
+
+
+def cross_entropy(features, labels):
+    """TensorFlow's SoftmaxCrossEntropyWithLogits by hand: loss, backprop."""
+    log_p = features - log_sum_exp(features)[..., None]
+    return -(labels * log_p).sum(axis=-1), softmax(features) - labels
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+def test_cross_entropy_at_large_logits_both_targets(tf, numpy_module, tf_module, dtype):
+    labels = np.array([[0.0, 1.0, 0.0], [0.5, 0.5, 0.0], [1.0, 0.0, 0.0]])
+    loss, backprop = cross_entropy(LOGITS, labels)
+    grad_loss = np.array([1.0, 2.0, -1.0])
+    expected_features = grad_loss[:, None] * backprop  # TensorFlow's own, for grad_backprop = 0
+    expected_labels = -grad_loss[:, None] * (LOGITS - log_sum_exp(LOGITS)[..., None])
+    ours = numpy_module("nn")
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        got = ours.softmax_cross_entropy_with_logits(LOGITS.astype(dtype), labels.astype(dtype))
+        grads = ours.softmax_cross_entropy_with_logits_grad(
+            grad_loss.astype(dtype), np.zeros_like(labels, dtype), LOGITS.astype(dtype), labels.astype(dtype)
+        )
+    theirs = tf_module("nn")
+    f, l_ = tf.constant(LOGITS, dtype), tf.constant(labels, dtype)
+    with tf.GradientTape() as tape:
+        tape.watch([f, l_])
+        tf_loss, _ = theirs.softmax_cross_entropy_with_logits(f, l_)
+        weighted = tf.reduce_sum(tf_loss * tf.constant(grad_loss, dtype))
+    tf_grads = tape.gradient(weighted, [f, l_])
+    atol = LOGIT_ATOL[dtype] * 4  # a loss of 1e4 from a difference of two such
+    for value, expected in [(got[0], loss), (tf_loss.numpy(), loss), (got[1], backprop)]:
+        np.testing.assert_allclose(value, expected, rtol=1e-6, atol=atol)
+    for value, expected in [(grads[0], expected_features), (tf_grads[0].numpy(), expected_features)]:
+        np.testing.assert_allclose(value, expected, rtol=1e-5, atol=atol)
+    for value, expected in [(grads[1], expected_labels), (tf_grads[1].numpy(), expected_labels)]:
+        np.testing.assert_allclose(value, expected, rtol=1e-5, atol=atol)
