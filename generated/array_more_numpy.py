@@ -105,6 +105,77 @@ def tile_grad(grad, input, *, output=None, multiples):
     return (grad_input,)
 
 
+def tile_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, multiples):
+    """Second order of Tile: the gradient of tile_grad: one array per input (grad, input)."""
+    rank = np.ndim(input)
+    multiples = np.asarray(multiples, dtype=np.int64)
+    if rank == 1:
+        t0 = multiples[0]
+        grad_split = np.reshape(grad, np.shape(grad)[:-1] + (t0, -1))
+        t1 = np.shape(grad_split)[-2]
+        t2 = np.shape(grad_split)[-1]
+        grad_grad = np.reshape(np.broadcast_to(grad_vjp_input, (t1, t2)), (t1 * t2,))
+    elif rank == 2:
+        t0 = multiples[0]
+        grad_split = np.reshape(grad, np.shape(grad)[:-2] + (t0, -1) + np.shape(grad)[-1:])
+        t1 = multiples[1]
+        grad_split = np.reshape(grad_split, np.shape(grad_split)[:-1] + (t1, -1))
+        t2 = grad_vjp_input[..., None, :]
+        t3 = np.shape(grad_split)[-4]
+        t4 = np.shape(grad_split)[-3]
+        t5 = np.shape(grad_split)[-2]
+        t6 = np.shape(grad_split)[-1]
+        grad_grad = np.reshape(np.broadcast_to(t2, (t3, t4, t5, t6)), (t3 * t4, t5 * t6))
+    elif rank == 3:
+        t0 = multiples[0]
+        grad_split = np.reshape(grad, np.shape(grad)[:-3] + (t0, -1) + np.shape(grad)[-2:])
+        t1 = multiples[1]
+        grad_split = np.reshape(
+            grad_split, np.shape(grad_split)[:-2] + (t1, -1) + np.shape(grad_split)[-1:]
+        )
+        t2 = multiples[2]
+        grad_split = np.reshape(grad_split, np.shape(grad_split)[:-1] + (t2, -1))
+        t3 = grad_vjp_input[..., None, :, None, :]
+        t4 = np.shape(grad_split)[-6]
+        t5 = np.shape(grad_split)[-5]
+        t6 = np.shape(grad_split)[-4]
+        t7 = np.shape(grad_split)[-3]
+        t8 = np.shape(grad_split)[-2]
+        t9 = np.shape(grad_split)[-1]
+        grad_grad = np.reshape(
+            np.broadcast_to(t3, (t4, t5, t6, t7, t8, t9)), (t4 * t5, t6 * t7, t8 * t9)
+        )
+    elif rank == 4:
+        t0 = multiples[0]
+        grad_split = np.reshape(grad, np.shape(grad)[:-4] + (t0, -1) + np.shape(grad)[-3:])
+        t1 = multiples[1]
+        grad_split = np.reshape(
+            grad_split, np.shape(grad_split)[:-3] + (t1, -1) + np.shape(grad_split)[-2:]
+        )
+        t2 = multiples[2]
+        grad_split = np.reshape(
+            grad_split, np.shape(grad_split)[:-2] + (t2, -1) + np.shape(grad_split)[-1:]
+        )
+        t3 = multiples[3]
+        grad_split = np.reshape(grad_split, np.shape(grad_split)[:-1] + (t3, -1))
+        t4 = grad_vjp_input[..., None, :, None, :, None, :]
+        t5 = np.shape(grad_split)[-8]
+        t6 = np.shape(grad_split)[-7]
+        t7 = np.shape(grad_split)[-6]
+        t8 = np.shape(grad_split)[-5]
+        t9 = np.shape(grad_split)[-4]
+        t10 = np.shape(grad_split)[-3]
+        t11 = np.shape(grad_split)[-2]
+        t12 = np.shape(grad_split)[-1]
+        grad_grad = np.reshape(
+            np.broadcast_to(t4, (t5, t6, t7, t8, t9, t10, t11, t12)),
+            (t5 * t6, t7 * t8, t9 * t10, t11 * t12),
+        )
+    else:
+        raise ValueError(f"TileGrad: unsupported attributes rank={rank!r}")
+    return grad_grad, None
+
+
 def mirror_pad(input, *, mode="REFLECT", paddings):
     """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:30)."""
     rank = np.ndim(input)
@@ -1721,3 +1792,802 @@ def mirror_pad_grad(grad, input, *, output=None, mode="REFLECT", paddings):
     else:
         raise ValueError(f"MirrorPad: unsupported attributes rank={rank!r}, mode={mode!r}")
     return (grad_input,)
+
+
+def mirror_pad_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, mode="REFLECT", paddings):
+    """Second order of MirrorPad: the gradient of mirror_pad_grad: one array per input (grad, input)."""
+    rank = np.ndim(input)
+    paddings = np.asarray(paddings, dtype=np.int64)
+    if rank == 1 and mode == "REFLECT":
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = paddings[0][0] - t0
+        t2 = _gather(grad_vjp_input, t1, -1)
+        t3 = paddings[0][0] > t0
+        t4 = np.shape(input)[-1]
+        t5 = paddings[0][0] - t0 + 2 * t4 - 2
+        t6 = _gather(grad_vjp_input, t5, -1)
+        t7 = t0 >= paddings[0][0] + t4
+        t8 = -paddings[0][0] + t0
+        t9 = _gather(grad_vjp_input, t8, -1)
+        grad_grad = t2 * np.where(t3, 1, 0) + t6 * np.where(t7, 1, 0) + t9
+    elif rank == 1 and mode == "SYMMETRIC":
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = -paddings[0][0] + t0
+        t2 = _gather(grad_vjp_input, t1, -1)
+        t3 = paddings[0][0] - t0 - 1
+        t4 = _gather(grad_vjp_input, t3, -1)
+        t5 = np.shape(input)[-1]
+        t6 = paddings[0][0] - t0 + 2 * t5 - 1
+        t7 = _gather(grad_vjp_input, t6, -1)
+        grad_grad = t2 + t4 + t7
+    elif rank == 2 and mode == "REFLECT":
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = paddings[1][0] - t0
+        t2 = _gather(grad_vjp_input, t1, -1)
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = -paddings[0][0] + t3
+        t5 = _gather(t2, t4, -2)
+        t6 = paddings[1][0] > t0
+        t7 = np.shape(input)[-1]
+        t8 = paddings[1][0] - t0 + 2 * t7 - 2
+        t9 = _gather(grad_vjp_input, t8, -1)
+        t10 = _gather(t9, t4, -2)
+        t11 = t0 >= paddings[1][0] + t7
+        t12 = -paddings[1][0] + t0
+        t13 = _gather(grad_vjp_input, t12, -1)
+        t14 = paddings[0][0] - t3
+        t15 = _gather(t13, t14, -2)
+        t16 = paddings[0][0] > t3
+        t17 = t16[..., None]
+        t18 = np.shape(input)[-2]
+        t19 = paddings[0][0] + 2 * t18 - t3 - 2
+        t20 = _gather(t13, t19, -2)
+        t21 = t3 >= paddings[0][0] + t18
+        t22 = t21[..., None]
+        t23 = _gather(t2, t14, -2)
+        t24 = _gather(t9, t14, -2)
+        t25 = _gather(t2, t19, -2)
+        t26 = _gather(t9, t19, -2)
+        t27 = _gather(t13, t4, -2)
+        grad_grad = (
+            t10 * np.where(t11, 1, 0)
+            + t15 * np.where(t17, 1, 0)
+            + t20 * np.where(t22, 1, 0)
+            + t23 * np.where(t17, 1, 0) * np.where(t6, 1, 0)
+            + t24 * np.where(t11, 1, 0) * np.where(t17, 1, 0)
+            + t25 * np.where(t22, 1, 0) * np.where(t6, 1, 0)
+            + t26 * np.where(t11, 1, 0) * np.where(t22, 1, 0)
+            + t27
+            + t5 * np.where(t6, 1, 0)
+        )
+    elif rank == 2 and mode == "SYMMETRIC":
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = -paddings[1][0] + t0
+        t2 = _gather(grad_vjp_input, t1, -1)
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = -paddings[0][0] + t3
+        t5 = _gather(t2, t4, -2)
+        t6 = paddings[1][0] - t0 - 1
+        t7 = _gather(grad_vjp_input, t6, -1)
+        t8 = _gather(t7, t4, -2)
+        t9 = np.shape(input)[-1]
+        t10 = paddings[1][0] - t0 + 2 * t9 - 1
+        t11 = _gather(grad_vjp_input, t10, -1)
+        t12 = _gather(t11, t4, -2)
+        t13 = paddings[0][0] - t3 - 1
+        t14 = _gather(t2, t13, -2)
+        t15 = _gather(t7, t13, -2)
+        t16 = _gather(t11, t13, -2)
+        t17 = np.shape(input)[-2]
+        t18 = paddings[0][0] + 2 * t17 - t3 - 1
+        t19 = _gather(t2, t18, -2)
+        t20 = _gather(t7, t18, -2)
+        t21 = _gather(t11, t18, -2)
+        grad_grad = t12 + t14 + t15 + t16 + t19 + t20 + t21 + t5 + t8
+    elif rank == 3 and mode == "REFLECT":
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = paddings[2][0] - t0
+        t2 = _gather(grad_vjp_input, t1, -1)
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = -paddings[1][0] + t3
+        t5 = _gather(t2, t4, -2)
+        t6 = np.arange(np.shape(grad)[-3])
+        t7 = -paddings[0][0] + t6
+        t8 = _gather(t5, t7, -3)
+        t9 = paddings[2][0] > t0
+        t10 = np.shape(input)[-1]
+        t11 = paddings[2][0] - t0 + 2 * t10 - 2
+        t12 = _gather(grad_vjp_input, t11, -1)
+        t13 = _gather(t12, t4, -2)
+        t14 = _gather(t13, t7, -3)
+        t15 = t0 >= paddings[2][0] + t10
+        t16 = -paddings[2][0] + t0
+        t17 = _gather(grad_vjp_input, t16, -1)
+        t18 = paddings[1][0] - t3
+        t19 = _gather(t17, t18, -2)
+        t20 = _gather(t19, t7, -3)
+        t21 = paddings[1][0] > t3
+        t22 = t21[..., None]
+        t23 = np.shape(input)[-2]
+        t24 = paddings[1][0] + 2 * t23 - t3 - 2
+        t25 = _gather(t17, t24, -2)
+        t26 = _gather(t25, t7, -3)
+        t27 = t3 >= paddings[1][0] + t23
+        t28 = t27[..., None]
+        t29 = _gather(t17, t4, -2)
+        t30 = paddings[0][0] - t6
+        t31 = _gather(t29, t30, -3)
+        t32 = paddings[0][0] > t6
+        t33 = t32[..., None, None]
+        t34 = np.shape(input)[-3]
+        t35 = paddings[0][0] + 2 * t34 - t6 - 2
+        t36 = _gather(t29, t35, -3)
+        t37 = t6 >= paddings[0][0] + t34
+        t38 = t37[..., None, None]
+        t39 = _gather(t2, t18, -2)
+        t40 = _gather(t39, t7, -3)
+        t41 = _gather(t12, t18, -2)
+        t42 = _gather(t41, t7, -3)
+        t43 = _gather(t2, t24, -2)
+        t44 = _gather(t43, t7, -3)
+        t45 = _gather(t12, t24, -2)
+        t46 = _gather(t45, t7, -3)
+        t47 = _gather(t5, t30, -3)
+        t48 = _gather(t13, t30, -3)
+        t49 = _gather(t19, t30, -3)
+        t50 = _gather(t25, t30, -3)
+        t51 = _gather(t5, t35, -3)
+        t52 = _gather(t13, t35, -3)
+        t53 = _gather(t19, t35, -3)
+        t54 = _gather(t25, t35, -3)
+        t55 = _gather(t39, t30, -3)
+        t56 = _gather(t41, t30, -3)
+        t57 = _gather(t43, t30, -3)
+        t58 = _gather(t45, t30, -3)
+        t59 = _gather(t39, t35, -3)
+        t60 = _gather(t41, t35, -3)
+        t61 = _gather(t43, t35, -3)
+        t62 = _gather(t45, t35, -3)
+        t63 = _gather(t29, t7, -3)
+        grad_grad = (
+            t14 * np.where(t15, 1, 0)
+            + t20 * np.where(t22, 1, 0)
+            + t26 * np.where(t28, 1, 0)
+            + t31 * np.where(t33, 1, 0)
+            + t36 * np.where(t38, 1, 0)
+            + t40 * np.where(t22, 1, 0) * np.where(t9, 1, 0)
+            + t42 * np.where(t15, 1, 0) * np.where(t22, 1, 0)
+            + t44 * np.where(t28, 1, 0) * np.where(t9, 1, 0)
+            + t46 * np.where(t15, 1, 0) * np.where(t28, 1, 0)
+            + t47 * np.where(t33, 1, 0) * np.where(t9, 1, 0)
+            + t48 * np.where(t15, 1, 0) * np.where(t33, 1, 0)
+            + t49 * np.where(t22, 1, 0) * np.where(t33, 1, 0)
+            + t50 * np.where(t28, 1, 0) * np.where(t33, 1, 0)
+            + t51 * np.where(t38, 1, 0) * np.where(t9, 1, 0)
+            + t52 * np.where(t15, 1, 0) * np.where(t38, 1, 0)
+            + t53 * np.where(t22, 1, 0) * np.where(t38, 1, 0)
+            + t54 * np.where(t28, 1, 0) * np.where(t38, 1, 0)
+            + t55 * np.where(t22, 1, 0) * np.where(t33, 1, 0) * np.where(t9, 1, 0)
+            + t56 * np.where(t15, 1, 0) * np.where(t22, 1, 0) * np.where(t33, 1, 0)
+            + t57 * np.where(t28, 1, 0) * np.where(t33, 1, 0) * np.where(t9, 1, 0)
+            + t58 * np.where(t15, 1, 0) * np.where(t28, 1, 0) * np.where(t33, 1, 0)
+            + t59 * np.where(t22, 1, 0) * np.where(t38, 1, 0) * np.where(t9, 1, 0)
+            + t60 * np.where(t15, 1, 0) * np.where(t22, 1, 0) * np.where(t38, 1, 0)
+            + t61 * np.where(t28, 1, 0) * np.where(t38, 1, 0) * np.where(t9, 1, 0)
+            + t62 * np.where(t15, 1, 0) * np.where(t28, 1, 0) * np.where(t38, 1, 0)
+            + t63
+            + t8 * np.where(t9, 1, 0)
+        )
+    elif rank == 3 and mode == "SYMMETRIC":
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = -paddings[2][0] + t0
+        t2 = _gather(grad_vjp_input, t1, -1)
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = -paddings[1][0] + t3
+        t5 = _gather(t2, t4, -2)
+        t6 = np.arange(np.shape(grad)[-3])
+        t7 = -paddings[0][0] + t6
+        t8 = _gather(t5, t7, -3)
+        t9 = paddings[2][0] - t0 - 1
+        t10 = _gather(grad_vjp_input, t9, -1)
+        t11 = _gather(t10, t4, -2)
+        t12 = _gather(t11, t7, -3)
+        t13 = np.shape(input)[-1]
+        t14 = paddings[2][0] - t0 + 2 * t13 - 1
+        t15 = _gather(grad_vjp_input, t14, -1)
+        t16 = _gather(t15, t4, -2)
+        t17 = _gather(t16, t7, -3)
+        t18 = paddings[1][0] - t3 - 1
+        t19 = _gather(t2, t18, -2)
+        t20 = _gather(t19, t7, -3)
+        t21 = _gather(t10, t18, -2)
+        t22 = _gather(t21, t7, -3)
+        t23 = _gather(t15, t18, -2)
+        t24 = _gather(t23, t7, -3)
+        t25 = np.shape(input)[-2]
+        t26 = paddings[1][0] + 2 * t25 - t3 - 1
+        t27 = _gather(t2, t26, -2)
+        t28 = _gather(t27, t7, -3)
+        t29 = _gather(t10, t26, -2)
+        t30 = _gather(t29, t7, -3)
+        t31 = _gather(t15, t26, -2)
+        t32 = _gather(t31, t7, -3)
+        t33 = paddings[0][0] - t6 - 1
+        t34 = _gather(t5, t33, -3)
+        t35 = _gather(t11, t33, -3)
+        t36 = _gather(t16, t33, -3)
+        t37 = _gather(t19, t33, -3)
+        t38 = _gather(t21, t33, -3)
+        t39 = _gather(t23, t33, -3)
+        t40 = _gather(t27, t33, -3)
+        t41 = _gather(t29, t33, -3)
+        t42 = _gather(t31, t33, -3)
+        t43 = np.shape(input)[-3]
+        t44 = paddings[0][0] + 2 * t43 - t6 - 1
+        t45 = _gather(t5, t44, -3)
+        t46 = _gather(t11, t44, -3)
+        t47 = _gather(t16, t44, -3)
+        t48 = _gather(t19, t44, -3)
+        t49 = _gather(t21, t44, -3)
+        t50 = _gather(t23, t44, -3)
+        t51 = _gather(t27, t44, -3)
+        t52 = _gather(t29, t44, -3)
+        t53 = _gather(t31, t44, -3)
+        grad_grad = (
+            t12
+            + t17
+            + t20
+            + t22
+            + t24
+            + t28
+            + t30
+            + t32
+            + t34
+            + t35
+            + t36
+            + t37
+            + t38
+            + t39
+            + t40
+            + t41
+            + t42
+            + t45
+            + t46
+            + t47
+            + t48
+            + t49
+            + t50
+            + t51
+            + t52
+            + t53
+            + t8
+        )
+    elif rank == 4 and mode == "REFLECT":
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = paddings[3][0] - t0
+        t2 = _gather(grad_vjp_input, t1, -1)
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = -paddings[2][0] + t3
+        t5 = _gather(t2, t4, -2)
+        t6 = np.arange(np.shape(grad)[-3])
+        t7 = -paddings[1][0] + t6
+        t8 = _gather(t5, t7, -3)
+        t9 = np.arange(np.shape(grad)[-4])
+        t10 = -paddings[0][0] + t9
+        t11 = _gather(t8, t10, -4)
+        t12 = paddings[3][0] > t0
+        t13 = np.shape(input)[-1]
+        t14 = paddings[3][0] - t0 + 2 * t13 - 2
+        t15 = _gather(grad_vjp_input, t14, -1)
+        t16 = _gather(t15, t4, -2)
+        t17 = _gather(t16, t7, -3)
+        t18 = _gather(t17, t10, -4)
+        t19 = t0 >= paddings[3][0] + t13
+        t20 = -paddings[3][0] + t0
+        t21 = _gather(grad_vjp_input, t20, -1)
+        t22 = paddings[2][0] - t3
+        t23 = _gather(t21, t22, -2)
+        t24 = _gather(t23, t7, -3)
+        t25 = _gather(t24, t10, -4)
+        t26 = paddings[2][0] > t3
+        t27 = t26[..., None]
+        t28 = np.shape(input)[-2]
+        t29 = paddings[2][0] + 2 * t28 - t3 - 2
+        t30 = _gather(t21, t29, -2)
+        t31 = _gather(t30, t7, -3)
+        t32 = _gather(t31, t10, -4)
+        t33 = t3 >= paddings[2][0] + t28
+        t34 = t33[..., None]
+        t35 = _gather(t21, t4, -2)
+        t36 = paddings[1][0] - t6
+        t37 = _gather(t35, t36, -3)
+        t38 = _gather(t37, t10, -4)
+        t39 = paddings[1][0] > t6
+        t40 = t39[..., None, None]
+        t41 = np.shape(input)[-3]
+        t42 = paddings[1][0] + 2 * t41 - t6 - 2
+        t43 = _gather(t35, t42, -3)
+        t44 = _gather(t43, t10, -4)
+        t45 = t6 >= paddings[1][0] + t41
+        t46 = t45[..., None, None]
+        t47 = _gather(t35, t7, -3)
+        t48 = paddings[0][0] - t9
+        t49 = _gather(t47, t48, -4)
+        t50 = paddings[0][0] > t9
+        t51 = t50[..., None, None, None]
+        t52 = np.shape(input)[-4]
+        t53 = paddings[0][0] + 2 * t52 - t9 - 2
+        t54 = _gather(t47, t53, -4)
+        t55 = t9 >= paddings[0][0] + t52
+        t56 = t55[..., None, None, None]
+        t57 = _gather(t2, t22, -2)
+        t58 = _gather(t57, t7, -3)
+        t59 = _gather(t58, t10, -4)
+        t60 = _gather(t15, t22, -2)
+        t61 = _gather(t60, t7, -3)
+        t62 = _gather(t61, t10, -4)
+        t63 = _gather(t2, t29, -2)
+        t64 = _gather(t63, t7, -3)
+        t65 = _gather(t64, t10, -4)
+        t66 = _gather(t15, t29, -2)
+        t67 = _gather(t66, t7, -3)
+        t68 = _gather(t67, t10, -4)
+        t69 = _gather(t5, t36, -3)
+        t70 = _gather(t69, t10, -4)
+        t71 = _gather(t16, t36, -3)
+        t72 = _gather(t71, t10, -4)
+        t73 = _gather(t23, t36, -3)
+        t74 = _gather(t73, t10, -4)
+        t75 = _gather(t30, t36, -3)
+        t76 = _gather(t75, t10, -4)
+        t77 = _gather(t5, t42, -3)
+        t78 = _gather(t77, t10, -4)
+        t79 = _gather(t16, t42, -3)
+        t80 = _gather(t79, t10, -4)
+        t81 = _gather(t23, t42, -3)
+        t82 = _gather(t81, t10, -4)
+        t83 = _gather(t30, t42, -3)
+        t84 = _gather(t83, t10, -4)
+        t85 = _gather(t8, t48, -4)
+        t86 = _gather(t17, t48, -4)
+        t87 = _gather(t24, t48, -4)
+        t88 = _gather(t31, t48, -4)
+        t89 = _gather(t37, t48, -4)
+        t90 = _gather(t43, t48, -4)
+        t91 = _gather(t8, t53, -4)
+        t92 = _gather(t17, t53, -4)
+        t93 = _gather(t24, t53, -4)
+        t94 = _gather(t31, t53, -4)
+        t95 = _gather(t37, t53, -4)
+        t96 = _gather(t43, t53, -4)
+        t97 = _gather(t57, t36, -3)
+        t98 = _gather(t97, t10, -4)
+        t99 = _gather(t60, t36, -3)
+        t100 = _gather(t99, t10, -4)
+        t101 = _gather(t63, t36, -3)
+        t102 = _gather(t101, t10, -4)
+        t103 = _gather(t66, t36, -3)
+        t104 = _gather(t103, t10, -4)
+        t105 = _gather(t57, t42, -3)
+        t106 = _gather(t105, t10, -4)
+        t107 = _gather(t60, t42, -3)
+        t108 = _gather(t107, t10, -4)
+        t109 = _gather(t63, t42, -3)
+        t110 = _gather(t109, t10, -4)
+        t111 = _gather(t66, t42, -3)
+        t112 = _gather(t111, t10, -4)
+        t113 = _gather(t58, t48, -4)
+        t114 = _gather(t61, t48, -4)
+        t115 = _gather(t64, t48, -4)
+        t116 = _gather(t67, t48, -4)
+        t117 = _gather(t69, t48, -4)
+        t118 = _gather(t71, t48, -4)
+        t119 = _gather(t73, t48, -4)
+        t120 = _gather(t75, t48, -4)
+        t121 = _gather(t77, t48, -4)
+        t122 = _gather(t79, t48, -4)
+        t123 = _gather(t81, t48, -4)
+        t124 = _gather(t83, t48, -4)
+        t125 = _gather(t58, t53, -4)
+        t126 = _gather(t61, t53, -4)
+        t127 = _gather(t64, t53, -4)
+        t128 = _gather(t67, t53, -4)
+        t129 = _gather(t69, t53, -4)
+        t130 = _gather(t71, t53, -4)
+        t131 = _gather(t73, t53, -4)
+        t132 = _gather(t75, t53, -4)
+        t133 = _gather(t77, t53, -4)
+        t134 = _gather(t79, t53, -4)
+        t135 = _gather(t81, t53, -4)
+        t136 = _gather(t83, t53, -4)
+        t137 = _gather(t97, t48, -4)
+        t138 = _gather(t99, t48, -4)
+        t139 = _gather(t101, t48, -4)
+        t140 = _gather(t103, t48, -4)
+        t141 = _gather(t105, t48, -4)
+        t142 = _gather(t107, t48, -4)
+        t143 = _gather(t109, t48, -4)
+        t144 = _gather(t111, t48, -4)
+        t145 = _gather(t97, t53, -4)
+        t146 = _gather(t99, t53, -4)
+        t147 = _gather(t101, t53, -4)
+        t148 = _gather(t103, t53, -4)
+        t149 = _gather(t105, t53, -4)
+        t150 = _gather(t107, t53, -4)
+        t151 = _gather(t109, t53, -4)
+        t152 = _gather(t111, t53, -4)
+        t153 = _gather(t47, t10, -4)
+        grad_grad = (
+            t100 * np.where(t19, 1, 0) * np.where(t27, 1, 0) * np.where(t40, 1, 0)
+            + t102 * np.where(t12, 1, 0) * np.where(t34, 1, 0) * np.where(t40, 1, 0)
+            + t104 * np.where(t19, 1, 0) * np.where(t34, 1, 0) * np.where(t40, 1, 0)
+            + t106 * np.where(t12, 1, 0) * np.where(t27, 1, 0) * np.where(t46, 1, 0)
+            + t108 * np.where(t19, 1, 0) * np.where(t27, 1, 0) * np.where(t46, 1, 0)
+            + t11 * np.where(t12, 1, 0)
+            + t110 * np.where(t12, 1, 0) * np.where(t34, 1, 0) * np.where(t46, 1, 0)
+            + t112 * np.where(t19, 1, 0) * np.where(t34, 1, 0) * np.where(t46, 1, 0)
+            + t113 * np.where(t12, 1, 0) * np.where(t27, 1, 0) * np.where(t51, 1, 0)
+            + t114 * np.where(t19, 1, 0) * np.where(t27, 1, 0) * np.where(t51, 1, 0)
+            + t115 * np.where(t12, 1, 0) * np.where(t34, 1, 0) * np.where(t51, 1, 0)
+            + t116 * np.where(t19, 1, 0) * np.where(t34, 1, 0) * np.where(t51, 1, 0)
+            + t117 * np.where(t12, 1, 0) * np.where(t40, 1, 0) * np.where(t51, 1, 0)
+            + t118 * np.where(t19, 1, 0) * np.where(t40, 1, 0) * np.where(t51, 1, 0)
+            + t119 * np.where(t27, 1, 0) * np.where(t40, 1, 0) * np.where(t51, 1, 0)
+            + t120 * np.where(t34, 1, 0) * np.where(t40, 1, 0) * np.where(t51, 1, 0)
+            + t121 * np.where(t12, 1, 0) * np.where(t46, 1, 0) * np.where(t51, 1, 0)
+            + t122 * np.where(t19, 1, 0) * np.where(t46, 1, 0) * np.where(t51, 1, 0)
+            + t123 * np.where(t27, 1, 0) * np.where(t46, 1, 0) * np.where(t51, 1, 0)
+            + t124 * np.where(t34, 1, 0) * np.where(t46, 1, 0) * np.where(t51, 1, 0)
+            + t125 * np.where(t12, 1, 0) * np.where(t27, 1, 0) * np.where(t56, 1, 0)
+            + t126 * np.where(t19, 1, 0) * np.where(t27, 1, 0) * np.where(t56, 1, 0)
+            + t127 * np.where(t12, 1, 0) * np.where(t34, 1, 0) * np.where(t56, 1, 0)
+            + t128 * np.where(t19, 1, 0) * np.where(t34, 1, 0) * np.where(t56, 1, 0)
+            + t129 * np.where(t12, 1, 0) * np.where(t40, 1, 0) * np.where(t56, 1, 0)
+            + t130 * np.where(t19, 1, 0) * np.where(t40, 1, 0) * np.where(t56, 1, 0)
+            + t131 * np.where(t27, 1, 0) * np.where(t40, 1, 0) * np.where(t56, 1, 0)
+            + t132 * np.where(t34, 1, 0) * np.where(t40, 1, 0) * np.where(t56, 1, 0)
+            + t133 * np.where(t12, 1, 0) * np.where(t46, 1, 0) * np.where(t56, 1, 0)
+            + t134 * np.where(t19, 1, 0) * np.where(t46, 1, 0) * np.where(t56, 1, 0)
+            + t135 * np.where(t27, 1, 0) * np.where(t46, 1, 0) * np.where(t56, 1, 0)
+            + t136 * np.where(t34, 1, 0) * np.where(t46, 1, 0) * np.where(t56, 1, 0)
+            + t137
+            * np.where(t12, 1, 0)
+            * np.where(t27, 1, 0)
+            * np.where(t40, 1, 0)
+            * np.where(t51, 1, 0)
+            + t138
+            * np.where(t19, 1, 0)
+            * np.where(t27, 1, 0)
+            * np.where(t40, 1, 0)
+            * np.where(t51, 1, 0)
+            + t139
+            * np.where(t12, 1, 0)
+            * np.where(t34, 1, 0)
+            * np.where(t40, 1, 0)
+            * np.where(t51, 1, 0)
+            + t140
+            * np.where(t19, 1, 0)
+            * np.where(t34, 1, 0)
+            * np.where(t40, 1, 0)
+            * np.where(t51, 1, 0)
+            + t141
+            * np.where(t12, 1, 0)
+            * np.where(t27, 1, 0)
+            * np.where(t46, 1, 0)
+            * np.where(t51, 1, 0)
+            + t142
+            * np.where(t19, 1, 0)
+            * np.where(t27, 1, 0)
+            * np.where(t46, 1, 0)
+            * np.where(t51, 1, 0)
+            + t143
+            * np.where(t12, 1, 0)
+            * np.where(t34, 1, 0)
+            * np.where(t46, 1, 0)
+            * np.where(t51, 1, 0)
+            + t144
+            * np.where(t19, 1, 0)
+            * np.where(t34, 1, 0)
+            * np.where(t46, 1, 0)
+            * np.where(t51, 1, 0)
+            + t145
+            * np.where(t12, 1, 0)
+            * np.where(t27, 1, 0)
+            * np.where(t40, 1, 0)
+            * np.where(t56, 1, 0)
+            + t146
+            * np.where(t19, 1, 0)
+            * np.where(t27, 1, 0)
+            * np.where(t40, 1, 0)
+            * np.where(t56, 1, 0)
+            + t147
+            * np.where(t12, 1, 0)
+            * np.where(t34, 1, 0)
+            * np.where(t40, 1, 0)
+            * np.where(t56, 1, 0)
+            + t148
+            * np.where(t19, 1, 0)
+            * np.where(t34, 1, 0)
+            * np.where(t40, 1, 0)
+            * np.where(t56, 1, 0)
+            + t149
+            * np.where(t12, 1, 0)
+            * np.where(t27, 1, 0)
+            * np.where(t46, 1, 0)
+            * np.where(t56, 1, 0)
+            + t150
+            * np.where(t19, 1, 0)
+            * np.where(t27, 1, 0)
+            * np.where(t46, 1, 0)
+            * np.where(t56, 1, 0)
+            + t151
+            * np.where(t12, 1, 0)
+            * np.where(t34, 1, 0)
+            * np.where(t46, 1, 0)
+            * np.where(t56, 1, 0)
+            + t152
+            * np.where(t19, 1, 0)
+            * np.where(t34, 1, 0)
+            * np.where(t46, 1, 0)
+            * np.where(t56, 1, 0)
+            + t153
+            + t18 * np.where(t19, 1, 0)
+            + t25 * np.where(t27, 1, 0)
+            + t32 * np.where(t34, 1, 0)
+            + t38 * np.where(t40, 1, 0)
+            + t44 * np.where(t46, 1, 0)
+            + t49 * np.where(t51, 1, 0)
+            + t54 * np.where(t56, 1, 0)
+            + t59 * np.where(t12, 1, 0) * np.where(t27, 1, 0)
+            + t62 * np.where(t19, 1, 0) * np.where(t27, 1, 0)
+            + t65 * np.where(t12, 1, 0) * np.where(t34, 1, 0)
+            + t68 * np.where(t19, 1, 0) * np.where(t34, 1, 0)
+            + t70 * np.where(t12, 1, 0) * np.where(t40, 1, 0)
+            + t72 * np.where(t19, 1, 0) * np.where(t40, 1, 0)
+            + t74 * np.where(t27, 1, 0) * np.where(t40, 1, 0)
+            + t76 * np.where(t34, 1, 0) * np.where(t40, 1, 0)
+            + t78 * np.where(t12, 1, 0) * np.where(t46, 1, 0)
+            + t80 * np.where(t19, 1, 0) * np.where(t46, 1, 0)
+            + t82 * np.where(t27, 1, 0) * np.where(t46, 1, 0)
+            + t84 * np.where(t34, 1, 0) * np.where(t46, 1, 0)
+            + t85 * np.where(t12, 1, 0) * np.where(t51, 1, 0)
+            + t86 * np.where(t19, 1, 0) * np.where(t51, 1, 0)
+            + t87 * np.where(t27, 1, 0) * np.where(t51, 1, 0)
+            + t88 * np.where(t34, 1, 0) * np.where(t51, 1, 0)
+            + t89 * np.where(t40, 1, 0) * np.where(t51, 1, 0)
+            + t90 * np.where(t46, 1, 0) * np.where(t51, 1, 0)
+            + t91 * np.where(t12, 1, 0) * np.where(t56, 1, 0)
+            + t92 * np.where(t19, 1, 0) * np.where(t56, 1, 0)
+            + t93 * np.where(t27, 1, 0) * np.where(t56, 1, 0)
+            + t94 * np.where(t34, 1, 0) * np.where(t56, 1, 0)
+            + t95 * np.where(t40, 1, 0) * np.where(t56, 1, 0)
+            + t96 * np.where(t46, 1, 0) * np.where(t56, 1, 0)
+            + t98 * np.where(t12, 1, 0) * np.where(t27, 1, 0) * np.where(t40, 1, 0)
+        )
+    elif rank == 4 and mode == "SYMMETRIC":
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = -paddings[3][0] + t0
+        t2 = _gather(grad_vjp_input, t1, -1)
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = -paddings[2][0] + t3
+        t5 = _gather(t2, t4, -2)
+        t6 = np.arange(np.shape(grad)[-3])
+        t7 = -paddings[1][0] + t6
+        t8 = _gather(t5, t7, -3)
+        t9 = np.arange(np.shape(grad)[-4])
+        t10 = -paddings[0][0] + t9
+        t11 = _gather(t8, t10, -4)
+        t12 = paddings[3][0] - t0 - 1
+        t13 = _gather(grad_vjp_input, t12, -1)
+        t14 = _gather(t13, t4, -2)
+        t15 = _gather(t14, t7, -3)
+        t16 = _gather(t15, t10, -4)
+        t17 = np.shape(input)[-1]
+        t18 = paddings[3][0] - t0 + 2 * t17 - 1
+        t19 = _gather(grad_vjp_input, t18, -1)
+        t20 = _gather(t19, t4, -2)
+        t21 = _gather(t20, t7, -3)
+        t22 = _gather(t21, t10, -4)
+        t23 = paddings[2][0] - t3 - 1
+        t24 = _gather(t2, t23, -2)
+        t25 = _gather(t24, t7, -3)
+        t26 = _gather(t25, t10, -4)
+        t27 = _gather(t13, t23, -2)
+        t28 = _gather(t27, t7, -3)
+        t29 = _gather(t28, t10, -4)
+        t30 = _gather(t19, t23, -2)
+        t31 = _gather(t30, t7, -3)
+        t32 = _gather(t31, t10, -4)
+        t33 = np.shape(input)[-2]
+        t34 = paddings[2][0] - t3 + 2 * t33 - 1
+        t35 = _gather(t2, t34, -2)
+        t36 = _gather(t35, t7, -3)
+        t37 = _gather(t36, t10, -4)
+        t38 = _gather(t13, t34, -2)
+        t39 = _gather(t38, t7, -3)
+        t40 = _gather(t39, t10, -4)
+        t41 = _gather(t19, t34, -2)
+        t42 = _gather(t41, t7, -3)
+        t43 = _gather(t42, t10, -4)
+        t44 = paddings[1][0] - t6 - 1
+        t45 = _gather(t5, t44, -3)
+        t46 = _gather(t45, t10, -4)
+        t47 = _gather(t14, t44, -3)
+        t48 = _gather(t47, t10, -4)
+        t49 = _gather(t20, t44, -3)
+        t50 = _gather(t49, t10, -4)
+        t51 = _gather(t24, t44, -3)
+        t52 = _gather(t51, t10, -4)
+        t53 = _gather(t27, t44, -3)
+        t54 = _gather(t53, t10, -4)
+        t55 = _gather(t30, t44, -3)
+        t56 = _gather(t55, t10, -4)
+        t57 = _gather(t35, t44, -3)
+        t58 = _gather(t57, t10, -4)
+        t59 = _gather(t38, t44, -3)
+        t60 = _gather(t59, t10, -4)
+        t61 = _gather(t41, t44, -3)
+        t62 = _gather(t61, t10, -4)
+        t63 = np.shape(input)[-3]
+        t64 = paddings[1][0] - t6 + 2 * t63 - 1
+        t65 = _gather(t5, t64, -3)
+        t66 = _gather(t65, t10, -4)
+        t67 = _gather(t14, t64, -3)
+        t68 = _gather(t67, t10, -4)
+        t69 = _gather(t20, t64, -3)
+        t70 = _gather(t69, t10, -4)
+        t71 = _gather(t24, t64, -3)
+        t72 = _gather(t71, t10, -4)
+        t73 = _gather(t27, t64, -3)
+        t74 = _gather(t73, t10, -4)
+        t75 = _gather(t30, t64, -3)
+        t76 = _gather(t75, t10, -4)
+        t77 = _gather(t35, t64, -3)
+        t78 = _gather(t77, t10, -4)
+        t79 = _gather(t38, t64, -3)
+        t80 = _gather(t79, t10, -4)
+        t81 = _gather(t41, t64, -3)
+        t82 = _gather(t81, t10, -4)
+        t83 = paddings[0][0] - t9 - 1
+        t84 = _gather(t8, t83, -4)
+        t85 = _gather(t15, t83, -4)
+        t86 = _gather(t21, t83, -4)
+        t87 = _gather(t25, t83, -4)
+        t88 = _gather(t28, t83, -4)
+        t89 = _gather(t31, t83, -4)
+        t90 = _gather(t36, t83, -4)
+        t91 = _gather(t39, t83, -4)
+        t92 = _gather(t42, t83, -4)
+        t93 = _gather(t45, t83, -4)
+        t94 = _gather(t47, t83, -4)
+        t95 = _gather(t49, t83, -4)
+        t96 = _gather(t51, t83, -4)
+        t97 = _gather(t53, t83, -4)
+        t98 = _gather(t55, t83, -4)
+        t99 = _gather(t57, t83, -4)
+        t100 = _gather(t59, t83, -4)
+        t101 = _gather(t61, t83, -4)
+        t102 = _gather(t65, t83, -4)
+        t103 = _gather(t67, t83, -4)
+        t104 = _gather(t69, t83, -4)
+        t105 = _gather(t71, t83, -4)
+        t106 = _gather(t73, t83, -4)
+        t107 = _gather(t75, t83, -4)
+        t108 = _gather(t77, t83, -4)
+        t109 = _gather(t79, t83, -4)
+        t110 = _gather(t81, t83, -4)
+        t111 = np.shape(input)[-4]
+        t112 = paddings[0][0] + 2 * t111 - t9 - 1
+        t113 = _gather(t8, t112, -4)
+        t114 = _gather(t15, t112, -4)
+        t115 = _gather(t21, t112, -4)
+        t116 = _gather(t25, t112, -4)
+        t117 = _gather(t28, t112, -4)
+        t118 = _gather(t31, t112, -4)
+        t119 = _gather(t36, t112, -4)
+        t120 = _gather(t39, t112, -4)
+        t121 = _gather(t42, t112, -4)
+        t122 = _gather(t45, t112, -4)
+        t123 = _gather(t47, t112, -4)
+        t124 = _gather(t49, t112, -4)
+        t125 = _gather(t51, t112, -4)
+        t126 = _gather(t53, t112, -4)
+        t127 = _gather(t55, t112, -4)
+        t128 = _gather(t57, t112, -4)
+        t129 = _gather(t59, t112, -4)
+        t130 = _gather(t61, t112, -4)
+        t131 = _gather(t65, t112, -4)
+        t132 = _gather(t67, t112, -4)
+        t133 = _gather(t69, t112, -4)
+        t134 = _gather(t71, t112, -4)
+        t135 = _gather(t73, t112, -4)
+        t136 = _gather(t75, t112, -4)
+        t137 = _gather(t77, t112, -4)
+        t138 = _gather(t79, t112, -4)
+        t139 = _gather(t81, t112, -4)
+        grad_grad = (
+            t100
+            + t101
+            + t102
+            + t103
+            + t104
+            + t105
+            + t106
+            + t107
+            + t108
+            + t109
+            + t11
+            + t110
+            + t113
+            + t114
+            + t115
+            + t116
+            + t117
+            + t118
+            + t119
+            + t120
+            + t121
+            + t122
+            + t123
+            + t124
+            + t125
+            + t126
+            + t127
+            + t128
+            + t129
+            + t130
+            + t131
+            + t132
+            + t133
+            + t134
+            + t135
+            + t136
+            + t137
+            + t138
+            + t139
+            + t16
+            + t22
+            + t26
+            + t29
+            + t32
+            + t37
+            + t40
+            + t43
+            + t46
+            + t48
+            + t50
+            + t52
+            + t54
+            + t56
+            + t58
+            + t60
+            + t62
+            + t66
+            + t68
+            + t70
+            + t72
+            + t74
+            + t76
+            + t78
+            + t80
+            + t82
+            + t84
+            + t85
+            + t86
+            + t87
+            + t88
+            + t89
+            + t90
+            + t91
+            + t92
+            + t93
+            + t94
+            + t95
+            + t96
+            + t97
+            + t98
+            + t99
+        )
+    else:
+        raise ValueError(f"MirrorPadGrad: unsupported attributes rank={rank!r}, mode={mode!r}")
+    return grad_grad, None

@@ -9,6 +9,17 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 
 
+def _sum_to_shape(g, shape):
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    if np.shape(g) == tuple(shape):
+        return g
+    lead = np.ndim(g) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
+    )
+    return np.reshape(np.sum(g, axis=axes), shape)
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
@@ -129,6 +140,49 @@ def pad_grad(grad, input, *, output=None, paddings):
     return (grad_input,)
 
 
+def pad_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, paddings):
+    """Second order of Pad: the gradient of pad_grad: one array per input (grad, input)."""
+    rank = np.ndim(input)
+    paddings = np.asarray(paddings, dtype=np.int64)
+    if rank == 1:
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = -paddings[0][0] + t0
+        grad_grad = _gather(grad_vjp_input, t1, -1)
+    elif rank == 2:
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = -paddings[1][0] + t0
+        t2 = _gather(grad_vjp_input, t1, -1)
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = -paddings[0][0] + t3
+        grad_grad = _gather(t2, t4, -2)
+    elif rank == 3:
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = -paddings[2][0] + t0
+        t2 = _gather(grad_vjp_input, t1, -1)
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = -paddings[1][0] + t3
+        t5 = _gather(t2, t4, -2)
+        t6 = np.arange(np.shape(grad)[-3])
+        t7 = -paddings[0][0] + t6
+        grad_grad = _gather(t5, t7, -3)
+    elif rank == 4:
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = -paddings[3][0] + t0
+        t2 = _gather(grad_vjp_input, t1, -1)
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = -paddings[2][0] + t3
+        t5 = _gather(t2, t4, -2)
+        t6 = np.arange(np.shape(grad)[-3])
+        t7 = -paddings[1][0] + t6
+        t8 = _gather(t5, t7, -3)
+        t9 = np.arange(np.shape(grad)[-4])
+        t10 = -paddings[0][0] + t9
+        grad_grad = _gather(t8, t10, -4)
+    else:
+        raise ValueError(f"PadGrad: unsupported attributes rank={rank!r}")
+    return grad_grad, None
+
+
 def slice(input, *, begin, size):
     """Slice: `size[k]` entries from `begin[k]` along each axis k (-1: to the end) (declared at ops/array.py:38)."""
     rank = np.ndim(input)
@@ -235,6 +289,50 @@ def slice_grad(grad, input, *, output=None, begin, size):
     else:
         raise ValueError(f"Slice: unsupported attributes rank={rank!r}")
     return (grad_input,)
+
+
+def slice_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, begin, size):
+    """Second order of Slice: the gradient of slice_grad: one array per input (grad, input)."""
+    rank = np.ndim(input)
+    begin = np.asarray(begin, dtype=np.int64)
+    size = np.asarray(size, dtype=np.int64)
+    if rank == 1:
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = begin[0] + t0
+        grad_grad = _gather(grad_vjp_input, t1, -1)
+    elif rank == 2:
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = begin[1] + t0
+        t2 = _gather(grad_vjp_input, t1, -1)
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = begin[0] + t3
+        grad_grad = _gather(t2, t4, -2)
+    elif rank == 3:
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = begin[2] + t0
+        t2 = _gather(grad_vjp_input, t1, -1)
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = begin[1] + t3
+        t5 = _gather(t2, t4, -2)
+        t6 = np.arange(np.shape(grad)[-3])
+        t7 = begin[0] + t6
+        grad_grad = _gather(t5, t7, -3)
+    elif rank == 4:
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = begin[3] + t0
+        t2 = _gather(grad_vjp_input, t1, -1)
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = begin[2] + t3
+        t5 = _gather(t2, t4, -2)
+        t6 = np.arange(np.shape(grad)[-3])
+        t7 = begin[1] + t6
+        t8 = _gather(t5, t7, -3)
+        t9 = np.arange(np.shape(grad)[-4])
+        t10 = begin[0] + t9
+        grad_grad = _gather(t8, t10, -4)
+    else:
+        raise ValueError(f"SliceGrad: unsupported attributes rank={rank!r}")
+    return grad_grad, None
 
 
 def reverse_v2(tensor, *, axis=(-1,)):
@@ -363,6 +461,76 @@ def reverse_v2_grad(grad, tensor, *, output=None, axis=(-1,)):
     return (grad_tensor,)
 
 
+def reverse_v2_grad_grad(grad_vjp_tensor, grad, tensor, *, vjp_tensor=None, axis=(-1,)):
+    """Second order of ReverseV2: the gradient of reverse_v2_grad: one array per input (grad, tensor)."""
+    axis = tuple(sorted(int(a) - np.ndim(tensor) if a >= 0 else int(a) for a in np.ravel(axis)))
+    if axis == (-1,):
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = np.shape(grad)[-1]
+        t2 = -t0 + t1 - 1
+        grad_grad = _gather(grad_vjp_tensor, t2, -1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == (-2,):
+        t0 = np.arange(np.shape(grad)[-2])
+        t1 = np.shape(grad)[-2]
+        t2 = -t0 + t1 - 1
+        grad_grad = _gather(grad_vjp_tensor, t2, -2)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == (-3,):
+        t0 = np.arange(np.shape(grad)[-3])
+        t1 = np.shape(grad)[-3]
+        t2 = -t0 + t1 - 1
+        grad_grad = _gather(grad_vjp_tensor, t2, -3)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == (-2, -1):
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = np.shape(grad)[-1]
+        t2 = -t0 + t1 - 1
+        t3 = _gather(grad_vjp_tensor, t2, -1)
+        t4 = np.arange(np.shape(grad)[-2])
+        t5 = np.shape(grad)[-2]
+        t6 = -t4 + t5 - 1
+        grad_grad = _gather(t3, t6, -2)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == (-3, -1):
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = np.shape(grad)[-1]
+        t2 = -t0 + t1 - 1
+        t3 = _gather(grad_vjp_tensor, t2, -1)
+        t4 = np.arange(np.shape(grad)[-3])
+        t5 = np.shape(grad)[-3]
+        t6 = -t4 + t5 - 1
+        grad_grad = _gather(t3, t6, -3)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == (-3, -2):
+        t0 = np.arange(np.shape(grad)[-2])
+        t1 = np.shape(grad)[-2]
+        t2 = -t0 + t1 - 1
+        t3 = _gather(grad_vjp_tensor, t2, -2)
+        t4 = np.arange(np.shape(grad)[-3])
+        t5 = np.shape(grad)[-3]
+        t6 = -t4 + t5 - 1
+        grad_grad = _gather(t3, t6, -3)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == (-3, -2, -1):
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = np.shape(grad)[-1]
+        t2 = -t0 + t1 - 1
+        t3 = _gather(grad_vjp_tensor, t2, -1)
+        t4 = np.arange(np.shape(grad)[-2])
+        t5 = np.shape(grad)[-2]
+        t6 = -t4 + t5 - 1
+        t7 = _gather(t3, t6, -2)
+        t8 = np.arange(np.shape(grad)[-3])
+        t9 = np.shape(grad)[-3]
+        t10 = -t8 + t9 - 1
+        grad_grad = _gather(t7, t10, -3)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    else:
+        raise ValueError(f"ReverseV2Grad: unsupported attributes axis={axis!r}")
+    return grad_grad, None
+
+
 def transpose(x, *, perm=(1, 0)):
     """Transpose: Axis n of the output is axis `perm[n]` of the input (declared at ops/array.py:71)."""
     perm = tuple(int(a) for a in np.ravel(perm))
@@ -409,6 +577,30 @@ def transpose_grad(grad, x, *, y=None, perm=(1, 0)):
     else:
         raise ValueError(f"Transpose: unsupported attributes perm={perm!r}")
     return (grad_x,)
+
+
+def transpose_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None, perm=(1, 0)):
+    """Second order of Transpose: the gradient of transpose_grad: one array per input (grad, x)."""
+    perm = tuple(int(a) for a in np.ravel(perm))
+    if perm == (1, 0):
+        grad_grad = grad_vjp_x.T
+    elif perm == (0, 2, 1):
+        grad_grad = np.transpose(grad_vjp_x, (0, 2, 1))
+    elif perm == (1, 0, 2):
+        grad_grad = np.transpose(grad_vjp_x, (1, 0, 2))
+    elif perm == (1, 2, 0):
+        grad_grad = np.transpose(grad_vjp_x, (1, 2, 0))
+    elif perm == (2, 0, 1):
+        grad_grad = np.transpose(grad_vjp_x, (2, 0, 1))
+    elif perm == (2, 1, 0):
+        grad_grad = np.transpose(grad_vjp_x, (2, 1, 0))
+    elif perm == (0, 3, 1, 2):
+        grad_grad = np.transpose(grad_vjp_x, (0, 3, 1, 2))
+    elif perm == (0, 2, 3, 1):
+        grad_grad = np.transpose(grad_vjp_x, (0, 2, 3, 1))
+    else:
+        raise ValueError(f"TransposeGrad: unsupported attributes perm={perm!r}")
+    return grad_grad, None
 
 
 def strided_slice(

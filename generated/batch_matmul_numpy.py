@@ -62,6 +62,53 @@ def batch_mat_mul_v2_grad(grad, x, y, *, output=None, adj_x=False, adj_y=False):
     return grad_x, grad_y
 
 
+def batch_mat_mul_v2_grad_grad(
+    grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None, adj_x=False, adj_y=False
+):
+    """Second order of BatchMatMulV2: the gradient of batch_mat_mul_v2_grad: one array per input (grad, x, y)."""
+    if not adj_x and not adj_y:
+        t0 = grad_vjp_x @ y
+        t1 = x @ grad_vjp_y
+        grad_grad = t0 + t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grad_x = grad @ np.swapaxes(grad_vjp_y, -1, -2)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = np.swapaxes(grad_vjp_x, -1, -2) @ grad
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    elif not adj_x and adj_y:
+        t0 = grad_vjp_x @ np.swapaxes(y, -1, -2)
+        t1 = x @ np.swapaxes(grad_vjp_y, -1, -2)
+        grad_grad = t0 + t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grad_x = grad @ grad_vjp_y
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = np.swapaxes(grad, -1, -2) @ grad_vjp_x
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    elif adj_x and not adj_y:
+        t0 = np.swapaxes(grad_vjp_x, -1, -2) @ y
+        t1 = np.swapaxes(x, -1, -2) @ grad_vjp_y
+        grad_grad = t0 + t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grad_x = grad_vjp_y @ np.swapaxes(grad, -1, -2)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = grad_vjp_x @ grad
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    elif adj_x and adj_y:
+        t0 = np.swapaxes(grad_vjp_x, -1, -2) @ np.swapaxes(y, -1, -2)
+        t1 = np.swapaxes(x, -1, -2) @ np.swapaxes(grad_vjp_y, -1, -2)
+        grad_grad = t0 + t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grad_x = np.swapaxes(grad_vjp_y, -1, -2) @ np.swapaxes(grad, -1, -2)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = np.swapaxes(grad, -1, -2) @ np.swapaxes(grad_vjp_x, -1, -2)
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    else:
+        raise ValueError(
+            f"BatchMatMulV2Grad: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}"
+        )
+    return grad_grad, grad_x, grad_y
+
+
 def batch_mat_mul(x, y, *, adj_x=False, adj_y=False):
     """BatchMatMul: BatchMatMulV2 without broadcasting: TensorFlow's op takes equal batch axes only (declared at ops/batch_matmul.py:21)."""
     if not adj_x and not adj_y:
@@ -102,3 +149,50 @@ def batch_mat_mul_grad(grad, x, y, *, output=None, adj_x=False, adj_y=False):
     else:
         raise ValueError(f"BatchMatMul: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
     return grad_x, grad_y
+
+
+def batch_mat_mul_grad_grad(
+    grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None, adj_x=False, adj_y=False
+):
+    """Second order of BatchMatMul: the gradient of batch_mat_mul_grad: one array per input (grad, x, y)."""
+    if not adj_x and not adj_y:
+        t0 = grad_vjp_x @ y
+        t1 = x @ grad_vjp_y
+        grad_grad = t0 + t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grad_x = grad @ np.swapaxes(grad_vjp_y, -1, -2)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = np.swapaxes(grad_vjp_x, -1, -2) @ grad
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    elif not adj_x and adj_y:
+        t0 = grad_vjp_x @ np.swapaxes(y, -1, -2)
+        t1 = x @ np.swapaxes(grad_vjp_y, -1, -2)
+        grad_grad = t0 + t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grad_x = grad @ grad_vjp_y
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = np.swapaxes(grad, -1, -2) @ grad_vjp_x
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    elif adj_x and not adj_y:
+        t0 = np.swapaxes(grad_vjp_x, -1, -2) @ y
+        t1 = np.swapaxes(x, -1, -2) @ grad_vjp_y
+        grad_grad = t0 + t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grad_x = grad_vjp_y @ np.swapaxes(grad, -1, -2)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = grad_vjp_x @ grad
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    elif adj_x and adj_y:
+        t0 = np.swapaxes(grad_vjp_x, -1, -2) @ np.swapaxes(y, -1, -2)
+        t1 = np.swapaxes(x, -1, -2) @ np.swapaxes(grad_vjp_y, -1, -2)
+        grad_grad = t0 + t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grad_x = np.swapaxes(grad_vjp_y, -1, -2) @ np.swapaxes(grad, -1, -2)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = np.swapaxes(grad, -1, -2) @ np.swapaxes(grad_vjp_x, -1, -2)
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    else:
+        raise ValueError(
+            f"BatchMatMulGrad: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}"
+        )
+    return grad_grad, grad_x, grad_y

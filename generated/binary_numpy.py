@@ -60,6 +60,12 @@ def add_grad(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
+def add_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
+    """Second order of AddV2: the gradient of add_grad: one array per input (grad, x, y)."""
+    grad_grad = _sum_to_shape(grad_vjp_x + grad_vjp_y, np.shape(grad))
+    return grad_grad, None, None
+
+
 def add_legacy(x, y):
     """Add: z = x + y (AddV2's older op type) (declared at ops/binary.py:21)."""
     z = x + y
@@ -73,6 +79,12 @@ def add_legacy_grad(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
+def add_legacy_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
+    """Second order of Add: the gradient of add_legacy_grad: one array per input (grad, x, y)."""
+    grad_grad = _sum_to_shape(grad_vjp_x + grad_vjp_y, np.shape(grad))
+    return grad_grad, None, None
+
+
 def subtract(x, y):
     """Sub: z = x - y (declared at ops/binary.py:27)."""
     z = x - y
@@ -84,6 +96,12 @@ def subtract_grad(grad, x, y, *, z=None):
     grad_x = _sum_to_shape(grad, np.shape(x))
     grad_y = _sum_to_shape(-grad, np.shape(y))
     return grad_x, grad_y
+
+
+def subtract_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
+    """Second order of Sub: the gradient of subtract_grad: one array per input (grad, x, y)."""
+    grad_grad = _sum_to_shape(grad_vjp_x - grad_vjp_y, np.shape(grad))
+    return grad_grad, None, None
 
 
 def multiply(x, y):
@@ -113,6 +131,29 @@ def multiply_grad(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
+def multiply_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
+    """Second order of Mul: the gradient of multiply_grad: one array per input (grad, x, y)."""
+    grad = _conj(grad)
+    x = _conj(x)
+    y = _conj(y)
+    grad_grad = _sum_to_shape(grad_vjp_x * y + grad_vjp_y * x, np.shape(grad))
+    grad_x = _sum_product_to_shape(
+        (
+            grad,
+            grad_vjp_y,
+        ),
+        np.shape(x),
+    )
+    grad_y = _sum_product_to_shape(
+        (
+            grad,
+            grad_vjp_x,
+        ),
+        np.shape(y),
+    )
+    return grad_grad, grad_x, grad_y
+
+
 def real_div(x, y):
     """RealDiv: z = x / y (declared at ops/binary.py:39)."""
     z = x / y
@@ -135,6 +176,29 @@ def real_div_grad(grad, x, y, *, z=None):
         np.shape(y),
     )
     return grad_x, grad_y
+
+
+def real_div_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
+    """Second order of RealDiv: the gradient of real_div_grad: one array per input (grad, x, y)."""
+    if vjp_x is None:
+        vjp_x = real_div_grad(grad, x, y)[0]
+    x = _conj(x)
+    y = _conj(y)
+    vjp_x = _conj(vjp_x)
+    tmp0 = 1 / y
+    tmp1 = grad_vjp_x * tmp0
+    tmp2 = 1 / y**2
+    grad_grad = _sum_to_shape(-grad_vjp_y * tmp2 * x + tmp1, np.shape(grad))
+    grad_x = -_sum_product_to_shape(
+        (
+            grad_vjp_y,
+            tmp0,
+            vjp_x,
+        ),
+        np.shape(x),
+    )
+    grad_y = _sum_to_shape(2 * grad_vjp_y * tmp2 * vjp_x * x - tmp1 * vjp_x, np.shape(y))
+    return grad_grad, grad_x, grad_y
 
 
 def div(x, y):
@@ -161,6 +225,29 @@ def div_grad(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
+def div_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
+    """Second order of Div: the gradient of div_grad: one array per input (grad, x, y)."""
+    if vjp_x is None:
+        vjp_x = div_grad(grad, x, y)[0]
+    x = _conj(x)
+    y = _conj(y)
+    vjp_x = _conj(vjp_x)
+    tmp0 = 1 / y
+    tmp1 = grad_vjp_x * tmp0
+    tmp2 = 1 / y**2
+    grad_grad = _sum_to_shape(-grad_vjp_y * tmp2 * x + tmp1, np.shape(grad))
+    grad_x = -_sum_product_to_shape(
+        (
+            grad_vjp_y,
+            tmp0,
+            vjp_x,
+        ),
+        np.shape(x),
+    )
+    grad_y = _sum_to_shape(2 * grad_vjp_y * tmp2 * vjp_x * x - tmp1 * vjp_x, np.shape(y))
+    return grad_grad, grad_x, grad_y
+
+
 def mul_no_nan(x, y):
     """MulNoNan: z = x * y, and 0 where y == 0 even if x is infinite or NaN (declared at ops/binary.py:51)."""
     z = x * y
@@ -184,6 +271,26 @@ def mul_no_nan_grad(grad, x, y, *, z=None):
         np.shape(y),
     )
     return grad_x, grad_y
+
+
+def mul_no_nan_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
+    """Second order of MulNoNan: the gradient of mul_no_nan_grad: one array per input (grad, x, y)."""
+    grad_grad = _sum_to_shape(grad_vjp_x * y + grad_vjp_y * x, np.shape(grad))
+    grad_x = _sum_product_to_shape(
+        (
+            grad,
+            grad_vjp_y,
+        ),
+        np.shape(x),
+    )
+    grad_y = _sum_product_to_shape(
+        (
+            grad,
+            grad_vjp_x,
+        ),
+        np.shape(y),
+    )
+    return grad_grad, grad_x, grad_y
 
 
 def floor_div(x, y):
@@ -223,6 +330,12 @@ def floor_mod_grad(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
+def floor_mod_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
+    """Second order of FloorMod: the gradient of floor_mod_grad: one array per input (grad, x, y)."""
+    grad_grad = _sum_to_shape(grad_vjp_x - grad_vjp_y * np.floor(x / y), np.shape(grad))
+    return grad_grad, None, None
+
+
 def power(x, y):
     """Pow: z = x ** y (declared at ops/binary.py:80)."""
     z = x**y
@@ -236,6 +349,24 @@ def power_grad(grad, x, y, *, z=None):
     grad_x = _sum_to_shape(grad * x ** (y - 1) * y, np.shape(x))
     grad_y = _sum_to_shape(np.where(x > 0, grad * z * np.log(x), 0), np.shape(y))
     return grad_x, grad_y
+
+
+def power_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
+    """Second order of Pow: the gradient of power_grad: one array per input (grad, x, y)."""
+    tmp0 = np.log(x)
+    tmp1 = grad_vjp_y * x**y
+    tmp2 = x ** (y - 1)
+    tmp3 = grad_vjp_x * tmp2 * y
+    tmp4 = x > 0
+    tmp5 = grad * tmp2
+    tmp6 = tmp0 * tmp5 * y + tmp5
+    tmp7 = grad * x ** (y - 2)
+    tmp8 = grad_vjp_x * (tmp7 * y**2 - tmp7 * y)
+    tmp9 = grad_vjp_x * tmp6
+    grad_grad = _sum_to_shape(np.where(tmp4, tmp0 * tmp1 + tmp3, tmp3), np.shape(grad))
+    grad_x = _sum_to_shape(np.where(tmp4, grad_vjp_y * tmp6 + tmp8, tmp8), np.shape(x))
+    grad_y = _sum_to_shape(np.where(tmp4, grad * tmp0**2 * tmp1 + tmp9, tmp9), np.shape(y))
+    return grad_grad, grad_x, grad_y
 
 
 def maximum(x, y):
@@ -252,6 +383,12 @@ def maximum_grad(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
+def maximum_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
+    """Second order of Maximum: the gradient of maximum_grad: one array per input (grad, x, y)."""
+    grad_grad = _sum_to_shape(np.where(x >= y, grad_vjp_x, grad_vjp_y), np.shape(grad))
+    return grad_grad, None, None
+
+
 def minimum(x, y):
     """Minimum: z = min(x, y) (declared at ops/binary.py:95)."""
     z = np.where(x <= y, x, y)
@@ -264,6 +401,12 @@ def minimum_grad(grad, x, y, *, z=None):
     grad_x = _sum_to_shape(np.where(tmp0, grad, 0), np.shape(x))
     grad_y = _sum_to_shape(np.where(tmp0, 0, grad), np.shape(y))
     return grad_x, grad_y
+
+
+def minimum_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
+    """Second order of Minimum: the gradient of minimum_grad: one array per input (grad, x, y)."""
+    grad_grad = _sum_to_shape(np.where(x <= y, grad_vjp_x, grad_vjp_y), np.shape(grad))
+    return grad_grad, None, None
 
 
 def squared_difference(x, y):
@@ -292,6 +435,17 @@ def squared_difference_grad(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
+def squared_difference_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
+    """Second order of SquaredDifference: the gradient of squared_difference_grad: one array per input (grad, x, y)."""
+    tmp0 = 2 * x - 2 * y
+    tmp1 = 2 * grad
+    tmp2 = grad_vjp_x * tmp1 - grad_vjp_y * tmp1
+    grad_grad = _sum_to_shape(grad_vjp_x * tmp0 - grad_vjp_y * tmp0, np.shape(grad))
+    grad_x = _sum_to_shape(tmp2, np.shape(x))
+    grad_y = _sum_to_shape(-tmp2, np.shape(y))
+    return grad_grad, grad_x, grad_y
+
+
 def atan2(y, x):
     """Atan2: z = the angle of the point (x, y), in (-pi, pi] (declared at ops/binary.py:109)."""
     z = np.arctan2(y, x)
@@ -318,6 +472,25 @@ def atan2_grad(grad, y, x, *, z=None):
     return grad_y, grad_x
 
 
+def atan2_grad_grad(grad_vjp_y, grad_vjp_x, grad, y, x, *, vjp_y=None, vjp_x=None):
+    """Second order of Atan2: the gradient of atan2_grad: one array per input (grad, y, x)."""
+    if vjp_y is None:
+        vjp_y = atan2_grad(grad, y, x)[0]
+    tmp0 = y**2
+    tmp1 = tmp0 + x**2
+    tmp2 = 1 / tmp1
+    tmp3 = tmp2 * y
+    tmp4 = grad_vjp_x * tmp3
+    tmp5 = 2 * vjp_y
+    tmp6 = grad * tmp2
+    grad_grad = _sum_to_shape(grad_vjp_y * tmp2 * x - tmp4, np.shape(grad))
+    grad_y = _sum_to_shape(
+        grad_vjp_x * (2 * grad * tmp0 / tmp1**2 - tmp6) - grad_vjp_y * tmp3 * tmp5, np.shape(y)
+    )
+    grad_x = _sum_to_shape(grad_vjp_y * (-tmp2 * tmp5 * x + tmp6) + tmp4 * tmp5, np.shape(x))
+    return grad_grad, grad_y, grad_x
+
+
 def xlogy(x, y):
     """Xlogy: z = x * log(y), and 0 where x == 0 (declared at ops/binary.py:115)."""
     z = np.where(x == 0, 0, x * np.log(y))
@@ -332,6 +505,22 @@ def xlogy_grad(grad, x, y, *, z=None):
     grad_x = _sum_to_shape(np.where(tmp0, 0, grad * np.log(y)), np.shape(x))
     grad_y = _sum_to_shape(np.where(tmp0, 0, grad * x / y), np.shape(y))
     return grad_x, grad_y
+
+
+def xlogy_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
+    """Second order of Xlogy: the gradient of xlogy_grad: one array per input (grad, x, y)."""
+    grad = _conj(grad)
+    x = _conj(x)
+    y = _conj(y)
+    tmp0 = x == 0
+    tmp1 = 1 / y
+    tmp2 = grad_vjp_y * tmp1
+    grad_grad = _sum_to_shape(np.where(tmp0, 0, grad_vjp_x * np.log(y) + tmp2 * x), np.shape(grad))
+    grad_x = _sum_to_shape(np.where(tmp0, 0, grad * tmp2), np.shape(x))
+    grad_y = _sum_to_shape(
+        np.where(tmp0, 0, grad * grad_vjp_x * tmp1 - grad * grad_vjp_y * x / y**2), np.shape(y)
+    )
+    return grad_grad, grad_x, grad_y
 
 
 def xdivy(x, y):
@@ -350,6 +539,22 @@ def xdivy_grad(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
+def xdivy_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
+    """Second order of Xdivy: the gradient of xdivy_grad: one array per input (grad, x, y)."""
+    grad = _conj(grad)
+    x = _conj(x)
+    y = _conj(y)
+    tmp0 = x == 0
+    tmp1 = 1 / y**2
+    tmp2 = grad_vjp_y * tmp1
+    grad_grad = _sum_to_shape(np.where(tmp0, 0, grad_vjp_x / y - tmp2 * x), np.shape(grad))
+    grad_x = _sum_to_shape(np.where(tmp0, 0, -grad * tmp2), np.shape(x))
+    grad_y = _sum_to_shape(
+        np.where(tmp0, 0, -grad * grad_vjp_x * tmp1 + 2 * grad * grad_vjp_y * x / y**3), np.shape(y)
+    )
+    return grad_grad, grad_x, grad_y
+
+
 def xlog1py(x, y):
     """Xlog1py: z = x * log(1 + y), and 0 where x == 0 (declared at ops/binary.py:129)."""
     z = np.where(x == 0, 0, x * np.log1p(y))
@@ -362,6 +567,22 @@ def xlog1py_grad(grad, x, y, *, z=None):
     grad_x = _sum_to_shape(np.where(tmp0, 0, grad * np.log1p(y)), np.shape(x))
     grad_y = _sum_to_shape(np.where(tmp0, 0, grad * x / (y + 1)), np.shape(y))
     return grad_x, grad_y
+
+
+def xlog1py_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
+    """Second order of Xlog1py: the gradient of xlog1py_grad: one array per input (grad, x, y)."""
+    tmp0 = x == 0
+    tmp1 = y + 1
+    tmp2 = 1 / tmp1
+    tmp3 = grad_vjp_y * tmp2
+    grad_grad = _sum_to_shape(
+        np.where(tmp0, 0, grad_vjp_x * np.log1p(y) + tmp3 * x), np.shape(grad)
+    )
+    grad_x = _sum_to_shape(np.where(tmp0, 0, grad * tmp3), np.shape(x))
+    grad_y = _sum_to_shape(
+        np.where(tmp0, 0, grad * grad_vjp_x * tmp2 - grad * grad_vjp_y * x / tmp1**2), np.shape(y)
+    )
+    return grad_grad, grad_x, grad_y
 
 
 def div_no_nan(x, y):
@@ -378,3 +599,19 @@ def div_no_nan_grad(grad, x, y, *, z=None):
     grad_x = _sum_to_shape(np.where(tmp0, 0, grad / y), np.shape(x))
     grad_y = _sum_to_shape(np.where(tmp0, 0, -grad * x / y**2), np.shape(y))
     return grad_x, grad_y
+
+
+def div_no_nan_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
+    """Second order of DivNoNan: the gradient of div_no_nan_grad: one array per input (grad, x, y)."""
+    grad = _conj(grad)
+    x = _conj(x)
+    y = _conj(y)
+    tmp0 = y == 0
+    tmp1 = 1 / y**2
+    tmp2 = grad_vjp_y * tmp1
+    grad_grad = _sum_to_shape(np.where(tmp0, 0, grad_vjp_x / y - tmp2 * x), np.shape(grad))
+    grad_x = _sum_to_shape(np.where(tmp0, 0, -grad * tmp2), np.shape(x))
+    grad_y = _sum_to_shape(
+        np.where(tmp0, 0, -grad * grad_vjp_x * tmp1 + 2 * grad * grad_vjp_y * x / y**3), np.shape(y)
+    )
+    return grad_grad, grad_x, grad_y

@@ -468,3 +468,393 @@ def bias_gelu_grad(grad, x, bias, *, y=None):
     t1 = np.sum(t0, axis=tuple(range(np.ndim(t0) - 1)))
     grad_bias = (1 / 400000) * t1
     return grad_x, grad_bias
+
+
+def bias_gelu_grad_grad(grad_vjp_x, grad_vjp_bias, grad, x, bias, *, vjp_x=None, vjp_bias=None):
+    """Second order of BiasGelu: the gradient of bias_gelu_grad: one array per input (grad, x, bias)."""
+    grad_grad = (
+        -0.053516112204450184
+        * bias
+        * grad_vjp_bias
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.053516112204450184 * bias * grad_vjp_bias * (bias + x) ** 2
+        - 0.3989422804014327
+        * bias
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.3989422804014327 * bias * grad_vjp_bias
+        - 0.053516112204450184
+        * bias
+        * grad_vjp_x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.053516112204450184 * bias * grad_vjp_x * (bias + x) ** 2
+        - 0.3989422804014327
+        * bias
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.3989422804014327 * bias * grad_vjp_x
+        - 0.053516112204450184
+        * grad_vjp_bias
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.053516112204450184 * grad_vjp_bias * x * (bias + x) ** 2
+        - 0.3989422804014327
+        * grad_vjp_bias
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.3989422804014327 * grad_vjp_bias * x
+        + (1 / 2)
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + (1 / 2) * grad_vjp_bias
+        - 0.053516112204450184
+        * grad_vjp_x
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.053516112204450184 * grad_vjp_x * x * (bias + x) ** 2
+        - 0.3989422804014327
+        * grad_vjp_x
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.3989422804014327 * grad_vjp_x * x
+        + (1 / 2)
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + (1 / 2) * grad_vjp_x
+    )
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    grad_x = grad * (
+        -0.10703222440890037
+        * bias**2
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.10703222440890037 * bias**2 * grad_vjp_bias
+        - 0.10703222440890037
+        * bias**2
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.10703222440890037 * bias**2 * grad_vjp_x
+        - 0.21406444881780073
+        * bias
+        * grad_vjp_bias
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.21406444881780073 * bias * grad_vjp_bias * x
+        + 0.011455897061917209
+        * bias
+        * grad_vjp_bias
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.011455897061917209
+        * bias
+        * grad_vjp_bias
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.1707987187284984
+        * bias
+        * grad_vjp_bias
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.1707987187284984
+        * bias
+        * grad_vjp_bias
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.6366197723675814
+        * bias
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.6366197723675814
+        * bias
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        - 0.21406444881780073
+        * bias
+        * grad_vjp_x
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.21406444881780073 * bias * grad_vjp_x * x
+        + 0.011455897061917209
+        * bias
+        * grad_vjp_x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.011455897061917209
+        * bias
+        * grad_vjp_x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.1707987187284984
+        * bias
+        * grad_vjp_x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.1707987187284984
+        * bias
+        * grad_vjp_x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.6366197723675814
+        * bias
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.6366197723675814
+        * bias
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        - 0.10703222440890037
+        * grad_vjp_bias
+        * x**2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.10703222440890037 * grad_vjp_bias * x**2
+        + 0.011455897061917209
+        * grad_vjp_bias
+        * x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.011455897061917209
+        * grad_vjp_bias
+        * x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.1707987187284984
+        * grad_vjp_bias
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.1707987187284984
+        * grad_vjp_bias
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.6366197723675814
+        * grad_vjp_bias
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.6366197723675814
+        * grad_vjp_bias
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        - 0.10703222440890037
+        * grad_vjp_bias
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.10703222440890037 * grad_vjp_bias * (bias + x) ** 2
+        - 0.7978845608028654
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.7978845608028654 * grad_vjp_bias
+        - 0.10703222440890037
+        * grad_vjp_x
+        * x**2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.10703222440890037 * grad_vjp_x * x**2
+        + 0.011455897061917209
+        * grad_vjp_x
+        * x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.011455897061917209
+        * grad_vjp_x
+        * x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.1707987187284984
+        * grad_vjp_x
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.1707987187284984
+        * grad_vjp_x
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.6366197723675814
+        * grad_vjp_x
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.6366197723675814
+        * grad_vjp_x
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        - 0.10703222440890037
+        * grad_vjp_x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.10703222440890037 * grad_vjp_x * (bias + x) ** 2
+        - 0.7978845608028654
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.7978845608028654 * grad_vjp_x
+    )
+    grad_x = _sum_to_shape(grad_x, np.shape(x))
+    t0 = grad * (
+        -0.10703222440890037
+        * bias**2
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.10703222440890037 * bias**2 * grad_vjp_bias
+        - 0.10703222440890037
+        * bias**2
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.10703222440890037 * bias**2 * grad_vjp_x
+        - 0.21406444881780073
+        * bias
+        * grad_vjp_bias
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.21406444881780073 * bias * grad_vjp_bias * x
+        + 0.011455897061917209
+        * bias
+        * grad_vjp_bias
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.011455897061917209
+        * bias
+        * grad_vjp_bias
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.1707987187284984
+        * bias
+        * grad_vjp_bias
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.1707987187284984
+        * bias
+        * grad_vjp_bias
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.6366197723675814
+        * bias
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.6366197723675814
+        * bias
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        - 0.21406444881780073
+        * bias
+        * grad_vjp_x
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.21406444881780073 * bias * grad_vjp_x * x
+        + 0.011455897061917209
+        * bias
+        * grad_vjp_x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.011455897061917209
+        * bias
+        * grad_vjp_x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.1707987187284984
+        * bias
+        * grad_vjp_x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.1707987187284984
+        * bias
+        * grad_vjp_x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.6366197723675814
+        * bias
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.6366197723675814
+        * bias
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        - 0.10703222440890037
+        * grad_vjp_bias
+        * x**2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.10703222440890037 * grad_vjp_bias * x**2
+        + 0.011455897061917209
+        * grad_vjp_bias
+        * x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.011455897061917209
+        * grad_vjp_bias
+        * x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.1707987187284984
+        * grad_vjp_bias
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.1707987187284984
+        * grad_vjp_bias
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.6366197723675814
+        * grad_vjp_bias
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.6366197723675814
+        * grad_vjp_bias
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        - 0.10703222440890037
+        * grad_vjp_bias
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.10703222440890037 * grad_vjp_bias * (bias + x) ** 2
+        - 0.7978845608028654
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.7978845608028654 * grad_vjp_bias
+        - 0.10703222440890037
+        * grad_vjp_x
+        * x**2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.10703222440890037 * grad_vjp_x * x**2
+        + 0.011455897061917209
+        * grad_vjp_x
+        * x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.011455897061917209
+        * grad_vjp_x
+        * x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.1707987187284984
+        * grad_vjp_x
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.1707987187284984
+        * grad_vjp_x
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.6366197723675814
+        * grad_vjp_x
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.6366197723675814
+        * grad_vjp_x
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        - 0.10703222440890037
+        * grad_vjp_x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.10703222440890037 * grad_vjp_x * (bias + x) ** 2
+        - 0.7978845608028654
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.7978845608028654 * grad_vjp_x
+    )
+    grad_bias = np.sum(t0, axis=tuple(range(np.ndim(t0) - 1)))
+    return grad_grad, grad_x, grad_bias

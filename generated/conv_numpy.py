@@ -4,10 +4,20 @@
 
 Each `<op>_grad(grads..., inputs..., *, outputs=None, attrs...)` returns a tuple with one
 gradient per input, each summed to its input's shape under broadcasting (None: no gradient).
+An op whose gradient reads forward stages (intermediates) also takes them as keywords,
+computing them again when they are not given: `y, stages = <op>(..., return_stages=True)`,
+then `<op>_grad(grad, ..., y=y, **stages)`.
 """
 
 import numpy as np
 import scipy.sparse
+
+
+def _shift_right(x, axis, fill):
+    """`x` moved one step along `axis`, `fill` first: an exclusive cumulative sum or product
+    from an inclusive one."""
+    first = np.full_like(np.take(x, [0], axis=axis), fill)
+    return np.concatenate([first, np.delete(x, -1, axis=axis)], axis=axis)
 
 
 def _gather(x, positions, axis, fill=0):
@@ -1048,6 +1058,83 @@ def avg_pool_grad(grad, value, *, output=None, padding="VALID", ksize, strides):
     return (grad_value,)
 
 
+def avg_pool_grad_grad(
+    grad_vjp_value, grad, value, *, vjp_value=None, padding="VALID", ksize, strides
+):
+    """Second order of AvgPool: the gradient of avg_pool_grad: one array per input (grad, value)."""
+    if padding == "VALID":
+        t0 = np.arange(np.shape(grad)[-3])
+        t1 = t0[..., None, None, None]
+        t2 = np.arange(np.shape(grad)[-2])
+        t3 = t2[..., None, None]
+        t4 = ksize[1]
+        t5 = np.arange(t4)
+        t6 = t5[..., None]
+        t7 = ksize[2]
+        t8 = np.arange(t7)
+        t9 = np.shape(value)[-3]
+        t10 = np.shape(value)[-2]
+        t11 = (
+            (strides[1] * t1 + t6 >= 0)
+            & (strides[2] * t3 + t8 >= 0)
+            & (strides[1] * t1 + t6 <= t9 - 1)
+            & (strides[2] * t3 + t8 <= t10 - 1)
+        )
+        t12 = t11[..., None, :, :]
+        t13 = np.sum(np.where(t12, 1, 0), axis=(-2, -1))
+        t14 = t2[..., None]
+        t15 = np.arange(t7)
+        t16 = strides[2] * t14 + t15
+        t17 = _gather(grad_vjp_value, t16, -2)
+        t18 = t0[..., None]
+        t19 = np.arange(t4)
+        t20 = strides[1] * t18 + t19
+        t21 = _gather(t17, t20, -4)
+        t22 = np.transpose(t21, (0, 1, 3, 5, 2, 4))
+        t23 = np.sum(t22, axis=(-2, -1))
+        grad_grad = t23 / t13
+    elif padding == "SAME":
+        t0 = np.arange(np.shape(grad)[-3])
+        t1 = t0[..., None, None, None]
+        t2 = np.arange(np.shape(grad)[-2])
+        t3 = t2[..., None, None]
+        t4 = ksize[1]
+        t5 = np.arange(t4)
+        t6 = t5[..., None]
+        t7 = ksize[2]
+        t8 = np.arange(t7)
+        t9 = np.shape(value)[-3]
+        t10 = np.shape(value)[-2]
+        t11 = -((-t9) // strides[1])
+        t12 = np.maximum(ksize[1] + strides[1] * t11 - strides[1] - t9, 0)
+        t13 = t12 // 2
+        t14 = -((-t10) // strides[2])
+        t15 = np.maximum(ksize[2] + strides[2] * t14 - strides[2] - t10, 0)
+        t16 = t15 // 2
+        t17 = (
+            (strides[1] * t1 - t13 + t6 >= 0)
+            & (strides[2] * t3 - t16 + t8 >= 0)
+            & (strides[1] * t1 - t13 + t6 <= t9 - 1)
+            & (strides[2] * t3 - t16 + t8 <= t10 - 1)
+        )
+        t18 = t17[..., None, :, :]
+        t19 = np.sum(np.where(t18, 1, 0), axis=(-2, -1))
+        t20 = t2[..., None]
+        t21 = np.arange(t7)
+        t22 = strides[2] * t20 - t16 + t21
+        t23 = _gather(grad_vjp_value, t22, -2)
+        t24 = t0[..., None]
+        t25 = np.arange(t4)
+        t26 = strides[1] * t24 - t13 + t25
+        t27 = _gather(t23, t26, -4)
+        t28 = np.transpose(t27, (0, 1, 3, 5, 2, 4))
+        t29 = np.sum(t28, axis=(-2, -1))
+        grad_grad = t29 / t19
+    else:
+        raise ValueError(f"AvgPoolGrad: unsupported attributes padding={padding!r}")
+    return grad_grad, None
+
+
 def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:132)."""
     if padding == "VALID" and data_format == "NHWC":
@@ -1149,6 +1236,151 @@ def max_pool_grad(grad, input, *, output=None, padding="VALID", data_format="NHW
             f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
         )
     return (grad_input,)
+
+
+def max_pool_grad_grad(
+    grad_vjp_input,
+    grad,
+    input,
+    *,
+    vjp_input=None,
+    ext1=None,
+    affine1=None,
+    padding="VALID",
+    data_format="NHWC",
+    ksize,
+    strides,
+):
+    """Second order of MaxPool: the gradient of max_pool_grad: one array per input (grad, input)."""
+    if padding == "VALID" and data_format == "NHWC":
+        if ext1 is None or affine1 is None:
+            t0 = np.arange(np.shape(grad)[-2])
+            t1 = t0[..., None]
+            t2 = ksize[2]
+            t3 = np.arange(t2)
+            t4 = strides[2] * t1 + t3
+            t5 = _gather(input, t4, -2, fill=-np.inf)
+            t6 = np.arange(np.shape(grad)[-3])
+            t7 = t6[..., None]
+            t8 = ksize[1]
+            t9 = np.arange(t8)
+            t10 = strides[1] * t7 + t9
+            t11 = _gather(t5, t10, -4, fill=-np.inf)
+            t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
+            ext1 = np.max(t12, axis=(-2, -1))
+            t13 = np.arange(t8)
+            t14 = strides[1] * t7 + t13
+            t15 = _gather(t5, t14, -4, fill=-np.inf)
+            t16 = np.transpose(t15, (0, 5, 1, 3, 2, 4))
+            t17 = ext1[..., None, None]
+            t18 = _shift_right(np.cumsum(np.where(t16 == t17, 1, 0), axis=-1), axis=-1, fill=0)
+            t19 = np.sum(np.where(t12 == t17, 1, 0), axis=-1, keepdims=True)
+            t20 = _shift_right(np.cumsum(t19, axis=-2), axis=-2, fill=0)
+            affine1 = t18 + t20
+        t21 = np.arange(np.shape(grad)[-2])
+        t22 = t21[..., None]
+        t23 = ksize[2]
+        t24 = np.arange(t23)
+        t25 = strides[2] * t22 + t24
+        t26 = _gather(grad_vjp_input, t25, -2)
+        t27 = np.arange(np.shape(grad)[-3])
+        t28 = t27[..., None]
+        t29 = ksize[1]
+        t30 = np.arange(t29)
+        t31 = strides[1] * t28 + t30
+        t32 = _gather(t26, t31, -4)
+        t33 = np.transpose(t32, (0, 5, 1, 3, 2, 4))
+        t34 = _gather(input, t25, -2, fill=-np.inf)
+        t35 = _gather(t34, t31, -4, fill=-np.inf)
+        t36 = np.transpose(t35, (0, 5, 1, 3, 2, 4))
+        t37 = ext1[..., None, None]
+        t38 = t33 * np.where(t36 == t37, 1, 0) * np.where(affine1 == 0, 1, 0)
+        t39 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
+        t40 = np.transpose(t35, (0, 1, 3, 5, 2, 4))
+        t41 = np.transpose(ext1, (0, 2, 3, 1))
+        t42 = t41[..., None, None]
+        t43 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(
+            t39 * np.where(t40 == t42, 1, 0) * np.where(t43 == 0, 1, 0), axis=(-2, -1)
+        )
+    elif padding == "SAME" and data_format == "NHWC":
+        if ext1 is None or affine1 is None:
+            t0 = np.arange(np.shape(grad)[-2])
+            t1 = t0[..., None]
+            t2 = ksize[2]
+            t3 = np.arange(t2)
+            t4 = np.shape(input)[-2]
+            t5 = -((-t4) // strides[2])
+            t6 = np.maximum(ksize[2] + strides[2] * (t5 - 1) - t4, 0)
+            t7 = t6 // 2
+            t8 = strides[2] * t1 + t3 - t7
+            t9 = _gather(input, t8, -2, fill=-np.inf)
+            t10 = np.arange(np.shape(grad)[-3])
+            t11 = t10[..., None]
+            t12 = ksize[1]
+            t13 = np.arange(t12)
+            t14 = np.shape(input)[-3]
+            t15 = -((-t14) // strides[1])
+            t16 = np.maximum(ksize[1] + strides[1] * (t15 - 1) - t14, 0)
+            t17 = t16 // 2
+            t18 = strides[1] * t11 + t13 - t17
+            t19 = _gather(t9, t18, -4, fill=-np.inf)
+            t20 = np.transpose(t19, (0, 5, 1, 3, 2, 4))
+            ext1 = np.max(t20, axis=(-2, -1))
+            t21 = np.arange(t12)
+            t22 = strides[1] * t11 - t17 + t21
+            t23 = _gather(t9, t22, -4, fill=-np.inf)
+            t24 = np.transpose(t23, (0, 5, 1, 3, 2, 4))
+            t25 = ext1[..., None, None]
+            t26 = _shift_right(np.cumsum(np.where(t24 == t25, 1, 0), axis=-1), axis=-1, fill=0)
+            t27 = np.sum(np.where(t20 == t25, 1, 0), axis=-1, keepdims=True)
+            t28 = _shift_right(np.cumsum(t27, axis=-2), axis=-2, fill=0)
+            affine1 = t26 + t28
+        t29 = np.arange(np.shape(grad)[-2])
+        t30 = t29[..., None]
+        t31 = ksize[2]
+        t32 = np.arange(t31)
+        t33 = np.shape(input)[-2]
+        t34 = -((-t33) // strides[2])
+        t35 = np.maximum(ksize[2] + strides[2] * t34 - strides[2] - t33, 0)
+        t36 = t35 // 2
+        t37 = strides[2] * t30 + t32 - t36
+        t38 = _gather(grad_vjp_input, t37, -2)
+        t39 = np.arange(np.shape(grad)[-3])
+        t40 = t39[..., None]
+        t41 = ksize[1]
+        t42 = np.arange(t41)
+        t43 = np.shape(input)[-3]
+        t44 = -((-t43) // strides[1])
+        t45 = np.maximum(ksize[1] + strides[1] * t44 - strides[1] - t43, 0)
+        t46 = t45 // 2
+        t47 = strides[1] * t40 + t42 - t46
+        t48 = _gather(t38, t47, -4)
+        t49 = np.transpose(t48, (0, 5, 1, 3, 2, 4))
+        t50 = np.maximum(ksize[2] + strides[2] * (t34 - 1) - t33, 0)
+        t51 = t50 // 2
+        t52 = strides[2] * t30 + t32 - t51
+        t53 = _gather(input, t52, -2, fill=-np.inf)
+        t54 = np.maximum(ksize[1] + strides[1] * (t44 - 1) - t43, 0)
+        t55 = t54 // 2
+        t56 = strides[1] * t40 + t42 - t55
+        t57 = _gather(t53, t56, -4, fill=-np.inf)
+        t58 = np.transpose(t57, (0, 5, 1, 3, 2, 4))
+        t59 = ext1[..., None, None]
+        t60 = t49 * np.where(t58 == t59, 1, 0) * np.where(affine1 == 0, 1, 0)
+        t61 = np.transpose(t48, (0, 1, 3, 5, 2, 4))
+        t62 = np.transpose(t57, (0, 1, 3, 5, 2, 4))
+        t63 = np.transpose(ext1, (0, 2, 3, 1))
+        t64 = t63[..., None, None]
+        t65 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(
+            t61 * np.where(t62 == t64, 1, 0) * np.where(t65 == 0, 1, 0), axis=(-2, -1)
+        )
+    else:
+        raise ValueError(
+            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return grad_grad, None
 
 
 def avg_pool3d(input, *, padding="VALID", ksize, strides):
@@ -1362,6 +1594,110 @@ def avg_pool3d_grad(grad, input, *, output=None, padding="VALID", ksize, strides
     return (grad_input,)
 
 
+def avg_pool3d_grad_grad(
+    grad_vjp_input, grad, input, *, vjp_input=None, padding="VALID", ksize, strides
+):
+    """Second order of AvgPool3D: the gradient of avg_pool3d_grad: one array per input (grad, input)."""
+    if padding == "VALID":
+        t0 = np.arange(np.shape(grad)[-4])
+        t1 = t0[..., None, None, None, None, None]
+        t2 = np.arange(np.shape(grad)[-3])
+        t3 = t2[..., None, None, None, None]
+        t4 = np.arange(np.shape(grad)[-2])
+        t5 = t4[..., None, None, None]
+        t6 = ksize[1]
+        t7 = np.arange(t6)
+        t8 = t7[..., None, None]
+        t9 = ksize[2]
+        t10 = np.arange(t9)
+        t11 = t10[..., None]
+        t12 = ksize[3]
+        t13 = np.arange(t12)
+        t14 = np.shape(input)[-4]
+        t15 = np.shape(input)[-3]
+        t16 = np.shape(input)[-2]
+        t17 = (
+            (strides[1] * t1 + t8 >= 0)
+            & (strides[2] * t3 + t11 >= 0)
+            & (strides[3] * t5 + t13 >= 0)
+            & (strides[1] * t1 + t8 <= t14 - 1)
+            & (strides[2] * t3 + t11 <= t15 - 1)
+            & (strides[3] * t5 + t13 <= t16 - 1)
+        )
+        t18 = t17[..., None, :, :, :]
+        t19 = np.sum(np.where(t18, 1, 0), axis=(-3, -2, -1))
+        t20 = t4[..., None]
+        t21 = np.arange(t12)
+        t22 = strides[3] * t20 + t21
+        t23 = _gather(grad_vjp_input, t22, -2)
+        t24 = t2[..., None]
+        t25 = np.arange(t9)
+        t26 = strides[2] * t24 + t25
+        t27 = _gather(t23, t26, -4)
+        t28 = t0[..., None]
+        t29 = np.arange(t6)
+        t30 = strides[1] * t28 + t29
+        t31 = _gather(t27, t30, -6)
+        t32 = np.transpose(t31, (0, 1, 3, 5, 7, 2, 4, 6))
+        t33 = np.sum(t32, axis=(-3, -2, -1))
+        grad_grad = t33 / t19
+    elif padding == "SAME":
+        t0 = np.arange(np.shape(grad)[-4])
+        t1 = t0[..., None, None, None, None, None]
+        t2 = np.arange(np.shape(grad)[-3])
+        t3 = t2[..., None, None, None, None]
+        t4 = np.arange(np.shape(grad)[-2])
+        t5 = t4[..., None, None, None]
+        t6 = ksize[1]
+        t7 = np.arange(t6)
+        t8 = t7[..., None, None]
+        t9 = ksize[2]
+        t10 = np.arange(t9)
+        t11 = t10[..., None]
+        t12 = ksize[3]
+        t13 = np.arange(t12)
+        t14 = np.shape(input)[-4]
+        t15 = np.shape(input)[-3]
+        t16 = np.shape(input)[-2]
+        t17 = -((-t15) // strides[2])
+        t18 = np.maximum(ksize[2] + strides[2] * t17 - strides[2] - t15, 0)
+        t19 = t18 // 2
+        t20 = -((-t16) // strides[3])
+        t21 = np.maximum(ksize[3] + strides[3] * t20 - strides[3] - t16, 0)
+        t22 = t21 // 2
+        t23 = -((-t14) // strides[1])
+        t24 = np.maximum(ksize[1] + strides[1] * t23 - strides[1] - t14, 0)
+        t25 = t24 // 2
+        t26 = (
+            (strides[1] * t1 - t25 + t8 >= 0)
+            & (strides[2] * t3 + t11 - t19 >= 0)
+            & (strides[3] * t5 + t13 - t22 >= 0)
+            & (strides[1] * t1 - t25 + t8 <= t14 - 1)
+            & (strides[2] * t3 + t11 - t19 <= t15 - 1)
+            & (strides[3] * t5 + t13 - t22 <= t16 - 1)
+        )
+        t27 = t26[..., None, :, :, :]
+        t28 = np.sum(np.where(t27, 1, 0), axis=(-3, -2, -1))
+        t29 = t4[..., None]
+        t30 = np.arange(t12)
+        t31 = strides[3] * t29 - t22 + t30
+        t32 = _gather(grad_vjp_input, t31, -2)
+        t33 = t2[..., None]
+        t34 = np.arange(t9)
+        t35 = strides[2] * t33 - t19 + t34
+        t36 = _gather(t32, t35, -4)
+        t37 = t0[..., None]
+        t38 = np.arange(t6)
+        t39 = strides[1] * t37 - t25 + t38
+        t40 = _gather(t36, t39, -6)
+        t41 = np.transpose(t40, (0, 1, 3, 5, 7, 2, 4, 6))
+        t42 = np.sum(t41, axis=(-3, -2, -1))
+        grad_grad = t42 / t28
+    else:
+        raise ValueError(f"AvgPool3DGrad: unsupported attributes padding={padding!r}")
+    return grad_grad, None
+
+
 def max_pool_v2(input, *, padding="VALID", ksize, strides):
     """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:159)."""
     ksize = np.asarray(ksize, dtype=np.int64)
@@ -1461,3 +1797,147 @@ def max_pool_v2_grad(grad, input, *, output=None, padding="VALID", ksize, stride
     else:
         raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
     return (grad_input,)
+
+
+def max_pool_v2_grad_grad(
+    grad_vjp_input,
+    grad,
+    input,
+    *,
+    vjp_input=None,
+    ext1=None,
+    affine1=None,
+    padding="VALID",
+    ksize,
+    strides,
+):
+    """Second order of MaxPoolV2: the gradient of max_pool_v2_grad: one array per input (grad, input)."""
+    ksize = np.asarray(ksize, dtype=np.int64)
+    strides = np.asarray(strides, dtype=np.int64)
+    if padding == "VALID":
+        if ext1 is None or affine1 is None:
+            t0 = np.arange(np.shape(grad)[-2])
+            t1 = t0[..., None]
+            t2 = ksize[2]
+            t3 = np.arange(t2)
+            t4 = strides[2] * t1 + t3
+            t5 = _gather(input, t4, -2, fill=-np.inf)
+            t6 = np.arange(np.shape(grad)[-3])
+            t7 = t6[..., None]
+            t8 = ksize[1]
+            t9 = np.arange(t8)
+            t10 = strides[1] * t7 + t9
+            t11 = _gather(t5, t10, -4, fill=-np.inf)
+            t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
+            ext1 = np.max(t12, axis=(-2, -1))
+            t13 = np.arange(t8)
+            t14 = strides[1] * t7 + t13
+            t15 = _gather(t5, t14, -4, fill=-np.inf)
+            t16 = np.transpose(t15, (0, 5, 1, 3, 2, 4))
+            t17 = ext1[..., None, None]
+            t18 = _shift_right(np.cumsum(np.where(t16 == t17, 1, 0), axis=-1), axis=-1, fill=0)
+            t19 = np.sum(np.where(t12 == t17, 1, 0), axis=-1, keepdims=True)
+            t20 = _shift_right(np.cumsum(t19, axis=-2), axis=-2, fill=0)
+            affine1 = t18 + t20
+        t21 = np.arange(np.shape(grad)[-2])
+        t22 = t21[..., None]
+        t23 = ksize[2]
+        t24 = np.arange(t23)
+        t25 = strides[2] * t22 + t24
+        t26 = _gather(grad_vjp_input, t25, -2)
+        t27 = np.arange(np.shape(grad)[-3])
+        t28 = t27[..., None]
+        t29 = ksize[1]
+        t30 = np.arange(t29)
+        t31 = strides[1] * t28 + t30
+        t32 = _gather(t26, t31, -4)
+        t33 = np.transpose(t32, (0, 5, 1, 3, 2, 4))
+        t34 = _gather(input, t25, -2, fill=-np.inf)
+        t35 = _gather(t34, t31, -4, fill=-np.inf)
+        t36 = np.transpose(t35, (0, 5, 1, 3, 2, 4))
+        t37 = ext1[..., None, None]
+        t38 = t33 * np.where(t36 == t37, 1, 0) * np.where(affine1 == 0, 1, 0)
+        t39 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
+        t40 = np.transpose(t35, (0, 1, 3, 5, 2, 4))
+        t41 = np.transpose(ext1, (0, 2, 3, 1))
+        t42 = t41[..., None, None]
+        t43 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(
+            t39 * np.where(t40 == t42, 1, 0) * np.where(t43 == 0, 1, 0), axis=(-2, -1)
+        )
+    elif padding == "SAME":
+        if ext1 is None or affine1 is None:
+            t0 = np.arange(np.shape(grad)[-2])
+            t1 = t0[..., None]
+            t2 = ksize[2]
+            t3 = np.arange(t2)
+            t4 = np.shape(input)[-2]
+            t5 = -((-t4) // strides[2])
+            t6 = np.maximum(ksize[2] + strides[2] * (t5 - 1) - t4, 0)
+            t7 = t6 // 2
+            t8 = strides[2] * t1 + t3 - t7
+            t9 = _gather(input, t8, -2, fill=-np.inf)
+            t10 = np.arange(np.shape(grad)[-3])
+            t11 = t10[..., None]
+            t12 = ksize[1]
+            t13 = np.arange(t12)
+            t14 = np.shape(input)[-3]
+            t15 = -((-t14) // strides[1])
+            t16 = np.maximum(ksize[1] + strides[1] * (t15 - 1) - t14, 0)
+            t17 = t16 // 2
+            t18 = strides[1] * t11 + t13 - t17
+            t19 = _gather(t9, t18, -4, fill=-np.inf)
+            t20 = np.transpose(t19, (0, 5, 1, 3, 2, 4))
+            ext1 = np.max(t20, axis=(-2, -1))
+            t21 = np.arange(t12)
+            t22 = strides[1] * t11 - t17 + t21
+            t23 = _gather(t9, t22, -4, fill=-np.inf)
+            t24 = np.transpose(t23, (0, 5, 1, 3, 2, 4))
+            t25 = ext1[..., None, None]
+            t26 = _shift_right(np.cumsum(np.where(t24 == t25, 1, 0), axis=-1), axis=-1, fill=0)
+            t27 = np.sum(np.where(t20 == t25, 1, 0), axis=-1, keepdims=True)
+            t28 = _shift_right(np.cumsum(t27, axis=-2), axis=-2, fill=0)
+            affine1 = t26 + t28
+        t29 = np.arange(np.shape(grad)[-2])
+        t30 = t29[..., None]
+        t31 = ksize[2]
+        t32 = np.arange(t31)
+        t33 = np.shape(input)[-2]
+        t34 = -((-t33) // strides[2])
+        t35 = np.maximum(ksize[2] + strides[2] * t34 - strides[2] - t33, 0)
+        t36 = t35 // 2
+        t37 = strides[2] * t30 + t32 - t36
+        t38 = _gather(grad_vjp_input, t37, -2)
+        t39 = np.arange(np.shape(grad)[-3])
+        t40 = t39[..., None]
+        t41 = ksize[1]
+        t42 = np.arange(t41)
+        t43 = np.shape(input)[-3]
+        t44 = -((-t43) // strides[1])
+        t45 = np.maximum(ksize[1] + strides[1] * t44 - strides[1] - t43, 0)
+        t46 = t45 // 2
+        t47 = strides[1] * t40 + t42 - t46
+        t48 = _gather(t38, t47, -4)
+        t49 = np.transpose(t48, (0, 5, 1, 3, 2, 4))
+        t50 = np.maximum(ksize[2] + strides[2] * (t34 - 1) - t33, 0)
+        t51 = t50 // 2
+        t52 = strides[2] * t30 + t32 - t51
+        t53 = _gather(input, t52, -2, fill=-np.inf)
+        t54 = np.maximum(ksize[1] + strides[1] * (t44 - 1) - t43, 0)
+        t55 = t54 // 2
+        t56 = strides[1] * t40 + t42 - t55
+        t57 = _gather(t53, t56, -4, fill=-np.inf)
+        t58 = np.transpose(t57, (0, 5, 1, 3, 2, 4))
+        t59 = ext1[..., None, None]
+        t60 = t49 * np.where(t58 == t59, 1, 0) * np.where(affine1 == 0, 1, 0)
+        t61 = np.transpose(t48, (0, 1, 3, 5, 2, 4))
+        t62 = np.transpose(t57, (0, 1, 3, 5, 2, 4))
+        t63 = np.transpose(ext1, (0, 2, 3, 1))
+        t64 = t63[..., None, None]
+        t65 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(
+            t61 * np.where(t62 == t64, 1, 0) * np.where(t65 == 0, 1, 0), axis=(-2, -1)
+        )
+    else:
+        raise ValueError(f"MaxPoolV2Grad: unsupported attributes padding={padding!r}")
+    return grad_grad, None

@@ -35,6 +35,14 @@ def trace_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def trace_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Trace: the gradient of trace_grad: one array per input (grad, x)."""
+    t0 = np.diagonal(grad_vjp_x, axis1=-2, axis2=-1)
+    grad_grad = np.sum(t0, axis=-1)
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    return grad_grad, None
+
+
 def matrix_diag_part(input):
     """MatrixDiagPart: The diagonal of the last two axes (declared at ops/diagonals.py:18)."""
     diagonal = np.diagonal(input, axis1=-2, axis2=-1)
@@ -49,6 +57,13 @@ def matrix_diag_part_grad(grad, input, *, diagonal=None):
     return (grad_input,)
 
 
+def matrix_diag_part_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None):
+    """Second order of MatrixDiagPart: the gradient of matrix_diag_part_grad: one array per input (grad, input)."""
+    grad_grad = np.diagonal(grad_vjp_input, axis1=-2, axis2=-1)
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    return grad_grad, None
+
+
 def matrix_diag(diagonal):
     """MatrixDiag: A batch of diagonal matrices with the given diagonals (declared at ops/diagonals.py:25)."""
     t0 = diagonal[..., None]
@@ -61,6 +76,15 @@ def matrix_diag_grad(grad, diagonal, *, output=None):
     """Gradient of MatrixDiag: one array per input (diagonal)."""
     grad_diagonal = np.diagonal(grad, axis1=-2, axis2=-1)
     return (grad_diagonal,)
+
+
+def matrix_diag_grad_grad(grad_vjp_diagonal, grad, diagonal, *, vjp_diagonal=None):
+    """Second order of MatrixDiag: the gradient of matrix_diag_grad: one array per input (grad, diagonal)."""
+    t0 = grad_vjp_diagonal[..., None]
+    t1 = np.eye(np.shape(grad)[-2], dtype=np.result_type(grad))
+    grad_grad = t0 * t1
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    return grad_grad, None
 
 
 def matrix_set_diag(input, diagonal):
@@ -83,6 +107,19 @@ def matrix_set_diag_grad(grad, input, diagonal, *, output=None):
     return grad_input, grad_diagonal
 
 
+def matrix_set_diag_grad_grad(
+    grad_vjp_input, grad_vjp_diagonal, grad, input, diagonal, *, vjp_input=None, vjp_diagonal=None
+):
+    """Second order of MatrixSetDiag: the gradient of matrix_set_diag_grad: one array per input (grad, input, diagonal)."""
+    t0 = grad_vjp_diagonal[..., None]
+    t1 = np.eye(np.shape(grad)[-2], dtype=np.result_type(grad))
+    t2 = np.diagonal(grad_vjp_input, axis1=-2, axis2=-1)
+    t3 = t2[..., None]
+    grad_grad = grad_vjp_input + t0 * t1 - t1 * t3
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    return grad_grad, None, None
+
+
 def diag(diagonal):
     """Diag: A square matrix with the given vector as its diagonal (rank 1 only) (declared at ops/diagonals.py:41)."""
     t0 = diagonal[..., None]
@@ -97,6 +134,14 @@ def diag_grad(grad, diagonal, *, output=None):
     return (grad_diagonal,)
 
 
+def diag_grad_grad(grad_vjp_diagonal, grad, diagonal, *, vjp_diagonal=None):
+    """Second order of Diag: the gradient of diag_grad: one array per input (grad, diagonal)."""
+    t0 = grad_vjp_diagonal[..., None]
+    t1 = np.eye(np.shape(grad)[-2], dtype=np.result_type(grad))
+    grad_grad = t0 * t1
+    return grad_grad, None
+
+
 def diag_part(input):
     """DiagPart: The diagonal of a square matrix (rank 2 only) (declared at ops/diagonals.py:48)."""
     diagonal = np.diagonal(input, axis1=-2, axis2=-1)
@@ -109,6 +154,12 @@ def diag_part_grad(grad, input, *, diagonal=None):
     t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
     grad_input = t0 * t1
     return (grad_input,)
+
+
+def diag_part_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None):
+    """Second order of DiagPart: the gradient of diag_part_grad: one array per input (grad, input)."""
+    grad_grad = np.diagonal(grad_vjp_input, axis1=-2, axis2=-1)
+    return grad_grad, None
 
 
 def matrix_band_part(input, *, num_lower, num_upper):
@@ -129,6 +180,19 @@ def matrix_band_part_grad(grad, input, *, band=None, num_lower, num_upper):
     t3 = ((num_lower < 0) | (num_lower >= t1 - t2)) & ((num_upper < 0) | (num_upper >= -t1 + t2))
     grad_input = grad * np.where(t3, 1, 0)
     return (grad_input,)
+
+
+def matrix_band_part_grad_grad(
+    grad_vjp_input, grad, input, *, vjp_input=None, num_lower, num_upper
+):
+    """Second order of MatrixBandPart: the gradient of matrix_band_part_grad: one array per input (grad, input)."""
+    t0 = np.arange(np.shape(grad)[-2])
+    t1 = t0[..., None]
+    t2 = np.arange(np.shape(grad)[-1])
+    t3 = ((num_lower < 0) | (num_lower >= t1 - t2)) & ((num_upper < 0) | (num_upper >= -t1 + t2))
+    grad_grad = grad_vjp_input * np.where(t3, 1, 0)
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    return grad_grad, None
 
 
 def matrix_diag_part_v2(input, *, k=0, padding_value=0):
@@ -153,6 +217,20 @@ def matrix_diag_part_v2_grad(grad, input, *, diagonal=None, k=0, padding_value=0
             f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
         )
     return (grad_input,)
+
+
+def matrix_diag_part_v2_grad_grad(
+    grad_vjp_input, grad, input, *, vjp_input=None, k=0, padding_value=0
+):
+    """Second order of MatrixDiagPartV2: the gradient of matrix_diag_part_v2_grad: one array per input (grad, input)."""
+    if k == 0 and padding_value == 0:
+        grad_grad = np.diagonal(grad_vjp_input, axis1=-2, axis2=-1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    else:
+        raise ValueError(
+            f"MatrixDiagPartV2Grad: unsupported attributes k={k!r}, padding_value={padding_value!r}"
+        )
+    return grad_grad, None
 
 
 def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
@@ -181,6 +259,20 @@ def matrix_diag_part_v3_grad(
     return (grad_input,)
 
 
+def matrix_diag_part_v3_grad_grad(
+    grad_vjp_input, grad, input, *, vjp_input=None, k=0, padding_value=0, align="RIGHT_LEFT"
+):
+    """Second order of MatrixDiagPartV3: the gradient of matrix_diag_part_v3_grad: one array per input (grad, input)."""
+    if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
+        grad_grad = np.diagonal(grad_vjp_input, axis1=-2, axis2=-1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    else:
+        raise ValueError(
+            f"MatrixDiagPartV3Grad: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    return grad_grad, None
+
+
 def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
     """MatrixDiagV2: A batch of square diagonal matrices with the given main diagonals (declared at ops/diagonals.py:93)."""
     if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
@@ -205,6 +297,30 @@ def matrix_diag_v2_grad(
             f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
         )
     return (grad_diagonal,)
+
+
+def matrix_diag_v2_grad_grad(
+    grad_vjp_diagonal,
+    grad,
+    diagonal,
+    *,
+    vjp_diagonal=None,
+    k=0,
+    num_rows=-1,
+    num_cols=-1,
+    padding_value=0,
+):
+    """Second order of MatrixDiagV2: the gradient of matrix_diag_v2_grad: one array per input (grad, diagonal)."""
+    if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        t0 = grad_vjp_diagonal[..., None]
+        t1 = np.eye(np.shape(grad)[-2], dtype=np.result_type(grad))
+        grad_grad = t0 * t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    else:
+        raise ValueError(
+            f"MatrixDiagV2Grad: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
+        )
+    return grad_grad, None
 
 
 def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
@@ -253,6 +369,37 @@ def matrix_diag_v3_grad(
     return (grad_diagonal,)
 
 
+def matrix_diag_v3_grad_grad(
+    grad_vjp_diagonal,
+    grad,
+    diagonal,
+    *,
+    vjp_diagonal=None,
+    k=0,
+    num_rows=-1,
+    num_cols=-1,
+    padding_value=0,
+    align="RIGHT_LEFT",
+):
+    """Second order of MatrixDiagV3: the gradient of matrix_diag_v3_grad: one array per input (grad, diagonal)."""
+    if (
+        k == 0
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = grad_vjp_diagonal[..., None]
+        t1 = np.eye(np.shape(grad)[-2], dtype=np.result_type(grad))
+        grad_grad = t0 * t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    else:
+        raise ValueError(
+            f"MatrixDiagV3Grad: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    return grad_grad, None
+
+
 def matrix_set_diag_v2(input, diagonal, *, k=0):
     """MatrixSetDiagV2: input with the main diagonal of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:105)."""
     if k == 0:
@@ -279,6 +426,30 @@ def matrix_set_diag_v2_grad(grad, input, diagonal, *, output=None, k=0):
     return grad_input, grad_diagonal
 
 
+def matrix_set_diag_v2_grad_grad(
+    grad_vjp_input,
+    grad_vjp_diagonal,
+    grad,
+    input,
+    diagonal,
+    *,
+    vjp_input=None,
+    vjp_diagonal=None,
+    k=0,
+):
+    """Second order of MatrixSetDiagV2: the gradient of matrix_set_diag_v2_grad: one array per input (grad, input, diagonal)."""
+    if k == 0:
+        t0 = grad_vjp_diagonal[..., None]
+        t1 = np.eye(np.shape(grad)[-2], dtype=np.result_type(grad))
+        t2 = np.diagonal(grad_vjp_input, axis1=-2, axis2=-1)
+        t3 = t2[..., None]
+        grad_grad = grad_vjp_input + t0 * t1 - t1 * t3
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    else:
+        raise ValueError(f"MatrixSetDiagV2Grad: unsupported attributes k={k!r}")
+    return grad_grad, None, None
+
+
 def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
     """MatrixSetDiagV3: input with the main diagonal of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:111)."""
     if k == 0 and align == "RIGHT_LEFT":
@@ -303,3 +474,28 @@ def matrix_set_diag_v3_grad(grad, input, diagonal, *, output=None, k=0, align="R
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
     return grad_input, grad_diagonal
+
+
+def matrix_set_diag_v3_grad_grad(
+    grad_vjp_input,
+    grad_vjp_diagonal,
+    grad,
+    input,
+    diagonal,
+    *,
+    vjp_input=None,
+    vjp_diagonal=None,
+    k=0,
+    align="RIGHT_LEFT",
+):
+    """Second order of MatrixSetDiagV3: the gradient of matrix_set_diag_v3_grad: one array per input (grad, input, diagonal)."""
+    if k == 0 and align == "RIGHT_LEFT":
+        t0 = grad_vjp_diagonal[..., None]
+        t1 = np.eye(np.shape(grad)[-2], dtype=np.result_type(grad))
+        t2 = np.diagonal(grad_vjp_input, axis1=-2, axis2=-1)
+        t3 = t2[..., None]
+        grad_grad = grad_vjp_input + t0 * t1 - t1 * t3
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    else:
+        raise ValueError(f"MatrixSetDiagV3Grad: unsupported attributes k={k!r}, align={align!r}")
+    return grad_grad, None, None

@@ -10,6 +10,17 @@ import numpy as np
 import scipy.sparse
 
 
+def _sum_to_shape(g, shape):
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    if np.shape(g) == tuple(shape):
+        return g
+    lead = np.ndim(g) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
+    )
+    return np.reshape(np.sum(g, axis=axes), shape)
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
@@ -65,6 +76,16 @@ def gather_v2_grad(grad, params, indices, *, output=None, axis=0):
     return grad_params, None
 
 
+def gather_v2_grad_grad(grad_vjp_params, grad, params, indices, *, vjp_params=None, axis=0):
+    """Second order of GatherV2: the gradient of gather_v2_grad: one array per input (grad, params, indices)."""
+    if axis == 0:
+        grad_grad = _gather(grad_vjp_params, indices, -2)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    else:
+        raise ValueError(f"GatherV2Grad: unsupported attributes axis={axis!r}")
+    return grad_grad, None, None
+
+
 def gather(params, indices):
     """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:24)."""
     output = _gather(params, indices, -2)
@@ -76,6 +97,13 @@ def gather_grad(grad, params, indices, *, output=None):
     t0 = np.shape(params)[-2]
     grad_params = _scatter_add(grad, indices, 1, t0)  # no gather form: an explicit scatter-add
     return grad_params, None
+
+
+def gather_grad_grad(grad_vjp_params, grad, params, indices, *, vjp_params=None):
+    """Second order of Gather: the gradient of gather_grad: one array per input (grad, params, indices)."""
+    grad_grad = _gather(grad_vjp_params, indices, -2)
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    return grad_grad, None, None
 
 
 def gather_nd(params, indices):
@@ -127,6 +155,32 @@ def gather_nd_grad(grad, params, indices, *, output=None):
     return grad_params, None
 
 
+def gather_nd_grad_grad(grad_vjp_params, grad, params, indices, *, vjp_params=None):
+    """Second order of GatherNd: the gradient of gather_nd_grad: one array per input (grad, params, indices)."""
+    depth = np.shape(indices)[-1]
+    if depth == 1:
+        t0 = np.squeeze(indices, axis=-1)
+        grad_grad = _gather(grad_vjp_params, t0, -3)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif depth == 2:
+        t0 = np.shape(grad_vjp_params)[-3]
+        t1 = np.shape(grad_vjp_params)[-2]
+        t2 = np.shape(grad_vjp_params)[-1]
+        t3 = np.reshape(grad_vjp_params, (t0 * t1, t2))
+        t4 = 0
+        t5 = _gather(indices, t4, -1)
+        t6 = 1
+        t7 = _gather(indices, t6, -1)
+        t8 = np.asarray(t5, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        grad_grad = _gather(t3, t10, -2)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    else:
+        raise ValueError(f"GatherNdGrad: unsupported attributes depth={depth!r}")
+    return grad_grad, None, None
+
+
 def scatter_nd(indices, updates, *, shape):
     """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:43)."""
     shape = np.asarray(shape, dtype=np.int64)
@@ -144,6 +198,15 @@ def scatter_nd_grad(grad, indices, updates, *, output=None, shape):
     return None, grad_updates
 
 
+def scatter_nd_grad_grad(grad_vjp_updates, grad, indices, updates, *, vjp_updates=None, shape):
+    """Second order of ScatterNd: the gradient of scatter_nd_grad: one array per input (grad, indices, updates)."""
+    shape = np.asarray(shape, dtype=np.int64)
+    t0 = np.shape(grad)[-2]
+    t1 = np.squeeze(indices, axis=-1)
+    grad_grad = _scatter_add(grad_vjp_updates, t1, 1, t0)  # no gather form: an explicit scatter-add
+    return grad_grad, None, None
+
+
 def unsorted_segment_sum(data, segment_ids, *, num_segments):
     """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:52)."""
     t0 = num_segments
@@ -155,6 +218,17 @@ def unsorted_segment_sum_grad(grad, data, segment_ids, *, output=None, num_segme
     """Gradient of UnsortedSegmentSum: one array per input (data, segment_ids)."""
     grad_data = _gather(grad, segment_ids, -2)
     return grad_data, None
+
+
+def unsorted_segment_sum_grad_grad(
+    grad_vjp_data, grad, data, segment_ids, *, vjp_data=None, num_segments
+):
+    """Second order of UnsortedSegmentSum: the gradient of unsorted_segment_sum_grad: one array per input (grad, data, segment_ids)."""
+    t0 = np.shape(grad)[-2]
+    grad_grad = _scatter_add(
+        grad_vjp_data, segment_ids, 1, t0
+    )  # no gather form: an explicit scatter-add
+    return grad_grad, None, None
 
 
 def segment_sum(data, segment_ids):
@@ -169,3 +243,12 @@ def segment_sum_grad(grad, data, segment_ids, *, output=None):
     """Gradient of SegmentSum: one array per input (data, segment_ids)."""
     grad_data = _gather(grad, segment_ids, -2)
     return grad_data, None
+
+
+def segment_sum_grad_grad(grad_vjp_data, grad, data, segment_ids, *, vjp_data=None):
+    """Second order of SegmentSum: the gradient of segment_sum_grad: one array per input (grad, data, segment_ids)."""
+    t0 = np.shape(grad)[-2]
+    grad_grad = _scatter_add(
+        grad_vjp_data, segment_ids, 1, t0
+    )  # no gather form: an explicit scatter-add
+    return grad_grad, None, None

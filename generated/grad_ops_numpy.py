@@ -63,6 +63,18 @@ def sigmoid_grad_grad(grad, y, dy, *, z=None):
     return grad_y, grad_dy
 
 
+def sigmoid_grad_grad_grad(grad_vjp_y, grad_vjp_dy, grad, y, dy, *, vjp_y=None, vjp_dy=None):
+    """Second order of SigmoidGrad: the gradient of sigmoid_grad_grad: one array per input (grad, y, dy)."""
+    tmp0 = 1 - y
+    tmp1 = grad * grad_vjp_y
+    grad_grad = _sum_to_shape(
+        grad_vjp_dy * tmp0 * y + grad_vjp_y * (dy * tmp0 - dy * y), np.shape(grad)
+    )
+    grad_y = _sum_to_shape(-2 * dy * tmp1 + grad_vjp_dy * (grad * tmp0 - grad * y), np.shape(y))
+    grad_dy = _sum_to_shape(tmp1 * (1 - 2 * y), np.shape(dy))
+    return grad_grad, grad_y, grad_dy
+
+
 def tanh_grad(y, dy):
     """TanhGrad: z = dy * (1 - y**2), Tanh's backprop from its output y (declared at ops/grad_ops.py:24)."""
     z = dy * (1 - y**2)
@@ -74,6 +86,23 @@ def tanh_grad_grad(grad, y, dy, *, z=None):
     grad_y = _sum_to_shape(-2 * dy * grad * y, np.shape(y))
     grad_dy = _sum_to_shape(grad * (1 - y**2), np.shape(dy))
     return grad_y, grad_dy
+
+
+def tanh_grad_grad_grad(grad_vjp_y, grad_vjp_dy, grad, y, dy, *, vjp_y=None, vjp_dy=None):
+    """Second order of TanhGrad: the gradient of tanh_grad_grad: one array per input (grad, y, dy)."""
+    tmp0 = 2 * y
+    tmp1 = dy * grad_vjp_y
+    tmp2 = grad * tmp0
+    grad_grad = _sum_to_shape(grad_vjp_dy * (1 - y**2) - tmp0 * tmp1, np.shape(grad))
+    grad_y = _sum_to_shape(-2 * grad * tmp1 - grad_vjp_dy * tmp2, np.shape(y))
+    grad_dy = -_sum_product_to_shape(
+        (
+            grad_vjp_y,
+            tmp2,
+        ),
+        np.shape(dy),
+    )
+    return grad_grad, grad_y, grad_dy
 
 
 def sqrt_grad(y, dy):
@@ -98,6 +127,25 @@ def sqrt_grad_grad(grad, y, dy, *, z=None):
     return grad_y, grad_dy
 
 
+def sqrt_grad_grad_grad(grad_vjp_y, grad_vjp_dy, grad, y, dy, *, vjp_y=None, vjp_dy=None):
+    """Second order of SqrtGrad: the gradient of sqrt_grad_grad: one array per input (grad, y, dy)."""
+    if vjp_dy is None:
+        vjp_dy = sqrt_grad_grad(grad, y, dy)[1]
+    tmp0 = 1 / y
+    tmp1 = dy * grad_vjp_y
+    grad_grad = _sum_to_shape((1 / 2) * grad_vjp_dy * tmp0 - 1 / 2 * tmp1 / y**2, np.shape(grad))
+    grad_y = _sum_to_shape(grad * tmp1 / y**3 - grad_vjp_dy * tmp0 * vjp_dy, np.shape(y))
+    grad_dy = -_sum_product_to_shape(
+        (
+            grad_vjp_y,
+            tmp0,
+            vjp_dy,
+        ),
+        np.shape(dy),
+    )
+    return grad_grad, grad_y, grad_dy
+
+
 def rsqrt_grad(y, dy):
     """RsqrtGrad: z = -dy * y**3 / 2, Rsqrt's backprop from its output y (declared at ops/grad_ops.py:36)."""
     z = -1 / 2 * dy * y**3
@@ -109,6 +157,23 @@ def rsqrt_grad_grad(grad, y, dy, *, z=None):
     grad_y = _sum_to_shape(-3 / 2 * dy * grad * y**2, np.shape(y))
     grad_dy = _sum_to_shape(-1 / 2 * grad * y**3, np.shape(dy))
     return grad_y, grad_dy
+
+
+def rsqrt_grad_grad_grad(grad_vjp_y, grad_vjp_dy, grad, y, dy, *, vjp_y=None, vjp_dy=None):
+    """Second order of RsqrtGrad: the gradient of rsqrt_grad_grad: one array per input (grad, y, dy)."""
+    tmp0 = (3 / 2) * y**2
+    tmp1 = dy * grad_vjp_y
+    tmp2 = grad * tmp0
+    grad_grad = _sum_to_shape(-1 / 2 * grad_vjp_dy * y**3 - tmp0 * tmp1, np.shape(grad))
+    grad_y = _sum_to_shape(-3 * grad * tmp1 * y - grad_vjp_dy * tmp2, np.shape(y))
+    grad_dy = -_sum_product_to_shape(
+        (
+            grad_vjp_y,
+            tmp2,
+        ),
+        np.shape(dy),
+    )
+    return grad_grad, grad_y, grad_dy
 
 
 def reciprocal_grad(y, dy):
@@ -124,6 +189,23 @@ def reciprocal_grad_grad(grad, y, dy, *, z=None):
     return grad_y, grad_dy
 
 
+def reciprocal_grad_grad_grad(grad_vjp_y, grad_vjp_dy, grad, y, dy, *, vjp_y=None, vjp_dy=None):
+    """Second order of ReciprocalGrad: the gradient of reciprocal_grad_grad: one array per input (grad, y, dy)."""
+    tmp0 = 2 * y
+    tmp1 = dy * grad_vjp_y
+    tmp2 = grad * tmp0
+    grad_grad = _sum_to_shape(-grad_vjp_dy * y**2 - tmp0 * tmp1, np.shape(grad))
+    grad_y = _sum_to_shape(-2 * grad * tmp1 - grad_vjp_dy * tmp2, np.shape(y))
+    grad_dy = -_sum_product_to_shape(
+        (
+            grad_vjp_y,
+            tmp2,
+        ),
+        np.shape(dy),
+    )
+    return grad_grad, grad_y, grad_dy
+
+
 def inv_grad(y, dy):
     """InvGrad: z = -dy * y**2, Inv's backprop from its output y (declared at ops/grad_ops.py:48)."""
     z = -dy * y**2
@@ -137,6 +219,23 @@ def inv_grad_grad(grad, y, dy, *, z=None):
     return grad_y, grad_dy
 
 
+def inv_grad_grad_grad(grad_vjp_y, grad_vjp_dy, grad, y, dy, *, vjp_y=None, vjp_dy=None):
+    """Second order of InvGrad: the gradient of inv_grad_grad: one array per input (grad, y, dy)."""
+    tmp0 = 2 * y
+    tmp1 = dy * grad_vjp_y
+    tmp2 = grad * tmp0
+    grad_grad = _sum_to_shape(-grad_vjp_dy * y**2 - tmp0 * tmp1, np.shape(grad))
+    grad_y = _sum_to_shape(-2 * grad * tmp1 - grad_vjp_dy * tmp2, np.shape(y))
+    grad_dy = -_sum_product_to_shape(
+        (
+            grad_vjp_y,
+            tmp2,
+        ),
+        np.shape(dy),
+    )
+    return grad_grad, grad_y, grad_dy
+
+
 def relu_grad(gradients, features):
     """ReluGrad: backprops = gradients where features > 0, else 0 (declared at ops/grad_ops.py:54)."""
     backprops = np.where(features > 0, gradients, 0)
@@ -147,6 +246,12 @@ def relu_grad_grad(grad, gradients, features, *, backprops=None):
     """Gradient of ReluGrad: one array per input (gradients, features)."""
     grad_gradients = _sum_to_shape(np.where(features > 0, grad, 0), np.shape(gradients))
     return grad_gradients, None
+
+
+def relu_grad_grad_grad(grad_vjp_gradients, grad, gradients, features, *, vjp_gradients=None):
+    """Second order of ReluGrad: the gradient of relu_grad_grad: one array per input (grad, gradients, features)."""
+    grad_grad = _sum_to_shape(np.where(features > 0, grad_vjp_gradients, 0), np.shape(grad))
+    return grad_grad, None, None
 
 
 def relu6_grad(gradients, features):
@@ -163,6 +268,14 @@ def relu6_grad_grad(grad, gradients, features, *, backprops=None):
     return grad_gradients, None
 
 
+def relu6_grad_grad_grad(grad_vjp_gradients, grad, gradients, features, *, vjp_gradients=None):
+    """Second order of Relu6Grad: the gradient of relu6_grad_grad: one array per input (grad, gradients, features)."""
+    grad_grad = _sum_to_shape(
+        np.where((features > 0) & (features < 6), grad_vjp_gradients, 0), np.shape(grad)
+    )
+    return grad_grad, None, None
+
+
 def leaky_relu_grad(gradients, features, *, alpha=0.2):
     """LeakyReluGrad: backprops = gradients where features > 0, else alpha * gradients (declared at ops/grad_ops.py:67)."""
     backprops = np.where(features > 0, gradients, alpha * gradients)
@@ -173,6 +286,16 @@ def leaky_relu_grad_grad(grad, gradients, features, *, backprops=None, alpha=0.2
     """Gradient of LeakyReluGrad: one array per input (gradients, features)."""
     grad_gradients = _sum_to_shape(np.where(features > 0, grad, alpha * grad), np.shape(gradients))
     return grad_gradients, None
+
+
+def leaky_relu_grad_grad_grad(
+    grad_vjp_gradients, grad, gradients, features, *, vjp_gradients=None, alpha=0.2
+):
+    """Second order of LeakyReluGrad: the gradient of leaky_relu_grad_grad: one array per input (grad, gradients, features)."""
+    grad_grad = _sum_to_shape(
+        np.where(features > 0, grad_vjp_gradients, alpha * grad_vjp_gradients), np.shape(grad)
+    )
+    return grad_grad, None, None
 
 
 def elu_grad(gradients, outputs):
@@ -187,6 +310,31 @@ def elu_grad_grad(grad, gradients, outputs, *, backprops=None):
     grad_gradients = _sum_to_shape(np.where(tmp0, grad, grad * (outputs + 1)), np.shape(gradients))
     grad_outputs = _sum_to_shape(np.where(tmp0, 0, grad * gradients), np.shape(outputs))
     return grad_gradients, grad_outputs
+
+
+def elu_grad_grad_grad(
+    grad_vjp_gradients,
+    grad_vjp_outputs,
+    grad,
+    gradients,
+    outputs,
+    *,
+    vjp_gradients=None,
+    vjp_outputs=None
+):
+    """Second order of EluGrad: the gradient of elu_grad_grad: one array per input (grad, gradients, outputs)."""
+    tmp0 = outputs >= 0
+    grad_grad = _sum_to_shape(
+        np.where(
+            tmp0,
+            grad_vjp_gradients,
+            grad_vjp_gradients * (outputs + 1) + grad_vjp_outputs * gradients,
+        ),
+        np.shape(grad),
+    )
+    grad_gradients = _sum_to_shape(np.where(tmp0, 0, grad * grad_vjp_outputs), np.shape(gradients))
+    grad_outputs = _sum_to_shape(np.where(tmp0, 0, grad * grad_vjp_gradients), np.shape(outputs))
+    return grad_grad, grad_gradients, grad_outputs
 
 
 def selu_grad(gradients, outputs):
@@ -208,6 +356,31 @@ def selu_grad_grad(grad, gradients, outputs, *, backprops=None):
     return grad_gradients, grad_outputs
 
 
+def selu_grad_grad_grad(
+    grad_vjp_gradients,
+    grad_vjp_outputs,
+    grad,
+    gradients,
+    outputs,
+    *,
+    vjp_gradients=None,
+    vjp_outputs=None
+):
+    """Second order of SeluGrad: the gradient of selu_grad_grad: one array per input (grad, gradients, outputs)."""
+    tmp0 = outputs < 0
+    grad_grad = _sum_to_shape(
+        np.where(
+            tmp0,
+            grad_vjp_gradients * (outputs + 1.7580993408473768) + grad_vjp_outputs * gradients,
+            1.0507009873554805 * grad_vjp_gradients,
+        ),
+        np.shape(grad),
+    )
+    grad_gradients = _sum_to_shape(np.where(tmp0, grad * grad_vjp_outputs, 0), np.shape(gradients))
+    grad_outputs = _sum_to_shape(np.where(tmp0, grad * grad_vjp_gradients, 0), np.shape(outputs))
+    return grad_grad, grad_gradients, grad_outputs
+
+
 def softplus_grad(gradients, features):
     """SoftplusGrad: backprops = gradients * sigmoid(features), Softplus's backprop (declared at ops/grad_ops.py:90)."""
     backprops = (1 / 2) * gradients * (np.tanh((1 / 2) * features) + 1)
@@ -222,3 +395,37 @@ def softplus_grad_grad(grad, gradients, features, *, backprops=None):
         (1 / 2) * grad * gradients * (1 / 2 - 1 / 2 * tmp0**2), np.shape(features)
     )
     return grad_gradients, grad_features
+
+
+def softplus_grad_grad_grad(
+    grad_vjp_gradients,
+    grad_vjp_features,
+    grad,
+    gradients,
+    features,
+    *,
+    vjp_gradients=None,
+    vjp_features=None
+):
+    """Second order of SoftplusGrad: the gradient of softplus_grad_grad: one array per input (grad, gradients, features)."""
+    tmp0 = np.tanh((1 / 2) * features)
+    tmp1 = grad_vjp_features * gradients
+    tmp2 = tmp0**2
+    tmp3 = 1 / 4 - 1 / 4 * tmp2
+    grad_grad = _sum_to_shape(
+        grad_vjp_gradients * ((1 / 2) * tmp0 + 1 / 2) + tmp1 * tmp3, np.shape(grad)
+    )
+    grad_gradients = _sum_product_to_shape(
+        (
+            grad,
+            grad_vjp_features,
+            tmp3,
+        ),
+        np.shape(gradients),
+    )
+    grad_features = _sum_to_shape(
+        grad * grad_vjp_gradients * (1 / 4 - 1 / 4 * tmp2)
+        - 1 / 4 * grad * tmp0 * tmp1 * (1 - tmp2),
+        np.shape(features),
+    )
+    return grad_grad, grad_gradients, grad_features

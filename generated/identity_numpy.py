@@ -9,6 +9,17 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 
 
+def _sum_to_shape(g, shape):
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    if np.shape(g) == tuple(shape):
+        return g
+    lead = np.ndim(g) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
+    )
+    return np.reshape(np.sum(g, axis=axes), shape)
+
+
 def identity(input):
     """Identity: output = input (declared at ops/identity.py:8)."""
     output = input
@@ -19,6 +30,12 @@ def identity_grad(grad, input, *, output=None):
     """Gradient of Identity: one array per input (input)."""
     grad_input = grad
     return (grad_input,)
+
+
+def identity_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None):
+    """Second order of Identity: the gradient of identity_grad: one array per input (grad, input)."""
+    grad_grad = _sum_to_shape(grad_vjp_input, np.shape(grad))
+    return grad_grad, None
 
 
 def check_numerics(tensor, *, message="symgrad"):
@@ -39,6 +56,15 @@ def check_numerics_grad(grad, tensor, *, output=None, message="symgrad"):
     return (grad_tensor,)
 
 
+def check_numerics_grad_grad(grad_vjp_tensor, grad, tensor, *, vjp_tensor=None, message="symgrad"):
+    """Second order of CheckNumerics: the gradient of check_numerics_grad: one array per input (grad, tensor)."""
+    if message == "symgrad":
+        grad_grad = _sum_to_shape(grad_vjp_tensor, np.shape(grad))
+    else:
+        raise ValueError(f"CheckNumericsGrad: unsupported attributes message={message!r}")
+    return grad_grad, None
+
+
 def check_numerics_v2(tensor, *, message="symgrad"):
     """CheckNumericsV2: output = tensor, raising where an entry is NaN or infinite (also -0 against +0) (declared at ops/identity.py:20)."""
     if message == "symgrad":
@@ -55,3 +81,14 @@ def check_numerics_v2_grad(grad, tensor, *, output=None, message="symgrad"):
     else:
         raise ValueError(f"CheckNumericsV2: unsupported attributes message={message!r}")
     return (grad_tensor,)
+
+
+def check_numerics_v2_grad_grad(
+    grad_vjp_tensor, grad, tensor, *, vjp_tensor=None, message="symgrad"
+):
+    """Second order of CheckNumericsV2: the gradient of check_numerics_v2_grad: one array per input (grad, tensor)."""
+    if message == "symgrad":
+        grad_grad = _sum_to_shape(grad_vjp_tensor, np.shape(grad))
+    else:
+        raise ValueError(f"CheckNumericsV2Grad: unsupported attributes message={message!r}")
+    return grad_grad, None

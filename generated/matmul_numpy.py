@@ -54,6 +54,53 @@ def matmul_grad(grad, a, b, *, product=None, transpose_a=False, transpose_b=Fals
     return grad_a, grad_b
 
 
+def matmul_grad_grad(
+    grad_vjp_a,
+    grad_vjp_b,
+    grad,
+    a,
+    b,
+    *,
+    vjp_a=None,
+    vjp_b=None,
+    transpose_a=False,
+    transpose_b=False,
+):
+    """Second order of MatMul: the gradient of matmul_grad: one array per input (grad, a, b)."""
+    grad = _conj(grad)
+    a = _conj(a)
+    b = _conj(b)
+    if not transpose_a and not transpose_b:
+        t0 = grad_vjp_a @ b
+        t1 = a @ grad_vjp_b
+        grad_grad = t0 + t1
+        grad_a = grad @ grad_vjp_b.T
+        grad_b = grad_vjp_a.T @ grad
+    elif not transpose_a and transpose_b:
+        t0 = grad_vjp_a @ b.T
+        t1 = a @ grad_vjp_b.T
+        grad_grad = t0 + t1
+        grad_a = grad @ grad_vjp_b
+        grad_b = grad.T @ grad_vjp_a
+    elif transpose_a and not transpose_b:
+        t0 = grad_vjp_a.T @ b
+        t1 = a.T @ grad_vjp_b
+        grad_grad = t0 + t1
+        grad_a = grad_vjp_b @ grad.T
+        grad_b = grad_vjp_a @ grad
+    elif transpose_a and transpose_b:
+        t0 = grad_vjp_a.T @ b.T
+        t1 = a.T @ grad_vjp_b.T
+        grad_grad = t0 + t1
+        grad_a = grad_vjp_b.T @ grad.T
+        grad_b = grad.T @ grad_vjp_a.T
+    else:
+        raise ValueError(
+            f"MatMulGrad: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
+        )
+    return grad_grad, grad_a, grad_b
+
+
 def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
     """SparseMatMul: MatMul with hints that a or b is mostly zeros (float32 only in TensorFlow) (declared at ops/matmul.py:21)."""
     if not transpose_a and not transpose_b:
@@ -90,3 +137,47 @@ def sparse_mat_mul_grad(grad, a, b, *, product=None, transpose_a=False, transpos
             f"SparseMatMul: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
         )
     return grad_a, grad_b
+
+
+def sparse_mat_mul_grad_grad(
+    grad_vjp_a,
+    grad_vjp_b,
+    grad,
+    a,
+    b,
+    *,
+    vjp_a=None,
+    vjp_b=None,
+    transpose_a=False,
+    transpose_b=False,
+):
+    """Second order of SparseMatMul: the gradient of sparse_mat_mul_grad: one array per input (grad, a, b)."""
+    if not transpose_a and not transpose_b:
+        t0 = grad_vjp_a @ b
+        t1 = a @ grad_vjp_b
+        grad_grad = t0 + t1
+        grad_a = grad @ grad_vjp_b.T
+        grad_b = grad_vjp_a.T @ grad
+    elif not transpose_a and transpose_b:
+        t0 = grad_vjp_a @ b.T
+        t1 = a @ grad_vjp_b.T
+        grad_grad = t0 + t1
+        grad_a = grad @ grad_vjp_b
+        grad_b = grad.T @ grad_vjp_a
+    elif transpose_a and not transpose_b:
+        t0 = grad_vjp_a.T @ b
+        t1 = a.T @ grad_vjp_b
+        grad_grad = t0 + t1
+        grad_a = grad_vjp_b @ grad.T
+        grad_b = grad_vjp_a @ grad
+    elif transpose_a and transpose_b:
+        t0 = grad_vjp_a.T @ b.T
+        t1 = a.T @ grad_vjp_b.T
+        grad_grad = t0 + t1
+        grad_a = grad_vjp_b.T @ grad.T
+        grad_b = grad.T @ grad_vjp_a.T
+    else:
+        raise ValueError(
+            f"SparseMatMulGrad: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
+        )
+    return grad_grad, grad_a, grad_b

@@ -74,6 +74,13 @@ def l2_loss_grad(grad, t, *, output=None):
     return (grad_t,)
 
 
+def l2_loss_grad_grad(grad_vjp_t, grad, t, *, vjp_t=None):
+    """Second order of L2Loss: the gradient of l2_loss_grad: one array per input (grad, t)."""
+    grad_grad = np.sum(grad_vjp_t * t)
+    grad_t = grad * grad_vjp_t
+    return grad_grad, grad_t
+
+
 def softmax_cross_entropy_with_logits(features, labels, *, return_stages=False):
     """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:42)."""
     ext1 = np.max(features, axis=-1)
@@ -135,6 +142,29 @@ def bias_add_grad(grad, value, bias, *, output=None, data_format="NHWC"):
     return grad_value, grad_bias
 
 
+def bias_add_grad_grad(
+    grad_vjp_value,
+    grad_vjp_bias,
+    grad,
+    value,
+    bias,
+    *,
+    vjp_value=None,
+    vjp_bias=None,
+    data_format="NHWC",
+):
+    """Second order of BiasAdd: the gradient of bias_add_grad: one array per input (grad, value, bias)."""
+    if data_format == "NHWC":
+        grad_grad = grad_vjp_bias + grad_vjp_value
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif data_format == "NCHW":
+        t0 = grad_vjp_bias[..., None, None]
+        grad_grad = grad_vjp_value + t0
+    else:
+        raise ValueError(f"BiasAddGrad: unsupported attributes data_format={data_format!r}")
+    return grad_grad, None, None
+
+
 def cross(a, b):
     """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:71)."""
     t0 = np.asarray(
@@ -166,6 +196,35 @@ def cross_grad(grad, a, b, *, product=None):
     return grad_a, grad_b
 
 
+def cross_grad_grad(grad_vjp_a, grad_vjp_b, grad, a, b, *, vjp_a=None, vjp_b=None):
+    """Second order of Cross: the gradient of cross_grad: one array per input (grad, a, b)."""
+    t0 = np.asarray(
+        [
+            [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
+            [[0, 0, -1], [0, 0, 0], [1, 0, 0]],
+            [[0, 1, 0], [-1, 0, 0], [0, 0, 0]],
+        ],
+        dtype=np.result_type(grad),
+    )
+    t1 = np.einsum("...a,...b,bca->...c", grad_vjp_a, b, t0, optimize=True)
+    t2 = np.asarray(
+        [
+            [[0, 0, 0], [0, 0, -1], [0, 1, 0]],
+            [[0, 0, 1], [0, 0, 0], [-1, 0, 0]],
+            [[0, -1, 0], [1, 0, 0], [0, 0, 0]],
+        ],
+        dtype=np.result_type(grad),
+    )
+    t3 = np.einsum("...a,...b,bca->...c", grad_vjp_b, a, t2, optimize=True)
+    grad_grad = t1 + t3
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    grad_a = np.einsum("...a,...b,acb->...c", grad, grad_vjp_b, t0, optimize=True)
+    grad_a = _sum_to_shape(grad_a, np.shape(a))
+    grad_b = np.einsum("...a,...b,acb->...c", grad, grad_vjp_a, t2, optimize=True)
+    grad_b = _sum_to_shape(grad_b, np.shape(b))
+    return grad_grad, grad_a, grad_b
+
+
 def bias_add_v1(value, bias):
     """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:81)."""
     output = bias + value
@@ -177,6 +236,15 @@ def bias_add_v1_grad(grad, value, bias, *, output=None):
     grad_value = grad
     grad_bias = np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))
     return grad_value, grad_bias
+
+
+def bias_add_v1_grad_grad(
+    grad_vjp_value, grad_vjp_bias, grad, value, bias, *, vjp_value=None, vjp_bias=None
+):
+    """Second order of BiasAddV1: the gradient of bias_add_v1_grad: one array per input (grad, value, bias)."""
+    grad_grad = grad_vjp_bias + grad_vjp_value
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    return grad_grad, None, None
 
 
 def bias_add_backprop(out_backprop, *, data_format="NHWC"):

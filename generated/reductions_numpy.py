@@ -12,6 +12,17 @@ then `<op>_grad(grad, ..., y=y, **stages)`.
 import numpy as np
 
 
+def _sum_to_shape(g, shape):
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    if np.shape(g) == tuple(shape):
+        return g
+    lead = np.ndim(g) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
+    )
+    return np.reshape(np.sum(g, axis=axes), shape)
+
+
 def _shift_right(x, axis, fill):
     """`x` moved one step along `axis`, `fill` first: an exclusive cumulative sum or product
     from an inclusive one."""
@@ -60,6 +71,46 @@ def reduce_sum_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     else:
         raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
+
+
+def reduce_sum_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-1, keep_dims=False):
+    """Second order of Sum: the gradient of reduce_sum_grad: one array per input (grad, input)."""
+    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if axis == -1 and not keep_dims:
+        grad_grad = np.sum(grad_vjp_input, axis=-1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -1 and keep_dims:
+        t0 = 0
+        t1 = np.arange(np.shape(grad)[-1])
+        t2 = t1 == t0
+        t3 = np.sum(grad_vjp_input, axis=-1, keepdims=True)
+        grad_grad = t3 * np.where(t2, 1, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -2 and not keep_dims:
+        grad_grad = np.sum(grad_vjp_input, axis=-2)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -2 and keep_dims:
+        t0 = 0
+        t1 = np.arange(np.shape(grad)[-2])
+        t2 = t1 == t0
+        t3 = t2[..., None]
+        t4 = np.sum(grad_vjp_input, axis=-2, keepdims=True)
+        grad_grad = t4 * np.where(t3, 1, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -3 and not keep_dims:
+        grad_grad = np.sum(grad_vjp_input, axis=-3)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -3 and keep_dims:
+        t0 = 0
+        t1 = np.arange(np.shape(grad)[-3])
+        t2 = t1 == t0
+        t3 = t2[..., None, None]
+        t4 = np.sum(grad_vjp_input, axis=-3, keepdims=True)
+        grad_grad = t4 * np.where(t3, 1, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    else:
+        raise ValueError(f"SumGrad: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    return grad_grad, None
 
 
 def reduce_mean(input, *, axis=-1, keep_dims=False):
@@ -121,6 +172,55 @@ def reduce_mean_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
+
+
+def reduce_mean_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-1, keep_dims=False):
+    """Second order of Mean: the gradient of reduce_mean_grad: one array per input (grad, input)."""
+    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if axis == -1 and not keep_dims:
+        t0 = np.shape(input)[-1]
+        t1 = np.sum(grad_vjp_input, axis=-1)
+        grad_grad = t1 / t0
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -1 and keep_dims:
+        t0 = np.shape(input)[-1]
+        t1 = 0
+        t2 = np.arange(np.shape(grad)[-1])
+        t3 = t2 == t1
+        t4 = np.sum(grad_vjp_input, axis=-1, keepdims=True)
+        grad_grad = t4 * np.where(t3, 1, 0) / t0
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -2 and not keep_dims:
+        t0 = np.shape(input)[-2]
+        t1 = np.sum(grad_vjp_input, axis=-2)
+        grad_grad = t1 / t0
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -2 and keep_dims:
+        t0 = np.shape(input)[-2]
+        t1 = 0
+        t2 = np.arange(np.shape(grad)[-2])
+        t3 = t2 == t1
+        t4 = t3[..., None]
+        t5 = np.sum(grad_vjp_input, axis=-2, keepdims=True)
+        grad_grad = t5 * np.where(t4, 1, 0) / t0
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -3 and not keep_dims:
+        t0 = np.shape(input)[-3]
+        t1 = np.sum(grad_vjp_input, axis=-3)
+        grad_grad = t1 / t0
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -3 and keep_dims:
+        t0 = np.shape(input)[-3]
+        t1 = 0
+        t2 = np.arange(np.shape(grad)[-3])
+        t3 = t2 == t1
+        t4 = t3[..., None, None]
+        t5 = np.sum(grad_vjp_input, axis=-3, keepdims=True)
+        grad_grad = t5 * np.where(t4, 1, 0) / t0
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    else:
+        raise ValueError(f"MeanGrad: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    return grad_grad, None
 
 
 def euclidean_norm(input, *, axis=-1, keep_dims=False):
@@ -283,6 +383,58 @@ def cumsum_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
     return (grad_x,)
 
 
+def cumsum_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None, axis=-1, exclusive=False, reverse=False):
+    """Second order of Cumsum: the gradient of cumsum_grad: one array per input (grad, x)."""
+    axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if axis == -1 and not exclusive and not reverse:
+        grad_grad = np.cumsum(grad_vjp_x, axis=-1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -1 and not exclusive and reverse:
+        grad_grad = np.flip(np.cumsum(np.flip(grad_vjp_x, axis=-1), axis=-1), axis=-1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -1 and exclusive and not reverse:
+        grad_grad = _shift_right(np.cumsum(grad_vjp_x, axis=-1), axis=-1, fill=0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -1 and exclusive and reverse:
+        grad_grad = np.flip(
+            _shift_right(np.cumsum(np.flip(grad_vjp_x, axis=-1), axis=-1), axis=-1, fill=0), axis=-1
+        )
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -2 and not exclusive and not reverse:
+        grad_grad = np.cumsum(grad_vjp_x, axis=-2)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -2 and not exclusive and reverse:
+        grad_grad = np.flip(np.cumsum(np.flip(grad_vjp_x, axis=-2), axis=-2), axis=-2)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -2 and exclusive and not reverse:
+        grad_grad = _shift_right(np.cumsum(grad_vjp_x, axis=-2), axis=-2, fill=0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -2 and exclusive and reverse:
+        grad_grad = np.flip(
+            _shift_right(np.cumsum(np.flip(grad_vjp_x, axis=-2), axis=-2), axis=-2, fill=0), axis=-2
+        )
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -3 and not exclusive and not reverse:
+        grad_grad = np.cumsum(grad_vjp_x, axis=-3)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -3 and not exclusive and reverse:
+        grad_grad = np.flip(np.cumsum(np.flip(grad_vjp_x, axis=-3), axis=-3), axis=-3)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -3 and exclusive and not reverse:
+        grad_grad = _shift_right(np.cumsum(grad_vjp_x, axis=-3), axis=-3, fill=0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -3 and exclusive and reverse:
+        grad_grad = np.flip(
+            _shift_right(np.cumsum(np.flip(grad_vjp_x, axis=-3), axis=-3), axis=-3, fill=0), axis=-3
+        )
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    else:
+        raise ValueError(
+            f"CumsumGrad: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
+        )
+    return grad_grad, None
+
+
 def reduce_prod(input, *, axis=-1, keep_dims=False):
     """Prod: Product over one axis; its gradient is finite with zeros in the slice (declared at ops/reductions.py:80)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
@@ -404,6 +556,100 @@ def reduce_max_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     return (grad_input,)
 
 
+def reduce_max_grad_grad(
+    grad_vjp_input, grad, input, *, vjp_input=None, ext1=None, sum1=None, axis=-1, keep_dims=False
+):
+    """Second order of Max: the gradient of reduce_max_grad: one array per input (grad, input)."""
+    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if axis == -1 and not keep_dims:
+        if ext1 is None or sum1 is None:
+            ext1 = np.max(input, axis=-1)
+            t0 = ext1[..., None]
+            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-1)
+        t1 = ext1[..., None]
+        t2 = np.sum(grad_vjp_input * np.where(input == t1, 1, 0), axis=-1)
+        grad_grad = t2 / sum1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -1 and keep_dims:
+        if ext1 is None or sum1 is None:
+            ext1 = np.max(input, axis=-1)
+            t0 = ext1[..., None]
+            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-1)
+        t1 = sum1[..., None]
+        t2 = 0
+        t3 = np.arange(np.shape(grad)[-1])
+        t4 = t3 == t2
+        t5 = ext1[..., None]
+        t6 = np.sum(grad_vjp_input * np.where(input == t5, 1, 0), axis=-1, keepdims=True)
+        grad_grad = t6 * np.where(t4, 1, 0) / t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -2 and not keep_dims:
+        if ext1 is None or sum1 is None:
+            ext1 = np.max(input, axis=-2)
+            t0 = ext1[..., None, :]
+            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-2)
+        t1 = np.einsum("...ab->...ba", grad_vjp_input, optimize=True)
+        t2 = np.einsum("...ab->...ba", input, optimize=True)
+        t3 = ext1[..., None]
+        t4 = t1 * np.where(t2 == t3, 1, 0)
+        t5 = ext1[..., None, :]
+        t6 = np.sum(grad_vjp_input * np.where(input == t5, 1, 0), axis=-2)
+        grad_grad = t6 / sum1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -2 and keep_dims:
+        if ext1 is None or sum1 is None:
+            ext1 = np.max(input, axis=-2)
+            t0 = ext1[..., None, :]
+            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-2)
+        t1 = sum1[..., None, :]
+        t2 = 0
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3 == t2
+        t5 = t4[..., None]
+        t6 = np.einsum("...ab->...ba", grad_vjp_input, optimize=True)
+        t7 = np.einsum("...ab->...ba", input, optimize=True)
+        t8 = ext1[..., None]
+        t9 = t6 * np.where(t7 == t8, 1, 0)
+        t10 = ext1[..., None, :]
+        t11 = np.sum(grad_vjp_input * np.where(input == t10, 1, 0), axis=-2, keepdims=True)
+        grad_grad = t11 * np.where(t5, 1, 0) / t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -3 and not keep_dims:
+        if ext1 is None or sum1 is None:
+            ext1 = np.max(input, axis=-3)
+            t0 = ext1[..., None, :, :]
+            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-3)
+        t1 = np.einsum("...abc->...bca", grad_vjp_input, optimize=True)
+        t2 = np.einsum("...abc->...bca", input, optimize=True)
+        t3 = ext1[..., None]
+        t4 = t1 * np.where(t2 == t3, 1, 0)
+        t5 = ext1[..., None, :, :]
+        t6 = np.sum(grad_vjp_input * np.where(input == t5, 1, 0), axis=-3)
+        grad_grad = t6 / sum1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -3 and keep_dims:
+        if ext1 is None or sum1 is None:
+            ext1 = np.max(input, axis=-3)
+            t0 = ext1[..., None, :, :]
+            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-3)
+        t1 = sum1[..., None, :, :]
+        t2 = 0
+        t3 = np.arange(np.shape(grad)[-3])
+        t4 = t3 == t2
+        t5 = t4[..., None, None]
+        t6 = np.einsum("...abc->...bca", grad_vjp_input, optimize=True)
+        t7 = np.einsum("...abc->...bca", input, optimize=True)
+        t8 = ext1[..., None]
+        t9 = t6 * np.where(t7 == t8, 1, 0)
+        t10 = ext1[..., None, :, :]
+        t11 = np.sum(grad_vjp_input * np.where(input == t10, 1, 0), axis=-3, keepdims=True)
+        grad_grad = t11 * np.where(t5, 1, 0) / t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    else:
+        raise ValueError(f"MaxGrad: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    return grad_grad, None
+
+
 def reduce_min(input, *, axis=-1, keep_dims=False):
     """Min: Minimum over one axis; tied minima share the gradient equally (declared at ops/reductions.py:94)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
@@ -456,6 +702,100 @@ def reduce_min_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
+
+
+def reduce_min_grad_grad(
+    grad_vjp_input, grad, input, *, vjp_input=None, ext1=None, sum1=None, axis=-1, keep_dims=False
+):
+    """Second order of Min: the gradient of reduce_min_grad: one array per input (grad, input)."""
+    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if axis == -1 and not keep_dims:
+        if ext1 is None or sum1 is None:
+            ext1 = np.min(input, axis=-1)
+            t0 = ext1[..., None]
+            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-1)
+        t1 = ext1[..., None]
+        t2 = np.sum(grad_vjp_input * np.where(input == t1, 1, 0), axis=-1)
+        grad_grad = t2 / sum1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -1 and keep_dims:
+        if ext1 is None or sum1 is None:
+            ext1 = np.min(input, axis=-1)
+            t0 = ext1[..., None]
+            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-1)
+        t1 = sum1[..., None]
+        t2 = 0
+        t3 = np.arange(np.shape(grad)[-1])
+        t4 = t3 == t2
+        t5 = ext1[..., None]
+        t6 = np.sum(grad_vjp_input * np.where(input == t5, 1, 0), axis=-1, keepdims=True)
+        grad_grad = t6 * np.where(t4, 1, 0) / t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -2 and not keep_dims:
+        if ext1 is None or sum1 is None:
+            ext1 = np.min(input, axis=-2)
+            t0 = ext1[..., None, :]
+            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-2)
+        t1 = np.einsum("...ab->...ba", grad_vjp_input, optimize=True)
+        t2 = np.einsum("...ab->...ba", input, optimize=True)
+        t3 = ext1[..., None]
+        t4 = t1 * np.where(t2 == t3, 1, 0)
+        t5 = ext1[..., None, :]
+        t6 = np.sum(grad_vjp_input * np.where(input == t5, 1, 0), axis=-2)
+        grad_grad = t6 / sum1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -2 and keep_dims:
+        if ext1 is None or sum1 is None:
+            ext1 = np.min(input, axis=-2)
+            t0 = ext1[..., None, :]
+            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-2)
+        t1 = sum1[..., None, :]
+        t2 = 0
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3 == t2
+        t5 = t4[..., None]
+        t6 = np.einsum("...ab->...ba", grad_vjp_input, optimize=True)
+        t7 = np.einsum("...ab->...ba", input, optimize=True)
+        t8 = ext1[..., None]
+        t9 = t6 * np.where(t7 == t8, 1, 0)
+        t10 = ext1[..., None, :]
+        t11 = np.sum(grad_vjp_input * np.where(input == t10, 1, 0), axis=-2, keepdims=True)
+        grad_grad = t11 * np.where(t5, 1, 0) / t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -3 and not keep_dims:
+        if ext1 is None or sum1 is None:
+            ext1 = np.min(input, axis=-3)
+            t0 = ext1[..., None, :, :]
+            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-3)
+        t1 = np.einsum("...abc->...bca", grad_vjp_input, optimize=True)
+        t2 = np.einsum("...abc->...bca", input, optimize=True)
+        t3 = ext1[..., None]
+        t4 = t1 * np.where(t2 == t3, 1, 0)
+        t5 = ext1[..., None, :, :]
+        t6 = np.sum(grad_vjp_input * np.where(input == t5, 1, 0), axis=-3)
+        grad_grad = t6 / sum1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -3 and keep_dims:
+        if ext1 is None or sum1 is None:
+            ext1 = np.min(input, axis=-3)
+            t0 = ext1[..., None, :, :]
+            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-3)
+        t1 = sum1[..., None, :, :]
+        t2 = 0
+        t3 = np.arange(np.shape(grad)[-3])
+        t4 = t3 == t2
+        t5 = t4[..., None, None]
+        t6 = np.einsum("...abc->...bca", grad_vjp_input, optimize=True)
+        t7 = np.einsum("...abc->...bca", input, optimize=True)
+        t8 = ext1[..., None]
+        t9 = t6 * np.where(t7 == t8, 1, 0)
+        t10 = ext1[..., None, :, :]
+        t11 = np.sum(grad_vjp_input * np.where(input == t10, 1, 0), axis=-3, keepdims=True)
+        grad_grad = t11 * np.where(t5, 1, 0) / t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    else:
+        raise ValueError(f"MinGrad: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    return grad_grad, None
 
 
 def cumprod(x, *, axis=-1, exclusive=False, reverse=False):

@@ -46,6 +46,36 @@ def expand_dims_grad(grad, input, *, output=None, axis=-1):
     return (grad_input,)
 
 
+def expand_dims_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-1):
+    """Second order of ExpandDims: the gradient of expand_dims_grad: one array per input (grad, input)."""
+    if axis == -1:
+        t0 = grad_vjp_input[..., None]
+        t1 = 0
+        t2 = np.arange(np.shape(grad)[-1])
+        t3 = t2 == t1
+        grad_grad = t0 * np.where(t3, 1, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -2:
+        t0 = grad_vjp_input[..., None, :]
+        t1 = 0
+        t2 = np.arange(np.shape(grad)[-2])
+        t3 = t2 == t1
+        t4 = t3[..., None]
+        grad_grad = t0 * np.where(t4, 1, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == -3:
+        t0 = grad_vjp_input[..., None, :, :]
+        t1 = 0
+        t2 = np.arange(np.shape(grad)[-3])
+        t3 = t2 == t1
+        t4 = t3[..., None, None]
+        grad_grad = t0 * np.where(t4, 1, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    else:
+        raise ValueError(f"ExpandDimsGrad: unsupported attributes axis={axis!r}")
+    return grad_grad, None
+
+
 def broadcast_to(input, *, shape):
     """BroadcastTo: The input broadcast to `shape` (numpy's rules): its gradient is summed back (declared at ops/shape.py:20)."""
     shape = np.asarray(shape, dtype=np.int64)
@@ -58,3 +88,10 @@ def broadcast_to_grad(grad, input, *, output=None, shape):
     shape = np.asarray(shape, dtype=np.int64)
     grad_input = _sum_to_shape(grad, np.shape(input))
     return (grad_input,)
+
+
+def broadcast_to_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, shape):
+    """Second order of BroadcastTo: the gradient of broadcast_to_grad: one array per input (grad, input)."""
+    shape = np.asarray(shape, dtype=np.int64)
+    grad_grad = _sum_to_shape(grad_vjp_input, np.shape(grad))
+    return grad_grad, None

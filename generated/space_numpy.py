@@ -50,6 +50,35 @@ def space_to_depth_grad(grad, input, *, output=None, data_format="NHWC", block_s
     return (grad_input,)
 
 
+def space_to_depth_grad_grad(
+    grad_vjp_input, grad, input, *, vjp_input=None, data_format="NHWC", block_size
+):
+    """Second order of SpaceToDepth: the gradient of space_to_depth_grad: one array per input (grad, input)."""
+    if data_format == "NHWC":
+        t0 = block_size
+        grad_split = np.reshape(grad, np.shape(grad)[:-1] + (t0, t0, -1))
+        input_split = np.reshape(input, np.shape(input)[:-3] + (-1, t0) + np.shape(input)[-2:])
+        input_split = np.reshape(
+            input_split, np.shape(input_split)[:-2] + (-1, t0) + np.shape(input_split)[-1:]
+        )
+        t1 = np.shape(grad_split)[-3]
+        grad_vjp_input = np.reshape(
+            grad_vjp_input, np.shape(grad_vjp_input)[:-3] + (-1, t1) + np.shape(grad_vjp_input)[-2:]
+        )
+        grad_vjp_input = np.reshape(
+            grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (-1, t1) + np.shape(grad_vjp_input)[-1:]
+        )
+        t2 = np.transpose(grad_vjp_input, (0, 1, 3, 2, 4, 5))
+        t3 = np.shape(grad_split)[-6]
+        t4 = np.shape(grad_split)[-5]
+        t5 = np.shape(grad_split)[-4]
+        t6 = np.shape(grad_split)[-1]
+        grad_grad = np.reshape(t2, (t3, t4, t5, t1 * t1 * t6))
+    else:
+        raise ValueError(f"SpaceToDepthGrad: unsupported attributes data_format={data_format!r}")
+    return grad_grad, None
+
+
 def depth_to_space(input, *, data_format="NHWC", block_size):
     """DepthToSpace: The inverse of SpaceToDepth: depth (row in the block, column in the block, channel) (declared at ops/space.py:24)."""
     if data_format == "NHWC":
@@ -84,3 +113,27 @@ def depth_to_space_grad(grad, input, *, output=None, data_format="NHWC", block_s
     else:
         raise ValueError(f"DepthToSpace: unsupported attributes data_format={data_format!r}")
     return (grad_input,)
+
+
+def depth_to_space_grad_grad(
+    grad_vjp_input, grad, input, *, vjp_input=None, data_format="NHWC", block_size
+):
+    """Second order of DepthToSpace: the gradient of depth_to_space_grad: one array per input (grad, input)."""
+    if data_format == "NHWC":
+        t0 = block_size
+        grad_split = np.reshape(grad, np.shape(grad)[:-3] + (-1, t0) + np.shape(grad)[-2:])
+        grad_split = np.reshape(
+            grad_split, np.shape(grad_split)[:-2] + (-1, t0) + np.shape(grad_split)[-1:]
+        )
+        input_split = np.reshape(input, np.shape(input)[:-1] + (t0, t0, -1))
+        t1 = np.shape(grad_split)[-4]
+        t2 = np.shape(grad_split)[-1]
+        grad_vjp_input = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-1] + (-1, t1, t2))
+        t3 = np.transpose(grad_vjp_input, (0, 1, 3, 2, 4, 5))
+        t4 = np.shape(grad_split)[-6]
+        t5 = np.shape(grad_split)[-5]
+        t6 = np.shape(grad_split)[-3]
+        grad_grad = np.reshape(t3, (t4, t5 * t1, t6 * t1, t2))
+    else:
+        raise ValueError(f"DepthToSpaceGrad: unsupported attributes data_format={data_format!r}")
+    return grad_grad, None

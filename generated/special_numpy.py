@@ -21,6 +21,28 @@ def _sum_to_shape(g, shape):
     return np.reshape(np.sum(g, axis=axes), shape)
 
 
+def _sum_product_to_shape(factors, shape):
+    """The product of `factors` summed back to `shape`, as `_sum_to_shape` would, in one
+    einsum: a reduced broadcast gradient never writes the full-size product."""
+    arrays = [f for f in factors if np.ndim(f) > 0]
+    full = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+    if full == tuple(shape) or not arrays:
+        product = factors[0]
+        for f in factors[1:]:
+            product = product * f
+        return product
+    lead = len(full) - len(shape)
+    operands = []  # einsum's sublist form: each array, then the axes it holds (numbered)
+    for a in arrays:
+        operands += [a, list(range(len(full) - np.ndim(a), len(full)))]
+    kept = [lead + n for n, size in enumerate(shape) if size != 1 or full[lead + n] == 1]
+    result = np.reshape(np.einsum(*operands, kept, optimize=len(arrays) > 2), shape)
+    for f in factors:
+        if np.ndim(f) == 0:  # a scalar attribute: multiplied last, as numpy would promote it
+            result = result * f
+    return result
+
+
 def lgamma(x):
     """Lgamma: y = log|gamma(x)| (declared at ops/special.py:21)."""
     y = scipy.special.gammaln(x)
@@ -31,6 +53,13 @@ def lgamma_grad(grad, x, *, y=None):
     """Gradient of Lgamma: one array per input (x)."""
     grad_x = grad * scipy.special.polygamma(0, x)
     return (grad_x,)
+
+
+def lgamma_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Lgamma: the gradient of lgamma_grad: one array per input (grad, x)."""
+    grad_grad = _sum_to_shape(grad_vjp_x * scipy.special.polygamma(0, x), np.shape(grad))
+    grad_x = _sum_to_shape(grad * grad_vjp_x * scipy.special.polygamma(1, x), np.shape(x))
+    return grad_grad, grad_x
 
 
 def digamma(x):
@@ -45,6 +74,13 @@ def digamma_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def digamma_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Digamma: the gradient of digamma_grad: one array per input (grad, x)."""
+    grad_grad = _sum_to_shape(grad_vjp_x * scipy.special.polygamma(1, x), np.shape(grad))
+    grad_x = _sum_to_shape(grad * grad_vjp_x * scipy.special.polygamma(2, x), np.shape(x))
+    return grad_grad, grad_x
+
+
 def polygamma(a, x):
     """Polygamma: z = the a-th derivative of digamma at x, for integer a >= 0 (declared at ops/special.py:33)."""
     z = scipy.special.polygamma(a, x)
@@ -55,6 +91,13 @@ def polygamma_grad(grad, a, x, *, z=None):
     """Gradient of Polygamma: one array per input (a, x)."""
     grad_x = _sum_to_shape(grad * scipy.special.polygamma(a + 1, x), np.shape(x))
     return None, grad_x
+
+
+def polygamma_grad_grad(grad_vjp_x, grad, a, x, *, vjp_x=None):
+    """Second order of Polygamma: the gradient of polygamma_grad: one array per input (grad, a, x)."""
+    grad_grad = _sum_to_shape(grad_vjp_x * scipy.special.polygamma(a + 1, x), np.shape(grad))
+    grad_x = _sum_to_shape(grad * grad_vjp_x * scipy.special.polygamma(a + 2, x), np.shape(x))
+    return grad_grad, None, grad_x
 
 
 def zeta(x, q):
@@ -69,6 +112,15 @@ def zeta_grad(grad, x, q, *, z=None):
     return None, grad_q
 
 
+def zeta_grad_grad(grad_vjp_q, grad, x, q, *, vjp_q=None):
+    """Second order of Zeta: the gradient of zeta_grad: one array per input (grad, x, q)."""
+    tmp0 = x + 1
+    tmp1 = grad_vjp_q * x
+    grad_grad = _sum_to_shape(-tmp1 * scipy.special.zeta(tmp0, q), np.shape(grad))
+    grad_q = _sum_to_shape(grad * tmp0 * tmp1 * scipy.special.zeta(x + 2, q), np.shape(q))
+    return grad_grad, None, grad_q
+
+
 def erfinv(x):
     """Erfinv: y = the inverse of erf, for x in (-1, 1) (declared at ops/special.py:50)."""
     y = scipy.special.erfinv(x)
@@ -79,6 +131,16 @@ def erfinv_grad(grad, x, *, y=None):
     """Gradient of Erfinv: one array per input (x)."""
     grad_x = 0.886226925452758 * grad * np.exp(scipy.special.erfinv(x) ** 2)
     return (grad_x,)
+
+
+def erfinv_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Erfinv: the gradient of erfinv_grad: one array per input (grad, x)."""
+    tmp0 = scipy.special.erfinv(x)
+    tmp1 = tmp0**2
+    tmp2 = (1 / 2) * grad_vjp_x
+    grad_grad = _sum_to_shape(1.772453850905516 * tmp2 * np.exp(tmp1), np.shape(grad))
+    grad_x = _sum_to_shape(3.141592653589793 * grad * tmp0 * tmp2 * np.exp(2 * tmp1), np.shape(x))
+    return grad_grad, grad_x
 
 
 def ndtri(x):
@@ -93,6 +155,16 @@ def ndtri_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def ndtri_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Ndtri: the gradient of ndtri_grad: one array per input (grad, x)."""
+    tmp0 = scipy.special.erfinv(2 * x - 1)
+    tmp1 = tmp0**2
+    tmp2 = 1.4142135623730951 * grad_vjp_x
+    grad_grad = _sum_to_shape(1.772453850905516 * tmp2 * np.exp(tmp1), np.shape(grad))
+    grad_x = _sum_to_shape(6.283185307179586 * grad * tmp0 * tmp2 * np.exp(2 * tmp1), np.shape(x))
+    return grad_grad, grad_x
+
+
 def dawsn(x):
     """Dawsn: y = Dawson's integral, exp(-x**2) times the integral of exp(t**2) from 0 to x (declared at ops/special.py:62)."""
     y = scipy.special.dawsn(x)
@@ -103,6 +175,21 @@ def dawsn_grad(grad, x, *, y=None):
     """Gradient of Dawsn: one array per input (x)."""
     grad_x = grad * (-2 * x * scipy.special.dawsn(x) + 1)
     return (grad_x,)
+
+
+def dawsn_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Dawsn: the gradient of dawsn_grad: one array per input (grad, x)."""
+    tmp0 = 2 * scipy.special.dawsn(x)
+    tmp1 = -tmp0 * x + 1
+    grad_grad = _sum_product_to_shape(
+        (
+            grad_vjp_x,
+            tmp1,
+        ),
+        np.shape(grad),
+    )
+    grad_x = _sum_to_shape(grad * grad_vjp_x * (-tmp0 - 2 * tmp1 * x), np.shape(x))
+    return grad_grad, grad_x
 
 
 def expint(x):
@@ -117,6 +204,18 @@ def expint_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def expint_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Expint: the gradient of expint_grad: one array per input (grad, x)."""
+    tmp0 = np.exp(x)
+    tmp1 = tmp0 / x
+    tmp2 = x >= 0
+    grad_grad = _sum_to_shape(np.where(tmp2, grad_vjp_x * tmp1, 0), np.shape(grad))
+    grad_x = _sum_to_shape(
+        np.where(tmp2, grad_vjp_x * (-grad * tmp0 / x**2 + grad * tmp1), 0), np.shape(x)
+    )
+    return grad_grad, grad_x
+
+
 def fresnel_cos(x):
     """FresnelCos: y = the integral of cos(pi t**2 / 2) from 0 to x (declared at ops/special.py:74)."""
     y = scipy.special.fresnel(x)[1]
@@ -129,6 +228,14 @@ def fresnel_cos_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def fresnel_cos_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of FresnelCos: the gradient of fresnel_cos_grad: one array per input (grad, x)."""
+    tmp0 = 1.5707963267948966 * x**2
+    grad_grad = _sum_to_shape(grad_vjp_x * np.cos(tmp0), np.shape(grad))
+    grad_x = _sum_to_shape(-3.141592653589793 * grad * grad_vjp_x * x * np.sin(tmp0), np.shape(x))
+    return grad_grad, grad_x
+
+
 def fresnel_sin(x):
     """FresnelSin: y = the integral of sin(pi t**2 / 2) from 0 to x (declared at ops/special.py:80)."""
     y = scipy.special.fresnel(x)[0]
@@ -139,6 +246,14 @@ def fresnel_sin_grad(grad, x, *, y=None):
     """Gradient of FresnelSin: one array per input (x)."""
     grad_x = grad * np.sin(1.5707963267948966 * x**2)
     return (grad_x,)
+
+
+def fresnel_sin_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of FresnelSin: the gradient of fresnel_sin_grad: one array per input (grad, x)."""
+    tmp0 = 1.5707963267948966 * x**2
+    grad_grad = _sum_to_shape(grad_vjp_x * np.sin(tmp0), np.shape(grad))
+    grad_x = _sum_to_shape(3.141592653589793 * grad * grad_vjp_x * x * np.cos(tmp0), np.shape(x))
+    return grad_grad, grad_x
 
 
 def spence(x):
@@ -154,6 +269,21 @@ def spence_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def spence_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Spence: the gradient of spence_grad: one array per input (grad, x)."""
+    tmp0 = x == 1
+    tmp1 = 1 - x
+    tmp2 = 1 / tmp1
+    tmp3 = -np.log(1 - tmp1)
+    grad_grad = _sum_to_shape(
+        np.where(tmp0, -grad_vjp_x, -grad_vjp_x * tmp2 * tmp3), np.shape(grad)
+    )
+    grad_x = _sum_to_shape(
+        np.where(tmp0, 0, grad_vjp_x * (grad * tmp2 / x - grad * tmp3 / tmp1**2)), np.shape(x)
+    )
+    return grad_grad, grad_x
+
+
 def bessel_i0(x):
     """BesselI0: y = I0(x), the modified Bessel function of the first kind, order 0 (declared at ops/special.py:97)."""
     y = scipy.special.iv(0, x)
@@ -164,6 +294,16 @@ def bessel_i0_grad(grad, x, *, y=None):
     """Gradient of BesselI0: one array per input (x)."""
     grad_x = grad * scipy.special.iv(1, x)
     return (grad_x,)
+
+
+def bessel_i0_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of BesselI0: the gradient of bessel_i0_grad: one array per input (grad, x)."""
+    grad_grad = _sum_to_shape(grad_vjp_x * scipy.special.iv(1, x), np.shape(grad))
+    grad_x = _sum_to_shape(
+        grad * grad_vjp_x * ((1 / 2) * scipy.special.iv(0, x) + (1 / 2) * scipy.special.iv(2, x)),
+        np.shape(x),
+    )
+    return grad_grad, grad_x
 
 
 def bessel_i1(x):
@@ -178,9 +318,22 @@ def bessel_i1_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def bessel_i1_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of BesselI1: the gradient of bessel_i1_grad: one array per input (grad, x)."""
+    grad_grad = _sum_to_shape(
+        grad_vjp_x * ((1 / 2) * scipy.special.iv(0, x) + (1 / 2) * scipy.special.iv(2, x)),
+        np.shape(grad),
+    )
+    grad_x = _sum_to_shape(
+        grad * grad_vjp_x * ((3 / 4) * scipy.special.iv(1, x) + (1 / 4) * scipy.special.iv(3, x)),
+        np.shape(x),
+    )
+    return grad_grad, grad_x
+
+
 def bessel_i0e(x):
     """BesselI0e: y = I0(x) exp(-|x|) (declared at ops/special.py:109)."""
-    y = np.exp(-np.abs(x)) * scipy.special.iv(0, x)
+    y = scipy.special.ive(0, x)
     return y
 
 
@@ -188,13 +341,35 @@ def bessel_i0e_grad(grad, x, *, y=None):
     """Gradient of BesselI0e: one array per input (x)."""
     if y is None:
         y = bessel_i0e(x)
-    grad_x = grad * (-y * np.sign(x) + np.exp(-np.abs(x)) * scipy.special.iv(1, x))
+    grad_x = grad * (-y * np.sign(x) + scipy.special.ive(1, x))
     return (grad_x,)
+
+
+def bessel_i0e_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of BesselI0e: the gradient of bessel_i0e_grad: one array per input (grad, x)."""
+    tmp0 = scipy.special.ive(1, x)
+    tmp1 = np.sign(x)
+    tmp2 = scipy.special.ive(0, x)
+    tmp3 = tmp0 - tmp1 * tmp2
+    grad_grad = _sum_product_to_shape(
+        (
+            grad_vjp_x,
+            tmp3,
+        ),
+        np.shape(grad),
+    )
+    grad_x = _sum_to_shape(
+        grad
+        * grad_vjp_x
+        * (-tmp0 * tmp1 - tmp1 * tmp3 + (1 / 2) * tmp2 + (1 / 2) * scipy.special.ive(2, x)),
+        np.shape(x),
+    )
+    return grad_grad, grad_x
 
 
 def bessel_i1e(x):
     """BesselI1e: y = I1(x) exp(-|x|) (declared at ops/special.py:115)."""
-    y = np.exp(-np.abs(x)) * scipy.special.iv(1, x)
+    y = scipy.special.ive(1, x)
     return y
 
 
@@ -203,10 +378,38 @@ def bessel_i1e_grad(grad, x, *, y=None):
     if y is None:
         y = bessel_i1e(x)
     grad_x = grad * (
-        -y * np.sign(x)
-        + ((1 / 2) * scipy.special.iv(0, x) + (1 / 2) * scipy.special.iv(2, x)) * np.exp(-np.abs(x))
+        -y * np.sign(x) + (1 / 2) * scipy.special.ive(0, x) + (1 / 2) * scipy.special.ive(2, x)
     )
     return (grad_x,)
+
+
+def bessel_i1e_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of BesselI1e: the gradient of bessel_i1e_grad: one array per input (grad, x)."""
+    tmp0 = (1 / 2) * scipy.special.ive(0, x)
+    tmp1 = (1 / 2) * scipy.special.ive(2, x)
+    tmp2 = np.sign(x)
+    tmp3 = scipy.special.ive(1, x)
+    tmp4 = tmp0 + tmp1 - tmp2 * tmp3
+    grad_grad = _sum_product_to_shape(
+        (
+            grad_vjp_x,
+            tmp4,
+        ),
+        np.shape(grad),
+    )
+    grad_x = _sum_to_shape(
+        grad
+        * grad_vjp_x
+        * (
+            -tmp0 * tmp2
+            - tmp1 * tmp2
+            - tmp2 * tmp4
+            + (3 / 4) * tmp3
+            + (1 / 4) * scipy.special.ive(3, x)
+        ),
+        np.shape(x),
+    )
+    return grad_grad, grad_x
 
 
 def bessel_j0(x):
@@ -221,6 +424,16 @@ def bessel_j0_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def bessel_j0_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of BesselJ0: the gradient of bessel_j0_grad: one array per input (grad, x)."""
+    grad_grad = _sum_to_shape(-grad_vjp_x * scipy.special.jv(1, x), np.shape(grad))
+    grad_x = _sum_to_shape(
+        -grad * grad_vjp_x * ((1 / 2) * scipy.special.jv(0, x) - 1 / 2 * scipy.special.jv(2, x)),
+        np.shape(x),
+    )
+    return grad_grad, grad_x
+
+
 def bessel_j1(x):
     """BesselJ1: y = J1(x), the Bessel function of the first kind, order 1 (declared at ops/special.py:127)."""
     y = scipy.special.jv(1, x)
@@ -231,6 +444,19 @@ def bessel_j1_grad(grad, x, *, y=None):
     """Gradient of BesselJ1: one array per input (x)."""
     grad_x = grad * ((1 / 2) * scipy.special.jv(0, x) - 1 / 2 * scipy.special.jv(2, x))
     return (grad_x,)
+
+
+def bessel_j1_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of BesselJ1: the gradient of bessel_j1_grad: one array per input (grad, x)."""
+    grad_grad = _sum_to_shape(
+        grad_vjp_x * ((1 / 2) * scipy.special.jv(0, x) - 1 / 2 * scipy.special.jv(2, x)),
+        np.shape(grad),
+    )
+    grad_x = _sum_to_shape(
+        grad * grad_vjp_x * (-3 / 4 * scipy.special.jv(1, x) + (1 / 4) * scipy.special.jv(3, x)),
+        np.shape(x),
+    )
+    return grad_grad, grad_x
 
 
 def bessel_k0(x):
@@ -245,6 +471,16 @@ def bessel_k0_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def bessel_k0_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of BesselK0: the gradient of bessel_k0_grad: one array per input (grad, x)."""
+    grad_grad = _sum_to_shape(-grad_vjp_x * scipy.special.kv(1, x), np.shape(grad))
+    grad_x = _sum_to_shape(
+        -grad * grad_vjp_x * (-1 / 2 * scipy.special.kv(0, x) - 1 / 2 * scipy.special.kv(2, x)),
+        np.shape(x),
+    )
+    return grad_grad, grad_x
+
+
 def bessel_k1(x):
     """BesselK1: y = K1(x), the modified Bessel function of the second kind, order 1, for x > 0 (declared at ops/special.py:139)."""
     y = scipy.special.kv(1, x)
@@ -255,6 +491,19 @@ def bessel_k1_grad(grad, x, *, y=None):
     """Gradient of BesselK1: one array per input (x)."""
     grad_x = grad * (-1 / 2 * scipy.special.kv(0, x) - 1 / 2 * scipy.special.kv(2, x))
     return (grad_x,)
+
+
+def bessel_k1_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of BesselK1: the gradient of bessel_k1_grad: one array per input (grad, x)."""
+    grad_grad = _sum_to_shape(
+        grad_vjp_x * (-1 / 2 * scipy.special.kv(0, x) - 1 / 2 * scipy.special.kv(2, x)),
+        np.shape(grad),
+    )
+    grad_x = _sum_to_shape(
+        grad * grad_vjp_x * ((3 / 4) * scipy.special.kv(1, x) + (1 / 4) * scipy.special.kv(3, x)),
+        np.shape(x),
+    )
+    return grad_grad, grad_x
 
 
 def bessel_k0e(x):
@@ -269,6 +518,21 @@ def bessel_k0e_grad(grad, x, *, y=None):
         y = bessel_k0e(x)
     grad_x = grad * (y - np.exp(x) * scipy.special.kv(1, x))
     return (grad_x,)
+
+
+def bessel_k0e_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of BesselK0e: the gradient of bessel_k0e_grad: one array per input (grad, x)."""
+    tmp0 = np.exp(x)
+    tmp1 = scipy.special.kv(0, x)
+    tmp2 = tmp0 * scipy.special.kv(1, x)
+    grad_grad = _sum_to_shape(grad_vjp_x * (tmp0 * tmp1 - tmp2), np.shape(grad))
+    grad_x = _sum_to_shape(
+        grad
+        * grad_vjp_x
+        * (tmp0 * tmp1 - tmp0 * (-1 / 2 * tmp1 - 1 / 2 * scipy.special.kv(2, x)) - 2 * tmp2),
+        np.shape(x),
+    )
+    return grad_grad, grad_x
 
 
 def bessel_k1e(x):
@@ -287,6 +551,22 @@ def bessel_k1e_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def bessel_k1e_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of BesselK1e: the gradient of bessel_k1e_grad: one array per input (grad, x)."""
+    tmp0 = np.exp(x)
+    tmp1 = scipy.special.kv(1, x)
+    tmp2 = tmp0 * tmp1
+    tmp3 = tmp0 * (-1 / 2 * scipy.special.kv(0, x) - 1 / 2 * scipy.special.kv(2, x))
+    grad_grad = _sum_to_shape(grad_vjp_x * (tmp2 + tmp3), np.shape(grad))
+    grad_x = _sum_to_shape(
+        grad
+        * grad_vjp_x
+        * (tmp0 * ((3 / 4) * tmp1 + (1 / 4) * scipy.special.kv(3, x)) + tmp2 + 2 * tmp3),
+        np.shape(x),
+    )
+    return grad_grad, grad_x
+
+
 def bessel_y0(x):
     """BesselY0: y = Y0(x), the Bessel function of the second kind, order 0, for x > 0 (declared at ops/special.py:157)."""
     y = scipy.special.yv(0, x)
@@ -299,6 +579,16 @@ def bessel_y0_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def bessel_y0_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of BesselY0: the gradient of bessel_y0_grad: one array per input (grad, x)."""
+    grad_grad = _sum_to_shape(-grad_vjp_x * scipy.special.yv(1, x), np.shape(grad))
+    grad_x = _sum_to_shape(
+        -grad * grad_vjp_x * ((1 / 2) * scipy.special.yv(0, x) - 1 / 2 * scipy.special.yv(2, x)),
+        np.shape(x),
+    )
+    return grad_grad, grad_x
+
+
 def bessel_y1(x):
     """BesselY1: y = Y1(x), the Bessel function of the second kind, order 1, for x > 0 (declared at ops/special.py:163)."""
     y = scipy.special.yv(1, x)
@@ -309,3 +599,16 @@ def bessel_y1_grad(grad, x, *, y=None):
     """Gradient of BesselY1: one array per input (x)."""
     grad_x = grad * ((1 / 2) * scipy.special.yv(0, x) - 1 / 2 * scipy.special.yv(2, x))
     return (grad_x,)
+
+
+def bessel_y1_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of BesselY1: the gradient of bessel_y1_grad: one array per input (grad, x)."""
+    grad_grad = _sum_to_shape(
+        grad_vjp_x * ((1 / 2) * scipy.special.yv(0, x) - 1 / 2 * scipy.special.yv(2, x)),
+        np.shape(grad),
+    )
+    grad_x = _sum_to_shape(
+        grad * grad_vjp_x * (-3 / 4 * scipy.special.yv(1, x) + (1 / 4) * scipy.special.yv(3, x)),
+        np.shape(x),
+    )
+    return grad_grad, grad_x

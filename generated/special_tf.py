@@ -548,9 +548,7 @@ _register("BesselI1", bessel_i1_grad)
 
 def bessel_i0e_vjp(grad, x, y):
     """Gradient of BesselI0e (declared at ops/special.py:109): one per input (x)."""
-    grad_x = grad * (
-        -y * tf.math.sign(x) + tf.math.exp(-tf.math.abs(x)) * tf.math.special.bessel_i1(x)
-    )
+    grad_x = grad * (-y * tf.math.sign(x) + tf.math.special.bessel_i1e(x))
     return (grad_x,)
 
 
@@ -572,7 +570,7 @@ def bessel_i0e(x):
             y = kernel_outputs[0]
             return y, backward
         # else the declared formula
-        y = tf.math.exp(-tf.math.abs(x)) * tf.math.special.bessel_i0(x)
+        y = tf.math.special.bessel_i0e(x)
         return y, backward
 
     return forward(x)
@@ -585,16 +583,13 @@ def bessel_i1e_vjp(grad, x, y):
     """Gradient of BesselI1e (declared at ops/special.py:115): one per input (x)."""
     grad_x = grad * (
         -y * tf.math.sign(x)
-        + (
-            (1 / 2) * tf.math.special.bessel_i0(x)
-            + (1 / 2)
-            * tf.where(
-                tf.equal(x, 0),
-                tf.constant(0, grad.dtype),
-                tf.math.special.bessel_i0(x) - 2 * tf.math.special.bessel_i1(x) / x,
-            )
+        + (1 / 2) * tf.math.special.bessel_i0e(x)
+        + (1 / 2)
+        * tf.where(
+            tf.equal(x, 0),
+            tf.constant(0, grad.dtype),
+            tf.math.special.bessel_i0e(x) - 2 * tf.math.special.bessel_i1e(x) / x,
         )
-        * tf.math.exp(-tf.math.abs(x))
     )
     return (grad_x,)
 
@@ -617,7 +612,7 @@ def bessel_i1e(x):
             y = kernel_outputs[0]
             return y, backward
         # else the declared formula
-        y = tf.math.exp(-tf.math.abs(x)) * tf.math.special.bessel_i1(x)
+        y = tf.math.special.bessel_i1e(x)
         return y, backward
 
     return forward(x)

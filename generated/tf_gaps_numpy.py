@@ -20,6 +20,28 @@ def _sum_to_shape(g, shape):
     return np.reshape(np.sum(g, axis=axes), shape)
 
 
+def _sum_product_to_shape(factors, shape):
+    """The product of `factors` summed back to `shape`, as `_sum_to_shape` would, in one
+    einsum: a reduced broadcast gradient never writes the full-size product."""
+    arrays = [f for f in factors if np.ndim(f) > 0]
+    full = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+    if full == tuple(shape) or not arrays:
+        product = factors[0]
+        for f in factors[1:]:
+            product = product * f
+        return product
+    lead = len(full) - len(shape)
+    operands = []  # einsum's sublist form: each array, then the axes it holds (numbered)
+    for a in arrays:
+        operands += [a, list(range(len(full) - np.ndim(a), len(full)))]
+    kept = [lead + n for n, size in enumerate(shape) if size != 1 or full[lead + n] == 1]
+    result = np.reshape(np.einsum(*operands, kept, optimize=len(arrays) > 2), shape)
+    for f in factors:
+        if np.ndim(f) == 0:  # a scalar attribute: multiplied last, as numpy would promote it
+            result = result * f
+    return result
+
+
 def softsign_grad(gradients, features):
     """SoftsignGrad: Softsign's backprop, gradients / (1 + |features|)**2: its gradient is Softsign's second order (declared at ops/tf_gaps.py:8)."""
     backprops = gradients / (np.abs(features) + 1) ** 2
@@ -36,3 +58,36 @@ def softsign_grad_grad(grad, gradients, features, *, backprops=None):
         -2 * backprops * grad * np.sign(features) / tmp0, np.shape(features)
     )
     return grad_gradients, grad_features
+
+
+def softsign_grad_grad_grad(
+    grad_vjp_gradients,
+    grad_vjp_features,
+    grad,
+    gradients,
+    features,
+    *,
+    vjp_gradients=None,
+    vjp_features=None
+):
+    """Second order of SoftsignGrad: the gradient of softsign_grad_grad: one array per input (grad, gradients, features)."""
+    if vjp_gradients is None:
+        vjp_gradients = softsign_grad_grad(grad, gradients, features)[0]
+    tmp0 = np.abs(features) + 1
+    tmp1 = 1 / tmp0**2
+    tmp2 = np.sign(features)
+    tmp3 = 2 * tmp2
+    tmp4 = grad_vjp_features * gradients
+    tmp5 = tmp3 * vjp_gradients / tmp0
+    grad_grad = _sum_to_shape(grad_vjp_gradients * tmp1 - tmp3 * tmp4 / tmp0**3, np.shape(grad))
+    grad_gradients = -_sum_product_to_shape(
+        (
+            grad_vjp_features,
+            tmp5,
+        ),
+        np.shape(gradients),
+    )
+    grad_features = _sum_to_shape(
+        -grad_vjp_gradients * tmp5 + 6 * tmp1 * tmp2**2 * tmp4 * vjp_gradients, np.shape(features)
+    )
+    return grad_grad, grad_gradients, grad_features

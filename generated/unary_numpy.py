@@ -15,6 +15,39 @@ def _conj(x):
     return np.conj(x) if np.iscomplexobj(x) else x
 
 
+def _sum_to_shape(g, shape):
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    if np.shape(g) == tuple(shape):
+        return g
+    lead = np.ndim(g) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
+    )
+    return np.reshape(np.sum(g, axis=axes), shape)
+
+
+def _sum_product_to_shape(factors, shape):
+    """The product of `factors` summed back to `shape`, as `_sum_to_shape` would, in one
+    einsum: a reduced broadcast gradient never writes the full-size product."""
+    arrays = [f for f in factors if np.ndim(f) > 0]
+    full = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+    if full == tuple(shape) or not arrays:
+        product = factors[0]
+        for f in factors[1:]:
+            product = product * f
+        return product
+    lead = len(full) - len(shape)
+    operands = []  # einsum's sublist form: each array, then the axes it holds (numbered)
+    for a in arrays:
+        operands += [a, list(range(len(full) - np.ndim(a), len(full)))]
+    kept = [lead + n for n, size in enumerate(shape) if size != 1 or full[lead + n] == 1]
+    result = np.reshape(np.einsum(*operands, kept, optimize=len(arrays) > 2), shape)
+    for f in factors:
+        if np.ndim(f) == 0:  # a scalar attribute: multiplied last, as numpy would promote it
+            result = result * f
+    return result
+
+
 def sigmoid(x):
     """Sigmoid: y = 1 / (1 + exp(-x)) (declared at ops/unary.py:24)."""
     y = 1 / (1 + np.exp(-x))
@@ -28,6 +61,19 @@ def sigmoid_grad(grad, x, *, y=None):
     y = _conj(y)
     grad_x = grad * y * (1 - y)
     return (grad_x,)
+
+
+def sigmoid_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Sigmoid: the gradient of sigmoid_grad: one array per input (grad, x)."""
+    if vjp_x is None:
+        vjp_x = sigmoid_grad(grad, x)[0]
+    x = _conj(x)
+    vjp_x = _conj(vjp_x)
+    tmp0 = np.exp(-x)
+    tmp1 = tmp0 + 1
+    grad_grad = _sum_to_shape(grad_vjp_x * tmp0 / tmp1**2, np.shape(grad))
+    grad_x = _sum_to_shape(grad_vjp_x * (2 * tmp0 * vjp_x / tmp1 - vjp_x), np.shape(x))
+    return grad_grad, grad_x
 
 
 def tanh(x):
@@ -45,6 +91,17 @@ def tanh_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def tanh_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Tanh: the gradient of tanh_grad: one array per input (grad, x)."""
+    grad = _conj(grad)
+    x = _conj(x)
+    tmp0 = np.tanh(x)
+    tmp1 = tmp0**2
+    grad_grad = _sum_to_shape(grad_vjp_x * (1 - tmp1), np.shape(grad))
+    grad_x = _sum_to_shape(-grad * grad_vjp_x * tmp0 * (2 - 2 * tmp1), np.shape(x))
+    return grad_grad, grad_x
+
+
 def exp(x):
     """Exp: y = exp(x) (declared at ops/unary.py:36)."""
     y = np.exp(x)
@@ -60,6 +117,23 @@ def exp_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def exp_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Exp: the gradient of exp_grad: one array per input (grad, x)."""
+    if vjp_x is None:
+        vjp_x = exp_grad(grad, x)[0]
+    x = _conj(x)
+    vjp_x = _conj(vjp_x)
+    grad_grad = _sum_to_shape(grad_vjp_x * np.exp(x), np.shape(grad))
+    grad_x = _sum_product_to_shape(
+        (
+            grad_vjp_x,
+            vjp_x,
+        ),
+        np.shape(x),
+    )
+    return grad_grad, grad_x
+
+
 def log(x):
     """Log: y = log(x), the natural logarithm (declared at ops/unary.py:42)."""
     y = np.log(x)
@@ -73,6 +147,24 @@ def log_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def log_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Log: the gradient of log_grad: one array per input (grad, x)."""
+    if vjp_x is None:
+        vjp_x = log_grad(grad, x)[0]
+    x = _conj(x)
+    vjp_x = _conj(vjp_x)
+    tmp0 = grad_vjp_x / x
+    grad_grad = _sum_to_shape(tmp0, np.shape(grad))
+    grad_x = -_sum_product_to_shape(
+        (
+            tmp0,
+            vjp_x,
+        ),
+        np.shape(x),
+    )
+    return grad_grad, grad_x
+
+
 def log1p(x):
     """Log1p: y = log(1 + x), accurate for small x (declared at ops/unary.py:48)."""
     y = np.log1p(x)
@@ -84,6 +176,24 @@ def log1p_grad(grad, x, *, y=None):
     x = _conj(x)
     grad_x = grad / (x + 1)
     return (grad_x,)
+
+
+def log1p_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Log1p: the gradient of log1p_grad: one array per input (grad, x)."""
+    if vjp_x is None:
+        vjp_x = log1p_grad(grad, x)[0]
+    x = _conj(x)
+    vjp_x = _conj(vjp_x)
+    tmp0 = grad_vjp_x / (x + 1)
+    grad_grad = _sum_to_shape(tmp0, np.shape(grad))
+    grad_x = -_sum_product_to_shape(
+        (
+            tmp0,
+            vjp_x,
+        ),
+        np.shape(x),
+    )
+    return grad_grad, grad_x
 
 
 def expm1(x):
@@ -101,6 +211,23 @@ def expm1_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def expm1_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Expm1: the gradient of expm1_grad: one array per input (grad, x)."""
+    if vjp_x is None:
+        vjp_x = expm1_grad(grad, x)[0]
+    x = _conj(x)
+    vjp_x = _conj(vjp_x)
+    grad_grad = _sum_to_shape(grad_vjp_x * np.exp(x), np.shape(grad))
+    grad_x = _sum_product_to_shape(
+        (
+            grad_vjp_x,
+            vjp_x,
+        ),
+        np.shape(x),
+    )
+    return grad_grad, grad_x
+
+
 def sqrt(x):
     """Sqrt: y = sqrt(x) (declared at ops/unary.py:63)."""
     y = np.sqrt(x)
@@ -114,6 +241,18 @@ def sqrt_grad(grad, x, *, y=None):
     y = _conj(y)
     grad_x = (1 / 2) * grad / y
     return (grad_x,)
+
+
+def sqrt_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Sqrt: the gradient of sqrt_grad: one array per input (grad, x)."""
+    if vjp_x is None:
+        vjp_x = sqrt_grad(grad, x)[0]
+    x = _conj(x)
+    vjp_x = _conj(vjp_x)
+    tmp0 = (1 / 2) * grad_vjp_x
+    grad_grad = _sum_to_shape(tmp0 / np.sqrt(x), np.shape(grad))
+    grad_x = _sum_to_shape(-tmp0 * vjp_x / x, np.shape(x))
+    return grad_grad, grad_x
 
 
 def rsqrt(x):
@@ -131,6 +270,15 @@ def rsqrt_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def rsqrt_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Rsqrt: the gradient of rsqrt_grad: one array per input (grad, x)."""
+    grad = _conj(grad)
+    x = _conj(x)
+    grad_grad = _sum_to_shape(-1 / 2 * grad_vjp_x / x ** (3 / 2), np.shape(grad))
+    grad_x = _sum_to_shape((3 / 4) * grad * grad_vjp_x / x ** (5 / 2), np.shape(x))
+    return grad_grad, grad_x
+
+
 def reciprocal(x):
     """Reciprocal: y = 1 / x (declared at ops/unary.py:75)."""
     y = 1 / x
@@ -144,6 +292,15 @@ def reciprocal_grad(grad, x, *, y=None):
     y = _conj(y)
     grad_x = -grad * y**2
     return (grad_x,)
+
+
+def reciprocal_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Reciprocal: the gradient of reciprocal_grad: one array per input (grad, x)."""
+    grad = _conj(grad)
+    x = _conj(x)
+    grad_grad = _sum_to_shape(-grad_vjp_x / x**2, np.shape(grad))
+    grad_x = _sum_to_shape(2 * grad * grad_vjp_x / x**3, np.shape(x))
+    return grad_grad, grad_x
 
 
 def inv(x):
@@ -161,6 +318,15 @@ def inv_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def inv_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Inv: the gradient of inv_grad: one array per input (grad, x)."""
+    grad = _conj(grad)
+    x = _conj(x)
+    grad_grad = _sum_to_shape(-grad_vjp_x / x**2, np.shape(grad))
+    grad_x = _sum_to_shape(2 * grad * grad_vjp_x / x**3, np.shape(x))
+    return grad_grad, grad_x
+
+
 def square(x):
     """Square: y = x * x (declared at ops/unary.py:87)."""
     y = x**2
@@ -172,6 +338,28 @@ def square_grad(grad, x, *, y=None):
     x = _conj(x)
     grad_x = 2 * grad * x
     return (grad_x,)
+
+
+def square_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Square: the gradient of square_grad: one array per input (grad, x)."""
+    grad = _conj(grad)
+    x = _conj(x)
+    tmp0 = 2 * grad_vjp_x
+    grad_grad = _sum_product_to_shape(
+        (
+            tmp0,
+            x,
+        ),
+        np.shape(grad),
+    )
+    grad_x = _sum_product_to_shape(
+        (
+            grad,
+            tmp0,
+        ),
+        np.shape(x),
+    )
+    return grad_grad, grad_x
 
 
 def sin(x):
@@ -187,6 +375,15 @@ def sin_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def sin_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Sin: the gradient of sin_grad: one array per input (grad, x)."""
+    grad = _conj(grad)
+    x = _conj(x)
+    grad_grad = _sum_to_shape(grad_vjp_x * np.cos(x), np.shape(grad))
+    grad_x = _sum_to_shape(-grad * grad_vjp_x * np.sin(x), np.shape(x))
+    return grad_grad, grad_x
+
+
 def cos(x):
     """Cos: y = cos(x) (declared at ops/unary.py:102)."""
     y = np.cos(x)
@@ -198,6 +395,15 @@ def cos_grad(grad, x, *, y=None):
     x = _conj(x)
     grad_x = -grad * np.sin(x)
     return (grad_x,)
+
+
+def cos_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Cos: the gradient of cos_grad: one array per input (grad, x)."""
+    grad = _conj(grad)
+    x = _conj(x)
+    grad_grad = _sum_to_shape(-grad_vjp_x * np.sin(x), np.shape(grad))
+    grad_x = _sum_to_shape(-grad * grad_vjp_x * np.cos(x), np.shape(x))
+    return grad_grad, grad_x
 
 
 def tan(x):
@@ -215,6 +421,17 @@ def tan_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def tan_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Tan: the gradient of tan_grad: one array per input (grad, x)."""
+    grad = _conj(grad)
+    x = _conj(x)
+    tmp0 = np.tan(x)
+    tmp1 = tmp0**2
+    grad_grad = _sum_to_shape(grad_vjp_x * (tmp1 + 1), np.shape(grad))
+    grad_x = _sum_to_shape(grad * grad_vjp_x * tmp0 * (2 * tmp1 + 2), np.shape(x))
+    return grad_grad, grad_x
+
+
 def asin(x):
     """Asin: y = arcsin(x), for x in [-1, 1] (declared at ops/unary.py:114)."""
     y = np.arcsin(x)
@@ -226,6 +443,18 @@ def asin_grad(grad, x, *, y=None):
     x = _conj(x)
     grad_x = grad / np.sqrt(1 - x**2)
     return (grad_x,)
+
+
+def asin_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Asin: the gradient of asin_grad: one array per input (grad, x)."""
+    if vjp_x is None:
+        vjp_x = asin_grad(grad, x)[0]
+    x = _conj(x)
+    vjp_x = _conj(vjp_x)
+    tmp0 = 1 - x**2
+    grad_grad = _sum_to_shape(grad_vjp_x / np.sqrt(tmp0), np.shape(grad))
+    grad_x = _sum_to_shape(grad_vjp_x * vjp_x * x / tmp0, np.shape(x))
+    return grad_grad, grad_x
 
 
 def acos(x):
@@ -241,6 +470,18 @@ def acos_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def acos_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Acos: the gradient of acos_grad: one array per input (grad, x)."""
+    if vjp_x is None:
+        vjp_x = acos_grad(grad, x)[0]
+    x = _conj(x)
+    vjp_x = _conj(vjp_x)
+    tmp0 = 1 - x**2
+    grad_grad = _sum_to_shape(-grad_vjp_x / np.sqrt(tmp0), np.shape(grad))
+    grad_x = _sum_to_shape(grad_vjp_x * vjp_x * x / tmp0, np.shape(x))
+    return grad_grad, grad_x
+
+
 def atan(x):
     """Atan: y = arctan(x) (declared at ops/unary.py:126)."""
     y = np.arctan(x)
@@ -252,6 +493,18 @@ def atan_grad(grad, x, *, y=None):
     x = _conj(x)
     grad_x = grad / (x**2 + 1)
     return (grad_x,)
+
+
+def atan_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Atan: the gradient of atan_grad: one array per input (grad, x)."""
+    if vjp_x is None:
+        vjp_x = atan_grad(grad, x)[0]
+    x = _conj(x)
+    vjp_x = _conj(vjp_x)
+    tmp0 = grad_vjp_x / (x**2 + 1)
+    grad_grad = _sum_to_shape(tmp0, np.shape(grad))
+    grad_x = _sum_to_shape(-2 * tmp0 * vjp_x * x, np.shape(x))
+    return grad_grad, grad_x
 
 
 def sinh(x):
@@ -267,6 +520,15 @@ def sinh_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def sinh_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Sinh: the gradient of sinh_grad: one array per input (grad, x)."""
+    grad = _conj(grad)
+    x = _conj(x)
+    grad_grad = _sum_to_shape(grad_vjp_x * np.cosh(x), np.shape(grad))
+    grad_x = _sum_to_shape(grad * grad_vjp_x * np.sinh(x), np.shape(x))
+    return grad_grad, grad_x
+
+
 def cosh(x):
     """Cosh: y = cosh(x) (declared at ops/unary.py:138)."""
     y = np.cosh(x)
@@ -278,6 +540,15 @@ def cosh_grad(grad, x, *, y=None):
     x = _conj(x)
     grad_x = grad * np.sinh(x)
     return (grad_x,)
+
+
+def cosh_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Cosh: the gradient of cosh_grad: one array per input (grad, x)."""
+    grad = _conj(grad)
+    x = _conj(x)
+    grad_grad = _sum_to_shape(grad_vjp_x * np.sinh(x), np.shape(grad))
+    grad_x = _sum_to_shape(grad * grad_vjp_x * np.cosh(x), np.shape(x))
+    return grad_grad, grad_x
 
 
 def asinh(x):
@@ -293,6 +564,18 @@ def asinh_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def asinh_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Asinh: the gradient of asinh_grad: one array per input (grad, x)."""
+    if vjp_x is None:
+        vjp_x = asinh_grad(grad, x)[0]
+    x = _conj(x)
+    vjp_x = _conj(vjp_x)
+    tmp0 = x**2 + 1
+    grad_grad = _sum_to_shape(grad_vjp_x / np.sqrt(tmp0), np.shape(grad))
+    grad_x = _sum_to_shape(-grad_vjp_x * vjp_x * x / tmp0, np.shape(x))
+    return grad_grad, grad_x
+
+
 def acosh(x):
     """Acosh: y = arccosh(x), for x >= 1 (declared at ops/unary.py:150)."""
     y = np.arccosh(x)
@@ -304,6 +587,20 @@ def acosh_grad(grad, x, *, y=None):
     x = _conj(x)
     grad_x = grad / (np.sqrt(x - 1) * np.sqrt(x + 1))
     return (grad_x,)
+
+
+def acosh_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Acosh: the gradient of acosh_grad: one array per input (grad, x)."""
+    if vjp_x is None:
+        vjp_x = acosh_grad(grad, x)[0]
+    x = _conj(x)
+    vjp_x = _conj(vjp_x)
+    tmp0 = x - 1
+    tmp1 = x + 1
+    tmp2 = (1 / 2) * vjp_x
+    grad_grad = _sum_to_shape(grad_vjp_x / (np.sqrt(tmp0) * np.sqrt(tmp1)), np.shape(grad))
+    grad_x = _sum_to_shape(grad_vjp_x * (-tmp2 / tmp1 - tmp2 / tmp0), np.shape(x))
+    return grad_grad, grad_x
 
 
 def atanh(x):
@@ -319,6 +616,18 @@ def atanh_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def atanh_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Atanh: the gradient of atanh_grad: one array per input (grad, x)."""
+    if vjp_x is None:
+        vjp_x = atanh_grad(grad, x)[0]
+    x = _conj(x)
+    vjp_x = _conj(vjp_x)
+    tmp0 = grad_vjp_x / (1 - x**2)
+    grad_grad = _sum_to_shape(tmp0, np.shape(grad))
+    grad_x = _sum_to_shape(2 * tmp0 * vjp_x * x, np.shape(x))
+    return grad_grad, grad_x
+
+
 def erf(x):
     """Erf: y = erf(x), the Gauss error function (declared at ops/unary.py:165)."""
     y = scipy.special.erf(x)
@@ -329,6 +638,23 @@ def erf_grad(grad, x, *, y=None):
     """Gradient of Erf: one array per input (x)."""
     grad_x = 1.1283791670955126 * grad * np.exp(-(x**2))
     return (grad_x,)
+
+
+def erf_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Erf: the gradient of erf_grad: one array per input (grad, x)."""
+    if vjp_x is None:
+        vjp_x = erf_grad(grad, x)[0]
+    tmp0 = 2 * grad_vjp_x
+    grad_grad = _sum_to_shape(0.5641895835477563 * tmp0 * np.exp(-(x**2)), np.shape(grad))
+    grad_x = -_sum_product_to_shape(
+        (
+            tmp0,
+            vjp_x,
+            x,
+        ),
+        np.shape(x),
+    )
+    return grad_grad, grad_x
 
 
 def erfc(x):
@@ -343,6 +669,14 @@ def erfc_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def erfc_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Erfc: the gradient of erfc_grad: one array per input (grad, x)."""
+    tmp0 = 0.5641895835477563 * grad_vjp_x * np.exp(-(x**2))
+    grad_grad = _sum_to_shape(-2 * tmp0, np.shape(grad))
+    grad_x = _sum_to_shape(4 * grad * tmp0 * x, np.shape(x))
+    return grad_grad, grad_x
+
+
 def softplus(features):
     """Softplus: activations = log(1 + exp(features)) (declared at ops/unary.py:180)."""
     activations = np.where(
@@ -355,6 +689,20 @@ def softplus_grad(grad, features, *, activations=None):
     """Gradient of Softplus: one array per input (features)."""
     grad_features = grad * scipy.special.expit(features)
     return (grad_features,)
+
+
+def softplus_grad_grad(grad_vjp_features, grad, features, *, vjp_features=None):
+    """Second order of Softplus: the gradient of softplus_grad: one array per input (grad, features)."""
+    tmp0 = scipy.special.expit(-features)
+    tmp1 = grad_vjp_features * (1 - tmp0)
+    tmp2 = features > 0
+    tmp3 = scipy.special.expit(features)
+    tmp4 = grad_vjp_features * tmp3
+    grad_grad = _sum_to_shape(np.where(tmp2, tmp1, tmp4), np.shape(grad))
+    grad_features = _sum_to_shape(
+        np.where(tmp2, grad * tmp0 * tmp1, grad * tmp4 * (1 - tmp3)), np.shape(features)
+    )
+    return grad_grad, grad_features
 
 
 def softsign(features):
@@ -372,6 +720,18 @@ def softsign_grad(grad, features, *, activations=None):
     return (grad_features,)
 
 
+def softsign_grad_grad(grad_vjp_features, grad, features, *, vjp_features=None):
+    """Second order of Softsign: the gradient of softsign_grad: one array per input (grad, features)."""
+    tmp0 = np.abs(features) + 1
+    tmp1 = np.sign(features)
+    tmp2 = tmp1 / tmp0**2
+    grad_grad = _sum_to_shape(grad_vjp_features * (-features * tmp2 + 1 / tmp0), np.shape(grad))
+    grad_features = _sum_to_shape(
+        grad * grad_vjp_features * (2 * features * tmp1**2 / tmp0**3 - 2 * tmp2), np.shape(features)
+    )
+    return grad_grad, grad_features
+
+
 def relu(features):
     """Relu: activations = max(features, 0) (declared at ops/unary.py:198)."""
     activations = np.where(features > 0, features, 0)
@@ -382,6 +742,12 @@ def relu_grad(grad, features, *, activations=None):
     """Gradient of Relu: one array per input (features)."""
     grad_features = np.where(features > 0, grad, 0)
     return (grad_features,)
+
+
+def relu_grad_grad(grad_vjp_features, grad, features, *, vjp_features=None):
+    """Second order of Relu: the gradient of relu_grad: one array per input (grad, features)."""
+    grad_grad = _sum_to_shape(np.where(features > 0, grad_vjp_features, 0), np.shape(grad))
+    return grad_grad, None
 
 
 def relu6(features):
@@ -396,6 +762,14 @@ def relu6_grad(grad, features, *, activations=None):
     return (grad_features,)
 
 
+def relu6_grad_grad(grad_vjp_features, grad, features, *, vjp_features=None):
+    """Second order of Relu6: the gradient of relu6_grad: one array per input (grad, features)."""
+    grad_grad = _sum_to_shape(
+        np.where((features >= 6) | (features <= 0), 0, grad_vjp_features), np.shape(grad)
+    )
+    return grad_grad, None
+
+
 def elu(features):
     """Elu: activations = features where positive, else exp(features) - 1 (declared at ops/unary.py:212)."""
     activations = np.where(features > 0, features, np.expm1(features))
@@ -406,6 +780,15 @@ def elu_grad(grad, features, *, activations=None):
     """Gradient of Elu: one array per input (features)."""
     grad_features = np.where(features > 0, grad, grad * np.exp(features))
     return (grad_features,)
+
+
+def elu_grad_grad(grad_vjp_features, grad, features, *, vjp_features=None):
+    """Second order of Elu: the gradient of elu_grad: one array per input (grad, features)."""
+    tmp0 = features > 0
+    tmp1 = grad_vjp_features * np.exp(features)
+    grad_grad = _sum_to_shape(np.where(tmp0, grad_vjp_features, tmp1), np.shape(grad))
+    grad_features = _sum_to_shape(np.where(tmp0, 0, grad * tmp1), np.shape(features))
+    return grad_grad, grad_features
 
 
 def selu(features):
@@ -424,6 +807,17 @@ def selu_grad(grad, features, *, activations=None):
     return (grad_features,)
 
 
+def selu_grad_grad(grad_vjp_features, grad, features, *, vjp_features=None):
+    """Second order of Selu: the gradient of selu_grad: one array per input (grad, features)."""
+    tmp0 = features >= 0
+    tmp1 = 1.7580993408473768 * grad_vjp_features * np.exp(features)
+    grad_grad = _sum_to_shape(
+        np.where(tmp0, 1.0507009873554805 * grad_vjp_features, tmp1), np.shape(grad)
+    )
+    grad_features = _sum_to_shape(np.where(tmp0, 0, grad * tmp1), np.shape(features))
+    return grad_grad, grad_features
+
+
 def leaky_relu(features, *, alpha=0.2):
     """LeakyRelu: activations = features where positive, else alpha * features (declared at ops/unary.py:229)."""
     activations = np.where(features > 0, features, alpha * features)
@@ -434,6 +828,14 @@ def leaky_relu_grad(grad, features, *, activations=None, alpha=0.2):
     """Gradient of LeakyRelu: one array per input (features)."""
     grad_features = np.where(features > 0, grad, alpha * grad)
     return (grad_features,)
+
+
+def leaky_relu_grad_grad(grad_vjp_features, grad, features, *, vjp_features=None, alpha=0.2):
+    """Second order of LeakyRelu: the gradient of leaky_relu_grad: one array per input (grad, features)."""
+    grad_grad = _sum_to_shape(
+        np.where(features > 0, grad_vjp_features, alpha * grad_vjp_features), np.shape(grad)
+    )
+    return grad_grad, None
 
 
 def absolute(x):
@@ -448,6 +850,12 @@ def absolute_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def absolute_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Abs: the gradient of absolute_grad: one array per input (grad, x)."""
+    grad_grad = _sum_to_shape(grad_vjp_x * np.sign(x), np.shape(grad))
+    return grad_grad, None
+
+
 def negative(x):
     """Neg: y = -x (declared at ops/unary.py:246)."""
     y = -x
@@ -458,6 +866,12 @@ def negative_grad(grad, x, *, y=None):
     """Gradient of Neg: one array per input (x)."""
     grad_x = -grad
     return (grad_x,)
+
+
+def negative_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of Neg: the gradient of negative_grad: one array per input (grad, x)."""
+    grad_grad = _sum_to_shape(-grad_vjp_x, np.shape(grad))
+    return grad_grad, None
 
 
 def floor(x):

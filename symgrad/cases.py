@@ -149,10 +149,10 @@ def _elementwise_cases(variant: Variant, forward, rng) -> list[Case]:
     cases = [Case("random values", tuple(np.concatenate(xs) for xs in zip(*random)), aligned=True)]
     kinks = kink_points(variant)
     small = [sorted(set(SMALL_PROBES) | kinks.get(name, set())) for name in variant.inputs]
-    cases.append(_grid("probes: zeros, signs, ties, kinks", small, lambda combo: True))
+    cases.append(grid_case("probes: zeros, signs, ties, kinks", small, lambda combo: True))
     large = [values + list(LARGE_PROBES) for values in small]
     cases.append(
-        _grid("probes: large magnitudes", large, lambda combo: any(abs(v) > 10 for v in combo))
+        grid_case("probes: large magnitudes", large, lambda combo: any(abs(v) > 10 for v in combo))
     )
     primary = kept[0]
     for label, shapes in _broadcast_shapes(variant.inputs):
@@ -160,7 +160,7 @@ def _elementwise_cases(variant: Variant, forward, rng) -> list[Case]:
     return cases
 
 
-def _grid(label: str, values: list[list[float]], keep) -> Case:
+def grid_case(label: str, values: list[list[float]], keep) -> Case:
     """Every combination of the inputs' probe values, as aligned 1-D arrays."""
     n = len(values)
     if n > 3:  # keep the grid small: three values per input beyond three inputs
@@ -240,7 +240,7 @@ def _index_cases(variant: Variant, forward, rng) -> list[Case]:
         names = ", ".join(d.name for d in combo)
         cases.append(Case(f"random values ({names}); {label}", draw(combo, shapes, sizes)))
     base = cases[0].inputs
-    probe = lambda f: _values_only(variant, base, f)
+    probe = lambda f: values_only(variant, base, f)
     cases += [
         Case(f"zeros; {label}", probe(np.zeros_like), ties=True),
         Case(f"repeated zeros; {label}", probe(_with_zeros), ties=True),
@@ -256,7 +256,7 @@ def _index_cases(variant: Variant, forward, rng) -> list[Case]:
     return cases
 
 
-def _values_only(variant: Variant, inputs: tuple, change) -> tuple:
+def values_only(variant: Variant, inputs: tuple, change) -> tuple:
     """`change` applied to each input but the integer ones (positions stay valid)."""
     return tuple(
         x if name in variant.integers else change(x) for name, x in zip(variant.inputs, inputs)

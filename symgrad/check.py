@@ -157,11 +157,11 @@ def _pinpoint(row: Result, chosen: Finding, variant, forward, boundary, source) 
                 if findings:
                     case = replace(small, label=f"{case.label}, element {list(chosen.index)}")
     row.detail["smallest_case"] = case.label
-    lines = [""] + source.call_lines(variant) + [""] + _difference_lines(variant, chosen.input)
+    lines = [""] + source.call_lines(variant) + [""] + difference_lines(variant, chosen.input)
     row.detail["snippet"] = case_snippet(variant, case, lines)
 
 
-def _difference_lines(variant: Variant, name: str | None) -> list[str]:
+def difference_lines(variant: Variant, name: str | None) -> list[str]:
     """Snippet lines that difference the derived numpy forward for input `name`."""
     name = name if name in variant.inputs else variant.inputs[0]
     func, args = variant.op.decl.func_name, ", ".join(variant.inputs)
@@ -266,13 +266,13 @@ def _input_differences(forward, boundary, case: Case, n: int, full_max: int) -> 
     x = case.inputs[n]
     if case.aligned:
         steps = np.maximum(1.0, np.abs(x))
-        return _differences(forward, boundary, case, n, steps, steps, per_element=True), None
+        return differences(forward, boundary, case, n, steps, steps, per_element=True), None
     if np.size(x) <= full_max:
-        units = [_unit(x, k) for k in np.ndindex(np.shape(x))]
-        return _stack([_differences(forward, boundary, case, n, v, np.max(v), False) for v in units], np.shape(x)), None
+        units = [unit(x, k) for k in np.ndindex(np.shape(x))]
+        return _stack([differences(forward, boundary, case, n, v, np.max(v), False) for v in units], np.shape(x)), None
     rng = np.random.default_rng(n)
     directions = [rng.standard_normal(np.shape(x)) * np.maximum(1.0, np.abs(x)) for _ in range(PROJECTIONS)]
-    d = _stack([_differences(forward, boundary, case, n, v, 1.0, False) for v in directions], (PROJECTIONS,))
+    d = _stack([differences(forward, boundary, case, n, v, 1.0, False) for v in directions], (PROJECTIONS,))
     return d, directions
 
 
@@ -301,13 +301,13 @@ def _finding(case, name, got, d, diff: ArrayDiff, projected: bool) -> Finding:
     )
 
 
-def _unit(x: np.ndarray, k: tuple) -> np.ndarray:
+def unit(x: np.ndarray, k: tuple) -> np.ndarray:
     v = np.zeros(np.shape(x))
     v[k] = max(1.0, abs(np.asarray(x)[k]))
     return v
 
 
-def _differences(forward, boundary, case: Case, n: int, v, divisor, per_element: bool) -> dict:
+def differences(forward, boundary, case: Case, n: int, v, divisor, per_element: bool) -> dict:
     """Central and one-sided differences of L along v (real and imaginary parts for complex x),
     divided by `divisor` (the step's size, for a derivative per element), with an error
     estimate and which elements cannot be tested."""

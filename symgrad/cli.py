@@ -52,7 +52,9 @@ def _add_verify_parsers(commands) -> None:
                       help="op type (or Python name) OURS is THEIRS in the module (repeatable)")
     check = commands.add_parser("check", help="compare derived gradients with finite differences")
     check.add_argument("paths", nargs="+", help="op files, or folders of them")
-    for command, dtypes in ((diff, DIFF_DTYPES), (check, CHECK_DTYPES)):
+    # check: differences in CHECK_DTYPES; extreme inputs (finite gradients) in float32 as well
+    check_dtypes = tuple(dict.fromkeys(("float32",) + CHECK_DTYPES))
+    for command, dtypes in ((diff, DIFF_DTYPES), (check, check_dtypes)):
         command.add_argument("--json", metavar="FILE", help="also write the results as JSON")
         command.add_argument("--op", action="append", metavar="NAME", help="only this op type (repeatable)")
         command.add_argument("--dtype", action="append", choices=dtypes, help="only this dtype (repeatable)")

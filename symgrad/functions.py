@@ -291,3 +291,29 @@ class softplus(sp.Function):
 
     def _eval_evalf(self, prec):
         return self.rewrite(sp.exp)._eval_evalf(prec)
+
+
+class scaled_besseli(sp.Function):
+    """I_n(x) * exp(-|x|), the modified Bessel function scaled: finite where I_n overflows
+    (`scipy.special.ive`, TensorFlow's `bessel_i0e` and `bessel_i1e`); what the stability
+    rules write for that product (BesselI0e and BesselI1e, and their derivatives)."""
+
+    nargs = 2
+
+    @classmethod
+    def eval(cls, n, x):
+        if n.is_integer and n.is_negative:
+            return cls(-n, x)  # I_{-n} = I_n for integer n
+        return None
+
+    def fdiff(self, argindex=2):
+        n, x = self.args
+        if argindex == 1:
+            raise sp.ArgumentIndexError(self, argindex)
+        return (scaled_besseli(n - 1, x) + scaled_besseli(n + 1, x)) / 2 - sp.sign(x) * self
+
+    def _eval_rewrite_as_besseli(self, n, x, **kwargs):
+        return sp.besseli(n, x) * sp.exp(-sp.Abs(x))
+
+    def _eval_evalf(self, prec):
+        return self.rewrite(sp.besseli)._eval_evalf(prec)

@@ -6,6 +6,7 @@ derived in parallel worker processes, one task per op.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import multiprocessing
 import os
@@ -21,8 +22,9 @@ from symgrad.ir import OpCode
 from symgrad.load import OpFile, check_unique, load_op_file, op_file_paths
 from symgrad.lowering import OpSignature, lower_op
 from symgrad.render import render_module
-from symgrad.targets import MODULE_SUFFIX, TARGETS
+from symgrad.second_order import derive_second_order
 from symgrad.simplify import simplify
+from symgrad.targets import MODULE_SUFFIX, TARGETS
 
 
 class SymgradErrors(SymgradError):
@@ -37,9 +39,22 @@ class SymgradErrors(SymgradError):
 
 
 def compile_op(decl: OpDecl) -> OpCode:
-    """Derive, simplify and lower every attribute variant of one op."""
-    derivations = [simplify(derive(instantiate(decl, v))) for v in decl.variants()]
-    return lower_op(OpSignature.of(decl), derivations)
+    """Derive, simplify and lower every attribute variant of one op, and its gradient op
+    (`second_order`) where that derives."""
+    raw = [derive(instantiate(decl, v)) for v in decl.variants()]
+    code = lower_op(OpSignature.of(decl), [simplify(d) for d in raw])
+    return dataclasses.replace(code, second_order=_second_order(raw))
+
+
+def _second_order(raw: list) -> OpCode | None:
+    """The gradient op's code, for every variant or none (see `symgrad.second_order`)."""
+    seconds = [derive_second_order(d) for d in raw]
+    if any(d is None for d in seconds):
+        return None
+    try:
+        return lower_op(OpSignature.of(seconds[0].variant.decl), seconds)
+    except SymgradError:
+        return None
 
 
 def generate(

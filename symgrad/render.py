@@ -16,6 +16,7 @@ from symgrad import ir
 from symgrad.errors import LoweringError
 from symgrad.printers.numpy import NumpyPrinter, summed_product
 from symgrad.printers.tensorflow import TensorflowPrinter, sums_batch_away
+from symgrad.second_order import PREFIX
 
 LINE_LENGTH = 100
 
@@ -46,6 +47,7 @@ def render_module(target: str, source: str, ops: list[ir.OpCode]) -> str:
 def render_numpy_module(source: str, ops: list[ir.OpCode]) -> str:
     printer = NumpyPrinter()
     contexts = [_numpy_op(op, printer) for op in ops]
+    ops = ops + [op.second_order for op in ops if op.second_order]  # the helpers both use
     imports = sorted(m for m in printer.module_imports if m not in ("numpy",))
     text = _environment().get_template("numpy_module.py.j2").render(
         source=source,
@@ -117,22 +119,50 @@ def _uses(ops: list[ir.OpCode], predicate) -> bool:
 
 def _numpy_op(op: ir.OpCode, printer) -> dict:
     attrs = _attr_params(op)
+    return {
+        **_common(op, printer),
+        **_numpy_gradient(op, printer),
+        "forward_signature": _signature(op.inputs, attrs + (["return_stages=False"] if op.stages else [])),
+        "stages_dict": "{" + ", ".join(f"{name!r}: {name}" for name in op.stages) + "}",
+        "stages": op.stages,
+        "stages_unset": _stages_unset(op),
+        "second_order": _second_order(op, printer),
+    }
+
+
+def _second_order(op: ir.OpCode, printer) -> dict | None:
+    """`<op>_grad_grad`'s context, None where there is no gradient op or it cannot be printed
+    (`symgrad check --order 2` then reports it as not generated)."""
+    if op.second_order is None:
+        return None
+    positions = {f"{PREFIX}{name}": k for k, name in enumerate(op.inputs)}  # in `<op>_grad`'s results
+    try:
+        return _numpy_gradient(op.second_order, printer, positions)
+    except LoweringError:
+        return None
+
+
+def _numpy_gradient(op: ir.OpCode, printer, positions: dict | None = None) -> dict:
+    """What the template's `gradient` macro reads: the signature, body and results of
+    `<op>_grad` (of the gradient op's: `<op>_grad_grad`, whose forward, `<op>_grad`, returns
+    a tuple, each output at `positions[output]`)."""
+    attrs = _attr_params(op)
     outputs = ", ".join(f"{o}=None" for o in op.outputs)
     call_attrs = "".join(f", {name}={name}" for name, _ in op.enumerated_attrs + op.numeric_attrs)
     # an output named like its op (Softmax's `softmax`) shadows the forward function
     forward = f"globals()[{op.func_name!r}]" if op.func_name in op.outputs else op.func_name
     calls = [
-        (o, f"{o} = {forward}({', '.join(op.inputs)}{call_attrs})" + _pick(op, o))
+        (o, f"{o} = {forward}({', '.join(op.inputs)}{call_attrs})" + (f"[{positions[o]}]" if positions else _pick(op, o)))
         for o in op.outputs_used
     ]
     return {
-        **_common(op, printer),
+        "name": op.name,
+        "func_name": op.func_name,
+        "inputs": ", ".join(op.inputs),
+        "vjp_body": print_function_body(op.vjp, printer, op),
+        "vjp_results": _results(op.vjp.results),
         "grad_signature": _signature(op.grads + op.inputs, [outputs] + _stage_params(op) + attrs),
         "output_calls": calls,
-        "forward_signature": _signature(op.inputs, attrs + (["return_stages=False"] if op.stages else [])),
-        "stages_dict": "{" + ", ".join(f"{name!r}: {name}" for name in op.stages) + "}",
-        "stages": op.stages,
-        "stages_unset": _stages_unset(op),
     }
 
 

@@ -13,7 +13,10 @@ import numpy as np
 
 from symgrad.compare import ArrayDiff, Finding, scalar_text
 
-STATUSES = ("match", "mismatch", "error", "no-reference")
+# "non-finite": a gradient NaN or infinite where finite differences of a finite forward are
+# not (symgrad.extremes), a mismatch of its own kind
+STATUSES = ("match", "mismatch", "non-finite", "error", "no-reference")
+FAILING = ("mismatch", "non-finite", "error")
 EXIT_MATCH, EXIT_MISMATCH, EXIT_ERROR = 0, 1, 2
 
 
@@ -66,7 +69,7 @@ def summarize(
     row.cases, row.skipped = compared, skipped
     row.max_abs_err = max((d.max_abs for d in diffs), default=None)
     row.max_rel_err = max((d.max_rel for d in diffs), default=None)
-    mismatches = [f for f in findings if f.status == "mismatch"]
+    mismatches = [f for f in findings if f.status in ("mismatch", "non-finite")]
     errors = [f for f in findings if f.status == "error"]
     chosen = (mismatches or errors or [None])[0]
     if chosen is None:
@@ -101,11 +104,12 @@ def summary(results: list[Result]) -> dict[str, int]:
 
 
 def exit_status(results: list[Result]) -> int:
-    """2 on any error, else 1 on any mismatch, else 0 (no-reference rows do not fail a run)."""
+    """2 on any error, else 1 on any mismatch (or non-finite gradient), else 0 (no-reference
+    rows do not fail a run)."""
     statuses = {r.status for r in results}
     if "error" in statuses:
         return EXIT_ERROR
-    return EXIT_MISMATCH if "mismatch" in statuses else EXIT_MATCH
+    return EXIT_MISMATCH if statuses & {"mismatch", "non-finite"} else EXIT_MATCH
 
 
 def write_json(results: list[Result], path: str | Path) -> None:
@@ -120,13 +124,13 @@ COLUMNS = ("op", "variant", "dtype", "target", "status", "max abs err", "max rel
 
 def format_report(results: list[Result], verbose: bool = False) -> str:
     """The table (failures only unless `verbose`), each failure's report, and the summary."""
-    shown = results if verbose else [r for r in results if r.status in ("mismatch", "error")]
+    shown = results if verbose else [r for r in results if r.status in FAILING]
     parts = []
     if shown:
         parts.append(format_table(shown))
     failing: dict[str, list[Result]] = {}
     for row in results:
-        if row.status in ("mismatch", "error"):
+        if row.status in FAILING:
             failing.setdefault(row.op, []).append(row)
     for rows in failing.values():  # one full report per op; its other failures in a line each
         parts.append(
@@ -139,7 +143,7 @@ def format_report(results: list[Result], verbose: bool = False) -> str:
     if reasons:
         parts.append("no reference:\n" + "\n".join(reasons))
     counts = summary(results)
-    reference = results[0].reference if results else "-"
+    reference = " and ".join(dict.fromkeys(r.reference for r in results)) or "-"
     parts.append(
         f"{len(results)} result(s) against {reference}: "
         + ", ".join(f"{n} {status}" for status, n in counts.items())

@@ -23,7 +23,7 @@ import random
 import sympy as sp
 
 from symgrad.declare import BATCH, ELEMENTWISE
-from symgrad.derive import Derivation, TensorValue, Term
+from symgrad.derive import Derivation, TensorValue, Term, strip_stop_gradient
 from symgrad.functions import maximum, minimum, product, recomputed_or_reused
 from symgrad.stability import stabilized
 from symgrad.stages import is_read_of, tensors_read
@@ -70,7 +70,7 @@ def avoid_overflow(derivation: Derivation) -> Derivation:
     may build anew the forms they rewrite."""
     if derivation.variant.decl.complex_ok:
         return derivation
-    return _map_vjp(derivation, stabilized)
+    return _map_vjp(derivation, lambda e: strip_stop_gradient(stabilized(e)))
 
 
 def reuse_forward_outputs(derivation: Derivation) -> Derivation:

@@ -6,11 +6,17 @@ where its value is finite. Each rule below rewrites one such form into functions
 overflow; `stabilized` applies every rule to an expression of a real op, bottom-up:
 
 * `softplus`: `log(1 + exp(u))` is `softplus(u)` (finite, and u itself for large u).
-* `logistic`: `exp(u)**p / (1 + exp(u))**q` is `sigmoid(u)**p * sigmoid(-u)**(q - p)` for
+* `logistic` (of a product's factors, as the rules below): `exp(u)**p / (1 + exp(u))**q` is `sigmoid(u)**p * sigmoid(-u)**(q - p)` for
   p <= q, else `exp((p - q)*u) * sigmoid(u)**q`: bounded factors only (Swish's derivative,
   `x*exp(-x)/(1 + exp(-x))**2`, is NaN at x = -1000 otherwise).
 * `exp_ratio`: `exp(a) / (exp(a) + b)` is `1 / (1 + b*exp(-a))` (b not 1: the `logistic`
   rule takes b = 1), 1 rather than inf/inf for large a.
+* `exp_sum`: any other `1 / (sum_j c_j exp(a_j))**q` has the largest exponent subtracted
+  inside the sum and its exp merged into the numerator's (a softmax's trick, for any sum of
+  exponentials: `1/(1 + exp(-x) + exp(-2x))` and its derivative).
+* `scaled_bessel`: `besseli(n, u) * exp(-|u|)` is `scaled_besseli(n, u)` (BesselI0e).
+* `hyperbolic`: a product dividing by `cosh` or `sinh` has them written as exponentials,
+  for `exp_sum` to scale (`1/cosh(x)` is finite where `cosh(x)` overflows).
 
 A declaration is rewritten before it is differentiated (its derivatives are then those of
 `sigmoid` and `softplus`, which are bounded), and each derived gradient again (a derivative
@@ -23,7 +29,8 @@ import dataclasses
 
 import sympy as sp
 
-from symgrad.functions import sigmoid, softplus
+from symgrad.declare import stop_gradient
+from symgrad.functions import scaled_besseli, sigmoid, softplus
 
 
 def _exponent(node) -> sp.Expr | None:
@@ -48,17 +55,8 @@ def softplus_rule(node) -> sp.Expr | None:
     return None
 
 
-def logistic_rule(node) -> sp.Expr | None:
-    """In a product, exp(u)**p / (1 + exp(u))**q -> sigmoid forms."""
-    return _logistic_in(list(node.args)) if isinstance(node, sp.Mul) else None
-
-
-def lone_logistic_rule(node) -> sp.Expr | None:
-    """1 / (1 + exp(u))**q outside a product (after `logistic_rule`) -> sigmoid(-u)**q."""
-    return _logistic_in([node]) if isinstance(node, sp.Pow) else None
-
-
-def _logistic_in(factors: list) -> sp.Expr | None:
+def logistic(factors: list) -> sp.Expr | None:
+    """exp(u)**p / (1 + exp(u))**q -> sigmoid forms."""
     for k, factor in enumerate(factors):
         base, power = factor.as_base_exp()
         u = _one_plus_exp(base)
@@ -103,7 +101,101 @@ def exp_ratio_rule(node) -> sp.Expr | None:
     return None
 
 
-RULES = (softplus_rule, logistic_rule, lone_logistic_rule, exp_ratio_rule)
+def hyperbolic(factors: list) -> sp.Expr | None:
+    """Dividing by cosh(u) or sinh(u) (a sech, its derivative -sinh/cosh**2): every cosh and
+    sinh of the product written as exponentials, for `exp_sum` to scale: cosh overflows at
+    |u| of about 710 where 1/cosh is finite."""
+    divides = any(
+        isinstance(f.as_base_exp()[0], (sp.cosh, sp.sinh)) and f.as_base_exp()[1].is_negative for f in factors
+    )
+    if not divides:
+        return None
+    as_exp = lambda n: n.rewrite(sp.exp)
+    product = sp.Mul(*factors).replace(lambda n: isinstance(n, (sp.cosh, sp.sinh)), as_exp)
+    return exp_sum(list(sp.Mul.make_args(product))) or product
+
+
+def exp_sum(factors: list) -> sp.Expr | None:
+    """1 / (sum_j c_j exp(a_j))**q with two or more exponents
+    (a number counting as exp(0)) -> exp(-q*m) / (sum_j c_j exp(a_j - m))**q with m the largest
+    a_j, exp(-q*m) merged into another factor's exponent: the sum is then at least its largest
+    term, 1, and nothing overflows (the maximum subtracted, as in a softmax)."""
+    for k, factor in enumerate(factors):
+        base, power = factor.as_base_exp()
+        done = base.has(stop_gradient, sp.Max)  # its maximum subtracted already
+        terms = _exp_terms(base) if power.is_number and power.is_negative and not done else None
+        if terms is None or len({a for _, a in terms}) < 2:
+            continue
+        exponents = set(a for _, a in terms)
+        largest = stop_gradient(_largest(exponents))  # any value is exact: no derivative
+        scaled = sp.Add(*[c * sp.exp(a - largest) for c, a in terms])
+        rest = _times_exp(factors[:k] + factors[k + 1 :], power * largest)
+        return rest * scaled**power
+    return None
+
+
+def _largest(exponents: set) -> sp.Expr:
+    """The largest of `exponents`: |a| for {a, -a} (a cosh's), else their Max."""
+    a, *rest = exponents
+    return sp.Abs(a) if rest == [-a] else sp.Max(*exponents)
+
+
+def _exp_terms(node) -> list[tuple[sp.Expr, sp.Expr]] | None:
+    """(c, a) per term c*exp(a) of a sum of them and numbers, None for anything else."""
+    if not isinstance(node, sp.Add):
+        return None
+    terms = []
+    for term in node.args:
+        if term.is_number:
+            terms.append((term, sp.S.Zero))
+            continue
+        exps = [f for f in sp.Mul.make_args(term) if isinstance(f, sp.exp)]
+        coefficient = term / exps[0] if len(exps) == 1 else None
+        if coefficient is None or not coefficient.is_number:
+            return None
+        terms.append((coefficient, exps[0].args[0]))
+    return terms if any(a != 0 for _, a in terms) else None
+
+
+def _times_exp(factors: list, exponent: sp.Expr) -> sp.Expr:
+    """The product of `factors` and exp(exponent), merged into a factor that is an exp or a
+    sum of exp terms where there is one (so that a large and a small exp never meet)."""
+    for k, factor in enumerate(factors):
+        if isinstance(factor, sp.exp):
+            return sp.Mul(*factors[:k], sp.exp(factor.args[0] + exponent), *factors[k + 1 :])
+        terms = _exp_terms(factor)
+        if terms is not None:
+            merged = sp.Add(*[c * sp.exp(a + exponent) for c, a in terms])
+            return sp.Mul(*factors[:k], merged, *factors[k + 1 :])
+    return sp.Mul(*factors) * sp.exp(exponent)
+
+
+def scaled_bessel(factors: list) -> sp.Expr | None:
+    """I_n(u) * exp(-|u|) -> scaled_besseli(n, u): I_n overflows at |u| of about 710 (float64)
+    where the product is finite."""
+    for k, factor in enumerate(factors):
+        if isinstance(factor, sp.exp) and isinstance(-factor.args[0], sp.Abs):
+            u = (-factor.args[0]).args[0]
+            for m, bessel in enumerate(factors):
+                if isinstance(bessel, sp.besseli) and bessel.args[1] == u:
+                    rest = [f for j, f in enumerate(factors) if j not in (k, m)]
+                    return sp.Mul(*rest) * scaled_besseli(bessel.args[0], u)
+    return None
+
+
+def on_products(rewrite):
+    """Node rules applying `rewrite` (of a product's factors) to products, then to powers
+    outside a product: applied to a power inside one, it would miss the other factors."""
+    return (
+        lambda node: rewrite(list(node.args)) if isinstance(node, sp.Mul) else None,
+        lambda node: rewrite([node]) if isinstance(node, sp.Pow) else None,
+    )
+
+
+RULES = (
+    softplus_rule, *on_products(logistic), exp_ratio_rule, *on_products(hyperbolic), *on_products(exp_sum),
+    on_products(scaled_bessel)[0],
+)
 
 
 def stabilized(expr: sp.Expr) -> sp.Expr:

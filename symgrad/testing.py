@@ -18,7 +18,8 @@ from typing import Callable
 from symgrad.check import available_targets, run_check
 from symgrad.derived import load_derived
 from symgrad.diff import TARGETS, ModuleReference, make_reference, run_diff
-from symgrad.report import Result, format_report
+from symgrad.extremes import run_extremes
+from symgrad.report import FAILING, Result, format_report
 
 
 def assert_gradients_match(
@@ -60,12 +61,14 @@ def assert_gradients_close_to_finite_differences(
     targets: tuple[str, ...] | None = None,
     generated: str | Path | None = None,
 ) -> list[Result]:
-    """Every derived gradient of the ops in `decls` agrees with central finite differences.
+    """Every derived gradient of the ops in `decls` agrees with central finite differences,
+    and is finite at extreme inputs wherever they are (`symgrad.extremes`).
 
     Raises:
         AssertionError: the report of every mismatch and error.
     """
-    results = run_check(_ops(decls, ops, generated), targets or available_targets(), dtypes)
+    found, targets = _ops(decls, ops, generated), targets or available_targets()
+    results = run_check(found, targets, dtypes) + run_extremes(found, targets, dtypes)
     _raise_on_failures(results, "symgrad check")
     return results
 
@@ -88,7 +91,7 @@ def _reference(against, mapping):
 
 
 def _raise_on_failures(results: list[Result], what: str) -> None:
-    failures = [r for r in results if r.status in ("mismatch", "error")]
+    failures = [r for r in results if r.status in FAILING]
     if failures:
         raise AssertionError(f"{what}:\n\n{format_report(failures)}")
     if not any(r.status == "match" for r in results):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from symgrad.check import run_check
 from symgrad.derived import DerivedOp, load_derived
 from symgrad.diff import make_reference, run_diff
+from symgrad.extremes import run_extremes
 from symgrad.generate import start_method
 from symgrad.report import Result
 
@@ -44,7 +45,14 @@ def run(job: Run, ops: list[DerivedOp] | None = None, reference=None) -> list[Re
     if ops is None:
         ops = [op for op in _loaded(job.paths, job.folder, job.temporary) if job.ops is None or op.name in job.ops]
     if job.command == "check":
-        return run_check(ops, job.targets, job.dtypes, job.quick, job.sample)
+        if job.quick:  # derive's own verification: ordinary inputs only
+            return run_check(ops, job.targets, job.dtypes, job.quick, job.sample)
+        return [
+            row
+            for op in ops
+            for row in run_check([op], job.targets, job.dtypes, sample=job.sample)
+            + run_extremes([op], job.targets, job.dtypes, job.sample)
+        ]
     if reference is None:
         reference = make_reference(job.against, dict(job.mapping))
     return run_diff(ops, reference, job.dtypes, job.targets, job.sample)

@@ -22,6 +22,7 @@ A, B, C, D, N = dims("A B C D N")
 a, b, c, d, i = indices("a b c d i")
 
 
+
 @elementwise("Hinge")
 def hinge(x):
     """2x where positive, else -x: a kink at 0, where the declared -1 is a one-sided derivative."""
@@ -103,10 +104,12 @@ def test_derived_gradients_pass(check_ops, tmp_path):
     report = read_json(report_path)
     assert report["summary"]["match"] == len(report["results"]) > 0
     assert {r["target"] for r in report["results"]} == {"numpy", "tensorflow"}
-    assert {r["reference"] for r in report["results"]} == {"finite differences"}
-    assert {r["dtype"] for r in rows(report, "SinCos")} == {"float64", "complex128"}
+    # ordinary inputs, then extreme ones (symgrad.extremes: finiteness in each real dtype)
+    assert {r["reference"] for r in report["results"]} == {"finite differences", "finite differences, extreme inputs"}
+    assert {r["dtype"] for r in rows(report, "SinCos", reference="finite differences")} == {"float64", "complex128"}
+    assert {r["dtype"] for r in rows(report, "SinCos", reference="finite differences, extreme inputs")} == {"float32", "float64"}
     # x == 0 probes: the declared gradient 0 there is not what differences see; skipped, counted
-    assert all(r["skipped"] > 0 for r in rows(report, "GuardedLog"))
+    assert all(r["skipped"] > 0 for r in rows(report, "GuardedLog", reference="finite differences"))
     assert "WeightedSum" in result.stdout and "SquaredNorm" in result.stdout
 
 
@@ -137,7 +140,7 @@ def test_faults_exit_1(faulty_check):
 
 
 def test_wrong_value_at_one_point_is_found_there(faulty_check):
-    (row,) = rows(faulty_check[1], "Hinge")
+    (row,) = rows(faulty_check[1], "Hinge", reference="finite differences")
     detail = row["detail"]
     assert row["status"] == "mismatch" and detail["input"] == "x"
     assert detail["values"]["x"] == 1.0
@@ -147,14 +150,14 @@ def test_wrong_value_at_one_point_is_found_there(faulty_check):
 
 @pytest.mark.parametrize("dtype", ["float64", "complex128"])
 def test_sign_error_in_a_two_output_op(faulty_check, dtype):
-    (row,) = rows(faulty_check[1], "SinCos", dtype=dtype)
+    (row,) = rows(faulty_check[1], "SinCos", dtype=dtype, reference="finite differences")
     detail = row["detail"]
     assert row["status"] == "mismatch" and detail["input"] == "x"
     assert complex(detail["got"]) == pytest.approx(-complex(detail["expected"]), rel=1e-5)
 
 
 def test_large_input_checked_along_random_directions(faulty_check):
-    (row,) = rows(faulty_check[1], "WeightedSum")
+    (row,) = rows(faulty_check[1], "WeightedSum", reference="finite differences")
     assert row["status"] == "mismatch" and row["detail"]["input"] == "x"
     assert "random direction" in row["message"]
 

@@ -13,7 +13,7 @@ from symgrad import elementwise
 from symgrad.declare import instantiate
 from symgrad.derive import derive
 from symgrad.functions import sigmoid, softplus
-from symgrad.stability import exp_ratio_rule, logistic_rule, lone_logistic_rule, softplus_rule, stabilized
+from symgrad.stability import exp_ratio_rule, exp_sum, hyperbolic, logistic, on_products, softplus_rule, stabilized
 
 from conftest import ROOT, import_path
 from verify_support import derived_folder
@@ -24,7 +24,7 @@ DTYPES = [np.float32, np.float64]
 # absolute: 1 - sigmoid(x) for large x is a difference of numbers near 1 (as TensorFlow's
 # SigmoidGrad computes it), right to the dtype's epsilon, not to its own digits
 ATOL = {np.float32: 1e-6, np.float64: 1e-12}
-STABLE = {"sigmoid": scipy.special.expit, "softplus": lambda u: np.logaddexp(0, u)}
+STABLE = {"sigmoid": scipy.special.expit, "softplus": lambda u: np.logaddexp(0, u), "stop_gradient": lambda u: u}
 
 
 def evaluate(expr, at):
@@ -56,20 +56,49 @@ def test_softplus_rule():
     ],
 )
 def test_logistic_rule(expr, expected):
-    rewritten = logistic_rule(expr)
+    rewritten = logistic(list(expr.args))
     assert rewritten == expected
     points = [-3.0, -0.5, 0.4, 2.5]
     np.testing.assert_allclose(evaluate(rewritten, points), exactly(expr, points), rtol=1e-12)
 
 
-def test_lone_logistic_rule():
-    assert lone_logistic_rule(1 / (1 + sp.exp(-x)) ** 3) == sigmoid(x) ** 3
-    assert lone_logistic_rule((1 + sp.exp(x)) ** 2) is None  # grows with exp(u): as large as its value
+def test_logistic_rule_on_a_power_alone():
+    _, on_powers = on_products(logistic)
+    assert on_powers(1 / (1 + sp.exp(-x)) ** 3) == sigmoid(x) ** 3
+    assert on_powers((1 + sp.exp(x)) ** 2) is None  # grows with exp(u): as large as its value
 
 
 def test_exp_ratio_rule():
     rewritten = exp_ratio_rule(c * sp.exp(x) / (sp.exp(x) + 3))
     assert sp.simplify(rewritten - c / (1 + 3 * sp.exp(-x))) == 0
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        1 / (1 + sp.exp(-x) + sp.exp(-2 * x)),  # three terms: no sigmoid form
+        sp.diff(1 / (1 + sp.exp(-x) + sp.exp(-2 * x)), x),  # a sum of exps over the sum squared
+        b * sp.exp(x) / (3 + sp.exp(x) + sp.exp(2 * x)),
+    ],
+)
+def test_exp_sum_rule_subtracts_the_largest_exponent(expr):
+    rewritten = stabilized(expr)
+    assert rewritten.has(sp.Max)  # within stop_gradient: any value of it is exact
+    np.testing.assert_allclose(evaluate(rewritten, [-2.0, 0.3, 1.5]), exactly(expr, [-2.0, 0.3, 1.5]), rtol=1e-12)
+    assert np.isfinite(evaluate(rewritten, EXTREMES)).all()
+
+
+@pytest.mark.parametrize("expr", [1 / sp.cosh(x), sp.diff(1 / sp.cosh(x), x), x / sp.cosh(b * x) ** 2])
+def test_hyperbolic_rule_writes_a_sech_for_exp_sum(expr):
+    rewritten = stabilized(expr)
+    assert not rewritten.has(sp.cosh, sp.sinh), rewritten
+    np.testing.assert_allclose(evaluate(rewritten, [-2.0, 0.3, 1.5]), exactly(expr, [-2.0, 0.3, 1.5]), rtol=1e-12)
+    np.testing.assert_allclose(evaluate(rewritten, EXTREMES), exactly(expr, EXTREMES), atol=1e-300)
+
+
+def test_hyperbolic_rule_leaves_what_does_not_divide():
+    assert hyperbolic([sp.cosh(x), x]) is None and exp_sum([sp.cosh(x) ** -1]) is None
+    assert stabilized(1 - sp.tanh(x) ** 2) == 1 - sp.tanh(x) ** 2
 
 
 def test_rules_bottom_up_keep_the_value_and_stay_finite():
@@ -96,6 +125,11 @@ ACTIVATIONS = {  # name -> (forward, derivative), by hand and in float64 without
         lambda v: np.tanh(np.logaddexp(0, v)) + v * (1 - np.tanh(np.logaddexp(0, v)) ** 2) * scipy.special.expit(v),
     ),
     "squared_sigmoid": (lambda v: scipy.special.expit(v) ** 2, lambda v: 2 * scipy.special.expit(v) ** 2 * scipy.special.expit(-v)),
+    "two_term_logistic": (
+        lambda v: exactly(1 / (1 + sp.exp(-x) + sp.exp(-2 * x)), v),
+        lambda v: exactly(sp.diff(1 / (1 + sp.exp(-x) + sp.exp(-2 * x)), x), v),
+    ),
+    "sech": (lambda v: exactly(1 / sp.cosh(x), v), lambda v: exactly(sp.diff(1 / sp.cosh(x), x), v)),
 }
 
 

@@ -112,6 +112,12 @@ class ArrayCodeMixin:
     def _print_int_min(self, expr):
         return self._print_extreme("minimum", expr.args)
 
+    def _print_Max(self, expr):  # pairwise: SymPy flattens a nested Max back
+        return self._print_extreme("maximum", expr.args)
+
+    def _print_Min(self, expr):
+        return self._print_extreme("minimum", expr.args)
+
     def _print_extreme(self, which, args):
         text = self._print(args[-1])
         for arg in reversed(args[:-1]):

@@ -52,6 +52,9 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
     def _print_dawsn(self, expr):
         return self._call("scipy.special.dawsn", *expr.args)
 
+    def _print_scaled_besseli(self, expr):
+        return self._call("scipy.special.ive", *expr.args)
+
     def _print_sigmoid(self, expr):
         return self._call("scipy.special.expit", *expr.args)
 

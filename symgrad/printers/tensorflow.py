@@ -8,7 +8,7 @@ from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.pycode import PythonCodePrinter, _known_functions_math
 
 from symgrad import ir
-from symgrad.functions import dawsn, rint, sigmoid, softplus
+from symgrad.functions import dawsn, rint, scaled_besseli, sigmoid, softplus
 from symgrad.printers.common import ArrayCodeMixin, integer_form, merged_shape, nested as _nested
 
 
@@ -37,8 +37,6 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         sp.floor: "tensorflow.math.floor",
         sp.ceiling: "tensorflow.math.ceil",
         sp.loggamma: "tensorflow.math.lgamma",
-        sp.Max: "tensorflow.math.maximum",
-        sp.Min: "tensorflow.math.minimum",
         sp.conjugate: "tensorflow.math.conj",
         sp.re: "tensorflow.math.real",
         sp.im: "tensorflow.math.imag",
@@ -88,8 +86,6 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         if name is None:
             return self._print_not_supported(expr)
         args = [self._print(a) for a in expr.args]
-        if type(expr) in (sp.Max, sp.Min) and len(args) > 2:
-            return self._print(type(expr)(expr.args[0], type(expr)(*expr.args[1:])))
         return f"{self._module_format(name)}({', '.join(args)})"
 
     def _print_recomputed_or_reused(self, expr):
@@ -133,6 +129,16 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         if f in (sp.besseli, sp.besselj):
             return self._print(sp.Piecewise((0, sp.Eq(x, 0)), (recurrence, True)))
         return f"({self._print(recurrence)})"  # a sum, inside whatever product it is in
+
+    def _print_scaled_besseli(self, expr):
+        order, x = expr.args
+        if order in (0, 1):
+            return f"{self._module_format(f'tensorflow.math.special.bessel_i{order}e')}({self._print(x)})"
+        if order != 2:
+            return self._print_not_supported(expr)
+        # order 2 (a derivative of order 1's) by the recurrence, 0 at x = 0 as I2 is
+        f = scaled_besseli
+        return self._print(sp.Piecewise((0, sp.Eq(x, 0)), (f(0, x) - 2 * f(1, x) / x, True)))
 
     def _print_Exp1(self, expr):
         return repr(float(expr))

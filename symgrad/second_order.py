@@ -1,0 +1,139 @@
+"""Second order: an op's vector-Jacobian product declared as an op of its own, derived again.
+
+The gradient op G of an op has as inputs the upstream gradients and then the op's inputs, and
+an output `vjp_<input>` per input with a gradient (not None in `<op>_grad`'s results): the
+derived gradient.
+Its own gradient, derived by the same engine (`derive`, `simplify`, lowering), is the op's
+second-order vector-Jacobian product, emitted in the numpy module as
+`<op>_grad_grad(grad_vjp_<input>..., grads..., inputs..., *, attrs)` (a cotangent per input
+with a gradient): one array per input of G,
+the gradients w.r.t. the upstream gradients first (a Jacobian-vector product of the op), then
+w.r.t. each input (a Hessian-vector product). G's forward is the op's `<op>_grad` itself.
+
+Taken from the derivation before simplification: its outputs' values are then written in the
+op's inputs alone (a reused forward output, `y` for `exp(x)`, would be a second input that is
+not one). Ops with stages (composed ops) and list inputs or outputs are not derived again yet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import sympy as sp
+
+from symgrad.declare import BATCH, BATCH_DIM, ELEMENTWISE, OpVariant, Output, TensorInput, stop_gradient
+from symgrad.derive import Derivation, derive
+from symgrad.errors import SymgradError
+from symgrad.simplify import simplify
+
+PREFIX = "vjp_"  # G's outputs: vjp_<input>; its upstream gradients: grad_vjp_<input>
+
+
+def supported(derivation: Derivation) -> bool:
+    """Whether this derivation's gradient op can be declared (see the module's docstring)."""
+    variant = derivation.variant
+    lists = variant.decl.variadic or any(o.list_name for o in variant.outputs)
+    any_gradient = any(v is not None for v in derivation.vjp.values())  # else nothing to derive
+    return derivation.staging is None and not lists and any_gradient
+
+
+def gradient_op(derivation: Derivation) -> OpVariant:
+    """The gradient op of `derivation`'s variant, for one attribute variant."""
+    variant = derivation.variant
+    name = f"{variant.decl.name}Grad"
+    with_gradient = [t for t in variant.inputs if derivation.vjp[t.name] is not None]
+    if variant.decl.kind == ELEMENTWISE:
+        grads = tuple(TensorInput(g, sp.Symbol(g, real=True)) for g in derivation.grad_names)
+        outputs = tuple(Output(PREFIX + t.name, (), derivation.vjp[t.name]) for t in with_gradient)
+    else:
+        grads = tuple(_grad_input(derivation, g, o) for g, o in zip(derivation.grad_names, variant.outputs))
+        outputs = tuple(_tensor_output(derivation, t) for t in with_gradient)
+    outputs = tuple(dataclasses.replace(o, expr=_stopped_again(variant, o.expr)) for o in outputs)
+    decl = dataclasses.replace(
+        variant.decl,
+        name=name,
+        func_name=f"{variant.decl.func_name}_grad",
+        inputs=tuple(t.name for t in grads + variant.inputs),
+        output_names=tuple(o.name for o in outputs),
+    )
+    return OpVariant(decl, variant.attr_values, grads + variant.inputs, outputs)
+
+
+def _stopped_again(variant: OpVariant, expr: sp.Expr) -> sp.Expr:
+    """`expr` with what the declaration wraps in `stop_gradient` wrapped again wherever it
+    occurs, since the first-order derivation strips the marker once derivatives are taken: a
+    compound value (FloorMod's `floor(x / y)`), or an input read nowhere else (Zeta's `x`, the
+    order of Polygamma), has no derivative at second order either. An input also read outside
+    the marker (Pow's `y`, stopped in one branch) is differentiated."""
+    exprs = [o.expr for o in variant.outputs + variant.stages]
+    stopped = {e.args[0] for x in exprs for e in x.atoms(stop_gradient)}
+    unstopped = set().union(*(x.replace(lambda e: isinstance(e, stop_gradient), lambda e: sp.S.Zero).free_symbols for x in exprs))
+    wrapped = {e for e in stopped if not (isinstance(e, sp.Symbol) and e in unstopped)}
+    return expr.xreplace({e: stop_gradient(e) for e in wrapped}) if wrapped else expr
+
+
+def _grad_input(derivation: Derivation, name: str, out: Output) -> TensorInput:
+    """The upstream gradient of `out` as an input: the very IndexedBase the derivation reads,
+    its axes grouped as the output's are (Tile's `(r, multiples[k])`: one axis, two indices)."""
+    for value in derivation.vjp.values():
+        for term in value.terms if value is not None else ():
+            for entry in term.factor.atoms(sp.Indexed):
+                if str(entry.base.label) == name:
+                    return TensorInput(name, entry.base, groups=out.groups)
+    shape = tuple(derivation.ranges[i][1] + 1 for i in out.indices if i in derivation.ranges)
+    return TensorInput(name, sp.IndexedBase(name, shape=shape), groups=out.groups)
+
+
+def _tensor_output(derivation: Derivation, tensor: TensorInput) -> Output:
+    """The derived gradient of `tensor` as an output `vjp_<name>[axes] = sum of its terms`
+    (axes grouped as the input's are), the op's own outputs it reads written as their
+    expressions."""
+    value = derivation.vjp[tensor.name]
+    name = PREFIX + tensor.name
+    # the output's own index names: `x_0` would be taken by the engine for input x's first axis
+    axes = tuple(BATCH if n == 0 and d == BATCH_DIM else sp.Symbol(f"{name}_{n}", integer=True) for n, d in enumerate(tensor.shape))
+    # each axis sized: an index may read no axis directly (Pad's `grad[i + before]`), or none
+    # at all (Sum's gradient, constant along the summed axis)
+    sizes = tuple((a, d) for a, d in zip(axes, tensor.shape) if a != BATCH)
+    expr = sp.Add(*[sp.Sum(t.factor, *t.sums) if t.sums else t.factor for t in value.terms])
+    expr = _outputs_expanded(derivation, expr).xreplace(dict(zip(value.indices, axes)))
+    return Output(name, axes, expr, sizes=sizes, groups=tensor.groups)
+
+
+def _outputs_expanded(derivation: Derivation, expr: sp.Expr) -> sp.Expr:
+    """`expr` with each entry of an op output replaced by the output's expression there."""
+    outputs = {o.name: o for o in derivation.variant.outputs}
+
+    def expanded(entry):
+        out = outputs[str(entry.base.label)]
+        return out.expr.xreplace(dict(zip(out.indices, entry.indices)))
+
+    return expr.replace(lambda e: isinstance(e, sp.Indexed) and str(e.base.label) in outputs, expanded)
+
+
+def derive_second_order(derivation: Derivation) -> Derivation | None:
+    """The simplified derivation of the gradient op, or None where it cannot be declared or
+    derived (reported by the order-2 check as not generated)."""
+    if not supported(derivation):
+        return None
+    try:
+        return _without_point_masses(simplify(derive(gradient_op(derivation))))
+    except SymgradError:
+        return None
+
+
+def _without_point_masses(derivation: Derivation) -> Derivation:
+    """DiracDelta (the derivative of `sign`, `Abs`'s and Heaviside's at 0) as 0: a point mass,
+    not a value; as the derivative of `sign` is 0 in TensorFlow's and PyTorch's autodiff."""
+    zero = lambda e: e.replace(sp.DiracDelta, lambda *args: sp.S.Zero) if isinstance(e, sp.Basic) else e
+
+    def value(v):  # None where nothing but point masses was left
+        if v is None or isinstance(v, sp.Basic):
+            v = None if v is None else zero(v)
+            return None if v == 0 else v
+        terms = tuple(dataclasses.replace(t, factor=zero(t.factor)) for t in v.terms)
+        terms = tuple(t for t in terms if t.factor != 0)
+        return dataclasses.replace(v, terms=terms) if terms else None
+
+    return dataclasses.replace(derivation, vjp={n: value(v) for n, v in derivation.vjp.items()})
+

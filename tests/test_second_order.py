@@ -1,0 +1,132 @@
+"""Second order in numpy (`symgrad.second_order`): `<op>_grad_grad`, derived by the engine from
+the op's own gradient, against central differences of `<op>_grad` (itself checked against
+TensorFlow's and finite differences elsewhere)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from symgrad import elementwise, stop_gradient
+from symgrad.cases import for_dtype, make_cases
+from symgrad.check import stopped_inputs
+from symgrad.declare import instantiate
+from symgrad.derive import derive, grad_names
+from symgrad.derived import load_derived
+from symgrad.diff import bound_forward, sampled, variants_of
+from symgrad.second_order import derive_second_order, gradient_op
+
+from conftest import OPS
+
+# op type -> the op file's stem: one of each kind of expression and index map
+REPRESENTATIVE = {
+    "Tanh": "unary", "Softplus": "unary", "Abs": "unary", "Pow": "binary", "FloorMod": "binary",
+    "MatMul": "matmul", "BatchMatMulV2": "batch_matmul", "Pad": "array", "Tile": "array_more",
+    "GatherV2": "gather", "UnsortedSegmentSum": "gather", "Sum": "reductions", "Max": "reductions",
+    "BiasGelu": "composed", "SpaceToDepth": "space", "MatrixDiagPart": "diagonals", "Lgamma": "special", "Zeta": "special",
+}
+
+
+def second_order_error(op, variant, case, rng) -> float:
+    """The largest error of `<op>_grad_grad` against central differences of
+    sum_k <v_k, <op>_grad(...)_k> over the upstream gradients and inputs, relative to 1 + |d|."""
+    module, name = op.module("numpy"), op.decl.func_name
+    first, second = getattr(module, f"{name}_grad"), getattr(module, f"{name}_grad_grad")
+    ups, xs, attrs = list(case.upstream), list(case.inputs), variant.attrs
+    cotangents = [None if g is None else rng.normal(size=np.shape(g)) for g in first(*ups, *xs, **attrs)]
+
+    def loss(args):
+        grads = first(*args, **attrs)
+        return sum(np.sum(v * g) for v, g in zip(cotangents, grads) if v is not None)
+
+    got = second(*[v for v in cotangents if v is not None], *ups, *xs, **attrs)
+    args, worst = ups + xs, 0.0
+    names = [None] * len(ups) + list(variant.inputs)
+    for n, (a, g) in enumerate(zip(args, got)):
+        if np.issubdtype(np.asarray(a).dtype, np.integer) or names[n] in stopped_inputs(variant):
+            assert g is None  # positions, and Zeta's x (declared without a gradient)
+            continue
+        d = np.zeros(np.shape(a))
+        for k in np.ndindex(np.shape(a)):
+            step = 1e-6 * max(1.0, abs(a[k]))
+            plus, minus = [x.copy() for x in args], [x.copy() for x in args]
+            plus[n][k] += step
+            minus[n][k] -= step
+            d[k] = (loss(plus) - loss(minus)) / (2 * step)
+        g = np.zeros(np.shape(a)) if g is None else np.broadcast_to(g, np.shape(a))
+        worst = max(worst, float(np.max(np.abs(g - d) / (1 + np.abs(d)), initial=0.0)))
+    return worst
+
+
+@pytest.fixture(scope="module")
+def library(derived):
+    return {op.name: op for op in load_derived([OPS], derived[0])}
+
+
+@pytest.mark.parametrize("op_type", sorted(REPRESENTATIVE))
+def test_grad_grad_matches_differences_of_the_gradient(library, op_type):
+    op, rng = library[op_type], np.random.default_rng(7)
+    for variant in sampled(variants_of(op), 2):
+        forward = bound_forward(variant)
+        # random values and a batch-axis case: away from kinks, where differences judge
+        cases = for_dtype(make_cases(variant, forward, False), np.dtype("float64"), forward, "second order")
+        chosen = [c for c in cases if c.label.startswith(("random values", "shapes"))][:2]
+        assert chosen, variant.label
+        for case in chosen:
+            assert second_order_error(op, variant, case, rng) < 1e-5, (variant.label, case.label)
+
+
+def test_every_op_without_a_second_order_is_listed(library):
+    missing = {name for name, op in library.items() if not hasattr(op.module("numpy"), f"{op.decl.func_name}_grad_grad")}
+    assert missing == set(NOT_DERIVED_AGAIN), sorted(missing ^ set(NOT_DERIVED_AGAIN))
+
+
+_STAGED = "a composed op's gradient goes through its stages, which the gradient op does not declare yet"
+_LISTS = "list inputs or outputs: the gradient op does not declare them yet"
+_CONV = "its gradient's index map divides by a stride (exact_div), which a declaration cannot read"
+_NONE = "no gradient at all (piecewise constant): nothing to derive again"
+NOT_DERIVED_AGAIN = {  # op type -> why it has no <op>_grad_grad yet
+    **dict.fromkeys(
+        ("LayerNorm", "LayerNormMoments", "BatchNormTraining", "GroupNorm", "ScaledDotProductAttention",
+         "MlpBlock", "CosineSimilarity", "RbfKernel", "LogSumExpMatMul", "Softmax", "LogSoftmax",
+         "SoftmaxCrossEntropyWithLogits", "EuclideanNorm", "ReduceLogSumExp", "CumulativeLogsumexp"),
+        _STAGED,
+    ),
+    **dict.fromkeys(("Floor", "Ceil", "Rint", "Round", "Sign", "FloorDiv", "TruncateDiv"), _NONE),
+    "StridedSlice": _CONV.replace("by a stride", "by a stride of either sign"),
+    "BiasAddGrad": "its gradient is constant along the leading `...` axes, which an output cannot declare",
+    "Prod": "its gradient's partial products bind one index over two ranges in the gradient op",
+    "Cumprod": "the gradient op's Kronecker deltas would need range guards to eliminate",
+    **dict.fromkeys(("Einsum", "ConcatV2", "Split", "SplitV", "Pack", "Unpack", "AddN"), _LISTS),
+    **dict.fromkeys(("Conv2D", "DepthwiseConv2dNative", "ExtractImagePatches", "Conv3D"), _CONV),
+}
+
+
+# --- the gradient op, declared ---------------------------------------------------------------------
+
+
+def test_gradient_op_reads_upstream_and_inputs_and_outputs_each_gradient():
+    decl = elementwise("Scaled", attrs={"c": float}, defaults={"c": 2.0}, outputs=("z",))(lambda x, y, c: c * x * sp.sin(y))
+    first = derive(instantiate(decl, ()))
+    g = gradient_op(first)
+    assert [t.name for t in g.inputs] == ["grad", "x", "y"]
+    assert [o.name for o in g.outputs] == ["vjp_x", "vjp_y"]
+    assert grad_names(g) == ("grad_vjp_x", "grad_vjp_y")  # an input is named `grad`
+    second = derive_second_order(first)
+    x, y, grad = (sp.Symbol(n, real=True) for n in ("x", "y", "grad"))
+    gx, gy = (sp.Symbol(f"grad_vjp_{n}", real=True) for n in "xy")
+    c = sp.Symbol("c", real=True)
+    second = {n: v.subs(sp.Symbol("vjp_x", real=True), grad * c * sp.sin(y)) for n, v in second.vjp.items()}  # its output reused
+    assert sp.simplify(second["grad"] - (gx * c * sp.sin(y) + gy * c * x * sp.cos(y))) == 0
+    assert sp.simplify(second["y"] - grad * (gx * c * sp.cos(y) - gy * c * x * sp.sin(y))) == 0
+
+
+def test_point_masses_are_zero_and_stop_gradient_holds_at_second_order():
+    abs_first = derive(instantiate(elementwise("A")(lambda x: sp.Abs(x)), ()))
+    assert derive_second_order(abs_first).vjp["x"] is None  # d sign(x)/dx: no DiracDelta
+    # FloorMod: grad_x = grad, grad_y = -grad * floor(x / y), the floor stopped again
+    mod = derive(instantiate(elementwise("M", outputs=("z",))(lambda x, y: x - y * stop_gradient(sp.floor(x / y))), ()))
+    second = derive_second_order(mod)
+    assert second.vjp["x"] is None and second.vjp["y"] is None
+    assert second.vjp["grad"].has(sp.floor)
