@@ -22,7 +22,7 @@ from symgrad.ir import OpCode
 from symgrad.load import OpFile, check_unique, load_op_file, op_file_paths
 from symgrad.lowering import OpSignature, lower_op
 from symgrad.render import render_module
-from symgrad.second_order import derive_second_order
+from symgrad.second_order import PREFIX, derive_second_order
 from symgrad.simplify import simplify
 from symgrad.targets import MODULE_SUFFIX, TARGETS
 
@@ -52,9 +52,12 @@ def _second_order(raw: list) -> OpCode | None:
     if any(d is None for d in seconds):
         return None
     try:
-        return lower_op(OpSignature.of(seconds[0].variant.decl), seconds)
+        code = lower_op(OpSignature.of(seconds[0].variant.decl), seconds)
     except SymgradError:
         return None
+    # a cotangent per input of the op, as `<op>_grad` returns a gradient per input (unused
+    # where that is None: positions, inputs declared without a gradient)
+    return dataclasses.replace(code, grads=tuple(f"grad_{PREFIX}{t.name}" for t in raw[0].variant.inputs))
 
 
 def generate(

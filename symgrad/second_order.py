@@ -5,8 +5,8 @@ an output `vjp_<input>` per input with a gradient (not None in `<op>_grad`'s res
 derived gradient.
 Its own gradient, derived by the same engine (`derive`, `simplify`, lowering), is the op's
 second-order vector-Jacobian product, emitted in the numpy module as
-`<op>_grad_grad(grad_vjp_<input>..., grads..., inputs..., *, attrs)` (a cotangent per input
-with a gradient): one array per input of G,
+`<op>_grad_grad(grad_vjp_<input>..., grads..., inputs..., *, attrs)` (a cotangent per input of
+the op, unused where `<op>_grad` gives None): one array per input of G,
 the gradients w.r.t. the upstream gradients first (a Jacobian-vector product of the op), then
 w.r.t. each input (a Hessian-vector product). G's forward is the op's `<op>_grad` itself.
 
