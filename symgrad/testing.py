@@ -70,6 +70,29 @@ def assert_gradients_close_to_finite_differences(
     return results
 
 
+def assert_second_order_close_to_finite_differences(
+    decls: str | Path | list,
+    *,
+    ops: list[str] | None = None,
+    dtypes: tuple[str, ...] | None = None,
+    targets: tuple[str, ...] | None = None,
+    generated: str | Path | None = None,
+) -> list[Result]:
+    """Every derived second-order gradient of the ops in `decls` (each target's path, as
+    `symgrad check --order 2` runs them) agrees with central finite differences of the derived
+    first-order gradient, in float64 (and complex128).
+
+    Raises:
+        AssertionError: the report of every mismatch and error.
+    """
+    from symgrad.second_order import run_second_order_check
+
+    found = _ops(decls, ops, generated)
+    results = run_second_order_check(found, targets or available_targets(), dtypes)
+    _raise_on_failures(results, "symgrad check --order 2")
+    return results
+
+
 def _ops(decls, names, generated):
     paths = list(decls) if isinstance(decls, (list, tuple)) else [decls]
     found = load_derived(paths, generated, jobs=1)
