@@ -359,11 +359,12 @@ def _along(forward, case: Case, n: int, v, per_element: bool):
         terms = [np.conj(u) * o for u, o in zip(case.upstream, outs or ())]
         if outs is None or not terms:
             terms = [np.full(np.shape(case.inputs[n]), np.nan)]
-        total = sum(terms) if per_element else sum(np.sum(term) for term in terms)
-        losses[t] = np.real(total)
-        magnitude = magnitude + sum(
-            np.abs(term) if per_element else np.sum(np.abs(term)) for term in terms
-        )
+        with np.errstate(all="ignore"):  # not finite near a pole: told by `finite` below
+            total = sum(terms) if per_element else sum(np.sum(term) for term in terms)
+            losses[t] = np.real(total)
+            magnitude = magnitude + sum(
+                np.abs(term) if per_element else np.sum(np.abs(term)) for term in terms
+            )
     central = (losses[1] - losses[-1]) / (2 * STEP)
     wide = (losses[2] - losses[-2]) / (4 * STEP)
     roundoff = 8 * np.finfo(float).eps * magnitude / STEP
