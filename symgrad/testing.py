@@ -85,7 +85,7 @@ def assert_second_order_close_to_finite_differences(
     Raises:
         AssertionError: the report of every mismatch and error.
     """
-    from symgrad.second_order import run_second_order_check
+    from symgrad.second_order_check import run_second_order_check
 
     found = _ops(decls, ops, generated)
     results = run_second_order_check(found, targets or available_targets(), dtypes)

@@ -36,7 +36,7 @@ class Run:
     ops: tuple[str, ...] | None = None  # op types, or None for every op
     quick: bool = False  # check: each variant's first case alone (what `derive` verifies)
     sample: int | None = None  # at most this many variants per op (every one when None)
-    order: int = 1  # 2: the second-order gradients (`symgrad/second_order.py`)
+    order: int = 1  # 2: the second-order gradients (`symgrad/second_order_check.py`)
 
 
 def run(job: Run, ops: list[DerivedOp] | None = None, reference=None) -> list[Result]:
@@ -45,7 +45,7 @@ def run(job: Run, ops: list[DerivedOp] | None = None, reference=None) -> list[Re
     if ops is None:
         ops = [op for op in _loaded(job.paths, job.folder, job.temporary) if job.ops is None or op.name in job.ops]
     if job.order == 2:
-        from symgrad.second_order import run_second_order_check, run_second_order_diff
+        from symgrad.second_order_check import run_second_order_check, run_second_order_diff
 
         run_order2 = run_second_order_check if job.command == "check" else run_second_order_diff
         return run_order2(ops, job.targets, job.dtypes, job.sample)

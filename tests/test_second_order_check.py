@@ -1,4 +1,4 @@
-"""Second order (`symgrad check --order 2`, `symgrad/second_order.py`): the gradient op G of an
+"""Second order (`symgrad check --order 2`, `symgrad/second_order_check.py`): the gradient op G of an
 op, its second-order paths per target, and the check of them against finite differences of
 the derived first-order gradient, on real TensorFlow."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from conftest import OPS as OP_LIBRARY
 from symgrad.derived import load_derived, variants_of
-from symgrad.second_order import (
+from symgrad.second_order_check import (
     GRAPH_TARGET,
     GraphGradients,
     gradient_groups,
