@@ -411,7 +411,17 @@ def truncate_div(x, y):
             z = kernel_outputs[0]
             return z, backward
         # else the declared formula
-        z = tf.where(x / y >= 0, tf.math.floor(x / y), tf.math.ceil(x / y))
+        z = tf.where(
+            x / y >= 0,
+            tf.math.floor(
+                tf.where(~(x / y >= 0), tf.constant(1, x.dtype), x)
+                / tf.where(~(x / y >= 0), tf.constant(1, x.dtype), y)
+            ),
+            tf.math.ceil(
+                tf.where((x / y >= 0), tf.constant(1, x.dtype), x)
+                / tf.where((x / y >= 0), tf.constant(1, x.dtype), y)
+            ),
+        )
         return z, backward
 
     return forward(x, y)
@@ -458,7 +468,14 @@ def power_vjp(grad, x, y, z):
     """Gradient of Pow (declared at ops/binary.py:80): one per input (x, y)."""
     grad_x = _sum_to_shape(grad * x ** (y - 1) * y, x)
     grad_y = _sum_to_shape(
-        tf.where(x > 0, grad * z * tf.math.log(x), tf.constant(0, grad.dtype)), y
+        tf.where(
+            x > 0,
+            tf.math.log(tf.where(~(x > 0), tf.constant(1, grad.dtype), x))
+            * tf.where(~(x > 0), tf.constant(1, grad.dtype), grad)
+            * tf.where(~(x > 0), tf.constant(1, grad.dtype), z),
+            tf.constant(0, grad.dtype),
+        ),
+        y,
     )
     return grad_x, grad_y
 
@@ -635,8 +652,25 @@ def xlogy_vjp(grad, x, y, z):
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     tmp0 = tf.equal(x, 0)
-    grad_x = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad * tf.math.log(y)), x)
-    grad_y = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad * x / y), y)
+    grad_x = _sum_to_shape(
+        tf.where(
+            tmp0,
+            tf.constant(0, grad.dtype),
+            tf.math.log(tf.where(tmp0, tf.constant(1, grad.dtype), y))
+            * tf.where(tmp0, tf.constant(1, grad.dtype), grad),
+        ),
+        x,
+    )
+    grad_y = _sum_to_shape(
+        tf.where(
+            tmp0,
+            tf.constant(0, grad.dtype),
+            tf.where(tmp0, tf.constant(1, grad.dtype), grad)
+            * tf.where(tmp0, tf.constant(1, grad.dtype), x)
+            / tf.where(tmp0, tf.constant(1, grad.dtype), y),
+        ),
+        y,
+    )
     return grad_x, grad_y
 
 
@@ -658,7 +692,12 @@ def xlogy(x, y):
             z = kernel_outputs[0]
             return z, backward
         # else the declared formula
-        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log(y))
+        z = tf.where(
+            tf.equal(x, 0),
+            tf.constant(0, x.dtype),
+            tf.math.log(tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), y))
+            * tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), x),
+        )
         return z, backward
 
     return forward(x, y)
@@ -672,8 +711,25 @@ def xdivy_vjp(grad, x, y, z):
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     tmp0 = tf.equal(x, 0)
-    grad_x = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad / y), x)
-    grad_y = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), -grad * x / y**2), y)
+    grad_x = _sum_to_shape(
+        tf.where(
+            tmp0,
+            tf.constant(0, grad.dtype),
+            tf.where(tmp0, tf.constant(1, grad.dtype), grad)
+            / tf.where(tmp0, tf.constant(1, grad.dtype), y),
+        ),
+        x,
+    )
+    grad_y = _sum_to_shape(
+        tf.where(
+            tmp0,
+            tf.constant(0, grad.dtype),
+            -tf.where(tmp0, tf.constant(1, grad.dtype), grad)
+            * tf.where(tmp0, tf.constant(1, grad.dtype), x)
+            / tf.where(tmp0, tf.constant(1, grad.dtype), y) ** 2,
+        ),
+        y,
+    )
     return grad_x, grad_y
 
 
@@ -695,7 +751,12 @@ def xdivy(x, y):
             z = kernel_outputs[0]
             return z, backward
         # else the declared formula
-        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x / y)
+        z = tf.where(
+            tf.equal(x, 0),
+            tf.constant(0, x.dtype),
+            tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), x)
+            / tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), y),
+        )
         return z, backward
 
     return forward(x, y)
@@ -707,8 +768,25 @@ _register("Xdivy", xdivy_grad)
 def xlog1py_vjp(grad, x, y, z):
     """Gradient of Xlog1py (declared at ops/binary.py:129): one per input (x, y)."""
     tmp0 = tf.equal(x, 0)
-    grad_x = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad * tf.math.log1p(y)), x)
-    grad_y = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad * x / (y + 1)), y)
+    grad_x = _sum_to_shape(
+        tf.where(
+            tmp0,
+            tf.constant(0, grad.dtype),
+            tf.math.log1p(tf.where(tmp0, tf.constant(1, grad.dtype), y))
+            * tf.where(tmp0, tf.constant(1, grad.dtype), grad),
+        ),
+        x,
+    )
+    grad_y = _sum_to_shape(
+        tf.where(
+            tmp0,
+            tf.constant(0, grad.dtype),
+            tf.where(tmp0, tf.constant(1, grad.dtype), grad)
+            * tf.where(tmp0, tf.constant(1, grad.dtype), x)
+            / (tf.where(tmp0, tf.constant(1, grad.dtype), y) + 1),
+        ),
+        y,
+    )
     return grad_x, grad_y
 
 
@@ -730,7 +808,12 @@ def xlog1py(x, y):
             z = kernel_outputs[0]
             return z, backward
         # else the declared formula
-        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log1p(y))
+        z = tf.where(
+            tf.equal(x, 0),
+            tf.constant(0, x.dtype),
+            tf.math.log1p(tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), y))
+            * tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), x),
+        )
         return z, backward
 
     return forward(x, y)
@@ -744,8 +827,25 @@ def div_no_nan_vjp(grad, x, y, z):
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     tmp0 = tf.equal(y, 0)
-    grad_x = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad / y), x)
-    grad_y = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), -grad * x / y**2), y)
+    grad_x = _sum_to_shape(
+        tf.where(
+            tmp0,
+            tf.constant(0, grad.dtype),
+            tf.where(tmp0, tf.constant(1, grad.dtype), grad)
+            / tf.where(tmp0, tf.constant(1, grad.dtype), y),
+        ),
+        x,
+    )
+    grad_y = _sum_to_shape(
+        tf.where(
+            tmp0,
+            tf.constant(0, grad.dtype),
+            -tf.where(tmp0, tf.constant(1, grad.dtype), grad)
+            * tf.where(tmp0, tf.constant(1, grad.dtype), x)
+            / tf.where(tmp0, tf.constant(1, grad.dtype), y) ** 2,
+        ),
+        y,
+    )
     return grad_x, grad_y
 
 
@@ -767,7 +867,12 @@ def div_no_nan(x, y):
             z = kernel_outputs[0]
             return z, backward
         # else the declared formula
-        z = tf.where(tf.equal(y, 0), tf.constant(0, x.dtype), x / y)
+        z = tf.where(
+            tf.equal(y, 0),
+            tf.constant(0, x.dtype),
+            tf.where(tf.equal(y, 0), tf.constant(1, x.dtype), x)
+            / tf.where(tf.equal(y, 0), tf.constant(1, x.dtype), y),
+        )
         return z, backward
 
     return forward(x, y)

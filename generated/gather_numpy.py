@@ -76,7 +76,9 @@ def gather_v2_grad(grad, params, indices, *, output=None, axis=0):
     return grad_params, None
 
 
-def gather_v2_grad_grad(grad_vjp_params, grad, params, indices, *, vjp_params=None, axis=0):
+def gather_v2_grad_grad(
+    grad_vjp_params, grad_vjp_indices, grad, params, indices, *, vjp_params=None, axis=0
+):
     """Second order of GatherV2: the gradient of gather_v2_grad: one array per input (grad, params, indices)."""
     if axis == 0:
         grad_grad = _gather(grad_vjp_params, indices, -2)
@@ -99,7 +101,7 @@ def gather_grad(grad, params, indices, *, output=None):
     return grad_params, None
 
 
-def gather_grad_grad(grad_vjp_params, grad, params, indices, *, vjp_params=None):
+def gather_grad_grad(grad_vjp_params, grad_vjp_indices, grad, params, indices, *, vjp_params=None):
     """Second order of Gather: the gradient of gather_grad: one array per input (grad, params, indices)."""
     grad_grad = _gather(grad_vjp_params, indices, -2)
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
@@ -155,7 +157,9 @@ def gather_nd_grad(grad, params, indices, *, output=None):
     return grad_params, None
 
 
-def gather_nd_grad_grad(grad_vjp_params, grad, params, indices, *, vjp_params=None):
+def gather_nd_grad_grad(
+    grad_vjp_params, grad_vjp_indices, grad, params, indices, *, vjp_params=None
+):
     """Second order of GatherNd: the gradient of gather_nd_grad: one array per input (grad, params, indices)."""
     depth = np.shape(indices)[-1]
     if depth == 1:
@@ -198,7 +202,9 @@ def scatter_nd_grad(grad, indices, updates, *, output=None, shape):
     return None, grad_updates
 
 
-def scatter_nd_grad_grad(grad_vjp_updates, grad, indices, updates, *, vjp_updates=None, shape):
+def scatter_nd_grad_grad(
+    grad_vjp_indices, grad_vjp_updates, grad, indices, updates, *, vjp_updates=None, shape
+):
     """Second order of ScatterNd: the gradient of scatter_nd_grad: one array per input (grad, indices, updates)."""
     shape = np.asarray(shape, dtype=np.int64)
     t0 = np.shape(grad)[-2]
@@ -221,7 +227,7 @@ def unsorted_segment_sum_grad(grad, data, segment_ids, *, output=None, num_segme
 
 
 def unsorted_segment_sum_grad_grad(
-    grad_vjp_data, grad, data, segment_ids, *, vjp_data=None, num_segments
+    grad_vjp_data, grad_vjp_segment_ids, grad, data, segment_ids, *, vjp_data=None, num_segments
 ):
     """Second order of UnsortedSegmentSum: the gradient of unsorted_segment_sum_grad: one array per input (grad, data, segment_ids)."""
     t0 = np.shape(grad)[-2]
@@ -245,7 +251,9 @@ def segment_sum_grad(grad, data, segment_ids, *, output=None):
     return grad_data, None
 
 
-def segment_sum_grad_grad(grad_vjp_data, grad, data, segment_ids, *, vjp_data=None):
+def segment_sum_grad_grad(
+    grad_vjp_data, grad_vjp_segment_ids, grad, data, segment_ids, *, vjp_data=None
+):
     """Second order of SegmentSum: the gradient of segment_sum_grad: one array per input (grad, data, segment_ids)."""
     t0 = np.shape(grad)[-2]
     grad_grad = _scatter_add(

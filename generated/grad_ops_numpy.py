@@ -248,7 +248,9 @@ def relu_grad_grad(grad, gradients, features, *, backprops=None):
     return grad_gradients, None
 
 
-def relu_grad_grad_grad(grad_vjp_gradients, grad, gradients, features, *, vjp_gradients=None):
+def relu_grad_grad_grad(
+    grad_vjp_gradients, grad_vjp_features, grad, gradients, features, *, vjp_gradients=None
+):
     """Second order of ReluGrad: the gradient of relu_grad_grad: one array per input (grad, gradients, features)."""
     grad_grad = _sum_to_shape(np.where(features > 0, grad_vjp_gradients, 0), np.shape(grad))
     return grad_grad, None, None
@@ -268,7 +270,9 @@ def relu6_grad_grad(grad, gradients, features, *, backprops=None):
     return grad_gradients, None
 
 
-def relu6_grad_grad_grad(grad_vjp_gradients, grad, gradients, features, *, vjp_gradients=None):
+def relu6_grad_grad_grad(
+    grad_vjp_gradients, grad_vjp_features, grad, gradients, features, *, vjp_gradients=None
+):
     """Second order of Relu6Grad: the gradient of relu6_grad_grad: one array per input (grad, gradients, features)."""
     grad_grad = _sum_to_shape(
         np.where((features > 0) & (features < 6), grad_vjp_gradients, 0), np.shape(grad)
@@ -289,7 +293,14 @@ def leaky_relu_grad_grad(grad, gradients, features, *, backprops=None, alpha=0.2
 
 
 def leaky_relu_grad_grad_grad(
-    grad_vjp_gradients, grad, gradients, features, *, vjp_gradients=None, alpha=0.2
+    grad_vjp_gradients,
+    grad_vjp_features,
+    grad,
+    gradients,
+    features,
+    *,
+    vjp_gradients=None,
+    alpha=0.2
 ):
     """Second order of LeakyReluGrad: the gradient of leaky_relu_grad_grad: one array per input (grad, gradients, features)."""
     grad_grad = _sum_to_shape(

@@ -93,7 +93,7 @@ def polygamma_grad(grad, a, x, *, z=None):
     return None, grad_x
 
 
-def polygamma_grad_grad(grad_vjp_x, grad, a, x, *, vjp_x=None):
+def polygamma_grad_grad(grad_vjp_a, grad_vjp_x, grad, a, x, *, vjp_x=None):
     """Second order of Polygamma: the gradient of polygamma_grad: one array per input (grad, a, x)."""
     grad_grad = _sum_to_shape(grad_vjp_x * scipy.special.polygamma(a + 1, x), np.shape(grad))
     grad_x = _sum_to_shape(grad * grad_vjp_x * scipy.special.polygamma(a + 2, x), np.shape(x))
@@ -112,7 +112,7 @@ def zeta_grad(grad, x, q, *, z=None):
     return None, grad_q
 
 
-def zeta_grad_grad(grad_vjp_q, grad, x, q, *, vjp_q=None):
+def zeta_grad_grad(grad_vjp_x, grad_vjp_q, grad, x, q, *, vjp_q=None):
     """Second order of Zeta: the gradient of zeta_grad: one array per input (grad, x, q)."""
     tmp0 = x + 1
     tmp1 = grad_vjp_q * x

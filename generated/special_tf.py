@@ -341,7 +341,13 @@ _register("Dawsn", dawsn_grad)
 
 def expint_vjp(grad, x, y):
     """Gradient of Expint (declared at ops/special.py:68): one per input (x)."""
-    grad_x = tf.where(x >= 0, grad * tf.math.exp(x) / x, tf.constant(0, grad.dtype))
+    grad_x = tf.where(
+        x >= 0,
+        tf.math.exp(tf.where(~(x >= 0), tf.constant(1, grad.dtype), x))
+        * tf.where(~(x >= 0), tf.constant(1, grad.dtype), grad)
+        / tf.where(~(x >= 0), tf.constant(1, grad.dtype), x),
+        tf.constant(0, grad.dtype),
+    )
     return (grad_x,)
 
 
@@ -363,7 +369,11 @@ def expint(x):
             y = kernel_outputs[0]
             return y, backward
         # else the declared formula
-        y = tf.where(x >= 0, tf.math.special.expint(x), tf.constant(math.nan, x.dtype))
+        y = tf.where(
+            x >= 0,
+            tf.math.special.expint(tf.where(~(x >= 0), tf.constant(1, x.dtype), x)),
+            tf.constant(math.nan, x.dtype),
+        )
         return y, backward
 
     return forward(x)
@@ -441,7 +451,13 @@ _register("FresnelSin", fresnel_sin_grad)
 def spence_vjp(grad, x, y):
     """Gradient of Spence (declared at ops/special.py:86): one per input (x)."""
     tmp0 = 1 - x
-    grad_x = tf.where(tf.equal(x, 1), -grad, -grad * -tf.math.log(1 - tmp0) / tmp0)
+    grad_x = tf.where(
+        tf.equal(x, 1),
+        -grad,
+        --tf.math.log(1 - tf.where(tf.equal(x, 1), tf.constant(1, grad.dtype), tmp0))
+        * tf.where(tf.equal(x, 1), tf.constant(1, grad.dtype), grad)
+        / tf.where(tf.equal(x, 1), tf.constant(1, grad.dtype), tmp0),
+    )
     return (grad_x,)
 
 
@@ -463,7 +479,11 @@ def spence(x):
             y = kernel_outputs[0]
             return y, backward
         # else the declared formula
-        y = tf.where(tf.equal(x, 1), 1 - x, tf.math.special.spence(x))
+        y = tf.where(
+            tf.equal(x, 1),
+            1 - x,
+            tf.math.special.spence(tf.where(tf.equal(x, 1), tf.constant(1, x.dtype), x)),
+        )
         return y, backward
 
     return forward(x)
@@ -513,7 +533,10 @@ def bessel_i1_vjp(grad, x, y):
         * tf.where(
             tf.equal(x, 0),
             tf.constant(0, grad.dtype),
-            tf.math.special.bessel_i0(x) - 2 * tf.math.special.bessel_i1(x) / x,
+            tf.math.special.bessel_i0(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x))
+            - 2
+            * tf.math.special.bessel_i1(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x))
+            / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x),
         )
     )
     return (grad_x,)
@@ -588,7 +611,10 @@ def bessel_i1e_vjp(grad, x, y):
         * tf.where(
             tf.equal(x, 0),
             tf.constant(0, grad.dtype),
-            tf.math.special.bessel_i0e(x) - 2 * tf.math.special.bessel_i1e(x) / x,
+            tf.math.special.bessel_i0e(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x))
+            - 2
+            * tf.math.special.bessel_i1e(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x))
+            / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x),
         )
     )
     return (grad_x,)
@@ -663,7 +689,10 @@ def bessel_j1_vjp(grad, x, y):
         * tf.where(
             tf.equal(x, 0),
             tf.constant(0, grad.dtype),
-            -tf.math.special.bessel_j0(x) + 2 * tf.math.special.bessel_j1(x) / x,
+            -tf.math.special.bessel_j0(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x))
+            + 2
+            * tf.math.special.bessel_j1(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x))
+            / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x),
         )
     )
     return (grad_x,)

@@ -938,8 +938,13 @@ def softplus(features):
         # else the declared formula
         activations = tf.where(
             features > 0,
-            features + tf.math.log1p(tf.math.exp(-features)),
-            tf.math.log1p(tf.math.exp(features)),
+            tf.math.log1p(
+                tf.math.exp(-tf.where(~(features > 0), tf.constant(1, features.dtype), features))
+            )
+            + tf.where(~(features > 0), tf.constant(1, features.dtype), features),
+            tf.math.log1p(
+                tf.math.exp(tf.where((features > 0), tf.constant(1, features.dtype), features))
+            ),
         )
         return activations, backward
 
@@ -1055,7 +1060,12 @@ _register("Relu6", relu6_grad)
 
 def elu_vjp(grad, features, activations):
     """Gradient of Elu (declared at ops/unary.py:212): one per input (features)."""
-    grad_features = tf.where(features > 0, grad, grad * tf.math.exp(features))
+    grad_features = tf.where(
+        features > 0,
+        grad,
+        tf.math.exp(tf.where((features > 0), tf.constant(1, grad.dtype), features))
+        * tf.where((features > 0), tf.constant(1, grad.dtype), grad),
+    )
     return (grad_features,)
 
 
@@ -1077,7 +1087,11 @@ def elu(features):
             activations = kernel_outputs[0]
             return activations, backward
         # else the declared formula
-        activations = tf.where(features > 0, features, tf.math.expm1(features))
+        activations = tf.where(
+            features > 0,
+            features,
+            tf.math.expm1(tf.where((features > 0), tf.constant(1, features.dtype), features)),
+        )
         return activations, backward
 
     return forward(features)
@@ -1089,7 +1103,11 @@ _register("Elu", elu_grad)
 def selu_vjp(grad, features, activations):
     """Gradient of Selu (declared at ops/unary.py:219): one per input (features)."""
     grad_features = tf.where(
-        features >= 0, 1.0507009873554805 * grad, 1.7580993408473768 * grad * tf.math.exp(features)
+        features >= 0,
+        1.0507009873554805 * grad,
+        1.7580993408473768
+        * tf.math.exp(tf.where((features >= 0), tf.constant(1, grad.dtype), features))
+        * tf.where((features >= 0), tf.constant(1, grad.dtype), grad),
     )
     return (grad_features,)
 
@@ -1115,7 +1133,8 @@ def selu(features):
         activations = tf.where(
             features >= 0,
             1.0507009873554805 * features,
-            1.7580993408473768 * tf.math.expm1(features),
+            1.7580993408473768
+            * tf.math.expm1(tf.where((features >= 0), tf.constant(1, features.dtype), features)),
         )
         return activations, backward
 

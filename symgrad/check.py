@@ -78,17 +78,34 @@ def run_check(
     return results
 
 
+def check_dtypes(dtypes: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The dtypes checked against finite differences, of those requested (None: all)."""
+    return tuple(d for d in CHECK_DTYPES if dtypes is None or d in dtypes)
+
+
 def _check_op(op: DerivedOp, targets, dtypes, quick: bool = False, sample: int | None = None) -> list[Result]:
-    wanted = tuple(d for d in CHECK_DTYPES if dtypes is None or d in dtypes)
-    groups = case_groups(op, wanted, quick, sample)
-    work = [(variant, cases) for variant, _, cases in groups]
+    groups = case_groups(op, check_dtypes(dtypes), quick, sample)
     sources = {target: derived_source(op, target, stand_in=True) for target in targets}
+    rows = check_groups(op.name, groups, sources, REFERENCE, quick)
+    for row, (variant, _, _) in zip(rows, [g for g in groups for _ in sources]):
+        if row.status == "match" and not row.cases:
+            row.message = _why_no_case(variant, bound_forward(variant))
+    return rows
+
+
+def check_groups(
+    name: str, groups: list[tuple[Variant, str, list[Case]]], sources: dict, reference: str = REFERENCE,
+    quick: bool = False,
+) -> list[Result]:
+    """One row per (variant, dtype, cases) group x source ({target: source}): each source's
+    gradients of the variant's inputs against differences of `bound_forward(variant)`."""
+    work = [(variant, cases) for variant, _, cases in groups]
     outcomes = {target: source.run_many(work) for target, source in sources.items()}
     conditions = {id(variant): BranchConditions(variant) for variant, _ in work}
     memos = [[{} for _ in cases] for _, _, cases in groups]  # per case, shared by the targets
     return [
         _check_row(
-            Result(op.name, variant.label, dtype, target, REFERENCE, "match"),
+            Result(name, variant.label, dtype, target, reference, "match"),
             variant,
             bound_forward(variant),
             conditions[id(variant)],
@@ -99,7 +116,7 @@ def _check_op(op: DerivedOp, targets, dtypes, quick: bool = False, sample: int |
             memos[k],
         )
         for k, (variant, dtype, cases) in enumerate(groups)
-        for target in targets
+        for target in sources
     ]
 
 
@@ -127,10 +144,8 @@ def _check_row(
         diffs, findings, skipped = diffs + d, findings + f, skipped + s
     chosen = summarize(row, diffs, findings, compared, skipped)
     if chosen is not None:
-        row.detail.update(expected_from=REFERENCE, got_from=source.label)
+        row.detail.update(expected_from=row.reference, got_from=source.label)
         _pinpoint(row, chosen, variant, forward, boundary, source)
-    elif not compared:
-        row.message = _why_no_case(variant, forward)
     return row
 
 
@@ -172,7 +187,7 @@ def difference_lines(variant: Variant, name: str | None) -> list[str]:
         f"def loss({args}):",
         f"    outs = {func}({args}, **attrs)",
         "    outs = outs if isinstance(outs, tuple) else (outs,)",
-        f"    return sum(np.real(np.sum(np.conj(u) * o)) for u, o in zip(({ups},), outs))",
+        f"    return sum(np.real(np.sum(np.conj(u) * o)) for u, o in zip(({ups},), outs) if o is not None)",
         f"fd = np.zeros_like({name})",
         f"for k in np.ndindex({name}.shape):",
         f"    step = np.zeros_like({name}); step[k] = {STEP} * max(1.0, abs({name}[k]))",
@@ -344,11 +359,12 @@ def _along(forward, case: Case, n: int, v, per_element: bool):
         terms = [np.conj(u) * o for u, o in zip(case.upstream, outs or ())]
         if outs is None or not terms:
             terms = [np.full(np.shape(case.inputs[n]), np.nan)]
-        total = sum(terms) if per_element else sum(np.sum(term) for term in terms)
-        losses[t] = np.real(total)
-        magnitude = magnitude + sum(
-            np.abs(term) if per_element else np.sum(np.abs(term)) for term in terms
-        )
+        with np.errstate(all="ignore"):  # not finite near a pole: told by `finite` below
+            total = sum(terms) if per_element else sum(np.sum(term) for term in terms)
+            losses[t] = np.real(total)
+            magnitude = magnitude + sum(
+                np.abs(term) if per_element else np.sum(np.abs(term)) for term in terms
+            )
     central = (losses[1] - losses[-1]) / (2 * STEP)
     wide = (losses[2] - losses[-2]) / (4 * STEP)
     roundoff = 8 * np.finfo(float).eps * magnitude / STEP

@@ -63,6 +63,9 @@ def _add_verify_parsers(commands) -> None:
         command.add_argument("--sample", type=_positive, metavar="N",
                              help="at most N attribute variants per op, spread over its variants "
                              "(first and last included); every dtype still")
+        command.add_argument("--order", type=int, choices=(1, 2), default=1,
+                             help="2: the second-order gradients, each target's path (float64; "
+                             "diff: against tensorflow only)")
         command.add_argument("--generated", metavar="DIR",
                              help="use the modules `symgrad derive` wrote to DIR instead of deriving afresh")
         command.add_argument("-v", "--verbose", action="store_true", help="list every result, not only failures")
@@ -130,6 +133,10 @@ def _verify(args) -> int:
         print(f"error: {undeclared}", file=sys.stderr)
         return EXIT_ERROR
     ops = [op for op in ops if not args.op or op.name in args.op]
+    if args.order == 2 and args.command == "diff" and args.against != "tensorflow":
+        print("error: diff --order 2 compares with TensorFlow's own second derivatives: "
+              f"--against tensorflow, got {args.against!r}", file=sys.stderr)
+        return EXIT_ERROR
     job = Run(
         args.command,
         tuple(map(str, args.paths)),
@@ -140,6 +147,7 @@ def _verify(args) -> int:
         getattr(args, "against", None),
         tuple(getattr(args, "map", ())),
         sample=args.sample,
+        order=args.order,
     )
     reference = make_reference(args.against, dict(args.map)) if args.command == "diff" else None
     results = run_ops(job, ops, args.jobs, reference)

@@ -156,7 +156,8 @@ def compare_gradients(
 def upstream_names(variant: Variant) -> list[str]:
     """The upstream gradients' names, as the generated functions name them."""
     outs = variant.outputs
-    return ["grad"] if len(outs) == 1 else [f"grad_{o}" for o in outs]
+    # a gradient op's input is itself named `grad`: its upstream is then named by its output
+    return ["grad"] if len(outs) == 1 and "grad" not in variant.inputs else [f"grad_{o}" for o in outs]
 
 
 def case_snippet(variant: Variant, case: Case, calls: list[str]) -> str:

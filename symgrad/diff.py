@@ -209,13 +209,19 @@ def _diff_op(op: DerivedOp, reference, dtypes, targets, sample) -> list[Result]:
             Result(op.name, None, None, None, reference.name, "no-reference", message=source.reason)
         ]
     groups = case_groups(op, dtypes, sample=sample)
+    ours = {target: derived_source(op, target) for target in targets}
+    return diff_groups(op.name, reference.name, groups, ours, source)
+
+
+def diff_groups(name: str, reference: str, groups: list, ours: dict, source) -> list[Result]:
+    """One row per (variant, dtype, cases) group x derived source ({target: source}): its
+    gradients against `source`'s."""
     work = [(variant, cases) for variant, _, cases in groups]
     theirs = source.run_many(work)
-    ours = {target: derived_source(op, target) for target in targets}
     mine = {target: our.run_many(work) for target, our in ours.items()}  # each target at once
     return [
         _compare(
-            Result(op.name, variant.label, dtype, target, reference.name, "match"),
+            Result(name, variant.label, dtype, target, reference, "match"),
             variant,
             cases,
             ours[target],
@@ -224,7 +230,7 @@ def _diff_op(op: DerivedOp, reference, dtypes, targets, sample) -> list[Result]:
             theirs[k],
         )
         for k, (variant, dtype, cases) in enumerate(groups)
-        for target in targets
+        for target in ours
     ]
 
 

@@ -19,6 +19,7 @@ from symgrad.check import available_targets, run_check
 from symgrad.derived import load_derived
 from symgrad.diff import TARGETS, ModuleReference, make_reference, run_diff
 from symgrad.extremes import run_extremes
+from symgrad.second_order_check import run_second_order_check
 from symgrad.report import FAILING, Result, format_report
 
 
@@ -70,6 +71,27 @@ def assert_gradients_close_to_finite_differences(
     found, targets = _ops(decls, ops, generated), targets or available_targets()
     results = run_check(found, targets, dtypes) + run_extremes(found, targets, dtypes)
     _raise_on_failures(results, "symgrad check")
+    return results
+
+
+def assert_second_order_close_to_finite_differences(
+    decls: str | Path | list,
+    *,
+    ops: list[str] | None = None,
+    dtypes: tuple[str, ...] | None = None,
+    targets: tuple[str, ...] | None = None,
+    generated: str | Path | None = None,
+) -> list[Result]:
+    """Every derived second-order gradient of the ops in `decls` (each target's path, as
+    `symgrad check --order 2` runs them) agrees with central finite differences of the derived
+    first-order gradient, in float64 (and complex128).
+
+    Raises:
+        AssertionError: the report of every mismatch and error.
+    """
+    found = _ops(decls, ops, generated)
+    results = run_second_order_check(found, targets or available_targets(), dtypes)
+    _raise_on_failures(results, "symgrad check --order 2")
     return results
 
 

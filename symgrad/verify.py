@@ -17,6 +17,7 @@ from symgrad.check import run_check
 from symgrad.derived import DerivedOp, load_derived
 from symgrad.diff import make_reference, run_diff
 from symgrad.extremes import run_extremes
+from symgrad.second_order_check import run_second_order_check, run_second_order_diff
 from symgrad.generate import start_method
 from symgrad.report import Result
 
@@ -37,6 +38,7 @@ class Run:
     ops: tuple[str, ...] | None = None  # op types, or None for every op
     quick: bool = False  # check: each variant's first case alone (what `derive` verifies)
     sample: int | None = None  # at most this many variants per op (every one when None)
+    order: int = 1  # 2: the second-order gradients (`symgrad/second_order_check.py`)
 
 
 def run(job: Run, ops: list[DerivedOp] | None = None, reference=None) -> list[Result]:
@@ -44,6 +46,9 @@ def run(job: Run, ops: list[DerivedOp] | None = None, reference=None) -> list[Re
     loaded: a user's module of gradients is then not executed a second time)."""
     if ops is None:
         ops = [op for op in _loaded(job.paths, job.folder, job.temporary) if job.ops is None or op.name in job.ops]
+    if job.order == 2:
+        run_order2 = run_second_order_check if job.command == "check" else run_second_order_diff
+        return run_order2(ops, job.targets, job.dtypes, job.sample)
     if job.command == "check":
         if job.quick:  # derive's own verification: ordinary inputs only
             return run_check(ops, job.targets, job.dtypes, job.quick, job.sample)

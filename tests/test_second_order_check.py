@@ -1,0 +1,212 @@
+"""Second order (`symgrad check --order 2`, `symgrad/second_order_check.py`): the gradient op G of an
+op, its second-order paths per target, and the check of them against finite differences of
+the derived first-order gradient, on real TensorFlow."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import OPS as OP_LIBRARY
+from symgrad.derived import load_derived, variants_of
+from symgrad.second_order_check import (
+    GRAPH_TARGET,
+    GraphGradients,
+    gradient_groups,
+    gradient_variant,
+    registered_tapes,
+    run_second_order_check,
+    wrapper_tapes,
+)
+from symgrad.testing import assert_second_order_close_to_finite_differences
+from verify_support import OPS as FIXTURE_OPS, derived_folder, read_json, run_symgrad
+
+# Representative: a guarded division and a log whose untaken branches are not finite (the
+# double where), a reused output (Tanh), an index op (MatMul), integer positions (GatherV2),
+# a composed op with stages (Softmax)
+REPRESENTATIVE = ["Xlogy", "DivNoNan", "Tanh", "MatMul", "GatherV2", "Softmax"]
+
+
+def _op(derived, name):
+    (op,) = [op for op in load_derived([OP_LIBRARY], derived[0]) if op.name == name]
+    return op
+
+
+def _mul_case(tf, derived):
+    """Mul's G on a small case: z = x * y, so G(g, x, y) = (g y, g x)."""
+    op = _op(derived, "Mul")
+    variant = gradient_variant(variants_of(op)[0])
+    rng = np.random.default_rng(0)
+    g, x, y, vx, vy = (rng.normal(size=3) for _ in range(5))
+    from symgrad.cases import Case
+
+    return op, variant, Case("test", (g, x, y), (vx, vy))
+
+
+def _expected_mul_second_order(case):
+    (g, x, y), (vx, vy) = case.inputs, case.upstream
+    return [vx * y + vy * x, vy * g, vx * g]  # w.r.t. g, x, y
+
+
+def test_gradient_variant_is_the_op_one_derivative_on(derived):
+    variant = variants_of(_op(derived, "Xlogy"))[0]
+    g = gradient_variant(variant)
+    assert g.inputs == ("grad", "x", "y") and g.outputs == ("grad_x", "grad_y")
+    assert g.op.decl.func_name == "xlogy_grad" and g.first is variant
+    # the forward of G is the derived numpy gradient
+    x, y, grad = np.array([0.0, 2.0]), np.array([3.0, 0.5]), np.array([1.5, -1.0])
+    got = g.op.function("numpy")(grad, x, y)
+    np.testing.assert_allclose(got[0], [0.0, -1.0 * np.log(0.5)])
+    np.testing.assert_allclose(got[1], [0.0, -1.0 * 2.0 / 0.5])
+
+
+def test_gradient_cases_take_the_upstream_as_inputs(derived):
+    op = _op(derived, "GatherV2")
+    (variant, dtype, cases), *_ = gradient_groups(op, ("float64",))
+    first = variant.first
+    assert variant.inputs[: len(first.outputs)] == ("grad",)
+    for case in cases:
+        assert len(case.upstream) == len(first.inputs)  # one cotangent per input of the op
+        for x, v in zip(case.inputs[1:], case.upstream):
+            assert np.shape(x) == np.shape(v)
+        # G's output for the integer positions is zeros, not None
+        outputs = variant.op.function("numpy")(*case.inputs, **variant.attrs)
+        positions = first.inputs.index("indices")
+        assert not np.any(outputs[positions])
+
+
+def test_nested_tapes_over_the_wrapper_give_the_second_order(tf, derived):
+    op, variant, case = _mul_case(tf, derived)
+    (outcome,) = wrapper_tapes(op).run(variant, [case])
+    for got, expected in zip(outcome.grads, _expected_mul_second_order(case)):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_tf_gradients_twice_apply_the_registered_gradient(tf, derived):
+    """The graph path differentiates the generated gradient, not TensorFlow's: a gradient
+    function doubled is seen doubled at second order."""
+    op, variant, case = _mul_case(tf, derived)
+    grad_fn = op.function("tensorflow", "_grad")
+    expected = _expected_mul_second_order(case)
+    for fn, factor in ((grad_fn, 1.0), (lambda o, g: [2 * d for d in grad_fn(o, g)], 2.0)):
+        (outcome,) = GraphGradients(fn, "test", []).run(variant, [case])
+        for got, want in zip(outcome.grads, expected):
+            np.testing.assert_allclose(got, factor * want, rtol=1e-12)
+
+
+def test_tensorflow_own_second_derivative(tf, derived):
+    op, variant, case = _mul_case(tf, derived)
+    (outcome,) = registered_tapes("Mul").run(variant, [case])
+    for got, expected in zip(outcome.grads, _expected_mul_second_order(case)):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_double_where_second_order_is_finite(tf, tf_module):
+    """Xlogy at x = 0, y < 0 and DivNoNan at y = 0: the untaken branch's log(y) and 1/y are
+    not finite, and once made TensorFlow's second derivative NaN through them."""
+    binary = tf_module("binary")
+    for fn, x, y in ((binary.xlogy, [0.0, 2.0], [-2.0, 3.0]), (binary.div_no_nan, [1.0, 2.0], [0.0, 3.0])):
+        x, y = tf.constant(x, tf.float64), tf.constant(y, tf.float64)
+        with tf.GradientTape() as outer:
+            outer.watch([x, y])
+            with tf.GradientTape() as inner:
+                inner.watch([x, y])
+                z = fn(x, y)
+            grads = inner.gradient(z, [x, y])
+        second = outer.gradient(grads, [x, y])
+        assert all(np.isfinite(s.numpy()).all() for s in second), (fn.__name__, second)
+
+
+def test_check_order_2_through_the_cli(derived, tmp_path):
+    args = ["check", OP_LIBRARY, "--order", "2", "--generated", derived[0], "--target", "tensorflow"]
+    args += [a for name in REPRESENTATIVE for a in ("--op", name)] + ["--sample", "1", "-j", "1"]
+    result = run_symgrad(*args, "--json", tmp_path / "order2.json")
+    report = read_json(tmp_path / "order2.json")
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert {r["op"] for r in report["results"]} == set(REPRESENTATIVE)
+    assert {r["status"] for r in report["results"]} == {"match"}
+    assert {r["target"] for r in report["results"]} == {"tensorflow", GRAPH_TARGET}
+    assert all(r["cases"] > 0 for r in report["results"])
+    assert report["results"][0]["reference"] == "finite differences of the derived gradient"
+
+
+def test_diff_order_2_against_tensorflow(derived, tmp_path):
+    """In float64: in complex128, TensorFlow's own second derivative of Xlogy disagrees with
+    finite differences (the report's verdict), where the derived one agrees."""
+    args = ["diff", OP_LIBRARY, "--against", "tensorflow", "--order", "2", "--generated", derived[0], "--dtype", "float64"]
+    args += ["--target", "tensorflow", "--op", "Xlogy", "--op", "Tanh", "--op", "MatMul", "--sample", "1", "-j", "1"]
+    result = run_symgrad(*args, "--json", tmp_path / "diff2.json")
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    statuses = {r["status"] for r in read_json(tmp_path / "diff2.json")["results"]}
+    assert statuses == {"match"}
+
+
+def test_testing_api_second_order(derived):
+    results = assert_second_order_close_to_finite_differences(
+        OP_LIBRARY, ops=["Xlogy", "Tanh"], targets=("tensorflow",), generated=derived[0]
+    )
+    assert {(r.op, r.target) for r in results} == {
+        (op, target) for op in ("Xlogy", "Tanh") for target in ("tensorflow", GRAPH_TARGET)
+    }
+
+
+# --- numpy: the generated `<op>_grad_grad`, where the module has it ---------------------------
+
+SUB_GRAD_GRAD = '''
+
+def subtract_grad_grad(grad_grad_x, grad_grad_y, grad, x, y):
+    """Sub's second order, by hand: G(g, x, y) = (g, -g) is linear in g alone."""
+    return grad_grad_x - grad_grad_y{fault}, None, None
+'''
+
+
+def _fixture_folder(tmp_path, fault: str | None):
+    """The fixture ops derived, with Sub's `subtract_grad_grad` replaced (None: removed)."""
+    folder = tmp_path / "generated"
+    shutil.copytree(derived_folder(FIXTURE_OPS), folder)
+    module = folder / "ops_numpy.py"
+    extra = '\nglobals().pop("subtract_grad_grad", None)\n' if fault is None else SUB_GRAD_GRAD.format(fault=fault)
+    module.write_text(module.read_text() + extra)
+    return folder
+
+
+def test_numpy_second_order_not_generated_is_an_error_row(tmp_path):
+    ops = [op for op in load_derived([FIXTURE_OPS], _fixture_folder(tmp_path, None)) if op.name == "Sub"]
+    results = run_second_order_check(ops, ("numpy",))
+    assert [(r.target, r.status) for r in results] == [("numpy", "error")]
+    assert "has no subtract_grad_grad" in results[0].message and "not generated" in results[0].message
+
+
+def test_numpy_second_order_is_checked_when_generated(tmp_path):
+    folder = _fixture_folder(tmp_path, "")
+    results = assert_second_order_close_to_finite_differences(
+        FIXTURE_OPS, ops=["Sub"], targets=("numpy",), generated=folder
+    )
+    assert [(r.target, r.status) for r in results] == [("numpy", "match")]
+
+
+def test_numpy_second_order_fault_is_pinpointed(tmp_path):
+    folder = _fixture_folder(tmp_path, " + 0.5 * grad")
+    with pytest.raises(AssertionError) as raised:
+        assert_second_order_close_to_finite_differences(
+            FIXTURE_OPS, ops=["Sub"], targets=("numpy",), generated=folder
+        )
+    report = str(raised.value)
+    assert "MISMATCH: Sub float64 numpy against finite differences of the derived gradient" in report
+    assert "the gradient of grad differs" in report
+    assert "from ops_numpy import subtract_grad" in report and "subtract_grad_grad(" in report
+
+
+# --- the whole library ---------------------------------------------------------------------------
+
+
+@pytest.mark.exhaustive
+def test_library_second_order_tensorflow(derived, tmp_path):
+    """`symgrad check ops --order 2 --target tensorflow`: every op, variant and path."""
+    args = ["check", OP_LIBRARY, "--order", "2", "--generated", derived[0], "--target", "tensorflow"]
+    result = run_symgrad(*args, "-j", "2", "--json", tmp_path / "library2.json")
+    failing = [r for r in read_json(tmp_path / "library2.json")["results"] if r["status"] != "match"]
+    assert not failing, result.stdout[-6000:]
+    assert result.returncode == 0
