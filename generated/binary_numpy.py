@@ -62,6 +62,9 @@ def add_grad(grad, x, y, *, z=None):
 
 def add_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
     """Second order of AddV2: the gradient of add_grad: one array per input (grad, x, y)."""
+    grad = _conj(grad)
+    vjp_x = _conj(vjp_x)
+    vjp_y = _conj(vjp_y)
     grad_grad = _sum_to_shape(grad_vjp_x + grad_vjp_y, np.shape(grad))
     return grad_grad, None, None
 
@@ -81,6 +84,9 @@ def add_legacy_grad(grad, x, y, *, z=None):
 
 def add_legacy_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
     """Second order of Add: the gradient of add_legacy_grad: one array per input (grad, x, y)."""
+    grad = _conj(grad)
+    vjp_x = _conj(vjp_x)
+    vjp_y = _conj(vjp_y)
     grad_grad = _sum_to_shape(grad_vjp_x + grad_vjp_y, np.shape(grad))
     return grad_grad, None, None
 
@@ -100,6 +106,9 @@ def subtract_grad(grad, x, y, *, z=None):
 
 def subtract_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
     """Second order of Sub: the gradient of subtract_grad: one array per input (grad, x, y)."""
+    grad = _conj(grad)
+    vjp_x = _conj(vjp_x)
+    vjp_y = _conj(vjp_y)
     grad_grad = _sum_to_shape(grad_vjp_x - grad_vjp_y, np.shape(grad))
     return grad_grad, None, None
 
@@ -134,8 +143,8 @@ def multiply_grad(grad, x, y, *, z=None):
 def multiply_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
     """Second order of Mul: the gradient of multiply_grad: one array per input (grad, x, y)."""
     grad = _conj(grad)
-    x = _conj(x)
-    y = _conj(y)
+    vjp_x = _conj(vjp_x)
+    vjp_y = _conj(vjp_y)
     grad_grad = _sum_to_shape(grad_vjp_x * y + grad_vjp_y * x, np.shape(grad))
     grad_x = _sum_product_to_shape(
         (
@@ -151,6 +160,8 @@ def multiply_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=
         ),
         np.shape(y),
     )
+    grad_x = _conj(grad_x)
+    grad_y = _conj(grad_y)
     return grad_grad, grad_x, grad_y
 
 
@@ -182,9 +193,9 @@ def real_div_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=
     """Second order of RealDiv: the gradient of real_div_grad: one array per input (grad, x, y)."""
     if vjp_x is None:
         vjp_x = real_div_grad(grad, x, y)[0]
-    x = _conj(x)
-    y = _conj(y)
+    grad = _conj(grad)
     vjp_x = _conj(vjp_x)
+    vjp_y = _conj(vjp_y)
     tmp0 = 1 / y
     tmp1 = grad_vjp_x * tmp0
     tmp2 = 1 / y**2
@@ -198,6 +209,8 @@ def real_div_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=
         np.shape(x),
     )
     grad_y = _sum_to_shape(2 * grad_vjp_y * tmp2 * vjp_x * x - tmp1 * vjp_x, np.shape(y))
+    grad_x = _conj(grad_x)
+    grad_y = _conj(grad_y)
     return grad_grad, grad_x, grad_y
 
 
@@ -229,9 +242,9 @@ def div_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None)
     """Second order of Div: the gradient of div_grad: one array per input (grad, x, y)."""
     if vjp_x is None:
         vjp_x = div_grad(grad, x, y)[0]
-    x = _conj(x)
-    y = _conj(y)
+    grad = _conj(grad)
     vjp_x = _conj(vjp_x)
+    vjp_y = _conj(vjp_y)
     tmp0 = 1 / y
     tmp1 = grad_vjp_x * tmp0
     tmp2 = 1 / y**2
@@ -245,6 +258,8 @@ def div_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None)
         np.shape(x),
     )
     grad_y = _sum_to_shape(2 * grad_vjp_y * tmp2 * vjp_x * x - tmp1 * vjp_x, np.shape(y))
+    grad_x = _conj(grad_x)
+    grad_y = _conj(grad_y)
     return grad_grad, grad_x, grad_y
 
 
@@ -510,8 +525,8 @@ def xlogy_grad(grad, x, y, *, z=None):
 def xlogy_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
     """Second order of Xlogy: the gradient of xlogy_grad: one array per input (grad, x, y)."""
     grad = _conj(grad)
-    x = _conj(x)
-    y = _conj(y)
+    vjp_x = _conj(vjp_x)
+    vjp_y = _conj(vjp_y)
     tmp0 = x == 0
     tmp1 = 1 / y
     tmp2 = grad_vjp_y * tmp1
@@ -520,6 +535,8 @@ def xlogy_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=Non
     grad_y = _sum_to_shape(
         np.where(tmp0, 0, grad * grad_vjp_x * tmp1 - grad * grad_vjp_y * x / y**2), np.shape(y)
     )
+    grad_x = _conj(grad_x)
+    grad_y = _conj(grad_y)
     return grad_grad, grad_x, grad_y
 
 
@@ -542,8 +559,8 @@ def xdivy_grad(grad, x, y, *, z=None):
 def xdivy_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
     """Second order of Xdivy: the gradient of xdivy_grad: one array per input (grad, x, y)."""
     grad = _conj(grad)
-    x = _conj(x)
-    y = _conj(y)
+    vjp_x = _conj(vjp_x)
+    vjp_y = _conj(vjp_y)
     tmp0 = x == 0
     tmp1 = 1 / y**2
     tmp2 = grad_vjp_y * tmp1
@@ -552,6 +569,8 @@ def xdivy_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=Non
     grad_y = _sum_to_shape(
         np.where(tmp0, 0, -grad * grad_vjp_x * tmp1 + 2 * grad * grad_vjp_y * x / y**3), np.shape(y)
     )
+    grad_x = _conj(grad_x)
+    grad_y = _conj(grad_y)
     return grad_grad, grad_x, grad_y
 
 
@@ -604,8 +623,8 @@ def div_no_nan_grad(grad, x, y, *, z=None):
 def div_no_nan_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
     """Second order of DivNoNan: the gradient of div_no_nan_grad: one array per input (grad, x, y)."""
     grad = _conj(grad)
-    x = _conj(x)
-    y = _conj(y)
+    vjp_x = _conj(vjp_x)
+    vjp_y = _conj(vjp_y)
     tmp0 = y == 0
     tmp1 = 1 / y**2
     tmp2 = grad_vjp_y * tmp1
@@ -614,4 +633,6 @@ def div_no_nan_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_
     grad_y = _sum_to_shape(
         np.where(tmp0, 0, -grad * grad_vjp_x * tmp1 + 2 * grad * grad_vjp_y * x / y**3), np.shape(y)
     )
+    grad_x = _conj(grad_x)
+    grad_y = _conj(grad_y)
     return grad_grad, grad_x, grad_y

@@ -9,6 +9,11 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 
 
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are, without a copy."""
+    return np.conj(x) if np.iscomplexobj(x) else x
+
+
 def _sum_to_shape(g, shape):
     """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
     if np.shape(g) == tuple(shape):
@@ -34,6 +39,8 @@ def identity_grad(grad, input, *, output=None):
 
 def identity_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None):
     """Second order of Identity: the gradient of identity_grad: one array per input (grad, input)."""
+    grad = _conj(grad)
+    vjp_input = _conj(vjp_input)
     grad_grad = _sum_to_shape(grad_vjp_input, np.shape(grad))
     return grad_grad, None
 

@@ -67,12 +67,20 @@ def sigmoid_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Sigmoid: the gradient of sigmoid_grad: one array per input (grad, x)."""
     if vjp_x is None:
         vjp_x = sigmoid_grad(grad, x)[0]
-    x = _conj(x)
+    grad = _conj(grad)
     vjp_x = _conj(vjp_x)
-    tmp0 = np.exp(-x)
-    tmp1 = tmp0 + 1
-    grad_grad = _sum_to_shape(grad_vjp_x * tmp0 / tmp1**2, np.shape(grad))
-    grad_x = _sum_to_shape(grad_vjp_x * (2 * tmp0 * vjp_x / tmp1 - vjp_x), np.shape(x))
+    tmp0 = scipy.special.expit(x)
+    tmp1 = scipy.special.expit(-x)
+    grad_grad = _sum_product_to_shape(
+        (
+            grad_vjp_x,
+            tmp0,
+            tmp1,
+        ),
+        np.shape(grad),
+    )
+    grad_x = _sum_to_shape(grad_vjp_x * (vjp_x * (1 - tmp0) - vjp_x * (1 - tmp1)), np.shape(x))
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -94,11 +102,12 @@ def tanh_grad(grad, x, *, y=None):
 def tanh_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Tanh: the gradient of tanh_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    x = _conj(x)
+    vjp_x = _conj(vjp_x)
     tmp0 = np.tanh(x)
     tmp1 = tmp0**2
     grad_grad = _sum_to_shape(grad_vjp_x * (1 - tmp1), np.shape(grad))
     grad_x = _sum_to_shape(-grad * grad_vjp_x * tmp0 * (2 - 2 * tmp1), np.shape(x))
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -121,7 +130,7 @@ def exp_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Exp: the gradient of exp_grad: one array per input (grad, x)."""
     if vjp_x is None:
         vjp_x = exp_grad(grad, x)[0]
-    x = _conj(x)
+    grad = _conj(grad)
     vjp_x = _conj(vjp_x)
     grad_grad = _sum_to_shape(grad_vjp_x * np.exp(x), np.shape(grad))
     grad_x = _sum_product_to_shape(
@@ -131,6 +140,7 @@ def exp_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
         ),
         np.shape(x),
     )
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -151,7 +161,7 @@ def log_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Log: the gradient of log_grad: one array per input (grad, x)."""
     if vjp_x is None:
         vjp_x = log_grad(grad, x)[0]
-    x = _conj(x)
+    grad = _conj(grad)
     vjp_x = _conj(vjp_x)
     tmp0 = grad_vjp_x / x
     grad_grad = _sum_to_shape(tmp0, np.shape(grad))
@@ -162,6 +172,7 @@ def log_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
         ),
         np.shape(x),
     )
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -182,7 +193,7 @@ def log1p_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Log1p: the gradient of log1p_grad: one array per input (grad, x)."""
     if vjp_x is None:
         vjp_x = log1p_grad(grad, x)[0]
-    x = _conj(x)
+    grad = _conj(grad)
     vjp_x = _conj(vjp_x)
     tmp0 = grad_vjp_x / (x + 1)
     grad_grad = _sum_to_shape(tmp0, np.shape(grad))
@@ -193,6 +204,7 @@ def log1p_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
         ),
         np.shape(x),
     )
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -215,7 +227,7 @@ def expm1_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Expm1: the gradient of expm1_grad: one array per input (grad, x)."""
     if vjp_x is None:
         vjp_x = expm1_grad(grad, x)[0]
-    x = _conj(x)
+    grad = _conj(grad)
     vjp_x = _conj(vjp_x)
     grad_grad = _sum_to_shape(grad_vjp_x * np.exp(x), np.shape(grad))
     grad_x = _sum_product_to_shape(
@@ -225,6 +237,7 @@ def expm1_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
         ),
         np.shape(x),
     )
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -247,11 +260,12 @@ def sqrt_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Sqrt: the gradient of sqrt_grad: one array per input (grad, x)."""
     if vjp_x is None:
         vjp_x = sqrt_grad(grad, x)[0]
-    x = _conj(x)
+    grad = _conj(grad)
     vjp_x = _conj(vjp_x)
     tmp0 = (1 / 2) * grad_vjp_x
     grad_grad = _sum_to_shape(tmp0 / np.sqrt(x), np.shape(grad))
     grad_x = _sum_to_shape(-tmp0 * vjp_x / x, np.shape(x))
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -273,9 +287,10 @@ def rsqrt_grad(grad, x, *, y=None):
 def rsqrt_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Rsqrt: the gradient of rsqrt_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    x = _conj(x)
+    vjp_x = _conj(vjp_x)
     grad_grad = _sum_to_shape(-1 / 2 * grad_vjp_x / x ** (3 / 2), np.shape(grad))
     grad_x = _sum_to_shape((3 / 4) * grad * grad_vjp_x / x ** (5 / 2), np.shape(x))
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -297,9 +312,10 @@ def reciprocal_grad(grad, x, *, y=None):
 def reciprocal_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Reciprocal: the gradient of reciprocal_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    x = _conj(x)
+    vjp_x = _conj(vjp_x)
     grad_grad = _sum_to_shape(-grad_vjp_x / x**2, np.shape(grad))
     grad_x = _sum_to_shape(2 * grad * grad_vjp_x / x**3, np.shape(x))
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -321,9 +337,10 @@ def inv_grad(grad, x, *, y=None):
 def inv_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Inv: the gradient of inv_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    x = _conj(x)
+    vjp_x = _conj(vjp_x)
     grad_grad = _sum_to_shape(-grad_vjp_x / x**2, np.shape(grad))
     grad_x = _sum_to_shape(2 * grad * grad_vjp_x / x**3, np.shape(x))
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -343,7 +360,7 @@ def square_grad(grad, x, *, y=None):
 def square_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Square: the gradient of square_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    x = _conj(x)
+    vjp_x = _conj(vjp_x)
     tmp0 = 2 * grad_vjp_x
     grad_grad = _sum_product_to_shape(
         (
@@ -359,6 +376,7 @@ def square_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
         ),
         np.shape(x),
     )
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -378,9 +396,10 @@ def sin_grad(grad, x, *, y=None):
 def sin_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Sin: the gradient of sin_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    x = _conj(x)
+    vjp_x = _conj(vjp_x)
     grad_grad = _sum_to_shape(grad_vjp_x * np.cos(x), np.shape(grad))
     grad_x = _sum_to_shape(-grad * grad_vjp_x * np.sin(x), np.shape(x))
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -400,9 +419,10 @@ def cos_grad(grad, x, *, y=None):
 def cos_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Cos: the gradient of cos_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    x = _conj(x)
+    vjp_x = _conj(vjp_x)
     grad_grad = _sum_to_shape(-grad_vjp_x * np.sin(x), np.shape(grad))
     grad_x = _sum_to_shape(-grad * grad_vjp_x * np.cos(x), np.shape(x))
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -424,11 +444,12 @@ def tan_grad(grad, x, *, y=None):
 def tan_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Tan: the gradient of tan_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    x = _conj(x)
+    vjp_x = _conj(vjp_x)
     tmp0 = np.tan(x)
     tmp1 = tmp0**2
     grad_grad = _sum_to_shape(grad_vjp_x * (tmp1 + 1), np.shape(grad))
     grad_x = _sum_to_shape(grad * grad_vjp_x * tmp0 * (2 * tmp1 + 2), np.shape(x))
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -449,11 +470,12 @@ def asin_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Asin: the gradient of asin_grad: one array per input (grad, x)."""
     if vjp_x is None:
         vjp_x = asin_grad(grad, x)[0]
-    x = _conj(x)
+    grad = _conj(grad)
     vjp_x = _conj(vjp_x)
     tmp0 = 1 - x**2
     grad_grad = _sum_to_shape(grad_vjp_x / np.sqrt(tmp0), np.shape(grad))
     grad_x = _sum_to_shape(grad_vjp_x * vjp_x * x / tmp0, np.shape(x))
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -474,11 +496,12 @@ def acos_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Acos: the gradient of acos_grad: one array per input (grad, x)."""
     if vjp_x is None:
         vjp_x = acos_grad(grad, x)[0]
-    x = _conj(x)
+    grad = _conj(grad)
     vjp_x = _conj(vjp_x)
     tmp0 = 1 - x**2
     grad_grad = _sum_to_shape(-grad_vjp_x / np.sqrt(tmp0), np.shape(grad))
     grad_x = _sum_to_shape(grad_vjp_x * vjp_x * x / tmp0, np.shape(x))
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -499,11 +522,12 @@ def atan_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Atan: the gradient of atan_grad: one array per input (grad, x)."""
     if vjp_x is None:
         vjp_x = atan_grad(grad, x)[0]
-    x = _conj(x)
+    grad = _conj(grad)
     vjp_x = _conj(vjp_x)
     tmp0 = grad_vjp_x / (x**2 + 1)
     grad_grad = _sum_to_shape(tmp0, np.shape(grad))
     grad_x = _sum_to_shape(-2 * tmp0 * vjp_x * x, np.shape(x))
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -523,9 +547,10 @@ def sinh_grad(grad, x, *, y=None):
 def sinh_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Sinh: the gradient of sinh_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    x = _conj(x)
+    vjp_x = _conj(vjp_x)
     grad_grad = _sum_to_shape(grad_vjp_x * np.cosh(x), np.shape(grad))
     grad_x = _sum_to_shape(grad * grad_vjp_x * np.sinh(x), np.shape(x))
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -545,9 +570,10 @@ def cosh_grad(grad, x, *, y=None):
 def cosh_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Cosh: the gradient of cosh_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    x = _conj(x)
+    vjp_x = _conj(vjp_x)
     grad_grad = _sum_to_shape(grad_vjp_x * np.sinh(x), np.shape(grad))
     grad_x = _sum_to_shape(grad * grad_vjp_x * np.cosh(x), np.shape(x))
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -568,11 +594,12 @@ def asinh_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Asinh: the gradient of asinh_grad: one array per input (grad, x)."""
     if vjp_x is None:
         vjp_x = asinh_grad(grad, x)[0]
-    x = _conj(x)
+    grad = _conj(grad)
     vjp_x = _conj(vjp_x)
     tmp0 = x**2 + 1
     grad_grad = _sum_to_shape(grad_vjp_x / np.sqrt(tmp0), np.shape(grad))
     grad_x = _sum_to_shape(-grad_vjp_x * vjp_x * x / tmp0, np.shape(x))
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -593,13 +620,14 @@ def acosh_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Acosh: the gradient of acosh_grad: one array per input (grad, x)."""
     if vjp_x is None:
         vjp_x = acosh_grad(grad, x)[0]
-    x = _conj(x)
+    grad = _conj(grad)
     vjp_x = _conj(vjp_x)
     tmp0 = x - 1
     tmp1 = x + 1
     tmp2 = (1 / 2) * vjp_x
     grad_grad = _sum_to_shape(grad_vjp_x / (np.sqrt(tmp0) * np.sqrt(tmp1)), np.shape(grad))
     grad_x = _sum_to_shape(grad_vjp_x * (-tmp2 / tmp1 - tmp2 / tmp0), np.shape(x))
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -620,11 +648,12 @@ def atanh_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Atanh: the gradient of atanh_grad: one array per input (grad, x)."""
     if vjp_x is None:
         vjp_x = atanh_grad(grad, x)[0]
-    x = _conj(x)
+    grad = _conj(grad)
     vjp_x = _conj(vjp_x)
     tmp0 = grad_vjp_x / (1 - x**2)
     grad_grad = _sum_to_shape(tmp0, np.shape(grad))
     grad_x = _sum_to_shape(2 * tmp0 * vjp_x * x, np.shape(x))
+    grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
 
@@ -870,6 +899,8 @@ def negative_grad(grad, x, *, y=None):
 
 def negative_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Neg: the gradient of negative_grad: one array per input (grad, x)."""
+    grad = _conj(grad)
+    vjp_x = _conj(vjp_x)
     grad_grad = _sum_to_shape(-grad_vjp_x, np.shape(grad))
     return grad_grad, None
 

@@ -22,7 +22,7 @@ from symgrad.ir import OpCode
 from symgrad.load import OpFile, check_unique, load_op_file, op_file_paths
 from symgrad.lowering import OpSignature, lower_op
 from symgrad.render import render_module
-from symgrad.second_order import PREFIX, derive_second_order
+from symgrad.second_order import PREFIX, complex_form, derive_second_order
 from symgrad.simplify import simplify
 from symgrad.targets import MODULE_SUFFIX, TARGETS
 
@@ -55,6 +55,8 @@ def _second_order(raw: list) -> OpCode | None:
         code = lower_op(OpSignature.of(seconds[0].variant.decl), seconds)
     except SymgradError:
         return None
+    if raw[0].variant.decl.complex_ok:
+        code = complex_form(code, raw[0].grad_names)
     # a cotangent per input of the op, as `<op>_grad` returns a gradient per input (unused
     # where that is None: positions, inputs declared without a gradient)
     return dataclasses.replace(code, grads=tuple(f"grad_{PREFIX}{t.name}" for t in raw[0].variant.inputs))

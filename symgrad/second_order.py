@@ -24,6 +24,7 @@ import sympy as sp
 from symgrad.declare import BATCH, BATCH_DIM, ELEMENTWISE, OpVariant, Output, TensorInput, stop_gradient
 from symgrad.derive import Derivation, derive
 from symgrad.errors import SymgradError
+from symgrad.ir import Assign, Conj, OpCode
 from symgrad.simplify import simplify
 
 PREFIX = "vjp_"  # G's outputs: vjp_<input>; its upstream gradients: grad_vjp_<input>
@@ -51,6 +52,7 @@ def gradient_op(derivation: Derivation) -> OpVariant:
     outputs = tuple(dataclasses.replace(o, expr=_stopped_again(variant, o.expr)) for o in outputs)
     decl = dataclasses.replace(
         variant.decl,
+        complex_ok=False,  # its holomorphic partials: `complex_form` turns them into the vjp
         name=name,
         func_name=f"{variant.decl.func_name}_grad",
         inputs=tuple(t.name for t in grads + variant.inputs),
@@ -109,6 +111,26 @@ def _outputs_expanded(derivation: Derivation, expr: sp.Expr) -> sp.Expr:
         return out.expr.xreplace(dict(zip(out.indices, entry.indices)))
 
     return expr.replace(lambda e: isinstance(e, sp.Indexed) and str(e.base.label) in outputs, expanded)
+
+
+def complex_form(code: OpCode, grads: tuple[str, ...]) -> OpCode:
+    """The gradient op's code (`OpCode`, of the holomorphic partials of K, the op's vjp with
+    nothing conjugated) as TensorFlow's convention gives it on complex dtypes. The op's vjp is
+    conj(K(conj(g), x)), so for cotangents v: w.r.t. g, v * dK/dg at (conj(g), x); w.r.t. an
+    input x, conj(v * dK/dx) there. A reused output (an op's gradient, conj(K)) is conjugated
+    back to K. A no-op on real dtypes."""
+    taken = set(grads) | set(code.outputs_used)
+    prologue = code.vjp.prologue + tuple(Assign(n, Conj(n)) for n in code.inputs + code.outputs if n in taken)
+    inputs = [r for r in code.vjp.results if r is not None and r not in {f"grad_{g}" for g in grads}]
+    branches = tuple(
+        dataclasses.replace(b, body=b.body + tuple(Assign(r, Conj(r)) for r in inputs if _assigned(b, r)))
+        for b in code.vjp.branches
+    )
+    return dataclasses.replace(code, vjp=dataclasses.replace(code.vjp, prologue=prologue, branches=branches))
+
+
+def _assigned(branch, name: str) -> bool:
+    return any(getattr(s, "target", None) == name for s in branch.body)
 
 
 def derive_second_order(derivation: Derivation) -> Derivation | None:

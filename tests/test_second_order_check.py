@@ -202,7 +202,7 @@ def test_numpy_second_order_fault_is_pinpointed(tmp_path):
 # --- the whole library ---------------------------------------------------------------------------
 
 
-@pytest.mark.exhaustive
+@pytest.mark.second_order_library
 def test_library_second_order_tensorflow(derived, tmp_path):
     """`symgrad check ops --order 2 --target tensorflow`: every op, variant and path."""
     args = ["check", OP_LIBRARY, "--order", "2", "--generated", derived[0], "--target", "tensorflow"]
