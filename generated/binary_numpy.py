@@ -63,8 +63,6 @@ def add_grad(grad, x, y, *, z=None):
 def add_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
     """Second order of AddV2: the gradient of add_grad: one array per input (grad, x, y)."""
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
-    vjp_y = _conj(vjp_y)
     grad_grad = _sum_to_shape(grad_vjp_x + grad_vjp_y, np.shape(grad))
     return grad_grad, None, None
 
@@ -85,8 +83,6 @@ def add_legacy_grad(grad, x, y, *, z=None):
 def add_legacy_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
     """Second order of Add: the gradient of add_legacy_grad: one array per input (grad, x, y)."""
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
-    vjp_y = _conj(vjp_y)
     grad_grad = _sum_to_shape(grad_vjp_x + grad_vjp_y, np.shape(grad))
     return grad_grad, None, None
 
@@ -107,8 +103,6 @@ def subtract_grad(grad, x, y, *, z=None):
 def subtract_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
     """Second order of Sub: the gradient of subtract_grad: one array per input (grad, x, y)."""
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
-    vjp_y = _conj(vjp_y)
     grad_grad = _sum_to_shape(grad_vjp_x - grad_vjp_y, np.shape(grad))
     return grad_grad, None, None
 
@@ -143,8 +137,6 @@ def multiply_grad(grad, x, y, *, z=None):
 def multiply_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
     """Second order of Mul: the gradient of multiply_grad: one array per input (grad, x, y)."""
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
-    vjp_y = _conj(vjp_y)
     grad_grad = _sum_to_shape(grad_vjp_x * y + grad_vjp_y * x, np.shape(grad))
     grad_x = _sum_product_to_shape(
         (
@@ -195,7 +187,6 @@ def real_div_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=
         vjp_x = real_div_grad(grad, x, y)[0]
     grad = _conj(grad)
     vjp_x = _conj(vjp_x)
-    vjp_y = _conj(vjp_y)
     tmp0 = 1 / y
     tmp1 = grad_vjp_x * tmp0
     tmp2 = 1 / y**2
@@ -244,7 +235,6 @@ def div_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None)
         vjp_x = div_grad(grad, x, y)[0]
     grad = _conj(grad)
     vjp_x = _conj(vjp_x)
-    vjp_y = _conj(vjp_y)
     tmp0 = 1 / y
     tmp1 = grad_vjp_x * tmp0
     tmp2 = 1 / y**2
@@ -525,8 +515,6 @@ def xlogy_grad(grad, x, y, *, z=None):
 def xlogy_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
     """Second order of Xlogy: the gradient of xlogy_grad: one array per input (grad, x, y)."""
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
-    vjp_y = _conj(vjp_y)
     tmp0 = x == 0
     tmp1 = 1 / y
     tmp2 = grad_vjp_y * tmp1
@@ -559,8 +547,6 @@ def xdivy_grad(grad, x, y, *, z=None):
 def xdivy_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
     """Second order of Xdivy: the gradient of xdivy_grad: one array per input (grad, x, y)."""
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
-    vjp_y = _conj(vjp_y)
     tmp0 = x == 0
     tmp1 = 1 / y**2
     tmp2 = grad_vjp_y * tmp1
@@ -623,8 +609,6 @@ def div_no_nan_grad(grad, x, y, *, z=None):
 def div_no_nan_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
     """Second order of DivNoNan: the gradient of div_no_nan_grad: one array per input (grad, x, y)."""
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
-    vjp_y = _conj(vjp_y)
     tmp0 = y == 0
     tmp1 = 1 / y**2
     tmp2 = grad_vjp_y * tmp1

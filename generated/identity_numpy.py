@@ -40,7 +40,6 @@ def identity_grad(grad, input, *, output=None):
 def identity_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None):
     """Second order of Identity: the gradient of identity_grad: one array per input (grad, input)."""
     grad = _conj(grad)
-    vjp_input = _conj(vjp_input)
     grad_grad = _sum_to_shape(grad_vjp_input, np.shape(grad))
     return grad_grad, None
 

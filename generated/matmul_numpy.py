@@ -68,8 +68,6 @@ def matmul_grad_grad(
 ):
     """Second order of MatMul: the gradient of matmul_grad: one array per input (grad, a, b)."""
     grad = _conj(grad)
-    vjp_a = _conj(vjp_a)
-    vjp_b = _conj(vjp_b)
     if not transpose_a and not transpose_b:
         t0 = grad_vjp_a @ b
         t1 = a @ grad_vjp_b

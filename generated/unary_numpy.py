@@ -102,7 +102,6 @@ def tanh_grad(grad, x, *, y=None):
 def tanh_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Tanh: the gradient of tanh_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
     tmp0 = np.tanh(x)
     tmp1 = tmp0**2
     grad_grad = _sum_to_shape(grad_vjp_x * (1 - tmp1), np.shape(grad))
@@ -287,7 +286,6 @@ def rsqrt_grad(grad, x, *, y=None):
 def rsqrt_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Rsqrt: the gradient of rsqrt_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
     grad_grad = _sum_to_shape(-1 / 2 * grad_vjp_x / x ** (3 / 2), np.shape(grad))
     grad_x = _sum_to_shape((3 / 4) * grad * grad_vjp_x / x ** (5 / 2), np.shape(x))
     grad_x = _conj(grad_x)
@@ -312,7 +310,6 @@ def reciprocal_grad(grad, x, *, y=None):
 def reciprocal_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Reciprocal: the gradient of reciprocal_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
     grad_grad = _sum_to_shape(-grad_vjp_x / x**2, np.shape(grad))
     grad_x = _sum_to_shape(2 * grad * grad_vjp_x / x**3, np.shape(x))
     grad_x = _conj(grad_x)
@@ -337,7 +334,6 @@ def inv_grad(grad, x, *, y=None):
 def inv_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Inv: the gradient of inv_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
     grad_grad = _sum_to_shape(-grad_vjp_x / x**2, np.shape(grad))
     grad_x = _sum_to_shape(2 * grad * grad_vjp_x / x**3, np.shape(x))
     grad_x = _conj(grad_x)
@@ -360,7 +356,6 @@ def square_grad(grad, x, *, y=None):
 def square_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Square: the gradient of square_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
     tmp0 = 2 * grad_vjp_x
     grad_grad = _sum_product_to_shape(
         (
@@ -396,7 +391,6 @@ def sin_grad(grad, x, *, y=None):
 def sin_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Sin: the gradient of sin_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
     grad_grad = _sum_to_shape(grad_vjp_x * np.cos(x), np.shape(grad))
     grad_x = _sum_to_shape(-grad * grad_vjp_x * np.sin(x), np.shape(x))
     grad_x = _conj(grad_x)
@@ -419,7 +413,6 @@ def cos_grad(grad, x, *, y=None):
 def cos_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Cos: the gradient of cos_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
     grad_grad = _sum_to_shape(-grad_vjp_x * np.sin(x), np.shape(grad))
     grad_x = _sum_to_shape(-grad * grad_vjp_x * np.cos(x), np.shape(x))
     grad_x = _conj(grad_x)
@@ -444,7 +437,6 @@ def tan_grad(grad, x, *, y=None):
 def tan_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Tan: the gradient of tan_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
     tmp0 = np.tan(x)
     tmp1 = tmp0**2
     grad_grad = _sum_to_shape(grad_vjp_x * (tmp1 + 1), np.shape(grad))
@@ -547,7 +539,6 @@ def sinh_grad(grad, x, *, y=None):
 def sinh_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Sinh: the gradient of sinh_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
     grad_grad = _sum_to_shape(grad_vjp_x * np.cosh(x), np.shape(grad))
     grad_x = _sum_to_shape(grad * grad_vjp_x * np.sinh(x), np.shape(x))
     grad_x = _conj(grad_x)
@@ -570,7 +561,6 @@ def cosh_grad(grad, x, *, y=None):
 def cosh_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Cosh: the gradient of cosh_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
     grad_grad = _sum_to_shape(grad_vjp_x * np.sinh(x), np.shape(grad))
     grad_x = _sum_to_shape(grad * grad_vjp_x * np.cosh(x), np.shape(x))
     grad_x = _conj(grad_x)
@@ -900,7 +890,6 @@ def negative_grad(grad, x, *, y=None):
 def negative_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Neg: the gradient of negative_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
     grad_grad = _sum_to_shape(-grad_vjp_x, np.shape(grad))
     return grad_grad, None
 
