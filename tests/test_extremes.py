@@ -4,6 +4,8 @@ per real dtype; the library's rewritten activations pass there."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from symgrad.derived import load_derived
@@ -33,16 +35,18 @@ def test_cli_reports_a_gradient_that_overflows_where_the_value_is_finite(tmp_pat
 
 
 def test_rewritten_activations_are_finite_at_extremes(tmp_path):
+    # numpy alone: tests/test_stability.py runs the same activations through TensorFlow
     report = tmp_path / "report.json"
-    result = run_symgrad("check", str(FIXTURES / "stable.py"), "--json", str(report))
+    result = run_symgrad("check", str(FIXTURES / "stable.py"), "--target", "numpy", "--json", str(report))
     assert result.returncode == 0, result.stdout + result.stderr
     extremes = [r for r in read_json(report)["results"] if r["reference"] == REFERENCE]
-    assert len(extremes) == 6 * 2 * 2  # ops x real dtypes x targets
+    assert len(extremes) == 6 * 2  # ops x real dtypes
     assert all(r["status"] == "match" and r["cases"] >= 1 for r in extremes), extremes
 
 
+@functools.cache
 def raw_two_term_logistic():
-    """The variant of RawTwoTermLogistic and its derived numpy forward."""
+    """The variant of RawTwoTermLogistic and its derived numpy forward (derived once)."""
     ops = load_derived([FIXTURES / "nonfinite.py"], derived_folder(FIXTURES / "nonfinite.py"))
     (variant,) = variants_of(next(op for op in ops if op.name == "RawTwoTermLogistic"))
     return variant, bound_forward(variant)

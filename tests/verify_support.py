@@ -55,12 +55,14 @@ def start_symgrad(*args, cwd: Path = ROOT, niceness: int = 0) -> Background:
 
 @functools.lru_cache(maxsize=None)
 def derived_folder(op_file: Path) -> Path:
-    """`op_file` derived once per test session into a temporary folder."""
+    """`op_file` derived once per test session into a temporary folder, through symgrad's
+    cache (as the `derived` fixture derives ops/)."""
+    from symgrad.cache import Cache, default_cache_dir
     from symgrad.generate import generate
     from symgrad.targets import TARGETS
 
     folder = Path(tempfile.mkdtemp(prefix="symgrad-test-derived-"))
-    for name, text in generate([op_file], TARGETS).items():
+    for name, text in generate([op_file], TARGETS, cache=Cache(default_cache_dir())).items():
         (folder / name).write_text(text)
     return folder
 
