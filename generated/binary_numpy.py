@@ -183,23 +183,20 @@ def real_div_grad(grad, x, y, *, z=None):
 
 def real_div_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
     """Second order of RealDiv: the gradient of real_div_grad: one array per input (grad, x, y)."""
-    if vjp_x is None:
-        vjp_x = real_div_grad(grad, x, y)[0]
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
-    tmp0 = 1 / y
-    tmp1 = grad_vjp_x * tmp0
-    tmp2 = 1 / y**2
-    grad_grad = _sum_to_shape(-grad_vjp_y * tmp2 * x + tmp1, np.shape(grad))
+    tmp0 = 1 / y**2
+    tmp1 = grad_vjp_y * tmp0
+    grad_grad = _sum_to_shape(grad_vjp_x / y - tmp1 * x, np.shape(grad))
     grad_x = -_sum_product_to_shape(
         (
-            grad_vjp_y,
-            tmp0,
-            vjp_x,
+            grad,
+            tmp1,
         ),
         np.shape(x),
     )
-    grad_y = _sum_to_shape(2 * grad_vjp_y * tmp2 * vjp_x * x - tmp1 * vjp_x, np.shape(y))
+    grad_y = _sum_to_shape(
+        -grad * grad_vjp_x * tmp0 + 2 * grad * grad_vjp_y * x / y**3, np.shape(y)
+    )
     grad_x = _conj(grad_x)
     grad_y = _conj(grad_y)
     return grad_grad, grad_x, grad_y
@@ -231,23 +228,20 @@ def div_grad(grad, x, y, *, z=None):
 
 def div_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None):
     """Second order of Div: the gradient of div_grad: one array per input (grad, x, y)."""
-    if vjp_x is None:
-        vjp_x = div_grad(grad, x, y)[0]
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
-    tmp0 = 1 / y
-    tmp1 = grad_vjp_x * tmp0
-    tmp2 = 1 / y**2
-    grad_grad = _sum_to_shape(-grad_vjp_y * tmp2 * x + tmp1, np.shape(grad))
+    tmp0 = 1 / y**2
+    tmp1 = grad_vjp_y * tmp0
+    grad_grad = _sum_to_shape(grad_vjp_x / y - tmp1 * x, np.shape(grad))
     grad_x = -_sum_product_to_shape(
         (
-            grad_vjp_y,
-            tmp0,
-            vjp_x,
+            grad,
+            tmp1,
         ),
         np.shape(x),
     )
-    grad_y = _sum_to_shape(2 * grad_vjp_y * tmp2 * vjp_x * x - tmp1 * vjp_x, np.shape(y))
+    grad_y = _sum_to_shape(
+        -grad * grad_vjp_x * tmp0 + 2 * grad * grad_vjp_y * x / y**3, np.shape(y)
+    )
     grad_x = _conj(grad_x)
     grad_y = _conj(grad_y)
     return grad_grad, grad_x, grad_y
@@ -479,20 +473,18 @@ def atan2_grad(grad, y, x, *, z=None):
 
 def atan2_grad_grad(grad_vjp_y, grad_vjp_x, grad, y, x, *, vjp_y=None, vjp_x=None):
     """Second order of Atan2: the gradient of atan2_grad: one array per input (grad, y, x)."""
-    if vjp_y is None:
-        vjp_y = atan2_grad(grad, y, x)[0]
-    tmp0 = y**2
-    tmp1 = tmp0 + x**2
-    tmp2 = 1 / tmp1
-    tmp3 = tmp2 * y
-    tmp4 = grad_vjp_x * tmp3
-    tmp5 = 2 * vjp_y
-    tmp6 = grad * tmp2
-    grad_grad = _sum_to_shape(grad_vjp_y * tmp2 * x - tmp4, np.shape(grad))
+    tmp0 = x**2
+    tmp1 = y**2
+    tmp2 = tmp0 + tmp1
+    tmp3 = 1 / tmp2
+    tmp4 = grad_vjp_x * y
+    tmp5 = 2 * grad / tmp2**2
+    tmp6 = -grad * tmp3
+    grad_grad = _sum_to_shape(grad_vjp_y * tmp3 * x - tmp3 * tmp4, np.shape(grad))
     grad_y = _sum_to_shape(
-        grad_vjp_x * (2 * grad * tmp0 / tmp1**2 - tmp6) - grad_vjp_y * tmp3 * tmp5, np.shape(y)
+        grad_vjp_x * (tmp1 * tmp5 + tmp6) - grad_vjp_y * tmp5 * x * y, np.shape(y)
     )
-    grad_x = _sum_to_shape(grad_vjp_y * (-tmp2 * tmp5 * x + tmp6) + tmp4 * tmp5, np.shape(x))
+    grad_x = _sum_to_shape(grad_vjp_y * (-tmp0 * tmp5 - tmp6) + tmp4 * tmp5 * x, np.shape(x))
     return grad_grad, grad_y, grad_x
 
 

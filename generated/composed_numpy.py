@@ -68,6 +68,93 @@ def layer_norm_grad(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, 
     return grad_x, grad_scale, grad_offset
 
 
+def layer_norm_grad_grad(
+    grad_vjp_x,
+    grad_vjp_scale,
+    grad_vjp_offset,
+    grad,
+    x,
+    scale,
+    offset,
+    *,
+    vjp_x=None,
+    vjp_scale=None,
+    vjp_offset=None,
+    sum1=None,
+    affine1=None,
+    vjp_affine1=None,
+    epsilon=0.001
+):
+    """Second order of LayerNorm: the gradient of layer_norm_grad: one array per input (grad, x, scale, offset)."""
+    if sum1 is None or affine1 is None or vjp_affine1 is None:
+        sum1 = np.sum(x, axis=-1)
+        t0 = np.shape(grad)[-1]
+        t1 = sum1[..., None]
+        t2 = np.sum((x - t1 / t0) ** 2, axis=-1)
+        affine1 = epsilon + t2 / t0
+        t3 = np.einsum("a,...a,...a->...", scale, grad, x, optimize=True)
+        t4 = np.einsum("a,...a->...", scale, grad, optimize=True)
+        vjp_affine1 = (1 / 2) * (sum1 * t4 / t0 - t3) / affine1 ** (3 / 2)
+    grad_vjp_sum1 = np.sum(grad_vjp_x, axis=-1)
+    t5 = np.shape(grad)[-1]
+    t6 = np.sum(x, axis=-1)
+    t7 = sum1[..., None]
+    t8 = np.sum(grad_vjp_x * (x - t7 / t5), axis=-1)
+    grad_vjp_affine1 = 2 * (grad_vjp_sum1 * sum1 / t5 - grad_vjp_sum1 * t6 / t5 + t8) / t5
+    t9 = np.einsum("a,...a,...a->...", scale, grad, grad_vjp_x, optimize=True)
+    t10 = grad * (-x + t7 / t5)
+    t11 = np.einsum("a,...a->...", grad_vjp_scale, t10, optimize=True)
+    t12 = np.einsum("a,...a->...", scale, grad, optimize=True)
+    t13 = grad * (x - t7 / t5)
+    t14 = np.einsum("a,...a->...", scale, t13, optimize=True)
+    grad_affine1 = (
+        (1 / 4)
+        * (2 * grad_vjp_sum1 * t12 / t5 + 2 * t11 - 2 * t9 + 3 * grad_vjp_affine1 * t14 / affine1)
+        / affine1 ** (3 / 2)
+    )
+    t15 = affine1[..., None]
+    t16 = grad_vjp_sum1[..., None]
+    t17 = grad_vjp_affine1[..., None]
+    grad_grad = (
+        grad_vjp_offset
+        + grad_vjp_scale * x / np.sqrt(t15)
+        - grad_vjp_scale * t7 / (np.sqrt(t15) * t5)
+        + grad_vjp_x * scale / np.sqrt(t15)
+        - scale * t16 / (np.sqrt(t15) * t5)
+        - 1 / 2 * scale * t17 * x / t15 ** (3 / 2)
+        + (1 / 2) * scale * t17 * t7 / (t15 ** (3 / 2) * t5)
+    )
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    t18 = np.einsum("a,...a->...", grad_vjp_scale, grad, optimize=True)
+    t19 = t18[..., None]
+    t20 = grad_affine1[..., None]
+    t21 = np.sum(x, axis=-1, keepdims=True)
+    t22 = vjp_affine1[..., None]
+    t23 = np.sum(grad_vjp_x, axis=-1, keepdims=True)
+    t24 = np.einsum("a,...a->...", scale, grad, optimize=True)
+    t25 = t24[..., None]
+    grad_x = (
+        grad * grad_vjp_scale / np.sqrt(t15)
+        - 1 / 2 * grad * scale * t17 / t15 ** (3 / 2)
+        + 2 * grad_vjp_x * t22 / t5
+        - 2 * t20 * t21 / t5**2
+        + 2 * t20 * x / t5
+        - 2 * t22 * t23 / t5**2
+        - t19 / (np.sqrt(t15) * t5)
+        + (1 / 2) * t17 * t25 / (t15 ** (3 / 2) * t5)
+    )
+    grad_x = _sum_to_shape(grad_x, np.shape(x))
+    t26 = grad_vjp_affine1 / affine1 ** (3 / 2)
+    t27 = grad * (-x + t7 / t5)
+    t28 = np.einsum("...,...a->a", t26, t27, optimize=True)
+    t29 = grad_vjp_sum1 / np.sqrt(affine1)
+    t30 = np.einsum("...,...a->a", t29, grad, optimize=True)
+    t31 = 1 / np.sqrt(affine1)
+    t32 = np.einsum("...,...a,...a->a", t31, grad, grad_vjp_x, optimize=True)
+    grad_scale = (1 / 2) * t28 - t30 / t5 + t32
+    return grad_grad, grad_x, grad_scale, None
+
+
 def layer_norm_moments(x, scale, offset, *, epsilon=0.001, return_stages=False):
     """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:30)."""
     sum1 = np.sum(x, axis=-1)
@@ -108,6 +195,89 @@ def layer_norm_moments_grad(
     grad_scale = np.einsum("...,...a->a", t10, t11, optimize=True)
     grad_offset = np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
+
+
+def layer_norm_moments_grad_grad(
+    grad_vjp_x,
+    grad_vjp_scale,
+    grad_vjp_offset,
+    grad,
+    x,
+    scale,
+    offset,
+    *,
+    vjp_x=None,
+    vjp_scale=None,
+    vjp_offset=None,
+    sum1=None,
+    affine1=None,
+    vjp_affine1=None,
+    epsilon=0.001
+):
+    """Second order of LayerNormMoments: the gradient of layer_norm_moments_grad: one array per input (grad, x, scale, offset)."""
+    if sum1 is None or affine1 is None or vjp_affine1 is None:
+        sum1 = np.sum(x, axis=-1)
+        t0 = np.shape(grad)[-1]
+        t1 = np.sum(x**2, axis=-1)
+        affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
+        t2 = np.einsum("a,...a,...a->...", scale, grad, x, optimize=True)
+        t3 = np.einsum("a,...a->...", scale, grad, optimize=True)
+        vjp_affine1 = (1 / 2) * (sum1 * t3 / t0 - t2) / affine1 ** (3 / 2)
+    grad_vjp_sum1 = np.sum(grad_vjp_x, axis=-1)
+    t4 = np.shape(grad)[-1]
+    t5 = np.sum(grad_vjp_x * x, axis=-1)
+    grad_vjp_affine1 = 2 * (-grad_vjp_sum1 * sum1 / t4 + t5) / t4
+    t6 = np.einsum("a,...a,...a->...", scale, grad, grad_vjp_x, optimize=True)
+    t7 = sum1[..., None]
+    t8 = grad * (-x + t7 / t4)
+    t9 = np.einsum("a,...a->...", grad_vjp_scale, t8, optimize=True)
+    t10 = np.einsum("a,...a->...", scale, grad, optimize=True)
+    t11 = grad * (x - t7 / t4)
+    t12 = np.einsum("a,...a->...", scale, t11, optimize=True)
+    grad_affine1 = (
+        (1 / 4)
+        * (2 * grad_vjp_sum1 * t10 / t4 - 2 * t6 + 2 * t9 + 3 * grad_vjp_affine1 * t12 / affine1)
+        / affine1 ** (3 / 2)
+    )
+    t13 = affine1[..., None]
+    t14 = grad_vjp_sum1[..., None]
+    t15 = grad_vjp_affine1[..., None]
+    grad_grad = (
+        grad_vjp_offset
+        + grad_vjp_scale * x / np.sqrt(t13)
+        - grad_vjp_scale * t7 / (np.sqrt(t13) * t4)
+        + grad_vjp_x * scale / np.sqrt(t13)
+        - scale * t14 / (np.sqrt(t13) * t4)
+        - 1 / 2 * scale * t15 * x / t13 ** (3 / 2)
+        + (1 / 2) * scale * t15 * t7 / (t13 ** (3 / 2) * t4)
+    )
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    t16 = np.einsum("a,...a->...", grad_vjp_scale, grad, optimize=True)
+    t17 = t16[..., None]
+    t18 = grad_affine1[..., None]
+    t19 = vjp_affine1[..., None]
+    t20 = np.einsum("a,...a->...", scale, grad, optimize=True)
+    t21 = t20[..., None]
+    grad_x = (
+        grad * grad_vjp_scale / np.sqrt(t13)
+        - 1 / 2 * grad * scale * t15 / t13 ** (3 / 2)
+        + 2 * grad_vjp_x * t19 / t4
+        - 2 * t14 * t19 / t4**2
+        + 2 * t18 * x / t4
+        - 2 * t18 * t7 / t4**2
+        - t17 / (np.sqrt(t13) * t4)
+        + (1 / 2) * t15 * t21 / (t13 ** (3 / 2) * t4)
+    )
+    grad_x = _sum_to_shape(grad_x, np.shape(x))
+    t22 = grad_vjp_affine1 / affine1 ** (3 / 2)
+    t23 = grad * (-x + t7 / t4)
+    t24 = np.einsum("...,...a->a", t22, t23, optimize=True)
+    t25 = grad_vjp_sum1 / np.sqrt(affine1)
+    t26 = np.einsum("...,...a->a", t25, grad, optimize=True)
+    t27 = 1 / np.sqrt(affine1)
+    t28 = np.einsum("...,...a,...a->a", t27, grad, grad_vjp_x, optimize=True)
+    grad_scale = (1 / 2) * t24 - t26 / t4 + t28
+    return grad_grad, grad_x, grad_scale, None
 
 
 def batch_norm_training(x, scale, offset, *, epsilon=0.001, return_stages=False):
@@ -160,6 +330,101 @@ def batch_norm_training_grad(
     grad_scale = t13 / np.sqrt(epsilon + variance)
     grad_offset = np.sum(grad, axis=(-4, -3, -2))
     return grad_x, grad_scale, grad_offset
+
+
+def batch_norm_training_grad_grad(
+    grad_vjp_x,
+    grad_vjp_scale,
+    grad_vjp_offset,
+    grad,
+    x,
+    scale,
+    offset,
+    *,
+    vjp_x=None,
+    vjp_scale=None,
+    vjp_offset=None,
+    mean=None,
+    variance=None,
+    vjp_variance=None,
+    epsilon=0.001
+):
+    """Second order of BatchNormTraining: the gradient of batch_norm_training_grad: one array per input (grad, x, scale, offset)."""
+    if mean is None or variance is None or vjp_variance is None:
+        t0 = np.shape(grad)[-4]
+        t1 = np.shape(grad)[-3]
+        t2 = np.shape(grad)[-2]
+        t3 = np.sum(x, axis=(-4, -3, -2))
+        mean = t3 / (t0 * t1 * t2)
+        t4 = np.sum((-mean + x) ** 2, axis=(-4, -3, -2))
+        variance = t4 / (t0 * t1 * t2)
+        t5 = np.sum(grad * x, axis=(-4, -3, -2))
+        t6 = np.sum(grad, axis=(-4, -3, -2))
+        vjp_variance = (1 / 2) * scale * (mean * t6 - t5) / (epsilon + variance) ** (3 / 2)
+    t7 = np.shape(grad)[-4]
+    t8 = np.shape(grad)[-3]
+    t9 = np.shape(grad)[-2]
+    t10 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
+    grad_vjp_mean = t10 / (t7 * t8 * t9)
+    t11 = np.sum(grad_vjp_x * (-mean + x), axis=(-4, -3, -2))
+    t12 = np.sum(x, axis=(-4, -3, -2))
+    grad_vjp_variance = (
+        2 * grad_vjp_mean * mean
+        - 2 * grad_vjp_mean * t12 / (t7 * t8 * t9)
+        + 2 * t11 / (t7 * t8 * t9)
+    )
+    t13 = np.sum(grad * grad_vjp_x, axis=(-4, -3, -2))
+    t14 = np.sum(grad * (mean - x), axis=(-4, -3, -2))
+    t15 = np.sum(grad, axis=(-4, -3, -2))
+    t16 = np.sum(grad * (-mean + x), axis=(-4, -3, -2))
+    grad_variance = (
+        (1 / 4)
+        * (
+            2 * grad_vjp_mean * scale * t15
+            + 2 * grad_vjp_scale * t14
+            + 3 * grad_vjp_variance * scale * t16 / (epsilon + variance)
+            - 2 * scale * t13
+        )
+        / (epsilon + variance) ** (3 / 2)
+    )
+    grad_grad = (
+        -grad_vjp_mean * scale / np.sqrt(epsilon + variance)
+        + grad_vjp_offset
+        - grad_vjp_scale * mean / np.sqrt(epsilon + variance)
+        + grad_vjp_scale * x / np.sqrt(epsilon + variance)
+        + (1 / 2) * grad_vjp_variance * mean * scale / (epsilon + variance) ** (3 / 2)
+        - 1 / 2 * grad_vjp_variance * scale * x / (epsilon + variance) ** (3 / 2)
+        + grad_vjp_x * scale / np.sqrt(epsilon + variance)
+    )
+    t17 = np.transpose(x, (3, 0, 1, 2))
+    t18 = np.sum(t17, axis=(-3, -2, -1))
+    t19 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
+    t20 = np.sum(t19, axis=(-3, -2, -1))
+    t21 = np.transpose(grad, (3, 0, 1, 2))
+    t22 = np.sum(t21, axis=(-3, -2, -1))
+    t23 = np.transpose(grad, (3, 0, 1, 2))
+    t24 = np.sum(t23, axis=(-3, -2, -1))
+    grad_x = (
+        grad * grad_vjp_scale / np.sqrt(epsilon + variance)
+        - 1 / 2 * grad * grad_vjp_variance * scale / (epsilon + variance) ** (3 / 2)
+        - 2 * grad_variance * t18 / (t7**2 * t8**2 * t9**2)
+        + 2 * grad_variance * x / (t7 * t8 * t9)
+        - grad_vjp_scale * t22 / (t7 * t8 * t9 * np.sqrt(epsilon + variance))
+        + (1 / 2)
+        * grad_vjp_variance
+        * scale
+        * t24
+        / (t7 * t8 * t9 * (epsilon + variance) ** (3 / 2))
+        + 2 * grad_vjp_x * vjp_variance / (t7 * t8 * t9)
+        - 2 * t20 * vjp_variance / (t7**2 * t8**2 * t9**2)
+    )
+    t25 = np.sum(grad, axis=(-4, -3, -2))
+    t26 = np.sum(grad * (mean - x), axis=(-4, -3, -2))
+    t27 = np.sum(grad * grad_vjp_x, axis=(-4, -3, -2))
+    grad_scale = (
+        -grad_vjp_mean * t25 + (1 / 2) * grad_vjp_variance * t26 / (epsilon + variance) + t27
+    ) / np.sqrt(epsilon + variance)
+    return grad_grad, grad_x, grad_scale, None
 
 
 def group_norm(x, scale, offset, *, epsilon=0.001, groups=2, return_stages=False):
@@ -245,6 +510,124 @@ def group_norm_grad(
     return grad_x, grad_scale, grad_offset
 
 
+def group_norm_grad_grad(
+    grad_vjp_x,
+    grad_vjp_scale,
+    grad_vjp_offset,
+    grad,
+    x,
+    scale,
+    offset,
+    *,
+    vjp_x=None,
+    vjp_scale=None,
+    vjp_offset=None,
+    mean=None,
+    variance=None,
+    vjp_variance=None,
+    epsilon=0.001,
+    groups=2
+):
+    """Second order of GroupNorm: the gradient of group_norm_grad: one array per input (grad, x, scale, offset)."""
+    t0 = groups
+    grad_split = np.reshape(grad, np.shape(grad)[:-1] + (t0, -1))
+    x_split = np.reshape(x, np.shape(x)[:-1] + (t0, -1))
+    scale_split = np.reshape(scale, np.shape(scale)[:-1] + (t0, -1))
+    offset_split = np.reshape(offset, np.shape(offset)[:-1] + (t0, -1))
+    t1 = np.shape(grad_split)[-1]
+    grad_vjp_x = np.reshape(grad_vjp_x, np.shape(grad_vjp_x)[:-1] + (-1, t1))
+    grad_vjp_scale = np.reshape(grad_vjp_scale, np.shape(grad_vjp_scale)[:-1] + (-1, t1))
+    grad_vjp_offset = np.reshape(grad_vjp_offset, np.shape(grad_vjp_offset)[:-1] + (-1, t1))
+    if mean is None or variance is None or vjp_variance is None:
+        t2 = np.shape(grad_split)[-1]
+        t3 = np.shape(grad_split)[-4]
+        t4 = np.shape(grad_split)[-3]
+        t5 = np.sum(x_split, axis=(-4, -3, -1))
+        mean = t5 / (t2 * t3 * t4)
+        t6 = mean[..., None, None, :, None]
+        t7 = np.sum((-t6 + x_split) ** 2, axis=(-4, -3, -1))
+        variance = t7 / (t2 * t3 * t4)
+        t8 = np.einsum("ab,cdeab,cdeab->ca", scale_split, grad_split, x_split, optimize=True)
+        t9 = np.einsum("ab,cdeab->ca", scale_split, grad_split, optimize=True)
+        vjp_variance = (1 / 2) * (mean * t9 - t8) / (epsilon + variance) ** (3 / 2)
+    t10 = np.shape(grad_split)[-1]
+    t11 = np.shape(grad_split)[-4]
+    t12 = np.shape(grad_split)[-3]
+    t13 = np.sum(grad_vjp_x, axis=(-4, -3, -1))
+    grad_vjp_mean = t13 / (t10 * t11 * t12)
+    t14 = mean[..., None, None, :, None]
+    t15 = np.sum(grad_vjp_x * (-t14 + x_split), axis=(-4, -3, -1))
+    t16 = np.sum(x_split, axis=(-4, -3, -1))
+    grad_vjp_variance = (
+        2 * grad_vjp_mean * mean
+        - 2 * grad_vjp_mean * t16 / (t10 * t11 * t12)
+        + 2 * t15 / (t10 * t11 * t12)
+    )
+    t17 = np.einsum("ab,cdeab,cdeab->ca", scale_split, grad_split, grad_vjp_x, optimize=True)
+    t18 = grad_split * (t14 - x_split)
+    t19 = np.einsum("ab,cdeab->ca", grad_vjp_scale, t18, optimize=True)
+    t20 = np.einsum("ab,cdeab->ca", scale_split, grad_split, optimize=True)
+    t21 = grad_split * (-t14 + x_split)
+    t22 = np.einsum("ab,cdeab->ca", scale_split, t21, optimize=True)
+    grad_variance = (
+        (1 / 4)
+        * (
+            2 * grad_vjp_mean * t20
+            + 3 * grad_vjp_variance * t22 / (epsilon + variance)
+            - 2 * t17
+            + 2 * t19
+        )
+        / (epsilon + variance) ** (3 / 2)
+    )
+    t23 = variance[..., None, None, :, None]
+    t24 = grad_vjp_mean[..., None, None, :, None]
+    t25 = grad_vjp_variance[..., None, None, :, None]
+    t26 = np.shape(grad_split)[-5]
+    t27 = np.shape(grad_split)[-4]
+    t28 = np.shape(grad_split)[-3]
+    t29 = np.shape(grad_split)[-2]
+    grad_grad = np.reshape(
+        grad_vjp_offset
+        - grad_vjp_scale * t14 / np.sqrt(epsilon + t23)
+        + grad_vjp_scale * x_split / np.sqrt(epsilon + t23)
+        + grad_vjp_x * scale_split / np.sqrt(epsilon + t23)
+        + (1 / 2) * scale_split * t14 * t25 / (epsilon + t23) ** (3 / 2)
+        - scale_split * t24 / np.sqrt(epsilon + t23)
+        - 1 / 2 * scale_split * t25 * x_split / (epsilon + t23) ** (3 / 2),
+        (t26, t27, t28, t29 * t1),
+    )
+    t30 = np.einsum("ab,cdeab->ca", grad_vjp_scale, grad_split, optimize=True)
+    t31 = t30[..., None, None, :, None]
+    t32 = grad_variance[..., None, None, :, None]
+    t33 = np.transpose(x_split, (0, 4, 2, 3, 1))
+    t34 = np.sum(t33, axis=(-4, -3, -1), keepdims=True)
+    t35 = vjp_variance[..., None, None, :, None]
+    t36 = np.transpose(grad_vjp_x, (0, 4, 2, 3, 1))
+    t37 = np.sum(t36, axis=(-4, -3, -1), keepdims=True)
+    t38 = np.einsum("ab,cdeab->ca", scale_split, grad_split, optimize=True)
+    t39 = t38[..., None, None, :, None]
+    grad_x = np.reshape(
+        grad_split * grad_vjp_scale / np.sqrt(epsilon + t23)
+        - 1 / 2 * grad_split * scale_split * t25 / (epsilon + t23) ** (3 / 2)
+        + 2 * grad_vjp_x * t35 / (t10 * t11 * t12)
+        + (1 / 2) * t25 * t39 / (t10 * t11 * t12 * (epsilon + t23) ** (3 / 2))
+        - t31 / (t10 * t11 * t12 * np.sqrt(epsilon + t23))
+        + 2 * t32 * x_split / (t10 * t11 * t12)
+        - 2 * t32 * t34 / (t10**2 * t11**2 * t12**2)
+        - 2 * t35 * t37 / (t10**2 * t11**2 * t12**2),
+        (t26, t27, t28, t29 * t1),
+    )
+    t40 = grad_vjp_variance / (epsilon + variance) ** (3 / 2)
+    t41 = grad_split * (t14 - x_split)
+    t42 = np.einsum("ab,acdbe->be", t40, t41, optimize=True)
+    t43 = grad_vjp_mean / np.sqrt(epsilon + variance)
+    t44 = np.einsum("ab,acdbe->be", t43, grad_split, optimize=True)
+    t45 = 1 / np.sqrt(epsilon + variance)
+    t46 = np.einsum("ab,acdbe,acdbe->be", t45, grad_split, grad_vjp_x, optimize=True)
+    grad_scale = np.reshape((1 / 2) * t42 - t44 + t46, (t29 * t1,))
+    return grad_grad, grad_x, grad_scale, None
+
+
 def scaled_dot_product_attention(q, k, v, mask, *, return_stages=False):
     """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:70)."""
     t0 = np.shape(q)[-1]
@@ -289,6 +672,90 @@ def scaled_dot_product_attention_grad(grad, q, k, v, mask, *, output=None, weigh
     return grad_q, grad_k, grad_v, grad_mask
 
 
+def scaled_dot_product_attention_grad_grad(
+    grad_vjp_q,
+    grad_vjp_k,
+    grad_vjp_v,
+    grad_vjp_mask,
+    grad,
+    q,
+    k,
+    v,
+    mask,
+    *,
+    vjp_q=None,
+    vjp_k=None,
+    vjp_v=None,
+    vjp_mask=None,
+    sum1=None,
+    weights=None,
+    vjp_weights=None,
+    vjp_sum1=None,
+    vjp_scores=None
+):
+    """Second order of ScaledDotProductAttention: the gradient of scaled_dot_product_attention_grad: one array per input (grad, q, k, v, mask)."""
+    if (
+        sum1 is None
+        or weights is None
+        or vjp_weights is None
+        or vjp_sum1 is None
+        or vjp_scores is None
+    ):
+        t0 = np.shape(q)[-1]
+        t1 = q @ np.swapaxes(k, -1, -2)
+        scores = mask + t1 * float(1 / np.sqrt(t0))
+        ext1 = np.max(scores, axis=-1)
+        t2 = ext1[..., None]
+        sum1 = np.sum(np.exp(scores - t2), axis=-1)
+        t3 = sum1[..., None]
+        weights = np.exp(scores - t2) / t3
+        vjp_weights = grad @ np.swapaxes(v, -1, -2)
+        t4 = np.sum(vjp_weights * np.exp(scores - t2), axis=-1)
+        vjp_sum1 = -t4 / sum1**2
+        t5 = vjp_sum1[..., None]
+        vjp_scores = (t5 + vjp_weights / t3) * np.exp(scores - t2)
+    t6 = np.shape(q)[-1]
+    t7 = q @ np.swapaxes(grad_vjp_k, -1, -2)
+    t8 = grad_vjp_q @ np.swapaxes(k, -1, -2)
+    grad_vjp_scores = grad_vjp_mask + t7 * float(1 / np.sqrt(t6)) + t8 * float(1 / np.sqrt(t6))
+    t9 = np.sum(grad_vjp_scores * weights, axis=-1)
+    grad_vjp_sum1 = sum1 * t9
+    t10 = sum1[..., None]
+    t11 = grad_vjp_sum1[..., None]
+    grad_vjp_weights = weights * (grad_vjp_scores - t11 / t10)
+    grad_weights = grad @ np.swapaxes(grad_vjp_v, -1, -2)
+    t12 = np.sum(grad_weights * weights, axis=-1, keepdims=True)
+    t13 = np.sum(grad_vjp_scores * vjp_weights * weights, axis=-1, keepdims=True)
+    t14 = vjp_sum1[..., None]
+    t15 = np.sum(vjp_weights * weights, axis=-1, keepdims=True)
+    grad_scores = weights * (
+        grad_vjp_scores * t10 * t14
+        + grad_vjp_scores * vjp_weights
+        + grad_weights
+        - t12
+        - t13
+        + 2 * t11 * t15 / t10
+        - t11 * vjp_weights / t10
+    )
+    t16 = weights @ grad_vjp_v
+    t17 = grad_vjp_weights @ v
+    grad_grad = t16 + t17
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    t18 = grad_scores @ k
+    t19 = vjp_scores @ grad_vjp_k
+    grad_q = (t18 + t19) * float(1 / np.sqrt(t6))
+    grad_q = _sum_to_shape(grad_q, np.shape(q))
+    t20 = np.swapaxes(grad_scores, -1, -2) @ q
+    t21 = np.swapaxes(vjp_scores, -1, -2) @ grad_vjp_q
+    grad_k = (t20 + t21) * float(1 / np.sqrt(t6))
+    grad_k = _sum_to_shape(grad_k, np.shape(k))
+    grad_v = np.swapaxes(grad_vjp_weights, -1, -2) @ grad
+    grad_v = _sum_to_shape(grad_v, np.shape(v))
+    grad_mask = grad_scores
+    grad_mask = _sum_to_shape(grad_mask, np.shape(mask))
+    return grad_grad, grad_q, grad_k, grad_v, grad_mask
+
+
 def mlp_block(x, w1, b1, w2, b2, *, return_stages=False):
     """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:84)."""
     t0 = x @ w1
@@ -315,6 +782,55 @@ def mlp_block_grad(grad, x, w1, b1, w2, b2, *, y=None, affine1=None):
     grad_w2 = t2.T @ grad
     grad_b2 = np.sum(grad, axis=-2)
     return grad_x, grad_w1, grad_b1, grad_w2, grad_b2
+
+
+def mlp_block_grad_grad(
+    grad_vjp_x,
+    grad_vjp_w1,
+    grad_vjp_b1,
+    grad_vjp_w2,
+    grad_vjp_b2,
+    grad,
+    x,
+    w1,
+    b1,
+    w2,
+    b2,
+    *,
+    vjp_x=None,
+    vjp_w1=None,
+    vjp_b1=None,
+    vjp_w2=None,
+    vjp_b2=None,
+    affine1=None,
+    vjp_affine1=None
+):
+    """Second order of MlpBlock: the gradient of mlp_block_grad: one array per input (grad, x, w1, b1, w2, b2)."""
+    if affine1 is None or vjp_affine1 is None:
+        t0 = x @ w1
+        affine1 = b1 + t0
+        t1 = grad @ w2.T
+        vjp_affine1 = t1 * np.asarray(affine1 > 0, dtype=np.int8)
+    t2 = x @ grad_vjp_w1
+    t3 = grad_vjp_x @ w1
+    grad_vjp_affine1 = grad_vjp_b1 + t2 + t3
+    t4 = grad @ grad_vjp_w2.T
+    grad_affine1 = t4 * np.asarray(affine1 > 0, dtype=np.int8)
+    t5 = grad_vjp_affine1 * np.asarray(affine1 > 0, dtype=np.int8)
+    t6 = t5 @ w2
+    t7 = affine1 * np.asarray(affine1 > 0, dtype=np.int8)
+    t8 = t7 @ grad_vjp_w2
+    grad_grad = grad_vjp_b2 + t6 + t8
+    t9 = grad_affine1 @ w1.T
+    t10 = vjp_affine1 @ grad_vjp_w1.T
+    grad_x = t10 + t9
+    t11 = x.T @ grad_affine1
+    t12 = grad_vjp_x.T @ vjp_affine1
+    grad_w1 = t11 + t12
+    grad_b1 = np.sum(grad_affine1, axis=-2)
+    t13 = grad_vjp_affine1 * np.asarray(affine1 > 0, dtype=np.int8)
+    grad_w2 = t13.T @ grad
+    return grad_grad, grad_x, grad_w1, grad_b1, grad_w2, None
 
 
 def cosine_similarity(x, y, *, epsilon=1e-08, return_stages=False):
@@ -348,6 +864,87 @@ def cosine_similarity_grad(grad, x, y, *, output=None, sum1=None, sum2=None, eps
     return grad_x, grad_y
 
 
+def cosine_similarity_grad_grad(
+    grad_vjp_x,
+    grad_vjp_y,
+    grad,
+    x,
+    y,
+    *,
+    vjp_x=None,
+    vjp_y=None,
+    sum1=None,
+    sum2=None,
+    sum3=None,
+    vjp_sum3=None,
+    vjp_sum2=None,
+    vjp_sum1=None,
+    epsilon=1e-08
+):
+    """Second order of CosineSimilarity: the gradient of cosine_similarity_grad: one array per input (grad, x, y)."""
+    if (
+        sum1 is None
+        or sum2 is None
+        or sum3 is None
+        or vjp_sum3 is None
+        or vjp_sum2 is None
+        or vjp_sum1 is None
+    ):
+        sum1 = np.sum(x**2, axis=-1)
+        sum2 = np.sum(y**2, axis=-1)
+        sum3 = np.sum(x * y, axis=-1)
+        vjp_sum3 = grad / np.sqrt(epsilon + sum1 * sum2)
+        vjp_sum2 = -1 / 2 * grad * sum1 * sum3 / (epsilon + sum1 * sum2) ** (3 / 2)
+        vjp_sum1 = -1 / 2 * grad * sum2 * sum3 / (epsilon + sum1 * sum2) ** (3 / 2)
+    t0 = np.sum(grad_vjp_x * x, axis=-1)
+    grad_vjp_sum1 = 2 * t0
+    t1 = np.sum(grad_vjp_y * y, axis=-1)
+    grad_vjp_sum2 = 2 * t1
+    t2 = np.sum(grad_vjp_x * y, axis=-1)
+    t3 = np.sum(grad_vjp_y * x, axis=-1)
+    grad_vjp_sum3 = t2 + t3
+    grad_sum3 = (
+        -1 / 2 * vjp_sum3 * (grad_vjp_sum1 * sum2 + grad_vjp_sum2 * sum1) / (epsilon + sum1 * sum2)
+    )
+    grad_grad = (
+        -1 / 2 * grad_vjp_sum1 * sum2 * sum3 / (epsilon + sum1 * sum2)
+        - 1 / 2 * grad_vjp_sum2 * sum1 * sum3 / (epsilon + sum1 * sum2)
+        + grad_vjp_sum3
+    ) / np.sqrt(epsilon + sum1 * sum2)
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    t4 = grad_sum3[..., None]
+    t5 = vjp_sum3[..., None]
+    t6 = vjp_sum1[..., None]
+    t7 = sum1[..., None]
+    t8 = sum2[..., None]
+    t9 = grad_vjp_sum2[..., None]
+    t10 = sum3[..., None]
+    t11 = grad_vjp_sum3[..., None]
+    t12 = grad_vjp_sum1[..., None]
+    grad_x = (
+        2 * grad_vjp_x * t6
+        + grad_vjp_y * t5
+        + (3 / 2) * t10 * t12 * t5 * t8**2 * x / (epsilon + t7 * t8) ** 2
+        + (3 / 2) * t10 * t5 * t7 * t8 * t9 * x / (epsilon + t7 * t8) ** 2
+        - t10 * t5 * t9 * x / (epsilon + t7 * t8)
+        - t11 * t5 * t8 * x / (epsilon + t7 * t8)
+        + t4 * y
+    )
+    grad_x = _sum_to_shape(grad_x, np.shape(x))
+    t13 = vjp_sum2[..., None]
+    grad_y = (
+        grad_vjp_x * t5
+        + 2 * grad_vjp_y * t13
+        + (3 / 2) * t10 * t12 * t5 * t7 * t8 * y / (epsilon + t7 * t8) ** 2
+        - t10 * t12 * t5 * y / (epsilon + t7 * t8)
+        + (3 / 2) * t10 * t5 * t7**2 * t9 * y / (epsilon + t7 * t8) ** 2
+        - t11 * t5 * t7 * y / (epsilon + t7 * t8)
+        + t4 * x
+    )
+    grad_y = _sum_to_shape(grad_y, np.shape(y))
+    return grad_grad, grad_x, grad_y
+
+
 def rbf_kernel(x, y, *, length_scale=1.0):
     """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:107)."""
     t0 = np.sum(x**2, axis=-1, keepdims=True)
@@ -371,6 +968,48 @@ def rbf_kernel_grad(grad, x, y, *, kernel=None, length_scale=1.0):
     t4 = np.sum(t3, axis=-1, keepdims=True)
     grad_y = -2 * t2 + 2 * t4 * y
     return grad_x, grad_y
+
+
+def rbf_kernel_grad_grad(
+    grad_vjp_x,
+    grad_vjp_y,
+    grad,
+    x,
+    y,
+    *,
+    vjp_x=None,
+    vjp_y=None,
+    sum1=None,
+    vjp_sum1=None,
+    length_scale=1.0
+):
+    """Second order of RbfKernel: the gradient of rbf_kernel_grad: one array per input (grad, x, y)."""
+    if sum1 is None or vjp_sum1 is None:
+        t0 = np.sum(x**2, axis=-1, keepdims=True)
+        t1 = np.sum(y**2, axis=-1)
+        t2 = x @ y.T
+        sum1 = t0 + t1 - 2 * t2
+        vjp_sum1 = -1 / 2 * grad * np.exp(-1 / 2 * sum1 / length_scale**2) / length_scale**2
+    t3 = grad_vjp_x @ y.T
+    t4 = x @ grad_vjp_y.T
+    t5 = np.sum(grad_vjp_x * x, axis=-1, keepdims=True)
+    t6 = np.sum(grad_vjp_y * y, axis=-1)
+    grad_vjp_sum1 = -2 * t3 - 2 * t4 + 2 * t5 + 2 * t6
+    grad_sum1 = -1 / 2 * grad_vjp_sum1 * vjp_sum1 / length_scale**2
+    grad_grad = -1 / 2 * grad_vjp_sum1 * np.exp(-1 / 2 * sum1 / length_scale**2) / length_scale**2
+    t7 = grad_sum1 @ y
+    t8 = vjp_sum1 @ grad_vjp_y
+    t9 = np.sum(vjp_sum1, axis=-1, keepdims=True)
+    t10 = np.sum(grad_sum1, axis=-1, keepdims=True)
+    grad_x = 2 * grad_vjp_x * t9 + 2 * t10 * x - 2 * t7 - 2 * t8
+    t11 = grad_sum1.T @ x
+    t12 = vjp_sum1.T @ grad_vjp_x
+    t13 = vjp_sum1.T
+    t14 = np.sum(t13, axis=-1, keepdims=True)
+    t15 = grad_sum1.T
+    t16 = np.sum(t15, axis=-1, keepdims=True)
+    grad_y = 2 * grad_vjp_y * t14 - 2 * t11 - 2 * t12 + 2 * t16 * y
+    return grad_grad, grad_x, grad_y
 
 
 def log_sum_exp_mat_mul(a, b, *, return_stages=False):
@@ -400,6 +1039,56 @@ def log_sum_exp_mat_mul_grad(grad, a, b, *, output=None, affine1=None, sum2=None
     grad_a = grad_sum1 @ b.T
     grad_b = a.T @ grad_sum1
     return grad_a, grad_b
+
+
+def log_sum_exp_mat_mul_grad_grad(
+    grad_vjp_a,
+    grad_vjp_b,
+    grad,
+    a,
+    b,
+    *,
+    vjp_a=None,
+    vjp_b=None,
+    affine1=None,
+    sum2=None,
+    vjp_sum2=None,
+    vjp_affine1=None,
+    vjp_sum1=None
+):
+    """Second order of LogSumExpMatMul: the gradient of log_sum_exp_mat_mul_grad: one array per input (grad, a, b)."""
+    if (
+        affine1 is None
+        or sum2 is None
+        or vjp_sum2 is None
+        or vjp_affine1 is None
+        or vjp_sum1 is None
+    ):
+        sum1 = a @ b
+        ext1 = np.max(sum1, axis=-1)
+        t0 = ext1[..., None]
+        affine1 = sum1 - t0
+        sum2 = np.sum(np.exp(affine1), axis=-1)
+        vjp_sum2 = grad / sum2
+        t1 = vjp_sum2[..., None]
+        vjp_affine1 = t1 * np.exp(affine1)
+        vjp_sum1 = vjp_affine1
+    t2 = grad_vjp_a @ b
+    t3 = a @ grad_vjp_b
+    grad_vjp_affine1 = t2 + t3
+    grad_vjp_sum2 = np.sum(grad_vjp_affine1 * np.exp(affine1), axis=-1)
+    t4 = sum2[..., None]
+    t5 = vjp_sum2[..., None]
+    t6 = grad_vjp_sum2[..., None]
+    grad_sum1 = grad_vjp_affine1 * vjp_affine1 - t5 * t6 * np.exp(affine1) / t4
+    grad_grad = grad_vjp_sum2 / sum2
+    t7 = grad_sum1 @ b.T
+    t8 = vjp_sum1 @ grad_vjp_b.T
+    grad_a = t7 + t8
+    t9 = a.T @ grad_sum1
+    t10 = grad_vjp_a.T @ vjp_sum1
+    grad_b = t10 + t9
+    return grad_grad, grad_a, grad_b
 
 
 def bias_gelu(x, bias):

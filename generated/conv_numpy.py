@@ -1268,40 +1268,52 @@ def max_pool_grad_grad(
             t11 = _gather(t5, t10, -4, fill=-np.inf)
             t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
             ext1 = np.max(t12, axis=(-2, -1))
-            t13 = np.arange(t8)
-            t14 = strides[1] * t7 + t13
-            t15 = _gather(t5, t14, -4, fill=-np.inf)
-            t16 = np.transpose(t15, (0, 5, 1, 3, 2, 4))
-            t17 = ext1[..., None, None]
-            t18 = _shift_right(np.cumsum(np.where(t16 == t17, 1, 0), axis=-1), axis=-1, fill=0)
-            t19 = np.sum(np.where(t12 == t17, 1, 0), axis=-1, keepdims=True)
-            t20 = _shift_right(np.cumsum(t19, axis=-2), axis=-2, fill=0)
-            affine1 = t18 + t20
-        t21 = np.arange(np.shape(grad)[-2])
-        t22 = t21[..., None]
-        t23 = ksize[2]
-        t24 = np.arange(t23)
-        t25 = strides[2] * t22 + t24
-        t26 = _gather(grad_vjp_input, t25, -2)
-        t27 = np.arange(np.shape(grad)[-3])
-        t28 = t27[..., None]
-        t29 = ksize[1]
-        t30 = np.arange(t29)
-        t31 = strides[1] * t28 + t30
-        t32 = _gather(t26, t31, -4)
-        t33 = np.transpose(t32, (0, 5, 1, 3, 2, 4))
-        t34 = _gather(input, t25, -2, fill=-np.inf)
-        t35 = _gather(t34, t31, -4, fill=-np.inf)
-        t36 = np.transpose(t35, (0, 5, 1, 3, 2, 4))
-        t37 = ext1[..., None, None]
-        t38 = t33 * np.where(t36 == t37, 1, 0) * np.where(affine1 == 0, 1, 0)
-        t39 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
-        t40 = np.transpose(t35, (0, 1, 3, 5, 2, 4))
-        t41 = np.transpose(ext1, (0, 2, 3, 1))
-        t42 = t41[..., None, None]
-        t43 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+            t13 = vjp_input_s6
+            t14 = np.arange(t13)
+            t15 = strides[2] * t1 + t14
+            t16 = _gather(input, t15, -2, fill=-np.inf)
+            t17 = np.arange(t8)
+            t18 = strides[1] * t7 + t17
+            t19 = _gather(t16, t18, -4, fill=-np.inf)
+            t20 = np.transpose(t19, (0, 5, 1, 3, 2, 4))
+            t21 = ext1[..., None, None]
+            t22 = _shift_right(np.cumsum(np.where(t20 == t21, 1, 0), axis=-1), axis=-1, fill=0)
+            t23 = np.arange(t2)
+            t24 = strides[2] * t1 + t23
+            t25 = _gather(input, t24, -2, fill=-np.inf)
+            t26 = vjp_input_s5
+            t27 = np.arange(t26)
+            t28 = strides[1] * t7 + t27
+            t29 = _gather(t25, t28, -4, fill=-np.inf)
+            t30 = np.transpose(t29, (0, 5, 1, 3, 2, 4))
+            t31 = np.sum(np.where(t21 == t30, 1, 0), axis=-1, keepdims=True)
+            t32 = _shift_right(np.cumsum(t31, axis=-2), axis=-2, fill=0)
+            affine1 = t22 + t32
+        t33 = np.arange(np.shape(grad)[-2])
+        t34 = t33[..., None]
+        t35 = ksize[2]
+        t36 = np.arange(t35)
+        t37 = strides[2] * t34 + t36
+        t38 = _gather(grad_vjp_input, t37, -2)
+        t39 = np.arange(np.shape(grad)[-3])
+        t40 = t39[..., None]
+        t41 = ksize[1]
+        t42 = np.arange(t41)
+        t43 = strides[1] * t40 + t42
+        t44 = _gather(t38, t43, -4)
+        t45 = np.transpose(t44, (0, 5, 1, 3, 2, 4))
+        t46 = _gather(input, t37, -2, fill=-np.inf)
+        t47 = _gather(t46, t43, -4, fill=-np.inf)
+        t48 = np.transpose(t47, (0, 5, 1, 3, 2, 4))
+        t49 = ext1[..., None, None]
+        t50 = t45 * np.where(t48 == t49, 1, 0) * np.where(affine1 == 0, 1, 0)
+        t51 = np.transpose(t44, (0, 1, 3, 5, 2, 4))
+        t52 = np.transpose(t47, (0, 1, 3, 5, 2, 4))
+        t53 = np.transpose(ext1, (0, 2, 3, 1))
+        t54 = t53[..., None, None]
+        t55 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
         grad_grad = np.sum(
-            t39 * np.where(t40 == t42, 1, 0) * np.where(t43 == 0, 1, 0), axis=(-2, -1)
+            t51 * np.where(t52 == t54, 1, 0) * np.where(t55 == 0, 1, 0), axis=(-2, -1)
         )
     elif padding == "SAME" and data_format == "NHWC":
         if ext1 is None or affine1 is None:
@@ -1327,54 +1339,66 @@ def max_pool_grad_grad(
             t19 = _gather(t9, t18, -4, fill=-np.inf)
             t20 = np.transpose(t19, (0, 5, 1, 3, 2, 4))
             ext1 = np.max(t20, axis=(-2, -1))
-            t21 = np.arange(t12)
-            t22 = strides[1] * t11 - t17 + t21
-            t23 = _gather(t9, t22, -4, fill=-np.inf)
-            t24 = np.transpose(t23, (0, 5, 1, 3, 2, 4))
-            t25 = ext1[..., None, None]
-            t26 = _shift_right(np.cumsum(np.where(t24 == t25, 1, 0), axis=-1), axis=-1, fill=0)
-            t27 = np.sum(np.where(t20 == t25, 1, 0), axis=-1, keepdims=True)
-            t28 = _shift_right(np.cumsum(t27, axis=-2), axis=-2, fill=0)
-            affine1 = t26 + t28
-        t29 = np.arange(np.shape(grad)[-2])
-        t30 = t29[..., None]
-        t31 = ksize[2]
-        t32 = np.arange(t31)
-        t33 = np.shape(input)[-2]
-        t34 = -((-t33) // strides[2])
-        t35 = np.maximum(ksize[2] + strides[2] * t34 - strides[2] - t33, 0)
-        t36 = t35 // 2
-        t37 = strides[2] * t30 + t32 - t36
-        t38 = _gather(grad_vjp_input, t37, -2)
-        t39 = np.arange(np.shape(grad)[-3])
-        t40 = t39[..., None]
-        t41 = ksize[1]
-        t42 = np.arange(t41)
-        t43 = np.shape(input)[-3]
-        t44 = -((-t43) // strides[1])
-        t45 = np.maximum(ksize[1] + strides[1] * t44 - strides[1] - t43, 0)
-        t46 = t45 // 2
-        t47 = strides[1] * t40 + t42 - t46
-        t48 = _gather(t38, t47, -4)
-        t49 = np.transpose(t48, (0, 5, 1, 3, 2, 4))
-        t50 = np.maximum(ksize[2] + strides[2] * (t34 - 1) - t33, 0)
-        t51 = t50 // 2
-        t52 = strides[2] * t30 + t32 - t51
-        t53 = _gather(input, t52, -2, fill=-np.inf)
-        t54 = np.maximum(ksize[1] + strides[1] * (t44 - 1) - t43, 0)
-        t55 = t54 // 2
-        t56 = strides[1] * t40 + t42 - t55
-        t57 = _gather(t53, t56, -4, fill=-np.inf)
-        t58 = np.transpose(t57, (0, 5, 1, 3, 2, 4))
-        t59 = ext1[..., None, None]
-        t60 = t49 * np.where(t58 == t59, 1, 0) * np.where(affine1 == 0, 1, 0)
-        t61 = np.transpose(t48, (0, 1, 3, 5, 2, 4))
-        t62 = np.transpose(t57, (0, 1, 3, 5, 2, 4))
-        t63 = np.transpose(ext1, (0, 2, 3, 1))
-        t64 = t63[..., None, None]
-        t65 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+            t21 = vjp_input_s6
+            t22 = np.arange(t21)
+            t23 = strides[2] * t1 + t22 - t7
+            t24 = _gather(input, t23, -2, fill=-np.inf)
+            t25 = np.arange(t12)
+            t26 = strides[1] * t11 - t17 + t25
+            t27 = _gather(t24, t26, -4, fill=-np.inf)
+            t28 = np.transpose(t27, (0, 5, 1, 3, 2, 4))
+            t29 = ext1[..., None, None]
+            t30 = _shift_right(np.cumsum(np.where(t28 == t29, 1, 0), axis=-1), axis=-1, fill=0)
+            t31 = np.arange(t2)
+            t32 = strides[2] * t1 + t31 - t7
+            t33 = _gather(input, t32, -2, fill=-np.inf)
+            t34 = vjp_input_s5
+            t35 = np.arange(t34)
+            t36 = strides[1] * t11 - t17 + t35
+            t37 = _gather(t33, t36, -4, fill=-np.inf)
+            t38 = np.transpose(t37, (0, 5, 1, 3, 2, 4))
+            t39 = np.sum(np.where(t29 == t38, 1, 0), axis=-1, keepdims=True)
+            t40 = _shift_right(np.cumsum(t39, axis=-2), axis=-2, fill=0)
+            affine1 = t30 + t40
+        t41 = np.arange(np.shape(grad)[-2])
+        t42 = t41[..., None]
+        t43 = ksize[2]
+        t44 = np.arange(t43)
+        t45 = np.shape(input)[-2]
+        t46 = -((-t45) // strides[2])
+        t47 = np.maximum(ksize[2] + strides[2] * t46 - strides[2] - t45, 0)
+        t48 = t47 // 2
+        t49 = strides[2] * t42 + t44 - t48
+        t50 = _gather(grad_vjp_input, t49, -2)
+        t51 = np.arange(np.shape(grad)[-3])
+        t52 = t51[..., None]
+        t53 = ksize[1]
+        t54 = np.arange(t53)
+        t55 = np.shape(input)[-3]
+        t56 = -((-t55) // strides[1])
+        t57 = np.maximum(ksize[1] + strides[1] * t56 - strides[1] - t55, 0)
+        t58 = t57 // 2
+        t59 = strides[1] * t52 + t54 - t58
+        t60 = _gather(t50, t59, -4)
+        t61 = np.transpose(t60, (0, 5, 1, 3, 2, 4))
+        t62 = np.maximum(ksize[2] + strides[2] * (t46 - 1) - t45, 0)
+        t63 = t62 // 2
+        t64 = strides[2] * t42 + t44 - t63
+        t65 = _gather(input, t64, -2, fill=-np.inf)
+        t66 = np.maximum(ksize[1] + strides[1] * (t56 - 1) - t55, 0)
+        t67 = t66 // 2
+        t68 = strides[1] * t52 + t54 - t67
+        t69 = _gather(t65, t68, -4, fill=-np.inf)
+        t70 = np.transpose(t69, (0, 5, 1, 3, 2, 4))
+        t71 = ext1[..., None, None]
+        t72 = t61 * np.where(t70 == t71, 1, 0) * np.where(affine1 == 0, 1, 0)
+        t73 = np.transpose(t60, (0, 1, 3, 5, 2, 4))
+        t74 = np.transpose(t69, (0, 1, 3, 5, 2, 4))
+        t75 = np.transpose(ext1, (0, 2, 3, 1))
+        t76 = t75[..., None, None]
+        t77 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
         grad_grad = np.sum(
-            t61 * np.where(t62 == t64, 1, 0) * np.where(t65 == 0, 1, 0), axis=(-2, -1)
+            t73 * np.where(t74 == t76, 1, 0) * np.where(t77 == 0, 1, 0), axis=(-2, -1)
         )
     else:
         raise ValueError(
@@ -1659,36 +1683,36 @@ def avg_pool3d_grad_grad(
         t14 = np.shape(input)[-4]
         t15 = np.shape(input)[-3]
         t16 = np.shape(input)[-2]
-        t17 = -((-t15) // strides[2])
-        t18 = np.maximum(ksize[2] + strides[2] * t17 - strides[2] - t15, 0)
+        t17 = -((-t14) // strides[1])
+        t18 = np.maximum(ksize[1] + strides[1] * t17 - strides[1] - t14, 0)
         t19 = t18 // 2
-        t20 = -((-t16) // strides[3])
-        t21 = np.maximum(ksize[3] + strides[3] * t20 - strides[3] - t16, 0)
+        t20 = -((-t15) // strides[2])
+        t21 = np.maximum(ksize[2] + strides[2] * t20 - strides[2] - t15, 0)
         t22 = t21 // 2
-        t23 = -((-t14) // strides[1])
-        t24 = np.maximum(ksize[1] + strides[1] * t23 - strides[1] - t14, 0)
+        t23 = -((-t16) // strides[3])
+        t24 = np.maximum(ksize[3] + strides[3] * t23 - strides[3] - t16, 0)
         t25 = t24 // 2
         t26 = (
-            (strides[1] * t1 - t25 + t8 >= 0)
-            & (strides[2] * t3 + t11 - t19 >= 0)
-            & (strides[3] * t5 + t13 - t22 >= 0)
-            & (strides[1] * t1 - t25 + t8 <= t14 - 1)
-            & (strides[2] * t3 + t11 - t19 <= t15 - 1)
-            & (strides[3] * t5 + t13 - t22 <= t16 - 1)
+            (strides[1] * t1 - t19 + t8 >= 0)
+            & (strides[2] * t3 + t11 - t22 >= 0)
+            & (strides[3] * t5 + t13 - t25 >= 0)
+            & (strides[1] * t1 - t19 + t8 <= t14 - 1)
+            & (strides[2] * t3 + t11 - t22 <= t15 - 1)
+            & (strides[3] * t5 + t13 - t25 <= t16 - 1)
         )
         t27 = t26[..., None, :, :, :]
         t28 = np.sum(np.where(t27, 1, 0), axis=(-3, -2, -1))
         t29 = t4[..., None]
         t30 = np.arange(t12)
-        t31 = strides[3] * t29 - t22 + t30
+        t31 = strides[3] * t29 - t25 + t30
         t32 = _gather(grad_vjp_input, t31, -2)
         t33 = t2[..., None]
         t34 = np.arange(t9)
-        t35 = strides[2] * t33 - t19 + t34
+        t35 = strides[2] * t33 - t22 + t34
         t36 = _gather(t32, t35, -4)
         t37 = t0[..., None]
         t38 = np.arange(t6)
-        t39 = strides[1] * t37 - t25 + t38
+        t39 = strides[1] * t37 - t19 + t38
         t40 = _gather(t36, t39, -6)
         t41 = np.transpose(t40, (0, 1, 3, 5, 7, 2, 4, 6))
         t42 = np.sum(t41, axis=(-3, -2, -1))
@@ -1830,40 +1854,52 @@ def max_pool_v2_grad_grad(
             t11 = _gather(t5, t10, -4, fill=-np.inf)
             t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
             ext1 = np.max(t12, axis=(-2, -1))
-            t13 = np.arange(t8)
-            t14 = strides[1] * t7 + t13
-            t15 = _gather(t5, t14, -4, fill=-np.inf)
-            t16 = np.transpose(t15, (0, 5, 1, 3, 2, 4))
-            t17 = ext1[..., None, None]
-            t18 = _shift_right(np.cumsum(np.where(t16 == t17, 1, 0), axis=-1), axis=-1, fill=0)
-            t19 = np.sum(np.where(t12 == t17, 1, 0), axis=-1, keepdims=True)
-            t20 = _shift_right(np.cumsum(t19, axis=-2), axis=-2, fill=0)
-            affine1 = t18 + t20
-        t21 = np.arange(np.shape(grad)[-2])
-        t22 = t21[..., None]
-        t23 = ksize[2]
-        t24 = np.arange(t23)
-        t25 = strides[2] * t22 + t24
-        t26 = _gather(grad_vjp_input, t25, -2)
-        t27 = np.arange(np.shape(grad)[-3])
-        t28 = t27[..., None]
-        t29 = ksize[1]
-        t30 = np.arange(t29)
-        t31 = strides[1] * t28 + t30
-        t32 = _gather(t26, t31, -4)
-        t33 = np.transpose(t32, (0, 5, 1, 3, 2, 4))
-        t34 = _gather(input, t25, -2, fill=-np.inf)
-        t35 = _gather(t34, t31, -4, fill=-np.inf)
-        t36 = np.transpose(t35, (0, 5, 1, 3, 2, 4))
-        t37 = ext1[..., None, None]
-        t38 = t33 * np.where(t36 == t37, 1, 0) * np.where(affine1 == 0, 1, 0)
-        t39 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
-        t40 = np.transpose(t35, (0, 1, 3, 5, 2, 4))
-        t41 = np.transpose(ext1, (0, 2, 3, 1))
-        t42 = t41[..., None, None]
-        t43 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+            t13 = vjp_input_s6
+            t14 = np.arange(t13)
+            t15 = strides[2] * t1 + t14
+            t16 = _gather(input, t15, -2, fill=-np.inf)
+            t17 = np.arange(t8)
+            t18 = strides[1] * t7 + t17
+            t19 = _gather(t16, t18, -4, fill=-np.inf)
+            t20 = np.transpose(t19, (0, 5, 1, 3, 2, 4))
+            t21 = ext1[..., None, None]
+            t22 = _shift_right(np.cumsum(np.where(t20 == t21, 1, 0), axis=-1), axis=-1, fill=0)
+            t23 = np.arange(t2)
+            t24 = strides[2] * t1 + t23
+            t25 = _gather(input, t24, -2, fill=-np.inf)
+            t26 = vjp_input_s5
+            t27 = np.arange(t26)
+            t28 = strides[1] * t7 + t27
+            t29 = _gather(t25, t28, -4, fill=-np.inf)
+            t30 = np.transpose(t29, (0, 5, 1, 3, 2, 4))
+            t31 = np.sum(np.where(t21 == t30, 1, 0), axis=-1, keepdims=True)
+            t32 = _shift_right(np.cumsum(t31, axis=-2), axis=-2, fill=0)
+            affine1 = t22 + t32
+        t33 = np.arange(np.shape(grad)[-2])
+        t34 = t33[..., None]
+        t35 = ksize[2]
+        t36 = np.arange(t35)
+        t37 = strides[2] * t34 + t36
+        t38 = _gather(grad_vjp_input, t37, -2)
+        t39 = np.arange(np.shape(grad)[-3])
+        t40 = t39[..., None]
+        t41 = ksize[1]
+        t42 = np.arange(t41)
+        t43 = strides[1] * t40 + t42
+        t44 = _gather(t38, t43, -4)
+        t45 = np.transpose(t44, (0, 5, 1, 3, 2, 4))
+        t46 = _gather(input, t37, -2, fill=-np.inf)
+        t47 = _gather(t46, t43, -4, fill=-np.inf)
+        t48 = np.transpose(t47, (0, 5, 1, 3, 2, 4))
+        t49 = ext1[..., None, None]
+        t50 = t45 * np.where(t48 == t49, 1, 0) * np.where(affine1 == 0, 1, 0)
+        t51 = np.transpose(t44, (0, 1, 3, 5, 2, 4))
+        t52 = np.transpose(t47, (0, 1, 3, 5, 2, 4))
+        t53 = np.transpose(ext1, (0, 2, 3, 1))
+        t54 = t53[..., None, None]
+        t55 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
         grad_grad = np.sum(
-            t39 * np.where(t40 == t42, 1, 0) * np.where(t43 == 0, 1, 0), axis=(-2, -1)
+            t51 * np.where(t52 == t54, 1, 0) * np.where(t55 == 0, 1, 0), axis=(-2, -1)
         )
     elif padding == "SAME":
         if ext1 is None or affine1 is None:
@@ -1889,54 +1925,66 @@ def max_pool_v2_grad_grad(
             t19 = _gather(t9, t18, -4, fill=-np.inf)
             t20 = np.transpose(t19, (0, 5, 1, 3, 2, 4))
             ext1 = np.max(t20, axis=(-2, -1))
-            t21 = np.arange(t12)
-            t22 = strides[1] * t11 - t17 + t21
-            t23 = _gather(t9, t22, -4, fill=-np.inf)
-            t24 = np.transpose(t23, (0, 5, 1, 3, 2, 4))
-            t25 = ext1[..., None, None]
-            t26 = _shift_right(np.cumsum(np.where(t24 == t25, 1, 0), axis=-1), axis=-1, fill=0)
-            t27 = np.sum(np.where(t20 == t25, 1, 0), axis=-1, keepdims=True)
-            t28 = _shift_right(np.cumsum(t27, axis=-2), axis=-2, fill=0)
-            affine1 = t26 + t28
-        t29 = np.arange(np.shape(grad)[-2])
-        t30 = t29[..., None]
-        t31 = ksize[2]
-        t32 = np.arange(t31)
-        t33 = np.shape(input)[-2]
-        t34 = -((-t33) // strides[2])
-        t35 = np.maximum(ksize[2] + strides[2] * t34 - strides[2] - t33, 0)
-        t36 = t35 // 2
-        t37 = strides[2] * t30 + t32 - t36
-        t38 = _gather(grad_vjp_input, t37, -2)
-        t39 = np.arange(np.shape(grad)[-3])
-        t40 = t39[..., None]
-        t41 = ksize[1]
-        t42 = np.arange(t41)
-        t43 = np.shape(input)[-3]
-        t44 = -((-t43) // strides[1])
-        t45 = np.maximum(ksize[1] + strides[1] * t44 - strides[1] - t43, 0)
-        t46 = t45 // 2
-        t47 = strides[1] * t40 + t42 - t46
-        t48 = _gather(t38, t47, -4)
-        t49 = np.transpose(t48, (0, 5, 1, 3, 2, 4))
-        t50 = np.maximum(ksize[2] + strides[2] * (t34 - 1) - t33, 0)
-        t51 = t50 // 2
-        t52 = strides[2] * t30 + t32 - t51
-        t53 = _gather(input, t52, -2, fill=-np.inf)
-        t54 = np.maximum(ksize[1] + strides[1] * (t44 - 1) - t43, 0)
-        t55 = t54 // 2
-        t56 = strides[1] * t40 + t42 - t55
-        t57 = _gather(t53, t56, -4, fill=-np.inf)
-        t58 = np.transpose(t57, (0, 5, 1, 3, 2, 4))
-        t59 = ext1[..., None, None]
-        t60 = t49 * np.where(t58 == t59, 1, 0) * np.where(affine1 == 0, 1, 0)
-        t61 = np.transpose(t48, (0, 1, 3, 5, 2, 4))
-        t62 = np.transpose(t57, (0, 1, 3, 5, 2, 4))
-        t63 = np.transpose(ext1, (0, 2, 3, 1))
-        t64 = t63[..., None, None]
-        t65 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+            t21 = vjp_input_s6
+            t22 = np.arange(t21)
+            t23 = strides[2] * t1 + t22 - t7
+            t24 = _gather(input, t23, -2, fill=-np.inf)
+            t25 = np.arange(t12)
+            t26 = strides[1] * t11 - t17 + t25
+            t27 = _gather(t24, t26, -4, fill=-np.inf)
+            t28 = np.transpose(t27, (0, 5, 1, 3, 2, 4))
+            t29 = ext1[..., None, None]
+            t30 = _shift_right(np.cumsum(np.where(t28 == t29, 1, 0), axis=-1), axis=-1, fill=0)
+            t31 = np.arange(t2)
+            t32 = strides[2] * t1 + t31 - t7
+            t33 = _gather(input, t32, -2, fill=-np.inf)
+            t34 = vjp_input_s5
+            t35 = np.arange(t34)
+            t36 = strides[1] * t11 - t17 + t35
+            t37 = _gather(t33, t36, -4, fill=-np.inf)
+            t38 = np.transpose(t37, (0, 5, 1, 3, 2, 4))
+            t39 = np.sum(np.where(t29 == t38, 1, 0), axis=-1, keepdims=True)
+            t40 = _shift_right(np.cumsum(t39, axis=-2), axis=-2, fill=0)
+            affine1 = t30 + t40
+        t41 = np.arange(np.shape(grad)[-2])
+        t42 = t41[..., None]
+        t43 = ksize[2]
+        t44 = np.arange(t43)
+        t45 = np.shape(input)[-2]
+        t46 = -((-t45) // strides[2])
+        t47 = np.maximum(ksize[2] + strides[2] * t46 - strides[2] - t45, 0)
+        t48 = t47 // 2
+        t49 = strides[2] * t42 + t44 - t48
+        t50 = _gather(grad_vjp_input, t49, -2)
+        t51 = np.arange(np.shape(grad)[-3])
+        t52 = t51[..., None]
+        t53 = ksize[1]
+        t54 = np.arange(t53)
+        t55 = np.shape(input)[-3]
+        t56 = -((-t55) // strides[1])
+        t57 = np.maximum(ksize[1] + strides[1] * t56 - strides[1] - t55, 0)
+        t58 = t57 // 2
+        t59 = strides[1] * t52 + t54 - t58
+        t60 = _gather(t50, t59, -4)
+        t61 = np.transpose(t60, (0, 5, 1, 3, 2, 4))
+        t62 = np.maximum(ksize[2] + strides[2] * (t46 - 1) - t45, 0)
+        t63 = t62 // 2
+        t64 = strides[2] * t42 + t44 - t63
+        t65 = _gather(input, t64, -2, fill=-np.inf)
+        t66 = np.maximum(ksize[1] + strides[1] * (t56 - 1) - t55, 0)
+        t67 = t66 // 2
+        t68 = strides[1] * t52 + t54 - t67
+        t69 = _gather(t65, t68, -4, fill=-np.inf)
+        t70 = np.transpose(t69, (0, 5, 1, 3, 2, 4))
+        t71 = ext1[..., None, None]
+        t72 = t61 * np.where(t70 == t71, 1, 0) * np.where(affine1 == 0, 1, 0)
+        t73 = np.transpose(t60, (0, 1, 3, 5, 2, 4))
+        t74 = np.transpose(t69, (0, 1, 3, 5, 2, 4))
+        t75 = np.transpose(ext1, (0, 2, 3, 1))
+        t76 = t75[..., None, None]
+        t77 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
         grad_grad = np.sum(
-            t61 * np.where(t62 == t64, 1, 0) * np.where(t65 == 0, 1, 0), axis=(-2, -1)
+            t73 * np.where(t74 == t76, 1, 0) * np.where(t77 == 0, 1, 0), axis=(-2, -1)
         )
     else:
         raise ValueError(f"MaxPoolV2Grad: unsupported attributes padding={padding!r}")

@@ -129,17 +129,16 @@ def sqrt_grad_grad(grad, y, dy, *, z=None):
 
 def sqrt_grad_grad_grad(grad_vjp_y, grad_vjp_dy, grad, y, dy, *, vjp_y=None, vjp_dy=None):
     """Second order of SqrtGrad: the gradient of sqrt_grad_grad: one array per input (grad, y, dy)."""
-    if vjp_dy is None:
-        vjp_dy = sqrt_grad_grad(grad, y, dy)[1]
-    tmp0 = 1 / y
-    tmp1 = dy * grad_vjp_y
-    grad_grad = _sum_to_shape((1 / 2) * grad_vjp_dy * tmp0 - 1 / 2 * tmp1 / y**2, np.shape(grad))
-    grad_y = _sum_to_shape(grad * tmp1 / y**3 - grad_vjp_dy * tmp0 * vjp_dy, np.shape(y))
+    tmp0 = dy * grad_vjp_y
+    tmp1 = 1 / y**2
+    tmp2 = (1 / 2) * tmp1
+    grad_grad = _sum_to_shape((1 / 2) * grad_vjp_dy / y - tmp0 * tmp2, np.shape(grad))
+    grad_y = _sum_to_shape(-1 / 2 * grad * grad_vjp_dy * tmp1 + grad * tmp0 / y**3, np.shape(y))
     grad_dy = -_sum_product_to_shape(
         (
+            grad,
             grad_vjp_y,
-            tmp0,
-            vjp_dy,
+            tmp2,
         ),
         np.shape(dy),
     )

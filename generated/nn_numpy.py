@@ -42,6 +42,36 @@ def softmax_grad(grad, logits, *, softmax=None):
     return (grad_logits,)
 
 
+def softmax_grad_grad(
+    grad_vjp_logits, grad, logits, *, vjp_logits=None, ext1=None, sum1=None, vjp_sum1=None
+):
+    """Second order of Softmax: the gradient of softmax_grad: one array per input (grad, logits)."""
+    if ext1 is None or sum1 is None or vjp_sum1 is None:
+        ext1 = np.max(logits, axis=-1)
+        t0 = ext1[..., None]
+        sum1 = np.sum(np.exp(logits - t0), axis=-1)
+        t1 = np.sum(grad * np.exp(logits - t0), axis=-1)
+        vjp_sum1 = -t1 / sum1**2
+    t2 = ext1[..., None]
+    grad_vjp_sum1 = np.sum(grad_vjp_logits * np.exp(logits - t2), axis=-1)
+    t3 = sum1[..., None]
+    t4 = grad_vjp_sum1[..., None]
+    grad_grad = (grad_vjp_logits - t4 / t3) * np.exp(logits - t2) / t3
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    t5 = vjp_sum1[..., None]
+    t6 = np.sum(grad * grad_vjp_logits * np.exp(logits - t2), axis=-1, keepdims=True)
+    t7 = np.sum(grad * np.exp(logits - t2), axis=-1, keepdims=True)
+    grad_logits = (
+        grad * grad_vjp_logits / t3
+        - grad * t4 / t3**2
+        + grad_vjp_logits * t5
+        - t6 / t3**2
+        + 2 * t4 * t7 / t3**3
+    ) * np.exp(logits - t2)
+    grad_logits = _sum_to_shape(grad_logits, np.shape(logits))
+    return grad_grad, grad_logits
+
+
 def log_softmax(logits):
     """LogSoftmax: logits minus log(sum(exp(logits))) over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:26)."""
     ext1 = np.max(logits, axis=-1)
@@ -59,6 +89,29 @@ def log_softmax_grad(grad, logits, *, logsoftmax=None):
     t0 = np.sum(grad, axis=-1, keepdims=True)
     grad_logits = grad - t0 * np.exp(logsoftmax)
     return (grad_logits,)
+
+
+def log_softmax_grad_grad(
+    grad_vjp_logits, grad, logits, *, vjp_logits=None, ext1=None, sum1=None, vjp_sum1=None
+):
+    """Second order of LogSoftmax: the gradient of log_softmax_grad: one array per input (grad, logits)."""
+    if ext1 is None or sum1 is None or vjp_sum1 is None:
+        ext1 = np.max(logits, axis=-1)
+        t0 = ext1[..., None]
+        sum1 = np.sum(np.exp(logits - t0), axis=-1)
+        t1 = np.sum(grad, axis=-1)
+        vjp_sum1 = -t1 / sum1
+    t2 = ext1[..., None]
+    grad_vjp_sum1 = np.sum(grad_vjp_logits * np.exp(logits - t2), axis=-1)
+    t3 = sum1[..., None]
+    t4 = grad_vjp_sum1[..., None]
+    grad_grad = grad_vjp_logits - t4 / t3
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    t5 = vjp_sum1[..., None]
+    t6 = np.sum(grad, axis=-1, keepdims=True)
+    grad_logits = (grad_vjp_logits * t5 + t4 * t6 / t3**2) * np.exp(logits - t2)
+    grad_logits = _sum_to_shape(grad_logits, np.shape(logits))
+    return grad_grad, grad_logits
 
 
 def l2_loss(t):
@@ -115,6 +168,61 @@ def softmax_cross_entropy_with_logits_grad(
     t4 = sum1[..., None]
     grad_labels = -features * t1 - grad_backprop + t1 * t3 + t1 * np.log(t4)
     return grad_features, grad_labels
+
+
+def softmax_cross_entropy_with_logits_grad_grad(
+    grad_vjp_features,
+    grad_vjp_labels,
+    grad_loss,
+    grad_backprop,
+    features,
+    labels,
+    *,
+    vjp_features=None,
+    vjp_labels=None,
+    ext1=None,
+    sum1=None,
+    vjp_sum1=None,
+):
+    """Second order of SoftmaxCrossEntropyWithLogits: the gradient of softmax_cross_entropy_with_logits_grad: one array per input (grad_loss, grad_backprop, features, labels)."""
+    if ext1 is None or sum1 is None or vjp_sum1 is None:
+        ext1 = np.max(features, axis=-1)
+        t0 = ext1[..., None]
+        sum1 = np.sum(np.exp(features - t0), axis=-1)
+        t1 = np.sum(labels, axis=-1)
+        t2 = np.sum(grad_backprop * np.exp(features - t0), axis=-1)
+        vjp_sum1 = (grad_loss * t1 - t2 / sum1) / sum1
+    t3 = ext1[..., None]
+    grad_vjp_sum1 = np.sum(grad_vjp_features * np.exp(features - t3), axis=-1)
+    t4 = np.sum(grad_vjp_features * labels, axis=-1)
+    t5 = np.sum(labels, axis=-1)
+    t6 = sum1[..., None]
+    t7 = np.sum(grad_vjp_labels * (-features + t3 + np.log(t6)), axis=-1)
+    grad_grad_loss = grad_vjp_sum1 * t5 / sum1 - t4 + t7
+    t8 = grad_vjp_sum1[..., None]
+    grad_grad_backprop = (
+        grad_vjp_features * np.exp(features - t3) / t6
+        - grad_vjp_labels
+        - t8 * np.exp(features - t3) / t6**2
+    )
+    t9 = grad_loss[..., None]
+    t10 = vjp_sum1[..., None]
+    t11 = np.sum(grad_backprop * grad_vjp_features * np.exp(features - t3), axis=-1, keepdims=True)
+    t12 = np.sum(grad_vjp_labels, axis=-1, keepdims=True)
+    t13 = np.sum(
+        2 * grad_backprop * np.exp(features - t3) / t6 - labels * t9, axis=-1, keepdims=True
+    )
+    grad_features = (
+        grad_backprop * grad_vjp_features * np.exp(features - t3) / t6
+        - grad_backprop * t8 * np.exp(features - t3) / t6**2
+        + grad_vjp_features * t10 * np.exp(features - t3)
+        - grad_vjp_labels * t9
+        - t11 * np.exp(features - t3) / t6**2
+        + t12 * t9 * np.exp(features - t3) / t6
+        + t13 * t8 * np.exp(features - t3) / t6**2
+    )
+    grad_labels = t9 * (-grad_vjp_features + t8 / t6)
+    return grad_grad_loss, grad_grad_backprop, grad_features, grad_labels
 
 
 def bias_add(value, bias, *, data_format="NHWC"):
@@ -206,7 +314,7 @@ def cross_grad_grad(grad_vjp_a, grad_vjp_b, grad, a, b, *, vjp_a=None, vjp_b=Non
         ],
         dtype=np.result_type(grad),
     )
-    t1 = np.einsum("...a,...b,bca->...c", grad_vjp_a, b, t0, optimize=True)
+    t1 = np.einsum("...a,...b,cab->...c", grad_vjp_a, b, t0, optimize=True)
     t2 = np.asarray(
         [
             [[0, 0, 0], [0, 0, -1], [0, 1, 0]],
@@ -215,12 +323,12 @@ def cross_grad_grad(grad_vjp_a, grad_vjp_b, grad, a, b, *, vjp_a=None, vjp_b=Non
         ],
         dtype=np.result_type(grad),
     )
-    t3 = np.einsum("...a,...b,bca->...c", grad_vjp_b, a, t2, optimize=True)
+    t3 = np.einsum("...a,...b,cab->...c", grad_vjp_b, a, t2, optimize=True)
     grad_grad = t1 + t3
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    grad_a = np.einsum("...a,...b,acb->...c", grad, grad_vjp_b, t0, optimize=True)
+    grad_a = np.einsum("...a,...b,cba->...c", grad, grad_vjp_b, t0, optimize=True)
     grad_a = _sum_to_shape(grad_a, np.shape(a))
-    grad_b = np.einsum("...a,...b,acb->...c", grad, grad_vjp_a, t2, optimize=True)
+    grad_b = np.einsum("...a,...b,cba->...c", grad, grad_vjp_a, t2, optimize=True)
     grad_b = _sum_to_shape(grad_b, np.shape(b))
     return grad_grad, grad_a, grad_b
 

@@ -224,7 +224,7 @@ def reduce_mean_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-
 
 
 def euclidean_norm(input, *, axis=-1, keep_dims=False):
-    """EuclideanNorm: Square root of the sum of squares over one axis (declared at ops/reductions.py:51)."""
+    """EuclideanNorm: Square root of the sum of squares over one axis; at 0 its gradient is 0 (a subgradient) (declared at ops/reductions.py:51)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         sum1 = np.sum(input**2, axis=-1)
@@ -260,23 +260,23 @@ def euclidean_norm_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
         output = euclidean_norm(input, axis=axis, keep_dims=keep_dims)
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
-        t0 = output[..., None]
-        t1 = grad[..., None]
-        grad_input = input * t1 / t0
+        t0 = grad[..., None]
+        t1 = output[..., None]
+        grad_input = 2 * input * t0 * np.where(t1 == 0, 0, (1 / 2) / t1)
     elif axis == -1 and keep_dims:
-        grad_input = grad * input / output
+        grad_input = 2 * grad * input * np.where(output == 0, 0, (1 / 2) / output)
     elif axis == -2 and not keep_dims:
-        t0 = output[..., None, :]
-        t1 = grad[..., None, :]
-        grad_input = input * t1 / t0
+        t0 = grad[..., None, :]
+        t1 = output[..., None, :]
+        grad_input = 2 * input * t0 * np.where(t1 == 0, 0, (1 / 2) / t1)
     elif axis == -2 and keep_dims:
-        grad_input = grad * input / output
+        grad_input = 2 * grad * input * np.where(output == 0, 0, (1 / 2) / output)
     elif axis == -3 and not keep_dims:
-        t0 = output[..., None, :, :]
-        t1 = grad[..., None, :, :]
-        grad_input = input * t1 / t0
+        t0 = grad[..., None, :, :]
+        t1 = output[..., None, :, :]
+        grad_input = 2 * input * t0 * np.where(t1 == 0, 0, (1 / 2) / t1)
     elif axis == -3 and keep_dims:
-        grad_input = grad * input / output
+        grad_input = 2 * grad * input * np.where(output == 0, 0, (1 / 2) / output)
     else:
         raise ValueError(
             f"EuclideanNorm: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
@@ -284,8 +284,138 @@ def euclidean_norm_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     return (grad_input,)
 
 
+def euclidean_norm_grad_grad(
+    grad_vjp_input,
+    grad,
+    input,
+    *,
+    vjp_input=None,
+    sum1=None,
+    vjp_sum1=None,
+    axis=-1,
+    keep_dims=False,
+):
+    """Second order of EuclideanNorm: the gradient of euclidean_norm_grad: one array per input (grad, input)."""
+    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if axis == -1 and not keep_dims:
+        if sum1 is None or vjp_sum1 is None:
+            sum1 = np.sum(input**2, axis=-1)
+            vjp_sum1 = grad * np.where(np.sqrt(sum1) == 0, 0, (1 / 2) / np.sqrt(sum1))
+        t0 = np.sum(grad_vjp_input * input, axis=-1)
+        grad_vjp_sum1 = 2 * t0
+        grad_grad = grad_vjp_sum1 * np.where(np.sqrt(sum1) == 0, 0, (1 / 2) / np.sqrt(sum1))
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t1 = vjp_sum1[..., None]
+        t2 = grad[..., None]
+        t3 = grad_vjp_sum1[..., None]
+        t4 = sum1[..., None]
+        grad_input = 2 * grad_vjp_input * t1 + 2 * input * t2 * t3 * np.where(
+            np.sqrt(t4) == 0, 0, -(1 / 4) / t4 ** (3 / 2)
+        )
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+    elif axis == -1 and keep_dims:
+        if sum1 is None or vjp_sum1 is None:
+            sum1 = np.sum(input**2, axis=-1)
+            t0 = np.squeeze(grad, axis=-1)
+            vjp_sum1 = t0 * np.where(np.sqrt(sum1) == 0, 0, (1 / 2) / np.sqrt(sum1))
+        t1 = np.sum(grad_vjp_input * input, axis=-1)
+        grad_vjp_sum1 = 2 * t1
+        t2 = grad_vjp_sum1[..., None]
+        t3 = 0
+        t4 = np.arange(np.shape(grad)[-1])
+        t5 = t4 == t3
+        t6 = sum1[..., None]
+        grad_grad = t2 * np.where(np.sqrt(t6) == 0, 0, (1 / 2) / np.sqrt(t6)) * np.where(t5, 1, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t7 = vjp_sum1[..., None]
+        grad_input = (
+            2 * grad * input * t2 * np.where(np.sqrt(t6) == 0, 0, -(1 / 4) / t6 ** (3 / 2))
+            + 2 * grad_vjp_input * t7
+        )
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+    elif axis == -2 and not keep_dims:
+        if sum1 is None or vjp_sum1 is None:
+            sum1 = np.sum(input**2, axis=-2)
+            vjp_sum1 = grad * np.where(np.sqrt(sum1) == 0, 0, (1 / 2) / np.sqrt(sum1))
+        t0 = np.sum(grad_vjp_input * input, axis=-2)
+        grad_vjp_sum1 = 2 * t0
+        grad_grad = grad_vjp_sum1 * np.where(np.sqrt(sum1) == 0, 0, (1 / 2) / np.sqrt(sum1))
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t1 = vjp_sum1[..., None, :]
+        t2 = grad[..., None, :]
+        t3 = grad_vjp_sum1[..., None, :]
+        t4 = sum1[..., None, :]
+        grad_input = 2 * grad_vjp_input * t1 + 2 * input * t2 * t3 * np.where(
+            np.sqrt(t4) == 0, 0, -(1 / 4) / t4 ** (3 / 2)
+        )
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+    elif axis == -2 and keep_dims:
+        if sum1 is None or vjp_sum1 is None:
+            sum1 = np.sum(input**2, axis=-2)
+            t0 = np.squeeze(grad, axis=-2)
+            vjp_sum1 = t0 * np.where(np.sqrt(sum1) == 0, 0, (1 / 2) / np.sqrt(sum1))
+        t1 = np.sum(grad_vjp_input * input, axis=-2)
+        grad_vjp_sum1 = 2 * t1
+        t2 = grad_vjp_sum1[..., None, :]
+        t3 = 0
+        t4 = np.arange(np.shape(grad)[-2])
+        t5 = t4 == t3
+        t6 = t5[..., None]
+        t7 = sum1[..., None, :]
+        grad_grad = t2 * np.where(np.sqrt(t7) == 0, 0, (1 / 2) / np.sqrt(t7)) * np.where(t6, 1, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t8 = vjp_sum1[..., None, :]
+        grad_input = (
+            2 * grad * input * t2 * np.where(np.sqrt(t7) == 0, 0, -(1 / 4) / t7 ** (3 / 2))
+            + 2 * grad_vjp_input * t8
+        )
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+    elif axis == -3 and not keep_dims:
+        if sum1 is None or vjp_sum1 is None:
+            sum1 = np.sum(input**2, axis=-3)
+            vjp_sum1 = grad * np.where(np.sqrt(sum1) == 0, 0, (1 / 2) / np.sqrt(sum1))
+        t0 = np.sum(grad_vjp_input * input, axis=-3)
+        grad_vjp_sum1 = 2 * t0
+        grad_grad = grad_vjp_sum1 * np.where(np.sqrt(sum1) == 0, 0, (1 / 2) / np.sqrt(sum1))
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t1 = vjp_sum1[..., None, :, :]
+        t2 = grad[..., None, :, :]
+        t3 = grad_vjp_sum1[..., None, :, :]
+        t4 = sum1[..., None, :, :]
+        grad_input = 2 * grad_vjp_input * t1 + 2 * input * t2 * t3 * np.where(
+            np.sqrt(t4) == 0, 0, -(1 / 4) / t4 ** (3 / 2)
+        )
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+    elif axis == -3 and keep_dims:
+        if sum1 is None or vjp_sum1 is None:
+            sum1 = np.sum(input**2, axis=-3)
+            t0 = np.squeeze(grad, axis=-3)
+            vjp_sum1 = t0 * np.where(np.sqrt(sum1) == 0, 0, (1 / 2) / np.sqrt(sum1))
+        t1 = np.sum(grad_vjp_input * input, axis=-3)
+        grad_vjp_sum1 = 2 * t1
+        t2 = grad_vjp_sum1[..., None, :, :]
+        t3 = 0
+        t4 = np.arange(np.shape(grad)[-3])
+        t5 = t4 == t3
+        t6 = t5[..., None, None]
+        t7 = sum1[..., None, :, :]
+        grad_grad = t2 * np.where(np.sqrt(t7) == 0, 0, (1 / 2) / np.sqrt(t7)) * np.where(t6, 1, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t8 = vjp_sum1[..., None, :, :]
+        grad_input = (
+            2 * grad * input * t2 * np.where(np.sqrt(t7) == 0, 0, -(1 / 4) / t7 ** (3 / 2))
+            + 2 * grad_vjp_input * t8
+        )
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+    else:
+        raise ValueError(
+            f"EuclideanNormGrad: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
+        )
+    return grad_grad, grad_input
+
+
 def reduce_log_sum_exp(input):
-    """ReduceLogSumExp: log(sum(exp(x))) over the last axis, the maximum subtracted (no overflow) (declared at ops/reductions.py:59)."""
+    """ReduceLogSumExp: log(sum(exp(x))) over the last axis, the maximum subtracted (no overflow) (declared at ops/reductions.py:62)."""
     ext1 = np.max(input, axis=-1)
     t0 = ext1[..., None]
     sum1 = np.sum(np.exp(input - t0), axis=-1)
@@ -303,8 +433,31 @@ def reduce_log_sum_exp_grad(grad, input, *, output=None):
     return (grad_input,)
 
 
+def reduce_log_sum_exp_grad_grad(
+    grad_vjp_input, grad, input, *, vjp_input=None, ext1=None, sum1=None, vjp_sum1=None
+):
+    """Second order of ReduceLogSumExp: the gradient of reduce_log_sum_exp_grad: one array per input (grad, input)."""
+    if vjp_input is None:
+        vjp_input = reduce_log_sum_exp_grad(grad, input)[0]
+    if ext1 is None or sum1 is None or vjp_sum1 is None:
+        ext1 = np.max(input, axis=-1)
+        t0 = ext1[..., None]
+        sum1 = np.sum(np.exp(input - t0), axis=-1)
+        vjp_sum1 = grad / sum1
+    t1 = ext1[..., None]
+    grad_vjp_sum1 = np.sum(grad_vjp_input * np.exp(input - t1), axis=-1)
+    grad_grad = grad_vjp_sum1 / sum1
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    t2 = sum1[..., None]
+    t3 = vjp_sum1[..., None]
+    t4 = grad_vjp_sum1[..., None]
+    grad_input = grad_vjp_input * vjp_input - t3 * t4 * np.exp(input - t1) / t2
+    grad_input = _sum_to_shape(grad_input, np.shape(input))
+    return grad_grad, grad_input
+
+
 def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
-    """Cumsum: Cumulative sum along one axis; `exclusive` leaves each element out of its sum (declared at ops/reductions.py:69)."""
+    """Cumsum: Cumulative sum along one axis; `exclusive` leaves each element out of its sum (declared at ops/reductions.py:72)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
         out = np.cumsum(x, axis=-1)
@@ -436,7 +589,7 @@ def cumsum_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None, axis=-1, exclusive=Fals
 
 
 def reduce_prod(input, *, axis=-1, keep_dims=False):
-    """Prod: Product over one axis; its gradient is finite with zeros in the slice (declared at ops/reductions.py:80)."""
+    """Prod: Product over one axis; its gradient is finite with zeros in the slice (declared at ops/reductions.py:83)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         output = np.prod(input, axis=-1)
@@ -502,8 +655,377 @@ def reduce_prod_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     return (grad_input,)
 
 
+def reduce_prod_grad_grad(
+    grad_vjp_input, grad, input, *, vjp_input=None, prod1=None, prod2=None, axis=-1, keep_dims=False
+):
+    """Second order of Prod: the gradient of reduce_prod_grad: one array per input (grad, input)."""
+    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if axis == -1 and not keep_dims:
+        if prod1 is None or prod2 is None:
+            prod1 = _shift_right(np.cumprod(input, axis=-1), axis=-1, fill=1)
+            prod2 = np.flip(
+                _shift_right(np.cumprod(np.flip(input, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+            )
+        t0 = grad[..., None]
+        grad_prod2 = grad_vjp_input * prod1 * t0
+        grad_prod1 = grad_vjp_input * prod2 * t0
+        grad_grad = np.sum(grad_vjp_input * prod1 * prod2, axis=-1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t1 = _shift_right(np.cumsum(np.where(input == 0, 1, 0), axis=-1), axis=-1, fill=0)
+        t2 = _shift_right(np.cumprod(np.where(input == 0, 1, input), axis=-1), axis=-1, fill=1)
+        t3 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(grad_prod1 * t2 * np.where(t1 == 1, 1, 0), axis=-1), axis=-1),
+                axis=-1,
+                fill=0,
+            ),
+            axis=-1,
+        )
+        t4 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(np.where(input == 0, 1, 0), axis=-1), axis=-1), axis=-1, fill=0
+            ),
+            axis=-1,
+        )
+        t5 = np.flip(
+            _shift_right(
+                np.cumprod(np.flip(np.where(input == 0, 1, input), axis=-1), axis=-1),
+                axis=-1,
+                fill=1,
+            ),
+            axis=-1,
+        )
+        t6 = _shift_right(
+            np.cumsum(grad_prod2 * t5 * np.where(t4 == 1, 1, 0), axis=-1), axis=-1, fill=0
+        )
+        t7 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(grad_prod1 * t2 * np.where(t1 == 0, 1, 0), axis=-1), axis=-1),
+                axis=-1,
+                fill=0,
+            ),
+            axis=-1,
+        )
+        t8 = _shift_right(
+            np.cumsum(grad_prod2 * t5 * np.where(t4 == 0, 1, 0), axis=-1), axis=-1, fill=0
+        )
+        grad_input = (
+            t3 * np.where(input == 0, 1, 0)
+            + t6 * np.where(input == 0, 1, 0)
+            - t7 * np.where(input == 0, 1, 0)
+            + t7
+            - t8 * np.where(input == 0, 1, 0)
+            + t8
+        ) / np.where(input == 0, 1, input)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+    elif axis == -1 and keep_dims:
+        if prod1 is None or prod2 is None:
+            prod1 = _shift_right(np.cumprod(input, axis=-1), axis=-1, fill=1)
+            prod2 = np.flip(
+                _shift_right(np.cumprod(np.flip(input, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+            )
+        grad_prod2 = grad * grad_vjp_input * prod1
+        grad_prod1 = grad * grad_vjp_input * prod2
+        t0 = 0
+        t1 = np.arange(np.shape(grad)[-1])
+        t2 = t1 == t0
+        t3 = np.sum(grad_vjp_input * prod1 * prod2, axis=-1, keepdims=True)
+        grad_grad = t3 * np.where(t2, 1, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t4 = _shift_right(np.cumsum(np.where(input == 0, 1, 0), axis=-1), axis=-1, fill=0)
+        t5 = _shift_right(np.cumprod(np.where(input == 0, 1, input), axis=-1), axis=-1, fill=1)
+        t6 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(grad_prod1 * t5 * np.where(t4 == 1, 1, 0), axis=-1), axis=-1),
+                axis=-1,
+                fill=0,
+            ),
+            axis=-1,
+        )
+        t7 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(np.where(input == 0, 1, 0), axis=-1), axis=-1), axis=-1, fill=0
+            ),
+            axis=-1,
+        )
+        t8 = np.flip(
+            _shift_right(
+                np.cumprod(np.flip(np.where(input == 0, 1, input), axis=-1), axis=-1),
+                axis=-1,
+                fill=1,
+            ),
+            axis=-1,
+        )
+        t9 = _shift_right(
+            np.cumsum(grad_prod2 * t8 * np.where(t7 == 1, 1, 0), axis=-1), axis=-1, fill=0
+        )
+        t10 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(grad_prod1 * t5 * np.where(t4 == 0, 1, 0), axis=-1), axis=-1),
+                axis=-1,
+                fill=0,
+            ),
+            axis=-1,
+        )
+        t11 = _shift_right(
+            np.cumsum(grad_prod2 * t8 * np.where(t7 == 0, 1, 0), axis=-1), axis=-1, fill=0
+        )
+        grad_input = (
+            -t10 * np.where(input == 0, 1, 0)
+            + t10
+            - t11 * np.where(input == 0, 1, 0)
+            + t11
+            + t6 * np.where(input == 0, 1, 0)
+            + t9 * np.where(input == 0, 1, 0)
+        ) / np.where(input == 0, 1, input)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+    elif axis == -2 and not keep_dims:
+        if prod1 is None or prod2 is None:
+            prod1 = _shift_right(np.cumprod(input, axis=-2), axis=-2, fill=1)
+            prod2 = np.flip(
+                _shift_right(np.cumprod(np.flip(input, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
+            )
+        t0 = grad[..., None, :]
+        grad_prod2 = grad_vjp_input * prod1 * t0
+        grad_prod1 = grad_vjp_input * prod2 * t0
+        grad_grad = np.sum(grad_vjp_input * prod1 * prod2, axis=-2)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t1 = _shift_right(np.cumsum(np.where(input == 0, 1, 0), axis=-2), axis=-2, fill=0)
+        t2 = _shift_right(np.cumprod(np.where(input == 0, 1, input), axis=-2), axis=-2, fill=1)
+        t3 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(grad_prod1 * t2 * np.where(t1 == 1, 1, 0), axis=-2), axis=-2),
+                axis=-2,
+                fill=0,
+            ),
+            axis=-2,
+        )
+        t4 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(np.where(input == 0, 1, 0), axis=-2), axis=-2), axis=-2, fill=0
+            ),
+            axis=-2,
+        )
+        t5 = np.flip(
+            _shift_right(
+                np.cumprod(np.flip(np.where(input == 0, 1, input), axis=-2), axis=-2),
+                axis=-2,
+                fill=1,
+            ),
+            axis=-2,
+        )
+        t6 = _shift_right(
+            np.cumsum(grad_prod2 * t5 * np.where(t4 == 1, 1, 0), axis=-2), axis=-2, fill=0
+        )
+        t7 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(grad_prod1 * t2 * np.where(t1 == 0, 1, 0), axis=-2), axis=-2),
+                axis=-2,
+                fill=0,
+            ),
+            axis=-2,
+        )
+        t8 = _shift_right(
+            np.cumsum(grad_prod2 * t5 * np.where(t4 == 0, 1, 0), axis=-2), axis=-2, fill=0
+        )
+        grad_input = (
+            t3 * np.where(input == 0, 1, 0)
+            + t6 * np.where(input == 0, 1, 0)
+            - t7 * np.where(input == 0, 1, 0)
+            + t7
+            - t8 * np.where(input == 0, 1, 0)
+            + t8
+        ) / np.where(input == 0, 1, input)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+    elif axis == -2 and keep_dims:
+        if prod1 is None or prod2 is None:
+            prod1 = _shift_right(np.cumprod(input, axis=-2), axis=-2, fill=1)
+            prod2 = np.flip(
+                _shift_right(np.cumprod(np.flip(input, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
+            )
+        grad_prod2 = grad * grad_vjp_input * prod1
+        grad_prod1 = grad * grad_vjp_input * prod2
+        t0 = 0
+        t1 = np.arange(np.shape(grad)[-2])
+        t2 = t1 == t0
+        t3 = t2[..., None]
+        t4 = np.sum(grad_vjp_input * prod1 * prod2, axis=-2, keepdims=True)
+        grad_grad = t4 * np.where(t3, 1, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t5 = _shift_right(np.cumsum(np.where(input == 0, 1, 0), axis=-2), axis=-2, fill=0)
+        t6 = _shift_right(np.cumprod(np.where(input == 0, 1, input), axis=-2), axis=-2, fill=1)
+        t7 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(grad_prod1 * t6 * np.where(t5 == 1, 1, 0), axis=-2), axis=-2),
+                axis=-2,
+                fill=0,
+            ),
+            axis=-2,
+        )
+        t8 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(np.where(input == 0, 1, 0), axis=-2), axis=-2), axis=-2, fill=0
+            ),
+            axis=-2,
+        )
+        t9 = np.flip(
+            _shift_right(
+                np.cumprod(np.flip(np.where(input == 0, 1, input), axis=-2), axis=-2),
+                axis=-2,
+                fill=1,
+            ),
+            axis=-2,
+        )
+        t10 = _shift_right(
+            np.cumsum(grad_prod2 * t9 * np.where(t8 == 1, 1, 0), axis=-2), axis=-2, fill=0
+        )
+        t11 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(grad_prod1 * t6 * np.where(t5 == 0, 1, 0), axis=-2), axis=-2),
+                axis=-2,
+                fill=0,
+            ),
+            axis=-2,
+        )
+        t12 = _shift_right(
+            np.cumsum(grad_prod2 * t9 * np.where(t8 == 0, 1, 0), axis=-2), axis=-2, fill=0
+        )
+        grad_input = (
+            t10 * np.where(input == 0, 1, 0)
+            - t11 * np.where(input == 0, 1, 0)
+            + t11
+            - t12 * np.where(input == 0, 1, 0)
+            + t12
+            + t7 * np.where(input == 0, 1, 0)
+        ) / np.where(input == 0, 1, input)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+    elif axis == -3 and not keep_dims:
+        if prod1 is None or prod2 is None:
+            prod1 = _shift_right(np.cumprod(input, axis=-3), axis=-3, fill=1)
+            prod2 = np.flip(
+                _shift_right(np.cumprod(np.flip(input, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
+            )
+        t0 = grad[..., None, :, :]
+        grad_prod2 = grad_vjp_input * prod1 * t0
+        grad_prod1 = grad_vjp_input * prod2 * t0
+        grad_grad = np.sum(grad_vjp_input * prod1 * prod2, axis=-3)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t1 = _shift_right(np.cumsum(np.where(input == 0, 1, 0), axis=-3), axis=-3, fill=0)
+        t2 = _shift_right(np.cumprod(np.where(input == 0, 1, input), axis=-3), axis=-3, fill=1)
+        t3 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(grad_prod1 * t2 * np.where(t1 == 1, 1, 0), axis=-3), axis=-3),
+                axis=-3,
+                fill=0,
+            ),
+            axis=-3,
+        )
+        t4 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(np.where(input == 0, 1, 0), axis=-3), axis=-3), axis=-3, fill=0
+            ),
+            axis=-3,
+        )
+        t5 = np.flip(
+            _shift_right(
+                np.cumprod(np.flip(np.where(input == 0, 1, input), axis=-3), axis=-3),
+                axis=-3,
+                fill=1,
+            ),
+            axis=-3,
+        )
+        t6 = _shift_right(
+            np.cumsum(grad_prod2 * t5 * np.where(t4 == 1, 1, 0), axis=-3), axis=-3, fill=0
+        )
+        t7 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(grad_prod1 * t2 * np.where(t1 == 0, 1, 0), axis=-3), axis=-3),
+                axis=-3,
+                fill=0,
+            ),
+            axis=-3,
+        )
+        t8 = _shift_right(
+            np.cumsum(grad_prod2 * t5 * np.where(t4 == 0, 1, 0), axis=-3), axis=-3, fill=0
+        )
+        grad_input = (
+            t3 * np.where(input == 0, 1, 0)
+            + t6 * np.where(input == 0, 1, 0)
+            - t7 * np.where(input == 0, 1, 0)
+            + t7
+            - t8 * np.where(input == 0, 1, 0)
+            + t8
+        ) / np.where(input == 0, 1, input)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+    elif axis == -3 and keep_dims:
+        if prod1 is None or prod2 is None:
+            prod1 = _shift_right(np.cumprod(input, axis=-3), axis=-3, fill=1)
+            prod2 = np.flip(
+                _shift_right(np.cumprod(np.flip(input, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
+            )
+        grad_prod2 = grad * grad_vjp_input * prod1
+        grad_prod1 = grad * grad_vjp_input * prod2
+        t0 = 0
+        t1 = np.arange(np.shape(grad)[-3])
+        t2 = t1 == t0
+        t3 = t2[..., None, None]
+        t4 = np.sum(grad_vjp_input * prod1 * prod2, axis=-3, keepdims=True)
+        grad_grad = t4 * np.where(t3, 1, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t5 = _shift_right(np.cumsum(np.where(input == 0, 1, 0), axis=-3), axis=-3, fill=0)
+        t6 = _shift_right(np.cumprod(np.where(input == 0, 1, input), axis=-3), axis=-3, fill=1)
+        t7 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(grad_prod1 * t6 * np.where(t5 == 1, 1, 0), axis=-3), axis=-3),
+                axis=-3,
+                fill=0,
+            ),
+            axis=-3,
+        )
+        t8 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(np.where(input == 0, 1, 0), axis=-3), axis=-3), axis=-3, fill=0
+            ),
+            axis=-3,
+        )
+        t9 = np.flip(
+            _shift_right(
+                np.cumprod(np.flip(np.where(input == 0, 1, input), axis=-3), axis=-3),
+                axis=-3,
+                fill=1,
+            ),
+            axis=-3,
+        )
+        t10 = _shift_right(
+            np.cumsum(grad_prod2 * t9 * np.where(t8 == 1, 1, 0), axis=-3), axis=-3, fill=0
+        )
+        t11 = np.flip(
+            _shift_right(
+                np.cumsum(np.flip(grad_prod1 * t6 * np.where(t5 == 0, 1, 0), axis=-3), axis=-3),
+                axis=-3,
+                fill=0,
+            ),
+            axis=-3,
+        )
+        t12 = _shift_right(
+            np.cumsum(grad_prod2 * t9 * np.where(t8 == 0, 1, 0), axis=-3), axis=-3, fill=0
+        )
+        grad_input = (
+            t10 * np.where(input == 0, 1, 0)
+            - t11 * np.where(input == 0, 1, 0)
+            + t11
+            - t12 * np.where(input == 0, 1, 0)
+            + t12
+            + t7 * np.where(input == 0, 1, 0)
+        ) / np.where(input == 0, 1, input)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+    else:
+        raise ValueError(f"ProdGrad: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    return grad_grad, grad_input
+
+
 def reduce_max(input, *, axis=-1, keep_dims=False):
-    """Max: Maximum over one axis; tied maxima share the gradient equally (declared at ops/reductions.py:87)."""
+    """Max: Maximum over one axis; tied maxima share the gradient equally (declared at ops/reductions.py:90)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         output = np.max(input, axis=-1)
@@ -651,7 +1173,7 @@ def reduce_max_grad_grad(
 
 
 def reduce_min(input, *, axis=-1, keep_dims=False):
-    """Min: Minimum over one axis; tied minima share the gradient equally (declared at ops/reductions.py:94)."""
+    """Min: Minimum over one axis; tied minima share the gradient equally (declared at ops/reductions.py:97)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         output = np.min(input, axis=-1)
@@ -799,7 +1321,7 @@ def reduce_min_grad_grad(
 
 
 def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
-    """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero (declared at ops/reductions.py:101)."""
+    """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero (declared at ops/reductions.py:104)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
         out = np.cumprod(x, axis=-1)
@@ -1029,7 +1551,7 @@ def cumprod_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
 
 
 def cumulative_logsumexp(x, *, axis=-1, reverse=False, return_stages=False):
-    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis (not `exclusive`: its first entry is (declared at ops/reductions.py:112)."""
+    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis (not `exclusive`: its first entry is (declared at ops/reductions.py:115)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not reverse:
         sum1 = np.cumsum(np.exp(x), axis=-1)
@@ -1102,3 +1624,93 @@ def cumulative_logsumexp_grad(grad, x, *, out=None, sum1=None, axis=-1, reverse=
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
         )
     return (grad_x,)
+
+
+def cumulative_logsumexp_grad_grad(
+    grad_vjp_x, grad, x, *, vjp_x=None, sum1=None, vjp_sum1=None, axis=-1, reverse=False
+):
+    """Second order of CumulativeLogsumexp: the gradient of cumulative_logsumexp_grad: one array per input (grad, x)."""
+    axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if axis == -1 and not reverse:
+        if sum1 is None or vjp_sum1 is None:
+            sum1 = np.cumsum(np.exp(x), axis=-1)
+            vjp_sum1 = grad / sum1
+        grad_vjp_sum1 = np.cumsum(grad_vjp_x * np.exp(x), axis=-1)
+        grad_sum1 = -grad_vjp_sum1 * vjp_sum1 / sum1
+        grad_grad = grad_vjp_sum1 / sum1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t0 = np.flip(np.cumsum(np.flip(vjp_sum1, axis=-1), axis=-1), axis=-1)
+        t1 = np.flip(np.cumsum(np.flip(grad_sum1, axis=-1), axis=-1), axis=-1)
+        grad_x = (grad_vjp_x * t0 + t1) * np.exp(x)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+    elif axis == -1 and reverse:
+        if sum1 is None or vjp_sum1 is None:
+            sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-1), axis=-1), axis=-1)
+            vjp_sum1 = grad / sum1
+        grad_vjp_sum1 = np.flip(
+            np.cumsum(np.flip(grad_vjp_x * np.exp(x), axis=-1), axis=-1), axis=-1
+        )
+        grad_sum1 = -grad_vjp_sum1 * vjp_sum1 / sum1
+        grad_grad = grad_vjp_sum1 / sum1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t0 = np.cumsum(vjp_sum1, axis=-1)
+        t1 = np.cumsum(grad_sum1, axis=-1)
+        grad_x = (grad_vjp_x * t0 + t1) * np.exp(x)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+    elif axis == -2 and not reverse:
+        if sum1 is None or vjp_sum1 is None:
+            sum1 = np.cumsum(np.exp(x), axis=-2)
+            vjp_sum1 = grad / sum1
+        grad_vjp_sum1 = np.cumsum(grad_vjp_x * np.exp(x), axis=-2)
+        grad_sum1 = -grad_vjp_sum1 * vjp_sum1 / sum1
+        grad_grad = grad_vjp_sum1 / sum1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t0 = np.flip(np.cumsum(np.flip(vjp_sum1, axis=-2), axis=-2), axis=-2)
+        t1 = np.flip(np.cumsum(np.flip(grad_sum1, axis=-2), axis=-2), axis=-2)
+        grad_x = (grad_vjp_x * t0 + t1) * np.exp(x)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+    elif axis == -2 and reverse:
+        if sum1 is None or vjp_sum1 is None:
+            sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-2), axis=-2), axis=-2)
+            vjp_sum1 = grad / sum1
+        grad_vjp_sum1 = np.flip(
+            np.cumsum(np.flip(grad_vjp_x * np.exp(x), axis=-2), axis=-2), axis=-2
+        )
+        grad_sum1 = -grad_vjp_sum1 * vjp_sum1 / sum1
+        grad_grad = grad_vjp_sum1 / sum1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t0 = np.cumsum(vjp_sum1, axis=-2)
+        t1 = np.cumsum(grad_sum1, axis=-2)
+        grad_x = (grad_vjp_x * t0 + t1) * np.exp(x)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+    elif axis == -3 and not reverse:
+        if sum1 is None or vjp_sum1 is None:
+            sum1 = np.cumsum(np.exp(x), axis=-3)
+            vjp_sum1 = grad / sum1
+        grad_vjp_sum1 = np.cumsum(grad_vjp_x * np.exp(x), axis=-3)
+        grad_sum1 = -grad_vjp_sum1 * vjp_sum1 / sum1
+        grad_grad = grad_vjp_sum1 / sum1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t0 = np.flip(np.cumsum(np.flip(vjp_sum1, axis=-3), axis=-3), axis=-3)
+        t1 = np.flip(np.cumsum(np.flip(grad_sum1, axis=-3), axis=-3), axis=-3)
+        grad_x = (grad_vjp_x * t0 + t1) * np.exp(x)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+    elif axis == -3 and reverse:
+        if sum1 is None or vjp_sum1 is None:
+            sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-3), axis=-3), axis=-3)
+            vjp_sum1 = grad / sum1
+        grad_vjp_sum1 = np.flip(
+            np.cumsum(np.flip(grad_vjp_x * np.exp(x), axis=-3), axis=-3), axis=-3
+        )
+        grad_sum1 = -grad_vjp_sum1 * vjp_sum1 / sum1
+        grad_grad = grad_vjp_sum1 / sum1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t0 = np.cumsum(vjp_sum1, axis=-3)
+        t1 = np.cumsum(grad_sum1, axis=-3)
+        grad_x = (grad_vjp_x * t0 + t1) * np.exp(x)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+    else:
+        raise ValueError(
+            f"CumulativeLogsumexpGrad: unsupported attributes axis={axis!r}, reverse={reverse!r}"
+        )
+    return grad_grad, grad_x

@@ -295,23 +295,77 @@ def euclidean_norm_vjp(grad, input, output, *, axis=-1, keep_dims=False):
     """Gradient of EuclideanNorm (declared at ops/reductions.py:51): one per input (input)."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
-        t0 = output[..., None]
-        t1 = grad[..., None]
-        grad_input = input * t1 / t0
+        t0 = grad[..., None]
+        t1 = output[..., None]
+        grad_input = (
+            2
+            * input
+            * t0
+            * tf.where(
+                tf.equal(t1, 0),
+                tf.constant(0, grad.dtype),
+                (1 / 2) / tf.where(tf.equal(t1, 0), tf.constant(1, grad.dtype), t1),
+            )
+        )
     elif axis == -1 and keep_dims:
-        grad_input = grad * input / output
+        grad_input = (
+            2
+            * grad
+            * input
+            * tf.where(
+                tf.equal(output, 0),
+                tf.constant(0, grad.dtype),
+                (1 / 2) / tf.where(tf.equal(output, 0), tf.constant(1, grad.dtype), output),
+            )
+        )
     elif axis == -2 and not keep_dims:
-        t0 = output[..., None, :]
-        t1 = grad[..., None, :]
-        grad_input = input * t1 / t0
+        t0 = grad[..., None, :]
+        t1 = output[..., None, :]
+        grad_input = (
+            2
+            * input
+            * t0
+            * tf.where(
+                tf.equal(t1, 0),
+                tf.constant(0, grad.dtype),
+                (1 / 2) / tf.where(tf.equal(t1, 0), tf.constant(1, grad.dtype), t1),
+            )
+        )
     elif axis == -2 and keep_dims:
-        grad_input = grad * input / output
+        grad_input = (
+            2
+            * grad
+            * input
+            * tf.where(
+                tf.equal(output, 0),
+                tf.constant(0, grad.dtype),
+                (1 / 2) / tf.where(tf.equal(output, 0), tf.constant(1, grad.dtype), output),
+            )
+        )
     elif axis == -3 and not keep_dims:
-        t0 = output[..., None, :, :]
-        t1 = grad[..., None, :, :]
-        grad_input = input * t1 / t0
+        t0 = grad[..., None, :, :]
+        t1 = output[..., None, :, :]
+        grad_input = (
+            2
+            * input
+            * t0
+            * tf.where(
+                tf.equal(t1, 0),
+                tf.constant(0, grad.dtype),
+                (1 / 2) / tf.where(tf.equal(t1, 0), tf.constant(1, grad.dtype), t1),
+            )
+        )
     elif axis == -3 and keep_dims:
-        grad_input = grad * input / output
+        grad_input = (
+            2
+            * grad
+            * input
+            * tf.where(
+                tf.equal(output, 0),
+                tf.constant(0, grad.dtype),
+                (1 / 2) / tf.where(tf.equal(output, 0), tf.constant(1, grad.dtype), output),
+            )
+        )
     else:
         raise ValueError(
             f"EuclideanNorm: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
@@ -332,7 +386,7 @@ def euclidean_norm_grad(op, grad):
 
 
 def euclidean_norm(input, *, axis=-1, keep_dims=False):
-    """EuclideanNorm: Square root of the sum of squares over one axis, with its derived gradient."""
+    """EuclideanNorm: Square root of the sum of squares over one axis; at 0 its gradient is 0 (a subgradient), with its derived gradient."""
     # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
     kernel_attrs = {"axis": axis, "keep_dims": keep_dims}
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
@@ -385,7 +439,7 @@ _register("EuclideanNorm", euclidean_norm_grad)
 
 
 def reduce_log_sum_exp_vjp(grad, input, output):
-    """Gradient of ReduceLogSumExp (declared at ops/reductions.py:59): one per input (input)."""
+    """Gradient of ReduceLogSumExp (declared at ops/reductions.py:62): one per input (input)."""
     t0 = grad[..., None]
     t1 = output[..., None]
     grad_input = t0 * tf.math.exp(input - t1)
@@ -423,7 +477,7 @@ _register("ReduceLogSumExp", reduce_log_sum_exp_grad)
 
 
 def cumsum_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
-    """Gradient of Cumsum (declared at ops/reductions.py:69): one per input (x)."""
+    """Gradient of Cumsum (declared at ops/reductions.py:72): one per input (x)."""
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
         grad_x = tf.math.cumsum(grad, axis=-1, reverse=True)
@@ -526,7 +580,7 @@ _register("Cumsum", cumsum_grad)
 
 
 def reduce_prod_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Prod (declared at ops/reductions.py:80): one per input (input)."""
+    """Gradient of Prod (declared at ops/reductions.py:83): one per input (input)."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
@@ -615,7 +669,7 @@ _register("Prod", reduce_prod_grad)
 
 
 def reduce_max_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Max (declared at ops/reductions.py:87): one per input (input)."""
+    """Gradient of Max (declared at ops/reductions.py:90): one per input (input)."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
@@ -761,7 +815,7 @@ _register("Max", reduce_max_grad)
 
 
 def reduce_min_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Min (declared at ops/reductions.py:94): one per input (input)."""
+    """Gradient of Min (declared at ops/reductions.py:97): one per input (input)."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
@@ -907,7 +961,7 @@ _register("Min", reduce_min_grad)
 
 
 def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
-    """Gradient of Cumprod (declared at ops/reductions.py:101): one per input (x)."""
+    """Gradient of Cumprod (declared at ops/reductions.py:104): one per input (x)."""
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
         t0 = tf.math.cumsum(
@@ -1325,7 +1379,7 @@ _register("Cumprod", cumprod_grad)
 
 
 def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False, sum1=None):
-    """Gradient of CumulativeLogsumexp (declared at ops/reductions.py:112): one per input (x)."""
+    """Gradient of CumulativeLogsumexp (declared at ops/reductions.py:115): one per input (x)."""
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not reverse:
         if sum1 is None:

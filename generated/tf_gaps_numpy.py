@@ -71,23 +71,20 @@ def softsign_grad_grad_grad(
     vjp_features=None
 ):
     """Second order of SoftsignGrad: the gradient of softsign_grad_grad: one array per input (grad, gradients, features)."""
-    if vjp_gradients is None:
-        vjp_gradients = softsign_grad_grad(grad, gradients, features)[0]
     tmp0 = np.abs(features) + 1
-    tmp1 = 1 / tmp0**2
+    tmp1 = grad_vjp_features * gradients
     tmp2 = np.sign(features)
-    tmp3 = 2 * tmp2
-    tmp4 = grad_vjp_features * gradients
-    tmp5 = tmp3 * vjp_gradients / tmp0
-    grad_grad = _sum_to_shape(grad_vjp_gradients * tmp1 - tmp3 * tmp4 / tmp0**3, np.shape(grad))
+    tmp3 = 2 * tmp2 / tmp0**3
+    tmp4 = grad * tmp3
+    grad_grad = _sum_to_shape(grad_vjp_gradients / tmp0**2 - tmp1 * tmp3, np.shape(grad))
     grad_gradients = -_sum_product_to_shape(
         (
             grad_vjp_features,
-            tmp5,
+            tmp4,
         ),
         np.shape(gradients),
     )
     grad_features = _sum_to_shape(
-        -grad_vjp_gradients * tmp5 + 6 * tmp1 * tmp2**2 * tmp4 * vjp_gradients, np.shape(features)
+        6 * grad * tmp1 * tmp2**2 / tmp0**4 - grad_vjp_gradients * tmp4, np.shape(features)
     )
     return grad_grad, grad_gradients, grad_features

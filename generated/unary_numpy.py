@@ -65,21 +65,20 @@ def sigmoid_grad(grad, x, *, y=None):
 
 def sigmoid_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Sigmoid: the gradient of sigmoid_grad: one array per input (grad, x)."""
-    if vjp_x is None:
-        vjp_x = sigmoid_grad(grad, x)[0]
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
     tmp0 = scipy.special.expit(x)
     tmp1 = scipy.special.expit(-x)
+    tmp2 = tmp0 * tmp1
     grad_grad = _sum_product_to_shape(
         (
             grad_vjp_x,
-            tmp0,
-            tmp1,
+            tmp2,
         ),
         np.shape(grad),
     )
-    grad_x = _sum_to_shape(grad_vjp_x * (vjp_x * (1 - tmp0) - vjp_x * (1 - tmp1)), np.shape(x))
+    grad_x = _sum_to_shape(
+        grad_vjp_x * (grad * tmp0 * tmp1 * (1 - tmp0) - grad * tmp2 * (1 - tmp1)), np.shape(x)
+    )
     grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
@@ -127,15 +126,13 @@ def exp_grad(grad, x, *, y=None):
 
 def exp_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Exp: the gradient of exp_grad: one array per input (grad, x)."""
-    if vjp_x is None:
-        vjp_x = exp_grad(grad, x)[0]
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
-    grad_grad = _sum_to_shape(grad_vjp_x * np.exp(x), np.shape(grad))
+    tmp0 = grad_vjp_x * np.exp(x)
+    grad_grad = _sum_to_shape(tmp0, np.shape(grad))
     grad_x = _sum_product_to_shape(
         (
-            grad_vjp_x,
-            vjp_x,
+            grad,
+            tmp0,
         ),
         np.shape(x),
     )
@@ -158,19 +155,9 @@ def log_grad(grad, x, *, y=None):
 
 def log_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Log: the gradient of log_grad: one array per input (grad, x)."""
-    if vjp_x is None:
-        vjp_x = log_grad(grad, x)[0]
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
-    tmp0 = grad_vjp_x / x
-    grad_grad = _sum_to_shape(tmp0, np.shape(grad))
-    grad_x = -_sum_product_to_shape(
-        (
-            tmp0,
-            vjp_x,
-        ),
-        np.shape(x),
-    )
+    grad_grad = _sum_to_shape(grad_vjp_x / x, np.shape(grad))
+    grad_x = _sum_to_shape(-grad * grad_vjp_x / x**2, np.shape(x))
     grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
@@ -190,19 +177,10 @@ def log1p_grad(grad, x, *, y=None):
 
 def log1p_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Log1p: the gradient of log1p_grad: one array per input (grad, x)."""
-    if vjp_x is None:
-        vjp_x = log1p_grad(grad, x)[0]
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
-    tmp0 = grad_vjp_x / (x + 1)
-    grad_grad = _sum_to_shape(tmp0, np.shape(grad))
-    grad_x = -_sum_product_to_shape(
-        (
-            tmp0,
-            vjp_x,
-        ),
-        np.shape(x),
-    )
+    tmp0 = x + 1
+    grad_grad = _sum_to_shape(grad_vjp_x / tmp0, np.shape(grad))
+    grad_x = _sum_to_shape(-grad * grad_vjp_x / tmp0**2, np.shape(x))
     grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
@@ -224,15 +202,13 @@ def expm1_grad(grad, x, *, y=None):
 
 def expm1_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Expm1: the gradient of expm1_grad: one array per input (grad, x)."""
-    if vjp_x is None:
-        vjp_x = expm1_grad(grad, x)[0]
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
-    grad_grad = _sum_to_shape(grad_vjp_x * np.exp(x), np.shape(grad))
+    tmp0 = grad_vjp_x * np.exp(x)
+    grad_grad = _sum_to_shape(tmp0, np.shape(grad))
     grad_x = _sum_product_to_shape(
         (
-            grad_vjp_x,
-            vjp_x,
+            grad,
+            tmp0,
         ),
         np.shape(x),
     )
@@ -257,13 +233,9 @@ def sqrt_grad(grad, x, *, y=None):
 
 def sqrt_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Sqrt: the gradient of sqrt_grad: one array per input (grad, x)."""
-    if vjp_x is None:
-        vjp_x = sqrt_grad(grad, x)[0]
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
-    tmp0 = (1 / 2) * grad_vjp_x
-    grad_grad = _sum_to_shape(tmp0 / np.sqrt(x), np.shape(grad))
-    grad_x = _sum_to_shape(-tmp0 * vjp_x / x, np.shape(x))
+    grad_grad = _sum_to_shape((1 / 2) * grad_vjp_x / np.sqrt(x), np.shape(grad))
+    grad_x = _sum_to_shape(-1 / 4 * grad * grad_vjp_x / x ** (3 / 2), np.shape(x))
     grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
@@ -460,13 +432,10 @@ def asin_grad(grad, x, *, y=None):
 
 def asin_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Asin: the gradient of asin_grad: one array per input (grad, x)."""
-    if vjp_x is None:
-        vjp_x = asin_grad(grad, x)[0]
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
     tmp0 = 1 - x**2
     grad_grad = _sum_to_shape(grad_vjp_x / np.sqrt(tmp0), np.shape(grad))
-    grad_x = _sum_to_shape(grad_vjp_x * vjp_x * x / tmp0, np.shape(x))
+    grad_x = _sum_to_shape(grad * grad_vjp_x * x / tmp0 ** (3 / 2), np.shape(x))
     grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
@@ -486,13 +455,10 @@ def acos_grad(grad, x, *, y=None):
 
 def acos_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Acos: the gradient of acos_grad: one array per input (grad, x)."""
-    if vjp_x is None:
-        vjp_x = acos_grad(grad, x)[0]
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
     tmp0 = 1 - x**2
     grad_grad = _sum_to_shape(-grad_vjp_x / np.sqrt(tmp0), np.shape(grad))
-    grad_x = _sum_to_shape(grad_vjp_x * vjp_x * x / tmp0, np.shape(x))
+    grad_x = _sum_to_shape(-grad * grad_vjp_x * x / tmp0 ** (3 / 2), np.shape(x))
     grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
@@ -512,13 +478,10 @@ def atan_grad(grad, x, *, y=None):
 
 def atan_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Atan: the gradient of atan_grad: one array per input (grad, x)."""
-    if vjp_x is None:
-        vjp_x = atan_grad(grad, x)[0]
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
-    tmp0 = grad_vjp_x / (x**2 + 1)
-    grad_grad = _sum_to_shape(tmp0, np.shape(grad))
-    grad_x = _sum_to_shape(-2 * tmp0 * vjp_x * x, np.shape(x))
+    tmp0 = x**2 + 1
+    grad_grad = _sum_to_shape(grad_vjp_x / tmp0, np.shape(grad))
+    grad_x = _sum_to_shape(-2 * grad * grad_vjp_x * x / tmp0**2, np.shape(x))
     grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
@@ -582,13 +545,10 @@ def asinh_grad(grad, x, *, y=None):
 
 def asinh_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Asinh: the gradient of asinh_grad: one array per input (grad, x)."""
-    if vjp_x is None:
-        vjp_x = asinh_grad(grad, x)[0]
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
     tmp0 = x**2 + 1
     grad_grad = _sum_to_shape(grad_vjp_x / np.sqrt(tmp0), np.shape(grad))
-    grad_x = _sum_to_shape(-grad_vjp_x * vjp_x * x / tmp0, np.shape(x))
+    grad_x = _sum_to_shape(-grad * grad_vjp_x * x / tmp0 ** (3 / 2), np.shape(x))
     grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
@@ -608,15 +568,23 @@ def acosh_grad(grad, x, *, y=None):
 
 def acosh_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Acosh: the gradient of acosh_grad: one array per input (grad, x)."""
-    if vjp_x is None:
-        vjp_x = acosh_grad(grad, x)[0]
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
     tmp0 = x - 1
-    tmp1 = x + 1
-    tmp2 = (1 / 2) * vjp_x
-    grad_grad = _sum_to_shape(grad_vjp_x / (np.sqrt(tmp0) * np.sqrt(tmp1)), np.shape(grad))
-    grad_x = _sum_to_shape(grad_vjp_x * (-tmp2 / tmp1 - tmp2 / tmp0), np.shape(x))
+    tmp1 = 1 / np.sqrt(tmp0)
+    tmp2 = x + 1
+    tmp3 = 1 / np.sqrt(tmp2)
+    tmp4 = (1 / 2) * grad
+    grad_grad = _sum_product_to_shape(
+        (
+            grad_vjp_x,
+            tmp1,
+            tmp3,
+        ),
+        np.shape(grad),
+    )
+    grad_x = _sum_to_shape(
+        grad_vjp_x * (-tmp1 * tmp4 / tmp2 ** (3 / 2) - tmp3 * tmp4 / tmp0 ** (3 / 2)), np.shape(x)
+    )
     grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
@@ -636,13 +604,10 @@ def atanh_grad(grad, x, *, y=None):
 
 def atanh_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Atanh: the gradient of atanh_grad: one array per input (grad, x)."""
-    if vjp_x is None:
-        vjp_x = atanh_grad(grad, x)[0]
     grad = _conj(grad)
-    vjp_x = _conj(vjp_x)
-    tmp0 = grad_vjp_x / (1 - x**2)
-    grad_grad = _sum_to_shape(tmp0, np.shape(grad))
-    grad_x = _sum_to_shape(2 * tmp0 * vjp_x * x, np.shape(x))
+    tmp0 = 1 - x**2
+    grad_grad = _sum_to_shape(grad_vjp_x / tmp0, np.shape(grad))
+    grad_x = _sum_to_shape(2 * grad * grad_vjp_x * x / tmp0**2, np.shape(x))
     grad_x = _conj(grad_x)
     return grad_grad, grad_x
 
@@ -661,18 +626,9 @@ def erf_grad(grad, x, *, y=None):
 
 def erf_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Erf: the gradient of erf_grad: one array per input (grad, x)."""
-    if vjp_x is None:
-        vjp_x = erf_grad(grad, x)[0]
-    tmp0 = 2 * grad_vjp_x
-    grad_grad = _sum_to_shape(0.5641895835477563 * tmp0 * np.exp(-(x**2)), np.shape(grad))
-    grad_x = -_sum_product_to_shape(
-        (
-            tmp0,
-            vjp_x,
-            x,
-        ),
-        np.shape(x),
-    )
+    tmp0 = 0.5641895835477563 * grad_vjp_x * np.exp(-(x**2))
+    grad_grad = _sum_to_shape(2 * tmp0, np.shape(grad))
+    grad_x = _sum_to_shape(-4 * grad * tmp0 * x, np.shape(x))
     return grad_grad, grad_x
 
 

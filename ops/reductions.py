@@ -50,10 +50,13 @@ def reduce_mean(axis, keep_dims):
 
 @op("EuclideanNorm", attrs={"axis": AXIS, "keep_dims": bool})
 def euclidean_norm(axis, keep_dims):
-    """Square root of the sum of squares over one axis."""
+    """Square root of the sum of squares over one axis; at 0 its gradient is 0 (a subgradient).
+
+    The value at the origin is stated as a branch of its own: the gradient there is that
+    branch's, 0, where x / |x| is 0/0 (TensorFlow's EuclideanNorm and tf.norm give NaN)."""
     x, trailing = _input("input", axis)
     total = sp.Sum(_entry(x, k, trailing) ** 2, (k, 0, N - 1))
-    return {"output": (_reduced(keep_dims, trailing), sp.sqrt(total))}
+    return {"output": (_reduced(keep_dims, trailing), sp.Piecewise((0, sp.Eq(total, 0)), (sp.sqrt(total), True)))}
 
 
 @op("ReduceLogSumExp")

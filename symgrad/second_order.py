@@ -12,20 +12,25 @@ w.r.t. each input (a Hessian-vector product). G's forward is the op's `<op>_grad
 
 Taken from the derivation before simplification: its outputs' values are then written in the
 op's inputs alone (a reused forward output, `y` for `exp(x)`, would be a second input that is
-not one). Ops with stages (composed ops) and list inputs or outputs are not derived again yet.
+not one). A composed op's gradient op is composed too (`_staged_gradient_op`): its stages are
+the op's forward stages, then each stage's gradient, last stage first, as a hand-written
+second order would keep them. Ops with list inputs or outputs are not derived again yet.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import sympy as sp
+from sympy.concrete.expr_with_limits import ExprWithLimits
 
-from symgrad.declare import BATCH, BATCH_DIM, ELEMENTWISE, OpVariant, Output, TensorInput, stop_gradient
+from symgrad.declare import BATCH, BATCH_DIM, ELEMENTWISE, OpVariant, Output, Tensor, TensorInput, stop_gradient
 from symgrad.derive import Derivation, derive
 from symgrad.errors import SymgradError
 from symgrad.ir import Assign, Conj, OpCode
 from symgrad.simplify import simplify
+from symgrad.stages import split_stages
 
 PREFIX = "vjp_"  # G's outputs: vjp_<input>; its upstream gradients: grad_vjp_<input>
 
@@ -35,7 +40,7 @@ def supported(derivation: Derivation) -> bool:
     variant = derivation.variant
     lists = variant.decl.variadic or any(o.list_name for o in variant.outputs)
     any_gradient = any(v is not None for v in derivation.vjp.values())  # else nothing to derive
-    return derivation.staging is None and not lists and any_gradient
+    return not lists and any_gradient
 
 
 def gradient_op(derivation: Derivation) -> OpVariant:
@@ -50,6 +55,8 @@ def gradient_op(derivation: Derivation) -> OpVariant:
         grads = tuple(_grad_input(derivation, g, o) for g, o in zip(derivation.grad_names, variant.outputs))
         outputs = tuple(_tensor_output(derivation, t) for t in with_gradient)
     outputs = tuple(dataclasses.replace(o, expr=_stopped_again(variant, o.expr)) for o in outputs)
+    stages = _gradient_stages(derivation) if derivation.staging is not None else ()
+    outputs, stages = _read_as_declared(grads + variant.inputs, outputs, stages, derivation.staging)
     decl = dataclasses.replace(
         variant.decl,
         complex_ok=False,  # its holomorphic partials: `complex_form` turns them into the vjp
@@ -58,7 +65,58 @@ def gradient_op(derivation: Derivation) -> OpVariant:
         inputs=tuple(t.name for t in grads + variant.inputs),
         output_names=tuple(o.name for o in outputs),
     )
-    return OpVariant(decl, variant.attr_values, grads + variant.inputs, outputs)
+    return OpVariant(decl, variant.attr_values, grads + variant.inputs, outputs, stages)
+
+
+def _gradient_stages(derivation: Derivation) -> tuple[Output, ...]:
+    """A composed op's gradient op's stages: the op's forward stages as split (the markers
+    `stop_gradient` kept), then `vjp_<stage>` per stage with a gradient (the first order's
+    `grad_<stage>`: G's own gradients take those names), last stage first."""
+    staging = derivation.staging
+    split = split_stages(derivation.variant)
+    shapes = {t.name: t.base for t in staging.tensors}
+    forward = tuple(dataclasses.replace(s, sizes=_sizes(s.indices, shapes[s.name])) for s in split.stages)
+    backward = tuple(
+        _value_output(derivation, PREFIX + name, value, shapes[name])
+        for name, value in staging.grads.items()
+        if value is not None
+    )
+    return forward + backward
+
+
+def _read_as_declared(inputs, outputs, stages, staging) -> tuple:
+    """`outputs` and `stages` with every tensor read through the one base the gradient op
+    declares for it (the derivation built some reads anew: an upstream gradient per stage),
+    a stage's first-order gradient `grad_<stage>` read as the stage `vjp_<stage>`."""
+    bases = {t.name: t.base for t in inputs if isinstance(t.base, sp.IndexedBase)}
+    for stage in stages:
+        if stage.indices and stage.name.startswith(PREFIX):  # the forward's are read as split
+            sizes = dict(stage.sizes)
+            shape = tuple(BATCH_DIM if i == BATCH else sizes[i] for i in stage.indices)
+            bases[stage.name] = Tensor(stage.name, shape=shape)
+    renamed = {f"grad_{name}": PREFIX + name for name in staging.grads} if staging is not None else {}
+    label = lambda e: renamed.get(str(e.base.label), str(e.base.label))
+    canonical = lambda e: isinstance(e, sp.Indexed) and label(e) in bases
+    read = lambda e: bases[label(e)][e.indices]
+    scalars = {sp.Symbol(old): sp.Symbol(new) for old, new in renamed.items()}  # stages with no axes
+    restate = lambda values: tuple(
+        dataclasses.replace(o, expr=o.expr.replace(canonical, read).xreplace(scalars)) for o in values
+    )
+    return restate(outputs), restate(stages)
+
+
+def _value_output(derivation: Derivation, name: str, value, base) -> Output:
+    """`name[axes] = value` (a `TensorValue`) with axes of its own, each sized as `base`'s."""
+    shape = base.shape if isinstance(base, sp.IndexedBase) else ()
+    axes = tuple(BATCH if d == BATCH_DIM else sp.Symbol(f"{name}_axis{n}", integer=True) for n, d in enumerate(shape))
+    expr = _outputs_expanded(derivation, _summed(name, value)).xreplace(dict(zip(value.indices, axes)))
+    return Output(name, axes, _stopped_again(derivation.variant, expr), sizes=_sizes(axes, base))
+
+
+def _sizes(indices: tuple, base) -> tuple:
+    """(index, size) for each of `indices` but the batch, sized as `base`'s axes (a scalar's: none)."""
+    shape = base.shape if isinstance(base, sp.IndexedBase) else ()
+    return tuple((i, d) for i, d in zip(indices, shape) if i != BATCH)
 
 
 def _stopped_again(variant: OpVariant, expr: sp.Expr) -> sp.Expr:
@@ -66,18 +124,28 @@ def _stopped_again(variant: OpVariant, expr: sp.Expr) -> sp.Expr:
     occurs, since the first-order derivation strips the marker once derivatives are taken: a
     compound value (FloorMod's `floor(x / y)`), or an input read nowhere else (Zeta's `x`, the
     order of Polygamma), has no derivative at second order either. An input also read outside
-    the marker (Pow's `y`, stopped in one branch) is differentiated."""
+    the marker (Pow's `y`, stopped in one branch) is differentiated. A composed op's stages
+    count as split: a stopped stage (softmax's maximum) is read as stopped wherever it is."""
     exprs = [o.expr for o in variant.outputs + variant.stages]
+    if variant.decl.kind != ELEMENTWISE:
+        split = split_stages(variant)
+        exprs += [o.expr for o in split.stages + split.outputs]
     stopped = {e.args[0] for x in exprs for e in x.atoms(stop_gradient)}
-    unstopped = set().union(*(x.replace(lambda e: isinstance(e, stop_gradient), lambda e: sp.S.Zero).free_symbols for x in exprs))
+    outside = [x.replace(lambda e: isinstance(e, stop_gradient), lambda e: sp.S.Zero) for x in exprs]
+    unstopped = set().union(*(x.free_symbols for x in outside))
     wrapped = {e for e in stopped if not (isinstance(e, sp.Symbol) and e in unstopped)}
-    return expr.xreplace({e: stop_gradient(e) for e in wrapped}) if wrapped else expr
+    # a tensor read only inside the marker (a maximum's stage) is stopped at any indices
+    read_outside = {e.base for x in outside for e in x.atoms(sp.Indexed)}
+    tensors = {e.base for e in wrapped if isinstance(e, sp.Indexed)} - read_outside
+    expr = expr.replace(lambda e: isinstance(e, sp.Indexed) and e.base in tensors, stop_gradient)
+    return expr.xreplace({e: stop_gradient(e) for e in wrapped if not (isinstance(e, sp.Indexed) and e.base in tensors)})
 
 
 def _grad_input(derivation: Derivation, name: str, out: Output) -> TensorInput:
     """The upstream gradient of `out` as an input: the very IndexedBase the derivation reads,
     its axes grouped as the output's are (Tile's `(r, multiples[k])`: one axis, two indices)."""
-    for value in derivation.vjp.values():
+    staged = derivation.staging.grads.values() if derivation.staging is not None else ()
+    for value in (*derivation.vjp.values(), *staged):
         for term in value.terms if value is not None else ():
             for entry in term.factor.atoms(sp.Indexed):
                 if str(entry.base.label) == name:
@@ -97,14 +165,28 @@ def _tensor_output(derivation: Derivation, tensor: TensorInput) -> Output:
     # each axis sized: an index may read no axis directly (Pad's `grad[i + before]`), or none
     # at all (Sum's gradient, constant along the summed axis)
     sizes = tuple((a, d) for a, d in zip(axes, tensor.shape) if a != BATCH)
-    expr = sp.Add(*[sp.Sum(t.factor, *t.sums) if t.sums else t.factor for t in value.terms])
-    expr = _outputs_expanded(derivation, expr).xreplace(dict(zip(value.indices, axes)))
+    expr = _outputs_expanded(derivation, _summed(name, value)).xreplace(dict(zip(value.indices, axes)))
     return Output(name, axes, expr, sizes=sizes, groups=tensor.groups)
+
+
+def _summed(name: str, value) -> sp.Expr:
+    """`value` (a `TensorValue`) as one expression, every index a reduction binds renamed
+    apart (`<name>_s0`, ...): the gradient op's stages may bind one letter over two ranges
+    (a product's partial products, a cumulative sum's)."""
+    expr = sp.Add(*[sp.Sum(t.factor, *t.sums) if t.sums else t.factor for t in value.terms])
+    count = itertools.count()
+
+    def apart(reduction):
+        fresh = {lim[0]: sp.Symbol(f"{name}_s{next(count)}", integer=True) for lim in reduction.limits if lim[0] != BATCH}
+        return reduction.xreplace(fresh)
+
+    return expr.replace(lambda e: isinstance(e, ExprWithLimits), apart)
 
 
 def _outputs_expanded(derivation: Derivation, expr: sp.Expr) -> sp.Expr:
     """`expr` with each entry of an op output replaced by the output's expression there."""
-    outputs = {o.name: o for o in derivation.variant.outputs}
+    staged = derivation.staging.outputs if derivation.staging is not None else derivation.variant.outputs
+    outputs = {o.name: o for o in staged}  # a composed op's read its stages
 
     def expanded(entry):
         out = outputs[str(entry.base.label)]
@@ -139,7 +221,9 @@ def derive_second_order(derivation: Derivation) -> Derivation | None:
     if not supported(derivation):
         return None
     try:
-        return _without_point_masses(simplify(derive(gradient_op(derivation))))
+        # `<op>_grad` returns its gradients summed to each input's shape: not the values of
+        # the gradient op's outputs where inputs broadcast, so they are not reused
+        return _without_point_masses(simplify(derive(gradient_op(derivation)), reuse_outputs=False))
     except SymgradError:
         return None
 

@@ -25,23 +25,36 @@ import sympy as sp
 from symgrad.declare import BATCH, ELEMENTWISE
 from symgrad.derive import Derivation, TensorValue, Term, strip_stop_gradient
 from symgrad.functions import maximum, minimum, product, recomputed_or_reused
-from symgrad.stability import stabilized
+from symgrad.stability import point_value, stabilized
 from symgrad.stages import is_read_of, tensors_read
 
 SAMPLE_POINTS = (-1.7, -0.6, 0.35, 0.8, 1.3, 2.1)  # where a rewrite is checked numerically
 
 
-def simplify(derivation: Derivation) -> Derivation:
-    """Apply every pass, in order."""
+def simplify(derivation: Derivation, reuse_outputs: bool = True) -> Derivation:
+    """Apply every pass, in order (`reuse_outputs`: elementwise, the forward's outputs read
+    where that is cheaper; not for a gradient op, whose outputs its caller gets summed over
+    the axes each input is broadcast along)."""
     if derivation.variant.decl.kind == ELEMENTWISE:
         derivation = combine_powers(derivation)
         derivation = merge_equal_branches(derivation)
         derivation = avoid_overflow(derivation)
-        derivation = reuse_forward_outputs(derivation)
+        if reuse_outputs:
+            derivation = reuse_forward_outputs(derivation)
     else:
         derivation = reuse_tensor_outputs(derivation)
         derivation = fold_stage_gradients(derivation)
-    return derivation
+    return plain_point_values(derivation)
+
+
+def plain_point_values(derivation: Derivation) -> Derivation:
+    """A forward value stated at a point by a branch of its own that the rest meets there (a
+    norm's 0 at 0, `stability.point_branch`) computed without the select: it is the rest."""
+    plain = lambda e: e.replace(lambda n: point_value(n) is not None, point_value)
+    value = lambda v: (
+        plain(v) if isinstance(v, sp.Basic) else TensorValue(v.indices, tuple(dataclasses.replace(t, factor=plain(t.factor)) for t in v.terms))
+    )
+    return dataclasses.replace(derivation, forward={n: value(v) for n, v in derivation.forward.items()})
 
 
 def _map_vjp(derivation: Derivation, rewrite) -> Derivation:
@@ -245,6 +258,8 @@ def reuse_tensor_outputs(derivation: Derivation) -> Derivation:
     staging = derivation.staging
     # a composed op's stages are values the gradient may read too (a mean, reused)
     outputs = staging.outputs + staging.stages if staging else derivation.variant.outputs
+    # a norm's output, 0 where it is 0 and the root elsewhere, is the root everywhere
+    outputs += tuple(dataclasses.replace(o, expr=point_value(o.expr)) for o in outputs if point_value(o.expr) is not None)
 
     def reused(value):
         if value is None:

@@ -17,6 +17,13 @@ overflow; `stabilized` applies every rule to an expression of a real op, bottom-
 * `scaled_bessel`: `besseli(n, u) * exp(-|u|)` is `scaled_besseli(n, u)` (BesselI0e).
 * `hyperbolic`: a product dividing by `cosh` or `sinh` has them written as exponentials,
   for `exp_sum` to scale (`1/cosh(x)` is finite where `cosh(x)` overflows).
+* `point_branch`: where a derivative divides by zero but has a limit (a norm's, x / |x| at
+  the origin), the declaration states the value there as a branch of its own,
+  `Piecewise((0, Eq(total, 0)), (sqrt(total), True))`, and the gradient there is that branch's.
+  The rule restates the condition on the value, `Eq(sqrt(total), 0)`, where the value meets
+  the branch's constant at that point alone: the gradient then reads the op's output (the
+  norm) in its condition and its division, as a hand-written one does. Neither branch is
+  evaluated where it divides by zero (the printers' double where).
 
 A declaration is rewritten before it is differentiated (its derivatives are then those of
 `sigmoid` and `softplus`, which are bounded), and each derived gradient again (a derivative
@@ -192,9 +199,39 @@ def on_products(rewrite):
     )
 
 
+def point_branch(node) -> sp.Expr | None:
+    """Piecewise((c, Eq(u, v)), (e, True)), e a function of u alone, continuous at u = v with
+    value c there and nowhere else -> Piecewise((c, Eq(e, c)), (e, True)): the same value, whose gradient is 0
+    at the point and e' elsewhere."""
+    if not isinstance(node, sp.Piecewise) or len(node.args) != 2:
+        return None
+    (c, condition), (e, last) = node.args
+    if last != sp.true or not isinstance(condition, sp.Eq) or not c.is_number or condition == sp.Eq(e, c):
+        return None
+    u, v = condition.args if not condition.args[0].is_number else condition.args[::-1]
+    at = sp.Dummy("at", real=True)
+    value = e.xreplace({u: at})
+    if value.free_symbols != {at} or value.atoms(sp.Indexed) or not v.is_number:
+        return None  # a function of u alone: its roots are then known
+    if sp.simplify(value.subs(at, v) - c) != 0:
+        return None
+    if sp.solveset(value - c, at, sp.S.Reals) != sp.FiniteSet(v):
+        return None
+    return sp.Piecewise((c, sp.Eq(e, c)), (e, True))
+
+
+def point_value(node) -> sp.Expr | None:
+    """e where `node` is `point_branch`'s result, Piecewise((c, Eq(e, c)), (e, True)): equal to e everywhere."""
+    if isinstance(node, sp.Piecewise) and len(node.args) == 2:
+        (c, condition), (e, last) = node.args
+        if last == sp.true and condition == sp.Eq(e, c):
+            return e
+    return None
+
+
 RULES = (
     softplus_rule, *on_products(logistic), exp_ratio_rule, *on_products(hyperbolic), *on_products(exp_sum),
-    on_products(scaled_bessel)[0],
+    on_products(scaled_bessel)[0], point_branch,
 )
 
 

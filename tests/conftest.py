@@ -130,6 +130,12 @@ def _library_params(item) -> set[tuple[str, str]]:
     return {(fixture, params[fixture]) for fixture in LIBRARY_FIXTURES if fixture in params}
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """The tests that read a library-wide run last (in their order): the run is started as the
+    session starts, and the rest of the suite runs meanwhile instead of waiting for it."""
+    items.sort(key=lambda item: bool(_library_params(item)))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _library_runs_start_first(request):
     """Start the library-wide diffs and checks the collected tests need as the session starts:

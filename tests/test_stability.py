@@ -13,7 +13,9 @@ from symgrad import elementwise
 from symgrad.declare import instantiate
 from symgrad.derive import derive
 from symgrad.functions import sigmoid, softplus
-from symgrad.stability import exp_ratio_rule, exp_sum, hyperbolic, logistic, on_products, softplus_rule, stabilized
+from symgrad.stability import (
+    exp_ratio_rule, exp_sum, hyperbolic, logistic, on_products, point_branch, point_value, softplus_rule, stabilized,
+)
 
 from conftest import ROOT, import_path
 from verify_support import derived_folder
@@ -250,3 +252,63 @@ def test_cross_entropy_at_large_logits_both_targets(tf, numpy_module, tf_module,
         np.testing.assert_allclose(value, expected, rtol=1e-5, atol=atol)
     for value, expected in [(grads[1], expected_labels), (tf_grads[1].numpy(), expected_labels)]:
         np.testing.assert_allclose(value, expected, rtol=1e-5, atol=atol)
+
+
+# --- a value stated at a point: a norm's gradient at the origin ----------------------------------
+
+
+def test_point_branch_rule_reads_the_condition_off_the_value():
+    u = sp.Symbol("u", real=True)
+    norm = sp.Piecewise((0, sp.Eq(u, 0)), (sp.sqrt(u), True))
+    assert point_branch(norm) == sp.Piecewise((0, sp.Eq(sp.sqrt(u), 0)), (sp.sqrt(u), True))
+    assert point_value(point_branch(norm)) == sp.sqrt(u)
+    assert point_branch(point_branch(norm)) is None  # applied once
+    # the rest does not meet the branch's value there (sin(x)/x is nan at 0), or meets it elsewhere
+    assert point_branch(sp.Piecewise((1, sp.Eq(x, 0)), (sp.sin(x) / x, True))) is None
+    assert point_branch(sp.Piecewise((0, sp.Eq(x, 0)), (sp.sin(x), True))) is None
+    assert point_branch(sp.Piecewise((0, sp.Eq(x, 0)), (x - 1, True))) is None
+
+
+ORIGIN = np.array([[0.0, 0.0, 0.0], [3.0, -4.0, 0.0]])  # a row at the origin, a row away from it
+
+
+V = np.array([[1.0, -2.0, 0.5], [0.5, 1.0, -1.0]])
+
+
+def norm_hvp(x, v):
+    """The Hessian of |x| (per row) times v: (v - x (x.v) / |x|^2) / |x|; at the origin 0, the branch's."""
+    r = np.linalg.norm(x, axis=-1, keepdims=True)
+    safe = np.where(r == 0, 1, r)
+    return np.where(r == 0, 0, (v - x * np.sum(x * v, axis=-1, keepdims=True) / safe**2) / safe)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+def test_norm_first_and_second_order_at_the_origin_numpy(numpy_module, dtype):
+    module = numpy_module("reductions")
+    x, grad = ORIGIN.astype(dtype), np.array([2.0, 2.0], dtype)
+    with np.errstate(divide="ignore"):  # np.where evaluates the branch it discards
+        (first,) = module.euclidean_norm_grad(grad, x)
+        _, second = module.euclidean_norm_grad_grad(V.astype(dtype), grad, x)
+    np.testing.assert_array_equal(module.euclidean_norm(x), [0.0, 5.0])
+    np.testing.assert_allclose(first, [[0, 0, 0], [1.2, -1.6, 0]], rtol=1e-6)
+    np.testing.assert_allclose(second, 2 * norm_hvp(ORIGIN, V), rtol=1e-5, atol=1e-6)
+    assert first.dtype == dtype and second.dtype == dtype
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+def test_norm_first_and_second_order_tensorflow(tf, tf_module, dtype):
+    """At the origin the first order; the second away from it: the wrapper's backward reads
+    the forward through TensorFlow's EuclideanNorm kernel, whose registered gradient (NaN at
+    0) the outer tape takes there."""
+    module = tf_module("reductions")
+    x = tf.constant(ORIGIN, dtype)
+    with tf.GradientTape() as outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = module.euclidean_norm(x)
+        grad = inner.gradient(y, x)
+        along = tf.reduce_sum(grad * tf.constant(V, dtype))
+    hvp = outer.gradient(along, x).numpy()
+    np.testing.assert_allclose(grad.numpy(), [[0, 0, 0], [0.6, -0.8, 0]], rtol=1e-6)
+    np.testing.assert_allclose(hvp[1], norm_hvp(ORIGIN, V)[1], rtol=1e-5, atol=1e-6)
