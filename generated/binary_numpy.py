@@ -337,16 +337,16 @@ def floor_mod_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y
 
 def power(x, y):
     """Pow: z = x ** y (declared at ops/binary.py:80)."""
-    z = x**y
+    z = np.where(x > 0, x**y, np.where(y == 0, 1, x**y))
     return z
 
 
 def power_grad(grad, x, y, *, z=None):
     """Gradient of Pow: one array per input (x, y)."""
-    if z is None:
-        z = power(x, y)
-    grad_x = _sum_to_shape(grad * x ** (y - 1) * y, np.shape(x))
-    grad_y = _sum_to_shape(np.where(x > 0, grad * z * np.log(x), 0), np.shape(y))
+    tmp0 = grad * x ** (y - 1) * y
+    tmp1 = x > 0
+    grad_x = _sum_to_shape(np.where(tmp1, tmp0, np.where(y == 0, 0, tmp0)), np.shape(x))
+    grad_y = _sum_to_shape(np.where(tmp1, grad * x**y * np.log(x), 0), np.shape(y))
     return grad_x, grad_y
 
 
@@ -357,19 +357,26 @@ def power_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=Non
     tmp2 = x ** (y - 1)
     tmp3 = grad_vjp_x * tmp2 * y
     tmp4 = x > 0
-    tmp5 = grad * tmp2
-    tmp6 = tmp0 * tmp5 * y + tmp5
-    tmp7 = grad * x ** (y - 2)
-    tmp8 = grad_vjp_x * (tmp7 * y**2 - tmp7 * y)
-    tmp9 = grad_vjp_x * tmp6
-    grad_grad = _sum_to_shape(np.where(tmp4, tmp0 * tmp1 + tmp3, tmp3), np.shape(grad))
-    grad_x = _sum_to_shape(np.where(tmp4, grad_vjp_y * tmp6 + tmp8, tmp8), np.shape(x))
-    grad_y = _sum_to_shape(np.where(tmp4, grad * tmp0**2 * tmp1 + tmp9, tmp9), np.shape(y))
+    tmp5 = y == 0
+    tmp6 = grad * tmp2
+    tmp7 = tmp0 * tmp6 * y + tmp6
+    tmp8 = grad * x ** (y - 2)
+    tmp9 = grad_vjp_x * (tmp8 * y**2 - tmp8 * y)
+    tmp10 = grad_vjp_x * tmp7
+    grad_grad = _sum_to_shape(
+        np.where(tmp4, tmp0 * tmp1 + tmp3, np.where(tmp5, 0, tmp3)), np.shape(grad)
+    )
+    grad_x = _sum_to_shape(
+        np.where(tmp4, grad_vjp_y * tmp7 + tmp9, np.where(tmp5, 0, tmp9)), np.shape(x)
+    )
+    grad_y = _sum_to_shape(
+        np.where(tmp4, grad * tmp0**2 * tmp1 + tmp10, np.where(tmp5, 0, tmp10)), np.shape(y)
+    )
     return grad_grad, grad_x, grad_y
 
 
 def maximum(x, y):
-    """Maximum: z = max(x, y) (declared at ops/binary.py:88)."""
+    """Maximum: z = max(x, y) (declared at ops/binary.py:89)."""
     z = np.where(x >= y, x, y)
     return z
 
@@ -389,7 +396,7 @@ def maximum_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=N
 
 
 def minimum(x, y):
-    """Minimum: z = min(x, y) (declared at ops/binary.py:95)."""
+    """Minimum: z = min(x, y) (declared at ops/binary.py:96)."""
     z = np.where(x <= y, x, y)
     return z
 
@@ -409,7 +416,7 @@ def minimum_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=N
 
 
 def squared_difference(x, y):
-    """SquaredDifference: z = (x - y) ** 2 (declared at ops/binary.py:102)."""
+    """SquaredDifference: z = (x - y) ** 2 (declared at ops/binary.py:103)."""
     z = (x - y) ** 2
     return z
 
@@ -446,7 +453,7 @@ def squared_difference_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=No
 
 
 def atan2(y, x):
-    """Atan2: z = the angle of the point (x, y), in (-pi, pi] (declared at ops/binary.py:109)."""
+    """Atan2: z = the angle of the point (x, y), in (-pi, pi] (declared at ops/binary.py:110)."""
     z = np.arctan2(y, x)
     return z
 
@@ -489,7 +496,7 @@ def atan2_grad_grad(grad_vjp_y, grad_vjp_x, grad, y, x, *, vjp_y=None, vjp_x=Non
 
 
 def xlogy(x, y):
-    """Xlogy: z = x * log(y), and 0 where x == 0 (declared at ops/binary.py:115)."""
+    """Xlogy: z = x * log(y), and 0 where x == 0 (declared at ops/binary.py:116)."""
     z = np.where(x == 0, 0, x * np.log(y))
     return z
 
@@ -521,7 +528,7 @@ def xlogy_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=Non
 
 
 def xdivy(x, y):
-    """Xdivy: z = x / y, and 0 where x == 0 (declared at ops/binary.py:122)."""
+    """Xdivy: z = x / y, and 0 where x == 0 (declared at ops/binary.py:123)."""
     z = np.where(x == 0, 0, x / y)
     return z
 
@@ -553,7 +560,7 @@ def xdivy_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=Non
 
 
 def xlog1py(x, y):
-    """Xlog1py: z = x * log(1 + y), and 0 where x == 0 (declared at ops/binary.py:129)."""
+    """Xlog1py: z = x * log(1 + y), and 0 where x == 0 (declared at ops/binary.py:130)."""
     z = np.where(x == 0, 0, x * np.log1p(y))
     return z
 
@@ -583,7 +590,7 @@ def xlog1py_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=N
 
 
 def div_no_nan(x, y):
-    """DivNoNan: z = x / y, and 0 where y == 0 (declared at ops/binary.py:136)."""
+    """DivNoNan: z = x / y, and 0 where y == 0 (declared at ops/binary.py:137)."""
     z = np.where(y == 0, 0, x / y)
     return z
 

@@ -466,13 +466,18 @@ _register("FloorMod", floor_mod_grad)
 
 def power_vjp(grad, x, y, z):
     """Gradient of Pow (declared at ops/binary.py:80): one per input (x, y)."""
-    grad_x = _sum_to_shape(grad * x ** (y - 1) * y, x)
+    tmp0 = grad * x ** (y - 1) * y
+    tmp1 = x > 0
+    grad_x = _sum_to_shape(
+        tf.where(tmp1, tmp0, tf.where(tf.equal(y, 0), tf.constant(0, grad.dtype), tmp0)), x
+    )
     grad_y = _sum_to_shape(
         tf.where(
-            x > 0,
-            tf.math.log(tf.where(~(x > 0), tf.constant(1, grad.dtype), x))
-            * tf.where(~(x > 0), tf.constant(1, grad.dtype), grad)
-            * tf.where(~(x > 0), tf.constant(1, grad.dtype), z),
+            tmp1,
+            tf.math.log(tf.where(~tmp1, tf.constant(1, grad.dtype), x))
+            * tf.where(~tmp1, tf.constant(1, grad.dtype), grad)
+            * tf.where(~tmp1, tf.constant(1, grad.dtype), x)
+            ** tf.where(~tmp1, tf.constant(1, grad.dtype), y),
             tf.constant(0, grad.dtype),
         ),
         y,
@@ -498,7 +503,17 @@ def power(x, y):
             z = kernel_outputs[0]
             return z, backward
         # else the declared formula
-        z = x**y
+        z = tf.where(
+            x > 0,
+            tf.where(~(x > 0), tf.constant(1, x.dtype), x)
+            ** tf.where(~(x > 0), tf.constant(1, x.dtype), y),
+            tf.where(
+                tf.equal(y, 0),
+                tf.constant(1, x.dtype),
+                tf.where((x > 0) | tf.equal(y, 0), tf.constant(1, x.dtype), x)
+                ** tf.where((x > 0) | tf.equal(y, 0), tf.constant(1, x.dtype), y),
+            ),
+        )
         return z, backward
 
     return forward(x, y)
@@ -508,7 +523,7 @@ _register("Pow", power_grad)
 
 
 def maximum_vjp(grad, x, y, z):
-    """Gradient of Maximum (declared at ops/binary.py:88): one per input (x, y)."""
+    """Gradient of Maximum (declared at ops/binary.py:89): one per input (x, y)."""
     tmp0 = x >= y
     grad_x = _sum_to_shape(tf.where(tmp0, grad, tf.constant(0, grad.dtype)), x)
     grad_y = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad), y)
@@ -543,7 +558,7 @@ _register("Maximum", maximum_grad)
 
 
 def minimum_vjp(grad, x, y, z):
-    """Gradient of Minimum (declared at ops/binary.py:95): one per input (x, y)."""
+    """Gradient of Minimum (declared at ops/binary.py:96): one per input (x, y)."""
     tmp0 = x <= y
     grad_x = _sum_to_shape(tf.where(tmp0, grad, tf.constant(0, grad.dtype)), x)
     grad_y = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad), y)
@@ -578,7 +593,7 @@ _register("Minimum", minimum_grad)
 
 
 def squared_difference_vjp(grad, x, y, z):
-    """Gradient of SquaredDifference (declared at ops/binary.py:102): one per input (x, y)."""
+    """Gradient of SquaredDifference (declared at ops/binary.py:103): one per input (x, y)."""
     tmp0 = 2 * x - 2 * y
     grad_x = _sum_to_shape(grad * tmp0, x)
     grad_y = _sum_to_shape(-grad * tmp0, y)
@@ -613,7 +628,7 @@ _register("SquaredDifference", squared_difference_grad)
 
 
 def atan2_vjp(grad, y, x, z):
-    """Gradient of Atan2 (declared at ops/binary.py:109): one per input (y, x)."""
+    """Gradient of Atan2 (declared at ops/binary.py:110): one per input (y, x)."""
     tmp0 = grad / (x**2 + y**2)
     grad_y = _sum_to_shape(tmp0 * x, y)
     grad_x = _sum_to_shape(-tmp0 * y, x)
@@ -648,7 +663,7 @@ _register("Atan2", atan2_grad)
 
 
 def xlogy_vjp(grad, x, y, z):
-    """Gradient of Xlogy (declared at ops/binary.py:115): one per input (x, y)."""
+    """Gradient of Xlogy (declared at ops/binary.py:116): one per input (x, y)."""
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     tmp0 = tf.equal(x, 0)
@@ -707,7 +722,7 @@ _register("Xlogy", xlogy_grad)
 
 
 def xdivy_vjp(grad, x, y, z):
-    """Gradient of Xdivy (declared at ops/binary.py:122): one per input (x, y)."""
+    """Gradient of Xdivy (declared at ops/binary.py:123): one per input (x, y)."""
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     tmp0 = tf.equal(x, 0)
@@ -766,7 +781,7 @@ _register("Xdivy", xdivy_grad)
 
 
 def xlog1py_vjp(grad, x, y, z):
-    """Gradient of Xlog1py (declared at ops/binary.py:129): one per input (x, y)."""
+    """Gradient of Xlog1py (declared at ops/binary.py:130): one per input (x, y)."""
     tmp0 = tf.equal(x, 0)
     grad_x = _sum_to_shape(
         tf.where(
@@ -823,7 +838,7 @@ _register("Xlog1py", xlog1py_grad)
 
 
 def div_no_nan_vjp(grad, x, y, z):
-    """Gradient of DivNoNan (declared at ops/binary.py:136): one per input (x, y)."""
+    """Gradient of DivNoNan (declared at ops/binary.py:137): one per input (x, y)."""
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     tmp0 = tf.equal(y, 0)

@@ -81,8 +81,9 @@ def floor_mod(x, y):
 def power(x, y):
     """z = x ** y."""
     # real only: for complex x TensorFlow guards `x != 0` instead, which this does not state
-    # dz/dy = z * log(x) only where x > 0; 0 where x <= 0, as TensorFlow's PowGrad (real dtypes)
-    return sp.Piecewise((x**y, x > 0), (x ** stop_gradient(y), True))
+    # dz/dy = z * log(x) only where x > 0; 0 where x <= 0, as TensorFlow's PowGrad (real dtypes);
+    # x**0 is 1 for every x <= 0 too: dz/dx = 0 there, where y * x**(y - 1) is 0 * inf at x = 0
+    return sp.Piecewise((x**y, x > 0), (1, sp.Eq(y, 0)), (x ** stop_gradient(y), True))
 
 
 @elementwise("Maximum", outputs=Z)

@@ -402,16 +402,16 @@ def _judge(got: np.ndarray, d: dict, undecided_at_kinks: bool = False) -> tuple[
             low, high = np.minimum(d["left"], d["right"]), np.maximum(d["left"], d["right"])
             outside = np.where(np.isfinite(got), np.maximum(low - got, got - high), np.inf)
             err = np.minimum(err, np.maximum(outside, 0.0))
-        # not differentiable here: the one-sided differences disagree, or the central ones
-        # do not settle (Atan2 at the origin, a norm at zero); a NaN or inf there is no error
-        nondiff = (np.abs(d["left"] - d["right"]) > 1e-2 * np.abs(central) + allowed) | (
-            d["error"] > 0.5 * np.abs(central) + ATOL * scale
-        )
-    skip = ~np.asarray(d["finite"]) | (np.asarray(d["boundary"]) & (err > allowed))
+        # no derivative to judge by: the central differences do not settle (Atan2 at the
+        # origin); a NaN or inf there is no error. Where they settle, one is, at a kink too:
+        # a norm's at zero, where every subgradient is finite (as `symgrad.extremes` judges)
+        unsettled = d["error"] > 0.5 * np.abs(central) + ATOL * scale
+    # on a branch boundary any finite value may be the declared convention; NaN or inf is not
+    skip = ~np.asarray(d["finite"]) | (np.asarray(d["boundary"]) & (err > allowed) & np.isfinite(got))
     if undecided_at_kinks:  # a kink is told by one-sided differences 1e-4 apart (1 step)
         kink = np.abs(d["left"] - d["right"]) > 1e-4 * np.abs(central) + allowed
-        skip = skip | (kink & (err > allowed))
-    skip = np.broadcast_to(skip | (nondiff & ~np.isfinite(got)), central.shape)
+        skip = skip | (kink & (err > allowed) & np.isfinite(got))
+    skip = np.broadcast_to(skip | (unsettled & ~np.isfinite(got)), central.shape)
     checked = ~skip
     bad_mask = (err > allowed) & checked
     nonzero = checked & (np.abs(central) > allowed)  # a relative error of noise means nothing

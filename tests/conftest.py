@@ -138,13 +138,46 @@ def pytest_collection_modifyitems(session, config, items):
 
 @pytest.fixture(scope="session", autouse=True)
 def _library_runs_start_first(request):
-    """Start the library-wide diffs and checks the collected tests need as the session starts:
-    the rest of the suite runs meanwhile, on the other core."""
+    """Start the library-wide diffs and checks the collected tests need as the session starts,
+    the benchmarks' smoke runs and the random composed ops' derivations: the rest of the
+    suite runs meanwhile, on the other core."""
     needed = set().union(*map(_library_params, request.session.items))
-    if needed and importlib.util.find_spec("tensorflow") is not None:
+    if importlib.util.find_spec("tensorflow") is None:
+        return
+    if needed:
         start = request.getfixturevalue("library_runs")
         for fixture, scope in sorted(needed):
             start("diff" if fixture == "library_report" else "check", scope)
+    for background in ("benchmark_runs", "random_composed_runs"):
+        if any(background in getattr(item, "fixturenames", ()) for item in request.session.items):
+            request.getfixturevalue(background)
+
+
+@pytest.fixture(scope="session")
+def random_composed_runs(request, tmp_path_factory):
+    """tests/test_random_composed.py's examples, their derivation started in the background
+    once: (folder, example numbers, worker processes)."""
+    from test_random_composed import collected_numbers, start_workers
+
+    folder = tmp_path_factory.mktemp("random_composed")
+    numbers = collected_numbers(request.session)
+    return folder, numbers, start_workers(folder, numbers)
+
+
+@pytest.fixture(scope="session")
+def benchmark_runs(tmp_path_factory):
+    """The benchmarks' smoke runs (tests/test_benchmarks.py), started in the background once:
+    name -> (its folder, the process)."""
+    from test_benchmarks import SMOKE_RUNS
+    from verify_support import Background
+
+    runs = {}
+    for name, (args, env) in SMOKE_RUNS.items():
+        folder = tmp_path_factory.mktemp(f"benchmark_{name}")
+        extra = env(folder) if env else None
+        command = [a(folder) if callable(a) else a for a in args]
+        runs[name] = (folder, Background(command, ROOT, niceness=10, env=extra))
+    return runs
 
 
 def _finished(library_runs, command: str, scope: str):

@@ -12,8 +12,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
-import os
-import subprocess
 import sys
 
 import pytest
@@ -26,15 +24,33 @@ HIDDEN = ("jax", "autograd", "matplotlib")
 COMPOSED = {"ScaledDotProductAttention", "LayerNorm", "MlpBlock"}
 
 
-def run_smoke(tmp_path, *args, env=None) -> tuple[str, dict]:
-    """Run the benchmark in smoke mode; its stdout and its JSON report."""
-    out = tmp_path / "results.json"
-    command = [sys.executable, str(RUN), "--smoke", "--use-generated", "--json", str(out), *args]
-    done = subprocess.run(
-        command, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env or os.environ.copy()
-    )
+def _hidden(folder):
+    """An environment in which jax, autograd and matplotlib fail to import: a package that
+    fails to import shadows the installed one."""
+    hide = folder / "hide"
+    for name in HIDDEN:
+        (hide / name).mkdir(parents=True)
+        (hide / name / "__init__.py").write_text(f"raise ImportError('{name} hidden by the test')\n")
+    return {"PYTHONPATH": str(hide)}
+
+
+SMOKE = (RUN, "--smoke", "--use-generated", "--json", lambda folder: folder / "results.json")
+# the smoke runs, started in the background as the session starts (conftest.benchmark_runs):
+# name -> (arguments of python, a function or a value each; the environment they add)
+SMOKE_RUNS = {
+    "all": ((*SMOKE, "--png", lambda folder: folder / "ratios.png"), None),
+    "hidden": ((*SMOKE, "--only", "Sigmoid", "--png", lambda folder: folder / "x.png"), _hidden),
+    "training": ((ROOT / "benchmarks" / "training_step.py", "--smoke", "--json", lambda folder: folder / "training.json"), None),
+}
+
+
+def smoke_run(benchmark_runs, name: str):
+    """A smoke run's folder and stdout, once it ran (and succeeded)."""
+    require_tf()
+    folder, process = benchmark_runs[name]
+    done = process.wait()
     assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout, json.loads(out.read_text())
+    return folder, done.stdout
 
 
 def check_rows(report: dict) -> None:
@@ -50,9 +66,9 @@ def check_rows(report: dict) -> None:
         assert row["reference_checked"] is (None if row["reference"] == "forward" else True), row
 
 
-def test_smoke_run_covers_every_case_and_writes_the_json(tmp_path):
-    require_tf()
-    stdout, report = run_smoke(tmp_path, "--png", str(tmp_path / "ratios.png"))
+def test_smoke_run_covers_every_case_and_writes_the_json(benchmark_runs):
+    tmp_path, stdout = smoke_run(benchmark_runs, "all")
+    report = json.loads((tmp_path / "results.json").read_text())
     check_rows(report)
     ops = {row["op"] for row in report["results"]}
     assert {"MatMul", "Sigmoid", "Tanh", "Softplus", "GeluErf", "Mul", "RealDiv"} <= ops
@@ -96,21 +112,9 @@ def check_composed(stdout: str, report: dict) -> None:
     assert "composed: gradient / its forward" in stdout
 
 
-def test_missing_benchmark_dependencies_are_skipped_and_said(tmp_path):
-    require_tf()
-    hide = tmp_path / "hide"
-    for name in HIDDEN:  # a package that fails to import shadows the installed one
-        (hide / name).mkdir(parents=True)
-        (hide / name / "__init__.py").write_text(
-            f"raise ImportError('{name} hidden by the test')\n"
-        )
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(hide), os.environ.get("PYTHONPATH")])),
-    }
-    stdout, report = run_smoke(
-        tmp_path, "--only", "Sigmoid", "--png", str(tmp_path / "x.png"), env=env
-    )
+def test_missing_benchmark_dependencies_are_skipped_and_said(benchmark_runs):
+    tmp_path, stdout = smoke_run(benchmark_runs, "hidden")
+    report = json.loads((tmp_path / "results.json").read_text())
     check_rows(report)
     for name in HIDDEN:
         assert f"{name} is not installed: skipping" in stdout
@@ -162,15 +166,11 @@ def test_a_reference_that_computes_another_op_fails_loudly(bench):
     assert "generated TensorFlow" not in message  # the generated modules agree
 
 
-def test_training_step_smoke_run_checks_the_same_math_and_writes_the_json(tmp_path):
+def test_training_step_smoke_run_checks_the_same_math_and_writes_the_json(benchmark_runs):
     """benchmarks/training_step.py --smoke: both models built, checked to agree, timed, trained."""
-    require_tf()
-    out = tmp_path / "training.json"
-    command = [sys.executable, str(ROOT / "benchmarks" / "training_step.py"), "--smoke", "--json", str(out)]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "same math: mlp: losses agree" in done.stdout and "same math: cnn: losses agree" in done.stdout
-    report = json.loads(out.read_text())
+    folder, stdout = smoke_run(benchmark_runs, "training")
+    assert "same math: mlp: losses agree" in stdout and "same math: cnn: losses agree" in stdout
+    report = json.loads((folder / "training.json").read_text())
     for kind in ("mlp", "cnn"):
         assert report["step"][kind]["ours_ms"] > 0 and report["step"][kind]["stock_ms"] > 0
         assert abs(report["accuracy"][f"{kind}_ours"] - report["accuracy"][f"{kind}_stock"]) <= 0.01

@@ -694,10 +694,42 @@ class Outcome:
     cpu: float | None = None  # seconds of CPU time generate() took
 
 
+def start_workers(folder: Path, numbers: list[int]) -> list:
+    """The examples `numbers` written to `folder` and WORKERS processes generating them started
+    (below the suite's priority: conftest starts them as the session starts): their Popens."""
+    import json
+    import subprocess
+
+    ops = [draw_op(n, SEED + n) for n in numbers]
+    for op in ops:
+        (folder / f"random_composed_{op.number}.py").write_text(op_file_text([op]))
+    env = dict(os.environ, PYTHONHASHSEED="0")  # symgrad's result depends on it (see the report)
+    here = Path(__file__).resolve().parent  # this module (the workers run it) and the checkout
+    env["PYTHONPATH"] = os.pathsep.join([str(here), str(here.parent), env.get("PYTHONPATH", "")])
+    workers = []
+    for w in range(WORKERS):
+        job = {"ops": [(op.number, str(folder / f"random_composed_{op.number}.py"), CPU_CAP) for op in ops],
+               "results": str(folder / f"results_{w}.jsonl")}
+        (folder / f"job_{w}.json").write_text(json.dumps(job))
+        workers.append(subprocess.Popen(
+            [sys.executable, "-c", f"import test_random_composed as t; t.worker({str(folder / f'job_{w}.json')!r})"],
+            cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            preexec_fn=lambda: os.nice(10),
+        ))
+    return workers
+
+
+def collected_numbers(session) -> list[int]:
+    """The example numbers the session's collected tests run."""
+    callspecs = [getattr(item, "callspec", None) for item in session.items
+                 if getattr(item, "originalname", None) == "test_random_composed_op"]
+    return sorted({spec.params["number"] for spec in callspecs if spec is not None})
+
+
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory, request) -> dict[int, Outcome]:
-    """Every example the session runs generated (in WORKERS processes at once) and checked:
-    outcome by number."""
+def outcomes(random_composed_runs) -> dict[int, Outcome]:
+    """Every example the session runs generated (in WORKERS processes at once, started with
+    the session: conftest.random_composed_runs) and checked: outcome by number."""
     import json
     import subprocess
 
@@ -705,32 +737,15 @@ def outcomes(tmp_path_factory, request) -> dict[int, Outcome]:
         from conftest import require_tf
 
         require_tf()  # fails: generate() would verify numpy alone
-    folder = tmp_path_factory.mktemp("random_composed")
-    ops = [draw_op(n, SEED + n) for n in _numbers_collected(request.session)]
-    paths = {}
-    for op in ops:
-        paths[op.number] = folder / f"random_composed_{op.number}.py"
-        paths[op.number].write_text(op_file_text([op]))
-    env = dict(os.environ, PYTHONHASHSEED="0")  # symgrad's result depends on it (see the report)
-    here = Path(__file__).resolve().parent  # this module (the workers run it) and the checkout
-    env["PYTHONPATH"] = os.pathsep.join([str(here), str(here.parent), env.get("PYTHONPATH", "")])
-    caps = {op.number: CPU_CAP for op in ops}
-    workers = []
-    for w in range(WORKERS):
-        job = {"ops": [(op.number, str(paths[op.number]), caps[op.number]) for op in ops],
-               "results": str(folder / f"results_{w}.jsonl")}
-        (folder / f"job_{w}.json").write_text(json.dumps(job))
-        workers.append(subprocess.Popen(
-            [sys.executable, "-c", f"import test_random_composed as t; t.worker({str(folder / f'job_{w}.json')!r})"],
-            cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        ))
+    folder, numbers, workers = random_composed_runs
+    ops = [draw_op(n, SEED + n) for n in numbers]
     logs = []
     for process in workers:
         try:
-            logs.append(process.communicate(timeout=600)[0])
+            logs.append(process.communicate(timeout=900)[0])
         except subprocess.TimeoutExpired:
             process.kill()
-            logs.append(process.communicate()[0] + "\n(worker killed after 600 s)")
+            logs.append(process.communicate()[0] + "\n(worker killed after 900 s)")
     rows = {}
     for w in range(WORKERS):
         results = folder / f"results_{w}.jsonl"
@@ -751,12 +766,6 @@ def outcomes(tmp_path_factory, request) -> dict[int, Outcome]:
             rng = np.random.default_rng(SEED + op.number)
             outcome.problems += [f"the generated numpy gradient: {m}" for m in vjp_mismatches(module, op, rng)]
     return found
-
-
-def _numbers_collected(session) -> list[int]:
-    callspecs = [getattr(item, "callspec", None) for item in session.items
-                 if getattr(item, "originalname", None) == "test_random_composed_op"]
-    return sorted({spec.params["number"] for spec in callspecs if spec is not None})
 
 
 def _report(outcome: Outcome) -> str:

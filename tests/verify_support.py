@@ -24,11 +24,13 @@ def run_symgrad(*args, cwd: Path = ROOT) -> subprocess.CompletedProcess:
 
 
 class Background:
-    """`python -m symgrad ARGS` started in the background; `wait()` gives its outcome."""
+    """`python ARGS` (`-m symgrad ...`, a script) started in the background; `wait()` gives
+    its outcome. `env` adds to the environment; PYTHONPATH is `env`'s, then the checkout."""
 
-    def __init__(self, args: tuple, cwd: Path, niceness: int = 0):
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-        self.args = [sys.executable, "-m", "symgrad", *map(str, args)]
+    def __init__(self, args: tuple, cwd: Path, niceness: int = 0, env: dict | None = None):
+        path = os.pathsep.join(filter(None, [(env or {}).get("PYTHONPATH"), str(ROOT)]))
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {}), "PYTHONPATH": path}
+        self.args = [sys.executable, *map(str, args)]
         self.out, self.err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
         self.process = subprocess.Popen(
             self.args, stdout=self.out, stderr=self.err, text=True, cwd=cwd, env=env,
@@ -50,7 +52,7 @@ class Background:
 
 def start_symgrad(*args, cwd: Path = ROOT, niceness: int = 0) -> Background:
     """`python -m symgrad ARGS` in the background (`niceness`: yielding the CPU to the tests)."""
-    return Background(args, cwd, niceness)
+    return Background(("-m", "symgrad", *args), cwd, niceness)
 
 
 @functools.lru_cache(maxsize=None)
