@@ -130,17 +130,24 @@ def _library_params(item) -> set[tuple[str, str]]:
     return {(fixture, params[fixture]) for fixture in LIBRARY_FIXTURES if fixture in params}
 
 
+BACKGROUND_FIXTURES = ("benchmark_runs", "random_composed_runs", "no_jacobian_runs")  # started with the session too
+
+
+def _reads_a_background_run(item) -> bool:
+    return bool(_library_params(item)) or any(f in getattr(item, "fixturenames", ()) for f in BACKGROUND_FIXTURES)
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """The tests that read a library-wide run last (in their order): the run is started as the
-    session starts, and the rest of the suite runs meanwhile instead of waiting for it."""
-    items.sort(key=lambda item: bool(_library_params(item)))
+    """The tests that read a run started in the background last (in their order): the runs
+    start with the session, and the rest of the suite runs meanwhile instead of waiting."""
+    items.sort(key=_reads_a_background_run)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _library_runs_start_first(request):
     """Start the library-wide diffs and checks the collected tests need as the session starts,
-    the benchmarks' smoke runs and the random composed ops' derivations: the rest of the
-    suite runs meanwhile, on the other core."""
+    the benchmarks' smoke runs, the random composed ops' derivations and the index ops'
+    compilation for their ranks: the rest of the suite runs meanwhile, on the other core."""
     needed = set().union(*map(_library_params, request.session.items))
     if importlib.util.find_spec("tensorflow") is None:
         return
@@ -148,7 +155,7 @@ def _library_runs_start_first(request):
         start = request.getfixturevalue("library_runs")
         for fixture, scope in sorted(needed):
             start("diff" if fixture == "library_report" else "check", scope)
-    for background in ("benchmark_runs", "random_composed_runs"):
+    for background in BACKGROUND_FIXTURES:
         if any(background in getattr(item, "fixturenames", ()) for item in request.session.items):
             request.getfixturevalue(background)
 
@@ -162,6 +169,18 @@ def random_composed_runs(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp("random_composed")
     numbers = collected_numbers(request.session)
     return folder, numbers, start_workers(folder, numbers)
+
+
+@pytest.fixture(scope="session")
+def no_jacobian_runs(tmp_path_factory):
+    """tests/test_no_jacobian.py's compilation of every index op, started in the background
+    once: (its JSON path, the process)."""
+    from verify_support import Background
+
+    out = tmp_path_factory.mktemp("no_jacobian") / "ranks.json"
+    code = f"import test_no_jacobian as t; t.measure({str(out)!r})"
+    env = {"PYTHONPATH": str(ROOT / "tests")}
+    return out, Background(("-c", code), ROOT, niceness=10, env=env)
 
 
 @pytest.fixture(scope="session")
