@@ -80,6 +80,8 @@ def derive(variant: OpVariant) -> Derivation:
     rewrites that keep it finite: `stability`)."""
     _check_names(variant)
     variant = stabilized_outputs(variant)
+    pruned = lambda outputs: tuple(dataclasses.replace(o, expr=without_dead_branches(o.expr)) for o in outputs)
+    variant = dataclasses.replace(variant, outputs=pruned(variant.outputs), stages=pruned(variant.stages))
     if variant.decl.kind == ELEMENTWISE:
         return _derive_elementwise(variant)
     staged = split_stages(variant)
@@ -175,7 +177,22 @@ def _partial(variant: OpVariant, expr: sp.Expr, wrt) -> sp.Expr:
             variant.decl.name,
             variant.decl.location,
         )
-    return strip_stop_gradient(d)
+    return without_dead_branches(strip_stop_gradient(d))
+
+
+def without_dead_branches(expr: sp.Expr) -> sp.Expr:
+    """`expr` with each Piecewise's conditions false in its later branches: the derivative
+    of `x / Piecewise((0, Eq(u, 0)), (sqrt(u), True))` under an outer `Piecewise((0, Eq(u, 0)),
+    ...)` has a `Piecewise((zoo, Eq(u, 0)), ...)` that branch never reaches."""
+
+    def pruned(*pairs):
+        earlier, branches = [], []
+        for value, condition in pairs:
+            branches.append((value.xreplace({c: sp.false for c in earlier}) if earlier else value, condition))
+            earlier.append(condition)
+        return sp.Piecewise(*branches)
+
+    return expr.replace(sp.Piecewise, pruned) if expr.has(sp.Piecewise) else expr
 
 
 def strip_stop_gradient(expr: sp.Expr) -> sp.Expr:

@@ -312,3 +312,28 @@ def test_norm_first_and_second_order_tensorflow(tf, tf_module, dtype):
     hvp = outer.gradient(along, x).numpy()
     np.testing.assert_allclose(grad.numpy(), [[0, 0, 0], [0.6, -0.8, 0]], rtol=1e-6)
     np.testing.assert_allclose(hvp[1], norm_hvp(ORIGIN, V)[1], rtol=1e-5, atol=1e-6)
+
+
+def test_a_value_divided_by_a_stated_norm_derives_and_is_zero_at_the_origin(tmp_path):
+    """x / |x| with |x| stated as 0 at the origin, under a branch at the origin too: SymPy folds
+    1 / Piecewise((0, ...), ...) into a branch of zoo that the outer branch never reaches; it is
+    pruned (`derive.without_dead_branches`), not printed (it was: KeyError 'ComplexInfinity')."""
+    from symgrad.generate import generate
+
+    (tmp_path / "normalize.py").write_text(
+        "import sympy as sp\nfrom symgrad import dims, op, tensor\n\nD, = dims('D')\n"
+        "i, d = sp.symbols('i d', integer=True)\n\n@op('Normalize')\ndef normalize():\n"
+        "    x = tensor('x', (..., D))\n    total = sp.Sum(x[..., d] ** 2, (d, 0, D - 1))\n"
+        "    norm = sp.Piecewise((0, sp.Eq(total, 0)), (sp.sqrt(total), True))\n"
+        "    return {'y': ((..., i), sp.Piecewise((0, sp.Eq(total, 0)), (x[..., i] / norm, True)))}\n"
+    )
+    texts = generate([tmp_path / "normalize.py"], ("numpy",))
+    (tmp_path / "normalize_numpy.py").write_text(texts["normalize_numpy.py"])
+    module = import_path(tmp_path / "normalize_numpy.py")
+    x, g = np.array([[0.0, 0.0], [3.0, 4.0]]), np.array([[1.0, 2.0], [1.0, 2.0]])
+    with np.errstate(divide="ignore", invalid="ignore"):  # np.where evaluates the discarded branch
+        y = module.normalize(x)
+        (grad,) = module.normalize_grad(g, x)
+    # (g - y (y . g)) / |x| away from the origin; 0 at it, the stated branch's
+    np.testing.assert_allclose(y, [[0, 0], [0.6, 0.8]])
+    np.testing.assert_allclose(grad, [[0, 0], (np.array([1.0, 2.0]) - 2.2 * np.array([0.6, 0.8])) / 5], atol=1e-12)
