@@ -12,7 +12,7 @@ w.r.t. each input (a Hessian-vector product). G's forward is the op's `<op>_grad
 
 Taken from the derivation before simplification: its outputs' values are then written in the
 op's inputs alone (a reused forward output, `y` for `exp(x)`, would be a second input that is
-not one). A composed op's gradient op is composed too (`_staged_gradient_op`): its stages are
+not one). A composed op's gradient op is composed too (`_gradient_stages`): its stages are
 the op's forward stages, then each stage's gradient, last stage first, as a hand-written
 second order would keep them. Ops with list inputs or outputs are not derived again yet.
 """
@@ -50,11 +50,16 @@ def gradient_op(derivation: Derivation) -> OpVariant:
     with_gradient = [t for t in variant.inputs if derivation.vjp[t.name] is not None]
     if variant.decl.kind == ELEMENTWISE:
         grads = tuple(TensorInput(g, sp.Symbol(g, real=True)) for g in derivation.grad_names)
-        outputs = tuple(Output(PREFIX + t.name, (), derivation.vjp[t.name]) for t in with_gradient)
+        outputs = tuple(
+            Output(PREFIX + t.name, (), _stopped_again(variant, derivation.vjp[t.name])) for t in with_gradient
+        )
     else:
         grads = tuple(_grad_input(derivation, g, o) for g, o in zip(derivation.grad_names, variant.outputs))
-        outputs = tuple(_tensor_output(derivation, t) for t in with_gradient)
-    outputs = tuple(dataclasses.replace(o, expr=_stopped_again(variant, o.expr)) for o in outputs)
+        # the outputs' own index names: `x_0` would be taken by the engine for input x's first axis
+        outputs = tuple(
+            _value_output(derivation, PREFIX + t.name, derivation.vjp[t.name], t.base, "_", t.groups)
+            for t in with_gradient
+        )
     stages = _gradient_stages(derivation) if derivation.staging is not None else ()
     outputs, stages = _read_as_declared(grads + variant.inputs, outputs, stages, derivation.staging)
     decl = dataclasses.replace(
@@ -77,7 +82,7 @@ def _gradient_stages(derivation: Derivation) -> tuple[Output, ...]:
     shapes = {t.name: t.base for t in staging.tensors}
     forward = tuple(dataclasses.replace(s, sizes=_sizes(s.indices, shapes[s.name])) for s in split.stages)
     backward = tuple(
-        _value_output(derivation, PREFIX + name, value, shapes[name])
+        _value_output(derivation, PREFIX + name, value, shapes[name], "_axis")
         for name, value in staging.grads.items()
         if value is not None
     )
@@ -105,12 +110,16 @@ def _read_as_declared(inputs, outputs, stages, staging) -> tuple:
     return restate(outputs), restate(stages)
 
 
-def _value_output(derivation: Derivation, name: str, value, base) -> Output:
-    """`name[axes] = value` (a `TensorValue`) with axes of its own, each sized as `base`'s."""
+def _value_output(derivation: Derivation, name: str, value, base, axis: str, groups: tuple = ()) -> Output:
+    """`name[axes] = value` (a `TensorValue`: an input's gradient, a stage's) with axes
+    `<name><axis><n>` of its own, each sized as `base`'s (an index may read no axis directly,
+    Pad's `grad[i + before]`, or none at all, Sum's gradient along the summed axis) and
+    grouped as `groups`, the op's own outputs it reads written as their expressions, what the
+    declaration stops stopped again."""
     shape = base.shape if isinstance(base, sp.IndexedBase) else ()
-    axes = tuple(BATCH if d == BATCH_DIM else sp.Symbol(f"{name}_axis{n}", integer=True) for n, d in enumerate(shape))
+    axes = tuple(BATCH if d == BATCH_DIM else sp.Symbol(f"{name}{axis}{n}", integer=True) for n, d in enumerate(shape))
     expr = _outputs_expanded(derivation, _summed(name, value)).xreplace(dict(zip(value.indices, axes)))
-    return Output(name, axes, _stopped_again(derivation.variant, expr), sizes=_sizes(axes, base))
+    return Output(name, axes, _stopped_again(derivation.variant, expr), sizes=_sizes(axes, base), groups=groups)
 
 
 def _sizes(indices: tuple, base) -> tuple:
@@ -152,21 +161,6 @@ def _grad_input(derivation: Derivation, name: str, out: Output) -> TensorInput:
                     return TensorInput(name, entry.base, groups=out.groups)
     shape = tuple(derivation.ranges[i][1] + 1 for i in out.indices if i in derivation.ranges)
     return TensorInput(name, sp.IndexedBase(name, shape=shape), groups=out.groups)
-
-
-def _tensor_output(derivation: Derivation, tensor: TensorInput) -> Output:
-    """The derived gradient of `tensor` as an output `vjp_<name>[axes] = sum of its terms`
-    (axes grouped as the input's are), the op's own outputs it reads written as their
-    expressions."""
-    value = derivation.vjp[tensor.name]
-    name = PREFIX + tensor.name
-    # the output's own index names: `x_0` would be taken by the engine for input x's first axis
-    axes = tuple(BATCH if n == 0 and d == BATCH_DIM else sp.Symbol(f"{name}_{n}", integer=True) for n, d in enumerate(tensor.shape))
-    # each axis sized: an index may read no axis directly (Pad's `grad[i + before]`), or none
-    # at all (Sum's gradient, constant along the summed axis)
-    sizes = tuple((a, d) for a, d in zip(axes, tensor.shape) if a != BATCH)
-    expr = _outputs_expanded(derivation, _summed(name, value)).xreplace(dict(zip(value.indices, axes)))
-    return Output(name, axes, expr, sizes=sizes, groups=tensor.groups)
 
 
 def _summed(name: str, value) -> sp.Expr:
