@@ -20,6 +20,7 @@ second order would keep them. Ops with list inputs or outputs are not derived ag
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 
 import sympy as sp
@@ -135,6 +136,16 @@ def _stopped_again(variant: OpVariant, expr: sp.Expr) -> sp.Expr:
     order of Polygamma), has no derivative at second order either. An input also read outside
     the marker (Pow's `y`, stopped in one branch) is differentiated. A composed op's stages
     count as split: a stopped stage (softmax's maximum) is read as stopped wherever it is."""
+    wrapped, tensors = _stopped(variant)
+    expr = expr.replace(lambda e: isinstance(e, sp.Indexed) and e.base in tensors, stop_gradient)
+    return expr.xreplace({e: stop_gradient(e) for e in wrapped if not (isinstance(e, sp.Indexed) and e.base in tensors)})
+
+
+@functools.lru_cache(maxsize=8)
+def _stopped(variant: OpVariant) -> tuple[frozenset, frozenset]:
+    """(the values `variant` stops, the tensors it reads only stopped), found once per variant:
+    `_stopped_again` restates every output and stage of its gradient op, and splitting the
+    stages of a composed op is not cheap."""
     exprs = [o.expr for o in variant.outputs + variant.stages]
     if variant.decl.kind != ELEMENTWISE:
         split = split_stages(variant)
@@ -146,8 +157,7 @@ def _stopped_again(variant: OpVariant, expr: sp.Expr) -> sp.Expr:
     # a tensor read only inside the marker (a maximum's stage) is stopped at any indices
     read_outside = {e.base for x in outside for e in x.atoms(sp.Indexed)}
     tensors = {e.base for e in wrapped if isinstance(e, sp.Indexed)} - read_outside
-    expr = expr.replace(lambda e: isinstance(e, sp.Indexed) and e.base in tensors, stop_gradient)
-    return expr.xreplace({e: stop_gradient(e) for e in wrapped if not (isinstance(e, sp.Indexed) and e.base in tensors)})
+    return frozenset(wrapped), frozenset(tensors)
 
 
 def _grad_input(derivation: Derivation, name: str, out: Output) -> TensorInput:
