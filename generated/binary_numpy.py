@@ -337,16 +337,22 @@ def floor_mod_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y
 
 def power(x, y):
     """Pow: z = x ** y (declared at ops/binary.py:80)."""
-    z = np.where(x > 0, x**y, np.where(y == 0, 1, x**y))
+    z = np.where(x > 0, x**y, np.where(y == 0, 1, np.where(y == 1, x, x**y)))
     return z
 
 
 def power_grad(grad, x, y, *, z=None):
     """Gradient of Pow: one array per input (x, y)."""
-    tmp0 = grad * x ** (y - 1) * y
-    tmp1 = x > 0
-    grad_x = _sum_to_shape(np.where(tmp1, tmp0, np.where(y == 0, 0, tmp0)), np.shape(x))
-    grad_y = _sum_to_shape(np.where(tmp1, grad * x**y * np.log(x), 0), np.shape(y))
+    tmp0 = x > 0
+    grad_x = _sum_to_shape(
+        np.where(
+            tmp0,
+            grad * y * x ** (y - 1),
+            np.where(y == 0, 0, np.where(y == 1, grad, grad * y * x ** (y - 1))),
+        ),
+        np.shape(x),
+    )
+    grad_y = _sum_to_shape(np.where(tmp0, grad * np.log(x) * x**y, 0), np.shape(y))
     return grad_x, grad_y
 
 
@@ -355,28 +361,37 @@ def power_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=Non
     tmp0 = np.log(x)
     tmp1 = grad_vjp_y * x**y
     tmp2 = x ** (y - 1)
-    tmp3 = grad_vjp_x * tmp2 * y
-    tmp4 = x > 0
-    tmp5 = y == 0
+    tmp3 = x > 0
+    tmp4 = y == 0
+    tmp5 = y == 1
     tmp6 = grad * tmp2
     tmp7 = tmp0 * tmp6 * y + tmp6
     tmp8 = grad * x ** (y - 2)
-    tmp9 = grad_vjp_x * (tmp8 * y**2 - tmp8 * y)
-    tmp10 = grad_vjp_x * tmp7
+    tmp9 = grad * x ** (y - 2)
     grad_grad = _sum_to_shape(
-        np.where(tmp4, tmp0 * tmp1 + tmp3, np.where(tmp5, 0, tmp3)), np.shape(grad)
+        np.where(
+            tmp3,
+            grad_vjp_x * tmp2 * y + tmp0 * tmp1,
+            np.where(tmp4, 0, np.where(tmp5, grad_vjp_x, grad_vjp_x * y * x ** (y - 1))),
+        ),
+        np.shape(grad),
     )
     grad_x = _sum_to_shape(
-        np.where(tmp4, grad_vjp_y * tmp7 + tmp9, np.where(tmp5, 0, tmp9)), np.shape(x)
+        np.where(
+            tmp3,
+            grad_vjp_x * (tmp8 * y**2 - tmp8 * y) + grad_vjp_y * tmp7,
+            np.where(tmp4 | tmp5, 0, grad_vjp_x * (tmp9 * y**2 - tmp9 * y)),
+        ),
+        np.shape(x),
     )
     grad_y = _sum_to_shape(
-        np.where(tmp4, grad * tmp0**2 * tmp1 + tmp10, np.where(tmp5, 0, tmp10)), np.shape(y)
+        np.where(tmp3, grad * tmp0**2 * tmp1 + grad_vjp_x * tmp7, 0), np.shape(y)
     )
     return grad_grad, grad_x, grad_y
 
 
 def maximum(x, y):
-    """Maximum: z = max(x, y) (declared at ops/binary.py:89)."""
+    """Maximum: z = max(x, y) (declared at ops/binary.py:90)."""
     z = np.where(x >= y, x, y)
     return z
 
@@ -396,7 +411,7 @@ def maximum_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=N
 
 
 def minimum(x, y):
-    """Minimum: z = min(x, y) (declared at ops/binary.py:96)."""
+    """Minimum: z = min(x, y) (declared at ops/binary.py:97)."""
     z = np.where(x <= y, x, y)
     return z
 
@@ -416,7 +431,7 @@ def minimum_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=N
 
 
 def squared_difference(x, y):
-    """SquaredDifference: z = (x - y) ** 2 (declared at ops/binary.py:103)."""
+    """SquaredDifference: z = (x - y) ** 2 (declared at ops/binary.py:104)."""
     z = (x - y) ** 2
     return z
 
@@ -453,7 +468,7 @@ def squared_difference_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=No
 
 
 def atan2(y, x):
-    """Atan2: z = the angle of the point (x, y), in (-pi, pi] (declared at ops/binary.py:110)."""
+    """Atan2: z = the angle of the point (x, y), in (-pi, pi] (declared at ops/binary.py:111)."""
     z = np.arctan2(y, x)
     return z
 
@@ -496,7 +511,7 @@ def atan2_grad_grad(grad_vjp_y, grad_vjp_x, grad, y, x, *, vjp_y=None, vjp_x=Non
 
 
 def xlogy(x, y):
-    """Xlogy: z = x * log(y), and 0 where x == 0 (declared at ops/binary.py:116)."""
+    """Xlogy: z = x * log(y), and 0 where x == 0 (declared at ops/binary.py:117)."""
     z = np.where(x == 0, 0, x * np.log(y))
     return z
 
@@ -528,7 +543,7 @@ def xlogy_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=Non
 
 
 def xdivy(x, y):
-    """Xdivy: z = x / y, and 0 where x == 0 (declared at ops/binary.py:123)."""
+    """Xdivy: z = x / y, and 0 where x == 0 (declared at ops/binary.py:124)."""
     z = np.where(x == 0, 0, x / y)
     return z
 
@@ -560,7 +575,7 @@ def xdivy_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=Non
 
 
 def xlog1py(x, y):
-    """Xlog1py: z = x * log(1 + y), and 0 where x == 0 (declared at ops/binary.py:130)."""
+    """Xlog1py: z = x * log(1 + y), and 0 where x == 0 (declared at ops/binary.py:131)."""
     z = np.where(x == 0, 0, x * np.log1p(y))
     return z
 
@@ -590,7 +605,7 @@ def xlog1py_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=N
 
 
 def div_no_nan(x, y):
-    """DivNoNan: z = x / y, and 0 where y == 0 (declared at ops/binary.py:137)."""
+    """DivNoNan: z = x / y, and 0 where y == 0 (declared at ops/binary.py:138)."""
     z = np.where(y == 0, 0, x / y)
     return z
 

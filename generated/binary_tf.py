@@ -9,7 +9,11 @@ Per op:
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
   for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula; the derived gradient is the backward either way. Where
+  the backward reads the op's outputs, it reads them again through `outputs_again`, so that a
+  second order (an outer tape) differentiates them by the derived gradient too, not by
+  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's
+  has no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -267,7 +271,13 @@ def real_div(x, y):
     @tf.custom_gradient
     def forward(x, y):
         def backward(grad):
+            z = outputs_again(x, y)
             return real_div_vjp(grad, x, y, z)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(x, y):
+            return tf.identity(z), backward
 
         kernel_outputs = _tf_kernel("RealDiv", 1, {"x": x, "y": y}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -304,7 +314,13 @@ def div(x, y):
     @tf.custom_gradient
     def forward(x, y):
         def backward(grad):
+            z = outputs_again(x, y)
             return div_vjp(grad, x, y, z)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(x, y):
+            return tf.identity(z), backward
 
         kernel_outputs = _tf_kernel("Div", 1, {"x": x, "y": y}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -418,8 +434,8 @@ def truncate_div(x, y):
                 / tf.where(~(x / y >= 0), tf.constant(1, x.dtype), y)
             ),
             tf.math.ceil(
-                tf.where((x / y >= 0), tf.constant(1, x.dtype), x)
-                / tf.where((x / y >= 0), tf.constant(1, x.dtype), y)
+                tf.where(x / y >= 0, tf.constant(1, x.dtype), x)
+                / tf.where(x / y >= 0, tf.constant(1, x.dtype), y)
             ),
         )
         return z, backward
@@ -466,18 +482,47 @@ _register("FloorMod", floor_mod_grad)
 
 def power_vjp(grad, x, y, z):
     """Gradient of Pow (declared at ops/binary.py:80): one per input (x, y)."""
-    tmp0 = grad * x ** (y - 1) * y
-    tmp1 = x > 0
+    tmp0 = x > 0
     grad_x = _sum_to_shape(
-        tf.where(tmp1, tmp0, tf.where(tf.equal(y, 0), tf.constant(0, grad.dtype), tmp0)), x
+        tf.where(
+            tmp0,
+            tf.where(~tmp0, tf.constant(1, grad.dtype), grad)
+            * tf.where(~tmp0, tf.constant(1, grad.dtype), y)
+            * tf.where(~tmp0, tf.constant(1, grad.dtype), x)
+            ** (tf.where(~tmp0, tf.constant(1, grad.dtype), y) - 1),
+            tf.where(
+                tf.equal(y, 0),
+                tf.constant(0, grad.dtype),
+                tf.where(
+                    tf.equal(y, 1),
+                    grad,
+                    tf.where(
+                        tmp0 | tf.equal(y, 0) | tf.equal(y, 1), tf.constant(1, grad.dtype), grad
+                    )
+                    * tf.where(
+                        tmp0 | tf.equal(y, 0) | tf.equal(y, 1), tf.constant(1, grad.dtype), y
+                    )
+                    * tf.where(
+                        tmp0 | tf.equal(y, 0) | tf.equal(y, 1), tf.constant(1, grad.dtype), x
+                    )
+                    ** (
+                        tf.where(
+                            tmp0 | tf.equal(y, 0) | tf.equal(y, 1), tf.constant(1, grad.dtype), y
+                        )
+                        - 1
+                    ),
+                ),
+            ),
+        ),
+        x,
     )
     grad_y = _sum_to_shape(
         tf.where(
-            tmp1,
-            tf.math.log(tf.where(~tmp1, tf.constant(1, grad.dtype), x))
-            * tf.where(~tmp1, tf.constant(1, grad.dtype), grad)
-            * tf.where(~tmp1, tf.constant(1, grad.dtype), x)
-            ** tf.where(~tmp1, tf.constant(1, grad.dtype), y),
+            tmp0,
+            tf.where(~tmp0, tf.constant(1, grad.dtype), grad)
+            * tf.math.log(tf.where(~tmp0, tf.constant(1, grad.dtype), x))
+            * tf.where(~tmp0, tf.constant(1, grad.dtype), x)
+            ** tf.where(~tmp0, tf.constant(1, grad.dtype), y),
             tf.constant(0, grad.dtype),
         ),
         y,
@@ -510,8 +555,14 @@ def power(x, y):
             tf.where(
                 tf.equal(y, 0),
                 tf.constant(1, x.dtype),
-                tf.where((x > 0) | tf.equal(y, 0), tf.constant(1, x.dtype), x)
-                ** tf.where((x > 0) | tf.equal(y, 0), tf.constant(1, x.dtype), y),
+                tf.where(
+                    tf.equal(y, 1),
+                    x,
+                    tf.where(tf.equal(y, 0) | tf.equal(y, 1) | (x > 0), tf.constant(1, x.dtype), x)
+                    ** tf.where(
+                        tf.equal(y, 0) | tf.equal(y, 1) | (x > 0), tf.constant(1, x.dtype), y
+                    ),
+                ),
             ),
         )
         return z, backward
@@ -523,7 +574,7 @@ _register("Pow", power_grad)
 
 
 def maximum_vjp(grad, x, y, z):
-    """Gradient of Maximum (declared at ops/binary.py:89): one per input (x, y)."""
+    """Gradient of Maximum (declared at ops/binary.py:90): one per input (x, y)."""
     tmp0 = x >= y
     grad_x = _sum_to_shape(tf.where(tmp0, grad, tf.constant(0, grad.dtype)), x)
     grad_y = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad), y)
@@ -558,7 +609,7 @@ _register("Maximum", maximum_grad)
 
 
 def minimum_vjp(grad, x, y, z):
-    """Gradient of Minimum (declared at ops/binary.py:96): one per input (x, y)."""
+    """Gradient of Minimum (declared at ops/binary.py:97): one per input (x, y)."""
     tmp0 = x <= y
     grad_x = _sum_to_shape(tf.where(tmp0, grad, tf.constant(0, grad.dtype)), x)
     grad_y = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad), y)
@@ -593,7 +644,7 @@ _register("Minimum", minimum_grad)
 
 
 def squared_difference_vjp(grad, x, y, z):
-    """Gradient of SquaredDifference (declared at ops/binary.py:103): one per input (x, y)."""
+    """Gradient of SquaredDifference (declared at ops/binary.py:104): one per input (x, y)."""
     tmp0 = 2 * x - 2 * y
     grad_x = _sum_to_shape(grad * tmp0, x)
     grad_y = _sum_to_shape(-grad * tmp0, y)
@@ -628,7 +679,7 @@ _register("SquaredDifference", squared_difference_grad)
 
 
 def atan2_vjp(grad, y, x, z):
-    """Gradient of Atan2 (declared at ops/binary.py:110): one per input (y, x)."""
+    """Gradient of Atan2 (declared at ops/binary.py:111): one per input (y, x)."""
     tmp0 = grad / (x**2 + y**2)
     grad_y = _sum_to_shape(tmp0 * x, y)
     grad_x = _sum_to_shape(-tmp0 * y, x)
@@ -663,7 +714,7 @@ _register("Atan2", atan2_grad)
 
 
 def xlogy_vjp(grad, x, y, z):
-    """Gradient of Xlogy (declared at ops/binary.py:116): one per input (x, y)."""
+    """Gradient of Xlogy (declared at ops/binary.py:117): one per input (x, y)."""
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     tmp0 = tf.equal(x, 0)
@@ -671,8 +722,8 @@ def xlogy_vjp(grad, x, y, z):
         tf.where(
             tmp0,
             tf.constant(0, grad.dtype),
-            tf.math.log(tf.where(tmp0, tf.constant(1, grad.dtype), y))
-            * tf.where(tmp0, tf.constant(1, grad.dtype), grad),
+            tf.where(tmp0, tf.constant(1, grad.dtype), grad)
+            * tf.math.log(tf.where(tmp0, tf.constant(1, grad.dtype), y)),
         ),
         x,
     )
@@ -710,8 +761,8 @@ def xlogy(x, y):
         z = tf.where(
             tf.equal(x, 0),
             tf.constant(0, x.dtype),
-            tf.math.log(tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), y))
-            * tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), x),
+            tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), x)
+            * tf.math.log(tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), y)),
         )
         return z, backward
 
@@ -722,7 +773,7 @@ _register("Xlogy", xlogy_grad)
 
 
 def xdivy_vjp(grad, x, y, z):
-    """Gradient of Xdivy (declared at ops/binary.py:123): one per input (x, y)."""
+    """Gradient of Xdivy (declared at ops/binary.py:124): one per input (x, y)."""
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     tmp0 = tf.equal(x, 0)
@@ -781,14 +832,14 @@ _register("Xdivy", xdivy_grad)
 
 
 def xlog1py_vjp(grad, x, y, z):
-    """Gradient of Xlog1py (declared at ops/binary.py:130): one per input (x, y)."""
+    """Gradient of Xlog1py (declared at ops/binary.py:131): one per input (x, y)."""
     tmp0 = tf.equal(x, 0)
     grad_x = _sum_to_shape(
         tf.where(
             tmp0,
             tf.constant(0, grad.dtype),
-            tf.math.log1p(tf.where(tmp0, tf.constant(1, grad.dtype), y))
-            * tf.where(tmp0, tf.constant(1, grad.dtype), grad),
+            tf.where(tmp0, tf.constant(1, grad.dtype), grad)
+            * tf.math.log1p(tf.where(tmp0, tf.constant(1, grad.dtype), y)),
         ),
         x,
     )
@@ -826,8 +877,8 @@ def xlog1py(x, y):
         z = tf.where(
             tf.equal(x, 0),
             tf.constant(0, x.dtype),
-            tf.math.log1p(tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), y))
-            * tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), x),
+            tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), x)
+            * tf.math.log1p(tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), y)),
         )
         return z, backward
 
@@ -838,7 +889,7 @@ _register("Xlog1py", xlog1py_grad)
 
 
 def div_no_nan_vjp(grad, x, y, z):
-    """Gradient of DivNoNan (declared at ops/binary.py:137): one per input (x, y)."""
+    """Gradient of DivNoNan (declared at ops/binary.py:138): one per input (x, y)."""
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     tmp0 = tf.equal(y, 0)

@@ -9,7 +9,11 @@ Per op:
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
   for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula; the derived gradient is the backward either way. Where
+  the backward reads the op's outputs, it reads them again through `outputs_again`, so that a
+  second order (an outer tape) differentiates them by the derived gradient too, not by
+  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's
+  has no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
   Where it reads forward stages (intermediates) it takes them as keywords, computing them
   again when they are not given: the wrapper passes its forward's; the registered gradient
@@ -619,7 +623,13 @@ def cosine_similarity(x, y, *, epsilon=1e-08):
         sum1 = sum2 = None  # stages: the formula computes them, TensorFlow's kernel does not
 
         def backward(grad):
+            output = outputs_again(x, y)
             return cosine_similarity_vjp(grad, x, y, output, epsilon=epsilon, sum1=sum1, sum2=sum2)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(x, y):
+            return tf.identity(output), backward
 
         kernel_outputs = _tf_kernel("CosineSimilarity", 1, {"x": x, "y": y}, {"epsilon": epsilon})
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -662,7 +672,13 @@ def rbf_kernel(x, y, *, length_scale=1.0):
     @tf.custom_gradient
     def forward(x, y):
         def backward(grad):
+            kernel = outputs_again(x, y)
             return rbf_kernel_vjp(grad, x, y, kernel, length_scale=length_scale)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(x, y):
+            return tf.identity(kernel), backward
 
         kernel_outputs = _tf_kernel(
             "RbfKernel", 1, {"x": x, "y": y}, {"length_scale": length_scale}

@@ -9,7 +9,11 @@ Per op:
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
   for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula; the derived gradient is the backward either way. Where
+  the backward reads the op's outputs, it reads them again through `outputs_again`, so that a
+  second order (an outer tape) differentiates them by the derived gradient too, not by
+  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's
+  has no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -1757,6 +1761,7 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     @tf.custom_gradient
     def forward(input):
         def backward(grad):
+            output = outputs_again(input)
             return max_pool_vjp(
                 grad,
                 input,
@@ -1766,6 +1771,11 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
                 ksize=ksize,
                 strides=strides,
             )
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(input):
+            return tf.identity(output), backward
 
         kernel_outputs = (
             _tf_kernel(
@@ -2176,9 +2186,15 @@ def max_pool_v2(input, *, padding="VALID", ksize, strides):
     @tf.custom_gradient
     def forward(input):
         def backward(grad):
+            output = outputs_again(input)
             return max_pool_v2_vjp(
                 grad, input, output, padding=padding, ksize=ksize, strides=strides
             )
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(input):
+            return tf.identity(output), backward
 
         kernel_outputs = (
             _tf_kernel("MaxPoolV2", 1, {"input": input}, kernel_attrs)

@@ -9,6 +9,11 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 
 
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are, without a copy."""
+    return np.conj(x) if np.iscomplexobj(x) else x
+
+
 def _sum_to_shape(g, shape):
     """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
     if np.shape(g) == tuple(shape):
@@ -149,6 +154,65 @@ def concat_v2_grad(grad, *values, output=None, axis=-1):
         grads = (grad_values_0, grad_values_1, grad_values_2)
     else:
         raise ValueError(f"ConcatV2: unsupported attributes N={N!r}, axis={axis!r}")
+    return grads
+
+
+def concat_v2_grad_grad(grad_vjp_values, grad, *values, vjp_values=None, axis=-1):
+    """Second order of ConcatV2: the gradient of concat_v2_grad: one array per input (grad, *values)."""
+    N = len(values)
+    axis = axis - np.ndim(values[0]) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if N == 2 and axis == -1:
+        values_0, values_1 = values
+        grad_vjp_values_0, grad_vjp_values_1 = grad_vjp_values
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = _gather(grad_vjp_values_0, t0, -1)
+        t2 = np.shape(values_0)[-1]
+        t3 = t0 - t2
+        t4 = _gather(grad_vjp_values_1, t3, -1)
+        grad_grad = t1 + t4
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grads = (grad_grad, None, None)
+    elif N == 2 and axis == -2:
+        values_0, values_1 = values
+        grad_vjp_values_0, grad_vjp_values_1 = grad_vjp_values
+        t0 = np.arange(np.shape(grad)[-2])
+        t1 = _gather(grad_vjp_values_0, t0, -2)
+        t2 = np.shape(values_0)[-2]
+        t3 = t0 - t2
+        t4 = _gather(grad_vjp_values_1, t3, -2)
+        grad_grad = t1 + t4
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grads = (grad_grad, None, None)
+    elif N == 3 and axis == -1:
+        values_0, values_1, values_2 = values
+        grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2 = grad_vjp_values
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = _gather(grad_vjp_values_0, t0, -1)
+        t2 = np.shape(values_0)[-1]
+        t3 = t0 - t2
+        t4 = _gather(grad_vjp_values_1, t3, -1)
+        t5 = np.shape(values_1)[-1]
+        t6 = t0 - t2 - t5
+        t7 = _gather(grad_vjp_values_2, t6, -1)
+        grad_grad = t1 + t4 + t7
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grads = (grad_grad, None, None, None)
+    elif N == 3 and axis == -2:
+        values_0, values_1, values_2 = values
+        grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2 = grad_vjp_values
+        t0 = np.arange(np.shape(grad)[-2])
+        t1 = _gather(grad_vjp_values_0, t0, -2)
+        t2 = np.shape(values_0)[-2]
+        t3 = t0 - t2
+        t4 = _gather(grad_vjp_values_1, t3, -2)
+        t5 = np.shape(values_1)[-2]
+        t6 = t0 - t2 - t5
+        t7 = _gather(grad_vjp_values_2, t6, -2)
+        grad_grad = t1 + t4 + t7
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grads = (grad_grad, None, None, None)
+    else:
+        raise ValueError(f"ConcatV2Grad: unsupported attributes N={N!r}, axis={axis!r}")
     return grads
 
 
@@ -479,6 +543,51 @@ def pack_grad(grad, *values, output=None, axis=-1):
     return grads
 
 
+def pack_grad_grad(grad_vjp_values, grad, *values, vjp_values=None, axis=-1):
+    """Second order of Pack: the gradient of pack_grad: one array per input (grad, *values)."""
+    N = len(values)
+    axis = axis - (np.ndim(values[0]) + 1) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if N == 2 and axis == -1:
+        values_0, values_1 = values
+        grad_vjp_values_0, grad_vjp_values_1 = grad_vjp_values
+        grad_grad = np.stack([grad_vjp_values_0, grad_vjp_values_1], axis=-1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grads = (grad_grad, None, None)
+    elif N == 2 and axis == -2:
+        values_0, values_1 = values
+        grad_vjp_values_0, grad_vjp_values_1 = grad_vjp_values
+        grad_grad = np.stack([grad_vjp_values_0, grad_vjp_values_1], axis=-2)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grads = (grad_grad, None, None)
+    elif N == 2 and axis == -3:
+        values_0, values_1 = values
+        grad_vjp_values_0, grad_vjp_values_1 = grad_vjp_values
+        grad_grad = np.stack([grad_vjp_values_0, grad_vjp_values_1], axis=-3)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grads = (grad_grad, None, None)
+    elif N == 3 and axis == -1:
+        values_0, values_1, values_2 = values
+        grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2 = grad_vjp_values
+        grad_grad = np.stack([grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2], axis=-1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grads = (grad_grad, None, None, None)
+    elif N == 3 and axis == -2:
+        values_0, values_1, values_2 = values
+        grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2 = grad_vjp_values
+        grad_grad = np.stack([grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2], axis=-2)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grads = (grad_grad, None, None, None)
+    elif N == 3 and axis == -3:
+        values_0, values_1, values_2 = values
+        grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2 = grad_vjp_values
+        grad_grad = np.stack([grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2], axis=-3)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grads = (grad_grad, None, None, None)
+    else:
+        raise ValueError(f"PackGrad: unsupported attributes N={N!r}, axis={axis!r}")
+    return grads
+
+
 def unpack(value, *, num=2, axis=-1):
     """Unpack: `value` taken apart along axis `axis` (of `num` entries), that axis dropped (declared at ops/list_ops.py:115)."""
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
@@ -590,4 +699,25 @@ def add_n_grad(grad, *inputs, sum=None):
         grads = (grad_inputs_0, grad_inputs_1, grad_inputs_2)
     else:
         raise ValueError(f"AddN: unsupported attributes N={N!r}")
+    return grads
+
+
+def add_n_grad_grad(grad_vjp_inputs, grad, *inputs, vjp_inputs=None):
+    """Second order of AddN: the gradient of add_n_grad: one array per input (grad, *inputs)."""
+    N = len(inputs)
+    grad = _conj(grad)
+    if N == 2:
+        inputs_0, inputs_1 = inputs
+        grad_vjp_inputs_0, grad_vjp_inputs_1 = grad_vjp_inputs
+        grad_grad = grad_vjp_inputs_0 + grad_vjp_inputs_1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grads = (grad_grad, None, None)
+    elif N == 3:
+        inputs_0, inputs_1, inputs_2 = inputs
+        grad_vjp_inputs_0, grad_vjp_inputs_1, grad_vjp_inputs_2 = grad_vjp_inputs
+        grad_grad = grad_vjp_inputs_0 + grad_vjp_inputs_1 + grad_vjp_inputs_2
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grads = (grad_grad, None, None, None)
+    else:
+        raise ValueError(f"AddNGrad: unsupported attributes N={N!r}")
     return grads

@@ -9,7 +9,11 @@ Per op:
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
   for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula; the derived gradient is the backward either way. Where
+  the backward reads the op's outputs, it reads them again through `outputs_again`, so that a
+  second order (an outer tape) differentiates them by the derived gradient too, not by
+  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's
+  has no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
   Where it reads forward stages (intermediates) it takes them as keywords, computing them
   again when they are not given: the wrapper passes its forward's; the registered gradient
@@ -135,7 +139,13 @@ def softmax(logits):
     @tf.custom_gradient
     def forward(logits):
         def backward(grad):
+            softmax = outputs_again(logits)
             return softmax_vjp(grad, logits, softmax)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(logits):
+            return tf.identity(softmax), backward
 
         kernel_outputs = _tf_kernel("Softmax", 1, {"logits": logits}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -173,7 +183,13 @@ def log_softmax(logits):
     @tf.custom_gradient
     def forward(logits):
         def backward(grad):
+            logsoftmax = outputs_again(logits)
             return log_softmax_vjp(grad, logits, logsoftmax)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(logits):
+            return tf.identity(logsoftmax), backward
 
         kernel_outputs = _tf_kernel("LogSoftmax", 1, {"logits": logits}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -257,9 +273,15 @@ def softmax_cross_entropy_with_logits(features, labels):
         ext1 = sum1 = None  # stages: the formula computes them, TensorFlow's kernel does not
 
         def backward(grad_loss, grad_backprop):
+            loss, backprop = outputs_again(features, labels)
             return softmax_cross_entropy_with_logits_vjp(
                 grad_loss, grad_backprop, features, labels, loss, backprop, ext1=ext1, sum1=sum1
             )
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(features, labels):
+            return (tf.identity(loss), tf.identity(backprop)), backward
 
         kernel_outputs = _tf_kernel(
             "SoftmaxCrossEntropyWithLogits", 2, {"features": features, "labels": labels}, {}

@@ -9,7 +9,11 @@ Per op:
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
   for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula; the derived gradient is the backward either way. Where
+  the backward reads the op's outputs, it reads them again through `outputs_again`, so that a
+  second order (an outer tape) differentiates them by the derived gradient too, not by
+  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's
+  has no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
   Where it reads forward stages (intermediates) it takes them as keywords, computing them
   again when they are not given: the wrapper passes its forward's; the registered gradient
@@ -394,7 +398,13 @@ def euclidean_norm(input, *, axis=-1, keep_dims=False):
     @tf.custom_gradient
     def forward(input):
         def backward(grad):
+            output = outputs_again(input)
             return euclidean_norm_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(input):
+            return tf.identity(output), backward
 
         kernel_outputs = (
             _tf_kernel("EuclideanNorm", 1, {"input": input}, kernel_attrs)
@@ -457,7 +467,13 @@ def reduce_log_sum_exp(input):
     @tf.custom_gradient
     def forward(input):
         def backward(grad):
+            output = outputs_again(input)
             return reduce_log_sum_exp_vjp(grad, input, output)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(input):
+            return tf.identity(output), backward
 
         kernel_outputs = _tf_kernel("ReduceLogSumExp", 1, {"input": input}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -781,7 +797,13 @@ def reduce_max(input, *, axis=-1, keep_dims=False):
     @tf.custom_gradient
     def forward(input):
         def backward(grad):
+            output = outputs_again(input)
             return reduce_max_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(input):
+            return tf.identity(output), backward
 
         kernel_outputs = (
             _tf_kernel("Max", 1, {"input": input}, kernel_attrs)
@@ -927,7 +949,13 @@ def reduce_min(input, *, axis=-1, keep_dims=False):
     @tf.custom_gradient
     def forward(input):
         def backward(grad):
+            output = outputs_again(input)
             return reduce_min_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(input):
+            return tf.identity(output), backward
 
         kernel_outputs = (
             _tf_kernel("Min", 1, {"input": input}, kernel_attrs)

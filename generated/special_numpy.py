@@ -265,7 +265,7 @@ def spence(x):
 def spence_grad(grad, x, *, y=None):
     """Gradient of Spence: one array per input (x)."""
     tmp0 = 1 - x
-    grad_x = np.where(x == 1, -grad, -grad * -np.log(1 - tmp0) / tmp0)
+    grad_x = np.where(x == 1, -grad, -grad * (-np.log(1 - tmp0)) / tmp0)
     return (grad_x,)
 
 

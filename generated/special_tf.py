@@ -9,7 +9,11 @@ Per op:
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
   for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula; the derived gradient is the backward either way. Where
+  the backward reads the op's outputs, it reads them again through `outputs_again`, so that a
+  second order (an outer tape) differentiates them by the derived gradient too, not by
+  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's
+  has no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -343,9 +347,9 @@ def expint_vjp(grad, x, y):
     """Gradient of Expint (declared at ops/special.py:68): one per input (x)."""
     grad_x = tf.where(
         x >= 0,
-        tf.math.exp(tf.where(~(x >= 0), tf.constant(1, grad.dtype), x))
-        * tf.where(~(x >= 0), tf.constant(1, grad.dtype), grad)
-        / tf.where(~(x >= 0), tf.constant(1, grad.dtype), x),
+        tf.where(x < 0, tf.constant(1, grad.dtype), grad)
+        * tf.math.exp(tf.where(x < 0, tf.constant(1, grad.dtype), x))
+        / tf.where(x < 0, tf.constant(1, grad.dtype), x),
         tf.constant(0, grad.dtype),
     )
     return (grad_x,)
@@ -450,13 +454,13 @@ _register("FresnelSin", fresnel_sin_grad)
 
 def spence_vjp(grad, x, y):
     """Gradient of Spence (declared at ops/special.py:86): one per input (x)."""
-    tmp0 = 1 - x
+    tmp0 = 1 - tf.where(tf.equal(x, 1), tf.constant(1, grad.dtype), x)
     grad_x = tf.where(
         tf.equal(x, 1),
         -grad,
-        --tf.math.log(1 - tf.where(tf.equal(x, 1), tf.constant(1, grad.dtype), tmp0))
-        * tf.where(tf.equal(x, 1), tf.constant(1, grad.dtype), grad)
-        / tf.where(tf.equal(x, 1), tf.constant(1, grad.dtype), tmp0),
+        -tf.where(tf.equal(x, 1), tf.constant(1, grad.dtype), grad)
+        * (-tf.math.log(1 - tmp0))
+        / tmp0,
     )
     return (grad_x,)
 
@@ -586,7 +590,13 @@ def bessel_i0e(x):
     @tf.custom_gradient
     def forward(x):
         def backward(grad):
+            y = outputs_again(x)
             return bessel_i0e_vjp(grad, x, y)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(x):
+            return tf.identity(y), backward
 
         kernel_outputs = _tf_kernel("BesselI0e", 1, {"x": x}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -631,7 +641,13 @@ def bessel_i1e(x):
     @tf.custom_gradient
     def forward(x):
         def backward(grad):
+            y = outputs_again(x)
             return bessel_i1e_vjp(grad, x, y)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(x):
+            return tf.identity(y), backward
 
         kernel_outputs = _tf_kernel("BesselI1e", 1, {"x": x}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -811,7 +827,13 @@ def bessel_k0e(x):
     @tf.custom_gradient
     def forward(x):
         def backward(grad):
+            y = outputs_again(x)
             return bessel_k0e_vjp(grad, x, y)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(x):
+            return tf.identity(y), backward
 
         kernel_outputs = _tf_kernel("BesselK0e", 1, {"x": x}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -851,7 +873,13 @@ def bessel_k1e(x):
     @tf.custom_gradient
     def forward(x):
         def backward(grad):
+            y = outputs_again(x)
             return bessel_k1e_vjp(grad, x, y)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(x):
+            return tf.identity(y), backward
 
         kernel_outputs = _tf_kernel("BesselK1e", 1, {"x": x}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel

@@ -9,7 +9,11 @@ Per op:
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
   for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula; the derived gradient is the backward either way. Where
+  the backward reads the op's outputs, it reads them again through `outputs_again`, so that a
+  second order (an outer tape) differentiates them by the derived gradient too, not by
+  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's
+  has no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -116,7 +120,13 @@ def sigmoid(x):
     @tf.custom_gradient
     def forward(x):
         def backward(grad):
+            y = outputs_again(x)
             return sigmoid_vjp(grad, x, y)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(x):
+            return tf.identity(y), backward
 
         kernel_outputs = _tf_kernel("Sigmoid", 1, {"x": x}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -150,7 +160,13 @@ def tanh(x):
     @tf.custom_gradient
     def forward(x):
         def backward(grad):
+            y = outputs_again(x)
             return tanh_vjp(grad, x, y)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(x):
+            return tf.identity(y), backward
 
         kernel_outputs = _tf_kernel("Tanh", 1, {"x": x}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -184,7 +200,13 @@ def exp(x):
     @tf.custom_gradient
     def forward(x):
         def backward(grad):
+            y = outputs_again(x)
             return exp_vjp(grad, x, y)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(x):
+            return tf.identity(y), backward
 
         kernel_outputs = _tf_kernel("Exp", 1, {"x": x}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -286,7 +308,13 @@ def expm1(x):
     @tf.custom_gradient
     def forward(x):
         def backward(grad):
+            y = outputs_again(x)
             return expm1_vjp(grad, x, y)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(x):
+            return tf.identity(y), backward
 
         kernel_outputs = _tf_kernel("Expm1", 1, {"x": x}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -320,7 +348,13 @@ def sqrt(x):
     @tf.custom_gradient
     def forward(x):
         def backward(grad):
+            y = outputs_again(x)
             return sqrt_vjp(grad, x, y)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(x):
+            return tf.identity(y), backward
 
         kernel_outputs = _tf_kernel("Sqrt", 1, {"x": x}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -354,7 +388,13 @@ def rsqrt(x):
     @tf.custom_gradient
     def forward(x):
         def backward(grad):
+            y = outputs_again(x)
             return rsqrt_vjp(grad, x, y)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(x):
+            return tf.identity(y), backward
 
         kernel_outputs = _tf_kernel("Rsqrt", 1, {"x": x}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -388,7 +428,13 @@ def reciprocal(x):
     @tf.custom_gradient
     def forward(x):
         def backward(grad):
+            y = outputs_again(x)
             return reciprocal_vjp(grad, x, y)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(x):
+            return tf.identity(y), backward
 
         kernel_outputs = _tf_kernel("Reciprocal", 1, {"x": x}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -422,7 +468,13 @@ def inv(x):
     @tf.custom_gradient
     def forward(x):
         def backward(grad):
+            y = outputs_again(x)
             return inv_vjp(grad, x, y)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(x):
+            return tf.identity(y), backward
 
         kernel_outputs = _tf_kernel("Inv", 1, {"x": x}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -558,7 +610,13 @@ def tan(x):
     @tf.custom_gradient
     def forward(x):
         def backward(grad):
+            y = outputs_again(x)
             return tan_vjp(grad, x, y)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(x):
+            return tf.identity(y), backward
 
         kernel_outputs = _tf_kernel("Tan", 1, {"x": x}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -938,12 +996,12 @@ def softplus(features):
         # else the declared formula
         activations = tf.where(
             features > 0,
-            tf.math.log1p(
+            tf.where(~(features > 0), tf.constant(1, features.dtype), features)
+            + tf.math.log1p(
                 tf.math.exp(-tf.where(~(features > 0), tf.constant(1, features.dtype), features))
-            )
-            + tf.where(~(features > 0), tf.constant(1, features.dtype), features),
+            ),
             tf.math.log1p(
-                tf.math.exp(tf.where((features > 0), tf.constant(1, features.dtype), features))
+                tf.math.exp(tf.where(features > 0, tf.constant(1, features.dtype), features))
             ),
         )
         return activations, backward
@@ -972,7 +1030,13 @@ def softsign(features):
     @tf.custom_gradient
     def forward(features):
         def backward(grad):
+            activations = outputs_again(features)
             return softsign_vjp(grad, features, activations)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(features):
+            return tf.identity(activations), backward
 
         kernel_outputs = _tf_kernel("Softsign", 1, {"features": features}, {})
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -1063,8 +1127,8 @@ def elu_vjp(grad, features, activations):
     grad_features = tf.where(
         features > 0,
         grad,
-        tf.math.exp(tf.where((features > 0), tf.constant(1, grad.dtype), features))
-        * tf.where((features > 0), tf.constant(1, grad.dtype), grad),
+        tf.where(features > 0, tf.constant(1, grad.dtype), grad)
+        * tf.math.exp(tf.where(features > 0, tf.constant(1, grad.dtype), features)),
     )
     return (grad_features,)
 
@@ -1090,7 +1154,7 @@ def elu(features):
         activations = tf.where(
             features > 0,
             features,
-            tf.math.expm1(tf.where((features > 0), tf.constant(1, features.dtype), features)),
+            tf.math.expm1(tf.where(features > 0, tf.constant(1, features.dtype), features)),
         )
         return activations, backward
 
@@ -1106,8 +1170,8 @@ def selu_vjp(grad, features, activations):
         features >= 0,
         1.0507009873554805 * grad,
         1.7580993408473768
-        * tf.math.exp(tf.where((features >= 0), tf.constant(1, grad.dtype), features))
-        * tf.where((features >= 0), tf.constant(1, grad.dtype), grad),
+        * tf.where(features >= 0, tf.constant(1, grad.dtype), grad)
+        * tf.math.exp(tf.where(features >= 0, tf.constant(1, grad.dtype), features)),
     )
     return (grad_features,)
 
@@ -1134,7 +1198,7 @@ def selu(features):
             features >= 0,
             1.0507009873554805 * features,
             1.7580993408473768
-            * tf.math.expm1(tf.where((features >= 0), tf.constant(1, features.dtype), features)),
+            * tf.math.expm1(tf.where(features >= 0, tf.constant(1, features.dtype), features)),
         )
         return activations, backward
 

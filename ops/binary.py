@@ -82,8 +82,9 @@ def power(x, y):
     """z = x ** y."""
     # real only: for complex x TensorFlow guards `x != 0` instead, which this does not state
     # dz/dy = z * log(x) only where x > 0; 0 where x <= 0, as TensorFlow's PowGrad (real dtypes);
-    # x**0 is 1 for every x <= 0 too: dz/dx = 0 there, where y * x**(y - 1) is 0 * inf at x = 0
-    return sp.Piecewise((x**y, x > 0), (1, sp.Eq(y, 0)), (x ** stop_gradient(y), True))
+    # x**0 is 1 and x**1 is x for every x <= 0 too: there d/dx is 0 and d2/dx2 is 0, where
+    # y * x**(y - 1) is 0 * inf at x = 0 (y = 0), and y * (y - 1) * x**(y - 2) (y = 1)
+    return sp.Piecewise((x**y, x > 0), (1, sp.Eq(y, 0)), (x, sp.Eq(y, 1)), (x ** stop_gradient(y), True))
 
 
 @elementwise("Maximum", outputs=Z)

@@ -153,19 +153,28 @@ def _check_names(variant: OpVariant) -> None:
 
 
 def _derive_elementwise(variant: OpVariant) -> Derivation:
+    forward = {o.name: strip_stop_gradient(o.expr) for o in variant.outputs}
+    return Derivation(variant, grad_names(variant), forward, elementwise_vjp(variant))
+
+
+def elementwise_vjp(variant: OpVariant, stopped: bool = False) -> dict:
+    """Input name -> its gradient (None: none) of an elementwise variant; with `stopped`,
+    what the declaration stops still marked `stop_gradient` in it (Pow's `y` in
+    `x ** stop_gradient(y)`: its partial in x is `stop_gradient(y) * x ** (stop_gradient(y) - 1)`),
+    as the gradient op declares it to be differentiated again."""
     grads = [sp.Symbol(n, real=True) for n in grad_names(variant)]
     vjp = {}
     for inp in variant.inputs:
         total = sp.S.Zero
         for out, grad in zip(variant.outputs, grads):
-            total += grad * _partial(variant, out.expr, inp.base)
+            total += grad * _partial(variant, out.expr, inp.base, stopped)
         vjp[inp.name] = None if total == 0 else sp.piecewise_fold(total)
-    forward = {o.name: strip_stop_gradient(o.expr) for o in variant.outputs}
-    return Derivation(variant, grad_names(variant), forward, vjp)
+    return vjp
 
 
-def _partial(variant: OpVariant, expr: sp.Expr, wrt) -> sp.Expr:
-    """d(expr)/d(wrt) by SymPy, refusing results SymPy left unevaluated."""
+def _partial(variant: OpVariant, expr: sp.Expr, wrt, stopped: bool = False) -> sp.Expr:
+    """d(expr)/d(wrt) by SymPy, refusing results SymPy left unevaluated; `stop_gradient`
+    markers stripped unless `stopped`."""
     d = sp.diff(expr, wrt)
     if d.has(sp.Derivative, sp.Subs):
         stuck = sorted(str(e.expr) for e in d.atoms(sp.Derivative, sp.Subs))
@@ -177,7 +186,7 @@ def _partial(variant: OpVariant, expr: sp.Expr, wrt) -> sp.Expr:
             variant.decl.name,
             variant.decl.location,
         )
-    return without_dead_branches(strip_stop_gradient(d))
+    return without_dead_branches(d if stopped else strip_stop_gradient(d))
 
 
 def without_dead_branches(expr: sp.Expr) -> sp.Expr:

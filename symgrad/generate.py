@@ -59,7 +59,9 @@ def _second_order(raw: list) -> OpCode | None:
         code = complex_form(code, raw[0].grad_names)
     # a cotangent per input of the op, as `<op>_grad` returns a gradient per input (unused
     # where that is None: positions, inputs declared without a gradient)
-    return dataclasses.replace(code, grads=tuple(f"grad_{PREFIX}{t.name}" for t in raw[0].variant.inputs))
+    variadic = raw[0].variant.decl.variadic  # `<op>_grad` returns its list's gradients as one
+    names = (variadic,) if variadic else tuple(t.name for t in raw[0].variant.inputs)
+    return dataclasses.replace(code, grads=tuple(f"grad_{PREFIX}{name}" for name in names))
 
 
 def generate(

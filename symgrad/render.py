@@ -219,8 +219,22 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
         "none_positions": none_positions,
         # a list output's upstream gradients arrive one per tensor; the vjp takes them as one
         "grad_params": f"*{op.grads[0]}" if op.list_output else ", ".join(op.grads),
+        "outputs_again": _outputs_again(op),
         **_kernel_call(op),
     }
+
+
+def _outputs_again(op: ir.OpCode) -> str:
+    """The wrapper's outputs as its backward reads them again, one `tf.identity` each (a list
+    output's per tensor), or "" where the gradient reads no output: the forward's outputs
+    themselves would be differentiated, at second order, through TensorFlow's own gradient of
+    its kernel (NaN where the derived one is finite, wrong where TensorFlow's is)."""
+    if not op.outputs_used:
+        return ""
+    if op.list_output:
+        return f"[tf.identity(t) for t in {op.outputs[0]}]"
+    again = [f"tf.identity({o})" for o in op.outputs]
+    return again[0] if len(again) == 1 else f"({', '.join(again)})"
 
 
 def _kernel_call(op: ir.OpCode) -> dict:

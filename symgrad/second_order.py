@@ -27,7 +27,7 @@ import sympy as sp
 from sympy.concrete.expr_with_limits import ExprWithLimits
 
 from symgrad.declare import BATCH, BATCH_DIM, ELEMENTWISE, OpVariant, Output, Tensor, TensorInput, stop_gradient
-from symgrad.derive import Derivation, derive
+from symgrad.derive import Derivation, derive, elementwise_vjp
 from symgrad.errors import SymgradError
 from symgrad.ir import Assign, Conj, OpCode
 from symgrad.simplify import simplify
@@ -39,7 +39,7 @@ PREFIX = "vjp_"  # G's outputs: vjp_<input>; its upstream gradients: grad_vjp_<i
 def supported(derivation: Derivation) -> bool:
     """Whether this derivation's gradient op can be declared (see the module's docstring)."""
     variant = derivation.variant
-    lists = variant.decl.variadic or any(o.list_name for o in variant.outputs)
+    lists = any(o.list_name for o in variant.outputs)
     any_gradient = any(v is not None for v in derivation.vjp.values())  # else nothing to derive
     return not lists and any_gradient
 
@@ -51,15 +51,19 @@ def gradient_op(derivation: Derivation) -> OpVariant:
     with_gradient = [t for t in variant.inputs if derivation.vjp[t.name] is not None]
     if variant.decl.kind == ELEMENTWISE:
         grads = tuple(TensorInput(g, sp.Symbol(g, real=True)) for g in derivation.grad_names)
-        outputs = tuple(
-            Output(PREFIX + t.name, (), _stopped_again(variant, derivation.vjp[t.name])) for t in with_gradient
-        )
+        stopped = elementwise_vjp(variant, stopped=True)
+        outputs = tuple(Output(PREFIX + t.name, (), stopped[t.name]) for t in with_gradient)
     else:
         grads = tuple(_grad_input(derivation, g, o) for g, o in zip(derivation.grad_names, variant.outputs))
         # the outputs' own index names: `x_0` would be taken by the engine for input x's first axis
         outputs = tuple(
             _value_output(derivation, PREFIX + t.name, derivation.vjp[t.name], t.base, "_", t.groups)
             for t in with_gradient
+        )
+    if variant.decl.variadic:  # a list input's gradients: a list output
+        listed = {PREFIX + t.name for t in variant.inputs if t.name.startswith(f"{variant.decl.variadic}_")}
+        outputs = tuple(
+            dataclasses.replace(o, list_name=PREFIX + variant.decl.variadic) if o.name in listed else o for o in outputs
         )
     stages = _gradient_stages(derivation) if derivation.staging is not None else ()
     outputs, stages = _read_as_declared(grads + variant.inputs, outputs, stages, derivation.staging)
@@ -130,12 +134,12 @@ def _sizes(indices: tuple, base) -> tuple:
 
 
 def _stopped_again(variant: OpVariant, expr: sp.Expr) -> sp.Expr:
-    """`expr` with what the declaration wraps in `stop_gradient` wrapped again wherever it
-    occurs, since the first-order derivation strips the marker once derivatives are taken: a
-    compound value (FloorMod's `floor(x / y)`), or an input read nowhere else (Zeta's `x`, the
-    order of Polygamma), has no derivative at second order either. An input also read outside
-    the marker (Pow's `y`, stopped in one branch) is differentiated. A composed op's stages
-    count as split: a stopped stage (softmax's maximum) is read as stopped wherever it is."""
+    """An index op's `expr` with what the declaration wraps in `stop_gradient` wrapped again
+    wherever it occurs, since its first-order derivation strips the marker (an elementwise
+    op's gradient op keeps the markers: `elementwise_vjp`): a compound value, or an input read
+    nowhere else, has no derivative at second order either; an input also read outside the
+    marker is differentiated. A composed op's stages count as split: a stopped stage
+    (softmax's maximum) is read as stopped wherever it is."""
     wrapped, tensors = _stopped(variant)
     expr = expr.replace(lambda e: isinstance(e, sp.Indexed) and e.base in tensors, stop_gradient)
     return expr.xreplace({e: stop_gradient(e) for e in wrapped if not (isinstance(e, sp.Indexed) and e.base in tensors)})
@@ -146,10 +150,8 @@ def _stopped(variant: OpVariant) -> tuple[frozenset, frozenset]:
     """(the values `variant` stops, the tensors it reads only stopped), found once per variant:
     `_stopped_again` restates every output and stage of its gradient op, and splitting the
     stages of a composed op is not cheap."""
-    exprs = [o.expr for o in variant.outputs + variant.stages]
-    if variant.decl.kind != ELEMENTWISE:
-        split = split_stages(variant)
-        exprs += [o.expr for o in split.stages + split.outputs]
+    split = split_stages(variant)
+    exprs = [o.expr for o in variant.outputs + variant.stages + split.stages + split.outputs]
     stopped = {e.args[0] for x in exprs for e in x.atoms(stop_gradient)}
     outside = [x.replace(lambda e: isinstance(e, stop_gradient), lambda e: sp.S.Zero) for x in exprs]
     unstopped = set().union(*(x.free_symbols for x in outside))
@@ -207,16 +209,26 @@ def complex_form(code: OpCode, grads: tuple[str, ...]) -> OpCode:
     back to K. A no-op on real dtypes."""
     taken = set(grads) | set(code.outputs_used)
     prologue = code.vjp.prologue + tuple(Assign(n, Conj(n)) for n in code.inputs + code.outputs if n in taken)
-    inputs = [r for r in code.vjp.results if r is not None and r not in {f"grad_{g}" for g in grads}]
-    branches = tuple(
-        dataclasses.replace(b, body=b.body + tuple(Assign(r, Conj(r)) for r in inputs if _assigned(b, r)))
-        for b in code.vjp.branches
-    )
+    upstream = {f"grad_{g}" for g in grads}
+
+    def conjugated(branch):
+        # a list input's gradients are packed into `grads` last: conjugated before that
+        at = len(branch.body) - 1 if code.variadic else len(branch.body)
+        results = _results(branch) if code.variadic else code.vjp.results
+        conj = tuple(Assign(r, Conj(r)) for r in results if r not in upstream and _assigned(branch, r))
+        return dataclasses.replace(branch, body=branch.body[:at] + conj + branch.body[at:])
+
+    branches = tuple(conjugated(b) for b in code.vjp.branches)
     return dataclasses.replace(code, vjp=dataclasses.replace(code.vjp, prologue=prologue, branches=branches))
 
 
+def _results(branch) -> tuple[str, ...]:
+    """The gradients a list input's vjp packs into `grads` (its last statement)."""
+    return tuple(str(e) for e in branch.body[-1].value.expr)
+
+
 def _assigned(branch, name: str) -> bool:
-    return any(getattr(s, "target", None) == name for s in branch.body)
+    return name is not None and any(getattr(s, "target", None) == name for s in branch.body)
 
 
 def derive_second_order(derivation: Derivation) -> Derivation | None:

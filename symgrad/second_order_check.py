@@ -119,7 +119,9 @@ def gradient_variant(variant: Variant) -> GradientVariant:
             "shapes": None if variant.shapes is None else (None,) * len(ups) + variant.shapes,
             "outputs": tuple(f"grad_{n}" for n in variant.inputs),
             "const_positions": (),
-            "list_output": False,
+            # a list input's gradients: `<op>_grad` returns them as one tuple, and
+            # `<op>_grad_grad` takes their cotangents as one list
+            "list_output": bool(getattr(op.decl, "variadic", None)),
         },
         first=variant,
     )

@@ -24,7 +24,7 @@ import sympy as sp
 
 from symgrad.declare import BATCH, ELEMENTWISE
 from symgrad.derive import Derivation, TensorValue, Term, strip_stop_gradient
-from symgrad.functions import maximum, minimum, product, recomputed_or_reused
+from symgrad.functions import guarded, maximum, minimum, product, recomputed_or_reused, safe_where
 from symgrad.stability import point_value, stabilized
 from symgrad.stages import is_read_of, tensors_read
 
@@ -243,10 +243,34 @@ def _number(expr, values) -> complex | None:
 
 
 def share_subexpressions(exprs: list[sp.Expr], prefix: str = "t") -> tuple[list, list[sp.Expr]]:
-    """SymPy's `cse` over `exprs`: (temporaries as [(symbol, expr)], rewritten exprs)."""
+    """SymPy's `cse` over `exprs`: (temporaries as [(symbol, expr)], rewritten exprs).
+
+    Each `Piecewise` is `guarded` first: a partial function a branch applies (Pow's
+    `x**(y - 1)`, in its branches x > 0 and x <= 0) is computed, wherever `cse` puts it, on
+    inputs made safe where that branch is not taken, and two branches share it only under one
+    mask. A safe read is an atom to `cse` (it would take `~(x > 0)` apart into `x <= 0`)."""
+    reads = {}
+
+    def safe_read(x, mask):
+        return reads.setdefault((x, mask), sp.Symbol(f"{x.name}__safe{len(reads)}", real=True))
+
+    safe = [e.replace(sp.Piecewise, lambda *pairs: guarded(sp.Piecewise(*pairs), safe_read)) for e in exprs]
     symbols = sp.numbered_symbols(prefix, real=True)
-    replacements, reduced = sp.cse(exprs, symbols=symbols, order="canonical")
-    return replacements, reduced
+    temps, reduced = sp.cse(safe, symbols=symbols, order="canonical")
+    return _safe_reads_restored(temps, reduced, reads)
+
+
+def _safe_reads_restored(temps: list, reduced: list, reads: dict) -> tuple[list, list]:
+    """`temps` and `reduced` with each safe read written out as `safe_where(x, mask)`, the
+    mask reading a condition's temporary where one is computed before (`~tmp1`)."""
+    conditions, restored = {}, []
+    written = lambda: {atom: safe_where(x, mask.xreplace(conditions)) for (x, mask), atom in reads.items()}
+    for symbol, value in temps:
+        restored.append((symbol, value.xreplace(written())))
+        if isinstance(value, sp.logic.boolalg.Boolean):
+            conditions[value] = symbol
+    at_end = written()
+    return restored, [e.xreplace(at_end) for e in reduced]
 
 
 def reuse_tensor_outputs(derivation: Derivation) -> Derivation:

@@ -105,9 +105,12 @@ def test_tensorflow_own_second_derivative(tf, derived):
 
 def test_double_where_second_order_is_finite(tf, tf_module):
     """Xlogy at x = 0, y < 0 and DivNoNan at y = 0: the untaken branch's log(y) and 1/y are
-    not finite, and once made TensorFlow's second derivative NaN through them."""
+    not finite, and once made TensorFlow's second derivative NaN through them. Pow at x = 0,
+    y in (0, 1): its branches x > 0 and x <= 0 share `y * x**(y - 1)` (inf there), which the
+    gradient once computed before the select, where no double where could guard it."""
     binary = tf_module("binary")
-    for fn, x, y in ((binary.xlogy, [0.0, 2.0], [-2.0, 3.0]), (binary.div_no_nan, [1.0, 2.0], [0.0, 3.0])):
+    cases = [(binary.xlogy, [0.0, 2.0], [-2.0, 3.0]), (binary.div_no_nan, [1.0, 2.0], [0.0, 3.0])]
+    for fn, x, y in cases + [(binary.power, [0.0, 0.0, 2.0], [0.0, 1.0, 3.0])]:
         x, y = tf.constant(x, tf.float64), tf.constant(y, tf.float64)
         with tf.GradientTape() as outer:
             outer.watch([x, y])

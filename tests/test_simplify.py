@@ -14,9 +14,9 @@ import sympy as sp
 from symgrad import elementwise
 from symgrad.declare import instantiate
 from symgrad.derive import derive
-from symgrad.functions import recomputed_or_reused, sigmoid
+from symgrad.functions import has_partial_function, recomputed_or_reused, safe_where, sigmoid
 from symgrad.fused import KERNELS
-from symgrad.simplify import simplify
+from symgrad.simplify import share_subexpressions, simplify
 
 # op -> (gradient in terms of the output y, as TensorFlow's hand-written gradient has it)
 REUSED = {
@@ -220,3 +220,28 @@ def test_a_reuse_that_would_divide_by_an_input_entry_is_not_taken():
     for term in vjp["scale"].terms:
         assert not any(p.exp.is_negative and p.base.has(sp.Indexed) and "scale" in str(p.base)
                        for p in term.factor.atoms(sp.Pow)), term
+
+
+def test_a_partial_function_shared_by_branches_is_computed_on_safe_inputs():
+    """Pow's `y * x**(y - 1)` in its branches x > 0 and x <= 0: `cse` shares it between them,
+    and computed before the select it is NaN at x = y = 0, where the branch taken is 0, and
+    TensorFlow's gradient through the select is NaN too. Guarded first, each branch reads its
+    inputs through its own mask: whatever `cse` hoists, what a branch computes applies a
+    partial function to safe reads only."""
+    x, y, g = sp.symbols("x y g", real=True)
+    value = g * y * x ** (y - 1)
+    expr = sp.Piecewise((value, x > 0), (0, sp.Eq(y, 0)), (value, True)) + g * sp.log(x)
+    temps, (reduced,) = share_subexpressions([expr], prefix="tmp")
+    written = reduced
+    for symbol, temp in reversed(temps):  # what is computed, temporaries written out
+        written = written.xreplace({symbol: temp})
+    (piecewise,) = written.atoms(sp.Piecewise)
+    for v, _ in piecewise.args:
+        assert not has_partial_function(v.replace(safe_where, lambda *args: sp.S.One)), v
+    masks = [{w.args[1] for w in v.atoms(safe_where)} for v, _ in piecewise.args]
+    assert len(masks[0]) == len(masks[2]) == 1 and masks[0] != masks[2] and not masks[1]
+    assert sp.log(x) in written.atoms(sp.log)  # outside any branch: computed as it is
+    assert sp.simplify(written.replace(safe_where, lambda v, mask: v) - expr) == 0
+    # SymPy's cse alone shares the unguarded value between the branches
+    plain, (reduced,) = sp.cse([expr])
+    assert any(has_partial_function(t) for _, t in plain) and reduced.atoms(sp.Piecewise)

@@ -45,7 +45,7 @@ def lower_op(op: OpSignature, derivations: list[Derivation]) -> OpCode:
     list_output = first.variant.outputs[0].list_name
     outputs = (list_output,) if list_output else tuple(o.name for o in first.variant.outputs)
     grads = (f"grad_{list_output}",) if list_output else first.grad_names
-    inputs = (f"*{op.variadic}",) if op.variadic else tuple(t.name for t in first.variant.inputs)
+    inputs = _params(op, first)
     axes = tuple(_normalized_attr(op, a) for a in op.attrs if _normalized_attr(op, a) is not None)
     forward = Function(
         params=inputs,
@@ -89,6 +89,19 @@ def lower_op(op: OpSignature, derivations: list[Derivation]) -> OpCode:
     )
 
 
+def _params(op: OpSignature, derivation: Derivation) -> tuple[str, ...]:
+    """The functions' input parameters: a list input as `*<list>`, after the tensors that
+    are not of it (a gradient op's upstream gradients)."""
+    names = [t.name for t in derivation.variant.inputs]
+    if not op.variadic:
+        return tuple(names)
+    return tuple(n for n in names if not _in_list(op, n)) + (f"*{op.variadic}",)
+
+
+def _in_list(op: OpSignature, name: str) -> bool:
+    return name.startswith(f"{op.variadic}_") and name[len(op.variadic) + 1 :].isdigit()
+
+
 def _normalized_attr(op: OpSignature, attr) -> Assign | None:
     """The statement that puts an attribute read from an input into the form it is declared
     in (an axis counted from the last, a tuple, an integer array, a rank, a list's length),
@@ -126,7 +139,7 @@ def _unpacked(op: OpSignature, derivation: Derivation, branch: Branch) -> Branch
         entries = sp.Tuple(*(sp.Symbol(o.name) for o in derivation.variant.outputs))
         body += (Assign(list_output, Elementwise(entries)),)
     if op.variadic:
-        body = (_unpacking([t.name for t in derivation.variant.inputs], op.variadic),) + body
+        body = (_unpacking([t.name for t in derivation.variant.inputs if _in_list(op, t.name)], op.variadic),) + body
         if is_vjp:
             results = [sp.Symbol(g or "None") for g in _grad_names(derivation)]
             body += (Assign("grads", Elementwise(sp.Tuple(*results))),)

@@ -75,6 +75,9 @@ class ArrayCodeMixin:
             text = f"{self._module_format(self.where)}({self._print_condition(condition)}, {self._print_branch(value)}, {text})"
         return text
 
+    def _print_SafePiecewise(self, expr):  # a Piecewise already guarded (SymPy would not
+        return ArrayCodeMixin._print_Piecewise(self, expr)  # take _print_Piecewise for it)
+
     def _print_branch(self, value):
         """A value `where` selects; a backend may need its numbers typed."""
         return self._print(value)
@@ -88,6 +91,16 @@ class ArrayCodeMixin:
 
     def _print_Or(self, expr):
         return "(" + " | ".join(self._print(a) for a in expr.args) + ")"
+
+    def _print_Symbol(self, expr):  # None: a gradient that is none, in a tuple of them
+        return "None" if expr.name == "None" else super()._print_Symbol(expr)
+
+    def _print_Not(self, expr):
+        return f"~{self._print(expr.args[0])}"
+
+    def _print_safe_where(self, expr):
+        """x, for a target whose code is not differentiated (TensorFlow's prints the select)."""
+        return self._print(expr.args[0])
 
     def _print_indicator_equal(self, expr):
         return self._print(expr.as_piecewise())

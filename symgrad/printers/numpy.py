@@ -40,8 +40,8 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
 
     def _print_polylog(self, expr):
         order, z = expr.args
-        if order == 1:  # what the derivative of order 2 gives
-            return self._print(-sp.log(1 - z))
+        if order == 1:  # what the derivative of order 2 gives, a negation as one factor
+            return f"(-{self._print(sp.log(1 - z))})"
         if order != 2:
             return self._print_not_supported(expr)
         return self._call("scipy.special.spence", 1 - z)  # Li2(z) = spence(1 - z)

@@ -8,7 +8,7 @@ from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.pycode import PythonCodePrinter, _known_functions_math
 
 from symgrad import ir
-from symgrad.functions import dawsn, rint, scaled_besseli, sigmoid, softplus
+from symgrad.functions import dawsn, guarded, rint, scaled_besseli, sigmoid, softplus
 from symgrad.printers.common import ArrayCodeMixin, integer_form, merged_shape, nested as _nested
 
 
@@ -83,36 +83,20 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
 
     def _print_Piecewise(self, expr):
         """Nested `tf.where`s, each branch computed on inputs made safe where it is not taken
-        (the double-where idiom): a branch's untaken values are discarded, but the gradient
-        through them is zero times the branch's derivative there, NaN where that is infinite
-        or NaN (Xlogy's log(y) for y < 0, DivNoNan's 1/y at y = 0) and so at second order."""
-        *branches, (last, last_cond) = expr.args
-        if last_cond != sp.true or self._integer_context:
+        (`guarded`: the double-where idiom)."""
+        if expr.args[-1][1] != sp.true or self._integer_context:
             return super()._print_Piecewise(expr)
-        conditions = [self._print(c) for _, c in branches]
-        text = self._print_branch(self._safe_branch(last, [], conditions))
-        for k in reversed(range(len(branches))):
-            value = self._safe_branch(branches[k][0], [conditions[k]], conditions[:k])
-            text = f"{self._module_format(self.where)}({self._print_condition(branches[k][1])}, {self._print_branch(value)}, {text})"
+        *branches, (last, _) = guarded(expr).args
+        text = self._print_branch(last)
+        for value, condition in reversed(branches):
+            text = f"{self._module_format(self.where)}({self._print_condition(condition)}, {self._print_branch(value)}, {text})"
         return text
-
-    def _safe_branch(self, value, taken: list[str], untaken: list[str]):
-        """`value`, where it applies a partial function (outside its domain infinite or NaN),
-        with each tensor it reads replaced by 1 where the branch is not taken: where a `taken`
-        condition does not hold or an `untaken` one does. Every tensor, not only the partial
-        function's arguments: the value at 1 may not be finite either (-log(1 - s) / s), and
-        the select then sends the gradient through it to the constant, never to a tensor."""
-        if not has_partial_function(value):
-            return value
-        symbols = {s for s in value.free_symbols if isinstance(s, sp.Symbol)}
-        mask = " | ".join([f"~{c}" for c in taken] + untaken)
-        return value.xreplace({s: safe_where(s, sp.Symbol(mask)) for s in symbols})
 
     def _print_safe_where(self, expr):
         x, mask = expr.args
         # the typed 1 first: in a graph a Python number (an attribute) first would be float32
         one = self._print_branch(sp.S.One) if self.dtype_source is not None else f"{self._module_format('tensorflow.ones_like')}({self._print(x)})"
-        return f"{self._module_format(self.where)}({mask.name}, {one}, {self._print(x)})"
+        return f"{self._module_format(self.where)}({self._print_condition(mask)}, {one}, {self._print(x)})"
 
     def _print_Function(self, expr):
         name = self.mapping.get(type(expr))
@@ -136,8 +120,8 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
 
     def _print_polylog(self, expr):
         order, z = expr.args
-        if order == 1:  # what the derivative of order 2 gives
-            return self._print(-sp.log(1 - z))
+        if order == 1:  # what the derivative of order 2 gives, a negation as one factor
+            return f"(-{self._print(sp.log(1 - z))})"
         if order != 2:
             return self._print_not_supported(expr)
         # Li2(z) = spence(1 - z)
@@ -391,35 +375,6 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
 # `mapping` are then reported as unsupported instead of printed wrongly.
 for _name in {f.__name__ for f in TensorflowPrinter.mapping} | set(_known_functions_math):
     setattr(TensorflowPrinter, f"_print_{_name}", TensorflowPrinter._print_Function)
-
-
-class safe_where(sp.Function):
-    """`tf.where(mask, 1, x)`: x where a branch is taken, else a value safe for it (printed only)."""
-
-    nargs = 2
-
-
-# Functions finite and differentiable wherever their arguments are finite: a branch reading
-# tensors only through these (and through sums, products and integer powers) needs no guard.
-# Not exp, sinh, cosh: they overflow (Elu's untaken grad * exp(features) at features = 1000).
-TOTAL_FUNCTIONS = (
-    sp.sin, sp.cos, sp.tanh, sp.atan, sp.asinh, sp.erf, sp.erfc,
-    sp.Abs, sp.sign, sp.conjugate, sp.re, sp.im, sp.Max, sp.Min, sp.floor, sp.ceiling,
-    sp.Piecewise,  # its branches are guarded where it is printed
-)
-
-
-def has_partial_function(expr) -> bool:
-    """Whether `expr` applies a function outside `TOTAL_FUNCTIONS` to a tensor, or a power
-    whose exponent is not a non-negative integer (a division, a square root)."""
-    for node in sp.preorder_traversal(expr):
-        if not node.free_symbols:
-            continue
-        if isinstance(node, sp.Pow) and not (node.exp.is_Integer and node.exp >= 0):
-            return True
-        if isinstance(node, sp.Function) and not isinstance(node, TOTAL_FUNCTIONS):
-            return True
-    return False
 
 
 def sums_batch_away(spec: str) -> bool:
