@@ -72,6 +72,7 @@ def render_tf_module(source: str, ops: list[ir.OpCode]) -> str:
     text = _environment().get_template("tensorflow_module.py.j2").render(
         source=source,
         ops=contexts,
+        helpers=printer.helpers,
         uses_sum_to_shape=_uses(ops, lambda v: isinstance(v, ir.SumToShape)),
         uses_stages=any(op.stages for op in ops),
         uses_string_attrs=any(isinstance(v, str) for op in ops for _, v in op.enumerated_attrs),

@@ -55,7 +55,7 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     # Bessel functions of orders 0 and 1, the ones TensorFlow has
     bessel = {
         (sp.besseli, 0): "tensorflow.math.special.bessel_i0",
-        (sp.besseli, 1): "tensorflow.math.special.bessel_i1",
+        (sp.besseli, 1): "_bessel_i1",  # the module's own: TensorFlow's gradient is 1 at 0
         (sp.besselj, 0): "tensorflow.math.special.bessel_j0",
         (sp.besselj, 1): "tensorflow.math.special.bessel_j1",
         (sp.besselk, 0): "tensorflow.math.special.bessel_k0",
@@ -66,6 +66,12 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
 
     # a variable of the dtype being computed in, set by `render` for each function it prints
     dtype_source: str | None = None
+
+    def __init__(self, settings=None):
+        super().__init__(settings)
+        # the module's own functions printed (`_cumprod`): where TensorFlow's gradient of its
+        # function is wrong, the template defines one with the right gradient
+        self.helpers = set()
 
     _integer_context = False
 
@@ -130,6 +136,9 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     def _print_BesselBase(self, expr):
         order, x = expr.args
         name = self.bessel.get((type(expr), order))
+        if name is not None and name.startswith("_"):
+            self.helpers.add(name)
+            return f"{name}({self._print(x)})"
         if name is not None:
             return f"{self._module_format(name)}({self._print(x)})"
         if order != 2:
@@ -254,6 +263,9 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         flags = "".join(
             f", {flag}=True" for flag, on in (("exclusive", value.exclusive), ("reverse", value.reverse)) if on
         )
+        if value.kind == "prod":  # the module's own: TensorFlow's gradient divides by x
+            self.helpers.add("_cumprod")
+            return f"_cumprod({x}, axis={value.axis}{flags})"
         return f"{self._module_format(f'tensorflow.math.cum{value.kind}')}({x}, axis={value.axis}{flags})"
 
     def _print_Transpose(self, value: ir.Transpose):
