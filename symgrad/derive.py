@@ -67,10 +67,12 @@ class Staging:
 
 
 def grad_names(variant: OpVariant) -> tuple[str, ...]:
-    """`grad` for a single output (unless an input is named so: a gradient op's), else
-    `grad_<output>` per output (and per entry of a list output, whatever its length)."""
+    """`grad` for a single output (unless an input is an upstream gradient, `grad` or
+    `grad_<...>`: a gradient op's), else `grad_<output>` per output (and per entry of a list
+    output, whatever its length)."""
     outs = variant.outputs
-    if len(outs) == 1 and outs[0].list_name is None and "grad" not in (t.name for t in variant.inputs):
+    upstream = any(t.name == "grad" or t.name.startswith("grad_") for t in variant.inputs)
+    if len(outs) == 1 and outs[0].list_name is None and not upstream:
         return ("grad",)
     return tuple(f"grad_{o.name}" for o in outs)
 

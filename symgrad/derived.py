@@ -165,6 +165,7 @@ class Variant:
     sampled: tuple[tuple[str, Any], ...] = ()  # a further sample value, named in the label
     ascending: tuple[str, ...] = ()  # integer inputs whose positions are in ascending order
     list_output: bool = False  # the outputs are the entries of one list output (Unpack's)
+    listed: int = 0  # the first `listed` inputs are passed as one list (a gradient op's, Unpack's)
 
     @property
     def label(self) -> str:

@@ -14,7 +14,9 @@ Taken from the derivation before simplification: its outputs' values are then wr
 op's inputs alone (a reused forward output, `y` for `exp(x)`, would be a second input that is
 not one). A composed op's gradient op is composed too (`_gradient_stages`): its stages are
 the op's forward stages, then each stage's gradient, last stage first, as a hand-written
-second order would keep them. Ops with list inputs or outputs are not derived again yet.
+second order would keep them. A list input's gradients are a list output of G, and a list
+output's upstream gradients a list input of G, before the op's inputs (`<op>_grad` takes them
+as one list).
 """
 
 from __future__ import annotations
@@ -38,10 +40,7 @@ PREFIX = "vjp_"  # G's outputs: vjp_<input>; its upstream gradients: grad_vjp_<i
 
 def supported(derivation: Derivation) -> bool:
     """Whether this derivation's gradient op can be declared (see the module's docstring)."""
-    variant = derivation.variant
-    lists = any(o.list_name for o in variant.outputs)
-    any_gradient = any(v is not None for v in derivation.vjp.values())  # else nothing to derive
-    return not lists and any_gradient
+    return any(v is not None for v in derivation.vjp.values())  # else nothing to derive
 
 
 def gradient_op(derivation: Derivation) -> OpVariant:
@@ -60,17 +59,19 @@ def gradient_op(derivation: Derivation) -> OpVariant:
             _value_output(derivation, PREFIX + t.name, derivation.vjp[t.name], t.base, "_", t.groups)
             for t in with_gradient
         )
-    if variant.decl.variadic:  # a list input's gradients: a list output
-        listed = {PREFIX + t.name for t in variant.inputs if t.name.startswith(f"{variant.decl.variadic}_")}
-        outputs = tuple(
-            dataclasses.replace(o, list_name=PREFIX + variant.decl.variadic) if o.name in listed else o for o in outputs
-        )
+    variadic = variant.decl.variadic
+    if variadic:  # a list input's gradients: a list output
+        listed = {PREFIX + t.name for t in variant.inputs if t.name.startswith(f"{variadic}_")}
+        outputs = tuple(dataclasses.replace(o, list_name=PREFIX + variadic) if o.name in listed else o for o in outputs)
+    elif variant.outputs[0].list_name:  # a list output's upstream gradients: a list input
+        variadic = f"grad_{variant.outputs[0].list_name}"
     stages = _gradient_stages(derivation) if derivation.staging is not None else ()
     outputs, stages = _read_as_declared(grads + variant.inputs, outputs, stages, derivation.staging)
     decl = dataclasses.replace(
         variant.decl,
         complex_ok=False,  # its holomorphic partials: `complex_form` turns them into the vjp
         name=name,
+        variadic=variadic,
         func_name=f"{variant.decl.func_name}_grad",
         inputs=tuple(t.name for t in grads + variant.inputs),
         output_names=tuple(o.name for o in outputs),

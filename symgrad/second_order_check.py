@@ -122,6 +122,8 @@ def gradient_variant(variant: Variant) -> GradientVariant:
             # a list input's gradients: `<op>_grad` returns them as one tuple, and
             # `<op>_grad_grad` takes their cotangents as one list
             "list_output": bool(getattr(op.decl, "variadic", None)),
+            # a list output's upstream gradients: `<op>_grad_grad` takes them as one list
+            "listed": len(ups) if variant.list_output else 0,
         },
         first=variant,
     )

@@ -118,7 +118,8 @@ class NumpyFunction:
     def _run_one(self, variant: Variant, case: Case):
         try:
             with np.errstate(all="ignore"):
-                result = self.fn(*_upstream_args(variant, case.upstream), *case.inputs, **self._kwargs(variant, case))
+                inputs = _input_args(variant, case.inputs)
+                result = self.fn(*_upstream_args(variant, case.upstream), *inputs, **self._kwargs(variant, case))
         except Exception as exc:  # the function under test failed: report it, go on
             return GradientCallError(f"raised {_error_text(exc)}")
         if isinstance(result, np.ndarray) and len(variant.inputs) == 1:
@@ -131,10 +132,20 @@ class NumpyFunction:
 
     def call_lines(self, variant: Variant) -> list[str]:
         ups = upstream_names(variant)
-        args = ([f"[{', '.join(ups)}]"] if variant.list_output else ups) + list(variant.inputs)
+        args = ([f"[{', '.join(ups)}]"] if variant.list_output else ups) + _input_args(variant, variant.inputs, str)
         kwargs = [f"{k}=attrs[{k!r}]" for k in accepted_kwargs(self.fn, variant.attrs)]
         call = f"{self.fn.__name__}({', '.join(args + kwargs)})"
         return self.imports + [f"print({self.label!r}, {call})"]
+
+
+def _input_args(variant: Variant, inputs, source=None) -> list:
+    """The inputs as a numpy function takes them: the first `variant.listed` as one list (as
+    source text, with `source`)."""
+    n = variant.listed
+    if not n:
+        return list(inputs)
+    listed = f"[{', '.join(inputs[:n])}]" if source else list(inputs[:n])
+    return [listed] + list(inputs[n:])
 
 
 def _upstream_args(variant: Variant, upstream) -> list:

@@ -86,7 +86,6 @@ def test_every_op_without_a_second_order_is_listed(library):
     assert missing == set(NOT_DERIVED_AGAIN), sorted(missing ^ set(NOT_DERIVED_AGAIN))
 
 
-_LISTS = "a list output: the gradient op would take its upstream gradients as a list input before the op's inputs, which it does not declare yet"
 _CONV = "its gradient's index map divides by a stride (exact_div), which a declaration cannot read"
 _NONE = "no gradient at all (piecewise constant): nothing to derive again"
 NOT_DERIVED_AGAIN = {  # op type -> why it has no <op>_grad_grad yet
@@ -94,7 +93,6 @@ NOT_DERIVED_AGAIN = {  # op type -> why it has no <op>_grad_grad yet
     "StridedSlice": _CONV.replace("by a stride", "by a stride of either sign"),
     "BiasAddGrad": "its gradient is constant along the leading `...` axes, which an output cannot declare",
     "Cumprod": "the gradient op's Kronecker deltas would need range guards to eliminate",
-    **dict.fromkeys(("Split", "SplitV", "Unpack"), _LISTS),
     **dict.fromkeys(("Conv2D", "DepthwiseConv2dNative", "ExtractImagePatches", "Conv3D"), _CONV),
 }
 

@@ -90,12 +90,16 @@ def lower_op(op: OpSignature, derivations: list[Derivation]) -> OpCode:
 
 
 def _params(op: OpSignature, derivation: Derivation) -> tuple[str, ...]:
-    """The functions' input parameters: a list input as `*<list>`, after the tensors that
-    are not of it (a gradient op's upstream gradients)."""
+    """The functions' input parameters, a list input's tensors as one (a gradient op's
+    upstream gradients come before its op's list input; a list output's before the inputs)."""
     names = [t.name for t in derivation.variant.inputs]
     if not op.variadic:
         return tuple(names)
-    return tuple(n for n in names if not _in_list(op, n)) + (f"*{op.variadic}",)
+    first = next(k for k, n in enumerate(names) if _in_list(op, n))
+    rest = [n for n in names[first:] if not _in_list(op, n)]
+    # last, the list is `*<list>`; before other inputs (a list output's upstream gradients,
+    # in its gradient op), one sequence
+    return tuple(names[:first]) + (op.variadic if rest else f"*{op.variadic}",) + tuple(rest)
 
 
 def _in_list(op: OpSignature, name: str) -> bool:
