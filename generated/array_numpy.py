@@ -1059,7 +1059,7 @@ def strided_slice_grad(
         t1 = np.where(begin[0] < 0, begin[0] + t0, begin[0])
         t2 = np.arange(np.shape(input)[-1])
         t3 = t2 == t1
-        grad_input = grad * np.where(t3, 1, 0)
+        grad_input = np.where(t3, grad, 0)
     elif rank == 2 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.arange(np.shape(input)[-1])
         t1 = np.shape(input)[-1]
@@ -1096,7 +1096,7 @@ def strided_slice_grad(
         t10 = np.arange(np.shape(input)[-2])
         t11 = t10 == t9
         t12 = t11[..., None]
-        grad_input = t7 * np.where(t12, 1, 0)
+        grad_input = np.where(t12, t7, 0)
     elif rank == 3 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.arange(np.shape(input)[-1])
         t1 = np.shape(input)[-1]
@@ -1153,7 +1153,7 @@ def strided_slice_grad(
         t18 = np.arange(np.shape(input)[-3])
         t19 = t18 == t17
         t20 = t19[..., None, None]
-        grad_input = t15 * np.where(t20, 1, 0)
+        grad_input = np.where(t20, t15, 0)
     elif rank == 4 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.arange(np.shape(input)[-1])
         t1 = np.shape(input)[-1]
@@ -1230,7 +1230,7 @@ def strided_slice_grad(
         t26 = np.arange(np.shape(input)[-4])
         t27 = t26 == t25
         t28 = t27[..., None, None, None]
-        grad_input = t23 * np.where(t28, 1, 0)
+        grad_input = np.where(t28, t23, 0)
     else:
         raise ValueError(
             f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"

@@ -760,7 +760,7 @@ def mlp_block(x, w1, b1, w2, b2, *, return_stages=False):
     """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:84)."""
     t0 = x @ w1
     affine1 = b1 + t0
-    t1 = affine1 * np.asarray(affine1 > 0, dtype=np.int8)
+    t1 = np.where(affine1 > 0, affine1, 0)
     t2 = t1 @ w2
     y = b2 + t2
     if return_stages:  # for mlp_block_grad(..., **stages): not computed again
@@ -774,11 +774,11 @@ def mlp_block_grad(grad, x, w1, b1, w2, b2, *, y=None, affine1=None):
         t0 = x @ w1
         affine1 = b1 + t0
     t1 = grad @ w2.T
-    grad_affine1 = t1 * np.asarray(affine1 > 0, dtype=np.int8)
+    grad_affine1 = np.where(affine1 > 0, t1, 0)
     grad_x = grad_affine1 @ w1.T
     grad_w1 = x.T @ grad_affine1
     grad_b1 = np.sum(grad_affine1, axis=-2)
-    t2 = affine1 * np.asarray(affine1 > 0, dtype=np.int8)
+    t2 = np.where(affine1 > 0, affine1, 0)
     grad_w2 = t2.T @ grad
     grad_b2 = np.sum(grad, axis=-2)
     return grad_x, grad_w1, grad_b1, grad_w2, grad_b2
@@ -810,15 +810,15 @@ def mlp_block_grad_grad(
         t0 = x @ w1
         affine1 = b1 + t0
         t1 = grad @ w2.T
-        vjp_affine1 = t1 * np.asarray(affine1 > 0, dtype=np.int8)
+        vjp_affine1 = np.where(affine1 > 0, t1, 0)
     t2 = x @ grad_vjp_w1
     t3 = grad_vjp_x @ w1
     grad_vjp_affine1 = grad_vjp_b1 + t2 + t3
     t4 = grad @ grad_vjp_w2.T
-    grad_affine1 = t4 * np.asarray(affine1 > 0, dtype=np.int8)
-    t5 = grad_vjp_affine1 * np.asarray(affine1 > 0, dtype=np.int8)
+    grad_affine1 = np.where(affine1 > 0, t4, 0)
+    t5 = np.where(affine1 > 0, grad_vjp_affine1, 0)
     t6 = t5 @ w2
-    t7 = affine1 * np.asarray(affine1 > 0, dtype=np.int8)
+    t7 = np.where(affine1 > 0, affine1, 0)
     t8 = t7 @ grad_vjp_w2
     grad_grad = grad_vjp_b2 + t6 + t8
     t9 = grad_affine1 @ w1.T
@@ -828,7 +828,7 @@ def mlp_block_grad_grad(
     t12 = grad_vjp_x.T @ vjp_affine1
     grad_w1 = t11 + t12
     grad_b1 = np.sum(grad_affine1, axis=-2)
-    t13 = grad_vjp_affine1 * np.asarray(affine1 > 0, dtype=np.int8)
+    t13 = np.where(affine1 > 0, grad_vjp_affine1, 0)
     grad_w2 = t13.T @ grad
     return grad_grad, grad_x, grad_w1, grad_b1, grad_w2, None
 

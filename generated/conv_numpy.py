@@ -929,7 +929,7 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
             & (strides[2] * t9 + t14 <= t5 - 1)
         )
         t16 = t15[..., None, :, :]
-        t17 = np.sum(np.where(t16, 1, 0), axis=(-2, -1))
+        t17 = np.sum(np.asarray(t16, value.dtype), axis=(-2, -1))
         t18 = t8[..., None]
         t19 = strides[2] * t18 + t14
         t20 = _gather(value, t19, -2)
@@ -966,7 +966,7 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
             & (strides[2] * t9 + t14 - t18 <= t5 - 1)
         )
         t20 = t19[..., None, :, :]
-        t21 = np.sum(np.where(t20, 1, 0), axis=(-2, -1))
+        t21 = np.sum(np.asarray(t20, value.dtype), axis=(-2, -1))
         t22 = t8[..., None]
         t23 = strides[2] * t22 + t14 - t18
         t24 = _gather(value, t23, -2)
@@ -1002,7 +1002,7 @@ def avg_pool_grad(grad, value, *, output=None, padding="VALID", ksize, strides):
             & (strides[2] * t3 + t6 <= t10 - 1)
         )
         t12 = t11[..., None, :, :, :]
-        t13 = np.sum(np.where(t12, 1, 0), axis=(-2, -1), keepdims=True)
+        t13 = np.sum(np.asarray(t12, grad.dtype), axis=(-2, -1), keepdims=True)
         t14 = grad[..., None, :, None, :]
         t15 = t14 / t13
         t16 = t2[..., None]
@@ -1038,7 +1038,7 @@ def avg_pool_grad(grad, value, *, output=None, padding="VALID", ksize, strides):
             & (strides[2] * t3 - t16 + t6 <= t10 - 1)
         )
         t18 = t17[..., None, :, :, :]
-        t19 = np.sum(np.where(t18, 1, 0), axis=(-2, -1), keepdims=True)
+        t19 = np.sum(np.asarray(t18, grad.dtype), axis=(-2, -1), keepdims=True)
         t20 = grad[..., None, :, None, :]
         t21 = t20 / t19
         t22 = t2[..., None]
@@ -1081,7 +1081,7 @@ def avg_pool_grad_grad(
             & (strides[2] * t3 + t8 <= t10 - 1)
         )
         t12 = t11[..., None, :, :]
-        t13 = np.sum(np.where(t12, 1, 0), axis=(-2, -1))
+        t13 = np.sum(np.asarray(t12, grad_vjp_value.dtype), axis=(-2, -1))
         t14 = t2[..., None]
         t15 = np.arange(t7)
         t16 = strides[2] * t14 + t15
@@ -1118,7 +1118,7 @@ def avg_pool_grad_grad(
             & (strides[2] * t3 - t16 + t8 <= t10 - 1)
         )
         t18 = t17[..., None, :, :]
-        t19 = np.sum(np.where(t18, 1, 0), axis=(-2, -1))
+        t19 = np.sum(np.asarray(t18, grad_vjp_value.dtype), axis=(-2, -1))
         t20 = t2[..., None]
         t21 = np.arange(t7)
         t22 = strides[2] * t20 - t16 + t21
@@ -1277,7 +1277,9 @@ def max_pool_grad_grad(
             t19 = _gather(t16, t18, -4, fill=-np.inf)
             t20 = np.transpose(t19, (0, 5, 1, 3, 2, 4))
             t21 = ext1[..., None, None]
-            t22 = _shift_right(np.cumsum(np.where(t20 == t21, 1, 0), axis=-1), axis=-1, fill=0)
+            t22 = _shift_right(
+                np.cumsum(np.asarray(t20 == t21, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            )
             t23 = np.arange(t2)
             t24 = strides[2] * t1 + t23
             t25 = _gather(input, t24, -2, fill=-np.inf)
@@ -1286,7 +1288,7 @@ def max_pool_grad_grad(
             t28 = strides[1] * t7 + t27
             t29 = _gather(t25, t28, -4, fill=-np.inf)
             t30 = np.transpose(t29, (0, 5, 1, 3, 2, 4))
-            t31 = np.sum(np.where(t21 == t30, 1, 0), axis=-1, keepdims=True)
+            t31 = np.sum(np.asarray(t21 == t30, grad_vjp_input.dtype), axis=-1, keepdims=True)
             t32 = _shift_right(np.cumsum(t31, axis=-2), axis=-2, fill=0)
             affine1 = t22 + t32
         t33 = np.arange(np.shape(grad)[-2])
@@ -1306,15 +1308,13 @@ def max_pool_grad_grad(
         t47 = _gather(t46, t43, -4, fill=-np.inf)
         t48 = np.transpose(t47, (0, 5, 1, 3, 2, 4))
         t49 = ext1[..., None, None]
-        t50 = t45 * np.where(t48 == t49, 1, 0) * np.where(affine1 == 0, 1, 0)
+        t50 = np.where((affine1 == 0) & (t48 == t49), t45, 0)
         t51 = np.transpose(t44, (0, 1, 3, 5, 2, 4))
         t52 = np.transpose(t47, (0, 1, 3, 5, 2, 4))
         t53 = np.transpose(ext1, (0, 2, 3, 1))
         t54 = t53[..., None, None]
         t55 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(
-            t51 * np.where(t52 == t54, 1, 0) * np.where(t55 == 0, 1, 0), axis=(-2, -1)
-        )
+        grad_grad = np.sum(np.where((t52 == t54) & (t55 == 0), t51, 0), axis=(-2, -1))
     elif padding == "SAME" and data_format == "NHWC":
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
@@ -1348,7 +1348,9 @@ def max_pool_grad_grad(
             t27 = _gather(t24, t26, -4, fill=-np.inf)
             t28 = np.transpose(t27, (0, 5, 1, 3, 2, 4))
             t29 = ext1[..., None, None]
-            t30 = _shift_right(np.cumsum(np.where(t28 == t29, 1, 0), axis=-1), axis=-1, fill=0)
+            t30 = _shift_right(
+                np.cumsum(np.asarray(t28 == t29, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            )
             t31 = np.arange(t2)
             t32 = strides[2] * t1 + t31 - t7
             t33 = _gather(input, t32, -2, fill=-np.inf)
@@ -1357,7 +1359,7 @@ def max_pool_grad_grad(
             t36 = strides[1] * t11 - t17 + t35
             t37 = _gather(t33, t36, -4, fill=-np.inf)
             t38 = np.transpose(t37, (0, 5, 1, 3, 2, 4))
-            t39 = np.sum(np.where(t29 == t38, 1, 0), axis=-1, keepdims=True)
+            t39 = np.sum(np.asarray(t29 == t38, grad_vjp_input.dtype), axis=-1, keepdims=True)
             t40 = _shift_right(np.cumsum(t39, axis=-2), axis=-2, fill=0)
             affine1 = t30 + t40
         t41 = np.arange(np.shape(grad)[-2])
@@ -1391,15 +1393,13 @@ def max_pool_grad_grad(
         t69 = _gather(t65, t68, -4, fill=-np.inf)
         t70 = np.transpose(t69, (0, 5, 1, 3, 2, 4))
         t71 = ext1[..., None, None]
-        t72 = t61 * np.where(t70 == t71, 1, 0) * np.where(affine1 == 0, 1, 0)
+        t72 = np.where((affine1 == 0) & (t70 == t71), t61, 0)
         t73 = np.transpose(t60, (0, 1, 3, 5, 2, 4))
         t74 = np.transpose(t69, (0, 1, 3, 5, 2, 4))
         t75 = np.transpose(ext1, (0, 2, 3, 1))
         t76 = t75[..., None, None]
         t77 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(
-            t73 * np.where(t74 == t76, 1, 0) * np.where(t77 == 0, 1, 0), axis=(-2, -1)
-        )
+        grad_grad = np.sum(np.where((t74 == t76) & (t77 == 0), t73, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1442,7 +1442,7 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
             & (strides[3] * t14 + t22 <= t10 - 1)
         )
         t24 = t23[..., None, :, :, :]
-        t25 = np.sum(np.where(t24, 1, 0), axis=(-3, -2, -1))
+        t25 = np.sum(np.asarray(t24, input.dtype), axis=(-3, -2, -1))
         t26 = t13[..., None]
         t27 = strides[3] * t26 + t22
         t28 = _gather(input, t27, -2)
@@ -1494,7 +1494,7 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
             & (strides[3] * t14 + t22 - t26 <= t10 - 1)
         )
         t30 = t29[..., None, :, :, :]
-        t31 = np.sum(np.where(t30, 1, 0), axis=(-3, -2, -1))
+        t31 = np.sum(np.asarray(t30, input.dtype), axis=(-3, -2, -1))
         t32 = t13[..., None]
         t33 = strides[3] * t32 + t22 - t26
         t34 = _gather(input, t33, -2)
@@ -1541,7 +1541,7 @@ def avg_pool3d_grad(grad, input, *, output=None, padding="VALID", ksize, strides
             & (strides[3] * t8 + t6 <= t16 - 1)
         )
         t18 = t17[..., None, :, :, :, :, :]
-        t19 = np.sum(np.where(t18, 1, 0), axis=(-4, -2, -1), keepdims=True)
+        t19 = np.sum(np.asarray(t18, grad.dtype), axis=(-4, -2, -1), keepdims=True)
         t20 = grad[..., None, :, None, :, None, :]
         t21 = t20 / t19
         t22 = t7[..., None]
@@ -1592,7 +1592,7 @@ def avg_pool3d_grad(grad, input, *, output=None, padding="VALID", ksize, strides
             & (strides[3] * t8 - t22 + t6 <= t16 - 1)
         )
         t27 = t26[..., None, :, :, :, :, :]
-        t28 = np.sum(np.where(t27, 1, 0), axis=(-4, -2, -1), keepdims=True)
+        t28 = np.sum(np.asarray(t27, grad.dtype), axis=(-4, -2, -1), keepdims=True)
         t29 = grad[..., None, :, None, :, None, :]
         t30 = t29 / t28
         t31 = t7[..., None]
@@ -1649,7 +1649,7 @@ def avg_pool3d_grad_grad(
             & (strides[3] * t5 + t13 <= t16 - 1)
         )
         t18 = t17[..., None, :, :, :]
-        t19 = np.sum(np.where(t18, 1, 0), axis=(-3, -2, -1))
+        t19 = np.sum(np.asarray(t18, grad_vjp_input.dtype), axis=(-3, -2, -1))
         t20 = t4[..., None]
         t21 = np.arange(t12)
         t22 = strides[3] * t20 + t21
@@ -1701,7 +1701,7 @@ def avg_pool3d_grad_grad(
             & (strides[3] * t5 + t13 - t25 <= t16 - 1)
         )
         t27 = t26[..., None, :, :, :]
-        t28 = np.sum(np.where(t27, 1, 0), axis=(-3, -2, -1))
+        t28 = np.sum(np.asarray(t27, grad_vjp_input.dtype), axis=(-3, -2, -1))
         t29 = t4[..., None]
         t30 = np.arange(t12)
         t31 = strides[3] * t29 - t25 + t30
@@ -1863,7 +1863,9 @@ def max_pool_v2_grad_grad(
             t19 = _gather(t16, t18, -4, fill=-np.inf)
             t20 = np.transpose(t19, (0, 5, 1, 3, 2, 4))
             t21 = ext1[..., None, None]
-            t22 = _shift_right(np.cumsum(np.where(t20 == t21, 1, 0), axis=-1), axis=-1, fill=0)
+            t22 = _shift_right(
+                np.cumsum(np.asarray(t20 == t21, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            )
             t23 = np.arange(t2)
             t24 = strides[2] * t1 + t23
             t25 = _gather(input, t24, -2, fill=-np.inf)
@@ -1872,7 +1874,7 @@ def max_pool_v2_grad_grad(
             t28 = strides[1] * t7 + t27
             t29 = _gather(t25, t28, -4, fill=-np.inf)
             t30 = np.transpose(t29, (0, 5, 1, 3, 2, 4))
-            t31 = np.sum(np.where(t21 == t30, 1, 0), axis=-1, keepdims=True)
+            t31 = np.sum(np.asarray(t21 == t30, grad_vjp_input.dtype), axis=-1, keepdims=True)
             t32 = _shift_right(np.cumsum(t31, axis=-2), axis=-2, fill=0)
             affine1 = t22 + t32
         t33 = np.arange(np.shape(grad)[-2])
@@ -1892,15 +1894,13 @@ def max_pool_v2_grad_grad(
         t47 = _gather(t46, t43, -4, fill=-np.inf)
         t48 = np.transpose(t47, (0, 5, 1, 3, 2, 4))
         t49 = ext1[..., None, None]
-        t50 = t45 * np.where(t48 == t49, 1, 0) * np.where(affine1 == 0, 1, 0)
+        t50 = np.where((affine1 == 0) & (t48 == t49), t45, 0)
         t51 = np.transpose(t44, (0, 1, 3, 5, 2, 4))
         t52 = np.transpose(t47, (0, 1, 3, 5, 2, 4))
         t53 = np.transpose(ext1, (0, 2, 3, 1))
         t54 = t53[..., None, None]
         t55 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(
-            t51 * np.where(t52 == t54, 1, 0) * np.where(t55 == 0, 1, 0), axis=(-2, -1)
-        )
+        grad_grad = np.sum(np.where((t52 == t54) & (t55 == 0), t51, 0), axis=(-2, -1))
     elif padding == "SAME":
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
@@ -1934,7 +1934,9 @@ def max_pool_v2_grad_grad(
             t27 = _gather(t24, t26, -4, fill=-np.inf)
             t28 = np.transpose(t27, (0, 5, 1, 3, 2, 4))
             t29 = ext1[..., None, None]
-            t30 = _shift_right(np.cumsum(np.where(t28 == t29, 1, 0), axis=-1), axis=-1, fill=0)
+            t30 = _shift_right(
+                np.cumsum(np.asarray(t28 == t29, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            )
             t31 = np.arange(t2)
             t32 = strides[2] * t1 + t31 - t7
             t33 = _gather(input, t32, -2, fill=-np.inf)
@@ -1943,7 +1945,7 @@ def max_pool_v2_grad_grad(
             t36 = strides[1] * t11 - t17 + t35
             t37 = _gather(t33, t36, -4, fill=-np.inf)
             t38 = np.transpose(t37, (0, 5, 1, 3, 2, 4))
-            t39 = np.sum(np.where(t29 == t38, 1, 0), axis=-1, keepdims=True)
+            t39 = np.sum(np.asarray(t29 == t38, grad_vjp_input.dtype), axis=-1, keepdims=True)
             t40 = _shift_right(np.cumsum(t39, axis=-2), axis=-2, fill=0)
             affine1 = t30 + t40
         t41 = np.arange(np.shape(grad)[-2])
@@ -1977,15 +1979,13 @@ def max_pool_v2_grad_grad(
         t69 = _gather(t65, t68, -4, fill=-np.inf)
         t70 = np.transpose(t69, (0, 5, 1, 3, 2, 4))
         t71 = ext1[..., None, None]
-        t72 = t61 * np.where(t70 == t71, 1, 0) * np.where(affine1 == 0, 1, 0)
+        t72 = np.where((affine1 == 0) & (t70 == t71), t61, 0)
         t73 = np.transpose(t60, (0, 1, 3, 5, 2, 4))
         t74 = np.transpose(t69, (0, 1, 3, 5, 2, 4))
         t75 = np.transpose(ext1, (0, 2, 3, 1))
         t76 = t75[..., None, None]
         t77 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(
-            t73 * np.where(t74 == t76, 1, 0) * np.where(t77 == 0, 1, 0), axis=(-2, -1)
-        )
+        grad_grad = np.sum(np.where((t74 == t76) & (t77 == 0), t73, 0), axis=(-2, -1))
     else:
         raise ValueError(f"MaxPoolV2Grad: unsupported attributes padding={padding!r}")
     return grad_grad, None

@@ -13,8 +13,7 @@ Per op:
   the backward reads the op's outputs, it reads them again through `outputs_again`, so that a
   second order (an outer tape) differentiates them by the derived gradient too, not by
   TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's
-  has no derivative of `backprop` w.r.t. `labels`).
-* `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
+  has no derivative of `backprop` w.r.t. `labels`).* `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
 

@@ -178,7 +178,7 @@ def matrix_band_part_grad(grad, input, *, band=None, num_lower, num_upper):
     t1 = t0[..., None]
     t2 = np.arange(np.shape(input)[-1])
     t3 = ((num_lower < 0) | (num_lower >= t1 - t2)) & ((num_upper < 0) | (num_upper >= -t1 + t2))
-    grad_input = grad * np.where(t3, 1, 0)
+    grad_input = np.where(t3, grad, 0)
     return (grad_input,)
 
 
@@ -190,7 +190,7 @@ def matrix_band_part_grad_grad(
     t1 = t0[..., None]
     t2 = np.arange(np.shape(grad)[-1])
     t3 = ((num_lower < 0) | (num_lower >= t1 - t2)) & ((num_upper < 0) | (num_upper >= -t1 + t2))
-    grad_grad = grad_vjp_input * np.where(t3, 1, 0)
+    grad_grad = np.where(t3, grad_vjp_input, 0)
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     return grad_grad, None
 

@@ -318,6 +318,72 @@ def split_grad(grad_output, value, *, output=None, num_split=2, axis=-1):
     return (grad_value,)
 
 
+def split_grad_grad(grad_vjp_value, grad_output, value, *, vjp_value=None, num_split=2, axis=-1):
+    """Second order of Split: the gradient of split_grad: one array per input (grad_output, value)."""
+    axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if num_split == 2 and axis == -1:
+        grad_output_0, grad_output_1 = grad_output
+        t0 = np.arange(np.shape(grad_output_0)[-1])
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, -1)
+        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
+        t1 = np.arange(np.shape(grad_output_0)[-1])
+        t2 = np.shape(value)[-1]
+        t3 = t2 // 2
+        t4 = t1 + t3
+        grad_grad_output_1 = _gather(grad_vjp_value, t4, -1)
+        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
+        grads = (grad_grad_output_0, grad_grad_output_1, None)
+    elif num_split == 2 and axis == -2:
+        grad_output_0, grad_output_1 = grad_output
+        t0 = np.arange(np.shape(grad_output_0)[-2])
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, -2)
+        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
+        t1 = np.arange(np.shape(grad_output_0)[-2])
+        t2 = np.shape(value)[-2]
+        t3 = t2 // 2
+        t4 = t1 + t3
+        grad_grad_output_1 = _gather(grad_vjp_value, t4, -2)
+        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
+        grads = (grad_grad_output_0, grad_grad_output_1, None)
+    elif num_split == 3 and axis == -1:
+        grad_output_0, grad_output_1, grad_output_2 = grad_output
+        t0 = np.arange(np.shape(grad_output_0)[-1])
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, -1)
+        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
+        t1 = np.arange(np.shape(grad_output_0)[-1])
+        t2 = np.shape(value)[-1]
+        t3 = t2 // 3
+        t4 = t1 + t3
+        grad_grad_output_1 = _gather(grad_vjp_value, t4, -1)
+        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
+        t5 = np.arange(np.shape(grad_output_0)[-1])
+        t6 = 2 * t3 + t5
+        grad_grad_output_2 = _gather(grad_vjp_value, t6, -1)
+        grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
+        grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
+    elif num_split == 3 and axis == -2:
+        grad_output_0, grad_output_1, grad_output_2 = grad_output
+        t0 = np.arange(np.shape(grad_output_0)[-2])
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, -2)
+        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
+        t1 = np.arange(np.shape(grad_output_0)[-2])
+        t2 = np.shape(value)[-2]
+        t3 = t2 // 3
+        t4 = t1 + t3
+        grad_grad_output_1 = _gather(grad_vjp_value, t4, -2)
+        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
+        t5 = np.arange(np.shape(grad_output_0)[-2])
+        t6 = 2 * t3 + t5
+        grad_grad_output_2 = _gather(grad_vjp_value, t6, -2)
+        grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
+        grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
+    else:
+        raise ValueError(
+            f"SplitGrad: unsupported attributes num_split={num_split!r}, axis={axis!r}"
+        )
+    return grads
+
+
 def split_v(value, *, num_split=2, axis=-1, size_splits):
     """SplitV: `value` cut along `axis` into pieces of `size_splits[k]` entries (one may be -1: the rest) (declared at ops/list_ops.py:63)."""
     size_splits = np.asarray(size_splits, dtype=np.int64)
@@ -442,6 +508,83 @@ def split_v_grad(grad_output, value, *, output=None, num_split=2, axis=-1, size_
     else:
         raise ValueError(f"SplitV: unsupported attributes num_split={num_split!r}, axis={axis!r}")
     return (grad_value,)
+
+
+def split_v_grad_grad(
+    grad_vjp_value, grad_output, value, *, vjp_value=None, num_split=2, axis=-1, size_splits
+):
+    """Second order of SplitV: the gradient of split_v_grad: one array per input (grad_output, value)."""
+    size_splits = np.asarray(size_splits, dtype=np.int64)
+    axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if num_split == 2 and axis == -1:
+        grad_output_0, grad_output_1 = grad_output
+        t0 = np.arange(np.shape(grad_output_0)[-1])
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, -1)
+        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
+        t1 = np.arange(np.shape(grad_output_1)[-1])
+        t2 = np.shape(value)[-1]
+        t3 = t1 + np.where(size_splits[0] == -1, -size_splits[1] + t2, size_splits[0])
+        grad_grad_output_1 = _gather(grad_vjp_value, t3, -1)
+        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
+        grads = (grad_grad_output_0, grad_grad_output_1, None)
+    elif num_split == 2 and axis == -2:
+        grad_output_0, grad_output_1 = grad_output
+        t0 = np.arange(np.shape(grad_output_0)[-2])
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, -2)
+        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
+        t1 = np.arange(np.shape(grad_output_1)[-2])
+        t2 = np.shape(value)[-2]
+        t3 = t1 + np.where(size_splits[0] == -1, -size_splits[1] + t2, size_splits[0])
+        grad_grad_output_1 = _gather(grad_vjp_value, t3, -2)
+        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
+        grads = (grad_grad_output_0, grad_grad_output_1, None)
+    elif num_split == 3 and axis == -1:
+        grad_output_0, grad_output_1, grad_output_2 = grad_output
+        t0 = np.arange(np.shape(grad_output_0)[-1])
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, -1)
+        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
+        t1 = np.arange(np.shape(grad_output_1)[-1])
+        t2 = np.shape(value)[-1]
+        t3 = t1 + np.where(
+            size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0]
+        )
+        grad_grad_output_1 = _gather(grad_vjp_value, t3, -1)
+        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
+        t4 = np.arange(np.shape(grad_output_2)[-1])
+        t5 = (
+            t4
+            + np.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t2, size_splits[1])
+            + np.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0])
+        )
+        grad_grad_output_2 = _gather(grad_vjp_value, t5, -1)
+        grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
+        grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
+    elif num_split == 3 and axis == -2:
+        grad_output_0, grad_output_1, grad_output_2 = grad_output
+        t0 = np.arange(np.shape(grad_output_0)[-2])
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, -2)
+        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
+        t1 = np.arange(np.shape(grad_output_1)[-2])
+        t2 = np.shape(value)[-2]
+        t3 = t1 + np.where(
+            size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0]
+        )
+        grad_grad_output_1 = _gather(grad_vjp_value, t3, -2)
+        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
+        t4 = np.arange(np.shape(grad_output_2)[-2])
+        t5 = (
+            t4
+            + np.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t2, size_splits[1])
+            + np.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0])
+        )
+        grad_grad_output_2 = _gather(grad_vjp_value, t5, -2)
+        grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
+        grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
+    else:
+        raise ValueError(
+            f"SplitVGrad: unsupported attributes num_split={num_split!r}, axis={axis!r}"
+        )
+    return grads
 
 
 def pack(*values, axis=-1):
@@ -662,6 +805,77 @@ def unpack_grad(grad_output, value, *, output=None, num=2, axis=-1):
     else:
         raise ValueError(f"Unpack: unsupported attributes num={num!r}, axis={axis!r}")
     return (grad_value,)
+
+
+def unpack_grad_grad(grad_vjp_value, grad_output, value, *, vjp_value=None, num=2, axis=-1):
+    """Second order of Unpack: the gradient of unpack_grad: one array per input (grad_output, value)."""
+    axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if num == 2 and axis == -1:
+        grad_output_0, grad_output_1 = grad_output
+        t0 = 0
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, -1)
+        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
+        t1 = 1
+        grad_grad_output_1 = _gather(grad_vjp_value, t1, -1)
+        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
+        grads = (grad_grad_output_0, grad_grad_output_1, None)
+    elif num == 2 and axis == -2:
+        grad_output_0, grad_output_1 = grad_output
+        t0 = 0
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, -2)
+        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
+        t1 = 1
+        grad_grad_output_1 = _gather(grad_vjp_value, t1, -2)
+        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
+        grads = (grad_grad_output_0, grad_grad_output_1, None)
+    elif num == 2 and axis == -3:
+        grad_output_0, grad_output_1 = grad_output
+        t0 = 0
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, -3)
+        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
+        t1 = 1
+        grad_grad_output_1 = _gather(grad_vjp_value, t1, -3)
+        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
+        grads = (grad_grad_output_0, grad_grad_output_1, None)
+    elif num == 3 and axis == -1:
+        grad_output_0, grad_output_1, grad_output_2 = grad_output
+        t0 = 0
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, -1)
+        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
+        t1 = 1
+        grad_grad_output_1 = _gather(grad_vjp_value, t1, -1)
+        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
+        t2 = 2
+        grad_grad_output_2 = _gather(grad_vjp_value, t2, -1)
+        grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
+        grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
+    elif num == 3 and axis == -2:
+        grad_output_0, grad_output_1, grad_output_2 = grad_output
+        t0 = 0
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, -2)
+        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
+        t1 = 1
+        grad_grad_output_1 = _gather(grad_vjp_value, t1, -2)
+        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
+        t2 = 2
+        grad_grad_output_2 = _gather(grad_vjp_value, t2, -2)
+        grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
+        grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
+    elif num == 3 and axis == -3:
+        grad_output_0, grad_output_1, grad_output_2 = grad_output
+        t0 = 0
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, -3)
+        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
+        t1 = 1
+        grad_grad_output_1 = _gather(grad_vjp_value, t1, -3)
+        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
+        t2 = 2
+        grad_grad_output_2 = _gather(grad_vjp_value, t2, -3)
+        grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
+        grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
+    else:
+        raise ValueError(f"UnpackGrad: unsupported attributes num={num!r}, axis={axis!r}")
+    return grads
 
 
 def add_n(*inputs):

@@ -84,7 +84,7 @@ def reduce_sum_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-1
         t1 = np.arange(np.shape(grad)[-1])
         t2 = t1 == t0
         t3 = np.sum(grad_vjp_input, axis=-1, keepdims=True)
-        grad_grad = t3 * np.where(t2, 1, 0)
+        grad_grad = np.where(t2, t3, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -2 and not keep_dims:
         grad_grad = np.sum(grad_vjp_input, axis=-2)
@@ -95,7 +95,7 @@ def reduce_sum_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-1
         t2 = t1 == t0
         t3 = t2[..., None]
         t4 = np.sum(grad_vjp_input, axis=-2, keepdims=True)
-        grad_grad = t4 * np.where(t3, 1, 0)
+        grad_grad = np.where(t3, t4, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -3 and not keep_dims:
         grad_grad = np.sum(grad_vjp_input, axis=-3)
@@ -106,7 +106,7 @@ def reduce_sum_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-1
         t2 = t1 == t0
         t3 = t2[..., None, None]
         t4 = np.sum(grad_vjp_input, axis=-3, keepdims=True)
-        grad_grad = t4 * np.where(t3, 1, 0)
+        grad_grad = np.where(t3, t4, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(f"SumGrad: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -188,7 +188,7 @@ def reduce_mean_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-
         t2 = np.arange(np.shape(grad)[-1])
         t3 = t2 == t1
         t4 = np.sum(grad_vjp_input, axis=-1, keepdims=True)
-        grad_grad = t4 * np.where(t3, 1, 0) / t0
+        grad_grad = np.where(t3, t4 / t0, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -2 and not keep_dims:
         t0 = np.shape(input)[-2]
@@ -202,7 +202,7 @@ def reduce_mean_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-
         t3 = t2 == t1
         t4 = t3[..., None]
         t5 = np.sum(grad_vjp_input, axis=-2, keepdims=True)
-        grad_grad = t5 * np.where(t4, 1, 0) / t0
+        grad_grad = np.where(t4, t5 / t0, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -3 and not keep_dims:
         t0 = np.shape(input)[-3]
@@ -216,7 +216,7 @@ def reduce_mean_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-
         t3 = t2 == t1
         t4 = t3[..., None, None]
         t5 = np.sum(grad_vjp_input, axis=-3, keepdims=True)
-        grad_grad = t5 * np.where(t4, 1, 0) / t0
+        grad_grad = np.where(t4, t5 / t0, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(f"MeanGrad: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -325,7 +325,7 @@ def euclidean_norm_grad_grad(
         t4 = np.arange(np.shape(grad)[-1])
         t5 = t4 == t3
         t6 = sum1[..., None]
-        grad_grad = t2 * np.where(np.sqrt(t6) == 0, 0, (1 / 2) / np.sqrt(t6)) * np.where(t5, 1, 0)
+        grad_grad = np.where(t5, t2 * np.where(np.sqrt(t6) == 0, 0, (1 / 2) / np.sqrt(t6)), 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
         t7 = vjp_sum1[..., None]
         grad_input = (
@@ -362,7 +362,7 @@ def euclidean_norm_grad_grad(
         t5 = t4 == t3
         t6 = t5[..., None]
         t7 = sum1[..., None, :]
-        grad_grad = t2 * np.where(np.sqrt(t7) == 0, 0, (1 / 2) / np.sqrt(t7)) * np.where(t6, 1, 0)
+        grad_grad = np.where(t6, t2 * np.where(np.sqrt(t7) == 0, 0, (1 / 2) / np.sqrt(t7)), 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
         t8 = vjp_sum1[..., None, :]
         grad_input = (
@@ -399,7 +399,7 @@ def euclidean_norm_grad_grad(
         t5 = t4 == t3
         t6 = t5[..., None, None]
         t7 = sum1[..., None, :, :]
-        grad_grad = t2 * np.where(np.sqrt(t7) == 0, 0, (1 / 2) / np.sqrt(t7)) * np.where(t6, 1, 0)
+        grad_grad = np.where(t6, t2 * np.where(np.sqrt(t7) == 0, 0, (1 / 2) / np.sqrt(t7)), 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
         t8 = vjp_sum1[..., None, :, :]
         grad_input = (
@@ -671,11 +671,13 @@ def reduce_prod_grad_grad(
         grad_prod1 = grad_vjp_input * prod2 * t0
         grad_grad = np.sum(grad_vjp_input * prod1 * prod2, axis=-1)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t1 = _shift_right(np.cumsum(np.where(input == 0, 1, 0), axis=-1), axis=-1, fill=0)
+        t1 = _shift_right(
+            np.cumsum(np.asarray(input == 0, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+        )
         t2 = _shift_right(np.cumprod(np.where(input == 0, 1, input), axis=-1), axis=-1, fill=1)
         t3 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(grad_prod1 * t2 * np.where(t1 == 1, 1, 0), axis=-1), axis=-1),
+                np.cumsum(np.flip(np.where(t1 == 1, grad_prod1 * t2, 0), axis=-1), axis=-1),
                 axis=-1,
                 fill=0,
             ),
@@ -683,7 +685,9 @@ def reduce_prod_grad_grad(
         )
         t4 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(np.where(input == 0, 1, 0), axis=-1), axis=-1), axis=-1, fill=0
+                np.cumsum(np.flip(np.asarray(input == 0, grad_vjp_input.dtype), axis=-1), axis=-1),
+                axis=-1,
+                fill=0,
             ),
             axis=-1,
         )
@@ -696,25 +700,25 @@ def reduce_prod_grad_grad(
             axis=-1,
         )
         t6 = _shift_right(
-            np.cumsum(grad_prod2 * t5 * np.where(t4 == 1, 1, 0), axis=-1), axis=-1, fill=0
+            np.cumsum(np.where(t4 == 1, grad_prod2 * t5, 0), axis=-1), axis=-1, fill=0
         )
         t7 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(grad_prod1 * t2 * np.where(t1 == 0, 1, 0), axis=-1), axis=-1),
+                np.cumsum(np.flip(np.where(t1 == 0, grad_prod1 * t2, 0), axis=-1), axis=-1),
                 axis=-1,
                 fill=0,
             ),
             axis=-1,
         )
         t8 = _shift_right(
-            np.cumsum(grad_prod2 * t5 * np.where(t4 == 0, 1, 0), axis=-1), axis=-1, fill=0
+            np.cumsum(np.where(t4 == 0, grad_prod2 * t5, 0), axis=-1), axis=-1, fill=0
         )
         grad_input = (
-            t3 * np.where(input == 0, 1, 0)
-            + t6 * np.where(input == 0, 1, 0)
-            - t7 * np.where(input == 0, 1, 0)
+            np.where(input == 0, t3, 0)
+            + np.where(input == 0, t6, 0)
+            + np.where(input == 0, -t7, 0)
             + t7
-            - t8 * np.where(input == 0, 1, 0)
+            + np.where(input == 0, -t8, 0)
             + t8
         ) / np.where(input == 0, 1, input)
         grad_input = _sum_to_shape(grad_input, np.shape(input))
@@ -730,13 +734,15 @@ def reduce_prod_grad_grad(
         t1 = np.arange(np.shape(grad)[-1])
         t2 = t1 == t0
         t3 = np.sum(grad_vjp_input * prod1 * prod2, axis=-1, keepdims=True)
-        grad_grad = t3 * np.where(t2, 1, 0)
+        grad_grad = np.where(t2, t3, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t4 = _shift_right(np.cumsum(np.where(input == 0, 1, 0), axis=-1), axis=-1, fill=0)
+        t4 = _shift_right(
+            np.cumsum(np.asarray(input == 0, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+        )
         t5 = _shift_right(np.cumprod(np.where(input == 0, 1, input), axis=-1), axis=-1, fill=1)
         t6 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(grad_prod1 * t5 * np.where(t4 == 1, 1, 0), axis=-1), axis=-1),
+                np.cumsum(np.flip(np.where(t4 == 1, grad_prod1 * t5, 0), axis=-1), axis=-1),
                 axis=-1,
                 fill=0,
             ),
@@ -744,7 +750,9 @@ def reduce_prod_grad_grad(
         )
         t7 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(np.where(input == 0, 1, 0), axis=-1), axis=-1), axis=-1, fill=0
+                np.cumsum(np.flip(np.asarray(input == 0, grad_vjp_input.dtype), axis=-1), axis=-1),
+                axis=-1,
+                fill=0,
             ),
             axis=-1,
         )
@@ -757,26 +765,26 @@ def reduce_prod_grad_grad(
             axis=-1,
         )
         t9 = _shift_right(
-            np.cumsum(grad_prod2 * t8 * np.where(t7 == 1, 1, 0), axis=-1), axis=-1, fill=0
+            np.cumsum(np.where(t7 == 1, grad_prod2 * t8, 0), axis=-1), axis=-1, fill=0
         )
         t10 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(grad_prod1 * t5 * np.where(t4 == 0, 1, 0), axis=-1), axis=-1),
+                np.cumsum(np.flip(np.where(t4 == 0, grad_prod1 * t5, 0), axis=-1), axis=-1),
                 axis=-1,
                 fill=0,
             ),
             axis=-1,
         )
         t11 = _shift_right(
-            np.cumsum(grad_prod2 * t8 * np.where(t7 == 0, 1, 0), axis=-1), axis=-1, fill=0
+            np.cumsum(np.where(t7 == 0, grad_prod2 * t8, 0), axis=-1), axis=-1, fill=0
         )
         grad_input = (
-            -t10 * np.where(input == 0, 1, 0)
+            np.where(input == 0, -t10, 0)
             + t10
-            - t11 * np.where(input == 0, 1, 0)
+            + np.where(input == 0, -t11, 0)
             + t11
-            + t6 * np.where(input == 0, 1, 0)
-            + t9 * np.where(input == 0, 1, 0)
+            + np.where(input == 0, t6, 0)
+            + np.where(input == 0, t9, 0)
         ) / np.where(input == 0, 1, input)
         grad_input = _sum_to_shape(grad_input, np.shape(input))
     elif axis == -2 and not keep_dims:
@@ -790,11 +798,13 @@ def reduce_prod_grad_grad(
         grad_prod1 = grad_vjp_input * prod2 * t0
         grad_grad = np.sum(grad_vjp_input * prod1 * prod2, axis=-2)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t1 = _shift_right(np.cumsum(np.where(input == 0, 1, 0), axis=-2), axis=-2, fill=0)
+        t1 = _shift_right(
+            np.cumsum(np.asarray(input == 0, grad_vjp_input.dtype), axis=-2), axis=-2, fill=0
+        )
         t2 = _shift_right(np.cumprod(np.where(input == 0, 1, input), axis=-2), axis=-2, fill=1)
         t3 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(grad_prod1 * t2 * np.where(t1 == 1, 1, 0), axis=-2), axis=-2),
+                np.cumsum(np.flip(np.where(t1 == 1, grad_prod1 * t2, 0), axis=-2), axis=-2),
                 axis=-2,
                 fill=0,
             ),
@@ -802,7 +812,9 @@ def reduce_prod_grad_grad(
         )
         t4 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(np.where(input == 0, 1, 0), axis=-2), axis=-2), axis=-2, fill=0
+                np.cumsum(np.flip(np.asarray(input == 0, grad_vjp_input.dtype), axis=-2), axis=-2),
+                axis=-2,
+                fill=0,
             ),
             axis=-2,
         )
@@ -815,25 +827,25 @@ def reduce_prod_grad_grad(
             axis=-2,
         )
         t6 = _shift_right(
-            np.cumsum(grad_prod2 * t5 * np.where(t4 == 1, 1, 0), axis=-2), axis=-2, fill=0
+            np.cumsum(np.where(t4 == 1, grad_prod2 * t5, 0), axis=-2), axis=-2, fill=0
         )
         t7 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(grad_prod1 * t2 * np.where(t1 == 0, 1, 0), axis=-2), axis=-2),
+                np.cumsum(np.flip(np.where(t1 == 0, grad_prod1 * t2, 0), axis=-2), axis=-2),
                 axis=-2,
                 fill=0,
             ),
             axis=-2,
         )
         t8 = _shift_right(
-            np.cumsum(grad_prod2 * t5 * np.where(t4 == 0, 1, 0), axis=-2), axis=-2, fill=0
+            np.cumsum(np.where(t4 == 0, grad_prod2 * t5, 0), axis=-2), axis=-2, fill=0
         )
         grad_input = (
-            t3 * np.where(input == 0, 1, 0)
-            + t6 * np.where(input == 0, 1, 0)
-            - t7 * np.where(input == 0, 1, 0)
+            np.where(input == 0, t3, 0)
+            + np.where(input == 0, t6, 0)
+            + np.where(input == 0, -t7, 0)
             + t7
-            - t8 * np.where(input == 0, 1, 0)
+            + np.where(input == 0, -t8, 0)
             + t8
         ) / np.where(input == 0, 1, input)
         grad_input = _sum_to_shape(grad_input, np.shape(input))
@@ -850,13 +862,15 @@ def reduce_prod_grad_grad(
         t2 = t1 == t0
         t3 = t2[..., None]
         t4 = np.sum(grad_vjp_input * prod1 * prod2, axis=-2, keepdims=True)
-        grad_grad = t4 * np.where(t3, 1, 0)
+        grad_grad = np.where(t3, t4, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t5 = _shift_right(np.cumsum(np.where(input == 0, 1, 0), axis=-2), axis=-2, fill=0)
+        t5 = _shift_right(
+            np.cumsum(np.asarray(input == 0, grad_vjp_input.dtype), axis=-2), axis=-2, fill=0
+        )
         t6 = _shift_right(np.cumprod(np.where(input == 0, 1, input), axis=-2), axis=-2, fill=1)
         t7 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(grad_prod1 * t6 * np.where(t5 == 1, 1, 0), axis=-2), axis=-2),
+                np.cumsum(np.flip(np.where(t5 == 1, grad_prod1 * t6, 0), axis=-2), axis=-2),
                 axis=-2,
                 fill=0,
             ),
@@ -864,7 +878,9 @@ def reduce_prod_grad_grad(
         )
         t8 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(np.where(input == 0, 1, 0), axis=-2), axis=-2), axis=-2, fill=0
+                np.cumsum(np.flip(np.asarray(input == 0, grad_vjp_input.dtype), axis=-2), axis=-2),
+                axis=-2,
+                fill=0,
             ),
             axis=-2,
         )
@@ -877,26 +893,26 @@ def reduce_prod_grad_grad(
             axis=-2,
         )
         t10 = _shift_right(
-            np.cumsum(grad_prod2 * t9 * np.where(t8 == 1, 1, 0), axis=-2), axis=-2, fill=0
+            np.cumsum(np.where(t8 == 1, grad_prod2 * t9, 0), axis=-2), axis=-2, fill=0
         )
         t11 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(grad_prod1 * t6 * np.where(t5 == 0, 1, 0), axis=-2), axis=-2),
+                np.cumsum(np.flip(np.where(t5 == 0, grad_prod1 * t6, 0), axis=-2), axis=-2),
                 axis=-2,
                 fill=0,
             ),
             axis=-2,
         )
         t12 = _shift_right(
-            np.cumsum(grad_prod2 * t9 * np.where(t8 == 0, 1, 0), axis=-2), axis=-2, fill=0
+            np.cumsum(np.where(t8 == 0, grad_prod2 * t9, 0), axis=-2), axis=-2, fill=0
         )
         grad_input = (
-            t10 * np.where(input == 0, 1, 0)
-            - t11 * np.where(input == 0, 1, 0)
+            np.where(input == 0, t10, 0)
+            + np.where(input == 0, -t11, 0)
             + t11
-            - t12 * np.where(input == 0, 1, 0)
+            + np.where(input == 0, -t12, 0)
             + t12
-            + t7 * np.where(input == 0, 1, 0)
+            + np.where(input == 0, t7, 0)
         ) / np.where(input == 0, 1, input)
         grad_input = _sum_to_shape(grad_input, np.shape(input))
     elif axis == -3 and not keep_dims:
@@ -910,11 +926,13 @@ def reduce_prod_grad_grad(
         grad_prod1 = grad_vjp_input * prod2 * t0
         grad_grad = np.sum(grad_vjp_input * prod1 * prod2, axis=-3)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t1 = _shift_right(np.cumsum(np.where(input == 0, 1, 0), axis=-3), axis=-3, fill=0)
+        t1 = _shift_right(
+            np.cumsum(np.asarray(input == 0, grad_vjp_input.dtype), axis=-3), axis=-3, fill=0
+        )
         t2 = _shift_right(np.cumprod(np.where(input == 0, 1, input), axis=-3), axis=-3, fill=1)
         t3 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(grad_prod1 * t2 * np.where(t1 == 1, 1, 0), axis=-3), axis=-3),
+                np.cumsum(np.flip(np.where(t1 == 1, grad_prod1 * t2, 0), axis=-3), axis=-3),
                 axis=-3,
                 fill=0,
             ),
@@ -922,7 +940,9 @@ def reduce_prod_grad_grad(
         )
         t4 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(np.where(input == 0, 1, 0), axis=-3), axis=-3), axis=-3, fill=0
+                np.cumsum(np.flip(np.asarray(input == 0, grad_vjp_input.dtype), axis=-3), axis=-3),
+                axis=-3,
+                fill=0,
             ),
             axis=-3,
         )
@@ -935,25 +955,25 @@ def reduce_prod_grad_grad(
             axis=-3,
         )
         t6 = _shift_right(
-            np.cumsum(grad_prod2 * t5 * np.where(t4 == 1, 1, 0), axis=-3), axis=-3, fill=0
+            np.cumsum(np.where(t4 == 1, grad_prod2 * t5, 0), axis=-3), axis=-3, fill=0
         )
         t7 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(grad_prod1 * t2 * np.where(t1 == 0, 1, 0), axis=-3), axis=-3),
+                np.cumsum(np.flip(np.where(t1 == 0, grad_prod1 * t2, 0), axis=-3), axis=-3),
                 axis=-3,
                 fill=0,
             ),
             axis=-3,
         )
         t8 = _shift_right(
-            np.cumsum(grad_prod2 * t5 * np.where(t4 == 0, 1, 0), axis=-3), axis=-3, fill=0
+            np.cumsum(np.where(t4 == 0, grad_prod2 * t5, 0), axis=-3), axis=-3, fill=0
         )
         grad_input = (
-            t3 * np.where(input == 0, 1, 0)
-            + t6 * np.where(input == 0, 1, 0)
-            - t7 * np.where(input == 0, 1, 0)
+            np.where(input == 0, t3, 0)
+            + np.where(input == 0, t6, 0)
+            + np.where(input == 0, -t7, 0)
             + t7
-            - t8 * np.where(input == 0, 1, 0)
+            + np.where(input == 0, -t8, 0)
             + t8
         ) / np.where(input == 0, 1, input)
         grad_input = _sum_to_shape(grad_input, np.shape(input))
@@ -970,13 +990,15 @@ def reduce_prod_grad_grad(
         t2 = t1 == t0
         t3 = t2[..., None, None]
         t4 = np.sum(grad_vjp_input * prod1 * prod2, axis=-3, keepdims=True)
-        grad_grad = t4 * np.where(t3, 1, 0)
+        grad_grad = np.where(t3, t4, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t5 = _shift_right(np.cumsum(np.where(input == 0, 1, 0), axis=-3), axis=-3, fill=0)
+        t5 = _shift_right(
+            np.cumsum(np.asarray(input == 0, grad_vjp_input.dtype), axis=-3), axis=-3, fill=0
+        )
         t6 = _shift_right(np.cumprod(np.where(input == 0, 1, input), axis=-3), axis=-3, fill=1)
         t7 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(grad_prod1 * t6 * np.where(t5 == 1, 1, 0), axis=-3), axis=-3),
+                np.cumsum(np.flip(np.where(t5 == 1, grad_prod1 * t6, 0), axis=-3), axis=-3),
                 axis=-3,
                 fill=0,
             ),
@@ -984,7 +1006,9 @@ def reduce_prod_grad_grad(
         )
         t8 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(np.where(input == 0, 1, 0), axis=-3), axis=-3), axis=-3, fill=0
+                np.cumsum(np.flip(np.asarray(input == 0, grad_vjp_input.dtype), axis=-3), axis=-3),
+                axis=-3,
+                fill=0,
             ),
             axis=-3,
         )
@@ -997,26 +1021,26 @@ def reduce_prod_grad_grad(
             axis=-3,
         )
         t10 = _shift_right(
-            np.cumsum(grad_prod2 * t9 * np.where(t8 == 1, 1, 0), axis=-3), axis=-3, fill=0
+            np.cumsum(np.where(t8 == 1, grad_prod2 * t9, 0), axis=-3), axis=-3, fill=0
         )
         t11 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(grad_prod1 * t6 * np.where(t5 == 0, 1, 0), axis=-3), axis=-3),
+                np.cumsum(np.flip(np.where(t5 == 0, grad_prod1 * t6, 0), axis=-3), axis=-3),
                 axis=-3,
                 fill=0,
             ),
             axis=-3,
         )
         t12 = _shift_right(
-            np.cumsum(grad_prod2 * t9 * np.where(t8 == 0, 1, 0), axis=-3), axis=-3, fill=0
+            np.cumsum(np.where(t8 == 0, grad_prod2 * t9, 0), axis=-3), axis=-3, fill=0
         )
         grad_input = (
-            t10 * np.where(input == 0, 1, 0)
-            - t11 * np.where(input == 0, 1, 0)
+            np.where(input == 0, t10, 0)
+            + np.where(input == 0, -t11, 0)
             + t11
-            - t12 * np.where(input == 0, 1, 0)
+            + np.where(input == 0, -t12, 0)
             + t12
-            + t7 * np.where(input == 0, 1, 0)
+            + np.where(input == 0, t7, 0)
         ) / np.where(input == 0, 1, input)
         grad_input = _sum_to_shape(grad_input, np.shape(input))
     else:
@@ -1051,28 +1075,28 @@ def reduce_max_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
-        t1 = np.sum(np.where(input == t0, 1, 0), axis=-1, keepdims=True)
+        t1 = np.sum(np.asarray(input == t0, grad.dtype), axis=-1, keepdims=True)
         t2 = grad[..., None]
-        grad_input = t2 * np.where(input == t0, 1, 0) / t1
+        grad_input = np.where(input == t0, t2 / t1, 0)
     elif axis == -1 and keep_dims:
-        t0 = np.sum(np.where(input == output, 1, 0), axis=-1, keepdims=True)
-        grad_input = grad * np.where(input == output, 1, 0) / t0
+        t0 = np.sum(np.asarray(input == output, grad.dtype), axis=-1, keepdims=True)
+        grad_input = np.where(input == output, grad / t0, 0)
     elif axis == -2 and not keep_dims:
         t0 = output[..., None, :]
-        t1 = np.sum(np.where(input == t0, 1, 0), axis=-2, keepdims=True)
+        t1 = np.sum(np.asarray(input == t0, grad.dtype), axis=-2, keepdims=True)
         t2 = grad[..., None, :]
-        grad_input = t2 * np.where(input == t0, 1, 0) / t1
+        grad_input = np.where(input == t0, t2 / t1, 0)
     elif axis == -2 and keep_dims:
-        t0 = np.sum(np.where(input == output, 1, 0), axis=-2, keepdims=True)
-        grad_input = grad * np.where(input == output, 1, 0) / t0
+        t0 = np.sum(np.asarray(input == output, grad.dtype), axis=-2, keepdims=True)
+        grad_input = np.where(input == output, grad / t0, 0)
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
-        t1 = np.sum(np.where(input == t0, 1, 0), axis=-3, keepdims=True)
+        t1 = np.sum(np.asarray(input == t0, grad.dtype), axis=-3, keepdims=True)
         t2 = grad[..., None, :, :]
-        grad_input = t2 * np.where(input == t0, 1, 0) / t1
+        grad_input = np.where(input == t0, t2 / t1, 0)
     elif axis == -3 and keep_dims:
-        t0 = np.sum(np.where(input == output, 1, 0), axis=-3, keepdims=True)
-        grad_input = grad * np.where(input == output, 1, 0) / t0
+        t0 = np.sum(np.asarray(input == output, grad.dtype), axis=-3, keepdims=True)
+        grad_input = np.where(input == output, grad / t0, 0)
     else:
         raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -1087,42 +1111,42 @@ def reduce_max_grad_grad(
         if ext1 is None or sum1 is None:
             ext1 = np.max(input, axis=-1)
             t0 = ext1[..., None]
-            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-1)
+            sum1 = np.sum(np.asarray(input == t0, grad_vjp_input.dtype), axis=-1)
         t1 = ext1[..., None]
-        t2 = np.sum(grad_vjp_input * np.where(input == t1, 1, 0), axis=-1)
+        t2 = np.sum(np.where(input == t1, grad_vjp_input, 0), axis=-1)
         grad_grad = t2 / sum1
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -1 and keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.max(input, axis=-1)
             t0 = ext1[..., None]
-            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-1)
+            sum1 = np.sum(np.asarray(input == t0, grad_vjp_input.dtype), axis=-1)
         t1 = sum1[..., None]
         t2 = 0
         t3 = np.arange(np.shape(grad)[-1])
         t4 = t3 == t2
         t5 = ext1[..., None]
-        t6 = np.sum(grad_vjp_input * np.where(input == t5, 1, 0), axis=-1, keepdims=True)
-        grad_grad = t6 * np.where(t4, 1, 0) / t1
+        t6 = np.sum(np.where(input == t5, grad_vjp_input, 0), axis=-1, keepdims=True)
+        grad_grad = np.where(t4, t6 / t1, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -2 and not keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.max(input, axis=-2)
             t0 = ext1[..., None, :]
-            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-2)
+            sum1 = np.sum(np.asarray(input == t0, grad_vjp_input.dtype), axis=-2)
         t1 = np.einsum("...ab->...ba", grad_vjp_input, optimize=True)
         t2 = np.einsum("...ab->...ba", input, optimize=True)
         t3 = ext1[..., None]
-        t4 = t1 * np.where(t2 == t3, 1, 0)
+        t4 = np.where(t2 == t3, t1, 0)
         t5 = ext1[..., None, :]
-        t6 = np.sum(grad_vjp_input * np.where(input == t5, 1, 0), axis=-2)
+        t6 = np.sum(np.where(input == t5, grad_vjp_input, 0), axis=-2)
         grad_grad = t6 / sum1
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -2 and keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.max(input, axis=-2)
             t0 = ext1[..., None, :]
-            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-2)
+            sum1 = np.sum(np.asarray(input == t0, grad_vjp_input.dtype), axis=-2)
         t1 = sum1[..., None, :]
         t2 = 0
         t3 = np.arange(np.shape(grad)[-2])
@@ -1131,29 +1155,29 @@ def reduce_max_grad_grad(
         t6 = np.einsum("...ab->...ba", grad_vjp_input, optimize=True)
         t7 = np.einsum("...ab->...ba", input, optimize=True)
         t8 = ext1[..., None]
-        t9 = t6 * np.where(t7 == t8, 1, 0)
+        t9 = np.where(t7 == t8, t6, 0)
         t10 = ext1[..., None, :]
-        t11 = np.sum(grad_vjp_input * np.where(input == t10, 1, 0), axis=-2, keepdims=True)
-        grad_grad = t11 * np.where(t5, 1, 0) / t1
+        t11 = np.sum(np.where(input == t10, grad_vjp_input, 0), axis=-2, keepdims=True)
+        grad_grad = np.where(t5, t11 / t1, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -3 and not keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.max(input, axis=-3)
             t0 = ext1[..., None, :, :]
-            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-3)
+            sum1 = np.sum(np.asarray(input == t0, grad_vjp_input.dtype), axis=-3)
         t1 = np.einsum("...abc->...bca", grad_vjp_input, optimize=True)
         t2 = np.einsum("...abc->...bca", input, optimize=True)
         t3 = ext1[..., None]
-        t4 = t1 * np.where(t2 == t3, 1, 0)
+        t4 = np.where(t2 == t3, t1, 0)
         t5 = ext1[..., None, :, :]
-        t6 = np.sum(grad_vjp_input * np.where(input == t5, 1, 0), axis=-3)
+        t6 = np.sum(np.where(input == t5, grad_vjp_input, 0), axis=-3)
         grad_grad = t6 / sum1
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -3 and keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.max(input, axis=-3)
             t0 = ext1[..., None, :, :]
-            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-3)
+            sum1 = np.sum(np.asarray(input == t0, grad_vjp_input.dtype), axis=-3)
         t1 = sum1[..., None, :, :]
         t2 = 0
         t3 = np.arange(np.shape(grad)[-3])
@@ -1162,10 +1186,10 @@ def reduce_max_grad_grad(
         t6 = np.einsum("...abc->...bca", grad_vjp_input, optimize=True)
         t7 = np.einsum("...abc->...bca", input, optimize=True)
         t8 = ext1[..., None]
-        t9 = t6 * np.where(t7 == t8, 1, 0)
+        t9 = np.where(t7 == t8, t6, 0)
         t10 = ext1[..., None, :, :]
-        t11 = np.sum(grad_vjp_input * np.where(input == t10, 1, 0), axis=-3, keepdims=True)
-        grad_grad = t11 * np.where(t5, 1, 0) / t1
+        t11 = np.sum(np.where(input == t10, grad_vjp_input, 0), axis=-3, keepdims=True)
+        grad_grad = np.where(t5, t11 / t1, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(f"MaxGrad: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -1199,28 +1223,28 @@ def reduce_min_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
-        t1 = np.sum(np.where(input == t0, 1, 0), axis=-1, keepdims=True)
+        t1 = np.sum(np.asarray(input == t0, grad.dtype), axis=-1, keepdims=True)
         t2 = grad[..., None]
-        grad_input = t2 * np.where(input == t0, 1, 0) / t1
+        grad_input = np.where(input == t0, t2 / t1, 0)
     elif axis == -1 and keep_dims:
-        t0 = np.sum(np.where(input == output, 1, 0), axis=-1, keepdims=True)
-        grad_input = grad * np.where(input == output, 1, 0) / t0
+        t0 = np.sum(np.asarray(input == output, grad.dtype), axis=-1, keepdims=True)
+        grad_input = np.where(input == output, grad / t0, 0)
     elif axis == -2 and not keep_dims:
         t0 = output[..., None, :]
-        t1 = np.sum(np.where(input == t0, 1, 0), axis=-2, keepdims=True)
+        t1 = np.sum(np.asarray(input == t0, grad.dtype), axis=-2, keepdims=True)
         t2 = grad[..., None, :]
-        grad_input = t2 * np.where(input == t0, 1, 0) / t1
+        grad_input = np.where(input == t0, t2 / t1, 0)
     elif axis == -2 and keep_dims:
-        t0 = np.sum(np.where(input == output, 1, 0), axis=-2, keepdims=True)
-        grad_input = grad * np.where(input == output, 1, 0) / t0
+        t0 = np.sum(np.asarray(input == output, grad.dtype), axis=-2, keepdims=True)
+        grad_input = np.where(input == output, grad / t0, 0)
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
-        t1 = np.sum(np.where(input == t0, 1, 0), axis=-3, keepdims=True)
+        t1 = np.sum(np.asarray(input == t0, grad.dtype), axis=-3, keepdims=True)
         t2 = grad[..., None, :, :]
-        grad_input = t2 * np.where(input == t0, 1, 0) / t1
+        grad_input = np.where(input == t0, t2 / t1, 0)
     elif axis == -3 and keep_dims:
-        t0 = np.sum(np.where(input == output, 1, 0), axis=-3, keepdims=True)
-        grad_input = grad * np.where(input == output, 1, 0) / t0
+        t0 = np.sum(np.asarray(input == output, grad.dtype), axis=-3, keepdims=True)
+        grad_input = np.where(input == output, grad / t0, 0)
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -1235,42 +1259,42 @@ def reduce_min_grad_grad(
         if ext1 is None or sum1 is None:
             ext1 = np.min(input, axis=-1)
             t0 = ext1[..., None]
-            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-1)
+            sum1 = np.sum(np.asarray(input == t0, grad_vjp_input.dtype), axis=-1)
         t1 = ext1[..., None]
-        t2 = np.sum(grad_vjp_input * np.where(input == t1, 1, 0), axis=-1)
+        t2 = np.sum(np.where(input == t1, grad_vjp_input, 0), axis=-1)
         grad_grad = t2 / sum1
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -1 and keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.min(input, axis=-1)
             t0 = ext1[..., None]
-            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-1)
+            sum1 = np.sum(np.asarray(input == t0, grad_vjp_input.dtype), axis=-1)
         t1 = sum1[..., None]
         t2 = 0
         t3 = np.arange(np.shape(grad)[-1])
         t4 = t3 == t2
         t5 = ext1[..., None]
-        t6 = np.sum(grad_vjp_input * np.where(input == t5, 1, 0), axis=-1, keepdims=True)
-        grad_grad = t6 * np.where(t4, 1, 0) / t1
+        t6 = np.sum(np.where(input == t5, grad_vjp_input, 0), axis=-1, keepdims=True)
+        grad_grad = np.where(t4, t6 / t1, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -2 and not keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.min(input, axis=-2)
             t0 = ext1[..., None, :]
-            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-2)
+            sum1 = np.sum(np.asarray(input == t0, grad_vjp_input.dtype), axis=-2)
         t1 = np.einsum("...ab->...ba", grad_vjp_input, optimize=True)
         t2 = np.einsum("...ab->...ba", input, optimize=True)
         t3 = ext1[..., None]
-        t4 = t1 * np.where(t2 == t3, 1, 0)
+        t4 = np.where(t2 == t3, t1, 0)
         t5 = ext1[..., None, :]
-        t6 = np.sum(grad_vjp_input * np.where(input == t5, 1, 0), axis=-2)
+        t6 = np.sum(np.where(input == t5, grad_vjp_input, 0), axis=-2)
         grad_grad = t6 / sum1
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -2 and keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.min(input, axis=-2)
             t0 = ext1[..., None, :]
-            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-2)
+            sum1 = np.sum(np.asarray(input == t0, grad_vjp_input.dtype), axis=-2)
         t1 = sum1[..., None, :]
         t2 = 0
         t3 = np.arange(np.shape(grad)[-2])
@@ -1279,29 +1303,29 @@ def reduce_min_grad_grad(
         t6 = np.einsum("...ab->...ba", grad_vjp_input, optimize=True)
         t7 = np.einsum("...ab->...ba", input, optimize=True)
         t8 = ext1[..., None]
-        t9 = t6 * np.where(t7 == t8, 1, 0)
+        t9 = np.where(t7 == t8, t6, 0)
         t10 = ext1[..., None, :]
-        t11 = np.sum(grad_vjp_input * np.where(input == t10, 1, 0), axis=-2, keepdims=True)
-        grad_grad = t11 * np.where(t5, 1, 0) / t1
+        t11 = np.sum(np.where(input == t10, grad_vjp_input, 0), axis=-2, keepdims=True)
+        grad_grad = np.where(t5, t11 / t1, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -3 and not keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.min(input, axis=-3)
             t0 = ext1[..., None, :, :]
-            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-3)
+            sum1 = np.sum(np.asarray(input == t0, grad_vjp_input.dtype), axis=-3)
         t1 = np.einsum("...abc->...bca", grad_vjp_input, optimize=True)
         t2 = np.einsum("...abc->...bca", input, optimize=True)
         t3 = ext1[..., None]
-        t4 = t1 * np.where(t2 == t3, 1, 0)
+        t4 = np.where(t2 == t3, t1, 0)
         t5 = ext1[..., None, :, :]
-        t6 = np.sum(grad_vjp_input * np.where(input == t5, 1, 0), axis=-3)
+        t6 = np.sum(np.where(input == t5, grad_vjp_input, 0), axis=-3)
         grad_grad = t6 / sum1
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -3 and keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.min(input, axis=-3)
             t0 = ext1[..., None, :, :]
-            sum1 = np.sum(np.where(input == t0, 1, 0), axis=-3)
+            sum1 = np.sum(np.asarray(input == t0, grad_vjp_input.dtype), axis=-3)
         t1 = sum1[..., None, :, :]
         t2 = 0
         t3 = np.arange(np.shape(grad)[-3])
@@ -1310,10 +1334,10 @@ def reduce_min_grad_grad(
         t6 = np.einsum("...abc->...bca", grad_vjp_input, optimize=True)
         t7 = np.einsum("...abc->...bca", input, optimize=True)
         t8 = ext1[..., None]
-        t9 = t6 * np.where(t7 == t8, 1, 0)
+        t9 = np.where(t7 == t8, t6, 0)
         t10 = ext1[..., None, :, :]
-        t11 = np.sum(grad_vjp_input * np.where(input == t10, 1, 0), axis=-3, keepdims=True)
-        grad_grad = t11 * np.where(t5, 1, 0) / t1
+        t11 = np.sum(np.where(input == t10, grad_vjp_input, 0), axis=-3, keepdims=True)
+        grad_grad = np.where(t5, t11 / t1, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(f"MinGrad: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -1364,31 +1388,23 @@ def cumprod_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
     """Gradient of Cumprod: one array per input (x)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
-        t0 = np.cumsum(np.where(x == 0, 1, 0), axis=-1)
+        t0 = np.cumsum(np.asarray(x == 0, grad.dtype), axis=-1)
         t1 = np.cumprod(np.where(x == 0, 1, x), axis=-1)
-        t2 = np.flip(
-            np.cumsum(np.flip(grad * t1 * np.where(t0 == 1, 1, 0), axis=-1), axis=-1), axis=-1
-        )
-        t3 = np.flip(
-            np.cumsum(np.flip(grad * t1 * np.where(t0 == 0, 1, 0), axis=-1), axis=-1), axis=-1
-        )
-        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
-            x == 0, 1, x
-        )
+        t2 = np.flip(np.cumsum(np.flip(np.where(t0 == 1, grad * t1, 0), axis=-1), axis=-1), axis=-1)
+        t3 = np.flip(np.cumsum(np.flip(np.where(t0 == 0, grad * t1, 0), axis=-1), axis=-1), axis=-1)
+        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
     elif axis == -1 and not exclusive and reverse:
-        t0 = np.flip(np.cumsum(np.flip(np.where(x == 0, 1, 0), axis=-1), axis=-1), axis=-1)
+        t0 = np.flip(np.cumsum(np.flip(np.asarray(x == 0, grad.dtype), axis=-1), axis=-1), axis=-1)
         t1 = np.flip(np.cumprod(np.flip(np.where(x == 0, 1, x), axis=-1), axis=-1), axis=-1)
-        t2 = np.cumsum(grad * t1 * np.where(t0 == 1, 1, 0), axis=-1)
-        t3 = np.cumsum(grad * t1 * np.where(t0 == 0, 1, 0), axis=-1)
-        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
-            x == 0, 1, x
-        )
+        t2 = np.cumsum(np.where(t0 == 1, grad * t1, 0), axis=-1)
+        t3 = np.cumsum(np.where(t0 == 0, grad * t1, 0), axis=-1)
+        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
     elif axis == -1 and exclusive and not reverse:
-        t0 = _shift_right(np.cumsum(np.where(x == 0, 1, 0), axis=-1), axis=-1, fill=0)
+        t0 = _shift_right(np.cumsum(np.asarray(x == 0, grad.dtype), axis=-1), axis=-1, fill=0)
         t1 = _shift_right(np.cumprod(np.where(x == 0, 1, x), axis=-1), axis=-1, fill=1)
         t2 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(grad * t1 * np.where(t0 == 1, 1, 0), axis=-1), axis=-1),
+                np.cumsum(np.flip(np.where(t0 == 1, grad * t1, 0), axis=-1), axis=-1),
                 axis=-1,
                 fill=0,
             ),
@@ -1396,19 +1412,19 @@ def cumprod_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
         )
         t3 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(grad * t1 * np.where(t0 == 0, 1, 0), axis=-1), axis=-1),
+                np.cumsum(np.flip(np.where(t0 == 0, grad * t1, 0), axis=-1), axis=-1),
                 axis=-1,
                 fill=0,
             ),
             axis=-1,
         )
-        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
-            x == 0, 1, x
-        )
+        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
     elif axis == -1 and exclusive and reverse:
         t0 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(np.where(x == 0, 1, 0), axis=-1), axis=-1), axis=-1, fill=0
+                np.cumsum(np.flip(np.asarray(x == 0, grad.dtype), axis=-1), axis=-1),
+                axis=-1,
+                fill=0,
             ),
             axis=-1,
         )
@@ -1418,37 +1434,27 @@ def cumprod_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
             ),
             axis=-1,
         )
-        t2 = _shift_right(np.cumsum(grad * t1 * np.where(t0 == 1, 1, 0), axis=-1), axis=-1, fill=0)
-        t3 = _shift_right(np.cumsum(grad * t1 * np.where(t0 == 0, 1, 0), axis=-1), axis=-1, fill=0)
-        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
-            x == 0, 1, x
-        )
+        t2 = _shift_right(np.cumsum(np.where(t0 == 1, grad * t1, 0), axis=-1), axis=-1, fill=0)
+        t3 = _shift_right(np.cumsum(np.where(t0 == 0, grad * t1, 0), axis=-1), axis=-1, fill=0)
+        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
     elif axis == -2 and not exclusive and not reverse:
-        t0 = np.cumsum(np.where(x == 0, 1, 0), axis=-2)
+        t0 = np.cumsum(np.asarray(x == 0, grad.dtype), axis=-2)
         t1 = np.cumprod(np.where(x == 0, 1, x), axis=-2)
-        t2 = np.flip(
-            np.cumsum(np.flip(grad * t1 * np.where(t0 == 1, 1, 0), axis=-2), axis=-2), axis=-2
-        )
-        t3 = np.flip(
-            np.cumsum(np.flip(grad * t1 * np.where(t0 == 0, 1, 0), axis=-2), axis=-2), axis=-2
-        )
-        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
-            x == 0, 1, x
-        )
+        t2 = np.flip(np.cumsum(np.flip(np.where(t0 == 1, grad * t1, 0), axis=-2), axis=-2), axis=-2)
+        t3 = np.flip(np.cumsum(np.flip(np.where(t0 == 0, grad * t1, 0), axis=-2), axis=-2), axis=-2)
+        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
     elif axis == -2 and not exclusive and reverse:
-        t0 = np.flip(np.cumsum(np.flip(np.where(x == 0, 1, 0), axis=-2), axis=-2), axis=-2)
+        t0 = np.flip(np.cumsum(np.flip(np.asarray(x == 0, grad.dtype), axis=-2), axis=-2), axis=-2)
         t1 = np.flip(np.cumprod(np.flip(np.where(x == 0, 1, x), axis=-2), axis=-2), axis=-2)
-        t2 = np.cumsum(grad * t1 * np.where(t0 == 1, 1, 0), axis=-2)
-        t3 = np.cumsum(grad * t1 * np.where(t0 == 0, 1, 0), axis=-2)
-        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
-            x == 0, 1, x
-        )
+        t2 = np.cumsum(np.where(t0 == 1, grad * t1, 0), axis=-2)
+        t3 = np.cumsum(np.where(t0 == 0, grad * t1, 0), axis=-2)
+        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
     elif axis == -2 and exclusive and not reverse:
-        t0 = _shift_right(np.cumsum(np.where(x == 0, 1, 0), axis=-2), axis=-2, fill=0)
+        t0 = _shift_right(np.cumsum(np.asarray(x == 0, grad.dtype), axis=-2), axis=-2, fill=0)
         t1 = _shift_right(np.cumprod(np.where(x == 0, 1, x), axis=-2), axis=-2, fill=1)
         t2 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(grad * t1 * np.where(t0 == 1, 1, 0), axis=-2), axis=-2),
+                np.cumsum(np.flip(np.where(t0 == 1, grad * t1, 0), axis=-2), axis=-2),
                 axis=-2,
                 fill=0,
             ),
@@ -1456,19 +1462,19 @@ def cumprod_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
         )
         t3 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(grad * t1 * np.where(t0 == 0, 1, 0), axis=-2), axis=-2),
+                np.cumsum(np.flip(np.where(t0 == 0, grad * t1, 0), axis=-2), axis=-2),
                 axis=-2,
                 fill=0,
             ),
             axis=-2,
         )
-        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
-            x == 0, 1, x
-        )
+        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
     elif axis == -2 and exclusive and reverse:
         t0 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(np.where(x == 0, 1, 0), axis=-2), axis=-2), axis=-2, fill=0
+                np.cumsum(np.flip(np.asarray(x == 0, grad.dtype), axis=-2), axis=-2),
+                axis=-2,
+                fill=0,
             ),
             axis=-2,
         )
@@ -1478,37 +1484,27 @@ def cumprod_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
             ),
             axis=-2,
         )
-        t2 = _shift_right(np.cumsum(grad * t1 * np.where(t0 == 1, 1, 0), axis=-2), axis=-2, fill=0)
-        t3 = _shift_right(np.cumsum(grad * t1 * np.where(t0 == 0, 1, 0), axis=-2), axis=-2, fill=0)
-        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
-            x == 0, 1, x
-        )
+        t2 = _shift_right(np.cumsum(np.where(t0 == 1, grad * t1, 0), axis=-2), axis=-2, fill=0)
+        t3 = _shift_right(np.cumsum(np.where(t0 == 0, grad * t1, 0), axis=-2), axis=-2, fill=0)
+        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
     elif axis == -3 and not exclusive and not reverse:
-        t0 = np.cumsum(np.where(x == 0, 1, 0), axis=-3)
+        t0 = np.cumsum(np.asarray(x == 0, grad.dtype), axis=-3)
         t1 = np.cumprod(np.where(x == 0, 1, x), axis=-3)
-        t2 = np.flip(
-            np.cumsum(np.flip(grad * t1 * np.where(t0 == 1, 1, 0), axis=-3), axis=-3), axis=-3
-        )
-        t3 = np.flip(
-            np.cumsum(np.flip(grad * t1 * np.where(t0 == 0, 1, 0), axis=-3), axis=-3), axis=-3
-        )
-        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
-            x == 0, 1, x
-        )
+        t2 = np.flip(np.cumsum(np.flip(np.where(t0 == 1, grad * t1, 0), axis=-3), axis=-3), axis=-3)
+        t3 = np.flip(np.cumsum(np.flip(np.where(t0 == 0, grad * t1, 0), axis=-3), axis=-3), axis=-3)
+        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
     elif axis == -3 and not exclusive and reverse:
-        t0 = np.flip(np.cumsum(np.flip(np.where(x == 0, 1, 0), axis=-3), axis=-3), axis=-3)
+        t0 = np.flip(np.cumsum(np.flip(np.asarray(x == 0, grad.dtype), axis=-3), axis=-3), axis=-3)
         t1 = np.flip(np.cumprod(np.flip(np.where(x == 0, 1, x), axis=-3), axis=-3), axis=-3)
-        t2 = np.cumsum(grad * t1 * np.where(t0 == 1, 1, 0), axis=-3)
-        t3 = np.cumsum(grad * t1 * np.where(t0 == 0, 1, 0), axis=-3)
-        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
-            x == 0, 1, x
-        )
+        t2 = np.cumsum(np.where(t0 == 1, grad * t1, 0), axis=-3)
+        t3 = np.cumsum(np.where(t0 == 0, grad * t1, 0), axis=-3)
+        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
     elif axis == -3 and exclusive and not reverse:
-        t0 = _shift_right(np.cumsum(np.where(x == 0, 1, 0), axis=-3), axis=-3, fill=0)
+        t0 = _shift_right(np.cumsum(np.asarray(x == 0, grad.dtype), axis=-3), axis=-3, fill=0)
         t1 = _shift_right(np.cumprod(np.where(x == 0, 1, x), axis=-3), axis=-3, fill=1)
         t2 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(grad * t1 * np.where(t0 == 1, 1, 0), axis=-3), axis=-3),
+                np.cumsum(np.flip(np.where(t0 == 1, grad * t1, 0), axis=-3), axis=-3),
                 axis=-3,
                 fill=0,
             ),
@@ -1516,19 +1512,19 @@ def cumprod_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
         )
         t3 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(grad * t1 * np.where(t0 == 0, 1, 0), axis=-3), axis=-3),
+                np.cumsum(np.flip(np.where(t0 == 0, grad * t1, 0), axis=-3), axis=-3),
                 axis=-3,
                 fill=0,
             ),
             axis=-3,
         )
-        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
-            x == 0, 1, x
-        )
+        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
     elif axis == -3 and exclusive and reverse:
         t0 = np.flip(
             _shift_right(
-                np.cumsum(np.flip(np.where(x == 0, 1, 0), axis=-3), axis=-3), axis=-3, fill=0
+                np.cumsum(np.flip(np.asarray(x == 0, grad.dtype), axis=-3), axis=-3),
+                axis=-3,
+                fill=0,
             ),
             axis=-3,
         )
@@ -1538,11 +1534,9 @@ def cumprod_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
             ),
             axis=-3,
         )
-        t2 = _shift_right(np.cumsum(grad * t1 * np.where(t0 == 1, 1, 0), axis=-3), axis=-3, fill=0)
-        t3 = _shift_right(np.cumsum(grad * t1 * np.where(t0 == 0, 1, 0), axis=-3), axis=-3, fill=0)
-        grad_x = (t2 * np.where(x == 0, 1, 0) - t3 * np.where(x == 0, 1, 0) + t3) / np.where(
-            x == 0, 1, x
-        )
+        t2 = _shift_right(np.cumsum(np.where(t0 == 1, grad * t1, 0), axis=-3), axis=-3, fill=0)
+        t3 = _shift_right(np.cumsum(np.where(t0 == 0, grad * t1, 0), axis=-3), axis=-3, fill=0)
+        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
     else:
         raise ValueError(
             f"Cumprod: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"

@@ -13,8 +13,7 @@ Per op:
   the backward reads the op's outputs, it reads them again through `outputs_again`, so that a
   second order (an outer tape) differentiates them by the derived gradient too, not by
   TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's
-  has no derivative of `backprop` w.r.t. `labels`).
-* `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
+  has no derivative of `backprop` w.r.t. `labels`).* `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
   Where it reads forward stages (intermediates) it takes them as keywords, computing them
   again when they are not given: the wrapper passes its forward's; the registered gradient
   function cannot (TensorFlow gives it only the op's inputs and outputs), so it recomputes.
@@ -121,6 +120,39 @@ def _insert_none(grads, positions):
     for position in positions:
         grads.insert(position, None)
     return grads
+
+
+def _cumprod(x, axis, exclusive=False, reverse=False):
+    """`tf.math.cumprod` with a gradient that never divides by x. TensorFlow's divides, and so
+    is wrong where x is 0: in a second order it is the gradient of a product's gradient."""
+
+    @tf.custom_gradient
+    def cumprod(x):
+        def backward(grad):
+            return _cumprod_vjp(grad, x, axis, exclusive, reverse)
+
+        return tf.math.cumprod(x, axis=axis, exclusive=exclusive, reverse=reverse), backward
+
+    return cumprod(x)
+
+
+def _cumprod_vjp(grad, x, axis, exclusive, reverse):
+    """Entry j: the sum over results i that x_j enters of grad_i times the product of the
+    other x_k there, which is not 0 only while x_j is the only zero among them (counted)."""
+    if reverse:
+        flip = lambda t: tf.reverse(t, [axis])
+        return flip(_cumprod_vjp(flip(grad), flip(x), axis, exclusive, False))
+    if exclusive:  # result i is the inclusive result i - 1: its upstream gradient moved back
+        rest = tf.gather(grad, tf.range(1, tf.shape(grad)[axis]), axis=axis)
+        grad = tf.concat([rest, tf.zeros_like(tf.gather(grad, [0], axis=axis))], axis=axis)
+    x = tf.math.conj(x)
+    zero = tf.equal(x, 0)
+    zeros = tf.math.cumsum(tf.cast(zero, x.dtype), axis=axis)
+    partial = grad * tf.math.cumprod(tf.where(zero, tf.ones_like(x), x), axis=axis)
+    none = tf.zeros_like(partial)
+    before = tf.math.cumsum(tf.where(tf.equal(zeros, 0), partial, none), axis=axis, reverse=True)
+    alone = tf.math.cumsum(tf.where(tf.equal(zeros, 1), partial, none), axis=axis, reverse=True)
+    return tf.where(zero, alone, before / tf.where(zero, tf.ones_like(x), x))
 
 
 def reduce_sum_vjp(grad, input, output, *, axis=-1, keep_dims=False):
@@ -600,30 +632,30 @@ def reduce_prod_vjp(grad, input, output, *, axis=-1, keep_dims=False):
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
-        t1 = tf.math.cumprod(input, axis=-1, exclusive=True)
-        t2 = tf.math.cumprod(input, axis=-1, exclusive=True, reverse=True)
+        t1 = _cumprod(input, axis=-1, exclusive=True)
+        t2 = _cumprod(input, axis=-1, exclusive=True, reverse=True)
         grad_input = t0 * t1 * t2
     elif axis == -1 and keep_dims:
-        t0 = tf.math.cumprod(input, axis=-1, exclusive=True)
-        t1 = tf.math.cumprod(input, axis=-1, exclusive=True, reverse=True)
+        t0 = _cumprod(input, axis=-1, exclusive=True)
+        t1 = _cumprod(input, axis=-1, exclusive=True, reverse=True)
         grad_input = grad * t0 * t1
     elif axis == -2 and not keep_dims:
         t0 = grad[..., None, :]
-        t1 = tf.math.cumprod(input, axis=-2, exclusive=True)
-        t2 = tf.math.cumprod(input, axis=-2, exclusive=True, reverse=True)
+        t1 = _cumprod(input, axis=-2, exclusive=True)
+        t2 = _cumprod(input, axis=-2, exclusive=True, reverse=True)
         grad_input = t0 * t1 * t2
     elif axis == -2 and keep_dims:
-        t0 = tf.math.cumprod(input, axis=-2, exclusive=True)
-        t1 = tf.math.cumprod(input, axis=-2, exclusive=True, reverse=True)
+        t0 = _cumprod(input, axis=-2, exclusive=True)
+        t1 = _cumprod(input, axis=-2, exclusive=True, reverse=True)
         grad_input = grad * t0 * t1
     elif axis == -3 and not keep_dims:
         t0 = grad[..., None, :, :]
-        t1 = tf.math.cumprod(input, axis=-3, exclusive=True)
-        t2 = tf.math.cumprod(input, axis=-3, exclusive=True, reverse=True)
+        t1 = _cumprod(input, axis=-3, exclusive=True)
+        t2 = _cumprod(input, axis=-3, exclusive=True, reverse=True)
         grad_input = t0 * t1 * t2
     elif axis == -3 and keep_dims:
-        t0 = tf.math.cumprod(input, axis=-3, exclusive=True)
-        t1 = tf.math.cumprod(input, axis=-3, exclusive=True, reverse=True)
+        t0 = _cumprod(input, axis=-3, exclusive=True)
+        t1 = _cumprod(input, axis=-3, exclusive=True, reverse=True)
         grad_input = grad * t0 * t1
     else:
         raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -996,7 +1028,7 @@ def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
             tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
             axis=-1,
         )
-        t1 = tf.math.cumprod(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-1)
+        t1 = _cumprod(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-1)
         t2 = tf.math.cumsum(
             grad
             * t1
@@ -1022,7 +1054,7 @@ def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
             axis=-1,
             reverse=True,
         )
-        t1 = tf.math.cumprod(
+        t1 = _cumprod(
             tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-1, reverse=True
         )
         t2 = tf.math.cumsum(
@@ -1048,7 +1080,7 @@ def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
             axis=-1,
             exclusive=True,
         )
-        t1 = tf.math.cumprod(
+        t1 = _cumprod(
             tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-1, exclusive=True
         )
         t2 = tf.math.cumsum(
@@ -1079,7 +1111,7 @@ def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
             exclusive=True,
             reverse=True,
         )
-        t1 = tf.math.cumprod(
+        t1 = _cumprod(
             tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x),
             axis=-1,
             exclusive=True,
@@ -1109,7 +1141,7 @@ def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
             tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
             axis=-2,
         )
-        t1 = tf.math.cumprod(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-2)
+        t1 = _cumprod(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-2)
         t2 = tf.math.cumsum(
             grad
             * t1
@@ -1135,7 +1167,7 @@ def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
             axis=-2,
             reverse=True,
         )
-        t1 = tf.math.cumprod(
+        t1 = _cumprod(
             tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-2, reverse=True
         )
         t2 = tf.math.cumsum(
@@ -1161,7 +1193,7 @@ def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
             axis=-2,
             exclusive=True,
         )
-        t1 = tf.math.cumprod(
+        t1 = _cumprod(
             tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-2, exclusive=True
         )
         t2 = tf.math.cumsum(
@@ -1192,7 +1224,7 @@ def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
             exclusive=True,
             reverse=True,
         )
-        t1 = tf.math.cumprod(
+        t1 = _cumprod(
             tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x),
             axis=-2,
             exclusive=True,
@@ -1222,7 +1254,7 @@ def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
             tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
             axis=-3,
         )
-        t1 = tf.math.cumprod(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-3)
+        t1 = _cumprod(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-3)
         t2 = tf.math.cumsum(
             grad
             * t1
@@ -1248,7 +1280,7 @@ def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
             axis=-3,
             reverse=True,
         )
-        t1 = tf.math.cumprod(
+        t1 = _cumprod(
             tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-3, reverse=True
         )
         t2 = tf.math.cumsum(
@@ -1274,7 +1306,7 @@ def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
             axis=-3,
             exclusive=True,
         )
-        t1 = tf.math.cumprod(
+        t1 = _cumprod(
             tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-3, exclusive=True
         )
         t2 = tf.math.cumsum(
@@ -1305,7 +1337,7 @@ def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
             exclusive=True,
             reverse=True,
         )
-        t1 = tf.math.cumprod(
+        t1 = _cumprod(
             tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x),
             axis=-3,
             exclusive=True,
@@ -1371,29 +1403,29 @@ def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
             return out, backward
         # else the declared formula
         if axis == -1 and not exclusive and not reverse:
-            out = tf.math.cumprod(x, axis=-1)
+            out = _cumprod(x, axis=-1)
         elif axis == -1 and not exclusive and reverse:
-            out = tf.math.cumprod(x, axis=-1, reverse=True)
+            out = _cumprod(x, axis=-1, reverse=True)
         elif axis == -1 and exclusive and not reverse:
-            out = tf.math.cumprod(x, axis=-1, exclusive=True)
+            out = _cumprod(x, axis=-1, exclusive=True)
         elif axis == -1 and exclusive and reverse:
-            out = tf.math.cumprod(x, axis=-1, exclusive=True, reverse=True)
+            out = _cumprod(x, axis=-1, exclusive=True, reverse=True)
         elif axis == -2 and not exclusive and not reverse:
-            out = tf.math.cumprod(x, axis=-2)
+            out = _cumprod(x, axis=-2)
         elif axis == -2 and not exclusive and reverse:
-            out = tf.math.cumprod(x, axis=-2, reverse=True)
+            out = _cumprod(x, axis=-2, reverse=True)
         elif axis == -2 and exclusive and not reverse:
-            out = tf.math.cumprod(x, axis=-2, exclusive=True)
+            out = _cumprod(x, axis=-2, exclusive=True)
         elif axis == -2 and exclusive and reverse:
-            out = tf.math.cumprod(x, axis=-2, exclusive=True, reverse=True)
+            out = _cumprod(x, axis=-2, exclusive=True, reverse=True)
         elif axis == -3 and not exclusive and not reverse:
-            out = tf.math.cumprod(x, axis=-3)
+            out = _cumprod(x, axis=-3)
         elif axis == -3 and not exclusive and reverse:
-            out = tf.math.cumprod(x, axis=-3, reverse=True)
+            out = _cumprod(x, axis=-3, reverse=True)
         elif axis == -3 and exclusive and not reverse:
-            out = tf.math.cumprod(x, axis=-3, exclusive=True)
+            out = _cumprod(x, axis=-3, exclusive=True)
         elif axis == -3 and exclusive and reverse:
-            out = tf.math.cumprod(x, axis=-3, exclusive=True, reverse=True)
+            out = _cumprod(x, axis=-3, exclusive=True, reverse=True)
         else:
             raise ValueError(
                 f"Cumprod: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"

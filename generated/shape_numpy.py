@@ -53,7 +53,7 @@ def expand_dims_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-
         t1 = 0
         t2 = np.arange(np.shape(grad)[-1])
         t3 = t2 == t1
-        grad_grad = t0 * np.where(t3, 1, 0)
+        grad_grad = np.where(t3, t0, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -2:
         t0 = grad_vjp_input[..., None, :]
@@ -61,7 +61,7 @@ def expand_dims_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-
         t2 = np.arange(np.shape(grad)[-2])
         t3 = t2 == t1
         t4 = t3[..., None]
-        grad_grad = t0 * np.where(t4, 1, 0)
+        grad_grad = np.where(t4, t0, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -3:
         t0 = grad_vjp_input[..., None, :, :]
@@ -69,7 +69,7 @@ def expand_dims_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-
         t2 = np.arange(np.shape(grad)[-3])
         t3 = t2 == t1
         t4 = t3[..., None, None]
-        grad_grad = t0 * np.where(t4, 1, 0)
+        grad_grad = np.where(t4, t0, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(f"ExpandDimsGrad: unsupported attributes axis={axis!r}")

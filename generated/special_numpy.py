@@ -51,33 +51,33 @@ def lgamma(x):
 
 def lgamma_grad(grad, x, *, y=None):
     """Gradient of Lgamma: one array per input (x)."""
-    grad_x = grad * scipy.special.polygamma(0, x)
+    grad_x = grad * scipy.special.digamma(x)
     return (grad_x,)
 
 
 def lgamma_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Lgamma: the gradient of lgamma_grad: one array per input (grad, x)."""
-    grad_grad = _sum_to_shape(grad_vjp_x * scipy.special.polygamma(0, x), np.shape(grad))
-    grad_x = _sum_to_shape(grad * grad_vjp_x * scipy.special.polygamma(1, x), np.shape(x))
+    grad_grad = _sum_to_shape(grad_vjp_x * scipy.special.digamma(x), np.shape(grad))
+    grad_x = _sum_to_shape(grad * grad_vjp_x * scipy.special.zeta(2, x), np.shape(x))
     return grad_grad, grad_x
 
 
 def digamma(x):
     """Digamma: y = d/dx log(gamma(x)) (declared at ops/special.py:27)."""
-    y = scipy.special.polygamma(0, x)
+    y = scipy.special.digamma(x)
     return y
 
 
 def digamma_grad(grad, x, *, y=None):
     """Gradient of Digamma: one array per input (x)."""
-    grad_x = grad * scipy.special.polygamma(1, x)
+    grad_x = grad * scipy.special.zeta(2, x)
     return (grad_x,)
 
 
 def digamma_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Digamma: the gradient of digamma_grad: one array per input (grad, x)."""
-    grad_grad = _sum_to_shape(grad_vjp_x * scipy.special.polygamma(1, x), np.shape(grad))
-    grad_x = _sum_to_shape(grad * grad_vjp_x * scipy.special.polygamma(2, x), np.shape(x))
+    grad_grad = _sum_to_shape(grad_vjp_x * scipy.special.zeta(2, x), np.shape(grad))
+    grad_x = _sum_to_shape(grad * grad_vjp_x * (-2 * scipy.special.zeta(3, x)), np.shape(x))
     return grad_grad, grad_x
 
 

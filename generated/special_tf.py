@@ -13,8 +13,7 @@ Per op:
   the backward reads the op's outputs, it reads them again through `outputs_again`, so that a
   second order (an outer tape) differentiates them by the derived gradient too, not by
   TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's
-  has no derivative of `backprop` w.r.t. `labels`).
-* `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
+  has no derivative of `backprop` w.r.t. `labels`).* `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
 
@@ -110,6 +109,22 @@ def _sum_to_shape(g, x):
     shape = tf.shape(x)
     axes, _ = tf.raw_ops.BroadcastGradientArgs(s0=shape, s1=tf.shape(g))
     return tf.reshape(tf.reduce_sum(g, axes), shape)
+
+
+def _bessel_i1(x):
+    """`tf.math.special.bessel_i1` with its derivative 1/2 at 0, where TensorFlow's gives 1."""
+
+    @tf.custom_gradient
+    def bessel_i1(x):
+        def backward(grad):
+            at_zero = tf.equal(x, 0)
+            safe = tf.where(at_zero, tf.ones_like(x), x)
+            slope = tf.math.special.bessel_i0(safe) - tf.math.special.bessel_i1(safe) / safe
+            return grad * tf.where(at_zero, tf.fill(tf.shape(x), tf.constant(0.5, x.dtype)), slope)
+
+        return tf.math.special.bessel_i1(x), backward
+
+    return bessel_i1(x)
 
 
 def lgamma_vjp(grad, x, y):
@@ -498,7 +513,7 @@ _register("Spence", spence_grad)
 
 def bessel_i0_vjp(grad, x, y):
     """Gradient of BesselI0 (declared at ops/special.py:97): one per input (x)."""
-    grad_x = grad * tf.math.special.bessel_i1(x)
+    grad_x = grad * _bessel_i1(x)
     return (grad_x,)
 
 
@@ -539,7 +554,7 @@ def bessel_i1_vjp(grad, x, y):
             tf.constant(0, grad.dtype),
             tf.math.special.bessel_i0(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x))
             - 2
-            * tf.math.special.bessel_i1(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x))
+            * _bessel_i1(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x))
             / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x),
         )
     )
@@ -564,7 +579,7 @@ def bessel_i1(x):
             y = kernel_outputs[0]
             return y, backward
         # else the declared formula
-        y = tf.math.special.bessel_i1(x)
+        y = _bessel_i1(x)
         return y, backward
 
     return forward(x)

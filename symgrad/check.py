@@ -35,6 +35,7 @@ from symgrad.compare import (
     GradientCallError,
     case_snippet,
     malformed,
+    wrong_dtypes,
     upstream_names,
 )
 from symgrad.derived import DerivedOp, Variant
@@ -135,6 +136,7 @@ def _check_row(
         if bad_form:
             findings += [replace(f, message=f"{source.label} {f.message}") for f in bad_form]
             continue
+        findings += [replace(f, message=f"{source.label} {f.message}") for f in wrong_dtypes(variant, case, outcome.grads)]
         compared += 1
         # quick: along random directions; where they disagree, element by element (as always)
         full_max = QUICK_FULL_MAX if quick else FULL_JACOBIAN_MAX

@@ -114,6 +114,17 @@ def malformed(variant: Variant, case: Case, got: list) -> list[Finding]:
     return findings
 
 
+def wrong_dtypes(variant: Variant, case: Case, got: list) -> list[Finding]:
+    """A finding per gradient whose dtype is not its input's (a float32 input's float64
+    gradient: a count or a Python float promoted it), a mismatch of its own kind."""
+    findings = []
+    for name, x, g in zip(variant.inputs, case.inputs, got):
+        if g is not None and np.asarray(g).dtype != np.asarray(x).dtype:
+            message = f"the gradient of {name} is {np.asarray(g).dtype}, but {name} is {np.asarray(x).dtype}"
+            findings.append(Finding("wrong-dtype", case, message, input=name))
+    return findings
+
+
 def compare_gradients(
     variant: Variant, case: Case, expected: list, got: list, tol: Tolerance
 ) -> tuple[list[ArrayDiff], list[Finding]]:
@@ -125,6 +136,7 @@ def compare_gradients(
     if findings and findings[0].input is None:
         return [], findings
     bad_shapes = {f.input for f in findings}
+    findings += wrong_dtypes(variant, case, got)
     diffs = []
     for name, x, e, g in zip(variant.inputs, case.inputs, expected, got):
         if name in bad_shapes:
@@ -156,8 +168,10 @@ def compare_gradients(
 def upstream_names(variant: Variant) -> list[str]:
     """The upstream gradients' names, as the generated functions name them."""
     outs = variant.outputs
-    # a gradient op's input is itself named `grad`: its upstream is then named by its output
-    return ["grad"] if len(outs) == 1 and "grad" not in variant.inputs else [f"grad_{o}" for o in outs]
+    # a gradient op's inputs are upstream gradients (`grad`, `grad_<output>`): its own upstream
+    # is then named by its output, as `derive.grad_names` names it
+    upstream = any(n == "grad" or n.startswith("grad_") for n in variant.inputs)
+    return ["grad"] if len(outs) == 1 and not upstream else [f"grad_{o}" for o in outs]
 
 
 def case_snippet(variant: Variant, case: Case, calls: list[str]) -> str:

@@ -19,7 +19,7 @@ import numpy as np
 
 from symgrad import check
 from symgrad.cases import Case, for_dtype, grid_case, make_cases, values_only
-from symgrad.compare import Finding, GradientCallError, case_snippet
+from symgrad.compare import Finding, GradientCallError, case_snippet, wrong_dtypes
 from symgrad.derived import DerivedOp, Variant
 from symgrad.diff import bound_forward, derived_source, dtypes_of, sampled, variants_of
 from symgrad.report import Result, summarize
@@ -101,6 +101,7 @@ def _row(row: Result, variant: Variant, forward, cases: list[Case], outcomes: li
         elif isinstance(outcome, Gradients):
             compared += 1
             findings += nonfinite_findings(variant, forward, case, outcome.grads, row.dtype)
+            findings += wrong_dtypes(variant, case, outcome.grads)
     chosen = summarize(row, [], findings, compared, 0)
     row.max_abs_err = row.max_rel_err = None  # finiteness only: no values are compared
     if chosen is not None and chosen.status == STATUS:

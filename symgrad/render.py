@@ -73,6 +73,7 @@ def render_tf_module(source: str, ops: list[ir.OpCode]) -> str:
         source=source,
         ops=contexts,
         helpers=printer.helpers,
+        uses_outputs_again=any(c["outputs_again"] for c in contexts),
         uses_sum_to_shape=_uses(ops, lambda v: isinstance(v, ir.SumToShape)),
         uses_stages=any(op.stages for op in ops),
         uses_string_attrs=any(isinstance(v, str) for op in ops for _, v in op.enumerated_attrs),

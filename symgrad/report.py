@@ -14,9 +14,11 @@ import numpy as np
 from symgrad.compare import ArrayDiff, Finding, scalar_text
 
 # "non-finite": a gradient NaN or infinite where finite differences of a finite forward are
-# not (symgrad.extremes), a mismatch of its own kind
-STATUSES = ("match", "mismatch", "non-finite", "error", "no-reference")
-FAILING = ("mismatch", "non-finite", "error")
+# not (symgrad.extremes), a mismatch of its own kind; "wrong-dtype": a gradient whose dtype is
+# not its input's (`compare.wrong_dtypes`), another
+STATUSES = ("match", "mismatch", "non-finite", "wrong-dtype", "error", "no-reference")
+FAILING = ("mismatch", "non-finite", "wrong-dtype", "error")
+MISMATCHES = ("mismatch", "non-finite", "wrong-dtype")
 EXIT_MATCH, EXIT_MISMATCH, EXIT_ERROR = 0, 1, 2
 
 
@@ -69,9 +71,10 @@ def summarize(
     row.cases, row.skipped = compared, skipped
     row.max_abs_err = max((d.max_abs for d in diffs), default=None)
     row.max_rel_err = max((d.max_rel for d in diffs), default=None)
-    mismatches = [f for f in findings if f.status in ("mismatch", "non-finite")]
+    values = [f for f in findings if f.status in ("mismatch", "non-finite")]
+    dtypes = [f for f in findings if f.status == "wrong-dtype"]
     errors = [f for f in findings if f.status == "error"]
-    chosen = (mismatches or errors or [None])[0]
+    chosen = (values or dtypes or errors or [None])[0]
     if chosen is None:
         row.status = "match"
         return None
@@ -104,12 +107,12 @@ def summary(results: list[Result]) -> dict[str, int]:
 
 
 def exit_status(results: list[Result]) -> int:
-    """2 on any error, else 1 on any mismatch (or non-finite gradient), else 0 (no-reference
-    rows do not fail a run)."""
+    """2 on any error, else 1 on any mismatch (or non-finite gradient, or one of the wrong
+    dtype), else 0 (no-reference rows do not fail a run)."""
     statuses = {r.status for r in results}
     if "error" in statuses:
         return EXIT_ERROR
-    return EXIT_MISMATCH if statuses & {"mismatch", "non-finite"} else EXIT_MATCH
+    return EXIT_MISMATCH if statuses & set(MISMATCHES) else EXIT_MATCH
 
 
 def write_json(results: list[Result], path: str | Path) -> None:

@@ -68,6 +68,7 @@ FAULTS = '''
 _derived_hinge_grad = hinge_grad
 _derived_sin_cos_grad = sin_cos_grad
 _derived_weighted_sum_grad = weighted_sum_grad
+_derived_squared_norm_grad = squared_norm_grad
 
 
 def hinge_grad(grad, x, *, y=None):
@@ -86,6 +87,12 @@ def weighted_sum_grad(grad, x, w, *, y=None):
     """The gradient of x off by 0.1 percent."""
     gx, gw = _derived_weighted_sum_grad(grad, x, w, y=y)
     return gx * 1.001, gw
+
+
+def squared_norm_grad(grad, x, *, y=None):
+    """Right values, in float64 whatever x is: a count or a constant array promoted them."""
+    (g,) = _derived_squared_norm_grad(grad, x, y=y)
+    return (g.astype(np.float64),)
 '''
 
 
@@ -137,6 +144,16 @@ def test_faults_exit_1(faulty_check):
         "WeightedSum",
     }
     assert "smallest failing case, to paste:" in result.stdout
+
+
+def test_a_gradient_of_another_dtype_is_a_finding_of_its_own_kind(faulty_check):
+    result, report = faulty_check
+    (row,) = rows(report, "SquaredNorm", dtype="float32", reference="finite differences, extreme inputs")
+    assert row["status"] == "wrong-dtype" and row["detail"]["input"] == "x"
+    assert row["message"] == "the gradient of x is float64, but x is float32"
+    # float64 is float64: right values, right dtype
+    assert {r["status"] for r in rows(report, "SquaredNorm", dtype="float64")} == {"match"}
+    assert report["summary"]["wrong-dtype"] == 1 and "WRONG-DTYPE: SquaredNorm" in result.stdout
 
 
 def test_wrong_value_at_one_point_is_found_there(faulty_check):

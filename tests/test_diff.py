@@ -69,7 +69,7 @@ def test_faults_exit_2_and_print_a_report_per_op(faulty_report):
     for op in ("Mul", "Sub", "Sigmoid", "ProdThree", "Xlogy", "Xdivy", "MatMul"):
         assert f": {op} " in result.stdout
     assert "smallest failing case, to paste:" in result.stdout
-    assert set(report["summary"]) == {"match", "mismatch", "non-finite", "error", "no-reference"}
+    assert set(report["summary"]) == {"match", "mismatch", "non-finite", "wrong-dtype", "error", "no-reference"}
     assert report["summary"]["error"] > 0 and report["summary"]["mismatch"] > 0
 
 
@@ -213,6 +213,7 @@ def test_correct_gradients_match(tmp_path):
         "match": len(report["results"]),
         "mismatch": 0,
         "non-finite": 0,
+        "wrong-dtype": 0,
         "error": 0,
         "no-reference": 0,
     }

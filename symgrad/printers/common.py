@@ -116,8 +116,15 @@ class ArrayCodeMixin:
 
     # --- integer index arithmetic (IndexArith) ---
 
+    _integer_context = False  # printing positions and sizes (an IndexArith): integers throughout
+    dtype_source: str | None = None  # a variable of the dtype computed in (`render` sets it)
+
     def _print_IndexArith(self, value):
-        return self._print(integer_form(value.expr))
+        self._integer_context = True
+        try:
+            return self._print(integer_form(value.expr))
+        finally:
+            self._integer_context = False
 
     def _print_int_max(self, expr):
         return self._print_extreme("maximum", expr.args)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import sympy as sp
 from sympy.printing.numpy import SciPyPrinter
 
 from symgrad import ir
+from symgrad.functions import indicator, indicator_equal
 from symgrad.printers.common import ArrayCodeMixin, integer_form, merged_shape, nested as _nested
 
 
@@ -20,6 +23,37 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
 
     def _print_Pi(self, expr):
         return self._module_format("numpy.pi")
+
+    def _print_Piecewise(self, expr):
+        """`np.where`; of numbers only (a mask, `where(c, 1, 0)`) in the dtype computed in, as an
+        integer array would promote a float32 gradient to float64 (positions stay integers)."""
+        if self._integer_context or self.dtype_source is None or not all(v.is_number for v, _ in expr.args):
+            return super()._print_Piecewise(expr)
+        condition = _mask_condition(expr)  # a count's terms: the condition itself, as 1 and 0
+        text = super()._print_Piecewise(expr) if condition is None else self._print_condition(condition)
+        return f"{self._module_format('numpy.asarray')}({text}, {self.dtype_source}.dtype)"
+
+    def _print_Mul(self, expr):
+        """A product with masks (`where(c, 1, 0)`, a relu's) as one select of the rest:
+        `np.where(c, rest, 0)`, in the dtype of the rest."""
+        conditions = [_mask_condition(a) for a in expr.args if _mask_condition(a) is not None]
+        rest = [a for a in expr.args if _mask_condition(a) is None]
+        if not conditions or not rest or self._integer_context:
+            return super()._print_Mul(expr)
+        condition = sp.And(*conditions, evaluate=False) if len(conditions) > 1 else conditions[0]
+        return f"{self._module_format(self.where)}({self._print_condition(condition)}, {self._print(sp.Mul(*rest))}, 0)"
+
+    def _print_polygamma(self, expr):
+        """digamma, and (-1)**(n + 1) n! zeta(n + 1, x) for an order n: both keep float32, which
+        `scipy.special.polygamma` does not."""
+        order, x = expr.args
+        if order == 0:
+            return self._call("scipy.special.digamma", x)
+        if order.is_Integer and order > 0:
+            coefficient = (-1) ** (int(order) + 1) * math.factorial(int(order))
+            zeta = self._call("scipy.special.zeta", order + 1, x)
+            return zeta if coefficient == 1 else f"({coefficient} * {zeta})"
+        return self._call("scipy.special.polygamma", order, x)
 
     def _print_recomputed_or_reused(self, expr):
         return self._print(expr.reused)  # scipy.special's erf & co. cost many divisions
@@ -247,3 +281,13 @@ def summed_product(expr: sp.Expr) -> tuple[int, tuple[sp.Symbol, ...]] | None:
     if coeff not in (1, -1) or len(factors) < 2 or not all(isinstance(f, sp.Symbol) for f in factors):
         return None
     return int(coeff), factors
+
+
+def _mask_condition(expr):
+    """c, for a mask (1 where c holds, else 0: `Piecewise((1, c), (0, True))`, an `indicator`);
+    else None."""
+    if isinstance(expr, (indicator, indicator_equal)):
+        expr = expr.as_piecewise()
+    if isinstance(expr, sp.Piecewise) and len(expr.args) == 2 and expr.args[0][0] == 1 and expr.args[1] == (0, True):
+        return expr.args[0][1]
+    return None

@@ -73,8 +73,6 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         # function is wrong, the template defines one with the right gradient
         self.helpers = set()
 
-    _integer_context = False
-
     def _print_branch(self, value):
         if self._integer_context:  # positions and sizes are int64 throughout
             if not value.is_number:
@@ -305,13 +303,6 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     def _print_IntArray(self, value: ir.IntArray):
         # int64 tensors: index arithmetic then never mixes Python ints (int32) with sizes
         return f"{self._module_format('tensorflow.cast')}({value.x}, {self._module_format('tensorflow.int64')})"
-
-    def _print_IndexArith(self, value: ir.IndexArith):
-        self._integer_context = True
-        try:
-            return super()._print_IndexArith(value)
-        finally:
-            self._integer_context = False
 
     def _print_Length(self, value: ir.Length):
         return f"len({value.x})"
