@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 import jinja2
+import sympy as sp
 
 from symgrad import ir
 from symgrad.errors import LoweringError
@@ -381,10 +382,15 @@ def _lines(statement: ir.Assign | ir.Recompute, printer, op: ir.OpCode) -> list[
     return lines
 
 
+def _described(value) -> str:
+    """A SymPy expression as itself; any other value (an IR class) by its class too."""
+    return str(value) if isinstance(value, sp.Basic) else f"{type(value).__name__} {value}"
+
+
 def _statement(statement: ir.Assign, printer, op: ir.OpCode) -> str:
     text = printer._print(statement.value)  # IR values dispatch to the printer's _print_<Class>
     if printer._not_supported:
-        unsupported = ", ".join(sorted(map(str, printer._not_supported)))
+        unsupported = ", ".join(sorted(_described(e) for e in printer._not_supported))
         raise LoweringError(f"the {printer.target} printer cannot print {unsupported}", op.name, op.location)
     if isinstance(statement.value, ir.ScatterAdd):
         return f"{statement.target} = {text}  # no gather form: an explicit scatter-add"

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import types
+
 import pytest
 import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
 
+from symgrad import ir, render
+from symgrad.errors import LoweringError
 from symgrad.printers.numpy import NumpyPrinter
 from symgrad.printers.tensorflow import TensorflowPrinter
 
@@ -78,3 +84,32 @@ def test_a_size_scalar_keeps_its_parentheses_inside_a_product(printer):
         import numpy as np
 
         assert eval(text, {"np": np, "x": 2.0, "a": 3.0, "b": 1.0}) == 6.0
+
+
+# IR classes that are not values: statements and the functions and ops they make up
+STRUCTURE = {"Assign", "Branch", "Function", "OpCode", "Recompute"}
+IR_VALUES = sorted(
+    name for name, cls in inspect.getmembers(ir, inspect.isclass)
+    if cls.__module__ == ir.__name__ and dataclasses.is_dataclass(cls) and name not in STRUCTURE
+)
+
+
+@pytest.mark.parametrize("printer", [NumpyPrinter, TensorflowPrinter], ids=lambda p: p.target)
+def test_every_ir_value_is_printed_by_every_backend(printer):
+    missing = [name for name in IR_VALUES if not hasattr(printer, f"_print_{name}")]
+    assert not missing and len(IR_VALUES) > 30
+
+
+@dataclasses.dataclass(frozen=True)
+class SomeNewIR:
+    x: str
+
+
+@pytest.mark.parametrize("printer", [NumpyPrinter, TensorflowPrinter], ids=lambda p: p.target)
+def test_a_value_a_printer_cannot_print_is_a_lowering_error_naming_op_and_class(printer):
+    op = types.SimpleNamespace(name="Fresh", location="ops/fresh.py:3")
+    with pytest.raises(LoweringError) as raised:
+        render._statement(ir.Assign("t0", SomeNewIR("a")), printer(), op)
+    message = str(raised.value)
+    assert f"the {printer.target} printer cannot print SomeNewIR" in message
+    assert "Fresh" in message and "ops/fresh.py:3" in message

@@ -24,6 +24,12 @@ class ArrayCodeMixin:
         super().__init__({"strict": False, **(settings or {})})
         self._not_supported = set()  # CodePrinter.doprint sets this; we print with _print
 
+    def emptyPrinter(self, expr):
+        """What no `_print_<Class>` prints (an IR value a backend lacks): collected, so that
+        `render` names the op and the class, instead of printing its `str`."""
+        self._not_supported.add(expr)
+        return f"<{type(expr).__name__}>"
+
     def _module_format(self, fqn, register=True):
         for prefix, alias in self.aliases.items():
             if fqn.startswith(prefix + "."):
