@@ -9,11 +9,12 @@ Per op:
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
   for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way. Where
-  the backward reads the op's outputs, it reads them again through `outputs_again`, so that a
-  second order (an outer tape) differentiates them by the derived gradient too, not by
-  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's
-  has no derivative of `backprop` w.r.t. `labels`).* `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
+  dtypes, else the declared formula; the derived gradient is the backward either way.
+  Where the backward reads the op's outputs, it reads them again through `outputs_again`, so
+  that a second order (an outer tape) differentiates them by the derived gradient too, not by
+  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's has
+  no derivative of `backprop` w.r.t. `labels`).
+* `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
 

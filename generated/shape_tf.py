@@ -9,7 +9,8 @@ Per op:
 * `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
   for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.* `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
+  dtypes, else the declared formula; the derived gradient is the backward either way.
+* `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
 
