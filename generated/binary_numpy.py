@@ -343,16 +343,12 @@ def power(x, y):
 
 def power_grad(grad, x, y, *, z=None):
     """Gradient of Pow: one array per input (x, y)."""
-    tmp0 = x > 0
+    tmp0 = grad * x ** (y - 1) * y
+    tmp1 = x > 0
     grad_x = _sum_to_shape(
-        np.where(
-            tmp0,
-            grad * y * x ** (y - 1),
-            np.where(y == 0, 0, np.where(y == 1, grad, grad * y * x ** (y - 1))),
-        ),
-        np.shape(x),
+        np.where(tmp1, tmp0, np.where(y == 0, 0, np.where(y == 1, grad, tmp0))), np.shape(x)
     )
-    grad_y = _sum_to_shape(np.where(tmp0, grad * np.log(x) * x**y, 0), np.shape(y))
+    grad_y = _sum_to_shape(np.where(tmp1, grad * x**y * np.log(x), 0), np.shape(y))
     return grad_x, grad_y
 
 
@@ -361,31 +357,23 @@ def power_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=Non
     tmp0 = np.log(x)
     tmp1 = grad_vjp_y * x**y
     tmp2 = x ** (y - 1)
-    tmp3 = x > 0
-    tmp4 = y == 0
-    tmp5 = y == 1
-    tmp6 = grad * tmp2
-    tmp7 = tmp0 * tmp6 * y + tmp6
-    tmp8 = grad * x ** (y - 2)
+    tmp3 = grad_vjp_x * tmp2 * y
+    tmp4 = x > 0
+    tmp5 = y == 0
+    tmp6 = y == 1
+    tmp7 = grad * tmp2
+    tmp8 = tmp0 * tmp7 * y + tmp7
     tmp9 = grad * x ** (y - 2)
+    tmp10 = grad_vjp_x * (tmp9 * y**2 - tmp9 * y)
     grad_grad = _sum_to_shape(
-        np.where(
-            tmp3,
-            grad_vjp_x * tmp2 * y + tmp0 * tmp1,
-            np.where(tmp4, 0, np.where(tmp5, grad_vjp_x, grad_vjp_x * y * x ** (y - 1))),
-        ),
+        np.where(tmp4, tmp0 * tmp1 + tmp3, np.where(tmp5, 0, np.where(tmp6, grad_vjp_x, tmp3))),
         np.shape(grad),
     )
     grad_x = _sum_to_shape(
-        np.where(
-            tmp3,
-            grad_vjp_x * (tmp8 * y**2 - tmp8 * y) + grad_vjp_y * tmp7,
-            np.where(tmp4 | tmp5, 0, grad_vjp_x * (tmp9 * y**2 - tmp9 * y)),
-        ),
-        np.shape(x),
+        np.where(tmp4, grad_vjp_y * tmp8 + tmp10, np.where(tmp5 | tmp6, 0, tmp10)), np.shape(x)
     )
     grad_y = _sum_to_shape(
-        np.where(tmp3, grad * tmp0**2 * tmp1 + grad_vjp_x * tmp7, 0), np.shape(y)
+        np.where(tmp4, grad * tmp0**2 * tmp1 + grad_vjp_x * tmp8, 0), np.shape(y)
     )
     return grad_grad, grad_x, grad_y
 

@@ -360,15 +360,21 @@ def print_function_body(function: ir.Function, printer, op: ir.OpCode, prologue:
     printer.dtype_source = function.params[0]  # an input or upstream gradient: the op's dtype
     lines = [_statement(s, printer, op) for s in function.prologue] if prologue else []
     if len(function.branches) == 1 and not function.branches[0].attr_values:
-        lines += [line for s in function.branches[0].body for line in _lines(s, printer, op)]
+        lines += [line for s in _body(function.branches[0], printer) for line in _lines(s, printer, op)]
         return "\n".join(lines)
     for n, branch in enumerate(function.branches):
         keyword = "if" if n == 0 else "elif"
         lines.append(f"{keyword} {_condition(branch.attr_values)}:")
-        lines += ["    " + line for s in branch.body for line in _lines(s, printer, op)]
+        lines += ["    " + line for s in _body(branch, printer) for line in _lines(s, printer, op)]
     names = ", ".join(f"{name}={{{name}!r}}" for name, _ in function.branches[0].attr_values)
     lines += ["else:", f'    raise ValueError(f"{op.name}: unsupported attributes {names}")']
     return "\n".join(lines)
+
+
+def _body(branch: ir.Branch, printer) -> tuple:
+    """A branch's statements as `printer`'s target takes them: guarded where its code is
+    differentiated again (`guards_branches`)."""
+    return branch.guarded_body if printer.guards_branches and branch.guarded_body is not None else branch.body
 
 
 def _lines(statement: ir.Assign | ir.Recompute, printer, op: ir.OpCode) -> list[str]:

@@ -242,10 +242,11 @@ def _number(expr, values) -> complex | None:
     return None
 
 
-def share_subexpressions(exprs: list[sp.Expr], prefix: str = "t") -> tuple[list, list[sp.Expr]]:
+def share_subexpressions(exprs: list[sp.Expr], prefix: str = "t", guard: bool = False) -> tuple[list, list[sp.Expr]]:
     """SymPy's `cse` over `exprs`: (temporaries as [(symbol, expr)], rewritten exprs).
 
-    Each `Piecewise` is `guarded` first: a partial function a branch applies (Pow's
+    With `guard` (for code that is differentiated again: TensorFlow's), each `Piecewise` is
+    `guarded` first: a partial function a branch applies (Pow's
     `x**(y - 1)`, in its branches x > 0 and x <= 0) is computed, wherever `cse` puts it, on
     inputs made safe where that branch is not taken, and two branches share it only under one
     mask. A safe read is an atom to `cse` (it would take `~(x > 0)` apart into `x <= 0`)."""
@@ -254,8 +255,10 @@ def share_subexpressions(exprs: list[sp.Expr], prefix: str = "t") -> tuple[list,
     def safe_read(x, mask):
         return reads.setdefault((x, mask), sp.Symbol(f"{x.name}__safe{len(reads)}", real=True))
 
-    safe = [e.replace(sp.Piecewise, lambda *pairs: guarded(sp.Piecewise(*pairs), safe_read)) for e in exprs]
     symbols = sp.numbered_symbols(prefix, real=True)
+    if not guard:  # numpy's: shared across branches, computed once
+        return sp.cse(exprs, symbols=symbols, order="canonical")
+    safe = [e.replace(sp.Piecewise, lambda *pairs: guarded(sp.Piecewise(*pairs), safe_read)) for e in exprs]
     temps, reduced = sp.cse(safe, symbols=symbols, order="canonical")
     return _safe_reads_restored(temps, reduced, reads)
 

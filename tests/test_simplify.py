@@ -231,7 +231,7 @@ def test_a_partial_function_shared_by_branches_is_computed_on_safe_inputs():
     x, y, g = sp.symbols("x y g", real=True)
     value = g * y * x ** (y - 1)
     expr = sp.Piecewise((value, x > 0), (0, sp.Eq(y, 0)), (value, True)) + g * sp.log(x)
-    temps, (reduced,) = share_subexpressions([expr], prefix="tmp")
+    temps, (reduced,) = share_subexpressions([expr], prefix="tmp", guard=True)
     written = reduced
     for symbol, temp in reversed(temps):  # what is computed, temporaries written out
         written = written.xreplace({symbol: temp})

@@ -196,7 +196,9 @@ def _lower_forward(op: OpSignature, derivation: Derivation) -> Branch:
 
 def _lower_vjp(op: OpSignature, derivation: Derivation) -> Branch:
     if op.elementwise:
-        return Branch(derivation.variant.attr_values, tuple(_lower_elementwise_vjp(op, derivation)))
+        body = tuple(_lower_elementwise_vjp(op, derivation))
+        guarded = tuple(_lower_elementwise_vjp(op, derivation, guard=True))
+        return Branch(derivation.variant.attr_values, body, guarded_body=guarded if guarded != body else None)
     lowering = _lower_tensor_vjp(op, derivation)
     bound = rank_bound(derivation)
     return Branch(
@@ -289,9 +291,9 @@ def _lower_tensor_vjp(op: OpSignature, derivation: Derivation) -> TensorLowering
     return lowering
 
 
-def _lower_elementwise_vjp(op: OpSignature, derivation: Derivation) -> list[Assign]:
+def _lower_elementwise_vjp(op: OpSignature, derivation: Derivation, guard: bool = False) -> list[Assign]:
     names = [n for n, e in derivation.vjp.items() if e is not None]
-    temps, reduced = share_subexpressions([derivation.vjp[n] for n in names], prefix="tmp")
+    temps, reduced = share_subexpressions([derivation.vjp[n] for n in names], prefix="tmp", guard=guard)
     body = [Assign(str(symbol), Elementwise(expr)) for symbol, expr in temps]
     broadcasting = len(derivation.variant.inputs) > 1 or op.broadcast_to is not None
     for name, expr in zip(names, reduced):

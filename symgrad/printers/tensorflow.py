@@ -67,6 +67,8 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     # a variable of the dtype being computed in, set by `render` for each function it prints
     dtype_source: str | None = None
 
+    guards_branches = True  # an outer tape differentiates the gradient code again
+
     def __init__(self, settings=None):
         super().__init__(settings)
         # the module's own functions printed (`_cumprod`): where TensorFlow's gradient of its
