@@ -197,6 +197,8 @@ def _lower_forward(op: OpSignature, derivation: Derivation) -> Branch:
 def _lower_vjp(op: OpSignature, derivation: Derivation) -> Branch:
     if op.elementwise:
         body = tuple(_lower_elementwise_vjp(op, derivation))
+        if not any(v is not None and v.has(sp.Piecewise) for v in derivation.vjp.values()):
+            return Branch(derivation.variant.attr_values, body)  # nothing to guard: lowered once
         guarded = tuple(_lower_elementwise_vjp(op, derivation, guard=True))
         return Branch(derivation.variant.attr_values, body, guarded_body=guarded if guarded != body else None)
     lowering = _lower_tensor_vjp(op, derivation)
