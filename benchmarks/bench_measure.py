@@ -78,6 +78,7 @@ class Generated:
     func: str  # Python name of the generated functions, e.g. "matmul"
     numpy: Any  # the generated numpy module
     tf: Any  # the generated TensorFlow module, None without TensorFlow
+    jax: Any = None  # the generated JAX module, None without JAX
 
 
 @dataclass(frozen=True)
@@ -306,6 +307,24 @@ def numpy_contenders(case, gen, inputs, upstream, libs) -> tuple[list, list, dic
     return phases, comparisons + [Comparison("numpy", "forward")], agrees
 
 
+def jax_contenders(case, gen, inputs, upstream, libs) -> tuple[list, list, dict]:
+    """The JAX target: `jax.vjp` of the generated `custom_vjp` op (its gradient the derived
+    one) against `jax.vjp` of the forward written in jax.numpy (JAX's autodiff), both closures
+    applied under `jax.jit` with their residuals already computed."""
+    op = getattr(gen.jax, gen.func)
+    ours = _jax_vjp(_Reference(lambda _, *xs: op(*xs, **case.attrs)), None, inputs, upstream)
+    theirs = _jax_vjp(case, libs.jax, inputs, upstream)
+    phases = [[Contender("ours", ours), Contender("jax.jit", theirs)]]
+    return phases, [Comparison("jax", "jax.jit")], {"jax.jit": agree(ours(), theirs(), in_norm=case.kink)}
+
+
+@dataclass(frozen=True)
+class _Reference:
+    """A forward in the shape `_jax_vjp` reads a case's: `jax(namespace, *inputs)`."""
+
+    jax: Any
+
+
 def _forward_and_stages(forward, inputs, attrs, staged: bool) -> tuple[tuple, dict]:
     """The generated forward's outputs, and the stages its gradient reads (`return_stages`)."""
     if not staged:
@@ -448,6 +467,8 @@ def run_case(case: Case, gen: Generated, libs: Libraries, size: str, timing: Tim
     builders = [numpy_contenders]
     if libs.tf is not None and gen.tf is not None and (case.tf_op or case.tf_composite):
         builders.insert(0, lambda *args: tf_contenders(*args[:-1], libs.tf))
+    if libs.jax is not None and gen.jax is not None and case.jax is not None:
+        builders.append(jax_contenders)
     for build in builders:
         phases, comparisons, agrees = build(case, gen, inputs, upstream, libs)
         medians = {}

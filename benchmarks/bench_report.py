@@ -28,6 +28,7 @@ TARGETS = (
         1.25,
     ),
     Target("numpy gradient / autograd", "numpy", ("autograd",), 1.0, 1.25),
+    Target("JAX gradient / jax.vjp under jit", "jax", ("jax.jit",), 1.05, 1.25),
     Target("gradient / its forward", None, ("forward",), None, 3.0),
     # composed ops (ops/composed.py) against their forwards written by hand, under autodiff
     Target(
@@ -48,6 +49,7 @@ SERIES = {
     ("tensorflow", "tf-autodiff+forward"): "TF: ours / TF autodiff (both with forward)",
     ("numpy", "autograd"): "numpy: ours / autograd",
     ("numpy", "jax.jit"): "numpy: ours / jax.vjp under jit",
+    ("jax", "jax.jit"): "JAX: ours / jax.vjp under jit (both jitted)",
     ("numpy", "autograd+forward"): "numpy: ours / autograd (both with forward)",
     ("tensorflow", "forward"): "TF: gradient / forward",
     ("numpy", "forward"): "numpy: gradient / forward",

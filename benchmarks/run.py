@@ -124,7 +124,7 @@ def main(argv=None) -> int:
         folders = derive_all(Path(tmp), args.use_generated)
         if args.save_generated:
             save_generated(folders, args.save_generated)
-        generated = load_generated(folders, libs.tf is not None)
+        generated = load_generated(folders, libs.tf is not None, libs.jax is not None)
         run = (lambda n, case: run_isolated(n, folders, args)) if isolate else None
         rows = run_cases(generated, libs, size, timing, args.only, run)
     targets = check_targets(rows)
@@ -199,7 +199,7 @@ def run_worker(args, size: str, timing: Timing) -> int:
     with contextlib.redirect_stdout(io.StringIO()):  # the parent has said what is skipped
         libs = load_libraries()
         folders = [(Path(a), Path(b)) for a, b in json.loads(args.worker_folders)]
-        generated = load_generated(folders, libs.tf is not None)
+        generated = load_generated(folders, libs.tf is not None, libs.jax is not None)
     case = CASES[args.worker_case]
     gc.collect()
     gc.freeze()
@@ -247,7 +247,7 @@ def _committed(folder: Path, out: Path) -> Path:
     return out
 
 
-def load_generated(folders: list[tuple[Path, Path]], with_tf: bool) -> dict[str, Generated]:
+def load_generated(folders: list[tuple[Path, Path]], with_tf: bool, with_jax: bool = False) -> dict[str, Generated]:
     """Op type -> its generated modules, for every op declared in the op folders."""
     from symgrad.load import load_op_file, op_file_paths
 
@@ -257,7 +257,7 @@ def load_generated(folders: list[tuple[Path, Path]], with_tf: bool) -> dict[str,
             if not (modules_folder / f"{path.stem}_numpy.py").exists():
                 print(f"skipped {path.relative_to(ROOT)}: not derived into {modules_folder}")
                 continue
-            modules = _import_modules(modules_folder, path.stem, with_tf)
+            modules = _import_modules(modules_folder, path.stem, with_tf, with_jax)
             for decl in load_op_file(path).ops:
                 generated.setdefault(decl.name, Generated(decl.func_name, *modules))
     return generated
@@ -272,14 +272,13 @@ def _derive(folder: Path, out: Path) -> None:
     print(f"derived {folder.relative_to(ROOT)} in {time.perf_counter() - started:.1f} s")
 
 
-def _import_modules(folder: Path, stem: str, with_tf: bool):
-    """The generated numpy and TensorFlow modules of one op file (None without TensorFlow)."""
-    suffixes = ("_numpy", "_tf") if with_tf else ("_numpy",)
-    modules = [
-        _import(folder / f"{stem}{suffix}.py", f"symgrad_bench_{folder.name}_{stem}{suffix}")
-        for suffix in suffixes
+def _import_modules(folder: Path, stem: str, with_tf: bool, with_jax: bool):
+    """The generated numpy, TensorFlow and JAX modules of one op file (None for TensorFlow's
+    without TensorFlow, for JAX's without JAX)."""
+    return [
+        _import(folder / f"{stem}{suffix}.py", f"symgrad_bench_{folder.name}_{stem}{suffix}") if wanted else None
+        for suffix, wanted in (("_numpy", True), ("_tf", with_tf), ("_jax", with_jax))
     ]
-    return modules if with_tf else modules + [None]
 
 
 def _import(path: Path, name: str):

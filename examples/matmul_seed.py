@@ -7,8 +7,9 @@ Run from the repository root after `symgrad derive ops/`:
 It prints, for c = a @ b, the gradient w.r.t. `a` of sum(c) (upstream gradient: ones) and of
 sum(c * stop_gradient(c)) (upstream gradient: c), from TensorFlow's registered gradient and
 from the generated TensorFlow module (three ways: its `tf.custom_gradient` wrapper in eager mode
-and inside `tf.function`, and its registered gradient through `gradient_override_map`) and the
-generated numpy module.
+and inside `tf.function`, and its registered gradient through `gradient_override_map`), the
+generated numpy module, and the generated JAX module (its `jax.custom_vjp` op under `jax.grad`,
+eager and under `jax.jit`).
 """
 
 import os
@@ -18,11 +19,15 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "generated"))
 
+import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+import matmul_jax  # noqa: E402
 import matmul_numpy  # noqa: E402
 import matmul_tf  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)  # float64, as the other rows
 
 A = np.array([[1.0, 2.0], [3.0, 4.0]])
 B = np.array([[6.0, 7.0, 8.0], [9.0, 10.0, 11.0]])
@@ -62,6 +67,13 @@ def numpy_gradient(loss_name):
     return grad_a
 
 
+def jax_gradient(loss_name, jit=False):
+    """d loss / d a through the generated JAX op (`jax.lax.stop_gradient` for the second loss)."""
+    losses = {"sum(c)": lambda c: c.sum(), "sum(c * stop_gradient(c))": lambda c: (c * jax.lax.stop_gradient(c)).sum()}
+    grad = jax.grad(lambda a, b: losses[loss_name](matmul_jax.matmul(a, b)))
+    return (jax.jit(grad) if jit else grad)(A, B)
+
+
 def gradients(loss_name):
     """Each implementation's gradient for one loss, hand-written first."""
     loss = LOSSES[loss_name]
@@ -73,6 +85,8 @@ def gradients(loss_name):
         )().numpy(),
         "symgrad TF, gradient_override_map": override_gradient(loss),
         "symgrad numpy": numpy_gradient(loss_name),
+        "symgrad JAX, custom_vjp (jax.grad)": jax_gradient(loss_name),
+        "symgrad JAX, custom_vjp (jax.jit)": jax_gradient(loss_name, jit=True),
     }
 
 

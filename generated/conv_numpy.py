@@ -4,9 +4,6 @@
 
 Each `<op>_grad(grads..., inputs..., *, outputs=None, attrs...)` returns a tuple with one
 gradient per input, each summed to its input's shape under broadcasting (None: no gradient).
-An op whose gradient reads forward stages (intermediates) also takes them as keywords,
-computing them again when they are not given: `y, stages = <op>(..., return_stages=True)`,
-then `<op>_grad(grad, ..., y=y, **stages)`.
 """
 
 import numpy as np

@@ -191,13 +191,6 @@ def _int_max(a, b):
     return max(a, b)
 
 
-def _int_min(a, b):
-    """The smaller of two integers: a Python int where both are."""
-    if tf.is_tensor(a) or tf.is_tensor(b):
-        return tf.math.minimum(tf.cast(a, tf.int64), tf.cast(b, tf.int64))
-    return min(a, b)
-
-
 def _sizes(x, first, stop):
     """Axes `first` to `stop - 1` of `x`'s shape: Python ints where known, else int64 tensors."""
     dynamic = tf.shape(x, out_type=tf.int64)

@@ -22,7 +22,6 @@ differences disagree, or the central ones do not settle: a norm at 0, Atan2 at t
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import replace
 
 import numpy as np
@@ -39,11 +38,11 @@ from symgrad.compare import (
     upstream_names,
 )
 from symgrad.derived import DerivedOp, Variant
-from symgrad.diff import bound_forward, case_groups, derived_source, values_at
+from symgrad.diff import bound_forward, case_groups, derived_sources, values_at
 from symgrad.errors import SymgradError
 from symgrad.report import Result, summarize
 from symgrad.sources import Gradients, Skipped
-from symgrad.targets import CHECK_DTYPES
+from symgrad.targets import CHECK_DTYPES, REGISTRY
 
 STEP = 1e-6
 RTOL = 1e-6
@@ -55,8 +54,8 @@ REFERENCE = "finite differences"
 
 
 def available_targets() -> tuple[str, ...]:
-    """numpy, and tensorflow where TensorFlow is installed."""
-    return ("numpy",) + (("tensorflow",) if importlib.util.find_spec("tensorflow") else ())
+    """The targets whose framework is installed (numpy's always is)."""
+    return tuple(name for name, target in REGISTRY.items() if target.installed())
 
 
 def run_check(
@@ -86,12 +85,12 @@ def check_dtypes(dtypes: tuple[str, ...] | None) -> tuple[str, ...]:
 
 def _check_op(op: DerivedOp, targets, dtypes, quick: bool = False, sample: int | None = None) -> list[Result]:
     groups = case_groups(op, check_dtypes(dtypes), quick, sample)
-    sources = {target: derived_source(op, target, stand_in=True) for target in targets}
+    sources, unavailable = derived_sources(op, targets, REFERENCE, stand_in=True)
     rows = check_groups(op.name, groups, sources, REFERENCE, quick)
     for row, (variant, _, _) in zip(rows, [g for g in groups for _ in sources]):
         if row.status == "match" and not row.cases:
             row.message = _why_no_case(variant, bound_forward(variant))
-    return rows
+    return rows + unavailable
 
 
 def check_groups(

@@ -46,8 +46,9 @@ def _parser() -> argparse.ArgumentParser:
 def _add_verify_parsers(commands) -> None:
     diff = commands.add_parser("diff", help="compare derived gradients with hand-written ones")
     diff.add_argument("paths", nargs="+", help="op files, or folders of them")
-    diff.add_argument("--against", required=True, metavar="tensorflow|MODULE",
-                      help="`tensorflow` (its registered gradients), or a module file or name")
+    diff.add_argument("--against", required=True, metavar="tensorflow|jax|MODULE",
+                      help="`tensorflow` (its registered gradients), `jax` (its autodiff of the "
+                      "generated JAX forward), or a module file or name")
     diff.add_argument("--map", action="append", default=[], metavar="OURS=THEIRS", type=_mapping,
                       help="op type (or Python name) OURS is THEIRS in the module (repeatable)")
     check = commands.add_parser("check", help="compare derived gradients with finite differences")
@@ -142,7 +143,7 @@ def _verify(args) -> int:
         tuple(map(str, args.paths)),
         str(ops[0].folder) if ops else "",
         bool(ops) and ops[0].temporary,
-        tuple(args.target or (available_targets() if args.command == "check" else TARGETS)),
+        tuple(args.target or available_targets()),
         tuple(args.dtype) if args.dtype else None,
         getattr(args, "against", None),
         tuple(getattr(args, "map", ())),

@@ -33,7 +33,7 @@ from symgrad.compare import (
 )
 from symgrad.derived import DerivedOp, Variant, variants_of
 from symgrad.errors import SymgradError
-from symgrad.targets import COMPLEX_DTYPES, REAL_DTYPES, TARGETS
+from symgrad.targets import COMPLEX_DTYPES, REAL_DTYPES, REGISTRY, TARGETS
 from symgrad.report import Result, summarize
 from symgrad.sources import (
     Gradients,
@@ -41,6 +41,7 @@ from symgrad.sources import (
     Skipped,
     TfGradientFunction,
     TfRegistered,
+    Unavailable,
     import_lines,
     import_tf,
     is_tf_gradient_function,
@@ -151,20 +152,45 @@ def _exec(module_spec, module, spec: str) -> None:
         raise DiffError(f"importing {spec} raised {type(exc).__name__}: {exc}") from None
 
 
+class JaxReference:
+    """JAX's own autodiff (`jax.vjp`) of the generated JAX formula `<op>_forward`: every JAX
+    primitive's hand-written rule, composed by JAX."""
+
+    name = "jax"
+
+    def source_for(self, op: DerivedOp):
+        from symgrad.backends.jax.verify import JaxFunction
+
+        unavailable = getattr(op.module("jax"), "UNAVAILABLE", {})
+        if op.name in unavailable:
+            return NoReference(f"the JAX module has no {op.name}: {unavailable[op.name]}")
+        return JaxFunction(op, "_forward", label=f"JAX's autodiff of {op.stem}_jax.{op.decl.func_name}_forward")
+
+
 def make_reference(against: str, mapping: dict[str, str] | None = None):
-    return TensorFlowReference() if against == "tensorflow" else ModuleReference(against, mapping)
+    if against in ("tensorflow", "jax"):
+        return TensorFlowReference() if against == "tensorflow" else JaxReference()
+    return ModuleReference(against, mapping)
 
 
 def derived_source(op: DerivedOp, target: str, stand_in: bool = False):
-    """The derived gradient of `target`, as a source; `stand_in`: the TensorFlow one is called
-    on a stand-in op, not on TensorFlow's (which may not exist or take these inputs)."""
-    suffix = "numpy" if target == "numpy" else "tf"
-    fn = op.function(target, "_grad")
-    label = f"derived {op.stem}_{suffix}.{op.decl.func_name}_grad"
-    imports = import_lines(fn, label, derived_from=op.source if op.temporary else None)
-    if target == "numpy":
-        return NumpyFunction(fn, label, imports, pass_outputs=False)
-    return TfGradientFunction(fn, label, imports, stand_in)
+    """The derived gradient of `target`, as a source (its backend's `derived_source`), or
+    `Unavailable` where the target cannot express the op; `stand_in`: a TensorFlow one is
+    called on a stand-in op, not on TensorFlow's (which may not exist or take these inputs)."""
+    return REGISTRY[target].backend.derived_source(op, stand_in)
+
+
+def derived_sources(op: DerivedOp, targets, reference: str, stand_in: bool = False) -> tuple[dict, list[Result]]:
+    """{target: source} of the targets that have the op, and an `unavailable` row for each
+    that does not."""
+    sources, rows = {}, []
+    for target in targets:
+        source = derived_source(op, target, stand_in)
+        if isinstance(source, Unavailable):
+            rows.append(Result(op.name, None, None, target, reference, "unavailable", message=source.reason))
+        else:
+            sources[target] = source
+    return sources, rows
 
 
 def dtypes_of(op: DerivedOp, requested: tuple[str, ...] | None) -> list[str]:
@@ -209,8 +235,8 @@ def _diff_op(op: DerivedOp, reference, dtypes, targets, sample) -> list[Result]:
             Result(op.name, None, None, None, reference.name, "no-reference", message=source.reason)
         ]
     groups = case_groups(op, dtypes, sample=sample)
-    ours = {target: derived_source(op, target) for target in targets}
-    return diff_groups(op.name, reference.name, groups, ours, source)
+    ours, unavailable = derived_sources(op, targets, reference.name)
+    return diff_groups(op.name, reference.name, groups, ours, source) + unavailable
 
 
 def diff_groups(name: str, reference: str, groups: list, ours: dict, source) -> list[Result]:

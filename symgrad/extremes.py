@@ -21,7 +21,7 @@ from symgrad import check
 from symgrad.cases import Case, for_dtype, grid_case, make_cases, values_only
 from symgrad.compare import Finding, GradientCallError, case_snippet, wrong_dtypes
 from symgrad.derived import DerivedOp, Variant
-from symgrad.diff import bound_forward, derived_source, dtypes_of, sampled, variants_of
+from symgrad.diff import bound_forward, derived_sources, dtypes_of, sampled, variants_of
 from symgrad.report import Result, summarize
 from symgrad.sources import Gradients
 
@@ -49,13 +49,13 @@ def _op_rows(op: DerivedOp, targets, dtypes, sample) -> list[Result]:
         for dtype in real:
             groups.append((variant, dtype, forward, extreme_cases(variant, forward, dtype)))
     work = [(variant, cases) for variant, _, _, cases in groups]
-    sources = {target: derived_source(op, target, stand_in=True) for target in targets}
+    sources, unavailable = derived_sources(op, targets, REFERENCE, stand_in=True)
     outcomes = {target: source.run_many(work) for target, source in sources.items()}
     return [
         _row(Result(op.name, variant.label, dtype, target, REFERENCE, "match"), variant, forward, cases, outcomes[target][k])
         for k, (variant, dtype, forward, cases) in enumerate(groups)
-        for target in targets
-    ]
+        for target in sources
+    ] + unavailable
 
 
 def extreme_cases(variant: Variant, forward, dtype: str) -> list[Case]:

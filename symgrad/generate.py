@@ -24,7 +24,7 @@ from symgrad.lowering import OpSignature, lower_op
 from symgrad.render import render_module
 from symgrad.second_order import PREFIX, complex_form, derive_second_order
 from symgrad.simplify import simplify
-from symgrad.targets import MODULE_SUFFIX, TARGETS
+from symgrad.targets import MODULE_SUFFIX
 
 
 class SymgradErrors(SymgradError):
@@ -103,10 +103,11 @@ def generate(
         raise SymgradErrors(oversized)
     for error in oversized:
         print(f"warning: {error}", file=sys.stderr)
-    rendered = _render_all([f for f, _ in fresh], compiled, jobs)
+    # numpy's module always: verification differences its forward
+    rendered = _render_all([f for f, _ in fresh], compiled, tuple(dict.fromkeys(("numpy",) + targets)), jobs)
     if verify:
         everything = {name: text for r in rendered for name, text in r.items()}
-        errors = verify_generated([f for f, _ in fresh], everything, jobs)
+        errors = verify_generated([f for f, _ in fresh], everything, targets, jobs)
         if errors:
             raise SymgradErrors(errors)
     for (op_file, key), texts in zip(fresh, rendered):
@@ -134,10 +135,10 @@ def oversized_intermediates(decl: OpDecl, code: OpCode) -> list[LoweringError]:
     return errors
 
 
-def verify_generated(op_files, files, jobs):
+def verify_generated(op_files, files, targets, jobs):
     from symgrad.selfcheck import verify_generated as verify  # verification imports generate
 
-    return verify(op_files, files, jobs)
+    return verify(op_files, files, targets, jobs)
 
 
 def _compile_all(op_files: list[OpFile], jobs: int) -> list[list[OpCode]]:
@@ -157,9 +158,12 @@ def _compile_all(op_files: list[OpFile], jobs: int) -> list[list[OpCode]]:
     return grouped
 
 
-def _render_all(op_files: list[OpFile], compiled: list[list[OpCode]], jobs: int) -> list[dict[str, str]]:
-    """Each op file's generated texts, name -> text, rendered (and formatted) in workers."""
-    tasks = [(display_path(f.path), target, codes) for f, codes in zip(op_files, compiled) for target in TARGETS]
+def _render_all(
+    op_files: list[OpFile], compiled: list[list[OpCode]], targets: tuple[str, ...], jobs: int
+) -> list[dict[str, str]]:
+    """Each op file's generated texts for `targets`, name -> text, rendered (and formatted) in
+    workers."""
+    tasks = [(display_path(f.path), target, codes) for f, codes in zip(op_files, compiled) for target in targets]
     if jobs > 1 and len(tasks) > 1:
         texts = _in_workers(_render_in_worker, tasks, jobs)
     else:
@@ -168,7 +172,7 @@ def _render_all(op_files: list[OpFile], compiled: list[list[OpCode]], jobs: int)
     if errors:
         raise errors[0]
     in_order = iter(texts)
-    return [{f.stem + MODULE_SUFFIX[target]: next(in_order) for target in TARGETS} for f in op_files]
+    return [{f.stem + MODULE_SUFFIX[target]: next(in_order) for target in targets} for f in op_files]
 
 
 def _in_workers(function, tasks: list, jobs: int) -> list:

@@ -564,5 +564,6 @@ class OpCode:
     list_inputs: tuple[str, ...] = ()  # numeric attributes read from constant integer inputs
     list_output: bool = False  # outputs is (<list output>,), grads (grad_<it>,): sequences
     stages: tuple[str, ...] = ()  # forward stages the gradient accepts (recomputed if not given)
+    complex_ok: bool = False  # complex inputs supported (the gradient in TensorFlow's convention)
     second_order: "OpCode | None" = None  # the gradient op's code (symgrad.second_order), its
     # forward being this op's gradient; None where it is not derived

@@ -16,7 +16,7 @@ from symgrad.compare import ArrayDiff, Finding, scalar_text
 # "non-finite": a gradient NaN or infinite where finite differences of a finite forward are
 # not (symgrad.extremes), a mismatch of its own kind; "wrong-dtype": a gradient whose dtype is
 # not its input's (`compare.wrong_dtypes`), another
-STATUSES = ("match", "mismatch", "non-finite", "wrong-dtype", "error", "no-reference")
+STATUSES = ("match", "mismatch", "non-finite", "wrong-dtype", "error", "no-reference", "unavailable")
 FAILING = ("mismatch", "non-finite", "wrong-dtype", "error")
 MISMATCHES = ("mismatch", "non-finite", "wrong-dtype")
 EXIT_MATCH, EXIT_MISMATCH, EXIT_ERROR = 0, 1, 2
@@ -145,6 +145,9 @@ def format_report(results: list[Result], verbose: bool = False) -> str:
     reasons = dict.fromkeys(f"  {r.op}: {r.message}" for r in results if r.status == "no-reference")
     if reasons:
         parts.append("no reference:\n" + "\n".join(reasons))
+    missing = dict.fromkeys(f"  {r.op} ({r.target}): {r.message}" for r in results if r.status == "unavailable")
+    if missing:
+        parts.append("not in a target's module (the target lacks what the op needs):\n" + "\n".join(missing))
     counts = summary(results)
     reference = " and ".join(dict.fromkeys(r.reference for r in results)) or "-"
     parts.append(

@@ -9,7 +9,9 @@ w.r.t. g and each x:
 * `numpy`: the generated `<op>_grad_grad(v..., g..., x..., *, attrs)`, where the module has it;
 * `tensorflow`: nested `tf.GradientTape`s over the generated `tf.custom_gradient` wrapper;
 * `tensorflow-graph` (where TensorFlow has the op type): `tf.gradients` of `tf.gradients` of
-  `tf.raw_ops.<OpType>` under `gradient_override_map`, the generated `<op>_grad` registered.
+  `tf.raw_ops.<OpType>` under `gradient_override_map`, the generated `<op>_grad` registered;
+* `jax`: `jax.vjp` of `jax.vjp` of the generated `custom_vjp` op: JAX differentiating the
+  derived `<op>_vjp`.
 
 `symgrad diff --against tensorflow --order 2` compares them with TensorFlow's own second
 derivative of the op (nested tapes over `tf.raw_ops.<OpType>`) where it has a gradient.
@@ -341,6 +343,14 @@ def second_order_sources(op: DerivedOp, targets: tuple[str, ...]) -> tuple[dict,
         sources["tensorflow"] = wrapper_tapes(op)
         if hasattr(import_tf().raw_ops, op.name):
             sources[GRAPH_TARGET] = graph_gradients(op)
+    if "jax" in targets:
+        from symgrad.backends.jax.verify import JaxSecondOrder  # JAX: only when checked
+
+        unavailable = getattr(op.module("jax"), "UNAVAILABLE", {})
+        if op.name in unavailable:
+            missing.append(Result(op.name, None, None, "jax", REFERENCE, "unavailable", message=unavailable[op.name]))
+        else:
+            sources["jax"] = JaxSecondOrder(op)
     return sources, missing
 
 

@@ -19,8 +19,11 @@ from symgrad.verify import Run, run_ops
 IN_PROCESS_MAX = 12  # ops verified without worker processes (spawning one costs seconds)
 
 
-def verify_generated(op_files: list[OpFile], files: dict[str, str], jobs: int) -> list[VerificationError]:
-    """The errors found checking the generated `files` (name -> text) of `op_files`."""
+def verify_generated(
+    op_files: list[OpFile], files: dict[str, str], targets: tuple[str, ...], jobs: int
+) -> list[VerificationError]:
+    """The errors found checking the generated `files` (name -> text) of `op_files`, for those
+    of `targets` this process can run."""
     ops_total = sum(len(f.ops) for f in op_files)
     if not ops_total:
         return []
@@ -28,11 +31,12 @@ def verify_generated(op_files: list[OpFile], files: dict[str, str], jobs: int) -
         for name, text in files.items():
             (Path(folder) / name).write_text(text)
         ops = [DerivedOp(d, f.stem, str(f.path), Path(folder), True) for f in op_files for d in f.ops]
-        job = Run("check", tuple(str(f.path) for f in op_files), folder, True, available_targets(),
+        checked = tuple(t for t in available_targets() if t in targets)
+        job = Run("check", tuple(str(f.path) for f in op_files), folder, True, checked,
                   ("float64",), quick=True)
         results = run_ops(job, ops, jobs if ops_total > IN_PROCESS_MAX else 1, initializer=tensorflow_without_keras)
     locations = {op.name: op.decl.location for op in ops}
-    return [_error(r, locations.get(r.op)) for r in results if r.status != "match" or not r.cases]
+    return [_error(r, locations.get(r.op)) for r in results if r.status not in ("match", "unavailable") or (r.status == "match" and not r.cases)]
 
 
 def tensorflow_without_keras() -> None:

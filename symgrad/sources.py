@@ -36,6 +36,13 @@ class Skipped:
     reason: str
 
 
+@dataclass(frozen=True)
+class Unavailable:
+    """A target that cannot express the op (JAX has no Bessel K): no source, a row saying why."""
+
+    reason: str
+
+
 def _error_text(exc: BaseException, limit: int = 200) -> str:
     """`Type: first line of the message`, cut at `limit` characters."""
     message = re.sub(r"\{\{[^}]*\}\}\s*", "", str(exc)).strip()  # TensorFlow's node names

@@ -1,15 +1,49 @@
-"""What symgrad's commands choose among: the targets it emits, their module suffixes, the dtypes
-it verifies in, and how many worker processes this machine runs by default.
+"""What symgrad's commands choose among: the targets it emits (the registry of backends), their
+module suffixes, the dtypes it verifies in, and how many worker processes this machine runs by
+default.
 
-Nothing heavy is imported here, so that `symgrad --help` starts at once.
+Nothing heavy is imported here, so that `symgrad --help` starts at once: a target names the
+module of its backend, imported only when something is rendered or verified for it.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
+from dataclasses import dataclass
+from types import ModuleType
 
-TARGETS = ("numpy", "tensorflow")
-MODULE_SUFFIX = {"numpy": "_numpy.py", "tensorflow": "_tf.py"}
+
+@dataclass(frozen=True)
+class Target:
+    """A framework symgrad emits code for. Its backend module (`symgrad.backends.<name>`)
+    defines `render_module(source, ops) -> str`, the generated file's text, and
+    `derived_source(op, stand_in) -> source`, how verification obtains the gradient."""
+
+    name: str  # as `--target` takes it
+    suffix: str  # of the generated module: `<op file stem><suffix>`
+    framework: str | None  # the package the generated code imports, None for numpy alone
+
+    @property
+    def backend(self) -> ModuleType:
+        return importlib.import_module(f"symgrad.backends.{self.name}")
+
+    def installed(self) -> bool:
+        """Whether this process can import and run the generated code."""
+        return self.framework is None or importlib.util.find_spec(self.framework) is not None
+
+
+REGISTRY = {
+    t.name: t
+    for t in (
+        Target("numpy", "_numpy.py", None),
+        Target("tensorflow", "_tf.py", "tensorflow"),
+        Target("jax", "_jax.py", "jax"),
+    )
+}
+TARGETS = tuple(REGISTRY)
+MODULE_SUFFIX = {t.name: t.suffix for t in REGISTRY.values()}
 
 REAL_DTYPES = ("float32", "float64")
 COMPLEX_DTYPES = ("complex64", "complex128")

@@ -31,6 +31,20 @@ def require_tf():
     return tf
 
 
+def require_jax():
+    """Import JAX with 64-bit arrays (compiling as verification does), or skip; with
+    SYMGRAD_REQUIRE_JAX=1 a missing JAX fails."""
+    try:
+        from symgrad.backends.jax.verify import import_jax
+
+        jax = import_jax()
+    except ImportError:
+        if os.environ.get("SYMGRAD_REQUIRE_JAX") == "1":
+            pytest.fail("SYMGRAD_REQUIRE_JAX=1 but JAX cannot be imported")
+        pytest.skip("JAX is not installed (pip install '.[jax]')")
+    return jax
+
+
 def import_path(path: Path, name: str | None = None):
     """Import a Python file as a module (once per name)."""
     name = name or f"_symgrad_test_{path.parent.name}_{path.stem}"
@@ -46,6 +60,11 @@ def import_path(path: Path, name: str | None = None):
 @pytest.fixture(scope="session")
 def tf():
     return require_tf()
+
+
+@pytest.fixture(scope="session")
+def jax():
+    return require_jax()
 
 
 @pytest.fixture(scope="session")
@@ -86,6 +105,13 @@ def tf_module(derived, tf):
     return lambda stem: import_path(out / f"{stem}_tf.py")
 
 
+@pytest.fixture(scope="session")
+def jax_module(derived, jax):
+    """`jax_module("matmul")` imports the freshly generated JAX module of ops/matmul.py."""
+    out, _ = derived
+    return lambda stem: import_path(out / f"{stem}_jax.py")
+
+
 # The library-wide runs: the default run checks a sample of each op's attribute variants (every
 # op, dtype and target); `pytest -m exhaustive` (which .ci/run runs too) checks every variant.
 SAMPLED_VARIANTS = 2  # per op, the first and the last
@@ -109,6 +135,8 @@ def library_runs(derived, tmp_path_factory):
         if (command, scope) not in started:
             folder = tmp_path_factory.mktemp(f"{command}_{scope}")
             args = ["--generated", derived[0], "--target", "numpy", "--target", "tensorflow"]
+            if command == "check" and importlib.util.find_spec("jax") is not None:
+                args += ["--target", "jax"]  # its diff, against JAX's autodiff: test_jax_target.py
             args += ["--json", folder / f"{command}.json"]
             if scope == "sampled":
                 args += ["--sample", str(SAMPLED_VARIANTS)]

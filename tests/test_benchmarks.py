@@ -58,7 +58,7 @@ def check_rows(report: dict) -> None:
     assert rows
     for row in rows:
         assert ROW_KEYS <= row.keys(), row
-        assert row["target"] in ("numpy", "tensorflow")
+        assert row["target"] in ("numpy", "tensorflow", "jax")
         assert row["ours_s"] > 0 and row["reference_s"] > 0
         assert row["ratio"] == row["ours_s"] / row["reference_s"]
         assert row["agrees"] in (True, None), row  # the contenders computed the same gradient
@@ -83,6 +83,8 @@ def test_smoke_run_covers_every_case_and_writes_the_json(benchmark_runs):
             assert f"{name} is not installed: skipping" in stdout
         else:
             assert ("numpy", reference) in comparisons
+    if importlib.util.find_spec("jax") is not None:  # the JAX target, against jax.vjp of JAX code
+        assert ("jax", "jax.jit") in comparisons
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "ratios.png").stat().st_size > 0
     check_composed(stdout, report)
@@ -102,7 +104,7 @@ def check_composed(stdout: str, report: dict) -> None:
         if importlib.util.find_spec("autograd") is not None:
             expected |= {("numpy", "autograd"), ("numpy", "autograd+forward")}
         if importlib.util.find_spec("jax") is not None:
-            expected.add(("numpy", "jax.jit"))
+            expected |= {("numpy", "jax.jit"), ("jax", "jax.jit")}
         assert comparisons == expected, op
     names = {target["target"] for target in report["targets"]}
     assert {

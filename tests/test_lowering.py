@@ -19,7 +19,7 @@ from symgrad.errors import LoweringError
 from symgrad.lowering import rules
 from symgrad.lowering.signature import OpSignature
 from symgrad.lowering.tensor import TensorLowering
-from symgrad.printers.numpy import NumpyPrinter
+from symgrad.backends.numpy.printer import NumpyPrinter
 
 SIGNATURE = OpSignature("Example", "example", "", Location("ops/example.py", 3), False, False, ())
 i, j, k, n = sp.symbols("i j k n", integer=True)

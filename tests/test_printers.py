@@ -12,8 +12,9 @@ from sympy.codegen.cfunctions import expm1, log1p
 
 from symgrad import ir, render
 from symgrad.errors import LoweringError
-from symgrad.printers.numpy import NumpyPrinter
-from symgrad.printers.tensorflow import TensorflowPrinter
+from symgrad.backends.numpy.printer import NumpyPrinter
+from symgrad.backends.tensorflow.printer import TensorflowPrinter
+from symgrad.targets import REGISTRY, TARGETS
 
 x = sp.Symbol("x", real=True)
 FUNCTIONS = [
@@ -94,7 +95,10 @@ IR_VALUES = sorted(
 )
 
 
-@pytest.mark.parametrize("printer", [NumpyPrinter, TensorflowPrinter], ids=lambda p: p.target)
+BACKEND_PRINTERS = [REGISTRY[name].backend.PRINTER for name in TARGETS]
+
+
+@pytest.mark.parametrize("printer", BACKEND_PRINTERS, ids=lambda p: p.target)
 def test_every_ir_value_is_printed_by_every_backend(printer):
     missing = [name for name in IR_VALUES if not hasattr(printer, f"_print_{name}")]
     assert not missing and len(IR_VALUES) > 30
@@ -105,11 +109,11 @@ class SomeNewIR:
     x: str
 
 
-@pytest.mark.parametrize("printer", [NumpyPrinter, TensorflowPrinter], ids=lambda p: p.target)
+@pytest.mark.parametrize("printer", BACKEND_PRINTERS, ids=lambda p: p.target)
 def test_a_value_a_printer_cannot_print_is_a_lowering_error_naming_op_and_class(printer):
     op = types.SimpleNamespace(name="Fresh", location="ops/fresh.py:3")
     with pytest.raises(LoweringError) as raised:
-        render._statement(ir.Assign("t0", SomeNewIR("a")), printer(), op)
+        render.print_statement(ir.Assign("t0", SomeNewIR("a")), printer(), op)
     message = str(raised.value)
     assert f"the {printer.target} printer cannot print SomeNewIR" in message
     assert "Fresh" in message and "ops/fresh.py:3" in message

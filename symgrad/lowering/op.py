@@ -86,6 +86,7 @@ def lower_op(op: OpSignature, derivations: list[Derivation]) -> OpCode:
         list_inputs=tuple(a.name for a in op.numeric_attrs if a.is_list_input),
         list_output=list_output is not None,
         stages=stages_accepted(vjp_branches),
+        complex_ok=op.complex_ok,
     )
 
 

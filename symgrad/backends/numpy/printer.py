@@ -9,7 +9,7 @@ from sympy.printing.numpy import SciPyPrinter
 
 from symgrad import ir
 from symgrad.functions import indicator, indicator_equal
-from symgrad.printers.common import ArrayCodeMixin, integer_form, merged_shape, nested as _nested
+from symgrad.backends.printing import ArrayCodeMixin, integer_form, merged_shape, nested as _nested
 
 
 class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):

@@ -1,3 +1,88 @@
+"""The helpers generated numpy modules call, as real Python: `render` copies the source of each
+one a module calls (and of the helpers those call) into it, in this order, so that generated
+files import nothing of symgrad and carry only the helpers they use."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse
+
+
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are, without a copy."""
+    return np.conj(x) if np.iscomplexobj(x) else x
+
+
+def _sum_to_shape(g, shape):
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    if np.shape(g) == tuple(shape):
+        return g
+    lead = np.ndim(g) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
+    )
+    return np.reshape(np.sum(g, axis=axes), shape)
+
+
+def _sum_product_to_shape(factors, shape):
+    """The product of `factors` summed back to `shape`, as `_sum_to_shape` would, in one
+    einsum: a reduced broadcast gradient never writes the full-size product."""
+    arrays = [f for f in factors if np.ndim(f) > 0]
+    full = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+    if full == tuple(shape) or not arrays:
+        product = factors[0]
+        for f in factors[1:]:
+            product = product * f
+        return product
+    lead = len(full) - len(shape)
+    operands = []  # einsum's sublist form: each array, then the axes it holds (numbered)
+    for a in arrays:
+        operands += [a, list(range(len(full) - np.ndim(a), len(full)))]
+    kept = [lead + n for n, size in enumerate(shape) if size != 1 or full[lead + n] == 1]
+    result = np.reshape(np.einsum(*operands, kept, optimize=len(arrays) > 2), shape)
+    for f in factors:
+        if np.ndim(f) == 0:  # a scalar attribute: multiplied last, as numpy would promote it
+            result = result * f
+    return result
+
+
+def _shift_right(x, axis, fill):
+    """`x` moved one step along `axis`, `fill` first: an exclusive cumulative sum or product
+    from an inclusive one."""
+    first = np.full_like(np.take(x, [0], axis=axis), fill)
+    return np.concatenate([first, np.delete(x, -1, axis=axis)], axis=axis)
+
+
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = np.asarray(positions)
+    size = np.shape(x)[axis]
+    inside = (positions >= 0) & (positions < size)
+    taken = np.take(x, np.where(inside, positions, 0), axis=axis)
+    if inside.all():
+        return taken
+    return np.where(inside.reshape(inside.shape + (1,) * (-axis - 1)), taken, np.asarray(fill, taken.dtype))
+
+
+def _scatter_add(values, positions, trailing, size):
+    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
+    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
+    are dropped. A scatter-add, as a sparse one-hot matrix product (never a dense one)."""
+    count = np.ndim(positions)
+    values = np.reshape(values, (1,) * max(0, count + trailing - np.ndim(values)) + np.shape(values))
+    start = np.ndim(values) - trailing - count
+    shape = np.shape(values)
+    values = np.broadcast_to(values, shape[:start] + np.shape(positions) + shape[start + count :])
+    moved = np.moveaxis(values, tuple(range(start, start + count)), tuple(range(count)))
+    rest = moved.shape[count:]
+    flat = np.reshape(positions, -1)
+    inside = np.flatnonzero((flat >= 0) & (flat < size))
+    one_hot = scipy.sparse.csr_matrix(
+        (np.ones(inside.size, dtype=moved.dtype), (flat[inside], inside)), shape=(size, flat.size)
+    )
+    summed = np.reshape(np.asarray(one_hot @ np.reshape(moved, (flat.size, -1))), (size,) + rest)
+    return np.moveaxis(summed, 0, start)
 
 
 def _window_span(x, pads, spans, fill=0):
@@ -106,7 +191,6 @@ def _depthwise_conv_backprop_input(g, f, strides, dilations, pads, sizes):
     for k, cut in _window_positions(strides, dilations, counts, kernel):
         dx[cut] += np.einsum("...cm,cm->...c", g, f[k], optimize=True)
     return _window_unspan(dx, pads, sizes)
-{% if uses_max_pool %}
 
 
 def _max_pool_backprop(x, y, g, window, strides, pads, sizes):
@@ -122,4 +206,3 @@ def _max_pool_backprop(x, y, g, window, strides, pads, sizes):
         dx[cut] += np.where(first, g, 0)
         unclaimed &= ~first
     return _window_unspan(dx, pads, sizes)
-{% endif %}

@@ -8,8 +8,8 @@ from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.pycode import PythonCodePrinter, _known_functions_math
 
 from symgrad import ir
-from symgrad.functions import dawsn, guarded, rint, scaled_besseli, sigmoid, softplus
-from symgrad.printers.common import ArrayCodeMixin, integer_form, merged_shape, nested as _nested
+from symgrad.functions import dawsn, guarded, rint, sigmoid, softplus
+from symgrad.backends.printing import ArrayCodeMixin, integer_form, merged_shape, nested as _nested
 
 
 class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
@@ -68,12 +68,6 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     dtype_source: str | None = None
 
     guards_branches = True  # an outer tape differentiates the gradient code again
-
-    def __init__(self, settings=None):
-        super().__init__(settings)
-        # the module's own functions printed (`_cumprod`): where TensorFlow's gradient of its
-        # function is wrong, the template defines one with the right gradient
-        self.helpers = set()
 
     def _print_branch(self, value):
         if self._integer_context:  # positions and sizes are int64 throughout
@@ -136,35 +130,17 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     def _print_BesselBase(self, expr):
         order, x = expr.args
         name = self.bessel.get((type(expr), order))
-        if name is not None and name.startswith("_"):
-            self.helpers.add(name)
+        if name is not None and name.startswith("_"):  # the module's own (symgrad's runtime)
             return f"{name}({self._print(x)})"
         if name is not None:
             return f"{self._module_format(name)}({self._print(x)})"
-        if order != 2:
-            return self._print_not_supported(expr)
-        # order 2 (the derivative of order 1) by the recurrence from orders 0 and 1; I2 and
-        # J2 are 0 at x = 0, where the recurrence divides by zero
-        f = type(expr)
-        recurrence = {
-            sp.besseli: f(0, x) - 2 * f(1, x) / x,
-            sp.besselj: 2 * f(1, x) / x - f(0, x),
-            sp.besselk: f(0, x) + 2 * f(1, x) / x,
-            sp.bessely: 2 * f(1, x) / x - f(0, x),
-        }[f]
-        if f in (sp.besseli, sp.besselj):
-            return self._print(sp.Piecewise((0, sp.Eq(x, 0)), (recurrence, True)))
-        return f"({self._print(recurrence)})"  # a sum, inside whatever product it is in
+        return self._print_bessel_of_order_two(expr)
 
     def _print_scaled_besseli(self, expr):
         order, x = expr.args
         if order in (0, 1):
             return f"{self._module_format(f'tensorflow.math.special.bessel_i{order}e')}({self._print(x)})"
-        if order != 2:
-            return self._print_not_supported(expr)
-        # order 2 (a derivative of order 1's) by the recurrence, 0 at x = 0 as I2 is
-        f = scaled_besseli
-        return self._print(sp.Piecewise((0, sp.Eq(x, 0)), (f(0, x) - 2 * f(1, x) / x, True)))
+        return self._print_bessel_of_order_two(expr)
 
     def _print_Exp1(self, expr):
         return repr(float(expr))
@@ -264,7 +240,6 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
             f", {flag}=True" for flag, on in (("exclusive", value.exclusive), ("reverse", value.reverse)) if on
         )
         if value.kind == "prod":  # the module's own: TensorFlow's gradient divides by x
-            self.helpers.add("_cumprod")
             return f"_cumprod({x}, axis={value.axis}{flags})"
         return f"{self._module_format(f'tensorflow.math.cum{value.kind}')}({x}, axis={value.axis}{flags})"
 

@@ -1,3 +1,213 @@
+"""The helpers generated TensorFlow modules call, as real Python: `render` copies the source of
+each one a module refers to (and of the helpers those refer to) into it, in this order, so that
+generated files import nothing of symgrad and carry only the helpers they use.
+
+`REGISTERED`, which `_register` fills, is the generated module's own (its template defines it).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+REGISTERED = {}  # in a generated module: op type -> the names its gradient is registered under
+
+
+def _register(op_type, gradient_fn):
+    """Register `gradient_fn` as `Symgrad<op_type>`, and as `op_type` where that is free."""
+    names = []
+    for name in (op_type, "Symgrad" + op_type):
+        try:
+            tf.RegisterGradient(name)(gradient_fn)
+            names.append(name)
+        except KeyError:  # TensorFlow's own gradient, or this module imported twice
+            pass
+    REGISTERED[op_type] = tuple(names)
+
+
+_KERNELS = {}
+
+
+def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
+    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
+    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
+    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
+    inputs of these dtypes and shapes with these attributes: there the declared formula
+    computes the forward."""
+    raw = getattr(tf.raw_ops, op_type, None)
+    if raw is None:
+        return None
+    tensors = {
+        name: [tf.convert_to_tensor(v) for v in value] if isinstance(value, tuple) else tf.convert_to_tensor(value)
+        for name, value in inputs.items()
+    }
+    signature = tuple(
+        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
+        for name, value in tensors.items()
+    )
+    key = (op_type, signature, repr(sorted(attrs.items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = _runs(raw, signature, attrs)
+    if not _KERNELS[key]:
+        return None
+    outputs = raw(**tensors, **attrs)
+    if list_output:
+        return [tuple(outputs)]
+    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
+    return outputs if len(outputs) == count else None
+
+
+def _spec(x):
+    """A tensor's dtype and static shape (None: unknown rank), hashable."""
+    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
+
+
+def _runs(raw, signature, attrs):
+    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
+    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
+    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
+    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
+
+    def zeros(spec):
+        dtype, shape = spec
+        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
+
+    with tf.init_scope():  # eagerly, also while a tf.function traces
+        try:
+            probe = {  # a list input's spec is a tuple of specs
+                name: zeros(spec) if spec and isinstance(spec[0], tf.DType) else [zeros(s) for s in spec]
+                for name, spec in signature
+            }
+            raw(**probe, **attrs)
+        except Exception:  # refused: the declared formula
+            return False
+    return True
+
+
+
+
+def _string_attr(op, name):
+    """A string attribute of `op` as `str` (graph ops give bytes)."""
+    value = op.get_attr(name)
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _const_input(op, index):
+    """The value of constant input `index` of `op` (an axis), as a Python int or tuple."""
+    value = tf.get_static_value(op.inputs[index])
+    if value is None:
+        raise ValueError(f"{op.type}: input {index} must be a constant known when the graph is built")
+    return value.item() if value.ndim == 0 else tuple(value.tolist())
+
+
+def _insert_none(grads, positions):
+    """One gradient per op input: None for the constant inputs at `positions`."""
+    grads = list(grads)
+    for position in positions:
+        grads.insert(position, None)
+    return grads
+
+
+def _sum_to_shape(g, x):
+    """Sum a broadcast gradient `g` back to the shape of `x`, as TensorFlow's own gradients do."""
+    g = tf.convert_to_tensor(g)
+    if g.shape.is_fully_defined() and g.shape == x.shape:
+        return g
+    shape = tf.shape(x)
+    axes, _ = tf.raw_ops.BroadcastGradientArgs(s0=shape, s1=tf.shape(g))
+    return tf.reshape(tf.reduce_sum(g, axes), shape)
+
+
+def _einsum_over_batch(spec, *operands):
+    """`tf.einsum(spec, ...)` where `spec` sums the leading `...` axes away, which TensorFlow's
+    einsum refuses: they are kept, then summed."""
+    inputs, output = spec.split("->")
+    product = tf.einsum(f"{inputs}->...{output}", *operands)
+    return tf.reduce_sum(product, axis=tf.range(tf.rank(product) - len(output)))
+
+
+def _cumprod(x, axis, exclusive=False, reverse=False):
+    """`tf.math.cumprod` with a gradient that never divides by x. TensorFlow's divides, and so
+    is wrong where x is 0: in a second order it is the gradient of a product's gradient."""
+
+    @tf.custom_gradient
+    def cumprod(x):
+        def backward(grad):
+            return _cumprod_vjp(grad, x, axis, exclusive, reverse)
+
+        return tf.math.cumprod(x, axis=axis, exclusive=exclusive, reverse=reverse), backward
+
+    return cumprod(x)
+
+
+def _cumprod_vjp(grad, x, axis, exclusive, reverse):
+    """Entry j: the sum over results i that x_j enters of grad_i times the product of the
+    other x_k there, which is not 0 only while x_j is the only zero among them (counted)."""
+    if reverse:
+        flip = lambda t: tf.reverse(t, [axis])
+        return flip(_cumprod_vjp(flip(grad), flip(x), axis, exclusive, False))
+    if exclusive:  # result i is the inclusive result i - 1: its upstream gradient moved back
+        rest = tf.gather(grad, tf.range(1, tf.shape(grad)[axis]), axis=axis)
+        grad = tf.concat([rest, tf.zeros_like(tf.gather(grad, [0], axis=axis))], axis=axis)
+    x = tf.math.conj(x)
+    zero = tf.equal(x, 0)
+    zeros = tf.math.cumsum(tf.cast(zero, x.dtype), axis=axis)
+    partial = grad * tf.math.cumprod(tf.where(zero, tf.ones_like(x), x), axis=axis)
+    none = tf.zeros_like(partial)
+    before = tf.math.cumsum(tf.where(tf.equal(zeros, 0), partial, none), axis=axis, reverse=True)
+    alone = tf.math.cumsum(tf.where(tf.equal(zeros, 1), partial, none), axis=axis, reverse=True)
+    return tf.where(zero, alone, before / tf.where(zero, tf.ones_like(x), x))
+
+
+def _bessel_i1(x):
+    """`tf.math.special.bessel_i1` with its derivative 1/2 at 0, where TensorFlow's gives 1."""
+
+    @tf.custom_gradient
+    def bessel_i1(x):
+        def backward(grad):
+            at_zero = tf.equal(x, 0)
+            safe = tf.where(at_zero, tf.ones_like(x), x)
+            slope = tf.math.special.bessel_i0(safe) - tf.math.special.bessel_i1(safe) / safe
+            return grad * tf.where(at_zero, tf.fill(tf.shape(x), tf.constant(0.5, x.dtype)), slope)
+
+        return tf.math.special.bessel_i1(x), backward
+
+    return bessel_i1(x)
+
+
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = tf.cast(positions, tf.int64)
+    size = tf.shape(x, out_type=tf.int64)[axis]
+    inside = (positions >= 0) & (positions < size)
+    taken = tf.gather(x, tf.where(inside, positions, tf.zeros_like(positions)), axis=axis)
+    trailing = tf.ones([-axis - 1], tf.int32)
+    inside = tf.reshape(inside, tf.concat([tf.shape(inside), trailing], 0))
+    return tf.where(inside, taken, tf.fill(tf.shape(taken), tf.constant(fill, taken.dtype)))
+
+
+def _scatter_add(values, positions, trailing, size):
+    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
+    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
+    are dropped. A scatter-add, as TensorFlow's unsorted segment sum."""
+    values = tf.convert_to_tensor(values)
+    positions = tf.cast(positions, tf.int64)
+    size = tf.cast(size, tf.int64)
+    count = positions.shape.rank
+    lead = max(0, count + trailing - values.shape.rank)
+    values = tf.reshape(values, tf.concat([tf.ones([lead], tf.int32), tf.shape(values)], 0))
+    rank = values.shape.rank
+    start = rank - trailing - count
+    shape = tf.shape(values)
+    values = tf.broadcast_to(values, tf.concat([shape[:start], tf.shape(positions), shape[start + count :]], 0))
+    perm = list(range(start, start + count)) + list(range(start)) + list(range(start + count, rank))
+    moved = tf.transpose(values, perm)
+    flat = tf.reshape(positions, [-1])
+    slots = tf.where((flat >= 0) & (flat < size), flat, size)  # outside: one extra slot, dropped
+    data = tf.reshape(moved, tf.concat([[-1], tf.shape(moved)[count:]], 0))
+    summed = tf.math.unsorted_segment_sum(data, slots, size + 1)[:size]
+    back = list(range(1, start + 1)) + [0] + list(range(start + 1, rank - count + 1))
+    return tf.transpose(summed, back)
 
 
 class _UnknownSize(Exception):
@@ -285,7 +495,6 @@ def _depthwise_conv_backprop_input(g, f, strides, dilations, geometry):
         out_backprop=_merged_channels(g), strides=_attr([stride] * rank), padding="VALID",
     )
     return _window_unspan(dx, pads, sizes)
-{% if uses_max_pool %}
 
 
 def _max_pool_backprop(x, y, g, window, strides, geometry):
@@ -312,4 +521,3 @@ def _raw_max_pool_grad(x, y, g, window, strides, padding="VALID", explicit=()):
         orig_input=x, orig_output=y, grad=g, ksize=_attr(window), strides=_attr(strides),
         padding=padding, explicit_paddings=list(explicit),
     )
-{% endif %}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sympy as sp
 from sympy.printing.precedence import PRECEDENCE
 
+from symgrad.functions import scaled_besseli
+
 
 class ArrayCodeMixin:
     """Overrides shared by both backends' SymPy printers.
@@ -42,6 +44,12 @@ class ArrayCodeMixin:
             # folded to a literal: `tf.math.sqrt(3.14...)` would make a float32 tensor
             return self._print_Float(expr)
         return super()._print(expr, **kwargs)
+
+    def begin_function(self, op) -> None:
+        """Called before a generated function of `op` is printed (a backend may track values)."""
+
+    def assigned(self, target: str, value) -> None:
+        """Called after the statement `target = value` is printed."""
 
     def _print_operand(self, x) -> str:
         """An IR operand: a variable's name, or an elementwise value printed in place."""
@@ -159,6 +167,24 @@ class ArrayCodeMixin:
         (both bind as tightly as `*`)."""
         level = PRECEDENCE["Mul"]
         return self.parenthesize(num, level, strict=True), self.parenthesize(den, level)
+
+    def _print_bessel_of_order_two(self, expr):
+        """A Bessel function (or exponentially scaled I) of order 2, the derivative of order 1's,
+        by the recurrence from orders 0 and 1, for a target that has only those; I2 and J2 are
+        0 at x = 0, where the recurrence divides by zero. Any other order is not supported."""
+        order, x = expr.args
+        if order != 2:
+            return self._print_not_supported(expr)
+        f = type(expr)
+        if f in (sp.besseli, scaled_besseli):
+            recurrence = f(0, x) - 2 * f(1, x) / x
+        elif f in (sp.besselj, sp.bessely):
+            recurrence = 2 * f(1, x) / x - f(0, x)
+        else:
+            recurrence = f(0, x) + 2 * f(1, x) / x  # besselk
+        if f in (sp.besseli, scaled_besseli, sp.besselj):
+            return self._print(sp.Piecewise((0, sp.Eq(x, 0)), (recurrence, True)))
+        return f"({self._print(recurrence)})"  # a sum, inside whatever product it is in
 
     def _print_Heaviside(self, expr):
         x = expr.args[0]

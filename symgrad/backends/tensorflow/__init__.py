@@ -1,0 +1,180 @@
+"""The TensorFlow target: `<stem>_tf.py`, each op's forward, `<op>_vjp`, a `tf.custom_gradient`
+wrapper calling TensorFlow's own kernel where it has one, and `<op>_grad(op, *grads)` for
+`tf.RegisterGradient`, with the helpers the module uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from symgrad import ir
+from symgrad.backends.tensorflow.printer import TensorflowPrinter
+from symgrad.render import (
+    attr_params,
+    common_context,
+    environment,
+    format_module,
+    helper_sources,
+    print_function_body,
+    signature,
+    stage_params,
+    stages_unset,
+    print_statement,
+)
+
+
+RUNTIME = Path(__file__).with_name("runtime.py")  # the helpers generated modules carry
+PRINTER = TensorflowPrinter  # prints the IR and SymPy expressions as this target's code
+
+
+def render_module(source: str, ops: list[ir.OpCode]) -> str:
+    printer = TensorflowPrinter()
+    contexts = [_tf_op(op, printer) for op in ops]
+    template = environment().get_template("tensorflow_module.py.j2")
+    context = {
+        "source": source,
+        "ops": contexts,
+        "uses_outputs_again": any(c["outputs_again"] for c in contexts),
+        "uses_stages": any(op.stages for op in ops),
+    }
+    helpers = helper_sources(template.render(**context, helpers=""), RUNTIME)
+    return format_module(template.render(**context, helpers=helpers))
+
+
+def derived_source(op, stand_in: bool = False):
+    """`<op>_grad(op, *grads)` of the op's TensorFlow module, as a verification source;
+    `stand_in`: called on a stand-in op, not on TensorFlow's (which may not exist or take
+    these inputs)."""
+    from symgrad.sources import TfGradientFunction, import_lines  # verification: only when verifying
+
+    fn = op.function("tensorflow", "_grad")
+    label = f"derived {op.stem}_tf.{op.decl.func_name}_grad"
+    return TfGradientFunction(fn, label, import_lines(fn, label, derived_from=op.source if op.temporary else None), stand_in)
+
+
+def _tf_op(op: ir.OpCode, printer) -> dict:
+    attrs = attr_params(op)
+    const = dict(op.const_inputs)
+    get_attrs = "".join(
+        f", {name}={_read_attr(name, default, const)}" for name, default in op.enumerated_attrs
+    ) + "".join(f", {name}={_read_numeric(name, const, op.list_inputs)}" for name, _ in op.numeric_attrs)
+    pass_attrs = "".join(f", {name}={name}" for name, _ in op.enumerated_attrs + op.numeric_attrs)
+    tensor_positions = [n for n in range(len(op.inputs) + len(const)) if n not in const.values()]
+    op_inputs = "*op.inputs" if not const else ", ".join(f"op.inputs[{n}]" for n in tensor_positions)
+    none_positions = tuple(sorted(const.values()))
+    if op.variadic:  # after `*inputs`, outputs can only be passed by keyword
+        vjp_signature = signature(op.grads + op.inputs, [f"{o}=None" for o in op.outputs] + attrs + stage_params(op))
+        op_outputs = ", ".join(f"{o}={_op_outputs(op, n)}" for n, o in enumerate(op.outputs))
+        outputs_pass = ", ".join(f"{o}={o}" for o in op.outputs)
+        op_inputs, none_positions = _list_input_positions(const)
+    else:
+        vjp_signature = signature(op.grads + op.inputs + op.outputs, attrs + stage_params(op))
+        op_outputs, outputs_pass = _op_outputs(op, None), ", ".join(op.outputs)
+    return {
+        **common_context(op, printer),
+        # in the custom_gradient wrapper the prologue runs outside the nested forward, whose
+        # assignments would otherwise make the attributes it rewrites local to it
+        "forward_prologue": "\n".join(print_statement(st, printer, op) for st in op.forward.prologue),
+        "forward_body": print_function_body(op.forward, printer, op, prologue=False),
+        "vjp_signature": vjp_signature,
+        "forward_signature": signature(op.inputs, attrs),
+        "get_attrs": get_attrs,
+        "pass_attrs": pass_attrs,
+        "pass_stages": "".join(f", {name}={name}" for name in op.stages),
+        "stages_unset": stages_unset(op, every=True),  # TensorFlow's kernel computes none
+        "op_inputs": op_inputs,
+        "op_outputs": op_outputs,
+        "outputs_pass": outputs_pass,
+        "none_positions": none_positions,
+        # a list output's upstream gradients arrive one per tensor; the vjp takes them as one
+        "grad_params": f"*{op.grads[0]}" if op.list_output else ", ".join(op.grads),
+        "outputs_again": _outputs_again(op),
+        **_kernel_call(op),
+    }
+
+
+def _outputs_again(op: ir.OpCode) -> str:
+    """The wrapper's outputs as its backward reads them again, one `tf.identity` each (a list
+    output's per tensor), or "" where the gradient reads no output: the forward's outputs
+    themselves would be differentiated, at second order, through TensorFlow's own gradient of
+    its kernel (NaN where the derived one is finite, wrong where TensorFlow's is)."""
+    if not op.outputs_used:
+        return ""
+    if op.list_output:
+        return f"[tf.identity(t) for t in {op.outputs[0]}]"
+    again = [f"tf.identity({o})" for o in op.outputs]
+    return again[0] if len(again) == 1 else f"({', '.join(again)})"
+
+
+def _kernel_call(op: ir.OpCode) -> dict:
+    """How the `tf.custom_gradient` wrapper's forward calls TensorFlow's own kernel of the op
+    type (`_tf_kernel`, None where TensorFlow has none for these inputs): the inputs by their
+    names (TensorFlow's), the attributes as the caller gave them (`kernel_attrs`, read before
+    the prologue normalises them for the formula), and only for the attribute values declared,
+    so that others still raise as the formula does. Whether TensorFlow has the op and a kernel
+    for the dtypes is decided when the wrapper runs, not here: generated files do not depend on
+    the TensorFlow that derives them."""
+    names = [name for name, _ in op.enumerated_attrs + op.numeric_attrs]
+    attrs = "{" + ", ".join(f"{name!r}: {name}" for name in names) + "}"
+    inputs = "{" + ", ".join(f"{name.lstrip('*')!r}: {name.lstrip('*')}" for name in op.inputs) + "}"
+    passed = "kernel_attrs" if op.forward.prologue else attrs
+    flag = ", list_output=True" if op.list_output else ""
+    call = f"_tf_kernel({op.name!r}, {len(op.outputs)}, {inputs}, {passed}{flag})"
+    guard = _declared_values(op.forward.branches)
+    single = len(op.outputs) == 1
+    return {
+        "kernel_attrs": attrs,
+        "kernel_call": f"{call} if {guard} else None" if guard else call,
+        "kernel_targets": op.outputs[0] if single else ", ".join(op.outputs),
+        "kernel_pick": "[0]" if single else "",
+    }
+
+
+def _declared_values(branches) -> str:
+    """A condition that holds for the enumerated attributes' declared value combinations (the
+    formula's branches), or "" for an op without enumerated attributes. The branches are every
+    combination of the attributes' values (`OpDecl.variants`), so one test per attribute."""
+    if not branches or not branches[0].attr_values:
+        return ""
+    names = [name for name, _ in branches[0].attr_values]
+    values = {name: tuple(dict.fromkeys(dict(b.attr_values)[name] for b in branches)) for name in names}
+    return " and ".join(f"{name} in {values[name]!r}" for name in names)
+
+
+def _op_outputs(op: ir.OpCode, n: int | None) -> str:
+    """How the registered gradient passes the op's outputs (output `n`, or all): a list
+    output as the list `op.outputs`."""
+    if op.list_output:
+        return "list(op.outputs)"
+    return "*op.outputs" if n is None else f"op.outputs[{n}]"
+
+
+def _list_input_positions(const: dict) -> tuple[str, str]:
+    """For a list input between constant inputs (non-negative positions before it, negative
+    after it): how the registered gradient passes its tensors, and the positions of the
+    constant inputs, whose gradients are None, as Python source."""
+    before = sum(1 for p in const.values() if p >= 0)
+    after = sum(1 for p in const.values() if p < 0)
+    tensors = f"*op.inputs[{before or ''}:{-after if after else ''}]"
+    positions = [str(p) for p in sorted(p for p in const.values() if p >= 0)]
+    positions += [f"len(op.inputs) - {-p}" for p in sorted(p for p in const.values() if p < 0)]
+    return ("*op.inputs" if not const else tensors), (f"({', '.join(positions)},)" if const else ())
+
+
+def _read_numeric(name: str, const: dict, list_inputs) -> str:
+    """How the registered gradient reads numeric attribute `name`: an attribute, a scalar
+    input, or a constant list input."""
+    if name in list_inputs:
+        return f"_const_input(op, {const[name]})"
+    return _scalar_input(const[name]) if name in const else f"op.get_attr({name!r})"
+
+
+def _scalar_input(position: int) -> str:
+    """A scalar integer input, as int64: the dtype indices used as values have."""
+    return f"tf.cast(op.inputs[{position}], tf.int64)"
+
+
+def _read_attr(name: str, default, const: dict) -> str:
+    """How the registered gradient reads attribute `name` from its op."""
+    if name in const:
+        return f"_const_input(op, {const[name]})"
+    return f"_string_attr(op, {name!r})" if isinstance(default, str) else f"op.get_attr({name!r})"

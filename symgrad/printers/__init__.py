@@ -1,1 +1,0 @@
-"""Per-backend printers: IR values and SymPy expressions -> Python source."""

@@ -1,0 +1,261 @@
+"""The JAX target: generated `custom_vjp` ops under jax.grad, jit and vmap, differentiated again,
+JAX's complex convention, the runtime helpers against numpy's, and the whole library against
+finite differences and against JAX's own autodiff of the generated forward (CLI subprocesses)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import GENERATED, ROOT
+from verify_support import run_symgrad
+
+from symgrad.backends.jax import runtime
+from symgrad.verdict import BOTH_RIGHT, BOTH_WRONG, REFERENCE_WRONG
+from symgrad.render import helper_sources
+
+RNG = np.random.default_rng(0)
+BESSEL_K_AND_Y = {"BesselK0", "BesselK0e", "BesselK1", "BesselK1e", "BesselY0", "BesselY1"}
+
+
+def _close(a, b, tol=1e-10):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
+
+
+def test_matmul_gradient_is_the_derived_one_under_grad_jit_and_vmap(jax, jax_module):
+    mm = jax_module("matmul")
+    a, b = RNG.normal(size=(3, 4)), RNG.normal(size=(5, 4))
+    upstream = RNG.normal(size=(3, 5))
+
+    def loss(a, b):
+        return (mm.matmul(a, b, transpose_b=True) * upstream).sum()
+
+    derived = mm.matmul_vjp(upstream, a, b, transpose_b=True)
+    eager = jax.grad(loss, argnums=(0, 1))(a, b)
+    jitted = jax.jit(jax.grad(loss, argnums=(0, 1)))(a, b)
+    for got in (eager, jitted):
+        _close(got[0], derived[0])
+        _close(got[1], derived[1])
+        _close(got[0], upstream @ b)  # by hand: d(a b^T)/da
+    batched = jax.vmap(jax.grad(loss), in_axes=(0, None))(np.stack([a, 2 * a]), b)
+    _close(batched[1], upstream @ b)
+
+
+def test_custom_vjp_calls_the_derived_vjp_not_jax_autodiff(jax, jax_module, monkeypatch):
+    """A wrong `<op>_vjp` must show in jax.grad: the wrapper is not JAX's own derivative."""
+    mm = jax_module("matmul")
+    monkeypatch.setattr(mm, "matmul_vjp", lambda grad, a, b, **_: (0 * a + 7.0, 0 * b))
+    got = jax.grad(lambda a, b: mm.matmul(a, b).sum())(np.ones((2, 2)), np.ones((2, 2)))
+    _close(got, np.full((2, 2), 7.0))
+
+
+def test_second_order_through_the_derived_gradient(jax, jax_module):
+    """jax.hessian of a composed op (LayerNorm) through its derived gradient equals JAX's
+    second derivative of the formula itself."""
+    composed = jax_module("composed")
+    x = RNG.normal(size=(2, 5))
+    gamma, beta = RNG.normal(size=5), RNG.normal(size=5)
+    weights = RNG.normal(size=(2, 5))
+
+    def through(f):
+        return lambda x: (f(x, gamma, beta) * weights).sum()
+
+    derived = jax.hessian(through(composed.layer_norm))(x)
+    reference = jax.hessian(through(composed.layer_norm_forward))(x)
+    _close(derived, reference, 1e-8)
+    assert np.abs(derived).max() > 0.1  # not a second derivative that silently comes out zero
+
+
+def test_second_order_of_a_select_is_finite(jax, jax_module):
+    """The derived gradient's selects are guarded (double where): JAX's second derivative of
+    Xlogy at x = 0, where log(y) of the untaken branch is NaN for y < 0, is finite."""
+    binary = jax_module("binary")
+    x, y = np.array([0.0, 0.0, 1.5]), np.array([-1.0, 2.0, 3.0])
+    second = jax.grad(lambda x: jax.grad(lambda x: binary.xlogy(x, y).sum())(x).sum())(x)
+    assert np.isfinite(np.asarray(second)).all(), second
+    expected = jax.grad(lambda x: jax.grad(lambda x: binary.xlogy_forward(x, y).sum())(x).sum())(np.array([1.5]))
+    _close(second[2:], expected)
+
+
+def test_complex_cotangents_follow_jax_convention(jax, jax_module):
+    """For a holomorphic op JAX's vjp is `ct * f'(z)` (TensorFlow's, which the derived
+    `<op>_vjp` follows, is `ct * conj(f'(z))`): the wrapper converts."""
+    unary = jax_module("unary")
+    z = np.array([0.3 + 0.7j, -1.2 + 0.4j])
+    ct = np.array([1.0 + 0.5j, -0.25 + 2.0j])
+    _, vjp = jax.vjp(unary.exp, z)
+    _close(vjp(ct)[0], ct * np.exp(z))
+    _close(unary.exp_vjp(ct, z)[0], ct * np.conj(np.exp(z)))
+
+
+# --- runtime helpers, against the numpy modules' (which the library checks against TensorFlow) ---
+
+
+def test_gather_and_scatter_add_against_numpy(jax, numpy_module):
+    reference = numpy_module("gather")
+    x = RNG.normal(size=(3, 6, 2))
+    positions = np.array([[0, 5, -1], [7, 2, 2]])  # -1 and 7 outside the axis
+    for fill in (0, -np.inf):
+        _close(runtime._gather(x, positions, -2, fill), reference._gather(x, positions, -2, fill))
+    values = RNG.normal(size=(3, 2, 3, 2))
+    _close(runtime._scatter_add(values, positions, 1, 6), reference._scatter_add(values, positions, 1, 6))
+    jitted = jax.jit(runtime._scatter_add, static_argnums=(2, 3))
+    _close(jitted(values, positions, 1, 6), reference._scatter_add(values, positions, 1, 6))
+
+
+@pytest.mark.parametrize("strides, dilations, pads", [((1, 1), (1, 1), (0, 0)), ((2, 1), (1, 2), (1, 2)), ((2, 2), (1, 1), (-1, 1))])
+def test_convolution_helpers_against_numpy(jax, numpy_module, strides, dilations, pads):
+    reference = numpy_module("conv")
+    x, f = RNG.normal(size=(2, 9, 8, 3)), RNG.normal(size=(3, 2, 3, 4))
+    counts = [(h + 2 * p - ((k - 1) * d + 1)) // s + 1 for h, k, s, d, p in zip((9, 8), (3, 2), strides, dilations, pads)]
+    geometry = dict(strides=strides, dilations=dilations, pads=pads)
+    y = runtime._conv(x, f, sizes=counts, **geometry)
+    _close(y, reference._conv(x, f, sizes=counts, **geometry))
+    g = RNG.normal(size=np.shape(y))
+    _close(runtime._conv_backprop_input(g, f, sizes=(9, 8), **geometry),
+           reference._conv_backprop_input(g, f, sizes=(9, 8), **geometry))
+    _close(runtime._conv_backprop_filter(x, g, sizes=(3, 2), **geometry),
+           reference._conv_backprop_filter(x, g, sizes=(3, 2), **geometry))
+    depthwise = RNG.normal(size=(3, 2, 3, 2))
+    yd = runtime._depthwise_conv(x, depthwise, sizes=counts, **geometry)
+    _close(yd, reference._depthwise_conv(x, depthwise, sizes=counts, **geometry))
+    gd = RNG.normal(size=np.shape(yd))
+    _close(runtime._depthwise_conv_backprop_input(gd, depthwise, sizes=(9, 8), **geometry),
+           reference._depthwise_conv_backprop_input(gd, depthwise, sizes=(9, 8), **geometry))
+    _close(runtime._depthwise_conv_backprop_filter(x, gd, sizes=(3, 2), **geometry),
+           reference._depthwise_conv_backprop_filter(x, gd, sizes=(3, 2), **geometry))
+
+
+def test_max_pool_backprop_against_numpy(jax, numpy_module):
+    reference = numpy_module("conv")
+    x = np.round(RNG.normal(size=(2, 7, 6, 3)), 1)  # ties inside windows
+    geometry = dict(window=(3, 2), strides=(2, 2), pads=(1, 0), sizes=(7, 6))
+    spans = reference._window_span(x, (1, 0), reference._conv_spans((2, 2), (1, 1), (4, 3), (3, 2)), fill=-np.inf)
+    y = np.empty((2, 4, 3, 3))  # each window's maximum, by a loop over the windows
+    for u in range(4):
+        for v in range(3):
+            y[:, u, v] = spans[:, 2 * u : 2 * u + 3, 2 * v : 2 * v + 2].max(axis=(1, 2))
+    g = RNG.normal(size=y.shape)
+    _close(runtime._max_pool_backprop(x, y, g, **geometry), reference._max_pool_backprop(x, y, g, **geometry))
+
+
+def test_generated_modules_carry_only_the_helpers_they_call():
+    assert helper_sources("t = _conv_backprop_input(g, f, strides, dilations, pads, sizes)", Path(runtime.__file__)).count("\ndef ") == 5
+    assert helper_sources("y = a @ b", Path(runtime.__file__)) == ""
+    for path in GENERATED.glob("*_jax.py"):
+        text = path.read_text()
+        assert "import symgrad" not in text and "from symgrad" not in text
+        defined = [line[4:].split("(")[0] for line in text.splitlines() if line.startswith("def _")]
+        for name in defined:
+            if hasattr(runtime, name):
+                assert text.count(f"{name}(") > 1, f"{path.name} carries {name}, which it never calls"
+
+
+# --- against JAX's own autodiff of the generated formula, through the CLI (the finite
+# differences of every op in the JAX target: tests/test_library.py) ---
+
+# ops whose lowering covers each kind of array operation the JAX printer emits (matmuls,
+# reductions, scans, gathers and scatter-adds, convolutions, pooling, list inputs and outputs,
+# stages, complex conjugation, selects): the default run; `-m exhaustive` diffs the library
+SPREAD = ("MatMul", "BatchMatMulV2", "Softmax", "LayerNorm", "ScaledDotProductAttention", "Conv2D",
+          "DepthwiseConv2dNative", "MaxPool", "GatherV2", "Cumprod", "ConcatV2", "Unpack", "Xlogy",
+          "Exp", "Prod", "MirrorPad")
+# where JAX's autodiff and the derived gradient both differ from finite differences: float32
+# kernels of JAX's at large arguments (x**2 loses the digits cos(pi x**2 / 2) needs)
+BOTH_OFF_IN_FLOAT32 = {"FresnelCos", "BesselJ0", "BesselJ1"}
+
+
+def _against_jax(derived, folder, *args):
+    out = folder / "diff.json"
+    result = run_symgrad("diff", "ops", "--against", "jax", "--target", "jax", "--generated", str(derived[0]),
+                         "-j", "2", "--json", str(out), *args, cwd=ROOT)
+    assert out.exists(), result.stdout[-3000:] + result.stderr[-3000:]
+    return result, json.loads(out.read_text())
+
+
+def _check_against_jax(report):
+    """Every row matches JAX's autodiff of the formula, or differs where finite differences say
+    JAX's is wrong (NaN from a select's untaken branch: the double-where problem; a complex
+    branch cut), or where they cannot tell the two apart (ties, kinks); never where they side
+    with JAX's."""
+    rows = report["results"]
+    for r in rows:
+        where = (r["op"], r["variant"], r["dtype"], r["message"][:200], r["verdict"])
+        if r["status"] == "mismatch" and r["verdict"] == BOTH_WRONG:
+            assert r["op"] in BOTH_OFF_IN_FLOAT32 and r["dtype"] == "float32", where
+        elif r["status"] == "mismatch":
+            assert r["verdict"] in (REFERENCE_WRONG, BOTH_RIGHT), where
+        elif r["status"] == "no-reference":
+            assert r["op"] in BESSEL_K_AND_Y and "cannot print bessel" in r["message"], where
+        else:
+            assert r["status"] == "match", where
+    return rows
+
+
+@pytest.fixture(scope="module")
+def spread_against_jax(jax, derived, tmp_path_factory):
+    args = [a for op in SPREAD for a in ("--op", op)]
+    return _against_jax(derived, tmp_path_factory.mktemp("jax_spread"), *args, "--sample", "2")
+
+
+def test_spread_against_jax_autodiff(spread_against_jax):
+    """The derived gradient through the `custom_vjp` wrapper against JAX's own autodiff of the
+    generated formula, float32, float64 and the complex dtypes (JAX's convention)."""
+    result, report = spread_against_jax
+    rows = _check_against_jax(report)
+    assert {r["op"] for r in rows} == set(SPREAD)
+    assert {r["dtype"] for r in rows if r["status"] == "match"} == {"float32", "float64", "complex64", "complex128"}
+    assert sum(r["status"] == "match" for r in rows) >= 0.9 * len(rows)
+
+
+@pytest.mark.exhaustive
+def test_library_against_jax_autodiff(jax, derived, tmp_path_factory):
+    """Every op in ops/ (two variants each), as above; the ones JAX cannot express are the
+    Bessel K and Y functions, each with its reason."""
+    result, report = _against_jax(derived, tmp_path_factory.mktemp("jax_library"), "--sample", "2")
+    rows = _check_against_jax(report)
+    assert {r["op"] for r in rows if r["status"] == "no-reference"} == BESSEL_K_AND_Y
+    assert len({r["op"] for r in rows if r["status"] == "match"}) >= 160
+
+
+def test_second_order_of_the_spread_against_finite_differences(jax, derived, tmp_path):
+    """`symgrad check --order 2 --target jax`: JAX differentiating the derived gradient (through
+    the `custom_vjp` op) agrees with finite differences of the derived gradient, float64 and
+    complex128, selects included (Xlogy, Pow: guarded, no NaN from an untaken branch)."""
+    out = tmp_path / "second.json"
+    ops = [a for op in SPREAD + ("Pow",) for a in ("--op", op)]
+    result = run_symgrad("check", "ops", "--order", "2", "--target", "jax", "--generated", str(derived[0]),
+                         *ops, "--sample", "1", "-j", "2", "--json", str(out), cwd=ROOT)
+    assert out.exists(), result.stdout[-3000:] + result.stderr[-3000:]
+    rows = json.loads(out.read_text())["results"]
+    assert rows and all(r["status"] == "match" and r["cases"] for r in rows), [r for r in rows if r["status"] != "match"][:3]
+    assert {r["op"] for r in rows} == set(SPREAD) | {"Pow"}
+    assert {r["dtype"] for r in rows} == {"float64", "complex128"}
+
+
+# ops `jax.jit` cannot trace: their output's shape depends on input values, which JAX's
+# tracing does not know (verification runs them eagerly)
+NOT_JITTABLE = {"SegmentSum": "its output has max(segment_ids) + 1 rows: a value, not a shape"}
+
+
+def test_every_op_runs_under_jit(jax, derived):
+    """Each op's gradient under `jax.jit` (as users run it), on its first case per variant
+    sampled: no size or axis is left a traced value, but where the output's shape depends on
+    the inputs' values."""
+    from symgrad.backends.jax.verify import JaxFunction
+    from symgrad.compare import GradientCallError
+    from symgrad.derived import load_derived
+    from symgrad.diff import case_groups
+
+    failing = {}
+    for op in load_derived([ROOT / "ops"], generated=derived[0]):
+        if op.name in BESSEL_K_AND_Y:
+            continue
+        source = JaxFunction(op, eager_fallback=False)
+        for variant, _, cases in case_groups(op, ("float64",), quick=True, sample=2):
+            outcome = source.run(variant, cases[:1])[0]
+            if isinstance(outcome, GradientCallError):
+                failing[op.name] = str(outcome)
+    assert set(failing) == set(NOT_JITTABLE), failing

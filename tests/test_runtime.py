@@ -1,0 +1,111 @@
+"""Each backend's runtime helpers (`symgrad/backends/<target>/runtime.py`), imported as Python and
+run: against brute-force numpy (`np.add.at`, loops) and each other; and the selection of the
+helpers a generated module carries."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import GENERATED, require_jax, require_tf
+
+from symgrad.render import helper_sources
+from symgrad.targets import REGISTRY
+
+RNG = np.random.default_rng(3)
+
+
+def _runtime(target: str):
+    if target == "tensorflow":
+        require_tf()
+    elif target == "jax":
+        require_jax()
+    return importlib.import_module(f"symgrad.backends.{target}.runtime")
+
+
+def _array(x) -> np.ndarray:
+    return np.asarray(x.numpy() if hasattr(x, "numpy") else x)
+
+
+def _scatter_add_by_loop(values, positions, size):
+    """`out[..., p, :] += values[..., k, :]` for each position k inside 0..size-1 (one trailing axis)."""
+    out = np.zeros(values.shape[:-2] + (size,) + values.shape[-1:])
+    for k, p in enumerate(positions):
+        if 0 <= p < size:
+            np.add.at(out, (..., p, slice(None)), values[..., k, :])
+    return out
+
+
+@pytest.mark.parametrize("target", list(REGISTRY))
+def test_gather_reads_fill_outside(target):
+    runtime = _runtime(target)
+    x = RNG.normal(size=(2, 5, 3))
+    positions = np.array([4, -1, 0, 5, 2])
+    got = _array(runtime._gather(x, positions, -2, -7.0))
+    expected = np.stack([x[:, p] if 0 <= p < 5 else np.full((2, 3), -7.0) for p in positions], axis=1)
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("target", list(REGISTRY))
+def test_scatter_add_sums_repeated_positions_and_drops_outside(target):
+    runtime = _runtime(target)
+    values = RNG.normal(size=(2, 6, 3))
+    positions = np.array([1, 1, -1, 4, 6, 0])
+    got = _array(runtime._scatter_add(values, positions, 1, 5))
+    np.testing.assert_allclose(got, _scatter_add_by_loop(values, positions, 5), rtol=1e-12)
+
+
+@pytest.mark.parametrize("target", list(REGISTRY))
+def test_sum_to_shape_reverses_broadcasting(target):
+    runtime = _runtime(target)
+    g = RNG.normal(size=(4, 3, 5))
+    like = np.zeros((3, 1))
+    shape = like.shape if target != "tensorflow" else None
+    got = _array(runtime._sum_to_shape(g, shape if shape else _tf_constant(like)))
+    np.testing.assert_allclose(got, g.sum(axis=(0, 2)).reshape(3, 1), rtol=1e-12)
+
+
+def _tf_constant(x):
+    return require_tf().constant(x)
+
+
+@pytest.mark.parametrize("target", list(REGISTRY))
+def test_generated_modules_carry_exactly_the_helpers_they_refer_to(target):
+    """Each committed module of the target defines every runtime helper its own code (what is
+    not a helper) refers to, directly or through another helper, and no other."""
+    runtime_file = Path(importlib.util.find_spec(f"symgrad.backends.{target}").origin).with_name("runtime.py")
+    assert helper_sources("y = a @ b", runtime_file) == ""
+    definitions = {k: v for k, v in _top_level(ast.parse(runtime_file.read_text())).items() if k.startswith("_")}
+    modules = sorted(GENERATED.glob(f"*{REGISTRY[target].suffix}"))
+    assert len(modules) >= 15
+    for path in modules:
+        nodes = _top_level(ast.parse(path.read_text()))
+        carried = {name for name in nodes if name in definitions}
+        own = [node for name, node in nodes.items() if name not in definitions]
+        needed, pending = set(), set().union(*(_names(n) for n in own)) & set(definitions)
+        while pending:
+            name = pending.pop()
+            needed.add(name)
+            pending |= (_names(definitions[name]) & set(definitions)) - needed
+        assert carried == needed, path.name
+
+
+def _top_level(tree) -> dict:
+    """Name -> node of a module's top-level functions, classes and assignments."""
+    found = {}
+    for n, node in enumerate(tree.body):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            found[node.name] = node
+        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            found[node.targets[0].id] = node
+        else:
+            found[f"<statement {n}>"] = node
+    return found
+
+
+def _names(node) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
