@@ -9,6 +9,8 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 
 Not in this module (JAX lacks what they need; the numpy and TensorFlow modules have them):
+BesselJ0: the jax printer cannot print besselj(0, x).
+BesselJ1: the jax printer cannot print besselj(1, x).
 BesselK0: the jax printer cannot print besselk(0, x).
 BesselK1: the jax printer cannot print besselk(1, x).
 BesselK0e: the jax printer cannot print besselk(0, x).
@@ -25,6 +27,8 @@ import numpy as np
 import jax.scipy.special
 
 UNAVAILABLE = {
+    "BesselJ0": "the jax printer cannot print besselj(0, x)",
+    "BesselJ1": "the jax printer cannot print besselj(1, x)",
     "BesselK0": "the jax printer cannot print besselk(0, x)",
     "BesselK0e": "the jax printer cannot print besselk(0, x)",
     "BesselK1": "the jax printer cannot print besselk(1, x)",
@@ -587,78 +591,3 @@ def _bessel_i1e_bwd(saved, grad):
 
 
 _bessel_i1e_custom_vjp.defvjp(_bessel_i1e_fwd, _bessel_i1e_bwd)
-
-
-def bessel_j0(x):
-    """BesselJ0: y = J0(x), the Bessel function of the first kind, order 0 (declared at ops/special.py:121); differentiated by bessel_j0_vjp."""
-    return _bessel_j0_custom_vjp(x)
-
-
-def bessel_j0_forward(x):
-    """BesselJ0's formula."""
-    y = jnp.where(x == 0, 1, jax.scipy.special.bessel_jn(jnp.where(x == 0, 1, x), v=0)[0])
-    return y
-
-
-def bessel_j0_vjp(grad, x, *, y=None):
-    """Gradient of BesselJ0: one array per input (x)."""
-    grad_x = -grad * jnp.where(
-        x == 0, 0, jax.scipy.special.bessel_jn(jnp.where(x == 0, 1, x), v=1)[1]
-    )
-    return (grad_x,)
-
-
-@jax.custom_vjp
-def _bessel_j0_custom_vjp(x):
-    return bessel_j0_forward(x)
-
-
-def _bessel_j0_fwd(x):
-    y = bessel_j0_forward(x)
-    return y, ((x,), y)
-
-
-def _bessel_j0_bwd(saved, grad):
-    (x,), y = saved
-    return bessel_j0_vjp(grad, x, y=y)
-
-
-_bessel_j0_custom_vjp.defvjp(_bessel_j0_fwd, _bessel_j0_bwd)
-
-
-def bessel_j1(x):
-    """BesselJ1: y = J1(x), the Bessel function of the first kind, order 1 (declared at ops/special.py:127); differentiated by bessel_j1_vjp."""
-    return _bessel_j1_custom_vjp(x)
-
-
-def bessel_j1_forward(x):
-    """BesselJ1's formula."""
-    y = jnp.where(x == 0, 0, jax.scipy.special.bessel_jn(jnp.where(x == 0, 1, x), v=1)[1])
-    return y
-
-
-def bessel_j1_vjp(grad, x, *, y=None):
-    """Gradient of BesselJ1: one array per input (x)."""
-    grad_x = grad * (
-        (1 / 2) * jnp.where(x == 0, 1, jax.scipy.special.bessel_jn(jnp.where(x == 0, 1, x), v=0)[0])
-        - 1 / 2 * jnp.where(x == 0, 0, jax.scipy.special.bessel_jn(jnp.where(x == 0, 1, x), v=2)[2])
-    )
-    return (grad_x,)
-
-
-@jax.custom_vjp
-def _bessel_j1_custom_vjp(x):
-    return bessel_j1_forward(x)
-
-
-def _bessel_j1_fwd(x):
-    y = bessel_j1_forward(x)
-    return y, ((x,), y)
-
-
-def _bessel_j1_bwd(saved, grad):
-    (x,), y = saved
-    return bessel_j1_vjp(grad, x, y=y)
-
-
-_bessel_j1_custom_vjp.defvjp(_bessel_j1_fwd, _bessel_j1_bwd)

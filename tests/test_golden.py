@@ -30,6 +30,10 @@ PINNED = {
     ("composed_tf.py", "scaled_dot_product_attention_vjp", None): "attention_vjp_tf.py",
     ("composed_numpy.py", "layer_norm_grad", None): "layer_norm_grad_numpy.py",
     ("composed_tf.py", "layer_norm_vjp", None): "layer_norm_vjp_tf.py",
+    ("nn_jax.py", "softmax_vjp", None): "softmax_vjp_jax.py",
+    ("nn_jax.py", "_softmax_bwd", None): "softmax_bwd_jax.py",
+    ("composed_jax.py", "layer_norm_vjp", None): "layer_norm_vjp_jax.py",
+    ("conv_jax.py", "conv2d_vjp", None): "conv2d_vjp_jax.py",
 }
 
 

@@ -1,0 +1,108 @@
+def conv2d_vjp(
+    grad,
+    input,
+    filter,
+    *,
+    output=None,
+    padding="VALID",
+    strides,
+    explicit_paddings=(),
+    dilations=(1, 1, 1, 1),
+):
+    """Gradient of Conv2D: one array per input (input, filter)."""
+    if padding == "VALID":
+        grad_input = _conv_backprop_input(
+            grad,
+            filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(0, 0),
+            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+        )
+        grad_filter = _conv_backprop_filter(
+            input,
+            grad,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(0, 0),
+            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+        )
+    elif padding == "SAME":
+        grad_input = _conv_backprop_input(
+            grad,
+            filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(
+                np.maximum(
+                    dilations[1] * np.shape(filter)[-4]
+                    - dilations[1]
+                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
+                    - strides[1]
+                    - np.shape(input)[-3]
+                    + 1,
+                    0,
+                )
+                // 2,
+                np.maximum(
+                    dilations[2] * np.shape(filter)[-3]
+                    - dilations[2]
+                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
+                    - strides[2]
+                    - np.shape(input)[-2]
+                    + 1,
+                    0,
+                )
+                // 2,
+            ),
+            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+        )
+        grad_filter = _conv_backprop_filter(
+            input,
+            grad,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(
+                np.maximum(
+                    dilations[1] * np.shape(filter)[-4]
+                    - dilations[1]
+                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
+                    - strides[1]
+                    - np.shape(input)[-3]
+                    + 1,
+                    0,
+                )
+                // 2,
+                np.maximum(
+                    dilations[2] * np.shape(filter)[-3]
+                    - dilations[2]
+                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
+                    - strides[2]
+                    - np.shape(input)[-2]
+                    + 1,
+                    0,
+                )
+                // 2,
+            ),
+            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+        )
+    elif padding == "EXPLICIT":
+        grad_input = _conv_backprop_input(
+            grad,
+            filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(explicit_paddings[2], explicit_paddings[4]),
+            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+        )
+        grad_filter = _conv_backprop_filter(
+            input,
+            grad,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=(explicit_paddings[2], explicit_paddings[4]),
+            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+        )
+    else:
+        raise ValueError(f"Conv2D: unsupported attributes padding={padding!r}")
+    return grad_input, grad_filter

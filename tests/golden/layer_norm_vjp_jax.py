@@ -1,0 +1,29 @@
+def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, epsilon=0.001):
+    """Gradient of LayerNorm: one array per input (x, scale, offset)."""
+    if sum1 is None or affine1 is None:
+        sum1 = jnp.sum(x, axis=-1)
+        t0 = jnp.shape(x)[-1]
+        t1 = sum1[..., None]
+        t2 = jnp.sum((x - t1 / t0) ** 2, axis=-1)
+        affine1 = epsilon + t2 / t0
+    t3 = jnp.shape(x)[-1]
+    t4 = sum1[..., None]
+    t5 = grad * (-x + t4 / t3)
+    t6 = jnp.einsum("a,...a->...", scale, t5, optimize=True)
+    grad_affine1 = (1 / 2) * t6 / affine1 ** (3 / 2)
+    t7 = affine1[..., None]
+    t8 = jnp.einsum("a,...a->...", scale, grad, optimize=True)
+    t9 = t8[..., None]
+    t10 = grad_affine1[..., None]
+    t11 = jnp.sum(x, axis=-1, keepdims=True)
+    grad_x = (
+        grad * scale / jnp.sqrt(t7)
+        - 2 * t10 * t11 / t3**2
+        + 2 * t10 * x / t3
+        - t9 / (t3 * jnp.sqrt(t7))
+    )
+    t12 = 1 / jnp.sqrt(affine1)
+    t13 = grad * (x - t4 / t3)
+    grad_scale = jnp.einsum("...,...a->a", t12, t13, optimize=True)
+    grad_offset = jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))
+    return grad_x, grad_scale, grad_offset

@@ -1,0 +1,3 @@
+def _softmax_bwd(saved, grad):
+    (logits,), softmax = saved
+    return softmax_vjp(grad, logits, softmax=softmax)
