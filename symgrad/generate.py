@@ -107,7 +107,7 @@ def generate(
     rendered = _render_all([f for f, _ in fresh], compiled, tuple(dict.fromkeys(("numpy",) + targets)), jobs)
     if verify:
         everything = {name: text for r in rendered for name, text in r.items()}
-        errors = verify_generated([f for f, _ in fresh], everything, targets, jobs)
+        errors = verify_generated([f for f, _ in fresh], everything, jobs, targets)
         if errors:
             raise SymgradErrors(errors)
     for (op_file, key), texts in zip(fresh, rendered):
@@ -135,10 +135,10 @@ def oversized_intermediates(decl: OpDecl, code: OpCode) -> list[LoweringError]:
     return errors
 
 
-def verify_generated(op_files, files, targets, jobs):
+def verify_generated(op_files, files, jobs, targets):
     from symgrad.selfcheck import verify_generated as verify  # verification imports generate
 
-    return verify(op_files, files, targets, jobs)
+    return verify(op_files, files, jobs, targets)
 
 
 def _compile_all(op_files: list[OpFile], jobs: int) -> list[list[OpCode]]:

@@ -14,16 +14,19 @@ from symgrad.check import available_targets
 from symgrad.derived import DerivedOp
 from symgrad.errors import VerificationError
 from symgrad.load import OpFile
+from symgrad.targets import MODULE_SUFFIX
 from symgrad.verify import Run, run_ops
 
 IN_PROCESS_MAX = 12  # ops verified without worker processes (spawning one costs seconds)
 
 
 def verify_generated(
-    op_files: list[OpFile], files: dict[str, str], targets: tuple[str, ...], jobs: int
+    op_files: list[OpFile], files: dict[str, str], jobs: int, targets: tuple[str, ...] | None = None
 ) -> list[VerificationError]:
     """The errors found checking the generated `files` (name -> text) of `op_files`, for those
-    of `targets` this process can run."""
+    of `targets` (default: those `files` has modules of) this process can run."""
+    if targets is None:
+        targets = tuple(t for t, suffix in MODULE_SUFFIX.items() if any(name.endswith(suffix) for name in files))
     ops_total = sum(len(f.ops) for f in op_files)
     if not ops_total:
         return []

@@ -11,6 +11,8 @@ import pytest
 
 from verify_support import derived_folder, read_json, rows, run_symgrad
 
+from symgrad.check import available_targets
+
 CHECK_OPS = '''
 """Ops that exercise finite differences: kinks, a declared convention, complex, large inputs."""
 
@@ -110,7 +112,7 @@ def test_derived_gradients_pass(check_ops, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     report = read_json(report_path)
     assert report["summary"]["match"] == len(report["results"]) > 0
-    assert {r["target"] for r in report["results"]} == {"numpy", "tensorflow"}
+    assert {r["target"] for r in report["results"]} == set(available_targets())  # numpy, tensorflow, jax
     # ordinary inputs, then extreme ones (symgrad.extremes: finiteness in each real dtype)
     assert {r["reference"] for r in report["results"]} == {"finite differences", "finite differences, extreme inputs"}
     assert {r["dtype"] for r in rows(report, "SinCos", reference="finite differences")} == {"float64", "complex128"}
