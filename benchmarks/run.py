@@ -121,7 +121,7 @@ def main(argv=None) -> int:
         print("smoke run: tiny inputs, one repeat; its times and ratios mean nothing")
     print()
     with tempfile.TemporaryDirectory(prefix="symgrad-bench-") as tmp:
-        folders = derive_all(Path(tmp), args.use_generated)
+        folders = derive_all(Path(tmp), args.use_generated, _targets(libs))
         if args.save_generated:
             save_generated(folders, args.save_generated)
         generated = load_generated(folders, libs.tf is not None, libs.jax is not None)
@@ -211,14 +211,20 @@ def run_worker(args, size: str, timing: Timing) -> int:
 # --- the generated modules --------------------------------------------------------------------
 
 
-def derive_all(out: Path, use_generated: bool) -> list[tuple[Path, Path]]:
-    """Derive each op folder with the `symgrad` CLI: (op folder, its generated modules' folder)."""
+def _targets(libs: Libraries) -> tuple[str, ...]:
+    """The targets derived: those of the libraries this run could import."""
+    return ("numpy",) + (("tensorflow",) if libs.tf else ()) + (("jax",) if libs.jax else ())
+
+
+def derive_all(out: Path, use_generated: bool, targets: tuple[str, ...]) -> list[tuple[Path, Path]]:
+    """Derive each op folder with the `symgrad` CLI, for `targets`: (op folder, its generated
+    modules' folder)."""
     folders = []
     for n, folder in enumerate(OP_FOLDERS):
         if use_generated and folder == ROOT / "ops":
-            folders.append((folder, _committed(folder, out / str(n))))
+            folders.append((folder, _committed(folder, out / str(n), targets)))
         else:
-            _derive(folder, out / str(n))
+            _derive(folder, out / str(n), targets)
             folders.append((folder, out / str(n)))
     return folders
 
@@ -230,7 +236,7 @@ def save_generated(folders: list[tuple[Path, Path]], out: Path) -> None:
     print(f"copied the generated modules to {out}")
 
 
-def _committed(folder: Path, out: Path) -> Path:
+def _committed(folder: Path, out: Path, targets: tuple[str, ...]) -> Path:
     """generated/, or where an op file of `folder` has no modules there (declared since they
     were last committed), a copy of it with that file derived into it."""
     from symgrad.load import op_file_paths
@@ -243,7 +249,7 @@ def _committed(folder: Path, out: Path) -> Path:
         return generated
     shutil.copytree(generated, out)
     for path in missing:
-        _derive(path, out)
+        _derive(path, out, targets)
     return out
 
 
@@ -263,8 +269,9 @@ def load_generated(folders: list[tuple[Path, Path]], with_tf: bool, with_jax: bo
     return generated
 
 
-def _derive(folder: Path, out: Path) -> None:
+def _derive(folder: Path, out: Path, targets: tuple[str, ...]) -> None:
     command = [sys.executable, "-m", "symgrad", "derive", str(folder), "-o", str(out)]
+    command += [a for target in targets for a in ("--target", target)]
     started = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
