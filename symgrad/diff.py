@@ -159,18 +159,21 @@ class JaxReference:
     name = "jax"
 
     def source_for(self, op: DerivedOp):
+        from symgrad.backends.jax import unavailable_reason
         from symgrad.backends.jax.verify import JaxFunction
 
-        unavailable = getattr(op.module("jax"), "UNAVAILABLE", {})
-        if op.name in unavailable:
-            return NoReference(f"the JAX module has no {op.name}: {unavailable[op.name]}")
+        reason = unavailable_reason(op)
+        if reason:
+            return NoReference(f"the JAX module has no {op.name}: {reason}")
         return JaxFunction(op, "_forward", label=f"JAX's autodiff of {op.stem}_jax.{op.decl.func_name}_forward")
 
 
+NAMED_REFERENCES = {"tensorflow": TensorFlowReference, "jax": JaxReference}  # else a module
+
+
 def make_reference(against: str, mapping: dict[str, str] | None = None):
-    if against in ("tensorflow", "jax"):
-        return TensorFlowReference() if against == "tensorflow" else JaxReference()
-    return ModuleReference(against, mapping)
+    named = NAMED_REFERENCES.get(against)
+    return named() if named else ModuleReference(against, mapping)
 
 
 def derived_source(op: DerivedOp, target: str, stand_in: bool = False):

@@ -123,6 +123,17 @@ def gradient_function(op: ir.OpCode, printer, positions: dict | None = None, for
     }
 
 
+def staged_forward(op: ir.OpCode) -> dict:
+    """What the templates' `staged_forward` macro reads besides the body: a signature taking
+    `return_stages` where the gradient reads stages, and the stages returned."""
+    return {
+        "staged_signature": signature(op.inputs, attr_params(op) + (["return_stages=False"] if op.stages else [])),
+        "stages_dict": "{" + ", ".join(f"{name!r}: {name}" for name in op.stages) + "}",
+        "stages": op.stages,
+        "stages_unset": stages_unset(op),
+    }
+
+
 def stage_params(op: ir.OpCode) -> list[str]:
     """Keyword parameters of the gradient for the forward stages it reads (None: recomputed)."""
     return [f"{name}=None" for name in op.stages]

@@ -38,7 +38,7 @@ from symgrad.sources import (
     _error_text,
     _numpy,
     accepted_kwargs,
-    import_lines,
+    derived_import_lines,
     import_tf,
     tf_raw_op,
 )
@@ -240,7 +240,7 @@ def wrapper_tapes(op: DerivedOp) -> NestedTapes:
     """Nested tapes over the generated `tf.custom_gradient` wrapper `<op>(inputs..., attrs...)`."""
     fn = op.function("tensorflow")
     label = f"derived {op.stem}_tf.{op.decl.func_name} under nested GradientTapes"
-    imports = import_lines(fn, label, derived_from=op.source if op.temporary else None)
+    imports = derived_import_lines(op, fn, label)
     return NestedTapes(lambda first, xs: fn(*xs, **first.attrs), label, f"{fn.__name__}(*xs, **attrs)", imports)
 
 
@@ -325,7 +325,7 @@ class GraphGradients(TfGradientFunction):
 def graph_gradients(op: DerivedOp) -> GraphGradients:
     fn = op.function("tensorflow", "_grad")
     label = f"derived {op.stem}_tf.{op.decl.func_name}_grad under tf.gradients twice"
-    return GraphGradients(fn, label, import_lines(fn, label, derived_from=op.source if op.temporary else None))
+    return GraphGradients(fn, label, derived_import_lines(op, fn, label))
 
 
 # --- the runs -----------------------------------------------------------------------------------
@@ -344,11 +344,12 @@ def second_order_sources(op: DerivedOp, targets: tuple[str, ...]) -> tuple[dict,
         if hasattr(import_tf().raw_ops, op.name):
             sources[GRAPH_TARGET] = graph_gradients(op)
     if "jax" in targets:
+        from symgrad.backends.jax import unavailable_reason
         from symgrad.backends.jax.verify import JaxSecondOrder  # JAX: only when checked
 
-        unavailable = getattr(op.module("jax"), "UNAVAILABLE", {})
-        if op.name in unavailable:
-            missing.append(Result(op.name, None, None, "jax", REFERENCE, "unavailable", message=unavailable[op.name]))
+        reason = unavailable_reason(op)
+        if reason:
+            missing.append(Result(op.name, None, None, "jax", REFERENCE, "unavailable", message=reason))
         else:
             sources["jax"] = JaxSecondOrder(op)
     return sources, missing

@@ -94,6 +94,12 @@ def import_lines(fn, label: str, derived_from: str | None = None) -> list[str]:
     ]
 
 
+def derived_import_lines(op, fn, label: str) -> list[str]:
+    """`import_lines` of the generated function `fn` of derived op `op`: from where `symgrad
+    derive` writes it when `op` was derived into a temporary folder."""
+    return import_lines(fn, label, derived_from=op.source if op.temporary else None)
+
+
 # --- numpy -------------------------------------------------------------------------------------
 
 

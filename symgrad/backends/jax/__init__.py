@@ -19,7 +19,7 @@ from symgrad.render import (
     gradient_function,
     helper_sources,
     signature,
-    stages_unset,
+    staged_forward,
 )
 
 
@@ -51,8 +51,13 @@ def derived_source(op, stand_in: bool = False):
     from symgrad.backends.jax.verify import JaxFunction  # verification: only when verifying
     from symgrad.sources import Unavailable
 
-    reason = getattr(op.module("jax"), "UNAVAILABLE", {}).get(op.name)
+    reason = unavailable_reason(op)
     return Unavailable(reason) if reason else JaxFunction(op)
+
+
+def unavailable_reason(op) -> str | None:
+    """Why the derived op's JAX module leaves it out (`UNAVAILABLE`), None where it has it."""
+    return getattr(op.module("jax"), "UNAVAILABLE", {}).get(op.name)
 
 
 def _op(op: ir.OpCode, printer) -> dict:
@@ -64,11 +69,8 @@ def _op(op: ir.OpCode, printer) -> dict:
     return {
         **common_context(op, printer),
         **gradient_function(op, printer, forward=forward),
+        **staged_forward(op),
         "forward_signature": signature(op.inputs, attr_params(op)),
-        "formula_signature": signature(op.inputs, attr_params(op) + (["return_stages=False"] if op.stages else [])),
-        "stages_dict": "{" + ", ".join(f"{name!r}: {name}" for name in op.stages) + "}",
-        "stages": op.stages,
-        "stages_unset": stages_unset(op),
         "forward": forward,
         "attr_params": "".join(f"{name}, " for name in attrs),
         "nondiff": tuple(range(len(attrs))),

@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from symgrad.compare import GradientCallError, upstream_names
-from symgrad.sources import Gradients, _error_text, _input_args, accepted_kwargs, import_lines
+from symgrad.sources import Gradients, _error_text, _input_args, accepted_kwargs, derived_import_lines
 
 
 def tracing_errors() -> tuple:
@@ -41,15 +41,13 @@ def import_jax():
     return jax
 
 
-class JaxFunction:
-    """`jax.vjp` of the generated function `<op><suffix>` of the op's JAX module."""
+class _JaxSource:
+    """A verification source over the generated function `<op><suffix>` of the op's JAX module."""
 
-    def __init__(self, op, suffix: str = "", label: str | None = None, eager_fallback: bool = True):
+    def __init__(self, op, suffix: str, label: str):
         self.fn = op.function("jax", suffix)
-        self.eager_fallback = eager_fallback  # run eagerly what `jit` cannot trace
-        name = op.decl.func_name + suffix
-        self.label = label or f"derived {op.stem}_jax.{name} under jax.vjp"
-        self.imports = import_lines(self.fn, self.label, derived_from=op.source if op.temporary else None)
+        self.label = label
+        self.imports = derived_import_lines(op, self.fn, label)
 
     def run(self, variant, cases) -> list:
         return [self._run_one(variant, case) for case in cases]
@@ -58,21 +56,35 @@ class JaxFunction:
         import_jax()
         return [self.run(variant, cases) for variant, cases in groups]
 
-    def _run_one(self, variant, case):
-        jax = import_jax()
+    def _bound(self, variant, inputs: list):
+        """(positions of the inputs with a gradient, the function of those alone: the others
+        fixed at `inputs`, the attributes given)."""
         attrs = {k: variant.attrs[k] for k in accepted_kwargs(self.fn, variant.attrs)}
-        inputs = [jax.numpy.asarray(x) for x in case.inputs]
         free = [k for k, name in enumerate(variant.inputs) if name not in variant.integers]
 
-        def function(*xs):
-            given = list(inputs)
-            for k, x in zip(free, xs):
-                given[k] = x
-            return self.fn(*_input_args(variant, given), **attrs)
+        def function(*given):
+            full = list(inputs)
+            for k, x in zip(free, given):
+                full[k] = x
+            return self.fn(*_input_args(variant, full), **attrs)
+
+        return free, function
+
+
+class JaxFunction(_JaxSource):
+    """`jax.vjp` of the generated function `<op><suffix>` of the op's JAX module."""
+
+    def __init__(self, op, suffix: str = "", label: str | None = None, eager_fallback: bool = True):
+        super().__init__(op, suffix, label or f"derived {op.stem}_jax.{op.decl.func_name}{suffix} under jax.vjp")
+        self.eager_fallback = eager_fallback  # run eagerly what `jit` cannot trace
+
+    def _run_one(self, variant, case):
+        jax = import_jax()
+        inputs = [jax.numpy.asarray(x) for x in case.inputs]
+        free, function = self._bound(variant, inputs)
 
         def gradients(free_inputs, upstream):
-            outputs, vjp = jax.vjp(function, *free_inputs)
-            return vjp(_cotangent(jax, variant, outputs, [jax.numpy.conj(u) for u in upstream]))
+            return _tensorflow_vjp(jax, function, variant, free_inputs, upstream)
 
         args = ([inputs[k] for k in free], [jax.numpy.asarray(u) for u in case.upstream])
         try:  # under jit: one compilation per case, not one per primitive and shape
@@ -86,7 +98,7 @@ class JaxFunction:
             return GradientCallError(f"raised {_error_text(exc)}")
         result = [None] * len(inputs)
         for k, g in zip(free, grads):
-            result[k] = np.conj(np.asarray(g))
+            result[k] = np.asarray(g)
         return Gradients(result)
 
     def call_lines(self, variant) -> list[str]:
@@ -99,6 +111,14 @@ class JaxFunction:
             f"outputs, vjp = jax.vjp(lambda {inputs}: {self.fn.__name__}({inputs}, **attrs), {inputs})",
             f"print({self.label!r}, vjp({cotangent}))",
         ]
+
+
+def _tensorflow_vjp(jax, function, variant, free_inputs, upstream) -> list:
+    """The gradients of `function` at `free_inputs` for the upstream gradients `upstream`, in
+    TensorFlow's complex convention: `conj(jax_vjp(conj(upstream)))`."""
+    conj = jax.numpy.conj
+    outputs, vjp = jax.vjp(function, *free_inputs)
+    return list(jax.tree_util.tree_map(conj, vjp(_cotangent(jax, variant, outputs, [conj(u) for u in upstream]))))
 
 
 def _cotangent(jax, variant, outputs, upstream: list):
@@ -114,23 +134,14 @@ def _cotangent(jax, variant, outputs, upstream: list):
     return like(outputs, upstream[0])
 
 
-class JaxSecondOrder:
+class JaxSecondOrder(_JaxSource):
     """The second order of the JAX target, as the gradient of the gradient op G (see
     `symgrad.second_order_check`): `jax.vjp` of `(g, x) -> jax.vjp(<op>)(x)(g)`, the inner
     vjp the derived gradient (through the `custom_vjp` op) differentiated by JAX, in
     TensorFlow's complex convention both times."""
 
     def __init__(self, op):
-        self.fn = op.function("jax")
-        self.label = f"derived {op.stem}_jax.{op.decl.func_name} under jax.vjp twice"
-        self.imports = import_lines(self.fn, self.label, derived_from=op.source if op.temporary else None)
-
-    def run(self, variant, cases) -> list:
-        return [self._run_one(variant, case) for case in cases]
-
-    def run_many(self, groups) -> list[list]:
-        import_jax()
-        return [self.run(variant, cases) for variant, cases in groups]
+        super().__init__(op, "", f"derived {op.stem}_jax.{op.decl.func_name} under jax.vjp twice")
 
     def _run_one(self, variant, case):
         jax = import_jax()
@@ -138,27 +149,19 @@ class JaxSecondOrder:
         count = len(variant.inputs) - len(first.inputs)  # upstream gradients before the inputs
         ups = [jax.numpy.asarray(u) for u in case.inputs[:count]]
         xs = [jax.numpy.asarray(x) for x in case.inputs[count:]]
-        free = [k for k, name in enumerate(first.inputs) if name not in first.integers]
-        attrs = {k: first.attrs[k] for k in accepted_kwargs(self.fn, first.attrs)}
+        free, op = self._bound(first, xs)
 
-        def gradient(ups, free_xs):  # G, in TensorFlow's convention
-            def op(*given):
-                full = list(xs)
-                for k, x in zip(free, given):
-                    full[k] = x
-                return self.fn(*_input_args(first, full), **attrs)
-
-            outputs, vjp = jax.vjp(op, *free_xs)
-            return [jax.numpy.conj(g) for g in vjp(_cotangent(jax, first, outputs, [jax.numpy.conj(u) for u in ups]))]
+        def gradient(ups, free_xs):  # G
+            return _tensorflow_vjp(jax, op, first, free_xs, ups)
 
         try:
-            _, vjp = jax.vjp(gradient, ups, [xs[k] for k in free])
-            grad_ups, grad_xs = vjp([jax.numpy.conj(jax.numpy.asarray(case.upstream[k])) for k in free])
+            cotangents = [jax.numpy.asarray(case.upstream[k]) for k in free]
+            grad_ups, grad_xs = _tensorflow_vjp(jax, gradient, first, (ups, [xs[k] for k in free]), cotangents)
         except Exception as exc:  # the function under test failed: report it, go on
             return GradientCallError(f"raised {_error_text(exc)}")
-        result = [np.conj(np.asarray(g)) for g in grad_ups] + [None] * len(xs)
+        result = [np.asarray(g) for g in grad_ups] + [None] * len(xs)
         for k, g in zip(free, grad_xs):
-            result[count + k] = np.conj(np.asarray(g))
+            result[count + k] = np.asarray(g)
         return Gradients(result)
 
     def call_lines(self, variant) -> list[str]:

@@ -10,14 +10,12 @@ from symgrad import ir
 from symgrad.backends.numpy.printer import NumpyPrinter
 from symgrad.errors import LoweringError
 from symgrad.render import (
-    attr_params,
     common_context,
     environment,
     format_module,
     gradient_function,
     helper_sources,
-    signature,
-    stages_unset,
+    staged_forward,
 )
 from symgrad.second_order import PREFIX
 
@@ -38,22 +36,18 @@ def render_module(source: str, ops: list[ir.OpCode]) -> str:
 
 def derived_source(op, stand_in: bool = False):
     """`<op>_grad` of the op's numpy module, as a verification source."""
-    from symgrad.sources import NumpyFunction, import_lines  # verification: only when verifying
+    from symgrad.sources import NumpyFunction, derived_import_lines  # verification: only when verifying
 
     fn = op.function("numpy", "_grad")
     label = f"derived {op.stem}_numpy.{op.decl.func_name}_grad"
-    return NumpyFunction(fn, label, import_lines(fn, label, derived_from=op.source if op.temporary else None), pass_outputs=False)
+    return NumpyFunction(fn, label, derived_import_lines(op, fn, label), pass_outputs=False)
 
 
 def _numpy_op(op: ir.OpCode, printer) -> dict:
-    attrs = attr_params(op)
     return {
         **common_context(op, printer),
         **gradient_function(op, printer),
-        "forward_signature": signature(op.inputs, attrs + (["return_stages=False"] if op.stages else [])),
-        "stages_dict": "{" + ", ".join(f"{name!r}: {name}" for name in op.stages) + "}",
-        "stages": op.stages,
-        "stages_unset": stages_unset(op),
+        **staged_forward(op),
         "second_order": _second_order(op, printer),
     }
 

@@ -44,11 +44,11 @@ def derived_source(op, stand_in: bool = False):
     """`<op>_grad(op, *grads)` of the op's TensorFlow module, as a verification source;
     `stand_in`: called on a stand-in op, not on TensorFlow's (which may not exist or take
     these inputs)."""
-    from symgrad.sources import TfGradientFunction, import_lines  # verification: only when verifying
+    from symgrad.sources import TfGradientFunction, derived_import_lines  # verification: only when verifying
 
     fn = op.function("tensorflow", "_grad")
     label = f"derived {op.stem}_tf.{op.decl.func_name}_grad"
-    return TfGradientFunction(fn, label, import_lines(fn, label, derived_from=op.source if op.temporary else None), stand_in)
+    return TfGradientFunction(fn, label, derived_import_lines(op, fn, label), stand_in)
 
 
 def _tf_op(op: ir.OpCode, printer) -> dict:
