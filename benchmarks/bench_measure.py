@@ -79,6 +79,7 @@ class Generated:
     numpy: Any  # the generated numpy module
     tf: Any  # the generated TensorFlow module, None without TensorFlow
     jax: Any = None  # the generated JAX module, None without JAX
+    torch: Any = None  # the generated PyTorch module, None without PyTorch
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ class Libraries:
     tf: Any  # the tensorflow module
     autograd: Any  # namespace: np (autograd.numpy), special (autograd.scipy.special)
     jax: Any  # namespace: np (jax.numpy), nn (jax.nn), special (jax.scipy.special), lax (jax.lax)
+    torch: Any = None  # namespace: torch, functions (PyTorch's own function per op type)
 
 
 def make_inputs(case: Case, size: str, seed: int = 0) -> list[np.ndarray]:
@@ -196,6 +198,9 @@ def check_references(case: Case, gen: Generated, libs: Libraries) -> list[str]:
             computed[name] = _autograd_check(fn, inputs, upstream)
         else:
             computed[name] = _jax_check(fn, inputs, upstream)
+    if libs.torch is not None and case.op in libs.torch.functions:
+        own = libs.torch.functions[case.op]
+        computed["torch"] = _torch_check(libs.torch.torch, lambda *xs: own(*xs, **case.attrs), inputs, upstream)
     if libs.tf is not None and gen.tf is not None:
         wrapper = getattr(gen.tf, gen.func)
         computed["generated TensorFlow"] = _tf_check(
@@ -238,6 +243,14 @@ def _autograd_check(fn, inputs, upstream):
 
     vjp, ys = autograd.make_vjp(lambda xs: fn(*xs))(tuple(inputs))
     return ys, vjp(upstream[0])
+
+
+def _torch_check(torch, fn, inputs, upstream):
+    """PyTorch's own function's outputs and autograd gradient, float64."""
+    xs = [torch.from_numpy(x).requires_grad_(True) for x in inputs]
+    ys = as_tuple(fn(*xs))
+    grads = torch.autograd.grad(ys, xs, [torch.from_numpy(g) for g in upstream], allow_unused=True)
+    return [y.detach().numpy() for y in ys], [None if g is None else g.numpy() for g in grads]
 
 
 def _jax_check(fn, inputs, upstream):
@@ -316,6 +329,31 @@ def jax_contenders(case, gen, inputs, upstream, libs) -> tuple[list, list, dict]
     theirs = _jax_vjp(case, libs.jax, inputs, upstream)
     phases = [[Contender("ours", ours), Contender("jax.jit", theirs)]]
     return phases, [Comparison("jax", "jax.jit")], {"jax.jit": agree(ours(), theirs(), in_norm=case.kink)}
+
+
+def torch_contenders(case, gen, inputs, upstream, libs) -> tuple[list, list, dict]:
+    """The PyTorch target: `torch.autograd.grad` through the generated Function (its backward
+    the derived one) against the same through PyTorch's own function of the op type (its
+    hand-written derivative), each forward run once beforehand, its graph retained."""
+    op = getattr(gen.torch, gen.func)
+    ours = _torch_backward(libs.torch.torch, lambda *xs: op(*xs, **case.attrs), inputs, upstream)
+    own = libs.torch.functions[case.op]
+    theirs = _torch_backward(libs.torch.torch, lambda *xs: own(*xs, **case.attrs), inputs, upstream)
+    phases = [[Contender("ours", ours), Contender("torch", theirs)]]
+    return phases, [Comparison("torch", "torch")], {"torch": agree(ours(), theirs(), in_norm=case.kink)}
+
+
+def _torch_backward(torch, fn, inputs, upstream):
+    """The backward of `fn` at `inputs` for `upstream`, its forward already run."""
+    xs = [torch.from_numpy(np.ascontiguousarray(x)).requires_grad_(True) for x in inputs]
+    ys = as_tuple(fn(*xs))
+    gs = [torch.from_numpy(np.ascontiguousarray(g)) for g in upstream]
+
+    def backward():
+        grads = torch.autograd.grad(ys, xs, gs, retain_graph=True, allow_unused=True)
+        return [None if g is None else g.numpy() for g in grads]
+
+    return backward
 
 
 @dataclass(frozen=True)
@@ -469,6 +507,8 @@ def run_case(case: Case, gen: Generated, libs: Libraries, size: str, timing: Tim
         builders.insert(0, lambda *args: tf_contenders(*args[:-1], libs.tf))
     if libs.jax is not None and gen.jax is not None and case.jax is not None:
         builders.append(jax_contenders)
+    if libs.torch is not None and gen.torch is not None and case.op in libs.torch.functions:
+        builders.append(torch_contenders)
     for build in builders:
         phases, comparisons, agrees = build(case, gen, inputs, upstream, libs)
         medians = {}

@@ -29,6 +29,7 @@ TARGETS = (
     ),
     Target("numpy gradient / autograd", "numpy", ("autograd",), 1.0, 1.25),
     Target("JAX gradient / jax.vjp under jit", "jax", ("jax.jit",), 1.05, 1.25),
+    Target("PyTorch backward / PyTorch's own function's", "torch", ("torch",), 1.05, 1.25),
     Target("gradient / its forward", None, ("forward",), None, 3.0),
     # composed ops (ops/composed.py) against their forwards written by hand, under autodiff
     Target(
@@ -50,6 +51,7 @@ SERIES = {
     ("numpy", "autograd"): "numpy: ours / autograd",
     ("numpy", "jax.jit"): "numpy: ours / jax.vjp under jit",
     ("jax", "jax.jit"): "JAX: ours / jax.vjp under jit (both jitted)",
+    ("torch", "torch"): "PyTorch: ours / PyTorch's own function's backward",
     ("numpy", "autograd+forward"): "numpy: ours / autograd (both with forward)",
     ("tensorflow", "forward"): "TF: gradient / forward",
     ("numpy", "forward"): "numpy: gradient / forward",

@@ -124,7 +124,7 @@ def main(argv=None) -> int:
         folders = derive_all(Path(tmp), args.use_generated, _targets(libs))
         if args.save_generated:
             save_generated(folders, args.save_generated)
-        generated = load_generated(folders, libs.tf is not None, libs.jax is not None)
+        generated = load_generated(folders, libs.tf is not None, libs.jax is not None, libs.torch is not None)
         run = (lambda n, case: run_isolated(n, folders, args)) if isolate else None
         rows = run_cases(generated, libs, size, timing, args.only, run)
     targets = check_targets(rows)
@@ -199,7 +199,7 @@ def run_worker(args, size: str, timing: Timing) -> int:
     with contextlib.redirect_stdout(io.StringIO()):  # the parent has said what is skipped
         libs = load_libraries()
         folders = [(Path(a), Path(b)) for a, b in json.loads(args.worker_folders)]
-        generated = load_generated(folders, libs.tf is not None, libs.jax is not None)
+        generated = load_generated(folders, libs.tf is not None, libs.jax is not None, libs.torch is not None)
     case = CASES[args.worker_case]
     gc.collect()
     gc.freeze()
@@ -213,7 +213,7 @@ def run_worker(args, size: str, timing: Timing) -> int:
 
 def _targets(libs: Libraries) -> tuple[str, ...]:
     """The targets derived: those of the libraries this run could import."""
-    return ("numpy",) + (("tensorflow",) if libs.tf else ()) + (("jax",) if libs.jax else ())
+    return ("numpy",) + (("tensorflow",) if libs.tf else ()) + (("jax",) if libs.jax else ()) + (("torch",) if libs.torch else ())
 
 
 def derive_all(out: Path, use_generated: bool, targets: tuple[str, ...]) -> list[tuple[Path, Path]]:
@@ -253,7 +253,9 @@ def _committed(folder: Path, out: Path, targets: tuple[str, ...]) -> Path:
     return out
 
 
-def load_generated(folders: list[tuple[Path, Path]], with_tf: bool, with_jax: bool = False) -> dict[str, Generated]:
+def load_generated(
+    folders: list[tuple[Path, Path]], with_tf: bool, with_jax: bool = False, with_torch: bool = False
+) -> dict[str, Generated]:
     """Op type -> its generated modules, for every op declared in the op folders."""
     from symgrad.load import load_op_file, op_file_paths
 
@@ -263,7 +265,7 @@ def load_generated(folders: list[tuple[Path, Path]], with_tf: bool, with_jax: bo
             if not (modules_folder / f"{path.stem}_numpy.py").exists():
                 print(f"skipped {path.relative_to(ROOT)}: not derived into {modules_folder}")
                 continue
-            modules = _import_modules(modules_folder, path.stem, with_tf, with_jax)
+            modules = _import_modules(modules_folder, path.stem, with_tf, with_jax, with_torch)
             for decl in load_op_file(path).ops:
                 generated.setdefault(decl.name, Generated(decl.func_name, *modules))
     return generated
@@ -279,12 +281,12 @@ def _derive(folder: Path, out: Path, targets: tuple[str, ...]) -> None:
     print(f"derived {folder.relative_to(ROOT)} in {time.perf_counter() - started:.1f} s")
 
 
-def _import_modules(folder: Path, stem: str, with_tf: bool, with_jax: bool):
-    """The generated numpy, TensorFlow and JAX modules of one op file (None for TensorFlow's
-    without TensorFlow, for JAX's without JAX)."""
+def _import_modules(folder: Path, stem: str, with_tf: bool, with_jax: bool, with_torch: bool):
+    """The generated numpy, TensorFlow, JAX and PyTorch modules of one op file (None for a
+    framework's without it installed)."""
     return [
         _import(folder / f"{stem}{suffix}.py", f"symgrad_bench_{folder.name}_{stem}{suffix}") if wanted else None
-        for suffix, wanted in (("_numpy", True), ("_tf", with_tf), ("_jax", with_jax))
+        for suffix, wanted in (("_numpy", True), ("_tf", with_tf), ("_jax", with_jax), ("_torch", with_torch))
     ]
 
 
@@ -301,7 +303,7 @@ def _import(path: Path, name: str):
 
 def load_libraries() -> Libraries:
     """TensorFlow, autograd and JAX where installed; each one missing is said and skipped."""
-    return Libraries(tf=_load_tf(), autograd=_load_autograd(), jax=_load_jax())
+    return Libraries(tf=_load_tf(), autograd=_load_autograd(), jax=_load_jax(), torch=_load_torch())
 
 
 def _missing(name: str, what: str) -> None:
@@ -342,6 +344,17 @@ def _load_jax():
     return argparse.Namespace(np=jax.numpy, nn=jax.nn, special=jax.scipy.special, lax=jax.lax)
 
 
+def _load_torch():
+    try:
+        import torch
+
+        from symgrad.backends.torch.functions import FUNCTIONS
+    except ImportError:
+        print("torch is not installed: skipping the PyTorch target (see the README for its CPU build)")
+        return None
+    return argparse.Namespace(torch=torch, functions=FUNCTIONS)
+
+
 def describe_machine(libs: Libraries) -> dict[str, str]:
     """The machine and library versions the numbers come from."""
     machine = {
@@ -353,7 +366,7 @@ def describe_machine(libs: Libraries) -> dict[str, str]:
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "(unset)"),
         "OPENBLAS_L2_SIZE": os.environ.get("OPENBLAS_L2_SIZE", "(unset)"),
     }
-    for name, lib in (("tensorflow", libs.tf), ("autograd", libs.autograd), ("jax", libs.jax)):
+    for name, lib in (("tensorflow", libs.tf), ("autograd", libs.autograd), ("jax", libs.jax), ("torch", libs.torch)):
         machine[name] = _version(name) if lib is not None else "(not installed)"
     machine["symgrad"] = _source_state()
     machine["load average at start"] = load_average()

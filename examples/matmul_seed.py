@@ -8,8 +8,9 @@ It prints, for c = a @ b, the gradient w.r.t. `a` of sum(c) (upstream gradient: 
 sum(c * stop_gradient(c)) (upstream gradient: c), from TensorFlow's registered gradient and
 from the generated TensorFlow module (three ways: its `tf.custom_gradient` wrapper in eager mode
 and inside `tf.function`, and its registered gradient through `gradient_override_map`), the
-generated numpy module, and the generated JAX module (its `jax.custom_vjp` op under `jax.grad`,
-eager and under `jax.jit`).
+generated numpy module, the generated JAX module (its `jax.custom_vjp` op under `jax.grad`,
+eager and under `jax.jit`), and the generated PyTorch module (its `torch.autograd.Function`
+under `torch.autograd.grad`).
 """
 
 import os
@@ -22,10 +23,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "generated"))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+import torch  # noqa: E402
 
 import matmul_jax  # noqa: E402
 import matmul_numpy  # noqa: E402
 import matmul_tf  # noqa: E402
+import matmul_torch  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)  # float64, as the other rows
 
@@ -74,6 +77,14 @@ def jax_gradient(loss_name, jit=False):
     return (jax.jit(grad) if jit else grad)(A, B)
 
 
+def torch_gradient(loss_name):
+    """d loss / d a through the generated PyTorch op (`detach` for the second loss)."""
+    losses = {"sum(c)": lambda c: c.sum(), "sum(c * stop_gradient(c))": lambda c: (c * c.detach()).sum()}
+    a, b = torch.tensor(A, requires_grad=True), torch.tensor(B)
+    (grad_a,) = torch.autograd.grad(losses[loss_name](matmul_torch.matmul(a, b)), a)
+    return grad_a.numpy()
+
+
 def gradients(loss_name):
     """Each implementation's gradient for one loss, hand-written first."""
     loss = LOSSES[loss_name]
@@ -87,6 +98,7 @@ def gradients(loss_name):
         "symgrad numpy": numpy_gradient(loss_name),
         "symgrad JAX, custom_vjp (jax.grad)": jax_gradient(loss_name),
         "symgrad JAX, custom_vjp (jax.jit)": jax_gradient(loss_name, jit=True),
+        "symgrad PyTorch, autograd.Function": torch_gradient(loss_name),
     }
 
 

@@ -570,8 +570,8 @@ def strided_slice_forward(
         t6 = np.maximum(t5, 0)
         t7 = t6
         t8 = jnp.arange(t7)
-        t9 = strides[0] * t8 + jnp.where(
-            jnp.mod(begin_mask, 2) == 1, jnp.where(strides[0] > 0, 0, t0 - 1), t2
+        t9 = strides[0] * t8 + np.where(
+            np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t0 - 1), t2
         )
         output = _gather(input, t9, -1)
     elif rank == 1 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
@@ -598,8 +598,8 @@ def strided_slice_forward(
         t8 = np.maximum(t7, 0)
         t9 = t8
         t10 = jnp.arange(t9)
-        t11 = strides[1] * t10 + jnp.where(
-            jnp.mod(t1, 2) == 1, jnp.where(strides[1] > 0, 0, t0 - 1), t3
+        t11 = strides[1] * t10 + np.where(
+            np.mod(t1, 2) == 1, np.where(strides[1] > 0, 0, t0 - 1), t3
         )
         t12 = _gather(input, t11, -1)
         t13 = jnp.shape(input)[-2]
@@ -621,8 +621,8 @@ def strided_slice_forward(
         t19 = np.maximum(t18, 0)
         t20 = t19
         t21 = jnp.arange(t20)
-        t22 = strides[0] * t21 + jnp.where(
-            jnp.mod(begin_mask, 2) == 1, jnp.where(strides[0] > 0, 0, t13 - 1), t15
+        t22 = strides[0] * t21 + np.where(
+            np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t13 - 1), t15
         )
         output = _gather(t12, t22, -2)
     elif rank == 2 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
@@ -645,8 +645,8 @@ def strided_slice_forward(
         t8 = np.maximum(t7, 0)
         t9 = t8
         t10 = jnp.arange(t9)
-        t11 = strides[1] * t10 + jnp.where(
-            jnp.mod(t1, 2) == 1, jnp.where(strides[1] > 0, 0, t0 - 1), t3
+        t11 = strides[1] * t10 + np.where(
+            np.mod(t1, 2) == 1, np.where(strides[1] > 0, 0, t0 - 1), t3
         )
         t12 = _gather(input, t11, -1)
         t13 = jnp.shape(input)[-2]
@@ -672,8 +672,8 @@ def strided_slice_forward(
         t8 = np.maximum(t7, 0)
         t9 = t8
         t10 = jnp.arange(t9)
-        t11 = strides[2] * t10 + jnp.where(
-            jnp.mod(t1, 2) == 1, jnp.where(strides[2] > 0, 0, t0 - 1), t3
+        t11 = strides[2] * t10 + np.where(
+            np.mod(t1, 2) == 1, np.where(strides[2] > 0, 0, t0 - 1), t3
         )
         t12 = _gather(input, t11, -1)
         t13 = jnp.shape(input)[-2]
@@ -697,8 +697,8 @@ def strided_slice_forward(
         t21 = np.maximum(t20, 0)
         t22 = t21
         t23 = jnp.arange(t22)
-        t24 = strides[1] * t23 + jnp.where(
-            jnp.mod(t14, 2) == 1, jnp.where(strides[1] > 0, 0, t13 - 1), t16
+        t24 = strides[1] * t23 + np.where(
+            np.mod(t14, 2) == 1, np.where(strides[1] > 0, 0, t13 - 1), t16
         )
         t25 = _gather(t12, t24, -2)
         t26 = jnp.shape(input)[-3]
@@ -720,8 +720,8 @@ def strided_slice_forward(
         t32 = np.maximum(t31, 0)
         t33 = t32
         t34 = jnp.arange(t33)
-        t35 = strides[0] * t34 + jnp.where(
-            jnp.mod(begin_mask, 2) == 1, jnp.where(strides[0] > 0, 0, t26 - 1), t28
+        t35 = strides[0] * t34 + np.where(
+            np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t26 - 1), t28
         )
         output = _gather(t25, t35, -3)
     elif rank == 3 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
@@ -744,8 +744,8 @@ def strided_slice_forward(
         t8 = np.maximum(t7, 0)
         t9 = t8
         t10 = jnp.arange(t9)
-        t11 = strides[2] * t10 + jnp.where(
-            jnp.mod(t1, 2) == 1, jnp.where(strides[2] > 0, 0, t0 - 1), t3
+        t11 = strides[2] * t10 + np.where(
+            np.mod(t1, 2) == 1, np.where(strides[2] > 0, 0, t0 - 1), t3
         )
         t12 = _gather(input, t11, -1)
         t13 = jnp.shape(input)[-2]
@@ -769,8 +769,8 @@ def strided_slice_forward(
         t21 = np.maximum(t20, 0)
         t22 = t21
         t23 = jnp.arange(t22)
-        t24 = strides[1] * t23 + jnp.where(
-            jnp.mod(t14, 2) == 1, jnp.where(strides[1] > 0, 0, t13 - 1), t16
+        t24 = strides[1] * t23 + np.where(
+            np.mod(t14, 2) == 1, np.where(strides[1] > 0, 0, t13 - 1), t16
         )
         t25 = _gather(t12, t24, -2)
         t26 = jnp.shape(input)[-3]
@@ -796,8 +796,8 @@ def strided_slice_forward(
         t8 = np.maximum(t7, 0)
         t9 = t8
         t10 = jnp.arange(t9)
-        t11 = strides[3] * t10 + jnp.where(
-            jnp.mod(t1, 2) == 1, jnp.where(strides[3] > 0, 0, t0 - 1), t3
+        t11 = strides[3] * t10 + np.where(
+            np.mod(t1, 2) == 1, np.where(strides[3] > 0, 0, t0 - 1), t3
         )
         t12 = _gather(input, t11, -1)
         t13 = jnp.shape(input)[-2]
@@ -821,8 +821,8 @@ def strided_slice_forward(
         t21 = np.maximum(t20, 0)
         t22 = t21
         t23 = jnp.arange(t22)
-        t24 = strides[2] * t23 + jnp.where(
-            jnp.mod(t14, 2) == 1, jnp.where(strides[2] > 0, 0, t13 - 1), t16
+        t24 = strides[2] * t23 + np.where(
+            np.mod(t14, 2) == 1, np.where(strides[2] > 0, 0, t13 - 1), t16
         )
         t25 = _gather(t12, t24, -2)
         t26 = jnp.shape(input)[-3]
@@ -846,8 +846,8 @@ def strided_slice_forward(
         t34 = np.maximum(t33, 0)
         t35 = t34
         t36 = jnp.arange(t35)
-        t37 = strides[1] * t36 + jnp.where(
-            jnp.mod(t27, 2) == 1, jnp.where(strides[1] > 0, 0, t26 - 1), t29
+        t37 = strides[1] * t36 + np.where(
+            np.mod(t27, 2) == 1, np.where(strides[1] > 0, 0, t26 - 1), t29
         )
         t38 = _gather(t25, t37, -3)
         t39 = jnp.shape(input)[-4]
@@ -869,8 +869,8 @@ def strided_slice_forward(
         t45 = np.maximum(t44, 0)
         t46 = t45
         t47 = jnp.arange(t46)
-        t48 = strides[0] * t47 + jnp.where(
-            jnp.mod(begin_mask, 2) == 1, jnp.where(strides[0] > 0, 0, t39 - 1), t41
+        t48 = strides[0] * t47 + np.where(
+            np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t39 - 1), t41
         )
         output = _gather(t38, t48, -4)
     elif rank == 4 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
@@ -893,8 +893,8 @@ def strided_slice_forward(
         t8 = np.maximum(t7, 0)
         t9 = t8
         t10 = jnp.arange(t9)
-        t11 = strides[3] * t10 + jnp.where(
-            jnp.mod(t1, 2) == 1, jnp.where(strides[3] > 0, 0, t0 - 1), t3
+        t11 = strides[3] * t10 + np.where(
+            np.mod(t1, 2) == 1, np.where(strides[3] > 0, 0, t0 - 1), t3
         )
         t12 = _gather(input, t11, -1)
         t13 = jnp.shape(input)[-2]
@@ -918,8 +918,8 @@ def strided_slice_forward(
         t21 = np.maximum(t20, 0)
         t22 = t21
         t23 = jnp.arange(t22)
-        t24 = strides[2] * t23 + jnp.where(
-            jnp.mod(t14, 2) == 1, jnp.where(strides[2] > 0, 0, t13 - 1), t16
+        t24 = strides[2] * t23 + np.where(
+            np.mod(t14, 2) == 1, np.where(strides[2] > 0, 0, t13 - 1), t16
         )
         t25 = _gather(t12, t24, -2)
         t26 = jnp.shape(input)[-3]
@@ -943,8 +943,8 @@ def strided_slice_forward(
         t34 = np.maximum(t33, 0)
         t35 = t34
         t36 = jnp.arange(t35)
-        t37 = strides[1] * t36 + jnp.where(
-            jnp.mod(t27, 2) == 1, jnp.where(strides[1] > 0, 0, t26 - 1), t29
+        t37 = strides[1] * t36 + np.where(
+            np.mod(t27, 2) == 1, np.where(strides[1] > 0, 0, t26 - 1), t29
         )
         t38 = _gather(t25, t37, -3)
         t39 = jnp.shape(input)[-4]
@@ -983,7 +983,7 @@ def strided_slice_vjp(
             np.where(strides[0] > 0, 0, -1), np.where(begin[0] < 0, begin[0] + t1, begin[0])
         )
         t3 = np.minimum(t2, np.where(strides[0] > 0, t1, t1 - 1))
-        t4 = t0 - jnp.where(jnp.mod(begin_mask, 2) == 1, jnp.where(strides[0] > 0, 0, t1 - 1), t3)
+        t4 = t0 - np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t1 - 1), t3)
         t5 = jnp.where(t4 % strides[0] == 0, t4 // strides[0], -1)
         grad_input = _gather(grad, t5, -1)
     elif rank == 1 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
@@ -1000,7 +1000,7 @@ def strided_slice_vjp(
             np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t1, begin[1])
         )
         t4 = np.minimum(t3, np.where(strides[1] > 0, t1, t1 - 1))
-        t5 = t0 - jnp.where(jnp.mod(t2, 2) == 1, jnp.where(strides[1] > 0, 0, t1 - 1), t4)
+        t5 = t0 - np.where(np.mod(t2, 2) == 1, np.where(strides[1] > 0, 0, t1 - 1), t4)
         t6 = jnp.where(t5 % strides[1] == 0, t5 // strides[1], -1)
         t7 = _gather(grad, t6, -1)
         t8 = jnp.arange(jnp.shape(input)[-2])
@@ -1009,7 +1009,7 @@ def strided_slice_vjp(
             np.where(strides[0] > 0, 0, -1), np.where(begin[0] < 0, begin[0] + t9, begin[0])
         )
         t11 = np.minimum(t10, np.where(strides[0] > 0, t9, t9 - 1))
-        t12 = t8 - jnp.where(jnp.mod(begin_mask, 2) == 1, jnp.where(strides[0] > 0, 0, t9 - 1), t11)
+        t12 = t8 - np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t9 - 1), t11)
         t13 = jnp.where(t12 % strides[0] == 0, t12 // strides[0], -1)
         grad_input = _gather(t7, t13, -2)
     elif rank == 2 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
@@ -1020,7 +1020,7 @@ def strided_slice_vjp(
             np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t1, begin[1])
         )
         t4 = np.minimum(t3, np.where(strides[1] > 0, t1, t1 - 1))
-        t5 = t0 - jnp.where(jnp.mod(t2, 2) == 1, jnp.where(strides[1] > 0, 0, t1 - 1), t4)
+        t5 = t0 - np.where(np.mod(t2, 2) == 1, np.where(strides[1] > 0, 0, t1 - 1), t4)
         t6 = jnp.where(t5 % strides[1] == 0, t5 // strides[1], -1)
         t7 = _gather(grad, t6, -1)
         t8 = jnp.shape(input)[-2]
@@ -1037,7 +1037,7 @@ def strided_slice_vjp(
             np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t1, begin[2])
         )
         t4 = np.minimum(t3, np.where(strides[2] > 0, t1, t1 - 1))
-        t5 = t0 - jnp.where(jnp.mod(t2, 2) == 1, jnp.where(strides[2] > 0, 0, t1 - 1), t4)
+        t5 = t0 - np.where(np.mod(t2, 2) == 1, np.where(strides[2] > 0, 0, t1 - 1), t4)
         t6 = jnp.where(t5 % strides[2] == 0, t5 // strides[2], -1)
         t7 = _gather(grad, t6, -1)
         t8 = jnp.arange(jnp.shape(input)[-2])
@@ -1047,7 +1047,7 @@ def strided_slice_vjp(
             np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t9, begin[1])
         )
         t12 = np.minimum(t11, np.where(strides[1] > 0, t9, t9 - 1))
-        t13 = t8 - jnp.where(jnp.mod(t10, 2) == 1, jnp.where(strides[1] > 0, 0, t9 - 1), t12)
+        t13 = t8 - np.where(np.mod(t10, 2) == 1, np.where(strides[1] > 0, 0, t9 - 1), t12)
         t14 = jnp.where(t13 % strides[1] == 0, t13 // strides[1], -1)
         t15 = _gather(t7, t14, -2)
         t16 = jnp.arange(jnp.shape(input)[-3])
@@ -1056,9 +1056,7 @@ def strided_slice_vjp(
             np.where(strides[0] > 0, 0, -1), np.where(begin[0] < 0, begin[0] + t17, begin[0])
         )
         t19 = np.minimum(t18, np.where(strides[0] > 0, t17, t17 - 1))
-        t20 = t16 - jnp.where(
-            jnp.mod(begin_mask, 2) == 1, jnp.where(strides[0] > 0, 0, t17 - 1), t19
-        )
+        t20 = t16 - np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t17 - 1), t19)
         t21 = jnp.where(t20 % strides[0] == 0, t20 // strides[0], -1)
         grad_input = _gather(t15, t21, -3)
     elif rank == 3 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
@@ -1069,7 +1067,7 @@ def strided_slice_vjp(
             np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t1, begin[2])
         )
         t4 = np.minimum(t3, np.where(strides[2] > 0, t1, t1 - 1))
-        t5 = t0 - jnp.where(jnp.mod(t2, 2) == 1, jnp.where(strides[2] > 0, 0, t1 - 1), t4)
+        t5 = t0 - np.where(np.mod(t2, 2) == 1, np.where(strides[2] > 0, 0, t1 - 1), t4)
         t6 = jnp.where(t5 % strides[2] == 0, t5 // strides[2], -1)
         t7 = _gather(grad, t6, -1)
         t8 = jnp.arange(jnp.shape(input)[-2])
@@ -1079,7 +1077,7 @@ def strided_slice_vjp(
             np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t9, begin[1])
         )
         t12 = np.minimum(t11, np.where(strides[1] > 0, t9, t9 - 1))
-        t13 = t8 - jnp.where(jnp.mod(t10, 2) == 1, jnp.where(strides[1] > 0, 0, t9 - 1), t12)
+        t13 = t8 - np.where(np.mod(t10, 2) == 1, np.where(strides[1] > 0, 0, t9 - 1), t12)
         t14 = jnp.where(t13 % strides[1] == 0, t13 // strides[1], -1)
         t15 = _gather(t7, t14, -2)
         t16 = jnp.shape(input)[-3]
@@ -1096,7 +1094,7 @@ def strided_slice_vjp(
             np.where(strides[3] > 0, 0, -1), np.where(begin[3] < 0, begin[3] + t1, begin[3])
         )
         t4 = np.minimum(t3, np.where(strides[3] > 0, t1, t1 - 1))
-        t5 = t0 - jnp.where(jnp.mod(t2, 2) == 1, jnp.where(strides[3] > 0, 0, t1 - 1), t4)
+        t5 = t0 - np.where(np.mod(t2, 2) == 1, np.where(strides[3] > 0, 0, t1 - 1), t4)
         t6 = jnp.where(t5 % strides[3] == 0, t5 // strides[3], -1)
         t7 = _gather(grad, t6, -1)
         t8 = jnp.arange(jnp.shape(input)[-2])
@@ -1106,7 +1104,7 @@ def strided_slice_vjp(
             np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t9, begin[2])
         )
         t12 = np.minimum(t11, np.where(strides[2] > 0, t9, t9 - 1))
-        t13 = t8 - jnp.where(jnp.mod(t10, 2) == 1, jnp.where(strides[2] > 0, 0, t9 - 1), t12)
+        t13 = t8 - np.where(np.mod(t10, 2) == 1, np.where(strides[2] > 0, 0, t9 - 1), t12)
         t14 = jnp.where(t13 % strides[2] == 0, t13 // strides[2], -1)
         t15 = _gather(t7, t14, -2)
         t16 = jnp.arange(jnp.shape(input)[-3])
@@ -1116,7 +1114,7 @@ def strided_slice_vjp(
             np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t17, begin[1])
         )
         t20 = np.minimum(t19, np.where(strides[1] > 0, t17, t17 - 1))
-        t21 = t16 - jnp.where(jnp.mod(t18, 2) == 1, jnp.where(strides[1] > 0, 0, t17 - 1), t20)
+        t21 = t16 - np.where(np.mod(t18, 2) == 1, np.where(strides[1] > 0, 0, t17 - 1), t20)
         t22 = jnp.where(t21 % strides[1] == 0, t21 // strides[1], -1)
         t23 = _gather(t15, t22, -3)
         t24 = jnp.arange(jnp.shape(input)[-4])
@@ -1125,9 +1123,7 @@ def strided_slice_vjp(
             np.where(strides[0] > 0, 0, -1), np.where(begin[0] < 0, begin[0] + t25, begin[0])
         )
         t27 = np.minimum(t26, np.where(strides[0] > 0, t25, t25 - 1))
-        t28 = t24 - jnp.where(
-            jnp.mod(begin_mask, 2) == 1, jnp.where(strides[0] > 0, 0, t25 - 1), t27
-        )
+        t28 = t24 - np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t25 - 1), t27)
         t29 = jnp.where(t28 % strides[0] == 0, t28 // strides[0], -1)
         grad_input = _gather(t23, t29, -4)
     elif rank == 4 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
@@ -1138,7 +1134,7 @@ def strided_slice_vjp(
             np.where(strides[3] > 0, 0, -1), np.where(begin[3] < 0, begin[3] + t1, begin[3])
         )
         t4 = np.minimum(t3, np.where(strides[3] > 0, t1, t1 - 1))
-        t5 = t0 - jnp.where(jnp.mod(t2, 2) == 1, jnp.where(strides[3] > 0, 0, t1 - 1), t4)
+        t5 = t0 - np.where(np.mod(t2, 2) == 1, np.where(strides[3] > 0, 0, t1 - 1), t4)
         t6 = jnp.where(t5 % strides[3] == 0, t5 // strides[3], -1)
         t7 = _gather(grad, t6, -1)
         t8 = jnp.arange(jnp.shape(input)[-2])
@@ -1148,7 +1144,7 @@ def strided_slice_vjp(
             np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t9, begin[2])
         )
         t12 = np.minimum(t11, np.where(strides[2] > 0, t9, t9 - 1))
-        t13 = t8 - jnp.where(jnp.mod(t10, 2) == 1, jnp.where(strides[2] > 0, 0, t9 - 1), t12)
+        t13 = t8 - np.where(np.mod(t10, 2) == 1, np.where(strides[2] > 0, 0, t9 - 1), t12)
         t14 = jnp.where(t13 % strides[2] == 0, t13 // strides[2], -1)
         t15 = _gather(t7, t14, -2)
         t16 = jnp.arange(jnp.shape(input)[-3])
@@ -1158,7 +1154,7 @@ def strided_slice_vjp(
             np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t17, begin[1])
         )
         t20 = np.minimum(t19, np.where(strides[1] > 0, t17, t17 - 1))
-        t21 = t16 - jnp.where(jnp.mod(t18, 2) == 1, jnp.where(strides[1] > 0, 0, t17 - 1), t20)
+        t21 = t16 - np.where(np.mod(t18, 2) == 1, np.where(strides[1] > 0, 0, t17 - 1), t20)
         t22 = jnp.where(t21 % strides[1] == 0, t21 // strides[1], -1)
         t23 = _gather(t15, t22, -3)
         t24 = jnp.shape(input)[-4]

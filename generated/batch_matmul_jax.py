@@ -53,24 +53,24 @@ def batch_mat_mul_v2_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
     """Gradient of BatchMatMulV2: one array per input (x, y)."""
     if not adj_x and not adj_y:
         grad_x = grad @ jnp.swapaxes(y, -1, -2)
-        grad_x = _sum_to_shape(grad_x, jnp.shape(x))
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = jnp.swapaxes(x, -1, -2) @ grad
-        grad_y = _sum_to_shape(grad_y, jnp.shape(y))
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
         grad_x = grad @ y
-        grad_x = _sum_to_shape(grad_x, jnp.shape(x))
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = jnp.swapaxes(grad, -1, -2) @ x
-        grad_y = _sum_to_shape(grad_y, jnp.shape(y))
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
         grad_x = y @ jnp.swapaxes(grad, -1, -2)
-        grad_x = _sum_to_shape(grad_x, jnp.shape(x))
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = x @ grad
-        grad_y = _sum_to_shape(grad_y, jnp.shape(y))
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
         grad_x = jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(grad, -1, -2)
-        grad_x = _sum_to_shape(grad_x, jnp.shape(x))
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = jnp.swapaxes(grad, -1, -2) @ jnp.swapaxes(x, -1, -2)
-        grad_y = _sum_to_shape(grad_y, jnp.shape(y))
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
     else:
         raise ValueError(f"BatchMatMulV2: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
     return grad_x, grad_y
@@ -118,24 +118,24 @@ def batch_mat_mul_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
     """Gradient of BatchMatMul: one array per input (x, y)."""
     if not adj_x and not adj_y:
         grad_x = grad @ jnp.swapaxes(y, -1, -2)
-        grad_x = _sum_to_shape(grad_x, jnp.shape(x))
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = jnp.swapaxes(x, -1, -2) @ grad
-        grad_y = _sum_to_shape(grad_y, jnp.shape(y))
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
         grad_x = grad @ y
-        grad_x = _sum_to_shape(grad_x, jnp.shape(x))
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = jnp.swapaxes(grad, -1, -2) @ x
-        grad_y = _sum_to_shape(grad_y, jnp.shape(y))
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
         grad_x = y @ jnp.swapaxes(grad, -1, -2)
-        grad_x = _sum_to_shape(grad_x, jnp.shape(x))
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = x @ grad
-        grad_y = _sum_to_shape(grad_y, jnp.shape(y))
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
         grad_x = jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(grad, -1, -2)
-        grad_x = _sum_to_shape(grad_x, jnp.shape(x))
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = jnp.swapaxes(grad, -1, -2) @ jnp.swapaxes(x, -1, -2)
-        grad_y = _sum_to_shape(grad_y, jnp.shape(y))
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
     else:
         raise ValueError(f"BatchMatMul: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
     return grad_x, grad_y

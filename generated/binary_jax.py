@@ -47,8 +47,8 @@ def add_forward(x, y):
 
 def add_vjp(grad, x, y, *, z=None):
     """Gradient of AddV2: one array per input (x, y)."""
-    grad_x = _sum_to_shape(grad, jnp.shape(x))
-    grad_y = _sum_to_shape(grad, jnp.shape(y))
+    grad_x = _sum_to_shape(grad, np.shape(x))
+    grad_y = _sum_to_shape(grad, np.shape(y))
     return grad_x, grad_y
 
 
@@ -85,8 +85,8 @@ def add_legacy_forward(x, y):
 
 def add_legacy_vjp(grad, x, y, *, z=None):
     """Gradient of Add: one array per input (x, y)."""
-    grad_x = _sum_to_shape(grad, jnp.shape(x))
-    grad_y = _sum_to_shape(grad, jnp.shape(y))
+    grad_x = _sum_to_shape(grad, np.shape(x))
+    grad_y = _sum_to_shape(grad, np.shape(y))
     return grad_x, grad_y
 
 
@@ -123,8 +123,8 @@ def subtract_forward(x, y):
 
 def subtract_vjp(grad, x, y, *, z=None):
     """Gradient of Sub: one array per input (x, y)."""
-    grad_x = _sum_to_shape(grad, jnp.shape(x))
-    grad_y = _sum_to_shape(-grad, jnp.shape(y))
+    grad_x = _sum_to_shape(grad, np.shape(x))
+    grad_y = _sum_to_shape(-grad, np.shape(y))
     return grad_x, grad_y
 
 
@@ -163,8 +163,8 @@ def multiply_vjp(grad, x, y, *, z=None):
     """Gradient of Mul: one array per input (x, y)."""
     x = _conj(x)
     y = _conj(y)
-    grad_x = _sum_to_shape(grad * y, jnp.shape(x))
-    grad_y = _sum_to_shape(grad * x, jnp.shape(y))
+    grad_x = _sum_to_shape(grad * y, np.shape(x))
+    grad_y = _sum_to_shape(grad * x, np.shape(y))
     return grad_x, grad_y
 
 
@@ -206,8 +206,8 @@ def real_div_vjp(grad, x, y, *, z=None):
     y = _conj(y)
     z = _conj(z)
     tmp0 = grad / y
-    grad_x = _sum_to_shape(tmp0, jnp.shape(x))
-    grad_y = _sum_to_shape(-tmp0 * z, jnp.shape(y))
+    grad_x = _sum_to_shape(tmp0, np.shape(x))
+    grad_y = _sum_to_shape(-tmp0 * z, np.shape(y))
     return grad_x, grad_y
 
 
@@ -249,8 +249,8 @@ def div_vjp(grad, x, y, *, z=None):
     y = _conj(y)
     z = _conj(z)
     tmp0 = grad / y
-    grad_x = _sum_to_shape(tmp0, jnp.shape(x))
-    grad_y = _sum_to_shape(-tmp0 * z, jnp.shape(y))
+    grad_x = _sum_to_shape(tmp0, np.shape(x))
+    grad_y = _sum_to_shape(-tmp0 * z, np.shape(y))
     return grad_x, grad_y
 
 
@@ -287,8 +287,8 @@ def mul_no_nan_forward(x, y):
 
 def mul_no_nan_vjp(grad, x, y, *, z=None):
     """Gradient of MulNoNan: one array per input (x, y)."""
-    grad_x = _sum_to_shape(grad * y, jnp.shape(x))
-    grad_y = _sum_to_shape(grad * x, jnp.shape(y))
+    grad_x = _sum_to_shape(grad * y, np.shape(x))
+    grad_y = _sum_to_shape(grad * x, np.shape(y))
     return grad_x, grad_y
 
 
@@ -393,8 +393,8 @@ def floor_mod_forward(x, y):
 
 def floor_mod_vjp(grad, x, y, *, z=None):
     """Gradient of FloorMod: one array per input (x, y)."""
-    grad_x = _sum_to_shape(grad, jnp.shape(x))
-    grad_y = _sum_to_shape(-grad * jnp.floor(x / y), jnp.shape(y))
+    grad_x = _sum_to_shape(grad, np.shape(x))
+    grad_y = _sum_to_shape(-grad * jnp.floor(x / y), np.shape(y))
     return grad_x, grad_y
 
 
@@ -449,7 +449,7 @@ def power_vjp(grad, x, y, *, z=None):
                 ),
             ),
         ),
-        jnp.shape(x),
+        np.shape(x),
     )
     grad_y = _sum_to_shape(
         jnp.where(
@@ -459,7 +459,7 @@ def power_vjp(grad, x, y, *, z=None):
             * jnp.where(~tmp0, 1, x) ** jnp.where(~tmp0, 1, y),
             0,
         ),
-        jnp.shape(y),
+        np.shape(y),
     )
     return grad_x, grad_y
 
@@ -496,8 +496,8 @@ def maximum_forward(x, y):
 def maximum_vjp(grad, x, y, *, z=None):
     """Gradient of Maximum: one array per input (x, y)."""
     tmp0 = x >= y
-    grad_x = _sum_to_shape(jnp.where(tmp0, grad, 0), jnp.shape(x))
-    grad_y = _sum_to_shape(jnp.where(tmp0, 0, grad), jnp.shape(y))
+    grad_x = _sum_to_shape(jnp.where(tmp0, grad, 0), np.shape(x))
+    grad_y = _sum_to_shape(jnp.where(tmp0, 0, grad), np.shape(y))
     return grad_x, grad_y
 
 
@@ -533,8 +533,8 @@ def minimum_forward(x, y):
 def minimum_vjp(grad, x, y, *, z=None):
     """Gradient of Minimum: one array per input (x, y)."""
     tmp0 = x <= y
-    grad_x = _sum_to_shape(jnp.where(tmp0, grad, 0), jnp.shape(x))
-    grad_y = _sum_to_shape(jnp.where(tmp0, 0, grad), jnp.shape(y))
+    grad_x = _sum_to_shape(jnp.where(tmp0, grad, 0), np.shape(x))
+    grad_y = _sum_to_shape(jnp.where(tmp0, 0, grad), np.shape(y))
     return grad_x, grad_y
 
 
@@ -570,8 +570,8 @@ def squared_difference_forward(x, y):
 def squared_difference_vjp(grad, x, y, *, z=None):
     """Gradient of SquaredDifference: one array per input (x, y)."""
     tmp0 = 2 * x - 2 * y
-    grad_x = _sum_to_shape(grad * tmp0, jnp.shape(x))
-    grad_y = _sum_to_shape(-grad * tmp0, jnp.shape(y))
+    grad_x = _sum_to_shape(grad * tmp0, np.shape(x))
+    grad_y = _sum_to_shape(-grad * tmp0, np.shape(y))
     return grad_x, grad_y
 
 
@@ -607,8 +607,8 @@ def atan2_forward(y, x):
 def atan2_vjp(grad, y, x, *, z=None):
     """Gradient of Atan2: one array per input (y, x)."""
     tmp0 = grad / (x**2 + y**2)
-    grad_y = _sum_to_shape(tmp0 * x, jnp.shape(y))
-    grad_x = _sum_to_shape(-tmp0 * y, jnp.shape(x))
+    grad_y = _sum_to_shape(tmp0 * x, np.shape(y))
+    grad_x = _sum_to_shape(-tmp0 * y, np.shape(x))
     return grad_y, grad_x
 
 
@@ -647,13 +647,13 @@ def xlogy_vjp(grad, x, y, *, z=None):
     y = _conj(y)
     tmp0 = x == 0
     grad_x = _sum_to_shape(
-        jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) * jnp.log(jnp.where(tmp0, 1, y))), jnp.shape(x)
+        jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) * jnp.log(jnp.where(tmp0, 1, y))), np.shape(x)
     )
     grad_y = _sum_to_shape(
         jnp.where(
             tmp0, 0, jnp.where(tmp0, 1, grad) * jnp.where(tmp0, 1, x) / jnp.where(tmp0, 1, y)
         ),
-        jnp.shape(y),
+        np.shape(y),
     )
     return grad_x, grad_y
 
@@ -695,13 +695,13 @@ def xdivy_vjp(grad, x, y, *, z=None):
     y = _conj(y)
     tmp0 = x == 0
     grad_x = _sum_to_shape(
-        jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) / jnp.where(tmp0, 1, y)), jnp.shape(x)
+        jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) / jnp.where(tmp0, 1, y)), np.shape(x)
     )
     grad_y = _sum_to_shape(
         jnp.where(
             tmp0, 0, -jnp.where(tmp0, 1, grad) * jnp.where(tmp0, 1, x) / jnp.where(tmp0, 1, y) ** 2
         ),
-        jnp.shape(y),
+        np.shape(y),
     )
     return grad_x, grad_y
 
@@ -741,14 +741,13 @@ def xlog1py_vjp(grad, x, y, *, z=None):
     """Gradient of Xlog1py: one array per input (x, y)."""
     tmp0 = x == 0
     grad_x = _sum_to_shape(
-        jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) * jnp.log1p(jnp.where(tmp0, 1, y))),
-        jnp.shape(x),
+        jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) * jnp.log1p(jnp.where(tmp0, 1, y))), np.shape(x)
     )
     grad_y = _sum_to_shape(
         jnp.where(
             tmp0, 0, jnp.where(tmp0, 1, grad) * jnp.where(tmp0, 1, x) / (jnp.where(tmp0, 1, y) + 1)
         ),
-        jnp.shape(y),
+        np.shape(y),
     )
     return grad_x, grad_y
 
@@ -788,13 +787,13 @@ def div_no_nan_vjp(grad, x, y, *, z=None):
     y = _conj(y)
     tmp0 = y == 0
     grad_x = _sum_to_shape(
-        jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) / jnp.where(tmp0, 1, y)), jnp.shape(x)
+        jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) / jnp.where(tmp0, 1, y)), np.shape(x)
     )
     grad_y = _sum_to_shape(
         jnp.where(
             tmp0, 0, -jnp.where(tmp0, 1, grad) * jnp.where(tmp0, 1, x) / jnp.where(tmp0, 1, y) ** 2
         ),
-        jnp.shape(y),
+        np.shape(y),
     )
     return grad_x, grad_y
 

@@ -386,14 +386,14 @@ def scaled_dot_product_attention_vjp(grad, q, k, v, mask, *, output=None, weight
     t5 = jnp.shape(q)[-1]
     t6 = grad_scores @ k
     grad_q = t6 * float(1 / np.sqrt(t5))
-    grad_q = _sum_to_shape(grad_q, jnp.shape(q))
+    grad_q = _sum_to_shape(grad_q, np.shape(q))
     t7 = jnp.swapaxes(grad_scores, -1, -2) @ q
     grad_k = t7 * float(1 / np.sqrt(t5))
-    grad_k = _sum_to_shape(grad_k, jnp.shape(k))
+    grad_k = _sum_to_shape(grad_k, np.shape(k))
     grad_v = jnp.swapaxes(weights, -1, -2) @ grad
-    grad_v = _sum_to_shape(grad_v, jnp.shape(v))
+    grad_v = _sum_to_shape(grad_v, np.shape(v))
     grad_mask = grad_scores
-    grad_mask = _sum_to_shape(grad_mask, jnp.shape(mask))
+    grad_mask = _sum_to_shape(grad_mask, np.shape(mask))
     return grad_q, grad_k, grad_v, grad_mask
 
 
@@ -498,9 +498,9 @@ def cosine_similarity_vjp(grad, x, y, *, output=None, sum1=None, sum2=None, epsi
     t3 = output[..., None]
     t4 = grad[..., None]
     grad_x = t0 * y - t2 * t3 * t4 * x / (epsilon + t1 * t2)
-    grad_x = _sum_to_shape(grad_x, jnp.shape(x))
+    grad_x = _sum_to_shape(grad_x, np.shape(x))
     grad_y = t0 * x - t1 * t3 * t4 * y / (epsilon + t1 * t2)
-    grad_y = _sum_to_shape(grad_y, jnp.shape(y))
+    grad_y = _sum_to_shape(grad_y, np.shape(y))
     return grad_x, grad_y
 
 

@@ -43,8 +43,8 @@ def sigmoid_grad_forward(y, dy):
 def sigmoid_grad_vjp(grad, y, dy, *, z=None):
     """Gradient of SigmoidGrad: one array per input (y, dy)."""
     tmp0 = 1 - y
-    grad_y = _sum_to_shape(grad * (dy * tmp0 - dy * y), jnp.shape(y))
-    grad_dy = _sum_to_shape(grad * tmp0 * y, jnp.shape(dy))
+    grad_y = _sum_to_shape(grad * (dy * tmp0 - dy * y), np.shape(y))
+    grad_dy = _sum_to_shape(grad * tmp0 * y, np.shape(dy))
     return grad_y, grad_dy
 
 
@@ -79,8 +79,8 @@ def tanh_grad_forward(y, dy):
 
 def tanh_grad_vjp(grad, y, dy, *, z=None):
     """Gradient of TanhGrad: one array per input (y, dy)."""
-    grad_y = _sum_to_shape(-2 * dy * grad * y, jnp.shape(y))
-    grad_dy = _sum_to_shape(grad * (1 - y**2), jnp.shape(dy))
+    grad_y = _sum_to_shape(-2 * dy * grad * y, np.shape(y))
+    grad_dy = _sum_to_shape(grad * (1 - y**2), np.shape(dy))
     return grad_y, grad_dy
 
 
@@ -118,8 +118,8 @@ def sqrt_grad_vjp(grad, y, dy, *, z=None):
     if z is None:
         z = sqrt_grad_forward(y, dy)
     tmp0 = grad / y
-    grad_y = _sum_to_shape(-tmp0 * z, jnp.shape(y))
-    grad_dy = _sum_to_shape((1 / 2) * tmp0, jnp.shape(dy))
+    grad_y = _sum_to_shape(-tmp0 * z, np.shape(y))
+    grad_dy = _sum_to_shape((1 / 2) * tmp0, np.shape(dy))
     return grad_y, grad_dy
 
 
@@ -154,8 +154,8 @@ def rsqrt_grad_forward(y, dy):
 
 def rsqrt_grad_vjp(grad, y, dy, *, z=None):
     """Gradient of RsqrtGrad: one array per input (y, dy)."""
-    grad_y = _sum_to_shape(-3 / 2 * dy * grad * y**2, jnp.shape(y))
-    grad_dy = _sum_to_shape(-1 / 2 * grad * y**3, jnp.shape(dy))
+    grad_y = _sum_to_shape(-3 / 2 * dy * grad * y**2, np.shape(y))
+    grad_dy = _sum_to_shape(-1 / 2 * grad * y**3, np.shape(dy))
     return grad_y, grad_dy
 
 
@@ -190,8 +190,8 @@ def reciprocal_grad_forward(y, dy):
 
 def reciprocal_grad_vjp(grad, y, dy, *, z=None):
     """Gradient of ReciprocalGrad: one array per input (y, dy)."""
-    grad_y = _sum_to_shape(-2 * dy * grad * y, jnp.shape(y))
-    grad_dy = _sum_to_shape(-grad * y**2, jnp.shape(dy))
+    grad_y = _sum_to_shape(-2 * dy * grad * y, np.shape(y))
+    grad_dy = _sum_to_shape(-grad * y**2, np.shape(dy))
     return grad_y, grad_dy
 
 
@@ -226,8 +226,8 @@ def inv_grad_forward(y, dy):
 
 def inv_grad_vjp(grad, y, dy, *, z=None):
     """Gradient of InvGrad: one array per input (y, dy)."""
-    grad_y = _sum_to_shape(-2 * dy * grad * y, jnp.shape(y))
-    grad_dy = _sum_to_shape(-grad * y**2, jnp.shape(dy))
+    grad_y = _sum_to_shape(-2 * dy * grad * y, np.shape(y))
+    grad_dy = _sum_to_shape(-grad * y**2, np.shape(dy))
     return grad_y, grad_dy
 
 
@@ -262,7 +262,7 @@ def relu_grad_forward(gradients, features):
 
 def relu_grad_vjp(grad, gradients, features, *, backprops=None):
     """Gradient of ReluGrad: one array per input (gradients, features)."""
-    grad_gradients = _sum_to_shape(jnp.where(features > 0, grad, 0), jnp.shape(gradients))
+    grad_gradients = _sum_to_shape(jnp.where(features > 0, grad, 0), np.shape(gradients))
     return grad_gradients, None
 
 
@@ -298,7 +298,7 @@ def relu6_grad_forward(gradients, features):
 def relu6_grad_vjp(grad, gradients, features, *, backprops=None):
     """Gradient of Relu6Grad: one array per input (gradients, features)."""
     grad_gradients = _sum_to_shape(
-        jnp.where((features > 0) & (features < 6), grad, 0), jnp.shape(gradients)
+        jnp.where((features > 0) & (features < 6), grad, 0), np.shape(gradients)
     )
     return grad_gradients, None
 
@@ -334,9 +334,7 @@ def leaky_relu_grad_forward(gradients, features, *, alpha=0.2):
 
 def leaky_relu_grad_vjp(grad, gradients, features, *, backprops=None, alpha=0.2):
     """Gradient of LeakyReluGrad: one array per input (gradients, features)."""
-    grad_gradients = _sum_to_shape(
-        jnp.where(features > 0, grad, alpha * grad), jnp.shape(gradients)
-    )
+    grad_gradients = _sum_to_shape(jnp.where(features > 0, grad, alpha * grad), np.shape(gradients))
     return grad_gradients, None
 
 
@@ -372,10 +370,8 @@ def elu_grad_forward(gradients, outputs):
 def elu_grad_vjp(grad, gradients, outputs, *, backprops=None):
     """Gradient of EluGrad: one array per input (gradients, outputs)."""
     tmp0 = outputs >= 0
-    grad_gradients = _sum_to_shape(
-        jnp.where(tmp0, grad, grad * (outputs + 1)), jnp.shape(gradients)
-    )
-    grad_outputs = _sum_to_shape(jnp.where(tmp0, 0, grad * gradients), jnp.shape(outputs))
+    grad_gradients = _sum_to_shape(jnp.where(tmp0, grad, grad * (outputs + 1)), np.shape(gradients))
+    grad_outputs = _sum_to_shape(jnp.where(tmp0, 0, grad * gradients), np.shape(outputs))
     return grad_gradients, grad_outputs
 
 
@@ -415,9 +411,9 @@ def selu_grad_vjp(grad, gradients, outputs, *, backprops=None):
     tmp0 = outputs < 0
     grad_gradients = _sum_to_shape(
         jnp.where(tmp0, grad * (outputs + 1.7580993408473768), 1.0507009873554805 * grad),
-        jnp.shape(gradients),
+        np.shape(gradients),
     )
-    grad_outputs = _sum_to_shape(jnp.where(tmp0, grad * gradients, 0), jnp.shape(outputs))
+    grad_outputs = _sum_to_shape(jnp.where(tmp0, grad * gradients, 0), np.shape(outputs))
     return grad_gradients, grad_outputs
 
 
@@ -453,9 +449,9 @@ def softplus_grad_forward(gradients, features):
 def softplus_grad_vjp(grad, gradients, features, *, backprops=None):
     """Gradient of SoftplusGrad: one array per input (gradients, features)."""
     tmp0 = jnp.tanh((1 / 2) * features)
-    grad_gradients = _sum_to_shape(grad * ((1 / 2) * tmp0 + 1 / 2), jnp.shape(gradients))
+    grad_gradients = _sum_to_shape(grad * ((1 / 2) * tmp0 + 1 / 2), np.shape(gradients))
     grad_features = _sum_to_shape(
-        (1 / 2) * grad * gradients * (1 / 2 - 1 / 2 * tmp0**2), jnp.shape(features)
+        (1 / 2) * grad * gradients * (1 / 2 - 1 / 2 * tmp0**2), np.shape(features)
     )
     return grad_gradients, grad_features
 

@@ -113,55 +113,55 @@ def concat_v2_vjp(grad, *values, output=None, axis=-1):
         values_0, values_1 = values
         t0 = jnp.arange(jnp.shape(values_0)[-1])
         grad_values_0 = _gather(grad, t0, -1)
-        grad_values_0 = _sum_to_shape(grad_values_0, jnp.shape(values_0))
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
         t1 = jnp.arange(jnp.shape(values_1)[-1])
         t2 = jnp.shape(values_0)[-1]
         t3 = t1 + t2
         grad_values_1 = _gather(grad, t3, -1)
-        grad_values_1 = _sum_to_shape(grad_values_1, jnp.shape(values_1))
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
         grads = (grad_values_0, grad_values_1)
     elif N == 2 and axis == -2:
         values_0, values_1 = values
         t0 = jnp.arange(jnp.shape(values_0)[-2])
         grad_values_0 = _gather(grad, t0, -2)
-        grad_values_0 = _sum_to_shape(grad_values_0, jnp.shape(values_0))
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
         t1 = jnp.arange(jnp.shape(values_1)[-2])
         t2 = jnp.shape(values_0)[-2]
         t3 = t1 + t2
         grad_values_1 = _gather(grad, t3, -2)
-        grad_values_1 = _sum_to_shape(grad_values_1, jnp.shape(values_1))
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
         grads = (grad_values_0, grad_values_1)
     elif N == 3 and axis == -1:
         values_0, values_1, values_2 = values
         t0 = jnp.arange(jnp.shape(values_0)[-1])
         grad_values_0 = _gather(grad, t0, -1)
-        grad_values_0 = _sum_to_shape(grad_values_0, jnp.shape(values_0))
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
         t1 = jnp.arange(jnp.shape(values_1)[-1])
         t2 = jnp.shape(values_0)[-1]
         t3 = t1 + t2
         grad_values_1 = _gather(grad, t3, -1)
-        grad_values_1 = _sum_to_shape(grad_values_1, jnp.shape(values_1))
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
         t4 = jnp.arange(jnp.shape(values_2)[-1])
         t5 = jnp.shape(values_1)[-1]
         t6 = t2 + t4 + t5
         grad_values_2 = _gather(grad, t6, -1)
-        grad_values_2 = _sum_to_shape(grad_values_2, jnp.shape(values_2))
+        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
         grads = (grad_values_0, grad_values_1, grad_values_2)
     elif N == 3 and axis == -2:
         values_0, values_1, values_2 = values
         t0 = jnp.arange(jnp.shape(values_0)[-2])
         grad_values_0 = _gather(grad, t0, -2)
-        grad_values_0 = _sum_to_shape(grad_values_0, jnp.shape(values_0))
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
         t1 = jnp.arange(jnp.shape(values_1)[-2])
         t2 = jnp.shape(values_0)[-2]
         t3 = t1 + t2
         grad_values_1 = _gather(grad, t3, -2)
-        grad_values_1 = _sum_to_shape(grad_values_1, jnp.shape(values_1))
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
         t4 = jnp.arange(jnp.shape(values_2)[-2])
         t5 = jnp.shape(values_1)[-2]
         t6 = t2 + t4 + t5
         grad_values_2 = _gather(grad, t6, -2)
-        grad_values_2 = _sum_to_shape(grad_values_2, jnp.shape(values_2))
+        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
         grads = (grad_values_0, grad_values_1, grad_values_2)
     else:
         raise ValueError(f"ConcatV2: unsupported attributes N={N!r}, axis={axis!r}")
@@ -327,7 +327,7 @@ def split_v_forward(value, *, num_split=2, axis=-1, size_splits):
         output_0 = _gather(value, t2, -1)
         t3 = np.where(size_splits[1] == -1, -size_splits[0] + t0, size_splits[1])
         t4 = jnp.arange(t3)
-        t5 = t4 + jnp.where(size_splits[0] == -1, -size_splits[1] + t0, size_splits[0])
+        t5 = t4 + np.where(size_splits[0] == -1, -size_splits[1] + t0, size_splits[0])
         output_1 = _gather(value, t5, -1)
         output = (output_0, output_1)
     elif num_split == 2 and axis == -2:
@@ -337,7 +337,7 @@ def split_v_forward(value, *, num_split=2, axis=-1, size_splits):
         output_0 = _gather(value, t2, -2)
         t3 = np.where(size_splits[1] == -1, -size_splits[0] + t0, size_splits[1])
         t4 = jnp.arange(t3)
-        t5 = t4 + jnp.where(size_splits[0] == -1, -size_splits[1] + t0, size_splits[0])
+        t5 = t4 + np.where(size_splits[0] == -1, -size_splits[1] + t0, size_splits[0])
         output_1 = _gather(value, t5, -2)
         output = (output_0, output_1)
     elif num_split == 3 and axis == -1:
@@ -347,7 +347,7 @@ def split_v_forward(value, *, num_split=2, axis=-1, size_splits):
         output_0 = _gather(value, t2, -1)
         t3 = np.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t0, size_splits[1])
         t4 = jnp.arange(t3)
-        t5 = t4 + jnp.where(
+        t5 = t4 + np.where(
             size_splits[0] == -1, -size_splits[1] - size_splits[2] + t0, size_splits[0]
         )
         output_1 = _gather(value, t5, -1)
@@ -355,8 +355,8 @@ def split_v_forward(value, *, num_split=2, axis=-1, size_splits):
         t7 = jnp.arange(t6)
         t8 = (
             t7
-            + jnp.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t0, size_splits[1])
-            + jnp.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t0, size_splits[0])
+            + np.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t0, size_splits[1])
+            + np.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t0, size_splits[0])
         )
         output_2 = _gather(value, t8, -1)
         output = (output_0, output_1, output_2)
@@ -367,7 +367,7 @@ def split_v_forward(value, *, num_split=2, axis=-1, size_splits):
         output_0 = _gather(value, t2, -2)
         t3 = np.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t0, size_splits[1])
         t4 = jnp.arange(t3)
-        t5 = t4 + jnp.where(
+        t5 = t4 + np.where(
             size_splits[0] == -1, -size_splits[1] - size_splits[2] + t0, size_splits[0]
         )
         output_1 = _gather(value, t5, -2)
@@ -375,8 +375,8 @@ def split_v_forward(value, *, num_split=2, axis=-1, size_splits):
         t7 = jnp.arange(t6)
         t8 = (
             t7
-            + jnp.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t0, size_splits[1])
-            + jnp.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t0, size_splits[0])
+            + np.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t0, size_splits[1])
+            + np.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t0, size_splits[0])
         )
         output_2 = _gather(value, t8, -2)
         output = (output_0, output_1, output_2)
@@ -394,7 +394,7 @@ def split_v_vjp(grad_output, value, *, output=None, num_split=2, axis=-1, size_s
         t0 = jnp.arange(jnp.shape(value)[-1])
         t1 = _gather(grad_output_0, t0, -1)
         t2 = jnp.shape(value)[-1]
-        t3 = t0 - jnp.where(size_splits[0] == -1, -size_splits[1] + t2, size_splits[0])
+        t3 = t0 - np.where(size_splits[0] == -1, -size_splits[1] + t2, size_splits[0])
         t4 = _gather(grad_output_1, t3, -1)
         grad_value = t1 + t4
     elif num_split == 2 and axis == -2:
@@ -402,7 +402,7 @@ def split_v_vjp(grad_output, value, *, output=None, num_split=2, axis=-1, size_s
         t0 = jnp.arange(jnp.shape(value)[-2])
         t1 = _gather(grad_output_0, t0, -2)
         t2 = jnp.shape(value)[-2]
-        t3 = t0 - jnp.where(size_splits[0] == -1, -size_splits[1] + t2, size_splits[0])
+        t3 = t0 - np.where(size_splits[0] == -1, -size_splits[1] + t2, size_splits[0])
         t4 = _gather(grad_output_1, t3, -2)
         grad_value = t1 + t4
     elif num_split == 3 and axis == -1:
@@ -410,14 +410,14 @@ def split_v_vjp(grad_output, value, *, output=None, num_split=2, axis=-1, size_s
         t0 = jnp.arange(jnp.shape(value)[-1])
         t1 = _gather(grad_output_0, t0, -1)
         t2 = jnp.shape(value)[-1]
-        t3 = t0 - jnp.where(
+        t3 = t0 - np.where(
             size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0]
         )
         t4 = _gather(grad_output_1, t3, -1)
         t5 = (
             t0
-            - jnp.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t2, size_splits[1])
-            - jnp.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0])
+            - np.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t2, size_splits[1])
+            - np.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0])
         )
         t6 = _gather(grad_output_2, t5, -1)
         grad_value = t1 + t4 + t6
@@ -426,14 +426,14 @@ def split_v_vjp(grad_output, value, *, output=None, num_split=2, axis=-1, size_s
         t0 = jnp.arange(jnp.shape(value)[-2])
         t1 = _gather(grad_output_0, t0, -2)
         t2 = jnp.shape(value)[-2]
-        t3 = t0 - jnp.where(
+        t3 = t0 - np.where(
             size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0]
         )
         t4 = _gather(grad_output_1, t3, -2)
         t5 = (
             t0
-            - jnp.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t2, size_splits[1])
-            - jnp.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0])
+            - np.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t2, size_splits[1])
+            - np.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0])
         )
         t6 = _gather(grad_output_2, t5, -2)
         grad_value = t1 + t4 + t6
@@ -502,64 +502,64 @@ def pack_vjp(grad, *values, output=None, axis=-1):
         values_0, values_1 = values
         t0 = 0
         grad_values_0 = _gather(grad, t0, -1)
-        grad_values_0 = _sum_to_shape(grad_values_0, jnp.shape(values_0))
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
         t1 = 1
         grad_values_1 = _gather(grad, t1, -1)
-        grad_values_1 = _sum_to_shape(grad_values_1, jnp.shape(values_1))
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
         grads = (grad_values_0, grad_values_1)
     elif N == 2 and axis == -2:
         values_0, values_1 = values
         t0 = 0
         grad_values_0 = _gather(grad, t0, -2)
-        grad_values_0 = _sum_to_shape(grad_values_0, jnp.shape(values_0))
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
         t1 = 1
         grad_values_1 = _gather(grad, t1, -2)
-        grad_values_1 = _sum_to_shape(grad_values_1, jnp.shape(values_1))
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
         grads = (grad_values_0, grad_values_1)
     elif N == 2 and axis == -3:
         values_0, values_1 = values
         t0 = 0
         grad_values_0 = _gather(grad, t0, -3)
-        grad_values_0 = _sum_to_shape(grad_values_0, jnp.shape(values_0))
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
         t1 = 1
         grad_values_1 = _gather(grad, t1, -3)
-        grad_values_1 = _sum_to_shape(grad_values_1, jnp.shape(values_1))
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
         grads = (grad_values_0, grad_values_1)
     elif N == 3 and axis == -1:
         values_0, values_1, values_2 = values
         t0 = 0
         grad_values_0 = _gather(grad, t0, -1)
-        grad_values_0 = _sum_to_shape(grad_values_0, jnp.shape(values_0))
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
         t1 = 1
         grad_values_1 = _gather(grad, t1, -1)
-        grad_values_1 = _sum_to_shape(grad_values_1, jnp.shape(values_1))
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
         t2 = 2
         grad_values_2 = _gather(grad, t2, -1)
-        grad_values_2 = _sum_to_shape(grad_values_2, jnp.shape(values_2))
+        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
         grads = (grad_values_0, grad_values_1, grad_values_2)
     elif N == 3 and axis == -2:
         values_0, values_1, values_2 = values
         t0 = 0
         grad_values_0 = _gather(grad, t0, -2)
-        grad_values_0 = _sum_to_shape(grad_values_0, jnp.shape(values_0))
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
         t1 = 1
         grad_values_1 = _gather(grad, t1, -2)
-        grad_values_1 = _sum_to_shape(grad_values_1, jnp.shape(values_1))
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
         t2 = 2
         grad_values_2 = _gather(grad, t2, -2)
-        grad_values_2 = _sum_to_shape(grad_values_2, jnp.shape(values_2))
+        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
         grads = (grad_values_0, grad_values_1, grad_values_2)
     elif N == 3 and axis == -3:
         values_0, values_1, values_2 = values
         t0 = 0
         grad_values_0 = _gather(grad, t0, -3)
-        grad_values_0 = _sum_to_shape(grad_values_0, jnp.shape(values_0))
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
         t1 = 1
         grad_values_1 = _gather(grad, t1, -3)
-        grad_values_1 = _sum_to_shape(grad_values_1, jnp.shape(values_1))
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
         t2 = 2
         grad_values_2 = _gather(grad, t2, -3)
-        grad_values_2 = _sum_to_shape(grad_values_2, jnp.shape(values_2))
+        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
         grads = (grad_values_0, grad_values_1, grad_values_2)
     else:
         raise ValueError(f"Pack: unsupported attributes N={N!r}, axis={axis!r}")
@@ -708,18 +708,18 @@ def add_n_vjp(grad, *inputs, sum=None):
     if N == 2:
         inputs_0, inputs_1 = inputs
         grad_inputs_0 = grad
-        grad_inputs_0 = _sum_to_shape(grad_inputs_0, jnp.shape(inputs_0))
+        grad_inputs_0 = _sum_to_shape(grad_inputs_0, np.shape(inputs_0))
         grad_inputs_1 = grad
-        grad_inputs_1 = _sum_to_shape(grad_inputs_1, jnp.shape(inputs_1))
+        grad_inputs_1 = _sum_to_shape(grad_inputs_1, np.shape(inputs_1))
         grads = (grad_inputs_0, grad_inputs_1)
     elif N == 3:
         inputs_0, inputs_1, inputs_2 = inputs
         grad_inputs_0 = grad
-        grad_inputs_0 = _sum_to_shape(grad_inputs_0, jnp.shape(inputs_0))
+        grad_inputs_0 = _sum_to_shape(grad_inputs_0, np.shape(inputs_0))
         grad_inputs_1 = grad
-        grad_inputs_1 = _sum_to_shape(grad_inputs_1, jnp.shape(inputs_1))
+        grad_inputs_1 = _sum_to_shape(grad_inputs_1, np.shape(inputs_1))
         grad_inputs_2 = grad
-        grad_inputs_2 = _sum_to_shape(grad_inputs_2, jnp.shape(inputs_2))
+        grad_inputs_2 = _sum_to_shape(grad_inputs_2, np.shape(inputs_2))
         grads = (grad_inputs_0, grad_inputs_1, grad_inputs_2)
     else:
         raise ValueError(f"AddN: unsupported attributes N={N!r}")

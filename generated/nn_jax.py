@@ -292,9 +292,9 @@ def cross_vjp(grad, a, b, *, product=None):
         dtype=jnp.result_type(a),
     )
     grad_a = jnp.einsum("...a,...b,acb->...c", grad, b, t0, optimize=True)
-    grad_a = _sum_to_shape(grad_a, jnp.shape(a))
+    grad_a = _sum_to_shape(grad_a, np.shape(a))
     grad_b = jnp.einsum("...a,...b,abc->...c", grad, a, t0, optimize=True)
-    grad_b = _sum_to_shape(grad_b, jnp.shape(b))
+    grad_b = _sum_to_shape(grad_b, np.shape(b))
     return grad_a, grad_b
 
 

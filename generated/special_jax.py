@@ -133,7 +133,7 @@ def polygamma_forward(a, x):
 def polygamma_vjp(grad, a, x, *, z=None):
     """Gradient of Polygamma: one array per input (a, x)."""
     grad_x = _sum_to_shape(
-        grad * jax.scipy.special.polygamma(jnp.asarray(a + 1, int), x), jnp.shape(x)
+        grad * jax.scipy.special.polygamma(jnp.asarray(a + 1, int), x), np.shape(x)
     )
     return None, grad_x
 
@@ -169,7 +169,7 @@ def zeta_forward(x, q):
 
 def zeta_vjp(grad, x, q, *, z=None):
     """Gradient of Zeta: one array per input (x, q)."""
-    grad_q = _sum_to_shape(-grad * x * jax.scipy.special.zeta(x + 1, q), jnp.shape(q))
+    grad_q = _sum_to_shape(-grad * x * jax.scipy.special.zeta(x + 1, q), np.shape(q))
     return None, grad_q
 
 
@@ -491,7 +491,13 @@ def bessel_i1_vjp(grad, x, *, y=None):
     """Gradient of BesselI1: one array per input (x)."""
     grad_x = grad * (
         (1 / 2) * jax.scipy.special.i0(x)
-        + (1 / 2) * jnp.where(x == 0, 0, jax.scipy.special.i0(x) - 2 * jax.scipy.special.i1(x) / x)
+        + (1 / 2)
+        * jnp.where(
+            x == 0,
+            0,
+            jax.scipy.special.i0(jnp.where(x == 0, 1, x))
+            - 2 * jax.scipy.special.i1(jnp.where(x == 0, 1, x)) / jnp.where(x == 0, 1, x),
+        )
     )
     return (grad_x,)
 
@@ -570,7 +576,12 @@ def bessel_i1e_vjp(grad, x, *, y=None):
         -y * jnp.sign(x)
         + (1 / 2) * jax.scipy.special.i0e(x)
         + (1 / 2)
-        * jnp.where(x == 0, 0, jax.scipy.special.i0e(x) - 2 * jax.scipy.special.i1e(x) / x)
+        * jnp.where(
+            x == 0,
+            0,
+            jax.scipy.special.i0e(jnp.where(x == 0, 1, x))
+            - 2 * jax.scipy.special.i1e(jnp.where(x == 0, 1, x)) / jnp.where(x == 0, 1, x),
+        )
     )
     return (grad_x,)
 

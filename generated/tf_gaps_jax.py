@@ -45,9 +45,9 @@ def softsign_grad_vjp(grad, gradients, features, *, backprops=None):
     if backprops is None:
         backprops = softsign_grad_forward(gradients, features)
     tmp0 = jnp.abs(features) + 1
-    grad_gradients = _sum_to_shape(grad / tmp0**2, jnp.shape(gradients))
+    grad_gradients = _sum_to_shape(grad / tmp0**2, np.shape(gradients))
     grad_features = _sum_to_shape(
-        -2 * backprops * grad * jnp.sign(features) / tmp0, jnp.shape(features)
+        -2 * backprops * grad * jnp.sign(features) / tmp0, np.shape(features)
     )
     return grad_gradients, grad_features
 

@@ -168,7 +168,25 @@ class JaxReference:
         return JaxFunction(op, "_forward", label=f"JAX's autodiff of {op.stem}_jax.{op.decl.func_name}_forward")
 
 
-NAMED_REFERENCES = {"tensorflow": TensorFlowReference, "jax": JaxReference}  # else a module
+class TorchReference:
+    """PyTorch's own function of the op type (`symgrad.backends.torch.functions`) under
+    autograd, its hand-written derivative; for an op type PyTorch has none of, PyTorch's
+    autograd of the generated formula `<op>_forward`."""
+
+    name = "torch"
+
+    def source_for(self, op: DerivedOp):
+        from symgrad.backends.torch import unavailable_reason
+        from symgrad.backends.torch.functions import FUNCTIONS
+        from symgrad.backends.torch.verify import torch_reference
+
+        reason = unavailable_reason(op)
+        if reason and op.name not in FUNCTIONS:
+            return NoReference(f"the PyTorch module has no {op.name}: {reason}")
+        return torch_reference(op)
+
+
+NAMED_REFERENCES = {"tensorflow": TensorFlowReference, "jax": JaxReference, "torch": TorchReference}  # else a module
 
 
 def make_reference(against: str, mapping: dict[str, str] | None = None):

@@ -11,7 +11,9 @@ w.r.t. g and each x:
 * `tensorflow-graph` (where TensorFlow has the op type): `tf.gradients` of `tf.gradients` of
   `tf.raw_ops.<OpType>` under `gradient_override_map`, the generated `<op>_grad` registered;
 * `jax`: `jax.vjp` of `jax.vjp` of the generated `custom_vjp` op: JAX differentiating the
-  derived `<op>_vjp`.
+  derived `<op>_vjp`;
+* `torch`: `torch.autograd.grad` twice (`create_graph=True`) of the generated op: PyTorch's
+  double backward through the derived `<op>_vjp`.
 
 `symgrad diff --against tensorflow --order 2` compares them with TensorFlow's own second
 derivative of the op (nested tapes over `tf.raw_ops.<OpType>`) where it has a gradient.
@@ -30,7 +32,9 @@ from symgrad.derived import DerivedOp, Variant
 from symgrad.diff import NoReference, TensorFlowReference, bound_forward, case_groups, derived_source, diff_groups
 from symgrad.errors import SymgradError
 from symgrad.report import Result
+from symgrad.targets import REGISTRY
 from symgrad.sources import (
+    Unavailable,
     Gradients,
     Skipped,
     TfGradientFunction,
@@ -343,15 +347,13 @@ def second_order_sources(op: DerivedOp, targets: tuple[str, ...]) -> tuple[dict,
         sources["tensorflow"] = wrapper_tapes(op)
         if hasattr(import_tf().raw_ops, op.name):
             sources[GRAPH_TARGET] = graph_gradients(op)
-    if "jax" in targets:
-        from symgrad.backends.jax import unavailable_reason
-        from symgrad.backends.jax.verify import JaxSecondOrder  # JAX: only when checked
-
-        reason = unavailable_reason(op)
-        if reason:
-            missing.append(Result(op.name, None, None, "jax", REFERENCE, "unavailable", message=reason))
-        else:
-            sources["jax"] = JaxSecondOrder(op)
+    for target in targets:  # the frameworks that differentiate the derived gradient themselves
+        backend = REGISTRY[target].backend if target not in ("numpy", "tensorflow") else None
+        source = backend.second_order_source(op) if hasattr(backend, "second_order_source") else None
+        if isinstance(source, Unavailable):
+            missing.append(Result(op.name, None, None, target, REFERENCE, "unavailable", message=source.reason))
+        elif source is not None:
+            sources[target] = source
     return sources, missing
 
 

@@ -40,6 +40,7 @@ REGISTRY = {
         Target("numpy", "_numpy.py", None),
         Target("tensorflow", "_tf.py", "tensorflow"),
         Target("jax", "_jax.py", "jax"),
+        Target("torch", "_torch.py", "torch"),
     )
 }
 TARGETS = tuple(REGISTRY)

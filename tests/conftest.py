@@ -45,6 +45,17 @@ def require_jax():
     return jax
 
 
+def require_torch():
+    """Import PyTorch, or skip; with SYMGRAD_REQUIRE_TORCH=1 a missing PyTorch fails."""
+    try:
+        import torch
+    except ImportError:
+        if os.environ.get("SYMGRAD_REQUIRE_TORCH") == "1":
+            pytest.fail("SYMGRAD_REQUIRE_TORCH=1 but PyTorch cannot be imported")
+        pytest.skip("PyTorch is not installed (see the README: a CPU build, then pip install '.[torch]')")
+    return torch
+
+
 def import_path(path: Path, name: str | None = None):
     """Import a Python file as a module (once per name)."""
     name = name or f"_symgrad_test_{path.parent.name}_{path.stem}"
@@ -65,6 +76,11 @@ def tf():
 @pytest.fixture(scope="session")
 def jax():
     return require_jax()
+
+
+@pytest.fixture(scope="session")
+def torch():
+    return require_torch()
 
 
 @pytest.fixture(scope="session")
@@ -110,6 +126,13 @@ def jax_module(derived, jax):
     """`jax_module("matmul")` imports the freshly generated JAX module of ops/matmul.py."""
     out, _ = derived
     return lambda stem: import_path(out / f"{stem}_jax.py")
+
+
+@pytest.fixture(scope="session")
+def torch_module(derived, torch):
+    """`torch_module("matmul")` imports the freshly generated PyTorch module of ops/matmul.py."""
+    out, _ = derived
+    return lambda stem: import_path(out / f"{stem}_torch.py")
 
 
 # The library-wide runs: the default run checks a sample of each op's attribute variants (every

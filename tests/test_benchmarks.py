@@ -20,7 +20,7 @@ from conftest import ROOT, import_path, require_tf
 
 RUN = ROOT / "benchmarks" / "run.py"
 ROW_KEYS = {"op", "group", "variant", "target", "reference", "ratio", "ours_s", "reference_s"}
-HIDDEN = ("jax", "autograd", "matplotlib")
+HIDDEN = ("jax", "autograd", "matplotlib", "torch")
 COMPOSED = {"ScaledDotProductAttention", "LayerNorm", "MlpBlock"}
 
 
@@ -58,7 +58,7 @@ def check_rows(report: dict) -> None:
     assert rows
     for row in rows:
         assert ROW_KEYS <= row.keys(), row
-        assert row["target"] in ("numpy", "tensorflow", "jax")
+        assert row["target"] in ("numpy", "tensorflow", "jax", "torch")
         assert row["ours_s"] > 0 and row["reference_s"] > 0
         assert row["ratio"] == row["ours_s"] / row["reference_s"]
         assert row["agrees"] in (True, None), row  # the contenders computed the same gradient
@@ -85,6 +85,8 @@ def test_smoke_run_covers_every_case_and_writes_the_json(benchmark_runs):
             assert ("numpy", reference) in comparisons
     if importlib.util.find_spec("jax") is not None:  # the JAX target, against jax.vjp of JAX code
         assert ("jax", "jax.jit") in comparisons
+    if importlib.util.find_spec("torch") is not None:  # the PyTorch target, against PyTorch's own
+        assert ("torch", "torch") in comparisons
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "ratios.png").stat().st_size > 0
     check_composed(stdout, report)
@@ -105,6 +107,8 @@ def check_composed(stdout: str, report: dict) -> None:
             expected |= {("numpy", "autograd"), ("numpy", "autograd+forward")}
         if importlib.util.find_spec("jax") is not None:
             expected |= {("numpy", "jax.jit"), ("jax", "jax.jit")}
+        if importlib.util.find_spec("torch") is not None and op in _torch_functions():
+            expected |= {("torch", "torch")}
         assert comparisons == expected, op
     names = {target["target"] for target in report["targets"]}
     assert {
@@ -112,6 +116,12 @@ def check_composed(stdout: str, report: dict) -> None:
         "composed: gradient / its forward",
     } <= names
     assert "composed: gradient / its forward" in stdout
+
+
+def _torch_functions():
+    from symgrad.backends.torch.functions import FUNCTIONS
+
+    return FUNCTIONS
 
 
 def test_missing_benchmark_dependencies_are_skipped_and_said(benchmark_runs):

@@ -1,4 +1,4 @@
-"""With SYMGRAD_REQUIRE_TF=1 (SYMGRAD_REQUIRE_JAX=1) a missing TensorFlow (JAX) fails the tests
+"""With SYMGRAD_REQUIRE_TF=1 (_JAX=1, _TORCH=1) a missing TensorFlow (JAX, PyTorch) fails the tests
 that need it instead of skipping them."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ spec.loader.exec_module(module)
 FRAMEWORKS = [  # (package, fixture, switch, name in the message)
     pytest.param("tensorflow", "tf", "SYMGRAD_REQUIRE_TF", "TensorFlow", id="tensorflow"),
     pytest.param("jax", "jax", "SYMGRAD_REQUIRE_JAX", "JAX", id="jax"),
+    pytest.param("torch", "torch", "SYMGRAD_REQUIRE_TORCH", "PyTorch", id="torch"),
 ]
 
 

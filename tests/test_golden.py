@@ -34,6 +34,9 @@ PINNED = {
     ("nn_jax.py", "_softmax_bwd", None): "softmax_bwd_jax.py",
     ("composed_jax.py", "layer_norm_vjp", None): "layer_norm_vjp_jax.py",
     ("conv_jax.py", "conv2d_vjp", None): "conv2d_vjp_jax.py",
+    ("matmul_torch.py", "matmul_vjp", None): "matmul_vjp_torch.py",
+    ("nn_torch.py", "softmax_vjp", None): "softmax_vjp_torch.py",
+    ("composed_torch.py", "layer_norm_vjp", None): "layer_norm_vjp_torch.py",
 }
 
 

@@ -117,9 +117,10 @@ def test_seed_example_prints_the_numbers():
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert sum(str(SUM_C) in line and line.endswith("same") for line in lines) == 7
-    assert sum(str(SUM_C_TIMES_C) in line and line.endswith("same") for line in lines) == 7
+    assert sum(str(SUM_C) in line and line.endswith("same") for line in lines) == 8
+    assert sum(str(SUM_C_TIMES_C) in line and line.endswith("same") for line in lines) == 8
     assert sum("symgrad JAX" in line for line in lines) == 4
+    assert sum("symgrad PyTorch" in line for line in lines) == 2
     assert "DIFFERENT" not in result.stdout
 
 

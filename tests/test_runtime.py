@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import GENERATED, require_jax, require_tf
+from conftest import GENERATED, require_jax, require_tf, require_torch
 
 from symgrad.render import helper_sources
 from symgrad.targets import REGISTRY
@@ -24,7 +24,14 @@ def _runtime(target: str):
         require_tf()
     elif target == "jax":
         require_jax()
+    elif target == "torch":
+        require_torch()
     return importlib.import_module(f"symgrad.backends.{target}.runtime")
+
+
+def _given(target: str, x):
+    """`x` as the target's helpers take arrays: torch's read tensors' attributes."""
+    return require_torch().as_tensor(x) if target == "torch" else x
 
 
 def _array(x) -> np.ndarray:
@@ -45,7 +52,7 @@ def test_gather_reads_fill_outside(target):
     runtime = _runtime(target)
     x = RNG.normal(size=(2, 5, 3))
     positions = np.array([4, -1, 0, 5, 2])
-    got = _array(runtime._gather(x, positions, -2, -7.0))
+    got = _array(runtime._gather(_given(target, x), _given(target, positions), -2, -7.0))
     expected = np.stack([x[:, p] if 0 <= p < 5 else np.full((2, 3), -7.0) for p in positions], axis=1)
     np.testing.assert_array_equal(got, expected)
 
@@ -55,7 +62,7 @@ def test_scatter_add_sums_repeated_positions_and_drops_outside(target):
     runtime = _runtime(target)
     values = RNG.normal(size=(2, 6, 3))
     positions = np.array([1, 1, -1, 4, 6, 0])
-    got = _array(runtime._scatter_add(values, positions, 1, 5))
+    got = _array(runtime._scatter_add(_given(target, values), _given(target, positions), 1, 5))
     np.testing.assert_allclose(got, _scatter_add_by_loop(values, positions, 5), rtol=1e-12)
 
 
@@ -65,7 +72,7 @@ def test_sum_to_shape_reverses_broadcasting(target):
     g = RNG.normal(size=(4, 3, 5))
     like = np.zeros((3, 1))
     shape = like.shape if target != "tensorflow" else None
-    got = _array(runtime._sum_to_shape(g, shape if shape else _tf_constant(like)))
+    got = _array(runtime._sum_to_shape(_given(target, g), shape if shape else _tf_constant(like)))
     np.testing.assert_allclose(got, g.sum(axis=(0, 2)).reshape(3, 1), rtol=1e-12)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sympy as sp
 from sympy.printing.precedence import PRECEDENCE
 
-from symgrad.functions import scaled_besseli
+from symgrad.functions import safe_where, scaled_besseli
 
 
 class ArrayCodeMixin:
@@ -183,7 +183,9 @@ class ArrayCodeMixin:
         else:
             recurrence = f(0, x) + 2 * f(1, x) / x  # besselk
         if f in (sp.besseli, scaled_besseli, sp.besselj):
-            return self._print(sp.Piecewise((0, sp.Eq(x, 0)), (recurrence, True)))
+            # x = 0 guarded (the double where) where the code is differentiated again
+            taken = recurrence.xreplace({x: safe_where(x, sp.Eq(x, 0))}) if self.guards_branches else recurrence
+            return self._print(sp.Piecewise((0, sp.Eq(x, 0)), (taken, True)))
         return f"({self._print(recurrence)})"  # a sum, inside whatever product it is in
 
     def _print_Heaviside(self, expr):

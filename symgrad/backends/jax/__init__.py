@@ -55,6 +55,15 @@ def derived_source(op, stand_in: bool = False):
     return Unavailable(reason) if reason else JaxFunction(op)
 
 
+def second_order_source(op):
+    """The op differentiated twice by `jax.vjp` through its derived gradient."""
+    from symgrad.backends.jax.verify import JaxSecondOrder
+    from symgrad.sources import Unavailable
+
+    reason = unavailable_reason(op)
+    return Unavailable(reason) if reason else JaxSecondOrder(op)
+
+
 def unavailable_reason(op) -> str | None:
     """Why the derived op's JAX module leaves it out (`UNAVAILABLE`), None where it has it."""
     return getattr(op.module("jax"), "UNAVAILABLE", {}).get(op.name)

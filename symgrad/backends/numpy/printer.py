@@ -31,7 +31,11 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
             return super()._print_Piecewise(expr)
         condition = _mask_condition(expr)  # a count's terms: the condition itself, as 1 and 0
         text = super()._print_Piecewise(expr) if condition is None else self._print_condition(condition)
-        return f"{self._module_format('numpy.asarray')}({text}, {self.dtype_source}.dtype)"
+        return self._typed(text, self.dtype_source)
+
+    def _typed(self, text: str, like: str) -> str:
+        """`text`, an array of numbers, in the dtype of the variable `like`."""
+        return f"{self._module_format('numpy.asarray')}({text}, {like}.dtype)"
 
     def _print_Mul(self, expr):
         """A product with masks (`where(c, 1, 0)`, a relu's) as one select of the rest:

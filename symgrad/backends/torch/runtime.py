@@ -1,0 +1,272 @@
+"""The helpers generated PyTorch modules call, as real Python: `render` copies the source of
+each one a module calls (and of the helpers those call) into it, so that generated files
+import nothing of symgrad. Every helper is made of differentiable torch operations, so that a
+backward that calls it is differentiated again (double backward); shapes and attribute values
+are Python numbers.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import torch
+
+
+def _needed(grads, needed):
+    """The gradients autograd asked for (`ctx.needs_input_grad`), None for the others."""
+    return tuple(g if n else None for g, n in zip(grads, needed))
+
+
+def _fresh(outputs, inputs):
+    """`outputs`, any of them that is one of `inputs` (returned as it is) as a view of it:
+    autograd cannot save an input that a Function returns."""
+    fresh = lambda o: o.view_as(o) if any(o is x for x in inputs) else o
+    return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
+
+
+def _conj(x):
+    """Complex conjugate; real tensors are returned as they are."""
+    return torch.conj(x) if torch.is_complex(x) else x
+
+
+def _tensors(a, b):
+    """`a` and `b` as tensors: a Python number in the dtype of the other."""
+    like = a if isinstance(a, torch.Tensor) else b
+    return tuple(t if isinstance(t, torch.Tensor) else torch.as_tensor(t, dtype=like.dtype) for t in (a, b))
+
+
+def _maximum(a, b):
+    """numpy's `maximum`, of tensors or a tensor and a number (torch's takes tensors only)."""
+    return torch.maximum(*_tensors(a, b))
+
+
+def _minimum(a, b):
+    return torch.minimum(*_tensors(a, b))
+
+
+def _over(reduce, x, axes, keepdims=False):
+    """`reduce` (`torch.sum`, `torch.amax`, ...) over `axes`, none where `axes` is empty
+    (torch reads an empty tuple of axes as all of them)."""
+    return reduce(x, axes, keepdims) if axes else x
+
+
+def _prod(x, axis=None, keepdims=False):
+    """numpy's `prod` over several axes (torch's takes one)."""
+    if axis is None:
+        product = torch.prod(x)
+        return torch.reshape(product, (1,) * x.ndim) if keepdims else product
+    for a in sorted((axis,) if isinstance(axis, int) else axis, key=lambda a: a % x.ndim, reverse=True):
+        x = torch.prod(x, dim=a, keepdim=keepdims)
+    return x
+
+
+def _bessel(name, x):
+    """`torch.special.<name>(x)` (`bessel_j0`, `modified_bessel_k1`, ...), differentiable:
+    PyTorch gives these no derivative, so autograd would read them as constants."""
+    return _Bessel.apply(name, x)
+
+
+class _Bessel(torch.autograd.Function):
+    """A Bessel function of order 0 or 1 whose derivative is the recurrence in the same
+    functions (J0' = -J1, J1' = J0 - J1/x, ...), so differentiable to any order."""
+
+    @staticmethod
+    def forward(name, x):
+        return getattr(torch.special, name)(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.name = inputs[0]
+        ctx.save_for_backward(inputs[1])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        kind, order = ctx.name[:-1], ctx.name[-1]
+        f0, f1 = _bessel(kind + "0", x), _bessel(kind + "1", x)
+        if order == "0":
+            return None, -grad * f1  # J0' = -J1, Y0' = -Y1, K0' = -K1
+        safe = torch.where(x == 0, 1, x)  # J1'(0) = 1/2; Y1 and K1 have a pole at 0
+        derivative = (-f0 if kind == "modified_bessel_k" else f0) - f1 / safe  # K1' = -K0 - K1/x
+        return None, grad * (torch.where(x == 0, 0.5, derivative) if kind == "bessel_j" else derivative)
+
+
+def _polygamma(n, x):
+    """`polygamma` of orders `n` given as a tensor of integers (torch's takes one int order)."""
+    n, x = torch.broadcast_tensors(torch.as_tensor(n, dtype=x.dtype), x)
+    result = torch.zeros_like(x)
+    for order in torch.unique(n).tolist():
+        result = torch.where(n == order, torch.special.polygamma(int(order), x), result)
+    return result
+
+
+def _sum_to_shape(g, shape):
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    if tuple(g.shape) == tuple(shape):
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + n for n, size in enumerate(shape) if size == 1 and g.shape[lead + n] != 1)
+    return torch.reshape(torch.sum(g, dim=axes) if axes else g, tuple(shape))
+
+
+def _shift_right(x, axis, fill):
+    """`x` moved one step along `axis`, `fill` first: an exclusive cumulative sum or product
+    from an inclusive one."""
+    first = torch.full_like(torch.narrow(x, axis, 0, 1), fill)
+    return torch.cat([first, torch.narrow(x, axis, 0, x.shape[axis] - 1)], dim=axis)
+
+
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = torch.as_tensor(positions).long()
+    size, at, count = x.shape[axis], x.ndim + axis, positions.ndim
+    inside = (positions >= 0) & (positions < size)
+    taken = torch.movedim(x, axis, 0)[torch.where(inside, positions, 0)]
+    taken = torch.movedim(taken, tuple(range(count)), tuple(range(at, at + count)))
+    if bool(inside.all()):
+        return taken
+    inside = torch.reshape(inside, tuple(inside.shape) + (1,) * (-axis - 1))
+    return torch.where(inside, taken, torch.as_tensor(fill, dtype=taken.dtype))
+
+
+def _scatter_add(values, positions, trailing, size):
+    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
+    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
+    are dropped (`index_add`, never a one-hot matrix)."""
+    positions = torch.as_tensor(positions).long()
+    count = positions.ndim
+    values = torch.reshape(values, (1,) * max(0, count + trailing - values.ndim) + tuple(values.shape))
+    start = values.ndim - trailing - count
+    shape = tuple(values.shape)
+    values = torch.broadcast_to(values, shape[:start] + tuple(positions.shape) + shape[start + count :])
+    moved = torch.movedim(values, tuple(range(start, start + count)), tuple(range(count)))
+    rest = tuple(moved.shape[count:])
+    flat, slots = torch.reshape(moved, (-1,) + rest), torch.reshape(positions, (-1,))
+    inside = (slots >= 0) & (slots < size)
+    summed = torch.zeros((size,) + rest, dtype=values.dtype).index_add(0, slots[inside], flat[inside])
+    return torch.movedim(summed, 0, start)
+
+
+# --- windows: convolutions and pooling, channels last ---
+
+
+def _pad_spatial(x, widths, fill=0):
+    """`x` padded with `fill` by `widths[n]` (before, after) along spatial axis n (all axes
+    but the first and last)."""
+    flat = [0, 0] + [w for pair in reversed(widths) for w in pair]  # last axis first
+    return torch.nn.functional.pad(x, flat, value=fill)
+
+
+def _window_span(x, pads, spans, fill=0):
+    """`x` cut or padded with `fill` along its spatial axes so that spatial axis n holds
+    `spans[n]` entries from position `-pads[n]` of `x`'s."""
+    widths = [(max(p, 0), max(q - h - p, 0)) for p, q, h in zip(pads, spans, x.shape[1:-1])]
+    if any(w != (0, 0) for w in widths):
+        x = _pad_spatial(x, widths, fill)
+    cut = tuple(slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
+    return x[(slice(None),) + cut + (slice(None),)]
+
+
+def _window_unspan(x, pads, sizes):
+    """The adjoint view of `_window_span`: entries `pads[n]` to `pads[n] + sizes[n] - 1` of
+    spatial axis n of `x`, zero where `x` has none."""
+    widths = [(max(-p, 0), max(h + p - q, 0)) for p, h, q in zip(pads, sizes, x.shape[1:-1])]
+    if any(w != (0, 0) for w in widths):
+        x = _pad_spatial(x, widths)
+    cut = tuple(slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
+    return x[(slice(None),) + cut + (slice(None),)]
+
+
+def _conv_spans(strides, dilations, counts, kernel):
+    """How many input entries `counts` windows of `kernel` entries take, per spatial axis."""
+    if any(s < 1 for s in strides) or any(d < 1 for d in dilations):
+        raise ValueError(f"convolution strides and dilations must be positive, got {strides}, {dilations}")
+    return [(q - 1) * s + (k - 1) * d + 1 for s, d, q, k in zip(strides, dilations, counts, kernel)]
+
+
+def _channels_first_conv(x, weight, strides, dilations, groups=1):
+    """`torch.nn.functional.conv<rank>d` of channels-last `x` with an `[o, c, *k]` weight,
+    unpadded, the result channels last."""
+    rank = len(strides)
+    conv = getattr(torch.nn.functional, f"conv{rank}d")
+    y = conv(torch.movedim(x, -1, 1), weight, stride=tuple(strides), dilation=tuple(dilations), groups=groups)
+    return torch.movedim(y, 1, -1)
+
+
+def _conv(x, f, strides, dilations, pads, sizes):
+    """`y[n, *u, o] = sum(x[n, *(u*s + k*d - p), c] * f[*k, c, o], k, c)`, zero outside `x`:
+    one convolution over the span of `x` the windows read."""
+    rank = len(strides)
+    x = _window_span(x, pads, _conv_spans(strides, dilations, sizes, f.shape[:rank]))
+    return _channels_first_conv(x, torch.permute(f, (rank + 1, rank, *range(rank))), strides, dilations)
+
+
+def _depthwise_conv(x, f, strides, dilations, pads, sizes):
+    """`y[n, *u, c, m] = sum(x[n, *(u*s + k*d - p), c] * f[*k, c, m], k)`: a convolution with
+    one group per channel."""
+    rank = len(strides)
+    channels, multiplier = f.shape[-2:]
+    x = _window_span(x, pads, _conv_spans(strides, dilations, sizes, f.shape[:rank]))
+    weight = torch.reshape(f, tuple(f.shape[:rank]) + (1, channels * multiplier))
+    y = _channels_first_conv(x, torch.permute(weight, (rank + 1, rank, *range(rank))), strides, dilations, channels)
+    return torch.reshape(y, tuple(y.shape[:-1]) + (channels, multiplier))
+
+
+def _transposed(linear, shape, dtype, g):
+    """The transpose of the linear map `linear` (of a tensor of `shape` and `dtype`) at `g`,
+    by autograd: how a convolution's gradients are the convolutions it transposes to,
+    differentiable again where the caller is differentiated (double backward)."""
+    differentiable = torch.is_grad_enabled()
+    with torch.enable_grad():
+        x = torch.zeros(shape, dtype=dtype, requires_grad=True)
+        return torch.autograd.grad(linear(x), x, g, create_graph=differentiable)[0]
+
+
+def _conv_backprop_input(g, f, strides, dilations, pads, sizes):
+    """`dx[n, *h, c] = sum(g[n, *((h + p - k*d) / s), o] * f[*k, c, o], k, o)`, where s divides."""
+    counts = tuple(g.shape[1:-1])
+    shape = (g.shape[0], *sizes, f.shape[-2])
+    return _transposed(lambda x: _conv(x, f, strides, dilations, pads, counts), shape, torch.promote_types(g.dtype, f.dtype), g)
+
+
+def _conv_backprop_filter(x, g, strides, dilations, pads, sizes):
+    """`df[*k, c, o] = sum(x[n, *(u*s + k*d - p), c] * g[n, *u, o], n, u)`."""
+    counts = tuple(g.shape[1:-1])
+    shape = (*sizes, x.shape[-1], g.shape[-1])
+    return _transposed(lambda f: _conv(x, f, strides, dilations, pads, counts), shape, torch.promote_types(x.dtype, g.dtype), g)
+
+
+def _depthwise_conv_backprop_input(g, f, strides, dilations, pads, sizes):
+    """`dx[n, *h, c] = sum(g[n, *((h + p - k*d) / s), c, m] * f[*k, c, m], k, m)`, where s divides."""
+    counts = tuple(g.shape[1:-2])
+    shape = (g.shape[0], *sizes, f.shape[-2])
+    return _transposed(
+        lambda x: _depthwise_conv(x, f, strides, dilations, pads, counts), shape, torch.promote_types(g.dtype, f.dtype), g
+    )
+
+
+def _depthwise_conv_backprop_filter(x, g, strides, dilations, pads, sizes):
+    """`df[*k, c, m] = sum(x[n, *(u*s + k*d - p), c] * g[n, *u, c, m], n, u)`."""
+    counts = tuple(g.shape[1:-2])
+    shape = (*sizes, *g.shape[-2:])
+    return _transposed(
+        lambda f: _depthwise_conv(x, f, strides, dilations, pads, counts), shape, torch.promote_types(x.dtype, g.dtype), g
+    )
+
+
+def _max_pool_backprop(x, y, g, window, strides, pads, sizes):
+    """`dx[n, *h, c]`: each window's `g[n, *u, c]` added at the first entry (row-major) of
+    window u of `x`, read at `u*s + k - p` (padding never the maximum), equal to its maximum
+    `y[n, *u, c]`: a loop over the window's positions, each a strided slice of `x`."""
+    counts, ones = tuple(g.shape[1:-1]), (1,) * len(strides)
+    x = _window_span(x, pads, _conv_spans(strides, ones, counts, window), fill=-np.inf)
+    dx = torch.zeros(x.shape, dtype=torch.promote_types(x.dtype, g.dtype))
+    unclaimed = torch.ones(g.shape, dtype=torch.bool)
+    for k in itertools.product(*(range(w) for w in window)):
+        cut = (slice(None),) + tuple(slice(j, j + (q - 1) * s + 1, s) for j, q, s in zip(k, counts, strides))
+        first = unclaimed & (x[cut] == y)
+        dx[cut] += torch.where(first, g, 0)
+        unclaimed = unclaimed & ~first
+    return _window_unspan(dx, pads, sizes)
