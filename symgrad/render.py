@@ -67,6 +67,28 @@ def uses(ops: list[ir.OpCode], predicate) -> bool:
     )
 
 
+def render_framework_module(source: str, ops: list[ir.OpCode], printer_class, op_context, template: str,
+                            runtime: Path, framework_modules: tuple[str, ...]) -> str:
+    """The module of a framework target that leaves out the ops it cannot express (JAX's,
+    PyTorch's): each op's context from `op_context(op, printer)` with a printer of its own (what
+    an op left out printed is not imported), the others named in `UNAVAILABLE` with the reason."""
+    contexts, unavailable = [], {}
+    for op in ops:
+        printer = printer_class()
+        try:
+            contexts.append((op_context(op, printer), printer))
+        except LoweringError as exc:
+            unavailable[op.name] = exc.what
+    imports = sorted({m for _, p in contexts for m in p.module_imports if m not in framework_modules})
+    layout = environment().get_template(template)
+    context = {"source": source, "ops": [c for c, _ in contexts], "unavailable": unavailable,
+               "unavailable_literal": repr(dict(sorted(unavailable.items())))}
+    helpers = helper_sources(layout.render(**context, imports=imports, helpers=""), runtime)
+    if "itertools." in helpers:
+        imports = sorted(imports + ["itertools"])
+    return format_module(layout.render(**context, imports=imports, helpers=helpers))
+
+
 def helper_sources(text: str, runtime: Path) -> str:
     """The source of each helper in the file `runtime` (its top-level functions and assignments
     named `_...`) that the Python source `text` refers to, and of those they refer to, in the

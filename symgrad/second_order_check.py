@@ -348,8 +348,8 @@ def second_order_sources(op: DerivedOp, targets: tuple[str, ...]) -> tuple[dict,
         if hasattr(import_tf().raw_ops, op.name):
             sources[GRAPH_TARGET] = graph_gradients(op)
     for target in targets:  # the frameworks that differentiate the derived gradient themselves
-        backend = REGISTRY[target].backend if target not in ("numpy", "tensorflow") else None
-        source = backend.second_order_source(op) if hasattr(backend, "second_order_source") else None
+        second_order_source = getattr(REGISTRY[target].backend, "second_order_source", None)
+        source = second_order_source(op) if second_order_source else None
         if isinstance(source, Unavailable):
             missing.append(Result(op.name, None, None, target, REFERENCE, "unavailable", message=source.reason))
         elif source is not None:

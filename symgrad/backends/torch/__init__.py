@@ -15,10 +15,8 @@ from symgrad.errors import LoweringError
 from symgrad.render import (
     attr_params,
     common_context,
-    environment,
-    format_module,
     gradient_function,
-    helper_sources,
+    render_framework_module,
     signature,
     staged_forward,
 )
@@ -29,21 +27,7 @@ PRINTER = TorchPrinter  # prints the IR and SymPy expressions as this target's c
 
 
 def render_module(source: str, ops: list[ir.OpCode]) -> str:
-    contexts, unavailable = [], {}
-    for op in ops:
-        printer = TorchPrinter()  # one per op: what an op left out printed is not imported
-        try:
-            contexts.append((_op(op, printer), printer))
-        except LoweringError as exc:
-            unavailable[op.name] = exc.what
-    imports = sorted({m for _, p in contexts for m in p.module_imports if m not in ("numpy", "torch")})
-    template = environment().get_template("torch_module.py.j2")
-    context = {"source": source, "ops": [c for c, _ in contexts], "unavailable": unavailable,
-               "unavailable_literal": repr(dict(sorted(unavailable.items())))}
-    helpers = helper_sources(template.render(**context, imports=imports, helpers=""), RUNTIME)
-    if "itertools." in helpers:
-        imports = sorted(imports + ["itertools"])
-    return format_module(template.render(**context, imports=imports, helpers=helpers))
+    return render_framework_module(source, ops, TorchPrinter, _op, "torch_module.py.j2", RUNTIME, ("numpy", "torch"))
 
 
 def derived_source(op, stand_in: bool = False):
