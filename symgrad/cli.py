@@ -46,9 +46,10 @@ def _parser() -> argparse.ArgumentParser:
 def _add_verify_parsers(commands) -> None:
     diff = commands.add_parser("diff", help="compare derived gradients with hand-written ones")
     diff.add_argument("paths", nargs="+", help="op files, or folders of them")
-    diff.add_argument("--against", required=True, metavar="tensorflow|jax|MODULE",
-                      help="`tensorflow` (its registered gradients), `jax` (its autodiff of the "
-                      "generated JAX forward), or a module file or name")
+    diff.add_argument("--against", required=True, metavar="tensorflow|jax|torch|MODULE",
+                      help="`tensorflow` (its registered gradients), `jax` or `torch` (the "
+                      "framework's own function of the op type under its autodiff, else its "
+                      "autodiff of the generated forward), or a module file or name")
     diff.add_argument("--map", action="append", default=[], metavar="OURS=THEIRS", type=_mapping,
                       help="op type (or Python name) OURS is THEIRS in the module (repeatable)")
     check = commands.add_parser("check", help="compare derived gradients with finite differences")

@@ -153,19 +153,21 @@ def _exec(module_spec, module, spec: str) -> None:
 
 
 class JaxReference:
-    """JAX's own autodiff (`jax.vjp`) of the generated JAX formula `<op>_forward`: every JAX
-    primitive's hand-written rule, composed by JAX."""
+    """JAX's own function of the op type (`symgrad.backends.jax.functions`) under `jax.vjp`,
+    its hand-written rules; for an op type JAX has none of, JAX's autodiff of the generated
+    formula `<op>_forward`."""
 
     name = "jax"
 
     def source_for(self, op: DerivedOp):
         from symgrad.backends.jax import unavailable_reason
-        from symgrad.backends.jax.verify import JaxFunction
+        from symgrad.backends.jax.functions import FUNCTIONS
+        from symgrad.backends.jax.verify import jax_reference
 
         reason = unavailable_reason(op)
-        if reason:
+        if reason and op.name not in FUNCTIONS:
             return NoReference(f"the JAX module has no {op.name}: {reason}")
-        return JaxFunction(op, "_forward", label=f"JAX's autodiff of {op.stem}_jax.{op.decl.func_name}_forward")
+        return jax_reference(op)
 
 
 class TorchReference:
@@ -334,7 +336,7 @@ def _compare(
             findings.append(Finding("error", case, f"{their.label} {t}"))
             continue
         compared += 1
-        findings += _forward_findings(variant, case, t, tol)
+        findings += _forward_findings(variant, case, t, their.label, tol)
         d, f = compare_gradients(variant, case, o.grads, t.grads, tol)
         diffs += d
         findings += [replace(x, message=f"{their.label}: {x.message}") for x in f]
@@ -368,21 +370,22 @@ def _verdict(variant: Variant, findings: list[Finding], our, their) -> str | Non
     return fd_verdict(variant, list(failing.values()), our, their) if failing else None
 
 
-def _forward_findings(variant: Variant, case: Case, theirs: Gradients, tol) -> list[Finding]:
-    """Where the reference computes the op too, its outputs must be the declaration's."""
+def _forward_findings(variant: Variant, case: Case, theirs: Gradients, label: str, tol) -> list[Finding]:
+    """Where the reference computes the op too (TensorFlow's kernel, a framework's own
+    function), its outputs must be the declaration's."""
     if theirs.forward is None:
         return []
     ours = call_forward(bound_forward(variant), case.inputs) or ()
     findings = []
     for name, o, t in zip(variant.outputs, ours, theirs.forward):
-        what = f"the forward output {name} differs from tf.raw_ops.{variant.op.name}'s"
+        what = f"the forward output {name} of {label} differs from the declaration's"
         if np.shape(o) != np.shape(t):
             message = f"{what}: shape {np.shape(t)}, declared {np.shape(o)}"
             findings.append(Finding("mismatch", case, message, input=f"{name} (forward)"))
             continue
         d = diff_arrays(o, t, tol)
         if d.bad:
-            message = f"{what}: the declaration is not TensorFlow's op"
+            message = f"{what}: they are not the same op"
             findings.append(
                 Finding(
                     "mismatch",

@@ -169,6 +169,7 @@ def test_swapped_transpose_flag(tmp_path):
             assert row["status"] == "match"
 
 
+@pytest.mark.exhaustive
 def test_one_process_gives_the_report_that_workers_give(faulty_report, tmp_path):
     path = tmp_path / "one.json"
     args = ("--against", FAULTY, "--generated", derived_folder(FAULT_OPS), "--json", path)
@@ -304,8 +305,8 @@ def test_library_rows_cover_variants_dtypes_and_targets(library_report, request)
     matmul = rows(report, "MatMul")
     variants = [(False, False), (False, True), (True, False), (True, True)]
     if request.node.callspec.params["library_report"] == "sampled":
-        assert SAMPLED_VARIANTS == 2
-        variants = [variants[0], variants[-1]]  # the first and the last of the four
+        assert SAMPLED_VARIANTS == 1
+        variants = [variants[0]]  # the first of the four
     assert {(r["variant"], r["dtype"], r["target"]) for r in matmul} == {
         (f"transpose_a={a}, transpose_b={b}", dtype, target)
         for a, b in variants

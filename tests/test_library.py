@@ -1,6 +1,6 @@
 """Every op declared in ops/, one test each: against TensorFlow's registered gradient (numpy
 and TensorFlow targets, every dtype) and against central finite differences. The default run
-checks the first and last of an op's attribute variants; `pytest -m exhaustive` every variant.
+checks the first of an op's attribute variants; `pytest -m exhaustive` every variant.
 
 A row that differs from TensorFlow passes only with the verdict that finite differences side
 with the derived gradient (a fault in TensorFlow's); a row without a reference only where

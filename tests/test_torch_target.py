@@ -6,7 +6,6 @@ hand-written derivatives (`symgrad diff --against torch`, CLI subprocesses)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -332,3 +331,57 @@ def test_library_against_finite_differences(torch, derived, tmp_path):
            and not (r["status"] == "non-finite" and r["op"] in NONFINITE_AT_EXTREMES)]
     assert not bad, bad[:5]
     assert {r["op"] for r in rows if r["status"] == "unavailable"} == NOT_IN_TORCH
+
+
+# ops `gradcheck` cannot judge at their first case, with why
+GRADCHECK_KNOWN = {  # a difference quotient in an input whose gradient is stopped is not 0
+    "Polygamma": "its order is an integer (NaN between integers), as TensorFlow's PolygammaGrad",
+    "Zeta": "no gradient in x, as TensorFlow's ZetaGrad (and torch.special.zeta has no derivative)",
+}
+
+
+def _gradchecks(torch, op, variant, case) -> tuple[bool, bool]:
+    """(gradcheck, gradgradcheck) of the op's generated Function at `case`, float64, over the
+    inputs with a gradient (the others fixed), the floating outputs compared."""
+    from symgrad.backends.torch.verify import _tensors
+    from symgrad.sources import _input_args, accepted_kwargs
+
+    fn = op.function("torch", "")
+    attrs = {k: variant.attrs[k] for k in accepted_kwargs(fn, variant.attrs)}
+    tensors, free = _tensors(variant, case.inputs)
+
+    def function(*given):
+        full = list(tensors)
+        for k, x in zip(free, given):
+            full[k] = x
+        outputs = fn(*_input_args(variant, full), **attrs)
+        outputs = outputs if isinstance(outputs, (list, tuple)) else (outputs,)
+        return tuple(o for o in outputs if o.is_floating_point() or o.is_complex())
+
+    free_tensors = tuple(tensors[k] for k in free)
+    # fast mode: a random projection of the Jacobian (a Conv3D case's whole one for
+    # gradgradcheck does not fit in memory), as PyTorch recommends for larger inputs
+    first = torch.autograd.gradcheck(function, free_tensors, raise_exception=False, fast_mode=True)
+    second = torch.autograd.gradgradcheck(function, free_tensors, raise_exception=False, fast_mode=True)
+    return first, second
+
+
+@pytest.mark.exhaustive
+def test_library_gradcheck_and_gradgradcheck(torch, derived):
+    """PyTorch's own `gradcheck` and `gradgradcheck` of every op's generated Function in the
+    library (its first variant, float64, at its first case of random values)."""
+    from symgrad.backends.torch import unavailable_reason
+    from symgrad.derived import load_derived
+    from symgrad.diff import case_groups
+
+    failing, checked = {}, 0
+    for op in load_derived([ROOT / "ops"], generated=derived[0]):
+        if unavailable_reason(op) or op.name in GRADCHECK_KNOWN:
+            continue
+        for variant, _, cases in case_groups(op, ("float64",), quick=True, sample=1):
+            first, second = _gradchecks(torch, op, variant, cases[0])
+            checked += 1
+            if not (first and second):
+                failing[op.name] = ("gradcheck" if not first else "gradgradcheck", cases[0].label)
+    assert failing == {}
+    assert checked >= 165

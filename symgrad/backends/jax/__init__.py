@@ -35,7 +35,7 @@ def derived_source(op, stand_in: bool = False):
     from symgrad.sources import Unavailable
 
     reason = unavailable_reason(op)
-    return Unavailable(reason) if reason else JaxFunction(op)
+    return Unavailable(reason) if reason else JaxFunction.derived(op)
 
 
 def second_order_source(op):

@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from symgrad.compare import GradientCallError, upstream_names
-from symgrad.sources import Gradients, _error_text, _input_args, accepted_kwargs, derived_import_lines
+from symgrad.sources import Gradients, Skipped, _error_text, _input_args, accepted_kwargs, derived_import_lines
 
 
 def tracing_errors() -> tuple:
@@ -42,12 +42,13 @@ def import_jax():
 
 
 class _JaxSource:
-    """A verification source over the generated function `<op><suffix>` of the op's JAX module."""
+    """A verification source over a function of JAX arrays taking the numpy forward's
+    arguments: a generated one, or JAX's own function of the op type."""
 
-    def __init__(self, op, suffix: str, label: str):
-        self.fn = op.function("jax", suffix)
-        self.label = label
-        self.imports = derived_import_lines(op, self.fn, label)
+    def __init__(self, fn, label: str, imports: list[str], call_name: str | None = None, reference: bool = False):
+        self.fn, self.label, self.imports = fn, label, imports
+        self.call_name = call_name or fn.__name__  # what the snippet calls it
+        self.reference = reference  # a function that cannot express the attributes skips the case
 
     def run(self, variant, cases) -> list:
         return [self._run_one(variant, case) for case in cases]
@@ -72,11 +73,17 @@ class _JaxSource:
 
 
 class JaxFunction(_JaxSource):
-    """`jax.vjp` of the generated function `<op><suffix>` of the op's JAX module."""
+    """`jax.vjp` of a function of JAX arrays: a generated one (`derived`) or JAX's own function
+    of the op type (`symgrad.backends.jax.functions`)."""
 
-    def __init__(self, op, suffix: str = "", label: str | None = None, eager_fallback: bool = True):
-        super().__init__(op, suffix, label or f"derived {op.stem}_jax.{op.decl.func_name}{suffix} under jax.vjp")
-        self.eager_fallback = eager_fallback  # run eagerly what `jit` cannot trace
+    eager_fallback = True  # run eagerly what `jit` cannot trace
+
+    @classmethod
+    def derived(cls, op, suffix: str = "", label: str | None = None) -> "JaxFunction":
+        """Of the generated function `<op><suffix>` of the op's JAX module."""
+        fn = op.function("jax", suffix)
+        label = label or f"derived {op.stem}_jax.{op.decl.func_name}{suffix} under jax.vjp"
+        return cls(fn, label, derived_import_lines(op, fn, label))
 
     def _run_one(self, variant, case):
         jax = import_jax()
@@ -84,22 +91,27 @@ class JaxFunction(_JaxSource):
         free, function = self._bound(variant, inputs)
 
         def gradients(free_inputs, upstream):
-            return _tensorflow_vjp(jax, function, variant, free_inputs, upstream)
+            return _outputs_and_tensorflow_vjp(jax, function, variant, free_inputs, upstream)
 
         args = ([inputs[k] for k in free], [jax.numpy.asarray(u) for u in case.upstream])
         try:  # under jit: one compilation per case, not one per primitive and shape
             try:
-                grads = jax.jit(gradients)(*args)
+                outputs, grads = jax.jit(gradients)(*args)
             except tracing_errors():  # a shape that depends on values (SegmentSum's): eagerly
                 if not self.eager_fallback:
                     raise
-                grads = gradients(*args)
+                outputs, grads = gradients(*args)
+        except (NotImplementedError, ValueError) as exc:  # JAX's function cannot express the
+            if not self.reference:  # attributes, or TensorFlow rejects the inputs
+                raise
+            return Skipped(f"{self.label}: {_error_text(exc)}")
         except Exception as exc:  # the function under test failed: report it, go on
             return GradientCallError(f"raised {_error_text(exc)}")
         result = [None] * len(inputs)
         for k, g in zip(free, grads):
             result[k] = np.asarray(g)
-        return Gradients(result)
+        # a reference's outputs are checked against the declaration's (the same op?)
+        return Gradients(result, tuple(np.asarray(o) for o in outputs) if self.reference else None)
 
     def call_lines(self, variant) -> list[str]:
         ups = upstream_names(variant)
@@ -108,7 +120,7 @@ class JaxFunction(_JaxSource):
         return self.imports + [
             "import jax",
             'jax.config.update("jax_enable_x64", True)',
-            f"outputs, vjp = jax.vjp(lambda {inputs}: {self.fn.__name__}({inputs}, **attrs), {inputs})",
+            f"outputs, vjp = jax.vjp(lambda {inputs}: {self.call_name}({inputs}, **attrs), {inputs})",
             f"print({self.label!r}, vjp({cotangent}))",
         ]
 
@@ -116,9 +128,16 @@ class JaxFunction(_JaxSource):
 def _tensorflow_vjp(jax, function, variant, free_inputs, upstream) -> list:
     """The gradients of `function` at `free_inputs` for the upstream gradients `upstream`, in
     TensorFlow's complex convention: `conj(jax_vjp(conj(upstream)))`."""
+    return _outputs_and_tensorflow_vjp(jax, function, variant, free_inputs, upstream)[1]
+
+
+def _outputs_and_tensorflow_vjp(jax, function, variant, free_inputs, upstream) -> tuple:
+    """(`function`'s outputs as a flat tuple, `_tensorflow_vjp`)."""
     conj = jax.numpy.conj
     outputs, vjp = jax.vjp(function, *free_inputs)
-    return list(jax.tree_util.tree_map(conj, vjp(_cotangent(jax, variant, outputs, [conj(u) for u in upstream]))))
+    grads = vjp(_cotangent(jax, variant, outputs, [conj(u) for u in upstream]))
+    flat = tuple(outputs) if isinstance(outputs, (list, tuple)) else (outputs,)
+    return flat, list(jax.tree_util.tree_map(conj, grads))
 
 
 def _cotangent(jax, variant, outputs, upstream: list):
@@ -141,7 +160,9 @@ class JaxSecondOrder(_JaxSource):
     TensorFlow's complex convention both times."""
 
     def __init__(self, op):
-        super().__init__(op, "", f"derived {op.stem}_jax.{op.decl.func_name} under jax.vjp twice")
+        fn = op.function("jax", "")
+        label = f"derived {op.stem}_jax.{op.decl.func_name} under jax.vjp twice"
+        super().__init__(fn, label, derived_import_lines(op, fn, label))
 
     def _run_one(self, variant, case):
         jax = import_jax()
@@ -166,3 +187,16 @@ class JaxSecondOrder(_JaxSource):
 
     def call_lines(self, variant) -> list[str]:
         return self.imports + ["# jax.vjp of (g, x) -> jax.vjp(op)(x)(g), applied to the cotangents"]
+
+
+def jax_reference(op) -> JaxFunction:
+    """JAX's own function of the op type under `jax.vjp` (its hand-written rules), else JAX's
+    autodiff of the generated formula `<op>_forward`."""
+    from symgrad.backends.jax.functions import FUNCTIONS
+
+    fn = FUNCTIONS.get(op.name)
+    if fn is None:
+        return JaxFunction.derived(op, "_forward", f"JAX's autodiff of {op.stem}_jax.{op.decl.func_name}_forward")
+    label = f"JAX's own {op.name} (symgrad.backends.jax.functions) under jax.vjp"
+    imports = ["from symgrad.backends.jax.functions import FUNCTIONS", f"{op.decl.func_name} = FUNCTIONS[{op.name!r}]"]
+    return JaxFunction(fn, label, imports, call_name=op.decl.func_name, reference=True)

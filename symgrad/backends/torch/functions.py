@@ -13,27 +13,21 @@ Layouts are TensorFlow's (NHWC, HWIO filters): convolutions and pools permute to
 from __future__ import annotations
 
 import functools
-import math
 
 import torch
 import torch.nn.functional as F
 
+from symgrad.backends.tf_layout import (
+    expressible,
+    ints,
+    single_diagonal,
+    slice_ends,
+    split_sizes,
+)
+from symgrad.backends.torch import layers
+from symgrad.backends.torch.layers import nchw, nhwc, torch_pads
+
 aten = torch.ops.aten
-
-
-def _expressible(ok: bool, message: str) -> None:
-    if not ok:
-        raise NotImplementedError(message)
-
-
-def _ints(values) -> tuple[int, ...]:
-    return tuple(int(v) for v in torch.as_tensor(values).reshape(-1))
-
-
-def _torch_pads(pairs) -> tuple[int, ...]:
-    """TensorFlow's (before, after) per axis, first axis first, as F.pad's flat list, which
-    starts at the last axis."""
-    return tuple(int(v) for pair in reversed(list(pairs)) for v in pair)
 
 
 def _broadcast_batch(tensors, trailing):
@@ -41,130 +35,6 @@ def _broadcast_batch(tensors, trailing):
     symgrad broadcasts `...` between inputs, torch.cat and friends take equal shapes."""
     batch = torch.broadcast_shapes(*(t.shape[: t.ndim - n] for t, n in zip(tensors, trailing)))
     return [t.expand(batch + t.shape[t.ndim - n :]) for t, n in zip(tensors, trailing)]
-
-
-# --- convolutions and pooling ------------------------------------------------------------------
-
-
-def _spatial(values, name: str, op: str) -> tuple[int, ...]:
-    """The spatial entries of an NHWC (NDHWC) attribute; batch and channel entries must be 1."""
-    values = _ints(values)
-    _expressible(
-        values[0] == values[-1] == 1,
-        f"{op}: no {name} over batch or channels in PyTorch, got {values}",
-    )
-    return values[1:-1]
-
-
-def _tf_pads(sizes, kernels, strides, dilations, padding: str, explicit=None) -> list[tuple]:
-    """(before, after) per spatial axis, as TensorFlow pads: SAME puts the odd one after."""
-    if padding == "EXPLICIT":  # Conv2D's explicit_paddings: (before, after) per NHWC axis
-        return [_ints(explicit[k : k + 2]) for k in (2, 4)]
-    pads = []
-    for size, kernel, stride, dilation in zip(sizes, kernels, strides, dilations):
-        reach = dilation * (kernel - 1) + 1
-        total = max((math.ceil(size / stride) - 1) * stride + reach - size, 0)
-        pads.append((total // 2, total - total // 2) if padding == "SAME" else (0, 0))
-    return pads
-
-
-def _padded(x, pads, value=0.0):
-    """(input, padding argument): symmetric padding is PyTorch's function's own; TensorFlow's
-    asymmetric SAME padding is added by F.pad first."""
-    if all(before == after for before, after in pads):
-        return x, tuple(before for before, _ in pads)
-    return F.pad(x, _torch_pads(pads), value=value), 0
-
-
-def _nchw(x):
-    return x.movedim(-1, 1)
-
-
-def _nhwc(x):
-    return x.movedim(1, -1)
-
-
-def _conv(conv, input, filter, padding, strides, dilations, explicit=None, groups=1, op=""):
-    strides, dilations = _spatial(strides, "strides", op), _spatial(dilations, "dilations", op)
-    spatial = filter.shape[:-2]
-    pads = _tf_pads(input.shape[1:-1], spatial, strides, dilations, padding, explicit)
-    x, padding = _padded(_nchw(input), pads)
-    weight = filter.movedim((-1, -2), (0, 1))  # (*spatial, in, out) -> (out, in, *spatial)
-    return _nhwc(conv(x, weight, None, strides, padding, dilations, groups))
-
-
-def _conv2d(
-    input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
-):
-    return _conv(
-        F.conv2d, input, filter, padding, strides, dilations, explicit_paddings, op="Conv2D"
-    )
-
-
-def _conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
-    return _conv(F.conv3d, input, filter, padding, strides, dilations, op="Conv3D")
-
-
-def _depthwise_conv2d_native(
-    input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
-):
-    # one group per input channel c, its M filters giving output channels c * M + m
-    kh, kw, channels, multiplier = filter.shape
-    grouped = filter.reshape(kh, kw, 1, channels * multiplier)
-    op = "DepthwiseConv2dNative"
-    return _conv(
-        F.conv2d, input, grouped, padding, strides, dilations, explicit_paddings, channels, op
-    )
-
-
-def _extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
-    op = "ExtractImagePatches"
-    ksizes, strides, rates = (
-        _spatial(v, k, op) for v, k in ((ksizes, "ksizes"), (strides, "strides"), (rates, "rates"))
-    )
-    pads = _tf_pads(images.shape[1:3], ksizes, strides, rates, padding)
-    x, padding = _padded(_nchw(images), pads)
-    cols = F.unfold(x, ksizes, rates, padding, strides)
-    padded = (size + sum(pad) for size, pad in zip(images.shape[1:3], pads))
-    oh, ow = ((p - r * (k - 1) - 1) // s + 1 for p, k, s, r in zip(padded, ksizes, strides, rates))
-    n, c = images.shape[0], images.shape[-1]
-    # unfold orders a patch (channel, row, column); TensorFlow (row, column, channel)
-    patches = cols.reshape(n, c, ksizes[0], ksizes[1], oh, ow).permute(0, 4, 5, 2, 3, 1)
-    return patches.reshape(n, oh, ow, -1)
-
-
-def _max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
-    _expressible(data_format == "NHWC", f"MaxPool: declared for NHWC only, got {data_format!r}")
-    ksize, strides = _spatial(ksize, "ksize", "MaxPool"), _spatial(strides, "strides", "MaxPool")
-    pads = _tf_pads(input.shape[1:3], ksize, strides, (1, 1), padding)
-    x, padding = _padded(_nchw(input), pads, value=-math.inf)  # padding never wins
-    return _nhwc(F.max_pool2d(x, ksize, strides, padding))
-
-
-def _max_pool_v2(input, *, padding="VALID", ksize, strides):
-    return _max_pool(input, padding=padding, ksize=ksize, strides=strides)
-
-
-def _avg_pool_nd(pool, value, ksize, strides, padding, op):
-    ksize, strides = _spatial(ksize, "ksize", op), _spatial(strides, "strides", op)
-    pads = _tf_pads(value.shape[1:-1], ksize, strides, (1,) * len(ksize), padding)
-    x = _nchw(value)
-    if all(before == after for before, after in pads):
-        symmetric = tuple(before for before, _ in pads)
-        return _nhwc(pool(x, ksize, strides, symmetric, count_include_pad=False))
-    # SAME padding one longer after than before, which pool cannot pad: window sums over the
-    # zero-padded input, divided by the count of the input's own entries in each window
-    sums = pool(F.pad(x, _torch_pads(pads)), ksize, strides, divisor_override=1)
-    ones = F.pad(torch.ones_like(x[:1, :1]), _torch_pads(pads))
-    return _nhwc(sums / pool(ones, ksize, strides, divisor_override=1))
-
-
-def _avg_pool(value, *, padding="VALID", ksize, strides):
-    return _avg_pool_nd(F.avg_pool2d, value, ksize, strides, padding, "AvgPool")
-
-
-def _avg_pool3d(input, *, padding="VALID", ksize, strides):
-    return _avg_pool_nd(F.avg_pool3d, input, ksize, strides, padding, "AvgPool3D")
 
 
 # --- reductions and scans ----------------------------------------------------------------------
@@ -214,7 +84,7 @@ def _gather_v2(params, indices, *, axis=0):
 def _scatter_nd(indices, updates, *, shape):
     indices = torch.as_tensor(indices)
     # the sizes after the indexed axes are updates', as the declaration reads them
-    size = _ints(shape)[: indices.shape[-1]] + updates.shape[indices.ndim - 1 :]
+    size = ints(shape)[: indices.shape[-1]] + updates.shape[indices.ndim - 1 :]
     zeros = updates.new_zeros(size)
     return torch.index_put(zeros, tuple(indices.unbind(-1)), updates, accumulate=True)
 
@@ -237,14 +107,6 @@ def _segment_sum(data, segment_ids):
 # --- diagonals ---------------------------------------------------------------------------------
 
 
-def _offset(k, op: str) -> int:
-    """The one diagonal `k` names (a single diagonal has no padding, so `padding_value` and
-    `align` never apply); a band of diagonals has no PyTorch function."""
-    ks = set(_ints(k))
-    _expressible(len(ks) == 1, f"{op}: PyTorch reads or writes one diagonal at a time, got k={k}")
-    return ks.pop()
-
-
 def _trace(x):
     if x.ndim == 2:
         return torch.trace(x)
@@ -252,18 +114,18 @@ def _trace(x):
 
 
 def _matrix_diag_part_v2(input, *, k=0, padding_value=0):
-    return torch.diagonal(input, _offset(k, "MatrixDiagPartV2"), -2, -1)
+    return torch.diagonal(input, single_diagonal(k, "MatrixDiagPartV2"), -2, -1)
 
 
 def _matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
-    return torch.diagonal(input, _offset(k, "MatrixDiagPartV3"), -2, -1)
+    return torch.diagonal(input, single_diagonal(k, "MatrixDiagPartV3"), -2, -1)
 
 
 def _diagonal_matrix(diagonal, k, num_rows, num_cols, padding_value, op):
     given = (int(num_rows), int(num_cols), float(padding_value))
     message = f"{op}: diag_embed sizes the matrix itself and fills zeros, got {given}"
-    _expressible(given == (-1, -1, 0), message)
-    return torch.diag_embed(diagonal, _offset(k, op))
+    expressible(given == (-1, -1, 0), message)
+    return torch.diag_embed(diagonal, single_diagonal(k, op))
 
 
 def _matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
@@ -278,7 +140,7 @@ def _matrix_diag_v3(
 
 def _matrix_set_diag(input, diagonal, k=0, op="MatrixSetDiag"):
     input, diagonal = _broadcast_batch([input, diagonal], [2, 1])
-    return torch.diagonal_scatter(input, diagonal, _offset(k, op), -2, -1)
+    return torch.diagonal_scatter(input, diagonal, single_diagonal(k, op), -2, -1)
 
 
 def _matrix_set_diag_v2(input, diagonal, *, k=0):
@@ -298,31 +160,26 @@ def _matrix_band_part(input, *, num_lower, num_upper):
 
 
 def _mirror_pad(input, *, mode="REFLECT", paddings):
-    _expressible(
+    expressible(
         mode == "REFLECT", f"MirrorPad: F.pad has no {mode} mode (reflect repeats no edge entry)"
     )
-    pairs = [_ints(pair) for pair in paddings]
+    pairs = [ints(pair) for pair in paddings]
     while pairs and pairs[0] == (0, 0):  # F.pad reflects the last 1 to 3 axes only
         pairs.pop(0)
-    _expressible(
+    expressible(
         len(pairs) <= 3, f"MirrorPad: F.pad reflects at most 3 axes, got paddings={paddings}"
     )
     if not pairs:
         return input.clone()
     # one batch axis before the reflected ones, the form F.pad takes
     kept, reflected = input.shape[: input.ndim - len(pairs)], input.shape[input.ndim - len(pairs) :]
-    y = F.pad(input.reshape((-1,) + reflected), _torch_pads(pairs), mode="reflect")
+    y = F.pad(input.reshape((-1,) + reflected), torch_pads(pairs), mode="reflect")
     return y.reshape(kept + y.shape[1:])
 
 
 def _slice(input, *, begin, size):
-    begin = _ints(begin)
-    ends = [n if s == -1 else b + s for b, s, n in zip(begin, _ints(size), input.shape)]
-    if any(b < 0 or e < b or e > n for b, e, n in zip(begin, ends, input.shape)):
-        raise ValueError(
-            f"Slice: begin={list(begin)}, size={size} reach outside {tuple(input.shape)}"
-        )
-    return input[tuple(slice(b, e) for b, e in zip(begin, ends))]
+    ends = slice_ends(begin, size, input.shape)
+    return input[tuple(slice(b, e) for b, e in zip(ints(begin), ends))]
 
 
 def _concat_v2(*values, axis=-1):
@@ -339,10 +196,7 @@ def _split(value, *, num_split=2, axis=-1):
 
 
 def _split_v(value, *, num_split=2, axis=-1, size_splits):
-    sizes = list(_ints(size_splits))
-    if -1 in sizes:  # the one -1 takes the rest
-        sizes[sizes.index(-1)] = value.shape[int(axis)] - sum(s for s in sizes if s != -1)
-    return torch.split(value, sizes, int(axis))
+    return torch.split(value, split_sizes(size_splits, value.shape[int(axis)]), int(axis))
 
 
 def _unpack(value, *, num=2, axis=-1):
@@ -356,68 +210,23 @@ def _unpack(value, *, num=2, axis=-1):
 
 
 def _depth_to_space(input, *, data_format="NHWC", block_size):
-    _expressible(
+    expressible(
         data_format == "NHWC", f"DepthToSpace: declared for NHWC only, got {data_format!r}"
     )
     n, h, w, depth = input.shape
     r = int(block_size)
     x = input.reshape(n, h, w, r * r, depth // (r * r)).transpose(-1, -2).reshape(n, h, w, depth)
-    return _nhwc(F.pixel_shuffle(_nchw(x), r))
+    return nhwc(F.pixel_shuffle(nchw(x), r))
 
 
 def _space_to_depth(input, *, data_format="NHWC", block_size):
-    _expressible(
+    expressible(
         data_format == "NHWC", f"SpaceToDepth: declared for NHWC only, got {data_format!r}"
     )
     r, channels = int(block_size), input.shape[-1]
-    y = _nhwc(F.pixel_unshuffle(_nchw(input), r))
+    y = nhwc(F.pixel_unshuffle(nchw(input), r))
     n, h, w, depth = y.shape
     return y.reshape(n, h, w, channels, r * r).transpose(-1, -2).reshape(n, h, w, depth)
-
-
-# --- nn ----------------------------------------------------------------------------------------
-
-
-def _matmul(a, b, *, transpose_a=False, transpose_b=False):
-    return torch.matmul(a.mT if transpose_a else a, b.mT if transpose_b else b)
-
-
-def _batch_mat_mul(x, y, *, adj_x=False, adj_y=False):
-    return torch.matmul(x.mH if adj_x else x, y.mH if adj_y else y)
-
-
-def _bias_add(value, bias, *, data_format="NHWC"):
-    return torch.add(value, bias[:, None, None] if data_format == "NCHW" else bias)
-
-
-def _bias_add_backprop(out_backprop, *, data_format="NHWC"):
-    if data_format == "NCHW":
-        return torch.sum(out_backprop, (0, 2, 3))
-    return torch.sum(out_backprop.reshape(-1, out_backprop.shape[-1]), 0)
-
-
-def _softmax_cross_entropy_with_logits(features, labels):
-    loss = F.cross_entropy(features, labels, reduction="none")  # labels: class probabilities
-    return loss, torch.softmax(features, -1) - labels
-
-
-# torch.batch_norm and torch.group_norm, not their F. wrappers, which refuse one value per
-# channel (or group): the statistics of one value are still defined
-def _batch_norm_training(x, scale, offset, *, epsilon=0.001):
-    return _nhwc(torch.batch_norm(_nchw(x), scale, offset, None, None, True, 0.0, epsilon, False))
-
-
-def _group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
-    # PyTorch's group g holds channels g*C .. g*C + C-1, as the declaration's (groups, C) split
-    return _nhwc(torch.group_norm(_nchw(x), int(groups), scale, offset, epsilon, False))
-
-
-def _layer_norm(x, scale, offset, *, epsilon=0.001):
-    return F.layer_norm(x, x.shape[-1:], scale, offset, eps=epsilon)
-
-
-def _mlp_block(x, w1, b1, w2, b2):
-    return torch.addmm(b2, F.relu(torch.addmm(b1, x, w1)), w2)
 
 
 # --- the table ---------------------------------------------------------------------------------
@@ -488,30 +297,30 @@ FUNCTIONS = {  # op type -> the matching PyTorch call
     ),
     "TanhGrad": lambda y, dy: aten.tanh_backward(dy, y),
     # matmuls and einsum
-    "BatchMatMul": _batch_mat_mul,
-    "BatchMatMulV2": _batch_mat_mul,
+    "BatchMatMul": layers.batch_mat_mul,
+    "BatchMatMulV2": layers.batch_mat_mul,
     "Einsum": lambda *inputs, equation="ij,jk->ik": torch.einsum(equation, *inputs),
-    "MatMul": _matmul,
-    "SparseMatMul": _matmul,
+    "MatMul": layers.matmul,
+    "SparseMatMul": layers.matmul,
     # softmax, losses, normalisations, composed layers
-    "BatchNormTraining": _batch_norm_training,
-    "BiasAdd": _bias_add,
-    "BiasAddGrad": _bias_add_backprop,
+    "BatchNormTraining": layers.batch_norm_training,
+    "BiasAdd": layers.bias_add,
+    "BiasAddGrad": layers.bias_add_backprop,
     "BiasAddV1": lambda value, bias: torch.add(value, bias),
     "BiasGelu": lambda x, bias: F.gelu(x + bias, approximate="tanh"),
     "Cross": lambda a, b: torch.linalg.cross(*torch.broadcast_tensors(a, b)),
-    "GroupNorm": _group_norm,
+    "GroupNorm": layers.group_norm,
     "L2Loss": lambda t: F.mse_loss(t, torch.zeros_like(t), reduction="sum") / 2,
-    "LayerNorm": _layer_norm,
-    "LayerNormMoments": _layer_norm,
+    "LayerNorm": layers.layer_norm,
+    "LayerNormMoments": layers.layer_norm,
     "LogSoftmax": lambda logits: torch.log_softmax(logits, -1),
     "LogSumExpMatMul": lambda a, b: torch.logsumexp(torch.matmul(a, b), -1),
-    "MlpBlock": _mlp_block,
+    "MlpBlock": layers.mlp_block,
     "ScaledDotProductAttention": lambda q, k, v, mask: F.scaled_dot_product_attention(
         q, k, v, attn_mask=mask
     ),
     "Softmax": lambda logits: torch.softmax(logits, -1),
-    "SoftmaxCrossEntropyWithLogits": _softmax_cross_entropy_with_logits,
+    "SoftmaxCrossEntropyWithLogits": layers.softmax_cross_entropy_with_logits,
     # reductions and scans
     "Cumprod": _cumprod,
     "Cumsum": _cumsum,
@@ -524,14 +333,14 @@ FUNCTIONS = {  # op type -> the matching PyTorch call
     "ReduceLogSumExp": lambda input: torch.logsumexp(input, -1),
     "Sum": _reduction(torch.sum),
     # convolutions and pooling
-    "AvgPool": _avg_pool,
-    "AvgPool3D": _avg_pool3d,
-    "Conv2D": _conv2d,
-    "Conv3D": _conv3d,
-    "DepthwiseConv2dNative": _depthwise_conv2d_native,
-    "ExtractImagePatches": _extract_image_patches,
-    "MaxPool": _max_pool,
-    "MaxPoolV2": _max_pool_v2,
+    "AvgPool": layers.avg_pool,
+    "AvgPool3D": layers.avg_pool3d,
+    "Conv2D": layers.conv2d,
+    "Conv3D": layers.conv3d,
+    "DepthwiseConv2dNative": layers.depthwise_conv2d_native,
+    "ExtractImagePatches": layers.extract_image_patches,
+    "MaxPool": layers.max_pool,
+    "MaxPoolV2": layers.max_pool_v2,
     # gathers (GatherNd: advanced indexing, aten::index) and scatters
     "Gather": lambda params, indices: _gather_v2(params, indices),
     "GatherNd": lambda params, indices: params[tuple(torch.as_tensor(indices).unbind(-1))],
@@ -555,20 +364,20 @@ FUNCTIONS = {  # op type -> the matching PyTorch call
     "Trace": _trace,
     # shapes, pads, slices, lists
     "AddN": lambda *inputs: functools.reduce(torch.add, inputs),  # PyTorch has no add_n
-    "BroadcastTo": lambda input, *, shape: torch.broadcast_to(input, _ints(shape)),
+    "BroadcastTo": lambda input, *, shape: torch.broadcast_to(input, ints(shape)),
     "ConcatV2": _concat_v2,
     "DepthToSpace": _depth_to_space,
     "ExpandDims": lambda input, *, axis=-1: torch.unsqueeze(input, int(axis)),
     "Identity": lambda input: torch.clone(input),
     "MirrorPad": _mirror_pad,
     "Pack": lambda *values, axis=-1: torch.stack(values, int(axis)),
-    "Pad": lambda input, *, paddings: F.pad(input, _torch_pads(paddings)),
-    "ReverseV2": lambda tensor, *, axis=(-1,): torch.flip(tensor, _ints(axis)),
+    "Pad": lambda input, *, paddings: F.pad(input, torch_pads(paddings)),
+    "ReverseV2": lambda tensor, *, axis=(-1,): torch.flip(tensor, ints(axis)),
     "Slice": _slice,
     "SpaceToDepth": _space_to_depth,
     "Split": _split,
     "SplitV": _split_v,
-    "Tile": lambda input, *, multiples: torch.tile(input, _ints(multiples)),
-    "Transpose": lambda x, *, perm=(1, 0): torch.permute(x, _ints(perm)),
+    "Tile": lambda input, *, multiples: torch.tile(input, ints(multiples)),
+    "Transpose": lambda x, *, perm=(1, 0): torch.permute(x, ints(perm)),
     "Unpack": _unpack,
 }
