@@ -152,48 +152,43 @@ def _exec(module_spec, module, spec: str) -> None:
         raise DiffError(f"importing {spec} raised {type(exc).__name__}: {exc}") from None
 
 
-class JaxReference:
-    """JAX's own function of the op type (`symgrad.backends.jax.functions`) under `jax.vjp`,
-    its hand-written rules; for an op type JAX has none of, JAX's autodiff of the generated
-    formula `<op>_forward`."""
+@dataclass(frozen=True)
+class FrameworkReference:
+    """A framework's own function of the op type (`symgrad.backends.<name>.functions`) under
+    its autodiff, its hand-written derivative rules, the function's outputs checked against
+    the declaration's too; for an op type the framework has none of, its autodiff of the
+    generated formula `<op>_forward`."""
 
-    name = "jax"
-
-    def source_for(self, op: DerivedOp):
-        from symgrad.backends.jax import unavailable_reason
-        from symgrad.backends.jax.functions import FUNCTIONS
-        from symgrad.backends.jax.verify import jax_reference
-
-        reason = unavailable_reason(op)
-        if reason and op.name not in FUNCTIONS:
-            return NoReference(f"the JAX module has no {op.name}: {reason}")
-        return jax_reference(op)
-
-
-class TorchReference:
-    """PyTorch's own function of the op type (`symgrad.backends.torch.functions`) under
-    autograd, its hand-written derivative; for an op type PyTorch has none of, PyTorch's
-    autograd of the generated formula `<op>_forward`."""
-
-    name = "torch"
+    name: str  # the target: "jax", "torch"
+    title: str  # as a label names the framework
+    autodiff: str  # as a label names its autodiff
+    under: str  # the call that takes the gradient
+    source: str  # the class of `symgrad.backends.<name>.verify` that runs it
 
     def source_for(self, op: DerivedOp):
-        from symgrad.backends.torch import unavailable_reason
-        from symgrad.backends.torch.functions import FUNCTIONS
-        from symgrad.backends.torch.verify import torch_reference
+        package = f"symgrad.backends.{self.name}"
+        table = importlib.import_module(f"{package}.functions").FUNCTIONS
+        reason = REGISTRY[self.name].backend.unavailable_reason(op)
+        if reason and op.name not in table:
+            return NoReference(f"the {self.title} module has no {op.name}: {reason}")
+        source = getattr(importlib.import_module(f"{package}.verify"), self.source)
+        if op.name not in table:
+            label = f"{self.title}'s {self.autodiff} of {op.stem}_{self.name}.{op.decl.func_name}_forward"
+            return source.derived(op, "_forward", label)
+        label = f"{self.title}'s own {op.name} ({package}.functions) under {self.under}"
+        imports = [f"from {package}.functions import FUNCTIONS", f"{op.decl.func_name} = FUNCTIONS[{op.name!r}]"]
+        return source(table[op.name], label, imports, call_name=op.decl.func_name, reference=True)
 
-        reason = unavailable_reason(op)
-        if reason and op.name not in FUNCTIONS:
-            return NoReference(f"the PyTorch module has no {op.name}: {reason}")
-        return torch_reference(op)
 
-
-NAMED_REFERENCES = {"tensorflow": TensorFlowReference, "jax": JaxReference, "torch": TorchReference}  # else a module
+NAMED_REFERENCES = {  # else a module
+    "tensorflow": TensorFlowReference(),
+    "jax": FrameworkReference("jax", "JAX", "autodiff", "jax.vjp", "JaxFunction"),
+    "torch": FrameworkReference("torch", "PyTorch", "autograd", "torch.autograd.grad", "TorchGradient"),
+}
 
 
 def make_reference(against: str, mapping: dict[str, str] | None = None):
-    named = NAMED_REFERENCES.get(against)
-    return named() if named else ModuleReference(against, mapping)
+    return NAMED_REFERENCES.get(against) or ModuleReference(against, mapping)
 
 
 def derived_source(op: DerivedOp, target: str, stand_in: bool = False):

@@ -1,7 +1,8 @@
 """TensorFlow's attribute conventions, read in plain Python for the reference tables of other
 frameworks (`symgrad.backends.torch.functions`, `symgrad.backends.jax.functions`): the
 spatial entries of an NHWC attribute, SAME and EXPLICIT padding as (before, after) pairs, and
-attribute values PyTorch's or JAX's function cannot express."""
+attribute values PyTorch's or JAX's function cannot express; and the tables' elementwise
+entries."""
 
 from __future__ import annotations
 
@@ -14,6 +15,14 @@ def expressible(ok: bool, message: str) -> None:
     """Raise NotImplementedError (the case is skipped, not failed) unless `ok`."""
     if not ok:
         raise NotImplementedError(message)
+
+
+def of_inputs(functions: dict, count: int) -> dict:
+    """Table entries of elementwise functions (`torch.sin`, `jnp.add`): each takes the numpy
+    forward's `count` inputs, positionally, and no attribute (which the function may accept as
+    a keyword it means otherwise)."""
+    wrap = (lambda fn: lambda x: fn(x)) if count == 1 else (lambda fn: lambda x, y: fn(x, y))
+    return {op: wrap(fn) for op, fn in functions.items()}
 
 
 def ints(values) -> tuple[int, ...]:

@@ -23,13 +23,7 @@ from jax import lax
 
 from symgrad.backends.jax import layers
 from symgrad.backends.jax.layers import broadcast_batch
-from symgrad.backends.tf_layout import (
-    expressible,
-    ints,
-    single_diagonal,
-    slice_ends,
-    split_sizes,
-)
+from symgrad.backends.tf_layout import expressible, ints, of_inputs, single_diagonal, slice_ends, split_sizes
 
 
 def _vjp_of(fn):
@@ -213,22 +207,10 @@ _GRAD_OF = {
 # fmt: on
 
 
-def _of_x(fn):
-    return lambda x: fn(x)
-
-
-def _of_features(fn):
-    return lambda features: fn(features)
-
-
-def _of_x_y(fn):
-    return lambda x, y: fn(x, y)
-
-
 FUNCTIONS = {  # op type -> the matching JAX call
-    **{op: _of_x(fn) for op, fn in _OF_X.items()},
-    **{op: _of_features(fn) for op, fn in _OF_FEATURES.items()},
-    **{op: _of_x_y(fn) for op, fn in _OF_X_Y.items()},
+    **of_inputs(_OF_X, 1),
+    **of_inputs(_OF_FEATURES, 1),
+    **of_inputs(_OF_X_Y, 2),
     **{op: _vjp_of(fn) for op, fn in _GRAD_OF.items()},
     "LeakyRelu": lambda features, *, alpha=0.2: jax.nn.leaky_relu(features, alpha),
     "Atan2": lambda y, x: jnp.arctan2(y, x),

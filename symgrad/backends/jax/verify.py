@@ -188,15 +188,3 @@ class JaxSecondOrder(_JaxSource):
     def call_lines(self, variant) -> list[str]:
         return self.imports + ["# jax.vjp of (g, x) -> jax.vjp(op)(x)(g), applied to the cotangents"]
 
-
-def jax_reference(op) -> JaxFunction:
-    """JAX's own function of the op type under `jax.vjp` (its hand-written rules), else JAX's
-    autodiff of the generated formula `<op>_forward`."""
-    from symgrad.backends.jax.functions import FUNCTIONS
-
-    fn = FUNCTIONS.get(op.name)
-    if fn is None:
-        return JaxFunction.derived(op, "_forward", f"JAX's autodiff of {op.stem}_jax.{op.decl.func_name}_forward")
-    label = f"JAX's own {op.name} (symgrad.backends.jax.functions) under jax.vjp"
-    imports = ["from symgrad.backends.jax.functions import FUNCTIONS", f"{op.decl.func_name} = FUNCTIONS[{op.name!r}]"]
-    return JaxFunction(fn, label, imports, call_name=op.decl.func_name, reference=True)

@@ -17,13 +17,7 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from symgrad.backends.tf_layout import (
-    expressible,
-    ints,
-    single_diagonal,
-    slice_ends,
-    split_sizes,
-)
+from symgrad.backends.tf_layout import expressible, ints, of_inputs, single_diagonal, slice_ends, split_sizes
 from symgrad.backends.torch import layers
 from symgrad.backends.torch.layers import nchw, nhwc, torch_pads
 
@@ -262,22 +256,10 @@ _OF_X_Y = {
 # fmt: on
 
 
-def _of_x(fn):
-    return lambda x: fn(x)
-
-
-def _of_features(fn):
-    return lambda features: fn(features)
-
-
-def _of_x_y(fn):
-    return lambda x, y: fn(x, y)
-
-
 FUNCTIONS = {  # op type -> the matching PyTorch call
-    **{op: _of_x(fn) for op, fn in _OF_X.items()},
-    **{op: _of_features(fn) for op, fn in _OF_FEATURES.items()},
-    **{op: _of_x_y(fn) for op, fn in _OF_X_Y.items()},
+    **of_inputs(_OF_X, 1),
+    **of_inputs(_OF_FEATURES, 1),
+    **of_inputs(_OF_X_Y, 2),
     "LeakyRelu": lambda features, *, alpha=0.2: F.leaky_relu(features, alpha),
     "Atan2": lambda y, x: torch.atan2(y, x),
     # PyTorch has no derivative in x (nor has TensorFlow's ZetaGrad; the declaration stops it)

@@ -107,19 +107,6 @@ class TorchGradient(_TorchSource):
         ]
 
 
-def torch_reference(op):
-    """PyTorch's own function of the op type under autograd (its hand-written derivative),
-    else PyTorch's autograd of the generated formula `<op>_forward`."""
-    from symgrad.backends.torch.functions import FUNCTIONS
-
-    fn = FUNCTIONS.get(op.name)
-    if fn is None:
-        return TorchGradient.derived(op, "_forward", f"PyTorch's autograd of {op.stem}_torch.{op.decl.func_name}_forward")
-    label = f"PyTorch's own {op.name} (symgrad.backends.torch.functions) under torch.autograd.grad"
-    imports = ["from symgrad.backends.torch.functions import FUNCTIONS", f"{op.decl.func_name} = FUNCTIONS[{op.name!r}]"]
-    return TorchGradient(fn, label, imports, call_name=op.decl.func_name, reference=True)
-
-
 class TorchSecondOrder(_TorchSource):
     """The second order of the PyTorch target, as the gradient of the gradient op G (see
     `symgrad.second_order_check`): autograd of `(g, x) -> torch.autograd.grad(<op>(x), x, g,
