@@ -1236,3 +1236,36 @@ def strided_slice_grad(
             f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
         )
     return (grad_input,)
+
+
+def strided_slice_grad_grad(
+    grad_vjp_input,
+    grad,
+    input,
+    *,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """Second order of StridedSlice: the gradient of strided_slice_grad: one array per input (grad, input).
+
+    StridedSlice is linear in input: its second order is its own forward (w.r.t. grad) and gradient (w.r.t. input), each at the inputs with one replaced by its cotangent.
+    """
+    grad_grad = strided_slice(
+        grad_vjp_input,
+        shrink_axis_mask=shrink_axis_mask,
+        ellipsis_mask=ellipsis_mask,
+        new_axis_mask=new_axis_mask,
+        begin=begin,
+        end=end,
+        strides=strides,
+        begin_mask=begin_mask,
+        end_mask=end_mask,
+    )
+    grad_input = None  # strided_slice_grad does not read input
+    return grad_grad, grad_input

@@ -375,6 +375,58 @@ def conv2d_grad(
     return grad_input, grad_filter
 
 
+def conv2d_grad_grad(
+    grad_vjp_input,
+    grad_vjp_filter,
+    grad,
+    input,
+    filter,
+    *,
+    padding="VALID",
+    strides,
+    explicit_paddings=(),
+    dilations=(1, 1, 1, 1),
+):
+    """Second order of Conv2D: the gradient of conv2d_grad: one array per input (grad, input, filter).
+
+    Conv2D is linear in input, filter separately: its second order is its own forward (w.r.t. grad) and gradient (w.r.t. input, filter), each at the inputs with one replaced by its cotangent.
+    """
+    grad_grad = conv2d(
+        grad_vjp_input,
+        filter,
+        padding=padding,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
+    ) + conv2d(
+        input,
+        grad_vjp_filter,
+        padding=padding,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
+    )
+    grad_input = conv2d_grad(
+        grad,
+        input,
+        grad_vjp_filter,
+        padding=padding,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
+    )[0]
+    grad_filter = conv2d_grad(
+        grad,
+        grad_vjp_input,
+        filter,
+        padding=padding,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
+    )[1]
+    return grad_grad, grad_input, grad_filter
+
+
 def depthwise_conv2d_native(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
@@ -613,6 +665,58 @@ def depthwise_conv2d_native_grad(
     return grad_input, grad_filter
 
 
+def depthwise_conv2d_native_grad_grad(
+    grad_vjp_input,
+    grad_vjp_filter,
+    grad,
+    input,
+    filter,
+    *,
+    padding="VALID",
+    strides,
+    explicit_paddings=(),
+    dilations=(1, 1, 1, 1),
+):
+    """Second order of DepthwiseConv2dNative: the gradient of depthwise_conv2d_native_grad: one array per input (grad, input, filter).
+
+    DepthwiseConv2dNative is linear in input, filter separately: its second order is its own forward (w.r.t. grad) and gradient (w.r.t. input, filter), each at the inputs with one replaced by its cotangent.
+    """
+    grad_grad = depthwise_conv2d_native(
+        grad_vjp_input,
+        filter,
+        padding=padding,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
+    ) + depthwise_conv2d_native(
+        input,
+        grad_vjp_filter,
+        padding=padding,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
+    )
+    grad_input = depthwise_conv2d_native_grad(
+        grad,
+        input,
+        grad_vjp_filter,
+        padding=padding,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
+    )[0]
+    grad_filter = depthwise_conv2d_native_grad(
+        grad,
+        grad_vjp_input,
+        filter,
+        padding=padding,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
+    )[1]
+    return grad_grad, grad_input, grad_filter
+
+
 def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
     """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel) (declared at ops/conv.py:73)."""
     if padding == "VALID":
@@ -727,6 +831,20 @@ def extract_image_patches_grad(
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
     return (grad_images,)
+
+
+def extract_image_patches_grad_grad(
+    grad_vjp_images, grad, images, *, padding="VALID", ksizes, strides, rates
+):
+    """Second order of ExtractImagePatches: the gradient of extract_image_patches_grad: one array per input (grad, images).
+
+    ExtractImagePatches is linear in images: its second order is its own forward (w.r.t. grad) and gradient (w.r.t. images), each at the inputs with one replaced by its cotangent.
+    """
+    grad_grad = extract_image_patches(
+        grad_vjp_images, padding=padding, ksizes=ksizes, strides=strides, rates=rates
+    )
+    grad_images = None  # extract_image_patches_grad does not read images
+    return grad_grad, grad_images
 
 
 def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
@@ -899,6 +1017,33 @@ def conv3d_grad(
     else:
         raise ValueError(f"Conv3D: unsupported attributes padding={padding!r}")
     return grad_input, grad_filter
+
+
+def conv3d_grad_grad(
+    grad_vjp_input,
+    grad_vjp_filter,
+    grad,
+    input,
+    filter,
+    *,
+    padding="VALID",
+    strides,
+    dilations=(1, 1, 1, 1, 1),
+):
+    """Second order of Conv3D: the gradient of conv3d_grad: one array per input (grad, input, filter).
+
+    Conv3D is linear in input, filter separately: its second order is its own forward (w.r.t. grad) and gradient (w.r.t. input, filter), each at the inputs with one replaced by its cotangent.
+    """
+    grad_grad = conv3d(
+        grad_vjp_input, filter, padding=padding, strides=strides, dilations=dilations
+    ) + conv3d(input, grad_vjp_filter, padding=padding, strides=strides, dilations=dilations)
+    grad_input = conv3d_grad(
+        grad, input, grad_vjp_filter, padding=padding, strides=strides, dilations=dilations
+    )[0]
+    grad_filter = conv3d_grad(
+        grad, grad_vjp_input, filter, padding=padding, strides=strides, dilations=dilations
+    )[1]
+    return grad_grad, grad_input, grad_filter
 
 
 def avg_pool(value, *, padding="VALID", ksize, strides):

@@ -376,3 +376,13 @@ def bias_add_backprop_grad(grad, out_backprop, *, output=None, data_format="NHWC
     else:
         raise ValueError(f"BiasAddGrad: unsupported attributes data_format={data_format!r}")
     return (grad_out_backprop,)
+
+
+def bias_add_backprop_grad_grad(grad_vjp_out_backprop, grad, out_backprop, *, data_format="NHWC"):
+    """Second order of BiasAddGrad: the gradient of bias_add_backprop_grad: one array per input (grad, out_backprop).
+
+    BiasAddGrad is linear in out_backprop: its second order is its own forward (w.r.t. grad) and gradient (w.r.t. out_backprop), each at the inputs with one replaced by its cotangent.
+    """
+    grad_grad = bias_add_backprop(grad_vjp_out_backprop, data_format=data_format)
+    grad_out_backprop = None  # bias_add_backprop_grad does not read out_backprop
+    return grad_grad, grad_out_backprop

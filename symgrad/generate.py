@@ -18,11 +18,11 @@ from symgrad.cache import Cache, CachedOp, cache_key
 from symgrad.declare import OpDecl, instantiate
 from symgrad.derive import derive
 from symgrad.errors import LoweringError, SymgradError
-from symgrad.ir import OpCode
+from symgrad.ir import LinearSecondOrder, OpCode
 from symgrad.load import OpFile, check_unique, load_op_file, op_file_paths
 from symgrad.lowering import OpSignature, lower_op
 from symgrad.render import render_module
-from symgrad.second_order import PREFIX, complex_form, derive_second_order
+from symgrad.second_order import PREFIX, complex_form, derive_second_order, linear_inputs
 from symgrad.simplify import simplify
 from symgrad.targets import MODULE_SUFFIX
 
@@ -46,15 +46,14 @@ def compile_op(decl: OpDecl) -> OpCode:
     return dataclasses.replace(code, second_order=_second_order(raw))
 
 
-def _second_order(raw: list) -> OpCode | None:
-    """The gradient op's code, for every variant or none (see `symgrad.second_order`)."""
-    seconds = [derive_second_order(d) for d in raw]
-    if any(d is None for d in seconds):
-        return None
-    try:
-        code = lower_op(OpSignature.of(seconds[0].variant.decl), seconds)
-    except SymgradError:
-        return None
+def _second_order(raw: list) -> OpCode | LinearSecondOrder | None:
+    """The gradient op's code, for every variant or none (see `symgrad.second_order`); where
+    it does not derive, an op linear in each input has its second order composed of its own
+    functions."""
+    code = _gradient_op_code(raw)
+    if code is None:
+        linear = {linear_inputs(d) for d in raw}
+        return LinearSecondOrder(linear.pop()) if len(linear) == 1 and None not in linear else None
     if raw[0].variant.decl.complex_ok:
         code = complex_form(code, raw[0].grad_names)
     # a cotangent per input of the op, as `<op>_grad` returns a gradient per input (unused
@@ -62,6 +61,17 @@ def _second_order(raw: list) -> OpCode | None:
     variadic = raw[0].variant.decl.variadic  # `<op>_grad` returns its list's gradients as one
     names = (variadic,) if variadic else tuple(t.name for t in raw[0].variant.inputs)
     return dataclasses.replace(code, grads=tuple(f"grad_{PREFIX}{name}" for name in names))
+
+
+def _gradient_op_code(raw: list) -> OpCode | None:
+    """The gradient op's derivations lowered, None where any variant does not derive."""
+    seconds = [derive_second_order(d) for d in raw]
+    if any(d is None for d in seconds):
+        return None
+    try:
+        return lower_op(OpSignature.of(seconds[0].variant.decl), seconds)
+    except SymgradError:
+        return None
 
 
 def generate(

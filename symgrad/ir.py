@@ -543,6 +543,19 @@ class Function:
 
 
 @dataclass(frozen=True)
+class LinearSecondOrder:
+    """The second order of an op linear in each input of `linear_in` separately (a
+    convolution: in its input and in its filter), composed of the op's own functions: w.r.t.
+    the upstream gradient, sum_x op(inputs with x := v_x) (a Jacobian-vector product); w.r.t.
+    input x, sum_{y != x} op_grad(grad, inputs with y := v_y)[x] (a Hessian-vector product)."""
+
+    linear_in: tuple[str, ...]  # the inputs with a gradient, in op order
+
+    def __str__(self) -> str:
+        return f"linear in {', '.join(self.linear_in)}"
+
+
+@dataclass(frozen=True)
 class OpCode:
     """Everything generated for one op."""
 
@@ -565,5 +578,6 @@ class OpCode:
     list_output: bool = False  # outputs is (<list output>,), grads (grad_<it>,): sequences
     stages: tuple[str, ...] = ()  # forward stages the gradient accepts (recomputed if not given)
     complex_ok: bool = False  # complex inputs supported (the gradient in TensorFlow's convention)
-    second_order: "OpCode | None" = None  # the gradient op's code (symgrad.second_order), its
-    # forward being this op's gradient; None where it is not derived
+    second_order: "OpCode | LinearSecondOrder | None" = None  # the gradient op's code
+    # (symgrad.second_order), its forward being this op's gradient; or, for an op linear in
+    # each input, composed of its own functions; None where it is neither

@@ -260,3 +260,44 @@ def _without_point_masses(derivation: Derivation) -> Derivation:
 
     return dataclasses.replace(derivation, vjp={n: value(v) for n, v in derivation.vjp.items()})
 
+
+def linear_inputs(derivation: Derivation) -> tuple[str, ...] | None:
+    """The inputs with a gradient, where each output of the op is linear in each of them
+    separately (of degree one in its entries: a convolution in its input and in its filter),
+    else None. Such an op's second order is composed of its own forward and gradient
+    (`ir.LinearSecondOrder`): what its gradient op would derive, without declaring it."""
+    variant = derivation.variant
+    if derivation.staging is not None or variant.decl.variadic or variant.decl.complex_ok or len(variant.outputs) != 1:
+        return None
+    names = tuple(t.name for t in variant.inputs if derivation.vjp[t.name] is not None)
+    bases = {t.name: t.base for t in variant.inputs}
+    expr = variant.outputs[0].expr
+    if not names or expr.has(stop_gradient) or any(_degree(expr, bases[n]) != 1 for n in names):
+        return None
+    return names
+
+
+def _degree(expr: sp.Expr, base) -> int | None:
+    """The degree of `expr` in the entries of tensor `base` (a symbol, elementwise), None where
+    it is not a polynomial in them (or not the same degree in every term and branch)."""
+    if expr == base or (isinstance(expr, sp.Indexed) and expr.base == base):
+        return 1
+    if not expr.has(base):
+        return 0
+    if isinstance(expr, sp.Mul):
+        degrees = [_degree(a, base) for a in expr.args]
+        return None if None in degrees else sum(degrees)
+    if isinstance(expr, sp.Pow) and expr.exp.is_Integer and expr.exp > 0:
+        degree = _degree(expr.base, base)
+        return None if degree is None else degree * int(expr.exp)
+    if isinstance(expr, sp.Piecewise):  # conditions on indices only
+        if any(c.has(base) for _, c in expr.args):
+            return None
+        parts = {_degree(e, base) for e, _ in expr.args if e != 0}
+    elif isinstance(expr, sp.Add):
+        parts = {_degree(a, base) for a in expr.args}
+    elif isinstance(expr, sp.Sum):  # a product, maximum or minimum over entries is not linear
+        return _degree(expr.function, base)
+    else:
+        return None
+    return parts.pop() if len(parts) == 1 else None

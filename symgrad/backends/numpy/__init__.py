@@ -10,11 +10,13 @@ from symgrad import ir
 from symgrad.backends.numpy.printer import NumpyPrinter
 from symgrad.errors import LoweringError
 from symgrad.render import (
+    attr_params,
     common_context,
     environment,
     format_module,
     gradient_function,
     helper_sources,
+    signature,
     staged_forward,
 )
 from symgrad.second_order import PREFIX
@@ -57,8 +59,44 @@ def _second_order(op: ir.OpCode, printer) -> dict | None:
     (`symgrad check --order 2` then reports it as not generated)."""
     if op.second_order is None:
         return None
+    if isinstance(op.second_order, ir.LinearSecondOrder):
+        return linear_second_order(op, op.second_order.linear_in)
     positions = {f"{PREFIX}{name}": k for k, name in enumerate(op.inputs)}  # in `<op>_grad`'s results
     try:
         return gradient_function(op.second_order, printer, positions)
     except LoweringError:
         return None
+
+
+def linear_second_order(op: ir.OpCode, linear_in: tuple[str, ...]) -> dict:
+    """`<op>_grad_grad` of an op linear in each of `linear_in` (`ir.LinearSecondOrder`): the
+    statements calling the op's own forward and gradient, and what the docstring says."""
+    cotangent = {x: f"grad_{PREFIX}{x}" for x in linear_in}
+    attrs = "".join(f", {name}={name}" for name, _ in op.enumerated_attrs + op.numeric_attrs)
+    forward = f"globals()[{op.func_name!r}]" if op.func_name in op.outputs + op.inputs else op.func_name
+
+    def call(function, replaced, *upstream):
+        args = [cotangent[x] if x == replaced else x for x in op.inputs]
+        return f"{function}({', '.join(list(upstream) + args)}{attrs})"
+
+    (grad,) = op.grads
+    jvp = " + ".join(call(forward, x) for x in linear_in)
+    lines = [f"grad_{grad} = {jvp}"]
+    for x in linear_in:
+        terms = [f"{call(op.func_name + '_grad', y, grad)}[{op.inputs.index(x)}]" for y in linear_in if y != x]
+        lines.append(f"grad_{x} = {' + '.join(terms)}" if terms else f"grad_{x} = None  # {op.func_name}_grad does not read {x}")
+    results = [f"grad_{grad}"] + [f"grad_{x}" if x in linear_in else "None" for x in op.inputs]
+    inputs = ", ".join(linear_in)
+    return {
+        "linear": True,
+        "func_name": op.func_name,
+        "grad_signature": signature(
+            [f"grad_{PREFIX}{x}" for x in op.inputs] + list(op.grads) + list(op.inputs), attr_params(op)
+        ),
+        "doc": f"{op.name} is linear in {inputs}{' separately' if len(linear_in) > 1 else ''}: its "
+        f"second order is its own forward (w.r.t. {grad}) and gradient (w.r.t. {inputs}), each at "
+        "the inputs with one replaced by its cotangent",
+        "inputs": ", ".join([grad] + list(op.inputs)),
+        "body": "\n".join(lines),
+        "results": ", ".join(results),
+    }
