@@ -915,79 +915,103 @@ _cumprod_custom_vjp.defvjp(_cumprod_fwd, _cumprod_bwd)
 
 
 def cumulative_logsumexp(x, *, axis=-1, reverse=False):
-    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis (not `exclusive`: its first entry is (declared at ops/reductions.py:115); differentiated by cumulative_logsumexp_vjp."""
+    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis, computed in log space (declared at ops/reductions.py:115); differentiated by cumulative_logsumexp_vjp."""
     return _cumulative_logsumexp_custom_vjp(axis, reverse, x)
 
 
-def cumulative_logsumexp_forward(x, *, axis=-1, reverse=False, return_stages=False):
+def cumulative_logsumexp_forward(x, *, axis=-1, reverse=False):
     """CumulativeLogsumexp's formula."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not reverse:
-        sum1 = jnp.cumsum(jnp.exp(x), axis=-1)
-        out = jnp.log(sum1)
+        out = jnp.logaddexp.accumulate(x, axis=-1)
     elif axis == -1 and reverse:
-        sum1 = jnp.flip(jnp.cumsum(jnp.flip(jnp.exp(x), axis=-1), axis=-1), axis=-1)
-        out = jnp.log(sum1)
+        out = jnp.flip(jnp.logaddexp.accumulate(jnp.flip(x, axis=-1), axis=-1), axis=-1)
     elif axis == -2 and not reverse:
-        sum1 = jnp.cumsum(jnp.exp(x), axis=-2)
-        out = jnp.log(sum1)
+        out = jnp.logaddexp.accumulate(x, axis=-2)
     elif axis == -2 and reverse:
-        sum1 = jnp.flip(jnp.cumsum(jnp.flip(jnp.exp(x), axis=-2), axis=-2), axis=-2)
-        out = jnp.log(sum1)
+        out = jnp.flip(jnp.logaddexp.accumulate(jnp.flip(x, axis=-2), axis=-2), axis=-2)
     elif axis == -3 and not reverse:
-        sum1 = jnp.cumsum(jnp.exp(x), axis=-3)
-        out = jnp.log(sum1)
+        out = jnp.logaddexp.accumulate(x, axis=-3)
     elif axis == -3 and reverse:
-        sum1 = jnp.flip(jnp.cumsum(jnp.flip(jnp.exp(x), axis=-3), axis=-3), axis=-3)
-        out = jnp.log(sum1)
+        out = jnp.flip(jnp.logaddexp.accumulate(jnp.flip(x, axis=-3), axis=-3), axis=-3)
     else:
         raise ValueError(
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
         )
-    if return_stages:  # for cumulative_logsumexp_vjp(..., **stages): not computed again
-        return out, {"sum1": sum1}
     return out
 
 
-def cumulative_logsumexp_vjp(grad, x, *, out=None, sum1=None, axis=-1, reverse=False):
+def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
     """Gradient of CumulativeLogsumexp: one array per input (x)."""
+    if out is None:
+        out = cumulative_logsumexp_forward(x, axis=axis, reverse=reverse)
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not reverse:
-        if sum1 is None:
-            sum1 = jnp.cumsum(jnp.exp(x), axis=-1)
-        grad_sum1 = grad / sum1
-        t0 = jnp.flip(jnp.cumsum(jnp.flip(grad_sum1, axis=-1), axis=-1), axis=-1)
-        grad_x = t0 * jnp.exp(x)
+        t0 = jnp.flip(
+            jnp.logaddexp.accumulate(
+                jnp.flip(jnp.where(grad < 0, -out + jnp.log(-grad), -out - 1e30), axis=-1), axis=-1
+            ),
+            axis=-1,
+        )
+        t1 = jnp.flip(
+            jnp.logaddexp.accumulate(
+                jnp.flip(jnp.where(grad > 0, -out + jnp.log(grad), -out - 1e30), axis=-1), axis=-1
+            ),
+            axis=-1,
+        )
+        grad_x = -jnp.exp(t0 + x) + jnp.exp(t1 + x)
     elif axis == -1 and reverse:
-        if sum1 is None:
-            sum1 = jnp.flip(jnp.cumsum(jnp.flip(jnp.exp(x), axis=-1), axis=-1), axis=-1)
-        grad_sum1 = grad / sum1
-        t0 = jnp.cumsum(grad_sum1, axis=-1)
-        grad_x = t0 * jnp.exp(x)
+        t0 = jnp.logaddexp.accumulate(
+            jnp.where(grad < 0, -out + jnp.log(-grad), -out - 1e30), axis=-1
+        )
+        t1 = jnp.logaddexp.accumulate(
+            jnp.where(grad > 0, -out + jnp.log(grad), -out - 1e30), axis=-1
+        )
+        grad_x = -jnp.exp(t0 + x) + jnp.exp(t1 + x)
     elif axis == -2 and not reverse:
-        if sum1 is None:
-            sum1 = jnp.cumsum(jnp.exp(x), axis=-2)
-        grad_sum1 = grad / sum1
-        t0 = jnp.flip(jnp.cumsum(jnp.flip(grad_sum1, axis=-2), axis=-2), axis=-2)
-        grad_x = t0 * jnp.exp(x)
+        t0 = jnp.flip(
+            jnp.logaddexp.accumulate(
+                jnp.flip(jnp.where(grad < 0, -out + jnp.log(-grad), -out - 1e30), axis=-2), axis=-2
+            ),
+            axis=-2,
+        )
+        t1 = jnp.flip(
+            jnp.logaddexp.accumulate(
+                jnp.flip(jnp.where(grad > 0, -out + jnp.log(grad), -out - 1e30), axis=-2), axis=-2
+            ),
+            axis=-2,
+        )
+        grad_x = -jnp.exp(t0 + x) + jnp.exp(t1 + x)
     elif axis == -2 and reverse:
-        if sum1 is None:
-            sum1 = jnp.flip(jnp.cumsum(jnp.flip(jnp.exp(x), axis=-2), axis=-2), axis=-2)
-        grad_sum1 = grad / sum1
-        t0 = jnp.cumsum(grad_sum1, axis=-2)
-        grad_x = t0 * jnp.exp(x)
+        t0 = jnp.logaddexp.accumulate(
+            jnp.where(grad < 0, -out + jnp.log(-grad), -out - 1e30), axis=-2
+        )
+        t1 = jnp.logaddexp.accumulate(
+            jnp.where(grad > 0, -out + jnp.log(grad), -out - 1e30), axis=-2
+        )
+        grad_x = -jnp.exp(t0 + x) + jnp.exp(t1 + x)
     elif axis == -3 and not reverse:
-        if sum1 is None:
-            sum1 = jnp.cumsum(jnp.exp(x), axis=-3)
-        grad_sum1 = grad / sum1
-        t0 = jnp.flip(jnp.cumsum(jnp.flip(grad_sum1, axis=-3), axis=-3), axis=-3)
-        grad_x = t0 * jnp.exp(x)
+        t0 = jnp.flip(
+            jnp.logaddexp.accumulate(
+                jnp.flip(jnp.where(grad < 0, -out + jnp.log(-grad), -out - 1e30), axis=-3), axis=-3
+            ),
+            axis=-3,
+        )
+        t1 = jnp.flip(
+            jnp.logaddexp.accumulate(
+                jnp.flip(jnp.where(grad > 0, -out + jnp.log(grad), -out - 1e30), axis=-3), axis=-3
+            ),
+            axis=-3,
+        )
+        grad_x = -jnp.exp(t0 + x) + jnp.exp(t1 + x)
     elif axis == -3 and reverse:
-        if sum1 is None:
-            sum1 = jnp.flip(jnp.cumsum(jnp.flip(jnp.exp(x), axis=-3), axis=-3), axis=-3)
-        grad_sum1 = grad / sum1
-        t0 = jnp.cumsum(grad_sum1, axis=-3)
-        grad_x = t0 * jnp.exp(x)
+        t0 = jnp.logaddexp.accumulate(
+            jnp.where(grad < 0, -out + jnp.log(-grad), -out - 1e30), axis=-3
+        )
+        t1 = jnp.logaddexp.accumulate(
+            jnp.where(grad > 0, -out + jnp.log(grad), -out - 1e30), axis=-3
+        )
+        grad_x = -jnp.exp(t0 + x) + jnp.exp(t1 + x)
     else:
         raise ValueError(
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
@@ -1001,13 +1025,13 @@ def _cumulative_logsumexp_custom_vjp(axis, reverse, x):
 
 
 def _cumulative_logsumexp_fwd(axis, reverse, x):
-    out, stages = cumulative_logsumexp_forward(x, axis=axis, reverse=reverse, return_stages=True)
-    return out, ((x,), out, stages)
+    out = cumulative_logsumexp_forward(x, axis=axis, reverse=reverse)
+    return out, ((x,), out)
 
 
 def _cumulative_logsumexp_bwd(axis, reverse, saved, grad):
-    (x,), out, stages = saved
-    return cumulative_logsumexp_vjp(grad, x, out=out, **stages, axis=axis, reverse=reverse)
+    (x,), out = saved
+    return cumulative_logsumexp_vjp(grad, x, out=out, axis=axis, reverse=reverse)
 
 
 _cumulative_logsumexp_custom_vjp.defvjp(_cumulative_logsumexp_fwd, _cumulative_logsumexp_bwd)

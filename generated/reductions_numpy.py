@@ -4,9 +4,6 @@
 
 Each `<op>_grad(grads..., inputs..., *, outputs=None, attrs...)` returns a tuple with one
 gradient per input, each summed to its input's shape under broadcasting (None: no gradient).
-An op whose gradient reads forward stages (intermediates) also takes them as keywords,
-computing them again when they are not given: `y, stages = <op>(..., return_stages=True)`,
-then `<op>_grad(grad, ..., y=y, **stages)`.
 """
 
 import numpy as np
@@ -1544,75 +1541,87 @@ def cumprod_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
     return (grad_x,)
 
 
-def cumulative_logsumexp(x, *, axis=-1, reverse=False, return_stages=False):
-    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis (not `exclusive`: its first entry is (declared at ops/reductions.py:115)."""
+def cumulative_logsumexp(x, *, axis=-1, reverse=False):
+    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis, computed in log space (declared at ops/reductions.py:115)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not reverse:
-        sum1 = np.cumsum(np.exp(x), axis=-1)
-        out = np.log(sum1)
+        out = np.logaddexp.accumulate(x, axis=-1)
     elif axis == -1 and reverse:
-        sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-1), axis=-1), axis=-1)
-        out = np.log(sum1)
+        out = np.flip(np.logaddexp.accumulate(np.flip(x, axis=-1), axis=-1), axis=-1)
     elif axis == -2 and not reverse:
-        sum1 = np.cumsum(np.exp(x), axis=-2)
-        out = np.log(sum1)
+        out = np.logaddexp.accumulate(x, axis=-2)
     elif axis == -2 and reverse:
-        sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-2), axis=-2), axis=-2)
-        out = np.log(sum1)
+        out = np.flip(np.logaddexp.accumulate(np.flip(x, axis=-2), axis=-2), axis=-2)
     elif axis == -3 and not reverse:
-        sum1 = np.cumsum(np.exp(x), axis=-3)
-        out = np.log(sum1)
+        out = np.logaddexp.accumulate(x, axis=-3)
     elif axis == -3 and reverse:
-        sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-3), axis=-3), axis=-3)
-        out = np.log(sum1)
+        out = np.flip(np.logaddexp.accumulate(np.flip(x, axis=-3), axis=-3), axis=-3)
     else:
         raise ValueError(
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
         )
-    if return_stages:  # for cumulative_logsumexp_grad(..., **stages): not computed again
-        return out, {"sum1": sum1}
     return out
 
 
-def cumulative_logsumexp_grad(grad, x, *, out=None, sum1=None, axis=-1, reverse=False):
+def cumulative_logsumexp_grad(grad, x, *, out=None, axis=-1, reverse=False):
     """Gradient of CumulativeLogsumexp: one array per input (x)."""
+    if out is None:
+        out = cumulative_logsumexp(x, axis=axis, reverse=reverse)
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not reverse:
-        if sum1 is None:
-            sum1 = np.cumsum(np.exp(x), axis=-1)
-        grad_sum1 = grad / sum1
-        t0 = np.flip(np.cumsum(np.flip(grad_sum1, axis=-1), axis=-1), axis=-1)
-        grad_x = t0 * np.exp(x)
+        t0 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad < 0, -out + np.log(-grad), -out - 1e30), axis=-1), axis=-1
+            ),
+            axis=-1,
+        )
+        t1 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad > 0, -out + np.log(grad), -out - 1e30), axis=-1), axis=-1
+            ),
+            axis=-1,
+        )
+        grad_x = -np.exp(t0 + x) + np.exp(t1 + x)
     elif axis == -1 and reverse:
-        if sum1 is None:
-            sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-1), axis=-1), axis=-1)
-        grad_sum1 = grad / sum1
-        t0 = np.cumsum(grad_sum1, axis=-1)
-        grad_x = t0 * np.exp(x)
+        t0 = np.logaddexp.accumulate(np.where(grad < 0, -out + np.log(-grad), -out - 1e30), axis=-1)
+        t1 = np.logaddexp.accumulate(np.where(grad > 0, -out + np.log(grad), -out - 1e30), axis=-1)
+        grad_x = -np.exp(t0 + x) + np.exp(t1 + x)
     elif axis == -2 and not reverse:
-        if sum1 is None:
-            sum1 = np.cumsum(np.exp(x), axis=-2)
-        grad_sum1 = grad / sum1
-        t0 = np.flip(np.cumsum(np.flip(grad_sum1, axis=-2), axis=-2), axis=-2)
-        grad_x = t0 * np.exp(x)
+        t0 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad < 0, -out + np.log(-grad), -out - 1e30), axis=-2), axis=-2
+            ),
+            axis=-2,
+        )
+        t1 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad > 0, -out + np.log(grad), -out - 1e30), axis=-2), axis=-2
+            ),
+            axis=-2,
+        )
+        grad_x = -np.exp(t0 + x) + np.exp(t1 + x)
     elif axis == -2 and reverse:
-        if sum1 is None:
-            sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-2), axis=-2), axis=-2)
-        grad_sum1 = grad / sum1
-        t0 = np.cumsum(grad_sum1, axis=-2)
-        grad_x = t0 * np.exp(x)
+        t0 = np.logaddexp.accumulate(np.where(grad < 0, -out + np.log(-grad), -out - 1e30), axis=-2)
+        t1 = np.logaddexp.accumulate(np.where(grad > 0, -out + np.log(grad), -out - 1e30), axis=-2)
+        grad_x = -np.exp(t0 + x) + np.exp(t1 + x)
     elif axis == -3 and not reverse:
-        if sum1 is None:
-            sum1 = np.cumsum(np.exp(x), axis=-3)
-        grad_sum1 = grad / sum1
-        t0 = np.flip(np.cumsum(np.flip(grad_sum1, axis=-3), axis=-3), axis=-3)
-        grad_x = t0 * np.exp(x)
+        t0 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad < 0, -out + np.log(-grad), -out - 1e30), axis=-3), axis=-3
+            ),
+            axis=-3,
+        )
+        t1 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad > 0, -out + np.log(grad), -out - 1e30), axis=-3), axis=-3
+            ),
+            axis=-3,
+        )
+        grad_x = -np.exp(t0 + x) + np.exp(t1 + x)
     elif axis == -3 and reverse:
-        if sum1 is None:
-            sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-3), axis=-3), axis=-3)
-        grad_sum1 = grad / sum1
-        t0 = np.cumsum(grad_sum1, axis=-3)
-        grad_x = t0 * np.exp(x)
+        t0 = np.logaddexp.accumulate(np.where(grad < 0, -out + np.log(-grad), -out - 1e30), axis=-3)
+        t1 = np.logaddexp.accumulate(np.where(grad > 0, -out + np.log(grad), -out - 1e30), axis=-3)
+        grad_x = -np.exp(t0 + x) + np.exp(t1 + x)
     else:
         raise ValueError(
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
@@ -1621,87 +1630,299 @@ def cumulative_logsumexp_grad(grad, x, *, out=None, sum1=None, axis=-1, reverse=
 
 
 def cumulative_logsumexp_grad_grad(
-    grad_vjp_x, grad, x, *, vjp_x=None, sum1=None, vjp_sum1=None, axis=-1, reverse=False
+    grad_vjp_x, grad, x, *, vjp_x=None, lse1=None, axis=-1, reverse=False
 ):
     """Second order of CumulativeLogsumexp: the gradient of cumulative_logsumexp_grad: one array per input (grad, x)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not reverse:
-        if sum1 is None or vjp_sum1 is None:
-            sum1 = np.cumsum(np.exp(x), axis=-1)
-            vjp_sum1 = grad / sum1
-        grad_vjp_sum1 = np.cumsum(grad_vjp_x * np.exp(x), axis=-1)
-        grad_sum1 = -grad_vjp_sum1 * vjp_sum1 / sum1
-        grad_grad = grad_vjp_sum1 / sum1
+        if lse1 is None:
+            lse1 = np.logaddexp.accumulate(x, axis=-1)
+        t0 = np.logaddexp.accumulate(
+            np.where(grad_vjp_x < 0, x + np.log(-grad_vjp_x), x - 1e30), axis=-1
+        )
+        t1 = np.logaddexp.accumulate(
+            np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=-1
+        )
+        grad_lse1 = -grad * (-np.exp(-lse1 + t0) + np.exp(-lse1 + t1))
+        t2 = np.logaddexp.accumulate(
+            np.where(grad_vjp_x < 0, x + np.log(-grad_vjp_x), x - 1e30), axis=-1
+        )
+        t3 = np.logaddexp.accumulate(
+            np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=-1
+        )
+        grad_grad = -np.exp(-lse1 + t2) + np.exp(-lse1 + t3)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t0 = np.flip(np.cumsum(np.flip(vjp_sum1, axis=-1), axis=-1), axis=-1)
-        t1 = np.flip(np.cumsum(np.flip(grad_sum1, axis=-1), axis=-1), axis=-1)
-        grad_x = (grad_vjp_x * t0 + t1) * np.exp(x)
+        t4 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad < 0, -lse1 + np.log(-grad), -lse1 - 1e30), axis=-1), axis=-1
+            ),
+            axis=-1,
+        )
+        t5 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad > 0, -lse1 + np.log(grad), -lse1 - 1e30), axis=-1), axis=-1
+            ),
+            axis=-1,
+        )
+        t6 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad_lse1 < 0, -lse1 + np.log(-grad_lse1), -lse1 - 1e30), axis=-1),
+                axis=-1,
+            ),
+            axis=-1,
+        )
+        t7 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad_lse1 > 0, -lse1 + np.log(grad_lse1), -lse1 - 1e30), axis=-1),
+                axis=-1,
+            ),
+            axis=-1,
+        )
+        grad_x = grad_vjp_x * (-np.exp(t4 + x) + np.exp(t5 + x)) - np.exp(t6 + x) + np.exp(t7 + x)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -1 and reverse:
-        if sum1 is None or vjp_sum1 is None:
-            sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-1), axis=-1), axis=-1)
-            vjp_sum1 = grad / sum1
-        grad_vjp_sum1 = np.flip(
-            np.cumsum(np.flip(grad_vjp_x * np.exp(x), axis=-1), axis=-1), axis=-1
+        if lse1 is None:
+            lse1 = np.flip(np.logaddexp.accumulate(np.flip(x, axis=-1), axis=-1), axis=-1)
+        t0 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad_vjp_x < 0, x + np.log(-grad_vjp_x), x - 1e30), axis=-1),
+                axis=-1,
+            ),
+            axis=-1,
         )
-        grad_sum1 = -grad_vjp_sum1 * vjp_sum1 / sum1
-        grad_grad = grad_vjp_sum1 / sum1
+        t1 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=-1),
+                axis=-1,
+            ),
+            axis=-1,
+        )
+        grad_lse1 = -grad * (-np.exp(-lse1 + t0) + np.exp(-lse1 + t1))
+        t2 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad_vjp_x < 0, x + np.log(-grad_vjp_x), x - 1e30), axis=-1),
+                axis=-1,
+            ),
+            axis=-1,
+        )
+        t3 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=-1),
+                axis=-1,
+            ),
+            axis=-1,
+        )
+        grad_grad = -np.exp(-lse1 + t2) + np.exp(-lse1 + t3)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t0 = np.cumsum(vjp_sum1, axis=-1)
-        t1 = np.cumsum(grad_sum1, axis=-1)
-        grad_x = (grad_vjp_x * t0 + t1) * np.exp(x)
+        t4 = np.logaddexp.accumulate(
+            np.where(grad < 0, -lse1 + np.log(-grad), -lse1 - 1e30), axis=-1
+        )
+        t5 = np.logaddexp.accumulate(
+            np.where(grad > 0, -lse1 + np.log(grad), -lse1 - 1e30), axis=-1
+        )
+        t6 = np.logaddexp.accumulate(
+            np.where(grad_lse1 < 0, -lse1 + np.log(-grad_lse1), -lse1 - 1e30), axis=-1
+        )
+        t7 = np.logaddexp.accumulate(
+            np.where(grad_lse1 > 0, -lse1 + np.log(grad_lse1), -lse1 - 1e30), axis=-1
+        )
+        grad_x = grad_vjp_x * (-np.exp(t4 + x) + np.exp(t5 + x)) - np.exp(t6 + x) + np.exp(t7 + x)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -2 and not reverse:
-        if sum1 is None or vjp_sum1 is None:
-            sum1 = np.cumsum(np.exp(x), axis=-2)
-            vjp_sum1 = grad / sum1
-        grad_vjp_sum1 = np.cumsum(grad_vjp_x * np.exp(x), axis=-2)
-        grad_sum1 = -grad_vjp_sum1 * vjp_sum1 / sum1
-        grad_grad = grad_vjp_sum1 / sum1
+        if lse1 is None:
+            t0 = np.einsum("...ab->...ba", x, optimize=True)
+            lse1 = np.logaddexp.accumulate(t0, axis=-1)
+        t1 = np.einsum("...ab->...ba", grad, optimize=True)
+        t2 = np.einsum("...ab->...ba", x, optimize=True)
+        t3 = np.einsum("...ab->...ba", grad_vjp_x, optimize=True)
+        t4 = np.logaddexp.accumulate(np.where(t3 < 0, t2 + np.log(-t3), t2 - 1e30), axis=-1)
+        t5 = np.logaddexp.accumulate(np.where(t3 > 0, t2 + np.log(t3), t2 - 1e30), axis=-1)
+        grad_lse1 = -t1 * (-np.exp(-lse1 + t4) + np.exp(-lse1 + t5))
+        t6 = np.einsum("...ab->...ba", lse1, optimize=True)
+        t7 = np.logaddexp.accumulate(
+            np.where(grad_vjp_x < 0, x + np.log(-grad_vjp_x), x - 1e30), axis=-2
+        )
+        t8 = np.logaddexp.accumulate(
+            np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=-2
+        )
+        grad_grad = -np.exp(-t6 + t7) + np.exp(-t6 + t8)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t0 = np.flip(np.cumsum(np.flip(vjp_sum1, axis=-2), axis=-2), axis=-2)
-        t1 = np.flip(np.cumsum(np.flip(grad_sum1, axis=-2), axis=-2), axis=-2)
-        grad_x = (grad_vjp_x * t0 + t1) * np.exp(x)
+        t9 = np.einsum("...ab->...ba", lse1, optimize=True)
+        t10 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad < 0, -t9 + np.log(-grad), -t9 - 1e30), axis=-2), axis=-2
+            ),
+            axis=-2,
+        )
+        t11 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad > 0, -t9 + np.log(grad), -t9 - 1e30), axis=-2), axis=-2
+            ),
+            axis=-2,
+        )
+        t12 = np.einsum("...ab->...ba", lse1, optimize=True)
+        t13 = np.einsum("...ab->...ba", grad_lse1, optimize=True)
+        t14 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(t13 < 0, -t12 + np.log(-t13), -t12 - 1e30), axis=-2), axis=-2
+            ),
+            axis=-2,
+        )
+        t15 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(t13 > 0, -t12 + np.log(t13), -t12 - 1e30), axis=-2), axis=-2
+            ),
+            axis=-2,
+        )
+        grad_x = (
+            grad_vjp_x * (-np.exp(t10 + x) + np.exp(t11 + x)) - np.exp(t14 + x) + np.exp(t15 + x)
+        )
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -2 and reverse:
-        if sum1 is None or vjp_sum1 is None:
-            sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-2), axis=-2), axis=-2)
-            vjp_sum1 = grad / sum1
-        grad_vjp_sum1 = np.flip(
-            np.cumsum(np.flip(grad_vjp_x * np.exp(x), axis=-2), axis=-2), axis=-2
+        if lse1 is None:
+            t0 = np.einsum("...ab->...ba", x, optimize=True)
+            lse1 = np.flip(np.logaddexp.accumulate(np.flip(t0, axis=-1), axis=-1), axis=-1)
+        t1 = np.einsum("...ab->...ba", grad, optimize=True)
+        t2 = np.einsum("...ab->...ba", x, optimize=True)
+        t3 = np.einsum("...ab->...ba", grad_vjp_x, optimize=True)
+        t4 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(t3 < 0, t2 + np.log(-t3), t2 - 1e30), axis=-1), axis=-1
+            ),
+            axis=-1,
         )
-        grad_sum1 = -grad_vjp_sum1 * vjp_sum1 / sum1
-        grad_grad = grad_vjp_sum1 / sum1
+        t5 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(t3 > 0, t2 + np.log(t3), t2 - 1e30), axis=-1), axis=-1
+            ),
+            axis=-1,
+        )
+        grad_lse1 = -t1 * (-np.exp(-lse1 + t4) + np.exp(-lse1 + t5))
+        t6 = np.einsum("...ab->...ba", lse1, optimize=True)
+        t7 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad_vjp_x < 0, x + np.log(-grad_vjp_x), x - 1e30), axis=-2),
+                axis=-2,
+            ),
+            axis=-2,
+        )
+        t8 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=-2),
+                axis=-2,
+            ),
+            axis=-2,
+        )
+        grad_grad = -np.exp(-t6 + t7) + np.exp(-t6 + t8)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t0 = np.cumsum(vjp_sum1, axis=-2)
-        t1 = np.cumsum(grad_sum1, axis=-2)
-        grad_x = (grad_vjp_x * t0 + t1) * np.exp(x)
+        t9 = np.einsum("...ab->...ba", lse1, optimize=True)
+        t10 = np.logaddexp.accumulate(np.where(grad < 0, -t9 + np.log(-grad), -t9 - 1e30), axis=-2)
+        t11 = np.logaddexp.accumulate(np.where(grad > 0, -t9 + np.log(grad), -t9 - 1e30), axis=-2)
+        t12 = np.einsum("...ab->...ba", lse1, optimize=True)
+        t13 = np.einsum("...ab->...ba", grad_lse1, optimize=True)
+        t14 = np.logaddexp.accumulate(np.where(t13 < 0, -t12 + np.log(-t13), -t12 - 1e30), axis=-2)
+        t15 = np.logaddexp.accumulate(np.where(t13 > 0, -t12 + np.log(t13), -t12 - 1e30), axis=-2)
+        grad_x = (
+            grad_vjp_x * (-np.exp(t10 + x) + np.exp(t11 + x)) - np.exp(t14 + x) + np.exp(t15 + x)
+        )
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -3 and not reverse:
-        if sum1 is None or vjp_sum1 is None:
-            sum1 = np.cumsum(np.exp(x), axis=-3)
-            vjp_sum1 = grad / sum1
-        grad_vjp_sum1 = np.cumsum(grad_vjp_x * np.exp(x), axis=-3)
-        grad_sum1 = -grad_vjp_sum1 * vjp_sum1 / sum1
-        grad_grad = grad_vjp_sum1 / sum1
+        if lse1 is None:
+            t0 = np.einsum("...abc->...bca", x, optimize=True)
+            lse1 = np.logaddexp.accumulate(t0, axis=-1)
+        t1 = np.einsum("...abc->...bca", grad, optimize=True)
+        t2 = np.einsum("...abc->...bca", x, optimize=True)
+        t3 = np.einsum("...abc->...bca", grad_vjp_x, optimize=True)
+        t4 = np.logaddexp.accumulate(np.where(t3 < 0, t2 + np.log(-t3), t2 - 1e30), axis=-1)
+        t5 = np.logaddexp.accumulate(np.where(t3 > 0, t2 + np.log(t3), t2 - 1e30), axis=-1)
+        grad_lse1 = -t1 * (-np.exp(-lse1 + t4) + np.exp(-lse1 + t5))
+        t6 = np.einsum("...abc->...cab", lse1, optimize=True)
+        t7 = np.logaddexp.accumulate(
+            np.where(grad_vjp_x < 0, x + np.log(-grad_vjp_x), x - 1e30), axis=-3
+        )
+        t8 = np.logaddexp.accumulate(
+            np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=-3
+        )
+        grad_grad = -np.exp(-t6 + t7) + np.exp(-t6 + t8)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t0 = np.flip(np.cumsum(np.flip(vjp_sum1, axis=-3), axis=-3), axis=-3)
-        t1 = np.flip(np.cumsum(np.flip(grad_sum1, axis=-3), axis=-3), axis=-3)
-        grad_x = (grad_vjp_x * t0 + t1) * np.exp(x)
+        t9 = np.einsum("...abc->...cab", lse1, optimize=True)
+        t10 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad < 0, -t9 + np.log(-grad), -t9 - 1e30), axis=-3), axis=-3
+            ),
+            axis=-3,
+        )
+        t11 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad > 0, -t9 + np.log(grad), -t9 - 1e30), axis=-3), axis=-3
+            ),
+            axis=-3,
+        )
+        t12 = np.einsum("...abc->...cab", lse1, optimize=True)
+        t13 = np.einsum("...abc->...cab", grad_lse1, optimize=True)
+        t14 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(t13 < 0, -t12 + np.log(-t13), -t12 - 1e30), axis=-3), axis=-3
+            ),
+            axis=-3,
+        )
+        t15 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(t13 > 0, -t12 + np.log(t13), -t12 - 1e30), axis=-3), axis=-3
+            ),
+            axis=-3,
+        )
+        grad_x = (
+            grad_vjp_x * (-np.exp(t10 + x) + np.exp(t11 + x)) - np.exp(t14 + x) + np.exp(t15 + x)
+        )
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -3 and reverse:
-        if sum1 is None or vjp_sum1 is None:
-            sum1 = np.flip(np.cumsum(np.flip(np.exp(x), axis=-3), axis=-3), axis=-3)
-            vjp_sum1 = grad / sum1
-        grad_vjp_sum1 = np.flip(
-            np.cumsum(np.flip(grad_vjp_x * np.exp(x), axis=-3), axis=-3), axis=-3
+        if lse1 is None:
+            t0 = np.einsum("...abc->...bca", x, optimize=True)
+            lse1 = np.flip(np.logaddexp.accumulate(np.flip(t0, axis=-1), axis=-1), axis=-1)
+        t1 = np.einsum("...abc->...bca", grad, optimize=True)
+        t2 = np.einsum("...abc->...bca", x, optimize=True)
+        t3 = np.einsum("...abc->...bca", grad_vjp_x, optimize=True)
+        t4 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(t3 < 0, t2 + np.log(-t3), t2 - 1e30), axis=-1), axis=-1
+            ),
+            axis=-1,
         )
-        grad_sum1 = -grad_vjp_sum1 * vjp_sum1 / sum1
-        grad_grad = grad_vjp_sum1 / sum1
+        t5 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(t3 > 0, t2 + np.log(t3), t2 - 1e30), axis=-1), axis=-1
+            ),
+            axis=-1,
+        )
+        grad_lse1 = -t1 * (-np.exp(-lse1 + t4) + np.exp(-lse1 + t5))
+        t6 = np.einsum("...abc->...cab", lse1, optimize=True)
+        t7 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad_vjp_x < 0, x + np.log(-grad_vjp_x), x - 1e30), axis=-3),
+                axis=-3,
+            ),
+            axis=-3,
+        )
+        t8 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=-3),
+                axis=-3,
+            ),
+            axis=-3,
+        )
+        grad_grad = -np.exp(-t6 + t7) + np.exp(-t6 + t8)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t0 = np.cumsum(vjp_sum1, axis=-3)
-        t1 = np.cumsum(grad_sum1, axis=-3)
-        grad_x = (grad_vjp_x * t0 + t1) * np.exp(x)
+        t9 = np.einsum("...abc->...cab", lse1, optimize=True)
+        t10 = np.logaddexp.accumulate(np.where(grad < 0, -t9 + np.log(-grad), -t9 - 1e30), axis=-3)
+        t11 = np.logaddexp.accumulate(np.where(grad > 0, -t9 + np.log(grad), -t9 - 1e30), axis=-3)
+        t12 = np.einsum("...abc->...cab", lse1, optimize=True)
+        t13 = np.einsum("...abc->...cab", grad_lse1, optimize=True)
+        t14 = np.logaddexp.accumulate(np.where(t13 < 0, -t12 + np.log(-t13), -t12 - 1e30), axis=-3)
+        t15 = np.logaddexp.accumulate(np.where(t13 > 0, -t12 + np.log(t13), -t12 - 1e30), axis=-3)
+        grad_x = (
+            grad_vjp_x * (-np.exp(t10 + x) + np.exp(t11 + x)) - np.exp(t14 + x) + np.exp(t15 + x)
+        )
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     else:
         raise ValueError(

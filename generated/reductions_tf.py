@@ -15,9 +15,6 @@ Per op:
   TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's has
   no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
-  Where it reads forward stages (intermediates) it takes them as keywords, computing them
-  again when they are not given: the wrapper passes its forward's; the registered gradient
-  function cannot (TensorFlow gives it only the op's inputs and outputs), so it recomputes.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
 
@@ -1439,45 +1436,135 @@ def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
 _register("Cumprod", cumprod_grad)
 
 
-def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False, sum1=None):
+def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False):
     """Gradient of CumulativeLogsumexp (declared at ops/reductions.py:115): one per input (x)."""
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not reverse:
-        if sum1 is None:
-            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1)
-        grad_sum1 = grad / sum1
-        t0 = tf.math.cumsum(grad_sum1, axis=-1, reverse=True)
-        grad_x = t0 * tf.math.exp(x)
+        t0 = tf.math.cumulative_logsumexp(
+            tf.where(
+                grad < 0,
+                -tf.where(~(grad < 0), tf.constant(1, grad.dtype), out)
+                + tf.math.log(-tf.where(~(grad < 0), tf.constant(1, grad.dtype), grad)),
+                -out - 1e30,
+            ),
+            axis=-1,
+            reverse=True,
+        )
+        t1 = tf.math.cumulative_logsumexp(
+            tf.where(
+                grad > 0,
+                -tf.where(~(grad > 0), tf.constant(1, grad.dtype), out)
+                + tf.math.log(tf.where(~(grad > 0), tf.constant(1, grad.dtype), grad)),
+                -out - 1e30,
+            ),
+            axis=-1,
+            reverse=True,
+        )
+        grad_x = -tf.math.exp(t0 + x) + tf.math.exp(t1 + x)
     elif axis == -1 and reverse:
-        if sum1 is None:
-            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1, reverse=True)
-        grad_sum1 = grad / sum1
-        t0 = tf.math.cumsum(grad_sum1, axis=-1)
-        grad_x = t0 * tf.math.exp(x)
+        t0 = tf.math.cumulative_logsumexp(
+            tf.where(
+                grad < 0,
+                -tf.where(~(grad < 0), tf.constant(1, grad.dtype), out)
+                + tf.math.log(-tf.where(~(grad < 0), tf.constant(1, grad.dtype), grad)),
+                -out - 1e30,
+            ),
+            axis=-1,
+        )
+        t1 = tf.math.cumulative_logsumexp(
+            tf.where(
+                grad > 0,
+                -tf.where(~(grad > 0), tf.constant(1, grad.dtype), out)
+                + tf.math.log(tf.where(~(grad > 0), tf.constant(1, grad.dtype), grad)),
+                -out - 1e30,
+            ),
+            axis=-1,
+        )
+        grad_x = -tf.math.exp(t0 + x) + tf.math.exp(t1 + x)
     elif axis == -2 and not reverse:
-        if sum1 is None:
-            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2)
-        grad_sum1 = grad / sum1
-        t0 = tf.math.cumsum(grad_sum1, axis=-2, reverse=True)
-        grad_x = t0 * tf.math.exp(x)
+        t0 = tf.math.cumulative_logsumexp(
+            tf.where(
+                grad < 0,
+                -tf.where(~(grad < 0), tf.constant(1, grad.dtype), out)
+                + tf.math.log(-tf.where(~(grad < 0), tf.constant(1, grad.dtype), grad)),
+                -out - 1e30,
+            ),
+            axis=-2,
+            reverse=True,
+        )
+        t1 = tf.math.cumulative_logsumexp(
+            tf.where(
+                grad > 0,
+                -tf.where(~(grad > 0), tf.constant(1, grad.dtype), out)
+                + tf.math.log(tf.where(~(grad > 0), tf.constant(1, grad.dtype), grad)),
+                -out - 1e30,
+            ),
+            axis=-2,
+            reverse=True,
+        )
+        grad_x = -tf.math.exp(t0 + x) + tf.math.exp(t1 + x)
     elif axis == -2 and reverse:
-        if sum1 is None:
-            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2, reverse=True)
-        grad_sum1 = grad / sum1
-        t0 = tf.math.cumsum(grad_sum1, axis=-2)
-        grad_x = t0 * tf.math.exp(x)
+        t0 = tf.math.cumulative_logsumexp(
+            tf.where(
+                grad < 0,
+                -tf.where(~(grad < 0), tf.constant(1, grad.dtype), out)
+                + tf.math.log(-tf.where(~(grad < 0), tf.constant(1, grad.dtype), grad)),
+                -out - 1e30,
+            ),
+            axis=-2,
+        )
+        t1 = tf.math.cumulative_logsumexp(
+            tf.where(
+                grad > 0,
+                -tf.where(~(grad > 0), tf.constant(1, grad.dtype), out)
+                + tf.math.log(tf.where(~(grad > 0), tf.constant(1, grad.dtype), grad)),
+                -out - 1e30,
+            ),
+            axis=-2,
+        )
+        grad_x = -tf.math.exp(t0 + x) + tf.math.exp(t1 + x)
     elif axis == -3 and not reverse:
-        if sum1 is None:
-            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3)
-        grad_sum1 = grad / sum1
-        t0 = tf.math.cumsum(grad_sum1, axis=-3, reverse=True)
-        grad_x = t0 * tf.math.exp(x)
+        t0 = tf.math.cumulative_logsumexp(
+            tf.where(
+                grad < 0,
+                -tf.where(~(grad < 0), tf.constant(1, grad.dtype), out)
+                + tf.math.log(-tf.where(~(grad < 0), tf.constant(1, grad.dtype), grad)),
+                -out - 1e30,
+            ),
+            axis=-3,
+            reverse=True,
+        )
+        t1 = tf.math.cumulative_logsumexp(
+            tf.where(
+                grad > 0,
+                -tf.where(~(grad > 0), tf.constant(1, grad.dtype), out)
+                + tf.math.log(tf.where(~(grad > 0), tf.constant(1, grad.dtype), grad)),
+                -out - 1e30,
+            ),
+            axis=-3,
+            reverse=True,
+        )
+        grad_x = -tf.math.exp(t0 + x) + tf.math.exp(t1 + x)
     elif axis == -3 and reverse:
-        if sum1 is None:
-            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3, reverse=True)
-        grad_sum1 = grad / sum1
-        t0 = tf.math.cumsum(grad_sum1, axis=-3)
-        grad_x = t0 * tf.math.exp(x)
+        t0 = tf.math.cumulative_logsumexp(
+            tf.where(
+                grad < 0,
+                -tf.where(~(grad < 0), tf.constant(1, grad.dtype), out)
+                + tf.math.log(-tf.where(~(grad < 0), tf.constant(1, grad.dtype), grad)),
+                -out - 1e30,
+            ),
+            axis=-3,
+        )
+        t1 = tf.math.cumulative_logsumexp(
+            tf.where(
+                grad > 0,
+                -tf.where(~(grad > 0), tf.constant(1, grad.dtype), out)
+                + tf.math.log(tf.where(~(grad > 0), tf.constant(1, grad.dtype), grad)),
+                -out - 1e30,
+            ),
+            axis=-3,
+        )
+        grad_x = -tf.math.exp(t0 + x) + tf.math.exp(t1 + x)
     else:
         raise ValueError(
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
@@ -1494,17 +1581,21 @@ def cumulative_logsumexp_grad(op, grad):
 
 
 def cumulative_logsumexp(x, *, axis=-1, reverse=False):
-    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis (not `exclusive`: its first entry is, with its derived gradient."""
+    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis, computed in log space, with its derived gradient."""
     # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
     kernel_attrs = {"axis": axis, "reverse": reverse}
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
 
     @tf.custom_gradient
     def forward(x):
-        sum1 = None  # stages: the formula computes them, TensorFlow's kernel does not
-
         def backward(grad):
-            return cumulative_logsumexp_vjp(grad, x, out, axis=axis, reverse=reverse, sum1=sum1)
+            out = outputs_again(x)
+            return cumulative_logsumexp_vjp(grad, x, out, axis=axis, reverse=reverse)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(x):
+            return tf.identity(out), backward
 
         kernel_outputs = (
             _tf_kernel("CumulativeLogsumexp", 1, {"x": x}, kernel_attrs)
@@ -1516,23 +1607,17 @@ def cumulative_logsumexp(x, *, axis=-1, reverse=False):
             return out, backward
         # else the declared formula
         if axis == -1 and not reverse:
-            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1)
-            out = tf.math.log(sum1)
+            out = tf.math.cumulative_logsumexp(x, axis=-1)
         elif axis == -1 and reverse:
-            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-1, reverse=True)
-            out = tf.math.log(sum1)
+            out = tf.math.cumulative_logsumexp(x, axis=-1, reverse=True)
         elif axis == -2 and not reverse:
-            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2)
-            out = tf.math.log(sum1)
+            out = tf.math.cumulative_logsumexp(x, axis=-2)
         elif axis == -2 and reverse:
-            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-2, reverse=True)
-            out = tf.math.log(sum1)
+            out = tf.math.cumulative_logsumexp(x, axis=-2, reverse=True)
         elif axis == -3 and not reverse:
-            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3)
-            out = tf.math.log(sum1)
+            out = tf.math.cumulative_logsumexp(x, axis=-3)
         elif axis == -3 and reverse:
-            sum1 = tf.math.cumsum(tf.math.exp(x), axis=-3, reverse=True)
-            out = tf.math.log(sum1)
+            out = tf.math.cumulative_logsumexp(x, axis=-3, reverse=True)
         else:
             raise ValueError(
                 f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"

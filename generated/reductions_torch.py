@@ -993,85 +993,97 @@ class _CumprodFunction(torch.autograd.Function):
 
 
 def cumulative_logsumexp(x, *, axis=-1, reverse=False):
-    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis (not `exclusive`: its first entry is (declared at ops/reductions.py:115); differentiated by cumulative_logsumexp_vjp."""
-    return _CumulativeLogsumexpFunction.apply(axis, reverse, x)[0]
+    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis, computed in log space (declared at ops/reductions.py:115); differentiated by cumulative_logsumexp_vjp."""
+    return _CumulativeLogsumexpFunction.apply(axis, reverse, x)
 
 
-def cumulative_logsumexp_forward(x, *, axis=-1, reverse=False, return_stages=False):
+def cumulative_logsumexp_forward(x, *, axis=-1, reverse=False):
     """CumulativeLogsumexp's formula."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not reverse:
-        sum1 = torch.cumsum(torch.exp(x), dim=-1)
-        out = torch.log(sum1)
+        out = torch.logcumsumexp(x, dim=-1)
     elif axis == -1 and reverse:
-        sum1 = torch.flip(torch.cumsum(torch.flip(torch.exp(x), dims=(-1,)), dim=-1), dims=(-1,))
-        out = torch.log(sum1)
+        out = torch.flip(torch.logcumsumexp(torch.flip(x, dims=(-1,)), dim=-1), dims=(-1,))
     elif axis == -2 and not reverse:
-        sum1 = torch.cumsum(torch.exp(x), dim=-2)
-        out = torch.log(sum1)
+        out = torch.logcumsumexp(x, dim=-2)
     elif axis == -2 and reverse:
-        sum1 = torch.flip(torch.cumsum(torch.flip(torch.exp(x), dims=(-2,)), dim=-2), dims=(-2,))
-        out = torch.log(sum1)
+        out = torch.flip(torch.logcumsumexp(torch.flip(x, dims=(-2,)), dim=-2), dims=(-2,))
     elif axis == -3 and not reverse:
-        sum1 = torch.cumsum(torch.exp(x), dim=-3)
-        out = torch.log(sum1)
+        out = torch.logcumsumexp(x, dim=-3)
     elif axis == -3 and reverse:
-        sum1 = torch.flip(torch.cumsum(torch.flip(torch.exp(x), dims=(-3,)), dim=-3), dims=(-3,))
-        out = torch.log(sum1)
+        out = torch.flip(torch.logcumsumexp(torch.flip(x, dims=(-3,)), dim=-3), dims=(-3,))
     else:
         raise ValueError(
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
         )
-    if return_stages:  # for cumulative_logsumexp_vjp(..., **stages): not computed again
-        return out, {"sum1": sum1}
     return out
 
 
-def cumulative_logsumexp_vjp(grad, x, *, out=None, sum1=None, axis=-1, reverse=False):
+def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
     """Gradient of CumulativeLogsumexp: one array per input (x)."""
+    if out is None:
+        out = cumulative_logsumexp_forward(x, axis=axis, reverse=reverse)
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not reverse:
-        if sum1 is None:
-            sum1 = torch.cumsum(torch.exp(x), dim=-1)
-        grad_sum1 = grad / sum1
-        t0 = torch.flip(torch.cumsum(torch.flip(grad_sum1, dims=(-1,)), dim=-1), dims=(-1,))
-        grad_x = t0 * torch.exp(x)
+        t0 = torch.flip(
+            torch.logcumsumexp(
+                torch.flip(torch.where(grad < 0, -out + torch.log(-grad), -out - 1e30), dims=(-1,)),
+                dim=-1,
+            ),
+            dims=(-1,),
+        )
+        t1 = torch.flip(
+            torch.logcumsumexp(
+                torch.flip(torch.where(grad > 0, -out + torch.log(grad), -out - 1e30), dims=(-1,)),
+                dim=-1,
+            ),
+            dims=(-1,),
+        )
+        grad_x = -torch.exp(t0 + x) + torch.exp(t1 + x)
     elif axis == -1 and reverse:
-        if sum1 is None:
-            sum1 = torch.flip(
-                torch.cumsum(torch.flip(torch.exp(x), dims=(-1,)), dim=-1), dims=(-1,)
-            )
-        grad_sum1 = grad / sum1
-        t0 = torch.cumsum(grad_sum1, dim=-1)
-        grad_x = t0 * torch.exp(x)
+        t0 = torch.logcumsumexp(torch.where(grad < 0, -out + torch.log(-grad), -out - 1e30), dim=-1)
+        t1 = torch.logcumsumexp(torch.where(grad > 0, -out + torch.log(grad), -out - 1e30), dim=-1)
+        grad_x = -torch.exp(t0 + x) + torch.exp(t1 + x)
     elif axis == -2 and not reverse:
-        if sum1 is None:
-            sum1 = torch.cumsum(torch.exp(x), dim=-2)
-        grad_sum1 = grad / sum1
-        t0 = torch.flip(torch.cumsum(torch.flip(grad_sum1, dims=(-2,)), dim=-2), dims=(-2,))
-        grad_x = t0 * torch.exp(x)
+        t0 = torch.flip(
+            torch.logcumsumexp(
+                torch.flip(torch.where(grad < 0, -out + torch.log(-grad), -out - 1e30), dims=(-2,)),
+                dim=-2,
+            ),
+            dims=(-2,),
+        )
+        t1 = torch.flip(
+            torch.logcumsumexp(
+                torch.flip(torch.where(grad > 0, -out + torch.log(grad), -out - 1e30), dims=(-2,)),
+                dim=-2,
+            ),
+            dims=(-2,),
+        )
+        grad_x = -torch.exp(t0 + x) + torch.exp(t1 + x)
     elif axis == -2 and reverse:
-        if sum1 is None:
-            sum1 = torch.flip(
-                torch.cumsum(torch.flip(torch.exp(x), dims=(-2,)), dim=-2), dims=(-2,)
-            )
-        grad_sum1 = grad / sum1
-        t0 = torch.cumsum(grad_sum1, dim=-2)
-        grad_x = t0 * torch.exp(x)
+        t0 = torch.logcumsumexp(torch.where(grad < 0, -out + torch.log(-grad), -out - 1e30), dim=-2)
+        t1 = torch.logcumsumexp(torch.where(grad > 0, -out + torch.log(grad), -out - 1e30), dim=-2)
+        grad_x = -torch.exp(t0 + x) + torch.exp(t1 + x)
     elif axis == -3 and not reverse:
-        if sum1 is None:
-            sum1 = torch.cumsum(torch.exp(x), dim=-3)
-        grad_sum1 = grad / sum1
-        t0 = torch.flip(torch.cumsum(torch.flip(grad_sum1, dims=(-3,)), dim=-3), dims=(-3,))
-        grad_x = t0 * torch.exp(x)
+        t0 = torch.flip(
+            torch.logcumsumexp(
+                torch.flip(torch.where(grad < 0, -out + torch.log(-grad), -out - 1e30), dims=(-3,)),
+                dim=-3,
+            ),
+            dims=(-3,),
+        )
+        t1 = torch.flip(
+            torch.logcumsumexp(
+                torch.flip(torch.where(grad > 0, -out + torch.log(grad), -out - 1e30), dims=(-3,)),
+                dim=-3,
+            ),
+            dims=(-3,),
+        )
+        grad_x = -torch.exp(t0 + x) + torch.exp(t1 + x)
     elif axis == -3 and reverse:
-        if sum1 is None:
-            sum1 = torch.flip(
-                torch.cumsum(torch.flip(torch.exp(x), dims=(-3,)), dim=-3), dims=(-3,)
-            )
-        grad_sum1 = grad / sum1
-        t0 = torch.cumsum(grad_sum1, dim=-3)
-        grad_x = t0 * torch.exp(x)
+        t0 = torch.logcumsumexp(torch.where(grad < 0, -out + torch.log(-grad), -out - 1e30), dim=-3)
+        t1 = torch.logcumsumexp(torch.where(grad > 0, -out + torch.log(grad), -out - 1e30), dim=-3)
+        grad_x = -torch.exp(t0 + x) + torch.exp(t1 + x)
     else:
         raise ValueError(
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
@@ -1080,26 +1092,20 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, sum1=None, axis=-1, reverse=F
 
 
 class _CumulativeLogsumexpFunction(torch.autograd.Function):
-    """CumulativeLogsumexp for autograd: the backward is cumulative_logsumexp_vjp, given the forward's stages."""
+    """CumulativeLogsumexp for autograd: the backward is cumulative_logsumexp_vjp."""
 
     @staticmethod
     def forward(axis, reverse, x):
-        out, stages = cumulative_logsumexp_forward(
-            x, axis=axis, reverse=reverse, return_stages=True
-        )
-        return out, *stages.values()
+        return cumulative_logsumexp_forward(x, axis=axis, reverse=reverse)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:], *output[1:])
-        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
+        ctx.save_for_backward(*inputs[2:], output)
 
     @staticmethod
-    def backward(ctx, *cotangents):
+    def backward(ctx, grad):
         axis, reverse = ctx.attrs
-        x, sum1 = ctx.saved_tensors
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        stages = {} if torch.is_grad_enabled() else {"sum1": sum1}
-        grads = cumulative_logsumexp_vjp(cotangents[0], x, **stages, axis=axis, reverse=reverse)
+        x, out = ctx.saved_tensors
+        grads = cumulative_logsumexp_vjp(grad, x, out=out, axis=axis, reverse=reverse)
         return None, None, *_needed(grads, ctx.needs_input_grad[2:])

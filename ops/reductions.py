@@ -114,8 +114,9 @@ def cumprod(axis, exclusive, reverse):
 
 @op("CumulativeLogsumexp", attrs={"axis": const_input(1, (-1, -2, -3), axis_of="x"), "reverse": bool})
 def cumulative_logsumexp(axis, reverse):
-    """log of the cumulative sum of exp along one axis (not `exclusive`: its first entry is
-    log(0) = -inf, where no gradient is finite)."""
+    """log of the cumulative sum of exp along one axis, computed in log space.
+
+    Not `exclusive`: its first entry would be log(0) = -inf, where no gradient is finite."""
     x, trailing = _input("x", axis)
     first, last = (i, N - 1) if reverse else (0, i)
     total = sp.Sum(sp.exp(_entry(x, k, trailing)), (k, first, last))

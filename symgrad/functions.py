@@ -5,6 +5,9 @@
   products lower to exclusive cumulative products.
 * `maximum(f, (k, lo, hi))`, `minimum(...)`: the gradient goes to the entries equal to the
   result, split equally among ties, as TensorFlow's reduce_max gradient does.
+* `logsumexp(f, (k, lo, hi))`: log(sum_k exp(f)), whose derivative is the softmax
+  exp(f(j) - logsumexp), finite where exp(f) is not (`symgrad.stability` writes a cumulative
+  log-sum-exp so).
 
 And one value with two spellings, for the simplification passes:
 
@@ -35,7 +38,7 @@ class product(sp.Product):
 
     def _eval_derivative(self, x):
         k, low, high = _single_limit(self)
-        if _bounded_by_index(low) or _bounded_by_index(high):
+        if bounded_by_index(low) or bounded_by_index(high):
             return self._cumulative_derivative(x)
         j = next(_fresh)
         entry = self.function.subs(k, j)
@@ -60,7 +63,7 @@ class product(sp.Product):
         return sp.Sum(without_j * sp.diff(entry, x), (j, low, high))
 
 
-def _bounded_by_index(bound) -> bool:
+def bounded_by_index(bound) -> bool:
     return any(s.is_integer and s.is_positive is not True for s in sp.sympify(bound).free_symbols)
 
 
@@ -94,6 +97,19 @@ class _Extremum(ExprWithLimits):
     def is_attained(self, entry) -> sp.Expr:
         """1 where `entry` equals the extremum, else 0."""
         return indicator_equal(entry, self)
+
+
+class logsumexp(ExprWithLimits):
+    """`log(Sum(exp(f), (k, lo, hi)))`, computed without overflow: a cumulative one (a range
+    ending at another index) as a log-space scan, `np.logaddexp.accumulate`. Its derivative
+    is the softmax of the entries, `exp(f(j) - logsumexp)`, never exp(f(j)) / sum (inf / inf
+    for large f)."""
+
+    def _eval_derivative(self, x):
+        k, low, high = _single_limit(self)
+        j = next(_fresh)
+        entry = self.function.subs(k, j)
+        return sp.Sum(sp.exp(entry - self) * sp.diff(entry, x), (j, low, high))
 
 
 class indicator_equal(sp.Function):
@@ -397,3 +413,6 @@ def has_partial_function(expr) -> bool:
         if isinstance(node, sp.Function) and not isinstance(node, TOTAL_FUNCTIONS):
             return True
     return False
+
+
+REDUCTIONS = (sp.Sum, product, maximum, minimum, logsumexp)  # over index ranges: what lowers to a reduction or scan

@@ -262,9 +262,10 @@ class BroadcastToShape:
 
 @dataclass(frozen=True)
 class Scan:
-    """Cumulative sum or product along `axis`, as `tf.math.cumsum(x, axis, exclusive, reverse)`."""
+    """Cumulative sum, product or log-sum-exp along `axis`, as `tf.math.cumsum(x, axis,
+    exclusive, reverse)`."""
 
-    kind: str  # "sum" or "prod"
+    kind: str  # "sum", "prod" or "logsumexp"
     x: str | Elementwise  # what is accumulated
     axis: int  # negative: counted from the last
     exclusive: bool  # leave each element out of its own result

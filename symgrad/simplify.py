@@ -24,7 +24,7 @@ import sympy as sp
 
 from symgrad.declare import BATCH, ELEMENTWISE
 from symgrad.derive import Derivation, TensorValue, Term, strip_stop_gradient
-from symgrad.functions import guarded, maximum, minimum, product, recomputed_or_reused, safe_where
+from symgrad.functions import REDUCTIONS, guarded, recomputed_or_reused, safe_where
 from symgrad.stability import point_value, stabilized
 from symgrad.stages import is_read_of, tensors_read
 
@@ -358,7 +358,7 @@ def _elementwise_entries(factor: sp.Expr, out, reads: frozenset) -> list[tuple]:
     (`labels`): `_by_inverse_entry` solves for such an entry, which `_candidate_indices` does
     not offer. Only for an output elementwise in its own indices (no sum, no merged axes),
     whose expression is then solved entry for entry."""
-    if out.groups or out.expr.has(sp.Sum, product, maximum, minimum):
+    if out.groups or out.expr.has(*REDUCTIONS):
         return []
     own = {e.base for e in reads if e.indices == tuple(out.indices) and len(set(e.indices)) == len(e.indices)}
     entries = sorted((e for e in factor.atoms(sp.Indexed) if e.base in own), key=str)
@@ -489,7 +489,9 @@ def _folded_term(term: Term, indices: tuple, grad_name: str, grad: TensorValue, 
     for inner in grad.terms:
         taken = rest.free_symbols | set(entry.free_symbols) | set(indices)
         renames = {s[0]: sp.Symbol(f"{s[0]}_f", integer=True) for s in inner.sums if s[0] in taken}
-        sums = tuple((renames.get(k, k), lo, hi) for k, lo, hi in inner.sums)
+        # a range may end at an index of `grad` (a cumulative sum's): renamed with it
+        bound = lambda b: sp.sympify(b).xreplace(renames).xreplace(at)
+        sums = tuple((renames.get(k, k), bound(lo), bound(hi)) for k, lo, hi in inner.sums)
         factor = rest * inner.factor.xreplace(renames).xreplace(at)
         naive.append(Term(factor, sums))
         free = tuple(indices) + tuple(k for k, _, _ in sums)

@@ -14,6 +14,9 @@ overflow; `stabilized` applies every rule to an expression of a real op, bottom-
 * `exp_sum`: any other `1 / (sum_j c_j exp(a_j))**q` has the largest exponent subtracted
   inside the sum and its exp merged into the numerator's (a softmax's trick, for any sum of
   exponentials: `1/(1 + exp(-x) + exp(-2x))` and its derivative).
+* `cumulative_logsumexp`: `log(Sum(exp(u), (k, 0, i)))` is `logsumexp(u, (k, 0, i))`, a
+  log-space scan whose derivative is the softmax `exp(u - logsumexp)` (the cumulative sum of
+  `exp` overflows at 89, and its gradient `exp(x) * cumsum(g / sum)` with it).
 * `scaled_bessel`: `besseli(n, u) * exp(-|u|)` is `scaled_besseli(n, u)` (BesselI0e).
 * `hyperbolic`: a product dividing by `cosh` or `sinh` has them written as exponentials,
   for `exp_sum` to scale (`1/cosh(x)` is finite where `cosh(x)` overflows).
@@ -37,7 +40,7 @@ import dataclasses
 import sympy as sp
 
 from symgrad.declare import stop_gradient
-from symgrad.functions import scaled_besseli, sigmoid, softplus
+from symgrad.functions import bounded_by_index, logsumexp, scaled_besseli, sigmoid, softplus
 
 
 def _exponent(node) -> sp.Expr | None:
@@ -190,6 +193,18 @@ def scaled_bessel(factors: list) -> sp.Expr | None:
     return None
 
 
+def cumulative_logsumexp(node) -> sp.Expr | None:
+    """log(Sum(exp(u), (k, lo, hi))) over a range ending at another index -> logsumexp(u, ...):
+    a log-space scan. (Over a whole axis a declaration states the stable form itself, with
+    the row maximum under `stop_gradient`; a running maximum is no cumulative sum.)"""
+    if isinstance(node, sp.log) and isinstance(node.args[0], sp.Sum):
+        total = node.args[0]
+        u = _exponent(total.function)
+        if u is not None and len(total.limits) == 1 and any(map(bounded_by_index, total.limits[0][1:])):
+            return logsumexp(u, *total.limits)
+    return None
+
+
 def on_products(rewrite):
     """Node rules applying `rewrite` (of a product's factors) to products, then to powers
     outside a product: applied to a power inside one, it would miss the other factors."""
@@ -230,7 +245,7 @@ def point_value(node) -> sp.Expr | None:
 
 
 RULES = (
-    softplus_rule, *on_products(logistic), exp_ratio_rule, *on_products(hyperbolic), *on_products(exp_sum),
+    softplus_rule, cumulative_logsumexp, *on_products(logistic), exp_ratio_rule, *on_products(hyperbolic), *on_products(exp_sum),
     on_products(scaled_bessel)[0], point_branch,
 )
 

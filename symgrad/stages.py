@@ -26,11 +26,11 @@ from dataclasses import dataclass
 import sympy as sp
 
 from symgrad.declare import BATCH, BATCH_DIM, OpVariant, Output, Tensor, TensorInput
-from symgrad.functions import _Extremum
+from symgrad.functions import _Extremum, logsumexp
 from symgrad.validate import index_ranges, index_symbols
 
-REDUCTIONS = (sp.Sum, sp.Product, _Extremum)
-AUTO_NAMES = {sp.Sum: "sum", sp.Product: "prod", _Extremum: "ext"}
+REDUCTIONS = (sp.Sum, sp.Product, _Extremum, logsumexp)
+AUTO_NAMES = {sp.Sum: "sum", sp.Product: "prod", _Extremum: "ext", logsumexp: "lse"}
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,7 @@ class _Stager:
                 self.ranges.setdefault(lim[0], (lim[1], lim[2]))
             body = self._visit(expr.function, context + bound, linear=False)
             expr = expr.func(body, *expr.limits)
+            # a cumulative log-sum-exp, even at the top: its gradient reads it inside a sum
             return self._as_stage(expr, context, create=not linear)
         if not expr.args or isinstance(expr, sp.Indexed):
             return expr
@@ -166,8 +167,9 @@ class _Stager:
             if not create or not all(self._rectangular(i) for i in indices):
                 return reduction
             name = self._fresh_name(reduction)
-            sizes = tuple((i, self.ranges[i][1] + 1) for i in indices if not self._subscripts_axis(reduction, i))
-            self.add(Output(name, indices, reduction, sizes))
+            own = {i: self._own_axis(i, name) for i in indices}  # computed over 0 to its highest
+            sizes = tuple((own[i], self._highest(i) + 1) for i in indices if not self._subscripts_axis(reduction, i))
+            self.add(Output(name, tuple(own.values()), reduction.xreplace(own), sizes))
             self.keys[key] = (self.tensors[-1].base, indices)
         base, _ = self.keys[key]
         return base[indices] if indices else scalar_entry(str(base.label))
@@ -187,11 +189,30 @@ class _Stager:
         return bool(tensors_read(expr) & self.differentiable)
 
     def _rectangular(self, index) -> bool:
-        """A staged index needs a range from 0 to a bound of no other index."""
+        """A staged index needs a range from 0, or from another index's value, to a bound of
+        no other index, or to another index's value: the stage is computed over 0 to the
+        highest value (a cumulative log-sum-exp read in a sum from another index on)."""
         if index == BATCH:
             return True
-        low, high = self.ranges.get(index, (None, None))
-        return low == 0 and high is not None and not index_symbols(sp.sympify(high))
+        low = self.ranges.get(index, (None, None))[0]
+        return (low == 0 or low in self.ranges) and self._highest(index) is not None
+
+    def _own_axis(self, index, stage: str):
+        """`index`, or where its range is narrower than 0 to its highest value, an index of
+        the stage's own over that (its range would clash with the context's)."""
+        if index == BATCH or self.ranges[index] == (0, self._highest(index)):
+            return index
+        axis = sp.Symbol(f"{stage}_{index}", integer=True)
+        self.ranges[axis] = (0, self._highest(index))
+        return axis
+
+    def _highest(self, index) -> sp.Expr | None:
+        """The highest value of `index`: its range's bound, or the highest of the index it
+        ends at; None where that is neither."""
+        high = self.ranges.get(index, (None, None))[1]
+        if high is None or not index_symbols(sp.sympify(high)):
+            return high
+        return self._highest(high) if high in self.ranges and high != index else None
 
     @staticmethod
     def _subscripts_axis(expr, index) -> bool:

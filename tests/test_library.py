@@ -50,9 +50,6 @@ _TF_BESSEL = (
     "overflows within about 2 of exp's overflow point where I_n is finite (their own gradients too)"
 )
 NONFINITE_AT_EXTREMES = {
-    "CumulativeLogsumexp": "the derived gradient is exp(x) * cumsum(grad * exp(-out)), reversed: "
-    "it overflows for |x| near exp's range; a stable one needs a log-space cumulative sum of "
-    "signed terms (TensorFlow's hand-written gradient does that)",
     "Expint": "Ei'(x) = exp(x) / x is finite in float32 for 88.7 < x < 93, where exp(x) overflows",
     "BesselI0": _TF_BESSEL,
     "BesselI1": _TF_BESSEL,

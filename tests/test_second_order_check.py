@@ -220,7 +220,6 @@ NOT_TWICE_IN_TENSORFLOW = {
     "backprop again (InvalidArgumentError: not yet support dilations)",
     "Cumprod": "at zeros: the first order reads zeros as ones (exact in value, division-free), and "
     "the derivative of that form at a zero is not the second derivative",
-    "CumulativeLogsumexp": "large magnitudes: the gradient overflows, as exp(x) is summed before the log",
     "FresnelSin": "at x = 1000 the finite differences' step is the period of sin(pi x**2 / 2)",
 }
 

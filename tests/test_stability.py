@@ -12,9 +12,10 @@ import sympy as sp
 from symgrad import elementwise
 from symgrad.declare import instantiate
 from symgrad.derive import derive
-from symgrad.functions import sigmoid, softplus
+from symgrad.functions import logsumexp, sigmoid, softplus
 from symgrad.stability import (
-    exp_ratio_rule, exp_sum, hyperbolic, logistic, on_products, point_branch, point_value, softplus_rule, stabilized,
+    cumulative_logsumexp, exp_ratio_rule, exp_sum, hyperbolic, logistic, on_products, point_branch, point_value,
+    softplus_rule, stabilized,
 )
 
 from conftest import ROOT, import_path
@@ -252,6 +253,61 @@ def test_cross_entropy_at_large_logits_both_targets(tf, numpy_module, tf_module,
         np.testing.assert_allclose(value, expected, rtol=1e-5, atol=atol)
     for value, expected in [(grads[1], expected_labels), (tf_grads[1].numpy(), expected_labels)]:
         np.testing.assert_allclose(value, expected, rtol=1e-5, atol=atol)
+
+
+# --- a cumulative log-sum-exp: a log-space scan, forward and gradient ------------------------------
+
+
+def test_cumulative_logsumexp_rule_only_for_a_range_ending_at_an_index():
+    t, (i, k), n = sp.IndexedBase("t"), sp.symbols("i k", integer=True), sp.Symbol("N", integer=True, positive=True)
+    running = sp.log(sp.Sum(sp.exp(t[k]), (k, 0, i)))
+    assert cumulative_logsumexp(running) == logsumexp(t[k], (k, 0, i))
+    assert cumulative_logsumexp(sp.log(sp.Sum(sp.exp(t[k]), (k, i, n - 1)))) == logsumexp(t[k], (k, i, n - 1))
+    assert cumulative_logsumexp(sp.log(sp.Sum(sp.exp(t[k]), (k, 0, n - 1)))) is None  # declared with its maximum
+    assert cumulative_logsumexp(sp.log(sp.Sum(t[k] * sp.exp(t[k]), (k, 0, i)))) is None
+    p = sp.Symbol("p", integer=True)
+    derivative = sp.diff(logsumexp(t[k], (k, 0, i)), t[p])  # the softmax, no exp(t) / sum
+    assert not derivative.has(sp.Sum(sp.exp(t[k]), (k, 0, i))) and derivative.has(logsumexp)
+
+
+def cumulative_lse_by_hand(z, g, reverse):
+    """out[i] = log sum_{k <= i} exp(z[k]) and grad[j] = sum_{i >= j} g[i] exp(z[j] - out[i])
+    (each exponent <= 0), in float64, along the last axis; reversed: k >= i, i <= j."""
+    z, g = (a[..., ::-1] if reverse else a for a in (z, g))
+    out = np.logaddexp.accumulate(z, axis=-1)
+    n = z.shape[-1]
+    later = np.triu(np.ones((n, n)))  # [j, i]: i >= j
+    grad = np.einsum("...i,...ji->...j", g, later * np.exp(np.minimum(z[..., :, None] - out[..., None, :], 0)))
+    return (out[..., ::-1], grad[..., ::-1]) if reverse else (out, grad)
+
+
+CUMULATIVE_UPSTREAM = np.array([[1.0, -2.0, 0.5], [0.0, 3.0, -1.0], [2.0, 1.0, -4.0]])
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+def test_cumulative_logsumexp_at_large_logits_every_target(tf, jax, torch, numpy_module, tf_module, jax_module, torch_module, dtype, reverse):
+    """Logits of +-1e4 (exp overflows far below) and upstream gradients of either sign: the
+    forward and the gradient of every target agree with the log-space values by hand."""
+    expected = cumulative_lse_by_hand(LOGITS, CUMULATIVE_UPSTREAM, reverse)
+    z, g = LOGITS.astype(dtype), CUMULATIVE_UPSTREAM.astype(dtype)
+    ours = numpy_module("reductions")
+    with np.errstate(over="raise"):
+        got = {"numpy": (ours.cumulative_logsumexp(z, reverse=reverse), ours.cumulative_logsumexp_grad(g, z, reverse=reverse)[0])}
+    module, tz = tf_module("reductions"), tf.constant(z)
+    with tf.GradientTape() as tape:
+        tape.watch(tz)
+        y = module.cumulative_logsumexp(tz, reverse=reverse)
+    got["tensorflow"] = (y.numpy(), tape.gradient(y, tz, output_gradients=tf.constant(g)).numpy())
+    y, vjp = jax.vjp(lambda a: jax_module("reductions").cumulative_logsumexp(a, reverse=reverse), jax.numpy.asarray(z))
+    got["jax"] = (np.asarray(y), np.asarray(vjp(jax.numpy.asarray(g))[0]))
+    tz = torch.tensor(z, requires_grad=True)
+    y = torch_module("reductions").cumulative_logsumexp(tz, reverse=reverse)
+    got["torch"] = (y.detach().numpy(), torch.autograd.grad(y, tz, torch.tensor(g))[0].numpy())
+    for target, (forward, gradient) in got.items():
+        assert forward.dtype == dtype and gradient.dtype == dtype, target
+        np.testing.assert_allclose(forward, expected[0], rtol=1e-6, atol=LOGIT_ATOL[dtype], err_msg=target)
+        np.testing.assert_allclose(gradient, expected[1], rtol=1e-5, atol=LOGIT_ATOL[dtype], err_msg=target)
 
 
 # --- a value stated at a point: a norm's gradient at the origin ----------------------------------

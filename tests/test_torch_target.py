@@ -269,7 +269,6 @@ def test_bessel_functions_pytorch_does_not_differentiate_are_differentiated(torc
 NOT_TWICE = {"Cumprod": ("zeros", "repeated zeros", "ties (values -1, 0, 1)")}
 SECOND_ORDER_KNOWN = {  # -m exhaustive: the library's second order
     "Cumprod": "the first order's zeros-as-ones form, as above",
-    "CumulativeLogsumexp": "its first order overflows at large magnitudes, on every target (issue 12)",
     "Zeta": "PyTorch has no derivative of torch.special.zeta: its double backward raises, not zero",
 }
 # what gradgradcheck above does not reach: pooling, lists, complex, scans, a Bessel function

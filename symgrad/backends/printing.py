@@ -8,6 +8,9 @@ from sympy.printing.precedence import PRECEDENCE
 from symgrad.functions import safe_where, scaled_besseli
 
 
+SCAN_IDENTITY = {"sum": "0", "prod": "1", "logsumexp": "-float('inf')"}  # an exclusive scan's first entry
+
+
 class ArrayCodeMixin:
     """Overrides shared by both backends' SymPy printers.
 

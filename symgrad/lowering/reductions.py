@@ -1,5 +1,5 @@
 """Reductions (sum, product, maximum, minimum over whole axes, keepdims where it saves a
-transpose) and scans (cumulative sums and products).
+transpose) and scans (cumulative sums, products and log-sum-exps).
 """
 
 from __future__ import annotations
@@ -7,18 +7,21 @@ from __future__ import annotations
 import sympy as sp
 
 from symgrad.declare import BATCH
-from symgrad.functions import product
+from symgrad.functions import logsumexp, product
 from symgrad.ir import Elementwise, Reduce, Scan
 from symgrad.lowering.symbols import free_indices, has_dependent_range, layout
 
 
 def reduction(lowering, expr, axes) -> sp.Expr:
-    """A product, maximum or minimum: over a whole axis, or cumulative (products only)."""
-    kind = "prod" if isinstance(expr, product) else expr.kind
+    """A product, maximum or minimum over a whole axis, or a cumulative product or
+    log-sum-exp (a scan)."""
+    kind = "prod" if isinstance(expr, product) else "logsumexp" if isinstance(expr, logsumexp) else expr.kind
     if has_dependent_range(expr):
-        if kind != "prod":
-            lowering.fail(f"{expr}: only sums and products may have a range that depends on an index")
+        if kind not in ("prod", "logsumexp"):
+            lowering.fail(f"{expr}: only sums, products and log-sum-exps may have a range that depends on an index")
         return scan(lowering, kind, expr, axes)
+    if kind == "logsumexp":
+        lowering.fail(f"{expr}: a log-sum-exp over a whole axis is declared with its maximum subtracted")
     return reduce(lowering, kind, expr.function, tuple(lim[0] for lim in expr.limits), axes)
 
 
@@ -44,6 +47,36 @@ def reduce(lowering, kind, body, summed, axes) -> sp.Expr:
         inner = str(inner.expr) if inner.expr.is_Symbol else lowering.temp(inner)
         return sp.Symbol(lowering.temp(Reduce(kind, inner, negative, False, len(extended) - 1)))
     return sp.Symbol(lowering.temp(Reduce(kind, inner, negative, keepdims)))
+
+
+LOG_OF_ZERO = sp.Float(-1e30)  # log(0) in a log-space scan: finite, so no inf - inf in it or its gradient
+
+
+def cumulative_exp_sum(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
+    """A cumulative sum over k of c * exp(a + b), `a` varying along the bounding index i and
+    `b` and `c` along k: exp(a + logsumexp(b + log(c))), a log-space scan for each sign of c
+    (TensorFlow's hand-written CumulativeLogsumexp gradient). A log-sum-exp's gradient
+    exp(x[i]) * sum_{k >= i} g[k] exp(-out[k]) is a product of an overflow and an underflow
+    otherwise."""
+    if not has_dependent_range(expr) or len(expr.limits) != 1:
+        return None
+    k, low, high = expr.limits[0]
+    bound = free_indices(sp.sympify(low) - sp.sympify(high))
+    factors = sp.Mul.make_args(expr.function)
+    exponent = sp.Add(*[f.args[0] for f in factors if isinstance(f, sp.exp)])
+    c = sp.Mul(*[f for f in factors if not isinstance(f, sp.exp)])
+    a = sp.Add(*[t for t in sp.Add.make_args(exponent) if bound & free_indices(t)])
+    b = exponent - a
+    if len(bound) != 1 or a == 0 or k in free_indices(a) or bound & free_indices(b + c):
+        return None
+    signs = (1,) if c.is_positive else (1, -1)
+    terms = [sign * sp.exp(a + logsumexp(b + _log_of_positive(sign * c), (k, low, high))) for sign in signs]
+    return lowering.array(sp.Add(*terms), axes)
+
+
+def _log_of_positive(c: sp.Expr) -> sp.Expr:
+    """log(c) where c > 0, else `LOG_OF_ZERO`."""
+    return sp.log(c) if c.is_positive else sp.Piecewise((sp.log(c), c > 0), (LOG_OF_ZERO, True))
 
 
 def cumulative_sum(lowering, expr: sp.Sum, axes) -> sp.Expr | None:

@@ -15,7 +15,7 @@ from typing import Callable
 
 import sympy as sp
 
-from symgrad.functions import first_attained, maximum, minimum, product, read_outside
+from symgrad.functions import first_attained, logsumexp, maximum, minimum, product, read_outside
 from symgrad.lowering import contraction, convolution, entries, indices, pooling, reductions, scatters, sums
 from symgrad.lowering.symbols import free_indices, is_index
 
@@ -69,7 +69,7 @@ EXPRESSION_RULES = (
     Rule("a tensor entry, gathered where its subscripts are maps", _kind(sp.Indexed), entries.aligned_entry),
     Rule("an entry filled outside the tensor", _kind(read_outside), entries.read_outside_entry),
     Rule("a sum, by the sum rules below", _kind(sp.Sum), lower_sum),
-    Rule("a product, maximum or minimum", _kind(product, maximum, minimum), reductions.reduction),
+    Rule("a product, maximum, minimum or log-sum-exp", _kind(product, maximum, minimum, logsumexp), reductions.reduction),
     Rule("an identity or one-hot", _kind(sp.KroneckerDelta), indices.delta),
     Rule("an index's positions (iota)", is_index, indices.iota),
     Rule("a mask of indices", _index_condition, indices.index_condition),
@@ -86,6 +86,7 @@ SUM_RULES = (
     Rule("a convolution kernel", _always, convolution.convolution),
     Rule("a max-pooling gradient kernel", _always, pooling.max_pool_backprop),
     Rule("a scatter-add at mapped positions", _always, scatters.scatter),
+    Rule("a cumulative sum of exponentials, in log space", _always, reductions.cumulative_exp_sum),
     Rule("a cumulative sum", _always, reductions.cumulative_sum),
     Rule("a matmul or einsum", _always, contraction.contraction),
     Rule("a reduction", _always, sums.plain_sum),

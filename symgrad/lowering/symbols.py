@@ -5,7 +5,7 @@ from __future__ import annotations
 import sympy as sp
 
 from symgrad.declare import BATCH
-from symgrad.functions import maximum, minimum, product
+from symgrad.functions import REDUCTIONS
 
 
 def is_index(symbol) -> bool:
@@ -48,7 +48,7 @@ def whole_axes(entry: sp.Indexed, ranges: dict) -> bool:
 
 
 def has_reduction(expr) -> bool:
-    return bool(expr.atoms(sp.Sum, product, maximum, minimum))
+    return bool(expr.atoms(*REDUCTIONS))
 
 
 def has_dependent_range(expr) -> bool:

@@ -16,7 +16,7 @@ import sympy as sp
 from symgrad.declare import BATCH
 from symgrad.derive import Term, TensorValue
 from symgrad.errors import LoweringError
-from symgrad.functions import maximum, minimum, product, python_float
+from symgrad.functions import REDUCTIONS, python_float
 from symgrad.ir import (
     Arange,
     Assign,
@@ -153,7 +153,7 @@ class TensorLowering:
         return self.memo[key]
 
     def _lowered(self, expr, axes):
-        if isinstance(expr, (sp.Sum, product, maximum, minimum)):
+        if isinstance(expr, REDUCTIONS):
             clashes = {lim[0] for lim in expr.limits} & set(axes)
             if clashes:  # an inner Sum's own index named like an axis here: rename it
                 return self.array(expr.xreplace({k: self.fresh(k, axes) for k in clashes}), axes)

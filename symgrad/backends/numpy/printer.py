@@ -9,7 +9,7 @@ from sympy.printing.numpy import SciPyPrinter
 
 from symgrad import ir
 from symgrad.functions import indicator, indicator_equal
-from symgrad.backends.printing import ArrayCodeMixin, integer_form, merged_shape, nested as _nested
+from symgrad.backends.printing import SCAN_IDENTITY, ArrayCodeMixin, integer_form, merged_shape, nested as _nested
 
 
 class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
@@ -178,13 +178,18 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         """numpy has no exclusive or reverse cumsum: flip, and shift in the identity."""
         x = self._print_operand(value.x)
         flip = self._module_format("numpy.flip")
-        scan = self._module_format(f"numpy.cum{value.kind}")
         if value.reverse:
             x = f"{flip}({x}, axis={value.axis})"
-        text = f"{scan}({x}, axis={value.axis})"
+        text = f"{self._scan_function(value.kind)}({x}, axis={value.axis})"
         if value.exclusive:
-            text = f"_shift_right({text}, axis={value.axis}, fill={0 if value.kind == 'sum' else 1})"
+            text = f"_shift_right({text}, axis={value.axis}, fill={SCAN_IDENTITY[value.kind]})"
         return f"{flip}({text}, axis={value.axis})" if value.reverse else text
+
+    def _scan_function(self, kind: str) -> str:
+        if kind == "logsumexp":  # log-space: no exp of an entry overflows
+            return f"{self._module_format('numpy.logaddexp')}.accumulate"
+        return self._module_format(f"numpy.cum{kind}")
+
     def _print_Transpose(self, value: ir.Transpose):
         if value.perm == (1, 0):
             return f"{value.x}.T"

@@ -241,7 +241,8 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         )
         if value.kind == "prod":  # the module's own: TensorFlow's gradient divides by x
             return f"_cumprod({x}, axis={value.axis}{flags})"
-        return f"{self._module_format(f'tensorflow.math.cum{value.kind}')}({x}, axis={value.axis}{flags})"
+        scan = "cumulative_logsumexp" if value.kind == "logsumexp" else f"cum{value.kind}"
+        return f"{self._module_format(f'tensorflow.math.{scan}')}({x}, axis={value.axis}{flags})"
 
     def _print_Transpose(self, value: ir.Transpose):
         return f"{self._module_format('tensorflow.transpose')}({value.x}, perm={list(value.perm)})"

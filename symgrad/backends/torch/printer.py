@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from symgrad import ir
 from symgrad.backends.namesake import NamesakePrinter
-from symgrad.backends.printing import nested
+from symgrad.backends.printing import SCAN_IDENTITY, nested
 
 # numpy and scipy.special functions whose PyTorch namesakes are named otherwise
 RENAMES = {
@@ -127,7 +127,8 @@ class TorchPrinter(NamesakePrinter):
         flip = self._module_format("numpy.flip")
         if value.reverse:
             x = f"{flip}({x}, dims=({value.axis},))"
-        text = f"{self._module_format(f'numpy.cum{value.kind}')}({x}, dim={value.axis})"
+        scan = "numpy.logcumsumexp" if value.kind == "logsumexp" else f"numpy.cum{value.kind}"
+        text = f"{self._module_format(scan)}({x}, dim={value.axis})"
         if value.exclusive:
-            text = f"_shift_right({text}, axis={value.axis}, fill={0 if value.kind == 'sum' else 1})"
+            text = f"_shift_right({text}, axis={value.axis}, fill={SCAN_IDENTITY[value.kind]})"
         return f"{flip}({text}, dims=({value.axis},))" if value.reverse else text
