@@ -16,6 +16,7 @@ import sympy as sp
 from symgrad import ir
 from symgrad.declare import Location
 from symgrad.errors import LoweringError
+from symgrad.functions import logsumexp
 from symgrad.lowering import rules
 from symgrad.lowering.signature import OpSignature
 from symgrad.lowering.tensor import TensorLowering
@@ -92,6 +93,10 @@ CASES = [
     (sp.tanh(a[i, k]) + c[i, j], (i, j, k), "elementwise arithmetic and functions",
      lambda: np.tanh(ARRAYS["a"])[:, None, :] + ARRAYS["c"][:, :, None]),
     (a[i, k], (k, i), "a tensor entry, gathered where its subscripts are maps", lambda: ARRAYS["a"].T),
+    (logsumexp(v[n], (n, 0, k)), (k,), "a product, maximum, minimum or log-sum-exp",
+     lambda: np.log(np.cumsum(np.exp(ARRAYS["v"])))),
+    (sp.Sum(v[n] * sp.exp(v[k] - v[n]), (n, k, K - 1)), (k,), "a cumulative sum of exponentials, in log space",
+     lambda: [sum(ARRAYS["v"][m] * np.exp(ARRAYS["v"][p] - ARRAYS["v"][m]) for m in range(p, 4)) for p in range(4)]),
 ]
 
 
@@ -107,7 +112,7 @@ def test_every_rule_is_exercised_by_a_case_or_by_the_index_map_tests():
     covered = {case[2] for case in CASES}
     elsewhere = {  # printed with the generated modules' runtime helpers: tests/test_index_maps.py and others
         "a number, attribute or size", "an entry filled outside the tensor", "a sum, by the sum rules below",
-        "a product, maximum or minimum", "a mask of indices", "a stack of the pieces at each position",
+        "a mask of indices", "a stack of the pieces at each position",
         "(an error: indices that are not axes here)", "a convolution kernel", "a scatter-add at mapped positions",
         "a max-pooling gradient kernel", "the first entry attaining a maximum",  # tests/test_pooling.py
     }
