@@ -123,13 +123,16 @@ def _derive(args) -> int:
 
 def _verify(args) -> int:
     """`symgrad diff` and `symgrad check`: print the report, exit 0 / 1 (mismatch) / 2 (error)."""
-    from symgrad.check import available_targets
-    from symgrad.derived import load_derived
-    from symgrad.diff import make_reference
-    from symgrad.report import exit_status, format_report, write_json
-    from symgrad.verify import Run, run_ops
+    from symgrad.generate import to_temp_folder
+    from symgrad.verify.check import available_targets
+    from symgrad.verify.diff import make_reference
+    from symgrad.verify.ops_under_test import load_derived
+    from symgrad.verify.report import exit_status, format_report, write_json
+    from symgrad.verify.runner import Run, run_ops
 
-    ops = load_derived(args.paths, args.generated, args.jobs, use_cache=not args.no_cache)
+    fresh = args.generated is None  # derived afresh into a temporary folder
+    folder = to_temp_folder(args.paths, args.jobs, use_cache=not args.no_cache) if fresh else args.generated
+    ops = load_derived(args.paths, folder, temporary=fresh)
     undeclared = _undeclared_names(args, ops)
     if undeclared:
         print(f"error: {undeclared}", file=sys.stderr)

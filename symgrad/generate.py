@@ -11,20 +11,23 @@ import functools
 import multiprocessing
 import os
 import sys
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from symgrad.cache import Cache, CachedOp, cache_key
+from symgrad.cache import Cache, CachedOp, cache_key, default_cache_dir
 from symgrad.declare import OpDecl, instantiate
 from symgrad.derive import derive
 from symgrad.errors import LoweringError, SymgradError
 from symgrad.ir import LinearSecondOrder, OpCode
 from symgrad.load import OpFile, check_unique, load_op_file, op_file_paths
 from symgrad.lowering import OpSignature, lower_op
+from symgrad.processes import start_method
 from symgrad.render import render_module
 from symgrad.second_order import PREFIX, complex_form, derive_second_order, linear_inputs
 from symgrad.simplify import simplify
-from symgrad.targets import MODULE_SUFFIX
+from symgrad.targets import MODULE_SUFFIX, TARGETS, default_jobs
+from symgrad.verify.selfcheck import verify_generated
 
 
 class SymgradErrors(SymgradError):
@@ -145,10 +148,19 @@ def oversized_intermediates(decl: OpDecl, code: OpCode) -> list[LoweringError]:
     return errors
 
 
-def verify_generated(op_files, files, jobs, targets):
-    from symgrad.selfcheck import verify_generated as verify  # verification imports generate
+def to_temp_folder(paths: list[str | Path], jobs: int | None = None, use_cache: bool = True) -> Path:
+    """Every op file under `paths` derived (verified) and written to a temporary folder, kept
+    until the process exits: what `symgrad check` and `diff` compare without `--generated`."""
+    files = generate(list(paths), TARGETS, cache=Cache(default_cache_dir() if use_cache else None), jobs=jobs or default_jobs())
+    temp = tempfile.TemporaryDirectory(prefix="symgrad-derived-")
+    _temp_dirs.append(temp)
+    folder = Path(temp.name)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
 
-    return verify(op_files, files, jobs, targets)
+
+_temp_dirs: list[tempfile.TemporaryDirectory] = []  # kept alive while their modules are in use
 
 
 def _compile_all(op_files: list[OpFile], jobs: int) -> list[list[OpCode]]:
@@ -190,14 +202,6 @@ def _in_workers(function, tasks: list, jobs: int) -> list:
     context = multiprocessing.get_context(start_method())
     with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=context) as pool:
         return list(pool.map(function, tasks, chunksize=1))
-
-
-def start_method() -> str:
-    """Fork where that is safe (workers then start warm, with SymPy imported); spawn in a
-    process that has imported TensorFlow, whose threads a fork would leave broken."""
-    if sys.platform == "linux" and "tensorflow" not in sys.modules:
-        return "fork"
-    return "spawn"
 
 
 def _compile_in_worker(task: tuple[str, int]) -> OpCode | SymgradError:

@@ -15,12 +15,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
-from symgrad.check import available_targets, run_check
-from symgrad.derived import load_derived
-from symgrad.diff import TARGETS, ModuleReference, make_reference, run_diff
-from symgrad.extremes import run_extremes
-from symgrad.second_order_check import run_second_order_check
-from symgrad.report import FAILING, Result, format_report
+from symgrad.generate import to_temp_folder
+from symgrad.verify.check import available_targets, run_check
+from symgrad.verify.diff import TARGETS, ModuleReference, make_reference, run_diff
+from symgrad.verify.extremes import run_extremes
+from symgrad.verify.ops_under_test import load_derived
+from symgrad.verify.report import FAILING, Result, format_report
+from symgrad.verify.second_order import run_second_order_check
 
 
 def assert_gradients_match(
@@ -63,7 +64,7 @@ def assert_gradients_close_to_finite_differences(
     generated: str | Path | None = None,
 ) -> list[Result]:
     """Every derived gradient of the ops in `decls` agrees with central finite differences,
-    and is finite at extreme inputs wherever they are (`symgrad.extremes`).
+    and is finite at extreme inputs wherever they are (`symgrad.verify.extremes`).
 
     Raises:
         AssertionError: the report of every mismatch and error.
@@ -97,7 +98,8 @@ def assert_second_order_close_to_finite_differences(
 
 def _ops(decls, names, generated):
     paths = list(decls) if isinstance(decls, (list, tuple)) else [decls]
-    found = load_derived(paths, generated, jobs=1)
+    folder = generated if generated is not None else to_temp_folder(paths, jobs=1)
+    found = load_derived(paths, folder, temporary=generated is None)
     return [op for op in found if names is None or op.name in names]
 
 

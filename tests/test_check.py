@@ -11,7 +11,7 @@ import pytest
 
 from verify_support import derived_folder, read_json, rows, run_symgrad
 
-from symgrad.check import available_targets
+from symgrad.verify.check import available_targets
 
 CHECK_OPS = '''
 """Ops that exercise finite differences: kinks, a declared convention, complex, large inputs."""
@@ -113,7 +113,7 @@ def test_derived_gradients_pass(check_ops, tmp_path):
     report = read_json(report_path)
     assert report["summary"]["match"] == len(report["results"]) > 0
     assert {r["target"] for r in report["results"]} == set(available_targets())  # numpy, tensorflow, jax
-    # ordinary inputs, then extreme ones (symgrad.extremes: finiteness in each real dtype)
+    # ordinary inputs, then extreme ones (symgrad.verify.extremes: finiteness in each real dtype)
     assert {r["reference"] for r in report["results"]} == {"finite differences", "finite differences, extreme inputs"}
     assert {r["dtype"] for r in rows(report, "SinCos", reference="finite differences")} == {"float64", "complex128"}
     assert {r["dtype"] for r in rows(report, "SinCos", reference="finite differences, extreme inputs")} == {"float32", "float64"}

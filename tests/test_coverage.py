@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from conftest import OPS, ROOT
-from symgrad.coverage import END, NOT_DECLARED, START, coverage_markdown
+from symgrad.verify.coverage import END, NOT_DECLARED, START, coverage_markdown
 from symgrad.load import load_op_file, op_file_paths
 
 DECLARED = {d.name for path in op_file_paths([OPS]) for d in load_op_file(path).ops}

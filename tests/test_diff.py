@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from conftest import LIBRARY_SCOPES, OPS, SAMPLED_VARIANTS, require_tf
-from symgrad.verdict import REFERENCE_WRONG
-from symgrad.check import available_targets
+from symgrad.verify.verdict import REFERENCE_WRONG
+from symgrad.verify.check import available_targets
 from symgrad.load import load_op_file, op_file_paths
 from verify_support import (
     CORRECT,
@@ -272,7 +272,7 @@ def test_bad_map_syntax_is_a_usage_error():
 
 
 def test_a_sample_spreads_over_the_variants_first_and_last_included():
-    from symgrad.diff import sampled
+    from symgrad.verify.cases import sampled
 
     assert sampled(list("abcdefghij"), 3) == ["a", "e", "j"]
     assert sampled(list("abcd"), 2) == ["a", "d"]
@@ -376,9 +376,9 @@ def test_conv2d_and_gather_match_tensorflow(affine_report):
 def test_cases_of_index_map_ops_fit_the_op(derived):
     """Integer inputs hold repeated positions within the axis they index; sizes are grown
     until a window fits; attributes a variant does not read keep their default."""
-    from symgrad.cases import call_forward, make_cases
-    from symgrad.derived import load_derived, variants_of
-    from symgrad.diff import bound_forward
+    from symgrad.verify.cases import call_forward, make_cases
+    from symgrad.verify.ops_under_test import load_derived, variants_of
+    from symgrad.verify.cases import bound_forward
 
     ops = {op.name: op for op in load_derived(AFFINE_OPS, derived[0])}
     bounds = {"GatherV2": lambda case: case.inputs[0].shape[0], "UnsortedSegmentSum": lambda _: 4}

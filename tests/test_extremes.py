@@ -1,4 +1,4 @@
-"""`symgrad check` at extreme inputs (`symgrad.extremes`): a gradient that is NaN or infinite
+"""`symgrad check` at extreme inputs (`symgrad.verify.extremes`): a gradient that is NaN or infinite
 where finite differences of a finite forward are not is a row of its own kind, "non-finite",
 per real dtype; the library's rewritten activations pass there."""
 
@@ -8,10 +8,11 @@ import functools
 
 import numpy as np
 
-from symgrad.derived import load_derived
-from symgrad.check import available_targets
-from symgrad.diff import bound_forward, variants_of
-from symgrad.extremes import MAGNITUDES, REFERENCE, extreme_cases, nonfinite_findings
+from symgrad.verify.ops_under_test import load_derived
+from symgrad.verify.check import available_targets
+from symgrad.verify.cases import bound_forward
+from symgrad.verify.ops_under_test import variants_of
+from symgrad.verify.extremes import MAGNITUDES, REFERENCE, extreme_cases, nonfinite_findings
 
 from conftest import ROOT
 from verify_support import derived_folder, read_json, rows, run_symgrad

@@ -12,7 +12,7 @@ import pytest
 from conftest import GENERATED, ROOT
 from verify_support import run_symgrad
 
-from symgrad.verdict import BOTH_RIGHT, BOTH_WRONG, REFERENCE_WRONG
+from symgrad.verify.verdict import BOTH_RIGHT, BOTH_WRONG, REFERENCE_WRONG
 from symgrad.render import helper_sources
 
 RNG = np.random.default_rng(0)
@@ -227,8 +227,8 @@ def test_spread_against_jax(spread_against_jax):
 
 
 def _diff_in_process(derived, name: str, dtype: str = "float64"):
-    from symgrad.derived import load_derived
-    from symgrad.diff import make_reference, run_diff
+    from symgrad.verify.ops_under_test import load_derived
+    from symgrad.verify.diff import make_reference, run_diff
 
     ops = [op for op in load_derived([ROOT / "ops"], generated=derived[0]) if op.name == name]
     return run_diff(ops, make_reference("jax"), (dtype,), ("jax",), sample=1)
@@ -307,9 +307,9 @@ def test_every_op_runs_under_jit(jax, derived):
     variant: no size or axis is left a traced value, but where the output's shape depends on
     the inputs' values."""
     from symgrad.backends.jax.verify import JaxFunction
-    from symgrad.compare import GradientCallError
-    from symgrad.derived import load_derived
-    from symgrad.diff import case_groups
+    from symgrad.verify.compare import GradientCallError
+    from symgrad.verify.ops_under_test import load_derived
+    from symgrad.verify.cases import case_groups
 
     failing = {}
     for op in load_derived([ROOT / "ops"], generated=derived[0]):

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import LIBRARY_SCOPES, OPS, require_tf
 from symgrad.load import load_op_file, op_file_paths
-from symgrad.verdict import REFERENCE_WRONG
+from symgrad.verify.verdict import REFERENCE_WRONG
 
 DECLARED = sorted(d.name for path in op_file_paths([OPS]) for d in load_op_file(path).ops)
 # why an op (or some of its rows) has no TensorFlow reference
@@ -44,7 +44,7 @@ FINITE_DIFFERENCE_LIMITS = {
 }
 
 # where a gradient is NaN or infinite at extreme inputs though the derivative there is finite
-# (`symgrad.extremes`): not solved yet, with the reason; every other op's rows must be finite
+# (`symgrad.verify.extremes`): not solved yet, with the reason; every other op's rows must be finite
 _TF_BESSEL = (
     "TensorFlow's bessel_i0/bessel_i1 kernels (and JAX's i0/i1) compute i_n e(x) * exp(|x|), which "
     "overflows within about 2 of exp's overflow point where I_n is finite (their own gradients too)"

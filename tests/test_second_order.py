@@ -9,12 +9,13 @@ import pytest
 import sympy as sp
 
 from symgrad import elementwise, stop_gradient
-from symgrad.cases import for_dtype, make_cases
-from symgrad.check import stopped_inputs
+from symgrad.verify.cases import for_dtype, make_cases
+from symgrad.verify.check import stopped_inputs
 from symgrad.declare import instantiate
 from symgrad.derive import derive, grad_names
-from symgrad.derived import load_derived
-from symgrad.diff import bound_forward, sampled, variants_of
+from symgrad.verify.ops_under_test import load_derived
+from symgrad.verify.cases import bound_forward, sampled
+from symgrad.verify.ops_under_test import variants_of
 from symgrad.second_order import derive_second_order, gradient_op
 
 from conftest import OPS

@@ -1,4 +1,4 @@
-"""Second order (`symgrad check --order 2`, `symgrad/second_order_check.py`): the gradient op G of an
+"""Second order (`symgrad check --order 2`, `symgrad/verify/second_order.py`): the gradient op G of an
 op, its second-order paths per target, and the check of them against finite differences of
 the derived first-order gradient, on real TensorFlow."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import OPS as OP_LIBRARY
-from symgrad.derived import load_derived, variants_of
-from symgrad.second_order_check import (
+from symgrad.verify.ops_under_test import load_derived, variants_of
+from symgrad.verify.second_order import (
     GRAPH_TARGET,
     GraphGradients,
     gradient_groups,
@@ -40,7 +40,7 @@ def _mul_case(tf, derived):
     variant = gradient_variant(variants_of(op)[0])
     rng = np.random.default_rng(0)
     g, x, y, vx, vy = (rng.normal(size=3) for _ in range(5))
-    from symgrad.cases import Case
+    from symgrad.verify.cases import Case
 
     return op, variant, Case("test", (g, x, y), (vx, vy))
 

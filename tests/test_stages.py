@@ -14,7 +14,7 @@ import pytest
 from symgrad.errors import DeclarationError, VerificationError
 from symgrad.generate import SymgradErrors, generate
 from symgrad.load import load_op_file
-from symgrad.selfcheck import verify_generated
+from symgrad.verify.selfcheck import verify_generated
 from conftest import ROOT
 from test_cli import snapshot, symgrad
 
@@ -398,7 +398,7 @@ def test_verification_names_the_exception_of_a_forward_that_always_raises(tmp_pa
 def _ops_taking_stages(folder):
     import inspect
 
-    from symgrad.derived import load_derived
+    from symgrad.verify.ops_under_test import load_derived
 
     ops = load_derived([ROOT / "ops"], folder)
     return [op for op in ops if "return_stages" in inspect.signature(op.function("numpy")).parameters]
@@ -413,7 +413,7 @@ def test_a_gradient_given_the_forward_stages_equals_one_that_computes_them(deriv
     """Every op whose gradient takes stages, every variant and dtype (complex ones conjugate
     the stages passed): numpy `<op>_grad(..., **stages)` and TensorFlow `<op>_vjp` given the
     stages equal the same functions computing the stages themselves."""
-    from symgrad.diff import case_groups
+    from symgrad.verify.cases import case_groups
 
     checked = 0
     for op in _ops_taking_stages(derived[0]):

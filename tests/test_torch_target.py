@@ -15,7 +15,7 @@ from conftest import GENERATED, ROOT
 from verify_support import run_symgrad
 
 from symgrad.render import helper_sources
-from symgrad.verdict import BOTH_RIGHT, REFERENCE_WRONG
+from symgrad.verify.verdict import BOTH_RIGHT, REFERENCE_WRONG
 
 RNG = np.random.default_rng(0)
 RUNTIME = ROOT / "symgrad" / "backends" / "torch" / "runtime.py"
@@ -343,7 +343,7 @@ def _gradchecks(torch, op, variant, case) -> tuple[bool, bool]:
     """(gradcheck, gradgradcheck) of the op's generated Function at `case`, float64, over the
     inputs with a gradient (the others fixed), the floating outputs compared."""
     from symgrad.backends.torch.verify import _tensors
-    from symgrad.sources import _input_args, accepted_kwargs
+    from symgrad.verify.sources import _input_args, accepted_kwargs
 
     fn = op.function("torch", "")
     attrs = {k: variant.attrs[k] for k in accepted_kwargs(fn, variant.attrs)}
@@ -370,8 +370,8 @@ def test_library_gradcheck_and_gradgradcheck(torch, derived):
     """PyTorch's own `gradcheck` and `gradgradcheck` of every op's generated Function in the
     library (its first variant, float64, at its first case of random values)."""
     from symgrad.backends.torch import unavailable_reason
-    from symgrad.derived import load_derived
-    from symgrad.diff import case_groups
+    from symgrad.verify.ops_under_test import load_derived
+    from symgrad.verify.cases import case_groups
 
     failing, checked = {}, 0
     for op in load_derived([ROOT / "ops"], generated=derived[0]):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from symgrad import ir
 from symgrad.backends.jax.printer import JaxPrinter
+from symgrad.backends.jax.verify import JaxFunction, JaxSecondOrder
 from symgrad.render import (
     attr_params,
     common_context,
@@ -18,7 +19,7 @@ from symgrad.render import (
     signature,
     staged_forward,
 )
-
+from symgrad.verify.sources import Unavailable
 
 RUNTIME = Path(__file__).with_name("runtime.py")  # the helpers generated modules carry
 PRINTER = JaxPrinter  # prints the IR and SymPy expressions as this target's code
@@ -31,18 +32,12 @@ def render_module(source: str, ops: list[ir.OpCode]) -> str:
 def derived_source(op, stand_in: bool = False):
     """The gradient `jax.vjp` gives of the op's `custom_vjp` function, as a verification source
     (`Unavailable` for an op the module leaves out)."""
-    from symgrad.backends.jax.verify import JaxFunction  # verification: only when verifying
-    from symgrad.sources import Unavailable
-
     reason = unavailable_reason(op)
     return Unavailable(reason) if reason else JaxFunction.derived(op)
 
 
 def second_order_source(op):
     """The op differentiated twice by `jax.vjp` through its derived gradient."""
-    from symgrad.backends.jax.verify import JaxSecondOrder
-    from symgrad.sources import Unavailable
-
     reason = unavailable_reason(op)
     return Unavailable(reason) if reason else JaxSecondOrder(op)
 

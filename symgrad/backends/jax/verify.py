@@ -14,8 +14,8 @@ import os
 
 import numpy as np
 
-from symgrad.compare import GradientCallError, upstream_names
-from symgrad.sources import Gradients, Skipped, _error_text, _input_args, accepted_kwargs, derived_import_lines
+from symgrad.verify.compare import GradientCallError, upstream_names
+from symgrad.verify.sources import Gradients, Skipped, _error_text, _input_args, accepted_kwargs, derived_import_lines
 
 
 def tracing_errors() -> tuple:
@@ -155,7 +155,7 @@ def _cotangent(jax, variant, outputs, upstream: list):
 
 class JaxSecondOrder(_JaxSource):
     """The second order of the JAX target, as the gradient of the gradient op G (see
-    `symgrad.second_order_check`): `jax.vjp` of `(g, x) -> jax.vjp(<op>)(x)(g)`, the inner
+    `symgrad.verify.second_order`): `jax.vjp` of `(g, x) -> jax.vjp(<op>)(x)(g)`, the inner
     vjp the derived gradient (through the `custom_vjp` op) differentiated by JAX, in
     TensorFlow's complex convention both times."""
 

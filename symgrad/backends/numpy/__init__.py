@@ -20,7 +20,7 @@ from symgrad.render import (
     staged_forward,
 )
 from symgrad.second_order import PREFIX
-
+from symgrad.verify.sources import NumpyFunction, derived_import_lines
 
 RUNTIME = Path(__file__).with_name("runtime.py")  # the helpers generated modules carry
 PRINTER = NumpyPrinter  # prints the IR and SymPy expressions as this target's code
@@ -38,8 +38,6 @@ def render_module(source: str, ops: list[ir.OpCode]) -> str:
 
 def derived_source(op, stand_in: bool = False):
     """`<op>_grad` of the op's numpy module, as a verification source."""
-    from symgrad.sources import NumpyFunction, derived_import_lines  # verification: only when verifying
-
     fn = op.function("numpy", "_grad")
     label = f"derived {op.stem}_numpy.{op.decl.func_name}_grad"
     return NumpyFunction(fn, label, derived_import_lines(op, fn, label), pass_outputs=False)

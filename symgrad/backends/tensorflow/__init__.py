@@ -15,12 +15,12 @@ from symgrad.render import (
     format_module,
     helper_sources,
     print_function_body,
+    print_statement,
     signature,
     stage_params,
     stages_unset,
-    print_statement,
 )
-
+from symgrad.verify.sources import TfGradientFunction, derived_import_lines
 
 RUNTIME = Path(__file__).with_name("runtime.py")  # the helpers generated modules carry
 PRINTER = TensorflowPrinter  # prints the IR and SymPy expressions as this target's code
@@ -44,8 +44,6 @@ def derived_source(op, stand_in: bool = False):
     """`<op>_grad(op, *grads)` of the op's TensorFlow module, as a verification source;
     `stand_in`: called on a stand-in op, not on TensorFlow's (which may not exist or take
     these inputs)."""
-    from symgrad.sources import TfGradientFunction, derived_import_lines  # verification: only when verifying
-
     fn = op.function("tensorflow", "_grad")
     label = f"derived {op.stem}_tf.{op.decl.func_name}_grad"
     return TfGradientFunction(fn, label, derived_import_lines(op, fn, label), stand_in)

@@ -11,6 +11,7 @@ import sympy as sp
 
 from symgrad import ir
 from symgrad.backends.torch.printer import TorchPrinter
+from symgrad.backends.torch.verify import TorchGradient, TorchSecondOrder
 from symgrad.errors import LoweringError
 from symgrad.render import (
     attr_params,
@@ -20,7 +21,7 @@ from symgrad.render import (
     signature,
     staged_forward,
 )
-
+from symgrad.verify.sources import Unavailable
 
 RUNTIME = Path(__file__).with_name("runtime.py")  # the helpers generated modules carry
 PRINTER = TorchPrinter  # prints the IR and SymPy expressions as this target's code
@@ -33,18 +34,12 @@ def render_module(source: str, ops: list[ir.OpCode]) -> str:
 def derived_source(op, stand_in: bool = False):
     """The gradient autograd gives of the op's `torch.autograd.Function`, as a verification
     source (`Unavailable` for an op the module leaves out)."""
-    from symgrad.backends.torch.verify import TorchGradient  # verification: only when verifying
-    from symgrad.sources import Unavailable
-
     reason = unavailable_reason(op)
     return Unavailable(reason) if reason else TorchGradient.derived(op)
 
 
 def second_order_source(op):
     """The op differentiated twice by autograd through its derived backward (double backward)."""
-    from symgrad.backends.torch.verify import TorchSecondOrder
-    from symgrad.sources import Unavailable
-
     reason = unavailable_reason(op)
     return Unavailable(reason) if reason else TorchSecondOrder(op)
 

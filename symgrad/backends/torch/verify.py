@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from symgrad.compare import GradientCallError, upstream_names
-from symgrad.sources import Gradients, Skipped, _error_text, _input_args, accepted_kwargs, derived_import_lines
+from symgrad.verify.compare import GradientCallError, upstream_names
+from symgrad.verify.sources import Gradients, Skipped, _error_text, _input_args, accepted_kwargs, derived_import_lines
 
 
 class _TorchSource:
@@ -109,7 +109,7 @@ class TorchGradient(_TorchSource):
 
 class TorchSecondOrder(_TorchSource):
     """The second order of the PyTorch target, as the gradient of the gradient op G (see
-    `symgrad.second_order_check`): autograd of `(g, x) -> torch.autograd.grad(<op>(x), x, g,
+    `symgrad.verify.second_order`): autograd of `(g, x) -> torch.autograd.grad(<op>(x), x, g,
     create_graph=True)`, the inner gradient the derived backward, differentiated by PyTorch
     (double backward)."""
 

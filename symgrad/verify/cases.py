@@ -30,7 +30,8 @@ import numpy as np
 import sympy as sp
 
 from symgrad.declare import BATCH_DIM
-from symgrad.derived import Variant
+from symgrad.targets import COMPLEX_DTYPES, REAL_DTYPES
+from symgrad.verify.ops_under_test import DerivedOp, Variant, variants_of
 
 
 @dataclass(frozen=True)
@@ -449,3 +450,50 @@ def _with_imaginary(x: np.ndarray, rng) -> np.ndarray:
         return x
     sign = rng.choice([-1.0, 1.0], np.shape(x))
     return np.asarray(x + 1j * sign * rng.uniform(0.2, 0.6, np.shape(x)))
+
+
+def dtypes_of(op: DerivedOp, requested: tuple[str, ...] | None) -> list[str]:
+    dtypes = REAL_DTYPES + (COMPLEX_DTYPES if op.decl.complex_ok else ())
+    return [d for d in dtypes if requested is None or d in requested]
+
+
+def bound_forward(variant: Variant):
+    """The generated numpy forward with the variant's attributes."""
+    forward = variant.op.function("numpy")
+    return lambda *inputs: forward(*inputs, **variant.attrs)
+
+
+def case_groups(
+    op: DerivedOp, dtypes, quick: bool = False, sample: int | None = None
+) -> list[tuple[Variant, str, list[Case]]]:
+    """(variant, dtype, cases) for every variant and dtype of `op` (`quick`: the first case
+    whose forward is finite, alone; `sample`: of at most that many variants)."""
+    groups = []
+    for variant in sampled(variants_of(op), sample):
+        forward = bound_forward(variant)
+        masters: dict[bool, list[Case]] = {}
+        for dtype in dtypes_of(op, dtypes):
+            is_complex = dtype.startswith("complex")
+            if is_complex not in masters:
+                masters[is_complex] = make_cases(variant, forward, is_complex)
+            seed = f"{op.name}|{variant.label}|{dtype}"
+            master = masters[is_complex]
+            if quick:  # the first case, and the first with batch axes (`...` broadcasting)
+                batched = [c for c in master if "batch" in c.label][:1]
+                cases = for_dtype(master[:3], np.dtype(dtype), forward, seed)[:1]
+                cases += for_dtype(batched, np.dtype(dtype), forward, seed)
+            else:
+                cases = for_dtype(master, np.dtype(dtype), forward, seed)
+            groups.append((variant, dtype, cases))
+    return groups
+
+
+def sampled(variants: list, count: int | None) -> list:
+    """At most `count` of `variants`, spread evenly over the list, the first and the last
+    included (all of them when `count` is None)."""
+    if count is None or len(variants) <= count:
+        return variants
+    if count == 1:
+        return variants[:1]
+    picks = sorted({round(k * (len(variants) - 1) / (count - 1)) for k in range(count)})
+    return [variants[k] for k in picks]

@@ -1,7 +1,7 @@
 """The coverage table of a `symgrad diff ... --against tensorflow --json` report, in Markdown.
 
-    python -m symgrad.coverage report.json                  # print the table
-    python -m symgrad.coverage report.json --write docs/coverage.md  # replace it between the markers
+    python -m symgrad.verify.coverage report.json                  # print the table
+    python -m symgrad.verify.coverage report.json --write docs/coverage.md  # replace it between the markers
 
 Per op type: its variants and, per derived target, the status over every variant and dtype.
 Then the op types whose gradients TensorFlow hand-writes in math_grad.py, nn_grad.py and
@@ -14,6 +14,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+from symgrad.verify.ops_under_test import import_tf
 
 TF_GRAD_MODULES = ("math_grad", "nn_grad", "array_grad")
 START, END = "<!-- coverage:start -->", "<!-- coverage:end -->"
@@ -125,8 +127,6 @@ def _missing(covered: set[str], tf_gradients: dict[str, list[str]]) -> list[str]
 def tf_hand_written_gradients() -> dict[str, list[str]]:
     """Op types with a gradient function defined in TensorFlow's math_grad, nn_grad and
     array_grad modules, from its gradient registry (NotDifferentiable ones left out)."""
-    from symgrad.sources import import_tf
-
     import_tf()
     from tensorflow.python.framework import ops as tf_ops
 
@@ -154,7 +154,7 @@ def replace_between_markers(text: str, table: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m symgrad.coverage", description=__doc__.splitlines()[0]
+        prog="python -m symgrad.verify.coverage", description=__doc__.splitlines()[0]
     )
     parser.add_argument(
         "report", help="JSON written by `symgrad diff ops/ --against tensorflow --json FILE`"

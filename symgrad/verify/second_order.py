@@ -25,25 +25,25 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from symgrad.cases import Case, for_dtype
-from symgrad.check import check_dtypes, check_groups
-from symgrad.compare import GradientCallError, upstream_names
-from symgrad.derived import DerivedOp, Variant
-from symgrad.diff import NoReference, TensorFlowReference, bound_forward, case_groups, derived_source, diff_groups
 from symgrad.errors import SymgradError
-from symgrad.report import Result
 from symgrad.targets import REGISTRY
-from symgrad.sources import (
-    Unavailable,
+from symgrad.verify.cases import Case, bound_forward, case_groups, for_dtype
+from symgrad.verify.check import check_dtypes, check_groups
+from symgrad.verify.compare import GradientCallError, upstream_names
+from symgrad.verify.diff import NoReference, TensorFlowReference, diff_groups
+from symgrad.verify.ops_under_test import DerivedOp, Variant, import_tf, variants_of
+from symgrad.verify.report import Result
+from symgrad.verify.sources import (
     Gradients,
     Skipped,
     TfGradientFunction,
+    Unavailable,
     _build,
     _error_text,
     _numpy,
     accepted_kwargs,
     derived_import_lines,
-    import_tf,
+    derived_source,
     tf_raw_op,
 )
 
@@ -362,8 +362,6 @@ def _gradient_op(op: DerivedOp) -> GradientOp:
 
 
 def _first_variant(op: DerivedOp) -> Variant:
-    from symgrad.derived import variants_of
-
     return variants_of(op)[0]
 
 

@@ -17,13 +17,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from symgrad import check
-from symgrad.cases import Case, for_dtype, grid_case, make_cases, values_only
-from symgrad.compare import Finding, GradientCallError, case_snippet, wrong_dtypes
-from symgrad.derived import DerivedOp, Variant
-from symgrad.diff import bound_forward, derived_sources, dtypes_of, sampled, variants_of
-from symgrad.report import Result, summarize
-from symgrad.sources import Gradients
+from symgrad.verify import check
+from symgrad.verify.cases import Case, bound_forward, dtypes_of, for_dtype, grid_case, make_cases, sampled, values_only
+from symgrad.verify.compare import Finding, GradientCallError, case_snippet, wrong_dtypes
+from symgrad.verify.ops_under_test import DerivedOp, Variant, variants_of
+from symgrad.verify.report import Result, summarize
+from symgrad.verify.sources import Gradients, derived_sources
 
 REFERENCE = "finite differences, extreme inputs"
 STATUS = "non-finite"

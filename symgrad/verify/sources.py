@@ -9,16 +9,17 @@ returned the wrong number of gradients); and the lines of a snippet that call it
 from __future__ import annotations
 
 import inspect
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from symgrad.cases import Case, call_forward
-from symgrad.compare import GradientCallError, upstream_names
-from symgrad.derived import Variant
+from symgrad.targets import REGISTRY
+from symgrad.verify.cases import Case, call_forward
+from symgrad.verify.compare import GradientCallError, upstream_names
+from symgrad.verify.ops_under_test import DerivedOp, Variant, import_tf
+from symgrad.verify.report import Result
 
 
 @dataclass(frozen=True)
@@ -167,15 +168,6 @@ def _upstream_args(variant: Variant, upstream) -> list:
 
 
 # --- TensorFlow ---------------------------------------------------------------------------------
-
-
-def import_tf():
-    """TensorFlow, imported quietly."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    import tensorflow as tf
-
-    tf.get_logger().setLevel("ERROR")
-    return tf
 
 
 def tf_raw_op(variant: Variant):
@@ -460,3 +452,23 @@ class TfRegistered:
             f"upstream = [tf.constant(v) for v in ({', '.join(ups)},)]",
             f"print({self.label!r}, tape.gradient(out, xs, output_gradients=upstream))",
         ]
+
+
+def derived_source(op: DerivedOp, target: str, stand_in: bool = False):
+    """The derived gradient of `target`, as a source (its backend's `derived_source`), or
+    `Unavailable` where the target cannot express the op; `stand_in`: a TensorFlow one is
+    called on a stand-in op, not on TensorFlow's (which may not exist or take these inputs)."""
+    return REGISTRY[target].backend.derived_source(op, stand_in)
+
+
+def derived_sources(op: DerivedOp, targets, reference: str, stand_in: bool = False) -> tuple[dict, list[Result]]:
+    """{target: source} of the targets that have the op, and an `unavailable` row for each
+    that does not."""
+    sources, rows = {}, []
+    for target in targets:
+        source = derived_source(op, target, stand_in)
+        if isinstance(source, Unavailable):
+            rows.append(Result(op.name, None, None, target, reference, "unavailable", message=source.reason))
+        else:
+            sources[target] = source
+    return sources, rows

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from symgrad.cases import Case
-from symgrad.derived import Variant
+from symgrad.verify.cases import Case
+from symgrad.verify.ops_under_test import Variant
 
 
 @dataclass(frozen=True)
@@ -214,3 +214,14 @@ def scalar_text(value) -> str:
     if np.isinf(value):
         return "np.inf" if value > 0 else "-np.inf"
     return repr(value)
+
+
+def values_at(variant: Variant, case: Case, finding: Finding) -> dict:
+    """The inputs at the reported element: every input of its shape for an elementwise op
+    (those meet there), the input itself for an index op."""
+    shape = np.shape(case.inputs[variant.inputs.index(finding.input)])
+    return {
+        n: x[finding.index]
+        for n, x in zip(variant.inputs, case.inputs)
+        if n == finding.input or (variant.shapes is None and np.shape(x) == shape)
+    }

@@ -27,22 +27,23 @@ from dataclasses import replace
 import numpy as np
 import sympy as sp
 
-from symgrad.cases import Case, call_forward, make_cases
-from symgrad.compare import (
+from symgrad.declare import stop_gradient
+from symgrad.errors import SymgradError
+from symgrad.targets import CHECK_DTYPES, REGISTRY
+from symgrad.verify.cases import Case, bound_forward, call_forward, case_groups, make_cases
+from symgrad.verify.compare import (
     ArrayDiff,
     Finding,
     GradientCallError,
     case_snippet,
     malformed,
-    wrong_dtypes,
     upstream_names,
+    values_at,
+    wrong_dtypes,
 )
-from symgrad.derived import DerivedOp, Variant
-from symgrad.diff import bound_forward, case_groups, derived_sources, values_at
-from symgrad.errors import SymgradError
-from symgrad.report import Result, summarize
-from symgrad.sources import Gradients, Skipped
-from symgrad.targets import CHECK_DTYPES, REGISTRY
+from symgrad.verify.ops_under_test import DerivedOp, Variant
+from symgrad.verify.report import Result, summarize
+from symgrad.verify.sources import Gradients, Skipped, derived_sources
 
 STEP = 1e-6
 RTOL = 1e-6
@@ -234,8 +235,6 @@ class BranchConditions:
 def stopped_inputs(variant: Variant) -> set[str]:
     """Inputs the declaration uses only inside `stop_gradient`: declared without a gradient
     (Zeta's x, as TensorFlow's), so differences of the forward do not judge theirs."""
-    from symgrad.declare import stop_gradient
-
     def names(expr) -> set[str]:
         found = {s.name for s in expr.free_symbols if isinstance(s, sp.Symbol)}
         return found | {str(b.label) for b in expr.atoms(sp.IndexedBase)}
@@ -405,7 +404,7 @@ def _judge(got: np.ndarray, d: dict, undecided_at_kinks: bool = False) -> tuple[
             err = np.minimum(err, np.maximum(outside, 0.0))
         # no derivative to judge by: the central differences do not settle (Atan2 at the
         # origin); a NaN or inf there is no error. Where they settle, one is, at a kink too:
-        # a norm's at zero, where every subgradient is finite (as `symgrad.extremes` judges)
+        # a norm's at zero, where every subgradient is finite (as `symgrad.verify.extremes` judges)
         unsettled = d["error"] > 0.5 * np.abs(central) + ATOL * scale
     # on a branch boundary any finite value may be the declared convention; NaN or inf is not
     skip = ~np.asarray(d["finite"]) | (np.asarray(d["boundary"]) & (err > allowed) & np.isfinite(got))

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from symgrad.compare import ArrayDiff, Finding, scalar_text
+from symgrad.verify.compare import ArrayDiff, Finding, scalar_text
 
 # "non-finite": a gradient NaN or infinite where finite differences of a finite forward are
-# not (symgrad.extremes), a mismatch of its own kind; "wrong-dtype": a gradient whose dtype is
+# not (symgrad.verify.extremes), a mismatch of its own kind; "wrong-dtype": a gradient whose dtype is
 # not its input's (`compare.wrong_dtypes`), another
 STATUSES = ("match", "mismatch", "non-finite", "wrong-dtype", "error", "no-reference", "unavailable")
 FAILING = ("mismatch", "non-finite", "wrong-dtype", "error")

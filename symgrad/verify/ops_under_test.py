@@ -1,8 +1,8 @@
 """The ops under test: each declaration with its generated modules, imported for verification.
 
-The modules come from a fresh derivation written to a temporary folder (the default), or
-from a folder `symgrad derive` already wrote (`generated=`), which is faster but trusts
-that folder to be up to date.
+The modules come from a folder `symgrad derive` wrote (`--generated`), which trusts that folder
+to be up to date, or from a fresh derivation written to a temporary one
+(`generate.to_temp_folder`, what the CLI and `symgrad.testing` do by default).
 """
 
 from __future__ import annotations
@@ -12,25 +12,23 @@ import dataclasses
 import importlib.util
 import inspect
 import itertools
+import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 import sympy as sp
 
-from symgrad.cache import Cache, default_cache_dir
-from symgrad.declare import OpDecl
+from symgrad.declare import ConstInts, IntList, OpDecl, instantiate
 from symgrad.errors import SymgradError
-from symgrad.generate import generate
 from symgrad.load import check_unique, load_op_file, op_file_paths
-from symgrad.targets import MODULE_SUFFIX, TARGETS, default_jobs
+from symgrad.targets import MODULE_SUFFIX
 
 _import_counter = itertools.count()
-_temp_dirs: list[tempfile.TemporaryDirectory] = []  # kept alive while their modules are in use
 
 
 @dataclass(frozen=True)
@@ -71,43 +69,21 @@ class DerivedOp:
 _modules: dict[tuple, ModuleType] = {}
 
 
-def load_derived(
-    paths: list[str | Path],
-    generated: str | Path | None = None,
-    jobs: int | None = None,
-    use_cache: bool = True,
-) -> list[DerivedOp]:
-    """Every op declared under `paths`, with its generated modules, in file and source order.
+def load_derived(paths: list[str | Path], generated: str | Path, temporary: bool = False) -> list[DerivedOp]:
+    """Every op declared under `paths`, with its generated modules in folder `generated`, in
+    file and source order (`temporary`: a fresh derivation's folder, `generate.to_temp_folder`).
 
     Raises:
-        SymgradError: an op file fails to load, or (SymgradErrors) to derive.
+        SymgradError: an op file fails to load, or the folder does not exist.
     """
     op_files = [load_op_file(path) for path in op_file_paths(paths)]
     check_unique([decl for f in op_files for decl in f.ops])
-    if generated is None:
-        folder = _derive_to_temp(paths, jobs, use_cache)
-    else:
-        folder = Path(generated)
-        if folder.is_file():
-            raise SymgradError(f"--generated {folder} is a file: name the folder `symgrad derive -o` wrote to")
-        if not folder.is_dir():
-            raise SymgradError(f"no such folder of generated modules: {folder}")
-    return [
-        DerivedOp(decl, f.stem, str(f.path), folder, temporary=generated is None)
-        for f in op_files
-        for decl in f.ops
-    ]
-
-
-def _derive_to_temp(paths, jobs: int | None, use_cache: bool) -> Path:
-    cache = Cache(default_cache_dir() if use_cache else None)
-    files = generate(list(paths), TARGETS, cache=cache, jobs=jobs or default_jobs())
-    temp = tempfile.TemporaryDirectory(prefix="symgrad-derived-")
-    _temp_dirs.append(temp)
-    folder = Path(temp.name)
-    for name, text in files.items():
-        (folder / name).write_text(text)
-    return folder
+    folder = Path(generated)
+    if folder.is_file():
+        raise SymgradError(f"--generated {folder} is a file: name the folder `symgrad derive -o` wrote to")
+    if not folder.is_dir():
+        raise SymgradError(f"no such folder of generated modules: {folder}")
+    return [DerivedOp(decl, f.stem, str(f.path), folder, temporary=temporary) for f in op_files for decl in f.ops]
 
 
 def _import(path: Path) -> ModuleType:
@@ -119,8 +95,6 @@ def _import(path: Path) -> ModuleType:
     sys.modules[name] = module
     tensorflow_module = path.name.endswith(MODULE_SUFFIX["tensorflow"])
     if tensorflow_module:
-        from symgrad.sources import import_tf
-
         import_tf()  # quietly, before the module's own `import tensorflow`
     with _registrations_undone(tensorflow_module):
         spec.loader.exec_module(module)
@@ -210,8 +184,6 @@ def variants_of(op: DerivedOp) -> list[Variant]:
     Raises:
         SymgradError: a numeric attribute has no value to be called with.
     """
-    from symgrad.declare import instantiate
-
     decl = op.decl
     positions = [a.input_position for a in decl.attrs if a.input_position is not None]
     result = []
@@ -296,11 +268,7 @@ def numeric_value(attr, op_name: str = "") -> Any:
         SymgradError: a constant integer input without a default (its values depend on the
             input's shape: declare `samples`).
     """
-    from symgrad.declare import ConstInts, IntList
-
     if attr.kind is float:
-        import numpy as np
-
         return float(np.float32(0.75 if attr.default is None else attr.default + 0.05))
     if attr.default is not None:
         return attr.default
@@ -313,3 +281,12 @@ def numeric_value(attr, op_name: str = "") -> Any:
             op_name,
         )
     return 2
+
+
+def import_tf():
+    """TensorFlow, imported quietly."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")
+    return tf

@@ -2,7 +2,7 @@
 
 A `Run` says what to compare; `run_ops` deals its ops, largest first, to worker processes
 one op at a time (each imports TensorFlow once), and gathers the results back in the order the
-ops are declared. Workers are forked where that is safe (see `generate.start_method`): they
+ops are declared. Workers are forked where that is safe (see `processes.start_method`): they
 then start with SymPy imported and the declarations loaded, as `symgrad derive`'s verification
 has them, instead of importing both again; else spawned, loading the op files once each.
 """
@@ -13,13 +13,13 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 
-from symgrad.check import run_check
-from symgrad.derived import DerivedOp, load_derived
-from symgrad.diff import make_reference, run_diff
-from symgrad.extremes import run_extremes
-from symgrad.second_order_check import run_second_order_check, run_second_order_diff
-from symgrad.generate import start_method
-from symgrad.report import Result
+from symgrad.processes import start_method
+from symgrad.verify.check import run_check
+from symgrad.verify.diff import make_reference, run_diff
+from symgrad.verify.extremes import run_extremes
+from symgrad.verify.ops_under_test import DerivedOp, load_derived
+from symgrad.verify.report import Result
+from symgrad.verify.second_order import run_second_order_check, run_second_order_diff
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Run:
     ops: tuple[str, ...] | None = None  # op types, or None for every op
     quick: bool = False  # check: each variant's first case alone (what `derive` verifies)
     sample: int | None = None  # at most this many variants per op (every one when None)
-    order: int = 1  # 2: the second-order gradients (`symgrad/second_order_check.py`)
+    order: int = 1  # 2: the second-order gradients (`symgrad/verify/second_order.py`)
 
 
 def run(job: Run, ops: list[DerivedOp] | None = None, reference=None) -> list[Result]:

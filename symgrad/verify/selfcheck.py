@@ -10,12 +10,12 @@ import os
 import tempfile
 from pathlib import Path
 
-from symgrad.check import available_targets
-from symgrad.derived import DerivedOp
 from symgrad.errors import VerificationError
 from symgrad.load import OpFile
 from symgrad.targets import MODULE_SUFFIX
-from symgrad.verify import Run, run_ops
+from symgrad.verify.check import available_targets
+from symgrad.verify.ops_under_test import DerivedOp
+from symgrad.verify.runner import Run, run_ops
 
 IN_PROCESS_MAX = 12  # ops verified without worker processes (spawning one costs seconds)
 

@@ -12,9 +12,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from symgrad.cases import Case
-from symgrad.derived import Variant
-from symgrad.sources import Gradients
+from symgrad.verify.cases import Case, bound_forward
+from symgrad.verify.check import BranchConditions, check_case
+from symgrad.verify.ops_under_test import Variant
+from symgrad.verify.sources import Gradients
 
 REFERENCE_WRONG = "reference disagrees with finite differences"
 DERIVED_WRONG = "derived disagrees with finite differences"
@@ -31,9 +32,6 @@ MAX_CASES = 3  # failing cases differenced, smallest first
 
 def fd_verdict(variant: Variant, failing: list[Case], our, their) -> str | None:
     """The verdict on `failing` cases (None when neither gradient runs on any of them)."""
-    from symgrad.check import BranchConditions, check_case
-    from symgrad.diff import bound_forward
-
     forward, boundary = bound_forward(variant), BranchConditions(variant)
     cases = [_widened(c) for c in sorted(failing, key=lambda c: c.size)[:MAX_CASES]]
     ours, theirs = our.run(variant, cases), their.run(variant, cases)

@@ -22,30 +22,31 @@ from types import ModuleType
 
 import numpy as np
 
-from symgrad.cases import Case, call_forward, for_dtype, make_cases
-from symgrad.compare import (
+from symgrad.errors import SymgradError
+from symgrad.targets import REGISTRY, TARGETS
+from symgrad.verify.cases import Case, bound_forward, call_forward, case_groups
+from symgrad.verify.compare import (
     TOLERANCES,
     Finding,
     GradientCallError,
     case_snippet,
     compare_gradients,
     diff_arrays,
+    values_at,
 )
-from symgrad.derived import DerivedOp, Variant, variants_of
-from symgrad.errors import SymgradError
-from symgrad.targets import COMPLEX_DTYPES, REAL_DTYPES, REGISTRY, TARGETS
-from symgrad.report import Result, summarize
-from symgrad.sources import (
+from symgrad.verify.ops_under_test import DerivedOp, Variant, import_tf
+from symgrad.verify.report import Result, summarize
+from symgrad.verify.sources import (
     Gradients,
     NumpyFunction,
     Skipped,
     TfGradientFunction,
     TfRegistered,
-    Unavailable,
+    derived_sources,
     import_lines,
-    import_tf,
     is_tf_gradient_function,
 )
+from symgrad.verify.verdict import fd_verdict
 
 
 class DiffError(SymgradError):
@@ -191,37 +192,6 @@ def make_reference(against: str, mapping: dict[str, str] | None = None):
     return NAMED_REFERENCES.get(against) or ModuleReference(against, mapping)
 
 
-def derived_source(op: DerivedOp, target: str, stand_in: bool = False):
-    """The derived gradient of `target`, as a source (its backend's `derived_source`), or
-    `Unavailable` where the target cannot express the op; `stand_in`: a TensorFlow one is
-    called on a stand-in op, not on TensorFlow's (which may not exist or take these inputs)."""
-    return REGISTRY[target].backend.derived_source(op, stand_in)
-
-
-def derived_sources(op: DerivedOp, targets, reference: str, stand_in: bool = False) -> tuple[dict, list[Result]]:
-    """{target: source} of the targets that have the op, and an `unavailable` row for each
-    that does not."""
-    sources, rows = {}, []
-    for target in targets:
-        source = derived_source(op, target, stand_in)
-        if isinstance(source, Unavailable):
-            rows.append(Result(op.name, None, None, target, reference, "unavailable", message=source.reason))
-        else:
-            sources[target] = source
-    return sources, rows
-
-
-def dtypes_of(op: DerivedOp, requested: tuple[str, ...] | None) -> list[str]:
-    dtypes = REAL_DTYPES + (COMPLEX_DTYPES if op.decl.complex_ok else ())
-    return [d for d in dtypes if requested is None or d in requested]
-
-
-def bound_forward(variant: Variant):
-    """The generated numpy forward with the variant's attributes."""
-    forward = variant.op.function("numpy")
-    return lambda *inputs: forward(*inputs, **variant.attrs)
-
-
 # --- the comparison ------------------------------------------------------------------------------
 
 
@@ -278,42 +248,6 @@ def diff_groups(name: str, reference: str, groups: list, ours: dict, source) -> 
     ]
 
 
-def case_groups(
-    op: DerivedOp, dtypes, quick: bool = False, sample: int | None = None
-) -> list[tuple[Variant, str, list[Case]]]:
-    """(variant, dtype, cases) for every variant and dtype of `op` (`quick`: the first case
-    whose forward is finite, alone; `sample`: of at most that many variants)."""
-    groups = []
-    for variant in sampled(variants_of(op), sample):
-        forward = bound_forward(variant)
-        masters: dict[bool, list[Case]] = {}
-        for dtype in dtypes_of(op, dtypes):
-            is_complex = dtype.startswith("complex")
-            if is_complex not in masters:
-                masters[is_complex] = make_cases(variant, forward, is_complex)
-            seed = f"{op.name}|{variant.label}|{dtype}"
-            master = masters[is_complex]
-            if quick:  # the first case, and the first with batch axes (`...` broadcasting)
-                batched = [c for c in master if "batch" in c.label][:1]
-                cases = for_dtype(master[:3], np.dtype(dtype), forward, seed)[:1]
-                cases += for_dtype(batched, np.dtype(dtype), forward, seed)
-            else:
-                cases = for_dtype(master, np.dtype(dtype), forward, seed)
-            groups.append((variant, dtype, cases))
-    return groups
-
-
-def sampled(variants: list, count: int | None) -> list:
-    """At most `count` of `variants`, spread evenly over the list, the first and the last
-    included (all of them when `count` is None)."""
-    if count is None or len(variants) <= count:
-        return variants
-    if count == 1:
-        return variants[:1]
-    picks = sorted({round(k * (len(variants) - 1) / (count - 1)) for k in range(count)})
-    return [variants[k] for k in picks]
-
-
 def _compare(
     row: Result, variant: Variant, cases: list[Case], our, mine: list, their, theirs: list
 ) -> Result:
@@ -355,8 +289,6 @@ def _compare(
 
 def _verdict(variant: Variant, findings: list[Finding], our, their) -> str | None:
     """Which side finite differences agree with, on the cases where a gradient differs."""
-    from symgrad.verdict import fd_verdict
-
     failing = {
         id(f.case): f.case
         for f in findings
@@ -413,17 +345,6 @@ def _pinpoint(row: Result, chosen: Finding, smallest: Case, variant, our, their,
     row.detail["smallest_case"] = smallest.label
     calls = [""] + our.call_lines(variant) + [""] + their.call_lines(variant)
     row.detail["snippet"] = case_snippet(variant, smallest, calls)
-
-
-def values_at(variant: Variant, case: Case, finding: Finding) -> dict:
-    """The inputs at the reported element: every input of its shape for an elementwise op
-    (those meet there), the input itself for an index op."""
-    shape = np.shape(case.inputs[variant.inputs.index(finding.input)])
-    return {
-        n: x[finding.index]
-        for n, x in zip(variant.inputs, case.inputs)
-        if n == finding.input or (variant.shapes is None and np.shape(x) == shape)
-    }
 
 
 def _shrink(finding: Finding, variant, our, their, tol) -> Case | None:
