@@ -38,6 +38,32 @@ UNAVAILABLE = {
 }  # op type -> why this module has no function of it
 
 
+def _split_exp(value, u):
+    """`value * exp(u)` with the exp in two halves, multiplied one after the other: finite
+    wherever the product is, though exp(u) alone may overflow (Ei's derivative exp(x) / x; a
+    Bessel I from its scaled function, where `jax.scipy.special.i0` and `i1` multiply by
+    exp(|x|) at once: inf from |x| = 88.7 in float32, where I0 is below 2e37)."""
+    half = jnp.exp(u / 2)
+    return value * half * half
+
+
+def _bessel_i0(x):
+    """I0, finite up to where it overflows (`_split_exp`)."""
+    return _split_exp(jax.scipy.special.i0e(x), _abs_as_sign(x))
+
+
+def _bessel_i1(x):
+    """I1, finite up to where it overflows (`_split_exp`)."""
+    return _split_exp(jax.scipy.special.i1e(x), _abs_as_sign(x))
+
+
+def _abs_as_sign(x):
+    """|x| as x * sign(x), whose derivative at 0 is 0, as in JAX's derivatives of i0e and i1e:
+    JAX differentiates `abs` as 1 there, and i0e(x) * exp(|x|) would have the derivative 1 at 0
+    (so has `jax.scipy.special.i0`) where I0' = I1 is 0."""
+    return x * jnp.sign(x)
+
+
 def _sum_to_shape(g, shape):
     """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
     if jnp.shape(g) == tuple(shape):
@@ -311,7 +337,7 @@ def expint_vjp(grad, x, *, y=None):
     """Gradient of Expint: one array per input (x)."""
     grad_x = jnp.where(
         x >= 0,
-        jnp.where(x < 0, 1, grad) * jnp.exp(jnp.where(x < 0, 1, x)) / jnp.where(x < 0, 1, x),
+        jnp.where(x < 0, 1, grad) * _split_exp(1 / jnp.where(x < 0, 1, x), jnp.where(x < 0, 1, x)),
         0,
     )
     return (grad_x,)
@@ -448,13 +474,13 @@ def bessel_i0(x):
 
 def bessel_i0_forward(x):
     """BesselI0's formula."""
-    y = jax.scipy.special.i0(x)
+    y = _bessel_i0(x)
     return y
 
 
 def bessel_i0_vjp(grad, x, *, y=None):
     """Gradient of BesselI0: one array per input (x)."""
-    grad_x = grad * jax.scipy.special.i1(x)
+    grad_x = grad * _bessel_i1(x)
     return (grad_x,)
 
 
@@ -483,20 +509,20 @@ def bessel_i1(x):
 
 def bessel_i1_forward(x):
     """BesselI1's formula."""
-    y = jax.scipy.special.i1(x)
+    y = _bessel_i1(x)
     return y
 
 
 def bessel_i1_vjp(grad, x, *, y=None):
     """Gradient of BesselI1: one array per input (x)."""
     grad_x = grad * (
-        (1 / 2) * jax.scipy.special.i0(x)
+        (1 / 2) * _bessel_i0(x)
         + (1 / 2)
         * jnp.where(
             x == 0,
             0,
-            jax.scipy.special.i0(jnp.where(x == 0, 1, x))
-            - 2 * jax.scipy.special.i1(jnp.where(x == 0, 1, x)) / jnp.where(x == 0, 1, x),
+            _bessel_i0(jnp.where(x == 0, 1, x))
+            - 2 * _bessel_i1(jnp.where(x == 0, 1, x)) / jnp.where(x == 0, 1, x),
         )
     )
     return (grad_x,)

@@ -10,6 +10,13 @@ import numpy as np
 import scipy.special
 
 
+def _split_exp(value, u):
+    """`value * exp(u)` with the exp in two halves, multiplied one after the other: finite
+    wherever the product is, though exp(u) alone may overflow (Ei's derivative exp(x) / x)."""
+    half = np.exp(u / 2)
+    return value * half * half
+
+
 def _sum_to_shape(g, shape):
     """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
     if np.shape(g) == tuple(shape):
@@ -200,18 +207,17 @@ def expint(x):
 
 def expint_grad(grad, x, *, y=None):
     """Gradient of Expint: one array per input (x)."""
-    grad_x = np.where(x >= 0, grad * np.exp(x) / x, 0)
+    grad_x = np.where(x >= 0, grad * _split_exp(1 / x, x), 0)
     return (grad_x,)
 
 
 def expint_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Expint: the gradient of expint_grad: one array per input (grad, x)."""
-    tmp0 = np.exp(x)
-    tmp1 = tmp0 / x
-    tmp2 = x >= 0
-    grad_grad = _sum_to_shape(np.where(tmp2, grad_vjp_x * tmp1, 0), np.shape(grad))
+    tmp0 = _split_exp(1 / x, x)
+    tmp1 = x >= 0
+    grad_grad = _sum_to_shape(np.where(tmp1, grad_vjp_x * tmp0, 0), np.shape(grad))
     grad_x = _sum_to_shape(
-        np.where(tmp2, grad_vjp_x * (-grad * tmp0 / x**2 + grad * tmp1), 0), np.shape(x)
+        np.where(tmp1, grad * grad_vjp_x * (tmp0 - _split_exp(1 / x**2, x)), 0), np.shape(x)
     )
     return grad_grad, grad_x
 

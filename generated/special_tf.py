@@ -112,18 +112,35 @@ def _sum_to_shape(g, x):
     return tf.reshape(tf.reduce_sum(g, axes), shape)
 
 
+def _split_exp(value, u):
+    """`value * exp(u)` with the exp in two halves, multiplied one after the other: finite
+    wherever the product is, though exp(u) alone may overflow (Ei's derivative exp(x) / x; a
+    Bessel I from its scaled kernel, where TensorFlow's `bessel_i0` and `bessel_i1` multiply by
+    exp(|x|) at once: inf from |x| = 88.7 in float32, where I0 is below 2e37)."""
+    half = tf.math.exp(u / 2)
+    return value * half * half
+
+
+def _bessel_i0(x):
+    """I0, finite up to where it overflows (`_split_exp`)."""
+    return _split_exp(tf.math.special.bessel_i0e(x), tf.math.abs(x))
+
+
 def _bessel_i1(x):
-    """`tf.math.special.bessel_i1` with its derivative 1/2 at 0, where TensorFlow's gives 1."""
+    """I1, finite up to where it overflows (`_split_exp`), with its derivative 1/2 at 0 by
+    a guarded division: TensorFlow's gradient of `bessel_i1` is 1 there, and that of
+    `bessel_i1e` NaN when differentiated again (its untaken branch divides by x)."""
 
     @tf.custom_gradient
     def bessel_i1(x):
         def backward(grad):
             at_zero = tf.equal(x, 0)
             safe = tf.where(at_zero, tf.ones_like(x), x)
-            slope = tf.math.special.bessel_i0(safe) - tf.math.special.bessel_i1(safe) / safe
+            scaled = tf.math.special.bessel_i0e(safe) - tf.math.special.bessel_i1e(safe) / safe
+            slope = _split_exp(scaled, tf.math.abs(safe))
             return grad * tf.where(at_zero, tf.fill(tf.shape(x), tf.constant(0.5, x.dtype)), slope)
 
-        return tf.math.special.bessel_i1(x), backward
+        return _split_exp(tf.math.special.bessel_i1e(x), tf.math.abs(x)), backward
 
     return bessel_i1(x)
 
@@ -364,8 +381,10 @@ def expint_vjp(grad, x, y):
     grad_x = tf.where(
         x >= 0,
         tf.where(x < 0, tf.constant(1, grad.dtype), grad)
-        * tf.math.exp(tf.where(x < 0, tf.constant(1, grad.dtype), x))
-        / tf.where(x < 0, tf.constant(1, grad.dtype), x),
+        * _split_exp(
+            1 / tf.where(x < 0, tf.constant(1, grad.dtype), x),
+            tf.where(x < 0, tf.constant(1, grad.dtype), x),
+        ),
         tf.constant(0, grad.dtype),
     )
     return (grad_x,)
@@ -536,7 +555,7 @@ def bessel_i0(x):
             y = kernel_outputs[0]
             return y, backward
         # else the declared formula
-        y = tf.math.special.bessel_i0(x)
+        y = _bessel_i0(x)
         return y, backward
 
     return forward(x)
@@ -548,12 +567,12 @@ _register("BesselI0", bessel_i0_grad)
 def bessel_i1_vjp(grad, x, y):
     """Gradient of BesselI1 (declared at ops/special.py:103): one per input (x)."""
     grad_x = grad * (
-        (1 / 2) * tf.math.special.bessel_i0(x)
+        (1 / 2) * _bessel_i0(x)
         + (1 / 2)
         * tf.where(
             tf.equal(x, 0),
             tf.constant(0, grad.dtype),
-            tf.math.special.bessel_i0(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x))
+            _bessel_i0(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x))
             - 2
             * _bessel_i1(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x))
             / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x),

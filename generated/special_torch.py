@@ -68,6 +68,25 @@ class _Bessel(torch.autograd.Function):
         )
 
 
+def _split_exp(value, u):
+    """`value * exp(u)` with the exp in two halves, multiplied one after the other: finite
+    wherever the product is, though exp(u) alone may overflow (Ei's derivative exp(x) / x; a
+    Bessel I from its scaled function, where `torch.special.i0` and `i1` multiply by exp(|x|)
+    at once: inf from |x| = 88.7 in float32, where I0 is below 2e37)."""
+    half = torch.exp(u / 2)
+    return value * half * half
+
+
+def _bessel_i0(x):
+    """I0, finite up to where it overflows (`_split_exp`)."""
+    return _split_exp(torch.special.i0e(x), torch.abs(x))
+
+
+def _bessel_i1(x):
+    """I1, finite up to where it overflows (`_split_exp`)."""
+    return _split_exp(torch.special.i1e(x), torch.abs(x))
+
+
 def _polygamma(n, x):
     """`polygamma` of orders `n` given as a tensor of integers (torch's takes one int order)."""
     n, x = torch.broadcast_tensors(torch.as_tensor(n, dtype=x.dtype), x)
@@ -305,13 +324,13 @@ def bessel_i0(x):
 
 def bessel_i0_forward(x):
     """BesselI0's formula."""
-    y = torch.special.i0(x)
+    y = _bessel_i0(x)
     return y
 
 
 def bessel_i0_vjp(grad, x, *, y=None):
     """Gradient of BesselI0: one array per input (x)."""
-    grad_x = grad * torch.special.i1(x)
+    grad_x = grad * _bessel_i1(x)
     return (grad_x,)
 
 
@@ -340,20 +359,20 @@ def bessel_i1(x):
 
 def bessel_i1_forward(x):
     """BesselI1's formula."""
-    y = torch.special.i1(x)
+    y = _bessel_i1(x)
     return y
 
 
 def bessel_i1_vjp(grad, x, *, y=None):
     """Gradient of BesselI1: one array per input (x)."""
     grad_x = grad * (
-        (1 / 2) * torch.special.i0(x)
+        (1 / 2) * _bessel_i0(x)
         + (1 / 2)
         * torch.where(
             x == 0,
             0,
-            torch.special.i0(torch.where(x == 0, 1, x))
-            - 2 * torch.special.i1(torch.where(x == 0, 1, x)) / torch.where(x == 0, 1, x),
+            _bessel_i0(torch.where(x == 0, 1, x))
+            - 2 * _bessel_i1(torch.where(x == 0, 1, x)) / torch.where(x == 0, 1, x),
         )
     )
     return (grad_x,)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sympy as sp
 from sympy.concrete.expr_with_limits import ExprWithLimits
+from sympy.core.logic import fuzzy_and
 
 _fresh = sp.numbered_symbols("j", integer=True)
 
@@ -337,6 +338,29 @@ class scaled_besseli(sp.Function):
 
     def _eval_evalf(self, prec):
         return self.rewrite(sp.besseli)._eval_evalf(prec)
+
+
+class split_exp(sp.Function):
+    """`split_exp(s, u)` is s * exp(u), computed as (s * exp(u/2)) * exp(u/2): neither factor
+    nor the first product overflows where the value does not, though exp(u) alone may (Ei's
+    derivative exp(x) / x in float32 for 88.7 < x < 93); what the stability rule `split_growth`
+    writes for that product, printed as each runtime's `_split_exp`. A function of its own:
+    SymPy would merge exp(u/2) * exp(u/2) into exp(u)."""
+
+    nargs = 2
+
+    def fdiff(self, argindex=1):
+        s, u = self.args
+        return sp.exp(u) if argindex == 1 else self  # exp(u) * s' is split again by the rule
+
+    def _eval_rewrite_as_exp(self, s, u, **kwargs):
+        return s * sp.exp(u)
+
+    def _eval_evalf(self, prec):
+        return self.rewrite(sp.exp)._eval_evalf(prec)
+
+    def _eval_is_real(self):
+        return fuzzy_and([self.args[0].is_real, self.args[1].is_real])
 
 
 # Functions finite and differentiable wherever their arguments are finite: a branch reading

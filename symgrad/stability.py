@@ -18,6 +18,10 @@ overflow; `stabilized` applies every rule to an expression of a real op, bottom-
   log-space scan whose derivative is the softmax `exp(u - logsumexp)` (the cumulative sum of
   `exp` overflows at 89, and its gradient `exp(x) * cumsum(g / sum)` with it).
 * `scaled_bessel`: `besseli(n, u) * exp(-|u|)` is `scaled_besseli(n, u)` (BesselI0e).
+* `split_growth`: `exp(u) * v**-p` (p > 0), u growing without bound with the tensor entry v,
+  is `split_exp(v**-p, u)`, computed as `(v**-p * exp(u/2)) * exp(u/2)`: finite up to where
+  the product overflows, not where exp(u) does (Ei's derivative, exp(x) / x, in float32 for
+  88.7 < x < 93).
 * `hyperbolic`: a product dividing by `cosh` or `sinh` has them written as exponentials,
   for `exp_sum` to scale (`1/cosh(x)` is finite where `cosh(x)` overflows).
 * `point_branch`: where a derivative divides by zero but has a limit (a norm's, x / |x| at
@@ -40,7 +44,7 @@ import dataclasses
 import sympy as sp
 
 from symgrad.declare import stop_gradient
-from symgrad.functions import bounded_by_index, logsumexp, scaled_besseli, sigmoid, softplus
+from symgrad.functions import bounded_by_index, logsumexp, scaled_besseli, sigmoid, softplus, split_exp
 
 
 def _exponent(node) -> sp.Expr | None:
@@ -205,6 +209,37 @@ def cumulative_logsumexp(node) -> sp.Expr | None:
     return None
 
 
+def split_growth(factors: list) -> sp.Expr | None:
+    """exp(u) * v**-p -> split_exp(v**-p, u), for p > 0 and u a polynomial in the tensor
+    entry v that grows without bound as |v| does (Ei's derivative exp(x) / x): where exp(u)
+    overflows, the power is below 1 and the product may still be finite. Not where u is bounded
+    above (exp(-x**2) / x): exp(u) never overflows there, and one exp is cheaper than two."""
+    for k, factor in enumerate(factors):
+        u = _exponent(factor)
+        if u is None:
+            continue
+        for m, power in enumerate(factors):
+            base, exponent = power.as_base_exp()
+            if m != k and exponent.is_number and exponent.is_negative and _grows_with(u, base):
+                rest = [f for j, f in enumerate(factors) if j not in (k, m)]
+                return sp.Mul(*rest) * split_exp(power, u)
+    return None
+
+
+def _grows_with(u, v) -> bool:
+    """Whether `u` is a polynomial in the tensor entry (or symbol) `v` alone, with number
+    coefficients, unbounded above as |v| grows: of odd degree, or of even degree with a
+    positive leading coefficient."""
+    if not isinstance(v, (sp.Symbol, sp.Indexed)) or not u.has(v) or u.free_symbols - v.free_symbols:
+        return False
+    try:
+        polynomial = sp.Poly(u, v)
+    except sp.PolynomialError:
+        return False
+    degree, leading = polynomial.degree(), polynomial.LC()
+    return leading.is_number and (degree % 2 == 1 or bool(leading > 0))
+
+
 def on_products(rewrite):
     """Node rules applying `rewrite` (of a product's factors) to products, then to powers
     outside a product: applied to a power inside one, it would miss the other factors."""
@@ -245,8 +280,8 @@ def point_value(node) -> sp.Expr | None:
 
 
 RULES = (
-    softplus_rule, cumulative_logsumexp, *on_products(logistic), exp_ratio_rule, *on_products(hyperbolic), *on_products(exp_sum),
-    on_products(scaled_bessel)[0], point_branch,
+    softplus_rule, cumulative_logsumexp, *on_products(logistic), exp_ratio_rule, *on_products(hyperbolic),
+    *on_products(exp_sum), on_products(scaled_bessel)[0], on_products(split_growth)[0], point_branch,
 )
 
 

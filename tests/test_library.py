@@ -44,16 +44,9 @@ FINITE_DIFFERENCE_LIMITS = {
 }
 
 # where a gradient is NaN or infinite at extreme inputs though the derivative there is finite
-# (`symgrad.verify.extremes`): not solved yet, with the reason; every other op's rows must be finite
-_TF_BESSEL = (
-    "TensorFlow's bessel_i0/bessel_i1 kernels (and JAX's i0/i1) compute i_n e(x) * exp(|x|), which "
-    "overflows within about 2 of exp's overflow point where I_n is finite (their own gradients too)"
-)
-NONFINITE_AT_EXTREMES = {
-    "Expint": "Ei'(x) = exp(x) / x is finite in float32 for 88.7 < x < 93, where exp(x) overflows",
-    "BesselI0": _TF_BESSEL,
-    "BesselI1": _TF_BESSEL,
-}
+# (`symgrad.verify.extremes`): none now (CumulativeLogsumexp, Expint, BesselI0 and BesselI1 were,
+# until their stable forms); an op listed here would be skipped with its reason
+NONFINITE_AT_EXTREMES: dict[str, str] = {}
 
 
 # the JAX target's own: what JAX lacks or computes otherwise
@@ -67,7 +60,7 @@ JAX_UNAVAILABLE.update({
 })
 JAX_NONFINITE_AT_EXTREMES = {
     "Zeta": "jax.scipy.special.zeta is NaN in float32 at x + 1 = 89, large q, where scipy's is finite",
-}  # and BesselI0, BesselI1, Expint: NONFINITE_AT_EXTREMES, as TensorFlow's
+}
 
 
 def test_library_size():

@@ -1,6 +1,7 @@
 """The stability rules (`symgrad.stability`): each rule on its own, then activations declared
 with overflowing `exp` (tests/fixtures/stable.py) and the library's softmax-like ops, finite and
-right at extreme inputs in float32 and float64, numpy and TensorFlow."""
+right at extreme inputs in float32 and float64, numpy and TensorFlow; the library's Bessel I and
+Ei's derivative beyond exp's overflow point, every target."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ import sympy as sp
 from symgrad import elementwise
 from symgrad.declare import instantiate
 from symgrad.derive import derive
-from symgrad.functions import logsumexp, sigmoid, softplus
+from symgrad.functions import logsumexp, sigmoid, softplus, split_exp
 from symgrad.stability import (
     cumulative_logsumexp, exp_ratio_rule, exp_sum, hyperbolic, logistic, on_products, point_branch, point_value,
-    softplus_rule, stabilized,
+    softplus_rule, split_growth, stabilized,
 )
 
 from conftest import ROOT, import_path
@@ -27,7 +28,10 @@ DTYPES = [np.float32, np.float64]
 # absolute: 1 - sigmoid(x) for large x is a difference of numbers near 1 (as TensorFlow's
 # SigmoidGrad computes it), right to the dtype's epsilon, not to its own digits
 ATOL = {np.float32: 1e-6, np.float64: 1e-12}
-STABLE = {"sigmoid": scipy.special.expit, "softplus": lambda u: np.logaddexp(0, u), "stop_gradient": lambda u: u}
+STABLE = {
+    "sigmoid": scipy.special.expit, "softplus": lambda u: np.logaddexp(0, u), "stop_gradient": lambda u: u,
+    "split_exp": lambda s, u: s * np.exp(u / 2) * np.exp(u / 2),  # as the runtimes' `_split_exp`
+}
 
 
 def evaluate(expr, at):
@@ -102,6 +106,21 @@ def test_hyperbolic_rule_writes_a_sech_for_exp_sum(expr):
 def test_hyperbolic_rule_leaves_what_does_not_divide():
     assert hyperbolic([sp.cosh(x), x]) is None and exp_sum([sp.cosh(x) ** -1]) is None
     assert stabilized(1 - sp.tanh(x) ** 2) == 1 - sp.tanh(x) ** 2
+
+
+def test_split_growth_rule():
+    rewritten = split_growth([b, sp.exp(x), x**-2])
+    assert rewritten == b * split_exp(x**-2, x)
+    # Ei's derivative and its own, stabilized as a derivation would: finite beyond 709.78 in float64
+    for expr in (sp.exp(x) / x, sp.diff(stabilized(sp.exp(x) / x), x)):
+        stable = stabilized(expr)
+        assert not stable.has(sp.exp), stable
+        points = [0.5, 3.0, 700.0, 711.0, 715.0]
+        np.testing.assert_allclose(evaluate(stable, points), exactly(expr, points), rtol=1e-12)
+    assert split_growth([sp.exp(-(x**2)), x**-1]) is None  # bounded above: exp never overflows
+    assert split_growth([sp.exp(x**2), x**-1]) == split_exp(x**-1, x**2)
+    assert split_growth([sp.exp(b * x), x**-1]) is None  # b's sign is unknown
+    assert split_growth([sp.exp(x), sp.exp(-x)]) is None and split_growth([sp.exp(x), x**2]) is None
 
 
 def test_rules_bottom_up_keep_the_value_and_stay_finite():
@@ -393,3 +412,81 @@ def test_a_value_divided_by_a_stated_norm_derives_and_is_zero_at_the_origin(tmp_
     # (g - y (y . g)) / |x| away from the origin; 0 at it, the stated branch's
     np.testing.assert_allclose(y, [[0, 0], [0.6, 0.8]])
     np.testing.assert_allclose(grad, [[0, 0], (np.array([1.0, 2.0]) - 2.2 * np.array([0.6, 0.8])) / 5], atol=1e-12)
+
+
+# --- beyond exp's overflow point, where the value is finite: Bessel I, Ei's derivative ----------
+
+# past 88.72 (float32) and 709.78 (float64), where exp overflows; I0, I1 and their derivatives
+# are about exp(x) / sqrt(2 pi x), and Ei' = exp(x) / x: finite up to 91 and 93 (716 and 716)
+LARGE = {np.float32: 89.5, np.float64: 711.0}
+MODULE_FIXTURES = {"numpy": "numpy_module", "tensorflow": "tf_module", "jax": "jax_module", "torch": "torch_module"}
+TARGETS = sorted(MODULE_FIXTURES)
+# float64 references: scipy's i0 and i1 overflow with exp (inf at 711), its iv does not
+BESSEL = {  # function -> (forward, derivative)
+    "bessel_i0": (lambda v: scipy.special.iv(0, v), lambda v: scipy.special.iv(1, v)),
+    "bessel_i1": (
+        lambda v: scipy.special.iv(1, v),
+        lambda v: scipy.special.iv(0, v) - scipy.special.iv(1, v) / v,
+    ),
+}
+
+
+def forward_and_gradient(request, target: str, stem: str, name: str, x: np.ndarray):
+    """The op's forward and its gradient for an upstream gradient of ones, each target's way:
+    numpy's `<name>_grad`, the frameworks' autodiff (through the derived gradient)."""
+    module = request.getfixturevalue(MODULE_FIXTURES[target])(stem)
+    f = getattr(module, name)
+    if target == "numpy":
+        with np.errstate(over="raise", invalid="raise"):
+            return f(x), getattr(module, f"{name}_grad")(np.ones_like(x), x)[0]
+    if target == "tensorflow":
+        tf = request.getfixturevalue("tf")
+        v = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(v)
+            y = f(v)
+        return y.numpy(), tape.gradient(y, v).numpy()
+    if target == "jax":
+        y, vjp = request.getfixturevalue("jax").vjp(f, x)
+        return np.asarray(y), np.asarray(vjp(np.ones_like(x))[0])
+    torch = request.getfixturevalue("torch")
+    v = torch.tensor(x, requires_grad=True)
+    y = f(v)
+    y.backward(torch.ones_like(y))
+    return y.detach().numpy(), v.grad.numpy()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", sorted(BESSEL))
+def test_bessel_i_beyond_exp_overflow(request, target, name, dtype):
+    """I0 and I1 from the scaled functions times exp(|x|) in two halves (`_split_exp`):
+    TensorFlow's, JAX's and PyTorch's own i0 and i1 are inf here."""
+    x = np.array([-LARGE[dtype], -3.0, 0.5, LARGE[dtype]], dtype)
+    y, grad = forward_and_gradient(request, target, "special", name, x)
+    forward, derivative = BESSEL[name]
+    assert grad.dtype == dtype
+    np.testing.assert_allclose(grad, derivative(x.astype(np.float64)), rtol=1e-5)
+    if target != "tensorflow":  # TensorFlow's wrapper computes the forward by TensorFlow's kernel
+        np.testing.assert_allclose(y, forward(x.astype(np.float64)), rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("target", [t for t in TARGETS if t != "torch"])  # PyTorch has no Ei
+def test_expint_gradient_beyond_exp_overflow(request, target, dtype):
+    """Ei'(x) = exp(x) / x as `_split_exp(1 / x, x)`: finite past exp's overflow point."""
+    x = np.array([0.5, 30.0, LARGE[dtype] + 0.5], dtype)
+    _, grad = forward_and_gradient(request, target, "special", "expint", x)
+    wide = x.astype(np.float64)
+    assert grad.dtype == dtype
+    np.testing.assert_allclose(grad, np.exp(wide - np.log(wide)), rtol=1e-5)  # exp(x) / x, in range
+
+
+def test_bessel_i_second_order_at_zero_jax(jax, jax_module):
+    """JAX differentiates `abs` as 1 at 0 and its i0e and i1e with sign(0) = 0: the runtime's
+    |x| is x * sign(x), so that the derivative of I0 there is I1(0) = 0 (of JAX's own i0, 1)."""
+    module = jax_module("special")
+    vjp_derivative = lambda name, at: float(jax.grad(lambda x: getattr(module, f"{name}_vjp")(1.0, x)[0])(at))
+    assert vjp_derivative("bessel_i0", 0.0) == 0.5  # I1'(0)
+    assert vjp_derivative("bessel_i1", 0.0) == 0.0  # I1''(0): I1 is odd
+    np.testing.assert_allclose(vjp_derivative("bessel_i1", 2.0), scipy.special.ivp(1, 2.0, 2), rtol=1e-12)

@@ -78,10 +78,13 @@ class NamesakePrinter(NumpyPrinter):
         return f"{self._module_format(self.where)}({self._print_condition(mask)}, 1, {self._print(x)})"
 
     def _print_besseli(self, expr):
-        """Orders 0 and 1 as the framework has them; order 2 by the recurrence."""
+        """Orders 0 and 1 by the runtime's `_bessel_i0` and `_bessel_i1`, from the framework's
+        exponentially scaled functions (its i0 and i1 overflow where I is finite); order 2 by
+        the recurrence."""
         order, x = expr.args
         if order in (0, 1):
-            return self._call(f"scipy.special.i{order}", x)
+            self._module_format(f"scipy.special.i{order}e")  # what the helper calls: imported
+            return f"_bessel_i{order}({self._print(x)})"
         return self._print_bessel_of_order_two(expr)
 
     def _print_scaled_besseli(self, expr):

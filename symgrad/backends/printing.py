@@ -171,6 +171,11 @@ class ArrayCodeMixin:
         level = PRECEDENCE["Mul"]
         return self.parenthesize(num, level, strict=True), self.parenthesize(den, level)
 
+    def _print_split_exp(self, expr):
+        """s * exp(u) by the runtime's `_split_exp`, the exp in two halves."""
+        s, u = expr.args
+        return f"_split_exp({self._print(s)}, {self._print(u)})"
+
     def _print_bessel_of_order_two(self, expr):
         """A Bessel function (or exponentially scaled I) of order 2, the derivative of order 1's,
         by the recurrence from orders 0 and 1, for a target that has only those; I2 and J2 are

@@ -17,6 +17,32 @@ def _conj(x):
     return jnp.conj(x) if jnp.iscomplexobj(x) else x
 
 
+def _split_exp(value, u):
+    """`value * exp(u)` with the exp in two halves, multiplied one after the other: finite
+    wherever the product is, though exp(u) alone may overflow (Ei's derivative exp(x) / x; a
+    Bessel I from its scaled function, where `jax.scipy.special.i0` and `i1` multiply by
+    exp(|x|) at once: inf from |x| = 88.7 in float32, where I0 is below 2e37)."""
+    half = jnp.exp(u / 2)
+    return value * half * half
+
+
+def _bessel_i0(x):
+    """I0, finite up to where it overflows (`_split_exp`)."""
+    return _split_exp(jax.scipy.special.i0e(x), _abs_as_sign(x))
+
+
+def _bessel_i1(x):
+    """I1, finite up to where it overflows (`_split_exp`)."""
+    return _split_exp(jax.scipy.special.i1e(x), _abs_as_sign(x))
+
+
+def _abs_as_sign(x):
+    """|x| as x * sign(x), whose derivative at 0 is 0, as in JAX's derivatives of i0e and i1e:
+    JAX differentiates `abs` as 1 there, and i0e(x) * exp(|x|) would have the derivative 1 at 0
+    (so has `jax.scipy.special.i0`) where I0' = I1 is 0."""
+    return x * jnp.sign(x)
+
+
 def _sum_to_shape(g, shape):
     """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
     if jnp.shape(g) == tuple(shape):

@@ -13,6 +13,13 @@ def _conj(x):
     return np.conj(x) if np.iscomplexobj(x) else x
 
 
+def _split_exp(value, u):
+    """`value * exp(u)` with the exp in two halves, multiplied one after the other: finite
+    wherever the product is, though exp(u) alone may overflow (Ei's derivative exp(x) / x)."""
+    half = np.exp(u / 2)
+    return value * half * half
+
+
 def _sum_to_shape(g, shape):
     """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
     if np.shape(g) == tuple(shape):

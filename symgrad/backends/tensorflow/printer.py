@@ -54,8 +54,9 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     }
     # Bessel functions of orders 0 and 1, the ones TensorFlow has
     bessel = {
-        (sp.besseli, 0): "tensorflow.math.special.bessel_i0",
-        (sp.besseli, 1): "_bessel_i1",  # the module's own: TensorFlow's gradient is 1 at 0
+        # the module's own: TensorFlow's overflow where I is finite, and its I1' is 1 at 0
+        (sp.besseli, 0): "_bessel_i0",
+        (sp.besseli, 1): "_bessel_i1",
         (sp.besselj, 0): "tensorflow.math.special.bessel_j0",
         (sp.besselj, 1): "tensorflow.math.special.bessel_j1",
         (sp.besselk, 0): "tensorflow.math.special.bessel_k0",

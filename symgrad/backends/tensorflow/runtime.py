@@ -158,18 +158,35 @@ def _cumprod_vjp(grad, x, axis, exclusive, reverse):
     return tf.where(zero, alone, before / tf.where(zero, tf.ones_like(x), x))
 
 
+def _split_exp(value, u):
+    """`value * exp(u)` with the exp in two halves, multiplied one after the other: finite
+    wherever the product is, though exp(u) alone may overflow (Ei's derivative exp(x) / x; a
+    Bessel I from its scaled kernel, where TensorFlow's `bessel_i0` and `bessel_i1` multiply by
+    exp(|x|) at once: inf from |x| = 88.7 in float32, where I0 is below 2e37)."""
+    half = tf.math.exp(u / 2)
+    return value * half * half
+
+
+def _bessel_i0(x):
+    """I0, finite up to where it overflows (`_split_exp`)."""
+    return _split_exp(tf.math.special.bessel_i0e(x), tf.math.abs(x))
+
+
 def _bessel_i1(x):
-    """`tf.math.special.bessel_i1` with its derivative 1/2 at 0, where TensorFlow's gives 1."""
+    """I1, finite up to where it overflows (`_split_exp`), with its derivative 1/2 at 0 by
+    a guarded division: TensorFlow's gradient of `bessel_i1` is 1 there, and that of
+    `bessel_i1e` NaN when differentiated again (its untaken branch divides by x)."""
 
     @tf.custom_gradient
     def bessel_i1(x):
         def backward(grad):
             at_zero = tf.equal(x, 0)
             safe = tf.where(at_zero, tf.ones_like(x), x)
-            slope = tf.math.special.bessel_i0(safe) - tf.math.special.bessel_i1(safe) / safe
+            scaled = tf.math.special.bessel_i0e(safe) - tf.math.special.bessel_i1e(safe) / safe
+            slope = _split_exp(scaled, tf.math.abs(safe))
             return grad * tf.where(at_zero, tf.fill(tf.shape(x), tf.constant(0.5, x.dtype)), slope)
 
-        return tf.math.special.bessel_i1(x), backward
+        return _split_exp(tf.math.special.bessel_i1e(x), tf.math.abs(x)), backward
 
     return bessel_i1(x)
 

@@ -92,6 +92,25 @@ class _Bessel(torch.autograd.Function):
         return None, grad * (torch.where(x == 0, 0.5, derivative) if kind == "bessel_j" else derivative)
 
 
+def _split_exp(value, u):
+    """`value * exp(u)` with the exp in two halves, multiplied one after the other: finite
+    wherever the product is, though exp(u) alone may overflow (Ei's derivative exp(x) / x; a
+    Bessel I from its scaled function, where `torch.special.i0` and `i1` multiply by exp(|x|)
+    at once: inf from |x| = 88.7 in float32, where I0 is below 2e37)."""
+    half = torch.exp(u / 2)
+    return value * half * half
+
+
+def _bessel_i0(x):
+    """I0, finite up to where it overflows (`_split_exp`)."""
+    return _split_exp(torch.special.i0e(x), torch.abs(x))
+
+
+def _bessel_i1(x):
+    """I1, finite up to where it overflows (`_split_exp`)."""
+    return _split_exp(torch.special.i1e(x), torch.abs(x))
+
+
 def _polygamma(n, x):
     """`polygamma` of orders `n` given as a tensor of integers (torch's takes one int order)."""
     n, x = torch.broadcast_tensors(torch.as_tensor(n, dtype=x.dtype), x)
