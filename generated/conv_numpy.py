@@ -10,11 +10,12 @@ import numpy as np
 import scipy.sparse
 
 
-def _shift_right(x, axis, fill):
-    """`x` moved one step along `axis`, `fill` first: an exclusive cumulative sum or product
+def _shift_right(x, axis, fill, steps=1):
+    """`x` moved `steps` along `axis`, `fill` first: an exclusive cumulative sum or product
     from an inclusive one."""
-    first = np.full_like(np.take(x, [0], axis=axis), fill)
-    return np.concatenate([first, np.delete(x, -1, axis=axis)], axis=axis)
+    size = np.shape(x)[axis]
+    first = np.full_like(np.take(x, range(steps), axis=axis), fill)
+    return np.concatenate([first, np.take(x, range(size - steps), axis=axis)], axis=axis)
 
 
 def _gather(x, positions, axis, fill=0):

@@ -18,12 +18,39 @@ import numpy as np
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
-def _shift_right(x, axis, fill):
-    """`x` moved one step along `axis`, `fill` first: an exclusive cumulative sum or product
+def _shift_right(x, axis, fill, steps=1):
+    """`x` moved `steps` along `axis`, `fill` first: an exclusive cumulative sum or product
     from an inclusive one."""
-    first = jnp.full_like(jax.lax.slice_in_dim(x, 0, 1, axis=axis), fill)
-    rest = jax.lax.slice_in_dim(x, 0, jnp.shape(x)[axis] - 1, axis=axis)
+    first = jnp.full_like(jax.lax.slice_in_dim(x, 0, steps, axis=axis), fill)
+    rest = jax.lax.slice_in_dim(x, 0, jnp.shape(x)[axis] - steps, axis=axis)
     return jnp.concatenate([first, rest], axis=axis)
+
+
+def _linear_scan(x, by, axis, exclusive=False, reverse=False):
+    """y[m] = x[m] + by[m] * y[m - 1] along `axis` (y[m + 1] with `reverse`; `exclusive`: each
+    result one step on, 0 first): the sum over i <= m of x[i] times the product of `by` over
+    i < k <= m, a cumulative product's gradient without a division. By recursive doubling:
+    ceil(log2 n) steps of whole-array products and sums, each differentiable again."""
+    x, by = jnp.broadcast_arrays(x, by)
+    if reverse:
+        flip = lambda t: jnp.flip(t, axis=axis)
+        return flip(_linear_scan(flip(x), flip(by), axis, exclusive))
+    step = 1
+    while step < jnp.shape(x)[axis]:
+        x, by = x + by * _shift_right(x, axis, 0, step), by * _shift_right(by, axis, 0, step)
+        step *= 2
+    return _shift_right(x, axis, 0) if exclusive else x
+
+
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = jnp.asarray(positions)
+    size = jnp.shape(x)[axis]
+    inside = (positions >= 0) & (positions < size)
+    taken = jnp.take(x, jnp.where(inside, positions, 0), axis=axis, mode="clip")
+    inside = jnp.reshape(inside, jnp.shape(inside) + (1,) * (-axis - 1))
+    return jnp.where(inside, taken, jnp.asarray(fill, taken.dtype))
 
 
 def reduce_sum(input, *, axis=-1, keep_dims=False):
@@ -698,197 +725,83 @@ def cumprod_vjp(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
     """Gradient of Cumprod: one array per input (x)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
-        t0 = jnp.cumsum(jnp.asarray(x == 0, grad.dtype), axis=-1)
-        t1 = jnp.cumprod(jnp.where(x == 0, 1, x), axis=-1)
-        t2 = jnp.flip(
-            jnp.cumsum(jnp.flip(jnp.where(t0 == 1, grad * t1, 0), axis=-1), axis=-1), axis=-1
-        )
-        t3 = jnp.flip(
-            jnp.cumsum(jnp.flip(jnp.where(t0 == 0, grad * t1, 0), axis=-1), axis=-1), axis=-1
-        )
-        grad_x = (jnp.where(x == 0, t2, 0) + jnp.where(x == 0, -t3, 0) + t3) / jnp.where(
-            x == 0, 1, x
-        )
+        t0 = jnp.arange(jnp.shape(x)[-1])
+        t1 = t0 + 1
+        t2 = _gather(x, t1, -1)
+        t3 = _linear_scan(grad, t2, axis=-1, reverse=True)
+        t4 = _shift_right(jnp.cumprod(x, axis=-1), axis=-1, fill=1)
+        grad_x = t3 * t4
     elif axis == -1 and not exclusive and reverse:
-        t0 = jnp.flip(
-            jnp.cumsum(jnp.flip(jnp.asarray(x == 0, grad.dtype), axis=-1), axis=-1), axis=-1
+        t0 = jnp.arange(jnp.shape(x)[-1])
+        t1 = t0 - 1
+        t2 = _gather(x, t1, -1)
+        t3 = _linear_scan(grad, t2, axis=-1)
+        t4 = jnp.flip(
+            _shift_right(jnp.cumprod(jnp.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
         )
-        t1 = jnp.flip(jnp.cumprod(jnp.flip(jnp.where(x == 0, 1, x), axis=-1), axis=-1), axis=-1)
-        t2 = jnp.cumsum(jnp.where(t0 == 1, grad * t1, 0), axis=-1)
-        t3 = jnp.cumsum(jnp.where(t0 == 0, grad * t1, 0), axis=-1)
-        grad_x = (jnp.where(x == 0, t2, 0) + jnp.where(x == 0, -t3, 0) + t3) / jnp.where(
-            x == 0, 1, x
-        )
+        grad_x = t3 * t4
     elif axis == -1 and exclusive and not reverse:
-        t0 = _shift_right(jnp.cumsum(jnp.asarray(x == 0, grad.dtype), axis=-1), axis=-1, fill=0)
-        t1 = _shift_right(jnp.cumprod(jnp.where(x == 0, 1, x), axis=-1), axis=-1, fill=1)
-        t2 = jnp.flip(
-            _shift_right(
-                jnp.cumsum(jnp.flip(jnp.where(t0 == 1, grad * t1, 0), axis=-1), axis=-1),
-                axis=-1,
-                fill=0,
-            ),
-            axis=-1,
-        )
-        t3 = jnp.flip(
-            _shift_right(
-                jnp.cumsum(jnp.flip(jnp.where(t0 == 0, grad * t1, 0), axis=-1), axis=-1),
-                axis=-1,
-                fill=0,
-            ),
-            axis=-1,
-        )
-        grad_x = (jnp.where(x == 0, t2, 0) + jnp.where(x == 0, -t3, 0) + t3) / jnp.where(
-            x == 0, 1, x
-        )
+        t0 = _linear_scan(grad, x, axis=-1, exclusive=True, reverse=True)
+        t1 = _shift_right(jnp.cumprod(x, axis=-1), axis=-1, fill=1)
+        grad_x = t0 * t1
     elif axis == -1 and exclusive and reverse:
-        t0 = jnp.flip(
-            _shift_right(
-                jnp.cumsum(jnp.flip(jnp.asarray(x == 0, grad.dtype), axis=-1), axis=-1),
-                axis=-1,
-                fill=0,
-            ),
-            axis=-1,
-        )
+        t0 = _linear_scan(grad, x, axis=-1, exclusive=True)
         t1 = jnp.flip(
-            _shift_right(
-                jnp.cumprod(jnp.flip(jnp.where(x == 0, 1, x), axis=-1), axis=-1), axis=-1, fill=1
-            ),
-            axis=-1,
+            _shift_right(jnp.cumprod(jnp.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
         )
-        t2 = _shift_right(jnp.cumsum(jnp.where(t0 == 1, grad * t1, 0), axis=-1), axis=-1, fill=0)
-        t3 = _shift_right(jnp.cumsum(jnp.where(t0 == 0, grad * t1, 0), axis=-1), axis=-1, fill=0)
-        grad_x = (jnp.where(x == 0, t2, 0) + jnp.where(x == 0, -t3, 0) + t3) / jnp.where(
-            x == 0, 1, x
-        )
+        grad_x = t0 * t1
     elif axis == -2 and not exclusive and not reverse:
-        t0 = jnp.cumsum(jnp.asarray(x == 0, grad.dtype), axis=-2)
-        t1 = jnp.cumprod(jnp.where(x == 0, 1, x), axis=-2)
-        t2 = jnp.flip(
-            jnp.cumsum(jnp.flip(jnp.where(t0 == 1, grad * t1, 0), axis=-2), axis=-2), axis=-2
-        )
-        t3 = jnp.flip(
-            jnp.cumsum(jnp.flip(jnp.where(t0 == 0, grad * t1, 0), axis=-2), axis=-2), axis=-2
-        )
-        grad_x = (jnp.where(x == 0, t2, 0) + jnp.where(x == 0, -t3, 0) + t3) / jnp.where(
-            x == 0, 1, x
-        )
+        t0 = jnp.arange(jnp.shape(x)[-2])
+        t1 = t0 + 1
+        t2 = _gather(x, t1, -2)
+        t3 = _linear_scan(grad, t2, axis=-2, reverse=True)
+        t4 = _shift_right(jnp.cumprod(x, axis=-2), axis=-2, fill=1)
+        grad_x = t3 * t4
     elif axis == -2 and not exclusive and reverse:
-        t0 = jnp.flip(
-            jnp.cumsum(jnp.flip(jnp.asarray(x == 0, grad.dtype), axis=-2), axis=-2), axis=-2
+        t0 = jnp.arange(jnp.shape(x)[-2])
+        t1 = t0 - 1
+        t2 = _gather(x, t1, -2)
+        t3 = _linear_scan(grad, t2, axis=-2)
+        t4 = jnp.flip(
+            _shift_right(jnp.cumprod(jnp.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
         )
-        t1 = jnp.flip(jnp.cumprod(jnp.flip(jnp.where(x == 0, 1, x), axis=-2), axis=-2), axis=-2)
-        t2 = jnp.cumsum(jnp.where(t0 == 1, grad * t1, 0), axis=-2)
-        t3 = jnp.cumsum(jnp.where(t0 == 0, grad * t1, 0), axis=-2)
-        grad_x = (jnp.where(x == 0, t2, 0) + jnp.where(x == 0, -t3, 0) + t3) / jnp.where(
-            x == 0, 1, x
-        )
+        grad_x = t3 * t4
     elif axis == -2 and exclusive and not reverse:
-        t0 = _shift_right(jnp.cumsum(jnp.asarray(x == 0, grad.dtype), axis=-2), axis=-2, fill=0)
-        t1 = _shift_right(jnp.cumprod(jnp.where(x == 0, 1, x), axis=-2), axis=-2, fill=1)
-        t2 = jnp.flip(
-            _shift_right(
-                jnp.cumsum(jnp.flip(jnp.where(t0 == 1, grad * t1, 0), axis=-2), axis=-2),
-                axis=-2,
-                fill=0,
-            ),
-            axis=-2,
-        )
-        t3 = jnp.flip(
-            _shift_right(
-                jnp.cumsum(jnp.flip(jnp.where(t0 == 0, grad * t1, 0), axis=-2), axis=-2),
-                axis=-2,
-                fill=0,
-            ),
-            axis=-2,
-        )
-        grad_x = (jnp.where(x == 0, t2, 0) + jnp.where(x == 0, -t3, 0) + t3) / jnp.where(
-            x == 0, 1, x
-        )
+        t0 = _linear_scan(grad, x, axis=-2, exclusive=True, reverse=True)
+        t1 = _shift_right(jnp.cumprod(x, axis=-2), axis=-2, fill=1)
+        grad_x = t0 * t1
     elif axis == -2 and exclusive and reverse:
-        t0 = jnp.flip(
-            _shift_right(
-                jnp.cumsum(jnp.flip(jnp.asarray(x == 0, grad.dtype), axis=-2), axis=-2),
-                axis=-2,
-                fill=0,
-            ),
-            axis=-2,
-        )
+        t0 = _linear_scan(grad, x, axis=-2, exclusive=True)
         t1 = jnp.flip(
-            _shift_right(
-                jnp.cumprod(jnp.flip(jnp.where(x == 0, 1, x), axis=-2), axis=-2), axis=-2, fill=1
-            ),
-            axis=-2,
+            _shift_right(jnp.cumprod(jnp.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
         )
-        t2 = _shift_right(jnp.cumsum(jnp.where(t0 == 1, grad * t1, 0), axis=-2), axis=-2, fill=0)
-        t3 = _shift_right(jnp.cumsum(jnp.where(t0 == 0, grad * t1, 0), axis=-2), axis=-2, fill=0)
-        grad_x = (jnp.where(x == 0, t2, 0) + jnp.where(x == 0, -t3, 0) + t3) / jnp.where(
-            x == 0, 1, x
-        )
+        grad_x = t0 * t1
     elif axis == -3 and not exclusive and not reverse:
-        t0 = jnp.cumsum(jnp.asarray(x == 0, grad.dtype), axis=-3)
-        t1 = jnp.cumprod(jnp.where(x == 0, 1, x), axis=-3)
-        t2 = jnp.flip(
-            jnp.cumsum(jnp.flip(jnp.where(t0 == 1, grad * t1, 0), axis=-3), axis=-3), axis=-3
-        )
-        t3 = jnp.flip(
-            jnp.cumsum(jnp.flip(jnp.where(t0 == 0, grad * t1, 0), axis=-3), axis=-3), axis=-3
-        )
-        grad_x = (jnp.where(x == 0, t2, 0) + jnp.where(x == 0, -t3, 0) + t3) / jnp.where(
-            x == 0, 1, x
-        )
+        t0 = jnp.arange(jnp.shape(x)[-3])
+        t1 = t0 + 1
+        t2 = _gather(x, t1, -3)
+        t3 = _linear_scan(grad, t2, axis=-3, reverse=True)
+        t4 = _shift_right(jnp.cumprod(x, axis=-3), axis=-3, fill=1)
+        grad_x = t3 * t4
     elif axis == -3 and not exclusive and reverse:
-        t0 = jnp.flip(
-            jnp.cumsum(jnp.flip(jnp.asarray(x == 0, grad.dtype), axis=-3), axis=-3), axis=-3
+        t0 = jnp.arange(jnp.shape(x)[-3])
+        t1 = t0 - 1
+        t2 = _gather(x, t1, -3)
+        t3 = _linear_scan(grad, t2, axis=-3)
+        t4 = jnp.flip(
+            _shift_right(jnp.cumprod(jnp.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
         )
-        t1 = jnp.flip(jnp.cumprod(jnp.flip(jnp.where(x == 0, 1, x), axis=-3), axis=-3), axis=-3)
-        t2 = jnp.cumsum(jnp.where(t0 == 1, grad * t1, 0), axis=-3)
-        t3 = jnp.cumsum(jnp.where(t0 == 0, grad * t1, 0), axis=-3)
-        grad_x = (jnp.where(x == 0, t2, 0) + jnp.where(x == 0, -t3, 0) + t3) / jnp.where(
-            x == 0, 1, x
-        )
+        grad_x = t3 * t4
     elif axis == -3 and exclusive and not reverse:
-        t0 = _shift_right(jnp.cumsum(jnp.asarray(x == 0, grad.dtype), axis=-3), axis=-3, fill=0)
-        t1 = _shift_right(jnp.cumprod(jnp.where(x == 0, 1, x), axis=-3), axis=-3, fill=1)
-        t2 = jnp.flip(
-            _shift_right(
-                jnp.cumsum(jnp.flip(jnp.where(t0 == 1, grad * t1, 0), axis=-3), axis=-3),
-                axis=-3,
-                fill=0,
-            ),
-            axis=-3,
-        )
-        t3 = jnp.flip(
-            _shift_right(
-                jnp.cumsum(jnp.flip(jnp.where(t0 == 0, grad * t1, 0), axis=-3), axis=-3),
-                axis=-3,
-                fill=0,
-            ),
-            axis=-3,
-        )
-        grad_x = (jnp.where(x == 0, t2, 0) + jnp.where(x == 0, -t3, 0) + t3) / jnp.where(
-            x == 0, 1, x
-        )
+        t0 = _linear_scan(grad, x, axis=-3, exclusive=True, reverse=True)
+        t1 = _shift_right(jnp.cumprod(x, axis=-3), axis=-3, fill=1)
+        grad_x = t0 * t1
     elif axis == -3 and exclusive and reverse:
-        t0 = jnp.flip(
-            _shift_right(
-                jnp.cumsum(jnp.flip(jnp.asarray(x == 0, grad.dtype), axis=-3), axis=-3),
-                axis=-3,
-                fill=0,
-            ),
-            axis=-3,
-        )
+        t0 = _linear_scan(grad, x, axis=-3, exclusive=True)
         t1 = jnp.flip(
-            _shift_right(
-                jnp.cumprod(jnp.flip(jnp.where(x == 0, 1, x), axis=-3), axis=-3), axis=-3, fill=1
-            ),
-            axis=-3,
+            _shift_right(jnp.cumprod(jnp.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
         )
-        t2 = _shift_right(jnp.cumsum(jnp.where(t0 == 1, grad * t1, 0), axis=-3), axis=-3, fill=0)
-        t3 = _shift_right(jnp.cumsum(jnp.where(t0 == 0, grad * t1, 0), axis=-3), axis=-3, fill=0)
-        grad_x = (jnp.where(x == 0, t2, 0) + jnp.where(x == 0, -t3, 0) + t3) / jnp.where(
-            x == 0, 1, x
-        )
+        grad_x = t0 * t1
     else:
         raise ValueError(
             f"Cumprod: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"

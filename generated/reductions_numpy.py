@@ -20,11 +20,42 @@ def _sum_to_shape(g, shape):
     return np.reshape(np.sum(g, axis=axes), shape)
 
 
-def _shift_right(x, axis, fill):
-    """`x` moved one step along `axis`, `fill` first: an exclusive cumulative sum or product
+def _shift_right(x, axis, fill, steps=1):
+    """`x` moved `steps` along `axis`, `fill` first: an exclusive cumulative sum or product
     from an inclusive one."""
-    first = np.full_like(np.take(x, [0], axis=axis), fill)
-    return np.concatenate([first, np.delete(x, -1, axis=axis)], axis=axis)
+    size = np.shape(x)[axis]
+    first = np.full_like(np.take(x, range(steps), axis=axis), fill)
+    return np.concatenate([first, np.take(x, range(size - steps), axis=axis)], axis=axis)
+
+
+def _linear_scan(x, by, axis, exclusive=False, reverse=False):
+    """y[m] = x[m] + by[m] * y[m - 1] along `axis` (y[m + 1] with `reverse`; `exclusive`: each
+    result one step on, 0 first): the sum over i <= m of x[i] times the product of `by` over
+    i < k <= m, a cumulative product's gradient without a division. By recursive doubling:
+    ceil(log2 n) steps of whole-array products and sums."""
+    x, by = np.broadcast_arrays(x, by)
+    if reverse:
+        flip = lambda t: np.flip(t, axis=axis)
+        return flip(_linear_scan(flip(x), flip(by), axis, exclusive))
+    step = 1
+    while step < np.shape(x)[axis]:
+        x, by = x + by * _shift_right(x, axis, 0, step), by * _shift_right(by, axis, 0, step)
+        step *= 2
+    return _shift_right(x, axis, 0) if exclusive else x
+
+
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = np.asarray(positions)
+    size = np.shape(x)[axis]
+    inside = (positions >= 0) & (positions < size)
+    taken = np.take(x, np.where(inside, positions, 0), axis=axis)
+    if inside.all():
+        return taken
+    return np.where(
+        inside.reshape(inside.shape + (1,) * (-axis - 1)), taken, np.asarray(fill, taken.dtype)
+    )
 
 
 def reduce_sum(input, *, axis=-1, keep_dims=False):
@@ -668,56 +699,13 @@ def reduce_prod_grad_grad(
         grad_prod1 = grad_vjp_input * prod2 * t0
         grad_grad = np.sum(grad_vjp_input * prod1 * prod2, axis=-1)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t1 = _shift_right(
-            np.cumsum(np.asarray(input == 0, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
-        )
-        t2 = _shift_right(np.cumprod(np.where(input == 0, 1, input), axis=-1), axis=-1, fill=1)
-        t3 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.where(t1 == 1, grad_prod1 * t2, 0), axis=-1), axis=-1),
-                axis=-1,
-                fill=0,
-            ),
-            axis=-1,
-        )
+        t1 = _linear_scan(grad_prod1, input, axis=-1, exclusive=True, reverse=True)
+        t2 = _shift_right(np.cumprod(input, axis=-1), axis=-1, fill=1)
+        t3 = _linear_scan(grad_prod2, input, axis=-1, exclusive=True)
         t4 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.asarray(input == 0, grad_vjp_input.dtype), axis=-1), axis=-1),
-                axis=-1,
-                fill=0,
-            ),
-            axis=-1,
+            _shift_right(np.cumprod(np.flip(input, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
         )
-        t5 = np.flip(
-            _shift_right(
-                np.cumprod(np.flip(np.where(input == 0, 1, input), axis=-1), axis=-1),
-                axis=-1,
-                fill=1,
-            ),
-            axis=-1,
-        )
-        t6 = _shift_right(
-            np.cumsum(np.where(t4 == 1, grad_prod2 * t5, 0), axis=-1), axis=-1, fill=0
-        )
-        t7 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.where(t1 == 0, grad_prod1 * t2, 0), axis=-1), axis=-1),
-                axis=-1,
-                fill=0,
-            ),
-            axis=-1,
-        )
-        t8 = _shift_right(
-            np.cumsum(np.where(t4 == 0, grad_prod2 * t5, 0), axis=-1), axis=-1, fill=0
-        )
-        grad_input = (
-            np.where(input == 0, t3, 0)
-            + np.where(input == 0, t6, 0)
-            + np.where(input == 0, -t7, 0)
-            + t7
-            + np.where(input == 0, -t8, 0)
-            + t8
-        ) / np.where(input == 0, 1, input)
+        grad_input = t1 * t2 + t3 * t4
         grad_input = _sum_to_shape(grad_input, np.shape(input))
     elif axis == -1 and keep_dims:
         if prod1 is None or prod2 is None:
@@ -733,56 +721,13 @@ def reduce_prod_grad_grad(
         t3 = np.sum(grad_vjp_input * prod1 * prod2, axis=-1, keepdims=True)
         grad_grad = np.where(t2, t3, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t4 = _shift_right(
-            np.cumsum(np.asarray(input == 0, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
-        )
-        t5 = _shift_right(np.cumprod(np.where(input == 0, 1, input), axis=-1), axis=-1, fill=1)
-        t6 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.where(t4 == 1, grad_prod1 * t5, 0), axis=-1), axis=-1),
-                axis=-1,
-                fill=0,
-            ),
-            axis=-1,
-        )
+        t4 = _linear_scan(grad_prod1, input, axis=-1, exclusive=True, reverse=True)
+        t5 = _shift_right(np.cumprod(input, axis=-1), axis=-1, fill=1)
+        t6 = _linear_scan(grad_prod2, input, axis=-1, exclusive=True)
         t7 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.asarray(input == 0, grad_vjp_input.dtype), axis=-1), axis=-1),
-                axis=-1,
-                fill=0,
-            ),
-            axis=-1,
+            _shift_right(np.cumprod(np.flip(input, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
         )
-        t8 = np.flip(
-            _shift_right(
-                np.cumprod(np.flip(np.where(input == 0, 1, input), axis=-1), axis=-1),
-                axis=-1,
-                fill=1,
-            ),
-            axis=-1,
-        )
-        t9 = _shift_right(
-            np.cumsum(np.where(t7 == 1, grad_prod2 * t8, 0), axis=-1), axis=-1, fill=0
-        )
-        t10 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.where(t4 == 0, grad_prod1 * t5, 0), axis=-1), axis=-1),
-                axis=-1,
-                fill=0,
-            ),
-            axis=-1,
-        )
-        t11 = _shift_right(
-            np.cumsum(np.where(t7 == 0, grad_prod2 * t8, 0), axis=-1), axis=-1, fill=0
-        )
-        grad_input = (
-            np.where(input == 0, -t10, 0)
-            + t10
-            + np.where(input == 0, -t11, 0)
-            + t11
-            + np.where(input == 0, t6, 0)
-            + np.where(input == 0, t9, 0)
-        ) / np.where(input == 0, 1, input)
+        grad_input = t4 * t5 + t6 * t7
         grad_input = _sum_to_shape(grad_input, np.shape(input))
     elif axis == -2 and not keep_dims:
         if prod1 is None or prod2 is None:
@@ -795,56 +740,13 @@ def reduce_prod_grad_grad(
         grad_prod1 = grad_vjp_input * prod2 * t0
         grad_grad = np.sum(grad_vjp_input * prod1 * prod2, axis=-2)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t1 = _shift_right(
-            np.cumsum(np.asarray(input == 0, grad_vjp_input.dtype), axis=-2), axis=-2, fill=0
-        )
-        t2 = _shift_right(np.cumprod(np.where(input == 0, 1, input), axis=-2), axis=-2, fill=1)
-        t3 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.where(t1 == 1, grad_prod1 * t2, 0), axis=-2), axis=-2),
-                axis=-2,
-                fill=0,
-            ),
-            axis=-2,
-        )
+        t1 = _linear_scan(grad_prod1, input, axis=-2, exclusive=True, reverse=True)
+        t2 = _shift_right(np.cumprod(input, axis=-2), axis=-2, fill=1)
+        t3 = _linear_scan(grad_prod2, input, axis=-2, exclusive=True)
         t4 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.asarray(input == 0, grad_vjp_input.dtype), axis=-2), axis=-2),
-                axis=-2,
-                fill=0,
-            ),
-            axis=-2,
+            _shift_right(np.cumprod(np.flip(input, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
         )
-        t5 = np.flip(
-            _shift_right(
-                np.cumprod(np.flip(np.where(input == 0, 1, input), axis=-2), axis=-2),
-                axis=-2,
-                fill=1,
-            ),
-            axis=-2,
-        )
-        t6 = _shift_right(
-            np.cumsum(np.where(t4 == 1, grad_prod2 * t5, 0), axis=-2), axis=-2, fill=0
-        )
-        t7 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.where(t1 == 0, grad_prod1 * t2, 0), axis=-2), axis=-2),
-                axis=-2,
-                fill=0,
-            ),
-            axis=-2,
-        )
-        t8 = _shift_right(
-            np.cumsum(np.where(t4 == 0, grad_prod2 * t5, 0), axis=-2), axis=-2, fill=0
-        )
-        grad_input = (
-            np.where(input == 0, t3, 0)
-            + np.where(input == 0, t6, 0)
-            + np.where(input == 0, -t7, 0)
-            + t7
-            + np.where(input == 0, -t8, 0)
-            + t8
-        ) / np.where(input == 0, 1, input)
+        grad_input = t1 * t2 + t3 * t4
         grad_input = _sum_to_shape(grad_input, np.shape(input))
     elif axis == -2 and keep_dims:
         if prod1 is None or prod2 is None:
@@ -861,56 +763,13 @@ def reduce_prod_grad_grad(
         t4 = np.sum(grad_vjp_input * prod1 * prod2, axis=-2, keepdims=True)
         grad_grad = np.where(t3, t4, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t5 = _shift_right(
-            np.cumsum(np.asarray(input == 0, grad_vjp_input.dtype), axis=-2), axis=-2, fill=0
-        )
-        t6 = _shift_right(np.cumprod(np.where(input == 0, 1, input), axis=-2), axis=-2, fill=1)
-        t7 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.where(t5 == 1, grad_prod1 * t6, 0), axis=-2), axis=-2),
-                axis=-2,
-                fill=0,
-            ),
-            axis=-2,
-        )
+        t5 = _linear_scan(grad_prod1, input, axis=-2, exclusive=True, reverse=True)
+        t6 = _shift_right(np.cumprod(input, axis=-2), axis=-2, fill=1)
+        t7 = _linear_scan(grad_prod2, input, axis=-2, exclusive=True)
         t8 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.asarray(input == 0, grad_vjp_input.dtype), axis=-2), axis=-2),
-                axis=-2,
-                fill=0,
-            ),
-            axis=-2,
+            _shift_right(np.cumprod(np.flip(input, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
         )
-        t9 = np.flip(
-            _shift_right(
-                np.cumprod(np.flip(np.where(input == 0, 1, input), axis=-2), axis=-2),
-                axis=-2,
-                fill=1,
-            ),
-            axis=-2,
-        )
-        t10 = _shift_right(
-            np.cumsum(np.where(t8 == 1, grad_prod2 * t9, 0), axis=-2), axis=-2, fill=0
-        )
-        t11 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.where(t5 == 0, grad_prod1 * t6, 0), axis=-2), axis=-2),
-                axis=-2,
-                fill=0,
-            ),
-            axis=-2,
-        )
-        t12 = _shift_right(
-            np.cumsum(np.where(t8 == 0, grad_prod2 * t9, 0), axis=-2), axis=-2, fill=0
-        )
-        grad_input = (
-            np.where(input == 0, t10, 0)
-            + np.where(input == 0, -t11, 0)
-            + t11
-            + np.where(input == 0, -t12, 0)
-            + t12
-            + np.where(input == 0, t7, 0)
-        ) / np.where(input == 0, 1, input)
+        grad_input = t5 * t6 + t7 * t8
         grad_input = _sum_to_shape(grad_input, np.shape(input))
     elif axis == -3 and not keep_dims:
         if prod1 is None or prod2 is None:
@@ -923,56 +782,13 @@ def reduce_prod_grad_grad(
         grad_prod1 = grad_vjp_input * prod2 * t0
         grad_grad = np.sum(grad_vjp_input * prod1 * prod2, axis=-3)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t1 = _shift_right(
-            np.cumsum(np.asarray(input == 0, grad_vjp_input.dtype), axis=-3), axis=-3, fill=0
-        )
-        t2 = _shift_right(np.cumprod(np.where(input == 0, 1, input), axis=-3), axis=-3, fill=1)
-        t3 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.where(t1 == 1, grad_prod1 * t2, 0), axis=-3), axis=-3),
-                axis=-3,
-                fill=0,
-            ),
-            axis=-3,
-        )
+        t1 = _linear_scan(grad_prod1, input, axis=-3, exclusive=True, reverse=True)
+        t2 = _shift_right(np.cumprod(input, axis=-3), axis=-3, fill=1)
+        t3 = _linear_scan(grad_prod2, input, axis=-3, exclusive=True)
         t4 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.asarray(input == 0, grad_vjp_input.dtype), axis=-3), axis=-3),
-                axis=-3,
-                fill=0,
-            ),
-            axis=-3,
+            _shift_right(np.cumprod(np.flip(input, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
         )
-        t5 = np.flip(
-            _shift_right(
-                np.cumprod(np.flip(np.where(input == 0, 1, input), axis=-3), axis=-3),
-                axis=-3,
-                fill=1,
-            ),
-            axis=-3,
-        )
-        t6 = _shift_right(
-            np.cumsum(np.where(t4 == 1, grad_prod2 * t5, 0), axis=-3), axis=-3, fill=0
-        )
-        t7 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.where(t1 == 0, grad_prod1 * t2, 0), axis=-3), axis=-3),
-                axis=-3,
-                fill=0,
-            ),
-            axis=-3,
-        )
-        t8 = _shift_right(
-            np.cumsum(np.where(t4 == 0, grad_prod2 * t5, 0), axis=-3), axis=-3, fill=0
-        )
-        grad_input = (
-            np.where(input == 0, t3, 0)
-            + np.where(input == 0, t6, 0)
-            + np.where(input == 0, -t7, 0)
-            + t7
-            + np.where(input == 0, -t8, 0)
-            + t8
-        ) / np.where(input == 0, 1, input)
+        grad_input = t1 * t2 + t3 * t4
         grad_input = _sum_to_shape(grad_input, np.shape(input))
     elif axis == -3 and keep_dims:
         if prod1 is None or prod2 is None:
@@ -989,56 +805,13 @@ def reduce_prod_grad_grad(
         t4 = np.sum(grad_vjp_input * prod1 * prod2, axis=-3, keepdims=True)
         grad_grad = np.where(t3, t4, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t5 = _shift_right(
-            np.cumsum(np.asarray(input == 0, grad_vjp_input.dtype), axis=-3), axis=-3, fill=0
-        )
-        t6 = _shift_right(np.cumprod(np.where(input == 0, 1, input), axis=-3), axis=-3, fill=1)
-        t7 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.where(t5 == 1, grad_prod1 * t6, 0), axis=-3), axis=-3),
-                axis=-3,
-                fill=0,
-            ),
-            axis=-3,
-        )
+        t5 = _linear_scan(grad_prod1, input, axis=-3, exclusive=True, reverse=True)
+        t6 = _shift_right(np.cumprod(input, axis=-3), axis=-3, fill=1)
+        t7 = _linear_scan(grad_prod2, input, axis=-3, exclusive=True)
         t8 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.asarray(input == 0, grad_vjp_input.dtype), axis=-3), axis=-3),
-                axis=-3,
-                fill=0,
-            ),
-            axis=-3,
+            _shift_right(np.cumprod(np.flip(input, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
         )
-        t9 = np.flip(
-            _shift_right(
-                np.cumprod(np.flip(np.where(input == 0, 1, input), axis=-3), axis=-3),
-                axis=-3,
-                fill=1,
-            ),
-            axis=-3,
-        )
-        t10 = _shift_right(
-            np.cumsum(np.where(t8 == 1, grad_prod2 * t9, 0), axis=-3), axis=-3, fill=0
-        )
-        t11 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.where(t5 == 0, grad_prod1 * t6, 0), axis=-3), axis=-3),
-                axis=-3,
-                fill=0,
-            ),
-            axis=-3,
-        )
-        t12 = _shift_right(
-            np.cumsum(np.where(t8 == 0, grad_prod2 * t9, 0), axis=-3), axis=-3, fill=0
-        )
-        grad_input = (
-            np.where(input == 0, t10, 0)
-            + np.where(input == 0, -t11, 0)
-            + t11
-            + np.where(input == 0, -t12, 0)
-            + t12
-            + np.where(input == 0, t7, 0)
-        ) / np.where(input == 0, 1, input)
+        grad_input = t5 * t6 + t7 * t8
         grad_input = _sum_to_shape(grad_input, np.shape(input))
     else:
         raise ValueError(f"ProdGrad: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -1385,160 +1158,316 @@ def cumprod_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
     """Gradient of Cumprod: one array per input (x)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
-        t0 = np.cumsum(np.asarray(x == 0, grad.dtype), axis=-1)
-        t1 = np.cumprod(np.where(x == 0, 1, x), axis=-1)
-        t2 = np.flip(np.cumsum(np.flip(np.where(t0 == 1, grad * t1, 0), axis=-1), axis=-1), axis=-1)
-        t3 = np.flip(np.cumsum(np.flip(np.where(t0 == 0, grad * t1, 0), axis=-1), axis=-1), axis=-1)
-        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
+        t0 = np.arange(np.shape(x)[-1])
+        t1 = t0 + 1
+        t2 = _gather(x, t1, -1)
+        t3 = _linear_scan(grad, t2, axis=-1, reverse=True)
+        t4 = _shift_right(np.cumprod(x, axis=-1), axis=-1, fill=1)
+        grad_x = t3 * t4
     elif axis == -1 and not exclusive and reverse:
-        t0 = np.flip(np.cumsum(np.flip(np.asarray(x == 0, grad.dtype), axis=-1), axis=-1), axis=-1)
-        t1 = np.flip(np.cumprod(np.flip(np.where(x == 0, 1, x), axis=-1), axis=-1), axis=-1)
-        t2 = np.cumsum(np.where(t0 == 1, grad * t1, 0), axis=-1)
-        t3 = np.cumsum(np.where(t0 == 0, grad * t1, 0), axis=-1)
-        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
+        t0 = np.arange(np.shape(x)[-1])
+        t1 = t0 - 1
+        t2 = _gather(x, t1, -1)
+        t3 = _linear_scan(grad, t2, axis=-1)
+        t4 = np.flip(
+            _shift_right(np.cumprod(np.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+        )
+        grad_x = t3 * t4
     elif axis == -1 and exclusive and not reverse:
-        t0 = _shift_right(np.cumsum(np.asarray(x == 0, grad.dtype), axis=-1), axis=-1, fill=0)
-        t1 = _shift_right(np.cumprod(np.where(x == 0, 1, x), axis=-1), axis=-1, fill=1)
-        t2 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.where(t0 == 1, grad * t1, 0), axis=-1), axis=-1),
-                axis=-1,
-                fill=0,
-            ),
-            axis=-1,
-        )
-        t3 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.where(t0 == 0, grad * t1, 0), axis=-1), axis=-1),
-                axis=-1,
-                fill=0,
-            ),
-            axis=-1,
-        )
-        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
+        t0 = _linear_scan(grad, x, axis=-1, exclusive=True, reverse=True)
+        t1 = _shift_right(np.cumprod(x, axis=-1), axis=-1, fill=1)
+        grad_x = t0 * t1
     elif axis == -1 and exclusive and reverse:
-        t0 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.asarray(x == 0, grad.dtype), axis=-1), axis=-1),
-                axis=-1,
-                fill=0,
-            ),
-            axis=-1,
-        )
+        t0 = _linear_scan(grad, x, axis=-1, exclusive=True)
         t1 = np.flip(
-            _shift_right(
-                np.cumprod(np.flip(np.where(x == 0, 1, x), axis=-1), axis=-1), axis=-1, fill=1
-            ),
-            axis=-1,
+            _shift_right(np.cumprod(np.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
         )
-        t2 = _shift_right(np.cumsum(np.where(t0 == 1, grad * t1, 0), axis=-1), axis=-1, fill=0)
-        t3 = _shift_right(np.cumsum(np.where(t0 == 0, grad * t1, 0), axis=-1), axis=-1, fill=0)
-        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
+        grad_x = t0 * t1
     elif axis == -2 and not exclusive and not reverse:
-        t0 = np.cumsum(np.asarray(x == 0, grad.dtype), axis=-2)
-        t1 = np.cumprod(np.where(x == 0, 1, x), axis=-2)
-        t2 = np.flip(np.cumsum(np.flip(np.where(t0 == 1, grad * t1, 0), axis=-2), axis=-2), axis=-2)
-        t3 = np.flip(np.cumsum(np.flip(np.where(t0 == 0, grad * t1, 0), axis=-2), axis=-2), axis=-2)
-        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
+        t0 = np.arange(np.shape(x)[-2])
+        t1 = t0 + 1
+        t2 = _gather(x, t1, -2)
+        t3 = _linear_scan(grad, t2, axis=-2, reverse=True)
+        t4 = _shift_right(np.cumprod(x, axis=-2), axis=-2, fill=1)
+        grad_x = t3 * t4
     elif axis == -2 and not exclusive and reverse:
-        t0 = np.flip(np.cumsum(np.flip(np.asarray(x == 0, grad.dtype), axis=-2), axis=-2), axis=-2)
-        t1 = np.flip(np.cumprod(np.flip(np.where(x == 0, 1, x), axis=-2), axis=-2), axis=-2)
-        t2 = np.cumsum(np.where(t0 == 1, grad * t1, 0), axis=-2)
-        t3 = np.cumsum(np.where(t0 == 0, grad * t1, 0), axis=-2)
-        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
+        t0 = np.arange(np.shape(x)[-2])
+        t1 = t0 - 1
+        t2 = _gather(x, t1, -2)
+        t3 = _linear_scan(grad, t2, axis=-2)
+        t4 = np.flip(
+            _shift_right(np.cumprod(np.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
+        )
+        grad_x = t3 * t4
     elif axis == -2 and exclusive and not reverse:
-        t0 = _shift_right(np.cumsum(np.asarray(x == 0, grad.dtype), axis=-2), axis=-2, fill=0)
-        t1 = _shift_right(np.cumprod(np.where(x == 0, 1, x), axis=-2), axis=-2, fill=1)
-        t2 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.where(t0 == 1, grad * t1, 0), axis=-2), axis=-2),
-                axis=-2,
-                fill=0,
-            ),
-            axis=-2,
-        )
-        t3 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.where(t0 == 0, grad * t1, 0), axis=-2), axis=-2),
-                axis=-2,
-                fill=0,
-            ),
-            axis=-2,
-        )
-        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
+        t0 = _linear_scan(grad, x, axis=-2, exclusive=True, reverse=True)
+        t1 = _shift_right(np.cumprod(x, axis=-2), axis=-2, fill=1)
+        grad_x = t0 * t1
     elif axis == -2 and exclusive and reverse:
-        t0 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.asarray(x == 0, grad.dtype), axis=-2), axis=-2),
-                axis=-2,
-                fill=0,
-            ),
-            axis=-2,
-        )
+        t0 = _linear_scan(grad, x, axis=-2, exclusive=True)
         t1 = np.flip(
-            _shift_right(
-                np.cumprod(np.flip(np.where(x == 0, 1, x), axis=-2), axis=-2), axis=-2, fill=1
-            ),
-            axis=-2,
+            _shift_right(np.cumprod(np.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
         )
-        t2 = _shift_right(np.cumsum(np.where(t0 == 1, grad * t1, 0), axis=-2), axis=-2, fill=0)
-        t3 = _shift_right(np.cumsum(np.where(t0 == 0, grad * t1, 0), axis=-2), axis=-2, fill=0)
-        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
+        grad_x = t0 * t1
     elif axis == -3 and not exclusive and not reverse:
-        t0 = np.cumsum(np.asarray(x == 0, grad.dtype), axis=-3)
-        t1 = np.cumprod(np.where(x == 0, 1, x), axis=-3)
-        t2 = np.flip(np.cumsum(np.flip(np.where(t0 == 1, grad * t1, 0), axis=-3), axis=-3), axis=-3)
-        t3 = np.flip(np.cumsum(np.flip(np.where(t0 == 0, grad * t1, 0), axis=-3), axis=-3), axis=-3)
-        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
+        t0 = np.arange(np.shape(x)[-3])
+        t1 = t0 + 1
+        t2 = _gather(x, t1, -3)
+        t3 = _linear_scan(grad, t2, axis=-3, reverse=True)
+        t4 = _shift_right(np.cumprod(x, axis=-3), axis=-3, fill=1)
+        grad_x = t3 * t4
     elif axis == -3 and not exclusive and reverse:
-        t0 = np.flip(np.cumsum(np.flip(np.asarray(x == 0, grad.dtype), axis=-3), axis=-3), axis=-3)
-        t1 = np.flip(np.cumprod(np.flip(np.where(x == 0, 1, x), axis=-3), axis=-3), axis=-3)
-        t2 = np.cumsum(np.where(t0 == 1, grad * t1, 0), axis=-3)
-        t3 = np.cumsum(np.where(t0 == 0, grad * t1, 0), axis=-3)
-        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
+        t0 = np.arange(np.shape(x)[-3])
+        t1 = t0 - 1
+        t2 = _gather(x, t1, -3)
+        t3 = _linear_scan(grad, t2, axis=-3)
+        t4 = np.flip(
+            _shift_right(np.cumprod(np.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
+        )
+        grad_x = t3 * t4
     elif axis == -3 and exclusive and not reverse:
-        t0 = _shift_right(np.cumsum(np.asarray(x == 0, grad.dtype), axis=-3), axis=-3, fill=0)
-        t1 = _shift_right(np.cumprod(np.where(x == 0, 1, x), axis=-3), axis=-3, fill=1)
-        t2 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.where(t0 == 1, grad * t1, 0), axis=-3), axis=-3),
-                axis=-3,
-                fill=0,
-            ),
-            axis=-3,
-        )
-        t3 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.where(t0 == 0, grad * t1, 0), axis=-3), axis=-3),
-                axis=-3,
-                fill=0,
-            ),
-            axis=-3,
-        )
-        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
+        t0 = _linear_scan(grad, x, axis=-3, exclusive=True, reverse=True)
+        t1 = _shift_right(np.cumprod(x, axis=-3), axis=-3, fill=1)
+        grad_x = t0 * t1
     elif axis == -3 and exclusive and reverse:
-        t0 = np.flip(
-            _shift_right(
-                np.cumsum(np.flip(np.asarray(x == 0, grad.dtype), axis=-3), axis=-3),
-                axis=-3,
-                fill=0,
-            ),
-            axis=-3,
-        )
+        t0 = _linear_scan(grad, x, axis=-3, exclusive=True)
         t1 = np.flip(
-            _shift_right(
-                np.cumprod(np.flip(np.where(x == 0, 1, x), axis=-3), axis=-3), axis=-3, fill=1
-            ),
-            axis=-3,
+            _shift_right(np.cumprod(np.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
         )
-        t2 = _shift_right(np.cumsum(np.where(t0 == 1, grad * t1, 0), axis=-3), axis=-3, fill=0)
-        t3 = _shift_right(np.cumsum(np.where(t0 == 0, grad * t1, 0), axis=-3), axis=-3, fill=0)
-        grad_x = (np.where(x == 0, t2, 0) + np.where(x == 0, -t3, 0) + t3) / np.where(x == 0, 1, x)
+        grad_x = t0 * t1
     else:
         raise ValueError(
             f"Cumprod: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
         )
     return (grad_x,)
+
+
+def cumprod_grad_grad(
+    grad_vjp_x, grad, x, *, vjp_x=None, prod1=None, axis=-1, exclusive=False, reverse=False
+):
+    """Second order of Cumprod: the gradient of cumprod_grad: one array per input (grad, x)."""
+    axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
+    if axis == -1 and not exclusive and not reverse:
+        if prod1 is None:
+            prod1 = _shift_right(np.cumprod(x, axis=-1), axis=-1, fill=1)
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = t0 + 1
+        t2 = _gather(x, t1, -1)
+        t3 = _linear_scan(grad, t2, axis=-1, reverse=True)
+        grad_prod1 = grad_vjp_x * t3
+        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t4 = _linear_scan(grad_prod1, x, axis=-1, exclusive=True, reverse=True)
+        t5 = _shift_right(np.cumprod(x, axis=-1), axis=-1, fill=1)
+        t6 = _linear_scan(grad_vjp_x * prod1, x, axis=-1, exclusive=True)
+        t7 = np.arange(np.shape(grad)[-1])
+        t8 = t7 + 1
+        t9 = _gather(x, t8, -1)
+        t10 = _linear_scan(grad, t9, axis=-1, reverse=True)
+        grad_x = t10 * t6 + t4 * t5
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+    elif axis == -1 and not exclusive and reverse:
+        if prod1 is None:
+            prod1 = np.flip(
+                _shift_right(np.cumprod(np.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+            )
+        t0 = np.arange(np.shape(grad)[-1])
+        t1 = t0 - 1
+        t2 = _gather(x, t1, -1)
+        t3 = _linear_scan(grad, t2, axis=-1)
+        grad_prod1 = grad_vjp_x * t3
+        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-1, reverse=True)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t4 = _linear_scan(grad_prod1, x, axis=-1, exclusive=True)
+        t5 = np.flip(
+            _shift_right(np.cumprod(np.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+        )
+        t6 = _linear_scan(grad_vjp_x * prod1, x, axis=-1, exclusive=True, reverse=True)
+        t7 = np.arange(np.shape(grad)[-1])
+        t8 = t7 - 1
+        t9 = _gather(x, t8, -1)
+        t10 = _linear_scan(grad, t9, axis=-1)
+        grad_x = t10 * t6 + t4 * t5
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+    elif axis == -1 and exclusive and not reverse:
+        if prod1 is None:
+            prod1 = _shift_right(np.cumprod(x, axis=-1), axis=-1, fill=1)
+        t0 = _linear_scan(grad, x, axis=-1, exclusive=True, reverse=True)
+        grad_prod1 = grad_vjp_x * t0
+        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-1, exclusive=True)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t1 = _linear_scan(grad_prod1, x, axis=-1, exclusive=True, reverse=True)
+        t2 = _shift_right(np.cumprod(x, axis=-1), axis=-1, fill=1)
+        t3 = _linear_scan(grad_vjp_x * prod1, x, axis=-1, exclusive=True)
+        t4 = _linear_scan(grad, x, axis=-1, exclusive=True, reverse=True)
+        grad_x = t1 * t2 + t3 * t4
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+    elif axis == -1 and exclusive and reverse:
+        if prod1 is None:
+            prod1 = np.flip(
+                _shift_right(np.cumprod(np.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+            )
+        t0 = _linear_scan(grad, x, axis=-1, exclusive=True)
+        grad_prod1 = grad_vjp_x * t0
+        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-1, exclusive=True, reverse=True)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t1 = _linear_scan(grad_prod1, x, axis=-1, exclusive=True)
+        t2 = np.flip(
+            _shift_right(np.cumprod(np.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+        )
+        t3 = _linear_scan(grad_vjp_x * prod1, x, axis=-1, exclusive=True, reverse=True)
+        t4 = _linear_scan(grad, x, axis=-1, exclusive=True)
+        grad_x = t1 * t2 + t3 * t4
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+    elif axis == -2 and not exclusive and not reverse:
+        if prod1 is None:
+            prod1 = _shift_right(np.cumprod(x, axis=-2), axis=-2, fill=1)
+        t0 = np.arange(np.shape(grad)[-2])
+        t1 = t0 + 1
+        t2 = _gather(x, t1, -2)
+        t3 = _linear_scan(grad, t2, axis=-2, reverse=True)
+        grad_prod1 = grad_vjp_x * t3
+        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-2)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t4 = _linear_scan(grad_prod1, x, axis=-2, exclusive=True, reverse=True)
+        t5 = _shift_right(np.cumprod(x, axis=-2), axis=-2, fill=1)
+        t6 = _linear_scan(grad_vjp_x * prod1, x, axis=-2, exclusive=True)
+        t7 = np.arange(np.shape(grad)[-2])
+        t8 = t7 + 1
+        t9 = _gather(x, t8, -2)
+        t10 = _linear_scan(grad, t9, axis=-2, reverse=True)
+        grad_x = t10 * t6 + t4 * t5
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+    elif axis == -2 and not exclusive and reverse:
+        if prod1 is None:
+            prod1 = np.flip(
+                _shift_right(np.cumprod(np.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
+            )
+        t0 = np.arange(np.shape(grad)[-2])
+        t1 = t0 - 1
+        t2 = _gather(x, t1, -2)
+        t3 = _linear_scan(grad, t2, axis=-2)
+        grad_prod1 = grad_vjp_x * t3
+        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-2, reverse=True)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t4 = _linear_scan(grad_prod1, x, axis=-2, exclusive=True)
+        t5 = np.flip(
+            _shift_right(np.cumprod(np.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
+        )
+        t6 = _linear_scan(grad_vjp_x * prod1, x, axis=-2, exclusive=True, reverse=True)
+        t7 = np.arange(np.shape(grad)[-2])
+        t8 = t7 - 1
+        t9 = _gather(x, t8, -2)
+        t10 = _linear_scan(grad, t9, axis=-2)
+        grad_x = t10 * t6 + t4 * t5
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+    elif axis == -2 and exclusive and not reverse:
+        if prod1 is None:
+            prod1 = _shift_right(np.cumprod(x, axis=-2), axis=-2, fill=1)
+        t0 = _linear_scan(grad, x, axis=-2, exclusive=True, reverse=True)
+        grad_prod1 = grad_vjp_x * t0
+        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-2, exclusive=True)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t1 = _linear_scan(grad_prod1, x, axis=-2, exclusive=True, reverse=True)
+        t2 = _shift_right(np.cumprod(x, axis=-2), axis=-2, fill=1)
+        t3 = _linear_scan(grad_vjp_x * prod1, x, axis=-2, exclusive=True)
+        t4 = _linear_scan(grad, x, axis=-2, exclusive=True, reverse=True)
+        grad_x = t1 * t2 + t3 * t4
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+    elif axis == -2 and exclusive and reverse:
+        if prod1 is None:
+            prod1 = np.flip(
+                _shift_right(np.cumprod(np.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
+            )
+        t0 = _linear_scan(grad, x, axis=-2, exclusive=True)
+        grad_prod1 = grad_vjp_x * t0
+        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-2, exclusive=True, reverse=True)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t1 = _linear_scan(grad_prod1, x, axis=-2, exclusive=True)
+        t2 = np.flip(
+            _shift_right(np.cumprod(np.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
+        )
+        t3 = _linear_scan(grad_vjp_x * prod1, x, axis=-2, exclusive=True, reverse=True)
+        t4 = _linear_scan(grad, x, axis=-2, exclusive=True)
+        grad_x = t1 * t2 + t3 * t4
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+    elif axis == -3 and not exclusive and not reverse:
+        if prod1 is None:
+            prod1 = _shift_right(np.cumprod(x, axis=-3), axis=-3, fill=1)
+        t0 = np.arange(np.shape(grad)[-3])
+        t1 = t0 + 1
+        t2 = _gather(x, t1, -3)
+        t3 = _linear_scan(grad, t2, axis=-3, reverse=True)
+        grad_prod1 = grad_vjp_x * t3
+        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-3)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t4 = _linear_scan(grad_prod1, x, axis=-3, exclusive=True, reverse=True)
+        t5 = _shift_right(np.cumprod(x, axis=-3), axis=-3, fill=1)
+        t6 = _linear_scan(grad_vjp_x * prod1, x, axis=-3, exclusive=True)
+        t7 = np.arange(np.shape(grad)[-3])
+        t8 = t7 + 1
+        t9 = _gather(x, t8, -3)
+        t10 = _linear_scan(grad, t9, axis=-3, reverse=True)
+        grad_x = t10 * t6 + t4 * t5
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+    elif axis == -3 and not exclusive and reverse:
+        if prod1 is None:
+            prod1 = np.flip(
+                _shift_right(np.cumprod(np.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
+            )
+        t0 = np.arange(np.shape(grad)[-3])
+        t1 = t0 - 1
+        t2 = _gather(x, t1, -3)
+        t3 = _linear_scan(grad, t2, axis=-3)
+        grad_prod1 = grad_vjp_x * t3
+        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-3, reverse=True)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t4 = _linear_scan(grad_prod1, x, axis=-3, exclusive=True)
+        t5 = np.flip(
+            _shift_right(np.cumprod(np.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
+        )
+        t6 = _linear_scan(grad_vjp_x * prod1, x, axis=-3, exclusive=True, reverse=True)
+        t7 = np.arange(np.shape(grad)[-3])
+        t8 = t7 - 1
+        t9 = _gather(x, t8, -3)
+        t10 = _linear_scan(grad, t9, axis=-3)
+        grad_x = t10 * t6 + t4 * t5
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+    elif axis == -3 and exclusive and not reverse:
+        if prod1 is None:
+            prod1 = _shift_right(np.cumprod(x, axis=-3), axis=-3, fill=1)
+        t0 = _linear_scan(grad, x, axis=-3, exclusive=True, reverse=True)
+        grad_prod1 = grad_vjp_x * t0
+        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-3, exclusive=True)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t1 = _linear_scan(grad_prod1, x, axis=-3, exclusive=True, reverse=True)
+        t2 = _shift_right(np.cumprod(x, axis=-3), axis=-3, fill=1)
+        t3 = _linear_scan(grad_vjp_x * prod1, x, axis=-3, exclusive=True)
+        t4 = _linear_scan(grad, x, axis=-3, exclusive=True, reverse=True)
+        grad_x = t1 * t2 + t3 * t4
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+    elif axis == -3 and exclusive and reverse:
+        if prod1 is None:
+            prod1 = np.flip(
+                _shift_right(np.cumprod(np.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
+            )
+        t0 = _linear_scan(grad, x, axis=-3, exclusive=True)
+        grad_prod1 = grad_vjp_x * t0
+        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-3, exclusive=True, reverse=True)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        t1 = _linear_scan(grad_prod1, x, axis=-3, exclusive=True)
+        t2 = np.flip(
+            _shift_right(np.cumprod(np.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
+        )
+        t3 = _linear_scan(grad_vjp_x * prod1, x, axis=-3, exclusive=True, reverse=True)
+        t4 = _linear_scan(grad, x, axis=-3, exclusive=True)
+        grad_x = t1 * t2 + t3 * t4
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+    else:
+        raise ValueError(
+            f"CumprodGrad: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
+        )
+    return grad_grad, grad_x
 
 
 def cumulative_logsumexp(x, *, axis=-1, reverse=False):

@@ -135,22 +135,57 @@ def _cumprod(x, axis, exclusive=False, reverse=False):
 
 
 def _cumprod_vjp(grad, x, axis, exclusive, reverse):
-    """Entry j: the sum over results i that x_j enters of grad_i times the product of the
-    other x_k there, which is not 0 only while x_j is the only zero among them (counted)."""
+    """The derived gradient of a cumulative product (`symgrad.lowering.recurrences`): entry m
+    is the product of the entries before m times a linear recurrence of `grad` (the sum over
+    results i from m on of grad[i] times the product of the entries after m up to i): no
+    division, so exact at zeros and differentiable again."""
     if reverse:
         flip = lambda t: tf.reverse(t, [axis])
         return flip(_cumprod_vjp(flip(grad), flip(x), axis, exclusive, False))
-    if exclusive:  # result i is the inclusive result i - 1: its upstream gradient moved back
-        rest = tf.gather(grad, tf.range(1, tf.shape(grad)[axis]), axis=axis)
-        grad = tf.concat([rest, tf.zeros_like(tf.gather(grad, [0], axis=axis))], axis=axis)
     x = tf.math.conj(x)
-    zero = tf.equal(x, 0)
-    zeros = tf.math.cumsum(tf.cast(zero, x.dtype), axis=axis)
-    partial = grad * tf.math.cumprod(tf.where(zero, tf.ones_like(x), x), axis=axis)
-    none = tf.zeros_like(partial)
-    before = tf.math.cumsum(tf.where(tf.equal(zeros, 0), partial, none), axis=axis, reverse=True)
-    alone = tf.math.cumsum(tf.where(tf.equal(zeros, 1), partial, none), axis=axis, reverse=True)
-    return tf.where(zero, alone, before / tf.where(zero, tf.ones_like(x), x))
+    before = _cumprod(x, axis, exclusive=True)
+    if exclusive:  # result i is the product of the entries before i
+        return before * _linear_scan(grad, x, axis, exclusive=True, reverse=True)
+    return before * (grad + _linear_scan(grad * x, x, axis, exclusive=True, reverse=True))
+
+
+def _linear_scan(x, by, axis, exclusive=False, reverse=False):
+    """y[m] = x[m] + by[m] * y[m - 1] along `axis` (y[m + 1] with `reverse`; `exclusive`: each
+    result one step on, 0 first): the sum over i <= m of x[i] times the product of `by` over
+    i < k <= m, a cumulative product's gradient without a division. By recursive doubling:
+    ceil(log2 n) steps of whole-array products and sums, each differentiable again. The
+    axis's length must be known when the function is traced."""
+    x, by = x + tf.zeros_like(by), by + tf.zeros_like(x)  # broadcast, static shapes kept
+    if reverse:
+        flip = lambda t: tf.reverse(t, [axis])
+        return flip(_linear_scan(flip(x), flip(by), axis, exclusive))
+    size = x.shape[axis]
+    if size is None:
+        raise ValueError(f"_linear_scan: the length of axis {axis} is not known when traced")
+    step = 1
+    while step < size:
+        x, by = x + by * _shift_right(x, axis, 0, step), by * _shift_right(by, axis, 0, step)
+        step *= 2
+    return _shift_right(x, axis, 0) if exclusive else x
+
+
+def _shift_right(x, axis, fill, steps=1):
+    """`x` moved `steps` along `axis` (of a length known when traced), `fill` first."""
+    size = x.shape[axis]
+    first = tf.zeros_like(tf.gather(x, tf.range(steps), axis=axis)) + fill
+    return tf.concat([first, tf.gather(x, tf.range(size - steps), axis=axis)], axis=axis)
+
+
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = tf.cast(positions, tf.int64)
+    size = tf.shape(x, out_type=tf.int64)[axis]
+    inside = (positions >= 0) & (positions < size)
+    taken = tf.gather(x, tf.where(inside, positions, tf.zeros_like(positions)), axis=axis)
+    trailing = tf.ones([-axis - 1], tf.int32)
+    inside = tf.reshape(inside, tf.concat([tf.shape(inside), trailing], 0))
+    return tf.where(inside, taken, tf.fill(tf.shape(taken), tf.constant(fill, taken.dtype)))
 
 
 def reduce_sum_vjp(grad, input, output, *, axis=-1, keep_dims=False):
@@ -1022,344 +1057,71 @@ def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
     """Gradient of Cumprod (declared at ops/reductions.py:104): one per input (x)."""
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
-        t0 = tf.math.cumsum(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-1,
-        )
-        t1 = _cumprod(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-1)
-        t2 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-1,
-            reverse=True,
-        )
-        t3 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-1,
-            reverse=True,
-        )
-        grad_x = (
-            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t3
-        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+        t0 = tf.range(tf.shape(x, out_type=tf.int64)[-1])
+        t1 = t0 + 1
+        t2 = _gather(x, t1, -1)
+        t3 = _linear_scan(grad, t2, axis=-1, reverse=True)
+        t4 = _cumprod(x, axis=-1, exclusive=True)
+        grad_x = t3 * t4
     elif axis == -1 and not exclusive and reverse:
-        t0 = tf.math.cumsum(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-1,
-            reverse=True,
-        )
-        t1 = _cumprod(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-1, reverse=True
-        )
-        t2 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-1,
-        )
-        t3 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-1,
-        )
-        grad_x = (
-            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t3
-        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+        t0 = tf.range(tf.shape(x, out_type=tf.int64)[-1])
+        t1 = t0 - 1
+        t2 = _gather(x, t1, -1)
+        t3 = _linear_scan(grad, t2, axis=-1)
+        t4 = _cumprod(x, axis=-1, exclusive=True, reverse=True)
+        grad_x = t3 * t4
     elif axis == -1 and exclusive and not reverse:
-        t0 = tf.math.cumsum(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-1,
-            exclusive=True,
-        )
-        t1 = _cumprod(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-1, exclusive=True
-        )
-        t2 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-1,
-            exclusive=True,
-            reverse=True,
-        )
-        t3 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-1,
-            exclusive=True,
-            reverse=True,
-        )
-        grad_x = (
-            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t3
-        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+        t0 = _linear_scan(grad, x, axis=-1, exclusive=True, reverse=True)
+        t1 = _cumprod(x, axis=-1, exclusive=True)
+        grad_x = t0 * t1
     elif axis == -1 and exclusive and reverse:
-        t0 = tf.math.cumsum(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-1,
-            exclusive=True,
-            reverse=True,
-        )
-        t1 = _cumprod(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x),
-            axis=-1,
-            exclusive=True,
-            reverse=True,
-        )
-        t2 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-1,
-            exclusive=True,
-        )
-        t3 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-1,
-            exclusive=True,
-        )
-        grad_x = (
-            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t3
-        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+        t0 = _linear_scan(grad, x, axis=-1, exclusive=True)
+        t1 = _cumprod(x, axis=-1, exclusive=True, reverse=True)
+        grad_x = t0 * t1
     elif axis == -2 and not exclusive and not reverse:
-        t0 = tf.math.cumsum(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-        )
-        t1 = _cumprod(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-2)
-        t2 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-            reverse=True,
-        )
-        t3 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-            reverse=True,
-        )
-        grad_x = (
-            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t3
-        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+        t0 = tf.range(tf.shape(x, out_type=tf.int64)[-2])
+        t1 = t0 + 1
+        t2 = _gather(x, t1, -2)
+        t3 = _linear_scan(grad, t2, axis=-2, reverse=True)
+        t4 = _cumprod(x, axis=-2, exclusive=True)
+        grad_x = t3 * t4
     elif axis == -2 and not exclusive and reverse:
-        t0 = tf.math.cumsum(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-            reverse=True,
-        )
-        t1 = _cumprod(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-2, reverse=True
-        )
-        t2 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-        )
-        t3 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-        )
-        grad_x = (
-            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t3
-        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+        t0 = tf.range(tf.shape(x, out_type=tf.int64)[-2])
+        t1 = t0 - 1
+        t2 = _gather(x, t1, -2)
+        t3 = _linear_scan(grad, t2, axis=-2)
+        t4 = _cumprod(x, axis=-2, exclusive=True, reverse=True)
+        grad_x = t3 * t4
     elif axis == -2 and exclusive and not reverse:
-        t0 = tf.math.cumsum(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-            exclusive=True,
-        )
-        t1 = _cumprod(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-2, exclusive=True
-        )
-        t2 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-            exclusive=True,
-            reverse=True,
-        )
-        t3 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-            exclusive=True,
-            reverse=True,
-        )
-        grad_x = (
-            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t3
-        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+        t0 = _linear_scan(grad, x, axis=-2, exclusive=True, reverse=True)
+        t1 = _cumprod(x, axis=-2, exclusive=True)
+        grad_x = t0 * t1
     elif axis == -2 and exclusive and reverse:
-        t0 = tf.math.cumsum(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-            exclusive=True,
-            reverse=True,
-        )
-        t1 = _cumprod(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x),
-            axis=-2,
-            exclusive=True,
-            reverse=True,
-        )
-        t2 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-            exclusive=True,
-        )
-        t3 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-            exclusive=True,
-        )
-        grad_x = (
-            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t3
-        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+        t0 = _linear_scan(grad, x, axis=-2, exclusive=True)
+        t1 = _cumprod(x, axis=-2, exclusive=True, reverse=True)
+        grad_x = t0 * t1
     elif axis == -3 and not exclusive and not reverse:
-        t0 = tf.math.cumsum(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-3,
-        )
-        t1 = _cumprod(tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-3)
-        t2 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-3,
-            reverse=True,
-        )
-        t3 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-3,
-            reverse=True,
-        )
-        grad_x = (
-            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t3
-        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+        t0 = tf.range(tf.shape(x, out_type=tf.int64)[-3])
+        t1 = t0 + 1
+        t2 = _gather(x, t1, -3)
+        t3 = _linear_scan(grad, t2, axis=-3, reverse=True)
+        t4 = _cumprod(x, axis=-3, exclusive=True)
+        grad_x = t3 * t4
     elif axis == -3 and not exclusive and reverse:
-        t0 = tf.math.cumsum(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-3,
-            reverse=True,
-        )
-        t1 = _cumprod(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-3, reverse=True
-        )
-        t2 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-3,
-        )
-        t3 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-3,
-        )
-        grad_x = (
-            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t3
-        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+        t0 = tf.range(tf.shape(x, out_type=tf.int64)[-3])
+        t1 = t0 - 1
+        t2 = _gather(x, t1, -3)
+        t3 = _linear_scan(grad, t2, axis=-3)
+        t4 = _cumprod(x, axis=-3, exclusive=True, reverse=True)
+        grad_x = t3 * t4
     elif axis == -3 and exclusive and not reverse:
-        t0 = tf.math.cumsum(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-3,
-            exclusive=True,
-        )
-        t1 = _cumprod(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x), axis=-3, exclusive=True
-        )
-        t2 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-3,
-            exclusive=True,
-            reverse=True,
-        )
-        t3 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-3,
-            exclusive=True,
-            reverse=True,
-        )
-        grad_x = (
-            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t3
-        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+        t0 = _linear_scan(grad, x, axis=-3, exclusive=True, reverse=True)
+        t1 = _cumprod(x, axis=-3, exclusive=True)
+        grad_x = t0 * t1
     elif axis == -3 and exclusive and reverse:
-        t0 = tf.math.cumsum(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-3,
-            exclusive=True,
-            reverse=True,
-        )
-        t1 = _cumprod(
-            tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x),
-            axis=-3,
-            exclusive=True,
-            reverse=True,
-        )
-        t2 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 1), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-3,
-            exclusive=True,
-        )
-        t3 = tf.math.cumsum(
-            grad
-            * t1
-            * tf.where(tf.equal(t0, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-3,
-            exclusive=True,
-        )
-        grad_x = (
-            t2 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            - t3 * tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            + t3
-        ) / tf.where(tf.equal(x, 0), tf.constant(1, grad.dtype), x)
+        t0 = _linear_scan(grad, x, axis=-3, exclusive=True)
+        t1 = _cumprod(x, axis=-3, exclusive=True, reverse=True)
+        grad_x = t0 * t1
     else:
         raise ValueError(
             f"Cumprod: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"

@@ -33,11 +33,41 @@ def _prod(x, axis=None, keepdims=False):
     return x
 
 
-def _shift_right(x, axis, fill):
-    """`x` moved one step along `axis`, `fill` first: an exclusive cumulative sum or product
+def _shift_right(x, axis, fill, steps=1):
+    """`x` moved `steps` along `axis`, `fill` first: an exclusive cumulative sum or product
     from an inclusive one."""
-    first = torch.full_like(torch.narrow(x, axis, 0, 1), fill)
-    return torch.cat([first, torch.narrow(x, axis, 0, x.shape[axis] - 1)], dim=axis)
+    first = torch.full_like(torch.narrow(x, axis, 0, steps), fill)
+    return torch.cat([first, torch.narrow(x, axis, 0, x.shape[axis] - steps)], dim=axis)
+
+
+def _linear_scan(x, by, axis, exclusive=False, reverse=False):
+    """y[m] = x[m] + by[m] * y[m - 1] along `axis` (y[m + 1] with `reverse`; `exclusive`: each
+    result one step on, 0 first): the sum over i <= m of x[i] times the product of `by` over
+    i < k <= m, a cumulative product's gradient without a division. By recursive doubling:
+    ceil(log2 n) steps of whole-array products and sums, each differentiable again."""
+    x, by = torch.broadcast_tensors(x, by)
+    if reverse:
+        flip = lambda t: torch.flip(t, dims=(axis,))
+        return flip(_linear_scan(flip(x), flip(by), axis, exclusive))
+    step = 1
+    while step < x.shape[axis]:
+        x, by = x + by * _shift_right(x, axis, 0, step), by * _shift_right(by, axis, 0, step)
+        step *= 2
+    return _shift_right(x, axis, 0) if exclusive else x
+
+
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = torch.as_tensor(positions).long()
+    size, at, count = x.shape[axis], x.ndim + axis, positions.ndim
+    inside = (positions >= 0) & (positions < size)
+    taken = torch.movedim(x, axis, 0)[torch.where(inside, positions, 0)]
+    taken = torch.movedim(taken, tuple(range(count)), tuple(range(at, at + count)))
+    if bool(inside.all()):
+        return taken
+    inside = torch.reshape(inside, tuple(inside.shape) + (1,) * (-axis - 1))
+    return torch.where(inside, taken, torch.as_tensor(fill, dtype=taken.dtype))
 
 
 def reduce_sum(input, *, axis=-1, keep_dims=False):
@@ -741,230 +771,89 @@ def cumprod_vjp(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
     """Gradient of Cumprod: one array per input (x)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
-        t0 = torch.cumsum(torch.asarray(x == 0, dtype=grad.dtype), dim=-1)
-        t1 = torch.cumprod(torch.where(x == 0, 1, x), dim=-1)
-        t2 = torch.flip(
-            torch.cumsum(torch.flip(torch.where(t0 == 1, grad * t1, 0), dims=(-1,)), dim=-1),
-            dims=(-1,),
-        )
-        t3 = torch.flip(
-            torch.cumsum(torch.flip(torch.where(t0 == 0, grad * t1, 0), dims=(-1,)), dim=-1),
-            dims=(-1,),
-        )
-        grad_x = (torch.where(x == 0, t2, 0) + torch.where(x == 0, -t3, 0) + t3) / torch.where(
-            x == 0, 1, x
-        )
+        t0 = torch.arange(np.shape(x)[-1])
+        t1 = t0 + 1
+        t2 = _gather(x, t1, -1)
+        t3 = _linear_scan(grad, t2, axis=-1, reverse=True)
+        t4 = _shift_right(torch.cumprod(x, dim=-1), axis=-1, fill=1)
+        grad_x = t3 * t4
     elif axis == -1 and not exclusive and reverse:
-        t0 = torch.flip(
-            torch.cumsum(torch.flip(torch.asarray(x == 0, dtype=grad.dtype), dims=(-1,)), dim=-1),
+        t0 = torch.arange(np.shape(x)[-1])
+        t1 = t0 - 1
+        t2 = _gather(x, t1, -1)
+        t3 = _linear_scan(grad, t2, axis=-1)
+        t4 = torch.flip(
+            _shift_right(torch.cumprod(torch.flip(x, dims=(-1,)), dim=-1), axis=-1, fill=1),
             dims=(-1,),
         )
-        t1 = torch.flip(
-            torch.cumprod(torch.flip(torch.where(x == 0, 1, x), dims=(-1,)), dim=-1), dims=(-1,)
-        )
-        t2 = torch.cumsum(torch.where(t0 == 1, grad * t1, 0), dim=-1)
-        t3 = torch.cumsum(torch.where(t0 == 0, grad * t1, 0), dim=-1)
-        grad_x = (torch.where(x == 0, t2, 0) + torch.where(x == 0, -t3, 0) + t3) / torch.where(
-            x == 0, 1, x
-        )
+        grad_x = t3 * t4
     elif axis == -1 and exclusive and not reverse:
-        t0 = _shift_right(
-            torch.cumsum(torch.asarray(x == 0, dtype=grad.dtype), dim=-1), axis=-1, fill=0
-        )
-        t1 = _shift_right(torch.cumprod(torch.where(x == 0, 1, x), dim=-1), axis=-1, fill=1)
-        t2 = torch.flip(
-            _shift_right(
-                torch.cumsum(torch.flip(torch.where(t0 == 1, grad * t1, 0), dims=(-1,)), dim=-1),
-                axis=-1,
-                fill=0,
-            ),
-            dims=(-1,),
-        )
-        t3 = torch.flip(
-            _shift_right(
-                torch.cumsum(torch.flip(torch.where(t0 == 0, grad * t1, 0), dims=(-1,)), dim=-1),
-                axis=-1,
-                fill=0,
-            ),
-            dims=(-1,),
-        )
-        grad_x = (torch.where(x == 0, t2, 0) + torch.where(x == 0, -t3, 0) + t3) / torch.where(
-            x == 0, 1, x
-        )
+        t0 = _linear_scan(grad, x, axis=-1, exclusive=True, reverse=True)
+        t1 = _shift_right(torch.cumprod(x, dim=-1), axis=-1, fill=1)
+        grad_x = t0 * t1
     elif axis == -1 and exclusive and reverse:
-        t0 = torch.flip(
-            _shift_right(
-                torch.cumsum(
-                    torch.flip(torch.asarray(x == 0, dtype=grad.dtype), dims=(-1,)), dim=-1
-                ),
-                axis=-1,
-                fill=0,
-            ),
-            dims=(-1,),
-        )
+        t0 = _linear_scan(grad, x, axis=-1, exclusive=True)
         t1 = torch.flip(
-            _shift_right(
-                torch.cumprod(torch.flip(torch.where(x == 0, 1, x), dims=(-1,)), dim=-1),
-                axis=-1,
-                fill=1,
-            ),
+            _shift_right(torch.cumprod(torch.flip(x, dims=(-1,)), dim=-1), axis=-1, fill=1),
             dims=(-1,),
         )
-        t2 = _shift_right(torch.cumsum(torch.where(t0 == 1, grad * t1, 0), dim=-1), axis=-1, fill=0)
-        t3 = _shift_right(torch.cumsum(torch.where(t0 == 0, grad * t1, 0), dim=-1), axis=-1, fill=0)
-        grad_x = (torch.where(x == 0, t2, 0) + torch.where(x == 0, -t3, 0) + t3) / torch.where(
-            x == 0, 1, x
-        )
+        grad_x = t0 * t1
     elif axis == -2 and not exclusive and not reverse:
-        t0 = torch.cumsum(torch.asarray(x == 0, dtype=grad.dtype), dim=-2)
-        t1 = torch.cumprod(torch.where(x == 0, 1, x), dim=-2)
-        t2 = torch.flip(
-            torch.cumsum(torch.flip(torch.where(t0 == 1, grad * t1, 0), dims=(-2,)), dim=-2),
-            dims=(-2,),
-        )
-        t3 = torch.flip(
-            torch.cumsum(torch.flip(torch.where(t0 == 0, grad * t1, 0), dims=(-2,)), dim=-2),
-            dims=(-2,),
-        )
-        grad_x = (torch.where(x == 0, t2, 0) + torch.where(x == 0, -t3, 0) + t3) / torch.where(
-            x == 0, 1, x
-        )
+        t0 = torch.arange(np.shape(x)[-2])
+        t1 = t0 + 1
+        t2 = _gather(x, t1, -2)
+        t3 = _linear_scan(grad, t2, axis=-2, reverse=True)
+        t4 = _shift_right(torch.cumprod(x, dim=-2), axis=-2, fill=1)
+        grad_x = t3 * t4
     elif axis == -2 and not exclusive and reverse:
-        t0 = torch.flip(
-            torch.cumsum(torch.flip(torch.asarray(x == 0, dtype=grad.dtype), dims=(-2,)), dim=-2),
+        t0 = torch.arange(np.shape(x)[-2])
+        t1 = t0 - 1
+        t2 = _gather(x, t1, -2)
+        t3 = _linear_scan(grad, t2, axis=-2)
+        t4 = torch.flip(
+            _shift_right(torch.cumprod(torch.flip(x, dims=(-2,)), dim=-2), axis=-2, fill=1),
             dims=(-2,),
         )
-        t1 = torch.flip(
-            torch.cumprod(torch.flip(torch.where(x == 0, 1, x), dims=(-2,)), dim=-2), dims=(-2,)
-        )
-        t2 = torch.cumsum(torch.where(t0 == 1, grad * t1, 0), dim=-2)
-        t3 = torch.cumsum(torch.where(t0 == 0, grad * t1, 0), dim=-2)
-        grad_x = (torch.where(x == 0, t2, 0) + torch.where(x == 0, -t3, 0) + t3) / torch.where(
-            x == 0, 1, x
-        )
+        grad_x = t3 * t4
     elif axis == -2 and exclusive and not reverse:
-        t0 = _shift_right(
-            torch.cumsum(torch.asarray(x == 0, dtype=grad.dtype), dim=-2), axis=-2, fill=0
-        )
-        t1 = _shift_right(torch.cumprod(torch.where(x == 0, 1, x), dim=-2), axis=-2, fill=1)
-        t2 = torch.flip(
-            _shift_right(
-                torch.cumsum(torch.flip(torch.where(t0 == 1, grad * t1, 0), dims=(-2,)), dim=-2),
-                axis=-2,
-                fill=0,
-            ),
-            dims=(-2,),
-        )
-        t3 = torch.flip(
-            _shift_right(
-                torch.cumsum(torch.flip(torch.where(t0 == 0, grad * t1, 0), dims=(-2,)), dim=-2),
-                axis=-2,
-                fill=0,
-            ),
-            dims=(-2,),
-        )
-        grad_x = (torch.where(x == 0, t2, 0) + torch.where(x == 0, -t3, 0) + t3) / torch.where(
-            x == 0, 1, x
-        )
+        t0 = _linear_scan(grad, x, axis=-2, exclusive=True, reverse=True)
+        t1 = _shift_right(torch.cumprod(x, dim=-2), axis=-2, fill=1)
+        grad_x = t0 * t1
     elif axis == -2 and exclusive and reverse:
-        t0 = torch.flip(
-            _shift_right(
-                torch.cumsum(
-                    torch.flip(torch.asarray(x == 0, dtype=grad.dtype), dims=(-2,)), dim=-2
-                ),
-                axis=-2,
-                fill=0,
-            ),
-            dims=(-2,),
-        )
+        t0 = _linear_scan(grad, x, axis=-2, exclusive=True)
         t1 = torch.flip(
-            _shift_right(
-                torch.cumprod(torch.flip(torch.where(x == 0, 1, x), dims=(-2,)), dim=-2),
-                axis=-2,
-                fill=1,
-            ),
+            _shift_right(torch.cumprod(torch.flip(x, dims=(-2,)), dim=-2), axis=-2, fill=1),
             dims=(-2,),
         )
-        t2 = _shift_right(torch.cumsum(torch.where(t0 == 1, grad * t1, 0), dim=-2), axis=-2, fill=0)
-        t3 = _shift_right(torch.cumsum(torch.where(t0 == 0, grad * t1, 0), dim=-2), axis=-2, fill=0)
-        grad_x = (torch.where(x == 0, t2, 0) + torch.where(x == 0, -t3, 0) + t3) / torch.where(
-            x == 0, 1, x
-        )
+        grad_x = t0 * t1
     elif axis == -3 and not exclusive and not reverse:
-        t0 = torch.cumsum(torch.asarray(x == 0, dtype=grad.dtype), dim=-3)
-        t1 = torch.cumprod(torch.where(x == 0, 1, x), dim=-3)
-        t2 = torch.flip(
-            torch.cumsum(torch.flip(torch.where(t0 == 1, grad * t1, 0), dims=(-3,)), dim=-3),
-            dims=(-3,),
-        )
-        t3 = torch.flip(
-            torch.cumsum(torch.flip(torch.where(t0 == 0, grad * t1, 0), dims=(-3,)), dim=-3),
-            dims=(-3,),
-        )
-        grad_x = (torch.where(x == 0, t2, 0) + torch.where(x == 0, -t3, 0) + t3) / torch.where(
-            x == 0, 1, x
-        )
+        t0 = torch.arange(np.shape(x)[-3])
+        t1 = t0 + 1
+        t2 = _gather(x, t1, -3)
+        t3 = _linear_scan(grad, t2, axis=-3, reverse=True)
+        t4 = _shift_right(torch.cumprod(x, dim=-3), axis=-3, fill=1)
+        grad_x = t3 * t4
     elif axis == -3 and not exclusive and reverse:
-        t0 = torch.flip(
-            torch.cumsum(torch.flip(torch.asarray(x == 0, dtype=grad.dtype), dims=(-3,)), dim=-3),
+        t0 = torch.arange(np.shape(x)[-3])
+        t1 = t0 - 1
+        t2 = _gather(x, t1, -3)
+        t3 = _linear_scan(grad, t2, axis=-3)
+        t4 = torch.flip(
+            _shift_right(torch.cumprod(torch.flip(x, dims=(-3,)), dim=-3), axis=-3, fill=1),
             dims=(-3,),
         )
-        t1 = torch.flip(
-            torch.cumprod(torch.flip(torch.where(x == 0, 1, x), dims=(-3,)), dim=-3), dims=(-3,)
-        )
-        t2 = torch.cumsum(torch.where(t0 == 1, grad * t1, 0), dim=-3)
-        t3 = torch.cumsum(torch.where(t0 == 0, grad * t1, 0), dim=-3)
-        grad_x = (torch.where(x == 0, t2, 0) + torch.where(x == 0, -t3, 0) + t3) / torch.where(
-            x == 0, 1, x
-        )
+        grad_x = t3 * t4
     elif axis == -3 and exclusive and not reverse:
-        t0 = _shift_right(
-            torch.cumsum(torch.asarray(x == 0, dtype=grad.dtype), dim=-3), axis=-3, fill=0
-        )
-        t1 = _shift_right(torch.cumprod(torch.where(x == 0, 1, x), dim=-3), axis=-3, fill=1)
-        t2 = torch.flip(
-            _shift_right(
-                torch.cumsum(torch.flip(torch.where(t0 == 1, grad * t1, 0), dims=(-3,)), dim=-3),
-                axis=-3,
-                fill=0,
-            ),
-            dims=(-3,),
-        )
-        t3 = torch.flip(
-            _shift_right(
-                torch.cumsum(torch.flip(torch.where(t0 == 0, grad * t1, 0), dims=(-3,)), dim=-3),
-                axis=-3,
-                fill=0,
-            ),
-            dims=(-3,),
-        )
-        grad_x = (torch.where(x == 0, t2, 0) + torch.where(x == 0, -t3, 0) + t3) / torch.where(
-            x == 0, 1, x
-        )
+        t0 = _linear_scan(grad, x, axis=-3, exclusive=True, reverse=True)
+        t1 = _shift_right(torch.cumprod(x, dim=-3), axis=-3, fill=1)
+        grad_x = t0 * t1
     elif axis == -3 and exclusive and reverse:
-        t0 = torch.flip(
-            _shift_right(
-                torch.cumsum(
-                    torch.flip(torch.asarray(x == 0, dtype=grad.dtype), dims=(-3,)), dim=-3
-                ),
-                axis=-3,
-                fill=0,
-            ),
-            dims=(-3,),
-        )
+        t0 = _linear_scan(grad, x, axis=-3, exclusive=True)
         t1 = torch.flip(
-            _shift_right(
-                torch.cumprod(torch.flip(torch.where(x == 0, 1, x), dims=(-3,)), dim=-3),
-                axis=-3,
-                fill=1,
-            ),
+            _shift_right(torch.cumprod(torch.flip(x, dims=(-3,)), dim=-3), axis=-3, fill=1),
             dims=(-3,),
         )
-        t2 = _shift_right(torch.cumsum(torch.where(t0 == 1, grad * t1, 0), dim=-3), axis=-3, fill=0)
-        t3 = _shift_right(torch.cumsum(torch.where(t0 == 0, grad * t1, 0), dim=-3), axis=-3, fill=0)
-        grad_x = (torch.where(x == 0, t2, 0) + torch.where(x == 0, -t3, 0) + t3) / torch.where(
-            x == 0, 1, x
-        )
+        grad_x = t0 * t1
     else:
         raise ValueError(
             f"Cumprod: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"

@@ -545,30 +545,53 @@ def _constrain(variant, delta, u_range: Range, v, v_range: Range, sums: tuple) -
     """Keep `u_range[0] <= v <= u_range[1]` after summing out u := v.
 
     Bounds `v` always meets are dropped; a bound `s + c` on another summed index `s` (a
-    cumulative sum) becomes a bound on `s` instead; anything else needs guards (not yet).
+    cumulative sum) becomes a bound on `s` instead, once the other bounds make it the
+    tighter one (each tried again after the others); anything else needs guards (not yet).
     """
-    low, high = u_range
     summed = {s[0]: s for s in sums}
-    for bound, v_side, is_upper in ((low, v_range[0], False), (high, v_range[1], True)):
-        gap = (bound - v_side) if is_upper else (v_side - bound)
-        if gap.is_nonnegative:
-            continue  # v's whole range meets this bound
-        s = next((s for s in summed if bound.has(s)), None)
-        c = bound - s if s is not None else None
-        if s is None or c.free_symbols & set(summed) or not (bound - s - c == 0):
+    pending = [(u_range[0], v_range[0], False), (u_range[1], v_range[1], True)]
+    while pending:
+        deferred = [p for p in pending if not _bound_moved(variant, delta, u_range, summed, v, v_range, *p)]
+        if len(deferred) == len(pending):
+            s = next(s for s in summed if deferred[0][0].has(s))
             raise DerivationError(
-                f"cannot eliminate {delta}: {v} ranges over {v_range}, beyond {u_range}",
-                variant.decl.name,
-                variant.decl.location,
+                f"cannot eliminate {delta}: the range of {s} would need guards", variant.decl.name, variant.decl.location
             )
-        index, s_low, s_high = summed[s]
-        # v <= s + c  <=>  s >= v - c ;   v >= s + c  <=>  s <= v - c (tighter, for every v)
-        tighter = (v_range[0] - c - s_low) if is_upper else (s_high - v_range[1] + c)
-        if not tighter.is_nonnegative:
-            raise DerivationError(
-                f"cannot eliminate {delta}: the range of {s} would need guards",
-                variant.decl.name,
-                variant.decl.location,
-            )
-        summed[s] = (index, v - c, s_high) if is_upper else (index, s_low, v - c)
+        pending = deferred
     return tuple(summed[s[0]] for s in sums)
+
+
+def _bound_moved(variant, delta, u_range, summed: dict, v, v_range: Range, bound, v_side, is_upper) -> bool:
+    """Whether `v <= bound` (`v >= bound`) holds: met everywhere, or moved onto the summed
+    index `s` of `bound = s + c` (in `summed`); False where that would not be tighter yet."""
+    gap = (bound - v_side) if is_upper else (v_side - bound)
+    if gap.is_nonnegative:
+        return True  # v's whole range meets this bound
+    s = next((s for s in summed if bound.has(s)), None)
+    c = bound - s if s is not None else None
+    if s is None or c.free_symbols & set(summed) or not (bound - s - c == 0):
+        raise DerivationError(
+            f"cannot eliminate {delta}: {v} ranges over {v_range}, beyond {u_range}",
+            variant.decl.name,
+            variant.decl.location,
+        )
+    index, s_low, s_high = summed[s]
+    # v <= s + c  <=>  s >= v - c ;   v >= s + c  <=>  s <= v - c (tighter, for every v)
+    tighter = (v - c - s_low) if is_upper else (s_high - v + c)
+    if not _everywhere_nonnegative(tighter, summed, v, v_range):
+        return False
+    summed[s] = (index, v - c, s_high) if is_upper else (index, s_low, v - c)
+    return True
+
+
+def _everywhere_nonnegative(gap, summed: dict, v, v_range: Range) -> bool:
+    """Whether `gap` >= 0 wherever the other summed indices and v range: each summed index
+    in it at the end of its range that makes it least (its range may end at v), then v."""
+    for s, (_, low, high) in summed.items():
+        coefficient = gap.coeff(s)
+        if coefficient.is_number and coefficient != 0:
+            gap = gap.subs(s, low if coefficient > 0 else high)
+    coefficient = gap.coeff(v)
+    if coefficient.is_number and coefficient != 0:
+        gap = gap.subs(v, v_range[0] if coefficient > 0 else v_range[1])
+    return bool(gap.is_nonnegative)

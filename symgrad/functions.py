@@ -2,7 +2,8 @@
 
 * `product(f, (k, lo, hi))`: d/dx of prod_k f(k) is sum_j (prod_{k<j} f) f'(j) (prod_{k>j} f),
   never the product divided by f(j) (NaN where f(j) = 0, the classic bug); the partial
-  products lower to exclusive cumulative products.
+  products lower to exclusive cumulative products, or, for a cumulative product's gradient,
+  to a linear recurrence.
 * `maximum(f, (k, lo, hi))`, `minimum(...)`: the gradient goes to the entries equal to the
   result, split equally among ties, as TensorFlow's reduce_max gradient does.
 * `logsumexp(f, (k, lo, hi))`: log(sum_k exp(f)), whose derivative is the softmax
@@ -38,47 +39,21 @@ class product(sp.Product):
     """`Product` whose derivative never divides by an entry that may be zero."""
 
     def _eval_derivative(self, x):
+        """sum_j (prod_{k<j} f) f'(j) (prod_{k>j} f), division-free: a polynomial in the
+        entries, so exact where entries are 0 and differentiable again. Over a whole axis the
+        two partial products are cumulative ones; for a cumulative product (a range ending at
+        another index i) the second runs from j + 1 to i, a linear recurrence once the
+        gradient sums it over i (`symgrad.lowering.recurrences`)."""
         k, low, high = _single_limit(self)
-        if bounded_by_index(low) or bounded_by_index(high):
-            return self._cumulative_derivative(x)
         j = next(_fresh)
         entry = self.function.subs(k, j)
         before = product(self.function, (k, low, j - 1))
         after = product(self.function, (k, j + 1, high))
         return sp.Sum(before * sp.diff(entry, x) * after, (j, low, high))
 
-    def _cumulative_derivative(self, x):
-        """A range ending at another index (a cumulative product): the product without entry
-        j is 0 when another entry in range is 0, else the product of the entries with zeros
-        read as ones, divided by entry j read the same way (never 0). With Z_j = [f(j) == 0]
-        and C = the count of zeros in range, "no other zero" is Z_j [C == 1] + (1 - Z_j) [C == 0],
-        which keeps every part a cumulative sum or product along one index."""
-        k, low, high = _single_limit(self)
-        j = next(_fresh)
-        entry = self.function.subs(k, j)
-        zeros = sp.Sum(indicator_equal(self.function, 0), (k, low, high))
-        ones_for_zeros = product(nonzero_or_one(self.function), (k, low, high))
-        is_zero = indicator_equal(entry, 0)
-        no_other_zero = is_zero * indicator_equal(zeros, 1) + (1 - is_zero) * indicator_equal(zeros, 0)
-        without_j = no_other_zero * ones_for_zeros / nonzero_or_one(entry)
-        return sp.Sum(without_j * sp.diff(entry, x), (j, low, high))
-
 
 def bounded_by_index(bound) -> bool:
     return any(s.is_integer and s.is_positive is not True for s in sp.sympify(bound).free_symbols)
-
-
-class nonzero_or_one(sp.Function):
-    """Its argument, or 1 where that is 0; derivative that of the argument (used only where
-    the argument is not 0)."""
-
-    nargs = 1
-
-    def fdiff(self, argindex=1):
-        return sp.S.One
-
-    def as_piecewise(self) -> sp.Piecewise:
-        return sp.Piecewise((1, sp.Eq(self.args[0], 0)), (self.args[0], True))
 
 
 class _Extremum(ExprWithLimits):

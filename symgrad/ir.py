@@ -263,17 +263,20 @@ class BroadcastToShape:
 @dataclass(frozen=True)
 class Scan:
     """Cumulative sum, product or log-sum-exp along `axis`, as `tf.math.cumsum(x, axis,
-    exclusive, reverse)`."""
+    exclusive, reverse)`; or a linear recurrence, y[m] = x[m] + by[m] * y[m - 1] (y[m + 1]
+    with `reverse`), the sum over i <= m of x[i] times the product of `by` over i < k <= m."""
 
-    kind: str  # "sum", "prod" or "logsumexp"
+    kind: str  # "sum", "prod", "logsumexp" or "linear"
     x: str | Elementwise  # what is accumulated
     axis: int  # negative: counted from the last
     exclusive: bool  # leave each element out of its own result
     reverse: bool  # accumulate from the end
+    by: Elementwise | None = None  # "linear": what the running value is multiplied by, per step
 
     def __str__(self) -> str:
         flags = f"exclusive={self.exclusive}, reverse={self.reverse}"
-        return f"cum{self.kind}({self.x}, axis={self.axis}, {flags})"
+        by = f", by={self.by}" if self.by is not None else ""
+        return f"cum{self.kind}({self.x}{by}, axis={self.axis}, {flags})"
 
 
 @dataclass(frozen=True)
@@ -484,6 +487,8 @@ def reads(value: Value) -> set[str]:
         return {value.axis}
     if isinstance(value, NegativeAxes):
         return {value.axes}
+    if isinstance(value, Scan) and value.by is not None:
+        return (reads(value.x) if isinstance(value.x, Elementwise) else {value.x}) | reads(value.by)
     return reads(value.x) if isinstance(value.x, Elementwise) else {value.x}
 
 

@@ -160,7 +160,7 @@ class _Stager:
         """A read of the stage `reduction` is (made if `create`), else `reduction` itself."""
         free = index_symbols(reduction)
         indices = tuple(i for i in context if i in free)
-        if set(indices) != free or not self._reads_differentiable(reduction):
+        if set(indices) != free or not self._reads_differentiable(reduction) or _running(reduction):
             return reduction
         key = _canonical(reduction, indices)
         if key not in self.keys:
@@ -225,6 +225,15 @@ class _Stager:
             if name not in self.taken:
                 self.taken.add(name)
                 return name
+
+
+def _running(reduction) -> bool:
+    """A product from one index to another (`prod_{m < k <= i} x[k]` in a sum over i): staged,
+    it would be a pairwise (m, i) array; in place, the sum around it is a linear recurrence
+    (`symgrad.lowering.recurrences`)."""
+    return isinstance(reduction, sp.Product) and any(
+        len(index_symbols(sp.sympify(lim[1]) - sp.sympify(lim[2]))) == 2 for lim in reduction.limits
+    )
 
 
 def _canonical(reduction, free: tuple):

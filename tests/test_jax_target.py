@@ -267,10 +267,7 @@ def test_library_against_jax_autodiff(jax, derived, tmp_path_factory):
     assert len({r["op"] for r in rows if r["status"] in ("match", "mismatch")}) >= 160
 
 
-# as TensorFlow's second order (tests/test_second_order_check.py): the first order reads zeros
-# as ones (exact in value, division-free), and the derivative of that form at a zero is not the
-# second derivative
-NOT_TWICE = {"Cumprod": ("zeros", "repeated zeros", "ties (values -1, 0, 1)")}  # the cases with zeros
+NOT_TWICE = {}  # op -> the case labels where JAX's second order may disagree, and why: none
 
 
 # selects (Xlogy, Pow), stages (LayerNorm), kernels (Conv2D, MaxPool), gathers, lists, scans, complex

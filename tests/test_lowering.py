@@ -16,7 +16,8 @@ import sympy as sp
 from symgrad import ir
 from symgrad.declare import Location
 from symgrad.errors import LoweringError
-from symgrad.functions import logsumexp
+from symgrad.backends.numpy import runtime
+from symgrad.functions import logsumexp, product
 from symgrad.lowering import rules
 from symgrad.lowering.signature import OpSignature
 from symgrad.lowering.tensor import TensorLowering
@@ -70,7 +71,8 @@ def lowered(expr, axes) -> tuple[TensorLowering, sp.Expr]:
 def run(lowering: TensorLowering, result: sp.Expr) -> np.ndarray:
     """Execute the statements as numpy, then the result expression."""
     printer = NumpyPrinter()
-    scope = {"np": np, "numpy": np, **{name: x.copy() for name, x in ARRAYS.items()}}
+    helpers = {name: getattr(runtime, name) for name in ("_shift_right", "_gather", "_linear_scan")}
+    scope = {"np": np, "numpy": np, **helpers, **{name: x.copy() for name, x in ARRAYS.items()}}
     for statement in lowering.body:
         exec(f"{statement.target} = {printer._print(statement.value)}", scope)
     return np.asarray(eval(printer._print(ir.Elementwise(result)), scope))
@@ -97,6 +99,18 @@ CASES = [
      lambda: np.log(np.cumsum(np.exp(ARRAYS["v"])))),
     (sp.Sum(v[n] * sp.exp(v[k] - v[n]), (n, k, K - 1)), (k,), "a cumulative sum of exponentials, in log space",
      lambda: [sum(ARRAYS["v"][m] * np.exp(ARRAYS["v"][p] - ARRAYS["v"][m]) for m in range(p, 4)) for p in range(4)]),
+    (sp.Sum(a[i, k] * v[n], (k, 0, K - 1), (n, 0, K - 1)), (i,), "a product of sums over separate indices",
+     lambda: ARRAYS["a"].sum(-1) * ARRAYS["v"].sum()),
+    # a cumulative product's gradient: sum_{n >= k} v[n] prod_{k < m <= n} a[i, m], and the
+    # mirror image one short of k, read one entry off: sum_{n < k} v[n] prod_{n <= m < k - 1} a[i, m + 1]
+    (sp.Sum(v[n] * product(a[i, j], (j, k + 1, n)), (n, k, K - 1)), (i, k),
+     "a sum weighted by running products (a linear recurrence)",
+     lambda: [[sum(ARRAYS["v"][m] * np.prod(ARRAYS["a"][r, p + 1 : m + 1]) for m in range(p, 4)) for p in range(4)]
+              for r in range(3)]),
+    (sp.Sum(v[n] * product(a[i, j + 1], (j, n, k - 2)), (n, 0, k - 1)), (i, k),
+     "a sum weighted by running products (a linear recurrence)",
+     lambda: [[sum(ARRAYS["v"][m] * np.prod(ARRAYS["a"][r, m + 1 : p]) for m in range(p)) for p in range(4)]
+              for r in range(3)]),
 ]
 
 

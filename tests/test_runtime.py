@@ -80,6 +80,28 @@ def _tf_constant(x):
     return require_tf().constant(x)
 
 
+def _recurrence_by_loop(x, by, exclusive, reverse):
+    """y[m] = x[m] + by[m] * y[m -+ 1] along the middle axis, one entry at a time."""
+    y, running = np.zeros_like(x), 0.0
+    for m in reversed(range(x.shape[1])) if reverse else range(x.shape[1]):
+        y[:, m] = running if exclusive else x[:, m] + by[:, m] * running
+        running = x[:, m] + by[:, m] * running
+    return y
+
+
+@pytest.mark.parametrize("target", list(REGISTRY))
+@pytest.mark.parametrize("exclusive, reverse", [(False, False), (False, True), (True, False), (True, True)])
+def test_linear_scan_is_the_recurrence(target, exclusive, reverse):
+    """`_linear_scan` (recursive doubling) against the recurrence run entry by entry, with
+    zeros among the coefficients (a cumulative product's gradient at zeros), axis -2 of a
+    length that is no power of two, the coefficient broadcast along the last axis."""
+    runtime = _runtime(target)
+    x = RNG.normal(size=(2, 7, 3))
+    by = np.where(RNG.random((2, 7, 1)) < 0.3, 0.0, RNG.normal(size=(2, 7, 1)))
+    got = _array(runtime._linear_scan(_given(target, x), _given(target, by), -2, exclusive, reverse))
+    np.testing.assert_allclose(got, _recurrence_by_loop(x, by + 0 * x, exclusive, reverse), rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("target", list(REGISTRY))
 def test_generated_modules_carry_exactly_the_helpers_they_refer_to(target):
     """Each committed module of the target defines every runtime helper its own code (what is

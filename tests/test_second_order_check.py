@@ -218,8 +218,6 @@ def test_numpy_second_order_fault_is_pinpointed(tmp_path):
 NOT_TWICE_IN_TENSORFLOW = {
     "Conv2D": "dilated variants: TensorFlow's CPU kernels cannot differentiate a dilated convolution's "
     "backprop again (InvalidArgumentError: not yet support dilations)",
-    "Cumprod": "at zeros: the first order reads zeros as ones (exact in value, division-free), and "
-    "the derivative of that form at a zero is not the second derivative",
     "FresnelSin": "at x = 1000 the finite differences' step is the period of sin(pi x**2 / 2)",
 }
 

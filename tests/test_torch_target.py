@@ -264,11 +264,8 @@ def test_bessel_functions_pytorch_does_not_differentiate_are_differentiated(torc
     _close(second, scipy.special.kvp(0, x.detach().numpy(), 2), 1e-9)
 
 
-# as TensorFlow's and JAX's second order: Cumprod's first order reads zeros as ones (exact in
-# value, division-free), and the derivative of that form at a zero is not the second derivative
-NOT_TWICE = {"Cumprod": ("zeros", "repeated zeros", "ties (values -1, 0, 1)")}
+NOT_TWICE = {}  # op -> the case labels where PyTorch's second order may disagree, and why: none
 SECOND_ORDER_KNOWN = {  # -m exhaustive: the library's second order
-    "Cumprod": "the first order's zeros-as-ones form, as above",
     "Zeta": "PyTorch has no derivative of torch.special.zeta: its double backward raises, not zero",
 }
 # what gradgradcheck above does not reach: pooling, lists, complex, scans, a Bessel function

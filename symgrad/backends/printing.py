@@ -58,6 +58,12 @@ class ArrayCodeMixin:
         """An IR operand: a variable's name, or an elementwise value printed in place."""
         return x if isinstance(x, str) else self._print(x)
 
+    def _print_linear_scan(self, value) -> str:
+        """A linear recurrence (`ir.Scan` of kind "linear"): every runtime's `_linear_scan`."""
+        flags = "".join(f", {flag}=True" for flag in ("exclusive", "reverse") if getattr(value, flag))
+        x, by = self._print_operand(value.x), self._print_operand(value.by)
+        return f"_linear_scan({x}, {by}, axis={value.axis}{flags})"
+
     def _print_Float(self, expr):
         return repr(float(expr))  # the shortest text that round-trips the double
 
@@ -126,9 +132,6 @@ class ArrayCodeMixin:
         return self._print(expr.as_piecewise())
 
     def _print_mask(self, expr):
-        return self._print(expr.as_piecewise())
-
-    def _print_nonzero_or_one(self, expr):
         return self._print(expr.as_piecewise())
 
     # --- integer index arithmetic (IndexArith) ---

@@ -16,7 +16,7 @@ from typing import Callable
 import sympy as sp
 
 from symgrad.functions import first_attained, logsumexp, maximum, minimum, product, read_outside
-from symgrad.lowering import contraction, convolution, entries, indices, pooling, reductions, scatters, sums
+from symgrad.lowering import contraction, convolution, entries, indices, pooling, recurrences, reductions, scatters, sums
 from symgrad.lowering.symbols import free_indices, is_index
 
 
@@ -81,11 +81,13 @@ EXPRESSION_RULES = (
 SUM_RULES = (
     Rule("constant factors moved out", _always, sums.constant_factors_out),
     Rule("(an error: indices that are not axes here)", _always, sums.indices_outside),
+    Rule("a product of sums over separate indices", _always, sums.separable),
     Rule("a mask applied after the sum", _always, sums.into_branches),
     Rule("a sum of expanded terms", _always, sums.expanded_terms),
     Rule("a convolution kernel", _always, convolution.convolution),
     Rule("a max-pooling gradient kernel", _always, pooling.max_pool_backprop),
     Rule("a scatter-add at mapped positions", _always, scatters.scatter),
+    Rule("a sum weighted by running products (a linear recurrence)", _always, recurrences.running_product_sum),
     Rule("a cumulative sum of exponentials, in log space", _always, reductions.cumulative_exp_sum),
     Rule("a cumulative sum", _always, reductions.cumulative_sum),
     Rule("a matmul or einsum", _always, contraction.contraction),

@@ -21,6 +21,34 @@ def constant_factors_out(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
     return lowering.array(sp.Mul(*outside), axes) * lowering.array(sp.Sum(sp.Mul(*inside), *expr.limits), axes)
 
 
+def separable(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
+    """`Sum(a[j] * b[k], j, k)` whose factors fall into groups over disjoint summed indices
+    (a range bounded by another summed index joins the two): the product of each group's
+    Sum. None when the summed indices are all one group."""
+    groups = _summed_groups(expr)
+    if len(groups) < 2:
+        return None
+    factors = sp.Mul.make_args(expr.function)
+    sums = []
+    for group in groups:
+        body = sp.Mul(*[f for f in factors if free_indices(f) & group])
+        sums.append(lowering.array(sp.Sum(body, *[lim for lim in expr.limits if lim[0] in group]), axes))
+    return sp.Mul(*sums)
+
+
+def _summed_groups(expr: sp.Sum) -> list[set]:
+    """The summed indices, joined where a factor or a range's bound holds two of them."""
+    summed = {lim[0] for lim in expr.limits}
+    links = [free_indices(f) & summed for f in sp.Mul.make_args(expr.function)]
+    links += [(free_indices(sp.sympify(lo) - sp.sympify(hi)) | {k}) & summed for k, lo, hi in expr.limits]
+    groups: list[set] = []
+    for link in links:
+        joined = [g for g in groups if g & link]
+        merged = set(link).union(*joined)
+        groups = [g for g in groups if not g & link] + ([merged] if merged else [])
+    return sorted(groups, key=lambda g: sorted(map(str, g)))
+
+
 def indices_outside(lowering, expr: sp.Sum, axes) -> None:
     """Never lowers: fails for a Sum over indices that are not axes here."""
     if not free_indices(expr) <= set(axes):

@@ -54,12 +54,28 @@ def _sum_to_shape(g, shape):
     return jnp.reshape(jnp.sum(g, axis=axes), shape)
 
 
-def _shift_right(x, axis, fill):
-    """`x` moved one step along `axis`, `fill` first: an exclusive cumulative sum or product
+def _shift_right(x, axis, fill, steps=1):
+    """`x` moved `steps` along `axis`, `fill` first: an exclusive cumulative sum or product
     from an inclusive one."""
-    first = jnp.full_like(jax.lax.slice_in_dim(x, 0, 1, axis=axis), fill)
-    rest = jax.lax.slice_in_dim(x, 0, jnp.shape(x)[axis] - 1, axis=axis)
+    first = jnp.full_like(jax.lax.slice_in_dim(x, 0, steps, axis=axis), fill)
+    rest = jax.lax.slice_in_dim(x, 0, jnp.shape(x)[axis] - steps, axis=axis)
     return jnp.concatenate([first, rest], axis=axis)
+
+
+def _linear_scan(x, by, axis, exclusive=False, reverse=False):
+    """y[m] = x[m] + by[m] * y[m - 1] along `axis` (y[m + 1] with `reverse`; `exclusive`: each
+    result one step on, 0 first): the sum over i <= m of x[i] times the product of `by` over
+    i < k <= m, a cumulative product's gradient without a division. By recursive doubling:
+    ceil(log2 n) steps of whole-array products and sums, each differentiable again."""
+    x, by = jnp.broadcast_arrays(x, by)
+    if reverse:
+        flip = lambda t: jnp.flip(t, axis=axis)
+        return flip(_linear_scan(flip(x), flip(by), axis, exclusive))
+    step = 1
+    while step < jnp.shape(x)[axis]:
+        x, by = x + by * _shift_right(x, axis, 0, step), by * _shift_right(by, axis, 0, step)
+        step *= 2
+    return _shift_right(x, axis, 0) if exclusive else x
 
 
 def _gather(x, positions, axis, fill=0):

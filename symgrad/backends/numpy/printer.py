@@ -176,6 +176,8 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
 
     def _print_Scan(self, value: ir.Scan):
         """numpy has no exclusive or reverse cumsum: flip, and shift in the identity."""
+        if value.kind == "linear":
+            return self._print_linear_scan(value)
         x = self._print_operand(value.x)
         flip = self._module_format("numpy.flip")
         if value.reverse:

@@ -53,11 +53,28 @@ def _sum_product_to_shape(factors, shape):
     return result
 
 
-def _shift_right(x, axis, fill):
-    """`x` moved one step along `axis`, `fill` first: an exclusive cumulative sum or product
+def _shift_right(x, axis, fill, steps=1):
+    """`x` moved `steps` along `axis`, `fill` first: an exclusive cumulative sum or product
     from an inclusive one."""
-    first = np.full_like(np.take(x, [0], axis=axis), fill)
-    return np.concatenate([first, np.delete(x, -1, axis=axis)], axis=axis)
+    size = np.shape(x)[axis]
+    first = np.full_like(np.take(x, range(steps), axis=axis), fill)
+    return np.concatenate([first, np.take(x, range(size - steps), axis=axis)], axis=axis)
+
+
+def _linear_scan(x, by, axis, exclusive=False, reverse=False):
+    """y[m] = x[m] + by[m] * y[m - 1] along `axis` (y[m + 1] with `reverse`; `exclusive`: each
+    result one step on, 0 first): the sum over i <= m of x[i] times the product of `by` over
+    i < k <= m, a cumulative product's gradient without a division. By recursive doubling:
+    ceil(log2 n) steps of whole-array products and sums."""
+    x, by = np.broadcast_arrays(x, by)
+    if reverse:
+        flip = lambda t: np.flip(t, axis=axis)
+        return flip(_linear_scan(flip(x), flip(by), axis, exclusive))
+    step = 1
+    while step < np.shape(x)[axis]:
+        x, by = x + by * _shift_right(x, axis, 0, step), by * _shift_right(by, axis, 0, step)
+        step *= 2
+    return _shift_right(x, axis, 0) if exclusive else x
 
 
 def _gather(x, positions, axis, fill=0):

@@ -236,6 +236,8 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         return f"{self._module_format('tensorflow.broadcast_to')}({x}, {value.shape})"
 
     def _print_Scan(self, value: ir.Scan):
+        if value.kind == "linear":
+            return self._print_linear_scan(value)
         x = self._print_operand(value.x)
         flags = "".join(
             f", {flag}=True" for flag, on in (("exclusive", value.exclusive), ("reverse", value.reverse)) if on

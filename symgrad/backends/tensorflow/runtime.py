@@ -140,22 +140,45 @@ def _cumprod(x, axis, exclusive=False, reverse=False):
 
 
 def _cumprod_vjp(grad, x, axis, exclusive, reverse):
-    """Entry j: the sum over results i that x_j enters of grad_i times the product of the
-    other x_k there, which is not 0 only while x_j is the only zero among them (counted)."""
+    """The derived gradient of a cumulative product (`symgrad.lowering.recurrences`): entry m
+    is the product of the entries before m times a linear recurrence of `grad` (the sum over
+    results i from m on of grad[i] times the product of the entries after m up to i): no
+    division, so exact at zeros and differentiable again."""
     if reverse:
         flip = lambda t: tf.reverse(t, [axis])
         return flip(_cumprod_vjp(flip(grad), flip(x), axis, exclusive, False))
-    if exclusive:  # result i is the inclusive result i - 1: its upstream gradient moved back
-        rest = tf.gather(grad, tf.range(1, tf.shape(grad)[axis]), axis=axis)
-        grad = tf.concat([rest, tf.zeros_like(tf.gather(grad, [0], axis=axis))], axis=axis)
     x = tf.math.conj(x)
-    zero = tf.equal(x, 0)
-    zeros = tf.math.cumsum(tf.cast(zero, x.dtype), axis=axis)
-    partial = grad * tf.math.cumprod(tf.where(zero, tf.ones_like(x), x), axis=axis)
-    none = tf.zeros_like(partial)
-    before = tf.math.cumsum(tf.where(tf.equal(zeros, 0), partial, none), axis=axis, reverse=True)
-    alone = tf.math.cumsum(tf.where(tf.equal(zeros, 1), partial, none), axis=axis, reverse=True)
-    return tf.where(zero, alone, before / tf.where(zero, tf.ones_like(x), x))
+    before = _cumprod(x, axis, exclusive=True)
+    if exclusive:  # result i is the product of the entries before i
+        return before * _linear_scan(grad, x, axis, exclusive=True, reverse=True)
+    return before * (grad + _linear_scan(grad * x, x, axis, exclusive=True, reverse=True))
+
+
+def _linear_scan(x, by, axis, exclusive=False, reverse=False):
+    """y[m] = x[m] + by[m] * y[m - 1] along `axis` (y[m + 1] with `reverse`; `exclusive`: each
+    result one step on, 0 first): the sum over i <= m of x[i] times the product of `by` over
+    i < k <= m, a cumulative product's gradient without a division. By recursive doubling:
+    ceil(log2 n) steps of whole-array products and sums, each differentiable again. The
+    axis's length must be known when the function is traced."""
+    x, by = x + tf.zeros_like(by), by + tf.zeros_like(x)  # broadcast, static shapes kept
+    if reverse:
+        flip = lambda t: tf.reverse(t, [axis])
+        return flip(_linear_scan(flip(x), flip(by), axis, exclusive))
+    size = x.shape[axis]
+    if size is None:
+        raise ValueError(f"_linear_scan: the length of axis {axis} is not known when traced")
+    step = 1
+    while step < size:
+        x, by = x + by * _shift_right(x, axis, 0, step), by * _shift_right(by, axis, 0, step)
+        step *= 2
+    return _shift_right(x, axis, 0) if exclusive else x
+
+
+def _shift_right(x, axis, fill, steps=1):
+    """`x` moved `steps` along `axis` (of a length known when traced), `fill` first."""
+    size = x.shape[axis]
+    first = tf.zeros_like(tf.gather(x, tf.range(steps), axis=axis)) + fill
+    return tf.concat([first, tf.gather(x, tf.range(size - steps), axis=axis)], axis=axis)
 
 
 def _split_exp(value, u):

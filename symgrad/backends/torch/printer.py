@@ -123,6 +123,8 @@ class TorchPrinter(NamesakePrinter):
 
     def _print_Scan(self, value: ir.Scan):
         """torch has no exclusive or reverse cumsum: flip, and shift in the identity."""
+        if value.kind == "linear":
+            return self._print_linear_scan(value)
         x = self._print_operand(value.x)
         flip = self._module_format("numpy.flip")
         if value.reverse:

@@ -129,11 +129,27 @@ def _sum_to_shape(g, shape):
     return torch.reshape(torch.sum(g, dim=axes) if axes else g, tuple(shape))
 
 
-def _shift_right(x, axis, fill):
-    """`x` moved one step along `axis`, `fill` first: an exclusive cumulative sum or product
+def _shift_right(x, axis, fill, steps=1):
+    """`x` moved `steps` along `axis`, `fill` first: an exclusive cumulative sum or product
     from an inclusive one."""
-    first = torch.full_like(torch.narrow(x, axis, 0, 1), fill)
-    return torch.cat([first, torch.narrow(x, axis, 0, x.shape[axis] - 1)], dim=axis)
+    first = torch.full_like(torch.narrow(x, axis, 0, steps), fill)
+    return torch.cat([first, torch.narrow(x, axis, 0, x.shape[axis] - steps)], dim=axis)
+
+
+def _linear_scan(x, by, axis, exclusive=False, reverse=False):
+    """y[m] = x[m] + by[m] * y[m - 1] along `axis` (y[m + 1] with `reverse`; `exclusive`: each
+    result one step on, 0 first): the sum over i <= m of x[i] times the product of `by` over
+    i < k <= m, a cumulative product's gradient without a division. By recursive doubling:
+    ceil(log2 n) steps of whole-array products and sums, each differentiable again."""
+    x, by = torch.broadcast_tensors(x, by)
+    if reverse:
+        flip = lambda t: torch.flip(t, dims=(axis,))
+        return flip(_linear_scan(flip(x), flip(by), axis, exclusive))
+    step = 1
+    while step < x.shape[axis]:
+        x, by = x + by * _shift_right(x, axis, 0, step), by * _shift_right(by, axis, 0, step)
+        step *= 2
+    return _shift_right(x, axis, 0) if exclusive else x
 
 
 def _gather(x, positions, axis, fill=0):
