@@ -131,8 +131,7 @@ def layer_norm_grad_grad(
     t21 = np.sum(x, axis=-1, keepdims=True)
     t22 = vjp_affine1[..., None]
     t23 = np.sum(grad_vjp_x, axis=-1, keepdims=True)
-    t24 = np.einsum("a,...a->...", scale, grad, optimize=True)
-    t25 = t24[..., None]
+    t24 = t12[..., None]
     grad_x = (
         grad * grad_vjp_scale / np.sqrt(t15)
         - 1 / 2 * grad * scale * t17 / t15 ** (3 / 2)
@@ -141,17 +140,16 @@ def layer_norm_grad_grad(
         + 2 * t20 * x / t5
         - 2 * t22 * t23 / t5**2
         - t19 / (np.sqrt(t15) * t5)
-        + (1 / 2) * t17 * t25 / (t15 ** (3 / 2) * t5)
+        + (1 / 2) * t17 * t24 / (t15 ** (3 / 2) * t5)
     )
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    t26 = grad_vjp_affine1 / affine1 ** (3 / 2)
-    t27 = grad * (-x + t7 / t5)
-    t28 = np.einsum("...,...a->a", t26, t27, optimize=True)
-    t29 = grad_vjp_sum1 / np.sqrt(affine1)
-    t30 = np.einsum("...,...a->a", t29, grad, optimize=True)
-    t31 = 1 / np.sqrt(affine1)
-    t32 = np.einsum("...,...a,...a->a", t31, grad, grad_vjp_x, optimize=True)
-    grad_scale = (1 / 2) * t28 - t30 / t5 + t32
+    t25 = grad_vjp_affine1 / affine1 ** (3 / 2)
+    t26 = np.einsum("...,...a->a", t25, t10, optimize=True)
+    t27 = grad_vjp_sum1 / np.sqrt(affine1)
+    t28 = np.einsum("...,...a->a", t27, grad, optimize=True)
+    t29 = 1 / np.sqrt(affine1)
+    t30 = np.einsum("...,...a,...a->a", t29, grad, grad_vjp_x, optimize=True)
+    grad_scale = (1 / 2) * t26 - t28 / t5 + t30
     return grad_grad, grad_x, grad_scale, None
 
 
@@ -256,8 +254,7 @@ def layer_norm_moments_grad_grad(
     t17 = t16[..., None]
     t18 = grad_affine1[..., None]
     t19 = vjp_affine1[..., None]
-    t20 = np.einsum("a,...a->...", scale, grad, optimize=True)
-    t21 = t20[..., None]
+    t20 = t10[..., None]
     grad_x = (
         grad * grad_vjp_scale / np.sqrt(t13)
         - 1 / 2 * grad * scale * t15 / t13 ** (3 / 2)
@@ -266,17 +263,16 @@ def layer_norm_moments_grad_grad(
         + 2 * t18 * x / t4
         - 2 * t18 * t7 / t4**2
         - t17 / (np.sqrt(t13) * t4)
-        + (1 / 2) * t15 * t21 / (t13 ** (3 / 2) * t4)
+        + (1 / 2) * t15 * t20 / (t13 ** (3 / 2) * t4)
     )
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    t22 = grad_vjp_affine1 / affine1 ** (3 / 2)
-    t23 = grad * (-x + t7 / t4)
-    t24 = np.einsum("...,...a->a", t22, t23, optimize=True)
-    t25 = grad_vjp_sum1 / np.sqrt(affine1)
-    t26 = np.einsum("...,...a->a", t25, grad, optimize=True)
-    t27 = 1 / np.sqrt(affine1)
-    t28 = np.einsum("...,...a,...a->a", t27, grad, grad_vjp_x, optimize=True)
-    grad_scale = (1 / 2) * t24 - t26 / t4 + t28
+    t21 = grad_vjp_affine1 / affine1 ** (3 / 2)
+    t22 = np.einsum("...,...a->a", t21, t8, optimize=True)
+    t23 = grad_vjp_sum1 / np.sqrt(affine1)
+    t24 = np.einsum("...,...a->a", t23, grad, optimize=True)
+    t25 = 1 / np.sqrt(affine1)
+    t26 = np.einsum("...,...a,...a->a", t25, grad, grad_vjp_x, optimize=True)
+    grad_scale = (1 / 2) * t22 - t24 / t4 + t26
     return grad_grad, grad_x, grad_scale, None
 
 
@@ -402,8 +398,6 @@ def batch_norm_training_grad_grad(
     t20 = np.sum(t19, axis=(-3, -2, -1))
     t21 = np.transpose(grad, (3, 0, 1, 2))
     t22 = np.sum(t21, axis=(-3, -2, -1))
-    t23 = np.transpose(grad, (3, 0, 1, 2))
-    t24 = np.sum(t23, axis=(-3, -2, -1))
     grad_x = (
         grad * grad_vjp_scale / np.sqrt(epsilon + variance)
         - 1 / 2 * grad * grad_vjp_variance * scale / (epsilon + variance) ** (3 / 2)
@@ -413,16 +407,13 @@ def batch_norm_training_grad_grad(
         + (1 / 2)
         * grad_vjp_variance
         * scale
-        * t24
+        * t22
         / (t7 * t8 * t9 * (epsilon + variance) ** (3 / 2))
         + 2 * grad_vjp_x * vjp_variance / (t7 * t8 * t9)
         - 2 * t20 * vjp_variance / (t7**2 * t8**2 * t9**2)
     )
-    t25 = np.sum(grad, axis=(-4, -3, -2))
-    t26 = np.sum(grad * (mean - x), axis=(-4, -3, -2))
-    t27 = np.sum(grad * grad_vjp_x, axis=(-4, -3, -2))
     grad_scale = (
-        -grad_vjp_mean * t25 + (1 / 2) * grad_vjp_variance * t26 / (epsilon + variance) + t27
+        -grad_vjp_mean * t15 + (1 / 2) * grad_vjp_variance * t14 / (epsilon + variance) + t13
     ) / np.sqrt(epsilon + variance)
     return grad_grad, grad_x, grad_scale, None
 
@@ -604,27 +595,25 @@ def group_norm_grad_grad(
     t35 = vjp_variance[..., None, None, :, None]
     t36 = np.transpose(grad_vjp_x, (0, 4, 2, 3, 1))
     t37 = np.sum(t36, axis=(-4, -3, -1), keepdims=True)
-    t38 = np.einsum("ab,cdeab->ca", scale_split, grad_split, optimize=True)
-    t39 = t38[..., None, None, :, None]
+    t38 = t20[..., None, None, :, None]
     grad_x = np.reshape(
         grad_split * grad_vjp_scale / np.sqrt(epsilon + t23)
         - 1 / 2 * grad_split * scale_split * t25 / (epsilon + t23) ** (3 / 2)
         + 2 * grad_vjp_x * t35 / (t10 * t11 * t12)
-        + (1 / 2) * t25 * t39 / (t10 * t11 * t12 * (epsilon + t23) ** (3 / 2))
+        + (1 / 2) * t25 * t38 / (t10 * t11 * t12 * (epsilon + t23) ** (3 / 2))
         - t31 / (t10 * t11 * t12 * np.sqrt(epsilon + t23))
         + 2 * t32 * x_split / (t10 * t11 * t12)
         - 2 * t32 * t34 / (t10**2 * t11**2 * t12**2)
         - 2 * t35 * t37 / (t10**2 * t11**2 * t12**2),
         (t26, t27, t28, t29 * t1),
     )
-    t40 = grad_vjp_variance / (epsilon + variance) ** (3 / 2)
-    t41 = grad_split * (t14 - x_split)
-    t42 = np.einsum("ab,acdbe->be", t40, t41, optimize=True)
-    t43 = grad_vjp_mean / np.sqrt(epsilon + variance)
-    t44 = np.einsum("ab,acdbe->be", t43, grad_split, optimize=True)
-    t45 = 1 / np.sqrt(epsilon + variance)
-    t46 = np.einsum("ab,acdbe,acdbe->be", t45, grad_split, grad_vjp_x, optimize=True)
-    grad_scale = np.reshape((1 / 2) * t42 - t44 + t46, (t29 * t1,))
+    t39 = grad_vjp_variance / (epsilon + variance) ** (3 / 2)
+    t40 = np.einsum("ab,acdbe->be", t39, t18, optimize=True)
+    t41 = grad_vjp_mean / np.sqrt(epsilon + variance)
+    t42 = np.einsum("ab,acdbe->be", t41, grad_split, optimize=True)
+    t43 = 1 / np.sqrt(epsilon + variance)
+    t44 = np.einsum("ab,acdbe,acdbe->be", t43, grad_split, grad_vjp_x, optimize=True)
+    grad_scale = np.reshape((1 / 2) * t40 - t42 + t44, (t29 * t1,))
     return grad_grad, grad_x, grad_scale, None
 
 
@@ -828,8 +817,7 @@ def mlp_block_grad_grad(
     t12 = grad_vjp_x.T @ vjp_affine1
     grad_w1 = t11 + t12
     grad_b1 = np.sum(grad_affine1, axis=-2)
-    t13 = np.where(affine1 > 0, grad_vjp_affine1, 0)
-    grad_w2 = t13.T @ grad
+    grad_w2 = t5.T @ grad
     return grad_grad, grad_x, grad_w1, grad_b1, grad_w2, None
 
 

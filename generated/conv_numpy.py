@@ -1149,13 +1149,11 @@ def avg_pool_grad(grad, value, *, output=None, padding="VALID", ksize, strides):
         t14 = grad[..., None, :, None, :]
         t15 = t14 / t13
         t16 = t2[..., None]
-        t17 = np.arange(t4)
-        t18 = strides[2] * t16 + t17
-        t19 = _scatter_add(t15, t18, 1, t10)  # no gather form: an explicit scatter-add
-        t20 = t0[..., None]
-        t21 = np.arange(t7)
-        t22 = strides[1] * t20 + t21
-        grad_value = _scatter_add(t19, t22, 2, t9)  # no gather form: an explicit scatter-add
+        t17 = strides[2] * t16 + t5
+        t18 = _scatter_add(t15, t17, 1, t10)  # no gather form: an explicit scatter-add
+        t19 = t0[..., None]
+        t20 = strides[1] * t19 + t8
+        grad_value = _scatter_add(t18, t20, 2, t9)  # no gather form: an explicit scatter-add
     elif padding == "SAME":
         t0 = np.arange(np.shape(grad)[-3])
         t1 = t0[..., None, None, None]
@@ -1185,17 +1183,15 @@ def avg_pool_grad(grad, value, *, output=None, padding="VALID", ksize, strides):
         t20 = grad[..., None, :, None, :]
         t21 = t20 / t19
         t22 = t2[..., None]
-        t23 = np.arange(t4)
-        t24 = np.maximum(ksize[2] + strides[2] * t14 - strides[2] - t10, 0)
-        t25 = t24 // 2
-        t26 = strides[2] * t22 + t23 - t25
-        t27 = _scatter_add(t21, t26, 1, t10)  # no gather form: an explicit scatter-add
-        t28 = t0[..., None]
-        t29 = np.arange(t7)
-        t30 = np.maximum(ksize[1] + strides[1] * t11 - strides[1] - t9, 0)
-        t31 = t30 // 2
-        t32 = strides[1] * t28 + t29 - t31
-        grad_value = _scatter_add(t27, t32, 2, t9)  # no gather form: an explicit scatter-add
+        t23 = np.maximum(ksize[2] + strides[2] * t14 - strides[2] - t10, 0)
+        t24 = t23 // 2
+        t25 = strides[2] * t22 - t24 + t5
+        t26 = _scatter_add(t21, t25, 1, t10)  # no gather form: an explicit scatter-add
+        t27 = t0[..., None]
+        t28 = np.maximum(ksize[1] + strides[1] * t11 - strides[1] - t9, 0)
+        t29 = t28 // 2
+        t30 = strides[1] * t27 - t29 + t8
+        grad_value = _scatter_add(t26, t30, 2, t9)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return (grad_value,)
@@ -1226,16 +1222,14 @@ def avg_pool_grad_grad(
         t12 = t11[..., None, :, :]
         t13 = np.sum(np.asarray(t12, grad_vjp_value.dtype), axis=(-2, -1))
         t14 = t2[..., None]
-        t15 = np.arange(t7)
-        t16 = strides[2] * t14 + t15
-        t17 = _gather(grad_vjp_value, t16, -2)
-        t18 = t0[..., None]
-        t19 = np.arange(t4)
-        t20 = strides[1] * t18 + t19
-        t21 = _gather(t17, t20, -4)
-        t22 = np.transpose(t21, (0, 1, 3, 5, 2, 4))
-        t23 = np.sum(t22, axis=(-2, -1))
-        grad_grad = t23 / t13
+        t15 = strides[2] * t14 + t8
+        t16 = _gather(grad_vjp_value, t15, -2)
+        t17 = t0[..., None]
+        t18 = strides[1] * t17 + t5
+        t19 = _gather(t16, t18, -4)
+        t20 = np.transpose(t19, (0, 1, 3, 5, 2, 4))
+        t21 = np.sum(t20, axis=(-2, -1))
+        grad_grad = t21 / t13
     elif padding == "SAME":
         t0 = np.arange(np.shape(grad)[-3])
         t1 = t0[..., None, None, None]
@@ -1263,16 +1257,14 @@ def avg_pool_grad_grad(
         t18 = t17[..., None, :, :]
         t19 = np.sum(np.asarray(t18, grad_vjp_value.dtype), axis=(-2, -1))
         t20 = t2[..., None]
-        t21 = np.arange(t7)
-        t22 = strides[2] * t20 - t16 + t21
-        t23 = _gather(grad_vjp_value, t22, -2)
-        t24 = t0[..., None]
-        t25 = np.arange(t4)
-        t26 = strides[1] * t24 - t13 + t25
-        t27 = _gather(t23, t26, -4)
-        t28 = np.transpose(t27, (0, 1, 3, 5, 2, 4))
-        t29 = np.sum(t28, axis=(-2, -1))
-        grad_grad = t29 / t19
+        t21 = strides[2] * t20 - t16 + t8
+        t22 = _gather(grad_vjp_value, t21, -2)
+        t23 = t0[..., None]
+        t24 = strides[1] * t23 - t13 + t5
+        t25 = _gather(t22, t24, -4)
+        t26 = np.transpose(t25, (0, 1, 3, 5, 2, 4))
+        t27 = np.sum(t26, axis=(-2, -1))
+        grad_grad = t27 / t19
     else:
         raise ValueError(f"AvgPoolGrad: unsupported attributes padding={padding!r}")
     return grad_grad, None
@@ -1415,49 +1407,44 @@ def max_pool_grad_grad(
             t14 = np.arange(t13)
             t15 = strides[2] * t1 + t14
             t16 = _gather(input, t15, -2, fill=-np.inf)
-            t17 = np.arange(t8)
-            t18 = strides[1] * t7 + t17
-            t19 = _gather(t16, t18, -4, fill=-np.inf)
-            t20 = np.transpose(t19, (0, 5, 1, 3, 2, 4))
-            t21 = ext1[..., None, None]
-            t22 = _shift_right(
-                np.cumsum(np.asarray(t20 == t21, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            t17 = _gather(t16, t10, -4, fill=-np.inf)
+            t18 = np.transpose(t17, (0, 5, 1, 3, 2, 4))
+            t19 = ext1[..., None, None]
+            t20 = _shift_right(
+                np.cumsum(np.asarray(t18 == t19, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
             )
-            t23 = np.arange(t2)
-            t24 = strides[2] * t1 + t23
-            t25 = _gather(input, t24, -2, fill=-np.inf)
-            t26 = vjp_input_s5
-            t27 = np.arange(t26)
-            t28 = strides[1] * t7 + t27
-            t29 = _gather(t25, t28, -4, fill=-np.inf)
-            t30 = np.transpose(t29, (0, 5, 1, 3, 2, 4))
-            t31 = np.sum(np.asarray(t21 == t30, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t32 = _shift_right(np.cumsum(t31, axis=-2), axis=-2, fill=0)
-            affine1 = t22 + t32
-        t33 = np.arange(np.shape(grad)[-2])
-        t34 = t33[..., None]
-        t35 = ksize[2]
-        t36 = np.arange(t35)
-        t37 = strides[2] * t34 + t36
-        t38 = _gather(grad_vjp_input, t37, -2)
-        t39 = np.arange(np.shape(grad)[-3])
-        t40 = t39[..., None]
-        t41 = ksize[1]
-        t42 = np.arange(t41)
-        t43 = strides[1] * t40 + t42
-        t44 = _gather(t38, t43, -4)
-        t45 = np.transpose(t44, (0, 5, 1, 3, 2, 4))
-        t46 = _gather(input, t37, -2, fill=-np.inf)
-        t47 = _gather(t46, t43, -4, fill=-np.inf)
-        t48 = np.transpose(t47, (0, 5, 1, 3, 2, 4))
-        t49 = ext1[..., None, None]
-        t50 = np.where((affine1 == 0) & (t48 == t49), t45, 0)
-        t51 = np.transpose(t44, (0, 1, 3, 5, 2, 4))
-        t52 = np.transpose(t47, (0, 1, 3, 5, 2, 4))
-        t53 = np.transpose(ext1, (0, 2, 3, 1))
-        t54 = t53[..., None, None]
-        t55 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t52 == t54) & (t55 == 0), t51, 0), axis=(-2, -1))
+            t21 = vjp_input_s5
+            t22 = np.arange(t21)
+            t23 = strides[1] * t7 + t22
+            t24 = _gather(t5, t23, -4, fill=-np.inf)
+            t25 = np.transpose(t24, (0, 5, 1, 3, 2, 4))
+            t26 = np.sum(np.asarray(t19 == t25, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t27 = _shift_right(np.cumsum(t26, axis=-2), axis=-2, fill=0)
+            affine1 = t20 + t27
+        t28 = np.arange(np.shape(grad)[-2])
+        t29 = t28[..., None]
+        t30 = ksize[2]
+        t31 = np.arange(t30)
+        t32 = strides[2] * t29 + t31
+        t33 = _gather(grad_vjp_input, t32, -2)
+        t34 = np.arange(np.shape(grad)[-3])
+        t35 = t34[..., None]
+        t36 = ksize[1]
+        t37 = np.arange(t36)
+        t38 = strides[1] * t35 + t37
+        t39 = _gather(t33, t38, -4)
+        t40 = np.transpose(t39, (0, 5, 1, 3, 2, 4))
+        t41 = _gather(input, t32, -2, fill=-np.inf)
+        t42 = _gather(t41, t38, -4, fill=-np.inf)
+        t43 = np.transpose(t42, (0, 5, 1, 3, 2, 4))
+        t44 = ext1[..., None, None]
+        t45 = np.where((affine1 == 0) & (t43 == t44), t40, 0)
+        t46 = np.transpose(t39, (0, 1, 3, 5, 2, 4))
+        t47 = np.transpose(t42, (0, 1, 3, 5, 2, 4))
+        t48 = np.transpose(ext1, (0, 2, 3, 1))
+        t49 = t48[..., None, None]
+        t50 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t47 == t49) & (t50 == 0), t46, 0), axis=(-2, -1))
     elif padding == "SAME" and data_format == "NHWC":
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
@@ -1486,63 +1473,58 @@ def max_pool_grad_grad(
             t22 = np.arange(t21)
             t23 = strides[2] * t1 + t22 - t7
             t24 = _gather(input, t23, -2, fill=-np.inf)
-            t25 = np.arange(t12)
-            t26 = strides[1] * t11 - t17 + t25
-            t27 = _gather(t24, t26, -4, fill=-np.inf)
-            t28 = np.transpose(t27, (0, 5, 1, 3, 2, 4))
-            t29 = ext1[..., None, None]
-            t30 = _shift_right(
-                np.cumsum(np.asarray(t28 == t29, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            t25 = _gather(t24, t18, -4, fill=-np.inf)
+            t26 = np.transpose(t25, (0, 5, 1, 3, 2, 4))
+            t27 = ext1[..., None, None]
+            t28 = _shift_right(
+                np.cumsum(np.asarray(t26 == t27, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
             )
-            t31 = np.arange(t2)
-            t32 = strides[2] * t1 + t31 - t7
-            t33 = _gather(input, t32, -2, fill=-np.inf)
-            t34 = vjp_input_s5
-            t35 = np.arange(t34)
-            t36 = strides[1] * t11 - t17 + t35
-            t37 = _gather(t33, t36, -4, fill=-np.inf)
-            t38 = np.transpose(t37, (0, 5, 1, 3, 2, 4))
-            t39 = np.sum(np.asarray(t29 == t38, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t40 = _shift_right(np.cumsum(t39, axis=-2), axis=-2, fill=0)
-            affine1 = t30 + t40
-        t41 = np.arange(np.shape(grad)[-2])
-        t42 = t41[..., None]
-        t43 = ksize[2]
-        t44 = np.arange(t43)
-        t45 = np.shape(input)[-2]
-        t46 = -((-t45) // strides[2])
-        t47 = np.maximum(ksize[2] + strides[2] * t46 - strides[2] - t45, 0)
-        t48 = t47 // 2
-        t49 = strides[2] * t42 + t44 - t48
-        t50 = _gather(grad_vjp_input, t49, -2)
-        t51 = np.arange(np.shape(grad)[-3])
-        t52 = t51[..., None]
-        t53 = ksize[1]
-        t54 = np.arange(t53)
-        t55 = np.shape(input)[-3]
-        t56 = -((-t55) // strides[1])
-        t57 = np.maximum(ksize[1] + strides[1] * t56 - strides[1] - t55, 0)
+            t29 = vjp_input_s5
+            t30 = np.arange(t29)
+            t31 = strides[1] * t11 - t17 + t30
+            t32 = _gather(t9, t31, -4, fill=-np.inf)
+            t33 = np.transpose(t32, (0, 5, 1, 3, 2, 4))
+            t34 = np.sum(np.asarray(t27 == t33, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t35 = _shift_right(np.cumsum(t34, axis=-2), axis=-2, fill=0)
+            affine1 = t28 + t35
+        t36 = np.arange(np.shape(grad)[-2])
+        t37 = t36[..., None]
+        t38 = ksize[2]
+        t39 = np.arange(t38)
+        t40 = np.shape(input)[-2]
+        t41 = -((-t40) // strides[2])
+        t42 = np.maximum(ksize[2] + strides[2] * t41 - strides[2] - t40, 0)
+        t43 = t42 // 2
+        t44 = strides[2] * t37 + t39 - t43
+        t45 = _gather(grad_vjp_input, t44, -2)
+        t46 = np.arange(np.shape(grad)[-3])
+        t47 = t46[..., None]
+        t48 = ksize[1]
+        t49 = np.arange(t48)
+        t50 = np.shape(input)[-3]
+        t51 = -((-t50) // strides[1])
+        t52 = np.maximum(ksize[1] + strides[1] * t51 - strides[1] - t50, 0)
+        t53 = t52 // 2
+        t54 = strides[1] * t47 + t49 - t53
+        t55 = _gather(t45, t54, -4)
+        t56 = np.transpose(t55, (0, 5, 1, 3, 2, 4))
+        t57 = np.maximum(ksize[2] + strides[2] * (t41 - 1) - t40, 0)
         t58 = t57 // 2
-        t59 = strides[1] * t52 + t54 - t58
-        t60 = _gather(t50, t59, -4)
-        t61 = np.transpose(t60, (0, 5, 1, 3, 2, 4))
-        t62 = np.maximum(ksize[2] + strides[2] * (t46 - 1) - t45, 0)
-        t63 = t62 // 2
-        t64 = strides[2] * t42 + t44 - t63
-        t65 = _gather(input, t64, -2, fill=-np.inf)
-        t66 = np.maximum(ksize[1] + strides[1] * (t56 - 1) - t55, 0)
-        t67 = t66 // 2
-        t68 = strides[1] * t52 + t54 - t67
-        t69 = _gather(t65, t68, -4, fill=-np.inf)
-        t70 = np.transpose(t69, (0, 5, 1, 3, 2, 4))
-        t71 = ext1[..., None, None]
-        t72 = np.where((affine1 == 0) & (t70 == t71), t61, 0)
-        t73 = np.transpose(t60, (0, 1, 3, 5, 2, 4))
-        t74 = np.transpose(t69, (0, 1, 3, 5, 2, 4))
-        t75 = np.transpose(ext1, (0, 2, 3, 1))
-        t76 = t75[..., None, None]
-        t77 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t74 == t76) & (t77 == 0), t73, 0), axis=(-2, -1))
+        t59 = strides[2] * t37 + t39 - t58
+        t60 = _gather(input, t59, -2, fill=-np.inf)
+        t61 = np.maximum(ksize[1] + strides[1] * (t51 - 1) - t50, 0)
+        t62 = t61 // 2
+        t63 = strides[1] * t47 + t49 - t62
+        t64 = _gather(t60, t63, -4, fill=-np.inf)
+        t65 = np.transpose(t64, (0, 5, 1, 3, 2, 4))
+        t66 = ext1[..., None, None]
+        t67 = np.where((affine1 == 0) & (t65 == t66), t56, 0)
+        t68 = np.transpose(t55, (0, 1, 3, 5, 2, 4))
+        t69 = np.transpose(t64, (0, 1, 3, 5, 2, 4))
+        t70 = np.transpose(ext1, (0, 2, 3, 1))
+        t71 = t70[..., None, None]
+        t72 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t69 == t71) & (t72 == 0), t68, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1688,17 +1670,14 @@ def avg_pool3d_grad(grad, input, *, output=None, padding="VALID", ksize, strides
         t20 = grad[..., None, :, None, :, None, :]
         t21 = t20 / t19
         t22 = t7[..., None]
-        t23 = np.arange(t4)
-        t24 = strides[3] * t22 + t23
-        t25 = _scatter_add(t21, t24, 1, t16)  # no gather form: an explicit scatter-add
-        t26 = t2[..., None]
-        t27 = np.arange(t9)
-        t28 = strides[2] * t26 + t27
-        t29 = _scatter_add(t25, t28, 2, t15)  # no gather form: an explicit scatter-add
-        t30 = t0[..., None]
-        t31 = np.arange(t12)
-        t32 = strides[1] * t30 + t31
-        grad_input = _scatter_add(t29, t32, 3, t14)  # no gather form: an explicit scatter-add
+        t23 = strides[3] * t22 + t5
+        t24 = _scatter_add(t21, t23, 1, t16)  # no gather form: an explicit scatter-add
+        t25 = t2[..., None]
+        t26 = strides[2] * t25 + t10
+        t27 = _scatter_add(t24, t26, 2, t15)  # no gather form: an explicit scatter-add
+        t28 = t0[..., None]
+        t29 = strides[1] * t28 + t13
+        grad_input = _scatter_add(t27, t29, 3, t14)  # no gather form: an explicit scatter-add
     elif padding == "SAME":
         t0 = np.arange(np.shape(grad)[-4])
         t1 = t0[..., None, None, None, None, None]
@@ -1739,23 +1718,20 @@ def avg_pool3d_grad(grad, input, *, output=None, padding="VALID", ksize, strides
         t29 = grad[..., None, :, None, :, None, :]
         t30 = t29 / t28
         t31 = t7[..., None]
-        t32 = np.arange(t4)
-        t33 = np.maximum(ksize[3] + strides[3] * t20 - strides[3] - t16, 0)
-        t34 = t33 // 2
-        t35 = strides[3] * t31 + t32 - t34
-        t36 = _scatter_add(t30, t35, 1, t16)  # no gather form: an explicit scatter-add
-        t37 = t2[..., None]
-        t38 = np.arange(t9)
-        t39 = np.maximum(ksize[2] + strides[2] * t17 - strides[2] - t15, 0)
-        t40 = t39 // 2
-        t41 = strides[2] * t37 + t38 - t40
-        t42 = _scatter_add(t36, t41, 2, t15)  # no gather form: an explicit scatter-add
-        t43 = t0[..., None]
-        t44 = np.arange(t12)
-        t45 = np.maximum(ksize[1] + strides[1] * t23 - strides[1] - t14, 0)
-        t46 = t45 // 2
-        t47 = strides[1] * t43 + t44 - t46
-        grad_input = _scatter_add(t42, t47, 3, t14)  # no gather form: an explicit scatter-add
+        t32 = np.maximum(ksize[3] + strides[3] * t20 - strides[3] - t16, 0)
+        t33 = t32 // 2
+        t34 = strides[3] * t31 - t33 + t5
+        t35 = _scatter_add(t30, t34, 1, t16)  # no gather form: an explicit scatter-add
+        t36 = t2[..., None]
+        t37 = np.maximum(ksize[2] + strides[2] * t17 - strides[2] - t15, 0)
+        t38 = t37 // 2
+        t39 = strides[2] * t36 + t10 - t38
+        t40 = _scatter_add(t35, t39, 2, t15)  # no gather form: an explicit scatter-add
+        t41 = t0[..., None]
+        t42 = np.maximum(ksize[1] + strides[1] * t23 - strides[1] - t14, 0)
+        t43 = t42 // 2
+        t44 = strides[1] * t41 + t13 - t43
+        grad_input = _scatter_add(t40, t44, 3, t14)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return (grad_input,)
@@ -1794,20 +1770,17 @@ def avg_pool3d_grad_grad(
         t18 = t17[..., None, :, :, :]
         t19 = np.sum(np.asarray(t18, grad_vjp_input.dtype), axis=(-3, -2, -1))
         t20 = t4[..., None]
-        t21 = np.arange(t12)
-        t22 = strides[3] * t20 + t21
-        t23 = _gather(grad_vjp_input, t22, -2)
-        t24 = t2[..., None]
-        t25 = np.arange(t9)
-        t26 = strides[2] * t24 + t25
-        t27 = _gather(t23, t26, -4)
-        t28 = t0[..., None]
-        t29 = np.arange(t6)
-        t30 = strides[1] * t28 + t29
-        t31 = _gather(t27, t30, -6)
-        t32 = np.transpose(t31, (0, 1, 3, 5, 7, 2, 4, 6))
-        t33 = np.sum(t32, axis=(-3, -2, -1))
-        grad_grad = t33 / t19
+        t21 = strides[3] * t20 + t13
+        t22 = _gather(grad_vjp_input, t21, -2)
+        t23 = t2[..., None]
+        t24 = strides[2] * t23 + t10
+        t25 = _gather(t22, t24, -4)
+        t26 = t0[..., None]
+        t27 = strides[1] * t26 + t7
+        t28 = _gather(t25, t27, -6)
+        t29 = np.transpose(t28, (0, 1, 3, 5, 7, 2, 4, 6))
+        t30 = np.sum(t29, axis=(-3, -2, -1))
+        grad_grad = t30 / t19
     elif padding == "SAME":
         t0 = np.arange(np.shape(grad)[-4])
         t1 = t0[..., None, None, None, None, None]
@@ -1846,20 +1819,17 @@ def avg_pool3d_grad_grad(
         t27 = t26[..., None, :, :, :]
         t28 = np.sum(np.asarray(t27, grad_vjp_input.dtype), axis=(-3, -2, -1))
         t29 = t4[..., None]
-        t30 = np.arange(t12)
-        t31 = strides[3] * t29 - t25 + t30
-        t32 = _gather(grad_vjp_input, t31, -2)
-        t33 = t2[..., None]
-        t34 = np.arange(t9)
-        t35 = strides[2] * t33 - t22 + t34
-        t36 = _gather(t32, t35, -4)
-        t37 = t0[..., None]
-        t38 = np.arange(t6)
-        t39 = strides[1] * t37 - t19 + t38
-        t40 = _gather(t36, t39, -6)
-        t41 = np.transpose(t40, (0, 1, 3, 5, 7, 2, 4, 6))
-        t42 = np.sum(t41, axis=(-3, -2, -1))
-        grad_grad = t42 / t28
+        t30 = strides[3] * t29 + t13 - t25
+        t31 = _gather(grad_vjp_input, t30, -2)
+        t32 = t2[..., None]
+        t33 = strides[2] * t32 + t10 - t22
+        t34 = _gather(t31, t33, -4)
+        t35 = t0[..., None]
+        t36 = strides[1] * t35 - t19 + t7
+        t37 = _gather(t34, t36, -6)
+        t38 = np.transpose(t37, (0, 1, 3, 5, 7, 2, 4, 6))
+        t39 = np.sum(t38, axis=(-3, -2, -1))
+        grad_grad = t39 / t28
     else:
         raise ValueError(f"AvgPool3DGrad: unsupported attributes padding={padding!r}")
     return grad_grad, None
@@ -2001,49 +1971,44 @@ def max_pool_v2_grad_grad(
             t14 = np.arange(t13)
             t15 = strides[2] * t1 + t14
             t16 = _gather(input, t15, -2, fill=-np.inf)
-            t17 = np.arange(t8)
-            t18 = strides[1] * t7 + t17
-            t19 = _gather(t16, t18, -4, fill=-np.inf)
-            t20 = np.transpose(t19, (0, 5, 1, 3, 2, 4))
-            t21 = ext1[..., None, None]
-            t22 = _shift_right(
-                np.cumsum(np.asarray(t20 == t21, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            t17 = _gather(t16, t10, -4, fill=-np.inf)
+            t18 = np.transpose(t17, (0, 5, 1, 3, 2, 4))
+            t19 = ext1[..., None, None]
+            t20 = _shift_right(
+                np.cumsum(np.asarray(t18 == t19, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
             )
-            t23 = np.arange(t2)
-            t24 = strides[2] * t1 + t23
-            t25 = _gather(input, t24, -2, fill=-np.inf)
-            t26 = vjp_input_s5
-            t27 = np.arange(t26)
-            t28 = strides[1] * t7 + t27
-            t29 = _gather(t25, t28, -4, fill=-np.inf)
-            t30 = np.transpose(t29, (0, 5, 1, 3, 2, 4))
-            t31 = np.sum(np.asarray(t21 == t30, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t32 = _shift_right(np.cumsum(t31, axis=-2), axis=-2, fill=0)
-            affine1 = t22 + t32
-        t33 = np.arange(np.shape(grad)[-2])
-        t34 = t33[..., None]
-        t35 = ksize[2]
-        t36 = np.arange(t35)
-        t37 = strides[2] * t34 + t36
-        t38 = _gather(grad_vjp_input, t37, -2)
-        t39 = np.arange(np.shape(grad)[-3])
-        t40 = t39[..., None]
-        t41 = ksize[1]
-        t42 = np.arange(t41)
-        t43 = strides[1] * t40 + t42
-        t44 = _gather(t38, t43, -4)
-        t45 = np.transpose(t44, (0, 5, 1, 3, 2, 4))
-        t46 = _gather(input, t37, -2, fill=-np.inf)
-        t47 = _gather(t46, t43, -4, fill=-np.inf)
-        t48 = np.transpose(t47, (0, 5, 1, 3, 2, 4))
-        t49 = ext1[..., None, None]
-        t50 = np.where((affine1 == 0) & (t48 == t49), t45, 0)
-        t51 = np.transpose(t44, (0, 1, 3, 5, 2, 4))
-        t52 = np.transpose(t47, (0, 1, 3, 5, 2, 4))
-        t53 = np.transpose(ext1, (0, 2, 3, 1))
-        t54 = t53[..., None, None]
-        t55 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t52 == t54) & (t55 == 0), t51, 0), axis=(-2, -1))
+            t21 = vjp_input_s5
+            t22 = np.arange(t21)
+            t23 = strides[1] * t7 + t22
+            t24 = _gather(t5, t23, -4, fill=-np.inf)
+            t25 = np.transpose(t24, (0, 5, 1, 3, 2, 4))
+            t26 = np.sum(np.asarray(t19 == t25, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t27 = _shift_right(np.cumsum(t26, axis=-2), axis=-2, fill=0)
+            affine1 = t20 + t27
+        t28 = np.arange(np.shape(grad)[-2])
+        t29 = t28[..., None]
+        t30 = ksize[2]
+        t31 = np.arange(t30)
+        t32 = strides[2] * t29 + t31
+        t33 = _gather(grad_vjp_input, t32, -2)
+        t34 = np.arange(np.shape(grad)[-3])
+        t35 = t34[..., None]
+        t36 = ksize[1]
+        t37 = np.arange(t36)
+        t38 = strides[1] * t35 + t37
+        t39 = _gather(t33, t38, -4)
+        t40 = np.transpose(t39, (0, 5, 1, 3, 2, 4))
+        t41 = _gather(input, t32, -2, fill=-np.inf)
+        t42 = _gather(t41, t38, -4, fill=-np.inf)
+        t43 = np.transpose(t42, (0, 5, 1, 3, 2, 4))
+        t44 = ext1[..., None, None]
+        t45 = np.where((affine1 == 0) & (t43 == t44), t40, 0)
+        t46 = np.transpose(t39, (0, 1, 3, 5, 2, 4))
+        t47 = np.transpose(t42, (0, 1, 3, 5, 2, 4))
+        t48 = np.transpose(ext1, (0, 2, 3, 1))
+        t49 = t48[..., None, None]
+        t50 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t47 == t49) & (t50 == 0), t46, 0), axis=(-2, -1))
     elif padding == "SAME":
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
@@ -2072,63 +2037,58 @@ def max_pool_v2_grad_grad(
             t22 = np.arange(t21)
             t23 = strides[2] * t1 + t22 - t7
             t24 = _gather(input, t23, -2, fill=-np.inf)
-            t25 = np.arange(t12)
-            t26 = strides[1] * t11 - t17 + t25
-            t27 = _gather(t24, t26, -4, fill=-np.inf)
-            t28 = np.transpose(t27, (0, 5, 1, 3, 2, 4))
-            t29 = ext1[..., None, None]
-            t30 = _shift_right(
-                np.cumsum(np.asarray(t28 == t29, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            t25 = _gather(t24, t18, -4, fill=-np.inf)
+            t26 = np.transpose(t25, (0, 5, 1, 3, 2, 4))
+            t27 = ext1[..., None, None]
+            t28 = _shift_right(
+                np.cumsum(np.asarray(t26 == t27, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
             )
-            t31 = np.arange(t2)
-            t32 = strides[2] * t1 + t31 - t7
-            t33 = _gather(input, t32, -2, fill=-np.inf)
-            t34 = vjp_input_s5
-            t35 = np.arange(t34)
-            t36 = strides[1] * t11 - t17 + t35
-            t37 = _gather(t33, t36, -4, fill=-np.inf)
-            t38 = np.transpose(t37, (0, 5, 1, 3, 2, 4))
-            t39 = np.sum(np.asarray(t29 == t38, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t40 = _shift_right(np.cumsum(t39, axis=-2), axis=-2, fill=0)
-            affine1 = t30 + t40
-        t41 = np.arange(np.shape(grad)[-2])
-        t42 = t41[..., None]
-        t43 = ksize[2]
-        t44 = np.arange(t43)
-        t45 = np.shape(input)[-2]
-        t46 = -((-t45) // strides[2])
-        t47 = np.maximum(ksize[2] + strides[2] * t46 - strides[2] - t45, 0)
-        t48 = t47 // 2
-        t49 = strides[2] * t42 + t44 - t48
-        t50 = _gather(grad_vjp_input, t49, -2)
-        t51 = np.arange(np.shape(grad)[-3])
-        t52 = t51[..., None]
-        t53 = ksize[1]
-        t54 = np.arange(t53)
-        t55 = np.shape(input)[-3]
-        t56 = -((-t55) // strides[1])
-        t57 = np.maximum(ksize[1] + strides[1] * t56 - strides[1] - t55, 0)
+            t29 = vjp_input_s5
+            t30 = np.arange(t29)
+            t31 = strides[1] * t11 - t17 + t30
+            t32 = _gather(t9, t31, -4, fill=-np.inf)
+            t33 = np.transpose(t32, (0, 5, 1, 3, 2, 4))
+            t34 = np.sum(np.asarray(t27 == t33, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t35 = _shift_right(np.cumsum(t34, axis=-2), axis=-2, fill=0)
+            affine1 = t28 + t35
+        t36 = np.arange(np.shape(grad)[-2])
+        t37 = t36[..., None]
+        t38 = ksize[2]
+        t39 = np.arange(t38)
+        t40 = np.shape(input)[-2]
+        t41 = -((-t40) // strides[2])
+        t42 = np.maximum(ksize[2] + strides[2] * t41 - strides[2] - t40, 0)
+        t43 = t42 // 2
+        t44 = strides[2] * t37 + t39 - t43
+        t45 = _gather(grad_vjp_input, t44, -2)
+        t46 = np.arange(np.shape(grad)[-3])
+        t47 = t46[..., None]
+        t48 = ksize[1]
+        t49 = np.arange(t48)
+        t50 = np.shape(input)[-3]
+        t51 = -((-t50) // strides[1])
+        t52 = np.maximum(ksize[1] + strides[1] * t51 - strides[1] - t50, 0)
+        t53 = t52 // 2
+        t54 = strides[1] * t47 + t49 - t53
+        t55 = _gather(t45, t54, -4)
+        t56 = np.transpose(t55, (0, 5, 1, 3, 2, 4))
+        t57 = np.maximum(ksize[2] + strides[2] * (t41 - 1) - t40, 0)
         t58 = t57 // 2
-        t59 = strides[1] * t52 + t54 - t58
-        t60 = _gather(t50, t59, -4)
-        t61 = np.transpose(t60, (0, 5, 1, 3, 2, 4))
-        t62 = np.maximum(ksize[2] + strides[2] * (t46 - 1) - t45, 0)
-        t63 = t62 // 2
-        t64 = strides[2] * t42 + t44 - t63
-        t65 = _gather(input, t64, -2, fill=-np.inf)
-        t66 = np.maximum(ksize[1] + strides[1] * (t56 - 1) - t55, 0)
-        t67 = t66 // 2
-        t68 = strides[1] * t52 + t54 - t67
-        t69 = _gather(t65, t68, -4, fill=-np.inf)
-        t70 = np.transpose(t69, (0, 5, 1, 3, 2, 4))
-        t71 = ext1[..., None, None]
-        t72 = np.where((affine1 == 0) & (t70 == t71), t61, 0)
-        t73 = np.transpose(t60, (0, 1, 3, 5, 2, 4))
-        t74 = np.transpose(t69, (0, 1, 3, 5, 2, 4))
-        t75 = np.transpose(ext1, (0, 2, 3, 1))
-        t76 = t75[..., None, None]
-        t77 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t74 == t76) & (t77 == 0), t73, 0), axis=(-2, -1))
+        t59 = strides[2] * t37 + t39 - t58
+        t60 = _gather(input, t59, -2, fill=-np.inf)
+        t61 = np.maximum(ksize[1] + strides[1] * (t51 - 1) - t50, 0)
+        t62 = t61 // 2
+        t63 = strides[1] * t47 + t49 - t62
+        t64 = _gather(t60, t63, -4, fill=-np.inf)
+        t65 = np.transpose(t64, (0, 5, 1, 3, 2, 4))
+        t66 = ext1[..., None, None]
+        t67 = np.where((affine1 == 0) & (t65 == t66), t56, 0)
+        t68 = np.transpose(t55, (0, 1, 3, 5, 2, 4))
+        t69 = np.transpose(t64, (0, 1, 3, 5, 2, 4))
+        t70 = np.transpose(ext1, (0, 2, 3, 1))
+        t71 = t70[..., None, None]
+        t72 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t69 == t71) & (t72 == 0), t68, 0), axis=(-2, -1))
     else:
         raise ValueError(f"MaxPoolV2Grad: unsupported attributes padding={padding!r}")
     return grad_grad, None

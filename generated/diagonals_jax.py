@@ -161,7 +161,7 @@ def matrix_set_diag_vjp(grad, input, diagonal, *, output=None):
     t2 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
     grad_input = grad - t1 * t2
     grad_input = _sum_to_shape(grad_input, np.shape(input))
-    grad_diagonal = jnp.diagonal(grad, axis1=-2, axis2=-1)
+    grad_diagonal = t0
     grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     return grad_input, grad_diagonal
 
@@ -578,7 +578,7 @@ def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0):
         t2 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, np.shape(input))
-        grad_diagonal = jnp.diagonal(grad, axis1=-2, axis2=-1)
+        grad_diagonal = t0
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
@@ -627,7 +627,7 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
         t2 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, np.shape(input))
-        grad_diagonal = jnp.diagonal(grad, axis1=-2, axis2=-1)
+        grad_diagonal = t0
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")

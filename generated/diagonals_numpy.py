@@ -102,7 +102,7 @@ def matrix_set_diag_grad(grad, input, diagonal, *, output=None):
     t2 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
     grad_input = grad - t1 * t2
     grad_input = _sum_to_shape(grad_input, np.shape(input))
-    grad_diagonal = np.diagonal(grad, axis1=-2, axis2=-1)
+    grad_diagonal = t0
     grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     return grad_input, grad_diagonal
 
@@ -419,7 +419,7 @@ def matrix_set_diag_v2_grad(grad, input, diagonal, *, output=None, k=0):
         t2 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, np.shape(input))
-        grad_diagonal = np.diagonal(grad, axis1=-2, axis2=-1)
+        grad_diagonal = t0
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
@@ -469,7 +469,7 @@ def matrix_set_diag_v3_grad(grad, input, diagonal, *, output=None, k=0, align="R
         t2 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, np.shape(input))
-        grad_diagonal = np.diagonal(grad, axis1=-2, axis2=-1)
+        grad_diagonal = t0
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")

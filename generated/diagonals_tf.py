@@ -245,7 +245,7 @@ def matrix_set_diag_vjp(grad, input, diagonal, output):
     t2 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
     grad_input = grad - t1 * t2
     grad_input = _sum_to_shape(grad_input, input)
-    grad_diagonal = tf.linalg.diag_part(grad)
+    grad_diagonal = t0
     grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
     return grad_input, grad_diagonal
 
@@ -700,7 +700,7 @@ def matrix_set_diag_v2_vjp(grad, input, diagonal, output, *, k=0):
         t2 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, input)
-        grad_diagonal = tf.linalg.diag_part(grad)
+        grad_diagonal = t0
         grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
     else:
         raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
@@ -754,7 +754,7 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, output, *, k=0, align="RIGHT_L
         t2 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, input)
-        grad_diagonal = tf.linalg.diag_part(grad)
+        grad_diagonal = t0
         grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")

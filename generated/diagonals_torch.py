@@ -164,7 +164,7 @@ def matrix_set_diag_vjp(grad, input, diagonal, *, output=None):
     t2 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
     grad_input = grad - t1 * t2
     grad_input = _sum_to_shape(grad_input, np.shape(input))
-    grad_diagonal = torch.diagonal(grad, dim1=-2, dim2=-1)
+    grad_diagonal = t0
     grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     return grad_input, grad_diagonal
 
@@ -573,7 +573,7 @@ def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0):
         t2 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, np.shape(input))
-        grad_diagonal = torch.diagonal(grad, dim1=-2, dim2=-1)
+        grad_diagonal = t0
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
@@ -624,7 +624,7 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
         t2 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, np.shape(input))
-        grad_diagonal = torch.diagonal(grad, dim1=-2, dim2=-1)
+        grad_diagonal = t0
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")

@@ -200,9 +200,8 @@ def split_forward(value, *, num_split=2, axis=-1):
         t2 = t1
         t3 = jnp.arange(t2)
         output_0 = _gather(value, t3, -1)
-        t4 = jnp.arange(t2)
-        t5 = t1 + t4
-        output_1 = _gather(value, t5, -1)
+        t4 = t1 + t3
+        output_1 = _gather(value, t4, -1)
         output = (output_0, output_1)
     elif num_split == 2 and axis == -2:
         t0 = jnp.shape(value)[-2]
@@ -210,9 +209,8 @@ def split_forward(value, *, num_split=2, axis=-1):
         t2 = t1
         t3 = jnp.arange(t2)
         output_0 = _gather(value, t3, -2)
-        t4 = jnp.arange(t2)
-        t5 = t1 + t4
-        output_1 = _gather(value, t5, -2)
+        t4 = t1 + t3
+        output_1 = _gather(value, t4, -2)
         output = (output_0, output_1)
     elif num_split == 3 and axis == -1:
         t0 = jnp.shape(value)[-1]
@@ -220,12 +218,10 @@ def split_forward(value, *, num_split=2, axis=-1):
         t2 = t1
         t3 = jnp.arange(t2)
         output_0 = _gather(value, t3, -1)
-        t4 = jnp.arange(t2)
-        t5 = t1 + t4
-        output_1 = _gather(value, t5, -1)
-        t6 = jnp.arange(t2)
-        t7 = 2 * t1 + t6
-        output_2 = _gather(value, t7, -1)
+        t4 = t1 + t3
+        output_1 = _gather(value, t4, -1)
+        t5 = 2 * t1 + t3
+        output_2 = _gather(value, t5, -1)
         output = (output_0, output_1, output_2)
     elif num_split == 3 and axis == -2:
         t0 = jnp.shape(value)[-2]
@@ -233,12 +229,10 @@ def split_forward(value, *, num_split=2, axis=-1):
         t2 = t1
         t3 = jnp.arange(t2)
         output_0 = _gather(value, t3, -2)
-        t4 = jnp.arange(t2)
-        t5 = t1 + t4
-        output_1 = _gather(value, t5, -2)
-        t6 = jnp.arange(t2)
-        t7 = 2 * t1 + t6
-        output_2 = _gather(value, t7, -2)
+        t4 = t1 + t3
+        output_1 = _gather(value, t4, -2)
+        t5 = 2 * t1 + t3
+        output_2 = _gather(value, t5, -2)
         output = (output_0, output_1, output_2)
     else:
         raise ValueError(f"Split: unsupported attributes num_split={num_split!r}, axis={axis!r}")

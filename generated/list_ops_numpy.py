@@ -225,9 +225,8 @@ def split(value, *, num_split=2, axis=-1):
         t2 = t1
         t3 = np.arange(t2)
         output_0 = _gather(value, t3, -1)
-        t4 = np.arange(t2)
-        t5 = t1 + t4
-        output_1 = _gather(value, t5, -1)
+        t4 = t1 + t3
+        output_1 = _gather(value, t4, -1)
         output = (output_0, output_1)
     elif num_split == 2 and axis == -2:
         t0 = np.shape(value)[-2]
@@ -235,9 +234,8 @@ def split(value, *, num_split=2, axis=-1):
         t2 = t1
         t3 = np.arange(t2)
         output_0 = _gather(value, t3, -2)
-        t4 = np.arange(t2)
-        t5 = t1 + t4
-        output_1 = _gather(value, t5, -2)
+        t4 = t1 + t3
+        output_1 = _gather(value, t4, -2)
         output = (output_0, output_1)
     elif num_split == 3 and axis == -1:
         t0 = np.shape(value)[-1]
@@ -245,12 +243,10 @@ def split(value, *, num_split=2, axis=-1):
         t2 = t1
         t3 = np.arange(t2)
         output_0 = _gather(value, t3, -1)
-        t4 = np.arange(t2)
-        t5 = t1 + t4
-        output_1 = _gather(value, t5, -1)
-        t6 = np.arange(t2)
-        t7 = 2 * t1 + t6
-        output_2 = _gather(value, t7, -1)
+        t4 = t1 + t3
+        output_1 = _gather(value, t4, -1)
+        t5 = 2 * t1 + t3
+        output_2 = _gather(value, t5, -1)
         output = (output_0, output_1, output_2)
     elif num_split == 3 and axis == -2:
         t0 = np.shape(value)[-2]
@@ -258,12 +254,10 @@ def split(value, *, num_split=2, axis=-1):
         t2 = t1
         t3 = np.arange(t2)
         output_0 = _gather(value, t3, -2)
-        t4 = np.arange(t2)
-        t5 = t1 + t4
-        output_1 = _gather(value, t5, -2)
-        t6 = np.arange(t2)
-        t7 = 2 * t1 + t6
-        output_2 = _gather(value, t7, -2)
+        t4 = t1 + t3
+        output_1 = _gather(value, t4, -2)
+        t5 = 2 * t1 + t3
+        output_2 = _gather(value, t5, -2)
         output = (output_0, output_1, output_2)
     else:
         raise ValueError(f"Split: unsupported attributes num_split={num_split!r}, axis={axis!r}")
@@ -326,11 +320,10 @@ def split_grad_grad(grad_vjp_value, grad_output, value, *, vjp_value=None, num_s
         t0 = np.arange(np.shape(grad_output_0)[-1])
         grad_grad_output_0 = _gather(grad_vjp_value, t0, -1)
         grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
-        t1 = np.arange(np.shape(grad_output_0)[-1])
-        t2 = np.shape(value)[-1]
-        t3 = t2 // 2
-        t4 = t1 + t3
-        grad_grad_output_1 = _gather(grad_vjp_value, t4, -1)
+        t1 = np.shape(value)[-1]
+        t2 = t1 // 2
+        t3 = t0 + t2
+        grad_grad_output_1 = _gather(grad_vjp_value, t3, -1)
         grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
         grads = (grad_grad_output_0, grad_grad_output_1, None)
     elif num_split == 2 and axis == -2:
@@ -338,11 +331,10 @@ def split_grad_grad(grad_vjp_value, grad_output, value, *, vjp_value=None, num_s
         t0 = np.arange(np.shape(grad_output_0)[-2])
         grad_grad_output_0 = _gather(grad_vjp_value, t0, -2)
         grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
-        t1 = np.arange(np.shape(grad_output_0)[-2])
-        t2 = np.shape(value)[-2]
-        t3 = t2 // 2
-        t4 = t1 + t3
-        grad_grad_output_1 = _gather(grad_vjp_value, t4, -2)
+        t1 = np.shape(value)[-2]
+        t2 = t1 // 2
+        t3 = t0 + t2
+        grad_grad_output_1 = _gather(grad_vjp_value, t3, -2)
         grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
         grads = (grad_grad_output_0, grad_grad_output_1, None)
     elif num_split == 3 and axis == -1:
@@ -350,15 +342,13 @@ def split_grad_grad(grad_vjp_value, grad_output, value, *, vjp_value=None, num_s
         t0 = np.arange(np.shape(grad_output_0)[-1])
         grad_grad_output_0 = _gather(grad_vjp_value, t0, -1)
         grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
-        t1 = np.arange(np.shape(grad_output_0)[-1])
-        t2 = np.shape(value)[-1]
-        t3 = t2 // 3
-        t4 = t1 + t3
-        grad_grad_output_1 = _gather(grad_vjp_value, t4, -1)
+        t1 = np.shape(value)[-1]
+        t2 = t1 // 3
+        t3 = t0 + t2
+        grad_grad_output_1 = _gather(grad_vjp_value, t3, -1)
         grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
-        t5 = np.arange(np.shape(grad_output_0)[-1])
-        t6 = 2 * t3 + t5
-        grad_grad_output_2 = _gather(grad_vjp_value, t6, -1)
+        t4 = t0 + 2 * t2
+        grad_grad_output_2 = _gather(grad_vjp_value, t4, -1)
         grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
         grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
     elif num_split == 3 and axis == -2:
@@ -366,15 +356,13 @@ def split_grad_grad(grad_vjp_value, grad_output, value, *, vjp_value=None, num_s
         t0 = np.arange(np.shape(grad_output_0)[-2])
         grad_grad_output_0 = _gather(grad_vjp_value, t0, -2)
         grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
-        t1 = np.arange(np.shape(grad_output_0)[-2])
-        t2 = np.shape(value)[-2]
-        t3 = t2 // 3
-        t4 = t1 + t3
-        grad_grad_output_1 = _gather(grad_vjp_value, t4, -2)
+        t1 = np.shape(value)[-2]
+        t2 = t1 // 3
+        t3 = t0 + t2
+        grad_grad_output_1 = _gather(grad_vjp_value, t3, -2)
         grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
-        t5 = np.arange(np.shape(grad_output_0)[-2])
-        t6 = 2 * t3 + t5
-        grad_grad_output_2 = _gather(grad_vjp_value, t6, -2)
+        t4 = t0 + 2 * t2
+        grad_grad_output_2 = _gather(grad_vjp_value, t4, -2)
         grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
         grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
     else:

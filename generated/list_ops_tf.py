@@ -370,9 +370,8 @@ def split(value, *, num_split=2, axis=-1):
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             output_0 = _gather(value, t3, -1)
-            t4 = tf.range(tf.cast(t2, tf.int64))
-            t5 = t1 + t4
-            output_1 = _gather(value, t5, -1)
+            t4 = t1 + t3
+            output_1 = _gather(value, t4, -1)
             output = (output_0, output_1)
         elif num_split == 2 and axis == -2:
             t0 = tf.shape(value, out_type=tf.int64)[-2]
@@ -380,9 +379,8 @@ def split(value, *, num_split=2, axis=-1):
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             output_0 = _gather(value, t3, -2)
-            t4 = tf.range(tf.cast(t2, tf.int64))
-            t5 = t1 + t4
-            output_1 = _gather(value, t5, -2)
+            t4 = t1 + t3
+            output_1 = _gather(value, t4, -2)
             output = (output_0, output_1)
         elif num_split == 3 and axis == -1:
             t0 = tf.shape(value, out_type=tf.int64)[-1]
@@ -390,12 +388,10 @@ def split(value, *, num_split=2, axis=-1):
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             output_0 = _gather(value, t3, -1)
-            t4 = tf.range(tf.cast(t2, tf.int64))
-            t5 = t1 + t4
-            output_1 = _gather(value, t5, -1)
-            t6 = tf.range(tf.cast(t2, tf.int64))
-            t7 = 2 * t1 + t6
-            output_2 = _gather(value, t7, -1)
+            t4 = t1 + t3
+            output_1 = _gather(value, t4, -1)
+            t5 = 2 * t1 + t3
+            output_2 = _gather(value, t5, -1)
             output = (output_0, output_1, output_2)
         elif num_split == 3 and axis == -2:
             t0 = tf.shape(value, out_type=tf.int64)[-2]
@@ -403,12 +399,10 @@ def split(value, *, num_split=2, axis=-1):
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             output_0 = _gather(value, t3, -2)
-            t4 = tf.range(tf.cast(t2, tf.int64))
-            t5 = t1 + t4
-            output_1 = _gather(value, t5, -2)
-            t6 = tf.range(tf.cast(t2, tf.int64))
-            t7 = 2 * t1 + t6
-            output_2 = _gather(value, t7, -2)
+            t4 = t1 + t3
+            output_1 = _gather(value, t4, -2)
+            t5 = 2 * t1 + t3
+            output_2 = _gather(value, t5, -2)
             output = (output_0, output_1, output_2)
         else:
             raise ValueError(

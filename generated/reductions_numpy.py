@@ -1260,11 +1260,7 @@ def cumprod_grad_grad(
         t4 = _linear_scan(grad_prod1, x, axis=-1, exclusive=True, reverse=True)
         t5 = _shift_right(np.cumprod(x, axis=-1), axis=-1, fill=1)
         t6 = _linear_scan(grad_vjp_x * prod1, x, axis=-1, exclusive=True)
-        t7 = np.arange(np.shape(grad)[-1])
-        t8 = t7 + 1
-        t9 = _gather(x, t8, -1)
-        t10 = _linear_scan(grad, t9, axis=-1, reverse=True)
-        grad_x = t10 * t6 + t4 * t5
+        grad_x = t3 * t6 + t4 * t5
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -1 and not exclusive and reverse:
         if prod1 is None:
@@ -1283,11 +1279,7 @@ def cumprod_grad_grad(
             _shift_right(np.cumprod(np.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
         )
         t6 = _linear_scan(grad_vjp_x * prod1, x, axis=-1, exclusive=True, reverse=True)
-        t7 = np.arange(np.shape(grad)[-1])
-        t8 = t7 - 1
-        t9 = _gather(x, t8, -1)
-        t10 = _linear_scan(grad, t9, axis=-1)
-        grad_x = t10 * t6 + t4 * t5
+        grad_x = t3 * t6 + t4 * t5
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -1 and exclusive and not reverse:
         if prod1 is None:
@@ -1299,8 +1291,7 @@ def cumprod_grad_grad(
         t1 = _linear_scan(grad_prod1, x, axis=-1, exclusive=True, reverse=True)
         t2 = _shift_right(np.cumprod(x, axis=-1), axis=-1, fill=1)
         t3 = _linear_scan(grad_vjp_x * prod1, x, axis=-1, exclusive=True)
-        t4 = _linear_scan(grad, x, axis=-1, exclusive=True, reverse=True)
-        grad_x = t1 * t2 + t3 * t4
+        grad_x = t0 * t3 + t1 * t2
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -1 and exclusive and reverse:
         if prod1 is None:
@@ -1316,8 +1307,7 @@ def cumprod_grad_grad(
             _shift_right(np.cumprod(np.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
         )
         t3 = _linear_scan(grad_vjp_x * prod1, x, axis=-1, exclusive=True, reverse=True)
-        t4 = _linear_scan(grad, x, axis=-1, exclusive=True)
-        grad_x = t1 * t2 + t3 * t4
+        grad_x = t0 * t3 + t1 * t2
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -2 and not exclusive and not reverse:
         if prod1 is None:
@@ -1332,11 +1322,7 @@ def cumprod_grad_grad(
         t4 = _linear_scan(grad_prod1, x, axis=-2, exclusive=True, reverse=True)
         t5 = _shift_right(np.cumprod(x, axis=-2), axis=-2, fill=1)
         t6 = _linear_scan(grad_vjp_x * prod1, x, axis=-2, exclusive=True)
-        t7 = np.arange(np.shape(grad)[-2])
-        t8 = t7 + 1
-        t9 = _gather(x, t8, -2)
-        t10 = _linear_scan(grad, t9, axis=-2, reverse=True)
-        grad_x = t10 * t6 + t4 * t5
+        grad_x = t3 * t6 + t4 * t5
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -2 and not exclusive and reverse:
         if prod1 is None:
@@ -1355,11 +1341,7 @@ def cumprod_grad_grad(
             _shift_right(np.cumprod(np.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
         )
         t6 = _linear_scan(grad_vjp_x * prod1, x, axis=-2, exclusive=True, reverse=True)
-        t7 = np.arange(np.shape(grad)[-2])
-        t8 = t7 - 1
-        t9 = _gather(x, t8, -2)
-        t10 = _linear_scan(grad, t9, axis=-2)
-        grad_x = t10 * t6 + t4 * t5
+        grad_x = t3 * t6 + t4 * t5
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -2 and exclusive and not reverse:
         if prod1 is None:
@@ -1371,8 +1353,7 @@ def cumprod_grad_grad(
         t1 = _linear_scan(grad_prod1, x, axis=-2, exclusive=True, reverse=True)
         t2 = _shift_right(np.cumprod(x, axis=-2), axis=-2, fill=1)
         t3 = _linear_scan(grad_vjp_x * prod1, x, axis=-2, exclusive=True)
-        t4 = _linear_scan(grad, x, axis=-2, exclusive=True, reverse=True)
-        grad_x = t1 * t2 + t3 * t4
+        grad_x = t0 * t3 + t1 * t2
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -2 and exclusive and reverse:
         if prod1 is None:
@@ -1388,8 +1369,7 @@ def cumprod_grad_grad(
             _shift_right(np.cumprod(np.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
         )
         t3 = _linear_scan(grad_vjp_x * prod1, x, axis=-2, exclusive=True, reverse=True)
-        t4 = _linear_scan(grad, x, axis=-2, exclusive=True)
-        grad_x = t1 * t2 + t3 * t4
+        grad_x = t0 * t3 + t1 * t2
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -3 and not exclusive and not reverse:
         if prod1 is None:
@@ -1404,11 +1384,7 @@ def cumprod_grad_grad(
         t4 = _linear_scan(grad_prod1, x, axis=-3, exclusive=True, reverse=True)
         t5 = _shift_right(np.cumprod(x, axis=-3), axis=-3, fill=1)
         t6 = _linear_scan(grad_vjp_x * prod1, x, axis=-3, exclusive=True)
-        t7 = np.arange(np.shape(grad)[-3])
-        t8 = t7 + 1
-        t9 = _gather(x, t8, -3)
-        t10 = _linear_scan(grad, t9, axis=-3, reverse=True)
-        grad_x = t10 * t6 + t4 * t5
+        grad_x = t3 * t6 + t4 * t5
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -3 and not exclusive and reverse:
         if prod1 is None:
@@ -1427,11 +1403,7 @@ def cumprod_grad_grad(
             _shift_right(np.cumprod(np.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
         )
         t6 = _linear_scan(grad_vjp_x * prod1, x, axis=-3, exclusive=True, reverse=True)
-        t7 = np.arange(np.shape(grad)[-3])
-        t8 = t7 - 1
-        t9 = _gather(x, t8, -3)
-        t10 = _linear_scan(grad, t9, axis=-3)
-        grad_x = t10 * t6 + t4 * t5
+        grad_x = t3 * t6 + t4 * t5
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -3 and exclusive and not reverse:
         if prod1 is None:
@@ -1443,8 +1415,7 @@ def cumprod_grad_grad(
         t1 = _linear_scan(grad_prod1, x, axis=-3, exclusive=True, reverse=True)
         t2 = _shift_right(np.cumprod(x, axis=-3), axis=-3, fill=1)
         t3 = _linear_scan(grad_vjp_x * prod1, x, axis=-3, exclusive=True)
-        t4 = _linear_scan(grad, x, axis=-3, exclusive=True, reverse=True)
-        grad_x = t1 * t2 + t3 * t4
+        grad_x = t0 * t3 + t1 * t2
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -3 and exclusive and reverse:
         if prod1 is None:
@@ -1460,8 +1431,7 @@ def cumprod_grad_grad(
             _shift_right(np.cumprod(np.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
         )
         t3 = _linear_scan(grad_vjp_x * prod1, x, axis=-3, exclusive=True, reverse=True)
-        t4 = _linear_scan(grad, x, axis=-3, exclusive=True)
-        grad_x = t1 * t2 + t3 * t4
+        grad_x = t0 * t3 + t1 * t2
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     else:
         raise ValueError(
@@ -1573,41 +1543,35 @@ def cumulative_logsumexp_grad_grad(
             np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=-1
         )
         grad_lse1 = -grad * (-np.exp(-lse1 + t0) + np.exp(-lse1 + t1))
-        t2 = np.logaddexp.accumulate(
-            np.where(grad_vjp_x < 0, x + np.log(-grad_vjp_x), x - 1e30), axis=-1
-        )
-        t3 = np.logaddexp.accumulate(
-            np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=-1
-        )
-        grad_grad = -np.exp(-lse1 + t2) + np.exp(-lse1 + t3)
+        grad_grad = -np.exp(-lse1 + t0) + np.exp(-lse1 + t1)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t4 = np.flip(
+        t2 = np.flip(
             np.logaddexp.accumulate(
                 np.flip(np.where(grad < 0, -lse1 + np.log(-grad), -lse1 - 1e30), axis=-1), axis=-1
             ),
             axis=-1,
         )
-        t5 = np.flip(
+        t3 = np.flip(
             np.logaddexp.accumulate(
                 np.flip(np.where(grad > 0, -lse1 + np.log(grad), -lse1 - 1e30), axis=-1), axis=-1
             ),
             axis=-1,
         )
-        t6 = np.flip(
+        t4 = np.flip(
             np.logaddexp.accumulate(
                 np.flip(np.where(grad_lse1 < 0, -lse1 + np.log(-grad_lse1), -lse1 - 1e30), axis=-1),
                 axis=-1,
             ),
             axis=-1,
         )
-        t7 = np.flip(
+        t5 = np.flip(
             np.logaddexp.accumulate(
                 np.flip(np.where(grad_lse1 > 0, -lse1 + np.log(grad_lse1), -lse1 - 1e30), axis=-1),
                 axis=-1,
             ),
             axis=-1,
         )
-        grad_x = grad_vjp_x * (-np.exp(t4 + x) + np.exp(t5 + x)) - np.exp(t6 + x) + np.exp(t7 + x)
+        grad_x = grad_vjp_x * (-np.exp(t2 + x) + np.exp(t3 + x)) - np.exp(t4 + x) + np.exp(t5 + x)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -1 and reverse:
         if lse1 is None:
@@ -1627,35 +1591,21 @@ def cumulative_logsumexp_grad_grad(
             axis=-1,
         )
         grad_lse1 = -grad * (-np.exp(-lse1 + t0) + np.exp(-lse1 + t1))
-        t2 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(grad_vjp_x < 0, x + np.log(-grad_vjp_x), x - 1e30), axis=-1),
-                axis=-1,
-            ),
-            axis=-1,
-        )
-        t3 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=-1),
-                axis=-1,
-            ),
-            axis=-1,
-        )
-        grad_grad = -np.exp(-lse1 + t2) + np.exp(-lse1 + t3)
+        grad_grad = -np.exp(-lse1 + t0) + np.exp(-lse1 + t1)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t4 = np.logaddexp.accumulate(
+        t2 = np.logaddexp.accumulate(
             np.where(grad < 0, -lse1 + np.log(-grad), -lse1 - 1e30), axis=-1
         )
-        t5 = np.logaddexp.accumulate(
+        t3 = np.logaddexp.accumulate(
             np.where(grad > 0, -lse1 + np.log(grad), -lse1 - 1e30), axis=-1
         )
-        t6 = np.logaddexp.accumulate(
+        t4 = np.logaddexp.accumulate(
             np.where(grad_lse1 < 0, -lse1 + np.log(-grad_lse1), -lse1 - 1e30), axis=-1
         )
-        t7 = np.logaddexp.accumulate(
+        t5 = np.logaddexp.accumulate(
             np.where(grad_lse1 > 0, -lse1 + np.log(grad_lse1), -lse1 - 1e30), axis=-1
         )
-        grad_x = grad_vjp_x * (-np.exp(t4 + x) + np.exp(t5 + x)) - np.exp(t6 + x) + np.exp(t7 + x)
+        grad_x = grad_vjp_x * (-np.exp(t2 + x) + np.exp(t3 + x)) - np.exp(t4 + x) + np.exp(t5 + x)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -2 and not reverse:
         if lse1 is None:
@@ -1676,36 +1626,32 @@ def cumulative_logsumexp_grad_grad(
         )
         grad_grad = -np.exp(-t6 + t7) + np.exp(-t6 + t8)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t9 = np.einsum("...ab->...ba", lse1, optimize=True)
+        t9 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad < 0, -t6 + np.log(-grad), -t6 - 1e30), axis=-2), axis=-2
+            ),
+            axis=-2,
+        )
         t10 = np.flip(
             np.logaddexp.accumulate(
-                np.flip(np.where(grad < 0, -t9 + np.log(-grad), -t9 - 1e30), axis=-2), axis=-2
+                np.flip(np.where(grad > 0, -t6 + np.log(grad), -t6 - 1e30), axis=-2), axis=-2
             ),
             axis=-2,
         )
-        t11 = np.flip(
+        t11 = np.einsum("...ab->...ba", grad_lse1, optimize=True)
+        t12 = np.flip(
             np.logaddexp.accumulate(
-                np.flip(np.where(grad > 0, -t9 + np.log(grad), -t9 - 1e30), axis=-2), axis=-2
+                np.flip(np.where(t11 < 0, -t6 + np.log(-t11), -t6 - 1e30), axis=-2), axis=-2
             ),
             axis=-2,
         )
-        t12 = np.einsum("...ab->...ba", lse1, optimize=True)
-        t13 = np.einsum("...ab->...ba", grad_lse1, optimize=True)
-        t14 = np.flip(
+        t13 = np.flip(
             np.logaddexp.accumulate(
-                np.flip(np.where(t13 < 0, -t12 + np.log(-t13), -t12 - 1e30), axis=-2), axis=-2
+                np.flip(np.where(t11 > 0, -t6 + np.log(t11), -t6 - 1e30), axis=-2), axis=-2
             ),
             axis=-2,
         )
-        t15 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(t13 > 0, -t12 + np.log(t13), -t12 - 1e30), axis=-2), axis=-2
-            ),
-            axis=-2,
-        )
-        grad_x = (
-            grad_vjp_x * (-np.exp(t10 + x) + np.exp(t11 + x)) - np.exp(t14 + x) + np.exp(t15 + x)
-        )
+        grad_x = grad_vjp_x * (np.exp(t10 + x) - np.exp(t9 + x)) - np.exp(t12 + x) + np.exp(t13 + x)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -2 and reverse:
         if lse1 is None:
@@ -1744,16 +1690,12 @@ def cumulative_logsumexp_grad_grad(
         )
         grad_grad = -np.exp(-t6 + t7) + np.exp(-t6 + t8)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t9 = np.einsum("...ab->...ba", lse1, optimize=True)
-        t10 = np.logaddexp.accumulate(np.where(grad < 0, -t9 + np.log(-grad), -t9 - 1e30), axis=-2)
-        t11 = np.logaddexp.accumulate(np.where(grad > 0, -t9 + np.log(grad), -t9 - 1e30), axis=-2)
-        t12 = np.einsum("...ab->...ba", lse1, optimize=True)
-        t13 = np.einsum("...ab->...ba", grad_lse1, optimize=True)
-        t14 = np.logaddexp.accumulate(np.where(t13 < 0, -t12 + np.log(-t13), -t12 - 1e30), axis=-2)
-        t15 = np.logaddexp.accumulate(np.where(t13 > 0, -t12 + np.log(t13), -t12 - 1e30), axis=-2)
-        grad_x = (
-            grad_vjp_x * (-np.exp(t10 + x) + np.exp(t11 + x)) - np.exp(t14 + x) + np.exp(t15 + x)
-        )
+        t9 = np.logaddexp.accumulate(np.where(grad < 0, -t6 + np.log(-grad), -t6 - 1e30), axis=-2)
+        t10 = np.logaddexp.accumulate(np.where(grad > 0, -t6 + np.log(grad), -t6 - 1e30), axis=-2)
+        t11 = np.einsum("...ab->...ba", grad_lse1, optimize=True)
+        t12 = np.logaddexp.accumulate(np.where(t11 < 0, -t6 + np.log(-t11), -t6 - 1e30), axis=-2)
+        t13 = np.logaddexp.accumulate(np.where(t11 > 0, -t6 + np.log(t11), -t6 - 1e30), axis=-2)
+        grad_x = grad_vjp_x * (np.exp(t10 + x) - np.exp(t9 + x)) - np.exp(t12 + x) + np.exp(t13 + x)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -3 and not reverse:
         if lse1 is None:
@@ -1774,36 +1716,32 @@ def cumulative_logsumexp_grad_grad(
         )
         grad_grad = -np.exp(-t6 + t7) + np.exp(-t6 + t8)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t9 = np.einsum("...abc->...cab", lse1, optimize=True)
+        t9 = np.flip(
+            np.logaddexp.accumulate(
+                np.flip(np.where(grad < 0, -t6 + np.log(-grad), -t6 - 1e30), axis=-3), axis=-3
+            ),
+            axis=-3,
+        )
         t10 = np.flip(
             np.logaddexp.accumulate(
-                np.flip(np.where(grad < 0, -t9 + np.log(-grad), -t9 - 1e30), axis=-3), axis=-3
+                np.flip(np.where(grad > 0, -t6 + np.log(grad), -t6 - 1e30), axis=-3), axis=-3
             ),
             axis=-3,
         )
-        t11 = np.flip(
+        t11 = np.einsum("...abc->...cab", grad_lse1, optimize=True)
+        t12 = np.flip(
             np.logaddexp.accumulate(
-                np.flip(np.where(grad > 0, -t9 + np.log(grad), -t9 - 1e30), axis=-3), axis=-3
+                np.flip(np.where(t11 < 0, -t6 + np.log(-t11), -t6 - 1e30), axis=-3), axis=-3
             ),
             axis=-3,
         )
-        t12 = np.einsum("...abc->...cab", lse1, optimize=True)
-        t13 = np.einsum("...abc->...cab", grad_lse1, optimize=True)
-        t14 = np.flip(
+        t13 = np.flip(
             np.logaddexp.accumulate(
-                np.flip(np.where(t13 < 0, -t12 + np.log(-t13), -t12 - 1e30), axis=-3), axis=-3
+                np.flip(np.where(t11 > 0, -t6 + np.log(t11), -t6 - 1e30), axis=-3), axis=-3
             ),
             axis=-3,
         )
-        t15 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(t13 > 0, -t12 + np.log(t13), -t12 - 1e30), axis=-3), axis=-3
-            ),
-            axis=-3,
-        )
-        grad_x = (
-            grad_vjp_x * (-np.exp(t10 + x) + np.exp(t11 + x)) - np.exp(t14 + x) + np.exp(t15 + x)
-        )
+        grad_x = grad_vjp_x * (np.exp(t10 + x) - np.exp(t9 + x)) - np.exp(t12 + x) + np.exp(t13 + x)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     elif axis == -3 and reverse:
         if lse1 is None:
@@ -1842,16 +1780,12 @@ def cumulative_logsumexp_grad_grad(
         )
         grad_grad = -np.exp(-t6 + t7) + np.exp(-t6 + t8)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t9 = np.einsum("...abc->...cab", lse1, optimize=True)
-        t10 = np.logaddexp.accumulate(np.where(grad < 0, -t9 + np.log(-grad), -t9 - 1e30), axis=-3)
-        t11 = np.logaddexp.accumulate(np.where(grad > 0, -t9 + np.log(grad), -t9 - 1e30), axis=-3)
-        t12 = np.einsum("...abc->...cab", lse1, optimize=True)
-        t13 = np.einsum("...abc->...cab", grad_lse1, optimize=True)
-        t14 = np.logaddexp.accumulate(np.where(t13 < 0, -t12 + np.log(-t13), -t12 - 1e30), axis=-3)
-        t15 = np.logaddexp.accumulate(np.where(t13 > 0, -t12 + np.log(t13), -t12 - 1e30), axis=-3)
-        grad_x = (
-            grad_vjp_x * (-np.exp(t10 + x) + np.exp(t11 + x)) - np.exp(t14 + x) + np.exp(t15 + x)
-        )
+        t9 = np.logaddexp.accumulate(np.where(grad < 0, -t6 + np.log(-grad), -t6 - 1e30), axis=-3)
+        t10 = np.logaddexp.accumulate(np.where(grad > 0, -t6 + np.log(grad), -t6 - 1e30), axis=-3)
+        t11 = np.einsum("...abc->...cab", grad_lse1, optimize=True)
+        t12 = np.logaddexp.accumulate(np.where(t11 < 0, -t6 + np.log(-t11), -t6 - 1e30), axis=-3)
+        t13 = np.logaddexp.accumulate(np.where(t11 > 0, -t6 + np.log(t11), -t6 - 1e30), axis=-3)
+        grad_x = grad_vjp_x * (np.exp(t10 + x) - np.exp(t9 + x)) - np.exp(t12 + x) + np.exp(t13 + x)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     else:
         raise ValueError(

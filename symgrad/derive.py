@@ -29,7 +29,27 @@ class Term:
     sums: tuple[tuple[sp.Symbol, sp.Expr, sp.Expr], ...]  # (index, lowest, highest)
 
     def __str__(self) -> str:
-        return str(sp.Sum(self.factor, *self.sums)) if self.sums else str(self.factor)
+        return str(self.as_sum())
+
+    def as_sum(self) -> sp.Expr:
+        """`Sum(factor, *sums)`, a range bounded by another summed index inside that index's
+        sum (SymPy sums over its first limit innermost)."""
+        if not self.sums:
+            return self.factor
+        return sp.Sum(self.factor, *innermost_first(self.sums))
+
+
+def innermost_first(sums: tuple) -> tuple:
+    """The limits in order, but for a range bounded by another summed index, which goes
+    before (inside) that index's limit."""
+    ordered, pending = [], list(sums)
+    while pending:
+        bounds = lambda lim: sp.sympify(lim[1]).free_symbols | sp.sympify(lim[2]).free_symbols
+        named = set().union(*(bounds(lim) for lim in pending))
+        inner = next((lim for lim in pending if lim[0] not in named), pending[0])
+        ordered.append(inner)
+        pending.remove(inner)
+    return tuple(ordered)
 
 
 @dataclass(frozen=True)

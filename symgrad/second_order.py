@@ -180,7 +180,7 @@ def _summed(name: str, value) -> sp.Expr:
     """`value` (a `TensorValue`) as one expression, every index a reduction binds renamed
     apart (`<name>_s0`, ...): the gradient op's stages may bind one letter over two ranges
     (a product's partial products, a cumulative sum's)."""
-    expr = sp.Add(*[sp.Sum(t.factor, *t.sums) if t.sums else t.factor for t in value.terms])
+    expr = sp.Add(*[t.as_sum() for t in value.terms])
     count = itertools.count()
 
     def apart(reduction):

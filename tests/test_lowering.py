@@ -24,7 +24,7 @@ from symgrad.lowering.tensor import TensorLowering
 from symgrad.backends.numpy.printer import NumpyPrinter
 
 SIGNATURE = OpSignature("Example", "example", "", Location("ops/example.py", 3), False, False, ())
-i, j, k, n = sp.symbols("i j k n", integer=True)
+i, j, k, n, m = sp.symbols("i j k n m", integer=True)
 M, N, K = sp.symbols("M N K", integer=True, positive=True)
 a = sp.IndexedBase("a", shape=(M, K))
 b = sp.IndexedBase("b", shape=(K, N))
@@ -101,6 +101,8 @@ CASES = [
      lambda: [sum(ARRAYS["v"][m] * np.exp(ARRAYS["v"][p] - ARRAYS["v"][m]) for m in range(p, 4)) for p in range(4)]),
     (sp.Sum(a[i, k] * v[n], (k, 0, K - 1), (n, 0, K - 1)), (i,), "a product of sums over separate indices",
      lambda: ARRAYS["a"].sum(-1) * ARRAYS["v"].sum()),
+    (sp.Sum(a[i, m] * v[n], (n, m, K - 1), (m, 0, K - 1)), (i,), "a sum inside a sum whose index bounds its range",
+     lambda: [sum(ARRAYS["a"][r, p] * ARRAYS["v"][p:].sum() for p in range(4)) for r in range(3)]),
     # a cumulative product's gradient: sum_{n >= k} v[n] prod_{k < m <= n} a[i, m], and the
     # mirror image one short of k, read one entry off: sum_{n < k} v[n] prod_{n <= m < k - 1} a[i, m + 1]
     (sp.Sum(v[n] * product(a[i, j], (j, k + 1, n)), (n, k, K - 1)), (i, k),

@@ -82,6 +82,7 @@ SUM_RULES = (
     Rule("constant factors moved out", _always, sums.constant_factors_out),
     Rule("(an error: indices that are not axes here)", _always, sums.indices_outside),
     Rule("a product of sums over separate indices", _always, sums.separable),
+    Rule("a sum inside a sum whose index bounds its range", _always, sums.nested),
     Rule("a mask applied after the sum", _always, sums.into_branches),
     Rule("a sum of expanded terms", _always, sums.expanded_terms),
     Rule("a convolution kernel", _always, convolution.convolution),

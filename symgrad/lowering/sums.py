@@ -36,6 +36,22 @@ def separable(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
     return sp.Mul(*sums)
 
 
+def nested(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
+    """A Sum over k and s whose range of s starts or ends at k (a recurrence inside another):
+    the sum over s taken first, inside the sum over k, with the factors free of s outside
+    it. None when no range depends on another summed index."""
+    summed = {lim[0] for lim in expr.limits}
+    inner = [lim for lim in expr.limits if free_indices(sp.sympify(lim[1]) - sp.sympify(lim[2])) & summed]
+    outer = [lim for lim in expr.limits if lim not in inner]
+    if not inner or not outer:
+        return None
+    bound = {lim[0] for lim in inner}
+    factors = sp.Mul.make_args(expr.function)
+    inside = sp.Mul(*[f for f in factors if free_indices(f) & bound])
+    outside = sp.Mul(*[f for f in factors if not free_indices(f) & bound])
+    return lowering.array(sp.Sum(outside * sp.Sum(inside, *inner), *outer), axes)
+
+
 def _summed_groups(expr: sp.Sum) -> list[set]:
     """The summed indices, joined where a factor or a range's bound holds two of them."""
     summed = {lim[0] for lim in expr.limits}

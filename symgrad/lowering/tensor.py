@@ -11,6 +11,8 @@ array has more axes than the indices in play: never a Jacobian.
 
 from __future__ import annotations
 
+import dataclasses
+
 import sympy as sp
 
 from symgrad.declare import BATCH
@@ -48,7 +50,7 @@ def as_expression(value: TensorValue) -> sp.Expr:
         inside, outside = [], []
         for factor in sp.Mul.make_args(term.factor):
             (inside if factor.free_symbols & summed else outside).append(factor)
-        total += sp.Mul(*outside) * (sp.Sum(sp.Mul(*inside), *term.sums) if term.sums else sp.Mul(*inside))
+        total += sp.Mul(*outside) * dataclasses.replace(term, factor=sp.Mul(*inside)).as_sum()
     return sp.factor_terms(total)
 
 
@@ -170,10 +172,23 @@ class TensorLowering:
         return self.memo[key]
 
     def temp(self, value: Value) -> str:
-        """A new temporary holding `value`."""
+        """A temporary holding `value`: the one that already does (equal statements from
+        terms whose bound indices were named apart), else a new one."""
+        known = self._holding(value)
+        if known is not None:
+            return known
         name = f"{self.prefix}{self._temporaries()}"
         self.body.append(Assign(name, value))
         return name
+
+    def _holding(self, value: Value) -> str | None:
+        """The temporary this body assigned `value` to, where nothing it reads was assigned
+        again after it."""
+        for n, statement in enumerate(self.body):
+            if isinstance(statement, Assign) and statement.value == value and statement.target.startswith(self.prefix):
+                later = {s.target for s in statements(self.body[n + 1 :])}
+                return statement.target if not later & _names_in(value) else None
+        return None
 
     def _temporaries(self) -> int:
         """How many temporaries there are: the next one's number."""
@@ -302,3 +317,16 @@ def _axes_after(rank: int, first: int, count: int, groups: tuple) -> int:
     """How many axes follow the group of `count` indices at `first` (of `rank` indices) while
     the groups after it are still merged, one axis each."""
     return rank - first - count - sum(c - 1 for f, c in groups if f > first)
+
+
+def _names_in(value) -> set[str]:
+    """Every variable `value` names, for its values or its shapes (an iota reads a shape)."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, sp.Basic):
+        return {str(s) for s in value.free_symbols}
+    if isinstance(value, (tuple, list)):
+        return set().union(*(_names_in(v) for v in value))
+    if dataclasses.is_dataclass(value):
+        return set().union(*(_names_in(getattr(value, f.name)) for f in dataclasses.fields(value)))
+    return set()
