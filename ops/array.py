@@ -10,11 +10,11 @@ import itertools
 
 import sympy as sp
 
-from symgrad import const_input, const_ints, dims, indices, op, rank_of, tensor
+from symgrad import Axis, Input, Ints, RankOf, attr, dims, indices, op, tensor
 
 SIZES = dims("D0 D1 D2 D3")
 AXES = indices("i0 i1 i2 i3")
-RANK = rank_of("input", (1, 2, 3, 4))
+RANK = attr((1, 2, 3, 4), RankOf("input"))
 
 
 def per_axis(*rows):
@@ -25,7 +25,7 @@ def per_axis(*rows):
 
 @op(
     "Pad",
-    attrs={"rank": RANK, "paddings": const_ints(1)},
+    attrs={"rank": RANK, "paddings": attr(Ints(), Input(1))},
     samples={"paddings": per_axis([[1, 2], [0, 1], [2, 0], [1, 1]], [[0, 0]] * 4)},
 )
 def pad(rank, paddings):
@@ -37,7 +37,7 @@ def pad(rank, paddings):
 
 @op(
     "Slice",
-    attrs={"rank": RANK, "begin": const_ints(1), "size": const_ints(2)},
+    attrs={"rank": RANK, "begin": attr(Ints(), Input(1)), "size": attr(Ints(), Input(2))},
     samples={"begin": per_axis([1, 0, 1, 0], [0, 1, 0, 1]), "size": per_axis([1, -1, 2, 2], [-1] * 4)},
 )
 def slice(rank, begin, size):
@@ -53,7 +53,7 @@ REVERSED = tuple(c for n in (1, 2, 3) for c in itertools.combinations((-1, -2, -
 REVERSED = tuple(tuple(sorted(c)) for c in REVERSED)
 
 
-@op("ReverseV2", attrs={"axis": const_input(1, REVERSED, axis_of="tensor")})
+@op("ReverseV2", attrs={"axis": attr(Axis("tensor", REVERSED), Input(1))})
 def reverse_v2(axis):
     """The input with the order of entries along each axis of `axis` reversed."""
     depth = -min(axis)
@@ -68,7 +68,7 @@ PERMS = tuple(p for n in (2, 3) for p in itertools.permutations(range(n)) if p !
 PERMS += ((0, 3, 1, 2), (0, 2, 3, 1))
 
 
-@op("Transpose", attrs={"perm": const_input(1, PERMS)})
+@op("Transpose", attrs={"perm": attr(PERMS, Input(1))})
 def transpose(perm):
     """Axis n of the output is axis `perm[n]` of the input."""
     x = tensor("x", SIZES[: len(perm)])
@@ -101,9 +101,9 @@ def _strided_axis(size, begin, end, stride, begin_masked, end_masked):
     "StridedSlice",
     attrs={
         "rank": RANK,
-        "begin": const_ints(1),
-        "end": const_ints(2),
-        "strides": const_ints(3),
+        "begin": attr(Ints(), Input(1)),
+        "end": attr(Ints(), Input(2)),
+        "strides": attr(Ints(), Input(3)),
         "begin_mask": int,
         "end_mask": int,
         "shrink_axis_mask": (0, 1),

@@ -6,12 +6,12 @@ Declared once per rank of the input, 1 to 4, like ops/array.py's Pad.
 
 import sympy as sp
 
-from symgrad import const_ints, dims, indicator, indices, op, rank_of, tensor
+from symgrad import Input, Ints, RankOf, attr, dims, indicator, indices, op, tensor
 
 SIZES = dims("D0 D1 D2 D3")
 AXES = indices("i0 i1 i2 i3")
 COPIES = indices("r0 r1 r2 r3")
-RANK = rank_of("input", (1, 2, 3, 4))
+RANK = attr((1, 2, 3, 4), RankOf("input"))
 
 
 def _per_axis(*rows):
@@ -19,7 +19,7 @@ def _per_axis(*rows):
     return lambda rank: tuple(list(row[:rank]) for row in rows)
 
 
-@op("Tile", attrs={"rank": RANK, "multiples": const_ints(1)}, samples={"multiples": _per_axis([2, 1, 3, 1], [1, 3, 1, 2])})
+@op("Tile", attrs={"rank": RANK, "multiples": attr(Ints(), Input(1))}, samples={"multiples": _per_axis([2, 1, 3, 1], [1, 3, 1, 2])})
 def tile(rank, multiples):
     """`multiples[k]` copies of the input along axis k, which enumerates (copy, position)."""
     input = tensor("input", SIZES[:rank])
@@ -29,7 +29,7 @@ def tile(rank, multiples):
 
 @op(
     "MirrorPad",
-    attrs={"rank": RANK, "paddings": const_ints(1), "mode": ("REFLECT", "SYMMETRIC")},
+    attrs={"rank": RANK, "paddings": attr(Ints(), Input(1)), "mode": ("REFLECT", "SYMMETRIC")},
     samples={"paddings": _per_axis([[1, 0], [0, 1], [1, 1], [0, 0]], [[1, 1], [1, 0], [0, 0], [0, 1]])},
 )
 def mirror_pad(rank, paddings, mode):

@@ -10,7 +10,7 @@ modes fix the output size and the padding before the first element:
 
 import sympy as sp
 
-from symgrad import const_ints, dims, first_maximum, indicator, indices, ints, op, read_outside, tensor
+from symgrad import Input, Ints, attr, dims, first_maximum, indicator, indices, op, read_outside, tensor
 
 N, D, H, W, C, O, M = dims("N D H W C O M")
 KD, KH, KW = dims("KD KH KW")
@@ -34,7 +34,7 @@ def window(size, kernel, stride, dilation, padding, explicit=(0, 0)):
 
 @op(
     "Conv2D",
-    attrs={"strides": ints(4), "padding": PADDING, "explicit_paddings": ints(8), "dilations": ints(4)},
+    attrs={"strides": Ints(4), "padding": PADDING, "explicit_paddings": Ints(8), "dilations": Ints(4)},
     defaults=CONV_DEFAULTS,
     samples={
         "strides": ((1, 1, 1, 1), (1, 2, 3, 1)),
@@ -55,7 +55,7 @@ def conv2d(strides, padding, explicit_paddings, dilations):
 
 @op(
     "DepthwiseConv2dNative",
-    attrs={"strides": ints(4), "padding": PADDING, "explicit_paddings": ints(8), "dilations": ints(4)},
+    attrs={"strides": Ints(4), "padding": PADDING, "explicit_paddings": Ints(8), "dilations": Ints(4)},
     defaults=CONV_DEFAULTS,
     samples={"strides": ((1, 1, 1, 1), (1, 2, 2, 1)), "explicit_paddings": ((0, 0, 1, 2, 2, 0, 0, 0),)},
 )
@@ -70,7 +70,7 @@ def depthwise_conv2d_native(strides, padding, explicit_paddings, dilations):
     return {"output": ((n, (i, oh), (j, ow), (c, m)), total)}
 
 
-@op("ExtractImagePatches", attrs={"ksizes": ints(4), "strides": ints(4), "rates": ints(4), "padding": ("VALID", "SAME")})
+@op("ExtractImagePatches", attrs={"ksizes": Ints(4), "strides": Ints(4), "rates": Ints(4), "padding": ("VALID", "SAME")})
 def extract_image_patches(ksizes, strides, rates, padding):
     """Each window of the input as one channel axis, ordered (row, column, channel)."""
     images = tensor("images", (N, H, W, C))
@@ -82,7 +82,7 @@ def extract_image_patches(ksizes, strides, rates, padding):
 
 @op(
     "Conv3D",
-    attrs={"strides": ints(5), "padding": ("VALID", "SAME"), "dilations": ints(5)},
+    attrs={"strides": Ints(5), "padding": ("VALID", "SAME"), "dilations": Ints(5)},
     defaults={"dilations": (1, 1, 1, 1, 1)},
     samples={"strides": ((1, 1, 1, 1, 1), (1, 2, 1, 3, 1))},
 )
@@ -116,7 +116,7 @@ def _pool_window(name, ksize, strides, padding):
     return input[n, row, col, c], (n, (i, oh), (j, ow), c), sums, inside
 
 
-POOL_ATTRS = {"ksize": ints(4), "strides": ints(4), "padding": ("VALID", "SAME")}
+POOL_ATTRS = {"ksize": Ints(4), "strides": Ints(4), "padding": ("VALID", "SAME")}
 # windows of 2 by 2 taken 2 apart; then 3 by 2, and overlapping windows (strides 1 and 2)
 POOL_SAMPLES = {"ksize": ((1, 2, 2, 1), (1, 3, 2, 1)), "strides": ((1, 2, 2, 1), (1, 1, 2, 1))}
 
@@ -139,7 +139,7 @@ def max_pool(ksize, strides, padding, data_format):
 
 @op(
     "AvgPool3D",
-    attrs={"ksize": ints(5), "strides": ints(5), "padding": ("VALID", "SAME")},
+    attrs={"ksize": Ints(5), "strides": Ints(5), "padding": ("VALID", "SAME")},
     samples={"ksize": ((1, 2, 2, 2, 1),), "strides": ((1, 2, 2, 2, 1), (1, 1, 2, 1, 1))},
 )
 def avg_pool3d(ksize, strides, padding):
@@ -158,7 +158,7 @@ def avg_pool3d(ksize, strides, padding):
 
 @op(
     "MaxPoolV2",
-    attrs={"ksize": const_ints(1), "strides": const_ints(2), "padding": ("VALID", "SAME")},
+    attrs={"ksize": attr(Ints(), Input(1)), "strides": attr(Ints(), Input(2)), "padding": ("VALID", "SAME")},
     samples=POOL_SAMPLES,
 )
 def max_pool_v2(ksize, strides, padding):

@@ -2,7 +2,7 @@
 
 import sympy as sp
 
-from symgrad import const_input, dims, indices, op, scalar_input, tensor
+from symgrad import Input, attr, dims, indices, op, tensor
 
 N = dims("N")[0]
 i, j = indices("i j")
@@ -52,7 +52,7 @@ def diag_part():
     return {"diagonal": ((i,), input[i, i])}
 
 
-@op("MatrixBandPart", attrs={"num_lower": scalar_input(1), "num_upper": scalar_input(2)})
+@op("MatrixBandPart", attrs={"num_lower": attr(int, Input(1)), "num_upper": attr(int, Input(2))})
 def matrix_band_part(num_lower, num_upper):
     """The band of the last two axes: num_lower diagonals below, num_upper above (negative: all)."""
     M = dims("M")[0]
@@ -66,17 +66,17 @@ def matrix_band_part(num_lower, num_upper):
 # declared for the main diagonal (k = 0), sizes from the input (-1) and padding 0, where they
 # are MatrixDiag, MatrixDiagPart and MatrixSetDiag. V3 adds `align`, which a single diagonal
 # does not need.
-K0 = const_input(1, (0,))
+K0 = attr((0,), Input(1))
 ALIGN = ("RIGHT_LEFT",)
 
 
-@op("MatrixDiagPartV2", attrs={"k": K0, "padding_value": const_input(2, (0,))})
+@op("MatrixDiagPartV2", attrs={"k": K0, "padding_value": attr((0,), Input(2))})
 def matrix_diag_part_v2(k, padding_value):
     """The main diagonal of the last two axes."""
     return matrix_diag_part.fn()
 
 
-@op("MatrixDiagPartV3", attrs={"k": K0, "padding_value": const_input(2, (0,)), "align": ALIGN})
+@op("MatrixDiagPartV3", attrs={"k": K0, "padding_value": attr((0,), Input(2)), "align": ALIGN})
 def matrix_diag_part_v3(k, padding_value, align):
     """The main diagonal of the last two axes."""
     return matrix_diag_part.fn()
@@ -84,9 +84,9 @@ def matrix_diag_part_v3(k, padding_value, align):
 
 DIAG_V2 = {
     "k": K0,
-    "num_rows": const_input(2, (-1,)),
-    "num_cols": const_input(3, (-1,)),
-    "padding_value": const_input(4, (0,)),
+    "num_rows": attr((-1,), Input(2)),
+    "num_cols": attr((-1,), Input(3)),
+    "padding_value": attr((0,), Input(4)),
 }
 
 
@@ -102,13 +102,13 @@ def matrix_diag_v3(k, num_rows, num_cols, padding_value, align):
     return matrix_diag.fn()
 
 
-@op("MatrixSetDiagV2", attrs={"k": const_input(2, (0,))})
+@op("MatrixSetDiagV2", attrs={"k": attr((0,), Input(2))})
 def matrix_set_diag_v2(k):
     """input with the main diagonal of its last two axes replaced by `diagonal`."""
     return matrix_set_diag.fn()
 
 
-@op("MatrixSetDiagV3", attrs={"k": const_input(2, (0,)), "align": ALIGN})
+@op("MatrixSetDiagV3", attrs={"k": attr((0,), Input(2)), "align": ALIGN})
 def matrix_set_diag_v3(k, align):
     """input with the main diagonal of its last two axes replaced by `diagonal`."""
     return matrix_set_diag.fn()

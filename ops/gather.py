@@ -7,13 +7,13 @@ with `KroneckerDelta(s, segment_ids[i])` is a segment sum, and is lowered as a s
 
 import sympy as sp
 
-from symgrad import const_input, const_ints, dims, indices, op, rank_of, scalar_input, tensor
+from symgrad import Input, Ints, SizeOf, attr, dims, indices, op, tensor
 
 N, P, Q, K = dims("N P Q K")
 i, p, q, s = indices("i p q s")
 
 
-@op("GatherV2", attrs={"axis": const_input(2, (0,))})
+@op("GatherV2", attrs={"axis": attr((0,), Input(2))})
 def gather_v2(axis):
     """Rows of a matrix at indices of any rank (axis 0, batch_dims 0): an embedding lookup."""
     params = tensor("params", (N, P))
@@ -29,7 +29,7 @@ def gather():
     return {"output": ((..., p), params[positions[...], p])}
 
 
-@op("GatherNd", attrs={"depth": rank_of("indices", (1, 2), axis=-1)})
+@op("GatherNd", attrs={"depth": attr((1, 2), SizeOf("indices", -1))})
 def gather_nd(depth):
     """Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes
     that each row of `indices` holds (batch_dims 0)."""
@@ -40,7 +40,7 @@ def gather_nd(depth):
     return {"output": ((...,) + rest, params[at + rest])}
 
 
-@op("ScatterNd", attrs={"shape": const_ints(2)}, samples={"shape": ((5, 3),)})
+@op("ScatterNd", attrs={"shape": attr(Ints(), Input(2))}, samples={"shape": ((5, 3),)})
 def scatter_nd(shape):
     """Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up."""
     positions = tensor("indices", (K, 1), integer=True)
@@ -49,7 +49,7 @@ def scatter_nd(shape):
     return {"output": (((s, shape[0]), p), total)}
 
 
-@op("UnsortedSegmentSum", attrs={"num_segments": scalar_input(2)}, samples={"num_segments": (4,)})
+@op("UnsortedSegmentSum", attrs={"num_segments": attr(int, Input(2))}, samples={"num_segments": (4,)})
 def unsorted_segment_sum(num_segments):
     """Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows."""
     data = tensor("data", (K, P))

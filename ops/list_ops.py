@@ -1,7 +1,7 @@
 """Ops that take or return a list of tensors: ConcatV2, Pack, Unpack, Split, SplitV, AddN.
 
 A list input is declared with `op(variadic="values")` and one `tensor("values_<k>", ...)` per
-tensor, its length an enumerated attribute `length_of("values")` (TensorFlow's `N`, which
+tensor, its length an enumerated attribute `attr(..., LengthOf("values"))` (TensorFlow's `N`, which
 TensorFlow infers from the list); a list output is returned as a list of (indices, expression)
 pairs. Concatenation and splitting are index maps that read zero outside the tensor (entry k
 shifted by the sizes before it), so every gradient is a gather of the upstream gradient.
@@ -11,7 +11,7 @@ unstacking reads position k: their gradients are a gather at one position and a 
 
 import sympy as sp
 
-from symgrad import axis_attr, const_input, const_ints, dims, indices, length_of, op, tensor
+from symgrad import Axis, Input, Ints, LengthOf, attr, dims, indices, op, tensor
 
 P = dims("P")[0]
 SIZES = dims("D0 D1 D2")
@@ -26,7 +26,7 @@ def _offsets(sizes):
 
 @op(
     "ConcatV2",
-    attrs={"N": length_of("values", (2, 3)), "axis": const_input(-1, (-1, -2), axis_of="values")},
+    attrs={"N": attr((2, 3), LengthOf("values")), "axis": attr(Axis("values", (-1, -2)), Input(-1))},
     variadic="values",
 )
 def concat_v2(N, axis):
@@ -51,7 +51,7 @@ def _pieces(axis, value, sizes, starts):
     return pieces
 
 
-@op("Split", attrs={"num_split": (2, 3), "axis": const_input(0, (-1, -2), axis_of="value")})
+@op("Split", attrs={"num_split": (2, 3), "axis": attr(Axis("value", (-1, -2)), Input(0))})
 def split(num_split, axis):
     """`value` cut along `axis` into `num_split` pieces of equal size."""
     D = SIZES[0]
@@ -64,8 +64,8 @@ def split(num_split, axis):
     "SplitV",
     attrs={
         "num_split": (2, 3),
-        "size_splits": const_ints(1),
-        "axis": const_input(2, (-1, -2), axis_of="value"),
+        "size_splits": attr(Ints(), Input(1)),
+        "axis": attr(Axis("value", (-1, -2)), Input(2)),
     },
     samples={"size_splits": lambda num_split: ([2] * (num_split - 1) + [-1], [-1] + [2] * (num_split - 1))},
 )
@@ -96,7 +96,7 @@ def _inserted(items, axis, item):
 
 @op(
     "Pack",
-    attrs={"N": length_of("values", (2, 3)), "axis": axis_attr((-1, -2, -3), "values", inserted=True)},
+    attrs={"N": attr((2, 3), LengthOf("values")), "axis": Axis("values", (-1, -2, -3), inserted=True)},
     variadic="values",
 )
 def pack(N, axis):
@@ -112,7 +112,7 @@ def pack(N, axis):
     return {"output": (out, sum(sp.KroneckerDelta(c, k) * x for k, x in enumerate(entries)))}
 
 
-@op("Unpack", attrs={"num": (2, 3), "axis": axis_attr((-1, -2, -3), "value")})
+@op("Unpack", attrs={"num": (2, 3), "axis": Axis("value", (-1, -2, -3))})
 def unpack(num, axis):
     """`value` taken apart along axis `axis` (of `num` entries), that axis dropped.
 
@@ -124,7 +124,7 @@ def unpack(num, axis):
     return {"output": [(out, value[(...,) + _inserted(AXES[: len(trailing)], axis, k)]) for k in range(num)]}
 
 
-@op("AddN", attrs={"N": length_of("inputs", (2, 3))}, variadic="inputs", complex=True)
+@op("AddN", attrs={"N": attr((2, 3), LengthOf("inputs"))}, variadic="inputs", complex=True)
 def add_n(N):
     """The sum of the tensors of `inputs`, all of one shape."""
     inputs = [tensor(f"inputs_{k}", (..., P)) for k in range(N)]

@@ -8,11 +8,11 @@ negative at run time); a list of axes raises. `keep_dims` keeps the reduced axis
 
 import sympy as sp
 
-from symgrad import const_input, dims, indices, maximum, minimum, op, product, stop_gradient, tensor
+from symgrad import Axis, Input, attr, dims, indices, maximum, minimum, op, product, stop_gradient, tensor
 
 N, P, Q = dims("N P Q")
 i, k, p, q = indices("i k p q")
-AXIS = const_input(1, (-1, -2, -3), axis_of="input")
+AXIS = attr(Axis("input", (-1, -2, -3)), Input(1))
 TRAILING = ((p, P), (q, Q))  # indices and sizes of the axes after the reduced one
 
 
@@ -69,7 +69,7 @@ def reduce_log_sum_exp():
     return {"output": ((...,), largest + sp.log(sp.Sum(sp.exp(x[..., k] - largest), (k, 0, N - 1))))}
 
 
-@op("Cumsum", attrs={"axis": const_input(1, (-1, -2, -3), axis_of="x"), "exclusive": bool, "reverse": bool})
+@op("Cumsum", attrs={"axis": attr(Axis("x", (-1, -2, -3)), Input(1)), "exclusive": bool, "reverse": bool})
 def cumsum(axis, exclusive, reverse):
     """Cumulative sum along one axis; `exclusive` leaves each element out of its sum."""
     x, trailing = _input("x", axis)
@@ -101,7 +101,7 @@ def reduce_min(axis, keep_dims):
     return {"output": (_reduced(keep_dims, trailing), minimum(_entry(x, k, trailing), (k, 0, N - 1)))}
 
 
-@op("Cumprod", attrs={"axis": const_input(1, (-1, -2, -3), axis_of="x"), "exclusive": bool, "reverse": bool})
+@op("Cumprod", attrs={"axis": attr(Axis("x", (-1, -2, -3)), Input(1)), "exclusive": bool, "reverse": bool})
 def cumprod(axis, exclusive, reverse):
     """Cumulative product along one axis; its gradient is finite where entries are zero."""
     x, trailing = _input("x", axis)
@@ -112,7 +112,7 @@ def cumprod(axis, exclusive, reverse):
     return {"out": ((..., i) + trailing, product(_entry(x, k, trailing), (k, first, last)))}
 
 
-@op("CumulativeLogsumexp", attrs={"axis": const_input(1, (-1, -2, -3), axis_of="x"), "reverse": bool})
+@op("CumulativeLogsumexp", attrs={"axis": attr(Axis("x", (-1, -2, -3)), Input(1)), "reverse": bool})
 def cumulative_logsumexp(axis, reverse):
     """log of the cumulative sum of exp along one axis, computed in log space.
 

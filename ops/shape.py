@@ -2,13 +2,13 @@
 or more, an axis among the last three); BroadcastTo: the input broadcast to a shape given as a
 constant input, an elementwise op whose gradient is summed over the broadcast axes."""
 
-from symgrad import const_input, const_ints, dims, elementwise, indices, op, tensor
+from symgrad import Input, Ints, attr, dims, elementwise, indices, op, tensor
 
 P, Q = dims("P Q")
 p, q = indices("p q")
 
 
-@op("ExpandDims", attrs={"axis": const_input(1, (-1, -2, -3))})
+@op("ExpandDims", attrs={"axis": attr((-1, -2, -3), Input(1))})
 def expand_dims(axis):
     """The input with a size-1 axis inserted at `axis` (counted from the end of the output)."""
     x = tensor("input", (..., P, Q))
@@ -19,7 +19,7 @@ def expand_dims(axis):
 
 @elementwise(
     "BroadcastTo",
-    attrs={"shape": const_ints(1)},
+    attrs={"shape": attr(Ints(), Input(1))},
     broadcast_to="shape",
     outputs=("output",),
     samples={"shape": ((2, 3, 4), (3, 1, 2))},

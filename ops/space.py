@@ -5,7 +5,7 @@ indexed as two axes, and an output axis enumerates a group of indices, so the fo
 gradient are reshapes and a transpose.
 """
 
-from symgrad import dims, indices, ints, op, tensor
+from symgrad import dims, indices, op, tensor
 
 N, H, W, C = dims("N H W C")
 n, i, j, c, a, b = indices("n i j c a b")

@@ -13,20 +13,25 @@ __version__ = "0.1.0"
 
 _DECLARE = (
     "all_entries",
-    "axis_attr",
-    "const_input",
-    "const_ints",
     "dims",
     "elementwise",
     "indices",
-    "ints",
-    "length_of",
     "op",
-    "rank_of",
-    "scalar_input",
     "stage",
     "stop_gradient",
     "tensor",
+)
+_ATTRIBUTES = (
+    "Attribute",
+    "Axis",
+    "Choice",
+    "Input",
+    "Ints",
+    "LengthOf",
+    "Number",
+    "RankOf",
+    "SizeOf",
+    "attr",
 )
 _FUNCTIONS = (
     "exact_div",
@@ -37,22 +42,16 @@ _FUNCTIONS = (
     "product",
     "read_outside",
 )
-__all__ = sorted(_DECLARE + _FUNCTIONS) + ["__version__"]
+__all__ = sorted(_DECLARE + _ATTRIBUTES + _FUNCTIONS) + ["__version__"]
 
 if TYPE_CHECKING:
+    from symgrad.attributes import Attribute, Axis, Choice, Input, Ints, LengthOf, Number, RankOf, SizeOf, attr
     from symgrad.declare import (
         all_entries,
-        axis_attr,
-        const_input,
-        const_ints,
         dims,
         elementwise,
         indices,
-        ints,
-        length_of,
         op,
-        rank_of,
-        scalar_input,
         stage,
         stop_gradient,
         tensor,
@@ -69,7 +68,8 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str):
-    module = "symgrad.declare" if name in _DECLARE else "symgrad.functions" if name in _FUNCTIONS else None
+    modules = {"symgrad.declare": _DECLARE, "symgrad.attributes": _ATTRIBUTES, "symgrad.functions": _FUNCTIONS}
+    module = next((m for m, names in modules.items() if name in names), None)
     if module is None:
         raise AttributeError(f"module 'symgrad' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)

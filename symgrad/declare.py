@@ -7,8 +7,9 @@ An op file declares ops with two decorators:
 * `@op("MatMul", attrs=...)` on a function of the op's enumerated attributes that creates
   its input tensors with `tensor()` and returns `{output: (free_indices, expression)}`.
 
-Attributes are enumerated (`bool`, or a tuple of strings: one derivation per combination) or
-numeric (`float`, `int`: a symbol in the derivation, read at run time).
+Attributes (`symgrad.attributes`) are enumerated (`bool`, a tuple of values, an axis: one
+derivation per combination) or numeric (`float`, `int`, integers: a symbol in the derivation,
+read at run time).
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from __future__ import annotations
 import contextvars
 import inspect
 import itertools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import sympy as sp
 
+from symgrad.attributes import Attr, AttributeGroups, make_attrs, with_samples
 from symgrad.errors import DeclarationError
 
 ELEMENTWISE = "elementwise"
@@ -36,67 +38,6 @@ class Location:
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
-
-
-@dataclass(frozen=True)
-class Attr:
-    """An op attribute, named as TensorFlow names it (`op.get_attr(name)`)."""
-
-    name: str  # attribute name
-    kind: Any  # bool, float, int, or a tuple of allowed values
-    default: Any  # default value in generated signatures (None: required)
-    input_position: int | None = None  # set for a constant input (see `const_input`)
-    axis_of: str | None = None  # for a constant axis input: the input it is an axis of
-    rank_of: str | None = None  # for `rank_of`: the input whose rank this is (not a parameter)
-    size_axis: int | None = None  # for `rank_of(..., axis=)`: the axis whose static size it is
-    length_of: str | None = None  # for `length_of`: the list input whose length this is (ditto)
-    axis_inserted: bool = False  # `axis_of`'s axis is of a result with one axis more (Pack's)
-    samples: Any = field(default=None, compare=False)  # values to verify with (`op(samples=)`)
-
-    @property
-    def enumerated(self) -> bool:
-        return self.kind is bool or isinstance(self.kind, tuple)
-
-    @property
-    def values(self) -> tuple:
-        return (False, True) if self.kind is bool else tuple(self.kind)
-
-    @property
-    def symbol(self) -> sp.Symbol:
-        return sp.Symbol(self.name, real=True)
-
-    @property
-    def value_in_declaration(self):
-        """What the declaration function is given: a symbol, or a tuple of them for `ints(n)`."""
-        if isinstance(self.kind, IntList):
-            return tuple(sp.Symbol(f"{self.name}[{n}]", real=True) for n in range(self.kind.length))
-        if isinstance(self.kind, ConstInts):
-            return IntSymbols(self.name)
-        return self.symbol
-
-    @property
-    def is_list_input(self) -> bool:
-        """A constant input read as a (nested) list of integers (`const_ints`)."""
-        return isinstance(self.kind, ConstInts)
-
-
-class AttributeGroups:
-    """The groups of an op's attributes that generated code treats alike (a mixin for a class
-    with `attrs`, every attribute in declaration order)."""
-
-    @property
-    def enumerated_attrs(self) -> tuple[Attr, ...]:
-        return tuple(a for a in self.attrs if a.enumerated)
-
-    @property
-    def parameter_attrs(self) -> tuple[Attr, ...]:
-        """The enumerated attributes callers pass (not those read from an input's rank or a
-        list input's length)."""
-        return tuple(a for a in self.enumerated_attrs if a.rank_of is None and a.length_of is None)
-
-    @property
-    def numeric_attrs(self) -> tuple[Attr, ...]:
-        return tuple(a for a in self.attrs if not a.enumerated)
 
 
 @dataclass(frozen=True)
@@ -321,7 +262,7 @@ def op(
     `variadic` names the op's list input (Einsum's `inputs`, ConcatV2's `values`): its
     tensors are declared as `tensor("values_0", ...)`, `tensor("values_1", ...)`, ..., as many
     as the variant has, and they must be the op's only tensor inputs (constant inputs may come
-    before or after them: `const_input(-1, ...)` is the input after the list). An output
+    before or after them: `Input(-1)` is the input after the list). An output
     returned as a list of `(indices, expression)` pairs is a list output (Unpack's `output`),
     which must be the op's only output.
 
@@ -347,7 +288,7 @@ def elementwise(
 ):
     """Declare an elementwise op: `fn(*inputs, **attrs)` returns a scalar expression.
 
-    `broadcast_to` names a `const_ints` attribute holding a shape the inputs are broadcast to
+    `broadcast_to` names an `attr(Ints(), Input(position))` attribute holding a shape the inputs are broadcast to
     (BroadcastTo's `shape`): the output has that shape, and each gradient is summed back to
     its input's shape, as for inputs that broadcast with each other.
     """
@@ -360,12 +301,12 @@ def elementwise(
 def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=None, samples=None, broadcast_to=None):
     def wrap(fn: Callable) -> OpDecl:
         location = Location(fn.__code__.co_filename, fn.__code__.co_firstlineno)
-        attr_objs = _make_attrs(name, location, attrs or {}, defaults or {}, variadic)
+        attr_objs = make_attrs(name, location, attrs or {}, defaults or {}, variadic)
         if broadcast_to is not None and not any(a.name == broadcast_to and a.is_list_input for a in attr_objs):
             raise DeclarationError(
-                f"broadcast_to names a const_ints attribute, got {broadcast_to!r}", name, location
+                f"broadcast_to names an attr(Ints(), Input(position)) attribute, got {broadcast_to!r}", name, location
             )
-        attr_objs = _with_samples(name, location, attr_objs, samples or {})
+        attr_objs = with_samples(name, location, attr_objs, samples or {})
         params = list(inspect.signature(fn).parameters)
         attr_names = [a.name for a in attr_objs]
         inputs = tuple(p for p in params if p not in attr_names)
@@ -386,210 +327,6 @@ def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=N
         return decl
 
     return wrap
-
-
-@dataclass(frozen=True)
-class ConstInput:
-    """A tensor input whose value must be known when the graph is built (a reduction axis)."""
-
-    position: int  # its place among the op's inputs (`op.inputs[position]`)
-    values: tuple  # the values declared, one derivation each
-    axis_of: str | None  # the input it is an axis of: non-negative values are made negative
-
-
-def const_input(position: int, values, *, axis_of: str | None = None) -> ConstInput:
-    """An attribute TensorFlow passes as constant input `position` (Sum's `axis`): enumerated
-    like an attribute, read with `tf.get_static_value`, and given a `None` gradient.
-
-    With `axis_of`, the value is an axis of that input: declare negative axes (they work for
-    every rank), and a non-negative axis is turned into its negative twin at run time.
-    """
-    return ConstInput(position, tuple(values), axis_of)
-
-
-@dataclass(frozen=True)
-class IntList:
-    """A list-of-integers attribute of known length (Conv2D's `strides`)."""
-
-    length: int  # how many integers
-
-    def __repr__(self) -> str:
-        return f"ints({self.length})"
-
-
-def ints(length: int) -> IntList:
-    """An attribute holding `length` integers (`strides`, `dilations`, `explicit_paddings`):
-    the declaration gets a tuple of symbols, read from the attribute's list at run time."""
-    return IntList(length)
-
-
-@dataclass(frozen=True)
-class ScalarInput:
-    """A scalar tensor input used as a number at run time (MatrixBandPart's `num_lower`)."""
-
-    position: int  # its place among the op's inputs (`op.inputs[position]`)
-
-
-def scalar_input(position: int) -> ScalarInput:
-    """An attribute TensorFlow passes as scalar input `position`: a symbol in the derivation,
-    read from the tensor at run time (it need not be constant), given a `None` gradient."""
-    return ScalarInput(position)
-
-
-@dataclass(frozen=True)
-class ConstInts:
-    """A constant integer tensor input read as numbers at run time (Pad's `paddings`)."""
-
-    position: int  # its place among the op's inputs (`op.inputs[position]`)
-
-    def __repr__(self) -> str:
-        return f"const_ints({self.position})"
-
-
-def const_ints(position: int) -> ConstInts:
-    """An integer tensor TensorFlow passes as constant input `position` (Pad's `paddings`,
-    Slice's `begin`): the declaration indexes it like the list it is (`paddings[k][0]`, a
-    symbol each), the generated code reads it with `tf.get_static_value`; gradient None."""
-    return ConstInts(position)
-
-
-class IntSymbols(sp.Symbol):
-    """`name[k][m]...`: a symbol that indexes into further symbols, as deep as the declaration
-    goes (the value of a `const_ints` input: `paddings[1][0]`)."""
-
-    _iterable = False  # indexable, but not a sequence: SymPy must not iterate it
-    __iter__ = None
-
-    def __new__(cls, name: str):
-        return super().__new__(cls, name, real=True)
-
-    def __getnewargs_ex__(self):
-        return ((self.name,), {})
-
-    def __getitem__(self, k: int) -> "IntSymbols":
-        if not isinstance(k, int):
-            raise DeclarationError(f"{self.name} is indexed with Python integers, got {k!r}")
-        return IntSymbols(f"{self.name}[{k}]")
-
-
-@dataclass(frozen=True)
-class AxisAttr:
-    """An enumerated integer attribute that is an axis (Unpack's `axis`, Pack's)."""
-
-    values: tuple[int, ...]  # the axes declared, negative
-    of: str  # the input it is an axis of (for a list input: of each of its tensors)
-    inserted: bool  # an axis of the output, which has one axis more than `of` (Pack's)
-
-
-def axis_attr(values, of: str, *, inserted: bool = False) -> AxisAttr:
-    """An attribute holding an axis of input `of` (with `inserted`, of the output, one axis
-    longer: the new axis of a stack), enumerated over `values`: declare negative axes, which
-    work for every rank; a non-negative axis is turned into its negative twin at run time."""
-    return AxisAttr(tuple(values), of, inserted)
-
-
-@dataclass(frozen=True)
-class LengthOf:
-    """An enumerated attribute that is the length of a list input (ConcatV2's `N`)."""
-
-    input: str  # the list input (`op(variadic=...)`) whose length it is
-    values: tuple[int, ...]  # the lengths declared
-
-
-def length_of(input: str, values=(1, 2, 3)) -> LengthOf:
-    """The number of tensors in list input `input` (TensorFlow's `N`), enumerated over `values`
-    (one derivation each, dispatched on at run time); not a parameter of the generated
-    functions, nor passed to TensorFlow, which infers it from the list."""
-    return LengthOf(input, tuple(values))
-
-
-@dataclass(frozen=True)
-class RankOf:
-    """An enumerated attribute that is the rank of an input: one derivation per rank."""
-
-    input: str  # the input whose rank it is
-    values: tuple[int, ...]  # the ranks declared
-    axis: int | None = None  # the axis whose size it is instead (GatherNd's index depth)
-
-
-def rank_of(input: str, values=(1, 2, 3, 4), *, axis: int | None = None) -> RankOf:
-    """The rank of input `input`, enumerated over `values` like an attribute (one derivation
-    each, dispatched on at run time); not a parameter of the generated functions. With
-    `axis`, the size of that axis instead, known when the graph is built (an index depth)."""
-    return RankOf(input, tuple(values), axis)
-
-
-def _make_attrs(op_name, location, attrs: dict, defaults: dict, variadic=None) -> tuple[Attr, ...]:
-    result = []
-    for attr_name, kind in attrs.items():
-        if isinstance(kind, RankOf):
-            result.append(Attr(attr_name, kind.values, kind.values[0], rank_of=kind.input, size_axis=kind.axis))
-            continue
-        if isinstance(kind, AxisAttr):
-            default = defaults.get(attr_name, kind.values[0])
-            result.append(Attr(attr_name, kind.values, default, axis_of=kind.of, axis_inserted=kind.inserted))
-            continue
-        if isinstance(kind, LengthOf):
-            if kind.input != variadic:
-                raise DeclarationError(
-                    f"length_of({kind.input!r}) names no list input (op(variadic=...)), got variadic={variadic!r}",
-                    op_name,
-                    location,
-                )
-            result.append(Attr(attr_name, kind.values, kind.values[0], length_of=kind.input))
-            continue
-        if isinstance(kind, ConstInts):
-            result.append(Attr(attr_name, kind, defaults.get(attr_name), kind.position))
-            continue
-        if isinstance(kind, ScalarInput):
-            result.append(Attr(attr_name, int, defaults.get(attr_name), kind.position))
-            continue
-        if isinstance(kind, ConstInput):
-            default = defaults.get(attr_name, kind.values[0])
-            result.append(Attr(attr_name, kind.values, default, kind.position, kind.axis_of))
-            continue
-        ok = kind in (bool, float, int) or isinstance(kind, IntList) or (
-            isinstance(kind, tuple) and kind and (all(isinstance(v, str) for v in kind) or all(type(v) is int for v in kind))
-        )
-        if not ok:
-            raise DeclarationError(
-                f"attribute {attr_name!r} must be bool, float, int, ints(n) or a tuple of strings or of ints, got {kind!r}",
-                op_name,
-                location,
-            )
-        if attr_name in defaults:
-            default = defaults[attr_name]
-        else:
-            default = False if kind is bool else kind[0] if isinstance(kind, tuple) else None
-        result.append(Attr(attr_name, kind, default))
-    unknown = sorted(set(defaults) - set(attrs))
-    if unknown:
-        raise DeclarationError(f"defaults given for undeclared attributes {unknown}", op_name, location)
-    return tuple(result)
-
-
-def _with_samples(op_name, location, attrs: tuple[Attr, ...], samples: dict) -> tuple[Attr, ...]:
-    """`attrs` with the sample values of `samples` (numeric attributes only)."""
-    numeric = {a.name for a in attrs if not a.enumerated}
-    unknown = sorted(set(samples) - numeric)
-    if unknown:
-        raise DeclarationError(
-            f"samples given for {unknown}, which are not numeric attributes", op_name, location
-        )
-    for attr_name, values in samples.items():
-        if not callable(values) and not (isinstance(values, (tuple, list)) and values):
-            raise DeclarationError(
-                f"samples of {attr_name!r} must be a non-empty tuple of values or a function of "
-                f"the enumerated attributes, got {values!r}",
-                op_name,
-                location,
-            )
-    return tuple(
-        replace(a, samples=samples[a.name] if callable(samples[a.name]) else tuple(samples[a.name]))
-        if a.name in samples
-        else a
-        for a in attrs
-    )
 
 
 # --- instantiation -------------------------------------------------------------------------
@@ -656,7 +393,7 @@ def _instantiate_index(decl, attr_values, kwargs) -> OpVariant:
 
 def _check_list_input(decl: OpDecl, attr_values, inputs) -> None:
     """A list input's tensors are the op's only ones, `<list>_0`, `<list>_1`, ... in order, as
-    many as an attribute `length_of(<list>)` says."""
+    many as an attribute `attr(..., LengthOf(<list>))` says."""
     if decl.variadic is None:
         return
     names = [t.name for t in inputs]

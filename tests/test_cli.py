@@ -281,7 +281,7 @@ BAD_INPUTS = {
         def spread(x):
             return x
         """,
-        ["Spread", ":{@elementwise}", "broadcast_to names a const_ints attribute, got 'shape'"],
+        ["Spread", ":{@elementwise}", "broadcast_to names an attr(Ints(), Input(position)) attribute, got 'shape'"],
     ),
 }
 

@@ -156,16 +156,16 @@ def test_list_declarations_are_checked():
     error naming the op."""
     import sympy as sp
 
-    from symgrad import dims, indices, length_of, op, tensor
+    from symgrad import LengthOf, attr, dims, indices, op, tensor
     from symgrad.declare import instantiate
     from symgrad.errors import DeclarationError
 
     (D,) = dims("D")
     (i,) = indices("i")
     with pytest.raises(DeclarationError, match="names no list input"):
-        op("Bad", attrs={"N": length_of("values", (2,))})(lambda N: None)
+        op("Bad", attrs={"N": attr((2,), LengthOf("values"))})(lambda N: None)
 
-    @op("AddN", attrs={"N": length_of("inputs", (2,))}, variadic="inputs")
+    @op("AddN", attrs={"N": attr((2,), LengthOf("inputs"))}, variadic="inputs")
     def extra_tensor(N):
         xs = [tensor(f"inputs_{k}", (D,)) for k in range(N)] + [tensor("bias", (D,))]
         return {"sum": ((i,), sum(x[i] for x in xs))}
@@ -173,7 +173,7 @@ def test_list_declarations_are_checked():
     with pytest.raises(DeclarationError, match="only tensor inputs"):
         instantiate(extra_tensor, (("N", 2),))
 
-    @op("AddN", attrs={"N": length_of("inputs", (3,))}, variadic="inputs")
+    @op("AddN", attrs={"N": attr((3,), LengthOf("inputs"))}, variadic="inputs")
     def short(N):
         xs = [tensor(f"inputs_{k}", (D,)) for k in range(2)]
         return {"sum": ((i,), sum(x[i] for x in xs))}

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from symgrad.declare import ELEMENTWISE, Attr, AttributeGroups, Location, OpDecl
+from symgrad.attributes import Attr, AttributeGroups
+from symgrad.declare import ELEMENTWISE, Location, OpDecl
 
 
 @dataclass(frozen=True)

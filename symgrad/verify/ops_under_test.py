@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from symgrad.declare import ConstInts, IntList, OpDecl, instantiate
+from symgrad.attributes import Ints
+from symgrad.declare import OpDecl, instantiate
 from symgrad.errors import SymgradError
 from symgrad.load import check_unique, load_op_file, op_file_paths
 from symgrad.targets import MODULE_SUFFIX
@@ -261,20 +262,20 @@ def _samples(attr, values: dict) -> tuple:
 
 def numeric_value(attr, op_name: str = "") -> Any:
     """A float attribute is set off its default (so an implementation that ignores it shows),
-    to a value exact in float32, the type TensorFlow stores float attributes in; an `ints(n)`
+    to a value exact in float32, the type TensorFlow stores float attributes in; an `Ints(n)`
     attribute without a default is n ones (unit strides); another integer is 2.
 
     Raises:
         SymgradError: a constant integer input without a default (its values depend on the
             input's shape: declare `samples`).
     """
-    if attr.kind is float:
+    if attr.is_float:
         return float(np.float32(0.75 if attr.default is None else attr.default + 0.05))
     if attr.default is not None:
         return attr.default
-    if isinstance(attr.kind, IntList):
-        return (1,) * attr.kind.length
-    if isinstance(attr.kind, ConstInts):
+    if isinstance(attr.use, Ints) and attr.use.length is not None:
+        return (1,) * attr.use.length
+    if attr.is_list_input:
         raise SymgradError(
             f"no values to verify with for {attr.name!r} (a constant input without a default): "
             f"declare them with samples={{{attr.name!r}: ...}}",
