@@ -16,12 +16,14 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from symgrad.cache import Cache, CachedOp, cache_key, default_cache_dir
-from symgrad.declare import OpDecl, instantiate
+from symgrad.declare import OpDecl
+from symgrad.instantiate import instantiate
 from symgrad.derive import derive
 from symgrad.errors import LoweringError, SymgradError
 from symgrad.ir import LinearSecondOrder, OpCode
 from symgrad.load import OpFile, check_unique, load_op_file, op_file_paths
-from symgrad.lowering import OpSignature, lower_op
+from symgrad.lowering.op import lower_op
+from symgrad.lowering.signature import OpSignature
 from symgrad.processes import start_method
 from symgrad.render import render_module
 from symgrad.second_order import PREFIX, complex_form, derive_second_order, linear_inputs

@@ -79,7 +79,7 @@ def test_the_old_helpers_are_gone():
 
 def test_an_op_declared_with_them_derives(tmp_path):
     """A reduction over an axis passed as a constant input, as a user declares one."""
-    from symgrad.declare import instantiate
+    from symgrad.instantiate import instantiate
     from symgrad.derive import derive
 
     @op("MySum", attrs={"axis": attr(Axis("x", (-1,)), Input(1))})

@@ -157,7 +157,7 @@ def test_list_declarations_are_checked():
     import sympy as sp
 
     from symgrad import LengthOf, attr, dims, indices, op, tensor
-    from symgrad.declare import instantiate
+    from symgrad.instantiate import instantiate
     from symgrad.errors import DeclarationError
 
     (D,) = dims("D")

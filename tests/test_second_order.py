@@ -11,7 +11,7 @@ import sympy as sp
 from symgrad import elementwise, stop_gradient
 from symgrad.verify.cases import for_dtype, make_cases
 from symgrad.verify.check import stopped_inputs
-from symgrad.declare import instantiate
+from symgrad.instantiate import instantiate
 from symgrad.derive import derive, grad_names
 from symgrad.verify.ops_under_test import load_derived
 from symgrad.verify.cases import bound_forward, sampled

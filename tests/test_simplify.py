@@ -12,7 +12,7 @@ import scipy.special
 import sympy as sp
 
 from symgrad import elementwise
-from symgrad.declare import instantiate
+from symgrad.instantiate import instantiate
 from symgrad.derive import derive
 from symgrad.functions import has_partial_function, recomputed_or_reused, safe_where, sigmoid
 from symgrad.fused import KERNELS

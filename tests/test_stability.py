@@ -11,7 +11,7 @@ import scipy.special
 import sympy as sp
 
 from symgrad import elementwise
-from symgrad.declare import instantiate
+from symgrad.instantiate import instantiate
 from symgrad.derive import derive
 from symgrad.functions import logsumexp, sigmoid, softplus, split_exp
 from symgrad.stability import (

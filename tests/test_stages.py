@@ -287,7 +287,7 @@ def test_a_stage_without_a_size_is_a_declaration_error(tmp_path):
             return {"y": ((i,), s[i, 0])}
     """))
     (decl,) = load_op_file(tmp_path / "bad.py").ops
-    from symgrad.declare import instantiate
+    from symgrad.instantiate import instantiate
 
     with pytest.raises(DeclarationError, match=r"stage 's': index j subscripts no tensor axis"):
         instantiate(decl, ())

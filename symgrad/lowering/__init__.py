@@ -5,9 +5,7 @@ lowered by a `tensor.TensorLowering`, which owns alignment and temporaries and a
 ordered table of `rules` (one module per kind of math: `entries`, `sums`, `reductions`,
 `contraction`, `convolution`, `scatters`, `indices`); `staged` lowers the forward stages a
 gradient reads, recomputed apart unless they are passed.
+
+The package imports none of its modules: each is imported by name (`symgrad.lowering.op`),
+so that the rule modules can import the package's others without a cycle through it.
 """
-
-from symgrad.lowering.op import lower_op
-from symgrad.lowering.signature import OpSignature
-
-__all__ = ["OpSignature", "lower_op"]

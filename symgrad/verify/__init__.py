@@ -6,10 +6,13 @@ only those above it):
 | module | its one job |
 | --- | --- |
 | `ops_under_test` | each declaration with its generated modules, imported |
-| `cases` | the inputs an op is compared on: shapes, edge values, broadcasting, batch axes |
-| `compare` | two gradients compared element by element, with tolerances and findings |
-| `sources` | where a gradient comes from: a generated module, TensorFlow's registry, a user's file |
+| `shapes` | the shapes an op is compared on: sizes per dimension, batch axes, broadcasting |
+| `cases` | the inputs an op is compared on: values in its domain, edge values |
+| `compare` | two gradients compared element by element, with findings |
+| `sources` | where a gradient comes from: a generated module, a user's file |
+| `tf_sources` | TensorFlow as a source: a gradient function on a real op, its registry |
 | `report` | results as a table, JSON and an exit status |
+| `differences` | finite differences along a direction, and a gradient judged against them |
 | `check` | against central differences of the derived forward |
 | `verdict` | which side finite differences agree with, where two gradients differ |
 | `diff` | against a hand-written gradient |

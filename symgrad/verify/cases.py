@@ -29,9 +29,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import sympy as sp
 
-from symgrad.declare import BATCH_DIM
 from symgrad.targets import COMPLEX_DTYPES, REAL_DTYPES
 from symgrad.verify.ops_under_test import DerivedOp, Variant, variants_of
+from symgrad.verify.shapes import broadcast_shapes, shape_configs, shapes_broadcasting_to, size_of
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def _elementwise_cases(variant: Variant, forward, rng) -> list[Case]:
     n = len(variant.inputs)
     target = variant.op.decl.broadcast_to
     if target is not None:  # BroadcastTo: inputs of the shapes that broadcast to the target
-        shapes = _shapes_broadcasting_to(tuple(variant.attrs[target]))
+        shapes = shapes_broadcasting_to(tuple(variant.attrs[target]))
         return [Case(f"shapes {shape} to {tuple(variant.attrs[target])}", _sample(rng, (DOMAINS[0],) * n, [shape] * n)) for shape in shapes]
     kept = _kept_domains(n, lambda shape, combo: _sample(rng, combo, [shape] * n), forward)
     random = [_sample(rng, combo, [(SAMPLES_PER_DOMAIN,)] * n) for combo in kept]
@@ -156,7 +156,7 @@ def _elementwise_cases(variant: Variant, forward, rng) -> list[Case]:
         grid_case("probes: large magnitudes", large, lambda combo: any(abs(v) > 10 for v in combo))
     )
     primary = kept[0]
-    for label, shapes in _broadcast_shapes(variant.inputs):
+    for label, shapes in broadcast_shapes(variant.inputs):
         cases.append(Case(f"shapes {label}", _sample(rng, primary, shapes)))
     return cases
 
@@ -170,28 +170,6 @@ def grid_case(label: str, values: list[list[float]], keep) -> Case:
     return Case(
         label, tuple(np.array(column, dtype=float) for column in zip(*combos)), aligned=True
     )
-
-
-def _broadcast_shapes(names: tuple[str, ...]) -> list[tuple[str, list[tuple]]]:
-    n = len(names)
-    if n == 1:
-        return [("(2, 3)", [(2, 3)]), ("() (a scalar)", [()]), ("(1,)", [(1,)])]
-    cases = [("all (2, 3)", [(2, 3)] * n)]
-    crossed = [(3, 1) if k % 2 == 0 else (1, 4) for k in range(n)]
-    cases.append((" x ".join(map(str, crossed)), crossed))
-    for k, name in enumerate(names):
-        cases.append(
-            (f"{name} a scalar, others (2, 3)", [() if m == k else (2, 3) for m in range(n)])
-        )
-    cases.append(("all (1,)", [(1,)] * n))
-    return cases
-
-
-def _shapes_broadcasting_to(shape: tuple) -> list[tuple]:
-    """`shape` itself, then with each axis 1 in turn, all axes 1, fewer leading axes, a scalar."""
-    found = [shape] + [shape[:k] + (1,) + shape[k + 1 :] for k in range(len(shape))]
-    found += [(1,) * len(shape)] + [shape[k:] for k in range(1, len(shape))] + [(1,) + shape[-1:], ()]
-    return list(dict.fromkeys(found))
 
 
 def kink_points(variant: Variant) -> dict[str, set[float]]:
@@ -230,7 +208,7 @@ def _real_roots(expr, symbol) -> set[float]:
 
 
 def _index_cases(variant: Variant, forward, rng) -> list[Case]:
-    configs = _shape_configs(variant)
+    configs = shape_configs(variant)
     if not configs:
         return []
     label, shapes, sizes = configs[0]
@@ -262,102 +240,6 @@ def values_only(variant: Variant, inputs: tuple, change) -> tuple:
     return tuple(
         x if name in variant.integers else change(x) for name, x in zip(variant.inputs, inputs)
     )
-
-
-def _shape_configs(variant: Variant) -> list[tuple[str, list[tuple], dict]]:
-    """(label, concrete input shapes, dimension sizes) per choice of dimension sizes and batch
-    axes; sizes are grown until declared output sizes (a convolution's) are at least 2, or 1
-    where they cannot grow, and a choice where one stays below 1 is left out."""
-    outputs = _output_sizes(variant)
-    symbols = _dimension_symbols(variant, outputs)
-    batched = [k for k, shape in enumerate(variant.shapes) if shape and shape[0] == BATCH_DIM]
-    one_batch = (
-        [(2, 3)]
-        if len(batched) == 1
-        else [(2, 1) if m % 2 == 0 else (3,) for m in range(len(batched))]
-    )
-    sizings = [
-        ("distinct sizes", {s: 2 + n for n, s in enumerate(symbols)}, 2),
-        ("equal sizes", {s: 3 for s in symbols}, 2),
-        ("sizes 1", {s: 1 for s in symbols}, 1),
-    ]
-    batches = [("", [()] * len(batched))]
-    if batched:
-        batches += [("batch (2,)", [(2,)] * len(batched)), ("batch broadcast", one_batch)]
-    configs = []
-    for (size_label, sizes, least), (batch_label, batch) in itertools.product(sizings, batches):
-        if batch_label and size_label != "distinct sizes":
-            continue
-        sizes = _fitted(outputs, sizes, least)
-        batch = dict(zip(batched, batch))
-        shapes = None if sizes is None else _concrete(variant.shapes, sizes, batch)
-        if shapes is not None:
-            text = ", ".join(map(str, shapes))
-            configs.append(
-                (f"{size_label}{', ' + batch_label if batch_label else ''}: {text}", shapes, sizes)
-            )
-    return configs
-
-
-def _dimension_symbols(variant: Variant, outputs: list) -> list:
-    """The dimension symbols of the input shapes, in order of appearance, except that those
-    whose growth shrinks an output (a kernel's size) come first: they get the small sizes."""
-    symbols = []
-    for shape in variant.shapes:
-        for dim in shape:
-            for s in sorted(sp.sympify(dim).free_symbols - {BATCH_DIM}, key=str):
-                if s not in symbols:
-                    symbols.append(s)
-    sizes = {s: 2 + n for n, s in enumerate(symbols)}
-    shrinking = [
-        s
-        for s in symbols
-        if any(_size(e, {**sizes, s: sizes[s] + 4}) < _size(e, sizes) for e in outputs)
-    ]
-    return shrinking + [s for s in symbols if s not in shrinking]
-
-
-def _output_sizes(variant: Variant) -> list:
-    """The declared output sizes with the variant's attribute values in them."""
-    return [_replaced(size, variant.attr_values(size)) for _, size in variant.sizes]
-
-
-def _size(expr, sizes: dict) -> float:
-    """An output size at `sizes` (infinite where it does not evaluate to a number)."""
-    value = _replaced(expr, sizes)
-    return float(value) if value.is_number and value.is_finite is not False else np.inf
-
-
-def _replaced(expr, values: dict) -> sp.Expr:
-    """`expr` with symbols replaced by numbers: what `subs` gives, ten times faster."""
-    return sp.sympify(expr).xreplace({s: sp.sympify(v) for s, v in values.items()})
-
-
-def _fitted(outputs: list, sizes: dict, least: int) -> dict | None:
-    """`sizes` with the dimensions grown, one step at a time, that let a declared output size
-    (of `outputs`) below `least` grow; None if an output size stays below 1."""
-    for _ in range(64):
-        short = [e for e in outputs if _size(e, sizes) < least]
-        grows = lambda s: any(_size(e, {**sizes, s: sizes[s] + 4}) > _size(e, sizes) for e in short)
-        grow = [s for s in sizes if grows(s)]
-        if not grow:
-            break
-        sizes = {**sizes, **{s: sizes[s] + 1 for s in grow}}
-    return sizes if all(_size(e, sizes) >= 1 for e in outputs) else None
-
-
-def _concrete(shapes, sizes: dict, batch: dict) -> list[tuple] | None:
-    """Input shapes with `sizes` substituted; None when a dimension is not a positive integer."""
-    result = []
-    for k, shape in enumerate(shapes):
-        lead, rest = (
-            (tuple(batch[k]), shape[1:]) if shape and shape[0] == BATCH_DIM else ((), shape)
-        )
-        dims = [_replaced(d, sizes) for d in rest]
-        if not all(d.is_Integer and d > 0 for d in dims):
-            return None
-        result.append(lead + tuple(int(d) for d in dims))
-    return result
 
 
 def _with_zeros(x: np.ndarray) -> np.ndarray:
@@ -413,7 +295,7 @@ def _draw(rng, variant: Variant, combo, shapes, sizes: dict) -> tuple[np.ndarray
     for k, name in enumerate(variant.inputs):
         if name in variant.integers:
             size = bounds.get(name, 2)
-            size = _size(sp.sympify(size).subs(variant.attr_values(size)), sizes)
+            size = size_of(sp.sympify(size).subs(variant.attr_values(size)), sizes)
             values[k] = _positions(rng, shapes[k], int(size) if np.isfinite(size) else 2)
             if name in variant.ascending:  # SegmentSum's ids: sorted, the first two equal still
                 values[k] = np.sort(values[k], axis=None).reshape(shapes[k])

@@ -30,7 +30,7 @@ import sympy as sp
 from symgrad.declare import stop_gradient
 from symgrad.errors import SymgradError
 from symgrad.targets import CHECK_DTYPES, REGISTRY
-from symgrad.verify.cases import Case, bound_forward, call_forward, case_groups, make_cases
+from symgrad.verify.cases import Case, bound_forward, case_groups, make_cases
 from symgrad.verify.compare import (
     ArrayDiff,
     Finding,
@@ -42,12 +42,10 @@ from symgrad.verify.compare import (
     wrong_dtypes,
 )
 from symgrad.verify.ops_under_test import DerivedOp, Variant
+from symgrad.verify.differences import STEP, differences, judge, stacked, unit
 from symgrad.verify.report import Result, summarize
 from symgrad.verify.sources import Gradients, Skipped, derived_sources
 
-STEP = 1e-6
-RTOL = 1e-6
-ATOL = 1e-8
 FULL_JACOBIAN_MAX = 64
 PROJECTIONS = 6
 QUICK_FULL_MAX = PROJECTIONS  # `quick` (derive's own verification): directions beyond that
@@ -267,7 +265,7 @@ def check_case(
         d, directions = memo[key]
         projected = directions is not None
         got = np.array([np.real(np.sum(np.conj(g) * v)) for v in directions]) if projected else g
-        diff, skips = _judge(got, d, undecided_at_kinks=case.ties)
+        diff, skips = judge(got, d, undecided_at_kinks=case.ties)
         diffs.append(diff)
         skipped += skips
         if diff.bad:
@@ -284,10 +282,10 @@ def _input_differences(forward, boundary, case: Case, n: int, full_max: int) -> 
         return differences(forward, boundary, case, n, steps, steps, per_element=True), None
     if np.size(x) <= full_max:
         units = [unit(x, k) for k in np.ndindex(np.shape(x))]
-        return _stack([differences(forward, boundary, case, n, v, np.max(v), False) for v in units], np.shape(x)), None
+        return stacked([differences(forward, boundary, case, n, v, np.max(v), False) for v in units], np.shape(x)), None
     rng = np.random.default_rng(n)
     directions = [rng.standard_normal(np.shape(x)) * np.maximum(1.0, np.abs(x)) for _ in range(PROJECTIONS)]
-    d = _stack([differences(forward, boundary, case, n, v, 1.0, False) for v in directions], (PROJECTIONS,))
+    d = stacked([differences(forward, boundary, case, n, v, 1.0, False) for v in directions], (PROJECTIONS,))
     return d, directions
 
 
@@ -314,117 +312,3 @@ def _finding(case, name, got, d, diff: ArrayDiff, projected: bool) -> Finding:
         bad=diff.bad,
         total=diff.total,
     )
-
-
-def unit(x: np.ndarray, k: tuple) -> np.ndarray:
-    v = np.zeros(np.shape(x))
-    v[k] = max(1.0, abs(np.asarray(x)[k]))
-    return v
-
-
-def differences(forward, boundary, case: Case, n: int, v, divisor, per_element: bool) -> dict:
-    """Central and one-sided differences of L along v (real and imaginary parts for complex x),
-    divided by `divisor` (the step's size, for a derivative per element), with an error
-    estimate and which elements cannot be tested."""
-    x = case.inputs[n]
-    parts = [v, 1j * v] if np.iscomplexobj(x) else [v]
-    results = [_along(forward, case, n, direction, per_element) for direction in parts]
-    central = sum(r[0] * (1 if k == 0 else 1j) for k, r in enumerate(results)) / divisor
-    error = sum(r[1] for r in results) / np.abs(divisor)
-    left, right = (
-        (results[0][2] / divisor, results[0][3] / divisor)
-        if len(results) == 1
-        else (central, central)
-    )
-    finite = np.logical_and.reduce([r[4] for r in results])
-    points = [_replaced(case.inputs, n, x + t * STEP * v) for t in (-1, 0, 1)]
-    on_boundary = boundary.changes(points)
-    if not per_element:
-        on_boundary = bool(np.any(on_boundary))
-    return {
-        "central": central,
-        "error": error,
-        "left": left,
-        "right": right,
-        "finite": finite,
-        "boundary": on_boundary,
-    }
-
-
-def _along(forward, case: Case, n: int, v, per_element: bool):
-    """(central, error estimate, left, right, finite) of L along v."""
-    losses, magnitude = {}, 0.0
-    for t in (-2, -1, 0, 1, 2):
-        outs = call_forward(forward, _replaced(case.inputs, n, case.inputs[n] + t * STEP * v))
-        terms = [np.conj(u) * o for u, o in zip(case.upstream, outs or ())]
-        if outs is None or not terms:
-            terms = [np.full(np.shape(case.inputs[n]), np.nan)]
-        with np.errstate(all="ignore"):  # not finite near a pole: told by `finite` below
-            total = sum(terms) if per_element else sum(np.sum(term) for term in terms)
-            losses[t] = np.real(total)
-            magnitude = magnitude + sum(
-                np.abs(term) if per_element else np.sum(np.abs(term)) for term in terms
-            )
-    central = (losses[1] - losses[-1]) / (2 * STEP)
-    wide = (losses[2] - losses[-2]) / (4 * STEP)
-    roundoff = 8 * np.finfo(float).eps * magnitude / STEP
-    with np.errstate(all="ignore"):
-        error = 2 * np.abs(central - wide) + roundoff
-    finite = np.logical_and.reduce([np.isfinite(value) for value in losses.values()])
-    return central, error, (losses[0] - losses[-1]) / STEP, (losses[1] - losses[0]) / STEP, finite
-
-
-def _replaced(inputs: tuple, n: int, value) -> tuple:
-    return inputs[:n] + (value,) + inputs[n + 1 :]
-
-
-def _stack(items: list[dict], shape: tuple) -> dict:
-    return {key: np.reshape(np.array([item[key] for item in items]), shape) for key in items[0]}
-
-
-def _judge(got: np.ndarray, d: dict, undecided_at_kinks: bool = False) -> tuple[ArrayDiff, int]:
-    """The difference of `got` from the differences `d`, and how many elements were skipped.
-
-    With `undecided_at_kinks` (a case of values tied on purpose), an element where the forward
-    is not differentiable and `got` is not between the one-sided differences is skipped, not
-    failed: at tied maxima in windows weighted by upstream gradients of either sign, the
-    subgradients (MaxPool's split of a tie, TensorFlow's first maximum) reach beyond them, and
-    along a random direction the one-sided differences may even nearly agree (hence the finer
-    test of a kink than elsewhere).
-    """
-    central = np.asarray(d["central"])
-    got = np.broadcast_to(np.asarray(got), central.shape)
-    with np.errstate(all="ignore"):
-        scale = max(1.0, float(np.max(np.abs(np.where(d["finite"], central, 0)), initial=0.0)))
-        allowed = RTOL * np.abs(central) + ATOL * scale + d["error"]
-        err = np.where(np.isfinite(got), np.abs(got - central), np.inf)
-        if not np.iscomplexobj(central):  # a value between the one-sided differences passes
-            low, high = np.minimum(d["left"], d["right"]), np.maximum(d["left"], d["right"])
-            outside = np.where(np.isfinite(got), np.maximum(low - got, got - high), np.inf)
-            err = np.minimum(err, np.maximum(outside, 0.0))
-        # no derivative to judge by: the central differences do not settle (Atan2 at the
-        # origin); a NaN or inf there is no error. Where they settle, one is, at a kink too:
-        # a norm's at zero, where every subgradient is finite (as `symgrad.verify.extremes` judges)
-        unsettled = d["error"] > 0.5 * np.abs(central) + ATOL * scale
-    # on a branch boundary any finite value may be the declared convention; NaN or inf is not
-    skip = ~np.asarray(d["finite"]) | (np.asarray(d["boundary"]) & (err > allowed) & np.isfinite(got))
-    if undecided_at_kinks:  # a kink is told by one-sided differences 1e-4 apart (1 step)
-        kink = np.abs(d["left"] - d["right"]) > 1e-4 * np.abs(central) + allowed
-        skip = skip | (kink & (err > allowed) & np.isfinite(got))
-    skip = np.broadcast_to(skip | (unsettled & ~np.isfinite(got)), central.shape)
-    checked = ~skip
-    bad_mask = (err > allowed) & checked
-    nonzero = checked & (np.abs(central) > allowed)  # a relative error of noise means nothing
-    with np.errstate(all="ignore"):
-        ratio = np.where(bad_mask, err / np.maximum(allowed, np.finfo(float).tiny), 0.0)
-        rel = np.where(nonzero, err / np.where(nonzero, np.abs(central), 1.0), 0.0)
-    bad = int(np.count_nonzero(bad_mask))
-    worst = np.unravel_index(int(np.argmax(ratio)), ratio.shape) if bad else None
-    diff = ArrayDiff(
-        max_abs=float(np.max(np.where(checked, err, 0.0), initial=0.0)),
-        max_rel=float(np.max(rel, initial=0.0)),
-        bad=bad,
-        total=int(np.count_nonzero(checked)),
-        worst=None if worst is None else tuple(int(i) for i in worst),
-    )
-    return diff, int(np.count_nonzero(skip))

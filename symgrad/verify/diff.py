@@ -40,12 +40,11 @@ from symgrad.verify.sources import (
     Gradients,
     NumpyFunction,
     Skipped,
-    TfGradientFunction,
-    TfRegistered,
     derived_sources,
     import_lines,
     is_tf_gradient_function,
 )
+from symgrad.verify.tf_sources import TfGradientFunction, TfRegistered
 from symgrad.verify.verdict import fd_verdict
 
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from symgrad.verify import check
+from symgrad.verify import check, differences
 from symgrad.verify.cases import Case, bound_forward, dtypes_of, for_dtype, grid_case, make_cases, sampled, values_only
 from symgrad.verify.compare import Finding, GradientCallError, case_snippet, wrong_dtypes
 from symgrad.verify.ops_under_test import DerivedOp, Variant, variants_of
@@ -138,13 +138,13 @@ def _derivative_at(forward, boundary, case: Case, n: int, elements: list) -> lis
     float64; NaN where the forward is not finite within the steps or they do not settle."""
     if case.aligned:
         steps = np.maximum(1.0, np.abs(case.inputs[n]))
-        d = check.differences(forward, boundary, case, n, steps, steps, per_element=True)
+        d = differences.differences(forward, boundary, case, n, steps, steps, per_element=True)
         return [_settled(d, k) for k in elements]
     x = case.inputs[n]
     results = []
     for k in elements:
-        unit = check.unit(x, k)
-        results.append(_settled(check.differences(forward, boundary, case, n, unit, np.max(unit), False), ()))
+        unit = differences.unit(x, k)
+        results.append(_settled(differences.differences(forward, boundary, case, n, unit, np.max(unit), False), ()))
     return results
 
 
@@ -153,8 +153,8 @@ def _settled(d: dict, k: tuple) -> float:
     (not a kink) and the error estimate small (not a pole)."""
     pick = lambda key: np.asarray(d[key])[k] if np.ndim(d[key]) else d[key]
     central, left, right, error = (complex(pick(key)).real for key in ("central", "left", "right", "error"))
-    allowed = check.RTOL * abs(central) + check.ATOL * max(1.0, abs(central)) + error
-    agrees = abs(left - right) <= 1e-2 * abs(central) + allowed and error <= 0.5 * abs(central) + check.ATOL
+    allowed = differences.RTOL * abs(central) + differences.ATOL * max(1.0, abs(central)) + error
+    agrees = abs(left - right) <= 1e-2 * abs(central) + allowed and error <= 0.5 * abs(central) + differences.ATOL
     finite = bool(np.all(pick("finite"))) and np.isfinite(central)
     return central if finite and agrees else float("nan")
 

@@ -24,7 +24,8 @@ import numpy as np
 import sympy as sp
 
 from symgrad.attributes import Ints
-from symgrad.declare import OpDecl, instantiate
+from symgrad.declare import OpDecl
+from symgrad.instantiate import instantiate
 from symgrad.errors import SymgradError
 from symgrad.load import check_unique, load_op_file, op_file_paths
 from symgrad.targets import MODULE_SUFFIX
@@ -185,42 +186,32 @@ def variants_of(op: DerivedOp) -> list[Variant]:
     Raises:
         SymgradError: a numeric attribute has no value to be called with.
     """
+    return [variant for values in op.decl.variants() for variant in _settings_of(op, values)]
+
+
+def _settings_of(op: DerivedOp, values: tuple) -> list[Variant]:
+    """One enumerated variant, once per setting of its numeric attributes."""
     decl = op.decl
+    inst = instantiate(decl, values)
     positions = [a.input_position for a in decl.attrs if a.input_position is not None]
+    # a negative position counts from the end (the input after a list input)
+    consts = tuple(sorted(p % (len(inst.inputs) + len(positions)) for p in positions))
+    shapes = None if decl.kind == "elementwise" else tuple(t.merged_shape for t in inst.inputs)
+    sizes = tuple(s for o in inst.outputs for s in o.sizes)
+    used = _attrs_read([o.expr for o in inst.outputs] + [size for _, size in sizes] + [d for shape in shapes or () for d in shape])
+    enumerated = {a.name: dict(values)[a.name] for a in decl.parameter_attrs}
     result = []
-    for values in decl.variants():
-        inst = instantiate(decl, values)
-        # a negative position counts from the end (the input after a list input)
-        consts = tuple(sorted(p % (len(inst.inputs) + len(positions)) for p in positions))
-        shapes = None if decl.kind == "elementwise" else tuple(t.merged_shape for t in inst.inputs)
-        sizes = tuple(s for o in inst.outputs for s in o.sizes)
-        used = _attrs_read(
-            [o.expr for o in inst.outputs] + [size for _, size in sizes]
-            + [d for shape in shapes or () for d in shape]
+    for sampled, numeric in attr_settings(op, dict(values), used):
+        v = Variant(
+            op, values, {**enumerated, **numeric}, tuple(t.name for t in inst.inputs), shapes,
+            tuple(o.name for o in inst.outputs), tuple(o.expr for o in inst.outputs), consts,
+            tuple(t.name for t in inst.inputs if t.integer), sizes, sampled,
+            tuple(t.name for t in inst.inputs if t.ascending), inst.outputs[0].list_name is not None,
         )
-        enumerated = {a.name: dict(values)[a.name] for a in decl.parameter_attrs}
-        for sampled, numeric in attr_settings(op, dict(values), used):
-            result.append(
-                Variant(
-                    op,
-                    values,
-                    {**enumerated, **numeric},
-                    tuple(t.name for t in inst.inputs),
-                    shapes,
-                    tuple(o.name for o in inst.outputs),
-                    tuple(o.expr for o in inst.outputs),
-                    consts,
-                    tuple(t.name for t in inst.inputs if t.integer),
-                    sizes,
-                    sampled,
-                    tuple(t.name for t in inst.inputs if t.ascending),
-                    inst.outputs[0].list_name is not None,
-                )
-            )
-            if shapes is not None:  # an axis declared as a group of sizes (a block size)
-                v = result[-1]
-                known = lambda d: sp.sympify(d).subs(v.attr_values(d))
-                result[-1] = dataclasses.replace(v, shapes=tuple(tuple(map(known, shape)) for shape in shapes))
+        if shapes is not None:  # an axis declared as a group of sizes (a block size)
+            known = lambda d: sp.sympify(d).subs(v.attr_values(d))
+            v = dataclasses.replace(v, shapes=tuple(tuple(map(known, shape)) for shape in shapes))
+        result.append(v)
     return result
 
 

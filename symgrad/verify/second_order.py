@@ -36,16 +36,13 @@ from symgrad.verify.report import Result
 from symgrad.verify.sources import (
     Gradients,
     Skipped,
-    TfGradientFunction,
     Unavailable,
-    _build,
     _error_text,
-    _numpy,
     accepted_kwargs,
     derived_import_lines,
     derived_source,
-    tf_raw_op,
 )
+from symgrad.verify.tf_sources import TfGradientFunction, _build, _numpy
 
 REFERENCE = "finite differences of the derived gradient"
 GRAPH_TARGET = "tensorflow-graph"  # the row of the tf.gradients path, beside "tensorflow"'s tapes

@@ -20,7 +20,8 @@ from symgrad.render import (
     stage_params,
     stages_unset,
 )
-from symgrad.verify.sources import TfGradientFunction, derived_import_lines
+from symgrad.verify.sources import derived_import_lines
+from symgrad.verify.tf_sources import TfGradientFunction
 
 RUNTIME = Path(__file__).with_name("runtime.py")  # the helpers generated modules carry
 PRINTER = TensorflowPrinter  # prints the IR and SymPy expressions as this target's code
