@@ -68,7 +68,7 @@ def uses(ops: list[ir.OpCode], predicate) -> bool:
 
 
 def render_framework_module(source: str, ops: list[ir.OpCode], printer_class, op_context, template: str,
-                            runtime: Path, framework_modules: tuple[str, ...]) -> str:
+                            runtime: Path | tuple[Path, ...], framework_modules: tuple[str, ...]) -> str:
     """The module of a framework target that leaves out the ops it cannot express (JAX's,
     PyTorch's): each op's context from `op_context(op, printer)` with a printer of its own (what
     an op left out printed is not imported), the others named in `UNAVAILABLE` with the reason."""
@@ -89,19 +89,12 @@ def render_framework_module(source: str, ops: list[ir.OpCode], printer_class, op
     return format_module(layout.render(**context, imports=imports, helpers=helpers))
 
 
-def helper_sources(text: str, runtime: Path) -> str:
-    """The source of each helper in the file `runtime` (its top-level functions and assignments
-    named `_...`) that the Python source `text` refers to, and of those they refer to, in the
-    order `runtime` defines them: what a generated module carries, so that it imports nothing
-    of symgrad. Read as text, not imported: rendering needs no framework installed."""
-    lines = runtime.read_text().splitlines()
-    defined = {}
-    for node in ast.parse("\n".join(lines)).body:
-        names = [node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else [
-            t.id for t in getattr(node, "targets", ()) if isinstance(t, ast.Name)]
-        for name in names:
-            if name.startswith("_"):
-                defined[name] = "\n".join(lines[node.lineno - 1 : node.end_lineno]) + "\n"
+def helper_sources(text: str, runtime: Path | tuple[Path, ...]) -> str:
+    """The source of each helper in the file(s) `runtime` (their top-level functions and
+    assignments named `_...`) that the Python source `text` refers to, and of those they refer
+    to, in the order `runtime` defines them: what a generated module carries, so that it
+    imports nothing of symgrad. Read as text, not imported: rendering needs no framework."""
+    defined = runtime_helpers(runtime)
     wanted, pending = set(), _referred(text, defined)
     while pending:
         name = pending.pop()
@@ -109,6 +102,20 @@ def helper_sources(text: str, runtime: Path) -> str:
         pending |= _referred(defined[name], defined) - wanted
     order = list(defined)
     return "\n\n".join(defined[name] for name in sorted(wanted, key=order.index))
+
+
+def runtime_helpers(runtime: Path | tuple[Path, ...]) -> dict[str, str]:
+    """Each helper's name -> its source, in the order the file(s) `runtime` define them."""
+    defined = {}
+    for path in (runtime,) if isinstance(runtime, Path) else runtime:
+        lines = path.read_text().splitlines()
+        for node in ast.parse("\n".join(lines)).body:
+            names = [node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else [
+                t.id for t in getattr(node, "targets", ()) if isinstance(t, ast.Name)]
+            for name in names:
+                if name.startswith("_"):
+                    defined[name] = "\n".join(lines[node.lineno - 1 : node.end_lineno]) + "\n"
+    return defined
 
 
 def _referred(source: str, names) -> set[str]:

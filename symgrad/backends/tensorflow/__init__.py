@@ -23,7 +23,7 @@ from symgrad.render import (
 from symgrad.verify.sources import derived_import_lines
 from symgrad.verify.tf_sources import TfGradientFunction
 
-RUNTIME = Path(__file__).with_name("runtime.py")  # the helpers generated modules carry
+RUNTIME = tuple(Path(__file__).with_name(name) for name in ("runtime.py", "kernels.py"))  # the helpers generated modules carry
 PRINTER = TensorflowPrinter  # prints the IR and SymPy expressions as this target's code
 
 
