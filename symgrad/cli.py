@@ -40,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
         "inputs, outputs and stages",
     )
     _add_verify_parsers(commands)
+    explain = commands.add_parser("explain", help="print how an op's gradient is derived, as Markdown")
+    explain.add_argument("paths", nargs=1, metavar="OP_FILE", help="an op file")
+    explain.add_argument("--op", action="append", metavar="NAME", help="only this op type (repeatable)")
     return parser
 
 
@@ -90,8 +93,9 @@ def _mapping(text: str) -> tuple[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    commands = {"diff": _verify, "check": _verify, "derive": _derive, "explain": _explain}
     try:
-        return _verify(args) if args.command in ("diff", "check") else _derive(args)
+        return commands[args.command](args)
     except SymgradError as exc:
         for error in getattr(exc, "errors", [exc]):  # every error of a run, when there were several
             print(f"error: {error}", file=sys.stderr)
@@ -121,6 +125,20 @@ def _derive(args) -> int:
     return EXIT_OK
 
 
+def _explain(args) -> int:
+    """`symgrad explain`: print the derivation of each op (or of those named) as Markdown."""
+    from symgrad.explain import explain_ops
+    from symgrad.load import load_op_file, op_file_paths
+
+    decls = [decl for path in op_file_paths(args.paths) for decl in load_op_file(path).ops]
+    undeclared = _undeclared_names(args, {name for d in decls for name in (d.name, d.func_name)})
+    if undeclared:
+        print(f"error: {undeclared}", file=sys.stderr)
+        return EXIT_ERROR
+    print(explain_ops([d for d in decls if not args.op or d.name in args.op or d.func_name in args.op]), end="")
+    return EXIT_OK
+
+
 def _verify(args) -> int:
     """`symgrad diff` and `symgrad check`: print the report, exit 0 / 1 (mismatch) / 2 (error)."""
     from symgrad.generate import to_temp_folder
@@ -133,7 +151,7 @@ def _verify(args) -> int:
     fresh = args.generated is None  # derived afresh into a temporary folder
     folder = to_temp_folder(args.paths, args.jobs, use_cache=not args.no_cache) if fresh else args.generated
     ops = load_derived(args.paths, folder, temporary=fresh)
-    undeclared = _undeclared_names(args, ops)
+    undeclared = _undeclared_names(args, {name for op in ops for name in (op.name, op.decl.func_name)})
     if undeclared:
         print(f"error: {undeclared}", file=sys.stderr)
         return EXIT_ERROR
@@ -162,9 +180,10 @@ def _verify(args) -> int:
     return exit_status(results)
 
 
-def _undeclared_names(args, ops) -> str | None:
-    """What is wrong when --op or --map names no declared op (a typo would compare nothing)."""
-    known = sorted({name for op in ops for name in (op.name, op.decl.func_name)})
+def _undeclared_names(args, names: set[str]) -> str | None:
+    """What is wrong when --op or --map names no declared op (of `names`, their op types and
+    Python names): a typo would compare nothing."""
+    known = sorted(names)
     named = [("--op", name, name) for name in args.op or ()]
     named += [("--map", ours, f"{ours}={theirs}") for ours, theirs in getattr(args, "map", ())]
     for flag, name, given in named:

@@ -189,12 +189,12 @@ def elementwise_vjp(variant: OpVariant, stopped: bool = False) -> dict:
     for inp in variant.inputs:
         total = sp.S.Zero
         for out, grad in zip(variant.outputs, grads):
-            total += grad * _partial(variant, out.expr, inp.base, stopped)
+            total += grad * partial_derivative(variant, out.expr, inp.base, stopped)
         vjp[inp.name] = None if total == 0 else sp.piecewise_fold(total)
     return vjp
 
 
-def _partial(variant: OpVariant, expr: sp.Expr, wrt, stopped: bool = False) -> sp.Expr:
+def partial_derivative(variant: OpVariant, expr: sp.Expr, wrt, stopped: bool = False) -> sp.Expr:
     """d(expr)/d(wrt) by SymPy, refusing results SymPy left unevaluated; `stop_gradient`
     markers stripped unless `stopped`."""
     d = sp.diff(expr, wrt)
@@ -246,19 +246,40 @@ def _derive_index(variant: OpVariant, grads: tuple[str, ...] | None = None) -> D
         if inp.integer:  # positions: piecewise constant, no gradient
             vjp[inp.name] = None
             continue
-        axes = tuple(sp.Symbol(f"{inp.name}_{n}", integer=True) for n in range(len(inp.shape)))
-        axis_ranges = {a: (sp.S.Zero, d - 1) for a, d in zip(axes, inp.shape)}
-        all_ranges.update(axis_ranges)
-        entry = inp.base[axes] if axes else scalar_entry(inp.name)  # a scalar stage
-        terms = []
-        for out, grad_name in zip(variant.outputs, grads):
-            terms += _contract(variant, out, grad_name, entry, ranges)
-        outputs = tuple(dict.fromkeys(i for o in variant.outputs for i in o.indices))
-        terms = [_eliminate_deltas(variant, t, {**ranges, **axis_ranges}, outputs) for t in terms]
-        terms = _merged_elementwise([_counted(t) for t in terms])
+        steps = input_steps(variant, inp, grads, ranges)
+        all_ranges.update(steps.axis_ranges)
+        terms = _merged_elementwise([_counted(t) for t in steps.eliminated])
         terms = [t for t in terms if t.factor != 0]
+        axes = tuple(steps.axis_ranges)
         vjp[inp.name] = _batch_renamed(TensorValue(axes, tuple(terms)), inp.shape) if terms else None
     return Derivation(variant, grads, forward, vjp, all_ranges)
+
+
+@dataclass(frozen=True)
+class InputSteps:
+    """How one input's gradient is found (what `symgrad explain` shows)."""
+
+    entry: sp.Expr  # the input's entry differentiated by, e.g. `a[a_0, a_1]`
+    axis_ranges: dict  # each of its axis indices -> (lowest, highest), in axis order
+    partials: tuple[tuple[str, sp.Expr], ...]  # (output, d(output)/d(entry)), per output
+    contracted: tuple[Term, ...]  # upstream gradient times partial, summed over output indices
+    eliminated: tuple[Term, ...]  # the same terms, each Kronecker delta summed out
+
+
+def input_steps(variant: OpVariant, inp, grads: tuple[str, ...], ranges: dict) -> InputSteps:
+    """The partials of one input of an index-summation variant, their contraction with the
+    upstream gradients `grads` (one per output), and the deltas summed out."""
+    axes = tuple(sp.Symbol(f"{inp.name}_{n}", integer=True) for n in range(len(inp.shape)))
+    axis_ranges = {a: (sp.S.Zero, d - 1) for a, d in zip(axes, inp.shape)}
+    entry = inp.base[axes] if axes else scalar_entry(inp.name)  # a scalar stage
+    partials, terms = [], []
+    for out, grad_name in zip(variant.outputs, grads):
+        partial, contracted = _contract(variant, out, grad_name, entry, ranges)
+        partials.append((out.name, partial))
+        terms += contracted
+    outputs = tuple(dict.fromkeys(i for o in variant.outputs for i in o.indices))
+    eliminated = [_eliminate_deltas(variant, t, {**ranges, **axis_ranges}, outputs) for t in terms]
+    return InputSteps(entry, axis_ranges, tuple(partials), tuple(terms), tuple(eliminated))
 
 
 def _batch_renamed(value: TensorValue, shape) -> TensorValue:
@@ -270,12 +291,12 @@ def _batch_renamed(value: TensorValue, shape) -> TensorValue:
     return TensorValue((BATCH,) + value.indices[1:], terms)
 
 
-def _contract(variant, out, grad_name, entry, ranges) -> list[Term]:
-    """Terms of `Sum(grad[out_indices] * d(out)/d(entry), out_indices)`."""
+def _contract(variant, out, grad_name, entry, ranges) -> tuple[sp.Expr, list[Term]]:
+    """`d(out)/d(entry)`, and the terms of `Sum(grad[out_indices] * d(out)/d(entry), out_indices)`."""
     shape = tuple(ranges[i][1] + 1 if i in ranges else 1 for i in out.indices)
     grad = sp.IndexedBase(grad_name, shape=shape)
     upstream = grad[out.indices] if out.indices else sp.Symbol(grad_name)
-    partial = _hoist_deltas(_partial(variant, out.expr, entry))
+    partial = _hoist_deltas(partial_derivative(variant, out.expr, entry))
     # an output's whole expression in its own derivative (a maximum's) is the output, passed
     # in: read it before index maps are solved, which would hide it
     outputs = {
@@ -286,7 +307,7 @@ def _contract(variant, out, grad_name, entry, ranges) -> list[Term]:
     partial = partial.xreplace(outputs)
     sums = tuple((i, *ranges[i]) for i in out.indices if i in ranges)
     # hoisted again once out of their Sums (a Sum folds a delta back into its Piecewise)
-    return [Term(_masks_as_indicators(_hoist_deltas(t.factor)), t.sums) for t in _normalize(upstream * partial, sums)]
+    return partial, [Term(_masks_as_indicators(_hoist_deltas(t.factor)), t.sums) for t in _normalize(upstream * partial, sums)]
 
 
 def forward_value(out) -> TensorValue:

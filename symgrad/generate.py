@@ -24,6 +24,7 @@ from symgrad.ir import LinearSecondOrder, OpCode
 from symgrad.load import OpFile, check_unique, load_op_file, op_file_paths
 from symgrad.lowering.op import lower_op
 from symgrad.lowering.signature import OpSignature
+from symgrad.notation import with_formulas
 from symgrad.processes import start_method
 from symgrad.render import render_module
 from symgrad.second_order import PREFIX, complex_form, derive_second_order, linear_inputs
@@ -47,8 +48,9 @@ def compile_op(decl: OpDecl) -> OpCode:
     """Derive, simplify and lower every attribute variant of one op, and its gradient op
     (`second_order`) where that derives."""
     raw = [derive(instantiate(decl, v)) for v in decl.variants()]
-    code = lower_op(OpSignature.of(decl), [simplify(d) for d in raw])
-    return dataclasses.replace(code, second_order=_second_order(raw))
+    simplified = [simplify(d) for d in raw]
+    code = lower_op(OpSignature.of(decl), simplified)
+    return dataclasses.replace(code, vjp=with_formulas(code.vjp, simplified), second_order=_second_order(raw))
 
 
 def _second_order(raw: list) -> OpCode | LinearSecondOrder | None:

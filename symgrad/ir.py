@@ -525,6 +525,24 @@ def statements(body) -> list[Assign]:
 
 
 @dataclass(frozen=True)
+class Formula:
+    """`lhs = terms[0] + terms[1] + ...`: a value a gradient computes, in index notation
+    (`symgrad.notation`), for a reader to check against the code."""
+
+    target: str  # the variable the code assigns it to, e.g. "grad_a"
+    lhs: str  # e.g. "grad_a[i, k]"
+    terms: tuple[str, ...]  # the right-hand side's terms, each with its sign, e.g. "-sum_j x[j]"
+
+    @property
+    def rhs(self) -> str:
+        """The terms as one sum, each after its sign."""
+        return self.terms[0] + "".join(f" - {t[1:]}" if t.startswith("-") else f" + {t}" for t in self.terms[1:])
+
+    def __str__(self) -> str:
+        return f"{self.lhs} = {self.rhs}"
+
+
+@dataclass(frozen=True)
 class Branch:
     """The statements for one combination of enumerated attribute values."""
 
@@ -536,6 +554,7 @@ class Branch:
     # the statements again, each `Piecewise` guarded before subexpressions were shared, for a
     # target whose code is differentiated again (`functions.guarded`); None: `body` is that
     guarded_body: tuple[Assign | Recompute, ...] | None = None
+    formulas: tuple[Formula, ...] = ()  # a gradient's values in index notation (its docstring's)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import jinja2
 import sympy as sp
 
 from symgrad import ir
+from symgrad.docstring import gradient_doc
 from symgrad.errors import LoweringError
 from symgrad.targets import REGISTRY
 
@@ -145,11 +146,18 @@ def gradient_function(op: ir.OpCode, printer, positions: dict | None = None, for
         "name": op.name,
         "func_name": op.func_name,
         "inputs": ", ".join(op.inputs),
-        "vjp_body": print_function_body(op.vjp, printer, op),
-        "vjp_results": results_text(op.vjp.results),
+        **vjp_context(op, printer),
         "grad_signature": signature(op.grads + op.inputs, [outputs] + stage_params(op) + attrs),
         "output_calls": calls,
     }
+
+
+def vjp_context(op: ir.OpCode, printer) -> dict:
+    """The gradient function's body, results, and what its docstring says after its first
+    line (`gradient_doc`)."""
+    printed: list[dict] = []
+    body = print_function_body(op.vjp, printer, op, printed=printed)
+    return {"vjp_body": body, "vjp_results": results_text(op.vjp.results), "vjp_doc": gradient_doc(op, printed)}
 
 
 def staged_forward(op: ir.OpCode) -> dict:
@@ -192,8 +200,6 @@ def common_context(op: ir.OpCode, printer) -> dict:
         "grads": ", ".join(op.grads),
         "forward_body": print_function_body(op.forward, printer, op),
         "forward_results": forward_results if len(op.outputs) == 1 else f"({forward_results})",
-        "vjp_body": print_function_body(op.vjp, printer, op),
-        "vjp_results": results_text(op.vjp.results),
     }
 
 
@@ -219,19 +225,24 @@ def results_text(results) -> str:
 # --- function bodies -----------------------------------------------------------------------
 
 
-def print_function_body(function: ir.Function, printer, op: ir.OpCode, prologue: bool = True) -> str:
+def print_function_body(function: ir.Function, printer, op: ir.OpCode, prologue: bool = True,
+                        printed: list | None = None) -> str:
     """The statements of `function`: its prologue (unless told not to), then an if/elif chain
-    over its variants."""
+    over its variants; `printed` gets, per variant, each variable -> the expression that
+    defines it, as printed (`defining_values`)."""
     printer.dtype_source = function.params[0]  # an input or upstream gradient: the op's dtype
     printer.begin_function(op)
     lines = [print_statement(s, printer, op) for s in function.prologue] if prologue else []
+    printed = [] if printed is None else printed
     if len(function.branches) == 1 and not function.branches[0].attr_values:
-        lines += [line for s in _body(function.branches[0], printer) for line in _lines(s, printer, op)]
+        printed.append({})
+        lines += [line for s in _body(function.branches[0], printer) for line in _lines(s, printer, op, printed[-1])]
         return "\n".join(lines)
     for n, branch in enumerate(function.branches):
         keyword = "if" if n == 0 else "elif"
         lines.append(f"{keyword} {_condition(branch.attr_values)}:")
-        lines += ["    " + line for s in _body(branch, printer) for line in _lines(s, printer, op)]
+        printed.append({})
+        lines += ["    " + line for s in _body(branch, printer) for line in _lines(s, printer, op, printed[-1])]
     names = ", ".join(f"{name}={{{name}!r}}" for name, _ in function.branches[0].attr_values)
     lines += ["else:", f'    raise ValueError(f"{op.name}: unsupported attributes {names}")']
     return "\n".join(lines)
@@ -243,12 +254,12 @@ def _body(branch: ir.Branch, printer) -> tuple:
     return branch.guarded_body if printer.guards_branches and branch.guarded_body is not None else branch.body
 
 
-def _lines(statement: ir.Assign | ir.Recompute, printer, op: ir.OpCode) -> list[str]:
+def _lines(statement: ir.Assign | ir.Recompute, printer, op: ir.OpCode, printed: dict) -> list[str]:
     """A statement as lines; a recomputation guarded by the stages it computes."""
     if not isinstance(statement, ir.Recompute):
-        return [print_statement(statement, printer, op)]
+        return [print_statement(statement, printer, op, printed)]
     lines = ["if " + " or ".join(f"{name} is None" for name in statement.stages) + ":"]
-    lines += ["    " + print_statement(s, printer, op) for s in statement.body]
+    lines += ["    " + print_statement(s, printer, op, printed) for s in statement.body]
     if statement.conj:  # the recomputed stages are of conjugated inputs: so are passed ones
         lines += ["else:"] + ["    " + print_statement(ir.Assign(n, ir.Conj(n)), printer, op) for n in statement.stages]
     return lines
@@ -259,12 +270,16 @@ def _described(value) -> str:
     return str(value) if isinstance(value, sp.Basic) else f"{type(value).__name__} {value}"
 
 
-def print_statement(statement: ir.Assign, printer, op: ir.OpCode) -> str:
+def print_statement(statement: ir.Assign, printer, op: ir.OpCode, printed: dict | None = None) -> str:
+    """`target = value` as the printer prints it; `printed[target]` the value, unless the
+    statement updates the target (a conjugation, a sum to the input's shape)."""
     text = printer._print(statement.value)  # IR values dispatch to the printer's _print_<Class>
     if printer._not_supported:
         unsupported = ", ".join(sorted(_described(e) for e in printer._not_supported))
         raise LoweringError(f"the {printer.target} printer cannot print {unsupported}", op.name, op.location)
     printer.assigned(statement.target, statement.value)
+    if printed is not None and statement.target not in ir.reads(statement.value):
+        printed[statement.target] = text
     if isinstance(statement.value, ir.ScatterAdd):
         return f"{statement.target} = {text}  # no gather form: an explicit scatter-add"
     return f"{statement.target} = {text}"

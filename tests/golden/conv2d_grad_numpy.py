@@ -9,7 +9,17 @@ def conv2d_grad(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Gradient of Conv2D: one array per input (input, filter)."""
+    """Gradient of Conv2D: one array per input (input, filter).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        grad_input[i, j, k, l] = sum_{o, a, b} grad[i, exact_div(-a * dilations[1] + j, strides[1]),
+            exact_div(-b * dilations[2] + k, strides[2]), o] * filter[a, b, l, o]
+            i.e. `_conv_backprop_input(grad, filter, strides=(strides[1], strides[2]), ...`
+        grad_filter[a, b, c, o] = sum_{n, i, j} grad[n, i, j, o] * input[n, a * dilations[1] + i *
+            strides[1], b * dilations[2] + j * strides[2], c]
+            i.e. `_conv_backprop_filter(input, grad, strides=(strides[1], strides[2]), ...`
+    """
     if padding == "VALID":
         grad_input = _conv_backprop_input(
             grad,

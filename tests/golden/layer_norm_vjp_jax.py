@@ -1,5 +1,26 @@
 def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, epsilon=0.001):
-    """Gradient of LayerNorm: one array per input (x, scale, offset)."""
+    """Gradient of LayerNorm: one array per input (x, scale, offset).
+
+    In index notation, next to the code computing it:
+        sum1[batch] = sum_{k_1} x[batch, k_1], i.e. `jnp.sum(x, axis=-1)`
+        affine1[batch] = epsilon + sum_k (x[batch, k] - sum1[batch] / N)**2 / N
+            i.e. `epsilon + t2 / t0`
+        grad_affine1[batch] = sum_i (-grad[batch, i] * scale[i] * x[batch, i] / (2 *
+            affine1[batch]**(3/2)) + grad[batch, i] * scale[i] * sum1[batch] / (2 * N *
+            affine1[batch]**(3/2))), i.e. `(1 / 2) * t6 / affine1 ** (3 / 2)`
+        grad_x[batch, j] = grad[batch, j] * scale[j] / sqrt(affine1[batch])
+            + 2 * grad_affine1[batch] * x[batch, j] / N
+            - 2 * grad_affine1[batch] * sum1[batch] / N**2
+            - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
+            - sum_k 2 * grad_affine1[batch] * x[batch, k] / N**2
+            + 2 * grad_affine1[batch] * sum1[batch] / N**2
+            i.e. `grad * scale / jnp.sqrt(t7) - 2 * t10 * t11 / t3**2 + 2 * t10 * x / t3 - t9 ...`
+        grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
+            i] * sum1[batch] / (N * sqrt(affine1[batch])))
+            i.e. `jnp.einsum("...,...a->a", t12, t13, optimize=True)`
+        grad_offset[i] = sum_batch grad[batch, i]
+            i.e. `jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))`
+    """
     if sum1 is None or affine1 is None:
         sum1 = jnp.sum(x, axis=-1)
         t0 = jnp.shape(x)[-1]

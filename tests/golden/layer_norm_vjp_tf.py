@@ -1,5 +1,26 @@
 def layer_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affine1=None):
-    """Gradient of LayerNorm (declared at ops/composed.py:19): one per input (x, scale, offset)."""
+    """Gradient of LayerNorm (declared at ops/composed.py:19): one per input (x, scale, offset).
+
+    In index notation, next to the code computing it:
+        sum1[batch] = sum_{k_1} x[batch, k_1], i.e. `tf.reduce_sum(x, axis=-1)`
+        affine1[batch] = epsilon + sum_k (x[batch, k] - sum1[batch] / N)**2 / N
+            i.e. `epsilon + t2 / t0`
+        grad_affine1[batch] = sum_i (-grad[batch, i] * scale[i] * x[batch, i] / (2 *
+            affine1[batch]**(3/2)) + grad[batch, i] * scale[i] * sum1[batch] / (2 * N *
+            affine1[batch]**(3/2))), i.e. `(1 / 2) * t6 / affine1 ** (3 / 2)`
+        grad_x[batch, j] = grad[batch, j] * scale[j] / sqrt(affine1[batch])
+            + 2 * grad_affine1[batch] * x[batch, j] / N
+            - 2 * grad_affine1[batch] * sum1[batch] / N**2
+            - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
+            - sum_k 2 * grad_affine1[batch] * x[batch, k] / N**2
+            + 2 * grad_affine1[batch] * sum1[batch] / N**2
+            i.e. `grad * scale / tf.math.sqrt(t7) - 2 * t10 * t11 / t3**2 + 2 * t10 * x / t3 - ...`
+        grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
+            i] * sum1[batch] / (N * sqrt(affine1[batch])))
+            i.e. `_einsum_over_batch("...,...a->a", t12, t13)`
+        grad_offset[i] = sum_batch grad[batch, i]
+            i.e. `tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))`
+    """
     if sum1 is None or affine1 is None:
         sum1 = tf.reduce_sum(x, axis=-1)
         t0 = tf.cast(tf.shape(x)[-1], x.dtype)

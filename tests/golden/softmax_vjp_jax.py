@@ -1,5 +1,13 @@
 def softmax_vjp(grad, logits, *, softmax=None):
-    """Gradient of Softmax: one array per input (logits)."""
+    """Gradient of Softmax: one array per input (logits).
+
+    In index notation, next to the code computing it:
+        ext1[batch] = max_l logits[batch, l]
+        sum1[batch] = sum_k exp(-ext1[batch] + logits[batch, k])
+        grad_logits[batch, k] = grad[batch, k] * softmax[batch, k]
+            - sum_i grad[batch, i] * softmax[batch, i] * softmax[batch, k]
+            i.e. `softmax * (grad - t0)`
+    """
     if softmax is None:
         softmax = softmax_forward(logits)
     t0 = jnp.sum(grad * softmax, axis=-1, keepdims=True)

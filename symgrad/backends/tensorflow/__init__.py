@@ -19,6 +19,7 @@ from symgrad.render import (
     signature,
     stage_params,
     stages_unset,
+    vjp_context,
 )
 from symgrad.verify.sources import derived_import_lines
 from symgrad.verify.tf_sources import TfGradientFunction
@@ -70,6 +71,7 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
         op_outputs, outputs_pass = _op_outputs(op, None), ", ".join(op.outputs)
     return {
         **common_context(op, printer),
+        **vjp_context(op, printer),
         # in the custom_gradient wrapper the prologue runs outside the nested forward, whose
         # assignments would otherwise make the attributes it rewrites local to it
         "forward_prologue": "\n".join(print_statement(st, printer, op) for st in op.forward.prologue),
