@@ -16,8 +16,8 @@ import sympy as sp
 from symgrad.backends.numpy.printer import NumpyPrinter
 from symgrad.declare import ELEMENTWISE, OpDecl, OpVariant
 from symgrad.instantiate import instantiate
+from symgrad.derivation import Derivation
 from symgrad.derive import (
-    Derivation,
     InputSteps,
     derive,
     grad_names,

@@ -81,6 +81,25 @@ def _gradient_op_code(raw: list) -> OpCode | None:
         return None
 
 
+def _cached_or_loaded(paths: list[Path], cache: Cache, key_parts: tuple) -> tuple[dict, list]:
+    """The cached texts of the op files the cache has, and the others loaded, with their
+    keys; every op's name checked unique across them all."""
+    _check_stems(paths)
+    files, fresh, records = {}, [], []
+    for path in paths:
+        key = cache_key(path, display_path(path), key_parts)
+        hit = cache.get(key)
+        if hit is None:
+            op_file = load_op_file(path)
+            fresh.append((op_file, key))
+            records += op_file.ops
+        else:
+            records += hit[0]
+            files.update(hit[1])
+    check_unique(records)
+    return files, fresh
+
+
 def generate(
     paths: list[str | Path],
     targets: tuple[str, ...],
@@ -98,22 +117,7 @@ def generate(
         SymgradErrors: every op that failed, after trying them all.
     """
     cache = cache or Cache(None)
-    files: dict[str, str] = {}
-    records: list = []
-    fresh: list[tuple[OpFile, str]] = []
-    paths = op_file_paths(paths)
-    _check_stems(paths)
-    for path in paths:
-        key = cache_key(path, display_path(path), targets + (("allow large",) if allow_large else ()))
-        hit = cache.get(key)
-        if hit is None:
-            op_file = load_op_file(path)
-            fresh.append((op_file, key))
-            records += op_file.ops
-        else:
-            records += hit[0]
-            files.update(hit[1])
-    check_unique(records)
+    files, fresh = _cached_or_loaded(op_file_paths(paths), cache, targets + (("allow large",) if allow_large else ()))
     compiled = _compile_all([f for f, _ in fresh], jobs)
     oversized = [e for (f, _), codes in zip(fresh, compiled) for d, c in zip(f.ops, codes) for e in oversized_intermediates(d, c)]
     if oversized and not allow_large:

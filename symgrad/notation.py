@@ -17,7 +17,7 @@ from sympy.printing.precedence import PRECEDENCE, precedence
 from sympy.printing.str import StrPrinter
 
 from symgrad.declare import BATCH
-from symgrad.derive import Derivation, TensorValue, Term
+from symgrad.derivation import Derivation, TensorValue, Term
 from symgrad.ir import Formula, Function
 
 SUM_PRECEDENCE = PRECEDENCE["Mul"] - 5  # parenthesised in a product, not in a sum of terms

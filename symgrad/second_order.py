@@ -29,7 +29,8 @@ import sympy as sp
 from sympy.concrete.expr_with_limits import ExprWithLimits
 
 from symgrad.declare import BATCH, BATCH_DIM, ELEMENTWISE, OpVariant, Output, Tensor, TensorInput, stop_gradient
-from symgrad.derive import Derivation, derive, elementwise_vjp
+from symgrad.derivation import Derivation
+from symgrad.derive import derive, elementwise_vjp
 from symgrad.errors import SymgradError
 from symgrad.ir import Assign, Conj, OpCode
 from symgrad.simplify import simplify

@@ -91,7 +91,7 @@ def test_a_size_scalar_keeps_its_parentheses_inside_a_product(printer):
 STRUCTURE = {"Assign", "Branch", "Formula", "Function", "LinearSecondOrder", "OpCode", "Recompute"}
 IR_VALUES = sorted(
     name for name, cls in inspect.getmembers(ir, inspect.isclass)
-    if cls.__module__ == ir.__name__ and dataclasses.is_dataclass(cls) and name not in STRUCTURE
+    if cls.__module__.startswith(ir.__name__ + ".") and dataclasses.is_dataclass(cls) and name not in STRUCTURE
 )
 
 

@@ -256,7 +256,7 @@ def test_a_sum_of_what_its_index_does_not_read_is_a_count(natural):
 def test_inverse_entry_peels_invertible_layers_only():
     import sympy as sp
 
-    from symgrad.simplify import _inverse
+    from symgrad.reuse import _inverse
 
     x, y, s = sp.IndexedBase("x")[sp.Symbol("i", integer=True)], sp.Symbol("y"), sp.Symbol("s")
     assert _inverse(x - sp.log(s), x, y) == y + sp.log(s)  # LogSoftmax's output, solved for x

@@ -11,7 +11,7 @@ import dataclasses
 import sympy as sp
 
 from symgrad.declare import BATCH_DIM
-from symgrad.derive import Derivation
+from symgrad.derivation import Derivation
 from symgrad.ir import (
     AsTuple,
     BroadcastToShape,
@@ -53,21 +53,7 @@ def lower_op(op: OpSignature, derivations: list[Derivation]) -> OpCode:
         branches=tuple(_unpacked(op, d, _lower_forward(op, d)) for d in derivations),
         results=outputs,
     )
-    vjp_branches = tuple(_unpacked(op, d, _lower_vjp(op, d)) for d in derivations)
-    read = _names_read(vjp_branches)
-    if list_output and any(o.name in read for d in derivations for o in d.variant.outputs):
-        read.add(list_output)
-        vjp_branches = tuple(_outputs_unpacked(d, b) for d, b in zip(derivations, vjp_branches))
-    used = tuple(o for o in outputs if o in read)
-    # conjugate only what the gradient reads: Exp's gradient never touches x
-    integer = {t.name for d in derivations for t in d.variant.inputs if t.integer}
-    conj = tuple(Assign(n, Conj(n)) for n in inputs + used if n in read and n not in integer) if op.complex_ok else ()
-    vjp = Function(
-        params=grads + inputs + outputs,
-        prologue=axes + conj,
-        branches=vjp_branches,
-        results=("grads",) if op.variadic else _grad_names(first),
-    )
+    vjp, used = _vjp_function(op, derivations, grads + inputs + outputs, axes)
     return OpCode(
         name=op.name,
         func_name=op.func_name,
@@ -85,9 +71,28 @@ def lower_op(op: OpSignature, derivations: list[Derivation]) -> OpCode:
         variadic=op.variadic is not None,
         list_inputs=tuple(a.name for a in op.numeric_attrs if a.is_list_input),
         list_output=list_output is not None,
-        stages=stages_accepted(vjp_branches),
+        stages=stages_accepted(vjp.branches),
         complex_ok=op.complex_ok,
     )
+
+
+def _vjp_function(op: OpSignature, derivations: list[Derivation], params: tuple, axes: tuple) -> tuple:
+    """The vector-Jacobian-product function, and the outputs it reads."""
+    first = derivations[0]
+    list_output = first.variant.outputs[0].list_name
+    outputs = (list_output,) if list_output else tuple(o.name for o in first.variant.outputs)
+    branches = tuple(_unpacked(op, d, _lower_vjp(op, d)) for d in derivations)
+    read = _names_read(branches)
+    if list_output and any(o.name in read for d in derivations for o in d.variant.outputs):
+        read.add(list_output)
+        branches = tuple(_outputs_unpacked(d, b) for d, b in zip(derivations, branches))
+    used = tuple(o for o in outputs if o in read)
+    # conjugate only what the gradient reads: Exp's gradient never touches x
+    integer = {t.name for d in derivations for t in d.variant.inputs if t.integer}
+    inputs = _params(op, first)
+    conj = tuple(Assign(n, Conj(n)) for n in inputs + used if n in read and n not in integer) if op.complex_ok else ()
+    results = ("grads",) if op.variadic else _grad_names(first)
+    return Function(params=params, prologue=axes + conj, branches=branches, results=results), used
 
 
 def _params(op: OpSignature, derivation: Derivation) -> tuple[str, ...]:

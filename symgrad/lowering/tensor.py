@@ -16,7 +16,7 @@ import dataclasses
 import sympy as sp
 
 from symgrad.declare import BATCH
-from symgrad.derive import Term, TensorValue
+from symgrad.derivation import TensorValue, Term
 from symgrad.errors import LoweringError
 from symgrad.functions import REDUCTIONS, python_float
 from symgrad.ir import (

@@ -1,0 +1,232 @@
+"""Kronecker deltas summed out: `sum_u delta(u, v) f(u)` is `f(v)`, with u's range kept as a
+bound on another summed index where v may fall outside it (a cumulative sum), an index map
+inverted where u is read through one (`x[i*s + k]`), and anything that would need a guard
+refused with the op's name."""
+
+from __future__ import annotations
+
+import sympy as sp
+from sympy.concrete.expr_with_limits import ExprWithLimits
+
+from symgrad.derivation import Term
+from symgrad.errors import DerivationError
+from symgrad.functions import exact_div
+from symgrad.validate import Range, index_symbols
+
+
+def eliminate_deltas(variant, term: Term, ranges: dict[sp.Symbol, Range], outputs=frozenset()) -> Term:
+    """Sum out every `KroneckerDelta(u, v)` whose index `u` is summed; a delta between two
+    free indices stays (a diagonal, lowered to an identity matrix)."""
+    factor, sums = term.factor, term.sums
+    while True:
+        summed = {s[0]: (s[1], s[2]) for s in sums}
+        delta = next((d for d in _deltas(factor) if set(d.args) & set(summed)), None)
+        if delta is None:
+            inverted = _invert_index_map(factor, sums, outputs)
+            if inverted is not None:
+                factor, sums = inverted
+                continue
+            _check_remaining_deltas(variant, factor, summed)
+            return Term(factor, sums)
+        u, v = delta.args
+        if u not in summed:
+            u, v = v, u
+        rest = sp.Mul(*[a for a in sp.Mul.make_args(factor) if a is not delta])
+        if not isinstance(v, sp.Symbol):  # u := a map (a segment id): entries read there
+            if not _range_kept_by_entry(rest, u, summed[u]):  # keep u's range (zero outside)
+                raise DerivationError(
+                    f"cannot eliminate {delta}: no entry indexed by {u} alone keeps its range",
+                    variant.decl.name,
+                    variant.decl.location,
+                )
+            factor = renamed_apart(rest, v.free_symbols).subs(u, v)
+            sums = tuple(lim for lim in sums if lim[0] != u)
+            continue
+        v_range = summed.get(v) or ranges[v]
+        factor = rest.subs(u, v)
+        sums = tuple((s, lo.subs(u, v), hi.subs(u, v)) for s, lo, hi in sums if s != u)
+        try:
+            sums = _constrain(variant, delta, summed[u], v, v_range, sums)
+        except DerivationError:
+            if v in summed or not _range_kept_by_factor(rest, u, summed[u]):
+                raise
+            # the upstream gradient of a piece (a split's), indexed by u alone: read at v
+            # beyond u's range it is zero (off its axis), so the bound holds by itself
+
+
+def _deltas(factor) -> list:
+    return [a for a in sp.Mul.make_args(factor) if isinstance(a, sp.KroneckerDelta)]
+
+
+def _check_remaining_deltas(variant, factor, summed) -> None:
+    """Left: deltas between two free indices (a diagonal), and `KroneckerDelta(u, E)` with u
+    free and E a map of summed indices with no inverse here (lowered to a scatter-add)."""
+    for delta in factor.atoms(sp.KroneckerDelta):
+        if all(isinstance(a, sp.Symbol) for a in delta.args):
+            continue
+        u, e = _map_delta(delta)
+        if u is None or u in summed or not index_symbols(e) <= set(summed):
+            raise DerivationError(
+                f"cannot eliminate {delta}: an index map must be of summed indices only",
+                variant.decl.name,
+                variant.decl.location,
+            )
+
+
+def _map_delta(delta) -> tuple:
+    """(u, E) for `KroneckerDelta(u, E)` with u an index and E an index map, else (None, None)."""
+    a, b = delta.args
+    if isinstance(a, sp.Symbol) and not isinstance(b, sp.Symbol):
+        return a, b
+    if isinstance(b, sp.Symbol) and not isinstance(a, sp.Symbol):
+        return b, a
+    return None, None
+
+
+# --- affine index maps ---------------------------------------------------------------------
+
+
+def _invert_index_map(factor, sums, outputs):
+    """Sum out `KroneckerDelta(u, c*i + rest)` over a summed index i by solving for it:
+    i = exact_div(u - rest, c), which is no position where c does not divide (a stride).
+
+    Only where an entry of the factor is indexed by i alone along an axis whose range is i's
+    own (the upstream gradient, for an output index): read at the solved position with zero
+    outside, that entry keeps i's range. Entries indexed by `c*i + ...` read `u - rest + ...`.
+    Only output indices are solved for: a convolution's input gradient then reads the
+    upstream gradient in windows (solving for a kernel index would build a matrix the size
+    of input times output); other maps are left to a scatter-add. Of several output indices,
+    the first in output order is solved (a patch's position, not its offset in the window).
+    Returns the new (factor, sums), or None when no delta can be inverted so.
+    """
+    summed = {s[0]: (s[1], s[2]) for s in sums}
+    for delta in _deltas(factor):
+        u, e = _map_delta(delta)
+        if u is None or u in summed or e.has(sp.Indexed):
+            continue
+        rest_factor = sp.Mul(*[a for a in sp.Mul.make_args(factor) if a is not delta])
+        for i in sorted(index_symbols(e) & set(summed) & set(outputs), key=list(outputs).index):
+            c = sp.diff(e, i)
+            rest = sp.expand(e - c * i)
+            if rest.has(i) or not _range_kept_by_entry(rest_factor, i, summed[i]):
+                continue
+            if any(f.has(i) and not isinstance(f, sp.Indexed) and not _of_indices_only(f) for f in sp.Mul.make_args(rest_factor)):
+                continue  # a function of i (a window's count, ties): computed once per output, scattered
+            solved = exact_div(u - rest, c)
+            rest_factor = renamed_apart(rest_factor, solved.free_symbols)
+            new_factor = rest_factor.replace(
+                lambda x: isinstance(x, sp.Indexed) and x.has(i),
+                lambda x: x.func(x.base, *[_solved_subscript(s, i, c, u - rest, solved) for s in x.indices]),
+            )
+            # a condition on i alone (a mirror image's side) holds or not at the solved i;
+            # where there is none (-1), the entries read there are zero anyway
+            new_factor = new_factor.replace(
+                lambda x: x in sp.Mul.make_args(new_factor) and not isinstance(x, sp.Indexed) and x.has(i),
+                lambda x: x.subs(i, solved),
+            )
+            return new_factor, tuple(lim for lim in sums if lim[0] != i)
+    return None
+
+
+def _of_indices_only(factor) -> bool:
+    """A factor computed from indices alone: no tensor entry, no inner sum or reduction."""
+
+    return not factor.has(sp.Indexed) and not factor.atoms(ExprWithLimits)
+
+
+def renamed_apart(expr, avoid: set):
+    """`expr` with indices bound by its inner Sums renamed where they are in `avoid`, so a
+    substitution cannot capture them (a window's count, summed over the window's own a)."""
+    from sympy.concrete.expr_with_limits import ExprWithLimits
+
+    def rename(e):
+        clashes = {lim[0] for lim in e.limits} & avoid
+        if not clashes:
+            return e
+        fresh = {k: sp.Symbol(f"{k}_", integer=True) for k in clashes}
+        while any(f in avoid or e.has(f) for f in fresh.values()):
+            fresh = {k: sp.Symbol(f"{f}_", integer=True) for k, f in fresh.items()}
+        return e.xreplace(fresh)
+
+    return expr.replace(lambda e: isinstance(e, ExprWithLimits), rename)
+
+
+def _solved_subscript(sub, i, c, c_times_i, solved):
+    """`sub` with i solved: `c*i + r` becomes `c_times_i + r` (exact where the solution is)."""
+    if sp.diff(sub, i) == c:
+        return sp.expand(sub - c * i + c_times_i)
+    return sub.subs(i, solved)
+
+
+def _range_kept_by_entry(factor, i, i_range) -> bool:
+    low, high = i_range
+    if low != 0:
+        return False
+    for entry in factor.atoms(sp.Indexed):
+        for axis, sub in enumerate(entry.indices):
+            if sub == i and sp.simplify(entry.base.shape[axis] - 1 - high) == 0:
+                return True
+    return False
+
+
+def _range_kept_by_factor(factor, i, i_range) -> bool:
+    """`_range_kept_by_entry` for an entry that is a factor of `factor` itself (not inside
+    an inner sum): where it reads zero, so does the whole term."""
+    entries = [f for f in sp.Mul.make_args(factor) if isinstance(f, sp.Indexed)]
+    return _range_kept_by_entry(sp.Mul(*entries), i, i_range)
+
+
+def _constrain(variant, delta, u_range: Range, v, v_range: Range, sums: tuple) -> tuple:
+    """Keep `u_range[0] <= v <= u_range[1]` after summing out u := v.
+
+    Bounds `v` always meets are dropped; a bound `s + c` on another summed index `s` (a
+    cumulative sum) becomes a bound on `s` instead, once the other bounds make it the
+    tighter one (each tried again after the others); anything else needs guards (not yet).
+    """
+    summed = {s[0]: s for s in sums}
+    pending = [(u_range[0], v_range[0], False), (u_range[1], v_range[1], True)]
+    while pending:
+        deferred = [p for p in pending if not _bound_moved(variant, delta, u_range, summed, v, v_range, *p)]
+        if len(deferred) == len(pending):
+            s = next(s for s in summed if deferred[0][0].has(s))
+            raise DerivationError(
+                f"cannot eliminate {delta}: the range of {s} would need guards", variant.decl.name, variant.decl.location
+            )
+        pending = deferred
+    return tuple(summed[s[0]] for s in sums)
+
+
+def _bound_moved(variant, delta, u_range, summed: dict, v, v_range: Range, bound, v_side, is_upper) -> bool:
+    """Whether `v <= bound` (`v >= bound`) holds: met everywhere, or moved onto the summed
+    index `s` of `bound = s + c` (in `summed`); False where that would not be tighter yet."""
+    gap = (bound - v_side) if is_upper else (v_side - bound)
+    if gap.is_nonnegative:
+        return True  # v's whole range meets this bound
+    s = next((s for s in summed if bound.has(s)), None)
+    c = bound - s if s is not None else None
+    if s is None or c.free_symbols & set(summed) or not (bound - s - c == 0):
+        raise DerivationError(
+            f"cannot eliminate {delta}: {v} ranges over {v_range}, beyond {u_range}",
+            variant.decl.name,
+            variant.decl.location,
+        )
+    index, s_low, s_high = summed[s]
+    # v <= s + c  <=>  s >= v - c ;   v >= s + c  <=>  s <= v - c (tighter, for every v)
+    tighter = (v - c - s_low) if is_upper else (s_high - v + c)
+    if not _everywhere_nonnegative(tighter, summed, v, v_range):
+        return False
+    summed[s] = (index, v - c, s_high) if is_upper else (index, s_low, v - c)
+    return True
+
+
+def _everywhere_nonnegative(gap, summed: dict, v, v_range: Range) -> bool:
+    """Whether `gap` >= 0 wherever the other summed indices and v range: each summed index
+    in it at the end of its range that makes it least (its range may end at v), then v."""
+    for s, (_, low, high) in summed.items():
+        coefficient = gap.coeff(s)
+        if coefficient.is_number and coefficient != 0:
+            gap = gap.subs(s, low if coefficient > 0 else high)
+    coefficient = gap.coeff(v)
+    if coefficient.is_number and coefficient != 0:
+        gap = gap.subs(v, v_range[0] if coefficient > 0 else v_range[1])
+    return bool(gap.is_nonnegative)

@@ -1,0 +1,64 @@
+"""The backend-neutral IR: straight-line array statements, grouped into functions.
+
+Values name their operands by variable name; `Elementwise` holds a SymPy expression whose
+symbols are variable names (and numeric attributes), printed by each backend's SymPy printer.
+
+| module | what |
+| --- | --- |
+| `arrays` | array values: elementwise expressions, matmuls, einsums, reductions, scans, reshapes |
+| `shapes` | integer values: sizes, ranks, negative axes, index arithmetic, merged and split axes |
+| `kernels` | gathers, scatter-adds, convolutions, max-pooling's backprop |
+| `values` | `Value`, any of those, and the variables a value reads |
+| `code` | statements, branches, functions, an op's code |
+
+Everything is importable from `symgrad.ir` itself.
+"""
+
+from symgrad.ir.arrays import (
+    BroadcastTo,
+    BroadcastToShape,
+    Conj,
+    Constant,
+    DiagPart,
+    Einsum,
+    Elementwise,
+    Expand,
+    Eye,
+    FusedCall,
+    Iota,
+    MatMul,
+    Reduce,
+    Scan,
+    Squeeze,
+    Stack,
+    SumToShape,
+    Transpose,
+    ZerosLike,
+)
+from symgrad.ir.code import Assign, Branch, Formula, Function, LinearSecondOrder, OpCode, Recompute, statements
+from symgrad.ir.kernels import Convolution, Gather, MaxPoolBackprop, ScatterAdd
+from symgrad.ir.shapes import (
+    Arange,
+    AsTuple,
+    DimSize,
+    IndexArith,
+    IntArray,
+    IntSize,
+    Length,
+    MergeAxes,
+    NegativeAxes,
+    NegativeAxis,
+    Rank,
+    SplitAxis,
+    axis_size,
+)
+from symgrad.ir.values import Value, reads
+
+__all__ = [
+    "Arange", "AsTuple", "Assign", "Branch", "BroadcastTo", "BroadcastToShape", "Conj", "Constant", "Convolution",
+    "DiagPart", "DimSize", "Einsum", "Elementwise", "Expand", "Eye", "Formula", "Function", "FusedCall", "Gather",
+    "IndexArith", "IntArray", "IntSize", "Iota", "Length", "LinearSecondOrder", "MatMul", "MaxPoolBackprop",
+    "MergeAxes", "NegativeAxes", "NegativeAxis", "OpCode", "Rank", "Recompute", "Reduce", "Scan", "ScatterAdd",
+    "SplitAxis", "Squeeze", "Stack", "SumToShape", "Transpose", "Value", "ZerosLike", "axis_size", "reads",
+    "statements",
+]
