@@ -135,7 +135,21 @@ def _gather(x, positions, axis, fill=0):
 
 
 def tile_vjp(grad, input, output, *, multiples):
-    """Gradient of Tile (declared at ops/array_more.py:22): one per input (input)."""
+    """Gradient of Tile (declared at ops/array_more.py:22): one per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        rank=1:
+            grad_input[i0] = sum_{r0} grad[r0, i0], i.e. `tf.reduce_sum(grad, axis=-2)`
+        rank=2:
+            grad_input[i0, i1] = sum_{r0, r1} grad[r0, i0, r1, i1]
+                i.e. `tf.reduce_sum(grad, axis=[-4, -2])`
+        rank=3:
+            grad_input[i0, i1, i2] = sum_{r0, r1, r2} grad[r0, i0, r1, i1, r2, i2]
+                i.e. `tf.reduce_sum(grad, axis=[-6, -4, -2])`
+        rank=4:
+            grad_input[i0, i1, i2, i3] = sum_{r0, r1, r2, r3} grad[r0, i0, r1, i1, r2, i2, r3, i3]
+                i.e. `tf.reduce_sum(grad, axis=[-8, -6, -4, -2])`
+    """
     rank = len(input.shape)
     multiples = tf.cast(multiples, tf.int64)
     if rank == 1:
@@ -315,7 +329,16 @@ _register("Tile", tile_grad)
 
 
 def mirror_pad_vjp(grad, input, output, *, mode="REFLECT", paddings):
-    """Gradient of MirrorPad (declared at ops/array_more.py:30): one per input (input)."""
+    """Gradient of MirrorPad (declared at ops/array_more.py:30): one per input (input).
+
+    In index notation, next to the code computing it, for rank=1, mode='REFLECT' (other values of
+    mode change it):
+        grad_input[i] = grad[paddings[0][0] + i]
+            + grad[paddings[0][0] - i] * indicator(paddings[0][0] > paddings[0][0] - i)
+            + grad[paddings[0][0] + 2 * D0 - i - 2] * indicator(paddings[0][0] + 2 * D0 - i - 2 >=
+                paddings[0][0] + D0)
+            i.e. `t2 * tf.where(t3, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)) + ...`
+    """
     rank = len(input.shape)
     paddings = tf.cast(paddings, tf.int64)
     if rank == 1 and mode == "REFLECT":

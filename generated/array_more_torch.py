@@ -86,7 +86,21 @@ def tile_forward(input, *, multiples):
 
 
 def tile_vjp(grad, input, *, output=None, multiples):
-    """Gradient of Tile: one array per input (input)."""
+    """Gradient of Tile: one array per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        rank=1:
+            grad_input[i0] = sum_{r0} grad[r0, i0], i.e. `torch.sum(grad, axis=-2)`
+        rank=2:
+            grad_input[i0, i1] = sum_{r0, r1} grad[r0, i0, r1, i1]
+                i.e. `torch.sum(grad, axis=(-4, -2))`
+        rank=3:
+            grad_input[i0, i1, i2] = sum_{r0, r1, r2} grad[r0, i0, r1, i1, r2, i2]
+                i.e. `torch.sum(grad, axis=(-6, -4, -2))`
+        rank=4:
+            grad_input[i0, i1, i2, i3] = sum_{r0, r1, r2, r3} grad[r0, i0, r1, i1, r2, i2, r3, i3]
+                i.e. `torch.sum(grad, axis=(-8, -6, -4, -2))`
+    """
     rank = np.ndim(input)
     multiples = np.asarray(multiples, dtype=np.int64)
     if rank == 1:
@@ -903,7 +917,15 @@ def mirror_pad_forward(input, *, mode="REFLECT", paddings):
 
 
 def mirror_pad_vjp(grad, input, *, output=None, mode="REFLECT", paddings):
-    """Gradient of MirrorPad: one array per input (input)."""
+    """Gradient of MirrorPad: one array per input (input).
+
+    In index notation, next to the code computing it, for rank=1, mode='REFLECT' (other values of
+    mode change it):
+        grad_input[i] = grad[paddings[0][0] + i]
+            + grad[paddings[0][0] - i] * indicator(paddings[0][0] > paddings[0][0] - i)
+            + grad[paddings[0][0] + 2 * D0 - i - 2] * indicator(paddings[0][0] + 2 * D0 - i - 2 >=
+                paddings[0][0] + D0), i.e. `torch.where(t3, t2, 0) + torch.where(t7, t6, 0) + t9`
+    """
     rank = np.ndim(input)
     paddings = np.asarray(paddings, dtype=np.int64)
     if rank == 1 and mode == "REFLECT":

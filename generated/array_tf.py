@@ -129,7 +129,11 @@ def _gather(x, positions, axis, fill=0):
 
 
 def pad_vjp(grad, input, output, *, paddings):
-    """Gradient of Pad (declared at ops/array.py:26): one per input (input)."""
+    """Gradient of Pad (declared at ops/array.py:26): one per input (input).
+
+    In index notation, next to the code computing it, for rank=1 (other values of  change it):
+        grad_input[i] = grad[paddings[0][0] + i], i.e. `_gather(grad, t1, -1)`
+    """
     rank = len(input.shape)
     paddings = tf.cast(paddings, tf.int64)
     if rank == 1:
@@ -261,7 +265,11 @@ _register("Pad", pad_grad)
 
 
 def slice_vjp(grad, input, output, *, begin, size):
-    """Gradient of Slice (declared at ops/array.py:38): one per input (input)."""
+    """Gradient of Slice (declared at ops/array.py:38): one per input (input).
+
+    In index notation, next to the code computing it, for rank=1 (other values of  change it):
+        grad_input[i] = grad[-begin[0] + i], i.e. `_gather(grad, t1, -1)`
+    """
     rank = len(input.shape)
     begin = tf.cast(begin, tf.int64)
     size = tf.cast(size, tf.int64)
@@ -397,7 +405,12 @@ _register("Slice", slice_grad)
 
 
 def reverse_v2_vjp(grad, tensor, output, *, axis=(-1,)):
-    """Gradient of ReverseV2 (declared at ops/array.py:56): one per input (tensor)."""
+    """Gradient of ReverseV2 (declared at ops/array.py:56): one per input (tensor).
+
+    In index notation, next to the code computing it, for axis=(-1,) (other values of axis change
+    it):
+        grad_tensor[batch, i] = grad[batch, D3 - i - 1], i.e. `_gather(grad, t2, -1)`
+    """
     axis = tuple(sorted(int(a) - len(tensor.shape) if a >= 0 else int(a) for a in axis))
     if axis == (-1,):
         t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
@@ -551,7 +564,12 @@ _register("ReverseV2", reverse_v2_grad)
 
 
 def transpose_vjp(grad, x, y, *, perm=(1, 0)):
-    """Gradient of Transpose (declared at ops/array.py:71): one per input (x)."""
+    """Gradient of Transpose (declared at ops/array.py:71): one per input (x).
+
+    In index notation, next to the code computing it, for perm=(1, 0) (other values of perm change
+    it):
+        grad_x[i1, i0] = grad[i0, i1], i.e. `tf.transpose(grad, perm=[1, 0])`
+    """
     perm = tuple(int(a) for a in perm)
     if perm == (1, 0):
         grad_x = tf.transpose(grad, perm=[1, 0])
@@ -650,7 +668,16 @@ def strided_slice_vjp(
     begin_mask=0,
     end_mask=0,
 ):
-    """Gradient of StridedSlice (declared at ops/array.py:100): one per input (input)."""
+    """Gradient of StridedSlice (declared at ops/array.py:100): one per input (input).
+
+    In index notation, next to the code computing it, for rank=1, shrink_axis_mask=0,
+    ellipsis_mask=0, new_axis_mask=0 (other values of shrink_axis_mask, ellipsis_mask, new_axis_mask
+    change it):
+        grad_input[i] = grad[exact_div(i - ((0 if strides[0] > 0 else D0 - 1) if (Mod(begin_mask,
+            2)) == 1 else Min((D0 if strides[0] > 0 else D0 - 1), Max((0 if strides[0] > 0 else -1),
+            (begin[0] + D0 if begin[0] < 0 else begin[0])))), strides[0])]
+            i.e. `_gather(grad, t5, -1)`
+    """
     rank = len(input.shape)
     begin = tf.cast(begin, tf.int64)
     end = tf.cast(end, tf.int64)

@@ -104,7 +104,11 @@ def pad_forward(input, *, paddings):
 
 
 def pad_vjp(grad, input, *, output=None, paddings):
-    """Gradient of Pad: one array per input (input)."""
+    """Gradient of Pad: one array per input (input).
+
+    In index notation, next to the code computing it, for rank=1 (other values of  change it):
+        grad_input[i] = grad[paddings[0][0] + i], i.e. `_gather(grad, t1, -1)`
+    """
     rank = np.ndim(input)
     paddings = np.asarray(paddings, dtype=np.int64)
     if rank == 1:
@@ -236,7 +240,11 @@ def slice_forward(input, *, begin, size):
 
 
 def slice_vjp(grad, input, *, output=None, begin, size):
-    """Gradient of Slice: one array per input (input)."""
+    """Gradient of Slice: one array per input (input).
+
+    In index notation, next to the code computing it, for rank=1 (other values of  change it):
+        grad_input[i] = grad[-begin[0] + i], i.e. `_gather(grad, t1, -1)`
+    """
     rank = np.ndim(input)
     begin = np.asarray(begin, dtype=np.int64)
     size = np.asarray(size, dtype=np.int64)
@@ -368,7 +376,12 @@ def reverse_v2_forward(tensor, *, axis=(-1,)):
 
 
 def reverse_v2_vjp(grad, tensor, *, output=None, axis=(-1,)):
-    """Gradient of ReverseV2: one array per input (tensor)."""
+    """Gradient of ReverseV2: one array per input (tensor).
+
+    In index notation, next to the code computing it, for axis=(-1,) (other values of axis change
+    it):
+        grad_tensor[batch, i] = grad[batch, D3 - i - 1], i.e. `_gather(grad, t2, -1)`
+    """
     axis = tuple(sorted(int(a) - np.ndim(tensor) if a >= 0 else int(a) for a in np.ravel(axis)))
     if axis == (-1,):
         t0 = torch.arange(np.shape(tensor)[-1])
@@ -480,7 +493,12 @@ def transpose_forward(x, *, perm=(1, 0)):
 
 
 def transpose_vjp(grad, x, *, y=None, perm=(1, 0)):
-    """Gradient of Transpose: one array per input (x)."""
+    """Gradient of Transpose: one array per input (x).
+
+    In index notation, next to the code computing it, for perm=(1, 0) (other values of perm change
+    it):
+        grad_x[i1, i0] = grad[i0, i1], i.e. `grad.T`
+    """
     perm = tuple(int(a) for a in np.ravel(perm))
     if perm == (1, 0):
         grad_x = grad.T
@@ -961,7 +979,16 @@ def strided_slice_vjp(
     begin_mask=0,
     end_mask=0,
 ):
-    """Gradient of StridedSlice: one array per input (input)."""
+    """Gradient of StridedSlice: one array per input (input).
+
+    In index notation, next to the code computing it, for rank=1, shrink_axis_mask=0,
+    ellipsis_mask=0, new_axis_mask=0 (other values of shrink_axis_mask, ellipsis_mask, new_axis_mask
+    change it):
+        grad_input[i] = grad[exact_div(i - ((0 if strides[0] > 0 else D0 - 1) if (Mod(begin_mask,
+            2)) == 1 else Min((D0 if strides[0] > 0 else D0 - 1), Max((0 if strides[0] > 0 else -1),
+            (begin[0] + D0 if begin[0] < 0 else begin[0])))), strides[0])]
+            i.e. `_gather(grad, t5, -1)`
+    """
     rank = np.ndim(input)
     begin = np.asarray(begin, dtype=np.int64)
     end = np.asarray(end, dtype=np.int64)

@@ -109,7 +109,30 @@ def _sum_to_shape(g, x):
 
 
 def batch_mat_mul_v2_vjp(grad, x, y, output, *, adj_x=False, adj_y=False):
-    """Gradient of BatchMatMulV2 (declared at ops/batch_matmul.py:11): one per input (x, y)."""
+    """Gradient of BatchMatMulV2 (declared at ops/batch_matmul.py:11): one per input (x, y).
+
+    In index notation, next to the code computing it, per variant:
+        adj_x=False, adj_y=False:
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, k, j]
+                i.e. `tf.linalg.matmul(grad, y, transpose_b=True)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, i, k]
+                i.e. `tf.linalg.matmul(x, grad, transpose_a=True)`
+        adj_x=False, adj_y=True:
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k]
+                i.e. `tf.linalg.matmul(grad, y)`
+            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, i, k]
+                i.e. `tf.linalg.matmul(grad, x, transpose_a=True)`
+        adj_x=True, adj_y=False:
+            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, k, j]
+                i.e. `tf.linalg.matmul(y, grad, transpose_b=True)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i]
+                i.e. `tf.linalg.matmul(x, grad)`
+        adj_x=True, adj_y=True:
+            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, j, k]
+                i.e. `tf.linalg.matmul(y, grad, transpose_a=True, transpose_b=True)`
+            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, k, i]
+                i.e. `tf.linalg.matmul(grad, x, transpose_a=True, transpose_b=True)`
+    """
     if not adj_x and not adj_y:
         grad_x = tf.linalg.matmul(grad, y, transpose_b=True)
         grad_x = _sum_to_shape(grad_x, x)
@@ -180,7 +203,30 @@ _register("BatchMatMulV2", batch_mat_mul_v2_grad)
 
 
 def batch_mat_mul_vjp(grad, x, y, output, *, adj_x=False, adj_y=False):
-    """Gradient of BatchMatMul (declared at ops/batch_matmul.py:21): one per input (x, y)."""
+    """Gradient of BatchMatMul (declared at ops/batch_matmul.py:21): one per input (x, y).
+
+    In index notation, next to the code computing it, per variant:
+        adj_x=False, adj_y=False:
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, k, j]
+                i.e. `tf.linalg.matmul(grad, y, transpose_b=True)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, i, k]
+                i.e. `tf.linalg.matmul(x, grad, transpose_a=True)`
+        adj_x=False, adj_y=True:
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k]
+                i.e. `tf.linalg.matmul(grad, y)`
+            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, i, k]
+                i.e. `tf.linalg.matmul(grad, x, transpose_a=True)`
+        adj_x=True, adj_y=False:
+            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, k, j]
+                i.e. `tf.linalg.matmul(y, grad, transpose_b=True)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i]
+                i.e. `tf.linalg.matmul(x, grad)`
+        adj_x=True, adj_y=True:
+            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, j, k]
+                i.e. `tf.linalg.matmul(y, grad, transpose_a=True, transpose_b=True)`
+            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, k, i]
+                i.e. `tf.linalg.matmul(grad, x, transpose_a=True, transpose_b=True)`
+    """
     if not adj_x and not adj_y:
         grad_x = tf.linalg.matmul(grad, y, transpose_b=True)
         grad_x = _sum_to_shape(grad_x, x)

@@ -53,7 +53,28 @@ def batch_mat_mul_v2_forward(x, y, *, adj_x=False, adj_y=False):
 
 
 def batch_mat_mul_v2_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
-    """Gradient of BatchMatMulV2: one array per input (x, y)."""
+    """Gradient of BatchMatMulV2: one array per input (x, y).
+
+    In index notation, next to the code computing it, per variant:
+        adj_x=False, adj_y=False:
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, k, j]
+                i.e. `grad @ torch.swapaxes(y, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, i, k]
+                i.e. `torch.swapaxes(x, -1, -2) @ grad`
+        adj_x=False, adj_y=True:
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
+            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, i, k]
+                i.e. `torch.swapaxes(grad, -1, -2) @ x`
+        adj_x=True, adj_y=False:
+            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, k, j]
+                i.e. `y @ torch.swapaxes(grad, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
+        adj_x=True, adj_y=True:
+            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, j, k]
+                i.e. `torch.swapaxes(y, -1, -2) @ torch.swapaxes(grad, -1, -2)`
+            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, k, i]
+                i.e. `torch.swapaxes(grad, -1, -2) @ torch.swapaxes(x, -1, -2)`
+    """
     if not adj_x and not adj_y:
         grad_x = grad @ torch.swapaxes(y, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
@@ -120,7 +141,28 @@ def batch_mat_mul_forward(x, y, *, adj_x=False, adj_y=False):
 
 
 def batch_mat_mul_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
-    """Gradient of BatchMatMul: one array per input (x, y)."""
+    """Gradient of BatchMatMul: one array per input (x, y).
+
+    In index notation, next to the code computing it, per variant:
+        adj_x=False, adj_y=False:
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, k, j]
+                i.e. `grad @ torch.swapaxes(y, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, i, k]
+                i.e. `torch.swapaxes(x, -1, -2) @ grad`
+        adj_x=False, adj_y=True:
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
+            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, i, k]
+                i.e. `torch.swapaxes(grad, -1, -2) @ x`
+        adj_x=True, adj_y=False:
+            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, k, j]
+                i.e. `y @ torch.swapaxes(grad, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
+        adj_x=True, adj_y=True:
+            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, j, k]
+                i.e. `torch.swapaxes(y, -1, -2) @ torch.swapaxes(grad, -1, -2)`
+            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, k, i]
+                i.e. `torch.swapaxes(grad, -1, -2) @ torch.swapaxes(x, -1, -2)`
+    """
     if not adj_x and not adj_y:
         grad_x = grad @ torch.swapaxes(y, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))

@@ -46,7 +46,12 @@ def add_forward(x, y):
 
 
 def add_vjp(grad, x, y, *, z=None):
-    """Gradient of AddV2: one array per input (x, y)."""
+    """Gradient of AddV2: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad, i.e. `_sum_to_shape(grad, np.shape(x))`
+        grad_y = grad, i.e. `_sum_to_shape(grad, np.shape(y))`
+    """
     grad_x = _sum_to_shape(grad, np.shape(x))
     grad_y = _sum_to_shape(grad, np.shape(y))
     return grad_x, grad_y
@@ -84,7 +89,12 @@ def add_legacy_forward(x, y):
 
 
 def add_legacy_vjp(grad, x, y, *, z=None):
-    """Gradient of Add: one array per input (x, y)."""
+    """Gradient of Add: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad, i.e. `_sum_to_shape(grad, np.shape(x))`
+        grad_y = grad, i.e. `_sum_to_shape(grad, np.shape(y))`
+    """
     grad_x = _sum_to_shape(grad, np.shape(x))
     grad_y = _sum_to_shape(grad, np.shape(y))
     return grad_x, grad_y
@@ -122,7 +132,12 @@ def subtract_forward(x, y):
 
 
 def subtract_vjp(grad, x, y, *, z=None):
-    """Gradient of Sub: one array per input (x, y)."""
+    """Gradient of Sub: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad, i.e. `_sum_to_shape(grad, np.shape(x))`
+        grad_y = -grad, i.e. `_sum_to_shape(-grad, np.shape(y))`
+    """
     grad_x = _sum_to_shape(grad, np.shape(x))
     grad_y = _sum_to_shape(-grad, np.shape(y))
     return grad_x, grad_y
@@ -160,7 +175,12 @@ def multiply_forward(x, y):
 
 
 def multiply_vjp(grad, x, y, *, z=None):
-    """Gradient of Mul: one array per input (x, y)."""
+    """Gradient of Mul: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * conj(y), i.e. `_sum_to_shape(grad * y, np.shape(x))`
+        grad_y = grad * conj(x), i.e. `_sum_to_shape(grad * x, np.shape(y))`
+    """
     x = _conj(x)
     y = _conj(y)
     grad_x = _sum_to_shape(grad * y, np.shape(x))
@@ -200,7 +220,12 @@ def real_div_forward(x, y):
 
 
 def real_div_vjp(grad, x, y, *, z=None):
-    """Gradient of RealDiv: one array per input (x, y)."""
+    """Gradient of RealDiv: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / conj(y), i.e. `_sum_to_shape(tmp0, np.shape(x))`
+        grad_y = -grad * conj(z) / conj(y), i.e. `_sum_to_shape(-tmp0 * z, np.shape(y))`
+    """
     if z is None:
         z = real_div_forward(x, y)
     y = _conj(y)
@@ -243,7 +268,12 @@ def div_forward(x, y):
 
 
 def div_vjp(grad, x, y, *, z=None):
-    """Gradient of Div: one array per input (x, y)."""
+    """Gradient of Div: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / conj(y), i.e. `_sum_to_shape(tmp0, np.shape(x))`
+        grad_y = -grad * conj(z) / conj(y), i.e. `_sum_to_shape(-tmp0 * z, np.shape(y))`
+    """
     if z is None:
         z = div_forward(x, y)
     y = _conj(y)
@@ -286,7 +316,12 @@ def mul_no_nan_forward(x, y):
 
 
 def mul_no_nan_vjp(grad, x, y, *, z=None):
-    """Gradient of MulNoNan: one array per input (x, y)."""
+    """Gradient of MulNoNan: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * y, i.e. `_sum_to_shape(grad * y, np.shape(x))`
+        grad_y = grad * x, i.e. `_sum_to_shape(grad * x, np.shape(y))`
+    """
     grad_x = _sum_to_shape(grad * y, np.shape(x))
     grad_y = _sum_to_shape(grad * x, np.shape(y))
     return grad_x, grad_y
@@ -392,7 +427,12 @@ def floor_mod_forward(x, y):
 
 
 def floor_mod_vjp(grad, x, y, *, z=None):
-    """Gradient of FloorMod: one array per input (x, y)."""
+    """Gradient of FloorMod: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad, i.e. `_sum_to_shape(grad, np.shape(x))`
+        grad_y = -grad * floor(x / y), i.e. `_sum_to_shape(-grad * jnp.floor(x / y), np.shape(y))`
+    """
     grad_x = _sum_to_shape(grad, np.shape(x))
     grad_y = _sum_to_shape(-grad * jnp.floor(x / y), np.shape(y))
     return grad_x, grad_y
@@ -428,7 +468,15 @@ def power_forward(x, y):
 
 
 def power_vjp(grad, x, y, *, z=None):
-    """Gradient of Pow: one array per input (x, y)."""
+    """Gradient of Pow: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (grad * x**(y - 1) * y if x > 0 else 0 if y == 0 else grad if y == 1 else grad *
+            x**(y - 1) * y)
+            i.e. `_sum_to_shape(jnp.where(tmp0, jnp.where(~tmp0, 1, grad) * jnp.where(~tmp0, ...`
+        grad_y = (grad * x**y * log(x) if x > 0 else 0)
+            i.e. `_sum_to_shape(jnp.where(tmp0, jnp.where(~tmp0, 1, grad) * ...`
+    """
     tmp0 = x > 0
     grad_x = _sum_to_shape(
         jnp.where(
@@ -494,7 +542,14 @@ def maximum_forward(x, y):
 
 
 def maximum_vjp(grad, x, y, *, z=None):
-    """Gradient of Maximum: one array per input (x, y)."""
+    """Gradient of Maximum: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (grad if x >= y else 0)
+            i.e. `_sum_to_shape(jnp.where(tmp0, grad, 0), np.shape(x))`
+        grad_y = (0 if x >= y else grad)
+            i.e. `_sum_to_shape(jnp.where(tmp0, 0, grad), np.shape(y))`
+    """
     tmp0 = x >= y
     grad_x = _sum_to_shape(jnp.where(tmp0, grad, 0), np.shape(x))
     grad_y = _sum_to_shape(jnp.where(tmp0, 0, grad), np.shape(y))
@@ -531,7 +586,14 @@ def minimum_forward(x, y):
 
 
 def minimum_vjp(grad, x, y, *, z=None):
-    """Gradient of Minimum: one array per input (x, y)."""
+    """Gradient of Minimum: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (grad if x <= y else 0)
+            i.e. `_sum_to_shape(jnp.where(tmp0, grad, 0), np.shape(x))`
+        grad_y = (0 if x <= y else grad)
+            i.e. `_sum_to_shape(jnp.where(tmp0, 0, grad), np.shape(y))`
+    """
     tmp0 = x <= y
     grad_x = _sum_to_shape(jnp.where(tmp0, grad, 0), np.shape(x))
     grad_y = _sum_to_shape(jnp.where(tmp0, 0, grad), np.shape(y))
@@ -568,7 +630,12 @@ def squared_difference_forward(x, y):
 
 
 def squared_difference_vjp(grad, x, y, *, z=None):
-    """Gradient of SquaredDifference: one array per input (x, y)."""
+    """Gradient of SquaredDifference: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (2 * x - 2 * y), i.e. `_sum_to_shape(grad * tmp0, np.shape(x))`
+        grad_y = grad * (-2 * x + 2 * y), i.e. `_sum_to_shape(-grad * tmp0, np.shape(y))`
+    """
     tmp0 = 2 * x - 2 * y
     grad_x = _sum_to_shape(grad * tmp0, np.shape(x))
     grad_y = _sum_to_shape(-grad * tmp0, np.shape(y))
@@ -605,7 +672,12 @@ def atan2_forward(y, x):
 
 
 def atan2_vjp(grad, y, x, *, z=None):
-    """Gradient of Atan2: one array per input (y, x)."""
+    """Gradient of Atan2: one array per input (y, x).
+
+    In index notation, next to the code computing it:
+        grad_y = grad * x / (x**2 + y**2), i.e. `_sum_to_shape(tmp0 * x, np.shape(y))`
+        grad_x = -grad * y / (x**2 + y**2), i.e. `_sum_to_shape(-tmp0 * y, np.shape(x))`
+    """
     tmp0 = grad / (x**2 + y**2)
     grad_y = _sum_to_shape(tmp0 * x, np.shape(y))
     grad_x = _sum_to_shape(-tmp0 * y, np.shape(x))
@@ -642,7 +714,14 @@ def xlogy_forward(x, y):
 
 
 def xlogy_vjp(grad, x, y, *, z=None):
-    """Gradient of Xlogy: one array per input (x, y)."""
+    """Gradient of Xlogy: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (0 if conj(x) == 0 else grad * log(conj(y)))
+            i.e. `_sum_to_shape(jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) * ...`
+        grad_y = (0 if conj(x) == 0 else grad * conj(x) / conj(y))
+            i.e. `_sum_to_shape(jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) * jnp.where(tmp0, ...`
+    """
     x = _conj(x)
     y = _conj(y)
     tmp0 = x == 0
@@ -690,7 +769,14 @@ def xdivy_forward(x, y):
 
 
 def xdivy_vjp(grad, x, y, *, z=None):
-    """Gradient of Xdivy: one array per input (x, y)."""
+    """Gradient of Xdivy: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (0 if conj(x) == 0 else grad / conj(y))
+            i.e. `_sum_to_shape(jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) / jnp.where(tmp0, ...`
+        grad_y = (0 if conj(x) == 0 else -grad * conj(x) / conj(y)**2)
+            i.e. `_sum_to_shape(jnp.where(tmp0, 0, -jnp.where(tmp0, 1, grad) * jnp.where(tmp0, ...`
+    """
     x = _conj(x)
     y = _conj(y)
     tmp0 = x == 0
@@ -738,7 +824,14 @@ def xlog1py_forward(x, y):
 
 
 def xlog1py_vjp(grad, x, y, *, z=None):
-    """Gradient of Xlog1py: one array per input (x, y)."""
+    """Gradient of Xlog1py: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (0 if x == 0 else grad * log1p(y))
+            i.e. `_sum_to_shape(jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) * ...`
+        grad_y = (0 if x == 0 else grad * x / (y + 1))
+            i.e. `_sum_to_shape(jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) * jnp.where(tmp0, ...`
+    """
     tmp0 = x == 0
     grad_x = _sum_to_shape(
         jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) * jnp.log1p(jnp.where(tmp0, 1, y))), np.shape(x)
@@ -782,7 +875,14 @@ def div_no_nan_forward(x, y):
 
 
 def div_no_nan_vjp(grad, x, y, *, z=None):
-    """Gradient of DivNoNan: one array per input (x, y)."""
+    """Gradient of DivNoNan: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (0 if conj(y) == 0 else grad / conj(y))
+            i.e. `_sum_to_shape(jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) / jnp.where(tmp0, ...`
+        grad_y = (0 if conj(y) == 0 else -grad * conj(x) / conj(y)**2)
+            i.e. `_sum_to_shape(jnp.where(tmp0, 0, -jnp.where(tmp0, 1, grad) * jnp.where(tmp0, ...`
+    """
     x = _conj(x)
     y = _conj(y)
     tmp0 = y == 0

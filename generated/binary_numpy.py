@@ -54,7 +54,12 @@ def add(x, y):
 
 
 def add_grad(grad, x, y, *, z=None):
-    """Gradient of AddV2: one array per input (x, y)."""
+    """Gradient of AddV2: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad, i.e. `_sum_to_shape(grad, np.shape(x))`
+        grad_y = grad, i.e. `_sum_to_shape(grad, np.shape(y))`
+    """
     grad_x = _sum_to_shape(grad, np.shape(x))
     grad_y = _sum_to_shape(grad, np.shape(y))
     return grad_x, grad_y
@@ -74,7 +79,12 @@ def add_legacy(x, y):
 
 
 def add_legacy_grad(grad, x, y, *, z=None):
-    """Gradient of Add: one array per input (x, y)."""
+    """Gradient of Add: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad, i.e. `_sum_to_shape(grad, np.shape(x))`
+        grad_y = grad, i.e. `_sum_to_shape(grad, np.shape(y))`
+    """
     grad_x = _sum_to_shape(grad, np.shape(x))
     grad_y = _sum_to_shape(grad, np.shape(y))
     return grad_x, grad_y
@@ -94,7 +104,12 @@ def subtract(x, y):
 
 
 def subtract_grad(grad, x, y, *, z=None):
-    """Gradient of Sub: one array per input (x, y)."""
+    """Gradient of Sub: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad, i.e. `_sum_to_shape(grad, np.shape(x))`
+        grad_y = -grad, i.e. `_sum_to_shape(-grad, np.shape(y))`
+    """
     grad_x = _sum_to_shape(grad, np.shape(x))
     grad_y = _sum_to_shape(-grad, np.shape(y))
     return grad_x, grad_y
@@ -114,7 +129,12 @@ def multiply(x, y):
 
 
 def multiply_grad(grad, x, y, *, z=None):
-    """Gradient of Mul: one array per input (x, y)."""
+    """Gradient of Mul: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * conj(y), i.e. `_sum_product_to_shape((grad, y), np.shape(x))`
+        grad_y = grad * conj(x), i.e. `_sum_product_to_shape((grad, x), np.shape(y))`
+    """
     x = _conj(x)
     y = _conj(y)
     grad_x = _sum_product_to_shape(
@@ -164,7 +184,12 @@ def real_div(x, y):
 
 
 def real_div_grad(grad, x, y, *, z=None):
-    """Gradient of RealDiv: one array per input (x, y)."""
+    """Gradient of RealDiv: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / conj(y), i.e. `_sum_to_shape(tmp0, np.shape(x))`
+        grad_y = -grad * conj(z) / conj(y), i.e. `-_sum_product_to_shape((tmp0, z), np.shape(y))`
+    """
     if z is None:
         z = real_div(x, y)
     y = _conj(y)
@@ -209,7 +234,12 @@ def div(x, y):
 
 
 def div_grad(grad, x, y, *, z=None):
-    """Gradient of Div: one array per input (x, y)."""
+    """Gradient of Div: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / conj(y), i.e. `_sum_to_shape(tmp0, np.shape(x))`
+        grad_y = -grad * conj(z) / conj(y), i.e. `-_sum_product_to_shape((tmp0, z), np.shape(y))`
+    """
     if z is None:
         z = div(x, y)
     y = _conj(y)
@@ -254,7 +284,12 @@ def mul_no_nan(x, y):
 
 
 def mul_no_nan_grad(grad, x, y, *, z=None):
-    """Gradient of MulNoNan: one array per input (x, y)."""
+    """Gradient of MulNoNan: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * y, i.e. `_sum_product_to_shape((grad, y), np.shape(x))`
+        grad_y = grad * x, i.e. `_sum_product_to_shape((grad, x), np.shape(y))`
+    """
     grad_x = _sum_product_to_shape(
         (
             grad,
@@ -323,7 +358,12 @@ def floor_mod(x, y):
 
 
 def floor_mod_grad(grad, x, y, *, z=None):
-    """Gradient of FloorMod: one array per input (x, y)."""
+    """Gradient of FloorMod: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad, i.e. `_sum_to_shape(grad, np.shape(x))`
+        grad_y = -grad * floor(x / y), i.e. `_sum_to_shape(-grad * np.floor(x / y), np.shape(y))`
+    """
     grad_x = _sum_to_shape(grad, np.shape(x))
     grad_y = _sum_to_shape(-grad * np.floor(x / y), np.shape(y))
     return grad_x, grad_y
@@ -342,7 +382,15 @@ def power(x, y):
 
 
 def power_grad(grad, x, y, *, z=None):
-    """Gradient of Pow: one array per input (x, y)."""
+    """Gradient of Pow: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (grad * x**(y - 1) * y if x > 0 else 0 if y == 0 else grad if y == 1 else grad *
+            x**(y - 1) * y)
+            i.e. `_sum_to_shape(np.where(tmp1, tmp0, np.where(y == 0, 0, np.where(y == 1, ...`
+        grad_y = (grad * x**y * log(x) if x > 0 else 0)
+            i.e. `_sum_to_shape(np.where(tmp1, grad * x**y * np.log(x), 0), np.shape(y))`
+    """
     tmp0 = grad * x ** (y - 1) * y
     tmp1 = x > 0
     grad_x = _sum_to_shape(
@@ -385,7 +433,12 @@ def maximum(x, y):
 
 
 def maximum_grad(grad, x, y, *, z=None):
-    """Gradient of Maximum: one array per input (x, y)."""
+    """Gradient of Maximum: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (grad if x >= y else 0), i.e. `_sum_to_shape(np.where(tmp0, grad, 0), np.shape(x))`
+        grad_y = (0 if x >= y else grad), i.e. `_sum_to_shape(np.where(tmp0, 0, grad), np.shape(y))`
+    """
     tmp0 = x >= y
     grad_x = _sum_to_shape(np.where(tmp0, grad, 0), np.shape(x))
     grad_y = _sum_to_shape(np.where(tmp0, 0, grad), np.shape(y))
@@ -405,7 +458,12 @@ def minimum(x, y):
 
 
 def minimum_grad(grad, x, y, *, z=None):
-    """Gradient of Minimum: one array per input (x, y)."""
+    """Gradient of Minimum: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (grad if x <= y else 0), i.e. `_sum_to_shape(np.where(tmp0, grad, 0), np.shape(x))`
+        grad_y = (0 if x <= y else grad), i.e. `_sum_to_shape(np.where(tmp0, 0, grad), np.shape(y))`
+    """
     tmp0 = x <= y
     grad_x = _sum_to_shape(np.where(tmp0, grad, 0), np.shape(x))
     grad_y = _sum_to_shape(np.where(tmp0, 0, grad), np.shape(y))
@@ -425,7 +483,12 @@ def squared_difference(x, y):
 
 
 def squared_difference_grad(grad, x, y, *, z=None):
-    """Gradient of SquaredDifference: one array per input (x, y)."""
+    """Gradient of SquaredDifference: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (2 * x - 2 * y), i.e. `_sum_product_to_shape((grad, tmp0), np.shape(x))`
+        grad_y = grad * (-2 * x + 2 * y), i.e. `-_sum_product_to_shape((grad, tmp0), np.shape(y))`
+    """
     tmp0 = 2 * x - 2 * y
     grad_x = _sum_product_to_shape(
         (
@@ -462,7 +525,12 @@ def atan2(y, x):
 
 
 def atan2_grad(grad, y, x, *, z=None):
-    """Gradient of Atan2: one array per input (y, x)."""
+    """Gradient of Atan2: one array per input (y, x).
+
+    In index notation, next to the code computing it:
+        grad_y = grad * x / (x**2 + y**2), i.e. `_sum_product_to_shape((tmp0, x), np.shape(y))`
+        grad_x = -grad * y / (x**2 + y**2), i.e. `-_sum_product_to_shape((tmp0, y), np.shape(x))`
+    """
     tmp0 = grad / (x**2 + y**2)
     grad_y = _sum_product_to_shape(
         (
@@ -505,7 +573,14 @@ def xlogy(x, y):
 
 
 def xlogy_grad(grad, x, y, *, z=None):
-    """Gradient of Xlogy: one array per input (x, y)."""
+    """Gradient of Xlogy: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (0 if conj(x) == 0 else grad * log(conj(y)))
+            i.e. `_sum_to_shape(np.where(tmp0, 0, grad * np.log(y)), np.shape(x))`
+        grad_y = (0 if conj(x) == 0 else grad * conj(x) / conj(y))
+            i.e. `_sum_to_shape(np.where(tmp0, 0, grad * x / y), np.shape(y))`
+    """
     x = _conj(x)
     y = _conj(y)
     tmp0 = x == 0
@@ -537,7 +612,14 @@ def xdivy(x, y):
 
 
 def xdivy_grad(grad, x, y, *, z=None):
-    """Gradient of Xdivy: one array per input (x, y)."""
+    """Gradient of Xdivy: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (0 if conj(x) == 0 else grad / conj(y))
+            i.e. `_sum_to_shape(np.where(tmp0, 0, grad / y), np.shape(x))`
+        grad_y = (0 if conj(x) == 0 else -grad * conj(x) / conj(y)**2)
+            i.e. `_sum_to_shape(np.where(tmp0, 0, -grad * x / y**2), np.shape(y))`
+    """
     x = _conj(x)
     y = _conj(y)
     tmp0 = x == 0
@@ -569,7 +651,14 @@ def xlog1py(x, y):
 
 
 def xlog1py_grad(grad, x, y, *, z=None):
-    """Gradient of Xlog1py: one array per input (x, y)."""
+    """Gradient of Xlog1py: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (0 if x == 0 else grad * log1p(y))
+            i.e. `_sum_to_shape(np.where(tmp0, 0, grad * np.log1p(y)), np.shape(x))`
+        grad_y = (0 if x == 0 else grad * x / (y + 1))
+            i.e. `_sum_to_shape(np.where(tmp0, 0, grad * x / (y + 1)), np.shape(y))`
+    """
     tmp0 = x == 0
     grad_x = _sum_to_shape(np.where(tmp0, 0, grad * np.log1p(y)), np.shape(x))
     grad_y = _sum_to_shape(np.where(tmp0, 0, grad * x / (y + 1)), np.shape(y))
@@ -599,7 +688,14 @@ def div_no_nan(x, y):
 
 
 def div_no_nan_grad(grad, x, y, *, z=None):
-    """Gradient of DivNoNan: one array per input (x, y)."""
+    """Gradient of DivNoNan: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (0 if conj(y) == 0 else grad / conj(y))
+            i.e. `_sum_to_shape(np.where(tmp0, 0, grad / y), np.shape(x))`
+        grad_y = (0 if conj(y) == 0 else -grad * conj(x) / conj(y)**2)
+            i.e. `_sum_to_shape(np.where(tmp0, 0, -grad * x / y**2), np.shape(y))`
+    """
     x = _conj(x)
     y = _conj(y)
     tmp0 = y == 0

@@ -113,7 +113,12 @@ def _sum_to_shape(g, x):
 
 
 def add_vjp(grad, x, y, z):
-    """Gradient of AddV2 (declared at ops/binary.py:15): one per input (x, y)."""
+    """Gradient of AddV2 (declared at ops/binary.py:15): one per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad, i.e. `_sum_to_shape(grad, x)`
+        grad_y = grad, i.e. `_sum_to_shape(grad, y)`
+    """
     grad_x = _sum_to_shape(grad, x)
     grad_y = _sum_to_shape(grad, y)
     return grad_x, grad_y
@@ -147,7 +152,12 @@ _register("AddV2", add_grad)
 
 
 def add_legacy_vjp(grad, x, y, z):
-    """Gradient of Add (declared at ops/binary.py:21): one per input (x, y)."""
+    """Gradient of Add (declared at ops/binary.py:21): one per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad, i.e. `_sum_to_shape(grad, x)`
+        grad_y = grad, i.e. `_sum_to_shape(grad, y)`
+    """
     grad_x = _sum_to_shape(grad, x)
     grad_y = _sum_to_shape(grad, y)
     return grad_x, grad_y
@@ -181,7 +191,12 @@ _register("Add", add_legacy_grad)
 
 
 def subtract_vjp(grad, x, y, z):
-    """Gradient of Sub (declared at ops/binary.py:27): one per input (x, y)."""
+    """Gradient of Sub (declared at ops/binary.py:27): one per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad, i.e. `_sum_to_shape(grad, x)`
+        grad_y = -grad, i.e. `_sum_to_shape(-grad, y)`
+    """
     grad_x = _sum_to_shape(grad, x)
     grad_y = _sum_to_shape(-grad, y)
     return grad_x, grad_y
@@ -215,7 +230,12 @@ _register("Sub", subtract_grad)
 
 
 def multiply_vjp(grad, x, y, z):
-    """Gradient of Mul (declared at ops/binary.py:33): one per input (x, y)."""
+    """Gradient of Mul (declared at ops/binary.py:33): one per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * conj(y), i.e. `_sum_to_shape(grad * y, x)`
+        grad_y = grad * conj(x), i.e. `_sum_to_shape(grad * x, y)`
+    """
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     grad_x = _sum_to_shape(grad * y, x)
@@ -251,7 +271,12 @@ _register("Mul", multiply_grad)
 
 
 def real_div_vjp(grad, x, y, z):
-    """Gradient of RealDiv (declared at ops/binary.py:39): one per input (x, y)."""
+    """Gradient of RealDiv (declared at ops/binary.py:39): one per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / conj(y), i.e. `_sum_to_shape(tmp0, x)`
+        grad_y = -grad * conj(z) / conj(y), i.e. `_sum_to_shape(-tmp0 * z, y)`
+    """
     y = tf.math.conj(y)
     z = tf.math.conj(z)
     tmp0 = grad / y
@@ -294,7 +319,12 @@ _register("RealDiv", real_div_grad)
 
 
 def div_vjp(grad, x, y, z):
-    """Gradient of Div (declared at ops/binary.py:45): one per input (x, y)."""
+    """Gradient of Div (declared at ops/binary.py:45): one per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / conj(y), i.e. `_sum_to_shape(tmp0, x)`
+        grad_y = -grad * conj(z) / conj(y), i.e. `_sum_to_shape(-tmp0 * z, y)`
+    """
     y = tf.math.conj(y)
     z = tf.math.conj(z)
     tmp0 = grad / y
@@ -337,7 +367,12 @@ _register("Div", div_grad)
 
 
 def mul_no_nan_vjp(grad, x, y, z):
-    """Gradient of MulNoNan (declared at ops/binary.py:51): one per input (x, y)."""
+    """Gradient of MulNoNan (declared at ops/binary.py:51): one per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * y, i.e. `_sum_to_shape(grad * y, x)`
+        grad_y = grad * x, i.e. `_sum_to_shape(grad * x, y)`
+    """
     grad_x = _sum_to_shape(grad * y, x)
     grad_y = _sum_to_shape(grad * x, y)
     return grad_x, grad_y
@@ -447,7 +482,12 @@ _register("TruncateDiv", truncate_div_grad)
 
 
 def floor_mod_vjp(grad, x, y, z):
-    """Gradient of FloorMod (declared at ops/binary.py:73): one per input (x, y)."""
+    """Gradient of FloorMod (declared at ops/binary.py:73): one per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad, i.e. `_sum_to_shape(grad, x)`
+        grad_y = -grad * floor(x / y), i.e. `_sum_to_shape(-grad * tf.math.floor(x / y), y)`
+    """
     grad_x = _sum_to_shape(grad, x)
     grad_y = _sum_to_shape(-grad * tf.math.floor(x / y), y)
     return grad_x, grad_y
@@ -481,7 +521,15 @@ _register("FloorMod", floor_mod_grad)
 
 
 def power_vjp(grad, x, y, z):
-    """Gradient of Pow (declared at ops/binary.py:80): one per input (x, y)."""
+    """Gradient of Pow (declared at ops/binary.py:80): one per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (grad * x**(y - 1) * y if x > 0 else 0 if y == 0 else grad if y == 1 else grad *
+            x**(y - 1) * y)
+            i.e. `_sum_to_shape(tf.where(tmp0, tf.where(~tmp0, tf.constant(1, grad.dtype), ...`
+        grad_y = (grad * x**y * log(x) if x > 0 else 0)
+            i.e. `_sum_to_shape(tf.where(tmp0, tf.where(~tmp0, tf.constant(1, grad.dtype), ...`
+    """
     tmp0 = x > 0
     grad_x = _sum_to_shape(
         tf.where(
@@ -574,7 +622,14 @@ _register("Pow", power_grad)
 
 
 def maximum_vjp(grad, x, y, z):
-    """Gradient of Maximum (declared at ops/binary.py:90): one per input (x, y)."""
+    """Gradient of Maximum (declared at ops/binary.py:90): one per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (grad if x >= y else 0)
+            i.e. `_sum_to_shape(tf.where(tmp0, grad, tf.constant(0, grad.dtype)), x)`
+        grad_y = (0 if x >= y else grad)
+            i.e. `_sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad), y)`
+    """
     tmp0 = x >= y
     grad_x = _sum_to_shape(tf.where(tmp0, grad, tf.constant(0, grad.dtype)), x)
     grad_y = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad), y)
@@ -609,7 +664,14 @@ _register("Maximum", maximum_grad)
 
 
 def minimum_vjp(grad, x, y, z):
-    """Gradient of Minimum (declared at ops/binary.py:97): one per input (x, y)."""
+    """Gradient of Minimum (declared at ops/binary.py:97): one per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (grad if x <= y else 0)
+            i.e. `_sum_to_shape(tf.where(tmp0, grad, tf.constant(0, grad.dtype)), x)`
+        grad_y = (0 if x <= y else grad)
+            i.e. `_sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad), y)`
+    """
     tmp0 = x <= y
     grad_x = _sum_to_shape(tf.where(tmp0, grad, tf.constant(0, grad.dtype)), x)
     grad_y = _sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad), y)
@@ -644,7 +706,12 @@ _register("Minimum", minimum_grad)
 
 
 def squared_difference_vjp(grad, x, y, z):
-    """Gradient of SquaredDifference (declared at ops/binary.py:104): one per input (x, y)."""
+    """Gradient of SquaredDifference (declared at ops/binary.py:104): one per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (2 * x - 2 * y), i.e. `_sum_to_shape(grad * tmp0, x)`
+        grad_y = grad * (-2 * x + 2 * y), i.e. `_sum_to_shape(-grad * tmp0, y)`
+    """
     tmp0 = 2 * x - 2 * y
     grad_x = _sum_to_shape(grad * tmp0, x)
     grad_y = _sum_to_shape(-grad * tmp0, y)
@@ -679,7 +746,12 @@ _register("SquaredDifference", squared_difference_grad)
 
 
 def atan2_vjp(grad, y, x, z):
-    """Gradient of Atan2 (declared at ops/binary.py:111): one per input (y, x)."""
+    """Gradient of Atan2 (declared at ops/binary.py:111): one per input (y, x).
+
+    In index notation, next to the code computing it:
+        grad_y = grad * x / (x**2 + y**2), i.e. `_sum_to_shape(tmp0 * x, y)`
+        grad_x = -grad * y / (x**2 + y**2), i.e. `_sum_to_shape(-tmp0 * y, x)`
+    """
     tmp0 = grad / (x**2 + y**2)
     grad_y = _sum_to_shape(tmp0 * x, y)
     grad_x = _sum_to_shape(-tmp0 * y, x)
@@ -714,7 +786,14 @@ _register("Atan2", atan2_grad)
 
 
 def xlogy_vjp(grad, x, y, z):
-    """Gradient of Xlogy (declared at ops/binary.py:117): one per input (x, y)."""
+    """Gradient of Xlogy (declared at ops/binary.py:117): one per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (0 if conj(x) == 0 else grad * log(conj(y)))
+            i.e. `_sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), tf.where(tmp0, ...`
+        grad_y = (0 if conj(x) == 0 else grad * conj(x) / conj(y))
+            i.e. `_sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), tf.where(tmp0, ...`
+    """
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     tmp0 = tf.equal(x, 0)
@@ -773,7 +852,14 @@ _register("Xlogy", xlogy_grad)
 
 
 def xdivy_vjp(grad, x, y, z):
-    """Gradient of Xdivy (declared at ops/binary.py:124): one per input (x, y)."""
+    """Gradient of Xdivy (declared at ops/binary.py:124): one per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (0 if conj(x) == 0 else grad / conj(y))
+            i.e. `_sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), tf.where(tmp0, ...`
+        grad_y = (0 if conj(x) == 0 else -grad * conj(x) / conj(y)**2)
+            i.e. `_sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), -tf.where(tmp0, ...`
+    """
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     tmp0 = tf.equal(x, 0)
@@ -832,7 +918,14 @@ _register("Xdivy", xdivy_grad)
 
 
 def xlog1py_vjp(grad, x, y, z):
-    """Gradient of Xlog1py (declared at ops/binary.py:131): one per input (x, y)."""
+    """Gradient of Xlog1py (declared at ops/binary.py:131): one per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (0 if x == 0 else grad * log1p(y))
+            i.e. `_sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), tf.where(tmp0, ...`
+        grad_y = (0 if x == 0 else grad * x / (y + 1))
+            i.e. `_sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), tf.where(tmp0, ...`
+    """
     tmp0 = tf.equal(x, 0)
     grad_x = _sum_to_shape(
         tf.where(
@@ -889,7 +982,14 @@ _register("Xlog1py", xlog1py_grad)
 
 
 def div_no_nan_vjp(grad, x, y, z):
-    """Gradient of DivNoNan (declared at ops/binary.py:138): one per input (x, y)."""
+    """Gradient of DivNoNan (declared at ops/binary.py:138): one per input (x, y).
+
+    In index notation, next to the code computing it:
+        grad_x = (0 if conj(y) == 0 else grad / conj(y))
+            i.e. `_sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), tf.where(tmp0, ...`
+        grad_y = (0 if conj(y) == 0 else -grad * conj(x) / conj(y)**2)
+            i.e. `_sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), -tf.where(tmp0, ...`
+    """
     x = tf.math.conj(x)
     y = tf.math.conj(y)
     tmp0 = tf.equal(y, 0)

@@ -49,7 +49,28 @@ def layer_norm_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
 
 
 def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, epsilon=0.001):
-    """Gradient of LayerNorm: one array per input (x, scale, offset)."""
+    """Gradient of LayerNorm: one array per input (x, scale, offset).
+
+    In index notation, next to the code computing it:
+        sum1[batch] = sum_{k_1} x[batch, k_1], i.e. `jnp.sum(x, axis=-1)`
+        affine1[batch] = epsilon + sum_k (x[batch, k] - sum1[batch] / N)**2 / N
+            i.e. `epsilon + t2 / t0`
+        grad_affine1[batch] = sum_i (-grad[batch, i] * scale[i] * x[batch, i] / (2 *
+            affine1[batch]**(3/2)) + grad[batch, i] * scale[i] * sum1[batch] / (2 * N *
+            affine1[batch]**(3/2))), i.e. `(1 / 2) * t6 / affine1 ** (3 / 2)`
+        grad_x[batch, j] = grad[batch, j] * scale[j] / sqrt(affine1[batch])
+            + 2 * grad_affine1[batch] * x[batch, j] / N
+            - 2 * grad_affine1[batch] * sum1[batch] / N**2
+            - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
+            - sum_k 2 * grad_affine1[batch] * x[batch, k] / N**2
+            + 2 * grad_affine1[batch] * sum1[batch] / N**2
+            i.e. `grad * scale / jnp.sqrt(t7) - 2 * t10 * t11 / t3**2 + 2 * t10 * x / t3 - t9 ...`
+        grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
+            i] * sum1[batch] / (N * sqrt(affine1[batch])))
+            i.e. `jnp.einsum("...,...a->a", t12, t13, optimize=True)`
+        grad_offset[i] = sum_batch grad[batch, i]
+            i.e. `jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))`
+    """
     if sum1 is None or affine1 is None:
         sum1 = jnp.sum(x, axis=-1)
         t0 = jnp.shape(x)[-1]
@@ -119,7 +140,26 @@ def layer_norm_moments_forward(x, scale, offset, *, epsilon=0.001, return_stages
 def layer_norm_moments_vjp(
     grad, x, scale, offset, *, y=None, sum1=None, affine1=None, epsilon=0.001
 ):
-    """Gradient of LayerNormMoments: one array per input (x, scale, offset)."""
+    """Gradient of LayerNormMoments: one array per input (x, scale, offset).
+
+    In index notation, next to the code computing it:
+        sum1[batch] = sum_k x[batch, k], i.e. `jnp.sum(x, axis=-1)`
+        affine1[batch] = epsilon + sum_k x[batch, k]**2 / N - sum1[batch]**2 / N**2
+            i.e. `epsilon - sum1**2 / t0**2 + t1 / t0`
+        grad_affine1[batch] = sum_i (-grad[batch, i] * scale[i] * x[batch, i] / (2 *
+            affine1[batch]**(3/2)) + grad[batch, i] * scale[i] * sum1[batch] / (2 * N *
+            affine1[batch]**(3/2))), i.e. `(1 / 2) * t5 / affine1 ** (3 / 2)`
+        grad_x[batch, k] = grad[batch, k] * scale[k] / sqrt(affine1[batch])
+            + 2 * grad_affine1[batch] * x[batch, k] / N
+            - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
+            - 2 * grad_affine1[batch] * sum1[batch] / N**2
+            i.e. `grad * scale / jnp.sqrt(t6) + 2 * t9 * x / t2 - t8 / (t2 * jnp.sqrt(t6)) - 2 ...`
+        grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
+            i] * sum1[batch] / (N * sqrt(affine1[batch])))
+            i.e. `jnp.einsum("...,...a->a", t10, t11, optimize=True)`
+        grad_offset[i] = sum_batch grad[batch, i]
+            i.e. `jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))`
+    """
     if sum1 is None or affine1 is None:
         sum1 = jnp.sum(x, axis=-1)
         t0 = jnp.shape(x)[-1]
@@ -192,7 +232,27 @@ def batch_norm_training_forward(x, scale, offset, *, epsilon=0.001, return_stage
 def batch_norm_training_vjp(
     grad, x, scale, offset, *, y=None, mean=None, variance=None, epsilon=0.001
 ):
-    """Gradient of BatchNormTraining: one array per input (x, scale, offset)."""
+    """Gradient of BatchNormTraining: one array per input (x, scale, offset).
+
+    In index notation, next to the code computing it:
+        mean[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
+        variance[c] = sum_{b, h, w} (-mean[c] + x[b, h, w, c])**2 / (B * H * W)
+            i.e. `t4 / (t0 * t1 * t2)`
+        grad_variance[c] = sum_{b, h, w} (grad[b, h, w, c] * mean[c] * scale[c] / (2 * (epsilon +
+            variance[c])**(3/2)) - grad[b, h, w, c] * scale[c] * x[b, h, w, c] / (2 * (epsilon +
+            variance[c])**(3/2))), i.e. `(1 / 2) * scale * t5 / (epsilon + variance) ** (3 / 2)`
+        grad_x[i, j, k, c] = grad[i, j, k, c] * scale[c] / sqrt(epsilon + variance[c])
+            - 2 * grad_variance[c] * mean[c] / (B * H * W)
+            + 2 * grad_variance[c] * x[i, j, k, c] / (B * H * W)
+            - sum_{b, h, w} grad[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon + variance[c]))
+            - sum_{b, h, w} 2 * grad_variance[c] * x[b, h, w, c] / (B**2 * H**2 * W**2)
+            + 2 * grad_variance[c] * mean[c] / (B * H * W)
+            i.e. `grad * scale / jnp.sqrt(epsilon + variance) - 2 * grad_variance * t10 / ...`
+        grad_scale[c] = sum_{b, h, w} (-grad[b, h, w, c] * mean[c] / sqrt(epsilon + variance[c]) +
+            grad[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon + variance[c]))
+            i.e. `t13 / jnp.sqrt(epsilon + variance)`
+        grad_offset[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `jnp.sum(grad, axis=(-4, -3, -2))`
+    """
     if mean is None or variance is None:
         t0 = jnp.shape(x)[-4]
         t1 = jnp.shape(x)[-3]
@@ -279,7 +339,29 @@ def group_norm_forward(x, scale, offset, *, epsilon=0.001, groups=2, return_stag
 def group_norm_vjp(
     grad, x, scale, offset, *, y=None, mean=None, variance=None, epsilon=0.001, groups=2
 ):
-    """Gradient of GroupNorm: one array per input (x, scale, offset)."""
+    """Gradient of GroupNorm: one array per input (x, scale, offset).
+
+    In index notation, next to the code computing it:
+        mean[b, g] = sum_{h, w, c} x[b, h, w, g, c] / (C * H * W), i.e. `t5 / (t2 * t3 * t4)`
+        variance[b, g] = sum_{h, w, c} (-mean[b, g] + x[b, h, w, g, c])**2 / (C * H * W)
+            i.e. `t7 / (t2 * t3 * t4)`
+        grad_variance[b, g] = sum_{h, w, c} (grad[b, h, w, g, c] * mean[b, g] * scale[g, c] / (2 *
+            (epsilon + variance[b, g])**(3/2)) - grad[b, h, w, g, c] * scale[g, c] * x[b, h, w, g,
+            c] / (2 * (epsilon + variance[b, g])**(3/2)))
+            i.e. `(1 / 2) * t10 / (epsilon + variance) ** (3 / 2)`
+        grad_x[b, i, j, g, k] = grad[b, i, j, g, k] * scale[g, k] / sqrt(epsilon + variance[b, g])
+            - 2 * grad_variance[b, g] * mean[b, g] / (C * H * W)
+            + 2 * grad_variance[b, g] * x[b, i, j, g, k] / (C * H * W)
+            - sum_{h, w, c} grad[b, h, w, g, c] * scale[g, c] / (C * H * W * sqrt(epsilon +
+                variance[b, g]))
+            - sum_{h, w, c} 2 * grad_variance[b, g] * x[b, h, w, g, c] / (C**2 * H**2 * W**2)
+            + 2 * grad_variance[b, g] * mean[b, g] / (C * H * W)
+            i.e. `jnp.reshape(grad * scale_split / jnp.sqrt(epsilon + t11) - t16 / (t12 * t13 ...`
+        grad_scale[g, c] = sum_{b, h, w} (-grad[b, h, w, g, c] * mean[b, g] / sqrt(epsilon +
+            variance[b, g]) + grad[b, h, w, g, c] * x[b, h, w, g, c] / sqrt(epsilon + variance[b,
+            g])), i.e. `jnp.reshape(t26, (t23 * t1,))`
+        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `jnp.reshape(t27, (t23 * t1,))`
+    """
     t0 = groups
     x_split = jnp.reshape(x, jnp.shape(x)[:-1] + (t0, -1))
     scale_split = jnp.reshape(scale, jnp.shape(scale)[:-1] + (t0, -1))
@@ -370,7 +452,29 @@ def scaled_dot_product_attention_forward(q, k, v, mask, *, return_stages=False):
 
 
 def scaled_dot_product_attention_vjp(grad, q, k, v, mask, *, output=None, weights=None):
-    """Gradient of ScaledDotProductAttention: one array per input (q, k, v, mask)."""
+    """Gradient of ScaledDotProductAttention: one array per input (q, k, v, mask).
+
+    In index notation, next to the code computing it:
+        scores[batch, i, j] = sum_d k[batch, j, d] * q[batch, i, d] / sqrt(D) + mask[batch, i, j]
+            i.e. `mask + t1 * float(1 / np.sqrt(t0))`
+        ext1[batch, i] = max_{l_1} scores[batch, i, l_1], i.e. `jnp.max(scores, axis=-1)`
+        sum1[batch, i] = sum_l exp(-ext1[batch, i] + scores[batch, i, l])
+            i.e. `jnp.sum(jnp.exp(scores - t2), axis=-1)`
+        weights[batch, i, j] = exp(-ext1[batch, i] + scores[batch, i, j]) / sum1[batch, i]
+            i.e. `jnp.exp(scores - t2) / t3`
+        grad_weights[batch, i, j] = sum_e grad[batch, i, e] * v[batch, j, e]
+            i.e. `grad @ jnp.swapaxes(v, -1, -2)`
+        grad_scores[batch, i, l] = grad_weights[batch, i, l] * weights[batch, i, l]
+            - sum_j grad_weights[batch, i, j] * weights[batch, i, j] * weights[batch, i, l]
+            i.e. `weights * (grad_weights - t4)`
+        grad_q[batch, i, d] = sum_j grad_scores[batch, i, j] * k[batch, j, d] / sqrt(D)
+            i.e. `t6 * float(1 / np.sqrt(t5))`
+        grad_k[batch, j, d] = sum_i grad_scores[batch, i, j] * q[batch, i, d] / sqrt(D)
+            i.e. `t7 * float(1 / np.sqrt(t5))`
+        grad_v[batch, j, e] = sum_i grad[batch, i, e] * weights[batch, i, j]
+            i.e. `jnp.swapaxes(weights, -1, -2) @ grad`
+        grad_mask[batch, i, j] = grad_scores[batch, i, j], i.e. `grad_scores`
+    """
     if weights is None:
         t0 = jnp.shape(q)[-1]
         t1 = q @ jnp.swapaxes(k, -1, -2)
@@ -435,7 +539,19 @@ def mlp_block_forward(x, w1, b1, w2, b2, *, return_stages=False):
 
 
 def mlp_block_vjp(grad, x, w1, b1, w2, b2, *, y=None, affine1=None):
-    """Gradient of MlpBlock: one array per input (x, w1, b1, w2, b2)."""
+    """Gradient of MlpBlock: one array per input (x, w1, b1, w2, b2).
+
+    In index notation, next to the code computing it:
+        affine1[i, h] = b1[h] + sum_d w1[d, h] * x[i, d], i.e. `b1 + t0`
+        grad_affine1[i, h] = sum_e grad[i, e] * w2[h, e] * mask(affine1[i, h] > 0)
+            i.e. `jnp.where(affine1 > 0, t1, 0)`
+        grad_x[i, d] = sum_h grad_affine1[i, h] * w1[d, h], i.e. `grad_affine1 @ w1.T`
+        grad_w1[d, h] = sum_i grad_affine1[i, h] * x[i, d], i.e. `x.T @ grad_affine1`
+        grad_b1[h] = sum_i grad_affine1[i, h], i.e. `jnp.sum(grad_affine1, axis=-2)`
+        grad_w2[h, e] = sum_i grad[i, e] * affine1[i, h] * mask(affine1[i, h] > 0)
+            i.e. `t2.T @ grad`
+        grad_b2[e] = sum_i grad[i, e], i.e. `jnp.sum(grad, axis=-2)`
+    """
     if affine1 is None:
         t0 = x @ w1
         affine1 = b1 + t0
@@ -485,7 +601,21 @@ def cosine_similarity_forward(x, y, *, epsilon=1e-08, return_stages=False):
 
 
 def cosine_similarity_vjp(grad, x, y, *, output=None, sum1=None, sum2=None, epsilon=1e-08):
-    """Gradient of CosineSimilarity: one array per input (x, y)."""
+    """Gradient of CosineSimilarity: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        sum1[batch] = sum_d x[batch, d]**2, i.e. `jnp.sum(x**2, axis=-1)`
+        sum2[batch] = sum_d y[batch, d]**2, i.e. `jnp.sum(y**2, axis=-1)`
+        sum3[batch] = sum_d x[batch, d] * y[batch, d]
+        grad_sum3[batch] = grad[batch] / sqrt(epsilon + sum1[batch] * sum2[batch])
+            i.e. `grad / jnp.sqrt(epsilon + sum1 * sum2)`
+        grad_x[batch, d] = grad_sum3[batch] * y[batch, d]
+            - grad[batch] * output[batch] * sum2[batch] * x[batch, d] / (epsilon + sum1[batch] *
+                sum2[batch]), i.e. `t0 * y - t2 * t3 * t4 * x / (epsilon + t1 * t2)`
+        grad_y[batch, d] = grad_sum3[batch] * x[batch, d]
+            - grad[batch] * output[batch] * sum1[batch] * y[batch, d] / (epsilon + sum1[batch] *
+                sum2[batch]), i.e. `t0 * x - t1 * t3 * t4 * y / (epsilon + t1 * t2)`
+    """
     if output is None:
         output = cosine_similarity_forward(x, y, epsilon=epsilon)
     if sum1 is None or sum2 is None:
@@ -538,7 +668,17 @@ def rbf_kernel_forward(x, y, *, length_scale=1.0):
 
 
 def rbf_kernel_vjp(grad, x, y, *, kernel=None, length_scale=1.0):
-    """Gradient of RbfKernel: one array per input (x, y)."""
+    """Gradient of RbfKernel: one array per input (x, y).
+
+    In index notation, next to the code computing it:
+        sum1[i, j] = sum_d (x[i, d] - y[j, d])**2
+        grad_sum1[i, j] = -grad[i, j] * kernel[i, j] / (2 * length_scale**2)
+            i.e. `-1 / 2 * grad * kernel / length_scale**2`
+        grad_x[i, d] = -sum_j 2 * grad_sum1[i, j] * y[j, d] + sum_j 2 * grad_sum1[i, j] * x[i, d]
+            i.e. `-2 * t0 + 2 * t1 * x`
+        grad_y[j, d] = -sum_i 2 * grad_sum1[i, j] * x[i, d] + sum_i 2 * grad_sum1[i, j] * y[j, d]
+            i.e. `-2 * t2 + 2 * t4 * y`
+    """
     if kernel is None:
         kernel = rbf_kernel_forward(x, y, length_scale=length_scale)
     grad_sum1 = -1 / 2 * grad * kernel / length_scale**2
@@ -589,7 +729,17 @@ def log_sum_exp_mat_mul_forward(a, b, *, return_stages=False):
 
 
 def log_sum_exp_mat_mul_vjp(grad, a, b, *, output=None, affine1=None, sum2=None):
-    """Gradient of LogSumExpMatMul: one array per input (a, b)."""
+    """Gradient of LogSumExpMatMul: one array per input (a, b).
+
+    In index notation, next to the code computing it:
+        sum1[i, j_1] = sum_k a[i, k] * b[k, j_1], i.e. `a @ b`
+        ext1[i] = max_{j_1} sum1[i, j_1], i.e. `jnp.max(sum1, axis=-1)`
+        affine1[i, j] = -ext1[i] + sum1[i, j], i.e. `sum1 - t0`
+        sum2[i] = sum_j exp(affine1[i, j]), i.e. `jnp.sum(jnp.exp(affine1), axis=-1)`
+        grad_sum1[i, j] = grad[i] * exp(affine1[i, j]) / sum2[i], i.e. `t2 * jnp.exp(affine1) / t1`
+        grad_a[i, k] = sum_{j_1} grad_sum1[i, j_1] * b[k, j_1], i.e. `grad_sum1 @ b.T`
+        grad_b[k, j] = sum_i grad_sum1[i, j] * a[i, k], i.e. `a.T @ grad_sum1`
+    """
     if affine1 is None or sum2 is None:
         sum1 = a @ b
         ext1 = jnp.max(sum1, axis=-1)
@@ -643,7 +793,27 @@ def bias_gelu_forward(x, bias):
 
 
 def bias_gelu_vjp(grad, x, bias, *, y=None):
-    """Gradient of BiasGelu: one array per input (x, bias)."""
+    """Gradient of BiasGelu: one array per input (x, bias).
+
+    In index notation, next to the code computing it:
+        grad_x[batch, c] = grad[batch, c] / 2
+            + grad[batch, c] * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c]
+                + x[batch, c]) / sqrt(pi)) / 2
+            + sqrt(2) * grad[batch, c] * bias[c] / (2 * sqrt(pi))
+            + sqrt(2) * grad[batch, c] * x[batch, c] / (2 * sqrt(pi))
+            - sqrt(2) * grad[batch, c] * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000
+                + bias[c] + x[batch, c]) / sqrt(pi))**2 * bias[c] / (2 * sqrt(pi))
+            ... (`symgrad explain` prints it whole)
+            i.e. `(1 / 400000) * grad * (-21406.444881780073 * bias * (bias + x) ** 2 * ...`
+        grad_bias[c] = sum_batch (-26829 * sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 *
+            tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) /
+            sqrt(pi))**2 * bias[c] / (400000 * sqrt(pi)) - 26829 * sqrt(2) * grad[batch, c] *
+            (bias[c] + x[batch, c])**2 * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000
+            + bias[c] + x[batch, c]) / sqrt(pi))**2 * x[batch, c] / (400000 * sqrt(pi)) + 26829 *
+            sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 * bias[c] / (400000 * sqrt(pi)) +
+            26829 * sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 * x[batch, c] / (400000 *
+            ... (`symgrad explain` prints it whole), i.e. `(1 / 400000) * t1`
+    """
     grad_x = (
         (1 / 400000)
         * grad

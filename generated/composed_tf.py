@@ -124,7 +124,28 @@ def _einsum_over_batch(spec, *operands):
 
 
 def layer_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affine1=None):
-    """Gradient of LayerNorm (declared at ops/composed.py:19): one per input (x, scale, offset)."""
+    """Gradient of LayerNorm (declared at ops/composed.py:19): one per input (x, scale, offset).
+
+    In index notation, next to the code computing it:
+        sum1[batch] = sum_{k_1} x[batch, k_1], i.e. `tf.reduce_sum(x, axis=-1)`
+        affine1[batch] = epsilon + sum_k (x[batch, k] - sum1[batch] / N)**2 / N
+            i.e. `epsilon + t2 / t0`
+        grad_affine1[batch] = sum_i (-grad[batch, i] * scale[i] * x[batch, i] / (2 *
+            affine1[batch]**(3/2)) + grad[batch, i] * scale[i] * sum1[batch] / (2 * N *
+            affine1[batch]**(3/2))), i.e. `(1 / 2) * t6 / affine1 ** (3 / 2)`
+        grad_x[batch, j] = grad[batch, j] * scale[j] / sqrt(affine1[batch])
+            + 2 * grad_affine1[batch] * x[batch, j] / N
+            - 2 * grad_affine1[batch] * sum1[batch] / N**2
+            - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
+            - sum_k 2 * grad_affine1[batch] * x[batch, k] / N**2
+            + 2 * grad_affine1[batch] * sum1[batch] / N**2
+            i.e. `grad * scale / tf.math.sqrt(t7) - 2 * t10 * t11 / t3**2 + 2 * t10 * x / t3 - ...`
+        grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
+            i] * sum1[batch] / (N * sqrt(affine1[batch])))
+            i.e. `_einsum_over_batch("...,...a->a", t12, t13)`
+        grad_offset[i] = sum_batch grad[batch, i]
+            i.e. `tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))`
+    """
     if sum1 is None or affine1 is None:
         sum1 = tf.reduce_sum(x, axis=-1)
         t0 = tf.cast(tf.shape(x)[-1], x.dtype)
@@ -194,7 +215,26 @@ _register("LayerNorm", layer_norm_grad)
 
 
 def layer_norm_moments_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affine1=None):
-    """Gradient of LayerNormMoments (declared at ops/composed.py:30): one per input (x, scale, offset)."""
+    """Gradient of LayerNormMoments (declared at ops/composed.py:30): one per input (x, scale, offset).
+
+    In index notation, next to the code computing it:
+        sum1[batch] = sum_k x[batch, k], i.e. `tf.reduce_sum(x, axis=-1)`
+        affine1[batch] = epsilon + sum_k x[batch, k]**2 / N - sum1[batch]**2 / N**2
+            i.e. `epsilon - sum1**2 / t0**2 + t1 / t0`
+        grad_affine1[batch] = sum_i (-grad[batch, i] * scale[i] * x[batch, i] / (2 *
+            affine1[batch]**(3/2)) + grad[batch, i] * scale[i] * sum1[batch] / (2 * N *
+            affine1[batch]**(3/2))), i.e. `(1 / 2) * t5 / affine1 ** (3 / 2)`
+        grad_x[batch, k] = grad[batch, k] * scale[k] / sqrt(affine1[batch])
+            + 2 * grad_affine1[batch] * x[batch, k] / N
+            - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
+            - 2 * grad_affine1[batch] * sum1[batch] / N**2
+            i.e. `grad * scale / tf.math.sqrt(t6) + 2 * t9 * x / t2 - t8 / (t2 * ...`
+        grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
+            i] * sum1[batch] / (N * sqrt(affine1[batch])))
+            i.e. `_einsum_over_batch("...,...a->a", t10, t11)`
+        grad_offset[i] = sum_batch grad[batch, i]
+            i.e. `tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))`
+    """
     if sum1 is None or affine1 is None:
         sum1 = tf.reduce_sum(x, axis=-1)
         t0 = tf.cast(tf.shape(x)[-1], x.dtype)
@@ -262,7 +302,28 @@ _register("LayerNormMoments", layer_norm_moments_grad)
 
 
 def batch_norm_training_vjp(grad, x, scale, offset, y, *, epsilon=0.001, mean=None, variance=None):
-    """Gradient of BatchNormTraining (declared at ops/composed.py:41): one per input (x, scale, offset)."""
+    """Gradient of BatchNormTraining (declared at ops/composed.py:41): one per input (x, scale, offset).
+
+    In index notation, next to the code computing it:
+        mean[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
+        variance[c] = sum_{b, h, w} (-mean[c] + x[b, h, w, c])**2 / (B * H * W)
+            i.e. `t4 / (t0 * t1 * t2)`
+        grad_variance[c] = sum_{b, h, w} (grad[b, h, w, c] * mean[c] * scale[c] / (2 * (epsilon +
+            variance[c])**(3/2)) - grad[b, h, w, c] * scale[c] * x[b, h, w, c] / (2 * (epsilon +
+            variance[c])**(3/2))), i.e. `(1 / 2) * scale * t5 / (epsilon + variance) ** (3 / 2)`
+        grad_x[i, j, k, c] = grad[i, j, k, c] * scale[c] / sqrt(epsilon + variance[c])
+            - 2 * grad_variance[c] * mean[c] / (B * H * W)
+            + 2 * grad_variance[c] * x[i, j, k, c] / (B * H * W)
+            - sum_{b, h, w} grad[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon + variance[c]))
+            - sum_{b, h, w} 2 * grad_variance[c] * x[b, h, w, c] / (B**2 * H**2 * W**2)
+            + 2 * grad_variance[c] * mean[c] / (B * H * W)
+            i.e. `grad * scale / tf.math.sqrt(epsilon + variance) - 2 * grad_variance * t10 / ...`
+        grad_scale[c] = sum_{b, h, w} (-grad[b, h, w, c] * mean[c] / sqrt(epsilon + variance[c]) +
+            grad[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon + variance[c]))
+            i.e. `t13 / tf.math.sqrt(epsilon + variance)`
+        grad_offset[c] = sum_{b, h, w} grad[b, h, w, c]
+            i.e. `tf.reduce_sum(grad, axis=[-4, -3, -2])`
+    """
     if mean is None or variance is None:
         t0 = tf.cast(tf.shape(x)[-4], x.dtype)
         t1 = tf.cast(tf.shape(x)[-3], x.dtype)
@@ -337,7 +398,29 @@ _register("BatchNormTraining", batch_norm_training_grad)
 
 
 def group_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, groups=2, mean=None, variance=None):
-    """Gradient of GroupNorm (declared at ops/composed.py:55): one per input (x, scale, offset)."""
+    """Gradient of GroupNorm (declared at ops/composed.py:55): one per input (x, scale, offset).
+
+    In index notation, next to the code computing it:
+        mean[b, g] = sum_{h, w, c} x[b, h, w, g, c] / (C * H * W), i.e. `t5 / (t2 * t3 * t4)`
+        variance[b, g] = sum_{h, w, c} (-mean[b, g] + x[b, h, w, g, c])**2 / (C * H * W)
+            i.e. `t7 / (t2 * t3 * t4)`
+        grad_variance[b, g] = sum_{h, w, c} (grad[b, h, w, g, c] * mean[b, g] * scale[g, c] / (2 *
+            (epsilon + variance[b, g])**(3/2)) - grad[b, h, w, g, c] * scale[g, c] * x[b, h, w, g,
+            c] / (2 * (epsilon + variance[b, g])**(3/2)))
+            i.e. `(1 / 2) * t10 / (epsilon + variance) ** (3 / 2)`
+        grad_x[b, i, j, g, k] = grad[b, i, j, g, k] * scale[g, k] / sqrt(epsilon + variance[b, g])
+            - 2 * grad_variance[b, g] * mean[b, g] / (C * H * W)
+            + 2 * grad_variance[b, g] * x[b, i, j, g, k] / (C * H * W)
+            - sum_{h, w, c} grad[b, h, w, g, c] * scale[g, c] / (C * H * W * sqrt(epsilon +
+                variance[b, g]))
+            - sum_{h, w, c} 2 * grad_variance[b, g] * x[b, h, w, g, c] / (C**2 * H**2 * W**2)
+            + 2 * grad_variance[b, g] * mean[b, g] / (C * H * W)
+            i.e. `tf.reshape(grad * scale_split / tf.math.sqrt(epsilon + t11) - t16 / (t12 * ...`
+        grad_scale[g, c] = sum_{b, h, w} (-grad[b, h, w, g, c] * mean[b, g] / sqrt(epsilon +
+            variance[b, g]) + grad[b, h, w, g, c] * x[b, h, w, g, c] / sqrt(epsilon + variance[b,
+            g])), i.e. `tf.reshape(t26, [t23 * t1])`
+        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `tf.reshape(t27, [t23 * t1])`
+    """
     t0 = groups
     x_split = tf.reshape(
         x, tf.concat([tf.shape(x, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0)
@@ -473,7 +556,29 @@ _register("GroupNorm", group_norm_grad)
 
 
 def scaled_dot_product_attention_vjp(grad, q, k, v, mask, output, *, weights=None):
-    """Gradient of ScaledDotProductAttention (declared at ops/composed.py:70): one per input (q, k, v, mask)."""
+    """Gradient of ScaledDotProductAttention (declared at ops/composed.py:70): one per input (q, k, v, mask).
+
+    In index notation, next to the code computing it:
+        scores[batch, i, j] = sum_d k[batch, j, d] * q[batch, i, d] / sqrt(D) + mask[batch, i, j]
+            i.e. `mask + t1 * (1 / tf.math.sqrt(t0))`
+        ext1[batch, i] = max_{l_1} scores[batch, i, l_1], i.e. `tf.reduce_max(scores, axis=-1)`
+        sum1[batch, i] = sum_l exp(-ext1[batch, i] + scores[batch, i, l])
+            i.e. `tf.reduce_sum(tf.math.exp(scores - t2), axis=-1)`
+        weights[batch, i, j] = exp(-ext1[batch, i] + scores[batch, i, j]) / sum1[batch, i]
+            i.e. `tf.math.exp(scores - t2) / t3`
+        grad_weights[batch, i, j] = sum_e grad[batch, i, e] * v[batch, j, e]
+            i.e. `tf.linalg.matmul(grad, v, transpose_b=True)`
+        grad_scores[batch, i, l] = grad_weights[batch, i, l] * weights[batch, i, l]
+            - sum_j grad_weights[batch, i, j] * weights[batch, i, j] * weights[batch, i, l]
+            i.e. `weights * (grad_weights - t4)`
+        grad_q[batch, i, d] = sum_j grad_scores[batch, i, j] * k[batch, j, d] / sqrt(D)
+            i.e. `t6 * (1 / tf.math.sqrt(t5))`
+        grad_k[batch, j, d] = sum_i grad_scores[batch, i, j] * q[batch, i, d] / sqrt(D)
+            i.e. `t7 * (1 / tf.math.sqrt(t5))`
+        grad_v[batch, j, e] = sum_i grad[batch, i, e] * weights[batch, i, j]
+            i.e. `tf.linalg.matmul(weights, grad, transpose_a=True)`
+        grad_mask[batch, i, j] = grad_scores[batch, i, j], i.e. `grad_scores`
+    """
     if weights is None:
         t0 = tf.cast(tf.shape(q)[-1], q.dtype)
         t1 = tf.linalg.matmul(q, k, transpose_b=True)
@@ -540,7 +645,21 @@ _register("ScaledDotProductAttention", scaled_dot_product_attention_grad)
 
 
 def mlp_block_vjp(grad, x, w1, b1, w2, b2, y, *, affine1=None):
-    """Gradient of MlpBlock (declared at ops/composed.py:84): one per input (x, w1, b1, w2, b2)."""
+    """Gradient of MlpBlock (declared at ops/composed.py:84): one per input (x, w1, b1, w2, b2).
+
+    In index notation, next to the code computing it:
+        affine1[i, h] = b1[h] + sum_d w1[d, h] * x[i, d], i.e. `b1 + t0`
+        grad_affine1[i, h] = sum_e grad[i, e] * w2[h, e] * mask(affine1[i, h] > 0)
+            i.e. `t1 * tf.where(affine1 > 0, tf.constant(1, grad.dtype), tf.constant(0, ...`
+        grad_x[i, d] = sum_h grad_affine1[i, h] * w1[d, h]
+            i.e. `tf.linalg.matmul(grad_affine1, w1, transpose_b=True)`
+        grad_w1[d, h] = sum_i grad_affine1[i, h] * x[i, d]
+            i.e. `tf.linalg.matmul(x, grad_affine1, transpose_a=True)`
+        grad_b1[h] = sum_i grad_affine1[i, h], i.e. `tf.reduce_sum(grad_affine1, axis=-2)`
+        grad_w2[h, e] = sum_i grad[i, e] * affine1[i, h] * mask(affine1[i, h] > 0)
+            i.e. `tf.linalg.matmul(t2, grad, transpose_a=True)`
+        grad_b2[e] = sum_i grad[i, e], i.e. `tf.reduce_sum(grad, axis=-2)`
+    """
     if affine1 is None:
         t0 = tf.linalg.matmul(x, w1)
         affine1 = b1 + t0
@@ -593,7 +712,21 @@ _register("MlpBlock", mlp_block_grad)
 
 
 def cosine_similarity_vjp(grad, x, y, output, *, epsilon=1e-08, sum1=None, sum2=None):
-    """Gradient of CosineSimilarity (declared at ops/composed.py:97): one per input (x, y)."""
+    """Gradient of CosineSimilarity (declared at ops/composed.py:97): one per input (x, y).
+
+    In index notation, next to the code computing it:
+        sum1[batch] = sum_d x[batch, d]**2, i.e. `tf.reduce_sum(x**2, axis=-1)`
+        sum2[batch] = sum_d y[batch, d]**2, i.e. `tf.reduce_sum(y**2, axis=-1)`
+        sum3[batch] = sum_d x[batch, d] * y[batch, d]
+        grad_sum3[batch] = grad[batch] / sqrt(epsilon + sum1[batch] * sum2[batch])
+            i.e. `grad / tf.math.sqrt(epsilon + sum1 * sum2)`
+        grad_x[batch, d] = grad_sum3[batch] * y[batch, d]
+            - grad[batch] * output[batch] * sum2[batch] * x[batch, d] / (epsilon + sum1[batch] *
+                sum2[batch]), i.e. `t0 * y - t2 * t3 * t4 * x / (epsilon + t1 * t2)`
+        grad_y[batch, d] = grad_sum3[batch] * x[batch, d]
+            - grad[batch] * output[batch] * sum1[batch] * y[batch, d] / (epsilon + sum1[batch] *
+                sum2[batch]), i.e. `t0 * x - t1 * t3 * t4 * y / (epsilon + t1 * t2)`
+    """
     if sum1 is None or sum2 is None:
         sum1 = tf.reduce_sum(x**2, axis=-1)
         sum2 = tf.reduce_sum(y**2, axis=-1)
@@ -649,7 +782,17 @@ _register("CosineSimilarity", cosine_similarity_grad)
 
 
 def rbf_kernel_vjp(grad, x, y, kernel, *, length_scale=1.0):
-    """Gradient of RbfKernel (declared at ops/composed.py:107): one per input (x, y)."""
+    """Gradient of RbfKernel (declared at ops/composed.py:107): one per input (x, y).
+
+    In index notation, next to the code computing it:
+        sum1[i, j] = sum_d (x[i, d] - y[j, d])**2
+        grad_sum1[i, j] = -grad[i, j] * kernel[i, j] / (2 * length_scale**2)
+            i.e. `-1 / 2 * grad * kernel / length_scale**2`
+        grad_x[i, d] = -sum_j 2 * grad_sum1[i, j] * y[j, d] + sum_j 2 * grad_sum1[i, j] * x[i, d]
+            i.e. `-2 * t0 + 2 * t1 * x`
+        grad_y[j, d] = -sum_i 2 * grad_sum1[i, j] * x[i, d] + sum_i 2 * grad_sum1[i, j] * y[j, d]
+            i.e. `-2 * t2 + 2 * t4 * y`
+    """
     grad_sum1 = -1 / 2 * grad * kernel / length_scale**2
     t0 = tf.linalg.matmul(grad_sum1, y)
     t1 = tf.reduce_sum(grad_sum1, axis=-1, keepdims=True)
@@ -701,7 +844,20 @@ _register("RbfKernel", rbf_kernel_grad)
 
 
 def log_sum_exp_mat_mul_vjp(grad, a, b, output, *, affine1=None, sum2=None):
-    """Gradient of LogSumExpMatMul (declared at ops/composed.py:116): one per input (a, b)."""
+    """Gradient of LogSumExpMatMul (declared at ops/composed.py:116): one per input (a, b).
+
+    In index notation, next to the code computing it:
+        sum1[i, j_1] = sum_k a[i, k] * b[k, j_1], i.e. `tf.linalg.matmul(a, b)`
+        ext1[i] = max_{j_1} sum1[i, j_1], i.e. `tf.reduce_max(sum1, axis=-1)`
+        affine1[i, j] = -ext1[i] + sum1[i, j], i.e. `sum1 - t0`
+        sum2[i] = sum_j exp(affine1[i, j]), i.e. `tf.reduce_sum(tf.math.exp(affine1), axis=-1)`
+        grad_sum1[i, j] = grad[i] * exp(affine1[i, j]) / sum2[i]
+            i.e. `t2 * tf.math.exp(affine1) / t1`
+        grad_a[i, k] = sum_{j_1} grad_sum1[i, j_1] * b[k, j_1]
+            i.e. `tf.linalg.matmul(grad_sum1, b, transpose_b=True)`
+        grad_b[k, j] = sum_i grad_sum1[i, j] * a[i, k]
+            i.e. `tf.linalg.matmul(a, grad_sum1, transpose_a=True)`
+    """
     if affine1 is None or sum2 is None:
         sum1 = tf.linalg.matmul(a, b)
         ext1 = tf.reduce_max(sum1, axis=-1)
@@ -751,7 +907,27 @@ _register("LogSumExpMatMul", log_sum_exp_mat_mul_grad)
 
 
 def bias_gelu_vjp(grad, x, bias, y):
-    """Gradient of BiasGelu (declared at ops/composed.py:126): one per input (x, bias)."""
+    """Gradient of BiasGelu (declared at ops/composed.py:126): one per input (x, bias).
+
+    In index notation, next to the code computing it:
+        grad_x[batch, c] = grad[batch, c] / 2
+            + grad[batch, c] * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c]
+                + x[batch, c]) / sqrt(pi)) / 2
+            + sqrt(2) * grad[batch, c] * bias[c] / (2 * sqrt(pi))
+            + sqrt(2) * grad[batch, c] * x[batch, c] / (2 * sqrt(pi))
+            - sqrt(2) * grad[batch, c] * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000
+                + bias[c] + x[batch, c]) / sqrt(pi))**2 * bias[c] / (2 * sqrt(pi))
+            ... (`symgrad explain` prints it whole)
+            i.e. `(1 / 400000) * grad * (-21406.444881780073 * bias * (bias + x) ** 2 * ...`
+        grad_bias[c] = sum_batch (-26829 * sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 *
+            tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) /
+            sqrt(pi))**2 * bias[c] / (400000 * sqrt(pi)) - 26829 * sqrt(2) * grad[batch, c] *
+            (bias[c] + x[batch, c])**2 * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000
+            + bias[c] + x[batch, c]) / sqrt(pi))**2 * x[batch, c] / (400000 * sqrt(pi)) + 26829 *
+            sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 * bias[c] / (400000 * sqrt(pi)) +
+            26829 * sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 * x[batch, c] / (400000 *
+            ... (`symgrad explain` prints it whole), i.e. `(1 / 400000) * t1`
+    """
     grad_x = (
         (1 / 400000)
         * grad

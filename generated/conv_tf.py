@@ -553,7 +553,17 @@ def conv2d_vjp(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Gradient of Conv2D (declared at ops/conv.py:35): one per input (input, filter)."""
+    """Gradient of Conv2D (declared at ops/conv.py:35): one per input (input, filter).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        grad_input[i, j, k, l] = sum_{o, a, b} grad[i, exact_div(-a * dilations[1] + j, strides[1]),
+            exact_div(-b * dilations[2] + k, strides[2]), o] * filter[a, b, l, o]
+            i.e. `_conv_backprop_input(grad, filter, strides=[strides[1], strides[2]], ...`
+        grad_filter[a, b, c, o] = sum_{n, i, j} grad[n, i, j, o] * input[n, a * dilations[1] + i *
+            strides[1], b * dilations[2] + j * strides[2], c]
+            i.e. `_conv_backprop_filter(input, grad, strides=[strides[1], strides[2]], ...`
+    """
     if padding == "VALID":
         grad_input = _conv_backprop_input(
             grad,
@@ -808,7 +818,17 @@ def depthwise_conv2d_native_vjp(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Gradient of DepthwiseConv2dNative (declared at ops/conv.py:56): one per input (input, filter)."""
+    """Gradient of DepthwiseConv2dNative (declared at ops/conv.py:56): one per input (input, filter).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        grad_input[i, j, k, l] = sum_{m, a, b} grad[i, exact_div(-a * dilations[1] + j, strides[1]),
+            exact_div(-b * dilations[2] + k, strides[2]), l, m] * filter[a, b, l, m]
+            i.e. `_depthwise_conv_backprop_input(grad, filter, strides=[strides[1], ...`
+        grad_filter[a, b, c, m] = sum_{n, i, j} grad[n, i, j, c, m] * input[n, a * dilations[1] + i
+            * strides[1], b * dilations[2] + j * strides[2], c]
+            i.e. `_depthwise_conv_backprop_filter(input, grad, strides=[strides[1], ...`
+    """
     if padding == "VALID":
         t0 = tf.shape(filter, out_type=tf.int64)[-1]
         grad = tf.reshape(
@@ -1106,7 +1126,14 @@ _register("DepthwiseConv2dNative", depthwise_conv2d_native_grad)
 
 
 def extract_image_patches_vjp(grad, images, patches, *, padding="VALID", ksizes, strides, rates):
-    """Gradient of ExtractImagePatches (declared at ops/conv.py:73): one per input (images)."""
+    """Gradient of ExtractImagePatches (declared at ops/conv.py:73): one per input (images).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        grad_images[i, j, k, l] = sum_{a, b} grad[i, exact_div(-a * rates[1] + j, strides[1]),
+            exact_div(-b * rates[2] + k, strides[2]), a, b, l]
+            i.e. `tf.reduce_sum(t16, axis=[-2, -1])`
+    """
     if padding == "VALID":
         t0 = ksizes[2]
         t1 = tf.shape(images, out_type=tf.int64)[-1]
@@ -1268,7 +1295,19 @@ _register("ExtractImagePatches", extract_image_patches_grad)
 
 
 def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
-    """Gradient of Conv3D (declared at ops/conv.py:83): one per input (input, filter)."""
+    """Gradient of Conv3D (declared at ops/conv.py:83): one per input (input, filter).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        grad_input[i, j, k, l, m] = sum_{o, e, a, b} grad[i, exact_div(-dilations[1] * e + j,
+            strides[1]), exact_div(-a * dilations[2] + k, strides[2]), exact_div(-b * dilations[3] +
+            l, strides[3]), o] * filter[e, a, b, m, o]
+            i.e. `_conv_backprop_input(grad, filter, strides=[strides[1], strides[2], ...`
+        grad_filter[e, a, b, c, o] = sum_{n, z, i, j} grad[n, z, i, j, o] * input[n, dilations[1] *
+            e + strides[1] * z, a * dilations[2] + i * strides[2], b * dilations[3] + j *
+            strides[3], c]
+            i.e. `_conv_backprop_filter(input, grad, strides=[strides[1], strides[2], ...`
+    """
     if padding == "VALID":
         grad_input = _conv_backprop_input(
             grad,
@@ -1486,7 +1525,15 @@ _register("Conv3D", conv3d_grad)
 
 
 def avg_pool_vjp(grad, value, output, *, padding="VALID", ksize, strides):
-    """Gradient of AvgPool (declared at ops/conv.py:124): one per input (value)."""
+    """Gradient of AvgPool (declared at ops/conv.py:124): one per input (value).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        grad_value[k, l, m, n] = sum_{i, j, a, b} grad[k, i, j, n] * delta(l, a + i * strides[1]) *
+            delta(m, b + j * strides[2]) / (sum_{a, b} indicator(a + i * strides[1] >= 0 and b + j *
+            strides[2] >= 0 and a + i * strides[1] <= H - 1 and b + j * strides[2] <= W - 1))
+            i.e. `_scatter_add(t18, t20, 2, t9)`
+    """
     if padding == "VALID":
         t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
         t1 = t0[..., None, None, None]
@@ -1687,7 +1734,19 @@ _register("AvgPool", avg_pool_grad)
 
 
 def max_pool_vjp(grad, input, output, *, padding="VALID", data_format="NHWC", ksize, strides):
-    """Gradient of MaxPool (declared at ops/conv.py:132): one per input (input)."""
+    """Gradient of MaxPool (declared at ops/conv.py:132): one per input (input).
+
+    In index notation, next to the code computing it, for padding='VALID', data_format='NHWC' (other
+    values of padding, data_format change it):
+        grad_input[k, l, m, n] = sum_{i, j, j0 = 0..ksize[1] - 1, j1 = 0..ksize[2] - 1} grad[k, i,
+            j, n] * delta(l, i * strides[1] + j0) * delta(m, j * strides[2] + j1) *
+            first_attained(indicator_equal(read_outside(input[k, i * strides[1] + j0, j * strides[2]
+            + j1, n], -oo), output[k, i, j, n]), sum_{b = 0..j1 - 1}
+            indicator_equal(read_outside(input[k, i * strides[1] + j0, b + j * strides[2], n], -oo),
+            output[k, i, j, n]) + sum_{b, a = 0..j0 - 1} indicator_equal(read_outside(input[k, a + i
+            * strides[1], b + j * strides[2], n], -oo), output[k, i, j, n]))
+            i.e. `_max_pool_backprop(input, output, grad, window=[ksize[1], ksize[2]], ...`
+    """
     if padding == "VALID" and data_format == "NHWC":
         grad_input = _max_pool_backprop(
             input,
@@ -1844,7 +1903,16 @@ _register("MaxPool", max_pool_grad)
 
 
 def avg_pool3d_vjp(grad, input, output, *, padding="VALID", ksize, strides):
-    """Gradient of AvgPool3D (declared at ops/conv.py:140): one per input (input)."""
+    """Gradient of AvgPool3D (declared at ops/conv.py:140): one per input (input).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        grad_input[k, l, m, n, p] = sum_{z, i, j, e, a, b} grad[k, z, i, j, p] * delta(l, e +
+            strides[1] * z) * delta(m, a + i * strides[2]) * delta(n, b + j * strides[3]) / (sum_{e,
+            a, b} indicator(a + i * strides[2] >= 0 and b + j * strides[3] >= 0 and e + strides[1] *
+            z >= 0 and a + i * strides[2] <= H - 1 and b + j * strides[3] <= W - 1 and e +
+            strides[1] * z <= D - 1)), i.e. `_scatter_add(t27, t29, 3, t14)`
+    """
     if padding == "VALID":
         t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
         t1 = t0[..., None, None, None, None, None]
@@ -2102,7 +2170,19 @@ _register("AvgPool3D", avg_pool3d_grad)
 
 
 def max_pool_v2_vjp(grad, input, output, *, padding="VALID", ksize, strides):
-    """Gradient of MaxPoolV2 (declared at ops/conv.py:159): one per input (input)."""
+    """Gradient of MaxPoolV2 (declared at ops/conv.py:159): one per input (input).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        grad_input[k, l, m, n] = sum_{i, j, j4 = 0..ksize[1] - 1, j5 = 0..ksize[2] - 1} grad[k, i,
+            j, n] * delta(l, strides[1] * i + j4) * delta(m, strides[2] * j + j5) *
+            first_attained(indicator_equal(read_outside(input[k, strides[1] * i + j4, strides[2] * j
+            + j5, n], -oo), output[k, i, j, n]), sum_{b = 0..j5 - 1}
+            indicator_equal(read_outside(input[k, strides[1] * i + j4, strides[2] * j + b, n], -oo),
+            output[k, i, j, n]) + sum_{b, a = 0..j4 - 1} indicator_equal(read_outside(input[k,
+            strides[1] * i + a, strides[2] * j + b, n], -oo), output[k, i, j, n]))
+            i.e. `_max_pool_backprop(input, output, grad, window=[ksize[1], ksize[2]], ...`
+    """
     ksize = tf.cast(ksize, tf.int64)
     strides = tf.cast(strides, tf.int64)
     if padding == "VALID":

@@ -42,7 +42,11 @@ def trace_forward(x):
 
 
 def trace_vjp(grad, x, *, y=None):
-    """Gradient of Trace: one array per input (x)."""
+    """Gradient of Trace: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x[batch, i, j] = grad[batch] * delta(i, j), i.e. `t0 * t1`
+    """
     t0 = grad[..., None, None]
     t1 = jnp.eye(jnp.shape(x)[-2], dtype=jnp.result_type(x))
     grad_x = t0 * t1
@@ -79,7 +83,11 @@ def matrix_diag_part_forward(input):
 
 
 def matrix_diag_part_vjp(grad, input, *, diagonal=None):
-    """Gradient of MatrixDiagPart: one array per input (input)."""
+    """Gradient of MatrixDiagPart: one array per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+    """
     t0 = grad[..., None]
     t1 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
     grad_input = t0 * t1
@@ -118,7 +126,11 @@ def matrix_diag_forward(diagonal):
 
 
 def matrix_diag_vjp(grad, diagonal, *, output=None):
-    """Gradient of MatrixDiag: one array per input (diagonal)."""
+    """Gradient of MatrixDiag: one array per input (diagonal).
+
+    In index notation, next to the code computing it:
+        grad_diagonal[batch, i] = grad[batch, i, i], i.e. `jnp.diagonal(grad, axis1=-2, axis2=-1)`
+    """
     grad_diagonal = jnp.diagonal(grad, axis1=-2, axis2=-1)
     return (grad_diagonal,)
 
@@ -155,7 +167,13 @@ def matrix_set_diag_forward(input, diagonal):
 
 
 def matrix_set_diag_vjp(grad, input, diagonal, *, output=None):
-    """Gradient of MatrixSetDiag: one array per input (input, diagonal)."""
+    """Gradient of MatrixSetDiag: one array per input (input, diagonal).
+
+    In index notation, next to the code computing it:
+        grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
+            i.e. `grad - t1 * t2`
+        grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+    """
     t0 = jnp.diagonal(grad, axis1=-2, axis2=-1)
     t1 = t0[..., None]
     t2 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
@@ -198,7 +216,11 @@ def diag_forward(diagonal):
 
 
 def diag_vjp(grad, diagonal, *, output=None):
-    """Gradient of Diag: one array per input (diagonal)."""
+    """Gradient of Diag: one array per input (diagonal).
+
+    In index notation, next to the code computing it:
+        grad_diagonal[i] = grad[i, i], i.e. `jnp.diagonal(grad, axis1=-2, axis2=-1)`
+    """
     grad_diagonal = jnp.diagonal(grad, axis1=-2, axis2=-1)
     return (grad_diagonal,)
 
@@ -233,7 +255,11 @@ def diag_part_forward(input):
 
 
 def diag_part_vjp(grad, input, *, diagonal=None):
-    """Gradient of DiagPart: one array per input (input)."""
+    """Gradient of DiagPart: one array per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[i, j] = grad[i] * delta(i, j), i.e. `t0 * t1`
+    """
     t0 = grad[..., None]
     t1 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
     grad_input = t0 * t1
@@ -274,7 +300,12 @@ def matrix_band_part_forward(input, *, num_lower, num_upper):
 
 
 def matrix_band_part_vjp(grad, input, *, band=None, num_lower, num_upper):
-    """Gradient of MatrixBandPart: one array per input (input)."""
+    """Gradient of MatrixBandPart: one array per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[batch, i, j] = grad[batch, i, j] * (1 if (num_lower < 0 or num_lower >= i - j)
+            and (num_upper < 0 or num_upper >= -i + j) else 0), i.e. `jnp.where(t3, grad, 0)`
+    """
     t0 = jnp.arange(jnp.shape(input)[-2])
     t1 = t0[..., None]
     t2 = jnp.arange(jnp.shape(input)[-1])
@@ -318,7 +349,12 @@ def matrix_diag_part_v2_forward(input, *, k=0, padding_value=0):
 
 
 def matrix_diag_part_v2_vjp(grad, input, *, diagonal=None, k=0, padding_value=0):
-    """Gradient of MatrixDiagPartV2: one array per input (input)."""
+    """Gradient of MatrixDiagPartV2: one array per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, padding_value=0:
+            grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+    """
     if k == 0 and padding_value == 0:
         t0 = grad[..., None]
         t1 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
@@ -367,7 +403,12 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
 def matrix_diag_part_v3_vjp(
     grad, input, *, diagonal=None, k=0, padding_value=0, align="RIGHT_LEFT"
 ):
-    """Gradient of MatrixDiagPartV3: one array per input (input)."""
+    """Gradient of MatrixDiagPartV3: one array per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, padding_value=0, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+    """
     if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
         t0 = grad[..., None]
         t1 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
@@ -420,7 +461,13 @@ def matrix_diag_v2_forward(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_v
 def matrix_diag_v2_vjp(
     grad, diagonal, *, output=None, k=0, num_rows=-1, num_cols=-1, padding_value=0
 ):
-    """Gradient of MatrixDiagV2: one array per input (diagonal)."""
+    """Gradient of MatrixDiagV2: one array per input (diagonal).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, num_rows=-1, num_cols=-1, padding_value=0:
+            grad_diagonal[batch, i] = grad[batch, i, i]
+                i.e. `jnp.diagonal(grad, axis1=-2, axis2=-1)`
+    """
     if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
         grad_diagonal = jnp.diagonal(grad, axis1=-2, axis2=-1)
     else:
@@ -497,7 +544,13 @@ def matrix_diag_v3_vjp(
     padding_value=0,
     align="RIGHT_LEFT",
 ):
-    """Gradient of MatrixDiagV3: one array per input (diagonal)."""
+    """Gradient of MatrixDiagV3: one array per input (diagonal).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
+            grad_diagonal[batch, i] = grad[batch, i, i]
+                i.e. `jnp.diagonal(grad, axis1=-2, axis2=-1)`
+    """
     if (
         k == 0
         and num_rows == -1
@@ -571,7 +624,14 @@ def matrix_set_diag_v2_forward(input, diagonal, *, k=0):
 
 
 def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0):
-    """Gradient of MatrixSetDiagV2: one array per input (input, diagonal)."""
+    """Gradient of MatrixSetDiagV2: one array per input (input, diagonal).
+
+    In index notation, next to the code computing it, per variant:
+        k=0:
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
+                i.e. `grad - t1 * t2`
+            grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+    """
     if k == 0:
         t0 = jnp.diagonal(grad, axis1=-2, axis2=-1)
         t1 = t0[..., None]
@@ -620,7 +680,14 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
 
 
 def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RIGHT_LEFT"):
-    """Gradient of MatrixSetDiagV3: one array per input (input, diagonal)."""
+    """Gradient of MatrixSetDiagV3: one array per input (input, diagonal).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
+                i.e. `grad - t1 * t2`
+            grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+    """
     if k == 0 and align == "RIGHT_LEFT":
         t0 = jnp.diagonal(grad, axis1=-2, axis2=-1)
         t1 = t0[..., None]

@@ -28,7 +28,11 @@ def trace(x):
 
 
 def trace_grad(grad, x, *, y=None):
-    """Gradient of Trace: one array per input (x)."""
+    """Gradient of Trace: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x[batch, i, j] = grad[batch] * delta(i, j), i.e. `t0 * t1`
+    """
     t0 = grad[..., None, None]
     t1 = np.eye(np.shape(x)[-2], dtype=np.result_type(x))
     grad_x = t0 * t1
@@ -50,7 +54,11 @@ def matrix_diag_part(input):
 
 
 def matrix_diag_part_grad(grad, input, *, diagonal=None):
-    """Gradient of MatrixDiagPart: one array per input (input)."""
+    """Gradient of MatrixDiagPart: one array per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+    """
     t0 = grad[..., None]
     t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
     grad_input = t0 * t1
@@ -73,7 +81,11 @@ def matrix_diag(diagonal):
 
 
 def matrix_diag_grad(grad, diagonal, *, output=None):
-    """Gradient of MatrixDiag: one array per input (diagonal)."""
+    """Gradient of MatrixDiag: one array per input (diagonal).
+
+    In index notation, next to the code computing it:
+        grad_diagonal[batch, i] = grad[batch, i, i], i.e. `np.diagonal(grad, axis1=-2, axis2=-1)`
+    """
     grad_diagonal = np.diagonal(grad, axis1=-2, axis2=-1)
     return (grad_diagonal,)
 
@@ -96,7 +108,13 @@ def matrix_set_diag(input, diagonal):
 
 
 def matrix_set_diag_grad(grad, input, diagonal, *, output=None):
-    """Gradient of MatrixSetDiag: one array per input (input, diagonal)."""
+    """Gradient of MatrixSetDiag: one array per input (input, diagonal).
+
+    In index notation, next to the code computing it:
+        grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
+            i.e. `grad - t1 * t2`
+        grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+    """
     t0 = np.diagonal(grad, axis1=-2, axis2=-1)
     t1 = t0[..., None]
     t2 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
@@ -129,7 +147,11 @@ def diag(diagonal):
 
 
 def diag_grad(grad, diagonal, *, output=None):
-    """Gradient of Diag: one array per input (diagonal)."""
+    """Gradient of Diag: one array per input (diagonal).
+
+    In index notation, next to the code computing it:
+        grad_diagonal[i] = grad[i, i], i.e. `np.diagonal(grad, axis1=-2, axis2=-1)`
+    """
     grad_diagonal = np.diagonal(grad, axis1=-2, axis2=-1)
     return (grad_diagonal,)
 
@@ -149,7 +171,11 @@ def diag_part(input):
 
 
 def diag_part_grad(grad, input, *, diagonal=None):
-    """Gradient of DiagPart: one array per input (input)."""
+    """Gradient of DiagPart: one array per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[i, j] = grad[i] * delta(i, j), i.e. `t0 * t1`
+    """
     t0 = grad[..., None]
     t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
     grad_input = t0 * t1
@@ -173,7 +199,12 @@ def matrix_band_part(input, *, num_lower, num_upper):
 
 
 def matrix_band_part_grad(grad, input, *, band=None, num_lower, num_upper):
-    """Gradient of MatrixBandPart: one array per input (input)."""
+    """Gradient of MatrixBandPart: one array per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[batch, i, j] = grad[batch, i, j] * (1 if (num_lower < 0 or num_lower >= i - j)
+            and (num_upper < 0 or num_upper >= -i + j) else 0), i.e. `np.where(t3, grad, 0)`
+    """
     t0 = np.arange(np.shape(input)[-2])
     t1 = t0[..., None]
     t2 = np.arange(np.shape(input)[-1])
@@ -207,7 +238,12 @@ def matrix_diag_part_v2(input, *, k=0, padding_value=0):
 
 
 def matrix_diag_part_v2_grad(grad, input, *, diagonal=None, k=0, padding_value=0):
-    """Gradient of MatrixDiagPartV2: one array per input (input)."""
+    """Gradient of MatrixDiagPartV2: one array per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, padding_value=0:
+            grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+    """
     if k == 0 and padding_value == 0:
         t0 = grad[..., None]
         t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
@@ -247,7 +283,12 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
 def matrix_diag_part_v3_grad(
     grad, input, *, diagonal=None, k=0, padding_value=0, align="RIGHT_LEFT"
 ):
-    """Gradient of MatrixDiagPartV3: one array per input (input)."""
+    """Gradient of MatrixDiagPartV3: one array per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, padding_value=0, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+    """
     if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
         t0 = grad[..., None]
         t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
@@ -289,7 +330,13 @@ def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
 def matrix_diag_v2_grad(
     grad, diagonal, *, output=None, k=0, num_rows=-1, num_cols=-1, padding_value=0
 ):
-    """Gradient of MatrixDiagV2: one array per input (diagonal)."""
+    """Gradient of MatrixDiagV2: one array per input (diagonal).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, num_rows=-1, num_cols=-1, padding_value=0:
+            grad_diagonal[batch, i] = grad[batch, i, i]
+                i.e. `np.diagonal(grad, axis1=-2, axis2=-1)`
+    """
     if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
         grad_diagonal = np.diagonal(grad, axis1=-2, axis2=-1)
     else:
@@ -353,7 +400,13 @@ def matrix_diag_v3_grad(
     padding_value=0,
     align="RIGHT_LEFT",
 ):
-    """Gradient of MatrixDiagV3: one array per input (diagonal)."""
+    """Gradient of MatrixDiagV3: one array per input (diagonal).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
+            grad_diagonal[batch, i] = grad[batch, i, i]
+                i.e. `np.diagonal(grad, axis1=-2, axis2=-1)`
+    """
     if (
         k == 0
         and num_rows == -1
@@ -412,7 +465,14 @@ def matrix_set_diag_v2(input, diagonal, *, k=0):
 
 
 def matrix_set_diag_v2_grad(grad, input, diagonal, *, output=None, k=0):
-    """Gradient of MatrixSetDiagV2: one array per input (input, diagonal)."""
+    """Gradient of MatrixSetDiagV2: one array per input (input, diagonal).
+
+    In index notation, next to the code computing it, per variant:
+        k=0:
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
+                i.e. `grad - t1 * t2`
+            grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+    """
     if k == 0:
         t0 = np.diagonal(grad, axis1=-2, axis2=-1)
         t1 = t0[..., None]
@@ -462,7 +522,14 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
 
 
 def matrix_set_diag_v3_grad(grad, input, diagonal, *, output=None, k=0, align="RIGHT_LEFT"):
-    """Gradient of MatrixSetDiagV3: one array per input (input, diagonal)."""
+    """Gradient of MatrixSetDiagV3: one array per input (input, diagonal).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
+                i.e. `grad - t1 * t2`
+            grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+    """
     if k == 0 and align == "RIGHT_LEFT":
         t0 = np.diagonal(grad, axis1=-2, axis2=-1)
         t1 = t0[..., None]

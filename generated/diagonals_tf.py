@@ -133,7 +133,11 @@ def _sum_to_shape(g, x):
 
 
 def trace_vjp(grad, x, y):
-    """Gradient of Trace (declared at ops/diagonals.py:11): one per input (x)."""
+    """Gradient of Trace (declared at ops/diagonals.py:11): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x[batch, i, j] = grad[batch] * delta(i, j), i.e. `t0 * t1`
+    """
     t0 = grad[..., None, None]
     t1 = tf.eye(tf.shape(x)[-2], dtype=x.dtype)
     grad_x = t0 * t1
@@ -169,7 +173,11 @@ _register("Trace", trace_grad)
 
 
 def matrix_diag_part_vjp(grad, input, diagonal):
-    """Gradient of MatrixDiagPart (declared at ops/diagonals.py:18): one per input (input)."""
+    """Gradient of MatrixDiagPart (declared at ops/diagonals.py:18): one per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+    """
     t0 = grad[..., None]
     t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
     grad_input = t0 * t1
@@ -204,7 +212,11 @@ _register("MatrixDiagPart", matrix_diag_part_grad)
 
 
 def matrix_diag_vjp(grad, diagonal, output):
-    """Gradient of MatrixDiag (declared at ops/diagonals.py:25): one per input (diagonal)."""
+    """Gradient of MatrixDiag (declared at ops/diagonals.py:25): one per input (diagonal).
+
+    In index notation, next to the code computing it:
+        grad_diagonal[batch, i] = grad[batch, i, i], i.e. `tf.linalg.diag_part(grad)`
+    """
     grad_diagonal = tf.linalg.diag_part(grad)
     return (grad_diagonal,)
 
@@ -239,7 +251,13 @@ _register("MatrixDiag", matrix_diag_grad)
 
 
 def matrix_set_diag_vjp(grad, input, diagonal, output):
-    """Gradient of MatrixSetDiag (declared at ops/diagonals.py:32): one per input (input, diagonal)."""
+    """Gradient of MatrixSetDiag (declared at ops/diagonals.py:32): one per input (input, diagonal).
+
+    In index notation, next to the code computing it:
+        grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
+            i.e. `grad - t1 * t2`
+        grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+    """
     t0 = tf.linalg.diag_part(grad)
     t1 = t0[..., None]
     t2 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
@@ -280,7 +298,11 @@ _register("MatrixSetDiag", matrix_set_diag_grad)
 
 
 def diag_vjp(grad, diagonal, output):
-    """Gradient of Diag (declared at ops/diagonals.py:41): one per input (diagonal)."""
+    """Gradient of Diag (declared at ops/diagonals.py:41): one per input (diagonal).
+
+    In index notation, next to the code computing it:
+        grad_diagonal[i] = grad[i, i], i.e. `tf.linalg.diag_part(grad)`
+    """
     grad_diagonal = tf.linalg.diag_part(grad)
     return (grad_diagonal,)
 
@@ -315,7 +337,11 @@ _register("Diag", diag_grad)
 
 
 def diag_part_vjp(grad, input, diagonal):
-    """Gradient of DiagPart (declared at ops/diagonals.py:48): one per input (input)."""
+    """Gradient of DiagPart (declared at ops/diagonals.py:48): one per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[i, j] = grad[i] * delta(i, j), i.e. `t0 * t1`
+    """
     t0 = grad[..., None]
     t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
     grad_input = t0 * t1
@@ -350,7 +376,13 @@ _register("DiagPart", diag_part_grad)
 
 
 def matrix_band_part_vjp(grad, input, band, *, num_lower, num_upper):
-    """Gradient of MatrixBandPart (declared at ops/diagonals.py:55): one per input (input)."""
+    """Gradient of MatrixBandPart (declared at ops/diagonals.py:55): one per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[batch, i, j] = grad[batch, i, j] * (1 if (num_lower < 0 or num_lower >= i - j)
+            and (num_upper < 0 or num_upper >= -i + j) else 0)
+            i.e. `grad * tf.where(t3, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
+    """
     t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
     t1 = t0[..., None]
     t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
@@ -402,7 +434,12 @@ _register("MatrixBandPart", matrix_band_part_grad)
 
 
 def matrix_diag_part_v2_vjp(grad, input, diagonal, *, k=0, padding_value=0):
-    """Gradient of MatrixDiagPartV2 (declared at ops/diagonals.py:73): one per input (input)."""
+    """Gradient of MatrixDiagPartV2 (declared at ops/diagonals.py:73): one per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, padding_value=0:
+            grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+    """
     if k == 0 and padding_value == 0:
         t0 = grad[..., None]
         t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
@@ -456,7 +493,12 @@ _register("MatrixDiagPartV2", matrix_diag_part_v2_grad)
 
 
 def matrix_diag_part_v3_vjp(grad, input, diagonal, *, k=0, padding_value=0, align="RIGHT_LEFT"):
-    """Gradient of MatrixDiagPartV3 (declared at ops/diagonals.py:79): one per input (input)."""
+    """Gradient of MatrixDiagPartV3 (declared at ops/diagonals.py:79): one per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, padding_value=0, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+    """
     if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
         t0 = grad[..., None]
         t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
@@ -520,7 +562,12 @@ _register("MatrixDiagPartV3", matrix_diag_part_v3_grad)
 
 
 def matrix_diag_v2_vjp(grad, diagonal, output, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
-    """Gradient of MatrixDiagV2 (declared at ops/diagonals.py:93): one per input (diagonal)."""
+    """Gradient of MatrixDiagV2 (declared at ops/diagonals.py:93): one per input (diagonal).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, num_rows=-1, num_cols=-1, padding_value=0:
+            grad_diagonal[batch, i] = grad[batch, i, i], i.e. `tf.linalg.diag_part(grad)`
+    """
     if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
         grad_diagonal = tf.linalg.diag_part(grad)
     else:
@@ -598,7 +645,12 @@ _register("MatrixDiagV2", matrix_diag_v2_grad)
 def matrix_diag_v3_vjp(
     grad, diagonal, output, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"
 ):
-    """Gradient of MatrixDiagV3 (declared at ops/diagonals.py:99): one per input (diagonal)."""
+    """Gradient of MatrixDiagV3 (declared at ops/diagonals.py:99): one per input (diagonal).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
+            grad_diagonal[batch, i] = grad[batch, i, i], i.e. `tf.linalg.diag_part(grad)`
+    """
     if (
         k == 0
         and num_rows == -1
@@ -693,7 +745,14 @@ _register("MatrixDiagV3", matrix_diag_v3_grad)
 
 
 def matrix_set_diag_v2_vjp(grad, input, diagonal, output, *, k=0):
-    """Gradient of MatrixSetDiagV2 (declared at ops/diagonals.py:105): one per input (input, diagonal)."""
+    """Gradient of MatrixSetDiagV2 (declared at ops/diagonals.py:105): one per input (input, diagonal).
+
+    In index notation, next to the code computing it, per variant:
+        k=0:
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
+                i.e. `grad - t1 * t2`
+            grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+    """
     if k == 0:
         t0 = tf.linalg.diag_part(grad)
         t1 = t0[..., None]
@@ -747,7 +806,14 @@ _register("MatrixSetDiagV2", matrix_set_diag_v2_grad)
 
 
 def matrix_set_diag_v3_vjp(grad, input, diagonal, output, *, k=0, align="RIGHT_LEFT"):
-    """Gradient of MatrixSetDiagV3 (declared at ops/diagonals.py:111): one per input (input, diagonal)."""
+    """Gradient of MatrixSetDiagV3 (declared at ops/diagonals.py:111): one per input (input, diagonal).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
+                i.e. `grad - t1 * t2`
+            grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+    """
     if k == 0 and align == "RIGHT_LEFT":
         t0 = tf.linalg.diag_part(grad)
         t1 = t0[..., None]

@@ -45,7 +45,11 @@ def trace_forward(x):
 
 
 def trace_vjp(grad, x, *, y=None):
-    """Gradient of Trace: one array per input (x)."""
+    """Gradient of Trace: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x[batch, i, j] = grad[batch] * delta(i, j), i.e. `t0 * t1`
+    """
     t0 = grad[..., None, None]
     t1 = torch.eye(np.shape(x)[-2], dtype=x.dtype)
     grad_x = t0 * t1
@@ -82,7 +86,11 @@ def matrix_diag_part_forward(input):
 
 
 def matrix_diag_part_vjp(grad, input, *, diagonal=None):
-    """Gradient of MatrixDiagPart: one array per input (input)."""
+    """Gradient of MatrixDiagPart: one array per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+    """
     t0 = grad[..., None]
     t1 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
     grad_input = t0 * t1
@@ -121,7 +129,11 @@ def matrix_diag_forward(diagonal):
 
 
 def matrix_diag_vjp(grad, diagonal, *, output=None):
-    """Gradient of MatrixDiag: one array per input (diagonal)."""
+    """Gradient of MatrixDiag: one array per input (diagonal).
+
+    In index notation, next to the code computing it:
+        grad_diagonal[batch, i] = grad[batch, i, i], i.e. `torch.diagonal(grad, dim1=-2, dim2=-1)`
+    """
     grad_diagonal = torch.diagonal(grad, dim1=-2, dim2=-1)
     return (grad_diagonal,)
 
@@ -158,7 +170,13 @@ def matrix_set_diag_forward(input, diagonal):
 
 
 def matrix_set_diag_vjp(grad, input, diagonal, *, output=None):
-    """Gradient of MatrixSetDiag: one array per input (input, diagonal)."""
+    """Gradient of MatrixSetDiag: one array per input (input, diagonal).
+
+    In index notation, next to the code computing it:
+        grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
+            i.e. `grad - t1 * t2`
+        grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+    """
     t0 = torch.diagonal(grad, dim1=-2, dim2=-1)
     t1 = t0[..., None]
     t2 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
@@ -201,7 +219,11 @@ def diag_forward(diagonal):
 
 
 def diag_vjp(grad, diagonal, *, output=None):
-    """Gradient of Diag: one array per input (diagonal)."""
+    """Gradient of Diag: one array per input (diagonal).
+
+    In index notation, next to the code computing it:
+        grad_diagonal[i] = grad[i, i], i.e. `torch.diagonal(grad, dim1=-2, dim2=-1)`
+    """
     grad_diagonal = torch.diagonal(grad, dim1=-2, dim2=-1)
     return (grad_diagonal,)
 
@@ -236,7 +258,11 @@ def diag_part_forward(input):
 
 
 def diag_part_vjp(grad, input, *, diagonal=None):
-    """Gradient of DiagPart: one array per input (input)."""
+    """Gradient of DiagPart: one array per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[i, j] = grad[i] * delta(i, j), i.e. `t0 * t1`
+    """
     t0 = grad[..., None]
     t1 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
     grad_input = t0 * t1
@@ -277,7 +303,12 @@ def matrix_band_part_forward(input, *, num_lower, num_upper):
 
 
 def matrix_band_part_vjp(grad, input, *, band=None, num_lower, num_upper):
-    """Gradient of MatrixBandPart: one array per input (input)."""
+    """Gradient of MatrixBandPart: one array per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[batch, i, j] = grad[batch, i, j] * (1 if (num_lower < 0 or num_lower >= i - j)
+            and (num_upper < 0 or num_upper >= -i + j) else 0), i.e. `torch.where(t3, grad, 0)`
+    """
     t0 = torch.arange(np.shape(input)[-2])
     t1 = t0[..., None]
     t2 = torch.arange(np.shape(input)[-1])
@@ -323,7 +354,12 @@ def matrix_diag_part_v2_forward(input, *, k=0, padding_value=0):
 
 
 def matrix_diag_part_v2_vjp(grad, input, *, diagonal=None, k=0, padding_value=0):
-    """Gradient of MatrixDiagPartV2: one array per input (input)."""
+    """Gradient of MatrixDiagPartV2: one array per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, padding_value=0:
+            grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+    """
     if k == 0 and padding_value == 0:
         t0 = grad[..., None]
         t1 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
@@ -374,7 +410,12 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
 def matrix_diag_part_v3_vjp(
     grad, input, *, diagonal=None, k=0, padding_value=0, align="RIGHT_LEFT"
 ):
-    """Gradient of MatrixDiagPartV3: one array per input (input)."""
+    """Gradient of MatrixDiagPartV3: one array per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, padding_value=0, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+    """
     if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
         t0 = grad[..., None]
         t1 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
@@ -427,7 +468,13 @@ def matrix_diag_v2_forward(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_v
 def matrix_diag_v2_vjp(
     grad, diagonal, *, output=None, k=0, num_rows=-1, num_cols=-1, padding_value=0
 ):
-    """Gradient of MatrixDiagV2: one array per input (diagonal)."""
+    """Gradient of MatrixDiagV2: one array per input (diagonal).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, num_rows=-1, num_cols=-1, padding_value=0:
+            grad_diagonal[batch, i] = grad[batch, i, i]
+                i.e. `torch.diagonal(grad, dim1=-2, dim2=-1)`
+    """
     if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
         grad_diagonal = torch.diagonal(grad, dim1=-2, dim2=-1)
     else:
@@ -498,7 +545,13 @@ def matrix_diag_v3_vjp(
     padding_value=0,
     align="RIGHT_LEFT",
 ):
-    """Gradient of MatrixDiagV3: one array per input (diagonal)."""
+    """Gradient of MatrixDiagV3: one array per input (diagonal).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
+            grad_diagonal[batch, i] = grad[batch, i, i]
+                i.e. `torch.diagonal(grad, dim1=-2, dim2=-1)`
+    """
     if (
         k == 0
         and num_rows == -1
@@ -566,7 +619,14 @@ def matrix_set_diag_v2_forward(input, diagonal, *, k=0):
 
 
 def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0):
-    """Gradient of MatrixSetDiagV2: one array per input (input, diagonal)."""
+    """Gradient of MatrixSetDiagV2: one array per input (input, diagonal).
+
+    In index notation, next to the code computing it, per variant:
+        k=0:
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
+                i.e. `grad - t1 * t2`
+            grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+    """
     if k == 0:
         t0 = torch.diagonal(grad, dim1=-2, dim2=-1)
         t1 = t0[..., None]
@@ -617,7 +677,14 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
 
 
 def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RIGHT_LEFT"):
-    """Gradient of MatrixSetDiagV3: one array per input (input, diagonal)."""
+    """Gradient of MatrixSetDiagV3: one array per input (input, diagonal).
+
+    In index notation, next to the code computing it, per variant:
+        k=0, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
+                i.e. `grad - t1 * t2`
+            grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+    """
     if k == 0 and align == "RIGHT_LEFT":
         t0 = torch.diagonal(grad, dim1=-2, dim2=-1)
         t1 = t0[..., None]

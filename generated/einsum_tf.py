@@ -105,7 +105,15 @@ def _string_attr(op, name):
 
 
 def einsum_vjp(grad, *inputs, output=None, equation="ij,jk->ik"):
-    """Gradient of Einsum (declared at ops/einsum.py:25): one per input (*inputs)."""
+    """Gradient of Einsum (declared at ops/einsum.py:25): one per input (*inputs).
+
+    In index notation, next to the code computing it, for equation='ij,jk->ik' (other values of
+    equation change it):
+        grad_inputs_0[i, j] = sum_k grad[i, k] * inputs_1[j, k]
+            i.e. `tf.linalg.matmul(grad, inputs_1, transpose_b=True)`
+        grad_inputs_1[j, k] = sum_i grad[i, k] * inputs_0[i, j]
+            i.e. `tf.linalg.matmul(inputs_0, grad, transpose_a=True)`
+    """
     if equation == "ij,jk->ik":
         inputs_0, inputs_1 = inputs
         grad_inputs_0 = tf.linalg.matmul(grad, inputs_1, transpose_b=True)

@@ -87,7 +87,13 @@ def einsum_forward(*inputs, equation="ij,jk->ik"):
 
 
 def einsum_vjp(grad, *inputs, output=None, equation="ij,jk->ik"):
-    """Gradient of Einsum: one array per input (*inputs)."""
+    """Gradient of Einsum: one array per input (*inputs).
+
+    In index notation, next to the code computing it, for equation='ij,jk->ik' (other values of
+    equation change it):
+        grad_inputs_0[i, j] = sum_k grad[i, k] * inputs_1[j, k], i.e. `grad @ inputs_1.T`
+        grad_inputs_1[j, k] = sum_i grad[i, k] * inputs_0[i, j], i.e. `inputs_0.T @ grad`
+    """
     if equation == "ij,jk->ik":
         inputs_0, inputs_1 = inputs
         grad_inputs_0 = grad @ inputs_1.T

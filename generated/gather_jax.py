@@ -61,7 +61,13 @@ def gather_v2_forward(params, indices, *, axis=0):
 
 
 def gather_v2_vjp(grad, params, indices, *, output=None, axis=0):
-    """Gradient of GatherV2: one array per input (params, indices)."""
+    """Gradient of GatherV2: one array per input (params, indices).
+
+    In index notation, next to the code computing it, per variant:
+        axis=0:
+            grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
+                i.e. `_scatter_add(grad, indices, 1, t0)`
+    """
     if axis == 0:
         t0 = jnp.shape(params)[-2]
         grad_params = _scatter_add(grad, indices, 1, t0)  # no gather form: an explicit scatter-add
@@ -100,7 +106,12 @@ def gather_forward(params, indices):
 
 
 def gather_vjp(grad, params, indices, *, output=None):
-    """Gradient of Gather: one array per input (params, indices)."""
+    """Gradient of Gather: one array per input (params, indices).
+
+    In index notation, next to the code computing it:
+        grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
+            i.e. `_scatter_add(grad, indices, 1, t0)`
+    """
     t0 = jnp.shape(params)[-2]
     grad_params = _scatter_add(grad, indices, 1, t0)  # no gather form: an explicit scatter-add
     return grad_params, None
@@ -154,7 +165,12 @@ def gather_nd_forward(params, indices):
 
 
 def gather_nd_vjp(grad, params, indices, *, output=None):
-    """Gradient of GatherNd: one array per input (params, indices)."""
+    """Gradient of GatherNd: one array per input (params, indices).
+
+    In index notation, next to the code computing it, for depth=1 (other values of  change it):
+        grad_params[i, j, k] = sum_batch grad[batch, j, k] * delta(i, indices[batch, 0])
+            i.e. `_scatter_add(grad, t1, 2, t0)`
+    """
     depth = jnp.shape(indices)[-1]
     if depth == 1:
         t0 = jnp.shape(params)[-3]
@@ -211,7 +227,11 @@ def scatter_nd_forward(indices, updates, *, shape):
 
 
 def scatter_nd_vjp(grad, indices, updates, *, output=None, shape):
-    """Gradient of ScatterNd: one array per input (indices, updates)."""
+    """Gradient of ScatterNd: one array per input (indices, updates).
+
+    In index notation, next to the code computing it:
+        grad_updates[i, p] = grad[indices[i, 0], p], i.e. `_gather(grad, t0, -2)`
+    """
     shape = np.asarray(shape, dtype=np.int64)
     t0 = jnp.squeeze(indices, axis=-1)
     grad_updates = _gather(grad, t0, -2)
@@ -249,7 +269,11 @@ def unsorted_segment_sum_forward(data, segment_ids, *, num_segments):
 
 
 def unsorted_segment_sum_vjp(grad, data, segment_ids, *, output=None, num_segments):
-    """Gradient of UnsortedSegmentSum: one array per input (data, segment_ids)."""
+    """Gradient of UnsortedSegmentSum: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[i, p] = grad[segment_ids[i], p], i.e. `_gather(grad, segment_ids, -2)`
+    """
     grad_data = _gather(grad, segment_ids, -2)
     return grad_data, None
 
@@ -288,7 +312,11 @@ def segment_sum_forward(data, segment_ids):
 
 
 def segment_sum_vjp(grad, data, segment_ids, *, output=None):
-    """Gradient of SegmentSum: one array per input (data, segment_ids)."""
+    """Gradient of SegmentSum: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[i, p] = grad[segment_ids[i], p], i.e. `_gather(grad, segment_ids, -2)`
+    """
     grad_data = _gather(grad, segment_ids, -2)
     return grad_data, None
 

@@ -155,7 +155,13 @@ def _scatter_add(values, positions, trailing, size):
 
 
 def gather_v2_vjp(grad, params, indices, output, *, axis=0):
-    """Gradient of GatherV2 (declared at ops/gather.py:16): one per input (params, indices)."""
+    """Gradient of GatherV2 (declared at ops/gather.py:16): one per input (params, indices).
+
+    In index notation, next to the code computing it, per variant:
+        axis=0:
+            grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
+                i.e. `_scatter_add(grad, indices, 1, t0)`
+    """
     if axis == 0:
         t0 = tf.shape(params, out_type=tf.int64)[-2]
         grad_params = _scatter_add(grad, indices, 1, t0)  # no gather form: an explicit scatter-add
@@ -200,7 +206,12 @@ _register("GatherV2", gather_v2_grad)
 
 
 def gather_vjp(grad, params, indices, output):
-    """Gradient of Gather (declared at ops/gather.py:24): one per input (params, indices)."""
+    """Gradient of Gather (declared at ops/gather.py:24): one per input (params, indices).
+
+    In index notation, next to the code computing it:
+        grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
+            i.e. `_scatter_add(grad, indices, 1, t0)`
+    """
     t0 = tf.shape(params, out_type=tf.int64)[-2]
     grad_params = _scatter_add(grad, indices, 1, t0)  # no gather form: an explicit scatter-add
     return grad_params, None
@@ -234,7 +245,12 @@ _register("Gather", gather_grad)
 
 
 def gather_nd_vjp(grad, params, indices, output):
-    """Gradient of GatherNd (declared at ops/gather.py:32): one per input (params, indices)."""
+    """Gradient of GatherNd (declared at ops/gather.py:32): one per input (params, indices).
+
+    In index notation, next to the code computing it, for depth=1 (other values of  change it):
+        grad_params[i, j, k] = sum_batch grad[batch, j, k] * delta(i, indices[batch, 0])
+            i.e. `_scatter_add(grad, t1, 2, t0)`
+    """
     depth = indices.shape[-1]
     if depth == 1:
         t0 = tf.shape(params, out_type=tf.int64)[-3]
@@ -320,7 +336,11 @@ _register("GatherNd", gather_nd_grad)
 
 
 def scatter_nd_vjp(grad, indices, updates, output, *, shape):
-    """Gradient of ScatterNd (declared at ops/gather.py:43): one per input (indices, updates)."""
+    """Gradient of ScatterNd (declared at ops/gather.py:43): one per input (indices, updates).
+
+    In index notation, next to the code computing it:
+        grad_updates[i, p] = grad[indices[i, 0], p], i.e. `_gather(grad, t0, -2)`
+    """
     shape = tf.cast(shape, tf.int64)
     t0 = tf.squeeze(indices, axis=[-1])
     grad_updates = _gather(grad, t0, -2)
@@ -363,7 +383,11 @@ _register("ScatterNd", scatter_nd_grad)
 
 
 def unsorted_segment_sum_vjp(grad, data, segment_ids, output, *, num_segments):
-    """Gradient of UnsortedSegmentSum (declared at ops/gather.py:52): one per input (data, segment_ids)."""
+    """Gradient of UnsortedSegmentSum (declared at ops/gather.py:52): one per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[i, p] = grad[segment_ids[i], p], i.e. `_gather(grad, segment_ids, -2)`
+    """
     grad_data = _gather(grad, segment_ids, -2)
     return grad_data, None
 
@@ -407,7 +431,11 @@ _register("UnsortedSegmentSum", unsorted_segment_sum_grad)
 
 
 def segment_sum_vjp(grad, data, segment_ids, output):
-    """Gradient of SegmentSum (declared at ops/gather.py:61): one per input (data, segment_ids)."""
+    """Gradient of SegmentSum (declared at ops/gather.py:61): one per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[i, p] = grad[segment_ids[i], p], i.e. `_gather(grad, segment_ids, -2)`
+    """
     grad_data = _gather(grad, segment_ids, -2)
     return grad_data, None
 

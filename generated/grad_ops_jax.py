@@ -41,7 +41,13 @@ def sigmoid_grad_forward(y, dy):
 
 
 def sigmoid_grad_vjp(grad, y, dy, *, z=None):
-    """Gradient of SigmoidGrad: one array per input (y, dy)."""
+    """Gradient of SigmoidGrad: one array per input (y, dy).
+
+    In index notation, next to the code computing it:
+        grad_y = grad * (-dy * y + dy * (1 - y))
+            i.e. `_sum_to_shape(grad * (dy * tmp0 - dy * y), np.shape(y))`
+        grad_dy = grad * y * (1 - y), i.e. `_sum_to_shape(grad * tmp0 * y, np.shape(dy))`
+    """
     tmp0 = 1 - y
     grad_y = _sum_to_shape(grad * (dy * tmp0 - dy * y), np.shape(y))
     grad_dy = _sum_to_shape(grad * tmp0 * y, np.shape(dy))
@@ -78,7 +84,12 @@ def tanh_grad_forward(y, dy):
 
 
 def tanh_grad_vjp(grad, y, dy, *, z=None):
-    """Gradient of TanhGrad: one array per input (y, dy)."""
+    """Gradient of TanhGrad: one array per input (y, dy).
+
+    In index notation, next to the code computing it:
+        grad_y = -2 * grad * dy * y, i.e. `_sum_to_shape(-2 * dy * grad * y, np.shape(y))`
+        grad_dy = grad * (1 - y**2), i.e. `_sum_to_shape(grad * (1 - y**2), np.shape(dy))`
+    """
     grad_y = _sum_to_shape(-2 * dy * grad * y, np.shape(y))
     grad_dy = _sum_to_shape(grad * (1 - y**2), np.shape(dy))
     return grad_y, grad_dy
@@ -114,7 +125,12 @@ def sqrt_grad_forward(y, dy):
 
 
 def sqrt_grad_vjp(grad, y, dy, *, z=None):
-    """Gradient of SqrtGrad: one array per input (y, dy)."""
+    """Gradient of SqrtGrad: one array per input (y, dy).
+
+    In index notation, next to the code computing it:
+        grad_y = -grad * z / y, i.e. `_sum_to_shape(-tmp0 * z, np.shape(y))`
+        grad_dy = grad / (2 * y), i.e. `_sum_to_shape((1 / 2) * tmp0, np.shape(dy))`
+    """
     if z is None:
         z = sqrt_grad_forward(y, dy)
     tmp0 = grad / y
@@ -153,7 +169,13 @@ def rsqrt_grad_forward(y, dy):
 
 
 def rsqrt_grad_vjp(grad, y, dy, *, z=None):
-    """Gradient of RsqrtGrad: one array per input (y, dy)."""
+    """Gradient of RsqrtGrad: one array per input (y, dy).
+
+    In index notation, next to the code computing it:
+        grad_y = -3 * grad * dy * y**2 / 2
+            i.e. `_sum_to_shape(-3 / 2 * dy * grad * y**2, np.shape(y))`
+        grad_dy = -grad * y**3 / 2, i.e. `_sum_to_shape(-1 / 2 * grad * y**3, np.shape(dy))`
+    """
     grad_y = _sum_to_shape(-3 / 2 * dy * grad * y**2, np.shape(y))
     grad_dy = _sum_to_shape(-1 / 2 * grad * y**3, np.shape(dy))
     return grad_y, grad_dy
@@ -189,7 +211,12 @@ def reciprocal_grad_forward(y, dy):
 
 
 def reciprocal_grad_vjp(grad, y, dy, *, z=None):
-    """Gradient of ReciprocalGrad: one array per input (y, dy)."""
+    """Gradient of ReciprocalGrad: one array per input (y, dy).
+
+    In index notation, next to the code computing it:
+        grad_y = -2 * grad * dy * y, i.e. `_sum_to_shape(-2 * dy * grad * y, np.shape(y))`
+        grad_dy = -grad * y**2, i.e. `_sum_to_shape(-grad * y**2, np.shape(dy))`
+    """
     grad_y = _sum_to_shape(-2 * dy * grad * y, np.shape(y))
     grad_dy = _sum_to_shape(-grad * y**2, np.shape(dy))
     return grad_y, grad_dy
@@ -225,7 +252,12 @@ def inv_grad_forward(y, dy):
 
 
 def inv_grad_vjp(grad, y, dy, *, z=None):
-    """Gradient of InvGrad: one array per input (y, dy)."""
+    """Gradient of InvGrad: one array per input (y, dy).
+
+    In index notation, next to the code computing it:
+        grad_y = -2 * grad * dy * y, i.e. `_sum_to_shape(-2 * dy * grad * y, np.shape(y))`
+        grad_dy = -grad * y**2, i.e. `_sum_to_shape(-grad * y**2, np.shape(dy))`
+    """
     grad_y = _sum_to_shape(-2 * dy * grad * y, np.shape(y))
     grad_dy = _sum_to_shape(-grad * y**2, np.shape(dy))
     return grad_y, grad_dy
@@ -261,7 +293,12 @@ def relu_grad_forward(gradients, features):
 
 
 def relu_grad_vjp(grad, gradients, features, *, backprops=None):
-    """Gradient of ReluGrad: one array per input (gradients, features)."""
+    """Gradient of ReluGrad: one array per input (gradients, features).
+
+    In index notation, next to the code computing it:
+        grad_gradients = (grad if features > 0 else 0)
+            i.e. `_sum_to_shape(jnp.where(features > 0, grad, 0), np.shape(gradients))`
+    """
     grad_gradients = _sum_to_shape(jnp.where(features > 0, grad, 0), np.shape(gradients))
     return grad_gradients, None
 
@@ -296,7 +333,12 @@ def relu6_grad_forward(gradients, features):
 
 
 def relu6_grad_vjp(grad, gradients, features, *, backprops=None):
-    """Gradient of Relu6Grad: one array per input (gradients, features)."""
+    """Gradient of Relu6Grad: one array per input (gradients, features).
+
+    In index notation, next to the code computing it:
+        grad_gradients = (grad if features > 0 and features < 6 else 0)
+            i.e. `_sum_to_shape(jnp.where((features > 0) & (features < 6), grad, 0), ...`
+    """
     grad_gradients = _sum_to_shape(
         jnp.where((features > 0) & (features < 6), grad, 0), np.shape(gradients)
     )
@@ -333,7 +375,12 @@ def leaky_relu_grad_forward(gradients, features, *, alpha=0.2):
 
 
 def leaky_relu_grad_vjp(grad, gradients, features, *, backprops=None, alpha=0.2):
-    """Gradient of LeakyReluGrad: one array per input (gradients, features)."""
+    """Gradient of LeakyReluGrad: one array per input (gradients, features).
+
+    In index notation, next to the code computing it:
+        grad_gradients = (grad if features > 0 else grad * alpha)
+            i.e. `_sum_to_shape(jnp.where(features > 0, grad, alpha * grad), np.shape(gradients))`
+    """
     grad_gradients = _sum_to_shape(jnp.where(features > 0, grad, alpha * grad), np.shape(gradients))
     return grad_gradients, None
 
@@ -368,7 +415,14 @@ def elu_grad_forward(gradients, outputs):
 
 
 def elu_grad_vjp(grad, gradients, outputs, *, backprops=None):
-    """Gradient of EluGrad: one array per input (gradients, outputs)."""
+    """Gradient of EluGrad: one array per input (gradients, outputs).
+
+    In index notation, next to the code computing it:
+        grad_gradients = (grad if outputs >= 0 else grad * (outputs + 1))
+            i.e. `_sum_to_shape(jnp.where(tmp0, grad, grad * (outputs + 1)), np.shape(gradients))`
+        grad_outputs = (0 if outputs >= 0 else grad * gradients)
+            i.e. `_sum_to_shape(jnp.where(tmp0, 0, grad * gradients), np.shape(outputs))`
+    """
     tmp0 = outputs >= 0
     grad_gradients = _sum_to_shape(jnp.where(tmp0, grad, grad * (outputs + 1)), np.shape(gradients))
     grad_outputs = _sum_to_shape(jnp.where(tmp0, 0, grad * gradients), np.shape(outputs))
@@ -407,7 +461,15 @@ def selu_grad_forward(gradients, outputs):
 
 
 def selu_grad_vjp(grad, gradients, outputs, *, backprops=None):
-    """Gradient of SeluGrad: one array per input (gradients, outputs)."""
+    """Gradient of SeluGrad: one array per input (gradients, outputs).
+
+    In index notation, next to the code computing it:
+        grad_gradients = (grad * (outputs + 1.7580993408473768) if outputs < 0 else
+            1.0507009873554805 * grad)
+            i.e. `_sum_to_shape(jnp.where(tmp0, grad * (outputs + 1.7580993408473768), ...`
+        grad_outputs = (grad * gradients if outputs < 0 else 0)
+            i.e. `_sum_to_shape(jnp.where(tmp0, grad * gradients, 0), np.shape(outputs))`
+    """
     tmp0 = outputs < 0
     grad_gradients = _sum_to_shape(
         jnp.where(tmp0, grad * (outputs + 1.7580993408473768), 1.0507009873554805 * grad),
@@ -447,7 +509,14 @@ def softplus_grad_forward(gradients, features):
 
 
 def softplus_grad_vjp(grad, gradients, features, *, backprops=None):
-    """Gradient of SoftplusGrad: one array per input (gradients, features)."""
+    """Gradient of SoftplusGrad: one array per input (gradients, features).
+
+    In index notation, next to the code computing it:
+        grad_gradients = grad * (tanh(features / 2) / 2 + 1/2)
+            i.e. `_sum_to_shape(grad * ((1 / 2) * tmp0 + 1 / 2), np.shape(gradients))`
+        grad_features = grad * gradients * (1/2 - tanh(features / 2)**2 / 2) / 2
+            i.e. `_sum_to_shape((1 / 2) * grad * gradients * (1 / 2 - 1 / 2 * tmp0**2), ...`
+    """
     tmp0 = jnp.tanh((1 / 2) * features)
     grad_gradients = _sum_to_shape(grad * ((1 / 2) * tmp0 + 1 / 2), np.shape(gradients))
     grad_features = _sum_to_shape(

@@ -113,7 +113,13 @@ def _sum_to_shape(g, x):
 
 
 def sigmoid_grad_vjp(grad, y, dy, z):
-    """Gradient of SigmoidGrad (declared at ops/grad_ops.py:18): one per input (y, dy)."""
+    """Gradient of SigmoidGrad (declared at ops/grad_ops.py:18): one per input (y, dy).
+
+    In index notation, next to the code computing it:
+        grad_y = grad * (-dy * y + dy * (1 - y))
+            i.e. `_sum_to_shape(grad * (dy * tmp0 - dy * y), y)`
+        grad_dy = grad * y * (1 - y), i.e. `_sum_to_shape(grad * tmp0 * y, dy)`
+    """
     tmp0 = 1 - y
     grad_y = _sum_to_shape(grad * (dy * tmp0 - dy * y), y)
     grad_dy = _sum_to_shape(grad * tmp0 * y, dy)
@@ -148,7 +154,12 @@ _register("SigmoidGrad", sigmoid_grad_grad)
 
 
 def tanh_grad_vjp(grad, y, dy, z):
-    """Gradient of TanhGrad (declared at ops/grad_ops.py:24): one per input (y, dy)."""
+    """Gradient of TanhGrad (declared at ops/grad_ops.py:24): one per input (y, dy).
+
+    In index notation, next to the code computing it:
+        grad_y = -2 * grad * dy * y, i.e. `_sum_to_shape(-2 * dy * grad * y, y)`
+        grad_dy = grad * (1 - y**2), i.e. `_sum_to_shape(grad * (1 - y**2), dy)`
+    """
     grad_y = _sum_to_shape(-2 * dy * grad * y, y)
     grad_dy = _sum_to_shape(grad * (1 - y**2), dy)
     return grad_y, grad_dy
@@ -182,7 +193,12 @@ _register("TanhGrad", tanh_grad_grad)
 
 
 def sqrt_grad_vjp(grad, y, dy, z):
-    """Gradient of SqrtGrad (declared at ops/grad_ops.py:30): one per input (y, dy)."""
+    """Gradient of SqrtGrad (declared at ops/grad_ops.py:30): one per input (y, dy).
+
+    In index notation, next to the code computing it:
+        grad_y = -grad * z / y, i.e. `_sum_to_shape(-tmp0 * z, y)`
+        grad_dy = grad / (2 * y), i.e. `_sum_to_shape((1 / 2) * tmp0, dy)`
+    """
     tmp0 = grad / y
     grad_y = _sum_to_shape(-tmp0 * z, y)
     grad_dy = _sum_to_shape((1 / 2) * tmp0, dy)
@@ -223,7 +239,12 @@ _register("SqrtGrad", sqrt_grad_grad)
 
 
 def rsqrt_grad_vjp(grad, y, dy, z):
-    """Gradient of RsqrtGrad (declared at ops/grad_ops.py:36): one per input (y, dy)."""
+    """Gradient of RsqrtGrad (declared at ops/grad_ops.py:36): one per input (y, dy).
+
+    In index notation, next to the code computing it:
+        grad_y = -3 * grad * dy * y**2 / 2, i.e. `_sum_to_shape(-3 / 2 * dy * grad * y**2, y)`
+        grad_dy = -grad * y**3 / 2, i.e. `_sum_to_shape(-1 / 2 * grad * y**3, dy)`
+    """
     grad_y = _sum_to_shape(-3 / 2 * dy * grad * y**2, y)
     grad_dy = _sum_to_shape(-1 / 2 * grad * y**3, dy)
     return grad_y, grad_dy
@@ -257,7 +278,12 @@ _register("RsqrtGrad", rsqrt_grad_grad)
 
 
 def reciprocal_grad_vjp(grad, y, dy, z):
-    """Gradient of ReciprocalGrad (declared at ops/grad_ops.py:42): one per input (y, dy)."""
+    """Gradient of ReciprocalGrad (declared at ops/grad_ops.py:42): one per input (y, dy).
+
+    In index notation, next to the code computing it:
+        grad_y = -2 * grad * dy * y, i.e. `_sum_to_shape(-2 * dy * grad * y, y)`
+        grad_dy = -grad * y**2, i.e. `_sum_to_shape(-grad * y**2, dy)`
+    """
     grad_y = _sum_to_shape(-2 * dy * grad * y, y)
     grad_dy = _sum_to_shape(-grad * y**2, dy)
     return grad_y, grad_dy
@@ -291,7 +317,12 @@ _register("ReciprocalGrad", reciprocal_grad_grad)
 
 
 def inv_grad_vjp(grad, y, dy, z):
-    """Gradient of InvGrad (declared at ops/grad_ops.py:48): one per input (y, dy)."""
+    """Gradient of InvGrad (declared at ops/grad_ops.py:48): one per input (y, dy).
+
+    In index notation, next to the code computing it:
+        grad_y = -2 * grad * dy * y, i.e. `_sum_to_shape(-2 * dy * grad * y, y)`
+        grad_dy = -grad * y**2, i.e. `_sum_to_shape(-grad * y**2, dy)`
+    """
     grad_y = _sum_to_shape(-2 * dy * grad * y, y)
     grad_dy = _sum_to_shape(-grad * y**2, dy)
     return grad_y, grad_dy
@@ -325,7 +356,12 @@ _register("InvGrad", inv_grad_grad)
 
 
 def relu_grad_vjp(grad, gradients, features, backprops):
-    """Gradient of ReluGrad (declared at ops/grad_ops.py:54): one per input (gradients, features)."""
+    """Gradient of ReluGrad (declared at ops/grad_ops.py:54): one per input (gradients, features).
+
+    In index notation, next to the code computing it:
+        grad_gradients = (grad if features > 0 else 0)
+            i.e. `_sum_to_shape(tf.where(features > 0, grad, tf.constant(0, grad.dtype)), ...`
+    """
     grad_gradients = _sum_to_shape(
         tf.where(features > 0, grad, tf.constant(0, grad.dtype)), gradients
     )
@@ -362,7 +398,12 @@ _register("ReluGrad", relu_grad_grad)
 
 
 def relu6_grad_vjp(grad, gradients, features, backprops):
-    """Gradient of Relu6Grad (declared at ops/grad_ops.py:61): one per input (gradients, features)."""
+    """Gradient of Relu6Grad (declared at ops/grad_ops.py:61): one per input (gradients, features).
+
+    In index notation, next to the code computing it:
+        grad_gradients = (grad if features > 0 and features < 6 else 0)
+            i.e. `_sum_to_shape(tf.where((features > 0) & (features < 6), grad, tf.constant(0, ...`
+    """
     grad_gradients = _sum_to_shape(
         tf.where((features > 0) & (features < 6), grad, tf.constant(0, grad.dtype)), gradients
     )
@@ -401,7 +442,12 @@ _register("Relu6Grad", relu6_grad_grad)
 
 
 def leaky_relu_grad_vjp(grad, gradients, features, backprops, *, alpha=0.2):
-    """Gradient of LeakyReluGrad (declared at ops/grad_ops.py:67): one per input (gradients, features)."""
+    """Gradient of LeakyReluGrad (declared at ops/grad_ops.py:67): one per input (gradients, features).
+
+    In index notation, next to the code computing it:
+        grad_gradients = (grad if features > 0 else grad * alpha)
+            i.e. `_sum_to_shape(tf.where(features > 0, grad, alpha * grad), gradients)`
+    """
     grad_gradients = _sum_to_shape(tf.where(features > 0, grad, alpha * grad), gradients)
     return grad_gradients, None
 
@@ -436,7 +482,14 @@ _register("LeakyReluGrad", leaky_relu_grad_grad)
 
 
 def elu_grad_vjp(grad, gradients, outputs, backprops):
-    """Gradient of EluGrad (declared at ops/grad_ops.py:73): one per input (gradients, outputs)."""
+    """Gradient of EluGrad (declared at ops/grad_ops.py:73): one per input (gradients, outputs).
+
+    In index notation, next to the code computing it:
+        grad_gradients = (grad if outputs >= 0 else grad * (outputs + 1))
+            i.e. `_sum_to_shape(tf.where(tmp0, grad, grad * (outputs + 1)), gradients)`
+        grad_outputs = (0 if outputs >= 0 else grad * gradients)
+            i.e. `_sum_to_shape(tf.where(tmp0, tf.constant(0, grad.dtype), grad * gradients), ...`
+    """
     tmp0 = outputs >= 0
     grad_gradients = _sum_to_shape(tf.where(tmp0, grad, grad * (outputs + 1)), gradients)
     grad_outputs = _sum_to_shape(
@@ -473,7 +526,15 @@ _register("EluGrad", elu_grad_grad)
 
 
 def selu_grad_vjp(grad, gradients, outputs, backprops):
-    """Gradient of SeluGrad (declared at ops/grad_ops.py:81): one per input (gradients, outputs)."""
+    """Gradient of SeluGrad (declared at ops/grad_ops.py:81): one per input (gradients, outputs).
+
+    In index notation, next to the code computing it:
+        grad_gradients = (grad * (outputs + 1.7580993408473768) if outputs < 0 else
+            1.0507009873554805 * grad)
+            i.e. `_sum_to_shape(tf.where(tmp0, grad * (outputs + 1.7580993408473768), ...`
+        grad_outputs = (grad * gradients if outputs < 0 else 0)
+            i.e. `_sum_to_shape(tf.where(tmp0, grad * gradients, tf.constant(0, grad.dtype)), ...`
+    """
     tmp0 = outputs < 0
     grad_gradients = _sum_to_shape(
         tf.where(tmp0, grad * (outputs + 1.7580993408473768), 1.0507009873554805 * grad), gradients
@@ -514,7 +575,14 @@ _register("SeluGrad", selu_grad_grad)
 
 
 def softplus_grad_vjp(grad, gradients, features, backprops):
-    """Gradient of SoftplusGrad (declared at ops/grad_ops.py:90): one per input (gradients, features)."""
+    """Gradient of SoftplusGrad (declared at ops/grad_ops.py:90): one per input (gradients, features).
+
+    In index notation, next to the code computing it:
+        grad_gradients = grad * (tanh(features / 2) / 2 + 1/2)
+            i.e. `_sum_to_shape(grad * ((1 / 2) * tmp0 + 1 / 2), gradients)`
+        grad_features = grad * gradients * (1/2 - tanh(features / 2)**2 / 2) / 2
+            i.e. `_sum_to_shape((1 / 2) * grad * gradients * (1 / 2 - 1 / 2 * tmp0**2), features)`
+    """
     tmp0 = tf.math.tanh((1 / 2) * features)
     grad_gradients = _sum_to_shape(grad * ((1 / 2) * tmp0 + 1 / 2), gradients)
     grad_features = _sum_to_shape((1 / 2) * grad * gradients * (1 / 2 - 1 / 2 * tmp0**2), features)

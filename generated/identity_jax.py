@@ -35,7 +35,11 @@ def identity_forward(input):
 
 
 def identity_vjp(grad, input, *, output=None):
-    """Gradient of Identity: one array per input (input)."""
+    """Gradient of Identity: one array per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input = grad
+    """
     grad_input = grad
     return (grad_input,)
 
@@ -75,7 +79,12 @@ def check_numerics_forward(tensor, *, message="symgrad"):
 
 
 def check_numerics_vjp(grad, tensor, *, output=None, message="symgrad"):
-    """Gradient of CheckNumerics: one array per input (tensor)."""
+    """Gradient of CheckNumerics: one array per input (tensor).
+
+    In index notation, next to the code computing it, per variant:
+        message='symgrad':
+            grad_tensor = grad
+    """
     if message == "symgrad":
         grad_tensor = grad
     else:
@@ -116,7 +125,12 @@ def check_numerics_v2_forward(tensor, *, message="symgrad"):
 
 
 def check_numerics_v2_vjp(grad, tensor, *, output=None, message="symgrad"):
-    """Gradient of CheckNumericsV2: one array per input (tensor)."""
+    """Gradient of CheckNumericsV2: one array per input (tensor).
+
+    In index notation, next to the code computing it, per variant:
+        message='symgrad':
+            grad_tensor = grad
+    """
     if message == "symgrad":
         grad_tensor = grad
     else:

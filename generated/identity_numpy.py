@@ -32,7 +32,11 @@ def identity(input):
 
 
 def identity_grad(grad, input, *, output=None):
-    """Gradient of Identity: one array per input (input)."""
+    """Gradient of Identity: one array per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input = grad
+    """
     grad_input = grad
     return (grad_input,)
 
@@ -54,7 +58,12 @@ def check_numerics(tensor, *, message="symgrad"):
 
 
 def check_numerics_grad(grad, tensor, *, output=None, message="symgrad"):
-    """Gradient of CheckNumerics: one array per input (tensor)."""
+    """Gradient of CheckNumerics: one array per input (tensor).
+
+    In index notation, next to the code computing it, per variant:
+        message='symgrad':
+            grad_tensor = grad
+    """
     if message == "symgrad":
         grad_tensor = grad
     else:
@@ -81,7 +90,12 @@ def check_numerics_v2(tensor, *, message="symgrad"):
 
 
 def check_numerics_v2_grad(grad, tensor, *, output=None, message="symgrad"):
-    """Gradient of CheckNumericsV2: one array per input (tensor)."""
+    """Gradient of CheckNumericsV2: one array per input (tensor).
+
+    In index notation, next to the code computing it, per variant:
+        message='symgrad':
+            grad_tensor = grad
+    """
     if message == "symgrad":
         grad_tensor = grad
     else:

@@ -105,7 +105,11 @@ def _string_attr(op, name):
 
 
 def identity_vjp(grad, input, output):
-    """Gradient of Identity (declared at ops/identity.py:8): one per input (input)."""
+    """Gradient of Identity (declared at ops/identity.py:8): one per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input = grad
+    """
     grad_input = grad
     return (grad_input,)
 
@@ -138,7 +142,12 @@ _register("Identity", identity_grad)
 
 
 def check_numerics_vjp(grad, tensor, output, *, message="symgrad"):
-    """Gradient of CheckNumerics (declared at ops/identity.py:14): one per input (tensor)."""
+    """Gradient of CheckNumerics (declared at ops/identity.py:14): one per input (tensor).
+
+    In index notation, next to the code computing it, per variant:
+        message='symgrad':
+            grad_tensor = grad
+    """
     if message == "symgrad":
         grad_tensor = grad
     else:
@@ -181,7 +190,12 @@ _register("CheckNumerics", check_numerics_grad)
 
 
 def check_numerics_v2_vjp(grad, tensor, output, *, message="symgrad"):
-    """Gradient of CheckNumericsV2 (declared at ops/identity.py:20): one per input (tensor)."""
+    """Gradient of CheckNumericsV2 (declared at ops/identity.py:20): one per input (tensor).
+
+    In index notation, next to the code computing it, per variant:
+        message='symgrad':
+            grad_tensor = grad
+    """
     if message == "symgrad":
         grad_tensor = grad
     else:

@@ -139,7 +139,24 @@ def _gather(x, positions, axis, fill=0):
 
 
 def concat_v2_vjp(grad, *values, output=None, axis=-1):
-    """Gradient of ConcatV2 (declared at ops/list_ops.py:27): one per input (*values)."""
+    """Gradient of ConcatV2 (declared at ops/list_ops.py:27): one per input (*values).
+
+    In index notation, next to the code computing it, per variant:
+        N=2, axis=-1:
+            grad_values_0[batch, p, j] = grad[batch, p, j], i.e. `_gather(grad, t0, -1)`
+            grad_values_1[batch, i, j] = grad[batch, i, D0 + j], i.e. `_gather(grad, t3, -1)`
+        N=2, axis=-2:
+            grad_values_0[batch, j, p] = grad[batch, j, p], i.e. `_gather(grad, t0, -2)`
+            grad_values_1[batch, i, j] = grad[batch, D0 + i, j], i.e. `_gather(grad, t3, -2)`
+        N=3, axis=-1:
+            grad_values_0[batch, p, j] = grad[batch, p, j], i.e. `_gather(grad, t0, -1)`
+            grad_values_1[batch, i, j] = grad[batch, i, D0 + j], i.e. `_gather(grad, t3, -1)`
+            grad_values_2[batch, i, j] = grad[batch, i, D0 + D1 + j], i.e. `_gather(grad, t6, -1)`
+        N=3, axis=-2:
+            grad_values_0[batch, j, p] = grad[batch, j, p], i.e. `_gather(grad, t0, -2)`
+            grad_values_1[batch, i, j] = grad[batch, D0 + i, j], i.e. `_gather(grad, t3, -2)`
+            grad_values_2[batch, i, j] = grad[batch, D0 + D1 + i, j], i.e. `_gather(grad, t6, -2)`
+    """
     N = len(values)
     axis = axis - len(values[0].shape) if isinstance(axis, int) and axis >= 0 else axis
     if N == 2 and axis == -1:
@@ -285,7 +302,13 @@ _register("ConcatV2", concat_v2_grad)
 
 
 def split_vjp(grad_output, value, output, *, num_split=2, axis=-1):
-    """Gradient of Split (declared at ops/list_ops.py:54): one per input (value)."""
+    """Gradient of Split (declared at ops/list_ops.py:54): one per input (value).
+
+    In index notation, next to the code computing it, for num_split=2, axis=-1 (other values of
+    num_split, axis change it):
+        grad_value[batch, p, j0] = grad_output_0[batch, p, j0]
+            + grad_output_1[batch, p, j0 - floor(D0 / 2)], i.e. `t1 + t5`
+    """
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
     if num_split == 2 and axis == -1:
         grad_output_0, grad_output_1 = grad_output
@@ -417,7 +440,14 @@ _register("Split", split_grad)
 
 
 def split_v_vjp(grad_output, value, output, *, num_split=2, axis=-1, size_splits):
-    """Gradient of SplitV (declared at ops/list_ops.py:63): one per input (value)."""
+    """Gradient of SplitV (declared at ops/list_ops.py:63): one per input (value).
+
+    In index notation, next to the code computing it, for num_split=2, axis=-1 (other values of
+    num_split, axis change it):
+        grad_value[batch, p, j0] = grad_output_0[batch, p, j0]
+            + grad_output_1[batch, p, j0 - (-size_splits[1] + D0 if size_splits[0] == (-1) else
+                size_splits[0])], i.e. `t1 + t4`
+    """
     size_splits = tf.cast(size_splits, tf.int64)
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
     if num_split == 2 and axis == -1:
@@ -618,7 +648,13 @@ _register("SplitV", split_v_grad)
 
 
 def pack_vjp(grad, *values, output=None, axis=-1):
-    """Gradient of Pack (declared at ops/list_ops.py:97): one per input (*values)."""
+    """Gradient of Pack (declared at ops/list_ops.py:97): one per input (*values).
+
+    In index notation, next to the code computing it, for N=2, axis=-1 (other values of axis change
+    it):
+        grad_values_0[batch] = grad[batch, 0], i.e. `_gather(grad, t0, -1)`
+        grad_values_1[batch] = grad[batch, 1], i.e. `_gather(grad, t1, -1)`
+    """
     N = len(values)
     axis = axis - (len(values[0].shape) + 1) if isinstance(axis, int) and axis >= 0 else axis
     if N == 2 and axis == -1:
@@ -744,7 +780,14 @@ _register("Pack", pack_grad)
 
 
 def unpack_vjp(grad_output, value, output, *, num=2, axis=-1):
-    """Gradient of Unpack (declared at ops/list_ops.py:115): one per input (value)."""
+    """Gradient of Unpack (declared at ops/list_ops.py:115): one per input (value).
+
+    In index notation, next to the code computing it, for num=2, axis=-1 (other values of num, axis
+    change it):
+        grad_value[batch, i] = grad_output_0[batch] * delta(0, i)
+            + grad_output_1[batch] * delta(1, i)
+            i.e. `tf.stack([grad_output_0, grad_output_1], axis=-1)`
+    """
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
     if num == 2 and axis == -1:
         grad_output_0, grad_output_1 = grad_output
@@ -849,7 +892,17 @@ _register("Unpack", unpack_grad)
 
 
 def add_n_vjp(grad, *inputs, sum=None):
-    """Gradient of AddN (declared at ops/list_ops.py:127): one per input (*inputs)."""
+    """Gradient of AddN (declared at ops/list_ops.py:127): one per input (*inputs).
+
+    In index notation, next to the code computing it, per variant:
+        N=2:
+            grad_inputs_0[batch, p] = grad[batch, p], i.e. `grad`
+            grad_inputs_1[batch, p] = grad[batch, p], i.e. `grad`
+        N=3:
+            grad_inputs_0[batch, p] = grad[batch, p], i.e. `grad`
+            grad_inputs_1[batch, p] = grad[batch, p], i.e. `grad`
+            grad_inputs_2[batch, p] = grad[batch, p], i.e. `grad`
+    """
     N = len(inputs)
     if N == 2:
         inputs_0, inputs_1 = inputs

@@ -114,7 +114,24 @@ def concat_v2_forward(*values, axis=-1):
 
 
 def concat_v2_vjp(grad, *values, output=None, axis=-1):
-    """Gradient of ConcatV2: one array per input (*values)."""
+    """Gradient of ConcatV2: one array per input (*values).
+
+    In index notation, next to the code computing it, per variant:
+        N=2, axis=-1:
+            grad_values_0[batch, p, j] = grad[batch, p, j], i.e. `_gather(grad, t0, -1)`
+            grad_values_1[batch, i, j] = grad[batch, i, D0 + j], i.e. `_gather(grad, t3, -1)`
+        N=2, axis=-2:
+            grad_values_0[batch, j, p] = grad[batch, j, p], i.e. `_gather(grad, t0, -2)`
+            grad_values_1[batch, i, j] = grad[batch, D0 + i, j], i.e. `_gather(grad, t3, -2)`
+        N=3, axis=-1:
+            grad_values_0[batch, p, j] = grad[batch, p, j], i.e. `_gather(grad, t0, -1)`
+            grad_values_1[batch, i, j] = grad[batch, i, D0 + j], i.e. `_gather(grad, t3, -1)`
+            grad_values_2[batch, i, j] = grad[batch, i, D0 + D1 + j], i.e. `_gather(grad, t6, -1)`
+        N=3, axis=-2:
+            grad_values_0[batch, j, p] = grad[batch, j, p], i.e. `_gather(grad, t0, -2)`
+            grad_values_1[batch, i, j] = grad[batch, D0 + i, j], i.e. `_gather(grad, t3, -2)`
+            grad_values_2[batch, i, j] = grad[batch, D0 + D1 + i, j], i.e. `_gather(grad, t6, -2)`
+    """
     N = len(values)
     axis = axis - np.ndim(values[0]) if np.ndim(axis) == 0 and axis >= 0 else axis
     if N == 2 and axis == -1:
@@ -250,7 +267,13 @@ def split_forward(value, *, num_split=2, axis=-1):
 
 
 def split_vjp(grad_output, value, *, output=None, num_split=2, axis=-1):
-    """Gradient of Split: one array per input (value)."""
+    """Gradient of Split: one array per input (value).
+
+    In index notation, next to the code computing it, for num_split=2, axis=-1 (other values of
+    num_split, axis change it):
+        grad_value[batch, p, j0] = grad_output_0[batch, p, j0]
+            + grad_output_1[batch, p, j0 - floor(D0 / 2)], i.e. `t1 + t5`
+    """
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
     if num_split == 2 and axis == -1:
         grad_output_0, grad_output_1 = grad_output
@@ -392,7 +415,14 @@ def split_v_forward(value, *, num_split=2, axis=-1, size_splits):
 
 
 def split_v_vjp(grad_output, value, *, output=None, num_split=2, axis=-1, size_splits):
-    """Gradient of SplitV: one array per input (value)."""
+    """Gradient of SplitV: one array per input (value).
+
+    In index notation, next to the code computing it, for num_split=2, axis=-1 (other values of
+    num_split, axis change it):
+        grad_value[batch, p, j0] = grad_output_0[batch, p, j0]
+            + grad_output_1[batch, p, j0 - (-size_splits[1] + D0 if size_splits[0] == (-1) else
+                size_splits[0])], i.e. `t1 + t4`
+    """
     size_splits = np.asarray(size_splits, dtype=np.int64)
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
     if num_split == 2 and axis == -1:
@@ -505,7 +535,13 @@ def pack_forward(*values, axis=-1):
 
 
 def pack_vjp(grad, *values, output=None, axis=-1):
-    """Gradient of Pack: one array per input (*values)."""
+    """Gradient of Pack: one array per input (*values).
+
+    In index notation, next to the code computing it, for N=2, axis=-1 (other values of axis change
+    it):
+        grad_values_0[batch] = grad[batch, 0], i.e. `_gather(grad, t0, -1)`
+        grad_values_1[batch] = grad[batch, 1], i.e. `_gather(grad, t1, -1)`
+    """
     N = len(values)
     axis = axis - (np.ndim(values[0]) + 1) if np.ndim(axis) == 0 and axis >= 0 else axis
     if N == 2 and axis == -1:
@@ -652,7 +688,14 @@ def unpack_forward(value, *, num=2, axis=-1):
 
 
 def unpack_vjp(grad_output, value, *, output=None, num=2, axis=-1):
-    """Gradient of Unpack: one array per input (value)."""
+    """Gradient of Unpack: one array per input (value).
+
+    In index notation, next to the code computing it, for num=2, axis=-1 (other values of num, axis
+    change it):
+        grad_value[batch, i] = grad_output_0[batch] * delta(0, i)
+            + grad_output_1[batch] * delta(1, i)
+            i.e. `torch.stack([grad_output_0, grad_output_1], axis=-1)`
+    """
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
     if num == 2 and axis == -1:
         grad_output_0, grad_output_1 = grad_output
@@ -717,7 +760,17 @@ def add_n_forward(*inputs):
 
 
 def add_n_vjp(grad, *inputs, sum=None):
-    """Gradient of AddN: one array per input (*inputs)."""
+    """Gradient of AddN: one array per input (*inputs).
+
+    In index notation, next to the code computing it, per variant:
+        N=2:
+            grad_inputs_0[batch, p] = grad[batch, p], i.e. `grad`
+            grad_inputs_1[batch, p] = grad[batch, p], i.e. `grad`
+        N=3:
+            grad_inputs_0[batch, p] = grad[batch, p], i.e. `grad`
+            grad_inputs_1[batch, p] = grad[batch, p], i.e. `grad`
+            grad_inputs_2[batch, p] = grad[batch, p], i.e. `grad`
+    """
     N = len(inputs)
     if N == 2:
         inputs_0, inputs_1 = inputs

@@ -99,7 +99,28 @@ def _runs(raw, signature, attrs):
 
 
 def matmul_vjp(grad, a, b, product, *, transpose_a=False, transpose_b=False):
-    """Gradient of MatMul (declared at ops/matmul.py:11): one per input (a, b)."""
+    """Gradient of MatMul (declared at ops/matmul.py:11): one per input (a, b).
+
+    In index notation, next to the code computing it, per variant:
+        transpose_a=False, transpose_b=False:
+            grad_a[i, k] = sum_j grad[i, j] * conj(b[k, j])
+                i.e. `tf.linalg.matmul(grad, b, transpose_b=True)`
+            grad_b[k, j] = sum_i grad[i, j] * conj(a[i, k])
+                i.e. `tf.linalg.matmul(a, grad, transpose_a=True)`
+        transpose_a=False, transpose_b=True:
+            grad_a[i, k] = sum_j grad[i, j] * conj(b[j, k]), i.e. `tf.linalg.matmul(grad, b)`
+            grad_b[j, k] = sum_i grad[i, j] * conj(a[i, k])
+                i.e. `tf.linalg.matmul(grad, a, transpose_a=True)`
+        transpose_a=True, transpose_b=False:
+            grad_a[k, i] = sum_j grad[i, j] * conj(b[k, j])
+                i.e. `tf.linalg.matmul(b, grad, transpose_b=True)`
+            grad_b[k, j] = sum_i grad[i, j] * conj(a[k, i]), i.e. `tf.linalg.matmul(a, grad)`
+        transpose_a=True, transpose_b=True:
+            grad_a[k, i] = sum_j grad[i, j] * conj(b[j, k])
+                i.e. `tf.linalg.matmul(b, grad, transpose_a=True, transpose_b=True)`
+            grad_b[j, k] = sum_i grad[i, j] * conj(a[k, i])
+                i.e. `tf.linalg.matmul(grad, a, transpose_a=True, transpose_b=True)`
+    """
     a = tf.math.conj(a)
     b = tf.math.conj(b)
     if not transpose_a and not transpose_b:
@@ -175,7 +196,28 @@ _register("MatMul", matmul_grad)
 
 
 def sparse_mat_mul_vjp(grad, a, b, product, *, transpose_a=False, transpose_b=False):
-    """Gradient of SparseMatMul (declared at ops/matmul.py:21): one per input (a, b)."""
+    """Gradient of SparseMatMul (declared at ops/matmul.py:21): one per input (a, b).
+
+    In index notation, next to the code computing it, per variant:
+        transpose_a=False, transpose_b=False:
+            grad_a[i, k] = sum_j grad[i, j] * b[k, j]
+                i.e. `tf.linalg.matmul(grad, b, transpose_b=True)`
+            grad_b[k, j] = sum_i grad[i, j] * a[i, k]
+                i.e. `tf.linalg.matmul(a, grad, transpose_a=True)`
+        transpose_a=False, transpose_b=True:
+            grad_a[i, k] = sum_j grad[i, j] * b[j, k], i.e. `tf.linalg.matmul(grad, b)`
+            grad_b[j, k] = sum_i grad[i, j] * a[i, k]
+                i.e. `tf.linalg.matmul(grad, a, transpose_a=True)`
+        transpose_a=True, transpose_b=False:
+            grad_a[k, i] = sum_j grad[i, j] * b[k, j]
+                i.e. `tf.linalg.matmul(b, grad, transpose_b=True)`
+            grad_b[k, j] = sum_i grad[i, j] * a[k, i], i.e. `tf.linalg.matmul(a, grad)`
+        transpose_a=True, transpose_b=True:
+            grad_a[k, i] = sum_j grad[i, j] * b[j, k]
+                i.e. `tf.linalg.matmul(b, grad, transpose_a=True, transpose_b=True)`
+            grad_b[j, k] = sum_i grad[i, j] * a[k, i]
+                i.e. `tf.linalg.matmul(grad, a, transpose_a=True, transpose_b=True)`
+    """
     if not transpose_a and not transpose_b:
         grad_a = tf.linalg.matmul(grad, b, transpose_b=True)
         grad_b = tf.linalg.matmul(a, grad, transpose_a=True)

@@ -49,7 +49,22 @@ def matmul_forward(a, b, *, transpose_a=False, transpose_b=False):
 
 
 def matmul_vjp(grad, a, b, *, product=None, transpose_a=False, transpose_b=False):
-    """Gradient of MatMul: one array per input (a, b)."""
+    """Gradient of MatMul: one array per input (a, b).
+
+    In index notation, next to the code computing it, per variant:
+        transpose_a=False, transpose_b=False:
+            grad_a[i, k] = sum_j grad[i, j] * conj(b[k, j]), i.e. `grad @ b.T`
+            grad_b[k, j] = sum_i grad[i, j] * conj(a[i, k]), i.e. `a.T @ grad`
+        transpose_a=False, transpose_b=True:
+            grad_a[i, k] = sum_j grad[i, j] * conj(b[j, k]), i.e. `grad @ b`
+            grad_b[j, k] = sum_i grad[i, j] * conj(a[i, k]), i.e. `grad.T @ a`
+        transpose_a=True, transpose_b=False:
+            grad_a[k, i] = sum_j grad[i, j] * conj(b[k, j]), i.e. `b @ grad.T`
+            grad_b[k, j] = sum_i grad[i, j] * conj(a[k, i]), i.e. `a @ grad`
+        transpose_a=True, transpose_b=True:
+            grad_a[k, i] = sum_j grad[i, j] * conj(b[j, k]), i.e. `b.T @ grad.T`
+            grad_b[j, k] = sum_i grad[i, j] * conj(a[k, i]), i.e. `grad.T @ a.T`
+    """
     a = _conj(a)
     b = _conj(b)
     if not transpose_a and not transpose_b:
@@ -114,7 +129,22 @@ def sparse_mat_mul_forward(a, b, *, transpose_a=False, transpose_b=False):
 
 
 def sparse_mat_mul_vjp(grad, a, b, *, product=None, transpose_a=False, transpose_b=False):
-    """Gradient of SparseMatMul: one array per input (a, b)."""
+    """Gradient of SparseMatMul: one array per input (a, b).
+
+    In index notation, next to the code computing it, per variant:
+        transpose_a=False, transpose_b=False:
+            grad_a[i, k] = sum_j grad[i, j] * b[k, j], i.e. `grad @ b.T`
+            grad_b[k, j] = sum_i grad[i, j] * a[i, k], i.e. `a.T @ grad`
+        transpose_a=False, transpose_b=True:
+            grad_a[i, k] = sum_j grad[i, j] * b[j, k], i.e. `grad @ b`
+            grad_b[j, k] = sum_i grad[i, j] * a[i, k], i.e. `grad.T @ a`
+        transpose_a=True, transpose_b=False:
+            grad_a[k, i] = sum_j grad[i, j] * b[k, j], i.e. `b @ grad.T`
+            grad_b[k, j] = sum_i grad[i, j] * a[k, i], i.e. `a @ grad`
+        transpose_a=True, transpose_b=True:
+            grad_a[k, i] = sum_j grad[i, j] * b[j, k], i.e. `b.T @ grad.T`
+            grad_b[j, k] = sum_i grad[i, j] * a[k, i], i.e. `grad.T @ a.T`
+    """
     if not transpose_a and not transpose_b:
         grad_a = grad @ b.T
         grad_b = a.T @ grad

@@ -34,7 +34,15 @@ def softmax(logits):
 
 
 def softmax_grad(grad, logits, *, softmax=None):
-    """Gradient of Softmax: one array per input (logits)."""
+    """Gradient of Softmax: one array per input (logits).
+
+    In index notation, next to the code computing it:
+        ext1[batch] = max_l logits[batch, l]
+        sum1[batch] = sum_k exp(-ext1[batch] + logits[batch, k])
+        grad_logits[batch, k] = grad[batch, k] * softmax[batch, k]
+            - sum_i grad[batch, i] * softmax[batch, i] * softmax[batch, k]
+            i.e. `softmax * (grad - t0)`
+    """
     if softmax is None:
         softmax = globals()["softmax"](logits)
     t0 = np.sum(grad * softmax, axis=-1, keepdims=True)
@@ -83,7 +91,14 @@ def log_softmax(logits):
 
 
 def log_softmax_grad(grad, logits, *, logsoftmax=None):
-    """Gradient of LogSoftmax: one array per input (logits)."""
+    """Gradient of LogSoftmax: one array per input (logits).
+
+    In index notation, next to the code computing it:
+        ext1[batch] = max_l logits[batch, l]
+        sum1[batch] = sum_k exp(-ext1[batch] + logits[batch, k])
+        grad_logits[batch, k] = grad[batch, k] - sum_i grad[batch, i] * exp(logsoftmax[batch, k])
+            i.e. `grad - t0 * np.exp(logsoftmax)`
+    """
     if logsoftmax is None:
         logsoftmax = log_softmax(logits)
     t0 = np.sum(grad, axis=-1, keepdims=True)
@@ -122,7 +137,11 @@ def l2_loss(t):
 
 
 def l2_loss_grad(grad, t, *, output=None):
-    """Gradient of L2Loss: one array per input (t)."""
+    """Gradient of L2Loss: one array per input (t).
+
+    In index notation, next to the code computing it:
+        grad_t[batch] = grad * t[batch], i.e. `grad * t`
+    """
     grad_t = grad * t
     return (grad_t,)
 
@@ -154,7 +173,21 @@ def softmax_cross_entropy_with_logits(features, labels, *, return_stages=False):
 def softmax_cross_entropy_with_logits_grad(
     grad_loss, grad_backprop, features, labels, *, loss=None, backprop=None, ext1=None, sum1=None
 ):
-    """Gradient of SoftmaxCrossEntropyWithLogits: one array per input (features, labels)."""
+    """Gradient of SoftmaxCrossEntropyWithLogits: one array per input (features, labels).
+
+    In index notation, next to the code computing it:
+        ext1[i] = max_l features[i, l], i.e. `np.max(features, axis=-1)`
+        sum1[i] = sum_k exp(-ext1[i] + features[i, k])
+            i.e. `np.sum(np.exp(features - t0), axis=-1)`
+        grad_features[i, k] = -grad_loss[i] * labels[i, k]
+            + grad_backprop[i, k] * (backprop[i, k] + labels[i, k])
+            + sum_j (-grad_backprop[i, j] * (backprop[i, j] + labels[i, j]) + grad_loss[i] *
+                labels[i, j]) * (backprop[i, k] + labels[i, k])
+            i.e. `grad_backprop * (backprop + labels) - labels * t1 + t2 * (backprop + labels)`
+        grad_labels[i, j] = -grad_loss[i] * features[i, j] + grad_loss[i] * ext1[i]
+            + grad_loss[i] * log(sum1[i]) - grad_backprop[i, j]
+            i.e. `-features * t1 - grad_backprop + t1 * t3 + t1 * np.log(t4)`
+    """
     if backprop is None:
         backprop = softmax_cross_entropy_with_logits(features, labels)[1]
     if ext1 is None or sum1 is None:
@@ -238,7 +271,17 @@ def bias_add(value, bias, *, data_format="NHWC"):
 
 
 def bias_add_grad(grad, value, bias, *, output=None, data_format="NHWC"):
-    """Gradient of BiasAdd: one array per input (value, bias)."""
+    """Gradient of BiasAdd: one array per input (value, bias).
+
+    In index notation, next to the code computing it, per variant:
+        data_format='NHWC':
+            grad_value[batch, c] = grad[batch, c], i.e. `grad`
+            grad_bias[c] = sum_batch grad[batch, c]
+                i.e. `np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))`
+        data_format='NCHW':
+            grad_value[b, c, h, w] = grad[b, c, h, w], i.e. `grad`
+            grad_bias[c] = sum_{b, h, w} grad[b, c, h, w], i.e. `np.sum(grad, axis=(-4, -2, -1))`
+    """
     if data_format == "NHWC":
         grad_value = grad
         grad_bias = np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))
@@ -288,7 +331,14 @@ def cross(a, b):
 
 
 def cross_grad(grad, a, b, *, product=None):
-    """Gradient of Cross: one array per input (a, b)."""
+    """Gradient of Cross: one array per input (a, b).
+
+    In index notation, next to the code computing it:
+        grad_a[batch, i] = sum_{a, c} grad[batch, a] * LeviCivita(a, i, c) * b[batch, c]
+            i.e. `np.einsum("...a,...b,acb->...c", grad, b, t0, optimize=True)`
+        grad_b[batch, c] = sum_{a, b} grad[batch, a] * LeviCivita(a, b, c) * a[batch, b]
+            i.e. `np.einsum("...a,...b,abc->...c", grad, a, t0, optimize=True)`
+    """
     t0 = np.asarray(
         [
             [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
@@ -340,7 +390,13 @@ def bias_add_v1(value, bias):
 
 
 def bias_add_v1_grad(grad, value, bias, *, output=None):
-    """Gradient of BiasAddV1: one array per input (value, bias)."""
+    """Gradient of BiasAddV1: one array per input (value, bias).
+
+    In index notation, next to the code computing it:
+        grad_value[batch, c] = grad[batch, c], i.e. `grad`
+        grad_bias[c] = sum_batch grad[batch, c]
+            i.e. `np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))`
+    """
     grad_value = grad
     grad_bias = np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))
     return grad_value, grad_bias
@@ -367,7 +423,16 @@ def bias_add_backprop(out_backprop, *, data_format="NHWC"):
 
 
 def bias_add_backprop_grad(grad, out_backprop, *, output=None, data_format="NHWC"):
-    """Gradient of BiasAddGrad: one array per input (out_backprop)."""
+    """Gradient of BiasAddGrad: one array per input (out_backprop).
+
+    In index notation, next to the code computing it, per variant:
+        data_format='NHWC':
+            grad_out_backprop[batch, c] = grad[c]
+                i.e. `np.broadcast_to(grad, np.shape(out_backprop))`
+        data_format='NCHW':
+            grad_out_backprop[b, c, h, w] = grad[c]
+                i.e. `np.broadcast_to(t0, np.shape(out_backprop))`
+    """
     if data_format == "NHWC":
         grad_out_backprop = np.broadcast_to(grad, np.shape(out_backprop))
     elif data_format == "NCHW":

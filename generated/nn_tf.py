@@ -122,7 +122,15 @@ def _sum_to_shape(g, x):
 
 
 def softmax_vjp(grad, logits, softmax):
-    """Gradient of Softmax (declared at ops/nn.py:17): one per input (logits)."""
+    """Gradient of Softmax (declared at ops/nn.py:17): one per input (logits).
+
+    In index notation, next to the code computing it:
+        ext1[batch] = max_l logits[batch, l]
+        sum1[batch] = sum_k exp(-ext1[batch] + logits[batch, k])
+        grad_logits[batch, k] = grad[batch, k] * softmax[batch, k]
+            - sum_i grad[batch, i] * softmax[batch, i] * softmax[batch, k]
+            i.e. `softmax * (grad - t0)`
+    """
     t0 = tf.reduce_sum(grad * softmax, axis=-1, keepdims=True)
     grad_logits = softmax * (grad - t0)
     return (grad_logits,)
@@ -166,7 +174,14 @@ _register("Softmax", softmax_grad)
 
 
 def log_softmax_vjp(grad, logits, logsoftmax):
-    """Gradient of LogSoftmax (declared at ops/nn.py:26): one per input (logits)."""
+    """Gradient of LogSoftmax (declared at ops/nn.py:26): one per input (logits).
+
+    In index notation, next to the code computing it:
+        ext1[batch] = max_l logits[batch, l]
+        sum1[batch] = sum_k exp(-ext1[batch] + logits[batch, k])
+        grad_logits[batch, k] = grad[batch, k] - sum_i grad[batch, i] * exp(logsoftmax[batch, k])
+            i.e. `grad - t0 * tf.math.exp(logsoftmax)`
+    """
     t0 = tf.reduce_sum(grad, axis=-1, keepdims=True)
     grad_logits = grad - t0 * tf.math.exp(logsoftmax)
     return (grad_logits,)
@@ -210,7 +225,11 @@ _register("LogSoftmax", log_softmax_grad)
 
 
 def l2_loss_vjp(grad, t, output):
-    """Gradient of L2Loss (declared at ops/nn.py:35): one per input (t)."""
+    """Gradient of L2Loss (declared at ops/nn.py:35): one per input (t).
+
+    In index notation, next to the code computing it:
+        grad_t[batch] = grad * t[batch], i.e. `grad * t`
+    """
     grad_t = grad * t
     return (grad_t,)
 
@@ -246,7 +265,21 @@ _register("L2Loss", l2_loss_grad)
 def softmax_cross_entropy_with_logits_vjp(
     grad_loss, grad_backprop, features, labels, loss, backprop, *, ext1=None, sum1=None
 ):
-    """Gradient of SoftmaxCrossEntropyWithLogits (declared at ops/nn.py:42): one per input (features, labels)."""
+    """Gradient of SoftmaxCrossEntropyWithLogits (declared at ops/nn.py:42): one per input (features, labels).
+
+    In index notation, next to the code computing it:
+        ext1[i] = max_l features[i, l], i.e. `tf.reduce_max(features, axis=-1)`
+        sum1[i] = sum_k exp(-ext1[i] + features[i, k])
+            i.e. `tf.reduce_sum(tf.math.exp(features - t0), axis=-1)`
+        grad_features[i, k] = -grad_loss[i] * labels[i, k]
+            + grad_backprop[i, k] * (backprop[i, k] + labels[i, k])
+            + sum_j (-grad_backprop[i, j] * (backprop[i, j] + labels[i, j]) + grad_loss[i] *
+                labels[i, j]) * (backprop[i, k] + labels[i, k])
+            i.e. `grad_backprop * (backprop + labels) - labels * t1 + t2 * (backprop + labels)`
+        grad_labels[i, j] = -grad_loss[i] * features[i, j] + grad_loss[i] * ext1[i]
+            + grad_loss[i] * log(sum1[i]) - grad_backprop[i, j]
+            i.e. `-features * t1 - grad_backprop + t1 * t3 + t1 * tf.math.log(t4)`
+    """
     if ext1 is None or sum1 is None:
         ext1 = tf.reduce_max(features, axis=-1)
         t0 = ext1[..., None]
@@ -307,7 +340,18 @@ _register("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_with_logits_gra
 
 
 def bias_add_vjp(grad, value, bias, output, *, data_format="NHWC"):
-    """Gradient of BiasAdd (declared at ops/nn.py:56): one per input (value, bias)."""
+    """Gradient of BiasAdd (declared at ops/nn.py:56): one per input (value, bias).
+
+    In index notation, next to the code computing it, per variant:
+        data_format='NHWC':
+            grad_value[batch, c] = grad[batch, c], i.e. `grad`
+            grad_bias[c] = sum_batch grad[batch, c]
+                i.e. `tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))`
+        data_format='NCHW':
+            grad_value[b, c, h, w] = grad[b, c, h, w], i.e. `grad`
+            grad_bias[c] = sum_{b, h, w} grad[b, c, h, w]
+                i.e. `tf.reduce_sum(grad, axis=[-4, -2, -1])`
+    """
     if data_format == "NHWC":
         grad_value = grad
         grad_bias = tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))
@@ -357,7 +401,14 @@ _register("BiasAdd", bias_add_grad)
 
 
 def cross_vjp(grad, a, b, product):
-    """Gradient of Cross (declared at ops/nn.py:71): one per input (a, b)."""
+    """Gradient of Cross (declared at ops/nn.py:71): one per input (a, b).
+
+    In index notation, next to the code computing it:
+        grad_a[batch, i] = sum_{a, c} grad[batch, a] * LeviCivita(a, i, c) * b[batch, c]
+            i.e. `tf.einsum("...a,...b,acb->...c", grad, b, t0)`
+        grad_b[batch, c] = sum_{a, b} grad[batch, a] * LeviCivita(a, b, c) * a[batch, b]
+            i.e. `tf.einsum("...a,...b,abc->...c", grad, a, t0)`
+    """
     t0 = tf.constant(
         [
             [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
@@ -409,7 +460,13 @@ _register("Cross", cross_grad)
 
 
 def bias_add_v1_vjp(grad, value, bias, output):
-    """Gradient of BiasAddV1 (declared at ops/nn.py:81): one per input (value, bias)."""
+    """Gradient of BiasAddV1 (declared at ops/nn.py:81): one per input (value, bias).
+
+    In index notation, next to the code computing it:
+        grad_value[batch, c] = grad[batch, c], i.e. `grad`
+        grad_bias[c] = sum_batch grad[batch, c]
+            i.e. `tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))`
+    """
     grad_value = grad
     grad_bias = tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))
     return grad_value, grad_bias
@@ -443,7 +500,16 @@ _register("BiasAddV1", bias_add_v1_grad)
 
 
 def bias_add_backprop_vjp(grad, out_backprop, output, *, data_format="NHWC"):
-    """Gradient of BiasAddGrad (declared at ops/nn.py:91): one per input (out_backprop)."""
+    """Gradient of BiasAddGrad (declared at ops/nn.py:91): one per input (out_backprop).
+
+    In index notation, next to the code computing it, per variant:
+        data_format='NHWC':
+            grad_out_backprop[batch, c] = grad[c]
+                i.e. `tf.broadcast_to(grad, tf.shape(out_backprop))`
+        data_format='NCHW':
+            grad_out_backprop[b, c, h, w] = grad[c]
+                i.e. `tf.broadcast_to(t0, tf.shape(out_backprop))`
+    """
     if data_format == "NHWC":
         grad_out_backprop = tf.broadcast_to(grad, tf.shape(out_backprop))
     elif data_format == "NCHW":

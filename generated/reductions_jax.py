@@ -79,7 +79,12 @@ def reduce_sum_forward(input, *, axis=-1, keep_dims=False):
 
 
 def reduce_sum_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
-    """Gradient of Sum: one array per input (input)."""
+    """Gradient of Sum: one array per input (input).
+
+    In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
+    axis, keep_dims change it):
+        grad_input[batch, k] = grad[batch], i.e. `jnp.broadcast_to(t0, jnp.shape(input))`
+    """
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
@@ -157,7 +162,12 @@ def reduce_mean_forward(input, *, axis=-1, keep_dims=False):
 
 
 def reduce_mean_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
-    """Gradient of Mean: one array per input (input)."""
+    """Gradient of Mean: one array per input (input).
+
+    In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
+    axis, keep_dims change it):
+        grad_input[batch, k] = grad[batch] / N, i.e. `jnp.broadcast_to(t1 / t0, jnp.shape(input))`
+    """
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = jnp.shape(input)[-1]
@@ -240,7 +250,15 @@ def euclidean_norm_forward(input, *, axis=-1, keep_dims=False):
 
 
 def euclidean_norm_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
-    """Gradient of EuclideanNorm: one array per input (input)."""
+    """Gradient of EuclideanNorm: one array per input (input).
+
+    In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
+    axis, keep_dims change it):
+        sum1[batch] = sum_k input[batch, k]**2
+        grad_input[batch, k] = 2 * grad[batch] * (0 if output[batch] == 0 else 1 / (2 *
+            output[batch])) * input[batch, k]
+            i.e. `2 * input * t0 * jnp.where(t1 == 0, 0, (1 / 2) / t1)`
+    """
     if output is None:
         output = euclidean_norm_forward(input, axis=axis, keep_dims=keep_dims)
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
@@ -302,7 +320,14 @@ def reduce_log_sum_exp_forward(input):
 
 
 def reduce_log_sum_exp_vjp(grad, input, *, output=None):
-    """Gradient of ReduceLogSumExp: one array per input (input)."""
+    """Gradient of ReduceLogSumExp: one array per input (input).
+
+    In index notation, next to the code computing it:
+        ext1[batch] = max_p input[batch, p]
+        sum1[batch] = sum_k exp(-ext1[batch] + input[batch, k])
+        grad_input[batch, k] = grad[batch] * exp(input[batch, k] - output[batch])
+            i.e. `t0 * jnp.exp(input - t1)`
+    """
     if output is None:
         output = reduce_log_sum_exp_forward(input)
     t0 = grad[..., None]
@@ -375,7 +400,13 @@ def cumsum_forward(x, *, axis=-1, exclusive=False, reverse=False):
 
 
 def cumsum_vjp(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
-    """Gradient of Cumsum: one array per input (x)."""
+    """Gradient of Cumsum: one array per input (x).
+
+    In index notation, next to the code computing it, for axis=-1, exclusive=False, reverse=False
+    (other values of axis, exclusive, reverse change it):
+        grad_x[batch, k] = sum_{i = k..N - 1} grad[batch, i]
+            i.e. `jnp.flip(jnp.cumsum(jnp.flip(grad, axis=-1), axis=-1), axis=-1)`
+    """
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
         grad_x = jnp.flip(jnp.cumsum(jnp.flip(grad, axis=-1), axis=-1), axis=-1)
@@ -458,7 +489,13 @@ def reduce_prod_forward(input, *, axis=-1, keep_dims=False):
 
 
 def reduce_prod_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
-    """Gradient of Prod: one array per input (input)."""
+    """Gradient of Prod: one array per input (input).
+
+    In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
+    axis, keep_dims change it):
+        grad_input[batch, i] = grad[batch] * (prod_{k = 0..i - 1} input[batch, k]) * (prod_{k = i +
+            1..N - 1} input[batch, k]), i.e. `t0 * t1 * t2`
+    """
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
@@ -548,7 +585,14 @@ def reduce_max_forward(input, *, axis=-1, keep_dims=False):
 
 
 def reduce_max_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
-    """Gradient of Max: one array per input (input)."""
+    """Gradient of Max: one array per input (input).
+
+    In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
+    axis, keep_dims change it):
+        grad_input[batch, i] = grad[batch] * indicator_equal(input[batch, i], output[batch]) /
+            (sum_k indicator_equal(input[batch, k], output[batch]))
+            i.e. `jnp.where(input == t0, t2 / t1, 0)`
+    """
     if output is None:
         output = reduce_max_forward(input, axis=axis, keep_dims=keep_dims)
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
@@ -625,7 +669,14 @@ def reduce_min_forward(input, *, axis=-1, keep_dims=False):
 
 
 def reduce_min_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
-    """Gradient of Min: one array per input (input)."""
+    """Gradient of Min: one array per input (input).
+
+    In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
+    axis, keep_dims change it):
+        grad_input[batch, i] = grad[batch] * indicator_equal(input[batch, i], output[batch]) /
+            (sum_k indicator_equal(input[batch, k], output[batch]))
+            i.e. `jnp.where(input == t0, t2 / t1, 0)`
+    """
     if output is None:
         output = reduce_min_forward(input, axis=axis, keep_dims=keep_dims)
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
@@ -722,7 +773,13 @@ def cumprod_forward(x, *, axis=-1, exclusive=False, reverse=False):
 
 
 def cumprod_vjp(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
-    """Gradient of Cumprod: one array per input (x)."""
+    """Gradient of Cumprod: one array per input (x).
+
+    In index notation, next to the code computing it, for axis=-1, exclusive=False, reverse=False
+    (other values of axis, exclusive, reverse change it):
+        grad_x[batch, j] = sum_{i = j..N - 1} grad[batch, i] * (prod_{k = 0..j - 1} x[batch, k]) *
+            (prod_{k = j + 1..i} x[batch, k]), i.e. `t3 * t4`
+    """
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
         t0 = jnp.arange(jnp.shape(x)[-1])
@@ -855,7 +912,13 @@ def cumulative_logsumexp_forward(x, *, axis=-1, reverse=False):
 
 
 def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
-    """Gradient of CumulativeLogsumexp: one array per input (x)."""
+    """Gradient of CumulativeLogsumexp: one array per input (x).
+
+    In index notation, next to the code computing it, for axis=-1, reverse=False (other values of
+    axis, reverse change it):
+        grad_x[batch, k] = sum_{i = k..N - 1} grad[batch, i] * exp(-out[batch, i] + x[batch, k])
+            i.e. `-jnp.exp(t0 + x) + jnp.exp(t1 + x)`
+    """
     if out is None:
         out = cumulative_logsumexp_forward(x, axis=axis, reverse=reverse)
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis

@@ -79,7 +79,12 @@ def reduce_sum(input, *, axis=-1, keep_dims=False):
 
 
 def reduce_sum_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
-    """Gradient of Sum: one array per input (input)."""
+    """Gradient of Sum: one array per input (input).
+
+    In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
+    axis, keep_dims change it):
+        grad_input[batch, k] = grad[batch], i.e. `np.broadcast_to(t0, np.shape(input))`
+    """
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
@@ -174,7 +179,12 @@ def reduce_mean(input, *, axis=-1, keep_dims=False):
 
 
 def reduce_mean_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
-    """Gradient of Mean: one array per input (input)."""
+    """Gradient of Mean: one array per input (input).
+
+    In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
+    axis, keep_dims change it):
+        grad_input[batch, k] = grad[batch] / N, i.e. `np.broadcast_to(t1 / t0, np.shape(input))`
+    """
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = np.shape(input)[-1]
@@ -283,7 +293,15 @@ def euclidean_norm(input, *, axis=-1, keep_dims=False):
 
 
 def euclidean_norm_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
-    """Gradient of EuclideanNorm: one array per input (input)."""
+    """Gradient of EuclideanNorm: one array per input (input).
+
+    In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
+    axis, keep_dims change it):
+        sum1[batch] = sum_k input[batch, k]**2
+        grad_input[batch, k] = 2 * grad[batch] * (0 if output[batch] == 0 else 1 / (2 *
+            output[batch])) * input[batch, k]
+            i.e. `2 * input * t0 * np.where(t1 == 0, 0, (1 / 2) / t1)`
+    """
     if output is None:
         output = euclidean_norm(input, axis=axis, keep_dims=keep_dims)
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
@@ -452,7 +470,14 @@ def reduce_log_sum_exp(input):
 
 
 def reduce_log_sum_exp_grad(grad, input, *, output=None):
-    """Gradient of ReduceLogSumExp: one array per input (input)."""
+    """Gradient of ReduceLogSumExp: one array per input (input).
+
+    In index notation, next to the code computing it:
+        ext1[batch] = max_p input[batch, p]
+        sum1[batch] = sum_k exp(-ext1[batch] + input[batch, k])
+        grad_input[batch, k] = grad[batch] * exp(input[batch, k] - output[batch])
+            i.e. `t0 * np.exp(input - t1)`
+    """
     if output is None:
         output = reduce_log_sum_exp(input)
     t0 = grad[..., None]
@@ -525,7 +550,13 @@ def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
 
 
 def cumsum_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
-    """Gradient of Cumsum: one array per input (x)."""
+    """Gradient of Cumsum: one array per input (x).
+
+    In index notation, next to the code computing it, for axis=-1, exclusive=False, reverse=False
+    (other values of axis, exclusive, reverse change it):
+        grad_x[batch, k] = sum_{i = k..N - 1} grad[batch, i]
+            i.e. `np.flip(np.cumsum(np.flip(grad, axis=-1), axis=-1), axis=-1)`
+    """
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
         grad_x = np.flip(np.cumsum(np.flip(grad, axis=-1), axis=-1), axis=-1)
@@ -637,7 +668,13 @@ def reduce_prod(input, *, axis=-1, keep_dims=False):
 
 
 def reduce_prod_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
-    """Gradient of Prod: one array per input (input)."""
+    """Gradient of Prod: one array per input (input).
+
+    In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
+    axis, keep_dims change it):
+        grad_input[batch, i] = grad[batch] * (prod_{k = 0..i - 1} input[batch, k]) * (prod_{k = i +
+            1..N - 1} input[batch, k]), i.e. `t0 * t1 * t2`
+    """
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
@@ -839,7 +876,14 @@ def reduce_max(input, *, axis=-1, keep_dims=False):
 
 
 def reduce_max_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
-    """Gradient of Max: one array per input (input)."""
+    """Gradient of Max: one array per input (input).
+
+    In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
+    axis, keep_dims change it):
+        grad_input[batch, i] = grad[batch] * indicator_equal(input[batch, i], output[batch]) /
+            (sum_k indicator_equal(input[batch, k], output[batch]))
+            i.e. `np.where(input == t0, t2 / t1, 0)`
+    """
     if output is None:
         output = reduce_max(input, axis=axis, keep_dims=keep_dims)
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
@@ -987,7 +1031,14 @@ def reduce_min(input, *, axis=-1, keep_dims=False):
 
 
 def reduce_min_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
-    """Gradient of Min: one array per input (input)."""
+    """Gradient of Min: one array per input (input).
+
+    In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
+    axis, keep_dims change it):
+        grad_input[batch, i] = grad[batch] * indicator_equal(input[batch, i], output[batch]) /
+            (sum_k indicator_equal(input[batch, k], output[batch]))
+            i.e. `np.where(input == t0, t2 / t1, 0)`
+    """
     if output is None:
         output = reduce_min(input, axis=axis, keep_dims=keep_dims)
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
@@ -1155,7 +1206,13 @@ def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
 
 
 def cumprod_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
-    """Gradient of Cumprod: one array per input (x)."""
+    """Gradient of Cumprod: one array per input (x).
+
+    In index notation, next to the code computing it, for axis=-1, exclusive=False, reverse=False
+    (other values of axis, exclusive, reverse change it):
+        grad_x[batch, j] = sum_{i = j..N - 1} grad[batch, i] * (prod_{k = 0..j - 1} x[batch, k]) *
+            (prod_{k = j + 1..i} x[batch, k]), i.e. `t3 * t4`
+    """
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
         t0 = np.arange(np.shape(x)[-1])
@@ -1463,7 +1520,13 @@ def cumulative_logsumexp(x, *, axis=-1, reverse=False):
 
 
 def cumulative_logsumexp_grad(grad, x, *, out=None, axis=-1, reverse=False):
-    """Gradient of CumulativeLogsumexp: one array per input (x)."""
+    """Gradient of CumulativeLogsumexp: one array per input (x).
+
+    In index notation, next to the code computing it, for axis=-1, reverse=False (other values of
+    axis, reverse change it):
+        grad_x[batch, k] = sum_{i = k..N - 1} grad[batch, i] * exp(-out[batch, i] + x[batch, k])
+            i.e. `-np.exp(t0 + x) + np.exp(t1 + x)`
+    """
     if out is None:
         out = cumulative_logsumexp(x, axis=axis, reverse=reverse)
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis

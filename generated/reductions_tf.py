@@ -189,7 +189,12 @@ def _gather(x, positions, axis, fill=0):
 
 
 def reduce_sum_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Sum (declared at ops/reductions.py:35): one per input (input)."""
+    """Gradient of Sum (declared at ops/reductions.py:35): one per input (input).
+
+    In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
+    axis, keep_dims change it):
+        grad_input[batch, k] = grad[batch], i.e. `tf.broadcast_to(t0, tf.shape(input))`
+    """
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
@@ -266,7 +271,12 @@ _register("Sum", reduce_sum_grad)
 
 
 def reduce_mean_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Mean (declared at ops/reductions.py:43): one per input (input)."""
+    """Gradient of Mean (declared at ops/reductions.py:43): one per input (input).
+
+    In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
+    axis, keep_dims change it):
+        grad_input[batch, k] = grad[batch] / N, i.e. `tf.broadcast_to(t1 / t0, tf.shape(input))`
+    """
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = tf.cast(tf.shape(input)[-1], input.dtype)
@@ -361,7 +371,15 @@ _register("Mean", reduce_mean_grad)
 
 
 def euclidean_norm_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of EuclideanNorm (declared at ops/reductions.py:51): one per input (input)."""
+    """Gradient of EuclideanNorm (declared at ops/reductions.py:51): one per input (input).
+
+    In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
+    axis, keep_dims change it):
+        sum1[batch] = sum_k input[batch, k]**2
+        grad_input[batch, k] = 2 * grad[batch] * (0 if output[batch] == 0 else 1 / (2 *
+            output[batch])) * input[batch, k]
+            i.e. `2 * input * t0 * tf.where(tf.equal(t1, 0), tf.constant(0, grad.dtype), (1 / ...`
+    """
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
@@ -514,7 +532,14 @@ _register("EuclideanNorm", euclidean_norm_grad)
 
 
 def reduce_log_sum_exp_vjp(grad, input, output):
-    """Gradient of ReduceLogSumExp (declared at ops/reductions.py:62): one per input (input)."""
+    """Gradient of ReduceLogSumExp (declared at ops/reductions.py:62): one per input (input).
+
+    In index notation, next to the code computing it:
+        ext1[batch] = max_p input[batch, p]
+        sum1[batch] = sum_k exp(-ext1[batch] + input[batch, k])
+        grad_input[batch, k] = grad[batch] * exp(input[batch, k] - output[batch])
+            i.e. `t0 * tf.math.exp(input - t1)`
+    """
     t0 = grad[..., None]
     t1 = output[..., None]
     grad_input = t0 * tf.math.exp(input - t1)
@@ -558,7 +583,13 @@ _register("ReduceLogSumExp", reduce_log_sum_exp_grad)
 
 
 def cumsum_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
-    """Gradient of Cumsum (declared at ops/reductions.py:72): one per input (x)."""
+    """Gradient of Cumsum (declared at ops/reductions.py:72): one per input (x).
+
+    In index notation, next to the code computing it, for axis=-1, exclusive=False, reverse=False
+    (other values of axis, exclusive, reverse change it):
+        grad_x[batch, k] = sum_{i = k..N - 1} grad[batch, i]
+            i.e. `tf.math.cumsum(grad, axis=-1, reverse=True)`
+    """
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
         grad_x = tf.math.cumsum(grad, axis=-1, reverse=True)
@@ -661,7 +692,13 @@ _register("Cumsum", cumsum_grad)
 
 
 def reduce_prod_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Prod (declared at ops/reductions.py:83): one per input (input)."""
+    """Gradient of Prod (declared at ops/reductions.py:83): one per input (input).
+
+    In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
+    axis, keep_dims change it):
+        grad_input[batch, i] = grad[batch] * (prod_{k = 0..i - 1} input[batch, k]) * (prod_{k = i +
+            1..N - 1} input[batch, k]), i.e. `t0 * t1 * t2`
+    """
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
@@ -750,7 +787,14 @@ _register("Prod", reduce_prod_grad)
 
 
 def reduce_max_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Max (declared at ops/reductions.py:90): one per input (input)."""
+    """Gradient of Max (declared at ops/reductions.py:90): one per input (input).
+
+    In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
+    axis, keep_dims change it):
+        grad_input[batch, i] = grad[batch] * indicator_equal(input[batch, i], output[batch]) /
+            (sum_k indicator_equal(input[batch, k], output[batch]))
+            i.e. `t2 * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), ...`
+    """
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
@@ -902,7 +946,14 @@ _register("Max", reduce_max_grad)
 
 
 def reduce_min_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Min (declared at ops/reductions.py:97): one per input (input)."""
+    """Gradient of Min (declared at ops/reductions.py:97): one per input (input).
+
+    In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
+    axis, keep_dims change it):
+        grad_input[batch, i] = grad[batch] * indicator_equal(input[batch, i], output[batch]) /
+            (sum_k indicator_equal(input[batch, k], output[batch]))
+            i.e. `t2 * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), ...`
+    """
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
@@ -1054,7 +1105,13 @@ _register("Min", reduce_min_grad)
 
 
 def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
-    """Gradient of Cumprod (declared at ops/reductions.py:104): one per input (x)."""
+    """Gradient of Cumprod (declared at ops/reductions.py:104): one per input (x).
+
+    In index notation, next to the code computing it, for axis=-1, exclusive=False, reverse=False
+    (other values of axis, exclusive, reverse change it):
+        grad_x[batch, j] = sum_{i = j..N - 1} grad[batch, i] * (prod_{k = 0..j - 1} x[batch, k]) *
+            (prod_{k = j + 1..i} x[batch, k]), i.e. `t3 * t4`
+    """
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not exclusive and not reverse:
         t0 = tf.range(tf.shape(x, out_type=tf.int64)[-1])
@@ -1199,7 +1256,13 @@ _register("Cumprod", cumprod_grad)
 
 
 def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False):
-    """Gradient of CumulativeLogsumexp (declared at ops/reductions.py:115): one per input (x)."""
+    """Gradient of CumulativeLogsumexp (declared at ops/reductions.py:115): one per input (x).
+
+    In index notation, next to the code computing it, for axis=-1, reverse=False (other values of
+    axis, reverse change it):
+        grad_x[batch, k] = sum_{i = k..N - 1} grad[batch, i] * exp(-out[batch, i] + x[batch, k])
+            i.e. `-tf.math.exp(t0 + x) + tf.math.exp(t1 + x)`
+    """
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not reverse:
         t0 = tf.math.cumulative_logsumexp(

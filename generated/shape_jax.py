@@ -48,7 +48,16 @@ def expand_dims_forward(input, *, axis=-1):
 
 
 def expand_dims_vjp(grad, input, *, output=None, axis=-1):
-    """Gradient of ExpandDims: one array per input (input)."""
+    """Gradient of ExpandDims: one array per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        axis=-1:
+            grad_input[batch, p, q] = grad[batch, p, q, 0], i.e. `jnp.squeeze(grad, axis=-1)`
+        axis=-2:
+            grad_input[batch, p, q] = grad[batch, p, 0, q], i.e. `jnp.squeeze(grad, axis=-2)`
+        axis=-3:
+            grad_input[batch, p, q] = grad[batch, 0, p, q], i.e. `jnp.squeeze(grad, axis=-3)`
+    """
     if axis == -1:
         grad_input = jnp.squeeze(grad, axis=-1)
     elif axis == -2:
@@ -91,7 +100,11 @@ def broadcast_to_forward(input, *, shape):
 
 
 def broadcast_to_vjp(grad, input, *, output=None, shape):
-    """Gradient of BroadcastTo: one array per input (input)."""
+    """Gradient of BroadcastTo: one array per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input = grad, i.e. `_sum_to_shape(grad, np.shape(input))`
+    """
     shape = np.asarray(shape, dtype=np.int64)
     grad_input = _sum_to_shape(grad, np.shape(input))
     return (grad_input,)

@@ -127,7 +127,16 @@ def _sum_to_shape(g, x):
 
 
 def expand_dims_vjp(grad, input, output, *, axis=-1):
-    """Gradient of ExpandDims (declared at ops/shape.py:11): one per input (input)."""
+    """Gradient of ExpandDims (declared at ops/shape.py:11): one per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        axis=-1:
+            grad_input[batch, p, q] = grad[batch, p, q, 0], i.e. `tf.squeeze(grad, axis=[-1])`
+        axis=-2:
+            grad_input[batch, p, q] = grad[batch, p, 0, q], i.e. `tf.squeeze(grad, axis=[-2])`
+        axis=-3:
+            grad_input[batch, p, q] = grad[batch, 0, p, q], i.e. `tf.squeeze(grad, axis=[-3])`
+    """
     if axis == -1:
         grad_input = tf.squeeze(grad, axis=[-1])
     elif axis == -2:
@@ -179,7 +188,11 @@ _register("ExpandDims", expand_dims_grad)
 
 
 def broadcast_to_vjp(grad, input, output, *, shape):
-    """Gradient of BroadcastTo (declared at ops/shape.py:20): one per input (input)."""
+    """Gradient of BroadcastTo (declared at ops/shape.py:20): one per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input = grad, i.e. `_sum_to_shape(grad, input)`
+    """
     shape = tf.cast(shape, tf.int64)
     grad_input = _sum_to_shape(grad, input)
     return (grad_input,)

@@ -105,7 +105,13 @@ def _string_attr(op, name):
 
 
 def space_to_depth_vjp(grad, input, output, *, data_format="NHWC", block_size):
-    """Gradient of SpaceToDepth (declared at ops/space.py:16): one per input (input)."""
+    """Gradient of SpaceToDepth (declared at ops/space.py:16): one per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        data_format='NHWC':
+            grad_input[n, i, a, j, b, c] = grad[n, i, j, a, b, c]
+                i.e. `tf.reshape(t3, [t4, t5 * t1, t6 * t1, t2])`
+    """
     if data_format == "NHWC":
         t0 = block_size
         input_split = tf.reshape(
@@ -223,7 +229,13 @@ _register("SpaceToDepth", space_to_depth_grad)
 
 
 def depth_to_space_vjp(grad, input, output, *, data_format="NHWC", block_size):
-    """Gradient of DepthToSpace (declared at ops/space.py:24): one per input (input)."""
+    """Gradient of DepthToSpace (declared at ops/space.py:24): one per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        data_format='NHWC':
+            grad_input[n, i, j, a, b, c] = grad[n, i, a, j, b, c]
+                i.e. `tf.reshape(t2, [t3, t4, t5, t1 * t1 * t6])`
+    """
     if data_format == "NHWC":
         t0 = block_size
         input_split = tf.reshape(

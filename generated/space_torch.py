@@ -47,7 +47,13 @@ def space_to_depth_forward(input, *, data_format="NHWC", block_size):
 
 
 def space_to_depth_vjp(grad, input, *, output=None, data_format="NHWC", block_size):
-    """Gradient of SpaceToDepth: one array per input (input)."""
+    """Gradient of SpaceToDepth: one array per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        data_format='NHWC':
+            grad_input[n, i, a, j, b, c] = grad[n, i, j, a, b, c]
+                i.e. `torch.reshape(t3, (t4, t5 * t1, t6 * t1, t2))`
+    """
     if data_format == "NHWC":
         t0 = block_size
         input_split = torch.reshape(input, np.shape(input)[:-3] + (-1, t0) + np.shape(input)[-2:])
@@ -110,7 +116,13 @@ def depth_to_space_forward(input, *, data_format="NHWC", block_size):
 
 
 def depth_to_space_vjp(grad, input, *, output=None, data_format="NHWC", block_size):
-    """Gradient of DepthToSpace: one array per input (input)."""
+    """Gradient of DepthToSpace: one array per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        data_format='NHWC':
+            grad_input[n, i, j, a, b, c] = grad[n, i, a, j, b, c]
+                i.e. `torch.reshape(t2, (t3, t4, t5, t1 * t1 * t6))`
+    """
     if data_format == "NHWC":
         t0 = block_size
         input_split = torch.reshape(input, np.shape(input)[:-1] + (t0, t0, -1))

@@ -87,7 +87,11 @@ def lgamma_forward(x):
 
 
 def lgamma_vjp(grad, x, *, y=None):
-    """Gradient of Lgamma: one array per input (x)."""
+    """Gradient of Lgamma: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * polygamma(0, x), i.e. `grad * jax.scipy.special.digamma(x)`
+    """
     grad_x = grad * jax.scipy.special.digamma(x)
     return (grad_x,)
 
@@ -122,7 +126,11 @@ def digamma_forward(x):
 
 
 def digamma_vjp(grad, x, *, y=None):
-    """Gradient of Digamma: one array per input (x)."""
+    """Gradient of Digamma: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * polygamma(1, x), i.e. `grad * jax.scipy.special.zeta(2, x)`
+    """
     grad_x = grad * jax.scipy.special.zeta(2, x)
     return (grad_x,)
 
@@ -157,7 +165,12 @@ def polygamma_forward(a, x):
 
 
 def polygamma_vjp(grad, a, x, *, z=None):
-    """Gradient of Polygamma: one array per input (a, x)."""
+    """Gradient of Polygamma: one array per input (a, x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * polygamma(a + 1, x)
+            i.e. `_sum_to_shape(grad * jax.scipy.special.polygamma(jnp.asarray(a + 1, int), ...`
+    """
     grad_x = _sum_to_shape(
         grad * jax.scipy.special.polygamma(jnp.asarray(a + 1, int), x), np.shape(x)
     )
@@ -194,7 +207,12 @@ def zeta_forward(x, q):
 
 
 def zeta_vjp(grad, x, q, *, z=None):
-    """Gradient of Zeta: one array per input (x, q)."""
+    """Gradient of Zeta: one array per input (x, q).
+
+    In index notation, next to the code computing it:
+        grad_q = -grad * x * zeta(x + 1, q)
+            i.e. `_sum_to_shape(-grad * x * jax.scipy.special.zeta(x + 1, q), np.shape(q))`
+    """
     grad_q = _sum_to_shape(-grad * x * jax.scipy.special.zeta(x + 1, q), np.shape(q))
     return None, grad_q
 
@@ -229,7 +247,12 @@ def erfinv_forward(x):
 
 
 def erfinv_vjp(grad, x, *, y=None):
-    """Gradient of Erfinv: one array per input (x)."""
+    """Gradient of Erfinv: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = sqrt(pi) * grad * exp(erfinv(x)**2) / 2
+            i.e. `0.886226925452758 * grad * jnp.exp(jax.scipy.special.erfinv(x) ** 2)`
+    """
     grad_x = 0.886226925452758 * grad * jnp.exp(jax.scipy.special.erfinv(x) ** 2)
     return (grad_x,)
 
@@ -264,7 +287,12 @@ def ndtri_forward(x):
 
 
 def ndtri_vjp(grad, x, *, y=None):
-    """Gradient of Ndtri: one array per input (x)."""
+    """Gradient of Ndtri: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = sqrt(2) * sqrt(pi) * grad * exp(erfinv(2 * x - 1)**2)
+            i.e. `2.5066282746310007 * grad * jnp.exp(jax.scipy.special.erfinv(2 * x - 1) ** 2)`
+    """
     grad_x = 2.5066282746310007 * grad * jnp.exp(jax.scipy.special.erfinv(2 * x - 1) ** 2)
     return (grad_x,)
 
@@ -299,7 +327,12 @@ def dawsn_forward(x):
 
 
 def dawsn_vjp(grad, x, *, y=None):
-    """Gradient of Dawsn: one array per input (x)."""
+    """Gradient of Dawsn: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (-2 * x * dawsn(x) + 1)
+            i.e. `grad * (-2 * x * jax.scipy.special.dawsn(x) + 1)`
+    """
     grad_x = grad * (-2 * x * jax.scipy.special.dawsn(x) + 1)
     return (grad_x,)
 
@@ -334,7 +367,12 @@ def expint_forward(x):
 
 
 def expint_vjp(grad, x, *, y=None):
-    """Gradient of Expint: one array per input (x)."""
+    """Gradient of Expint: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = (grad * split_exp(1 / x, x) if x >= 0 else 0)
+            i.e. `jnp.where(x >= 0, jnp.where(x < 0, 1, grad) * _split_exp(1 / jnp.where(x < ...`
+    """
     grad_x = jnp.where(
         x >= 0,
         jnp.where(x < 0, 1, grad) * _split_exp(1 / jnp.where(x < 0, 1, x), jnp.where(x < 0, 1, x)),
@@ -373,7 +411,11 @@ def fresnel_cos_forward(x):
 
 
 def fresnel_cos_vjp(grad, x, *, y=None):
-    """Gradient of FresnelCos: one array per input (x)."""
+    """Gradient of FresnelCos: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * cos(pi * x**2 / 2), i.e. `grad * jnp.cos(1.5707963267948966 * x**2)`
+    """
     grad_x = grad * jnp.cos(1.5707963267948966 * x**2)
     return (grad_x,)
 
@@ -408,7 +450,11 @@ def fresnel_sin_forward(x):
 
 
 def fresnel_sin_vjp(grad, x, *, y=None):
-    """Gradient of FresnelSin: one array per input (x)."""
+    """Gradient of FresnelSin: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * sin(pi * x**2 / 2), i.e. `grad * jnp.sin(1.5707963267948966 * x**2)`
+    """
     grad_x = grad * jnp.sin(1.5707963267948966 * x**2)
     return (grad_x,)
 
@@ -443,7 +489,12 @@ def spence_forward(x):
 
 
 def spence_vjp(grad, x, *, y=None):
-    """Gradient of Spence: one array per input (x)."""
+    """Gradient of Spence: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = (-grad if x == 1 else -grad * polylog(1, 1 - x) / (1 - x))
+            i.e. `jnp.where(x == 1, -grad, -jnp.where(x == 1, 1, grad) * (-jnp.log(1 - tmp0)) ...`
+    """
     tmp0 = 1 - jnp.where(x == 1, 1, x)
     grad_x = jnp.where(x == 1, -grad, -jnp.where(x == 1, 1, grad) * (-jnp.log(1 - tmp0)) / tmp0)
     return (grad_x,)
@@ -479,7 +530,11 @@ def bessel_i0_forward(x):
 
 
 def bessel_i0_vjp(grad, x, *, y=None):
-    """Gradient of BesselI0: one array per input (x)."""
+    """Gradient of BesselI0: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * besseli(1, x), i.e. `grad * _bessel_i1(x)`
+    """
     grad_x = grad * _bessel_i1(x)
     return (grad_x,)
 
@@ -514,7 +569,12 @@ def bessel_i1_forward(x):
 
 
 def bessel_i1_vjp(grad, x, *, y=None):
-    """Gradient of BesselI1: one array per input (x)."""
+    """Gradient of BesselI1: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (besseli(0, x) / 2 + besseli(2, x) / 2)
+            i.e. `grad * ((1 / 2) * _bessel_i0(x) + (1 / 2) * jnp.where(x == 0, 0, ...`
+    """
     grad_x = grad * (
         (1 / 2) * _bessel_i0(x)
         + (1 / 2)
@@ -558,7 +618,12 @@ def bessel_i0e_forward(x):
 
 
 def bessel_i0e_vjp(grad, x, *, y=None):
-    """Gradient of BesselI0e: one array per input (x)."""
+    """Gradient of BesselI0e: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (-y * sign(x) + scaled_besseli(1, x))
+            i.e. `grad * (-y * jnp.sign(x) + jax.scipy.special.i1e(x))`
+    """
     if y is None:
         y = bessel_i0e_forward(x)
     grad_x = grad * (-y * jnp.sign(x) + jax.scipy.special.i1e(x))
@@ -595,7 +660,12 @@ def bessel_i1e_forward(x):
 
 
 def bessel_i1e_vjp(grad, x, *, y=None):
-    """Gradient of BesselI1e: one array per input (x)."""
+    """Gradient of BesselI1e: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (-y * sign(x) + scaled_besseli(0, x) / 2 + scaled_besseli(2, x) / 2)
+            i.e. `grad * (-y * jnp.sign(x) + (1 / 2) * jax.scipy.special.i0e(x) + (1 / 2) * ...`
+    """
     if y is None:
         y = bessel_i1e_forward(x)
     grad_x = grad * (

@@ -57,7 +57,11 @@ def lgamma(x):
 
 
 def lgamma_grad(grad, x, *, y=None):
-    """Gradient of Lgamma: one array per input (x)."""
+    """Gradient of Lgamma: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * polygamma(0, x), i.e. `grad * scipy.special.digamma(x)`
+    """
     grad_x = grad * scipy.special.digamma(x)
     return (grad_x,)
 
@@ -76,7 +80,11 @@ def digamma(x):
 
 
 def digamma_grad(grad, x, *, y=None):
-    """Gradient of Digamma: one array per input (x)."""
+    """Gradient of Digamma: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * polygamma(1, x), i.e. `grad * scipy.special.zeta(2, x)`
+    """
     grad_x = grad * scipy.special.zeta(2, x)
     return (grad_x,)
 
@@ -95,7 +103,12 @@ def polygamma(a, x):
 
 
 def polygamma_grad(grad, a, x, *, z=None):
-    """Gradient of Polygamma: one array per input (a, x)."""
+    """Gradient of Polygamma: one array per input (a, x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * polygamma(a + 1, x)
+            i.e. `_sum_to_shape(grad * scipy.special.polygamma(a + 1, x), np.shape(x))`
+    """
     grad_x = _sum_to_shape(grad * scipy.special.polygamma(a + 1, x), np.shape(x))
     return None, grad_x
 
@@ -114,7 +127,12 @@ def zeta(x, q):
 
 
 def zeta_grad(grad, x, q, *, z=None):
-    """Gradient of Zeta: one array per input (x, q)."""
+    """Gradient of Zeta: one array per input (x, q).
+
+    In index notation, next to the code computing it:
+        grad_q = -grad * x * zeta(x + 1, q)
+            i.e. `_sum_to_shape(-grad * x * scipy.special.zeta(x + 1, q), np.shape(q))`
+    """
     grad_q = _sum_to_shape(-grad * x * scipy.special.zeta(x + 1, q), np.shape(q))
     return None, grad_q
 
@@ -135,7 +153,12 @@ def erfinv(x):
 
 
 def erfinv_grad(grad, x, *, y=None):
-    """Gradient of Erfinv: one array per input (x)."""
+    """Gradient of Erfinv: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = sqrt(pi) * grad * exp(erfinv(x)**2) / 2
+            i.e. `0.886226925452758 * grad * np.exp(scipy.special.erfinv(x) ** 2)`
+    """
     grad_x = 0.886226925452758 * grad * np.exp(scipy.special.erfinv(x) ** 2)
     return (grad_x,)
 
@@ -157,7 +180,12 @@ def ndtri(x):
 
 
 def ndtri_grad(grad, x, *, y=None):
-    """Gradient of Ndtri: one array per input (x)."""
+    """Gradient of Ndtri: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = sqrt(2) * sqrt(pi) * grad * exp(erfinv(2 * x - 1)**2)
+            i.e. `2.5066282746310007 * grad * np.exp(scipy.special.erfinv(2 * x - 1) ** 2)`
+    """
     grad_x = 2.5066282746310007 * grad * np.exp(scipy.special.erfinv(2 * x - 1) ** 2)
     return (grad_x,)
 
@@ -179,7 +207,11 @@ def dawsn(x):
 
 
 def dawsn_grad(grad, x, *, y=None):
-    """Gradient of Dawsn: one array per input (x)."""
+    """Gradient of Dawsn: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (-2 * x * dawsn(x) + 1), i.e. `grad * (-2 * x * scipy.special.dawsn(x) + 1)`
+    """
     grad_x = grad * (-2 * x * scipy.special.dawsn(x) + 1)
     return (grad_x,)
 
@@ -206,7 +238,12 @@ def expint(x):
 
 
 def expint_grad(grad, x, *, y=None):
-    """Gradient of Expint: one array per input (x)."""
+    """Gradient of Expint: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = (grad * split_exp(1 / x, x) if x >= 0 else 0)
+            i.e. `np.where(x >= 0, grad * _split_exp(1 / x, x), 0)`
+    """
     grad_x = np.where(x >= 0, grad * _split_exp(1 / x, x), 0)
     return (grad_x,)
 
@@ -229,7 +266,11 @@ def fresnel_cos(x):
 
 
 def fresnel_cos_grad(grad, x, *, y=None):
-    """Gradient of FresnelCos: one array per input (x)."""
+    """Gradient of FresnelCos: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * cos(pi * x**2 / 2), i.e. `grad * np.cos(1.5707963267948966 * x**2)`
+    """
     grad_x = grad * np.cos(1.5707963267948966 * x**2)
     return (grad_x,)
 
@@ -249,7 +290,11 @@ def fresnel_sin(x):
 
 
 def fresnel_sin_grad(grad, x, *, y=None):
-    """Gradient of FresnelSin: one array per input (x)."""
+    """Gradient of FresnelSin: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * sin(pi * x**2 / 2), i.e. `grad * np.sin(1.5707963267948966 * x**2)`
+    """
     grad_x = grad * np.sin(1.5707963267948966 * x**2)
     return (grad_x,)
 
@@ -269,7 +314,12 @@ def spence(x):
 
 
 def spence_grad(grad, x, *, y=None):
-    """Gradient of Spence: one array per input (x)."""
+    """Gradient of Spence: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = (-grad if x == 1 else -grad * polylog(1, 1 - x) / (1 - x))
+            i.e. `np.where(x == 1, -grad, -grad * (-np.log(1 - tmp0)) / tmp0)`
+    """
     tmp0 = 1 - x
     grad_x = np.where(x == 1, -grad, -grad * (-np.log(1 - tmp0)) / tmp0)
     return (grad_x,)
@@ -297,7 +347,11 @@ def bessel_i0(x):
 
 
 def bessel_i0_grad(grad, x, *, y=None):
-    """Gradient of BesselI0: one array per input (x)."""
+    """Gradient of BesselI0: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * besseli(1, x), i.e. `grad * scipy.special.iv(1, x)`
+    """
     grad_x = grad * scipy.special.iv(1, x)
     return (grad_x,)
 
@@ -319,7 +373,12 @@ def bessel_i1(x):
 
 
 def bessel_i1_grad(grad, x, *, y=None):
-    """Gradient of BesselI1: one array per input (x)."""
+    """Gradient of BesselI1: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (besseli(0, x) / 2 + besseli(2, x) / 2)
+            i.e. `grad * ((1 / 2) * scipy.special.iv(0, x) + (1 / 2) * scipy.special.iv(2, x))`
+    """
     grad_x = grad * ((1 / 2) * scipy.special.iv(0, x) + (1 / 2) * scipy.special.iv(2, x))
     return (grad_x,)
 
@@ -344,7 +403,12 @@ def bessel_i0e(x):
 
 
 def bessel_i0e_grad(grad, x, *, y=None):
-    """Gradient of BesselI0e: one array per input (x)."""
+    """Gradient of BesselI0e: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (-y * sign(x) + scaled_besseli(1, x))
+            i.e. `grad * (-y * np.sign(x) + scipy.special.ive(1, x))`
+    """
     if y is None:
         y = bessel_i0e(x)
     grad_x = grad * (-y * np.sign(x) + scipy.special.ive(1, x))
@@ -380,7 +444,12 @@ def bessel_i1e(x):
 
 
 def bessel_i1e_grad(grad, x, *, y=None):
-    """Gradient of BesselI1e: one array per input (x)."""
+    """Gradient of BesselI1e: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (-y * sign(x) + scaled_besseli(0, x) / 2 + scaled_besseli(2, x) / 2)
+            i.e. `grad * (-y * np.sign(x) + (1 / 2) * scipy.special.ive(0, x) + (1 / 2) * ...`
+    """
     if y is None:
         y = bessel_i1e(x)
     grad_x = grad * (
@@ -425,7 +494,11 @@ def bessel_j0(x):
 
 
 def bessel_j0_grad(grad, x, *, y=None):
-    """Gradient of BesselJ0: one array per input (x)."""
+    """Gradient of BesselJ0: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * besselj(1, x), i.e. `-grad * scipy.special.jv(1, x)`
+    """
     grad_x = -grad * scipy.special.jv(1, x)
     return (grad_x,)
 
@@ -447,7 +520,12 @@ def bessel_j1(x):
 
 
 def bessel_j1_grad(grad, x, *, y=None):
-    """Gradient of BesselJ1: one array per input (x)."""
+    """Gradient of BesselJ1: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (besselj(0, x) / 2 - besselj(2, x) / 2)
+            i.e. `grad * ((1 / 2) * scipy.special.jv(0, x) - 1 / 2 * scipy.special.jv(2, x))`
+    """
     grad_x = grad * ((1 / 2) * scipy.special.jv(0, x) - 1 / 2 * scipy.special.jv(2, x))
     return (grad_x,)
 
@@ -472,7 +550,11 @@ def bessel_k0(x):
 
 
 def bessel_k0_grad(grad, x, *, y=None):
-    """Gradient of BesselK0: one array per input (x)."""
+    """Gradient of BesselK0: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * besselk(1, x), i.e. `-grad * scipy.special.kv(1, x)`
+    """
     grad_x = -grad * scipy.special.kv(1, x)
     return (grad_x,)
 
@@ -494,7 +576,12 @@ def bessel_k1(x):
 
 
 def bessel_k1_grad(grad, x, *, y=None):
-    """Gradient of BesselK1: one array per input (x)."""
+    """Gradient of BesselK1: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (-besselk(0, x) / 2 - besselk(2, x) / 2)
+            i.e. `grad * (-1 / 2 * scipy.special.kv(0, x) - 1 / 2 * scipy.special.kv(2, x))`
+    """
     grad_x = grad * (-1 / 2 * scipy.special.kv(0, x) - 1 / 2 * scipy.special.kv(2, x))
     return (grad_x,)
 
@@ -519,7 +606,12 @@ def bessel_k0e(x):
 
 
 def bessel_k0e_grad(grad, x, *, y=None):
-    """Gradient of BesselK0e: one array per input (x)."""
+    """Gradient of BesselK0e: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (y - exp(x) * besselk(1, x))
+            i.e. `grad * (y - np.exp(x) * scipy.special.kv(1, x))`
+    """
     if y is None:
         y = bessel_k0e(x)
     grad_x = grad * (y - np.exp(x) * scipy.special.kv(1, x))
@@ -548,7 +640,12 @@ def bessel_k1e(x):
 
 
 def bessel_k1e_grad(grad, x, *, y=None):
-    """Gradient of BesselK1e: one array per input (x)."""
+    """Gradient of BesselK1e: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (y + (-besselk(0, x) / 2 - besselk(2, x) / 2) * exp(x))
+            i.e. `grad * (y + (-1 / 2 * scipy.special.kv(0, x) - 1 / 2 * scipy.special.kv(2, ...`
+    """
     if y is None:
         y = bessel_k1e(x)
     grad_x = grad * (
@@ -580,7 +677,11 @@ def bessel_y0(x):
 
 
 def bessel_y0_grad(grad, x, *, y=None):
-    """Gradient of BesselY0: one array per input (x)."""
+    """Gradient of BesselY0: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * bessely(1, x), i.e. `-grad * scipy.special.yv(1, x)`
+    """
     grad_x = -grad * scipy.special.yv(1, x)
     return (grad_x,)
 
@@ -602,7 +703,12 @@ def bessel_y1(x):
 
 
 def bessel_y1_grad(grad, x, *, y=None):
-    """Gradient of BesselY1: one array per input (x)."""
+    """Gradient of BesselY1: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (bessely(0, x) / 2 - bessely(2, x) / 2)
+            i.e. `grad * ((1 / 2) * scipy.special.yv(0, x) - 1 / 2 * scipy.special.yv(2, x))`
+    """
     grad_x = grad * ((1 / 2) * scipy.special.yv(0, x) - 1 / 2 * scipy.special.yv(2, x))
     return (grad_x,)
 

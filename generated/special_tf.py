@@ -146,7 +146,11 @@ def _bessel_i1(x):
 
 
 def lgamma_vjp(grad, x, y):
-    """Gradient of Lgamma (declared at ops/special.py:21): one per input (x)."""
+    """Gradient of Lgamma (declared at ops/special.py:21): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * polygamma(0, x), i.e. `grad * tf.math.digamma(x)`
+    """
     grad_x = grad * tf.math.digamma(x)
     return (grad_x,)
 
@@ -179,7 +183,12 @@ _register("Lgamma", lgamma_grad)
 
 
 def digamma_vjp(grad, x, y):
-    """Gradient of Digamma (declared at ops/special.py:27): one per input (x)."""
+    """Gradient of Digamma (declared at ops/special.py:27): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * polygamma(1, x)
+            i.e. `grad * tf.math.polygamma(tf.constant(1, grad.dtype), x)`
+    """
     grad_x = grad * tf.math.polygamma(tf.constant(1, grad.dtype), x)
     return (grad_x,)
 
@@ -212,7 +221,12 @@ _register("Digamma", digamma_grad)
 
 
 def polygamma_vjp(grad, a, x, z):
-    """Gradient of Polygamma (declared at ops/special.py:33): one per input (a, x)."""
+    """Gradient of Polygamma (declared at ops/special.py:33): one per input (a, x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * polygamma(a + 1, x)
+            i.e. `_sum_to_shape(grad * tf.math.polygamma(a + 1, x), x)`
+    """
     grad_x = _sum_to_shape(grad * tf.math.polygamma(a + 1, x), x)
     return None, grad_x
 
@@ -245,7 +259,12 @@ _register("Polygamma", polygamma_grad)
 
 
 def zeta_vjp(grad, x, q, z):
-    """Gradient of Zeta (declared at ops/special.py:40): one per input (x, q)."""
+    """Gradient of Zeta (declared at ops/special.py:40): one per input (x, q).
+
+    In index notation, next to the code computing it:
+        grad_q = -grad * x * zeta(x + 1, q)
+            i.e. `_sum_to_shape(-grad * x * tf.math.zeta(x + 1, q), q)`
+    """
     grad_q = _sum_to_shape(-grad * x * tf.math.zeta(x + 1, q), q)
     return None, grad_q
 
@@ -278,7 +297,12 @@ _register("Zeta", zeta_grad)
 
 
 def erfinv_vjp(grad, x, y):
-    """Gradient of Erfinv (declared at ops/special.py:50): one per input (x)."""
+    """Gradient of Erfinv (declared at ops/special.py:50): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = sqrt(pi) * grad * exp(erfinv(x)**2) / 2
+            i.e. `0.886226925452758 * grad * tf.math.exp(tf.math.erfinv(x) ** 2)`
+    """
     grad_x = 0.886226925452758 * grad * tf.math.exp(tf.math.erfinv(x) ** 2)
     return (grad_x,)
 
@@ -311,7 +335,12 @@ _register("Erfinv", erfinv_grad)
 
 
 def ndtri_vjp(grad, x, y):
-    """Gradient of Ndtri (declared at ops/special.py:56): one per input (x)."""
+    """Gradient of Ndtri (declared at ops/special.py:56): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = sqrt(2) * sqrt(pi) * grad * exp(erfinv(2 * x - 1)**2)
+            i.e. `2.5066282746310007 * grad * tf.math.exp(tf.math.erfinv(2 * x - 1) ** 2)`
+    """
     grad_x = 2.5066282746310007 * grad * tf.math.exp(tf.math.erfinv(2 * x - 1) ** 2)
     return (grad_x,)
 
@@ -344,7 +373,12 @@ _register("Ndtri", ndtri_grad)
 
 
 def dawsn_vjp(grad, x, y):
-    """Gradient of Dawsn (declared at ops/special.py:62): one per input (x)."""
+    """Gradient of Dawsn (declared at ops/special.py:62): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (-2 * x * dawsn(x) + 1)
+            i.e. `grad * (-2 * x * tf.math.special.dawsn(x) + 1)`
+    """
     grad_x = grad * (-2 * x * tf.math.special.dawsn(x) + 1)
     return (grad_x,)
 
@@ -377,7 +411,12 @@ _register("Dawsn", dawsn_grad)
 
 
 def expint_vjp(grad, x, y):
-    """Gradient of Expint (declared at ops/special.py:68): one per input (x)."""
+    """Gradient of Expint (declared at ops/special.py:68): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = (grad * split_exp(1 / x, x) if x >= 0 else 0)
+            i.e. `tf.where(x >= 0, tf.where(x < 0, tf.constant(1, grad.dtype), grad) * ...`
+    """
     grad_x = tf.where(
         x >= 0,
         tf.where(x < 0, tf.constant(1, grad.dtype), grad)
@@ -422,7 +461,11 @@ _register("Expint", expint_grad)
 
 
 def fresnel_cos_vjp(grad, x, y):
-    """Gradient of FresnelCos (declared at ops/special.py:74): one per input (x)."""
+    """Gradient of FresnelCos (declared at ops/special.py:74): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * cos(pi * x**2 / 2), i.e. `grad * tf.math.cos(1.5707963267948966 * x**2)`
+    """
     grad_x = grad * tf.math.cos(1.5707963267948966 * x**2)
     return (grad_x,)
 
@@ -455,7 +498,11 @@ _register("FresnelCos", fresnel_cos_grad)
 
 
 def fresnel_sin_vjp(grad, x, y):
-    """Gradient of FresnelSin (declared at ops/special.py:80): one per input (x)."""
+    """Gradient of FresnelSin (declared at ops/special.py:80): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * sin(pi * x**2 / 2), i.e. `grad * tf.math.sin(1.5707963267948966 * x**2)`
+    """
     grad_x = grad * tf.math.sin(1.5707963267948966 * x**2)
     return (grad_x,)
 
@@ -488,7 +535,12 @@ _register("FresnelSin", fresnel_sin_grad)
 
 
 def spence_vjp(grad, x, y):
-    """Gradient of Spence (declared at ops/special.py:86): one per input (x)."""
+    """Gradient of Spence (declared at ops/special.py:86): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = (-grad if x == 1 else -grad * polylog(1, 1 - x) / (1 - x))
+            i.e. `tf.where(tf.equal(x, 1), -grad, -tf.where(tf.equal(x, 1), tf.constant(1, ...`
+    """
     tmp0 = 1 - tf.where(tf.equal(x, 1), tf.constant(1, grad.dtype), x)
     grad_x = tf.where(
         tf.equal(x, 1),
@@ -532,7 +584,11 @@ _register("Spence", spence_grad)
 
 
 def bessel_i0_vjp(grad, x, y):
-    """Gradient of BesselI0 (declared at ops/special.py:97): one per input (x)."""
+    """Gradient of BesselI0 (declared at ops/special.py:97): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * besseli(1, x), i.e. `grad * _bessel_i1(x)`
+    """
     grad_x = grad * _bessel_i1(x)
     return (grad_x,)
 
@@ -565,7 +621,12 @@ _register("BesselI0", bessel_i0_grad)
 
 
 def bessel_i1_vjp(grad, x, y):
-    """Gradient of BesselI1 (declared at ops/special.py:103): one per input (x)."""
+    """Gradient of BesselI1 (declared at ops/special.py:103): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (besseli(0, x) / 2 + besseli(2, x) / 2)
+            i.e. `grad * ((1 / 2) * _bessel_i0(x) + (1 / 2) * tf.where(tf.equal(x, 0), ...`
+    """
     grad_x = grad * (
         (1 / 2) * _bessel_i0(x)
         + (1 / 2)
@@ -609,7 +670,12 @@ _register("BesselI1", bessel_i1_grad)
 
 
 def bessel_i0e_vjp(grad, x, y):
-    """Gradient of BesselI0e (declared at ops/special.py:109): one per input (x)."""
+    """Gradient of BesselI0e (declared at ops/special.py:109): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (-y * sign(x) + scaled_besseli(1, x))
+            i.e. `grad * (-y * tf.math.sign(x) + tf.math.special.bessel_i1e(x))`
+    """
     grad_x = grad * (-y * tf.math.sign(x) + tf.math.special.bessel_i1e(x))
     return (grad_x,)
 
@@ -648,7 +714,12 @@ _register("BesselI0e", bessel_i0e_grad)
 
 
 def bessel_i1e_vjp(grad, x, y):
-    """Gradient of BesselI1e (declared at ops/special.py:115): one per input (x)."""
+    """Gradient of BesselI1e (declared at ops/special.py:115): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (-y * sign(x) + scaled_besseli(0, x) / 2 + scaled_besseli(2, x) / 2)
+            i.e. `grad * (-y * tf.math.sign(x) + (1 / 2) * tf.math.special.bessel_i0e(x) + (1 ...`
+    """
     grad_x = grad * (
         -y * tf.math.sign(x)
         + (1 / 2) * tf.math.special.bessel_i0e(x)
@@ -699,7 +770,11 @@ _register("BesselI1e", bessel_i1e_grad)
 
 
 def bessel_j0_vjp(grad, x, y):
-    """Gradient of BesselJ0 (declared at ops/special.py:121): one per input (x)."""
+    """Gradient of BesselJ0 (declared at ops/special.py:121): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * besselj(1, x), i.e. `-grad * tf.math.special.bessel_j1(x)`
+    """
     grad_x = -grad * tf.math.special.bessel_j1(x)
     return (grad_x,)
 
@@ -732,7 +807,12 @@ _register("BesselJ0", bessel_j0_grad)
 
 
 def bessel_j1_vjp(grad, x, y):
-    """Gradient of BesselJ1 (declared at ops/special.py:127): one per input (x)."""
+    """Gradient of BesselJ1 (declared at ops/special.py:127): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (besselj(0, x) / 2 - besselj(2, x) / 2)
+            i.e. `grad * ((1 / 2) * tf.math.special.bessel_j0(x) - 1 / 2 * ...`
+    """
     grad_x = grad * (
         (1 / 2) * tf.math.special.bessel_j0(x)
         - 1
@@ -777,7 +857,11 @@ _register("BesselJ1", bessel_j1_grad)
 
 
 def bessel_k0_vjp(grad, x, y):
-    """Gradient of BesselK0 (declared at ops/special.py:133): one per input (x)."""
+    """Gradient of BesselK0 (declared at ops/special.py:133): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * besselk(1, x), i.e. `-grad * tf.math.special.bessel_k1(x)`
+    """
     grad_x = -grad * tf.math.special.bessel_k1(x)
     return (grad_x,)
 
@@ -810,7 +894,12 @@ _register("BesselK0", bessel_k0_grad)
 
 
 def bessel_k1_vjp(grad, x, y):
-    """Gradient of BesselK1 (declared at ops/special.py:139): one per input (x)."""
+    """Gradient of BesselK1 (declared at ops/special.py:139): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (-besselk(0, x) / 2 - besselk(2, x) / 2)
+            i.e. `grad * (-1 / 2 * tf.math.special.bessel_k0(x) - 1 / 2 * ...`
+    """
     grad_x = grad * (
         -1 / 2 * tf.math.special.bessel_k0(x)
         - 1 / 2 * (tf.math.special.bessel_k0(x) + 2 * tf.math.special.bessel_k1(x) / x)
@@ -846,7 +935,12 @@ _register("BesselK1", bessel_k1_grad)
 
 
 def bessel_k0e_vjp(grad, x, y):
-    """Gradient of BesselK0e (declared at ops/special.py:145): one per input (x)."""
+    """Gradient of BesselK0e (declared at ops/special.py:145): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (y - exp(x) * besselk(1, x))
+            i.e. `grad * (y - tf.math.exp(x) * tf.math.special.bessel_k1(x))`
+    """
     grad_x = grad * (y - tf.math.exp(x) * tf.math.special.bessel_k1(x))
     return (grad_x,)
 
@@ -885,7 +979,12 @@ _register("BesselK0e", bessel_k0e_grad)
 
 
 def bessel_k1e_vjp(grad, x, y):
-    """Gradient of BesselK1e (declared at ops/special.py:151): one per input (x)."""
+    """Gradient of BesselK1e (declared at ops/special.py:151): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (y + (-besselk(0, x) / 2 - besselk(2, x) / 2) * exp(x))
+            i.e. `grad * (y + (-1 / 2 * tf.math.special.bessel_k0(x) - 1 / 2 * ...`
+    """
     grad_x = grad * (
         y
         + (
@@ -931,7 +1030,11 @@ _register("BesselK1e", bessel_k1e_grad)
 
 
 def bessel_y0_vjp(grad, x, y):
-    """Gradient of BesselY0 (declared at ops/special.py:157): one per input (x)."""
+    """Gradient of BesselY0 (declared at ops/special.py:157): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * bessely(1, x), i.e. `-grad * tf.math.special.bessel_y1(x)`
+    """
     grad_x = -grad * tf.math.special.bessel_y1(x)
     return (grad_x,)
 
@@ -964,7 +1067,12 @@ _register("BesselY0", bessel_y0_grad)
 
 
 def bessel_y1_vjp(grad, x, y):
-    """Gradient of BesselY1 (declared at ops/special.py:163): one per input (x)."""
+    """Gradient of BesselY1 (declared at ops/special.py:163): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (bessely(0, x) / 2 - bessely(2, x) / 2)
+            i.e. `grad * ((1 / 2) * tf.math.special.bessel_y0(x) - 1 / 2 * ...`
+    """
     grad_x = grad * (
         (1 / 2) * tf.math.special.bessel_y0(x)
         - 1 / 2 * (-tf.math.special.bessel_y0(x) + 2 * tf.math.special.bessel_y1(x) / x)

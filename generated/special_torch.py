@@ -119,7 +119,11 @@ def lgamma_forward(x):
 
 
 def lgamma_vjp(grad, x, *, y=None):
-    """Gradient of Lgamma: one array per input (x)."""
+    """Gradient of Lgamma: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * polygamma(0, x), i.e. `grad * torch.special.digamma(x)`
+    """
     grad_x = grad * torch.special.digamma(x)
     return (grad_x,)
 
@@ -154,7 +158,11 @@ def digamma_forward(x):
 
 
 def digamma_vjp(grad, x, *, y=None):
-    """Gradient of Digamma: one array per input (x)."""
+    """Gradient of Digamma: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * polygamma(1, x), i.e. `grad * torch.special.zeta(2, x)`
+    """
     grad_x = grad * torch.special.zeta(2, x)
     return (grad_x,)
 
@@ -189,7 +197,12 @@ def polygamma_forward(a, x):
 
 
 def polygamma_vjp(grad, a, x, *, z=None):
-    """Gradient of Polygamma: one array per input (a, x)."""
+    """Gradient of Polygamma: one array per input (a, x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * polygamma(a + 1, x)
+            i.e. `_sum_to_shape(grad * _polygamma(a + 1, x), np.shape(x))`
+    """
     grad_x = _sum_to_shape(grad * _polygamma(a + 1, x), np.shape(x))
     return None, grad_x
 
@@ -224,7 +237,12 @@ def zeta_forward(x, q):
 
 
 def zeta_vjp(grad, x, q, *, z=None):
-    """Gradient of Zeta: one array per input (x, q)."""
+    """Gradient of Zeta: one array per input (x, q).
+
+    In index notation, next to the code computing it:
+        grad_q = -grad * x * zeta(x + 1, q)
+            i.e. `_sum_to_shape(-grad * x * torch.special.zeta(x + 1, q), np.shape(q))`
+    """
     grad_q = _sum_to_shape(-grad * x * torch.special.zeta(x + 1, q), np.shape(q))
     return None, grad_q
 
@@ -259,7 +277,12 @@ def erfinv_forward(x):
 
 
 def erfinv_vjp(grad, x, *, y=None):
-    """Gradient of Erfinv: one array per input (x)."""
+    """Gradient of Erfinv: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = sqrt(pi) * grad * exp(erfinv(x)**2) / 2
+            i.e. `0.886226925452758 * grad * torch.exp(torch.special.erfinv(x) ** 2)`
+    """
     grad_x = 0.886226925452758 * grad * torch.exp(torch.special.erfinv(x) ** 2)
     return (grad_x,)
 
@@ -294,7 +317,12 @@ def ndtri_forward(x):
 
 
 def ndtri_vjp(grad, x, *, y=None):
-    """Gradient of Ndtri: one array per input (x)."""
+    """Gradient of Ndtri: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = sqrt(2) * sqrt(pi) * grad * exp(erfinv(2 * x - 1)**2)
+            i.e. `2.5066282746310007 * grad * torch.exp(torch.special.erfinv(2 * x - 1) ** 2)`
+    """
     grad_x = 2.5066282746310007 * grad * torch.exp(torch.special.erfinv(2 * x - 1) ** 2)
     return (grad_x,)
 
@@ -329,7 +357,11 @@ def bessel_i0_forward(x):
 
 
 def bessel_i0_vjp(grad, x, *, y=None):
-    """Gradient of BesselI0: one array per input (x)."""
+    """Gradient of BesselI0: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * besseli(1, x), i.e. `grad * _bessel_i1(x)`
+    """
     grad_x = grad * _bessel_i1(x)
     return (grad_x,)
 
@@ -364,7 +396,12 @@ def bessel_i1_forward(x):
 
 
 def bessel_i1_vjp(grad, x, *, y=None):
-    """Gradient of BesselI1: one array per input (x)."""
+    """Gradient of BesselI1: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (besseli(0, x) / 2 + besseli(2, x) / 2)
+            i.e. `grad * ((1 / 2) * _bessel_i0(x) + (1 / 2) * torch.where(x == 0, 0, ...`
+    """
     grad_x = grad * (
         (1 / 2) * _bessel_i0(x)
         + (1 / 2)
@@ -408,7 +445,12 @@ def bessel_i0e_forward(x):
 
 
 def bessel_i0e_vjp(grad, x, *, y=None):
-    """Gradient of BesselI0e: one array per input (x)."""
+    """Gradient of BesselI0e: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (-y * sign(x) + scaled_besseli(1, x))
+            i.e. `grad * (-y * torch.sign(x) + torch.special.i1e(x))`
+    """
     if y is None:
         y = bessel_i0e_forward(x)
     grad_x = grad * (-y * torch.sign(x) + torch.special.i1e(x))
@@ -445,7 +487,12 @@ def bessel_i1e_forward(x):
 
 
 def bessel_i1e_vjp(grad, x, *, y=None):
-    """Gradient of BesselI1e: one array per input (x)."""
+    """Gradient of BesselI1e: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (-y * sign(x) + scaled_besseli(0, x) / 2 + scaled_besseli(2, x) / 2)
+            i.e. `grad * (-y * torch.sign(x) + (1 / 2) * torch.special.i0e(x) + (1 / 2) * ...`
+    """
     if y is None:
         y = bessel_i1e_forward(x)
     grad_x = grad * (
@@ -492,7 +539,11 @@ def bessel_j0_forward(x):
 
 
 def bessel_j0_vjp(grad, x, *, y=None):
-    """Gradient of BesselJ0: one array per input (x)."""
+    """Gradient of BesselJ0: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * besselj(1, x), i.e. `-grad * _bessel("bessel_j1", x)`
+    """
     grad_x = -grad * _bessel("bessel_j1", x)
     return (grad_x,)
 
@@ -527,7 +578,12 @@ def bessel_j1_forward(x):
 
 
 def bessel_j1_vjp(grad, x, *, y=None):
-    """Gradient of BesselJ1: one array per input (x)."""
+    """Gradient of BesselJ1: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (besselj(0, x) / 2 - besselj(2, x) / 2)
+            i.e. `grad * ((1 / 2) * _bessel("bessel_j0", x) - 1 / 2 * torch.where(x == 0, 0, ...`
+    """
     grad_x = grad * (
         (1 / 2) * _bessel("bessel_j0", x)
         - 1
@@ -572,7 +628,11 @@ def bessel_k0_forward(x):
 
 
 def bessel_k0_vjp(grad, x, *, y=None):
-    """Gradient of BesselK0: one array per input (x)."""
+    """Gradient of BesselK0: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * besselk(1, x), i.e. `-grad * _bessel("modified_bessel_k1", x)`
+    """
     grad_x = -grad * _bessel("modified_bessel_k1", x)
     return (grad_x,)
 
@@ -607,7 +667,12 @@ def bessel_k1_forward(x):
 
 
 def bessel_k1_vjp(grad, x, *, y=None):
-    """Gradient of BesselK1: one array per input (x)."""
+    """Gradient of BesselK1: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (-besselk(0, x) / 2 - besselk(2, x) / 2)
+            i.e. `grad * (-1 / 2 * _bessel("modified_bessel_k0", x) - 1 / 2 * ...`
+    """
     grad_x = grad * (
         -1 / 2 * _bessel("modified_bessel_k0", x)
         - 1 / 2 * (_bessel("modified_bessel_k0", x) + 2 * _bessel("modified_bessel_k1", x) / x)
@@ -645,7 +710,12 @@ def bessel_k0e_forward(x):
 
 
 def bessel_k0e_vjp(grad, x, *, y=None):
-    """Gradient of BesselK0e: one array per input (x)."""
+    """Gradient of BesselK0e: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (y - exp(x) * besselk(1, x))
+            i.e. `grad * (y - torch.exp(x) * _bessel("modified_bessel_k1", x))`
+    """
     if y is None:
         y = bessel_k0e_forward(x)
     grad_x = grad * (y - torch.exp(x) * _bessel("modified_bessel_k1", x))
@@ -682,7 +752,12 @@ def bessel_k1e_forward(x):
 
 
 def bessel_k1e_vjp(grad, x, *, y=None):
-    """Gradient of BesselK1e: one array per input (x)."""
+    """Gradient of BesselK1e: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (y + (-besselk(0, x) / 2 - besselk(2, x) / 2) * exp(x))
+            i.e. `grad * (y + (-1 / 2 * _bessel("modified_bessel_k0", x) - 1 / 2 * ...`
+    """
     if y is None:
         y = bessel_k1e_forward(x)
     grad_x = grad * (
@@ -726,7 +801,11 @@ def bessel_y0_forward(x):
 
 
 def bessel_y0_vjp(grad, x, *, y=None):
-    """Gradient of BesselY0: one array per input (x)."""
+    """Gradient of BesselY0: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * bessely(1, x), i.e. `-grad * _bessel("bessel_y1", x)`
+    """
     grad_x = -grad * _bessel("bessel_y1", x)
     return (grad_x,)
 
@@ -761,7 +840,12 @@ def bessel_y1_forward(x):
 
 
 def bessel_y1_vjp(grad, x, *, y=None):
-    """Gradient of BesselY1: one array per input (x)."""
+    """Gradient of BesselY1: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (bessely(0, x) / 2 - bessely(2, x) / 2)
+            i.e. `grad * ((1 / 2) * _bessel("bessel_y0", x) - 1 / 2 * (-_bessel("bessel_y0", ...`
+    """
     grad_x = grad * (
         (1 / 2) * _bessel("bessel_y0", x)
         - 1 / 2 * (-_bessel("bessel_y0", x) + 2 * _bessel("bessel_y1", x) / x)

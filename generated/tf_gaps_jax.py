@@ -41,7 +41,14 @@ def softsign_grad_forward(gradients, features):
 
 
 def softsign_grad_vjp(grad, gradients, features, *, backprops=None):
-    """Gradient of SoftsignGrad: one array per input (gradients, features)."""
+    """Gradient of SoftsignGrad: one array per input (gradients, features).
+
+    In index notation, next to the code computing it:
+        grad_gradients = grad / (Abs(features) + 1)**2
+            i.e. `_sum_to_shape(grad / tmp0**2, np.shape(gradients))`
+        grad_features = -2 * grad * backprops * sign(features) / (Abs(features) + 1)
+            i.e. `_sum_to_shape(-2 * backprops * grad * jnp.sign(features) / tmp0, ...`
+    """
     if backprops is None:
         backprops = softsign_grad_forward(gradients, features)
     tmp0 = jnp.abs(features) + 1

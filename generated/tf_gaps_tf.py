@@ -113,7 +113,14 @@ def _sum_to_shape(g, x):
 
 
 def softsign_grad_vjp(grad, gradients, features, backprops):
-    """Gradient of SoftsignGrad (declared at ops/tf_gaps.py:8): one per input (gradients, features)."""
+    """Gradient of SoftsignGrad (declared at ops/tf_gaps.py:8): one per input (gradients, features).
+
+    In index notation, next to the code computing it:
+        grad_gradients = grad / (Abs(features) + 1)**2
+            i.e. `_sum_to_shape(grad / tmp0**2, gradients)`
+        grad_features = -2 * grad * backprops * sign(features) / (Abs(features) + 1)
+            i.e. `_sum_to_shape(-2 * backprops * grad * tf.math.sign(features) / tmp0, features)`
+    """
     tmp0 = tf.math.abs(features) + 1
     grad_gradients = _sum_to_shape(grad / tmp0**2, gradients)
     grad_features = _sum_to_shape(-2 * backprops * grad * tf.math.sign(features) / tmp0, features)

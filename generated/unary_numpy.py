@@ -55,7 +55,11 @@ def sigmoid(x):
 
 
 def sigmoid_grad(grad, x, *, y=None):
-    """Gradient of Sigmoid: one array per input (x)."""
+    """Gradient of Sigmoid: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * conj(y) * (1 - conj(y)), i.e. `grad * y * (1 - y)`
+    """
     if y is None:
         y = sigmoid(x)
     y = _conj(y)
@@ -90,7 +94,11 @@ def tanh(x):
 
 
 def tanh_grad(grad, x, *, y=None):
-    """Gradient of Tanh: one array per input (x)."""
+    """Gradient of Tanh: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (1 - conj(y)**2), i.e. `grad * (1 - y**2)`
+    """
     if y is None:
         y = tanh(x)
     y = _conj(y)
@@ -116,7 +124,11 @@ def exp(x):
 
 
 def exp_grad(grad, x, *, y=None):
-    """Gradient of Exp: one array per input (x)."""
+    """Gradient of Exp: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * conj(y), i.e. `grad * y`
+    """
     if y is None:
         y = exp(x)
     y = _conj(y)
@@ -147,7 +159,11 @@ def log(x):
 
 
 def log_grad(grad, x, *, y=None):
-    """Gradient of Log: one array per input (x)."""
+    """Gradient of Log: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / conj(x), i.e. `grad / x`
+    """
     x = _conj(x)
     grad_x = grad / x
     return (grad_x,)
@@ -169,7 +185,11 @@ def log1p(x):
 
 
 def log1p_grad(grad, x, *, y=None):
-    """Gradient of Log1p: one array per input (x)."""
+    """Gradient of Log1p: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / (conj(x) + 1), i.e. `grad / (x + 1)`
+    """
     x = _conj(x)
     grad_x = grad / (x + 1)
     return (grad_x,)
@@ -192,7 +212,11 @@ def expm1(x):
 
 
 def expm1_grad(grad, x, *, y=None):
-    """Gradient of Expm1: one array per input (x)."""
+    """Gradient of Expm1: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (conj(y) + 1), i.e. `grad * (y + 1)`
+    """
     if y is None:
         y = expm1(x)
     y = _conj(y)
@@ -223,7 +247,11 @@ def sqrt(x):
 
 
 def sqrt_grad(grad, x, *, y=None):
-    """Gradient of Sqrt: one array per input (x)."""
+    """Gradient of Sqrt: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / (2 * conj(y)), i.e. `(1 / 2) * grad / y`
+    """
     if y is None:
         y = sqrt(x)
     y = _conj(y)
@@ -247,7 +275,11 @@ def rsqrt(x):
 
 
 def rsqrt_grad(grad, x, *, y=None):
-    """Gradient of Rsqrt: one array per input (x)."""
+    """Gradient of Rsqrt: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * conj(y)**3 / 2, i.e. `-1 / 2 * grad * y**3`
+    """
     if y is None:
         y = rsqrt(x)
     y = _conj(y)
@@ -271,7 +303,11 @@ def reciprocal(x):
 
 
 def reciprocal_grad(grad, x, *, y=None):
-    """Gradient of Reciprocal: one array per input (x)."""
+    """Gradient of Reciprocal: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * conj(y)**2, i.e. `-grad * y**2`
+    """
     if y is None:
         y = reciprocal(x)
     y = _conj(y)
@@ -295,7 +331,11 @@ def inv(x):
 
 
 def inv_grad(grad, x, *, y=None):
-    """Gradient of Inv: one array per input (x)."""
+    """Gradient of Inv: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * conj(y)**2, i.e. `-grad * y**2`
+    """
     if y is None:
         y = inv(x)
     y = _conj(y)
@@ -319,7 +359,11 @@ def square(x):
 
 
 def square_grad(grad, x, *, y=None):
-    """Gradient of Square: one array per input (x)."""
+    """Gradient of Square: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = 2 * grad * conj(x), i.e. `2 * grad * x`
+    """
     x = _conj(x)
     grad_x = 2 * grad * x
     return (grad_x,)
@@ -354,7 +398,11 @@ def sin(x):
 
 
 def sin_grad(grad, x, *, y=None):
-    """Gradient of Sin: one array per input (x)."""
+    """Gradient of Sin: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * cos(conj(x)), i.e. `grad * np.cos(x)`
+    """
     x = _conj(x)
     grad_x = grad * np.cos(x)
     return (grad_x,)
@@ -376,7 +424,11 @@ def cos(x):
 
 
 def cos_grad(grad, x, *, y=None):
-    """Gradient of Cos: one array per input (x)."""
+    """Gradient of Cos: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * sin(conj(x)), i.e. `-grad * np.sin(x)`
+    """
     x = _conj(x)
     grad_x = -grad * np.sin(x)
     return (grad_x,)
@@ -398,7 +450,11 @@ def tan(x):
 
 
 def tan_grad(grad, x, *, y=None):
-    """Gradient of Tan: one array per input (x)."""
+    """Gradient of Tan: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (conj(y)**2 + 1), i.e. `grad * (y**2 + 1)`
+    """
     if y is None:
         y = tan(x)
     y = _conj(y)
@@ -424,7 +480,11 @@ def asin(x):
 
 
 def asin_grad(grad, x, *, y=None):
-    """Gradient of Asin: one array per input (x)."""
+    """Gradient of Asin: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / sqrt(1 - conj(x)**2), i.e. `grad / np.sqrt(1 - x**2)`
+    """
     x = _conj(x)
     grad_x = grad / np.sqrt(1 - x**2)
     return (grad_x,)
@@ -447,7 +507,11 @@ def acos(x):
 
 
 def acos_grad(grad, x, *, y=None):
-    """Gradient of Acos: one array per input (x)."""
+    """Gradient of Acos: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad / sqrt(1 - conj(x)**2), i.e. `-grad / np.sqrt(1 - x**2)`
+    """
     x = _conj(x)
     grad_x = -grad / np.sqrt(1 - x**2)
     return (grad_x,)
@@ -470,7 +534,11 @@ def atan(x):
 
 
 def atan_grad(grad, x, *, y=None):
-    """Gradient of Atan: one array per input (x)."""
+    """Gradient of Atan: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / (conj(x)**2 + 1), i.e. `grad / (x**2 + 1)`
+    """
     x = _conj(x)
     grad_x = grad / (x**2 + 1)
     return (grad_x,)
@@ -493,7 +561,11 @@ def sinh(x):
 
 
 def sinh_grad(grad, x, *, y=None):
-    """Gradient of Sinh: one array per input (x)."""
+    """Gradient of Sinh: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * cosh(conj(x)), i.e. `grad * np.cosh(x)`
+    """
     x = _conj(x)
     grad_x = grad * np.cosh(x)
     return (grad_x,)
@@ -515,7 +587,11 @@ def cosh(x):
 
 
 def cosh_grad(grad, x, *, y=None):
-    """Gradient of Cosh: one array per input (x)."""
+    """Gradient of Cosh: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * sinh(conj(x)), i.e. `grad * np.sinh(x)`
+    """
     x = _conj(x)
     grad_x = grad * np.sinh(x)
     return (grad_x,)
@@ -537,7 +613,11 @@ def asinh(x):
 
 
 def asinh_grad(grad, x, *, y=None):
-    """Gradient of Asinh: one array per input (x)."""
+    """Gradient of Asinh: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / sqrt(conj(x)**2 + 1), i.e. `grad / np.sqrt(x**2 + 1)`
+    """
     x = _conj(x)
     grad_x = grad / np.sqrt(x**2 + 1)
     return (grad_x,)
@@ -560,7 +640,12 @@ def acosh(x):
 
 
 def acosh_grad(grad, x, *, y=None):
-    """Gradient of Acosh: one array per input (x)."""
+    """Gradient of Acosh: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / (sqrt(conj(x) - 1) * sqrt(conj(x) + 1))
+            i.e. `grad / (np.sqrt(x - 1) * np.sqrt(x + 1))`
+    """
     x = _conj(x)
     grad_x = grad / (np.sqrt(x - 1) * np.sqrt(x + 1))
     return (grad_x,)
@@ -596,7 +681,11 @@ def atanh(x):
 
 
 def atanh_grad(grad, x, *, y=None):
-    """Gradient of Atanh: one array per input (x)."""
+    """Gradient of Atanh: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / (1 - conj(x)**2), i.e. `grad / (1 - x**2)`
+    """
     x = _conj(x)
     grad_x = grad / (1 - x**2)
     return (grad_x,)
@@ -619,7 +708,12 @@ def erf(x):
 
 
 def erf_grad(grad, x, *, y=None):
-    """Gradient of Erf: one array per input (x)."""
+    """Gradient of Erf: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = 2 * grad * exp(-x**2) / sqrt(pi)
+            i.e. `1.1283791670955126 * grad * np.exp(-(x**2))`
+    """
     grad_x = 1.1283791670955126 * grad * np.exp(-(x**2))
     return (grad_x,)
 
@@ -639,7 +733,12 @@ def erfc(x):
 
 
 def erfc_grad(grad, x, *, y=None):
-    """Gradient of Erfc: one array per input (x)."""
+    """Gradient of Erfc: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -2 * grad * exp(-x**2) / sqrt(pi)
+            i.e. `-1.1283791670955126 * grad * np.exp(-(x**2))`
+    """
     grad_x = -1.1283791670955126 * grad * np.exp(-(x**2))
     return (grad_x,)
 
@@ -661,7 +760,11 @@ def softplus(features):
 
 
 def softplus_grad(grad, features, *, activations=None):
-    """Gradient of Softplus: one array per input (features)."""
+    """Gradient of Softplus: one array per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = grad * sigmoid(features), i.e. `grad * scipy.special.expit(features)`
+    """
     grad_features = grad * scipy.special.expit(features)
     return (grad_features,)
 
@@ -687,7 +790,12 @@ def softsign(features):
 
 
 def softsign_grad(grad, features, *, activations=None):
-    """Gradient of Softsign: one array per input (features)."""
+    """Gradient of Softsign: one array per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = grad * (-activations * sign(features) / (Abs(features) + 1) + 1 /
+            (Abs(features) + 1)), i.e. `grad * (-activations * tmp0 * np.sign(features) + tmp0)`
+    """
     if activations is None:
         activations = softsign(features)
     tmp0 = 1 / (np.abs(features) + 1)
@@ -714,7 +822,11 @@ def relu(features):
 
 
 def relu_grad(grad, features, *, activations=None):
-    """Gradient of Relu: one array per input (features)."""
+    """Gradient of Relu: one array per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = (grad if features > 0 else 0), i.e. `np.where(features > 0, grad, 0)`
+    """
     grad_features = np.where(features > 0, grad, 0)
     return (grad_features,)
 
@@ -732,7 +844,12 @@ def relu6(features):
 
 
 def relu6_grad(grad, features, *, activations=None):
-    """Gradient of Relu6: one array per input (features)."""
+    """Gradient of Relu6: one array per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = (0 if features >= 6 or features <= 0 else grad)
+            i.e. `np.where((features >= 6) | (features <= 0), 0, grad)`
+    """
     grad_features = np.where((features >= 6) | (features <= 0), 0, grad)
     return (grad_features,)
 
@@ -752,7 +869,12 @@ def elu(features):
 
 
 def elu_grad(grad, features, *, activations=None):
-    """Gradient of Elu: one array per input (features)."""
+    """Gradient of Elu: one array per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = (grad if features > 0 else grad * exp(features))
+            i.e. `np.where(features > 0, grad, grad * np.exp(features))`
+    """
     grad_features = np.where(features > 0, grad, grad * np.exp(features))
     return (grad_features,)
 
@@ -775,7 +897,13 @@ def selu(features):
 
 
 def selu_grad(grad, features, *, activations=None):
-    """Gradient of Selu: one array per input (features)."""
+    """Gradient of Selu: one array per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = (1.0507009873554805 * grad if features >= 0 else 1.7580993408473768 * grad *
+            exp(features))
+            i.e. `np.where(features >= 0, 1.0507009873554805 * grad, 1.7580993408473768 * grad ...`
+    """
     grad_features = np.where(
         features >= 0, 1.0507009873554805 * grad, 1.7580993408473768 * grad * np.exp(features)
     )
@@ -800,7 +928,12 @@ def leaky_relu(features, *, alpha=0.2):
 
 
 def leaky_relu_grad(grad, features, *, activations=None, alpha=0.2):
-    """Gradient of LeakyRelu: one array per input (features)."""
+    """Gradient of LeakyRelu: one array per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = (grad if features > 0 else grad * alpha)
+            i.e. `np.where(features > 0, grad, alpha * grad)`
+    """
     grad_features = np.where(features > 0, grad, alpha * grad)
     return (grad_features,)
 
@@ -820,7 +953,11 @@ def absolute(x):
 
 
 def absolute_grad(grad, x, *, y=None):
-    """Gradient of Abs: one array per input (x)."""
+    """Gradient of Abs: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * sign(x), i.e. `grad * np.sign(x)`
+    """
     grad_x = grad * np.sign(x)
     return (grad_x,)
 
@@ -838,7 +975,11 @@ def negative(x):
 
 
 def negative_grad(grad, x, *, y=None):
-    """Gradient of Neg: one array per input (x)."""
+    """Gradient of Neg: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad
+    """
     grad_x = -grad
     return (grad_x,)
 

@@ -103,7 +103,11 @@ def _runs(raw, signature, attrs):
 
 
 def sigmoid_vjp(grad, x, y):
-    """Gradient of Sigmoid (declared at ops/unary.py:24): one per input (x)."""
+    """Gradient of Sigmoid (declared at ops/unary.py:24): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * conj(y) * (1 - conj(y)), i.e. `tf.raw_ops.SigmoidGrad(y=y, dy=grad)`
+    """
     y = tf.math.conj(y)
     grad_x = tf.raw_ops.SigmoidGrad(y=y, dy=grad)
     return (grad_x,)
@@ -143,7 +147,11 @@ _register("Sigmoid", sigmoid_grad)
 
 
 def tanh_vjp(grad, x, y):
-    """Gradient of Tanh (declared at ops/unary.py:30): one per input (x)."""
+    """Gradient of Tanh (declared at ops/unary.py:30): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (1 - conj(y)**2), i.e. `tf.raw_ops.TanhGrad(y=y, dy=grad)`
+    """
     y = tf.math.conj(y)
     grad_x = tf.raw_ops.TanhGrad(y=y, dy=grad)
     return (grad_x,)
@@ -183,7 +191,11 @@ _register("Tanh", tanh_grad)
 
 
 def exp_vjp(grad, x, y):
-    """Gradient of Exp (declared at ops/unary.py:36): one per input (x)."""
+    """Gradient of Exp (declared at ops/unary.py:36): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * conj(y), i.e. `grad * y`
+    """
     y = tf.math.conj(y)
     grad_x = grad * y
     return (grad_x,)
@@ -223,7 +235,11 @@ _register("Exp", exp_grad)
 
 
 def log_vjp(grad, x, y):
-    """Gradient of Log (declared at ops/unary.py:42): one per input (x)."""
+    """Gradient of Log (declared at ops/unary.py:42): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / conj(x), i.e. `grad / x`
+    """
     x = tf.math.conj(x)
     grad_x = grad / x
     return (grad_x,)
@@ -257,7 +273,11 @@ _register("Log", log_grad)
 
 
 def log1p_vjp(grad, x, y):
-    """Gradient of Log1p (declared at ops/unary.py:48): one per input (x)."""
+    """Gradient of Log1p (declared at ops/unary.py:48): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / (conj(x) + 1), i.e. `grad / (x + 1)`
+    """
     x = tf.math.conj(x)
     grad_x = grad / (x + 1)
     return (grad_x,)
@@ -291,7 +311,11 @@ _register("Log1p", log1p_grad)
 
 
 def expm1_vjp(grad, x, y):
-    """Gradient of Expm1 (declared at ops/unary.py:54): one per input (x)."""
+    """Gradient of Expm1 (declared at ops/unary.py:54): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (conj(y) + 1), i.e. `grad * (y + 1)`
+    """
     y = tf.math.conj(y)
     grad_x = grad * (y + 1)
     return (grad_x,)
@@ -331,7 +355,11 @@ _register("Expm1", expm1_grad)
 
 
 def sqrt_vjp(grad, x, y):
-    """Gradient of Sqrt (declared at ops/unary.py:63): one per input (x)."""
+    """Gradient of Sqrt (declared at ops/unary.py:63): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / (2 * conj(y)), i.e. `(1 / 2) * grad / y`
+    """
     y = tf.math.conj(y)
     grad_x = (1 / 2) * grad / y
     return (grad_x,)
@@ -371,7 +399,11 @@ _register("Sqrt", sqrt_grad)
 
 
 def rsqrt_vjp(grad, x, y):
-    """Gradient of Rsqrt (declared at ops/unary.py:69): one per input (x)."""
+    """Gradient of Rsqrt (declared at ops/unary.py:69): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * conj(y)**3 / 2, i.e. `-1 / 2 * grad * y**3`
+    """
     y = tf.math.conj(y)
     grad_x = -1 / 2 * grad * y**3
     return (grad_x,)
@@ -411,7 +443,11 @@ _register("Rsqrt", rsqrt_grad)
 
 
 def reciprocal_vjp(grad, x, y):
-    """Gradient of Reciprocal (declared at ops/unary.py:75): one per input (x)."""
+    """Gradient of Reciprocal (declared at ops/unary.py:75): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * conj(y)**2, i.e. `-grad * y**2`
+    """
     y = tf.math.conj(y)
     grad_x = -grad * y**2
     return (grad_x,)
@@ -451,7 +487,11 @@ _register("Reciprocal", reciprocal_grad)
 
 
 def inv_vjp(grad, x, y):
-    """Gradient of Inv (declared at ops/unary.py:81): one per input (x)."""
+    """Gradient of Inv (declared at ops/unary.py:81): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * conj(y)**2, i.e. `-grad * y**2`
+    """
     y = tf.math.conj(y)
     grad_x = -grad * y**2
     return (grad_x,)
@@ -491,7 +531,11 @@ _register("Inv", inv_grad)
 
 
 def square_vjp(grad, x, y):
-    """Gradient of Square (declared at ops/unary.py:87): one per input (x)."""
+    """Gradient of Square (declared at ops/unary.py:87): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = 2 * grad * conj(x), i.e. `2 * grad * x`
+    """
     x = tf.math.conj(x)
     grad_x = 2 * grad * x
     return (grad_x,)
@@ -525,7 +569,11 @@ _register("Square", square_grad)
 
 
 def sin_vjp(grad, x, y):
-    """Gradient of Sin (declared at ops/unary.py:96): one per input (x)."""
+    """Gradient of Sin (declared at ops/unary.py:96): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * cos(conj(x)), i.e. `grad * tf.math.cos(x)`
+    """
     x = tf.math.conj(x)
     grad_x = grad * tf.math.cos(x)
     return (grad_x,)
@@ -559,7 +607,11 @@ _register("Sin", sin_grad)
 
 
 def cos_vjp(grad, x, y):
-    """Gradient of Cos (declared at ops/unary.py:102): one per input (x)."""
+    """Gradient of Cos (declared at ops/unary.py:102): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * sin(conj(x)), i.e. `-grad * tf.math.sin(x)`
+    """
     x = tf.math.conj(x)
     grad_x = -grad * tf.math.sin(x)
     return (grad_x,)
@@ -593,7 +645,11 @@ _register("Cos", cos_grad)
 
 
 def tan_vjp(grad, x, y):
-    """Gradient of Tan (declared at ops/unary.py:108): one per input (x)."""
+    """Gradient of Tan (declared at ops/unary.py:108): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (conj(y)**2 + 1), i.e. `grad * (y**2 + 1)`
+    """
     y = tf.math.conj(y)
     grad_x = grad * (y**2 + 1)
     return (grad_x,)
@@ -633,7 +689,11 @@ _register("Tan", tan_grad)
 
 
 def asin_vjp(grad, x, y):
-    """Gradient of Asin (declared at ops/unary.py:114): one per input (x)."""
+    """Gradient of Asin (declared at ops/unary.py:114): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / sqrt(1 - conj(x)**2), i.e. `grad / tf.math.sqrt(1 - x**2)`
+    """
     x = tf.math.conj(x)
     grad_x = grad / tf.math.sqrt(1 - x**2)
     return (grad_x,)
@@ -667,7 +727,11 @@ _register("Asin", asin_grad)
 
 
 def acos_vjp(grad, x, y):
-    """Gradient of Acos (declared at ops/unary.py:120): one per input (x)."""
+    """Gradient of Acos (declared at ops/unary.py:120): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad / sqrt(1 - conj(x)**2), i.e. `-grad / tf.math.sqrt(1 - x**2)`
+    """
     x = tf.math.conj(x)
     grad_x = -grad / tf.math.sqrt(1 - x**2)
     return (grad_x,)
@@ -701,7 +765,11 @@ _register("Acos", acos_grad)
 
 
 def atan_vjp(grad, x, y):
-    """Gradient of Atan (declared at ops/unary.py:126): one per input (x)."""
+    """Gradient of Atan (declared at ops/unary.py:126): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / (conj(x)**2 + 1), i.e. `grad / (x**2 + 1)`
+    """
     x = tf.math.conj(x)
     grad_x = grad / (x**2 + 1)
     return (grad_x,)
@@ -735,7 +803,11 @@ _register("Atan", atan_grad)
 
 
 def sinh_vjp(grad, x, y):
-    """Gradient of Sinh (declared at ops/unary.py:132): one per input (x)."""
+    """Gradient of Sinh (declared at ops/unary.py:132): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * cosh(conj(x)), i.e. `grad * tf.math.cosh(x)`
+    """
     x = tf.math.conj(x)
     grad_x = grad * tf.math.cosh(x)
     return (grad_x,)
@@ -769,7 +841,11 @@ _register("Sinh", sinh_grad)
 
 
 def cosh_vjp(grad, x, y):
-    """Gradient of Cosh (declared at ops/unary.py:138): one per input (x)."""
+    """Gradient of Cosh (declared at ops/unary.py:138): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * sinh(conj(x)), i.e. `grad * tf.math.sinh(x)`
+    """
     x = tf.math.conj(x)
     grad_x = grad * tf.math.sinh(x)
     return (grad_x,)
@@ -803,7 +879,11 @@ _register("Cosh", cosh_grad)
 
 
 def asinh_vjp(grad, x, y):
-    """Gradient of Asinh (declared at ops/unary.py:144): one per input (x)."""
+    """Gradient of Asinh (declared at ops/unary.py:144): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / sqrt(conj(x)**2 + 1), i.e. `grad / tf.math.sqrt(x**2 + 1)`
+    """
     x = tf.math.conj(x)
     grad_x = grad / tf.math.sqrt(x**2 + 1)
     return (grad_x,)
@@ -837,7 +917,12 @@ _register("Asinh", asinh_grad)
 
 
 def acosh_vjp(grad, x, y):
-    """Gradient of Acosh (declared at ops/unary.py:150): one per input (x)."""
+    """Gradient of Acosh (declared at ops/unary.py:150): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / (sqrt(conj(x) - 1) * sqrt(conj(x) + 1))
+            i.e. `grad / (tf.math.sqrt(x - 1) * tf.math.sqrt(x + 1))`
+    """
     x = tf.math.conj(x)
     grad_x = grad / (tf.math.sqrt(x - 1) * tf.math.sqrt(x + 1))
     return (grad_x,)
@@ -871,7 +956,11 @@ _register("Acosh", acosh_grad)
 
 
 def atanh_vjp(grad, x, y):
-    """Gradient of Atanh (declared at ops/unary.py:156): one per input (x)."""
+    """Gradient of Atanh (declared at ops/unary.py:156): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / (1 - conj(x)**2), i.e. `grad / (1 - x**2)`
+    """
     x = tf.math.conj(x)
     grad_x = grad / (1 - x**2)
     return (grad_x,)
@@ -905,7 +994,12 @@ _register("Atanh", atanh_grad)
 
 
 def erf_vjp(grad, x, y):
-    """Gradient of Erf (declared at ops/unary.py:165): one per input (x)."""
+    """Gradient of Erf (declared at ops/unary.py:165): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = 2 * grad * exp(-x**2) / sqrt(pi)
+            i.e. `1.1283791670955126 * grad * tf.math.exp(-(x**2))`
+    """
     grad_x = 1.1283791670955126 * grad * tf.math.exp(-(x**2))
     return (grad_x,)
 
@@ -938,7 +1032,12 @@ _register("Erf", erf_grad)
 
 
 def erfc_vjp(grad, x, y):
-    """Gradient of Erfc (declared at ops/unary.py:171): one per input (x)."""
+    """Gradient of Erfc (declared at ops/unary.py:171): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -2 * grad * exp(-x**2) / sqrt(pi)
+            i.e. `-1.1283791670955126 * grad * tf.math.exp(-(x**2))`
+    """
     grad_x = -1.1283791670955126 * grad * tf.math.exp(-(x**2))
     return (grad_x,)
 
@@ -971,7 +1070,12 @@ _register("Erfc", erfc_grad)
 
 
 def softplus_vjp(grad, features, activations):
-    """Gradient of Softplus (declared at ops/unary.py:180): one per input (features)."""
+    """Gradient of Softplus (declared at ops/unary.py:180): one per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = grad * sigmoid(features)
+            i.e. `tf.raw_ops.SoftplusGrad(gradients=grad, features=features)`
+    """
     grad_features = tf.raw_ops.SoftplusGrad(gradients=grad, features=features)
     return (grad_features,)
 
@@ -1013,7 +1117,13 @@ _register("Softplus", softplus_grad)
 
 
 def softsign_vjp(grad, features, activations):
-    """Gradient of Softsign (declared at ops/unary.py:191): one per input (features)."""
+    """Gradient of Softsign (declared at ops/unary.py:191): one per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = grad * (-activations * sign(features) / (Abs(features) + 1) + 1 /
+            (Abs(features) + 1))
+            i.e. `grad * (-activations * tmp0 * tf.math.sign(features) + tmp0)`
+    """
     tmp0 = 1 / (tf.math.abs(features) + 1)
     grad_features = grad * (-activations * tmp0 * tf.math.sign(features) + tmp0)
     return (grad_features,)
@@ -1053,7 +1163,12 @@ _register("Softsign", softsign_grad)
 
 
 def relu_vjp(grad, features, activations):
-    """Gradient of Relu (declared at ops/unary.py:198): one per input (features)."""
+    """Gradient of Relu (declared at ops/unary.py:198): one per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = (grad if features > 0 else 0)
+            i.e. `tf.raw_ops.ReluGrad(gradients=grad, features=features)`
+    """
     grad_features = tf.raw_ops.ReluGrad(gradients=grad, features=features)
     return (grad_features,)
 
@@ -1086,7 +1201,12 @@ _register("Relu", relu_grad)
 
 
 def relu6_vjp(grad, features, activations):
-    """Gradient of Relu6 (declared at ops/unary.py:205): one per input (features)."""
+    """Gradient of Relu6 (declared at ops/unary.py:205): one per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = (0 if features >= 6 or features <= 0 else grad)
+            i.e. `tf.where((features >= 6) | (features <= 0), tf.constant(0, grad.dtype), grad)`
+    """
     grad_features = tf.where((features >= 6) | (features <= 0), tf.constant(0, grad.dtype), grad)
     return (grad_features,)
 
@@ -1123,7 +1243,12 @@ _register("Relu6", relu6_grad)
 
 
 def elu_vjp(grad, features, activations):
-    """Gradient of Elu (declared at ops/unary.py:212): one per input (features)."""
+    """Gradient of Elu (declared at ops/unary.py:212): one per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = (grad if features > 0 else grad * exp(features))
+            i.e. `tf.where(features > 0, grad, tf.where(features > 0, tf.constant(1, ...`
+    """
     grad_features = tf.where(
         features > 0,
         grad,
@@ -1165,7 +1290,13 @@ _register("Elu", elu_grad)
 
 
 def selu_vjp(grad, features, activations):
-    """Gradient of Selu (declared at ops/unary.py:219): one per input (features)."""
+    """Gradient of Selu (declared at ops/unary.py:219): one per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = (1.0507009873554805 * grad if features >= 0 else 1.7580993408473768 * grad *
+            exp(features))
+            i.e. `tf.where(features >= 0, 1.0507009873554805 * grad, 1.7580993408473768 * ...`
+    """
     grad_features = tf.where(
         features >= 0,
         1.0507009873554805 * grad,
@@ -1209,7 +1340,12 @@ _register("Selu", selu_grad)
 
 
 def leaky_relu_vjp(grad, features, activations, *, alpha=0.2):
-    """Gradient of LeakyRelu (declared at ops/unary.py:229): one per input (features)."""
+    """Gradient of LeakyRelu (declared at ops/unary.py:229): one per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = (grad if features > 0 else grad * alpha)
+            i.e. `tf.where(features > 0, grad, alpha * grad)`
+    """
     grad_features = tf.where(features > 0, grad, alpha * grad)
     return (grad_features,)
 
@@ -1242,7 +1378,11 @@ _register("LeakyRelu", leaky_relu_grad)
 
 
 def absolute_vjp(grad, x, y):
-    """Gradient of Abs (declared at ops/unary.py:239): one per input (x)."""
+    """Gradient of Abs (declared at ops/unary.py:239): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * sign(x), i.e. `grad * tf.math.sign(x)`
+    """
     grad_x = grad * tf.math.sign(x)
     return (grad_x,)
 
@@ -1275,7 +1415,11 @@ _register("Abs", absolute_grad)
 
 
 def negative_vjp(grad, x, y):
-    """Gradient of Neg (declared at ops/unary.py:246): one per input (x)."""
+    """Gradient of Neg (declared at ops/unary.py:246): one per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad
+    """
     grad_x = -grad
     return (grad_x,)
 

@@ -39,7 +39,11 @@ def sigmoid_forward(x):
 
 
 def sigmoid_vjp(grad, x, *, y=None):
-    """Gradient of Sigmoid: one array per input (x)."""
+    """Gradient of Sigmoid: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * conj(y) * (1 - conj(y)), i.e. `grad * y * (1 - y)`
+    """
     if y is None:
         y = sigmoid_forward(x)
     y = _conj(y)
@@ -77,7 +81,11 @@ def tanh_forward(x):
 
 
 def tanh_vjp(grad, x, *, y=None):
-    """Gradient of Tanh: one array per input (x)."""
+    """Gradient of Tanh: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (1 - conj(y)**2), i.e. `grad * (1 - y**2)`
+    """
     if y is None:
         y = tanh_forward(x)
     y = _conj(y)
@@ -115,7 +123,11 @@ def exp_forward(x):
 
 
 def exp_vjp(grad, x, *, y=None):
-    """Gradient of Exp: one array per input (x)."""
+    """Gradient of Exp: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * conj(y), i.e. `grad * y`
+    """
     if y is None:
         y = exp_forward(x)
     y = _conj(y)
@@ -153,7 +165,11 @@ def log_forward(x):
 
 
 def log_vjp(grad, x, *, y=None):
-    """Gradient of Log: one array per input (x)."""
+    """Gradient of Log: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / conj(x), i.e. `grad / x`
+    """
     x = _conj(x)
     grad_x = grad / x
     return (grad_x,)
@@ -189,7 +205,11 @@ def log1p_forward(x):
 
 
 def log1p_vjp(grad, x, *, y=None):
-    """Gradient of Log1p: one array per input (x)."""
+    """Gradient of Log1p: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / (conj(x) + 1), i.e. `grad / (x + 1)`
+    """
     x = _conj(x)
     grad_x = grad / (x + 1)
     return (grad_x,)
@@ -225,7 +245,11 @@ def expm1_forward(x):
 
 
 def expm1_vjp(grad, x, *, y=None):
-    """Gradient of Expm1: one array per input (x)."""
+    """Gradient of Expm1: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (conj(y) + 1), i.e. `grad * (y + 1)`
+    """
     if y is None:
         y = expm1_forward(x)
     y = _conj(y)
@@ -263,7 +287,11 @@ def sqrt_forward(x):
 
 
 def sqrt_vjp(grad, x, *, y=None):
-    """Gradient of Sqrt: one array per input (x)."""
+    """Gradient of Sqrt: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / (2 * conj(y)), i.e. `(1 / 2) * grad / y`
+    """
     if y is None:
         y = sqrt_forward(x)
     y = _conj(y)
@@ -301,7 +329,11 @@ def rsqrt_forward(x):
 
 
 def rsqrt_vjp(grad, x, *, y=None):
-    """Gradient of Rsqrt: one array per input (x)."""
+    """Gradient of Rsqrt: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * conj(y)**3 / 2, i.e. `-1 / 2 * grad * y**3`
+    """
     if y is None:
         y = rsqrt_forward(x)
     y = _conj(y)
@@ -339,7 +371,11 @@ def reciprocal_forward(x):
 
 
 def reciprocal_vjp(grad, x, *, y=None):
-    """Gradient of Reciprocal: one array per input (x)."""
+    """Gradient of Reciprocal: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * conj(y)**2, i.e. `-grad * y**2`
+    """
     if y is None:
         y = reciprocal_forward(x)
     y = _conj(y)
@@ -377,7 +413,11 @@ def inv_forward(x):
 
 
 def inv_vjp(grad, x, *, y=None):
-    """Gradient of Inv: one array per input (x)."""
+    """Gradient of Inv: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * conj(y)**2, i.e. `-grad * y**2`
+    """
     if y is None:
         y = inv_forward(x)
     y = _conj(y)
@@ -415,7 +455,11 @@ def square_forward(x):
 
 
 def square_vjp(grad, x, *, y=None):
-    """Gradient of Square: one array per input (x)."""
+    """Gradient of Square: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = 2 * grad * conj(x), i.e. `2 * grad * x`
+    """
     x = _conj(x)
     grad_x = 2 * grad * x
     return (grad_x,)
@@ -451,7 +495,11 @@ def sin_forward(x):
 
 
 def sin_vjp(grad, x, *, y=None):
-    """Gradient of Sin: one array per input (x)."""
+    """Gradient of Sin: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * cos(conj(x)), i.e. `grad * torch.cos(x)`
+    """
     x = _conj(x)
     grad_x = grad * torch.cos(x)
     return (grad_x,)
@@ -487,7 +535,11 @@ def cos_forward(x):
 
 
 def cos_vjp(grad, x, *, y=None):
-    """Gradient of Cos: one array per input (x)."""
+    """Gradient of Cos: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad * sin(conj(x)), i.e. `-grad * torch.sin(x)`
+    """
     x = _conj(x)
     grad_x = -grad * torch.sin(x)
     return (grad_x,)
@@ -523,7 +575,11 @@ def tan_forward(x):
 
 
 def tan_vjp(grad, x, *, y=None):
-    """Gradient of Tan: one array per input (x)."""
+    """Gradient of Tan: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * (conj(y)**2 + 1), i.e. `grad * (y**2 + 1)`
+    """
     if y is None:
         y = tan_forward(x)
     y = _conj(y)
@@ -561,7 +617,11 @@ def asin_forward(x):
 
 
 def asin_vjp(grad, x, *, y=None):
-    """Gradient of Asin: one array per input (x)."""
+    """Gradient of Asin: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / sqrt(1 - conj(x)**2), i.e. `grad / torch.sqrt(1 - x**2)`
+    """
     x = _conj(x)
     grad_x = grad / torch.sqrt(1 - x**2)
     return (grad_x,)
@@ -597,7 +657,11 @@ def acos_forward(x):
 
 
 def acos_vjp(grad, x, *, y=None):
-    """Gradient of Acos: one array per input (x)."""
+    """Gradient of Acos: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad / sqrt(1 - conj(x)**2), i.e. `-grad / torch.sqrt(1 - x**2)`
+    """
     x = _conj(x)
     grad_x = -grad / torch.sqrt(1 - x**2)
     return (grad_x,)
@@ -633,7 +697,11 @@ def atan_forward(x):
 
 
 def atan_vjp(grad, x, *, y=None):
-    """Gradient of Atan: one array per input (x)."""
+    """Gradient of Atan: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / (conj(x)**2 + 1), i.e. `grad / (x**2 + 1)`
+    """
     x = _conj(x)
     grad_x = grad / (x**2 + 1)
     return (grad_x,)
@@ -669,7 +737,11 @@ def sinh_forward(x):
 
 
 def sinh_vjp(grad, x, *, y=None):
-    """Gradient of Sinh: one array per input (x)."""
+    """Gradient of Sinh: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * cosh(conj(x)), i.e. `grad * torch.cosh(x)`
+    """
     x = _conj(x)
     grad_x = grad * torch.cosh(x)
     return (grad_x,)
@@ -705,7 +777,11 @@ def cosh_forward(x):
 
 
 def cosh_vjp(grad, x, *, y=None):
-    """Gradient of Cosh: one array per input (x)."""
+    """Gradient of Cosh: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * sinh(conj(x)), i.e. `grad * torch.sinh(x)`
+    """
     x = _conj(x)
     grad_x = grad * torch.sinh(x)
     return (grad_x,)
@@ -741,7 +817,11 @@ def asinh_forward(x):
 
 
 def asinh_vjp(grad, x, *, y=None):
-    """Gradient of Asinh: one array per input (x)."""
+    """Gradient of Asinh: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / sqrt(conj(x)**2 + 1), i.e. `grad / torch.sqrt(x**2 + 1)`
+    """
     x = _conj(x)
     grad_x = grad / torch.sqrt(x**2 + 1)
     return (grad_x,)
@@ -777,7 +857,12 @@ def acosh_forward(x):
 
 
 def acosh_vjp(grad, x, *, y=None):
-    """Gradient of Acosh: one array per input (x)."""
+    """Gradient of Acosh: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / (sqrt(conj(x) - 1) * sqrt(conj(x) + 1))
+            i.e. `grad / (torch.sqrt(x - 1) * torch.sqrt(x + 1))`
+    """
     x = _conj(x)
     grad_x = grad / (torch.sqrt(x - 1) * torch.sqrt(x + 1))
     return (grad_x,)
@@ -813,7 +898,11 @@ def atanh_forward(x):
 
 
 def atanh_vjp(grad, x, *, y=None):
-    """Gradient of Atanh: one array per input (x)."""
+    """Gradient of Atanh: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad / (1 - conj(x)**2), i.e. `grad / (1 - x**2)`
+    """
     x = _conj(x)
     grad_x = grad / (1 - x**2)
     return (grad_x,)
@@ -849,7 +938,12 @@ def erf_forward(x):
 
 
 def erf_vjp(grad, x, *, y=None):
-    """Gradient of Erf: one array per input (x)."""
+    """Gradient of Erf: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = 2 * grad * exp(-x**2) / sqrt(pi)
+            i.e. `1.1283791670955126 * grad * torch.exp(-(x**2))`
+    """
     grad_x = 1.1283791670955126 * grad * torch.exp(-(x**2))
     return (grad_x,)
 
@@ -884,7 +978,12 @@ def erfc_forward(x):
 
 
 def erfc_vjp(grad, x, *, y=None):
-    """Gradient of Erfc: one array per input (x)."""
+    """Gradient of Erfc: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -2 * grad * exp(-x**2) / sqrt(pi)
+            i.e. `-1.1283791670955126 * grad * torch.exp(-(x**2))`
+    """
     grad_x = -1.1283791670955126 * grad * torch.exp(-(x**2))
     return (grad_x,)
 
@@ -921,7 +1020,11 @@ def softplus_forward(features):
 
 
 def softplus_vjp(grad, features, *, activations=None):
-    """Gradient of Softplus: one array per input (features)."""
+    """Gradient of Softplus: one array per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = grad * sigmoid(features), i.e. `grad * torch.special.expit(features)`
+    """
     grad_features = grad * torch.special.expit(features)
     return (grad_features,)
 
@@ -956,7 +1059,12 @@ def softsign_forward(features):
 
 
 def softsign_vjp(grad, features, *, activations=None):
-    """Gradient of Softsign: one array per input (features)."""
+    """Gradient of Softsign: one array per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = grad * (-activations * sign(features) / (Abs(features) + 1) + 1 /
+            (Abs(features) + 1)), i.e. `grad * (-activations * tmp0 * torch.sign(features) + tmp0)`
+    """
     if activations is None:
         activations = softsign_forward(features)
     tmp0 = 1 / (torch.abs(features) + 1)
@@ -994,7 +1102,11 @@ def relu_forward(features):
 
 
 def relu_vjp(grad, features, *, activations=None):
-    """Gradient of Relu: one array per input (features)."""
+    """Gradient of Relu: one array per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = (grad if features > 0 else 0), i.e. `torch.where(features > 0, grad, 0)`
+    """
     grad_features = torch.where(features > 0, grad, 0)
     return (grad_features,)
 
@@ -1029,7 +1141,12 @@ def relu6_forward(features):
 
 
 def relu6_vjp(grad, features, *, activations=None):
-    """Gradient of Relu6: one array per input (features)."""
+    """Gradient of Relu6: one array per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = (0 if features >= 6 or features <= 0 else grad)
+            i.e. `torch.where((features >= 6) | (features <= 0), 0, grad)`
+    """
     grad_features = torch.where((features >= 6) | (features <= 0), 0, grad)
     return (grad_features,)
 
@@ -1064,7 +1181,12 @@ def elu_forward(features):
 
 
 def elu_vjp(grad, features, *, activations=None):
-    """Gradient of Elu: one array per input (features)."""
+    """Gradient of Elu: one array per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = (grad if features > 0 else grad * exp(features))
+            i.e. `torch.where(features > 0, grad, torch.where(features > 0, 1, grad) * ...`
+    """
     grad_features = torch.where(
         features > 0,
         grad,
@@ -1105,7 +1227,13 @@ def selu_forward(features):
 
 
 def selu_vjp(grad, features, *, activations=None):
-    """Gradient of Selu: one array per input (features)."""
+    """Gradient of Selu: one array per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = (1.0507009873554805 * grad if features >= 0 else 1.7580993408473768 * grad *
+            exp(features))
+            i.e. `torch.where(features >= 0, 1.0507009873554805 * grad, 1.7580993408473768 * ...`
+    """
     grad_features = torch.where(
         features >= 0,
         1.0507009873554805 * grad,
@@ -1146,7 +1274,12 @@ def leaky_relu_forward(features, *, alpha=0.2):
 
 
 def leaky_relu_vjp(grad, features, *, activations=None, alpha=0.2):
-    """Gradient of LeakyRelu: one array per input (features)."""
+    """Gradient of LeakyRelu: one array per input (features).
+
+    In index notation, next to the code computing it:
+        grad_features = (grad if features > 0 else grad * alpha)
+            i.e. `torch.where(features > 0, grad, alpha * grad)`
+    """
     grad_features = torch.where(features > 0, grad, alpha * grad)
     return (grad_features,)
 
@@ -1183,7 +1316,11 @@ def absolute_forward(x):
 
 
 def absolute_vjp(grad, x, *, y=None):
-    """Gradient of Abs: one array per input (x)."""
+    """Gradient of Abs: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = grad * sign(x), i.e. `grad * torch.sign(x)`
+    """
     grad_x = grad * torch.sign(x)
     return (grad_x,)
 
@@ -1218,7 +1355,11 @@ def negative_forward(x):
 
 
 def negative_vjp(grad, x, *, y=None):
-    """Gradient of Neg: one array per input (x)."""
+    """Gradient of Neg: one array per input (x).
+
+    In index notation, next to the code computing it:
+        grad_x = -grad
+    """
     grad_x = -grad
     return (grad_x,)
 
