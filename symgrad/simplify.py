@@ -19,7 +19,7 @@ import sympy as sp
 from symgrad.declare import ELEMENTWISE
 from symgrad.derivation import Derivation, TensorValue, Term
 from symgrad.derive import strip_stop_gradient
-from symgrad.functions import guarded, safe_where
+from symgrad.guards import guarded, safe_where
 from symgrad.stability import point_value, stabilized
 from symgrad.reuse import reuse_forward_outputs, reuse_in_factor, reuse_tensor_outputs
 from symgrad.stages import is_read_of, tensors_read

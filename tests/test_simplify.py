@@ -14,7 +14,8 @@ import sympy as sp
 from symgrad import elementwise
 from symgrad.instantiate import instantiate
 from symgrad.derive import derive
-from symgrad.functions import has_partial_function, recomputed_or_reused, safe_where, sigmoid
+from symgrad.functions import recomputed_or_reused, sigmoid
+from symgrad.guards import has_partial_function, safe_where
 from symgrad.fused import KERNELS
 from symgrad.simplify import share_subexpressions, simplify
 

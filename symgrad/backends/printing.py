@@ -5,7 +5,8 @@ from __future__ import annotations
 import sympy as sp
 from sympy.printing.precedence import PRECEDENCE
 
-from symgrad.functions import safe_where, scaled_besseli
+from symgrad.functions import scaled_besseli
+from symgrad.guards import safe_where
 
 
 SCAN_IDENTITY = {"sum": "0", "prod": "1", "logsumexp": "-float('inf')"}  # an exclusive scan's first entry

@@ -67,7 +67,7 @@ class Branch:
     largest_term: str = ""  # the expression that array holds, and its axes (for errors)
     rank_bound: int = 0  # most axes an intermediate may have: no Jacobian (0: not checked)
     # the statements again, each `Piecewise` guarded before subexpressions were shared, for a
-    # target whose code is differentiated again (`functions.guarded`); None: `body` is that
+    # target whose code is differentiated again (`guards.guarded`); None: `body` is that
     guarded_body: tuple[Assign | Recompute, ...] | None = None
     formulas: tuple[Formula, ...] = ()  # a gradient's values in index notation (its docstring's)
 

@@ -8,7 +8,8 @@ from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.pycode import PythonCodePrinter, _known_functions_math
 
 from symgrad import ir
-from symgrad.functions import dawsn, guarded, rint, sigmoid, softplus
+from symgrad.functions import dawsn, rint, sigmoid, softplus
+from symgrad.guards import guarded
 from symgrad.backends.printing import ArrayCodeMixin, integer_form, merged_shape, nested as _nested
 
 
