@@ -268,6 +268,8 @@ COMPOSED: tuple[Case, ...] = (
 ROWS = (4096, 1024)  # a batch of activations: 4096 rows of 1024 features
 LOGITS = (256, 4096)  # 256 rows of 4096 classes
 
+MIRROR_PADDINGS = [[0, 0], [2, 2], [2, 2], [0, 0]]
+
 CASES: tuple[Case, ...] = (
     *(matmul(ta, tb) for ta in (False, True) for tb in (False, True)),
     batch_matmul(
@@ -380,6 +382,14 @@ CASES: tuple[Case, ...] = (
         jax=lambda m, x, w: m.lax.conv_general_dilated(
             x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
         ),
+    ),
+    Case(
+        "MirrorPad",
+        "32x64x64x16, 2 each side of H and W, REFLECT",
+        sizes(((32, 64, 64, 16),), ((8, 32, 32, 16),), ((2, 8, 8, 3),)),
+        {"paddings": MIRROR_PADDINGS, "mode": "REFLECT"},
+        tf_op=lambda tf, x: tf.raw_ops.MirrorPad(input=x, paddings=MIRROR_PADDINGS, mode="REFLECT"),
+        jax=lambda m, x: m.np.pad(x, MIRROR_PADDINGS, mode="reflect"),
     ),
     *COMPOSED,
 )

@@ -35,6 +35,30 @@ def _gather(x, positions, axis, fill=0):
     return torch.where(inside, taken, torch.as_tensor(fill, dtype=taken.dtype))
 
 
+def _scatter_add(values, positions, trailing, size):
+    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
+    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
+    are dropped (`index_add`, never a one-hot matrix)."""
+    positions = torch.as_tensor(positions).long()
+    count = positions.ndim
+    values = torch.reshape(
+        values, (1,) * max(0, count + trailing - values.ndim) + tuple(values.shape)
+    )
+    start = values.ndim - trailing - count
+    shape = tuple(values.shape)
+    values = torch.broadcast_to(
+        values, shape[:start] + tuple(positions.shape) + shape[start + count :]
+    )
+    moved = torch.movedim(values, tuple(range(start, start + count)), tuple(range(count)))
+    rest = tuple(moved.shape[count:])
+    flat, slots = torch.reshape(moved, (-1,) + rest), torch.reshape(positions, (-1,))
+    inside = (slots >= 0) & (slots < size)
+    summed = torch.zeros((size,) + rest, dtype=values.dtype).index_add(
+        0, slots[inside], flat[inside]
+    )
+    return torch.movedim(summed, 0, start)
+
+
 def tile(input, *, multiples):
     """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:22); differentiated by tile_vjp."""
     return _TileFunction.apply(multiples, input)
@@ -165,752 +189,239 @@ def mirror_pad_forward(input, *, mode="REFLECT", paddings):
     """MirrorPad's formula."""
     rank = np.ndim(input)
     paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = np.shape(input)[-1]
     if rank == 1 and mode == "REFLECT":
-        t0 = np.shape(input)[-1]
         t1 = paddings[0][0] + paddings[0][1] + t0
         t2 = torch.arange(int(t1))
-        t3 = paddings[0][0] - t2
-        t4 = _gather(input, t3, -1)
-        t5 = paddings[0][0] > t2
-        t6 = paddings[0][0] + 2 * t0 - t2 - 2
-        t7 = _gather(input, t6, -1)
-        t8 = t2 >= paddings[0][0] + t0
-        t9 = -paddings[0][0] + t2
-        t10 = _gather(input, t9, -1)
-        output = t10 + torch.where(t5, t4, 0) + torch.where(t8, t7, 0)
+        t3 = torch.where(
+            paddings[0][0] - t2 > 0,
+            paddings[0][0] - t2,
+            torch.where(
+                t0 <= -paddings[0][0] + t2, paddings[0][0] + 2 * t0 - t2 - 2, -paddings[0][0] + t2
+            ),
+        )
+        output = _gather(input, t3, -1)
     elif rank == 1 and mode == "SYMMETRIC":
-        t0 = np.shape(input)[-1]
         t1 = paddings[0][0] + paddings[0][1] + t0
         t2 = torch.arange(int(t1))
-        t3 = -paddings[0][0] + t2
-        t4 = _gather(input, t3, -1)
-        t5 = paddings[0][0] - t2 - 1
-        t6 = _gather(input, t5, -1)
-        t7 = paddings[0][0] + 2 * t0 - t2 - 1
-        t8 = _gather(input, t7, -1)
-        output = t4 + t6 + t8
+        t3 = torch.where(
+            paddings[0][0] - t2 > 0,
+            paddings[0][0] - t2 - 1,
+            torch.where(
+                t0 <= -paddings[0][0] + t2, paddings[0][0] + 2 * t0 - t2 - 1, -paddings[0][0] + t2
+            ),
+        )
+        output = _gather(input, t3, -1)
     elif rank == 2 and mode == "REFLECT":
-        t0 = np.shape(input)[-1]
         t1 = paddings[1][0] + paddings[1][1] + t0
         t2 = torch.arange(int(t1))
-        t3 = paddings[1][0] - t2
+        t3 = torch.where(
+            paddings[1][0] - t2 > 0,
+            paddings[1][0] - t2,
+            torch.where(
+                t0 <= -paddings[1][0] + t2, paddings[1][0] + 2 * t0 - t2 - 2, -paddings[1][0] + t2
+            ),
+        )
         t4 = _gather(input, t3, -1)
         t5 = np.shape(input)[-2]
         t6 = paddings[0][0] + paddings[0][1] + t5
         t7 = torch.arange(int(t6))
-        t8 = -paddings[0][0] + t7
-        t9 = _gather(t4, t8, -2)
-        t10 = paddings[1][0] > t2
-        t11 = paddings[1][0] + 2 * t0 - t2 - 2
-        t12 = _gather(input, t11, -1)
-        t13 = _gather(t12, t8, -2)
-        t14 = t2 >= paddings[1][0] + t0
-        t15 = -paddings[1][0] + t2
-        t16 = _gather(input, t15, -1)
-        t17 = paddings[0][0] - t7
-        t18 = _gather(t16, t17, -2)
-        t19 = paddings[0][0] > t7
-        t20 = t19[..., None]
-        t21 = paddings[0][0] + 2 * t5 - t7 - 2
-        t22 = _gather(t16, t21, -2)
-        t23 = t7 >= paddings[0][0] + t5
-        t24 = t23[..., None]
-        t25 = _gather(t4, t17, -2)
-        t26 = _gather(t12, t17, -2)
-        t27 = _gather(t4, t21, -2)
-        t28 = _gather(t12, t21, -2)
-        t29 = _gather(t16, t8, -2)
-        output = (
-            torch.where(t14, t13, 0)
-            + torch.where(t20, t18, 0)
-            + torch.where(t24, t22, 0)
-            + torch.where(t10 & t20, t25, 0)
-            + torch.where(t14 & t20, t26, 0)
-            + torch.where(t10 & t24, t27, 0)
-            + torch.where(t14 & t24, t28, 0)
-            + t29
-            + torch.where(t10, t9, 0)
+        t8 = torch.where(
+            paddings[0][0] - t7 > 0,
+            paddings[0][0] - t7,
+            torch.where(
+                t5 <= -paddings[0][0] + t7, paddings[0][0] + 2 * t5 - t7 - 2, -paddings[0][0] + t7
+            ),
         )
+        output = _gather(t4, t8, -2)
     elif rank == 2 and mode == "SYMMETRIC":
-        t0 = np.shape(input)[-1]
         t1 = paddings[1][0] + paddings[1][1] + t0
         t2 = torch.arange(int(t1))
-        t3 = -paddings[1][0] + t2
+        t3 = torch.where(
+            paddings[1][0] - t2 > 0,
+            paddings[1][0] - t2 - 1,
+            torch.where(
+                t0 <= -paddings[1][0] + t2, paddings[1][0] + 2 * t0 - t2 - 1, -paddings[1][0] + t2
+            ),
+        )
         t4 = _gather(input, t3, -1)
         t5 = np.shape(input)[-2]
         t6 = paddings[0][0] + paddings[0][1] + t5
         t7 = torch.arange(int(t6))
-        t8 = -paddings[0][0] + t7
-        t9 = _gather(t4, t8, -2)
-        t10 = paddings[1][0] - t2 - 1
-        t11 = _gather(input, t10, -1)
-        t12 = _gather(t11, t8, -2)
-        t13 = paddings[1][0] + 2 * t0 - t2 - 1
-        t14 = _gather(input, t13, -1)
-        t15 = _gather(t14, t8, -2)
-        t16 = paddings[0][0] - t7 - 1
-        t17 = _gather(t4, t16, -2)
-        t18 = _gather(t11, t16, -2)
-        t19 = _gather(t14, t16, -2)
-        t20 = paddings[0][0] + 2 * t5 - t7 - 1
-        t21 = _gather(t4, t20, -2)
-        t22 = _gather(t11, t20, -2)
-        t23 = _gather(t14, t20, -2)
-        output = t12 + t15 + t17 + t18 + t19 + t21 + t22 + t23 + t9
+        t8 = torch.where(
+            paddings[0][0] - t7 > 0,
+            paddings[0][0] - t7 - 1,
+            torch.where(
+                t5 <= -paddings[0][0] + t7, paddings[0][0] + 2 * t5 - t7 - 1, -paddings[0][0] + t7
+            ),
+        )
+        output = _gather(t4, t8, -2)
     elif rank == 3 and mode == "REFLECT":
-        t0 = np.shape(input)[-1]
         t1 = paddings[2][0] + paddings[2][1] + t0
         t2 = torch.arange(int(t1))
-        t3 = paddings[2][0] - t2
+        t3 = torch.where(
+            paddings[2][0] - t2 > 0,
+            paddings[2][0] - t2,
+            torch.where(
+                t0 <= -paddings[2][0] + t2, paddings[2][0] + 2 * t0 - t2 - 2, -paddings[2][0] + t2
+            ),
+        )
         t4 = _gather(input, t3, -1)
         t5 = np.shape(input)[-2]
         t6 = paddings[1][0] + paddings[1][1] + t5
         t7 = torch.arange(int(t6))
-        t8 = -paddings[1][0] + t7
+        t8 = torch.where(
+            paddings[1][0] - t7 > 0,
+            paddings[1][0] - t7,
+            torch.where(
+                t5 <= -paddings[1][0] + t7, paddings[1][0] + 2 * t5 - t7 - 2, -paddings[1][0] + t7
+            ),
+        )
         t9 = _gather(t4, t8, -2)
         t10 = np.shape(input)[-3]
         t11 = paddings[0][0] + paddings[0][1] + t10
         t12 = torch.arange(int(t11))
-        t13 = -paddings[0][0] + t12
-        t14 = _gather(t9, t13, -3)
-        t15 = paddings[2][0] > t2
-        t16 = paddings[2][0] + 2 * t0 - t2 - 2
-        t17 = _gather(input, t16, -1)
-        t18 = _gather(t17, t8, -2)
-        t19 = _gather(t18, t13, -3)
-        t20 = t2 >= paddings[2][0] + t0
-        t21 = -paddings[2][0] + t2
-        t22 = _gather(input, t21, -1)
-        t23 = paddings[1][0] - t7
-        t24 = _gather(t22, t23, -2)
-        t25 = _gather(t24, t13, -3)
-        t26 = paddings[1][0] > t7
-        t27 = t26[..., None]
-        t28 = paddings[1][0] + 2 * t5 - t7 - 2
-        t29 = _gather(t22, t28, -2)
-        t30 = _gather(t29, t13, -3)
-        t31 = t7 >= paddings[1][0] + t5
-        t32 = t31[..., None]
-        t33 = _gather(t22, t8, -2)
-        t34 = paddings[0][0] - t12
-        t35 = _gather(t33, t34, -3)
-        t36 = paddings[0][0] > t12
-        t37 = t36[..., None, None]
-        t38 = paddings[0][0] + 2 * t10 - t12 - 2
-        t39 = _gather(t33, t38, -3)
-        t40 = t12 >= paddings[0][0] + t10
-        t41 = t40[..., None, None]
-        t42 = _gather(t4, t23, -2)
-        t43 = _gather(t42, t13, -3)
-        t44 = _gather(t17, t23, -2)
-        t45 = _gather(t44, t13, -3)
-        t46 = _gather(t4, t28, -2)
-        t47 = _gather(t46, t13, -3)
-        t48 = _gather(t17, t28, -2)
-        t49 = _gather(t48, t13, -3)
-        t50 = _gather(t9, t34, -3)
-        t51 = _gather(t18, t34, -3)
-        t52 = _gather(t24, t34, -3)
-        t53 = _gather(t29, t34, -3)
-        t54 = _gather(t9, t38, -3)
-        t55 = _gather(t18, t38, -3)
-        t56 = _gather(t24, t38, -3)
-        t57 = _gather(t29, t38, -3)
-        t58 = _gather(t42, t34, -3)
-        t59 = _gather(t44, t34, -3)
-        t60 = _gather(t46, t34, -3)
-        t61 = _gather(t48, t34, -3)
-        t62 = _gather(t42, t38, -3)
-        t63 = _gather(t44, t38, -3)
-        t64 = _gather(t46, t38, -3)
-        t65 = _gather(t48, t38, -3)
-        t66 = _gather(t33, t13, -3)
-        output = (
-            torch.where(t15, t14, 0)
-            + torch.where(t20, t19, 0)
-            + torch.where(t27, t25, 0)
-            + torch.where(t32, t30, 0)
-            + torch.where(t37, t35, 0)
-            + torch.where(t41, t39, 0)
-            + torch.where(t15 & t27, t43, 0)
-            + torch.where(t20 & t27, t45, 0)
-            + torch.where(t15 & t32, t47, 0)
-            + torch.where(t20 & t32, t49, 0)
-            + torch.where(t15 & t37, t50, 0)
-            + torch.where(t20 & t37, t51, 0)
-            + torch.where(t27 & t37, t52, 0)
-            + torch.where(t32 & t37, t53, 0)
-            + torch.where(t15 & t41, t54, 0)
-            + torch.where(t20 & t41, t55, 0)
-            + torch.where(t27 & t41, t56, 0)
-            + torch.where(t32 & t41, t57, 0)
-            + torch.where(t15 & t27 & t37, t58, 0)
-            + torch.where(t20 & t27 & t37, t59, 0)
-            + torch.where(t15 & t32 & t37, t60, 0)
-            + torch.where(t20 & t32 & t37, t61, 0)
-            + torch.where(t15 & t27 & t41, t62, 0)
-            + torch.where(t20 & t27 & t41, t63, 0)
-            + torch.where(t15 & t32 & t41, t64, 0)
-            + torch.where(t20 & t32 & t41, t65, 0)
-            + t66
+        t13 = torch.where(
+            paddings[0][0] - t12 > 0,
+            paddings[0][0] - t12,
+            torch.where(
+                t10 <= -paddings[0][0] + t12,
+                paddings[0][0] + 2 * t10 - t12 - 2,
+                -paddings[0][0] + t12,
+            ),
         )
+        output = _gather(t9, t13, -3)
     elif rank == 3 and mode == "SYMMETRIC":
-        t0 = np.shape(input)[-1]
         t1 = paddings[2][0] + paddings[2][1] + t0
         t2 = torch.arange(int(t1))
-        t3 = -paddings[2][0] + t2
+        t3 = torch.where(
+            paddings[2][0] - t2 > 0,
+            paddings[2][0] - t2 - 1,
+            torch.where(
+                t0 <= -paddings[2][0] + t2, paddings[2][0] + 2 * t0 - t2 - 1, -paddings[2][0] + t2
+            ),
+        )
         t4 = _gather(input, t3, -1)
         t5 = np.shape(input)[-2]
         t6 = paddings[1][0] + paddings[1][1] + t5
         t7 = torch.arange(int(t6))
-        t8 = -paddings[1][0] + t7
+        t8 = torch.where(
+            paddings[1][0] - t7 > 0,
+            paddings[1][0] - t7 - 1,
+            torch.where(
+                t5 <= -paddings[1][0] + t7, paddings[1][0] + 2 * t5 - t7 - 1, -paddings[1][0] + t7
+            ),
+        )
         t9 = _gather(t4, t8, -2)
         t10 = np.shape(input)[-3]
         t11 = paddings[0][0] + paddings[0][1] + t10
         t12 = torch.arange(int(t11))
-        t13 = -paddings[0][0] + t12
-        t14 = _gather(t9, t13, -3)
-        t15 = paddings[2][0] - t2 - 1
-        t16 = _gather(input, t15, -1)
-        t17 = _gather(t16, t8, -2)
-        t18 = _gather(t17, t13, -3)
-        t19 = paddings[2][0] + 2 * t0 - t2 - 1
-        t20 = _gather(input, t19, -1)
-        t21 = _gather(t20, t8, -2)
-        t22 = _gather(t21, t13, -3)
-        t23 = paddings[1][0] - t7 - 1
-        t24 = _gather(t4, t23, -2)
-        t25 = _gather(t24, t13, -3)
-        t26 = _gather(t16, t23, -2)
-        t27 = _gather(t26, t13, -3)
-        t28 = _gather(t20, t23, -2)
-        t29 = _gather(t28, t13, -3)
-        t30 = paddings[1][0] + 2 * t5 - t7 - 1
-        t31 = _gather(t4, t30, -2)
-        t32 = _gather(t31, t13, -3)
-        t33 = _gather(t16, t30, -2)
-        t34 = _gather(t33, t13, -3)
-        t35 = _gather(t20, t30, -2)
-        t36 = _gather(t35, t13, -3)
-        t37 = paddings[0][0] - t12 - 1
-        t38 = _gather(t9, t37, -3)
-        t39 = _gather(t17, t37, -3)
-        t40 = _gather(t21, t37, -3)
-        t41 = _gather(t24, t37, -3)
-        t42 = _gather(t26, t37, -3)
-        t43 = _gather(t28, t37, -3)
-        t44 = _gather(t31, t37, -3)
-        t45 = _gather(t33, t37, -3)
-        t46 = _gather(t35, t37, -3)
-        t47 = paddings[0][0] + 2 * t10 - t12 - 1
-        t48 = _gather(t9, t47, -3)
-        t49 = _gather(t17, t47, -3)
-        t50 = _gather(t21, t47, -3)
-        t51 = _gather(t24, t47, -3)
-        t52 = _gather(t26, t47, -3)
-        t53 = _gather(t28, t47, -3)
-        t54 = _gather(t31, t47, -3)
-        t55 = _gather(t33, t47, -3)
-        t56 = _gather(t35, t47, -3)
-        output = (
-            t14
-            + t18
-            + t22
-            + t25
-            + t27
-            + t29
-            + t32
-            + t34
-            + t36
-            + t38
-            + t39
-            + t40
-            + t41
-            + t42
-            + t43
-            + t44
-            + t45
-            + t46
-            + t48
-            + t49
-            + t50
-            + t51
-            + t52
-            + t53
-            + t54
-            + t55
-            + t56
+        t13 = torch.where(
+            paddings[0][0] - t12 > 0,
+            paddings[0][0] - t12 - 1,
+            torch.where(
+                t10 <= -paddings[0][0] + t12,
+                paddings[0][0] + 2 * t10 - t12 - 1,
+                -paddings[0][0] + t12,
+            ),
         )
+        output = _gather(t9, t13, -3)
     elif rank == 4 and mode == "REFLECT":
-        t0 = np.shape(input)[-1]
         t1 = paddings[3][0] + paddings[3][1] + t0
         t2 = torch.arange(int(t1))
-        t3 = paddings[3][0] - t2
+        t3 = torch.where(
+            paddings[3][0] - t2 > 0,
+            paddings[3][0] - t2,
+            torch.where(
+                t0 <= -paddings[3][0] + t2, paddings[3][0] + 2 * t0 - t2 - 2, -paddings[3][0] + t2
+            ),
+        )
         t4 = _gather(input, t3, -1)
         t5 = np.shape(input)[-2]
         t6 = paddings[2][0] + paddings[2][1] + t5
         t7 = torch.arange(int(t6))
-        t8 = -paddings[2][0] + t7
+        t8 = torch.where(
+            paddings[2][0] - t7 > 0,
+            paddings[2][0] - t7,
+            torch.where(
+                t5 <= -paddings[2][0] + t7, paddings[2][0] + 2 * t5 - t7 - 2, -paddings[2][0] + t7
+            ),
+        )
         t9 = _gather(t4, t8, -2)
         t10 = np.shape(input)[-3]
         t11 = paddings[1][0] + paddings[1][1] + t10
         t12 = torch.arange(int(t11))
-        t13 = -paddings[1][0] + t12
+        t13 = torch.where(
+            paddings[1][0] - t12 > 0,
+            paddings[1][0] - t12,
+            torch.where(
+                t10 <= -paddings[1][0] + t12,
+                paddings[1][0] + 2 * t10 - t12 - 2,
+                -paddings[1][0] + t12,
+            ),
+        )
         t14 = _gather(t9, t13, -3)
         t15 = np.shape(input)[-4]
         t16 = paddings[0][0] + paddings[0][1] + t15
         t17 = torch.arange(int(t16))
-        t18 = -paddings[0][0] + t17
-        t19 = _gather(t14, t18, -4)
-        t20 = paddings[3][0] > t2
-        t21 = paddings[3][0] + 2 * t0 - t2 - 2
-        t22 = _gather(input, t21, -1)
-        t23 = _gather(t22, t8, -2)
-        t24 = _gather(t23, t13, -3)
-        t25 = _gather(t24, t18, -4)
-        t26 = t2 >= paddings[3][0] + t0
-        t27 = -paddings[3][0] + t2
-        t28 = _gather(input, t27, -1)
-        t29 = paddings[2][0] - t7
-        t30 = _gather(t28, t29, -2)
-        t31 = _gather(t30, t13, -3)
-        t32 = _gather(t31, t18, -4)
-        t33 = paddings[2][0] > t7
-        t34 = t33[..., None]
-        t35 = paddings[2][0] + 2 * t5 - t7 - 2
-        t36 = _gather(t28, t35, -2)
-        t37 = _gather(t36, t13, -3)
-        t38 = _gather(t37, t18, -4)
-        t39 = t7 >= paddings[2][0] + t5
-        t40 = t39[..., None]
-        t41 = _gather(t28, t8, -2)
-        t42 = paddings[1][0] - t12
-        t43 = _gather(t41, t42, -3)
-        t44 = _gather(t43, t18, -4)
-        t45 = paddings[1][0] > t12
-        t46 = t45[..., None, None]
-        t47 = paddings[1][0] + 2 * t10 - t12 - 2
-        t48 = _gather(t41, t47, -3)
-        t49 = _gather(t48, t18, -4)
-        t50 = t12 >= paddings[1][0] + t10
-        t51 = t50[..., None, None]
-        t52 = _gather(t41, t13, -3)
-        t53 = paddings[0][0] - t17
-        t54 = _gather(t52, t53, -4)
-        t55 = paddings[0][0] > t17
-        t56 = t55[..., None, None, None]
-        t57 = paddings[0][0] + 2 * t15 - t17 - 2
-        t58 = _gather(t52, t57, -4)
-        t59 = t17 >= paddings[0][0] + t15
-        t60 = t59[..., None, None, None]
-        t61 = _gather(t4, t29, -2)
-        t62 = _gather(t61, t13, -3)
-        t63 = _gather(t62, t18, -4)
-        t64 = _gather(t22, t29, -2)
-        t65 = _gather(t64, t13, -3)
-        t66 = _gather(t65, t18, -4)
-        t67 = _gather(t4, t35, -2)
-        t68 = _gather(t67, t13, -3)
-        t69 = _gather(t68, t18, -4)
-        t70 = _gather(t22, t35, -2)
-        t71 = _gather(t70, t13, -3)
-        t72 = _gather(t71, t18, -4)
-        t73 = _gather(t9, t42, -3)
-        t74 = _gather(t73, t18, -4)
-        t75 = _gather(t23, t42, -3)
-        t76 = _gather(t75, t18, -4)
-        t77 = _gather(t30, t42, -3)
-        t78 = _gather(t77, t18, -4)
-        t79 = _gather(t36, t42, -3)
-        t80 = _gather(t79, t18, -4)
-        t81 = _gather(t9, t47, -3)
-        t82 = _gather(t81, t18, -4)
-        t83 = _gather(t23, t47, -3)
-        t84 = _gather(t83, t18, -4)
-        t85 = _gather(t30, t47, -3)
-        t86 = _gather(t85, t18, -4)
-        t87 = _gather(t36, t47, -3)
-        t88 = _gather(t87, t18, -4)
-        t89 = _gather(t14, t53, -4)
-        t90 = _gather(t24, t53, -4)
-        t91 = _gather(t31, t53, -4)
-        t92 = _gather(t37, t53, -4)
-        t93 = _gather(t43, t53, -4)
-        t94 = _gather(t48, t53, -4)
-        t95 = _gather(t14, t57, -4)
-        t96 = _gather(t24, t57, -4)
-        t97 = _gather(t31, t57, -4)
-        t98 = _gather(t37, t57, -4)
-        t99 = _gather(t43, t57, -4)
-        t100 = _gather(t48, t57, -4)
-        t101 = _gather(t61, t42, -3)
-        t102 = _gather(t101, t18, -4)
-        t103 = _gather(t64, t42, -3)
-        t104 = _gather(t103, t18, -4)
-        t105 = _gather(t67, t42, -3)
-        t106 = _gather(t105, t18, -4)
-        t107 = _gather(t70, t42, -3)
-        t108 = _gather(t107, t18, -4)
-        t109 = _gather(t61, t47, -3)
-        t110 = _gather(t109, t18, -4)
-        t111 = _gather(t64, t47, -3)
-        t112 = _gather(t111, t18, -4)
-        t113 = _gather(t67, t47, -3)
-        t114 = _gather(t113, t18, -4)
-        t115 = _gather(t70, t47, -3)
-        t116 = _gather(t115, t18, -4)
-        t117 = _gather(t62, t53, -4)
-        t118 = _gather(t65, t53, -4)
-        t119 = _gather(t68, t53, -4)
-        t120 = _gather(t71, t53, -4)
-        t121 = _gather(t73, t53, -4)
-        t122 = _gather(t75, t53, -4)
-        t123 = _gather(t77, t53, -4)
-        t124 = _gather(t79, t53, -4)
-        t125 = _gather(t81, t53, -4)
-        t126 = _gather(t83, t53, -4)
-        t127 = _gather(t85, t53, -4)
-        t128 = _gather(t87, t53, -4)
-        t129 = _gather(t62, t57, -4)
-        t130 = _gather(t65, t57, -4)
-        t131 = _gather(t68, t57, -4)
-        t132 = _gather(t71, t57, -4)
-        t133 = _gather(t73, t57, -4)
-        t134 = _gather(t75, t57, -4)
-        t135 = _gather(t77, t57, -4)
-        t136 = _gather(t79, t57, -4)
-        t137 = _gather(t81, t57, -4)
-        t138 = _gather(t83, t57, -4)
-        t139 = _gather(t85, t57, -4)
-        t140 = _gather(t87, t57, -4)
-        t141 = _gather(t101, t53, -4)
-        t142 = _gather(t103, t53, -4)
-        t143 = _gather(t105, t53, -4)
-        t144 = _gather(t107, t53, -4)
-        t145 = _gather(t109, t53, -4)
-        t146 = _gather(t111, t53, -4)
-        t147 = _gather(t113, t53, -4)
-        t148 = _gather(t115, t53, -4)
-        t149 = _gather(t101, t57, -4)
-        t150 = _gather(t103, t57, -4)
-        t151 = _gather(t105, t57, -4)
-        t152 = _gather(t107, t57, -4)
-        t153 = _gather(t109, t57, -4)
-        t154 = _gather(t111, t57, -4)
-        t155 = _gather(t113, t57, -4)
-        t156 = _gather(t115, t57, -4)
-        t157 = _gather(t52, t18, -4)
-        output = (
-            torch.where(t51 & t60, t100, 0)
-            + torch.where(t20 & t34 & t46, t102, 0)
-            + torch.where(t26 & t34 & t46, t104, 0)
-            + torch.where(t20 & t40 & t46, t106, 0)
-            + torch.where(t26 & t40 & t46, t108, 0)
-            + torch.where(t20 & t34 & t51, t110, 0)
-            + torch.where(t26 & t34 & t51, t112, 0)
-            + torch.where(t20 & t40 & t51, t114, 0)
-            + torch.where(t26 & t40 & t51, t116, 0)
-            + torch.where(t20 & t34 & t56, t117, 0)
-            + torch.where(t26 & t34 & t56, t118, 0)
-            + torch.where(t20 & t40 & t56, t119, 0)
-            + torch.where(t26 & t40 & t56, t120, 0)
-            + torch.where(t20 & t46 & t56, t121, 0)
-            + torch.where(t26 & t46 & t56, t122, 0)
-            + torch.where(t34 & t46 & t56, t123, 0)
-            + torch.where(t40 & t46 & t56, t124, 0)
-            + torch.where(t20 & t51 & t56, t125, 0)
-            + torch.where(t26 & t51 & t56, t126, 0)
-            + torch.where(t34 & t51 & t56, t127, 0)
-            + torch.where(t40 & t51 & t56, t128, 0)
-            + torch.where(t20 & t34 & t60, t129, 0)
-            + torch.where(t26 & t34 & t60, t130, 0)
-            + torch.where(t20 & t40 & t60, t131, 0)
-            + torch.where(t26 & t40 & t60, t132, 0)
-            + torch.where(t20 & t46 & t60, t133, 0)
-            + torch.where(t26 & t46 & t60, t134, 0)
-            + torch.where(t34 & t46 & t60, t135, 0)
-            + torch.where(t40 & t46 & t60, t136, 0)
-            + torch.where(t20 & t51 & t60, t137, 0)
-            + torch.where(t26 & t51 & t60, t138, 0)
-            + torch.where(t34 & t51 & t60, t139, 0)
-            + torch.where(t40 & t51 & t60, t140, 0)
-            + torch.where(t20 & t34 & t46 & t56, t141, 0)
-            + torch.where(t26 & t34 & t46 & t56, t142, 0)
-            + torch.where(t20 & t40 & t46 & t56, t143, 0)
-            + torch.where(t26 & t40 & t46 & t56, t144, 0)
-            + torch.where(t20 & t34 & t51 & t56, t145, 0)
-            + torch.where(t26 & t34 & t51 & t56, t146, 0)
-            + torch.where(t20 & t40 & t51 & t56, t147, 0)
-            + torch.where(t26 & t40 & t51 & t56, t148, 0)
-            + torch.where(t20 & t34 & t46 & t60, t149, 0)
-            + torch.where(t26 & t34 & t46 & t60, t150, 0)
-            + torch.where(t20 & t40 & t46 & t60, t151, 0)
-            + torch.where(t26 & t40 & t46 & t60, t152, 0)
-            + torch.where(t20 & t34 & t51 & t60, t153, 0)
-            + torch.where(t26 & t34 & t51 & t60, t154, 0)
-            + torch.where(t20 & t40 & t51 & t60, t155, 0)
-            + torch.where(t26 & t40 & t51 & t60, t156, 0)
-            + t157
-            + torch.where(t20, t19, 0)
-            + torch.where(t26, t25, 0)
-            + torch.where(t34, t32, 0)
-            + torch.where(t40, t38, 0)
-            + torch.where(t46, t44, 0)
-            + torch.where(t51, t49, 0)
-            + torch.where(t56, t54, 0)
-            + torch.where(t60, t58, 0)
-            + torch.where(t20 & t34, t63, 0)
-            + torch.where(t26 & t34, t66, 0)
-            + torch.where(t20 & t40, t69, 0)
-            + torch.where(t26 & t40, t72, 0)
-            + torch.where(t20 & t46, t74, 0)
-            + torch.where(t26 & t46, t76, 0)
-            + torch.where(t34 & t46, t78, 0)
-            + torch.where(t40 & t46, t80, 0)
-            + torch.where(t20 & t51, t82, 0)
-            + torch.where(t26 & t51, t84, 0)
-            + torch.where(t34 & t51, t86, 0)
-            + torch.where(t40 & t51, t88, 0)
-            + torch.where(t20 & t56, t89, 0)
-            + torch.where(t26 & t56, t90, 0)
-            + torch.where(t34 & t56, t91, 0)
-            + torch.where(t40 & t56, t92, 0)
-            + torch.where(t46 & t56, t93, 0)
-            + torch.where(t51 & t56, t94, 0)
-            + torch.where(t20 & t60, t95, 0)
-            + torch.where(t26 & t60, t96, 0)
-            + torch.where(t34 & t60, t97, 0)
-            + torch.where(t40 & t60, t98, 0)
-            + torch.where(t46 & t60, t99, 0)
+        t18 = torch.where(
+            paddings[0][0] - t17 > 0,
+            paddings[0][0] - t17,
+            torch.where(
+                t15 <= -paddings[0][0] + t17,
+                paddings[0][0] + 2 * t15 - t17 - 2,
+                -paddings[0][0] + t17,
+            ),
         )
+        output = _gather(t14, t18, -4)
     elif rank == 4 and mode == "SYMMETRIC":
-        t0 = np.shape(input)[-1]
         t1 = paddings[3][0] + paddings[3][1] + t0
         t2 = torch.arange(int(t1))
-        t3 = -paddings[3][0] + t2
+        t3 = torch.where(
+            paddings[3][0] - t2 > 0,
+            paddings[3][0] - t2 - 1,
+            torch.where(
+                t0 <= -paddings[3][0] + t2, paddings[3][0] + 2 * t0 - t2 - 1, -paddings[3][0] + t2
+            ),
+        )
         t4 = _gather(input, t3, -1)
         t5 = np.shape(input)[-2]
         t6 = paddings[2][0] + paddings[2][1] + t5
         t7 = torch.arange(int(t6))
-        t8 = -paddings[2][0] + t7
+        t8 = torch.where(
+            paddings[2][0] - t7 > 0,
+            paddings[2][0] - t7 - 1,
+            torch.where(
+                t5 <= -paddings[2][0] + t7, paddings[2][0] + 2 * t5 - t7 - 1, -paddings[2][0] + t7
+            ),
+        )
         t9 = _gather(t4, t8, -2)
         t10 = np.shape(input)[-3]
         t11 = paddings[1][0] + paddings[1][1] + t10
         t12 = torch.arange(int(t11))
-        t13 = -paddings[1][0] + t12
+        t13 = torch.where(
+            paddings[1][0] - t12 > 0,
+            paddings[1][0] - t12 - 1,
+            torch.where(
+                t10 <= -paddings[1][0] + t12,
+                paddings[1][0] + 2 * t10 - t12 - 1,
+                -paddings[1][0] + t12,
+            ),
+        )
         t14 = _gather(t9, t13, -3)
         t15 = np.shape(input)[-4]
         t16 = paddings[0][0] + paddings[0][1] + t15
         t17 = torch.arange(int(t16))
-        t18 = -paddings[0][0] + t17
-        t19 = _gather(t14, t18, -4)
-        t20 = paddings[3][0] - t2 - 1
-        t21 = _gather(input, t20, -1)
-        t22 = _gather(t21, t8, -2)
-        t23 = _gather(t22, t13, -3)
-        t24 = _gather(t23, t18, -4)
-        t25 = paddings[3][0] + 2 * t0 - t2 - 1
-        t26 = _gather(input, t25, -1)
-        t27 = _gather(t26, t8, -2)
-        t28 = _gather(t27, t13, -3)
-        t29 = _gather(t28, t18, -4)
-        t30 = paddings[2][0] - t7 - 1
-        t31 = _gather(t4, t30, -2)
-        t32 = _gather(t31, t13, -3)
-        t33 = _gather(t32, t18, -4)
-        t34 = _gather(t21, t30, -2)
-        t35 = _gather(t34, t13, -3)
-        t36 = _gather(t35, t18, -4)
-        t37 = _gather(t26, t30, -2)
-        t38 = _gather(t37, t13, -3)
-        t39 = _gather(t38, t18, -4)
-        t40 = paddings[2][0] + 2 * t5 - t7 - 1
-        t41 = _gather(t4, t40, -2)
-        t42 = _gather(t41, t13, -3)
-        t43 = _gather(t42, t18, -4)
-        t44 = _gather(t21, t40, -2)
-        t45 = _gather(t44, t13, -3)
-        t46 = _gather(t45, t18, -4)
-        t47 = _gather(t26, t40, -2)
-        t48 = _gather(t47, t13, -3)
-        t49 = _gather(t48, t18, -4)
-        t50 = paddings[1][0] - t12 - 1
-        t51 = _gather(t9, t50, -3)
-        t52 = _gather(t51, t18, -4)
-        t53 = _gather(t22, t50, -3)
-        t54 = _gather(t53, t18, -4)
-        t55 = _gather(t27, t50, -3)
-        t56 = _gather(t55, t18, -4)
-        t57 = _gather(t31, t50, -3)
-        t58 = _gather(t57, t18, -4)
-        t59 = _gather(t34, t50, -3)
-        t60 = _gather(t59, t18, -4)
-        t61 = _gather(t37, t50, -3)
-        t62 = _gather(t61, t18, -4)
-        t63 = _gather(t41, t50, -3)
-        t64 = _gather(t63, t18, -4)
-        t65 = _gather(t44, t50, -3)
-        t66 = _gather(t65, t18, -4)
-        t67 = _gather(t47, t50, -3)
-        t68 = _gather(t67, t18, -4)
-        t69 = paddings[1][0] + 2 * t10 - t12 - 1
-        t70 = _gather(t9, t69, -3)
-        t71 = _gather(t70, t18, -4)
-        t72 = _gather(t22, t69, -3)
-        t73 = _gather(t72, t18, -4)
-        t74 = _gather(t27, t69, -3)
-        t75 = _gather(t74, t18, -4)
-        t76 = _gather(t31, t69, -3)
-        t77 = _gather(t76, t18, -4)
-        t78 = _gather(t34, t69, -3)
-        t79 = _gather(t78, t18, -4)
-        t80 = _gather(t37, t69, -3)
-        t81 = _gather(t80, t18, -4)
-        t82 = _gather(t41, t69, -3)
-        t83 = _gather(t82, t18, -4)
-        t84 = _gather(t44, t69, -3)
-        t85 = _gather(t84, t18, -4)
-        t86 = _gather(t47, t69, -3)
-        t87 = _gather(t86, t18, -4)
-        t88 = paddings[0][0] - t17 - 1
-        t89 = _gather(t14, t88, -4)
-        t90 = _gather(t23, t88, -4)
-        t91 = _gather(t28, t88, -4)
-        t92 = _gather(t32, t88, -4)
-        t93 = _gather(t35, t88, -4)
-        t94 = _gather(t38, t88, -4)
-        t95 = _gather(t42, t88, -4)
-        t96 = _gather(t45, t88, -4)
-        t97 = _gather(t48, t88, -4)
-        t98 = _gather(t51, t88, -4)
-        t99 = _gather(t53, t88, -4)
-        t100 = _gather(t55, t88, -4)
-        t101 = _gather(t57, t88, -4)
-        t102 = _gather(t59, t88, -4)
-        t103 = _gather(t61, t88, -4)
-        t104 = _gather(t63, t88, -4)
-        t105 = _gather(t65, t88, -4)
-        t106 = _gather(t67, t88, -4)
-        t107 = _gather(t70, t88, -4)
-        t108 = _gather(t72, t88, -4)
-        t109 = _gather(t74, t88, -4)
-        t110 = _gather(t76, t88, -4)
-        t111 = _gather(t78, t88, -4)
-        t112 = _gather(t80, t88, -4)
-        t113 = _gather(t82, t88, -4)
-        t114 = _gather(t84, t88, -4)
-        t115 = _gather(t86, t88, -4)
-        t116 = paddings[0][0] + 2 * t15 - t17 - 1
-        t117 = _gather(t14, t116, -4)
-        t118 = _gather(t23, t116, -4)
-        t119 = _gather(t28, t116, -4)
-        t120 = _gather(t32, t116, -4)
-        t121 = _gather(t35, t116, -4)
-        t122 = _gather(t38, t116, -4)
-        t123 = _gather(t42, t116, -4)
-        t124 = _gather(t45, t116, -4)
-        t125 = _gather(t48, t116, -4)
-        t126 = _gather(t51, t116, -4)
-        t127 = _gather(t53, t116, -4)
-        t128 = _gather(t55, t116, -4)
-        t129 = _gather(t57, t116, -4)
-        t130 = _gather(t59, t116, -4)
-        t131 = _gather(t61, t116, -4)
-        t132 = _gather(t63, t116, -4)
-        t133 = _gather(t65, t116, -4)
-        t134 = _gather(t67, t116, -4)
-        t135 = _gather(t70, t116, -4)
-        t136 = _gather(t72, t116, -4)
-        t137 = _gather(t74, t116, -4)
-        t138 = _gather(t76, t116, -4)
-        t139 = _gather(t78, t116, -4)
-        t140 = _gather(t80, t116, -4)
-        t141 = _gather(t82, t116, -4)
-        t142 = _gather(t84, t116, -4)
-        t143 = _gather(t86, t116, -4)
-        output = (
-            t100
-            + t101
-            + t102
-            + t103
-            + t104
-            + t105
-            + t106
-            + t107
-            + t108
-            + t109
-            + t110
-            + t111
-            + t112
-            + t113
-            + t114
-            + t115
-            + t117
-            + t118
-            + t119
-            + t120
-            + t121
-            + t122
-            + t123
-            + t124
-            + t125
-            + t126
-            + t127
-            + t128
-            + t129
-            + t130
-            + t131
-            + t132
-            + t133
-            + t134
-            + t135
-            + t136
-            + t137
-            + t138
-            + t139
-            + t140
-            + t141
-            + t142
-            + t143
-            + t19
-            + t24
-            + t29
-            + t33
-            + t36
-            + t39
-            + t43
-            + t46
-            + t49
-            + t52
-            + t54
-            + t56
-            + t58
-            + t60
-            + t62
-            + t64
-            + t66
-            + t68
-            + t71
-            + t73
-            + t75
-            + t77
-            + t79
-            + t81
-            + t83
-            + t85
-            + t87
-            + t89
-            + t90
-            + t91
-            + t92
-            + t93
-            + t94
-            + t95
-            + t96
-            + t97
-            + t98
-            + t99
+        t18 = torch.where(
+            paddings[0][0] - t17 > 0,
+            paddings[0][0] - t17 - 1,
+            torch.where(
+                t15 <= -paddings[0][0] + t17,
+                paddings[0][0] + 2 * t15 - t17 - 1,
+                -paddings[0][0] + t17,
+            ),
         )
+        output = _gather(t14, t18, -4)
     else:
         raise ValueError(f"MirrorPad: unsupported attributes rank={rank!r}, mode={mode!r}")
     return output
@@ -921,739 +432,209 @@ def mirror_pad_vjp(grad, input, *, output=None, mode="REFLECT", paddings):
 
     In index notation, next to the code computing it, for rank=1, mode='REFLECT' (other values of
     mode change it):
-        grad_input[i] = grad[paddings[0][0] + i]
-            + grad[paddings[0][0] - i] * indicator(paddings[0][0] > paddings[0][0] - i)
-            + grad[paddings[0][0] + 2 * D0 - i - 2] * indicator(paddings[0][0] + 2 * D0 - i - 2 >=
-                paddings[0][0] + D0), i.e. `torch.where(t3, t2, 0) + torch.where(t7, t6, 0) + t9`
+        grad_input[i] = sum_{i0} grad[i0] * delta(i, mirrored(-paddings[0][0] + i0, D0, 1))
+            i.e. `_scatter_add(grad, t2, 0, t0)`
     """
     rank = np.ndim(input)
     paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = np.shape(input)[-1]
+    t1 = torch.arange(np.shape(grad)[-1])
     if rank == 1 and mode == "REFLECT":
-        t0 = torch.arange(np.shape(input)[-1])
-        t1 = paddings[0][0] - t0
-        t2 = _gather(grad, t1, -1)
-        t3 = paddings[0][0] > paddings[0][0] - t0
-        t4 = np.shape(input)[-1]
-        t5 = paddings[0][0] - t0 + 2 * t4 - 2
-        t6 = _gather(grad, t5, -1)
-        t7 = paddings[0][0] - t0 + 2 * t4 - 2 >= paddings[0][0] + t4
-        t8 = paddings[0][0] + t0
-        t9 = _gather(grad, t8, -1)
-        grad_input = torch.where(t3, t2, 0) + torch.where(t7, t6, 0) + t9
+        t2 = torch.where(
+            paddings[0][0] - t1 > 0,
+            paddings[0][0] - t1,
+            torch.where(
+                t0 <= -paddings[0][0] + t1, paddings[0][0] + 2 * t0 - t1 - 2, -paddings[0][0] + t1
+            ),
+        )
+        grad_input = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
     elif rank == 1 and mode == "SYMMETRIC":
-        t0 = torch.arange(np.shape(input)[-1])
-        t1 = paddings[0][0] + t0
-        t2 = _gather(grad, t1, -1)
-        t3 = paddings[0][0] - t0 - 1
-        t4 = _gather(grad, t3, -1)
-        t5 = np.shape(input)[-1]
-        t6 = paddings[0][0] - t0 + 2 * t5 - 1
-        t7 = _gather(grad, t6, -1)
-        grad_input = t2 + t4 + t7
+        t2 = torch.where(
+            paddings[0][0] - t1 > 0,
+            paddings[0][0] - t1 - 1,
+            torch.where(
+                t0 <= -paddings[0][0] + t1, paddings[0][0] + 2 * t0 - t1 - 1, -paddings[0][0] + t1
+            ),
+        )
+        grad_input = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
     elif rank == 2 and mode == "REFLECT":
-        t0 = torch.arange(np.shape(input)[-1])
-        t1 = paddings[1][0] - t0
-        t2 = _gather(grad, t1, -1)
-        t3 = torch.arange(np.shape(input)[-2])
-        t4 = paddings[0][0] + t3
-        t5 = _gather(t2, t4, -2)
-        t6 = paddings[1][0] > paddings[1][0] - t0
-        t7 = np.shape(input)[-1]
-        t8 = paddings[1][0] - t0 + 2 * t7 - 2
-        t9 = _gather(grad, t8, -1)
-        t10 = _gather(t9, t4, -2)
-        t11 = paddings[1][0] - t0 + 2 * t7 - 2 >= paddings[1][0] + t7
-        t12 = paddings[1][0] + t0
-        t13 = _gather(grad, t12, -1)
-        t14 = paddings[0][0] - t3
-        t15 = _gather(t13, t14, -2)
-        t16 = paddings[0][0] > paddings[0][0] - t3
-        t17 = t16[..., None]
-        t18 = np.shape(input)[-2]
-        t19 = paddings[0][0] + 2 * t18 - t3 - 2
-        t20 = _gather(t13, t19, -2)
-        t21 = paddings[0][0] + 2 * t18 - t3 - 2 >= paddings[0][0] + t18
-        t22 = t21[..., None]
-        t23 = _gather(t2, t14, -2)
-        t24 = _gather(t9, t14, -2)
-        t25 = _gather(t2, t19, -2)
-        t26 = _gather(t9, t19, -2)
-        t27 = _gather(t13, t4, -2)
-        grad_input = (
-            torch.where(t11, t10, 0)
-            + torch.where(t17, t15, 0)
-            + torch.where(t22, t20, 0)
-            + torch.where(t17 & t6, t23, 0)
-            + torch.where(t11 & t17, t24, 0)
-            + torch.where(t22 & t6, t25, 0)
-            + torch.where(t11 & t22, t26, 0)
-            + t27
-            + torch.where(t6, t5, 0)
+        t2 = torch.where(
+            paddings[1][0] - t1 > 0,
+            paddings[1][0] - t1,
+            torch.where(
+                t0 <= -paddings[1][0] + t1, paddings[1][0] + 2 * t0 - t1 - 2, -paddings[1][0] + t1
+            ),
         )
+        t3 = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
+        t4 = np.shape(input)[-2]
+        t5 = torch.arange(np.shape(grad)[-2])
+        t6 = torch.where(
+            paddings[0][0] - t5 > 0,
+            paddings[0][0] - t5,
+            torch.where(
+                t4 <= -paddings[0][0] + t5, paddings[0][0] + 2 * t4 - t5 - 2, -paddings[0][0] + t5
+            ),
+        )
+        grad_input = _scatter_add(t3, t6, 1, t4)  # no gather form: an explicit scatter-add
     elif rank == 2 and mode == "SYMMETRIC":
-        t0 = torch.arange(np.shape(input)[-1])
-        t1 = paddings[1][0] + t0
-        t2 = _gather(grad, t1, -1)
-        t3 = torch.arange(np.shape(input)[-2])
-        t4 = paddings[0][0] + t3
-        t5 = _gather(t2, t4, -2)
-        t6 = paddings[1][0] - t0 - 1
-        t7 = _gather(grad, t6, -1)
-        t8 = _gather(t7, t4, -2)
-        t9 = np.shape(input)[-1]
-        t10 = paddings[1][0] - t0 + 2 * t9 - 1
-        t11 = _gather(grad, t10, -1)
-        t12 = _gather(t11, t4, -2)
-        t13 = paddings[0][0] - t3 - 1
-        t14 = _gather(t2, t13, -2)
-        t15 = _gather(t7, t13, -2)
-        t16 = _gather(t11, t13, -2)
-        t17 = np.shape(input)[-2]
-        t18 = paddings[0][0] + 2 * t17 - t3 - 1
-        t19 = _gather(t2, t18, -2)
-        t20 = _gather(t7, t18, -2)
-        t21 = _gather(t11, t18, -2)
-        grad_input = t12 + t14 + t15 + t16 + t19 + t20 + t21 + t5 + t8
+        t2 = torch.where(
+            paddings[1][0] - t1 > 0,
+            paddings[1][0] - t1 - 1,
+            torch.where(
+                t0 <= -paddings[1][0] + t1, paddings[1][0] + 2 * t0 - t1 - 1, -paddings[1][0] + t1
+            ),
+        )
+        t3 = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
+        t4 = np.shape(input)[-2]
+        t5 = torch.arange(np.shape(grad)[-2])
+        t6 = torch.where(
+            paddings[0][0] - t5 > 0,
+            paddings[0][0] - t5 - 1,
+            torch.where(
+                t4 <= -paddings[0][0] + t5, paddings[0][0] + 2 * t4 - t5 - 1, -paddings[0][0] + t5
+            ),
+        )
+        grad_input = _scatter_add(t3, t6, 1, t4)  # no gather form: an explicit scatter-add
     elif rank == 3 and mode == "REFLECT":
-        t0 = torch.arange(np.shape(input)[-1])
-        t1 = paddings[2][0] - t0
-        t2 = _gather(grad, t1, -1)
-        t3 = torch.arange(np.shape(input)[-2])
-        t4 = paddings[1][0] + t3
-        t5 = _gather(t2, t4, -2)
-        t6 = torch.arange(np.shape(input)[-3])
-        t7 = paddings[0][0] + t6
-        t8 = _gather(t5, t7, -3)
-        t9 = paddings[2][0] > paddings[2][0] - t0
-        t10 = np.shape(input)[-1]
-        t11 = paddings[2][0] - t0 + 2 * t10 - 2
-        t12 = _gather(grad, t11, -1)
-        t13 = _gather(t12, t4, -2)
-        t14 = _gather(t13, t7, -3)
-        t15 = paddings[2][0] - t0 + 2 * t10 - 2 >= paddings[2][0] + t10
-        t16 = paddings[2][0] + t0
-        t17 = _gather(grad, t16, -1)
-        t18 = paddings[1][0] - t3
-        t19 = _gather(t17, t18, -2)
-        t20 = _gather(t19, t7, -3)
-        t21 = paddings[1][0] > paddings[1][0] - t3
-        t22 = t21[..., None]
-        t23 = np.shape(input)[-2]
-        t24 = paddings[1][0] + 2 * t23 - t3 - 2
-        t25 = _gather(t17, t24, -2)
-        t26 = _gather(t25, t7, -3)
-        t27 = paddings[1][0] + 2 * t23 - t3 - 2 >= paddings[1][0] + t23
-        t28 = t27[..., None]
-        t29 = _gather(t17, t4, -2)
-        t30 = paddings[0][0] - t6
-        t31 = _gather(t29, t30, -3)
-        t32 = paddings[0][0] > paddings[0][0] - t6
-        t33 = t32[..., None, None]
-        t34 = np.shape(input)[-3]
-        t35 = paddings[0][0] + 2 * t34 - t6 - 2
-        t36 = _gather(t29, t35, -3)
-        t37 = paddings[0][0] + 2 * t34 - t6 - 2 >= paddings[0][0] + t34
-        t38 = t37[..., None, None]
-        t39 = _gather(t2, t18, -2)
-        t40 = _gather(t39, t7, -3)
-        t41 = _gather(t12, t18, -2)
-        t42 = _gather(t41, t7, -3)
-        t43 = _gather(t2, t24, -2)
-        t44 = _gather(t43, t7, -3)
-        t45 = _gather(t12, t24, -2)
-        t46 = _gather(t45, t7, -3)
-        t47 = _gather(t5, t30, -3)
-        t48 = _gather(t13, t30, -3)
-        t49 = _gather(t19, t30, -3)
-        t50 = _gather(t25, t30, -3)
-        t51 = _gather(t5, t35, -3)
-        t52 = _gather(t13, t35, -3)
-        t53 = _gather(t19, t35, -3)
-        t54 = _gather(t25, t35, -3)
-        t55 = _gather(t39, t30, -3)
-        t56 = _gather(t41, t30, -3)
-        t57 = _gather(t43, t30, -3)
-        t58 = _gather(t45, t30, -3)
-        t59 = _gather(t39, t35, -3)
-        t60 = _gather(t41, t35, -3)
-        t61 = _gather(t43, t35, -3)
-        t62 = _gather(t45, t35, -3)
-        t63 = _gather(t29, t7, -3)
-        grad_input = (
-            torch.where(t15, t14, 0)
-            + torch.where(t22, t20, 0)
-            + torch.where(t28, t26, 0)
-            + torch.where(t33, t31, 0)
-            + torch.where(t38, t36, 0)
-            + torch.where(t22 & t9, t40, 0)
-            + torch.where(t15 & t22, t42, 0)
-            + torch.where(t28 & t9, t44, 0)
-            + torch.where(t15 & t28, t46, 0)
-            + torch.where(t33 & t9, t47, 0)
-            + torch.where(t15 & t33, t48, 0)
-            + torch.where(t22 & t33, t49, 0)
-            + torch.where(t28 & t33, t50, 0)
-            + torch.where(t38 & t9, t51, 0)
-            + torch.where(t15 & t38, t52, 0)
-            + torch.where(t22 & t38, t53, 0)
-            + torch.where(t28 & t38, t54, 0)
-            + torch.where(t22 & t33 & t9, t55, 0)
-            + torch.where(t15 & t22 & t33, t56, 0)
-            + torch.where(t28 & t33 & t9, t57, 0)
-            + torch.where(t15 & t28 & t33, t58, 0)
-            + torch.where(t22 & t38 & t9, t59, 0)
-            + torch.where(t15 & t22 & t38, t60, 0)
-            + torch.where(t28 & t38 & t9, t61, 0)
-            + torch.where(t15 & t28 & t38, t62, 0)
-            + t63
-            + torch.where(t9, t8, 0)
+        t2 = torch.where(
+            paddings[2][0] - t1 > 0,
+            paddings[2][0] - t1,
+            torch.where(
+                t0 <= -paddings[2][0] + t1, paddings[2][0] + 2 * t0 - t1 - 2, -paddings[2][0] + t1
+            ),
         )
+        t3 = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
+        t4 = np.shape(input)[-2]
+        t5 = torch.arange(np.shape(grad)[-2])
+        t6 = torch.where(
+            paddings[1][0] - t5 > 0,
+            paddings[1][0] - t5,
+            torch.where(
+                t4 <= -paddings[1][0] + t5, paddings[1][0] + 2 * t4 - t5 - 2, -paddings[1][0] + t5
+            ),
+        )
+        t7 = _scatter_add(t3, t6, 1, t4)  # no gather form: an explicit scatter-add
+        t8 = np.shape(input)[-3]
+        t9 = torch.arange(np.shape(grad)[-3])
+        t10 = torch.where(
+            paddings[0][0] - t9 > 0,
+            paddings[0][0] - t9,
+            torch.where(
+                t8 <= -paddings[0][0] + t9, paddings[0][0] + 2 * t8 - t9 - 2, -paddings[0][0] + t9
+            ),
+        )
+        grad_input = _scatter_add(t7, t10, 2, t8)  # no gather form: an explicit scatter-add
     elif rank == 3 and mode == "SYMMETRIC":
-        t0 = torch.arange(np.shape(input)[-1])
-        t1 = paddings[2][0] + t0
-        t2 = _gather(grad, t1, -1)
-        t3 = torch.arange(np.shape(input)[-2])
-        t4 = paddings[1][0] + t3
-        t5 = _gather(t2, t4, -2)
-        t6 = torch.arange(np.shape(input)[-3])
-        t7 = paddings[0][0] + t6
-        t8 = _gather(t5, t7, -3)
-        t9 = paddings[2][0] - t0 - 1
-        t10 = _gather(grad, t9, -1)
-        t11 = _gather(t10, t4, -2)
-        t12 = _gather(t11, t7, -3)
-        t13 = np.shape(input)[-1]
-        t14 = paddings[2][0] - t0 + 2 * t13 - 1
-        t15 = _gather(grad, t14, -1)
-        t16 = _gather(t15, t4, -2)
-        t17 = _gather(t16, t7, -3)
-        t18 = paddings[1][0] - t3 - 1
-        t19 = _gather(t2, t18, -2)
-        t20 = _gather(t19, t7, -3)
-        t21 = _gather(t10, t18, -2)
-        t22 = _gather(t21, t7, -3)
-        t23 = _gather(t15, t18, -2)
-        t24 = _gather(t23, t7, -3)
-        t25 = np.shape(input)[-2]
-        t26 = paddings[1][0] + 2 * t25 - t3 - 1
-        t27 = _gather(t2, t26, -2)
-        t28 = _gather(t27, t7, -3)
-        t29 = _gather(t10, t26, -2)
-        t30 = _gather(t29, t7, -3)
-        t31 = _gather(t15, t26, -2)
-        t32 = _gather(t31, t7, -3)
-        t33 = paddings[0][0] - t6 - 1
-        t34 = _gather(t5, t33, -3)
-        t35 = _gather(t11, t33, -3)
-        t36 = _gather(t16, t33, -3)
-        t37 = _gather(t19, t33, -3)
-        t38 = _gather(t21, t33, -3)
-        t39 = _gather(t23, t33, -3)
-        t40 = _gather(t27, t33, -3)
-        t41 = _gather(t29, t33, -3)
-        t42 = _gather(t31, t33, -3)
-        t43 = np.shape(input)[-3]
-        t44 = paddings[0][0] + 2 * t43 - t6 - 1
-        t45 = _gather(t5, t44, -3)
-        t46 = _gather(t11, t44, -3)
-        t47 = _gather(t16, t44, -3)
-        t48 = _gather(t19, t44, -3)
-        t49 = _gather(t21, t44, -3)
-        t50 = _gather(t23, t44, -3)
-        t51 = _gather(t27, t44, -3)
-        t52 = _gather(t29, t44, -3)
-        t53 = _gather(t31, t44, -3)
-        grad_input = (
-            t12
-            + t17
-            + t20
-            + t22
-            + t24
-            + t28
-            + t30
-            + t32
-            + t34
-            + t35
-            + t36
-            + t37
-            + t38
-            + t39
-            + t40
-            + t41
-            + t42
-            + t45
-            + t46
-            + t47
-            + t48
-            + t49
-            + t50
-            + t51
-            + t52
-            + t53
-            + t8
+        t2 = torch.where(
+            paddings[2][0] - t1 > 0,
+            paddings[2][0] - t1 - 1,
+            torch.where(
+                t0 <= -paddings[2][0] + t1, paddings[2][0] + 2 * t0 - t1 - 1, -paddings[2][0] + t1
+            ),
         )
+        t3 = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
+        t4 = np.shape(input)[-2]
+        t5 = torch.arange(np.shape(grad)[-2])
+        t6 = torch.where(
+            paddings[1][0] - t5 > 0,
+            paddings[1][0] - t5 - 1,
+            torch.where(
+                t4 <= -paddings[1][0] + t5, paddings[1][0] + 2 * t4 - t5 - 1, -paddings[1][0] + t5
+            ),
+        )
+        t7 = _scatter_add(t3, t6, 1, t4)  # no gather form: an explicit scatter-add
+        t8 = np.shape(input)[-3]
+        t9 = torch.arange(np.shape(grad)[-3])
+        t10 = torch.where(
+            paddings[0][0] - t9 > 0,
+            paddings[0][0] - t9 - 1,
+            torch.where(
+                t8 <= -paddings[0][0] + t9, paddings[0][0] + 2 * t8 - t9 - 1, -paddings[0][0] + t9
+            ),
+        )
+        grad_input = _scatter_add(t7, t10, 2, t8)  # no gather form: an explicit scatter-add
     elif rank == 4 and mode == "REFLECT":
-        t0 = torch.arange(np.shape(input)[-1])
-        t1 = paddings[3][0] - t0
-        t2 = _gather(grad, t1, -1)
-        t3 = torch.arange(np.shape(input)[-2])
-        t4 = paddings[2][0] + t3
-        t5 = _gather(t2, t4, -2)
-        t6 = torch.arange(np.shape(input)[-3])
-        t7 = paddings[1][0] + t6
-        t8 = _gather(t5, t7, -3)
-        t9 = torch.arange(np.shape(input)[-4])
-        t10 = paddings[0][0] + t9
-        t11 = _gather(t8, t10, -4)
-        t12 = paddings[3][0] > paddings[3][0] - t0
-        t13 = np.shape(input)[-1]
-        t14 = paddings[3][0] - t0 + 2 * t13 - 2
-        t15 = _gather(grad, t14, -1)
-        t16 = _gather(t15, t4, -2)
-        t17 = _gather(t16, t7, -3)
-        t18 = _gather(t17, t10, -4)
-        t19 = paddings[3][0] - t0 + 2 * t13 - 2 >= paddings[3][0] + t13
-        t20 = paddings[3][0] + t0
-        t21 = _gather(grad, t20, -1)
-        t22 = paddings[2][0] - t3
-        t23 = _gather(t21, t22, -2)
-        t24 = _gather(t23, t7, -3)
-        t25 = _gather(t24, t10, -4)
-        t26 = paddings[2][0] > paddings[2][0] - t3
-        t27 = t26[..., None]
-        t28 = np.shape(input)[-2]
-        t29 = paddings[2][0] + 2 * t28 - t3 - 2
-        t30 = _gather(t21, t29, -2)
-        t31 = _gather(t30, t7, -3)
-        t32 = _gather(t31, t10, -4)
-        t33 = paddings[2][0] + 2 * t28 - t3 - 2 >= paddings[2][0] + t28
-        t34 = t33[..., None]
-        t35 = _gather(t21, t4, -2)
-        t36 = paddings[1][0] - t6
-        t37 = _gather(t35, t36, -3)
-        t38 = _gather(t37, t10, -4)
-        t39 = paddings[1][0] > paddings[1][0] - t6
-        t40 = t39[..., None, None]
-        t41 = np.shape(input)[-3]
-        t42 = paddings[1][0] + 2 * t41 - t6 - 2
-        t43 = _gather(t35, t42, -3)
-        t44 = _gather(t43, t10, -4)
-        t45 = paddings[1][0] + 2 * t41 - t6 - 2 >= paddings[1][0] + t41
-        t46 = t45[..., None, None]
-        t47 = _gather(t35, t7, -3)
-        t48 = paddings[0][0] - t9
-        t49 = _gather(t47, t48, -4)
-        t50 = paddings[0][0] > paddings[0][0] - t9
-        t51 = t50[..., None, None, None]
-        t52 = np.shape(input)[-4]
-        t53 = paddings[0][0] + 2 * t52 - t9 - 2
-        t54 = _gather(t47, t53, -4)
-        t55 = paddings[0][0] + 2 * t52 - t9 - 2 >= paddings[0][0] + t52
-        t56 = t55[..., None, None, None]
-        t57 = _gather(t2, t22, -2)
-        t58 = _gather(t57, t7, -3)
-        t59 = _gather(t58, t10, -4)
-        t60 = _gather(t15, t22, -2)
-        t61 = _gather(t60, t7, -3)
-        t62 = _gather(t61, t10, -4)
-        t63 = _gather(t2, t29, -2)
-        t64 = _gather(t63, t7, -3)
-        t65 = _gather(t64, t10, -4)
-        t66 = _gather(t15, t29, -2)
-        t67 = _gather(t66, t7, -3)
-        t68 = _gather(t67, t10, -4)
-        t69 = _gather(t5, t36, -3)
-        t70 = _gather(t69, t10, -4)
-        t71 = _gather(t16, t36, -3)
-        t72 = _gather(t71, t10, -4)
-        t73 = _gather(t23, t36, -3)
-        t74 = _gather(t73, t10, -4)
-        t75 = _gather(t30, t36, -3)
-        t76 = _gather(t75, t10, -4)
-        t77 = _gather(t5, t42, -3)
-        t78 = _gather(t77, t10, -4)
-        t79 = _gather(t16, t42, -3)
-        t80 = _gather(t79, t10, -4)
-        t81 = _gather(t23, t42, -3)
-        t82 = _gather(t81, t10, -4)
-        t83 = _gather(t30, t42, -3)
-        t84 = _gather(t83, t10, -4)
-        t85 = _gather(t8, t48, -4)
-        t86 = _gather(t17, t48, -4)
-        t87 = _gather(t24, t48, -4)
-        t88 = _gather(t31, t48, -4)
-        t89 = _gather(t37, t48, -4)
-        t90 = _gather(t43, t48, -4)
-        t91 = _gather(t8, t53, -4)
-        t92 = _gather(t17, t53, -4)
-        t93 = _gather(t24, t53, -4)
-        t94 = _gather(t31, t53, -4)
-        t95 = _gather(t37, t53, -4)
-        t96 = _gather(t43, t53, -4)
-        t97 = _gather(t57, t36, -3)
-        t98 = _gather(t97, t10, -4)
-        t99 = _gather(t60, t36, -3)
-        t100 = _gather(t99, t10, -4)
-        t101 = _gather(t63, t36, -3)
-        t102 = _gather(t101, t10, -4)
-        t103 = _gather(t66, t36, -3)
-        t104 = _gather(t103, t10, -4)
-        t105 = _gather(t57, t42, -3)
-        t106 = _gather(t105, t10, -4)
-        t107 = _gather(t60, t42, -3)
-        t108 = _gather(t107, t10, -4)
-        t109 = _gather(t63, t42, -3)
-        t110 = _gather(t109, t10, -4)
-        t111 = _gather(t66, t42, -3)
-        t112 = _gather(t111, t10, -4)
-        t113 = _gather(t58, t48, -4)
-        t114 = _gather(t61, t48, -4)
-        t115 = _gather(t64, t48, -4)
-        t116 = _gather(t67, t48, -4)
-        t117 = _gather(t69, t48, -4)
-        t118 = _gather(t71, t48, -4)
-        t119 = _gather(t73, t48, -4)
-        t120 = _gather(t75, t48, -4)
-        t121 = _gather(t77, t48, -4)
-        t122 = _gather(t79, t48, -4)
-        t123 = _gather(t81, t48, -4)
-        t124 = _gather(t83, t48, -4)
-        t125 = _gather(t58, t53, -4)
-        t126 = _gather(t61, t53, -4)
-        t127 = _gather(t64, t53, -4)
-        t128 = _gather(t67, t53, -4)
-        t129 = _gather(t69, t53, -4)
-        t130 = _gather(t71, t53, -4)
-        t131 = _gather(t73, t53, -4)
-        t132 = _gather(t75, t53, -4)
-        t133 = _gather(t77, t53, -4)
-        t134 = _gather(t79, t53, -4)
-        t135 = _gather(t81, t53, -4)
-        t136 = _gather(t83, t53, -4)
-        t137 = _gather(t97, t48, -4)
-        t138 = _gather(t99, t48, -4)
-        t139 = _gather(t101, t48, -4)
-        t140 = _gather(t103, t48, -4)
-        t141 = _gather(t105, t48, -4)
-        t142 = _gather(t107, t48, -4)
-        t143 = _gather(t109, t48, -4)
-        t144 = _gather(t111, t48, -4)
-        t145 = _gather(t97, t53, -4)
-        t146 = _gather(t99, t53, -4)
-        t147 = _gather(t101, t53, -4)
-        t148 = _gather(t103, t53, -4)
-        t149 = _gather(t105, t53, -4)
-        t150 = _gather(t107, t53, -4)
-        t151 = _gather(t109, t53, -4)
-        t152 = _gather(t111, t53, -4)
-        t153 = _gather(t47, t10, -4)
-        grad_input = (
-            torch.where(t19 & t27 & t40, t100, 0)
-            + torch.where(t12 & t34 & t40, t102, 0)
-            + torch.where(t19 & t34 & t40, t104, 0)
-            + torch.where(t12 & t27 & t46, t106, 0)
-            + torch.where(t19 & t27 & t46, t108, 0)
-            + torch.where(t12, t11, 0)
-            + torch.where(t12 & t34 & t46, t110, 0)
-            + torch.where(t19 & t34 & t46, t112, 0)
-            + torch.where(t12 & t27 & t51, t113, 0)
-            + torch.where(t19 & t27 & t51, t114, 0)
-            + torch.where(t12 & t34 & t51, t115, 0)
-            + torch.where(t19 & t34 & t51, t116, 0)
-            + torch.where(t12 & t40 & t51, t117, 0)
-            + torch.where(t19 & t40 & t51, t118, 0)
-            + torch.where(t27 & t40 & t51, t119, 0)
-            + torch.where(t34 & t40 & t51, t120, 0)
-            + torch.where(t12 & t46 & t51, t121, 0)
-            + torch.where(t19 & t46 & t51, t122, 0)
-            + torch.where(t27 & t46 & t51, t123, 0)
-            + torch.where(t34 & t46 & t51, t124, 0)
-            + torch.where(t12 & t27 & t56, t125, 0)
-            + torch.where(t19 & t27 & t56, t126, 0)
-            + torch.where(t12 & t34 & t56, t127, 0)
-            + torch.where(t19 & t34 & t56, t128, 0)
-            + torch.where(t12 & t40 & t56, t129, 0)
-            + torch.where(t19 & t40 & t56, t130, 0)
-            + torch.where(t27 & t40 & t56, t131, 0)
-            + torch.where(t34 & t40 & t56, t132, 0)
-            + torch.where(t12 & t46 & t56, t133, 0)
-            + torch.where(t19 & t46 & t56, t134, 0)
-            + torch.where(t27 & t46 & t56, t135, 0)
-            + torch.where(t34 & t46 & t56, t136, 0)
-            + torch.where(t12 & t27 & t40 & t51, t137, 0)
-            + torch.where(t19 & t27 & t40 & t51, t138, 0)
-            + torch.where(t12 & t34 & t40 & t51, t139, 0)
-            + torch.where(t19 & t34 & t40 & t51, t140, 0)
-            + torch.where(t12 & t27 & t46 & t51, t141, 0)
-            + torch.where(t19 & t27 & t46 & t51, t142, 0)
-            + torch.where(t12 & t34 & t46 & t51, t143, 0)
-            + torch.where(t19 & t34 & t46 & t51, t144, 0)
-            + torch.where(t12 & t27 & t40 & t56, t145, 0)
-            + torch.where(t19 & t27 & t40 & t56, t146, 0)
-            + torch.where(t12 & t34 & t40 & t56, t147, 0)
-            + torch.where(t19 & t34 & t40 & t56, t148, 0)
-            + torch.where(t12 & t27 & t46 & t56, t149, 0)
-            + torch.where(t19 & t27 & t46 & t56, t150, 0)
-            + torch.where(t12 & t34 & t46 & t56, t151, 0)
-            + torch.where(t19 & t34 & t46 & t56, t152, 0)
-            + t153
-            + torch.where(t19, t18, 0)
-            + torch.where(t27, t25, 0)
-            + torch.where(t34, t32, 0)
-            + torch.where(t40, t38, 0)
-            + torch.where(t46, t44, 0)
-            + torch.where(t51, t49, 0)
-            + torch.where(t56, t54, 0)
-            + torch.where(t12 & t27, t59, 0)
-            + torch.where(t19 & t27, t62, 0)
-            + torch.where(t12 & t34, t65, 0)
-            + torch.where(t19 & t34, t68, 0)
-            + torch.where(t12 & t40, t70, 0)
-            + torch.where(t19 & t40, t72, 0)
-            + torch.where(t27 & t40, t74, 0)
-            + torch.where(t34 & t40, t76, 0)
-            + torch.where(t12 & t46, t78, 0)
-            + torch.where(t19 & t46, t80, 0)
-            + torch.where(t27 & t46, t82, 0)
-            + torch.where(t34 & t46, t84, 0)
-            + torch.where(t12 & t51, t85, 0)
-            + torch.where(t19 & t51, t86, 0)
-            + torch.where(t27 & t51, t87, 0)
-            + torch.where(t34 & t51, t88, 0)
-            + torch.where(t40 & t51, t89, 0)
-            + torch.where(t46 & t51, t90, 0)
-            + torch.where(t12 & t56, t91, 0)
-            + torch.where(t19 & t56, t92, 0)
-            + torch.where(t27 & t56, t93, 0)
-            + torch.where(t34 & t56, t94, 0)
-            + torch.where(t40 & t56, t95, 0)
-            + torch.where(t46 & t56, t96, 0)
-            + torch.where(t12 & t27 & t40, t98, 0)
+        t2 = torch.where(
+            paddings[3][0] - t1 > 0,
+            paddings[3][0] - t1,
+            torch.where(
+                t0 <= -paddings[3][0] + t1, paddings[3][0] + 2 * t0 - t1 - 2, -paddings[3][0] + t1
+            ),
         )
+        t3 = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
+        t4 = np.shape(input)[-2]
+        t5 = torch.arange(np.shape(grad)[-2])
+        t6 = torch.where(
+            paddings[2][0] - t5 > 0,
+            paddings[2][0] - t5,
+            torch.where(
+                t4 <= -paddings[2][0] + t5, paddings[2][0] + 2 * t4 - t5 - 2, -paddings[2][0] + t5
+            ),
+        )
+        t7 = _scatter_add(t3, t6, 1, t4)  # no gather form: an explicit scatter-add
+        t8 = np.shape(input)[-3]
+        t9 = torch.arange(np.shape(grad)[-3])
+        t10 = torch.where(
+            paddings[1][0] - t9 > 0,
+            paddings[1][0] - t9,
+            torch.where(
+                t8 <= -paddings[1][0] + t9, paddings[1][0] + 2 * t8 - t9 - 2, -paddings[1][0] + t9
+            ),
+        )
+        t11 = _scatter_add(t7, t10, 2, t8)  # no gather form: an explicit scatter-add
+        t12 = np.shape(input)[-4]
+        t13 = torch.arange(np.shape(grad)[-4])
+        t14 = torch.where(
+            paddings[0][0] - t13 > 0,
+            paddings[0][0] - t13,
+            torch.where(
+                t12 <= -paddings[0][0] + t13,
+                paddings[0][0] + 2 * t12 - t13 - 2,
+                -paddings[0][0] + t13,
+            ),
+        )
+        grad_input = _scatter_add(t11, t14, 3, t12)  # no gather form: an explicit scatter-add
     elif rank == 4 and mode == "SYMMETRIC":
-        t0 = torch.arange(np.shape(input)[-1])
-        t1 = paddings[3][0] + t0
-        t2 = _gather(grad, t1, -1)
-        t3 = torch.arange(np.shape(input)[-2])
-        t4 = paddings[2][0] + t3
-        t5 = _gather(t2, t4, -2)
-        t6 = torch.arange(np.shape(input)[-3])
-        t7 = paddings[1][0] + t6
-        t8 = _gather(t5, t7, -3)
-        t9 = torch.arange(np.shape(input)[-4])
-        t10 = paddings[0][0] + t9
-        t11 = _gather(t8, t10, -4)
-        t12 = paddings[3][0] - t0 - 1
-        t13 = _gather(grad, t12, -1)
-        t14 = _gather(t13, t4, -2)
-        t15 = _gather(t14, t7, -3)
-        t16 = _gather(t15, t10, -4)
-        t17 = np.shape(input)[-1]
-        t18 = paddings[3][0] - t0 + 2 * t17 - 1
-        t19 = _gather(grad, t18, -1)
-        t20 = _gather(t19, t4, -2)
-        t21 = _gather(t20, t7, -3)
-        t22 = _gather(t21, t10, -4)
-        t23 = paddings[2][0] - t3 - 1
-        t24 = _gather(t2, t23, -2)
-        t25 = _gather(t24, t7, -3)
-        t26 = _gather(t25, t10, -4)
-        t27 = _gather(t13, t23, -2)
-        t28 = _gather(t27, t7, -3)
-        t29 = _gather(t28, t10, -4)
-        t30 = _gather(t19, t23, -2)
-        t31 = _gather(t30, t7, -3)
-        t32 = _gather(t31, t10, -4)
-        t33 = np.shape(input)[-2]
-        t34 = paddings[2][0] - t3 + 2 * t33 - 1
-        t35 = _gather(t2, t34, -2)
-        t36 = _gather(t35, t7, -3)
-        t37 = _gather(t36, t10, -4)
-        t38 = _gather(t13, t34, -2)
-        t39 = _gather(t38, t7, -3)
-        t40 = _gather(t39, t10, -4)
-        t41 = _gather(t19, t34, -2)
-        t42 = _gather(t41, t7, -3)
-        t43 = _gather(t42, t10, -4)
-        t44 = paddings[1][0] - t6 - 1
-        t45 = _gather(t5, t44, -3)
-        t46 = _gather(t45, t10, -4)
-        t47 = _gather(t14, t44, -3)
-        t48 = _gather(t47, t10, -4)
-        t49 = _gather(t20, t44, -3)
-        t50 = _gather(t49, t10, -4)
-        t51 = _gather(t24, t44, -3)
-        t52 = _gather(t51, t10, -4)
-        t53 = _gather(t27, t44, -3)
-        t54 = _gather(t53, t10, -4)
-        t55 = _gather(t30, t44, -3)
-        t56 = _gather(t55, t10, -4)
-        t57 = _gather(t35, t44, -3)
-        t58 = _gather(t57, t10, -4)
-        t59 = _gather(t38, t44, -3)
-        t60 = _gather(t59, t10, -4)
-        t61 = _gather(t41, t44, -3)
-        t62 = _gather(t61, t10, -4)
-        t63 = np.shape(input)[-3]
-        t64 = paddings[1][0] - t6 + 2 * t63 - 1
-        t65 = _gather(t5, t64, -3)
-        t66 = _gather(t65, t10, -4)
-        t67 = _gather(t14, t64, -3)
-        t68 = _gather(t67, t10, -4)
-        t69 = _gather(t20, t64, -3)
-        t70 = _gather(t69, t10, -4)
-        t71 = _gather(t24, t64, -3)
-        t72 = _gather(t71, t10, -4)
-        t73 = _gather(t27, t64, -3)
-        t74 = _gather(t73, t10, -4)
-        t75 = _gather(t30, t64, -3)
-        t76 = _gather(t75, t10, -4)
-        t77 = _gather(t35, t64, -3)
-        t78 = _gather(t77, t10, -4)
-        t79 = _gather(t38, t64, -3)
-        t80 = _gather(t79, t10, -4)
-        t81 = _gather(t41, t64, -3)
-        t82 = _gather(t81, t10, -4)
-        t83 = paddings[0][0] - t9 - 1
-        t84 = _gather(t8, t83, -4)
-        t85 = _gather(t15, t83, -4)
-        t86 = _gather(t21, t83, -4)
-        t87 = _gather(t25, t83, -4)
-        t88 = _gather(t28, t83, -4)
-        t89 = _gather(t31, t83, -4)
-        t90 = _gather(t36, t83, -4)
-        t91 = _gather(t39, t83, -4)
-        t92 = _gather(t42, t83, -4)
-        t93 = _gather(t45, t83, -4)
-        t94 = _gather(t47, t83, -4)
-        t95 = _gather(t49, t83, -4)
-        t96 = _gather(t51, t83, -4)
-        t97 = _gather(t53, t83, -4)
-        t98 = _gather(t55, t83, -4)
-        t99 = _gather(t57, t83, -4)
-        t100 = _gather(t59, t83, -4)
-        t101 = _gather(t61, t83, -4)
-        t102 = _gather(t65, t83, -4)
-        t103 = _gather(t67, t83, -4)
-        t104 = _gather(t69, t83, -4)
-        t105 = _gather(t71, t83, -4)
-        t106 = _gather(t73, t83, -4)
-        t107 = _gather(t75, t83, -4)
-        t108 = _gather(t77, t83, -4)
-        t109 = _gather(t79, t83, -4)
-        t110 = _gather(t81, t83, -4)
-        t111 = np.shape(input)[-4]
-        t112 = paddings[0][0] + 2 * t111 - t9 - 1
-        t113 = _gather(t8, t112, -4)
-        t114 = _gather(t15, t112, -4)
-        t115 = _gather(t21, t112, -4)
-        t116 = _gather(t25, t112, -4)
-        t117 = _gather(t28, t112, -4)
-        t118 = _gather(t31, t112, -4)
-        t119 = _gather(t36, t112, -4)
-        t120 = _gather(t39, t112, -4)
-        t121 = _gather(t42, t112, -4)
-        t122 = _gather(t45, t112, -4)
-        t123 = _gather(t47, t112, -4)
-        t124 = _gather(t49, t112, -4)
-        t125 = _gather(t51, t112, -4)
-        t126 = _gather(t53, t112, -4)
-        t127 = _gather(t55, t112, -4)
-        t128 = _gather(t57, t112, -4)
-        t129 = _gather(t59, t112, -4)
-        t130 = _gather(t61, t112, -4)
-        t131 = _gather(t65, t112, -4)
-        t132 = _gather(t67, t112, -4)
-        t133 = _gather(t69, t112, -4)
-        t134 = _gather(t71, t112, -4)
-        t135 = _gather(t73, t112, -4)
-        t136 = _gather(t75, t112, -4)
-        t137 = _gather(t77, t112, -4)
-        t138 = _gather(t79, t112, -4)
-        t139 = _gather(t81, t112, -4)
-        grad_input = (
-            t100
-            + t101
-            + t102
-            + t103
-            + t104
-            + t105
-            + t106
-            + t107
-            + t108
-            + t109
-            + t11
-            + t110
-            + t113
-            + t114
-            + t115
-            + t116
-            + t117
-            + t118
-            + t119
-            + t120
-            + t121
-            + t122
-            + t123
-            + t124
-            + t125
-            + t126
-            + t127
-            + t128
-            + t129
-            + t130
-            + t131
-            + t132
-            + t133
-            + t134
-            + t135
-            + t136
-            + t137
-            + t138
-            + t139
-            + t16
-            + t22
-            + t26
-            + t29
-            + t32
-            + t37
-            + t40
-            + t43
-            + t46
-            + t48
-            + t50
-            + t52
-            + t54
-            + t56
-            + t58
-            + t60
-            + t62
-            + t66
-            + t68
-            + t70
-            + t72
-            + t74
-            + t76
-            + t78
-            + t80
-            + t82
-            + t84
-            + t85
-            + t86
-            + t87
-            + t88
-            + t89
-            + t90
-            + t91
-            + t92
-            + t93
-            + t94
-            + t95
-            + t96
-            + t97
-            + t98
-            + t99
+        t2 = torch.where(
+            paddings[3][0] - t1 > 0,
+            paddings[3][0] - t1 - 1,
+            torch.where(
+                t0 <= -paddings[3][0] + t1, paddings[3][0] + 2 * t0 - t1 - 1, -paddings[3][0] + t1
+            ),
         )
+        t3 = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
+        t4 = np.shape(input)[-2]
+        t5 = torch.arange(np.shape(grad)[-2])
+        t6 = torch.where(
+            paddings[2][0] - t5 > 0,
+            paddings[2][0] - t5 - 1,
+            torch.where(
+                t4 <= -paddings[2][0] + t5, paddings[2][0] + 2 * t4 - t5 - 1, -paddings[2][0] + t5
+            ),
+        )
+        t7 = _scatter_add(t3, t6, 1, t4)  # no gather form: an explicit scatter-add
+        t8 = np.shape(input)[-3]
+        t9 = torch.arange(np.shape(grad)[-3])
+        t10 = torch.where(
+            paddings[1][0] - t9 > 0,
+            paddings[1][0] - t9 - 1,
+            torch.where(
+                t8 <= -paddings[1][0] + t9, paddings[1][0] + 2 * t8 - t9 - 1, -paddings[1][0] + t9
+            ),
+        )
+        t11 = _scatter_add(t7, t10, 2, t8)  # no gather form: an explicit scatter-add
+        t12 = np.shape(input)[-4]
+        t13 = torch.arange(np.shape(grad)[-4])
+        t14 = torch.where(
+            paddings[0][0] - t13 > 0,
+            paddings[0][0] - t13 - 1,
+            torch.where(
+                t12 <= -paddings[0][0] + t13,
+                paddings[0][0] + 2 * t12 - t13 - 1,
+                -paddings[0][0] + t13,
+            ),
+        )
+        grad_input = _scatter_add(t11, t14, 3, t12)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"MirrorPad: unsupported attributes rank={rank!r}, mode={mode!r}")
     return (grad_input,)

@@ -34,18 +34,58 @@ def _gather(x, positions, axis, fill=0):
     )
 
 
+def _bit(mask, k):
+    """Bit k of the integer `mask`, 0 or 1."""
+    return np.mod(mask // 2**k, 2)
+
+
+def _slice_length(size, begin, end, stride, begin_masked, end_masked):
+    """The number of entries a strided slice takes, from `slice_start` up to `end` (excluded,
+    clamped as `begin` is; the axis's end when the end mask bit is set)."""
+    return np.maximum(
+        -(
+            (
+                -np.where(
+                    end_masked == 1,
+                    np.where(stride > 0, size, -1),
+                    np.minimum(
+                        np.where(stride > 0, size, size - 1),
+                        np.maximum(np.where(stride > 0, 0, -1), np.where(end < 0, end + size, end)),
+                    ),
+                )
+                + _slice_start(size, begin, stride, begin_masked)
+            )
+            // stride
+        ),
+        0,
+    )
+
+
+def _slice_start(size, begin, stride, masked):
+    """The first position a strided slice of an axis of `size` entries takes, as TensorFlow
+    computes it: `begin` counted from the end when negative, then clamped to the axis (to -1
+    .. size - 1 going backwards); the axis's start when the begin mask bit is set."""
+    return np.where(
+        masked == 1,
+        np.where(stride > 0, 0, size - 1),
+        np.minimum(
+            np.where(stride > 0, size, size - 1),
+            np.maximum(np.where(stride > 0, 0, -1), np.where(begin < 0, begin + size, begin)),
+        ),
+    )
+
+
 def pad(input, *, paddings):
     """Pad: Zeros around the input: `paddings[k]` holds (before, after) for axis k (declared at ops/array.py:26)."""
     rank = np.ndim(input)
     paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = np.shape(input)[-1]
     if rank == 1:
-        t0 = np.shape(input)[-1]
         t1 = paddings[0][0] + paddings[0][1] + t0
         t2 = np.arange(t1)
         t3 = -paddings[0][0] + t2
         output = _gather(input, t3, -1)
     elif rank == 2:
-        t0 = np.shape(input)[-1]
         t1 = paddings[1][0] + paddings[1][1] + t0
         t2 = np.arange(t1)
         t3 = -paddings[1][0] + t2
@@ -56,7 +96,6 @@ def pad(input, *, paddings):
         t8 = -paddings[0][0] + t7
         output = _gather(t4, t8, -2)
     elif rank == 3:
-        t0 = np.shape(input)[-1]
         t1 = paddings[2][0] + paddings[2][1] + t0
         t2 = np.arange(t1)
         t3 = -paddings[2][0] + t2
@@ -72,7 +111,6 @@ def pad(input, *, paddings):
         t13 = -paddings[0][0] + t12
         output = _gather(t9, t13, -3)
     elif rank == 4:
-        t0 = np.shape(input)[-1]
         t1 = paddings[3][0] + paddings[3][1] + t0
         t2 = np.arange(t1)
         t3 = -paddings[3][0] + t2
@@ -105,19 +143,17 @@ def pad_grad(grad, input, *, output=None, paddings):
     """
     rank = np.ndim(input)
     paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = np.arange(np.shape(input)[-1])
     if rank == 1:
-        t0 = np.arange(np.shape(input)[-1])
         t1 = paddings[0][0] + t0
         grad_input = _gather(grad, t1, -1)
     elif rank == 2:
-        t0 = np.arange(np.shape(input)[-1])
         t1 = paddings[1][0] + t0
         t2 = _gather(grad, t1, -1)
         t3 = np.arange(np.shape(input)[-2])
         t4 = paddings[0][0] + t3
         grad_input = _gather(t2, t4, -2)
     elif rank == 3:
-        t0 = np.arange(np.shape(input)[-1])
         t1 = paddings[2][0] + t0
         t2 = _gather(grad, t1, -1)
         t3 = np.arange(np.shape(input)[-2])
@@ -127,7 +163,6 @@ def pad_grad(grad, input, *, output=None, paddings):
         t7 = paddings[0][0] + t6
         grad_input = _gather(t5, t7, -3)
     elif rank == 4:
-        t0 = np.arange(np.shape(input)[-1])
         t1 = paddings[3][0] + t0
         t2 = _gather(grad, t1, -1)
         t3 = np.arange(np.shape(input)[-2])
@@ -148,19 +183,17 @@ def pad_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, paddings):
     """Second order of Pad: the gradient of pad_grad: one array per input (grad, input)."""
     rank = np.ndim(input)
     paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = np.arange(np.shape(grad)[-1])
     if rank == 1:
-        t0 = np.arange(np.shape(grad)[-1])
         t1 = -paddings[0][0] + t0
         grad_grad = _gather(grad_vjp_input, t1, -1)
     elif rank == 2:
-        t0 = np.arange(np.shape(grad)[-1])
         t1 = -paddings[1][0] + t0
         t2 = _gather(grad_vjp_input, t1, -1)
         t3 = np.arange(np.shape(grad)[-2])
         t4 = -paddings[0][0] + t3
         grad_grad = _gather(t2, t4, -2)
     elif rank == 3:
-        t0 = np.arange(np.shape(grad)[-1])
         t1 = -paddings[2][0] + t0
         t2 = _gather(grad_vjp_input, t1, -1)
         t3 = np.arange(np.shape(grad)[-2])
@@ -170,7 +203,6 @@ def pad_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, paddings):
         t7 = -paddings[0][0] + t6
         grad_grad = _gather(t5, t7, -3)
     elif rank == 4:
-        t0 = np.arange(np.shape(grad)[-1])
         t1 = -paddings[3][0] + t0
         t2 = _gather(grad_vjp_input, t1, -1)
         t3 = np.arange(np.shape(grad)[-2])
@@ -192,14 +224,13 @@ def slice(input, *, begin, size):
     rank = np.ndim(input)
     begin = np.asarray(begin, dtype=np.int64)
     size = np.asarray(size, dtype=np.int64)
+    t0 = np.shape(input)[-1]
     if rank == 1:
-        t0 = np.shape(input)[-1]
         t1 = np.where(size[0] == -1, -begin[0] + t0, size[0])
         t2 = np.arange(t1)
         t3 = begin[0] + t2
         output = _gather(input, t3, -1)
     elif rank == 2:
-        t0 = np.shape(input)[-1]
         t1 = np.where(size[1] == -1, -begin[1] + t0, size[1])
         t2 = np.arange(t1)
         t3 = begin[1] + t2
@@ -210,7 +241,6 @@ def slice(input, *, begin, size):
         t8 = begin[0] + t7
         output = _gather(t4, t8, -2)
     elif rank == 3:
-        t0 = np.shape(input)[-1]
         t1 = np.where(size[2] == -1, -begin[2] + t0, size[2])
         t2 = np.arange(t1)
         t3 = begin[2] + t2
@@ -226,7 +256,6 @@ def slice(input, *, begin, size):
         t13 = begin[0] + t12
         output = _gather(t9, t13, -3)
     elif rank == 4:
-        t0 = np.shape(input)[-1]
         t1 = np.where(size[3] == -1, -begin[3] + t0, size[3])
         t2 = np.arange(t1)
         t3 = begin[3] + t2
@@ -260,19 +289,17 @@ def slice_grad(grad, input, *, output=None, begin, size):
     rank = np.ndim(input)
     begin = np.asarray(begin, dtype=np.int64)
     size = np.asarray(size, dtype=np.int64)
+    t0 = np.arange(np.shape(input)[-1])
     if rank == 1:
-        t0 = np.arange(np.shape(input)[-1])
         t1 = -begin[0] + t0
         grad_input = _gather(grad, t1, -1)
     elif rank == 2:
-        t0 = np.arange(np.shape(input)[-1])
         t1 = -begin[1] + t0
         t2 = _gather(grad, t1, -1)
         t3 = np.arange(np.shape(input)[-2])
         t4 = -begin[0] + t3
         grad_input = _gather(t2, t4, -2)
     elif rank == 3:
-        t0 = np.arange(np.shape(input)[-1])
         t1 = -begin[2] + t0
         t2 = _gather(grad, t1, -1)
         t3 = np.arange(np.shape(input)[-2])
@@ -282,7 +309,6 @@ def slice_grad(grad, input, *, output=None, begin, size):
         t7 = -begin[0] + t6
         grad_input = _gather(t5, t7, -3)
     elif rank == 4:
-        t0 = np.arange(np.shape(input)[-1])
         t1 = -begin[3] + t0
         t2 = _gather(grad, t1, -1)
         t3 = np.arange(np.shape(input)[-2])
@@ -304,19 +330,17 @@ def slice_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, begin, size)
     rank = np.ndim(input)
     begin = np.asarray(begin, dtype=np.int64)
     size = np.asarray(size, dtype=np.int64)
+    t0 = np.arange(np.shape(grad)[-1])
     if rank == 1:
-        t0 = np.arange(np.shape(grad)[-1])
         t1 = begin[0] + t0
         grad_grad = _gather(grad_vjp_input, t1, -1)
     elif rank == 2:
-        t0 = np.arange(np.shape(grad)[-1])
         t1 = begin[1] + t0
         t2 = _gather(grad_vjp_input, t1, -1)
         t3 = np.arange(np.shape(grad)[-2])
         t4 = begin[0] + t3
         grad_grad = _gather(t2, t4, -2)
     elif rank == 3:
-        t0 = np.arange(np.shape(grad)[-1])
         t1 = begin[2] + t0
         t2 = _gather(grad_vjp_input, t1, -1)
         t3 = np.arange(np.shape(grad)[-2])
@@ -326,7 +350,6 @@ def slice_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, begin, size)
         t7 = begin[0] + t6
         grad_grad = _gather(t5, t7, -3)
     elif rank == 4:
-        t0 = np.arange(np.shape(grad)[-1])
         t1 = begin[3] + t0
         t2 = _gather(grad_vjp_input, t1, -1)
         t3 = np.arange(np.shape(grad)[-2])
@@ -346,48 +369,20 @@ def slice_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, begin, size)
 def reverse_v2(tensor, *, axis=(-1,)):
     """ReverseV2: The input with the order of entries along each axis of `axis` reversed (declared at ops/array.py:56)."""
     axis = tuple(sorted(int(a) - np.ndim(tensor) if a >= 0 else int(a) for a in np.ravel(axis)))
-    if axis == (-1,):
-        t0 = np.arange(np.shape(tensor)[-1])
-        t1 = np.shape(tensor)[-1]
+    if axis in ((-1,), (-2,), (-3,)):
+        t0 = np.arange(np.shape(tensor)[axis[0]])
+        t1 = np.shape(tensor)[axis[0]]
         t2 = -t0 + t1 - 1
-        output = _gather(tensor, t2, -1)
-    elif axis == (-2,):
-        t0 = np.arange(np.shape(tensor)[-2])
-        t1 = np.shape(tensor)[-2]
+        output = _gather(tensor, t2, axis[0])
+    elif axis in ((-2, -1), (-3, -1), (-3, -2)):
+        t0 = np.arange(np.shape(tensor)[axis[1]])
+        t1 = np.shape(tensor)[axis[1]]
         t2 = -t0 + t1 - 1
-        output = _gather(tensor, t2, -2)
-    elif axis == (-3,):
-        t0 = np.arange(np.shape(tensor)[-3])
-        t1 = np.shape(tensor)[-3]
-        t2 = -t0 + t1 - 1
-        output = _gather(tensor, t2, -3)
-    elif axis == (-2, -1):
-        t0 = np.arange(np.shape(tensor)[-1])
-        t1 = np.shape(tensor)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(tensor, t2, -1)
-        t4 = np.arange(np.shape(tensor)[-2])
-        t5 = np.shape(tensor)[-2]
+        t3 = _gather(tensor, t2, axis[1])
+        t4 = np.arange(np.shape(tensor)[axis[0]])
+        t5 = np.shape(tensor)[axis[0]]
         t6 = -t4 + t5 - 1
-        output = _gather(t3, t6, -2)
-    elif axis == (-3, -1):
-        t0 = np.arange(np.shape(tensor)[-1])
-        t1 = np.shape(tensor)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(tensor, t2, -1)
-        t4 = np.arange(np.shape(tensor)[-3])
-        t5 = np.shape(tensor)[-3]
-        t6 = -t4 + t5 - 1
-        output = _gather(t3, t6, -3)
-    elif axis == (-3, -2):
-        t0 = np.arange(np.shape(tensor)[-2])
-        t1 = np.shape(tensor)[-2]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(tensor, t2, -2)
-        t4 = np.arange(np.shape(tensor)[-3])
-        t5 = np.shape(tensor)[-3]
-        t6 = -t4 + t5 - 1
-        output = _gather(t3, t6, -3)
+        output = _gather(t3, t6, axis[0])
     elif axis == (-3, -2, -1):
         t0 = np.arange(np.shape(tensor)[-1])
         t1 = np.shape(tensor)[-1]
@@ -414,48 +409,20 @@ def reverse_v2_grad(grad, tensor, *, output=None, axis=(-1,)):
         grad_tensor[batch, i] = grad[batch, D3 - i - 1], i.e. `_gather(grad, t2, -1)`
     """
     axis = tuple(sorted(int(a) - np.ndim(tensor) if a >= 0 else int(a) for a in np.ravel(axis)))
-    if axis == (-1,):
-        t0 = np.arange(np.shape(tensor)[-1])
-        t1 = np.shape(tensor)[-1]
+    if axis in ((-1,), (-2,), (-3,)):
+        t0 = np.arange(np.shape(tensor)[axis[0]])
+        t1 = np.shape(tensor)[axis[0]]
         t2 = -t0 + t1 - 1
-        grad_tensor = _gather(grad, t2, -1)
-    elif axis == (-2,):
-        t0 = np.arange(np.shape(tensor)[-2])
-        t1 = np.shape(tensor)[-2]
+        grad_tensor = _gather(grad, t2, axis[0])
+    elif axis in ((-2, -1), (-3, -1), (-3, -2)):
+        t0 = np.arange(np.shape(tensor)[axis[1]])
+        t1 = np.shape(tensor)[axis[1]]
         t2 = -t0 + t1 - 1
-        grad_tensor = _gather(grad, t2, -2)
-    elif axis == (-3,):
-        t0 = np.arange(np.shape(tensor)[-3])
-        t1 = np.shape(tensor)[-3]
-        t2 = -t0 + t1 - 1
-        grad_tensor = _gather(grad, t2, -3)
-    elif axis == (-2, -1):
-        t0 = np.arange(np.shape(tensor)[-1])
-        t1 = np.shape(tensor)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, -1)
-        t4 = np.arange(np.shape(tensor)[-2])
-        t5 = np.shape(tensor)[-2]
+        t3 = _gather(grad, t2, axis[1])
+        t4 = np.arange(np.shape(tensor)[axis[0]])
+        t5 = np.shape(tensor)[axis[0]]
         t6 = -t4 + t5 - 1
-        grad_tensor = _gather(t3, t6, -2)
-    elif axis == (-3, -1):
-        t0 = np.arange(np.shape(tensor)[-1])
-        t1 = np.shape(tensor)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, -1)
-        t4 = np.arange(np.shape(tensor)[-3])
-        t5 = np.shape(tensor)[-3]
-        t6 = -t4 + t5 - 1
-        grad_tensor = _gather(t3, t6, -3)
-    elif axis == (-3, -2):
-        t0 = np.arange(np.shape(tensor)[-2])
-        t1 = np.shape(tensor)[-2]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, -2)
-        t4 = np.arange(np.shape(tensor)[-3])
-        t5 = np.shape(tensor)[-3]
-        t6 = -t4 + t5 - 1
-        grad_tensor = _gather(t3, t6, -3)
+        grad_tensor = _gather(t3, t6, axis[0])
     elif axis == (-3, -2, -1):
         t0 = np.arange(np.shape(tensor)[-1])
         t1 = np.shape(tensor)[-1]
@@ -477,53 +444,21 @@ def reverse_v2_grad(grad, tensor, *, output=None, axis=(-1,)):
 def reverse_v2_grad_grad(grad_vjp_tensor, grad, tensor, *, vjp_tensor=None, axis=(-1,)):
     """Second order of ReverseV2: the gradient of reverse_v2_grad: one array per input (grad, tensor)."""
     axis = tuple(sorted(int(a) - np.ndim(tensor) if a >= 0 else int(a) for a in np.ravel(axis)))
-    if axis == (-1,):
-        t0 = np.arange(np.shape(grad)[-1])
-        t1 = np.shape(grad)[-1]
+    if axis in ((-1,), (-2,), (-3,)):
+        t0 = np.arange(np.shape(grad)[axis[0]])
+        t1 = np.shape(grad)[axis[0]]
         t2 = -t0 + t1 - 1
-        grad_grad = _gather(grad_vjp_tensor, t2, -1)
+        grad_grad = _gather(grad_vjp_tensor, t2, axis[0])
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == (-2,):
-        t0 = np.arange(np.shape(grad)[-2])
-        t1 = np.shape(grad)[-2]
+    elif axis in ((-2, -1), (-3, -1), (-3, -2)):
+        t0 = np.arange(np.shape(grad)[axis[1]])
+        t1 = np.shape(grad)[axis[1]]
         t2 = -t0 + t1 - 1
-        grad_grad = _gather(grad_vjp_tensor, t2, -2)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == (-3,):
-        t0 = np.arange(np.shape(grad)[-3])
-        t1 = np.shape(grad)[-3]
-        t2 = -t0 + t1 - 1
-        grad_grad = _gather(grad_vjp_tensor, t2, -3)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == (-2, -1):
-        t0 = np.arange(np.shape(grad)[-1])
-        t1 = np.shape(grad)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad_vjp_tensor, t2, -1)
-        t4 = np.arange(np.shape(grad)[-2])
-        t5 = np.shape(grad)[-2]
+        t3 = _gather(grad_vjp_tensor, t2, axis[1])
+        t4 = np.arange(np.shape(grad)[axis[0]])
+        t5 = np.shape(grad)[axis[0]]
         t6 = -t4 + t5 - 1
-        grad_grad = _gather(t3, t6, -2)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == (-3, -1):
-        t0 = np.arange(np.shape(grad)[-1])
-        t1 = np.shape(grad)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad_vjp_tensor, t2, -1)
-        t4 = np.arange(np.shape(grad)[-3])
-        t5 = np.shape(grad)[-3]
-        t6 = -t4 + t5 - 1
-        grad_grad = _gather(t3, t6, -3)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == (-3, -2):
-        t0 = np.arange(np.shape(grad)[-2])
-        t1 = np.shape(grad)[-2]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad_vjp_tensor, t2, -2)
-        t4 = np.arange(np.shape(grad)[-3])
-        t5 = np.shape(grad)[-3]
-        t6 = -t4 + t5 - 1
-        grad_grad = _gather(t3, t6, -3)
+        grad_grad = _gather(t3, t6, axis[0])
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == (-3, -2, -1):
         t0 = np.arange(np.shape(grad)[-1])
@@ -549,20 +484,10 @@ def transpose(x, *, perm=(1, 0)):
     perm = tuple(int(a) for a in np.ravel(perm))
     if perm == (1, 0):
         y = x.T
-    elif perm == (0, 2, 1):
-        y = np.transpose(x, (0, 2, 1))
-    elif perm == (1, 0, 2):
-        y = np.transpose(x, (1, 0, 2))
-    elif perm == (1, 2, 0):
-        y = np.transpose(x, (1, 2, 0))
-    elif perm == (2, 0, 1):
-        y = np.transpose(x, (2, 0, 1))
-    elif perm == (2, 1, 0):
-        y = np.transpose(x, (2, 1, 0))
-    elif perm == (0, 3, 1, 2):
-        y = np.transpose(x, (0, 3, 1, 2))
-    elif perm == (0, 2, 3, 1):
-        y = np.transpose(x, (0, 2, 3, 1))
+    elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+        y = np.transpose(x, (perm[0], perm[1], perm[2]))
+    elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
+        y = np.transpose(x, (0, perm[1], perm[2], perm[3]))
     else:
         raise ValueError(f"Transpose: unsupported attributes perm={perm!r}")
     return y
@@ -578,20 +503,10 @@ def transpose_grad(grad, x, *, y=None, perm=(1, 0)):
     perm = tuple(int(a) for a in np.ravel(perm))
     if perm == (1, 0):
         grad_x = grad.T
-    elif perm == (0, 2, 1):
-        grad_x = np.transpose(grad, (0, 2, 1))
-    elif perm == (1, 0, 2):
-        grad_x = np.transpose(grad, (1, 0, 2))
-    elif perm == (1, 2, 0):
-        grad_x = np.transpose(grad, (2, 0, 1))
-    elif perm == (2, 0, 1):
-        grad_x = np.transpose(grad, (1, 2, 0))
-    elif perm == (2, 1, 0):
-        grad_x = np.transpose(grad, (2, 1, 0))
-    elif perm == (0, 3, 1, 2):
-        grad_x = np.transpose(grad, (0, 2, 3, 1))
-    elif perm == (0, 2, 3, 1):
-        grad_x = np.transpose(grad, (0, 3, 1, 2))
+    elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+        grad_x = np.transpose(grad, (perm.index(0), perm.index(1), perm.index(2)))
+    elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
+        grad_x = np.transpose(grad, (0, perm.index(1), perm.index(2), perm.index(3)))
     else:
         raise ValueError(f"Transpose: unsupported attributes perm={perm!r}")
     return (grad_x,)
@@ -602,20 +517,10 @@ def transpose_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None, perm=(1, 0)):
     perm = tuple(int(a) for a in np.ravel(perm))
     if perm == (1, 0):
         grad_grad = grad_vjp_x.T
-    elif perm == (0, 2, 1):
-        grad_grad = np.transpose(grad_vjp_x, (0, 2, 1))
-    elif perm == (1, 0, 2):
-        grad_grad = np.transpose(grad_vjp_x, (1, 0, 2))
-    elif perm == (1, 2, 0):
-        grad_grad = np.transpose(grad_vjp_x, (1, 2, 0))
-    elif perm == (2, 0, 1):
-        grad_grad = np.transpose(grad_vjp_x, (2, 0, 1))
-    elif perm == (2, 1, 0):
-        grad_grad = np.transpose(grad_vjp_x, (2, 1, 0))
-    elif perm == (0, 3, 1, 2):
-        grad_grad = np.transpose(grad_vjp_x, (0, 3, 1, 2))
-    elif perm == (0, 2, 3, 1):
-        grad_grad = np.transpose(grad_vjp_x, (0, 2, 3, 1))
+    elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+        grad_grad = np.transpose(grad_vjp_x, (perm[0], perm[1], perm[2]))
+    elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
+        grad_grad = np.transpose(grad_vjp_x, (0, perm[1], perm[2], perm[3]))
     else:
         raise ValueError(f"TransposeGrad: unsupported attributes perm={perm!r}")
     return grad_grad, None
@@ -633,409 +538,112 @@ def strided_slice(
     begin_mask=0,
     end_mask=0,
 ):
-    """StridedSlice: Every `strides[k]`-th entry from `begin[k]` up to `end[k]` (excluded) along each axis k, (declared at ops/array.py:100)."""
+    """StridedSlice: Every `strides[k]`-th entry from `begin[k]` up to `end[k]` (excluded) along each axis k, (declared at ops/array.py:109)."""
     rank = np.ndim(input)
     begin = np.asarray(begin, dtype=np.int64)
     end = np.asarray(end, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
+    t0 = np.shape(input)[-1]
     if rank == 1 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
-        t0 = np.shape(input)[-1]
-        t1 = np.maximum(
-            np.where(strides[0] > 0, 0, -1), np.where(begin[0] < 0, begin[0] + t0, begin[0])
-        )
-        t2 = np.minimum(t1, np.where(strides[0] > 0, t0, t0 - 1))
-        t3 = np.maximum(np.where(strides[0] > 0, 0, -1), np.where(end[0] < 0, end[0] + t0, end[0]))
-        t4 = np.minimum(t3, np.where(strides[0] > 0, t0, t0 - 1))
-        t5 = -(
-            (
-                np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t0 - 1), t2)
-                - np.where(np.mod(end_mask, 2) == 1, np.where(strides[0] > 0, t0, -1), t4)
-            )
-            // strides[0]
-        )
-        t6 = np.maximum(t5, 0)
-        t7 = t6
-        t8 = np.arange(t7)
-        t9 = strides[0] * t8 + np.where(
-            np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t0 - 1), t2
-        )
-        output = _gather(input, t9, -1)
+        t1 = _slice_length(t0, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0))
+        t2 = np.arange(t1)
+        t3 = strides[0] * t2 + _slice_start(t0, begin[0], strides[0], _bit(begin_mask, 0))
+        output = _gather(input, t3, -1)
     elif rank == 1 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
-        t0 = np.shape(input)[-1]
         t1 = np.where(begin[0] < 0, begin[0] + t0, begin[0])
         output = _gather(input, t1, -1)
     elif rank == 2 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
-        t0 = np.shape(input)[-1]
-        t1 = begin_mask // 2
-        t2 = np.maximum(
-            np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t0, begin[1])
-        )
-        t3 = np.minimum(t2, np.where(strides[1] > 0, t0, t0 - 1))
-        t4 = end_mask // 2
-        t5 = np.maximum(np.where(strides[1] > 0, 0, -1), np.where(end[1] < 0, end[1] + t0, end[1]))
-        t6 = np.minimum(t5, np.where(strides[1] > 0, t0, t0 - 1))
-        t7 = -(
-            (
-                np.where(np.mod(t1, 2) == 1, np.where(strides[1] > 0, 0, t0 - 1), t3)
-                - np.where(np.mod(t4, 2) == 1, np.where(strides[1] > 0, t0, -1), t6)
-            )
-            // strides[1]
-        )
-        t8 = np.maximum(t7, 0)
-        t9 = t8
-        t10 = np.arange(t9)
-        t11 = strides[1] * t10 + np.where(
-            np.mod(t1, 2) == 1, np.where(strides[1] > 0, 0, t0 - 1), t3
-        )
-        t12 = _gather(input, t11, -1)
-        t13 = np.shape(input)[-2]
-        t14 = np.maximum(
-            np.where(strides[0] > 0, 0, -1), np.where(begin[0] < 0, begin[0] + t13, begin[0])
-        )
-        t15 = np.minimum(t14, np.where(strides[0] > 0, t13, t13 - 1))
-        t16 = np.maximum(
-            np.where(strides[0] > 0, 0, -1), np.where(end[0] < 0, end[0] + t13, end[0])
-        )
-        t17 = np.minimum(t16, np.where(strides[0] > 0, t13, t13 - 1))
-        t18 = -(
-            (
-                np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t13 - 1), t15)
-                - np.where(np.mod(end_mask, 2) == 1, np.where(strides[0] > 0, t13, -1), t17)
-            )
-            // strides[0]
-        )
-        t19 = np.maximum(t18, 0)
-        t20 = t19
-        t21 = np.arange(t20)
-        t22 = strides[0] * t21 + np.where(
-            np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t13 - 1), t15
-        )
-        output = _gather(t12, t22, -2)
+        t1 = _slice_length(t0, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
+        t2 = np.arange(t1)
+        t3 = strides[1] * t2 + _slice_start(t0, begin[1], strides[1], _bit(begin_mask, 1))
+        t4 = _gather(input, t3, -1)
+        t5 = np.shape(input)[-2]
+        t6 = _slice_length(t5, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0))
+        t7 = np.arange(t6)
+        t8 = strides[0] * t7 + _slice_start(t5, begin[0], strides[0], _bit(begin_mask, 0))
+        output = _gather(t4, t8, -2)
     elif rank == 2 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
-        t0 = np.shape(input)[-1]
-        t1 = begin_mask // 2
-        t2 = np.maximum(
-            np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t0, begin[1])
-        )
-        t3 = np.minimum(t2, np.where(strides[1] > 0, t0, t0 - 1))
-        t4 = end_mask // 2
-        t5 = np.maximum(np.where(strides[1] > 0, 0, -1), np.where(end[1] < 0, end[1] + t0, end[1]))
-        t6 = np.minimum(t5, np.where(strides[1] > 0, t0, t0 - 1))
-        t7 = -(
-            (
-                np.where(np.mod(t1, 2) == 1, np.where(strides[1] > 0, 0, t0 - 1), t3)
-                - np.where(np.mod(t4, 2) == 1, np.where(strides[1] > 0, t0, -1), t6)
-            )
-            // strides[1]
-        )
-        t8 = np.maximum(t7, 0)
-        t9 = t8
-        t10 = np.arange(t9)
-        t11 = strides[1] * t10 + np.where(
-            np.mod(t1, 2) == 1, np.where(strides[1] > 0, 0, t0 - 1), t3
-        )
-        t12 = _gather(input, t11, -1)
-        t13 = np.shape(input)[-2]
-        t14 = np.where(begin[0] < 0, begin[0] + t13, begin[0])
-        output = _gather(t12, t14, -2)
+        t1 = _slice_length(t0, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
+        t2 = np.arange(t1)
+        t3 = strides[1] * t2 + _slice_start(t0, begin[1], strides[1], _bit(begin_mask, 1))
+        t4 = _gather(input, t3, -1)
+        t5 = np.shape(input)[-2]
+        t6 = np.where(begin[0] < 0, begin[0] + t5, begin[0])
+        output = _gather(t4, t6, -2)
     elif rank == 3 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
-        t0 = np.shape(input)[-1]
-        t1 = begin_mask // 4
-        t2 = np.maximum(
-            np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t0, begin[2])
+        t1 = _slice_length(t0, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
+        t2 = np.arange(t1)
+        t3 = strides[2] * t2 + _slice_start(t0, begin[2], strides[2], _bit(begin_mask, 2))
+        t4 = _gather(input, t3, -1)
+        t5 = np.shape(input)[-2]
+        t6 = _slice_length(t5, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
+        t7 = np.arange(t6)
+        t8 = strides[1] * t7 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t9 = _gather(t4, t8, -2)
+        t10 = np.shape(input)[-3]
+        t11 = _slice_length(
+            t10, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
         )
-        t3 = np.minimum(t2, np.where(strides[2] > 0, t0, t0 - 1))
-        t4 = end_mask // 4
-        t5 = np.maximum(np.where(strides[2] > 0, 0, -1), np.where(end[2] < 0, end[2] + t0, end[2]))
-        t6 = np.minimum(t5, np.where(strides[2] > 0, t0, t0 - 1))
-        t7 = -(
-            (
-                np.where(np.mod(t1, 2) == 1, np.where(strides[2] > 0, 0, t0 - 1), t3)
-                - np.where(np.mod(t4, 2) == 1, np.where(strides[2] > 0, t0, -1), t6)
-            )
-            // strides[2]
-        )
-        t8 = np.maximum(t7, 0)
-        t9 = t8
-        t10 = np.arange(t9)
-        t11 = strides[2] * t10 + np.where(
-            np.mod(t1, 2) == 1, np.where(strides[2] > 0, 0, t0 - 1), t3
-        )
-        t12 = _gather(input, t11, -1)
-        t13 = np.shape(input)[-2]
-        t14 = begin_mask // 2
-        t15 = np.maximum(
-            np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t13, begin[1])
-        )
-        t16 = np.minimum(t15, np.where(strides[1] > 0, t13, t13 - 1))
-        t17 = end_mask // 2
-        t18 = np.maximum(
-            np.where(strides[1] > 0, 0, -1), np.where(end[1] < 0, end[1] + t13, end[1])
-        )
-        t19 = np.minimum(t18, np.where(strides[1] > 0, t13, t13 - 1))
-        t20 = -(
-            (
-                np.where(np.mod(t14, 2) == 1, np.where(strides[1] > 0, 0, t13 - 1), t16)
-                - np.where(np.mod(t17, 2) == 1, np.where(strides[1] > 0, t13, -1), t19)
-            )
-            // strides[1]
-        )
-        t21 = np.maximum(t20, 0)
-        t22 = t21
-        t23 = np.arange(t22)
-        t24 = strides[1] * t23 + np.where(
-            np.mod(t14, 2) == 1, np.where(strides[1] > 0, 0, t13 - 1), t16
-        )
-        t25 = _gather(t12, t24, -2)
-        t26 = np.shape(input)[-3]
-        t27 = np.maximum(
-            np.where(strides[0] > 0, 0, -1), np.where(begin[0] < 0, begin[0] + t26, begin[0])
-        )
-        t28 = np.minimum(t27, np.where(strides[0] > 0, t26, t26 - 1))
-        t29 = np.maximum(
-            np.where(strides[0] > 0, 0, -1), np.where(end[0] < 0, end[0] + t26, end[0])
-        )
-        t30 = np.minimum(t29, np.where(strides[0] > 0, t26, t26 - 1))
-        t31 = -(
-            (
-                np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t26 - 1), t28)
-                - np.where(np.mod(end_mask, 2) == 1, np.where(strides[0] > 0, t26, -1), t30)
-            )
-            // strides[0]
-        )
-        t32 = np.maximum(t31, 0)
-        t33 = t32
-        t34 = np.arange(t33)
-        t35 = strides[0] * t34 + np.where(
-            np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t26 - 1), t28
-        )
-        output = _gather(t25, t35, -3)
+        t12 = np.arange(t11)
+        t13 = strides[0] * t12 + _slice_start(t10, begin[0], strides[0], _bit(begin_mask, 0))
+        output = _gather(t9, t13, -3)
     elif rank == 3 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
-        t0 = np.shape(input)[-1]
-        t1 = begin_mask // 4
-        t2 = np.maximum(
-            np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t0, begin[2])
-        )
-        t3 = np.minimum(t2, np.where(strides[2] > 0, t0, t0 - 1))
-        t4 = end_mask // 4
-        t5 = np.maximum(np.where(strides[2] > 0, 0, -1), np.where(end[2] < 0, end[2] + t0, end[2]))
-        t6 = np.minimum(t5, np.where(strides[2] > 0, t0, t0 - 1))
-        t7 = -(
-            (
-                np.where(np.mod(t1, 2) == 1, np.where(strides[2] > 0, 0, t0 - 1), t3)
-                - np.where(np.mod(t4, 2) == 1, np.where(strides[2] > 0, t0, -1), t6)
-            )
-            // strides[2]
-        )
-        t8 = np.maximum(t7, 0)
-        t9 = t8
-        t10 = np.arange(t9)
-        t11 = strides[2] * t10 + np.where(
-            np.mod(t1, 2) == 1, np.where(strides[2] > 0, 0, t0 - 1), t3
-        )
-        t12 = _gather(input, t11, -1)
-        t13 = np.shape(input)[-2]
-        t14 = begin_mask // 2
-        t15 = np.maximum(
-            np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t13, begin[1])
-        )
-        t16 = np.minimum(t15, np.where(strides[1] > 0, t13, t13 - 1))
-        t17 = end_mask // 2
-        t18 = np.maximum(
-            np.where(strides[1] > 0, 0, -1), np.where(end[1] < 0, end[1] + t13, end[1])
-        )
-        t19 = np.minimum(t18, np.where(strides[1] > 0, t13, t13 - 1))
-        t20 = -(
-            (
-                np.where(np.mod(t14, 2) == 1, np.where(strides[1] > 0, 0, t13 - 1), t16)
-                - np.where(np.mod(t17, 2) == 1, np.where(strides[1] > 0, t13, -1), t19)
-            )
-            // strides[1]
-        )
-        t21 = np.maximum(t20, 0)
-        t22 = t21
-        t23 = np.arange(t22)
-        t24 = strides[1] * t23 + np.where(
-            np.mod(t14, 2) == 1, np.where(strides[1] > 0, 0, t13 - 1), t16
-        )
-        t25 = _gather(t12, t24, -2)
-        t26 = np.shape(input)[-3]
-        t27 = np.where(begin[0] < 0, begin[0] + t26, begin[0])
-        output = _gather(t25, t27, -3)
+        t1 = _slice_length(t0, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
+        t2 = np.arange(t1)
+        t3 = strides[2] * t2 + _slice_start(t0, begin[2], strides[2], _bit(begin_mask, 2))
+        t4 = _gather(input, t3, -1)
+        t5 = np.shape(input)[-2]
+        t6 = _slice_length(t5, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
+        t7 = np.arange(t6)
+        t8 = strides[1] * t7 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t9 = _gather(t4, t8, -2)
+        t10 = np.shape(input)[-3]
+        t11 = np.where(begin[0] < 0, begin[0] + t10, begin[0])
+        output = _gather(t9, t11, -3)
     elif rank == 4 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
-        t0 = np.shape(input)[-1]
-        t1 = begin_mask // 8
-        t2 = np.maximum(
-            np.where(strides[3] > 0, 0, -1), np.where(begin[3] < 0, begin[3] + t0, begin[3])
+        t1 = _slice_length(t0, begin[3], end[3], strides[3], _bit(begin_mask, 3), _bit(end_mask, 3))
+        t2 = np.arange(t1)
+        t3 = strides[3] * t2 + _slice_start(t0, begin[3], strides[3], _bit(begin_mask, 3))
+        t4 = _gather(input, t3, -1)
+        t5 = np.shape(input)[-2]
+        t6 = _slice_length(t5, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
+        t7 = np.arange(t6)
+        t8 = strides[2] * t7 + _slice_start(t5, begin[2], strides[2], _bit(begin_mask, 2))
+        t9 = _gather(t4, t8, -2)
+        t10 = np.shape(input)[-3]
+        t11 = _slice_length(
+            t10, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
         )
-        t3 = np.minimum(t2, np.where(strides[3] > 0, t0, t0 - 1))
-        t4 = end_mask // 8
-        t5 = np.maximum(np.where(strides[3] > 0, 0, -1), np.where(end[3] < 0, end[3] + t0, end[3]))
-        t6 = np.minimum(t5, np.where(strides[3] > 0, t0, t0 - 1))
-        t7 = -(
-            (
-                np.where(np.mod(t1, 2) == 1, np.where(strides[3] > 0, 0, t0 - 1), t3)
-                - np.where(np.mod(t4, 2) == 1, np.where(strides[3] > 0, t0, -1), t6)
-            )
-            // strides[3]
+        t12 = np.arange(t11)
+        t13 = strides[1] * t12 + _slice_start(t10, begin[1], strides[1], _bit(begin_mask, 1))
+        t14 = _gather(t9, t13, -3)
+        t15 = np.shape(input)[-4]
+        t16 = _slice_length(
+            t15, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
         )
-        t8 = np.maximum(t7, 0)
-        t9 = t8
-        t10 = np.arange(t9)
-        t11 = strides[3] * t10 + np.where(
-            np.mod(t1, 2) == 1, np.where(strides[3] > 0, 0, t0 - 1), t3
-        )
-        t12 = _gather(input, t11, -1)
-        t13 = np.shape(input)[-2]
-        t14 = begin_mask // 4
-        t15 = np.maximum(
-            np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t13, begin[2])
-        )
-        t16 = np.minimum(t15, np.where(strides[2] > 0, t13, t13 - 1))
-        t17 = end_mask // 4
-        t18 = np.maximum(
-            np.where(strides[2] > 0, 0, -1), np.where(end[2] < 0, end[2] + t13, end[2])
-        )
-        t19 = np.minimum(t18, np.where(strides[2] > 0, t13, t13 - 1))
-        t20 = -(
-            (
-                np.where(np.mod(t14, 2) == 1, np.where(strides[2] > 0, 0, t13 - 1), t16)
-                - np.where(np.mod(t17, 2) == 1, np.where(strides[2] > 0, t13, -1), t19)
-            )
-            // strides[2]
-        )
-        t21 = np.maximum(t20, 0)
-        t22 = t21
-        t23 = np.arange(t22)
-        t24 = strides[2] * t23 + np.where(
-            np.mod(t14, 2) == 1, np.where(strides[2] > 0, 0, t13 - 1), t16
-        )
-        t25 = _gather(t12, t24, -2)
-        t26 = np.shape(input)[-3]
-        t27 = begin_mask // 2
-        t28 = np.maximum(
-            np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t26, begin[1])
-        )
-        t29 = np.minimum(t28, np.where(strides[1] > 0, t26, t26 - 1))
-        t30 = end_mask // 2
-        t31 = np.maximum(
-            np.where(strides[1] > 0, 0, -1), np.where(end[1] < 0, end[1] + t26, end[1])
-        )
-        t32 = np.minimum(t31, np.where(strides[1] > 0, t26, t26 - 1))
-        t33 = -(
-            (
-                np.where(np.mod(t27, 2) == 1, np.where(strides[1] > 0, 0, t26 - 1), t29)
-                - np.where(np.mod(t30, 2) == 1, np.where(strides[1] > 0, t26, -1), t32)
-            )
-            // strides[1]
-        )
-        t34 = np.maximum(t33, 0)
-        t35 = t34
-        t36 = np.arange(t35)
-        t37 = strides[1] * t36 + np.where(
-            np.mod(t27, 2) == 1, np.where(strides[1] > 0, 0, t26 - 1), t29
-        )
-        t38 = _gather(t25, t37, -3)
-        t39 = np.shape(input)[-4]
-        t40 = np.maximum(
-            np.where(strides[0] > 0, 0, -1), np.where(begin[0] < 0, begin[0] + t39, begin[0])
-        )
-        t41 = np.minimum(t40, np.where(strides[0] > 0, t39, t39 - 1))
-        t42 = np.maximum(
-            np.where(strides[0] > 0, 0, -1), np.where(end[0] < 0, end[0] + t39, end[0])
-        )
-        t43 = np.minimum(t42, np.where(strides[0] > 0, t39, t39 - 1))
-        t44 = -(
-            (
-                np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t39 - 1), t41)
-                - np.where(np.mod(end_mask, 2) == 1, np.where(strides[0] > 0, t39, -1), t43)
-            )
-            // strides[0]
-        )
-        t45 = np.maximum(t44, 0)
-        t46 = t45
-        t47 = np.arange(t46)
-        t48 = strides[0] * t47 + np.where(
-            np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t39 - 1), t41
-        )
-        output = _gather(t38, t48, -4)
+        t17 = np.arange(t16)
+        t18 = strides[0] * t17 + _slice_start(t15, begin[0], strides[0], _bit(begin_mask, 0))
+        output = _gather(t14, t18, -4)
     elif rank == 4 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
-        t0 = np.shape(input)[-1]
-        t1 = begin_mask // 8
-        t2 = np.maximum(
-            np.where(strides[3] > 0, 0, -1), np.where(begin[3] < 0, begin[3] + t0, begin[3])
+        t1 = _slice_length(t0, begin[3], end[3], strides[3], _bit(begin_mask, 3), _bit(end_mask, 3))
+        t2 = np.arange(t1)
+        t3 = strides[3] * t2 + _slice_start(t0, begin[3], strides[3], _bit(begin_mask, 3))
+        t4 = _gather(input, t3, -1)
+        t5 = np.shape(input)[-2]
+        t6 = _slice_length(t5, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
+        t7 = np.arange(t6)
+        t8 = strides[2] * t7 + _slice_start(t5, begin[2], strides[2], _bit(begin_mask, 2))
+        t9 = _gather(t4, t8, -2)
+        t10 = np.shape(input)[-3]
+        t11 = _slice_length(
+            t10, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
         )
-        t3 = np.minimum(t2, np.where(strides[3] > 0, t0, t0 - 1))
-        t4 = end_mask // 8
-        t5 = np.maximum(np.where(strides[3] > 0, 0, -1), np.where(end[3] < 0, end[3] + t0, end[3]))
-        t6 = np.minimum(t5, np.where(strides[3] > 0, t0, t0 - 1))
-        t7 = -(
-            (
-                np.where(np.mod(t1, 2) == 1, np.where(strides[3] > 0, 0, t0 - 1), t3)
-                - np.where(np.mod(t4, 2) == 1, np.where(strides[3] > 0, t0, -1), t6)
-            )
-            // strides[3]
-        )
-        t8 = np.maximum(t7, 0)
-        t9 = t8
-        t10 = np.arange(t9)
-        t11 = strides[3] * t10 + np.where(
-            np.mod(t1, 2) == 1, np.where(strides[3] > 0, 0, t0 - 1), t3
-        )
-        t12 = _gather(input, t11, -1)
-        t13 = np.shape(input)[-2]
-        t14 = begin_mask // 4
-        t15 = np.maximum(
-            np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t13, begin[2])
-        )
-        t16 = np.minimum(t15, np.where(strides[2] > 0, t13, t13 - 1))
-        t17 = end_mask // 4
-        t18 = np.maximum(
-            np.where(strides[2] > 0, 0, -1), np.where(end[2] < 0, end[2] + t13, end[2])
-        )
-        t19 = np.minimum(t18, np.where(strides[2] > 0, t13, t13 - 1))
-        t20 = -(
-            (
-                np.where(np.mod(t14, 2) == 1, np.where(strides[2] > 0, 0, t13 - 1), t16)
-                - np.where(np.mod(t17, 2) == 1, np.where(strides[2] > 0, t13, -1), t19)
-            )
-            // strides[2]
-        )
-        t21 = np.maximum(t20, 0)
-        t22 = t21
-        t23 = np.arange(t22)
-        t24 = strides[2] * t23 + np.where(
-            np.mod(t14, 2) == 1, np.where(strides[2] > 0, 0, t13 - 1), t16
-        )
-        t25 = _gather(t12, t24, -2)
-        t26 = np.shape(input)[-3]
-        t27 = begin_mask // 2
-        t28 = np.maximum(
-            np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t26, begin[1])
-        )
-        t29 = np.minimum(t28, np.where(strides[1] > 0, t26, t26 - 1))
-        t30 = end_mask // 2
-        t31 = np.maximum(
-            np.where(strides[1] > 0, 0, -1), np.where(end[1] < 0, end[1] + t26, end[1])
-        )
-        t32 = np.minimum(t31, np.where(strides[1] > 0, t26, t26 - 1))
-        t33 = -(
-            (
-                np.where(np.mod(t27, 2) == 1, np.where(strides[1] > 0, 0, t26 - 1), t29)
-                - np.where(np.mod(t30, 2) == 1, np.where(strides[1] > 0, t26, -1), t32)
-            )
-            // strides[1]
-        )
-        t34 = np.maximum(t33, 0)
-        t35 = t34
-        t36 = np.arange(t35)
-        t37 = strides[1] * t36 + np.where(
-            np.mod(t27, 2) == 1, np.where(strides[1] > 0, 0, t26 - 1), t29
-        )
-        t38 = _gather(t25, t37, -3)
-        t39 = np.shape(input)[-4]
-        t40 = np.where(begin[0] < 0, begin[0] + t39, begin[0])
-        output = _gather(t38, t40, -4)
+        t12 = np.arange(t11)
+        t13 = strides[1] * t12 + _slice_start(t10, begin[1], strides[1], _bit(begin_mask, 1))
+        t14 = _gather(t9, t13, -3)
+        t15 = np.shape(input)[-4]
+        t16 = np.where(begin[0] < 0, begin[0] + t15, begin[0])
+        output = _gather(t14, t16, -4)
     else:
         raise ValueError(
             f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
@@ -1062,10 +670,8 @@ def strided_slice_grad(
     In index notation, next to the code computing it, for rank=1, shrink_axis_mask=0,
     ellipsis_mask=0, new_axis_mask=0 (other values of shrink_axis_mask, ellipsis_mask, new_axis_mask
     change it):
-        grad_input[i] = grad[exact_div(i - ((0 if strides[0] > 0 else D0 - 1) if (Mod(begin_mask,
-            2)) == 1 else Min((D0 if strides[0] > 0 else D0 - 1), Max((0 if strides[0] > 0 else -1),
-            (begin[0] + D0 if begin[0] < 0 else begin[0])))), strides[0])]
-            i.e. `_gather(grad, t5, -1)`
+        grad_input[i] = grad[exact_div(i - slice_start(D0, begin[0], strides[0], bit(begin_mask,
+            0)), strides[0])], i.e. `_gather(grad, t3, -1)`
     """
     rank = np.ndim(input)
     begin = np.asarray(begin, dtype=np.int64)
@@ -1074,13 +680,9 @@ def strided_slice_grad(
     if rank == 1 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.arange(np.shape(input)[-1])
         t1 = np.shape(input)[-1]
-        t2 = np.maximum(
-            np.where(strides[0] > 0, 0, -1), np.where(begin[0] < 0, begin[0] + t1, begin[0])
-        )
-        t3 = np.minimum(t2, np.where(strides[0] > 0, t1, t1 - 1))
-        t4 = t0 - np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t1 - 1), t3)
-        t5 = np.where(t4 % strides[0] == 0, t4 // strides[0], -1)
-        grad_input = _gather(grad, t5, -1)
+        t2 = t0 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t3 = np.where(t2 % strides[0] == 0, t2 // strides[0], -1)
+        grad_input = _gather(grad, t3, -1)
     elif rank == 1 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.shape(input)[-1]
         t1 = np.where(begin[0] < 0, begin[0] + t0, begin[0])
@@ -1090,174 +692,102 @@ def strided_slice_grad(
     elif rank == 2 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.arange(np.shape(input)[-1])
         t1 = np.shape(input)[-1]
-        t2 = begin_mask // 2
-        t3 = np.maximum(
-            np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t1, begin[1])
-        )
-        t4 = np.minimum(t3, np.where(strides[1] > 0, t1, t1 - 1))
-        t5 = t0 - np.where(np.mod(t2, 2) == 1, np.where(strides[1] > 0, 0, t1 - 1), t4)
-        t6 = np.where(t5 % strides[1] == 0, t5 // strides[1], -1)
-        t7 = _gather(grad, t6, -1)
-        t8 = np.arange(np.shape(input)[-2])
-        t9 = np.shape(input)[-2]
-        t10 = np.maximum(
-            np.where(strides[0] > 0, 0, -1), np.where(begin[0] < 0, begin[0] + t9, begin[0])
-        )
-        t11 = np.minimum(t10, np.where(strides[0] > 0, t9, t9 - 1))
-        t12 = t8 - np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t9 - 1), t11)
-        t13 = np.where(t12 % strides[0] == 0, t12 // strides[0], -1)
-        grad_input = _gather(t7, t13, -2)
+        t2 = t0 - _slice_start(t1, begin[1], strides[1], _bit(begin_mask, 1))
+        t3 = np.where(t2 % strides[1] == 0, t2 // strides[1], -1)
+        t4 = _gather(grad, t3, -1)
+        t5 = np.arange(np.shape(input)[-2])
+        t6 = np.shape(input)[-2]
+        t7 = t5 - _slice_start(t6, begin[0], strides[0], _bit(begin_mask, 0))
+        t8 = np.where(t7 % strides[0] == 0, t7 // strides[0], -1)
+        grad_input = _gather(t4, t8, -2)
     elif rank == 2 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.arange(np.shape(input)[-1])
         t1 = np.shape(input)[-1]
-        t2 = begin_mask // 2
-        t3 = np.maximum(
-            np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t1, begin[1])
-        )
-        t4 = np.minimum(t3, np.where(strides[1] > 0, t1, t1 - 1))
-        t5 = t0 - np.where(np.mod(t2, 2) == 1, np.where(strides[1] > 0, 0, t1 - 1), t4)
-        t6 = np.where(t5 % strides[1] == 0, t5 // strides[1], -1)
-        t7 = _gather(grad, t6, -1)
-        t8 = np.shape(input)[-2]
-        t9 = np.where(begin[0] < 0, begin[0] + t8, begin[0])
-        t10 = np.arange(np.shape(input)[-2])
-        t11 = t10 == t9
-        t12 = t11[..., None]
-        grad_input = np.where(t12, t7, 0)
+        t2 = t0 - _slice_start(t1, begin[1], strides[1], _bit(begin_mask, 1))
+        t3 = np.where(t2 % strides[1] == 0, t2 // strides[1], -1)
+        t4 = _gather(grad, t3, -1)
+        t5 = np.shape(input)[-2]
+        t6 = np.where(begin[0] < 0, begin[0] + t5, begin[0])
+        t7 = np.arange(np.shape(input)[-2])
+        t8 = t7 == t6
+        t9 = t8[..., None]
+        grad_input = np.where(t9, t4, 0)
     elif rank == 3 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.arange(np.shape(input)[-1])
         t1 = np.shape(input)[-1]
-        t2 = begin_mask // 4
-        t3 = np.maximum(
-            np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t1, begin[2])
-        )
-        t4 = np.minimum(t3, np.where(strides[2] > 0, t1, t1 - 1))
-        t5 = t0 - np.where(np.mod(t2, 2) == 1, np.where(strides[2] > 0, 0, t1 - 1), t4)
-        t6 = np.where(t5 % strides[2] == 0, t5 // strides[2], -1)
-        t7 = _gather(grad, t6, -1)
-        t8 = np.arange(np.shape(input)[-2])
-        t9 = np.shape(input)[-2]
-        t10 = begin_mask // 2
-        t11 = np.maximum(
-            np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t9, begin[1])
-        )
-        t12 = np.minimum(t11, np.where(strides[1] > 0, t9, t9 - 1))
-        t13 = t8 - np.where(np.mod(t10, 2) == 1, np.where(strides[1] > 0, 0, t9 - 1), t12)
-        t14 = np.where(t13 % strides[1] == 0, t13 // strides[1], -1)
-        t15 = _gather(t7, t14, -2)
-        t16 = np.arange(np.shape(input)[-3])
-        t17 = np.shape(input)[-3]
-        t18 = np.maximum(
-            np.where(strides[0] > 0, 0, -1), np.where(begin[0] < 0, begin[0] + t17, begin[0])
-        )
-        t19 = np.minimum(t18, np.where(strides[0] > 0, t17, t17 - 1))
-        t20 = t16 - np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t17 - 1), t19)
-        t21 = np.where(t20 % strides[0] == 0, t20 // strides[0], -1)
-        grad_input = _gather(t15, t21, -3)
+        t2 = t0 - _slice_start(t1, begin[2], strides[2], _bit(begin_mask, 2))
+        t3 = np.where(t2 % strides[2] == 0, t2 // strides[2], -1)
+        t4 = _gather(grad, t3, -1)
+        t5 = np.arange(np.shape(input)[-2])
+        t6 = np.shape(input)[-2]
+        t7 = t5 - _slice_start(t6, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = np.where(t7 % strides[1] == 0, t7 // strides[1], -1)
+        t9 = _gather(t4, t8, -2)
+        t10 = np.arange(np.shape(input)[-3])
+        t11 = np.shape(input)[-3]
+        t12 = t10 - _slice_start(t11, begin[0], strides[0], _bit(begin_mask, 0))
+        t13 = np.where(t12 % strides[0] == 0, t12 // strides[0], -1)
+        grad_input = _gather(t9, t13, -3)
     elif rank == 3 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.arange(np.shape(input)[-1])
         t1 = np.shape(input)[-1]
-        t2 = begin_mask // 4
-        t3 = np.maximum(
-            np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t1, begin[2])
-        )
-        t4 = np.minimum(t3, np.where(strides[2] > 0, t1, t1 - 1))
-        t5 = t0 - np.where(np.mod(t2, 2) == 1, np.where(strides[2] > 0, 0, t1 - 1), t4)
-        t6 = np.where(t5 % strides[2] == 0, t5 // strides[2], -1)
-        t7 = _gather(grad, t6, -1)
-        t8 = np.arange(np.shape(input)[-2])
-        t9 = np.shape(input)[-2]
-        t10 = begin_mask // 2
-        t11 = np.maximum(
-            np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t9, begin[1])
-        )
-        t12 = np.minimum(t11, np.where(strides[1] > 0, t9, t9 - 1))
-        t13 = t8 - np.where(np.mod(t10, 2) == 1, np.where(strides[1] > 0, 0, t9 - 1), t12)
-        t14 = np.where(t13 % strides[1] == 0, t13 // strides[1], -1)
-        t15 = _gather(t7, t14, -2)
-        t16 = np.shape(input)[-3]
-        t17 = np.where(begin[0] < 0, begin[0] + t16, begin[0])
-        t18 = np.arange(np.shape(input)[-3])
-        t19 = t18 == t17
-        t20 = t19[..., None, None]
-        grad_input = np.where(t20, t15, 0)
+        t2 = t0 - _slice_start(t1, begin[2], strides[2], _bit(begin_mask, 2))
+        t3 = np.where(t2 % strides[2] == 0, t2 // strides[2], -1)
+        t4 = _gather(grad, t3, -1)
+        t5 = np.arange(np.shape(input)[-2])
+        t6 = np.shape(input)[-2]
+        t7 = t5 - _slice_start(t6, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = np.where(t7 % strides[1] == 0, t7 // strides[1], -1)
+        t9 = _gather(t4, t8, -2)
+        t10 = np.shape(input)[-3]
+        t11 = np.where(begin[0] < 0, begin[0] + t10, begin[0])
+        t12 = np.arange(np.shape(input)[-3])
+        t13 = t12 == t11
+        t14 = t13[..., None, None]
+        grad_input = np.where(t14, t9, 0)
     elif rank == 4 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.arange(np.shape(input)[-1])
         t1 = np.shape(input)[-1]
-        t2 = begin_mask // 8
-        t3 = np.maximum(
-            np.where(strides[3] > 0, 0, -1), np.where(begin[3] < 0, begin[3] + t1, begin[3])
-        )
-        t4 = np.minimum(t3, np.where(strides[3] > 0, t1, t1 - 1))
-        t5 = t0 - np.where(np.mod(t2, 2) == 1, np.where(strides[3] > 0, 0, t1 - 1), t4)
-        t6 = np.where(t5 % strides[3] == 0, t5 // strides[3], -1)
-        t7 = _gather(grad, t6, -1)
-        t8 = np.arange(np.shape(input)[-2])
-        t9 = np.shape(input)[-2]
-        t10 = begin_mask // 4
-        t11 = np.maximum(
-            np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t9, begin[2])
-        )
-        t12 = np.minimum(t11, np.where(strides[2] > 0, t9, t9 - 1))
-        t13 = t8 - np.where(np.mod(t10, 2) == 1, np.where(strides[2] > 0, 0, t9 - 1), t12)
-        t14 = np.where(t13 % strides[2] == 0, t13 // strides[2], -1)
-        t15 = _gather(t7, t14, -2)
-        t16 = np.arange(np.shape(input)[-3])
-        t17 = np.shape(input)[-3]
-        t18 = begin_mask // 2
-        t19 = np.maximum(
-            np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t17, begin[1])
-        )
-        t20 = np.minimum(t19, np.where(strides[1] > 0, t17, t17 - 1))
-        t21 = t16 - np.where(np.mod(t18, 2) == 1, np.where(strides[1] > 0, 0, t17 - 1), t20)
-        t22 = np.where(t21 % strides[1] == 0, t21 // strides[1], -1)
-        t23 = _gather(t15, t22, -3)
-        t24 = np.arange(np.shape(input)[-4])
-        t25 = np.shape(input)[-4]
-        t26 = np.maximum(
-            np.where(strides[0] > 0, 0, -1), np.where(begin[0] < 0, begin[0] + t25, begin[0])
-        )
-        t27 = np.minimum(t26, np.where(strides[0] > 0, t25, t25 - 1))
-        t28 = t24 - np.where(np.mod(begin_mask, 2) == 1, np.where(strides[0] > 0, 0, t25 - 1), t27)
-        t29 = np.where(t28 % strides[0] == 0, t28 // strides[0], -1)
-        grad_input = _gather(t23, t29, -4)
+        t2 = t0 - _slice_start(t1, begin[3], strides[3], _bit(begin_mask, 3))
+        t3 = np.where(t2 % strides[3] == 0, t2 // strides[3], -1)
+        t4 = _gather(grad, t3, -1)
+        t5 = np.arange(np.shape(input)[-2])
+        t6 = np.shape(input)[-2]
+        t7 = t5 - _slice_start(t6, begin[2], strides[2], _bit(begin_mask, 2))
+        t8 = np.where(t7 % strides[2] == 0, t7 // strides[2], -1)
+        t9 = _gather(t4, t8, -2)
+        t10 = np.arange(np.shape(input)[-3])
+        t11 = np.shape(input)[-3]
+        t12 = t10 - _slice_start(t11, begin[1], strides[1], _bit(begin_mask, 1))
+        t13 = np.where(t12 % strides[1] == 0, t12 // strides[1], -1)
+        t14 = _gather(t9, t13, -3)
+        t15 = np.arange(np.shape(input)[-4])
+        t16 = np.shape(input)[-4]
+        t17 = t15 - _slice_start(t16, begin[0], strides[0], _bit(begin_mask, 0))
+        t18 = np.where(t17 % strides[0] == 0, t17 // strides[0], -1)
+        grad_input = _gather(t14, t18, -4)
     elif rank == 4 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = np.arange(np.shape(input)[-1])
         t1 = np.shape(input)[-1]
-        t2 = begin_mask // 8
-        t3 = np.maximum(
-            np.where(strides[3] > 0, 0, -1), np.where(begin[3] < 0, begin[3] + t1, begin[3])
-        )
-        t4 = np.minimum(t3, np.where(strides[3] > 0, t1, t1 - 1))
-        t5 = t0 - np.where(np.mod(t2, 2) == 1, np.where(strides[3] > 0, 0, t1 - 1), t4)
-        t6 = np.where(t5 % strides[3] == 0, t5 // strides[3], -1)
-        t7 = _gather(grad, t6, -1)
-        t8 = np.arange(np.shape(input)[-2])
-        t9 = np.shape(input)[-2]
-        t10 = begin_mask // 4
-        t11 = np.maximum(
-            np.where(strides[2] > 0, 0, -1), np.where(begin[2] < 0, begin[2] + t9, begin[2])
-        )
-        t12 = np.minimum(t11, np.where(strides[2] > 0, t9, t9 - 1))
-        t13 = t8 - np.where(np.mod(t10, 2) == 1, np.where(strides[2] > 0, 0, t9 - 1), t12)
-        t14 = np.where(t13 % strides[2] == 0, t13 // strides[2], -1)
-        t15 = _gather(t7, t14, -2)
-        t16 = np.arange(np.shape(input)[-3])
-        t17 = np.shape(input)[-3]
-        t18 = begin_mask // 2
-        t19 = np.maximum(
-            np.where(strides[1] > 0, 0, -1), np.where(begin[1] < 0, begin[1] + t17, begin[1])
-        )
-        t20 = np.minimum(t19, np.where(strides[1] > 0, t17, t17 - 1))
-        t21 = t16 - np.where(np.mod(t18, 2) == 1, np.where(strides[1] > 0, 0, t17 - 1), t20)
-        t22 = np.where(t21 % strides[1] == 0, t21 // strides[1], -1)
-        t23 = _gather(t15, t22, -3)
-        t24 = np.shape(input)[-4]
-        t25 = np.where(begin[0] < 0, begin[0] + t24, begin[0])
-        t26 = np.arange(np.shape(input)[-4])
-        t27 = t26 == t25
-        t28 = t27[..., None, None, None]
-        grad_input = np.where(t28, t23, 0)
+        t2 = t0 - _slice_start(t1, begin[3], strides[3], _bit(begin_mask, 3))
+        t3 = np.where(t2 % strides[3] == 0, t2 // strides[3], -1)
+        t4 = _gather(grad, t3, -1)
+        t5 = np.arange(np.shape(input)[-2])
+        t6 = np.shape(input)[-2]
+        t7 = t5 - _slice_start(t6, begin[2], strides[2], _bit(begin_mask, 2))
+        t8 = np.where(t7 % strides[2] == 0, t7 // strides[2], -1)
+        t9 = _gather(t4, t8, -2)
+        t10 = np.arange(np.shape(input)[-3])
+        t11 = np.shape(input)[-3]
+        t12 = t10 - _slice_start(t11, begin[1], strides[1], _bit(begin_mask, 1))
+        t13 = np.where(t12 % strides[1] == 0, t12 // strides[1], -1)
+        t14 = _gather(t9, t13, -3)
+        t15 = np.shape(input)[-4]
+        t16 = np.where(begin[0] < 0, begin[0] + t15, begin[0])
+        t17 = np.arange(np.shape(input)[-4])
+        t18 = t17 == t16
+        t19 = t18[..., None, None, None]
+        grad_input = np.where(t19, t14, 0)
     else:
         raise ValueError(
             f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"

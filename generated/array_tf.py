@@ -128,6 +128,69 @@ def _gather(x, positions, axis, fill=0):
     return tf.where(inside, taken, tf.fill(tf.shape(taken), tf.constant(fill, taken.dtype)))
 
 
+def _int_max(a, b):
+    """The larger of two integers: a Python int where both are."""
+    if tf.is_tensor(a) or tf.is_tensor(b):
+        return tf.math.maximum(tf.cast(a, tf.int64), tf.cast(b, tf.int64))
+    return max(a, b)
+
+
+def _int_min(a, b):
+    """The smaller of two integers: a Python int where both are."""
+    if tf.is_tensor(a) or tf.is_tensor(b):
+        return tf.math.minimum(tf.cast(a, tf.int64), tf.cast(b, tf.int64))
+    return min(a, b)
+
+
+def _bit(mask, k):
+    """Bit k of the integer `mask`, 0 or 1."""
+    return (mask // 2**k) % 2
+
+
+def _slice_length(size, begin, end, stride, begin_masked, end_masked):
+    """The number of entries a strided slice takes, from `slice_start` up to `end` (excluded,
+    clamped as `begin` is; the axis's end when the end mask bit is set)."""
+    return _int_max(
+        -(
+            (
+                -tf.where(
+                    tf.equal(end_masked, 1),
+                    tf.where(stride > 0, size, tf.constant(-1, tf.int64)),
+                    _int_min(
+                        tf.where(stride > 0, size, size - 1),
+                        _int_max(
+                            tf.where(
+                                stride > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)
+                            ),
+                            tf.where(end < 0, end + size, end),
+                        ),
+                    ),
+                )
+                + _slice_start(size, begin, stride, begin_masked)
+            )
+            // stride
+        ),
+        0,
+    )
+
+
+def _slice_start(size, begin, stride, masked):
+    """The first position a strided slice of an axis of `size` entries takes, as TensorFlow
+    computes it: `begin` counted from the end when negative, then clamped to the axis (to -1
+    .. size - 1 going backwards); the axis's start when the begin mask bit is set."""
+    return tf.where(
+        tf.equal(masked, 1),
+        tf.where(stride > 0, tf.constant(0, tf.int64), size - 1),
+        _int_min(
+            tf.where(stride > 0, size, size - 1),
+            _int_max(
+                tf.where(stride > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
+                tf.where(begin < 0, begin + size, begin),
+            ),
+        ),
+    )
+
+
 def pad_vjp(grad, input, output, *, paddings):
     """Gradient of Pad (declared at ops/array.py:26): one per input (input).
 
@@ -136,19 +199,17 @@ def pad_vjp(grad, input, output, *, paddings):
     """
     rank = len(input.shape)
     paddings = tf.cast(paddings, tf.int64)
+    t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
     if rank == 1:
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = paddings[0][0] + t0
         grad_input = _gather(grad, t1, -1)
     elif rank == 2:
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = paddings[1][0] + t0
         t2 = _gather(grad, t1, -1)
         t3 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t4 = paddings[0][0] + t3
         grad_input = _gather(t2, t4, -2)
     elif rank == 3:
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = paddings[2][0] + t0
         t2 = _gather(grad, t1, -1)
         t3 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
@@ -158,7 +219,6 @@ def pad_vjp(grad, input, output, *, paddings):
         t7 = paddings[0][0] + t6
         grad_input = _gather(t5, t7, -3)
     elif rank == 4:
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = paddings[3][0] + t0
         t2 = _gather(grad, t1, -1)
         t3 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
@@ -200,14 +260,13 @@ def pad(input, *, paddings):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
+        t0 = tf.shape(input, out_type=tf.int64)[-1]
         if rank == 1:
-            t0 = tf.shape(input, out_type=tf.int64)[-1]
             t1 = paddings[0][0] + paddings[0][1] + t0
             t2 = tf.range(tf.cast(t1, tf.int64))
             t3 = -paddings[0][0] + t2
             output = _gather(input, t3, -1)
         elif rank == 2:
-            t0 = tf.shape(input, out_type=tf.int64)[-1]
             t1 = paddings[1][0] + paddings[1][1] + t0
             t2 = tf.range(tf.cast(t1, tf.int64))
             t3 = -paddings[1][0] + t2
@@ -218,7 +277,6 @@ def pad(input, *, paddings):
             t8 = -paddings[0][0] + t7
             output = _gather(t4, t8, -2)
         elif rank == 3:
-            t0 = tf.shape(input, out_type=tf.int64)[-1]
             t1 = paddings[2][0] + paddings[2][1] + t0
             t2 = tf.range(tf.cast(t1, tf.int64))
             t3 = -paddings[2][0] + t2
@@ -234,7 +292,6 @@ def pad(input, *, paddings):
             t13 = -paddings[0][0] + t12
             output = _gather(t9, t13, -3)
         elif rank == 4:
-            t0 = tf.shape(input, out_type=tf.int64)[-1]
             t1 = paddings[3][0] + paddings[3][1] + t0
             t2 = tf.range(tf.cast(t1, tf.int64))
             t3 = -paddings[3][0] + t2
@@ -273,19 +330,17 @@ def slice_vjp(grad, input, output, *, begin, size):
     rank = len(input.shape)
     begin = tf.cast(begin, tf.int64)
     size = tf.cast(size, tf.int64)
+    t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
     if rank == 1:
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = -begin[0] + t0
         grad_input = _gather(grad, t1, -1)
     elif rank == 2:
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = -begin[1] + t0
         t2 = _gather(grad, t1, -1)
         t3 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t4 = -begin[0] + t3
         grad_input = _gather(t2, t4, -2)
     elif rank == 3:
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = -begin[2] + t0
         t2 = _gather(grad, t1, -1)
         t3 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
@@ -295,7 +350,6 @@ def slice_vjp(grad, input, output, *, begin, size):
         t7 = -begin[0] + t6
         grad_input = _gather(t5, t7, -3)
     elif rank == 4:
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = -begin[3] + t0
         t2 = _gather(grad, t1, -1)
         t3 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
@@ -340,14 +394,13 @@ def slice(input, *, begin, size):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
+        t0 = tf.shape(input, out_type=tf.int64)[-1]
         if rank == 1:
-            t0 = tf.shape(input, out_type=tf.int64)[-1]
             t1 = tf.where(tf.equal(size[0], -1), -begin[0] + t0, size[0])
             t2 = tf.range(tf.cast(t1, tf.int64))
             t3 = begin[0] + t2
             output = _gather(input, t3, -1)
         elif rank == 2:
-            t0 = tf.shape(input, out_type=tf.int64)[-1]
             t1 = tf.where(tf.equal(size[1], -1), -begin[1] + t0, size[1])
             t2 = tf.range(tf.cast(t1, tf.int64))
             t3 = begin[1] + t2
@@ -358,7 +411,6 @@ def slice(input, *, begin, size):
             t8 = begin[0] + t7
             output = _gather(t4, t8, -2)
         elif rank == 3:
-            t0 = tf.shape(input, out_type=tf.int64)[-1]
             t1 = tf.where(tf.equal(size[2], -1), -begin[2] + t0, size[2])
             t2 = tf.range(tf.cast(t1, tf.int64))
             t3 = begin[2] + t2
@@ -374,7 +426,6 @@ def slice(input, *, begin, size):
             t13 = begin[0] + t12
             output = _gather(t9, t13, -3)
         elif rank == 4:
-            t0 = tf.shape(input, out_type=tf.int64)[-1]
             t1 = tf.where(tf.equal(size[3], -1), -begin[3] + t0, size[3])
             t2 = tf.range(tf.cast(t1, tf.int64))
             t3 = begin[3] + t2
@@ -412,48 +463,20 @@ def reverse_v2_vjp(grad, tensor, output, *, axis=(-1,)):
         grad_tensor[batch, i] = grad[batch, D3 - i - 1], i.e. `_gather(grad, t2, -1)`
     """
     axis = tuple(sorted(int(a) - len(tensor.shape) if a >= 0 else int(a) for a in axis))
-    if axis == (-1,):
-        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
-        t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+    if axis in ((-1,), (-2,), (-3,)):
+        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[axis[0]])
+        t1 = tf.shape(tensor, out_type=tf.int64)[axis[0]]
         t2 = -t0 + t1 - 1
-        grad_tensor = _gather(grad, t2, -1)
-    elif axis == (-2,):
-        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-        t1 = tf.shape(tensor, out_type=tf.int64)[-2]
+        grad_tensor = _gather(grad, t2, axis[0])
+    elif axis in ((-2, -1), (-3, -1), (-3, -2)):
+        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[axis[1]])
+        t1 = tf.shape(tensor, out_type=tf.int64)[axis[1]]
         t2 = -t0 + t1 - 1
-        grad_tensor = _gather(grad, t2, -2)
-    elif axis == (-3,):
-        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
-        t1 = tf.shape(tensor, out_type=tf.int64)[-3]
-        t2 = -t0 + t1 - 1
-        grad_tensor = _gather(grad, t2, -3)
-    elif axis == (-2, -1):
-        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
-        t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, -1)
-        t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-        t5 = tf.shape(tensor, out_type=tf.int64)[-2]
+        t3 = _gather(grad, t2, axis[1])
+        t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[axis[0]])
+        t5 = tf.shape(tensor, out_type=tf.int64)[axis[0]]
         t6 = -t4 + t5 - 1
-        grad_tensor = _gather(t3, t6, -2)
-    elif axis == (-3, -1):
-        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
-        t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, -1)
-        t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
-        t5 = tf.shape(tensor, out_type=tf.int64)[-3]
-        t6 = -t4 + t5 - 1
-        grad_tensor = _gather(t3, t6, -3)
-    elif axis == (-3, -2):
-        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-        t1 = tf.shape(tensor, out_type=tf.int64)[-2]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, -2)
-        t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
-        t5 = tf.shape(tensor, out_type=tf.int64)[-3]
-        t6 = -t4 + t5 - 1
-        grad_tensor = _gather(t3, t6, -3)
+        grad_tensor = _gather(t3, t6, axis[0])
     elif axis == (-3, -2, -1):
         t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
         t1 = tf.shape(tensor, out_type=tf.int64)[-1]
@@ -498,48 +521,20 @@ def reverse_v2(tensor, *, axis=(-1,)):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if axis == (-1,):
-            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
-            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+        if axis in ((-1,), (-2,), (-3,)):
+            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[axis[0]])
+            t1 = tf.shape(tensor, out_type=tf.int64)[axis[0]]
             t2 = -t0 + t1 - 1
-            output = _gather(tensor, t2, -1)
-        elif axis == (-2,):
-            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-            t1 = tf.shape(tensor, out_type=tf.int64)[-2]
+            output = _gather(tensor, t2, axis[0])
+        elif axis in ((-2, -1), (-3, -1), (-3, -2)):
+            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[axis[1]])
+            t1 = tf.shape(tensor, out_type=tf.int64)[axis[1]]
             t2 = -t0 + t1 - 1
-            output = _gather(tensor, t2, -2)
-        elif axis == (-3,):
-            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
-            t1 = tf.shape(tensor, out_type=tf.int64)[-3]
-            t2 = -t0 + t1 - 1
-            output = _gather(tensor, t2, -3)
-        elif axis == (-2, -1):
-            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
-            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-            t2 = -t0 + t1 - 1
-            t3 = _gather(tensor, t2, -1)
-            t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-            t5 = tf.shape(tensor, out_type=tf.int64)[-2]
+            t3 = _gather(tensor, t2, axis[1])
+            t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[axis[0]])
+            t5 = tf.shape(tensor, out_type=tf.int64)[axis[0]]
             t6 = -t4 + t5 - 1
-            output = _gather(t3, t6, -2)
-        elif axis == (-3, -1):
-            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
-            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-            t2 = -t0 + t1 - 1
-            t3 = _gather(tensor, t2, -1)
-            t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
-            t5 = tf.shape(tensor, out_type=tf.int64)[-3]
-            t6 = -t4 + t5 - 1
-            output = _gather(t3, t6, -3)
-        elif axis == (-3, -2):
-            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-            t1 = tf.shape(tensor, out_type=tf.int64)[-2]
-            t2 = -t0 + t1 - 1
-            t3 = _gather(tensor, t2, -2)
-            t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
-            t5 = tf.shape(tensor, out_type=tf.int64)[-3]
-            t6 = -t4 + t5 - 1
-            output = _gather(t3, t6, -3)
+            output = _gather(t3, t6, axis[0])
         elif axis == (-3, -2, -1):
             t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
             t1 = tf.shape(tensor, out_type=tf.int64)[-1]
@@ -573,20 +568,10 @@ def transpose_vjp(grad, x, y, *, perm=(1, 0)):
     perm = tuple(int(a) for a in perm)
     if perm == (1, 0):
         grad_x = tf.transpose(grad, perm=[1, 0])
-    elif perm == (0, 2, 1):
-        grad_x = tf.transpose(grad, perm=[0, 2, 1])
-    elif perm == (1, 0, 2):
-        grad_x = tf.transpose(grad, perm=[1, 0, 2])
-    elif perm == (1, 2, 0):
-        grad_x = tf.transpose(grad, perm=[2, 0, 1])
-    elif perm == (2, 0, 1):
-        grad_x = tf.transpose(grad, perm=[1, 2, 0])
-    elif perm == (2, 1, 0):
-        grad_x = tf.transpose(grad, perm=[2, 1, 0])
-    elif perm == (0, 3, 1, 2):
-        grad_x = tf.transpose(grad, perm=[0, 2, 3, 1])
-    elif perm == (0, 2, 3, 1):
-        grad_x = tf.transpose(grad, perm=[0, 3, 1, 2])
+    elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+        grad_x = tf.transpose(grad, perm=[perm.index(0), perm.index(1), perm.index(2)])
+    elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
+        grad_x = tf.transpose(grad, perm=[0, perm.index(1), perm.index(2), perm.index(3)])
     else:
         raise ValueError(f"Transpose: unsupported attributes perm={perm!r}")
     return (grad_x,)
@@ -630,20 +615,10 @@ def transpose(x, *, perm=(1, 0)):
         # else the declared formula
         if perm == (1, 0):
             y = tf.transpose(x, perm=[1, 0])
-        elif perm == (0, 2, 1):
-            y = tf.transpose(x, perm=[0, 2, 1])
-        elif perm == (1, 0, 2):
-            y = tf.transpose(x, perm=[1, 0, 2])
-        elif perm == (1, 2, 0):
-            y = tf.transpose(x, perm=[1, 2, 0])
-        elif perm == (2, 0, 1):
-            y = tf.transpose(x, perm=[2, 0, 1])
-        elif perm == (2, 1, 0):
-            y = tf.transpose(x, perm=[2, 1, 0])
-        elif perm == (0, 3, 1, 2):
-            y = tf.transpose(x, perm=[0, 3, 1, 2])
-        elif perm == (0, 2, 3, 1):
-            y = tf.transpose(x, perm=[0, 2, 3, 1])
+        elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+            y = tf.transpose(x, perm=[perm[0], perm[1], perm[2]])
+        elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
+            y = tf.transpose(x, perm=[0, perm[1], perm[2], perm[3]])
         else:
             raise ValueError(f"Transpose: unsupported attributes perm={perm!r}")
         return y, backward
@@ -668,15 +643,13 @@ def strided_slice_vjp(
     begin_mask=0,
     end_mask=0,
 ):
-    """Gradient of StridedSlice (declared at ops/array.py:100): one per input (input).
+    """Gradient of StridedSlice (declared at ops/array.py:109): one per input (input).
 
     In index notation, next to the code computing it, for rank=1, shrink_axis_mask=0,
     ellipsis_mask=0, new_axis_mask=0 (other values of shrink_axis_mask, ellipsis_mask, new_axis_mask
     change it):
-        grad_input[i] = grad[exact_div(i - ((0 if strides[0] > 0 else D0 - 1) if (Mod(begin_mask,
-            2)) == 1 else Min((D0 if strides[0] > 0 else D0 - 1), Max((0 if strides[0] > 0 else -1),
-            (begin[0] + D0 if begin[0] < 0 else begin[0])))), strides[0])]
-            i.e. `_gather(grad, t5, -1)`
+        grad_input[i] = grad[exact_div(i - slice_start(D0, begin[0], strides[0], bit(begin_mask,
+            0)), strides[0])], i.e. `_gather(grad, t3, -1)`
     """
     rank = len(input.shape)
     begin = tf.cast(begin, tf.int64)
@@ -685,18 +658,9 @@ def strided_slice_vjp(
     if rank == 1 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
-        t2 = tf.math.maximum(
-            tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-            tf.where(begin[0] < 0, begin[0] + t1, begin[0]),
-        )
-        t3 = tf.math.minimum(t2, tf.where(strides[0] > 0, t1, t1 - 1))
-        t4 = t0 - tf.where(
-            tf.equal(begin_mask % 2, 1),
-            tf.where(strides[0] > 0, tf.constant(0, tf.int64), t1 - 1),
-            t3,
-        )
-        t5 = tf.where(tf.equal(t4 % strides[0], 0), t4 // strides[0], -tf.ones_like(t4))
-        grad_input = _gather(grad, t5, -1)
+        t2 = t0 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t3 = tf.where(tf.equal(t2 % strides[0], 0), t2 // strides[0], -tf.ones_like(t2))
+        grad_input = _gather(grad, t3, -1)
     elif rank == 1 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = tf.shape(input, out_type=tf.int64)[-1]
         t1 = tf.where(begin[0] < 0, begin[0] + t0, begin[0])
@@ -706,225 +670,102 @@ def strided_slice_vjp(
     elif rank == 2 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
-        t2 = begin_mask // 2
-        t3 = tf.math.maximum(
-            tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-            tf.where(begin[1] < 0, begin[1] + t1, begin[1]),
-        )
-        t4 = tf.math.minimum(t3, tf.where(strides[1] > 0, t1, t1 - 1))
-        t5 = t0 - tf.where(
-            tf.equal(t2 % 2, 1), tf.where(strides[1] > 0, tf.constant(0, tf.int64), t1 - 1), t4
-        )
-        t6 = tf.where(tf.equal(t5 % strides[1], 0), t5 // strides[1], -tf.ones_like(t5))
-        t7 = _gather(grad, t6, -1)
-        t8 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t9 = tf.shape(input, out_type=tf.int64)[-2]
-        t10 = tf.math.maximum(
-            tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-            tf.where(begin[0] < 0, begin[0] + t9, begin[0]),
-        )
-        t11 = tf.math.minimum(t10, tf.where(strides[0] > 0, t9, t9 - 1))
-        t12 = t8 - tf.where(
-            tf.equal(begin_mask % 2, 1),
-            tf.where(strides[0] > 0, tf.constant(0, tf.int64), t9 - 1),
-            t11,
-        )
-        t13 = tf.where(tf.equal(t12 % strides[0], 0), t12 // strides[0], -tf.ones_like(t12))
-        grad_input = _gather(t7, t13, -2)
+        t2 = t0 - _slice_start(t1, begin[1], strides[1], _bit(begin_mask, 1))
+        t3 = tf.where(tf.equal(t2 % strides[1], 0), t2 // strides[1], -tf.ones_like(t2))
+        t4 = _gather(grad, t3, -1)
+        t5 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t6 = tf.shape(input, out_type=tf.int64)[-2]
+        t7 = t5 - _slice_start(t6, begin[0], strides[0], _bit(begin_mask, 0))
+        t8 = tf.where(tf.equal(t7 % strides[0], 0), t7 // strides[0], -tf.ones_like(t7))
+        grad_input = _gather(t4, t8, -2)
     elif rank == 2 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
-        t2 = begin_mask // 2
-        t3 = tf.math.maximum(
-            tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-            tf.where(begin[1] < 0, begin[1] + t1, begin[1]),
-        )
-        t4 = tf.math.minimum(t3, tf.where(strides[1] > 0, t1, t1 - 1))
-        t5 = t0 - tf.where(
-            tf.equal(t2 % 2, 1), tf.where(strides[1] > 0, tf.constant(0, tf.int64), t1 - 1), t4
-        )
-        t6 = tf.where(tf.equal(t5 % strides[1], 0), t5 // strides[1], -tf.ones_like(t5))
-        t7 = _gather(grad, t6, -1)
-        t8 = tf.shape(input, out_type=tf.int64)[-2]
-        t9 = tf.where(begin[0] < 0, begin[0] + t8, begin[0])
-        t10 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t11 = tf.equal(t10, t9)
-        t12 = t11[..., None]
-        grad_input = t7 * tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        t2 = t0 - _slice_start(t1, begin[1], strides[1], _bit(begin_mask, 1))
+        t3 = tf.where(tf.equal(t2 % strides[1], 0), t2 // strides[1], -tf.ones_like(t2))
+        t4 = _gather(grad, t3, -1)
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = tf.where(begin[0] < 0, begin[0] + t5, begin[0])
+        t7 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t8 = tf.equal(t7, t6)
+        t9 = t8[..., None]
+        grad_input = t4 * tf.where(t9, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
     elif rank == 3 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
-        t2 = begin_mask // 4
-        t3 = tf.math.maximum(
-            tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-            tf.where(begin[2] < 0, begin[2] + t1, begin[2]),
-        )
-        t4 = tf.math.minimum(t3, tf.where(strides[2] > 0, t1, t1 - 1))
-        t5 = t0 - tf.where(
-            tf.equal(t2 % 2, 1), tf.where(strides[2] > 0, tf.constant(0, tf.int64), t1 - 1), t4
-        )
-        t6 = tf.where(tf.equal(t5 % strides[2], 0), t5 // strides[2], -tf.ones_like(t5))
-        t7 = _gather(grad, t6, -1)
-        t8 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t9 = tf.shape(input, out_type=tf.int64)[-2]
-        t10 = begin_mask // 2
-        t11 = tf.math.maximum(
-            tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-            tf.where(begin[1] < 0, begin[1] + t9, begin[1]),
-        )
-        t12 = tf.math.minimum(t11, tf.where(strides[1] > 0, t9, t9 - 1))
-        t13 = t8 - tf.where(
-            tf.equal(t10 % 2, 1), tf.where(strides[1] > 0, tf.constant(0, tf.int64), t9 - 1), t12
-        )
-        t14 = tf.where(tf.equal(t13 % strides[1], 0), t13 // strides[1], -tf.ones_like(t13))
-        t15 = _gather(t7, t14, -2)
-        t16 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-        t17 = tf.shape(input, out_type=tf.int64)[-3]
-        t18 = tf.math.maximum(
-            tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-            tf.where(begin[0] < 0, begin[0] + t17, begin[0]),
-        )
-        t19 = tf.math.minimum(t18, tf.where(strides[0] > 0, t17, t17 - 1))
-        t20 = t16 - tf.where(
-            tf.equal(begin_mask % 2, 1),
-            tf.where(strides[0] > 0, tf.constant(0, tf.int64), t17 - 1),
-            t19,
-        )
-        t21 = tf.where(tf.equal(t20 % strides[0], 0), t20 // strides[0], -tf.ones_like(t20))
-        grad_input = _gather(t15, t21, -3)
+        t2 = t0 - _slice_start(t1, begin[2], strides[2], _bit(begin_mask, 2))
+        t3 = tf.where(tf.equal(t2 % strides[2], 0), t2 // strides[2], -tf.ones_like(t2))
+        t4 = _gather(grad, t3, -1)
+        t5 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t6 = tf.shape(input, out_type=tf.int64)[-2]
+        t7 = t5 - _slice_start(t6, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = tf.where(tf.equal(t7 % strides[1], 0), t7 // strides[1], -tf.ones_like(t7))
+        t9 = _gather(t4, t8, -2)
+        t10 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t11 = tf.shape(input, out_type=tf.int64)[-3]
+        t12 = t10 - _slice_start(t11, begin[0], strides[0], _bit(begin_mask, 0))
+        t13 = tf.where(tf.equal(t12 % strides[0], 0), t12 // strides[0], -tf.ones_like(t12))
+        grad_input = _gather(t9, t13, -3)
     elif rank == 3 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
-        t2 = begin_mask // 4
-        t3 = tf.math.maximum(
-            tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-            tf.where(begin[2] < 0, begin[2] + t1, begin[2]),
-        )
-        t4 = tf.math.minimum(t3, tf.where(strides[2] > 0, t1, t1 - 1))
-        t5 = t0 - tf.where(
-            tf.equal(t2 % 2, 1), tf.where(strides[2] > 0, tf.constant(0, tf.int64), t1 - 1), t4
-        )
-        t6 = tf.where(tf.equal(t5 % strides[2], 0), t5 // strides[2], -tf.ones_like(t5))
-        t7 = _gather(grad, t6, -1)
-        t8 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t9 = tf.shape(input, out_type=tf.int64)[-2]
-        t10 = begin_mask // 2
-        t11 = tf.math.maximum(
-            tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-            tf.where(begin[1] < 0, begin[1] + t9, begin[1]),
-        )
-        t12 = tf.math.minimum(t11, tf.where(strides[1] > 0, t9, t9 - 1))
-        t13 = t8 - tf.where(
-            tf.equal(t10 % 2, 1), tf.where(strides[1] > 0, tf.constant(0, tf.int64), t9 - 1), t12
-        )
-        t14 = tf.where(tf.equal(t13 % strides[1], 0), t13 // strides[1], -tf.ones_like(t13))
-        t15 = _gather(t7, t14, -2)
-        t16 = tf.shape(input, out_type=tf.int64)[-3]
-        t17 = tf.where(begin[0] < 0, begin[0] + t16, begin[0])
-        t18 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-        t19 = tf.equal(t18, t17)
-        t20 = t19[..., None, None]
-        grad_input = t15 * tf.where(t20, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        t2 = t0 - _slice_start(t1, begin[2], strides[2], _bit(begin_mask, 2))
+        t3 = tf.where(tf.equal(t2 % strides[2], 0), t2 // strides[2], -tf.ones_like(t2))
+        t4 = _gather(grad, t3, -1)
+        t5 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t6 = tf.shape(input, out_type=tf.int64)[-2]
+        t7 = t5 - _slice_start(t6, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = tf.where(tf.equal(t7 % strides[1], 0), t7 // strides[1], -tf.ones_like(t7))
+        t9 = _gather(t4, t8, -2)
+        t10 = tf.shape(input, out_type=tf.int64)[-3]
+        t11 = tf.where(begin[0] < 0, begin[0] + t10, begin[0])
+        t12 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t13 = tf.equal(t12, t11)
+        t14 = t13[..., None, None]
+        grad_input = t9 * tf.where(t14, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
     elif rank == 4 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
-        t2 = begin_mask // 8
-        t3 = tf.math.maximum(
-            tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-            tf.where(begin[3] < 0, begin[3] + t1, begin[3]),
-        )
-        t4 = tf.math.minimum(t3, tf.where(strides[3] > 0, t1, t1 - 1))
-        t5 = t0 - tf.where(
-            tf.equal(t2 % 2, 1), tf.where(strides[3] > 0, tf.constant(0, tf.int64), t1 - 1), t4
-        )
-        t6 = tf.where(tf.equal(t5 % strides[3], 0), t5 // strides[3], -tf.ones_like(t5))
-        t7 = _gather(grad, t6, -1)
-        t8 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t9 = tf.shape(input, out_type=tf.int64)[-2]
-        t10 = begin_mask // 4
-        t11 = tf.math.maximum(
-            tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-            tf.where(begin[2] < 0, begin[2] + t9, begin[2]),
-        )
-        t12 = tf.math.minimum(t11, tf.where(strides[2] > 0, t9, t9 - 1))
-        t13 = t8 - tf.where(
-            tf.equal(t10 % 2, 1), tf.where(strides[2] > 0, tf.constant(0, tf.int64), t9 - 1), t12
-        )
-        t14 = tf.where(tf.equal(t13 % strides[2], 0), t13 // strides[2], -tf.ones_like(t13))
-        t15 = _gather(t7, t14, -2)
-        t16 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-        t17 = tf.shape(input, out_type=tf.int64)[-3]
-        t18 = begin_mask // 2
-        t19 = tf.math.maximum(
-            tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-            tf.where(begin[1] < 0, begin[1] + t17, begin[1]),
-        )
-        t20 = tf.math.minimum(t19, tf.where(strides[1] > 0, t17, t17 - 1))
-        t21 = t16 - tf.where(
-            tf.equal(t18 % 2, 1), tf.where(strides[1] > 0, tf.constant(0, tf.int64), t17 - 1), t20
-        )
-        t22 = tf.where(tf.equal(t21 % strides[1], 0), t21 // strides[1], -tf.ones_like(t21))
-        t23 = _gather(t15, t22, -3)
-        t24 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
-        t25 = tf.shape(input, out_type=tf.int64)[-4]
-        t26 = tf.math.maximum(
-            tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-            tf.where(begin[0] < 0, begin[0] + t25, begin[0]),
-        )
-        t27 = tf.math.minimum(t26, tf.where(strides[0] > 0, t25, t25 - 1))
-        t28 = t24 - tf.where(
-            tf.equal(begin_mask % 2, 1),
-            tf.where(strides[0] > 0, tf.constant(0, tf.int64), t25 - 1),
-            t27,
-        )
-        t29 = tf.where(tf.equal(t28 % strides[0], 0), t28 // strides[0], -tf.ones_like(t28))
-        grad_input = _gather(t23, t29, -4)
+        t2 = t0 - _slice_start(t1, begin[3], strides[3], _bit(begin_mask, 3))
+        t3 = tf.where(tf.equal(t2 % strides[3], 0), t2 // strides[3], -tf.ones_like(t2))
+        t4 = _gather(grad, t3, -1)
+        t5 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t6 = tf.shape(input, out_type=tf.int64)[-2]
+        t7 = t5 - _slice_start(t6, begin[2], strides[2], _bit(begin_mask, 2))
+        t8 = tf.where(tf.equal(t7 % strides[2], 0), t7 // strides[2], -tf.ones_like(t7))
+        t9 = _gather(t4, t8, -2)
+        t10 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t11 = tf.shape(input, out_type=tf.int64)[-3]
+        t12 = t10 - _slice_start(t11, begin[1], strides[1], _bit(begin_mask, 1))
+        t13 = tf.where(tf.equal(t12 % strides[1], 0), t12 // strides[1], -tf.ones_like(t12))
+        t14 = _gather(t9, t13, -3)
+        t15 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
+        t16 = tf.shape(input, out_type=tf.int64)[-4]
+        t17 = t15 - _slice_start(t16, begin[0], strides[0], _bit(begin_mask, 0))
+        t18 = tf.where(tf.equal(t17 % strides[0], 0), t17 // strides[0], -tf.ones_like(t17))
+        grad_input = _gather(t14, t18, -4)
     elif rank == 4 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
-        t2 = begin_mask // 8
-        t3 = tf.math.maximum(
-            tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-            tf.where(begin[3] < 0, begin[3] + t1, begin[3]),
-        )
-        t4 = tf.math.minimum(t3, tf.where(strides[3] > 0, t1, t1 - 1))
-        t5 = t0 - tf.where(
-            tf.equal(t2 % 2, 1), tf.where(strides[3] > 0, tf.constant(0, tf.int64), t1 - 1), t4
-        )
-        t6 = tf.where(tf.equal(t5 % strides[3], 0), t5 // strides[3], -tf.ones_like(t5))
-        t7 = _gather(grad, t6, -1)
-        t8 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t9 = tf.shape(input, out_type=tf.int64)[-2]
-        t10 = begin_mask // 4
-        t11 = tf.math.maximum(
-            tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-            tf.where(begin[2] < 0, begin[2] + t9, begin[2]),
-        )
-        t12 = tf.math.minimum(t11, tf.where(strides[2] > 0, t9, t9 - 1))
-        t13 = t8 - tf.where(
-            tf.equal(t10 % 2, 1), tf.where(strides[2] > 0, tf.constant(0, tf.int64), t9 - 1), t12
-        )
-        t14 = tf.where(tf.equal(t13 % strides[2], 0), t13 // strides[2], -tf.ones_like(t13))
-        t15 = _gather(t7, t14, -2)
-        t16 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-        t17 = tf.shape(input, out_type=tf.int64)[-3]
-        t18 = begin_mask // 2
-        t19 = tf.math.maximum(
-            tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-            tf.where(begin[1] < 0, begin[1] + t17, begin[1]),
-        )
-        t20 = tf.math.minimum(t19, tf.where(strides[1] > 0, t17, t17 - 1))
-        t21 = t16 - tf.where(
-            tf.equal(t18 % 2, 1), tf.where(strides[1] > 0, tf.constant(0, tf.int64), t17 - 1), t20
-        )
-        t22 = tf.where(tf.equal(t21 % strides[1], 0), t21 // strides[1], -tf.ones_like(t21))
-        t23 = _gather(t15, t22, -3)
-        t24 = tf.shape(input, out_type=tf.int64)[-4]
-        t25 = tf.where(begin[0] < 0, begin[0] + t24, begin[0])
-        t26 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
-        t27 = tf.equal(t26, t25)
-        t28 = t27[..., None, None, None]
-        grad_input = t23 * tf.where(t28, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        t2 = t0 - _slice_start(t1, begin[3], strides[3], _bit(begin_mask, 3))
+        t3 = tf.where(tf.equal(t2 % strides[3], 0), t2 // strides[3], -tf.ones_like(t2))
+        t4 = _gather(grad, t3, -1)
+        t5 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t6 = tf.shape(input, out_type=tf.int64)[-2]
+        t7 = t5 - _slice_start(t6, begin[2], strides[2], _bit(begin_mask, 2))
+        t8 = tf.where(tf.equal(t7 % strides[2], 0), t7 // strides[2], -tf.ones_like(t7))
+        t9 = _gather(t4, t8, -2)
+        t10 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t11 = tf.shape(input, out_type=tf.int64)[-3]
+        t12 = t10 - _slice_start(t11, begin[1], strides[1], _bit(begin_mask, 1))
+        t13 = tf.where(tf.equal(t12 % strides[1], 0), t12 // strides[1], -tf.ones_like(t12))
+        t14 = _gather(t9, t13, -3)
+        t15 = tf.shape(input, out_type=tf.int64)[-4]
+        t16 = tf.where(begin[0] < 0, begin[0] + t15, begin[0])
+        t17 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
+        t18 = tf.equal(t17, t16)
+        t19 = t18[..., None, None, None]
+        grad_input = t14 * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
     else:
         raise ValueError(
             f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
@@ -1008,598 +849,131 @@ def strided_slice(
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
+        t0 = tf.shape(input, out_type=tf.int64)[-1]
         if rank == 1 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
-            t0 = tf.shape(input, out_type=tf.int64)[-1]
-            t1 = tf.math.maximum(
-                tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(begin[0] < 0, begin[0] + t0, begin[0]),
+            t1 = _slice_length(
+                t0, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
             )
-            t2 = tf.math.minimum(t1, tf.where(strides[0] > 0, t0, t0 - 1))
-            t3 = tf.math.maximum(
-                tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(end[0] < 0, end[0] + t0, end[0]),
-            )
-            t4 = tf.math.minimum(t3, tf.where(strides[0] > 0, t0, t0 - 1))
-            t5 = -(
-                (
-                    tf.where(
-                        tf.equal(begin_mask % 2, 1),
-                        tf.where(strides[0] > 0, tf.constant(0, tf.int64), t0 - 1),
-                        t2,
-                    )
-                    - tf.where(
-                        tf.equal(end_mask % 2, 1),
-                        tf.where(strides[0] > 0, t0, tf.constant(-1, tf.int64)),
-                        t4,
-                    )
-                )
-                // strides[0]
-            )
-            t6 = tf.math.maximum(t5, 0)
-            t7 = t6
-            t8 = tf.range(tf.cast(t7, tf.int64))
-            t9 = strides[0] * t8 + tf.where(
-                tf.equal(begin_mask % 2, 1),
-                tf.where(strides[0] > 0, tf.constant(0, tf.int64), t0 - 1),
-                t2,
-            )
-            output = _gather(input, t9, -1)
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = strides[0] * t2 + _slice_start(t0, begin[0], strides[0], _bit(begin_mask, 0))
+            output = _gather(input, t3, -1)
         elif rank == 1 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
-            t0 = tf.shape(input, out_type=tf.int64)[-1]
             t1 = tf.where(begin[0] < 0, begin[0] + t0, begin[0])
             output = _gather(input, t1, -1)
         elif rank == 2 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
-            t0 = tf.shape(input, out_type=tf.int64)[-1]
-            t1 = begin_mask // 2
-            t2 = tf.math.maximum(
-                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(begin[1] < 0, begin[1] + t0, begin[1]),
+            t1 = _slice_length(
+                t0, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
             )
-            t3 = tf.math.minimum(t2, tf.where(strides[1] > 0, t0, t0 - 1))
-            t4 = end_mask // 2
-            t5 = tf.math.maximum(
-                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(end[1] < 0, end[1] + t0, end[1]),
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = strides[1] * t2 + _slice_start(t0, begin[1], strides[1], _bit(begin_mask, 1))
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = _slice_length(
+                t5, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
             )
-            t6 = tf.math.minimum(t5, tf.where(strides[1] > 0, t0, t0 - 1))
-            t7 = -(
-                (
-                    tf.where(
-                        tf.equal(t1 % 2, 1),
-                        tf.where(strides[1] > 0, tf.constant(0, tf.int64), t0 - 1),
-                        t3,
-                    )
-                    - tf.where(
-                        tf.equal(t4 % 2, 1),
-                        tf.where(strides[1] > 0, t0, tf.constant(-1, tf.int64)),
-                        t6,
-                    )
-                )
-                // strides[1]
-            )
-            t8 = tf.math.maximum(t7, 0)
-            t9 = t8
-            t10 = tf.range(tf.cast(t9, tf.int64))
-            t11 = strides[1] * t10 + tf.where(
-                tf.equal(t1 % 2, 1), tf.where(strides[1] > 0, tf.constant(0, tf.int64), t0 - 1), t3
-            )
-            t12 = _gather(input, t11, -1)
-            t13 = tf.shape(input, out_type=tf.int64)[-2]
-            t14 = tf.math.maximum(
-                tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(begin[0] < 0, begin[0] + t13, begin[0]),
-            )
-            t15 = tf.math.minimum(t14, tf.where(strides[0] > 0, t13, t13 - 1))
-            t16 = tf.math.maximum(
-                tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(end[0] < 0, end[0] + t13, end[0]),
-            )
-            t17 = tf.math.minimum(t16, tf.where(strides[0] > 0, t13, t13 - 1))
-            t18 = -(
-                (
-                    tf.where(
-                        tf.equal(begin_mask % 2, 1),
-                        tf.where(strides[0] > 0, tf.constant(0, tf.int64), t13 - 1),
-                        t15,
-                    )
-                    - tf.where(
-                        tf.equal(end_mask % 2, 1),
-                        tf.where(strides[0] > 0, t13, tf.constant(-1, tf.int64)),
-                        t17,
-                    )
-                )
-                // strides[0]
-            )
-            t19 = tf.math.maximum(t18, 0)
-            t20 = t19
-            t21 = tf.range(tf.cast(t20, tf.int64))
-            t22 = strides[0] * t21 + tf.where(
-                tf.equal(begin_mask % 2, 1),
-                tf.where(strides[0] > 0, tf.constant(0, tf.int64), t13 - 1),
-                t15,
-            )
-            output = _gather(t12, t22, -2)
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = strides[0] * t7 + _slice_start(t5, begin[0], strides[0], _bit(begin_mask, 0))
+            output = _gather(t4, t8, -2)
         elif rank == 2 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
-            t0 = tf.shape(input, out_type=tf.int64)[-1]
-            t1 = begin_mask // 2
-            t2 = tf.math.maximum(
-                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(begin[1] < 0, begin[1] + t0, begin[1]),
+            t1 = _slice_length(
+                t0, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
             )
-            t3 = tf.math.minimum(t2, tf.where(strides[1] > 0, t0, t0 - 1))
-            t4 = end_mask // 2
-            t5 = tf.math.maximum(
-                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(end[1] < 0, end[1] + t0, end[1]),
-            )
-            t6 = tf.math.minimum(t5, tf.where(strides[1] > 0, t0, t0 - 1))
-            t7 = -(
-                (
-                    tf.where(
-                        tf.equal(t1 % 2, 1),
-                        tf.where(strides[1] > 0, tf.constant(0, tf.int64), t0 - 1),
-                        t3,
-                    )
-                    - tf.where(
-                        tf.equal(t4 % 2, 1),
-                        tf.where(strides[1] > 0, t0, tf.constant(-1, tf.int64)),
-                        t6,
-                    )
-                )
-                // strides[1]
-            )
-            t8 = tf.math.maximum(t7, 0)
-            t9 = t8
-            t10 = tf.range(tf.cast(t9, tf.int64))
-            t11 = strides[1] * t10 + tf.where(
-                tf.equal(t1 % 2, 1), tf.where(strides[1] > 0, tf.constant(0, tf.int64), t0 - 1), t3
-            )
-            t12 = _gather(input, t11, -1)
-            t13 = tf.shape(input, out_type=tf.int64)[-2]
-            t14 = tf.where(begin[0] < 0, begin[0] + t13, begin[0])
-            output = _gather(t12, t14, -2)
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = strides[1] * t2 + _slice_start(t0, begin[1], strides[1], _bit(begin_mask, 1))
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = tf.where(begin[0] < 0, begin[0] + t5, begin[0])
+            output = _gather(t4, t6, -2)
         elif rank == 3 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
-            t0 = tf.shape(input, out_type=tf.int64)[-1]
-            t1 = begin_mask // 4
-            t2 = tf.math.maximum(
-                tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(begin[2] < 0, begin[2] + t0, begin[2]),
+            t1 = _slice_length(
+                t0, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2)
             )
-            t3 = tf.math.minimum(t2, tf.where(strides[2] > 0, t0, t0 - 1))
-            t4 = end_mask // 4
-            t5 = tf.math.maximum(
-                tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(end[2] < 0, end[2] + t0, end[2]),
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = strides[2] * t2 + _slice_start(t0, begin[2], strides[2], _bit(begin_mask, 2))
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = _slice_length(
+                t5, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
             )
-            t6 = tf.math.minimum(t5, tf.where(strides[2] > 0, t0, t0 - 1))
-            t7 = -(
-                (
-                    tf.where(
-                        tf.equal(t1 % 2, 1),
-                        tf.where(strides[2] > 0, tf.constant(0, tf.int64), t0 - 1),
-                        t3,
-                    )
-                    - tf.where(
-                        tf.equal(t4 % 2, 1),
-                        tf.where(strides[2] > 0, t0, tf.constant(-1, tf.int64)),
-                        t6,
-                    )
-                )
-                // strides[2]
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = strides[1] * t7 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+            t9 = _gather(t4, t8, -2)
+            t10 = tf.shape(input, out_type=tf.int64)[-3]
+            t11 = _slice_length(
+                t10, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
             )
-            t8 = tf.math.maximum(t7, 0)
-            t9 = t8
-            t10 = tf.range(tf.cast(t9, tf.int64))
-            t11 = strides[2] * t10 + tf.where(
-                tf.equal(t1 % 2, 1), tf.where(strides[2] > 0, tf.constant(0, tf.int64), t0 - 1), t3
-            )
-            t12 = _gather(input, t11, -1)
-            t13 = tf.shape(input, out_type=tf.int64)[-2]
-            t14 = begin_mask // 2
-            t15 = tf.math.maximum(
-                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(begin[1] < 0, begin[1] + t13, begin[1]),
-            )
-            t16 = tf.math.minimum(t15, tf.where(strides[1] > 0, t13, t13 - 1))
-            t17 = end_mask // 2
-            t18 = tf.math.maximum(
-                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(end[1] < 0, end[1] + t13, end[1]),
-            )
-            t19 = tf.math.minimum(t18, tf.where(strides[1] > 0, t13, t13 - 1))
-            t20 = -(
-                (
-                    tf.where(
-                        tf.equal(t14 % 2, 1),
-                        tf.where(strides[1] > 0, tf.constant(0, tf.int64), t13 - 1),
-                        t16,
-                    )
-                    - tf.where(
-                        tf.equal(t17 % 2, 1),
-                        tf.where(strides[1] > 0, t13, tf.constant(-1, tf.int64)),
-                        t19,
-                    )
-                )
-                // strides[1]
-            )
-            t21 = tf.math.maximum(t20, 0)
-            t22 = t21
-            t23 = tf.range(tf.cast(t22, tf.int64))
-            t24 = strides[1] * t23 + tf.where(
-                tf.equal(t14 % 2, 1),
-                tf.where(strides[1] > 0, tf.constant(0, tf.int64), t13 - 1),
-                t16,
-            )
-            t25 = _gather(t12, t24, -2)
-            t26 = tf.shape(input, out_type=tf.int64)[-3]
-            t27 = tf.math.maximum(
-                tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(begin[0] < 0, begin[0] + t26, begin[0]),
-            )
-            t28 = tf.math.minimum(t27, tf.where(strides[0] > 0, t26, t26 - 1))
-            t29 = tf.math.maximum(
-                tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(end[0] < 0, end[0] + t26, end[0]),
-            )
-            t30 = tf.math.minimum(t29, tf.where(strides[0] > 0, t26, t26 - 1))
-            t31 = -(
-                (
-                    tf.where(
-                        tf.equal(begin_mask % 2, 1),
-                        tf.where(strides[0] > 0, tf.constant(0, tf.int64), t26 - 1),
-                        t28,
-                    )
-                    - tf.where(
-                        tf.equal(end_mask % 2, 1),
-                        tf.where(strides[0] > 0, t26, tf.constant(-1, tf.int64)),
-                        t30,
-                    )
-                )
-                // strides[0]
-            )
-            t32 = tf.math.maximum(t31, 0)
-            t33 = t32
-            t34 = tf.range(tf.cast(t33, tf.int64))
-            t35 = strides[0] * t34 + tf.where(
-                tf.equal(begin_mask % 2, 1),
-                tf.where(strides[0] > 0, tf.constant(0, tf.int64), t26 - 1),
-                t28,
-            )
-            output = _gather(t25, t35, -3)
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = strides[0] * t12 + _slice_start(t10, begin[0], strides[0], _bit(begin_mask, 0))
+            output = _gather(t9, t13, -3)
         elif rank == 3 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
-            t0 = tf.shape(input, out_type=tf.int64)[-1]
-            t1 = begin_mask // 4
-            t2 = tf.math.maximum(
-                tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(begin[2] < 0, begin[2] + t0, begin[2]),
+            t1 = _slice_length(
+                t0, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2)
             )
-            t3 = tf.math.minimum(t2, tf.where(strides[2] > 0, t0, t0 - 1))
-            t4 = end_mask // 4
-            t5 = tf.math.maximum(
-                tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(end[2] < 0, end[2] + t0, end[2]),
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = strides[2] * t2 + _slice_start(t0, begin[2], strides[2], _bit(begin_mask, 2))
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = _slice_length(
+                t5, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
             )
-            t6 = tf.math.minimum(t5, tf.where(strides[2] > 0, t0, t0 - 1))
-            t7 = -(
-                (
-                    tf.where(
-                        tf.equal(t1 % 2, 1),
-                        tf.where(strides[2] > 0, tf.constant(0, tf.int64), t0 - 1),
-                        t3,
-                    )
-                    - tf.where(
-                        tf.equal(t4 % 2, 1),
-                        tf.where(strides[2] > 0, t0, tf.constant(-1, tf.int64)),
-                        t6,
-                    )
-                )
-                // strides[2]
-            )
-            t8 = tf.math.maximum(t7, 0)
-            t9 = t8
-            t10 = tf.range(tf.cast(t9, tf.int64))
-            t11 = strides[2] * t10 + tf.where(
-                tf.equal(t1 % 2, 1), tf.where(strides[2] > 0, tf.constant(0, tf.int64), t0 - 1), t3
-            )
-            t12 = _gather(input, t11, -1)
-            t13 = tf.shape(input, out_type=tf.int64)[-2]
-            t14 = begin_mask // 2
-            t15 = tf.math.maximum(
-                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(begin[1] < 0, begin[1] + t13, begin[1]),
-            )
-            t16 = tf.math.minimum(t15, tf.where(strides[1] > 0, t13, t13 - 1))
-            t17 = end_mask // 2
-            t18 = tf.math.maximum(
-                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(end[1] < 0, end[1] + t13, end[1]),
-            )
-            t19 = tf.math.minimum(t18, tf.where(strides[1] > 0, t13, t13 - 1))
-            t20 = -(
-                (
-                    tf.where(
-                        tf.equal(t14 % 2, 1),
-                        tf.where(strides[1] > 0, tf.constant(0, tf.int64), t13 - 1),
-                        t16,
-                    )
-                    - tf.where(
-                        tf.equal(t17 % 2, 1),
-                        tf.where(strides[1] > 0, t13, tf.constant(-1, tf.int64)),
-                        t19,
-                    )
-                )
-                // strides[1]
-            )
-            t21 = tf.math.maximum(t20, 0)
-            t22 = t21
-            t23 = tf.range(tf.cast(t22, tf.int64))
-            t24 = strides[1] * t23 + tf.where(
-                tf.equal(t14 % 2, 1),
-                tf.where(strides[1] > 0, tf.constant(0, tf.int64), t13 - 1),
-                t16,
-            )
-            t25 = _gather(t12, t24, -2)
-            t26 = tf.shape(input, out_type=tf.int64)[-3]
-            t27 = tf.where(begin[0] < 0, begin[0] + t26, begin[0])
-            output = _gather(t25, t27, -3)
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = strides[1] * t7 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+            t9 = _gather(t4, t8, -2)
+            t10 = tf.shape(input, out_type=tf.int64)[-3]
+            t11 = tf.where(begin[0] < 0, begin[0] + t10, begin[0])
+            output = _gather(t9, t11, -3)
         elif rank == 4 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
-            t0 = tf.shape(input, out_type=tf.int64)[-1]
-            t1 = begin_mask // 8
-            t2 = tf.math.maximum(
-                tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(begin[3] < 0, begin[3] + t0, begin[3]),
+            t1 = _slice_length(
+                t0, begin[3], end[3], strides[3], _bit(begin_mask, 3), _bit(end_mask, 3)
             )
-            t3 = tf.math.minimum(t2, tf.where(strides[3] > 0, t0, t0 - 1))
-            t4 = end_mask // 8
-            t5 = tf.math.maximum(
-                tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(end[3] < 0, end[3] + t0, end[3]),
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = strides[3] * t2 + _slice_start(t0, begin[3], strides[3], _bit(begin_mask, 3))
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = _slice_length(
+                t5, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2)
             )
-            t6 = tf.math.minimum(t5, tf.where(strides[3] > 0, t0, t0 - 1))
-            t7 = -(
-                (
-                    tf.where(
-                        tf.equal(t1 % 2, 1),
-                        tf.where(strides[3] > 0, tf.constant(0, tf.int64), t0 - 1),
-                        t3,
-                    )
-                    - tf.where(
-                        tf.equal(t4 % 2, 1),
-                        tf.where(strides[3] > 0, t0, tf.constant(-1, tf.int64)),
-                        t6,
-                    )
-                )
-                // strides[3]
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = strides[2] * t7 + _slice_start(t5, begin[2], strides[2], _bit(begin_mask, 2))
+            t9 = _gather(t4, t8, -2)
+            t10 = tf.shape(input, out_type=tf.int64)[-3]
+            t11 = _slice_length(
+                t10, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
             )
-            t8 = tf.math.maximum(t7, 0)
-            t9 = t8
-            t10 = tf.range(tf.cast(t9, tf.int64))
-            t11 = strides[3] * t10 + tf.where(
-                tf.equal(t1 % 2, 1), tf.where(strides[3] > 0, tf.constant(0, tf.int64), t0 - 1), t3
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = strides[1] * t12 + _slice_start(t10, begin[1], strides[1], _bit(begin_mask, 1))
+            t14 = _gather(t9, t13, -3)
+            t15 = tf.shape(input, out_type=tf.int64)[-4]
+            t16 = _slice_length(
+                t15, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
             )
-            t12 = _gather(input, t11, -1)
-            t13 = tf.shape(input, out_type=tf.int64)[-2]
-            t14 = begin_mask // 4
-            t15 = tf.math.maximum(
-                tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(begin[2] < 0, begin[2] + t13, begin[2]),
-            )
-            t16 = tf.math.minimum(t15, tf.where(strides[2] > 0, t13, t13 - 1))
-            t17 = end_mask // 4
-            t18 = tf.math.maximum(
-                tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(end[2] < 0, end[2] + t13, end[2]),
-            )
-            t19 = tf.math.minimum(t18, tf.where(strides[2] > 0, t13, t13 - 1))
-            t20 = -(
-                (
-                    tf.where(
-                        tf.equal(t14 % 2, 1),
-                        tf.where(strides[2] > 0, tf.constant(0, tf.int64), t13 - 1),
-                        t16,
-                    )
-                    - tf.where(
-                        tf.equal(t17 % 2, 1),
-                        tf.where(strides[2] > 0, t13, tf.constant(-1, tf.int64)),
-                        t19,
-                    )
-                )
-                // strides[2]
-            )
-            t21 = tf.math.maximum(t20, 0)
-            t22 = t21
-            t23 = tf.range(tf.cast(t22, tf.int64))
-            t24 = strides[2] * t23 + tf.where(
-                tf.equal(t14 % 2, 1),
-                tf.where(strides[2] > 0, tf.constant(0, tf.int64), t13 - 1),
-                t16,
-            )
-            t25 = _gather(t12, t24, -2)
-            t26 = tf.shape(input, out_type=tf.int64)[-3]
-            t27 = begin_mask // 2
-            t28 = tf.math.maximum(
-                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(begin[1] < 0, begin[1] + t26, begin[1]),
-            )
-            t29 = tf.math.minimum(t28, tf.where(strides[1] > 0, t26, t26 - 1))
-            t30 = end_mask // 2
-            t31 = tf.math.maximum(
-                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(end[1] < 0, end[1] + t26, end[1]),
-            )
-            t32 = tf.math.minimum(t31, tf.where(strides[1] > 0, t26, t26 - 1))
-            t33 = -(
-                (
-                    tf.where(
-                        tf.equal(t27 % 2, 1),
-                        tf.where(strides[1] > 0, tf.constant(0, tf.int64), t26 - 1),
-                        t29,
-                    )
-                    - tf.where(
-                        tf.equal(t30 % 2, 1),
-                        tf.where(strides[1] > 0, t26, tf.constant(-1, tf.int64)),
-                        t32,
-                    )
-                )
-                // strides[1]
-            )
-            t34 = tf.math.maximum(t33, 0)
-            t35 = t34
-            t36 = tf.range(tf.cast(t35, tf.int64))
-            t37 = strides[1] * t36 + tf.where(
-                tf.equal(t27 % 2, 1),
-                tf.where(strides[1] > 0, tf.constant(0, tf.int64), t26 - 1),
-                t29,
-            )
-            t38 = _gather(t25, t37, -3)
-            t39 = tf.shape(input, out_type=tf.int64)[-4]
-            t40 = tf.math.maximum(
-                tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(begin[0] < 0, begin[0] + t39, begin[0]),
-            )
-            t41 = tf.math.minimum(t40, tf.where(strides[0] > 0, t39, t39 - 1))
-            t42 = tf.math.maximum(
-                tf.where(strides[0] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(end[0] < 0, end[0] + t39, end[0]),
-            )
-            t43 = tf.math.minimum(t42, tf.where(strides[0] > 0, t39, t39 - 1))
-            t44 = -(
-                (
-                    tf.where(
-                        tf.equal(begin_mask % 2, 1),
-                        tf.where(strides[0] > 0, tf.constant(0, tf.int64), t39 - 1),
-                        t41,
-                    )
-                    - tf.where(
-                        tf.equal(end_mask % 2, 1),
-                        tf.where(strides[0] > 0, t39, tf.constant(-1, tf.int64)),
-                        t43,
-                    )
-                )
-                // strides[0]
-            )
-            t45 = tf.math.maximum(t44, 0)
-            t46 = t45
-            t47 = tf.range(tf.cast(t46, tf.int64))
-            t48 = strides[0] * t47 + tf.where(
-                tf.equal(begin_mask % 2, 1),
-                tf.where(strides[0] > 0, tf.constant(0, tf.int64), t39 - 1),
-                t41,
-            )
-            output = _gather(t38, t48, -4)
+            t17 = tf.range(tf.cast(t16, tf.int64))
+            t18 = strides[0] * t17 + _slice_start(t15, begin[0], strides[0], _bit(begin_mask, 0))
+            output = _gather(t14, t18, -4)
         elif rank == 4 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
-            t0 = tf.shape(input, out_type=tf.int64)[-1]
-            t1 = begin_mask // 8
-            t2 = tf.math.maximum(
-                tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(begin[3] < 0, begin[3] + t0, begin[3]),
+            t1 = _slice_length(
+                t0, begin[3], end[3], strides[3], _bit(begin_mask, 3), _bit(end_mask, 3)
             )
-            t3 = tf.math.minimum(t2, tf.where(strides[3] > 0, t0, t0 - 1))
-            t4 = end_mask // 8
-            t5 = tf.math.maximum(
-                tf.where(strides[3] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(end[3] < 0, end[3] + t0, end[3]),
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = strides[3] * t2 + _slice_start(t0, begin[3], strides[3], _bit(begin_mask, 3))
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = _slice_length(
+                t5, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2)
             )
-            t6 = tf.math.minimum(t5, tf.where(strides[3] > 0, t0, t0 - 1))
-            t7 = -(
-                (
-                    tf.where(
-                        tf.equal(t1 % 2, 1),
-                        tf.where(strides[3] > 0, tf.constant(0, tf.int64), t0 - 1),
-                        t3,
-                    )
-                    - tf.where(
-                        tf.equal(t4 % 2, 1),
-                        tf.where(strides[3] > 0, t0, tf.constant(-1, tf.int64)),
-                        t6,
-                    )
-                )
-                // strides[3]
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = strides[2] * t7 + _slice_start(t5, begin[2], strides[2], _bit(begin_mask, 2))
+            t9 = _gather(t4, t8, -2)
+            t10 = tf.shape(input, out_type=tf.int64)[-3]
+            t11 = _slice_length(
+                t10, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
             )
-            t8 = tf.math.maximum(t7, 0)
-            t9 = t8
-            t10 = tf.range(tf.cast(t9, tf.int64))
-            t11 = strides[3] * t10 + tf.where(
-                tf.equal(t1 % 2, 1), tf.where(strides[3] > 0, tf.constant(0, tf.int64), t0 - 1), t3
-            )
-            t12 = _gather(input, t11, -1)
-            t13 = tf.shape(input, out_type=tf.int64)[-2]
-            t14 = begin_mask // 4
-            t15 = tf.math.maximum(
-                tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(begin[2] < 0, begin[2] + t13, begin[2]),
-            )
-            t16 = tf.math.minimum(t15, tf.where(strides[2] > 0, t13, t13 - 1))
-            t17 = end_mask // 4
-            t18 = tf.math.maximum(
-                tf.where(strides[2] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(end[2] < 0, end[2] + t13, end[2]),
-            )
-            t19 = tf.math.minimum(t18, tf.where(strides[2] > 0, t13, t13 - 1))
-            t20 = -(
-                (
-                    tf.where(
-                        tf.equal(t14 % 2, 1),
-                        tf.where(strides[2] > 0, tf.constant(0, tf.int64), t13 - 1),
-                        t16,
-                    )
-                    - tf.where(
-                        tf.equal(t17 % 2, 1),
-                        tf.where(strides[2] > 0, t13, tf.constant(-1, tf.int64)),
-                        t19,
-                    )
-                )
-                // strides[2]
-            )
-            t21 = tf.math.maximum(t20, 0)
-            t22 = t21
-            t23 = tf.range(tf.cast(t22, tf.int64))
-            t24 = strides[2] * t23 + tf.where(
-                tf.equal(t14 % 2, 1),
-                tf.where(strides[2] > 0, tf.constant(0, tf.int64), t13 - 1),
-                t16,
-            )
-            t25 = _gather(t12, t24, -2)
-            t26 = tf.shape(input, out_type=tf.int64)[-3]
-            t27 = begin_mask // 2
-            t28 = tf.math.maximum(
-                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(begin[1] < 0, begin[1] + t26, begin[1]),
-            )
-            t29 = tf.math.minimum(t28, tf.where(strides[1] > 0, t26, t26 - 1))
-            t30 = end_mask // 2
-            t31 = tf.math.maximum(
-                tf.where(strides[1] > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64)),
-                tf.where(end[1] < 0, end[1] + t26, end[1]),
-            )
-            t32 = tf.math.minimum(t31, tf.where(strides[1] > 0, t26, t26 - 1))
-            t33 = -(
-                (
-                    tf.where(
-                        tf.equal(t27 % 2, 1),
-                        tf.where(strides[1] > 0, tf.constant(0, tf.int64), t26 - 1),
-                        t29,
-                    )
-                    - tf.where(
-                        tf.equal(t30 % 2, 1),
-                        tf.where(strides[1] > 0, t26, tf.constant(-1, tf.int64)),
-                        t32,
-                    )
-                )
-                // strides[1]
-            )
-            t34 = tf.math.maximum(t33, 0)
-            t35 = t34
-            t36 = tf.range(tf.cast(t35, tf.int64))
-            t37 = strides[1] * t36 + tf.where(
-                tf.equal(t27 % 2, 1),
-                tf.where(strides[1] > 0, tf.constant(0, tf.int64), t26 - 1),
-                t29,
-            )
-            t38 = _gather(t25, t37, -3)
-            t39 = tf.shape(input, out_type=tf.int64)[-4]
-            t40 = tf.where(begin[0] < 0, begin[0] + t39, begin[0])
-            output = _gather(t38, t40, -4)
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = strides[1] * t12 + _slice_start(t10, begin[1], strides[1], _bit(begin_mask, 1))
+            t14 = _gather(t9, t13, -3)
+            t15 = tf.shape(input, out_type=tf.int64)[-4]
+            t16 = tf.where(begin[0] < 0, begin[0] + t15, begin[0])
+            output = _gather(t14, t16, -4)
         else:
             raise ValueError(
                 f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"

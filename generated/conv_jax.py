@@ -172,10 +172,18 @@ def _max_pool_backprop(x, y, g, window, strides, pads, sizes):
     return _window_unspan(dx, pads, sizes)
 
 
+def _same_padding(size, kernel, stride, dilation):
+    """The padding before an axis of `size` entries under SAME, as TensorFlow computes it: half of
+    what ceil(size / stride) windows need, the odd one after."""
+    return (
+        np.maximum(dilation * (kernel - 1) - size + stride * (-((-size) // stride) - 1) + 1, 0) // 2
+    )
+
+
 def conv2d(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
-    """Conv2D: 2-D convolution (cross-correlation), NHWC input, HWIO filter (declared at ops/conv.py:35); differentiated by conv2d_vjp."""
+    """Conv2D: 2-D convolution (cross-correlation), NHWC input, HWIO filter (declared at ops/conv.py:42); differentiated by conv2d_vjp."""
     return _conv2d_custom_vjp(padding, strides, explicit_paddings, dilations, input, filter)
 
 
@@ -204,26 +212,8 @@ def conv2d_forward(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(
                 -((-np.shape(input)[-3]) // strides[1]),
@@ -309,26 +299,8 @@ def conv2d_vjp(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )
@@ -338,26 +310,8 @@ def conv2d_vjp(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
         )
@@ -427,7 +381,7 @@ _conv2d_custom_vjp.defvjp(_conv2d_fwd, _conv2d_bwd)
 def depthwise_conv2d_native(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
-    """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m (declared at ops/conv.py:56); differentiated by depthwise_conv2d_native_vjp."""
+    """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m (declared at ops/conv.py:63); differentiated by depthwise_conv2d_native_vjp."""
     return _depthwise_conv2d_native_custom_vjp(
         padding, strides, explicit_paddings, dilations, input, filter
     )
@@ -437,6 +391,8 @@ def depthwise_conv2d_native_forward(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
     """DepthwiseConv2dNative's formula."""
+    t1 = jnp.shape(input)[-4]
+    t2 = jnp.shape(input)[-3]
     if padding == "VALID":
         t0 = _depthwise_conv(
             input,
@@ -451,8 +407,6 @@ def depthwise_conv2d_native_forward(
                 + 1,
             ),
         )
-        t1 = jnp.shape(input)[-4]
-        t2 = jnp.shape(input)[-3]
         t3 = jnp.shape(filter)[-4]
         t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // strides[1]
         t5 = t4 + 1
@@ -470,34 +424,14 @@ def depthwise_conv2d_native_forward(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(
                 -((-np.shape(input)[-3]) // strides[1]),
                 -((-np.shape(input)[-2]) // strides[2]),
             ),
         )
-        t1 = jnp.shape(input)[-4]
-        t2 = jnp.shape(input)[-3]
         t3 = -((-t2) // strides[1])
         t4 = t3
         t5 = jnp.shape(input)[-2]
@@ -534,8 +468,6 @@ def depthwise_conv2d_native_forward(
                 + 1,
             ),
         )
-        t1 = jnp.shape(input)[-4]
-        t2 = jnp.shape(input)[-3]
         t3 = jnp.shape(filter)[-4]
         t4 = (
             -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
@@ -577,8 +509,8 @@ def depthwise_conv2d_native_vjp(
             * strides[1], b * dilations[2] + j * strides[2], c]
             i.e. `_depthwise_conv_backprop_filter(input, grad, strides=(strides[1], ...`
     """
+    t0 = jnp.shape(filter)[-1]
     if padding == "VALID":
-        t0 = jnp.shape(filter)[-1]
         grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t0))
         grad_input = _depthwise_conv_backprop_input(
             grad,
@@ -597,7 +529,6 @@ def depthwise_conv2d_native_vjp(
             sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
         )
     elif padding == "SAME":
-        t0 = jnp.shape(filter)[-1]
         grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t0))
         grad_input = _depthwise_conv_backprop_input(
             grad,
@@ -605,26 +536,8 @@ def depthwise_conv2d_native_vjp(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )
@@ -634,31 +547,12 @@ def depthwise_conv2d_native_vjp(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
         )
     elif padding == "EXPLICIT":
-        t0 = jnp.shape(filter)[-1]
         grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t0))
         grad_input = _depthwise_conv_backprop_input(
             grad,
@@ -727,62 +621,50 @@ _depthwise_conv2d_native_custom_vjp.defvjp(
 
 
 def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
-    """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel) (declared at ops/conv.py:73); differentiated by extract_image_patches_vjp."""
+    """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel) (declared at ops/conv.py:80); differentiated by extract_image_patches_vjp."""
     return _extract_image_patches_custom_vjp(padding, ksizes, strides, rates, images)
 
 
 def extract_image_patches_forward(images, *, padding="VALID", ksizes, strides, rates):
     """ExtractImagePatches's formula."""
+    t0 = jnp.shape(images)[-2]
+    t5 = ksizes[2]
+    t6 = jnp.arange(t5)
+    t9 = jnp.shape(images)[-3]
+    t14 = ksizes[1]
+    t15 = jnp.arange(t14)
+    t19 = jnp.shape(images)[-4]
+    t20 = jnp.shape(images)[-1]
     if padding == "VALID":
-        t0 = jnp.shape(images)[-2]
         t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
         t2 = t1 + 1
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
-        t5 = ksizes[2]
-        t6 = jnp.arange(t5)
         t7 = rates[2] * t6 + strides[2] * t4
         t8 = _gather(images, t7, -2)
-        t9 = jnp.shape(images)[-3]
         t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // strides[1]
         t11 = t10 + 1
         t12 = jnp.arange(t11)
         t13 = t12[..., None]
-        t14 = ksizes[1]
-        t15 = jnp.arange(t14)
         t16 = rates[1] * t15 + strides[1] * t13
         t17 = _gather(t8, t16, -4)
         t18 = jnp.transpose(t17, (0, 1, 3, 2, 4, 5))
-        t19 = jnp.shape(images)[-4]
-        t20 = jnp.shape(images)[-1]
         patches = jnp.reshape(t18, (t19, t11, t2, t14 * t5 * t20))
     elif padding == "SAME":
-        t0 = jnp.shape(images)[-2]
         t1 = -((-t0) // strides[2])
         t2 = t1
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
-        t5 = ksizes[2]
-        t6 = jnp.arange(t5)
-        t7 = np.maximum(rates[2] * (ksizes[2] - 1) + strides[2] * (t1 - 1) - t0 + 1, 0)
-        t8 = t7 // 2
-        t9 = rates[2] * t6 + strides[2] * t4 - t8
-        t10 = _gather(images, t9, -2)
-        t11 = jnp.shape(images)[-3]
-        t12 = -((-t11) // strides[1])
-        t13 = t12
-        t14 = jnp.arange(t13)
-        t15 = t14[..., None]
-        t16 = ksizes[1]
-        t17 = jnp.arange(t16)
-        t18 = np.maximum(rates[1] * (ksizes[1] - 1) + strides[1] * (t12 - 1) - t11 + 1, 0)
-        t19 = t18 // 2
-        t20 = rates[1] * t17 + strides[1] * t15 - t19
-        t21 = _gather(t10, t20, -4)
-        t22 = jnp.transpose(t21, (0, 1, 3, 2, 4, 5))
-        t23 = jnp.shape(images)[-4]
-        t24 = jnp.shape(images)[-1]
-        patches = jnp.reshape(t22, (t23, t13, t2, t16 * t5 * t24))
+        t7 = rates[2] * t6 + strides[2] * t4 - _same_padding(t0, ksizes[2], strides[2], rates[2])
+        t8 = _gather(images, t7, -2)
+        t10 = -((-t9) // strides[1])
+        t11 = t10
+        t12 = jnp.arange(t11)
+        t13 = t12[..., None]
+        t16 = rates[1] * t15 + strides[1] * t13 - _same_padding(t9, ksizes[1], strides[1], rates[1])
+        t17 = _gather(t8, t16, -4)
+        t18 = jnp.transpose(t17, (0, 1, 3, 2, 4, 5))
+        patches = jnp.reshape(t18, (t19, t11, t2, t14 * t5 * t20))
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
     return patches
@@ -798,13 +680,13 @@ def extract_image_patches_vjp(
         grad_images[i, j, k, l] = sum_{a, b} grad[i, exact_div(-a * rates[1] + j, strides[1]),
             exact_div(-b * rates[2] + k, strides[2]), a, b, l], i.e. `jnp.sum(t16, axis=(-2, -1))`
     """
+    t0 = ksizes[2]
+    t1 = jnp.shape(images)[-1]
+    t2 = jnp.arange(jnp.shape(images)[-2])
+    t3 = t2[..., None]
+    t4 = jnp.arange(t0)
     if padding == "VALID":
-        t0 = ksizes[2]
-        t1 = jnp.shape(images)[-1]
         grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t0, t1))
-        t2 = jnp.arange(jnp.shape(images)[-2])
-        t3 = t2[..., None]
-        t4 = jnp.arange(t0)
         t5 = -rates[2] * t4 + t3
         t6 = jnp.where(t5 % strides[2] == 0, t5 // strides[2], -1)
         t7 = _gather(grad, t6, -4)
@@ -819,35 +701,22 @@ def extract_image_patches_vjp(
         t16 = jnp.transpose(t15, (0, 1, 3, 5, 2, 4))
         grad_images = jnp.sum(t16, axis=(-2, -1))
     elif padding == "SAME":
-        t0 = ksizes[2]
-        t1 = jnp.shape(images)[-1]
         grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t0, t1))
-        t2 = jnp.arange(jnp.shape(images)[-2])
-        t3 = t2[..., None]
-        t4 = jnp.arange(t0)
         t5 = jnp.shape(images)[-2]
-        t6 = -((-t5) // strides[2])
-        t7 = np.maximum(ksizes[2] * rates[2] - rates[2] + strides[2] * t6 - strides[2] - t5 + 1, 0)
-        t8 = t7 // 2
-        t9 = -rates[2] * t4 + t3 + t8
-        t10 = jnp.where(t9 % strides[2] == 0, t9 // strides[2], -1)
-        t11 = _gather(grad, t10, -4)
-        t12 = jnp.arange(jnp.shape(images)[-3])
-        t13 = t12[..., None]
-        t14 = ksizes[1]
-        t15 = jnp.arange(t14)
-        t16 = jnp.shape(images)[-3]
-        t17 = -((-t16) // strides[1])
-        t18 = np.maximum(
-            ksizes[1] * rates[1] - rates[1] + strides[1] * t17 - strides[1] - t16 + 1, 0
-        )
-        t19 = t18 // 2
-        t20 = -rates[1] * t15 + t13 + t19
-        t21 = jnp.where(t20 % strides[1] == 0, t20 // strides[1], -1)
-        t22 = _gather(t11, t21, -6)
-        t23 = jnp.einsum("abcdecef->abcdef", t22, optimize=True)
-        t24 = jnp.transpose(t23, (0, 1, 3, 5, 2, 4))
-        grad_images = jnp.sum(t24, axis=(-2, -1))
+        t6 = -rates[2] * t4 + t3 + _same_padding(t5, ksizes[2], strides[2], rates[2])
+        t7 = jnp.where(t6 % strides[2] == 0, t6 // strides[2], -1)
+        t8 = _gather(grad, t7, -4)
+        t9 = jnp.arange(jnp.shape(images)[-3])
+        t10 = t9[..., None]
+        t11 = ksizes[1]
+        t12 = jnp.arange(t11)
+        t13 = jnp.shape(images)[-3]
+        t14 = -rates[1] * t12 + t10 + _same_padding(t13, ksizes[1], strides[1], rates[1])
+        t15 = jnp.where(t14 % strides[1] == 0, t14 // strides[1], -1)
+        t16 = _gather(t8, t15, -6)
+        t17 = jnp.einsum("abcdecef->abcdef", t16, optimize=True)
+        t18 = jnp.transpose(t17, (0, 1, 3, 5, 2, 4))
+        grad_images = jnp.sum(t18, axis=(-2, -1))
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
     return (grad_images,)
@@ -878,7 +747,7 @@ _extract_image_patches_custom_vjp.defvjp(_extract_image_patches_fwd, _extract_im
 
 
 def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
-    """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:83); differentiated by conv3d_vjp."""
+    """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:90); differentiated by conv3d_vjp."""
     return _conv3d_custom_vjp(padding, strides, dilations, input, filter)
 
 
@@ -907,36 +776,9 @@ def conv3d_forward(input, filter, *, padding="VALID", strides, dilations=(1, 1, 
             strides=(strides[1], strides[2], strides[3]),
             dilations=(dilations[1], dilations[2], dilations[3]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-5]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-4]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-4]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-4]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-3]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[3] * np.shape(filter)[-3]
-                    - dilations[3]
-                    - strides[3] * ((-np.shape(input)[-2]) // strides[3])
-                    - strides[3]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-4], np.shape(filter)[-5], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[2], dilations[2]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[3], dilations[3]),
             ),
             sizes=(
                 -((-np.shape(input)[-4]) // strides[1]),
@@ -989,36 +831,9 @@ def conv3d_vjp(
             strides=(strides[1], strides[2], strides[3]),
             dilations=(dilations[1], dilations[2], dilations[3]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-5]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-4]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-4]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-4]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-3]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[3] * np.shape(filter)[-3]
-                    - dilations[3]
-                    - strides[3] * ((-np.shape(input)[-2]) // strides[3])
-                    - strides[3]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-4], np.shape(filter)[-5], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[2], dilations[2]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[3], dilations[3]),
             ),
             sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
         )
@@ -1028,36 +843,9 @@ def conv3d_vjp(
             strides=(strides[1], strides[2], strides[3]),
             dilations=(dilations[1], dilations[2], dilations[3]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-5]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-4]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-4]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-4]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-3]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[3] * np.shape(filter)[-3]
-                    - dilations[3]
-                    - strides[3] * ((-np.shape(input)[-2]) // strides[3])
-                    - strides[3]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-4], np.shape(filter)[-5], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[2], dilations[2]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[3], dilations[3]),
             ),
             sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
         )
@@ -1087,28 +875,28 @@ _conv3d_custom_vjp.defvjp(_conv3d_fwd, _conv3d_bwd)
 
 
 def avg_pool(value, *, padding="VALID", ksize, strides):
-    """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:124); differentiated by avg_pool_vjp."""
+    """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:131); differentiated by avg_pool_vjp."""
     return _avg_pool_custom_vjp(padding, ksize, strides, value)
 
 
 def avg_pool_forward(value, *, padding="VALID", ksize, strides):
     """AvgPool's formula."""
+    t0 = jnp.shape(value)[-3]
+    t5 = jnp.shape(value)[-2]
+    t10 = ksize[1]
+    t11 = jnp.arange(t10)
+    t12 = t11[..., None]
+    t13 = ksize[2]
+    t14 = jnp.arange(t13)
     if padding == "VALID":
-        t0 = jnp.shape(value)[-3]
         t1 = (-ksize[1] + t0) // strides[1]
         t2 = t1 + 1
         t3 = jnp.arange(t2)
         t4 = t3[..., None, None, None]
-        t5 = jnp.shape(value)[-2]
         t6 = (-ksize[2] + t5) // strides[2]
         t7 = t6 + 1
         t8 = jnp.arange(t7)
         t9 = t8[..., None, None]
-        t10 = ksize[1]
-        t11 = jnp.arange(t10)
-        t12 = t11[..., None]
-        t13 = ksize[2]
-        t14 = jnp.arange(t13)
         t15 = (
             (strides[1] * t4 + t12 >= 0)
             & (strides[2] * t9 + t14 >= 0)
@@ -1127,42 +915,31 @@ def avg_pool_forward(value, *, padding="VALID", ksize, strides):
         t25 = jnp.sum(t24, axis=(-2, -1))
         output = t25 / t17
     elif padding == "SAME":
-        t0 = jnp.shape(value)[-3]
         t1 = -((-t0) // strides[1])
         t2 = t1
         t3 = jnp.arange(t2)
         t4 = t3[..., None, None, None]
-        t5 = jnp.shape(value)[-2]
         t6 = -((-t5) // strides[2])
         t7 = t6
         t8 = jnp.arange(t7)
         t9 = t8[..., None, None]
-        t10 = ksize[1]
-        t11 = jnp.arange(t10)
-        t12 = t11[..., None]
-        t13 = ksize[2]
-        t14 = jnp.arange(t13)
-        t15 = np.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
-        t16 = t15 // 2
-        t17 = np.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-        t18 = t17 // 2
-        t19 = (
-            (strides[1] * t4 + t12 - t16 >= 0)
-            & (strides[2] * t9 + t14 - t18 >= 0)
-            & (strides[1] * t4 + t12 - t16 <= t0 - 1)
-            & (strides[2] * t9 + t14 - t18 <= t5 - 1)
+        t15 = (
+            (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+            & (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+            & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
         )
-        t20 = t19[..., None, :, :]
-        t21 = jnp.sum(jnp.asarray(t20, value.dtype), axis=(-2, -1))
-        t22 = t8[..., None]
-        t23 = strides[2] * t22 + t14 - t18
-        t24 = _gather(value, t23, -2)
-        t25 = t3[..., None]
-        t26 = strides[1] * t25 + t11 - t16
-        t27 = _gather(t24, t26, -4)
-        t28 = jnp.transpose(t27, (0, 1, 3, 5, 2, 4))
-        t29 = jnp.sum(t28, axis=(-2, -1))
-        output = t29 / t21
+        t16 = t15[..., None, :, :]
+        t17 = jnp.sum(jnp.asarray(t16, value.dtype), axis=(-2, -1))
+        t18 = t8[..., None]
+        t19 = strides[2] * t18 + t14 - _same_padding(t5, ksize[2], strides[2], 1)
+        t20 = _gather(value, t19, -2)
+        t21 = t3[..., None]
+        t22 = strides[1] * t21 + t11 - _same_padding(t0, ksize[1], strides[1], 1)
+        t23 = _gather(t20, t22, -4)
+        t24 = jnp.transpose(t23, (0, 1, 3, 5, 2, 4))
+        t25 = jnp.sum(t24, axis=(-2, -1))
+        output = t25 / t17
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return output
@@ -1178,18 +955,21 @@ def avg_pool_vjp(grad, value, *, output=None, padding="VALID", ksize, strides):
             strides[2] >= 0 and a + i * strides[1] <= H - 1 and b + j * strides[2] <= W - 1))
             i.e. `_scatter_add(t18, t20, 2, t9)`
     """
+    t0 = jnp.arange(jnp.shape(grad)[-3])
+    t1 = t0[..., None, None, None]
+    t2 = jnp.arange(jnp.shape(grad)[-2])
+    t3 = t2[..., None, None]
+    t4 = ksize[2]
+    t5 = jnp.arange(t4)
+    t6 = t5[..., None]
+    t7 = ksize[1]
+    t8 = jnp.arange(t7)
+    t9 = jnp.shape(value)[-3]
+    t10 = jnp.shape(value)[-2]
+    t14 = grad[..., None, :, None, :]
+    t16 = t2[..., None]
+    t19 = t0[..., None]
     if padding == "VALID":
-        t0 = jnp.arange(jnp.shape(grad)[-3])
-        t1 = t0[..., None, None, None]
-        t2 = jnp.arange(jnp.shape(grad)[-2])
-        t3 = t2[..., None, None]
-        t4 = ksize[2]
-        t5 = jnp.arange(t4)
-        t6 = t5[..., None]
-        t7 = ksize[1]
-        t8 = jnp.arange(t7)
-        t9 = jnp.shape(value)[-3]
-        t10 = jnp.shape(value)[-2]
         t11 = (
             (strides[1] * t1 + t8 >= 0)
             & (strides[2] * t3 + t6 >= 0)
@@ -1198,52 +978,25 @@ def avg_pool_vjp(grad, value, *, output=None, padding="VALID", ksize, strides):
         )
         t12 = t11[..., None, :, :, :]
         t13 = jnp.sum(jnp.asarray(t12, grad.dtype), axis=(-2, -1), keepdims=True)
-        t14 = grad[..., None, :, None, :]
         t15 = t14 / t13
-        t16 = t2[..., None]
         t17 = strides[2] * t16 + t5
         t18 = _scatter_add(t15, t17, 1, t10)  # no gather form: an explicit scatter-add
-        t19 = t0[..., None]
         t20 = strides[1] * t19 + t8
         grad_value = _scatter_add(t18, t20, 2, t9)  # no gather form: an explicit scatter-add
     elif padding == "SAME":
-        t0 = jnp.arange(jnp.shape(grad)[-3])
-        t1 = t0[..., None, None, None]
-        t2 = jnp.arange(jnp.shape(grad)[-2])
-        t3 = t2[..., None, None]
-        t4 = ksize[2]
-        t5 = jnp.arange(t4)
-        t6 = t5[..., None]
-        t7 = ksize[1]
-        t8 = jnp.arange(t7)
-        t9 = jnp.shape(value)[-3]
-        t10 = jnp.shape(value)[-2]
-        t11 = -((-t9) // strides[1])
-        t12 = np.maximum(ksize[1] + strides[1] * (t11 - 1) - t9, 0)
-        t13 = t12 // 2
-        t14 = -((-t10) // strides[2])
-        t15 = np.maximum(ksize[2] + strides[2] * (t14 - 1) - t10, 0)
-        t16 = t15 // 2
-        t17 = (
-            (strides[1] * t1 - t13 + t8 >= 0)
-            & (strides[2] * t3 - t16 + t6 >= 0)
-            & (strides[1] * t1 - t13 + t8 <= t9 - 1)
-            & (strides[2] * t3 - t16 + t6 <= t10 - 1)
+        t11 = (
+            (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) >= 0)
+            & (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) <= t9 - 1)
+            & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) <= t10 - 1)
         )
-        t18 = t17[..., None, :, :, :]
-        t19 = jnp.sum(jnp.asarray(t18, grad.dtype), axis=(-2, -1), keepdims=True)
-        t20 = grad[..., None, :, None, :]
-        t21 = t20 / t19
-        t22 = t2[..., None]
-        t23 = np.maximum(ksize[2] + strides[2] * t14 - strides[2] - t10, 0)
-        t24 = t23 // 2
-        t25 = strides[2] * t22 - t24 + t5
-        t26 = _scatter_add(t21, t25, 1, t10)  # no gather form: an explicit scatter-add
-        t27 = t0[..., None]
-        t28 = np.maximum(ksize[1] + strides[1] * t11 - strides[1] - t9, 0)
-        t29 = t28 // 2
-        t30 = strides[1] * t27 - t29 + t8
-        grad_value = _scatter_add(t26, t30, 2, t9)  # no gather form: an explicit scatter-add
+        t12 = t11[..., None, :, :, :]
+        t13 = jnp.sum(jnp.asarray(t12, grad.dtype), axis=(-2, -1), keepdims=True)
+        t15 = t14 / t13
+        t17 = strides[2] * t16 + t5 - _same_padding(t10, ksize[2], strides[2], 1)
+        t18 = _scatter_add(t15, t17, 1, t10)  # no gather form: an explicit scatter-add
+        t20 = strides[1] * t19 + t8 - _same_padding(t9, ksize[1], strides[1], 1)
+        grad_value = _scatter_add(t18, t20, 2, t9)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return (grad_value,)
@@ -1268,58 +1021,48 @@ _avg_pool_custom_vjp.defvjp(_avg_pool_fwd, _avg_pool_bwd)
 
 
 def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
-    """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:132); differentiated by max_pool_vjp."""
+    """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:139); differentiated by max_pool_vjp."""
     return _max_pool_custom_vjp(padding, data_format, ksize, strides, input)
 
 
 def max_pool_forward(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     """MaxPool's formula."""
+    t0 = jnp.shape(input)[-2]
+    t5 = ksize[2]
+    t6 = jnp.arange(t5)
+    t9 = jnp.shape(input)[-3]
+    t14 = ksize[1]
+    t15 = jnp.arange(t14)
     if padding == "VALID" and data_format == "NHWC":
-        t0 = jnp.shape(input)[-2]
         t1 = (-ksize[2] + t0) // strides[2]
         t2 = t1 + 1
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
-        t5 = ksize[2]
-        t6 = jnp.arange(t5)
         t7 = strides[2] * t4 + t6
         t8 = _gather(input, t7, -2, fill=-jnp.inf)
-        t9 = jnp.shape(input)[-3]
         t10 = (-ksize[1] + t9) // strides[1]
         t11 = t10 + 1
         t12 = jnp.arange(t11)
         t13 = t12[..., None]
-        t14 = ksize[1]
-        t15 = jnp.arange(t14)
         t16 = strides[1] * t13 + t15
         t17 = _gather(t8, t16, -4, fill=-jnp.inf)
         t18 = jnp.transpose(t17, (0, 1, 3, 5, 2, 4))
         output = jnp.max(t18, axis=(-2, -1))
     elif padding == "SAME" and data_format == "NHWC":
-        t0 = jnp.shape(input)[-2]
         t1 = -((-t0) // strides[2])
         t2 = t1
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
-        t5 = ksize[2]
-        t6 = jnp.arange(t5)
-        t7 = np.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
-        t8 = t7 // 2
-        t9 = strides[2] * t4 + t6 - t8
-        t10 = _gather(input, t9, -2, fill=-jnp.inf)
-        t11 = jnp.shape(input)[-3]
-        t12 = -((-t11) // strides[1])
-        t13 = t12
-        t14 = jnp.arange(t13)
-        t15 = t14[..., None]
-        t16 = ksize[1]
-        t17 = jnp.arange(t16)
-        t18 = np.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
-        t19 = t18 // 2
-        t20 = strides[1] * t15 + t17 - t19
-        t21 = _gather(t10, t20, -4, fill=-jnp.inf)
-        t22 = jnp.transpose(t21, (0, 1, 3, 5, 2, 4))
-        output = jnp.max(t22, axis=(-2, -1))
+        t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
+        t8 = _gather(input, t7, -2, fill=-jnp.inf)
+        t10 = -((-t9) // strides[1])
+        t11 = t10
+        t12 = jnp.arange(t11)
+        t13 = t12[..., None]
+        t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
+        t17 = _gather(t8, t16, -4, fill=-jnp.inf)
+        t18 = jnp.transpose(t17, (0, 1, 3, 5, 2, 4))
+        output = jnp.max(t18, axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1363,20 +1106,8 @@ def max_pool_vjp(grad, input, *, output=None, padding="VALID", data_format="NHWC
             window=(ksize[1], ksize[2]),
             strides=(strides[1], strides[2]),
             pads=(
-                np.maximum(
-                    ksize[1]
-                    + strides[1] * (-((-np.shape(input)[-3]) // strides[1]) - 1)
-                    - np.shape(input)[-3],
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    ksize[2]
-                    + strides[2] * (-((-np.shape(input)[-2]) // strides[2]) - 1)
-                    - np.shape(input)[-2],
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], ksize[1], strides[1], 1),
+                _same_padding(np.shape(input)[-2], ksize[2], strides[2], 1),
             ),
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )
@@ -1418,36 +1149,36 @@ _max_pool_custom_vjp.defvjp(_max_pool_fwd, _max_pool_bwd)
 
 
 def avg_pool3d(input, *, padding="VALID", ksize, strides):
-    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:140); differentiated by avg_pool3d_vjp."""
+    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:147); differentiated by avg_pool3d_vjp."""
     return _avg_pool3d_custom_vjp(padding, ksize, strides, input)
 
 
 def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
     """AvgPool3D's formula."""
+    t0 = jnp.shape(input)[-4]
+    t5 = jnp.shape(input)[-3]
+    t10 = jnp.shape(input)[-2]
+    t15 = ksize[1]
+    t16 = jnp.arange(t15)
+    t17 = t16[..., None, None]
+    t18 = ksize[2]
+    t19 = jnp.arange(t18)
+    t20 = t19[..., None]
+    t21 = ksize[3]
+    t22 = jnp.arange(t21)
     if padding == "VALID":
-        t0 = jnp.shape(input)[-4]
         t1 = (-ksize[1] + t0) // strides[1]
         t2 = t1 + 1
         t3 = jnp.arange(t2)
         t4 = t3[..., None, None, None, None, None]
-        t5 = jnp.shape(input)[-3]
         t6 = (-ksize[2] + t5) // strides[2]
         t7 = t6 + 1
         t8 = jnp.arange(t7)
         t9 = t8[..., None, None, None, None]
-        t10 = jnp.shape(input)[-2]
         t11 = (-ksize[3] + t10) // strides[3]
         t12 = t11 + 1
         t13 = jnp.arange(t12)
         t14 = t13[..., None, None, None]
-        t15 = ksize[1]
-        t16 = jnp.arange(t15)
-        t17 = t16[..., None, None]
-        t18 = ksize[2]
-        t19 = jnp.arange(t18)
-        t20 = t19[..., None]
-        t21 = ksize[3]
-        t22 = jnp.arange(t21)
         t23 = (
             (strides[1] * t4 + t17 >= 0)
             & (strides[2] * t9 + t20 >= 0)
@@ -1471,57 +1202,40 @@ def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
         t36 = jnp.sum(t35, axis=(-3, -2, -1))
         output = t36 / t25
     elif padding == "SAME":
-        t0 = jnp.shape(input)[-4]
         t1 = -((-t0) // strides[1])
         t2 = t1
         t3 = jnp.arange(t2)
         t4 = t3[..., None, None, None, None, None]
-        t5 = jnp.shape(input)[-3]
         t6 = -((-t5) // strides[2])
         t7 = t6
         t8 = jnp.arange(t7)
         t9 = t8[..., None, None, None, None]
-        t10 = jnp.shape(input)[-2]
         t11 = -((-t10) // strides[3])
         t12 = t11
         t13 = jnp.arange(t12)
         t14 = t13[..., None, None, None]
-        t15 = ksize[1]
-        t16 = jnp.arange(t15)
-        t17 = t16[..., None, None]
-        t18 = ksize[2]
-        t19 = jnp.arange(t18)
-        t20 = t19[..., None]
-        t21 = ksize[3]
-        t22 = jnp.arange(t21)
-        t23 = np.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-        t24 = t23 // 2
-        t25 = np.maximum(ksize[3] + strides[3] * (t11 - 1) - t10, 0)
-        t26 = t25 // 2
-        t27 = np.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
-        t28 = t27 // 2
-        t29 = (
-            (strides[1] * t4 + t17 - t28 >= 0)
-            & (strides[2] * t9 + t20 - t24 >= 0)
-            & (strides[3] * t14 + t22 - t26 >= 0)
-            & (strides[1] * t4 + t17 - t28 <= t0 - 1)
-            & (strides[2] * t9 + t20 - t24 <= t5 - 1)
-            & (strides[3] * t14 + t22 - t26 <= t10 - 1)
+        t23 = (
+            (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+            & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) >= 0)
+            & (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+            & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
+            & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) <= t10 - 1)
         )
-        t30 = t29[..., None, :, :, :]
-        t31 = jnp.sum(jnp.asarray(t30, input.dtype), axis=(-3, -2, -1))
-        t32 = t13[..., None]
-        t33 = strides[3] * t32 + t22 - t26
-        t34 = _gather(input, t33, -2)
-        t35 = t8[..., None]
-        t36 = strides[2] * t35 + t19 - t24
-        t37 = _gather(t34, t36, -4)
-        t38 = t3[..., None]
-        t39 = strides[1] * t38 + t16 - t28
-        t40 = _gather(t37, t39, -6)
-        t41 = jnp.transpose(t40, (0, 1, 3, 5, 7, 2, 4, 6))
-        t42 = jnp.sum(t41, axis=(-3, -2, -1))
-        output = t42 / t31
+        t24 = t23[..., None, :, :, :]
+        t25 = jnp.sum(jnp.asarray(t24, input.dtype), axis=(-3, -2, -1))
+        t26 = t13[..., None]
+        t27 = strides[3] * t26 + t22 - _same_padding(t10, ksize[3], strides[3], 1)
+        t28 = _gather(input, t27, -2)
+        t29 = t8[..., None]
+        t30 = strides[2] * t29 + t19 - _same_padding(t5, ksize[2], strides[2], 1)
+        t31 = _gather(t28, t30, -4)
+        t32 = t3[..., None]
+        t33 = strides[1] * t32 + t16 - _same_padding(t0, ksize[1], strides[1], 1)
+        t34 = _gather(t31, t33, -6)
+        t35 = jnp.transpose(t34, (0, 1, 3, 5, 7, 2, 4, 6))
+        t36 = jnp.sum(t35, axis=(-3, -2, -1))
+        output = t36 / t25
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return output
@@ -1538,24 +1252,28 @@ def avg_pool3d_vjp(grad, input, *, output=None, padding="VALID", ksize, strides)
             z >= 0 and a + i * strides[2] <= H - 1 and b + j * strides[3] <= W - 1 and e +
             strides[1] * z <= D - 1)), i.e. `_scatter_add(t27, t29, 3, t14)`
     """
+    t0 = jnp.arange(jnp.shape(grad)[-4])
+    t1 = t0[..., None, None, None, None, None]
+    t2 = jnp.arange(jnp.shape(grad)[-3])
+    t3 = t2[..., None, None, None, None]
+    t4 = ksize[3]
+    t5 = jnp.arange(t4)
+    t6 = t5[..., None, None, None]
+    t7 = jnp.arange(jnp.shape(grad)[-2])
+    t8 = t7[..., None, None]
+    t9 = ksize[2]
+    t10 = jnp.arange(t9)
+    t11 = t10[..., None]
+    t12 = ksize[1]
+    t13 = jnp.arange(t12)
+    t14 = jnp.shape(input)[-4]
+    t15 = jnp.shape(input)[-3]
+    t16 = jnp.shape(input)[-2]
+    t20 = grad[..., None, :, None, :, None, :]
+    t22 = t7[..., None]
+    t25 = t2[..., None]
+    t28 = t0[..., None]
     if padding == "VALID":
-        t0 = jnp.arange(jnp.shape(grad)[-4])
-        t1 = t0[..., None, None, None, None, None]
-        t2 = jnp.arange(jnp.shape(grad)[-3])
-        t3 = t2[..., None, None, None, None]
-        t4 = ksize[3]
-        t5 = jnp.arange(t4)
-        t6 = t5[..., None, None, None]
-        t7 = jnp.arange(jnp.shape(grad)[-2])
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = jnp.arange(t9)
-        t11 = t10[..., None]
-        t12 = ksize[1]
-        t13 = jnp.arange(t12)
-        t14 = jnp.shape(input)[-4]
-        t15 = jnp.shape(input)[-3]
-        t16 = jnp.shape(input)[-2]
         t17 = (
             (strides[1] * t1 + t13 >= 0)
             & (strides[2] * t3 + t11 >= 0)
@@ -1566,71 +1284,31 @@ def avg_pool3d_vjp(grad, input, *, output=None, padding="VALID", ksize, strides)
         )
         t18 = t17[..., None, :, :, :, :, :]
         t19 = jnp.sum(jnp.asarray(t18, grad.dtype), axis=(-4, -2, -1), keepdims=True)
-        t20 = grad[..., None, :, None, :, None, :]
         t21 = t20 / t19
-        t22 = t7[..., None]
         t23 = strides[3] * t22 + t5
         t24 = _scatter_add(t21, t23, 1, t16)  # no gather form: an explicit scatter-add
-        t25 = t2[..., None]
         t26 = strides[2] * t25 + t10
         t27 = _scatter_add(t24, t26, 2, t15)  # no gather form: an explicit scatter-add
-        t28 = t0[..., None]
         t29 = strides[1] * t28 + t13
         grad_input = _scatter_add(t27, t29, 3, t14)  # no gather form: an explicit scatter-add
     elif padding == "SAME":
-        t0 = jnp.arange(jnp.shape(grad)[-4])
-        t1 = t0[..., None, None, None, None, None]
-        t2 = jnp.arange(jnp.shape(grad)[-3])
-        t3 = t2[..., None, None, None, None]
-        t4 = ksize[3]
-        t5 = jnp.arange(t4)
-        t6 = t5[..., None, None, None]
-        t7 = jnp.arange(jnp.shape(grad)[-2])
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = jnp.arange(t9)
-        t11 = t10[..., None]
-        t12 = ksize[1]
-        t13 = jnp.arange(t12)
-        t14 = jnp.shape(input)[-4]
-        t15 = jnp.shape(input)[-3]
-        t16 = jnp.shape(input)[-2]
-        t17 = -((-t15) // strides[2])
-        t18 = np.maximum(ksize[2] + strides[2] * (t17 - 1) - t15, 0)
-        t19 = t18 // 2
-        t20 = -((-t16) // strides[3])
-        t21 = np.maximum(ksize[3] + strides[3] * (t20 - 1) - t16, 0)
-        t22 = t21 // 2
-        t23 = -((-t14) // strides[1])
-        t24 = np.maximum(ksize[1] + strides[1] * (t23 - 1) - t14, 0)
-        t25 = t24 // 2
-        t26 = (
-            (strides[1] * t1 + t13 - t25 >= 0)
-            & (strides[2] * t3 + t11 - t19 >= 0)
-            & (strides[3] * t8 - t22 + t6 >= 0)
-            & (strides[1] * t1 + t13 - t25 <= t14 - 1)
-            & (strides[2] * t3 + t11 - t19 <= t15 - 1)
-            & (strides[3] * t8 - t22 + t6 <= t16 - 1)
+        t17 = (
+            (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) >= 0)
+            & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) >= 0)
+            & (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) <= t14 - 1)
+            & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) <= t15 - 1)
+            & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) <= t16 - 1)
         )
-        t27 = t26[..., None, :, :, :, :, :]
-        t28 = jnp.sum(jnp.asarray(t27, grad.dtype), axis=(-4, -2, -1), keepdims=True)
-        t29 = grad[..., None, :, None, :, None, :]
-        t30 = t29 / t28
-        t31 = t7[..., None]
-        t32 = np.maximum(ksize[3] + strides[3] * t20 - strides[3] - t16, 0)
-        t33 = t32 // 2
-        t34 = strides[3] * t31 - t33 + t5
-        t35 = _scatter_add(t30, t34, 1, t16)  # no gather form: an explicit scatter-add
-        t36 = t2[..., None]
-        t37 = np.maximum(ksize[2] + strides[2] * t17 - strides[2] - t15, 0)
-        t38 = t37 // 2
-        t39 = strides[2] * t36 + t10 - t38
-        t40 = _scatter_add(t35, t39, 2, t15)  # no gather form: an explicit scatter-add
-        t41 = t0[..., None]
-        t42 = np.maximum(ksize[1] + strides[1] * t23 - strides[1] - t14, 0)
-        t43 = t42 // 2
-        t44 = strides[1] * t41 + t13 - t43
-        grad_input = _scatter_add(t40, t44, 3, t14)  # no gather form: an explicit scatter-add
+        t18 = t17[..., None, :, :, :, :, :]
+        t19 = jnp.sum(jnp.asarray(t18, grad.dtype), axis=(-4, -2, -1), keepdims=True)
+        t21 = t20 / t19
+        t23 = strides[3] * t22 + t5 - _same_padding(t16, ksize[3], strides[3], 1)
+        t24 = _scatter_add(t21, t23, 1, t16)  # no gather form: an explicit scatter-add
+        t26 = strides[2] * t25 + t10 - _same_padding(t15, ksize[2], strides[2], 1)
+        t27 = _scatter_add(t24, t26, 2, t15)  # no gather form: an explicit scatter-add
+        t29 = strides[1] * t28 + t13 - _same_padding(t14, ksize[1], strides[1], 1)
+        grad_input = _scatter_add(t27, t29, 3, t14)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return (grad_input,)
@@ -1655,7 +1333,7 @@ _avg_pool3d_custom_vjp.defvjp(_avg_pool3d_fwd, _avg_pool3d_bwd)
 
 
 def max_pool_v2(input, *, padding="VALID", ksize, strides):
-    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:159); differentiated by max_pool_v2_vjp."""
+    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:166); differentiated by max_pool_v2_vjp."""
     return _max_pool_v2_custom_vjp(padding, ksize, strides, input)
 
 
@@ -1663,52 +1341,42 @@ def max_pool_v2_forward(input, *, padding="VALID", ksize, strides):
     """MaxPoolV2's formula."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
+    t0 = jnp.shape(input)[-2]
+    t5 = ksize[2]
+    t6 = jnp.arange(t5)
+    t9 = jnp.shape(input)[-3]
+    t14 = ksize[1]
+    t15 = jnp.arange(t14)
     if padding == "VALID":
-        t0 = jnp.shape(input)[-2]
         t1 = (-ksize[2] + t0) // strides[2]
         t2 = t1 + 1
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
-        t5 = ksize[2]
-        t6 = jnp.arange(t5)
         t7 = strides[2] * t4 + t6
         t8 = _gather(input, t7, -2, fill=-jnp.inf)
-        t9 = jnp.shape(input)[-3]
         t10 = (-ksize[1] + t9) // strides[1]
         t11 = t10 + 1
         t12 = jnp.arange(t11)
         t13 = t12[..., None]
-        t14 = ksize[1]
-        t15 = jnp.arange(t14)
         t16 = strides[1] * t13 + t15
         t17 = _gather(t8, t16, -4, fill=-jnp.inf)
         t18 = jnp.transpose(t17, (0, 1, 3, 5, 2, 4))
         output = jnp.max(t18, axis=(-2, -1))
     elif padding == "SAME":
-        t0 = jnp.shape(input)[-2]
         t1 = -((-t0) // strides[2])
         t2 = t1
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
-        t5 = ksize[2]
-        t6 = jnp.arange(t5)
-        t7 = np.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
-        t8 = t7 // 2
-        t9 = strides[2] * t4 + t6 - t8
-        t10 = _gather(input, t9, -2, fill=-jnp.inf)
-        t11 = jnp.shape(input)[-3]
-        t12 = -((-t11) // strides[1])
-        t13 = t12
-        t14 = jnp.arange(t13)
-        t15 = t14[..., None]
-        t16 = ksize[1]
-        t17 = jnp.arange(t16)
-        t18 = np.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
-        t19 = t18 // 2
-        t20 = strides[1] * t15 + t17 - t19
-        t21 = _gather(t10, t20, -4, fill=-jnp.inf)
-        t22 = jnp.transpose(t21, (0, 1, 3, 5, 2, 4))
-        output = jnp.max(t22, axis=(-2, -1))
+        t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
+        t8 = _gather(input, t7, -2, fill=-jnp.inf)
+        t10 = -((-t9) // strides[1])
+        t11 = t10
+        t12 = jnp.arange(t11)
+        t13 = t12[..., None]
+        t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
+        t17 = _gather(t8, t16, -4, fill=-jnp.inf)
+        t18 = jnp.transpose(t17, (0, 1, 3, 5, 2, 4))
+        output = jnp.max(t18, axis=(-2, -1))
     else:
         raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
     return output
@@ -1750,20 +1418,8 @@ def max_pool_v2_vjp(grad, input, *, output=None, padding="VALID", ksize, strides
             window=(ksize[1], ksize[2]),
             strides=(strides[1], strides[2]),
             pads=(
-                np.maximum(
-                    ksize[1]
-                    + strides[1] * (-((-np.shape(input)[-3]) // strides[1]) - 1)
-                    - np.shape(input)[-3],
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    ksize[2]
-                    + strides[2] * (-((-np.shape(input)[-2]) // strides[2]) - 1)
-                    - np.shape(input)[-2],
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], ksize[1], strides[1], 1),
+                _same_padding(np.shape(input)[-2], ksize[2], strides[2], 1),
             ),
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )

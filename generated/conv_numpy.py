@@ -182,10 +182,18 @@ def _max_pool_backprop(x, y, g, window, strides, pads, sizes):
     return _window_unspan(dx, pads, sizes)
 
 
+def _same_padding(size, kernel, stride, dilation):
+    """The padding before an axis of `size` entries under SAME, as TensorFlow computes it: half of
+    what ceil(size / stride) windows need, the odd one after."""
+    return (
+        np.maximum(dilation * (kernel - 1) - size + stride * (-((-size) // stride) - 1) + 1, 0) // 2
+    )
+
+
 def conv2d(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
-    """Conv2D: 2-D convolution (cross-correlation), NHWC input, HWIO filter (declared at ops/conv.py:35)."""
+    """Conv2D: 2-D convolution (cross-correlation), NHWC input, HWIO filter (declared at ops/conv.py:42)."""
     if padding == "VALID":
         output = _conv(
             input,
@@ -207,26 +215,8 @@ def conv2d(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(
                 -((-np.shape(input)[-3]) // strides[1]),
@@ -312,26 +302,8 @@ def conv2d_grad(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )
@@ -341,26 +313,8 @@ def conv2d_grad(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
         )
@@ -441,7 +395,9 @@ def conv2d_grad_grad(
 def depthwise_conv2d_native(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
-    """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m (declared at ops/conv.py:56)."""
+    """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m (declared at ops/conv.py:63)."""
+    t1 = np.shape(input)[-4]
+    t2 = np.shape(input)[-3]
     if padding == "VALID":
         t0 = _depthwise_conv(
             input,
@@ -456,8 +412,6 @@ def depthwise_conv2d_native(
                 + 1,
             ),
         )
-        t1 = np.shape(input)[-4]
-        t2 = np.shape(input)[-3]
         t3 = np.shape(filter)[-4]
         t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // strides[1]
         t5 = t4 + 1
@@ -475,34 +429,14 @@ def depthwise_conv2d_native(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(
                 -((-np.shape(input)[-3]) // strides[1]),
                 -((-np.shape(input)[-2]) // strides[2]),
             ),
         )
-        t1 = np.shape(input)[-4]
-        t2 = np.shape(input)[-3]
         t3 = -((-t2) // strides[1])
         t4 = t3
         t5 = np.shape(input)[-2]
@@ -539,8 +473,6 @@ def depthwise_conv2d_native(
                 + 1,
             ),
         )
-        t1 = np.shape(input)[-4]
-        t2 = np.shape(input)[-3]
         t3 = np.shape(filter)[-4]
         t4 = (
             -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
@@ -582,8 +514,8 @@ def depthwise_conv2d_native_grad(
             * strides[1], b * dilations[2] + j * strides[2], c]
             i.e. `_depthwise_conv_backprop_filter(input, grad, strides=(strides[1], ...`
     """
+    t0 = np.shape(filter)[-1]
     if padding == "VALID":
-        t0 = np.shape(filter)[-1]
         grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0))
         grad_input = _depthwise_conv_backprop_input(
             grad,
@@ -602,7 +534,6 @@ def depthwise_conv2d_native_grad(
             sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
         )
     elif padding == "SAME":
-        t0 = np.shape(filter)[-1]
         grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0))
         grad_input = _depthwise_conv_backprop_input(
             grad,
@@ -610,26 +541,8 @@ def depthwise_conv2d_native_grad(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )
@@ -639,31 +552,12 @@ def depthwise_conv2d_native_grad(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
         )
     elif padding == "EXPLICIT":
-        t0 = np.shape(filter)[-1]
         grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0))
         grad_input = _depthwise_conv_backprop_input(
             grad,
@@ -739,57 +633,45 @@ def depthwise_conv2d_native_grad_grad(
 
 
 def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
-    """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel) (declared at ops/conv.py:73)."""
+    """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel) (declared at ops/conv.py:80)."""
+    t0 = np.shape(images)[-2]
+    t5 = ksizes[2]
+    t6 = np.arange(t5)
+    t9 = np.shape(images)[-3]
+    t14 = ksizes[1]
+    t15 = np.arange(t14)
+    t19 = np.shape(images)[-4]
+    t20 = np.shape(images)[-1]
     if padding == "VALID":
-        t0 = np.shape(images)[-2]
         t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
         t2 = t1 + 1
         t3 = np.arange(t2)
         t4 = t3[..., None]
-        t5 = ksizes[2]
-        t6 = np.arange(t5)
         t7 = rates[2] * t6 + strides[2] * t4
         t8 = _gather(images, t7, -2)
-        t9 = np.shape(images)[-3]
         t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // strides[1]
         t11 = t10 + 1
         t12 = np.arange(t11)
         t13 = t12[..., None]
-        t14 = ksizes[1]
-        t15 = np.arange(t14)
         t16 = rates[1] * t15 + strides[1] * t13
         t17 = _gather(t8, t16, -4)
         t18 = np.transpose(t17, (0, 1, 3, 2, 4, 5))
-        t19 = np.shape(images)[-4]
-        t20 = np.shape(images)[-1]
         patches = np.reshape(t18, (t19, t11, t2, t14 * t5 * t20))
     elif padding == "SAME":
-        t0 = np.shape(images)[-2]
         t1 = -((-t0) // strides[2])
         t2 = t1
         t3 = np.arange(t2)
         t4 = t3[..., None]
-        t5 = ksizes[2]
-        t6 = np.arange(t5)
-        t7 = np.maximum(rates[2] * (ksizes[2] - 1) + strides[2] * (t1 - 1) - t0 + 1, 0)
-        t8 = t7 // 2
-        t9 = rates[2] * t6 + strides[2] * t4 - t8
-        t10 = _gather(images, t9, -2)
-        t11 = np.shape(images)[-3]
-        t12 = -((-t11) // strides[1])
-        t13 = t12
-        t14 = np.arange(t13)
-        t15 = t14[..., None]
-        t16 = ksizes[1]
-        t17 = np.arange(t16)
-        t18 = np.maximum(rates[1] * (ksizes[1] - 1) + strides[1] * (t12 - 1) - t11 + 1, 0)
-        t19 = t18 // 2
-        t20 = rates[1] * t17 + strides[1] * t15 - t19
-        t21 = _gather(t10, t20, -4)
-        t22 = np.transpose(t21, (0, 1, 3, 2, 4, 5))
-        t23 = np.shape(images)[-4]
-        t24 = np.shape(images)[-1]
-        patches = np.reshape(t22, (t23, t13, t2, t16 * t5 * t24))
+        t7 = rates[2] * t6 + strides[2] * t4 - _same_padding(t0, ksizes[2], strides[2], rates[2])
+        t8 = _gather(images, t7, -2)
+        t10 = -((-t9) // strides[1])
+        t11 = t10
+        t12 = np.arange(t11)
+        t13 = t12[..., None]
+        t16 = rates[1] * t15 + strides[1] * t13 - _same_padding(t9, ksizes[1], strides[1], rates[1])
+        t17 = _gather(t8, t16, -4)
+        t18 = np.transpose(t17, (0, 1, 3, 2, 4, 5))
+        patches = np.reshape(t18, (t19, t11, t2, t14 * t5 * t20))
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
     return patches
@@ -805,13 +687,13 @@ def extract_image_patches_grad(
         grad_images[i, j, k, l] = sum_{a, b} grad[i, exact_div(-a * rates[1] + j, strides[1]),
             exact_div(-b * rates[2] + k, strides[2]), a, b, l], i.e. `np.sum(t16, axis=(-2, -1))`
     """
+    t0 = ksizes[2]
+    t1 = np.shape(images)[-1]
+    t2 = np.arange(np.shape(images)[-2])
+    t3 = t2[..., None]
+    t4 = np.arange(t0)
     if padding == "VALID":
-        t0 = ksizes[2]
-        t1 = np.shape(images)[-1]
         grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0, t1))
-        t2 = np.arange(np.shape(images)[-2])
-        t3 = t2[..., None]
-        t4 = np.arange(t0)
         t5 = -rates[2] * t4 + t3
         t6 = np.where(t5 % strides[2] == 0, t5 // strides[2], -1)
         t7 = _gather(grad, t6, -4)
@@ -826,35 +708,22 @@ def extract_image_patches_grad(
         t16 = np.transpose(t15, (0, 1, 3, 5, 2, 4))
         grad_images = np.sum(t16, axis=(-2, -1))
     elif padding == "SAME":
-        t0 = ksizes[2]
-        t1 = np.shape(images)[-1]
         grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0, t1))
-        t2 = np.arange(np.shape(images)[-2])
-        t3 = t2[..., None]
-        t4 = np.arange(t0)
         t5 = np.shape(images)[-2]
-        t6 = -((-t5) // strides[2])
-        t7 = np.maximum(ksizes[2] * rates[2] - rates[2] + strides[2] * t6 - strides[2] - t5 + 1, 0)
-        t8 = t7 // 2
-        t9 = -rates[2] * t4 + t3 + t8
-        t10 = np.where(t9 % strides[2] == 0, t9 // strides[2], -1)
-        t11 = _gather(grad, t10, -4)
-        t12 = np.arange(np.shape(images)[-3])
-        t13 = t12[..., None]
-        t14 = ksizes[1]
-        t15 = np.arange(t14)
-        t16 = np.shape(images)[-3]
-        t17 = -((-t16) // strides[1])
-        t18 = np.maximum(
-            ksizes[1] * rates[1] - rates[1] + strides[1] * t17 - strides[1] - t16 + 1, 0
-        )
-        t19 = t18 // 2
-        t20 = -rates[1] * t15 + t13 + t19
-        t21 = np.where(t20 % strides[1] == 0, t20 // strides[1], -1)
-        t22 = _gather(t11, t21, -6)
-        t23 = np.einsum("abcdecef->abcdef", t22, optimize=True)
-        t24 = np.transpose(t23, (0, 1, 3, 5, 2, 4))
-        grad_images = np.sum(t24, axis=(-2, -1))
+        t6 = -rates[2] * t4 + t3 + _same_padding(t5, ksizes[2], strides[2], rates[2])
+        t7 = np.where(t6 % strides[2] == 0, t6 // strides[2], -1)
+        t8 = _gather(grad, t7, -4)
+        t9 = np.arange(np.shape(images)[-3])
+        t10 = t9[..., None]
+        t11 = ksizes[1]
+        t12 = np.arange(t11)
+        t13 = np.shape(images)[-3]
+        t14 = -rates[1] * t12 + t10 + _same_padding(t13, ksizes[1], strides[1], rates[1])
+        t15 = np.where(t14 % strides[1] == 0, t14 // strides[1], -1)
+        t16 = _gather(t8, t15, -6)
+        t17 = np.einsum("abcdecef->abcdef", t16, optimize=True)
+        t18 = np.transpose(t17, (0, 1, 3, 5, 2, 4))
+        grad_images = np.sum(t18, axis=(-2, -1))
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
     return (grad_images,)
@@ -875,7 +744,7 @@ def extract_image_patches_grad_grad(
 
 
 def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
-    """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:83)."""
+    """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:90)."""
     if padding == "VALID":
         output = _conv(
             input,
@@ -899,36 +768,9 @@ def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
             strides=(strides[1], strides[2], strides[3]),
             dilations=(dilations[1], dilations[2], dilations[3]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-5]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-4]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-4]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-4]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-3]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[3] * np.shape(filter)[-3]
-                    - dilations[3]
-                    - strides[3] * ((-np.shape(input)[-2]) // strides[3])
-                    - strides[3]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-4], np.shape(filter)[-5], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[2], dilations[2]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[3], dilations[3]),
             ),
             sizes=(
                 -((-np.shape(input)[-4]) // strides[1]),
@@ -981,36 +823,9 @@ def conv3d_grad(
             strides=(strides[1], strides[2], strides[3]),
             dilations=(dilations[1], dilations[2], dilations[3]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-5]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-4]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-4]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-4]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-3]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[3] * np.shape(filter)[-3]
-                    - dilations[3]
-                    - strides[3] * ((-np.shape(input)[-2]) // strides[3])
-                    - strides[3]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-4], np.shape(filter)[-5], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[2], dilations[2]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[3], dilations[3]),
             ),
             sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
         )
@@ -1020,36 +835,9 @@ def conv3d_grad(
             strides=(strides[1], strides[2], strides[3]),
             dilations=(dilations[1], dilations[2], dilations[3]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-5]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-4]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-4]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-4]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-3]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[3] * np.shape(filter)[-3]
-                    - dilations[3]
-                    - strides[3] * ((-np.shape(input)[-2]) // strides[3])
-                    - strides[3]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-4], np.shape(filter)[-5], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[2], dilations[2]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[3], dilations[3]),
             ),
             sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
         )
@@ -1086,23 +874,23 @@ def conv3d_grad_grad(
 
 
 def avg_pool(value, *, padding="VALID", ksize, strides):
-    """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:124)."""
+    """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:131)."""
+    t0 = np.shape(value)[-3]
+    t5 = np.shape(value)[-2]
+    t10 = ksize[1]
+    t11 = np.arange(t10)
+    t12 = t11[..., None]
+    t13 = ksize[2]
+    t14 = np.arange(t13)
     if padding == "VALID":
-        t0 = np.shape(value)[-3]
         t1 = (-ksize[1] + t0) // strides[1]
         t2 = t1 + 1
         t3 = np.arange(t2)
         t4 = t3[..., None, None, None]
-        t5 = np.shape(value)[-2]
         t6 = (-ksize[2] + t5) // strides[2]
         t7 = t6 + 1
         t8 = np.arange(t7)
         t9 = t8[..., None, None]
-        t10 = ksize[1]
-        t11 = np.arange(t10)
-        t12 = t11[..., None]
-        t13 = ksize[2]
-        t14 = np.arange(t13)
         t15 = (
             (strides[1] * t4 + t12 >= 0)
             & (strides[2] * t9 + t14 >= 0)
@@ -1121,42 +909,31 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
         t25 = np.sum(t24, axis=(-2, -1))
         output = t25 / t17
     elif padding == "SAME":
-        t0 = np.shape(value)[-3]
         t1 = -((-t0) // strides[1])
         t2 = t1
         t3 = np.arange(t2)
         t4 = t3[..., None, None, None]
-        t5 = np.shape(value)[-2]
         t6 = -((-t5) // strides[2])
         t7 = t6
         t8 = np.arange(t7)
         t9 = t8[..., None, None]
-        t10 = ksize[1]
-        t11 = np.arange(t10)
-        t12 = t11[..., None]
-        t13 = ksize[2]
-        t14 = np.arange(t13)
-        t15 = np.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
-        t16 = t15 // 2
-        t17 = np.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-        t18 = t17 // 2
-        t19 = (
-            (strides[1] * t4 + t12 - t16 >= 0)
-            & (strides[2] * t9 + t14 - t18 >= 0)
-            & (strides[1] * t4 + t12 - t16 <= t0 - 1)
-            & (strides[2] * t9 + t14 - t18 <= t5 - 1)
+        t15 = (
+            (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+            & (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+            & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
         )
-        t20 = t19[..., None, :, :]
-        t21 = np.sum(np.asarray(t20, value.dtype), axis=(-2, -1))
-        t22 = t8[..., None]
-        t23 = strides[2] * t22 + t14 - t18
-        t24 = _gather(value, t23, -2)
-        t25 = t3[..., None]
-        t26 = strides[1] * t25 + t11 - t16
-        t27 = _gather(t24, t26, -4)
-        t28 = np.transpose(t27, (0, 1, 3, 5, 2, 4))
-        t29 = np.sum(t28, axis=(-2, -1))
-        output = t29 / t21
+        t16 = t15[..., None, :, :]
+        t17 = np.sum(np.asarray(t16, value.dtype), axis=(-2, -1))
+        t18 = t8[..., None]
+        t19 = strides[2] * t18 + t14 - _same_padding(t5, ksize[2], strides[2], 1)
+        t20 = _gather(value, t19, -2)
+        t21 = t3[..., None]
+        t22 = strides[1] * t21 + t11 - _same_padding(t0, ksize[1], strides[1], 1)
+        t23 = _gather(t20, t22, -4)
+        t24 = np.transpose(t23, (0, 1, 3, 5, 2, 4))
+        t25 = np.sum(t24, axis=(-2, -1))
+        output = t25 / t17
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return output
@@ -1172,18 +949,21 @@ def avg_pool_grad(grad, value, *, output=None, padding="VALID", ksize, strides):
             strides[2] >= 0 and a + i * strides[1] <= H - 1 and b + j * strides[2] <= W - 1))
             i.e. `_scatter_add(t18, t20, 2, t9)`
     """
+    t0 = np.arange(np.shape(grad)[-3])
+    t1 = t0[..., None, None, None]
+    t2 = np.arange(np.shape(grad)[-2])
+    t3 = t2[..., None, None]
+    t4 = ksize[2]
+    t5 = np.arange(t4)
+    t6 = t5[..., None]
+    t7 = ksize[1]
+    t8 = np.arange(t7)
+    t9 = np.shape(value)[-3]
+    t10 = np.shape(value)[-2]
+    t14 = grad[..., None, :, None, :]
+    t16 = t2[..., None]
+    t19 = t0[..., None]
     if padding == "VALID":
-        t0 = np.arange(np.shape(grad)[-3])
-        t1 = t0[..., None, None, None]
-        t2 = np.arange(np.shape(grad)[-2])
-        t3 = t2[..., None, None]
-        t4 = ksize[2]
-        t5 = np.arange(t4)
-        t6 = t5[..., None]
-        t7 = ksize[1]
-        t8 = np.arange(t7)
-        t9 = np.shape(value)[-3]
-        t10 = np.shape(value)[-2]
         t11 = (
             (strides[1] * t1 + t8 >= 0)
             & (strides[2] * t3 + t6 >= 0)
@@ -1192,52 +972,25 @@ def avg_pool_grad(grad, value, *, output=None, padding="VALID", ksize, strides):
         )
         t12 = t11[..., None, :, :, :]
         t13 = np.sum(np.asarray(t12, grad.dtype), axis=(-2, -1), keepdims=True)
-        t14 = grad[..., None, :, None, :]
         t15 = t14 / t13
-        t16 = t2[..., None]
         t17 = strides[2] * t16 + t5
         t18 = _scatter_add(t15, t17, 1, t10)  # no gather form: an explicit scatter-add
-        t19 = t0[..., None]
         t20 = strides[1] * t19 + t8
         grad_value = _scatter_add(t18, t20, 2, t9)  # no gather form: an explicit scatter-add
     elif padding == "SAME":
-        t0 = np.arange(np.shape(grad)[-3])
-        t1 = t0[..., None, None, None]
-        t2 = np.arange(np.shape(grad)[-2])
-        t3 = t2[..., None, None]
-        t4 = ksize[2]
-        t5 = np.arange(t4)
-        t6 = t5[..., None]
-        t7 = ksize[1]
-        t8 = np.arange(t7)
-        t9 = np.shape(value)[-3]
-        t10 = np.shape(value)[-2]
-        t11 = -((-t9) // strides[1])
-        t12 = np.maximum(ksize[1] + strides[1] * (t11 - 1) - t9, 0)
-        t13 = t12 // 2
-        t14 = -((-t10) // strides[2])
-        t15 = np.maximum(ksize[2] + strides[2] * (t14 - 1) - t10, 0)
-        t16 = t15 // 2
-        t17 = (
-            (strides[1] * t1 - t13 + t8 >= 0)
-            & (strides[2] * t3 - t16 + t6 >= 0)
-            & (strides[1] * t1 - t13 + t8 <= t9 - 1)
-            & (strides[2] * t3 - t16 + t6 <= t10 - 1)
+        t11 = (
+            (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) >= 0)
+            & (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) <= t9 - 1)
+            & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) <= t10 - 1)
         )
-        t18 = t17[..., None, :, :, :]
-        t19 = np.sum(np.asarray(t18, grad.dtype), axis=(-2, -1), keepdims=True)
-        t20 = grad[..., None, :, None, :]
-        t21 = t20 / t19
-        t22 = t2[..., None]
-        t23 = np.maximum(ksize[2] + strides[2] * t14 - strides[2] - t10, 0)
-        t24 = t23 // 2
-        t25 = strides[2] * t22 - t24 + t5
-        t26 = _scatter_add(t21, t25, 1, t10)  # no gather form: an explicit scatter-add
-        t27 = t0[..., None]
-        t28 = np.maximum(ksize[1] + strides[1] * t11 - strides[1] - t9, 0)
-        t29 = t28 // 2
-        t30 = strides[1] * t27 - t29 + t8
-        grad_value = _scatter_add(t26, t30, 2, t9)  # no gather form: an explicit scatter-add
+        t12 = t11[..., None, :, :, :]
+        t13 = np.sum(np.asarray(t12, grad.dtype), axis=(-2, -1), keepdims=True)
+        t15 = t14 / t13
+        t17 = strides[2] * t16 + t5 - _same_padding(t10, ksize[2], strides[2], 1)
+        t18 = _scatter_add(t15, t17, 1, t10)  # no gather form: an explicit scatter-add
+        t20 = strides[1] * t19 + t8 - _same_padding(t9, ksize[1], strides[1], 1)
+        grad_value = _scatter_add(t18, t20, 2, t9)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return (grad_value,)
@@ -1247,18 +1000,20 @@ def avg_pool_grad_grad(
     grad_vjp_value, grad, value, *, vjp_value=None, padding="VALID", ksize, strides
 ):
     """Second order of AvgPool: the gradient of avg_pool_grad: one array per input (grad, value)."""
+    t0 = np.arange(np.shape(grad)[-3])
+    t1 = t0[..., None, None, None]
+    t2 = np.arange(np.shape(grad)[-2])
+    t3 = t2[..., None, None]
+    t4 = ksize[1]
+    t5 = np.arange(t4)
+    t6 = t5[..., None]
+    t7 = ksize[2]
+    t8 = np.arange(t7)
+    t9 = np.shape(value)[-3]
+    t10 = np.shape(value)[-2]
+    t14 = t2[..., None]
+    t17 = t0[..., None]
     if padding == "VALID":
-        t0 = np.arange(np.shape(grad)[-3])
-        t1 = t0[..., None, None, None]
-        t2 = np.arange(np.shape(grad)[-2])
-        t3 = t2[..., None, None]
-        t4 = ksize[1]
-        t5 = np.arange(t4)
-        t6 = t5[..., None]
-        t7 = ksize[2]
-        t8 = np.arange(t7)
-        t9 = np.shape(value)[-3]
-        t10 = np.shape(value)[-2]
         t11 = (
             (strides[1] * t1 + t6 >= 0)
             & (strides[2] * t3 + t8 >= 0)
@@ -1267,103 +1022,72 @@ def avg_pool_grad_grad(
         )
         t12 = t11[..., None, :, :]
         t13 = np.sum(np.asarray(t12, grad_vjp_value.dtype), axis=(-2, -1))
-        t14 = t2[..., None]
         t15 = strides[2] * t14 + t8
         t16 = _gather(grad_vjp_value, t15, -2)
-        t17 = t0[..., None]
         t18 = strides[1] * t17 + t5
         t19 = _gather(t16, t18, -4)
         t20 = np.transpose(t19, (0, 1, 3, 5, 2, 4))
         t21 = np.sum(t20, axis=(-2, -1))
         grad_grad = t21 / t13
     elif padding == "SAME":
-        t0 = np.arange(np.shape(grad)[-3])
-        t1 = t0[..., None, None, None]
-        t2 = np.arange(np.shape(grad)[-2])
-        t3 = t2[..., None, None]
-        t4 = ksize[1]
-        t5 = np.arange(t4)
-        t6 = t5[..., None]
-        t7 = ksize[2]
-        t8 = np.arange(t7)
-        t9 = np.shape(value)[-3]
-        t10 = np.shape(value)[-2]
-        t11 = -((-t9) // strides[1])
-        t12 = np.maximum(ksize[1] + strides[1] * t11 - strides[1] - t9, 0)
-        t13 = t12 // 2
-        t14 = -((-t10) // strides[2])
-        t15 = np.maximum(ksize[2] + strides[2] * t14 - strides[2] - t10, 0)
-        t16 = t15 // 2
-        t17 = (
-            (strides[1] * t1 - t13 + t6 >= 0)
-            & (strides[2] * t3 - t16 + t8 >= 0)
-            & (strides[1] * t1 - t13 + t6 <= t9 - 1)
-            & (strides[2] * t3 - t16 + t8 <= t10 - 1)
+        t11 = (
+            (strides[1] * t1 + t6 - _same_padding(t9, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t3 + t8 - _same_padding(t10, ksize[2], strides[2], 1) >= 0)
+            & (strides[1] * t1 + t6 - _same_padding(t9, ksize[1], strides[1], 1) <= t9 - 1)
+            & (strides[2] * t3 + t8 - _same_padding(t10, ksize[2], strides[2], 1) <= t10 - 1)
         )
-        t18 = t17[..., None, :, :]
-        t19 = np.sum(np.asarray(t18, grad_vjp_value.dtype), axis=(-2, -1))
-        t20 = t2[..., None]
-        t21 = strides[2] * t20 - t16 + t8
-        t22 = _gather(grad_vjp_value, t21, -2)
-        t23 = t0[..., None]
-        t24 = strides[1] * t23 - t13 + t5
-        t25 = _gather(t22, t24, -4)
-        t26 = np.transpose(t25, (0, 1, 3, 5, 2, 4))
-        t27 = np.sum(t26, axis=(-2, -1))
-        grad_grad = t27 / t19
+        t12 = t11[..., None, :, :]
+        t13 = np.sum(np.asarray(t12, grad_vjp_value.dtype), axis=(-2, -1))
+        t15 = strides[2] * t14 + t8 - _same_padding(t10, ksize[2], strides[2], 1)
+        t16 = _gather(grad_vjp_value, t15, -2)
+        t18 = strides[1] * t17 + t5 - _same_padding(t9, ksize[1], strides[1], 1)
+        t19 = _gather(t16, t18, -4)
+        t20 = np.transpose(t19, (0, 1, 3, 5, 2, 4))
+        t21 = np.sum(t20, axis=(-2, -1))
+        grad_grad = t21 / t13
     else:
         raise ValueError(f"AvgPoolGrad: unsupported attributes padding={padding!r}")
     return grad_grad, None
 
 
 def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
-    """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:132)."""
+    """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:139)."""
+    t0 = np.shape(input)[-2]
+    t5 = ksize[2]
+    t6 = np.arange(t5)
+    t9 = np.shape(input)[-3]
+    t14 = ksize[1]
+    t15 = np.arange(t14)
     if padding == "VALID" and data_format == "NHWC":
-        t0 = np.shape(input)[-2]
         t1 = (-ksize[2] + t0) // strides[2]
         t2 = t1 + 1
         t3 = np.arange(t2)
         t4 = t3[..., None]
-        t5 = ksize[2]
-        t6 = np.arange(t5)
         t7 = strides[2] * t4 + t6
         t8 = _gather(input, t7, -2, fill=-np.inf)
-        t9 = np.shape(input)[-3]
         t10 = (-ksize[1] + t9) // strides[1]
         t11 = t10 + 1
         t12 = np.arange(t11)
         t13 = t12[..., None]
-        t14 = ksize[1]
-        t15 = np.arange(t14)
         t16 = strides[1] * t13 + t15
         t17 = _gather(t8, t16, -4, fill=-np.inf)
         t18 = np.transpose(t17, (0, 1, 3, 5, 2, 4))
         output = np.max(t18, axis=(-2, -1))
     elif padding == "SAME" and data_format == "NHWC":
-        t0 = np.shape(input)[-2]
         t1 = -((-t0) // strides[2])
         t2 = t1
         t3 = np.arange(t2)
         t4 = t3[..., None]
-        t5 = ksize[2]
-        t6 = np.arange(t5)
-        t7 = np.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
-        t8 = t7 // 2
-        t9 = strides[2] * t4 + t6 - t8
-        t10 = _gather(input, t9, -2, fill=-np.inf)
-        t11 = np.shape(input)[-3]
-        t12 = -((-t11) // strides[1])
-        t13 = t12
-        t14 = np.arange(t13)
-        t15 = t14[..., None]
-        t16 = ksize[1]
-        t17 = np.arange(t16)
-        t18 = np.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
-        t19 = t18 // 2
-        t20 = strides[1] * t15 + t17 - t19
-        t21 = _gather(t10, t20, -4, fill=-np.inf)
-        t22 = np.transpose(t21, (0, 1, 3, 5, 2, 4))
-        output = np.max(t22, axis=(-2, -1))
+        t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
+        t8 = _gather(input, t7, -2, fill=-np.inf)
+        t10 = -((-t9) // strides[1])
+        t11 = t10
+        t12 = np.arange(t11)
+        t13 = t12[..., None]
+        t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
+        t17 = _gather(t8, t16, -4, fill=-np.inf)
+        t18 = np.transpose(t17, (0, 1, 3, 5, 2, 4))
+        output = np.max(t18, axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1407,20 +1131,8 @@ def max_pool_grad(grad, input, *, output=None, padding="VALID", data_format="NHW
             window=(ksize[1], ksize[2]),
             strides=(strides[1], strides[2]),
             pads=(
-                np.maximum(
-                    ksize[1]
-                    + strides[1] * (-((-np.shape(input)[-3]) // strides[1]) - 1)
-                    - np.shape(input)[-3],
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    ksize[2]
-                    + strides[2] * (-((-np.shape(input)[-2]) // strides[2]) - 1)
-                    - np.shape(input)[-2],
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], ksize[1], strides[1], 1),
+                _same_padding(np.shape(input)[-2], ksize[2], strides[2], 1),
             ),
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )
@@ -1510,79 +1222,61 @@ def max_pool_grad_grad(
             t2 = ksize[2]
             t3 = np.arange(t2)
             t4 = np.shape(input)[-2]
-            t5 = -((-t4) // strides[2])
-            t6 = np.maximum(ksize[2] + strides[2] * (t5 - 1) - t4, 0)
-            t7 = t6 // 2
-            t8 = strides[2] * t1 + t3 - t7
-            t9 = _gather(input, t8, -2, fill=-np.inf)
-            t10 = np.arange(np.shape(grad)[-3])
-            t11 = t10[..., None]
-            t12 = ksize[1]
-            t13 = np.arange(t12)
-            t14 = np.shape(input)[-3]
-            t15 = -((-t14) // strides[1])
-            t16 = np.maximum(ksize[1] + strides[1] * (t15 - 1) - t14, 0)
-            t17 = t16 // 2
-            t18 = strides[1] * t11 + t13 - t17
-            t19 = _gather(t9, t18, -4, fill=-np.inf)
+            t5 = strides[2] * t1 + t3 - _same_padding(t4, ksize[2], strides[2], 1)
+            t6 = _gather(input, t5, -2, fill=-np.inf)
+            t7 = np.arange(np.shape(grad)[-3])
+            t8 = t7[..., None]
+            t9 = ksize[1]
+            t10 = np.arange(t9)
+            t11 = np.shape(input)[-3]
+            t12 = strides[1] * t8 + t10 - _same_padding(t11, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t12, -4, fill=-np.inf)
+            t14 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
+            ext1 = np.max(t14, axis=(-2, -1))
+            t15 = vjp_input_s6
+            t16 = np.arange(t15)
+            t17 = strides[2] * t1 + t16 - _same_padding(t4, ksize[2], strides[2], 1)
+            t18 = _gather(input, t17, -2, fill=-np.inf)
+            t19 = _gather(t18, t12, -4, fill=-np.inf)
             t20 = np.transpose(t19, (0, 5, 1, 3, 2, 4))
-            ext1 = np.max(t20, axis=(-2, -1))
-            t21 = vjp_input_s6
-            t22 = np.arange(t21)
-            t23 = strides[2] * t1 + t22 - t7
-            t24 = _gather(input, t23, -2, fill=-np.inf)
-            t25 = _gather(t24, t18, -4, fill=-np.inf)
-            t26 = np.transpose(t25, (0, 5, 1, 3, 2, 4))
-            t27 = ext1[..., None, None]
-            t28 = _shift_right(
-                np.cumsum(np.asarray(t26 == t27, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            t21 = ext1[..., None, None]
+            t22 = _shift_right(
+                np.cumsum(np.asarray(t20 == t21, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
             )
-            t29 = vjp_input_s5
-            t30 = np.arange(t29)
-            t31 = strides[1] * t11 - t17 + t30
-            t32 = _gather(t9, t31, -4, fill=-np.inf)
-            t33 = np.transpose(t32, (0, 5, 1, 3, 2, 4))
-            t34 = np.sum(np.asarray(t27 == t33, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t35 = _shift_right(np.cumsum(t34, axis=-2), axis=-2, fill=0)
-            affine1 = t28 + t35
-        t36 = np.arange(np.shape(grad)[-2])
-        t37 = t36[..., None]
-        t38 = ksize[2]
-        t39 = np.arange(t38)
-        t40 = np.shape(input)[-2]
-        t41 = -((-t40) // strides[2])
-        t42 = np.maximum(ksize[2] + strides[2] * t41 - strides[2] - t40, 0)
-        t43 = t42 // 2
-        t44 = strides[2] * t37 + t39 - t43
-        t45 = _gather(grad_vjp_input, t44, -2)
-        t46 = np.arange(np.shape(grad)[-3])
-        t47 = t46[..., None]
-        t48 = ksize[1]
-        t49 = np.arange(t48)
-        t50 = np.shape(input)[-3]
-        t51 = -((-t50) // strides[1])
-        t52 = np.maximum(ksize[1] + strides[1] * t51 - strides[1] - t50, 0)
-        t53 = t52 // 2
-        t54 = strides[1] * t47 + t49 - t53
-        t55 = _gather(t45, t54, -4)
-        t56 = np.transpose(t55, (0, 5, 1, 3, 2, 4))
-        t57 = np.maximum(ksize[2] + strides[2] * (t41 - 1) - t40, 0)
-        t58 = t57 // 2
-        t59 = strides[2] * t37 + t39 - t58
-        t60 = _gather(input, t59, -2, fill=-np.inf)
-        t61 = np.maximum(ksize[1] + strides[1] * (t51 - 1) - t50, 0)
-        t62 = t61 // 2
-        t63 = strides[1] * t47 + t49 - t62
-        t64 = _gather(t60, t63, -4, fill=-np.inf)
-        t65 = np.transpose(t64, (0, 5, 1, 3, 2, 4))
-        t66 = ext1[..., None, None]
-        t67 = np.where((affine1 == 0) & (t65 == t66), t56, 0)
-        t68 = np.transpose(t55, (0, 1, 3, 5, 2, 4))
-        t69 = np.transpose(t64, (0, 1, 3, 5, 2, 4))
-        t70 = np.transpose(ext1, (0, 2, 3, 1))
-        t71 = t70[..., None, None]
-        t72 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t69 == t71) & (t72 == 0), t68, 0), axis=(-2, -1))
+            t23 = vjp_input_s5
+            t24 = np.arange(t23)
+            t25 = strides[1] * t8 + t24 - _same_padding(t11, ksize[1], strides[1], 1)
+            t26 = _gather(t6, t25, -4, fill=-np.inf)
+            t27 = np.transpose(t26, (0, 5, 1, 3, 2, 4))
+            t28 = np.sum(np.asarray(t21 == t27, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t29 = _shift_right(np.cumsum(t28, axis=-2), axis=-2, fill=0)
+            affine1 = t22 + t29
+        t30 = np.arange(np.shape(grad)[-2])
+        t31 = t30[..., None]
+        t32 = ksize[2]
+        t33 = np.arange(t32)
+        t34 = np.shape(input)[-2]
+        t35 = strides[2] * t31 + t33 - _same_padding(t34, ksize[2], strides[2], 1)
+        t36 = _gather(grad_vjp_input, t35, -2)
+        t37 = np.arange(np.shape(grad)[-3])
+        t38 = t37[..., None]
+        t39 = ksize[1]
+        t40 = np.arange(t39)
+        t41 = np.shape(input)[-3]
+        t42 = strides[1] * t38 + t40 - _same_padding(t41, ksize[1], strides[1], 1)
+        t43 = _gather(t36, t42, -4)
+        t44 = np.transpose(t43, (0, 5, 1, 3, 2, 4))
+        t45 = _gather(input, t35, -2, fill=-np.inf)
+        t46 = _gather(t45, t42, -4, fill=-np.inf)
+        t47 = np.transpose(t46, (0, 5, 1, 3, 2, 4))
+        t48 = ext1[..., None, None]
+        t49 = np.where((affine1 == 0) & (t47 == t48), t44, 0)
+        t50 = np.transpose(t43, (0, 1, 3, 5, 2, 4))
+        t51 = np.transpose(t46, (0, 1, 3, 5, 2, 4))
+        t52 = np.transpose(ext1, (0, 2, 3, 1))
+        t53 = t52[..., None, None]
+        t54 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t51 == t53) & (t54 == 0), t50, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1591,31 +1285,31 @@ def max_pool_grad_grad(
 
 
 def avg_pool3d(input, *, padding="VALID", ksize, strides):
-    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:140)."""
+    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:147)."""
+    t0 = np.shape(input)[-4]
+    t5 = np.shape(input)[-3]
+    t10 = np.shape(input)[-2]
+    t15 = ksize[1]
+    t16 = np.arange(t15)
+    t17 = t16[..., None, None]
+    t18 = ksize[2]
+    t19 = np.arange(t18)
+    t20 = t19[..., None]
+    t21 = ksize[3]
+    t22 = np.arange(t21)
     if padding == "VALID":
-        t0 = np.shape(input)[-4]
         t1 = (-ksize[1] + t0) // strides[1]
         t2 = t1 + 1
         t3 = np.arange(t2)
         t4 = t3[..., None, None, None, None, None]
-        t5 = np.shape(input)[-3]
         t6 = (-ksize[2] + t5) // strides[2]
         t7 = t6 + 1
         t8 = np.arange(t7)
         t9 = t8[..., None, None, None, None]
-        t10 = np.shape(input)[-2]
         t11 = (-ksize[3] + t10) // strides[3]
         t12 = t11 + 1
         t13 = np.arange(t12)
         t14 = t13[..., None, None, None]
-        t15 = ksize[1]
-        t16 = np.arange(t15)
-        t17 = t16[..., None, None]
-        t18 = ksize[2]
-        t19 = np.arange(t18)
-        t20 = t19[..., None]
-        t21 = ksize[3]
-        t22 = np.arange(t21)
         t23 = (
             (strides[1] * t4 + t17 >= 0)
             & (strides[2] * t9 + t20 >= 0)
@@ -1639,57 +1333,40 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
         t36 = np.sum(t35, axis=(-3, -2, -1))
         output = t36 / t25
     elif padding == "SAME":
-        t0 = np.shape(input)[-4]
         t1 = -((-t0) // strides[1])
         t2 = t1
         t3 = np.arange(t2)
         t4 = t3[..., None, None, None, None, None]
-        t5 = np.shape(input)[-3]
         t6 = -((-t5) // strides[2])
         t7 = t6
         t8 = np.arange(t7)
         t9 = t8[..., None, None, None, None]
-        t10 = np.shape(input)[-2]
         t11 = -((-t10) // strides[3])
         t12 = t11
         t13 = np.arange(t12)
         t14 = t13[..., None, None, None]
-        t15 = ksize[1]
-        t16 = np.arange(t15)
-        t17 = t16[..., None, None]
-        t18 = ksize[2]
-        t19 = np.arange(t18)
-        t20 = t19[..., None]
-        t21 = ksize[3]
-        t22 = np.arange(t21)
-        t23 = np.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-        t24 = t23 // 2
-        t25 = np.maximum(ksize[3] + strides[3] * (t11 - 1) - t10, 0)
-        t26 = t25 // 2
-        t27 = np.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
-        t28 = t27 // 2
-        t29 = (
-            (strides[1] * t4 + t17 - t28 >= 0)
-            & (strides[2] * t9 + t20 - t24 >= 0)
-            & (strides[3] * t14 + t22 - t26 >= 0)
-            & (strides[1] * t4 + t17 - t28 <= t0 - 1)
-            & (strides[2] * t9 + t20 - t24 <= t5 - 1)
-            & (strides[3] * t14 + t22 - t26 <= t10 - 1)
+        t23 = (
+            (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+            & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) >= 0)
+            & (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+            & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
+            & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) <= t10 - 1)
         )
-        t30 = t29[..., None, :, :, :]
-        t31 = np.sum(np.asarray(t30, input.dtype), axis=(-3, -2, -1))
-        t32 = t13[..., None]
-        t33 = strides[3] * t32 + t22 - t26
-        t34 = _gather(input, t33, -2)
-        t35 = t8[..., None]
-        t36 = strides[2] * t35 + t19 - t24
-        t37 = _gather(t34, t36, -4)
-        t38 = t3[..., None]
-        t39 = strides[1] * t38 + t16 - t28
-        t40 = _gather(t37, t39, -6)
-        t41 = np.transpose(t40, (0, 1, 3, 5, 7, 2, 4, 6))
-        t42 = np.sum(t41, axis=(-3, -2, -1))
-        output = t42 / t31
+        t24 = t23[..., None, :, :, :]
+        t25 = np.sum(np.asarray(t24, input.dtype), axis=(-3, -2, -1))
+        t26 = t13[..., None]
+        t27 = strides[3] * t26 + t22 - _same_padding(t10, ksize[3], strides[3], 1)
+        t28 = _gather(input, t27, -2)
+        t29 = t8[..., None]
+        t30 = strides[2] * t29 + t19 - _same_padding(t5, ksize[2], strides[2], 1)
+        t31 = _gather(t28, t30, -4)
+        t32 = t3[..., None]
+        t33 = strides[1] * t32 + t16 - _same_padding(t0, ksize[1], strides[1], 1)
+        t34 = _gather(t31, t33, -6)
+        t35 = np.transpose(t34, (0, 1, 3, 5, 7, 2, 4, 6))
+        t36 = np.sum(t35, axis=(-3, -2, -1))
+        output = t36 / t25
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return output
@@ -1706,24 +1383,28 @@ def avg_pool3d_grad(grad, input, *, output=None, padding="VALID", ksize, strides
             z >= 0 and a + i * strides[2] <= H - 1 and b + j * strides[3] <= W - 1 and e +
             strides[1] * z <= D - 1)), i.e. `_scatter_add(t27, t29, 3, t14)`
     """
+    t0 = np.arange(np.shape(grad)[-4])
+    t1 = t0[..., None, None, None, None, None]
+    t2 = np.arange(np.shape(grad)[-3])
+    t3 = t2[..., None, None, None, None]
+    t4 = ksize[3]
+    t5 = np.arange(t4)
+    t6 = t5[..., None, None, None]
+    t7 = np.arange(np.shape(grad)[-2])
+    t8 = t7[..., None, None]
+    t9 = ksize[2]
+    t10 = np.arange(t9)
+    t11 = t10[..., None]
+    t12 = ksize[1]
+    t13 = np.arange(t12)
+    t14 = np.shape(input)[-4]
+    t15 = np.shape(input)[-3]
+    t16 = np.shape(input)[-2]
+    t20 = grad[..., None, :, None, :, None, :]
+    t22 = t7[..., None]
+    t25 = t2[..., None]
+    t28 = t0[..., None]
     if padding == "VALID":
-        t0 = np.arange(np.shape(grad)[-4])
-        t1 = t0[..., None, None, None, None, None]
-        t2 = np.arange(np.shape(grad)[-3])
-        t3 = t2[..., None, None, None, None]
-        t4 = ksize[3]
-        t5 = np.arange(t4)
-        t6 = t5[..., None, None, None]
-        t7 = np.arange(np.shape(grad)[-2])
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = np.arange(t9)
-        t11 = t10[..., None]
-        t12 = ksize[1]
-        t13 = np.arange(t12)
-        t14 = np.shape(input)[-4]
-        t15 = np.shape(input)[-3]
-        t16 = np.shape(input)[-2]
         t17 = (
             (strides[1] * t1 + t13 >= 0)
             & (strides[2] * t3 + t11 >= 0)
@@ -1734,71 +1415,31 @@ def avg_pool3d_grad(grad, input, *, output=None, padding="VALID", ksize, strides
         )
         t18 = t17[..., None, :, :, :, :, :]
         t19 = np.sum(np.asarray(t18, grad.dtype), axis=(-4, -2, -1), keepdims=True)
-        t20 = grad[..., None, :, None, :, None, :]
         t21 = t20 / t19
-        t22 = t7[..., None]
         t23 = strides[3] * t22 + t5
         t24 = _scatter_add(t21, t23, 1, t16)  # no gather form: an explicit scatter-add
-        t25 = t2[..., None]
         t26 = strides[2] * t25 + t10
         t27 = _scatter_add(t24, t26, 2, t15)  # no gather form: an explicit scatter-add
-        t28 = t0[..., None]
         t29 = strides[1] * t28 + t13
         grad_input = _scatter_add(t27, t29, 3, t14)  # no gather form: an explicit scatter-add
     elif padding == "SAME":
-        t0 = np.arange(np.shape(grad)[-4])
-        t1 = t0[..., None, None, None, None, None]
-        t2 = np.arange(np.shape(grad)[-3])
-        t3 = t2[..., None, None, None, None]
-        t4 = ksize[3]
-        t5 = np.arange(t4)
-        t6 = t5[..., None, None, None]
-        t7 = np.arange(np.shape(grad)[-2])
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = np.arange(t9)
-        t11 = t10[..., None]
-        t12 = ksize[1]
-        t13 = np.arange(t12)
-        t14 = np.shape(input)[-4]
-        t15 = np.shape(input)[-3]
-        t16 = np.shape(input)[-2]
-        t17 = -((-t15) // strides[2])
-        t18 = np.maximum(ksize[2] + strides[2] * (t17 - 1) - t15, 0)
-        t19 = t18 // 2
-        t20 = -((-t16) // strides[3])
-        t21 = np.maximum(ksize[3] + strides[3] * (t20 - 1) - t16, 0)
-        t22 = t21 // 2
-        t23 = -((-t14) // strides[1])
-        t24 = np.maximum(ksize[1] + strides[1] * (t23 - 1) - t14, 0)
-        t25 = t24 // 2
-        t26 = (
-            (strides[1] * t1 + t13 - t25 >= 0)
-            & (strides[2] * t3 + t11 - t19 >= 0)
-            & (strides[3] * t8 - t22 + t6 >= 0)
-            & (strides[1] * t1 + t13 - t25 <= t14 - 1)
-            & (strides[2] * t3 + t11 - t19 <= t15 - 1)
-            & (strides[3] * t8 - t22 + t6 <= t16 - 1)
+        t17 = (
+            (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) >= 0)
+            & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) >= 0)
+            & (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) <= t14 - 1)
+            & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) <= t15 - 1)
+            & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) <= t16 - 1)
         )
-        t27 = t26[..., None, :, :, :, :, :]
-        t28 = np.sum(np.asarray(t27, grad.dtype), axis=(-4, -2, -1), keepdims=True)
-        t29 = grad[..., None, :, None, :, None, :]
-        t30 = t29 / t28
-        t31 = t7[..., None]
-        t32 = np.maximum(ksize[3] + strides[3] * t20 - strides[3] - t16, 0)
-        t33 = t32 // 2
-        t34 = strides[3] * t31 - t33 + t5
-        t35 = _scatter_add(t30, t34, 1, t16)  # no gather form: an explicit scatter-add
-        t36 = t2[..., None]
-        t37 = np.maximum(ksize[2] + strides[2] * t17 - strides[2] - t15, 0)
-        t38 = t37 // 2
-        t39 = strides[2] * t36 + t10 - t38
-        t40 = _scatter_add(t35, t39, 2, t15)  # no gather form: an explicit scatter-add
-        t41 = t0[..., None]
-        t42 = np.maximum(ksize[1] + strides[1] * t23 - strides[1] - t14, 0)
-        t43 = t42 // 2
-        t44 = strides[1] * t41 + t13 - t43
-        grad_input = _scatter_add(t40, t44, 3, t14)  # no gather form: an explicit scatter-add
+        t18 = t17[..., None, :, :, :, :, :]
+        t19 = np.sum(np.asarray(t18, grad.dtype), axis=(-4, -2, -1), keepdims=True)
+        t21 = t20 / t19
+        t23 = strides[3] * t22 + t5 - _same_padding(t16, ksize[3], strides[3], 1)
+        t24 = _scatter_add(t21, t23, 1, t16)  # no gather form: an explicit scatter-add
+        t26 = strides[2] * t25 + t10 - _same_padding(t15, ksize[2], strides[2], 1)
+        t27 = _scatter_add(t24, t26, 2, t15)  # no gather form: an explicit scatter-add
+        t29 = strides[1] * t28 + t13 - _same_padding(t14, ksize[1], strides[1], 1)
+        grad_input = _scatter_add(t27, t29, 3, t14)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return (grad_input,)
@@ -1808,24 +1449,27 @@ def avg_pool3d_grad_grad(
     grad_vjp_input, grad, input, *, vjp_input=None, padding="VALID", ksize, strides
 ):
     """Second order of AvgPool3D: the gradient of avg_pool3d_grad: one array per input (grad, input)."""
+    t0 = np.arange(np.shape(grad)[-4])
+    t1 = t0[..., None, None, None, None, None]
+    t2 = np.arange(np.shape(grad)[-3])
+    t3 = t2[..., None, None, None, None]
+    t4 = np.arange(np.shape(grad)[-2])
+    t5 = t4[..., None, None, None]
+    t6 = ksize[1]
+    t7 = np.arange(t6)
+    t8 = t7[..., None, None]
+    t9 = ksize[2]
+    t10 = np.arange(t9)
+    t11 = t10[..., None]
+    t12 = ksize[3]
+    t13 = np.arange(t12)
+    t14 = np.shape(input)[-4]
+    t15 = np.shape(input)[-3]
+    t16 = np.shape(input)[-2]
+    t20 = t4[..., None]
+    t23 = t2[..., None]
+    t26 = t0[..., None]
     if padding == "VALID":
-        t0 = np.arange(np.shape(grad)[-4])
-        t1 = t0[..., None, None, None, None, None]
-        t2 = np.arange(np.shape(grad)[-3])
-        t3 = t2[..., None, None, None, None]
-        t4 = np.arange(np.shape(grad)[-2])
-        t5 = t4[..., None, None, None]
-        t6 = ksize[1]
-        t7 = np.arange(t6)
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = np.arange(t9)
-        t11 = t10[..., None]
-        t12 = ksize[3]
-        t13 = np.arange(t12)
-        t14 = np.shape(input)[-4]
-        t15 = np.shape(input)[-3]
-        t16 = np.shape(input)[-2]
         t17 = (
             (strides[1] * t1 + t8 >= 0)
             & (strides[2] * t3 + t11 >= 0)
@@ -1836,122 +1480,80 @@ def avg_pool3d_grad_grad(
         )
         t18 = t17[..., None, :, :, :]
         t19 = np.sum(np.asarray(t18, grad_vjp_input.dtype), axis=(-3, -2, -1))
-        t20 = t4[..., None]
         t21 = strides[3] * t20 + t13
         t22 = _gather(grad_vjp_input, t21, -2)
-        t23 = t2[..., None]
         t24 = strides[2] * t23 + t10
         t25 = _gather(t22, t24, -4)
-        t26 = t0[..., None]
         t27 = strides[1] * t26 + t7
         t28 = _gather(t25, t27, -6)
         t29 = np.transpose(t28, (0, 1, 3, 5, 7, 2, 4, 6))
         t30 = np.sum(t29, axis=(-3, -2, -1))
         grad_grad = t30 / t19
     elif padding == "SAME":
-        t0 = np.arange(np.shape(grad)[-4])
-        t1 = t0[..., None, None, None, None, None]
-        t2 = np.arange(np.shape(grad)[-3])
-        t3 = t2[..., None, None, None, None]
-        t4 = np.arange(np.shape(grad)[-2])
-        t5 = t4[..., None, None, None]
-        t6 = ksize[1]
-        t7 = np.arange(t6)
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = np.arange(t9)
-        t11 = t10[..., None]
-        t12 = ksize[3]
-        t13 = np.arange(t12)
-        t14 = np.shape(input)[-4]
-        t15 = np.shape(input)[-3]
-        t16 = np.shape(input)[-2]
-        t17 = -((-t14) // strides[1])
-        t18 = np.maximum(ksize[1] + strides[1] * t17 - strides[1] - t14, 0)
-        t19 = t18 // 2
-        t20 = -((-t15) // strides[2])
-        t21 = np.maximum(ksize[2] + strides[2] * t20 - strides[2] - t15, 0)
-        t22 = t21 // 2
-        t23 = -((-t16) // strides[3])
-        t24 = np.maximum(ksize[3] + strides[3] * t23 - strides[3] - t16, 0)
-        t25 = t24 // 2
-        t26 = (
-            (strides[1] * t1 - t19 + t8 >= 0)
-            & (strides[2] * t3 + t11 - t22 >= 0)
-            & (strides[3] * t5 + t13 - t25 >= 0)
-            & (strides[1] * t1 - t19 + t8 <= t14 - 1)
-            & (strides[2] * t3 + t11 - t22 <= t15 - 1)
-            & (strides[3] * t5 + t13 - t25 <= t16 - 1)
+        t17 = (
+            (strides[1] * t1 + t8 - _same_padding(t14, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) >= 0)
+            & (strides[3] * t5 + t13 - _same_padding(t16, ksize[3], strides[3], 1) >= 0)
+            & (strides[1] * t1 + t8 - _same_padding(t14, ksize[1], strides[1], 1) <= t14 - 1)
+            & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) <= t15 - 1)
+            & (strides[3] * t5 + t13 - _same_padding(t16, ksize[3], strides[3], 1) <= t16 - 1)
         )
-        t27 = t26[..., None, :, :, :]
-        t28 = np.sum(np.asarray(t27, grad_vjp_input.dtype), axis=(-3, -2, -1))
-        t29 = t4[..., None]
-        t30 = strides[3] * t29 + t13 - t25
-        t31 = _gather(grad_vjp_input, t30, -2)
-        t32 = t2[..., None]
-        t33 = strides[2] * t32 + t10 - t22
-        t34 = _gather(t31, t33, -4)
-        t35 = t0[..., None]
-        t36 = strides[1] * t35 - t19 + t7
-        t37 = _gather(t34, t36, -6)
-        t38 = np.transpose(t37, (0, 1, 3, 5, 7, 2, 4, 6))
-        t39 = np.sum(t38, axis=(-3, -2, -1))
-        grad_grad = t39 / t28
+        t18 = t17[..., None, :, :, :]
+        t19 = np.sum(np.asarray(t18, grad_vjp_input.dtype), axis=(-3, -2, -1))
+        t21 = strides[3] * t20 + t13 - _same_padding(t16, ksize[3], strides[3], 1)
+        t22 = _gather(grad_vjp_input, t21, -2)
+        t24 = strides[2] * t23 + t10 - _same_padding(t15, ksize[2], strides[2], 1)
+        t25 = _gather(t22, t24, -4)
+        t27 = strides[1] * t26 + t7 - _same_padding(t14, ksize[1], strides[1], 1)
+        t28 = _gather(t25, t27, -6)
+        t29 = np.transpose(t28, (0, 1, 3, 5, 7, 2, 4, 6))
+        t30 = np.sum(t29, axis=(-3, -2, -1))
+        grad_grad = t30 / t19
     else:
         raise ValueError(f"AvgPool3DGrad: unsupported attributes padding={padding!r}")
     return grad_grad, None
 
 
 def max_pool_v2(input, *, padding="VALID", ksize, strides):
-    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:159)."""
+    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:166)."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
+    t0 = np.shape(input)[-2]
+    t5 = ksize[2]
+    t6 = np.arange(t5)
+    t9 = np.shape(input)[-3]
+    t14 = ksize[1]
+    t15 = np.arange(t14)
     if padding == "VALID":
-        t0 = np.shape(input)[-2]
         t1 = (-ksize[2] + t0) // strides[2]
         t2 = t1 + 1
         t3 = np.arange(t2)
         t4 = t3[..., None]
-        t5 = ksize[2]
-        t6 = np.arange(t5)
         t7 = strides[2] * t4 + t6
         t8 = _gather(input, t7, -2, fill=-np.inf)
-        t9 = np.shape(input)[-3]
         t10 = (-ksize[1] + t9) // strides[1]
         t11 = t10 + 1
         t12 = np.arange(t11)
         t13 = t12[..., None]
-        t14 = ksize[1]
-        t15 = np.arange(t14)
         t16 = strides[1] * t13 + t15
         t17 = _gather(t8, t16, -4, fill=-np.inf)
         t18 = np.transpose(t17, (0, 1, 3, 5, 2, 4))
         output = np.max(t18, axis=(-2, -1))
     elif padding == "SAME":
-        t0 = np.shape(input)[-2]
         t1 = -((-t0) // strides[2])
         t2 = t1
         t3 = np.arange(t2)
         t4 = t3[..., None]
-        t5 = ksize[2]
-        t6 = np.arange(t5)
-        t7 = np.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
-        t8 = t7 // 2
-        t9 = strides[2] * t4 + t6 - t8
-        t10 = _gather(input, t9, -2, fill=-np.inf)
-        t11 = np.shape(input)[-3]
-        t12 = -((-t11) // strides[1])
-        t13 = t12
-        t14 = np.arange(t13)
-        t15 = t14[..., None]
-        t16 = ksize[1]
-        t17 = np.arange(t16)
-        t18 = np.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
-        t19 = t18 // 2
-        t20 = strides[1] * t15 + t17 - t19
-        t21 = _gather(t10, t20, -4, fill=-np.inf)
-        t22 = np.transpose(t21, (0, 1, 3, 5, 2, 4))
-        output = np.max(t22, axis=(-2, -1))
+        t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
+        t8 = _gather(input, t7, -2, fill=-np.inf)
+        t10 = -((-t9) // strides[1])
+        t11 = t10
+        t12 = np.arange(t11)
+        t13 = t12[..., None]
+        t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
+        t17 = _gather(t8, t16, -4, fill=-np.inf)
+        t18 = np.transpose(t17, (0, 1, 3, 5, 2, 4))
+        output = np.max(t18, axis=(-2, -1))
     else:
         raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
     return output
@@ -1993,20 +1595,8 @@ def max_pool_v2_grad(grad, input, *, output=None, padding="VALID", ksize, stride
             window=(ksize[1], ksize[2]),
             strides=(strides[1], strides[2]),
             pads=(
-                np.maximum(
-                    ksize[1]
-                    + strides[1] * (-((-np.shape(input)[-3]) // strides[1]) - 1)
-                    - np.shape(input)[-3],
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    ksize[2]
-                    + strides[2] * (-((-np.shape(input)[-2]) // strides[2]) - 1)
-                    - np.shape(input)[-2],
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], ksize[1], strides[1], 1),
+                _same_padding(np.shape(input)[-2], ksize[2], strides[2], 1),
             ),
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )
@@ -2095,79 +1685,61 @@ def max_pool_v2_grad_grad(
             t2 = ksize[2]
             t3 = np.arange(t2)
             t4 = np.shape(input)[-2]
-            t5 = -((-t4) // strides[2])
-            t6 = np.maximum(ksize[2] + strides[2] * (t5 - 1) - t4, 0)
-            t7 = t6 // 2
-            t8 = strides[2] * t1 + t3 - t7
-            t9 = _gather(input, t8, -2, fill=-np.inf)
-            t10 = np.arange(np.shape(grad)[-3])
-            t11 = t10[..., None]
-            t12 = ksize[1]
-            t13 = np.arange(t12)
-            t14 = np.shape(input)[-3]
-            t15 = -((-t14) // strides[1])
-            t16 = np.maximum(ksize[1] + strides[1] * (t15 - 1) - t14, 0)
-            t17 = t16 // 2
-            t18 = strides[1] * t11 + t13 - t17
-            t19 = _gather(t9, t18, -4, fill=-np.inf)
+            t5 = strides[2] * t1 + t3 - _same_padding(t4, ksize[2], strides[2], 1)
+            t6 = _gather(input, t5, -2, fill=-np.inf)
+            t7 = np.arange(np.shape(grad)[-3])
+            t8 = t7[..., None]
+            t9 = ksize[1]
+            t10 = np.arange(t9)
+            t11 = np.shape(input)[-3]
+            t12 = strides[1] * t8 + t10 - _same_padding(t11, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t12, -4, fill=-np.inf)
+            t14 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
+            ext1 = np.max(t14, axis=(-2, -1))
+            t15 = vjp_input_s6
+            t16 = np.arange(t15)
+            t17 = strides[2] * t1 + t16 - _same_padding(t4, ksize[2], strides[2], 1)
+            t18 = _gather(input, t17, -2, fill=-np.inf)
+            t19 = _gather(t18, t12, -4, fill=-np.inf)
             t20 = np.transpose(t19, (0, 5, 1, 3, 2, 4))
-            ext1 = np.max(t20, axis=(-2, -1))
-            t21 = vjp_input_s6
-            t22 = np.arange(t21)
-            t23 = strides[2] * t1 + t22 - t7
-            t24 = _gather(input, t23, -2, fill=-np.inf)
-            t25 = _gather(t24, t18, -4, fill=-np.inf)
-            t26 = np.transpose(t25, (0, 5, 1, 3, 2, 4))
-            t27 = ext1[..., None, None]
-            t28 = _shift_right(
-                np.cumsum(np.asarray(t26 == t27, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            t21 = ext1[..., None, None]
+            t22 = _shift_right(
+                np.cumsum(np.asarray(t20 == t21, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
             )
-            t29 = vjp_input_s5
-            t30 = np.arange(t29)
-            t31 = strides[1] * t11 - t17 + t30
-            t32 = _gather(t9, t31, -4, fill=-np.inf)
-            t33 = np.transpose(t32, (0, 5, 1, 3, 2, 4))
-            t34 = np.sum(np.asarray(t27 == t33, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t35 = _shift_right(np.cumsum(t34, axis=-2), axis=-2, fill=0)
-            affine1 = t28 + t35
-        t36 = np.arange(np.shape(grad)[-2])
-        t37 = t36[..., None]
-        t38 = ksize[2]
-        t39 = np.arange(t38)
-        t40 = np.shape(input)[-2]
-        t41 = -((-t40) // strides[2])
-        t42 = np.maximum(ksize[2] + strides[2] * t41 - strides[2] - t40, 0)
-        t43 = t42 // 2
-        t44 = strides[2] * t37 + t39 - t43
-        t45 = _gather(grad_vjp_input, t44, -2)
-        t46 = np.arange(np.shape(grad)[-3])
-        t47 = t46[..., None]
-        t48 = ksize[1]
-        t49 = np.arange(t48)
-        t50 = np.shape(input)[-3]
-        t51 = -((-t50) // strides[1])
-        t52 = np.maximum(ksize[1] + strides[1] * t51 - strides[1] - t50, 0)
-        t53 = t52 // 2
-        t54 = strides[1] * t47 + t49 - t53
-        t55 = _gather(t45, t54, -4)
-        t56 = np.transpose(t55, (0, 5, 1, 3, 2, 4))
-        t57 = np.maximum(ksize[2] + strides[2] * (t41 - 1) - t40, 0)
-        t58 = t57 // 2
-        t59 = strides[2] * t37 + t39 - t58
-        t60 = _gather(input, t59, -2, fill=-np.inf)
-        t61 = np.maximum(ksize[1] + strides[1] * (t51 - 1) - t50, 0)
-        t62 = t61 // 2
-        t63 = strides[1] * t47 + t49 - t62
-        t64 = _gather(t60, t63, -4, fill=-np.inf)
-        t65 = np.transpose(t64, (0, 5, 1, 3, 2, 4))
-        t66 = ext1[..., None, None]
-        t67 = np.where((affine1 == 0) & (t65 == t66), t56, 0)
-        t68 = np.transpose(t55, (0, 1, 3, 5, 2, 4))
-        t69 = np.transpose(t64, (0, 1, 3, 5, 2, 4))
-        t70 = np.transpose(ext1, (0, 2, 3, 1))
-        t71 = t70[..., None, None]
-        t72 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t69 == t71) & (t72 == 0), t68, 0), axis=(-2, -1))
+            t23 = vjp_input_s5
+            t24 = np.arange(t23)
+            t25 = strides[1] * t8 + t24 - _same_padding(t11, ksize[1], strides[1], 1)
+            t26 = _gather(t6, t25, -4, fill=-np.inf)
+            t27 = np.transpose(t26, (0, 5, 1, 3, 2, 4))
+            t28 = np.sum(np.asarray(t21 == t27, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t29 = _shift_right(np.cumsum(t28, axis=-2), axis=-2, fill=0)
+            affine1 = t22 + t29
+        t30 = np.arange(np.shape(grad)[-2])
+        t31 = t30[..., None]
+        t32 = ksize[2]
+        t33 = np.arange(t32)
+        t34 = np.shape(input)[-2]
+        t35 = strides[2] * t31 + t33 - _same_padding(t34, ksize[2], strides[2], 1)
+        t36 = _gather(grad_vjp_input, t35, -2)
+        t37 = np.arange(np.shape(grad)[-3])
+        t38 = t37[..., None]
+        t39 = ksize[1]
+        t40 = np.arange(t39)
+        t41 = np.shape(input)[-3]
+        t42 = strides[1] * t38 + t40 - _same_padding(t41, ksize[1], strides[1], 1)
+        t43 = _gather(t36, t42, -4)
+        t44 = np.transpose(t43, (0, 5, 1, 3, 2, 4))
+        t45 = _gather(input, t35, -2, fill=-np.inf)
+        t46 = _gather(t45, t42, -4, fill=-np.inf)
+        t47 = np.transpose(t46, (0, 5, 1, 3, 2, 4))
+        t48 = ext1[..., None, None]
+        t49 = np.where((affine1 == 0) & (t47 == t48), t44, 0)
+        t50 = np.transpose(t43, (0, 1, 3, 5, 2, 4))
+        t51 = np.transpose(t46, (0, 1, 3, 5, 2, 4))
+        t52 = np.transpose(ext1, (0, 2, 3, 1))
+        t53 = t52[..., None, None]
+        t54 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t51 == t53) & (t54 == 0), t50, 0), axis=(-2, -1))
     else:
         raise ValueError(f"MaxPoolV2Grad: unsupported attributes padding={padding!r}")
     return grad_grad, None

@@ -542,6 +542,14 @@ def _raw_max_pool_grad(x, y, g, window, strides, padding="VALID", explicit=()):
     )
 
 
+def _same_padding(size, kernel, stride, dilation):
+    """The padding before an axis of `size` entries under SAME, as TensorFlow computes it: half of
+    what ceil(size / stride) windows need, the odd one after."""
+    return (
+        _int_max(dilation * (kernel - 1) - size + stride * (-((-size) // stride) - 1) + 1, 0) // 2
+    )
+
+
 def conv2d_vjp(
     grad,
     input,
@@ -553,7 +561,7 @@ def conv2d_vjp(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Gradient of Conv2D (declared at ops/conv.py:35): one per input (input, filter).
+    """Gradient of Conv2D (declared at ops/conv.py:42): one per input (input, filter).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -587,26 +595,8 @@ def conv2d_vjp(
             dilations=[dilations[1], dilations[2]],
             geometry=lambda size: (
                 [
-                    _int_max(
-                        dilations[1] * size(filter, -4)
-                        - dilations[1]
-                        - strides[1] * ((-size(input, -3)) // strides[1])
-                        - strides[1]
-                        - size(input, -3)
-                        + 1,
-                        0,
-                    )
-                    // 2,
-                    _int_max(
-                        dilations[2] * size(filter, -3)
-                        - dilations[2]
-                        - strides[2] * ((-size(input, -2)) // strides[2])
-                        - strides[2]
-                        - size(input, -2)
-                        + 1,
-                        0,
-                    )
-                    // 2,
+                    _same_padding(size(input, -3), size(filter, -4), strides[1], dilations[1]),
+                    _same_padding(size(input, -2), size(filter, -3), strides[2], dilations[2]),
                 ],
                 [size(input, -3), size(input, -2)],
             ),
@@ -618,26 +608,8 @@ def conv2d_vjp(
             dilations=[dilations[1], dilations[2]],
             geometry=lambda size: (
                 [
-                    _int_max(
-                        dilations[1] * size(filter, -4)
-                        - dilations[1]
-                        - strides[1] * ((-size(input, -3)) // strides[1])
-                        - strides[1]
-                        - size(input, -3)
-                        + 1,
-                        0,
-                    )
-                    // 2,
-                    _int_max(
-                        dilations[2] * size(filter, -3)
-                        - dilations[2]
-                        - strides[2] * ((-size(input, -2)) // strides[2])
-                        - strides[2]
-                        - size(input, -2)
-                        + 1,
-                        0,
-                    )
-                    // 2,
+                    _same_padding(size(input, -3), size(filter, -4), strides[1], dilations[1]),
+                    _same_padding(size(input, -2), size(filter, -3), strides[2], dilations[2]),
                 ],
                 [size(filter, -4), size(filter, -3)],
             ),
@@ -743,26 +715,8 @@ def conv2d(
                 dilations=[dilations[1], dilations[2]],
                 geometry=lambda size: (
                     [
-                        _int_max(
-                            dilations[1] * size(filter, -4)
-                            - dilations[1]
-                            - strides[1] * ((-size(input, -3)) // strides[1])
-                            - strides[1]
-                            - size(input, -3)
-                            + 1,
-                            0,
-                        )
-                        // 2,
-                        _int_max(
-                            dilations[2] * size(filter, -3)
-                            - dilations[2]
-                            - strides[2] * ((-size(input, -2)) // strides[2])
-                            - strides[2]
-                            - size(input, -2)
-                            + 1,
-                            0,
-                        )
-                        // 2,
+                        _same_padding(size(input, -3), size(filter, -4), strides[1], dilations[1]),
+                        _same_padding(size(input, -2), size(filter, -3), strides[2], dilations[2]),
                     ],
                     [-((-size(input, -3)) // strides[1]), -((-size(input, -2)) // strides[2])],
                 ),
@@ -818,7 +772,7 @@ def depthwise_conv2d_native_vjp(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Gradient of DepthwiseConv2dNative (declared at ops/conv.py:56): one per input (input, filter).
+    """Gradient of DepthwiseConv2dNative (declared at ops/conv.py:63): one per input (input, filter).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -829,8 +783,8 @@ def depthwise_conv2d_native_vjp(
             * strides[1], b * dilations[2] + j * strides[2], c]
             i.e. `_depthwise_conv_backprop_filter(input, grad, strides=[strides[1], ...`
     """
+    t0 = tf.shape(filter, out_type=tf.int64)[-1]
     if padding == "VALID":
-        t0 = tf.shape(filter, out_type=tf.int64)[-1]
         grad = tf.reshape(
             grad,
             tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0),
@@ -850,7 +804,6 @@ def depthwise_conv2d_native_vjp(
             geometry=lambda size: ([0, 0], [size(filter, -4), size(filter, -3)]),
         )
     elif padding == "SAME":
-        t0 = tf.shape(filter, out_type=tf.int64)[-1]
         grad = tf.reshape(
             grad,
             tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0),
@@ -862,26 +815,8 @@ def depthwise_conv2d_native_vjp(
             dilations=[dilations[1], dilations[2]],
             geometry=lambda size: (
                 [
-                    _int_max(
-                        dilations[1] * size(filter, -4)
-                        - dilations[1]
-                        - strides[1] * ((-size(input, -3)) // strides[1])
-                        - strides[1]
-                        - size(input, -3)
-                        + 1,
-                        0,
-                    )
-                    // 2,
-                    _int_max(
-                        dilations[2] * size(filter, -3)
-                        - dilations[2]
-                        - strides[2] * ((-size(input, -2)) // strides[2])
-                        - strides[2]
-                        - size(input, -2)
-                        + 1,
-                        0,
-                    )
-                    // 2,
+                    _same_padding(size(input, -3), size(filter, -4), strides[1], dilations[1]),
+                    _same_padding(size(input, -2), size(filter, -3), strides[2], dilations[2]),
                 ],
                 [size(input, -3), size(input, -2)],
             ),
@@ -893,32 +828,13 @@ def depthwise_conv2d_native_vjp(
             dilations=[dilations[1], dilations[2]],
             geometry=lambda size: (
                 [
-                    _int_max(
-                        dilations[1] * size(filter, -4)
-                        - dilations[1]
-                        - strides[1] * ((-size(input, -3)) // strides[1])
-                        - strides[1]
-                        - size(input, -3)
-                        + 1,
-                        0,
-                    )
-                    // 2,
-                    _int_max(
-                        dilations[2] * size(filter, -3)
-                        - dilations[2]
-                        - strides[2] * ((-size(input, -2)) // strides[2])
-                        - strides[2]
-                        - size(input, -2)
-                        + 1,
-                        0,
-                    )
-                    // 2,
+                    _same_padding(size(input, -3), size(filter, -4), strides[1], dilations[1]),
+                    _same_padding(size(input, -2), size(filter, -3), strides[2], dilations[2]),
                 ],
                 [size(filter, -4), size(filter, -3)],
             ),
         )
     elif padding == "EXPLICIT":
-        t0 = tf.shape(filter, out_type=tf.int64)[-1]
         grad = tf.reshape(
             grad,
             tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0),
@@ -999,6 +915,8 @@ def depthwise_conv2d_native(
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
+        t1 = tf.shape(input, out_type=tf.int64)[-4]
+        t2 = tf.shape(input, out_type=tf.int64)[-3]
         if padding == "VALID":
             t0 = _depthwise_conv(
                 input,
@@ -1015,8 +933,6 @@ def depthwise_conv2d_native(
                     ],
                 ),
             )
-            t1 = tf.shape(input, out_type=tf.int64)[-4]
-            t2 = tf.shape(input, out_type=tf.int64)[-3]
             t3 = tf.shape(filter, out_type=tf.int64)[-4]
             t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // strides[1]
             t5 = t4 + 1
@@ -1035,32 +951,12 @@ def depthwise_conv2d_native(
                 dilations=[dilations[1], dilations[2]],
                 geometry=lambda size: (
                     [
-                        _int_max(
-                            dilations[1] * size(filter, -4)
-                            - dilations[1]
-                            - strides[1] * ((-size(input, -3)) // strides[1])
-                            - strides[1]
-                            - size(input, -3)
-                            + 1,
-                            0,
-                        )
-                        // 2,
-                        _int_max(
-                            dilations[2] * size(filter, -3)
-                            - dilations[2]
-                            - strides[2] * ((-size(input, -2)) // strides[2])
-                            - strides[2]
-                            - size(input, -2)
-                            + 1,
-                            0,
-                        )
-                        // 2,
+                        _same_padding(size(input, -3), size(filter, -4), strides[1], dilations[1]),
+                        _same_padding(size(input, -2), size(filter, -3), strides[2], dilations[2]),
                     ],
                     [-((-size(input, -3)) // strides[1]), -((-size(input, -2)) // strides[2])],
                 ),
             )
-            t1 = tf.shape(input, out_type=tf.int64)[-4]
-            t2 = tf.shape(input, out_type=tf.int64)[-3]
             t3 = -((-t2) // strides[1])
             t4 = t3
             t5 = tf.shape(input, out_type=tf.int64)[-2]
@@ -1099,8 +995,6 @@ def depthwise_conv2d_native(
                     ],
                 ),
             )
-            t1 = tf.shape(input, out_type=tf.int64)[-4]
-            t2 = tf.shape(input, out_type=tf.int64)[-3]
             t3 = tf.shape(filter, out_type=tf.int64)[-4]
             t4 = (
                 -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
@@ -1126,7 +1020,7 @@ _register("DepthwiseConv2dNative", depthwise_conv2d_native_grad)
 
 
 def extract_image_patches_vjp(grad, images, patches, *, padding="VALID", ksizes, strides, rates):
-    """Gradient of ExtractImagePatches (declared at ops/conv.py:73): one per input (images).
+    """Gradient of ExtractImagePatches (declared at ops/conv.py:80): one per input (images).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -1134,16 +1028,16 @@ def extract_image_patches_vjp(grad, images, patches, *, padding="VALID", ksizes,
             exact_div(-b * rates[2] + k, strides[2]), a, b, l]
             i.e. `tf.reduce_sum(t16, axis=[-2, -1])`
     """
+    t0 = ksizes[2]
+    t1 = tf.shape(images, out_type=tf.int64)[-1]
+    t2 = tf.range(tf.shape(images, out_type=tf.int64)[-2])
+    t3 = t2[..., None]
+    t4 = tf.range(tf.cast(t0, tf.int64))
     if padding == "VALID":
-        t0 = ksizes[2]
-        t1 = tf.shape(images, out_type=tf.int64)[-1]
         grad = tf.reshape(
             grad,
             tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0, t1], tf.int64)], 0),
         )
-        t2 = tf.range(tf.shape(images, out_type=tf.int64)[-2])
-        t3 = t2[..., None]
-        t4 = tf.range(tf.cast(t0, tf.int64))
         t5 = -rates[2] * t4 + t3
         t6 = tf.where(tf.equal(t5 % strides[2], 0), t5 // strides[2], -tf.ones_like(t5))
         t7 = _gather(grad, t6, -4)
@@ -1158,40 +1052,25 @@ def extract_image_patches_vjp(grad, images, patches, *, padding="VALID", ksizes,
         t16 = tf.transpose(t15, perm=[0, 1, 3, 5, 2, 4])
         grad_images = tf.reduce_sum(t16, axis=[-2, -1])
     elif padding == "SAME":
-        t0 = ksizes[2]
-        t1 = tf.shape(images, out_type=tf.int64)[-1]
         grad = tf.reshape(
             grad,
             tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0, t1], tf.int64)], 0),
         )
-        t2 = tf.range(tf.shape(images, out_type=tf.int64)[-2])
-        t3 = t2[..., None]
-        t4 = tf.range(tf.cast(t0, tf.int64))
         t5 = tf.shape(images, out_type=tf.int64)[-2]
-        t6 = -((-t5) // strides[2])
-        t7 = tf.math.maximum(
-            ksizes[2] * rates[2] - rates[2] + strides[2] * t6 - strides[2] - t5 + 1, 0
-        )
-        t8 = t7 // 2
-        t9 = -rates[2] * t4 + t3 + t8
-        t10 = tf.where(tf.equal(t9 % strides[2], 0), t9 // strides[2], -tf.ones_like(t9))
-        t11 = _gather(grad, t10, -4)
-        t12 = tf.range(tf.shape(images, out_type=tf.int64)[-3])
-        t13 = t12[..., None]
-        t14 = ksizes[1]
-        t15 = tf.range(tf.cast(t14, tf.int64))
-        t16 = tf.shape(images, out_type=tf.int64)[-3]
-        t17 = -((-t16) // strides[1])
-        t18 = tf.math.maximum(
-            ksizes[1] * rates[1] - rates[1] + strides[1] * t17 - strides[1] - t16 + 1, 0
-        )
-        t19 = t18 // 2
-        t20 = -rates[1] * t15 + t13 + t19
-        t21 = tf.where(tf.equal(t20 % strides[1], 0), t20 // strides[1], -tf.ones_like(t20))
-        t22 = _gather(t11, t21, -6)
-        t23 = tf.einsum("abcdecef->abcdef", t22)
-        t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 2, 4])
-        grad_images = tf.reduce_sum(t24, axis=[-2, -1])
+        t6 = -rates[2] * t4 + t3 + _same_padding(t5, ksizes[2], strides[2], rates[2])
+        t7 = tf.where(tf.equal(t6 % strides[2], 0), t6 // strides[2], -tf.ones_like(t6))
+        t8 = _gather(grad, t7, -4)
+        t9 = tf.range(tf.shape(images, out_type=tf.int64)[-3])
+        t10 = t9[..., None]
+        t11 = ksizes[1]
+        t12 = tf.range(tf.cast(t11, tf.int64))
+        t13 = tf.shape(images, out_type=tf.int64)[-3]
+        t14 = -rates[1] * t12 + t10 + _same_padding(t13, ksizes[1], strides[1], rates[1])
+        t15 = tf.where(tf.equal(t14 % strides[1], 0), t14 // strides[1], -tf.ones_like(t14))
+        t16 = _gather(t8, t15, -6)
+        t17 = tf.einsum("abcdecef->abcdef", t16)
+        t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
+        grad_images = tf.reduce_sum(t18, axis=[-2, -1])
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
     return (grad_images,)
@@ -1234,56 +1113,50 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
             patches = kernel_outputs[0]
             return patches, backward
         # else the declared formula
+        t0 = tf.shape(images, out_type=tf.int64)[-2]
+        t5 = ksizes[2]
+        t6 = tf.range(tf.cast(t5, tf.int64))
+        t9 = tf.shape(images, out_type=tf.int64)[-3]
+        t14 = ksizes[1]
+        t15 = tf.range(tf.cast(t14, tf.int64))
+        t19 = tf.shape(images, out_type=tf.int64)[-4]
+        t20 = tf.shape(images, out_type=tf.int64)[-1]
         if padding == "VALID":
-            t0 = tf.shape(images, out_type=tf.int64)[-2]
             t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
             t2 = t1 + 1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
-            t5 = ksizes[2]
-            t6 = tf.range(tf.cast(t5, tf.int64))
             t7 = rates[2] * t6 + strides[2] * t4
             t8 = _gather(images, t7, -2)
-            t9 = tf.shape(images, out_type=tf.int64)[-3]
             t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // strides[1]
             t11 = t10 + 1
             t12 = tf.range(tf.cast(t11, tf.int64))
             t13 = t12[..., None]
-            t14 = ksizes[1]
-            t15 = tf.range(tf.cast(t14, tf.int64))
             t16 = rates[1] * t15 + strides[1] * t13
             t17 = _gather(t8, t16, -4)
             t18 = tf.transpose(t17, perm=[0, 1, 3, 2, 4, 5])
-            t19 = tf.shape(images, out_type=tf.int64)[-4]
-            t20 = tf.shape(images, out_type=tf.int64)[-1]
             patches = tf.reshape(t18, [t19, t11, t2, t14 * t5 * t20])
         elif padding == "SAME":
-            t0 = tf.shape(images, out_type=tf.int64)[-2]
             t1 = -((-t0) // strides[2])
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
-            t5 = ksizes[2]
-            t6 = tf.range(tf.cast(t5, tf.int64))
-            t7 = tf.math.maximum(rates[2] * (ksizes[2] - 1) + strides[2] * (t1 - 1) - t0 + 1, 0)
-            t8 = t7 // 2
-            t9 = rates[2] * t6 + strides[2] * t4 - t8
-            t10 = _gather(images, t9, -2)
-            t11 = tf.shape(images, out_type=tf.int64)[-3]
-            t12 = -((-t11) // strides[1])
-            t13 = t12
-            t14 = tf.range(tf.cast(t13, tf.int64))
-            t15 = t14[..., None]
-            t16 = ksizes[1]
-            t17 = tf.range(tf.cast(t16, tf.int64))
-            t18 = tf.math.maximum(rates[1] * (ksizes[1] - 1) + strides[1] * (t12 - 1) - t11 + 1, 0)
-            t19 = t18 // 2
-            t20 = rates[1] * t17 + strides[1] * t15 - t19
-            t21 = _gather(t10, t20, -4)
-            t22 = tf.transpose(t21, perm=[0, 1, 3, 2, 4, 5])
-            t23 = tf.shape(images, out_type=tf.int64)[-4]
-            t24 = tf.shape(images, out_type=tf.int64)[-1]
-            patches = tf.reshape(t22, [t23, t13, t2, t16 * t5 * t24])
+            t7 = (
+                rates[2] * t6 + strides[2] * t4 - _same_padding(t0, ksizes[2], strides[2], rates[2])
+            )
+            t8 = _gather(images, t7, -2)
+            t10 = -((-t9) // strides[1])
+            t11 = t10
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = t12[..., None]
+            t16 = (
+                rates[1] * t15
+                + strides[1] * t13
+                - _same_padding(t9, ksizes[1], strides[1], rates[1])
+            )
+            t17 = _gather(t8, t16, -4)
+            t18 = tf.transpose(t17, perm=[0, 1, 3, 2, 4, 5])
+            patches = tf.reshape(t18, [t19, t11, t2, t14 * t5 * t20])
         else:
             raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
         return patches, backward
@@ -1295,7 +1168,7 @@ _register("ExtractImagePatches", extract_image_patches_grad)
 
 
 def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
-    """Gradient of Conv3D (declared at ops/conv.py:83): one per input (input, filter).
+    """Gradient of Conv3D (declared at ops/conv.py:90): one per input (input, filter).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -1334,36 +1207,9 @@ def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilatio
             dilations=[dilations[1], dilations[2], dilations[3]],
             geometry=lambda size: (
                 [
-                    _int_max(
-                        dilations[1] * size(filter, -5)
-                        - dilations[1]
-                        - strides[1] * ((-size(input, -4)) // strides[1])
-                        - strides[1]
-                        - size(input, -4)
-                        + 1,
-                        0,
-                    )
-                    // 2,
-                    _int_max(
-                        dilations[2] * size(filter, -4)
-                        - dilations[2]
-                        - strides[2] * ((-size(input, -3)) // strides[2])
-                        - strides[2]
-                        - size(input, -3)
-                        + 1,
-                        0,
-                    )
-                    // 2,
-                    _int_max(
-                        dilations[3] * size(filter, -3)
-                        - dilations[3]
-                        - strides[3] * ((-size(input, -2)) // strides[3])
-                        - strides[3]
-                        - size(input, -2)
-                        + 1,
-                        0,
-                    )
-                    // 2,
+                    _same_padding(size(input, -4), size(filter, -5), strides[1], dilations[1]),
+                    _same_padding(size(input, -3), size(filter, -4), strides[2], dilations[2]),
+                    _same_padding(size(input, -2), size(filter, -3), strides[3], dilations[3]),
                 ],
                 [size(input, -4), size(input, -3), size(input, -2)],
             ),
@@ -1375,36 +1221,9 @@ def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilatio
             dilations=[dilations[1], dilations[2], dilations[3]],
             geometry=lambda size: (
                 [
-                    _int_max(
-                        dilations[1] * size(filter, -5)
-                        - dilations[1]
-                        - strides[1] * ((-size(input, -4)) // strides[1])
-                        - strides[1]
-                        - size(input, -4)
-                        + 1,
-                        0,
-                    )
-                    // 2,
-                    _int_max(
-                        dilations[2] * size(filter, -4)
-                        - dilations[2]
-                        - strides[2] * ((-size(input, -3)) // strides[2])
-                        - strides[2]
-                        - size(input, -3)
-                        + 1,
-                        0,
-                    )
-                    // 2,
-                    _int_max(
-                        dilations[3] * size(filter, -3)
-                        - dilations[3]
-                        - strides[3] * ((-size(input, -2)) // strides[3])
-                        - strides[3]
-                        - size(input, -2)
-                        + 1,
-                        0,
-                    )
-                    // 2,
+                    _same_padding(size(input, -4), size(filter, -5), strides[1], dilations[1]),
+                    _same_padding(size(input, -3), size(filter, -4), strides[2], dilations[2]),
+                    _same_padding(size(input, -2), size(filter, -3), strides[3], dilations[3]),
                 ],
                 [size(filter, -5), size(filter, -4), size(filter, -3)],
             ),
@@ -1476,36 +1295,9 @@ def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
                 dilations=[dilations[1], dilations[2], dilations[3]],
                 geometry=lambda size: (
                     [
-                        _int_max(
-                            dilations[1] * size(filter, -5)
-                            - dilations[1]
-                            - strides[1] * ((-size(input, -4)) // strides[1])
-                            - strides[1]
-                            - size(input, -4)
-                            + 1,
-                            0,
-                        )
-                        // 2,
-                        _int_max(
-                            dilations[2] * size(filter, -4)
-                            - dilations[2]
-                            - strides[2] * ((-size(input, -3)) // strides[2])
-                            - strides[2]
-                            - size(input, -3)
-                            + 1,
-                            0,
-                        )
-                        // 2,
-                        _int_max(
-                            dilations[3] * size(filter, -3)
-                            - dilations[3]
-                            - strides[3] * ((-size(input, -2)) // strides[3])
-                            - strides[3]
-                            - size(input, -2)
-                            + 1,
-                            0,
-                        )
-                        // 2,
+                        _same_padding(size(input, -4), size(filter, -5), strides[1], dilations[1]),
+                        _same_padding(size(input, -3), size(filter, -4), strides[2], dilations[2]),
+                        _same_padding(size(input, -2), size(filter, -3), strides[3], dilations[3]),
                     ],
                     [
                         -((-size(input, -4)) // strides[1]),
@@ -1525,7 +1317,7 @@ _register("Conv3D", conv3d_grad)
 
 
 def avg_pool_vjp(grad, value, output, *, padding="VALID", ksize, strides):
-    """Gradient of AvgPool (declared at ops/conv.py:124): one per input (value).
+    """Gradient of AvgPool (declared at ops/conv.py:131): one per input (value).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -1534,18 +1326,21 @@ def avg_pool_vjp(grad, value, output, *, padding="VALID", ksize, strides):
             strides[2] >= 0 and a + i * strides[1] <= H - 1 and b + j * strides[2] <= W - 1))
             i.e. `_scatter_add(t18, t20, 2, t9)`
     """
+    t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+    t1 = t0[..., None, None, None]
+    t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+    t3 = t2[..., None, None]
+    t4 = ksize[2]
+    t5 = tf.range(tf.cast(t4, tf.int64))
+    t6 = t5[..., None]
+    t7 = ksize[1]
+    t8 = tf.range(tf.cast(t7, tf.int64))
+    t9 = tf.shape(value, out_type=tf.int64)[-3]
+    t10 = tf.shape(value, out_type=tf.int64)[-2]
+    t14 = grad[..., None, :, None, :]
+    t16 = t2[..., None]
+    t19 = t0[..., None]
     if padding == "VALID":
-        t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t1 = t0[..., None, None, None]
-        t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t3 = t2[..., None, None]
-        t4 = ksize[2]
-        t5 = tf.range(tf.cast(t4, tf.int64))
-        t6 = t5[..., None]
-        t7 = ksize[1]
-        t8 = tf.range(tf.cast(t7, tf.int64))
-        t9 = tf.shape(value, out_type=tf.int64)[-3]
-        t10 = tf.shape(value, out_type=tf.int64)[-2]
         t11 = (
             (strides[1] * t1 + t8 >= 0)
             & (strides[2] * t3 + t6 >= 0)
@@ -1558,56 +1353,29 @@ def avg_pool_vjp(grad, value, output, *, padding="VALID", ksize, strides):
             axis=[-2, -1],
             keepdims=True,
         )
-        t14 = grad[..., None, :, None, :]
         t15 = t14 / t13
-        t16 = t2[..., None]
         t17 = strides[2] * t16 + t5
         t18 = _scatter_add(t15, t17, 1, t10)  # no gather form: an explicit scatter-add
-        t19 = t0[..., None]
         t20 = strides[1] * t19 + t8
         grad_value = _scatter_add(t18, t20, 2, t9)  # no gather form: an explicit scatter-add
     elif padding == "SAME":
-        t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t1 = t0[..., None, None, None]
-        t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t3 = t2[..., None, None]
-        t4 = ksize[2]
-        t5 = tf.range(tf.cast(t4, tf.int64))
-        t6 = t5[..., None]
-        t7 = ksize[1]
-        t8 = tf.range(tf.cast(t7, tf.int64))
-        t9 = tf.shape(value, out_type=tf.int64)[-3]
-        t10 = tf.shape(value, out_type=tf.int64)[-2]
-        t11 = -((-t9) // strides[1])
-        t12 = tf.math.maximum(ksize[1] + strides[1] * (t11 - 1) - t9, 0)
-        t13 = t12 // 2
-        t14 = -((-t10) // strides[2])
-        t15 = tf.math.maximum(ksize[2] + strides[2] * (t14 - 1) - t10, 0)
-        t16 = t15 // 2
-        t17 = (
-            (strides[1] * t1 - t13 + t8 >= 0)
-            & (strides[2] * t3 - t16 + t6 >= 0)
-            & (strides[1] * t1 - t13 + t8 <= t9 - 1)
-            & (strides[2] * t3 - t16 + t6 <= t10 - 1)
+        t11 = (
+            (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) >= 0)
+            & (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) <= t9 - 1)
+            & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) <= t10 - 1)
         )
-        t18 = t17[..., None, :, :, :]
-        t19 = tf.reduce_sum(
-            tf.where(t18, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+        t12 = t11[..., None, :, :, :]
+        t13 = tf.reduce_sum(
+            tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
             axis=[-2, -1],
             keepdims=True,
         )
-        t20 = grad[..., None, :, None, :]
-        t21 = t20 / t19
-        t22 = t2[..., None]
-        t23 = tf.math.maximum(ksize[2] + strides[2] * t14 - strides[2] - t10, 0)
-        t24 = t23 // 2
-        t25 = strides[2] * t22 - t24 + t5
-        t26 = _scatter_add(t21, t25, 1, t10)  # no gather form: an explicit scatter-add
-        t27 = t0[..., None]
-        t28 = tf.math.maximum(ksize[1] + strides[1] * t11 - strides[1] - t9, 0)
-        t29 = t28 // 2
-        t30 = strides[1] * t27 - t29 + t8
-        grad_value = _scatter_add(t26, t30, 2, t9)  # no gather form: an explicit scatter-add
+        t15 = t14 / t13
+        t17 = strides[2] * t16 + t5 - _same_padding(t10, ksize[2], strides[2], 1)
+        t18 = _scatter_add(t15, t17, 1, t10)  # no gather form: an explicit scatter-add
+        t20 = strides[1] * t19 + t8 - _same_padding(t9, ksize[1], strides[1], 1)
+        grad_value = _scatter_add(t18, t20, 2, t9)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return (grad_value,)
@@ -1647,22 +1415,22 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
+        t0 = tf.shape(value, out_type=tf.int64)[-3]
+        t5 = tf.shape(value, out_type=tf.int64)[-2]
+        t10 = ksize[1]
+        t11 = tf.range(tf.cast(t10, tf.int64))
+        t12 = t11[..., None]
+        t13 = ksize[2]
+        t14 = tf.range(tf.cast(t13, tf.int64))
         if padding == "VALID":
-            t0 = tf.shape(value, out_type=tf.int64)[-3]
             t1 = (-ksize[1] + t0) // strides[1]
             t2 = t1 + 1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None, None, None]
-            t5 = tf.shape(value, out_type=tf.int64)[-2]
             t6 = (-ksize[2] + t5) // strides[2]
             t7 = t6 + 1
             t8 = tf.range(tf.cast(t7, tf.int64))
             t9 = t8[..., None, None]
-            t10 = ksize[1]
-            t11 = tf.range(tf.cast(t10, tf.int64))
-            t12 = t11[..., None]
-            t13 = ksize[2]
-            t14 = tf.range(tf.cast(t13, tf.int64))
             t15 = (
                 (strides[1] * t4 + t12 >= 0)
                 & (strides[2] * t9 + t14 >= 0)
@@ -1684,45 +1452,34 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
             t25 = tf.reduce_sum(t24, axis=[-2, -1])
             output = t25 / t17
         elif padding == "SAME":
-            t0 = tf.shape(value, out_type=tf.int64)[-3]
             t1 = -((-t0) // strides[1])
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None, None, None]
-            t5 = tf.shape(value, out_type=tf.int64)[-2]
             t6 = -((-t5) // strides[2])
             t7 = t6
             t8 = tf.range(tf.cast(t7, tf.int64))
             t9 = t8[..., None, None]
-            t10 = ksize[1]
-            t11 = tf.range(tf.cast(t10, tf.int64))
-            t12 = t11[..., None]
-            t13 = ksize[2]
-            t14 = tf.range(tf.cast(t13, tf.int64))
-            t15 = tf.math.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
-            t16 = t15 // 2
-            t17 = tf.math.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-            t18 = t17 // 2
-            t19 = (
-                (strides[1] * t4 + t12 - t16 >= 0)
-                & (strides[2] * t9 + t14 - t18 >= 0)
-                & (strides[1] * t4 + t12 - t16 <= t0 - 1)
-                & (strides[2] * t9 + t14 - t18 <= t5 - 1)
+            t15 = (
+                (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+                & (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+                & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
             )
-            t20 = t19[..., None, :, :]
-            t21 = tf.reduce_sum(
-                tf.where(t20, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
+            t16 = t15[..., None, :, :]
+            t17 = tf.reduce_sum(
+                tf.where(t16, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
                 axis=[-2, -1],
             )
-            t22 = t8[..., None]
-            t23 = strides[2] * t22 + t14 - t18
-            t24 = _gather(value, t23, -2)
-            t25 = t3[..., None]
-            t26 = strides[1] * t25 + t11 - t16
-            t27 = _gather(t24, t26, -4)
-            t28 = tf.transpose(t27, perm=[0, 1, 3, 5, 2, 4])
-            t29 = tf.reduce_sum(t28, axis=[-2, -1])
-            output = t29 / t21
+            t18 = t8[..., None]
+            t19 = strides[2] * t18 + t14 - _same_padding(t5, ksize[2], strides[2], 1)
+            t20 = _gather(value, t19, -2)
+            t21 = t3[..., None]
+            t22 = strides[1] * t21 + t11 - _same_padding(t0, ksize[1], strides[1], 1)
+            t23 = _gather(t20, t22, -4)
+            t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 2, 4])
+            t25 = tf.reduce_sum(t24, axis=[-2, -1])
+            output = t25 / t17
         else:
             raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
         return output, backward
@@ -1734,7 +1491,7 @@ _register("AvgPool", avg_pool_grad)
 
 
 def max_pool_vjp(grad, input, output, *, padding="VALID", data_format="NHWC", ksize, strides):
-    """Gradient of MaxPool (declared at ops/conv.py:132): one per input (input).
+    """Gradient of MaxPool (declared at ops/conv.py:139): one per input (input).
 
     In index notation, next to the code computing it, for padding='VALID', data_format='NHWC' (other
     values of padding, data_format change it):
@@ -1765,20 +1522,8 @@ def max_pool_vjp(grad, input, output, *, padding="VALID", data_format="NHWC", ks
             strides=[strides[1], strides[2]],
             geometry=lambda size: (
                 [
-                    _int_max(
-                        ksize[1]
-                        + strides[1] * (-((-size(input, -3)) // strides[1]) - 1)
-                        - size(input, -3),
-                        0,
-                    )
-                    // 2,
-                    _int_max(
-                        ksize[2]
-                        + strides[2] * (-((-size(input, -2)) // strides[2]) - 1)
-                        - size(input, -2),
-                        0,
-                    )
-                    // 2,
+                    _same_padding(size(input, -3), ksize[1], strides[1], 1),
+                    _same_padding(size(input, -2), ksize[2], strides[2], 1),
                 ],
                 [size(input, -3), size(input, -2)],
             ),
@@ -1844,52 +1589,42 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        t5 = ksize[2]
+        t6 = tf.range(tf.cast(t5, tf.int64))
+        t9 = tf.shape(input, out_type=tf.int64)[-3]
+        t14 = ksize[1]
+        t15 = tf.range(tf.cast(t14, tf.int64))
         if padding == "VALID" and data_format == "NHWC":
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
             t1 = (-ksize[2] + t0) // strides[2]
             t2 = t1 + 1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
-            t5 = ksize[2]
-            t6 = tf.range(tf.cast(t5, tf.int64))
             t7 = strides[2] * t4 + t6
             t8 = _gather(input, t7, -2, fill=float("-inf"))
-            t9 = tf.shape(input, out_type=tf.int64)[-3]
             t10 = (-ksize[1] + t9) // strides[1]
             t11 = t10 + 1
             t12 = tf.range(tf.cast(t11, tf.int64))
             t13 = t12[..., None]
-            t14 = ksize[1]
-            t15 = tf.range(tf.cast(t14, tf.int64))
             t16 = strides[1] * t13 + t15
             t17 = _gather(t8, t16, -4, fill=float("-inf"))
             t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
             output = tf.reduce_max(t18, axis=[-2, -1])
         elif padding == "SAME" and data_format == "NHWC":
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
             t1 = -((-t0) // strides[2])
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
-            t5 = ksize[2]
-            t6 = tf.range(tf.cast(t5, tf.int64))
-            t7 = tf.math.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
-            t8 = t7 // 2
-            t9 = strides[2] * t4 + t6 - t8
-            t10 = _gather(input, t9, -2, fill=float("-inf"))
-            t11 = tf.shape(input, out_type=tf.int64)[-3]
-            t12 = -((-t11) // strides[1])
-            t13 = t12
-            t14 = tf.range(tf.cast(t13, tf.int64))
-            t15 = t14[..., None]
-            t16 = ksize[1]
-            t17 = tf.range(tf.cast(t16, tf.int64))
-            t18 = tf.math.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
-            t19 = t18 // 2
-            t20 = strides[1] * t15 + t17 - t19
-            t21 = _gather(t10, t20, -4, fill=float("-inf"))
-            t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_max(t22, axis=[-2, -1])
+            t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
+            t8 = _gather(input, t7, -2, fill=float("-inf"))
+            t10 = -((-t9) // strides[1])
+            t11 = t10
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = t12[..., None]
+            t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
+            t17 = _gather(t8, t16, -4, fill=float("-inf"))
+            t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
+            output = tf.reduce_max(t18, axis=[-2, -1])
         else:
             raise ValueError(
                 f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1903,7 +1638,7 @@ _register("MaxPool", max_pool_grad)
 
 
 def avg_pool3d_vjp(grad, input, output, *, padding="VALID", ksize, strides):
-    """Gradient of AvgPool3D (declared at ops/conv.py:140): one per input (input).
+    """Gradient of AvgPool3D (declared at ops/conv.py:147): one per input (input).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -1913,24 +1648,28 @@ def avg_pool3d_vjp(grad, input, output, *, padding="VALID", ksize, strides):
             z >= 0 and a + i * strides[2] <= H - 1 and b + j * strides[3] <= W - 1 and e +
             strides[1] * z <= D - 1)), i.e. `_scatter_add(t27, t29, 3, t14)`
     """
+    t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
+    t1 = t0[..., None, None, None, None, None]
+    t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+    t3 = t2[..., None, None, None, None]
+    t4 = ksize[3]
+    t5 = tf.range(tf.cast(t4, tf.int64))
+    t6 = t5[..., None, None, None]
+    t7 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+    t8 = t7[..., None, None]
+    t9 = ksize[2]
+    t10 = tf.range(tf.cast(t9, tf.int64))
+    t11 = t10[..., None]
+    t12 = ksize[1]
+    t13 = tf.range(tf.cast(t12, tf.int64))
+    t14 = tf.shape(input, out_type=tf.int64)[-4]
+    t15 = tf.shape(input, out_type=tf.int64)[-3]
+    t16 = tf.shape(input, out_type=tf.int64)[-2]
+    t20 = grad[..., None, :, None, :, None, :]
+    t22 = t7[..., None]
+    t25 = t2[..., None]
+    t28 = t0[..., None]
     if padding == "VALID":
-        t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
-        t1 = t0[..., None, None, None, None, None]
-        t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t3 = t2[..., None, None, None, None]
-        t4 = ksize[3]
-        t5 = tf.range(tf.cast(t4, tf.int64))
-        t6 = t5[..., None, None, None]
-        t7 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = tf.range(tf.cast(t9, tf.int64))
-        t11 = t10[..., None]
-        t12 = ksize[1]
-        t13 = tf.range(tf.cast(t12, tf.int64))
-        t14 = tf.shape(input, out_type=tf.int64)[-4]
-        t15 = tf.shape(input, out_type=tf.int64)[-3]
-        t16 = tf.shape(input, out_type=tf.int64)[-2]
         t17 = (
             (strides[1] * t1 + t13 >= 0)
             & (strides[2] * t3 + t11 >= 0)
@@ -1945,75 +1684,35 @@ def avg_pool3d_vjp(grad, input, output, *, padding="VALID", ksize, strides):
             axis=[-4, -2, -1],
             keepdims=True,
         )
-        t20 = grad[..., None, :, None, :, None, :]
         t21 = t20 / t19
-        t22 = t7[..., None]
         t23 = strides[3] * t22 + t5
         t24 = _scatter_add(t21, t23, 1, t16)  # no gather form: an explicit scatter-add
-        t25 = t2[..., None]
         t26 = strides[2] * t25 + t10
         t27 = _scatter_add(t24, t26, 2, t15)  # no gather form: an explicit scatter-add
-        t28 = t0[..., None]
         t29 = strides[1] * t28 + t13
         grad_input = _scatter_add(t27, t29, 3, t14)  # no gather form: an explicit scatter-add
     elif padding == "SAME":
-        t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
-        t1 = t0[..., None, None, None, None, None]
-        t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t3 = t2[..., None, None, None, None]
-        t4 = ksize[3]
-        t5 = tf.range(tf.cast(t4, tf.int64))
-        t6 = t5[..., None, None, None]
-        t7 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = tf.range(tf.cast(t9, tf.int64))
-        t11 = t10[..., None]
-        t12 = ksize[1]
-        t13 = tf.range(tf.cast(t12, tf.int64))
-        t14 = tf.shape(input, out_type=tf.int64)[-4]
-        t15 = tf.shape(input, out_type=tf.int64)[-3]
-        t16 = tf.shape(input, out_type=tf.int64)[-2]
-        t17 = -((-t15) // strides[2])
-        t18 = tf.math.maximum(ksize[2] + strides[2] * (t17 - 1) - t15, 0)
-        t19 = t18 // 2
-        t20 = -((-t16) // strides[3])
-        t21 = tf.math.maximum(ksize[3] + strides[3] * (t20 - 1) - t16, 0)
-        t22 = t21 // 2
-        t23 = -((-t14) // strides[1])
-        t24 = tf.math.maximum(ksize[1] + strides[1] * (t23 - 1) - t14, 0)
-        t25 = t24 // 2
-        t26 = (
-            (strides[1] * t1 + t13 - t25 >= 0)
-            & (strides[2] * t3 + t11 - t19 >= 0)
-            & (strides[3] * t8 - t22 + t6 >= 0)
-            & (strides[1] * t1 + t13 - t25 <= t14 - 1)
-            & (strides[2] * t3 + t11 - t19 <= t15 - 1)
-            & (strides[3] * t8 - t22 + t6 <= t16 - 1)
+        t17 = (
+            (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) >= 0)
+            & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) >= 0)
+            & (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) <= t14 - 1)
+            & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) <= t15 - 1)
+            & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) <= t16 - 1)
         )
-        t27 = t26[..., None, :, :, :, :, :]
-        t28 = tf.reduce_sum(
-            tf.where(t27, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+        t18 = t17[..., None, :, :, :, :, :]
+        t19 = tf.reduce_sum(
+            tf.where(t18, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
             axis=[-4, -2, -1],
             keepdims=True,
         )
-        t29 = grad[..., None, :, None, :, None, :]
-        t30 = t29 / t28
-        t31 = t7[..., None]
-        t32 = tf.math.maximum(ksize[3] + strides[3] * t20 - strides[3] - t16, 0)
-        t33 = t32 // 2
-        t34 = strides[3] * t31 - t33 + t5
-        t35 = _scatter_add(t30, t34, 1, t16)  # no gather form: an explicit scatter-add
-        t36 = t2[..., None]
-        t37 = tf.math.maximum(ksize[2] + strides[2] * t17 - strides[2] - t15, 0)
-        t38 = t37 // 2
-        t39 = strides[2] * t36 + t10 - t38
-        t40 = _scatter_add(t35, t39, 2, t15)  # no gather form: an explicit scatter-add
-        t41 = t0[..., None]
-        t42 = tf.math.maximum(ksize[1] + strides[1] * t23 - strides[1] - t14, 0)
-        t43 = t42 // 2
-        t44 = strides[1] * t41 + t13 - t43
-        grad_input = _scatter_add(t40, t44, 3, t14)  # no gather form: an explicit scatter-add
+        t21 = t20 / t19
+        t23 = strides[3] * t22 + t5 - _same_padding(t16, ksize[3], strides[3], 1)
+        t24 = _scatter_add(t21, t23, 1, t16)  # no gather form: an explicit scatter-add
+        t26 = strides[2] * t25 + t10 - _same_padding(t15, ksize[2], strides[2], 1)
+        t27 = _scatter_add(t24, t26, 2, t15)  # no gather form: an explicit scatter-add
+        t29 = strides[1] * t28 + t13 - _same_padding(t14, ksize[1], strides[1], 1)
+        grad_input = _scatter_add(t27, t29, 3, t14)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return (grad_input,)
@@ -2055,30 +1754,30 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
+        t0 = tf.shape(input, out_type=tf.int64)[-4]
+        t5 = tf.shape(input, out_type=tf.int64)[-3]
+        t10 = tf.shape(input, out_type=tf.int64)[-2]
+        t15 = ksize[1]
+        t16 = tf.range(tf.cast(t15, tf.int64))
+        t17 = t16[..., None, None]
+        t18 = ksize[2]
+        t19 = tf.range(tf.cast(t18, tf.int64))
+        t20 = t19[..., None]
+        t21 = ksize[3]
+        t22 = tf.range(tf.cast(t21, tf.int64))
         if padding == "VALID":
-            t0 = tf.shape(input, out_type=tf.int64)[-4]
             t1 = (-ksize[1] + t0) // strides[1]
             t2 = t1 + 1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None, None, None, None, None]
-            t5 = tf.shape(input, out_type=tf.int64)[-3]
             t6 = (-ksize[2] + t5) // strides[2]
             t7 = t6 + 1
             t8 = tf.range(tf.cast(t7, tf.int64))
             t9 = t8[..., None, None, None, None]
-            t10 = tf.shape(input, out_type=tf.int64)[-2]
             t11 = (-ksize[3] + t10) // strides[3]
             t12 = t11 + 1
             t13 = tf.range(tf.cast(t12, tf.int64))
             t14 = t13[..., None, None, None]
-            t15 = ksize[1]
-            t16 = tf.range(tf.cast(t15, tf.int64))
-            t17 = t16[..., None, None]
-            t18 = ksize[2]
-            t19 = tf.range(tf.cast(t18, tf.int64))
-            t20 = t19[..., None]
-            t21 = ksize[3]
-            t22 = tf.range(tf.cast(t21, tf.int64))
             t23 = (
                 (strides[1] * t4 + t17 >= 0)
                 & (strides[2] * t9 + t20 >= 0)
@@ -2105,60 +1804,43 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
             t36 = tf.reduce_sum(t35, axis=[-3, -2, -1])
             output = t36 / t25
         elif padding == "SAME":
-            t0 = tf.shape(input, out_type=tf.int64)[-4]
             t1 = -((-t0) // strides[1])
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None, None, None, None, None]
-            t5 = tf.shape(input, out_type=tf.int64)[-3]
             t6 = -((-t5) // strides[2])
             t7 = t6
             t8 = tf.range(tf.cast(t7, tf.int64))
             t9 = t8[..., None, None, None, None]
-            t10 = tf.shape(input, out_type=tf.int64)[-2]
             t11 = -((-t10) // strides[3])
             t12 = t11
             t13 = tf.range(tf.cast(t12, tf.int64))
             t14 = t13[..., None, None, None]
-            t15 = ksize[1]
-            t16 = tf.range(tf.cast(t15, tf.int64))
-            t17 = t16[..., None, None]
-            t18 = ksize[2]
-            t19 = tf.range(tf.cast(t18, tf.int64))
-            t20 = t19[..., None]
-            t21 = ksize[3]
-            t22 = tf.range(tf.cast(t21, tf.int64))
-            t23 = tf.math.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-            t24 = t23 // 2
-            t25 = tf.math.maximum(ksize[3] + strides[3] * (t11 - 1) - t10, 0)
-            t26 = t25 // 2
-            t27 = tf.math.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
-            t28 = t27 // 2
-            t29 = (
-                (strides[1] * t4 + t17 - t28 >= 0)
-                & (strides[2] * t9 + t20 - t24 >= 0)
-                & (strides[3] * t14 + t22 - t26 >= 0)
-                & (strides[1] * t4 + t17 - t28 <= t0 - 1)
-                & (strides[2] * t9 + t20 - t24 <= t5 - 1)
-                & (strides[3] * t14 + t22 - t26 <= t10 - 1)
+            t23 = (
+                (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+                & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) >= 0)
+                & (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+                & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
+                & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) <= t10 - 1)
             )
-            t30 = t29[..., None, :, :, :]
-            t31 = tf.reduce_sum(
-                tf.where(t30, tf.constant(1, input.dtype), tf.constant(0, input.dtype)),
+            t24 = t23[..., None, :, :, :]
+            t25 = tf.reduce_sum(
+                tf.where(t24, tf.constant(1, input.dtype), tf.constant(0, input.dtype)),
                 axis=[-3, -2, -1],
             )
-            t32 = t13[..., None]
-            t33 = strides[3] * t32 + t22 - t26
-            t34 = _gather(input, t33, -2)
-            t35 = t8[..., None]
-            t36 = strides[2] * t35 + t19 - t24
-            t37 = _gather(t34, t36, -4)
-            t38 = t3[..., None]
-            t39 = strides[1] * t38 + t16 - t28
-            t40 = _gather(t37, t39, -6)
-            t41 = tf.transpose(t40, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            t42 = tf.reduce_sum(t41, axis=[-3, -2, -1])
-            output = t42 / t31
+            t26 = t13[..., None]
+            t27 = strides[3] * t26 + t22 - _same_padding(t10, ksize[3], strides[3], 1)
+            t28 = _gather(input, t27, -2)
+            t29 = t8[..., None]
+            t30 = strides[2] * t29 + t19 - _same_padding(t5, ksize[2], strides[2], 1)
+            t31 = _gather(t28, t30, -4)
+            t32 = t3[..., None]
+            t33 = strides[1] * t32 + t16 - _same_padding(t0, ksize[1], strides[1], 1)
+            t34 = _gather(t31, t33, -6)
+            t35 = tf.transpose(t34, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            t36 = tf.reduce_sum(t35, axis=[-3, -2, -1])
+            output = t36 / t25
         else:
             raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
         return output, backward
@@ -2170,7 +1852,7 @@ _register("AvgPool3D", avg_pool3d_grad)
 
 
 def max_pool_v2_vjp(grad, input, output, *, padding="VALID", ksize, strides):
-    """Gradient of MaxPoolV2 (declared at ops/conv.py:159): one per input (input).
+    """Gradient of MaxPoolV2 (declared at ops/conv.py:166): one per input (input).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -2203,20 +1885,8 @@ def max_pool_v2_vjp(grad, input, output, *, padding="VALID", ksize, strides):
             strides=[strides[1], strides[2]],
             geometry=lambda size: (
                 [
-                    _int_max(
-                        ksize[1]
-                        + strides[1] * (-((-size(input, -3)) // strides[1]) - 1)
-                        - size(input, -3),
-                        0,
-                    )
-                    // 2,
-                    _int_max(
-                        ksize[2]
-                        + strides[2] * (-((-size(input, -2)) // strides[2]) - 1)
-                        - size(input, -2),
-                        0,
-                    )
-                    // 2,
+                    _same_padding(size(input, -3), ksize[1], strides[1], 1),
+                    _same_padding(size(input, -2), ksize[2], strides[2], 1),
                 ],
                 [size(input, -3), size(input, -2)],
             ),
@@ -2268,52 +1938,42 @@ def max_pool_v2(input, *, padding="VALID", ksize, strides):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        t5 = ksize[2]
+        t6 = tf.range(tf.cast(t5, tf.int64))
+        t9 = tf.shape(input, out_type=tf.int64)[-3]
+        t14 = ksize[1]
+        t15 = tf.range(tf.cast(t14, tf.int64))
         if padding == "VALID":
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
             t1 = (-ksize[2] + t0) // strides[2]
             t2 = t1 + 1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
-            t5 = ksize[2]
-            t6 = tf.range(tf.cast(t5, tf.int64))
             t7 = strides[2] * t4 + t6
             t8 = _gather(input, t7, -2, fill=float("-inf"))
-            t9 = tf.shape(input, out_type=tf.int64)[-3]
             t10 = (-ksize[1] + t9) // strides[1]
             t11 = t10 + 1
             t12 = tf.range(tf.cast(t11, tf.int64))
             t13 = t12[..., None]
-            t14 = ksize[1]
-            t15 = tf.range(tf.cast(t14, tf.int64))
             t16 = strides[1] * t13 + t15
             t17 = _gather(t8, t16, -4, fill=float("-inf"))
             t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
             output = tf.reduce_max(t18, axis=[-2, -1])
         elif padding == "SAME":
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
             t1 = -((-t0) // strides[2])
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
-            t5 = ksize[2]
-            t6 = tf.range(tf.cast(t5, tf.int64))
-            t7 = tf.math.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
-            t8 = t7 // 2
-            t9 = strides[2] * t4 + t6 - t8
-            t10 = _gather(input, t9, -2, fill=float("-inf"))
-            t11 = tf.shape(input, out_type=tf.int64)[-3]
-            t12 = -((-t11) // strides[1])
-            t13 = t12
-            t14 = tf.range(tf.cast(t13, tf.int64))
-            t15 = t14[..., None]
-            t16 = ksize[1]
-            t17 = tf.range(tf.cast(t16, tf.int64))
-            t18 = tf.math.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
-            t19 = t18 // 2
-            t20 = strides[1] * t15 + t17 - t19
-            t21 = _gather(t10, t20, -4, fill=float("-inf"))
-            t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_max(t22, axis=[-2, -1])
+            t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
+            t8 = _gather(input, t7, -2, fill=float("-inf"))
+            t10 = -((-t9) // strides[1])
+            t11 = t10
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = t12[..., None]
+            t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
+            t17 = _gather(t8, t16, -4, fill=float("-inf"))
+            t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
+            output = tf.reduce_max(t18, axis=[-2, -1])
         else:
             raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
         return output, backward

@@ -211,10 +211,18 @@ def _max_pool_backprop(x, y, g, window, strides, pads, sizes):
     return _window_unspan(dx, pads, sizes)
 
 
+def _same_padding(size, kernel, stride, dilation):
+    """The padding before an axis of `size` entries under SAME, as TensorFlow computes it: half of
+    what ceil(size / stride) windows need, the odd one after."""
+    return (
+        np.maximum(dilation * (kernel - 1) - size + stride * (-((-size) // stride) - 1) + 1, 0) // 2
+    )
+
+
 def conv2d(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
-    """Conv2D: 2-D convolution (cross-correlation), NHWC input, HWIO filter (declared at ops/conv.py:35); differentiated by conv2d_vjp."""
+    """Conv2D: 2-D convolution (cross-correlation), NHWC input, HWIO filter (declared at ops/conv.py:42); differentiated by conv2d_vjp."""
     return _Conv2DFunction.apply(padding, strides, explicit_paddings, dilations, input, filter)
 
 
@@ -243,26 +251,8 @@ def conv2d_forward(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(
                 -((-np.shape(input)[-3]) // strides[1]),
@@ -348,26 +338,8 @@ def conv2d_vjp(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )
@@ -377,26 +349,8 @@ def conv2d_vjp(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
         )
@@ -460,7 +414,7 @@ class _Conv2DFunction(torch.autograd.Function):
 def depthwise_conv2d_native(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
-    """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m (declared at ops/conv.py:56); differentiated by depthwise_conv2d_native_vjp."""
+    """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m (declared at ops/conv.py:63); differentiated by depthwise_conv2d_native_vjp."""
     return _DepthwiseConv2dNativeFunction.apply(
         padding, strides, explicit_paddings, dilations, input, filter
     )
@@ -470,6 +424,8 @@ def depthwise_conv2d_native_forward(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
     """DepthwiseConv2dNative's formula."""
+    t1 = np.shape(input)[-4]
+    t2 = np.shape(input)[-3]
     if padding == "VALID":
         t0 = _depthwise_conv(
             input,
@@ -484,8 +440,6 @@ def depthwise_conv2d_native_forward(
                 + 1,
             ),
         )
-        t1 = np.shape(input)[-4]
-        t2 = np.shape(input)[-3]
         t3 = np.shape(filter)[-4]
         t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // strides[1]
         t5 = t4 + 1
@@ -503,34 +457,14 @@ def depthwise_conv2d_native_forward(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(
                 -((-np.shape(input)[-3]) // strides[1]),
                 -((-np.shape(input)[-2]) // strides[2]),
             ),
         )
-        t1 = np.shape(input)[-4]
-        t2 = np.shape(input)[-3]
         t3 = -((-t2) // strides[1])
         t4 = t3
         t5 = np.shape(input)[-2]
@@ -567,8 +501,6 @@ def depthwise_conv2d_native_forward(
                 + 1,
             ),
         )
-        t1 = np.shape(input)[-4]
-        t2 = np.shape(input)[-3]
         t3 = np.shape(filter)[-4]
         t4 = (
             -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
@@ -610,8 +542,8 @@ def depthwise_conv2d_native_vjp(
             * strides[1], b * dilations[2] + j * strides[2], c]
             i.e. `_depthwise_conv_backprop_filter(input, grad, strides=(strides[1], ...`
     """
+    t0 = np.shape(filter)[-1]
     if padding == "VALID":
-        t0 = np.shape(filter)[-1]
         grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t0))
         grad_input = _depthwise_conv_backprop_input(
             grad,
@@ -630,7 +562,6 @@ def depthwise_conv2d_native_vjp(
             sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
         )
     elif padding == "SAME":
-        t0 = np.shape(filter)[-1]
         grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t0))
         grad_input = _depthwise_conv_backprop_input(
             grad,
@@ -638,26 +569,8 @@ def depthwise_conv2d_native_vjp(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )
@@ -667,31 +580,12 @@ def depthwise_conv2d_native_vjp(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
         )
     elif padding == "EXPLICIT":
-        t0 = np.shape(filter)[-1]
         grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t0))
         grad_input = _depthwise_conv_backprop_input(
             grad,
@@ -750,62 +644,50 @@ class _DepthwiseConv2dNativeFunction(torch.autograd.Function):
 
 
 def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
-    """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel) (declared at ops/conv.py:73); differentiated by extract_image_patches_vjp."""
+    """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel) (declared at ops/conv.py:80); differentiated by extract_image_patches_vjp."""
     return _ExtractImagePatchesFunction.apply(padding, ksizes, strides, rates, images)
 
 
 def extract_image_patches_forward(images, *, padding="VALID", ksizes, strides, rates):
     """ExtractImagePatches's formula."""
+    t0 = np.shape(images)[-2]
+    t5 = ksizes[2]
+    t6 = torch.arange(int(t5))
+    t9 = np.shape(images)[-3]
+    t14 = ksizes[1]
+    t15 = torch.arange(int(t14))
+    t19 = np.shape(images)[-4]
+    t20 = np.shape(images)[-1]
     if padding == "VALID":
-        t0 = np.shape(images)[-2]
         t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
         t2 = t1 + 1
         t3 = torch.arange(int(t2))
         t4 = t3[..., None]
-        t5 = ksizes[2]
-        t6 = torch.arange(int(t5))
         t7 = rates[2] * t6 + strides[2] * t4
         t8 = _gather(images, t7, -2)
-        t9 = np.shape(images)[-3]
         t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // strides[1]
         t11 = t10 + 1
         t12 = torch.arange(int(t11))
         t13 = t12[..., None]
-        t14 = ksizes[1]
-        t15 = torch.arange(int(t14))
         t16 = rates[1] * t15 + strides[1] * t13
         t17 = _gather(t8, t16, -4)
         t18 = torch.permute(t17, (0, 1, 3, 2, 4, 5))
-        t19 = np.shape(images)[-4]
-        t20 = np.shape(images)[-1]
         patches = torch.reshape(t18, (t19, t11, t2, t14 * t5 * t20))
     elif padding == "SAME":
-        t0 = np.shape(images)[-2]
         t1 = -((-t0) // strides[2])
         t2 = t1
         t3 = torch.arange(int(t2))
         t4 = t3[..., None]
-        t5 = ksizes[2]
-        t6 = torch.arange(int(t5))
-        t7 = np.maximum(rates[2] * (ksizes[2] - 1) + strides[2] * (t1 - 1) - t0 + 1, 0)
-        t8 = t7 // 2
-        t9 = rates[2] * t6 + strides[2] * t4 - t8
-        t10 = _gather(images, t9, -2)
-        t11 = np.shape(images)[-3]
-        t12 = -((-t11) // strides[1])
-        t13 = t12
-        t14 = torch.arange(int(t13))
-        t15 = t14[..., None]
-        t16 = ksizes[1]
-        t17 = torch.arange(int(t16))
-        t18 = np.maximum(rates[1] * (ksizes[1] - 1) + strides[1] * (t12 - 1) - t11 + 1, 0)
-        t19 = t18 // 2
-        t20 = rates[1] * t17 + strides[1] * t15 - t19
-        t21 = _gather(t10, t20, -4)
-        t22 = torch.permute(t21, (0, 1, 3, 2, 4, 5))
-        t23 = np.shape(images)[-4]
-        t24 = np.shape(images)[-1]
-        patches = torch.reshape(t22, (t23, t13, t2, t16 * t5 * t24))
+        t7 = rates[2] * t6 + strides[2] * t4 - _same_padding(t0, ksizes[2], strides[2], rates[2])
+        t8 = _gather(images, t7, -2)
+        t10 = -((-t9) // strides[1])
+        t11 = t10
+        t12 = torch.arange(int(t11))
+        t13 = t12[..., None]
+        t16 = rates[1] * t15 + strides[1] * t13 - _same_padding(t9, ksizes[1], strides[1], rates[1])
+        t17 = _gather(t8, t16, -4)
+        t18 = torch.permute(t17, (0, 1, 3, 2, 4, 5))
+        patches = torch.reshape(t18, (t19, t11, t2, t14 * t5 * t20))
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
     return patches
@@ -821,13 +703,13 @@ def extract_image_patches_vjp(
         grad_images[i, j, k, l] = sum_{a, b} grad[i, exact_div(-a * rates[1] + j, strides[1]),
             exact_div(-b * rates[2] + k, strides[2]), a, b, l], i.e. `torch.sum(t16, axis=(-2, -1))`
     """
+    t0 = ksizes[2]
+    t1 = np.shape(images)[-1]
+    t2 = torch.arange(np.shape(images)[-2])
+    t3 = t2[..., None]
+    t4 = torch.arange(int(t0))
     if padding == "VALID":
-        t0 = ksizes[2]
-        t1 = np.shape(images)[-1]
         grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t0, t1))
-        t2 = torch.arange(np.shape(images)[-2])
-        t3 = t2[..., None]
-        t4 = torch.arange(int(t0))
         t5 = -rates[2] * t4 + t3
         t6 = torch.where(t5 % strides[2] == 0, t5 // strides[2], -1)
         t7 = _gather(grad, t6, -4)
@@ -842,35 +724,22 @@ def extract_image_patches_vjp(
         t16 = torch.permute(t15, (0, 1, 3, 5, 2, 4))
         grad_images = torch.sum(t16, axis=(-2, -1))
     elif padding == "SAME":
-        t0 = ksizes[2]
-        t1 = np.shape(images)[-1]
         grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t0, t1))
-        t2 = torch.arange(np.shape(images)[-2])
-        t3 = t2[..., None]
-        t4 = torch.arange(int(t0))
         t5 = np.shape(images)[-2]
-        t6 = -((-t5) // strides[2])
-        t7 = np.maximum(ksizes[2] * rates[2] - rates[2] + strides[2] * t6 - strides[2] - t5 + 1, 0)
-        t8 = t7 // 2
-        t9 = -rates[2] * t4 + t3 + t8
-        t10 = torch.where(t9 % strides[2] == 0, t9 // strides[2], -1)
-        t11 = _gather(grad, t10, -4)
-        t12 = torch.arange(np.shape(images)[-3])
-        t13 = t12[..., None]
-        t14 = ksizes[1]
-        t15 = torch.arange(int(t14))
-        t16 = np.shape(images)[-3]
-        t17 = -((-t16) // strides[1])
-        t18 = np.maximum(
-            ksizes[1] * rates[1] - rates[1] + strides[1] * t17 - strides[1] - t16 + 1, 0
-        )
-        t19 = t18 // 2
-        t20 = -rates[1] * t15 + t13 + t19
-        t21 = torch.where(t20 % strides[1] == 0, t20 // strides[1], -1)
-        t22 = _gather(t11, t21, -6)
-        t23 = torch.einsum("abcdecef->abcdef", t22)
-        t24 = torch.permute(t23, (0, 1, 3, 5, 2, 4))
-        grad_images = torch.sum(t24, axis=(-2, -1))
+        t6 = -rates[2] * t4 + t3 + _same_padding(t5, ksizes[2], strides[2], rates[2])
+        t7 = torch.where(t6 % strides[2] == 0, t6 // strides[2], -1)
+        t8 = _gather(grad, t7, -4)
+        t9 = torch.arange(np.shape(images)[-3])
+        t10 = t9[..., None]
+        t11 = ksizes[1]
+        t12 = torch.arange(int(t11))
+        t13 = np.shape(images)[-3]
+        t14 = -rates[1] * t12 + t10 + _same_padding(t13, ksizes[1], strides[1], rates[1])
+        t15 = torch.where(t14 % strides[1] == 0, t14 // strides[1], -1)
+        t16 = _gather(t8, t15, -6)
+        t17 = torch.einsum("abcdecef->abcdef", t16)
+        t18 = torch.permute(t17, (0, 1, 3, 5, 2, 4))
+        grad_images = torch.sum(t18, axis=(-2, -1))
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
     return (grad_images,)
@@ -901,7 +770,7 @@ class _ExtractImagePatchesFunction(torch.autograd.Function):
 
 
 def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
-    """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:83); differentiated by conv3d_vjp."""
+    """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:90); differentiated by conv3d_vjp."""
     return _Conv3DFunction.apply(padding, strides, dilations, input, filter)
 
 
@@ -930,36 +799,9 @@ def conv3d_forward(input, filter, *, padding="VALID", strides, dilations=(1, 1, 
             strides=(strides[1], strides[2], strides[3]),
             dilations=(dilations[1], dilations[2], dilations[3]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-5]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-4]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-4]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-4]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-3]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[3] * np.shape(filter)[-3]
-                    - dilations[3]
-                    - strides[3] * ((-np.shape(input)[-2]) // strides[3])
-                    - strides[3]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-4], np.shape(filter)[-5], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[2], dilations[2]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[3], dilations[3]),
             ),
             sizes=(
                 -((-np.shape(input)[-4]) // strides[1]),
@@ -1012,36 +854,9 @@ def conv3d_vjp(
             strides=(strides[1], strides[2], strides[3]),
             dilations=(dilations[1], dilations[2], dilations[3]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-5]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-4]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-4]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-4]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-3]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[3] * np.shape(filter)[-3]
-                    - dilations[3]
-                    - strides[3] * ((-np.shape(input)[-2]) // strides[3])
-                    - strides[3]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-4], np.shape(filter)[-5], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[2], dilations[2]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[3], dilations[3]),
             ),
             sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
         )
@@ -1051,36 +866,9 @@ def conv3d_vjp(
             strides=(strides[1], strides[2], strides[3]),
             dilations=(dilations[1], dilations[2], dilations[3]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-5]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-4]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-4]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-4]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-3]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[3] * np.shape(filter)[-3]
-                    - dilations[3]
-                    - strides[3] * ((-np.shape(input)[-2]) // strides[3])
-                    - strides[3]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-4], np.shape(filter)[-5], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[2], dilations[2]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[3], dilations[3]),
             ),
             sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
         )
@@ -1112,28 +900,28 @@ class _Conv3DFunction(torch.autograd.Function):
 
 
 def avg_pool(value, *, padding="VALID", ksize, strides):
-    """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:124); differentiated by avg_pool_vjp."""
+    """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:131); differentiated by avg_pool_vjp."""
     return _AvgPoolFunction.apply(padding, ksize, strides, value)
 
 
 def avg_pool_forward(value, *, padding="VALID", ksize, strides):
     """AvgPool's formula."""
+    t0 = np.shape(value)[-3]
+    t5 = np.shape(value)[-2]
+    t10 = ksize[1]
+    t11 = torch.arange(int(t10))
+    t12 = t11[..., None]
+    t13 = ksize[2]
+    t14 = torch.arange(int(t13))
     if padding == "VALID":
-        t0 = np.shape(value)[-3]
         t1 = (-ksize[1] + t0) // strides[1]
         t2 = t1 + 1
         t3 = torch.arange(int(t2))
         t4 = t3[..., None, None, None]
-        t5 = np.shape(value)[-2]
         t6 = (-ksize[2] + t5) // strides[2]
         t7 = t6 + 1
         t8 = torch.arange(int(t7))
         t9 = t8[..., None, None]
-        t10 = ksize[1]
-        t11 = torch.arange(int(t10))
-        t12 = t11[..., None]
-        t13 = ksize[2]
-        t14 = torch.arange(int(t13))
         t15 = (
             (strides[1] * t4 + t12 >= 0)
             & (strides[2] * t9 + t14 >= 0)
@@ -1152,42 +940,31 @@ def avg_pool_forward(value, *, padding="VALID", ksize, strides):
         t25 = torch.sum(t24, axis=(-2, -1))
         output = t25 / t17
     elif padding == "SAME":
-        t0 = np.shape(value)[-3]
         t1 = -((-t0) // strides[1])
         t2 = t1
         t3 = torch.arange(int(t2))
         t4 = t3[..., None, None, None]
-        t5 = np.shape(value)[-2]
         t6 = -((-t5) // strides[2])
         t7 = t6
         t8 = torch.arange(int(t7))
         t9 = t8[..., None, None]
-        t10 = ksize[1]
-        t11 = torch.arange(int(t10))
-        t12 = t11[..., None]
-        t13 = ksize[2]
-        t14 = torch.arange(int(t13))
-        t15 = np.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
-        t16 = t15 // 2
-        t17 = np.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-        t18 = t17 // 2
-        t19 = (
-            (strides[1] * t4 + t12 - t16 >= 0)
-            & (strides[2] * t9 + t14 - t18 >= 0)
-            & (strides[1] * t4 + t12 - t16 <= t0 - 1)
-            & (strides[2] * t9 + t14 - t18 <= t5 - 1)
+        t15 = (
+            (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+            & (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+            & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
         )
-        t20 = t19[..., None, :, :]
-        t21 = torch.sum(torch.asarray(t20, dtype=value.dtype), axis=(-2, -1))
-        t22 = t8[..., None]
-        t23 = strides[2] * t22 + t14 - t18
-        t24 = _gather(value, t23, -2)
-        t25 = t3[..., None]
-        t26 = strides[1] * t25 + t11 - t16
-        t27 = _gather(t24, t26, -4)
-        t28 = torch.permute(t27, (0, 1, 3, 5, 2, 4))
-        t29 = torch.sum(t28, axis=(-2, -1))
-        output = t29 / t21
+        t16 = t15[..., None, :, :]
+        t17 = torch.sum(torch.asarray(t16, dtype=value.dtype), axis=(-2, -1))
+        t18 = t8[..., None]
+        t19 = strides[2] * t18 + t14 - _same_padding(t5, ksize[2], strides[2], 1)
+        t20 = _gather(value, t19, -2)
+        t21 = t3[..., None]
+        t22 = strides[1] * t21 + t11 - _same_padding(t0, ksize[1], strides[1], 1)
+        t23 = _gather(t20, t22, -4)
+        t24 = torch.permute(t23, (0, 1, 3, 5, 2, 4))
+        t25 = torch.sum(t24, axis=(-2, -1))
+        output = t25 / t17
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return output
@@ -1203,18 +980,21 @@ def avg_pool_vjp(grad, value, *, output=None, padding="VALID", ksize, strides):
             strides[2] >= 0 and a + i * strides[1] <= H - 1 and b + j * strides[2] <= W - 1))
             i.e. `_scatter_add(t18, t20, 2, t9)`
     """
+    t0 = torch.arange(np.shape(grad)[-3])
+    t1 = t0[..., None, None, None]
+    t2 = torch.arange(np.shape(grad)[-2])
+    t3 = t2[..., None, None]
+    t4 = ksize[2]
+    t5 = torch.arange(int(t4))
+    t6 = t5[..., None]
+    t7 = ksize[1]
+    t8 = torch.arange(int(t7))
+    t9 = np.shape(value)[-3]
+    t10 = np.shape(value)[-2]
+    t14 = grad[..., None, :, None, :]
+    t16 = t2[..., None]
+    t19 = t0[..., None]
     if padding == "VALID":
-        t0 = torch.arange(np.shape(grad)[-3])
-        t1 = t0[..., None, None, None]
-        t2 = torch.arange(np.shape(grad)[-2])
-        t3 = t2[..., None, None]
-        t4 = ksize[2]
-        t5 = torch.arange(int(t4))
-        t6 = t5[..., None]
-        t7 = ksize[1]
-        t8 = torch.arange(int(t7))
-        t9 = np.shape(value)[-3]
-        t10 = np.shape(value)[-2]
         t11 = (
             (strides[1] * t1 + t8 >= 0)
             & (strides[2] * t3 + t6 >= 0)
@@ -1223,52 +1003,25 @@ def avg_pool_vjp(grad, value, *, output=None, padding="VALID", ksize, strides):
         )
         t12 = t11[..., None, :, :, :]
         t13 = torch.sum(torch.asarray(t12, dtype=grad.dtype), axis=(-2, -1), keepdims=True)
-        t14 = grad[..., None, :, None, :]
         t15 = t14 / t13
-        t16 = t2[..., None]
         t17 = strides[2] * t16 + t5
         t18 = _scatter_add(t15, t17, 1, t10)  # no gather form: an explicit scatter-add
-        t19 = t0[..., None]
         t20 = strides[1] * t19 + t8
         grad_value = _scatter_add(t18, t20, 2, t9)  # no gather form: an explicit scatter-add
     elif padding == "SAME":
-        t0 = torch.arange(np.shape(grad)[-3])
-        t1 = t0[..., None, None, None]
-        t2 = torch.arange(np.shape(grad)[-2])
-        t3 = t2[..., None, None]
-        t4 = ksize[2]
-        t5 = torch.arange(int(t4))
-        t6 = t5[..., None]
-        t7 = ksize[1]
-        t8 = torch.arange(int(t7))
-        t9 = np.shape(value)[-3]
-        t10 = np.shape(value)[-2]
-        t11 = -((-t9) // strides[1])
-        t12 = np.maximum(ksize[1] + strides[1] * (t11 - 1) - t9, 0)
-        t13 = t12 // 2
-        t14 = -((-t10) // strides[2])
-        t15 = np.maximum(ksize[2] + strides[2] * (t14 - 1) - t10, 0)
-        t16 = t15 // 2
-        t17 = (
-            (strides[1] * t1 - t13 + t8 >= 0)
-            & (strides[2] * t3 - t16 + t6 >= 0)
-            & (strides[1] * t1 - t13 + t8 <= t9 - 1)
-            & (strides[2] * t3 - t16 + t6 <= t10 - 1)
+        t11 = (
+            (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) >= 0)
+            & (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) <= t9 - 1)
+            & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) <= t10 - 1)
         )
-        t18 = t17[..., None, :, :, :]
-        t19 = torch.sum(torch.asarray(t18, dtype=grad.dtype), axis=(-2, -1), keepdims=True)
-        t20 = grad[..., None, :, None, :]
-        t21 = t20 / t19
-        t22 = t2[..., None]
-        t23 = np.maximum(ksize[2] + strides[2] * t14 - strides[2] - t10, 0)
-        t24 = t23 // 2
-        t25 = strides[2] * t22 - t24 + t5
-        t26 = _scatter_add(t21, t25, 1, t10)  # no gather form: an explicit scatter-add
-        t27 = t0[..., None]
-        t28 = np.maximum(ksize[1] + strides[1] * t11 - strides[1] - t9, 0)
-        t29 = t28 // 2
-        t30 = strides[1] * t27 - t29 + t8
-        grad_value = _scatter_add(t26, t30, 2, t9)  # no gather form: an explicit scatter-add
+        t12 = t11[..., None, :, :, :]
+        t13 = torch.sum(torch.asarray(t12, dtype=grad.dtype), axis=(-2, -1), keepdims=True)
+        t15 = t14 / t13
+        t17 = strides[2] * t16 + t5 - _same_padding(t10, ksize[2], strides[2], 1)
+        t18 = _scatter_add(t15, t17, 1, t10)  # no gather form: an explicit scatter-add
+        t20 = strides[1] * t19 + t8 - _same_padding(t9, ksize[1], strides[1], 1)
+        grad_value = _scatter_add(t18, t20, 2, t9)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return (grad_value,)
@@ -1295,58 +1048,48 @@ class _AvgPoolFunction(torch.autograd.Function):
 
 
 def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
-    """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:132); differentiated by max_pool_vjp."""
+    """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:139); differentiated by max_pool_vjp."""
     return _MaxPoolFunction.apply(padding, data_format, ksize, strides, input)
 
 
 def max_pool_forward(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     """MaxPool's formula."""
+    t0 = np.shape(input)[-2]
+    t5 = ksize[2]
+    t6 = torch.arange(int(t5))
+    t9 = np.shape(input)[-3]
+    t14 = ksize[1]
+    t15 = torch.arange(int(t14))
     if padding == "VALID" and data_format == "NHWC":
-        t0 = np.shape(input)[-2]
         t1 = (-ksize[2] + t0) // strides[2]
         t2 = t1 + 1
         t3 = torch.arange(int(t2))
         t4 = t3[..., None]
-        t5 = ksize[2]
-        t6 = torch.arange(int(t5))
         t7 = strides[2] * t4 + t6
         t8 = _gather(input, t7, -2, fill=-torch.inf)
-        t9 = np.shape(input)[-3]
         t10 = (-ksize[1] + t9) // strides[1]
         t11 = t10 + 1
         t12 = torch.arange(int(t11))
         t13 = t12[..., None]
-        t14 = ksize[1]
-        t15 = torch.arange(int(t14))
         t16 = strides[1] * t13 + t15
         t17 = _gather(t8, t16, -4, fill=-torch.inf)
         t18 = torch.permute(t17, (0, 1, 3, 5, 2, 4))
         output = torch.amax(t18, axis=(-2, -1))
     elif padding == "SAME" and data_format == "NHWC":
-        t0 = np.shape(input)[-2]
         t1 = -((-t0) // strides[2])
         t2 = t1
         t3 = torch.arange(int(t2))
         t4 = t3[..., None]
-        t5 = ksize[2]
-        t6 = torch.arange(int(t5))
-        t7 = np.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
-        t8 = t7 // 2
-        t9 = strides[2] * t4 + t6 - t8
-        t10 = _gather(input, t9, -2, fill=-torch.inf)
-        t11 = np.shape(input)[-3]
-        t12 = -((-t11) // strides[1])
-        t13 = t12
-        t14 = torch.arange(int(t13))
-        t15 = t14[..., None]
-        t16 = ksize[1]
-        t17 = torch.arange(int(t16))
-        t18 = np.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
-        t19 = t18 // 2
-        t20 = strides[1] * t15 + t17 - t19
-        t21 = _gather(t10, t20, -4, fill=-torch.inf)
-        t22 = torch.permute(t21, (0, 1, 3, 5, 2, 4))
-        output = torch.amax(t22, axis=(-2, -1))
+        t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
+        t8 = _gather(input, t7, -2, fill=-torch.inf)
+        t10 = -((-t9) // strides[1])
+        t11 = t10
+        t12 = torch.arange(int(t11))
+        t13 = t12[..., None]
+        t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
+        t17 = _gather(t8, t16, -4, fill=-torch.inf)
+        t18 = torch.permute(t17, (0, 1, 3, 5, 2, 4))
+        output = torch.amax(t18, axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1390,20 +1133,8 @@ def max_pool_vjp(grad, input, *, output=None, padding="VALID", data_format="NHWC
             window=(ksize[1], ksize[2]),
             strides=(strides[1], strides[2]),
             pads=(
-                np.maximum(
-                    ksize[1]
-                    + strides[1] * (-((-np.shape(input)[-3]) // strides[1]) - 1)
-                    - np.shape(input)[-3],
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    ksize[2]
-                    + strides[2] * (-((-np.shape(input)[-2]) // strides[2]) - 1)
-                    - np.shape(input)[-2],
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], ksize[1], strides[1], 1),
+                _same_padding(np.shape(input)[-2], ksize[2], strides[2], 1),
             ),
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )
@@ -1445,36 +1176,36 @@ class _MaxPoolFunction(torch.autograd.Function):
 
 
 def avg_pool3d(input, *, padding="VALID", ksize, strides):
-    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:140); differentiated by avg_pool3d_vjp."""
+    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:147); differentiated by avg_pool3d_vjp."""
     return _AvgPool3DFunction.apply(padding, ksize, strides, input)
 
 
 def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
     """AvgPool3D's formula."""
+    t0 = np.shape(input)[-4]
+    t5 = np.shape(input)[-3]
+    t10 = np.shape(input)[-2]
+    t15 = ksize[1]
+    t16 = torch.arange(int(t15))
+    t17 = t16[..., None, None]
+    t18 = ksize[2]
+    t19 = torch.arange(int(t18))
+    t20 = t19[..., None]
+    t21 = ksize[3]
+    t22 = torch.arange(int(t21))
     if padding == "VALID":
-        t0 = np.shape(input)[-4]
         t1 = (-ksize[1] + t0) // strides[1]
         t2 = t1 + 1
         t3 = torch.arange(int(t2))
         t4 = t3[..., None, None, None, None, None]
-        t5 = np.shape(input)[-3]
         t6 = (-ksize[2] + t5) // strides[2]
         t7 = t6 + 1
         t8 = torch.arange(int(t7))
         t9 = t8[..., None, None, None, None]
-        t10 = np.shape(input)[-2]
         t11 = (-ksize[3] + t10) // strides[3]
         t12 = t11 + 1
         t13 = torch.arange(int(t12))
         t14 = t13[..., None, None, None]
-        t15 = ksize[1]
-        t16 = torch.arange(int(t15))
-        t17 = t16[..., None, None]
-        t18 = ksize[2]
-        t19 = torch.arange(int(t18))
-        t20 = t19[..., None]
-        t21 = ksize[3]
-        t22 = torch.arange(int(t21))
         t23 = (
             (strides[1] * t4 + t17 >= 0)
             & (strides[2] * t9 + t20 >= 0)
@@ -1498,57 +1229,40 @@ def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
         t36 = torch.sum(t35, axis=(-3, -2, -1))
         output = t36 / t25
     elif padding == "SAME":
-        t0 = np.shape(input)[-4]
         t1 = -((-t0) // strides[1])
         t2 = t1
         t3 = torch.arange(int(t2))
         t4 = t3[..., None, None, None, None, None]
-        t5 = np.shape(input)[-3]
         t6 = -((-t5) // strides[2])
         t7 = t6
         t8 = torch.arange(int(t7))
         t9 = t8[..., None, None, None, None]
-        t10 = np.shape(input)[-2]
         t11 = -((-t10) // strides[3])
         t12 = t11
         t13 = torch.arange(int(t12))
         t14 = t13[..., None, None, None]
-        t15 = ksize[1]
-        t16 = torch.arange(int(t15))
-        t17 = t16[..., None, None]
-        t18 = ksize[2]
-        t19 = torch.arange(int(t18))
-        t20 = t19[..., None]
-        t21 = ksize[3]
-        t22 = torch.arange(int(t21))
-        t23 = np.maximum(ksize[2] + strides[2] * (t6 - 1) - t5, 0)
-        t24 = t23 // 2
-        t25 = np.maximum(ksize[3] + strides[3] * (t11 - 1) - t10, 0)
-        t26 = t25 // 2
-        t27 = np.maximum(ksize[1] + strides[1] * (t1 - 1) - t0, 0)
-        t28 = t27 // 2
-        t29 = (
-            (strides[1] * t4 + t17 - t28 >= 0)
-            & (strides[2] * t9 + t20 - t24 >= 0)
-            & (strides[3] * t14 + t22 - t26 >= 0)
-            & (strides[1] * t4 + t17 - t28 <= t0 - 1)
-            & (strides[2] * t9 + t20 - t24 <= t5 - 1)
-            & (strides[3] * t14 + t22 - t26 <= t10 - 1)
+        t23 = (
+            (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+            & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) >= 0)
+            & (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+            & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
+            & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) <= t10 - 1)
         )
-        t30 = t29[..., None, :, :, :]
-        t31 = torch.sum(torch.asarray(t30, dtype=input.dtype), axis=(-3, -2, -1))
-        t32 = t13[..., None]
-        t33 = strides[3] * t32 + t22 - t26
-        t34 = _gather(input, t33, -2)
-        t35 = t8[..., None]
-        t36 = strides[2] * t35 + t19 - t24
-        t37 = _gather(t34, t36, -4)
-        t38 = t3[..., None]
-        t39 = strides[1] * t38 + t16 - t28
-        t40 = _gather(t37, t39, -6)
-        t41 = torch.permute(t40, (0, 1, 3, 5, 7, 2, 4, 6))
-        t42 = torch.sum(t41, axis=(-3, -2, -1))
-        output = t42 / t31
+        t24 = t23[..., None, :, :, :]
+        t25 = torch.sum(torch.asarray(t24, dtype=input.dtype), axis=(-3, -2, -1))
+        t26 = t13[..., None]
+        t27 = strides[3] * t26 + t22 - _same_padding(t10, ksize[3], strides[3], 1)
+        t28 = _gather(input, t27, -2)
+        t29 = t8[..., None]
+        t30 = strides[2] * t29 + t19 - _same_padding(t5, ksize[2], strides[2], 1)
+        t31 = _gather(t28, t30, -4)
+        t32 = t3[..., None]
+        t33 = strides[1] * t32 + t16 - _same_padding(t0, ksize[1], strides[1], 1)
+        t34 = _gather(t31, t33, -6)
+        t35 = torch.permute(t34, (0, 1, 3, 5, 7, 2, 4, 6))
+        t36 = torch.sum(t35, axis=(-3, -2, -1))
+        output = t36 / t25
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return output
@@ -1565,24 +1279,28 @@ def avg_pool3d_vjp(grad, input, *, output=None, padding="VALID", ksize, strides)
             z >= 0 and a + i * strides[2] <= H - 1 and b + j * strides[3] <= W - 1 and e +
             strides[1] * z <= D - 1)), i.e. `_scatter_add(t27, t29, 3, t14)`
     """
+    t0 = torch.arange(np.shape(grad)[-4])
+    t1 = t0[..., None, None, None, None, None]
+    t2 = torch.arange(np.shape(grad)[-3])
+    t3 = t2[..., None, None, None, None]
+    t4 = ksize[3]
+    t5 = torch.arange(int(t4))
+    t6 = t5[..., None, None, None]
+    t7 = torch.arange(np.shape(grad)[-2])
+    t8 = t7[..., None, None]
+    t9 = ksize[2]
+    t10 = torch.arange(int(t9))
+    t11 = t10[..., None]
+    t12 = ksize[1]
+    t13 = torch.arange(int(t12))
+    t14 = np.shape(input)[-4]
+    t15 = np.shape(input)[-3]
+    t16 = np.shape(input)[-2]
+    t20 = grad[..., None, :, None, :, None, :]
+    t22 = t7[..., None]
+    t25 = t2[..., None]
+    t28 = t0[..., None]
     if padding == "VALID":
-        t0 = torch.arange(np.shape(grad)[-4])
-        t1 = t0[..., None, None, None, None, None]
-        t2 = torch.arange(np.shape(grad)[-3])
-        t3 = t2[..., None, None, None, None]
-        t4 = ksize[3]
-        t5 = torch.arange(int(t4))
-        t6 = t5[..., None, None, None]
-        t7 = torch.arange(np.shape(grad)[-2])
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = torch.arange(int(t9))
-        t11 = t10[..., None]
-        t12 = ksize[1]
-        t13 = torch.arange(int(t12))
-        t14 = np.shape(input)[-4]
-        t15 = np.shape(input)[-3]
-        t16 = np.shape(input)[-2]
         t17 = (
             (strides[1] * t1 + t13 >= 0)
             & (strides[2] * t3 + t11 >= 0)
@@ -1593,71 +1311,31 @@ def avg_pool3d_vjp(grad, input, *, output=None, padding="VALID", ksize, strides)
         )
         t18 = t17[..., None, :, :, :, :, :]
         t19 = torch.sum(torch.asarray(t18, dtype=grad.dtype), axis=(-4, -2, -1), keepdims=True)
-        t20 = grad[..., None, :, None, :, None, :]
         t21 = t20 / t19
-        t22 = t7[..., None]
         t23 = strides[3] * t22 + t5
         t24 = _scatter_add(t21, t23, 1, t16)  # no gather form: an explicit scatter-add
-        t25 = t2[..., None]
         t26 = strides[2] * t25 + t10
         t27 = _scatter_add(t24, t26, 2, t15)  # no gather form: an explicit scatter-add
-        t28 = t0[..., None]
         t29 = strides[1] * t28 + t13
         grad_input = _scatter_add(t27, t29, 3, t14)  # no gather form: an explicit scatter-add
     elif padding == "SAME":
-        t0 = torch.arange(np.shape(grad)[-4])
-        t1 = t0[..., None, None, None, None, None]
-        t2 = torch.arange(np.shape(grad)[-3])
-        t3 = t2[..., None, None, None, None]
-        t4 = ksize[3]
-        t5 = torch.arange(int(t4))
-        t6 = t5[..., None, None, None]
-        t7 = torch.arange(np.shape(grad)[-2])
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = torch.arange(int(t9))
-        t11 = t10[..., None]
-        t12 = ksize[1]
-        t13 = torch.arange(int(t12))
-        t14 = np.shape(input)[-4]
-        t15 = np.shape(input)[-3]
-        t16 = np.shape(input)[-2]
-        t17 = -((-t15) // strides[2])
-        t18 = np.maximum(ksize[2] + strides[2] * (t17 - 1) - t15, 0)
-        t19 = t18 // 2
-        t20 = -((-t16) // strides[3])
-        t21 = np.maximum(ksize[3] + strides[3] * (t20 - 1) - t16, 0)
-        t22 = t21 // 2
-        t23 = -((-t14) // strides[1])
-        t24 = np.maximum(ksize[1] + strides[1] * (t23 - 1) - t14, 0)
-        t25 = t24 // 2
-        t26 = (
-            (strides[1] * t1 + t13 - t25 >= 0)
-            & (strides[2] * t3 + t11 - t19 >= 0)
-            & (strides[3] * t8 - t22 + t6 >= 0)
-            & (strides[1] * t1 + t13 - t25 <= t14 - 1)
-            & (strides[2] * t3 + t11 - t19 <= t15 - 1)
-            & (strides[3] * t8 - t22 + t6 <= t16 - 1)
+        t17 = (
+            (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) >= 0)
+            & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) >= 0)
+            & (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) <= t14 - 1)
+            & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) <= t15 - 1)
+            & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) <= t16 - 1)
         )
-        t27 = t26[..., None, :, :, :, :, :]
-        t28 = torch.sum(torch.asarray(t27, dtype=grad.dtype), axis=(-4, -2, -1), keepdims=True)
-        t29 = grad[..., None, :, None, :, None, :]
-        t30 = t29 / t28
-        t31 = t7[..., None]
-        t32 = np.maximum(ksize[3] + strides[3] * t20 - strides[3] - t16, 0)
-        t33 = t32 // 2
-        t34 = strides[3] * t31 - t33 + t5
-        t35 = _scatter_add(t30, t34, 1, t16)  # no gather form: an explicit scatter-add
-        t36 = t2[..., None]
-        t37 = np.maximum(ksize[2] + strides[2] * t17 - strides[2] - t15, 0)
-        t38 = t37 // 2
-        t39 = strides[2] * t36 + t10 - t38
-        t40 = _scatter_add(t35, t39, 2, t15)  # no gather form: an explicit scatter-add
-        t41 = t0[..., None]
-        t42 = np.maximum(ksize[1] + strides[1] * t23 - strides[1] - t14, 0)
-        t43 = t42 // 2
-        t44 = strides[1] * t41 + t13 - t43
-        grad_input = _scatter_add(t40, t44, 3, t14)  # no gather form: an explicit scatter-add
+        t18 = t17[..., None, :, :, :, :, :]
+        t19 = torch.sum(torch.asarray(t18, dtype=grad.dtype), axis=(-4, -2, -1), keepdims=True)
+        t21 = t20 / t19
+        t23 = strides[3] * t22 + t5 - _same_padding(t16, ksize[3], strides[3], 1)
+        t24 = _scatter_add(t21, t23, 1, t16)  # no gather form: an explicit scatter-add
+        t26 = strides[2] * t25 + t10 - _same_padding(t15, ksize[2], strides[2], 1)
+        t27 = _scatter_add(t24, t26, 2, t15)  # no gather form: an explicit scatter-add
+        t29 = strides[1] * t28 + t13 - _same_padding(t14, ksize[1], strides[1], 1)
+        grad_input = _scatter_add(t27, t29, 3, t14)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return (grad_input,)
@@ -1684,7 +1362,7 @@ class _AvgPool3DFunction(torch.autograd.Function):
 
 
 def max_pool_v2(input, *, padding="VALID", ksize, strides):
-    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:159); differentiated by max_pool_v2_vjp."""
+    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:166); differentiated by max_pool_v2_vjp."""
     return _MaxPoolV2Function.apply(padding, ksize, strides, input)
 
 
@@ -1692,52 +1370,42 @@ def max_pool_v2_forward(input, *, padding="VALID", ksize, strides):
     """MaxPoolV2's formula."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
+    t0 = np.shape(input)[-2]
+    t5 = ksize[2]
+    t6 = torch.arange(int(t5))
+    t9 = np.shape(input)[-3]
+    t14 = ksize[1]
+    t15 = torch.arange(int(t14))
     if padding == "VALID":
-        t0 = np.shape(input)[-2]
         t1 = (-ksize[2] + t0) // strides[2]
         t2 = t1 + 1
         t3 = torch.arange(int(t2))
         t4 = t3[..., None]
-        t5 = ksize[2]
-        t6 = torch.arange(int(t5))
         t7 = strides[2] * t4 + t6
         t8 = _gather(input, t7, -2, fill=-torch.inf)
-        t9 = np.shape(input)[-3]
         t10 = (-ksize[1] + t9) // strides[1]
         t11 = t10 + 1
         t12 = torch.arange(int(t11))
         t13 = t12[..., None]
-        t14 = ksize[1]
-        t15 = torch.arange(int(t14))
         t16 = strides[1] * t13 + t15
         t17 = _gather(t8, t16, -4, fill=-torch.inf)
         t18 = torch.permute(t17, (0, 1, 3, 5, 2, 4))
         output = torch.amax(t18, axis=(-2, -1))
     elif padding == "SAME":
-        t0 = np.shape(input)[-2]
         t1 = -((-t0) // strides[2])
         t2 = t1
         t3 = torch.arange(int(t2))
         t4 = t3[..., None]
-        t5 = ksize[2]
-        t6 = torch.arange(int(t5))
-        t7 = np.maximum(ksize[2] + strides[2] * (t1 - 1) - t0, 0)
-        t8 = t7 // 2
-        t9 = strides[2] * t4 + t6 - t8
-        t10 = _gather(input, t9, -2, fill=-torch.inf)
-        t11 = np.shape(input)[-3]
-        t12 = -((-t11) // strides[1])
-        t13 = t12
-        t14 = torch.arange(int(t13))
-        t15 = t14[..., None]
-        t16 = ksize[1]
-        t17 = torch.arange(int(t16))
-        t18 = np.maximum(ksize[1] + strides[1] * (t12 - 1) - t11, 0)
-        t19 = t18 // 2
-        t20 = strides[1] * t15 + t17 - t19
-        t21 = _gather(t10, t20, -4, fill=-torch.inf)
-        t22 = torch.permute(t21, (0, 1, 3, 5, 2, 4))
-        output = torch.amax(t22, axis=(-2, -1))
+        t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
+        t8 = _gather(input, t7, -2, fill=-torch.inf)
+        t10 = -((-t9) // strides[1])
+        t11 = t10
+        t12 = torch.arange(int(t11))
+        t13 = t12[..., None]
+        t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
+        t17 = _gather(t8, t16, -4, fill=-torch.inf)
+        t18 = torch.permute(t17, (0, 1, 3, 5, 2, 4))
+        output = torch.amax(t18, axis=(-2, -1))
     else:
         raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
     return output
@@ -1779,20 +1447,8 @@ def max_pool_v2_vjp(grad, input, *, output=None, padding="VALID", ksize, strides
             window=(ksize[1], ksize[2]),
             strides=(strides[1], strides[2]),
             pads=(
-                np.maximum(
-                    ksize[1]
-                    + strides[1] * (-((-np.shape(input)[-3]) // strides[1]) - 1)
-                    - np.shape(input)[-3],
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    ksize[2]
-                    + strides[2] * (-((-np.shape(input)[-2]) // strides[2]) - 1)
-                    - np.shape(input)[-2],
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], ksize[1], strides[1], 1),
+                _same_padding(np.shape(input)[-2], ksize[2], strides[2], 1),
             ),
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )

@@ -31,9 +31,14 @@ def einsum_forward(*inputs, equation="ij,jk->ik"):
     elif equation == "ij,kj->ik":
         inputs_0, inputs_1 = inputs
         output = inputs_0 @ inputs_1.T
-    elif equation == "bij,bjk->bik":
+    elif equation in ("bij,bjk->bik", "ij,jk->i"):
         inputs_0, inputs_1 = inputs
-        output = jnp.einsum("abc,acd->abd", inputs_0, inputs_1, optimize=True)
+        output = jnp.einsum(
+            {"bij,bjk->bik": "abc,acd->abd", "ij,jk->i": "ab,bc->a"}[equation],
+            inputs_0,
+            inputs_1,
+            optimize=True,
+        )
     elif equation == "i,j->ij":
         inputs_0, inputs_1 = inputs
         t0 = inputs_0[..., None]
@@ -63,9 +68,6 @@ def einsum_forward(*inputs, equation="ij,jk->ik"):
     elif equation == "ij,jk,kl->il":
         inputs_0, inputs_1, inputs_2 = inputs
         output = jnp.einsum("ab,bc,cd->ad", inputs_0, inputs_1, inputs_2, optimize=True)
-    elif equation == "ij,jk->i":
-        inputs_0, inputs_1 = inputs
-        output = jnp.einsum("ab,bc->a", inputs_0, inputs_1, optimize=True)
     elif equation == "bi,bj->bij":
         inputs_0, inputs_1 = inputs
         t0 = inputs_0[..., None]
@@ -99,10 +101,20 @@ def einsum_vjp(grad, *inputs, output=None, equation="ij,jk->ik"):
         grad_inputs_0 = jnp.einsum("abc,adc->abd", grad, inputs_1, optimize=True)
         grad_inputs_1 = jnp.einsum("abc,abd->adc", grad, inputs_0, optimize=True)
         grads = (grad_inputs_0, grad_inputs_1)
-    elif equation == "i,j->ij":
+    elif equation in ("i,j->ij", "bi,bj->bij"):
         inputs_0, inputs_1 = inputs
-        grad_inputs_0 = jnp.einsum("a,ba->b", inputs_1, grad, optimize=True)
-        grad_inputs_1 = jnp.einsum("a,ab->b", inputs_0, grad, optimize=True)
+        grad_inputs_0 = jnp.einsum(
+            {"i,j->ij": "a,ba->b", "bi,bj->bij": "ab,acb->ac"}[equation],
+            inputs_1,
+            grad,
+            optimize=True,
+        )
+        grad_inputs_1 = jnp.einsum(
+            {"i,j->ij": "a,ab->b", "bi,bj->bij": "ab,abc->ac"}[equation],
+            inputs_0,
+            grad,
+            optimize=True,
+        )
         grads = (grad_inputs_0, grad_inputs_1)
     elif equation == "ij->ji":
         (inputs_0,) = inputs
@@ -128,12 +140,7 @@ def einsum_vjp(grad, *inputs, output=None, equation="ij,jk->ik"):
         t0 = grad[..., None]
         grad_inputs_0 = jnp.broadcast_to(t0, jnp.shape(inputs_0))
         grads = (grad_inputs_0,)
-    elif equation == "i,i->":
-        inputs_0, inputs_1 = inputs
-        grad_inputs_0 = grad * inputs_1
-        grad_inputs_1 = grad * inputs_0
-        grads = (grad_inputs_0, grad_inputs_1)
-    elif equation == "ij,ij->ij":
+    elif equation in ("i,i->", "ij,ij->ij"):
         inputs_0, inputs_1 = inputs
         grad_inputs_0 = grad * inputs_1
         grad_inputs_1 = grad * inputs_0
@@ -152,11 +159,6 @@ def einsum_vjp(grad, *inputs, output=None, equation="ij,jk->ik"):
         t2 = jnp.einsum("a,ab->b", grad, inputs_0, optimize=True)
         t3 = t2[..., None]
         grad_inputs_1 = jnp.broadcast_to(t3, jnp.shape(inputs_1))
-        grads = (grad_inputs_0, grad_inputs_1)
-    elif equation == "bi,bj->bij":
-        inputs_0, inputs_1 = inputs
-        grad_inputs_0 = jnp.einsum("ab,acb->ac", inputs_1, grad, optimize=True)
-        grad_inputs_1 = jnp.einsum("ab,abc->ac", inputs_0, grad, optimize=True)
         grads = (grad_inputs_0, grad_inputs_1)
     else:
         raise ValueError(f"Einsum: unsupported attributes equation={equation!r}")

@@ -129,10 +129,14 @@ def einsum_vjp(grad, *inputs, output=None, equation="ij,jk->ik"):
         grad_inputs_0 = tf.einsum("abc,adc->abd", grad, inputs_1)
         grad_inputs_1 = tf.einsum("abc,abd->adc", grad, inputs_0)
         grads = (grad_inputs_0, grad_inputs_1)
-    elif equation == "i,j->ij":
+    elif equation in ("i,j->ij", "bi,bj->bij"):
         inputs_0, inputs_1 = inputs
-        grad_inputs_0 = tf.einsum("a,ba->b", inputs_1, grad)
-        grad_inputs_1 = tf.einsum("a,ab->b", inputs_0, grad)
+        grad_inputs_0 = tf.einsum(
+            {"i,j->ij": "a,ba->b", "bi,bj->bij": "ab,acb->ac"}[equation], inputs_1, grad
+        )
+        grad_inputs_1 = tf.einsum(
+            {"i,j->ij": "a,ab->b", "bi,bj->bij": "ab,abc->ac"}[equation], inputs_0, grad
+        )
         grads = (grad_inputs_0, grad_inputs_1)
     elif equation == "ij->ji":
         (inputs_0,) = inputs
@@ -158,12 +162,7 @@ def einsum_vjp(grad, *inputs, output=None, equation="ij,jk->ik"):
         t0 = grad[..., None]
         grad_inputs_0 = tf.broadcast_to(t0, tf.shape(inputs_0))
         grads = (grad_inputs_0,)
-    elif equation == "i,i->":
-        inputs_0, inputs_1 = inputs
-        grad_inputs_0 = grad * inputs_1
-        grad_inputs_1 = grad * inputs_0
-        grads = (grad_inputs_0, grad_inputs_1)
-    elif equation == "ij,ij->ij":
+    elif equation in ("i,i->", "ij,ij->ij"):
         inputs_0, inputs_1 = inputs
         grad_inputs_0 = grad * inputs_1
         grad_inputs_1 = grad * inputs_0
@@ -182,11 +181,6 @@ def einsum_vjp(grad, *inputs, output=None, equation="ij,jk->ik"):
         t2 = tf.einsum("a,ab->b", grad, inputs_0)
         t3 = t2[..., None]
         grad_inputs_1 = tf.broadcast_to(t3, tf.shape(inputs_1))
-        grads = (grad_inputs_0, grad_inputs_1)
-    elif equation == "bi,bj->bij":
-        inputs_0, inputs_1 = inputs
-        grad_inputs_0 = tf.einsum("ab,acb->ac", inputs_1, grad)
-        grad_inputs_1 = tf.einsum("ab,abc->ac", inputs_0, grad)
         grads = (grad_inputs_0, grad_inputs_1)
     else:
         raise ValueError(f"Einsum: unsupported attributes equation={equation!r}")
@@ -237,9 +231,13 @@ def einsum(*inputs, equation="ij,jk->ik"):
         elif equation == "ij,kj->ik":
             inputs_0, inputs_1 = inputs
             output = tf.linalg.matmul(inputs_0, inputs_1, transpose_b=True)
-        elif equation == "bij,bjk->bik":
+        elif equation in ("bij,bjk->bik", "ij,jk->i"):
             inputs_0, inputs_1 = inputs
-            output = tf.einsum("abc,acd->abd", inputs_0, inputs_1)
+            output = tf.einsum(
+                {"bij,bjk->bik": "abc,acd->abd", "ij,jk->i": "ab,bc->a"}[equation],
+                inputs_0,
+                inputs_1,
+            )
         elif equation == "i,j->ij":
             inputs_0, inputs_1 = inputs
             t0 = inputs_0[..., None]
@@ -269,9 +267,6 @@ def einsum(*inputs, equation="ij,jk->ik"):
         elif equation == "ij,jk,kl->il":
             inputs_0, inputs_1, inputs_2 = inputs
             output = tf.einsum("ab,bc,cd->ad", inputs_0, inputs_1, inputs_2)
-        elif equation == "ij,jk->i":
-            inputs_0, inputs_1 = inputs
-            output = tf.einsum("ab,bc->a", inputs_0, inputs_1)
         elif equation == "bi,bj->bij":
             inputs_0, inputs_1 = inputs
             t0 = inputs_0[..., None]

@@ -172,12 +172,11 @@ def gather_nd_vjp(grad, params, indices, *, output=None):
             i.e. `_scatter_add(grad, t1, 2, t0)`
     """
     depth = jnp.shape(indices)[-1]
+    t0 = jnp.shape(params)[-3]
     if depth == 1:
-        t0 = jnp.shape(params)[-3]
         t1 = jnp.squeeze(indices, axis=-1)
         grad_params = _scatter_add(grad, t1, 2, t0)  # no gather form: an explicit scatter-add
     elif depth == 2:
-        t0 = jnp.shape(params)[-3]
         t1 = jnp.shape(params)[-2]
         t2 = 0
         t3 = _gather(indices, t2, -1)

@@ -151,12 +151,11 @@ def gather_nd_grad(grad, params, indices, *, output=None):
             i.e. `_scatter_add(grad, t1, 2, t0)`
     """
     depth = np.shape(indices)[-1]
+    t0 = np.shape(params)[-3]
     if depth == 1:
-        t0 = np.shape(params)[-3]
         t1 = np.squeeze(indices, axis=-1)
         grad_params = _scatter_add(grad, t1, 2, t0)  # no gather form: an explicit scatter-add
     elif depth == 2:
-        t0 = np.shape(params)[-3]
         t1 = np.shape(params)[-2]
         t2 = 0
         t3 = _gather(indices, t2, -1)

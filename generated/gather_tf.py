@@ -252,12 +252,11 @@ def gather_nd_vjp(grad, params, indices, output):
             i.e. `_scatter_add(grad, t1, 2, t0)`
     """
     depth = indices.shape[-1]
+    t0 = tf.shape(params, out_type=tf.int64)[-3]
     if depth == 1:
-        t0 = tf.shape(params, out_type=tf.int64)[-3]
         t1 = tf.squeeze(indices, axis=[-1])
         grad_params = _scatter_add(grad, t1, 2, t0)  # no gather form: an explicit scatter-add
     elif depth == 2:
-        t0 = tf.shape(params, out_type=tf.int64)[-3]
         t1 = tf.shape(params, out_type=tf.int64)[-2]
         t2 = 0
         t3 = _gather(indices, t2, -1)

@@ -43,51 +43,28 @@ def concat_v2(*values, axis=-1):
     """ConcatV2: The tensors of `values` joined along `axis`: entry k shifted by the sizes before it (declared at ops/list_ops.py:27)."""
     N = len(values)
     axis = axis - np.ndim(values[0]) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if N == 2 and axis == -1:
+    if N == 2 and axis in (-1, -2):
         values_0, values_1 = values
-        t0 = np.shape(values_0)[-1]
-        t1 = np.shape(values_1)[-1]
+        t0 = np.shape(values_0)[axis]
+        t1 = np.shape(values_1)[axis]
         t2 = t0 + t1
         t3 = np.arange(t2)
-        t4 = _gather(values_0, t3, -1)
+        t4 = _gather(values_0, t3, axis)
         t5 = -t0 + t3
-        t6 = _gather(values_1, t5, -1)
+        t6 = _gather(values_1, t5, axis)
         output = t4 + t6
-    elif N == 2 and axis == -2:
-        values_0, values_1 = values
-        t0 = np.shape(values_0)[-2]
-        t1 = np.shape(values_1)[-2]
-        t2 = t0 + t1
-        t3 = np.arange(t2)
-        t4 = _gather(values_0, t3, -2)
-        t5 = -t0 + t3
-        t6 = _gather(values_1, t5, -2)
-        output = t4 + t6
-    elif N == 3 and axis == -1:
+    elif N == 3 and axis in (-1, -2):
         values_0, values_1, values_2 = values
-        t0 = np.shape(values_0)[-1]
-        t1 = np.shape(values_1)[-1]
-        t2 = np.shape(values_2)[-1]
+        t0 = np.shape(values_0)[axis]
+        t1 = np.shape(values_1)[axis]
+        t2 = np.shape(values_2)[axis]
         t3 = t0 + t1 + t2
         t4 = np.arange(t3)
-        t5 = _gather(values_0, t4, -1)
+        t5 = _gather(values_0, t4, axis)
         t6 = -t0 + t4
-        t7 = _gather(values_1, t6, -1)
+        t7 = _gather(values_1, t6, axis)
         t8 = -t0 - t1 + t4
-        t9 = _gather(values_2, t8, -1)
-        output = t5 + t7 + t9
-    elif N == 3 and axis == -2:
-        values_0, values_1, values_2 = values
-        t0 = np.shape(values_0)[-2]
-        t1 = np.shape(values_1)[-2]
-        t2 = np.shape(values_2)[-2]
-        t3 = t0 + t1 + t2
-        t4 = np.arange(t3)
-        t5 = _gather(values_0, t4, -2)
-        t6 = -t0 + t4
-        t7 = _gather(values_1, t6, -2)
-        t8 = -t0 - t1 + t4
-        t9 = _gather(values_2, t8, -2)
+        t9 = _gather(values_2, t8, axis)
         output = t5 + t7 + t9
     else:
         raise ValueError(f"ConcatV2: unsupported attributes N={N!r}, axis={axis!r}")
@@ -115,58 +92,31 @@ def concat_v2_grad(grad, *values, output=None, axis=-1):
     """
     N = len(values)
     axis = axis - np.ndim(values[0]) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if N == 2 and axis == -1:
+    if N == 2 and axis in (-1, -2):
         values_0, values_1 = values
-        t0 = np.arange(np.shape(values_0)[-1])
-        grad_values_0 = _gather(grad, t0, -1)
+        t0 = np.arange(np.shape(values_0)[axis])
+        grad_values_0 = _gather(grad, t0, axis)
         grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
-        t1 = np.arange(np.shape(values_1)[-1])
-        t2 = np.shape(values_0)[-1]
+        t1 = np.arange(np.shape(values_1)[axis])
+        t2 = np.shape(values_0)[axis]
         t3 = t1 + t2
-        grad_values_1 = _gather(grad, t3, -1)
+        grad_values_1 = _gather(grad, t3, axis)
         grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
         grads = (grad_values_0, grad_values_1)
-    elif N == 2 and axis == -2:
-        values_0, values_1 = values
-        t0 = np.arange(np.shape(values_0)[-2])
-        grad_values_0 = _gather(grad, t0, -2)
-        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
-        t1 = np.arange(np.shape(values_1)[-2])
-        t2 = np.shape(values_0)[-2]
-        t3 = t1 + t2
-        grad_values_1 = _gather(grad, t3, -2)
-        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
-        grads = (grad_values_0, grad_values_1)
-    elif N == 3 and axis == -1:
+    elif N == 3 and axis in (-1, -2):
         values_0, values_1, values_2 = values
-        t0 = np.arange(np.shape(values_0)[-1])
-        grad_values_0 = _gather(grad, t0, -1)
+        t0 = np.arange(np.shape(values_0)[axis])
+        grad_values_0 = _gather(grad, t0, axis)
         grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
-        t1 = np.arange(np.shape(values_1)[-1])
-        t2 = np.shape(values_0)[-1]
+        t1 = np.arange(np.shape(values_1)[axis])
+        t2 = np.shape(values_0)[axis]
         t3 = t1 + t2
-        grad_values_1 = _gather(grad, t3, -1)
+        grad_values_1 = _gather(grad, t3, axis)
         grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
-        t4 = np.arange(np.shape(values_2)[-1])
-        t5 = np.shape(values_1)[-1]
+        t4 = np.arange(np.shape(values_2)[axis])
+        t5 = np.shape(values_1)[axis]
         t6 = t2 + t4 + t5
-        grad_values_2 = _gather(grad, t6, -1)
-        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
-        grads = (grad_values_0, grad_values_1, grad_values_2)
-    elif N == 3 and axis == -2:
-        values_0, values_1, values_2 = values
-        t0 = np.arange(np.shape(values_0)[-2])
-        grad_values_0 = _gather(grad, t0, -2)
-        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
-        t1 = np.arange(np.shape(values_1)[-2])
-        t2 = np.shape(values_0)[-2]
-        t3 = t1 + t2
-        grad_values_1 = _gather(grad, t3, -2)
-        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
-        t4 = np.arange(np.shape(values_2)[-2])
-        t5 = np.shape(values_1)[-2]
-        t6 = t2 + t4 + t5
-        grad_values_2 = _gather(grad, t6, -2)
+        grad_values_2 = _gather(grad, t6, axis)
         grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
         grads = (grad_values_0, grad_values_1, grad_values_2)
     else:
@@ -178,53 +128,28 @@ def concat_v2_grad_grad(grad_vjp_values, grad, *values, vjp_values=None, axis=-1
     """Second order of ConcatV2: the gradient of concat_v2_grad: one array per input (grad, *values)."""
     N = len(values)
     axis = axis - np.ndim(values[0]) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if N == 2 and axis == -1:
+    if N == 2 and axis in (-1, -2):
         values_0, values_1 = values
         grad_vjp_values_0, grad_vjp_values_1 = grad_vjp_values
-        t0 = np.arange(np.shape(grad)[-1])
-        t1 = _gather(grad_vjp_values_0, t0, -1)
-        t2 = np.shape(values_0)[-1]
+        t0 = np.arange(np.shape(grad)[axis])
+        t1 = _gather(grad_vjp_values_0, t0, axis)
+        t2 = np.shape(values_0)[axis]
         t3 = t0 - t2
-        t4 = _gather(grad_vjp_values_1, t3, -1)
+        t4 = _gather(grad_vjp_values_1, t3, axis)
         grad_grad = t1 + t4
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
         grads = (grad_grad, None, None)
-    elif N == 2 and axis == -2:
-        values_0, values_1 = values
-        grad_vjp_values_0, grad_vjp_values_1 = grad_vjp_values
-        t0 = np.arange(np.shape(grad)[-2])
-        t1 = _gather(grad_vjp_values_0, t0, -2)
-        t2 = np.shape(values_0)[-2]
-        t3 = t0 - t2
-        t4 = _gather(grad_vjp_values_1, t3, -2)
-        grad_grad = t1 + t4
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grads = (grad_grad, None, None)
-    elif N == 3 and axis == -1:
+    elif N == 3 and axis in (-1, -2):
         values_0, values_1, values_2 = values
         grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2 = grad_vjp_values
-        t0 = np.arange(np.shape(grad)[-1])
-        t1 = _gather(grad_vjp_values_0, t0, -1)
-        t2 = np.shape(values_0)[-1]
+        t0 = np.arange(np.shape(grad)[axis])
+        t1 = _gather(grad_vjp_values_0, t0, axis)
+        t2 = np.shape(values_0)[axis]
         t3 = t0 - t2
-        t4 = _gather(grad_vjp_values_1, t3, -1)
-        t5 = np.shape(values_1)[-1]
+        t4 = _gather(grad_vjp_values_1, t3, axis)
+        t5 = np.shape(values_1)[axis]
         t6 = t0 - t2 - t5
-        t7 = _gather(grad_vjp_values_2, t6, -1)
-        grad_grad = t1 + t4 + t7
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grads = (grad_grad, None, None, None)
-    elif N == 3 and axis == -2:
-        values_0, values_1, values_2 = values
-        grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2 = grad_vjp_values
-        t0 = np.arange(np.shape(grad)[-2])
-        t1 = _gather(grad_vjp_values_0, t0, -2)
-        t2 = np.shape(values_0)[-2]
-        t3 = t0 - t2
-        t4 = _gather(grad_vjp_values_1, t3, -2)
-        t5 = np.shape(values_1)[-2]
-        t6 = t0 - t2 - t5
-        t7 = _gather(grad_vjp_values_2, t6, -2)
+        t7 = _gather(grad_vjp_values_2, t6, axis)
         grad_grad = t1 + t4 + t7
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
         grads = (grad_grad, None, None, None)
@@ -236,45 +161,25 @@ def concat_v2_grad_grad(grad_vjp_values, grad, *values, vjp_values=None, axis=-1
 def split(value, *, num_split=2, axis=-1):
     """Split: `value` cut along `axis` into `num_split` pieces of equal size (declared at ops/list_ops.py:54)."""
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if num_split == 2 and axis == -1:
-        t0 = np.shape(value)[-1]
+    if num_split == 2 and axis in (-1, -2):
+        t0 = np.shape(value)[axis]
         t1 = t0 // 2
         t2 = t1
         t3 = np.arange(t2)
-        output_0 = _gather(value, t3, -1)
+        output_0 = _gather(value, t3, axis)
         t4 = t1 + t3
-        output_1 = _gather(value, t4, -1)
+        output_1 = _gather(value, t4, axis)
         output = (output_0, output_1)
-    elif num_split == 2 and axis == -2:
-        t0 = np.shape(value)[-2]
-        t1 = t0 // 2
-        t2 = t1
-        t3 = np.arange(t2)
-        output_0 = _gather(value, t3, -2)
-        t4 = t1 + t3
-        output_1 = _gather(value, t4, -2)
-        output = (output_0, output_1)
-    elif num_split == 3 and axis == -1:
-        t0 = np.shape(value)[-1]
+    elif num_split == 3 and axis in (-1, -2):
+        t0 = np.shape(value)[axis]
         t1 = t0 // 3
         t2 = t1
         t3 = np.arange(t2)
-        output_0 = _gather(value, t3, -1)
+        output_0 = _gather(value, t3, axis)
         t4 = t1 + t3
-        output_1 = _gather(value, t4, -1)
+        output_1 = _gather(value, t4, axis)
         t5 = 2 * t1 + t3
-        output_2 = _gather(value, t5, -1)
-        output = (output_0, output_1, output_2)
-    elif num_split == 3 and axis == -2:
-        t0 = np.shape(value)[-2]
-        t1 = t0 // 3
-        t2 = t1
-        t3 = np.arange(t2)
-        output_0 = _gather(value, t3, -2)
-        t4 = t1 + t3
-        output_1 = _gather(value, t4, -2)
-        t5 = 2 * t1 + t3
-        output_2 = _gather(value, t5, -2)
+        output_2 = _gather(value, t5, axis)
         output = (output_0, output_1, output_2)
     else:
         raise ValueError(f"Split: unsupported attributes num_split={num_split!r}, axis={axis!r}")
@@ -290,45 +195,25 @@ def split_grad(grad_output, value, *, output=None, num_split=2, axis=-1):
             + grad_output_1[batch, p, j0 - floor(D0 / 2)], i.e. `t1 + t5`
     """
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if num_split == 2 and axis == -1:
+    if num_split == 2 and axis in (-1, -2):
         grad_output_0, grad_output_1 = grad_output
-        t0 = np.arange(np.shape(value)[-1])
-        t1 = _gather(grad_output_0, t0, -1)
-        t2 = np.shape(value)[-1]
+        t0 = np.arange(np.shape(value)[axis])
+        t1 = _gather(grad_output_0, t0, axis)
+        t2 = np.shape(value)[axis]
         t3 = t2 // 2
         t4 = t0 - t3
-        t5 = _gather(grad_output_1, t4, -1)
+        t5 = _gather(grad_output_1, t4, axis)
         grad_value = t1 + t5
-    elif num_split == 2 and axis == -2:
-        grad_output_0, grad_output_1 = grad_output
-        t0 = np.arange(np.shape(value)[-2])
-        t1 = _gather(grad_output_0, t0, -2)
-        t2 = np.shape(value)[-2]
-        t3 = t2 // 2
-        t4 = t0 - t3
-        t5 = _gather(grad_output_1, t4, -2)
-        grad_value = t1 + t5
-    elif num_split == 3 and axis == -1:
+    elif num_split == 3 and axis in (-1, -2):
         grad_output_0, grad_output_1, grad_output_2 = grad_output
-        t0 = np.arange(np.shape(value)[-1])
-        t1 = _gather(grad_output_0, t0, -1)
-        t2 = np.shape(value)[-1]
+        t0 = np.arange(np.shape(value)[axis])
+        t1 = _gather(grad_output_0, t0, axis)
+        t2 = np.shape(value)[axis]
         t3 = t2 // 3
         t4 = t0 - t3
-        t5 = _gather(grad_output_1, t4, -1)
+        t5 = _gather(grad_output_1, t4, axis)
         t6 = t0 - 2 * t3
-        t7 = _gather(grad_output_2, t6, -1)
-        grad_value = t1 + t5 + t7
-    elif num_split == 3 and axis == -2:
-        grad_output_0, grad_output_1, grad_output_2 = grad_output
-        t0 = np.arange(np.shape(value)[-2])
-        t1 = _gather(grad_output_0, t0, -2)
-        t2 = np.shape(value)[-2]
-        t3 = t2 // 3
-        t4 = t0 - t3
-        t5 = _gather(grad_output_1, t4, -2)
-        t6 = t0 - 2 * t3
-        t7 = _gather(grad_output_2, t6, -2)
+        t7 = _gather(grad_output_2, t6, axis)
         grad_value = t1 + t5 + t7
     else:
         raise ValueError(f"Split: unsupported attributes num_split={num_split!r}, axis={axis!r}")
@@ -338,54 +223,29 @@ def split_grad(grad_output, value, *, output=None, num_split=2, axis=-1):
 def split_grad_grad(grad_vjp_value, grad_output, value, *, vjp_value=None, num_split=2, axis=-1):
     """Second order of Split: the gradient of split_grad: one array per input (grad_output, value)."""
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if num_split == 2 and axis == -1:
+    if num_split == 2 and axis in (-1, -2):
         grad_output_0, grad_output_1 = grad_output
-        t0 = np.arange(np.shape(grad_output_0)[-1])
-        grad_grad_output_0 = _gather(grad_vjp_value, t0, -1)
+        t0 = np.arange(np.shape(grad_output_0)[axis])
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, axis)
         grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
-        t1 = np.shape(value)[-1]
+        t1 = np.shape(value)[axis]
         t2 = t1 // 2
         t3 = t0 + t2
-        grad_grad_output_1 = _gather(grad_vjp_value, t3, -1)
+        grad_grad_output_1 = _gather(grad_vjp_value, t3, axis)
         grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
         grads = (grad_grad_output_0, grad_grad_output_1, None)
-    elif num_split == 2 and axis == -2:
-        grad_output_0, grad_output_1 = grad_output
-        t0 = np.arange(np.shape(grad_output_0)[-2])
-        grad_grad_output_0 = _gather(grad_vjp_value, t0, -2)
-        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
-        t1 = np.shape(value)[-2]
-        t2 = t1 // 2
-        t3 = t0 + t2
-        grad_grad_output_1 = _gather(grad_vjp_value, t3, -2)
-        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
-        grads = (grad_grad_output_0, grad_grad_output_1, None)
-    elif num_split == 3 and axis == -1:
+    elif num_split == 3 and axis in (-1, -2):
         grad_output_0, grad_output_1, grad_output_2 = grad_output
-        t0 = np.arange(np.shape(grad_output_0)[-1])
-        grad_grad_output_0 = _gather(grad_vjp_value, t0, -1)
+        t0 = np.arange(np.shape(grad_output_0)[axis])
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, axis)
         grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
-        t1 = np.shape(value)[-1]
+        t1 = np.shape(value)[axis]
         t2 = t1 // 3
         t3 = t0 + t2
-        grad_grad_output_1 = _gather(grad_vjp_value, t3, -1)
+        grad_grad_output_1 = _gather(grad_vjp_value, t3, axis)
         grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
         t4 = t0 + 2 * t2
-        grad_grad_output_2 = _gather(grad_vjp_value, t4, -1)
-        grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
-        grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
-    elif num_split == 3 and axis == -2:
-        grad_output_0, grad_output_1, grad_output_2 = grad_output
-        t0 = np.arange(np.shape(grad_output_0)[-2])
-        grad_grad_output_0 = _gather(grad_vjp_value, t0, -2)
-        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
-        t1 = np.shape(value)[-2]
-        t2 = t1 // 3
-        t3 = t0 + t2
-        grad_grad_output_1 = _gather(grad_vjp_value, t3, -2)
-        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
-        t4 = t0 + 2 * t2
-        grad_grad_output_2 = _gather(grad_vjp_value, t4, -2)
+        grad_grad_output_2 = _gather(grad_vjp_value, t4, axis)
         grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
         grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
     else:
@@ -399,37 +259,27 @@ def split_v(value, *, num_split=2, axis=-1, size_splits):
     """SplitV: `value` cut along `axis` into pieces of `size_splits[k]` entries (one may be -1: the rest) (declared at ops/list_ops.py:63)."""
     size_splits = np.asarray(size_splits, dtype=np.int64)
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if num_split == 2 and axis == -1:
-        t0 = np.shape(value)[-1]
+    if num_split == 2 and axis in (-1, -2):
+        t0 = np.shape(value)[axis]
         t1 = np.where(size_splits[0] == -1, -size_splits[1] + t0, size_splits[0])
         t2 = np.arange(t1)
-        output_0 = _gather(value, t2, -1)
+        output_0 = _gather(value, t2, axis)
         t3 = np.where(size_splits[1] == -1, -size_splits[0] + t0, size_splits[1])
         t4 = np.arange(t3)
         t5 = t4 + np.where(size_splits[0] == -1, -size_splits[1] + t0, size_splits[0])
-        output_1 = _gather(value, t5, -1)
+        output_1 = _gather(value, t5, axis)
         output = (output_0, output_1)
-    elif num_split == 2 and axis == -2:
-        t0 = np.shape(value)[-2]
-        t1 = np.where(size_splits[0] == -1, -size_splits[1] + t0, size_splits[0])
-        t2 = np.arange(t1)
-        output_0 = _gather(value, t2, -2)
-        t3 = np.where(size_splits[1] == -1, -size_splits[0] + t0, size_splits[1])
-        t4 = np.arange(t3)
-        t5 = t4 + np.where(size_splits[0] == -1, -size_splits[1] + t0, size_splits[0])
-        output_1 = _gather(value, t5, -2)
-        output = (output_0, output_1)
-    elif num_split == 3 and axis == -1:
-        t0 = np.shape(value)[-1]
+    elif num_split == 3 and axis in (-1, -2):
+        t0 = np.shape(value)[axis]
         t1 = np.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t0, size_splits[0])
         t2 = np.arange(t1)
-        output_0 = _gather(value, t2, -1)
+        output_0 = _gather(value, t2, axis)
         t3 = np.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t0, size_splits[1])
         t4 = np.arange(t3)
         t5 = t4 + np.where(
             size_splits[0] == -1, -size_splits[1] - size_splits[2] + t0, size_splits[0]
         )
-        output_1 = _gather(value, t5, -1)
+        output_1 = _gather(value, t5, axis)
         t6 = np.where(size_splits[2] == -1, -size_splits[0] - size_splits[1] + t0, size_splits[2])
         t7 = np.arange(t6)
         t8 = (
@@ -437,27 +287,7 @@ def split_v(value, *, num_split=2, axis=-1, size_splits):
             + np.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t0, size_splits[1])
             + np.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t0, size_splits[0])
         )
-        output_2 = _gather(value, t8, -1)
-        output = (output_0, output_1, output_2)
-    elif num_split == 3 and axis == -2:
-        t0 = np.shape(value)[-2]
-        t1 = np.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t0, size_splits[0])
-        t2 = np.arange(t1)
-        output_0 = _gather(value, t2, -2)
-        t3 = np.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t0, size_splits[1])
-        t4 = np.arange(t3)
-        t5 = t4 + np.where(
-            size_splits[0] == -1, -size_splits[1] - size_splits[2] + t0, size_splits[0]
-        )
-        output_1 = _gather(value, t5, -2)
-        t6 = np.where(size_splits[2] == -1, -size_splits[0] - size_splits[1] + t0, size_splits[2])
-        t7 = np.arange(t6)
-        t8 = (
-            t7
-            + np.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t0, size_splits[1])
-            + np.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t0, size_splits[0])
-        )
-        output_2 = _gather(value, t8, -2)
+        output_2 = _gather(value, t8, axis)
         output = (output_0, output_1, output_2)
     else:
         raise ValueError(f"SplitV: unsupported attributes num_split={num_split!r}, axis={axis!r}")
@@ -475,53 +305,29 @@ def split_v_grad(grad_output, value, *, output=None, num_split=2, axis=-1, size_
     """
     size_splits = np.asarray(size_splits, dtype=np.int64)
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if num_split == 2 and axis == -1:
+    if num_split == 2 and axis in (-1, -2):
         grad_output_0, grad_output_1 = grad_output
-        t0 = np.arange(np.shape(value)[-1])
-        t1 = _gather(grad_output_0, t0, -1)
-        t2 = np.shape(value)[-1]
+        t0 = np.arange(np.shape(value)[axis])
+        t1 = _gather(grad_output_0, t0, axis)
+        t2 = np.shape(value)[axis]
         t3 = t0 - np.where(size_splits[0] == -1, -size_splits[1] + t2, size_splits[0])
-        t4 = _gather(grad_output_1, t3, -1)
+        t4 = _gather(grad_output_1, t3, axis)
         grad_value = t1 + t4
-    elif num_split == 2 and axis == -2:
-        grad_output_0, grad_output_1 = grad_output
-        t0 = np.arange(np.shape(value)[-2])
-        t1 = _gather(grad_output_0, t0, -2)
-        t2 = np.shape(value)[-2]
-        t3 = t0 - np.where(size_splits[0] == -1, -size_splits[1] + t2, size_splits[0])
-        t4 = _gather(grad_output_1, t3, -2)
-        grad_value = t1 + t4
-    elif num_split == 3 and axis == -1:
+    elif num_split == 3 and axis in (-1, -2):
         grad_output_0, grad_output_1, grad_output_2 = grad_output
-        t0 = np.arange(np.shape(value)[-1])
-        t1 = _gather(grad_output_0, t0, -1)
-        t2 = np.shape(value)[-1]
+        t0 = np.arange(np.shape(value)[axis])
+        t1 = _gather(grad_output_0, t0, axis)
+        t2 = np.shape(value)[axis]
         t3 = t0 - np.where(
             size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0]
         )
-        t4 = _gather(grad_output_1, t3, -1)
+        t4 = _gather(grad_output_1, t3, axis)
         t5 = (
             t0
             - np.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t2, size_splits[1])
             - np.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0])
         )
-        t6 = _gather(grad_output_2, t5, -1)
-        grad_value = t1 + t4 + t6
-    elif num_split == 3 and axis == -2:
-        grad_output_0, grad_output_1, grad_output_2 = grad_output
-        t0 = np.arange(np.shape(value)[-2])
-        t1 = _gather(grad_output_0, t0, -2)
-        t2 = np.shape(value)[-2]
-        t3 = t0 - np.where(
-            size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0]
-        )
-        t4 = _gather(grad_output_1, t3, -2)
-        t5 = (
-            t0
-            - np.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t2, size_splits[1])
-            - np.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0])
-        )
-        t6 = _gather(grad_output_2, t5, -2)
+        t6 = _gather(grad_output_2, t5, axis)
         grad_value = t1 + t4 + t6
     else:
         raise ValueError(f"SplitV: unsupported attributes num_split={num_split!r}, axis={axis!r}")
@@ -534,68 +340,36 @@ def split_v_grad_grad(
     """Second order of SplitV: the gradient of split_v_grad: one array per input (grad_output, value)."""
     size_splits = np.asarray(size_splits, dtype=np.int64)
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if num_split == 2 and axis == -1:
+    if num_split == 2 and axis in (-1, -2):
         grad_output_0, grad_output_1 = grad_output
-        t0 = np.arange(np.shape(grad_output_0)[-1])
-        grad_grad_output_0 = _gather(grad_vjp_value, t0, -1)
+        t0 = np.arange(np.shape(grad_output_0)[axis])
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, axis)
         grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
-        t1 = np.arange(np.shape(grad_output_1)[-1])
-        t2 = np.shape(value)[-1]
+        t1 = np.arange(np.shape(grad_output_1)[axis])
+        t2 = np.shape(value)[axis]
         t3 = t1 + np.where(size_splits[0] == -1, -size_splits[1] + t2, size_splits[0])
-        grad_grad_output_1 = _gather(grad_vjp_value, t3, -1)
+        grad_grad_output_1 = _gather(grad_vjp_value, t3, axis)
         grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
         grads = (grad_grad_output_0, grad_grad_output_1, None)
-    elif num_split == 2 and axis == -2:
-        grad_output_0, grad_output_1 = grad_output
-        t0 = np.arange(np.shape(grad_output_0)[-2])
-        grad_grad_output_0 = _gather(grad_vjp_value, t0, -2)
-        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
-        t1 = np.arange(np.shape(grad_output_1)[-2])
-        t2 = np.shape(value)[-2]
-        t3 = t1 + np.where(size_splits[0] == -1, -size_splits[1] + t2, size_splits[0])
-        grad_grad_output_1 = _gather(grad_vjp_value, t3, -2)
-        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
-        grads = (grad_grad_output_0, grad_grad_output_1, None)
-    elif num_split == 3 and axis == -1:
+    elif num_split == 3 and axis in (-1, -2):
         grad_output_0, grad_output_1, grad_output_2 = grad_output
-        t0 = np.arange(np.shape(grad_output_0)[-1])
-        grad_grad_output_0 = _gather(grad_vjp_value, t0, -1)
+        t0 = np.arange(np.shape(grad_output_0)[axis])
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, axis)
         grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
-        t1 = np.arange(np.shape(grad_output_1)[-1])
-        t2 = np.shape(value)[-1]
+        t1 = np.arange(np.shape(grad_output_1)[axis])
+        t2 = np.shape(value)[axis]
         t3 = t1 + np.where(
             size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0]
         )
-        grad_grad_output_1 = _gather(grad_vjp_value, t3, -1)
+        grad_grad_output_1 = _gather(grad_vjp_value, t3, axis)
         grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
-        t4 = np.arange(np.shape(grad_output_2)[-1])
+        t4 = np.arange(np.shape(grad_output_2)[axis])
         t5 = (
             t4
             + np.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t2, size_splits[1])
             + np.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0])
         )
-        grad_grad_output_2 = _gather(grad_vjp_value, t5, -1)
-        grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
-        grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
-    elif num_split == 3 and axis == -2:
-        grad_output_0, grad_output_1, grad_output_2 = grad_output
-        t0 = np.arange(np.shape(grad_output_0)[-2])
-        grad_grad_output_0 = _gather(grad_vjp_value, t0, -2)
-        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
-        t1 = np.arange(np.shape(grad_output_1)[-2])
-        t2 = np.shape(value)[-2]
-        t3 = t1 + np.where(
-            size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0]
-        )
-        grad_grad_output_1 = _gather(grad_vjp_value, t3, -2)
-        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
-        t4 = np.arange(np.shape(grad_output_2)[-2])
-        t5 = (
-            t4
-            + np.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t2, size_splits[1])
-            + np.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0])
-        )
-        grad_grad_output_2 = _gather(grad_vjp_value, t5, -2)
+        grad_grad_output_2 = _gather(grad_vjp_value, t5, axis)
         grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
         grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
     else:
@@ -609,24 +383,12 @@ def pack(*values, axis=-1):
     """Pack: The tensors of `values`, of one shape, stacked along a new axis `axis` (declared at ops/list_ops.py:97)."""
     N = len(values)
     axis = axis - (np.ndim(values[0]) + 1) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if N == 2 and axis == -1:
+    if N == 2 and axis in (-1, -2, -3):
         values_0, values_1 = values
-        output = np.stack([values_0, values_1], axis=-1)
-    elif N == 2 and axis == -2:
-        values_0, values_1 = values
-        output = np.stack([values_0, values_1], axis=-2)
-    elif N == 2 and axis == -3:
-        values_0, values_1 = values
-        output = np.stack([values_0, values_1], axis=-3)
-    elif N == 3 and axis == -1:
+        output = np.stack([values_0, values_1], axis=axis)
+    elif N == 3 and axis in (-1, -2, -3):
         values_0, values_1, values_2 = values
-        output = np.stack([values_0, values_1, values_2], axis=-1)
-    elif N == 3 and axis == -2:
-        values_0, values_1, values_2 = values
-        output = np.stack([values_0, values_1, values_2], axis=-2)
-    elif N == 3 and axis == -3:
-        values_0, values_1, values_2 = values
-        output = np.stack([values_0, values_1, values_2], axis=-3)
+        output = np.stack([values_0, values_1, values_2], axis=axis)
     else:
         raise ValueError(f"Pack: unsupported attributes N={N!r}, axis={axis!r}")
     return output
@@ -642,67 +404,25 @@ def pack_grad(grad, *values, output=None, axis=-1):
     """
     N = len(values)
     axis = axis - (np.ndim(values[0]) + 1) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if N == 2 and axis == -1:
+    if N == 2 and axis in (-1, -2, -3):
         values_0, values_1 = values
         t0 = 0
-        grad_values_0 = _gather(grad, t0, -1)
+        grad_values_0 = _gather(grad, t0, axis)
         grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
         t1 = 1
-        grad_values_1 = _gather(grad, t1, -1)
+        grad_values_1 = _gather(grad, t1, axis)
         grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
         grads = (grad_values_0, grad_values_1)
-    elif N == 2 and axis == -2:
-        values_0, values_1 = values
-        t0 = 0
-        grad_values_0 = _gather(grad, t0, -2)
-        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
-        t1 = 1
-        grad_values_1 = _gather(grad, t1, -2)
-        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
-        grads = (grad_values_0, grad_values_1)
-    elif N == 2 and axis == -3:
-        values_0, values_1 = values
-        t0 = 0
-        grad_values_0 = _gather(grad, t0, -3)
-        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
-        t1 = 1
-        grad_values_1 = _gather(grad, t1, -3)
-        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
-        grads = (grad_values_0, grad_values_1)
-    elif N == 3 and axis == -1:
+    elif N == 3 and axis in (-1, -2, -3):
         values_0, values_1, values_2 = values
         t0 = 0
-        grad_values_0 = _gather(grad, t0, -1)
+        grad_values_0 = _gather(grad, t0, axis)
         grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
         t1 = 1
-        grad_values_1 = _gather(grad, t1, -1)
+        grad_values_1 = _gather(grad, t1, axis)
         grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
         t2 = 2
-        grad_values_2 = _gather(grad, t2, -1)
-        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
-        grads = (grad_values_0, grad_values_1, grad_values_2)
-    elif N == 3 and axis == -2:
-        values_0, values_1, values_2 = values
-        t0 = 0
-        grad_values_0 = _gather(grad, t0, -2)
-        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
-        t1 = 1
-        grad_values_1 = _gather(grad, t1, -2)
-        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
-        t2 = 2
-        grad_values_2 = _gather(grad, t2, -2)
-        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
-        grads = (grad_values_0, grad_values_1, grad_values_2)
-    elif N == 3 and axis == -3:
-        values_0, values_1, values_2 = values
-        t0 = 0
-        grad_values_0 = _gather(grad, t0, -3)
-        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
-        t1 = 1
-        grad_values_1 = _gather(grad, t1, -3)
-        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
-        t2 = 2
-        grad_values_2 = _gather(grad, t2, -3)
+        grad_values_2 = _gather(grad, t2, axis)
         grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
         grads = (grad_values_0, grad_values_1, grad_values_2)
     else:
@@ -714,40 +434,16 @@ def pack_grad_grad(grad_vjp_values, grad, *values, vjp_values=None, axis=-1):
     """Second order of Pack: the gradient of pack_grad: one array per input (grad, *values)."""
     N = len(values)
     axis = axis - (np.ndim(values[0]) + 1) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if N == 2 and axis == -1:
+    if N == 2 and axis in (-1, -2, -3):
         values_0, values_1 = values
         grad_vjp_values_0, grad_vjp_values_1 = grad_vjp_values
-        grad_grad = np.stack([grad_vjp_values_0, grad_vjp_values_1], axis=-1)
+        grad_grad = np.stack([grad_vjp_values_0, grad_vjp_values_1], axis=axis)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
         grads = (grad_grad, None, None)
-    elif N == 2 and axis == -2:
-        values_0, values_1 = values
-        grad_vjp_values_0, grad_vjp_values_1 = grad_vjp_values
-        grad_grad = np.stack([grad_vjp_values_0, grad_vjp_values_1], axis=-2)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grads = (grad_grad, None, None)
-    elif N == 2 and axis == -3:
-        values_0, values_1 = values
-        grad_vjp_values_0, grad_vjp_values_1 = grad_vjp_values
-        grad_grad = np.stack([grad_vjp_values_0, grad_vjp_values_1], axis=-3)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grads = (grad_grad, None, None)
-    elif N == 3 and axis == -1:
+    elif N == 3 and axis in (-1, -2, -3):
         values_0, values_1, values_2 = values
         grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2 = grad_vjp_values
-        grad_grad = np.stack([grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2], axis=-1)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grads = (grad_grad, None, None, None)
-    elif N == 3 and axis == -2:
-        values_0, values_1, values_2 = values
-        grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2 = grad_vjp_values
-        grad_grad = np.stack([grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2], axis=-2)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grads = (grad_grad, None, None, None)
-    elif N == 3 and axis == -3:
-        values_0, values_1, values_2 = values
-        grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2 = grad_vjp_values
-        grad_grad = np.stack([grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2], axis=-3)
+        grad_grad = np.stack([grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2], axis=axis)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
         grads = (grad_grad, None, None, None)
     else:
@@ -758,47 +454,17 @@ def pack_grad_grad(grad_vjp_values, grad, *values, vjp_values=None, axis=-1):
 def unpack(value, *, num=2, axis=-1):
     """Unpack: `value` taken apart along axis `axis` (of `num` entries), that axis dropped (declared at ops/list_ops.py:115)."""
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if num == 2 and axis == -1:
-        t0 = 0
-        output_0 = _gather(value, t0, -1)
-        t1 = 1
-        output_1 = _gather(value, t1, -1)
+    t0 = 0
+    t1 = 1
+    if num == 2 and axis in (-1, -2, -3):
+        output_0 = _gather(value, t0, axis)
+        output_1 = _gather(value, t1, axis)
         output = (output_0, output_1)
-    elif num == 2 and axis == -2:
-        t0 = 0
-        output_0 = _gather(value, t0, -2)
-        t1 = 1
-        output_1 = _gather(value, t1, -2)
-        output = (output_0, output_1)
-    elif num == 2 and axis == -3:
-        t0 = 0
-        output_0 = _gather(value, t0, -3)
-        t1 = 1
-        output_1 = _gather(value, t1, -3)
-        output = (output_0, output_1)
-    elif num == 3 and axis == -1:
-        t0 = 0
-        output_0 = _gather(value, t0, -1)
-        t1 = 1
-        output_1 = _gather(value, t1, -1)
+    elif num == 3 and axis in (-1, -2, -3):
+        output_0 = _gather(value, t0, axis)
+        output_1 = _gather(value, t1, axis)
         t2 = 2
-        output_2 = _gather(value, t2, -1)
-        output = (output_0, output_1, output_2)
-    elif num == 3 and axis == -2:
-        t0 = 0
-        output_0 = _gather(value, t0, -2)
-        t1 = 1
-        output_1 = _gather(value, t1, -2)
-        t2 = 2
-        output_2 = _gather(value, t2, -2)
-        output = (output_0, output_1, output_2)
-    elif num == 3 and axis == -3:
-        t0 = 0
-        output_0 = _gather(value, t0, -3)
-        t1 = 1
-        output_1 = _gather(value, t1, -3)
-        t2 = 2
-        output_2 = _gather(value, t2, -3)
+        output_2 = _gather(value, t2, axis)
         output = (output_0, output_1, output_2)
     else:
         raise ValueError(f"Unpack: unsupported attributes num={num!r}, axis={axis!r}")
@@ -815,24 +481,12 @@ def unpack_grad(grad_output, value, *, output=None, num=2, axis=-1):
             i.e. `np.stack([grad_output_0, grad_output_1], axis=-1)`
     """
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if num == 2 and axis == -1:
+    if num == 2 and axis in (-1, -2, -3):
         grad_output_0, grad_output_1 = grad_output
-        grad_value = np.stack([grad_output_0, grad_output_1], axis=-1)
-    elif num == 2 and axis == -2:
-        grad_output_0, grad_output_1 = grad_output
-        grad_value = np.stack([grad_output_0, grad_output_1], axis=-2)
-    elif num == 2 and axis == -3:
-        grad_output_0, grad_output_1 = grad_output
-        grad_value = np.stack([grad_output_0, grad_output_1], axis=-3)
-    elif num == 3 and axis == -1:
+        grad_value = np.stack([grad_output_0, grad_output_1], axis=axis)
+    elif num == 3 and axis in (-1, -2, -3):
         grad_output_0, grad_output_1, grad_output_2 = grad_output
-        grad_value = np.stack([grad_output_0, grad_output_1, grad_output_2], axis=-1)
-    elif num == 3 and axis == -2:
-        grad_output_0, grad_output_1, grad_output_2 = grad_output
-        grad_value = np.stack([grad_output_0, grad_output_1, grad_output_2], axis=-2)
-    elif num == 3 and axis == -3:
-        grad_output_0, grad_output_1, grad_output_2 = grad_output
-        grad_value = np.stack([grad_output_0, grad_output_1, grad_output_2], axis=-3)
+        grad_value = np.stack([grad_output_0, grad_output_1, grad_output_2], axis=axis)
     else:
         raise ValueError(f"Unpack: unsupported attributes num={num!r}, axis={axis!r}")
     return (grad_value,)
@@ -841,67 +495,25 @@ def unpack_grad(grad_output, value, *, output=None, num=2, axis=-1):
 def unpack_grad_grad(grad_vjp_value, grad_output, value, *, vjp_value=None, num=2, axis=-1):
     """Second order of Unpack: the gradient of unpack_grad: one array per input (grad_output, value)."""
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if num == 2 and axis == -1:
+    if num == 2 and axis in (-1, -2, -3):
         grad_output_0, grad_output_1 = grad_output
         t0 = 0
-        grad_grad_output_0 = _gather(grad_vjp_value, t0, -1)
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, axis)
         grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
         t1 = 1
-        grad_grad_output_1 = _gather(grad_vjp_value, t1, -1)
+        grad_grad_output_1 = _gather(grad_vjp_value, t1, axis)
         grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
         grads = (grad_grad_output_0, grad_grad_output_1, None)
-    elif num == 2 and axis == -2:
-        grad_output_0, grad_output_1 = grad_output
-        t0 = 0
-        grad_grad_output_0 = _gather(grad_vjp_value, t0, -2)
-        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
-        t1 = 1
-        grad_grad_output_1 = _gather(grad_vjp_value, t1, -2)
-        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
-        grads = (grad_grad_output_0, grad_grad_output_1, None)
-    elif num == 2 and axis == -3:
-        grad_output_0, grad_output_1 = grad_output
-        t0 = 0
-        grad_grad_output_0 = _gather(grad_vjp_value, t0, -3)
-        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
-        t1 = 1
-        grad_grad_output_1 = _gather(grad_vjp_value, t1, -3)
-        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
-        grads = (grad_grad_output_0, grad_grad_output_1, None)
-    elif num == 3 and axis == -1:
+    elif num == 3 and axis in (-1, -2, -3):
         grad_output_0, grad_output_1, grad_output_2 = grad_output
         t0 = 0
-        grad_grad_output_0 = _gather(grad_vjp_value, t0, -1)
+        grad_grad_output_0 = _gather(grad_vjp_value, t0, axis)
         grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
         t1 = 1
-        grad_grad_output_1 = _gather(grad_vjp_value, t1, -1)
+        grad_grad_output_1 = _gather(grad_vjp_value, t1, axis)
         grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
         t2 = 2
-        grad_grad_output_2 = _gather(grad_vjp_value, t2, -1)
-        grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
-        grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
-    elif num == 3 and axis == -2:
-        grad_output_0, grad_output_1, grad_output_2 = grad_output
-        t0 = 0
-        grad_grad_output_0 = _gather(grad_vjp_value, t0, -2)
-        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
-        t1 = 1
-        grad_grad_output_1 = _gather(grad_vjp_value, t1, -2)
-        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
-        t2 = 2
-        grad_grad_output_2 = _gather(grad_vjp_value, t2, -2)
-        grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
-        grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
-    elif num == 3 and axis == -3:
-        grad_output_0, grad_output_1, grad_output_2 = grad_output
-        t0 = 0
-        grad_grad_output_0 = _gather(grad_vjp_value, t0, -3)
-        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
-        t1 = 1
-        grad_grad_output_1 = _gather(grad_vjp_value, t1, -3)
-        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
-        t2 = 2
-        grad_grad_output_2 = _gather(grad_vjp_value, t2, -3)
+        grad_grad_output_2 = _gather(grad_vjp_value, t2, axis)
         grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
         grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
     else:

@@ -159,58 +159,31 @@ def concat_v2_vjp(grad, *values, output=None, axis=-1):
     """
     N = len(values)
     axis = axis - len(values[0].shape) if isinstance(axis, int) and axis >= 0 else axis
-    if N == 2 and axis == -1:
+    if N == 2 and axis in (-1, -2):
         values_0, values_1 = values
-        t0 = tf.range(tf.shape(values_0, out_type=tf.int64)[-1])
-        grad_values_0 = _gather(grad, t0, -1)
+        t0 = tf.range(tf.shape(values_0, out_type=tf.int64)[axis])
+        grad_values_0 = _gather(grad, t0, axis)
         grad_values_0 = _sum_to_shape(grad_values_0, values_0)
-        t1 = tf.range(tf.shape(values_1, out_type=tf.int64)[-1])
-        t2 = tf.shape(values_0, out_type=tf.int64)[-1]
+        t1 = tf.range(tf.shape(values_1, out_type=tf.int64)[axis])
+        t2 = tf.shape(values_0, out_type=tf.int64)[axis]
         t3 = t1 + t2
-        grad_values_1 = _gather(grad, t3, -1)
+        grad_values_1 = _gather(grad, t3, axis)
         grad_values_1 = _sum_to_shape(grad_values_1, values_1)
         grads = (grad_values_0, grad_values_1)
-    elif N == 2 and axis == -2:
-        values_0, values_1 = values
-        t0 = tf.range(tf.shape(values_0, out_type=tf.int64)[-2])
-        grad_values_0 = _gather(grad, t0, -2)
-        grad_values_0 = _sum_to_shape(grad_values_0, values_0)
-        t1 = tf.range(tf.shape(values_1, out_type=tf.int64)[-2])
-        t2 = tf.shape(values_0, out_type=tf.int64)[-2]
-        t3 = t1 + t2
-        grad_values_1 = _gather(grad, t3, -2)
-        grad_values_1 = _sum_to_shape(grad_values_1, values_1)
-        grads = (grad_values_0, grad_values_1)
-    elif N == 3 and axis == -1:
+    elif N == 3 and axis in (-1, -2):
         values_0, values_1, values_2 = values
-        t0 = tf.range(tf.shape(values_0, out_type=tf.int64)[-1])
-        grad_values_0 = _gather(grad, t0, -1)
+        t0 = tf.range(tf.shape(values_0, out_type=tf.int64)[axis])
+        grad_values_0 = _gather(grad, t0, axis)
         grad_values_0 = _sum_to_shape(grad_values_0, values_0)
-        t1 = tf.range(tf.shape(values_1, out_type=tf.int64)[-1])
-        t2 = tf.shape(values_0, out_type=tf.int64)[-1]
+        t1 = tf.range(tf.shape(values_1, out_type=tf.int64)[axis])
+        t2 = tf.shape(values_0, out_type=tf.int64)[axis]
         t3 = t1 + t2
-        grad_values_1 = _gather(grad, t3, -1)
+        grad_values_1 = _gather(grad, t3, axis)
         grad_values_1 = _sum_to_shape(grad_values_1, values_1)
-        t4 = tf.range(tf.shape(values_2, out_type=tf.int64)[-1])
-        t5 = tf.shape(values_1, out_type=tf.int64)[-1]
+        t4 = tf.range(tf.shape(values_2, out_type=tf.int64)[axis])
+        t5 = tf.shape(values_1, out_type=tf.int64)[axis]
         t6 = t2 + t4 + t5
-        grad_values_2 = _gather(grad, t6, -1)
-        grad_values_2 = _sum_to_shape(grad_values_2, values_2)
-        grads = (grad_values_0, grad_values_1, grad_values_2)
-    elif N == 3 and axis == -2:
-        values_0, values_1, values_2 = values
-        t0 = tf.range(tf.shape(values_0, out_type=tf.int64)[-2])
-        grad_values_0 = _gather(grad, t0, -2)
-        grad_values_0 = _sum_to_shape(grad_values_0, values_0)
-        t1 = tf.range(tf.shape(values_1, out_type=tf.int64)[-2])
-        t2 = tf.shape(values_0, out_type=tf.int64)[-2]
-        t3 = t1 + t2
-        grad_values_1 = _gather(grad, t3, -2)
-        grad_values_1 = _sum_to_shape(grad_values_1, values_1)
-        t4 = tf.range(tf.shape(values_2, out_type=tf.int64)[-2])
-        t5 = tf.shape(values_1, out_type=tf.int64)[-2]
-        t6 = t2 + t4 + t5
-        grad_values_2 = _gather(grad, t6, -2)
+        grad_values_2 = _gather(grad, t6, axis)
         grad_values_2 = _sum_to_shape(grad_values_2, values_2)
         grads = (grad_values_0, grad_values_1, grad_values_2)
     else:
@@ -245,51 +218,28 @@ def concat_v2(*values, axis=-1):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if N == 2 and axis == -1:
+        if N == 2 and axis in (-1, -2):
             values_0, values_1 = values
-            t0 = tf.shape(values_0, out_type=tf.int64)[-1]
-            t1 = tf.shape(values_1, out_type=tf.int64)[-1]
+            t0 = tf.shape(values_0, out_type=tf.int64)[axis]
+            t1 = tf.shape(values_1, out_type=tf.int64)[axis]
             t2 = t0 + t1
             t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = _gather(values_0, t3, -1)
+            t4 = _gather(values_0, t3, axis)
             t5 = -t0 + t3
-            t6 = _gather(values_1, t5, -1)
+            t6 = _gather(values_1, t5, axis)
             output = t4 + t6
-        elif N == 2 and axis == -2:
-            values_0, values_1 = values
-            t0 = tf.shape(values_0, out_type=tf.int64)[-2]
-            t1 = tf.shape(values_1, out_type=tf.int64)[-2]
-            t2 = t0 + t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = _gather(values_0, t3, -2)
-            t5 = -t0 + t3
-            t6 = _gather(values_1, t5, -2)
-            output = t4 + t6
-        elif N == 3 and axis == -1:
+        elif N == 3 and axis in (-1, -2):
             values_0, values_1, values_2 = values
-            t0 = tf.shape(values_0, out_type=tf.int64)[-1]
-            t1 = tf.shape(values_1, out_type=tf.int64)[-1]
-            t2 = tf.shape(values_2, out_type=tf.int64)[-1]
+            t0 = tf.shape(values_0, out_type=tf.int64)[axis]
+            t1 = tf.shape(values_1, out_type=tf.int64)[axis]
+            t2 = tf.shape(values_2, out_type=tf.int64)[axis]
             t3 = t0 + t1 + t2
             t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = _gather(values_0, t4, -1)
+            t5 = _gather(values_0, t4, axis)
             t6 = -t0 + t4
-            t7 = _gather(values_1, t6, -1)
+            t7 = _gather(values_1, t6, axis)
             t8 = -t0 - t1 + t4
-            t9 = _gather(values_2, t8, -1)
-            output = t5 + t7 + t9
-        elif N == 3 and axis == -2:
-            values_0, values_1, values_2 = values
-            t0 = tf.shape(values_0, out_type=tf.int64)[-2]
-            t1 = tf.shape(values_1, out_type=tf.int64)[-2]
-            t2 = tf.shape(values_2, out_type=tf.int64)[-2]
-            t3 = t0 + t1 + t2
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = _gather(values_0, t4, -2)
-            t6 = -t0 + t4
-            t7 = _gather(values_1, t6, -2)
-            t8 = -t0 - t1 + t4
-            t9 = _gather(values_2, t8, -2)
+            t9 = _gather(values_2, t8, axis)
             output = t5 + t7 + t9
         else:
             raise ValueError(f"ConcatV2: unsupported attributes N={N!r}, axis={axis!r}")
@@ -310,45 +260,25 @@ def split_vjp(grad_output, value, output, *, num_split=2, axis=-1):
             + grad_output_1[batch, p, j0 - floor(D0 / 2)], i.e. `t1 + t5`
     """
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
-    if num_split == 2 and axis == -1:
+    if num_split == 2 and axis in (-1, -2):
         grad_output_0, grad_output_1 = grad_output
-        t0 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
-        t1 = _gather(grad_output_0, t0, -1)
-        t2 = tf.shape(value, out_type=tf.int64)[-1]
+        t0 = tf.range(tf.shape(value, out_type=tf.int64)[axis])
+        t1 = _gather(grad_output_0, t0, axis)
+        t2 = tf.shape(value, out_type=tf.int64)[axis]
         t3 = t2 // 2
         t4 = t0 - t3
-        t5 = _gather(grad_output_1, t4, -1)
+        t5 = _gather(grad_output_1, t4, axis)
         grad_value = t1 + t5
-    elif num_split == 2 and axis == -2:
-        grad_output_0, grad_output_1 = grad_output
-        t0 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
-        t1 = _gather(grad_output_0, t0, -2)
-        t2 = tf.shape(value, out_type=tf.int64)[-2]
-        t3 = t2 // 2
-        t4 = t0 - t3
-        t5 = _gather(grad_output_1, t4, -2)
-        grad_value = t1 + t5
-    elif num_split == 3 and axis == -1:
+    elif num_split == 3 and axis in (-1, -2):
         grad_output_0, grad_output_1, grad_output_2 = grad_output
-        t0 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
-        t1 = _gather(grad_output_0, t0, -1)
-        t2 = tf.shape(value, out_type=tf.int64)[-1]
+        t0 = tf.range(tf.shape(value, out_type=tf.int64)[axis])
+        t1 = _gather(grad_output_0, t0, axis)
+        t2 = tf.shape(value, out_type=tf.int64)[axis]
         t3 = t2 // 3
         t4 = t0 - t3
-        t5 = _gather(grad_output_1, t4, -1)
+        t5 = _gather(grad_output_1, t4, axis)
         t6 = t0 - 2 * t3
-        t7 = _gather(grad_output_2, t6, -1)
-        grad_value = t1 + t5 + t7
-    elif num_split == 3 and axis == -2:
-        grad_output_0, grad_output_1, grad_output_2 = grad_output
-        t0 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
-        t1 = _gather(grad_output_0, t0, -2)
-        t2 = tf.shape(value, out_type=tf.int64)[-2]
-        t3 = t2 // 3
-        t4 = t0 - t3
-        t5 = _gather(grad_output_1, t4, -2)
-        t6 = t0 - 2 * t3
-        t7 = _gather(grad_output_2, t6, -2)
+        t7 = _gather(grad_output_2, t6, axis)
         grad_value = t1 + t5 + t7
     else:
         raise ValueError(f"Split: unsupported attributes num_split={num_split!r}, axis={axis!r}")
@@ -387,45 +317,25 @@ def split(value, *, num_split=2, axis=-1):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if num_split == 2 and axis == -1:
-            t0 = tf.shape(value, out_type=tf.int64)[-1]
+        if num_split == 2 and axis in (-1, -2):
+            t0 = tf.shape(value, out_type=tf.int64)[axis]
             t1 = t0 // 2
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
-            output_0 = _gather(value, t3, -1)
+            output_0 = _gather(value, t3, axis)
             t4 = t1 + t3
-            output_1 = _gather(value, t4, -1)
+            output_1 = _gather(value, t4, axis)
             output = (output_0, output_1)
-        elif num_split == 2 and axis == -2:
-            t0 = tf.shape(value, out_type=tf.int64)[-2]
-            t1 = t0 // 2
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            output_0 = _gather(value, t3, -2)
-            t4 = t1 + t3
-            output_1 = _gather(value, t4, -2)
-            output = (output_0, output_1)
-        elif num_split == 3 and axis == -1:
-            t0 = tf.shape(value, out_type=tf.int64)[-1]
+        elif num_split == 3 and axis in (-1, -2):
+            t0 = tf.shape(value, out_type=tf.int64)[axis]
             t1 = t0 // 3
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
-            output_0 = _gather(value, t3, -1)
+            output_0 = _gather(value, t3, axis)
             t4 = t1 + t3
-            output_1 = _gather(value, t4, -1)
+            output_1 = _gather(value, t4, axis)
             t5 = 2 * t1 + t3
-            output_2 = _gather(value, t5, -1)
-            output = (output_0, output_1, output_2)
-        elif num_split == 3 and axis == -2:
-            t0 = tf.shape(value, out_type=tf.int64)[-2]
-            t1 = t0 // 3
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            output_0 = _gather(value, t3, -2)
-            t4 = t1 + t3
-            output_1 = _gather(value, t4, -2)
-            t5 = 2 * t1 + t3
-            output_2 = _gather(value, t5, -2)
+            output_2 = _gather(value, t5, axis)
             output = (output_0, output_1, output_2)
         else:
             raise ValueError(
@@ -450,31 +360,23 @@ def split_v_vjp(grad_output, value, output, *, num_split=2, axis=-1, size_splits
     """
     size_splits = tf.cast(size_splits, tf.int64)
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
-    if num_split == 2 and axis == -1:
+    if num_split == 2 and axis in (-1, -2):
         grad_output_0, grad_output_1 = grad_output
-        t0 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
-        t1 = _gather(grad_output_0, t0, -1)
-        t2 = tf.shape(value, out_type=tf.int64)[-1]
+        t0 = tf.range(tf.shape(value, out_type=tf.int64)[axis])
+        t1 = _gather(grad_output_0, t0, axis)
+        t2 = tf.shape(value, out_type=tf.int64)[axis]
         t3 = t0 - tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t2, size_splits[0])
-        t4 = _gather(grad_output_1, t3, -1)
+        t4 = _gather(grad_output_1, t3, axis)
         grad_value = t1 + t4
-    elif num_split == 2 and axis == -2:
-        grad_output_0, grad_output_1 = grad_output
-        t0 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
-        t1 = _gather(grad_output_0, t0, -2)
-        t2 = tf.shape(value, out_type=tf.int64)[-2]
-        t3 = t0 - tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t2, size_splits[0])
-        t4 = _gather(grad_output_1, t3, -2)
-        grad_value = t1 + t4
-    elif num_split == 3 and axis == -1:
+    elif num_split == 3 and axis in (-1, -2):
         grad_output_0, grad_output_1, grad_output_2 = grad_output
-        t0 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
-        t1 = _gather(grad_output_0, t0, -1)
-        t2 = tf.shape(value, out_type=tf.int64)[-1]
+        t0 = tf.range(tf.shape(value, out_type=tf.int64)[axis])
+        t1 = _gather(grad_output_0, t0, axis)
+        t2 = tf.shape(value, out_type=tf.int64)[axis]
         t3 = t0 - tf.where(
             tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t2, size_splits[0]
         )
-        t4 = _gather(grad_output_1, t3, -1)
+        t4 = _gather(grad_output_1, t3, axis)
         t5 = (
             t0
             - tf.where(
@@ -484,27 +386,7 @@ def split_v_vjp(grad_output, value, output, *, num_split=2, axis=-1, size_splits
                 tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t2, size_splits[0]
             )
         )
-        t6 = _gather(grad_output_2, t5, -1)
-        grad_value = t1 + t4 + t6
-    elif num_split == 3 and axis == -2:
-        grad_output_0, grad_output_1, grad_output_2 = grad_output
-        t0 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
-        t1 = _gather(grad_output_0, t0, -2)
-        t2 = tf.shape(value, out_type=tf.int64)[-2]
-        t3 = t0 - tf.where(
-            tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t2, size_splits[0]
-        )
-        t4 = _gather(grad_output_1, t3, -2)
-        t5 = (
-            t0
-            - tf.where(
-                tf.equal(size_splits[1], -1), -size_splits[0] - size_splits[2] + t2, size_splits[1]
-            )
-            - tf.where(
-                tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t2, size_splits[0]
-            )
-        )
-        t6 = _gather(grad_output_2, t5, -2)
+        t6 = _gather(grad_output_2, t5, axis)
         grad_value = t1 + t4 + t6
     else:
         raise ValueError(f"SplitV: unsupported attributes num_split={num_split!r}, axis={axis!r}")
@@ -547,33 +429,23 @@ def split_v(value, *, num_split=2, axis=-1, size_splits):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if num_split == 2 and axis == -1:
-            t0 = tf.shape(value, out_type=tf.int64)[-1]
+        if num_split == 2 and axis in (-1, -2):
+            t0 = tf.shape(value, out_type=tf.int64)[axis]
             t1 = tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
             t2 = tf.range(tf.cast(t1, tf.int64))
-            output_0 = _gather(value, t2, -1)
+            output_0 = _gather(value, t2, axis)
             t3 = tf.where(tf.equal(size_splits[1], -1), -size_splits[0] + t0, size_splits[1])
             t4 = tf.range(tf.cast(t3, tf.int64))
             t5 = t4 + tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
-            output_1 = _gather(value, t5, -1)
+            output_1 = _gather(value, t5, axis)
             output = (output_0, output_1)
-        elif num_split == 2 and axis == -2:
-            t0 = tf.shape(value, out_type=tf.int64)[-2]
-            t1 = tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            output_0 = _gather(value, t2, -2)
-            t3 = tf.where(tf.equal(size_splits[1], -1), -size_splits[0] + t0, size_splits[1])
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4 + tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
-            output_1 = _gather(value, t5, -2)
-            output = (output_0, output_1)
-        elif num_split == 3 and axis == -1:
-            t0 = tf.shape(value, out_type=tf.int64)[-1]
+        elif num_split == 3 and axis in (-1, -2):
+            t0 = tf.shape(value, out_type=tf.int64)[axis]
             t1 = tf.where(
                 tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t0, size_splits[0]
             )
             t2 = tf.range(tf.cast(t1, tf.int64))
-            output_0 = _gather(value, t2, -1)
+            output_0 = _gather(value, t2, axis)
             t3 = tf.where(
                 tf.equal(size_splits[1], -1), -size_splits[0] - size_splits[2] + t0, size_splits[1]
             )
@@ -581,7 +453,7 @@ def split_v(value, *, num_split=2, axis=-1, size_splits):
             t5 = t4 + tf.where(
                 tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t0, size_splits[0]
             )
-            output_1 = _gather(value, t5, -1)
+            output_1 = _gather(value, t5, axis)
             t6 = tf.where(
                 tf.equal(size_splits[2], -1), -size_splits[0] - size_splits[1] + t0, size_splits[2]
             )
@@ -599,41 +471,7 @@ def split_v(value, *, num_split=2, axis=-1, size_splits):
                     size_splits[0],
                 )
             )
-            output_2 = _gather(value, t8, -1)
-            output = (output_0, output_1, output_2)
-        elif num_split == 3 and axis == -2:
-            t0 = tf.shape(value, out_type=tf.int64)[-2]
-            t1 = tf.where(
-                tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t0, size_splits[0]
-            )
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            output_0 = _gather(value, t2, -2)
-            t3 = tf.where(
-                tf.equal(size_splits[1], -1), -size_splits[0] - size_splits[2] + t0, size_splits[1]
-            )
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4 + tf.where(
-                tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t0, size_splits[0]
-            )
-            output_1 = _gather(value, t5, -2)
-            t6 = tf.where(
-                tf.equal(size_splits[2], -1), -size_splits[0] - size_splits[1] + t0, size_splits[2]
-            )
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = (
-                t7
-                + tf.where(
-                    tf.equal(size_splits[1], -1),
-                    -size_splits[0] - size_splits[2] + t0,
-                    size_splits[1],
-                )
-                + tf.where(
-                    tf.equal(size_splits[0], -1),
-                    -size_splits[1] - size_splits[2] + t0,
-                    size_splits[0],
-                )
-            )
-            output_2 = _gather(value, t8, -2)
+            output_2 = _gather(value, t8, axis)
             output = (output_0, output_1, output_2)
         else:
             raise ValueError(
@@ -657,67 +495,25 @@ def pack_vjp(grad, *values, output=None, axis=-1):
     """
     N = len(values)
     axis = axis - (len(values[0].shape) + 1) if isinstance(axis, int) and axis >= 0 else axis
-    if N == 2 and axis == -1:
+    if N == 2 and axis in (-1, -2, -3):
         values_0, values_1 = values
         t0 = 0
-        grad_values_0 = _gather(grad, t0, -1)
+        grad_values_0 = _gather(grad, t0, axis)
         grad_values_0 = _sum_to_shape(grad_values_0, values_0)
         t1 = 1
-        grad_values_1 = _gather(grad, t1, -1)
+        grad_values_1 = _gather(grad, t1, axis)
         grad_values_1 = _sum_to_shape(grad_values_1, values_1)
         grads = (grad_values_0, grad_values_1)
-    elif N == 2 and axis == -2:
-        values_0, values_1 = values
-        t0 = 0
-        grad_values_0 = _gather(grad, t0, -2)
-        grad_values_0 = _sum_to_shape(grad_values_0, values_0)
-        t1 = 1
-        grad_values_1 = _gather(grad, t1, -2)
-        grad_values_1 = _sum_to_shape(grad_values_1, values_1)
-        grads = (grad_values_0, grad_values_1)
-    elif N == 2 and axis == -3:
-        values_0, values_1 = values
-        t0 = 0
-        grad_values_0 = _gather(grad, t0, -3)
-        grad_values_0 = _sum_to_shape(grad_values_0, values_0)
-        t1 = 1
-        grad_values_1 = _gather(grad, t1, -3)
-        grad_values_1 = _sum_to_shape(grad_values_1, values_1)
-        grads = (grad_values_0, grad_values_1)
-    elif N == 3 and axis == -1:
+    elif N == 3 and axis in (-1, -2, -3):
         values_0, values_1, values_2 = values
         t0 = 0
-        grad_values_0 = _gather(grad, t0, -1)
+        grad_values_0 = _gather(grad, t0, axis)
         grad_values_0 = _sum_to_shape(grad_values_0, values_0)
         t1 = 1
-        grad_values_1 = _gather(grad, t1, -1)
+        grad_values_1 = _gather(grad, t1, axis)
         grad_values_1 = _sum_to_shape(grad_values_1, values_1)
         t2 = 2
-        grad_values_2 = _gather(grad, t2, -1)
-        grad_values_2 = _sum_to_shape(grad_values_2, values_2)
-        grads = (grad_values_0, grad_values_1, grad_values_2)
-    elif N == 3 and axis == -2:
-        values_0, values_1, values_2 = values
-        t0 = 0
-        grad_values_0 = _gather(grad, t0, -2)
-        grad_values_0 = _sum_to_shape(grad_values_0, values_0)
-        t1 = 1
-        grad_values_1 = _gather(grad, t1, -2)
-        grad_values_1 = _sum_to_shape(grad_values_1, values_1)
-        t2 = 2
-        grad_values_2 = _gather(grad, t2, -2)
-        grad_values_2 = _sum_to_shape(grad_values_2, values_2)
-        grads = (grad_values_0, grad_values_1, grad_values_2)
-    elif N == 3 and axis == -3:
-        values_0, values_1, values_2 = values
-        t0 = 0
-        grad_values_0 = _gather(grad, t0, -3)
-        grad_values_0 = _sum_to_shape(grad_values_0, values_0)
-        t1 = 1
-        grad_values_1 = _gather(grad, t1, -3)
-        grad_values_1 = _sum_to_shape(grad_values_1, values_1)
-        t2 = 2
-        grad_values_2 = _gather(grad, t2, -3)
+        grad_values_2 = _gather(grad, t2, axis)
         grad_values_2 = _sum_to_shape(grad_values_2, values_2)
         grads = (grad_values_0, grad_values_1, grad_values_2)
     else:
@@ -751,24 +547,12 @@ def pack(*values, axis=-1):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if N == 2 and axis == -1:
+        if N == 2 and axis in (-1, -2, -3):
             values_0, values_1 = values
-            output = tf.stack([values_0, values_1], axis=-1)
-        elif N == 2 and axis == -2:
-            values_0, values_1 = values
-            output = tf.stack([values_0, values_1], axis=-2)
-        elif N == 2 and axis == -3:
-            values_0, values_1 = values
-            output = tf.stack([values_0, values_1], axis=-3)
-        elif N == 3 and axis == -1:
+            output = tf.stack([values_0, values_1], axis=axis)
+        elif N == 3 and axis in (-1, -2, -3):
             values_0, values_1, values_2 = values
-            output = tf.stack([values_0, values_1, values_2], axis=-1)
-        elif N == 3 and axis == -2:
-            values_0, values_1, values_2 = values
-            output = tf.stack([values_0, values_1, values_2], axis=-2)
-        elif N == 3 and axis == -3:
-            values_0, values_1, values_2 = values
-            output = tf.stack([values_0, values_1, values_2], axis=-3)
+            output = tf.stack([values_0, values_1, values_2], axis=axis)
         else:
             raise ValueError(f"Pack: unsupported attributes N={N!r}, axis={axis!r}")
         return output, backward
@@ -789,24 +573,12 @@ def unpack_vjp(grad_output, value, output, *, num=2, axis=-1):
             i.e. `tf.stack([grad_output_0, grad_output_1], axis=-1)`
     """
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
-    if num == 2 and axis == -1:
+    if num == 2 and axis in (-1, -2, -3):
         grad_output_0, grad_output_1 = grad_output
-        grad_value = tf.stack([grad_output_0, grad_output_1], axis=-1)
-    elif num == 2 and axis == -2:
-        grad_output_0, grad_output_1 = grad_output
-        grad_value = tf.stack([grad_output_0, grad_output_1], axis=-2)
-    elif num == 2 and axis == -3:
-        grad_output_0, grad_output_1 = grad_output
-        grad_value = tf.stack([grad_output_0, grad_output_1], axis=-3)
-    elif num == 3 and axis == -1:
+        grad_value = tf.stack([grad_output_0, grad_output_1], axis=axis)
+    elif num == 3 and axis in (-1, -2, -3):
         grad_output_0, grad_output_1, grad_output_2 = grad_output
-        grad_value = tf.stack([grad_output_0, grad_output_1, grad_output_2], axis=-1)
-    elif num == 3 and axis == -2:
-        grad_output_0, grad_output_1, grad_output_2 = grad_output
-        grad_value = tf.stack([grad_output_0, grad_output_1, grad_output_2], axis=-2)
-    elif num == 3 and axis == -3:
-        grad_output_0, grad_output_1, grad_output_2 = grad_output
-        grad_value = tf.stack([grad_output_0, grad_output_1, grad_output_2], axis=-3)
+        grad_value = tf.stack([grad_output_0, grad_output_1, grad_output_2], axis=axis)
     else:
         raise ValueError(f"Unpack: unsupported attributes num={num!r}, axis={axis!r}")
     return (grad_value,)
@@ -839,47 +611,17 @@ def unpack(value, *, num=2, axis=-1):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if num == 2 and axis == -1:
-            t0 = 0
-            output_0 = _gather(value, t0, -1)
-            t1 = 1
-            output_1 = _gather(value, t1, -1)
+        t0 = 0
+        t1 = 1
+        if num == 2 and axis in (-1, -2, -3):
+            output_0 = _gather(value, t0, axis)
+            output_1 = _gather(value, t1, axis)
             output = (output_0, output_1)
-        elif num == 2 and axis == -2:
-            t0 = 0
-            output_0 = _gather(value, t0, -2)
-            t1 = 1
-            output_1 = _gather(value, t1, -2)
-            output = (output_0, output_1)
-        elif num == 2 and axis == -3:
-            t0 = 0
-            output_0 = _gather(value, t0, -3)
-            t1 = 1
-            output_1 = _gather(value, t1, -3)
-            output = (output_0, output_1)
-        elif num == 3 and axis == -1:
-            t0 = 0
-            output_0 = _gather(value, t0, -1)
-            t1 = 1
-            output_1 = _gather(value, t1, -1)
+        elif num == 3 and axis in (-1, -2, -3):
+            output_0 = _gather(value, t0, axis)
+            output_1 = _gather(value, t1, axis)
             t2 = 2
-            output_2 = _gather(value, t2, -1)
-            output = (output_0, output_1, output_2)
-        elif num == 3 and axis == -2:
-            t0 = 0
-            output_0 = _gather(value, t0, -2)
-            t1 = 1
-            output_1 = _gather(value, t1, -2)
-            t2 = 2
-            output_2 = _gather(value, t2, -2)
-            output = (output_0, output_1, output_2)
-        elif num == 3 and axis == -3:
-            t0 = 0
-            output_0 = _gather(value, t0, -3)
-            t1 = 1
-            output_1 = _gather(value, t1, -3)
-            t2 = 2
-            output_2 = _gather(value, t2, -3)
+            output_2 = _gather(value, t2, axis)
             output = (output_0, output_1, output_2)
         else:
             raise ValueError(f"Unpack: unsupported attributes num={num!r}, axis={axis!r}")

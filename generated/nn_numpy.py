@@ -282,11 +282,10 @@ def bias_add_grad(grad, value, bias, *, output=None, data_format="NHWC"):
             grad_value[b, c, h, w] = grad[b, c, h, w], i.e. `grad`
             grad_bias[c] = sum_{b, h, w} grad[b, c, h, w], i.e. `np.sum(grad, axis=(-4, -2, -1))`
     """
+    grad_value = grad
     if data_format == "NHWC":
-        grad_value = grad
         grad_bias = np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))
     elif data_format == "NCHW":
-        grad_value = grad
         grad_bias = np.sum(grad, axis=(-4, -2, -1))
     else:
         raise ValueError(f"BiasAdd: unsupported attributes data_format={data_format!r}")

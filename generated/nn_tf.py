@@ -352,11 +352,10 @@ def bias_add_vjp(grad, value, bias, output, *, data_format="NHWC"):
             grad_bias[c] = sum_{b, h, w} grad[b, c, h, w]
                 i.e. `tf.reduce_sum(grad, axis=[-4, -2, -1])`
     """
+    grad_value = grad
     if data_format == "NHWC":
-        grad_value = grad
         grad_bias = tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))
     elif data_format == "NCHW":
-        grad_value = grad
         grad_bias = tf.reduce_sum(grad, axis=[-4, -2, -1])
     else:
         raise ValueError(f"BiasAdd: unsupported attributes data_format={data_format!r}")

@@ -294,11 +294,10 @@ def bias_add_vjp(grad, value, bias, *, output=None, data_format="NHWC"):
             grad_value[b, c, h, w] = grad[b, c, h, w], i.e. `grad`
             grad_bias[c] = sum_{b, h, w} grad[b, c, h, w], i.e. `torch.sum(grad, axis=(-4, -2, -1))`
     """
+    grad_value = grad
     if data_format == "NHWC":
-        grad_value = grad
         grad_bias = _over(torch.sum, grad, tuple(range(np.ndim(grad) - 1)))
     elif data_format == "NCHW":
-        grad_value = grad
         grad_bias = torch.sum(grad, axis=(-4, -2, -1))
     else:
         raise ValueError(f"BiasAdd: unsupported attributes data_format={data_format!r}")

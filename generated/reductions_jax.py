@@ -61,18 +61,10 @@ def reduce_sum(input, *, axis=-1, keep_dims=False):
 def reduce_sum_forward(input, *, axis=-1, keep_dims=False):
     """Sum's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        output = jnp.sum(input, axis=-1)
-    elif axis == -1 and keep_dims:
-        output = jnp.sum(input, axis=-1, keepdims=True)
-    elif axis == -2 and not keep_dims:
-        output = jnp.sum(input, axis=-2)
-    elif axis == -2 and keep_dims:
-        output = jnp.sum(input, axis=-2, keepdims=True)
-    elif axis == -3 and not keep_dims:
-        output = jnp.sum(input, axis=-3)
-    elif axis == -3 and keep_dims:
-        output = jnp.sum(input, axis=-3, keepdims=True)
+    if axis in (-1, -2, -3) and not keep_dims:
+        output = jnp.sum(input, axis=axis)
+    elif axis in (-1, -2, -3) and keep_dims:
+        output = jnp.sum(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return output
@@ -89,18 +81,14 @@ def reduce_sum_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
         grad_input = jnp.broadcast_to(t0, jnp.shape(input))
-    elif axis == -1 and keep_dims:
+    elif axis in (-1, -2, -3) and keep_dims:
         grad_input = jnp.broadcast_to(grad, jnp.shape(input))
     elif axis == -2 and not keep_dims:
         t0 = grad[..., None, :]
         grad_input = jnp.broadcast_to(t0, jnp.shape(input))
-    elif axis == -2 and keep_dims:
-        grad_input = jnp.broadcast_to(grad, jnp.shape(input))
     elif axis == -3 and not keep_dims:
         t0 = grad[..., None, :, :]
         grad_input = jnp.broadcast_to(t0, jnp.shape(input))
-    elif axis == -3 and keep_dims:
-        grad_input = jnp.broadcast_to(grad, jnp.shape(input))
     else:
         raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -132,29 +120,13 @@ def reduce_mean(input, *, axis=-1, keep_dims=False):
 def reduce_mean_forward(input, *, axis=-1, keep_dims=False):
     """Mean's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        t0 = jnp.shape(input)[-1]
-        t1 = jnp.sum(input, axis=-1)
+    if axis in (-1, -2, -3) and not keep_dims:
+        t0 = jnp.shape(input)[axis]
+        t1 = jnp.sum(input, axis=axis)
         output = t1 / t0
-    elif axis == -1 and keep_dims:
-        t0 = jnp.shape(input)[-1]
-        t1 = jnp.sum(input, axis=-1, keepdims=True)
-        output = t1 / t0
-    elif axis == -2 and not keep_dims:
-        t0 = jnp.shape(input)[-2]
-        t1 = jnp.sum(input, axis=-2)
-        output = t1 / t0
-    elif axis == -2 and keep_dims:
-        t0 = jnp.shape(input)[-2]
-        t1 = jnp.sum(input, axis=-2, keepdims=True)
-        output = t1 / t0
-    elif axis == -3 and not keep_dims:
-        t0 = jnp.shape(input)[-3]
-        t1 = jnp.sum(input, axis=-3)
-        output = t1 / t0
-    elif axis == -3 and keep_dims:
-        t0 = jnp.shape(input)[-3]
-        t1 = jnp.sum(input, axis=-3, keepdims=True)
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = jnp.shape(input)[axis]
+        t1 = jnp.sum(input, axis=axis, keepdims=True)
         output = t1 / t0
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -173,23 +145,17 @@ def reduce_mean_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
         t0 = jnp.shape(input)[-1]
         t1 = grad[..., None]
         grad_input = jnp.broadcast_to(t1 / t0, jnp.shape(input))
-    elif axis == -1 and keep_dims:
-        t0 = jnp.shape(input)[-1]
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = jnp.shape(input)[axis]
         grad_input = jnp.broadcast_to(grad / t0, jnp.shape(input))
     elif axis == -2 and not keep_dims:
         t0 = jnp.shape(input)[-2]
         t1 = grad[..., None, :]
         grad_input = jnp.broadcast_to(t1 / t0, jnp.shape(input))
-    elif axis == -2 and keep_dims:
-        t0 = jnp.shape(input)[-2]
-        grad_input = jnp.broadcast_to(grad / t0, jnp.shape(input))
     elif axis == -3 and not keep_dims:
         t0 = jnp.shape(input)[-3]
         t1 = grad[..., None, :, :]
         grad_input = jnp.broadcast_to(t1 / t0, jnp.shape(input))
-    elif axis == -3 and keep_dims:
-        t0 = jnp.shape(input)[-3]
-        grad_input = jnp.broadcast_to(grad / t0, jnp.shape(input))
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -221,23 +187,17 @@ def euclidean_norm(input, *, axis=-1, keep_dims=False):
 def euclidean_norm_forward(input, *, axis=-1, keep_dims=False):
     """EuclideanNorm's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        sum1 = jnp.sum(input**2, axis=-1)
+    if axis in (-1, -2, -3) and not keep_dims:
+        sum1 = jnp.sum(input**2, axis=axis)
         output = jnp.sqrt(sum1)
     elif axis == -1 and keep_dims:
         sum1 = jnp.sum(input**2, axis=-1)
         t0 = sum1[..., None]
         output = jnp.sqrt(t0)
-    elif axis == -2 and not keep_dims:
-        sum1 = jnp.sum(input**2, axis=-2)
-        output = jnp.sqrt(sum1)
     elif axis == -2 and keep_dims:
         sum1 = jnp.sum(input**2, axis=-2)
         t0 = sum1[..., None, :]
         output = jnp.sqrt(t0)
-    elif axis == -3 and not keep_dims:
-        sum1 = jnp.sum(input**2, axis=-3)
-        output = jnp.sqrt(sum1)
     elif axis == -3 and keep_dims:
         sum1 = jnp.sum(input**2, axis=-3)
         t0 = sum1[..., None, :, :]
@@ -266,20 +226,16 @@ def euclidean_norm_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
         t0 = grad[..., None]
         t1 = output[..., None]
         grad_input = 2 * input * t0 * jnp.where(t1 == 0, 0, (1 / 2) / t1)
-    elif axis == -1 and keep_dims:
+    elif axis in (-1, -2, -3) and keep_dims:
         grad_input = 2 * grad * input * jnp.where(output == 0, 0, (1 / 2) / output)
     elif axis == -2 and not keep_dims:
         t0 = grad[..., None, :]
         t1 = output[..., None, :]
         grad_input = 2 * input * t0 * jnp.where(t1 == 0, 0, (1 / 2) / t1)
-    elif axis == -2 and keep_dims:
-        grad_input = 2 * grad * input * jnp.where(output == 0, 0, (1 / 2) / output)
     elif axis == -3 and not keep_dims:
         t0 = grad[..., None, :, :]
         t1 = output[..., None, :, :]
         grad_input = 2 * input * t0 * jnp.where(t1 == 0, 0, (1 / 2) / t1)
-    elif axis == -3 and keep_dims:
-        grad_input = 2 * grad * input * jnp.where(output == 0, 0, (1 / 2) / output)
     else:
         raise ValueError(
             f"EuclideanNorm: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
@@ -362,35 +318,16 @@ def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
 def cumsum_forward(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumsum's formula."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not exclusive and not reverse:
-        out = jnp.cumsum(x, axis=-1)
-    elif axis == -1 and not exclusive and reverse:
-        out = jnp.flip(jnp.cumsum(jnp.flip(x, axis=-1), axis=-1), axis=-1)
-    elif axis == -1 and exclusive and not reverse:
-        out = _shift_right(jnp.cumsum(x, axis=-1), axis=-1, fill=0)
-    elif axis == -1 and exclusive and reverse:
+    if axis in (-1, -2, -3) and not exclusive and not reverse:
+        out = jnp.cumsum(x, axis=axis)
+    elif axis in (-1, -2, -3) and not exclusive and reverse:
+        out = jnp.flip(jnp.cumsum(jnp.flip(x, axis=axis), axis=axis), axis=axis)
+    elif axis in (-1, -2, -3) and exclusive and not reverse:
+        out = _shift_right(jnp.cumsum(x, axis=axis), axis=axis, fill=0)
+    elif axis in (-1, -2, -3) and exclusive and reverse:
         out = jnp.flip(
-            _shift_right(jnp.cumsum(jnp.flip(x, axis=-1), axis=-1), axis=-1, fill=0), axis=-1
-        )
-    elif axis == -2 and not exclusive and not reverse:
-        out = jnp.cumsum(x, axis=-2)
-    elif axis == -2 and not exclusive and reverse:
-        out = jnp.flip(jnp.cumsum(jnp.flip(x, axis=-2), axis=-2), axis=-2)
-    elif axis == -2 and exclusive and not reverse:
-        out = _shift_right(jnp.cumsum(x, axis=-2), axis=-2, fill=0)
-    elif axis == -2 and exclusive and reverse:
-        out = jnp.flip(
-            _shift_right(jnp.cumsum(jnp.flip(x, axis=-2), axis=-2), axis=-2, fill=0), axis=-2
-        )
-    elif axis == -3 and not exclusive and not reverse:
-        out = jnp.cumsum(x, axis=-3)
-    elif axis == -3 and not exclusive and reverse:
-        out = jnp.flip(jnp.cumsum(jnp.flip(x, axis=-3), axis=-3), axis=-3)
-    elif axis == -3 and exclusive and not reverse:
-        out = _shift_right(jnp.cumsum(x, axis=-3), axis=-3, fill=0)
-    elif axis == -3 and exclusive and reverse:
-        out = jnp.flip(
-            _shift_right(jnp.cumsum(jnp.flip(x, axis=-3), axis=-3), axis=-3, fill=0), axis=-3
+            _shift_right(jnp.cumsum(jnp.flip(x, axis=axis), axis=axis), axis=axis, fill=0),
+            axis=axis,
         )
     else:
         raise ValueError(
@@ -408,36 +345,17 @@ def cumsum_vjp(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
             i.e. `jnp.flip(jnp.cumsum(jnp.flip(grad, axis=-1), axis=-1), axis=-1)`
     """
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not exclusive and not reverse:
-        grad_x = jnp.flip(jnp.cumsum(jnp.flip(grad, axis=-1), axis=-1), axis=-1)
-    elif axis == -1 and not exclusive and reverse:
-        grad_x = jnp.cumsum(grad, axis=-1)
-    elif axis == -1 and exclusive and not reverse:
+    if axis in (-1, -2, -3) and not exclusive and not reverse:
+        grad_x = jnp.flip(jnp.cumsum(jnp.flip(grad, axis=axis), axis=axis), axis=axis)
+    elif axis in (-1, -2, -3) and not exclusive and reverse:
+        grad_x = jnp.cumsum(grad, axis=axis)
+    elif axis in (-1, -2, -3) and exclusive and not reverse:
         grad_x = jnp.flip(
-            _shift_right(jnp.cumsum(jnp.flip(grad, axis=-1), axis=-1), axis=-1, fill=0), axis=-1
+            _shift_right(jnp.cumsum(jnp.flip(grad, axis=axis), axis=axis), axis=axis, fill=0),
+            axis=axis,
         )
-    elif axis == -1 and exclusive and reverse:
-        grad_x = _shift_right(jnp.cumsum(grad, axis=-1), axis=-1, fill=0)
-    elif axis == -2 and not exclusive and not reverse:
-        grad_x = jnp.flip(jnp.cumsum(jnp.flip(grad, axis=-2), axis=-2), axis=-2)
-    elif axis == -2 and not exclusive and reverse:
-        grad_x = jnp.cumsum(grad, axis=-2)
-    elif axis == -2 and exclusive and not reverse:
-        grad_x = jnp.flip(
-            _shift_right(jnp.cumsum(jnp.flip(grad, axis=-2), axis=-2), axis=-2, fill=0), axis=-2
-        )
-    elif axis == -2 and exclusive and reverse:
-        grad_x = _shift_right(jnp.cumsum(grad, axis=-2), axis=-2, fill=0)
-    elif axis == -3 and not exclusive and not reverse:
-        grad_x = jnp.flip(jnp.cumsum(jnp.flip(grad, axis=-3), axis=-3), axis=-3)
-    elif axis == -3 and not exclusive and reverse:
-        grad_x = jnp.cumsum(grad, axis=-3)
-    elif axis == -3 and exclusive and not reverse:
-        grad_x = jnp.flip(
-            _shift_right(jnp.cumsum(jnp.flip(grad, axis=-3), axis=-3), axis=-3, fill=0), axis=-3
-        )
-    elif axis == -3 and exclusive and reverse:
-        grad_x = _shift_right(jnp.cumsum(grad, axis=-3), axis=-3, fill=0)
+    elif axis in (-1, -2, -3) and exclusive and reverse:
+        grad_x = _shift_right(jnp.cumsum(grad, axis=axis), axis=axis, fill=0)
     else:
         raise ValueError(
             f"Cumsum: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
@@ -471,18 +389,10 @@ def reduce_prod(input, *, axis=-1, keep_dims=False):
 def reduce_prod_forward(input, *, axis=-1, keep_dims=False):
     """Prod's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        output = jnp.prod(input, axis=-1)
-    elif axis == -1 and keep_dims:
-        output = jnp.prod(input, axis=-1, keepdims=True)
-    elif axis == -2 and not keep_dims:
-        output = jnp.prod(input, axis=-2)
-    elif axis == -2 and keep_dims:
-        output = jnp.prod(input, axis=-2, keepdims=True)
-    elif axis == -3 and not keep_dims:
-        output = jnp.prod(input, axis=-3)
-    elif axis == -3 and keep_dims:
-        output = jnp.prod(input, axis=-3, keepdims=True)
+    if axis in (-1, -2, -3) and not keep_dims:
+        output = jnp.prod(input, axis=axis)
+    elif axis in (-1, -2, -3) and keep_dims:
+        output = jnp.prod(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return output
@@ -504,10 +414,11 @@ def reduce_prod_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
             _shift_right(jnp.cumprod(jnp.flip(input, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
         )
         grad_input = t0 * t1 * t2
-    elif axis == -1 and keep_dims:
-        t0 = _shift_right(jnp.cumprod(input, axis=-1), axis=-1, fill=1)
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = _shift_right(jnp.cumprod(input, axis=axis), axis=axis, fill=1)
         t1 = jnp.flip(
-            _shift_right(jnp.cumprod(jnp.flip(input, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+            _shift_right(jnp.cumprod(jnp.flip(input, axis=axis), axis=axis), axis=axis, fill=1),
+            axis=axis,
         )
         grad_input = grad * t0 * t1
     elif axis == -2 and not keep_dims:
@@ -517,12 +428,6 @@ def reduce_prod_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
             _shift_right(jnp.cumprod(jnp.flip(input, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
         )
         grad_input = t0 * t1 * t2
-    elif axis == -2 and keep_dims:
-        t0 = _shift_right(jnp.cumprod(input, axis=-2), axis=-2, fill=1)
-        t1 = jnp.flip(
-            _shift_right(jnp.cumprod(jnp.flip(input, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
-        )
-        grad_input = grad * t0 * t1
     elif axis == -3 and not keep_dims:
         t0 = grad[..., None, :, :]
         t1 = _shift_right(jnp.cumprod(input, axis=-3), axis=-3, fill=1)
@@ -530,12 +435,6 @@ def reduce_prod_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
             _shift_right(jnp.cumprod(jnp.flip(input, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
         )
         grad_input = t0 * t1 * t2
-    elif axis == -3 and keep_dims:
-        t0 = _shift_right(jnp.cumprod(input, axis=-3), axis=-3, fill=1)
-        t1 = jnp.flip(
-            _shift_right(jnp.cumprod(jnp.flip(input, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
-        )
-        grad_input = grad * t0 * t1
     else:
         raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -567,18 +466,10 @@ def reduce_max(input, *, axis=-1, keep_dims=False):
 def reduce_max_forward(input, *, axis=-1, keep_dims=False):
     """Max's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        output = jnp.max(input, axis=-1)
-    elif axis == -1 and keep_dims:
-        output = jnp.max(input, axis=-1, keepdims=True)
-    elif axis == -2 and not keep_dims:
-        output = jnp.max(input, axis=-2)
-    elif axis == -2 and keep_dims:
-        output = jnp.max(input, axis=-2, keepdims=True)
-    elif axis == -3 and not keep_dims:
-        output = jnp.max(input, axis=-3)
-    elif axis == -3 and keep_dims:
-        output = jnp.max(input, axis=-3, keepdims=True)
+    if axis in (-1, -2, -3) and not keep_dims:
+        output = jnp.max(input, axis=axis)
+    elif axis in (-1, -2, -3) and keep_dims:
+        output = jnp.max(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return output
@@ -601,25 +492,19 @@ def reduce_max_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
         t1 = jnp.sum(jnp.asarray(input == t0, grad.dtype), axis=-1, keepdims=True)
         t2 = grad[..., None]
         grad_input = jnp.where(input == t0, t2 / t1, 0)
-    elif axis == -1 and keep_dims:
-        t0 = jnp.sum(jnp.asarray(input == output, grad.dtype), axis=-1, keepdims=True)
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = jnp.sum(jnp.asarray(input == output, grad.dtype), axis=axis, keepdims=True)
         grad_input = jnp.where(input == output, grad / t0, 0)
     elif axis == -2 and not keep_dims:
         t0 = output[..., None, :]
         t1 = jnp.sum(jnp.asarray(input == t0, grad.dtype), axis=-2, keepdims=True)
         t2 = grad[..., None, :]
         grad_input = jnp.where(input == t0, t2 / t1, 0)
-    elif axis == -2 and keep_dims:
-        t0 = jnp.sum(jnp.asarray(input == output, grad.dtype), axis=-2, keepdims=True)
-        grad_input = jnp.where(input == output, grad / t0, 0)
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
         t1 = jnp.sum(jnp.asarray(input == t0, grad.dtype), axis=-3, keepdims=True)
         t2 = grad[..., None, :, :]
         grad_input = jnp.where(input == t0, t2 / t1, 0)
-    elif axis == -3 and keep_dims:
-        t0 = jnp.sum(jnp.asarray(input == output, grad.dtype), axis=-3, keepdims=True)
-        grad_input = jnp.where(input == output, grad / t0, 0)
     else:
         raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -651,18 +536,10 @@ def reduce_min(input, *, axis=-1, keep_dims=False):
 def reduce_min_forward(input, *, axis=-1, keep_dims=False):
     """Min's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        output = jnp.min(input, axis=-1)
-    elif axis == -1 and keep_dims:
-        output = jnp.min(input, axis=-1, keepdims=True)
-    elif axis == -2 and not keep_dims:
-        output = jnp.min(input, axis=-2)
-    elif axis == -2 and keep_dims:
-        output = jnp.min(input, axis=-2, keepdims=True)
-    elif axis == -3 and not keep_dims:
-        output = jnp.min(input, axis=-3)
-    elif axis == -3 and keep_dims:
-        output = jnp.min(input, axis=-3, keepdims=True)
+    if axis in (-1, -2, -3) and not keep_dims:
+        output = jnp.min(input, axis=axis)
+    elif axis in (-1, -2, -3) and keep_dims:
+        output = jnp.min(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return output
@@ -685,25 +562,19 @@ def reduce_min_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
         t1 = jnp.sum(jnp.asarray(input == t0, grad.dtype), axis=-1, keepdims=True)
         t2 = grad[..., None]
         grad_input = jnp.where(input == t0, t2 / t1, 0)
-    elif axis == -1 and keep_dims:
-        t0 = jnp.sum(jnp.asarray(input == output, grad.dtype), axis=-1, keepdims=True)
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = jnp.sum(jnp.asarray(input == output, grad.dtype), axis=axis, keepdims=True)
         grad_input = jnp.where(input == output, grad / t0, 0)
     elif axis == -2 and not keep_dims:
         t0 = output[..., None, :]
         t1 = jnp.sum(jnp.asarray(input == t0, grad.dtype), axis=-2, keepdims=True)
         t2 = grad[..., None, :]
         grad_input = jnp.where(input == t0, t2 / t1, 0)
-    elif axis == -2 and keep_dims:
-        t0 = jnp.sum(jnp.asarray(input == output, grad.dtype), axis=-2, keepdims=True)
-        grad_input = jnp.where(input == output, grad / t0, 0)
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
         t1 = jnp.sum(jnp.asarray(input == t0, grad.dtype), axis=-3, keepdims=True)
         t2 = grad[..., None, :, :]
         grad_input = jnp.where(input == t0, t2 / t1, 0)
-    elif axis == -3 and keep_dims:
-        t0 = jnp.sum(jnp.asarray(input == output, grad.dtype), axis=-3, keepdims=True)
-        grad_input = jnp.where(input == output, grad / t0, 0)
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -735,35 +606,16 @@ def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
 def cumprod_forward(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumprod's formula."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not exclusive and not reverse:
-        out = jnp.cumprod(x, axis=-1)
-    elif axis == -1 and not exclusive and reverse:
-        out = jnp.flip(jnp.cumprod(jnp.flip(x, axis=-1), axis=-1), axis=-1)
-    elif axis == -1 and exclusive and not reverse:
-        out = _shift_right(jnp.cumprod(x, axis=-1), axis=-1, fill=1)
-    elif axis == -1 and exclusive and reverse:
+    if axis in (-1, -2, -3) and not exclusive and not reverse:
+        out = jnp.cumprod(x, axis=axis)
+    elif axis in (-1, -2, -3) and not exclusive and reverse:
+        out = jnp.flip(jnp.cumprod(jnp.flip(x, axis=axis), axis=axis), axis=axis)
+    elif axis in (-1, -2, -3) and exclusive and not reverse:
+        out = _shift_right(jnp.cumprod(x, axis=axis), axis=axis, fill=1)
+    elif axis in (-1, -2, -3) and exclusive and reverse:
         out = jnp.flip(
-            _shift_right(jnp.cumprod(jnp.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
-        )
-    elif axis == -2 and not exclusive and not reverse:
-        out = jnp.cumprod(x, axis=-2)
-    elif axis == -2 and not exclusive and reverse:
-        out = jnp.flip(jnp.cumprod(jnp.flip(x, axis=-2), axis=-2), axis=-2)
-    elif axis == -2 and exclusive and not reverse:
-        out = _shift_right(jnp.cumprod(x, axis=-2), axis=-2, fill=1)
-    elif axis == -2 and exclusive and reverse:
-        out = jnp.flip(
-            _shift_right(jnp.cumprod(jnp.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
-        )
-    elif axis == -3 and not exclusive and not reverse:
-        out = jnp.cumprod(x, axis=-3)
-    elif axis == -3 and not exclusive and reverse:
-        out = jnp.flip(jnp.cumprod(jnp.flip(x, axis=-3), axis=-3), axis=-3)
-    elif axis == -3 and exclusive and not reverse:
-        out = _shift_right(jnp.cumprod(x, axis=-3), axis=-3, fill=1)
-    elif axis == -3 and exclusive and reverse:
-        out = jnp.flip(
-            _shift_right(jnp.cumprod(jnp.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
+            _shift_right(jnp.cumprod(jnp.flip(x, axis=axis), axis=axis), axis=axis, fill=1),
+            axis=axis,
         )
     else:
         raise ValueError(
@@ -781,82 +633,32 @@ def cumprod_vjp(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
             (prod_{k = j + 1..i} x[batch, k]), i.e. `t3 * t4`
     """
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not exclusive and not reverse:
-        t0 = jnp.arange(jnp.shape(x)[-1])
+    if axis in (-1, -2, -3) and not exclusive and not reverse:
+        t0 = jnp.arange(jnp.shape(x)[axis])
         t1 = t0 + 1
-        t2 = _gather(x, t1, -1)
-        t3 = _linear_scan(grad, t2, axis=-1, reverse=True)
-        t4 = _shift_right(jnp.cumprod(x, axis=-1), axis=-1, fill=1)
+        t2 = _gather(x, t1, axis)
+        t3 = _linear_scan(grad, t2, axis=axis, reverse=True)
+        t4 = _shift_right(jnp.cumprod(x, axis=axis), axis=axis, fill=1)
         grad_x = t3 * t4
-    elif axis == -1 and not exclusive and reverse:
-        t0 = jnp.arange(jnp.shape(x)[-1])
+    elif axis in (-1, -2, -3) and not exclusive and reverse:
+        t0 = jnp.arange(jnp.shape(x)[axis])
         t1 = t0 - 1
-        t2 = _gather(x, t1, -1)
-        t3 = _linear_scan(grad, t2, axis=-1)
+        t2 = _gather(x, t1, axis)
+        t3 = _linear_scan(grad, t2, axis=axis)
         t4 = jnp.flip(
-            _shift_right(jnp.cumprod(jnp.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+            _shift_right(jnp.cumprod(jnp.flip(x, axis=axis), axis=axis), axis=axis, fill=1),
+            axis=axis,
         )
         grad_x = t3 * t4
-    elif axis == -1 and exclusive and not reverse:
-        t0 = _linear_scan(grad, x, axis=-1, exclusive=True, reverse=True)
-        t1 = _shift_right(jnp.cumprod(x, axis=-1), axis=-1, fill=1)
+    elif axis in (-1, -2, -3) and exclusive and not reverse:
+        t0 = _linear_scan(grad, x, axis=axis, exclusive=True, reverse=True)
+        t1 = _shift_right(jnp.cumprod(x, axis=axis), axis=axis, fill=1)
         grad_x = t0 * t1
-    elif axis == -1 and exclusive and reverse:
-        t0 = _linear_scan(grad, x, axis=-1, exclusive=True)
+    elif axis in (-1, -2, -3) and exclusive and reverse:
+        t0 = _linear_scan(grad, x, axis=axis, exclusive=True)
         t1 = jnp.flip(
-            _shift_right(jnp.cumprod(jnp.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
-        )
-        grad_x = t0 * t1
-    elif axis == -2 and not exclusive and not reverse:
-        t0 = jnp.arange(jnp.shape(x)[-2])
-        t1 = t0 + 1
-        t2 = _gather(x, t1, -2)
-        t3 = _linear_scan(grad, t2, axis=-2, reverse=True)
-        t4 = _shift_right(jnp.cumprod(x, axis=-2), axis=-2, fill=1)
-        grad_x = t3 * t4
-    elif axis == -2 and not exclusive and reverse:
-        t0 = jnp.arange(jnp.shape(x)[-2])
-        t1 = t0 - 1
-        t2 = _gather(x, t1, -2)
-        t3 = _linear_scan(grad, t2, axis=-2)
-        t4 = jnp.flip(
-            _shift_right(jnp.cumprod(jnp.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
-        )
-        grad_x = t3 * t4
-    elif axis == -2 and exclusive and not reverse:
-        t0 = _linear_scan(grad, x, axis=-2, exclusive=True, reverse=True)
-        t1 = _shift_right(jnp.cumprod(x, axis=-2), axis=-2, fill=1)
-        grad_x = t0 * t1
-    elif axis == -2 and exclusive and reverse:
-        t0 = _linear_scan(grad, x, axis=-2, exclusive=True)
-        t1 = jnp.flip(
-            _shift_right(jnp.cumprod(jnp.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
-        )
-        grad_x = t0 * t1
-    elif axis == -3 and not exclusive and not reverse:
-        t0 = jnp.arange(jnp.shape(x)[-3])
-        t1 = t0 + 1
-        t2 = _gather(x, t1, -3)
-        t3 = _linear_scan(grad, t2, axis=-3, reverse=True)
-        t4 = _shift_right(jnp.cumprod(x, axis=-3), axis=-3, fill=1)
-        grad_x = t3 * t4
-    elif axis == -3 and not exclusive and reverse:
-        t0 = jnp.arange(jnp.shape(x)[-3])
-        t1 = t0 - 1
-        t2 = _gather(x, t1, -3)
-        t3 = _linear_scan(grad, t2, axis=-3)
-        t4 = jnp.flip(
-            _shift_right(jnp.cumprod(jnp.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
-        )
-        grad_x = t3 * t4
-    elif axis == -3 and exclusive and not reverse:
-        t0 = _linear_scan(grad, x, axis=-3, exclusive=True, reverse=True)
-        t1 = _shift_right(jnp.cumprod(x, axis=-3), axis=-3, fill=1)
-        grad_x = t0 * t1
-    elif axis == -3 and exclusive and reverse:
-        t0 = _linear_scan(grad, x, axis=-3, exclusive=True)
-        t1 = jnp.flip(
-            _shift_right(jnp.cumprod(jnp.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
+            _shift_right(jnp.cumprod(jnp.flip(x, axis=axis), axis=axis), axis=axis, fill=1),
+            axis=axis,
         )
         grad_x = t0 * t1
     else:
@@ -892,18 +694,10 @@ def cumulative_logsumexp(x, *, axis=-1, reverse=False):
 def cumulative_logsumexp_forward(x, *, axis=-1, reverse=False):
     """CumulativeLogsumexp's formula."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not reverse:
-        out = jnp.logaddexp.accumulate(x, axis=-1)
-    elif axis == -1 and reverse:
-        out = jnp.flip(jnp.logaddexp.accumulate(jnp.flip(x, axis=-1), axis=-1), axis=-1)
-    elif axis == -2 and not reverse:
-        out = jnp.logaddexp.accumulate(x, axis=-2)
-    elif axis == -2 and reverse:
-        out = jnp.flip(jnp.logaddexp.accumulate(jnp.flip(x, axis=-2), axis=-2), axis=-2)
-    elif axis == -3 and not reverse:
-        out = jnp.logaddexp.accumulate(x, axis=-3)
-    elif axis == -3 and reverse:
-        out = jnp.flip(jnp.logaddexp.accumulate(jnp.flip(x, axis=-3), axis=-3), axis=-3)
+    if axis in (-1, -2, -3) and not reverse:
+        out = jnp.logaddexp.accumulate(x, axis=axis)
+    elif axis in (-1, -2, -3) and reverse:
+        out = jnp.flip(jnp.logaddexp.accumulate(jnp.flip(x, axis=axis), axis=axis), axis=axis)
     else:
         raise ValueError(
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
@@ -922,70 +716,28 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
     if out is None:
         out = cumulative_logsumexp_forward(x, axis=axis, reverse=reverse)
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not reverse:
+    if axis in (-1, -2, -3) and not reverse:
         t0 = jnp.flip(
             jnp.logaddexp.accumulate(
-                jnp.flip(jnp.where(grad < 0, -out + jnp.log(-grad), -out - 1e30), axis=-1), axis=-1
+                jnp.flip(jnp.where(grad < 0, -out + jnp.log(-grad), -out - 1e30), axis=axis),
+                axis=axis,
             ),
-            axis=-1,
+            axis=axis,
         )
         t1 = jnp.flip(
             jnp.logaddexp.accumulate(
-                jnp.flip(jnp.where(grad > 0, -out + jnp.log(grad), -out - 1e30), axis=-1), axis=-1
+                jnp.flip(jnp.where(grad > 0, -out + jnp.log(grad), -out - 1e30), axis=axis),
+                axis=axis,
             ),
-            axis=-1,
+            axis=axis,
         )
         grad_x = -jnp.exp(t0 + x) + jnp.exp(t1 + x)
-    elif axis == -1 and reverse:
+    elif axis in (-1, -2, -3) and reverse:
         t0 = jnp.logaddexp.accumulate(
-            jnp.where(grad < 0, -out + jnp.log(-grad), -out - 1e30), axis=-1
+            jnp.where(grad < 0, -out + jnp.log(-grad), -out - 1e30), axis=axis
         )
         t1 = jnp.logaddexp.accumulate(
-            jnp.where(grad > 0, -out + jnp.log(grad), -out - 1e30), axis=-1
-        )
-        grad_x = -jnp.exp(t0 + x) + jnp.exp(t1 + x)
-    elif axis == -2 and not reverse:
-        t0 = jnp.flip(
-            jnp.logaddexp.accumulate(
-                jnp.flip(jnp.where(grad < 0, -out + jnp.log(-grad), -out - 1e30), axis=-2), axis=-2
-            ),
-            axis=-2,
-        )
-        t1 = jnp.flip(
-            jnp.logaddexp.accumulate(
-                jnp.flip(jnp.where(grad > 0, -out + jnp.log(grad), -out - 1e30), axis=-2), axis=-2
-            ),
-            axis=-2,
-        )
-        grad_x = -jnp.exp(t0 + x) + jnp.exp(t1 + x)
-    elif axis == -2 and reverse:
-        t0 = jnp.logaddexp.accumulate(
-            jnp.where(grad < 0, -out + jnp.log(-grad), -out - 1e30), axis=-2
-        )
-        t1 = jnp.logaddexp.accumulate(
-            jnp.where(grad > 0, -out + jnp.log(grad), -out - 1e30), axis=-2
-        )
-        grad_x = -jnp.exp(t0 + x) + jnp.exp(t1 + x)
-    elif axis == -3 and not reverse:
-        t0 = jnp.flip(
-            jnp.logaddexp.accumulate(
-                jnp.flip(jnp.where(grad < 0, -out + jnp.log(-grad), -out - 1e30), axis=-3), axis=-3
-            ),
-            axis=-3,
-        )
-        t1 = jnp.flip(
-            jnp.logaddexp.accumulate(
-                jnp.flip(jnp.where(grad > 0, -out + jnp.log(grad), -out - 1e30), axis=-3), axis=-3
-            ),
-            axis=-3,
-        )
-        grad_x = -jnp.exp(t0 + x) + jnp.exp(t1 + x)
-    elif axis == -3 and reverse:
-        t0 = jnp.logaddexp.accumulate(
-            jnp.where(grad < 0, -out + jnp.log(-grad), -out - 1e30), axis=-3
-        )
-        t1 = jnp.logaddexp.accumulate(
-            jnp.where(grad > 0, -out + jnp.log(grad), -out - 1e30), axis=-3
+            jnp.where(grad > 0, -out + jnp.log(grad), -out - 1e30), axis=axis
         )
         grad_x = -jnp.exp(t0 + x) + jnp.exp(t1 + x)
     else:

@@ -61,18 +61,10 @@ def _gather(x, positions, axis, fill=0):
 def reduce_sum(input, *, axis=-1, keep_dims=False):
     """Sum: Sum over one axis (declared at ops/reductions.py:35)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        output = np.sum(input, axis=-1)
-    elif axis == -1 and keep_dims:
-        output = np.sum(input, axis=-1, keepdims=True)
-    elif axis == -2 and not keep_dims:
-        output = np.sum(input, axis=-2)
-    elif axis == -2 and keep_dims:
-        output = np.sum(input, axis=-2, keepdims=True)
-    elif axis == -3 and not keep_dims:
-        output = np.sum(input, axis=-3)
-    elif axis == -3 and keep_dims:
-        output = np.sum(input, axis=-3, keepdims=True)
+    if axis in (-1, -2, -3) and not keep_dims:
+        output = np.sum(input, axis=axis)
+    elif axis in (-1, -2, -3) and keep_dims:
+        output = np.sum(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return output
@@ -89,18 +81,14 @@ def reduce_sum_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
         grad_input = np.broadcast_to(t0, np.shape(input))
-    elif axis == -1 and keep_dims:
+    elif axis in (-1, -2, -3) and keep_dims:
         grad_input = np.broadcast_to(grad, np.shape(input))
     elif axis == -2 and not keep_dims:
         t0 = grad[..., None, :]
         grad_input = np.broadcast_to(t0, np.shape(input))
-    elif axis == -2 and keep_dims:
-        grad_input = np.broadcast_to(grad, np.shape(input))
     elif axis == -3 and not keep_dims:
         t0 = grad[..., None, :, :]
         grad_input = np.broadcast_to(t0, np.shape(input))
-    elif axis == -3 and keep_dims:
-        grad_input = np.broadcast_to(grad, np.shape(input))
     else:
         raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -109,8 +97,8 @@ def reduce_sum_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
 def reduce_sum_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-1, keep_dims=False):
     """Second order of Sum: the gradient of reduce_sum_grad: one array per input (grad, input)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        grad_grad = np.sum(grad_vjp_input, axis=-1)
+    if axis in (-1, -2, -3) and not keep_dims:
+        grad_grad = np.sum(grad_vjp_input, axis=axis)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -1 and keep_dims:
         t0 = 0
@@ -119,9 +107,6 @@ def reduce_sum_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-1
         t3 = np.sum(grad_vjp_input, axis=-1, keepdims=True)
         grad_grad = np.where(t2, t3, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -2 and not keep_dims:
-        grad_grad = np.sum(grad_vjp_input, axis=-2)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -2 and keep_dims:
         t0 = 0
         t1 = np.arange(np.shape(grad)[-2])
@@ -129,9 +114,6 @@ def reduce_sum_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-1
         t3 = t2[..., None]
         t4 = np.sum(grad_vjp_input, axis=-2, keepdims=True)
         grad_grad = np.where(t3, t4, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -3 and not keep_dims:
-        grad_grad = np.sum(grad_vjp_input, axis=-3)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -3 and keep_dims:
         t0 = 0
@@ -149,29 +131,13 @@ def reduce_sum_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-1
 def reduce_mean(input, *, axis=-1, keep_dims=False):
     """Mean: Mean over one axis (declared at ops/reductions.py:43)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        t0 = np.shape(input)[-1]
-        t1 = np.sum(input, axis=-1)
+    if axis in (-1, -2, -3) and not keep_dims:
+        t0 = np.shape(input)[axis]
+        t1 = np.sum(input, axis=axis)
         output = t1 / t0
-    elif axis == -1 and keep_dims:
-        t0 = np.shape(input)[-1]
-        t1 = np.sum(input, axis=-1, keepdims=True)
-        output = t1 / t0
-    elif axis == -2 and not keep_dims:
-        t0 = np.shape(input)[-2]
-        t1 = np.sum(input, axis=-2)
-        output = t1 / t0
-    elif axis == -2 and keep_dims:
-        t0 = np.shape(input)[-2]
-        t1 = np.sum(input, axis=-2, keepdims=True)
-        output = t1 / t0
-    elif axis == -3 and not keep_dims:
-        t0 = np.shape(input)[-3]
-        t1 = np.sum(input, axis=-3)
-        output = t1 / t0
-    elif axis == -3 and keep_dims:
-        t0 = np.shape(input)[-3]
-        t1 = np.sum(input, axis=-3, keepdims=True)
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = np.shape(input)[axis]
+        t1 = np.sum(input, axis=axis, keepdims=True)
         output = t1 / t0
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -190,23 +156,17 @@ def reduce_mean_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
         t0 = np.shape(input)[-1]
         t1 = grad[..., None]
         grad_input = np.broadcast_to(t1 / t0, np.shape(input))
-    elif axis == -1 and keep_dims:
-        t0 = np.shape(input)[-1]
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = np.shape(input)[axis]
         grad_input = np.broadcast_to(grad / t0, np.shape(input))
     elif axis == -2 and not keep_dims:
         t0 = np.shape(input)[-2]
         t1 = grad[..., None, :]
         grad_input = np.broadcast_to(t1 / t0, np.shape(input))
-    elif axis == -2 and keep_dims:
-        t0 = np.shape(input)[-2]
-        grad_input = np.broadcast_to(grad / t0, np.shape(input))
     elif axis == -3 and not keep_dims:
         t0 = np.shape(input)[-3]
         t1 = grad[..., None, :, :]
         grad_input = np.broadcast_to(t1 / t0, np.shape(input))
-    elif axis == -3 and keep_dims:
-        t0 = np.shape(input)[-3]
-        grad_input = np.broadcast_to(grad / t0, np.shape(input))
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -215,9 +175,9 @@ def reduce_mean_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
 def reduce_mean_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-1, keep_dims=False):
     """Second order of Mean: the gradient of reduce_mean_grad: one array per input (grad, input)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        t0 = np.shape(input)[-1]
-        t1 = np.sum(grad_vjp_input, axis=-1)
+    if axis in (-1, -2, -3) and not keep_dims:
+        t0 = np.shape(input)[axis]
+        t1 = np.sum(grad_vjp_input, axis=axis)
         grad_grad = t1 / t0
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -1 and keep_dims:
@@ -228,11 +188,6 @@ def reduce_mean_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-
         t4 = np.sum(grad_vjp_input, axis=-1, keepdims=True)
         grad_grad = np.where(t3, t4 / t0, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -2 and not keep_dims:
-        t0 = np.shape(input)[-2]
-        t1 = np.sum(grad_vjp_input, axis=-2)
-        grad_grad = t1 / t0
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -2 and keep_dims:
         t0 = np.shape(input)[-2]
         t1 = 0
@@ -241,11 +196,6 @@ def reduce_mean_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-
         t4 = t3[..., None]
         t5 = np.sum(grad_vjp_input, axis=-2, keepdims=True)
         grad_grad = np.where(t4, t5 / t0, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -3 and not keep_dims:
-        t0 = np.shape(input)[-3]
-        t1 = np.sum(grad_vjp_input, axis=-3)
-        grad_grad = t1 / t0
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -3 and keep_dims:
         t0 = np.shape(input)[-3]
@@ -264,23 +214,17 @@ def reduce_mean_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-
 def euclidean_norm(input, *, axis=-1, keep_dims=False):
     """EuclideanNorm: Square root of the sum of squares over one axis; at 0 its gradient is 0 (a subgradient) (declared at ops/reductions.py:51)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        sum1 = np.sum(input**2, axis=-1)
+    if axis in (-1, -2, -3) and not keep_dims:
+        sum1 = np.sum(input**2, axis=axis)
         output = np.sqrt(sum1)
     elif axis == -1 and keep_dims:
         sum1 = np.sum(input**2, axis=-1)
         t0 = sum1[..., None]
         output = np.sqrt(t0)
-    elif axis == -2 and not keep_dims:
-        sum1 = np.sum(input**2, axis=-2)
-        output = np.sqrt(sum1)
     elif axis == -2 and keep_dims:
         sum1 = np.sum(input**2, axis=-2)
         t0 = sum1[..., None, :]
         output = np.sqrt(t0)
-    elif axis == -3 and not keep_dims:
-        sum1 = np.sum(input**2, axis=-3)
-        output = np.sqrt(sum1)
     elif axis == -3 and keep_dims:
         sum1 = np.sum(input**2, axis=-3)
         t0 = sum1[..., None, :, :]
@@ -309,20 +253,16 @@ def euclidean_norm_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
         t0 = grad[..., None]
         t1 = output[..., None]
         grad_input = 2 * input * t0 * np.where(t1 == 0, 0, (1 / 2) / t1)
-    elif axis == -1 and keep_dims:
+    elif axis in (-1, -2, -3) and keep_dims:
         grad_input = 2 * grad * input * np.where(output == 0, 0, (1 / 2) / output)
     elif axis == -2 and not keep_dims:
         t0 = grad[..., None, :]
         t1 = output[..., None, :]
         grad_input = 2 * input * t0 * np.where(t1 == 0, 0, (1 / 2) / t1)
-    elif axis == -2 and keep_dims:
-        grad_input = 2 * grad * input * np.where(output == 0, 0, (1 / 2) / output)
     elif axis == -3 and not keep_dims:
         t0 = grad[..., None, :, :]
         t1 = output[..., None, :, :]
         grad_input = 2 * input * t0 * np.where(t1 == 0, 0, (1 / 2) / t1)
-    elif axis == -3 and keep_dims:
-        grad_input = 2 * grad * input * np.where(output == 0, 0, (1 / 2) / output)
     else:
         raise ValueError(
             f"EuclideanNorm: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
@@ -512,35 +452,15 @@ def reduce_log_sum_exp_grad_grad(
 def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumsum: Cumulative sum along one axis; `exclusive` leaves each element out of its sum (declared at ops/reductions.py:72)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not exclusive and not reverse:
-        out = np.cumsum(x, axis=-1)
-    elif axis == -1 and not exclusive and reverse:
-        out = np.flip(np.cumsum(np.flip(x, axis=-1), axis=-1), axis=-1)
-    elif axis == -1 and exclusive and not reverse:
-        out = _shift_right(np.cumsum(x, axis=-1), axis=-1, fill=0)
-    elif axis == -1 and exclusive and reverse:
+    if axis in (-1, -2, -3) and not exclusive and not reverse:
+        out = np.cumsum(x, axis=axis)
+    elif axis in (-1, -2, -3) and not exclusive and reverse:
+        out = np.flip(np.cumsum(np.flip(x, axis=axis), axis=axis), axis=axis)
+    elif axis in (-1, -2, -3) and exclusive and not reverse:
+        out = _shift_right(np.cumsum(x, axis=axis), axis=axis, fill=0)
+    elif axis in (-1, -2, -3) and exclusive and reverse:
         out = np.flip(
-            _shift_right(np.cumsum(np.flip(x, axis=-1), axis=-1), axis=-1, fill=0), axis=-1
-        )
-    elif axis == -2 and not exclusive and not reverse:
-        out = np.cumsum(x, axis=-2)
-    elif axis == -2 and not exclusive and reverse:
-        out = np.flip(np.cumsum(np.flip(x, axis=-2), axis=-2), axis=-2)
-    elif axis == -2 and exclusive and not reverse:
-        out = _shift_right(np.cumsum(x, axis=-2), axis=-2, fill=0)
-    elif axis == -2 and exclusive and reverse:
-        out = np.flip(
-            _shift_right(np.cumsum(np.flip(x, axis=-2), axis=-2), axis=-2, fill=0), axis=-2
-        )
-    elif axis == -3 and not exclusive and not reverse:
-        out = np.cumsum(x, axis=-3)
-    elif axis == -3 and not exclusive and reverse:
-        out = np.flip(np.cumsum(np.flip(x, axis=-3), axis=-3), axis=-3)
-    elif axis == -3 and exclusive and not reverse:
-        out = _shift_right(np.cumsum(x, axis=-3), axis=-3, fill=0)
-    elif axis == -3 and exclusive and reverse:
-        out = np.flip(
-            _shift_right(np.cumsum(np.flip(x, axis=-3), axis=-3), axis=-3, fill=0), axis=-3
+            _shift_right(np.cumsum(np.flip(x, axis=axis), axis=axis), axis=axis, fill=0), axis=axis
         )
     else:
         raise ValueError(
@@ -558,36 +478,17 @@ def cumsum_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
             i.e. `np.flip(np.cumsum(np.flip(grad, axis=-1), axis=-1), axis=-1)`
     """
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not exclusive and not reverse:
-        grad_x = np.flip(np.cumsum(np.flip(grad, axis=-1), axis=-1), axis=-1)
-    elif axis == -1 and not exclusive and reverse:
-        grad_x = np.cumsum(grad, axis=-1)
-    elif axis == -1 and exclusive and not reverse:
+    if axis in (-1, -2, -3) and not exclusive and not reverse:
+        grad_x = np.flip(np.cumsum(np.flip(grad, axis=axis), axis=axis), axis=axis)
+    elif axis in (-1, -2, -3) and not exclusive and reverse:
+        grad_x = np.cumsum(grad, axis=axis)
+    elif axis in (-1, -2, -3) and exclusive and not reverse:
         grad_x = np.flip(
-            _shift_right(np.cumsum(np.flip(grad, axis=-1), axis=-1), axis=-1, fill=0), axis=-1
+            _shift_right(np.cumsum(np.flip(grad, axis=axis), axis=axis), axis=axis, fill=0),
+            axis=axis,
         )
-    elif axis == -1 and exclusive and reverse:
-        grad_x = _shift_right(np.cumsum(grad, axis=-1), axis=-1, fill=0)
-    elif axis == -2 and not exclusive and not reverse:
-        grad_x = np.flip(np.cumsum(np.flip(grad, axis=-2), axis=-2), axis=-2)
-    elif axis == -2 and not exclusive and reverse:
-        grad_x = np.cumsum(grad, axis=-2)
-    elif axis == -2 and exclusive and not reverse:
-        grad_x = np.flip(
-            _shift_right(np.cumsum(np.flip(grad, axis=-2), axis=-2), axis=-2, fill=0), axis=-2
-        )
-    elif axis == -2 and exclusive and reverse:
-        grad_x = _shift_right(np.cumsum(grad, axis=-2), axis=-2, fill=0)
-    elif axis == -3 and not exclusive and not reverse:
-        grad_x = np.flip(np.cumsum(np.flip(grad, axis=-3), axis=-3), axis=-3)
-    elif axis == -3 and not exclusive and reverse:
-        grad_x = np.cumsum(grad, axis=-3)
-    elif axis == -3 and exclusive and not reverse:
-        grad_x = np.flip(
-            _shift_right(np.cumsum(np.flip(grad, axis=-3), axis=-3), axis=-3, fill=0), axis=-3
-        )
-    elif axis == -3 and exclusive and reverse:
-        grad_x = _shift_right(np.cumsum(grad, axis=-3), axis=-3, fill=0)
+    elif axis in (-1, -2, -3) and exclusive and reverse:
+        grad_x = _shift_right(np.cumsum(grad, axis=axis), axis=axis, fill=0)
     else:
         raise ValueError(
             f"Cumsum: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
@@ -598,46 +499,19 @@ def cumsum_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
 def cumsum_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None, axis=-1, exclusive=False, reverse=False):
     """Second order of Cumsum: the gradient of cumsum_grad: one array per input (grad, x)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not exclusive and not reverse:
-        grad_grad = np.cumsum(grad_vjp_x, axis=-1)
+    if axis in (-1, -2, -3) and not exclusive and not reverse:
+        grad_grad = np.cumsum(grad_vjp_x, axis=axis)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -1 and not exclusive and reverse:
-        grad_grad = np.flip(np.cumsum(np.flip(grad_vjp_x, axis=-1), axis=-1), axis=-1)
+    elif axis in (-1, -2, -3) and not exclusive and reverse:
+        grad_grad = np.flip(np.cumsum(np.flip(grad_vjp_x, axis=axis), axis=axis), axis=axis)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -1 and exclusive and not reverse:
-        grad_grad = _shift_right(np.cumsum(grad_vjp_x, axis=-1), axis=-1, fill=0)
+    elif axis in (-1, -2, -3) and exclusive and not reverse:
+        grad_grad = _shift_right(np.cumsum(grad_vjp_x, axis=axis), axis=axis, fill=0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -1 and exclusive and reverse:
+    elif axis in (-1, -2, -3) and exclusive and reverse:
         grad_grad = np.flip(
-            _shift_right(np.cumsum(np.flip(grad_vjp_x, axis=-1), axis=-1), axis=-1, fill=0), axis=-1
-        )
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -2 and not exclusive and not reverse:
-        grad_grad = np.cumsum(grad_vjp_x, axis=-2)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -2 and not exclusive and reverse:
-        grad_grad = np.flip(np.cumsum(np.flip(grad_vjp_x, axis=-2), axis=-2), axis=-2)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -2 and exclusive and not reverse:
-        grad_grad = _shift_right(np.cumsum(grad_vjp_x, axis=-2), axis=-2, fill=0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -2 and exclusive and reverse:
-        grad_grad = np.flip(
-            _shift_right(np.cumsum(np.flip(grad_vjp_x, axis=-2), axis=-2), axis=-2, fill=0), axis=-2
-        )
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -3 and not exclusive and not reverse:
-        grad_grad = np.cumsum(grad_vjp_x, axis=-3)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -3 and not exclusive and reverse:
-        grad_grad = np.flip(np.cumsum(np.flip(grad_vjp_x, axis=-3), axis=-3), axis=-3)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -3 and exclusive and not reverse:
-        grad_grad = _shift_right(np.cumsum(grad_vjp_x, axis=-3), axis=-3, fill=0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -3 and exclusive and reverse:
-        grad_grad = np.flip(
-            _shift_right(np.cumsum(np.flip(grad_vjp_x, axis=-3), axis=-3), axis=-3, fill=0), axis=-3
+            _shift_right(np.cumsum(np.flip(grad_vjp_x, axis=axis), axis=axis), axis=axis, fill=0),
+            axis=axis,
         )
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
@@ -650,18 +524,10 @@ def cumsum_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None, axis=-1, exclusive=Fals
 def reduce_prod(input, *, axis=-1, keep_dims=False):
     """Prod: Product over one axis; its gradient is finite with zeros in the slice (declared at ops/reductions.py:83)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        output = np.prod(input, axis=-1)
-    elif axis == -1 and keep_dims:
-        output = np.prod(input, axis=-1, keepdims=True)
-    elif axis == -2 and not keep_dims:
-        output = np.prod(input, axis=-2)
-    elif axis == -2 and keep_dims:
-        output = np.prod(input, axis=-2, keepdims=True)
-    elif axis == -3 and not keep_dims:
-        output = np.prod(input, axis=-3)
-    elif axis == -3 and keep_dims:
-        output = np.prod(input, axis=-3, keepdims=True)
+    if axis in (-1, -2, -3) and not keep_dims:
+        output = np.prod(input, axis=axis)
+    elif axis in (-1, -2, -3) and keep_dims:
+        output = np.prod(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return output
@@ -683,10 +549,11 @@ def reduce_prod_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
             _shift_right(np.cumprod(np.flip(input, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
         )
         grad_input = t0 * t1 * t2
-    elif axis == -1 and keep_dims:
-        t0 = _shift_right(np.cumprod(input, axis=-1), axis=-1, fill=1)
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = _shift_right(np.cumprod(input, axis=axis), axis=axis, fill=1)
         t1 = np.flip(
-            _shift_right(np.cumprod(np.flip(input, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+            _shift_right(np.cumprod(np.flip(input, axis=axis), axis=axis), axis=axis, fill=1),
+            axis=axis,
         )
         grad_input = grad * t0 * t1
     elif axis == -2 and not keep_dims:
@@ -696,12 +563,6 @@ def reduce_prod_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
             _shift_right(np.cumprod(np.flip(input, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
         )
         grad_input = t0 * t1 * t2
-    elif axis == -2 and keep_dims:
-        t0 = _shift_right(np.cumprod(input, axis=-2), axis=-2, fill=1)
-        t1 = np.flip(
-            _shift_right(np.cumprod(np.flip(input, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
-        )
-        grad_input = grad * t0 * t1
     elif axis == -3 and not keep_dims:
         t0 = grad[..., None, :, :]
         t1 = _shift_right(np.cumprod(input, axis=-3), axis=-3, fill=1)
@@ -709,12 +570,6 @@ def reduce_prod_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
             _shift_right(np.cumprod(np.flip(input, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
         )
         grad_input = t0 * t1 * t2
-    elif axis == -3 and keep_dims:
-        t0 = _shift_right(np.cumprod(input, axis=-3), axis=-3, fill=1)
-        t1 = np.flip(
-            _shift_right(np.cumprod(np.flip(input, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
-        )
-        grad_input = grad * t0 * t1
     else:
         raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -858,18 +713,10 @@ def reduce_prod_grad_grad(
 def reduce_max(input, *, axis=-1, keep_dims=False):
     """Max: Maximum over one axis; tied maxima share the gradient equally (declared at ops/reductions.py:90)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        output = np.max(input, axis=-1)
-    elif axis == -1 and keep_dims:
-        output = np.max(input, axis=-1, keepdims=True)
-    elif axis == -2 and not keep_dims:
-        output = np.max(input, axis=-2)
-    elif axis == -2 and keep_dims:
-        output = np.max(input, axis=-2, keepdims=True)
-    elif axis == -3 and not keep_dims:
-        output = np.max(input, axis=-3)
-    elif axis == -3 and keep_dims:
-        output = np.max(input, axis=-3, keepdims=True)
+    if axis in (-1, -2, -3) and not keep_dims:
+        output = np.max(input, axis=axis)
+    elif axis in (-1, -2, -3) and keep_dims:
+        output = np.max(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return output
@@ -892,25 +739,19 @@ def reduce_max_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
         t1 = np.sum(np.asarray(input == t0, grad.dtype), axis=-1, keepdims=True)
         t2 = grad[..., None]
         grad_input = np.where(input == t0, t2 / t1, 0)
-    elif axis == -1 and keep_dims:
-        t0 = np.sum(np.asarray(input == output, grad.dtype), axis=-1, keepdims=True)
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = np.sum(np.asarray(input == output, grad.dtype), axis=axis, keepdims=True)
         grad_input = np.where(input == output, grad / t0, 0)
     elif axis == -2 and not keep_dims:
         t0 = output[..., None, :]
         t1 = np.sum(np.asarray(input == t0, grad.dtype), axis=-2, keepdims=True)
         t2 = grad[..., None, :]
         grad_input = np.where(input == t0, t2 / t1, 0)
-    elif axis == -2 and keep_dims:
-        t0 = np.sum(np.asarray(input == output, grad.dtype), axis=-2, keepdims=True)
-        grad_input = np.where(input == output, grad / t0, 0)
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
         t1 = np.sum(np.asarray(input == t0, grad.dtype), axis=-3, keepdims=True)
         t2 = grad[..., None, :, :]
         grad_input = np.where(input == t0, t2 / t1, 0)
-    elif axis == -3 and keep_dims:
-        t0 = np.sum(np.asarray(input == output, grad.dtype), axis=-3, keepdims=True)
-        grad_input = np.where(input == output, grad / t0, 0)
     else:
         raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -1013,18 +854,10 @@ def reduce_max_grad_grad(
 def reduce_min(input, *, axis=-1, keep_dims=False):
     """Min: Minimum over one axis; tied minima share the gradient equally (declared at ops/reductions.py:97)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        output = np.min(input, axis=-1)
-    elif axis == -1 and keep_dims:
-        output = np.min(input, axis=-1, keepdims=True)
-    elif axis == -2 and not keep_dims:
-        output = np.min(input, axis=-2)
-    elif axis == -2 and keep_dims:
-        output = np.min(input, axis=-2, keepdims=True)
-    elif axis == -3 and not keep_dims:
-        output = np.min(input, axis=-3)
-    elif axis == -3 and keep_dims:
-        output = np.min(input, axis=-3, keepdims=True)
+    if axis in (-1, -2, -3) and not keep_dims:
+        output = np.min(input, axis=axis)
+    elif axis in (-1, -2, -3) and keep_dims:
+        output = np.min(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return output
@@ -1047,25 +880,19 @@ def reduce_min_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
         t1 = np.sum(np.asarray(input == t0, grad.dtype), axis=-1, keepdims=True)
         t2 = grad[..., None]
         grad_input = np.where(input == t0, t2 / t1, 0)
-    elif axis == -1 and keep_dims:
-        t0 = np.sum(np.asarray(input == output, grad.dtype), axis=-1, keepdims=True)
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = np.sum(np.asarray(input == output, grad.dtype), axis=axis, keepdims=True)
         grad_input = np.where(input == output, grad / t0, 0)
     elif axis == -2 and not keep_dims:
         t0 = output[..., None, :]
         t1 = np.sum(np.asarray(input == t0, grad.dtype), axis=-2, keepdims=True)
         t2 = grad[..., None, :]
         grad_input = np.where(input == t0, t2 / t1, 0)
-    elif axis == -2 and keep_dims:
-        t0 = np.sum(np.asarray(input == output, grad.dtype), axis=-2, keepdims=True)
-        grad_input = np.where(input == output, grad / t0, 0)
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
         t1 = np.sum(np.asarray(input == t0, grad.dtype), axis=-3, keepdims=True)
         t2 = grad[..., None, :, :]
         grad_input = np.where(input == t0, t2 / t1, 0)
-    elif axis == -3 and keep_dims:
-        t0 = np.sum(np.asarray(input == output, grad.dtype), axis=-3, keepdims=True)
-        grad_input = np.where(input == output, grad / t0, 0)
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -1168,35 +995,15 @@ def reduce_min_grad_grad(
 def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero (declared at ops/reductions.py:104)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not exclusive and not reverse:
-        out = np.cumprod(x, axis=-1)
-    elif axis == -1 and not exclusive and reverse:
-        out = np.flip(np.cumprod(np.flip(x, axis=-1), axis=-1), axis=-1)
-    elif axis == -1 and exclusive and not reverse:
-        out = _shift_right(np.cumprod(x, axis=-1), axis=-1, fill=1)
-    elif axis == -1 and exclusive and reverse:
+    if axis in (-1, -2, -3) and not exclusive and not reverse:
+        out = np.cumprod(x, axis=axis)
+    elif axis in (-1, -2, -3) and not exclusive and reverse:
+        out = np.flip(np.cumprod(np.flip(x, axis=axis), axis=axis), axis=axis)
+    elif axis in (-1, -2, -3) and exclusive and not reverse:
+        out = _shift_right(np.cumprod(x, axis=axis), axis=axis, fill=1)
+    elif axis in (-1, -2, -3) and exclusive and reverse:
         out = np.flip(
-            _shift_right(np.cumprod(np.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
-        )
-    elif axis == -2 and not exclusive and not reverse:
-        out = np.cumprod(x, axis=-2)
-    elif axis == -2 and not exclusive and reverse:
-        out = np.flip(np.cumprod(np.flip(x, axis=-2), axis=-2), axis=-2)
-    elif axis == -2 and exclusive and not reverse:
-        out = _shift_right(np.cumprod(x, axis=-2), axis=-2, fill=1)
-    elif axis == -2 and exclusive and reverse:
-        out = np.flip(
-            _shift_right(np.cumprod(np.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
-        )
-    elif axis == -3 and not exclusive and not reverse:
-        out = np.cumprod(x, axis=-3)
-    elif axis == -3 and not exclusive and reverse:
-        out = np.flip(np.cumprod(np.flip(x, axis=-3), axis=-3), axis=-3)
-    elif axis == -3 and exclusive and not reverse:
-        out = _shift_right(np.cumprod(x, axis=-3), axis=-3, fill=1)
-    elif axis == -3 and exclusive and reverse:
-        out = np.flip(
-            _shift_right(np.cumprod(np.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
+            _shift_right(np.cumprod(np.flip(x, axis=axis), axis=axis), axis=axis, fill=1), axis=axis
         )
     else:
         raise ValueError(
@@ -1214,82 +1021,30 @@ def cumprod_grad(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
             (prod_{k = j + 1..i} x[batch, k]), i.e. `t3 * t4`
     """
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not exclusive and not reverse:
-        t0 = np.arange(np.shape(x)[-1])
+    if axis in (-1, -2, -3) and not exclusive and not reverse:
+        t0 = np.arange(np.shape(x)[axis])
         t1 = t0 + 1
-        t2 = _gather(x, t1, -1)
-        t3 = _linear_scan(grad, t2, axis=-1, reverse=True)
-        t4 = _shift_right(np.cumprod(x, axis=-1), axis=-1, fill=1)
+        t2 = _gather(x, t1, axis)
+        t3 = _linear_scan(grad, t2, axis=axis, reverse=True)
+        t4 = _shift_right(np.cumprod(x, axis=axis), axis=axis, fill=1)
         grad_x = t3 * t4
-    elif axis == -1 and not exclusive and reverse:
-        t0 = np.arange(np.shape(x)[-1])
+    elif axis in (-1, -2, -3) and not exclusive and reverse:
+        t0 = np.arange(np.shape(x)[axis])
         t1 = t0 - 1
-        t2 = _gather(x, t1, -1)
-        t3 = _linear_scan(grad, t2, axis=-1)
+        t2 = _gather(x, t1, axis)
+        t3 = _linear_scan(grad, t2, axis=axis)
         t4 = np.flip(
-            _shift_right(np.cumprod(np.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+            _shift_right(np.cumprod(np.flip(x, axis=axis), axis=axis), axis=axis, fill=1), axis=axis
         )
         grad_x = t3 * t4
-    elif axis == -1 and exclusive and not reverse:
-        t0 = _linear_scan(grad, x, axis=-1, exclusive=True, reverse=True)
-        t1 = _shift_right(np.cumprod(x, axis=-1), axis=-1, fill=1)
+    elif axis in (-1, -2, -3) and exclusive and not reverse:
+        t0 = _linear_scan(grad, x, axis=axis, exclusive=True, reverse=True)
+        t1 = _shift_right(np.cumprod(x, axis=axis), axis=axis, fill=1)
         grad_x = t0 * t1
-    elif axis == -1 and exclusive and reverse:
-        t0 = _linear_scan(grad, x, axis=-1, exclusive=True)
+    elif axis in (-1, -2, -3) and exclusive and reverse:
+        t0 = _linear_scan(grad, x, axis=axis, exclusive=True)
         t1 = np.flip(
-            _shift_right(np.cumprod(np.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
-        )
-        grad_x = t0 * t1
-    elif axis == -2 and not exclusive and not reverse:
-        t0 = np.arange(np.shape(x)[-2])
-        t1 = t0 + 1
-        t2 = _gather(x, t1, -2)
-        t3 = _linear_scan(grad, t2, axis=-2, reverse=True)
-        t4 = _shift_right(np.cumprod(x, axis=-2), axis=-2, fill=1)
-        grad_x = t3 * t4
-    elif axis == -2 and not exclusive and reverse:
-        t0 = np.arange(np.shape(x)[-2])
-        t1 = t0 - 1
-        t2 = _gather(x, t1, -2)
-        t3 = _linear_scan(grad, t2, axis=-2)
-        t4 = np.flip(
-            _shift_right(np.cumprod(np.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
-        )
-        grad_x = t3 * t4
-    elif axis == -2 and exclusive and not reverse:
-        t0 = _linear_scan(grad, x, axis=-2, exclusive=True, reverse=True)
-        t1 = _shift_right(np.cumprod(x, axis=-2), axis=-2, fill=1)
-        grad_x = t0 * t1
-    elif axis == -2 and exclusive and reverse:
-        t0 = _linear_scan(grad, x, axis=-2, exclusive=True)
-        t1 = np.flip(
-            _shift_right(np.cumprod(np.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
-        )
-        grad_x = t0 * t1
-    elif axis == -3 and not exclusive and not reverse:
-        t0 = np.arange(np.shape(x)[-3])
-        t1 = t0 + 1
-        t2 = _gather(x, t1, -3)
-        t3 = _linear_scan(grad, t2, axis=-3, reverse=True)
-        t4 = _shift_right(np.cumprod(x, axis=-3), axis=-3, fill=1)
-        grad_x = t3 * t4
-    elif axis == -3 and not exclusive and reverse:
-        t0 = np.arange(np.shape(x)[-3])
-        t1 = t0 - 1
-        t2 = _gather(x, t1, -3)
-        t3 = _linear_scan(grad, t2, axis=-3)
-        t4 = np.flip(
-            _shift_right(np.cumprod(np.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
-        )
-        grad_x = t3 * t4
-    elif axis == -3 and exclusive and not reverse:
-        t0 = _linear_scan(grad, x, axis=-3, exclusive=True, reverse=True)
-        t1 = _shift_right(np.cumprod(x, axis=-3), axis=-3, fill=1)
-        grad_x = t0 * t1
-    elif axis == -3 and exclusive and reverse:
-        t0 = _linear_scan(grad, x, axis=-3, exclusive=True)
-        t1 = np.flip(
-            _shift_right(np.cumprod(np.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
+            _shift_right(np.cumprod(np.flip(x, axis=axis), axis=axis), axis=axis, fill=1), axis=axis
         )
         grad_x = t0 * t1
     else:
@@ -1304,190 +1059,68 @@ def cumprod_grad_grad(
 ):
     """Second order of Cumprod: the gradient of cumprod_grad: one array per input (grad, x)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not exclusive and not reverse:
+    if axis in (-1, -2, -3) and not exclusive and not reverse:
         if prod1 is None:
-            prod1 = _shift_right(np.cumprod(x, axis=-1), axis=-1, fill=1)
-        t0 = np.arange(np.shape(grad)[-1])
+            prod1 = _shift_right(np.cumprod(x, axis=axis), axis=axis, fill=1)
+        t0 = np.arange(np.shape(grad)[axis])
         t1 = t0 + 1
-        t2 = _gather(x, t1, -1)
-        t3 = _linear_scan(grad, t2, axis=-1, reverse=True)
+        t2 = _gather(x, t1, axis)
+        t3 = _linear_scan(grad, t2, axis=axis, reverse=True)
         grad_prod1 = grad_vjp_x * t3
-        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-1)
+        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=axis)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t4 = _linear_scan(grad_prod1, x, axis=-1, exclusive=True, reverse=True)
-        t5 = _shift_right(np.cumprod(x, axis=-1), axis=-1, fill=1)
-        t6 = _linear_scan(grad_vjp_x * prod1, x, axis=-1, exclusive=True)
+        t4 = _linear_scan(grad_prod1, x, axis=axis, exclusive=True, reverse=True)
+        t5 = _shift_right(np.cumprod(x, axis=axis), axis=axis, fill=1)
+        t6 = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True)
         grad_x = t3 * t6 + t4 * t5
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-    elif axis == -1 and not exclusive and reverse:
+    elif axis in (-1, -2, -3) and not exclusive and reverse:
         if prod1 is None:
             prod1 = np.flip(
-                _shift_right(np.cumprod(np.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+                _shift_right(np.cumprod(np.flip(x, axis=axis), axis=axis), axis=axis, fill=1),
+                axis=axis,
             )
-        t0 = np.arange(np.shape(grad)[-1])
+        t0 = np.arange(np.shape(grad)[axis])
         t1 = t0 - 1
-        t2 = _gather(x, t1, -1)
-        t3 = _linear_scan(grad, t2, axis=-1)
+        t2 = _gather(x, t1, axis)
+        t3 = _linear_scan(grad, t2, axis=axis)
         grad_prod1 = grad_vjp_x * t3
-        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-1, reverse=True)
+        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=axis, reverse=True)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t4 = _linear_scan(grad_prod1, x, axis=-1, exclusive=True)
+        t4 = _linear_scan(grad_prod1, x, axis=axis, exclusive=True)
         t5 = np.flip(
-            _shift_right(np.cumprod(np.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+            _shift_right(np.cumprod(np.flip(x, axis=axis), axis=axis), axis=axis, fill=1), axis=axis
         )
-        t6 = _linear_scan(grad_vjp_x * prod1, x, axis=-1, exclusive=True, reverse=True)
+        t6 = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True, reverse=True)
         grad_x = t3 * t6 + t4 * t5
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-    elif axis == -1 and exclusive and not reverse:
+    elif axis in (-1, -2, -3) and exclusive and not reverse:
         if prod1 is None:
-            prod1 = _shift_right(np.cumprod(x, axis=-1), axis=-1, fill=1)
-        t0 = _linear_scan(grad, x, axis=-1, exclusive=True, reverse=True)
+            prod1 = _shift_right(np.cumprod(x, axis=axis), axis=axis, fill=1)
+        t0 = _linear_scan(grad, x, axis=axis, exclusive=True, reverse=True)
         grad_prod1 = grad_vjp_x * t0
-        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-1, exclusive=True)
+        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t1 = _linear_scan(grad_prod1, x, axis=-1, exclusive=True, reverse=True)
-        t2 = _shift_right(np.cumprod(x, axis=-1), axis=-1, fill=1)
-        t3 = _linear_scan(grad_vjp_x * prod1, x, axis=-1, exclusive=True)
+        t1 = _linear_scan(grad_prod1, x, axis=axis, exclusive=True, reverse=True)
+        t2 = _shift_right(np.cumprod(x, axis=axis), axis=axis, fill=1)
+        t3 = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True)
         grad_x = t0 * t3 + t1 * t2
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-    elif axis == -1 and exclusive and reverse:
+    elif axis in (-1, -2, -3) and exclusive and reverse:
         if prod1 is None:
             prod1 = np.flip(
-                _shift_right(np.cumprod(np.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+                _shift_right(np.cumprod(np.flip(x, axis=axis), axis=axis), axis=axis, fill=1),
+                axis=axis,
             )
-        t0 = _linear_scan(grad, x, axis=-1, exclusive=True)
+        t0 = _linear_scan(grad, x, axis=axis, exclusive=True)
         grad_prod1 = grad_vjp_x * t0
-        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-1, exclusive=True, reverse=True)
+        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True, reverse=True)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t1 = _linear_scan(grad_prod1, x, axis=-1, exclusive=True)
+        t1 = _linear_scan(grad_prod1, x, axis=axis, exclusive=True)
         t2 = np.flip(
-            _shift_right(np.cumprod(np.flip(x, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+            _shift_right(np.cumprod(np.flip(x, axis=axis), axis=axis), axis=axis, fill=1), axis=axis
         )
-        t3 = _linear_scan(grad_vjp_x * prod1, x, axis=-1, exclusive=True, reverse=True)
-        grad_x = t0 * t3 + t1 * t2
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-    elif axis == -2 and not exclusive and not reverse:
-        if prod1 is None:
-            prod1 = _shift_right(np.cumprod(x, axis=-2), axis=-2, fill=1)
-        t0 = np.arange(np.shape(grad)[-2])
-        t1 = t0 + 1
-        t2 = _gather(x, t1, -2)
-        t3 = _linear_scan(grad, t2, axis=-2, reverse=True)
-        grad_prod1 = grad_vjp_x * t3
-        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-2)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t4 = _linear_scan(grad_prod1, x, axis=-2, exclusive=True, reverse=True)
-        t5 = _shift_right(np.cumprod(x, axis=-2), axis=-2, fill=1)
-        t6 = _linear_scan(grad_vjp_x * prod1, x, axis=-2, exclusive=True)
-        grad_x = t3 * t6 + t4 * t5
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-    elif axis == -2 and not exclusive and reverse:
-        if prod1 is None:
-            prod1 = np.flip(
-                _shift_right(np.cumprod(np.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
-            )
-        t0 = np.arange(np.shape(grad)[-2])
-        t1 = t0 - 1
-        t2 = _gather(x, t1, -2)
-        t3 = _linear_scan(grad, t2, axis=-2)
-        grad_prod1 = grad_vjp_x * t3
-        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-2, reverse=True)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t4 = _linear_scan(grad_prod1, x, axis=-2, exclusive=True)
-        t5 = np.flip(
-            _shift_right(np.cumprod(np.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
-        )
-        t6 = _linear_scan(grad_vjp_x * prod1, x, axis=-2, exclusive=True, reverse=True)
-        grad_x = t3 * t6 + t4 * t5
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-    elif axis == -2 and exclusive and not reverse:
-        if prod1 is None:
-            prod1 = _shift_right(np.cumprod(x, axis=-2), axis=-2, fill=1)
-        t0 = _linear_scan(grad, x, axis=-2, exclusive=True, reverse=True)
-        grad_prod1 = grad_vjp_x * t0
-        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-2, exclusive=True)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t1 = _linear_scan(grad_prod1, x, axis=-2, exclusive=True, reverse=True)
-        t2 = _shift_right(np.cumprod(x, axis=-2), axis=-2, fill=1)
-        t3 = _linear_scan(grad_vjp_x * prod1, x, axis=-2, exclusive=True)
-        grad_x = t0 * t3 + t1 * t2
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-    elif axis == -2 and exclusive and reverse:
-        if prod1 is None:
-            prod1 = np.flip(
-                _shift_right(np.cumprod(np.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
-            )
-        t0 = _linear_scan(grad, x, axis=-2, exclusive=True)
-        grad_prod1 = grad_vjp_x * t0
-        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-2, exclusive=True, reverse=True)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t1 = _linear_scan(grad_prod1, x, axis=-2, exclusive=True)
-        t2 = np.flip(
-            _shift_right(np.cumprod(np.flip(x, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
-        )
-        t3 = _linear_scan(grad_vjp_x * prod1, x, axis=-2, exclusive=True, reverse=True)
-        grad_x = t0 * t3 + t1 * t2
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-    elif axis == -3 and not exclusive and not reverse:
-        if prod1 is None:
-            prod1 = _shift_right(np.cumprod(x, axis=-3), axis=-3, fill=1)
-        t0 = np.arange(np.shape(grad)[-3])
-        t1 = t0 + 1
-        t2 = _gather(x, t1, -3)
-        t3 = _linear_scan(grad, t2, axis=-3, reverse=True)
-        grad_prod1 = grad_vjp_x * t3
-        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-3)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t4 = _linear_scan(grad_prod1, x, axis=-3, exclusive=True, reverse=True)
-        t5 = _shift_right(np.cumprod(x, axis=-3), axis=-3, fill=1)
-        t6 = _linear_scan(grad_vjp_x * prod1, x, axis=-3, exclusive=True)
-        grad_x = t3 * t6 + t4 * t5
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-    elif axis == -3 and not exclusive and reverse:
-        if prod1 is None:
-            prod1 = np.flip(
-                _shift_right(np.cumprod(np.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
-            )
-        t0 = np.arange(np.shape(grad)[-3])
-        t1 = t0 - 1
-        t2 = _gather(x, t1, -3)
-        t3 = _linear_scan(grad, t2, axis=-3)
-        grad_prod1 = grad_vjp_x * t3
-        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-3, reverse=True)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t4 = _linear_scan(grad_prod1, x, axis=-3, exclusive=True)
-        t5 = np.flip(
-            _shift_right(np.cumprod(np.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
-        )
-        t6 = _linear_scan(grad_vjp_x * prod1, x, axis=-3, exclusive=True, reverse=True)
-        grad_x = t3 * t6 + t4 * t5
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-    elif axis == -3 and exclusive and not reverse:
-        if prod1 is None:
-            prod1 = _shift_right(np.cumprod(x, axis=-3), axis=-3, fill=1)
-        t0 = _linear_scan(grad, x, axis=-3, exclusive=True, reverse=True)
-        grad_prod1 = grad_vjp_x * t0
-        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-3, exclusive=True)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t1 = _linear_scan(grad_prod1, x, axis=-3, exclusive=True, reverse=True)
-        t2 = _shift_right(np.cumprod(x, axis=-3), axis=-3, fill=1)
-        t3 = _linear_scan(grad_vjp_x * prod1, x, axis=-3, exclusive=True)
-        grad_x = t0 * t3 + t1 * t2
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-    elif axis == -3 and exclusive and reverse:
-        if prod1 is None:
-            prod1 = np.flip(
-                _shift_right(np.cumprod(np.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
-            )
-        t0 = _linear_scan(grad, x, axis=-3, exclusive=True)
-        grad_prod1 = grad_vjp_x * t0
-        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=-3, exclusive=True, reverse=True)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t1 = _linear_scan(grad_prod1, x, axis=-3, exclusive=True)
-        t2 = np.flip(
-            _shift_right(np.cumprod(np.flip(x, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
-        )
-        t3 = _linear_scan(grad_vjp_x * prod1, x, axis=-3, exclusive=True, reverse=True)
+        t3 = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True, reverse=True)
         grad_x = t0 * t3 + t1 * t2
         grad_x = _sum_to_shape(grad_x, np.shape(x))
     else:
@@ -1500,18 +1133,10 @@ def cumprod_grad_grad(
 def cumulative_logsumexp(x, *, axis=-1, reverse=False):
     """CumulativeLogsumexp: log of the cumulative sum of exp along one axis, computed in log space (declared at ops/reductions.py:115)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not reverse:
-        out = np.logaddexp.accumulate(x, axis=-1)
-    elif axis == -1 and reverse:
-        out = np.flip(np.logaddexp.accumulate(np.flip(x, axis=-1), axis=-1), axis=-1)
-    elif axis == -2 and not reverse:
-        out = np.logaddexp.accumulate(x, axis=-2)
-    elif axis == -2 and reverse:
-        out = np.flip(np.logaddexp.accumulate(np.flip(x, axis=-2), axis=-2), axis=-2)
-    elif axis == -3 and not reverse:
-        out = np.logaddexp.accumulate(x, axis=-3)
-    elif axis == -3 and reverse:
-        out = np.flip(np.logaddexp.accumulate(np.flip(x, axis=-3), axis=-3), axis=-3)
+    if axis in (-1, -2, -3) and not reverse:
+        out = np.logaddexp.accumulate(x, axis=axis)
+    elif axis in (-1, -2, -3) and reverse:
+        out = np.flip(np.logaddexp.accumulate(np.flip(x, axis=axis), axis=axis), axis=axis)
     else:
         raise ValueError(
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
@@ -1530,59 +1155,27 @@ def cumulative_logsumexp_grad(grad, x, *, out=None, axis=-1, reverse=False):
     if out is None:
         out = cumulative_logsumexp(x, axis=axis, reverse=reverse)
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not reverse:
+    if axis in (-1, -2, -3) and not reverse:
         t0 = np.flip(
             np.logaddexp.accumulate(
-                np.flip(np.where(grad < 0, -out + np.log(-grad), -out - 1e30), axis=-1), axis=-1
+                np.flip(np.where(grad < 0, -out + np.log(-grad), -out - 1e30), axis=axis), axis=axis
             ),
-            axis=-1,
+            axis=axis,
         )
         t1 = np.flip(
             np.logaddexp.accumulate(
-                np.flip(np.where(grad > 0, -out + np.log(grad), -out - 1e30), axis=-1), axis=-1
+                np.flip(np.where(grad > 0, -out + np.log(grad), -out - 1e30), axis=axis), axis=axis
             ),
-            axis=-1,
+            axis=axis,
         )
         grad_x = -np.exp(t0 + x) + np.exp(t1 + x)
-    elif axis == -1 and reverse:
-        t0 = np.logaddexp.accumulate(np.where(grad < 0, -out + np.log(-grad), -out - 1e30), axis=-1)
-        t1 = np.logaddexp.accumulate(np.where(grad > 0, -out + np.log(grad), -out - 1e30), axis=-1)
-        grad_x = -np.exp(t0 + x) + np.exp(t1 + x)
-    elif axis == -2 and not reverse:
-        t0 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(grad < 0, -out + np.log(-grad), -out - 1e30), axis=-2), axis=-2
-            ),
-            axis=-2,
+    elif axis in (-1, -2, -3) and reverse:
+        t0 = np.logaddexp.accumulate(
+            np.where(grad < 0, -out + np.log(-grad), -out - 1e30), axis=axis
         )
-        t1 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(grad > 0, -out + np.log(grad), -out - 1e30), axis=-2), axis=-2
-            ),
-            axis=-2,
+        t1 = np.logaddexp.accumulate(
+            np.where(grad > 0, -out + np.log(grad), -out - 1e30), axis=axis
         )
-        grad_x = -np.exp(t0 + x) + np.exp(t1 + x)
-    elif axis == -2 and reverse:
-        t0 = np.logaddexp.accumulate(np.where(grad < 0, -out + np.log(-grad), -out - 1e30), axis=-2)
-        t1 = np.logaddexp.accumulate(np.where(grad > 0, -out + np.log(grad), -out - 1e30), axis=-2)
-        grad_x = -np.exp(t0 + x) + np.exp(t1 + x)
-    elif axis == -3 and not reverse:
-        t0 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(grad < 0, -out + np.log(-grad), -out - 1e30), axis=-3), axis=-3
-            ),
-            axis=-3,
-        )
-        t1 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(grad > 0, -out + np.log(grad), -out - 1e30), axis=-3), axis=-3
-            ),
-            axis=-3,
-        )
-        grad_x = -np.exp(t0 + x) + np.exp(t1 + x)
-    elif axis == -3 and reverse:
-        t0 = np.logaddexp.accumulate(np.where(grad < 0, -out + np.log(-grad), -out - 1e30), axis=-3)
-        t1 = np.logaddexp.accumulate(np.where(grad > 0, -out + np.log(grad), -out - 1e30), axis=-3)
         grad_x = -np.exp(t0 + x) + np.exp(t1 + x)
     else:
         raise ValueError(

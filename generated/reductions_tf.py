@@ -199,18 +199,14 @@ def reduce_sum_vjp(grad, input, output, *, axis=-1, keep_dims=False):
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
         grad_input = tf.broadcast_to(t0, tf.shape(input))
-    elif axis == -1 and keep_dims:
+    elif axis in (-1, -2, -3) and keep_dims:
         grad_input = tf.broadcast_to(grad, tf.shape(input))
     elif axis == -2 and not keep_dims:
         t0 = grad[..., None, :]
         grad_input = tf.broadcast_to(t0, tf.shape(input))
-    elif axis == -2 and keep_dims:
-        grad_input = tf.broadcast_to(grad, tf.shape(input))
     elif axis == -3 and not keep_dims:
         t0 = grad[..., None, :, :]
         grad_input = tf.broadcast_to(t0, tf.shape(input))
-    elif axis == -3 and keep_dims:
-        grad_input = tf.broadcast_to(grad, tf.shape(input))
     else:
         raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -248,18 +244,10 @@ def reduce_sum(input, *, axis=-1, keep_dims=False):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if axis == -1 and not keep_dims:
-            output = tf.reduce_sum(input, axis=-1)
-        elif axis == -1 and keep_dims:
-            output = tf.reduce_sum(input, axis=-1, keepdims=True)
-        elif axis == -2 and not keep_dims:
-            output = tf.reduce_sum(input, axis=-2)
-        elif axis == -2 and keep_dims:
-            output = tf.reduce_sum(input, axis=-2, keepdims=True)
-        elif axis == -3 and not keep_dims:
-            output = tf.reduce_sum(input, axis=-3)
-        elif axis == -3 and keep_dims:
-            output = tf.reduce_sum(input, axis=-3, keepdims=True)
+        if axis in (-1, -2, -3) and not keep_dims:
+            output = tf.reduce_sum(input, axis=axis)
+        elif axis in (-1, -2, -3) and keep_dims:
+            output = tf.reduce_sum(input, axis=axis, keepdims=True)
         else:
             raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
         return output, backward
@@ -282,23 +270,17 @@ def reduce_mean_vjp(grad, input, output, *, axis=-1, keep_dims=False):
         t0 = tf.cast(tf.shape(input)[-1], input.dtype)
         t1 = grad[..., None]
         grad_input = tf.broadcast_to(t1 / t0, tf.shape(input))
-    elif axis == -1 and keep_dims:
-        t0 = tf.cast(tf.shape(input)[-1], input.dtype)
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = tf.cast(tf.shape(input)[axis], input.dtype)
         grad_input = tf.broadcast_to(grad / t0, tf.shape(input))
     elif axis == -2 and not keep_dims:
         t0 = tf.cast(tf.shape(input)[-2], input.dtype)
         t1 = grad[..., None, :]
         grad_input = tf.broadcast_to(t1 / t0, tf.shape(input))
-    elif axis == -2 and keep_dims:
-        t0 = tf.cast(tf.shape(input)[-2], input.dtype)
-        grad_input = tf.broadcast_to(grad / t0, tf.shape(input))
     elif axis == -3 and not keep_dims:
         t0 = tf.cast(tf.shape(input)[-3], input.dtype)
         t1 = grad[..., None, :, :]
         grad_input = tf.broadcast_to(t1 / t0, tf.shape(input))
-    elif axis == -3 and keep_dims:
-        t0 = tf.cast(tf.shape(input)[-3], input.dtype)
-        grad_input = tf.broadcast_to(grad / t0, tf.shape(input))
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -336,29 +318,13 @@ def reduce_mean(input, *, axis=-1, keep_dims=False):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if axis == -1 and not keep_dims:
-            t0 = tf.cast(tf.shape(input)[-1], input.dtype)
-            t1 = tf.reduce_sum(input, axis=-1)
+        if axis in (-1, -2, -3) and not keep_dims:
+            t0 = tf.cast(tf.shape(input)[axis], input.dtype)
+            t1 = tf.reduce_sum(input, axis=axis)
             output = t1 / t0
-        elif axis == -1 and keep_dims:
-            t0 = tf.cast(tf.shape(input)[-1], input.dtype)
-            t1 = tf.reduce_sum(input, axis=-1, keepdims=True)
-            output = t1 / t0
-        elif axis == -2 and not keep_dims:
-            t0 = tf.cast(tf.shape(input)[-2], input.dtype)
-            t1 = tf.reduce_sum(input, axis=-2)
-            output = t1 / t0
-        elif axis == -2 and keep_dims:
-            t0 = tf.cast(tf.shape(input)[-2], input.dtype)
-            t1 = tf.reduce_sum(input, axis=-2, keepdims=True)
-            output = t1 / t0
-        elif axis == -3 and not keep_dims:
-            t0 = tf.cast(tf.shape(input)[-3], input.dtype)
-            t1 = tf.reduce_sum(input, axis=-3)
-            output = t1 / t0
-        elif axis == -3 and keep_dims:
-            t0 = tf.cast(tf.shape(input)[-3], input.dtype)
-            t1 = tf.reduce_sum(input, axis=-3, keepdims=True)
+        elif axis in (-1, -2, -3) and keep_dims:
+            t0 = tf.cast(tf.shape(input)[axis], input.dtype)
+            t1 = tf.reduce_sum(input, axis=axis, keepdims=True)
             output = t1 / t0
         else:
             raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -394,7 +360,7 @@ def euclidean_norm_vjp(grad, input, output, *, axis=-1, keep_dims=False):
                 (1 / 2) / tf.where(tf.equal(t1, 0), tf.constant(1, grad.dtype), t1),
             )
         )
-    elif axis == -1 and keep_dims:
+    elif axis in (-1, -2, -3) and keep_dims:
         grad_input = (
             2
             * grad
@@ -418,17 +384,6 @@ def euclidean_norm_vjp(grad, input, output, *, axis=-1, keep_dims=False):
                 (1 / 2) / tf.where(tf.equal(t1, 0), tf.constant(1, grad.dtype), t1),
             )
         )
-    elif axis == -2 and keep_dims:
-        grad_input = (
-            2
-            * grad
-            * input
-            * tf.where(
-                tf.equal(output, 0),
-                tf.constant(0, grad.dtype),
-                (1 / 2) / tf.where(tf.equal(output, 0), tf.constant(1, grad.dtype), output),
-            )
-        )
     elif axis == -3 and not keep_dims:
         t0 = grad[..., None, :, :]
         t1 = output[..., None, :, :]
@@ -440,17 +395,6 @@ def euclidean_norm_vjp(grad, input, output, *, axis=-1, keep_dims=False):
                 tf.equal(t1, 0),
                 tf.constant(0, grad.dtype),
                 (1 / 2) / tf.where(tf.equal(t1, 0), tf.constant(1, grad.dtype), t1),
-            )
-        )
-    elif axis == -3 and keep_dims:
-        grad_input = (
-            2
-            * grad
-            * input
-            * tf.where(
-                tf.equal(output, 0),
-                tf.constant(0, grad.dtype),
-                (1 / 2) / tf.where(tf.equal(output, 0), tf.constant(1, grad.dtype), output),
             )
         )
     else:
@@ -498,23 +442,17 @@ def euclidean_norm(input, *, axis=-1, keep_dims=False):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if axis == -1 and not keep_dims:
-            sum1 = tf.reduce_sum(input**2, axis=-1)
+        if axis in (-1, -2, -3) and not keep_dims:
+            sum1 = tf.reduce_sum(input**2, axis=axis)
             output = tf.math.sqrt(sum1)
         elif axis == -1 and keep_dims:
             sum1 = tf.reduce_sum(input**2, axis=-1)
             t0 = sum1[..., None]
             output = tf.math.sqrt(t0)
-        elif axis == -2 and not keep_dims:
-            sum1 = tf.reduce_sum(input**2, axis=-2)
-            output = tf.math.sqrt(sum1)
         elif axis == -2 and keep_dims:
             sum1 = tf.reduce_sum(input**2, axis=-2)
             t0 = sum1[..., None, :]
             output = tf.math.sqrt(t0)
-        elif axis == -3 and not keep_dims:
-            sum1 = tf.reduce_sum(input**2, axis=-3)
-            output = tf.math.sqrt(sum1)
         elif axis == -3 and keep_dims:
             sum1 = tf.reduce_sum(input**2, axis=-3)
             t0 = sum1[..., None, :, :]
@@ -591,30 +529,14 @@ def cumsum_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
             i.e. `tf.math.cumsum(grad, axis=-1, reverse=True)`
     """
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
-    if axis == -1 and not exclusive and not reverse:
-        grad_x = tf.math.cumsum(grad, axis=-1, reverse=True)
-    elif axis == -1 and not exclusive and reverse:
-        grad_x = tf.math.cumsum(grad, axis=-1)
-    elif axis == -1 and exclusive and not reverse:
-        grad_x = tf.math.cumsum(grad, axis=-1, exclusive=True, reverse=True)
-    elif axis == -1 and exclusive and reverse:
-        grad_x = tf.math.cumsum(grad, axis=-1, exclusive=True)
-    elif axis == -2 and not exclusive and not reverse:
-        grad_x = tf.math.cumsum(grad, axis=-2, reverse=True)
-    elif axis == -2 and not exclusive and reverse:
-        grad_x = tf.math.cumsum(grad, axis=-2)
-    elif axis == -2 and exclusive and not reverse:
-        grad_x = tf.math.cumsum(grad, axis=-2, exclusive=True, reverse=True)
-    elif axis == -2 and exclusive and reverse:
-        grad_x = tf.math.cumsum(grad, axis=-2, exclusive=True)
-    elif axis == -3 and not exclusive and not reverse:
-        grad_x = tf.math.cumsum(grad, axis=-3, reverse=True)
-    elif axis == -3 and not exclusive and reverse:
-        grad_x = tf.math.cumsum(grad, axis=-3)
-    elif axis == -3 and exclusive and not reverse:
-        grad_x = tf.math.cumsum(grad, axis=-3, exclusive=True, reverse=True)
-    elif axis == -3 and exclusive and reverse:
-        grad_x = tf.math.cumsum(grad, axis=-3, exclusive=True)
+    if axis in (-1, -2, -3) and not exclusive and not reverse:
+        grad_x = tf.math.cumsum(grad, axis=axis, reverse=True)
+    elif axis in (-1, -2, -3) and not exclusive and reverse:
+        grad_x = tf.math.cumsum(grad, axis=axis)
+    elif axis in (-1, -2, -3) and exclusive and not reverse:
+        grad_x = tf.math.cumsum(grad, axis=axis, exclusive=True, reverse=True)
+    elif axis in (-1, -2, -3) and exclusive and reverse:
+        grad_x = tf.math.cumsum(grad, axis=axis, exclusive=True)
     else:
         raise ValueError(
             f"Cumsum: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
@@ -655,30 +577,14 @@ def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
             out = kernel_outputs[0]
             return out, backward
         # else the declared formula
-        if axis == -1 and not exclusive and not reverse:
-            out = tf.math.cumsum(x, axis=-1)
-        elif axis == -1 and not exclusive and reverse:
-            out = tf.math.cumsum(x, axis=-1, reverse=True)
-        elif axis == -1 and exclusive and not reverse:
-            out = tf.math.cumsum(x, axis=-1, exclusive=True)
-        elif axis == -1 and exclusive and reverse:
-            out = tf.math.cumsum(x, axis=-1, exclusive=True, reverse=True)
-        elif axis == -2 and not exclusive and not reverse:
-            out = tf.math.cumsum(x, axis=-2)
-        elif axis == -2 and not exclusive and reverse:
-            out = tf.math.cumsum(x, axis=-2, reverse=True)
-        elif axis == -2 and exclusive and not reverse:
-            out = tf.math.cumsum(x, axis=-2, exclusive=True)
-        elif axis == -2 and exclusive and reverse:
-            out = tf.math.cumsum(x, axis=-2, exclusive=True, reverse=True)
-        elif axis == -3 and not exclusive and not reverse:
-            out = tf.math.cumsum(x, axis=-3)
-        elif axis == -3 and not exclusive and reverse:
-            out = tf.math.cumsum(x, axis=-3, reverse=True)
-        elif axis == -3 and exclusive and not reverse:
-            out = tf.math.cumsum(x, axis=-3, exclusive=True)
-        elif axis == -3 and exclusive and reverse:
-            out = tf.math.cumsum(x, axis=-3, exclusive=True, reverse=True)
+        if axis in (-1, -2, -3) and not exclusive and not reverse:
+            out = tf.math.cumsum(x, axis=axis)
+        elif axis in (-1, -2, -3) and not exclusive and reverse:
+            out = tf.math.cumsum(x, axis=axis, reverse=True)
+        elif axis in (-1, -2, -3) and exclusive and not reverse:
+            out = tf.math.cumsum(x, axis=axis, exclusive=True)
+        elif axis in (-1, -2, -3) and exclusive and reverse:
+            out = tf.math.cumsum(x, axis=axis, exclusive=True, reverse=True)
         else:
             raise ValueError(
                 f"Cumsum: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
@@ -705,28 +611,20 @@ def reduce_prod_vjp(grad, input, output, *, axis=-1, keep_dims=False):
         t1 = _cumprod(input, axis=-1, exclusive=True)
         t2 = _cumprod(input, axis=-1, exclusive=True, reverse=True)
         grad_input = t0 * t1 * t2
-    elif axis == -1 and keep_dims:
-        t0 = _cumprod(input, axis=-1, exclusive=True)
-        t1 = _cumprod(input, axis=-1, exclusive=True, reverse=True)
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = _cumprod(input, axis=axis, exclusive=True)
+        t1 = _cumprod(input, axis=axis, exclusive=True, reverse=True)
         grad_input = grad * t0 * t1
     elif axis == -2 and not keep_dims:
         t0 = grad[..., None, :]
         t1 = _cumprod(input, axis=-2, exclusive=True)
         t2 = _cumprod(input, axis=-2, exclusive=True, reverse=True)
         grad_input = t0 * t1 * t2
-    elif axis == -2 and keep_dims:
-        t0 = _cumprod(input, axis=-2, exclusive=True)
-        t1 = _cumprod(input, axis=-2, exclusive=True, reverse=True)
-        grad_input = grad * t0 * t1
     elif axis == -3 and not keep_dims:
         t0 = grad[..., None, :, :]
         t1 = _cumprod(input, axis=-3, exclusive=True)
         t2 = _cumprod(input, axis=-3, exclusive=True, reverse=True)
         grad_input = t0 * t1 * t2
-    elif axis == -3 and keep_dims:
-        t0 = _cumprod(input, axis=-3, exclusive=True)
-        t1 = _cumprod(input, axis=-3, exclusive=True, reverse=True)
-        grad_input = grad * t0 * t1
     else:
         raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -764,18 +662,10 @@ def reduce_prod(input, *, axis=-1, keep_dims=False):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if axis == -1 and not keep_dims:
-            output = tf.reduce_prod(input, axis=-1)
-        elif axis == -1 and keep_dims:
-            output = tf.reduce_prod(input, axis=-1, keepdims=True)
-        elif axis == -2 and not keep_dims:
-            output = tf.reduce_prod(input, axis=-2)
-        elif axis == -2 and keep_dims:
-            output = tf.reduce_prod(input, axis=-2, keepdims=True)
-        elif axis == -3 and not keep_dims:
-            output = tf.reduce_prod(input, axis=-3)
-        elif axis == -3 and keep_dims:
-            output = tf.reduce_prod(input, axis=-3, keepdims=True)
+        if axis in (-1, -2, -3) and not keep_dims:
+            output = tf.reduce_prod(input, axis=axis)
+        elif axis in (-1, -2, -3) and keep_dims:
+            output = tf.reduce_prod(input, axis=axis, keepdims=True)
         else:
             raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
         return output, backward
@@ -809,12 +699,12 @@ def reduce_max_vjp(grad, input, output, *, axis=-1, keep_dims=False):
             * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             / t1
         )
-    elif axis == -1 and keep_dims:
+    elif axis in (-1, -2, -3) and keep_dims:
         t0 = tf.reduce_sum(
             tf.where(
                 tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
             ),
-            axis=-1,
+            axis=axis,
             keepdims=True,
         )
         grad_input = (
@@ -837,21 +727,6 @@ def reduce_max_vjp(grad, input, output, *, axis=-1, keep_dims=False):
             * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             / t1
         )
-    elif axis == -2 and keep_dims:
-        t0 = tf.reduce_sum(
-            tf.where(
-                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            ),
-            axis=-2,
-            keepdims=True,
-        )
-        grad_input = (
-            grad
-            * tf.where(
-                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-            / t0
-        )
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
         t1 = tf.reduce_sum(
@@ -864,21 +739,6 @@ def reduce_max_vjp(grad, input, output, *, axis=-1, keep_dims=False):
             t2
             * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             / t1
-        )
-    elif axis == -3 and keep_dims:
-        t0 = tf.reduce_sum(
-            tf.where(
-                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            ),
-            axis=-3,
-            keepdims=True,
-        )
-        grad_input = (
-            grad
-            * tf.where(
-                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-            / t0
         )
     else:
         raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -923,18 +783,10 @@ def reduce_max(input, *, axis=-1, keep_dims=False):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if axis == -1 and not keep_dims:
-            output = tf.reduce_max(input, axis=-1)
-        elif axis == -1 and keep_dims:
-            output = tf.reduce_max(input, axis=-1, keepdims=True)
-        elif axis == -2 and not keep_dims:
-            output = tf.reduce_max(input, axis=-2)
-        elif axis == -2 and keep_dims:
-            output = tf.reduce_max(input, axis=-2, keepdims=True)
-        elif axis == -3 and not keep_dims:
-            output = tf.reduce_max(input, axis=-3)
-        elif axis == -3 and keep_dims:
-            output = tf.reduce_max(input, axis=-3, keepdims=True)
+        if axis in (-1, -2, -3) and not keep_dims:
+            output = tf.reduce_max(input, axis=axis)
+        elif axis in (-1, -2, -3) and keep_dims:
+            output = tf.reduce_max(input, axis=axis, keepdims=True)
         else:
             raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
         return output, backward
@@ -968,12 +820,12 @@ def reduce_min_vjp(grad, input, output, *, axis=-1, keep_dims=False):
             * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             / t1
         )
-    elif axis == -1 and keep_dims:
+    elif axis in (-1, -2, -3) and keep_dims:
         t0 = tf.reduce_sum(
             tf.where(
                 tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
             ),
-            axis=-1,
+            axis=axis,
             keepdims=True,
         )
         grad_input = (
@@ -996,21 +848,6 @@ def reduce_min_vjp(grad, input, output, *, axis=-1, keep_dims=False):
             * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             / t1
         )
-    elif axis == -2 and keep_dims:
-        t0 = tf.reduce_sum(
-            tf.where(
-                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            ),
-            axis=-2,
-            keepdims=True,
-        )
-        grad_input = (
-            grad
-            * tf.where(
-                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-            / t0
-        )
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
         t1 = tf.reduce_sum(
@@ -1023,21 +860,6 @@ def reduce_min_vjp(grad, input, output, *, axis=-1, keep_dims=False):
             t2
             * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             / t1
-        )
-    elif axis == -3 and keep_dims:
-        t0 = tf.reduce_sum(
-            tf.where(
-                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            ),
-            axis=-3,
-            keepdims=True,
-        )
-        grad_input = (
-            grad
-            * tf.where(
-                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-            / t0
         )
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -1082,18 +904,10 @@ def reduce_min(input, *, axis=-1, keep_dims=False):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if axis == -1 and not keep_dims:
-            output = tf.reduce_min(input, axis=-1)
-        elif axis == -1 and keep_dims:
-            output = tf.reduce_min(input, axis=-1, keepdims=True)
-        elif axis == -2 and not keep_dims:
-            output = tf.reduce_min(input, axis=-2)
-        elif axis == -2 and keep_dims:
-            output = tf.reduce_min(input, axis=-2, keepdims=True)
-        elif axis == -3 and not keep_dims:
-            output = tf.reduce_min(input, axis=-3)
-        elif axis == -3 and keep_dims:
-            output = tf.reduce_min(input, axis=-3, keepdims=True)
+        if axis in (-1, -2, -3) and not keep_dims:
+            output = tf.reduce_min(input, axis=axis)
+        elif axis in (-1, -2, -3) and keep_dims:
+            output = tf.reduce_min(input, axis=axis, keepdims=True)
         else:
             raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
         return output, backward
@@ -1113,71 +927,27 @@ def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
             (prod_{k = j + 1..i} x[batch, k]), i.e. `t3 * t4`
     """
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
-    if axis == -1 and not exclusive and not reverse:
-        t0 = tf.range(tf.shape(x, out_type=tf.int64)[-1])
+    if axis in (-1, -2, -3) and not exclusive and not reverse:
+        t0 = tf.range(tf.shape(x, out_type=tf.int64)[axis])
         t1 = t0 + 1
-        t2 = _gather(x, t1, -1)
-        t3 = _linear_scan(grad, t2, axis=-1, reverse=True)
-        t4 = _cumprod(x, axis=-1, exclusive=True)
+        t2 = _gather(x, t1, axis)
+        t3 = _linear_scan(grad, t2, axis=axis, reverse=True)
+        t4 = _cumprod(x, axis=axis, exclusive=True)
         grad_x = t3 * t4
-    elif axis == -1 and not exclusive and reverse:
-        t0 = tf.range(tf.shape(x, out_type=tf.int64)[-1])
+    elif axis in (-1, -2, -3) and not exclusive and reverse:
+        t0 = tf.range(tf.shape(x, out_type=tf.int64)[axis])
         t1 = t0 - 1
-        t2 = _gather(x, t1, -1)
-        t3 = _linear_scan(grad, t2, axis=-1)
-        t4 = _cumprod(x, axis=-1, exclusive=True, reverse=True)
+        t2 = _gather(x, t1, axis)
+        t3 = _linear_scan(grad, t2, axis=axis)
+        t4 = _cumprod(x, axis=axis, exclusive=True, reverse=True)
         grad_x = t3 * t4
-    elif axis == -1 and exclusive and not reverse:
-        t0 = _linear_scan(grad, x, axis=-1, exclusive=True, reverse=True)
-        t1 = _cumprod(x, axis=-1, exclusive=True)
+    elif axis in (-1, -2, -3) and exclusive and not reverse:
+        t0 = _linear_scan(grad, x, axis=axis, exclusive=True, reverse=True)
+        t1 = _cumprod(x, axis=axis, exclusive=True)
         grad_x = t0 * t1
-    elif axis == -1 and exclusive and reverse:
-        t0 = _linear_scan(grad, x, axis=-1, exclusive=True)
-        t1 = _cumprod(x, axis=-1, exclusive=True, reverse=True)
-        grad_x = t0 * t1
-    elif axis == -2 and not exclusive and not reverse:
-        t0 = tf.range(tf.shape(x, out_type=tf.int64)[-2])
-        t1 = t0 + 1
-        t2 = _gather(x, t1, -2)
-        t3 = _linear_scan(grad, t2, axis=-2, reverse=True)
-        t4 = _cumprod(x, axis=-2, exclusive=True)
-        grad_x = t3 * t4
-    elif axis == -2 and not exclusive and reverse:
-        t0 = tf.range(tf.shape(x, out_type=tf.int64)[-2])
-        t1 = t0 - 1
-        t2 = _gather(x, t1, -2)
-        t3 = _linear_scan(grad, t2, axis=-2)
-        t4 = _cumprod(x, axis=-2, exclusive=True, reverse=True)
-        grad_x = t3 * t4
-    elif axis == -2 and exclusive and not reverse:
-        t0 = _linear_scan(grad, x, axis=-2, exclusive=True, reverse=True)
-        t1 = _cumprod(x, axis=-2, exclusive=True)
-        grad_x = t0 * t1
-    elif axis == -2 and exclusive and reverse:
-        t0 = _linear_scan(grad, x, axis=-2, exclusive=True)
-        t1 = _cumprod(x, axis=-2, exclusive=True, reverse=True)
-        grad_x = t0 * t1
-    elif axis == -3 and not exclusive and not reverse:
-        t0 = tf.range(tf.shape(x, out_type=tf.int64)[-3])
-        t1 = t0 + 1
-        t2 = _gather(x, t1, -3)
-        t3 = _linear_scan(grad, t2, axis=-3, reverse=True)
-        t4 = _cumprod(x, axis=-3, exclusive=True)
-        grad_x = t3 * t4
-    elif axis == -3 and not exclusive and reverse:
-        t0 = tf.range(tf.shape(x, out_type=tf.int64)[-3])
-        t1 = t0 - 1
-        t2 = _gather(x, t1, -3)
-        t3 = _linear_scan(grad, t2, axis=-3)
-        t4 = _cumprod(x, axis=-3, exclusive=True, reverse=True)
-        grad_x = t3 * t4
-    elif axis == -3 and exclusive and not reverse:
-        t0 = _linear_scan(grad, x, axis=-3, exclusive=True, reverse=True)
-        t1 = _cumprod(x, axis=-3, exclusive=True)
-        grad_x = t0 * t1
-    elif axis == -3 and exclusive and reverse:
-        t0 = _linear_scan(grad, x, axis=-3, exclusive=True)
-        t1 = _cumprod(x, axis=-3, exclusive=True, reverse=True)
+    elif axis in (-1, -2, -3) and exclusive and reverse:
+        t0 = _linear_scan(grad, x, axis=axis, exclusive=True)
+        t1 = _cumprod(x, axis=axis, exclusive=True, reverse=True)
         grad_x = t0 * t1
     else:
         raise ValueError(
@@ -1219,30 +989,14 @@ def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
             out = kernel_outputs[0]
             return out, backward
         # else the declared formula
-        if axis == -1 and not exclusive and not reverse:
-            out = _cumprod(x, axis=-1)
-        elif axis == -1 and not exclusive and reverse:
-            out = _cumprod(x, axis=-1, reverse=True)
-        elif axis == -1 and exclusive and not reverse:
-            out = _cumprod(x, axis=-1, exclusive=True)
-        elif axis == -1 and exclusive and reverse:
-            out = _cumprod(x, axis=-1, exclusive=True, reverse=True)
-        elif axis == -2 and not exclusive and not reverse:
-            out = _cumprod(x, axis=-2)
-        elif axis == -2 and not exclusive and reverse:
-            out = _cumprod(x, axis=-2, reverse=True)
-        elif axis == -2 and exclusive and not reverse:
-            out = _cumprod(x, axis=-2, exclusive=True)
-        elif axis == -2 and exclusive and reverse:
-            out = _cumprod(x, axis=-2, exclusive=True, reverse=True)
-        elif axis == -3 and not exclusive and not reverse:
-            out = _cumprod(x, axis=-3)
-        elif axis == -3 and not exclusive and reverse:
-            out = _cumprod(x, axis=-3, reverse=True)
-        elif axis == -3 and exclusive and not reverse:
-            out = _cumprod(x, axis=-3, exclusive=True)
-        elif axis == -3 and exclusive and reverse:
-            out = _cumprod(x, axis=-3, exclusive=True, reverse=True)
+        if axis in (-1, -2, -3) and not exclusive and not reverse:
+            out = _cumprod(x, axis=axis)
+        elif axis in (-1, -2, -3) and not exclusive and reverse:
+            out = _cumprod(x, axis=axis, reverse=True)
+        elif axis in (-1, -2, -3) and exclusive and not reverse:
+            out = _cumprod(x, axis=axis, exclusive=True)
+        elif axis in (-1, -2, -3) and exclusive and reverse:
+            out = _cumprod(x, axis=axis, exclusive=True, reverse=True)
         else:
             raise ValueError(
                 f"Cumprod: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
@@ -1264,7 +1018,7 @@ def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False):
             i.e. `-tf.math.exp(t0 + x) + tf.math.exp(t1 + x)`
     """
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
-    if axis == -1 and not reverse:
+    if axis in (-1, -2, -3) and not reverse:
         t0 = tf.math.cumulative_logsumexp(
             tf.where(
                 grad < 0,
@@ -1272,7 +1026,7 @@ def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False):
                 + tf.math.log(-tf.where(~(grad < 0), tf.constant(1, grad.dtype), grad)),
                 -out - 1e30,
             ),
-            axis=-1,
+            axis=axis,
             reverse=True,
         )
         t1 = tf.math.cumulative_logsumexp(
@@ -1282,53 +1036,11 @@ def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False):
                 + tf.math.log(tf.where(~(grad > 0), tf.constant(1, grad.dtype), grad)),
                 -out - 1e30,
             ),
-            axis=-1,
-            reverse=True,
-        )
-        grad_x = -tf.math.exp(t0 + x) + tf.math.exp(t1 + x)
-    elif axis == -1 and reverse:
-        t0 = tf.math.cumulative_logsumexp(
-            tf.where(
-                grad < 0,
-                -tf.where(~(grad < 0), tf.constant(1, grad.dtype), out)
-                + tf.math.log(-tf.where(~(grad < 0), tf.constant(1, grad.dtype), grad)),
-                -out - 1e30,
-            ),
-            axis=-1,
-        )
-        t1 = tf.math.cumulative_logsumexp(
-            tf.where(
-                grad > 0,
-                -tf.where(~(grad > 0), tf.constant(1, grad.dtype), out)
-                + tf.math.log(tf.where(~(grad > 0), tf.constant(1, grad.dtype), grad)),
-                -out - 1e30,
-            ),
-            axis=-1,
-        )
-        grad_x = -tf.math.exp(t0 + x) + tf.math.exp(t1 + x)
-    elif axis == -2 and not reverse:
-        t0 = tf.math.cumulative_logsumexp(
-            tf.where(
-                grad < 0,
-                -tf.where(~(grad < 0), tf.constant(1, grad.dtype), out)
-                + tf.math.log(-tf.where(~(grad < 0), tf.constant(1, grad.dtype), grad)),
-                -out - 1e30,
-            ),
-            axis=-2,
-            reverse=True,
-        )
-        t1 = tf.math.cumulative_logsumexp(
-            tf.where(
-                grad > 0,
-                -tf.where(~(grad > 0), tf.constant(1, grad.dtype), out)
-                + tf.math.log(tf.where(~(grad > 0), tf.constant(1, grad.dtype), grad)),
-                -out - 1e30,
-            ),
-            axis=-2,
+            axis=axis,
             reverse=True,
         )
         grad_x = -tf.math.exp(t0 + x) + tf.math.exp(t1 + x)
-    elif axis == -2 and reverse:
+    elif axis in (-1, -2, -3) and reverse:
         t0 = tf.math.cumulative_logsumexp(
             tf.where(
                 grad < 0,
@@ -1336,7 +1048,7 @@ def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False):
                 + tf.math.log(-tf.where(~(grad < 0), tf.constant(1, grad.dtype), grad)),
                 -out - 1e30,
             ),
-            axis=-2,
+            axis=axis,
         )
         t1 = tf.math.cumulative_logsumexp(
             tf.where(
@@ -1345,49 +1057,7 @@ def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False):
                 + tf.math.log(tf.where(~(grad > 0), tf.constant(1, grad.dtype), grad)),
                 -out - 1e30,
             ),
-            axis=-2,
-        )
-        grad_x = -tf.math.exp(t0 + x) + tf.math.exp(t1 + x)
-    elif axis == -3 and not reverse:
-        t0 = tf.math.cumulative_logsumexp(
-            tf.where(
-                grad < 0,
-                -tf.where(~(grad < 0), tf.constant(1, grad.dtype), out)
-                + tf.math.log(-tf.where(~(grad < 0), tf.constant(1, grad.dtype), grad)),
-                -out - 1e30,
-            ),
-            axis=-3,
-            reverse=True,
-        )
-        t1 = tf.math.cumulative_logsumexp(
-            tf.where(
-                grad > 0,
-                -tf.where(~(grad > 0), tf.constant(1, grad.dtype), out)
-                + tf.math.log(tf.where(~(grad > 0), tf.constant(1, grad.dtype), grad)),
-                -out - 1e30,
-            ),
-            axis=-3,
-            reverse=True,
-        )
-        grad_x = -tf.math.exp(t0 + x) + tf.math.exp(t1 + x)
-    elif axis == -3 and reverse:
-        t0 = tf.math.cumulative_logsumexp(
-            tf.where(
-                grad < 0,
-                -tf.where(~(grad < 0), tf.constant(1, grad.dtype), out)
-                + tf.math.log(-tf.where(~(grad < 0), tf.constant(1, grad.dtype), grad)),
-                -out - 1e30,
-            ),
-            axis=-3,
-        )
-        t1 = tf.math.cumulative_logsumexp(
-            tf.where(
-                grad > 0,
-                -tf.where(~(grad > 0), tf.constant(1, grad.dtype), out)
-                + tf.math.log(tf.where(~(grad > 0), tf.constant(1, grad.dtype), grad)),
-                -out - 1e30,
-            ),
-            axis=-3,
+            axis=axis,
         )
         grad_x = -tf.math.exp(t0 + x) + tf.math.exp(t1 + x)
     else:
@@ -1431,18 +1101,10 @@ def cumulative_logsumexp(x, *, axis=-1, reverse=False):
             out = kernel_outputs[0]
             return out, backward
         # else the declared formula
-        if axis == -1 and not reverse:
-            out = tf.math.cumulative_logsumexp(x, axis=-1)
-        elif axis == -1 and reverse:
-            out = tf.math.cumulative_logsumexp(x, axis=-1, reverse=True)
-        elif axis == -2 and not reverse:
-            out = tf.math.cumulative_logsumexp(x, axis=-2)
-        elif axis == -2 and reverse:
-            out = tf.math.cumulative_logsumexp(x, axis=-2, reverse=True)
-        elif axis == -3 and not reverse:
-            out = tf.math.cumulative_logsumexp(x, axis=-3)
-        elif axis == -3 and reverse:
-            out = tf.math.cumulative_logsumexp(x, axis=-3, reverse=True)
+        if axis in (-1, -2, -3) and not reverse:
+            out = tf.math.cumulative_logsumexp(x, axis=axis)
+        elif axis in (-1, -2, -3) and reverse:
+            out = tf.math.cumulative_logsumexp(x, axis=axis, reverse=True)
         else:
             raise ValueError(
                 f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"

@@ -78,18 +78,10 @@ def reduce_sum(input, *, axis=-1, keep_dims=False):
 def reduce_sum_forward(input, *, axis=-1, keep_dims=False):
     """Sum's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        output = torch.sum(input, axis=-1)
-    elif axis == -1 and keep_dims:
-        output = torch.sum(input, axis=-1, keepdims=True)
-    elif axis == -2 and not keep_dims:
-        output = torch.sum(input, axis=-2)
-    elif axis == -2 and keep_dims:
-        output = torch.sum(input, axis=-2, keepdims=True)
-    elif axis == -3 and not keep_dims:
-        output = torch.sum(input, axis=-3)
-    elif axis == -3 and keep_dims:
-        output = torch.sum(input, axis=-3, keepdims=True)
+    if axis in (-1, -2, -3) and not keep_dims:
+        output = torch.sum(input, axis=axis)
+    elif axis in (-1, -2, -3) and keep_dims:
+        output = torch.sum(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return output
@@ -106,18 +98,14 @@ def reduce_sum_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
         grad_input = torch.broadcast_to(t0, np.shape(input))
-    elif axis == -1 and keep_dims:
+    elif axis in (-1, -2, -3) and keep_dims:
         grad_input = torch.broadcast_to(grad, np.shape(input))
     elif axis == -2 and not keep_dims:
         t0 = grad[..., None, :]
         grad_input = torch.broadcast_to(t0, np.shape(input))
-    elif axis == -2 and keep_dims:
-        grad_input = torch.broadcast_to(grad, np.shape(input))
     elif axis == -3 and not keep_dims:
         t0 = grad[..., None, :, :]
         grad_input = torch.broadcast_to(t0, np.shape(input))
-    elif axis == -3 and keep_dims:
-        grad_input = torch.broadcast_to(grad, np.shape(input))
     else:
         raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -151,29 +139,13 @@ def reduce_mean(input, *, axis=-1, keep_dims=False):
 def reduce_mean_forward(input, *, axis=-1, keep_dims=False):
     """Mean's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        t0 = np.shape(input)[-1]
-        t1 = torch.sum(input, axis=-1)
+    if axis in (-1, -2, -3) and not keep_dims:
+        t0 = np.shape(input)[axis]
+        t1 = torch.sum(input, axis=axis)
         output = t1 / t0
-    elif axis == -1 and keep_dims:
-        t0 = np.shape(input)[-1]
-        t1 = torch.sum(input, axis=-1, keepdims=True)
-        output = t1 / t0
-    elif axis == -2 and not keep_dims:
-        t0 = np.shape(input)[-2]
-        t1 = torch.sum(input, axis=-2)
-        output = t1 / t0
-    elif axis == -2 and keep_dims:
-        t0 = np.shape(input)[-2]
-        t1 = torch.sum(input, axis=-2, keepdims=True)
-        output = t1 / t0
-    elif axis == -3 and not keep_dims:
-        t0 = np.shape(input)[-3]
-        t1 = torch.sum(input, axis=-3)
-        output = t1 / t0
-    elif axis == -3 and keep_dims:
-        t0 = np.shape(input)[-3]
-        t1 = torch.sum(input, axis=-3, keepdims=True)
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = np.shape(input)[axis]
+        t1 = torch.sum(input, axis=axis, keepdims=True)
         output = t1 / t0
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -192,23 +164,17 @@ def reduce_mean_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
         t0 = np.shape(input)[-1]
         t1 = grad[..., None]
         grad_input = torch.broadcast_to(t1 / t0, np.shape(input))
-    elif axis == -1 and keep_dims:
-        t0 = np.shape(input)[-1]
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = np.shape(input)[axis]
         grad_input = torch.broadcast_to(grad / t0, np.shape(input))
     elif axis == -2 and not keep_dims:
         t0 = np.shape(input)[-2]
         t1 = grad[..., None, :]
         grad_input = torch.broadcast_to(t1 / t0, np.shape(input))
-    elif axis == -2 and keep_dims:
-        t0 = np.shape(input)[-2]
-        grad_input = torch.broadcast_to(grad / t0, np.shape(input))
     elif axis == -3 and not keep_dims:
         t0 = np.shape(input)[-3]
         t1 = grad[..., None, :, :]
         grad_input = torch.broadcast_to(t1 / t0, np.shape(input))
-    elif axis == -3 and keep_dims:
-        t0 = np.shape(input)[-3]
-        grad_input = torch.broadcast_to(grad / t0, np.shape(input))
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -242,23 +208,17 @@ def euclidean_norm(input, *, axis=-1, keep_dims=False):
 def euclidean_norm_forward(input, *, axis=-1, keep_dims=False):
     """EuclideanNorm's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        sum1 = torch.sum(input**2, axis=-1)
+    if axis in (-1, -2, -3) and not keep_dims:
+        sum1 = torch.sum(input**2, axis=axis)
         output = torch.sqrt(sum1)
     elif axis == -1 and keep_dims:
         sum1 = torch.sum(input**2, axis=-1)
         t0 = sum1[..., None]
         output = torch.sqrt(t0)
-    elif axis == -2 and not keep_dims:
-        sum1 = torch.sum(input**2, axis=-2)
-        output = torch.sqrt(sum1)
     elif axis == -2 and keep_dims:
         sum1 = torch.sum(input**2, axis=-2)
         t0 = sum1[..., None, :]
         output = torch.sqrt(t0)
-    elif axis == -3 and not keep_dims:
-        sum1 = torch.sum(input**2, axis=-3)
-        output = torch.sqrt(sum1)
     elif axis == -3 and keep_dims:
         sum1 = torch.sum(input**2, axis=-3)
         t0 = sum1[..., None, :, :]
@@ -287,20 +247,16 @@ def euclidean_norm_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
         t0 = grad[..., None]
         t1 = output[..., None]
         grad_input = 2 * input * t0 * torch.where(t1 == 0, 0, (1 / 2) / t1)
-    elif axis == -1 and keep_dims:
+    elif axis in (-1, -2, -3) and keep_dims:
         grad_input = 2 * grad * input * torch.where(output == 0, 0, (1 / 2) / output)
     elif axis == -2 and not keep_dims:
         t0 = grad[..., None, :]
         t1 = output[..., None, :]
         grad_input = 2 * input * t0 * torch.where(t1 == 0, 0, (1 / 2) / t1)
-    elif axis == -2 and keep_dims:
-        grad_input = 2 * grad * input * torch.where(output == 0, 0, (1 / 2) / output)
     elif axis == -3 and not keep_dims:
         t0 = grad[..., None, :, :]
         t1 = output[..., None, :, :]
         grad_input = 2 * input * t0 * torch.where(t1 == 0, 0, (1 / 2) / t1)
-    elif axis == -3 and keep_dims:
-        grad_input = 2 * grad * input * torch.where(output == 0, 0, (1 / 2) / output)
     else:
         raise ValueError(
             f"EuclideanNorm: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
@@ -385,38 +341,16 @@ def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
 def cumsum_forward(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumsum's formula."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not exclusive and not reverse:
-        out = torch.cumsum(x, dim=-1)
-    elif axis == -1 and not exclusive and reverse:
-        out = torch.flip(torch.cumsum(torch.flip(x, dims=(-1,)), dim=-1), dims=(-1,))
-    elif axis == -1 and exclusive and not reverse:
-        out = _shift_right(torch.cumsum(x, dim=-1), axis=-1, fill=0)
-    elif axis == -1 and exclusive and reverse:
+    if axis in (-1, -2, -3) and not exclusive and not reverse:
+        out = torch.cumsum(x, dim=axis)
+    elif axis in (-1, -2, -3) and not exclusive and reverse:
+        out = torch.flip(torch.cumsum(torch.flip(x, dims=(axis,)), dim=axis), dims=(axis,))
+    elif axis in (-1, -2, -3) and exclusive and not reverse:
+        out = _shift_right(torch.cumsum(x, dim=axis), axis=axis, fill=0)
+    elif axis in (-1, -2, -3) and exclusive and reverse:
         out = torch.flip(
-            _shift_right(torch.cumsum(torch.flip(x, dims=(-1,)), dim=-1), axis=-1, fill=0),
-            dims=(-1,),
-        )
-    elif axis == -2 and not exclusive and not reverse:
-        out = torch.cumsum(x, dim=-2)
-    elif axis == -2 and not exclusive and reverse:
-        out = torch.flip(torch.cumsum(torch.flip(x, dims=(-2,)), dim=-2), dims=(-2,))
-    elif axis == -2 and exclusive and not reverse:
-        out = _shift_right(torch.cumsum(x, dim=-2), axis=-2, fill=0)
-    elif axis == -2 and exclusive and reverse:
-        out = torch.flip(
-            _shift_right(torch.cumsum(torch.flip(x, dims=(-2,)), dim=-2), axis=-2, fill=0),
-            dims=(-2,),
-        )
-    elif axis == -3 and not exclusive and not reverse:
-        out = torch.cumsum(x, dim=-3)
-    elif axis == -3 and not exclusive and reverse:
-        out = torch.flip(torch.cumsum(torch.flip(x, dims=(-3,)), dim=-3), dims=(-3,))
-    elif axis == -3 and exclusive and not reverse:
-        out = _shift_right(torch.cumsum(x, dim=-3), axis=-3, fill=0)
-    elif axis == -3 and exclusive and reverse:
-        out = torch.flip(
-            _shift_right(torch.cumsum(torch.flip(x, dims=(-3,)), dim=-3), axis=-3, fill=0),
-            dims=(-3,),
+            _shift_right(torch.cumsum(torch.flip(x, dims=(axis,)), dim=axis), axis=axis, fill=0),
+            dims=(axis,),
         )
     else:
         raise ValueError(
@@ -434,39 +368,17 @@ def cumsum_vjp(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
             i.e. `torch.flip(torch.cumsum(torch.flip(grad, dims=(-1,)), dim=-1), dims=(-1,))`
     """
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not exclusive and not reverse:
-        grad_x = torch.flip(torch.cumsum(torch.flip(grad, dims=(-1,)), dim=-1), dims=(-1,))
-    elif axis == -1 and not exclusive and reverse:
-        grad_x = torch.cumsum(grad, dim=-1)
-    elif axis == -1 and exclusive and not reverse:
+    if axis in (-1, -2, -3) and not exclusive and not reverse:
+        grad_x = torch.flip(torch.cumsum(torch.flip(grad, dims=(axis,)), dim=axis), dims=(axis,))
+    elif axis in (-1, -2, -3) and not exclusive and reverse:
+        grad_x = torch.cumsum(grad, dim=axis)
+    elif axis in (-1, -2, -3) and exclusive and not reverse:
         grad_x = torch.flip(
-            _shift_right(torch.cumsum(torch.flip(grad, dims=(-1,)), dim=-1), axis=-1, fill=0),
-            dims=(-1,),
+            _shift_right(torch.cumsum(torch.flip(grad, dims=(axis,)), dim=axis), axis=axis, fill=0),
+            dims=(axis,),
         )
-    elif axis == -1 and exclusive and reverse:
-        grad_x = _shift_right(torch.cumsum(grad, dim=-1), axis=-1, fill=0)
-    elif axis == -2 and not exclusive and not reverse:
-        grad_x = torch.flip(torch.cumsum(torch.flip(grad, dims=(-2,)), dim=-2), dims=(-2,))
-    elif axis == -2 and not exclusive and reverse:
-        grad_x = torch.cumsum(grad, dim=-2)
-    elif axis == -2 and exclusive and not reverse:
-        grad_x = torch.flip(
-            _shift_right(torch.cumsum(torch.flip(grad, dims=(-2,)), dim=-2), axis=-2, fill=0),
-            dims=(-2,),
-        )
-    elif axis == -2 and exclusive and reverse:
-        grad_x = _shift_right(torch.cumsum(grad, dim=-2), axis=-2, fill=0)
-    elif axis == -3 and not exclusive and not reverse:
-        grad_x = torch.flip(torch.cumsum(torch.flip(grad, dims=(-3,)), dim=-3), dims=(-3,))
-    elif axis == -3 and not exclusive and reverse:
-        grad_x = torch.cumsum(grad, dim=-3)
-    elif axis == -3 and exclusive and not reverse:
-        grad_x = torch.flip(
-            _shift_right(torch.cumsum(torch.flip(grad, dims=(-3,)), dim=-3), axis=-3, fill=0),
-            dims=(-3,),
-        )
-    elif axis == -3 and exclusive and reverse:
-        grad_x = _shift_right(torch.cumsum(grad, dim=-3), axis=-3, fill=0)
+    elif axis in (-1, -2, -3) and exclusive and reverse:
+        grad_x = _shift_right(torch.cumsum(grad, dim=axis), axis=axis, fill=0)
     else:
         raise ValueError(
             f"Cumsum: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
@@ -502,18 +414,10 @@ def reduce_prod(input, *, axis=-1, keep_dims=False):
 def reduce_prod_forward(input, *, axis=-1, keep_dims=False):
     """Prod's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        output = _prod(input, axis=-1)
-    elif axis == -1 and keep_dims:
-        output = _prod(input, axis=-1, keepdims=True)
-    elif axis == -2 and not keep_dims:
-        output = _prod(input, axis=-2)
-    elif axis == -2 and keep_dims:
-        output = _prod(input, axis=-2, keepdims=True)
-    elif axis == -3 and not keep_dims:
-        output = _prod(input, axis=-3)
-    elif axis == -3 and keep_dims:
-        output = _prod(input, axis=-3, keepdims=True)
+    if axis in (-1, -2, -3) and not keep_dims:
+        output = _prod(input, axis=axis)
+    elif axis in (-1, -2, -3) and keep_dims:
+        output = _prod(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return output
@@ -536,11 +440,13 @@ def reduce_prod_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
             dims=(-1,),
         )
         grad_input = t0 * t1 * t2
-    elif axis == -1 and keep_dims:
-        t0 = _shift_right(torch.cumprod(input, dim=-1), axis=-1, fill=1)
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = _shift_right(torch.cumprod(input, dim=axis), axis=axis, fill=1)
         t1 = torch.flip(
-            _shift_right(torch.cumprod(torch.flip(input, dims=(-1,)), dim=-1), axis=-1, fill=1),
-            dims=(-1,),
+            _shift_right(
+                torch.cumprod(torch.flip(input, dims=(axis,)), dim=axis), axis=axis, fill=1
+            ),
+            dims=(axis,),
         )
         grad_input = grad * t0 * t1
     elif axis == -2 and not keep_dims:
@@ -551,13 +457,6 @@ def reduce_prod_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
             dims=(-2,),
         )
         grad_input = t0 * t1 * t2
-    elif axis == -2 and keep_dims:
-        t0 = _shift_right(torch.cumprod(input, dim=-2), axis=-2, fill=1)
-        t1 = torch.flip(
-            _shift_right(torch.cumprod(torch.flip(input, dims=(-2,)), dim=-2), axis=-2, fill=1),
-            dims=(-2,),
-        )
-        grad_input = grad * t0 * t1
     elif axis == -3 and not keep_dims:
         t0 = grad[..., None, :, :]
         t1 = _shift_right(torch.cumprod(input, dim=-3), axis=-3, fill=1)
@@ -566,13 +465,6 @@ def reduce_prod_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
             dims=(-3,),
         )
         grad_input = t0 * t1 * t2
-    elif axis == -3 and keep_dims:
-        t0 = _shift_right(torch.cumprod(input, dim=-3), axis=-3, fill=1)
-        t1 = torch.flip(
-            _shift_right(torch.cumprod(torch.flip(input, dims=(-3,)), dim=-3), axis=-3, fill=1),
-            dims=(-3,),
-        )
-        grad_input = grad * t0 * t1
     else:
         raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -606,18 +498,10 @@ def reduce_max(input, *, axis=-1, keep_dims=False):
 def reduce_max_forward(input, *, axis=-1, keep_dims=False):
     """Max's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        output = torch.amax(input, axis=-1)
-    elif axis == -1 and keep_dims:
-        output = torch.amax(input, axis=-1, keepdims=True)
-    elif axis == -2 and not keep_dims:
-        output = torch.amax(input, axis=-2)
-    elif axis == -2 and keep_dims:
-        output = torch.amax(input, axis=-2, keepdims=True)
-    elif axis == -3 and not keep_dims:
-        output = torch.amax(input, axis=-3)
-    elif axis == -3 and keep_dims:
-        output = torch.amax(input, axis=-3, keepdims=True)
+    if axis in (-1, -2, -3) and not keep_dims:
+        output = torch.amax(input, axis=axis)
+    elif axis in (-1, -2, -3) and keep_dims:
+        output = torch.amax(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return output
@@ -640,25 +524,19 @@ def reduce_max_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
         t1 = torch.sum(torch.asarray(input == t0, dtype=grad.dtype), axis=-1, keepdims=True)
         t2 = grad[..., None]
         grad_input = torch.where(input == t0, t2 / t1, 0)
-    elif axis == -1 and keep_dims:
-        t0 = torch.sum(torch.asarray(input == output, dtype=grad.dtype), axis=-1, keepdims=True)
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = torch.sum(torch.asarray(input == output, dtype=grad.dtype), axis=axis, keepdims=True)
         grad_input = torch.where(input == output, grad / t0, 0)
     elif axis == -2 and not keep_dims:
         t0 = output[..., None, :]
         t1 = torch.sum(torch.asarray(input == t0, dtype=grad.dtype), axis=-2, keepdims=True)
         t2 = grad[..., None, :]
         grad_input = torch.where(input == t0, t2 / t1, 0)
-    elif axis == -2 and keep_dims:
-        t0 = torch.sum(torch.asarray(input == output, dtype=grad.dtype), axis=-2, keepdims=True)
-        grad_input = torch.where(input == output, grad / t0, 0)
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
         t1 = torch.sum(torch.asarray(input == t0, dtype=grad.dtype), axis=-3, keepdims=True)
         t2 = grad[..., None, :, :]
         grad_input = torch.where(input == t0, t2 / t1, 0)
-    elif axis == -3 and keep_dims:
-        t0 = torch.sum(torch.asarray(input == output, dtype=grad.dtype), axis=-3, keepdims=True)
-        grad_input = torch.where(input == output, grad / t0, 0)
     else:
         raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -692,18 +570,10 @@ def reduce_min(input, *, axis=-1, keep_dims=False):
 def reduce_min_forward(input, *, axis=-1, keep_dims=False):
     """Min's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        output = torch.amin(input, axis=-1)
-    elif axis == -1 and keep_dims:
-        output = torch.amin(input, axis=-1, keepdims=True)
-    elif axis == -2 and not keep_dims:
-        output = torch.amin(input, axis=-2)
-    elif axis == -2 and keep_dims:
-        output = torch.amin(input, axis=-2, keepdims=True)
-    elif axis == -3 and not keep_dims:
-        output = torch.amin(input, axis=-3)
-    elif axis == -3 and keep_dims:
-        output = torch.amin(input, axis=-3, keepdims=True)
+    if axis in (-1, -2, -3) and not keep_dims:
+        output = torch.amin(input, axis=axis)
+    elif axis in (-1, -2, -3) and keep_dims:
+        output = torch.amin(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return output
@@ -726,25 +596,19 @@ def reduce_min_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
         t1 = torch.sum(torch.asarray(input == t0, dtype=grad.dtype), axis=-1, keepdims=True)
         t2 = grad[..., None]
         grad_input = torch.where(input == t0, t2 / t1, 0)
-    elif axis == -1 and keep_dims:
-        t0 = torch.sum(torch.asarray(input == output, dtype=grad.dtype), axis=-1, keepdims=True)
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = torch.sum(torch.asarray(input == output, dtype=grad.dtype), axis=axis, keepdims=True)
         grad_input = torch.where(input == output, grad / t0, 0)
     elif axis == -2 and not keep_dims:
         t0 = output[..., None, :]
         t1 = torch.sum(torch.asarray(input == t0, dtype=grad.dtype), axis=-2, keepdims=True)
         t2 = grad[..., None, :]
         grad_input = torch.where(input == t0, t2 / t1, 0)
-    elif axis == -2 and keep_dims:
-        t0 = torch.sum(torch.asarray(input == output, dtype=grad.dtype), axis=-2, keepdims=True)
-        grad_input = torch.where(input == output, grad / t0, 0)
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
         t1 = torch.sum(torch.asarray(input == t0, dtype=grad.dtype), axis=-3, keepdims=True)
         t2 = grad[..., None, :, :]
         grad_input = torch.where(input == t0, t2 / t1, 0)
-    elif axis == -3 and keep_dims:
-        t0 = torch.sum(torch.asarray(input == output, dtype=grad.dtype), axis=-3, keepdims=True)
-        grad_input = torch.where(input == output, grad / t0, 0)
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -778,38 +642,16 @@ def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
 def cumprod_forward(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumprod's formula."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not exclusive and not reverse:
-        out = torch.cumprod(x, dim=-1)
-    elif axis == -1 and not exclusive and reverse:
-        out = torch.flip(torch.cumprod(torch.flip(x, dims=(-1,)), dim=-1), dims=(-1,))
-    elif axis == -1 and exclusive and not reverse:
-        out = _shift_right(torch.cumprod(x, dim=-1), axis=-1, fill=1)
-    elif axis == -1 and exclusive and reverse:
+    if axis in (-1, -2, -3) and not exclusive and not reverse:
+        out = torch.cumprod(x, dim=axis)
+    elif axis in (-1, -2, -3) and not exclusive and reverse:
+        out = torch.flip(torch.cumprod(torch.flip(x, dims=(axis,)), dim=axis), dims=(axis,))
+    elif axis in (-1, -2, -3) and exclusive and not reverse:
+        out = _shift_right(torch.cumprod(x, dim=axis), axis=axis, fill=1)
+    elif axis in (-1, -2, -3) and exclusive and reverse:
         out = torch.flip(
-            _shift_right(torch.cumprod(torch.flip(x, dims=(-1,)), dim=-1), axis=-1, fill=1),
-            dims=(-1,),
-        )
-    elif axis == -2 and not exclusive and not reverse:
-        out = torch.cumprod(x, dim=-2)
-    elif axis == -2 and not exclusive and reverse:
-        out = torch.flip(torch.cumprod(torch.flip(x, dims=(-2,)), dim=-2), dims=(-2,))
-    elif axis == -2 and exclusive and not reverse:
-        out = _shift_right(torch.cumprod(x, dim=-2), axis=-2, fill=1)
-    elif axis == -2 and exclusive and reverse:
-        out = torch.flip(
-            _shift_right(torch.cumprod(torch.flip(x, dims=(-2,)), dim=-2), axis=-2, fill=1),
-            dims=(-2,),
-        )
-    elif axis == -3 and not exclusive and not reverse:
-        out = torch.cumprod(x, dim=-3)
-    elif axis == -3 and not exclusive and reverse:
-        out = torch.flip(torch.cumprod(torch.flip(x, dims=(-3,)), dim=-3), dims=(-3,))
-    elif axis == -3 and exclusive and not reverse:
-        out = _shift_right(torch.cumprod(x, dim=-3), axis=-3, fill=1)
-    elif axis == -3 and exclusive and reverse:
-        out = torch.flip(
-            _shift_right(torch.cumprod(torch.flip(x, dims=(-3,)), dim=-3), axis=-3, fill=1),
-            dims=(-3,),
+            _shift_right(torch.cumprod(torch.flip(x, dims=(axis,)), dim=axis), axis=axis, fill=1),
+            dims=(axis,),
         )
     else:
         raise ValueError(
@@ -827,88 +669,32 @@ def cumprod_vjp(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
             (prod_{k = j + 1..i} x[batch, k]), i.e. `t3 * t4`
     """
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not exclusive and not reverse:
-        t0 = torch.arange(np.shape(x)[-1])
+    if axis in (-1, -2, -3) and not exclusive and not reverse:
+        t0 = torch.arange(np.shape(x)[axis])
         t1 = t0 + 1
-        t2 = _gather(x, t1, -1)
-        t3 = _linear_scan(grad, t2, axis=-1, reverse=True)
-        t4 = _shift_right(torch.cumprod(x, dim=-1), axis=-1, fill=1)
+        t2 = _gather(x, t1, axis)
+        t3 = _linear_scan(grad, t2, axis=axis, reverse=True)
+        t4 = _shift_right(torch.cumprod(x, dim=axis), axis=axis, fill=1)
         grad_x = t3 * t4
-    elif axis == -1 and not exclusive and reverse:
-        t0 = torch.arange(np.shape(x)[-1])
+    elif axis in (-1, -2, -3) and not exclusive and reverse:
+        t0 = torch.arange(np.shape(x)[axis])
         t1 = t0 - 1
-        t2 = _gather(x, t1, -1)
-        t3 = _linear_scan(grad, t2, axis=-1)
+        t2 = _gather(x, t1, axis)
+        t3 = _linear_scan(grad, t2, axis=axis)
         t4 = torch.flip(
-            _shift_right(torch.cumprod(torch.flip(x, dims=(-1,)), dim=-1), axis=-1, fill=1),
-            dims=(-1,),
+            _shift_right(torch.cumprod(torch.flip(x, dims=(axis,)), dim=axis), axis=axis, fill=1),
+            dims=(axis,),
         )
         grad_x = t3 * t4
-    elif axis == -1 and exclusive and not reverse:
-        t0 = _linear_scan(grad, x, axis=-1, exclusive=True, reverse=True)
-        t1 = _shift_right(torch.cumprod(x, dim=-1), axis=-1, fill=1)
+    elif axis in (-1, -2, -3) and exclusive and not reverse:
+        t0 = _linear_scan(grad, x, axis=axis, exclusive=True, reverse=True)
+        t1 = _shift_right(torch.cumprod(x, dim=axis), axis=axis, fill=1)
         grad_x = t0 * t1
-    elif axis == -1 and exclusive and reverse:
-        t0 = _linear_scan(grad, x, axis=-1, exclusive=True)
+    elif axis in (-1, -2, -3) and exclusive and reverse:
+        t0 = _linear_scan(grad, x, axis=axis, exclusive=True)
         t1 = torch.flip(
-            _shift_right(torch.cumprod(torch.flip(x, dims=(-1,)), dim=-1), axis=-1, fill=1),
-            dims=(-1,),
-        )
-        grad_x = t0 * t1
-    elif axis == -2 and not exclusive and not reverse:
-        t0 = torch.arange(np.shape(x)[-2])
-        t1 = t0 + 1
-        t2 = _gather(x, t1, -2)
-        t3 = _linear_scan(grad, t2, axis=-2, reverse=True)
-        t4 = _shift_right(torch.cumprod(x, dim=-2), axis=-2, fill=1)
-        grad_x = t3 * t4
-    elif axis == -2 and not exclusive and reverse:
-        t0 = torch.arange(np.shape(x)[-2])
-        t1 = t0 - 1
-        t2 = _gather(x, t1, -2)
-        t3 = _linear_scan(grad, t2, axis=-2)
-        t4 = torch.flip(
-            _shift_right(torch.cumprod(torch.flip(x, dims=(-2,)), dim=-2), axis=-2, fill=1),
-            dims=(-2,),
-        )
-        grad_x = t3 * t4
-    elif axis == -2 and exclusive and not reverse:
-        t0 = _linear_scan(grad, x, axis=-2, exclusive=True, reverse=True)
-        t1 = _shift_right(torch.cumprod(x, dim=-2), axis=-2, fill=1)
-        grad_x = t0 * t1
-    elif axis == -2 and exclusive and reverse:
-        t0 = _linear_scan(grad, x, axis=-2, exclusive=True)
-        t1 = torch.flip(
-            _shift_right(torch.cumprod(torch.flip(x, dims=(-2,)), dim=-2), axis=-2, fill=1),
-            dims=(-2,),
-        )
-        grad_x = t0 * t1
-    elif axis == -3 and not exclusive and not reverse:
-        t0 = torch.arange(np.shape(x)[-3])
-        t1 = t0 + 1
-        t2 = _gather(x, t1, -3)
-        t3 = _linear_scan(grad, t2, axis=-3, reverse=True)
-        t4 = _shift_right(torch.cumprod(x, dim=-3), axis=-3, fill=1)
-        grad_x = t3 * t4
-    elif axis == -3 and not exclusive and reverse:
-        t0 = torch.arange(np.shape(x)[-3])
-        t1 = t0 - 1
-        t2 = _gather(x, t1, -3)
-        t3 = _linear_scan(grad, t2, axis=-3)
-        t4 = torch.flip(
-            _shift_right(torch.cumprod(torch.flip(x, dims=(-3,)), dim=-3), axis=-3, fill=1),
-            dims=(-3,),
-        )
-        grad_x = t3 * t4
-    elif axis == -3 and exclusive and not reverse:
-        t0 = _linear_scan(grad, x, axis=-3, exclusive=True, reverse=True)
-        t1 = _shift_right(torch.cumprod(x, dim=-3), axis=-3, fill=1)
-        grad_x = t0 * t1
-    elif axis == -3 and exclusive and reverse:
-        t0 = _linear_scan(grad, x, axis=-3, exclusive=True)
-        t1 = torch.flip(
-            _shift_right(torch.cumprod(torch.flip(x, dims=(-3,)), dim=-3), axis=-3, fill=1),
-            dims=(-3,),
+            _shift_right(torch.cumprod(torch.flip(x, dims=(axis,)), dim=axis), axis=axis, fill=1),
+            dims=(axis,),
         )
         grad_x = t0 * t1
     else:
@@ -946,18 +732,10 @@ def cumulative_logsumexp(x, *, axis=-1, reverse=False):
 def cumulative_logsumexp_forward(x, *, axis=-1, reverse=False):
     """CumulativeLogsumexp's formula."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not reverse:
-        out = torch.logcumsumexp(x, dim=-1)
-    elif axis == -1 and reverse:
-        out = torch.flip(torch.logcumsumexp(torch.flip(x, dims=(-1,)), dim=-1), dims=(-1,))
-    elif axis == -2 and not reverse:
-        out = torch.logcumsumexp(x, dim=-2)
-    elif axis == -2 and reverse:
-        out = torch.flip(torch.logcumsumexp(torch.flip(x, dims=(-2,)), dim=-2), dims=(-2,))
-    elif axis == -3 and not reverse:
-        out = torch.logcumsumexp(x, dim=-3)
-    elif axis == -3 and reverse:
-        out = torch.flip(torch.logcumsumexp(torch.flip(x, dims=(-3,)), dim=-3), dims=(-3,))
+    if axis in (-1, -2, -3) and not reverse:
+        out = torch.logcumsumexp(x, dim=axis)
+    elif axis in (-1, -2, -3) and reverse:
+        out = torch.flip(torch.logcumsumexp(torch.flip(x, dims=(axis,)), dim=axis), dims=(axis,))
     else:
         raise ValueError(
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
@@ -976,65 +754,33 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
     if out is None:
         out = cumulative_logsumexp_forward(x, axis=axis, reverse=reverse)
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not reverse:
+    if axis in (-1, -2, -3) and not reverse:
         t0 = torch.flip(
             torch.logcumsumexp(
-                torch.flip(torch.where(grad < 0, -out + torch.log(-grad), -out - 1e30), dims=(-1,)),
-                dim=-1,
+                torch.flip(
+                    torch.where(grad < 0, -out + torch.log(-grad), -out - 1e30), dims=(axis,)
+                ),
+                dim=axis,
             ),
-            dims=(-1,),
+            dims=(axis,),
         )
         t1 = torch.flip(
             torch.logcumsumexp(
-                torch.flip(torch.where(grad > 0, -out + torch.log(grad), -out - 1e30), dims=(-1,)),
-                dim=-1,
+                torch.flip(
+                    torch.where(grad > 0, -out + torch.log(grad), -out - 1e30), dims=(axis,)
+                ),
+                dim=axis,
             ),
-            dims=(-1,),
+            dims=(axis,),
         )
         grad_x = -torch.exp(t0 + x) + torch.exp(t1 + x)
-    elif axis == -1 and reverse:
-        t0 = torch.logcumsumexp(torch.where(grad < 0, -out + torch.log(-grad), -out - 1e30), dim=-1)
-        t1 = torch.logcumsumexp(torch.where(grad > 0, -out + torch.log(grad), -out - 1e30), dim=-1)
-        grad_x = -torch.exp(t0 + x) + torch.exp(t1 + x)
-    elif axis == -2 and not reverse:
-        t0 = torch.flip(
-            torch.logcumsumexp(
-                torch.flip(torch.where(grad < 0, -out + torch.log(-grad), -out - 1e30), dims=(-2,)),
-                dim=-2,
-            ),
-            dims=(-2,),
+    elif axis in (-1, -2, -3) and reverse:
+        t0 = torch.logcumsumexp(
+            torch.where(grad < 0, -out + torch.log(-grad), -out - 1e30), dim=axis
         )
-        t1 = torch.flip(
-            torch.logcumsumexp(
-                torch.flip(torch.where(grad > 0, -out + torch.log(grad), -out - 1e30), dims=(-2,)),
-                dim=-2,
-            ),
-            dims=(-2,),
+        t1 = torch.logcumsumexp(
+            torch.where(grad > 0, -out + torch.log(grad), -out - 1e30), dim=axis
         )
-        grad_x = -torch.exp(t0 + x) + torch.exp(t1 + x)
-    elif axis == -2 and reverse:
-        t0 = torch.logcumsumexp(torch.where(grad < 0, -out + torch.log(-grad), -out - 1e30), dim=-2)
-        t1 = torch.logcumsumexp(torch.where(grad > 0, -out + torch.log(grad), -out - 1e30), dim=-2)
-        grad_x = -torch.exp(t0 + x) + torch.exp(t1 + x)
-    elif axis == -3 and not reverse:
-        t0 = torch.flip(
-            torch.logcumsumexp(
-                torch.flip(torch.where(grad < 0, -out + torch.log(-grad), -out - 1e30), dims=(-3,)),
-                dim=-3,
-            ),
-            dims=(-3,),
-        )
-        t1 = torch.flip(
-            torch.logcumsumexp(
-                torch.flip(torch.where(grad > 0, -out + torch.log(grad), -out - 1e30), dims=(-3,)),
-                dim=-3,
-            ),
-            dims=(-3,),
-        )
-        grad_x = -torch.exp(t0 + x) + torch.exp(t1 + x)
-    elif axis == -3 and reverse:
-        t0 = torch.logcumsumexp(torch.where(grad < 0, -out + torch.log(-grad), -out - 1e30), dim=-3)
-        t1 = torch.logcumsumexp(torch.where(grad > 0, -out + torch.log(grad), -out - 1e30), dim=-3)
         grad_x = -torch.exp(t0 + x) + torch.exp(t1 + x)
     else:
         raise ValueError(

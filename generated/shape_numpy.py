@@ -44,12 +44,8 @@ def expand_dims_grad(grad, input, *, output=None, axis=-1):
         axis=-3:
             grad_input[batch, p, q] = grad[batch, 0, p, q], i.e. `np.squeeze(grad, axis=-3)`
     """
-    if axis == -1:
-        grad_input = np.squeeze(grad, axis=-1)
-    elif axis == -2:
-        grad_input = np.squeeze(grad, axis=-2)
-    elif axis == -3:
-        grad_input = np.squeeze(grad, axis=-3)
+    if axis in (-1, -2, -3):
+        grad_input = np.squeeze(grad, axis=axis)
     else:
         raise ValueError(f"ExpandDims: unsupported attributes axis={axis!r}")
     return (grad_input,)
@@ -57,16 +53,15 @@ def expand_dims_grad(grad, input, *, output=None, axis=-1):
 
 def expand_dims_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-1):
     """Second order of ExpandDims: the gradient of expand_dims_grad: one array per input (grad, input)."""
+    t1 = 0
     if axis == -1:
         t0 = grad_vjp_input[..., None]
-        t1 = 0
         t2 = np.arange(np.shape(grad)[-1])
         t3 = t2 == t1
         grad_grad = np.where(t3, t0, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -2:
         t0 = grad_vjp_input[..., None, :]
-        t1 = 0
         t2 = np.arange(np.shape(grad)[-2])
         t3 = t2 == t1
         t4 = t3[..., None]
@@ -74,7 +69,6 @@ def expand_dims_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -3:
         t0 = grad_vjp_input[..., None, :, :]
-        t1 = 0
         t2 = np.arange(np.shape(grad)[-3])
         t3 = t2 == t1
         t4 = t3[..., None, None]

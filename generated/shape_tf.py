@@ -137,12 +137,8 @@ def expand_dims_vjp(grad, input, output, *, axis=-1):
         axis=-3:
             grad_input[batch, p, q] = grad[batch, 0, p, q], i.e. `tf.squeeze(grad, axis=[-3])`
     """
-    if axis == -1:
-        grad_input = tf.squeeze(grad, axis=[-1])
-    elif axis == -2:
-        grad_input = tf.squeeze(grad, axis=[-2])
-    elif axis == -3:
-        grad_input = tf.squeeze(grad, axis=[-3])
+    if axis in (-1, -2, -3):
+        grad_input = tf.squeeze(grad, axis=[axis])
     else:
         raise ValueError(f"ExpandDims: unsupported attributes axis={axis!r}")
     return (grad_input,)

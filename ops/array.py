@@ -10,7 +10,7 @@ import itertools
 
 import sympy as sp
 
-from symgrad import Axis, Input, Ints, RankOf, attr, dims, indices, op, tensor
+from symgrad import Axis, Input, Ints, RankOf, attr, dims, indices, integer_function, op, tensor
 
 SIZES = dims("D0 D1 D2 D3")
 AXES = indices("i0 i1 i2 i3")
@@ -76,25 +76,34 @@ def transpose(perm):
     return {"y": (tuple(AXES[: len(perm)]), x[tuple(AXES[inverse[k]] for k in range(len(perm)))])}
 
 
-def _bit(mask, k):
-    """Bit k of an integer mask attribute, 0 or 1."""
-    return sp.Mod(sp.floor(mask / 2**k) if k else mask, 2)
+@integer_function
+def bit(mask, k):
+    """Bit k of the integer `mask`, 0 or 1."""
+    return sp.Mod(sp.floor(mask / 2**k), 2)
 
 
-def _strided_axis(size, begin, end, stride, begin_masked, end_masked):
-    """(first position, number of entries) of one sliced axis, as TensorFlow computes them:
-    negative positions count from the end, then are clamped to the axis (to -1 .. size - 1
-    going backwards); a masked begin or end is the start or end of the axis."""
+def _clamped(size, x, stride, masked, at_mask):
+    """`x` (a begin or end) as a position of the axis, or `at_mask` where masked."""
     forward = stride > 0
     low, high = sp.Piecewise((0, forward), (-1, True)), sp.Piecewise((size, forward), (size - 1, True))
+    from_end = sp.Piecewise((x + size, x < 0), (x, True))
+    return sp.Piecewise((at_mask, sp.Eq(masked, 1)), (sp.Min(sp.Max(from_end, low), high), True))
 
-    def clamped(x, masked, at_mask):
-        from_end = sp.Piecewise((x + size, x < 0), (x, True))
-        return sp.Piecewise((at_mask, sp.Eq(masked, 1)), (sp.Min(sp.Max(from_end, low), high), True))
 
-    first = clamped(begin, begin_masked, sp.Piecewise((0, forward), (size - 1, True)))
-    last = clamped(end, end_masked, sp.Piecewise((size, forward), (-1, True)))
-    return first, sp.Max(sp.ceiling((last - first) / stride), 0)
+@integer_function
+def slice_start(size, begin, stride, masked):
+    """The first position a strided slice of an axis of `size` entries takes, as TensorFlow
+    computes it: `begin` counted from the end when negative, then clamped to the axis (to
+    -1 .. size - 1 going backwards); the axis's start when the begin mask bit is set."""
+    return _clamped(size, begin, stride, masked, sp.Piecewise((0, stride > 0), (size - 1, True)))
+
+
+@integer_function
+def slice_length(size, begin, end, stride, begin_masked, end_masked):
+    """The number of entries a strided slice takes, from `slice_start` up to `end` (excluded,
+    clamped as `begin` is; the axis's end when the end mask bit is set)."""
+    last = _clamped(size, end, stride, end_masked, sp.Piecewise((size, stride > 0), (-1, True)))
+    return sp.Max(sp.ceiling((last - slice_start(size, begin, stride, begin_masked)) / stride), 0)
 
 
 @op(
@@ -130,7 +139,7 @@ def strided_slice(rank, begin, end, strides, begin_mask, end_mask, shrink_axis_m
         if k == 0 and shrink_axis_mask:
             subscript.append(sp.Piecewise((begin[0] + SIZES[0], begin[0] < 0), (begin[0], True)))
             continue
-        first, count = _strided_axis(SIZES[k], begin[k], end[k], strides[k], _bit(begin_mask, k), _bit(end_mask, k))
-        out.append((AXES[k], count))
-        subscript.append(first + strides[k] * AXES[k])
+        masks = bit(begin_mask, k), bit(end_mask, k)
+        out.append((AXES[k], slice_length(SIZES[k], begin[k], end[k], strides[k], *masks)))
+        subscript.append(slice_start(SIZES[k], begin[k], strides[k], masks[0]) + strides[k] * AXES[k])
     return {"output": (tuple(out), input[tuple(subscript)])}

@@ -10,7 +10,7 @@ modes fix the output size and the padding before the first element:
 
 import sympy as sp
 
-from symgrad import Input, Ints, attr, dims, first_maximum, indicator, indices, op, read_outside, tensor
+from symgrad import Input, Ints, attr, dims, first_maximum, indicator, indices, integer_function, op, read_outside, tensor
 
 N, D, H, W, C, O, M = dims("N D H W C O M")
 KD, KH, KW = dims("KD KH KW")
@@ -20,14 +20,21 @@ PADDING = ("VALID", "SAME", "EXPLICIT")
 CONV_DEFAULTS = {"dilations": (1, 1, 1, 1), "explicit_paddings": ()}
 
 
+@integer_function
+def same_padding(size, kernel, stride, dilation):
+    """The padding before an axis of `size` entries under SAME, as TensorFlow computes it:
+    half of what ceil(size / stride) windows need, the odd one after."""
+    out = sp.ceiling(size / stride)
+    return sp.floor(sp.Max((out - 1) * stride + dilation * (kernel - 1) + 1 - size, 0) / 2)
+
+
 def window(size, kernel, stride, dilation, padding, explicit=(0, 0)):
     """(output size, padding before) of one spatial axis, as TensorFlow computes them."""
     reach = dilation * (kernel - 1) + 1
     if padding == "VALID":
         return sp.floor((size - reach) / stride) + 1, 0
     if padding == "SAME":
-        out = sp.ceiling(size / stride)
-        return out, sp.floor(sp.Max((out - 1) * stride + reach - size, 0) / 2)
+        return sp.ceiling(size / stride), same_padding(size, kernel, stride, dilation)
     before, after = explicit
     return sp.floor((size + before + after - reach) / stride) + 1, before
 

@@ -20,6 +20,8 @@ from symgrad.declare import (
     with_batch,
 )
 from symgrad.errors import DeclarationError
+from symgrad.functions import computed_position
+from symgrad.validate import index_symbols
 
 
 def instantiate(decl: OpDecl, attr_values: tuple[tuple[str, Any], ...]) -> OpVariant:
@@ -183,6 +185,28 @@ def _user_line(exc: BaseException, decl: OpDecl) -> Location:
 
 def _as_expr(decl: OpDecl, value) -> sp.Expr:
     try:
-        return sp.sympify(value)
+        return computed_positions(sp.sympify(value))
     except (sp.SympifyError, TypeError) as exc:
         raise DeclarationError(f"output is not a SymPy expression: {exc}", decl.name, decl.location)
+
+
+def computed_positions(expr: sp.Expr) -> sp.Expr:
+    """`expr` with each subscript that is neither affine in its indices nor an entry of an
+    integer tensor kept whole, a `computed_position`: a gather, whose adjoint scatters."""
+
+    def kept(entry: sp.Indexed) -> sp.Indexed:
+        return entry.base[tuple(computed_position(s) if _computed(s) else s for s in entry.indices)]
+
+    return expr.replace(lambda e: isinstance(e, sp.Indexed) and any(map(_computed, e.indices)), kept)
+
+
+def _computed(subscript) -> bool:
+    """Neither an index, a number, an integer tensor's entry nor affine in its indices."""
+    if subscript.is_Symbol or subscript.is_Integer or subscript.atoms(sp.Indexed) or isinstance(subscript, computed_position):
+        return False
+    indices = index_symbols(subscript)
+    for term in sp.Add.make_args(sp.expand(subscript)):
+        varying = [f for f in sp.Mul.make_args(term) if f.free_symbols & indices]
+        if len(varying) > 1 or (varying and varying[0] not in indices):
+            return True
+    return False

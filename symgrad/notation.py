@@ -141,6 +141,12 @@ class IndexNotationPrinter(StrPrinter):
     def _print_safe_where(self, expr):
         return self._print(expr.args[0])  # a select's guard: the value where it is read
 
+    def _print_computed_position(self, expr):
+        return self._print(expr.args[0])
+
+    def _print_position_select(self, expr):
+        return self._print(expr.as_piecewise())
+
 
 def _numerator_denominator(coeff, rest) -> tuple[list, list]:
     """The factors above and below the line, a rational coefficient split between them."""

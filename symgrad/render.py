@@ -10,13 +10,14 @@ runs and a formatter leaves it unchanged.
 from __future__ import annotations
 
 import ast
+import textwrap
 from importlib import resources
 from pathlib import Path
 
 import jinja2
 import sympy as sp
 
-from symgrad import ir
+from symgrad import dispatch, ir
 from symgrad.docstring import gradient_doc
 from symgrad.errors import LoweringError
 from symgrad.targets import REGISTRY
@@ -84,10 +85,35 @@ def render_framework_module(source: str, ops: list[ir.OpCode], printer_class, op
     layout = environment().get_template(template)
     context = {"source": source, "ops": [c for c, _ in contexts], "unavailable": unavailable,
                "unavailable_literal": repr(dict(sorted(unavailable.items())))}
-    helpers = helper_sources(layout.render(**context, imports=imports, helpers=""), runtime)
+    render = lambda helpers: layout.render(**context, imports=imports, helpers=helpers)
+    helpers = module_helpers(render, runtime, [p for _, p in contexts], printer_class)
     if "itertools." in helpers:
         imports = sorted(imports + ["itertools"])
     return format_module(layout.render(**context, imports=imports, helpers=helpers))
+
+
+def module_helpers(render, runtime: Path | tuple[Path, ...], printers, printer_class) -> str:
+    """The helpers a module carries: the runtime's its code calls (`render(helpers)` is the
+    module around them), then a definition of each integer function it calls."""
+    definitions = integer_function_sources(printers, printer_class)
+    return "\n\n".join(part for part in (helper_sources(render(definitions), runtime), definitions) if part)
+
+
+def integer_function_sources(printers, printer_class) -> str:
+    """`def _<name>(...)` for each `integer_function` the `printers` printed a call of (and
+    each those call), printed by `printer_class` as integer arithmetic, by name."""
+    used = {name: f for p in printers for name, f in p.integer_functions.items()}
+    printer, sources = printer_class(), {}
+    while set(used) - set(sources):
+        name = min(set(used) - set(sources))
+        function = used[name]
+        body = printer.integer_definition(function.template)
+        doc = textwrap.fill(" ".join((function.__doc__ or f"{name}, as declared.").split()), LINE_LENGTH - 8,
+                            subsequent_indent="    ")
+        parameters = ", ".join(str(p) for p in function.parameters)
+        sources[name] = f'def _{name}({parameters}):\n    """{doc}"""\n    return {body}\n'
+        used.update(printer.integer_functions)
+    return "\n\n".join(sources[name] for name in sorted(sources))
 
 
 def helper_sources(text: str, runtime: Path | tuple[Path, ...]) -> str:
@@ -238,14 +264,13 @@ def print_function_body(function: ir.Function, printer, op: ir.OpCode, prologue:
         printed.append({})
         lines += [line for s in _body(function.branches[0], printer) for line in _lines(s, printer, op, printed[-1])]
         return "\n".join(lines)
-    for n, branch in enumerate(function.branches):
-        keyword = "if" if n == 0 else "elif"
-        lines.append(f"{keyword} {_condition(branch.attr_values)}:")
+    branches = []
+    for branch in function.branches:
         printed.append({})
-        lines += ["    " + line for s in _body(branch, printer) for line in _lines(s, printer, op, printed[-1])]
+        statements = ["\n".join(_lines(s, printer, op, printed[-1])) for s in _body(branch, printer)]
+        branches.append((branch.attr_values, statements))
     names = ", ".join(f"{name}={{{name}!r}}" for name, _ in function.branches[0].attr_values)
-    lines += ["else:", f'    raise ValueError(f"{op.name}: unsupported attributes {names}")']
-    return "\n".join(lines)
+    return "\n".join(lines + dispatch.chain(branches, f'raise ValueError(f"{op.name}: unsupported attributes {names}")'))
 
 
 def _body(branch: ir.Branch, printer) -> tuple:
@@ -283,15 +308,3 @@ def print_statement(statement: ir.Assign, printer, op: ir.OpCode, printed: dict 
     if isinstance(statement.value, ir.ScatterAdd):
         return f"{statement.target} = {text}  # no gather form: an explicit scatter-add"
     return f"{statement.target} = {text}"
-
-
-def _condition(attr_values) -> str:
-    parts = []
-    for name, value in attr_values:
-        if value is True:
-            parts.append(name)
-        elif value is False:
-            parts.append(f"not {name}")
-        else:
-            parts.append(f"{name} == {value!r}")
-    return " and ".join(parts)

@@ -9,6 +9,7 @@ from sympy.concrete.expr_with_limits import ExprWithLimits
 
 from symgrad.declare import OpVariant
 from symgrad.errors import DeclarationError
+from symgrad.functions import computed_position
 
 Range = tuple[sp.Expr, sp.Expr]  # inclusive (lowest, highest)
 
@@ -49,6 +50,8 @@ def _check_index_map(variant, base, sub) -> None:
     if entries:
         if sub not in entries:
             _fail(variant, f"subscript {sub} of {base.label}: an index read from a tensor must be used alone")
+        return
+    if isinstance(sub, computed_position):  # read by a gather, scattered by its adjoint
         return
     for index in index_symbols(sub):
         coefficient = sp.diff(sub, index)

@@ -84,12 +84,18 @@ def test_mirror_pad(tf, tf_module, numpy_module, shape, paddings, mode, dtype):
     run(tf, tf_module, numpy_module, "mirror_pad", "MirrorPad", {"input": normal(*shape)}, attrs, dtype)
 
 
-def test_tile_and_mirror_pad_gradients_are_reshapes_and_gathers(derived):
+def test_tile_gradient_is_reshapes_and_mirror_pad_one_scatter_per_axis(derived):
     """Tile's gradient splits each axis into (copy, position) and sums the copies; MirrorPad's
-    reads the upstream gradient at each mirror image: no scatter-add, no dense matrix."""
+    adds the upstream gradient back at the mirrored positions, one scatter-add per axis (its
+    forward one gather per axis): never a dense matrix, never a term per mirror image."""
     _, files = derived
     for name in ("array_more_numpy.py", "array_more_tf.py"):
-        assert "_scatter_add" not in files[name] and "einsum" not in files[name]
+        assert "einsum" not in files[name]
+        assert "_scatter_add" not in files[name].split("def tile_grad")[1].split("\ndef ")[0]
+    mirror = files["array_more_numpy.py"].split("def mirror_pad_grad(")[1].split("\ndef ")[0]
+    branches = mirror.split('"""')[2].split("elif ")  # the code, after the docstring
+    assert [b.count("_scatter_add(") for b in branches] == [1, 2, 3, 4]
+    assert [b.count("_mirrored(") for b in branches] == [1, 2, 3, 4]
     tile = files["array_more_numpy.py"].split("def tile_grad")[1].split("elif")[0]
     assert "grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0))" in tile
     assert "grad_input = np.sum(grad, axis=-2)" in tile

@@ -116,6 +116,18 @@ class NamesakePrinter(NumpyPrinter):
         with self._attribute_arithmetic():
             return super()._print_Piecewise(expr)
 
+    def _print_IntegerFunctionBase(self, expr):
+        """A call of the module's function of attributes and sizes, computed in numpy; of
+        arrays of positions (in the framework), its value in place."""
+        if not self._static and not self._is_static(expr):
+            return self._print(expr.applied(expr.args))
+        with self._attribute_arithmetic():
+            return super()._print_IntegerFunctionBase(expr)
+
+    def integer_definition(self, template) -> str:
+        with self._attribute_arithmetic():
+            return super().integer_definition(template)
+
     def _print_NegativeAxis(self, value: ir.NegativeAxis):
         with self._attribute_arithmetic():
             return super()._print_NegativeAxis(value)

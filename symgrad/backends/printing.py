@@ -5,6 +5,7 @@ from __future__ import annotations
 import sympy as sp
 from sympy.printing.precedence import PRECEDENCE
 
+from symgrad import ir
 from symgrad.functions import scaled_besseli
 from symgrad.guards import safe_where
 
@@ -29,6 +30,7 @@ class ArrayCodeMixin:
         # reports it as a LoweringError naming the op instead of a SymPy traceback
         super().__init__({"strict": False, **(settings or {})})
         self._not_supported = set()  # CodePrinter.doprint sets this; we print with _print
+        self.integer_functions: dict[str, type] = {}  # name -> IntegerFunctionBase class called
 
     def emptyPrinter(self, expr):
         """What no `_print_<Class>` prints (an IR value a backend lacks): collected, so that
@@ -134,6 +136,21 @@ class ArrayCodeMixin:
 
     def _print_mask(self, expr):
         return self._print(expr.as_piecewise())
+
+    def _print_position_select(self, expr):
+        return self._print(expr.as_piecewise())
+
+    def _print_computed_position(self, expr):
+        return self._print(expr.args[0])
+
+    def _print_IntegerFunctionBase(self, expr):
+        """A call of the function the module defines (`integer_function_sources`)."""
+        self.integer_functions[type(expr).__name__] = type(expr)
+        return f"_{type(expr).__name__}({', '.join(self._print(a) for a in expr.args)})"
+
+    def integer_definition(self, template) -> str:
+        """The value an `integer_function` returns, of its parameters."""
+        return self._print(ir.IndexArith(template))
 
     # --- integer index arithmetic (IndexArith) ---
 

@@ -44,26 +44,8 @@ def conv2d_vjp(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )
@@ -73,26 +55,8 @@ def conv2d_vjp(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                np.maximum(
-                    dilations[1] * np.shape(filter)[-4]
-                    - dilations[1]
-                    - strides[1] * ((-np.shape(input)[-3]) // strides[1])
-                    - strides[1]
-                    - np.shape(input)[-3]
-                    + 1,
-                    0,
-                )
-                // 2,
-                np.maximum(
-                    dilations[2] * np.shape(filter)[-3]
-                    - dilations[2]
-                    - strides[2] * ((-np.shape(input)[-2]) // strides[2])
-                    - strides[2]
-                    - np.shape(input)[-2]
-                    + 1,
-                    0,
-                )
-                // 2,
+                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
             ),
             sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
         )

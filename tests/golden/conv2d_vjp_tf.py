@@ -9,7 +9,7 @@ def conv2d_vjp(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Gradient of Conv2D (declared at ops/conv.py:35): one per input (input, filter).
+    """Gradient of Conv2D (declared at ops/conv.py:42): one per input (input, filter).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -43,26 +43,8 @@ def conv2d_vjp(
             dilations=[dilations[1], dilations[2]],
             geometry=lambda size: (
                 [
-                    _int_max(
-                        dilations[1] * size(filter, -4)
-                        - dilations[1]
-                        - strides[1] * ((-size(input, -3)) // strides[1])
-                        - strides[1]
-                        - size(input, -3)
-                        + 1,
-                        0,
-                    )
-                    // 2,
-                    _int_max(
-                        dilations[2] * size(filter, -3)
-                        - dilations[2]
-                        - strides[2] * ((-size(input, -2)) // strides[2])
-                        - strides[2]
-                        - size(input, -2)
-                        + 1,
-                        0,
-                    )
-                    // 2,
+                    _same_padding(size(input, -3), size(filter, -4), strides[1], dilations[1]),
+                    _same_padding(size(input, -2), size(filter, -3), strides[2], dilations[2]),
                 ],
                 [size(input, -3), size(input, -2)],
             ),
@@ -74,26 +56,8 @@ def conv2d_vjp(
             dilations=[dilations[1], dilations[2]],
             geometry=lambda size: (
                 [
-                    _int_max(
-                        dilations[1] * size(filter, -4)
-                        - dilations[1]
-                        - strides[1] * ((-size(input, -3)) // strides[1])
-                        - strides[1]
-                        - size(input, -3)
-                        + 1,
-                        0,
-                    )
-                    // 2,
-                    _int_max(
-                        dilations[2] * size(filter, -3)
-                        - dilations[2]
-                        - strides[2] * ((-size(input, -2)) // strides[2])
-                        - strides[2]
-                        - size(input, -2)
-                        + 1,
-                        0,
-                    )
-                    // 2,
+                    _same_padding(size(input, -3), size(filter, -4), strides[1], dilations[1]),
+                    _same_padding(size(input, -2), size(filter, -3), strides[2], dilations[2]),
                 ],
                 [size(filter, -4), size(filter, -3)],
             ),

@@ -15,7 +15,7 @@ from symgrad.render import (
     environment,
     format_module,
     gradient_function,
-    helper_sources,
+    module_helpers,
     signature,
     staged_forward,
 )
@@ -32,7 +32,7 @@ def render_module(source: str, ops: list[ir.OpCode]) -> str:
     imports = sorted(m for m in printer.module_imports if m not in ("numpy",))
     template = environment().get_template("numpy_module.py.j2")
     context = {"source": source, "ops": contexts, "imports": imports, "uses_stages": any(op.stages for op in ops)}
-    helpers = helper_sources(template.render(**context, helpers=""), RUNTIME)
+    helpers = module_helpers(lambda h: template.render(**context, helpers=h), RUNTIME, [printer], NumpyPrinter)
     return format_module(template.render(**context, helpers=helpers))
 
 

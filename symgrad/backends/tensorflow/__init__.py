@@ -13,7 +13,7 @@ from symgrad.render import (
     common_context,
     environment,
     format_module,
-    helper_sources,
+    module_helpers,
     print_function_body,
     print_statement,
     signature,
@@ -38,7 +38,7 @@ def render_module(source: str, ops: list[ir.OpCode]) -> str:
         "uses_outputs_again": any(c["outputs_again"] for c in contexts),
         "uses_stages": any(op.stages for op in ops),
     }
-    helpers = helper_sources(template.render(**context, helpers=""), RUNTIME)
+    helpers = module_helpers(lambda h: template.render(**context, helpers=h), RUNTIME, [printer], TensorflowPrinter)
     return format_module(template.render(**context, helpers=helpers))
 
 

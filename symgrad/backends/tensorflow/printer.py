@@ -340,6 +340,14 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
 
     _geometry_context = False
 
+    def integer_definition(self, template) -> str:
+        """Extremes by `_int_max`/`_int_min`: Python ints stay ints (a kernel's geometry)."""
+        self._geometry_context = True
+        try:
+            return super().integer_definition(template)
+        finally:
+            self._geometry_context = False
+
     def _print_MergeAxes(self, value: ir.MergeAxes):
         x = self._print_operand(value.x)
         if value.broadcast:

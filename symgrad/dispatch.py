@@ -1,0 +1,277 @@
+"""An if/elif chain over an op's variants, printed the way a person would write it.
+
+Each variant (a combination of enumerated attribute values) comes printed as its own list of
+statements. Two steps make the chain short:
+
+1. **Parametrised bodies.** Variants that differ in one attribute only, whose code is the same
+   but for literals explained by that attribute's value (the axis in `_gather(x, i, -1)`, the
+   mode in `padding="SAME"`), become one body reading the attribute instead of the literal,
+   under `if attr in (...)`. The statements are the very ones each variant ran: only where a
+   number comes from changes, so the code is as fast.
+2. **Common statements hoisted.** A statement every remaining branch has, reading nothing a
+   branch computes before it, is printed once before the chain.
+
+It works on printed Python (the same for every target), so it cannot change what a statement
+computes: a literal is replaced only by an expression equal to it in every variant merged.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import keyword
+import tokenize
+from dataclasses import dataclass
+from typing import Any
+
+_UNARY_AFTER = {"(", "[", "{", ",", "=", ":", "**", "*", "/", "//", "%", "+", "-", "<", ">", "<=", ">=", "==", "!="}
+
+
+@dataclass(frozen=True)
+class Variants:
+    """Branches sharing one body: the attribute values each branch was printed for."""
+
+    values: tuple[tuple[tuple[str, Any], ...], ...]  # per variant merged: (name, value) pairs
+    statements: tuple[str, ...]  # printed statements (a multi-line one as one string)
+
+    def condition(self) -> str:
+        """`name == value and ...`, a merged attribute as `name in (values)`."""
+        parts = []
+        for n, (name, value) in enumerate(self.values[0]):
+            taken = tuple(dict.fromkeys(v[n][1] for v in self.values))
+            parts.append(_test(name, taken))
+        return " and ".join(parts)
+
+
+def chain(branches: list[tuple[tuple[tuple[str, Any], ...], list[str]]], error: str) -> list[str]:
+    """Lines of the if/elif chain over `branches` ((attribute values, statements) each), with
+    `error` raised when none applies; merged and hoisted as the module docstring says."""
+    groups = [Variants((values,), tuple(statements)) for values, statements in branches]
+    for position in range(len(branches[0][0])):
+        groups = _merged_over(groups, position)
+    hoisted, groups = _hoisted(groups, {name for name, _ in branches[0][0]})
+    lines = list(hoisted)
+    for n, group in enumerate(groups):
+        lines.append(f"{'if' if n == 0 else 'elif'} {group.condition()}:")
+        lines += ["    " + line for s in group.statements for line in s.split("\n")]
+    return lines + ["else:", f"    {error}"]
+
+
+def _test(name: str, values: tuple) -> str:
+    if len(values) > 1:
+        return f"{name} in ({', '.join(repr(v) for v in values)})"
+    value = values[0]
+    if value is True:
+        return name
+    if value is False:
+        return f"not {name}"
+    return f"{name} == {value!r}"
+
+
+# --- parametrised bodies ---------------------------------------------------------------------
+
+
+def _merged_over(groups: list[Variants], position: int) -> list[Variants]:
+    """`groups` with those that differ only in the attribute at `position` merged where their
+    code is one body parametrised by it; in the order of each group's first variant."""
+    clusters: list[list[Variants]] = []
+    for group in groups:
+        for cluster in clusters:
+            if _unified(cluster + [group], position) is not None:
+                cluster.append(group)
+                break
+        else:
+            clusters.append([group])
+    return [_unified(cluster, position) for cluster in clusters]
+
+
+def _unified(groups: list[Variants], position: int) -> Variants | None:
+    """`groups` as one, reading the attribute at `position` where their literals differ; None
+    when they differ in another attribute or in anything but literals it explains."""
+    values = tuple(v for g in groups for v in g.values)
+    if len(groups) == 1:
+        return groups[0]
+    if len({_others(v, position) for v in values}) != 1:
+        return None
+    if len({len(g.statements) for g in groups}) != 1:
+        return None
+    name, attribute = values[0][position][0], [v[position][1] for v in values]
+    statements = []
+    for texts in zip(*(g.statements for g in groups)):
+        statement = texts[0] if len(set(texts)) == 1 else _parametrised(texts, groups, name, attribute)
+        if statement is None:
+            return None
+        statements.append(statement)
+    return Variants(values, tuple(statements))
+
+
+def _parametrised(texts, groups, name, attribute) -> str | None:
+    """One statement for `texts` (one per group), each literal that differs between them
+    replaced by an expression of the attribute giving it in every variant; else None."""
+    pieces = [_tokens(t) for t in texts]
+    if any(p is None for p in pieces) or len({len(p) for p in pieces}) != 1:
+        return None
+    columns = list(zip(*pieces))
+    out = []
+    for n, column in enumerate(columns):
+        if len(set(column)) == 1:
+            out.append(column[0])
+            continue
+        literals = [_literal(piece, len(g.values)) for piece, g in zip(column, groups)]
+        if any(v is None for v in literals):
+            return None
+        expression = _expression(name, attribute, [v for vs in literals for v in vs])
+        if expression is None:
+            return None
+        alone = _delimited(out[-1] if out else "", columns[n + 1][0] if n + 1 < len(columns) else "")
+        spacing = column[0][len(column[0].rstrip()) :]
+        out.append((expression if alone or " " not in expression else f"({expression})") + spacing)
+    return "".join(out)
+
+
+def _delimited(before: str, after: str) -> bool:
+    """A value between `before` and `after` is a whole argument, subscript or right-hand side."""
+    opened = not before.strip() or before.rstrip().endswith(("(", "[", ",")) or before.rstrip() in ("=",)
+    keyword_argument = before.rstrip().endswith("=") and not before.rstrip().endswith(("==", "<=", ">=", "!="))
+    return (opened or keyword_argument) and (not after.strip() or after.lstrip().startswith((")", "]", ",")))
+
+
+def _others(values, position):
+    return values[:position] + values[position + 1 :]
+
+
+def _tokens(text: str) -> list[str] | None:
+    """`text` cut into pieces that keep its exact spelling, a literal (a negative number with
+    its sign) one piece; None when it is not Python's tokens."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None
+    offsets = [0]
+    for line in text.split("\n"):
+        offsets.append(offsets[-1] + len(line) + 1)
+    starts = [offsets[t.start[0] - 1] + t.start[1] for t in tokens]
+    pieces, n = [], 0
+    while n < len(tokens):
+        cut = n + 2 if _unary_minus(tokens, n) else n + 1
+        end = starts[cut] if cut < len(tokens) else len(text)
+        pieces.append(text[starts[n] : end])
+        n = cut
+    return pieces if "".join(pieces) == text else None
+
+
+def _unary_minus(tokens, n) -> bool:
+    token = tokens[n]
+    if token.string != "-" or n + 1 >= len(tokens) or tokens[n + 1].type != tokenize.NUMBER:
+        return False
+    if tokens[n + 1].start != token.end:
+        return False
+    before = tokens[n - 1] if n else None
+    if before is None or before.type in (tokenize.NEWLINE, tokenize.NL, tokenize.INDENT):
+        return True
+    return before.string in _UNARY_AFTER or (before.type == tokenize.NAME and keyword.iskeyword(before.string))
+
+
+def _literal(piece: str, count: int) -> list | None:
+    """The value of a literal piece, once per variant of its group; None for anything else
+    (an already parametrised piece stands for different values, and is not a literal)."""
+    text = piece.strip()
+    if text in ("True", "False") or text[:1].isdigit() or text[:1] in "-\"'" and len(text) > 1:
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return None
+        if isinstance(value, (int, str)):
+            return [value] * count
+    return None
+
+
+def _expression(name: str, attribute: list, literals: list) -> str | None:
+    """An expression of the attribute `name` equal to `literals[k]` where it is
+    `attribute[k]`, for every k: the attribute itself, an int attribute plus or minus an
+    offset or its offset from a constant, or, for a mode (a string), a table by mode."""
+    if literals == attribute and all(type(a) is type(v) for a, v in zip(attribute, literals)):
+        return name
+    if all(type(v) is int for v in attribute + literals):
+        for sign in (1, -1):
+            offset = literals[0] - sign * attribute[0]
+            if all(v == sign * a + offset for a, v in zip(attribute, literals)):
+                return _affine(name, sign, offset)
+    if all(isinstance(a, tuple) for a in attribute):
+        return _in_tuples(name, attribute, literals)
+    table = dict(zip(attribute, literals))
+    modes = all(isinstance(a, str) for a in attribute)  # a table of tuples would hide a formula
+    if modes and all(table[a] == v for a, v in zip(attribute, literals)):
+        return "{" + ", ".join(f"{a!r}: {v!r}" for a, v in table.items()) + "}[" + name + "]"
+    return None
+
+
+def _in_tuples(name: str, attribute: list[tuple], literals: list) -> str | None:
+    """An entry of a tuple attribute (`perm[1]`, `axis[-1]`) or where a value sits in it
+    (`perm.index(0)`: an inverse permutation), equal to the literals; else None."""
+    shortest = min(len(a) for a in attribute)
+    for k in [*range(shortest), *range(-1, -shortest - 1, -1)]:
+        if all(a[k] == v for a, v in zip(attribute, literals)):
+            return f"{name}[{k}]"
+    for position in range(max(len(a) for a in attribute)):
+        if all(position in a and a.index(position) == v for a, v in zip(attribute, literals)):
+            return f"{name}.index({position})"
+    return None
+
+
+def _affine(name: str, sign: int, offset: int) -> str:
+    if sign == 1:
+        return f"{name} {'+' if offset > 0 else '-'} {abs(offset)}" if offset else name
+    return f"{offset} - {name}" if offset else f"-{name}"
+
+
+# --- hoisting -------------------------------------------------------------------------------
+
+
+def _hoisted(groups: list[Variants], attributes: set[str]) -> tuple[list[str], list[Variants]]:
+    """The statements every group computes alike, in order, each reading only parameters or
+    statements hoisted before it, and no attribute the chain tests (an unsupported value is
+    the chain's error, not a failing statement's); and the groups without them."""
+    if len(groups) < 2:
+        return [], groups
+    hoisted: list[str] = []
+    for statement in groups[0].statements:
+        if all(_hoistable(statement, g.statements, hoisted) for g in groups) and not _assignment(statement)[1] & attributes:
+            hoisted.append(statement)
+    taken = set(hoisted)
+    rest = [Variants(g.values, tuple(s for s in g.statements if s not in taken)) for g in groups]
+    if any(not g.statements for g in rest):
+        return [], groups  # a branch left empty: keep the chain as it was
+    return hoisted, rest
+
+
+def _hoistable(statement: str, statements: tuple[str, ...], hoisted: list[str]) -> bool:
+    """`statement` is one of `statements` (once), assigns a name no other of them reads or
+    assigns before it, and reads nothing they assign except statements already hoisted."""
+    if statements.count(statement) != 1 or "\n" in statement:
+        return False
+    target, reads = _assignment(statement)
+    if target is None or target in reads:
+        return False
+    before = statements[: statements.index(statement)]
+    for other in before:
+        if other in hoisted:
+            continue
+        other_target, other_reads = _assignment(other)
+        if other_target is None or other_target in reads or target in other_reads | {other_target}:
+            return False
+    later = {_assignment(s)[0] for s in statements[statements.index(statement) + 1 :]}
+    return target not in later
+
+
+def _assignment(statement: str) -> tuple[str | None, set[str]]:
+    """(the name a one-name assignment assigns, the names it reads); (None, ...) otherwise."""
+    try:
+        tree = ast.parse(statement.split("  #")[0] if "#" in statement else statement)
+    except SyntaxError:
+        return None, set()
+    node = tree.body[0] if len(tree.body) == 1 else None
+    if not isinstance(node, ast.Assign) or len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+        return None, set()
+    reads = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+    return node.targets[0].id, reads

@@ -1,0 +1,138 @@
+"""The if/elif chain over an op's variants (`symgrad.dispatch`): bodies that differ only in
+literals an attribute explains become one, statements every branch shares come first, and
+the chain computes what the branch-per-variant chain computed, for every variant."""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import re
+import textwrap
+
+import pytest
+from conftest import ROOT
+
+from symgrad.dispatch import chain
+
+ERROR = 'raise ValueError("unsupported")'
+
+
+def _run(lines: list[str], **scope):
+    body = textwrap.indent("\n".join(lines), "    ")
+    namespace: dict = {}
+    exec(f"def f(x, {', '.join(scope)}):\n{body}\n    return out", namespace)
+    return namespace["f"]([10, 20, 30, 40], **scope)
+
+
+def _per_variant(branches) -> list[str]:
+    lines = []
+    for n, (values, statements) in enumerate(branches):
+        test = " and ".join(f"{name} == {value!r}" for name, value in values)
+        lines += [f"{'if' if n == 0 else 'elif'} {test}:"] + ["    " + s for s in statements]
+    return lines + ["else:", f"    {ERROR}"]
+
+
+AXES = [((("axis", a),), ["t0 = len(x)", f"out = x[{a}] + t0"]) for a in (-1, -2, -3)]
+
+
+def test_bodies_differing_in_the_axis_become_one_reading_it():
+    assert chain(AXES, ERROR) == [
+        "if axis in (-1, -2, -3):",
+        "    t0 = len(x)",
+        "    out = x[axis] + t0",
+        "else:",
+        f"    {ERROR}",
+    ]
+
+
+def test_a_literal_offset_from_the_attribute_is_read_as_such():
+    branches = [((("axis", a),), [f"out = x[{a - 2}]"]) for a in (0, 1)]
+    assert chain(branches, ERROR)[:2] == ["if axis in (0, 1):", "    out = x[axis - 2]"]
+    branches = [((("axis", a),), [f"out = x[{1 - a}] * 2"]) for a in (0, 1)]
+    assert chain(branches, ERROR)[:2] == ["if axis in (0, 1):", "    out = x[1 - axis] * 2"]
+
+
+def test_a_mode_passed_on_as_a_string_is_the_attribute():
+    branches = [((("padding", p),), [f'out = f(x, padding="{p}")']) for p in ("VALID", "SAME")]
+    assert chain(branches, ERROR)[:2] == ["if padding in ('VALID', 'SAME'):", "    out = f(x, padding=padding)"]
+
+
+def test_bodies_that_differ_in_code_stay_apart():
+    branches = [((("mode", "A"),), ["out = x[0] + 1"]), ((("mode", "B"),), ["out = x[0] - 1"])]
+    lines = chain(branches, ERROR)
+    assert lines[0] == "if mode == 'A':" and "elif mode == 'B':" in lines
+
+
+def test_only_variants_equal_in_every_other_attribute_merge():
+    branches = [
+        ((("axis", -1), ("keep", False)), ["out = x[-1]"]),
+        ((("axis", -1), ("keep", True)), ["out = [x[-1]]"]),
+        ((("axis", -2), ("keep", False)), ["out = x[-2]"]),
+        ((("axis", -2), ("keep", True)), ["out = [x[-2]]"]),
+    ]
+    assert chain(branches, ERROR)[:4] == [
+        "if axis in (-1, -2) and not keep:",
+        "    out = x[axis]",
+        "elif axis in (-1, -2) and keep:",
+        "    out = [x[axis]]",
+    ]
+
+
+def test_a_statement_is_hoisted_only_with_everything_it_reads():
+    branches = [
+        ((("mode", "A"),), ["t0 = len(x)", "t1 = x[0] + 1", "t2 = t1 + t0", "out = t2"]),
+        ((("mode", "B"),), ["t0 = len(x)", "t1 = x[0] - 1", "t2 = t1 + t0", "out = t2 * 2"]),
+    ]
+    lines = chain(branches, ERROR)
+    assert lines[0] == "t0 = len(x)" and lines[1].startswith("if ")
+    assert lines.count("    t2 = t1 + t0") == 2  # reads t1, which the branches compute apart
+
+
+def test_a_statement_reading_a_tested_attribute_stays_inside_the_chain():
+    """Hoisted, it would run (and fail) for a value the chain rejects with its error."""
+    branches = [((("axis", a), ("keep", k)), [f"t0 = x[{a}]", "out = t0" if k else "out = -t0"])
+                for a, k in itertools.product((0, 1), (False, True))]
+    lines = chain(branches, ERROR)
+    assert not lines[0].startswith("t0")
+
+
+@pytest.mark.parametrize("axis", [-1, -2, -3])
+def test_the_chain_computes_what_one_branch_per_variant_computed(axis):
+    assert _run(chain(AXES, ERROR), axis=axis) == _run(_per_variant(AXES), axis=axis)
+    with pytest.raises(ValueError):
+        _run(chain(AXES, ERROR), axis=-4)
+
+
+def test_no_two_branches_in_generated_code_could_be_one():
+    """The duplicate scan: in every if/elif chain of generated/, no two branches whose code is
+    the same but for numbers and strings (what one parametrised body would read). An einsum's
+    equation is code, not a value: branches with other equations do other things."""
+    literal = re.compile(r"""(?<![\w.])-?\d+(\.\d+)?|'[^'>]*'|"[^">]*\"""")
+    found = []
+    for path in sorted((ROOT / "generated").glob("*.py")):
+        for function in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(function, ast.FunctionDef):
+                continue
+            for statement in function.body:
+                bodies = _chain_bodies(statement) if isinstance(statement, ast.If) else []
+                shapes = [literal.sub("L", "\n".join(ast.unparse(s) for s in body)) for body in bodies]
+                found += [(path.name, function.name) for n, s in enumerate(shapes) if s in shapes[:n]]
+    assert not found
+
+
+def _chain_bodies(node) -> list:
+    bodies = []
+    while True:
+        bodies.append(node.body)
+        if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+            node = node.orelse[0]
+        else:
+            return bodies
+
+
+def test_a_tuple_attribute_is_read_by_entry_or_by_where_a_value_sits():
+    branches = [((("axis", a),), [f"out = x[{a[0]}]"]) for a in ((-1,), (-2,))]
+    assert chain(branches, ERROR)[:2] == ["if axis in ((-1,), (-2,)):", "    out = x[axis[0]]"]
+    perms = ((1, 2, 0), (2, 0, 1))  # the gradient transposes by the inverse permutation
+    branches = [((("perm", p),), [f"out = f(x, ({p.index(0)}, {p.index(1)}, {p.index(2)}))"]) for p in perms]
+    assert chain(branches, ERROR)[1] == "    out = f(x, (perm.index(0), perm.index(1), perm.index(2)))"
