@@ -49,6 +49,7 @@ class _JaxSource:
         self.fn, self.label, self.imports = fn, label, imports
         self.call_name = call_name or fn.__name__  # what the snippet calls it
         self.reference = reference  # a function that cannot express the attributes skips the case
+        self._compiled = {}  # JaxFunction: (variant, fixed inputs) -> its gradient, jitted
 
     def run(self, variant, cases) -> list:
         return [self._run_one(variant, case) for case in cases]
@@ -88,15 +89,11 @@ class JaxFunction(_JaxSource):
     def _run_one(self, variant, case):
         jax = import_jax()
         inputs = [jax.numpy.asarray(x) for x in case.inputs]
-        free, function = self._bound(variant, inputs)
-
-        def gradients(free_inputs, upstream):
-            return _outputs_and_tensorflow_vjp(jax, function, variant, free_inputs, upstream)
-
+        free, gradients, jitted = self._gradients(variant, inputs)
         args = ([inputs[k] for k in free], [jax.numpy.asarray(u) for u in case.upstream])
-        try:  # under jit: one compilation per case, not one per primitive and shape
+        try:  # under jit: one compilation per variant and shape, not one per primitive
             try:
-                outputs, grads = jax.jit(gradients)(*args)
+                outputs, grads = jitted(*args)
             except tracing_errors():  # a shape that depends on values (SegmentSum's): eagerly
                 if not self.eager_fallback:
                     raise
@@ -113,6 +110,21 @@ class JaxFunction(_JaxSource):
         # a reference's outputs are checked against the declaration's (the same op?)
         return Gradients(result, tuple(np.asarray(o) for o in outputs) if self.reference else None)
 
+    def _gradients(self, variant, inputs: list):
+        """(free input positions, the function of the free inputs and the upstream gradients
+        giving the outputs and the gradients, its `jax.jit`): kept per variant and fixed
+        (integer) inputs, so that the cases of one shape and dtype compile once."""
+        key = _fixed_key(variant, inputs)
+        if key not in self._compiled:
+            jax = import_jax()
+            free, function = self._bound(variant, inputs)
+
+            def gradients(free_inputs, upstream):
+                return _outputs_and_tensorflow_vjp(jax, function, variant, free_inputs, upstream)
+
+            self._compiled[key] = (free, gradients, jax.jit(gradients), variant)
+        return self._compiled[key][:3]
+
     def call_lines(self, variant) -> list[str]:
         ups = upstream_names(variant)
         inputs = ", ".join(variant.inputs)
@@ -123,6 +135,13 @@ class JaxFunction(_JaxSource):
             f"outputs, vjp = jax.vjp(lambda {inputs}: {self.call_name}({inputs}, **attrs), {inputs})",
             f"print({self.label!r}, vjp({cotangent}))",
         ]
+
+
+def _fixed_key(variant, inputs: list) -> tuple:
+    """What a variant's jitted gradient closes over: the variant (by identity, kept alive in
+    the cache) and the values of its inputs without a gradient (integer positions)."""
+    fixed = [np.asarray(x) for name, x in zip(variant.inputs, inputs) if name in variant.integers]
+    return (id(variant), *((x.dtype.str, x.shape, x.tobytes()) for x in fixed))
 
 
 def _tensorflow_vjp(jax, function, variant, free_inputs, upstream) -> list:
