@@ -33,17 +33,17 @@ _ATTRIBUTES = (
     "SizeOf",
     "attr",
 )
+_INTEGERS = ("integer_function",)
 _FUNCTIONS = (
     "exact_div",
     "first_maximum",
     "indicator",
-    "integer_function",
     "maximum",
     "minimum",
     "product",
     "read_outside",
 )
-__all__ = sorted(_DECLARE + _ATTRIBUTES + _FUNCTIONS) + ["__version__"]
+__all__ = sorted(_DECLARE + _ATTRIBUTES + _FUNCTIONS + _INTEGERS) + ["__version__"]
 
 if TYPE_CHECKING:
     from symgrad.attributes import Attribute, Axis, Choice, Input, Ints, LengthOf, Number, RankOf, SizeOf, attr
@@ -57,11 +57,11 @@ if TYPE_CHECKING:
         stop_gradient,
         tensor,
     )
+    from symgrad.integers import integer_function
     from symgrad.functions import (
         exact_div,
         first_maximum,
         indicator,
-        integer_function,
         maximum,
         minimum,
         product,
@@ -70,7 +70,12 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str):
-    modules = {"symgrad.declare": _DECLARE, "symgrad.attributes": _ATTRIBUTES, "symgrad.functions": _FUNCTIONS}
+    modules = {
+        "symgrad.declare": _DECLARE,
+        "symgrad.attributes": _ATTRIBUTES,
+        "symgrad.functions": _FUNCTIONS,
+        "symgrad.integers": _INTEGERS,
+    }
     module = next((m for m, names in modules.items() if name in names), None)
     if module is None:
         raise AttributeError(f"module 'symgrad' has no attribute {name!r}")

@@ -20,7 +20,7 @@ from symgrad.declare import (
     with_batch,
 )
 from symgrad.errors import DeclarationError
-from symgrad.functions import computed_position
+from symgrad.integers import computed_position
 from symgrad.validate import index_symbols
 
 

@@ -9,7 +9,7 @@ from sympy.concrete.expr_with_limits import ExprWithLimits
 
 from symgrad.declare import OpVariant
 from symgrad.errors import DeclarationError
-from symgrad.functions import computed_position
+from symgrad.integers import computed_position
 
 Range = tuple[sp.Expr, sp.Expr]  # inclusive (lowest, highest)
 
