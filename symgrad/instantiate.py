@@ -3,6 +3,7 @@ stages collected, its outputs checked and frozen into an `OpVariant`."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import sympy as sp
@@ -58,7 +59,9 @@ def _instantiate_index(decl, attr_values, kwargs) -> OpVariant:
     token, stages_token = collected_tensors.set([]), collected_stages.set([])
     try:
         result = _call(decl, kwargs)
-        inputs, stages = tuple(collected_tensors.get()), tuple(collected_stages.get())
+        inputs = tuple(collected_tensors.get())
+        # a stage's subscripts are kept as the outputs' are (`_as_expr`)
+        stages = tuple(dataclasses.replace(s, expr=computed_positions(s.expr)) for s in collected_stages.get())
     finally:
         collected_tensors.reset(token)
         collected_stages.reset(stages_token)

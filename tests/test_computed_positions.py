@@ -89,3 +89,11 @@ def test_each_position_is_a_gather_and_a_scatter_never_a_one_hot(module):
 def test_first_and_second_order_agree_with_finite_differences_in_every_target(generated):
     assert_gradients_close_to_finite_differences(OPS, generated=generated)
     assert_second_order_close_to_finite_differences(OPS, generated=generated)
+
+
+def test_a_stage_may_read_at_a_computed_position(module):
+    """Stages' subscripts are kept as outputs' are: the sum of squares of a roll is the input's."""
+    x = np.random.default_rng(3).standard_normal((2, 5))
+    y, stages = module.roll_squared_sum(x, return_stages=True)
+    np.testing.assert_allclose(stages["rolled"], np.roll(x, 1, axis=-1))
+    np.testing.assert_allclose(y, x * np.sum(x**2, axis=-1, keepdims=True), rtol=1e-12)
