@@ -131,7 +131,7 @@ def _parametrised(texts, groups, name, attribute) -> str | None:
 
 def _delimited(before: str, after: str) -> bool:
     """A value between `before` and `after` is a whole argument, subscript or right-hand side."""
-    opened = not before.strip() or before.rstrip().endswith(("(", "[", ",")) or before.rstrip() in ("=",)
+    opened = not before.strip() or before.rstrip().endswith(("(", "[", ","))
     keyword_argument = before.rstrip().endswith("=") and not before.rstrip().endswith(("==", "<=", ">=", "!="))
     return (opened or keyword_argument) and (not after.strip() or after.lstrip().startswith((")", "]", ",")))
 
@@ -175,15 +175,11 @@ def _unary_minus(tokens, n) -> bool:
 def _literal(piece: str, count: int) -> list | None:
     """The value of a literal piece, once per variant of its group; None for anything else
     (an already parametrised piece stands for different values, and is not a literal)."""
-    text = piece.strip()
-    if text in ("True", "False") or text[:1].isdigit() or text[:1] in "-\"'" and len(text) > 1:
-        try:
-            value = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            return None
-        if isinstance(value, (int, str)):
-            return [value] * count
-    return None
+    try:
+        value = ast.literal_eval(piece.strip())
+    except (ValueError, SyntaxError):
+        return None
+    return [value] * count if isinstance(value, (int, str)) else None
 
 
 def _expression(name: str, attribute: list, literals: list) -> str | None:
