@@ -641,3 +641,113 @@ def _mirror_pad_bwd(mode, paddings, saved, grad):
 
 
 _mirror_pad_custom_vjp.defvjp(_mirror_pad_fwd, _mirror_pad_bwd)
+
+
+def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
+    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:55); differentiated by reverse_sequence_vjp."""
+    return _reverse_sequence_custom_vjp(seq_dim, batch_dim, input, seq_lengths)
+
+
+def reverse_sequence_forward(input, seq_lengths, *, seq_dim=1, batch_dim=0):
+    """ReverseSequence's formula."""
+    t0 = jnp.shape(input)[-3]
+    t1 = jnp.shape(input)[-2]
+    t2 = jnp.shape(input)[-1]
+    t4 = jnp.arange(jnp.shape(input)[-3])
+    t6 = jnp.arange(jnp.shape(input)[-2])
+    if seq_dim == 1 and batch_dim == 0:
+        t3 = jnp.reshape(input, (t0 * t1, t2))
+        t5 = t4[..., None]
+        t7 = seq_lengths[..., None]
+        t8 = jnp.asarray(t7, dtype=jnp.int64)
+        t9 = jnp.where(t6 < t8, -t6 + t8 - 1, t6)
+        t10 = jnp.asarray(t5, dtype=jnp.int64)
+        t11 = jnp.asarray(t9, dtype=jnp.int64)
+        t12 = jnp.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
+        output = _gather(t3, t12, -2)
+    elif seq_dim == 2 and batch_dim == 0:
+        t3 = jnp.reshape(input, (t0 * t1 * t2,))
+        t5 = t4[..., None, None]
+        t7 = t6[..., None]
+        t8 = jnp.arange(jnp.shape(input)[-1])
+        t9 = seq_lengths[..., None, None]
+        t10 = jnp.asarray(t9, dtype=jnp.int64)
+        t11 = jnp.where(t10 > t8, t10 - t8 - 1, t8)
+        t12 = jnp.asarray(t5, dtype=jnp.int64)
+        t13 = jnp.asarray(t7, dtype=jnp.int64)
+        t14 = jnp.asarray(t11, dtype=jnp.int64)
+        t15 = jnp.where((t14 >= 0) & (t14 < t2), t14 + t2 * (t1 * t12 + t13), -1)
+        output = _gather(t3, t15, -1)
+    else:
+        raise ValueError(
+            f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+        )
+    return output
+
+
+def reverse_sequence_vjp(grad, input, seq_lengths, *, output=None, seq_dim=1, batch_dim=0):
+    """Gradient of ReverseSequence: one array per input (input, seq_lengths).
+
+    In index notation, next to the code computing it, for seq_dim=1, batch_dim=0 (other values of
+    seq_dim, batch_dim change it):
+        grad_input[i, j, k] = sum_t grad[i, t, k] * delta(j, (-t + seq_lengths[i] - 1 if t <
+            seq_lengths[i] else t))
+            i.e. `jnp.reshape(t12, jnp.shape(t12)[:-2] + (-1, t1) + jnp.shape(t12)[-1:])`
+    """
+    t0 = jnp.shape(input)[-3]
+    t1 = jnp.shape(input)[-2]
+    if seq_dim == 1 and batch_dim == 0:
+        t2 = jnp.arange(jnp.shape(input)[-3])
+        t3 = t2[..., None]
+        t4 = jnp.arange(jnp.shape(input)[-2])
+        t5 = seq_lengths[..., None]
+        t6 = jnp.asarray(t5, dtype=jnp.int64)
+        t7 = jnp.where(t4 < t6, -t4 + t6 - 1, t4)
+        t8 = jnp.asarray(t3, dtype=jnp.int64)
+        t9 = jnp.asarray(t7, dtype=jnp.int64)
+        t10 = jnp.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        t11 = t0 * t1
+        t12 = _scatter_add(grad, t10, 1, t11)  # no gather form: an explicit scatter-add
+        grad_input = jnp.reshape(t12, jnp.shape(t12)[:-2] + (-1, t1) + jnp.shape(t12)[-1:])
+    elif seq_dim == 2 and batch_dim == 0:
+        t2 = jnp.shape(input)[-1]
+        t3 = jnp.arange(jnp.shape(input)[-3])
+        t4 = t3[..., None, None]
+        t5 = jnp.arange(jnp.shape(input)[-2])
+        t6 = t5[..., None]
+        t7 = jnp.arange(jnp.shape(input)[-1])
+        t8 = seq_lengths[..., None, None]
+        t9 = jnp.asarray(t8, dtype=jnp.int64)
+        t10 = jnp.where(t7 < t9, -t7 + t9 - 1, t7)
+        t11 = jnp.asarray(t4, dtype=jnp.int64)
+        t12 = jnp.asarray(t6, dtype=jnp.int64)
+        t13 = jnp.asarray(t10, dtype=jnp.int64)
+        t14 = jnp.where((t13 >= 0) & (t13 < t2), t13 + t2 * (t1 * t11 + t12), -1)
+        t15 = t0 * t1 * t2
+        t16 = _scatter_add(grad, t14, 0, t15)  # no gather form: an explicit scatter-add
+        grad_input = jnp.reshape(t16, jnp.shape(t16)[:-1] + (-1, t1, t2))
+    else:
+        raise ValueError(
+            f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+        )
+    return grad_input, None
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _reverse_sequence_custom_vjp(seq_dim, batch_dim, input, seq_lengths):
+    return reverse_sequence_forward(input, seq_lengths, seq_dim=seq_dim, batch_dim=batch_dim)
+
+
+def _reverse_sequence_fwd(seq_dim, batch_dim, input, seq_lengths):
+    output = reverse_sequence_forward(input, seq_lengths, seq_dim=seq_dim, batch_dim=batch_dim)
+    return output, ((input, seq_lengths), output)
+
+
+def _reverse_sequence_bwd(seq_dim, batch_dim, saved, grad):
+    (input, seq_lengths), output = saved
+    return reverse_sequence_vjp(
+        grad, input, seq_lengths, output=output, seq_dim=seq_dim, batch_dim=batch_dim
+    )
+
+
+_reverse_sequence_custom_vjp.defvjp(_reverse_sequence_fwd, _reverse_sequence_bwd)

@@ -378,3 +378,135 @@ def mirror_pad_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, mode="R
     else:
         raise ValueError(f"MirrorPadGrad: unsupported attributes rank={rank!r}, mode={mode!r}")
     return grad_grad, None
+
+
+def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
+    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:55)."""
+    t0 = np.shape(input)[-3]
+    t1 = np.shape(input)[-2]
+    t2 = np.shape(input)[-1]
+    t4 = np.arange(np.shape(input)[-3])
+    t6 = np.arange(np.shape(input)[-2])
+    if seq_dim == 1 and batch_dim == 0:
+        t3 = np.reshape(input, (t0 * t1, t2))
+        t5 = t4[..., None]
+        t7 = seq_lengths[..., None]
+        t8 = np.asarray(t7, dtype=np.int64)
+        t9 = np.where(t6 < t8, -t6 + t8 - 1, t6)
+        t10 = np.asarray(t5, dtype=np.int64)
+        t11 = np.asarray(t9, dtype=np.int64)
+        t12 = np.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
+        output = _gather(t3, t12, -2)
+    elif seq_dim == 2 and batch_dim == 0:
+        t3 = np.reshape(input, (t0 * t1 * t2,))
+        t5 = t4[..., None, None]
+        t7 = t6[..., None]
+        t8 = np.arange(np.shape(input)[-1])
+        t9 = seq_lengths[..., None, None]
+        t10 = np.asarray(t9, dtype=np.int64)
+        t11 = np.where(t10 > t8, t10 - t8 - 1, t8)
+        t12 = np.asarray(t5, dtype=np.int64)
+        t13 = np.asarray(t7, dtype=np.int64)
+        t14 = np.asarray(t11, dtype=np.int64)
+        t15 = np.where((t14 >= 0) & (t14 < t2), t14 + t2 * (t1 * t12 + t13), -1)
+        output = _gather(t3, t15, -1)
+    else:
+        raise ValueError(
+            f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+        )
+    return output
+
+
+def reverse_sequence_grad(grad, input, seq_lengths, *, output=None, seq_dim=1, batch_dim=0):
+    """Gradient of ReverseSequence: one array per input (input, seq_lengths).
+
+    In index notation, next to the code computing it, for seq_dim=1, batch_dim=0 (other values of
+    seq_dim, batch_dim change it):
+        grad_input[i, j, k] = sum_t grad[i, t, k] * delta(j, (-t + seq_lengths[i] - 1 if t <
+            seq_lengths[i] else t))
+            i.e. `np.reshape(t12, np.shape(t12)[:-2] + (-1, t1) + np.shape(t12)[-1:])`
+    """
+    t0 = np.shape(input)[-3]
+    t1 = np.shape(input)[-2]
+    if seq_dim == 1 and batch_dim == 0:
+        t2 = np.arange(np.shape(input)[-3])
+        t3 = t2[..., None]
+        t4 = np.arange(np.shape(input)[-2])
+        t5 = seq_lengths[..., None]
+        t6 = np.asarray(t5, dtype=np.int64)
+        t7 = np.where(t4 < t6, -t4 + t6 - 1, t4)
+        t8 = np.asarray(t3, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        t11 = t0 * t1
+        t12 = _scatter_add(grad, t10, 1, t11)  # no gather form: an explicit scatter-add
+        grad_input = np.reshape(t12, np.shape(t12)[:-2] + (-1, t1) + np.shape(t12)[-1:])
+    elif seq_dim == 2 and batch_dim == 0:
+        t2 = np.shape(input)[-1]
+        t3 = np.arange(np.shape(input)[-3])
+        t4 = t3[..., None, None]
+        t5 = np.arange(np.shape(input)[-2])
+        t6 = t5[..., None]
+        t7 = np.arange(np.shape(input)[-1])
+        t8 = seq_lengths[..., None, None]
+        t9 = np.asarray(t8, dtype=np.int64)
+        t10 = np.where(t7 < t9, -t7 + t9 - 1, t7)
+        t11 = np.asarray(t4, dtype=np.int64)
+        t12 = np.asarray(t6, dtype=np.int64)
+        t13 = np.asarray(t10, dtype=np.int64)
+        t14 = np.where((t13 >= 0) & (t13 < t2), t13 + t2 * (t1 * t11 + t12), -1)
+        t15 = t0 * t1 * t2
+        t16 = _scatter_add(grad, t14, 0, t15)  # no gather form: an explicit scatter-add
+        grad_input = np.reshape(t16, np.shape(t16)[:-1] + (-1, t1, t2))
+    else:
+        raise ValueError(
+            f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+        )
+    return grad_input, None
+
+
+def reverse_sequence_grad_grad(
+    grad_vjp_input,
+    grad_vjp_seq_lengths,
+    grad,
+    input,
+    seq_lengths,
+    *,
+    vjp_input=None,
+    seq_dim=1,
+    batch_dim=0,
+):
+    """Second order of ReverseSequence: the gradient of reverse_sequence_grad: one array per input (grad, input, seq_lengths)."""
+    t0 = np.shape(grad_vjp_input)[-3]
+    t1 = np.shape(grad_vjp_input)[-2]
+    t2 = np.shape(grad_vjp_input)[-1]
+    t4 = np.arange(np.shape(grad)[-3])
+    t6 = np.arange(np.shape(grad)[-2])
+    if seq_dim == 1 and batch_dim == 0:
+        t3 = np.reshape(grad_vjp_input, (t0 * t1, t2))
+        t5 = t4[..., None]
+        t7 = seq_lengths[..., None]
+        t8 = np.asarray(t7, dtype=np.int64)
+        t9 = np.where(t6 < t8, -t6 + t8 - 1, t6)
+        t10 = np.asarray(t5, dtype=np.int64)
+        t11 = np.asarray(t9, dtype=np.int64)
+        t12 = np.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
+        grad_grad = _gather(t3, t12, -2)
+    elif seq_dim == 2 and batch_dim == 0:
+        t3 = np.reshape(grad_vjp_input, (t0 * t1 * t2,))
+        t5 = t4[..., None, None]
+        t7 = t6[..., None]
+        t8 = np.arange(np.shape(grad)[-1])
+        t9 = seq_lengths[..., None, None]
+        t10 = np.asarray(t9, dtype=np.int64)
+        t11 = np.where(t10 > t8, t10 - t8 - 1, t8)
+        t12 = np.asarray(t5, dtype=np.int64)
+        t13 = np.asarray(t7, dtype=np.int64)
+        t14 = np.asarray(t11, dtype=np.int64)
+        t15 = np.where((t14 >= 0) & (t14 < t2), t14 + t2 * (t1 * t12 + t13), -1)
+        grad_grad = _gather(t3, t15, -1)
+    else:
+        raise ValueError(
+            f"ReverseSequenceGrad: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+        )
+    return grad_grad, None, None

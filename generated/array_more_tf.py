@@ -505,3 +505,143 @@ def mirror_pad(input, *, mode="REFLECT", paddings):
 
 
 _register("MirrorPad", mirror_pad_grad)
+
+
+def reverse_sequence_vjp(grad, input, seq_lengths, output, *, seq_dim=1, batch_dim=0):
+    """Gradient of ReverseSequence (declared at ops/array_more.py:55): one per input (input, seq_lengths).
+
+    In index notation, next to the code computing it, for seq_dim=1, batch_dim=0 (other values of
+    seq_dim, batch_dim change it):
+        grad_input[i, j, k] = sum_t grad[i, t, k] * delta(j, (-t + seq_lengths[i] - 1 if t <
+            seq_lengths[i] else t))
+            i.e. `tf.reshape(t12, tf.concat([tf.shape(t12, out_type=tf.int64)[:-2], ...`
+    """
+    t0 = tf.shape(input, out_type=tf.int64)[-3]
+    t1 = tf.shape(input, out_type=tf.int64)[-2]
+    if seq_dim == 1 and batch_dim == 0:
+        t2 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t3 = t2[..., None]
+        t4 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t5 = seq_lengths[..., None]
+        t6 = tf.cast(t5, tf.int64)
+        t7 = tf.where(t4 < t6, -t4 + t6 - 1, t4)
+        t8 = tf.cast(t3, tf.int64)
+        t9 = tf.cast(t7, tf.int64)
+        t10 = tf.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, tf.constant(-1, tf.int64))
+        t11 = t0 * t1
+        t12 = _scatter_add(grad, t10, 1, t11)  # no gather form: an explicit scatter-add
+        grad_input = tf.reshape(
+            t12,
+            tf.concat(
+                [
+                    tf.shape(t12, out_type=tf.int64)[:-2],
+                    tf.cast([-1, t1], tf.int64),
+                    tf.shape(t12, out_type=tf.int64)[-1:],
+                ],
+                0,
+            ),
+        )
+    elif seq_dim == 2 and batch_dim == 0:
+        t2 = tf.shape(input, out_type=tf.int64)[-1]
+        t3 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t4 = t3[..., None, None]
+        t5 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t6 = t5[..., None]
+        t7 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+        t8 = seq_lengths[..., None, None]
+        t9 = tf.cast(t8, tf.int64)
+        t10 = tf.where(t7 < t9, -t7 + t9 - 1, t7)
+        t11 = tf.cast(t4, tf.int64)
+        t12 = tf.cast(t6, tf.int64)
+        t13 = tf.cast(t10, tf.int64)
+        t14 = tf.where(
+            (t13 >= 0) & (t13 < t2), t13 + t2 * (t1 * t11 + t12), tf.constant(-1, tf.int64)
+        )
+        t15 = t0 * t1 * t2
+        t16 = _scatter_add(grad, t14, 0, t15)  # no gather form: an explicit scatter-add
+        grad_input = tf.reshape(
+            t16,
+            tf.concat([tf.shape(t16, out_type=tf.int64)[:-1], tf.cast([-1, t1, t2], tf.int64)], 0),
+        )
+    else:
+        raise ValueError(
+            f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+        )
+    return grad_input, None
+
+
+def reverse_sequence_grad(op, grad):
+    """Gradient function of ReverseSequence for `tf.RegisterGradient`."""
+    return reverse_sequence_vjp(
+        grad,
+        *op.inputs,
+        *op.outputs,
+        seq_dim=op.get_attr("seq_dim"),
+        batch_dim=op.get_attr("batch_dim"),
+    )
+
+
+def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
+    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are:, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(input, seq_lengths):
+        def backward(grad):
+            return reverse_sequence_vjp(
+                grad, input, seq_lengths, output, seq_dim=seq_dim, batch_dim=batch_dim
+            )
+
+        kernel_outputs = (
+            _tf_kernel(
+                "ReverseSequence",
+                1,
+                {"input": input, "seq_lengths": seq_lengths},
+                {"seq_dim": seq_dim, "batch_dim": batch_dim},
+            )
+            if seq_dim in (1, 2) and batch_dim in (0,)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = tf.shape(input, out_type=tf.int64)[-3]
+        t1 = tf.shape(input, out_type=tf.int64)[-2]
+        t2 = tf.shape(input, out_type=tf.int64)[-1]
+        t4 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t6 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        if seq_dim == 1 and batch_dim == 0:
+            t3 = tf.reshape(input, [t0 * t1, t2])
+            t5 = t4[..., None]
+            t7 = seq_lengths[..., None]
+            t8 = tf.cast(t7, tf.int64)
+            t9 = tf.where(t6 < t8, -t6 + t8 - 1, t6)
+            t10 = tf.cast(t5, tf.int64)
+            t11 = tf.cast(t9, tf.int64)
+            t12 = tf.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, tf.constant(-1, tf.int64))
+            output = _gather(t3, t12, -2)
+        elif seq_dim == 2 and batch_dim == 0:
+            t3 = tf.reshape(input, [t0 * t1 * t2])
+            t5 = t4[..., None, None]
+            t7 = t6[..., None]
+            t8 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+            t9 = seq_lengths[..., None, None]
+            t10 = tf.cast(t9, tf.int64)
+            t11 = tf.where(t10 > t8, t10 - t8 - 1, t8)
+            t12 = tf.cast(t5, tf.int64)
+            t13 = tf.cast(t7, tf.int64)
+            t14 = tf.cast(t11, tf.int64)
+            t15 = tf.where(
+                (t14 >= 0) & (t14 < t2), t14 + t2 * (t1 * t12 + t13), tf.constant(-1, tf.int64)
+            )
+            output = _gather(t3, t15, -1)
+        else:
+            raise ValueError(
+                f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+            )
+        return output, backward
+
+    return forward(input, seq_lengths)
+
+
+_register("ReverseSequence", reverse_sequence_grad)

@@ -658,3 +658,113 @@ class _MirrorPadFunction(torch.autograd.Function):
         (input,) = ctx.saved_tensors
         grads = mirror_pad_vjp(grad, input, mode=mode, paddings=paddings)
         return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+
+
+def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
+    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:55); differentiated by reverse_sequence_vjp."""
+    return _ReverseSequenceFunction.apply(seq_dim, batch_dim, input, seq_lengths)
+
+
+def reverse_sequence_forward(input, seq_lengths, *, seq_dim=1, batch_dim=0):
+    """ReverseSequence's formula."""
+    t0 = np.shape(input)[-3]
+    t1 = np.shape(input)[-2]
+    t2 = np.shape(input)[-1]
+    t4 = torch.arange(np.shape(input)[-3])
+    t6 = torch.arange(np.shape(input)[-2])
+    if seq_dim == 1 and batch_dim == 0:
+        t3 = torch.reshape(input, (t0 * t1, t2))
+        t5 = t4[..., None]
+        t7 = seq_lengths[..., None]
+        t8 = torch.as_tensor(t7, dtype=torch.int64)
+        t9 = torch.where(t6 < t8, -t6 + t8 - 1, t6)
+        t10 = torch.as_tensor(t5, dtype=torch.int64)
+        t11 = torch.as_tensor(t9, dtype=torch.int64)
+        t12 = torch.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
+        output = _gather(t3, t12, -2)
+    elif seq_dim == 2 and batch_dim == 0:
+        t3 = torch.reshape(input, (t0 * t1 * t2,))
+        t5 = t4[..., None, None]
+        t7 = t6[..., None]
+        t8 = torch.arange(np.shape(input)[-1])
+        t9 = seq_lengths[..., None, None]
+        t10 = torch.as_tensor(t9, dtype=torch.int64)
+        t11 = torch.where(t10 > t8, t10 - t8 - 1, t8)
+        t12 = torch.as_tensor(t5, dtype=torch.int64)
+        t13 = torch.as_tensor(t7, dtype=torch.int64)
+        t14 = torch.as_tensor(t11, dtype=torch.int64)
+        t15 = torch.where((t14 >= 0) & (t14 < t2), t14 + t2 * (t1 * t12 + t13), -1)
+        output = _gather(t3, t15, -1)
+    else:
+        raise ValueError(
+            f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+        )
+    return output
+
+
+def reverse_sequence_vjp(grad, input, seq_lengths, *, output=None, seq_dim=1, batch_dim=0):
+    """Gradient of ReverseSequence: one array per input (input, seq_lengths).
+
+    In index notation, next to the code computing it, for seq_dim=1, batch_dim=0 (other values of
+    seq_dim, batch_dim change it):
+        grad_input[i, j, k] = sum_t grad[i, t, k] * delta(j, (-t + seq_lengths[i] - 1 if t <
+            seq_lengths[i] else t))
+            i.e. `torch.reshape(t12, np.shape(t12)[:-2] + (-1, t1) + np.shape(t12)[-1:])`
+    """
+    t0 = np.shape(input)[-3]
+    t1 = np.shape(input)[-2]
+    if seq_dim == 1 and batch_dim == 0:
+        t2 = torch.arange(np.shape(input)[-3])
+        t3 = t2[..., None]
+        t4 = torch.arange(np.shape(input)[-2])
+        t5 = seq_lengths[..., None]
+        t6 = torch.as_tensor(t5, dtype=torch.int64)
+        t7 = torch.where(t4 < t6, -t4 + t6 - 1, t4)
+        t8 = torch.as_tensor(t3, dtype=torch.int64)
+        t9 = torch.as_tensor(t7, dtype=torch.int64)
+        t10 = torch.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        t11 = t0 * t1
+        t12 = _scatter_add(grad, t10, 1, t11)  # no gather form: an explicit scatter-add
+        grad_input = torch.reshape(t12, np.shape(t12)[:-2] + (-1, t1) + np.shape(t12)[-1:])
+    elif seq_dim == 2 and batch_dim == 0:
+        t2 = np.shape(input)[-1]
+        t3 = torch.arange(np.shape(input)[-3])
+        t4 = t3[..., None, None]
+        t5 = torch.arange(np.shape(input)[-2])
+        t6 = t5[..., None]
+        t7 = torch.arange(np.shape(input)[-1])
+        t8 = seq_lengths[..., None, None]
+        t9 = torch.as_tensor(t8, dtype=torch.int64)
+        t10 = torch.where(t7 < t9, -t7 + t9 - 1, t7)
+        t11 = torch.as_tensor(t4, dtype=torch.int64)
+        t12 = torch.as_tensor(t6, dtype=torch.int64)
+        t13 = torch.as_tensor(t10, dtype=torch.int64)
+        t14 = torch.where((t13 >= 0) & (t13 < t2), t13 + t2 * (t1 * t11 + t12), -1)
+        t15 = t0 * t1 * t2
+        t16 = _scatter_add(grad, t14, 0, t15)  # no gather form: an explicit scatter-add
+        grad_input = torch.reshape(t16, np.shape(t16)[:-1] + (-1, t1, t2))
+    else:
+        raise ValueError(
+            f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+        )
+    return grad_input, None
+
+
+class _ReverseSequenceFunction(torch.autograd.Function):
+    """ReverseSequence for autograd: the backward is reverse_sequence_vjp."""
+
+    @staticmethod
+    def forward(seq_dim, batch_dim, input, seq_lengths):
+        return reverse_sequence_forward(input, seq_lengths, seq_dim=seq_dim, batch_dim=batch_dim)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:2]
+        ctx.save_for_backward(*inputs[2:])
+
+    @staticmethod
+    def backward(ctx, grad):
+        seq_dim, batch_dim = ctx.attrs
+        input, seq_lengths = ctx.saved_tensors
+        grads = reverse_sequence_vjp(grad, input, seq_lengths, seq_dim=seq_dim, batch_dim=batch_dim)
+        return None, None, *_needed(grads, ctx.needs_input_grad[2:])

@@ -29,6 +29,34 @@ def _sum_to_shape(g, shape):
     return jnp.reshape(jnp.sum(g, axis=axes), shape)
 
 
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = jnp.asarray(positions)
+    size = jnp.shape(x)[axis]
+    inside = (positions >= 0) & (positions < size)
+    taken = jnp.take(x, jnp.where(inside, positions, 0), axis=axis, mode="clip")
+    inside = jnp.reshape(inside, jnp.shape(inside) + (1,) * (-axis - 1))
+    return jnp.where(inside, taken, jnp.asarray(fill, taken.dtype))
+
+
+def _scatter_add(values, positions, trailing, size):
+    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
+    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
+    are dropped (`.at[].add`, never a one-hot matrix)."""
+    positions = jnp.asarray(positions)
+    count = jnp.ndim(positions)
+    values = jnp.reshape(
+        values, (1,) * max(0, count + trailing - jnp.ndim(values)) + jnp.shape(values)
+    )
+    start = jnp.ndim(values) - trailing - count
+    shape = jnp.shape(values)
+    values = jnp.broadcast_to(values, shape[:start] + jnp.shape(positions) + shape[start + count :])
+    summed = jnp.zeros(shape[:start] + (size,) + shape[start + count :], values.dtype)
+    positions = jnp.where(positions < 0, size, positions)  # dropped, not counted from the end
+    return summed.at[(slice(None),) * start + (positions,)].add(values, mode="drop")
+
+
 def trace(x):
     """Trace: Sum of the diagonal of the last two axes (TensorFlow composes it: tf.linalg.trace) (declared at ops/diagonals.py:11); differentiated by trace_vjp."""
     return _trace_custom_vjp(x)
@@ -333,7 +361,7 @@ _matrix_band_part_custom_vjp.defvjp(_matrix_band_part_fwd, _matrix_band_part_bwd
 
 
 def matrix_diag_part_v2(input, *, k=0, padding_value=0):
-    """MatrixDiagPartV2: The main diagonal of the last two axes (declared at ops/diagonals.py:73); differentiated by matrix_diag_part_v2_vjp."""
+    """MatrixDiagPartV2: Diagonal k of the last two axes (declared at ops/diagonals.py:93); differentiated by matrix_diag_part_v2_vjp."""
     return _matrix_diag_part_v2_custom_vjp(k, padding_value, input)
 
 
@@ -341,6 +369,28 @@ def matrix_diag_part_v2_forward(input, *, k=0, padding_value=0):
     """MatrixDiagPartV2's formula."""
     if k == 0 and padding_value == 0:
         diagonal = jnp.diagonal(input, axis1=-2, axis2=-1)
+    elif k == 1 and padding_value == 0:
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.shape(input)[-1]
+        t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
+        t3 = t0 - 1
+        t4 = jnp.arange(t3)
+        t5 = t4 + 1
+        t6 = jnp.asarray(t4, dtype=jnp.int64)
+        t7 = jnp.asarray(t5, dtype=jnp.int64)
+        t8 = jnp.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        diagonal = _gather(t2, t8, -1)
+    elif k == -2 and padding_value == 0:
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.shape(input)[-1]
+        t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
+        t3 = t0 - 2
+        t4 = jnp.arange(t3)
+        t5 = t4 + 2
+        t6 = jnp.asarray(t5, dtype=jnp.int64)
+        t7 = jnp.asarray(t4, dtype=jnp.int64)
+        t8 = jnp.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        diagonal = _gather(t2, t8, -1)
     else:
         raise ValueError(
             f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
@@ -354,11 +404,39 @@ def matrix_diag_part_v2_vjp(grad, input, *, diagonal=None, k=0, padding_value=0)
     In index notation, next to the code computing it, per variant:
         k=0, padding_value=0:
             grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+        k=1, padding_value=0:
+            grad_input[batch, i, j] = grad[batch, i] * delta(j, i + 1)
+                i.e. `jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))`
+        k=-2, padding_value=0:
+            grad_input[batch, i, j] = grad[batch, j] * delta(i, j + 2)
+                i.e. `jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))`
     """
     if k == 0 and padding_value == 0:
         t0 = grad[..., None]
         t1 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
         grad_input = t0 * t1
+    elif k == 1 and padding_value == 0:
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = _gather(grad, t0, -1)
+        t2 = jnp.shape(input)[-2]
+        t3 = t0 + 1
+        t4 = jnp.asarray(t0, dtype=jnp.int64)
+        t5 = jnp.asarray(t3, dtype=jnp.int64)
+        t6 = jnp.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_input = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))
+    elif k == -2 and padding_value == 0:
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = _gather(grad, t0, -1)
+        t2 = jnp.shape(input)[-2]
+        t3 = t0 + 2
+        t4 = jnp.asarray(t3, dtype=jnp.int64)
+        t5 = jnp.asarray(t0, dtype=jnp.int64)
+        t6 = t2 * t4 + t5
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_input = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))
     else:
         raise ValueError(
             f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
@@ -385,7 +463,7 @@ _matrix_diag_part_v2_custom_vjp.defvjp(_matrix_diag_part_v2_fwd, _matrix_diag_pa
 
 
 def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagPartV3: The main diagonal of the last two axes (declared at ops/diagonals.py:79); differentiated by matrix_diag_part_v3_vjp."""
+    """MatrixDiagPartV3: Diagonal k of the last two axes (declared at ops/diagonals.py:99); differentiated by matrix_diag_part_v3_vjp."""
     return _matrix_diag_part_v3_custom_vjp(k, padding_value, align, input)
 
 
@@ -393,6 +471,28 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
     """MatrixDiagPartV3's formula."""
     if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
         diagonal = jnp.diagonal(input, axis1=-2, axis2=-1)
+    elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.shape(input)[-1]
+        t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
+        t3 = t0 - 1
+        t4 = jnp.arange(t3)
+        t5 = t4 + 1
+        t6 = jnp.asarray(t4, dtype=jnp.int64)
+        t7 = jnp.asarray(t5, dtype=jnp.int64)
+        t8 = jnp.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        diagonal = _gather(t2, t8, -1)
+    elif k == -2 and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.shape(input)[-1]
+        t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
+        t3 = t0 - 2
+        t4 = jnp.arange(t3)
+        t5 = t4 + 2
+        t6 = jnp.asarray(t5, dtype=jnp.int64)
+        t7 = jnp.asarray(t4, dtype=jnp.int64)
+        t8 = jnp.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        diagonal = _gather(t2, t8, -1)
     else:
         raise ValueError(
             f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -408,11 +508,39 @@ def matrix_diag_part_v3_vjp(
     In index notation, next to the code computing it, per variant:
         k=0, padding_value=0, align='RIGHT_LEFT':
             grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+        k=1, padding_value=0, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i] * delta(j, i + 1)
+                i.e. `jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))`
+        k=-2, padding_value=0, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, j] * delta(i, j + 2)
+                i.e. `jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))`
     """
     if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
         t0 = grad[..., None]
         t1 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
         grad_input = t0 * t1
+    elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = _gather(grad, t0, -1)
+        t2 = jnp.shape(input)[-2]
+        t3 = t0 + 1
+        t4 = jnp.asarray(t0, dtype=jnp.int64)
+        t5 = jnp.asarray(t3, dtype=jnp.int64)
+        t6 = jnp.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_input = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))
+    elif k == -2 and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = _gather(grad, t0, -1)
+        t2 = jnp.shape(input)[-2]
+        t3 = t0 + 2
+        t4 = jnp.asarray(t3, dtype=jnp.int64)
+        t5 = jnp.asarray(t0, dtype=jnp.int64)
+        t6 = t2 * t4 + t5
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_input = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))
     else:
         raise ValueError(
             f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -441,7 +569,7 @@ _matrix_diag_part_v3_custom_vjp.defvjp(_matrix_diag_part_v3_fwd, _matrix_diag_pa
 
 
 def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
-    """MatrixDiagV2: A batch of square diagonal matrices with the given main diagonals (declared at ops/diagonals.py:93); differentiated by matrix_diag_v2_vjp."""
+    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:113); differentiated by matrix_diag_v2_vjp."""
     return _matrix_diag_v2_custom_vjp(k, num_rows, num_cols, padding_value, diagonal)
 
 
@@ -451,6 +579,30 @@ def matrix_diag_v2_forward(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_v
         t0 = diagonal[..., None]
         t1 = jnp.eye(jnp.shape(diagonal)[-1], dtype=jnp.result_type(diagonal))
         output = t0 * t1
+    elif k == 1 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        t0 = jnp.shape(diagonal)[-1]
+        t1 = t0 + 1
+        t2 = jnp.arange(t1)
+        t3 = _gather(diagonal, t2, -1)
+        t4 = t2 + 1
+        t5 = jnp.asarray(t2, dtype=jnp.int64)
+        t6 = jnp.asarray(t4, dtype=jnp.int64)
+        t7 = jnp.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        t8 = t1**2
+        t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
+        output = jnp.reshape(t9, jnp.shape(t9)[:-1] + (-1, t1))
+    elif k == -2 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        t0 = jnp.shape(diagonal)[-1]
+        t1 = t0 + 2
+        t2 = jnp.arange(t1)
+        t3 = t2 - 2
+        t4 = _gather(diagonal, t3, -1)
+        t5 = jnp.asarray(t2, dtype=jnp.int64)
+        t6 = jnp.asarray(t3, dtype=jnp.int64)
+        t7 = jnp.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        t8 = t1**2
+        t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
+        output = jnp.reshape(t9, jnp.shape(t9)[:-1] + (-1, t1))
     else:
         raise ValueError(
             f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
@@ -467,9 +619,33 @@ def matrix_diag_v2_vjp(
         k=0, num_rows=-1, num_cols=-1, padding_value=0:
             grad_diagonal[batch, i] = grad[batch, i, i]
                 i.e. `jnp.diagonal(grad, axis1=-2, axis2=-1)`
+        k=1, num_rows=-1, num_cols=-1, padding_value=0:
+            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t2, t7, -1)`
+        k=-2, num_rows=-1, num_cols=-1, padding_value=0:
+            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t2, t7, -1)`
     """
     if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
         grad_diagonal = jnp.diagonal(grad, axis1=-2, axis2=-1)
+    elif k == 1 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        t0 = jnp.shape(grad)[-2]
+        t1 = jnp.shape(grad)[-1]
+        t2 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t0 * t1,))
+        t3 = jnp.arange(jnp.shape(diagonal)[-1])
+        t4 = t3 + 1
+        t5 = jnp.asarray(t3, dtype=jnp.int64)
+        t6 = jnp.asarray(t4, dtype=jnp.int64)
+        t7 = jnp.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        grad_diagonal = _gather(t2, t7, -1)
+    elif k == -2 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        t0 = jnp.shape(grad)[-2]
+        t1 = jnp.shape(grad)[-1]
+        t2 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t0 * t1,))
+        t3 = jnp.arange(jnp.shape(diagonal)[-1])
+        t4 = t3 + 2
+        t5 = jnp.asarray(t4, dtype=jnp.int64)
+        t6 = jnp.asarray(t3, dtype=jnp.int64)
+        t7 = jnp.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        grad_diagonal = _gather(t2, t7, -1)
     else:
         raise ValueError(
             f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
@@ -508,7 +684,7 @@ _matrix_diag_v2_custom_vjp.defvjp(_matrix_diag_v2_fwd, _matrix_diag_v2_bwd)
 
 
 def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagV3: A batch of square diagonal matrices with the given main diagonals (declared at ops/diagonals.py:99); differentiated by matrix_diag_v3_vjp."""
+    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:119); differentiated by matrix_diag_v3_vjp."""
     return _matrix_diag_v3_custom_vjp(k, num_rows, num_cols, padding_value, align, diagonal)
 
 
@@ -526,6 +702,42 @@ def matrix_diag_v3_forward(
         t0 = diagonal[..., None]
         t1 = jnp.eye(jnp.shape(diagonal)[-1], dtype=jnp.result_type(diagonal))
         output = t0 * t1
+    elif (
+        k == 1
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = jnp.shape(diagonal)[-1]
+        t1 = t0 + 1
+        t2 = jnp.arange(t1)
+        t3 = _gather(diagonal, t2, -1)
+        t4 = t2 + 1
+        t5 = jnp.asarray(t2, dtype=jnp.int64)
+        t6 = jnp.asarray(t4, dtype=jnp.int64)
+        t7 = jnp.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        t8 = t1**2
+        t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
+        output = jnp.reshape(t9, jnp.shape(t9)[:-1] + (-1, t1))
+    elif (
+        k == -2
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = jnp.shape(diagonal)[-1]
+        t1 = t0 + 2
+        t2 = jnp.arange(t1)
+        t3 = t2 - 2
+        t4 = _gather(diagonal, t3, -1)
+        t5 = jnp.asarray(t2, dtype=jnp.int64)
+        t6 = jnp.asarray(t3, dtype=jnp.int64)
+        t7 = jnp.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        t8 = t1**2
+        t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
+        output = jnp.reshape(t9, jnp.shape(t9)[:-1] + (-1, t1))
     else:
         raise ValueError(
             f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
@@ -550,6 +762,10 @@ def matrix_diag_v3_vjp(
         k=0, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
             grad_diagonal[batch, i] = grad[batch, i, i]
                 i.e. `jnp.diagonal(grad, axis1=-2, axis2=-1)`
+        k=1, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
+            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t2, t7, -1)`
+        k=-2, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
+            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t2, t7, -1)`
     """
     if (
         k == 0
@@ -559,6 +775,38 @@ def matrix_diag_v3_vjp(
         and align == "RIGHT_LEFT"
     ):
         grad_diagonal = jnp.diagonal(grad, axis1=-2, axis2=-1)
+    elif (
+        k == 1
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = jnp.shape(grad)[-2]
+        t1 = jnp.shape(grad)[-1]
+        t2 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t0 * t1,))
+        t3 = jnp.arange(jnp.shape(diagonal)[-1])
+        t4 = t3 + 1
+        t5 = jnp.asarray(t3, dtype=jnp.int64)
+        t6 = jnp.asarray(t4, dtype=jnp.int64)
+        t7 = jnp.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        grad_diagonal = _gather(t2, t7, -1)
+    elif (
+        k == -2
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = jnp.shape(grad)[-2]
+        t1 = jnp.shape(grad)[-1]
+        t2 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t0 * t1,))
+        t3 = jnp.arange(jnp.shape(diagonal)[-1])
+        t4 = t3 + 2
+        t5 = jnp.asarray(t4, dtype=jnp.int64)
+        t6 = jnp.asarray(t3, dtype=jnp.int64)
+        t7 = jnp.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        grad_diagonal = _gather(t2, t7, -1)
     else:
         raise ValueError(
             f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
@@ -608,7 +856,7 @@ _matrix_diag_v3_custom_vjp.defvjp(_matrix_diag_v3_fwd, _matrix_diag_v3_bwd)
 
 
 def matrix_set_diag_v2(input, diagonal, *, k=0):
-    """MatrixSetDiagV2: input with the main diagonal of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:105); differentiated by matrix_set_diag_v2_vjp."""
+    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:125); differentiated by matrix_set_diag_v2_vjp."""
     return _matrix_set_diag_v2_custom_vjp(k, input, diagonal)
 
 
@@ -618,6 +866,36 @@ def matrix_set_diag_v2_forward(input, diagonal, *, k=0):
         t0 = diagonal[..., None]
         t1 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
         output = -input * t1 + input + t0 * t1
+    elif k == 1:
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = _gather(diagonal, t0, -1)
+        t2 = jnp.shape(input)[-2]
+        t3 = t0 + 1
+        t4 = jnp.asarray(t0, dtype=jnp.int64)
+        t5 = jnp.asarray(t3, dtype=jnp.int64)
+        t6 = jnp.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))
+        t10 = jnp.asarray(1, dtype=jnp.result_type(input))
+        t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t12 = jnp.reshape(t11, jnp.shape(t11)[:-1] + (-1, t2))
+        output = -input * t12 + input + t9
+    elif k == -2:
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = t0 - 2
+        t2 = _gather(diagonal, t1, -1)
+        t3 = jnp.shape(input)[-2]
+        t4 = jnp.asarray(t0, dtype=jnp.int64)
+        t5 = jnp.asarray(t1, dtype=jnp.int64)
+        t6 = jnp.where((t5 >= 0) & (t3 > t5), t3 * t4 + t5, -1)
+        t7 = t3**2
+        t8 = _scatter_add(t2, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t3))
+        t10 = jnp.asarray(1, dtype=jnp.result_type(input))
+        t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t12 = jnp.reshape(t11, jnp.shape(t11)[:-1] + (-1, t3))
+        output = -input * t12 + input + t9
     else:
         raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
     return output
@@ -631,6 +909,14 @@ def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0):
             grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
                 i.e. `grad - t1 * t2`
             grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+        k=1:
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i + 1)
+                i.e. `grad * (t9 + 1)`
+            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t12, t17, -1)`
+        k=-2:
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i - 2)
+                i.e. `grad * (t9 + 1)`
+            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t12, t17, -1)`
     """
     if k == 0:
         t0 = jnp.diagonal(grad, axis1=-2, axis2=-1)
@@ -639,6 +925,52 @@ def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0):
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, np.shape(input))
         grad_diagonal = t0
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == 1:
+        t0 = jnp.asarray(-1, dtype=jnp.result_type(input))
+        t1 = jnp.shape(input)[-2]
+        t2 = jnp.arange(jnp.shape(input)[-2])
+        t3 = t2 + 1
+        t4 = jnp.asarray(t2, dtype=jnp.int64)
+        t5 = jnp.asarray(t3, dtype=jnp.int64)
+        t6 = jnp.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+        t7 = t1**2
+        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t1))
+        grad_input = grad * (t9 + 1)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t10 = jnp.shape(grad)[-2]
+        t11 = jnp.shape(grad)[-1]
+        t12 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t10 * t11,))
+        t13 = jnp.arange(jnp.shape(diagonal)[-1])
+        t14 = t13 + 1
+        t15 = jnp.asarray(t13, dtype=jnp.int64)
+        t16 = jnp.asarray(t14, dtype=jnp.int64)
+        t17 = jnp.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+        grad_diagonal = _gather(t12, t17, -1)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == -2:
+        t0 = jnp.asarray(-1, dtype=jnp.result_type(input))
+        t1 = jnp.shape(input)[-2]
+        t2 = jnp.arange(jnp.shape(input)[-2])
+        t3 = t2 - 2
+        t4 = jnp.asarray(t2, dtype=jnp.int64)
+        t5 = jnp.asarray(t3, dtype=jnp.int64)
+        t6 = jnp.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+        t7 = t1**2
+        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t1))
+        grad_input = grad * (t9 + 1)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t10 = jnp.shape(grad)[-2]
+        t11 = jnp.shape(grad)[-1]
+        t12 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t10 * t11,))
+        t13 = jnp.arange(jnp.shape(diagonal)[-1])
+        t14 = t13 + 2
+        t15 = jnp.asarray(t14, dtype=jnp.int64)
+        t16 = jnp.asarray(t13, dtype=jnp.int64)
+        t17 = jnp.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+        grad_diagonal = _gather(t12, t17, -1)
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
@@ -664,7 +996,7 @@ _matrix_set_diag_v2_custom_vjp.defvjp(_matrix_set_diag_v2_fwd, _matrix_set_diag_
 
 
 def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
-    """MatrixSetDiagV3: input with the main diagonal of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:111); differentiated by matrix_set_diag_v3_vjp."""
+    """MatrixSetDiagV3: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:131); differentiated by matrix_set_diag_v3_vjp."""
     return _matrix_set_diag_v3_custom_vjp(k, align, input, diagonal)
 
 
@@ -674,6 +1006,36 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t0 = diagonal[..., None]
         t1 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
         output = -input * t1 + input + t0 * t1
+    elif k == 1 and align == "RIGHT_LEFT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = _gather(diagonal, t0, -1)
+        t2 = jnp.shape(input)[-2]
+        t3 = t0 + 1
+        t4 = jnp.asarray(t0, dtype=jnp.int64)
+        t5 = jnp.asarray(t3, dtype=jnp.int64)
+        t6 = jnp.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))
+        t10 = jnp.asarray(1, dtype=jnp.result_type(input))
+        t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t12 = jnp.reshape(t11, jnp.shape(t11)[:-1] + (-1, t2))
+        output = -input * t12 + input + t9
+    elif k == -2 and align == "RIGHT_LEFT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = t0 - 2
+        t2 = _gather(diagonal, t1, -1)
+        t3 = jnp.shape(input)[-2]
+        t4 = jnp.asarray(t0, dtype=jnp.int64)
+        t5 = jnp.asarray(t1, dtype=jnp.int64)
+        t6 = jnp.where((t5 >= 0) & (t3 > t5), t3 * t4 + t5, -1)
+        t7 = t3**2
+        t8 = _scatter_add(t2, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t3))
+        t10 = jnp.asarray(1, dtype=jnp.result_type(input))
+        t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t12 = jnp.reshape(t11, jnp.shape(t11)[:-1] + (-1, t3))
+        output = -input * t12 + input + t9
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
     return output
@@ -687,6 +1049,14 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
             grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
                 i.e. `grad - t1 * t2`
             grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+        k=1, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i + 1)
+                i.e. `grad * (t9 + 1)`
+            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t12, t17, -1)`
+        k=-2, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i - 2)
+                i.e. `grad * (t9 + 1)`
+            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t12, t17, -1)`
     """
     if k == 0 and align == "RIGHT_LEFT":
         t0 = jnp.diagonal(grad, axis1=-2, axis2=-1)
@@ -695,6 +1065,52 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, np.shape(input))
         grad_diagonal = t0
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == 1 and align == "RIGHT_LEFT":
+        t0 = jnp.asarray(-1, dtype=jnp.result_type(input))
+        t1 = jnp.shape(input)[-2]
+        t2 = jnp.arange(jnp.shape(input)[-2])
+        t3 = t2 + 1
+        t4 = jnp.asarray(t2, dtype=jnp.int64)
+        t5 = jnp.asarray(t3, dtype=jnp.int64)
+        t6 = jnp.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+        t7 = t1**2
+        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t1))
+        grad_input = grad * (t9 + 1)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t10 = jnp.shape(grad)[-2]
+        t11 = jnp.shape(grad)[-1]
+        t12 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t10 * t11,))
+        t13 = jnp.arange(jnp.shape(diagonal)[-1])
+        t14 = t13 + 1
+        t15 = jnp.asarray(t13, dtype=jnp.int64)
+        t16 = jnp.asarray(t14, dtype=jnp.int64)
+        t17 = jnp.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+        grad_diagonal = _gather(t12, t17, -1)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == -2 and align == "RIGHT_LEFT":
+        t0 = jnp.asarray(-1, dtype=jnp.result_type(input))
+        t1 = jnp.shape(input)[-2]
+        t2 = jnp.arange(jnp.shape(input)[-2])
+        t3 = t2 - 2
+        t4 = jnp.asarray(t2, dtype=jnp.int64)
+        t5 = jnp.asarray(t3, dtype=jnp.int64)
+        t6 = jnp.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+        t7 = t1**2
+        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t1))
+        grad_input = grad * (t9 + 1)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t10 = jnp.shape(grad)[-2]
+        t11 = jnp.shape(grad)[-1]
+        t12 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t10 * t11,))
+        t13 = jnp.arange(jnp.shape(diagonal)[-1])
+        t14 = t13 + 2
+        t15 = jnp.asarray(t14, dtype=jnp.int64)
+        t16 = jnp.asarray(t13, dtype=jnp.int64)
+        t17 = jnp.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+        grad_diagonal = _gather(t12, t17, -1)
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")

@@ -7,6 +7,7 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 """
 
 import numpy as np
+import scipy.sparse
 
 
 def _sum_to_shape(g, shape):
@@ -18,6 +19,42 @@ def _sum_to_shape(g, shape):
         lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
     )
     return np.reshape(np.sum(g, axis=axes), shape)
+
+
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = np.asarray(positions)
+    size = np.shape(x)[axis]
+    inside = (positions >= 0) & (positions < size)
+    taken = np.take(x, np.where(inside, positions, 0), axis=axis)
+    if inside.all():
+        return taken
+    return np.where(
+        inside.reshape(inside.shape + (1,) * (-axis - 1)), taken, np.asarray(fill, taken.dtype)
+    )
+
+
+def _scatter_add(values, positions, trailing, size):
+    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
+    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
+    are dropped. A scatter-add, as a sparse one-hot matrix product (never a dense one)."""
+    count = np.ndim(positions)
+    values = np.reshape(
+        values, (1,) * max(0, count + trailing - np.ndim(values)) + np.shape(values)
+    )
+    start = np.ndim(values) - trailing - count
+    shape = np.shape(values)
+    values = np.broadcast_to(values, shape[:start] + np.shape(positions) + shape[start + count :])
+    moved = np.moveaxis(values, tuple(range(start, start + count)), tuple(range(count)))
+    rest = moved.shape[count:]
+    flat = np.reshape(positions, -1)
+    inside = np.flatnonzero((flat >= 0) & (flat < size))
+    one_hot = scipy.sparse.csr_matrix(
+        (np.ones(inside.size, dtype=moved.dtype), (flat[inside], inside)), shape=(size, flat.size)
+    )
+    summed = np.reshape(np.asarray(one_hot @ np.reshape(moved, (flat.size, -1))), (size,) + rest)
+    return np.moveaxis(summed, 0, start)
 
 
 def trace(x):
@@ -227,9 +264,31 @@ def matrix_band_part_grad_grad(
 
 
 def matrix_diag_part_v2(input, *, k=0, padding_value=0):
-    """MatrixDiagPartV2: The main diagonal of the last two axes (declared at ops/diagonals.py:73)."""
+    """MatrixDiagPartV2: Diagonal k of the last two axes (declared at ops/diagonals.py:93)."""
     if k == 0 and padding_value == 0:
         diagonal = np.diagonal(input, axis1=-2, axis2=-1)
+    elif k == 1 and padding_value == 0:
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = t0 - 1
+        t4 = np.arange(t3)
+        t5 = t4 + 1
+        t6 = np.asarray(t4, dtype=np.int64)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        diagonal = _gather(t2, t8, -1)
+    elif k == -2 and padding_value == 0:
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = t0 - 2
+        t4 = np.arange(t3)
+        t5 = t4 + 2
+        t6 = np.asarray(t5, dtype=np.int64)
+        t7 = np.asarray(t4, dtype=np.int64)
+        t8 = np.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        diagonal = _gather(t2, t8, -1)
     else:
         raise ValueError(
             f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
@@ -243,11 +302,39 @@ def matrix_diag_part_v2_grad(grad, input, *, diagonal=None, k=0, padding_value=0
     In index notation, next to the code computing it, per variant:
         k=0, padding_value=0:
             grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+        k=1, padding_value=0:
+            grad_input[batch, i, j] = grad[batch, i] * delta(j, i + 1)
+                i.e. `np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))`
+        k=-2, padding_value=0:
+            grad_input[batch, i, j] = grad[batch, j] * delta(i, j + 2)
+                i.e. `np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))`
     """
     if k == 0 and padding_value == 0:
         t0 = grad[..., None]
         t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
         grad_input = t0 * t1
+    elif k == 1 and padding_value == 0:
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = _gather(grad, t0, -1)
+        t2 = np.shape(input)[-2]
+        t3 = t0 + 1
+        t4 = np.asarray(t0, dtype=np.int64)
+        t5 = np.asarray(t3, dtype=np.int64)
+        t6 = np.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_input = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+    elif k == -2 and padding_value == 0:
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = _gather(grad, t0, -1)
+        t2 = np.shape(input)[-2]
+        t3 = t0 + 2
+        t4 = np.asarray(t3, dtype=np.int64)
+        t5 = np.asarray(t0, dtype=np.int64)
+        t6 = t2 * t4 + t5
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_input = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
     else:
         raise ValueError(
             f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
@@ -262,6 +349,28 @@ def matrix_diag_part_v2_grad_grad(
     if k == 0 and padding_value == 0:
         grad_grad = np.diagonal(grad_vjp_input, axis1=-2, axis2=-1)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == 1 and padding_value == 0:
+        t0 = np.shape(grad_vjp_input)[-2]
+        t1 = np.shape(grad_vjp_input)[-1]
+        t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-1])
+        t4 = t3 + 1
+        t5 = np.asarray(t3, dtype=np.int64)
+        t6 = np.asarray(t4, dtype=np.int64)
+        t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        grad_grad = _gather(t2, t7, -1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == -2 and padding_value == 0:
+        t0 = np.shape(grad_vjp_input)[-2]
+        t1 = np.shape(grad_vjp_input)[-1]
+        t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-1])
+        t4 = t3 + 2
+        t5 = np.asarray(t4, dtype=np.int64)
+        t6 = np.asarray(t3, dtype=np.int64)
+        t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        grad_grad = _gather(t2, t7, -1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(
             f"MatrixDiagPartV2Grad: unsupported attributes k={k!r}, padding_value={padding_value!r}"
@@ -270,9 +379,31 @@ def matrix_diag_part_v2_grad_grad(
 
 
 def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagPartV3: The main diagonal of the last two axes (declared at ops/diagonals.py:79)."""
+    """MatrixDiagPartV3: Diagonal k of the last two axes (declared at ops/diagonals.py:99)."""
     if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
         diagonal = np.diagonal(input, axis1=-2, axis2=-1)
+    elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = t0 - 1
+        t4 = np.arange(t3)
+        t5 = t4 + 1
+        t6 = np.asarray(t4, dtype=np.int64)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        diagonal = _gather(t2, t8, -1)
+    elif k == -2 and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = t0 - 2
+        t4 = np.arange(t3)
+        t5 = t4 + 2
+        t6 = np.asarray(t5, dtype=np.int64)
+        t7 = np.asarray(t4, dtype=np.int64)
+        t8 = np.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        diagonal = _gather(t2, t8, -1)
     else:
         raise ValueError(
             f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -288,11 +419,39 @@ def matrix_diag_part_v3_grad(
     In index notation, next to the code computing it, per variant:
         k=0, padding_value=0, align='RIGHT_LEFT':
             grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+        k=1, padding_value=0, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i] * delta(j, i + 1)
+                i.e. `np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))`
+        k=-2, padding_value=0, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, j] * delta(i, j + 2)
+                i.e. `np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))`
     """
     if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
         t0 = grad[..., None]
         t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
         grad_input = t0 * t1
+    elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = _gather(grad, t0, -1)
+        t2 = np.shape(input)[-2]
+        t3 = t0 + 1
+        t4 = np.asarray(t0, dtype=np.int64)
+        t5 = np.asarray(t3, dtype=np.int64)
+        t6 = np.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_input = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+    elif k == -2 and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = _gather(grad, t0, -1)
+        t2 = np.shape(input)[-2]
+        t3 = t0 + 2
+        t4 = np.asarray(t3, dtype=np.int64)
+        t5 = np.asarray(t0, dtype=np.int64)
+        t6 = t2 * t4 + t5
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_input = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
     else:
         raise ValueError(
             f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -307,6 +466,28 @@ def matrix_diag_part_v3_grad_grad(
     if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
         grad_grad = np.diagonal(grad_vjp_input, axis1=-2, axis2=-1)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = np.shape(grad_vjp_input)[-2]
+        t1 = np.shape(grad_vjp_input)[-1]
+        t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-1])
+        t4 = t3 + 1
+        t5 = np.asarray(t3, dtype=np.int64)
+        t6 = np.asarray(t4, dtype=np.int64)
+        t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        grad_grad = _gather(t2, t7, -1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == -2 and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = np.shape(grad_vjp_input)[-2]
+        t1 = np.shape(grad_vjp_input)[-1]
+        t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-1])
+        t4 = t3 + 2
+        t5 = np.asarray(t4, dtype=np.int64)
+        t6 = np.asarray(t3, dtype=np.int64)
+        t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        grad_grad = _gather(t2, t7, -1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(
             f"MatrixDiagPartV3Grad: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -315,11 +496,35 @@ def matrix_diag_part_v3_grad_grad(
 
 
 def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
-    """MatrixDiagV2: A batch of square diagonal matrices with the given main diagonals (declared at ops/diagonals.py:93)."""
+    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:113)."""
     if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
         t0 = diagonal[..., None]
         t1 = np.eye(np.shape(diagonal)[-1], dtype=np.result_type(diagonal))
         output = t0 * t1
+    elif k == 1 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        t0 = np.shape(diagonal)[-1]
+        t1 = t0 + 1
+        t2 = np.arange(t1)
+        t3 = _gather(diagonal, t2, -1)
+        t4 = t2 + 1
+        t5 = np.asarray(t2, dtype=np.int64)
+        t6 = np.asarray(t4, dtype=np.int64)
+        t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        t8 = t1**2
+        t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
+        output = np.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
+    elif k == -2 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        t0 = np.shape(diagonal)[-1]
+        t1 = t0 + 2
+        t2 = np.arange(t1)
+        t3 = t2 - 2
+        t4 = _gather(diagonal, t3, -1)
+        t5 = np.asarray(t2, dtype=np.int64)
+        t6 = np.asarray(t3, dtype=np.int64)
+        t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        t8 = t1**2
+        t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
+        output = np.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
     else:
         raise ValueError(
             f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
@@ -336,9 +541,33 @@ def matrix_diag_v2_grad(
         k=0, num_rows=-1, num_cols=-1, padding_value=0:
             grad_diagonal[batch, i] = grad[batch, i, i]
                 i.e. `np.diagonal(grad, axis1=-2, axis2=-1)`
+        k=1, num_rows=-1, num_cols=-1, padding_value=0:
+            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t2, t7, -1)`
+        k=-2, num_rows=-1, num_cols=-1, padding_value=0:
+            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t2, t7, -1)`
     """
     if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
         grad_diagonal = np.diagonal(grad, axis1=-2, axis2=-1)
+    elif k == 1 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        t0 = np.shape(grad)[-2]
+        t1 = np.shape(grad)[-1]
+        t2 = np.reshape(grad, np.shape(grad)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(diagonal)[-1])
+        t4 = t3 + 1
+        t5 = np.asarray(t3, dtype=np.int64)
+        t6 = np.asarray(t4, dtype=np.int64)
+        t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        grad_diagonal = _gather(t2, t7, -1)
+    elif k == -2 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        t0 = np.shape(grad)[-2]
+        t1 = np.shape(grad)[-1]
+        t2 = np.reshape(grad, np.shape(grad)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(diagonal)[-1])
+        t4 = t3 + 2
+        t5 = np.asarray(t4, dtype=np.int64)
+        t6 = np.asarray(t3, dtype=np.int64)
+        t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        grad_diagonal = _gather(t2, t7, -1)
     else:
         raise ValueError(
             f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
@@ -363,6 +592,30 @@ def matrix_diag_v2_grad_grad(
         t1 = np.eye(np.shape(grad)[-2], dtype=np.result_type(grad))
         grad_grad = t0 * t1
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == 1 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        t0 = np.arange(np.shape(grad)[-2])
+        t1 = _gather(grad_vjp_diagonal, t0, -1)
+        t2 = np.shape(grad)[-2]
+        t3 = t0 + 1
+        t4 = np.asarray(t0, dtype=np.int64)
+        t5 = np.asarray(t3, dtype=np.int64)
+        t6 = np.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_grad = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == -2 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        t0 = np.arange(np.shape(grad)[-2])
+        t1 = _gather(grad_vjp_diagonal, t0, -1)
+        t2 = np.shape(grad)[-2]
+        t3 = t0 + 2
+        t4 = np.asarray(t3, dtype=np.int64)
+        t5 = np.asarray(t0, dtype=np.int64)
+        t6 = t2 * t4 + t5
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_grad = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(
             f"MatrixDiagV2Grad: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
@@ -371,7 +624,7 @@ def matrix_diag_v2_grad_grad(
 
 
 def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagV3: A batch of square diagonal matrices with the given main diagonals (declared at ops/diagonals.py:99)."""
+    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:119)."""
     if (
         k == 0
         and num_rows == -1
@@ -382,6 +635,42 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
         t0 = diagonal[..., None]
         t1 = np.eye(np.shape(diagonal)[-1], dtype=np.result_type(diagonal))
         output = t0 * t1
+    elif (
+        k == 1
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = np.shape(diagonal)[-1]
+        t1 = t0 + 1
+        t2 = np.arange(t1)
+        t3 = _gather(diagonal, t2, -1)
+        t4 = t2 + 1
+        t5 = np.asarray(t2, dtype=np.int64)
+        t6 = np.asarray(t4, dtype=np.int64)
+        t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        t8 = t1**2
+        t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
+        output = np.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
+    elif (
+        k == -2
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = np.shape(diagonal)[-1]
+        t1 = t0 + 2
+        t2 = np.arange(t1)
+        t3 = t2 - 2
+        t4 = _gather(diagonal, t3, -1)
+        t5 = np.asarray(t2, dtype=np.int64)
+        t6 = np.asarray(t3, dtype=np.int64)
+        t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        t8 = t1**2
+        t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
+        output = np.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
     else:
         raise ValueError(
             f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
@@ -406,6 +695,10 @@ def matrix_diag_v3_grad(
         k=0, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
             grad_diagonal[batch, i] = grad[batch, i, i]
                 i.e. `np.diagonal(grad, axis1=-2, axis2=-1)`
+        k=1, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
+            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t2, t7, -1)`
+        k=-2, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
+            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t2, t7, -1)`
     """
     if (
         k == 0
@@ -415,6 +708,38 @@ def matrix_diag_v3_grad(
         and align == "RIGHT_LEFT"
     ):
         grad_diagonal = np.diagonal(grad, axis1=-2, axis2=-1)
+    elif (
+        k == 1
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = np.shape(grad)[-2]
+        t1 = np.shape(grad)[-1]
+        t2 = np.reshape(grad, np.shape(grad)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(diagonal)[-1])
+        t4 = t3 + 1
+        t5 = np.asarray(t3, dtype=np.int64)
+        t6 = np.asarray(t4, dtype=np.int64)
+        t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        grad_diagonal = _gather(t2, t7, -1)
+    elif (
+        k == -2
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = np.shape(grad)[-2]
+        t1 = np.shape(grad)[-1]
+        t2 = np.reshape(grad, np.shape(grad)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(diagonal)[-1])
+        t4 = t3 + 2
+        t5 = np.asarray(t4, dtype=np.int64)
+        t6 = np.asarray(t3, dtype=np.int64)
+        t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        grad_diagonal = _gather(t2, t7, -1)
     else:
         raise ValueError(
             f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
@@ -446,6 +771,42 @@ def matrix_diag_v3_grad_grad(
         t1 = np.eye(np.shape(grad)[-2], dtype=np.result_type(grad))
         grad_grad = t0 * t1
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif (
+        k == 1
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = np.arange(np.shape(grad)[-2])
+        t1 = _gather(grad_vjp_diagonal, t0, -1)
+        t2 = np.shape(grad)[-2]
+        t3 = t0 + 1
+        t4 = np.asarray(t0, dtype=np.int64)
+        t5 = np.asarray(t3, dtype=np.int64)
+        t6 = np.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_grad = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif (
+        k == -2
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = np.arange(np.shape(grad)[-2])
+        t1 = _gather(grad_vjp_diagonal, t0, -1)
+        t2 = np.shape(grad)[-2]
+        t3 = t0 + 2
+        t4 = np.asarray(t3, dtype=np.int64)
+        t5 = np.asarray(t0, dtype=np.int64)
+        t6 = t2 * t4 + t5
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_grad = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(
             f"MatrixDiagV3Grad: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
@@ -454,11 +815,41 @@ def matrix_diag_v3_grad_grad(
 
 
 def matrix_set_diag_v2(input, diagonal, *, k=0):
-    """MatrixSetDiagV2: input with the main diagonal of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:105)."""
+    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:125)."""
     if k == 0:
         t0 = diagonal[..., None]
         t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
         output = -input * t1 + input + t0 * t1
+    elif k == 1:
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = _gather(diagonal, t0, -1)
+        t2 = np.shape(input)[-2]
+        t3 = t0 + 1
+        t4 = np.asarray(t0, dtype=np.int64)
+        t5 = np.asarray(t3, dtype=np.int64)
+        t6 = np.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+        t10 = np.asarray(1, dtype=np.result_type(input))
+        t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t12 = np.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
+        output = -input * t12 + input + t9
+    elif k == -2:
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = t0 - 2
+        t2 = _gather(diagonal, t1, -1)
+        t3 = np.shape(input)[-2]
+        t4 = np.asarray(t0, dtype=np.int64)
+        t5 = np.asarray(t1, dtype=np.int64)
+        t6 = np.where((t5 >= 0) & (t3 > t5), t3 * t4 + t5, -1)
+        t7 = t3**2
+        t8 = _scatter_add(t2, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = np.reshape(t8, np.shape(t8)[:-1] + (-1, t3))
+        t10 = np.asarray(1, dtype=np.result_type(input))
+        t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t12 = np.reshape(t11, np.shape(t11)[:-1] + (-1, t3))
+        output = -input * t12 + input + t9
     else:
         raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
     return output
@@ -472,6 +863,14 @@ def matrix_set_diag_v2_grad(grad, input, diagonal, *, output=None, k=0):
             grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
                 i.e. `grad - t1 * t2`
             grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+        k=1:
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i + 1)
+                i.e. `grad * (t9 + 1)`
+            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t12, t17, -1)`
+        k=-2:
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i - 2)
+                i.e. `grad * (t9 + 1)`
+            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t12, t17, -1)`
     """
     if k == 0:
         t0 = np.diagonal(grad, axis1=-2, axis2=-1)
@@ -480,6 +879,52 @@ def matrix_set_diag_v2_grad(grad, input, diagonal, *, output=None, k=0):
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, np.shape(input))
         grad_diagonal = t0
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == 1:
+        t0 = np.asarray(-1, dtype=np.result_type(input))
+        t1 = np.shape(input)[-2]
+        t2 = np.arange(np.shape(input)[-2])
+        t3 = t2 + 1
+        t4 = np.asarray(t2, dtype=np.int64)
+        t5 = np.asarray(t3, dtype=np.int64)
+        t6 = np.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+        t7 = t1**2
+        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = np.reshape(t8, np.shape(t8)[:-1] + (-1, t1))
+        grad_input = grad * (t9 + 1)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t10 = np.shape(grad)[-2]
+        t11 = np.shape(grad)[-1]
+        t12 = np.reshape(grad, np.shape(grad)[:-2] + (t10 * t11,))
+        t13 = np.arange(np.shape(diagonal)[-1])
+        t14 = t13 + 1
+        t15 = np.asarray(t13, dtype=np.int64)
+        t16 = np.asarray(t14, dtype=np.int64)
+        t17 = np.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+        grad_diagonal = _gather(t12, t17, -1)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == -2:
+        t0 = np.asarray(-1, dtype=np.result_type(input))
+        t1 = np.shape(input)[-2]
+        t2 = np.arange(np.shape(input)[-2])
+        t3 = t2 - 2
+        t4 = np.asarray(t2, dtype=np.int64)
+        t5 = np.asarray(t3, dtype=np.int64)
+        t6 = np.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+        t7 = t1**2
+        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = np.reshape(t8, np.shape(t8)[:-1] + (-1, t1))
+        grad_input = grad * (t9 + 1)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t10 = np.shape(grad)[-2]
+        t11 = np.shape(grad)[-1]
+        t12 = np.reshape(grad, np.shape(grad)[:-2] + (t10 * t11,))
+        t13 = np.arange(np.shape(diagonal)[-1])
+        t14 = t13 + 2
+        t15 = np.asarray(t14, dtype=np.int64)
+        t16 = np.asarray(t13, dtype=np.int64)
+        t17 = np.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+        grad_diagonal = _gather(t12, t17, -1)
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
@@ -505,17 +950,82 @@ def matrix_set_diag_v2_grad_grad(
         t3 = t2[..., None]
         grad_grad = grad_vjp_input + t0 * t1 - t1 * t3
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == 1:
+        t0 = np.arange(np.shape(grad)[-2])
+        t1 = _gather(grad_vjp_diagonal, t0, -1)
+        t2 = np.shape(grad)[-2]
+        t3 = t0 + 1
+        t4 = np.asarray(t0, dtype=np.int64)
+        t5 = np.asarray(t3, dtype=np.int64)
+        t6 = np.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+        t10 = np.asarray(1, dtype=np.result_type(grad))
+        t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t12 = np.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
+        grad_grad = -grad_vjp_input * t12 + grad_vjp_input + t9
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == -2:
+        t0 = np.arange(np.shape(grad)[-2])
+        t1 = _gather(grad_vjp_diagonal, t0, -1)
+        t2 = np.shape(grad)[-2]
+        t3 = t0 + 2
+        t4 = np.asarray(t3, dtype=np.int64)
+        t5 = np.asarray(t0, dtype=np.int64)
+        t6 = t2 * t4 + t5
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+        t10 = np.asarray(1, dtype=np.result_type(grad))
+        t11 = t0 - 2
+        t12 = np.asarray(t11, dtype=np.int64)
+        t13 = np.where((t12 >= 0) & (t12 < t2), t12 + t2 * t5, -1)
+        t14 = _scatter_add(t10, t13, 0, t7)  # no gather form: an explicit scatter-add
+        t15 = np.reshape(t14, np.shape(t14)[:-1] + (-1, t2))
+        grad_grad = -grad_vjp_input * t15 + grad_vjp_input + t9
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(f"MatrixSetDiagV2Grad: unsupported attributes k={k!r}")
     return grad_grad, None, None
 
 
 def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
-    """MatrixSetDiagV3: input with the main diagonal of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:111)."""
+    """MatrixSetDiagV3: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:131)."""
     if k == 0 and align == "RIGHT_LEFT":
         t0 = diagonal[..., None]
         t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
         output = -input * t1 + input + t0 * t1
+    elif k == 1 and align == "RIGHT_LEFT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = _gather(diagonal, t0, -1)
+        t2 = np.shape(input)[-2]
+        t3 = t0 + 1
+        t4 = np.asarray(t0, dtype=np.int64)
+        t5 = np.asarray(t3, dtype=np.int64)
+        t6 = np.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+        t10 = np.asarray(1, dtype=np.result_type(input))
+        t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t12 = np.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
+        output = -input * t12 + input + t9
+    elif k == -2 and align == "RIGHT_LEFT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = t0 - 2
+        t2 = _gather(diagonal, t1, -1)
+        t3 = np.shape(input)[-2]
+        t4 = np.asarray(t0, dtype=np.int64)
+        t5 = np.asarray(t1, dtype=np.int64)
+        t6 = np.where((t5 >= 0) & (t3 > t5), t3 * t4 + t5, -1)
+        t7 = t3**2
+        t8 = _scatter_add(t2, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = np.reshape(t8, np.shape(t8)[:-1] + (-1, t3))
+        t10 = np.asarray(1, dtype=np.result_type(input))
+        t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t12 = np.reshape(t11, np.shape(t11)[:-1] + (-1, t3))
+        output = -input * t12 + input + t9
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
     return output
@@ -529,6 +1039,14 @@ def matrix_set_diag_v3_grad(grad, input, diagonal, *, output=None, k=0, align="R
             grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
                 i.e. `grad - t1 * t2`
             grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+        k=1, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i + 1)
+                i.e. `grad * (t9 + 1)`
+            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t12, t17, -1)`
+        k=-2, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i - 2)
+                i.e. `grad * (t9 + 1)`
+            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t12, t17, -1)`
     """
     if k == 0 and align == "RIGHT_LEFT":
         t0 = np.diagonal(grad, axis1=-2, axis2=-1)
@@ -537,6 +1055,52 @@ def matrix_set_diag_v3_grad(grad, input, diagonal, *, output=None, k=0, align="R
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, np.shape(input))
         grad_diagonal = t0
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == 1 and align == "RIGHT_LEFT":
+        t0 = np.asarray(-1, dtype=np.result_type(input))
+        t1 = np.shape(input)[-2]
+        t2 = np.arange(np.shape(input)[-2])
+        t3 = t2 + 1
+        t4 = np.asarray(t2, dtype=np.int64)
+        t5 = np.asarray(t3, dtype=np.int64)
+        t6 = np.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+        t7 = t1**2
+        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = np.reshape(t8, np.shape(t8)[:-1] + (-1, t1))
+        grad_input = grad * (t9 + 1)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t10 = np.shape(grad)[-2]
+        t11 = np.shape(grad)[-1]
+        t12 = np.reshape(grad, np.shape(grad)[:-2] + (t10 * t11,))
+        t13 = np.arange(np.shape(diagonal)[-1])
+        t14 = t13 + 1
+        t15 = np.asarray(t13, dtype=np.int64)
+        t16 = np.asarray(t14, dtype=np.int64)
+        t17 = np.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+        grad_diagonal = _gather(t12, t17, -1)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == -2 and align == "RIGHT_LEFT":
+        t0 = np.asarray(-1, dtype=np.result_type(input))
+        t1 = np.shape(input)[-2]
+        t2 = np.arange(np.shape(input)[-2])
+        t3 = t2 - 2
+        t4 = np.asarray(t2, dtype=np.int64)
+        t5 = np.asarray(t3, dtype=np.int64)
+        t6 = np.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+        t7 = t1**2
+        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = np.reshape(t8, np.shape(t8)[:-1] + (-1, t1))
+        grad_input = grad * (t9 + 1)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t10 = np.shape(grad)[-2]
+        t11 = np.shape(grad)[-1]
+        t12 = np.reshape(grad, np.shape(grad)[:-2] + (t10 * t11,))
+        t13 = np.arange(np.shape(diagonal)[-1])
+        t14 = t13 + 2
+        t15 = np.asarray(t14, dtype=np.int64)
+        t16 = np.asarray(t13, dtype=np.int64)
+        t17 = np.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+        grad_diagonal = _gather(t12, t17, -1)
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
@@ -562,6 +1126,41 @@ def matrix_set_diag_v3_grad_grad(
         t2 = np.diagonal(grad_vjp_input, axis1=-2, axis2=-1)
         t3 = t2[..., None]
         grad_grad = grad_vjp_input + t0 * t1 - t1 * t3
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == 1 and align == "RIGHT_LEFT":
+        t0 = np.arange(np.shape(grad)[-2])
+        t1 = _gather(grad_vjp_diagonal, t0, -1)
+        t2 = np.shape(grad)[-2]
+        t3 = t0 + 1
+        t4 = np.asarray(t0, dtype=np.int64)
+        t5 = np.asarray(t3, dtype=np.int64)
+        t6 = np.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+        t10 = np.asarray(1, dtype=np.result_type(grad))
+        t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t12 = np.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
+        grad_grad = -grad_vjp_input * t12 + grad_vjp_input + t9
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == -2 and align == "RIGHT_LEFT":
+        t0 = np.arange(np.shape(grad)[-2])
+        t1 = _gather(grad_vjp_diagonal, t0, -1)
+        t2 = np.shape(grad)[-2]
+        t3 = t0 + 2
+        t4 = np.asarray(t3, dtype=np.int64)
+        t5 = np.asarray(t0, dtype=np.int64)
+        t6 = t2 * t4 + t5
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+        t10 = np.asarray(1, dtype=np.result_type(grad))
+        t11 = t0 - 2
+        t12 = np.asarray(t11, dtype=np.int64)
+        t13 = np.where((t12 >= 0) & (t12 < t2), t12 + t2 * t5, -1)
+        t14 = _scatter_add(t10, t13, 0, t7)  # no gather form: an explicit scatter-add
+        t15 = np.reshape(t14, np.shape(t14)[:-1] + (-1, t2))
+        grad_grad = -grad_vjp_input * t15 + grad_vjp_input + t9
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(f"MatrixSetDiagV3Grad: unsupported attributes k={k!r}, align={align!r}")

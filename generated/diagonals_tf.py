@@ -132,6 +132,44 @@ def _sum_to_shape(g, x):
     return tf.reshape(tf.reduce_sum(g, axes), shape)
 
 
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = tf.cast(positions, tf.int64)
+    size = tf.shape(x, out_type=tf.int64)[axis]
+    inside = (positions >= 0) & (positions < size)
+    taken = tf.gather(x, tf.where(inside, positions, tf.zeros_like(positions)), axis=axis)
+    trailing = tf.ones([-axis - 1], tf.int32)
+    inside = tf.reshape(inside, tf.concat([tf.shape(inside), trailing], 0))
+    return tf.where(inside, taken, tf.fill(tf.shape(taken), tf.constant(fill, taken.dtype)))
+
+
+def _scatter_add(values, positions, trailing, size):
+    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
+    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
+    are dropped. A scatter-add, as TensorFlow's unsorted segment sum."""
+    values = tf.convert_to_tensor(values)
+    positions = tf.cast(positions, tf.int64)
+    size = tf.cast(size, tf.int64)
+    count = positions.shape.rank
+    lead = max(0, count + trailing - values.shape.rank)
+    values = tf.reshape(values, tf.concat([tf.ones([lead], tf.int32), tf.shape(values)], 0))
+    rank = values.shape.rank
+    start = rank - trailing - count
+    shape = tf.shape(values)
+    values = tf.broadcast_to(
+        values, tf.concat([shape[:start], tf.shape(positions), shape[start + count :]], 0)
+    )
+    perm = list(range(start, start + count)) + list(range(start)) + list(range(start + count, rank))
+    moved = tf.transpose(values, perm)
+    flat = tf.reshape(positions, [-1])
+    slots = tf.where((flat >= 0) & (flat < size), flat, size)  # outside: one extra slot, dropped
+    data = tf.reshape(moved, tf.concat([[-1], tf.shape(moved)[count:]], 0))
+    summed = tf.math.unsorted_segment_sum(data, slots, size + 1)[:size]
+    back = list(range(1, start + 1)) + [0] + list(range(start + 1, rank - count + 1))
+    return tf.transpose(summed, back)
+
+
 def trace_vjp(grad, x, y):
     """Gradient of Trace (declared at ops/diagonals.py:11): one per input (x).
 
@@ -434,16 +472,48 @@ _register("MatrixBandPart", matrix_band_part_grad)
 
 
 def matrix_diag_part_v2_vjp(grad, input, diagonal, *, k=0, padding_value=0):
-    """Gradient of MatrixDiagPartV2 (declared at ops/diagonals.py:73): one per input (input).
+    """Gradient of MatrixDiagPartV2 (declared at ops/diagonals.py:93): one per input (input).
 
     In index notation, next to the code computing it, per variant:
         k=0, padding_value=0:
             grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+        k=1, padding_value=0:
+            grad_input[batch, i, j] = grad[batch, i] * delta(j, i + 1)
+                i.e. `tf.reshape(t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], ...`
+        k=-2, padding_value=0:
+            grad_input[batch, i, j] = grad[batch, j] * delta(i, j + 2)
+                i.e. `tf.reshape(t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], ...`
     """
     if k == 0 and padding_value == 0:
         t0 = grad[..., None]
         t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
         grad_input = t0 * t1
+    elif k == 1 and padding_value == 0:
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = _gather(grad, t0, -1)
+        t2 = tf.shape(input, out_type=tf.int64)[-2]
+        t3 = t0 + 1
+        t4 = tf.cast(t0, tf.int64)
+        t5 = tf.cast(t3, tf.int64)
+        t6 = tf.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, tf.constant(-1, tf.int64))
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_input = tf.reshape(
+            t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
+        )
+    elif k == -2 and padding_value == 0:
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = _gather(grad, t0, -1)
+        t2 = tf.shape(input, out_type=tf.int64)[-2]
+        t3 = t0 + 2
+        t4 = tf.cast(t3, tf.int64)
+        t5 = tf.cast(t0, tf.int64)
+        t6 = t2 * t4 + t5
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_input = tf.reshape(
+            t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
+        )
     else:
         raise ValueError(
             f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
@@ -460,7 +530,7 @@ def matrix_diag_part_v2_grad(op, grad):
 
 
 def matrix_diag_part_v2(input, *, k=0, padding_value=0):
-    """MatrixDiagPartV2: The main diagonal of the last two axes, with its derived gradient."""
+    """MatrixDiagPartV2: Diagonal k of the last two axes, with its derived gradient."""
 
     @tf.custom_gradient
     def forward(input):
@@ -471,7 +541,7 @@ def matrix_diag_part_v2(input, *, k=0, padding_value=0):
             _tf_kernel(
                 "MatrixDiagPartV2", 1, {"input": input}, {"k": k, "padding_value": padding_value}
             )
-            if k in (0,) and padding_value in (0,)
+            if k in (0, 1, -2) and padding_value in (0,)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -480,6 +550,38 @@ def matrix_diag_part_v2(input, *, k=0, padding_value=0):
         # else the declared formula
         if k == 0 and padding_value == 0:
             diagonal = tf.linalg.diag_part(input)
+        elif k == 1 and padding_value == 0:
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = tf.shape(input, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                input,
+                tf.concat(
+                    [tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = t0 - 1
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4 + 1
+            t6 = tf.cast(t4, tf.int64)
+            t7 = tf.cast(t5, tf.int64)
+            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+            diagonal = _gather(t2, t8, -1)
+        elif k == -2 and padding_value == 0:
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = tf.shape(input, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                input,
+                tf.concat(
+                    [tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = t0 - 2
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4 + 2
+            t6 = tf.cast(t5, tf.int64)
+            t7 = tf.cast(t4, tf.int64)
+            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+            diagonal = _gather(t2, t8, -1)
         else:
             raise ValueError(
                 f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
@@ -493,16 +595,48 @@ _register("MatrixDiagPartV2", matrix_diag_part_v2_grad)
 
 
 def matrix_diag_part_v3_vjp(grad, input, diagonal, *, k=0, padding_value=0, align="RIGHT_LEFT"):
-    """Gradient of MatrixDiagPartV3 (declared at ops/diagonals.py:79): one per input (input).
+    """Gradient of MatrixDiagPartV3 (declared at ops/diagonals.py:99): one per input (input).
 
     In index notation, next to the code computing it, per variant:
         k=0, padding_value=0, align='RIGHT_LEFT':
             grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+        k=1, padding_value=0, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i] * delta(j, i + 1)
+                i.e. `tf.reshape(t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], ...`
+        k=-2, padding_value=0, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, j] * delta(i, j + 2)
+                i.e. `tf.reshape(t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], ...`
     """
     if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
         t0 = grad[..., None]
         t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
         grad_input = t0 * t1
+    elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = _gather(grad, t0, -1)
+        t2 = tf.shape(input, out_type=tf.int64)[-2]
+        t3 = t0 + 1
+        t4 = tf.cast(t0, tf.int64)
+        t5 = tf.cast(t3, tf.int64)
+        t6 = tf.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, tf.constant(-1, tf.int64))
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_input = tf.reshape(
+            t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
+        )
+    elif k == -2 and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = _gather(grad, t0, -1)
+        t2 = tf.shape(input, out_type=tf.int64)[-2]
+        t3 = t0 + 2
+        t4 = tf.cast(t3, tf.int64)
+        t5 = tf.cast(t0, tf.int64)
+        t6 = t2 * t4 + t5
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_input = tf.reshape(
+            t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
+        )
     else:
         raise ValueError(
             f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -524,7 +658,7 @@ def matrix_diag_part_v3_grad(op, grad):
 
 
 def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagPartV3: The main diagonal of the last two axes, with its derived gradient."""
+    """MatrixDiagPartV3: Diagonal k of the last two axes, with its derived gradient."""
 
     @tf.custom_gradient
     def forward(input):
@@ -540,7 +674,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
                 {"input": input},
                 {"k": k, "padding_value": padding_value, "align": align},
             )
-            if k in (0,) and padding_value in (0,) and align in ("RIGHT_LEFT",)
+            if k in (0, 1, -2) and padding_value in (0,) and align in ("RIGHT_LEFT",)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -549,6 +683,38 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
         # else the declared formula
         if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
             diagonal = tf.linalg.diag_part(input)
+        elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = tf.shape(input, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                input,
+                tf.concat(
+                    [tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = t0 - 1
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4 + 1
+            t6 = tf.cast(t4, tf.int64)
+            t7 = tf.cast(t5, tf.int64)
+            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+            diagonal = _gather(t2, t8, -1)
+        elif k == -2 and padding_value == 0 and align == "RIGHT_LEFT":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = tf.shape(input, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                input,
+                tf.concat(
+                    [tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = t0 - 2
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4 + 2
+            t6 = tf.cast(t5, tf.int64)
+            t7 = tf.cast(t4, tf.int64)
+            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+            diagonal = _gather(t2, t8, -1)
         else:
             raise ValueError(
                 f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -562,14 +728,44 @@ _register("MatrixDiagPartV3", matrix_diag_part_v3_grad)
 
 
 def matrix_diag_v2_vjp(grad, diagonal, output, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
-    """Gradient of MatrixDiagV2 (declared at ops/diagonals.py:93): one per input (diagonal).
+    """Gradient of MatrixDiagV2 (declared at ops/diagonals.py:113): one per input (diagonal).
 
     In index notation, next to the code computing it, per variant:
         k=0, num_rows=-1, num_cols=-1, padding_value=0:
             grad_diagonal[batch, i] = grad[batch, i, i], i.e. `tf.linalg.diag_part(grad)`
+        k=1, num_rows=-1, num_cols=-1, padding_value=0:
+            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t2, t7, -1)`
+        k=-2, num_rows=-1, num_cols=-1, padding_value=0:
+            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t2, t7, -1)`
     """
     if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
         grad_diagonal = tf.linalg.diag_part(grad)
+    elif k == 1 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        t0 = tf.shape(grad, out_type=tf.int64)[-2]
+        t1 = tf.shape(grad, out_type=tf.int64)[-1]
+        t2 = tf.reshape(
+            grad,
+            tf.concat([tf.shape(grad, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0),
+        )
+        t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
+        t4 = t3 + 1
+        t5 = tf.cast(t3, tf.int64)
+        t6 = tf.cast(t4, tf.int64)
+        t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
+        grad_diagonal = _gather(t2, t7, -1)
+    elif k == -2 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        t0 = tf.shape(grad, out_type=tf.int64)[-2]
+        t1 = tf.shape(grad, out_type=tf.int64)[-1]
+        t2 = tf.reshape(
+            grad,
+            tf.concat([tf.shape(grad, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0),
+        )
+        t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
+        t4 = t3 + 2
+        t5 = tf.cast(t4, tf.int64)
+        t6 = tf.cast(t3, tf.int64)
+        t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
+        grad_diagonal = _gather(t2, t7, -1)
     else:
         raise ValueError(
             f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
@@ -592,7 +788,7 @@ def matrix_diag_v2_grad(op, grad):
 
 
 def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
-    """MatrixDiagV2: A batch of square diagonal matrices with the given main diagonals, with its derived gradient."""
+    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k, with its derived gradient."""
 
     @tf.custom_gradient
     def forward(diagonal):
@@ -619,7 +815,7 @@ def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
                     "padding_value": padding_value,
                 },
             )
-            if k in (0,) and num_rows in (-1,) and num_cols in (-1,) and padding_value in (0,)
+            if k in (0, 1, -2) and num_rows in (-1,) and num_cols in (-1,) and padding_value in (0,)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -630,6 +826,36 @@ def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
             t0 = diagonal[..., None]
             t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
             output = t0 * t1
+        elif k == 1 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+            t0 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t1 = t0 + 1
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = _gather(diagonal, t2, -1)
+            t4 = t2 + 1
+            t5 = tf.cast(t2, tf.int64)
+            t6 = tf.cast(t4, tf.int64)
+            t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
+            t8 = t1**2
+            t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
+            output = tf.reshape(
+                t9,
+                tf.concat([tf.shape(t9, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
+            )
+        elif k == -2 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+            t0 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t1 = t0 + 2
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = t2 - 2
+            t4 = _gather(diagonal, t3, -1)
+            t5 = tf.cast(t2, tf.int64)
+            t6 = tf.cast(t3, tf.int64)
+            t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
+            t8 = t1**2
+            t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
+            output = tf.reshape(
+                t9,
+                tf.concat([tf.shape(t9, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
+            )
         else:
             raise ValueError(
                 f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
@@ -645,11 +871,15 @@ _register("MatrixDiagV2", matrix_diag_v2_grad)
 def matrix_diag_v3_vjp(
     grad, diagonal, output, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"
 ):
-    """Gradient of MatrixDiagV3 (declared at ops/diagonals.py:99): one per input (diagonal).
+    """Gradient of MatrixDiagV3 (declared at ops/diagonals.py:119): one per input (diagonal).
 
     In index notation, next to the code computing it, per variant:
         k=0, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
             grad_diagonal[batch, i] = grad[batch, i, i], i.e. `tf.linalg.diag_part(grad)`
+        k=1, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
+            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t2, t7, -1)`
+        k=-2, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
+            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t2, t7, -1)`
     """
     if (
         k == 0
@@ -659,6 +889,44 @@ def matrix_diag_v3_vjp(
         and align == "RIGHT_LEFT"
     ):
         grad_diagonal = tf.linalg.diag_part(grad)
+    elif (
+        k == 1
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = tf.shape(grad, out_type=tf.int64)[-2]
+        t1 = tf.shape(grad, out_type=tf.int64)[-1]
+        t2 = tf.reshape(
+            grad,
+            tf.concat([tf.shape(grad, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0),
+        )
+        t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
+        t4 = t3 + 1
+        t5 = tf.cast(t3, tf.int64)
+        t6 = tf.cast(t4, tf.int64)
+        t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
+        grad_diagonal = _gather(t2, t7, -1)
+    elif (
+        k == -2
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = tf.shape(grad, out_type=tf.int64)[-2]
+        t1 = tf.shape(grad, out_type=tf.int64)[-1]
+        t2 = tf.reshape(
+            grad,
+            tf.concat([tf.shape(grad, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0),
+        )
+        t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
+        t4 = t3 + 2
+        t5 = tf.cast(t4, tf.int64)
+        t6 = tf.cast(t3, tf.int64)
+        t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
+        grad_diagonal = _gather(t2, t7, -1)
     else:
         raise ValueError(
             f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
@@ -682,7 +950,7 @@ def matrix_diag_v3_grad(op, grad):
 
 
 def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagV3: A batch of square diagonal matrices with the given main diagonals, with its derived gradient."""
+    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonals k, with its derived gradient."""
 
     @tf.custom_gradient
     def forward(diagonal):
@@ -711,7 +979,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
                     "align": align,
                 },
             )
-            if k in (0,)
+            if k in (0, 1, -2)
             and num_rows in (-1,)
             and num_cols in (-1,)
             and padding_value in (0,)
@@ -732,6 +1000,48 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
             t0 = diagonal[..., None]
             t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
             output = t0 * t1
+        elif (
+            k == 1
+            and num_rows == -1
+            and num_cols == -1
+            and padding_value == 0
+            and align == "RIGHT_LEFT"
+        ):
+            t0 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t1 = t0 + 1
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = _gather(diagonal, t2, -1)
+            t4 = t2 + 1
+            t5 = tf.cast(t2, tf.int64)
+            t6 = tf.cast(t4, tf.int64)
+            t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
+            t8 = t1**2
+            t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
+            output = tf.reshape(
+                t9,
+                tf.concat([tf.shape(t9, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
+            )
+        elif (
+            k == -2
+            and num_rows == -1
+            and num_cols == -1
+            and padding_value == 0
+            and align == "RIGHT_LEFT"
+        ):
+            t0 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t1 = t0 + 2
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = t2 - 2
+            t4 = _gather(diagonal, t3, -1)
+            t5 = tf.cast(t2, tf.int64)
+            t6 = tf.cast(t3, tf.int64)
+            t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
+            t8 = t1**2
+            t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
+            output = tf.reshape(
+                t9,
+                tf.concat([tf.shape(t9, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
+            )
         else:
             raise ValueError(
                 f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
@@ -745,13 +1055,21 @@ _register("MatrixDiagV3", matrix_diag_v3_grad)
 
 
 def matrix_set_diag_v2_vjp(grad, input, diagonal, output, *, k=0):
-    """Gradient of MatrixSetDiagV2 (declared at ops/diagonals.py:105): one per input (input, diagonal).
+    """Gradient of MatrixSetDiagV2 (declared at ops/diagonals.py:125): one per input (input, diagonal).
 
     In index notation, next to the code computing it, per variant:
         k=0:
             grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
                 i.e. `grad - t1 * t2`
             grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+        k=1:
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i + 1)
+                i.e. `grad * (t9 + 1)`
+            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t12, t17, -1)`
+        k=-2:
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i - 2)
+                i.e. `grad * (t9 + 1)`
+            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t12, t17, -1)`
     """
     if k == 0:
         t0 = tf.linalg.diag_part(grad)
@@ -760,6 +1078,62 @@ def matrix_set_diag_v2_vjp(grad, input, diagonal, output, *, k=0):
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, input)
         grad_diagonal = t0
+        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
+    elif k == 1:
+        t0 = tf.constant(-1, dtype=input.dtype)
+        t1 = tf.shape(input, out_type=tf.int64)[-2]
+        t2 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t3 = t2 + 1
+        t4 = tf.cast(t2, tf.int64)
+        t5 = tf.cast(t3, tf.int64)
+        t6 = tf.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, tf.constant(-1, tf.int64))
+        t7 = t1**2
+        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = tf.reshape(
+            t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
+        )
+        grad_input = grad * (t9 + 1)
+        grad_input = _sum_to_shape(grad_input, input)
+        t10 = tf.shape(grad, out_type=tf.int64)[-2]
+        t11 = tf.shape(grad, out_type=tf.int64)[-1]
+        t12 = tf.reshape(
+            grad,
+            tf.concat([tf.shape(grad, out_type=tf.int64)[:-2], tf.cast([t10 * t11], tf.int64)], 0),
+        )
+        t13 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
+        t14 = t13 + 1
+        t15 = tf.cast(t13, tf.int64)
+        t16 = tf.cast(t14, tf.int64)
+        t17 = tf.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, tf.constant(-1, tf.int64))
+        grad_diagonal = _gather(t12, t17, -1)
+        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
+    elif k == -2:
+        t0 = tf.constant(-1, dtype=input.dtype)
+        t1 = tf.shape(input, out_type=tf.int64)[-2]
+        t2 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t3 = t2 - 2
+        t4 = tf.cast(t2, tf.int64)
+        t5 = tf.cast(t3, tf.int64)
+        t6 = tf.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, tf.constant(-1, tf.int64))
+        t7 = t1**2
+        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = tf.reshape(
+            t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
+        )
+        grad_input = grad * (t9 + 1)
+        grad_input = _sum_to_shape(grad_input, input)
+        t10 = tf.shape(grad, out_type=tf.int64)[-2]
+        t11 = tf.shape(grad, out_type=tf.int64)[-1]
+        t12 = tf.reshape(
+            grad,
+            tf.concat([tf.shape(grad, out_type=tf.int64)[:-2], tf.cast([t10 * t11], tf.int64)], 0),
+        )
+        t13 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
+        t14 = t13 + 2
+        t15 = tf.cast(t14, tf.int64)
+        t16 = tf.cast(t13, tf.int64)
+        t17 = tf.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, tf.constant(-1, tf.int64))
+        grad_diagonal = _gather(t12, t17, -1)
         grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
     else:
         raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
@@ -775,7 +1149,7 @@ def matrix_set_diag_v2_grad(op, grad):
 
 
 def matrix_set_diag_v2(input, diagonal, *, k=0):
-    """MatrixSetDiagV2: input with the main diagonal of its last two axes replaced by `diagonal`, with its derived gradient."""
+    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal`, with its derived gradient."""
 
     @tf.custom_gradient
     def forward(input, diagonal):
@@ -784,7 +1158,7 @@ def matrix_set_diag_v2(input, diagonal, *, k=0):
 
         kernel_outputs = (
             _tf_kernel("MatrixSetDiagV2", 1, {"input": input, "diagonal": diagonal}, {"k": k})
-            if k in (0,)
+            if k in (0, 1, -2)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -795,6 +1169,48 @@ def matrix_set_diag_v2(input, diagonal, *, k=0):
             t0 = diagonal[..., None]
             t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
             output = -input * t1 + input + t0 * t1
+        elif k == 1:
+            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t1 = _gather(diagonal, t0, -1)
+            t2 = tf.shape(input, out_type=tf.int64)[-2]
+            t3 = t0 + 1
+            t4 = tf.cast(t0, tf.int64)
+            t5 = tf.cast(t3, tf.int64)
+            t6 = tf.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, tf.constant(-1, tf.int64))
+            t7 = t2**2
+            t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+            t9 = tf.reshape(
+                t8,
+                tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0),
+            )
+            t10 = tf.constant(1, dtype=input.dtype)
+            t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+            t12 = tf.reshape(
+                t11,
+                tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0),
+            )
+            output = -input * t12 + input + t9
+        elif k == -2:
+            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t1 = t0 - 2
+            t2 = _gather(diagonal, t1, -1)
+            t3 = tf.shape(input, out_type=tf.int64)[-2]
+            t4 = tf.cast(t0, tf.int64)
+            t5 = tf.cast(t1, tf.int64)
+            t6 = tf.where((t5 >= 0) & (t3 > t5), t3 * t4 + t5, tf.constant(-1, tf.int64))
+            t7 = t3**2
+            t8 = _scatter_add(t2, t6, 0, t7)  # no gather form: an explicit scatter-add
+            t9 = tf.reshape(
+                t8,
+                tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t3], tf.int64)], 0),
+            )
+            t10 = tf.constant(1, dtype=input.dtype)
+            t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+            t12 = tf.reshape(
+                t11,
+                tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t3], tf.int64)], 0),
+            )
+            output = -input * t12 + input + t9
         else:
             raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
         return output, backward
@@ -806,13 +1222,21 @@ _register("MatrixSetDiagV2", matrix_set_diag_v2_grad)
 
 
 def matrix_set_diag_v3_vjp(grad, input, diagonal, output, *, k=0, align="RIGHT_LEFT"):
-    """Gradient of MatrixSetDiagV3 (declared at ops/diagonals.py:111): one per input (input, diagonal).
+    """Gradient of MatrixSetDiagV3 (declared at ops/diagonals.py:131): one per input (input, diagonal).
 
     In index notation, next to the code computing it, per variant:
         k=0, align='RIGHT_LEFT':
             grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
                 i.e. `grad - t1 * t2`
             grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+        k=1, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i + 1)
+                i.e. `grad * (t9 + 1)`
+            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t12, t17, -1)`
+        k=-2, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i - 2)
+                i.e. `grad * (t9 + 1)`
+            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t12, t17, -1)`
     """
     if k == 0 and align == "RIGHT_LEFT":
         t0 = tf.linalg.diag_part(grad)
@@ -821,6 +1245,62 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, output, *, k=0, align="RIGHT_L
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, input)
         grad_diagonal = t0
+        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
+    elif k == 1 and align == "RIGHT_LEFT":
+        t0 = tf.constant(-1, dtype=input.dtype)
+        t1 = tf.shape(input, out_type=tf.int64)[-2]
+        t2 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t3 = t2 + 1
+        t4 = tf.cast(t2, tf.int64)
+        t5 = tf.cast(t3, tf.int64)
+        t6 = tf.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, tf.constant(-1, tf.int64))
+        t7 = t1**2
+        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = tf.reshape(
+            t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
+        )
+        grad_input = grad * (t9 + 1)
+        grad_input = _sum_to_shape(grad_input, input)
+        t10 = tf.shape(grad, out_type=tf.int64)[-2]
+        t11 = tf.shape(grad, out_type=tf.int64)[-1]
+        t12 = tf.reshape(
+            grad,
+            tf.concat([tf.shape(grad, out_type=tf.int64)[:-2], tf.cast([t10 * t11], tf.int64)], 0),
+        )
+        t13 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
+        t14 = t13 + 1
+        t15 = tf.cast(t13, tf.int64)
+        t16 = tf.cast(t14, tf.int64)
+        t17 = tf.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, tf.constant(-1, tf.int64))
+        grad_diagonal = _gather(t12, t17, -1)
+        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
+    elif k == -2 and align == "RIGHT_LEFT":
+        t0 = tf.constant(-1, dtype=input.dtype)
+        t1 = tf.shape(input, out_type=tf.int64)[-2]
+        t2 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t3 = t2 - 2
+        t4 = tf.cast(t2, tf.int64)
+        t5 = tf.cast(t3, tf.int64)
+        t6 = tf.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, tf.constant(-1, tf.int64))
+        t7 = t1**2
+        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = tf.reshape(
+            t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
+        )
+        grad_input = grad * (t9 + 1)
+        grad_input = _sum_to_shape(grad_input, input)
+        t10 = tf.shape(grad, out_type=tf.int64)[-2]
+        t11 = tf.shape(grad, out_type=tf.int64)[-1]
+        t12 = tf.reshape(
+            grad,
+            tf.concat([tf.shape(grad, out_type=tf.int64)[:-2], tf.cast([t10 * t11], tf.int64)], 0),
+        )
+        t13 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
+        t14 = t13 + 2
+        t15 = tf.cast(t14, tf.int64)
+        t16 = tf.cast(t13, tf.int64)
+        t17 = tf.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, tf.constant(-1, tf.int64))
+        grad_diagonal = _gather(t12, t17, -1)
         grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
@@ -841,7 +1321,7 @@ def matrix_set_diag_v3_grad(op, grad):
 
 
 def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
-    """MatrixSetDiagV3: input with the main diagonal of its last two axes replaced by `diagonal`, with its derived gradient."""
+    """MatrixSetDiagV3: input with diagonal k of its last two axes replaced by `diagonal`, with its derived gradient."""
 
     @tf.custom_gradient
     def forward(input, diagonal):
@@ -855,7 +1335,7 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
                 {"input": input, "diagonal": diagonal},
                 {"k": k, "align": align},
             )
-            if k in (0,) and align in ("RIGHT_LEFT",)
+            if k in (0, 1, -2) and align in ("RIGHT_LEFT",)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -866,6 +1346,48 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
             t0 = diagonal[..., None]
             t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
             output = -input * t1 + input + t0 * t1
+        elif k == 1 and align == "RIGHT_LEFT":
+            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t1 = _gather(diagonal, t0, -1)
+            t2 = tf.shape(input, out_type=tf.int64)[-2]
+            t3 = t0 + 1
+            t4 = tf.cast(t0, tf.int64)
+            t5 = tf.cast(t3, tf.int64)
+            t6 = tf.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, tf.constant(-1, tf.int64))
+            t7 = t2**2
+            t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+            t9 = tf.reshape(
+                t8,
+                tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0),
+            )
+            t10 = tf.constant(1, dtype=input.dtype)
+            t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+            t12 = tf.reshape(
+                t11,
+                tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0),
+            )
+            output = -input * t12 + input + t9
+        elif k == -2 and align == "RIGHT_LEFT":
+            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t1 = t0 - 2
+            t2 = _gather(diagonal, t1, -1)
+            t3 = tf.shape(input, out_type=tf.int64)[-2]
+            t4 = tf.cast(t0, tf.int64)
+            t5 = tf.cast(t1, tf.int64)
+            t6 = tf.where((t5 >= 0) & (t3 > t5), t3 * t4 + t5, tf.constant(-1, tf.int64))
+            t7 = t3**2
+            t8 = _scatter_add(t2, t6, 0, t7)  # no gather form: an explicit scatter-add
+            t9 = tf.reshape(
+                t8,
+                tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t3], tf.int64)], 0),
+            )
+            t10 = tf.constant(1, dtype=input.dtype)
+            t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+            t12 = tf.reshape(
+                t11,
+                tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t3], tf.int64)], 0),
+            )
+            output = -input * t12 + input + t9
         else:
             raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
         return output, backward

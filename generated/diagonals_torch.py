@@ -32,6 +32,44 @@ def _sum_to_shape(g, shape):
     return torch.reshape(torch.sum(g, dim=axes) if axes else g, tuple(shape))
 
 
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = torch.as_tensor(positions).long()
+    size, at, count = x.shape[axis], x.ndim + axis, positions.ndim
+    inside = (positions >= 0) & (positions < size)
+    taken = torch.movedim(x, axis, 0)[torch.where(inside, positions, 0)]
+    taken = torch.movedim(taken, tuple(range(count)), tuple(range(at, at + count)))
+    if bool(inside.all()):
+        return taken
+    inside = torch.reshape(inside, tuple(inside.shape) + (1,) * (-axis - 1))
+    return torch.where(inside, taken, torch.as_tensor(fill, dtype=taken.dtype))
+
+
+def _scatter_add(values, positions, trailing, size):
+    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
+    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
+    are dropped (`index_add`, never a one-hot matrix)."""
+    positions = torch.as_tensor(positions).long()
+    count = positions.ndim
+    values = torch.reshape(
+        values, (1,) * max(0, count + trailing - values.ndim) + tuple(values.shape)
+    )
+    start = values.ndim - trailing - count
+    shape = tuple(values.shape)
+    values = torch.broadcast_to(
+        values, shape[:start] + tuple(positions.shape) + shape[start + count :]
+    )
+    moved = torch.movedim(values, tuple(range(start, start + count)), tuple(range(count)))
+    rest = tuple(moved.shape[count:])
+    flat, slots = torch.reshape(moved, (-1,) + rest), torch.reshape(positions, (-1,))
+    inside = (slots >= 0) & (slots < size)
+    summed = torch.zeros((size,) + rest, dtype=values.dtype).index_add(
+        0, slots[inside], flat[inside]
+    )
+    return torch.movedim(summed, 0, start)
+
+
 def trace(x):
     """Trace: Sum of the diagonal of the last two axes (TensorFlow composes it: tf.linalg.trace) (declared at ops/diagonals.py:11); differentiated by trace_vjp."""
     return _TraceFunction.apply(x)
@@ -338,7 +376,7 @@ class _MatrixBandPartFunction(torch.autograd.Function):
 
 
 def matrix_diag_part_v2(input, *, k=0, padding_value=0):
-    """MatrixDiagPartV2: The main diagonal of the last two axes (declared at ops/diagonals.py:73); differentiated by matrix_diag_part_v2_vjp."""
+    """MatrixDiagPartV2: Diagonal k of the last two axes (declared at ops/diagonals.py:93); differentiated by matrix_diag_part_v2_vjp."""
     return _MatrixDiagPartV2Function.apply(k, padding_value, input)
 
 
@@ -346,6 +384,28 @@ def matrix_diag_part_v2_forward(input, *, k=0, padding_value=0):
     """MatrixDiagPartV2's formula."""
     if k == 0 and padding_value == 0:
         diagonal = torch.diagonal(input, dim1=-2, dim2=-1)
+    elif k == 1 and padding_value == 0:
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = t0 - 1
+        t4 = torch.arange(int(t3))
+        t5 = t4 + 1
+        t6 = torch.as_tensor(t4, dtype=torch.int64)
+        t7 = torch.as_tensor(t5, dtype=torch.int64)
+        t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        diagonal = _gather(t2, t8, -1)
+    elif k == -2 and padding_value == 0:
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = t0 - 2
+        t4 = torch.arange(int(t3))
+        t5 = t4 + 2
+        t6 = torch.as_tensor(t5, dtype=torch.int64)
+        t7 = torch.as_tensor(t4, dtype=torch.int64)
+        t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        diagonal = _gather(t2, t8, -1)
     else:
         raise ValueError(
             f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
@@ -359,11 +419,39 @@ def matrix_diag_part_v2_vjp(grad, input, *, diagonal=None, k=0, padding_value=0)
     In index notation, next to the code computing it, per variant:
         k=0, padding_value=0:
             grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+        k=1, padding_value=0:
+            grad_input[batch, i, j] = grad[batch, i] * delta(j, i + 1)
+                i.e. `torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))`
+        k=-2, padding_value=0:
+            grad_input[batch, i, j] = grad[batch, j] * delta(i, j + 2)
+                i.e. `torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))`
     """
     if k == 0 and padding_value == 0:
         t0 = grad[..., None]
         t1 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
         grad_input = t0 * t1
+    elif k == 1 and padding_value == 0:
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = _gather(grad, t0, -1)
+        t2 = np.shape(input)[-2]
+        t3 = t0 + 1
+        t4 = torch.as_tensor(t0, dtype=torch.int64)
+        t5 = torch.as_tensor(t3, dtype=torch.int64)
+        t6 = torch.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_input = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+    elif k == -2 and padding_value == 0:
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = _gather(grad, t0, -1)
+        t2 = np.shape(input)[-2]
+        t3 = t0 + 2
+        t4 = torch.as_tensor(t3, dtype=torch.int64)
+        t5 = torch.as_tensor(t0, dtype=torch.int64)
+        t6 = t2 * t4 + t5
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_input = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
     else:
         raise ValueError(
             f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
@@ -392,7 +480,7 @@ class _MatrixDiagPartV2Function(torch.autograd.Function):
 
 
 def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagPartV3: The main diagonal of the last two axes (declared at ops/diagonals.py:79); differentiated by matrix_diag_part_v3_vjp."""
+    """MatrixDiagPartV3: Diagonal k of the last two axes (declared at ops/diagonals.py:99); differentiated by matrix_diag_part_v3_vjp."""
     return _MatrixDiagPartV3Function.apply(k, padding_value, align, input)
 
 
@@ -400,6 +488,28 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
     """MatrixDiagPartV3's formula."""
     if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
         diagonal = torch.diagonal(input, dim1=-2, dim2=-1)
+    elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = t0 - 1
+        t4 = torch.arange(int(t3))
+        t5 = t4 + 1
+        t6 = torch.as_tensor(t4, dtype=torch.int64)
+        t7 = torch.as_tensor(t5, dtype=torch.int64)
+        t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        diagonal = _gather(t2, t8, -1)
+    elif k == -2 and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = t0 - 2
+        t4 = torch.arange(int(t3))
+        t5 = t4 + 2
+        t6 = torch.as_tensor(t5, dtype=torch.int64)
+        t7 = torch.as_tensor(t4, dtype=torch.int64)
+        t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        diagonal = _gather(t2, t8, -1)
     else:
         raise ValueError(
             f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -415,11 +525,39 @@ def matrix_diag_part_v3_vjp(
     In index notation, next to the code computing it, per variant:
         k=0, padding_value=0, align='RIGHT_LEFT':
             grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
+        k=1, padding_value=0, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i] * delta(j, i + 1)
+                i.e. `torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))`
+        k=-2, padding_value=0, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, j] * delta(i, j + 2)
+                i.e. `torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))`
     """
     if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
         t0 = grad[..., None]
         t1 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
         grad_input = t0 * t1
+    elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = _gather(grad, t0, -1)
+        t2 = np.shape(input)[-2]
+        t3 = t0 + 1
+        t4 = torch.as_tensor(t0, dtype=torch.int64)
+        t5 = torch.as_tensor(t3, dtype=torch.int64)
+        t6 = torch.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_input = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+    elif k == -2 and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = _gather(grad, t0, -1)
+        t2 = np.shape(input)[-2]
+        t3 = t0 + 2
+        t4 = torch.as_tensor(t3, dtype=torch.int64)
+        t5 = torch.as_tensor(t0, dtype=torch.int64)
+        t6 = t2 * t4 + t5
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        grad_input = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
     else:
         raise ValueError(
             f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -448,7 +586,7 @@ class _MatrixDiagPartV3Function(torch.autograd.Function):
 
 
 def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
-    """MatrixDiagV2: A batch of square diagonal matrices with the given main diagonals (declared at ops/diagonals.py:93); differentiated by matrix_diag_v2_vjp."""
+    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:113); differentiated by matrix_diag_v2_vjp."""
     return _MatrixDiagV2Function.apply(k, num_rows, num_cols, padding_value, diagonal)
 
 
@@ -458,6 +596,30 @@ def matrix_diag_v2_forward(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_v
         t0 = diagonal[..., None]
         t1 = torch.eye(np.shape(diagonal)[-1], dtype=diagonal.dtype)
         output = t0 * t1
+    elif k == 1 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        t0 = np.shape(diagonal)[-1]
+        t1 = t0 + 1
+        t2 = torch.arange(int(t1))
+        t3 = _gather(diagonal, t2, -1)
+        t4 = t2 + 1
+        t5 = torch.as_tensor(t2, dtype=torch.int64)
+        t6 = torch.as_tensor(t4, dtype=torch.int64)
+        t7 = torch.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        t8 = t1**2
+        t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
+        output = torch.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
+    elif k == -2 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        t0 = np.shape(diagonal)[-1]
+        t1 = t0 + 2
+        t2 = torch.arange(int(t1))
+        t3 = t2 - 2
+        t4 = _gather(diagonal, t3, -1)
+        t5 = torch.as_tensor(t2, dtype=torch.int64)
+        t6 = torch.as_tensor(t3, dtype=torch.int64)
+        t7 = torch.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        t8 = t1**2
+        t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
+        output = torch.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
     else:
         raise ValueError(
             f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
@@ -474,9 +636,33 @@ def matrix_diag_v2_vjp(
         k=0, num_rows=-1, num_cols=-1, padding_value=0:
             grad_diagonal[batch, i] = grad[batch, i, i]
                 i.e. `torch.diagonal(grad, dim1=-2, dim2=-1)`
+        k=1, num_rows=-1, num_cols=-1, padding_value=0:
+            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t2, t7, -1)`
+        k=-2, num_rows=-1, num_cols=-1, padding_value=0:
+            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t2, t7, -1)`
     """
     if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
         grad_diagonal = torch.diagonal(grad, dim1=-2, dim2=-1)
+    elif k == 1 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        t0 = np.shape(grad)[-2]
+        t1 = np.shape(grad)[-1]
+        t2 = torch.reshape(grad, np.shape(grad)[:-2] + (t0 * t1,))
+        t3 = torch.arange(np.shape(diagonal)[-1])
+        t4 = t3 + 1
+        t5 = torch.as_tensor(t3, dtype=torch.int64)
+        t6 = torch.as_tensor(t4, dtype=torch.int64)
+        t7 = torch.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        grad_diagonal = _gather(t2, t7, -1)
+    elif k == -2 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        t0 = np.shape(grad)[-2]
+        t1 = np.shape(grad)[-1]
+        t2 = torch.reshape(grad, np.shape(grad)[:-2] + (t0 * t1,))
+        t3 = torch.arange(np.shape(diagonal)[-1])
+        t4 = t3 + 2
+        t5 = torch.as_tensor(t4, dtype=torch.int64)
+        t6 = torch.as_tensor(t3, dtype=torch.int64)
+        t7 = torch.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        grad_diagonal = _gather(t2, t7, -1)
     else:
         raise ValueError(
             f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
@@ -509,7 +695,7 @@ class _MatrixDiagV2Function(torch.autograd.Function):
 
 
 def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagV3: A batch of square diagonal matrices with the given main diagonals (declared at ops/diagonals.py:99); differentiated by matrix_diag_v3_vjp."""
+    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:119); differentiated by matrix_diag_v3_vjp."""
     return _MatrixDiagV3Function.apply(k, num_rows, num_cols, padding_value, align, diagonal)
 
 
@@ -527,6 +713,42 @@ def matrix_diag_v3_forward(
         t0 = diagonal[..., None]
         t1 = torch.eye(np.shape(diagonal)[-1], dtype=diagonal.dtype)
         output = t0 * t1
+    elif (
+        k == 1
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = np.shape(diagonal)[-1]
+        t1 = t0 + 1
+        t2 = torch.arange(int(t1))
+        t3 = _gather(diagonal, t2, -1)
+        t4 = t2 + 1
+        t5 = torch.as_tensor(t2, dtype=torch.int64)
+        t6 = torch.as_tensor(t4, dtype=torch.int64)
+        t7 = torch.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        t8 = t1**2
+        t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
+        output = torch.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
+    elif (
+        k == -2
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = np.shape(diagonal)[-1]
+        t1 = t0 + 2
+        t2 = torch.arange(int(t1))
+        t3 = t2 - 2
+        t4 = _gather(diagonal, t3, -1)
+        t5 = torch.as_tensor(t2, dtype=torch.int64)
+        t6 = torch.as_tensor(t3, dtype=torch.int64)
+        t7 = torch.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        t8 = t1**2
+        t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
+        output = torch.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
     else:
         raise ValueError(
             f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
@@ -551,6 +773,10 @@ def matrix_diag_v3_vjp(
         k=0, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
             grad_diagonal[batch, i] = grad[batch, i, i]
                 i.e. `torch.diagonal(grad, dim1=-2, dim2=-1)`
+        k=1, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
+            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t2, t7, -1)`
+        k=-2, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
+            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t2, t7, -1)`
     """
     if (
         k == 0
@@ -560,6 +786,38 @@ def matrix_diag_v3_vjp(
         and align == "RIGHT_LEFT"
     ):
         grad_diagonal = torch.diagonal(grad, dim1=-2, dim2=-1)
+    elif (
+        k == 1
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = np.shape(grad)[-2]
+        t1 = np.shape(grad)[-1]
+        t2 = torch.reshape(grad, np.shape(grad)[:-2] + (t0 * t1,))
+        t3 = torch.arange(np.shape(diagonal)[-1])
+        t4 = t3 + 1
+        t5 = torch.as_tensor(t3, dtype=torch.int64)
+        t6 = torch.as_tensor(t4, dtype=torch.int64)
+        t7 = torch.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        grad_diagonal = _gather(t2, t7, -1)
+    elif (
+        k == -2
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = np.shape(grad)[-2]
+        t1 = np.shape(grad)[-1]
+        t2 = torch.reshape(grad, np.shape(grad)[:-2] + (t0 * t1,))
+        t3 = torch.arange(np.shape(diagonal)[-1])
+        t4 = t3 + 2
+        t5 = torch.as_tensor(t4, dtype=torch.int64)
+        t6 = torch.as_tensor(t3, dtype=torch.int64)
+        t7 = torch.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        grad_diagonal = _gather(t2, t7, -1)
     else:
         raise ValueError(
             f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
@@ -603,7 +861,7 @@ class _MatrixDiagV3Function(torch.autograd.Function):
 
 
 def matrix_set_diag_v2(input, diagonal, *, k=0):
-    """MatrixSetDiagV2: input with the main diagonal of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:105); differentiated by matrix_set_diag_v2_vjp."""
+    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:125); differentiated by matrix_set_diag_v2_vjp."""
     return _MatrixSetDiagV2Function.apply(k, input, diagonal)
 
 
@@ -613,6 +871,36 @@ def matrix_set_diag_v2_forward(input, diagonal, *, k=0):
         t0 = diagonal[..., None]
         t1 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
         output = -input * t1 + input + t0 * t1
+    elif k == 1:
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = _gather(diagonal, t0, -1)
+        t2 = np.shape(input)[-2]
+        t3 = t0 + 1
+        t4 = torch.as_tensor(t0, dtype=torch.int64)
+        t5 = torch.as_tensor(t3, dtype=torch.int64)
+        t6 = torch.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+        t10 = torch.asarray(1, dtype=input.dtype)
+        t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t12 = torch.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
+        output = -input * t12 + input + t9
+    elif k == -2:
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = t0 - 2
+        t2 = _gather(diagonal, t1, -1)
+        t3 = np.shape(input)[-2]
+        t4 = torch.as_tensor(t0, dtype=torch.int64)
+        t5 = torch.as_tensor(t1, dtype=torch.int64)
+        t6 = torch.where((t5 >= 0) & (t3 > t5), t3 * t4 + t5, -1)
+        t7 = t3**2
+        t8 = _scatter_add(t2, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t3))
+        t10 = torch.asarray(1, dtype=input.dtype)
+        t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t12 = torch.reshape(t11, np.shape(t11)[:-1] + (-1, t3))
+        output = -input * t12 + input + t9
     else:
         raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
     return output
@@ -626,6 +914,14 @@ def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0):
             grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
                 i.e. `grad - t1 * t2`
             grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+        k=1:
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i + 1)
+                i.e. `grad * (t9 + 1)`
+            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t12, t17, -1)`
+        k=-2:
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i - 2)
+                i.e. `grad * (t9 + 1)`
+            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t12, t17, -1)`
     """
     if k == 0:
         t0 = torch.diagonal(grad, dim1=-2, dim2=-1)
@@ -634,6 +930,52 @@ def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0):
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, np.shape(input))
         grad_diagonal = t0
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == 1:
+        t0 = torch.asarray(-1, dtype=input.dtype)
+        t1 = np.shape(input)[-2]
+        t2 = torch.arange(np.shape(input)[-2])
+        t3 = t2 + 1
+        t4 = torch.as_tensor(t2, dtype=torch.int64)
+        t5 = torch.as_tensor(t3, dtype=torch.int64)
+        t6 = torch.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+        t7 = t1**2
+        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t1))
+        grad_input = grad * (t9 + 1)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t10 = np.shape(grad)[-2]
+        t11 = np.shape(grad)[-1]
+        t12 = torch.reshape(grad, np.shape(grad)[:-2] + (t10 * t11,))
+        t13 = torch.arange(np.shape(diagonal)[-1])
+        t14 = t13 + 1
+        t15 = torch.as_tensor(t13, dtype=torch.int64)
+        t16 = torch.as_tensor(t14, dtype=torch.int64)
+        t17 = torch.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+        grad_diagonal = _gather(t12, t17, -1)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == -2:
+        t0 = torch.asarray(-1, dtype=input.dtype)
+        t1 = np.shape(input)[-2]
+        t2 = torch.arange(np.shape(input)[-2])
+        t3 = t2 - 2
+        t4 = torch.as_tensor(t2, dtype=torch.int64)
+        t5 = torch.as_tensor(t3, dtype=torch.int64)
+        t6 = torch.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+        t7 = t1**2
+        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t1))
+        grad_input = grad * (t9 + 1)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t10 = np.shape(grad)[-2]
+        t11 = np.shape(grad)[-1]
+        t12 = torch.reshape(grad, np.shape(grad)[:-2] + (t10 * t11,))
+        t13 = torch.arange(np.shape(diagonal)[-1])
+        t14 = t13 + 2
+        t15 = torch.as_tensor(t14, dtype=torch.int64)
+        t16 = torch.as_tensor(t13, dtype=torch.int64)
+        t17 = torch.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+        grad_diagonal = _gather(t12, t17, -1)
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
@@ -661,7 +1003,7 @@ class _MatrixSetDiagV2Function(torch.autograd.Function):
 
 
 def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
-    """MatrixSetDiagV3: input with the main diagonal of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:111); differentiated by matrix_set_diag_v3_vjp."""
+    """MatrixSetDiagV3: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:131); differentiated by matrix_set_diag_v3_vjp."""
     return _MatrixSetDiagV3Function.apply(k, align, input, diagonal)
 
 
@@ -671,6 +1013,36 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t0 = diagonal[..., None]
         t1 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
         output = -input * t1 + input + t0 * t1
+    elif k == 1 and align == "RIGHT_LEFT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = _gather(diagonal, t0, -1)
+        t2 = np.shape(input)[-2]
+        t3 = t0 + 1
+        t4 = torch.as_tensor(t0, dtype=torch.int64)
+        t5 = torch.as_tensor(t3, dtype=torch.int64)
+        t6 = torch.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+        t10 = torch.asarray(1, dtype=input.dtype)
+        t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t12 = torch.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
+        output = -input * t12 + input + t9
+    elif k == -2 and align == "RIGHT_LEFT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = t0 - 2
+        t2 = _gather(diagonal, t1, -1)
+        t3 = np.shape(input)[-2]
+        t4 = torch.as_tensor(t0, dtype=torch.int64)
+        t5 = torch.as_tensor(t1, dtype=torch.int64)
+        t6 = torch.where((t5 >= 0) & (t3 > t5), t3 * t4 + t5, -1)
+        t7 = t3**2
+        t8 = _scatter_add(t2, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t3))
+        t10 = torch.asarray(1, dtype=input.dtype)
+        t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t12 = torch.reshape(t11, np.shape(t11)[:-1] + (-1, t3))
+        output = -input * t12 + input + t9
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
     return output
@@ -684,6 +1056,14 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
             grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
                 i.e. `grad - t1 * t2`
             grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
+        k=1, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i + 1)
+                i.e. `grad * (t9 + 1)`
+            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t12, t17, -1)`
+        k=-2, align='RIGHT_LEFT':
+            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i - 2)
+                i.e. `grad * (t9 + 1)`
+            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t12, t17, -1)`
     """
     if k == 0 and align == "RIGHT_LEFT":
         t0 = torch.diagonal(grad, dim1=-2, dim2=-1)
@@ -692,6 +1072,52 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, np.shape(input))
         grad_diagonal = t0
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == 1 and align == "RIGHT_LEFT":
+        t0 = torch.asarray(-1, dtype=input.dtype)
+        t1 = np.shape(input)[-2]
+        t2 = torch.arange(np.shape(input)[-2])
+        t3 = t2 + 1
+        t4 = torch.as_tensor(t2, dtype=torch.int64)
+        t5 = torch.as_tensor(t3, dtype=torch.int64)
+        t6 = torch.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+        t7 = t1**2
+        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t1))
+        grad_input = grad * (t9 + 1)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t10 = np.shape(grad)[-2]
+        t11 = np.shape(grad)[-1]
+        t12 = torch.reshape(grad, np.shape(grad)[:-2] + (t10 * t11,))
+        t13 = torch.arange(np.shape(diagonal)[-1])
+        t14 = t13 + 1
+        t15 = torch.as_tensor(t13, dtype=torch.int64)
+        t16 = torch.as_tensor(t14, dtype=torch.int64)
+        t17 = torch.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+        grad_diagonal = _gather(t12, t17, -1)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == -2 and align == "RIGHT_LEFT":
+        t0 = torch.asarray(-1, dtype=input.dtype)
+        t1 = np.shape(input)[-2]
+        t2 = torch.arange(np.shape(input)[-2])
+        t3 = t2 - 2
+        t4 = torch.as_tensor(t2, dtype=torch.int64)
+        t5 = torch.as_tensor(t3, dtype=torch.int64)
+        t6 = torch.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+        t7 = t1**2
+        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t1))
+        grad_input = grad * (t9 + 1)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t10 = np.shape(grad)[-2]
+        t11 = np.shape(grad)[-1]
+        t12 = torch.reshape(grad, np.shape(grad)[:-2] + (t10 * t11,))
+        t13 = torch.arange(np.shape(diagonal)[-1])
+        t14 = t13 + 2
+        t15 = torch.as_tensor(t14, dtype=torch.int64)
+        t16 = torch.as_tensor(t13, dtype=torch.int64)
+        t17 = torch.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+        grad_diagonal = _gather(t12, t17, -1)
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")

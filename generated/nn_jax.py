@@ -29,6 +29,34 @@ def _sum_to_shape(g, shape):
     return jnp.reshape(jnp.sum(g, axis=axes), shape)
 
 
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = jnp.asarray(positions)
+    size = jnp.shape(x)[axis]
+    inside = (positions >= 0) & (positions < size)
+    taken = jnp.take(x, jnp.where(inside, positions, 0), axis=axis, mode="clip")
+    inside = jnp.reshape(inside, jnp.shape(inside) + (1,) * (-axis - 1))
+    return jnp.where(inside, taken, jnp.asarray(fill, taken.dtype))
+
+
+def _scatter_add(values, positions, trailing, size):
+    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
+    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
+    are dropped (`.at[].add`, never a one-hot matrix)."""
+    positions = jnp.asarray(positions)
+    count = jnp.ndim(positions)
+    values = jnp.reshape(
+        values, (1,) * max(0, count + trailing - jnp.ndim(values)) + jnp.shape(values)
+    )
+    start = jnp.ndim(values) - trailing - count
+    shape = jnp.shape(values)
+    values = jnp.broadcast_to(values, shape[:start] + jnp.shape(positions) + shape[start + count :])
+    summed = jnp.zeros(shape[:start] + (size,) + shape[start + count :], values.dtype)
+    positions = jnp.where(positions < 0, size, positions)  # dropped, not counted from the end
+    return summed.at[(slice(None),) * start + (positions,)].add(values, mode="drop")
+
+
 def softmax(logits):
     """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:17); differentiated by softmax_vjp."""
     return _softmax_custom_vjp(logits)
@@ -247,8 +275,96 @@ _softmax_cross_entropy_with_logits_custom_vjp.defvjp(
 )
 
 
+def sparse_softmax_cross_entropy_with_logits(features, labels):
+    """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row (declared at ops/nn.py:56); differentiated by sparse_softmax_cross_entropy_with_logits_vjp."""
+    return _sparse_softmax_cross_entropy_with_logits_custom_vjp(features, labels)
+
+
+def sparse_softmax_cross_entropy_with_logits_forward(features, labels):
+    """SparseSoftmaxCrossEntropyWithLogits's formula."""
+    ext1 = jnp.max(features, axis=-1)
+    t0 = ext1[..., None]
+    sum1 = jnp.sum(jnp.exp(features - t0), axis=-1)
+    t1 = jnp.shape(features)[-2]
+    t2 = jnp.shape(features)[-1]
+    t3 = jnp.reshape(features, (t1 * t2,))
+    t4 = jnp.arange(jnp.shape(features)[-2])
+    t5 = jnp.asarray(t4, dtype=jnp.int64)
+    t6 = jnp.asarray(labels, dtype=jnp.int64)
+    t7 = jnp.where((t6 >= 0) & (t2 > t6), t2 * t5 + t6, -1)
+    t8 = _gather(t3, t7, -1)
+    loss = ext1 - t8 + jnp.log(sum1)
+    t9 = jnp.asarray(-1, dtype=jnp.result_type(features))
+    t10 = t1 * t2
+    t11 = _scatter_add(t9, t7, 0, t10)  # no gather form: an explicit scatter-add
+    t12 = jnp.reshape(t11, jnp.shape(t11)[:-1] + (-1, t2))
+    t13 = sum1[..., None]
+    backprop = t12 + jnp.exp(features - t0) / t13
+    return (loss, backprop)
+
+
+def sparse_softmax_cross_entropy_with_logits_vjp(
+    grad_loss, grad_backprop, features, labels, *, loss=None, backprop=None
+):
+    """Gradient of SparseSoftmaxCrossEntropyWithLogits: one array per input (features, labels).
+
+    In index notation, next to the code computing it:
+        ext1[i] = max_l features[i, l]
+        sum1[i] = sum_k exp(-ext1[i] + features[i, k])
+        grad_features[i, k] = -grad_loss[i] * delta(k, labels[i])
+            + grad_backprop[i, k] * (delta(k, labels[i]) + backprop[i, k])
+            + grad_loss[i] * (delta(k, labels[i]) + backprop[i, k])
+            - sum_j grad_backprop[i, j] * (delta(j, labels[i]) + backprop[i, j]) * (delta(k,
+                labels[i]) + backprop[i, k])
+            i.e. `grad_backprop * (backprop + t9) + t10 * (backprop + t9) - t11 * (backprop + ...`
+    """
+    if backprop is None:
+        backprop = sparse_softmax_cross_entropy_with_logits_forward(features, labels)[1]
+    t0 = jnp.asarray(1, dtype=jnp.result_type(features))
+    t1 = jnp.shape(features)[-2]
+    t2 = jnp.shape(features)[-1]
+    t3 = jnp.arange(jnp.shape(features)[-2])
+    t4 = jnp.asarray(t3, dtype=jnp.int64)
+    t5 = jnp.asarray(labels, dtype=jnp.int64)
+    t6 = jnp.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
+    t7 = t1 * t2
+    t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+    t9 = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))
+    t10 = grad_loss[..., None]
+    t11 = jnp.sum(grad_backprop * (backprop + t9), axis=-1, keepdims=True)
+    t12 = -grad_loss
+    t13 = _scatter_add(t12, t6, 0, t7)  # no gather form: an explicit scatter-add
+    t14 = jnp.reshape(t13, jnp.shape(t13)[:-1] + (-1, t2))
+    grad_features = (
+        grad_backprop * (backprop + t9) + t10 * (backprop + t9) - t11 * (backprop + t9) + t14
+    )
+    return grad_features, None
+
+
+@jax.custom_vjp
+def _sparse_softmax_cross_entropy_with_logits_custom_vjp(features, labels):
+    return sparse_softmax_cross_entropy_with_logits_forward(features, labels)
+
+
+def _sparse_softmax_cross_entropy_with_logits_fwd(features, labels):
+    loss, backprop = sparse_softmax_cross_entropy_with_logits_forward(features, labels)
+    return (loss, backprop), ((features, labels), (loss, backprop))
+
+
+def _sparse_softmax_cross_entropy_with_logits_bwd(saved, cotangents):
+    (features, labels), (loss, backprop) = saved
+    return sparse_softmax_cross_entropy_with_logits_vjp(
+        *cotangents, features, labels, loss=loss, backprop=backprop
+    )
+
+
+_sparse_softmax_cross_entropy_with_logits_custom_vjp.defvjp(
+    _sparse_softmax_cross_entropy_with_logits_fwd, _sparse_softmax_cross_entropy_with_logits_bwd
+)
+
+
 def bias_add(value, bias, *, data_format="NHWC"):
-    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:56); differentiated by bias_add_vjp."""
+    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:71); differentiated by bias_add_vjp."""
     return _bias_add_custom_vjp(data_format, value, bias)
 
 
@@ -305,7 +421,7 @@ _bias_add_custom_vjp.defvjp(_bias_add_fwd, _bias_add_bwd)
 
 
 def cross(a, b):
-    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:71); differentiated by cross_vjp."""
+    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:86); differentiated by cross_vjp."""
     return _cross_custom_vjp(a, b)
 
 
@@ -366,7 +482,7 @@ _cross_custom_vjp.defvjp(_cross_fwd, _cross_bwd)
 
 
 def bias_add_v1(value, bias):
-    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:81); differentiated by bias_add_v1_vjp."""
+    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:96); differentiated by bias_add_v1_vjp."""
     return _bias_add_v1_custom_vjp(value, bias)
 
 
@@ -408,7 +524,7 @@ _bias_add_v1_custom_vjp.defvjp(_bias_add_v1_fwd, _bias_add_v1_bwd)
 
 
 def bias_add_backprop(out_backprop, *, data_format="NHWC"):
-    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:91); differentiated by bias_add_backprop_vjp."""
+    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:106); differentiated by bias_add_backprop_vjp."""
     return _bias_add_backprop_custom_vjp(data_format, out_backprop)
 
 

@@ -10,6 +10,7 @@ then `<op>_grad(grad, ..., y=y, **stages)`.
 """
 
 import numpy as np
+import scipy.sparse
 
 
 def _sum_to_shape(g, shape):
@@ -21,6 +22,42 @@ def _sum_to_shape(g, shape):
         lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
     )
     return np.reshape(np.sum(g, axis=axes), shape)
+
+
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = np.asarray(positions)
+    size = np.shape(x)[axis]
+    inside = (positions >= 0) & (positions < size)
+    taken = np.take(x, np.where(inside, positions, 0), axis=axis)
+    if inside.all():
+        return taken
+    return np.where(
+        inside.reshape(inside.shape + (1,) * (-axis - 1)), taken, np.asarray(fill, taken.dtype)
+    )
+
+
+def _scatter_add(values, positions, trailing, size):
+    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
+    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
+    are dropped. A scatter-add, as a sparse one-hot matrix product (never a dense one)."""
+    count = np.ndim(positions)
+    values = np.reshape(
+        values, (1,) * max(0, count + trailing - np.ndim(values)) + np.shape(values)
+    )
+    start = np.ndim(values) - trailing - count
+    shape = np.shape(values)
+    values = np.broadcast_to(values, shape[:start] + np.shape(positions) + shape[start + count :])
+    moved = np.moveaxis(values, tuple(range(start, start + count)), tuple(range(count)))
+    rest = moved.shape[count:]
+    flat = np.reshape(positions, -1)
+    inside = np.flatnonzero((flat >= 0) & (flat < size))
+    one_hot = scipy.sparse.csr_matrix(
+        (np.ones(inside.size, dtype=moved.dtype), (flat[inside], inside)), shape=(size, flat.size)
+    )
+    summed = np.reshape(np.asarray(one_hot @ np.reshape(moved, (flat.size, -1))), (size,) + rest)
+    return np.moveaxis(summed, 0, start)
 
 
 def softmax(logits):
@@ -258,8 +295,118 @@ def softmax_cross_entropy_with_logits_grad_grad(
     return grad_grad_loss, grad_grad_backprop, grad_features, grad_labels
 
 
+def sparse_softmax_cross_entropy_with_logits(features, labels):
+    """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row (declared at ops/nn.py:56)."""
+    ext1 = np.max(features, axis=-1)
+    t0 = ext1[..., None]
+    sum1 = np.sum(np.exp(features - t0), axis=-1)
+    t1 = np.shape(features)[-2]
+    t2 = np.shape(features)[-1]
+    t3 = np.reshape(features, (t1 * t2,))
+    t4 = np.arange(np.shape(features)[-2])
+    t5 = np.asarray(t4, dtype=np.int64)
+    t6 = np.asarray(labels, dtype=np.int64)
+    t7 = np.where((t6 >= 0) & (t2 > t6), t2 * t5 + t6, -1)
+    t8 = _gather(t3, t7, -1)
+    loss = ext1 - t8 + np.log(sum1)
+    t9 = np.asarray(-1, dtype=np.result_type(features))
+    t10 = t1 * t2
+    t11 = _scatter_add(t9, t7, 0, t10)  # no gather form: an explicit scatter-add
+    t12 = np.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
+    t13 = sum1[..., None]
+    backprop = t12 + np.exp(features - t0) / t13
+    return (loss, backprop)
+
+
+def sparse_softmax_cross_entropy_with_logits_grad(
+    grad_loss, grad_backprop, features, labels, *, loss=None, backprop=None
+):
+    """Gradient of SparseSoftmaxCrossEntropyWithLogits: one array per input (features, labels).
+
+    In index notation, next to the code computing it:
+        ext1[i] = max_l features[i, l]
+        sum1[i] = sum_k exp(-ext1[i] + features[i, k])
+        grad_features[i, k] = -grad_loss[i] * delta(k, labels[i])
+            + grad_backprop[i, k] * (delta(k, labels[i]) + backprop[i, k])
+            + grad_loss[i] * (delta(k, labels[i]) + backprop[i, k])
+            - sum_j grad_backprop[i, j] * (delta(j, labels[i]) + backprop[i, j]) * (delta(k,
+                labels[i]) + backprop[i, k])
+            i.e. `grad_backprop * (backprop + t9) + t10 * (backprop + t9) - t11 * (backprop + ...`
+    """
+    if backprop is None:
+        backprop = sparse_softmax_cross_entropy_with_logits(features, labels)[1]
+    t0 = np.asarray(1, dtype=np.result_type(features))
+    t1 = np.shape(features)[-2]
+    t2 = np.shape(features)[-1]
+    t3 = np.arange(np.shape(features)[-2])
+    t4 = np.asarray(t3, dtype=np.int64)
+    t5 = np.asarray(labels, dtype=np.int64)
+    t6 = np.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
+    t7 = t1 * t2
+    t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+    t9 = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+    t10 = grad_loss[..., None]
+    t11 = np.sum(grad_backprop * (backprop + t9), axis=-1, keepdims=True)
+    t12 = -grad_loss
+    t13 = _scatter_add(t12, t6, 0, t7)  # no gather form: an explicit scatter-add
+    t14 = np.reshape(t13, np.shape(t13)[:-1] + (-1, t2))
+    grad_features = (
+        grad_backprop * (backprop + t9) + t10 * (backprop + t9) - t11 * (backprop + t9) + t14
+    )
+    return grad_features, None
+
+
+def sparse_softmax_cross_entropy_with_logits_grad_grad(
+    grad_vjp_features,
+    grad_vjp_labels,
+    grad_loss,
+    grad_backprop,
+    features,
+    labels,
+    *,
+    vjp_features=None,
+    ext1=None,
+    sum1=None,
+    vjp_sum1=None,
+):
+    """Second order of SparseSoftmaxCrossEntropyWithLogits: the gradient of sparse_softmax_cross_entropy_with_logits_grad: one array per input (grad_loss, grad_backprop, features, labels)."""
+    if ext1 is None or sum1 is None or vjp_sum1 is None:
+        ext1 = np.max(features, axis=-1)
+        t0 = ext1[..., None]
+        sum1 = np.sum(np.exp(features - t0), axis=-1)
+        t1 = np.sum(grad_backprop * np.exp(features - t0), axis=-1)
+        vjp_sum1 = (grad_loss - t1 / sum1) / sum1
+    t2 = ext1[..., None]
+    grad_vjp_sum1 = np.sum(grad_vjp_features * np.exp(features - t2), axis=-1)
+    t3 = np.shape(grad_vjp_features)[-2]
+    t4 = np.shape(grad_vjp_features)[-1]
+    t5 = np.reshape(grad_vjp_features, (t3 * t4,))
+    t6 = np.arange(np.shape(grad_loss)[-1])
+    t7 = np.asarray(t6, dtype=np.int64)
+    t8 = np.asarray(labels, dtype=np.int64)
+    t9 = np.where((t8 >= 0) & (t4 > t8), t4 * t7 + t8, -1)
+    t10 = _gather(t5, t9, -1)
+    grad_grad_loss = grad_vjp_sum1 / sum1 - t10
+    t11 = sum1[..., None]
+    t12 = grad_vjp_sum1[..., None]
+    grad_grad_backprop = (grad_vjp_features - t12 / t11) * np.exp(features - t2) / t11
+    t13 = vjp_sum1[..., None]
+    t14 = np.sum(grad_backprop * grad_vjp_features * np.exp(features - t2), axis=-1, keepdims=True)
+    t15 = grad_loss[..., None]
+    t16 = np.sum(grad_backprop * np.exp(features - t2), axis=-1, keepdims=True)
+    grad_features = (
+        grad_backprop * grad_vjp_features / t11
+        - grad_backprop * t12 / t11**2
+        + grad_vjp_features * t13
+        - t12 * t15 / t11**2
+        - t14 / t11**2
+        + 2 * t12 * t16 / t11**3
+    ) * np.exp(features - t2)
+    return grad_grad_loss, grad_grad_backprop, grad_features, None
+
+
 def bias_add(value, bias, *, data_format="NHWC"):
-    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:56)."""
+    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:71)."""
     if data_format == "NHWC":
         output = bias + value
     elif data_format == "NCHW":
@@ -316,7 +463,7 @@ def bias_add_grad_grad(
 
 
 def cross(a, b):
-    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:71)."""
+    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:86)."""
     t0 = np.asarray(
         [
             [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
@@ -383,7 +530,7 @@ def cross_grad_grad(grad_vjp_a, grad_vjp_b, grad, a, b, *, vjp_a=None, vjp_b=Non
 
 
 def bias_add_v1(value, bias):
-    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:81)."""
+    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:96)."""
     output = bias + value
     return output
 
@@ -411,7 +558,7 @@ def bias_add_v1_grad_grad(
 
 
 def bias_add_backprop(out_backprop, *, data_format="NHWC"):
-    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:91)."""
+    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:106)."""
     if data_format == "NHWC":
         output = np.sum(out_backprop, axis=tuple(range(np.ndim(out_backprop) - 1)))
     elif data_format == "NCHW":

@@ -121,6 +121,44 @@ def _sum_to_shape(g, x):
     return tf.reshape(tf.reduce_sum(g, axes), shape)
 
 
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = tf.cast(positions, tf.int64)
+    size = tf.shape(x, out_type=tf.int64)[axis]
+    inside = (positions >= 0) & (positions < size)
+    taken = tf.gather(x, tf.where(inside, positions, tf.zeros_like(positions)), axis=axis)
+    trailing = tf.ones([-axis - 1], tf.int32)
+    inside = tf.reshape(inside, tf.concat([tf.shape(inside), trailing], 0))
+    return tf.where(inside, taken, tf.fill(tf.shape(taken), tf.constant(fill, taken.dtype)))
+
+
+def _scatter_add(values, positions, trailing, size):
+    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
+    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
+    are dropped. A scatter-add, as TensorFlow's unsorted segment sum."""
+    values = tf.convert_to_tensor(values)
+    positions = tf.cast(positions, tf.int64)
+    size = tf.cast(size, tf.int64)
+    count = positions.shape.rank
+    lead = max(0, count + trailing - values.shape.rank)
+    values = tf.reshape(values, tf.concat([tf.ones([lead], tf.int32), tf.shape(values)], 0))
+    rank = values.shape.rank
+    start = rank - trailing - count
+    shape = tf.shape(values)
+    values = tf.broadcast_to(
+        values, tf.concat([shape[:start], tf.shape(positions), shape[start + count :]], 0)
+    )
+    perm = list(range(start, start + count)) + list(range(start)) + list(range(start + count, rank))
+    moved = tf.transpose(values, perm)
+    flat = tf.reshape(positions, [-1])
+    slots = tf.where((flat >= 0) & (flat < size), flat, size)  # outside: one extra slot, dropped
+    data = tf.reshape(moved, tf.concat([[-1], tf.shape(moved)[count:]], 0))
+    summed = tf.math.unsorted_segment_sum(data, slots, size + 1)[:size]
+    back = list(range(1, start + 1)) + [0] + list(range(start + 1, rank - count + 1))
+    return tf.transpose(summed, back)
+
+
 def softmax_vjp(grad, logits, softmax):
     """Gradient of Softmax (declared at ops/nn.py:17): one per input (logits).
 
@@ -339,8 +377,106 @@ def softmax_cross_entropy_with_logits(features, labels):
 _register("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_with_logits_grad)
 
 
+def sparse_softmax_cross_entropy_with_logits_vjp(
+    grad_loss, grad_backprop, features, labels, loss, backprop
+):
+    """Gradient of SparseSoftmaxCrossEntropyWithLogits (declared at ops/nn.py:56): one per input (features, labels).
+
+    In index notation, next to the code computing it:
+        ext1[i] = max_l features[i, l]
+        sum1[i] = sum_k exp(-ext1[i] + features[i, k])
+        grad_features[i, k] = -grad_loss[i] * delta(k, labels[i])
+            + grad_backprop[i, k] * (delta(k, labels[i]) + backprop[i, k])
+            + grad_loss[i] * (delta(k, labels[i]) + backprop[i, k])
+            - sum_j grad_backprop[i, j] * (delta(j, labels[i]) + backprop[i, j]) * (delta(k,
+                labels[i]) + backprop[i, k])
+            i.e. `grad_backprop * (backprop + t9) + t10 * (backprop + t9) - t11 * (backprop + ...`
+    """
+    t0 = tf.constant(1, dtype=features.dtype)
+    t1 = tf.shape(features, out_type=tf.int64)[-2]
+    t2 = tf.shape(features, out_type=tf.int64)[-1]
+    t3 = tf.range(tf.shape(features, out_type=tf.int64)[-2])
+    t4 = tf.cast(t3, tf.int64)
+    t5 = tf.cast(labels, tf.int64)
+    t6 = tf.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, tf.constant(-1, tf.int64))
+    t7 = t1 * t2
+    t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+    t9 = tf.reshape(
+        t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
+    )
+    t10 = grad_loss[..., None]
+    t11 = tf.reduce_sum(grad_backprop * (backprop + t9), axis=-1, keepdims=True)
+    t12 = -grad_loss
+    t13 = _scatter_add(t12, t6, 0, t7)  # no gather form: an explicit scatter-add
+    t14 = tf.reshape(
+        t13, tf.concat([tf.shape(t13, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
+    )
+    grad_features = (
+        grad_backprop * (backprop + t9) + t10 * (backprop + t9) - t11 * (backprop + t9) + t14
+    )
+    return grad_features, None
+
+
+def sparse_softmax_cross_entropy_with_logits_grad(op, grad_loss, grad_backprop):
+    """Gradient function of SparseSoftmaxCrossEntropyWithLogits for `tf.RegisterGradient`."""
+    return sparse_softmax_cross_entropy_with_logits_vjp(
+        grad_loss, grad_backprop, *op.inputs, *op.outputs
+    )
+
+
+def sparse_softmax_cross_entropy_with_logits(features, labels):
+    """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(features, labels):
+        def backward(grad_loss, grad_backprop):
+            loss, backprop = outputs_again(features, labels)
+            return sparse_softmax_cross_entropy_with_logits_vjp(
+                grad_loss, grad_backprop, features, labels, loss, backprop
+            )
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(features, labels):
+            return (tf.identity(loss), tf.identity(backprop)), backward
+
+        kernel_outputs = _tf_kernel(
+            "SparseSoftmaxCrossEntropyWithLogits", 2, {"features": features, "labels": labels}, {}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            loss, backprop = kernel_outputs
+            return (loss, backprop), backward
+        # else the declared formula
+        ext1 = tf.reduce_max(features, axis=-1)
+        t0 = ext1[..., None]
+        sum1 = tf.reduce_sum(tf.math.exp(features - t0), axis=-1)
+        t1 = tf.shape(features, out_type=tf.int64)[-2]
+        t2 = tf.shape(features, out_type=tf.int64)[-1]
+        t3 = tf.reshape(features, [t1 * t2])
+        t4 = tf.range(tf.shape(features, out_type=tf.int64)[-2])
+        t5 = tf.cast(t4, tf.int64)
+        t6 = tf.cast(labels, tf.int64)
+        t7 = tf.where((t6 >= 0) & (t2 > t6), t2 * t5 + t6, tf.constant(-1, tf.int64))
+        t8 = _gather(t3, t7, -1)
+        loss = ext1 - t8 + tf.math.log(sum1)
+        t9 = tf.constant(-1, dtype=features.dtype)
+        t10 = t1 * t2
+        t11 = _scatter_add(t9, t7, 0, t10)  # no gather form: an explicit scatter-add
+        t12 = tf.reshape(
+            t11, tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
+        )
+        t13 = sum1[..., None]
+        backprop = t12 + tf.math.exp(features - t0) / t13
+        return (loss, backprop), backward
+
+    return forward(features, labels)
+
+
+_register("SparseSoftmaxCrossEntropyWithLogits", sparse_softmax_cross_entropy_with_logits_grad)
+
+
 def bias_add_vjp(grad, value, bias, output, *, data_format="NHWC"):
-    """Gradient of BiasAdd (declared at ops/nn.py:56): one per input (value, bias).
+    """Gradient of BiasAdd (declared at ops/nn.py:71): one per input (value, bias).
 
     In index notation, next to the code computing it, per variant:
         data_format='NHWC':
@@ -400,7 +536,7 @@ _register("BiasAdd", bias_add_grad)
 
 
 def cross_vjp(grad, a, b, product):
-    """Gradient of Cross (declared at ops/nn.py:71): one per input (a, b).
+    """Gradient of Cross (declared at ops/nn.py:86): one per input (a, b).
 
     In index notation, next to the code computing it:
         grad_a[batch, i] = sum_{a, c} grad[batch, a] * LeviCivita(a, i, c) * b[batch, c]
@@ -459,7 +595,7 @@ _register("Cross", cross_grad)
 
 
 def bias_add_v1_vjp(grad, value, bias, output):
-    """Gradient of BiasAddV1 (declared at ops/nn.py:81): one per input (value, bias).
+    """Gradient of BiasAddV1 (declared at ops/nn.py:96): one per input (value, bias).
 
     In index notation, next to the code computing it:
         grad_value[batch, c] = grad[batch, c], i.e. `grad`
@@ -499,7 +635,7 @@ _register("BiasAddV1", bias_add_v1_grad)
 
 
 def bias_add_backprop_vjp(grad, out_backprop, output, *, data_format="NHWC"):
-    """Gradient of BiasAddGrad (declared at ops/nn.py:91): one per input (out_backprop).
+    """Gradient of BiasAddGrad (declared at ops/nn.py:106): one per input (out_backprop).
 
     In index notation, next to the code computing it, per variant:
         data_format='NHWC':

@@ -45,6 +45,44 @@ def _sum_to_shape(g, shape):
     return torch.reshape(torch.sum(g, dim=axes) if axes else g, tuple(shape))
 
 
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = torch.as_tensor(positions).long()
+    size, at, count = x.shape[axis], x.ndim + axis, positions.ndim
+    inside = (positions >= 0) & (positions < size)
+    taken = torch.movedim(x, axis, 0)[torch.where(inside, positions, 0)]
+    taken = torch.movedim(taken, tuple(range(count)), tuple(range(at, at + count)))
+    if bool(inside.all()):
+        return taken
+    inside = torch.reshape(inside, tuple(inside.shape) + (1,) * (-axis - 1))
+    return torch.where(inside, taken, torch.as_tensor(fill, dtype=taken.dtype))
+
+
+def _scatter_add(values, positions, trailing, size):
+    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
+    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
+    are dropped (`index_add`, never a one-hot matrix)."""
+    positions = torch.as_tensor(positions).long()
+    count = positions.ndim
+    values = torch.reshape(
+        values, (1,) * max(0, count + trailing - values.ndim) + tuple(values.shape)
+    )
+    start = values.ndim - trailing - count
+    shape = tuple(values.shape)
+    values = torch.broadcast_to(
+        values, shape[:start] + tuple(positions.shape) + shape[start + count :]
+    )
+    moved = torch.movedim(values, tuple(range(start, start + count)), tuple(range(count)))
+    rest = tuple(moved.shape[count:])
+    flat, slots = torch.reshape(moved, (-1,) + rest), torch.reshape(positions, (-1,))
+    inside = (slots >= 0) & (slots < size)
+    summed = torch.zeros((size,) + rest, dtype=values.dtype).index_add(
+        0, slots[inside], flat[inside]
+    )
+    return torch.movedim(summed, 0, start)
+
+
 def softmax(logits):
     """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:17); differentiated by softmax_vjp."""
     return _SoftmaxFunction.apply(logits)
@@ -265,8 +303,94 @@ class _SoftmaxCrossEntropyWithLogitsFunction(torch.autograd.Function):
         return _needed(grads, ctx.needs_input_grad)
 
 
+def sparse_softmax_cross_entropy_with_logits(features, labels):
+    """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row (declared at ops/nn.py:56); differentiated by sparse_softmax_cross_entropy_with_logits_vjp."""
+    return _SparseSoftmaxCrossEntropyWithLogitsFunction.apply(features, labels)
+
+
+def sparse_softmax_cross_entropy_with_logits_forward(features, labels):
+    """SparseSoftmaxCrossEntropyWithLogits's formula."""
+    ext1 = torch.amax(features, axis=-1)
+    t0 = ext1[..., None]
+    sum1 = torch.sum(torch.exp(features - t0), axis=-1)
+    t1 = np.shape(features)[-2]
+    t2 = np.shape(features)[-1]
+    t3 = torch.reshape(features, (t1 * t2,))
+    t4 = torch.arange(np.shape(features)[-2])
+    t5 = torch.as_tensor(t4, dtype=torch.int64)
+    t6 = torch.as_tensor(labels, dtype=torch.int64)
+    t7 = torch.where((t6 >= 0) & (t2 > t6), t2 * t5 + t6, -1)
+    t8 = _gather(t3, t7, -1)
+    loss = ext1 - t8 + torch.log(sum1)
+    t9 = torch.asarray(-1, dtype=features.dtype)
+    t10 = t1 * t2
+    t11 = _scatter_add(t9, t7, 0, t10)  # no gather form: an explicit scatter-add
+    t12 = torch.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
+    t13 = sum1[..., None]
+    backprop = t12 + torch.exp(features - t0) / t13
+    return (loss, backprop)
+
+
+def sparse_softmax_cross_entropy_with_logits_vjp(
+    grad_loss, grad_backprop, features, labels, *, loss=None, backprop=None
+):
+    """Gradient of SparseSoftmaxCrossEntropyWithLogits: one array per input (features, labels).
+
+    In index notation, next to the code computing it:
+        ext1[i] = max_l features[i, l]
+        sum1[i] = sum_k exp(-ext1[i] + features[i, k])
+        grad_features[i, k] = -grad_loss[i] * delta(k, labels[i])
+            + grad_backprop[i, k] * (delta(k, labels[i]) + backprop[i, k])
+            + grad_loss[i] * (delta(k, labels[i]) + backprop[i, k])
+            - sum_j grad_backprop[i, j] * (delta(j, labels[i]) + backprop[i, j]) * (delta(k,
+                labels[i]) + backprop[i, k])
+            i.e. `grad_backprop * (backprop + t9) + t10 * (backprop + t9) - t11 * (backprop + ...`
+    """
+    if backprop is None:
+        backprop = sparse_softmax_cross_entropy_with_logits_forward(features, labels)[1]
+    t0 = torch.asarray(1, dtype=features.dtype)
+    t1 = np.shape(features)[-2]
+    t2 = np.shape(features)[-1]
+    t3 = torch.arange(np.shape(features)[-2])
+    t4 = torch.as_tensor(t3, dtype=torch.int64)
+    t5 = torch.as_tensor(labels, dtype=torch.int64)
+    t6 = torch.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
+    t7 = t1 * t2
+    t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+    t9 = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+    t10 = grad_loss[..., None]
+    t11 = torch.sum(grad_backprop * (backprop + t9), axis=-1, keepdims=True)
+    t12 = -grad_loss
+    t13 = _scatter_add(t12, t6, 0, t7)  # no gather form: an explicit scatter-add
+    t14 = torch.reshape(t13, np.shape(t13)[:-1] + (-1, t2))
+    grad_features = (
+        grad_backprop * (backprop + t9) + t10 * (backprop + t9) - t11 * (backprop + t9) + t14
+    )
+    return grad_features, None
+
+
+class _SparseSoftmaxCrossEntropyWithLogitsFunction(torch.autograd.Function):
+    """SparseSoftmaxCrossEntropyWithLogits for autograd: the backward is sparse_softmax_cross_entropy_with_logits_vjp."""
+
+    @staticmethod
+    def forward(features, labels):
+        return sparse_softmax_cross_entropy_with_logits_forward(features, labels)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs, output[1])
+
+    @staticmethod
+    def backward(ctx, *cotangents):
+        features, labels, backprop = ctx.saved_tensors
+        grads = sparse_softmax_cross_entropy_with_logits_vjp(
+            *cotangents[:2], features, labels, backprop=backprop
+        )
+        return _needed(grads, ctx.needs_input_grad)
+
+
 def bias_add(value, bias, *, data_format="NHWC"):
-    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:56); differentiated by bias_add_vjp."""
+    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:71); differentiated by bias_add_vjp."""
     return _BiasAddFunction.apply(data_format, value, bias)
 
 
@@ -325,7 +449,7 @@ class _BiasAddFunction(torch.autograd.Function):
 
 
 def cross(a, b):
-    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:71); differentiated by cross_vjp."""
+    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:86); differentiated by cross_vjp."""
     return _CrossFunction.apply(a, b)
 
 
@@ -386,7 +510,7 @@ class _CrossFunction(torch.autograd.Function):
 
 
 def bias_add_v1(value, bias):
-    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:81); differentiated by bias_add_v1_vjp."""
+    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:96); differentiated by bias_add_v1_vjp."""
     return _BiasAddV1Function.apply(value, bias)
 
 
@@ -428,7 +552,7 @@ class _BiasAddV1Function(torch.autograd.Function):
 
 
 def bias_add_backprop(out_backprop, *, data_format="NHWC"):
-    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:91); differentiated by bias_add_backprop_vjp."""
+    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:106); differentiated by bias_add_backprop_vjp."""
     return _BiasAddGradFunction.apply(data_format, out_backprop)
 
 

@@ -50,3 +50,18 @@ def mirrored(position, size, edge):
     return sp.Piecewise(
         (edge - 1 - position, position < 0), (2 * size - 1 - edge - position, position >= size), (position, True)
     )
+
+
+@op("ReverseSequence", attrs={"seq_dim": (1, 2), "batch_dim": (0,)})
+def reverse_sequence(seq_dim, batch_dim):
+    """The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are:
+    a position computed from an entry read in the same row (rank 3, batch axis first)."""
+    B, T, C = dims("B T C")
+    b, t, c = indices("b t c")
+    shape, out = [B, C, C], [b, c, c]
+    shape[seq_dim], out[seq_dim] = T, (t, T)
+    input = tensor("input", tuple(shape))
+    lengths = tensor("seq_lengths", (B,), integer=True)
+    read = [b, c, c]
+    read[seq_dim] = sp.Piecewise((lengths[b] - 1 - t, t < lengths[b]), (t, True))
+    return {"output": (tuple(out), input[tuple(read)])}

@@ -63,27 +63,47 @@ def matrix_band_part(num_lower, num_upper):
 
 
 # The V2 and V3 ops take the diagonal offset k, the output size and the padding as inputs:
-# declared for the main diagonal (k = 0), sizes from the input (-1) and padding 0, where they
-# are MatrixDiag, MatrixDiagPart and MatrixSetDiag. V3 adds `align`, which a single diagonal
-# does not need.
-K0 = attr((0,), Input(1))
+# declared for one diagonal, k = 0 (the main one), above (k > 0) or below it, of square
+# matrices, sizes from the input (-1) and padding 0. `align` places diagonals of several
+# lengths, which a single diagonal does not need. An offset diagonal reads
+# `input[..., i, i + k]`: a gather along two axes at once, its adjoint a scatter-add.
+K = attr((0, 1, -2), Input(1))
 ALIGN = ("RIGHT_LEFT",)
 
 
-@op("MatrixDiagPartV2", attrs={"k": K0, "padding_value": attr((0,), Input(2))})
+def _diagonal_part(k):
+    input = tensor("input", (..., N, N))
+    return {"diagonal": ((..., (i, N - abs(k))), input[..., i + max(-k, 0), i + max(k, 0)])}
+
+
+def _diagonal_matrix(k):
+    diagonal = tensor("diagonal", (..., N))
+    size = N + abs(k)
+    entry = sp.KroneckerDelta(j, i + k) * diagonal[..., i - max(-k, 0)]
+    return {"output": ((..., (i, size), (j, size)), entry)}
+
+
+def _set_diagonal(k):
+    input = tensor("input", (..., N, N))
+    diagonal = tensor("diagonal", (..., N - abs(k)))
+    on = sp.KroneckerDelta(j, i + k)
+    return {"output": ((..., (i, N), (j, N)), (1 - on) * input[..., i, j] + on * diagonal[..., i - max(-k, 0)])}
+
+
+@op("MatrixDiagPartV2", attrs={"k": K, "padding_value": attr((0,), Input(2))})
 def matrix_diag_part_v2(k, padding_value):
-    """The main diagonal of the last two axes."""
-    return matrix_diag_part.fn()
+    """Diagonal k of the last two axes."""
+    return _diagonal_part(k)
 
 
-@op("MatrixDiagPartV3", attrs={"k": K0, "padding_value": attr((0,), Input(2)), "align": ALIGN})
+@op("MatrixDiagPartV3", attrs={"k": K, "padding_value": attr((0,), Input(2)), "align": ALIGN})
 def matrix_diag_part_v3(k, padding_value, align):
-    """The main diagonal of the last two axes."""
-    return matrix_diag_part.fn()
+    """Diagonal k of the last two axes."""
+    return _diagonal_part(k)
 
 
 DIAG_V2 = {
-    "k": K0,
+    "k": K,
     "num_rows": attr((-1,), Input(2)),
     "num_cols": attr((-1,), Input(3)),
     "padding_value": attr((0,), Input(4)),
@@ -92,23 +112,23 @@ DIAG_V2 = {
 
 @op("MatrixDiagV2", attrs=DIAG_V2)
 def matrix_diag_v2(k, num_rows, num_cols, padding_value):
-    """A batch of square diagonal matrices with the given main diagonals."""
-    return matrix_diag.fn()
+    """A batch of square matrices, zero but for the given diagonals k."""
+    return _diagonal_matrix(k)
 
 
 @op("MatrixDiagV3", attrs={**DIAG_V2, "align": ALIGN})
 def matrix_diag_v3(k, num_rows, num_cols, padding_value, align):
-    """A batch of square diagonal matrices with the given main diagonals."""
-    return matrix_diag.fn()
+    """A batch of square matrices, zero but for the given diagonals k."""
+    return _diagonal_matrix(k)
 
 
-@op("MatrixSetDiagV2", attrs={"k": attr((0,), Input(2))})
+@op("MatrixSetDiagV2", attrs={"k": attr((0, 1, -2), Input(2))})
 def matrix_set_diag_v2(k):
-    """input with the main diagonal of its last two axes replaced by `diagonal`."""
-    return matrix_set_diag.fn()
+    """input with diagonal k of its last two axes replaced by `diagonal`."""
+    return _set_diagonal(k)
 
 
-@op("MatrixSetDiagV3", attrs={"k": attr((0,), Input(2)), "align": ALIGN})
+@op("MatrixSetDiagV3", attrs={"k": attr((0, 1, -2), Input(2)), "align": ALIGN})
 def matrix_set_diag_v3(k, align):
-    """input with the main diagonal of its last two axes replaced by `diagonal`."""
-    return matrix_set_diag.fn()
+    """input with diagonal k of its last two axes replaced by `diagonal`."""
+    return _set_diagonal(k)

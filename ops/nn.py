@@ -53,6 +53,21 @@ def softmax_cross_entropy_with_logits():
     }
 
 
+@op("SparseSoftmaxCrossEntropyWithLogits")
+def sparse_softmax_cross_entropy_with_logits():
+    """Cross-entropy of softmax(features) against class `labels[i]` of each row.
+
+    `features[i, labels[i]]` is a gather in the row; its adjoint scatters into the same row."""
+    features = tensor("features", (M, N))
+    labels = tensor("labels", (M,), integer=True)
+    largest = _row_maximum(features, i)
+    total = sp.Sum(sp.exp(features[i, k] - largest), (k, 0, N - 1))
+    return {
+        "loss": ((i,), largest + sp.log(total) - features[i, labels[i]]),
+        "backprop": ((i, j), sp.exp(features[i, j] - largest) / total - sp.KroneckerDelta(j, labels[i])),
+    }
+
+
 @op("BiasAdd", attrs={"data_format": ("NHWC", "NCHW")})
 def bias_add(data_format):
     """value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4)."""

@@ -60,14 +60,15 @@ def _deltas(factor) -> list:
 
 def _check_remaining_deltas(variant, factor, summed) -> None:
     """Left: deltas between two free indices (a diagonal), and `KroneckerDelta(u, E)` with u
-    free and E a map of summed indices with no inverse here (lowered to a scatter-add)."""
+    free and E a map with no inverse here, of summed indices and of free indices other than
+    u (an offset diagonal, a gather by a per-row index): lowered to a scatter-add."""
     for delta in factor.atoms(sp.KroneckerDelta):
         if all(isinstance(a, sp.Symbol) for a in delta.args):
             continue
         u, e = _map_delta(delta)
-        if u is None or u in summed or not index_symbols(e) <= set(summed):
+        if u is None or u in summed or u in index_symbols(e):
             raise DerivationError(
-                f"cannot eliminate {delta}: an index map must be of summed indices only",
+                f"cannot eliminate {delta}: an index map cannot read the index it places",
                 variant.decl.name,
                 variant.decl.location,
             )

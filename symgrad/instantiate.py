@@ -204,9 +204,12 @@ def computed_positions(expr: sp.Expr) -> sp.Expr:
 
 
 def _computed(subscript) -> bool:
-    """Neither an index, a number, an integer tensor's entry nor affine in its indices."""
-    if subscript.is_Symbol or subscript.is_Integer or subscript.atoms(sp.Indexed) or isinstance(subscript, computed_position):
+    """Neither an index, a number, an integer tensor's entry alone nor affine in its indices
+    (an entry within arithmetic, a per-row length's `lengths[b] - 1 - t`, is computed)."""
+    if subscript.is_Symbol or subscript.is_Integer or isinstance(subscript, (sp.Indexed, computed_position)):
         return False
+    if subscript.atoms(sp.Indexed):
+        return True
     indices = index_symbols(subscript)
     for term in sp.Add.make_args(sp.expand(subscript)):
         varying = [f for f in sp.Mul.make_args(term) if f.free_symbols & indices]

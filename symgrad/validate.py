@@ -45,13 +45,9 @@ def index_ranges(variant: OpVariant) -> dict[sp.Symbol, Range]:
 
 def _check_index_map(variant, base, sub) -> None:
     """An affine subscript (`i*s + k - p`, integer coefficients and offsets) or an entry of
-    an integer tensor (a gather): anything else has no inverse to differentiate through."""
-    entries = sub.atoms(sp.Indexed)
-    if entries:
-        if sub not in entries:
-            _fail(variant, f"subscript {sub} of {base.label}: an index read from a tensor must be used alone")
-        return
-    if isinstance(sub, computed_position):  # read by a gather, scattered by its adjoint
+    an integer tensor (a gather), or a position computed otherwise (a `computed_position`:
+    read by a gather, scattered by its adjoint)."""
+    if isinstance(sub, (sp.Indexed, computed_position)):
         return
     for index in index_symbols(sub):
         coefficient = sp.diff(sub, index)

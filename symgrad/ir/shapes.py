@@ -133,9 +133,11 @@ class MergeAxes:
     sizes: tuple[str, ...]  # integer variables: the size of each axis before merging
     groups: tuple[tuple[int, int], ...]  # (first axis, count) of each group merged
     broadcast: bool = False  # x has size-1 axes where `sizes` has others
+    leading: bool = False  # `sizes` are of x's last axes only; those before them are kept
 
     def __str__(self) -> str:
-        return f"merge_axes({self.x}, sizes={self.sizes}, groups={self.groups})"
+        leading = ", leading" if self.leading else ""
+        return f"merge_axes({self.x}, sizes={self.sizes}, groups={self.groups}{leading})"
 
 
 @dataclass(frozen=True)

@@ -83,38 +83,72 @@ def _gathered_once(lowering, name: str, idx: tuple, axes: tuple, fill, off_axis)
     while n >= 0:
         if is_map(idx[n]) or n in off_axis:
             group = map_indices(idx[n], axes)
-            first = _joint_start(idx, n, group, axes)
-            if first < n:  # several axes read at positions from one tensor (GatherNd)
-                name, positions = _merged_for_joint(lowering, name, result, first, n, group, idx)
+            joint = _joint_start(idx, n, group, axes, off_axis)
+            first, last = (joint, n)
+            if idx[n].has(sp.Indexed):  # positions read from a tensor may depend on the row
+                first, last = _carried_block(result, joint, n, group, axes)
+            if last > first:  # several axes read at once: GatherNd's positions, or axes the map reads
+                components = [idx[k] if joint <= k <= n else result[k] for k in range(first, last + 1)]
+                carried = set(result[first:joint]) | set(result[n + 1 : last + 1])
+                group = tuple(a for a in axes if a in set(group) | carried)
+                name, positions = _merged_for_joint(lowering, name, result, (first, last), group, components, carried)
             else:
                 positions = positions_of(lowering, idx[n], group)
-            name = lowering.gather(Gather(name, positions, first - len(result) + (n - first), fill))
-            result[first : n + 1] = group
+            name = lowering.gather(Gather(name, positions, first - len(result) + (last - first), fill))
+            result[first : last + 1] = group
             n = first
         n -= 1
     return name, tuple(result)
 
 
-def _merged_for_joint(lowering, name, result, first, last, group, idx) -> tuple[str, str]:
-    """Axes first..last of `name` merged into one, and the positions there of the entries
-    that subscripts `idx[first..last]` name: a gather along several axes jointly."""
-    if BATCH in result:
-        lowering.fail(f"cannot read {name} at positions along several axes: it has leading axes `...`")
-    sizes = tuple(lowering.temp(IntSize(name, k - len(result))) for k in range(len(result)))
-    merged = lowering.temp(MergeAxes(name, sizes, ((first, last - first + 1),)))
-    components = [sp.Symbol(positions_of(lowering, idx[k], group)) for k in range(first, last + 1)]
-    return merged, linear_positions(lowering, components, [sp.Symbol(s) for s in sizes[first : last + 1]])
+def _carried_block(result: list, first: int, last: int, group: tuple, axes: tuple) -> tuple[int, int]:
+    """Axes `first..last` widened to the plain indices next to them up to the farthest that
+    the map reads (a gather in the same row, `x[i, labels[i]]`): read there jointly, each its
+    own position, the axes between carried along (each index once, an axis here). An affine
+    map reading a plain index (`x[i + a, a]`) is gathered, then its diagonal taken."""
+    symbols = [s for s in result if isinstance(s, sp.Symbol)]
+    if len(set(symbols)) < len(symbols) or BATCH in group:
+        return first, last  # a diagonal as well, or rows of any rank: gathered, then the diagonal taken
+    plain = lambda k: isinstance(result[k], sp.Symbol) and result[k] != BATCH and result[k] in axes
+    start, end = first, last
+    for k in range(first - 1, -1, -1):
+        if not plain(k):
+            break
+        if result[k] in group:
+            start = k
+    for k in range(last + 1, len(result)):
+        if not plain(k):
+            break
+        if result[k] in group:
+            end = k
+    return start, end
 
 
-def linear_positions(lowering, components: list, sizes: list) -> str:
+def _merged_for_joint(lowering, name, result, block, group, components, carried) -> tuple[str, str]:
+    """Axes first..last (`block`) of `name` merged into one, and the positions there of the
+    entries that `components` (a subscript per axis; `carried`: plain indices on their own
+    axes) name: a gather along several axes jointly."""
+    first, last = block
+    leading = BATCH in result[:first]  # any number of axes before: kept as they are
+    start = first if leading else 0
+    sizes = tuple(lowering.temp(IntSize(name, k - len(result))) for k in range(start, len(result)))
+    merged = lowering.temp(MergeAxes(name, sizes, ((first - start, last - first + 1),), leading=leading))
+    positions = [sp.Symbol(positions_of(lowering, c, group)) for c in components]
+    carried = [p for p, c in zip(positions, components) if c in carried]
+    return merged, linear_positions(lowering, positions, [sp.Symbol(s) for s in sizes[first - start : last - start + 1]], carried)
+
+
+def linear_positions(lowering, components: list, sizes: list, carried=()) -> str:
     """Row-major positions in the merged axes (sizes `sizes`) of the positions
-    `components`, -1 (outside) where a component is outside its own axis."""
+    `components`, -1 (outside) where a component is outside its own axis; a component in
+    `carried` (an axis's own positions) is never outside."""
     # positions read from an integer tensor (int32) meet sizes (int64): cast them
-    components = [sp.Symbol(lowering.temp(IntArray(str(c)))) for c in components]
-    linear, inside = components[0], []
-    for position, size in zip(components[1:], sizes[1:]):
+    cast = [sp.Symbol(lowering.temp(IntArray(str(c)))) for c in components]
+    linear, inside = cast[0], []
+    for position, size, component in zip(cast[1:], sizes[1:], components[1:]):
         linear = linear * size + position
-        inside += [position >= 0, position < size]
+        if component not in carried:
+            inside += [position >= 0, position < size]
     return lowering.temp(IndexArith(sp.Piecewise((linear, sp.And(*inside)), (-1, True))))
 
 
@@ -126,8 +160,9 @@ def positions_of(lowering, expr, group: tuple) -> str:
 def _positions_once(lowering, expr, group: tuple) -> str:
     if isinstance(expr, sp.Indexed):  # an integer tensor's entries: the positions as given
         return str(aligned_entry(lowering, expr, group))
+    entries = {e: sp.Symbol(lowering.temp(IntArray(str(aligned_entry(lowering, e, group))))) for e in expr.atoms(sp.Indexed)}
     values = {i: sp.Symbol(lowering.expand(lowering.index_values(i), (i,), group)) for i in group}
-    expr = lowering.int_scalars(expr).xreplace(values)
+    expr = lowering.int_scalars(expr.xreplace(entries)).xreplace(values)
     if expr.is_Symbol:  # a plain index read off its axis: its positions as they are
         return str(expr)
     if expr.is_Integer:  # one position, as a 0-d integer array: the axis is dropped
@@ -164,14 +199,17 @@ def _kept_axes_aligned(idx: tuple, axes: tuple) -> tuple:
     return tuple(result)
 
 
-def _joint_start(idx: tuple, last: int, group: tuple, axes: tuple) -> int:
-    """The first of the adjacent subscripts ending at `last` that are entries of integer
-    tensors over the same indices `group` (GatherNd's `indices[k, 0], indices[k, 1]`)."""
+def _joint_start(idx: tuple, last: int, group: tuple, axes: tuple, off_axis=frozenset()) -> int:
+    """The first of the adjacent subscripts ending at `last` that are maps over the same
+    indices `group`: entries of integer tensors (GatherNd's `indices[k, 0], indices[k, 1]`),
+    or positions computed from them (an offset diagonal's `x[i + 1, i]`)."""
+    mapped = lambda k: is_map(idx[k]) or k in off_axis
     first = last
     while (
-        isinstance(idx[last], sp.Indexed)
+        mapped(last)
         and first > 0
-        and isinstance(idx[first - 1], sp.Indexed)
+        and mapped(first - 1)
+        and isinstance(idx[first - 1], sp.Indexed) == isinstance(idx[last], sp.Indexed)
         and map_indices(idx[first - 1], axes) == group
     ):
         first -= 1

@@ -27,9 +27,13 @@ def index_condition(lowering, condition, axes) -> sp.Symbol:
 
 
 def delta(lowering, delta: sp.KroneckerDelta, axes) -> sp.Expr:
-    """A Kronecker delta: a one-hot when one side is free of indices, else an identity."""
+    """A Kronecker delta: a one-hot when one side is free of indices, an identity between two
+    axes, else a mask where an axis meets a position the others name (an offset diagonal
+    `delta(j, i + 1)`, `delta(j, labels[i])`) on an array that has those axes already."""
     if any(not free_indices(a) for a in delta.args):
         return _one_hot(lowering, delta, axes)
+    if not all(is_index(a) for a in delta.args):
+        return lowering.array(sp.Piecewise((1, sp.Eq(*delta.args)), (0, True)), axes)
     return _identity(lowering, delta, axes)
 
 

@@ -1,77 +1,110 @@
-"""The adjoint of a gather: a Sum over a delta at mapped positions, as a scatter-add.
+"""The adjoint of a gather: a delta placing values at mapped positions, as a scatter-add.
+
+`KroneckerDelta(u, E)` with u an axis and E a map with no inverse here places each value at
+position E along u. E reads summed indices (a gather's rows: `params[indices[i], p]`) and
+may read other axes too (an offset diagonal `x[i, i + 1]`, a gather by a per-row index
+`x[i, labels[i]]`, a per-row length): those axes are *carried*, each its own position, and
+the axes from the first carried or placed one to the last are scattered into as one merged
+axis, then split again. Never a one-hot matrix.
 """
 
 from __future__ import annotations
 
 import sympy as sp
 
-from symgrad.ir import Elementwise, IndexArith, ScatterAdd, SplitAxis
+from symgrad.declare import BATCH
+from symgrad.ir import Constant, Elementwise, IndexArith, ScatterAdd, SplitAxis
 from symgrad.lowering.entries import linear_positions, positions_of
 from symgrad.lowering.symbols import free_indices, is_map
 
 
 def scatter(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
-    """`Sum(KroneckerDelta(u, E) * rest, ...)` for an index map E with no inverse here:
-    `rest` over E's indices (in u's place), summed into the slots E names; else None."""
-    summed = tuple(lim[0] for lim in expr.limits)
-    delta = next((d for d in _scatter_deltas(expr.function, axes, summed)), None)
-    if delta is None:
+    """`Sum(KroneckerDelta(u, E) * rest, ...)`: `rest` summed into the slots E names, else None."""
+    return _scatter(lowering, expr.function, expr.limits, axes)
+
+
+def scatter_term(lowering, expr, axes) -> sp.Expr | None:
+    """A term (no sum) with `KroneckerDelta(u, E)`, E reading other axes: the same, else None."""
+    return _scatter(lowering, expr, (), axes)
+
+
+def _scatter(lowering, function, limits: tuple, axes: tuple) -> sp.Expr | None:
+    summed = tuple(lim[0] for lim in limits)
+    deltas = _scatter_deltas(function, axes, summed)
+    if not deltas:
         return None
-    u, positions_expr = (delta.args if delta.args[0] in axes else delta.args[::-1])
-    summed = [lim[0] for lim in expr.limits]
-    group = tuple(i for i in summed if i in free_indices(positions_expr))
-    # deltas of adjacent axes at positions of the same indices: one scatter (ScatterNd's)
-    joint = _joint_deltas(expr.function, axes, summed, u, group)
-    us = [d_u for d_u, _, _ in joint]
-    place, last = axes.index(us[0]), axes.index(us[-1])
-    inner_axes = axes[:place] + group + axes[last + 1 :]
-    rest = sp.Mul(*[a for a in sp.Mul.make_args(expr.function) if a not in [d for _, _, d in joint]])
-    remaining = tuple(lim for lim in expr.limits if lim[0] not in group)
-    if set(us) & free_indices(rest):
-        lowering.fail(f"{expr}: {u} is both a scattered position and an index of the summand")
+    placed = _placed(deltas, axes, summed, next(iter(deltas.values())))
+    first, last = _block(placed, axes)
+    if BATCH in axes[first : last + 1]:
+        lowering.fail(
+            f"{function}: positions that depend on the leading axes `...` are not scattered yet; "
+            "declare those axes with names"
+        )
+    carried = tuple(a for a in axes[first : last + 1] if a not in placed)
+    group = carried + tuple(i for i in summed if any(i in free_indices(e) for e, _ in placed.values()))
+    rest = sp.Mul(*[a for a in sp.Mul.make_args(function) if a not in [d for _, d in placed.values()]])
+    if set(placed) & (free_indices(rest) | set().union(*(free_indices(e) for e, _ in placed.values()))):
+        if not limits:  # a mask on what is there already (`(1 - delta(j, i + 1)) * x[i, j]`)
+            return None
+        lowering.fail(f"{function}: an axis is both a scattered position and an index of what is scattered")
+    remaining = tuple(lim for lim in limits if lim[0] not in group)
+    inner_axes = axes[:first] + group + axes[last + 1 :]
     values = lowering.array(sp.Sum(rest, *remaining) if remaining else rest, inner_axes)
-    values = str(values) if values.is_Symbol else lowering.temp(Elementwise(values))
-    sizes = [lowering.size_of(d_u) for d_u in us]
-    trailing = len(axes) - last - 1
-    if len(joint) == 1:
-        positions, size = positions_of(lowering, positions_expr, group), sizes[0]
+    if values.is_number:  # a one-hot's ones: in the arrays' dtype
+        values = lowering.temp(Constant(values, lowering.like()))
     else:
-        components = [sp.Symbol(positions_of(lowering, e, group)) for _, e, _ in joint]
-        positions = linear_positions(lowering, components, [sp.Symbol(s) for s in sizes])
+        values = str(values) if values.is_Symbol else lowering.temp(Elementwise(values))
+    block = axes[first : last + 1]
+    components = [placed[a][0] if a in placed else a for a in block]
+    sizes = [lowering.size_of(a) for a in block]
+    trailing = len(axes) - last - 1
+    if len(block) == 1:
+        positions, size = positions_of(lowering, components[0], group), sizes[0]
+    else:
+        symbols = [sp.Symbol(positions_of(lowering, c, group)) for c in components]
+        carried_positions = [p for p, c in zip(symbols, components) if c in carried]
+        positions = linear_positions(lowering, symbols, [sp.Symbol(s) for s in sizes], carried_positions)
         size = lowering.temp(IndexArith(sp.Mul(*[sp.Symbol(s) for s in sizes])))
     scattered = lowering.temp(ScatterAdd(values, positions, trailing, size))
-    if len(joint) > 1:
+    if len(block) > 1:
         scattered = lowering.temp(SplitAxis(scattered, -trailing - 1, tuple(sizes[1:])))
     return sp.Symbol(scattered)
 
 
-def _scatter_deltas(function, axes: tuple, summed: tuple) -> list:
-    """`KroneckerDelta(u, E)` factors with u an axis and E a map of summed indices."""
-    found = []
+def _scatter_deltas(function, axes: tuple, summed: tuple) -> dict:
+    """axis -> (E, delta) for each `KroneckerDelta(u, E)` factor with u an axis and E a map
+    of summed indices and other axes (at least one summed index, or one axis)."""
+    found = {}
     for delta in sp.Mul.make_args(function):
         if isinstance(delta, sp.KroneckerDelta):
             a, b = delta.args
             u, e = (a, b) if a in axes and is_map(b) else (b, a) if b in axes and is_map(a) else (None, None)
-            if u is not None and free_indices(e) and free_indices(e) <= set(summed):
-                found.append(delta)
+            if u is None or u in found:
+                continue
+            reads = free_indices(e)
+            if reads and reads <= set(summed) | set(axes) - {u}:
+                found[u] = (e, delta)
     return found
 
 
-def _joint_deltas(function, axes: tuple, summed, u, group: tuple) -> list[tuple]:
-    """(axis, positions, delta) of u's scatter delta and of those of the axes next to it whose
-    positions are, as u's, entries of integer tensors over the indices `group` (ScatterNd's)."""
-    deltas = {}
-    for delta in _scatter_deltas(function, axes, summed):
-        a, b = delta.args
-        d_u, e = (a, b) if a in axes else (b, a)
-        deltas[axes.index(d_u)] = (d_u, e, delta)
-    grouped = lambda e: tuple(i for i in summed if i in free_indices(e)) == group
-    jointly = lambda k: k in deltas and isinstance(deltas[k][1], sp.Indexed) and grouped(deltas[k][1])
+def _placed(deltas: dict, axes: tuple, summed: tuple, chosen: tuple) -> dict:
+    """The deltas scattered at once: the chosen one, and those of the axes next to it whose
+    positions are, as its, entries of integer tensors over the same summed indices and axes
+    (ScatterNd's rows of positions)."""
+    u = next(a for a, d in deltas.items() if d == chosen)
+    reads = lambda e: free_indices(e) & (set(summed) | set(axes))
+    jointly = lambda k: 0 <= k < len(axes) and axes[k] in deltas and isinstance(deltas[axes[k]][0], sp.Indexed) and reads(deltas[axes[k]][0]) == reads(chosen[0])
     first = last = axes.index(u)
-    if not jointly(first):
-        return [deltas[first]]
-    while jointly(first - 1):
-        first -= 1
-    while jointly(last + 1):
-        last += 1
-    return [deltas[k] for k in range(first, last + 1)]
+    if jointly(first):
+        while jointly(first - 1):
+            first -= 1
+        while jointly(last + 1):
+            last += 1
+    return {axes[k]: deltas[axes[k]] for k in range(first, last + 1)}
+
+
+def _block(placed: dict, axes: tuple) -> tuple[int, int]:
+    """The first and last axis scattered into: the placed ones and the axes their positions read."""
+    used = set(placed).union(*(free_indices(e) for e, _ in placed.values()))
+    positions = [axes.index(a) for a in used if a in axes]
+    return min(positions), max(positions)

@@ -257,7 +257,10 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         if value.broadcast:
             x = f"{self._module_format('numpy.broadcast_to')}({x}, ({', '.join(value.sizes)}))"
         shape = merged_shape(value.sizes, value.groups)
-        return f"{self._module_format('numpy.reshape')}({x}, ({', '.join(shape)}{',' if len(shape) == 1 else ''}))"
+        shape = f"({', '.join(shape)}{',' if len(shape) == 1 else ''})"
+        if value.leading:
+            shape = f"{self._module_format('numpy.shape')}({x})[:{-len(value.sizes)}] + {shape}"
+        return f"{self._module_format('numpy.reshape')}({x}, {shape})"
 
     def _print_SplitAxis(self, value: ir.SplitAxis):
         shape = f"{self._module_format('numpy.shape')}({value.x})"

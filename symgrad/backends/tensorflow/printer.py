@@ -352,7 +352,12 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         x = self._print_operand(value.x)
         if value.broadcast:
             x = f"{self._module_format('tensorflow.broadcast_to')}({x}, [{', '.join(value.sizes)}])"
-        return f"{self._module_format('tensorflow.reshape')}({x}, [{', '.join(merged_shape(value.sizes, value.groups))}])"
+        shape = f"[{', '.join(merged_shape(value.sizes, value.groups))}]"
+        if value.leading:
+            int64 = self._module_format("tensorflow.int64")
+            kept = f"{self._module_format('tensorflow.shape')}({x}, out_type={int64})[:{-len(value.sizes)}]"
+            shape = f"{self._module_format('tensorflow.concat')}([{kept}, {self._module_format('tensorflow.cast')}({shape}, {int64})], 0)"
+        return f"{self._module_format('tensorflow.reshape')}({x}, {shape})"
 
     def _print_SplitAxis(self, value: ir.SplitAxis):
         int64 = self._module_format("tensorflow.int64")
