@@ -916,3 +916,50 @@ def _div_no_nan_bwd(saved, grad):
 
 
 _div_no_nan_custom_vjp.defvjp(_div_no_nan_fwd, _div_no_nan_bwd)
+
+
+def select_v2(condition, t, e):
+    """SelectV2: output = t where condition, else e (numpy's where) (declared at ops/binary.py:145); differentiated by select_v2_vjp."""
+    return _select_v2_custom_vjp(condition, t, e)
+
+
+def select_v2_forward(condition, t, e):
+    """SelectV2's formula."""
+    output = jnp.where(condition, t, e)
+    return output
+
+
+def select_v2_vjp(grad, condition, t, e, *, output=None):
+    """Gradient of SelectV2: one array per input (condition, t, e).
+
+    In index notation, next to the code computing it:
+        grad_t = (grad if condition else 0)
+            i.e. `_sum_to_shape(jnp.where(condition, grad, 0), np.shape(t))`
+        grad_e = (0 if condition else grad)
+            i.e. `_sum_to_shape(jnp.where(condition, 0, grad), np.shape(e))`
+    """
+    grad_t = _sum_to_shape(jnp.where(condition, grad, 0), np.shape(t))
+    grad_e = _sum_to_shape(jnp.where(condition, 0, grad), np.shape(e))
+    return None, grad_t, grad_e
+
+
+@jax.custom_vjp
+def _select_v2_custom_vjp(condition, t, e):
+    return select_v2_forward(condition, t, e)
+
+
+def _select_v2_fwd(condition, t, e):
+    output = select_v2_forward(condition, t, e)
+    return output, ((condition, t, e), output)
+
+
+def _select_v2_bwd(saved, grad):
+    (condition, t, e), output = saved
+    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
+    grad = _conj(grad)
+    return tuple(
+        None if g is None else _conj(g) for g in select_v2_vjp(grad, condition, t, e, output=output)
+    )
+
+
+_select_v2_custom_vjp.defvjp(_select_v2_fwd, _select_v2_bwd)

@@ -1045,3 +1045,44 @@ def div_no_nan(x, y):
 
 
 _register("DivNoNan", div_no_nan_grad)
+
+
+def select_v2_vjp(grad, condition, t, e, output):
+    """Gradient of SelectV2 (declared at ops/binary.py:145): one per input (condition, t, e).
+
+    In index notation, next to the code computing it:
+        grad_t = (grad if condition else 0)
+            i.e. `_sum_to_shape(tf.where(condition, grad, tf.constant(0, grad.dtype)), t)`
+        grad_e = (0 if condition else grad)
+            i.e. `_sum_to_shape(tf.where(condition, tf.constant(0, grad.dtype), grad), e)`
+    """
+    grad_t = _sum_to_shape(tf.where(condition, grad, tf.constant(0, grad.dtype)), t)
+    grad_e = _sum_to_shape(tf.where(condition, tf.constant(0, grad.dtype), grad), e)
+    return None, grad_t, grad_e
+
+
+def select_v2_grad(op, grad):
+    """Gradient function of SelectV2 for `tf.RegisterGradient`."""
+    return select_v2_vjp(grad, *op.inputs, *op.outputs)
+
+
+def select_v2(condition, t, e):
+    """SelectV2: output = t where condition, else e (numpy's where), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(condition, t, e):
+        def backward(grad):
+            return select_v2_vjp(grad, condition, t, e, output)
+
+        kernel_outputs = _tf_kernel("SelectV2", 1, {"condition": condition, "t": t, "e": e}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        output = tf.where(condition, t, e)
+        return output, backward
+
+    return forward(condition, t, e)
+
+
+_register("SelectV2", select_v2_grad)

@@ -909,3 +909,46 @@ class _DivNoNanFunction(torch.autograd.Function):
         x, y = ctx.saved_tensors
         grads = div_no_nan_vjp(grad, x, y)
         return _needed(grads, ctx.needs_input_grad)
+
+
+def select_v2(condition, t, e):
+    """SelectV2: output = t where condition, else e (numpy's where) (declared at ops/binary.py:145); differentiated by select_v2_vjp."""
+    return _SelectV2Function.apply(condition, t, e)
+
+
+def select_v2_forward(condition, t, e):
+    """SelectV2's formula."""
+    output = torch.where(condition, t, e)
+    return output
+
+
+def select_v2_vjp(grad, condition, t, e, *, output=None):
+    """Gradient of SelectV2: one array per input (condition, t, e).
+
+    In index notation, next to the code computing it:
+        grad_t = (grad if condition else 0)
+            i.e. `_sum_to_shape(torch.where(condition, grad, 0), np.shape(t))`
+        grad_e = (0 if condition else grad)
+            i.e. `_sum_to_shape(torch.where(condition, 0, grad), np.shape(e))`
+    """
+    grad_t = _sum_to_shape(torch.where(condition, grad, 0), np.shape(t))
+    grad_e = _sum_to_shape(torch.where(condition, 0, grad), np.shape(e))
+    return None, grad_t, grad_e
+
+
+class _SelectV2Function(torch.autograd.Function):
+    """SelectV2 for autograd: the backward is select_v2_vjp."""
+
+    @staticmethod
+    def forward(condition, t, e):
+        return select_v2_forward(condition, t, e)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        condition, t, e = ctx.saved_tensors
+        grads = select_v2_vjp(grad, condition, t, e)
+        return _needed(grads, ctx.needs_input_grad)

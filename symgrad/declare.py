@@ -24,6 +24,7 @@ import sympy as sp
 
 from symgrad.attributes import Attr, AttributeGroups, make_attrs, with_samples
 from symgrad.errors import DeclarationError
+from symgrad.functions import holds
 
 ELEMENTWISE = "elementwise"
 INDEX = "index"
@@ -56,6 +57,7 @@ class OpDecl(AttributeGroups):
     doc: str = ""  # first line of the declaration's docstring
     variadic: str | None = None  # name of the one list input whose length varies by variant
     broadcast_to: str | None = None  # elementwise: the attribute holding the output's shape
+    boolean: tuple[str, ...] = ()  # elementwise: the inputs that are bools (conditions)
 
     def variants(self) -> list[tuple[tuple[str, Any], ...]]:
         """Every combination of enumerated attribute values, in a stable order."""
@@ -70,9 +72,10 @@ class TensorInput:
 
     name: str  # input name, as the generated code's parameter
     base: Any  # sp.Symbol (elementwise) or sp.IndexedBase with a symbolic shape (index)
-    integer: bool = False  # integer positions (a gather's indices): no gradient
+    integer: bool = False  # integer positions (a gather's indices) or bools: no gradient
     groups: tuple = ()  # (first axis, count) of the axes of `shape` that one axis of the input is
     ascending: bool = False  # integer positions in ascending order (SegmentSum's segment ids)
+    boolean: bool = False  # a condition (SelectV2's): bools, no gradient (`integer` too)
 
     @property
     def shape(self) -> tuple | None:
@@ -158,13 +161,22 @@ class Tensor(sp.IndexedBase):
         return super().__getitem__(with_batch(indices))
 
 
-def tensor(name: str, shape: tuple, *, integer: bool = False, ascending: bool = False) -> Tensor:
+class BoolTensor(Tensor):
+    """A bool input tensor: its entries are conditions, `holds(entry)`."""
+
+    def __getitem__(self, indices):
+        return holds(super().__getitem__(indices))
+
+
+def tensor(name: str, shape: tuple, *, integer: bool = False, ascending: bool = False, boolean: bool = False) -> Tensor:
     """Declare the next input tensor of the op being built, with its symbolic shape.
 
     A leading `...` in `shape` (and then in every subscript) stands for any number of leading
     batch axes, so one declaration serves every rank. An `integer` tensor holds positions
     (Gather's `indices`), read in other tensors' subscripts; its gradient is None. An
-    `ascending` one holds them in ascending order (SegmentSum's ids), and is drawn so.
+    `ascending` one holds them in ascending order (SegmentSum's ids), and is drawn so. A
+    `boolean` tensor holds conditions (`sp.Piecewise((x[i], mask[i]), (0, True))`); its
+    gradient is None too.
 
     An axis given as a tuple of sizes, `(H, block_size)`, is indexed as that many axes,
     row-major (axis position `h*block_size + b` is entry `[h, b]`): one of the sizes is a
@@ -189,10 +201,10 @@ def tensor(name: str, shape: tuple, *, integer: bool = False, ascending: bool = 
             dims_.extend(members)
         else:
             dims_.append(BATCH_DIM if d is BATCH else sp.sympify(d))
-    base = Tensor(name, shape=tuple(dims_))
+    base = (BoolTensor if boolean else Tensor)(name, shape=tuple(dims_))
     if ascending and not integer:
         raise DeclarationError(f"input {name!r}: only an integer tensor can be ascending")
-    registry.append(TensorInput(name, base, integer, tuple(groups), ascending))
+    registry.append(TensorInput(name, base, integer or boolean, tuple(groups), ascending, boolean))
     return base
 
 
@@ -285,8 +297,12 @@ def elementwise(
     outputs: tuple[str, ...] = ("y",),
     broadcast_to: str | None = None,
     samples: dict | None = None,
+    boolean: tuple[str, ...] = (),
 ):
     """Declare an elementwise op: `fn(*inputs, **attrs)` returns a scalar expression.
+
+    `boolean` names the inputs that are bools (SelectV2's `condition`), used as conditions
+    (`sp.Piecewise((t, condition), (e, True))`); their gradient is None.
 
     `broadcast_to` names an `attr(Ints(), Input(position))` attribute holding a shape the inputs are broadcast to
     (BroadcastTo's `shape`): the output has that shape, and each gradient is summed back to
@@ -294,11 +310,11 @@ def elementwise(
     """
     return _decorator(
         name, ELEMENTWISE, attrs, defaults, complex, output_names=tuple(outputs), samples=samples,
-        broadcast_to=broadcast_to,
+        broadcast_to=broadcast_to, boolean=tuple(boolean),
     )
 
 
-def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=None, samples=None, broadcast_to=None):
+def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=None, samples=None, broadcast_to=None, boolean=()):
     def wrap(fn: Callable) -> OpDecl:
         location = Location(fn.__code__.co_filename, fn.__code__.co_firstlineno)
         attr_objs = make_attrs(name, location, attrs or {}, defaults or {}, variadic)
@@ -316,10 +332,12 @@ def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=N
                 name,
                 location,
             )
+        if set(boolean) - set(inputs):
+            raise DeclarationError(f"boolean names {sorted(set(boolean) - set(inputs))}, not inputs {inputs}", name, location)
         doc = (inspect.getdoc(fn) or "").splitlines()
         decl = OpDecl(
             name, fn.__name__, kind, attr_objs, inputs, output_names, complex_ok, fn, location,
-            doc[0] if doc else "", variadic, broadcast_to,
+            doc[0] if doc else "", variadic, broadcast_to, boolean,
         )
         collector = declared.get()
         if collector is not None:

@@ -119,6 +119,17 @@ class indicator(sp.Function):
         return sp.Piecewise((1, self.args[0]), (0, True))
 
 
+class holds(sp.logic.boolalg.BooleanFunction):
+    """An entry of a bool tensor (a `tensor(..., boolean=True)`) used as a condition, which a
+    plain `Indexed` cannot be: `indicator(mask[k])`, `sp.Piecewise((x[i], mask[i]), (0, True))`."""
+
+    nargs = 1
+
+    @property
+    def entry(self):
+        return self.args[0]
+
+
 class mask(indicator):
     """`indicator(c)` made from `Piecewise((a, c), (0, True))` (a relu's derivative): a factor
     of a product, printed in the smallest integer dtype, which the product's dtype absorbs."""

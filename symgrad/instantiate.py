@@ -51,7 +51,10 @@ def _instantiate_elementwise(decl, attr_values, kwargs) -> OpVariant:
     outputs = tuple(
         Output(name, (), _as_expr(decl, e)) for name, e in zip(decl.output_names, exprs)
     )
-    inputs = tuple(TensorInput(name, symbols[name]) for name in decl.inputs)
+    inputs = tuple(
+        TensorInput(name, symbols[name], integer=name in decl.boolean, boolean=name in decl.boolean)
+        for name in decl.inputs
+    )
     return OpVariant(decl, attr_values, inputs, outputs)
 
 
@@ -198,7 +201,7 @@ def computed_positions(expr: sp.Expr) -> sp.Expr:
     integer tensor kept whole, a `computed_position`: a gather, whose adjoint scatters."""
 
     def kept(entry: sp.Indexed) -> sp.Indexed:
-        return entry.base[tuple(computed_position(s) if _computed(s) else s for s in entry.indices)]
+        return sp.Indexed(entry.base, *(computed_position(s) if _computed(s) else s for s in entry.indices))
 
     return expr.replace(lambda e: isinstance(e, sp.Indexed) and any(map(_computed, e.indices)), kept)
 

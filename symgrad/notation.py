@@ -141,6 +141,9 @@ class IndexNotationPrinter(StrPrinter):
     def _print_safe_where(self, expr):
         return self._print(expr.args[0])  # a select's guard: the value where it is read
 
+    def _print_holds(self, expr):
+        return self._print(expr.entry)
+
     def _print_computed_position(self, expr):
         return self._print(expr.args[0])
 
@@ -180,10 +183,9 @@ def printer_for(derivation: Derivation, conjugate: bool = True) -> IndexNotation
     upstream = list(derivation.grad_names) + [f"grad_{s}" for s in stages]
     conjugated = set()
     if variant.decl.complex_ok and conjugate:
-        conjugated = (
-            {t.name for t in variant.inputs} | {o.name for o in variant.outputs} | set(stages)
-        )
-        conjugated |= {t.base for t in variant.inputs if isinstance(t.base, sp.Symbol)}
+        values = [t for t in variant.inputs if not t.integer]  # positions and conditions are real
+        conjugated = {t.name for t in values} | {o.name for o in variant.outputs} | set(stages)
+        conjugated |= {t.base for t in values if isinstance(t.base, sp.Symbol)}
         conjugated |= {sp.Symbol(o.name, real=True) for o in variant.outputs}
     return IndexNotationPrinter(upstream, conjugated, derivation.ranges)
 

@@ -79,7 +79,8 @@ def make_cases(variant: Variant, forward, complex_values: bool) -> list[Case]:
     """The cases of one variant, in float64 (complex128 when `complex_values`)."""
     rng = np.random.default_rng(zlib.crc32(f"{variant.op.name}|{variant.label}".encode()))
     if variant.shapes is None:
-        cases = _elementwise_cases(variant, forward, rng)
+        conditions = lambda inputs: as_conditions(variant, inputs)
+        cases = [replace(c, inputs=conditions(c.inputs)) for c in _elementwise_cases(variant, lambda *xs: forward(*conditions(xs)), rng)]
     else:
         cases = _index_cases(variant, forward, rng)
     if complex_values:
@@ -110,9 +111,15 @@ def for_dtype(cases: list[Case], dtype, forward, seed: str) -> list[Case]:
 
 
 def _cast(x, dtype) -> np.ndarray:
-    """`x` in `dtype`; integer positions stay integers."""
+    """`x` in `dtype`; integer positions and bools stay as they are."""
     x = np.asarray(x)
-    return x if np.issubdtype(x.dtype, np.integer) else x.astype(dtype)
+    return x if discrete(x) else x.astype(dtype)
+
+
+def discrete(x) -> bool:
+    """Whether `x` holds integers or bools (positions, conditions): no dtype of its own to take."""
+    dtype = np.asarray(x).dtype
+    return bool(np.issubdtype(dtype, np.integer) or dtype == np.bool_)
 
 
 def call_forward(forward, inputs) -> tuple | None:
@@ -159,6 +166,20 @@ def _elementwise_cases(variant: Variant, forward, rng) -> list[Case]:
     for label, shapes in broadcast_shapes(variant.inputs):
         cases.append(Case(f"shapes {label}", _sample(rng, primary, shapes)))
     return cases
+
+
+def as_conditions(variant: Variant, inputs: tuple) -> tuple:
+    """The bool inputs' values from the floats drawn for them: where positive, or (where that
+    is the same everywhere) every other entry, so both values occur."""
+    result = list(inputs)
+    for k, name in enumerate(variant.inputs):
+        if name in variant.booleans:
+            x = np.asarray(inputs[k])
+            condition = x > 0
+            if x.size > 1 and (condition.all() or not condition.any()):
+                condition = (np.arange(x.size) % 2 == 0).reshape(x.shape)
+            result[k] = condition
+    return tuple(result)
 
 
 def grid_case(label: str, values: list[list[float]], keep) -> Case:
@@ -293,7 +314,11 @@ def _draw(rng, variant: Variant, combo, shapes, sizes: dict) -> tuple[np.ndarray
     values = list(_sample(rng, combo, shapes))
     bounds = position_bounds(variant) if variant.integers else {}
     for k, name in enumerate(variant.inputs):
-        if name in variant.integers:
+        if name in variant.booleans:  # conditions: both values, wherever the shape allows
+            values[k] = rng.random(shapes[k]) < 0.5
+            if values[k].size > 1:
+                values[k].flat[:2] = (True, False)
+        elif name in variant.integers:
             size = bounds.get(name, 2)
             size = size_of(sp.sympify(size).subs(variant.attr_values(size)), sizes)
             values[k] = _positions(rng, shapes[k], int(size) if np.isfinite(size) else 2)
@@ -328,7 +353,7 @@ def _random(rng, shape, dtype, low, high) -> np.ndarray:
 
 
 def _with_imaginary(x: np.ndarray, rng) -> np.ndarray:
-    if np.issubdtype(np.asarray(x).dtype, np.integer):
+    if discrete(x):
         return x
     sign = rng.choice([-1.0, 1.0], np.shape(x))
     return np.asarray(x + 1j * sign * rng.uniform(0.2, 0.6, np.shape(x)))

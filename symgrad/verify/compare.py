@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from symgrad.verify.cases import Case
+from symgrad.verify.cases import Case, discrete
 from symgrad.verify.ops_under_test import Variant
 
 
@@ -176,7 +176,7 @@ def upstream_names(variant: Variant) -> list[str]:
 
 def case_snippet(variant: Variant, case: Case, calls: list[str]) -> str:
     """Python that rebuilds `case` (inputs, upstream gradients, attributes), then `calls`."""
-    floats = [x for x in map(np.asarray, case.inputs) if not np.issubdtype(x.dtype, np.integer)]
+    floats = [x for x in map(np.asarray, case.inputs) if not discrete(x)]
     dtype = floats[0].dtype.name if floats else "float64"
     lines = ["import numpy as np", ""]
     for name, x in zip(variant.inputs, case.inputs):
@@ -191,7 +191,7 @@ def literal(x, dtype: str) -> str:
     """`np.array(...)` source for `x`, NaN and infinities included (integers in their own
     dtype: positions)."""
     x = np.asarray(x)
-    dtype = x.dtype.name if np.issubdtype(x.dtype, np.integer) else dtype
+    dtype = x.dtype.name if discrete(x) else dtype
     return f"np.array({_nested(x.tolist())}, dtype=np.{dtype})"
 
 

@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from symgrad.verify import check, differences
-from symgrad.verify.cases import Case, bound_forward, dtypes_of, for_dtype, grid_case, make_cases, sampled, values_only
+from symgrad.verify.cases import Case, as_conditions, bound_forward, discrete, dtypes_of, for_dtype, grid_case, make_cases, sampled, values_only
 from symgrad.verify.compare import Finding, GradientCallError, case_snippet, wrong_dtypes
 from symgrad.verify.ops_under_test import DerivedOp, Variant, variants_of
 from symgrad.verify.report import Result, summarize
@@ -64,7 +64,7 @@ def extreme_cases(variant: Variant, forward, dtype: str) -> list[Case]:
     if variant.shapes is None:
         n = len(variant.inputs)
         grid = grid_case(f"extreme values for {dtype}", [list(values)] * n, lambda c: any(abs(v) > 10 for v in c))
-        cases = [grid]
+        cases = [replace(grid, inputs=as_conditions(variant, grid.inputs))]
     else:
         cases = _index_extremes(variant, forward, dtype, np.random.default_rng(len(seed)))
     return for_dtype(cases, np.dtype(dtype), forward, seed)
@@ -170,5 +170,5 @@ def _finding(case: Case, name: str, wrong: list, g, suspects: int) -> Finding:
 
 def _float64(x) -> np.ndarray:
     x = np.asarray(x)
-    return x if np.issubdtype(x.dtype, np.integer) else x.astype(np.float64)
+    return x if discrete(x) else x.astype(np.float64)
 

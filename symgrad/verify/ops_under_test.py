@@ -141,6 +141,7 @@ class Variant:
     sampled: tuple[tuple[str, Any], ...] = ()  # a further sample value, named in the label
     ascending: tuple[str, ...] = ()  # integer inputs whose positions are in ascending order
     list_output: bool = False  # the outputs are the entries of one list output (Unpack's)
+    booleans: tuple[str, ...] = ()  # inputs holding bools (conditions), among `integers`
     listed: int = 0  # the first `listed` inputs are passed as one list (a gradient op's, Unpack's)
 
     @property
@@ -207,6 +208,7 @@ def _settings_of(op: DerivedOp, values: tuple) -> list[Variant]:
             tuple(o.name for o in inst.outputs), tuple(o.expr for o in inst.outputs), consts,
             tuple(t.name for t in inst.inputs if t.integer), sizes, sampled,
             tuple(t.name for t in inst.inputs if t.ascending), inst.outputs[0].list_name is not None,
+            booleans=tuple(t.name for t in inst.inputs if t.boolean),
         )
         if shapes is not None:  # an axis declared as a group of sizes (a block size)
             known = lambda d: sp.sympify(d).subs(v.attr_values(d))

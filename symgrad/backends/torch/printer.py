@@ -119,7 +119,7 @@ class TorchPrinter(NamesakePrinter):
         return f"{self._module_format('numpy.as_tensor')}({value.x}, dtype={self._module_format('numpy.int64')})"
 
     def _print_mask(self, expr):
-        return f"{self._print_condition(expr.args[0])}.to({self._module_format('numpy.int8')})"
+        return f"({self._print_condition(expr.args[0])}).to({self._module_format('numpy.int8')})"
 
     def _print_Scan(self, value: ir.Scan):
         """torch has no exclusive or reverse cumsum: flip, and shift in the identity."""
