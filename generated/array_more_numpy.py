@@ -28,6 +28,20 @@ def _scatter_add(values, positions, trailing, size):
     """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
     last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
     are dropped. A scatter-add, as a sparse one-hot matrix product (never a dense one)."""
+    rows, flat, start = _scatter_rows(values, positions, trailing)
+    inside = np.flatnonzero((flat >= 0) & (flat < size))
+    one_hot = scipy.sparse.csr_matrix(
+        (np.ones(inside.size, dtype=rows.dtype), (flat[inside], inside)), shape=(size, flat.size)
+    )
+    summed = np.reshape(
+        np.asarray(one_hot @ np.reshape(rows, (flat.size, -1))), (size,) + rows.shape[1:]
+    )
+    return np.moveaxis(summed, 0, start)
+
+
+def _scatter_rows(values, positions, trailing):
+    """(rows, flat positions, start): `values` broadcast to the positions' axes (those before
+    the last `trailing`, which start at axis `start`), one row per position."""
     count = np.ndim(positions)
     values = np.reshape(
         values, (1,) * max(0, count + trailing - np.ndim(values)) + np.shape(values)
@@ -36,14 +50,8 @@ def _scatter_add(values, positions, trailing, size):
     shape = np.shape(values)
     values = np.broadcast_to(values, shape[:start] + np.shape(positions) + shape[start + count :])
     moved = np.moveaxis(values, tuple(range(start, start + count)), tuple(range(count)))
-    rest = moved.shape[count:]
     flat = np.reshape(positions, -1)
-    inside = np.flatnonzero((flat >= 0) & (flat < size))
-    one_hot = scipy.sparse.csr_matrix(
-        (np.ones(inside.size, dtype=moved.dtype), (flat[inside], inside)), shape=(size, flat.size)
-    )
-    summed = np.reshape(np.asarray(one_hot @ np.reshape(moved, (flat.size, -1))), (size,) + rest)
-    return np.moveaxis(summed, 0, start)
+    return np.reshape(moved, (flat.size,) + moved.shape[count:]), flat, start
 
 
 def _mirrored(position, size, edge):

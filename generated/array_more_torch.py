@@ -39,6 +39,16 @@ def _scatter_add(values, positions, trailing, size):
     """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
     last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
     are dropped (`index_add`, never a one-hot matrix)."""
+    flat, slots, start = _scatter_rows(values, positions, trailing, size)
+    summed = torch.zeros((size,) + tuple(flat.shape[1:]), dtype=flat.dtype).index_add(
+        0, slots, flat
+    )
+    return torch.movedim(summed, 0, start)
+
+
+def _scatter_rows(values, positions, trailing, size):
+    """(rows, slots, start): `values` broadcast to the positions' axes (those before the last
+    `trailing`, which start at axis `start`), one row per position inside 0..size-1."""
     positions = torch.as_tensor(positions).long()
     count = positions.ndim
     values = torch.reshape(
@@ -50,13 +60,11 @@ def _scatter_add(values, positions, trailing, size):
         values, shape[:start] + tuple(positions.shape) + shape[start + count :]
     )
     moved = torch.movedim(values, tuple(range(start, start + count)), tuple(range(count)))
-    rest = tuple(moved.shape[count:])
-    flat, slots = torch.reshape(moved, (-1,) + rest), torch.reshape(positions, (-1,))
-    inside = (slots >= 0) & (slots < size)
-    summed = torch.zeros((size,) + rest, dtype=values.dtype).index_add(
-        0, slots[inside], flat[inside]
+    flat, slots = torch.reshape(moved, (-1,) + tuple(moved.shape[count:])), torch.reshape(
+        positions, (-1,)
     )
-    return torch.movedim(summed, 0, start)
+    inside = (slots >= 0) & (slots < size)
+    return flat[inside], slots[inside], start
 
 
 def tile(input, *, multiples):

@@ -34,6 +34,11 @@ def _scatter_add(values, positions, trailing, size):
     """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
     last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
     are dropped (`.at[].add`, never a one-hot matrix)."""
+    return _scatter_at(values, positions, trailing, size, "add")
+
+
+def _scatter_at(values, positions, trailing, size, kind):
+    """`values` reduced into `size` slots at `positions` by `.at[].add`, `.max` or `.min`."""
     positions = jnp.asarray(positions)
     count = jnp.ndim(positions)
     values = jnp.reshape(
@@ -42,9 +47,15 @@ def _scatter_add(values, positions, trailing, size):
     start = jnp.ndim(values) - trailing - count
     shape = jnp.shape(values)
     values = jnp.broadcast_to(values, shape[:start] + jnp.shape(positions) + shape[start + count :])
-    summed = jnp.zeros(shape[:start] + (size,) + shape[start + count :], values.dtype)
+    fill = (
+        0
+        if kind == "add"
+        else jnp.finfo(values.dtype).min if kind == "max" else jnp.finfo(values.dtype).max
+    )
+    slots = jnp.full(shape[:start] + (size,) + shape[start + count :], fill, values.dtype)
     positions = jnp.where(positions < 0, size, positions)  # dropped, not counted from the end
-    return summed.at[(slice(None),) * start + (positions,)].add(values, mode="drop")
+    at = slots.at[(slice(None),) * start + (positions,)]
+    return getattr(at, kind)(values, mode="drop")
 
 
 def _window_span(x, pads, spans, fill=0):

@@ -142,6 +142,12 @@ def _scatter_add(values, positions, trailing, size):
     """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
     last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
     are dropped. A scatter-add, as TensorFlow's unsorted segment sum."""
+    return _scatter_segments(tf.math.unsorted_segment_sum, values, positions, trailing, size)
+
+
+def _scatter_segments(reduce, values, positions, trailing, size):
+    """`values` reduced into `size` slots at `positions` by the segment reduction `reduce`,
+    the positions' axes those of `values` before the last `trailing`."""
     values = tf.convert_to_tensor(values)
     positions = tf.cast(positions, tf.int64)
     size = tf.cast(size, tf.int64)
@@ -159,7 +165,7 @@ def _scatter_add(values, positions, trailing, size):
     flat = tf.reshape(positions, [-1])
     slots = tf.where((flat >= 0) & (flat < size), flat, size)  # outside: one extra slot, dropped
     data = tf.reshape(moved, tf.concat([[-1], tf.shape(moved)[count:]], 0))
-    summed = tf.math.unsorted_segment_sum(data, slots, size + 1)[:size]
+    summed = reduce(data, slots, size + 1)[:size]
     back = list(range(1, start + 1)) + [0] + list(range(start + 1, rank - count + 1))
     return tf.transpose(summed, back)
 

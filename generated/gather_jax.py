@@ -33,6 +33,18 @@ def _scatter_add(values, positions, trailing, size):
     """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
     last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
     are dropped (`.at[].add`, never a one-hot matrix)."""
+    return _scatter_at(values, positions, trailing, size, "add")
+
+
+def _scatter_extremum(values, positions, trailing, size, kind):
+    """`_scatter_add`'s layout, the values at equal positions reduced to their maximum (`kind`
+    "max") or minimum ("min"), the dtype's lowest (highest) value where no position names a
+    slot (TensorFlow's unsorted segment max and min)."""
+    return _scatter_at(values, positions, trailing, size, kind)
+
+
+def _scatter_at(values, positions, trailing, size, kind):
+    """`values` reduced into `size` slots at `positions` by `.at[].add`, `.max` or `.min`."""
     positions = jnp.asarray(positions)
     count = jnp.ndim(positions)
     values = jnp.reshape(
@@ -41,13 +53,19 @@ def _scatter_add(values, positions, trailing, size):
     start = jnp.ndim(values) - trailing - count
     shape = jnp.shape(values)
     values = jnp.broadcast_to(values, shape[:start] + jnp.shape(positions) + shape[start + count :])
-    summed = jnp.zeros(shape[:start] + (size,) + shape[start + count :], values.dtype)
+    fill = (
+        0
+        if kind == "add"
+        else jnp.finfo(values.dtype).min if kind == "max" else jnp.finfo(values.dtype).max
+    )
+    slots = jnp.full(shape[:start] + (size,) + shape[start + count :], fill, values.dtype)
     positions = jnp.where(positions < 0, size, positions)  # dropped, not counted from the end
-    return summed.at[(slice(None),) * start + (positions,)].add(values, mode="drop")
+    at = slots.at[(slice(None),) * start + (positions,)]
+    return getattr(at, kind)(values, mode="drop")
 
 
 def gather_v2(params, indices, *, axis=0):
-    """GatherV2: Rows of a matrix at indices of any rank (axis 0, batch_dims 0): an embedding lookup (declared at ops/gather.py:16); differentiated by gather_v2_vjp."""
+    """GatherV2: Rows of a matrix at indices of any rank (axis 0, batch_dims 0): an embedding lookup (declared at ops/gather.py:18); differentiated by gather_v2_vjp."""
     return _gather_v2_custom_vjp(axis, params, indices)
 
 
@@ -95,7 +113,7 @@ _gather_v2_custom_vjp.defvjp(_gather_v2_fwd, _gather_v2_bwd)
 
 
 def gather(params, indices):
-    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:24); differentiated by gather_vjp."""
+    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:26); differentiated by gather_vjp."""
     return _gather_custom_vjp(params, indices)
 
 
@@ -136,7 +154,7 @@ _gather_custom_vjp.defvjp(_gather_fwd, _gather_bwd)
 
 
 def gather_nd(params, indices):
-    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:32); differentiated by gather_nd_vjp."""
+    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:34); differentiated by gather_nd_vjp."""
     return _gather_nd_custom_vjp(params, indices)
 
 
@@ -212,7 +230,7 @@ _gather_nd_custom_vjp.defvjp(_gather_nd_fwd, _gather_nd_bwd)
 
 
 def scatter_nd(indices, updates, *, shape):
-    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:43); differentiated by scatter_nd_vjp."""
+    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:45); differentiated by scatter_nd_vjp."""
     return _scatter_nd_custom_vjp(shape, indices, updates)
 
 
@@ -256,7 +274,7 @@ _scatter_nd_custom_vjp.defvjp(_scatter_nd_fwd, _scatter_nd_bwd)
 
 
 def unsorted_segment_sum(data, segment_ids, *, num_segments):
-    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:52); differentiated by unsorted_segment_sum_vjp."""
+    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:54); differentiated by unsorted_segment_sum_vjp."""
     return _unsorted_segment_sum_custom_vjp(num_segments, data, segment_ids)
 
 
@@ -298,7 +316,7 @@ _unsorted_segment_sum_custom_vjp.defvjp(_unsorted_segment_sum_fwd, _unsorted_seg
 
 
 def segment_sum(data, segment_ids):
-    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:61); differentiated by segment_sum_vjp."""
+    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:63); differentiated by segment_sum_vjp."""
     return _segment_sum_custom_vjp(data, segment_ids)
 
 
@@ -336,3 +354,286 @@ def _segment_sum_bwd(saved, grad):
 
 
 _segment_sum_custom_vjp.defvjp(_segment_sum_fwd, _segment_sum_bwd)
+
+
+def unsorted_segment_max(data, segment_ids, *, num_segments):
+    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:83); differentiated by unsorted_segment_max_vjp."""
+    return _unsorted_segment_max_custom_vjp(num_segments, data, segment_ids)
+
+
+def unsorted_segment_max_forward(data, segment_ids, *, num_segments):
+    """UnsortedSegmentMax's formula."""
+    t0 = num_segments
+    output = _scatter_extremum(data, segment_ids, 1, t0, "max")
+    return output
+
+
+def unsorted_segment_max_vjp(grad, data, segment_ids, *, output=None, num_segments):
+    """Gradient of UnsortedSegmentMax: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
+            output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
+            p], output[s, p]) at s = segment_ids[j]), i.e. `jnp.where(data == t0, t5 / t4, 0)`
+    """
+    if output is None:
+        output = unsorted_segment_max_forward(data, segment_ids, num_segments=num_segments)
+    t0 = _gather(output, segment_ids, -2)
+    t1 = jnp.asarray(data == t0, grad.dtype)
+    t2 = jnp.shape(grad)[-2]
+    t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t4 = _gather(t3, segment_ids, -2)
+    t5 = _gather(grad, segment_ids, -2)
+    grad_data = jnp.where(data == t0, t5 / t4, 0)
+    return grad_data, None
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _unsorted_segment_max_custom_vjp(num_segments, data, segment_ids):
+    return unsorted_segment_max_forward(data, segment_ids, num_segments=num_segments)
+
+
+def _unsorted_segment_max_fwd(num_segments, data, segment_ids):
+    output = unsorted_segment_max_forward(data, segment_ids, num_segments=num_segments)
+    return output, ((data, segment_ids), output)
+
+
+def _unsorted_segment_max_bwd(num_segments, saved, grad):
+    (data, segment_ids), output = saved
+    return unsorted_segment_max_vjp(
+        grad, data, segment_ids, output=output, num_segments=num_segments
+    )
+
+
+_unsorted_segment_max_custom_vjp.defvjp(_unsorted_segment_max_fwd, _unsorted_segment_max_bwd)
+
+
+def unsorted_segment_min(data, segment_ids, *, num_segments):
+    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:90); differentiated by unsorted_segment_min_vjp."""
+    return _unsorted_segment_min_custom_vjp(num_segments, data, segment_ids)
+
+
+def unsorted_segment_min_forward(data, segment_ids, *, num_segments):
+    """UnsortedSegmentMin's formula."""
+    t0 = num_segments
+    output = _scatter_extremum(data, segment_ids, 1, t0, "min")
+    return output
+
+
+def unsorted_segment_min_vjp(grad, data, segment_ids, *, output=None, num_segments):
+    """Gradient of UnsortedSegmentMin: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
+            output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
+            p], output[s, p]) at s = segment_ids[j]), i.e. `jnp.where(data == t0, t5 / t4, 0)`
+    """
+    if output is None:
+        output = unsorted_segment_min_forward(data, segment_ids, num_segments=num_segments)
+    t0 = _gather(output, segment_ids, -2)
+    t1 = jnp.asarray(data == t0, grad.dtype)
+    t2 = jnp.shape(grad)[-2]
+    t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t4 = _gather(t3, segment_ids, -2)
+    t5 = _gather(grad, segment_ids, -2)
+    grad_data = jnp.where(data == t0, t5 / t4, 0)
+    return grad_data, None
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _unsorted_segment_min_custom_vjp(num_segments, data, segment_ids):
+    return unsorted_segment_min_forward(data, segment_ids, num_segments=num_segments)
+
+
+def _unsorted_segment_min_fwd(num_segments, data, segment_ids):
+    output = unsorted_segment_min_forward(data, segment_ids, num_segments=num_segments)
+    return output, ((data, segment_ids), output)
+
+
+def _unsorted_segment_min_bwd(num_segments, saved, grad):
+    (data, segment_ids), output = saved
+    return unsorted_segment_min_vjp(
+        grad, data, segment_ids, output=output, num_segments=num_segments
+    )
+
+
+_unsorted_segment_min_custom_vjp.defvjp(_unsorted_segment_min_fwd, _unsorted_segment_min_bwd)
+
+
+def segment_max(data, segment_ids):
+    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:106); differentiated by segment_max_vjp."""
+    return _segment_max_custom_vjp(data, segment_ids)
+
+
+def segment_max_forward(data, segment_ids, *, return_stages=False):
+    """SegmentMax's formula."""
+    t0 = jnp.shape(data)[-2]
+    t1 = segment_ids[t0 - 1] + 1
+    ext1 = _scatter_extremum(data, segment_ids, 1, t1, "max")
+    t2 = jnp.asarray(1, dtype=jnp.result_type(data))
+    t3 = _scatter_add(t2, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
+    output = jnp.where(t3 > 0, ext1, 0)
+    if return_stages:  # for segment_max_vjp(..., **stages): not computed again
+        return output, {"ext1": ext1}
+    return output
+
+
+def segment_max_vjp(grad, data, segment_ids, *, output=None, ext1=None):
+    """Gradient of SegmentMax: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        ext1[s, p] = max_i selected(segment_ids[i] == s, data[i, p], -oo)
+            i.e. `_scatter_extremum(data, segment_ids, 1, t0, "max")`
+        grad_ext1[s, p] = grad[s, p] * mask(sum_i delta(s, segment_ids[i]) > 0)
+            i.e. `jnp.where(t3 > 0, grad, 0)`
+        grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
+            ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
+            ext1[s, p]) at s = segment_ids[j]), i.e. `jnp.where(data == t4, t8 / t7, 0)`
+    """
+    if ext1 is None:
+        t0 = jnp.shape(grad)[-2]
+        ext1 = _scatter_extremum(data, segment_ids, 1, t0, "max")
+    t1 = jnp.asarray(1, dtype=jnp.result_type(grad))
+    t2 = jnp.shape(grad)[-2]
+    t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    grad_ext1 = jnp.where(t3 > 0, grad, 0)
+    t4 = _gather(ext1, segment_ids, -2)
+    t5 = jnp.asarray(data == t4, grad.dtype)
+    t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t7 = _gather(t6, segment_ids, -2)
+    t8 = _gather(grad_ext1, segment_ids, -2)
+    grad_data = jnp.where(data == t4, t8 / t7, 0)
+    return grad_data, None
+
+
+@jax.custom_vjp
+def _segment_max_custom_vjp(data, segment_ids):
+    return segment_max_forward(data, segment_ids)
+
+
+def _segment_max_fwd(data, segment_ids):
+    output, stages = segment_max_forward(data, segment_ids, return_stages=True)
+    return output, ((data, segment_ids), output, stages)
+
+
+def _segment_max_bwd(saved, grad):
+    (data, segment_ids), output, stages = saved
+    return segment_max_vjp(grad, data, segment_ids, output=output, **stages)
+
+
+_segment_max_custom_vjp.defvjp(_segment_max_fwd, _segment_max_bwd)
+
+
+def segment_min(data, segment_ids):
+    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:113); differentiated by segment_min_vjp."""
+    return _segment_min_custom_vjp(data, segment_ids)
+
+
+def segment_min_forward(data, segment_ids, *, return_stages=False):
+    """SegmentMin's formula."""
+    t0 = jnp.shape(data)[-2]
+    t1 = segment_ids[t0 - 1] + 1
+    ext1 = _scatter_extremum(data, segment_ids, 1, t1, "min")
+    t2 = jnp.asarray(1, dtype=jnp.result_type(data))
+    t3 = _scatter_add(t2, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
+    output = jnp.where(t3 > 0, ext1, 0)
+    if return_stages:  # for segment_min_vjp(..., **stages): not computed again
+        return output, {"ext1": ext1}
+    return output
+
+
+def segment_min_vjp(grad, data, segment_ids, *, output=None, ext1=None):
+    """Gradient of SegmentMin: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        ext1[s, p] = min_i selected(segment_ids[i] == s, data[i, p], oo)
+            i.e. `_scatter_extremum(data, segment_ids, 1, t0, "min")`
+        grad_ext1[s, p] = grad[s, p] * mask(sum_i delta(s, segment_ids[i]) > 0)
+            i.e. `jnp.where(t3 > 0, grad, 0)`
+        grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
+            ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
+            ext1[s, p]) at s = segment_ids[j]), i.e. `jnp.where(data == t4, t8 / t7, 0)`
+    """
+    if ext1 is None:
+        t0 = jnp.shape(grad)[-2]
+        ext1 = _scatter_extremum(data, segment_ids, 1, t0, "min")
+    t1 = jnp.asarray(1, dtype=jnp.result_type(grad))
+    t2 = jnp.shape(grad)[-2]
+    t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    grad_ext1 = jnp.where(t3 > 0, grad, 0)
+    t4 = _gather(ext1, segment_ids, -2)
+    t5 = jnp.asarray(data == t4, grad.dtype)
+    t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t7 = _gather(t6, segment_ids, -2)
+    t8 = _gather(grad_ext1, segment_ids, -2)
+    grad_data = jnp.where(data == t4, t8 / t7, 0)
+    return grad_data, None
+
+
+@jax.custom_vjp
+def _segment_min_custom_vjp(data, segment_ids):
+    return segment_min_forward(data, segment_ids)
+
+
+def _segment_min_fwd(data, segment_ids):
+    output, stages = segment_min_forward(data, segment_ids, return_stages=True)
+    return output, ((data, segment_ids), output, stages)
+
+
+def _segment_min_bwd(saved, grad):
+    (data, segment_ids), output, stages = saved
+    return segment_min_vjp(grad, data, segment_ids, output=output, **stages)
+
+
+_segment_min_custom_vjp.defvjp(_segment_min_fwd, _segment_min_bwd)
+
+
+def segment_mean(data, segment_ids):
+    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:120); differentiated by segment_mean_vjp."""
+    return _segment_mean_custom_vjp(data, segment_ids)
+
+
+def segment_mean_forward(data, segment_ids):
+    """SegmentMean's formula."""
+    t0 = jnp.asarray(1, dtype=jnp.result_type(data))
+    t1 = jnp.shape(data)[-2]
+    t2 = segment_ids[t1 - 1] + 1
+    t3 = _scatter_add(t0, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t4 = _scatter_add(data, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    output = t4 / jnp.maximum(1, t3)
+    return output
+
+
+def segment_mean_vjp(grad, data, segment_ids, *, output=None):
+    """Gradient of SegmentMean: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] / Max(1, (sum_i delta(s, segment_ids[i]) at s =
+            segment_ids[j])), i.e. `t5 / jnp.maximum(1, t4)`
+    """
+    t0 = jnp.asarray(1, dtype=jnp.result_type(grad))
+    t1 = jnp.shape(grad)[-2]
+    t2 = _scatter_add(t0, segment_ids, 0, t1)  # no gather form: an explicit scatter-add
+    t3 = _gather(t2, segment_ids, -1)
+    t4 = t3[..., None]
+    t5 = _gather(grad, segment_ids, -2)
+    grad_data = t5 / jnp.maximum(1, t4)
+    return grad_data, None
+
+
+@jax.custom_vjp
+def _segment_mean_custom_vjp(data, segment_ids):
+    return segment_mean_forward(data, segment_ids)
+
+
+def _segment_mean_fwd(data, segment_ids):
+    output = segment_mean_forward(data, segment_ids)
+    return output, ((data, segment_ids), output)
+
+
+def _segment_mean_bwd(saved, grad):
+    (data, segment_ids), output = saved
+    return segment_mean_vjp(grad, data, segment_ids, output=output)
+
+
+_segment_mean_custom_vjp.defvjp(_segment_mean_fwd, _segment_mean_bwd)

@@ -4,6 +4,9 @@
 
 Each `<op>_grad(grads..., inputs..., *, outputs=None, attrs...)` returns a tuple with one
 gradient per input, each summed to its input's shape under broadcasting (None: no gradient).
+An op whose gradient reads forward stages (intermediates) also takes them as keywords,
+computing them again when they are not given: `y, stages = <op>(..., return_stages=True)`,
+then `<op>_grad(grad, ..., y=y, **stages)`.
 """
 
 import numpy as np
@@ -39,6 +42,32 @@ def _scatter_add(values, positions, trailing, size):
     """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
     last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
     are dropped. A scatter-add, as a sparse one-hot matrix product (never a dense one)."""
+    rows, flat, start = _scatter_rows(values, positions, trailing)
+    inside = np.flatnonzero((flat >= 0) & (flat < size))
+    one_hot = scipy.sparse.csr_matrix(
+        (np.ones(inside.size, dtype=rows.dtype), (flat[inside], inside)), shape=(size, flat.size)
+    )
+    summed = np.reshape(
+        np.asarray(one_hot @ np.reshape(rows, (flat.size, -1))), (size,) + rows.shape[1:]
+    )
+    return np.moveaxis(summed, 0, start)
+
+
+def _scatter_extremum(values, positions, trailing, size, kind):
+    """`_scatter_add`'s layout, the values at equal positions reduced to their maximum (`kind`
+    "max") or minimum ("min"): a segment's, as TensorFlow's unsorted segment max and min, a
+    slot no position names holding the dtype's lowest (highest) value."""
+    rows, flat, start = _scatter_rows(values, positions, trailing)
+    inside = (flat >= 0) & (flat < size)
+    info = np.finfo(rows.dtype)
+    result = np.full((size,) + rows.shape[1:], info.min if kind == "max" else info.max, rows.dtype)
+    (np.maximum if kind == "max" else np.minimum).at(result, flat[inside], rows[inside])
+    return np.moveaxis(result, 0, start)
+
+
+def _scatter_rows(values, positions, trailing):
+    """(rows, flat positions, start): `values` broadcast to the positions' axes (those before
+    the last `trailing`, which start at axis `start`), one row per position."""
     count = np.ndim(positions)
     values = np.reshape(
         values, (1,) * max(0, count + trailing - np.ndim(values)) + np.shape(values)
@@ -47,18 +76,12 @@ def _scatter_add(values, positions, trailing, size):
     shape = np.shape(values)
     values = np.broadcast_to(values, shape[:start] + np.shape(positions) + shape[start + count :])
     moved = np.moveaxis(values, tuple(range(start, start + count)), tuple(range(count)))
-    rest = moved.shape[count:]
     flat = np.reshape(positions, -1)
-    inside = np.flatnonzero((flat >= 0) & (flat < size))
-    one_hot = scipy.sparse.csr_matrix(
-        (np.ones(inside.size, dtype=moved.dtype), (flat[inside], inside)), shape=(size, flat.size)
-    )
-    summed = np.reshape(np.asarray(one_hot @ np.reshape(moved, (flat.size, -1))), (size,) + rest)
-    return np.moveaxis(summed, 0, start)
+    return np.reshape(moved, (flat.size,) + moved.shape[count:]), flat, start
 
 
 def gather_v2(params, indices, *, axis=0):
-    """GatherV2: Rows of a matrix at indices of any rank (axis 0, batch_dims 0): an embedding lookup (declared at ops/gather.py:16)."""
+    """GatherV2: Rows of a matrix at indices of any rank (axis 0, batch_dims 0): an embedding lookup (declared at ops/gather.py:18)."""
     if axis == 0:
         output = _gather(params, indices, -2)
     else:
@@ -95,7 +118,7 @@ def gather_v2_grad_grad(
 
 
 def gather(params, indices):
-    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:24)."""
+    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:26)."""
     output = _gather(params, indices, -2)
     return output
 
@@ -120,7 +143,7 @@ def gather_grad_grad(grad_vjp_params, grad_vjp_indices, grad, params, indices, *
 
 
 def gather_nd(params, indices):
-    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:32)."""
+    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:34)."""
     depth = np.shape(indices)[-1]
     if depth == 1:
         t0 = np.squeeze(indices, axis=-1)
@@ -201,7 +224,7 @@ def gather_nd_grad_grad(
 
 
 def scatter_nd(indices, updates, *, shape):
-    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:43)."""
+    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:45)."""
     shape = np.asarray(shape, dtype=np.int64)
     t0 = shape[0]
     t1 = np.squeeze(indices, axis=-1)
@@ -233,7 +256,7 @@ def scatter_nd_grad_grad(
 
 
 def unsorted_segment_sum(data, segment_ids, *, num_segments):
-    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:52)."""
+    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:54)."""
     t0 = num_segments
     output = _scatter_add(data, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
     return output
@@ -261,7 +284,7 @@ def unsorted_segment_sum_grad_grad(
 
 
 def segment_sum(data, segment_ids):
-    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:61)."""
+    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:63)."""
     t0 = np.shape(data)[-2]
     t1 = segment_ids[t0 - 1] + 1
     output = _scatter_add(data, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
@@ -286,4 +309,252 @@ def segment_sum_grad_grad(
     grad_grad = _scatter_add(
         grad_vjp_data, segment_ids, 1, t0
     )  # no gather form: an explicit scatter-add
+    return grad_grad, None, None
+
+
+def unsorted_segment_max(data, segment_ids, *, num_segments):
+    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:83)."""
+    t0 = num_segments
+    output = _scatter_extremum(data, segment_ids, 1, t0, "max")
+    return output
+
+
+def unsorted_segment_max_grad(grad, data, segment_ids, *, output=None, num_segments):
+    """Gradient of UnsortedSegmentMax: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
+            output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
+            p], output[s, p]) at s = segment_ids[j]), i.e. `np.where(data == t0, t5 / t4, 0)`
+    """
+    if output is None:
+        output = unsorted_segment_max(data, segment_ids, num_segments=num_segments)
+    t0 = _gather(output, segment_ids, -2)
+    t1 = np.asarray(data == t0, grad.dtype)
+    t2 = np.shape(grad)[-2]
+    t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t4 = _gather(t3, segment_ids, -2)
+    t5 = _gather(grad, segment_ids, -2)
+    grad_data = np.where(data == t0, t5 / t4, 0)
+    return grad_data, None
+
+
+def unsorted_segment_max_grad_grad(
+    grad_vjp_data, grad_vjp_segment_ids, grad, data, segment_ids, *, vjp_data=None, num_segments
+):
+    """Second order of UnsortedSegmentMax: the gradient of unsorted_segment_max_grad: one array per input (grad, data, segment_ids)."""
+    t0 = np.shape(grad)[-2]
+    t1 = _scatter_extremum(data, segment_ids, 1, t0, "max")
+    t2 = _gather(t1, segment_ids, -2)
+    t3 = np.asarray(data == t2, grad_vjp_data.dtype)
+    t4 = _scatter_add(t3, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
+    t5 = _gather(t4, segment_ids, -2)
+    t6 = np.where(data == t2, grad_vjp_data / t5, 0)
+    grad_grad = _scatter_add(t6, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
+    return grad_grad, None, None
+
+
+def unsorted_segment_min(data, segment_ids, *, num_segments):
+    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:90)."""
+    t0 = num_segments
+    output = _scatter_extremum(data, segment_ids, 1, t0, "min")
+    return output
+
+
+def unsorted_segment_min_grad(grad, data, segment_ids, *, output=None, num_segments):
+    """Gradient of UnsortedSegmentMin: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
+            output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
+            p], output[s, p]) at s = segment_ids[j]), i.e. `np.where(data == t0, t5 / t4, 0)`
+    """
+    if output is None:
+        output = unsorted_segment_min(data, segment_ids, num_segments=num_segments)
+    t0 = _gather(output, segment_ids, -2)
+    t1 = np.asarray(data == t0, grad.dtype)
+    t2 = np.shape(grad)[-2]
+    t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t4 = _gather(t3, segment_ids, -2)
+    t5 = _gather(grad, segment_ids, -2)
+    grad_data = np.where(data == t0, t5 / t4, 0)
+    return grad_data, None
+
+
+def unsorted_segment_min_grad_grad(
+    grad_vjp_data, grad_vjp_segment_ids, grad, data, segment_ids, *, vjp_data=None, num_segments
+):
+    """Second order of UnsortedSegmentMin: the gradient of unsorted_segment_min_grad: one array per input (grad, data, segment_ids)."""
+    t0 = np.shape(grad)[-2]
+    t1 = _scatter_extremum(data, segment_ids, 1, t0, "min")
+    t2 = _gather(t1, segment_ids, -2)
+    t3 = np.asarray(data == t2, grad_vjp_data.dtype)
+    t4 = _scatter_add(t3, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
+    t5 = _gather(t4, segment_ids, -2)
+    t6 = np.where(data == t2, grad_vjp_data / t5, 0)
+    grad_grad = _scatter_add(t6, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
+    return grad_grad, None, None
+
+
+def segment_max(data, segment_ids, *, return_stages=False):
+    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:106)."""
+    t0 = np.shape(data)[-2]
+    t1 = segment_ids[t0 - 1] + 1
+    ext1 = _scatter_extremum(data, segment_ids, 1, t1, "max")
+    t2 = np.asarray(1, dtype=np.result_type(data))
+    t3 = _scatter_add(t2, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
+    output = np.where(t3 > 0, ext1, 0)
+    if return_stages:  # for segment_max_grad(..., **stages): not computed again
+        return output, {"ext1": ext1}
+    return output
+
+
+def segment_max_grad(grad, data, segment_ids, *, output=None, ext1=None):
+    """Gradient of SegmentMax: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        ext1[s, p] = max_i selected(segment_ids[i] == s, data[i, p], -oo)
+            i.e. `_scatter_extremum(data, segment_ids, 1, t0, "max")`
+        grad_ext1[s, p] = grad[s, p] * mask(sum_i delta(s, segment_ids[i]) > 0)
+            i.e. `np.where(t3 > 0, grad, 0)`
+        grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
+            ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
+            ext1[s, p]) at s = segment_ids[j]), i.e. `np.where(data == t4, t8 / t7, 0)`
+    """
+    if ext1 is None:
+        t0 = np.shape(grad)[-2]
+        ext1 = _scatter_extremum(data, segment_ids, 1, t0, "max")
+    t1 = np.asarray(1, dtype=np.result_type(grad))
+    t2 = np.shape(grad)[-2]
+    t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    grad_ext1 = np.where(t3 > 0, grad, 0)
+    t4 = _gather(ext1, segment_ids, -2)
+    t5 = np.asarray(data == t4, grad.dtype)
+    t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t7 = _gather(t6, segment_ids, -2)
+    t8 = _gather(grad_ext1, segment_ids, -2)
+    grad_data = np.where(data == t4, t8 / t7, 0)
+    return grad_data, None
+
+
+def segment_max_grad_grad(
+    grad_vjp_data, grad_vjp_segment_ids, grad, data, segment_ids, *, vjp_data=None, ext1=None
+):
+    """Second order of SegmentMax: the gradient of segment_max_grad: one array per input (grad, data, segment_ids)."""
+    if ext1 is None:
+        t0 = np.shape(grad)[-2]
+        ext1 = _scatter_extremum(data, segment_ids, 1, t0, "max")
+    t1 = _gather(ext1, segment_ids, -2)
+    t2 = np.asarray(data == t1, grad_vjp_data.dtype)
+    t3 = np.shape(grad)[-2]
+    t4 = _scatter_add(t2, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    t5 = _gather(t4, segment_ids, -2)
+    t6 = np.where(data == t1, grad_vjp_data / t5, 0)
+    t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    t8 = np.asarray(1, dtype=np.result_type(data))
+    t9 = _scatter_add(t8, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    grad_grad = np.where(t9 > 0, t7, 0)
+    return grad_grad, None, None
+
+
+def segment_min(data, segment_ids, *, return_stages=False):
+    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:113)."""
+    t0 = np.shape(data)[-2]
+    t1 = segment_ids[t0 - 1] + 1
+    ext1 = _scatter_extremum(data, segment_ids, 1, t1, "min")
+    t2 = np.asarray(1, dtype=np.result_type(data))
+    t3 = _scatter_add(t2, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
+    output = np.where(t3 > 0, ext1, 0)
+    if return_stages:  # for segment_min_grad(..., **stages): not computed again
+        return output, {"ext1": ext1}
+    return output
+
+
+def segment_min_grad(grad, data, segment_ids, *, output=None, ext1=None):
+    """Gradient of SegmentMin: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        ext1[s, p] = min_i selected(segment_ids[i] == s, data[i, p], oo)
+            i.e. `_scatter_extremum(data, segment_ids, 1, t0, "min")`
+        grad_ext1[s, p] = grad[s, p] * mask(sum_i delta(s, segment_ids[i]) > 0)
+            i.e. `np.where(t3 > 0, grad, 0)`
+        grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
+            ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
+            ext1[s, p]) at s = segment_ids[j]), i.e. `np.where(data == t4, t8 / t7, 0)`
+    """
+    if ext1 is None:
+        t0 = np.shape(grad)[-2]
+        ext1 = _scatter_extremum(data, segment_ids, 1, t0, "min")
+    t1 = np.asarray(1, dtype=np.result_type(grad))
+    t2 = np.shape(grad)[-2]
+    t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    grad_ext1 = np.where(t3 > 0, grad, 0)
+    t4 = _gather(ext1, segment_ids, -2)
+    t5 = np.asarray(data == t4, grad.dtype)
+    t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t7 = _gather(t6, segment_ids, -2)
+    t8 = _gather(grad_ext1, segment_ids, -2)
+    grad_data = np.where(data == t4, t8 / t7, 0)
+    return grad_data, None
+
+
+def segment_min_grad_grad(
+    grad_vjp_data, grad_vjp_segment_ids, grad, data, segment_ids, *, vjp_data=None, ext1=None
+):
+    """Second order of SegmentMin: the gradient of segment_min_grad: one array per input (grad, data, segment_ids)."""
+    if ext1 is None:
+        t0 = np.shape(grad)[-2]
+        ext1 = _scatter_extremum(data, segment_ids, 1, t0, "min")
+    t1 = _gather(ext1, segment_ids, -2)
+    t2 = np.asarray(data == t1, grad_vjp_data.dtype)
+    t3 = np.shape(grad)[-2]
+    t4 = _scatter_add(t2, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    t5 = _gather(t4, segment_ids, -2)
+    t6 = np.where(data == t1, grad_vjp_data / t5, 0)
+    t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    t8 = np.asarray(1, dtype=np.result_type(data))
+    t9 = _scatter_add(t8, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    grad_grad = np.where(t9 > 0, t7, 0)
+    return grad_grad, None, None
+
+
+def segment_mean(data, segment_ids):
+    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:120)."""
+    t0 = np.asarray(1, dtype=np.result_type(data))
+    t1 = np.shape(data)[-2]
+    t2 = segment_ids[t1 - 1] + 1
+    t3 = _scatter_add(t0, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t4 = _scatter_add(data, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    output = t4 / np.maximum(1, t3)
+    return output
+
+
+def segment_mean_grad(grad, data, segment_ids, *, output=None):
+    """Gradient of SegmentMean: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] / Max(1, (sum_i delta(s, segment_ids[i]) at s =
+            segment_ids[j])), i.e. `t5 / np.maximum(1, t4)`
+    """
+    t0 = np.asarray(1, dtype=np.result_type(grad))
+    t1 = np.shape(grad)[-2]
+    t2 = _scatter_add(t0, segment_ids, 0, t1)  # no gather form: an explicit scatter-add
+    t3 = _gather(t2, segment_ids, -1)
+    t4 = t3[..., None]
+    t5 = _gather(grad, segment_ids, -2)
+    grad_data = t5 / np.maximum(1, t4)
+    return grad_data, None
+
+
+def segment_mean_grad_grad(
+    grad_vjp_data, grad_vjp_segment_ids, grad, data, segment_ids, *, vjp_data=None
+):
+    """Second order of SegmentMean: the gradient of segment_mean_grad: one array per input (grad, data, segment_ids)."""
+    t0 = np.asarray(1, dtype=np.result_type(data))
+    t1 = np.shape(grad)[-2]
+    t2 = _scatter_add(t0, segment_ids, 0, t1)  # no gather form: an explicit scatter-add
+    t3 = _gather(t2, segment_ids, -1)
+    t4 = t3[..., None]
+    t5 = grad_vjp_data / np.maximum(1, t4)
+    grad_grad = _scatter_add(t5, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
     return grad_grad, None, None

@@ -10,7 +10,14 @@ Per op:
   for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
   dtypes, else the declared formula; the derived gradient is the backward either way.
+  Where the backward reads the op's outputs, it reads them again through `outputs_again`, so
+  that a second order (an outer tape) differentiates them by the derived gradient too, not by
+  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's has
+  no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
+  Where it reads forward stages (intermediates) it takes them as keywords, computing them
+  again when they are not given: the wrapper passes its forward's; the registered gradient
+  function cannot (TensorFlow gives it only the op's inputs and outputs), so it recomputes.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
 
@@ -132,6 +139,20 @@ def _scatter_add(values, positions, trailing, size):
     """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
     last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
     are dropped. A scatter-add, as TensorFlow's unsorted segment sum."""
+    return _scatter_segments(tf.math.unsorted_segment_sum, values, positions, trailing, size)
+
+
+def _scatter_extremum(values, positions, trailing, size, kind):
+    """`_scatter_add`'s layout, the values at equal positions reduced to their maximum (`kind`
+    "max") or minimum ("min"), as TensorFlow's unsorted segment max and min (the dtype's
+    lowest or highest value in a slot no position names)."""
+    reduce = tf.math.unsorted_segment_max if kind == "max" else tf.math.unsorted_segment_min
+    return _scatter_segments(reduce, values, positions, trailing, size)
+
+
+def _scatter_segments(reduce, values, positions, trailing, size):
+    """`values` reduced into `size` slots at `positions` by the segment reduction `reduce`,
+    the positions' axes those of `values` before the last `trailing`."""
     values = tf.convert_to_tensor(values)
     positions = tf.cast(positions, tf.int64)
     size = tf.cast(size, tf.int64)
@@ -149,13 +170,13 @@ def _scatter_add(values, positions, trailing, size):
     flat = tf.reshape(positions, [-1])
     slots = tf.where((flat >= 0) & (flat < size), flat, size)  # outside: one extra slot, dropped
     data = tf.reshape(moved, tf.concat([[-1], tf.shape(moved)[count:]], 0))
-    summed = tf.math.unsorted_segment_sum(data, slots, size + 1)[:size]
+    summed = reduce(data, slots, size + 1)[:size]
     back = list(range(1, start + 1)) + [0] + list(range(start + 1, rank - count + 1))
     return tf.transpose(summed, back)
 
 
 def gather_v2_vjp(grad, params, indices, output, *, axis=0):
-    """Gradient of GatherV2 (declared at ops/gather.py:16): one per input (params, indices).
+    """Gradient of GatherV2 (declared at ops/gather.py:18): one per input (params, indices).
 
     In index notation, next to the code computing it, per variant:
         axis=0:
@@ -206,7 +227,7 @@ _register("GatherV2", gather_v2_grad)
 
 
 def gather_vjp(grad, params, indices, output):
-    """Gradient of Gather (declared at ops/gather.py:24): one per input (params, indices).
+    """Gradient of Gather (declared at ops/gather.py:26): one per input (params, indices).
 
     In index notation, next to the code computing it:
         grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
@@ -245,7 +266,7 @@ _register("Gather", gather_grad)
 
 
 def gather_nd_vjp(grad, params, indices, output):
-    """Gradient of GatherNd (declared at ops/gather.py:32): one per input (params, indices).
+    """Gradient of GatherNd (declared at ops/gather.py:34): one per input (params, indices).
 
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
         grad_params[i, j, k] = sum_batch grad[batch, j, k] * delta(i, indices[batch, 0])
@@ -335,7 +356,7 @@ _register("GatherNd", gather_nd_grad)
 
 
 def scatter_nd_vjp(grad, indices, updates, output, *, shape):
-    """Gradient of ScatterNd (declared at ops/gather.py:43): one per input (indices, updates).
+    """Gradient of ScatterNd (declared at ops/gather.py:45): one per input (indices, updates).
 
     In index notation, next to the code computing it:
         grad_updates[i, p] = grad[indices[i, 0], p], i.e. `_gather(grad, t0, -2)`
@@ -382,7 +403,7 @@ _register("ScatterNd", scatter_nd_grad)
 
 
 def unsorted_segment_sum_vjp(grad, data, segment_ids, output, *, num_segments):
-    """Gradient of UnsortedSegmentSum (declared at ops/gather.py:52): one per input (data, segment_ids).
+    """Gradient of UnsortedSegmentSum (declared at ops/gather.py:54): one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[i, p] = grad[segment_ids[i], p], i.e. `_gather(grad, segment_ids, -2)`
@@ -430,7 +451,7 @@ _register("UnsortedSegmentSum", unsorted_segment_sum_grad)
 
 
 def segment_sum_vjp(grad, data, segment_ids, output):
-    """Gradient of SegmentSum (declared at ops/gather.py:61): one per input (data, segment_ids).
+    """Gradient of SegmentSum (declared at ops/gather.py:63): one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[i, p] = grad[segment_ids[i], p], i.e. `_gather(grad, segment_ids, -2)`
@@ -466,3 +487,322 @@ def segment_sum(data, segment_ids):
 
 
 _register("SegmentSum", segment_sum_grad)
+
+
+def unsorted_segment_max_vjp(grad, data, segment_ids, output, *, num_segments):
+    """Gradient of UnsortedSegmentMax (declared at ops/gather.py:83): one per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
+            output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
+            p], output[s, p]) at s = segment_ids[j])
+            i.e. `t5 * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, ...`
+    """
+    t0 = _gather(output, segment_ids, -2)
+    t1 = tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    t2 = tf.shape(grad, out_type=tf.int64)[-2]
+    t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t4 = _gather(t3, segment_ids, -2)
+    t5 = _gather(grad, segment_ids, -2)
+    grad_data = (
+        t5
+        * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        / t4
+    )
+    return grad_data, None
+
+
+def unsorted_segment_max_grad(op, grad):
+    """Gradient function of UnsortedSegmentMax for `tf.RegisterGradient`."""
+    grads = unsorted_segment_max_vjp(
+        grad, op.inputs[0], op.inputs[1], *op.outputs, num_segments=tf.cast(op.inputs[2], tf.int64)
+    )
+    return _insert_none(grads, (2,))
+
+
+def unsorted_segment_max(data, segment_ids, *, num_segments):
+    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(data, segment_ids):
+        def backward(grad):
+            output = outputs_again(data, segment_ids)
+            return unsorted_segment_max_vjp(
+                grad, data, segment_ids, output, num_segments=num_segments
+            )
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(data, segment_ids):
+            return tf.identity(output), backward
+
+        kernel_outputs = _tf_kernel(
+            "UnsortedSegmentMax",
+            1,
+            {"data": data, "segment_ids": segment_ids},
+            {"num_segments": num_segments},
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = num_segments
+        output = _scatter_extremum(data, segment_ids, 1, t0, "max")
+        return output, backward
+
+    return forward(data, segment_ids)
+
+
+_register("UnsortedSegmentMax", unsorted_segment_max_grad)
+
+
+def unsorted_segment_min_vjp(grad, data, segment_ids, output, *, num_segments):
+    """Gradient of UnsortedSegmentMin (declared at ops/gather.py:90): one per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
+            output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
+            p], output[s, p]) at s = segment_ids[j])
+            i.e. `t5 * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, ...`
+    """
+    t0 = _gather(output, segment_ids, -2)
+    t1 = tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    t2 = tf.shape(grad, out_type=tf.int64)[-2]
+    t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t4 = _gather(t3, segment_ids, -2)
+    t5 = _gather(grad, segment_ids, -2)
+    grad_data = (
+        t5
+        * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        / t4
+    )
+    return grad_data, None
+
+
+def unsorted_segment_min_grad(op, grad):
+    """Gradient function of UnsortedSegmentMin for `tf.RegisterGradient`."""
+    grads = unsorted_segment_min_vjp(
+        grad, op.inputs[0], op.inputs[1], *op.outputs, num_segments=tf.cast(op.inputs[2], tf.int64)
+    )
+    return _insert_none(grads, (2,))
+
+
+def unsorted_segment_min(data, segment_ids, *, num_segments):
+    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(data, segment_ids):
+        def backward(grad):
+            output = outputs_again(data, segment_ids)
+            return unsorted_segment_min_vjp(
+                grad, data, segment_ids, output, num_segments=num_segments
+            )
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(data, segment_ids):
+            return tf.identity(output), backward
+
+        kernel_outputs = _tf_kernel(
+            "UnsortedSegmentMin",
+            1,
+            {"data": data, "segment_ids": segment_ids},
+            {"num_segments": num_segments},
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = num_segments
+        output = _scatter_extremum(data, segment_ids, 1, t0, "min")
+        return output, backward
+
+    return forward(data, segment_ids)
+
+
+_register("UnsortedSegmentMin", unsorted_segment_min_grad)
+
+
+def segment_max_vjp(grad, data, segment_ids, output, *, ext1=None):
+    """Gradient of SegmentMax (declared at ops/gather.py:106): one per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        ext1[s, p] = max_i selected(segment_ids[i] == s, data[i, p], -oo)
+            i.e. `_scatter_extremum(data, segment_ids, 1, t0, "max")`
+        grad_ext1[s, p] = grad[s, p] * mask(sum_i delta(s, segment_ids[i]) > 0)
+            i.e. `grad * tf.where(t3 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
+        grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
+            ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
+            ext1[s, p]) at s = segment_ids[j])
+            i.e. `t8 * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, ...`
+    """
+    if ext1 is None:
+        t0 = tf.shape(grad, out_type=tf.int64)[-2]
+        ext1 = _scatter_extremum(data, segment_ids, 1, t0, "max")
+    t1 = tf.constant(1, dtype=grad.dtype)
+    t2 = tf.shape(grad, out_type=tf.int64)[-2]
+    t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    grad_ext1 = grad * tf.where(t3 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    t4 = _gather(ext1, segment_ids, -2)
+    t5 = tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t7 = _gather(t6, segment_ids, -2)
+    t8 = _gather(grad_ext1, segment_ids, -2)
+    grad_data = (
+        t8
+        * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        / t7
+    )
+    return grad_data, None
+
+
+def segment_max_grad(op, grad):
+    """Gradient function of SegmentMax for `tf.RegisterGradient`."""
+    return segment_max_vjp(grad, *op.inputs, *op.outputs)
+
+
+def segment_max(data, segment_ids):
+    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(data, segment_ids):
+        ext1 = None  # stages: the formula computes them, TensorFlow's kernel does not
+
+        def backward(grad):
+            return segment_max_vjp(grad, data, segment_ids, output, ext1=ext1)
+
+        kernel_outputs = _tf_kernel("SegmentMax", 1, {"data": data, "segment_ids": segment_ids}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = tf.shape(data, out_type=tf.int64)[-2]
+        t1 = segment_ids[t0 - 1] + 1
+        ext1 = _scatter_extremum(data, segment_ids, 1, t1, "max")
+        t2 = tf.constant(1, dtype=data.dtype)
+        t3 = _scatter_add(t2, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
+        output = ext1 * tf.where(t3 > 0, tf.constant(1, data.dtype), tf.constant(0, data.dtype))
+        return output, backward
+
+    return forward(data, segment_ids)
+
+
+_register("SegmentMax", segment_max_grad)
+
+
+def segment_min_vjp(grad, data, segment_ids, output, *, ext1=None):
+    """Gradient of SegmentMin (declared at ops/gather.py:113): one per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        ext1[s, p] = min_i selected(segment_ids[i] == s, data[i, p], oo)
+            i.e. `_scatter_extremum(data, segment_ids, 1, t0, "min")`
+        grad_ext1[s, p] = grad[s, p] * mask(sum_i delta(s, segment_ids[i]) > 0)
+            i.e. `grad * tf.where(t3 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
+        grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
+            ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
+            ext1[s, p]) at s = segment_ids[j])
+            i.e. `t8 * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, ...`
+    """
+    if ext1 is None:
+        t0 = tf.shape(grad, out_type=tf.int64)[-2]
+        ext1 = _scatter_extremum(data, segment_ids, 1, t0, "min")
+    t1 = tf.constant(1, dtype=grad.dtype)
+    t2 = tf.shape(grad, out_type=tf.int64)[-2]
+    t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    grad_ext1 = grad * tf.where(t3 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    t4 = _gather(ext1, segment_ids, -2)
+    t5 = tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t7 = _gather(t6, segment_ids, -2)
+    t8 = _gather(grad_ext1, segment_ids, -2)
+    grad_data = (
+        t8
+        * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        / t7
+    )
+    return grad_data, None
+
+
+def segment_min_grad(op, grad):
+    """Gradient function of SegmentMin for `tf.RegisterGradient`."""
+    return segment_min_vjp(grad, *op.inputs, *op.outputs)
+
+
+def segment_min(data, segment_ids):
+    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(data, segment_ids):
+        ext1 = None  # stages: the formula computes them, TensorFlow's kernel does not
+
+        def backward(grad):
+            return segment_min_vjp(grad, data, segment_ids, output, ext1=ext1)
+
+        kernel_outputs = _tf_kernel("SegmentMin", 1, {"data": data, "segment_ids": segment_ids}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = tf.shape(data, out_type=tf.int64)[-2]
+        t1 = segment_ids[t0 - 1] + 1
+        ext1 = _scatter_extremum(data, segment_ids, 1, t1, "min")
+        t2 = tf.constant(1, dtype=data.dtype)
+        t3 = _scatter_add(t2, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
+        output = ext1 * tf.where(t3 > 0, tf.constant(1, data.dtype), tf.constant(0, data.dtype))
+        return output, backward
+
+    return forward(data, segment_ids)
+
+
+_register("SegmentMin", segment_min_grad)
+
+
+def segment_mean_vjp(grad, data, segment_ids, output):
+    """Gradient of SegmentMean (declared at ops/gather.py:120): one per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] / Max(1, (sum_i delta(s, segment_ids[i]) at s =
+            segment_ids[j])), i.e. `t5 / tf.math.maximum(t4, 1)`
+    """
+    t0 = tf.constant(1, dtype=grad.dtype)
+    t1 = tf.shape(grad, out_type=tf.int64)[-2]
+    t2 = _scatter_add(t0, segment_ids, 0, t1)  # no gather form: an explicit scatter-add
+    t3 = _gather(t2, segment_ids, -1)
+    t4 = t3[..., None]
+    t5 = _gather(grad, segment_ids, -2)
+    grad_data = t5 / tf.math.maximum(t4, 1)
+    return grad_data, None
+
+
+def segment_mean_grad(op, grad):
+    """Gradient function of SegmentMean for `tf.RegisterGradient`."""
+    return segment_mean_vjp(grad, *op.inputs, *op.outputs)
+
+
+def segment_mean(data, segment_ids):
+    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(data, segment_ids):
+        def backward(grad):
+            return segment_mean_vjp(grad, data, segment_ids, output)
+
+        kernel_outputs = _tf_kernel(
+            "SegmentMean", 1, {"data": data, "segment_ids": segment_ids}, {}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = tf.constant(1, dtype=data.dtype)
+        t1 = tf.shape(data, out_type=tf.int64)[-2]
+        t2 = segment_ids[t1 - 1] + 1
+        t3 = _scatter_add(t0, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+        t4 = _scatter_add(data, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+        output = t4 / tf.math.maximum(t3, 1)
+        return output, backward
+
+    return forward(data, segment_ids)
+
+
+_register("SegmentMean", segment_mean_grad)

@@ -21,6 +21,19 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _tensors(a, b):
+    """`a` and `b` as tensors: a Python number in the dtype of the other."""
+    like = a if isinstance(a, torch.Tensor) else b
+    return tuple(
+        t if isinstance(t, torch.Tensor) else torch.as_tensor(t, dtype=like.dtype) for t in (a, b)
+    )
+
+
+def _maximum(a, b):
+    """numpy's `maximum`, of tensors or a tensor and a number (torch's takes tensors only)."""
+    return torch.maximum(*_tensors(a, b))
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
@@ -39,6 +52,30 @@ def _scatter_add(values, positions, trailing, size):
     """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
     last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
     are dropped (`index_add`, never a one-hot matrix)."""
+    flat, slots, start = _scatter_rows(values, positions, trailing, size)
+    summed = torch.zeros((size,) + tuple(flat.shape[1:]), dtype=flat.dtype).index_add(
+        0, slots, flat
+    )
+    return torch.movedim(summed, 0, start)
+
+
+def _scatter_extremum(values, positions, trailing, size, kind):
+    """`_scatter_add`'s layout, the values at equal positions reduced to their maximum (`kind`
+    "max") or minimum ("min"), the dtype's lowest (highest) value where no position names a
+    slot (TensorFlow's unsorted segment max and min)."""
+    flat, slots, start = _scatter_rows(values, positions, trailing, size)
+    info = torch.finfo(flat.dtype)
+    result = torch.full(
+        (size,) + tuple(flat.shape[1:]), info.min if kind == "max" else info.max, dtype=flat.dtype
+    )
+    index = torch.reshape(slots, (-1,) + (1,) * (flat.ndim - 1)).expand(flat.shape)
+    result = result.scatter_reduce(0, index, flat, "amax" if kind == "max" else "amin")
+    return torch.movedim(result, 0, start)
+
+
+def _scatter_rows(values, positions, trailing, size):
+    """(rows, slots, start): `values` broadcast to the positions' axes (those before the last
+    `trailing`, which start at axis `start`), one row per position inside 0..size-1."""
     positions = torch.as_tensor(positions).long()
     count = positions.ndim
     values = torch.reshape(
@@ -50,17 +87,15 @@ def _scatter_add(values, positions, trailing, size):
         values, shape[:start] + tuple(positions.shape) + shape[start + count :]
     )
     moved = torch.movedim(values, tuple(range(start, start + count)), tuple(range(count)))
-    rest = tuple(moved.shape[count:])
-    flat, slots = torch.reshape(moved, (-1,) + rest), torch.reshape(positions, (-1,))
-    inside = (slots >= 0) & (slots < size)
-    summed = torch.zeros((size,) + rest, dtype=values.dtype).index_add(
-        0, slots[inside], flat[inside]
+    flat, slots = torch.reshape(moved, (-1,) + tuple(moved.shape[count:])), torch.reshape(
+        positions, (-1,)
     )
-    return torch.movedim(summed, 0, start)
+    inside = (slots >= 0) & (slots < size)
+    return flat[inside], slots[inside], start
 
 
 def gather_v2(params, indices, *, axis=0):
-    """GatherV2: Rows of a matrix at indices of any rank (axis 0, batch_dims 0): an embedding lookup (declared at ops/gather.py:16); differentiated by gather_v2_vjp."""
+    """GatherV2: Rows of a matrix at indices of any rank (axis 0, batch_dims 0): an embedding lookup (declared at ops/gather.py:18); differentiated by gather_v2_vjp."""
     return _GatherV2Function.apply(axis, params, indices)
 
 
@@ -110,7 +145,7 @@ class _GatherV2Function(torch.autograd.Function):
 
 
 def gather(params, indices):
-    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:24); differentiated by gather_vjp."""
+    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:26); differentiated by gather_vjp."""
     return _GatherFunction.apply(params, indices)
 
 
@@ -151,7 +186,7 @@ class _GatherFunction(torch.autograd.Function):
 
 
 def gather_nd(params, indices):
-    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:32); differentiated by gather_nd_vjp."""
+    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:34); differentiated by gather_nd_vjp."""
     return _GatherNdFunction.apply(params, indices)
 
 
@@ -227,7 +262,7 @@ class _GatherNdFunction(torch.autograd.Function):
 
 
 def scatter_nd(indices, updates, *, shape):
-    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:43); differentiated by scatter_nd_vjp."""
+    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:45); differentiated by scatter_nd_vjp."""
     return _ScatterNdFunction.apply(shape, indices, updates)
 
 
@@ -273,7 +308,7 @@ class _ScatterNdFunction(torch.autograd.Function):
 
 
 def unsorted_segment_sum(data, segment_ids, *, num_segments):
-    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:52); differentiated by unsorted_segment_sum_vjp."""
+    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:54); differentiated by unsorted_segment_sum_vjp."""
     return _UnsortedSegmentSumFunction.apply(num_segments, data, segment_ids)
 
 
@@ -315,7 +350,7 @@ class _UnsortedSegmentSumFunction(torch.autograd.Function):
 
 
 def segment_sum(data, segment_ids):
-    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:61); differentiated by segment_sum_vjp."""
+    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:63); differentiated by segment_sum_vjp."""
     return _SegmentSumFunction.apply(data, segment_ids)
 
 
@@ -352,4 +387,299 @@ class _SegmentSumFunction(torch.autograd.Function):
     def backward(ctx, grad):
         data, segment_ids = ctx.saved_tensors
         grads = segment_sum_vjp(grad, data, segment_ids)
+        return _needed(grads, ctx.needs_input_grad)
+
+
+def unsorted_segment_max(data, segment_ids, *, num_segments):
+    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:83); differentiated by unsorted_segment_max_vjp."""
+    return _UnsortedSegmentMaxFunction.apply(num_segments, data, segment_ids)
+
+
+def unsorted_segment_max_forward(data, segment_ids, *, num_segments):
+    """UnsortedSegmentMax's formula."""
+    t0 = num_segments
+    output = _scatter_extremum(data, segment_ids, 1, t0, "max")
+    return output
+
+
+def unsorted_segment_max_vjp(grad, data, segment_ids, *, output=None, num_segments):
+    """Gradient of UnsortedSegmentMax: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
+            output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
+            p], output[s, p]) at s = segment_ids[j]), i.e. `torch.where(data == t0, t5 / t4, 0)`
+    """
+    if output is None:
+        output = unsorted_segment_max_forward(data, segment_ids, num_segments=num_segments)
+    t0 = _gather(output, segment_ids, -2)
+    t1 = torch.asarray(data == t0, dtype=grad.dtype)
+    t2 = np.shape(grad)[-2]
+    t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t4 = _gather(t3, segment_ids, -2)
+    t5 = _gather(grad, segment_ids, -2)
+    grad_data = torch.where(data == t0, t5 / t4, 0)
+    return grad_data, None
+
+
+class _UnsortedSegmentMaxFunction(torch.autograd.Function):
+    """UnsortedSegmentMax for autograd: the backward is unsorted_segment_max_vjp."""
+
+    @staticmethod
+    def forward(num_segments, data, segment_ids):
+        return unsorted_segment_max_forward(data, segment_ids, num_segments=num_segments)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:1]
+        ctx.save_for_backward(*inputs[1:], output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (num_segments,) = ctx.attrs
+        data, segment_ids, output = ctx.saved_tensors
+        grads = unsorted_segment_max_vjp(
+            grad, data, segment_ids, output=output, num_segments=num_segments
+        )
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+
+def unsorted_segment_min(data, segment_ids, *, num_segments):
+    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:90); differentiated by unsorted_segment_min_vjp."""
+    return _UnsortedSegmentMinFunction.apply(num_segments, data, segment_ids)
+
+
+def unsorted_segment_min_forward(data, segment_ids, *, num_segments):
+    """UnsortedSegmentMin's formula."""
+    t0 = num_segments
+    output = _scatter_extremum(data, segment_ids, 1, t0, "min")
+    return output
+
+
+def unsorted_segment_min_vjp(grad, data, segment_ids, *, output=None, num_segments):
+    """Gradient of UnsortedSegmentMin: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
+            output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
+            p], output[s, p]) at s = segment_ids[j]), i.e. `torch.where(data == t0, t5 / t4, 0)`
+    """
+    if output is None:
+        output = unsorted_segment_min_forward(data, segment_ids, num_segments=num_segments)
+    t0 = _gather(output, segment_ids, -2)
+    t1 = torch.asarray(data == t0, dtype=grad.dtype)
+    t2 = np.shape(grad)[-2]
+    t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t4 = _gather(t3, segment_ids, -2)
+    t5 = _gather(grad, segment_ids, -2)
+    grad_data = torch.where(data == t0, t5 / t4, 0)
+    return grad_data, None
+
+
+class _UnsortedSegmentMinFunction(torch.autograd.Function):
+    """UnsortedSegmentMin for autograd: the backward is unsorted_segment_min_vjp."""
+
+    @staticmethod
+    def forward(num_segments, data, segment_ids):
+        return unsorted_segment_min_forward(data, segment_ids, num_segments=num_segments)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:1]
+        ctx.save_for_backward(*inputs[1:], output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (num_segments,) = ctx.attrs
+        data, segment_ids, output = ctx.saved_tensors
+        grads = unsorted_segment_min_vjp(
+            grad, data, segment_ids, output=output, num_segments=num_segments
+        )
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+
+def segment_max(data, segment_ids):
+    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:106); differentiated by segment_max_vjp."""
+    return _SegmentMaxFunction.apply(data, segment_ids)[0]
+
+
+def segment_max_forward(data, segment_ids, *, return_stages=False):
+    """SegmentMax's formula."""
+    t0 = np.shape(data)[-2]
+    t1 = segment_ids[t0 - 1] + 1
+    ext1 = _scatter_extremum(data, segment_ids, 1, t1, "max")
+    t2 = torch.asarray(1, dtype=data.dtype)
+    t3 = _scatter_add(t2, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
+    output = torch.where(t3 > 0, ext1, 0)
+    if return_stages:  # for segment_max_vjp(..., **stages): not computed again
+        return output, {"ext1": ext1}
+    return output
+
+
+def segment_max_vjp(grad, data, segment_ids, *, output=None, ext1=None):
+    """Gradient of SegmentMax: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        ext1[s, p] = max_i selected(segment_ids[i] == s, data[i, p], -oo)
+            i.e. `_scatter_extremum(data, segment_ids, 1, t0, "max")`
+        grad_ext1[s, p] = grad[s, p] * mask(sum_i delta(s, segment_ids[i]) > 0)
+            i.e. `torch.where(t3 > 0, grad, 0)`
+        grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
+            ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
+            ext1[s, p]) at s = segment_ids[j]), i.e. `torch.where(data == t4, t8 / t7, 0)`
+    """
+    if ext1 is None:
+        t0 = np.shape(grad)[-2]
+        ext1 = _scatter_extremum(data, segment_ids, 1, t0, "max")
+    t1 = torch.asarray(1, dtype=grad.dtype)
+    t2 = np.shape(grad)[-2]
+    t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    grad_ext1 = torch.where(t3 > 0, grad, 0)
+    t4 = _gather(ext1, segment_ids, -2)
+    t5 = torch.asarray(data == t4, dtype=grad.dtype)
+    t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t7 = _gather(t6, segment_ids, -2)
+    t8 = _gather(grad_ext1, segment_ids, -2)
+    grad_data = torch.where(data == t4, t8 / t7, 0)
+    return grad_data, None
+
+
+class _SegmentMaxFunction(torch.autograd.Function):
+    """SegmentMax for autograd: the backward is segment_max_vjp, given the forward's stages."""
+
+    @staticmethod
+    def forward(data, segment_ids):
+        output, stages = segment_max_forward(data, segment_ids, return_stages=True)
+        return output, *stages.values()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs, *output[1:])
+        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
+
+    @staticmethod
+    def backward(ctx, *cotangents):
+        data, segment_ids, ext1 = ctx.saved_tensors
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        stages = {} if torch.is_grad_enabled() else {"ext1": ext1}
+        grads = segment_max_vjp(cotangents[0], data, segment_ids, **stages)
+        return _needed(grads, ctx.needs_input_grad)
+
+
+def segment_min(data, segment_ids):
+    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:113); differentiated by segment_min_vjp."""
+    return _SegmentMinFunction.apply(data, segment_ids)[0]
+
+
+def segment_min_forward(data, segment_ids, *, return_stages=False):
+    """SegmentMin's formula."""
+    t0 = np.shape(data)[-2]
+    t1 = segment_ids[t0 - 1] + 1
+    ext1 = _scatter_extremum(data, segment_ids, 1, t1, "min")
+    t2 = torch.asarray(1, dtype=data.dtype)
+    t3 = _scatter_add(t2, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
+    output = torch.where(t3 > 0, ext1, 0)
+    if return_stages:  # for segment_min_vjp(..., **stages): not computed again
+        return output, {"ext1": ext1}
+    return output
+
+
+def segment_min_vjp(grad, data, segment_ids, *, output=None, ext1=None):
+    """Gradient of SegmentMin: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        ext1[s, p] = min_i selected(segment_ids[i] == s, data[i, p], oo)
+            i.e. `_scatter_extremum(data, segment_ids, 1, t0, "min")`
+        grad_ext1[s, p] = grad[s, p] * mask(sum_i delta(s, segment_ids[i]) > 0)
+            i.e. `torch.where(t3 > 0, grad, 0)`
+        grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
+            ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
+            ext1[s, p]) at s = segment_ids[j]), i.e. `torch.where(data == t4, t8 / t7, 0)`
+    """
+    if ext1 is None:
+        t0 = np.shape(grad)[-2]
+        ext1 = _scatter_extremum(data, segment_ids, 1, t0, "min")
+    t1 = torch.asarray(1, dtype=grad.dtype)
+    t2 = np.shape(grad)[-2]
+    t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    grad_ext1 = torch.where(t3 > 0, grad, 0)
+    t4 = _gather(ext1, segment_ids, -2)
+    t5 = torch.asarray(data == t4, dtype=grad.dtype)
+    t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t7 = _gather(t6, segment_ids, -2)
+    t8 = _gather(grad_ext1, segment_ids, -2)
+    grad_data = torch.where(data == t4, t8 / t7, 0)
+    return grad_data, None
+
+
+class _SegmentMinFunction(torch.autograd.Function):
+    """SegmentMin for autograd: the backward is segment_min_vjp, given the forward's stages."""
+
+    @staticmethod
+    def forward(data, segment_ids):
+        output, stages = segment_min_forward(data, segment_ids, return_stages=True)
+        return output, *stages.values()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs, *output[1:])
+        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
+
+    @staticmethod
+    def backward(ctx, *cotangents):
+        data, segment_ids, ext1 = ctx.saved_tensors
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        stages = {} if torch.is_grad_enabled() else {"ext1": ext1}
+        grads = segment_min_vjp(cotangents[0], data, segment_ids, **stages)
+        return _needed(grads, ctx.needs_input_grad)
+
+
+def segment_mean(data, segment_ids):
+    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:120); differentiated by segment_mean_vjp."""
+    return _SegmentMeanFunction.apply(data, segment_ids)
+
+
+def segment_mean_forward(data, segment_ids):
+    """SegmentMean's formula."""
+    t0 = torch.asarray(1, dtype=data.dtype)
+    t1 = np.shape(data)[-2]
+    t2 = segment_ids[t1 - 1] + 1
+    t3 = _scatter_add(t0, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t4 = _scatter_add(data, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    output = t4 / _maximum(1, t3)
+    return output
+
+
+def segment_mean_vjp(grad, data, segment_ids, *, output=None):
+    """Gradient of SegmentMean: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] / Max(1, (sum_i delta(s, segment_ids[i]) at s =
+            segment_ids[j])), i.e. `t5 / _maximum(1, t4)`
+    """
+    t0 = torch.asarray(1, dtype=grad.dtype)
+    t1 = np.shape(grad)[-2]
+    t2 = _scatter_add(t0, segment_ids, 0, t1)  # no gather form: an explicit scatter-add
+    t3 = _gather(t2, segment_ids, -1)
+    t4 = t3[..., None]
+    t5 = _gather(grad, segment_ids, -2)
+    grad_data = t5 / _maximum(1, t4)
+    return grad_data, None
+
+
+class _SegmentMeanFunction(torch.autograd.Function):
+    """SegmentMean for autograd: the backward is segment_mean_vjp."""
+
+    @staticmethod
+    def forward(data, segment_ids):
+        return segment_mean_forward(data, segment_ids)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        data, segment_ids = ctx.saved_tensors
+        grads = segment_mean_vjp(grad, data, segment_ids)
         return _needed(grads, ctx.needs_input_grad)

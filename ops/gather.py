@@ -2,12 +2,14 @@
 
 `params[indices[i], j]` reads row `indices[i]`; differentiating it gives a scatter-add of the
 upstream gradient into the rows named (repeated indices accumulate). A sum over entries
-with `KroneckerDelta(s, segment_ids[i])` is a segment sum, and is lowered as a scatter-add.
+with `KroneckerDelta(s, segment_ids[i])` is a segment sum, and is lowered as a scatter-add;
+`maximum(data[i, p], (i, 0, K - 1), where=sp.Eq(segment_ids[i], s))` a segment maximum, as
+TensorFlow's unsorted segment max (its gradient split among ties, as TensorFlow's).
 """
 
 import sympy as sp
 
-from symgrad import Input, Ints, SizeOf, attr, dims, indices, op, tensor
+from symgrad import Input, Ints, SizeOf, attr, dims, indices, maximum, minimum, op, tensor
 
 N, P, Q, K = dims("N P Q K")
 i, p, q, s = indices("i p q s")
@@ -66,3 +68,57 @@ def segment_sum():
     segment_ids = tensor("segment_ids", (K,), integer=True, ascending=True)
     total = sp.Sum(sp.KroneckerDelta(s, segment_ids[i]) * data[i, p], (i, 0, K - 1))
     return {"output": (((s, segment_ids[K - 1] + 1), p), total)}
+
+
+SEGMENTS = attr(int, Input(2))
+
+
+def _segment_extremum(extremum, num_segments):
+    data = tensor("data", (K, P))
+    segment_ids = tensor("segment_ids", (K,), integer=True)
+    largest = extremum(data[i, p], (i, 0, K - 1), where=sp.Eq(segment_ids[i], s))
+    return {"output": (((s, num_segments), p), largest)}
+
+
+@op("UnsortedSegmentMax", attrs={"num_segments": SEGMENTS}, samples={"num_segments": (4,)})
+def unsorted_segment_max(num_segments):
+    """The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value
+    where a segment has none)."""
+    return _segment_extremum(maximum, num_segments)
+
+
+@op("UnsortedSegmentMin", attrs={"num_segments": SEGMENTS}, samples={"num_segments": (4,)})
+def unsorted_segment_min(num_segments):
+    """The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value
+    where a segment has none)."""
+    return _segment_extremum(minimum, num_segments)
+
+
+def _sorted_segments(reduce):
+    """One row per id up to the last (ascending ids), `reduce(data, ids, count)` of each,
+    0 where a segment has no row."""
+    data = tensor("data", (K, P))
+    segment_ids = tensor("segment_ids", (K,), integer=True, ascending=True)
+    count = sp.Sum(sp.KroneckerDelta(s, segment_ids[i]), (i, 0, K - 1))
+    return {"output": (((s, segment_ids[K - 1] + 1), p), reduce(data, segment_ids, count))}
+
+
+@op("SegmentMax")
+def segment_max():
+    """The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none)."""
+    largest = lambda data, ids, count: maximum(data[i, p], (i, 0, K - 1), where=sp.Eq(ids[i], s))
+    return _sorted_segments(lambda *args: sp.Piecewise((largest(*args), args[2] > 0), (0, True)))
+
+
+@op("SegmentMin")
+def segment_min():
+    """The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none)."""
+    smallest = lambda data, ids, count: minimum(data[i, p], (i, 0, K - 1), where=sp.Eq(ids[i], s))
+    return _sorted_segments(lambda *args: sp.Piecewise((smallest(*args), args[2] > 0), (0, True)))
+
+
+@op("SegmentMean")
+def segment_mean():
+    """The mean of the rows of `data` with equal ascending `segment_ids` (0 where none)."""
+    total = lambda data, ids: sp.Sum(sp.KroneckerDelta(s, ids[i]) * data[i, p], (i, 0, K - 1))
+    return _sorted_segments(lambda data, ids, count: total(data, ids) / sp.Max(count, 1))

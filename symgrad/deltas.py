@@ -10,7 +10,7 @@ from sympy.concrete.expr_with_limits import ExprWithLimits
 
 from symgrad.derivation import Term
 from symgrad.errors import DerivationError
-from symgrad.functions import exact_div
+from symgrad.functions import at_position, exact_div
 from symgrad.validate import Range, index_symbols
 
 
@@ -39,7 +39,7 @@ def eliminate_deltas(variant, term: Term, ranges: dict[sp.Symbol, Range], output
                     variant.decl.name,
                     variant.decl.location,
                 )
-            factor = renamed_apart(rest, v.free_symbols).subs(u, v)
+            factor = read_at(renamed_apart(rest, v.free_symbols), u, v, summed[u])
             sums = tuple(lim for lim in sums if lim[0] != u)
             continue
         v_range = summed.get(v) or ranges[v]
@@ -52,6 +52,22 @@ def eliminate_deltas(variant, term: Term, ranges: dict[sp.Symbol, Range], output
                 raise
             # the upstream gradient of a piece (a split's), indexed by u alone: read at v
             # beyond u's range it is zero (off its axis), so the bound holds by itself
+
+
+def read_at(factor, u, v, u_range):
+    """`factor` at u = v (a map): each outermost reduction over other indices that depends on
+    u is computed over u's axis and read at v (`at_position`), u substituted elsewhere."""
+
+    def at(e):
+        if u not in e.free_symbols:
+            return e
+        if isinstance(e, ExprWithLimits):
+            return at_position(e, u, v, *u_range)
+        if e == u:
+            return v
+        return e.func(*[at(a) for a in e.args]) if e.args else e
+
+    return at(factor)
 
 
 def _deltas(factor) -> list:

@@ -56,21 +56,33 @@ def bounded_by_index(bound) -> bool:
 
 
 class _Extremum(ExprWithLimits):
-    """max or min of `function` over index ranges (a window); subclasses name which."""
+    """max or min of `function` over index ranges (a window); subclasses name which.
+
+    `where=condition` takes it over the entries where the condition holds only (a segment's,
+    `where=sp.Eq(segment_ids[i], s)`): a `selected` function, which an extremum over no entry
+    is the lowest (highest) value of, as TensorFlow's segment maximum (minimum)."""
 
     kind: str
+
+    def __new__(cls, function, *limits, where=None, **assumptions):
+        if where is not None:
+            function = selected(where, function, -sp.oo if cls.kind == "max" else sp.oo)
+        return super().__new__(cls, function, *limits, **assumptions)
 
     def _eval_derivative(self, x):
         if any(len(limit) != 3 for limit in self.limits):
             raise ValueError(f"{type(self).__name__} takes (index, lowest, highest) ranges, got {self.limits}")
         fresh = {limit[0]: next(_fresh) for limit in self.limits}
         entry = self.function.xreplace(fresh)
+        value = entry.value if isinstance(entry, selected) else entry
         ties = sp.Sum(self.is_attained(self.function), *self.limits)
         ranges = [(fresh[k], low, high) for k, low, high in self.limits]
-        return sp.Sum(self.is_attained(entry) * sp.diff(entry, x), *ranges) / ties
+        return sp.Sum(self.is_attained(entry) * sp.diff(value, x), *ranges) / ties
 
     def is_attained(self, entry) -> sp.Expr:
-        """1 where `entry` equals the extremum, else 0."""
+        """1 where `entry` equals the extremum (and is selected), else 0."""
+        if isinstance(entry, selected):
+            return entry.holds * indicator_equal(entry.value, self)
         return indicator_equal(entry, self)
 
 
@@ -128,6 +140,63 @@ class holds(sp.logic.boolalg.BooleanFunction):
     @property
     def entry(self):
         return self.args[0]
+
+
+class selected(sp.Function):
+    """`value` where `condition` holds, else `fill` (never an extremum's: -oo in a maximum):
+    the entries an extremum's `where` selects. Not a `Piecewise`, which SymPy folds out of a
+    Sum (the ties counted)."""
+
+    nargs = 3
+
+    @property
+    def value(self):
+        return self.args[1]
+
+    @property
+    def holds(self) -> sp.Expr:
+        """1 where the condition holds, else 0: a delta where it equates an index with a
+        position (`sp.Eq(segment_ids[i], s)`)."""
+        condition = self.args[0]
+        if isinstance(condition, sp.Eq) and any(a.is_Symbol and a.is_integer for a in condition.args):
+            return sp.KroneckerDelta(*condition.args)
+        return indicator(condition)
+
+    def fdiff(self, argindex=1):
+        return self.holds if argindex == 2 else sp.S.Zero
+
+    def as_piecewise(self) -> sp.Piecewise:
+        condition, value, fill = self.args
+        return sp.Piecewise((value, condition), (fill, True))
+
+
+class at_position(sp.Function):
+    """`expr` (a reduction over other indices) at `index` = `position`, computed over all of
+    `index`'s axis (`lowest` to `highest`) and gathered at `position` (a segment's count or
+    total, read back at each entry's segment id): substituted into the reduction, it would be
+    computed once per entry for every entry (a pairwise matrix)."""
+
+    nargs = 5
+
+    @classmethod
+    def eval(cls, expr, index, position, lowest, highest):
+        if index not in expr.free_symbols:
+            return expr  # the same at every position
+        return None
+
+    def _eval_derivative(self, x):
+        expr, *rest = self.args
+        return at_position(sp.diff(expr, x), *rest)
+
+    def doit(self, **hints):
+        expr, index, position = self.args[:3]
+        return expr.xreplace({index: position})
+
+    @property
+    def free_symbols(self) -> set:
+        """Those of `position` and of `expr` but `index`, which is bound here."""
+        expr, index, *rest = self.args
+        return (expr.free_symbols - {index}).union(*(r.free_symbols for r in rest))
 
 
 class mask(indicator):

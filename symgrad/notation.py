@@ -141,6 +141,10 @@ class IndexNotationPrinter(StrPrinter):
     def _print_safe_where(self, expr):
         return self._print(expr.args[0])  # a select's guard: the value where it is read
 
+    def _print_at_position(self, expr):
+        value, index, position = expr.args[:3]
+        return f"({self._print(value)} at {self._print(index)} = {self._print(position)})"
+
     def _print_holds(self, expr):
         return self._print(expr.entry)
 

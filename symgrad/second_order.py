@@ -32,6 +32,7 @@ from symgrad.declare import BATCH, BATCH_DIM, ELEMENTWISE, OpVariant, Output, Te
 from symgrad.derivation import Derivation
 from symgrad.derive import derive, elementwise_vjp
 from symgrad.errors import SymgradError
+from symgrad.functions import at_position
 from symgrad.ir import Assign, Conj, OpCode
 from symgrad.simplify import simplify
 from symgrad.stages import split_stages
@@ -192,13 +193,22 @@ def _summed(name: str, value) -> sp.Expr:
 
 
 def _outputs_expanded(derivation: Derivation, expr: sp.Expr) -> sp.Expr:
-    """`expr` with each entry of an op output replaced by the output's expression there."""
+    """`expr` with each entry of an op output replaced by the output's expression there; read
+    at a position a map names (a segment's maximum at an entry's id), a reduction over other
+    indices is computed over the output's axis and read there (`at_position`)."""
     staged = derivation.staging.outputs if derivation.staging is not None else derivation.variant.outputs
     outputs = {o.name: o for o in staged}  # a composed op's read its stages
 
     def expanded(entry):
         out = outputs[str(entry.base.label)]
-        return out.expr.xreplace(dict(zip(out.indices, entry.indices)))
+        reduced = {i for r in out.expr.atoms(ExprWithLimits) for i in r.free_symbols}
+        mapped = {i: s for i, s in zip(out.indices, entry.indices) if i in reduced and not (s.is_Symbol or s.is_Integer)}
+        expr = out.expr.xreplace({i: s for i, s in zip(out.indices, entry.indices) if i not in mapped})
+        sizes = dict(out.sizes)
+        for index, position in mapped.items():
+            low, high = derivation.ranges.get(index) or (0, sizes[index] - 1)
+            expr = at_position(expr, index, position, low, high)
+        return expr
 
     return expr.replace(lambda e: isinstance(e, sp.Indexed) and str(e.base.label) in outputs, expanded)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 import sympy as sp
+from sympy.concrete.expr_with_limits import ExprWithLimits
 
 from symgrad.declare import ELEMENTWISE
 from symgrad.derivation import Derivation, TensorValue, Term
@@ -175,6 +176,9 @@ def _folded_term(term: Term, indices: tuple, grad_name: str, grad: TensorValue, 
     if grad_name in tensors_read(rest):
         return None
     at = dict(zip(grad.indices, entry.indices)) if isinstance(entry, sp.Indexed) else {}
+    mapped = {i for i, s in at.items() if not (s.is_Symbol or s.is_Integer)}
+    if any(mapped & r.free_symbols for t in grad.terms for r in t.factor.atoms(ExprWithLimits)):
+        return None  # a reduction read at positions (a segment's count at each id): kept apart
     naive, folded = [], []
     for inner in grad.terms:
         taken = rest.free_symbols | set(entry.free_symbols) | set(indices)

@@ -9,6 +9,7 @@ from sympy.concrete.expr_with_limits import ExprWithLimits
 
 from symgrad.declare import OpVariant
 from symgrad.errors import DeclarationError
+from symgrad.functions import at_position
 from symgrad.integers import computed_position
 
 Range = tuple[sp.Expr, sp.Expr]  # inclusive (lowest, highest)
@@ -62,6 +63,10 @@ def _subscript_uses(expr, bound: dict) -> Iterator[tuple]:
         for limit in expr.limits:
             inner[limit[0]] = (limit[1], limit[2])
         yield from _subscript_uses(expr.function, inner)
+    elif isinstance(expr, at_position):  # binds its index over its range, as a Sum would
+        value, index, position, low, high = expr.args
+        yield from _subscript_uses(value, {**bound, index: (low, high)})
+        yield from _subscript_uses(position, bound)
     elif isinstance(expr, sp.Indexed):
         for axis, sub in enumerate(expr.indices):
             yield expr.base, axis, sub, bound

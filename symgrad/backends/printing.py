@@ -137,6 +137,9 @@ class ArrayCodeMixin:
     def _print_mask(self, expr):
         return self._print(expr.as_piecewise())
 
+    def _print_selected(self, expr):
+        return self._print(expr.as_piecewise())
+
     def _print_holds(self, expr):
         return self._print(expr.entry)
 

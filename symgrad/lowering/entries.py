@@ -7,8 +7,8 @@ from __future__ import annotations
 import sympy as sp
 
 from symgrad.declare import BATCH
-from symgrad.functions import exact_div, read_outside
-from symgrad.ir import DiagPart, Gather, IndexArith, IntArray, IntSize, MergeAxes, Squeeze, Transpose, Value
+from symgrad.functions import at_position, exact_div, read_outside
+from symgrad.ir import DiagPart, Elementwise, Gather, IndexArith, IntArray, IntSize, MergeAxes, Squeeze, Transpose, Value
 from symgrad.lowering.matmul import as_einsum
 from symgrad.lowering.symbols import free_indices, is_index, is_map, map_indices, spans_axis
 
@@ -214,3 +214,19 @@ def _joint_start(idx: tuple, last: int, group: tuple, axes: tuple, off_axis=froz
     ):
         first -= 1
     return first
+
+
+def at_position_entry(lowering, expr: at_position, axes) -> sp.Expr:
+    """`expr` at `index` = `position`: computed over `index`'s axis (and its other indices),
+    then read there as a tensor entry, a gather at the positions."""
+    value, index, position, low, high = expr.args
+    lowering.ranges.setdefault(index, (low, high))
+    if free_indices(value) & free_indices(position) - {index}:
+        return lowering.array(expr.doit(), axes)  # also varying along the positions' indices
+    inner = (index,) + tuple(a for a in axes if a in free_indices(value) and a != index)
+    array = lowering.array(value, inner)
+    if array.is_number:  # a Sum of zeros: the same at every position
+        return array
+    name = str(array) if array.is_Symbol else lowering.temp(Elementwise(array))
+    read = sp.IndexedBase(name)[(position,) + inner[1:]]
+    return aligned_entry(lowering, read, axes)

@@ -15,7 +15,7 @@ from typing import Callable
 
 import sympy as sp
 
-from symgrad.functions import first_attained, logsumexp, maximum, minimum, product, read_outside
+from symgrad.functions import at_position, first_attained, logsumexp, maximum, minimum, product, read_outside
 from symgrad.lowering import contraction, convolution, entries, indices, pooling, recurrences, reductions, scatters, sums
 from symgrad.lowering.symbols import free_indices, is_index
 
@@ -68,7 +68,9 @@ EXPRESSION_RULES = (
     Rule("a number, attribute or size", _constant, lambda lowering, expr, axes: lowering.scalar(expr)),
     Rule("a tensor entry, gathered where its subscripts are maps", _kind(sp.Indexed), entries.aligned_entry),
     Rule("an entry filled outside the tensor", _kind(read_outside), entries.read_outside_entry),
+    Rule("a value over an axis, read at positions", _kind(at_position), entries.at_position_entry),
     Rule("a sum, by the sum rules below", _kind(sp.Sum), lower_sum),
+    Rule("a maximum or minimum over the entries ids select", _kind(maximum, minimum), scatters.segment_extremum),
     Rule("a product, maximum, minimum or log-sum-exp", _kind(product, maximum, minimum, logsumexp), reductions.reduction),
     Rule("a scatter-add at positions other axes name", _kind(sp.Mul, sp.KroneckerDelta), scatters.scatter_term),
     Rule("an identity or one-hot", _kind(sp.KroneckerDelta), indices.delta),

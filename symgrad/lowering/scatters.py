@@ -15,7 +15,9 @@ import sympy as sp
 from symgrad.declare import BATCH
 from symgrad.ir import Constant, Elementwise, IndexArith, ScatterAdd, SplitAxis
 from symgrad.lowering.entries import linear_positions, positions_of
-from symgrad.lowering.symbols import free_indices, is_map
+from symgrad.deltas import read_at
+from symgrad.functions import selected
+from symgrad.lowering.symbols import free_indices, has_dependent_range, is_map
 
 
 def scatter(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
@@ -43,6 +45,8 @@ def _scatter(lowering, function, limits: tuple, axes: tuple) -> sp.Expr | None:
     carried = tuple(a for a in axes[first : last + 1] if a not in placed)
     group = carried + tuple(i for i in summed if any(i in free_indices(e) for e, _ in placed.values()))
     rest = sp.Mul(*[a for a in sp.Mul.make_args(function) if a not in [d for _, d in placed.values()]])
+    for u, (e, _) in placed.items() if limits else ():  # where the delta holds, u is its position
+        rest = read_at(rest, u, e, lowering.ranges[u])
     if set(placed) & (free_indices(rest) | set().union(*(free_indices(e) for e, _ in placed.values()))):
         if not limits:  # a mask on what is there already (`(1 - delta(j, i + 1)) * x[i, j]`)
             return None
@@ -108,3 +112,22 @@ def _block(placed: dict, axes: tuple) -> tuple[int, int]:
     used = set(placed).union(*(free_indices(e) for e, _ in placed.values()))
     positions = [axes.index(a) for a in used if a in axes]
     return min(positions), max(positions)
+
+
+def segment_extremum(lowering, expr, axes) -> sp.Expr | None:
+    """`maximum(value, (i, ...), where=sp.Eq(ids[i], s))` for an axis s: the values reduced
+    into the slots their ids name (a segment maximum or minimum, TensorFlow's unsorted segment
+    max), never a (segment, entry) array; else None."""
+    if not isinstance(expr.function, selected) or not isinstance(expr.function.args[0], sp.Eq):
+        return None
+    summed = tuple(lim[0] for lim in expr.limits)
+    a, b = expr.function.args[0].args
+    u, e = (a, b) if a in axes else (b, a)
+    if u not in axes or not is_map(e) or set(summed) != free_indices(e) or has_dependent_range(expr):
+        return None
+    place = axes.index(u)
+    values = lowering.array(expr.function.value, axes[:place] + summed + axes[place + 1 :])
+    values = str(values) if values.is_Symbol else lowering.temp(Elementwise(values))
+    positions = positions_of(lowering, e, summed)
+    trailing = len(axes) - place - 1
+    return sp.Symbol(lowering.temp(ScatterAdd(values, positions, trailing, lowering.size_of(u), expr.kind)))

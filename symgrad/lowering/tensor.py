@@ -24,6 +24,7 @@ from symgrad.ir import (
     Assign,
     BroadcastTo,
     BroadcastToShape,
+    Constant,
     DimSize,
     Elementwise,
     Expand,
@@ -82,6 +83,8 @@ class TensorLowering:
         expr = as_expression(value)
         array = self.array(expr, tuple(value.indices))
         constant_along = set(value.indices) - free_indices(expr)
+        if array.is_number and like is not None:  # in the dtype of what it is like (a gradient of 0)
+            array = sp.Symbol(self.temp(Constant(array, like)))
         if like is not None and constant_along:
             self.body.append(Assign(target, BroadcastTo(Elementwise(array), like)))
         elif (constant_along or array.is_number) and value.indices and BATCH not in value.indices:

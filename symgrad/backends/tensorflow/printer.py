@@ -274,6 +274,8 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         return f"_gather({value.x}, {value.positions}, {value.axis}{fill})"
 
     def _print_ScatterAdd(self, value: ir.ScatterAdd):
+        if value.kind != "add":  # a segment's maximum or minimum
+            return f'_scatter_extremum({value.values}, {value.positions}, {value.trailing}, {value.size}, "{value.kind}")'
         return f"_scatter_add({value.values}, {value.positions}, {value.trailing}, {value.size})"
 
     def _print_NegativeAxes(self, value: ir.NegativeAxes):
@@ -331,8 +333,8 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         return f"size({x}, {axis})"
 
     def _print_extreme(self, which, args):
-        if not self._geometry_context:
-            return super()._print_extreme(which, args)
+        if not self._geometry_context:  # a tensor first: a Python number then takes its dtype
+            return super()._print_extreme(which, sorted(args, key=lambda a: a.is_number))
         text = self._print(args[-1])
         for arg in reversed(args[:-1]):
             text = f"_int_{which[:3]}({self._print(arg)}, {text})"
