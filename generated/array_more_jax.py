@@ -18,6 +18,22 @@ import numpy as np
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _sum_to_shape(g, shape):
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    if jnp.shape(g) == tuple(shape):
+        return g
+    lead = jnp.ndim(g) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + n for n, size in enumerate(shape) if size == 1 and jnp.shape(g)[lead + n] != 1
+    )
+    return jnp.reshape(jnp.sum(g, axis=axes), shape)
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
@@ -58,7 +74,7 @@ def _scatter_at(values, positions, trailing, size, kind):
 
 
 def tile(input, *, multiples):
-    """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:22); differentiated by tile_vjp."""
+    """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:23); differentiated by tile_vjp."""
     return _tile_custom_vjp(multiples, input)
 
 
@@ -177,7 +193,7 @@ _tile_custom_vjp.defvjp(_tile_fwd, _tile_bwd)
 
 
 def mirror_pad(input, *, mode="REFLECT", paddings):
-    """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:30); differentiated by mirror_pad_vjp."""
+    """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:31); differentiated by mirror_pad_vjp."""
     return _mirror_pad_custom_vjp(mode, paddings, input)
 
 
@@ -655,7 +671,7 @@ _mirror_pad_custom_vjp.defvjp(_mirror_pad_fwd, _mirror_pad_bwd)
 
 
 def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
-    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:55); differentiated by reverse_sequence_vjp."""
+    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:56); differentiated by reverse_sequence_vjp."""
     return _reverse_sequence_custom_vjp(seq_dim, batch_dim, input, seq_lengths)
 
 
@@ -762,3 +778,50 @@ def _reverse_sequence_bwd(seq_dim, batch_dim, saved, grad):
 
 
 _reverse_sequence_custom_vjp.defvjp(_reverse_sequence_fwd, _reverse_sequence_bwd)
+
+
+def select_v2(condition, t, e):
+    """SelectV2: output = t where condition, else e (numpy's where) (declared at ops/array_more.py:71); differentiated by select_v2_vjp."""
+    return _select_v2_custom_vjp(condition, t, e)
+
+
+def select_v2_forward(condition, t, e):
+    """SelectV2's formula."""
+    output = jnp.where(condition, t, e)
+    return output
+
+
+def select_v2_vjp(grad, condition, t, e, *, output=None):
+    """Gradient of SelectV2: one array per input (condition, t, e).
+
+    In index notation, next to the code computing it:
+        grad_t = (grad if condition else 0)
+            i.e. `_sum_to_shape(jnp.where(condition, grad, 0), np.shape(t))`
+        grad_e = (0 if condition else grad)
+            i.e. `_sum_to_shape(jnp.where(condition, 0, grad), np.shape(e))`
+    """
+    grad_t = _sum_to_shape(jnp.where(condition, grad, 0), np.shape(t))
+    grad_e = _sum_to_shape(jnp.where(condition, 0, grad), np.shape(e))
+    return None, grad_t, grad_e
+
+
+@jax.custom_vjp
+def _select_v2_custom_vjp(condition, t, e):
+    return select_v2_forward(condition, t, e)
+
+
+def _select_v2_fwd(condition, t, e):
+    output = select_v2_forward(condition, t, e)
+    return output, ((condition, t, e), output)
+
+
+def _select_v2_bwd(saved, grad):
+    (condition, t, e), output = saved
+    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
+    grad = _conj(grad)
+    return tuple(
+        None if g is None else _conj(g) for g in select_v2_vjp(grad, condition, t, e, output=output)
+    )
+
+
+_select_v2_custom_vjp.defvjp(_select_v2_fwd, _select_v2_bwd)

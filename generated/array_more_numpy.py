@@ -10,6 +10,22 @@ import numpy as np
 import scipy.sparse
 
 
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are, without a copy."""
+    return np.conj(x) if np.iscomplexobj(x) else x
+
+
+def _sum_to_shape(g, shape):
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    if np.shape(g) == tuple(shape):
+        return g
+    lead = np.ndim(g) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
+    )
+    return np.reshape(np.sum(g, axis=axes), shape)
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
@@ -28,7 +44,7 @@ def _scatter_add(values, positions, trailing, size):
     """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
     last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
     are dropped. A scatter-add, as a sparse one-hot matrix product (never a dense one)."""
-    rows, flat, start = _scatter_rows(values, positions, trailing)
+    rows, flat, start = _scatter_layout(values, positions, trailing)
     inside = np.flatnonzero((flat >= 0) & (flat < size))
     one_hot = scipy.sparse.csr_matrix(
         (np.ones(inside.size, dtype=rows.dtype), (flat[inside], inside)), shape=(size, flat.size)
@@ -39,7 +55,7 @@ def _scatter_add(values, positions, trailing, size):
     return np.moveaxis(summed, 0, start)
 
 
-def _scatter_rows(values, positions, trailing):
+def _scatter_layout(values, positions, trailing):
     """(rows, flat positions, start): `values` broadcast to the positions' axes (those before
     the last `trailing`, which start at axis `start`), one row per position."""
     count = np.ndim(positions)
@@ -65,7 +81,7 @@ def _mirrored(position, size, edge):
 
 
 def tile(input, *, multiples):
-    """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:22)."""
+    """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:23)."""
     rank = np.ndim(input)
     multiples = np.asarray(multiples, dtype=np.int64)
     if rank == 1:
@@ -229,7 +245,7 @@ def tile_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, multiples):
 
 
 def mirror_pad(input, *, mode="REFLECT", paddings):
-    """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:30)."""
+    """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:31)."""
     rank = np.ndim(input)
     paddings = np.asarray(paddings, dtype=np.int64)
     t0 = np.shape(input)[-1]
@@ -389,7 +405,7 @@ def mirror_pad_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, mode="R
 
 
 def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
-    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:55)."""
+    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:56)."""
     t0 = np.shape(input)[-3]
     t1 = np.shape(input)[-2]
     t2 = np.shape(input)[-1]
@@ -518,3 +534,32 @@ def reverse_sequence_grad_grad(
             f"ReverseSequenceGrad: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
         )
     return grad_grad, None, None
+
+
+def select_v2(condition, t, e):
+    """SelectV2: output = t where condition, else e (numpy's where) (declared at ops/array_more.py:71)."""
+    output = np.where(condition, t, e)
+    return output
+
+
+def select_v2_grad(grad, condition, t, e, *, output=None):
+    """Gradient of SelectV2: one array per input (condition, t, e).
+
+    In index notation, next to the code computing it:
+        grad_t = (grad if condition else 0)
+            i.e. `_sum_to_shape(np.where(condition, grad, 0), np.shape(t))`
+        grad_e = (0 if condition else grad)
+            i.e. `_sum_to_shape(np.where(condition, 0, grad), np.shape(e))`
+    """
+    grad_t = _sum_to_shape(np.where(condition, grad, 0), np.shape(t))
+    grad_e = _sum_to_shape(np.where(condition, 0, grad), np.shape(e))
+    return None, grad_t, grad_e
+
+
+def select_v2_grad_grad(
+    grad_vjp_condition, grad_vjp_t, grad_vjp_e, grad, condition, t, e, *, vjp_t=None, vjp_e=None
+):
+    """Second order of SelectV2: the gradient of select_v2_grad: one array per input (grad, condition, t, e)."""
+    grad = _conj(grad)
+    grad_grad = _sum_to_shape(np.where(condition, grad_vjp_t, grad_vjp_e), np.shape(grad))
+    return grad_grad, None, None, None

@@ -122,6 +122,16 @@ def _insert_none(grads, positions):
     return grads
 
 
+def _sum_to_shape(g, x):
+    """Sum a broadcast gradient `g` back to the shape of `x`, as TensorFlow's own gradients do."""
+    g = tf.convert_to_tensor(g)
+    if g.shape.is_fully_defined() and g.shape == x.shape:
+        return g
+    shape = tf.shape(x)
+    axes, _ = tf.raw_ops.BroadcastGradientArgs(s0=shape, s1=tf.shape(g))
+    return tf.reshape(tf.reduce_sum(g, axes), shape)
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
@@ -177,7 +187,7 @@ def _mirrored(position, size, edge):
 
 
 def tile_vjp(grad, input, output, *, multiples):
-    """Gradient of Tile (declared at ops/array_more.py:22): one per input (input).
+    """Gradient of Tile (declared at ops/array_more.py:23): one per input (input).
 
     In index notation, next to the code computing it, per variant:
         rank=1:
@@ -371,7 +381,7 @@ _register("Tile", tile_grad)
 
 
 def mirror_pad_vjp(grad, input, output, *, mode="REFLECT", paddings):
-    """Gradient of MirrorPad (declared at ops/array_more.py:30): one per input (input).
+    """Gradient of MirrorPad (declared at ops/array_more.py:31): one per input (input).
 
     In index notation, next to the code computing it, for rank=1, mode='REFLECT' (other values of
     mode change it):
@@ -514,7 +524,7 @@ _register("MirrorPad", mirror_pad_grad)
 
 
 def reverse_sequence_vjp(grad, input, seq_lengths, output, *, seq_dim=1, batch_dim=0):
-    """Gradient of ReverseSequence (declared at ops/array_more.py:55): one per input (input, seq_lengths).
+    """Gradient of ReverseSequence (declared at ops/array_more.py:56): one per input (input, seq_lengths).
 
     In index notation, next to the code computing it, for seq_dim=1, batch_dim=0 (other values of
     seq_dim, batch_dim change it):
@@ -651,3 +661,44 @@ def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
 
 
 _register("ReverseSequence", reverse_sequence_grad)
+
+
+def select_v2_vjp(grad, condition, t, e, output):
+    """Gradient of SelectV2 (declared at ops/array_more.py:71): one per input (condition, t, e).
+
+    In index notation, next to the code computing it:
+        grad_t = (grad if condition else 0)
+            i.e. `_sum_to_shape(tf.where(condition, grad, tf.constant(0, grad.dtype)), t)`
+        grad_e = (0 if condition else grad)
+            i.e. `_sum_to_shape(tf.where(condition, tf.constant(0, grad.dtype), grad), e)`
+    """
+    grad_t = _sum_to_shape(tf.where(condition, grad, tf.constant(0, grad.dtype)), t)
+    grad_e = _sum_to_shape(tf.where(condition, tf.constant(0, grad.dtype), grad), e)
+    return None, grad_t, grad_e
+
+
+def select_v2_grad(op, grad):
+    """Gradient function of SelectV2 for `tf.RegisterGradient`."""
+    return select_v2_vjp(grad, *op.inputs, *op.outputs)
+
+
+def select_v2(condition, t, e):
+    """SelectV2: output = t where condition, else e (numpy's where), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(condition, t, e):
+        def backward(grad):
+            return select_v2_vjp(grad, condition, t, e, output)
+
+        kernel_outputs = _tf_kernel("SelectV2", 1, {"condition": condition, "t": t, "e": e}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        output = tf.where(condition, t, e)
+        return output, backward
+
+    return forward(condition, t, e)
+
+
+_register("SelectV2", select_v2_grad)

@@ -21,6 +21,17 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _sum_to_shape(g, shape):
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    if tuple(g.shape) == tuple(shape):
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + n for n, size in enumerate(shape) if size == 1 and g.shape[lead + n] != 1
+    )
+    return torch.reshape(torch.sum(g, dim=axes) if axes else g, tuple(shape))
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
@@ -39,14 +50,14 @@ def _scatter_add(values, positions, trailing, size):
     """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
     last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
     are dropped (`index_add`, never a one-hot matrix)."""
-    flat, slots, start = _scatter_rows(values, positions, trailing, size)
+    flat, slots, start = _scatter_layout(values, positions, trailing, size)
     summed = torch.zeros((size,) + tuple(flat.shape[1:]), dtype=flat.dtype).index_add(
         0, slots, flat
     )
     return torch.movedim(summed, 0, start)
 
 
-def _scatter_rows(values, positions, trailing, size):
+def _scatter_layout(values, positions, trailing, size):
     """(rows, slots, start): `values` broadcast to the positions' axes (those before the last
     `trailing`, which start at axis `start`), one row per position inside 0..size-1."""
     positions = torch.as_tensor(positions).long()
@@ -68,7 +79,7 @@ def _scatter_rows(values, positions, trailing, size):
 
 
 def tile(input, *, multiples):
-    """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:22); differentiated by tile_vjp."""
+    """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:23); differentiated by tile_vjp."""
     return _TileFunction.apply(multiples, input)
 
 
@@ -189,7 +200,7 @@ class _TileFunction(torch.autograd.Function):
 
 
 def mirror_pad(input, *, mode="REFLECT", paddings):
-    """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:30); differentiated by mirror_pad_vjp."""
+    """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:31); differentiated by mirror_pad_vjp."""
     return _MirrorPadFunction.apply(mode, paddings, input)
 
 
@@ -669,7 +680,7 @@ class _MirrorPadFunction(torch.autograd.Function):
 
 
 def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
-    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:55); differentiated by reverse_sequence_vjp."""
+    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:56); differentiated by reverse_sequence_vjp."""
     return _ReverseSequenceFunction.apply(seq_dim, batch_dim, input, seq_lengths)
 
 
@@ -776,3 +787,46 @@ class _ReverseSequenceFunction(torch.autograd.Function):
         input, seq_lengths = ctx.saved_tensors
         grads = reverse_sequence_vjp(grad, input, seq_lengths, seq_dim=seq_dim, batch_dim=batch_dim)
         return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+
+
+def select_v2(condition, t, e):
+    """SelectV2: output = t where condition, else e (numpy's where) (declared at ops/array_more.py:71); differentiated by select_v2_vjp."""
+    return _SelectV2Function.apply(condition, t, e)
+
+
+def select_v2_forward(condition, t, e):
+    """SelectV2's formula."""
+    output = torch.where(condition, t, e)
+    return output
+
+
+def select_v2_vjp(grad, condition, t, e, *, output=None):
+    """Gradient of SelectV2: one array per input (condition, t, e).
+
+    In index notation, next to the code computing it:
+        grad_t = (grad if condition else 0)
+            i.e. `_sum_to_shape(torch.where(condition, grad, 0), np.shape(t))`
+        grad_e = (0 if condition else grad)
+            i.e. `_sum_to_shape(torch.where(condition, 0, grad), np.shape(e))`
+    """
+    grad_t = _sum_to_shape(torch.where(condition, grad, 0), np.shape(t))
+    grad_e = _sum_to_shape(torch.where(condition, 0, grad), np.shape(e))
+    return None, grad_t, grad_e
+
+
+class _SelectV2Function(torch.autograd.Function):
+    """SelectV2 for autograd: the backward is select_v2_vjp."""
+
+    @staticmethod
+    def forward(condition, t, e):
+        return select_v2_forward(condition, t, e)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        condition, t, e = ctx.saved_tensors
+        grads = select_v2_vjp(grad, condition, t, e)
+        return _needed(grads, ctx.needs_input_grad)

@@ -718,32 +718,3 @@ def div_no_nan_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_
     grad_x = _conj(grad_x)
     grad_y = _conj(grad_y)
     return grad_grad, grad_x, grad_y
-
-
-def select_v2(condition, t, e):
-    """SelectV2: output = t where condition, else e (numpy's where) (declared at ops/binary.py:145)."""
-    output = np.where(condition, t, e)
-    return output
-
-
-def select_v2_grad(grad, condition, t, e, *, output=None):
-    """Gradient of SelectV2: one array per input (condition, t, e).
-
-    In index notation, next to the code computing it:
-        grad_t = (grad if condition else 0)
-            i.e. `_sum_to_shape(np.where(condition, grad, 0), np.shape(t))`
-        grad_e = (0 if condition else grad)
-            i.e. `_sum_to_shape(np.where(condition, 0, grad), np.shape(e))`
-    """
-    grad_t = _sum_to_shape(np.where(condition, grad, 0), np.shape(t))
-    grad_e = _sum_to_shape(np.where(condition, 0, grad), np.shape(e))
-    return None, grad_t, grad_e
-
-
-def select_v2_grad_grad(
-    grad_vjp_condition, grad_vjp_t, grad_vjp_e, grad, condition, t, e, *, vjp_t=None, vjp_e=None
-):
-    """Second order of SelectV2: the gradient of select_v2_grad: one array per input (grad, condition, t, e)."""
-    grad = _conj(grad)
-    grad_grad = _sum_to_shape(np.where(condition, grad_vjp_t, grad_vjp_e), np.shape(grad))
-    return grad_grad, None, None, None

@@ -142,6 +142,20 @@ def _scatter_add(values, positions, trailing, size):
     return _scatter_segments(tf.math.unsorted_segment_sum, values, positions, trailing, size)
 
 
+def _scatter_rows(values, positions, trailing, size):
+    """`_scatter_add` of a gradient at the positions an input gives (a gather's indices), as
+    TensorFlow's own gather gradient: the rows and their positions, a `tf.IndexedSlices` that
+    optimizers apply sparsely, where the positions index the first axis (else dense)."""
+    values, positions = tf.convert_to_tensor(values), tf.convert_to_tensor(positions)
+    count = positions.shape.rank
+    if values.shape.rank != count + trailing:  # leading axes, or values broadcast: dense
+        return _scatter_add(values, positions, trailing, size)
+    rows = tf.reshape(values, tf.concat([[-1], tf.shape(values)[count:]], 0))
+    rest = tf.shape(values, out_type=tf.int64)[count:]
+    dense_shape = tf.concat([tf.reshape(tf.cast(size, tf.int64), [1]), rest], 0)
+    return tf.IndexedSlices(rows, tf.reshape(positions, [-1]), dense_shape)
+
+
 def _scatter_extremum(values, positions, trailing, size, kind):
     """`_scatter_add`'s layout, the values at equal positions reduced to their maximum (`kind`
     "max") or minimum ("min"), as TensorFlow's unsorted segment max and min (the dtype's
@@ -181,11 +195,11 @@ def gather_v2_vjp(grad, params, indices, output, *, axis=0):
     In index notation, next to the code computing it, per variant:
         axis=0:
             grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
-                i.e. `_scatter_add(grad, indices, 1, t0)`
+                i.e. `_scatter_rows(grad, indices, 1, t0)`
     """
     if axis == 0:
         t0 = tf.shape(params, out_type=tf.int64)[-2]
-        grad_params = _scatter_add(grad, indices, 1, t0)  # no gather form: an explicit scatter-add
+        grad_params = _scatter_rows(grad, indices, 1, t0)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"GatherV2: unsupported attributes axis={axis!r}")
     return grad_params, None
@@ -231,10 +245,10 @@ def gather_vjp(grad, params, indices, output):
 
     In index notation, next to the code computing it:
         grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
-            i.e. `_scatter_add(grad, indices, 1, t0)`
+            i.e. `_scatter_rows(grad, indices, 1, t0)`
     """
     t0 = tf.shape(params, out_type=tf.int64)[-2]
-    grad_params = _scatter_add(grad, indices, 1, t0)  # no gather form: an explicit scatter-add
+    grad_params = _scatter_rows(grad, indices, 1, t0)  # no gather form: an explicit scatter-add
     return grad_params, None
 
 

@@ -52,7 +52,7 @@ def _scatter_add(values, positions, trailing, size):
     """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
     last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
     are dropped (`index_add`, never a one-hot matrix)."""
-    flat, slots, start = _scatter_rows(values, positions, trailing, size)
+    flat, slots, start = _scatter_layout(values, positions, trailing, size)
     summed = torch.zeros((size,) + tuple(flat.shape[1:]), dtype=flat.dtype).index_add(
         0, slots, flat
     )
@@ -63,7 +63,7 @@ def _scatter_extremum(values, positions, trailing, size, kind):
     """`_scatter_add`'s layout, the values at equal positions reduced to their maximum (`kind`
     "max") or minimum ("min"), the dtype's lowest (highest) value where no position names a
     slot (TensorFlow's unsorted segment max and min)."""
-    flat, slots, start = _scatter_rows(values, positions, trailing, size)
+    flat, slots, start = _scatter_layout(values, positions, trailing, size)
     info = torch.finfo(flat.dtype)
     result = torch.full(
         (size,) + tuple(flat.shape[1:]), info.min if kind == "max" else info.max, dtype=flat.dtype
@@ -73,7 +73,7 @@ def _scatter_extremum(values, positions, trailing, size, kind):
     return torch.movedim(result, 0, start)
 
 
-def _scatter_rows(values, positions, trailing, size):
+def _scatter_layout(values, positions, trailing, size):
     """(rows, slots, start): `values` broadcast to the positions' axes (those before the last
     `trailing`, which start at axis `start`), one row per position inside 0..size-1."""
     positions = torch.as_tensor(positions).long()

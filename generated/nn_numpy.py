@@ -42,7 +42,7 @@ def _scatter_add(values, positions, trailing, size):
     """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
     last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
     are dropped. A scatter-add, as a sparse one-hot matrix product (never a dense one)."""
-    rows, flat, start = _scatter_rows(values, positions, trailing)
+    rows, flat, start = _scatter_layout(values, positions, trailing)
     inside = np.flatnonzero((flat >= 0) & (flat < size))
     one_hot = scipy.sparse.csr_matrix(
         (np.ones(inside.size, dtype=rows.dtype), (flat[inside], inside)), shape=(size, flat.size)
@@ -53,7 +53,7 @@ def _scatter_add(values, positions, trailing, size):
     return np.moveaxis(summed, 0, start)
 
 
-def _scatter_rows(values, positions, trailing):
+def _scatter_layout(values, positions, trailing):
     """(rows, flat positions, start): `values` broadcast to the positions' axes (those before
     the last `trailing`, which start at axis `start`), one row per position."""
     count = np.ndim(positions)

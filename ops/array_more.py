@@ -1,12 +1,13 @@
-"""Tiling and mirror padding: index sums whose output axis enumerates an index group, or
-whose entries read the input at a computed position (a gather, scattered back by the gradient).
+"""Tiling, mirror padding, sequence reversal and selection: index sums whose output axis
+enumerates an index group, or whose entries read the input at a computed position (a gather,
+scattered back by the gradient); SelectV2, an elementwise choice on a bool input.
 
-Declared once per rank of the input, 1 to 4, like ops/array.py's Pad.
+Tile and MirrorPad are declared once per rank of the input, 1 to 4, like ops/array.py's Pad.
 """
 
 import sympy as sp
 
-from symgrad import Input, Ints, RankOf, attr, dims, indices, integer_function, op, tensor
+from symgrad import Input, Ints, RankOf, attr, dims, elementwise, indices, integer_function, op, tensor
 
 SIZES = dims("D0 D1 D2 D3")
 AXES = indices("i0 i1 i2 i3")
@@ -65,3 +66,11 @@ def reverse_sequence(seq_dim, batch_dim):
     read = [b, c, c]
     read[seq_dim] = sp.Piecewise((lengths[b] - 1 - t, t < lengths[b]), (t, True))
     return {"output": (tuple(out), input[tuple(read)])}
+
+
+@elementwise("SelectV2", complex=True, outputs=("output",), boolean=("condition",))
+def select_v2(condition, t, e):
+    """output = t where condition, else e (numpy's where).
+
+    The condition is a bool input: it broadcasts with `t` and `e`, and has no gradient."""
+    return sp.Piecewise((t, condition), (e, True))

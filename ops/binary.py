@@ -140,11 +140,3 @@ def div_no_nan(x, y):
     """z = x / y, and 0 where y == 0."""
     # y == 0: both partials 0, as TensorFlow's DivNoNanGrad
     return sp.Piecewise((0, sp.Eq(y, 0)), (x / y, True))
-
-
-@elementwise("SelectV2", complex=True, outputs=("output",), boolean=("condition",))
-def select_v2(condition, t, e):
-    """output = t where condition, else e (numpy's where).
-
-    The condition is a bool input: it broadcasts with `t` and `e`, and has no gradient."""
-    return sp.Piecewise((t, condition), (e, True))

@@ -305,6 +305,6 @@ def print_statement(statement: ir.Assign, printer, op: ir.OpCode, printed: dict 
     printer.assigned(statement.target, statement.value)
     if printed is not None and statement.target not in ir.reads(statement.value):
         printed[statement.target] = text
-    if isinstance(statement.value, ir.ScatterAdd) and statement.value.kind == "add":
+    if isinstance(statement.value, ir.ScatterAdd) and statement.value.kind in ("add", "rows"):
         return f"{statement.target} = {text}  # no gather form: an explicit scatter-add"
     return f"{statement.target} = {text}"

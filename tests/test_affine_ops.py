@@ -52,7 +52,7 @@ def check_against_forward(tf, tf_module, numpy_module, stem, func, op_type, inpu
     with tf.GradientTape() as tape:
         tape.watch(values)
         y = getattr(tf_module(stem), func)(*values, **attrs)
-    tf_grads = [g.numpy() for g in tape.gradient(y, values, output_gradients=tf.constant(upstream))]
+    tf_grads = [tf.convert_to_tensor(g).numpy() for g in tape.gradient(y, values, output_gradients=tf.constant(upstream))]
     np.testing.assert_allclose(y.numpy(), out, rtol=1e-10, atol=1e-12)
     for n, name in enumerate(inputs):
         for _ in range(3):

@@ -36,8 +36,9 @@ def tf_generated(tf, module, func, op_type, inputs: dict, attrs: dict, upstream)
         tape.watch(values)
         out = getattr(module, func)(*values, **attrs)
     wrapped = tape.gradient(out, values, output_gradients=tf.constant(upstream))
-    from_op = [g.numpy() for g in registered(*values) if g is not None]  # None: constant inputs
-    return from_op, [g.numpy() for g in wrapped if g is not None], out.numpy()
+    # None: constant inputs; a gather's gradient comes as IndexedSlices, as TensorFlow's
+    from_op = [tf.convert_to_tensor(g).numpy() for g in registered(*values) if g is not None]
+    return from_op, [tf.convert_to_tensor(g).numpy() for g in wrapped if g is not None], out.numpy()
 
 
 def check(tf, tf_module, numpy_module, stem, func, op_type, inputs, attrs, dtype):

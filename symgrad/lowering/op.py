@@ -22,6 +22,7 @@ from symgrad.ir import (
     reads,
     statements,
     Assign,
+    ScatterAdd,
     Branch,
     Conj,
     Elementwise,
@@ -292,6 +293,7 @@ def _lower_tensor_vjp(op: OpSignature, derivation: Derivation) -> TensorLowering
             lowering.assign_merged(f"grad_{name}", value, grouped[name])
             continue
         lowering.assign(f"grad_{name}", value, like=name)
+        _rows_of_positions_given(lowering, f"grad_{name}", {t.name for t in derivation.variant.inputs if t.integer})
         if name in batched and len(batched) > 1:  # batch axes broadcast between inputs
             grad = Elementwise(sp.Symbol(f"grad_{name}"))
             lowering.body.append(Assign(f"grad_{name}", SumToShape(grad, name)))
@@ -327,3 +329,13 @@ def _fused_or_plain(expr: sp.Expr, arrays: set[str], complex_ok: bool) -> FusedC
         return Elementwise(expr)
     operands = tuple((param, Elementwise(operand)) for param, operand in found.operands)
     return FusedCall(found.kernel.name, operands, Elementwise(expr))
+
+
+def _rows_of_positions_given(lowering, target: str, integer_inputs: set) -> None:
+    """A gradient that is a scatter-add of rows at positions an input gives as they are (a
+    gather's indices, in range as the forward requires): of kind "rows", which TensorFlow
+    returns as an `IndexedSlices`, as its own gradient of a gather."""
+    last = lowering.body[-1] if lowering.body else None
+    if isinstance(last, Assign) and last.target == target and isinstance(last.value, ScatterAdd):
+        if last.value.kind == "add" and last.value.positions in integer_inputs:
+            lowering.body[-1] = Assign(target, dataclasses.replace(last.value, kind="rows"))

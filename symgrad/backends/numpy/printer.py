@@ -228,7 +228,7 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         return f"_gather({value.x}, {value.positions}, {value.axis}{fill})"
 
     def _print_ScatterAdd(self, value: ir.ScatterAdd):
-        if value.kind != "add":  # a segment's maximum or minimum
+        if value.kind in ("max", "min"):  # a segment's maximum or minimum
             return f'_scatter_extremum({value.values}, {value.positions}, {value.trailing}, {value.size}, "{value.kind}")'
         return f"_scatter_add({value.values}, {value.positions}, {value.trailing}, {value.size})"
 

@@ -93,7 +93,7 @@ def _scatter_add(values, positions, trailing, size):
     """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
     last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
     are dropped. A scatter-add, as a sparse one-hot matrix product (never a dense one)."""
-    rows, flat, start = _scatter_rows(values, positions, trailing)
+    rows, flat, start = _scatter_layout(values, positions, trailing)
     inside = np.flatnonzero((flat >= 0) & (flat < size))
     one_hot = scipy.sparse.csr_matrix(
         (np.ones(inside.size, dtype=rows.dtype), (flat[inside], inside)), shape=(size, flat.size)
@@ -106,15 +106,16 @@ def _scatter_extremum(values, positions, trailing, size, kind):
     """`_scatter_add`'s layout, the values at equal positions reduced to their maximum (`kind`
     "max") or minimum ("min"): a segment's, as TensorFlow's unsorted segment max and min, a
     slot no position names holding the dtype's lowest (highest) value."""
-    rows, flat, start = _scatter_rows(values, positions, trailing)
+    rows, flat, start = _scatter_layout(values, positions, trailing)
     inside = (flat >= 0) & (flat < size)
     info = np.finfo(rows.dtype)
     result = np.full((size,) + rows.shape[1:], info.min if kind == "max" else info.max, rows.dtype)
-    (np.maximum if kind == "max" else np.minimum).at(result, flat[inside], rows[inside])
+    reduce = np.maximum if kind == "max" else np.minimum
+    reduce.at(result, flat[inside], rows[inside])
     return np.moveaxis(result, 0, start)
 
 
-def _scatter_rows(values, positions, trailing):
+def _scatter_layout(values, positions, trailing):
     """(rows, flat positions, start): `values` broadcast to the positions' axes (those before
     the last `trailing`, which start at axis `start`), one row per position."""
     count = np.ndim(positions)

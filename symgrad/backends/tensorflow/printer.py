@@ -274,8 +274,10 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         return f"_gather({value.x}, {value.positions}, {value.axis}{fill})"
 
     def _print_ScatterAdd(self, value: ir.ScatterAdd):
-        if value.kind != "add":  # a segment's maximum or minimum
+        if value.kind in ("max", "min"):  # a segment's maximum or minimum
             return f'_scatter_extremum({value.values}, {value.positions}, {value.trailing}, {value.size}, "{value.kind}")'
+        if value.kind == "rows":  # a gather's gradient: sparse, as TensorFlow's
+            return f"_scatter_rows({value.values}, {value.positions}, {value.trailing}, {value.size})"
         return f"_scatter_add({value.values}, {value.positions}, {value.trailing}, {value.size})"
 
     def _print_NegativeAxes(self, value: ir.NegativeAxes):

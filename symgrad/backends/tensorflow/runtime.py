@@ -233,6 +233,20 @@ def _scatter_add(values, positions, trailing, size):
     return _scatter_segments(tf.math.unsorted_segment_sum, values, positions, trailing, size)
 
 
+def _scatter_rows(values, positions, trailing, size):
+    """`_scatter_add` of a gradient at the positions an input gives (a gather's indices), as
+    TensorFlow's own gather gradient: the rows and their positions, a `tf.IndexedSlices` that
+    optimizers apply sparsely, where the positions index the first axis (else dense)."""
+    values, positions = tf.convert_to_tensor(values), tf.convert_to_tensor(positions)
+    count = positions.shape.rank
+    if values.shape.rank != count + trailing:  # leading axes, or values broadcast: dense
+        return _scatter_add(values, positions, trailing, size)
+    rows = tf.reshape(values, tf.concat([[-1], tf.shape(values)[count:]], 0))
+    rest = tf.shape(values, out_type=tf.int64)[count:]
+    dense_shape = tf.concat([tf.reshape(tf.cast(size, tf.int64), [1]), rest], 0)
+    return tf.IndexedSlices(rows, tf.reshape(positions, [-1]), dense_shape)
+
+
 def _scatter_extremum(values, positions, trailing, size, kind):
     """`_scatter_add`'s layout, the values at equal positions reduced to their maximum (`kind`
     "max") or minimum ("min"), as TensorFlow's unsorted segment max and min (the dtype's
