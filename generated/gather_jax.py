@@ -64,56 +64,122 @@ def _scatter_at(values, positions, trailing, size, kind):
     return getattr(at, kind)(values, mode="drop")
 
 
-def gather_v2(params, indices, *, axis=0):
-    """GatherV2: Rows of a matrix at indices of any rank (axis 0, batch_dims 0): an embedding lookup (declared at ops/gather.py:18); differentiated by gather_v2_vjp."""
-    return _gather_v2_custom_vjp(axis, params, indices)
+def gather_v2(params, indices, *, axis=0, batch_dims=0):
+    """GatherV2: Slices of `params` along `axis` at `indices`: rows of a matrix at indices of any rank (declared at ops/gather.py:18); differentiated by gather_v2_vjp."""
+    return _gather_v2_custom_vjp(axis, batch_dims, params, indices)
 
 
-def gather_v2_forward(params, indices, *, axis=0):
+def gather_v2_forward(params, indices, *, axis=0, batch_dims=0):
     """GatherV2's formula."""
-    if axis == 0:
+    if axis in (0, 1) and batch_dims == 0:
         output = _gather(params, indices, -2)
+    elif axis == 1 and batch_dims == 1:
+        t0 = jnp.shape(params)[-3]
+        t1 = jnp.shape(params)[-2]
+        t2 = jnp.shape(params)[-1]
+        t3 = jnp.reshape(params, (t0 * t1, t2))
+        t4 = jnp.arange(jnp.shape(params)[-3])
+        t5 = t4[..., None]
+        t6 = jnp.arange(jnp.shape(indices)[-1])
+        t7 = jnp.asarray(t5, dtype=jnp.int64)
+        t8 = jnp.asarray(indices, dtype=jnp.int64)
+        t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        output = _gather(t3, t9, -2)
+    elif axis == 2 and batch_dims == 0:
+        output = _gather(params, indices, -1)
+    elif axis == 2 and batch_dims == 1:
+        t0 = jnp.shape(params)[-3]
+        t1 = jnp.shape(params)[-2]
+        t2 = jnp.shape(params)[-1]
+        t3 = jnp.reshape(params, (t0 * t1 * t2,))
+        t4 = jnp.arange(jnp.shape(params)[-3])
+        t5 = t4[..., None, None]
+        t6 = jnp.arange(jnp.shape(params)[-2])
+        t7 = t6[..., None]
+        t8 = jnp.arange(jnp.shape(indices)[-1])
+        t9 = indices[..., None, :]
+        t10 = jnp.asarray(t5, dtype=jnp.int64)
+        t11 = jnp.asarray(t7, dtype=jnp.int64)
+        t12 = jnp.asarray(t9, dtype=jnp.int64)
+        t13 = jnp.where((t12 >= 0) & (t12 < t2), t12 + t2 * (t1 * t10 + t11), -1)
+        output = _gather(t3, t13, -1)
     else:
-        raise ValueError(f"GatherV2: unsupported attributes axis={axis!r}")
+        raise ValueError(
+            f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
+        )
     return output
 
 
-def gather_v2_vjp(grad, params, indices, *, output=None, axis=0):
+def gather_v2_vjp(grad, params, indices, *, output=None, axis=0, batch_dims=0):
     """Gradient of GatherV2: one array per input (params, indices).
 
-    In index notation, next to the code computing it, per variant:
-        axis=0:
-            grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
-                i.e. `_scatter_add(grad, indices, 1, t0)`
+    In index notation, next to the code computing it, for axis=0, batch_dims=0 (other values of
+    axis, batch_dims change it):
+        grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
+            i.e. `_scatter_add(grad, indices, 1, t0)`
     """
-    if axis == 0:
+    if axis in (0, 1) and batch_dims == 0:
         t0 = jnp.shape(params)[-2]
         grad_params = _scatter_add(grad, indices, 1, t0)  # no gather form: an explicit scatter-add
+    elif axis == 1 and batch_dims == 1:
+        t0 = jnp.shape(params)[-3]
+        t1 = jnp.shape(params)[-2]
+        t2 = jnp.arange(jnp.shape(params)[-3])
+        t3 = t2[..., None]
+        t4 = jnp.arange(jnp.shape(indices)[-1])
+        t5 = jnp.asarray(t3, dtype=jnp.int64)
+        t6 = jnp.asarray(indices, dtype=jnp.int64)
+        t7 = jnp.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        t8 = t0 * t1
+        t9 = _scatter_add(grad, t7, 1, t8)  # no gather form: an explicit scatter-add
+        grad_params = jnp.reshape(t9, jnp.shape(t9)[:-2] + (-1, t1) + jnp.shape(t9)[-1:])
+    elif axis == 2 and batch_dims == 0:
+        t0 = jnp.shape(params)[-1]
+        grad_params = _scatter_add(grad, indices, 0, t0)  # no gather form: an explicit scatter-add
+    elif axis == 2 and batch_dims == 1:
+        t0 = jnp.shape(params)[-3]
+        t1 = jnp.shape(params)[-2]
+        t2 = jnp.shape(params)[-1]
+        t3 = jnp.arange(jnp.shape(params)[-3])
+        t4 = t3[..., None, None]
+        t5 = jnp.arange(jnp.shape(params)[-2])
+        t6 = t5[..., None]
+        t7 = jnp.arange(jnp.shape(indices)[-1])
+        t8 = indices[..., None, :]
+        t9 = jnp.asarray(t4, dtype=jnp.int64)
+        t10 = jnp.asarray(t6, dtype=jnp.int64)
+        t11 = jnp.asarray(t8, dtype=jnp.int64)
+        t12 = jnp.where((t11 >= 0) & (t11 < t2), t11 + t2 * (t1 * t9 + t10), -1)
+        t13 = t0 * t1 * t2
+        t14 = _scatter_add(grad, t12, 0, t13)  # no gather form: an explicit scatter-add
+        grad_params = jnp.reshape(t14, jnp.shape(t14)[:-1] + (-1, t1, t2))
     else:
-        raise ValueError(f"GatherV2: unsupported attributes axis={axis!r}")
+        raise ValueError(
+            f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
+        )
     return grad_params, None
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _gather_v2_custom_vjp(axis, params, indices):
-    return gather_v2_forward(params, indices, axis=axis)
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _gather_v2_custom_vjp(axis, batch_dims, params, indices):
+    return gather_v2_forward(params, indices, axis=axis, batch_dims=batch_dims)
 
 
-def _gather_v2_fwd(axis, params, indices):
-    output = gather_v2_forward(params, indices, axis=axis)
+def _gather_v2_fwd(axis, batch_dims, params, indices):
+    output = gather_v2_forward(params, indices, axis=axis, batch_dims=batch_dims)
     return output, ((params, indices), output)
 
 
-def _gather_v2_bwd(axis, saved, grad):
+def _gather_v2_bwd(axis, batch_dims, saved, grad):
     (params, indices), output = saved
-    return gather_v2_vjp(grad, params, indices, output=output, axis=axis)
+    return gather_v2_vjp(grad, params, indices, output=output, axis=axis, batch_dims=batch_dims)
 
 
 _gather_v2_custom_vjp.defvjp(_gather_v2_fwd, _gather_v2_bwd)
 
 
 def gather(params, indices):
-    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:26); differentiated by gather_vjp."""
+    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:40); differentiated by gather_vjp."""
     return _gather_custom_vjp(params, indices)
 
 
@@ -154,7 +220,7 @@ _gather_custom_vjp.defvjp(_gather_fwd, _gather_bwd)
 
 
 def gather_nd(params, indices):
-    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:34); differentiated by gather_nd_vjp."""
+    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:48); differentiated by gather_nd_vjp."""
     return _gather_nd_custom_vjp(params, indices)
 
 
@@ -230,7 +296,7 @@ _gather_nd_custom_vjp.defvjp(_gather_nd_fwd, _gather_nd_bwd)
 
 
 def scatter_nd(indices, updates, *, shape):
-    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:45); differentiated by scatter_nd_vjp."""
+    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:59); differentiated by scatter_nd_vjp."""
     return _scatter_nd_custom_vjp(shape, indices, updates)
 
 
@@ -274,7 +340,7 @@ _scatter_nd_custom_vjp.defvjp(_scatter_nd_fwd, _scatter_nd_bwd)
 
 
 def unsorted_segment_sum(data, segment_ids, *, num_segments):
-    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:54); differentiated by unsorted_segment_sum_vjp."""
+    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:68); differentiated by unsorted_segment_sum_vjp."""
     return _unsorted_segment_sum_custom_vjp(num_segments, data, segment_ids)
 
 
@@ -316,7 +382,7 @@ _unsorted_segment_sum_custom_vjp.defvjp(_unsorted_segment_sum_fwd, _unsorted_seg
 
 
 def segment_sum(data, segment_ids):
-    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:63); differentiated by segment_sum_vjp."""
+    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:77); differentiated by segment_sum_vjp."""
     return _segment_sum_custom_vjp(data, segment_ids)
 
 
@@ -357,7 +423,7 @@ _segment_sum_custom_vjp.defvjp(_segment_sum_fwd, _segment_sum_bwd)
 
 
 def unsorted_segment_max(data, segment_ids, *, num_segments):
-    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:83); differentiated by unsorted_segment_max_vjp."""
+    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:97); differentiated by unsorted_segment_max_vjp."""
     return _unsorted_segment_max_custom_vjp(num_segments, data, segment_ids)
 
 
@@ -409,7 +475,7 @@ _unsorted_segment_max_custom_vjp.defvjp(_unsorted_segment_max_fwd, _unsorted_seg
 
 
 def unsorted_segment_min(data, segment_ids, *, num_segments):
-    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:90); differentiated by unsorted_segment_min_vjp."""
+    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:104); differentiated by unsorted_segment_min_vjp."""
     return _unsorted_segment_min_custom_vjp(num_segments, data, segment_ids)
 
 
@@ -461,7 +527,7 @@ _unsorted_segment_min_custom_vjp.defvjp(_unsorted_segment_min_fwd, _unsorted_seg
 
 
 def segment_max(data, segment_ids):
-    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:106); differentiated by segment_max_vjp."""
+    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:120); differentiated by segment_max_vjp."""
     return _segment_max_custom_vjp(data, segment_ids)
 
 
@@ -525,7 +591,7 @@ _segment_max_custom_vjp.defvjp(_segment_max_fwd, _segment_max_bwd)
 
 
 def segment_min(data, segment_ids):
-    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:113); differentiated by segment_min_vjp."""
+    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:127); differentiated by segment_min_vjp."""
     return _segment_min_custom_vjp(data, segment_ids)
 
 
@@ -589,7 +655,7 @@ _segment_min_custom_vjp.defvjp(_segment_min_fwd, _segment_min_bwd)
 
 
 def segment_mean(data, segment_ids):
-    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:120); differentiated by segment_mean_vjp."""
+    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:134); differentiated by segment_mean_vjp."""
     return _segment_mean_custom_vjp(data, segment_ids)
 
 

@@ -81,45 +81,151 @@ def _scatter_layout(values, positions, trailing):
     return np.reshape(moved, (flat.size,) + moved.shape[count:]), flat, start
 
 
-def gather_v2(params, indices, *, axis=0):
-    """GatherV2: Rows of a matrix at indices of any rank (axis 0, batch_dims 0): an embedding lookup (declared at ops/gather.py:18)."""
-    if axis == 0:
+def gather_v2(params, indices, *, axis=0, batch_dims=0):
+    """GatherV2: Slices of `params` along `axis` at `indices`: rows of a matrix at indices of any rank (declared at ops/gather.py:18)."""
+    if axis in (0, 1) and batch_dims == 0:
         output = _gather(params, indices, -2)
+    elif axis == 1 and batch_dims == 1:
+        t0 = np.shape(params)[-3]
+        t1 = np.shape(params)[-2]
+        t2 = np.shape(params)[-1]
+        t3 = np.reshape(params, (t0 * t1, t2))
+        t4 = np.arange(np.shape(params)[-3])
+        t5 = t4[..., None]
+        t6 = np.arange(np.shape(indices)[-1])
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(indices, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        output = _gather(t3, t9, -2)
+    elif axis == 2 and batch_dims == 0:
+        output = _gather(params, indices, -1)
+    elif axis == 2 and batch_dims == 1:
+        t0 = np.shape(params)[-3]
+        t1 = np.shape(params)[-2]
+        t2 = np.shape(params)[-1]
+        t3 = np.reshape(params, (t0 * t1 * t2,))
+        t4 = np.arange(np.shape(params)[-3])
+        t5 = t4[..., None, None]
+        t6 = np.arange(np.shape(params)[-2])
+        t7 = t6[..., None]
+        t8 = np.arange(np.shape(indices)[-1])
+        t9 = indices[..., None, :]
+        t10 = np.asarray(t5, dtype=np.int64)
+        t11 = np.asarray(t7, dtype=np.int64)
+        t12 = np.asarray(t9, dtype=np.int64)
+        t13 = np.where((t12 >= 0) & (t12 < t2), t12 + t2 * (t1 * t10 + t11), -1)
+        output = _gather(t3, t13, -1)
     else:
-        raise ValueError(f"GatherV2: unsupported attributes axis={axis!r}")
+        raise ValueError(
+            f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
+        )
     return output
 
 
-def gather_v2_grad(grad, params, indices, *, output=None, axis=0):
+def gather_v2_grad(grad, params, indices, *, output=None, axis=0, batch_dims=0):
     """Gradient of GatherV2: one array per input (params, indices).
 
-    In index notation, next to the code computing it, per variant:
-        axis=0:
-            grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
-                i.e. `_scatter_add(grad, indices, 1, t0)`
+    In index notation, next to the code computing it, for axis=0, batch_dims=0 (other values of
+    axis, batch_dims change it):
+        grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
+            i.e. `_scatter_add(grad, indices, 1, t0)`
     """
-    if axis == 0:
+    if axis in (0, 1) and batch_dims == 0:
         t0 = np.shape(params)[-2]
         grad_params = _scatter_add(grad, indices, 1, t0)  # no gather form: an explicit scatter-add
+    elif axis == 1 and batch_dims == 1:
+        t0 = np.shape(params)[-3]
+        t1 = np.shape(params)[-2]
+        t2 = np.arange(np.shape(params)[-3])
+        t3 = t2[..., None]
+        t4 = np.arange(np.shape(indices)[-1])
+        t5 = np.asarray(t3, dtype=np.int64)
+        t6 = np.asarray(indices, dtype=np.int64)
+        t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        t8 = t0 * t1
+        t9 = _scatter_add(grad, t7, 1, t8)  # no gather form: an explicit scatter-add
+        grad_params = np.reshape(t9, np.shape(t9)[:-2] + (-1, t1) + np.shape(t9)[-1:])
+    elif axis == 2 and batch_dims == 0:
+        t0 = np.shape(params)[-1]
+        grad_params = _scatter_add(grad, indices, 0, t0)  # no gather form: an explicit scatter-add
+    elif axis == 2 and batch_dims == 1:
+        t0 = np.shape(params)[-3]
+        t1 = np.shape(params)[-2]
+        t2 = np.shape(params)[-1]
+        t3 = np.arange(np.shape(params)[-3])
+        t4 = t3[..., None, None]
+        t5 = np.arange(np.shape(params)[-2])
+        t6 = t5[..., None]
+        t7 = np.arange(np.shape(indices)[-1])
+        t8 = indices[..., None, :]
+        t9 = np.asarray(t4, dtype=np.int64)
+        t10 = np.asarray(t6, dtype=np.int64)
+        t11 = np.asarray(t8, dtype=np.int64)
+        t12 = np.where((t11 >= 0) & (t11 < t2), t11 + t2 * (t1 * t9 + t10), -1)
+        t13 = t0 * t1 * t2
+        t14 = _scatter_add(grad, t12, 0, t13)  # no gather form: an explicit scatter-add
+        grad_params = np.reshape(t14, np.shape(t14)[:-1] + (-1, t1, t2))
     else:
-        raise ValueError(f"GatherV2: unsupported attributes axis={axis!r}")
+        raise ValueError(
+            f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
+        )
     return grad_params, None
 
 
 def gather_v2_grad_grad(
-    grad_vjp_params, grad_vjp_indices, grad, params, indices, *, vjp_params=None, axis=0
+    grad_vjp_params,
+    grad_vjp_indices,
+    grad,
+    params,
+    indices,
+    *,
+    vjp_params=None,
+    axis=0,
+    batch_dims=0,
 ):
     """Second order of GatherV2: the gradient of gather_v2_grad: one array per input (grad, params, indices)."""
-    if axis == 0:
+    if axis == 0 and batch_dims == 0:
         grad_grad = _gather(grad_vjp_params, indices, -2)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis in (1, 2) and batch_dims == 0:
+        grad_grad = _gather(grad_vjp_params, indices, axis - 3)
+    elif axis == 1 and batch_dims == 1:
+        t0 = np.shape(grad_vjp_params)[-3]
+        t1 = np.shape(grad_vjp_params)[-2]
+        t2 = np.shape(grad_vjp_params)[-1]
+        t3 = np.reshape(grad_vjp_params, (t0 * t1, t2))
+        t4 = np.arange(np.shape(grad)[-3])
+        t5 = t4[..., None]
+        t6 = np.arange(np.shape(grad)[-2])
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(indices, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        grad_grad = _gather(t3, t9, -2)
+    elif axis == 2 and batch_dims == 1:
+        t0 = np.shape(grad_vjp_params)[-3]
+        t1 = np.shape(grad_vjp_params)[-2]
+        t2 = np.shape(grad_vjp_params)[-1]
+        t3 = np.reshape(grad_vjp_params, (t0 * t1 * t2,))
+        t4 = np.arange(np.shape(grad)[-3])
+        t5 = t4[..., None, None]
+        t6 = np.arange(np.shape(grad)[-2])
+        t7 = t6[..., None]
+        t8 = np.arange(np.shape(grad)[-1])
+        t9 = indices[..., None, :]
+        t10 = np.asarray(t5, dtype=np.int64)
+        t11 = np.asarray(t7, dtype=np.int64)
+        t12 = np.asarray(t9, dtype=np.int64)
+        t13 = np.where((t12 >= 0) & (t12 < t2), t12 + t2 * (t1 * t10 + t11), -1)
+        grad_grad = _gather(t3, t13, -1)
     else:
-        raise ValueError(f"GatherV2Grad: unsupported attributes axis={axis!r}")
+        raise ValueError(
+            f"GatherV2Grad: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
+        )
     return grad_grad, None, None
 
 
 def gather(params, indices):
-    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:26)."""
+    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:40)."""
     output = _gather(params, indices, -2)
     return output
 
@@ -144,7 +250,7 @@ def gather_grad_grad(grad_vjp_params, grad_vjp_indices, grad, params, indices, *
 
 
 def gather_nd(params, indices):
-    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:34)."""
+    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:48)."""
     depth = np.shape(indices)[-1]
     if depth == 1:
         t0 = np.squeeze(indices, axis=-1)
@@ -225,7 +331,7 @@ def gather_nd_grad_grad(
 
 
 def scatter_nd(indices, updates, *, shape):
-    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:45)."""
+    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:59)."""
     shape = np.asarray(shape, dtype=np.int64)
     t0 = shape[0]
     t1 = np.squeeze(indices, axis=-1)
@@ -257,7 +363,7 @@ def scatter_nd_grad_grad(
 
 
 def unsorted_segment_sum(data, segment_ids, *, num_segments):
-    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:54)."""
+    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:68)."""
     t0 = num_segments
     output = _scatter_add(data, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
     return output
@@ -285,7 +391,7 @@ def unsorted_segment_sum_grad_grad(
 
 
 def segment_sum(data, segment_ids):
-    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:63)."""
+    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:77)."""
     t0 = np.shape(data)[-2]
     t1 = segment_ids[t0 - 1] + 1
     output = _scatter_add(data, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
@@ -314,7 +420,7 @@ def segment_sum_grad_grad(
 
 
 def unsorted_segment_max(data, segment_ids, *, num_segments):
-    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:83)."""
+    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:97)."""
     t0 = num_segments
     output = _scatter_extremum(data, segment_ids, 1, t0, "max")
     return output
@@ -356,7 +462,7 @@ def unsorted_segment_max_grad_grad(
 
 
 def unsorted_segment_min(data, segment_ids, *, num_segments):
-    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:90)."""
+    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:104)."""
     t0 = num_segments
     output = _scatter_extremum(data, segment_ids, 1, t0, "min")
     return output
@@ -398,7 +504,7 @@ def unsorted_segment_min_grad_grad(
 
 
 def segment_max(data, segment_ids, *, return_stages=False):
-    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:106)."""
+    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:120)."""
     t0 = np.shape(data)[-2]
     t1 = segment_ids[t0 - 1] + 1
     ext1 = _scatter_extremum(data, segment_ids, 1, t1, "max")
@@ -459,7 +565,7 @@ def segment_max_grad_grad(
 
 
 def segment_min(data, segment_ids, *, return_stages=False):
-    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:113)."""
+    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:127)."""
     t0 = np.shape(data)[-2]
     t1 = segment_ids[t0 - 1] + 1
     ext1 = _scatter_extremum(data, segment_ids, 1, t1, "min")
@@ -520,7 +626,7 @@ def segment_min_grad_grad(
 
 
 def segment_mean(data, segment_ids):
-    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:120)."""
+    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:134)."""
     t0 = np.asarray(1, dtype=np.result_type(data))
     t1 = np.shape(data)[-2]
     t2 = segment_ids[t1 - 1] + 1

@@ -189,49 +189,144 @@ def _scatter_segments(reduce, values, positions, trailing, size):
     return tf.transpose(summed, back)
 
 
-def gather_v2_vjp(grad, params, indices, output, *, axis=0):
+def gather_v2_vjp(grad, params, indices, output, *, axis=0, batch_dims=0):
     """Gradient of GatherV2 (declared at ops/gather.py:18): one per input (params, indices).
 
-    In index notation, next to the code computing it, per variant:
-        axis=0:
-            grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
-                i.e. `_scatter_rows(grad, indices, 1, t0)`
+    In index notation, next to the code computing it, for axis=0, batch_dims=0 (other values of
+    axis, batch_dims change it):
+        grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
+            i.e. `_scatter_rows(grad, indices, 1, t0)`
     """
-    if axis == 0:
+    if axis in (0, 1) and batch_dims == 0:
         t0 = tf.shape(params, out_type=tf.int64)[-2]
         grad_params = _scatter_rows(grad, indices, 1, t0)  # no gather form: an explicit scatter-add
+    elif axis == 1 and batch_dims == 1:
+        t0 = tf.shape(params, out_type=tf.int64)[-3]
+        t1 = tf.shape(params, out_type=tf.int64)[-2]
+        t2 = tf.range(tf.shape(params, out_type=tf.int64)[-3])
+        t3 = t2[..., None]
+        t4 = tf.range(tf.shape(indices, out_type=tf.int64)[-1])
+        t5 = tf.cast(t3, tf.int64)
+        t6 = tf.cast(indices, tf.int64)
+        t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
+        t8 = t0 * t1
+        t9 = _scatter_add(grad, t7, 1, t8)  # no gather form: an explicit scatter-add
+        grad_params = tf.reshape(
+            t9,
+            tf.concat(
+                [
+                    tf.shape(t9, out_type=tf.int64)[:-2],
+                    tf.cast([-1, t1], tf.int64),
+                    tf.shape(t9, out_type=tf.int64)[-1:],
+                ],
+                0,
+            ),
+        )
+    elif axis == 2 and batch_dims == 0:
+        t0 = tf.shape(params, out_type=tf.int64)[-1]
+        grad_params = _scatter_rows(grad, indices, 0, t0)  # no gather form: an explicit scatter-add
+    elif axis == 2 and batch_dims == 1:
+        t0 = tf.shape(params, out_type=tf.int64)[-3]
+        t1 = tf.shape(params, out_type=tf.int64)[-2]
+        t2 = tf.shape(params, out_type=tf.int64)[-1]
+        t3 = tf.range(tf.shape(params, out_type=tf.int64)[-3])
+        t4 = t3[..., None, None]
+        t5 = tf.range(tf.shape(params, out_type=tf.int64)[-2])
+        t6 = t5[..., None]
+        t7 = tf.range(tf.shape(indices, out_type=tf.int64)[-1])
+        t8 = indices[..., None, :]
+        t9 = tf.cast(t4, tf.int64)
+        t10 = tf.cast(t6, tf.int64)
+        t11 = tf.cast(t8, tf.int64)
+        t12 = tf.where(
+            (t11 >= 0) & (t11 < t2), t11 + t2 * (t1 * t9 + t10), tf.constant(-1, tf.int64)
+        )
+        t13 = t0 * t1 * t2
+        t14 = _scatter_add(grad, t12, 0, t13)  # no gather form: an explicit scatter-add
+        grad_params = tf.reshape(
+            t14,
+            tf.concat([tf.shape(t14, out_type=tf.int64)[:-1], tf.cast([-1, t1, t2], tf.int64)], 0),
+        )
     else:
-        raise ValueError(f"GatherV2: unsupported attributes axis={axis!r}")
+        raise ValueError(
+            f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
+        )
     return grad_params, None
 
 
 def gather_v2_grad(op, grad):
     """Gradient function of GatherV2 for `tf.RegisterGradient`."""
-    grads = gather_v2_vjp(grad, op.inputs[0], op.inputs[1], *op.outputs, axis=_const_input(op, 2))
+    grads = gather_v2_vjp(
+        grad,
+        op.inputs[0],
+        op.inputs[1],
+        *op.outputs,
+        axis=_const_input(op, 2),
+        batch_dims=op.get_attr("batch_dims"),
+    )
     return _insert_none(grads, (2,))
 
 
-def gather_v2(params, indices, *, axis=0):
-    """GatherV2: Rows of a matrix at indices of any rank (axis 0, batch_dims 0): an embedding lookup, with its derived gradient."""
+def gather_v2(params, indices, *, axis=0, batch_dims=0):
+    """GatherV2: Slices of `params` along `axis` at `indices`: rows of a matrix at indices of any rank, with its derived gradient."""
 
     @tf.custom_gradient
     def forward(params, indices):
         def backward(grad):
-            return gather_v2_vjp(grad, params, indices, output, axis=axis)
+            return gather_v2_vjp(grad, params, indices, output, axis=axis, batch_dims=batch_dims)
 
         kernel_outputs = (
-            _tf_kernel("GatherV2", 1, {"params": params, "indices": indices}, {"axis": axis})
-            if axis in (0,)
+            _tf_kernel(
+                "GatherV2",
+                1,
+                {"params": params, "indices": indices},
+                {"axis": axis, "batch_dims": batch_dims},
+            )
+            if axis in (0, 1, 2) and batch_dims in (0, 1)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if axis == 0:
+        if axis in (0, 1) and batch_dims == 0:
             output = _gather(params, indices, -2)
+        elif axis == 1 and batch_dims == 1:
+            t0 = tf.shape(params, out_type=tf.int64)[-3]
+            t1 = tf.shape(params, out_type=tf.int64)[-2]
+            t2 = tf.shape(params, out_type=tf.int64)[-1]
+            t3 = tf.reshape(params, [t0 * t1, t2])
+            t4 = tf.range(tf.shape(params, out_type=tf.int64)[-3])
+            t5 = t4[..., None]
+            t6 = tf.range(tf.shape(indices, out_type=tf.int64)[-1])
+            t7 = tf.cast(t5, tf.int64)
+            t8 = tf.cast(indices, tf.int64)
+            t9 = tf.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, tf.constant(-1, tf.int64))
+            output = _gather(t3, t9, -2)
+        elif axis == 2 and batch_dims == 0:
+            output = _gather(params, indices, -1)
+        elif axis == 2 and batch_dims == 1:
+            t0 = tf.shape(params, out_type=tf.int64)[-3]
+            t1 = tf.shape(params, out_type=tf.int64)[-2]
+            t2 = tf.shape(params, out_type=tf.int64)[-1]
+            t3 = tf.reshape(params, [t0 * t1 * t2])
+            t4 = tf.range(tf.shape(params, out_type=tf.int64)[-3])
+            t5 = t4[..., None, None]
+            t6 = tf.range(tf.shape(params, out_type=tf.int64)[-2])
+            t7 = t6[..., None]
+            t8 = tf.range(tf.shape(indices, out_type=tf.int64)[-1])
+            t9 = indices[..., None, :]
+            t10 = tf.cast(t5, tf.int64)
+            t11 = tf.cast(t7, tf.int64)
+            t12 = tf.cast(t9, tf.int64)
+            t13 = tf.where(
+                (t12 >= 0) & (t12 < t2), t12 + t2 * (t1 * t10 + t11), tf.constant(-1, tf.int64)
+            )
+            output = _gather(t3, t13, -1)
         else:
-            raise ValueError(f"GatherV2: unsupported attributes axis={axis!r}")
+            raise ValueError(
+                f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
+            )
         return output, backward
 
     return forward(params, indices)
@@ -241,7 +336,7 @@ _register("GatherV2", gather_v2_grad)
 
 
 def gather_vjp(grad, params, indices, output):
-    """Gradient of Gather (declared at ops/gather.py:26): one per input (params, indices).
+    """Gradient of Gather (declared at ops/gather.py:40): one per input (params, indices).
 
     In index notation, next to the code computing it:
         grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
@@ -280,7 +375,7 @@ _register("Gather", gather_grad)
 
 
 def gather_nd_vjp(grad, params, indices, output):
-    """Gradient of GatherNd (declared at ops/gather.py:34): one per input (params, indices).
+    """Gradient of GatherNd (declared at ops/gather.py:48): one per input (params, indices).
 
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
         grad_params[i, j, k] = sum_batch grad[batch, j, k] * delta(i, indices[batch, 0])
@@ -370,7 +465,7 @@ _register("GatherNd", gather_nd_grad)
 
 
 def scatter_nd_vjp(grad, indices, updates, output, *, shape):
-    """Gradient of ScatterNd (declared at ops/gather.py:45): one per input (indices, updates).
+    """Gradient of ScatterNd (declared at ops/gather.py:59): one per input (indices, updates).
 
     In index notation, next to the code computing it:
         grad_updates[i, p] = grad[indices[i, 0], p], i.e. `_gather(grad, t0, -2)`
@@ -417,7 +512,7 @@ _register("ScatterNd", scatter_nd_grad)
 
 
 def unsorted_segment_sum_vjp(grad, data, segment_ids, output, *, num_segments):
-    """Gradient of UnsortedSegmentSum (declared at ops/gather.py:54): one per input (data, segment_ids).
+    """Gradient of UnsortedSegmentSum (declared at ops/gather.py:68): one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[i, p] = grad[segment_ids[i], p], i.e. `_gather(grad, segment_ids, -2)`
@@ -465,7 +560,7 @@ _register("UnsortedSegmentSum", unsorted_segment_sum_grad)
 
 
 def segment_sum_vjp(grad, data, segment_ids, output):
-    """Gradient of SegmentSum (declared at ops/gather.py:63): one per input (data, segment_ids).
+    """Gradient of SegmentSum (declared at ops/gather.py:77): one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[i, p] = grad[segment_ids[i], p], i.e. `_gather(grad, segment_ids, -2)`
@@ -504,7 +599,7 @@ _register("SegmentSum", segment_sum_grad)
 
 
 def unsorted_segment_max_vjp(grad, data, segment_ids, output, *, num_segments):
-    """Gradient of UnsortedSegmentMax (declared at ops/gather.py:83): one per input (data, segment_ids).
+    """Gradient of UnsortedSegmentMax (declared at ops/gather.py:97): one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
@@ -571,7 +666,7 @@ _register("UnsortedSegmentMax", unsorted_segment_max_grad)
 
 
 def unsorted_segment_min_vjp(grad, data, segment_ids, output, *, num_segments):
-    """Gradient of UnsortedSegmentMin (declared at ops/gather.py:90): one per input (data, segment_ids).
+    """Gradient of UnsortedSegmentMin (declared at ops/gather.py:104): one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
@@ -638,7 +733,7 @@ _register("UnsortedSegmentMin", unsorted_segment_min_grad)
 
 
 def segment_max_vjp(grad, data, segment_ids, output, *, ext1=None):
-    """Gradient of SegmentMax (declared at ops/gather.py:106): one per input (data, segment_ids).
+    """Gradient of SegmentMax (declared at ops/gather.py:120): one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         ext1[s, p] = max_i selected(segment_ids[i] == s, data[i, p], -oo)
@@ -705,7 +800,7 @@ _register("SegmentMax", segment_max_grad)
 
 
 def segment_min_vjp(grad, data, segment_ids, output, *, ext1=None):
-    """Gradient of SegmentMin (declared at ops/gather.py:113): one per input (data, segment_ids).
+    """Gradient of SegmentMin (declared at ops/gather.py:127): one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         ext1[s, p] = min_i selected(segment_ids[i] == s, data[i, p], oo)
@@ -772,7 +867,7 @@ _register("SegmentMin", segment_min_grad)
 
 
 def segment_mean_vjp(grad, data, segment_ids, output):
-    """Gradient of SegmentMean (declared at ops/gather.py:120): one per input (data, segment_ids).
+    """Gradient of SegmentMean (declared at ops/gather.py:134): one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] / Max(1, (sum_i delta(s, segment_ids[i]) at s =

@@ -94,33 +94,99 @@ def _scatter_layout(values, positions, trailing, size):
     return flat[inside], slots[inside], start
 
 
-def gather_v2(params, indices, *, axis=0):
-    """GatherV2: Rows of a matrix at indices of any rank (axis 0, batch_dims 0): an embedding lookup (declared at ops/gather.py:18); differentiated by gather_v2_vjp."""
-    return _GatherV2Function.apply(axis, params, indices)
+def gather_v2(params, indices, *, axis=0, batch_dims=0):
+    """GatherV2: Slices of `params` along `axis` at `indices`: rows of a matrix at indices of any rank (declared at ops/gather.py:18); differentiated by gather_v2_vjp."""
+    return _GatherV2Function.apply(axis, batch_dims, params, indices)
 
 
-def gather_v2_forward(params, indices, *, axis=0):
+def gather_v2_forward(params, indices, *, axis=0, batch_dims=0):
     """GatherV2's formula."""
-    if axis == 0:
+    if axis in (0, 1) and batch_dims == 0:
         output = _gather(params, indices, -2)
+    elif axis == 1 and batch_dims == 1:
+        t0 = np.shape(params)[-3]
+        t1 = np.shape(params)[-2]
+        t2 = np.shape(params)[-1]
+        t3 = torch.reshape(params, (t0 * t1, t2))
+        t4 = torch.arange(np.shape(params)[-3])
+        t5 = t4[..., None]
+        t6 = torch.arange(np.shape(indices)[-1])
+        t7 = torch.as_tensor(t5, dtype=torch.int64)
+        t8 = torch.as_tensor(indices, dtype=torch.int64)
+        t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        output = _gather(t3, t9, -2)
+    elif axis == 2 and batch_dims == 0:
+        output = _gather(params, indices, -1)
+    elif axis == 2 and batch_dims == 1:
+        t0 = np.shape(params)[-3]
+        t1 = np.shape(params)[-2]
+        t2 = np.shape(params)[-1]
+        t3 = torch.reshape(params, (t0 * t1 * t2,))
+        t4 = torch.arange(np.shape(params)[-3])
+        t5 = t4[..., None, None]
+        t6 = torch.arange(np.shape(params)[-2])
+        t7 = t6[..., None]
+        t8 = torch.arange(np.shape(indices)[-1])
+        t9 = indices[..., None, :]
+        t10 = torch.as_tensor(t5, dtype=torch.int64)
+        t11 = torch.as_tensor(t7, dtype=torch.int64)
+        t12 = torch.as_tensor(t9, dtype=torch.int64)
+        t13 = torch.where((t12 >= 0) & (t12 < t2), t12 + t2 * (t1 * t10 + t11), -1)
+        output = _gather(t3, t13, -1)
     else:
-        raise ValueError(f"GatherV2: unsupported attributes axis={axis!r}")
+        raise ValueError(
+            f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
+        )
     return output
 
 
-def gather_v2_vjp(grad, params, indices, *, output=None, axis=0):
+def gather_v2_vjp(grad, params, indices, *, output=None, axis=0, batch_dims=0):
     """Gradient of GatherV2: one array per input (params, indices).
 
-    In index notation, next to the code computing it, per variant:
-        axis=0:
-            grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
-                i.e. `_scatter_add(grad, indices, 1, t0)`
+    In index notation, next to the code computing it, for axis=0, batch_dims=0 (other values of
+    axis, batch_dims change it):
+        grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
+            i.e. `_scatter_add(grad, indices, 1, t0)`
     """
-    if axis == 0:
+    if axis in (0, 1) and batch_dims == 0:
         t0 = np.shape(params)[-2]
         grad_params = _scatter_add(grad, indices, 1, t0)  # no gather form: an explicit scatter-add
+    elif axis == 1 and batch_dims == 1:
+        t0 = np.shape(params)[-3]
+        t1 = np.shape(params)[-2]
+        t2 = torch.arange(np.shape(params)[-3])
+        t3 = t2[..., None]
+        t4 = torch.arange(np.shape(indices)[-1])
+        t5 = torch.as_tensor(t3, dtype=torch.int64)
+        t6 = torch.as_tensor(indices, dtype=torch.int64)
+        t7 = torch.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
+        t8 = t0 * t1
+        t9 = _scatter_add(grad, t7, 1, t8)  # no gather form: an explicit scatter-add
+        grad_params = torch.reshape(t9, np.shape(t9)[:-2] + (-1, t1) + np.shape(t9)[-1:])
+    elif axis == 2 and batch_dims == 0:
+        t0 = np.shape(params)[-1]
+        grad_params = _scatter_add(grad, indices, 0, t0)  # no gather form: an explicit scatter-add
+    elif axis == 2 and batch_dims == 1:
+        t0 = np.shape(params)[-3]
+        t1 = np.shape(params)[-2]
+        t2 = np.shape(params)[-1]
+        t3 = torch.arange(np.shape(params)[-3])
+        t4 = t3[..., None, None]
+        t5 = torch.arange(np.shape(params)[-2])
+        t6 = t5[..., None]
+        t7 = torch.arange(np.shape(indices)[-1])
+        t8 = indices[..., None, :]
+        t9 = torch.as_tensor(t4, dtype=torch.int64)
+        t10 = torch.as_tensor(t6, dtype=torch.int64)
+        t11 = torch.as_tensor(t8, dtype=torch.int64)
+        t12 = torch.where((t11 >= 0) & (t11 < t2), t11 + t2 * (t1 * t9 + t10), -1)
+        t13 = t0 * t1 * t2
+        t14 = _scatter_add(grad, t12, 0, t13)  # no gather form: an explicit scatter-add
+        grad_params = torch.reshape(t14, np.shape(t14)[:-1] + (-1, t1, t2))
     else:
-        raise ValueError(f"GatherV2: unsupported attributes axis={axis!r}")
+        raise ValueError(
+            f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
+        )
     return grad_params, None
 
 
@@ -128,24 +194,24 @@ class _GatherV2Function(torch.autograd.Function):
     """GatherV2 for autograd: the backward is gather_v2_vjp."""
 
     @staticmethod
-    def forward(axis, params, indices):
-        return gather_v2_forward(params, indices, axis=axis)
+    def forward(axis, batch_dims, params, indices):
+        return gather_v2_forward(params, indices, axis=axis, batch_dims=batch_dims)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
+        ctx.attrs = inputs[:2]
+        ctx.save_for_backward(*inputs[2:])
 
     @staticmethod
     def backward(ctx, grad):
-        (axis,) = ctx.attrs
+        axis, batch_dims = ctx.attrs
         params, indices = ctx.saved_tensors
-        grads = gather_v2_vjp(grad, params, indices, axis=axis)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+        grads = gather_v2_vjp(grad, params, indices, axis=axis, batch_dims=batch_dims)
+        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
 
 
 def gather(params, indices):
-    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:26); differentiated by gather_vjp."""
+    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:40); differentiated by gather_vjp."""
     return _GatherFunction.apply(params, indices)
 
 
@@ -186,7 +252,7 @@ class _GatherFunction(torch.autograd.Function):
 
 
 def gather_nd(params, indices):
-    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:34); differentiated by gather_nd_vjp."""
+    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:48); differentiated by gather_nd_vjp."""
     return _GatherNdFunction.apply(params, indices)
 
 
@@ -262,7 +328,7 @@ class _GatherNdFunction(torch.autograd.Function):
 
 
 def scatter_nd(indices, updates, *, shape):
-    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:45); differentiated by scatter_nd_vjp."""
+    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:59); differentiated by scatter_nd_vjp."""
     return _ScatterNdFunction.apply(shape, indices, updates)
 
 
@@ -308,7 +374,7 @@ class _ScatterNdFunction(torch.autograd.Function):
 
 
 def unsorted_segment_sum(data, segment_ids, *, num_segments):
-    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:54); differentiated by unsorted_segment_sum_vjp."""
+    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:68); differentiated by unsorted_segment_sum_vjp."""
     return _UnsortedSegmentSumFunction.apply(num_segments, data, segment_ids)
 
 
@@ -350,7 +416,7 @@ class _UnsortedSegmentSumFunction(torch.autograd.Function):
 
 
 def segment_sum(data, segment_ids):
-    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:63); differentiated by segment_sum_vjp."""
+    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:77); differentiated by segment_sum_vjp."""
     return _SegmentSumFunction.apply(data, segment_ids)
 
 
@@ -391,7 +457,7 @@ class _SegmentSumFunction(torch.autograd.Function):
 
 
 def unsorted_segment_max(data, segment_ids, *, num_segments):
-    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:83); differentiated by unsorted_segment_max_vjp."""
+    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:97); differentiated by unsorted_segment_max_vjp."""
     return _UnsortedSegmentMaxFunction.apply(num_segments, data, segment_ids)
 
 
@@ -445,7 +511,7 @@ class _UnsortedSegmentMaxFunction(torch.autograd.Function):
 
 
 def unsorted_segment_min(data, segment_ids, *, num_segments):
-    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:90); differentiated by unsorted_segment_min_vjp."""
+    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:104); differentiated by unsorted_segment_min_vjp."""
     return _UnsortedSegmentMinFunction.apply(num_segments, data, segment_ids)
 
 
@@ -499,7 +565,7 @@ class _UnsortedSegmentMinFunction(torch.autograd.Function):
 
 
 def segment_max(data, segment_ids):
-    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:106); differentiated by segment_max_vjp."""
+    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:120); differentiated by segment_max_vjp."""
     return _SegmentMaxFunction.apply(data, segment_ids)[0]
 
 
@@ -567,7 +633,7 @@ class _SegmentMaxFunction(torch.autograd.Function):
 
 
 def segment_min(data, segment_ids):
-    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:113); differentiated by segment_min_vjp."""
+    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:127); differentiated by segment_min_vjp."""
     return _SegmentMinFunction.apply(data, segment_ids)[0]
 
 
@@ -635,7 +701,7 @@ class _SegmentMinFunction(torch.autograd.Function):
 
 
 def segment_mean(data, segment_ids):
-    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:120); differentiated by segment_mean_vjp."""
+    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:134); differentiated by segment_mean_vjp."""
     return _SegmentMeanFunction.apply(data, segment_ids)
 
 

@@ -15,12 +15,26 @@ N, P, Q, K = dims("N P Q K")
 i, p, q, s = indices("i p q s")
 
 
-@op("GatherV2", attrs={"axis": attr((0,), Input(2))})
-def gather_v2(axis):
-    """Rows of a matrix at indices of any rank (axis 0, batch_dims 0): an embedding lookup."""
-    params = tensor("params", (N, P))
-    positions = tensor("indices", (...,), integer=True)
-    return {"output": ((..., p), params[positions[...], p])}
+@op(
+    "GatherV2",
+    attrs={"axis": attr((0, 1, 2), Input(2)), "batch_dims": (0, 1)},
+    valid=lambda axis, batch_dims: batch_dims <= axis,
+)
+def gather_v2(axis, batch_dims):
+    """Slices of `params` along `axis` at `indices`: rows of a matrix at indices of any rank
+    (axis 0, an embedding lookup), or along a later axis of rank-3 params; with batch_dims 1
+    each batch entry its own indices (`params[b, indices[b, q], p]`, a gather in the row)."""
+    if axis == 0:
+        params = tensor("params", (N, P))
+        positions = tensor("indices", (...,), integer=True)
+        return {"output": ((..., p), params[positions[...], p])}
+    sizes, axes = dims("D0 D1 D2"), indices("a0 a1 a2")
+    params = tensor("params", sizes)
+    positions = tensor("indices", (sizes[0], K) if batch_dims else (K,), integer=True)
+    q = indices("q")[0]
+    at = positions[axes[0], q] if batch_dims else positions[q]
+    read = axes[:axis] + (at,) + axes[axis + 1 :]
+    return {"output": (axes[:axis] + ((q, K),) + axes[axis + 1 :], params[read])}
 
 
 @op("Gather")

@@ -58,12 +58,13 @@ class OpDecl(AttributeGroups):
     variadic: str | None = None  # name of the one list input whose length varies by variant
     broadcast_to: str | None = None  # elementwise: the attribute holding the output's shape
     boolean: tuple[str, ...] = ()  # elementwise: the inputs that are bools (conditions)
+    valid: Callable | None = field(default=None, compare=False, repr=False)  # enumerated attrs -> bool
 
     def variants(self) -> list[tuple[tuple[str, Any], ...]]:
         """Every combination of enumerated attribute values, in a stable order."""
         attrs = self.enumerated_attrs
-        combos = itertools.product(*(a.values for a in attrs))
-        return [tuple(zip((a.name for a in attrs), combo)) for combo in combos]
+        combos = [tuple(zip((a.name for a in attrs), combo)) for combo in itertools.product(*(a.values for a in attrs))]
+        return [c for c in combos if self.valid is None or self.valid(**dict(c))]
 
 
 @dataclass(frozen=True)
@@ -268,8 +269,13 @@ def op(
     complex: bool = False,
     variadic: str | None = None,
     samples: dict | None = None,
+    valid: Callable | None = None,
 ):
     """Declare an index-summation op: `fn(**enumerated_attrs)` returns its outputs.
+
+    `valid(**enumerated_attrs)` says which combinations of enumerated values are variants
+    (GatherV2's `batch_dims <= axis`); the others get the generated code's "unsupported
+    attributes" error, as values not enumerated do.
 
     `variadic` names the op's list input (Einsum's `inputs`, ConcatV2's `values`): its
     tensors are declared as `tensor("values_0", ...)`, `tensor("values_1", ...)`, ..., as many
@@ -284,7 +290,7 @@ def op(
     each further one in a variant of its own. Without samples an attribute takes its default.
     """
     return _decorator(
-        name, INDEX, attrs, defaults, complex, output_names=(), variadic=variadic, samples=samples
+        name, INDEX, attrs, defaults, complex, output_names=(), variadic=variadic, samples=samples, valid=valid
     )
 
 
@@ -314,7 +320,7 @@ def elementwise(
     )
 
 
-def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=None, samples=None, broadcast_to=None, boolean=()):
+def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=None, samples=None, broadcast_to=None, boolean=(), valid=None):
     def wrap(fn: Callable) -> OpDecl:
         location = Location(fn.__code__.co_filename, fn.__code__.co_firstlineno)
         attr_objs = make_attrs(name, location, attrs or {}, defaults or {}, variadic)
@@ -337,8 +343,10 @@ def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=N
         doc = (inspect.getdoc(fn) or "").splitlines()
         decl = OpDecl(
             name, fn.__name__, kind, attr_objs, inputs, output_names, complex_ok, fn, location,
-            doc[0] if doc else "", variadic, broadcast_to, boolean,
+            doc[0] if doc else "", variadic, broadcast_to, boolean, valid,
         )
+        if not decl.variants():
+            raise DeclarationError("valid() accepts none of the enumerated attribute values", name, location)
         collector = declared.get()
         if collector is not None:
             collector.append(decl)

@@ -150,3 +150,41 @@ def test_gelu_tanh_form_derives_and_is_right(tmp_path):
     (grad,) = module.gelu_tanh_grad(np.ones_like(x), x)
     numeric = (module.gelu_tanh(x + 1e-6) - module.gelu_tanh(x - 1e-6)) / 2e-6
     np.testing.assert_allclose(grad, numeric, rtol=1e-7, atol=1e-9)
+
+
+VALID_OPS = '''import sympy as sp
+from symgrad import dims, indices, op, tensor
+
+N = dims("N")[0]
+i = indices("i")[0]
+
+
+@op("Scaled", attrs={"a": (1, 2, 3), "b": (1, 2)}, valid=lambda a, b: b < a)
+def scaled(a, b):
+    x = tensor("x", (N,))
+    return {"y": ((i,), a * x[i] / b)}
+'''
+
+
+def test_valid_keeps_the_combinations_it_accepts_and_the_rest_is_unsupported(tmp_path):
+    from symgrad.generate import generate
+    from symgrad.load import load_op_file
+
+    (tmp_path / "valid_ops.py").write_text(VALID_OPS)
+    (decl,) = load_op_file(tmp_path / "valid_ops.py").ops
+    assert [dict(v) for v in decl.variants()] == [{"a": 2, "b": 1}, {"a": 3, "b": 1}, {"a": 3, "b": 2}]
+    for name, text in generate([tmp_path / "valid_ops.py"], ("numpy",)).items():
+        (tmp_path / name).write_text(text)
+    module = import_path(tmp_path / "valid_ops_numpy.py")
+    np.testing.assert_allclose(module.scaled(np.ones(2), a=3, b=2), [1.5, 1.5])
+    with pytest.raises(ValueError, match="unsupported attributes a=1, b=1"):
+        module.scaled(np.ones(2), a=1, b=1)
+
+
+def test_valid_accepting_nothing_is_a_declaration_error(tmp_path):
+    from symgrad.errors import DeclarationError
+    from symgrad.load import load_op_file
+
+    (tmp_path / "none_ops.py").write_text(VALID_OPS.replace("b < a", "b > 5"))
+    with pytest.raises(DeclarationError, match=r"Scaled .*valid\(\) accepts none"):
+        load_op_file(tmp_path / "none_ops.py")
