@@ -474,7 +474,7 @@ _matrix_diag_part_v2_custom_vjp.defvjp(_matrix_diag_part_v2_fwd, _matrix_diag_pa
 
 
 def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagPartV3: Diagonal k of the last two axes (declared at ops/diagonals.py:99); differentiated by matrix_diag_part_v3_vjp."""
+    """MatrixDiagPartV3: Diagonal k of the last two axes, or the band of diagonals k = (low, high), aligned (declared at ops/diagonals.py:115); differentiated by matrix_diag_part_v3_vjp."""
     return _matrix_diag_part_v3_custom_vjp(k, padding_value, align, input)
 
 
@@ -504,6 +504,122 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t7 = jnp.asarray(t4, dtype=jnp.int64)
         t8 = jnp.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         diagonal = _gather(t2, t8, -1)
+    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.shape(input)[-1]
+        t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
+        t3 = 3
+        t4 = jnp.arange(t3)
+        t5 = t4[..., None]
+        t6 = jnp.arange(jnp.shape(input)[-2])
+        t7 = t6 + jnp.maximum(t5 - 1, 0) - jnp.where(t5 <= 1, jnp.abs(t5 - 1), 0)
+        t8 = t6 + jnp.maximum(1 - t5, 0) - jnp.where(t5 <= 1, jnp.abs(t5 - 1), 0)
+        t9 = jnp.asarray(t7, dtype=jnp.int64)
+        t10 = jnp.asarray(t8, dtype=jnp.int64)
+        t11 = jnp.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
+        diagonal = _gather(t2, t11, -1)
+    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_RIGHT":
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.shape(input)[-1]
+        t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
+        t3 = 3
+        t4 = jnp.arange(t3)
+        t5 = t4[..., None]
+        t6 = jnp.arange(jnp.shape(input)[-2])
+        t7 = t6 + jnp.maximum(t5 - 1, 0) - jnp.where(t5 > 1, jnp.abs(t5 - 1), 0)
+        t8 = t6 + jnp.maximum(1 - t5, 0) - jnp.where(t5 > 1, jnp.abs(t5 - 1), 0)
+        t9 = jnp.asarray(t7, dtype=jnp.int64)
+        t10 = jnp.asarray(t8, dtype=jnp.int64)
+        t11 = jnp.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
+        diagonal = _gather(t2, t11, -1)
+    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_LEFT":
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.shape(input)[-1]
+        t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
+        t3 = 3
+        t4 = jnp.arange(t3)
+        t5 = t4[..., None]
+        t6 = jnp.arange(jnp.shape(input)[-2])
+        t7 = t6 + jnp.maximum(t5 - 1, 0)
+        t8 = t6 + jnp.maximum(1 - t5, 0)
+        t9 = jnp.asarray(t7, dtype=jnp.int64)
+        t10 = jnp.asarray(t8, dtype=jnp.int64)
+        t11 = jnp.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
+        diagonal = _gather(t2, t11, -1)
+    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_RIGHT":
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.shape(input)[-1]
+        t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
+        t3 = 3
+        t4 = jnp.arange(t3)
+        t5 = t4[..., None]
+        t6 = jnp.arange(jnp.shape(input)[-2])
+        t7 = t6 + jnp.maximum(t5 - 1, 0) - jnp.abs(t5 - 1)
+        t8 = t6 + jnp.maximum(1 - t5, 0) - jnp.abs(t5 - 1)
+        t9 = jnp.asarray(t7, dtype=jnp.int64)
+        t10 = jnp.asarray(t8, dtype=jnp.int64)
+        t11 = jnp.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
+        diagonal = _gather(t2, t11, -1)
+    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.shape(input)[-1]
+        t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
+        t3 = 2
+        t4 = jnp.arange(t3)
+        t5 = t4[..., None]
+        t6 = t0 - 1
+        t7 = jnp.arange(t6)
+        t8 = t7 + jnp.maximum(t5 - 2, 0) - jnp.where(t5 <= 2, jnp.abs(t5 - 2) - 1, 0)
+        t9 = t7 + jnp.maximum(2 - t5, 0) - jnp.where(t5 <= 2, jnp.abs(t5 - 2) - 1, 0)
+        t10 = jnp.asarray(t8, dtype=jnp.int64)
+        t11 = jnp.asarray(t9, dtype=jnp.int64)
+        t12 = jnp.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
+        diagonal = _gather(t2, t12, -1)
+    elif k == (1, 2) and padding_value == 0 and align == "LEFT_RIGHT":
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.shape(input)[-1]
+        t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
+        t3 = 2
+        t4 = jnp.arange(t3)
+        t5 = t4[..., None]
+        t6 = t0 - 1
+        t7 = jnp.arange(t6)
+        t8 = t7 + jnp.maximum(t5 - 2, 0) - jnp.where(t5 > 2, jnp.abs(t5 - 2) - 1, 0)
+        t9 = t7 + jnp.maximum(2 - t5, 0) - jnp.where(t5 > 2, jnp.abs(t5 - 2) - 1, 0)
+        t10 = jnp.asarray(t8, dtype=jnp.int64)
+        t11 = jnp.asarray(t9, dtype=jnp.int64)
+        t12 = jnp.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
+        diagonal = _gather(t2, t12, -1)
+    elif k == (1, 2) and padding_value == 0 and align == "LEFT_LEFT":
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.shape(input)[-1]
+        t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
+        t3 = 2
+        t4 = jnp.arange(t3)
+        t5 = t4[..., None]
+        t6 = t0 - 1
+        t7 = jnp.arange(t6)
+        t8 = t7 + jnp.maximum(t5 - 2, 0)
+        t9 = t7 + jnp.maximum(2 - t5, 0)
+        t10 = jnp.asarray(t8, dtype=jnp.int64)
+        t11 = jnp.asarray(t9, dtype=jnp.int64)
+        t12 = jnp.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
+        diagonal = _gather(t2, t12, -1)
+    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_RIGHT":
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.shape(input)[-1]
+        t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
+        t3 = 2
+        t4 = jnp.arange(t3)
+        t5 = t4[..., None]
+        t6 = t0 - 1
+        t7 = jnp.arange(t6)
+        t8 = t7 + jnp.maximum(t5 - 2, 0) - jnp.abs(t5 - 2) + 1
+        t9 = t7 + jnp.maximum(2 - t5, 0) - jnp.abs(t5 - 2) + 1
+        t10 = jnp.asarray(t8, dtype=jnp.int64)
+        t11 = jnp.asarray(t9, dtype=jnp.int64)
+        t12 = jnp.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
+        diagonal = _gather(t2, t12, -1)
     else:
         raise ValueError(
             f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -516,15 +632,9 @@ def matrix_diag_part_v3_vjp(
 ):
     """Gradient of MatrixDiagPartV3: one array per input (input).
 
-    In index notation, next to the code computing it, per variant:
-        k=0, padding_value=0, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
-        k=1, padding_value=0, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i] * delta(j, i + 1)
-                i.e. `jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))`
-        k=-2, padding_value=0, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, j] * delta(i, j + 2)
-                i.e. `jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))`
+    In index notation, next to the code computing it, for k=0, padding_value=0, align='RIGHT_LEFT'
+    (other values of k, padding_value, align change it):
+        grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
     """
     if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
         t0 = grad[..., None]
@@ -552,6 +662,110 @@ def matrix_diag_part_v3_vjp(
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_input = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))
+    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.arange(jnp.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = jnp.arange(jnp.shape(input)[-2])
+        t4 = t3 + jnp.maximum(t2 - 1, 0) - jnp.where(t2 <= 1, jnp.abs(t2 - 1), 0)
+        t5 = t3 + jnp.maximum(1 - t2, 0) - jnp.where(t2 <= 1, jnp.abs(t2 - 1), 0)
+        t6 = jnp.asarray(t4, dtype=jnp.int64)
+        t7 = jnp.asarray(t5, dtype=jnp.int64)
+        t8 = jnp.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
+    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_RIGHT":
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.arange(jnp.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = jnp.arange(jnp.shape(input)[-2])
+        t4 = t3 + jnp.maximum(t2 - 1, 0) - jnp.where(t2 > 1, jnp.abs(t2 - 1), 0)
+        t5 = t3 + jnp.maximum(1 - t2, 0) - jnp.where(t2 > 1, jnp.abs(t2 - 1), 0)
+        t6 = jnp.asarray(t4, dtype=jnp.int64)
+        t7 = jnp.asarray(t5, dtype=jnp.int64)
+        t8 = jnp.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
+    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_LEFT":
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.arange(jnp.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = jnp.arange(jnp.shape(input)[-2])
+        t4 = t3 + jnp.maximum(t2 - 1, 0)
+        t5 = t3 + jnp.maximum(1 - t2, 0)
+        t6 = jnp.asarray(t4, dtype=jnp.int64)
+        t7 = jnp.asarray(t5, dtype=jnp.int64)
+        t8 = jnp.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
+    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_RIGHT":
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.arange(jnp.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = jnp.arange(jnp.shape(input)[-2])
+        t4 = t3 + jnp.maximum(t2 - 1, 0) - jnp.abs(t2 - 1)
+        t5 = t3 + jnp.maximum(1 - t2, 0) - jnp.abs(t2 - 1)
+        t6 = jnp.asarray(t4, dtype=jnp.int64)
+        t7 = jnp.asarray(t5, dtype=jnp.int64)
+        t8 = jnp.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
+    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.arange(jnp.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = jnp.arange(jnp.shape(grad)[-1])
+        t4 = t3 + jnp.maximum(t2 - 2, 0) - jnp.where(t2 <= 2, jnp.abs(t2 - 2) - 1, 0)
+        t5 = t3 + jnp.maximum(2 - t2, 0) - jnp.where(t2 <= 2, jnp.abs(t2 - 2) - 1, 0)
+        t6 = jnp.asarray(t4, dtype=jnp.int64)
+        t7 = jnp.asarray(t5, dtype=jnp.int64)
+        t8 = jnp.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
+    elif k == (1, 2) and padding_value == 0 and align == "LEFT_RIGHT":
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.arange(jnp.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = jnp.arange(jnp.shape(grad)[-1])
+        t4 = t3 + jnp.maximum(t2 - 2, 0) - jnp.where(t2 > 2, jnp.abs(t2 - 2) - 1, 0)
+        t5 = t3 + jnp.maximum(2 - t2, 0) - jnp.where(t2 > 2, jnp.abs(t2 - 2) - 1, 0)
+        t6 = jnp.asarray(t4, dtype=jnp.int64)
+        t7 = jnp.asarray(t5, dtype=jnp.int64)
+        t8 = jnp.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
+    elif k == (1, 2) and padding_value == 0 and align == "LEFT_LEFT":
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.arange(jnp.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = jnp.arange(jnp.shape(grad)[-1])
+        t4 = t3 + jnp.maximum(t2 - 2, 0)
+        t5 = t3 + jnp.maximum(2 - t2, 0)
+        t6 = jnp.asarray(t4, dtype=jnp.int64)
+        t7 = jnp.asarray(t5, dtype=jnp.int64)
+        t8 = jnp.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
+    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_RIGHT":
+        t0 = jnp.shape(input)[-2]
+        t1 = jnp.arange(jnp.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = jnp.arange(jnp.shape(grad)[-1])
+        t4 = t3 + jnp.maximum(t2 - 2, 0) - jnp.abs(t2 - 2) + 1
+        t5 = t3 + jnp.maximum(2 - t2, 0) - jnp.abs(t2 - 2) + 1
+        t6 = jnp.asarray(t4, dtype=jnp.int64)
+        t7 = jnp.asarray(t5, dtype=jnp.int64)
+        t8 = jnp.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
     else:
         raise ValueError(
             f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -580,7 +794,7 @@ _matrix_diag_part_v3_custom_vjp.defvjp(_matrix_diag_part_v3_fwd, _matrix_diag_pa
 
 
 def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
-    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:113); differentiated by matrix_diag_v2_vjp."""
+    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:134); differentiated by matrix_diag_v2_vjp."""
     return _matrix_diag_v2_custom_vjp(k, num_rows, num_cols, padding_value, diagonal)
 
 
@@ -695,7 +909,7 @@ _matrix_diag_v2_custom_vjp.defvjp(_matrix_diag_v2_fwd, _matrix_diag_v2_bwd)
 
 
 def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:119); differentiated by matrix_diag_v3_vjp."""
+    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:140); differentiated by matrix_diag_v3_vjp."""
     return _matrix_diag_v3_custom_vjp(k, num_rows, num_cols, padding_value, align, diagonal)
 
 
@@ -867,7 +1081,7 @@ _matrix_diag_v3_custom_vjp.defvjp(_matrix_diag_v3_fwd, _matrix_diag_v3_bwd)
 
 
 def matrix_set_diag_v2(input, diagonal, *, k=0):
-    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:125); differentiated by matrix_set_diag_v2_vjp."""
+    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:146); differentiated by matrix_set_diag_v2_vjp."""
     return _matrix_set_diag_v2_custom_vjp(k, input, diagonal)
 
 
@@ -1007,7 +1221,7 @@ _matrix_set_diag_v2_custom_vjp.defvjp(_matrix_set_diag_v2_fwd, _matrix_set_diag_
 
 
 def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
-    """MatrixSetDiagV3: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:131); differentiated by matrix_set_diag_v3_vjp."""
+    """MatrixSetDiagV3: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:152); differentiated by matrix_set_diag_v3_vjp."""
     return _matrix_set_diag_v3_custom_vjp(k, align, input, diagonal)
 
 

@@ -387,7 +387,7 @@ def matrix_diag_part_v2_grad_grad(
 
 
 def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagPartV3: Diagonal k of the last two axes (declared at ops/diagonals.py:99)."""
+    """MatrixDiagPartV3: Diagonal k of the last two axes, or the band of diagonals k = (low, high), aligned (declared at ops/diagonals.py:115)."""
     if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
         diagonal = np.diagonal(input, axis1=-2, axis2=-1)
     elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
@@ -412,6 +412,122 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
         t7 = np.asarray(t4, dtype=np.int64)
         t8 = np.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         diagonal = _gather(t2, t8, -1)
+    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = 3
+        t4 = np.arange(t3)
+        t5 = t4[..., None]
+        t6 = np.arange(np.shape(input)[-2])
+        t7 = t6 + np.maximum(t5 - 1, 0) - np.where(t5 <= 1, np.abs(t5 - 1), 0)
+        t8 = t6 + np.maximum(1 - t5, 0) - np.where(t5 <= 1, np.abs(t5 - 1), 0)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.asarray(t8, dtype=np.int64)
+        t11 = np.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
+        diagonal = _gather(t2, t11, -1)
+    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_RIGHT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = 3
+        t4 = np.arange(t3)
+        t5 = t4[..., None]
+        t6 = np.arange(np.shape(input)[-2])
+        t7 = t6 + np.maximum(t5 - 1, 0) - np.where(t5 > 1, np.abs(t5 - 1), 0)
+        t8 = t6 + np.maximum(1 - t5, 0) - np.where(t5 > 1, np.abs(t5 - 1), 0)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.asarray(t8, dtype=np.int64)
+        t11 = np.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
+        diagonal = _gather(t2, t11, -1)
+    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = 3
+        t4 = np.arange(t3)
+        t5 = t4[..., None]
+        t6 = np.arange(np.shape(input)[-2])
+        t7 = t6 + np.maximum(t5 - 1, 0)
+        t8 = t6 + np.maximum(1 - t5, 0)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.asarray(t8, dtype=np.int64)
+        t11 = np.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
+        diagonal = _gather(t2, t11, -1)
+    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_RIGHT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = 3
+        t4 = np.arange(t3)
+        t5 = t4[..., None]
+        t6 = np.arange(np.shape(input)[-2])
+        t7 = t6 + np.maximum(t5 - 1, 0) - np.abs(t5 - 1)
+        t8 = t6 + np.maximum(1 - t5, 0) - np.abs(t5 - 1)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.asarray(t8, dtype=np.int64)
+        t11 = np.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
+        diagonal = _gather(t2, t11, -1)
+    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = 2
+        t4 = np.arange(t3)
+        t5 = t4[..., None]
+        t6 = t0 - 1
+        t7 = np.arange(t6)
+        t8 = t7 + np.maximum(t5 - 2, 0) - np.where(t5 <= 2, np.abs(t5 - 2) - 1, 0)
+        t9 = t7 + np.maximum(2 - t5, 0) - np.where(t5 <= 2, np.abs(t5 - 2) - 1, 0)
+        t10 = np.asarray(t8, dtype=np.int64)
+        t11 = np.asarray(t9, dtype=np.int64)
+        t12 = np.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
+        diagonal = _gather(t2, t12, -1)
+    elif k == (1, 2) and padding_value == 0 and align == "LEFT_RIGHT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = 2
+        t4 = np.arange(t3)
+        t5 = t4[..., None]
+        t6 = t0 - 1
+        t7 = np.arange(t6)
+        t8 = t7 + np.maximum(t5 - 2, 0) - np.where(t5 > 2, np.abs(t5 - 2) - 1, 0)
+        t9 = t7 + np.maximum(2 - t5, 0) - np.where(t5 > 2, np.abs(t5 - 2) - 1, 0)
+        t10 = np.asarray(t8, dtype=np.int64)
+        t11 = np.asarray(t9, dtype=np.int64)
+        t12 = np.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
+        diagonal = _gather(t2, t12, -1)
+    elif k == (1, 2) and padding_value == 0 and align == "LEFT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = 2
+        t4 = np.arange(t3)
+        t5 = t4[..., None]
+        t6 = t0 - 1
+        t7 = np.arange(t6)
+        t8 = t7 + np.maximum(t5 - 2, 0)
+        t9 = t7 + np.maximum(2 - t5, 0)
+        t10 = np.asarray(t8, dtype=np.int64)
+        t11 = np.asarray(t9, dtype=np.int64)
+        t12 = np.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
+        diagonal = _gather(t2, t12, -1)
+    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_RIGHT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = 2
+        t4 = np.arange(t3)
+        t5 = t4[..., None]
+        t6 = t0 - 1
+        t7 = np.arange(t6)
+        t8 = t7 + np.maximum(t5 - 2, 0) - np.abs(t5 - 2) + 1
+        t9 = t7 + np.maximum(2 - t5, 0) - np.abs(t5 - 2) + 1
+        t10 = np.asarray(t8, dtype=np.int64)
+        t11 = np.asarray(t9, dtype=np.int64)
+        t12 = np.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
+        diagonal = _gather(t2, t12, -1)
     else:
         raise ValueError(
             f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -424,15 +540,9 @@ def matrix_diag_part_v3_grad(
 ):
     """Gradient of MatrixDiagPartV3: one array per input (input).
 
-    In index notation, next to the code computing it, per variant:
-        k=0, padding_value=0, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
-        k=1, padding_value=0, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i] * delta(j, i + 1)
-                i.e. `np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))`
-        k=-2, padding_value=0, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, j] * delta(i, j + 2)
-                i.e. `np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))`
+    In index notation, next to the code computing it, for k=0, padding_value=0, align='RIGHT_LEFT'
+    (other values of k, padding_value, align change it):
+        grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
     """
     if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
         t0 = grad[..., None]
@@ -460,6 +570,110 @@ def matrix_diag_part_v3_grad(
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_input = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = np.arange(np.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = np.arange(np.shape(input)[-2])
+        t4 = t3 + np.maximum(t2 - 1, 0) - np.where(t2 <= 1, np.abs(t2 - 1), 0)
+        t5 = t3 + np.maximum(1 - t2, 0) - np.where(t2 <= 1, np.abs(t2 - 1), 0)
+        t6 = np.asarray(t4, dtype=np.int64)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = np.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
+    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_RIGHT":
+        t0 = np.shape(input)[-2]
+        t1 = np.arange(np.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = np.arange(np.shape(input)[-2])
+        t4 = t3 + np.maximum(t2 - 1, 0) - np.where(t2 > 1, np.abs(t2 - 1), 0)
+        t5 = t3 + np.maximum(1 - t2, 0) - np.where(t2 > 1, np.abs(t2 - 1), 0)
+        t6 = np.asarray(t4, dtype=np.int64)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = np.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
+    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = np.arange(np.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = np.arange(np.shape(input)[-2])
+        t4 = t3 + np.maximum(t2 - 1, 0)
+        t5 = t3 + np.maximum(1 - t2, 0)
+        t6 = np.asarray(t4, dtype=np.int64)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = np.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
+    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_RIGHT":
+        t0 = np.shape(input)[-2]
+        t1 = np.arange(np.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = np.arange(np.shape(input)[-2])
+        t4 = t3 + np.maximum(t2 - 1, 0) - np.abs(t2 - 1)
+        t5 = t3 + np.maximum(1 - t2, 0) - np.abs(t2 - 1)
+        t6 = np.asarray(t4, dtype=np.int64)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = np.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
+    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = np.arange(np.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = np.arange(np.shape(grad)[-1])
+        t4 = t3 + np.maximum(t2 - 2, 0) - np.where(t2 <= 2, np.abs(t2 - 2) - 1, 0)
+        t5 = t3 + np.maximum(2 - t2, 0) - np.where(t2 <= 2, np.abs(t2 - 2) - 1, 0)
+        t6 = np.asarray(t4, dtype=np.int64)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = np.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
+    elif k == (1, 2) and padding_value == 0 and align == "LEFT_RIGHT":
+        t0 = np.shape(input)[-2]
+        t1 = np.arange(np.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = np.arange(np.shape(grad)[-1])
+        t4 = t3 + np.maximum(t2 - 2, 0) - np.where(t2 > 2, np.abs(t2 - 2) - 1, 0)
+        t5 = t3 + np.maximum(2 - t2, 0) - np.where(t2 > 2, np.abs(t2 - 2) - 1, 0)
+        t6 = np.asarray(t4, dtype=np.int64)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = np.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
+    elif k == (1, 2) and padding_value == 0 and align == "LEFT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = np.arange(np.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = np.arange(np.shape(grad)[-1])
+        t4 = t3 + np.maximum(t2 - 2, 0)
+        t5 = t3 + np.maximum(2 - t2, 0)
+        t6 = np.asarray(t4, dtype=np.int64)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = np.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
+    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_RIGHT":
+        t0 = np.shape(input)[-2]
+        t1 = np.arange(np.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = np.arange(np.shape(grad)[-1])
+        t4 = t3 + np.maximum(t2 - 2, 0) - np.abs(t2 - 2) + 1
+        t5 = t3 + np.maximum(2 - t2, 0) - np.abs(t2 - 2) + 1
+        t6 = np.asarray(t4, dtype=np.int64)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = np.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
     else:
         raise ValueError(
             f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -496,6 +710,104 @@ def matrix_diag_part_v3_grad_grad(
         t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_grad = _gather(t2, t7, -1)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = np.shape(grad_vjp_input)[-2]
+        t1 = np.shape(grad_vjp_input)[-1]
+        t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = np.arange(np.shape(grad)[-1])
+        t6 = t5 + np.maximum(t4 - 1, 0) - np.where(t4 <= 1, np.abs(t4 - 1), 0)
+        t7 = t5 + np.maximum(1 - t4, 0) - np.where(t4 <= 1, np.abs(t4 - 1), 0)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        grad_grad = _gather(t2, t10, -1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_RIGHT":
+        t0 = np.shape(grad_vjp_input)[-2]
+        t1 = np.shape(grad_vjp_input)[-1]
+        t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = np.arange(np.shape(grad)[-1])
+        t6 = t5 + np.maximum(t4 - 1, 0) - np.where(t4 > 1, np.abs(t4 - 1), 0)
+        t7 = t5 + np.maximum(1 - t4, 0) - np.where(t4 > 1, np.abs(t4 - 1), 0)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        grad_grad = _gather(t2, t10, -1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k in ((-1, 1), (1, 2)) and padding_value == 0 and align == "LEFT_LEFT":
+        t0 = np.shape(grad_vjp_input)[-2]
+        t1 = np.shape(grad_vjp_input)[-1]
+        t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = np.arange(np.shape(grad)[-1])
+        t6 = t5 + np.maximum(t4 - k[1], 0)
+        t7 = t5 + np.maximum(k[1] - t4, 0)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        grad_grad = _gather(t2, t10, -1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_RIGHT":
+        t0 = np.shape(grad_vjp_input)[-2]
+        t1 = np.shape(grad_vjp_input)[-1]
+        t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = np.arange(np.shape(grad)[-1])
+        t6 = t5 + np.maximum(t4 - 1, 0) - np.abs(t4 - 1)
+        t7 = t5 + np.maximum(1 - t4, 0) - np.abs(t4 - 1)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        grad_grad = _gather(t2, t10, -1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = np.shape(grad_vjp_input)[-2]
+        t1 = np.shape(grad_vjp_input)[-1]
+        t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = np.arange(np.shape(grad)[-1])
+        t6 = t5 + np.maximum(t4 - 2, 0) - np.where(t4 <= 2, np.abs(t4 - 2) - 1, 0)
+        t7 = t5 + np.maximum(2 - t4, 0) - np.where(t4 <= 2, np.abs(t4 - 2) - 1, 0)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        grad_grad = _gather(t2, t10, -1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == (1, 2) and padding_value == 0 and align == "LEFT_RIGHT":
+        t0 = np.shape(grad_vjp_input)[-2]
+        t1 = np.shape(grad_vjp_input)[-1]
+        t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = np.arange(np.shape(grad)[-1])
+        t6 = t5 + np.maximum(t4 - 2, 0) - np.where(t4 > 2, np.abs(t4 - 2) - 1, 0)
+        t7 = t5 + np.maximum(2 - t4, 0) - np.where(t4 > 2, np.abs(t4 - 2) - 1, 0)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        grad_grad = _gather(t2, t10, -1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_RIGHT":
+        t0 = np.shape(grad_vjp_input)[-2]
+        t1 = np.shape(grad_vjp_input)[-1]
+        t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = np.arange(np.shape(grad)[-1])
+        t6 = t5 + np.maximum(t4 - 2, 0) - np.abs(t4 - 2) + 1
+        t7 = t5 + np.maximum(2 - t4, 0) - np.abs(t4 - 2) + 1
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        grad_grad = _gather(t2, t10, -1)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(
             f"MatrixDiagPartV3Grad: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -504,7 +816,7 @@ def matrix_diag_part_v3_grad_grad(
 
 
 def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
-    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:113)."""
+    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:134)."""
     if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
         t0 = diagonal[..., None]
         t1 = np.eye(np.shape(diagonal)[-1], dtype=np.result_type(diagonal))
@@ -632,7 +944,7 @@ def matrix_diag_v2_grad_grad(
 
 
 def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:119)."""
+    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:140)."""
     if (
         k == 0
         and num_rows == -1
@@ -823,7 +1135,7 @@ def matrix_diag_v3_grad_grad(
 
 
 def matrix_set_diag_v2(input, diagonal, *, k=0):
-    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:125)."""
+    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:146)."""
     if k == 0:
         t0 = diagonal[..., None]
         t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
@@ -999,7 +1311,7 @@ def matrix_set_diag_v2_grad_grad(
 
 
 def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
-    """MatrixSetDiagV3: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:131)."""
+    """MatrixSetDiagV3: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:152)."""
     if k == 0 and align == "RIGHT_LEFT":
         t0 = diagonal[..., None]
         t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))

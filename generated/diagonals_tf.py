@@ -601,17 +601,11 @@ _register("MatrixDiagPartV2", matrix_diag_part_v2_grad)
 
 
 def matrix_diag_part_v3_vjp(grad, input, diagonal, *, k=0, padding_value=0, align="RIGHT_LEFT"):
-    """Gradient of MatrixDiagPartV3 (declared at ops/diagonals.py:99): one per input (input).
+    """Gradient of MatrixDiagPartV3 (declared at ops/diagonals.py:115): one per input (input).
 
-    In index notation, next to the code computing it, per variant:
-        k=0, padding_value=0, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
-        k=1, padding_value=0, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i] * delta(j, i + 1)
-                i.e. `tf.reshape(t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], ...`
-        k=-2, padding_value=0, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, j] * delta(i, j + 2)
-                i.e. `tf.reshape(t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], ...`
+    In index notation, next to the code computing it, for k=0, padding_value=0, align='RIGHT_LEFT'
+    (other values of k, padding_value, align change it):
+        grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
     """
     if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
         t0 = grad[..., None]
@@ -643,6 +637,158 @@ def matrix_diag_part_v3_vjp(grad, input, diagonal, *, k=0, padding_value=0, alig
         grad_input = tf.reshape(
             t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
         )
+    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t2 = t1[..., None]
+        t3 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t4 = (
+            t3
+            + tf.math.maximum(t2 - 1, 0)
+            - tf.where(t2 <= 1, tf.math.abs(t2 - 1), tf.constant(0, tf.int64))
+        )
+        t5 = (
+            t3
+            + tf.math.maximum(1 - t2, 0)
+            - tf.where(t2 <= 1, tf.math.abs(t2 - 1), tf.constant(0, tf.int64))
+        )
+        t6 = tf.cast(t4, tf.int64)
+        t7 = tf.cast(t5, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, tf.constant(-1, tf.int64))
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = tf.reshape(
+            t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0)
+        )
+    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_RIGHT":
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t2 = t1[..., None]
+        t3 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t4 = (
+            t3
+            + tf.math.maximum(t2 - 1, 0)
+            - tf.where(t2 > 1, tf.math.abs(t2 - 1), tf.constant(0, tf.int64))
+        )
+        t5 = (
+            t3
+            + tf.math.maximum(1 - t2, 0)
+            - tf.where(t2 > 1, tf.math.abs(t2 - 1), tf.constant(0, tf.int64))
+        )
+        t6 = tf.cast(t4, tf.int64)
+        t7 = tf.cast(t5, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, tf.constant(-1, tf.int64))
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = tf.reshape(
+            t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0)
+        )
+    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_LEFT":
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t2 = t1[..., None]
+        t3 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t4 = t3 + tf.math.maximum(t2 - 1, 0)
+        t5 = t3 + tf.math.maximum(1 - t2, 0)
+        t6 = tf.cast(t4, tf.int64)
+        t7 = tf.cast(t5, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, tf.constant(-1, tf.int64))
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = tf.reshape(
+            t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0)
+        )
+    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_RIGHT":
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t2 = t1[..., None]
+        t3 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t4 = t3 + tf.math.maximum(t2 - 1, 0) - tf.math.abs(t2 - 1)
+        t5 = t3 + tf.math.maximum(1 - t2, 0) - tf.math.abs(t2 - 1)
+        t6 = tf.cast(t4, tf.int64)
+        t7 = tf.cast(t5, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, tf.constant(-1, tf.int64))
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = tf.reshape(
+            t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0)
+        )
+    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t2 = t1[..., None]
+        t3 = tf.range(tf.shape(grad, out_type=tf.int64)[-1])
+        t4 = (
+            t3
+            + tf.math.maximum(t2 - 2, 0)
+            - tf.where(t2 <= 2, tf.math.abs(t2 - 2) - 1, tf.constant(0, tf.int64))
+        )
+        t5 = (
+            t3
+            + tf.math.maximum(2 - t2, 0)
+            - tf.where(t2 <= 2, tf.math.abs(t2 - 2) - 1, tf.constant(0, tf.int64))
+        )
+        t6 = tf.cast(t4, tf.int64)
+        t7 = tf.cast(t5, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, tf.constant(-1, tf.int64))
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = tf.reshape(
+            t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0)
+        )
+    elif k == (1, 2) and padding_value == 0 and align == "LEFT_RIGHT":
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t2 = t1[..., None]
+        t3 = tf.range(tf.shape(grad, out_type=tf.int64)[-1])
+        t4 = (
+            t3
+            + tf.math.maximum(t2 - 2, 0)
+            - tf.where(t2 > 2, tf.math.abs(t2 - 2) - 1, tf.constant(0, tf.int64))
+        )
+        t5 = (
+            t3
+            + tf.math.maximum(2 - t2, 0)
+            - tf.where(t2 > 2, tf.math.abs(t2 - 2) - 1, tf.constant(0, tf.int64))
+        )
+        t6 = tf.cast(t4, tf.int64)
+        t7 = tf.cast(t5, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, tf.constant(-1, tf.int64))
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = tf.reshape(
+            t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0)
+        )
+    elif k == (1, 2) and padding_value == 0 and align == "LEFT_LEFT":
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t2 = t1[..., None]
+        t3 = tf.range(tf.shape(grad, out_type=tf.int64)[-1])
+        t4 = t3 + tf.math.maximum(t2 - 2, 0)
+        t5 = t3 + tf.math.maximum(2 - t2, 0)
+        t6 = tf.cast(t4, tf.int64)
+        t7 = tf.cast(t5, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, tf.constant(-1, tf.int64))
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = tf.reshape(
+            t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0)
+        )
+    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_RIGHT":
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t2 = t1[..., None]
+        t3 = tf.range(tf.shape(grad, out_type=tf.int64)[-1])
+        t4 = t3 + tf.math.maximum(t2 - 2, 0) - tf.math.abs(t2 - 2) + 1
+        t5 = t3 + tf.math.maximum(2 - t2, 0) - tf.math.abs(t2 - 2) + 1
+        t6 = tf.cast(t4, tf.int64)
+        t7 = tf.cast(t5, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, tf.constant(-1, tf.int64))
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = tf.reshape(
+            t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0)
+        )
     else:
         raise ValueError(
             f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -664,7 +810,7 @@ def matrix_diag_part_v3_grad(op, grad):
 
 
 def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagPartV3: Diagonal k of the last two axes, with its derived gradient."""
+    """MatrixDiagPartV3: Diagonal k of the last two axes, or the band of diagonals k = (low, high), aligned, with its derived gradient."""
 
     @tf.custom_gradient
     def forward(input):
@@ -680,7 +826,9 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
                 {"input": input},
                 {"k": k, "padding_value": padding_value, "align": align},
             )
-            if k in (0, 1, -2) and padding_value in (0,) and align in ("RIGHT_LEFT",)
+            if k in (0, 1, -2, (-1, 1), (1, 2))
+            and padding_value in (0,)
+            and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT")
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -721,6 +869,194 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
             t7 = tf.cast(t4, tf.int64)
             t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
             diagonal = _gather(t2, t8, -1)
+        elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_LEFT":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = tf.shape(input, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                input,
+                tf.concat(
+                    [tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = 3
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4[..., None]
+            t6 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t7 = (
+                t6
+                + tf.math.maximum(t5 - 1, 0)
+                - tf.where(t5 <= 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
+            )
+            t8 = (
+                t6
+                + tf.math.maximum(1 - t5, 0)
+                - tf.where(t5 <= 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
+            )
+            t9 = tf.cast(t7, tf.int64)
+            t10 = tf.cast(t8, tf.int64)
+            t11 = tf.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, tf.constant(-1, tf.int64))
+            diagonal = _gather(t2, t11, -1)
+        elif k == (-1, 1) and padding_value == 0 and align == "LEFT_RIGHT":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = tf.shape(input, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                input,
+                tf.concat(
+                    [tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = 3
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4[..., None]
+            t6 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t7 = (
+                t6
+                + tf.math.maximum(t5 - 1, 0)
+                - tf.where(t5 > 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
+            )
+            t8 = (
+                t6
+                + tf.math.maximum(1 - t5, 0)
+                - tf.where(t5 > 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
+            )
+            t9 = tf.cast(t7, tf.int64)
+            t10 = tf.cast(t8, tf.int64)
+            t11 = tf.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, tf.constant(-1, tf.int64))
+            diagonal = _gather(t2, t11, -1)
+        elif k == (-1, 1) and padding_value == 0 and align == "LEFT_LEFT":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = tf.shape(input, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                input,
+                tf.concat(
+                    [tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = 3
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4[..., None]
+            t6 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t7 = t6 + tf.math.maximum(t5 - 1, 0)
+            t8 = t6 + tf.math.maximum(1 - t5, 0)
+            t9 = tf.cast(t7, tf.int64)
+            t10 = tf.cast(t8, tf.int64)
+            t11 = tf.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, tf.constant(-1, tf.int64))
+            diagonal = _gather(t2, t11, -1)
+        elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_RIGHT":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = tf.shape(input, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                input,
+                tf.concat(
+                    [tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = 3
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4[..., None]
+            t6 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t7 = t6 + tf.math.maximum(t5 - 1, 0) - tf.math.abs(t5 - 1)
+            t8 = t6 + tf.math.maximum(1 - t5, 0) - tf.math.abs(t5 - 1)
+            t9 = tf.cast(t7, tf.int64)
+            t10 = tf.cast(t8, tf.int64)
+            t11 = tf.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, tf.constant(-1, tf.int64))
+            diagonal = _gather(t2, t11, -1)
+        elif k == (1, 2) and padding_value == 0 and align == "RIGHT_LEFT":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = tf.shape(input, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                input,
+                tf.concat(
+                    [tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = 2
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4[..., None]
+            t6 = t0 - 1
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = (
+                t7
+                + tf.math.maximum(t5 - 2, 0)
+                - tf.where(t5 <= 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
+            )
+            t9 = (
+                t7
+                + tf.math.maximum(2 - t5, 0)
+                - tf.where(t5 <= 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
+            )
+            t10 = tf.cast(t8, tf.int64)
+            t11 = tf.cast(t9, tf.int64)
+            t12 = tf.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, tf.constant(-1, tf.int64))
+            diagonal = _gather(t2, t12, -1)
+        elif k == (1, 2) and padding_value == 0 and align == "LEFT_RIGHT":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = tf.shape(input, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                input,
+                tf.concat(
+                    [tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = 2
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4[..., None]
+            t6 = t0 - 1
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = (
+                t7
+                + tf.math.maximum(t5 - 2, 0)
+                - tf.where(t5 > 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
+            )
+            t9 = (
+                t7
+                + tf.math.maximum(2 - t5, 0)
+                - tf.where(t5 > 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
+            )
+            t10 = tf.cast(t8, tf.int64)
+            t11 = tf.cast(t9, tf.int64)
+            t12 = tf.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, tf.constant(-1, tf.int64))
+            diagonal = _gather(t2, t12, -1)
+        elif k == (1, 2) and padding_value == 0 and align == "LEFT_LEFT":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = tf.shape(input, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                input,
+                tf.concat(
+                    [tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = 2
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4[..., None]
+            t6 = t0 - 1
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = t7 + tf.math.maximum(t5 - 2, 0)
+            t9 = t7 + tf.math.maximum(2 - t5, 0)
+            t10 = tf.cast(t8, tf.int64)
+            t11 = tf.cast(t9, tf.int64)
+            t12 = tf.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, tf.constant(-1, tf.int64))
+            diagonal = _gather(t2, t12, -1)
+        elif k == (1, 2) and padding_value == 0 and align == "RIGHT_RIGHT":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            t1 = tf.shape(input, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                input,
+                tf.concat(
+                    [tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = 2
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4[..., None]
+            t6 = t0 - 1
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = t7 + tf.math.maximum(t5 - 2, 0) - tf.math.abs(t5 - 2) + 1
+            t9 = t7 + tf.math.maximum(2 - t5, 0) - tf.math.abs(t5 - 2) + 1
+            t10 = tf.cast(t8, tf.int64)
+            t11 = tf.cast(t9, tf.int64)
+            t12 = tf.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, tf.constant(-1, tf.int64))
+            diagonal = _gather(t2, t12, -1)
         else:
             raise ValueError(
                 f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -734,7 +1070,7 @@ _register("MatrixDiagPartV3", matrix_diag_part_v3_grad)
 
 
 def matrix_diag_v2_vjp(grad, diagonal, output, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
-    """Gradient of MatrixDiagV2 (declared at ops/diagonals.py:113): one per input (diagonal).
+    """Gradient of MatrixDiagV2 (declared at ops/diagonals.py:134): one per input (diagonal).
 
     In index notation, next to the code computing it, per variant:
         k=0, num_rows=-1, num_cols=-1, padding_value=0:
@@ -877,7 +1213,7 @@ _register("MatrixDiagV2", matrix_diag_v2_grad)
 def matrix_diag_v3_vjp(
     grad, diagonal, output, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"
 ):
-    """Gradient of MatrixDiagV3 (declared at ops/diagonals.py:119): one per input (diagonal).
+    """Gradient of MatrixDiagV3 (declared at ops/diagonals.py:140): one per input (diagonal).
 
     In index notation, next to the code computing it, per variant:
         k=0, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
@@ -1061,7 +1397,7 @@ _register("MatrixDiagV3", matrix_diag_v3_grad)
 
 
 def matrix_set_diag_v2_vjp(grad, input, diagonal, output, *, k=0):
-    """Gradient of MatrixSetDiagV2 (declared at ops/diagonals.py:125): one per input (input, diagonal).
+    """Gradient of MatrixSetDiagV2 (declared at ops/diagonals.py:146): one per input (input, diagonal).
 
     In index notation, next to the code computing it, per variant:
         k=0:
@@ -1228,7 +1564,7 @@ _register("MatrixSetDiagV2", matrix_set_diag_v2_grad)
 
 
 def matrix_set_diag_v3_vjp(grad, input, diagonal, output, *, k=0, align="RIGHT_LEFT"):
-    """Gradient of MatrixSetDiagV3 (declared at ops/diagonals.py:131): one per input (input, diagonal).
+    """Gradient of MatrixSetDiagV3 (declared at ops/diagonals.py:152): one per input (input, diagonal).
 
     In index notation, next to the code computing it, per variant:
         k=0, align='RIGHT_LEFT':

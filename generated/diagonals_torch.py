@@ -21,6 +21,19 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _tensors(a, b):
+    """`a` and `b` as tensors: a Python number in the dtype of the other."""
+    like = a if isinstance(a, torch.Tensor) else b
+    return tuple(
+        t if isinstance(t, torch.Tensor) else torch.as_tensor(t, dtype=like.dtype) for t in (a, b)
+    )
+
+
+def _maximum(a, b):
+    """numpy's `maximum`, of tensors or a tensor and a number (torch's takes tensors only)."""
+    return torch.maximum(*_tensors(a, b))
+
+
 def _sum_to_shape(g, shape):
     """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
     if tuple(g.shape) == tuple(shape):
@@ -488,7 +501,7 @@ class _MatrixDiagPartV2Function(torch.autograd.Function):
 
 
 def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagPartV3: Diagonal k of the last two axes (declared at ops/diagonals.py:99); differentiated by matrix_diag_part_v3_vjp."""
+    """MatrixDiagPartV3: Diagonal k of the last two axes, or the band of diagonals k = (low, high), aligned (declared at ops/diagonals.py:115); differentiated by matrix_diag_part_v3_vjp."""
     return _MatrixDiagPartV3Function.apply(k, padding_value, align, input)
 
 
@@ -518,6 +531,122 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t7 = torch.as_tensor(t4, dtype=torch.int64)
         t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         diagonal = _gather(t2, t8, -1)
+    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = 3
+        t4 = torch.arange(int(t3))
+        t5 = t4[..., None]
+        t6 = torch.arange(np.shape(input)[-2])
+        t7 = t6 + _maximum(t5 - 1, 0) - torch.where(t5 <= 1, torch.abs(t5 - 1), 0)
+        t8 = t6 + _maximum(1 - t5, 0) - torch.where(t5 <= 1, torch.abs(t5 - 1), 0)
+        t9 = torch.as_tensor(t7, dtype=torch.int64)
+        t10 = torch.as_tensor(t8, dtype=torch.int64)
+        t11 = torch.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
+        diagonal = _gather(t2, t11, -1)
+    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_RIGHT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = 3
+        t4 = torch.arange(int(t3))
+        t5 = t4[..., None]
+        t6 = torch.arange(np.shape(input)[-2])
+        t7 = t6 + _maximum(t5 - 1, 0) - torch.where(t5 > 1, torch.abs(t5 - 1), 0)
+        t8 = t6 + _maximum(1 - t5, 0) - torch.where(t5 > 1, torch.abs(t5 - 1), 0)
+        t9 = torch.as_tensor(t7, dtype=torch.int64)
+        t10 = torch.as_tensor(t8, dtype=torch.int64)
+        t11 = torch.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
+        diagonal = _gather(t2, t11, -1)
+    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = 3
+        t4 = torch.arange(int(t3))
+        t5 = t4[..., None]
+        t6 = torch.arange(np.shape(input)[-2])
+        t7 = t6 + _maximum(t5 - 1, 0)
+        t8 = t6 + _maximum(1 - t5, 0)
+        t9 = torch.as_tensor(t7, dtype=torch.int64)
+        t10 = torch.as_tensor(t8, dtype=torch.int64)
+        t11 = torch.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
+        diagonal = _gather(t2, t11, -1)
+    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_RIGHT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = 3
+        t4 = torch.arange(int(t3))
+        t5 = t4[..., None]
+        t6 = torch.arange(np.shape(input)[-2])
+        t7 = t6 + _maximum(t5 - 1, 0) - torch.abs(t5 - 1)
+        t8 = t6 + _maximum(1 - t5, 0) - torch.abs(t5 - 1)
+        t9 = torch.as_tensor(t7, dtype=torch.int64)
+        t10 = torch.as_tensor(t8, dtype=torch.int64)
+        t11 = torch.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
+        diagonal = _gather(t2, t11, -1)
+    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = 2
+        t4 = torch.arange(int(t3))
+        t5 = t4[..., None]
+        t6 = t0 - 1
+        t7 = torch.arange(int(t6))
+        t8 = t7 + _maximum(t5 - 2, 0) - torch.where(t5 <= 2, torch.abs(t5 - 2) - 1, 0)
+        t9 = t7 + _maximum(2 - t5, 0) - torch.where(t5 <= 2, torch.abs(t5 - 2) - 1, 0)
+        t10 = torch.as_tensor(t8, dtype=torch.int64)
+        t11 = torch.as_tensor(t9, dtype=torch.int64)
+        t12 = torch.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
+        diagonal = _gather(t2, t12, -1)
+    elif k == (1, 2) and padding_value == 0 and align == "LEFT_RIGHT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = 2
+        t4 = torch.arange(int(t3))
+        t5 = t4[..., None]
+        t6 = t0 - 1
+        t7 = torch.arange(int(t6))
+        t8 = t7 + _maximum(t5 - 2, 0) - torch.where(t5 > 2, torch.abs(t5 - 2) - 1, 0)
+        t9 = t7 + _maximum(2 - t5, 0) - torch.where(t5 > 2, torch.abs(t5 - 2) - 1, 0)
+        t10 = torch.as_tensor(t8, dtype=torch.int64)
+        t11 = torch.as_tensor(t9, dtype=torch.int64)
+        t12 = torch.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
+        diagonal = _gather(t2, t12, -1)
+    elif k == (1, 2) and padding_value == 0 and align == "LEFT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = 2
+        t4 = torch.arange(int(t3))
+        t5 = t4[..., None]
+        t6 = t0 - 1
+        t7 = torch.arange(int(t6))
+        t8 = t7 + _maximum(t5 - 2, 0)
+        t9 = t7 + _maximum(2 - t5, 0)
+        t10 = torch.as_tensor(t8, dtype=torch.int64)
+        t11 = torch.as_tensor(t9, dtype=torch.int64)
+        t12 = torch.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
+        diagonal = _gather(t2, t12, -1)
+    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_RIGHT":
+        t0 = np.shape(input)[-2]
+        t1 = np.shape(input)[-1]
+        t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t3 = 2
+        t4 = torch.arange(int(t3))
+        t5 = t4[..., None]
+        t6 = t0 - 1
+        t7 = torch.arange(int(t6))
+        t8 = t7 + _maximum(t5 - 2, 0) - torch.abs(t5 - 2) + 1
+        t9 = t7 + _maximum(2 - t5, 0) - torch.abs(t5 - 2) + 1
+        t10 = torch.as_tensor(t8, dtype=torch.int64)
+        t11 = torch.as_tensor(t9, dtype=torch.int64)
+        t12 = torch.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
+        diagonal = _gather(t2, t12, -1)
     else:
         raise ValueError(
             f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -530,15 +659,9 @@ def matrix_diag_part_v3_vjp(
 ):
     """Gradient of MatrixDiagPartV3: one array per input (input).
 
-    In index notation, next to the code computing it, per variant:
-        k=0, padding_value=0, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
-        k=1, padding_value=0, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i] * delta(j, i + 1)
-                i.e. `torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))`
-        k=-2, padding_value=0, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, j] * delta(i, j + 2)
-                i.e. `torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))`
+    In index notation, next to the code computing it, for k=0, padding_value=0, align='RIGHT_LEFT'
+    (other values of k, padding_value, align change it):
+        grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
     """
     if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
         t0 = grad[..., None]
@@ -566,6 +689,110 @@ def matrix_diag_part_v3_vjp(
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_input = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = torch.arange(np.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = torch.arange(np.shape(input)[-2])
+        t4 = t3 + _maximum(t2 - 1, 0) - torch.where(t2 <= 1, torch.abs(t2 - 1), 0)
+        t5 = t3 + _maximum(1 - t2, 0) - torch.where(t2 <= 1, torch.abs(t2 - 1), 0)
+        t6 = torch.as_tensor(t4, dtype=torch.int64)
+        t7 = torch.as_tensor(t5, dtype=torch.int64)
+        t8 = torch.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
+    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_RIGHT":
+        t0 = np.shape(input)[-2]
+        t1 = torch.arange(np.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = torch.arange(np.shape(input)[-2])
+        t4 = t3 + _maximum(t2 - 1, 0) - torch.where(t2 > 1, torch.abs(t2 - 1), 0)
+        t5 = t3 + _maximum(1 - t2, 0) - torch.where(t2 > 1, torch.abs(t2 - 1), 0)
+        t6 = torch.as_tensor(t4, dtype=torch.int64)
+        t7 = torch.as_tensor(t5, dtype=torch.int64)
+        t8 = torch.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
+    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = torch.arange(np.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = torch.arange(np.shape(input)[-2])
+        t4 = t3 + _maximum(t2 - 1, 0)
+        t5 = t3 + _maximum(1 - t2, 0)
+        t6 = torch.as_tensor(t4, dtype=torch.int64)
+        t7 = torch.as_tensor(t5, dtype=torch.int64)
+        t8 = torch.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
+    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_RIGHT":
+        t0 = np.shape(input)[-2]
+        t1 = torch.arange(np.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = torch.arange(np.shape(input)[-2])
+        t4 = t3 + _maximum(t2 - 1, 0) - torch.abs(t2 - 1)
+        t5 = t3 + _maximum(1 - t2, 0) - torch.abs(t2 - 1)
+        t6 = torch.as_tensor(t4, dtype=torch.int64)
+        t7 = torch.as_tensor(t5, dtype=torch.int64)
+        t8 = torch.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
+    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = torch.arange(np.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = torch.arange(np.shape(grad)[-1])
+        t4 = t3 + _maximum(t2 - 2, 0) - torch.where(t2 <= 2, torch.abs(t2 - 2) - 1, 0)
+        t5 = t3 + _maximum(2 - t2, 0) - torch.where(t2 <= 2, torch.abs(t2 - 2) - 1, 0)
+        t6 = torch.as_tensor(t4, dtype=torch.int64)
+        t7 = torch.as_tensor(t5, dtype=torch.int64)
+        t8 = torch.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
+    elif k == (1, 2) and padding_value == 0 and align == "LEFT_RIGHT":
+        t0 = np.shape(input)[-2]
+        t1 = torch.arange(np.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = torch.arange(np.shape(grad)[-1])
+        t4 = t3 + _maximum(t2 - 2, 0) - torch.where(t2 > 2, torch.abs(t2 - 2) - 1, 0)
+        t5 = t3 + _maximum(2 - t2, 0) - torch.where(t2 > 2, torch.abs(t2 - 2) - 1, 0)
+        t6 = torch.as_tensor(t4, dtype=torch.int64)
+        t7 = torch.as_tensor(t5, dtype=torch.int64)
+        t8 = torch.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
+    elif k == (1, 2) and padding_value == 0 and align == "LEFT_LEFT":
+        t0 = np.shape(input)[-2]
+        t1 = torch.arange(np.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = torch.arange(np.shape(grad)[-1])
+        t4 = t3 + _maximum(t2 - 2, 0)
+        t5 = t3 + _maximum(2 - t2, 0)
+        t6 = torch.as_tensor(t4, dtype=torch.int64)
+        t7 = torch.as_tensor(t5, dtype=torch.int64)
+        t8 = torch.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
+    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_RIGHT":
+        t0 = np.shape(input)[-2]
+        t1 = torch.arange(np.shape(grad)[-2])
+        t2 = t1[..., None]
+        t3 = torch.arange(np.shape(grad)[-1])
+        t4 = t3 + _maximum(t2 - 2, 0) - torch.abs(t2 - 2) + 1
+        t5 = t3 + _maximum(2 - t2, 0) - torch.abs(t2 - 2) + 1
+        t6 = torch.as_tensor(t4, dtype=torch.int64)
+        t7 = torch.as_tensor(t5, dtype=torch.int64)
+        t8 = torch.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
+        t9 = t0**2
+        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
     else:
         raise ValueError(
             f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -594,7 +821,7 @@ class _MatrixDiagPartV3Function(torch.autograd.Function):
 
 
 def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
-    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:113); differentiated by matrix_diag_v2_vjp."""
+    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:134); differentiated by matrix_diag_v2_vjp."""
     return _MatrixDiagV2Function.apply(k, num_rows, num_cols, padding_value, diagonal)
 
 
@@ -703,7 +930,7 @@ class _MatrixDiagV2Function(torch.autograd.Function):
 
 
 def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:119); differentiated by matrix_diag_v3_vjp."""
+    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:140); differentiated by matrix_diag_v3_vjp."""
     return _MatrixDiagV3Function.apply(k, num_rows, num_cols, padding_value, align, diagonal)
 
 
@@ -869,7 +1096,7 @@ class _MatrixDiagV3Function(torch.autograd.Function):
 
 
 def matrix_set_diag_v2(input, diagonal, *, k=0):
-    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:125); differentiated by matrix_set_diag_v2_vjp."""
+    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:146); differentiated by matrix_set_diag_v2_vjp."""
     return _MatrixSetDiagV2Function.apply(k, input, diagonal)
 
 
@@ -1011,7 +1238,7 @@ class _MatrixSetDiagV2Function(torch.autograd.Function):
 
 
 def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
-    """MatrixSetDiagV3: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:131); differentiated by matrix_set_diag_v3_vjp."""
+    """MatrixSetDiagV3: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:152); differentiated by matrix_set_diag_v3_vjp."""
     return _MatrixSetDiagV3Function.apply(k, align, input, diagonal)
 
 

@@ -96,10 +96,31 @@ def matrix_diag_part_v2(k, padding_value):
     return _diagonal_part(k)
 
 
-@op("MatrixDiagPartV3", attrs={"k": K, "padding_value": attr((0,), Input(2)), "align": ALIGN})
+def _diagonal_band(k, align):
+    """Diagonals k[0] to k[1] of square matrices, one row each (the highest first), each as
+    long as the longest, the shorter ones placed by `align` (superdiagonals first, then
+    subdiagonals; "RIGHT" pads before) with zeros: positions computed from the row."""
+    input = tensor("input", (..., N, N))
+    m, n = indices("m n")
+    low, high = k
+    longest = N - (0 if low <= 0 <= high else min(abs(low), abs(high)))
+    d = high - m
+    right = {"RIGHT_LEFT": d >= 0, "LEFT_RIGHT": d < 0, "RIGHT_RIGHT": sp.true, "LEFT_LEFT": sp.false}[align]
+    offset = sp.Piecewise((longest - (N - sp.Abs(d)), right), (0, True))
+    at = n - offset
+    read = input[..., at + sp.Max(-d, 0), at + sp.Max(d, 0)]
+    return {"diagonal": ((..., (m, high - low + 1), (n, longest)), read)}
+
+
+@op(
+    "MatrixDiagPartV3",
+    attrs={"k": attr((0, 1, -2, (-1, 1), (1, 2)), Input(1)), "padding_value": attr((0,), Input(2)),
+           "align": ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT")},
+    valid=lambda k, padding_value, align: isinstance(k, tuple) or align == "RIGHT_LEFT",
+)
 def matrix_diag_part_v3(k, padding_value, align):
-    """Diagonal k of the last two axes."""
-    return _diagonal_part(k)
+    """Diagonal k of the last two axes, or the band of diagonals k = (low, high), aligned."""
+    return _diagonal_band(k, align) if isinstance(k, tuple) else _diagonal_part(k)
 
 
 DIAG_V2 = {

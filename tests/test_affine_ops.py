@@ -204,3 +204,13 @@ def test_max_pool_v2(tf, tf_module, numpy_module, case, dtype):
     x_shape, ksize, strides, padding = case
     attrs = dict(ksize=list(ksize), strides=list(strides), padding=padding)
     check(tf, tf_module, numpy_module, "conv", "max_pool_v2", "MaxPoolV2", {"input": normal(*x_shape)}, attrs, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
+@pytest.mark.parametrize("align", ["RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"])
+@pytest.mark.parametrize("k", [(-1, 1), (1, 2)], ids=str)
+def test_a_band_of_diagonals_aligned_as_tensorflow(tf, tf_module, numpy_module, k, align, dtype):
+    """Diagonals of several lengths, each placed by `align`: positions computed from the row."""
+    inputs = {"input": normal(2, 4, 4)}
+    attrs = {"k": k, "padding_value": 0, "align": align}
+    check(tf, tf_module, numpy_module, "diagonals", "matrix_diag_part_v3", "MatrixDiagPartV3", inputs, attrs, dtype)

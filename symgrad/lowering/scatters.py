@@ -93,17 +93,21 @@ def _scatter_deltas(function, axes: tuple, summed: tuple) -> dict:
 
 def _placed(deltas: dict, axes: tuple, summed: tuple, chosen: tuple) -> dict:
     """The deltas scattered at once: the chosen one, and those of the axes next to it whose
-    positions are, as its, entries of integer tensors over the same summed indices and axes
-    (ScatterNd's rows of positions)."""
+    positions are, as its, maps over the same summed indices and axes: entries of integer
+    tensors (ScatterNd's rows of positions), or positions computed from the same indices (a
+    band of diagonals' row and column)."""
     u = next(a for a, d in deltas.items() if d == chosen)
     reads = lambda e: free_indices(e) & (set(summed) | set(axes))
-    jointly = lambda k: 0 <= k < len(axes) and axes[k] in deltas and isinstance(deltas[axes[k]][0], sp.Indexed) and reads(deltas[axes[k]][0]) == reads(chosen[0])
+    indexed = isinstance(chosen[0], sp.Indexed)
+    jointly = lambda k: (
+        0 <= k < len(axes) and axes[k] in deltas and isinstance(deltas[axes[k]][0], sp.Indexed) == indexed
+        and reads(deltas[axes[k]][0]) == reads(chosen[0])
+    )
     first = last = axes.index(u)
-    if jointly(first):
-        while jointly(first - 1):
-            first -= 1
-        while jointly(last + 1):
-            last += 1
+    while jointly(first - 1):
+        first -= 1
+    while jointly(last + 1):
+        last += 1
     return {axes[k]: deltas[axes[k]] for k in range(first, last + 1)}
 
 
