@@ -372,7 +372,7 @@ _matrix_band_part_custom_vjp.defvjp(_matrix_band_part_fwd, _matrix_band_part_bwd
 
 
 def matrix_diag_part_v2(input, *, k=0, padding_value=0):
-    """MatrixDiagPartV2: Diagonal k of the last two axes (declared at ops/diagonals.py:93); differentiated by matrix_diag_part_v2_vjp."""
+    """MatrixDiagPartV2: Diagonal k of the last two axes (declared at ops/diagonals.py:92); differentiated by matrix_diag_part_v2_vjp."""
     return _matrix_diag_part_v2_custom_vjp(k, padding_value, input)
 
 
@@ -474,7 +474,7 @@ _matrix_diag_part_v2_custom_vjp.defvjp(_matrix_diag_part_v2_fwd, _matrix_diag_pa
 
 
 def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagPartV3: Diagonal k of the last two axes, or the band of diagonals k = (low, high), aligned (declared at ops/diagonals.py:115); differentiated by matrix_diag_part_v3_vjp."""
+    """MatrixDiagPartV3: Diagonal k of the last two axes, or the band of diagonals k = (low, high), aligned (declared at ops/diagonals.py:158); differentiated by matrix_diag_part_v3_vjp."""
     return _matrix_diag_part_v3_custom_vjp(k, padding_value, align, input)
 
 
@@ -794,7 +794,7 @@ _matrix_diag_part_v3_custom_vjp.defvjp(_matrix_diag_part_v3_fwd, _matrix_diag_pa
 
 
 def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
-    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:134); differentiated by matrix_diag_v2_vjp."""
+    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:176); differentiated by matrix_diag_v2_vjp."""
     return _matrix_diag_v2_custom_vjp(k, num_rows, num_cols, padding_value, diagonal)
 
 
@@ -909,7 +909,7 @@ _matrix_diag_v2_custom_vjp.defvjp(_matrix_diag_v2_fwd, _matrix_diag_v2_bwd)
 
 
 def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:140); differentiated by matrix_diag_v3_vjp."""
+    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonal k or band k = (low, high) (declared at ops/diagonals.py:182); differentiated by matrix_diag_v3_vjp."""
     return _matrix_diag_v3_custom_vjp(k, num_rows, num_cols, padding_value, align, diagonal)
 
 
@@ -963,6 +963,170 @@ def matrix_diag_v3_forward(
         t8 = t1**2
         t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
         output = jnp.reshape(t9, jnp.shape(t9)[:-1] + (-1, t1))
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = jnp.shape(diagonal)[-2]
+        t1 = jnp.shape(diagonal)[-1]
+        t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = jnp.arange(jnp.shape(diagonal)[-1])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - jnp.maximum(-t3 + t4, 0) + jnp.where(t3 - t4 >= 0, jnp.abs(t3 - t4), 0)
+        t7 = jnp.asarray(t5, dtype=jnp.int64)
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        output = jnp.where(t11, t10, 0)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_RIGHT"
+    ):
+        t0 = jnp.shape(diagonal)[-2]
+        t1 = jnp.shape(diagonal)[-1]
+        t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = jnp.arange(jnp.shape(diagonal)[-1])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - jnp.maximum(-t3 + t4, 0) + jnp.where(t3 - t4 < 0, jnp.abs(t3 - t4), 0)
+        t7 = jnp.asarray(t5, dtype=jnp.int64)
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        output = jnp.where(t11, t10, 0)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_LEFT"
+    ):
+        t0 = jnp.shape(diagonal)[-2]
+        t1 = jnp.shape(diagonal)[-1]
+        t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = jnp.arange(jnp.shape(diagonal)[-1])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - jnp.maximum(-t3 + t4, 0)
+        t7 = jnp.asarray(t5, dtype=jnp.int64)
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        output = jnp.where(t11, t10, 0)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_RIGHT"
+    ):
+        t0 = jnp.shape(diagonal)[-2]
+        t1 = jnp.shape(diagonal)[-1]
+        t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = jnp.arange(jnp.shape(diagonal)[-1])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - jnp.maximum(-t3 + t4, 0) + jnp.abs(t3 - t4)
+        t7 = jnp.asarray(t5, dtype=jnp.int64)
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        output = jnp.where(t11, t10, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = jnp.shape(diagonal)[-2]
+        t1 = jnp.shape(diagonal)[-1]
+        t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = t1 + 1
+        t4 = jnp.arange(t3)
+        t5 = t4[..., None]
+        t6 = -t4 + t5 + 2
+        t7 = t5 - jnp.maximum(-t4 + t5, 0) + jnp.where(t4 - t5 >= 0, jnp.abs(t4 - t5) - 1, 0)
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.asarray(t7, dtype=jnp.int64)
+        t10 = jnp.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        t11 = _gather(t2, t10, -1)
+        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+        output = jnp.where(t12, t11, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_RIGHT"
+    ):
+        t0 = jnp.shape(diagonal)[-2]
+        t1 = jnp.shape(diagonal)[-1]
+        t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = t1 + 1
+        t4 = jnp.arange(t3)
+        t5 = t4[..., None]
+        t6 = -t4 + t5 + 2
+        t7 = t5 - jnp.maximum(-t4 + t5, 0) + jnp.where(t4 - t5 < 0, jnp.abs(t4 - t5) - 1, 0)
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.asarray(t7, dtype=jnp.int64)
+        t10 = jnp.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        t11 = _gather(t2, t10, -1)
+        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+        output = jnp.where(t12, t11, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_LEFT"
+    ):
+        t0 = jnp.shape(diagonal)[-2]
+        t1 = jnp.shape(diagonal)[-1]
+        t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = t1 + 1
+        t4 = jnp.arange(t3)
+        t5 = t4[..., None]
+        t6 = -t4 + t5 + 2
+        t7 = t5 - jnp.maximum(-t4 + t5, 0)
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.asarray(t7, dtype=jnp.int64)
+        t10 = jnp.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        t11 = _gather(t2, t10, -1)
+        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+        output = jnp.where(t12, t11, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_RIGHT"
+    ):
+        t0 = jnp.shape(diagonal)[-2]
+        t1 = jnp.shape(diagonal)[-1]
+        t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = t1 + 1
+        t4 = jnp.arange(t3)
+        t5 = t4[..., None]
+        t6 = -t4 + t5 + 2
+        t7 = t5 - jnp.maximum(-t4 + t5, 0) + jnp.abs(t4 - t5) - 1
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.asarray(t7, dtype=jnp.int64)
+        t10 = jnp.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        t11 = _gather(t2, t10, -1)
+        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+        output = jnp.where(t12, t11, 0)
     else:
         raise ValueError(
             f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
@@ -983,14 +1147,10 @@ def matrix_diag_v3_vjp(
 ):
     """Gradient of MatrixDiagV3: one array per input (diagonal).
 
-    In index notation, next to the code computing it, per variant:
-        k=0, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
-            grad_diagonal[batch, i] = grad[batch, i, i]
-                i.e. `jnp.diagonal(grad, axis1=-2, axis2=-1)`
-        k=1, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
-            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t2, t7, -1)`
-        k=-2, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
-            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t2, t7, -1)`
+    In index notation, next to the code computing it, for k=0, num_rows=-1, num_cols=-1,
+    padding_value=0, align='RIGHT_LEFT' (other values of k, num_rows, num_cols, padding_value, align
+    change it):
+        grad_diagonal[batch, i] = grad[batch, i, i], i.e. `jnp.diagonal(grad, axis1=-2, axis2=-1)`
     """
     if (
         k == 0
@@ -1032,6 +1192,206 @@ def matrix_diag_v3_vjp(
         t6 = jnp.asarray(t3, dtype=jnp.int64)
         t7 = jnp.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_diagonal = _gather(t2, t7, -1)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = jnp.arange(jnp.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 2)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = jnp.arange(jnp.shape(diagonal)[-1])
+        t5 = t3 + t4 - 1
+        t6 = _gather(grad, t5, -2)
+        t7 = jnp.diagonal(t6, axis1=-2, axis2=-1)
+        t8 = jnp.shape(diagonal)[-2]
+        t9 = jnp.shape(diagonal)[-1]
+        t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) + jnp.where(t3 <= 1, jnp.abs(t3 - 1), 0) - 1
+        t11 = jnp.asarray(t3, dtype=jnp.int64)
+        t12 = jnp.asarray(t10, dtype=jnp.int64)
+        t13 = jnp.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = jnp.where(t2, t16, 0)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_RIGHT"
+    ):
+        t0 = jnp.arange(jnp.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 2)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = jnp.arange(jnp.shape(diagonal)[-1])
+        t5 = t3 + t4 - 1
+        t6 = _gather(grad, t5, -2)
+        t7 = jnp.diagonal(t6, axis1=-2, axis2=-1)
+        t8 = jnp.shape(diagonal)[-2]
+        t9 = jnp.shape(diagonal)[-1]
+        t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) + jnp.where(t3 > 1, jnp.abs(t3 - 1), 0) - 1
+        t11 = jnp.asarray(t3, dtype=jnp.int64)
+        t12 = jnp.asarray(t10, dtype=jnp.int64)
+        t13 = jnp.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = jnp.where(t2, t16, 0)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_LEFT"
+    ):
+        t0 = jnp.arange(jnp.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 2)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = jnp.arange(jnp.shape(diagonal)[-1])
+        t5 = t3 + t4 - 1
+        t6 = _gather(grad, t5, -2)
+        t7 = jnp.diagonal(t6, axis1=-2, axis2=-1)
+        t8 = jnp.shape(diagonal)[-2]
+        t9 = jnp.shape(diagonal)[-1]
+        t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) - 1
+        t11 = jnp.asarray(t3, dtype=jnp.int64)
+        t12 = jnp.asarray(t10, dtype=jnp.int64)
+        t13 = jnp.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = jnp.where(t2, t16, 0)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_RIGHT"
+    ):
+        t0 = jnp.arange(jnp.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 2)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = jnp.arange(jnp.shape(diagonal)[-1])
+        t5 = t3 + t4 - 1
+        t6 = _gather(grad, t5, -2)
+        t7 = jnp.diagonal(t6, axis1=-2, axis2=-1)
+        t8 = jnp.shape(diagonal)[-2]
+        t9 = jnp.shape(diagonal)[-1]
+        t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) + jnp.abs(t3 - 1) - 1
+        t11 = jnp.asarray(t3, dtype=jnp.int64)
+        t12 = jnp.asarray(t10, dtype=jnp.int64)
+        t13 = jnp.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = jnp.where(t2, t16, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = jnp.arange(jnp.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 1)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = jnp.arange(jnp.shape(grad)[-2])
+        t5 = t3 + t4 - 2
+        t6 = _gather(grad, t5, -2)
+        t7 = jnp.diagonal(t6, axis1=-2, axis2=-1)
+        t8 = jnp.shape(diagonal)[-2]
+        t9 = jnp.shape(diagonal)[-1]
+        t10 = t3 + t4 - jnp.maximum(t3 - 2, 0) + jnp.where(t3 <= 2, jnp.abs(t3 - 2) - 1, 0) - 2
+        t11 = jnp.asarray(t3, dtype=jnp.int64)
+        t12 = jnp.asarray(t10, dtype=jnp.int64)
+        t13 = jnp.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = jnp.where(t2, t16, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_RIGHT"
+    ):
+        t0 = jnp.arange(jnp.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 1)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = jnp.arange(jnp.shape(grad)[-2])
+        t5 = t3 + t4 - 2
+        t6 = _gather(grad, t5, -2)
+        t7 = jnp.diagonal(t6, axis1=-2, axis2=-1)
+        t8 = jnp.shape(diagonal)[-2]
+        t9 = jnp.shape(diagonal)[-1]
+        t10 = t3 + t4 - jnp.maximum(t3 - 2, 0) + jnp.where(t3 > 2, jnp.abs(t3 - 2) - 1, 0) - 2
+        t11 = jnp.asarray(t3, dtype=jnp.int64)
+        t12 = jnp.asarray(t10, dtype=jnp.int64)
+        t13 = jnp.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = jnp.where(t2, t16, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_LEFT"
+    ):
+        t0 = jnp.arange(jnp.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 1)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = jnp.arange(jnp.shape(grad)[-2])
+        t5 = t3 + t4 - 2
+        t6 = _gather(grad, t5, -2)
+        t7 = jnp.diagonal(t6, axis1=-2, axis2=-1)
+        t8 = jnp.shape(diagonal)[-2]
+        t9 = jnp.shape(diagonal)[-1]
+        t10 = t3 + t4 - jnp.maximum(t3 - 2, 0) - 2
+        t11 = jnp.asarray(t3, dtype=jnp.int64)
+        t12 = jnp.asarray(t10, dtype=jnp.int64)
+        t13 = jnp.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = jnp.where(t2, t16, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_RIGHT"
+    ):
+        t0 = jnp.arange(jnp.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 1)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = jnp.arange(jnp.shape(grad)[-2])
+        t5 = t3 + t4 - 2
+        t6 = _gather(grad, t5, -2)
+        t7 = jnp.diagonal(t6, axis1=-2, axis2=-1)
+        t8 = jnp.shape(diagonal)[-2]
+        t9 = jnp.shape(diagonal)[-1]
+        t10 = t3 + t4 - jnp.maximum(t3 - 2, 0) + jnp.abs(t3 - 2) - 3
+        t11 = jnp.asarray(t3, dtype=jnp.int64)
+        t12 = jnp.asarray(t10, dtype=jnp.int64)
+        t13 = jnp.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = jnp.where(t2, t16, 0)
     else:
         raise ValueError(
             f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
@@ -1081,7 +1441,7 @@ _matrix_diag_v3_custom_vjp.defvjp(_matrix_diag_v3_fwd, _matrix_diag_v3_bwd)
 
 
 def matrix_set_diag_v2(input, diagonal, *, k=0):
-    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:146); differentiated by matrix_set_diag_v2_vjp."""
+    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:188); differentiated by matrix_set_diag_v2_vjp."""
     return _matrix_set_diag_v2_custom_vjp(k, input, diagonal)
 
 
@@ -1221,7 +1581,7 @@ _matrix_set_diag_v2_custom_vjp.defvjp(_matrix_set_diag_v2_fwd, _matrix_set_diag_
 
 
 def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
-    """MatrixSetDiagV3: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:152); differentiated by matrix_set_diag_v3_vjp."""
+    """MatrixSetDiagV3: input with diagonal k, or the band k = (low, high), of its last two axes replaced (declared at ops/diagonals.py:194); differentiated by matrix_set_diag_v3_vjp."""
     return _matrix_set_diag_v3_custom_vjp(k, align, input, diagonal)
 
 
@@ -1261,6 +1621,118 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
         t12 = jnp.reshape(t11, jnp.shape(t11)[:-1] + (-1, t3))
         output = -input * t12 + input + t9
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        t3 = jnp.shape(diagonal)[-2]
+        t4 = jnp.shape(diagonal)[-1]
+        t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 1
+        t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 >= 0, jnp.abs(t0 - t1), 0)
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.asarray(t7, dtype=jnp.int64)
+        t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = jnp.where(t2, 0, input) + jnp.where(t2, t11, 0)
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        t3 = jnp.shape(diagonal)[-2]
+        t4 = jnp.shape(diagonal)[-1]
+        t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 1
+        t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 < 0, jnp.abs(t0 - t1), 0)
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.asarray(t7, dtype=jnp.int64)
+        t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = jnp.where(t2, 0, input) + jnp.where(t2, t11, 0)
+    elif k == (-1, 1) and align == "LEFT_LEFT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        t3 = jnp.shape(diagonal)[-2]
+        t4 = jnp.shape(diagonal)[-1]
+        t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 1
+        t7 = t1 - jnp.maximum(-t0 + t1, 0)
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.asarray(t7, dtype=jnp.int64)
+        t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = jnp.where(t2, 0, input) + jnp.where(t2, t11, 0)
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        t3 = jnp.shape(diagonal)[-2]
+        t4 = jnp.shape(diagonal)[-1]
+        t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 1
+        t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.abs(t0 - t1)
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.asarray(t7, dtype=jnp.int64)
+        t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = jnp.where(t2, 0, input) + jnp.where(t2, t11, 0)
+    elif k == (1, 2) and align == "RIGHT_LEFT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        t3 = jnp.shape(diagonal)[-2]
+        t4 = jnp.shape(diagonal)[-1]
+        t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 2
+        t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 >= 0, jnp.abs(t0 - t1) - 1, 0)
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.asarray(t7, dtype=jnp.int64)
+        t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = jnp.where(t2, 0, input) + jnp.where(t2, t11, 0)
+    elif k == (1, 2) and align == "LEFT_RIGHT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        t3 = jnp.shape(diagonal)[-2]
+        t4 = jnp.shape(diagonal)[-1]
+        t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 2
+        t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 < 0, jnp.abs(t0 - t1) - 1, 0)
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.asarray(t7, dtype=jnp.int64)
+        t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = jnp.where(t2, 0, input) + jnp.where(t2, t11, 0)
+    elif k == (1, 2) and align == "LEFT_LEFT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        t3 = jnp.shape(diagonal)[-2]
+        t4 = jnp.shape(diagonal)[-1]
+        t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 2
+        t7 = t1 - jnp.maximum(-t0 + t1, 0)
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.asarray(t7, dtype=jnp.int64)
+        t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = jnp.where(t2, 0, input) + jnp.where(t2, t11, 0)
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        t3 = jnp.shape(diagonal)[-2]
+        t4 = jnp.shape(diagonal)[-1]
+        t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 2
+        t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.abs(t0 - t1) - 1
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.asarray(t7, dtype=jnp.int64)
+        t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = jnp.where(t2, 0, input) + jnp.where(t2, t11, 0)
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
     return output
@@ -1269,19 +1741,11 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
 def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RIGHT_LEFT"):
     """Gradient of MatrixSetDiagV3: one array per input (input, diagonal).
 
-    In index notation, next to the code computing it, per variant:
-        k=0, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
-                i.e. `grad - t1 * t2`
-            grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
-        k=1, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i + 1)
-                i.e. `grad * (t9 + 1)`
-            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t12, t17, -1)`
-        k=-2, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i - 2)
-                i.e. `grad * (t9 + 1)`
-            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t12, t17, -1)`
+    In index notation, next to the code computing it, for k=0, align='RIGHT_LEFT' (other values of
+    k, align change it):
+        grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
+            i.e. `grad - t1 * t2`
+        grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
     """
     if k == 0 and align == "RIGHT_LEFT":
         t0 = jnp.diagonal(grad, axis1=-2, axis2=-1)
@@ -1336,6 +1800,198 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
         t16 = jnp.asarray(t13, dtype=jnp.int64)
         t17 = jnp.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
         grad_diagonal = _gather(t12, t17, -1)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        grad_input = grad * jnp.asarray(jnp.where(t2, 0, 1), grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = jnp.arange(jnp.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 2)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 1
+        t8 = _gather(grad, t7, -2)
+        t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
+        t10 = jnp.shape(diagonal)[-2]
+        t11 = jnp.shape(input)[-2]
+        t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.where(t6 <= 1, jnp.abs(t6 - 1), 0) - 1
+        t13 = jnp.asarray(t6, dtype=jnp.int64)
+        t14 = jnp.asarray(t12, dtype=jnp.int64)
+        t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = jnp.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        grad_input = grad * jnp.asarray(jnp.where(t2, 0, 1), grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = jnp.arange(jnp.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 2)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 1
+        t8 = _gather(grad, t7, -2)
+        t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
+        t10 = jnp.shape(diagonal)[-2]
+        t11 = jnp.shape(input)[-2]
+        t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.where(t6 > 1, jnp.abs(t6 - 1), 0) - 1
+        t13 = jnp.asarray(t6, dtype=jnp.int64)
+        t14 = jnp.asarray(t12, dtype=jnp.int64)
+        t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = jnp.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (-1, 1) and align == "LEFT_LEFT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        grad_input = grad * jnp.asarray(jnp.where(t2, 0, 1), grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = jnp.arange(jnp.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 2)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 1
+        t8 = _gather(grad, t7, -2)
+        t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
+        t10 = jnp.shape(diagonal)[-2]
+        t11 = jnp.shape(input)[-2]
+        t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) - 1
+        t13 = jnp.asarray(t6, dtype=jnp.int64)
+        t14 = jnp.asarray(t12, dtype=jnp.int64)
+        t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = jnp.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        grad_input = grad * jnp.asarray(jnp.where(t2, 0, 1), grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = jnp.arange(jnp.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 2)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 1
+        t8 = _gather(grad, t7, -2)
+        t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
+        t10 = jnp.shape(diagonal)[-2]
+        t11 = jnp.shape(input)[-2]
+        t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.abs(t6 - 1) - 1
+        t13 = jnp.asarray(t6, dtype=jnp.int64)
+        t14 = jnp.asarray(t12, dtype=jnp.int64)
+        t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = jnp.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (1, 2) and align == "RIGHT_LEFT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        grad_input = grad * jnp.asarray(jnp.where(t2, 0, 1), grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = jnp.arange(jnp.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 1)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 2
+        t8 = _gather(grad, t7, -2)
+        t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
+        t10 = jnp.shape(diagonal)[-2]
+        t11 = jnp.shape(diagonal)[-1]
+        t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) + jnp.where(t6 <= 2, jnp.abs(t6 - 2) - 1, 0) - 2
+        t13 = jnp.asarray(t6, dtype=jnp.int64)
+        t14 = jnp.asarray(t12, dtype=jnp.int64)
+        t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = jnp.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (1, 2) and align == "LEFT_RIGHT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        grad_input = grad * jnp.asarray(jnp.where(t2, 0, 1), grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = jnp.arange(jnp.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 1)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 2
+        t8 = _gather(grad, t7, -2)
+        t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
+        t10 = jnp.shape(diagonal)[-2]
+        t11 = jnp.shape(diagonal)[-1]
+        t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) + jnp.where(t6 > 2, jnp.abs(t6 - 2) - 1, 0) - 2
+        t13 = jnp.asarray(t6, dtype=jnp.int64)
+        t14 = jnp.asarray(t12, dtype=jnp.int64)
+        t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = jnp.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (1, 2) and align == "LEFT_LEFT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        grad_input = grad * jnp.asarray(jnp.where(t2, 0, 1), grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = jnp.arange(jnp.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 1)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 2
+        t8 = _gather(grad, t7, -2)
+        t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
+        t10 = jnp.shape(diagonal)[-2]
+        t11 = jnp.shape(diagonal)[-1]
+        t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) - 2
+        t13 = jnp.asarray(t6, dtype=jnp.int64)
+        t14 = jnp.asarray(t12, dtype=jnp.int64)
+        t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = jnp.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
+        t0 = jnp.arange(jnp.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        grad_input = grad * jnp.asarray(jnp.where(t2, 0, 1), grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = jnp.arange(jnp.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 1)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 2
+        t8 = _gather(grad, t7, -2)
+        t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
+        t10 = jnp.shape(diagonal)[-2]
+        t11 = jnp.shape(diagonal)[-1]
+        t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) + jnp.abs(t6 - 2) - 3
+        t13 = jnp.asarray(t6, dtype=jnp.int64)
+        t14 = jnp.asarray(t12, dtype=jnp.int64)
+        t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = jnp.where(t5, t18, 0)
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")

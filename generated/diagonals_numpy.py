@@ -272,7 +272,7 @@ def matrix_band_part_grad_grad(
 
 
 def matrix_diag_part_v2(input, *, k=0, padding_value=0):
-    """MatrixDiagPartV2: Diagonal k of the last two axes (declared at ops/diagonals.py:93)."""
+    """MatrixDiagPartV2: Diagonal k of the last two axes (declared at ops/diagonals.py:92)."""
     if k == 0 and padding_value == 0:
         diagonal = np.diagonal(input, axis1=-2, axis2=-1)
     elif k == 1 and padding_value == 0:
@@ -387,7 +387,7 @@ def matrix_diag_part_v2_grad_grad(
 
 
 def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagPartV3: Diagonal k of the last two axes, or the band of diagonals k = (low, high), aligned (declared at ops/diagonals.py:115)."""
+    """MatrixDiagPartV3: Diagonal k of the last two axes, or the band of diagonals k = (low, high), aligned (declared at ops/diagonals.py:158)."""
     if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
         diagonal = np.diagonal(input, axis1=-2, axis2=-1)
     elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
@@ -816,7 +816,7 @@ def matrix_diag_part_v3_grad_grad(
 
 
 def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
-    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:134)."""
+    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:176)."""
     if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
         t0 = diagonal[..., None]
         t1 = np.eye(np.shape(diagonal)[-1], dtype=np.result_type(diagonal))
@@ -944,7 +944,7 @@ def matrix_diag_v2_grad_grad(
 
 
 def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:140)."""
+    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonal k or band k = (low, high) (declared at ops/diagonals.py:182)."""
     if (
         k == 0
         and num_rows == -1
@@ -991,6 +991,170 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
         t8 = t1**2
         t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
         output = np.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = np.shape(diagonal)[-2]
+        t1 = np.shape(diagonal)[-1]
+        t2 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(diagonal)[-1])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 >= 0, np.abs(t3 - t4), 0)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        output = np.where(t11, t10, 0)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_RIGHT"
+    ):
+        t0 = np.shape(diagonal)[-2]
+        t1 = np.shape(diagonal)[-1]
+        t2 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(diagonal)[-1])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 < 0, np.abs(t3 - t4), 0)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        output = np.where(t11, t10, 0)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_LEFT"
+    ):
+        t0 = np.shape(diagonal)[-2]
+        t1 = np.shape(diagonal)[-1]
+        t2 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(diagonal)[-1])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - np.maximum(-t3 + t4, 0)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        output = np.where(t11, t10, 0)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_RIGHT"
+    ):
+        t0 = np.shape(diagonal)[-2]
+        t1 = np.shape(diagonal)[-1]
+        t2 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(diagonal)[-1])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - np.maximum(-t3 + t4, 0) + np.abs(t3 - t4)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        output = np.where(t11, t10, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = np.shape(diagonal)[-2]
+        t1 = np.shape(diagonal)[-1]
+        t2 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = t1 + 1
+        t4 = np.arange(t3)
+        t5 = t4[..., None]
+        t6 = -t4 + t5 + 2
+        t7 = t5 - np.maximum(-t4 + t5, 0) + np.where(t4 - t5 >= 0, np.abs(t4 - t5) - 1, 0)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        t11 = _gather(t2, t10, -1)
+        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+        output = np.where(t12, t11, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_RIGHT"
+    ):
+        t0 = np.shape(diagonal)[-2]
+        t1 = np.shape(diagonal)[-1]
+        t2 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = t1 + 1
+        t4 = np.arange(t3)
+        t5 = t4[..., None]
+        t6 = -t4 + t5 + 2
+        t7 = t5 - np.maximum(-t4 + t5, 0) + np.where(t4 - t5 < 0, np.abs(t4 - t5) - 1, 0)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        t11 = _gather(t2, t10, -1)
+        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+        output = np.where(t12, t11, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_LEFT"
+    ):
+        t0 = np.shape(diagonal)[-2]
+        t1 = np.shape(diagonal)[-1]
+        t2 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = t1 + 1
+        t4 = np.arange(t3)
+        t5 = t4[..., None]
+        t6 = -t4 + t5 + 2
+        t7 = t5 - np.maximum(-t4 + t5, 0)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        t11 = _gather(t2, t10, -1)
+        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+        output = np.where(t12, t11, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_RIGHT"
+    ):
+        t0 = np.shape(diagonal)[-2]
+        t1 = np.shape(diagonal)[-1]
+        t2 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = t1 + 1
+        t4 = np.arange(t3)
+        t5 = t4[..., None]
+        t6 = -t4 + t5 + 2
+        t7 = t5 - np.maximum(-t4 + t5, 0) + np.abs(t4 - t5) - 1
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        t11 = _gather(t2, t10, -1)
+        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+        output = np.where(t12, t11, 0)
     else:
         raise ValueError(
             f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
@@ -1011,14 +1175,10 @@ def matrix_diag_v3_grad(
 ):
     """Gradient of MatrixDiagV3: one array per input (diagonal).
 
-    In index notation, next to the code computing it, per variant:
-        k=0, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
-            grad_diagonal[batch, i] = grad[batch, i, i]
-                i.e. `np.diagonal(grad, axis1=-2, axis2=-1)`
-        k=1, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
-            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t2, t7, -1)`
-        k=-2, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
-            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t2, t7, -1)`
+    In index notation, next to the code computing it, for k=0, num_rows=-1, num_cols=-1,
+    padding_value=0, align='RIGHT_LEFT' (other values of k, num_rows, num_cols, padding_value, align
+    change it):
+        grad_diagonal[batch, i] = grad[batch, i, i], i.e. `np.diagonal(grad, axis1=-2, axis2=-1)`
     """
     if (
         k == 0
@@ -1060,6 +1220,206 @@ def matrix_diag_v3_grad(
         t6 = np.asarray(t3, dtype=np.int64)
         t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_diagonal = _gather(t2, t7, -1)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = np.arange(np.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 2)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = np.arange(np.shape(diagonal)[-1])
+        t5 = t3 + t4 - 1
+        t6 = _gather(grad, t5, -2)
+        t7 = np.diagonal(t6, axis1=-2, axis2=-1)
+        t8 = np.shape(diagonal)[-2]
+        t9 = np.shape(diagonal)[-1]
+        t10 = t3 + t4 - np.maximum(t3 - 1, 0) + np.where(t3 <= 1, np.abs(t3 - 1), 0) - 1
+        t11 = np.asarray(t3, dtype=np.int64)
+        t12 = np.asarray(t10, dtype=np.int64)
+        t13 = np.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = np.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = np.where(t2, t16, 0)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_RIGHT"
+    ):
+        t0 = np.arange(np.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 2)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = np.arange(np.shape(diagonal)[-1])
+        t5 = t3 + t4 - 1
+        t6 = _gather(grad, t5, -2)
+        t7 = np.diagonal(t6, axis1=-2, axis2=-1)
+        t8 = np.shape(diagonal)[-2]
+        t9 = np.shape(diagonal)[-1]
+        t10 = t3 + t4 - np.maximum(t3 - 1, 0) + np.where(t3 > 1, np.abs(t3 - 1), 0) - 1
+        t11 = np.asarray(t3, dtype=np.int64)
+        t12 = np.asarray(t10, dtype=np.int64)
+        t13 = np.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = np.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = np.where(t2, t16, 0)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_LEFT"
+    ):
+        t0 = np.arange(np.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 2)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = np.arange(np.shape(diagonal)[-1])
+        t5 = t3 + t4 - 1
+        t6 = _gather(grad, t5, -2)
+        t7 = np.diagonal(t6, axis1=-2, axis2=-1)
+        t8 = np.shape(diagonal)[-2]
+        t9 = np.shape(diagonal)[-1]
+        t10 = t3 + t4 - np.maximum(t3 - 1, 0) - 1
+        t11 = np.asarray(t3, dtype=np.int64)
+        t12 = np.asarray(t10, dtype=np.int64)
+        t13 = np.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = np.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = np.where(t2, t16, 0)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_RIGHT"
+    ):
+        t0 = np.arange(np.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 2)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = np.arange(np.shape(diagonal)[-1])
+        t5 = t3 + t4 - 1
+        t6 = _gather(grad, t5, -2)
+        t7 = np.diagonal(t6, axis1=-2, axis2=-1)
+        t8 = np.shape(diagonal)[-2]
+        t9 = np.shape(diagonal)[-1]
+        t10 = t3 + t4 - np.maximum(t3 - 1, 0) + np.abs(t3 - 1) - 1
+        t11 = np.asarray(t3, dtype=np.int64)
+        t12 = np.asarray(t10, dtype=np.int64)
+        t13 = np.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = np.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = np.where(t2, t16, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = np.arange(np.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 1)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = np.arange(np.shape(grad)[-2])
+        t5 = t3 + t4 - 2
+        t6 = _gather(grad, t5, -2)
+        t7 = np.diagonal(t6, axis1=-2, axis2=-1)
+        t8 = np.shape(diagonal)[-2]
+        t9 = np.shape(diagonal)[-1]
+        t10 = t3 + t4 - np.maximum(t3 - 2, 0) + np.where(t3 <= 2, np.abs(t3 - 2) - 1, 0) - 2
+        t11 = np.asarray(t3, dtype=np.int64)
+        t12 = np.asarray(t10, dtype=np.int64)
+        t13 = np.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = np.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = np.where(t2, t16, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_RIGHT"
+    ):
+        t0 = np.arange(np.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 1)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = np.arange(np.shape(grad)[-2])
+        t5 = t3 + t4 - 2
+        t6 = _gather(grad, t5, -2)
+        t7 = np.diagonal(t6, axis1=-2, axis2=-1)
+        t8 = np.shape(diagonal)[-2]
+        t9 = np.shape(diagonal)[-1]
+        t10 = t3 + t4 - np.maximum(t3 - 2, 0) + np.where(t3 > 2, np.abs(t3 - 2) - 1, 0) - 2
+        t11 = np.asarray(t3, dtype=np.int64)
+        t12 = np.asarray(t10, dtype=np.int64)
+        t13 = np.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = np.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = np.where(t2, t16, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_LEFT"
+    ):
+        t0 = np.arange(np.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 1)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = np.arange(np.shape(grad)[-2])
+        t5 = t3 + t4 - 2
+        t6 = _gather(grad, t5, -2)
+        t7 = np.diagonal(t6, axis1=-2, axis2=-1)
+        t8 = np.shape(diagonal)[-2]
+        t9 = np.shape(diagonal)[-1]
+        t10 = t3 + t4 - np.maximum(t3 - 2, 0) - 2
+        t11 = np.asarray(t3, dtype=np.int64)
+        t12 = np.asarray(t10, dtype=np.int64)
+        t13 = np.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = np.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = np.where(t2, t16, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_RIGHT"
+    ):
+        t0 = np.arange(np.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 1)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = np.arange(np.shape(grad)[-2])
+        t5 = t3 + t4 - 2
+        t6 = _gather(grad, t5, -2)
+        t7 = np.diagonal(t6, axis1=-2, axis2=-1)
+        t8 = np.shape(diagonal)[-2]
+        t9 = np.shape(diagonal)[-1]
+        t10 = t3 + t4 - np.maximum(t3 - 2, 0) + np.abs(t3 - 2) - 3
+        t11 = np.asarray(t3, dtype=np.int64)
+        t12 = np.asarray(t10, dtype=np.int64)
+        t13 = np.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = np.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = np.where(t2, t16, 0)
     else:
         raise ValueError(
             f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
@@ -1127,6 +1487,174 @@ def matrix_diag_v3_grad_grad(
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_grad = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = np.shape(grad_vjp_diagonal)[-2]
+        t1 = np.shape(grad_vjp_diagonal)[-1]
+        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 >= 0, np.abs(t3 - t4), 0)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        grad_grad = np.where(t11, t10, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_RIGHT"
+    ):
+        t0 = np.shape(grad_vjp_diagonal)[-2]
+        t1 = np.shape(grad_vjp_diagonal)[-1]
+        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 < 0, np.abs(t3 - t4), 0)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        grad_grad = np.where(t11, t10, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_LEFT"
+    ):
+        t0 = np.shape(grad_vjp_diagonal)[-2]
+        t1 = np.shape(grad_vjp_diagonal)[-1]
+        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - np.maximum(-t3 + t4, 0)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        grad_grad = np.where(t11, t10, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_RIGHT"
+    ):
+        t0 = np.shape(grad_vjp_diagonal)[-2]
+        t1 = np.shape(grad_vjp_diagonal)[-1]
+        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - np.maximum(-t3 + t4, 0) + np.abs(t3 - t4)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        grad_grad = np.where(t11, t10, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = np.shape(grad_vjp_diagonal)[-2]
+        t1 = np.shape(grad_vjp_diagonal)[-1]
+        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 2
+        t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 >= 0, np.abs(t3 - t4) - 1, 0)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -2) & (-t3 + t4 <= -1)
+        grad_grad = np.where(t11, t10, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_RIGHT"
+    ):
+        t0 = np.shape(grad_vjp_diagonal)[-2]
+        t1 = np.shape(grad_vjp_diagonal)[-1]
+        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 2
+        t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 < 0, np.abs(t3 - t4) - 1, 0)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -2) & (-t3 + t4 <= -1)
+        grad_grad = np.where(t11, t10, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_LEFT"
+    ):
+        t0 = np.shape(grad_vjp_diagonal)[-2]
+        t1 = np.shape(grad_vjp_diagonal)[-1]
+        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 2
+        t6 = t4 - np.maximum(-t3 + t4, 0)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -2) & (-t3 + t4 <= -1)
+        grad_grad = np.where(t11, t10, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_RIGHT"
+    ):
+        t0 = np.shape(grad_vjp_diagonal)[-2]
+        t1 = np.shape(grad_vjp_diagonal)[-1]
+        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 2
+        t6 = t4 - np.maximum(-t3 + t4, 0) + np.abs(t3 - t4) - 1
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -2) & (-t3 + t4 <= -1)
+        grad_grad = np.where(t11, t10, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(
             f"MatrixDiagV3Grad: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
@@ -1135,7 +1663,7 @@ def matrix_diag_v3_grad_grad(
 
 
 def matrix_set_diag_v2(input, diagonal, *, k=0):
-    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:146)."""
+    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:188)."""
     if k == 0:
         t0 = diagonal[..., None]
         t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
@@ -1311,7 +1839,7 @@ def matrix_set_diag_v2_grad_grad(
 
 
 def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
-    """MatrixSetDiagV3: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:152)."""
+    """MatrixSetDiagV3: input with diagonal k, or the band k = (low, high), of its last two axes replaced (declared at ops/diagonals.py:194)."""
     if k == 0 and align == "RIGHT_LEFT":
         t0 = diagonal[..., None]
         t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
@@ -1346,6 +1874,118 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
         t12 = np.reshape(t11, np.shape(t11)[:-1] + (-1, t3))
         output = -input * t12 + input + t9
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        t3 = np.shape(diagonal)[-2]
+        t4 = np.shape(diagonal)[-1]
+        t5 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 1
+        t7 = t1 - np.maximum(-t0 + t1, 0) + np.where(t0 - t1 >= 0, np.abs(t0 - t1), 0)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = np.where(t2, 0, input) + np.where(t2, t11, 0)
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        t3 = np.shape(diagonal)[-2]
+        t4 = np.shape(diagonal)[-1]
+        t5 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 1
+        t7 = t1 - np.maximum(-t0 + t1, 0) + np.where(t0 - t1 < 0, np.abs(t0 - t1), 0)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = np.where(t2, 0, input) + np.where(t2, t11, 0)
+    elif k == (-1, 1) and align == "LEFT_LEFT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        t3 = np.shape(diagonal)[-2]
+        t4 = np.shape(diagonal)[-1]
+        t5 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 1
+        t7 = t1 - np.maximum(-t0 + t1, 0)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = np.where(t2, 0, input) + np.where(t2, t11, 0)
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        t3 = np.shape(diagonal)[-2]
+        t4 = np.shape(diagonal)[-1]
+        t5 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 1
+        t7 = t1 - np.maximum(-t0 + t1, 0) + np.abs(t0 - t1)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = np.where(t2, 0, input) + np.where(t2, t11, 0)
+    elif k == (1, 2) and align == "RIGHT_LEFT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        t3 = np.shape(diagonal)[-2]
+        t4 = np.shape(diagonal)[-1]
+        t5 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 2
+        t7 = t1 - np.maximum(-t0 + t1, 0) + np.where(t0 - t1 >= 0, np.abs(t0 - t1) - 1, 0)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = np.where(t2, 0, input) + np.where(t2, t11, 0)
+    elif k == (1, 2) and align == "LEFT_RIGHT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        t3 = np.shape(diagonal)[-2]
+        t4 = np.shape(diagonal)[-1]
+        t5 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 2
+        t7 = t1 - np.maximum(-t0 + t1, 0) + np.where(t0 - t1 < 0, np.abs(t0 - t1) - 1, 0)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = np.where(t2, 0, input) + np.where(t2, t11, 0)
+    elif k == (1, 2) and align == "LEFT_LEFT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        t3 = np.shape(diagonal)[-2]
+        t4 = np.shape(diagonal)[-1]
+        t5 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 2
+        t7 = t1 - np.maximum(-t0 + t1, 0)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = np.where(t2, 0, input) + np.where(t2, t11, 0)
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        t3 = np.shape(diagonal)[-2]
+        t4 = np.shape(diagonal)[-1]
+        t5 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 2
+        t7 = t1 - np.maximum(-t0 + t1, 0) + np.abs(t0 - t1) - 1
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.asarray(t7, dtype=np.int64)
+        t10 = np.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = np.where(t2, 0, input) + np.where(t2, t11, 0)
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
     return output
@@ -1354,19 +1994,11 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
 def matrix_set_diag_v3_grad(grad, input, diagonal, *, output=None, k=0, align="RIGHT_LEFT"):
     """Gradient of MatrixSetDiagV3: one array per input (input, diagonal).
 
-    In index notation, next to the code computing it, per variant:
-        k=0, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
-                i.e. `grad - t1 * t2`
-            grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
-        k=1, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i + 1)
-                i.e. `grad * (t9 + 1)`
-            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t12, t17, -1)`
-        k=-2, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i - 2)
-                i.e. `grad * (t9 + 1)`
-            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t12, t17, -1)`
+    In index notation, next to the code computing it, for k=0, align='RIGHT_LEFT' (other values of
+    k, align change it):
+        grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
+            i.e. `grad - t1 * t2`
+        grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
     """
     if k == 0 and align == "RIGHT_LEFT":
         t0 = np.diagonal(grad, axis1=-2, axis2=-1)
@@ -1421,6 +2053,198 @@ def matrix_set_diag_v3_grad(grad, input, diagonal, *, output=None, k=0, align="R
         t16 = np.asarray(t13, dtype=np.int64)
         t17 = np.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
         grad_diagonal = _gather(t12, t17, -1)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        grad_input = grad * np.asarray(np.where(t2, 0, 1), grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = np.arange(np.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 2)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 1
+        t8 = _gather(grad, t7, -2)
+        t9 = np.diagonal(t8, axis1=-2, axis2=-1)
+        t10 = np.shape(diagonal)[-2]
+        t11 = np.shape(input)[-2]
+        t12 = t0 + t6 - np.maximum(t6 - 1, 0) + np.where(t6 <= 1, np.abs(t6 - 1), 0) - 1
+        t13 = np.asarray(t6, dtype=np.int64)
+        t14 = np.asarray(t12, dtype=np.int64)
+        t15 = np.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = np.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = np.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        grad_input = grad * np.asarray(np.where(t2, 0, 1), grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = np.arange(np.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 2)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 1
+        t8 = _gather(grad, t7, -2)
+        t9 = np.diagonal(t8, axis1=-2, axis2=-1)
+        t10 = np.shape(diagonal)[-2]
+        t11 = np.shape(input)[-2]
+        t12 = t0 + t6 - np.maximum(t6 - 1, 0) + np.where(t6 > 1, np.abs(t6 - 1), 0) - 1
+        t13 = np.asarray(t6, dtype=np.int64)
+        t14 = np.asarray(t12, dtype=np.int64)
+        t15 = np.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = np.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = np.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (-1, 1) and align == "LEFT_LEFT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        grad_input = grad * np.asarray(np.where(t2, 0, 1), grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = np.arange(np.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 2)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 1
+        t8 = _gather(grad, t7, -2)
+        t9 = np.diagonal(t8, axis1=-2, axis2=-1)
+        t10 = np.shape(diagonal)[-2]
+        t11 = np.shape(input)[-2]
+        t12 = t0 + t6 - np.maximum(t6 - 1, 0) - 1
+        t13 = np.asarray(t6, dtype=np.int64)
+        t14 = np.asarray(t12, dtype=np.int64)
+        t15 = np.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = np.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = np.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        grad_input = grad * np.asarray(np.where(t2, 0, 1), grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = np.arange(np.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 2)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 1
+        t8 = _gather(grad, t7, -2)
+        t9 = np.diagonal(t8, axis1=-2, axis2=-1)
+        t10 = np.shape(diagonal)[-2]
+        t11 = np.shape(input)[-2]
+        t12 = t0 + t6 - np.maximum(t6 - 1, 0) + np.abs(t6 - 1) - 1
+        t13 = np.asarray(t6, dtype=np.int64)
+        t14 = np.asarray(t12, dtype=np.int64)
+        t15 = np.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = np.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = np.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (1, 2) and align == "RIGHT_LEFT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        grad_input = grad * np.asarray(np.where(t2, 0, 1), grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = np.arange(np.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 1)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 2
+        t8 = _gather(grad, t7, -2)
+        t9 = np.diagonal(t8, axis1=-2, axis2=-1)
+        t10 = np.shape(diagonal)[-2]
+        t11 = np.shape(diagonal)[-1]
+        t12 = t0 + t6 - np.maximum(t6 - 2, 0) + np.where(t6 <= 2, np.abs(t6 - 2) - 1, 0) - 2
+        t13 = np.asarray(t6, dtype=np.int64)
+        t14 = np.asarray(t12, dtype=np.int64)
+        t15 = np.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = np.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = np.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (1, 2) and align == "LEFT_RIGHT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        grad_input = grad * np.asarray(np.where(t2, 0, 1), grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = np.arange(np.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 1)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 2
+        t8 = _gather(grad, t7, -2)
+        t9 = np.diagonal(t8, axis1=-2, axis2=-1)
+        t10 = np.shape(diagonal)[-2]
+        t11 = np.shape(diagonal)[-1]
+        t12 = t0 + t6 - np.maximum(t6 - 2, 0) + np.where(t6 > 2, np.abs(t6 - 2) - 1, 0) - 2
+        t13 = np.asarray(t6, dtype=np.int64)
+        t14 = np.asarray(t12, dtype=np.int64)
+        t15 = np.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = np.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = np.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (1, 2) and align == "LEFT_LEFT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        grad_input = grad * np.asarray(np.where(t2, 0, 1), grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = np.arange(np.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 1)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 2
+        t8 = _gather(grad, t7, -2)
+        t9 = np.diagonal(t8, axis1=-2, axis2=-1)
+        t10 = np.shape(diagonal)[-2]
+        t11 = np.shape(diagonal)[-1]
+        t12 = t0 + t6 - np.maximum(t6 - 2, 0) - 2
+        t13 = np.asarray(t6, dtype=np.int64)
+        t14 = np.asarray(t12, dtype=np.int64)
+        t15 = np.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = np.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = np.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
+        t0 = np.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        grad_input = grad * np.asarray(np.where(t2, 0, 1), grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = np.arange(np.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 1)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 2
+        t8 = _gather(grad, t7, -2)
+        t9 = np.diagonal(t8, axis1=-2, axis2=-1)
+        t10 = np.shape(diagonal)[-2]
+        t11 = np.shape(diagonal)[-1]
+        t12 = t0 + t6 - np.maximum(t6 - 2, 0) + np.abs(t6 - 2) - 3
+        t13 = np.asarray(t6, dtype=np.int64)
+        t14 = np.asarray(t12, dtype=np.int64)
+        t15 = np.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = np.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = np.where(t5, t18, 0)
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
@@ -1481,6 +2305,142 @@ def matrix_set_diag_v3_grad_grad(
         t14 = _scatter_add(t10, t13, 0, t7)  # no gather form: an explicit scatter-add
         t15 = np.reshape(t14, np.shape(t14)[:-1] + (-1, t2))
         grad_grad = -grad_vjp_input * t15 + grad_vjp_input + t9
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
+        t0 = np.shape(grad_vjp_diagonal)[-2]
+        t1 = np.shape(grad_vjp_diagonal)[-1]
+        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 >= 0, np.abs(t3 - t4), 0)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        grad_grad = grad_vjp_input * np.asarray(
+            np.where(t11, 0, 1), grad_vjp_input.dtype
+        ) + np.where(t11, t10, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
+        t0 = np.shape(grad_vjp_diagonal)[-2]
+        t1 = np.shape(grad_vjp_diagonal)[-1]
+        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 < 0, np.abs(t3 - t4), 0)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        grad_grad = grad_vjp_input * np.asarray(
+            np.where(t11, 0, 1), grad_vjp_input.dtype
+        ) + np.where(t11, t10, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == (-1, 1) and align == "LEFT_LEFT":
+        t0 = np.shape(grad_vjp_diagonal)[-2]
+        t1 = np.shape(grad_vjp_diagonal)[-1]
+        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - np.maximum(-t3 + t4, 0)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        grad_grad = grad_vjp_input * np.asarray(
+            np.where(t11, 0, 1), grad_vjp_input.dtype
+        ) + np.where(t11, t10, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
+        t0 = np.shape(grad_vjp_diagonal)[-2]
+        t1 = np.shape(grad_vjp_diagonal)[-1]
+        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - np.maximum(-t3 + t4, 0) + np.abs(t3 - t4)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        grad_grad = grad_vjp_input * np.asarray(
+            np.where(t11, 0, 1), grad_vjp_input.dtype
+        ) + np.where(t11, t10, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == (1, 2) and align == "RIGHT_LEFT":
+        t0 = np.shape(grad_vjp_diagonal)[-2]
+        t1 = np.shape(grad_vjp_diagonal)[-1]
+        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 2
+        t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 >= 0, np.abs(t3 - t4) - 1, 0)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -2) & (-t3 + t4 <= -1)
+        grad_grad = grad_vjp_input * np.asarray(
+            np.where(t11, 0, 1), grad_vjp_input.dtype
+        ) + np.where(t11, t10, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == (1, 2) and align == "LEFT_RIGHT":
+        t0 = np.shape(grad_vjp_diagonal)[-2]
+        t1 = np.shape(grad_vjp_diagonal)[-1]
+        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 2
+        t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 < 0, np.abs(t3 - t4) - 1, 0)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -2) & (-t3 + t4 <= -1)
+        grad_grad = grad_vjp_input * np.asarray(
+            np.where(t11, 0, 1), grad_vjp_input.dtype
+        ) + np.where(t11, t10, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == (1, 2) and align == "LEFT_LEFT":
+        t0 = np.shape(grad_vjp_diagonal)[-2]
+        t1 = np.shape(grad_vjp_diagonal)[-1]
+        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 2
+        t6 = t4 - np.maximum(-t3 + t4, 0)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -2) & (-t3 + t4 <= -1)
+        grad_grad = grad_vjp_input * np.asarray(
+            np.where(t11, 0, 1), grad_vjp_input.dtype
+        ) + np.where(t11, t10, 0)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
+        t0 = np.shape(grad_vjp_diagonal)[-2]
+        t1 = np.shape(grad_vjp_diagonal)[-1]
+        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
+        t3 = np.arange(np.shape(grad)[-2])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 2
+        t6 = t4 - np.maximum(-t3 + t4, 0) + np.abs(t3 - t4) - 1
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -2) & (-t3 + t4 <= -1)
+        grad_grad = grad_vjp_input * np.asarray(
+            np.where(t11, 0, 1), grad_vjp_input.dtype
+        ) + np.where(t11, t10, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(f"MatrixSetDiagV3Grad: unsupported attributes k={k!r}, align={align!r}")

@@ -478,7 +478,7 @@ _register("MatrixBandPart", matrix_band_part_grad)
 
 
 def matrix_diag_part_v2_vjp(grad, input, diagonal, *, k=0, padding_value=0):
-    """Gradient of MatrixDiagPartV2 (declared at ops/diagonals.py:93): one per input (input).
+    """Gradient of MatrixDiagPartV2 (declared at ops/diagonals.py:92): one per input (input).
 
     In index notation, next to the code computing it, per variant:
         k=0, padding_value=0:
@@ -601,7 +601,7 @@ _register("MatrixDiagPartV2", matrix_diag_part_v2_grad)
 
 
 def matrix_diag_part_v3_vjp(grad, input, diagonal, *, k=0, padding_value=0, align="RIGHT_LEFT"):
-    """Gradient of MatrixDiagPartV3 (declared at ops/diagonals.py:115): one per input (input).
+    """Gradient of MatrixDiagPartV3 (declared at ops/diagonals.py:158): one per input (input).
 
     In index notation, next to the code computing it, for k=0, padding_value=0, align='RIGHT_LEFT'
     (other values of k, padding_value, align change it):
@@ -1070,7 +1070,7 @@ _register("MatrixDiagPartV3", matrix_diag_part_v3_grad)
 
 
 def matrix_diag_v2_vjp(grad, diagonal, output, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
-    """Gradient of MatrixDiagV2 (declared at ops/diagonals.py:134): one per input (diagonal).
+    """Gradient of MatrixDiagV2 (declared at ops/diagonals.py:176): one per input (diagonal).
 
     In index notation, next to the code computing it, per variant:
         k=0, num_rows=-1, num_cols=-1, padding_value=0:
@@ -1213,15 +1213,12 @@ _register("MatrixDiagV2", matrix_diag_v2_grad)
 def matrix_diag_v3_vjp(
     grad, diagonal, output, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"
 ):
-    """Gradient of MatrixDiagV3 (declared at ops/diagonals.py:140): one per input (diagonal).
+    """Gradient of MatrixDiagV3 (declared at ops/diagonals.py:182): one per input (diagonal).
 
-    In index notation, next to the code computing it, per variant:
-        k=0, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
-            grad_diagonal[batch, i] = grad[batch, i, i], i.e. `tf.linalg.diag_part(grad)`
-        k=1, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
-            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t2, t7, -1)`
-        k=-2, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
-            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t2, t7, -1)`
+    In index notation, next to the code computing it, for k=0, num_rows=-1, num_cols=-1,
+    padding_value=0, align='RIGHT_LEFT' (other values of k, num_rows, num_cols, padding_value, align
+    change it):
+        grad_diagonal[batch, i] = grad[batch, i, i], i.e. `tf.linalg.diag_part(grad)`
     """
     if (
         k == 0
@@ -1269,6 +1266,246 @@ def matrix_diag_v3_vjp(
         t6 = tf.cast(t3, tf.int64)
         t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
         grad_diagonal = _gather(t2, t7, -1)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
+        t1 = (t0 >= 0) & (t0 <= 2)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
+        t5 = t3 + t4 - 1
+        t6 = _gather(grad, t5, -2)
+        t7 = tf.linalg.diag_part(t6)
+        t8 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t9 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t10 = (
+            t3
+            + t4
+            - tf.math.maximum(t3 - 1, 0)
+            + tf.where(t3 <= 1, tf.math.abs(t3 - 1), tf.constant(0, tf.int64))
+            - 1
+        )
+        t11 = tf.cast(t3, tf.int64)
+        t12 = tf.cast(t10, tf.int64)
+        t13 = tf.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, tf.constant(-1, tf.int64))
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = tf.reshape(
+            t15, tf.concat([tf.shape(t15, out_type=tf.int64)[:-1], tf.cast([-1, t9], tf.int64)], 0)
+        )
+        grad_diagonal = t16 * tf.where(t2, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_RIGHT"
+    ):
+        t0 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
+        t1 = (t0 >= 0) & (t0 <= 2)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
+        t5 = t3 + t4 - 1
+        t6 = _gather(grad, t5, -2)
+        t7 = tf.linalg.diag_part(t6)
+        t8 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t9 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t10 = (
+            t3
+            + t4
+            - tf.math.maximum(t3 - 1, 0)
+            + tf.where(t3 > 1, tf.math.abs(t3 - 1), tf.constant(0, tf.int64))
+            - 1
+        )
+        t11 = tf.cast(t3, tf.int64)
+        t12 = tf.cast(t10, tf.int64)
+        t13 = tf.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, tf.constant(-1, tf.int64))
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = tf.reshape(
+            t15, tf.concat([tf.shape(t15, out_type=tf.int64)[:-1], tf.cast([-1, t9], tf.int64)], 0)
+        )
+        grad_diagonal = t16 * tf.where(t2, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_LEFT"
+    ):
+        t0 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
+        t1 = (t0 >= 0) & (t0 <= 2)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
+        t5 = t3 + t4 - 1
+        t6 = _gather(grad, t5, -2)
+        t7 = tf.linalg.diag_part(t6)
+        t8 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t9 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t10 = t3 + t4 - tf.math.maximum(t3 - 1, 0) - 1
+        t11 = tf.cast(t3, tf.int64)
+        t12 = tf.cast(t10, tf.int64)
+        t13 = tf.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, tf.constant(-1, tf.int64))
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = tf.reshape(
+            t15, tf.concat([tf.shape(t15, out_type=tf.int64)[:-1], tf.cast([-1, t9], tf.int64)], 0)
+        )
+        grad_diagonal = t16 * tf.where(t2, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_RIGHT"
+    ):
+        t0 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
+        t1 = (t0 >= 0) & (t0 <= 2)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
+        t5 = t3 + t4 - 1
+        t6 = _gather(grad, t5, -2)
+        t7 = tf.linalg.diag_part(t6)
+        t8 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t9 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t10 = t3 + t4 - tf.math.maximum(t3 - 1, 0) + tf.math.abs(t3 - 1) - 1
+        t11 = tf.cast(t3, tf.int64)
+        t12 = tf.cast(t10, tf.int64)
+        t13 = tf.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, tf.constant(-1, tf.int64))
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = tf.reshape(
+            t15, tf.concat([tf.shape(t15, out_type=tf.int64)[:-1], tf.cast([-1, t9], tf.int64)], 0)
+        )
+        grad_diagonal = t16 * tf.where(t2, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
+        t1 = (t0 >= 0) & (t0 <= 1)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t5 = t3 + t4 - 2
+        t6 = _gather(grad, t5, -2)
+        t7 = tf.linalg.diag_part(t6)
+        t8 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t9 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t10 = (
+            t3
+            + t4
+            - tf.math.maximum(t3 - 2, 0)
+            + tf.where(t3 <= 2, tf.math.abs(t3 - 2) - 1, tf.constant(0, tf.int64))
+            - 2
+        )
+        t11 = tf.cast(t3, tf.int64)
+        t12 = tf.cast(t10, tf.int64)
+        t13 = tf.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, tf.constant(-1, tf.int64))
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = tf.reshape(
+            t15, tf.concat([tf.shape(t15, out_type=tf.int64)[:-1], tf.cast([-1, t9], tf.int64)], 0)
+        )
+        grad_diagonal = t16 * tf.where(t2, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_RIGHT"
+    ):
+        t0 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
+        t1 = (t0 >= 0) & (t0 <= 1)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t5 = t3 + t4 - 2
+        t6 = _gather(grad, t5, -2)
+        t7 = tf.linalg.diag_part(t6)
+        t8 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t9 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t10 = (
+            t3
+            + t4
+            - tf.math.maximum(t3 - 2, 0)
+            + tf.where(t3 > 2, tf.math.abs(t3 - 2) - 1, tf.constant(0, tf.int64))
+            - 2
+        )
+        t11 = tf.cast(t3, tf.int64)
+        t12 = tf.cast(t10, tf.int64)
+        t13 = tf.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, tf.constant(-1, tf.int64))
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = tf.reshape(
+            t15, tf.concat([tf.shape(t15, out_type=tf.int64)[:-1], tf.cast([-1, t9], tf.int64)], 0)
+        )
+        grad_diagonal = t16 * tf.where(t2, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_LEFT"
+    ):
+        t0 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
+        t1 = (t0 >= 0) & (t0 <= 1)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t5 = t3 + t4 - 2
+        t6 = _gather(grad, t5, -2)
+        t7 = tf.linalg.diag_part(t6)
+        t8 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t9 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t10 = t3 + t4 - tf.math.maximum(t3 - 2, 0) - 2
+        t11 = tf.cast(t3, tf.int64)
+        t12 = tf.cast(t10, tf.int64)
+        t13 = tf.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, tf.constant(-1, tf.int64))
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = tf.reshape(
+            t15, tf.concat([tf.shape(t15, out_type=tf.int64)[:-1], tf.cast([-1, t9], tf.int64)], 0)
+        )
+        grad_diagonal = t16 * tf.where(t2, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_RIGHT"
+    ):
+        t0 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
+        t1 = (t0 >= 0) & (t0 <= 1)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t5 = t3 + t4 - 2
+        t6 = _gather(grad, t5, -2)
+        t7 = tf.linalg.diag_part(t6)
+        t8 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t9 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t10 = t3 + t4 - tf.math.maximum(t3 - 2, 0) + tf.math.abs(t3 - 2) - 3
+        t11 = tf.cast(t3, tf.int64)
+        t12 = tf.cast(t10, tf.int64)
+        t13 = tf.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, tf.constant(-1, tf.int64))
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = tf.reshape(
+            t15, tf.concat([tf.shape(t15, out_type=tf.int64)[:-1], tf.cast([-1, t9], tf.int64)], 0)
+        )
+        grad_diagonal = t16 * tf.where(t2, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
     else:
         raise ValueError(
             f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
@@ -1292,7 +1529,7 @@ def matrix_diag_v3_grad(op, grad):
 
 
 def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonals k, with its derived gradient."""
+    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonal k or band k = (low, high), with its derived gradient."""
 
     @tf.custom_gradient
     def forward(diagonal):
@@ -1321,11 +1558,11 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
                     "align": align,
                 },
             )
-            if k in (0, 1, -2)
+            if k in (0, 1, -2, (-1, 1), (1, 2))
             and num_rows in (-1,)
             and num_cols in (-1,)
             and padding_value in (0,)
-            and align in ("RIGHT_LEFT",)
+            and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT")
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -1384,6 +1621,226 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
                 t9,
                 tf.concat([tf.shape(t9, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
             )
+        elif (
+            k == (-1, 1)
+            and num_rows == -1
+            and num_cols == -1
+            and padding_value == 0
+            and align == "RIGHT_LEFT"
+        ):
+            t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
+            t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                diagonal,
+                tf.concat(
+                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
+            t4 = t3[..., None]
+            t5 = -t3 + t4 + 1
+            t6 = (
+                t4
+                - tf.math.maximum(-t3 + t4, 0)
+                + tf.where(t3 - t4 >= 0, tf.math.abs(t3 - t4), tf.constant(0, tf.int64))
+            )
+            t7 = tf.cast(t5, tf.int64)
+            t8 = tf.cast(t6, tf.int64)
+            t9 = tf.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, tf.constant(-1, tf.int64))
+            t10 = _gather(t2, t9, -1)
+            t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+            output = tf.where(t11, t10, tf.constant(0, diagonal.dtype))
+        elif (
+            k == (-1, 1)
+            and num_rows == -1
+            and num_cols == -1
+            and padding_value == 0
+            and align == "LEFT_RIGHT"
+        ):
+            t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
+            t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                diagonal,
+                tf.concat(
+                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
+            t4 = t3[..., None]
+            t5 = -t3 + t4 + 1
+            t6 = (
+                t4
+                - tf.math.maximum(-t3 + t4, 0)
+                + tf.where(t3 - t4 < 0, tf.math.abs(t3 - t4), tf.constant(0, tf.int64))
+            )
+            t7 = tf.cast(t5, tf.int64)
+            t8 = tf.cast(t6, tf.int64)
+            t9 = tf.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, tf.constant(-1, tf.int64))
+            t10 = _gather(t2, t9, -1)
+            t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+            output = tf.where(t11, t10, tf.constant(0, diagonal.dtype))
+        elif (
+            k == (-1, 1)
+            and num_rows == -1
+            and num_cols == -1
+            and padding_value == 0
+            and align == "LEFT_LEFT"
+        ):
+            t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
+            t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                diagonal,
+                tf.concat(
+                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
+            t4 = t3[..., None]
+            t5 = -t3 + t4 + 1
+            t6 = t4 - tf.math.maximum(-t3 + t4, 0)
+            t7 = tf.cast(t5, tf.int64)
+            t8 = tf.cast(t6, tf.int64)
+            t9 = tf.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, tf.constant(-1, tf.int64))
+            t10 = _gather(t2, t9, -1)
+            t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+            output = tf.where(t11, t10, tf.constant(0, diagonal.dtype))
+        elif (
+            k == (-1, 1)
+            and num_rows == -1
+            and num_cols == -1
+            and padding_value == 0
+            and align == "RIGHT_RIGHT"
+        ):
+            t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
+            t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                diagonal,
+                tf.concat(
+                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
+            t4 = t3[..., None]
+            t5 = -t3 + t4 + 1
+            t6 = t4 - tf.math.maximum(-t3 + t4, 0) + tf.math.abs(t3 - t4)
+            t7 = tf.cast(t5, tf.int64)
+            t8 = tf.cast(t6, tf.int64)
+            t9 = tf.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, tf.constant(-1, tf.int64))
+            t10 = _gather(t2, t9, -1)
+            t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+            output = tf.where(t11, t10, tf.constant(0, diagonal.dtype))
+        elif (
+            k == (1, 2)
+            and num_rows == -1
+            and num_cols == -1
+            and padding_value == 0
+            and align == "RIGHT_LEFT"
+        ):
+            t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
+            t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                diagonal,
+                tf.concat(
+                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = t1 + 1
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4[..., None]
+            t6 = -t4 + t5 + 2
+            t7 = (
+                t5
+                - tf.math.maximum(-t4 + t5, 0)
+                + tf.where(t4 - t5 >= 0, tf.math.abs(t4 - t5) - 1, tf.constant(0, tf.int64))
+            )
+            t8 = tf.cast(t6, tf.int64)
+            t9 = tf.cast(t7, tf.int64)
+            t10 = tf.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, tf.constant(-1, tf.int64))
+            t11 = _gather(t2, t10, -1)
+            t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+            output = tf.where(t12, t11, tf.constant(0, diagonal.dtype))
+        elif (
+            k == (1, 2)
+            and num_rows == -1
+            and num_cols == -1
+            and padding_value == 0
+            and align == "LEFT_RIGHT"
+        ):
+            t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
+            t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                diagonal,
+                tf.concat(
+                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = t1 + 1
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4[..., None]
+            t6 = -t4 + t5 + 2
+            t7 = (
+                t5
+                - tf.math.maximum(-t4 + t5, 0)
+                + tf.where(t4 - t5 < 0, tf.math.abs(t4 - t5) - 1, tf.constant(0, tf.int64))
+            )
+            t8 = tf.cast(t6, tf.int64)
+            t9 = tf.cast(t7, tf.int64)
+            t10 = tf.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, tf.constant(-1, tf.int64))
+            t11 = _gather(t2, t10, -1)
+            t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+            output = tf.where(t12, t11, tf.constant(0, diagonal.dtype))
+        elif (
+            k == (1, 2)
+            and num_rows == -1
+            and num_cols == -1
+            and padding_value == 0
+            and align == "LEFT_LEFT"
+        ):
+            t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
+            t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                diagonal,
+                tf.concat(
+                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = t1 + 1
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4[..., None]
+            t6 = -t4 + t5 + 2
+            t7 = t5 - tf.math.maximum(-t4 + t5, 0)
+            t8 = tf.cast(t6, tf.int64)
+            t9 = tf.cast(t7, tf.int64)
+            t10 = tf.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, tf.constant(-1, tf.int64))
+            t11 = _gather(t2, t10, -1)
+            t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+            output = tf.where(t12, t11, tf.constant(0, diagonal.dtype))
+        elif (
+            k == (1, 2)
+            and num_rows == -1
+            and num_cols == -1
+            and padding_value == 0
+            and align == "RIGHT_RIGHT"
+        ):
+            t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
+            t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t2 = tf.reshape(
+                diagonal,
+                tf.concat(
+                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+                ),
+            )
+            t3 = t1 + 1
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4[..., None]
+            t6 = -t4 + t5 + 2
+            t7 = t5 - tf.math.maximum(-t4 + t5, 0) + tf.math.abs(t4 - t5) - 1
+            t8 = tf.cast(t6, tf.int64)
+            t9 = tf.cast(t7, tf.int64)
+            t10 = tf.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, tf.constant(-1, tf.int64))
+            t11 = _gather(t2, t10, -1)
+            t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+            output = tf.where(t12, t11, tf.constant(0, diagonal.dtype))
         else:
             raise ValueError(
                 f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
@@ -1397,7 +1854,7 @@ _register("MatrixDiagV3", matrix_diag_v3_grad)
 
 
 def matrix_set_diag_v2_vjp(grad, input, diagonal, output, *, k=0):
-    """Gradient of MatrixSetDiagV2 (declared at ops/diagonals.py:146): one per input (input, diagonal).
+    """Gradient of MatrixSetDiagV2 (declared at ops/diagonals.py:188): one per input (input, diagonal).
 
     In index notation, next to the code computing it, per variant:
         k=0:
@@ -1564,21 +2021,13 @@ _register("MatrixSetDiagV2", matrix_set_diag_v2_grad)
 
 
 def matrix_set_diag_v3_vjp(grad, input, diagonal, output, *, k=0, align="RIGHT_LEFT"):
-    """Gradient of MatrixSetDiagV3 (declared at ops/diagonals.py:152): one per input (input, diagonal).
+    """Gradient of MatrixSetDiagV3 (declared at ops/diagonals.py:194): one per input (input, diagonal).
 
-    In index notation, next to the code computing it, per variant:
-        k=0, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
-                i.e. `grad - t1 * t2`
-            grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
-        k=1, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i + 1)
-                i.e. `grad * (t9 + 1)`
-            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t12, t17, -1)`
-        k=-2, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i - 2)
-                i.e. `grad * (t9 + 1)`
-            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t12, t17, -1)`
+    In index notation, next to the code computing it, for k=0, align='RIGHT_LEFT' (other values of
+    k, align change it):
+        grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
+            i.e. `grad - t1 * t2`
+        grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
     """
     if k == 0 and align == "RIGHT_LEFT":
         t0 = tf.linalg.diag_part(grad)
@@ -1644,6 +2093,238 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, output, *, k=0, align="RIGHT_L
         t17 = tf.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, tf.constant(-1, tf.int64))
         grad_diagonal = _gather(t12, t17, -1)
         grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        grad_input = grad * tf.where(t2, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype))
+        grad_input = _sum_to_shape(grad_input, input)
+        t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
+        t4 = (t3 >= 0) & (t3 <= 2)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 1
+        t8 = _gather(grad, t7, -2)
+        t9 = tf.linalg.diag_part(t8)
+        t10 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t11 = tf.shape(input, out_type=tf.int64)[-2]
+        t12 = (
+            t0
+            + t6
+            - tf.math.maximum(t6 - 1, 0)
+            + tf.where(t6 <= 1, tf.math.abs(t6 - 1), tf.constant(0, tf.int64))
+            - 1
+        )
+        t13 = tf.cast(t6, tf.int64)
+        t14 = tf.cast(t12, tf.int64)
+        t15 = tf.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, tf.constant(-1, tf.int64))
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = tf.reshape(
+            t17, tf.concat([tf.shape(t17, out_type=tf.int64)[:-1], tf.cast([-1, t11], tf.int64)], 0)
+        )
+        grad_diagonal = t18 * tf.where(t5, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        grad_input = grad * tf.where(t2, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype))
+        grad_input = _sum_to_shape(grad_input, input)
+        t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
+        t4 = (t3 >= 0) & (t3 <= 2)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 1
+        t8 = _gather(grad, t7, -2)
+        t9 = tf.linalg.diag_part(t8)
+        t10 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t11 = tf.shape(input, out_type=tf.int64)[-2]
+        t12 = (
+            t0
+            + t6
+            - tf.math.maximum(t6 - 1, 0)
+            + tf.where(t6 > 1, tf.math.abs(t6 - 1), tf.constant(0, tf.int64))
+            - 1
+        )
+        t13 = tf.cast(t6, tf.int64)
+        t14 = tf.cast(t12, tf.int64)
+        t15 = tf.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, tf.constant(-1, tf.int64))
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = tf.reshape(
+            t17, tf.concat([tf.shape(t17, out_type=tf.int64)[:-1], tf.cast([-1, t11], tf.int64)], 0)
+        )
+        grad_diagonal = t18 * tf.where(t5, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
+    elif k == (-1, 1) and align == "LEFT_LEFT":
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        grad_input = grad * tf.where(t2, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype))
+        grad_input = _sum_to_shape(grad_input, input)
+        t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
+        t4 = (t3 >= 0) & (t3 <= 2)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 1
+        t8 = _gather(grad, t7, -2)
+        t9 = tf.linalg.diag_part(t8)
+        t10 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t11 = tf.shape(input, out_type=tf.int64)[-2]
+        t12 = t0 + t6 - tf.math.maximum(t6 - 1, 0) - 1
+        t13 = tf.cast(t6, tf.int64)
+        t14 = tf.cast(t12, tf.int64)
+        t15 = tf.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, tf.constant(-1, tf.int64))
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = tf.reshape(
+            t17, tf.concat([tf.shape(t17, out_type=tf.int64)[:-1], tf.cast([-1, t11], tf.int64)], 0)
+        )
+        grad_diagonal = t18 * tf.where(t5, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        grad_input = grad * tf.where(t2, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype))
+        grad_input = _sum_to_shape(grad_input, input)
+        t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
+        t4 = (t3 >= 0) & (t3 <= 2)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 1
+        t8 = _gather(grad, t7, -2)
+        t9 = tf.linalg.diag_part(t8)
+        t10 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t11 = tf.shape(input, out_type=tf.int64)[-2]
+        t12 = t0 + t6 - tf.math.maximum(t6 - 1, 0) + tf.math.abs(t6 - 1) - 1
+        t13 = tf.cast(t6, tf.int64)
+        t14 = tf.cast(t12, tf.int64)
+        t15 = tf.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, tf.constant(-1, tf.int64))
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = tf.reshape(
+            t17, tf.concat([tf.shape(t17, out_type=tf.int64)[:-1], tf.cast([-1, t11], tf.int64)], 0)
+        )
+        grad_diagonal = t18 * tf.where(t5, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
+    elif k == (1, 2) and align == "RIGHT_LEFT":
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        grad_input = grad * tf.where(t2, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype))
+        grad_input = _sum_to_shape(grad_input, input)
+        t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
+        t4 = (t3 >= 0) & (t3 <= 1)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 2
+        t8 = _gather(grad, t7, -2)
+        t9 = tf.linalg.diag_part(t8)
+        t10 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t11 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t12 = (
+            t0
+            + t6
+            - tf.math.maximum(t6 - 2, 0)
+            + tf.where(t6 <= 2, tf.math.abs(t6 - 2) - 1, tf.constant(0, tf.int64))
+            - 2
+        )
+        t13 = tf.cast(t6, tf.int64)
+        t14 = tf.cast(t12, tf.int64)
+        t15 = tf.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, tf.constant(-1, tf.int64))
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = tf.reshape(
+            t17, tf.concat([tf.shape(t17, out_type=tf.int64)[:-1], tf.cast([-1, t11], tf.int64)], 0)
+        )
+        grad_diagonal = t18 * tf.where(t5, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
+    elif k == (1, 2) and align == "LEFT_RIGHT":
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        grad_input = grad * tf.where(t2, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype))
+        grad_input = _sum_to_shape(grad_input, input)
+        t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
+        t4 = (t3 >= 0) & (t3 <= 1)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 2
+        t8 = _gather(grad, t7, -2)
+        t9 = tf.linalg.diag_part(t8)
+        t10 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t11 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t12 = (
+            t0
+            + t6
+            - tf.math.maximum(t6 - 2, 0)
+            + tf.where(t6 > 2, tf.math.abs(t6 - 2) - 1, tf.constant(0, tf.int64))
+            - 2
+        )
+        t13 = tf.cast(t6, tf.int64)
+        t14 = tf.cast(t12, tf.int64)
+        t15 = tf.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, tf.constant(-1, tf.int64))
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = tf.reshape(
+            t17, tf.concat([tf.shape(t17, out_type=tf.int64)[:-1], tf.cast([-1, t11], tf.int64)], 0)
+        )
+        grad_diagonal = t18 * tf.where(t5, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
+    elif k == (1, 2) and align == "LEFT_LEFT":
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        grad_input = grad * tf.where(t2, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype))
+        grad_input = _sum_to_shape(grad_input, input)
+        t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
+        t4 = (t3 >= 0) & (t3 <= 1)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 2
+        t8 = _gather(grad, t7, -2)
+        t9 = tf.linalg.diag_part(t8)
+        t10 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t11 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t12 = t0 + t6 - tf.math.maximum(t6 - 2, 0) - 2
+        t13 = tf.cast(t6, tf.int64)
+        t14 = tf.cast(t12, tf.int64)
+        t15 = tf.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, tf.constant(-1, tf.int64))
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = tf.reshape(
+            t17, tf.concat([tf.shape(t17, out_type=tf.int64)[:-1], tf.cast([-1, t11], tf.int64)], 0)
+        )
+        grad_diagonal = t18 * tf.where(t5, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        grad_input = grad * tf.where(t2, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype))
+        grad_input = _sum_to_shape(grad_input, input)
+        t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
+        t4 = (t3 >= 0) & (t3 <= 1)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 2
+        t8 = _gather(grad, t7, -2)
+        t9 = tf.linalg.diag_part(t8)
+        t10 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t11 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t12 = t0 + t6 - tf.math.maximum(t6 - 2, 0) + tf.math.abs(t6 - 2) - 3
+        t13 = tf.cast(t6, tf.int64)
+        t14 = tf.cast(t12, tf.int64)
+        t15 = tf.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, tf.constant(-1, tf.int64))
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = tf.reshape(
+            t17, tf.concat([tf.shape(t17, out_type=tf.int64)[:-1], tf.cast([-1, t11], tf.int64)], 0)
+        )
+        grad_diagonal = t18 * tf.where(t5, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
     return grad_input, grad_diagonal
@@ -1663,7 +2344,7 @@ def matrix_set_diag_v3_grad(op, grad):
 
 
 def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
-    """MatrixSetDiagV3: input with diagonal k of its last two axes replaced by `diagonal`, with its derived gradient."""
+    """MatrixSetDiagV3: input with diagonal k, or the band k = (low, high), of its last two axes replaced, with its derived gradient."""
 
     @tf.custom_gradient
     def forward(input, diagonal):
@@ -1677,7 +2358,8 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
                 {"input": input, "diagonal": diagonal},
                 {"k": k, "align": align},
             )
-            if k in (0, 1, -2) and align in ("RIGHT_LEFT",)
+            if k in (0, 1, -2, (-1, 1), (1, 2))
+            and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT")
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -1730,6 +2412,190 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
                 tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t3], tf.int64)], 0),
             )
             output = -input * t12 + input + t9
+        elif k == (-1, 1) and align == "RIGHT_LEFT":
+            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t1 = t0[..., None]
+            t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+            t3 = tf.shape(diagonal, out_type=tf.int64)[-2]
+            t4 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t5 = tf.reshape(
+                diagonal,
+                tf.concat(
+                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t3 * t4], tf.int64)], 0
+                ),
+            )
+            t6 = -t0 + t1 + 1
+            t7 = (
+                t1
+                - tf.math.maximum(-t0 + t1, 0)
+                + tf.where(t0 - t1 >= 0, tf.math.abs(t0 - t1), tf.constant(0, tf.int64))
+            )
+            t8 = tf.cast(t6, tf.int64)
+            t9 = tf.cast(t7, tf.int64)
+            t10 = tf.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, tf.constant(-1, tf.int64))
+            t11 = _gather(t5, t10, -1)
+            output = tf.where(t2, tf.constant(0, input.dtype), input) + tf.where(
+                t2, t11, tf.constant(0, input.dtype)
+            )
+        elif k == (-1, 1) and align == "LEFT_RIGHT":
+            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t1 = t0[..., None]
+            t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+            t3 = tf.shape(diagonal, out_type=tf.int64)[-2]
+            t4 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t5 = tf.reshape(
+                diagonal,
+                tf.concat(
+                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t3 * t4], tf.int64)], 0
+                ),
+            )
+            t6 = -t0 + t1 + 1
+            t7 = (
+                t1
+                - tf.math.maximum(-t0 + t1, 0)
+                + tf.where(t0 - t1 < 0, tf.math.abs(t0 - t1), tf.constant(0, tf.int64))
+            )
+            t8 = tf.cast(t6, tf.int64)
+            t9 = tf.cast(t7, tf.int64)
+            t10 = tf.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, tf.constant(-1, tf.int64))
+            t11 = _gather(t5, t10, -1)
+            output = tf.where(t2, tf.constant(0, input.dtype), input) + tf.where(
+                t2, t11, tf.constant(0, input.dtype)
+            )
+        elif k == (-1, 1) and align == "LEFT_LEFT":
+            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t1 = t0[..., None]
+            t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+            t3 = tf.shape(diagonal, out_type=tf.int64)[-2]
+            t4 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t5 = tf.reshape(
+                diagonal,
+                tf.concat(
+                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t3 * t4], tf.int64)], 0
+                ),
+            )
+            t6 = -t0 + t1 + 1
+            t7 = t1 - tf.math.maximum(-t0 + t1, 0)
+            t8 = tf.cast(t6, tf.int64)
+            t9 = tf.cast(t7, tf.int64)
+            t10 = tf.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, tf.constant(-1, tf.int64))
+            t11 = _gather(t5, t10, -1)
+            output = tf.where(t2, tf.constant(0, input.dtype), input) + tf.where(
+                t2, t11, tf.constant(0, input.dtype)
+            )
+        elif k == (-1, 1) and align == "RIGHT_RIGHT":
+            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t1 = t0[..., None]
+            t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+            t3 = tf.shape(diagonal, out_type=tf.int64)[-2]
+            t4 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t5 = tf.reshape(
+                diagonal,
+                tf.concat(
+                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t3 * t4], tf.int64)], 0
+                ),
+            )
+            t6 = -t0 + t1 + 1
+            t7 = t1 - tf.math.maximum(-t0 + t1, 0) + tf.math.abs(t0 - t1)
+            t8 = tf.cast(t6, tf.int64)
+            t9 = tf.cast(t7, tf.int64)
+            t10 = tf.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, tf.constant(-1, tf.int64))
+            t11 = _gather(t5, t10, -1)
+            output = tf.where(t2, tf.constant(0, input.dtype), input) + tf.where(
+                t2, t11, tf.constant(0, input.dtype)
+            )
+        elif k == (1, 2) and align == "RIGHT_LEFT":
+            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t1 = t0[..., None]
+            t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+            t3 = tf.shape(diagonal, out_type=tf.int64)[-2]
+            t4 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t5 = tf.reshape(
+                diagonal,
+                tf.concat(
+                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t3 * t4], tf.int64)], 0
+                ),
+            )
+            t6 = -t0 + t1 + 2
+            t7 = (
+                t1
+                - tf.math.maximum(-t0 + t1, 0)
+                + tf.where(t0 - t1 >= 0, tf.math.abs(t0 - t1) - 1, tf.constant(0, tf.int64))
+            )
+            t8 = tf.cast(t6, tf.int64)
+            t9 = tf.cast(t7, tf.int64)
+            t10 = tf.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, tf.constant(-1, tf.int64))
+            t11 = _gather(t5, t10, -1)
+            output = tf.where(t2, tf.constant(0, input.dtype), input) + tf.where(
+                t2, t11, tf.constant(0, input.dtype)
+            )
+        elif k == (1, 2) and align == "LEFT_RIGHT":
+            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t1 = t0[..., None]
+            t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+            t3 = tf.shape(diagonal, out_type=tf.int64)[-2]
+            t4 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t5 = tf.reshape(
+                diagonal,
+                tf.concat(
+                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t3 * t4], tf.int64)], 0
+                ),
+            )
+            t6 = -t0 + t1 + 2
+            t7 = (
+                t1
+                - tf.math.maximum(-t0 + t1, 0)
+                + tf.where(t0 - t1 < 0, tf.math.abs(t0 - t1) - 1, tf.constant(0, tf.int64))
+            )
+            t8 = tf.cast(t6, tf.int64)
+            t9 = tf.cast(t7, tf.int64)
+            t10 = tf.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, tf.constant(-1, tf.int64))
+            t11 = _gather(t5, t10, -1)
+            output = tf.where(t2, tf.constant(0, input.dtype), input) + tf.where(
+                t2, t11, tf.constant(0, input.dtype)
+            )
+        elif k == (1, 2) and align == "LEFT_LEFT":
+            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t1 = t0[..., None]
+            t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+            t3 = tf.shape(diagonal, out_type=tf.int64)[-2]
+            t4 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t5 = tf.reshape(
+                diagonal,
+                tf.concat(
+                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t3 * t4], tf.int64)], 0
+                ),
+            )
+            t6 = -t0 + t1 + 2
+            t7 = t1 - tf.math.maximum(-t0 + t1, 0)
+            t8 = tf.cast(t6, tf.int64)
+            t9 = tf.cast(t7, tf.int64)
+            t10 = tf.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, tf.constant(-1, tf.int64))
+            t11 = _gather(t5, t10, -1)
+            output = tf.where(t2, tf.constant(0, input.dtype), input) + tf.where(
+                t2, t11, tf.constant(0, input.dtype)
+            )
+        elif k == (1, 2) and align == "RIGHT_RIGHT":
+            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t1 = t0[..., None]
+            t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+            t3 = tf.shape(diagonal, out_type=tf.int64)[-2]
+            t4 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            t5 = tf.reshape(
+                diagonal,
+                tf.concat(
+                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t3 * t4], tf.int64)], 0
+                ),
+            )
+            t6 = -t0 + t1 + 2
+            t7 = t1 - tf.math.maximum(-t0 + t1, 0) + tf.math.abs(t0 - t1) - 1
+            t8 = tf.cast(t6, tf.int64)
+            t9 = tf.cast(t7, tf.int64)
+            t10 = tf.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, tf.constant(-1, tf.int64))
+            t11 = _gather(t5, t10, -1)
+            output = tf.where(t2, tf.constant(0, input.dtype), input) + tf.where(
+                t2, t11, tf.constant(0, input.dtype)
+            )
         else:
             raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
         return output, backward

@@ -397,7 +397,7 @@ class _MatrixBandPartFunction(torch.autograd.Function):
 
 
 def matrix_diag_part_v2(input, *, k=0, padding_value=0):
-    """MatrixDiagPartV2: Diagonal k of the last two axes (declared at ops/diagonals.py:93); differentiated by matrix_diag_part_v2_vjp."""
+    """MatrixDiagPartV2: Diagonal k of the last two axes (declared at ops/diagonals.py:92); differentiated by matrix_diag_part_v2_vjp."""
     return _MatrixDiagPartV2Function.apply(k, padding_value, input)
 
 
@@ -501,7 +501,7 @@ class _MatrixDiagPartV2Function(torch.autograd.Function):
 
 
 def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagPartV3: Diagonal k of the last two axes, or the band of diagonals k = (low, high), aligned (declared at ops/diagonals.py:115); differentiated by matrix_diag_part_v3_vjp."""
+    """MatrixDiagPartV3: Diagonal k of the last two axes, or the band of diagonals k = (low, high), aligned (declared at ops/diagonals.py:158); differentiated by matrix_diag_part_v3_vjp."""
     return _MatrixDiagPartV3Function.apply(k, padding_value, align, input)
 
 
@@ -821,7 +821,7 @@ class _MatrixDiagPartV3Function(torch.autograd.Function):
 
 
 def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
-    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:134); differentiated by matrix_diag_v2_vjp."""
+    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:176); differentiated by matrix_diag_v2_vjp."""
     return _MatrixDiagV2Function.apply(k, num_rows, num_cols, padding_value, diagonal)
 
 
@@ -930,7 +930,7 @@ class _MatrixDiagV2Function(torch.autograd.Function):
 
 
 def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:140); differentiated by matrix_diag_v3_vjp."""
+    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonal k or band k = (low, high) (declared at ops/diagonals.py:182); differentiated by matrix_diag_v3_vjp."""
     return _MatrixDiagV3Function.apply(k, num_rows, num_cols, padding_value, align, diagonal)
 
 
@@ -984,6 +984,170 @@ def matrix_diag_v3_forward(
         t8 = t1**2
         t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
         output = torch.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = np.shape(diagonal)[-2]
+        t1 = np.shape(diagonal)[-1]
+        t2 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = torch.arange(np.shape(diagonal)[-1])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - _maximum(-t3 + t4, 0) + torch.where(t3 - t4 >= 0, torch.abs(t3 - t4), 0)
+        t7 = torch.as_tensor(t5, dtype=torch.int64)
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        output = torch.where(t11, t10, 0)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_RIGHT"
+    ):
+        t0 = np.shape(diagonal)[-2]
+        t1 = np.shape(diagonal)[-1]
+        t2 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = torch.arange(np.shape(diagonal)[-1])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - _maximum(-t3 + t4, 0) + torch.where(t3 - t4 < 0, torch.abs(t3 - t4), 0)
+        t7 = torch.as_tensor(t5, dtype=torch.int64)
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        output = torch.where(t11, t10, 0)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_LEFT"
+    ):
+        t0 = np.shape(diagonal)[-2]
+        t1 = np.shape(diagonal)[-1]
+        t2 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = torch.arange(np.shape(diagonal)[-1])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - _maximum(-t3 + t4, 0)
+        t7 = torch.as_tensor(t5, dtype=torch.int64)
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        output = torch.where(t11, t10, 0)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_RIGHT"
+    ):
+        t0 = np.shape(diagonal)[-2]
+        t1 = np.shape(diagonal)[-1]
+        t2 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = torch.arange(np.shape(diagonal)[-1])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        t6 = t4 - _maximum(-t3 + t4, 0) + torch.abs(t3 - t4)
+        t7 = torch.as_tensor(t5, dtype=torch.int64)
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        output = torch.where(t11, t10, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = np.shape(diagonal)[-2]
+        t1 = np.shape(diagonal)[-1]
+        t2 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = t1 + 1
+        t4 = torch.arange(int(t3))
+        t5 = t4[..., None]
+        t6 = -t4 + t5 + 2
+        t7 = t5 - _maximum(-t4 + t5, 0) + torch.where(t4 - t5 >= 0, torch.abs(t4 - t5) - 1, 0)
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.as_tensor(t7, dtype=torch.int64)
+        t10 = torch.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        t11 = _gather(t2, t10, -1)
+        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+        output = torch.where(t12, t11, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_RIGHT"
+    ):
+        t0 = np.shape(diagonal)[-2]
+        t1 = np.shape(diagonal)[-1]
+        t2 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = t1 + 1
+        t4 = torch.arange(int(t3))
+        t5 = t4[..., None]
+        t6 = -t4 + t5 + 2
+        t7 = t5 - _maximum(-t4 + t5, 0) + torch.where(t4 - t5 < 0, torch.abs(t4 - t5) - 1, 0)
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.as_tensor(t7, dtype=torch.int64)
+        t10 = torch.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        t11 = _gather(t2, t10, -1)
+        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+        output = torch.where(t12, t11, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_LEFT"
+    ):
+        t0 = np.shape(diagonal)[-2]
+        t1 = np.shape(diagonal)[-1]
+        t2 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = t1 + 1
+        t4 = torch.arange(int(t3))
+        t5 = t4[..., None]
+        t6 = -t4 + t5 + 2
+        t7 = t5 - _maximum(-t4 + t5, 0)
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.as_tensor(t7, dtype=torch.int64)
+        t10 = torch.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        t11 = _gather(t2, t10, -1)
+        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+        output = torch.where(t12, t11, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_RIGHT"
+    ):
+        t0 = np.shape(diagonal)[-2]
+        t1 = np.shape(diagonal)[-1]
+        t2 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
+        t3 = t1 + 1
+        t4 = torch.arange(int(t3))
+        t5 = t4[..., None]
+        t6 = -t4 + t5 + 2
+        t7 = t5 - _maximum(-t4 + t5, 0) + torch.abs(t4 - t5) - 1
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.as_tensor(t7, dtype=torch.int64)
+        t10 = torch.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
+        t11 = _gather(t2, t10, -1)
+        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+        output = torch.where(t12, t11, 0)
     else:
         raise ValueError(
             f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
@@ -1004,14 +1168,10 @@ def matrix_diag_v3_vjp(
 ):
     """Gradient of MatrixDiagV3: one array per input (diagonal).
 
-    In index notation, next to the code computing it, per variant:
-        k=0, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
-            grad_diagonal[batch, i] = grad[batch, i, i]
-                i.e. `torch.diagonal(grad, dim1=-2, dim2=-1)`
-        k=1, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
-            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t2, t7, -1)`
-        k=-2, num_rows=-1, num_cols=-1, padding_value=0, align='RIGHT_LEFT':
-            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t2, t7, -1)`
+    In index notation, next to the code computing it, for k=0, num_rows=-1, num_cols=-1,
+    padding_value=0, align='RIGHT_LEFT' (other values of k, num_rows, num_cols, padding_value, align
+    change it):
+        grad_diagonal[batch, i] = grad[batch, i, i], i.e. `torch.diagonal(grad, dim1=-2, dim2=-1)`
     """
     if (
         k == 0
@@ -1053,6 +1213,206 @@ def matrix_diag_v3_vjp(
         t6 = torch.as_tensor(t3, dtype=torch.int64)
         t7 = torch.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_diagonal = _gather(t2, t7, -1)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = torch.arange(np.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 2)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = torch.arange(np.shape(diagonal)[-1])
+        t5 = t3 + t4 - 1
+        t6 = _gather(grad, t5, -2)
+        t7 = torch.diagonal(t6, dim1=-2, dim2=-1)
+        t8 = np.shape(diagonal)[-2]
+        t9 = np.shape(diagonal)[-1]
+        t10 = t3 + t4 - _maximum(t3 - 1, 0) + torch.where(t3 <= 1, torch.abs(t3 - 1), 0) - 1
+        t11 = torch.as_tensor(t3, dtype=torch.int64)
+        t12 = torch.as_tensor(t10, dtype=torch.int64)
+        t13 = torch.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = torch.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = torch.where(t2, t16, 0)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_RIGHT"
+    ):
+        t0 = torch.arange(np.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 2)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = torch.arange(np.shape(diagonal)[-1])
+        t5 = t3 + t4 - 1
+        t6 = _gather(grad, t5, -2)
+        t7 = torch.diagonal(t6, dim1=-2, dim2=-1)
+        t8 = np.shape(diagonal)[-2]
+        t9 = np.shape(diagonal)[-1]
+        t10 = t3 + t4 - _maximum(t3 - 1, 0) + torch.where(t3 > 1, torch.abs(t3 - 1), 0) - 1
+        t11 = torch.as_tensor(t3, dtype=torch.int64)
+        t12 = torch.as_tensor(t10, dtype=torch.int64)
+        t13 = torch.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = torch.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = torch.where(t2, t16, 0)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_LEFT"
+    ):
+        t0 = torch.arange(np.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 2)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = torch.arange(np.shape(diagonal)[-1])
+        t5 = t3 + t4 - 1
+        t6 = _gather(grad, t5, -2)
+        t7 = torch.diagonal(t6, dim1=-2, dim2=-1)
+        t8 = np.shape(diagonal)[-2]
+        t9 = np.shape(diagonal)[-1]
+        t10 = t3 + t4 - _maximum(t3 - 1, 0) - 1
+        t11 = torch.as_tensor(t3, dtype=torch.int64)
+        t12 = torch.as_tensor(t10, dtype=torch.int64)
+        t13 = torch.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = torch.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = torch.where(t2, t16, 0)
+    elif (
+        k == (-1, 1)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_RIGHT"
+    ):
+        t0 = torch.arange(np.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 2)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = torch.arange(np.shape(diagonal)[-1])
+        t5 = t3 + t4 - 1
+        t6 = _gather(grad, t5, -2)
+        t7 = torch.diagonal(t6, dim1=-2, dim2=-1)
+        t8 = np.shape(diagonal)[-2]
+        t9 = np.shape(diagonal)[-1]
+        t10 = t3 + t4 - _maximum(t3 - 1, 0) + torch.abs(t3 - 1) - 1
+        t11 = torch.as_tensor(t3, dtype=torch.int64)
+        t12 = torch.as_tensor(t10, dtype=torch.int64)
+        t13 = torch.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = torch.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = torch.where(t2, t16, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_LEFT"
+    ):
+        t0 = torch.arange(np.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 1)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = torch.arange(np.shape(grad)[-2])
+        t5 = t3 + t4 - 2
+        t6 = _gather(grad, t5, -2)
+        t7 = torch.diagonal(t6, dim1=-2, dim2=-1)
+        t8 = np.shape(diagonal)[-2]
+        t9 = np.shape(diagonal)[-1]
+        t10 = t3 + t4 - _maximum(t3 - 2, 0) + torch.where(t3 <= 2, torch.abs(t3 - 2) - 1, 0) - 2
+        t11 = torch.as_tensor(t3, dtype=torch.int64)
+        t12 = torch.as_tensor(t10, dtype=torch.int64)
+        t13 = torch.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = torch.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = torch.where(t2, t16, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_RIGHT"
+    ):
+        t0 = torch.arange(np.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 1)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = torch.arange(np.shape(grad)[-2])
+        t5 = t3 + t4 - 2
+        t6 = _gather(grad, t5, -2)
+        t7 = torch.diagonal(t6, dim1=-2, dim2=-1)
+        t8 = np.shape(diagonal)[-2]
+        t9 = np.shape(diagonal)[-1]
+        t10 = t3 + t4 - _maximum(t3 - 2, 0) + torch.where(t3 > 2, torch.abs(t3 - 2) - 1, 0) - 2
+        t11 = torch.as_tensor(t3, dtype=torch.int64)
+        t12 = torch.as_tensor(t10, dtype=torch.int64)
+        t13 = torch.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = torch.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = torch.where(t2, t16, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "LEFT_LEFT"
+    ):
+        t0 = torch.arange(np.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 1)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = torch.arange(np.shape(grad)[-2])
+        t5 = t3 + t4 - 2
+        t6 = _gather(grad, t5, -2)
+        t7 = torch.diagonal(t6, dim1=-2, dim2=-1)
+        t8 = np.shape(diagonal)[-2]
+        t9 = np.shape(diagonal)[-1]
+        t10 = t3 + t4 - _maximum(t3 - 2, 0) - 2
+        t11 = torch.as_tensor(t3, dtype=torch.int64)
+        t12 = torch.as_tensor(t10, dtype=torch.int64)
+        t13 = torch.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = torch.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = torch.where(t2, t16, 0)
+    elif (
+        k == (1, 2)
+        and num_rows == -1
+        and num_cols == -1
+        and padding_value == 0
+        and align == "RIGHT_RIGHT"
+    ):
+        t0 = torch.arange(np.shape(diagonal)[-2])
+        t1 = (t0 >= 0) & (t0 <= 1)
+        t2 = t1[..., None]
+        t3 = t0[..., None]
+        t4 = torch.arange(np.shape(grad)[-2])
+        t5 = t3 + t4 - 2
+        t6 = _gather(grad, t5, -2)
+        t7 = torch.diagonal(t6, dim1=-2, dim2=-1)
+        t8 = np.shape(diagonal)[-2]
+        t9 = np.shape(diagonal)[-1]
+        t10 = t3 + t4 - _maximum(t3 - 2, 0) + torch.abs(t3 - 2) - 3
+        t11 = torch.as_tensor(t3, dtype=torch.int64)
+        t12 = torch.as_tensor(t10, dtype=torch.int64)
+        t13 = torch.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
+        t14 = t8 * t9
+        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
+        t16 = torch.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
+        grad_diagonal = torch.where(t2, t16, 0)
     else:
         raise ValueError(
             f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
@@ -1096,7 +1456,7 @@ class _MatrixDiagV3Function(torch.autograd.Function):
 
 
 def matrix_set_diag_v2(input, diagonal, *, k=0):
-    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:146); differentiated by matrix_set_diag_v2_vjp."""
+    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:188); differentiated by matrix_set_diag_v2_vjp."""
     return _MatrixSetDiagV2Function.apply(k, input, diagonal)
 
 
@@ -1238,7 +1598,7 @@ class _MatrixSetDiagV2Function(torch.autograd.Function):
 
 
 def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
-    """MatrixSetDiagV3: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:152); differentiated by matrix_set_diag_v3_vjp."""
+    """MatrixSetDiagV3: input with diagonal k, or the band k = (low, high), of its last two axes replaced (declared at ops/diagonals.py:194); differentiated by matrix_set_diag_v3_vjp."""
     return _MatrixSetDiagV3Function.apply(k, align, input, diagonal)
 
 
@@ -1278,6 +1638,118 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
         t12 = torch.reshape(t11, np.shape(t11)[:-1] + (-1, t3))
         output = -input * t12 + input + t9
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        t3 = np.shape(diagonal)[-2]
+        t4 = np.shape(diagonal)[-1]
+        t5 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 1
+        t7 = t1 - _maximum(-t0 + t1, 0) + torch.where(t0 - t1 >= 0, torch.abs(t0 - t1), 0)
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.as_tensor(t7, dtype=torch.int64)
+        t10 = torch.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = torch.where(t2, 0, input) + torch.where(t2, t11, 0)
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        t3 = np.shape(diagonal)[-2]
+        t4 = np.shape(diagonal)[-1]
+        t5 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 1
+        t7 = t1 - _maximum(-t0 + t1, 0) + torch.where(t0 - t1 < 0, torch.abs(t0 - t1), 0)
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.as_tensor(t7, dtype=torch.int64)
+        t10 = torch.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = torch.where(t2, 0, input) + torch.where(t2, t11, 0)
+    elif k == (-1, 1) and align == "LEFT_LEFT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        t3 = np.shape(diagonal)[-2]
+        t4 = np.shape(diagonal)[-1]
+        t5 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 1
+        t7 = t1 - _maximum(-t0 + t1, 0)
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.as_tensor(t7, dtype=torch.int64)
+        t10 = torch.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = torch.where(t2, 0, input) + torch.where(t2, t11, 0)
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        t3 = np.shape(diagonal)[-2]
+        t4 = np.shape(diagonal)[-1]
+        t5 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 1
+        t7 = t1 - _maximum(-t0 + t1, 0) + torch.abs(t0 - t1)
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.as_tensor(t7, dtype=torch.int64)
+        t10 = torch.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = torch.where(t2, 0, input) + torch.where(t2, t11, 0)
+    elif k == (1, 2) and align == "RIGHT_LEFT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        t3 = np.shape(diagonal)[-2]
+        t4 = np.shape(diagonal)[-1]
+        t5 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 2
+        t7 = t1 - _maximum(-t0 + t1, 0) + torch.where(t0 - t1 >= 0, torch.abs(t0 - t1) - 1, 0)
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.as_tensor(t7, dtype=torch.int64)
+        t10 = torch.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = torch.where(t2, 0, input) + torch.where(t2, t11, 0)
+    elif k == (1, 2) and align == "LEFT_RIGHT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        t3 = np.shape(diagonal)[-2]
+        t4 = np.shape(diagonal)[-1]
+        t5 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 2
+        t7 = t1 - _maximum(-t0 + t1, 0) + torch.where(t0 - t1 < 0, torch.abs(t0 - t1) - 1, 0)
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.as_tensor(t7, dtype=torch.int64)
+        t10 = torch.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = torch.where(t2, 0, input) + torch.where(t2, t11, 0)
+    elif k == (1, 2) and align == "LEFT_LEFT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        t3 = np.shape(diagonal)[-2]
+        t4 = np.shape(diagonal)[-1]
+        t5 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 2
+        t7 = t1 - _maximum(-t0 + t1, 0)
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.as_tensor(t7, dtype=torch.int64)
+        t10 = torch.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = torch.where(t2, 0, input) + torch.where(t2, t11, 0)
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        t3 = np.shape(diagonal)[-2]
+        t4 = np.shape(diagonal)[-1]
+        t5 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
+        t6 = -t0 + t1 + 2
+        t7 = t1 - _maximum(-t0 + t1, 0) + torch.abs(t0 - t1) - 1
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.as_tensor(t7, dtype=torch.int64)
+        t10 = torch.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
+        t11 = _gather(t5, t10, -1)
+        output = torch.where(t2, 0, input) + torch.where(t2, t11, 0)
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
     return output
@@ -1286,19 +1758,11 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
 def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RIGHT_LEFT"):
     """Gradient of MatrixSetDiagV3: one array per input (input, diagonal).
 
-    In index notation, next to the code computing it, per variant:
-        k=0, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
-                i.e. `grad - t1 * t2`
-            grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
-        k=1, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i + 1)
-                i.e. `grad * (t9 + 1)`
-            grad_diagonal[batch, i] = grad[batch, i, i + 1], i.e. `_gather(t12, t17, -1)`
-        k=-2, align='RIGHT_LEFT':
-            grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, j] * delta(j, i - 2)
-                i.e. `grad * (t9 + 1)`
-            grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t12, t17, -1)`
+    In index notation, next to the code computing it, for k=0, align='RIGHT_LEFT' (other values of
+    k, align change it):
+        grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
+            i.e. `grad - t1 * t2`
+        grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
     """
     if k == 0 and align == "RIGHT_LEFT":
         t0 = torch.diagonal(grad, dim1=-2, dim2=-1)
@@ -1353,6 +1817,198 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
         t16 = torch.as_tensor(t13, dtype=torch.int64)
         t17 = torch.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
         grad_diagonal = _gather(t12, t17, -1)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        grad_input = grad * torch.asarray(torch.where(t2, 0, 1), dtype=grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = torch.arange(np.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 2)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 1
+        t8 = _gather(grad, t7, -2)
+        t9 = torch.diagonal(t8, dim1=-2, dim2=-1)
+        t10 = np.shape(diagonal)[-2]
+        t11 = np.shape(input)[-2]
+        t12 = t0 + t6 - _maximum(t6 - 1, 0) + torch.where(t6 <= 1, torch.abs(t6 - 1), 0) - 1
+        t13 = torch.as_tensor(t6, dtype=torch.int64)
+        t14 = torch.as_tensor(t12, dtype=torch.int64)
+        t15 = torch.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = torch.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = torch.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        grad_input = grad * torch.asarray(torch.where(t2, 0, 1), dtype=grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = torch.arange(np.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 2)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 1
+        t8 = _gather(grad, t7, -2)
+        t9 = torch.diagonal(t8, dim1=-2, dim2=-1)
+        t10 = np.shape(diagonal)[-2]
+        t11 = np.shape(input)[-2]
+        t12 = t0 + t6 - _maximum(t6 - 1, 0) + torch.where(t6 > 1, torch.abs(t6 - 1), 0) - 1
+        t13 = torch.as_tensor(t6, dtype=torch.int64)
+        t14 = torch.as_tensor(t12, dtype=torch.int64)
+        t15 = torch.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = torch.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = torch.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (-1, 1) and align == "LEFT_LEFT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        grad_input = grad * torch.asarray(torch.where(t2, 0, 1), dtype=grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = torch.arange(np.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 2)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 1
+        t8 = _gather(grad, t7, -2)
+        t9 = torch.diagonal(t8, dim1=-2, dim2=-1)
+        t10 = np.shape(diagonal)[-2]
+        t11 = np.shape(input)[-2]
+        t12 = t0 + t6 - _maximum(t6 - 1, 0) - 1
+        t13 = torch.as_tensor(t6, dtype=torch.int64)
+        t14 = torch.as_tensor(t12, dtype=torch.int64)
+        t15 = torch.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = torch.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = torch.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        grad_input = grad * torch.asarray(torch.where(t2, 0, 1), dtype=grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = torch.arange(np.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 2)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 1
+        t8 = _gather(grad, t7, -2)
+        t9 = torch.diagonal(t8, dim1=-2, dim2=-1)
+        t10 = np.shape(diagonal)[-2]
+        t11 = np.shape(input)[-2]
+        t12 = t0 + t6 - _maximum(t6 - 1, 0) + torch.abs(t6 - 1) - 1
+        t13 = torch.as_tensor(t6, dtype=torch.int64)
+        t14 = torch.as_tensor(t12, dtype=torch.int64)
+        t15 = torch.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = torch.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = torch.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (1, 2) and align == "RIGHT_LEFT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        grad_input = grad * torch.asarray(torch.where(t2, 0, 1), dtype=grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = torch.arange(np.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 1)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 2
+        t8 = _gather(grad, t7, -2)
+        t9 = torch.diagonal(t8, dim1=-2, dim2=-1)
+        t10 = np.shape(diagonal)[-2]
+        t11 = np.shape(diagonal)[-1]
+        t12 = t0 + t6 - _maximum(t6 - 2, 0) + torch.where(t6 <= 2, torch.abs(t6 - 2) - 1, 0) - 2
+        t13 = torch.as_tensor(t6, dtype=torch.int64)
+        t14 = torch.as_tensor(t12, dtype=torch.int64)
+        t15 = torch.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = torch.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = torch.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (1, 2) and align == "LEFT_RIGHT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        grad_input = grad * torch.asarray(torch.where(t2, 0, 1), dtype=grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = torch.arange(np.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 1)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 2
+        t8 = _gather(grad, t7, -2)
+        t9 = torch.diagonal(t8, dim1=-2, dim2=-1)
+        t10 = np.shape(diagonal)[-2]
+        t11 = np.shape(diagonal)[-1]
+        t12 = t0 + t6 - _maximum(t6 - 2, 0) + torch.where(t6 > 2, torch.abs(t6 - 2) - 1, 0) - 2
+        t13 = torch.as_tensor(t6, dtype=torch.int64)
+        t14 = torch.as_tensor(t12, dtype=torch.int64)
+        t15 = torch.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = torch.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = torch.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (1, 2) and align == "LEFT_LEFT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        grad_input = grad * torch.asarray(torch.where(t2, 0, 1), dtype=grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = torch.arange(np.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 1)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 2
+        t8 = _gather(grad, t7, -2)
+        t9 = torch.diagonal(t8, dim1=-2, dim2=-1)
+        t10 = np.shape(diagonal)[-2]
+        t11 = np.shape(diagonal)[-1]
+        t12 = t0 + t6 - _maximum(t6 - 2, 0) - 2
+        t13 = torch.as_tensor(t6, dtype=torch.int64)
+        t14 = torch.as_tensor(t12, dtype=torch.int64)
+        t15 = torch.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = torch.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = torch.where(t5, t18, 0)
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
+        t0 = torch.arange(np.shape(input)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        grad_input = grad * torch.asarray(torch.where(t2, 0, 1), dtype=grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t3 = torch.arange(np.shape(diagonal)[-2])
+        t4 = (t3 >= 0) & (t3 <= 1)
+        t5 = t4[..., None]
+        t6 = t3[..., None]
+        t7 = t0 + t6 - 2
+        t8 = _gather(grad, t7, -2)
+        t9 = torch.diagonal(t8, dim1=-2, dim2=-1)
+        t10 = np.shape(diagonal)[-2]
+        t11 = np.shape(diagonal)[-1]
+        t12 = t0 + t6 - _maximum(t6 - 2, 0) + torch.abs(t6 - 2) - 3
+        t13 = torch.as_tensor(t6, dtype=torch.int64)
+        t14 = torch.as_tensor(t12, dtype=torch.int64)
+        t15 = torch.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+        t16 = t10 * t11
+        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+        t18 = torch.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
+        grad_diagonal = torch.where(t5, t18, 0)
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")

@@ -214,3 +214,14 @@ def test_a_band_of_diagonals_aligned_as_tensorflow(tf, tf_module, numpy_module, 
     inputs = {"input": normal(2, 4, 4)}
     attrs = {"k": k, "padding_value": 0, "align": align}
     check(tf, tf_module, numpy_module, "diagonals", "matrix_diag_part_v3", "MatrixDiagPartV3", inputs, attrs, dtype)
+
+
+@pytest.mark.parametrize("align", ["RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"])
+@pytest.mark.parametrize("k", [(-1, 1), (1, 2)], ids=str)
+def test_a_band_of_diagonals_set_and_made_as_tensorflow(tf, tf_module, numpy_module, k, align):
+    longest = 4 - (0 if k[0] <= 0 <= k[1] else min(map(abs, k)))
+    band = normal(2, k[1] - k[0] + 1, longest)
+    set_inputs = {"input": normal(2, 4, 4), "diagonal": band}
+    check(tf, tf_module, numpy_module, "diagonals", "matrix_set_diag_v3", "MatrixSetDiagV3", set_inputs, {"k": k, "align": align}, np.float64)
+    attrs = {"k": k, "num_rows": -1, "num_cols": -1, "padding_value": 0, "align": align}
+    check(tf, tf_module, numpy_module, "diagonals", "matrix_diag_v3", "MatrixDiagV3", {"diagonal": band}, attrs, np.float64)
