@@ -523,16 +523,20 @@ def strided_slice_forward(
     begin = np.asarray(begin, dtype=np.int64)
     end = np.asarray(end, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
+    if ellipsis_mask != 0 or new_axis_mask != 0:
+        raise ValueError(
+            f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
     t0 = jnp.shape(input)[-1]
-    if rank == 1 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+    if rank == 1 and shrink_axis_mask == 0:
         t1 = _slice_length(t0, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0))
         t2 = jnp.arange(t1)
         t3 = strides[0] * t2 + _slice_start(t0, begin[0], strides[0], _bit(begin_mask, 0))
         output = _gather(input, t3, -1)
-    elif rank == 1 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 1 and shrink_axis_mask == 1:
         t1 = np.where(begin[0] < 0, begin[0] + t0, begin[0])
         output = _gather(input, t1, -1)
-    elif rank == 2 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 2 and shrink_axis_mask == 0:
         t1 = _slice_length(t0, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
         t2 = jnp.arange(t1)
         t3 = strides[1] * t2 + _slice_start(t0, begin[1], strides[1], _bit(begin_mask, 1))
@@ -542,7 +546,7 @@ def strided_slice_forward(
         t7 = jnp.arange(t6)
         t8 = strides[0] * t7 + _slice_start(t5, begin[0], strides[0], _bit(begin_mask, 0))
         output = _gather(t4, t8, -2)
-    elif rank == 2 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 2 and shrink_axis_mask == 1:
         t1 = _slice_length(t0, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
         t2 = jnp.arange(t1)
         t3 = strides[1] * t2 + _slice_start(t0, begin[1], strides[1], _bit(begin_mask, 1))
@@ -550,7 +554,7 @@ def strided_slice_forward(
         t5 = jnp.shape(input)[-2]
         t6 = np.where(begin[0] < 0, begin[0] + t5, begin[0])
         output = _gather(t4, t6, -2)
-    elif rank == 3 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 3 and shrink_axis_mask == 0:
         t1 = _slice_length(t0, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
         t2 = jnp.arange(t1)
         t3 = strides[2] * t2 + _slice_start(t0, begin[2], strides[2], _bit(begin_mask, 2))
@@ -567,7 +571,7 @@ def strided_slice_forward(
         t12 = jnp.arange(t11)
         t13 = strides[0] * t12 + _slice_start(t10, begin[0], strides[0], _bit(begin_mask, 0))
         output = _gather(t9, t13, -3)
-    elif rank == 3 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 3 and shrink_axis_mask == 1:
         t1 = _slice_length(t0, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
         t2 = jnp.arange(t1)
         t3 = strides[2] * t2 + _slice_start(t0, begin[2], strides[2], _bit(begin_mask, 2))
@@ -580,7 +584,7 @@ def strided_slice_forward(
         t10 = jnp.shape(input)[-3]
         t11 = np.where(begin[0] < 0, begin[0] + t10, begin[0])
         output = _gather(t9, t11, -3)
-    elif rank == 4 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 4 and shrink_axis_mask == 0:
         t1 = _slice_length(t0, begin[3], end[3], strides[3], _bit(begin_mask, 3), _bit(end_mask, 3))
         t2 = jnp.arange(t1)
         t3 = strides[3] * t2 + _slice_start(t0, begin[3], strides[3], _bit(begin_mask, 3))
@@ -604,7 +608,7 @@ def strided_slice_forward(
         t17 = jnp.arange(t16)
         t18 = strides[0] * t17 + _slice_start(t15, begin[0], strides[0], _bit(begin_mask, 0))
         output = _gather(t14, t18, -4)
-    elif rank == 4 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 4 and shrink_axis_mask == 1:
         t1 = _slice_length(t0, begin[3], end[3], strides[3], _bit(begin_mask, 3), _bit(end_mask, 3))
         t2 = jnp.arange(t1)
         t3 = strides[3] * t2 + _slice_start(t0, begin[3], strides[3], _bit(begin_mask, 3))
@@ -657,19 +661,23 @@ def strided_slice_vjp(
     begin = np.asarray(begin, dtype=np.int64)
     end = np.asarray(end, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
-    if rank == 1 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+    if ellipsis_mask != 0 or new_axis_mask != 0:
+        raise ValueError(
+            f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    if rank == 1 and shrink_axis_mask == 0:
         t0 = jnp.arange(jnp.shape(input)[-1])
         t1 = jnp.shape(input)[-1]
         t2 = t0 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
         t3 = jnp.where(t2 % strides[0] == 0, t2 // strides[0], -1)
         grad_input = _gather(grad, t3, -1)
-    elif rank == 1 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 1 and shrink_axis_mask == 1:
         t0 = jnp.shape(input)[-1]
         t1 = np.where(begin[0] < 0, begin[0] + t0, begin[0])
         t2 = jnp.arange(jnp.shape(input)[-1])
         t3 = t2 == t1
         grad_input = jnp.where(t3, grad, 0)
-    elif rank == 2 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 2 and shrink_axis_mask == 0:
         t0 = jnp.arange(jnp.shape(input)[-1])
         t1 = jnp.shape(input)[-1]
         t2 = t0 - _slice_start(t1, begin[1], strides[1], _bit(begin_mask, 1))
@@ -680,7 +688,7 @@ def strided_slice_vjp(
         t7 = t5 - _slice_start(t6, begin[0], strides[0], _bit(begin_mask, 0))
         t8 = jnp.where(t7 % strides[0] == 0, t7 // strides[0], -1)
         grad_input = _gather(t4, t8, -2)
-    elif rank == 2 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 2 and shrink_axis_mask == 1:
         t0 = jnp.arange(jnp.shape(input)[-1])
         t1 = jnp.shape(input)[-1]
         t2 = t0 - _slice_start(t1, begin[1], strides[1], _bit(begin_mask, 1))
@@ -692,7 +700,7 @@ def strided_slice_vjp(
         t8 = t7 == t6
         t9 = t8[..., None]
         grad_input = jnp.where(t9, t4, 0)
-    elif rank == 3 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 3 and shrink_axis_mask == 0:
         t0 = jnp.arange(jnp.shape(input)[-1])
         t1 = jnp.shape(input)[-1]
         t2 = t0 - _slice_start(t1, begin[2], strides[2], _bit(begin_mask, 2))
@@ -708,7 +716,7 @@ def strided_slice_vjp(
         t12 = t10 - _slice_start(t11, begin[0], strides[0], _bit(begin_mask, 0))
         t13 = jnp.where(t12 % strides[0] == 0, t12 // strides[0], -1)
         grad_input = _gather(t9, t13, -3)
-    elif rank == 3 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 3 and shrink_axis_mask == 1:
         t0 = jnp.arange(jnp.shape(input)[-1])
         t1 = jnp.shape(input)[-1]
         t2 = t0 - _slice_start(t1, begin[2], strides[2], _bit(begin_mask, 2))
@@ -725,7 +733,7 @@ def strided_slice_vjp(
         t13 = t12 == t11
         t14 = t13[..., None, None]
         grad_input = jnp.where(t14, t9, 0)
-    elif rank == 4 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 4 and shrink_axis_mask == 0:
         t0 = jnp.arange(jnp.shape(input)[-1])
         t1 = jnp.shape(input)[-1]
         t2 = t0 - _slice_start(t1, begin[3], strides[3], _bit(begin_mask, 3))
@@ -746,7 +754,7 @@ def strided_slice_vjp(
         t17 = t15 - _slice_start(t16, begin[0], strides[0], _bit(begin_mask, 0))
         t18 = jnp.where(t17 % strides[0] == 0, t17 // strides[0], -1)
         grad_input = _gather(t14, t18, -4)
-    elif rank == 4 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 4 and shrink_axis_mask == 1:
         t0 = jnp.arange(jnp.shape(input)[-1])
         t1 = jnp.shape(input)[-1]
         t2 = t0 - _slice_start(t1, begin[3], strides[3], _bit(begin_mask, 3))

@@ -677,12 +677,16 @@ def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
 
 def reverse_sequence_forward(input, seq_lengths, *, seq_dim=1, batch_dim=0):
     """ReverseSequence's formula."""
+    if batch_dim != 0:
+        raise ValueError(
+            f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+        )
     t0 = jnp.shape(input)[-3]
     t1 = jnp.shape(input)[-2]
     t2 = jnp.shape(input)[-1]
     t4 = jnp.arange(jnp.shape(input)[-3])
     t6 = jnp.arange(jnp.shape(input)[-2])
-    if seq_dim == 1 and batch_dim == 0:
+    if seq_dim == 1:
         t3 = jnp.reshape(input, (t0 * t1, t2))
         t5 = t4[..., None]
         t7 = seq_lengths[..., None]
@@ -692,7 +696,7 @@ def reverse_sequence_forward(input, seq_lengths, *, seq_dim=1, batch_dim=0):
         t11 = jnp.asarray(t9, dtype=jnp.int64)
         t12 = jnp.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
         output = _gather(t3, t12, -2)
-    elif seq_dim == 2 and batch_dim == 0:
+    elif seq_dim == 2:
         t3 = jnp.reshape(input, (t0 * t1 * t2,))
         t5 = t4[..., None, None]
         t7 = t6[..., None]
@@ -721,9 +725,13 @@ def reverse_sequence_vjp(grad, input, seq_lengths, *, output=None, seq_dim=1, ba
             seq_lengths[i] else t))
             i.e. `jnp.reshape(t12, jnp.shape(t12)[:-2] + (-1, t1) + jnp.shape(t12)[-1:])`
     """
+    if batch_dim != 0:
+        raise ValueError(
+            f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+        )
     t0 = jnp.shape(input)[-3]
     t1 = jnp.shape(input)[-2]
-    if seq_dim == 1 and batch_dim == 0:
+    if seq_dim == 1:
         t2 = jnp.arange(jnp.shape(input)[-3])
         t3 = t2[..., None]
         t4 = jnp.arange(jnp.shape(input)[-2])
@@ -736,7 +744,7 @@ def reverse_sequence_vjp(grad, input, seq_lengths, *, output=None, seq_dim=1, ba
         t11 = t0 * t1
         t12 = _scatter_add(grad, t10, 1, t11)  # no gather form: an explicit scatter-add
         grad_input = jnp.reshape(t12, jnp.shape(t12)[:-2] + (-1, t1) + jnp.shape(t12)[-1:])
-    elif seq_dim == 2 and batch_dim == 0:
+    elif seq_dim == 2:
         t2 = jnp.shape(input)[-1]
         t3 = jnp.arange(jnp.shape(input)[-3])
         t4 = t3[..., None, None]

@@ -406,12 +406,16 @@ def mirror_pad_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, mode="R
 
 def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
     """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:56)."""
+    if batch_dim != 0:
+        raise ValueError(
+            f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+        )
     t0 = np.shape(input)[-3]
     t1 = np.shape(input)[-2]
     t2 = np.shape(input)[-1]
     t4 = np.arange(np.shape(input)[-3])
     t6 = np.arange(np.shape(input)[-2])
-    if seq_dim == 1 and batch_dim == 0:
+    if seq_dim == 1:
         t3 = np.reshape(input, (t0 * t1, t2))
         t5 = t4[..., None]
         t7 = seq_lengths[..., None]
@@ -421,7 +425,7 @@ def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
         t11 = np.asarray(t9, dtype=np.int64)
         t12 = np.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
         output = _gather(t3, t12, -2)
-    elif seq_dim == 2 and batch_dim == 0:
+    elif seq_dim == 2:
         t3 = np.reshape(input, (t0 * t1 * t2,))
         t5 = t4[..., None, None]
         t7 = t6[..., None]
@@ -450,9 +454,13 @@ def reverse_sequence_grad(grad, input, seq_lengths, *, output=None, seq_dim=1, b
             seq_lengths[i] else t))
             i.e. `np.reshape(t12, np.shape(t12)[:-2] + (-1, t1) + np.shape(t12)[-1:])`
     """
+    if batch_dim != 0:
+        raise ValueError(
+            f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+        )
     t0 = np.shape(input)[-3]
     t1 = np.shape(input)[-2]
-    if seq_dim == 1 and batch_dim == 0:
+    if seq_dim == 1:
         t2 = np.arange(np.shape(input)[-3])
         t3 = t2[..., None]
         t4 = np.arange(np.shape(input)[-2])
@@ -465,7 +473,7 @@ def reverse_sequence_grad(grad, input, seq_lengths, *, output=None, seq_dim=1, b
         t11 = t0 * t1
         t12 = _scatter_add(grad, t10, 1, t11)  # no gather form: an explicit scatter-add
         grad_input = np.reshape(t12, np.shape(t12)[:-2] + (-1, t1) + np.shape(t12)[-1:])
-    elif seq_dim == 2 and batch_dim == 0:
+    elif seq_dim == 2:
         t2 = np.shape(input)[-1]
         t3 = np.arange(np.shape(input)[-3])
         t4 = t3[..., None, None]
@@ -501,12 +509,16 @@ def reverse_sequence_grad_grad(
     batch_dim=0,
 ):
     """Second order of ReverseSequence: the gradient of reverse_sequence_grad: one array per input (grad, input, seq_lengths)."""
+    if batch_dim != 0:
+        raise ValueError(
+            f"ReverseSequenceGrad: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+        )
     t0 = np.shape(grad_vjp_input)[-3]
     t1 = np.shape(grad_vjp_input)[-2]
     t2 = np.shape(grad_vjp_input)[-1]
     t4 = np.arange(np.shape(grad)[-3])
     t6 = np.arange(np.shape(grad)[-2])
-    if seq_dim == 1 and batch_dim == 0:
+    if seq_dim == 1:
         t3 = np.reshape(grad_vjp_input, (t0 * t1, t2))
         t5 = t4[..., None]
         t7 = seq_lengths[..., None]
@@ -516,7 +528,7 @@ def reverse_sequence_grad_grad(
         t11 = np.asarray(t9, dtype=np.int64)
         t12 = np.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
         grad_grad = _gather(t3, t12, -2)
-    elif seq_dim == 2 and batch_dim == 0:
+    elif seq_dim == 2:
         t3 = np.reshape(grad_vjp_input, (t0 * t1 * t2,))
         t5 = t4[..., None, None]
         t7 = t6[..., None]

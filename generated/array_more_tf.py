@@ -532,9 +532,13 @@ def reverse_sequence_vjp(grad, input, seq_lengths, output, *, seq_dim=1, batch_d
             seq_lengths[i] else t))
             i.e. `tf.reshape(t12, tf.concat([tf.shape(t12, out_type=tf.int64)[:-2], ...`
     """
+    if batch_dim != 0:
+        raise ValueError(
+            f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+        )
     t0 = tf.shape(input, out_type=tf.int64)[-3]
     t1 = tf.shape(input, out_type=tf.int64)[-2]
-    if seq_dim == 1 and batch_dim == 0:
+    if seq_dim == 1:
         t2 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
         t3 = t2[..., None]
         t4 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
@@ -557,7 +561,7 @@ def reverse_sequence_vjp(grad, input, seq_lengths, output, *, seq_dim=1, batch_d
                 0,
             ),
         )
-    elif seq_dim == 2 and batch_dim == 0:
+    elif seq_dim == 2:
         t2 = tf.shape(input, out_type=tf.int64)[-1]
         t3 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
         t4 = t3[..., None, None]
@@ -621,12 +625,16 @@ def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
+        if batch_dim != 0:
+            raise ValueError(
+                f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+            )
         t0 = tf.shape(input, out_type=tf.int64)[-3]
         t1 = tf.shape(input, out_type=tf.int64)[-2]
         t2 = tf.shape(input, out_type=tf.int64)[-1]
         t4 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
         t6 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        if seq_dim == 1 and batch_dim == 0:
+        if seq_dim == 1:
             t3 = tf.reshape(input, [t0 * t1, t2])
             t5 = t4[..., None]
             t7 = seq_lengths[..., None]
@@ -636,7 +644,7 @@ def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
             t11 = tf.cast(t9, tf.int64)
             t12 = tf.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, tf.constant(-1, tf.int64))
             output = _gather(t3, t12, -2)
-        elif seq_dim == 2 and batch_dim == 0:
+        elif seq_dim == 2:
             t3 = tf.reshape(input, [t0 * t1 * t2])
             t5 = t4[..., None, None]
             t7 = t6[..., None]

@@ -686,12 +686,16 @@ def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
 
 def reverse_sequence_forward(input, seq_lengths, *, seq_dim=1, batch_dim=0):
     """ReverseSequence's formula."""
+    if batch_dim != 0:
+        raise ValueError(
+            f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+        )
     t0 = np.shape(input)[-3]
     t1 = np.shape(input)[-2]
     t2 = np.shape(input)[-1]
     t4 = torch.arange(np.shape(input)[-3])
     t6 = torch.arange(np.shape(input)[-2])
-    if seq_dim == 1 and batch_dim == 0:
+    if seq_dim == 1:
         t3 = torch.reshape(input, (t0 * t1, t2))
         t5 = t4[..., None]
         t7 = seq_lengths[..., None]
@@ -701,7 +705,7 @@ def reverse_sequence_forward(input, seq_lengths, *, seq_dim=1, batch_dim=0):
         t11 = torch.as_tensor(t9, dtype=torch.int64)
         t12 = torch.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
         output = _gather(t3, t12, -2)
-    elif seq_dim == 2 and batch_dim == 0:
+    elif seq_dim == 2:
         t3 = torch.reshape(input, (t0 * t1 * t2,))
         t5 = t4[..., None, None]
         t7 = t6[..., None]
@@ -730,9 +734,13 @@ def reverse_sequence_vjp(grad, input, seq_lengths, *, output=None, seq_dim=1, ba
             seq_lengths[i] else t))
             i.e. `torch.reshape(t12, np.shape(t12)[:-2] + (-1, t1) + np.shape(t12)[-1:])`
     """
+    if batch_dim != 0:
+        raise ValueError(
+            f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+        )
     t0 = np.shape(input)[-3]
     t1 = np.shape(input)[-2]
-    if seq_dim == 1 and batch_dim == 0:
+    if seq_dim == 1:
         t2 = torch.arange(np.shape(input)[-3])
         t3 = t2[..., None]
         t4 = torch.arange(np.shape(input)[-2])
@@ -745,7 +753,7 @@ def reverse_sequence_vjp(grad, input, seq_lengths, *, output=None, seq_dim=1, ba
         t11 = t0 * t1
         t12 = _scatter_add(grad, t10, 1, t11)  # no gather form: an explicit scatter-add
         grad_input = torch.reshape(t12, np.shape(t12)[:-2] + (-1, t1) + np.shape(t12)[-1:])
-    elif seq_dim == 2 and batch_dim == 0:
+    elif seq_dim == 2:
         t2 = np.shape(input)[-1]
         t3 = torch.arange(np.shape(input)[-3])
         t4 = t3[..., None, None]

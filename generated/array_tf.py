@@ -655,19 +655,23 @@ def strided_slice_vjp(
     begin = tf.cast(begin, tf.int64)
     end = tf.cast(end, tf.int64)
     strides = tf.cast(strides, tf.int64)
-    if rank == 1 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+    if ellipsis_mask != 0 or new_axis_mask != 0:
+        raise ValueError(
+            f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    if rank == 1 and shrink_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
         t2 = t0 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
         t3 = tf.where(tf.equal(t2 % strides[0], 0), t2 // strides[0], -tf.ones_like(t2))
         grad_input = _gather(grad, t3, -1)
-    elif rank == 1 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 1 and shrink_axis_mask == 1:
         t0 = tf.shape(input, out_type=tf.int64)[-1]
         t1 = tf.where(begin[0] < 0, begin[0] + t0, begin[0])
         t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t3 = tf.equal(t2, t1)
         grad_input = grad * tf.where(t3, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-    elif rank == 2 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 2 and shrink_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
         t2 = t0 - _slice_start(t1, begin[1], strides[1], _bit(begin_mask, 1))
@@ -678,7 +682,7 @@ def strided_slice_vjp(
         t7 = t5 - _slice_start(t6, begin[0], strides[0], _bit(begin_mask, 0))
         t8 = tf.where(tf.equal(t7 % strides[0], 0), t7 // strides[0], -tf.ones_like(t7))
         grad_input = _gather(t4, t8, -2)
-    elif rank == 2 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 2 and shrink_axis_mask == 1:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
         t2 = t0 - _slice_start(t1, begin[1], strides[1], _bit(begin_mask, 1))
@@ -690,7 +694,7 @@ def strided_slice_vjp(
         t8 = tf.equal(t7, t6)
         t9 = t8[..., None]
         grad_input = t4 * tf.where(t9, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-    elif rank == 3 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 3 and shrink_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
         t2 = t0 - _slice_start(t1, begin[2], strides[2], _bit(begin_mask, 2))
@@ -706,7 +710,7 @@ def strided_slice_vjp(
         t12 = t10 - _slice_start(t11, begin[0], strides[0], _bit(begin_mask, 0))
         t13 = tf.where(tf.equal(t12 % strides[0], 0), t12 // strides[0], -tf.ones_like(t12))
         grad_input = _gather(t9, t13, -3)
-    elif rank == 3 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 3 and shrink_axis_mask == 1:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
         t2 = t0 - _slice_start(t1, begin[2], strides[2], _bit(begin_mask, 2))
@@ -723,7 +727,7 @@ def strided_slice_vjp(
         t13 = tf.equal(t12, t11)
         t14 = t13[..., None, None]
         grad_input = t9 * tf.where(t14, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-    elif rank == 4 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 4 and shrink_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
         t2 = t0 - _slice_start(t1, begin[3], strides[3], _bit(begin_mask, 3))
@@ -744,7 +748,7 @@ def strided_slice_vjp(
         t17 = t15 - _slice_start(t16, begin[0], strides[0], _bit(begin_mask, 0))
         t18 = tf.where(tf.equal(t17 % strides[0], 0), t17 // strides[0], -tf.ones_like(t17))
         grad_input = _gather(t14, t18, -4)
-    elif rank == 4 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+    elif rank == 4 and shrink_axis_mask == 1:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
         t2 = t0 - _slice_start(t1, begin[3], strides[3], _bit(begin_mask, 3))
@@ -849,18 +853,22 @@ def strided_slice(
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
+        if ellipsis_mask != 0 or new_axis_mask != 0:
+            raise ValueError(
+                f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+            )
         t0 = tf.shape(input, out_type=tf.int64)[-1]
-        if rank == 1 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+        if rank == 1 and shrink_axis_mask == 0:
             t1 = _slice_length(
                 t0, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
             )
             t2 = tf.range(tf.cast(t1, tf.int64))
             t3 = strides[0] * t2 + _slice_start(t0, begin[0], strides[0], _bit(begin_mask, 0))
             output = _gather(input, t3, -1)
-        elif rank == 1 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+        elif rank == 1 and shrink_axis_mask == 1:
             t1 = tf.where(begin[0] < 0, begin[0] + t0, begin[0])
             output = _gather(input, t1, -1)
-        elif rank == 2 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+        elif rank == 2 and shrink_axis_mask == 0:
             t1 = _slice_length(
                 t0, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
             )
@@ -874,7 +882,7 @@ def strided_slice(
             t7 = tf.range(tf.cast(t6, tf.int64))
             t8 = strides[0] * t7 + _slice_start(t5, begin[0], strides[0], _bit(begin_mask, 0))
             output = _gather(t4, t8, -2)
-        elif rank == 2 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+        elif rank == 2 and shrink_axis_mask == 1:
             t1 = _slice_length(
                 t0, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
             )
@@ -884,7 +892,7 @@ def strided_slice(
             t5 = tf.shape(input, out_type=tf.int64)[-2]
             t6 = tf.where(begin[0] < 0, begin[0] + t5, begin[0])
             output = _gather(t4, t6, -2)
-        elif rank == 3 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+        elif rank == 3 and shrink_axis_mask == 0:
             t1 = _slice_length(
                 t0, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2)
             )
@@ -905,7 +913,7 @@ def strided_slice(
             t12 = tf.range(tf.cast(t11, tf.int64))
             t13 = strides[0] * t12 + _slice_start(t10, begin[0], strides[0], _bit(begin_mask, 0))
             output = _gather(t9, t13, -3)
-        elif rank == 3 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+        elif rank == 3 and shrink_axis_mask == 1:
             t1 = _slice_length(
                 t0, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2)
             )
@@ -922,7 +930,7 @@ def strided_slice(
             t10 = tf.shape(input, out_type=tf.int64)[-3]
             t11 = tf.where(begin[0] < 0, begin[0] + t10, begin[0])
             output = _gather(t9, t11, -3)
-        elif rank == 4 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+        elif rank == 4 and shrink_axis_mask == 0:
             t1 = _slice_length(
                 t0, begin[3], end[3], strides[3], _bit(begin_mask, 3), _bit(end_mask, 3)
             )
@@ -950,7 +958,7 @@ def strided_slice(
             t17 = tf.range(tf.cast(t16, tf.int64))
             t18 = strides[0] * t17 + _slice_start(t15, begin[0], strides[0], _bit(begin_mask, 0))
             output = _gather(t14, t18, -4)
-        elif rank == 4 and shrink_axis_mask == 1 and ellipsis_mask == 0 and new_axis_mask == 0:
+        elif rank == 4 and shrink_axis_mask == 1:
             t1 = _slice_length(
                 t0, begin[3], end[3], strides[3], _bit(begin_mask, 3), _bit(end_mask, 3)
             )

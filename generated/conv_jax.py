@@ -1038,13 +1038,17 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
 
 def max_pool_forward(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     """MaxPool's formula."""
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
     t0 = jnp.shape(input)[-2]
     t5 = ksize[2]
     t6 = jnp.arange(t5)
     t9 = jnp.shape(input)[-3]
     t14 = ksize[1]
     t15 = jnp.arange(t14)
-    if padding == "VALID" and data_format == "NHWC":
+    if padding == "VALID":
         t1 = (-ksize[2] + t0) // strides[2]
         t2 = t1 + 1
         t3 = jnp.arange(t2)
@@ -1059,7 +1063,7 @@ def max_pool_forward(input, *, padding="VALID", data_format="NHWC", ksize, strid
         t17 = _gather(t8, t16, -4, fill=-jnp.inf)
         t18 = jnp.transpose(t17, (0, 1, 3, 5, 2, 4))
         output = jnp.max(t18, axis=(-2, -1))
-    elif padding == "SAME" and data_format == "NHWC":
+    elif padding == "SAME":
         t1 = -((-t0) // strides[2])
         t2 = t1
         t3 = jnp.arange(t2)
@@ -1099,7 +1103,11 @@ def max_pool_vjp(grad, input, *, output=None, padding="VALID", data_format="NHWC
         output = max_pool_forward(
             input, padding=padding, data_format=data_format, ksize=ksize, strides=strides
         )
-    if padding == "VALID" and data_format == "NHWC":
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
         grad_input = _max_pool_backprop(
             input,
             output,
@@ -1109,7 +1117,7 @@ def max_pool_vjp(grad, input, *, output=None, padding="VALID", data_format="NHWC
             pads=(0, 0),
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )
-    elif padding == "SAME" and data_format == "NHWC":
+    elif padding == "SAME":
         grad_input = _max_pool_backprop(
             input,
             output,

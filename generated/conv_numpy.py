@@ -1060,13 +1060,17 @@ def avg_pool_grad_grad(
 
 def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:139)."""
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
     t0 = np.shape(input)[-2]
     t5 = ksize[2]
     t6 = np.arange(t5)
     t9 = np.shape(input)[-3]
     t14 = ksize[1]
     t15 = np.arange(t14)
-    if padding == "VALID" and data_format == "NHWC":
+    if padding == "VALID":
         t1 = (-ksize[2] + t0) // strides[2]
         t2 = t1 + 1
         t3 = np.arange(t2)
@@ -1081,7 +1085,7 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
         t17 = _gather(t8, t16, -4, fill=-np.inf)
         t18 = np.transpose(t17, (0, 1, 3, 5, 2, 4))
         output = np.max(t18, axis=(-2, -1))
-    elif padding == "SAME" and data_format == "NHWC":
+    elif padding == "SAME":
         t1 = -((-t0) // strides[2])
         t2 = t1
         t3 = np.arange(t2)
@@ -1121,7 +1125,11 @@ def max_pool_grad(grad, input, *, output=None, padding="VALID", data_format="NHW
         output = max_pool(
             input, padding=padding, data_format=data_format, ksize=ksize, strides=strides
         )
-    if padding == "VALID" and data_format == "NHWC":
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
         grad_input = _max_pool_backprop(
             input,
             output,
@@ -1131,7 +1139,7 @@ def max_pool_grad(grad, input, *, output=None, padding="VALID", data_format="NHW
             pads=(0, 0),
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )
-    elif padding == "SAME" and data_format == "NHWC":
+    elif padding == "SAME":
         grad_input = _max_pool_backprop(
             input,
             output,
@@ -1165,7 +1173,11 @@ def max_pool_grad_grad(
     strides,
 ):
     """Second order of MaxPool: the gradient of max_pool_grad: one array per input (grad, input)."""
-    if padding == "VALID" and data_format == "NHWC":
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
             t1 = t0[..., None]
@@ -1223,7 +1235,7 @@ def max_pool_grad_grad(
         t49 = t48[..., None, None]
         t50 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
         grad_grad = np.sum(np.where((t47 == t49) & (t50 == 0), t46, 0), axis=(-2, -1))
-    elif padding == "SAME" and data_format == "NHWC":
+    elif padding == "SAME":
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
             t1 = t0[..., None]

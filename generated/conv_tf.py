@@ -1510,7 +1510,11 @@ def max_pool_vjp(grad, input, output, *, padding="VALID", data_format="NHWC", ks
             * strides[1], b + j * strides[2], n], -oo), output[k, i, j, n]))
             i.e. `_max_pool_backprop(input, output, grad, window=[ksize[1], ksize[2]], ...`
     """
-    if padding == "VALID" and data_format == "NHWC":
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
         grad_input = _max_pool_backprop(
             input,
             output,
@@ -1519,7 +1523,7 @@ def max_pool_vjp(grad, input, output, *, padding="VALID", data_format="NHWC", ks
             strides=[strides[1], strides[2]],
             geometry=lambda size: ([0, 0], [size(input, -3), size(input, -2)]),
         )
-    elif padding == "SAME" and data_format == "NHWC":
+    elif padding == "SAME":
         grad_input = _max_pool_backprop(
             input,
             output,
@@ -1595,13 +1599,17 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
+        if data_format != "NHWC":
+            raise ValueError(
+                f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+            )
         t0 = tf.shape(input, out_type=tf.int64)[-2]
         t5 = ksize[2]
         t6 = tf.range(tf.cast(t5, tf.int64))
         t9 = tf.shape(input, out_type=tf.int64)[-3]
         t14 = ksize[1]
         t15 = tf.range(tf.cast(t14, tf.int64))
-        if padding == "VALID" and data_format == "NHWC":
+        if padding == "VALID":
             t1 = (-ksize[2] + t0) // strides[2]
             t2 = t1 + 1
             t3 = tf.range(tf.cast(t2, tf.int64))
@@ -1616,7 +1624,7 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
             t17 = _gather(t8, t16, -4, fill=float("-inf"))
             t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
             output = tf.reduce_max(t18, axis=[-2, -1])
-        elif padding == "SAME" and data_format == "NHWC":
+        elif padding == "SAME":
             t1 = -((-t0) // strides[2])
             t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))

@@ -378,9 +378,13 @@ def matrix_diag_part_v2(input, *, k=0, padding_value=0):
 
 def matrix_diag_part_v2_forward(input, *, k=0, padding_value=0):
     """MatrixDiagPartV2's formula."""
-    if k == 0 and padding_value == 0:
+    if padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
+        )
+    if k == 0:
         diagonal = jnp.diagonal(input, axis1=-2, axis2=-1)
-    elif k == 1 and padding_value == 0:
+    elif k == 1:
         t0 = jnp.shape(input)[-2]
         t1 = jnp.shape(input)[-1]
         t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
@@ -391,7 +395,7 @@ def matrix_diag_part_v2_forward(input, *, k=0, padding_value=0):
         t7 = jnp.asarray(t5, dtype=jnp.int64)
         t8 = jnp.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         diagonal = _gather(t2, t8, -1)
-    elif k == -2 and padding_value == 0:
+    elif k == -2:
         t0 = jnp.shape(input)[-2]
         t1 = jnp.shape(input)[-1]
         t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
@@ -422,11 +426,15 @@ def matrix_diag_part_v2_vjp(grad, input, *, diagonal=None, k=0, padding_value=0)
             grad_input[batch, i, j] = grad[batch, j] * delta(i, j + 2)
                 i.e. `jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))`
     """
-    if k == 0 and padding_value == 0:
+    if padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
+        )
+    if k == 0:
         t0 = grad[..., None]
         t1 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
         grad_input = t0 * t1
-    elif k == 1 and padding_value == 0:
+    elif k == 1:
         t0 = jnp.arange(jnp.shape(input)[-2])
         t1 = _gather(grad, t0, -1)
         t2 = jnp.shape(input)[-2]
@@ -437,7 +445,7 @@ def matrix_diag_part_v2_vjp(grad, input, *, diagonal=None, k=0, padding_value=0)
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_input = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))
-    elif k == -2 and padding_value == 0:
+    elif k == -2:
         t0 = jnp.arange(jnp.shape(input)[-2])
         t1 = _gather(grad, t0, -1)
         t2 = jnp.shape(input)[-2]
@@ -480,9 +488,13 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
 
 def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
     """MatrixDiagPartV3's formula."""
-    if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
+    if padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    if k == 0 and align == "RIGHT_LEFT":
         diagonal = jnp.diagonal(input, axis1=-2, axis2=-1)
-    elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == 1 and align == "RIGHT_LEFT":
         t0 = jnp.shape(input)[-2]
         t1 = jnp.shape(input)[-1]
         t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
@@ -493,7 +505,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t7 = jnp.asarray(t5, dtype=jnp.int64)
         t8 = jnp.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         diagonal = _gather(t2, t8, -1)
-    elif k == -2 and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == -2 and align == "RIGHT_LEFT":
         t0 = jnp.shape(input)[-2]
         t1 = jnp.shape(input)[-1]
         t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
@@ -504,7 +516,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t7 = jnp.asarray(t4, dtype=jnp.int64)
         t8 = jnp.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         diagonal = _gather(t2, t8, -1)
-    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
         t0 = jnp.shape(input)[-2]
         t1 = jnp.shape(input)[-1]
         t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
@@ -518,7 +530,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t10 = jnp.asarray(t8, dtype=jnp.int64)
         t11 = jnp.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
         diagonal = _gather(t2, t11, -1)
-    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_RIGHT":
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
         t0 = jnp.shape(input)[-2]
         t1 = jnp.shape(input)[-1]
         t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
@@ -532,7 +544,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t10 = jnp.asarray(t8, dtype=jnp.int64)
         t11 = jnp.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
         diagonal = _gather(t2, t11, -1)
-    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_LEFT":
+    elif k == (-1, 1) and align == "LEFT_LEFT":
         t0 = jnp.shape(input)[-2]
         t1 = jnp.shape(input)[-1]
         t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
@@ -546,7 +558,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t10 = jnp.asarray(t8, dtype=jnp.int64)
         t11 = jnp.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
         diagonal = _gather(t2, t11, -1)
-    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_RIGHT":
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
         t0 = jnp.shape(input)[-2]
         t1 = jnp.shape(input)[-1]
         t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
@@ -560,7 +572,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t10 = jnp.asarray(t8, dtype=jnp.int64)
         t11 = jnp.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
         diagonal = _gather(t2, t11, -1)
-    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == (1, 2) and align == "RIGHT_LEFT":
         t0 = jnp.shape(input)[-2]
         t1 = jnp.shape(input)[-1]
         t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
@@ -575,7 +587,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t11 = jnp.asarray(t9, dtype=jnp.int64)
         t12 = jnp.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
         diagonal = _gather(t2, t12, -1)
-    elif k == (1, 2) and padding_value == 0 and align == "LEFT_RIGHT":
+    elif k == (1, 2) and align == "LEFT_RIGHT":
         t0 = jnp.shape(input)[-2]
         t1 = jnp.shape(input)[-1]
         t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
@@ -590,7 +602,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t11 = jnp.asarray(t9, dtype=jnp.int64)
         t12 = jnp.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
         diagonal = _gather(t2, t12, -1)
-    elif k == (1, 2) and padding_value == 0 and align == "LEFT_LEFT":
+    elif k == (1, 2) and align == "LEFT_LEFT":
         t0 = jnp.shape(input)[-2]
         t1 = jnp.shape(input)[-1]
         t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
@@ -605,7 +617,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t11 = jnp.asarray(t9, dtype=jnp.int64)
         t12 = jnp.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
         diagonal = _gather(t2, t12, -1)
-    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_RIGHT":
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
         t0 = jnp.shape(input)[-2]
         t1 = jnp.shape(input)[-1]
         t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
@@ -636,11 +648,15 @@ def matrix_diag_part_v3_vjp(
     (other values of k, padding_value, align change it):
         grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
     """
-    if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
+    if padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    if k == 0 and align == "RIGHT_LEFT":
         t0 = grad[..., None]
         t1 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
         grad_input = t0 * t1
-    elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == 1 and align == "RIGHT_LEFT":
         t0 = jnp.arange(jnp.shape(input)[-2])
         t1 = _gather(grad, t0, -1)
         t2 = jnp.shape(input)[-2]
@@ -651,7 +667,7 @@ def matrix_diag_part_v3_vjp(
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_input = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))
-    elif k == -2 and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == -2 and align == "RIGHT_LEFT":
         t0 = jnp.arange(jnp.shape(input)[-2])
         t1 = _gather(grad, t0, -1)
         t2 = jnp.shape(input)[-2]
@@ -662,7 +678,7 @@ def matrix_diag_part_v3_vjp(
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_input = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))
-    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
         t0 = jnp.shape(input)[-2]
         t1 = jnp.arange(jnp.shape(grad)[-2])
         t2 = t1[..., None]
@@ -675,7 +691,7 @@ def matrix_diag_part_v3_vjp(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
-    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_RIGHT":
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
         t0 = jnp.shape(input)[-2]
         t1 = jnp.arange(jnp.shape(grad)[-2])
         t2 = t1[..., None]
@@ -688,7 +704,7 @@ def matrix_diag_part_v3_vjp(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
-    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_LEFT":
+    elif k == (-1, 1) and align == "LEFT_LEFT":
         t0 = jnp.shape(input)[-2]
         t1 = jnp.arange(jnp.shape(grad)[-2])
         t2 = t1[..., None]
@@ -701,7 +717,7 @@ def matrix_diag_part_v3_vjp(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
-    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_RIGHT":
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
         t0 = jnp.shape(input)[-2]
         t1 = jnp.arange(jnp.shape(grad)[-2])
         t2 = t1[..., None]
@@ -714,7 +730,7 @@ def matrix_diag_part_v3_vjp(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
-    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == (1, 2) and align == "RIGHT_LEFT":
         t0 = jnp.shape(input)[-2]
         t1 = jnp.arange(jnp.shape(grad)[-2])
         t2 = t1[..., None]
@@ -727,7 +743,7 @@ def matrix_diag_part_v3_vjp(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
-    elif k == (1, 2) and padding_value == 0 and align == "LEFT_RIGHT":
+    elif k == (1, 2) and align == "LEFT_RIGHT":
         t0 = jnp.shape(input)[-2]
         t1 = jnp.arange(jnp.shape(grad)[-2])
         t2 = t1[..., None]
@@ -740,7 +756,7 @@ def matrix_diag_part_v3_vjp(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
-    elif k == (1, 2) and padding_value == 0 and align == "LEFT_LEFT":
+    elif k == (1, 2) and align == "LEFT_LEFT":
         t0 = jnp.shape(input)[-2]
         t1 = jnp.arange(jnp.shape(grad)[-2])
         t2 = t1[..., None]
@@ -753,7 +769,7 @@ def matrix_diag_part_v3_vjp(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
-    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_RIGHT":
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
         t0 = jnp.shape(input)[-2]
         t1 = jnp.arange(jnp.shape(grad)[-2])
         t2 = t1[..., None]
@@ -800,11 +816,15 @@ def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
 
 def matrix_diag_v2_forward(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
     """MatrixDiagV2's formula."""
-    if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    if num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
+        )
+    if k == 0:
         t0 = diagonal[..., None]
         t1 = jnp.eye(jnp.shape(diagonal)[-1], dtype=jnp.result_type(diagonal))
         output = t0 * t1
-    elif k == 1 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    elif k == 1:
         t0 = jnp.shape(diagonal)[-1]
         t1 = t0 + 1
         t2 = jnp.arange(t1)
@@ -816,7 +836,7 @@ def matrix_diag_v2_forward(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_v
         t8 = t1**2
         t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
         output = jnp.reshape(t9, jnp.shape(t9)[:-1] + (-1, t1))
-    elif k == -2 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    elif k == -2:
         t0 = jnp.shape(diagonal)[-1]
         t1 = t0 + 2
         t2 = jnp.arange(t1)
@@ -849,9 +869,13 @@ def matrix_diag_v2_vjp(
         k=-2, num_rows=-1, num_cols=-1, padding_value=0:
             grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t2, t7, -1)`
     """
-    if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    if num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
+        )
+    if k == 0:
         grad_diagonal = jnp.diagonal(grad, axis1=-2, axis2=-1)
-    elif k == 1 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    elif k == 1:
         t0 = jnp.shape(grad)[-2]
         t1 = jnp.shape(grad)[-1]
         t2 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t0 * t1,))
@@ -861,7 +885,7 @@ def matrix_diag_v2_vjp(
         t6 = jnp.asarray(t4, dtype=jnp.int64)
         t7 = jnp.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_diagonal = _gather(t2, t7, -1)
-    elif k == -2 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    elif k == -2:
         t0 = jnp.shape(grad)[-2]
         t1 = jnp.shape(grad)[-1]
         t2 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t0 * t1,))
@@ -917,23 +941,15 @@ def matrix_diag_v3_forward(
     diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"
 ):
     """MatrixDiagV3's formula."""
-    if (
-        k == 0
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    if num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    if k == 0 and align == "RIGHT_LEFT":
         t0 = diagonal[..., None]
         t1 = jnp.eye(jnp.shape(diagonal)[-1], dtype=jnp.result_type(diagonal))
         output = t0 * t1
-    elif (
-        k == 1
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == 1 and align == "RIGHT_LEFT":
         t0 = jnp.shape(diagonal)[-1]
         t1 = t0 + 1
         t2 = jnp.arange(t1)
@@ -945,13 +961,7 @@ def matrix_diag_v3_forward(
         t8 = t1**2
         t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
         output = jnp.reshape(t9, jnp.shape(t9)[:-1] + (-1, t1))
-    elif (
-        k == -2
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == -2 and align == "RIGHT_LEFT":
         t0 = jnp.shape(diagonal)[-1]
         t1 = t0 + 2
         t2 = jnp.arange(t1)
@@ -963,13 +973,7 @@ def matrix_diag_v3_forward(
         t8 = t1**2
         t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
         output = jnp.reshape(t9, jnp.shape(t9)[:-1] + (-1, t1))
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
         t0 = jnp.shape(diagonal)[-2]
         t1 = jnp.shape(diagonal)[-1]
         t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
@@ -983,13 +987,7 @@ def matrix_diag_v3_forward(
         t10 = _gather(t2, t9, -1)
         t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
         output = jnp.where(t11, t10, 0)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_RIGHT"
-    ):
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
         t0 = jnp.shape(diagonal)[-2]
         t1 = jnp.shape(diagonal)[-1]
         t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1003,13 +1001,7 @@ def matrix_diag_v3_forward(
         t10 = _gather(t2, t9, -1)
         t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
         output = jnp.where(t11, t10, 0)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_LEFT"
-    ):
+    elif k == (-1, 1) and align == "LEFT_LEFT":
         t0 = jnp.shape(diagonal)[-2]
         t1 = jnp.shape(diagonal)[-1]
         t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1023,13 +1015,7 @@ def matrix_diag_v3_forward(
         t10 = _gather(t2, t9, -1)
         t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
         output = jnp.where(t11, t10, 0)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_RIGHT"
-    ):
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
         t0 = jnp.shape(diagonal)[-2]
         t1 = jnp.shape(diagonal)[-1]
         t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1043,13 +1029,7 @@ def matrix_diag_v3_forward(
         t10 = _gather(t2, t9, -1)
         t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
         output = jnp.where(t11, t10, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == (1, 2) and align == "RIGHT_LEFT":
         t0 = jnp.shape(diagonal)[-2]
         t1 = jnp.shape(diagonal)[-1]
         t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1064,13 +1044,7 @@ def matrix_diag_v3_forward(
         t11 = _gather(t2, t10, -1)
         t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
         output = jnp.where(t12, t11, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_RIGHT"
-    ):
+    elif k == (1, 2) and align == "LEFT_RIGHT":
         t0 = jnp.shape(diagonal)[-2]
         t1 = jnp.shape(diagonal)[-1]
         t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1085,13 +1059,7 @@ def matrix_diag_v3_forward(
         t11 = _gather(t2, t10, -1)
         t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
         output = jnp.where(t12, t11, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_LEFT"
-    ):
+    elif k == (1, 2) and align == "LEFT_LEFT":
         t0 = jnp.shape(diagonal)[-2]
         t1 = jnp.shape(diagonal)[-1]
         t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1106,13 +1074,7 @@ def matrix_diag_v3_forward(
         t11 = _gather(t2, t10, -1)
         t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
         output = jnp.where(t12, t11, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_RIGHT"
-    ):
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
         t0 = jnp.shape(diagonal)[-2]
         t1 = jnp.shape(diagonal)[-1]
         t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1152,21 +1114,13 @@ def matrix_diag_v3_vjp(
     change it):
         grad_diagonal[batch, i] = grad[batch, i, i], i.e. `jnp.diagonal(grad, axis1=-2, axis2=-1)`
     """
-    if (
-        k == 0
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    if num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    if k == 0 and align == "RIGHT_LEFT":
         grad_diagonal = jnp.diagonal(grad, axis1=-2, axis2=-1)
-    elif (
-        k == 1
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == 1 and align == "RIGHT_LEFT":
         t0 = jnp.shape(grad)[-2]
         t1 = jnp.shape(grad)[-1]
         t2 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t0 * t1,))
@@ -1176,13 +1130,7 @@ def matrix_diag_v3_vjp(
         t6 = jnp.asarray(t4, dtype=jnp.int64)
         t7 = jnp.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_diagonal = _gather(t2, t7, -1)
-    elif (
-        k == -2
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == -2 and align == "RIGHT_LEFT":
         t0 = jnp.shape(grad)[-2]
         t1 = jnp.shape(grad)[-1]
         t2 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t0 * t1,))
@@ -1192,13 +1140,7 @@ def matrix_diag_v3_vjp(
         t6 = jnp.asarray(t3, dtype=jnp.int64)
         t7 = jnp.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_diagonal = _gather(t2, t7, -1)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
         t0 = jnp.arange(jnp.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 2)
         t2 = t1[..., None]
@@ -1217,13 +1159,7 @@ def matrix_diag_v3_vjp(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = jnp.where(t2, t16, 0)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_RIGHT"
-    ):
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
         t0 = jnp.arange(jnp.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 2)
         t2 = t1[..., None]
@@ -1242,13 +1178,7 @@ def matrix_diag_v3_vjp(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = jnp.where(t2, t16, 0)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_LEFT"
-    ):
+    elif k == (-1, 1) and align == "LEFT_LEFT":
         t0 = jnp.arange(jnp.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 2)
         t2 = t1[..., None]
@@ -1267,13 +1197,7 @@ def matrix_diag_v3_vjp(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = jnp.where(t2, t16, 0)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_RIGHT"
-    ):
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
         t0 = jnp.arange(jnp.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 2)
         t2 = t1[..., None]
@@ -1292,13 +1216,7 @@ def matrix_diag_v3_vjp(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = jnp.where(t2, t16, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == (1, 2) and align == "RIGHT_LEFT":
         t0 = jnp.arange(jnp.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
@@ -1317,13 +1235,7 @@ def matrix_diag_v3_vjp(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = jnp.where(t2, t16, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_RIGHT"
-    ):
+    elif k == (1, 2) and align == "LEFT_RIGHT":
         t0 = jnp.arange(jnp.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
@@ -1342,13 +1254,7 @@ def matrix_diag_v3_vjp(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = jnp.where(t2, t16, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_LEFT"
-    ):
+    elif k == (1, 2) and align == "LEFT_LEFT":
         t0 = jnp.arange(jnp.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
@@ -1367,13 +1273,7 @@ def matrix_diag_v3_vjp(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = jnp.where(t2, t16, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_RIGHT"
-    ):
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
         t0 = jnp.arange(jnp.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
@@ -1649,14 +1549,14 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
         t11 = _gather(t5, t10, -1)
         output = jnp.where(t2, 0, input) + jnp.where(t2, t11, 0)
-    elif k == (-1, 1) and align == "LEFT_LEFT":
+    elif k in ((-1, 1), (1, 2)) and align == "LEFT_LEFT":
         t0 = jnp.arange(jnp.shape(input)[-2])
         t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        t2 = (-t0 + t1 >= -k[1]) & (-t0 + t1 <= -k[0])
         t3 = jnp.shape(diagonal)[-2]
         t4 = jnp.shape(diagonal)[-1]
         t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
-        t6 = -t0 + t1 + 1
+        t6 = -t0 + t1 + k[1]
         t7 = t1 - jnp.maximum(-t0 + t1, 0)
         t8 = jnp.asarray(t6, dtype=jnp.int64)
         t9 = jnp.asarray(t7, dtype=jnp.int64)
@@ -1700,20 +1600,6 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
         t6 = -t0 + t1 + 2
         t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 < 0, jnp.abs(t0 - t1) - 1, 0)
-        t8 = jnp.asarray(t6, dtype=jnp.int64)
-        t9 = jnp.asarray(t7, dtype=jnp.int64)
-        t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
-        t11 = _gather(t5, t10, -1)
-        output = jnp.where(t2, 0, input) + jnp.where(t2, t11, 0)
-    elif k == (1, 2) and align == "LEFT_LEFT":
-        t0 = jnp.arange(jnp.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-        t3 = jnp.shape(diagonal)[-2]
-        t4 = jnp.shape(diagonal)[-1]
-        t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
-        t6 = -t0 + t1 + 2
-        t7 = t1 - jnp.maximum(-t0 + t1, 0)
         t8 = jnp.asarray(t6, dtype=jnp.int64)
         t9 = jnp.asarray(t7, dtype=jnp.int64)
         t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)

@@ -273,9 +273,13 @@ def matrix_band_part_grad_grad(
 
 def matrix_diag_part_v2(input, *, k=0, padding_value=0):
     """MatrixDiagPartV2: Diagonal k of the last two axes (declared at ops/diagonals.py:92)."""
-    if k == 0 and padding_value == 0:
+    if padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
+        )
+    if k == 0:
         diagonal = np.diagonal(input, axis1=-2, axis2=-1)
-    elif k == 1 and padding_value == 0:
+    elif k == 1:
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -286,7 +290,7 @@ def matrix_diag_part_v2(input, *, k=0, padding_value=0):
         t7 = np.asarray(t5, dtype=np.int64)
         t8 = np.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         diagonal = _gather(t2, t8, -1)
-    elif k == -2 and padding_value == 0:
+    elif k == -2:
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -317,11 +321,15 @@ def matrix_diag_part_v2_grad(grad, input, *, diagonal=None, k=0, padding_value=0
             grad_input[batch, i, j] = grad[batch, j] * delta(i, j + 2)
                 i.e. `np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))`
     """
-    if k == 0 and padding_value == 0:
+    if padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
+        )
+    if k == 0:
         t0 = grad[..., None]
         t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
         grad_input = t0 * t1
-    elif k == 1 and padding_value == 0:
+    elif k == 1:
         t0 = np.arange(np.shape(input)[-2])
         t1 = _gather(grad, t0, -1)
         t2 = np.shape(input)[-2]
@@ -332,7 +340,7 @@ def matrix_diag_part_v2_grad(grad, input, *, diagonal=None, k=0, padding_value=0
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_input = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
-    elif k == -2 and padding_value == 0:
+    elif k == -2:
         t0 = np.arange(np.shape(input)[-2])
         t1 = _gather(grad, t0, -1)
         t2 = np.shape(input)[-2]
@@ -354,10 +362,14 @@ def matrix_diag_part_v2_grad_grad(
     grad_vjp_input, grad, input, *, vjp_input=None, k=0, padding_value=0
 ):
     """Second order of MatrixDiagPartV2: the gradient of matrix_diag_part_v2_grad: one array per input (grad, input)."""
-    if k == 0 and padding_value == 0:
+    if padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagPartV2Grad: unsupported attributes k={k!r}, padding_value={padding_value!r}"
+        )
+    if k == 0:
         grad_grad = np.diagonal(grad_vjp_input, axis1=-2, axis2=-1)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif k == 1 and padding_value == 0:
+    elif k == 1:
         t0 = np.shape(grad_vjp_input)[-2]
         t1 = np.shape(grad_vjp_input)[-1]
         t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
@@ -368,7 +380,7 @@ def matrix_diag_part_v2_grad_grad(
         t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_grad = _gather(t2, t7, -1)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif k == -2 and padding_value == 0:
+    elif k == -2:
         t0 = np.shape(grad_vjp_input)[-2]
         t1 = np.shape(grad_vjp_input)[-1]
         t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
@@ -388,9 +400,13 @@ def matrix_diag_part_v2_grad_grad(
 
 def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
     """MatrixDiagPartV3: Diagonal k of the last two axes, or the band of diagonals k = (low, high), aligned (declared at ops/diagonals.py:158)."""
-    if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
+    if padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    if k == 0 and align == "RIGHT_LEFT":
         diagonal = np.diagonal(input, axis1=-2, axis2=-1)
-    elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == 1 and align == "RIGHT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -401,7 +417,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
         t7 = np.asarray(t5, dtype=np.int64)
         t8 = np.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         diagonal = _gather(t2, t8, -1)
-    elif k == -2 and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == -2 and align == "RIGHT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -412,7 +428,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
         t7 = np.asarray(t4, dtype=np.int64)
         t8 = np.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         diagonal = _gather(t2, t8, -1)
-    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -426,7 +442,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
         t10 = np.asarray(t8, dtype=np.int64)
         t11 = np.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
         diagonal = _gather(t2, t11, -1)
-    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_RIGHT":
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -440,7 +456,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
         t10 = np.asarray(t8, dtype=np.int64)
         t11 = np.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
         diagonal = _gather(t2, t11, -1)
-    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_LEFT":
+    elif k == (-1, 1) and align == "LEFT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -454,7 +470,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
         t10 = np.asarray(t8, dtype=np.int64)
         t11 = np.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
         diagonal = _gather(t2, t11, -1)
-    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_RIGHT":
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -468,7 +484,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
         t10 = np.asarray(t8, dtype=np.int64)
         t11 = np.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
         diagonal = _gather(t2, t11, -1)
-    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == (1, 2) and align == "RIGHT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -483,7 +499,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
         t11 = np.asarray(t9, dtype=np.int64)
         t12 = np.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
         diagonal = _gather(t2, t12, -1)
-    elif k == (1, 2) and padding_value == 0 and align == "LEFT_RIGHT":
+    elif k == (1, 2) and align == "LEFT_RIGHT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -498,7 +514,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
         t11 = np.asarray(t9, dtype=np.int64)
         t12 = np.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
         diagonal = _gather(t2, t12, -1)
-    elif k == (1, 2) and padding_value == 0 and align == "LEFT_LEFT":
+    elif k == (1, 2) and align == "LEFT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -513,7 +529,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
         t11 = np.asarray(t9, dtype=np.int64)
         t12 = np.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
         diagonal = _gather(t2, t12, -1)
-    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_RIGHT":
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -544,11 +560,15 @@ def matrix_diag_part_v3_grad(
     (other values of k, padding_value, align change it):
         grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
     """
-    if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
+    if padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    if k == 0 and align == "RIGHT_LEFT":
         t0 = grad[..., None]
         t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
         grad_input = t0 * t1
-    elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == 1 and align == "RIGHT_LEFT":
         t0 = np.arange(np.shape(input)[-2])
         t1 = _gather(grad, t0, -1)
         t2 = np.shape(input)[-2]
@@ -559,7 +579,7 @@ def matrix_diag_part_v3_grad(
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_input = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
-    elif k == -2 and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == -2 and align == "RIGHT_LEFT":
         t0 = np.arange(np.shape(input)[-2])
         t1 = _gather(grad, t0, -1)
         t2 = np.shape(input)[-2]
@@ -570,7 +590,7 @@ def matrix_diag_part_v3_grad(
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_input = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
-    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = np.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
@@ -583,7 +603,7 @@ def matrix_diag_part_v3_grad(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = np.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
-    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_RIGHT":
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
         t0 = np.shape(input)[-2]
         t1 = np.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
@@ -596,7 +616,7 @@ def matrix_diag_part_v3_grad(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = np.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
-    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_LEFT":
+    elif k == (-1, 1) and align == "LEFT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = np.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
@@ -609,7 +629,7 @@ def matrix_diag_part_v3_grad(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = np.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
-    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_RIGHT":
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
         t0 = np.shape(input)[-2]
         t1 = np.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
@@ -622,7 +642,7 @@ def matrix_diag_part_v3_grad(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = np.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
-    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == (1, 2) and align == "RIGHT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = np.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
@@ -635,7 +655,7 @@ def matrix_diag_part_v3_grad(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = np.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
-    elif k == (1, 2) and padding_value == 0 and align == "LEFT_RIGHT":
+    elif k == (1, 2) and align == "LEFT_RIGHT":
         t0 = np.shape(input)[-2]
         t1 = np.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
@@ -648,7 +668,7 @@ def matrix_diag_part_v3_grad(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = np.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
-    elif k == (1, 2) and padding_value == 0 and align == "LEFT_LEFT":
+    elif k == (1, 2) and align == "LEFT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = np.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
@@ -661,7 +681,7 @@ def matrix_diag_part_v3_grad(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = np.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
-    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_RIGHT":
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
         t0 = np.shape(input)[-2]
         t1 = np.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
@@ -685,10 +705,14 @@ def matrix_diag_part_v3_grad_grad(
     grad_vjp_input, grad, input, *, vjp_input=None, k=0, padding_value=0, align="RIGHT_LEFT"
 ):
     """Second order of MatrixDiagPartV3: the gradient of matrix_diag_part_v3_grad: one array per input (grad, input)."""
-    if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
+    if padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagPartV3Grad: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    if k == 0 and align == "RIGHT_LEFT":
         grad_grad = np.diagonal(grad_vjp_input, axis1=-2, axis2=-1)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == 1 and align == "RIGHT_LEFT":
         t0 = np.shape(grad_vjp_input)[-2]
         t1 = np.shape(grad_vjp_input)[-1]
         t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
@@ -699,7 +723,7 @@ def matrix_diag_part_v3_grad_grad(
         t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_grad = _gather(t2, t7, -1)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif k == -2 and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == -2 and align == "RIGHT_LEFT":
         t0 = np.shape(grad_vjp_input)[-2]
         t1 = np.shape(grad_vjp_input)[-1]
         t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
@@ -710,7 +734,7 @@ def matrix_diag_part_v3_grad_grad(
         t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_grad = _gather(t2, t7, -1)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
         t0 = np.shape(grad_vjp_input)[-2]
         t1 = np.shape(grad_vjp_input)[-1]
         t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
@@ -724,7 +748,7 @@ def matrix_diag_part_v3_grad_grad(
         t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
         grad_grad = _gather(t2, t10, -1)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_RIGHT":
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
         t0 = np.shape(grad_vjp_input)[-2]
         t1 = np.shape(grad_vjp_input)[-1]
         t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
@@ -738,7 +762,7 @@ def matrix_diag_part_v3_grad_grad(
         t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
         grad_grad = _gather(t2, t10, -1)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif k in ((-1, 1), (1, 2)) and padding_value == 0 and align == "LEFT_LEFT":
+    elif k in ((-1, 1), (1, 2)) and align == "LEFT_LEFT":
         t0 = np.shape(grad_vjp_input)[-2]
         t1 = np.shape(grad_vjp_input)[-1]
         t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
@@ -752,7 +776,7 @@ def matrix_diag_part_v3_grad_grad(
         t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
         grad_grad = _gather(t2, t10, -1)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_RIGHT":
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
         t0 = np.shape(grad_vjp_input)[-2]
         t1 = np.shape(grad_vjp_input)[-1]
         t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
@@ -766,7 +790,7 @@ def matrix_diag_part_v3_grad_grad(
         t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
         grad_grad = _gather(t2, t10, -1)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == (1, 2) and align == "RIGHT_LEFT":
         t0 = np.shape(grad_vjp_input)[-2]
         t1 = np.shape(grad_vjp_input)[-1]
         t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
@@ -780,7 +804,7 @@ def matrix_diag_part_v3_grad_grad(
         t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
         grad_grad = _gather(t2, t10, -1)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif k == (1, 2) and padding_value == 0 and align == "LEFT_RIGHT":
+    elif k == (1, 2) and align == "LEFT_RIGHT":
         t0 = np.shape(grad_vjp_input)[-2]
         t1 = np.shape(grad_vjp_input)[-1]
         t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
@@ -794,7 +818,7 @@ def matrix_diag_part_v3_grad_grad(
         t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
         grad_grad = _gather(t2, t10, -1)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_RIGHT":
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
         t0 = np.shape(grad_vjp_input)[-2]
         t1 = np.shape(grad_vjp_input)[-1]
         t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
@@ -817,11 +841,15 @@ def matrix_diag_part_v3_grad_grad(
 
 def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
     """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:176)."""
-    if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    if num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
+        )
+    if k == 0:
         t0 = diagonal[..., None]
         t1 = np.eye(np.shape(diagonal)[-1], dtype=np.result_type(diagonal))
         output = t0 * t1
-    elif k == 1 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    elif k == 1:
         t0 = np.shape(diagonal)[-1]
         t1 = t0 + 1
         t2 = np.arange(t1)
@@ -833,7 +861,7 @@ def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
         t8 = t1**2
         t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
         output = np.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
-    elif k == -2 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    elif k == -2:
         t0 = np.shape(diagonal)[-1]
         t1 = t0 + 2
         t2 = np.arange(t1)
@@ -866,9 +894,13 @@ def matrix_diag_v2_grad(
         k=-2, num_rows=-1, num_cols=-1, padding_value=0:
             grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t2, t7, -1)`
     """
-    if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    if num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
+        )
+    if k == 0:
         grad_diagonal = np.diagonal(grad, axis1=-2, axis2=-1)
-    elif k == 1 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    elif k == 1:
         t0 = np.shape(grad)[-2]
         t1 = np.shape(grad)[-1]
         t2 = np.reshape(grad, np.shape(grad)[:-2] + (t0 * t1,))
@@ -878,7 +910,7 @@ def matrix_diag_v2_grad(
         t6 = np.asarray(t4, dtype=np.int64)
         t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_diagonal = _gather(t2, t7, -1)
-    elif k == -2 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    elif k == -2:
         t0 = np.shape(grad)[-2]
         t1 = np.shape(grad)[-1]
         t2 = np.reshape(grad, np.shape(grad)[:-2] + (t0 * t1,))
@@ -907,12 +939,16 @@ def matrix_diag_v2_grad_grad(
     padding_value=0,
 ):
     """Second order of MatrixDiagV2: the gradient of matrix_diag_v2_grad: one array per input (grad, diagonal)."""
-    if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    if num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagV2Grad: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
+        )
+    if k == 0:
         t0 = grad_vjp_diagonal[..., None]
         t1 = np.eye(np.shape(grad)[-2], dtype=np.result_type(grad))
         grad_grad = t0 * t1
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif k == 1 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    elif k == 1:
         t0 = np.arange(np.shape(grad)[-2])
         t1 = _gather(grad_vjp_diagonal, t0, -1)
         t2 = np.shape(grad)[-2]
@@ -924,7 +960,7 @@ def matrix_diag_v2_grad_grad(
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_grad = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif k == -2 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    elif k == -2:
         t0 = np.arange(np.shape(grad)[-2])
         t1 = _gather(grad_vjp_diagonal, t0, -1)
         t2 = np.shape(grad)[-2]
@@ -945,23 +981,15 @@ def matrix_diag_v2_grad_grad(
 
 def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
     """MatrixDiagV3: A batch of square matrices, zero but for the given diagonal k or band k = (low, high) (declared at ops/diagonals.py:182)."""
-    if (
-        k == 0
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    if num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    if k == 0 and align == "RIGHT_LEFT":
         t0 = diagonal[..., None]
         t1 = np.eye(np.shape(diagonal)[-1], dtype=np.result_type(diagonal))
         output = t0 * t1
-    elif (
-        k == 1
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == 1 and align == "RIGHT_LEFT":
         t0 = np.shape(diagonal)[-1]
         t1 = t0 + 1
         t2 = np.arange(t1)
@@ -973,13 +1001,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
         t8 = t1**2
         t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
         output = np.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
-    elif (
-        k == -2
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == -2 and align == "RIGHT_LEFT":
         t0 = np.shape(diagonal)[-1]
         t1 = t0 + 2
         t2 = np.arange(t1)
@@ -991,13 +1013,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
         t8 = t1**2
         t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
         output = np.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
         t0 = np.shape(diagonal)[-2]
         t1 = np.shape(diagonal)[-1]
         t2 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1011,13 +1027,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
         t10 = _gather(t2, t9, -1)
         t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
         output = np.where(t11, t10, 0)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_RIGHT"
-    ):
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
         t0 = np.shape(diagonal)[-2]
         t1 = np.shape(diagonal)[-1]
         t2 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1031,13 +1041,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
         t10 = _gather(t2, t9, -1)
         t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
         output = np.where(t11, t10, 0)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_LEFT"
-    ):
+    elif k == (-1, 1) and align == "LEFT_LEFT":
         t0 = np.shape(diagonal)[-2]
         t1 = np.shape(diagonal)[-1]
         t2 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1051,13 +1055,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
         t10 = _gather(t2, t9, -1)
         t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
         output = np.where(t11, t10, 0)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_RIGHT"
-    ):
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
         t0 = np.shape(diagonal)[-2]
         t1 = np.shape(diagonal)[-1]
         t2 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1071,13 +1069,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
         t10 = _gather(t2, t9, -1)
         t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
         output = np.where(t11, t10, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == (1, 2) and align == "RIGHT_LEFT":
         t0 = np.shape(diagonal)[-2]
         t1 = np.shape(diagonal)[-1]
         t2 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1092,13 +1084,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
         t11 = _gather(t2, t10, -1)
         t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
         output = np.where(t12, t11, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_RIGHT"
-    ):
+    elif k == (1, 2) and align == "LEFT_RIGHT":
         t0 = np.shape(diagonal)[-2]
         t1 = np.shape(diagonal)[-1]
         t2 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1113,13 +1099,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
         t11 = _gather(t2, t10, -1)
         t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
         output = np.where(t12, t11, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_LEFT"
-    ):
+    elif k == (1, 2) and align == "LEFT_LEFT":
         t0 = np.shape(diagonal)[-2]
         t1 = np.shape(diagonal)[-1]
         t2 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1134,13 +1114,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
         t11 = _gather(t2, t10, -1)
         t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
         output = np.where(t12, t11, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_RIGHT"
-    ):
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
         t0 = np.shape(diagonal)[-2]
         t1 = np.shape(diagonal)[-1]
         t2 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1180,21 +1154,13 @@ def matrix_diag_v3_grad(
     change it):
         grad_diagonal[batch, i] = grad[batch, i, i], i.e. `np.diagonal(grad, axis1=-2, axis2=-1)`
     """
-    if (
-        k == 0
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    if num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    if k == 0 and align == "RIGHT_LEFT":
         grad_diagonal = np.diagonal(grad, axis1=-2, axis2=-1)
-    elif (
-        k == 1
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == 1 and align == "RIGHT_LEFT":
         t0 = np.shape(grad)[-2]
         t1 = np.shape(grad)[-1]
         t2 = np.reshape(grad, np.shape(grad)[:-2] + (t0 * t1,))
@@ -1204,13 +1170,7 @@ def matrix_diag_v3_grad(
         t6 = np.asarray(t4, dtype=np.int64)
         t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_diagonal = _gather(t2, t7, -1)
-    elif (
-        k == -2
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == -2 and align == "RIGHT_LEFT":
         t0 = np.shape(grad)[-2]
         t1 = np.shape(grad)[-1]
         t2 = np.reshape(grad, np.shape(grad)[:-2] + (t0 * t1,))
@@ -1220,13 +1180,7 @@ def matrix_diag_v3_grad(
         t6 = np.asarray(t3, dtype=np.int64)
         t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_diagonal = _gather(t2, t7, -1)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
         t0 = np.arange(np.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 2)
         t2 = t1[..., None]
@@ -1245,13 +1199,7 @@ def matrix_diag_v3_grad(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = np.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = np.where(t2, t16, 0)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_RIGHT"
-    ):
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
         t0 = np.arange(np.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 2)
         t2 = t1[..., None]
@@ -1270,13 +1218,7 @@ def matrix_diag_v3_grad(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = np.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = np.where(t2, t16, 0)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_LEFT"
-    ):
+    elif k == (-1, 1) and align == "LEFT_LEFT":
         t0 = np.arange(np.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 2)
         t2 = t1[..., None]
@@ -1295,13 +1237,7 @@ def matrix_diag_v3_grad(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = np.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = np.where(t2, t16, 0)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_RIGHT"
-    ):
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
         t0 = np.arange(np.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 2)
         t2 = t1[..., None]
@@ -1320,13 +1256,7 @@ def matrix_diag_v3_grad(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = np.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = np.where(t2, t16, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == (1, 2) and align == "RIGHT_LEFT":
         t0 = np.arange(np.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
@@ -1345,13 +1275,7 @@ def matrix_diag_v3_grad(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = np.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = np.where(t2, t16, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_RIGHT"
-    ):
+    elif k == (1, 2) and align == "LEFT_RIGHT":
         t0 = np.arange(np.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
@@ -1370,13 +1294,7 @@ def matrix_diag_v3_grad(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = np.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = np.where(t2, t16, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_LEFT"
-    ):
+    elif k == (1, 2) and align == "LEFT_LEFT":
         t0 = np.arange(np.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
@@ -1395,13 +1313,7 @@ def matrix_diag_v3_grad(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = np.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = np.where(t2, t16, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_RIGHT"
-    ):
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
         t0 = np.arange(np.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
@@ -1440,24 +1352,16 @@ def matrix_diag_v3_grad_grad(
     align="RIGHT_LEFT",
 ):
     """Second order of MatrixDiagV3: the gradient of matrix_diag_v3_grad: one array per input (grad, diagonal)."""
-    if (
-        k == 0
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    if num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagV3Grad: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    if k == 0 and align == "RIGHT_LEFT":
         t0 = grad_vjp_diagonal[..., None]
         t1 = np.eye(np.shape(grad)[-2], dtype=np.result_type(grad))
         grad_grad = t0 * t1
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif (
-        k == 1
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == 1 and align == "RIGHT_LEFT":
         t0 = np.arange(np.shape(grad)[-2])
         t1 = _gather(grad_vjp_diagonal, t0, -1)
         t2 = np.shape(grad)[-2]
@@ -1469,13 +1373,7 @@ def matrix_diag_v3_grad_grad(
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_grad = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif (
-        k == -2
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == -2 and align == "RIGHT_LEFT":
         t0 = np.arange(np.shape(grad)[-2])
         t1 = _gather(grad_vjp_diagonal, t0, -1)
         t2 = np.shape(grad)[-2]
@@ -1487,13 +1385,7 @@ def matrix_diag_v3_grad_grad(
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_grad = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
         t0 = np.shape(grad_vjp_diagonal)[-2]
         t1 = np.shape(grad_vjp_diagonal)[-1]
         t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
@@ -1508,13 +1400,7 @@ def matrix_diag_v3_grad_grad(
         t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
         grad_grad = np.where(t11, t10, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_RIGHT"
-    ):
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
         t0 = np.shape(grad_vjp_diagonal)[-2]
         t1 = np.shape(grad_vjp_diagonal)[-1]
         t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
@@ -1529,34 +1415,22 @@ def matrix_diag_v3_grad_grad(
         t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
         grad_grad = np.where(t11, t10, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_LEFT"
-    ):
+    elif k in ((-1, 1), (1, 2)) and align == "LEFT_LEFT":
         t0 = np.shape(grad_vjp_diagonal)[-2]
         t1 = np.shape(grad_vjp_diagonal)[-1]
         t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
         t3 = np.arange(np.shape(grad)[-2])
         t4 = t3[..., None]
-        t5 = -t3 + t4 + 1
+        t5 = -t3 + t4 + k[1]
         t6 = t4 - np.maximum(-t3 + t4, 0)
         t7 = np.asarray(t5, dtype=np.int64)
         t8 = np.asarray(t6, dtype=np.int64)
         t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
         t10 = _gather(t2, t9, -1)
-        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        t11 = (-t3 + t4 >= -k[1]) & (-t3 + t4 <= -k[0])
         grad_grad = np.where(t11, t10, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_RIGHT"
-    ):
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
         t0 = np.shape(grad_vjp_diagonal)[-2]
         t1 = np.shape(grad_vjp_diagonal)[-1]
         t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
@@ -1571,13 +1445,7 @@ def matrix_diag_v3_grad_grad(
         t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
         grad_grad = np.where(t11, t10, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == (1, 2) and align == "RIGHT_LEFT":
         t0 = np.shape(grad_vjp_diagonal)[-2]
         t1 = np.shape(grad_vjp_diagonal)[-1]
         t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
@@ -1592,13 +1460,7 @@ def matrix_diag_v3_grad_grad(
         t11 = (-t3 + t4 >= -2) & (-t3 + t4 <= -1)
         grad_grad = np.where(t11, t10, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_RIGHT"
-    ):
+    elif k == (1, 2) and align == "LEFT_RIGHT":
         t0 = np.shape(grad_vjp_diagonal)[-2]
         t1 = np.shape(grad_vjp_diagonal)[-1]
         t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
@@ -1613,34 +1475,7 @@ def matrix_diag_v3_grad_grad(
         t11 = (-t3 + t4 >= -2) & (-t3 + t4 <= -1)
         grad_grad = np.where(t11, t10, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_LEFT"
-    ):
-        t0 = np.shape(grad_vjp_diagonal)[-2]
-        t1 = np.shape(grad_vjp_diagonal)[-1]
-        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
-        t3 = np.arange(np.shape(grad)[-2])
-        t4 = t3[..., None]
-        t5 = -t3 + t4 + 2
-        t6 = t4 - np.maximum(-t3 + t4, 0)
-        t7 = np.asarray(t5, dtype=np.int64)
-        t8 = np.asarray(t6, dtype=np.int64)
-        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
-        t10 = _gather(t2, t9, -1)
-        t11 = (-t3 + t4 >= -2) & (-t3 + t4 <= -1)
-        grad_grad = np.where(t11, t10, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_RIGHT"
-    ):
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
         t0 = np.shape(grad_vjp_diagonal)[-2]
         t1 = np.shape(grad_vjp_diagonal)[-1]
         t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
@@ -1902,14 +1737,14 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t10 = np.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
         t11 = _gather(t5, t10, -1)
         output = np.where(t2, 0, input) + np.where(t2, t11, 0)
-    elif k == (-1, 1) and align == "LEFT_LEFT":
+    elif k in ((-1, 1), (1, 2)) and align == "LEFT_LEFT":
         t0 = np.arange(np.shape(input)[-2])
         t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        t2 = (-t0 + t1 >= -k[1]) & (-t0 + t1 <= -k[0])
         t3 = np.shape(diagonal)[-2]
         t4 = np.shape(diagonal)[-1]
         t5 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
-        t6 = -t0 + t1 + 1
+        t6 = -t0 + t1 + k[1]
         t7 = t1 - np.maximum(-t0 + t1, 0)
         t8 = np.asarray(t6, dtype=np.int64)
         t9 = np.asarray(t7, dtype=np.int64)
@@ -1953,20 +1788,6 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t5 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
         t6 = -t0 + t1 + 2
         t7 = t1 - np.maximum(-t0 + t1, 0) + np.where(t0 - t1 < 0, np.abs(t0 - t1) - 1, 0)
-        t8 = np.asarray(t6, dtype=np.int64)
-        t9 = np.asarray(t7, dtype=np.int64)
-        t10 = np.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
-        t11 = _gather(t5, t10, -1)
-        output = np.where(t2, 0, input) + np.where(t2, t11, 0)
-    elif k == (1, 2) and align == "LEFT_LEFT":
-        t0 = np.arange(np.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-        t3 = np.shape(diagonal)[-2]
-        t4 = np.shape(diagonal)[-1]
-        t5 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
-        t6 = -t0 + t1 + 2
-        t7 = t1 - np.maximum(-t0 + t1, 0)
         t8 = np.asarray(t6, dtype=np.int64)
         t9 = np.asarray(t7, dtype=np.int64)
         t10 = np.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
@@ -2340,19 +2161,19 @@ def matrix_set_diag_v3_grad_grad(
             np.where(t11, 0, 1), grad_vjp_input.dtype
         ) + np.where(t11, t10, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif k == (-1, 1) and align == "LEFT_LEFT":
+    elif k in ((-1, 1), (1, 2)) and align == "LEFT_LEFT":
         t0 = np.shape(grad_vjp_diagonal)[-2]
         t1 = np.shape(grad_vjp_diagonal)[-1]
         t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
         t3 = np.arange(np.shape(grad)[-2])
         t4 = t3[..., None]
-        t5 = -t3 + t4 + 1
+        t5 = -t3 + t4 + k[1]
         t6 = t4 - np.maximum(-t3 + t4, 0)
         t7 = np.asarray(t5, dtype=np.int64)
         t8 = np.asarray(t6, dtype=np.int64)
         t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
         t10 = _gather(t2, t9, -1)
-        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        t11 = (-t3 + t4 >= -k[1]) & (-t3 + t4 <= -k[0])
         grad_grad = grad_vjp_input * np.asarray(
             np.where(t11, 0, 1), grad_vjp_input.dtype
         ) + np.where(t11, t10, 0)
@@ -2399,23 +2220,6 @@ def matrix_set_diag_v3_grad_grad(
         t4 = t3[..., None]
         t5 = -t3 + t4 + 2
         t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 < 0, np.abs(t3 - t4) - 1, 0)
-        t7 = np.asarray(t5, dtype=np.int64)
-        t8 = np.asarray(t6, dtype=np.int64)
-        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
-        t10 = _gather(t2, t9, -1)
-        t11 = (-t3 + t4 >= -2) & (-t3 + t4 <= -1)
-        grad_grad = grad_vjp_input * np.asarray(
-            np.where(t11, 0, 1), grad_vjp_input.dtype
-        ) + np.where(t11, t10, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif k == (1, 2) and align == "LEFT_LEFT":
-        t0 = np.shape(grad_vjp_diagonal)[-2]
-        t1 = np.shape(grad_vjp_diagonal)[-1]
-        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
-        t3 = np.arange(np.shape(grad)[-2])
-        t4 = t3[..., None]
-        t5 = -t3 + t4 + 2
-        t6 = t4 - np.maximum(-t3 + t4, 0)
         t7 = np.asarray(t5, dtype=np.int64)
         t8 = np.asarray(t6, dtype=np.int64)
         t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)

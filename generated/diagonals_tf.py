@@ -490,11 +490,15 @@ def matrix_diag_part_v2_vjp(grad, input, diagonal, *, k=0, padding_value=0):
             grad_input[batch, i, j] = grad[batch, j] * delta(i, j + 2)
                 i.e. `tf.reshape(t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], ...`
     """
-    if k == 0 and padding_value == 0:
+    if padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
+        )
+    if k == 0:
         t0 = grad[..., None]
         t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
         grad_input = t0 * t1
-    elif k == 1 and padding_value == 0:
+    elif k == 1:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = _gather(grad, t0, -1)
         t2 = tf.shape(input, out_type=tf.int64)[-2]
@@ -507,7 +511,7 @@ def matrix_diag_part_v2_vjp(grad, input, diagonal, *, k=0, padding_value=0):
         grad_input = tf.reshape(
             t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
         )
-    elif k == -2 and padding_value == 0:
+    elif k == -2:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = _gather(grad, t0, -1)
         t2 = tf.shape(input, out_type=tf.int64)[-2]
@@ -554,9 +558,13 @@ def matrix_diag_part_v2(input, *, k=0, padding_value=0):
             diagonal = kernel_outputs[0]
             return diagonal, backward
         # else the declared formula
-        if k == 0 and padding_value == 0:
+        if padding_value != 0:
+            raise ValueError(
+                f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
+            )
+        if k == 0:
             diagonal = tf.linalg.diag_part(input)
-        elif k == 1 and padding_value == 0:
+        elif k == 1:
             t0 = tf.shape(input, out_type=tf.int64)[-2]
             t1 = tf.shape(input, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -572,7 +580,7 @@ def matrix_diag_part_v2(input, *, k=0, padding_value=0):
             t7 = tf.cast(t5, tf.int64)
             t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
             diagonal = _gather(t2, t8, -1)
-        elif k == -2 and padding_value == 0:
+        elif k == -2:
             t0 = tf.shape(input, out_type=tf.int64)[-2]
             t1 = tf.shape(input, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -607,11 +615,15 @@ def matrix_diag_part_v3_vjp(grad, input, diagonal, *, k=0, padding_value=0, alig
     (other values of k, padding_value, align change it):
         grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
     """
-    if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
+    if padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    if k == 0 and align == "RIGHT_LEFT":
         t0 = grad[..., None]
         t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
         grad_input = t0 * t1
-    elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == 1 and align == "RIGHT_LEFT":
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = _gather(grad, t0, -1)
         t2 = tf.shape(input, out_type=tf.int64)[-2]
@@ -624,7 +636,7 @@ def matrix_diag_part_v3_vjp(grad, input, diagonal, *, k=0, padding_value=0, alig
         grad_input = tf.reshape(
             t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
         )
-    elif k == -2 and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == -2 and align == "RIGHT_LEFT":
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = _gather(grad, t0, -1)
         t2 = tf.shape(input, out_type=tf.int64)[-2]
@@ -637,7 +649,7 @@ def matrix_diag_part_v3_vjp(grad, input, diagonal, *, k=0, padding_value=0, alig
         grad_input = tf.reshape(
             t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
         )
-    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
         t0 = tf.shape(input, out_type=tf.int64)[-2]
         t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
         t2 = t1[..., None]
@@ -660,7 +672,7 @@ def matrix_diag_part_v3_vjp(grad, input, diagonal, *, k=0, padding_value=0, alig
         grad_input = tf.reshape(
             t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0)
         )
-    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_RIGHT":
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
         t0 = tf.shape(input, out_type=tf.int64)[-2]
         t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
         t2 = t1[..., None]
@@ -683,7 +695,7 @@ def matrix_diag_part_v3_vjp(grad, input, diagonal, *, k=0, padding_value=0, alig
         grad_input = tf.reshape(
             t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0)
         )
-    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_LEFT":
+    elif k == (-1, 1) and align == "LEFT_LEFT":
         t0 = tf.shape(input, out_type=tf.int64)[-2]
         t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
         t2 = t1[..., None]
@@ -698,7 +710,7 @@ def matrix_diag_part_v3_vjp(grad, input, diagonal, *, k=0, padding_value=0, alig
         grad_input = tf.reshape(
             t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0)
         )
-    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_RIGHT":
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
         t0 = tf.shape(input, out_type=tf.int64)[-2]
         t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
         t2 = t1[..., None]
@@ -713,7 +725,7 @@ def matrix_diag_part_v3_vjp(grad, input, diagonal, *, k=0, padding_value=0, alig
         grad_input = tf.reshape(
             t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0)
         )
-    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == (1, 2) and align == "RIGHT_LEFT":
         t0 = tf.shape(input, out_type=tf.int64)[-2]
         t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
         t2 = t1[..., None]
@@ -736,7 +748,7 @@ def matrix_diag_part_v3_vjp(grad, input, diagonal, *, k=0, padding_value=0, alig
         grad_input = tf.reshape(
             t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0)
         )
-    elif k == (1, 2) and padding_value == 0 and align == "LEFT_RIGHT":
+    elif k == (1, 2) and align == "LEFT_RIGHT":
         t0 = tf.shape(input, out_type=tf.int64)[-2]
         t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
         t2 = t1[..., None]
@@ -759,7 +771,7 @@ def matrix_diag_part_v3_vjp(grad, input, diagonal, *, k=0, padding_value=0, alig
         grad_input = tf.reshape(
             t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0)
         )
-    elif k == (1, 2) and padding_value == 0 and align == "LEFT_LEFT":
+    elif k == (1, 2) and align == "LEFT_LEFT":
         t0 = tf.shape(input, out_type=tf.int64)[-2]
         t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
         t2 = t1[..., None]
@@ -774,7 +786,7 @@ def matrix_diag_part_v3_vjp(grad, input, diagonal, *, k=0, padding_value=0, alig
         grad_input = tf.reshape(
             t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0)
         )
-    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_RIGHT":
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
         t0 = tf.shape(input, out_type=tf.int64)[-2]
         t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
         t2 = t1[..., None]
@@ -835,9 +847,13 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
             diagonal = kernel_outputs[0]
             return diagonal, backward
         # else the declared formula
-        if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
+        if padding_value != 0:
+            raise ValueError(
+                f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
+            )
+        if k == 0 and align == "RIGHT_LEFT":
             diagonal = tf.linalg.diag_part(input)
-        elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
+        elif k == 1 and align == "RIGHT_LEFT":
             t0 = tf.shape(input, out_type=tf.int64)[-2]
             t1 = tf.shape(input, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -853,7 +869,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
             t7 = tf.cast(t5, tf.int64)
             t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
             diagonal = _gather(t2, t8, -1)
-        elif k == -2 and padding_value == 0 and align == "RIGHT_LEFT":
+        elif k == -2 and align == "RIGHT_LEFT":
             t0 = tf.shape(input, out_type=tf.int64)[-2]
             t1 = tf.shape(input, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -869,7 +885,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
             t7 = tf.cast(t4, tf.int64)
             t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
             diagonal = _gather(t2, t8, -1)
-        elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_LEFT":
+        elif k == (-1, 1) and align == "RIGHT_LEFT":
             t0 = tf.shape(input, out_type=tf.int64)[-2]
             t1 = tf.shape(input, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -896,7 +912,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
             t10 = tf.cast(t8, tf.int64)
             t11 = tf.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, tf.constant(-1, tf.int64))
             diagonal = _gather(t2, t11, -1)
-        elif k == (-1, 1) and padding_value == 0 and align == "LEFT_RIGHT":
+        elif k == (-1, 1) and align == "LEFT_RIGHT":
             t0 = tf.shape(input, out_type=tf.int64)[-2]
             t1 = tf.shape(input, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -923,7 +939,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
             t10 = tf.cast(t8, tf.int64)
             t11 = tf.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, tf.constant(-1, tf.int64))
             diagonal = _gather(t2, t11, -1)
-        elif k == (-1, 1) and padding_value == 0 and align == "LEFT_LEFT":
+        elif k == (-1, 1) and align == "LEFT_LEFT":
             t0 = tf.shape(input, out_type=tf.int64)[-2]
             t1 = tf.shape(input, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -942,7 +958,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
             t10 = tf.cast(t8, tf.int64)
             t11 = tf.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, tf.constant(-1, tf.int64))
             diagonal = _gather(t2, t11, -1)
-        elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_RIGHT":
+        elif k == (-1, 1) and align == "RIGHT_RIGHT":
             t0 = tf.shape(input, out_type=tf.int64)[-2]
             t1 = tf.shape(input, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -961,7 +977,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
             t10 = tf.cast(t8, tf.int64)
             t11 = tf.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, tf.constant(-1, tf.int64))
             diagonal = _gather(t2, t11, -1)
-        elif k == (1, 2) and padding_value == 0 and align == "RIGHT_LEFT":
+        elif k == (1, 2) and align == "RIGHT_LEFT":
             t0 = tf.shape(input, out_type=tf.int64)[-2]
             t1 = tf.shape(input, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -989,7 +1005,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
             t11 = tf.cast(t9, tf.int64)
             t12 = tf.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, tf.constant(-1, tf.int64))
             diagonal = _gather(t2, t12, -1)
-        elif k == (1, 2) and padding_value == 0 and align == "LEFT_RIGHT":
+        elif k == (1, 2) and align == "LEFT_RIGHT":
             t0 = tf.shape(input, out_type=tf.int64)[-2]
             t1 = tf.shape(input, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -1017,7 +1033,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
             t11 = tf.cast(t9, tf.int64)
             t12 = tf.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, tf.constant(-1, tf.int64))
             diagonal = _gather(t2, t12, -1)
-        elif k == (1, 2) and padding_value == 0 and align == "LEFT_LEFT":
+        elif k == (1, 2) and align == "LEFT_LEFT":
             t0 = tf.shape(input, out_type=tf.int64)[-2]
             t1 = tf.shape(input, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -1037,7 +1053,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
             t11 = tf.cast(t9, tf.int64)
             t12 = tf.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, tf.constant(-1, tf.int64))
             diagonal = _gather(t2, t12, -1)
-        elif k == (1, 2) and padding_value == 0 and align == "RIGHT_RIGHT":
+        elif k == (1, 2) and align == "RIGHT_RIGHT":
             t0 = tf.shape(input, out_type=tf.int64)[-2]
             t1 = tf.shape(input, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -1080,9 +1096,13 @@ def matrix_diag_v2_vjp(grad, diagonal, output, *, k=0, num_rows=-1, num_cols=-1,
         k=-2, num_rows=-1, num_cols=-1, padding_value=0:
             grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t2, t7, -1)`
     """
-    if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    if num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
+        )
+    if k == 0:
         grad_diagonal = tf.linalg.diag_part(grad)
-    elif k == 1 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    elif k == 1:
         t0 = tf.shape(grad, out_type=tf.int64)[-2]
         t1 = tf.shape(grad, out_type=tf.int64)[-1]
         t2 = tf.reshape(
@@ -1095,7 +1115,7 @@ def matrix_diag_v2_vjp(grad, diagonal, output, *, k=0, num_rows=-1, num_cols=-1,
         t6 = tf.cast(t4, tf.int64)
         t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
         grad_diagonal = _gather(t2, t7, -1)
-    elif k == -2 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    elif k == -2:
         t0 = tf.shape(grad, out_type=tf.int64)[-2]
         t1 = tf.shape(grad, out_type=tf.int64)[-1]
         t2 = tf.reshape(
@@ -1164,11 +1184,15 @@ def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        if num_rows != -1 or num_cols != -1 or padding_value != 0:
+            raise ValueError(
+                f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
+            )
+        if k == 0:
             t0 = diagonal[..., None]
             t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
             output = t0 * t1
-        elif k == 1 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        elif k == 1:
             t0 = tf.shape(diagonal, out_type=tf.int64)[-1]
             t1 = t0 + 1
             t2 = tf.range(tf.cast(t1, tf.int64))
@@ -1183,7 +1207,7 @@ def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
                 t9,
                 tf.concat([tf.shape(t9, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
             )
-        elif k == -2 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+        elif k == -2:
             t0 = tf.shape(diagonal, out_type=tf.int64)[-1]
             t1 = t0 + 2
             t2 = tf.range(tf.cast(t1, tf.int64))
@@ -1220,21 +1244,13 @@ def matrix_diag_v3_vjp(
     change it):
         grad_diagonal[batch, i] = grad[batch, i, i], i.e. `tf.linalg.diag_part(grad)`
     """
-    if (
-        k == 0
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    if num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    if k == 0 and align == "RIGHT_LEFT":
         grad_diagonal = tf.linalg.diag_part(grad)
-    elif (
-        k == 1
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == 1 and align == "RIGHT_LEFT":
         t0 = tf.shape(grad, out_type=tf.int64)[-2]
         t1 = tf.shape(grad, out_type=tf.int64)[-1]
         t2 = tf.reshape(
@@ -1247,13 +1263,7 @@ def matrix_diag_v3_vjp(
         t6 = tf.cast(t4, tf.int64)
         t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
         grad_diagonal = _gather(t2, t7, -1)
-    elif (
-        k == -2
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == -2 and align == "RIGHT_LEFT":
         t0 = tf.shape(grad, out_type=tf.int64)[-2]
         t1 = tf.shape(grad, out_type=tf.int64)[-1]
         t2 = tf.reshape(
@@ -1266,13 +1276,7 @@ def matrix_diag_v3_vjp(
         t6 = tf.cast(t3, tf.int64)
         t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
         grad_diagonal = _gather(t2, t7, -1)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
         t0 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
         t1 = (t0 >= 0) & (t0 <= 2)
         t2 = t1[..., None]
@@ -1299,13 +1303,7 @@ def matrix_diag_v3_vjp(
             t15, tf.concat([tf.shape(t15, out_type=tf.int64)[:-1], tf.cast([-1, t9], tf.int64)], 0)
         )
         grad_diagonal = t16 * tf.where(t2, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_RIGHT"
-    ):
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
         t0 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
         t1 = (t0 >= 0) & (t0 <= 2)
         t2 = t1[..., None]
@@ -1332,13 +1330,7 @@ def matrix_diag_v3_vjp(
             t15, tf.concat([tf.shape(t15, out_type=tf.int64)[:-1], tf.cast([-1, t9], tf.int64)], 0)
         )
         grad_diagonal = t16 * tf.where(t2, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_LEFT"
-    ):
+    elif k == (-1, 1) and align == "LEFT_LEFT":
         t0 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
         t1 = (t0 >= 0) & (t0 <= 2)
         t2 = t1[..., None]
@@ -1359,13 +1351,7 @@ def matrix_diag_v3_vjp(
             t15, tf.concat([tf.shape(t15, out_type=tf.int64)[:-1], tf.cast([-1, t9], tf.int64)], 0)
         )
         grad_diagonal = t16 * tf.where(t2, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_RIGHT"
-    ):
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
         t0 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
         t1 = (t0 >= 0) & (t0 <= 2)
         t2 = t1[..., None]
@@ -1386,13 +1372,7 @@ def matrix_diag_v3_vjp(
             t15, tf.concat([tf.shape(t15, out_type=tf.int64)[:-1], tf.cast([-1, t9], tf.int64)], 0)
         )
         grad_diagonal = t16 * tf.where(t2, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == (1, 2) and align == "RIGHT_LEFT":
         t0 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
         t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
@@ -1419,13 +1399,7 @@ def matrix_diag_v3_vjp(
             t15, tf.concat([tf.shape(t15, out_type=tf.int64)[:-1], tf.cast([-1, t9], tf.int64)], 0)
         )
         grad_diagonal = t16 * tf.where(t2, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_RIGHT"
-    ):
+    elif k == (1, 2) and align == "LEFT_RIGHT":
         t0 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
         t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
@@ -1452,13 +1426,7 @@ def matrix_diag_v3_vjp(
             t15, tf.concat([tf.shape(t15, out_type=tf.int64)[:-1], tf.cast([-1, t9], tf.int64)], 0)
         )
         grad_diagonal = t16 * tf.where(t2, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_LEFT"
-    ):
+    elif k == (1, 2) and align == "LEFT_LEFT":
         t0 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
         t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
@@ -1479,13 +1447,7 @@ def matrix_diag_v3_vjp(
             t15, tf.concat([tf.shape(t15, out_type=tf.int64)[:-1], tf.cast([-1, t9], tf.int64)], 0)
         )
         grad_diagonal = t16 * tf.where(t2, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_RIGHT"
-    ):
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
         t0 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
         t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
@@ -1569,23 +1531,15 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if (
-            k == 0
-            and num_rows == -1
-            and num_cols == -1
-            and padding_value == 0
-            and align == "RIGHT_LEFT"
-        ):
+        if num_rows != -1 or num_cols != -1 or padding_value != 0:
+            raise ValueError(
+                f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
+            )
+        if k == 0 and align == "RIGHT_LEFT":
             t0 = diagonal[..., None]
             t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
             output = t0 * t1
-        elif (
-            k == 1
-            and num_rows == -1
-            and num_cols == -1
-            and padding_value == 0
-            and align == "RIGHT_LEFT"
-        ):
+        elif k == 1 and align == "RIGHT_LEFT":
             t0 = tf.shape(diagonal, out_type=tf.int64)[-1]
             t1 = t0 + 1
             t2 = tf.range(tf.cast(t1, tf.int64))
@@ -1600,13 +1554,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
                 t9,
                 tf.concat([tf.shape(t9, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
             )
-        elif (
-            k == -2
-            and num_rows == -1
-            and num_cols == -1
-            and padding_value == 0
-            and align == "RIGHT_LEFT"
-        ):
+        elif k == -2 and align == "RIGHT_LEFT":
             t0 = tf.shape(diagonal, out_type=tf.int64)[-1]
             t1 = t0 + 2
             t2 = tf.range(tf.cast(t1, tf.int64))
@@ -1621,13 +1569,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
                 t9,
                 tf.concat([tf.shape(t9, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
             )
-        elif (
-            k == (-1, 1)
-            and num_rows == -1
-            and num_cols == -1
-            and padding_value == 0
-            and align == "RIGHT_LEFT"
-        ):
+        elif k == (-1, 1) and align == "RIGHT_LEFT":
             t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
             t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -1650,13 +1592,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
             t10 = _gather(t2, t9, -1)
             t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
             output = tf.where(t11, t10, tf.constant(0, diagonal.dtype))
-        elif (
-            k == (-1, 1)
-            and num_rows == -1
-            and num_cols == -1
-            and padding_value == 0
-            and align == "LEFT_RIGHT"
-        ):
+        elif k == (-1, 1) and align == "LEFT_RIGHT":
             t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
             t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -1679,13 +1615,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
             t10 = _gather(t2, t9, -1)
             t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
             output = tf.where(t11, t10, tf.constant(0, diagonal.dtype))
-        elif (
-            k == (-1, 1)
-            and num_rows == -1
-            and num_cols == -1
-            and padding_value == 0
-            and align == "LEFT_LEFT"
-        ):
+        elif k == (-1, 1) and align == "LEFT_LEFT":
             t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
             t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -1704,13 +1634,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
             t10 = _gather(t2, t9, -1)
             t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
             output = tf.where(t11, t10, tf.constant(0, diagonal.dtype))
-        elif (
-            k == (-1, 1)
-            and num_rows == -1
-            and num_cols == -1
-            and padding_value == 0
-            and align == "RIGHT_RIGHT"
-        ):
+        elif k == (-1, 1) and align == "RIGHT_RIGHT":
             t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
             t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -1729,13 +1653,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
             t10 = _gather(t2, t9, -1)
             t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
             output = tf.where(t11, t10, tf.constant(0, diagonal.dtype))
-        elif (
-            k == (1, 2)
-            and num_rows == -1
-            and num_cols == -1
-            and padding_value == 0
-            and align == "RIGHT_LEFT"
-        ):
+        elif k == (1, 2) and align == "RIGHT_LEFT":
             t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
             t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -1759,13 +1677,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
             t11 = _gather(t2, t10, -1)
             t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
             output = tf.where(t12, t11, tf.constant(0, diagonal.dtype))
-        elif (
-            k == (1, 2)
-            and num_rows == -1
-            and num_cols == -1
-            and padding_value == 0
-            and align == "LEFT_RIGHT"
-        ):
+        elif k == (1, 2) and align == "LEFT_RIGHT":
             t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
             t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -1789,13 +1701,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
             t11 = _gather(t2, t10, -1)
             t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
             output = tf.where(t12, t11, tf.constant(0, diagonal.dtype))
-        elif (
-            k == (1, 2)
-            and num_rows == -1
-            and num_cols == -1
-            and padding_value == 0
-            and align == "LEFT_LEFT"
-        ):
+        elif k == (1, 2) and align == "LEFT_LEFT":
             t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
             t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -1815,13 +1721,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
             t11 = _gather(t2, t10, -1)
             t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
             output = tf.where(t12, t11, tf.constant(0, diagonal.dtype))
-        elif (
-            k == (1, 2)
-            and num_rows == -1
-            and num_cols == -1
-            and padding_value == 0
-            and align == "RIGHT_RIGHT"
-        ):
+        elif k == (1, 2) and align == "RIGHT_RIGHT":
             t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
             t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
             t2 = tf.reshape(
@@ -2462,10 +2362,10 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
             output = tf.where(t2, tf.constant(0, input.dtype), input) + tf.where(
                 t2, t11, tf.constant(0, input.dtype)
             )
-        elif k == (-1, 1) and align == "LEFT_LEFT":
+        elif k in ((-1, 1), (1, 2)) and align == "LEFT_LEFT":
             t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
             t1 = t0[..., None]
-            t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+            t2 = (-t0 + t1 >= -k[1]) & (-t0 + t1 <= -k[0])
             t3 = tf.shape(diagonal, out_type=tf.int64)[-2]
             t4 = tf.shape(diagonal, out_type=tf.int64)[-1]
             t5 = tf.reshape(
@@ -2474,7 +2374,7 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
                     [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t3 * t4], tf.int64)], 0
                 ),
             )
-            t6 = -t0 + t1 + 1
+            t6 = -t0 + t1 + k[1]
             t7 = t1 - tf.math.maximum(-t0 + t1, 0)
             t8 = tf.cast(t6, tf.int64)
             t9 = tf.cast(t7, tf.int64)
@@ -2547,27 +2447,6 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
                 - tf.math.maximum(-t0 + t1, 0)
                 + tf.where(t0 - t1 < 0, tf.math.abs(t0 - t1) - 1, tf.constant(0, tf.int64))
             )
-            t8 = tf.cast(t6, tf.int64)
-            t9 = tf.cast(t7, tf.int64)
-            t10 = tf.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, tf.constant(-1, tf.int64))
-            t11 = _gather(t5, t10, -1)
-            output = tf.where(t2, tf.constant(0, input.dtype), input) + tf.where(
-                t2, t11, tf.constant(0, input.dtype)
-            )
-        elif k == (1, 2) and align == "LEFT_LEFT":
-            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-            t1 = t0[..., None]
-            t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-            t3 = tf.shape(diagonal, out_type=tf.int64)[-2]
-            t4 = tf.shape(diagonal, out_type=tf.int64)[-1]
-            t5 = tf.reshape(
-                diagonal,
-                tf.concat(
-                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t3 * t4], tf.int64)], 0
-                ),
-            )
-            t6 = -t0 + t1 + 2
-            t7 = t1 - tf.math.maximum(-t0 + t1, 0)
             t8 = tf.cast(t6, tf.int64)
             t9 = tf.cast(t7, tf.int64)
             t10 = tf.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, tf.constant(-1, tf.int64))

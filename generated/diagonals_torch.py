@@ -403,9 +403,13 @@ def matrix_diag_part_v2(input, *, k=0, padding_value=0):
 
 def matrix_diag_part_v2_forward(input, *, k=0, padding_value=0):
     """MatrixDiagPartV2's formula."""
-    if k == 0 and padding_value == 0:
+    if padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
+        )
+    if k == 0:
         diagonal = torch.diagonal(input, dim1=-2, dim2=-1)
-    elif k == 1 and padding_value == 0:
+    elif k == 1:
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -416,7 +420,7 @@ def matrix_diag_part_v2_forward(input, *, k=0, padding_value=0):
         t7 = torch.as_tensor(t5, dtype=torch.int64)
         t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         diagonal = _gather(t2, t8, -1)
-    elif k == -2 and padding_value == 0:
+    elif k == -2:
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -447,11 +451,15 @@ def matrix_diag_part_v2_vjp(grad, input, *, diagonal=None, k=0, padding_value=0)
             grad_input[batch, i, j] = grad[batch, j] * delta(i, j + 2)
                 i.e. `torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))`
     """
-    if k == 0 and padding_value == 0:
+    if padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
+        )
+    if k == 0:
         t0 = grad[..., None]
         t1 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
         grad_input = t0 * t1
-    elif k == 1 and padding_value == 0:
+    elif k == 1:
         t0 = torch.arange(np.shape(input)[-2])
         t1 = _gather(grad, t0, -1)
         t2 = np.shape(input)[-2]
@@ -462,7 +470,7 @@ def matrix_diag_part_v2_vjp(grad, input, *, diagonal=None, k=0, padding_value=0)
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_input = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
-    elif k == -2 and padding_value == 0:
+    elif k == -2:
         t0 = torch.arange(np.shape(input)[-2])
         t1 = _gather(grad, t0, -1)
         t2 = np.shape(input)[-2]
@@ -507,9 +515,13 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
 
 def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
     """MatrixDiagPartV3's formula."""
-    if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
+    if padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    if k == 0 and align == "RIGHT_LEFT":
         diagonal = torch.diagonal(input, dim1=-2, dim2=-1)
-    elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == 1 and align == "RIGHT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -520,7 +532,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t7 = torch.as_tensor(t5, dtype=torch.int64)
         t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         diagonal = _gather(t2, t8, -1)
-    elif k == -2 and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == -2 and align == "RIGHT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -531,7 +543,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t7 = torch.as_tensor(t4, dtype=torch.int64)
         t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         diagonal = _gather(t2, t8, -1)
-    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -545,7 +557,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t10 = torch.as_tensor(t8, dtype=torch.int64)
         t11 = torch.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
         diagonal = _gather(t2, t11, -1)
-    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_RIGHT":
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -559,7 +571,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t10 = torch.as_tensor(t8, dtype=torch.int64)
         t11 = torch.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
         diagonal = _gather(t2, t11, -1)
-    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_LEFT":
+    elif k == (-1, 1) and align == "LEFT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -573,7 +585,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t10 = torch.as_tensor(t8, dtype=torch.int64)
         t11 = torch.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
         diagonal = _gather(t2, t11, -1)
-    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_RIGHT":
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -587,7 +599,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t10 = torch.as_tensor(t8, dtype=torch.int64)
         t11 = torch.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
         diagonal = _gather(t2, t11, -1)
-    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == (1, 2) and align == "RIGHT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -602,7 +614,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t11 = torch.as_tensor(t9, dtype=torch.int64)
         t12 = torch.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
         diagonal = _gather(t2, t12, -1)
-    elif k == (1, 2) and padding_value == 0 and align == "LEFT_RIGHT":
+    elif k == (1, 2) and align == "LEFT_RIGHT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -617,7 +629,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t11 = torch.as_tensor(t9, dtype=torch.int64)
         t12 = torch.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
         diagonal = _gather(t2, t12, -1)
-    elif k == (1, 2) and padding_value == 0 and align == "LEFT_LEFT":
+    elif k == (1, 2) and align == "LEFT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -632,7 +644,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t11 = torch.as_tensor(t9, dtype=torch.int64)
         t12 = torch.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
         diagonal = _gather(t2, t12, -1)
-    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_RIGHT":
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
@@ -663,11 +675,15 @@ def matrix_diag_part_v3_vjp(
     (other values of k, padding_value, align change it):
         grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
     """
-    if k == 0 and padding_value == 0 and align == "RIGHT_LEFT":
+    if padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    if k == 0 and align == "RIGHT_LEFT":
         t0 = grad[..., None]
         t1 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
         grad_input = t0 * t1
-    elif k == 1 and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == 1 and align == "RIGHT_LEFT":
         t0 = torch.arange(np.shape(input)[-2])
         t1 = _gather(grad, t0, -1)
         t2 = np.shape(input)[-2]
@@ -678,7 +694,7 @@ def matrix_diag_part_v3_vjp(
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_input = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
-    elif k == -2 and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == -2 and align == "RIGHT_LEFT":
         t0 = torch.arange(np.shape(input)[-2])
         t1 = _gather(grad, t0, -1)
         t2 = np.shape(input)[-2]
@@ -689,7 +705,7 @@ def matrix_diag_part_v3_vjp(
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_input = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
-    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = torch.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
@@ -702,7 +718,7 @@ def matrix_diag_part_v3_vjp(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
-    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_RIGHT":
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
         t0 = np.shape(input)[-2]
         t1 = torch.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
@@ -715,7 +731,7 @@ def matrix_diag_part_v3_vjp(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
-    elif k == (-1, 1) and padding_value == 0 and align == "LEFT_LEFT":
+    elif k == (-1, 1) and align == "LEFT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = torch.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
@@ -728,7 +744,7 @@ def matrix_diag_part_v3_vjp(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
-    elif k == (-1, 1) and padding_value == 0 and align == "RIGHT_RIGHT":
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
         t0 = np.shape(input)[-2]
         t1 = torch.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
@@ -741,7 +757,7 @@ def matrix_diag_part_v3_vjp(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
-    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_LEFT":
+    elif k == (1, 2) and align == "RIGHT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = torch.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
@@ -754,7 +770,7 @@ def matrix_diag_part_v3_vjp(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
-    elif k == (1, 2) and padding_value == 0 and align == "LEFT_RIGHT":
+    elif k == (1, 2) and align == "LEFT_RIGHT":
         t0 = np.shape(input)[-2]
         t1 = torch.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
@@ -767,7 +783,7 @@ def matrix_diag_part_v3_vjp(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
-    elif k == (1, 2) and padding_value == 0 and align == "LEFT_LEFT":
+    elif k == (1, 2) and align == "LEFT_LEFT":
         t0 = np.shape(input)[-2]
         t1 = torch.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
@@ -780,7 +796,7 @@ def matrix_diag_part_v3_vjp(
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
-    elif k == (1, 2) and padding_value == 0 and align == "RIGHT_RIGHT":
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
         t0 = np.shape(input)[-2]
         t1 = torch.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
@@ -827,11 +843,15 @@ def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
 
 def matrix_diag_v2_forward(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
     """MatrixDiagV2's formula."""
-    if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    if num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
+        )
+    if k == 0:
         t0 = diagonal[..., None]
         t1 = torch.eye(np.shape(diagonal)[-1], dtype=diagonal.dtype)
         output = t0 * t1
-    elif k == 1 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    elif k == 1:
         t0 = np.shape(diagonal)[-1]
         t1 = t0 + 1
         t2 = torch.arange(int(t1))
@@ -843,7 +863,7 @@ def matrix_diag_v2_forward(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_v
         t8 = t1**2
         t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
         output = torch.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
-    elif k == -2 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    elif k == -2:
         t0 = np.shape(diagonal)[-1]
         t1 = t0 + 2
         t2 = torch.arange(int(t1))
@@ -876,9 +896,13 @@ def matrix_diag_v2_vjp(
         k=-2, num_rows=-1, num_cols=-1, padding_value=0:
             grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t2, t7, -1)`
     """
-    if k == 0 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    if num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
+        )
+    if k == 0:
         grad_diagonal = torch.diagonal(grad, dim1=-2, dim2=-1)
-    elif k == 1 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    elif k == 1:
         t0 = np.shape(grad)[-2]
         t1 = np.shape(grad)[-1]
         t2 = torch.reshape(grad, np.shape(grad)[:-2] + (t0 * t1,))
@@ -888,7 +912,7 @@ def matrix_diag_v2_vjp(
         t6 = torch.as_tensor(t4, dtype=torch.int64)
         t7 = torch.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_diagonal = _gather(t2, t7, -1)
-    elif k == -2 and num_rows == -1 and num_cols == -1 and padding_value == 0:
+    elif k == -2:
         t0 = np.shape(grad)[-2]
         t1 = np.shape(grad)[-1]
         t2 = torch.reshape(grad, np.shape(grad)[:-2] + (t0 * t1,))
@@ -938,23 +962,15 @@ def matrix_diag_v3_forward(
     diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"
 ):
     """MatrixDiagV3's formula."""
-    if (
-        k == 0
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    if num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    if k == 0 and align == "RIGHT_LEFT":
         t0 = diagonal[..., None]
         t1 = torch.eye(np.shape(diagonal)[-1], dtype=diagonal.dtype)
         output = t0 * t1
-    elif (
-        k == 1
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == 1 and align == "RIGHT_LEFT":
         t0 = np.shape(diagonal)[-1]
         t1 = t0 + 1
         t2 = torch.arange(int(t1))
@@ -966,13 +982,7 @@ def matrix_diag_v3_forward(
         t8 = t1**2
         t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
         output = torch.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
-    elif (
-        k == -2
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == -2 and align == "RIGHT_LEFT":
         t0 = np.shape(diagonal)[-1]
         t1 = t0 + 2
         t2 = torch.arange(int(t1))
@@ -984,13 +994,7 @@ def matrix_diag_v3_forward(
         t8 = t1**2
         t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
         output = torch.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
         t0 = np.shape(diagonal)[-2]
         t1 = np.shape(diagonal)[-1]
         t2 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1004,13 +1008,7 @@ def matrix_diag_v3_forward(
         t10 = _gather(t2, t9, -1)
         t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
         output = torch.where(t11, t10, 0)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_RIGHT"
-    ):
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
         t0 = np.shape(diagonal)[-2]
         t1 = np.shape(diagonal)[-1]
         t2 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1024,13 +1022,7 @@ def matrix_diag_v3_forward(
         t10 = _gather(t2, t9, -1)
         t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
         output = torch.where(t11, t10, 0)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_LEFT"
-    ):
+    elif k == (-1, 1) and align == "LEFT_LEFT":
         t0 = np.shape(diagonal)[-2]
         t1 = np.shape(diagonal)[-1]
         t2 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1044,13 +1036,7 @@ def matrix_diag_v3_forward(
         t10 = _gather(t2, t9, -1)
         t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
         output = torch.where(t11, t10, 0)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_RIGHT"
-    ):
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
         t0 = np.shape(diagonal)[-2]
         t1 = np.shape(diagonal)[-1]
         t2 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1064,13 +1050,7 @@ def matrix_diag_v3_forward(
         t10 = _gather(t2, t9, -1)
         t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
         output = torch.where(t11, t10, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == (1, 2) and align == "RIGHT_LEFT":
         t0 = np.shape(diagonal)[-2]
         t1 = np.shape(diagonal)[-1]
         t2 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1085,13 +1065,7 @@ def matrix_diag_v3_forward(
         t11 = _gather(t2, t10, -1)
         t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
         output = torch.where(t12, t11, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_RIGHT"
-    ):
+    elif k == (1, 2) and align == "LEFT_RIGHT":
         t0 = np.shape(diagonal)[-2]
         t1 = np.shape(diagonal)[-1]
         t2 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1106,13 +1080,7 @@ def matrix_diag_v3_forward(
         t11 = _gather(t2, t10, -1)
         t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
         output = torch.where(t12, t11, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_LEFT"
-    ):
+    elif k == (1, 2) and align == "LEFT_LEFT":
         t0 = np.shape(diagonal)[-2]
         t1 = np.shape(diagonal)[-1]
         t2 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1127,13 +1095,7 @@ def matrix_diag_v3_forward(
         t11 = _gather(t2, t10, -1)
         t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
         output = torch.where(t12, t11, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_RIGHT"
-    ):
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
         t0 = np.shape(diagonal)[-2]
         t1 = np.shape(diagonal)[-1]
         t2 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1173,21 +1135,13 @@ def matrix_diag_v3_vjp(
     change it):
         grad_diagonal[batch, i] = grad[batch, i, i], i.e. `torch.diagonal(grad, dim1=-2, dim2=-1)`
     """
-    if (
-        k == 0
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    if num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    if k == 0 and align == "RIGHT_LEFT":
         grad_diagonal = torch.diagonal(grad, dim1=-2, dim2=-1)
-    elif (
-        k == 1
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == 1 and align == "RIGHT_LEFT":
         t0 = np.shape(grad)[-2]
         t1 = np.shape(grad)[-1]
         t2 = torch.reshape(grad, np.shape(grad)[:-2] + (t0 * t1,))
@@ -1197,13 +1151,7 @@ def matrix_diag_v3_vjp(
         t6 = torch.as_tensor(t4, dtype=torch.int64)
         t7 = torch.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_diagonal = _gather(t2, t7, -1)
-    elif (
-        k == -2
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == -2 and align == "RIGHT_LEFT":
         t0 = np.shape(grad)[-2]
         t1 = np.shape(grad)[-1]
         t2 = torch.reshape(grad, np.shape(grad)[:-2] + (t0 * t1,))
@@ -1213,13 +1161,7 @@ def matrix_diag_v3_vjp(
         t6 = torch.as_tensor(t3, dtype=torch.int64)
         t7 = torch.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_diagonal = _gather(t2, t7, -1)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == (-1, 1) and align == "RIGHT_LEFT":
         t0 = torch.arange(np.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 2)
         t2 = t1[..., None]
@@ -1238,13 +1180,7 @@ def matrix_diag_v3_vjp(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = torch.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = torch.where(t2, t16, 0)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_RIGHT"
-    ):
+    elif k == (-1, 1) and align == "LEFT_RIGHT":
         t0 = torch.arange(np.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 2)
         t2 = t1[..., None]
@@ -1263,13 +1199,7 @@ def matrix_diag_v3_vjp(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = torch.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = torch.where(t2, t16, 0)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_LEFT"
-    ):
+    elif k == (-1, 1) and align == "LEFT_LEFT":
         t0 = torch.arange(np.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 2)
         t2 = t1[..., None]
@@ -1288,13 +1218,7 @@ def matrix_diag_v3_vjp(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = torch.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = torch.where(t2, t16, 0)
-    elif (
-        k == (-1, 1)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_RIGHT"
-    ):
+    elif k == (-1, 1) and align == "RIGHT_RIGHT":
         t0 = torch.arange(np.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 2)
         t2 = t1[..., None]
@@ -1313,13 +1237,7 @@ def matrix_diag_v3_vjp(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = torch.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = torch.where(t2, t16, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_LEFT"
-    ):
+    elif k == (1, 2) and align == "RIGHT_LEFT":
         t0 = torch.arange(np.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
@@ -1338,13 +1256,7 @@ def matrix_diag_v3_vjp(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = torch.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = torch.where(t2, t16, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_RIGHT"
-    ):
+    elif k == (1, 2) and align == "LEFT_RIGHT":
         t0 = torch.arange(np.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
@@ -1363,13 +1275,7 @@ def matrix_diag_v3_vjp(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = torch.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = torch.where(t2, t16, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "LEFT_LEFT"
-    ):
+    elif k == (1, 2) and align == "LEFT_LEFT":
         t0 = torch.arange(np.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
@@ -1388,13 +1294,7 @@ def matrix_diag_v3_vjp(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = torch.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = torch.where(t2, t16, 0)
-    elif (
-        k == (1, 2)
-        and num_rows == -1
-        and num_cols == -1
-        and padding_value == 0
-        and align == "RIGHT_RIGHT"
-    ):
+    elif k == (1, 2) and align == "RIGHT_RIGHT":
         t0 = torch.arange(np.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
@@ -1666,14 +1566,14 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t10 = torch.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
         t11 = _gather(t5, t10, -1)
         output = torch.where(t2, 0, input) + torch.where(t2, t11, 0)
-    elif k == (-1, 1) and align == "LEFT_LEFT":
+    elif k in ((-1, 1), (1, 2)) and align == "LEFT_LEFT":
         t0 = torch.arange(np.shape(input)[-2])
         t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        t2 = (-t0 + t1 >= -k[1]) & (-t0 + t1 <= -k[0])
         t3 = np.shape(diagonal)[-2]
         t4 = np.shape(diagonal)[-1]
         t5 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
-        t6 = -t0 + t1 + 1
+        t6 = -t0 + t1 + k[1]
         t7 = t1 - _maximum(-t0 + t1, 0)
         t8 = torch.as_tensor(t6, dtype=torch.int64)
         t9 = torch.as_tensor(t7, dtype=torch.int64)
@@ -1717,20 +1617,6 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t5 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
         t6 = -t0 + t1 + 2
         t7 = t1 - _maximum(-t0 + t1, 0) + torch.where(t0 - t1 < 0, torch.abs(t0 - t1) - 1, 0)
-        t8 = torch.as_tensor(t6, dtype=torch.int64)
-        t9 = torch.as_tensor(t7, dtype=torch.int64)
-        t10 = torch.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
-        t11 = _gather(t5, t10, -1)
-        output = torch.where(t2, 0, input) + torch.where(t2, t11, 0)
-    elif k == (1, 2) and align == "LEFT_LEFT":
-        t0 = torch.arange(np.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-        t3 = np.shape(diagonal)[-2]
-        t4 = np.shape(diagonal)[-1]
-        t5 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
-        t6 = -t0 + t1 + 2
-        t7 = t1 - _maximum(-t0 + t1, 0)
         t8 = torch.as_tensor(t6, dtype=torch.int64)
         t9 = torch.as_tensor(t7, dtype=torch.int64)
         t10 = torch.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)

@@ -97,24 +97,6 @@ def gather_v2(params, indices, *, axis=0, batch_dims=0):
         t8 = np.asarray(indices, dtype=np.int64)
         t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
         output = _gather(t3, t9, -2)
-    elif axis == 2 and batch_dims == 0:
-        output = _gather(params, indices, -1)
-    elif axis == 2 and batch_dims == 1:
-        t0 = np.shape(params)[-3]
-        t1 = np.shape(params)[-2]
-        t2 = np.shape(params)[-1]
-        t3 = np.reshape(params, (t0 * t1 * t2,))
-        t4 = np.arange(np.shape(params)[-3])
-        t5 = t4[..., None, None]
-        t6 = np.arange(np.shape(params)[-2])
-        t7 = t6[..., None]
-        t8 = np.arange(np.shape(indices)[-1])
-        t9 = indices[..., None, :]
-        t10 = np.asarray(t5, dtype=np.int64)
-        t11 = np.asarray(t7, dtype=np.int64)
-        t12 = np.asarray(t9, dtype=np.int64)
-        t13 = np.where((t12 >= 0) & (t12 < t2), t12 + t2 * (t1 * t10 + t11), -1)
-        output = _gather(t3, t13, -1)
     else:
         raise ValueError(
             f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
@@ -125,10 +107,16 @@ def gather_v2(params, indices, *, axis=0, batch_dims=0):
 def gather_v2_grad(grad, params, indices, *, output=None, axis=0, batch_dims=0):
     """Gradient of GatherV2: one array per input (params, indices).
 
-    In index notation, next to the code computing it, for axis=0, batch_dims=0 (other values of
-    axis, batch_dims change it):
-        grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
-            i.e. `_scatter_add(grad, indices, 1, t0)`
+    In index notation, next to the code computing it, per variant:
+        axis=0, batch_dims=0:
+            grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
+                i.e. `_scatter_add(grad, indices, 1, t0)`
+        axis=1, batch_dims=0:
+            grad_params[i, j, k] = sum_q grad[i, q, k] * delta(j, indices[q])
+                i.e. `_scatter_add(grad, indices, 1, t0)`
+        axis=1, batch_dims=1:
+            grad_params[i, j, k] = sum_q grad[i, q, k] * delta(j, indices[i, q])
+                i.e. `np.reshape(t9, np.shape(t9)[:-2] + (-1, t1) + np.shape(t9)[-1:])`
     """
     if axis in (0, 1) and batch_dims == 0:
         t0 = np.shape(params)[-2]
@@ -145,26 +133,6 @@ def gather_v2_grad(grad, params, indices, *, output=None, axis=0, batch_dims=0):
         t8 = t0 * t1
         t9 = _scatter_add(grad, t7, 1, t8)  # no gather form: an explicit scatter-add
         grad_params = np.reshape(t9, np.shape(t9)[:-2] + (-1, t1) + np.shape(t9)[-1:])
-    elif axis == 2 and batch_dims == 0:
-        t0 = np.shape(params)[-1]
-        grad_params = _scatter_add(grad, indices, 0, t0)  # no gather form: an explicit scatter-add
-    elif axis == 2 and batch_dims == 1:
-        t0 = np.shape(params)[-3]
-        t1 = np.shape(params)[-2]
-        t2 = np.shape(params)[-1]
-        t3 = np.arange(np.shape(params)[-3])
-        t4 = t3[..., None, None]
-        t5 = np.arange(np.shape(params)[-2])
-        t6 = t5[..., None]
-        t7 = np.arange(np.shape(indices)[-1])
-        t8 = indices[..., None, :]
-        t9 = np.asarray(t4, dtype=np.int64)
-        t10 = np.asarray(t6, dtype=np.int64)
-        t11 = np.asarray(t8, dtype=np.int64)
-        t12 = np.where((t11 >= 0) & (t11 < t2), t11 + t2 * (t1 * t9 + t10), -1)
-        t13 = t0 * t1 * t2
-        t14 = _scatter_add(grad, t12, 0, t13)  # no gather form: an explicit scatter-add
-        grad_params = np.reshape(t14, np.shape(t14)[:-1] + (-1, t1, t2))
     else:
         raise ValueError(
             f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
@@ -187,8 +155,8 @@ def gather_v2_grad_grad(
     if axis == 0 and batch_dims == 0:
         grad_grad = _gather(grad_vjp_params, indices, -2)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis in (1, 2) and batch_dims == 0:
-        grad_grad = _gather(grad_vjp_params, indices, axis - 3)
+    elif axis == 1 and batch_dims == 0:
+        grad_grad = _gather(grad_vjp_params, indices, -2)
     elif axis == 1 and batch_dims == 1:
         t0 = np.shape(grad_vjp_params)[-3]
         t1 = np.shape(grad_vjp_params)[-2]
@@ -201,22 +169,6 @@ def gather_v2_grad_grad(
         t8 = np.asarray(indices, dtype=np.int64)
         t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
         grad_grad = _gather(t3, t9, -2)
-    elif axis == 2 and batch_dims == 1:
-        t0 = np.shape(grad_vjp_params)[-3]
-        t1 = np.shape(grad_vjp_params)[-2]
-        t2 = np.shape(grad_vjp_params)[-1]
-        t3 = np.reshape(grad_vjp_params, (t0 * t1 * t2,))
-        t4 = np.arange(np.shape(grad)[-3])
-        t5 = t4[..., None, None]
-        t6 = np.arange(np.shape(grad)[-2])
-        t7 = t6[..., None]
-        t8 = np.arange(np.shape(grad)[-1])
-        t9 = indices[..., None, :]
-        t10 = np.asarray(t5, dtype=np.int64)
-        t11 = np.asarray(t7, dtype=np.int64)
-        t12 = np.asarray(t9, dtype=np.int64)
-        t13 = np.where((t12 >= 0) & (t12 < t2), t12 + t2 * (t1 * t10 + t11), -1)
-        grad_grad = _gather(t3, t13, -1)
     else:
         raise ValueError(
             f"GatherV2Grad: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"

@@ -192,10 +192,16 @@ def _scatter_segments(reduce, values, positions, trailing, size):
 def gather_v2_vjp(grad, params, indices, output, *, axis=0, batch_dims=0):
     """Gradient of GatherV2 (declared at ops/gather.py:18): one per input (params, indices).
 
-    In index notation, next to the code computing it, for axis=0, batch_dims=0 (other values of
-    axis, batch_dims change it):
-        grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
-            i.e. `_scatter_rows(grad, indices, 1, t0)`
+    In index notation, next to the code computing it, per variant:
+        axis=0, batch_dims=0:
+            grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
+                i.e. `_scatter_rows(grad, indices, 1, t0)`
+        axis=1, batch_dims=0:
+            grad_params[i, j, k] = sum_q grad[i, q, k] * delta(j, indices[q])
+                i.e. `_scatter_rows(grad, indices, 1, t0)`
+        axis=1, batch_dims=1:
+            grad_params[i, j, k] = sum_q grad[i, q, k] * delta(j, indices[i, q])
+                i.e. `tf.reshape(t9, tf.concat([tf.shape(t9, out_type=tf.int64)[:-2], ...`
     """
     if axis in (0, 1) and batch_dims == 0:
         t0 = tf.shape(params, out_type=tf.int64)[-2]
@@ -221,31 +227,6 @@ def gather_v2_vjp(grad, params, indices, output, *, axis=0, batch_dims=0):
                 ],
                 0,
             ),
-        )
-    elif axis == 2 and batch_dims == 0:
-        t0 = tf.shape(params, out_type=tf.int64)[-1]
-        grad_params = _scatter_rows(grad, indices, 0, t0)  # no gather form: an explicit scatter-add
-    elif axis == 2 and batch_dims == 1:
-        t0 = tf.shape(params, out_type=tf.int64)[-3]
-        t1 = tf.shape(params, out_type=tf.int64)[-2]
-        t2 = tf.shape(params, out_type=tf.int64)[-1]
-        t3 = tf.range(tf.shape(params, out_type=tf.int64)[-3])
-        t4 = t3[..., None, None]
-        t5 = tf.range(tf.shape(params, out_type=tf.int64)[-2])
-        t6 = t5[..., None]
-        t7 = tf.range(tf.shape(indices, out_type=tf.int64)[-1])
-        t8 = indices[..., None, :]
-        t9 = tf.cast(t4, tf.int64)
-        t10 = tf.cast(t6, tf.int64)
-        t11 = tf.cast(t8, tf.int64)
-        t12 = tf.where(
-            (t11 >= 0) & (t11 < t2), t11 + t2 * (t1 * t9 + t10), tf.constant(-1, tf.int64)
-        )
-        t13 = t0 * t1 * t2
-        t14 = _scatter_add(grad, t12, 0, t13)  # no gather form: an explicit scatter-add
-        grad_params = tf.reshape(
-            t14,
-            tf.concat([tf.shape(t14, out_type=tf.int64)[:-1], tf.cast([-1, t1, t2], tf.int64)], 0),
         )
     else:
         raise ValueError(
@@ -282,7 +263,7 @@ def gather_v2(params, indices, *, axis=0, batch_dims=0):
                 {"params": params, "indices": indices},
                 {"axis": axis, "batch_dims": batch_dims},
             )
-            if axis in (0, 1, 2) and batch_dims in (0, 1)
+            if axis in (0, 1) and batch_dims in (0, 1)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
@@ -303,26 +284,6 @@ def gather_v2(params, indices, *, axis=0, batch_dims=0):
             t8 = tf.cast(indices, tf.int64)
             t9 = tf.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, tf.constant(-1, tf.int64))
             output = _gather(t3, t9, -2)
-        elif axis == 2 and batch_dims == 0:
-            output = _gather(params, indices, -1)
-        elif axis == 2 and batch_dims == 1:
-            t0 = tf.shape(params, out_type=tf.int64)[-3]
-            t1 = tf.shape(params, out_type=tf.int64)[-2]
-            t2 = tf.shape(params, out_type=tf.int64)[-1]
-            t3 = tf.reshape(params, [t0 * t1 * t2])
-            t4 = tf.range(tf.shape(params, out_type=tf.int64)[-3])
-            t5 = t4[..., None, None]
-            t6 = tf.range(tf.shape(params, out_type=tf.int64)[-2])
-            t7 = t6[..., None]
-            t8 = tf.range(tf.shape(indices, out_type=tf.int64)[-1])
-            t9 = indices[..., None, :]
-            t10 = tf.cast(t5, tf.int64)
-            t11 = tf.cast(t7, tf.int64)
-            t12 = tf.cast(t9, tf.int64)
-            t13 = tf.where(
-                (t12 >= 0) & (t12 < t2), t12 + t2 * (t1 * t10 + t11), tf.constant(-1, tf.int64)
-            )
-            output = _gather(t3, t13, -1)
         else:
             raise ValueError(
                 f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"

@@ -115,24 +115,6 @@ def gather_v2_forward(params, indices, *, axis=0, batch_dims=0):
         t8 = torch.as_tensor(indices, dtype=torch.int64)
         t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
         output = _gather(t3, t9, -2)
-    elif axis == 2 and batch_dims == 0:
-        output = _gather(params, indices, -1)
-    elif axis == 2 and batch_dims == 1:
-        t0 = np.shape(params)[-3]
-        t1 = np.shape(params)[-2]
-        t2 = np.shape(params)[-1]
-        t3 = torch.reshape(params, (t0 * t1 * t2,))
-        t4 = torch.arange(np.shape(params)[-3])
-        t5 = t4[..., None, None]
-        t6 = torch.arange(np.shape(params)[-2])
-        t7 = t6[..., None]
-        t8 = torch.arange(np.shape(indices)[-1])
-        t9 = indices[..., None, :]
-        t10 = torch.as_tensor(t5, dtype=torch.int64)
-        t11 = torch.as_tensor(t7, dtype=torch.int64)
-        t12 = torch.as_tensor(t9, dtype=torch.int64)
-        t13 = torch.where((t12 >= 0) & (t12 < t2), t12 + t2 * (t1 * t10 + t11), -1)
-        output = _gather(t3, t13, -1)
     else:
         raise ValueError(
             f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
@@ -143,10 +125,16 @@ def gather_v2_forward(params, indices, *, axis=0, batch_dims=0):
 def gather_v2_vjp(grad, params, indices, *, output=None, axis=0, batch_dims=0):
     """Gradient of GatherV2: one array per input (params, indices).
 
-    In index notation, next to the code computing it, for axis=0, batch_dims=0 (other values of
-    axis, batch_dims change it):
-        grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
-            i.e. `_scatter_add(grad, indices, 1, t0)`
+    In index notation, next to the code computing it, per variant:
+        axis=0, batch_dims=0:
+            grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
+                i.e. `_scatter_add(grad, indices, 1, t0)`
+        axis=1, batch_dims=0:
+            grad_params[i, j, k] = sum_q grad[i, q, k] * delta(j, indices[q])
+                i.e. `_scatter_add(grad, indices, 1, t0)`
+        axis=1, batch_dims=1:
+            grad_params[i, j, k] = sum_q grad[i, q, k] * delta(j, indices[i, q])
+                i.e. `torch.reshape(t9, np.shape(t9)[:-2] + (-1, t1) + np.shape(t9)[-1:])`
     """
     if axis in (0, 1) and batch_dims == 0:
         t0 = np.shape(params)[-2]
@@ -163,26 +151,6 @@ def gather_v2_vjp(grad, params, indices, *, output=None, axis=0, batch_dims=0):
         t8 = t0 * t1
         t9 = _scatter_add(grad, t7, 1, t8)  # no gather form: an explicit scatter-add
         grad_params = torch.reshape(t9, np.shape(t9)[:-2] + (-1, t1) + np.shape(t9)[-1:])
-    elif axis == 2 and batch_dims == 0:
-        t0 = np.shape(params)[-1]
-        grad_params = _scatter_add(grad, indices, 0, t0)  # no gather form: an explicit scatter-add
-    elif axis == 2 and batch_dims == 1:
-        t0 = np.shape(params)[-3]
-        t1 = np.shape(params)[-2]
-        t2 = np.shape(params)[-1]
-        t3 = torch.arange(np.shape(params)[-3])
-        t4 = t3[..., None, None]
-        t5 = torch.arange(np.shape(params)[-2])
-        t6 = t5[..., None]
-        t7 = torch.arange(np.shape(indices)[-1])
-        t8 = indices[..., None, :]
-        t9 = torch.as_tensor(t4, dtype=torch.int64)
-        t10 = torch.as_tensor(t6, dtype=torch.int64)
-        t11 = torch.as_tensor(t8, dtype=torch.int64)
-        t12 = torch.where((t11 >= 0) & (t11 < t2), t11 + t2 * (t1 * t9 + t10), -1)
-        t13 = t0 * t1 * t2
-        t14 = _scatter_add(grad, t12, 0, t13)  # no gather form: an explicit scatter-add
-        grad_params = torch.reshape(t14, np.shape(t14)[:-1] + (-1, t1, t2))
     else:
         raise ValueError(
             f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"

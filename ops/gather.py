@@ -17,12 +17,12 @@ i, p, q, s = indices("i p q s")
 
 @op(
     "GatherV2",
-    attrs={"axis": attr((0, 1, 2), Input(2)), "batch_dims": (0, 1)},
+    attrs={"axis": attr((0, 1), Input(2)), "batch_dims": (0, 1)},
     valid=lambda axis, batch_dims: batch_dims <= axis,
 )
 def gather_v2(axis, batch_dims):
     """Slices of `params` along `axis` at `indices`: rows of a matrix at indices of any rank
-    (axis 0, an embedding lookup), or along a later axis of rank-3 params; with batch_dims 1
+    (axis 0, an embedding lookup), or along the middle axis of rank-3 params; with batch_dims 1
     each batch entry its own indices (`params[b, indices[b, q], p]`, a gather in the row)."""
     if axis == 0:
         params = tensor("params", (N, P))

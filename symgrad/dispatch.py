@@ -10,6 +10,8 @@ statements. Two steps make the chain short:
    number comes from changes, so the code is as fast.
 2. **Common statements hoisted.** A statement every remaining branch has, reading nothing a
    branch computes before it, is printed once before the chain.
+3. **One value, tested once.** An attribute with the same value in every branch (a padding
+   only 0 is declared for) is tested once before the chain, not in each branch's condition.
 
 It works on printed Python (the same for every target), so it cannot change what a statement
 computes: a literal is replaced only by an expression equal to it in every variant merged.
@@ -34,12 +36,14 @@ class Variants:
     values: tuple[tuple[tuple[str, Any], ...], ...]  # per variant merged: (name, value) pairs
     statements: tuple[str, ...]  # printed statements (a multi-line one as one string)
 
-    def condition(self) -> str:
-        """`name == value and ...`, a merged attribute as `name in (values)`."""
+    def condition(self, omitted=frozenset()) -> str:
+        """`name == value and ...`, a merged attribute as `name in (values)`; the attributes
+        `omitted` (tested before the chain) left out."""
         parts = []
         for n, (name, value) in enumerate(self.values[0]):
             taken = tuple(dict.fromkeys(v[n][1] for v in self.values))
-            parts.append(_test(name, taken))
+            if name not in omitted:
+                parts.append(_test(name, taken))
         return " and ".join(parts)
 
 
@@ -50,11 +54,28 @@ def chain(branches: list[tuple[tuple[tuple[str, Any], ...], list[str]]], error: 
     for position in range(len(branches[0][0])):
         groups = _merged_over(groups, position)
     hoisted, groups = _hoisted(groups, {name for name, _ in branches[0][0]})
-    lines = list(hoisted)
+    fixed = _one_value(branches) if len(groups) > 1 else {}
+    lines = [f"if {' or '.join(_differs(n, v) for n, v in fixed.items())}:", f"    {error}"] if fixed else []
+    lines += list(hoisted)
     for n, group in enumerate(groups):
-        lines.append(f"{'if' if n == 0 else 'elif'} {group.condition()}:")
+        lines.append(f"{'if' if n == 0 else 'elif'} {group.condition(frozenset(fixed))}:")
         lines += ["    " + line for s in group.statements for line in s.split("\n")]
     return lines + ["else:", f"    {error}"]
+
+
+def _one_value(branches) -> dict:
+    """The attributes with the same value in every branch, and that value."""
+    values = [dict(attrs) for attrs, _ in branches]
+    return {name: value for name, value in branches[0][0] if all(v[name] == value for v in values)}
+
+
+def _differs(name: str, value) -> str:
+    """The test that `name` is not `value`."""
+    if value is True:
+        return f"not {name}"
+    if value is False:
+        return name
+    return f"{name} != {value!r}"
 
 
 def _test(name: str, values: tuple) -> str:
@@ -203,15 +224,22 @@ def _expression(name: str, attribute: list, literals: list) -> str | None:
 
 
 def _in_tuples(name: str, attribute: list[tuple], literals: list) -> str | None:
-    """An entry of a tuple attribute (`perm[1]`, `axis[-1]`) or where a value sits in it
+    """An entry of a tuple attribute (`perm[1]`, `axis[-1]`), plus or minus an offset or its
+    offset from a constant (`k[1] - 1`: a band's), or where a value sits in it
     (`perm.index(0)`: an inverse permutation), equal to the literals; else None."""
     shortest = min(len(a) for a in attribute)
-    for k in [*range(shortest), *range(-1, -shortest - 1, -1)]:
+    entries = [*range(shortest), *range(-1, -shortest - 1, -1)]
+    for k in entries:
         if all(a[k] == v for a, v in zip(attribute, literals)):
             return f"{name}[{k}]"
     for position in range(max(len(a) for a in attribute)):
         if all(position in a and a.index(position) == v for a, v in zip(attribute, literals)):
             return f"{name}.index({position})"
+    if all(type(v) is int for v in literals) and all(type(a[k]) is int for a in attribute for k in entries):
+        for k in entries:
+            entry = _expression(f"{name}[{k}]", [a[k] for a in attribute], literals)
+            if entry is not None:
+                return entry
     return None
 
 

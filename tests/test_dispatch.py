@@ -136,3 +136,21 @@ def test_a_tuple_attribute_is_read_by_entry_or_by_where_a_value_sits():
     perms = ((1, 2, 0), (2, 0, 1))  # the gradient transposes by the inverse permutation
     branches = [((("perm", p),), [f"out = f(x, ({p.index(0)}, {p.index(1)}, {p.index(2)}))"]) for p in perms]
     assert chain(branches, ERROR)[1] == "    out = f(x, (perm.index(0), perm.index(1), perm.index(2)))"
+
+
+def test_an_attribute_of_one_value_is_tested_once_before_the_chain():
+    branches = [((("mode", m), ("padding", 0)), [f"out = x[0] {'+' if m == 'A' else '-'} 1"]) for m in ("A", "B")]
+    lines = chain(branches, ERROR)
+    assert lines[:3] == ["if padding != 0:", f"    {ERROR}", "if mode == 'A':"]
+    assert _run(lines, mode="B", padding=0) == 9
+    with pytest.raises(ValueError):
+        _run(lines, mode="A", padding=1)
+
+
+def test_a_tuple_entry_plus_an_offset_explains_a_literal():
+    """A band of diagonals k = (low, high): its code reads `k[1] - 1`, `-k[0]`."""
+    bands = ((-1, 1), (1, 2))
+    branches = [((("k", k),), [f"out = x[{k[1] - 1}] + {-k[0]}"]) for k in bands]
+    lines = chain(branches, ERROR)
+    assert lines[:2] == ["if k in ((-1, 1), (1, 2)):", "    out = x[k[1] - 1] + -k[0]"]
+    assert [_run(lines, k=k) for k in bands] == [_run(_per_variant(branches), k=k) for k in bands]

@@ -1,4 +1,4 @@
-rank == 2 and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+rank == 2 and shrink_axis_mask == 0:
         t0 = np.arange(np.shape(input)[-1])
         t1 = np.shape(input)[-1]
         t2 = t0 - _slice_start(t1, begin[1], strides[1], _bit(begin_mask, 1))
