@@ -162,9 +162,10 @@ def softmax(logits):
         # else the declared formula
         ext1 = tf.reduce_max(logits, axis=-1)
         t0 = ext1[..., None]
-        sum1 = tf.reduce_sum(tf.math.exp(logits - t0), axis=-1)
+        t2 = tf.math.exp(logits - t0)
+        sum1 = tf.reduce_sum(t2, axis=-1)
         t1 = sum1[..., None]
-        softmax = tf.math.exp(logits - t0) / t1
+        softmax = t2 / t1
         return softmax, backward
 
     return forward(logits)
@@ -325,12 +326,13 @@ def softmax_cross_entropy_with_logits(features, labels):
         # else the declared formula
         ext1 = tf.reduce_max(features, axis=-1)
         t0 = ext1[..., None]
-        sum1 = tf.reduce_sum(tf.math.exp(features - t0), axis=-1)
+        t4 = tf.math.exp(features - t0)
+        sum1 = tf.reduce_sum(t4, axis=-1)
         t1 = tf.reduce_sum(features * labels, axis=-1)
         t2 = tf.reduce_sum(labels, axis=-1)
         loss = ext1 * t2 - t1 + t2 * tf.math.log(sum1)
         t3 = sum1[..., None]
-        backprop = -labels + tf.math.exp(features - t0) / t3
+        backprop = -labels + t4 / t3
         return (loss, backprop), backward
 
     return forward(features, labels)
