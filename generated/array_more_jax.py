@@ -73,6 +73,16 @@ def _scatter_at(values, positions, trailing, size, kind):
     return getattr(at, kind)(values, mode="drop")
 
 
+def _mirrored(position, size, edge):
+    """The position read for `position` of an axis of `size` entries mirrored at both ends, the
+    edge entry left out of the mirror image (`edge` 1) or repeated (0)."""
+    return jnp.where(
+        position < 0,
+        edge - position - 1,
+        jnp.where(position >= size, -edge - position + 2 * size - 1, position),
+    )
+
+
 def tile(input, *, multiples):
     """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:23); differentiated by tile_vjp."""
     return _tile_custom_vjp(multiples, input)
@@ -202,237 +212,55 @@ def mirror_pad_forward(input, *, mode="REFLECT", paddings):
     rank = jnp.ndim(input)
     paddings = np.asarray(paddings, dtype=np.int64)
     t0 = jnp.shape(input)[-1]
-    if rank == 1 and mode == "REFLECT":
+    if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
         t1 = paddings[0][0] + paddings[0][1] + t0
         t2 = jnp.arange(t1)
-        t3 = jnp.where(
-            paddings[0][0] - t2 > 0,
-            paddings[0][0] - t2,
-            jnp.where(
-                t0 <= -paddings[0][0] + t2, paddings[0][0] + 2 * t0 - t2 - 2, -paddings[0][0] + t2
-            ),
-        )
+        t3 = _mirrored(-paddings[0][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         output = _gather(input, t3, -1)
-    elif rank == 1 and mode == "SYMMETRIC":
-        t1 = paddings[0][0] + paddings[0][1] + t0
-        t2 = jnp.arange(t1)
-        t3 = jnp.where(
-            paddings[0][0] - t2 > 0,
-            paddings[0][0] - t2 - 1,
-            jnp.where(
-                t0 <= -paddings[0][0] + t2, paddings[0][0] + 2 * t0 - t2 - 1, -paddings[0][0] + t2
-            ),
-        )
-        output = _gather(input, t3, -1)
-    elif rank == 2 and mode == "REFLECT":
+    elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
         t1 = paddings[1][0] + paddings[1][1] + t0
         t2 = jnp.arange(t1)
-        t3 = jnp.where(
-            paddings[1][0] - t2 > 0,
-            paddings[1][0] - t2,
-            jnp.where(
-                t0 <= -paddings[1][0] + t2, paddings[1][0] + 2 * t0 - t2 - 2, -paddings[1][0] + t2
-            ),
-        )
+        t3 = _mirrored(-paddings[1][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t4 = _gather(input, t3, -1)
         t5 = jnp.shape(input)[-2]
         t6 = paddings[0][0] + paddings[0][1] + t5
         t7 = jnp.arange(t6)
-        t8 = jnp.where(
-            paddings[0][0] - t7 > 0,
-            paddings[0][0] - t7,
-            jnp.where(
-                t5 <= -paddings[0][0] + t7, paddings[0][0] + 2 * t5 - t7 - 2, -paddings[0][0] + t7
-            ),
-        )
+        t8 = _mirrored(-paddings[0][0] + t7, t5, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         output = _gather(t4, t8, -2)
-    elif rank == 2 and mode == "SYMMETRIC":
-        t1 = paddings[1][0] + paddings[1][1] + t0
-        t2 = jnp.arange(t1)
-        t3 = jnp.where(
-            paddings[1][0] - t2 > 0,
-            paddings[1][0] - t2 - 1,
-            jnp.where(
-                t0 <= -paddings[1][0] + t2, paddings[1][0] + 2 * t0 - t2 - 1, -paddings[1][0] + t2
-            ),
-        )
-        t4 = _gather(input, t3, -1)
-        t5 = jnp.shape(input)[-2]
-        t6 = paddings[0][0] + paddings[0][1] + t5
-        t7 = jnp.arange(t6)
-        t8 = jnp.where(
-            paddings[0][0] - t7 > 0,
-            paddings[0][0] - t7 - 1,
-            jnp.where(
-                t5 <= -paddings[0][0] + t7, paddings[0][0] + 2 * t5 - t7 - 1, -paddings[0][0] + t7
-            ),
-        )
-        output = _gather(t4, t8, -2)
-    elif rank == 3 and mode == "REFLECT":
+    elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
         t1 = paddings[2][0] + paddings[2][1] + t0
         t2 = jnp.arange(t1)
-        t3 = jnp.where(
-            paddings[2][0] - t2 > 0,
-            paddings[2][0] - t2,
-            jnp.where(
-                t0 <= -paddings[2][0] + t2, paddings[2][0] + 2 * t0 - t2 - 2, -paddings[2][0] + t2
-            ),
-        )
+        t3 = _mirrored(-paddings[2][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t4 = _gather(input, t3, -1)
         t5 = jnp.shape(input)[-2]
         t6 = paddings[1][0] + paddings[1][1] + t5
         t7 = jnp.arange(t6)
-        t8 = jnp.where(
-            paddings[1][0] - t7 > 0,
-            paddings[1][0] - t7,
-            jnp.where(
-                t5 <= -paddings[1][0] + t7, paddings[1][0] + 2 * t5 - t7 - 2, -paddings[1][0] + t7
-            ),
-        )
+        t8 = _mirrored(-paddings[1][0] + t7, t5, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t9 = _gather(t4, t8, -2)
         t10 = jnp.shape(input)[-3]
         t11 = paddings[0][0] + paddings[0][1] + t10
         t12 = jnp.arange(t11)
-        t13 = jnp.where(
-            paddings[0][0] - t12 > 0,
-            paddings[0][0] - t12,
-            jnp.where(
-                t10 <= -paddings[0][0] + t12,
-                paddings[0][0] + 2 * t10 - t12 - 2,
-                -paddings[0][0] + t12,
-            ),
-        )
+        t13 = _mirrored(-paddings[0][0] + t12, t10, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         output = _gather(t9, t13, -3)
-    elif rank == 3 and mode == "SYMMETRIC":
-        t1 = paddings[2][0] + paddings[2][1] + t0
-        t2 = jnp.arange(t1)
-        t3 = jnp.where(
-            paddings[2][0] - t2 > 0,
-            paddings[2][0] - t2 - 1,
-            jnp.where(
-                t0 <= -paddings[2][0] + t2, paddings[2][0] + 2 * t0 - t2 - 1, -paddings[2][0] + t2
-            ),
-        )
-        t4 = _gather(input, t3, -1)
-        t5 = jnp.shape(input)[-2]
-        t6 = paddings[1][0] + paddings[1][1] + t5
-        t7 = jnp.arange(t6)
-        t8 = jnp.where(
-            paddings[1][0] - t7 > 0,
-            paddings[1][0] - t7 - 1,
-            jnp.where(
-                t5 <= -paddings[1][0] + t7, paddings[1][0] + 2 * t5 - t7 - 1, -paddings[1][0] + t7
-            ),
-        )
-        t9 = _gather(t4, t8, -2)
-        t10 = jnp.shape(input)[-3]
-        t11 = paddings[0][0] + paddings[0][1] + t10
-        t12 = jnp.arange(t11)
-        t13 = jnp.where(
-            paddings[0][0] - t12 > 0,
-            paddings[0][0] - t12 - 1,
-            jnp.where(
-                t10 <= -paddings[0][0] + t12,
-                paddings[0][0] + 2 * t10 - t12 - 1,
-                -paddings[0][0] + t12,
-            ),
-        )
-        output = _gather(t9, t13, -3)
-    elif rank == 4 and mode == "REFLECT":
+    elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
         t1 = paddings[3][0] + paddings[3][1] + t0
         t2 = jnp.arange(t1)
-        t3 = jnp.where(
-            paddings[3][0] - t2 > 0,
-            paddings[3][0] - t2,
-            jnp.where(
-                t0 <= -paddings[3][0] + t2, paddings[3][0] + 2 * t0 - t2 - 2, -paddings[3][0] + t2
-            ),
-        )
+        t3 = _mirrored(-paddings[3][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t4 = _gather(input, t3, -1)
         t5 = jnp.shape(input)[-2]
         t6 = paddings[2][0] + paddings[2][1] + t5
         t7 = jnp.arange(t6)
-        t8 = jnp.where(
-            paddings[2][0] - t7 > 0,
-            paddings[2][0] - t7,
-            jnp.where(
-                t5 <= -paddings[2][0] + t7, paddings[2][0] + 2 * t5 - t7 - 2, -paddings[2][0] + t7
-            ),
-        )
+        t8 = _mirrored(-paddings[2][0] + t7, t5, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t9 = _gather(t4, t8, -2)
         t10 = jnp.shape(input)[-3]
         t11 = paddings[1][0] + paddings[1][1] + t10
         t12 = jnp.arange(t11)
-        t13 = jnp.where(
-            paddings[1][0] - t12 > 0,
-            paddings[1][0] - t12,
-            jnp.where(
-                t10 <= -paddings[1][0] + t12,
-                paddings[1][0] + 2 * t10 - t12 - 2,
-                -paddings[1][0] + t12,
-            ),
-        )
+        t13 = _mirrored(-paddings[1][0] + t12, t10, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t14 = _gather(t9, t13, -3)
         t15 = jnp.shape(input)[-4]
         t16 = paddings[0][0] + paddings[0][1] + t15
         t17 = jnp.arange(t16)
-        t18 = jnp.where(
-            paddings[0][0] - t17 > 0,
-            paddings[0][0] - t17,
-            jnp.where(
-                t15 <= -paddings[0][0] + t17,
-                paddings[0][0] + 2 * t15 - t17 - 2,
-                -paddings[0][0] + t17,
-            ),
-        )
-        output = _gather(t14, t18, -4)
-    elif rank == 4 and mode == "SYMMETRIC":
-        t1 = paddings[3][0] + paddings[3][1] + t0
-        t2 = jnp.arange(t1)
-        t3 = jnp.where(
-            paddings[3][0] - t2 > 0,
-            paddings[3][0] - t2 - 1,
-            jnp.where(
-                t0 <= -paddings[3][0] + t2, paddings[3][0] + 2 * t0 - t2 - 1, -paddings[3][0] + t2
-            ),
-        )
-        t4 = _gather(input, t3, -1)
-        t5 = jnp.shape(input)[-2]
-        t6 = paddings[2][0] + paddings[2][1] + t5
-        t7 = jnp.arange(t6)
-        t8 = jnp.where(
-            paddings[2][0] - t7 > 0,
-            paddings[2][0] - t7 - 1,
-            jnp.where(
-                t5 <= -paddings[2][0] + t7, paddings[2][0] + 2 * t5 - t7 - 1, -paddings[2][0] + t7
-            ),
-        )
-        t9 = _gather(t4, t8, -2)
-        t10 = jnp.shape(input)[-3]
-        t11 = paddings[1][0] + paddings[1][1] + t10
-        t12 = jnp.arange(t11)
-        t13 = jnp.where(
-            paddings[1][0] - t12 > 0,
-            paddings[1][0] - t12 - 1,
-            jnp.where(
-                t10 <= -paddings[1][0] + t12,
-                paddings[1][0] + 2 * t10 - t12 - 1,
-                -paddings[1][0] + t12,
-            ),
-        )
-        t14 = _gather(t9, t13, -3)
-        t15 = jnp.shape(input)[-4]
-        t16 = paddings[0][0] + paddings[0][1] + t15
-        t17 = jnp.arange(t16)
-        t18 = jnp.where(
-            paddings[0][0] - t17 > 0,
-            paddings[0][0] - t17 - 1,
-            jnp.where(
-                t15 <= -paddings[0][0] + t17,
-                paddings[0][0] + 2 * t15 - t17 - 1,
-                -paddings[0][0] + t17,
-            ),
-        )
+        t18 = _mirrored(-paddings[0][0] + t17, t15, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         output = _gather(t14, t18, -4)
     else:
         raise ValueError(f"MirrorPad: unsupported attributes rank={rank!r}, mode={mode!r}")
@@ -451,201 +279,41 @@ def mirror_pad_vjp(grad, input, *, output=None, mode="REFLECT", paddings):
     paddings = np.asarray(paddings, dtype=np.int64)
     t0 = jnp.shape(input)[-1]
     t1 = jnp.arange(jnp.shape(grad)[-1])
-    if rank == 1 and mode == "REFLECT":
-        t2 = jnp.where(
-            paddings[0][0] - t1 > 0,
-            paddings[0][0] - t1,
-            jnp.where(
-                t0 <= -paddings[0][0] + t1, paddings[0][0] + 2 * t0 - t1 - 2, -paddings[0][0] + t1
-            ),
-        )
+    if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(-paddings[0][0] + t1, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         grad_input = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
-    elif rank == 1 and mode == "SYMMETRIC":
-        t2 = jnp.where(
-            paddings[0][0] - t1 > 0,
-            paddings[0][0] - t1 - 1,
-            jnp.where(
-                t0 <= -paddings[0][0] + t1, paddings[0][0] + 2 * t0 - t1 - 1, -paddings[0][0] + t1
-            ),
-        )
-        grad_input = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
-    elif rank == 2 and mode == "REFLECT":
-        t2 = jnp.where(
-            paddings[1][0] - t1 > 0,
-            paddings[1][0] - t1,
-            jnp.where(
-                t0 <= -paddings[1][0] + t1, paddings[1][0] + 2 * t0 - t1 - 2, -paddings[1][0] + t1
-            ),
-        )
+    elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(-paddings[1][0] + t1, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t3 = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
         t4 = jnp.shape(input)[-2]
         t5 = jnp.arange(jnp.shape(grad)[-2])
-        t6 = jnp.where(
-            paddings[0][0] - t5 > 0,
-            paddings[0][0] - t5,
-            jnp.where(
-                t4 <= -paddings[0][0] + t5, paddings[0][0] + 2 * t4 - t5 - 2, -paddings[0][0] + t5
-            ),
-        )
+        t6 = _mirrored(-paddings[0][0] + t5, t4, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         grad_input = _scatter_add(t3, t6, 1, t4)  # no gather form: an explicit scatter-add
-    elif rank == 2 and mode == "SYMMETRIC":
-        t2 = jnp.where(
-            paddings[1][0] - t1 > 0,
-            paddings[1][0] - t1 - 1,
-            jnp.where(
-                t0 <= -paddings[1][0] + t1, paddings[1][0] + 2 * t0 - t1 - 1, -paddings[1][0] + t1
-            ),
-        )
+    elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(-paddings[2][0] + t1, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t3 = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
         t4 = jnp.shape(input)[-2]
         t5 = jnp.arange(jnp.shape(grad)[-2])
-        t6 = jnp.where(
-            paddings[0][0] - t5 > 0,
-            paddings[0][0] - t5 - 1,
-            jnp.where(
-                t4 <= -paddings[0][0] + t5, paddings[0][0] + 2 * t4 - t5 - 1, -paddings[0][0] + t5
-            ),
-        )
-        grad_input = _scatter_add(t3, t6, 1, t4)  # no gather form: an explicit scatter-add
-    elif rank == 3 and mode == "REFLECT":
-        t2 = jnp.where(
-            paddings[2][0] - t1 > 0,
-            paddings[2][0] - t1,
-            jnp.where(
-                t0 <= -paddings[2][0] + t1, paddings[2][0] + 2 * t0 - t1 - 2, -paddings[2][0] + t1
-            ),
-        )
-        t3 = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
-        t4 = jnp.shape(input)[-2]
-        t5 = jnp.arange(jnp.shape(grad)[-2])
-        t6 = jnp.where(
-            paddings[1][0] - t5 > 0,
-            paddings[1][0] - t5,
-            jnp.where(
-                t4 <= -paddings[1][0] + t5, paddings[1][0] + 2 * t4 - t5 - 2, -paddings[1][0] + t5
-            ),
-        )
+        t6 = _mirrored(-paddings[1][0] + t5, t4, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t7 = _scatter_add(t3, t6, 1, t4)  # no gather form: an explicit scatter-add
         t8 = jnp.shape(input)[-3]
         t9 = jnp.arange(jnp.shape(grad)[-3])
-        t10 = jnp.where(
-            paddings[0][0] - t9 > 0,
-            paddings[0][0] - t9,
-            jnp.where(
-                t8 <= -paddings[0][0] + t9, paddings[0][0] + 2 * t8 - t9 - 2, -paddings[0][0] + t9
-            ),
-        )
+        t10 = _mirrored(-paddings[0][0] + t9, t8, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         grad_input = _scatter_add(t7, t10, 2, t8)  # no gather form: an explicit scatter-add
-    elif rank == 3 and mode == "SYMMETRIC":
-        t2 = jnp.where(
-            paddings[2][0] - t1 > 0,
-            paddings[2][0] - t1 - 1,
-            jnp.where(
-                t0 <= -paddings[2][0] + t1, paddings[2][0] + 2 * t0 - t1 - 1, -paddings[2][0] + t1
-            ),
-        )
+    elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(-paddings[3][0] + t1, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t3 = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
         t4 = jnp.shape(input)[-2]
         t5 = jnp.arange(jnp.shape(grad)[-2])
-        t6 = jnp.where(
-            paddings[1][0] - t5 > 0,
-            paddings[1][0] - t5 - 1,
-            jnp.where(
-                t4 <= -paddings[1][0] + t5, paddings[1][0] + 2 * t4 - t5 - 1, -paddings[1][0] + t5
-            ),
-        )
+        t6 = _mirrored(-paddings[2][0] + t5, t4, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t7 = _scatter_add(t3, t6, 1, t4)  # no gather form: an explicit scatter-add
         t8 = jnp.shape(input)[-3]
         t9 = jnp.arange(jnp.shape(grad)[-3])
-        t10 = jnp.where(
-            paddings[0][0] - t9 > 0,
-            paddings[0][0] - t9 - 1,
-            jnp.where(
-                t8 <= -paddings[0][0] + t9, paddings[0][0] + 2 * t8 - t9 - 1, -paddings[0][0] + t9
-            ),
-        )
-        grad_input = _scatter_add(t7, t10, 2, t8)  # no gather form: an explicit scatter-add
-    elif rank == 4 and mode == "REFLECT":
-        t2 = jnp.where(
-            paddings[3][0] - t1 > 0,
-            paddings[3][0] - t1,
-            jnp.where(
-                t0 <= -paddings[3][0] + t1, paddings[3][0] + 2 * t0 - t1 - 2, -paddings[3][0] + t1
-            ),
-        )
-        t3 = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
-        t4 = jnp.shape(input)[-2]
-        t5 = jnp.arange(jnp.shape(grad)[-2])
-        t6 = jnp.where(
-            paddings[2][0] - t5 > 0,
-            paddings[2][0] - t5,
-            jnp.where(
-                t4 <= -paddings[2][0] + t5, paddings[2][0] + 2 * t4 - t5 - 2, -paddings[2][0] + t5
-            ),
-        )
-        t7 = _scatter_add(t3, t6, 1, t4)  # no gather form: an explicit scatter-add
-        t8 = jnp.shape(input)[-3]
-        t9 = jnp.arange(jnp.shape(grad)[-3])
-        t10 = jnp.where(
-            paddings[1][0] - t9 > 0,
-            paddings[1][0] - t9,
-            jnp.where(
-                t8 <= -paddings[1][0] + t9, paddings[1][0] + 2 * t8 - t9 - 2, -paddings[1][0] + t9
-            ),
-        )
+        t10 = _mirrored(-paddings[1][0] + t9, t8, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t11 = _scatter_add(t7, t10, 2, t8)  # no gather form: an explicit scatter-add
         t12 = jnp.shape(input)[-4]
         t13 = jnp.arange(jnp.shape(grad)[-4])
-        t14 = jnp.where(
-            paddings[0][0] - t13 > 0,
-            paddings[0][0] - t13,
-            jnp.where(
-                t12 <= -paddings[0][0] + t13,
-                paddings[0][0] + 2 * t12 - t13 - 2,
-                -paddings[0][0] + t13,
-            ),
-        )
-        grad_input = _scatter_add(t11, t14, 3, t12)  # no gather form: an explicit scatter-add
-    elif rank == 4 and mode == "SYMMETRIC":
-        t2 = jnp.where(
-            paddings[3][0] - t1 > 0,
-            paddings[3][0] - t1 - 1,
-            jnp.where(
-                t0 <= -paddings[3][0] + t1, paddings[3][0] + 2 * t0 - t1 - 1, -paddings[3][0] + t1
-            ),
-        )
-        t3 = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
-        t4 = jnp.shape(input)[-2]
-        t5 = jnp.arange(jnp.shape(grad)[-2])
-        t6 = jnp.where(
-            paddings[2][0] - t5 > 0,
-            paddings[2][0] - t5 - 1,
-            jnp.where(
-                t4 <= -paddings[2][0] + t5, paddings[2][0] + 2 * t4 - t5 - 1, -paddings[2][0] + t5
-            ),
-        )
-        t7 = _scatter_add(t3, t6, 1, t4)  # no gather form: an explicit scatter-add
-        t8 = jnp.shape(input)[-3]
-        t9 = jnp.arange(jnp.shape(grad)[-3])
-        t10 = jnp.where(
-            paddings[1][0] - t9 > 0,
-            paddings[1][0] - t9 - 1,
-            jnp.where(
-                t8 <= -paddings[1][0] + t9, paddings[1][0] + 2 * t8 - t9 - 1, -paddings[1][0] + t9
-            ),
-        )
-        t11 = _scatter_add(t7, t10, 2, t8)  # no gather form: an explicit scatter-add
-        t12 = jnp.shape(input)[-4]
-        t13 = jnp.arange(jnp.shape(grad)[-4])
-        t14 = jnp.where(
-            paddings[0][0] - t13 > 0,
-            paddings[0][0] - t13 - 1,
-            jnp.where(
-                t12 <= -paddings[0][0] + t13,
-                paddings[0][0] + 2 * t12 - t13 - 1,
-                -paddings[0][0] + t13,
-            ),
-        )
+        t14 = _mirrored(-paddings[0][0] + t13, t12, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         grad_input = _scatter_add(t11, t14, 3, t12)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"MirrorPad: unsupported attributes rank={rank!r}, mode={mode!r}")

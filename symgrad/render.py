@@ -101,19 +101,29 @@ def module_helpers(render, runtime: Path | tuple[Path, ...], printers, printer_c
 
 def integer_function_sources(printers, printer_class) -> str:
     """`def _<name>(...)` for each `integer_function` the `printers` printed a call of (and
-    each those call), printed by `printer_class` as integer arithmetic, by name."""
-    used = {name: f for p in printers for name, f in p.integer_functions.items()}
+    each those call), printed by `printer_class` as integer arithmetic, by name: of static
+    values (`integer_definition`), or of arrays of positions (`array_definition`, a
+    framework's own where attribute arithmetic is numpy's)."""
+    static = {name: f for p in printers for name, f in p.integer_functions.items()}
+    arrays = {name: f for p in printers for name, f in p.array_functions.items()}
     printer, sources = printer_class(), {}
-    while set(used) - set(sources):
-        name = min(set(used) - set(sources))
-        function = used[name]
-        body = printer.integer_definition(function.template)
-        doc = textwrap.fill(" ".join((function.__doc__ or f"{name}, as declared.").split()), LINE_LENGTH - 8,
-                            subsequent_indent="    ")
-        parameters = ", ".join(str(p) for p in function.parameters)
-        sources[name] = f'def _{name}({parameters}):\n    """{doc}"""\n    return {body}\n'
-        used.update(printer.integer_functions)
+    while set(static) - set(sources) or set(arrays) - set(sources):
+        name = min((set(static) | set(arrays)) - set(sources))
+        if name in static and name in arrays:
+            raise LoweringError(f"integer function {name} is called both on arrays and on static values in one module")
+        function = (static | arrays)[name]
+        define = printer.array_definition if name in arrays else printer.integer_definition
+        sources[name] = _integer_function_source(name, function, define(function.template))
+        static.update(printer.integer_functions)
+        arrays.update(printer.array_functions)
     return "\n\n".join(sources[name] for name in sorted(sources))
+
+
+def _integer_function_source(name: str, function, body: str) -> str:
+    doc = textwrap.fill(" ".join((function.__doc__ or f"{name}, as declared.").split()), LINE_LENGTH - 8,
+                        subsequent_indent="    ")
+    parameters = ", ".join(str(p) for p in function.parameters)
+    return f'def _{name}({parameters}):\n    """{doc}"""\n    return {body}\n'
 
 
 def helper_sources(text: str, runtime: Path | tuple[Path, ...]) -> str:

@@ -76,7 +76,16 @@ def test_same_padding_is_tensorflows_formula(conv_numpy, size, kernel, stride, d
 def test_each_module_defines_an_integer_function_once_and_calls_it(target):
     for stem, name in (("conv", "_same_padding"), ("array", "_slice_start"), ("array_more", "_mirrored")):
         source = (GENERATED / f"{stem}_{target}.py").read_text()
-        if target in ("jax", "torch") and stem == "array_more":
-            continue  # positions in the framework's arrays: the value printed in place
         assert source.count(f"\ndef {name}(") == 1, (stem, target)
         assert source.count(f"{name}(") > 1, (stem, target)
+
+
+@pytest.mark.parametrize("target", ["jax", "torch"])
+def test_a_function_of_positions_is_defined_in_the_framework(target):
+    """MirrorPad's positions are the framework's arrays: `_mirrored` selects with its `where`
+    (numpy's would not trace under `jit`), where a function of sizes stays numpy's."""
+    framework = {"jax": "jnp", "torch": "torch"}[target]
+    mirrored = (GENERATED / f"array_more_{target}.py").read_text().split("\ndef _mirrored(")[1].split("\n\n\n")[0]
+    assert f"return {framework}.where(" in mirrored
+    slice_start = (GENERATED / f"array_{target}.py").read_text().split("\ndef _slice_start(")[1].split("\n\n\n")[0]
+    assert f"{framework}." not in slice_start

@@ -118,15 +118,20 @@ class NamesakePrinter(NumpyPrinter):
 
     def _print_IntegerFunctionBase(self, expr):
         """A call of the module's function of attributes and sizes, computed in numpy; of
-        arrays of positions (in the framework), its value in place."""
-        if not self._static and not self._is_static(expr):
-            return self._print(expr.applied(expr.args))
-        with self._attribute_arithmetic():
-            return super()._print_IntegerFunctionBase(expr)
+        arrays of positions, a call of its definition in the framework (`array_definition`)."""
+        if self._static or self._is_static(expr):
+            with self._attribute_arithmetic():
+                return super()._print_IntegerFunctionBase(expr)
+        self.array_functions[type(expr).__name__] = type(expr)
+        return f"_{type(expr).__name__}({', '.join(self._print(a) for a in expr.args)})"
 
     def integer_definition(self, template) -> str:
         with self._attribute_arithmetic():
             return super().integer_definition(template)
+
+    def array_definition(self, template) -> str:
+        """The definition in the framework, on arrays: its selects are `where`s."""
+        return self._print(ir.IndexArith(template))  # of no static name: in the framework
 
     def _print_NegativeAxis(self, value: ir.NegativeAxis):
         with self._attribute_arithmetic():

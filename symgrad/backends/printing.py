@@ -31,6 +31,7 @@ class ArrayCodeMixin:
         super().__init__({"strict": False, **(settings or {})})
         self._not_supported = set()  # CodePrinter.doprint sets this; we print with _print
         self.integer_functions: dict[str, type] = {}  # name -> IntegerFunctionBase class called
+        self.array_functions: dict[str, type] = {}  # those called on arrays (`array_definition`)
 
     def emptyPrinter(self, expr):
         """What no `_print_<Class>` prints (an IR value a backend lacks): collected, so that
@@ -157,6 +158,12 @@ class ArrayCodeMixin:
     def integer_definition(self, template) -> str:
         """The value an `integer_function` returns, of its parameters."""
         return self._print(ir.IndexArith(template))
+
+    def array_definition(self, template) -> str:
+        """The value an `integer_function` returns, of parameters that are arrays of positions
+        (where `integer_definition` computes in numpy, a framework's printer prints this in the
+        framework): every printer here but those of `namesake` prints one definition for both."""
+        return self.integer_definition(template)
 
     # --- integer index arithmetic (IndexArith) ---
 
