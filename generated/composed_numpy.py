@@ -53,7 +53,7 @@ def layer_norm_grad(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, 
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
             - sum_k 2 * grad_affine1[batch] * x[batch, k] / N**2
             + 2 * grad_affine1[batch] * sum1[batch] / N**2
-            i.e. `grad * scale * t14 - 2 * t10 * t11 / t3**2 + 2 * t10 * x / t3 - t14 * t9 / t3`
+            i.e. `grad * scale / np.sqrt(t7) - 2 * t10 * t11 / t3**2 + 2 * t10 * x / t3 - t9 / ...`
         grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
             i] * sum1[batch] / (N * sqrt(affine1[batch])))
             i.e. `np.einsum("...,...a->a", t12, t13, optimize=True)`
@@ -76,8 +76,12 @@ def layer_norm_grad(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, 
     t9 = t8[..., None]
     t10 = grad_affine1[..., None]
     t11 = np.sum(x, axis=-1, keepdims=True)
-    t14 = 1 / np.sqrt(t7)
-    grad_x = grad * scale * t14 - 2 * t10 * t11 / t3**2 + 2 * t10 * x / t3 - t14 * t9 / t3
+    grad_x = (
+        grad * scale / np.sqrt(t7)
+        - 2 * t10 * t11 / t3**2
+        + 2 * t10 * x / t3
+        - t9 / (t3 * np.sqrt(t7))
+    )
     t12 = 1 / np.sqrt(affine1)
     t13 = grad * (x - t4 / t3)
     grad_scale = np.einsum("...,...a->a", t12, t13, optimize=True)
@@ -124,22 +128,20 @@ def layer_norm_grad_grad(
     t12 = np.einsum("a,...a->...", scale, grad, optimize=True)
     t13 = grad * (x - t7 / t5)
     t14 = np.einsum("a,...a->...", scale, t13, optimize=True)
-    t31 = 1 / affine1 ** (3 / 2)
     grad_affine1 = (
         (1 / 4)
-        * t31
         * (2 * grad_vjp_sum1 * t12 / t5 + 2 * t11 - 2 * t9 + 3 * grad_vjp_affine1 * t14 / affine1)
+        / affine1 ** (3 / 2)
     )
     t15 = affine1[..., None]
     t16 = grad_vjp_sum1[..., None]
     t17 = grad_vjp_affine1[..., None]
-    t32 = 1 / np.sqrt(t15)
     grad_grad = (
         grad_vjp_offset
-        + grad_vjp_scale * t32 * x
-        - grad_vjp_scale * t32 * t7 / t5
-        + grad_vjp_x * scale * t32
-        - scale * t16 * t32 / t5
+        + grad_vjp_scale * x / np.sqrt(t15)
+        - grad_vjp_scale * t7 / (np.sqrt(t15) * t5)
+        + grad_vjp_x * scale / np.sqrt(t15)
+        - scale * t16 / (np.sqrt(t15) * t5)
         - 1 / 2 * scale * t17 * x / t15 ** (3 / 2)
         + (1 / 2) * scale * t17 * t7 / (t15 ** (3 / 2) * t5)
     )
@@ -152,21 +154,21 @@ def layer_norm_grad_grad(
     t23 = np.sum(grad_vjp_x, axis=-1, keepdims=True)
     t24 = t12[..., None]
     grad_x = (
-        grad * grad_vjp_scale * t32
+        grad * grad_vjp_scale / np.sqrt(t15)
         - 1 / 2 * grad * scale * t17 / t15 ** (3 / 2)
         + 2 * grad_vjp_x * t22 / t5
-        - t19 * t32 / t5
         - 2 * t20 * t21 / t5**2
         + 2 * t20 * x / t5
         - 2 * t22 * t23 / t5**2
+        - t19 / (np.sqrt(t15) * t5)
         + (1 / 2) * t17 * t24 / (t15 ** (3 / 2) * t5)
     )
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    t25 = grad_vjp_affine1 * t31
+    t25 = grad_vjp_affine1 / affine1 ** (3 / 2)
     t26 = np.einsum("...,...a->a", t25, t10, optimize=True)
-    t29 = 1 / np.sqrt(affine1)
-    t27 = grad_vjp_sum1 * t29
+    t27 = grad_vjp_sum1 / np.sqrt(affine1)
     t28 = np.einsum("...,...a->a", t27, grad, optimize=True)
+    t29 = 1 / np.sqrt(affine1)
     t30 = np.einsum("...,...a,...a->a", t29, grad, grad_vjp_x, optimize=True)
     grad_scale = (1 / 2) * t26 - t28 / t5 + t30
     return grad_grad, grad_x, grad_scale, None
@@ -202,7 +204,7 @@ def layer_norm_moments_grad(
             + 2 * grad_affine1[batch] * x[batch, k] / N
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
             - 2 * grad_affine1[batch] * sum1[batch] / N**2
-            i.e. `grad * scale * t12 - t12 * t8 / t2 + 2 * t9 * x / t2 - 2 * t3 * t9 / t2**2`
+            i.e. `grad * scale / np.sqrt(t6) + 2 * t9 * x / t2 - t8 / (t2 * np.sqrt(t6)) - 2 * ...`
         grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
             i] * sum1[batch] / (N * sqrt(affine1[batch])))
             i.e. `np.einsum("...,...a->a", t10, t11, optimize=True)`
@@ -223,8 +225,9 @@ def layer_norm_moments_grad(
     t7 = np.einsum("a,...a->...", scale, grad, optimize=True)
     t8 = t7[..., None]
     t9 = grad_affine1[..., None]
-    t12 = 1 / np.sqrt(t6)
-    grad_x = grad * scale * t12 - t12 * t8 / t2 + 2 * t9 * x / t2 - 2 * t3 * t9 / t2**2
+    grad_x = (
+        grad * scale / np.sqrt(t6) + 2 * t9 * x / t2 - t8 / (t2 * np.sqrt(t6)) - 2 * t3 * t9 / t2**2
+    )
     t10 = 1 / np.sqrt(affine1)
     t11 = grad * (x - t3 / t2)
     grad_scale = np.einsum("...,...a->a", t10, t11, optimize=True)
@@ -269,22 +272,20 @@ def layer_norm_moments_grad_grad(
     t10 = np.einsum("a,...a->...", scale, grad, optimize=True)
     t11 = grad * (x - t7 / t4)
     t12 = np.einsum("a,...a->...", scale, t11, optimize=True)
-    t27 = 1 / affine1 ** (3 / 2)
     grad_affine1 = (
         (1 / 4)
-        * t27
         * (2 * grad_vjp_sum1 * t10 / t4 - 2 * t6 + 2 * t9 + 3 * grad_vjp_affine1 * t12 / affine1)
+        / affine1 ** (3 / 2)
     )
     t13 = affine1[..., None]
     t14 = grad_vjp_sum1[..., None]
     t15 = grad_vjp_affine1[..., None]
-    t28 = 1 / np.sqrt(t13)
     grad_grad = (
         grad_vjp_offset
-        + grad_vjp_scale * t28 * x
-        - grad_vjp_scale * t28 * t7 / t4
-        + grad_vjp_x * scale * t28
-        - scale * t14 * t28 / t4
+        + grad_vjp_scale * x / np.sqrt(t13)
+        - grad_vjp_scale * t7 / (np.sqrt(t13) * t4)
+        + grad_vjp_x * scale / np.sqrt(t13)
+        - scale * t14 / (np.sqrt(t13) * t4)
         - 1 / 2 * scale * t15 * x / t13 ** (3 / 2)
         + (1 / 2) * scale * t15 * t7 / (t13 ** (3 / 2) * t4)
     )
@@ -295,21 +296,21 @@ def layer_norm_moments_grad_grad(
     t19 = vjp_affine1[..., None]
     t20 = t10[..., None]
     grad_x = (
-        grad * grad_vjp_scale * t28
+        grad * grad_vjp_scale / np.sqrt(t13)
         - 1 / 2 * grad * scale * t15 / t13 ** (3 / 2)
         + 2 * grad_vjp_x * t19 / t4
         - 2 * t14 * t19 / t4**2
-        - t17 * t28 / t4
         + 2 * t18 * x / t4
         - 2 * t18 * t7 / t4**2
+        - t17 / (np.sqrt(t13) * t4)
         + (1 / 2) * t15 * t20 / (t13 ** (3 / 2) * t4)
     )
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    t21 = grad_vjp_affine1 * t27
+    t21 = grad_vjp_affine1 / affine1 ** (3 / 2)
     t22 = np.einsum("...,...a->a", t21, t8, optimize=True)
-    t25 = 1 / np.sqrt(affine1)
-    t23 = grad_vjp_sum1 * t25
+    t23 = grad_vjp_sum1 / np.sqrt(affine1)
     t24 = np.einsum("...,...a->a", t23, grad, optimize=True)
+    t25 = 1 / np.sqrt(affine1)
     t26 = np.einsum("...,...a,...a->a", t25, grad, grad_vjp_x, optimize=True)
     grad_scale = (1 / 2) * t22 - t24 / t4 + t26
     return grad_grad, grad_x, grad_scale, None
@@ -352,9 +353,10 @@ def batch_norm_training_grad(
             - sum_{b, h, w} grad[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon + variance[c]))
             - sum_{b, h, w} 2 * grad_variance[c] * x[b, h, w, c] / (B**2 * H**2 * W**2)
             + 2 * grad_variance[c] * mean[c] / (B * H * W)
-            i.e. `grad * scale * t14 - 2 * grad_variance * t10 / (t6**2 * t7**2 * t8**2) + 2 * ...`
+            i.e. `grad * scale / np.sqrt(epsilon + variance) - 2 * grad_variance * t10 / ...`
         grad_scale[c] = sum_{b, h, w} (-grad[b, h, w, c] * mean[c] / sqrt(epsilon + variance[c]) +
-            grad[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon + variance[c])), i.e. `t13 * t14`
+            grad[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon + variance[c]))
+            i.e. `t13 / np.sqrt(epsilon + variance)`
         grad_offset[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `np.sum(grad, axis=(-4, -3, -2))`
     """
     if mean is None or variance is None:
@@ -374,15 +376,14 @@ def batch_norm_training_grad(
     t10 = np.sum(t9, axis=(-3, -2, -1))
     t11 = np.transpose(grad, (3, 0, 1, 2))
     t12 = np.sum(t11, axis=(-3, -2, -1))
-    t14 = 1 / np.sqrt(epsilon + variance)
     grad_x = (
-        grad * scale * t14
+        grad * scale / np.sqrt(epsilon + variance)
         - 2 * grad_variance * t10 / (t6**2 * t7**2 * t8**2)
         + 2 * grad_variance * x / (t6 * t7 * t8)
-        - scale * t12 * t14 / (t6 * t7 * t8)
+        - scale * t12 / (t6 * t7 * t8 * np.sqrt(epsilon + variance))
     )
     t13 = np.sum(grad * (-mean + x), axis=(-4, -3, -2))
-    grad_scale = t13 * t14
+    grad_scale = t13 / np.sqrt(epsilon + variance)
     grad_offset = np.sum(grad, axis=(-4, -3, -2))
     return grad_x, grad_scale, grad_offset
 
@@ -432,26 +433,24 @@ def batch_norm_training_grad_grad(
     t14 = np.sum(grad * (mean - x), axis=(-4, -3, -2))
     t15 = np.sum(grad, axis=(-4, -3, -2))
     t16 = np.sum(grad * (-mean + x), axis=(-4, -3, -2))
-    t23 = 1 / (epsilon + variance) ** (3 / 2)
     grad_variance = (
         (1 / 4)
-        * t23
         * (
             2 * grad_vjp_mean * scale * t15
             + 2 * grad_vjp_scale * t14
             + 3 * grad_vjp_variance * scale * t16 / (epsilon + variance)
             - 2 * scale * t13
         )
+        / (epsilon + variance) ** (3 / 2)
     )
-    t24 = 1 / np.sqrt(epsilon + variance)
     grad_grad = (
-        -grad_vjp_mean * scale * t24
+        -grad_vjp_mean * scale / np.sqrt(epsilon + variance)
         + grad_vjp_offset
-        - grad_vjp_scale * mean * t24
-        + grad_vjp_scale * t24 * x
-        + (1 / 2) * grad_vjp_variance * mean * scale * t23
-        - 1 / 2 * grad_vjp_variance * scale * t23 * x
-        + grad_vjp_x * scale * t24
+        - grad_vjp_scale * mean / np.sqrt(epsilon + variance)
+        + grad_vjp_scale * x / np.sqrt(epsilon + variance)
+        + (1 / 2) * grad_vjp_variance * mean * scale / (epsilon + variance) ** (3 / 2)
+        - 1 / 2 * grad_vjp_variance * scale * x / (epsilon + variance) ** (3 / 2)
+        + grad_vjp_x * scale / np.sqrt(epsilon + variance)
     )
     t17 = np.transpose(x, (3, 0, 1, 2))
     t18 = np.sum(t17, axis=(-3, -2, -1))
@@ -460,18 +459,22 @@ def batch_norm_training_grad_grad(
     t21 = np.transpose(grad, (3, 0, 1, 2))
     t22 = np.sum(t21, axis=(-3, -2, -1))
     grad_x = (
-        grad * grad_vjp_scale * t24
-        - 1 / 2 * grad * grad_vjp_variance * scale * t23
+        grad * grad_vjp_scale / np.sqrt(epsilon + variance)
+        - 1 / 2 * grad * grad_vjp_variance * scale / (epsilon + variance) ** (3 / 2)
         - 2 * grad_variance * t18 / (t7**2 * t8**2 * t9**2)
         + 2 * grad_variance * x / (t7 * t8 * t9)
-        - grad_vjp_scale * t22 * t24 / (t7 * t8 * t9)
-        + (1 / 2) * grad_vjp_variance * scale * t22 * t23 / (t7 * t8 * t9)
+        - grad_vjp_scale * t22 / (t7 * t8 * t9 * np.sqrt(epsilon + variance))
+        + (1 / 2)
+        * grad_vjp_variance
+        * scale
+        * t22
+        / (t7 * t8 * t9 * (epsilon + variance) ** (3 / 2))
         + 2 * grad_vjp_x * vjp_variance / (t7 * t8 * t9)
         - 2 * t20 * vjp_variance / (t7**2 * t8**2 * t9**2)
     )
-    grad_scale = t24 * (
+    grad_scale = (
         -grad_vjp_mean * t15 + (1 / 2) * grad_vjp_variance * t14 / (epsilon + variance) + t13
-    )
+    ) / np.sqrt(epsilon + variance)
     return grad_grad, grad_x, grad_scale, None
 
 
@@ -526,7 +529,7 @@ def group_norm_grad(
                 variance[b, g]))
             - sum_{h, w, c} 2 * grad_variance[b, g] * x[b, h, w, g, c] / (C**2 * H**2 * W**2)
             + 2 * grad_variance[b, g] * mean[b, g] / (C * H * W)
-            i.e. `np.reshape(grad * scale_split * t28 - t16 * t28 / (t12 * t13 * t14) + 2 * ...`
+            i.e. `np.reshape(grad * scale_split / np.sqrt(epsilon + t11) - t16 / (t12 * t13 * ...`
         grad_scale[g, c] = sum_{b, h, w} (-grad[b, h, w, g, c] * mean[b, g] / sqrt(epsilon +
             variance[b, g]) + grad[b, h, w, g, c] * x[b, h, w, g, c] / sqrt(epsilon + variance[b,
             g])), i.e. `np.reshape(t26, (t23 * t1,))`
@@ -564,10 +567,9 @@ def group_norm_grad(
     t21 = np.shape(x_split)[-4]
     t22 = np.shape(x_split)[-3]
     t23 = np.shape(x_split)[-2]
-    t28 = 1 / np.sqrt(epsilon + t11)
     grad_x = np.reshape(
-        grad * scale_split * t28
-        - t16 * t28 / (t12 * t13 * t14)
+        grad * scale_split / np.sqrt(epsilon + t11)
+        - t16 / (t12 * t13 * t14 * np.sqrt(epsilon + t11))
         + 2 * t17 * x_split / (t12 * t13 * t14)
         - 2 * t17 * t19 / (t12**2 * t13**2 * t14**2),
         (t20, t21, t22, t23 * t1),
@@ -640,16 +642,15 @@ def group_norm_grad_grad(
     t20 = np.einsum("ab,cdeab->ca", scale_split, grad_split, optimize=True)
     t21 = grad_split * (-t14 + x_split)
     t22 = np.einsum("ab,cdeab->ca", scale_split, t21, optimize=True)
-    t45 = 1 / (epsilon + variance) ** (3 / 2)
     grad_variance = (
         (1 / 4)
-        * t45
         * (
             2 * grad_vjp_mean * t20
             + 3 * grad_vjp_variance * t22 / (epsilon + variance)
             - 2 * t17
             + 2 * t19
         )
+        / (epsilon + variance) ** (3 / 2)
     )
     t23 = variance[..., None, None, :, None]
     t24 = grad_vjp_mean[..., None, None, :, None]
@@ -658,14 +659,13 @@ def group_norm_grad_grad(
     t27 = np.shape(grad_split)[-4]
     t28 = np.shape(grad_split)[-3]
     t29 = np.shape(grad_split)[-2]
-    t46 = 1 / np.sqrt(epsilon + t23)
     grad_grad = np.reshape(
         grad_vjp_offset
-        - grad_vjp_scale * t14 * t46
-        + grad_vjp_scale * t46 * x_split
-        + grad_vjp_x * scale_split * t46
+        - grad_vjp_scale * t14 / np.sqrt(epsilon + t23)
+        + grad_vjp_scale * x_split / np.sqrt(epsilon + t23)
+        + grad_vjp_x * scale_split / np.sqrt(epsilon + t23)
         + (1 / 2) * scale_split * t14 * t25 / (epsilon + t23) ** (3 / 2)
-        - scale_split * t24 * t46
+        - scale_split * t24 / np.sqrt(epsilon + t23)
         - 1 / 2 * scale_split * t25 * x_split / (epsilon + t23) ** (3 / 2),
         (t26, t27, t28, t29 * t1),
     )
@@ -679,21 +679,21 @@ def group_norm_grad_grad(
     t37 = np.sum(t36, axis=(-4, -3, -1), keepdims=True)
     t38 = t20[..., None, None, :, None]
     grad_x = np.reshape(
-        grad_split * grad_vjp_scale * t46
+        grad_split * grad_vjp_scale / np.sqrt(epsilon + t23)
         - 1 / 2 * grad_split * scale_split * t25 / (epsilon + t23) ** (3 / 2)
         + 2 * grad_vjp_x * t35 / (t10 * t11 * t12)
         + (1 / 2) * t25 * t38 / (t10 * t11 * t12 * (epsilon + t23) ** (3 / 2))
-        - t31 * t46 / (t10 * t11 * t12)
+        - t31 / (t10 * t11 * t12 * np.sqrt(epsilon + t23))
         + 2 * t32 * x_split / (t10 * t11 * t12)
         - 2 * t32 * t34 / (t10**2 * t11**2 * t12**2)
         - 2 * t35 * t37 / (t10**2 * t11**2 * t12**2),
         (t26, t27, t28, t29 * t1),
     )
-    t39 = grad_vjp_variance * t45
+    t39 = grad_vjp_variance / (epsilon + variance) ** (3 / 2)
     t40 = np.einsum("ab,acdbe->be", t39, t18, optimize=True)
-    t43 = 1 / np.sqrt(epsilon + variance)
-    t41 = grad_vjp_mean * t43
+    t41 = grad_vjp_mean / np.sqrt(epsilon + variance)
     t42 = np.einsum("ab,acdbe->be", t41, grad_split, optimize=True)
+    t43 = 1 / np.sqrt(epsilon + variance)
     t44 = np.einsum("ab,acdbe,acdbe->be", t43, grad_split, grad_vjp_x, optimize=True)
     grad_scale = np.reshape((1 / 2) * t40 - t42 + t44, (t29 * t1,))
     return grad_grad, grad_x, grad_scale, None
@@ -706,10 +706,9 @@ def scaled_dot_product_attention(q, k, v, mask, *, return_stages=False):
     scores = mask + t1 * float(1 / np.sqrt(t0))
     ext1 = np.max(scores, axis=-1)
     t2 = ext1[..., None]
-    t4 = np.exp(scores - t2)
-    sum1 = np.sum(t4, axis=-1)
+    sum1 = np.sum(np.exp(scores - t2), axis=-1)
     t3 = sum1[..., None]
-    weights = t4 / t3
+    weights = np.exp(scores - t2) / t3
     output = weights @ v
     if return_stages:  # for scaled_dot_product_attention_grad(..., **stages): not computed again
         return output, {"weights": weights}
@@ -1215,12 +1214,11 @@ def log_sum_exp_mat_mul_grad_grad(
     t2 = grad_vjp_a @ b
     t3 = a @ grad_vjp_b
     grad_vjp_affine1 = t2 + t3
-    t11 = np.exp(affine1)
-    grad_vjp_sum2 = np.sum(grad_vjp_affine1 * t11, axis=-1)
+    grad_vjp_sum2 = np.sum(grad_vjp_affine1 * np.exp(affine1), axis=-1)
     t4 = sum2[..., None]
     t5 = vjp_sum2[..., None]
     t6 = grad_vjp_sum2[..., None]
-    grad_sum1 = grad_vjp_affine1 * vjp_affine1 - t11 * t5 * t6 / t4
+    grad_sum1 = grad_vjp_affine1 * vjp_affine1 - t5 * t6 * np.exp(affine1) / t4
     grad_grad = grad_vjp_sum2 / sum2
     t7 = grad_sum1 @ b.T
     t8 = vjp_sum1 @ grad_vjp_b.T
@@ -1256,7 +1254,7 @@ def bias_gelu_grad(grad, x, bias, *, y=None):
             - sqrt(2) * grad[batch, c] * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000
                 + bias[c] + x[batch, c]) / sqrt(pi))**2 * bias[c] / (2 * sqrt(pi))
             ... (`symgrad explain` prints it whole)
-            i.e. `(1 / 400000) * grad * (-21406.444881780073 * bias * t2**2 * (bias + x) ** 2 ...`
+            i.e. `(1 / 400000) * grad * (-21406.444881780073 * bias * (bias + x) ** 2 * ...`
         grad_bias[c] = sum_batch (-26829 * sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 *
             tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) /
             sqrt(pi))**2 * bias[c] / (400000 * sqrt(pi)) - 26829 * sqrt(2) * grad[batch, c] *
@@ -1266,33 +1264,52 @@ def bias_gelu_grad(grad, x, bias, *, y=None):
             26829 * sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 * x[batch, c] / (400000 *
             ... (`symgrad explain` prints it whole), i.e. `(1 / 400000) * t1`
     """
-    t2 = np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
     grad_x = (
         (1 / 400000)
         * grad
         * (
-            -21406.444881780073 * bias * t2**2 * (bias + x) ** 2
-            - 159576.91216057306 * bias * t2**2
+            -21406.444881780073
+            * bias
+            * (bias + x) ** 2
+            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
             + 21406.444881780073 * bias * (bias + x) ** 2
+            - 159576.91216057306
+            * bias
+            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
             + 159576.91216057306 * bias
-            - 21406.444881780073 * t2**2 * x * (bias + x) ** 2
-            - 159576.91216057306 * t2**2 * x
-            + 200000 * t2
+            - 21406.444881780073
+            * x
+            * (bias + x) ** 2
+            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
             + 21406.444881780073 * x * (bias + x) ** 2
+            - 159576.91216057306
+            * x
+            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
             + 159576.91216057306 * x
+            + 200000 * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
             + 200000
         )
     )
     t0 = grad * (
-        -21406.444881780073 * bias * t2**2 * (bias + x) ** 2
-        - 159576.91216057306 * bias * t2**2
+        -21406.444881780073
+        * bias
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 21406.444881780073 * bias * (bias + x) ** 2
+        - 159576.91216057306
+        * bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 159576.91216057306 * bias
-        - 21406.444881780073 * t2**2 * x * (bias + x) ** 2
-        - 159576.91216057306 * t2**2 * x
-        + 200000 * t2
+        - 21406.444881780073
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 21406.444881780073 * x * (bias + x) ** 2
+        - 159576.91216057306
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 159576.91216057306 * x
+        + 200000 * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
         + 200000
     )
     t1 = np.sum(t0, axis=tuple(range(np.ndim(t0) - 1)))
@@ -1302,77 +1319,389 @@ def bias_gelu_grad(grad, x, bias, *, y=None):
 
 def bias_gelu_grad_grad(grad_vjp_x, grad_vjp_bias, grad, x, bias, *, vjp_x=None, vjp_bias=None):
     """Second order of BiasGelu: the gradient of bias_gelu_grad: one array per input (grad, x, bias)."""
-    t1 = np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
     grad_grad = (
-        -0.053516112204450184 * bias * grad_vjp_bias * t1**2 * (bias + x) ** 2
-        - 0.3989422804014327 * bias * grad_vjp_bias * t1**2
+        -0.053516112204450184
+        * bias
+        * grad_vjp_bias
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 0.053516112204450184 * bias * grad_vjp_bias * (bias + x) ** 2
+        - 0.3989422804014327
+        * bias
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 0.3989422804014327 * bias * grad_vjp_bias
-        - 0.053516112204450184 * bias * grad_vjp_x * t1**2 * (bias + x) ** 2
-        - 0.3989422804014327 * bias * grad_vjp_x * t1**2
+        - 0.053516112204450184
+        * bias
+        * grad_vjp_x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 0.053516112204450184 * bias * grad_vjp_x * (bias + x) ** 2
+        - 0.3989422804014327
+        * bias
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 0.3989422804014327 * bias * grad_vjp_x
-        - 0.053516112204450184 * grad_vjp_bias * t1**2 * x * (bias + x) ** 2
-        - 0.3989422804014327 * grad_vjp_bias * t1**2 * x
-        + (1 / 2) * grad_vjp_bias * t1
+        - 0.053516112204450184
+        * grad_vjp_bias
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 0.053516112204450184 * grad_vjp_bias * x * (bias + x) ** 2
+        - 0.3989422804014327
+        * grad_vjp_bias
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 0.3989422804014327 * grad_vjp_bias * x
+        + (1 / 2)
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
         + (1 / 2) * grad_vjp_bias
-        - 0.053516112204450184 * grad_vjp_x * t1**2 * x * (bias + x) ** 2
-        - 0.3989422804014327 * grad_vjp_x * t1**2 * x
-        + (1 / 2) * grad_vjp_x * t1
+        - 0.053516112204450184
+        * grad_vjp_x
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 0.053516112204450184 * grad_vjp_x * x * (bias + x) ** 2
+        - 0.3989422804014327
+        * grad_vjp_x
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 0.3989422804014327 * grad_vjp_x * x
+        + (1 / 2)
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
         + (1 / 2) * grad_vjp_x
     )
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    t0 = grad * (
-        -0.10703222440890037 * bias**2 * grad_vjp_bias * t1**2
+    grad_x = grad * (
+        -0.10703222440890037
+        * bias**2
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 0.10703222440890037 * bias**2 * grad_vjp_bias
-        - 0.10703222440890037 * bias**2 * grad_vjp_x * t1**2
+        - 0.10703222440890037
+        * bias**2
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 0.10703222440890037 * bias**2 * grad_vjp_x
-        + 0.011455897061917209 * bias * grad_vjp_bias * t1**3 * (bias + x) ** 4
-        + 0.1707987187284984 * bias * grad_vjp_bias * t1**3 * (bias + x) ** 2
-        + 0.6366197723675814 * bias * grad_vjp_bias * t1**3
-        - 0.21406444881780073 * bias * grad_vjp_bias * t1**2 * x
-        - 0.011455897061917209 * bias * grad_vjp_bias * t1 * (bias + x) ** 4
-        - 0.1707987187284984 * bias * grad_vjp_bias * t1 * (bias + x) ** 2
-        - 0.6366197723675814 * bias * grad_vjp_bias * t1
+        - 0.21406444881780073
+        * bias
+        * grad_vjp_bias
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 0.21406444881780073 * bias * grad_vjp_bias * x
-        + 0.011455897061917209 * bias * grad_vjp_x * t1**3 * (bias + x) ** 4
-        + 0.1707987187284984 * bias * grad_vjp_x * t1**3 * (bias + x) ** 2
-        + 0.6366197723675814 * bias * grad_vjp_x * t1**3
-        - 0.21406444881780073 * bias * grad_vjp_x * t1**2 * x
-        - 0.011455897061917209 * bias * grad_vjp_x * t1 * (bias + x) ** 4
-        - 0.1707987187284984 * bias * grad_vjp_x * t1 * (bias + x) ** 2
-        - 0.6366197723675814 * bias * grad_vjp_x * t1
+        + 0.011455897061917209
+        * bias
+        * grad_vjp_bias
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.011455897061917209
+        * bias
+        * grad_vjp_bias
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.1707987187284984
+        * bias
+        * grad_vjp_bias
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.1707987187284984
+        * bias
+        * grad_vjp_bias
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.6366197723675814
+        * bias
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.6366197723675814
+        * bias
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        - 0.21406444881780073
+        * bias
+        * grad_vjp_x
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 0.21406444881780073 * bias * grad_vjp_x * x
-        + 0.011455897061917209 * grad_vjp_bias * t1**3 * x * (bias + x) ** 4
-        + 0.1707987187284984 * grad_vjp_bias * t1**3 * x * (bias + x) ** 2
-        + 0.6366197723675814 * grad_vjp_bias * t1**3 * x
-        - 0.10703222440890037 * grad_vjp_bias * t1**2 * x**2
-        - 0.10703222440890037 * grad_vjp_bias * t1**2 * (bias + x) ** 2
-        - 0.7978845608028654 * grad_vjp_bias * t1**2
-        - 0.011455897061917209 * grad_vjp_bias * t1 * x * (bias + x) ** 4
-        - 0.1707987187284984 * grad_vjp_bias * t1 * x * (bias + x) ** 2
-        - 0.6366197723675814 * grad_vjp_bias * t1 * x
+        + 0.011455897061917209
+        * bias
+        * grad_vjp_x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.011455897061917209
+        * bias
+        * grad_vjp_x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.1707987187284984
+        * bias
+        * grad_vjp_x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.1707987187284984
+        * bias
+        * grad_vjp_x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.6366197723675814
+        * bias
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.6366197723675814
+        * bias
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        - 0.10703222440890037
+        * grad_vjp_bias
+        * x**2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 0.10703222440890037 * grad_vjp_bias * x**2
+        + 0.011455897061917209
+        * grad_vjp_bias
+        * x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.011455897061917209
+        * grad_vjp_bias
+        * x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.1707987187284984
+        * grad_vjp_bias
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.1707987187284984
+        * grad_vjp_bias
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.6366197723675814
+        * grad_vjp_bias
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.6366197723675814
+        * grad_vjp_bias
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        - 0.10703222440890037
+        * grad_vjp_bias
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 0.10703222440890037 * grad_vjp_bias * (bias + x) ** 2
+        - 0.7978845608028654
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 0.7978845608028654 * grad_vjp_bias
-        + 0.011455897061917209 * grad_vjp_x * t1**3 * x * (bias + x) ** 4
-        + 0.1707987187284984 * grad_vjp_x * t1**3 * x * (bias + x) ** 2
-        + 0.6366197723675814 * grad_vjp_x * t1**3 * x
-        - 0.10703222440890037 * grad_vjp_x * t1**2 * x**2
-        - 0.10703222440890037 * grad_vjp_x * t1**2 * (bias + x) ** 2
-        - 0.7978845608028654 * grad_vjp_x * t1**2
-        - 0.011455897061917209 * grad_vjp_x * t1 * x * (bias + x) ** 4
-        - 0.1707987187284984 * grad_vjp_x * t1 * x * (bias + x) ** 2
-        - 0.6366197723675814 * grad_vjp_x * t1 * x
+        - 0.10703222440890037
+        * grad_vjp_x
+        * x**2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 0.10703222440890037 * grad_vjp_x * x**2
+        + 0.011455897061917209
+        * grad_vjp_x
+        * x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.011455897061917209
+        * grad_vjp_x
+        * x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.1707987187284984
+        * grad_vjp_x
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.1707987187284984
+        * grad_vjp_x
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.6366197723675814
+        * grad_vjp_x
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.6366197723675814
+        * grad_vjp_x
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        - 0.10703222440890037
+        * grad_vjp_x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 0.10703222440890037 * grad_vjp_x * (bias + x) ** 2
+        - 0.7978845608028654
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 0.7978845608028654 * grad_vjp_x
     )
-    grad_x = t0
     grad_x = _sum_to_shape(grad_x, np.shape(x))
+    t0 = grad * (
+        -0.10703222440890037
+        * bias**2
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.10703222440890037 * bias**2 * grad_vjp_bias
+        - 0.10703222440890037
+        * bias**2
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.10703222440890037 * bias**2 * grad_vjp_x
+        - 0.21406444881780073
+        * bias
+        * grad_vjp_bias
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.21406444881780073 * bias * grad_vjp_bias * x
+        + 0.011455897061917209
+        * bias
+        * grad_vjp_bias
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.011455897061917209
+        * bias
+        * grad_vjp_bias
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.1707987187284984
+        * bias
+        * grad_vjp_bias
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.1707987187284984
+        * bias
+        * grad_vjp_bias
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.6366197723675814
+        * bias
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.6366197723675814
+        * bias
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        - 0.21406444881780073
+        * bias
+        * grad_vjp_x
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.21406444881780073 * bias * grad_vjp_x * x
+        + 0.011455897061917209
+        * bias
+        * grad_vjp_x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.011455897061917209
+        * bias
+        * grad_vjp_x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.1707987187284984
+        * bias
+        * grad_vjp_x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.1707987187284984
+        * bias
+        * grad_vjp_x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.6366197723675814
+        * bias
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.6366197723675814
+        * bias
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        - 0.10703222440890037
+        * grad_vjp_bias
+        * x**2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.10703222440890037 * grad_vjp_bias * x**2
+        + 0.011455897061917209
+        * grad_vjp_bias
+        * x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.011455897061917209
+        * grad_vjp_bias
+        * x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.1707987187284984
+        * grad_vjp_bias
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.1707987187284984
+        * grad_vjp_bias
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.6366197723675814
+        * grad_vjp_bias
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.6366197723675814
+        * grad_vjp_bias
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        - 0.10703222440890037
+        * grad_vjp_bias
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.10703222440890037 * grad_vjp_bias * (bias + x) ** 2
+        - 0.7978845608028654
+        * grad_vjp_bias
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.7978845608028654 * grad_vjp_bias
+        - 0.10703222440890037
+        * grad_vjp_x
+        * x**2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.10703222440890037 * grad_vjp_x * x**2
+        + 0.011455897061917209
+        * grad_vjp_x
+        * x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.011455897061917209
+        * grad_vjp_x
+        * x
+        * (bias + x) ** 4
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.1707987187284984
+        * grad_vjp_x
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.1707987187284984
+        * grad_vjp_x
+        * x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        + 0.6366197723675814
+        * grad_vjp_x
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
+        - 0.6366197723675814
+        * grad_vjp_x
+        * x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+        - 0.10703222440890037
+        * grad_vjp_x
+        * (bias + x) ** 2
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.10703222440890037 * grad_vjp_x * (bias + x) ** 2
+        - 0.7978845608028654
+        * grad_vjp_x
+        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        + 0.7978845608028654 * grad_vjp_x
+    )
     grad_bias = np.sum(t0, axis=tuple(range(np.ndim(t0) - 1)))
     return grad_grad, grad_x, grad_bias

@@ -139,7 +139,7 @@ def layer_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affin
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
             - sum_k 2 * grad_affine1[batch] * x[batch, k] / N**2
             + 2 * grad_affine1[batch] * sum1[batch] / N**2
-            i.e. `grad * scale * t14 - 2 * t10 * t11 / t3**2 + 2 * t10 * x / t3 - t14 * t9 / t3`
+            i.e. `grad * scale / tf.math.sqrt(t7) - 2 * t10 * t11 / t3**2 + 2 * t10 * x / t3 - ...`
         grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
             i] * sum1[batch] / (N * sqrt(affine1[batch])))
             i.e. `_einsum_over_batch("...,...a->a", t12, t13)`
@@ -162,8 +162,12 @@ def layer_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affin
     t9 = t8[..., None]
     t10 = grad_affine1[..., None]
     t11 = tf.reduce_sum(x, axis=-1, keepdims=True)
-    t14 = 1 / tf.math.sqrt(t7)
-    grad_x = grad * scale * t14 - 2 * t10 * t11 / t3**2 + 2 * t10 * x / t3 - t14 * t9 / t3
+    grad_x = (
+        grad * scale / tf.math.sqrt(t7)
+        - 2 * t10 * t11 / t3**2
+        + 2 * t10 * x / t3
+        - t9 / (t3 * tf.math.sqrt(t7))
+    )
     t12 = 1 / tf.math.sqrt(affine1)
     t13 = grad * (x - t4 / t3)
     grad_scale = _einsum_over_batch("...,...a->a", t12, t13)
@@ -224,7 +228,7 @@ def layer_norm_moments_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=Non
             + 2 * grad_affine1[batch] * x[batch, k] / N
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
             - 2 * grad_affine1[batch] * sum1[batch] / N**2
-            i.e. `grad * scale * t12 - t12 * t8 / t2 + 2 * t9 * x / t2 - 2 * t3 * t9 / t2**2`
+            i.e. `grad * scale / tf.math.sqrt(t6) + 2 * t9 * x / t2 - t8 / (t2 * ...`
         grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
             i] * sum1[batch] / (N * sqrt(affine1[batch])))
             i.e. `_einsum_over_batch("...,...a->a", t10, t11)`
@@ -245,8 +249,12 @@ def layer_norm_moments_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=Non
     t7 = tf.einsum("a,...a->...", scale, grad)
     t8 = t7[..., None]
     t9 = grad_affine1[..., None]
-    t12 = 1 / tf.math.sqrt(t6)
-    grad_x = grad * scale * t12 - t12 * t8 / t2 + 2 * t9 * x / t2 - 2 * t3 * t9 / t2**2
+    grad_x = (
+        grad * scale / tf.math.sqrt(t6)
+        + 2 * t9 * x / t2
+        - t8 / (t2 * tf.math.sqrt(t6))
+        - 2 * t3 * t9 / t2**2
+    )
     t10 = 1 / tf.math.sqrt(affine1)
     t11 = grad * (x - t3 / t2)
     grad_scale = _einsum_over_batch("...,...a->a", t10, t11)
@@ -309,9 +317,10 @@ def batch_norm_training_vjp(grad, x, scale, offset, y, *, epsilon=0.001, mean=No
             - sum_{b, h, w} grad[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon + variance[c]))
             - sum_{b, h, w} 2 * grad_variance[c] * x[b, h, w, c] / (B**2 * H**2 * W**2)
             + 2 * grad_variance[c] * mean[c] / (B * H * W)
-            i.e. `grad * scale * t14 - 2 * grad_variance * t10 / (t6**2 * t7**2 * t8**2) + 2 * ...`
+            i.e. `grad * scale / tf.math.sqrt(epsilon + variance) - 2 * grad_variance * t10 / ...`
         grad_scale[c] = sum_{b, h, w} (-grad[b, h, w, c] * mean[c] / sqrt(epsilon + variance[c]) +
-            grad[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon + variance[c])), i.e. `t13 * t14`
+            grad[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon + variance[c]))
+            i.e. `t13 / tf.math.sqrt(epsilon + variance)`
         grad_offset[c] = sum_{b, h, w} grad[b, h, w, c]
             i.e. `tf.reduce_sum(grad, axis=[-4, -3, -2])`
     """
@@ -332,15 +341,14 @@ def batch_norm_training_vjp(grad, x, scale, offset, y, *, epsilon=0.001, mean=No
     t10 = tf.reduce_sum(t9, axis=[-3, -2, -1])
     t11 = tf.transpose(grad, perm=[3, 0, 1, 2])
     t12 = tf.reduce_sum(t11, axis=[-3, -2, -1])
-    t14 = 1 / tf.math.sqrt(epsilon + variance)
     grad_x = (
-        grad * scale * t14
+        grad * scale / tf.math.sqrt(epsilon + variance)
         - 2 * grad_variance * t10 / (t6**2 * t7**2 * t8**2)
         + 2 * grad_variance * x / (t6 * t7 * t8)
-        - scale * t12 * t14 / (t6 * t7 * t8)
+        - scale * t12 / (t6 * t7 * t8 * tf.math.sqrt(epsilon + variance))
     )
     t13 = tf.reduce_sum(grad * (-mean + x), axis=[-4, -3, -2])
-    grad_scale = t13 * t14
+    grad_scale = t13 / tf.math.sqrt(epsilon + variance)
     grad_offset = tf.reduce_sum(grad, axis=[-4, -3, -2])
     return grad_x, grad_scale, grad_offset
 
@@ -407,7 +415,7 @@ def group_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, groups=2, mean=N
                 variance[b, g]))
             - sum_{h, w, c} 2 * grad_variance[b, g] * x[b, h, w, g, c] / (C**2 * H**2 * W**2)
             + 2 * grad_variance[b, g] * mean[b, g] / (C * H * W)
-            i.e. `tf.reshape(grad * scale_split * t28 - t16 * t28 / (t12 * t13 * t14) + 2 * ...`
+            i.e. `tf.reshape(grad * scale_split / tf.math.sqrt(epsilon + t11) - t16 / (t12 * ...`
         grad_scale[g, c] = sum_{b, h, w} (-grad[b, h, w, g, c] * mean[b, g] / sqrt(epsilon +
             variance[b, g]) + grad[b, h, w, g, c] * x[b, h, w, g, c] / sqrt(epsilon + variance[b,
             g])), i.e. `tf.reshape(t26, [t23 * t1])`
@@ -454,10 +462,9 @@ def group_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, groups=2, mean=N
     t21 = tf.shape(x_split, out_type=tf.int64)[-4]
     t22 = tf.shape(x_split, out_type=tf.int64)[-3]
     t23 = tf.shape(x_split, out_type=tf.int64)[-2]
-    t28 = 1 / tf.math.sqrt(epsilon + t11)
     grad_x = tf.reshape(
-        grad * scale_split * t28
-        - t16 * t28 / (t12 * t13 * t14)
+        grad * scale_split / tf.math.sqrt(epsilon + t11)
+        - t16 / (t12 * t13 * t14 * tf.math.sqrt(epsilon + t11))
         + 2 * t17 * x_split / (t12 * t13 * t14)
         - 2 * t17 * t19 / (t12**2 * t13**2 * t14**2),
         [t20, t21, t22, t23 * t1],
@@ -625,10 +632,9 @@ def scaled_dot_product_attention(q, k, v, mask):
         scores = mask + t1 * (1 / tf.math.sqrt(t0))
         ext1 = tf.reduce_max(scores, axis=-1)
         t2 = ext1[..., None]
-        t4 = tf.math.exp(scores - t2)
-        sum1 = tf.reduce_sum(t4, axis=-1)
+        sum1 = tf.reduce_sum(tf.math.exp(scores - t2), axis=-1)
         t3 = sum1[..., None]
-        weights = t4 / t3
+        weights = tf.math.exp(scores - t2) / t3
         output = tf.linalg.matmul(weights, v)
         return output, backward
 
@@ -912,7 +918,7 @@ def bias_gelu_vjp(grad, x, bias, y):
             - sqrt(2) * grad[batch, c] * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000
                 + bias[c] + x[batch, c]) / sqrt(pi))**2 * bias[c] / (2 * sqrt(pi))
             ... (`symgrad explain` prints it whole)
-            i.e. `(1 / 400000) * grad * (-21406.444881780073 * bias * t2**2 * (bias + x) ** 2 ...`
+            i.e. `(1 / 400000) * grad * (-21406.444881780073 * bias * (bias + x) ** 2 * ...`
         grad_bias[c] = sum_batch (-26829 * sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 *
             tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) /
             sqrt(pi))**2 * bias[c] / (400000 * sqrt(pi)) - 26829 * sqrt(2) * grad[batch, c] *
@@ -922,33 +928,53 @@ def bias_gelu_vjp(grad, x, bias, y):
             26829 * sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 * x[batch, c] / (400000 *
             ... (`symgrad explain` prints it whole), i.e. `(1 / 400000) * t1`
     """
-    t2 = tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
     grad_x = (
         (1 / 400000)
         * grad
         * (
-            -21406.444881780073 * bias * t2**2 * (bias + x) ** 2
-            - 159576.91216057306 * bias * t2**2
+            -21406.444881780073
+            * bias
+            * (bias + x) ** 2
+            * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
             + 21406.444881780073 * bias * (bias + x) ** 2
+            - 159576.91216057306
+            * bias
+            * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
             + 159576.91216057306 * bias
-            - 21406.444881780073 * t2**2 * x * (bias + x) ** 2
-            - 159576.91216057306 * t2**2 * x
-            + 200000 * t2
+            - 21406.444881780073
+            * x
+            * (bias + x) ** 2
+            * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
             + 21406.444881780073 * x * (bias + x) ** 2
+            - 159576.91216057306
+            * x
+            * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
             + 159576.91216057306 * x
+            + 200000
+            * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
             + 200000
         )
     )
     t0 = grad * (
-        -21406.444881780073 * bias * t2**2 * (bias + x) ** 2
-        - 159576.91216057306 * bias * t2**2
+        -21406.444881780073
+        * bias
+        * (bias + x) ** 2
+        * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 21406.444881780073 * bias * (bias + x) ** 2
+        - 159576.91216057306
+        * bias
+        * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 159576.91216057306 * bias
-        - 21406.444881780073 * t2**2 * x * (bias + x) ** 2
-        - 159576.91216057306 * t2**2 * x
-        + 200000 * t2
+        - 21406.444881780073
+        * x
+        * (bias + x) ** 2
+        * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 21406.444881780073 * x * (bias + x) ** 2
+        - 159576.91216057306
+        * x
+        * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
         + 159576.91216057306 * x
+        + 200000 * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
         + 200000
     )
     t1 = tf.reduce_sum(t0, axis=tf.range(tf.rank(t0) - 1))

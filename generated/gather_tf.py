@@ -565,7 +565,8 @@ def unsorted_segment_max_vjp(grad, data, segment_ids, output, *, num_segments):
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
-            p], output[s, p]) at s = segment_ids[j]), i.e. `t1 * t5 / t4`
+            p], output[s, p]) at s = segment_ids[j])
+            i.e. `t5 * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, ...`
     """
     t0 = _gather(output, segment_ids, -2)
     t1 = tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
@@ -573,7 +574,11 @@ def unsorted_segment_max_vjp(grad, data, segment_ids, output, *, num_segments):
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = t1 * t5 / t4
+    grad_data = (
+        t5
+        * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        / t4
+    )
     return grad_data, None
 
 
@@ -627,7 +632,8 @@ def unsorted_segment_min_vjp(grad, data, segment_ids, output, *, num_segments):
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
-            p], output[s, p]) at s = segment_ids[j]), i.e. `t1 * t5 / t4`
+            p], output[s, p]) at s = segment_ids[j])
+            i.e. `t5 * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, ...`
     """
     t0 = _gather(output, segment_ids, -2)
     t1 = tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
@@ -635,7 +641,11 @@ def unsorted_segment_min_vjp(grad, data, segment_ids, output, *, num_segments):
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = t1 * t5 / t4
+    grad_data = (
+        t5
+        * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        / t4
+    )
     return grad_data, None
 
 
@@ -693,7 +703,8 @@ def segment_max_vjp(grad, data, segment_ids, output, *, ext1=None):
             i.e. `grad * tf.where(t3 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
-            ext1[s, p]) at s = segment_ids[j]), i.e. `t5 * t8 / t7`
+            ext1[s, p]) at s = segment_ids[j])
+            i.e. `t8 * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, ...`
     """
     if ext1 is None:
         t0 = tf.shape(grad, out_type=tf.int64)[-2]
@@ -707,7 +718,11 @@ def segment_max_vjp(grad, data, segment_ids, output, *, ext1=None):
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = t5 * t8 / t7
+    grad_data = (
+        t8
+        * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        / t7
+    )
     return grad_data, None
 
 
@@ -755,7 +770,8 @@ def segment_min_vjp(grad, data, segment_ids, output, *, ext1=None):
             i.e. `grad * tf.where(t3 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
-            ext1[s, p]) at s = segment_ids[j]), i.e. `t5 * t8 / t7`
+            ext1[s, p]) at s = segment_ids[j])
+            i.e. `t8 * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, ...`
     """
     if ext1 is None:
         t0 = tf.shape(grad, out_type=tf.int64)[-2]
@@ -769,7 +785,11 @@ def segment_min_vjp(grad, data, segment_ids, output, *, ext1=None):
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = t5 * t8 / t7
+    grad_data = (
+        t8
+        * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        / t7
+    )
     return grad_data, None
 
 

@@ -77,10 +77,9 @@ def softmax_forward(logits):
     """Softmax's formula."""
     ext1 = jnp.max(logits, axis=-1)
     t0 = ext1[..., None]
-    t2 = jnp.exp(logits - t0)
-    sum1 = jnp.sum(t2, axis=-1)
+    sum1 = jnp.sum(jnp.exp(logits - t0), axis=-1)
     t1 = sum1[..., None]
-    softmax = t2 / t1
+    softmax = jnp.exp(logits - t0) / t1
     return softmax
 
 
@@ -217,13 +216,12 @@ def softmax_cross_entropy_with_logits_forward(features, labels, *, return_stages
     """SoftmaxCrossEntropyWithLogits's formula."""
     ext1 = jnp.max(features, axis=-1)
     t0 = ext1[..., None]
-    t4 = jnp.exp(features - t0)
-    sum1 = jnp.sum(t4, axis=-1)
+    sum1 = jnp.sum(jnp.exp(features - t0), axis=-1)
     t1 = jnp.sum(features * labels, axis=-1)
     t2 = jnp.sum(labels, axis=-1)
     loss = ext1 * t2 - t1 + t2 * jnp.log(sum1)
     t3 = sum1[..., None]
-    backprop = -labels + t4 / t3
+    backprop = -labels + jnp.exp(features - t0) / t3
     if (
         return_stages
     ):  # for softmax_cross_entropy_with_logits_vjp(..., **stages): not computed again
@@ -297,8 +295,7 @@ def sparse_softmax_cross_entropy_with_logits_forward(features, labels):
     """SparseSoftmaxCrossEntropyWithLogits's formula."""
     ext1 = jnp.max(features, axis=-1)
     t0 = ext1[..., None]
-    t14 = jnp.exp(features - t0)
-    sum1 = jnp.sum(t14, axis=-1)
+    sum1 = jnp.sum(jnp.exp(features - t0), axis=-1)
     t1 = jnp.shape(features)[-2]
     t2 = jnp.shape(features)[-1]
     t3 = jnp.reshape(features, (t1 * t2,))
@@ -313,7 +310,7 @@ def sparse_softmax_cross_entropy_with_logits_forward(features, labels):
     t11 = _scatter_add(t9, t7, 0, t10)  # no gather form: an explicit scatter-add
     t12 = jnp.reshape(t11, jnp.shape(t11)[:-1] + (-1, t2))
     t13 = sum1[..., None]
-    backprop = t12 + t14 / t13
+    backprop = t12 + jnp.exp(features - t0) / t13
     return (loss, backprop)
 
 

@@ -72,10 +72,9 @@ def softmax(logits):
     """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:17)."""
     ext1 = np.max(logits, axis=-1)
     t0 = ext1[..., None]
-    t2 = np.exp(logits - t0)
-    sum1 = np.sum(t2, axis=-1)
+    sum1 = np.sum(np.exp(logits - t0), axis=-1)
     t1 = sum1[..., None]
-    softmax = t2 / t1
+    softmax = np.exp(logits - t0) / t1
     return softmax
 
 
@@ -107,22 +106,21 @@ def softmax_grad_grad(
         t1 = np.sum(grad * np.exp(logits - t0), axis=-1)
         vjp_sum1 = -t1 / sum1**2
     t2 = ext1[..., None]
-    t8 = np.exp(logits - t2)
-    grad_vjp_sum1 = np.sum(grad_vjp_logits * t8, axis=-1)
+    grad_vjp_sum1 = np.sum(grad_vjp_logits * np.exp(logits - t2), axis=-1)
     t3 = sum1[..., None]
     t4 = grad_vjp_sum1[..., None]
-    grad_grad = t8 * (grad_vjp_logits - t4 / t3) / t3
+    grad_grad = (grad_vjp_logits - t4 / t3) * np.exp(logits - t2) / t3
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     t5 = vjp_sum1[..., None]
-    t6 = np.sum(grad * grad_vjp_logits * t8, axis=-1, keepdims=True)
-    t7 = np.sum(grad * t8, axis=-1, keepdims=True)
-    grad_logits = t8 * (
+    t6 = np.sum(grad * grad_vjp_logits * np.exp(logits - t2), axis=-1, keepdims=True)
+    t7 = np.sum(grad * np.exp(logits - t2), axis=-1, keepdims=True)
+    grad_logits = (
         grad * grad_vjp_logits / t3
         - grad * t4 / t3**2
         + grad_vjp_logits * t5
         - t6 / t3**2
         + 2 * t4 * t7 / t3**3
-    )
+    ) * np.exp(logits - t2)
     grad_logits = _sum_to_shape(grad_logits, np.shape(logits))
     return grad_grad, grad_logits
 
@@ -164,15 +162,14 @@ def log_softmax_grad_grad(
         t1 = np.sum(grad, axis=-1)
         vjp_sum1 = -t1 / sum1
     t2 = ext1[..., None]
-    t7 = np.exp(logits - t2)
-    grad_vjp_sum1 = np.sum(grad_vjp_logits * t7, axis=-1)
+    grad_vjp_sum1 = np.sum(grad_vjp_logits * np.exp(logits - t2), axis=-1)
     t3 = sum1[..., None]
     t4 = grad_vjp_sum1[..., None]
     grad_grad = grad_vjp_logits - t4 / t3
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     t5 = vjp_sum1[..., None]
     t6 = np.sum(grad, axis=-1, keepdims=True)
-    grad_logits = t7 * (grad_vjp_logits * t5 + t4 * t6 / t3**2)
+    grad_logits = (grad_vjp_logits * t5 + t4 * t6 / t3**2) * np.exp(logits - t2)
     grad_logits = _sum_to_shape(grad_logits, np.shape(logits))
     return grad_grad, grad_logits
 
@@ -205,13 +202,12 @@ def softmax_cross_entropy_with_logits(features, labels, *, return_stages=False):
     """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:42)."""
     ext1 = np.max(features, axis=-1)
     t0 = ext1[..., None]
-    t4 = np.exp(features - t0)
-    sum1 = np.sum(t4, axis=-1)
+    sum1 = np.sum(np.exp(features - t0), axis=-1)
     t1 = np.sum(features * labels, axis=-1)
     t2 = np.sum(labels, axis=-1)
     loss = ext1 * t2 - t1 + t2 * np.log(sum1)
     t3 = sum1[..., None]
-    backprop = -labels + t4 / t3
+    backprop = -labels + np.exp(features - t0) / t3
     if (
         return_stages
     ):  # for softmax_cross_entropy_with_logits_grad(..., **stages): not computed again
@@ -275,28 +271,33 @@ def softmax_cross_entropy_with_logits_grad_grad(
         t2 = np.sum(grad_backprop * np.exp(features - t0), axis=-1)
         vjp_sum1 = (grad_loss * t1 - t2 / sum1) / sum1
     t3 = ext1[..., None]
-    t14 = np.exp(features - t3)
-    grad_vjp_sum1 = np.sum(grad_vjp_features * t14, axis=-1)
+    grad_vjp_sum1 = np.sum(grad_vjp_features * np.exp(features - t3), axis=-1)
     t4 = np.sum(grad_vjp_features * labels, axis=-1)
     t5 = np.sum(labels, axis=-1)
     t6 = sum1[..., None]
     t7 = np.sum(grad_vjp_labels * (-features + t3 + np.log(t6)), axis=-1)
     grad_grad_loss = grad_vjp_sum1 * t5 / sum1 - t4 + t7
     t8 = grad_vjp_sum1[..., None]
-    grad_grad_backprop = grad_vjp_features * t14 / t6 - grad_vjp_labels - t14 * t8 / t6**2
+    grad_grad_backprop = (
+        grad_vjp_features * np.exp(features - t3) / t6
+        - grad_vjp_labels
+        - t8 * np.exp(features - t3) / t6**2
+    )
     t9 = grad_loss[..., None]
     t10 = vjp_sum1[..., None]
-    t11 = np.sum(grad_backprop * grad_vjp_features * t14, axis=-1, keepdims=True)
+    t11 = np.sum(grad_backprop * grad_vjp_features * np.exp(features - t3), axis=-1, keepdims=True)
     t12 = np.sum(grad_vjp_labels, axis=-1, keepdims=True)
-    t13 = np.sum(2 * grad_backprop * t14 / t6 - labels * t9, axis=-1, keepdims=True)
+    t13 = np.sum(
+        2 * grad_backprop * np.exp(features - t3) / t6 - labels * t9, axis=-1, keepdims=True
+    )
     grad_features = (
-        grad_backprop * grad_vjp_features * t14 / t6
-        - grad_backprop * t14 * t8 / t6**2
-        + grad_vjp_features * t10 * t14
+        grad_backprop * grad_vjp_features * np.exp(features - t3) / t6
+        - grad_backprop * t8 * np.exp(features - t3) / t6**2
+        + grad_vjp_features * t10 * np.exp(features - t3)
         - grad_vjp_labels * t9
-        - t11 * t14 / t6**2
-        + t12 * t14 * t9 / t6
-        + t13 * t14 * t8 / t6**2
+        - t11 * np.exp(features - t3) / t6**2
+        + t12 * t9 * np.exp(features - t3) / t6
+        + t13 * t8 * np.exp(features - t3) / t6**2
     )
     grad_labels = t9 * (-grad_vjp_features + t8 / t6)
     return grad_grad_loss, grad_grad_backprop, grad_features, grad_labels
@@ -306,8 +307,7 @@ def sparse_softmax_cross_entropy_with_logits(features, labels):
     """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row (declared at ops/nn.py:56)."""
     ext1 = np.max(features, axis=-1)
     t0 = ext1[..., None]
-    t14 = np.exp(features - t0)
-    sum1 = np.sum(t14, axis=-1)
+    sum1 = np.sum(np.exp(features - t0), axis=-1)
     t1 = np.shape(features)[-2]
     t2 = np.shape(features)[-1]
     t3 = np.reshape(features, (t1 * t2,))
@@ -322,7 +322,7 @@ def sparse_softmax_cross_entropy_with_logits(features, labels):
     t11 = _scatter_add(t9, t7, 0, t10)  # no gather form: an explicit scatter-add
     t12 = np.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
     t13 = sum1[..., None]
-    backprop = t12 + t14 / t13
+    backprop = t12 + np.exp(features - t0) / t13
     return (loss, backprop)
 
 
@@ -385,8 +385,7 @@ def sparse_softmax_cross_entropy_with_logits_grad_grad(
         t1 = np.sum(grad_backprop * np.exp(features - t0), axis=-1)
         vjp_sum1 = (grad_loss - t1 / sum1) / sum1
     t2 = ext1[..., None]
-    t17 = np.exp(features - t2)
-    grad_vjp_sum1 = np.sum(grad_vjp_features * t17, axis=-1)
+    grad_vjp_sum1 = np.sum(grad_vjp_features * np.exp(features - t2), axis=-1)
     t3 = np.shape(grad_vjp_features)[-2]
     t4 = np.shape(grad_vjp_features)[-1]
     t5 = np.reshape(grad_vjp_features, (t3 * t4,))
@@ -398,19 +397,19 @@ def sparse_softmax_cross_entropy_with_logits_grad_grad(
     grad_grad_loss = grad_vjp_sum1 / sum1 - t10
     t11 = sum1[..., None]
     t12 = grad_vjp_sum1[..., None]
-    grad_grad_backprop = t17 * (grad_vjp_features - t12 / t11) / t11
+    grad_grad_backprop = (grad_vjp_features - t12 / t11) * np.exp(features - t2) / t11
     t13 = vjp_sum1[..., None]
-    t14 = np.sum(grad_backprop * grad_vjp_features * t17, axis=-1, keepdims=True)
+    t14 = np.sum(grad_backprop * grad_vjp_features * np.exp(features - t2), axis=-1, keepdims=True)
     t15 = grad_loss[..., None]
-    t16 = np.sum(grad_backprop * t17, axis=-1, keepdims=True)
-    grad_features = t17 * (
+    t16 = np.sum(grad_backprop * np.exp(features - t2), axis=-1, keepdims=True)
+    grad_features = (
         grad_backprop * grad_vjp_features / t11
         - grad_backprop * t12 / t11**2
         + grad_vjp_features * t13
         - t12 * t15 / t11**2
         - t14 / t11**2
         + 2 * t12 * t16 / t11**3
-    )
+    ) * np.exp(features - t2)
     return grad_grad_loss, grad_grad_backprop, grad_features, None
 
 

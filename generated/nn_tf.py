@@ -206,10 +206,9 @@ def softmax(logits):
         # else the declared formula
         ext1 = tf.reduce_max(logits, axis=-1)
         t0 = ext1[..., None]
-        t2 = tf.math.exp(logits - t0)
-        sum1 = tf.reduce_sum(t2, axis=-1)
+        sum1 = tf.reduce_sum(tf.math.exp(logits - t0), axis=-1)
         t1 = sum1[..., None]
-        softmax = t2 / t1
+        softmax = tf.math.exp(logits - t0) / t1
         return softmax, backward
 
     return forward(logits)
@@ -370,13 +369,12 @@ def softmax_cross_entropy_with_logits(features, labels):
         # else the declared formula
         ext1 = tf.reduce_max(features, axis=-1)
         t0 = ext1[..., None]
-        t4 = tf.math.exp(features - t0)
-        sum1 = tf.reduce_sum(t4, axis=-1)
+        sum1 = tf.reduce_sum(tf.math.exp(features - t0), axis=-1)
         t1 = tf.reduce_sum(features * labels, axis=-1)
         t2 = tf.reduce_sum(labels, axis=-1)
         loss = ext1 * t2 - t1 + t2 * tf.math.log(sum1)
         t3 = sum1[..., None]
-        backprop = -labels + t4 / t3
+        backprop = -labels + tf.math.exp(features - t0) / t3
         return (loss, backprop), backward
 
     return forward(features, labels)
@@ -457,8 +455,7 @@ def sparse_softmax_cross_entropy_with_logits(features, labels):
         # else the declared formula
         ext1 = tf.reduce_max(features, axis=-1)
         t0 = ext1[..., None]
-        t14 = tf.math.exp(features - t0)
-        sum1 = tf.reduce_sum(t14, axis=-1)
+        sum1 = tf.reduce_sum(tf.math.exp(features - t0), axis=-1)
         t1 = tf.shape(features, out_type=tf.int64)[-2]
         t2 = tf.shape(features, out_type=tf.int64)[-1]
         t3 = tf.reshape(features, [t1 * t2])
@@ -475,7 +472,7 @@ def sparse_softmax_cross_entropy_with_logits(features, labels):
             t11, tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
         )
         t13 = sum1[..., None]
-        backprop = t12 + t14 / t13
+        backprop = t12 + tf.math.exp(features - t0) / t13
         return (loss, backprop), backward
 
     return forward(features, labels)

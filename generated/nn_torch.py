@@ -100,10 +100,9 @@ def softmax_forward(logits):
     """Softmax's formula."""
     ext1 = torch.amax(logits, axis=-1)
     t0 = ext1[..., None]
-    t2 = torch.exp(logits - t0)
-    sum1 = torch.sum(t2, axis=-1)
+    sum1 = torch.sum(torch.exp(logits - t0), axis=-1)
     t1 = sum1[..., None]
-    softmax = t2 / t1
+    softmax = torch.exp(logits - t0) / t1
     return softmax
 
 
@@ -240,13 +239,12 @@ def softmax_cross_entropy_with_logits_forward(features, labels, *, return_stages
     """SoftmaxCrossEntropyWithLogits's formula."""
     ext1 = torch.amax(features, axis=-1)
     t0 = ext1[..., None]
-    t4 = torch.exp(features - t0)
-    sum1 = torch.sum(t4, axis=-1)
+    sum1 = torch.sum(torch.exp(features - t0), axis=-1)
     t1 = torch.sum(features * labels, axis=-1)
     t2 = torch.sum(labels, axis=-1)
     loss = ext1 * t2 - t1 + t2 * torch.log(sum1)
     t3 = sum1[..., None]
-    backprop = -labels + t4 / t3
+    backprop = -labels + torch.exp(features - t0) / t3
     if (
         return_stages
     ):  # for softmax_cross_entropy_with_logits_vjp(..., **stages): not computed again
@@ -322,8 +320,7 @@ def sparse_softmax_cross_entropy_with_logits_forward(features, labels):
     """SparseSoftmaxCrossEntropyWithLogits's formula."""
     ext1 = torch.amax(features, axis=-1)
     t0 = ext1[..., None]
-    t14 = torch.exp(features - t0)
-    sum1 = torch.sum(t14, axis=-1)
+    sum1 = torch.sum(torch.exp(features - t0), axis=-1)
     t1 = np.shape(features)[-2]
     t2 = np.shape(features)[-1]
     t3 = torch.reshape(features, (t1 * t2,))
@@ -338,7 +335,7 @@ def sparse_softmax_cross_entropy_with_logits_forward(features, labels):
     t11 = _scatter_add(t9, t7, 0, t10)  # no gather form: an explicit scatter-add
     t12 = torch.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
     t13 = sum1[..., None]
-    backprop = t12 + t14 / t13
+    backprop = t12 + torch.exp(features - t0) / t13
     return (loss, backprop)
 
 

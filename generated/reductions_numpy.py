@@ -438,14 +438,13 @@ def reduce_log_sum_exp_grad_grad(
         sum1 = np.sum(np.exp(input - t0), axis=-1)
         vjp_sum1 = grad / sum1
     t1 = ext1[..., None]
-    t5 = np.exp(input - t1)
-    grad_vjp_sum1 = np.sum(grad_vjp_input * t5, axis=-1)
+    grad_vjp_sum1 = np.sum(grad_vjp_input * np.exp(input - t1), axis=-1)
     grad_grad = grad_vjp_sum1 / sum1
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     t2 = sum1[..., None]
     t3 = vjp_sum1[..., None]
     t4 = grad_vjp_sum1[..., None]
-    grad_input = grad_vjp_input * vjp_input - t3 * t4 * t5 / t2
+    grad_input = grad_vjp_input * vjp_input - t3 * t4 * np.exp(input - t1) / t2
     grad_input = _sum_to_shape(grad_input, np.shape(input))
     return grad_grad, grad_input
 
@@ -1199,8 +1198,8 @@ def cumulative_logsumexp_grad_grad(
         t1 = np.logaddexp.accumulate(
             np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=-1
         )
+        grad_lse1 = -grad * (-np.exp(-lse1 + t0) + np.exp(-lse1 + t1))
         grad_grad = -np.exp(-lse1 + t0) + np.exp(-lse1 + t1)
-        grad_lse1 = -grad * grad_grad
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
         t2 = np.flip(
             np.logaddexp.accumulate(
@@ -1247,8 +1246,8 @@ def cumulative_logsumexp_grad_grad(
             ),
             axis=-1,
         )
+        grad_lse1 = -grad * (-np.exp(-lse1 + t0) + np.exp(-lse1 + t1))
         grad_grad = -np.exp(-lse1 + t0) + np.exp(-lse1 + t1)
-        grad_lse1 = -grad * grad_grad
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
         t2 = np.logaddexp.accumulate(
             np.where(grad < 0, -lse1 + np.log(-grad), -lse1 - 1e30), axis=-1

@@ -33,7 +33,6 @@ from symgrad.ir import (
     SumToShape,
 )
 from symgrad.fused import find_kernel
-from symgrad.lowering.sharing import share_costly
 from symgrad.lowering.signature import OpSignature
 from symgrad.lowering.staged import lower_stage_grads, stages_accepted, stages_passed
 from symgrad.lowering.tensor import TensorLowering, viewed
@@ -199,8 +198,7 @@ def _lower_forward(op: OpSignature, derivation: Derivation) -> Branch:
             lowering.assign_merged(name, value, groups[name])
         else:
             lowering.assign(name, value)
-    body = share_costly(lowering.body, lowering.prefix)
-    return Branch(derivation.variant.attr_values, tuple(body), lowering.largest_rank)
+    return Branch(derivation.variant.attr_values, tuple(lowering.body), lowering.largest_rank)
 
 
 def _lower_vjp(op: OpSignature, derivation: Derivation) -> Branch:
@@ -299,7 +297,7 @@ def _lower_tensor_vjp(op: OpSignature, derivation: Derivation) -> TensorLowering
         if name in batched and len(batched) > 1:  # batch axes broadcast between inputs
             grad = Elementwise(sp.Symbol(f"grad_{name}"))
             lowering.body.append(Assign(f"grad_{name}", SumToShape(grad, name)))
-    lowering.body = share_costly(stages_passed(lowering.body, op), lowering.prefix)
+    lowering.body = stages_passed(lowering.body, op)
     return lowering
 
 

@@ -14,7 +14,7 @@ def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, e
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
             - sum_k 2 * grad_affine1[batch] * x[batch, k] / N**2
             + 2 * grad_affine1[batch] * sum1[batch] / N**2
-            i.e. `grad * scale * t14 - 2 * t10 * t11 / t3**2 + 2 * t10 * x / t3 - t14 * t9 / t3`
+            i.e. `grad * scale / jnp.sqrt(t7) - 2 * t10 * t11 / t3**2 + 2 * t10 * x / t3 - t9 ...`
         grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
             i] * sum1[batch] / (N * sqrt(affine1[batch])))
             i.e. `jnp.einsum("...,...a->a", t12, t13, optimize=True)`
@@ -37,8 +37,12 @@ def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, e
     t9 = t8[..., None]
     t10 = grad_affine1[..., None]
     t11 = jnp.sum(x, axis=-1, keepdims=True)
-    t14 = 1 / jnp.sqrt(t7)
-    grad_x = grad * scale * t14 - 2 * t10 * t11 / t3**2 + 2 * t10 * x / t3 - t14 * t9 / t3
+    grad_x = (
+        grad * scale / jnp.sqrt(t7)
+        - 2 * t10 * t11 / t3**2
+        + 2 * t10 * x / t3
+        - t9 / (t3 * jnp.sqrt(t7))
+    )
     t12 = 1 / jnp.sqrt(affine1)
     t13 = grad * (x - t4 / t3)
     grad_scale = jnp.einsum("...,...a->a", t12, t13, optimize=True)
