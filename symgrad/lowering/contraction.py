@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from symgrad.ir import Constant, Elementwise
+from symgrad.ir import Constant
 from symgrad.lowering.entries import gathered
 from symgrad.lowering.matmul import lower_contraction
 from symgrad.lowering.symbols import free_indices, has_reduction, is_index, is_map, laid_out
@@ -64,7 +64,7 @@ def _operands_materialised(lowering, product: sp.Expr, axes, summed) -> sp.Expr:
     result = [f for f in factors if f not in computed]
     for f, idx in merged.items():
         array = lowering.array(f, idx)
-        name = str(array) if array.is_Symbol else lowering.temp(Elementwise(array))
+        name = lowering.variable(array)
         result.append(sp.IndexedBase(name)[idx])
     return sp.Mul(*result)
 

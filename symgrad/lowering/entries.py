@@ -8,7 +8,7 @@ import sympy as sp
 
 from symgrad.declare import BATCH
 from symgrad.functions import at_position, exact_div, read_outside
-from symgrad.ir import DiagPart, Elementwise, Gather, IndexArith, IntArray, IntSize, MergeAxes, Squeeze, Transpose, Value
+from symgrad.ir import DiagPart, Gather, IndexArith, IntArray, IntSize, MergeAxes, Squeeze, Transpose, Value
 from symgrad.lowering.matmul import as_einsum
 from symgrad.lowering.symbols import free_indices, is_index, is_map, map_indices, spans_axis
 
@@ -227,6 +227,6 @@ def at_position_entry(lowering, expr: at_position, axes) -> sp.Expr:
     array = lowering.array(value, inner)
     if array.is_number:  # a Sum of zeros: the same at every position
         return array
-    name = str(array) if array.is_Symbol else lowering.temp(Elementwise(array))
+    name = lowering.variable(array)
     read = sp.IndexedBase(name)[(position,) + inner[1:]]
     return aligned_entry(lowering, read, axes)

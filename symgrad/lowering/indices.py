@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from symgrad.ir import Eye, IndexArith, Stack, Elementwise
+from symgrad.ir import Eye, IndexArith, Stack
 from symgrad.lowering.symbols import free_indices, is_index
 
 
@@ -77,7 +77,7 @@ def stacked(lowering, expr: sp.Add, axes) -> sp.Symbol | None:
     names = []
     for k in range(len(pieces)):
         array = lowering.array(pieces[k], rest)
-        names.append(str(array) if array.is_Symbol else lowering.temp(Elementwise(array)))
+        names.append(lowering.variable(array))
     return sp.Symbol(lowering.temp(Stack(tuple(names), axes.index(axis) - len(axes))))
 
 

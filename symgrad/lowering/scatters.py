@@ -13,7 +13,7 @@ from __future__ import annotations
 import sympy as sp
 
 from symgrad.declare import BATCH
-from symgrad.ir import Constant, Elementwise, IndexArith, ScatterAdd, SplitAxis
+from symgrad.ir import Constant, IndexArith, ScatterAdd, SplitAxis
 from symgrad.lowering.entries import linear_positions, positions_of
 from symgrad.deltas import read_at
 from symgrad.functions import selected
@@ -57,7 +57,7 @@ def _scatter(lowering, function, limits: tuple, axes: tuple) -> sp.Expr | None:
     if values.is_number:  # a one-hot's ones: in the arrays' dtype
         values = lowering.temp(Constant(values, lowering.like()))
     else:
-        values = str(values) if values.is_Symbol else lowering.temp(Elementwise(values))
+        values = lowering.variable(values)
     block = axes[first : last + 1]
     components = [placed[a][0] if a in placed else a for a in block]
     sizes = [lowering.size_of(a) for a in block]
@@ -131,7 +131,7 @@ def segment_extremum(lowering, expr, axes) -> sp.Expr | None:
         return None
     place = axes.index(u)
     values = lowering.array(expr.function.value, axes[:place] + summed + axes[place + 1 :])
-    values = str(values) if values.is_Symbol else lowering.temp(Elementwise(values))
+    values = lowering.variable(values)
     positions = positions_of(lowering, e, summed)
     trailing = len(axes) - place - 1
     return sp.Symbol(lowering.temp(ScatterAdd(values, positions, trailing, lowering.size_of(u), expr.kind)))

@@ -174,6 +174,11 @@ class TensorLowering:
             self.memo[key] = build()
         return self.memo[key]
 
+    def variable(self, array: sp.Expr) -> str:
+        """A variable holding `array` (an aligned expression): itself where it is one, else a
+        temporary computing it elementwise."""
+        return str(array) if array.is_Symbol else self.temp(Elementwise(array))
+
     def temp(self, value: Value) -> str:
         """A temporary holding `value`: the one that already does (equal statements from
         terms whose bound indices were named apart), else a new one."""
