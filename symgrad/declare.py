@@ -58,6 +58,7 @@ class OpDecl(AttributeGroups):
     variadic: str | None = None  # name of the one list input whose length varies by variant
     broadcast_to: str | None = None  # elementwise: the attribute holding the output's shape
     boolean: tuple[str, ...] = ()  # elementwise: the inputs that are bools (conditions)
+    scalars: tuple[str, ...] = ()  # elementwise with broadcast_to: the inputs that are 0-D
     valid: Callable | None = field(default=None, compare=False, repr=False)  # enumerated attrs -> bool
 
     def variants(self) -> list[tuple[tuple[str, Any], ...]]:
@@ -304,6 +305,7 @@ def elementwise(
     broadcast_to: str | None = None,
     samples: dict | None = None,
     boolean: tuple[str, ...] = (),
+    scalars: tuple[str, ...] = (),
 ):
     """Declare an elementwise op: `fn(*inputs, **attrs)` returns a scalar expression.
 
@@ -312,15 +314,16 @@ def elementwise(
 
     `broadcast_to` names an `attr(Ints(), Input(position))` attribute holding a shape the inputs are broadcast to
     (BroadcastTo's `shape`): the output has that shape, and each gradient is summed back to
-    its input's shape, as for inputs that broadcast with each other.
+    its input's shape, as for inputs that broadcast with each other. `scalars` names the inputs
+    that are 0-D there (Fill's `value`): they are verified as scalars only.
     """
     return _decorator(
         name, ELEMENTWISE, attrs, defaults, complex, output_names=tuple(outputs), samples=samples,
-        broadcast_to=broadcast_to, boolean=tuple(boolean),
+        broadcast_to=broadcast_to, boolean=tuple(boolean), scalars=tuple(scalars),
     )
 
 
-def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=None, samples=None, broadcast_to=None, boolean=(), valid=None):
+def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=None, samples=None, broadcast_to=None, boolean=(), valid=None, scalars=()):
     def wrap(fn: Callable) -> OpDecl:
         location = Location(fn.__code__.co_filename, fn.__code__.co_firstlineno)
         attr_objs = make_attrs(name, location, attrs or {}, defaults or {}, variadic)
@@ -340,10 +343,12 @@ def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=N
             )
         if set(boolean) - set(inputs):
             raise DeclarationError(f"boolean names {sorted(set(boolean) - set(inputs))}, not inputs {inputs}", name, location)
+        if set(scalars) - set(inputs) or (scalars and broadcast_to is None):
+            raise DeclarationError(f"scalars names inputs {inputs} of an op with broadcast_to, got {scalars}", name, location)
         doc = (inspect.getdoc(fn) or "").splitlines()
         decl = OpDecl(
             name, fn.__name__, kind, attr_objs, inputs, output_names, complex_ok, fn, location,
-            doc[0] if doc else "", variadic, broadcast_to, boolean, valid,
+            doc[0] if doc else "", variadic, broadcast_to, boolean, scalars, valid,
         )
         if not decl.variants():
             raise DeclarationError("valid() accepts none of the enumerated attribute values", name, location)

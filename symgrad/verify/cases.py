@@ -150,8 +150,10 @@ def _elementwise_cases(variant: Variant, forward, rng) -> list[Case]:
     n = len(variant.inputs)
     target = variant.op.decl.broadcast_to
     if target is not None:  # BroadcastTo: inputs of the shapes that broadcast to the target
-        shapes = shapes_broadcasting_to(tuple(variant.attrs[target]))
-        return [Case(f"shapes {shape} to {tuple(variant.attrs[target])}", _sample(rng, (DOMAINS[0],) * n, [shape] * n)) for shape in shapes]
+        scalars = variant.op.decl.scalars
+        shapes = shapes_broadcasting_to(tuple(variant.attrs[target])) if len(scalars) < n else [()]
+        each = lambda shape: [() if name in scalars else shape for name in variant.inputs]
+        return [Case(f"shapes {shape} to {tuple(variant.attrs[target])}", _sample(rng, (DOMAINS[0],) * n, each(shape))) for shape in shapes]
     kept = _kept_domains(n, lambda shape, combo: _sample(rng, combo, [shape] * n), forward)
     random = [_sample(rng, combo, [(SAMPLES_PER_DOMAIN,)] * n) for combo in kept]
     cases = [Case("random values", tuple(np.concatenate(xs) for xs in zip(*random)), aligned=True)]
