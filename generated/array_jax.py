@@ -18,6 +18,14 @@ import numpy as np
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
+_python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
+
+
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
@@ -27,6 +35,34 @@ def _gather(x, positions, axis, fill=0):
     taken = jnp.take(x, jnp.where(inside, positions, 0), axis=axis, mode="clip")
     inside = jnp.reshape(inside, jnp.shape(inside) + (1,) * (-axis - 1))
     return jnp.where(inside, taken, jnp.asarray(fill, taken.dtype))
+
+
+def _scatter_add(values, positions, trailing, size):
+    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
+    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
+    are dropped (`.at[].add`, never a one-hot matrix)."""
+    return _scatter_at(values, positions, trailing, size, "add")
+
+
+def _scatter_at(values, positions, trailing, size, kind):
+    """`values` reduced into `size` slots at `positions` by `.at[].add`, `.max` or `.min`."""
+    positions = jnp.asarray(positions)
+    count = jnp.ndim(positions)
+    values = jnp.reshape(
+        values, (1,) * max(0, count + trailing - jnp.ndim(values)) + jnp.shape(values)
+    )
+    start = jnp.ndim(values) - trailing - count
+    shape = jnp.shape(values)
+    values = jnp.broadcast_to(values, shape[:start] + jnp.shape(positions) + shape[start + count :])
+    fill = (
+        0
+        if kind == "add"
+        else jnp.finfo(values.dtype).min if kind == "max" else jnp.finfo(values.dtype).max
+    )
+    slots = jnp.full(shape[:start] + (size,) + shape[start + count :], fill, values.dtype)
+    positions = jnp.where(positions < 0, size, positions)  # dropped, not counted from the end
+    at = slots.at[(_python_slice(None),) * start + (positions,)]
+    return getattr(at, kind)(values, mode="drop")
 
 
 def _bit(mask, k):
@@ -197,8 +233,218 @@ def _pad_bwd(paddings, saved, grad):
 _pad_custom_vjp.defvjp(_pad_fwd, _pad_bwd)
 
 
+def pad_v2(input, *, paddings, constant_values):
+    """PadV2: Pad with `constant_values` around the input instead of zeros: a number read at run (declared at ops/array.py:38); differentiated by pad_v2_vjp."""
+    return _pad_v2_custom_vjp(paddings, constant_values, input)
+
+
+def pad_v2_forward(input, *, paddings, constant_values):
+    """PadV2's formula."""
+    rank = jnp.ndim(input)
+    paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = jnp.shape(input)[-1]
+    if rank == 1:
+        t1 = paddings[0][0] + paddings[0][1] + t0
+        t2 = jnp.arange(t1)
+        t3 = -paddings[0][0] + t2
+        t4 = _gather(input, t3, -1)
+        t5 = (paddings[0][0] <= t2) & (t2 < paddings[0][0] + t0)
+        output = jnp.where(t5, t4, constant_values)
+    elif rank == 2:
+        t1 = paddings[1][0] + paddings[1][1] + t0
+        t2 = jnp.arange(t1)
+        t3 = -paddings[1][0] + t2
+        t4 = _gather(input, t3, -1)
+        t5 = jnp.shape(input)[-2]
+        t6 = paddings[0][0] + paddings[0][1] + t5
+        t7 = jnp.arange(t6)
+        t8 = -paddings[0][0] + t7
+        t9 = _gather(t4, t8, -2)
+        t10 = t7[..., None]
+        t11 = (
+            (paddings[0][0] <= t10)
+            & (paddings[1][0] <= t2)
+            & (t10 < paddings[0][0] + t5)
+            & (t2 < paddings[1][0] + t0)
+        )
+        output = jnp.where(t11, t9, constant_values)
+    elif rank == 3:
+        t1 = paddings[2][0] + paddings[2][1] + t0
+        t2 = jnp.arange(t1)
+        t3 = -paddings[2][0] + t2
+        t4 = _gather(input, t3, -1)
+        t5 = jnp.shape(input)[-2]
+        t6 = paddings[1][0] + paddings[1][1] + t5
+        t7 = jnp.arange(t6)
+        t8 = -paddings[1][0] + t7
+        t9 = _gather(t4, t8, -2)
+        t10 = jnp.shape(input)[-3]
+        t11 = paddings[0][0] + paddings[0][1] + t10
+        t12 = jnp.arange(t11)
+        t13 = -paddings[0][0] + t12
+        t14 = _gather(t9, t13, -3)
+        t15 = t12[..., None, None]
+        t16 = t7[..., None]
+        t17 = (
+            (paddings[0][0] <= t15)
+            & (paddings[1][0] <= t16)
+            & (paddings[2][0] <= t2)
+            & (t15 < paddings[0][0] + t10)
+            & (t16 < paddings[1][0] + t5)
+            & (t2 < paddings[2][0] + t0)
+        )
+        output = jnp.where(t17, t14, constant_values)
+    elif rank == 4:
+        t1 = paddings[3][0] + paddings[3][1] + t0
+        t2 = jnp.arange(t1)
+        t3 = -paddings[3][0] + t2
+        t4 = _gather(input, t3, -1)
+        t5 = jnp.shape(input)[-2]
+        t6 = paddings[2][0] + paddings[2][1] + t5
+        t7 = jnp.arange(t6)
+        t8 = -paddings[2][0] + t7
+        t9 = _gather(t4, t8, -2)
+        t10 = jnp.shape(input)[-3]
+        t11 = paddings[1][0] + paddings[1][1] + t10
+        t12 = jnp.arange(t11)
+        t13 = -paddings[1][0] + t12
+        t14 = _gather(t9, t13, -3)
+        t15 = jnp.shape(input)[-4]
+        t16 = paddings[0][0] + paddings[0][1] + t15
+        t17 = jnp.arange(t16)
+        t18 = -paddings[0][0] + t17
+        t19 = _gather(t14, t18, -4)
+        t20 = t17[..., None, None, None]
+        t21 = t12[..., None, None]
+        t22 = t7[..., None]
+        t23 = (
+            (paddings[0][0] <= t20)
+            & (paddings[1][0] <= t21)
+            & (paddings[2][0] <= t22)
+            & (paddings[3][0] <= t2)
+            & (t2 < paddings[3][0] + t0)
+            & (t20 < paddings[0][0] + t15)
+            & (t21 < paddings[1][0] + t10)
+            & (t22 < paddings[2][0] + t5)
+        )
+        output = jnp.where(t23, t19, constant_values)
+    else:
+        raise ValueError(f"PadV2: unsupported attributes rank={rank!r}")
+    return output
+
+
+def pad_v2_vjp(grad, input, *, output=None, paddings, constant_values):
+    """Gradient of PadV2: one array per input (input).
+
+    In index notation, next to the code computing it, for rank=1 (other values of  change it):
+        grad_input[i] = grad[paddings[0][0] + i] * (1 if paddings[0][0] <= paddings[0][0] + i and
+            paddings[0][0] + D0 > paddings[0][0] + i else 0), i.e. `jnp.where(t4, t2, 0)`
+    """
+    rank = jnp.ndim(input)
+    paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = jnp.arange(jnp.shape(input)[-1])
+    if rank == 1:
+        t1 = paddings[0][0] + t0
+        t2 = _gather(grad, t1, -1)
+        t3 = jnp.shape(input)[-1]
+        t4 = (paddings[0][0] <= paddings[0][0] + t0) & (paddings[0][0] + t3 > paddings[0][0] + t0)
+        grad_input = jnp.where(t4, t2, 0)
+    elif rank == 2:
+        t1 = paddings[1][0] + t0
+        t2 = _gather(grad, t1, -1)
+        t3 = jnp.arange(jnp.shape(input)[-2])
+        t4 = paddings[0][0] + t3
+        t5 = _gather(t2, t4, -2)
+        t6 = t3[..., None]
+        t7 = jnp.shape(input)[-2]
+        t8 = jnp.shape(input)[-1]
+        t9 = (
+            (paddings[0][0] <= paddings[0][0] + t6)
+            & (paddings[1][0] <= paddings[1][0] + t0)
+            & (paddings[0][0] + t7 > paddings[0][0] + t6)
+            & (paddings[1][0] + t8 > paddings[1][0] + t0)
+        )
+        grad_input = jnp.where(t9, t5, 0)
+    elif rank == 3:
+        t1 = paddings[2][0] + t0
+        t2 = _gather(grad, t1, -1)
+        t3 = jnp.arange(jnp.shape(input)[-2])
+        t4 = paddings[1][0] + t3
+        t5 = _gather(t2, t4, -2)
+        t6 = jnp.arange(jnp.shape(input)[-3])
+        t7 = paddings[0][0] + t6
+        t8 = _gather(t5, t7, -3)
+        t9 = t6[..., None, None]
+        t10 = t3[..., None]
+        t11 = jnp.shape(input)[-3]
+        t12 = jnp.shape(input)[-2]
+        t13 = jnp.shape(input)[-1]
+        t14 = (
+            (paddings[0][0] <= paddings[0][0] + t9)
+            & (paddings[1][0] <= paddings[1][0] + t10)
+            & (paddings[2][0] <= paddings[2][0] + t0)
+            & (paddings[0][0] + t11 > paddings[0][0] + t9)
+            & (paddings[1][0] + t12 > paddings[1][0] + t10)
+            & (paddings[2][0] + t13 > paddings[2][0] + t0)
+        )
+        grad_input = jnp.where(t14, t8, 0)
+    elif rank == 4:
+        t1 = paddings[3][0] + t0
+        t2 = _gather(grad, t1, -1)
+        t3 = jnp.arange(jnp.shape(input)[-2])
+        t4 = paddings[2][0] + t3
+        t5 = _gather(t2, t4, -2)
+        t6 = jnp.arange(jnp.shape(input)[-3])
+        t7 = paddings[1][0] + t6
+        t8 = _gather(t5, t7, -3)
+        t9 = jnp.arange(jnp.shape(input)[-4])
+        t10 = paddings[0][0] + t9
+        t11 = _gather(t8, t10, -4)
+        t12 = t9[..., None, None, None]
+        t13 = t6[..., None, None]
+        t14 = t3[..., None]
+        t15 = jnp.shape(input)[-4]
+        t16 = jnp.shape(input)[-3]
+        t17 = jnp.shape(input)[-2]
+        t18 = jnp.shape(input)[-1]
+        t19 = (
+            (paddings[0][0] <= paddings[0][0] + t12)
+            & (paddings[1][0] <= paddings[1][0] + t13)
+            & (paddings[2][0] <= paddings[2][0] + t14)
+            & (paddings[3][0] <= paddings[3][0] + t0)
+            & (paddings[0][0] + t15 > paddings[0][0] + t12)
+            & (paddings[1][0] + t16 > paddings[1][0] + t13)
+            & (paddings[2][0] + t17 > paddings[2][0] + t14)
+            & (paddings[3][0] + t18 > paddings[3][0] + t0)
+        )
+        grad_input = jnp.where(t19, t11, 0)
+    else:
+        raise ValueError(f"PadV2: unsupported attributes rank={rank!r}")
+    return (grad_input,)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _pad_v2_custom_vjp(paddings, constant_values, input):
+    return pad_v2_forward(input, paddings=paddings, constant_values=constant_values)
+
+
+def _pad_v2_fwd(paddings, constant_values, input):
+    output = pad_v2_forward(input, paddings=paddings, constant_values=constant_values)
+    return output, ((input,), output)
+
+
+def _pad_v2_bwd(paddings, constant_values, saved, grad):
+    (input,), output = saved
+    return pad_v2_vjp(
+        grad, input, output=output, paddings=paddings, constant_values=constant_values
+    )
+
+
+_pad_v2_custom_vjp.defvjp(_pad_v2_fwd, _pad_v2_bwd)
+
+
 def slice(input, *, begin, size):
-    """Slice: `size[k]` entries from `begin[k]` along each axis k (-1: to the end) (declared at ops/array.py:38); differentiated by slice_vjp."""
+    """Slice: `size[k]` entries from `begin[k]` along each axis k (-1: to the end) (declared at ops/array.py:53); differentiated by slice_vjp."""
     return _slice_custom_vjp(begin, size, input)
 
 
@@ -327,7 +573,7 @@ _slice_custom_vjp.defvjp(_slice_fwd, _slice_bwd)
 
 
 def reverse_v2(tensor, *, axis=(-1,)):
-    """ReverseV2: The input with the order of entries along each axis of `axis` reversed (declared at ops/array.py:56); differentiated by reverse_v2_vjp."""
+    """ReverseV2: The input with the order of entries along each axis of `axis` reversed (declared at ops/array.py:71); differentiated by reverse_v2_vjp."""
     return _reverse_v2_custom_vjp(axis, tensor)
 
 
@@ -424,8 +670,115 @@ def _reverse_v2_bwd(axis, saved, grad):
 _reverse_v2_custom_vjp.defvjp(_reverse_v2_fwd, _reverse_v2_bwd)
 
 
+def reverse(tensor, *, dims=(True, False)):
+    """Reverse: ReverseV2 with the axes given as a bool per axis: entries reversed along each axis (declared at ops/array.py:86); differentiated by reverse_vjp."""
+    return _reverse_custom_vjp(dims, tensor)
+
+
+def reverse_forward(tensor, *, dims=(True, False)):
+    """Reverse's formula."""
+    dims = tuple(int(a) for a in np.ravel(dims))
+    if dims == (True, False):
+        t0 = jnp.arange(jnp.shape(tensor)[-2])
+        t1 = jnp.shape(tensor)[-2]
+        t2 = -t0 + t1 - 1
+        output = _gather(tensor, t2, -2)
+    elif dims == (True, True):
+        t0 = jnp.arange(jnp.shape(tensor)[-1])
+        t1 = jnp.shape(tensor)[-1]
+        t2 = -t0 + t1 - 1
+        t3 = _gather(tensor, t2, -1)
+        t4 = jnp.arange(jnp.shape(tensor)[-2])
+        t5 = jnp.shape(tensor)[-2]
+        t6 = -t4 + t5 - 1
+        output = _gather(t3, t6, -2)
+    elif dims == (True, True, True):
+        t0 = jnp.arange(jnp.shape(tensor)[-1])
+        t1 = jnp.shape(tensor)[-1]
+        t2 = -t0 + t1 - 1
+        t3 = _gather(tensor, t2, -1)
+        t4 = jnp.arange(jnp.shape(tensor)[-2])
+        t5 = jnp.shape(tensor)[-2]
+        t6 = -t4 + t5 - 1
+        t7 = _gather(t3, t6, -2)
+        t8 = jnp.arange(jnp.shape(tensor)[-3])
+        t9 = jnp.shape(tensor)[-3]
+        t10 = -t8 + t9 - 1
+        output = _gather(t7, t10, -3)
+    else:
+        raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
+    return output
+
+
+def reverse_vjp(grad, tensor, *, output=None, dims=(True, False)):
+    """Gradient of Reverse: one array per input (tensor).
+
+    In index notation, next to the code computing it, per variant:
+        dims=(True, False):
+            grad_tensor[i, j] = grad[D0 - i - 1, j], i.e. `_gather(grad, t2, -2)`
+        dims=(True, True):
+            grad_tensor[i, j] = grad[D0 - i - 1, D1 - j - 1], i.e. `_gather(t3, t6, -2)`
+        dims=(True, True, True):
+            grad_tensor[i, j, k] = grad[D0 - i - 1, D1 - j - 1, D2 - k - 1]
+                i.e. `_gather(t7, t10, -3)`
+    """
+    dims = tuple(int(a) for a in np.ravel(dims))
+    if dims == (True, False):
+        t0 = jnp.arange(jnp.shape(tensor)[-2])
+        t1 = jnp.shape(tensor)[-2]
+        t2 = -t0 + t1 - 1
+        grad_tensor = _gather(grad, t2, -2)
+    elif dims == (True, True):
+        t0 = jnp.arange(jnp.shape(tensor)[-1])
+        t1 = jnp.shape(tensor)[-1]
+        t2 = -t0 + t1 - 1
+        t3 = _gather(grad, t2, -1)
+        t4 = jnp.arange(jnp.shape(tensor)[-2])
+        t5 = jnp.shape(tensor)[-2]
+        t6 = -t4 + t5 - 1
+        grad_tensor = _gather(t3, t6, -2)
+    elif dims == (True, True, True):
+        t0 = jnp.arange(jnp.shape(tensor)[-1])
+        t1 = jnp.shape(tensor)[-1]
+        t2 = -t0 + t1 - 1
+        t3 = _gather(grad, t2, -1)
+        t4 = jnp.arange(jnp.shape(tensor)[-2])
+        t5 = jnp.shape(tensor)[-2]
+        t6 = -t4 + t5 - 1
+        t7 = _gather(t3, t6, -2)
+        t8 = jnp.arange(jnp.shape(tensor)[-3])
+        t9 = jnp.shape(tensor)[-3]
+        t10 = -t8 + t9 - 1
+        grad_tensor = _gather(t7, t10, -3)
+    else:
+        raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
+    return (grad_tensor,)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _reverse_custom_vjp(dims, tensor):
+    return reverse_forward(tensor, dims=dims)
+
+
+def _reverse_fwd(dims, tensor):
+    output = reverse_forward(tensor, dims=dims)
+    return output, ((tensor,), output)
+
+
+def _reverse_bwd(dims, saved, grad):
+    (tensor,), output = saved
+    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
+    grad = _conj(grad)
+    return tuple(
+        None if g is None else _conj(g) for g in reverse_vjp(grad, tensor, output=output, dims=dims)
+    )
+
+
+_reverse_custom_vjp.defvjp(_reverse_fwd, _reverse_bwd)
+
+
 def transpose(x, *, perm=(1, 0)):
-    """Transpose: Axis n of the output is axis `perm[n]` of the input (declared at ops/array.py:71); differentiated by transpose_vjp."""
+    """Transpose: Axis n of the output is axis `perm[n]` of the input (declared at ops/array.py:101); differentiated by transpose_vjp."""
     return _transpose_custom_vjp(perm, x)
 
 
@@ -492,7 +845,7 @@ def strided_slice(
     begin_mask=0,
     end_mask=0,
 ):
-    """StridedSlice: Every `strides[k]`-th entry from `begin[k]` up to `end[k]` (excluded) along each axis k, (declared at ops/array.py:109); differentiated by strided_slice_vjp."""
+    """StridedSlice: Every `strides[k]`-th entry from `begin[k]` up to `end[k]` (excluded) along each axis k, (declared at ops/array.py:160); differentiated by strided_slice_vjp."""
     return _strided_slice_custom_vjp(
         shrink_axis_mask,
         ellipsis_mask,
@@ -846,3 +1199,648 @@ def _strided_slice_bwd(
 
 
 _strided_slice_custom_vjp.defvjp(_strided_slice_fwd, _strided_slice_bwd)
+
+
+def strided_slice_backprop(
+    dy,
+    *,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    shape,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """StridedSliceGrad: StridedSlice's gradient: `dy` placed at the entries the slice takes of a zero array of (declared at ops/array.py:203); differentiated by strided_slice_backprop_vjp."""
+    return _strided_slice_backprop_custom_vjp(
+        shrink_axis_mask,
+        ellipsis_mask,
+        new_axis_mask,
+        shape,
+        begin,
+        end,
+        strides,
+        begin_mask,
+        end_mask,
+        dy,
+    )
+
+
+def strided_slice_backprop_forward(
+    dy,
+    *,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    shape,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """StridedSliceGrad's formula."""
+    rank = jnp.ndim(dy)
+    shape = np.asarray(shape, dtype=np.int64)
+    begin = np.asarray(begin, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    strides = np.asarray(strides, dtype=np.int64)
+    if ellipsis_mask != 0 or new_axis_mask != 0:
+        raise ValueError(
+            f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    if rank == 1 and shrink_axis_mask == 0:
+        t0 = shape[0]
+        t1 = jnp.arange(t0)
+        t2 = t1 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        t3 = jnp.where(t2 % strides[0] == 0, t2 // strides[0], -1)
+        output = _gather(dy, t3, -1)
+    elif rank == 1 and shrink_axis_mask == 1:
+        t0 = shape[1]
+        t1 = jnp.arange(t0)
+        t2 = t1 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t3 = jnp.where(t2 % strides[1] == 0, t2 // strides[1], -1)
+        t4 = _gather(dy, t3, -1)
+        t5 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        t6 = shape[0]
+        t7 = jnp.arange(t6)
+        t8 = t7 == t5
+        t9 = t8[..., None]
+        output = jnp.where(t9, t4, 0)
+    elif rank == 2 and shrink_axis_mask == 0:
+        t0 = shape[1]
+        t1 = jnp.arange(t0)
+        t2 = t1 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t3 = jnp.where(t2 % strides[1] == 0, t2 // strides[1], -1)
+        t4 = _gather(dy, t3, -1)
+        t5 = shape[0]
+        t6 = jnp.arange(t5)
+        t7 = t6 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        t8 = jnp.where(t7 % strides[0] == 0, t7 // strides[0], -1)
+        output = _gather(t4, t8, -2)
+    elif rank == 2 and shrink_axis_mask == 1:
+        t0 = shape[2]
+        t1 = jnp.arange(t0)
+        t2 = t1 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t3 = jnp.where(t2 % strides[2] == 0, t2 // strides[2], -1)
+        t4 = _gather(dy, t3, -1)
+        t5 = shape[1]
+        t6 = jnp.arange(t5)
+        t7 = t6 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = jnp.where(t7 % strides[1] == 0, t7 // strides[1], -1)
+        t9 = _gather(t4, t8, -2)
+        t10 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        t11 = shape[0]
+        t12 = jnp.arange(t11)
+        t13 = t12 == t10
+        t14 = t13[..., None, None]
+        output = jnp.where(t14, t9, 0)
+    elif rank == 3 and shrink_axis_mask == 0:
+        t0 = shape[2]
+        t1 = jnp.arange(t0)
+        t2 = t1 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t3 = jnp.where(t2 % strides[2] == 0, t2 // strides[2], -1)
+        t4 = _gather(dy, t3, -1)
+        t5 = shape[1]
+        t6 = jnp.arange(t5)
+        t7 = t6 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = jnp.where(t7 % strides[1] == 0, t7 // strides[1], -1)
+        t9 = _gather(t4, t8, -2)
+        t10 = shape[0]
+        t11 = jnp.arange(t10)
+        t12 = t11 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        t13 = jnp.where(t12 % strides[0] == 0, t12 // strides[0], -1)
+        output = _gather(t9, t13, -3)
+    elif rank == 3 and shrink_axis_mask == 1:
+        t0 = shape[3]
+        t1 = jnp.arange(t0)
+        t2 = t1 - _slice_start(shape[3], begin[3], strides[3], _bit(begin_mask, 3))
+        t3 = jnp.where(t2 % strides[3] == 0, t2 // strides[3], -1)
+        t4 = _gather(dy, t3, -1)
+        t5 = shape[2]
+        t6 = jnp.arange(t5)
+        t7 = t6 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t8 = jnp.where(t7 % strides[2] == 0, t7 // strides[2], -1)
+        t9 = _gather(t4, t8, -2)
+        t10 = shape[1]
+        t11 = jnp.arange(t10)
+        t12 = t11 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t13 = jnp.where(t12 % strides[1] == 0, t12 // strides[1], -1)
+        t14 = _gather(t9, t13, -3)
+        t15 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        t16 = shape[0]
+        t17 = jnp.arange(t16)
+        t18 = t17 == t15
+        t19 = t18[..., None, None, None]
+        output = jnp.where(t19, t14, 0)
+    else:
+        raise ValueError(
+            f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    return output
+
+
+def strided_slice_backprop_vjp(
+    grad,
+    dy,
+    *,
+    output=None,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    shape,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """Gradient of StridedSliceGrad: one array per input (dy).
+
+    In index notation, next to the code computing it, for rank=1, shrink_axis_mask=0,
+    ellipsis_mask=0, new_axis_mask=0 (other values of shrink_axis_mask, ellipsis_mask, new_axis_mask
+    change it):
+        grad_dy[s0] = grad[strides[0] * s0 + slice_start(shape[0], begin[0], strides[0],
+            bit(begin_mask, 0))], i.e. `_gather(grad, t1, -1)`
+    """
+    rank = jnp.ndim(dy)
+    shape = np.asarray(shape, dtype=np.int64)
+    begin = np.asarray(begin, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    strides = np.asarray(strides, dtype=np.int64)
+    if ellipsis_mask != 0 or new_axis_mask != 0:
+        raise ValueError(
+            f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    t0 = jnp.arange(jnp.shape(dy)[-1])
+    if rank == 1 and shrink_axis_mask == 0:
+        t1 = strides[0] * t0 + _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        grad_dy = _gather(grad, t1, -1)
+    elif rank == 1 and shrink_axis_mask == 1:
+        t1 = strides[1] * t0 + _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t2 = _gather(grad, t1, -1)
+        t3 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        grad_dy = _gather(t2, t3, -2)
+    elif rank == 2 and shrink_axis_mask == 0:
+        t1 = strides[1] * t0 + _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t2 = _gather(grad, t1, -1)
+        t3 = jnp.arange(jnp.shape(dy)[-2])
+        t4 = strides[0] * t3 + _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        grad_dy = _gather(t2, t4, -2)
+    elif rank == 2 and shrink_axis_mask == 1:
+        t1 = strides[2] * t0 + _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t2 = _gather(grad, t1, -1)
+        t3 = jnp.arange(jnp.shape(dy)[-2])
+        t4 = strides[1] * t3 + _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t5 = _gather(t2, t4, -2)
+        t6 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        grad_dy = _gather(t5, t6, -3)
+    elif rank == 3 and shrink_axis_mask == 0:
+        t1 = strides[2] * t0 + _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t2 = _gather(grad, t1, -1)
+        t3 = jnp.arange(jnp.shape(dy)[-2])
+        t4 = strides[1] * t3 + _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t5 = _gather(t2, t4, -2)
+        t6 = jnp.arange(jnp.shape(dy)[-3])
+        t7 = strides[0] * t6 + _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        grad_dy = _gather(t5, t7, -3)
+    elif rank == 3 and shrink_axis_mask == 1:
+        t1 = strides[3] * t0 + _slice_start(shape[3], begin[3], strides[3], _bit(begin_mask, 3))
+        t2 = _gather(grad, t1, -1)
+        t3 = jnp.arange(jnp.shape(dy)[-2])
+        t4 = strides[2] * t3 + _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t5 = _gather(t2, t4, -2)
+        t6 = jnp.arange(jnp.shape(dy)[-3])
+        t7 = strides[1] * t6 + _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _gather(t5, t7, -3)
+        t9 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        grad_dy = _gather(t8, t9, -4)
+    else:
+        raise ValueError(
+            f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    return (grad_dy,)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4, 5, 6, 7, 8))
+def _strided_slice_backprop_custom_vjp(
+    shrink_axis_mask,
+    ellipsis_mask,
+    new_axis_mask,
+    shape,
+    begin,
+    end,
+    strides,
+    begin_mask,
+    end_mask,
+    dy,
+):
+    return strided_slice_backprop_forward(
+        dy,
+        shrink_axis_mask=shrink_axis_mask,
+        ellipsis_mask=ellipsis_mask,
+        new_axis_mask=new_axis_mask,
+        shape=shape,
+        begin=begin,
+        end=end,
+        strides=strides,
+        begin_mask=begin_mask,
+        end_mask=end_mask,
+    )
+
+
+def _strided_slice_backprop_fwd(
+    shrink_axis_mask,
+    ellipsis_mask,
+    new_axis_mask,
+    shape,
+    begin,
+    end,
+    strides,
+    begin_mask,
+    end_mask,
+    dy,
+):
+    output = strided_slice_backprop_forward(
+        dy,
+        shrink_axis_mask=shrink_axis_mask,
+        ellipsis_mask=ellipsis_mask,
+        new_axis_mask=new_axis_mask,
+        shape=shape,
+        begin=begin,
+        end=end,
+        strides=strides,
+        begin_mask=begin_mask,
+        end_mask=end_mask,
+    )
+    return output, ((dy,), output)
+
+
+def _strided_slice_backprop_bwd(
+    shrink_axis_mask,
+    ellipsis_mask,
+    new_axis_mask,
+    shape,
+    begin,
+    end,
+    strides,
+    begin_mask,
+    end_mask,
+    saved,
+    grad,
+):
+    (dy,), output = saved
+    return strided_slice_backprop_vjp(
+        grad,
+        dy,
+        output=output,
+        shrink_axis_mask=shrink_axis_mask,
+        ellipsis_mask=ellipsis_mask,
+        new_axis_mask=new_axis_mask,
+        shape=shape,
+        begin=begin,
+        end=end,
+        strides=strides,
+        begin_mask=begin_mask,
+        end_mask=end_mask,
+    )
+
+
+_strided_slice_backprop_custom_vjp.defvjp(_strided_slice_backprop_fwd, _strided_slice_backprop_bwd)
+
+
+def tensor_strided_slice_update(
+    input,
+    value,
+    *,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """TensorStridedSliceUpdate: `input` with the entries StridedSlice would take replaced by `value`'s (declared at ops/array.py:221); differentiated by tensor_strided_slice_update_vjp."""
+    return _tensor_strided_slice_update_custom_vjp(
+        shrink_axis_mask,
+        ellipsis_mask,
+        new_axis_mask,
+        begin,
+        end,
+        strides,
+        begin_mask,
+        end_mask,
+        input,
+        value,
+    )
+
+
+def tensor_strided_slice_update_forward(
+    input,
+    value,
+    *,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """TensorStridedSliceUpdate's formula."""
+    rank = jnp.ndim(input)
+    begin = np.asarray(begin, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    strides = np.asarray(strides, dtype=np.int64)
+    if shrink_axis_mask != 0 or ellipsis_mask != 0 or new_axis_mask != 0:
+        raise ValueError(
+            f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    t0 = jnp.asarray(1, dtype=jnp.result_type(input))
+    if rank == 1:
+        t1 = jnp.shape(input)[-1]
+        t2 = jnp.arange(jnp.shape(value)[-1])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 0, t1)  # no gather form: an explicit scatter-add
+        t5 = jnp.arange(jnp.shape(input)[-1])
+        t6 = t5 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t7 = jnp.where(t6 % strides[0] == 0, t6 // strides[0], -1)
+        t8 = _gather(value, t7, -1)
+        output = -input * t4 + input + t8
+    elif rank == 2:
+        t1 = jnp.shape(input)[-2]
+        t2 = jnp.arange(jnp.shape(value)[-2])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 1, t1)  # no gather form: an explicit scatter-add
+        t5 = jnp.shape(input)[-1]
+        t6 = jnp.arange(jnp.shape(value)[-1])
+        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _scatter_add(t0, t7, 0, t5)  # no gather form: an explicit scatter-add
+        t9 = jnp.arange(jnp.shape(input)[-1])
+        t10 = t9 - _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t11 = jnp.where(t10 % strides[1] == 0, t10 // strides[1], -1)
+        t12 = _gather(value, t11, -1)
+        t13 = jnp.arange(jnp.shape(input)[-2])
+        t14 = t13 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t15 = jnp.where(t14 % strides[0] == 0, t14 // strides[0], -1)
+        t16 = _gather(t12, t15, -2)
+        output = -input * t4 * t8 + input + t16
+    elif rank == 3:
+        t1 = jnp.shape(input)[-3]
+        t2 = jnp.arange(jnp.shape(value)[-3])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 2, t1)  # no gather form: an explicit scatter-add
+        t5 = jnp.shape(input)[-2]
+        t6 = jnp.arange(jnp.shape(value)[-2])
+        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _scatter_add(t0, t7, 1, t5)  # no gather form: an explicit scatter-add
+        t9 = jnp.shape(input)[-1]
+        t10 = jnp.arange(jnp.shape(value)[-1])
+        t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        t12 = _scatter_add(t0, t11, 0, t9)  # no gather form: an explicit scatter-add
+        t13 = jnp.arange(jnp.shape(input)[-1])
+        t14 = t13 - _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        t15 = jnp.where(t14 % strides[2] == 0, t14 // strides[2], -1)
+        t16 = _gather(value, t15, -1)
+        t17 = jnp.arange(jnp.shape(input)[-2])
+        t18 = t17 - _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t19 = jnp.where(t18 % strides[1] == 0, t18 // strides[1], -1)
+        t20 = _gather(t16, t19, -2)
+        t21 = jnp.arange(jnp.shape(input)[-3])
+        t22 = t21 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t23 = jnp.where(t22 % strides[0] == 0, t22 // strides[0], -1)
+        t24 = _gather(t20, t23, -3)
+        output = -input * t12 * t4 * t8 + input + t24
+    elif rank == 4:
+        t1 = jnp.shape(input)[-4]
+        t2 = jnp.arange(jnp.shape(value)[-4])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 3, t1)  # no gather form: an explicit scatter-add
+        t5 = jnp.shape(input)[-3]
+        t6 = jnp.arange(jnp.shape(value)[-3])
+        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _scatter_add(t0, t7, 2, t5)  # no gather form: an explicit scatter-add
+        t9 = jnp.shape(input)[-2]
+        t10 = jnp.arange(jnp.shape(value)[-2])
+        t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        t12 = _scatter_add(t0, t11, 1, t9)  # no gather form: an explicit scatter-add
+        t13 = jnp.shape(input)[-1]
+        t14 = jnp.arange(jnp.shape(value)[-1])
+        t15 = strides[3] * t14 + _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
+        t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
+        t17 = jnp.arange(jnp.shape(input)[-1])
+        t18 = t17 - _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
+        t19 = jnp.where(t18 % strides[3] == 0, t18 // strides[3], -1)
+        t20 = _gather(value, t19, -1)
+        t21 = jnp.arange(jnp.shape(input)[-2])
+        t22 = t21 - _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        t23 = jnp.where(t22 % strides[2] == 0, t22 // strides[2], -1)
+        t24 = _gather(t20, t23, -2)
+        t25 = jnp.arange(jnp.shape(input)[-3])
+        t26 = t25 - _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t27 = jnp.where(t26 % strides[1] == 0, t26 // strides[1], -1)
+        t28 = _gather(t24, t27, -3)
+        t29 = jnp.arange(jnp.shape(input)[-4])
+        t30 = t29 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t31 = jnp.where(t30 % strides[0] == 0, t30 // strides[0], -1)
+        t32 = _gather(t28, t31, -4)
+        output = -input * t12 * t16 * t4 * t8 + input + t32
+    else:
+        raise ValueError(
+            f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    return output
+
+
+def tensor_strided_slice_update_vjp(
+    grad,
+    input,
+    value,
+    *,
+    output=None,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """Gradient of TensorStridedSliceUpdate: one array per input (input, value).
+
+    In index notation, next to the code computing it, for rank=1, shrink_axis_mask=0,
+    ellipsis_mask=0, new_axis_mask=0 (other values of shrink_axis_mask, ellipsis_mask, new_axis_mask
+    change it):
+        grad_input[i0] = grad[i0]
+            - sum_{s0} grad[i0] * delta(i0, strides[0] * s0 + slice_start(D0, begin[0], strides[0],
+                bit(begin_mask, 0))), i.e. `grad * (1 - t4)`
+        grad_value[s0] = grad[strides[0] * s0 + slice_start(D0, begin[0], strides[0],
+            bit(begin_mask, 0))], i.e. `_gather(grad, t3, -1)`
+    """
+    rank = jnp.ndim(input)
+    begin = np.asarray(begin, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    strides = np.asarray(strides, dtype=np.int64)
+    if shrink_axis_mask != 0 or ellipsis_mask != 0 or new_axis_mask != 0:
+        raise ValueError(
+            f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    t0 = jnp.asarray(1, dtype=jnp.result_type(input))
+    if rank == 1:
+        t1 = jnp.shape(input)[-1]
+        t2 = jnp.arange(jnp.shape(value)[-1])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 0, t1)  # no gather form: an explicit scatter-add
+        grad_input = grad * (1 - t4)
+        grad_value = _gather(grad, t3, -1)
+    elif rank == 2:
+        t1 = jnp.shape(input)[-2]
+        t2 = jnp.arange(jnp.shape(value)[-2])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 1, t1)  # no gather form: an explicit scatter-add
+        t5 = jnp.shape(input)[-1]
+        t6 = jnp.arange(jnp.shape(value)[-1])
+        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _scatter_add(t0, t7, 0, t5)  # no gather form: an explicit scatter-add
+        grad_input = grad * (-t4 * t8 + 1)
+        t9 = _gather(grad, t7, -1)
+        grad_value = _gather(t9, t3, -2)
+    elif rank == 3:
+        t1 = jnp.shape(input)[-3]
+        t2 = jnp.arange(jnp.shape(value)[-3])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 2, t1)  # no gather form: an explicit scatter-add
+        t5 = jnp.shape(input)[-2]
+        t6 = jnp.arange(jnp.shape(value)[-2])
+        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _scatter_add(t0, t7, 1, t5)  # no gather form: an explicit scatter-add
+        t9 = jnp.shape(input)[-1]
+        t10 = jnp.arange(jnp.shape(value)[-1])
+        t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        t12 = _scatter_add(t0, t11, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = grad * (-t12 * t4 * t8 + 1)
+        t13 = _gather(grad, t11, -1)
+        t14 = _gather(t13, t7, -2)
+        grad_value = _gather(t14, t3, -3)
+    elif rank == 4:
+        t1 = jnp.shape(input)[-4]
+        t2 = jnp.arange(jnp.shape(value)[-4])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 3, t1)  # no gather form: an explicit scatter-add
+        t5 = jnp.shape(input)[-3]
+        t6 = jnp.arange(jnp.shape(value)[-3])
+        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _scatter_add(t0, t7, 2, t5)  # no gather form: an explicit scatter-add
+        t9 = jnp.shape(input)[-2]
+        t10 = jnp.arange(jnp.shape(value)[-2])
+        t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        t12 = _scatter_add(t0, t11, 1, t9)  # no gather form: an explicit scatter-add
+        t13 = jnp.shape(input)[-1]
+        t14 = jnp.arange(jnp.shape(value)[-1])
+        t15 = strides[3] * t14 + _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
+        t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
+        grad_input = grad * (-t12 * t16 * t4 * t8 + 1)
+        t17 = _gather(grad, t15, -1)
+        t18 = _gather(t17, t11, -2)
+        t19 = _gather(t18, t7, -3)
+        grad_value = _gather(t19, t3, -4)
+    else:
+        raise ValueError(
+            f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    return grad_input, grad_value
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4, 5, 6, 7))
+def _tensor_strided_slice_update_custom_vjp(
+    shrink_axis_mask,
+    ellipsis_mask,
+    new_axis_mask,
+    begin,
+    end,
+    strides,
+    begin_mask,
+    end_mask,
+    input,
+    value,
+):
+    return tensor_strided_slice_update_forward(
+        input,
+        value,
+        shrink_axis_mask=shrink_axis_mask,
+        ellipsis_mask=ellipsis_mask,
+        new_axis_mask=new_axis_mask,
+        begin=begin,
+        end=end,
+        strides=strides,
+        begin_mask=begin_mask,
+        end_mask=end_mask,
+    )
+
+
+def _tensor_strided_slice_update_fwd(
+    shrink_axis_mask,
+    ellipsis_mask,
+    new_axis_mask,
+    begin,
+    end,
+    strides,
+    begin_mask,
+    end_mask,
+    input,
+    value,
+):
+    output = tensor_strided_slice_update_forward(
+        input,
+        value,
+        shrink_axis_mask=shrink_axis_mask,
+        ellipsis_mask=ellipsis_mask,
+        new_axis_mask=new_axis_mask,
+        begin=begin,
+        end=end,
+        strides=strides,
+        begin_mask=begin_mask,
+        end_mask=end_mask,
+    )
+    return output, ((input, value), output)
+
+
+def _tensor_strided_slice_update_bwd(
+    shrink_axis_mask,
+    ellipsis_mask,
+    new_axis_mask,
+    begin,
+    end,
+    strides,
+    begin_mask,
+    end_mask,
+    saved,
+    grad,
+):
+    (input, value), output = saved
+    return tensor_strided_slice_update_vjp(
+        grad,
+        input,
+        value,
+        output=output,
+        shrink_axis_mask=shrink_axis_mask,
+        ellipsis_mask=ellipsis_mask,
+        new_axis_mask=new_axis_mask,
+        begin=begin,
+        end=end,
+        strides=strides,
+        begin_mask=begin_mask,
+        end_mask=end_mask,
+    )
+
+
+_tensor_strided_slice_update_custom_vjp.defvjp(
+    _tensor_strided_slice_update_fwd, _tensor_strided_slice_update_bwd
+)

@@ -18,15 +18,21 @@ import numpy as np
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
+_python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
+
+
 def _conj(x):
     """Complex conjugate; real arrays are returned as they are."""
     return jnp.conj(x) if jnp.iscomplexobj(x) else x
 
 
 def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
+    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
+    broadcast first."""
     if jnp.shape(g) == tuple(shape):
         return g
+    g = jnp.broadcast_to(g, jnp.broadcast_shapes(jnp.shape(g), tuple(shape)))
     lead = jnp.ndim(g) - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + n for n, size in enumerate(shape) if size == 1 and jnp.shape(g)[lead + n] != 1
@@ -69,7 +75,7 @@ def _scatter_at(values, positions, trailing, size, kind):
     )
     slots = jnp.full(shape[:start] + (size,) + shape[start + count :], fill, values.dtype)
     positions = jnp.where(positions < 0, size, positions)  # dropped, not counted from the end
-    at = slots.at[(slice(None),) * start + (positions,)]
+    at = slots.at[(_python_slice(None),) * start + (positions,)]
     return getattr(at, kind)(values, mode="drop")
 
 
@@ -84,7 +90,7 @@ def _mirrored(position, size, edge):
 
 
 def tile(input, *, multiples):
-    """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:23); differentiated by tile_vjp."""
+    """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:24); differentiated by tile_vjp."""
     return _tile_custom_vjp(multiples, input)
 
 
@@ -203,7 +209,7 @@ _tile_custom_vjp.defvjp(_tile_fwd, _tile_bwd)
 
 
 def mirror_pad(input, *, mode="REFLECT", paddings):
-    """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:31); differentiated by mirror_pad_vjp."""
+    """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:32); differentiated by mirror_pad_vjp."""
     return _mirror_pad_custom_vjp(mode, paddings, input)
 
 
@@ -338,8 +344,221 @@ def _mirror_pad_bwd(mode, paddings, saved, grad):
 _mirror_pad_custom_vjp.defvjp(_mirror_pad_fwd, _mirror_pad_bwd)
 
 
+def mirror_pad_backprop(input, *, mode="REFLECT", paddings):
+    """MirrorPadGrad: MirrorPad's gradient: each entry of the padded `input` added to the entry it mirrors (declared at ops/array_more.py:51); differentiated by mirror_pad_backprop_vjp."""
+    return _mirror_pad_backprop_custom_vjp(mode, paddings, input)
+
+
+def mirror_pad_backprop_forward(input, *, mode="REFLECT", paddings):
+    """MirrorPadGrad's formula."""
+    rank = jnp.ndim(input)
+    paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = jnp.shape(input)[-1]
+    t2 = jnp.arange(jnp.shape(input)[-1])
+    if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = -paddings[0][0] - paddings[0][1] + t0
+        t3 = _mirrored(
+            -paddings[0][0] + t2,
+            -paddings[0][0] - paddings[0][1] + t0,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        output = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+    elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = -paddings[1][0] - paddings[1][1] + t0
+        t3 = _mirrored(
+            -paddings[1][0] + t2,
+            -paddings[1][0] - paddings[1][1] + t0,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+        t5 = jnp.shape(input)[-2]
+        t6 = -paddings[0][0] - paddings[0][1] + t5
+        t7 = jnp.arange(jnp.shape(input)[-2])
+        t8 = _mirrored(
+            -paddings[0][0] + t7,
+            -paddings[0][0] - paddings[0][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        output = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
+    elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = -paddings[2][0] - paddings[2][1] + t0
+        t3 = _mirrored(
+            -paddings[2][0] + t2,
+            -paddings[2][0] - paddings[2][1] + t0,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+        t5 = jnp.shape(input)[-2]
+        t6 = -paddings[1][0] - paddings[1][1] + t5
+        t7 = jnp.arange(jnp.shape(input)[-2])
+        t8 = _mirrored(
+            -paddings[1][0] + t7,
+            -paddings[1][0] - paddings[1][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t9 = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
+        t10 = jnp.shape(input)[-3]
+        t11 = -paddings[0][0] - paddings[0][1] + t10
+        t12 = jnp.arange(jnp.shape(input)[-3])
+        t13 = _mirrored(
+            -paddings[0][0] + t12,
+            -paddings[0][0] - paddings[0][1] + t10,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        output = _scatter_add(t9, t13, 2, t11)  # no gather form: an explicit scatter-add
+    elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = -paddings[3][0] - paddings[3][1] + t0
+        t3 = _mirrored(
+            -paddings[3][0] + t2,
+            -paddings[3][0] - paddings[3][1] + t0,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+        t5 = jnp.shape(input)[-2]
+        t6 = -paddings[2][0] - paddings[2][1] + t5
+        t7 = jnp.arange(jnp.shape(input)[-2])
+        t8 = _mirrored(
+            -paddings[2][0] + t7,
+            -paddings[2][0] - paddings[2][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t9 = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
+        t10 = jnp.shape(input)[-3]
+        t11 = -paddings[1][0] - paddings[1][1] + t10
+        t12 = jnp.arange(jnp.shape(input)[-3])
+        t13 = _mirrored(
+            -paddings[1][0] + t12,
+            -paddings[1][0] - paddings[1][1] + t10,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t14 = _scatter_add(t9, t13, 2, t11)  # no gather form: an explicit scatter-add
+        t15 = jnp.shape(input)[-4]
+        t16 = -paddings[0][0] - paddings[0][1] + t15
+        t17 = jnp.arange(jnp.shape(input)[-4])
+        t18 = _mirrored(
+            -paddings[0][0] + t17,
+            -paddings[0][0] - paddings[0][1] + t15,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        output = _scatter_add(t14, t18, 3, t16)  # no gather form: an explicit scatter-add
+    else:
+        raise ValueError(f"MirrorPadGrad: unsupported attributes rank={rank!r}, mode={mode!r}")
+    return output
+
+
+def mirror_pad_backprop_vjp(grad, input, *, output=None, mode="REFLECT", paddings):
+    """Gradient of MirrorPadGrad: one array per input (input).
+
+    In index notation, next to the code computing it, for rank=1, mode='REFLECT' (other values of
+    mode change it):
+        grad_input[p0] = grad[mirrored(-paddings[0][0] + p0, -paddings[0][0] - paddings[0][1] + D0,
+            1)], i.e. `_gather(grad, t2, -1)`
+    """
+    rank = jnp.ndim(input)
+    paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = jnp.arange(jnp.shape(input)[-1])
+    t1 = jnp.shape(input)[-1]
+    if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(
+            -paddings[0][0] + t0,
+            -paddings[0][0] - paddings[0][1] + t1,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_input = _gather(grad, t2, -1)
+    elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(
+            -paddings[1][0] + t0,
+            -paddings[1][0] - paddings[1][1] + t1,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t3 = _gather(grad, t2, -1)
+        t4 = jnp.arange(jnp.shape(input)[-2])
+        t5 = jnp.shape(input)[-2]
+        t6 = _mirrored(
+            -paddings[0][0] + t4,
+            -paddings[0][0] - paddings[0][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_input = _gather(t3, t6, -2)
+    elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(
+            -paddings[2][0] + t0,
+            -paddings[2][0] - paddings[2][1] + t1,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t3 = _gather(grad, t2, -1)
+        t4 = jnp.arange(jnp.shape(input)[-2])
+        t5 = jnp.shape(input)[-2]
+        t6 = _mirrored(
+            -paddings[1][0] + t4,
+            -paddings[1][0] - paddings[1][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t7 = _gather(t3, t6, -2)
+        t8 = jnp.arange(jnp.shape(input)[-3])
+        t9 = jnp.shape(input)[-3]
+        t10 = _mirrored(
+            -paddings[0][0] + t8,
+            -paddings[0][0] - paddings[0][1] + t9,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_input = _gather(t7, t10, -3)
+    elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(
+            -paddings[3][0] + t0,
+            -paddings[3][0] - paddings[3][1] + t1,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t3 = _gather(grad, t2, -1)
+        t4 = jnp.arange(jnp.shape(input)[-2])
+        t5 = jnp.shape(input)[-2]
+        t6 = _mirrored(
+            -paddings[2][0] + t4,
+            -paddings[2][0] - paddings[2][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t7 = _gather(t3, t6, -2)
+        t8 = jnp.arange(jnp.shape(input)[-3])
+        t9 = jnp.shape(input)[-3]
+        t10 = _mirrored(
+            -paddings[1][0] + t8,
+            -paddings[1][0] - paddings[1][1] + t9,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t11 = _gather(t7, t10, -3)
+        t12 = jnp.arange(jnp.shape(input)[-4])
+        t13 = jnp.shape(input)[-4]
+        t14 = _mirrored(
+            -paddings[0][0] + t12,
+            -paddings[0][0] - paddings[0][1] + t13,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_input = _gather(t11, t14, -4)
+    else:
+        raise ValueError(f"MirrorPadGrad: unsupported attributes rank={rank!r}, mode={mode!r}")
+    return (grad_input,)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _mirror_pad_backprop_custom_vjp(mode, paddings, input):
+    return mirror_pad_backprop_forward(input, mode=mode, paddings=paddings)
+
+
+def _mirror_pad_backprop_fwd(mode, paddings, input):
+    output = mirror_pad_backprop_forward(input, mode=mode, paddings=paddings)
+    return output, ((input,), output)
+
+
+def _mirror_pad_backprop_bwd(mode, paddings, saved, grad):
+    (input,), output = saved
+    return mirror_pad_backprop_vjp(grad, input, output=output, mode=mode, paddings=paddings)
+
+
+_mirror_pad_backprop_custom_vjp.defvjp(_mirror_pad_backprop_fwd, _mirror_pad_backprop_bwd)
+
+
 def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
-    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:56); differentiated by reverse_sequence_vjp."""
+    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:76); differentiated by reverse_sequence_vjp."""
     return _reverse_sequence_custom_vjp(seq_dim, batch_dim, input, seq_lengths)
 
 
@@ -457,7 +676,7 @@ _reverse_sequence_custom_vjp.defvjp(_reverse_sequence_fwd, _reverse_sequence_bwd
 
 
 def select_v2(condition, t, e):
-    """SelectV2: output = t where condition, else e (numpy's where) (declared at ops/array_more.py:71); differentiated by select_v2_vjp."""
+    """SelectV2: output = t where condition, else e (numpy's where) (declared at ops/array_more.py:91); differentiated by select_v2_vjp."""
     return _select_v2_custom_vjp(condition, t, e)
 
 
@@ -501,3 +720,70 @@ def _select_v2_bwd(saved, grad):
 
 
 _select_v2_custom_vjp.defvjp(_select_v2_fwd, _select_v2_bwd)
+
+
+def select(condition, x, y):
+    """Select: output = x where condition, else y, of one shape; a vector condition chooses whole rows (declared at ops/array_more.py:99); differentiated by select_vjp."""
+    return _select_custom_vjp(condition, x, y)
+
+
+def select_forward(condition, x, y):
+    """Select's formula."""
+    rank = jnp.ndim(condition)
+    if rank == 1:
+        t0 = condition[..., None]
+        output = jnp.where(t0, x, y)
+    elif rank == 2:
+        output = jnp.where(condition, x, y)
+    else:
+        raise ValueError(f"Select: unsupported attributes rank={rank!r}")
+    return output
+
+
+def select_vjp(grad, condition, x, y, *, output=None):
+    """Gradient of Select: one array per input (condition, x, y).
+
+    In index notation, next to the code computing it, per variant:
+        rank=1:
+            grad_x[i0, i1] = grad[i0, i1] * mask(condition[i0]), i.e. `jnp.where(t0, grad, 0)`
+            grad_y[i0, i1] = grad[i0, i1] * (0 if condition[i0] else 1)
+                i.e. `grad * jnp.asarray(jnp.where(t0, 0, 1), grad.dtype)`
+        rank=2:
+            grad_x[i0, i1] = grad[i0, i1] * mask(condition[i0, i1])
+                i.e. `jnp.where(condition, grad, 0)`
+            grad_y[i0, i1] = grad[i0, i1] * (0 if condition[i0, i1] else 1)
+                i.e. `grad * jnp.asarray(jnp.where(condition, 0, 1), grad.dtype)`
+    """
+    rank = jnp.ndim(condition)
+    if rank == 1:
+        t0 = condition[..., None]
+        grad_x = jnp.where(t0, grad, 0)
+        grad_y = grad * jnp.asarray(jnp.where(t0, 0, 1), grad.dtype)
+    elif rank == 2:
+        grad_x = jnp.where(condition, grad, 0)
+        grad_y = grad * jnp.asarray(jnp.where(condition, 0, 1), grad.dtype)
+    else:
+        raise ValueError(f"Select: unsupported attributes rank={rank!r}")
+    return None, grad_x, grad_y
+
+
+@jax.custom_vjp
+def _select_custom_vjp(condition, x, y):
+    return select_forward(condition, x, y)
+
+
+def _select_fwd(condition, x, y):
+    output = select_forward(condition, x, y)
+    return output, ((condition, x, y), output)
+
+
+def _select_bwd(saved, grad):
+    (condition, x, y), output = saved
+    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
+    grad = _conj(grad)
+    return tuple(
+        None if g is None else _conj(g) for g in select_vjp(grad, condition, x, y, output=output)
+    )
+
+
+_select_custom_vjp.defvjp(_select_fwd, _select_bwd)

@@ -16,9 +16,12 @@ def _conj(x):
 
 
 def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
+    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
+    broadcast first."""
     if np.shape(g) == tuple(shape):
         return g
+    g = np.broadcast_to(g, np.broadcast_shapes(np.shape(g), tuple(shape)))
     lead = np.ndim(g) - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
@@ -81,7 +84,7 @@ def _mirrored(position, size, edge):
 
 
 def tile(input, *, multiples):
-    """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:23)."""
+    """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:24)."""
     rank = np.ndim(input)
     multiples = np.asarray(multiples, dtype=np.int64)
     if rank == 1:
@@ -245,7 +248,7 @@ def tile_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, multiples):
 
 
 def mirror_pad(input, *, mode="REFLECT", paddings):
-    """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:31)."""
+    """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:32)."""
     rank = np.ndim(input)
     paddings = np.asarray(paddings, dtype=np.int64)
     t0 = np.shape(input)[-1]
@@ -404,8 +407,296 @@ def mirror_pad_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, mode="R
     return grad_grad, None
 
 
+def mirror_pad_backprop(input, *, mode="REFLECT", paddings):
+    """MirrorPadGrad: MirrorPad's gradient: each entry of the padded `input` added to the entry it mirrors (declared at ops/array_more.py:51)."""
+    rank = np.ndim(input)
+    paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = np.shape(input)[-1]
+    t2 = np.arange(np.shape(input)[-1])
+    if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = -paddings[0][0] - paddings[0][1] + t0
+        t3 = _mirrored(
+            -paddings[0][0] + t2,
+            -paddings[0][0] - paddings[0][1] + t0,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        output = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+    elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = -paddings[1][0] - paddings[1][1] + t0
+        t3 = _mirrored(
+            -paddings[1][0] + t2,
+            -paddings[1][0] - paddings[1][1] + t0,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+        t5 = np.shape(input)[-2]
+        t6 = -paddings[0][0] - paddings[0][1] + t5
+        t7 = np.arange(np.shape(input)[-2])
+        t8 = _mirrored(
+            -paddings[0][0] + t7,
+            -paddings[0][0] - paddings[0][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        output = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
+    elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = -paddings[2][0] - paddings[2][1] + t0
+        t3 = _mirrored(
+            -paddings[2][0] + t2,
+            -paddings[2][0] - paddings[2][1] + t0,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+        t5 = np.shape(input)[-2]
+        t6 = -paddings[1][0] - paddings[1][1] + t5
+        t7 = np.arange(np.shape(input)[-2])
+        t8 = _mirrored(
+            -paddings[1][0] + t7,
+            -paddings[1][0] - paddings[1][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t9 = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
+        t10 = np.shape(input)[-3]
+        t11 = -paddings[0][0] - paddings[0][1] + t10
+        t12 = np.arange(np.shape(input)[-3])
+        t13 = _mirrored(
+            -paddings[0][0] + t12,
+            -paddings[0][0] - paddings[0][1] + t10,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        output = _scatter_add(t9, t13, 2, t11)  # no gather form: an explicit scatter-add
+    elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = -paddings[3][0] - paddings[3][1] + t0
+        t3 = _mirrored(
+            -paddings[3][0] + t2,
+            -paddings[3][0] - paddings[3][1] + t0,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+        t5 = np.shape(input)[-2]
+        t6 = -paddings[2][0] - paddings[2][1] + t5
+        t7 = np.arange(np.shape(input)[-2])
+        t8 = _mirrored(
+            -paddings[2][0] + t7,
+            -paddings[2][0] - paddings[2][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t9 = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
+        t10 = np.shape(input)[-3]
+        t11 = -paddings[1][0] - paddings[1][1] + t10
+        t12 = np.arange(np.shape(input)[-3])
+        t13 = _mirrored(
+            -paddings[1][0] + t12,
+            -paddings[1][0] - paddings[1][1] + t10,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t14 = _scatter_add(t9, t13, 2, t11)  # no gather form: an explicit scatter-add
+        t15 = np.shape(input)[-4]
+        t16 = -paddings[0][0] - paddings[0][1] + t15
+        t17 = np.arange(np.shape(input)[-4])
+        t18 = _mirrored(
+            -paddings[0][0] + t17,
+            -paddings[0][0] - paddings[0][1] + t15,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        output = _scatter_add(t14, t18, 3, t16)  # no gather form: an explicit scatter-add
+    else:
+        raise ValueError(f"MirrorPadGrad: unsupported attributes rank={rank!r}, mode={mode!r}")
+    return output
+
+
+def mirror_pad_backprop_grad(grad, input, *, output=None, mode="REFLECT", paddings):
+    """Gradient of MirrorPadGrad: one array per input (input).
+
+    In index notation, next to the code computing it, for rank=1, mode='REFLECT' (other values of
+    mode change it):
+        grad_input[p0] = grad[mirrored(-paddings[0][0] + p0, -paddings[0][0] - paddings[0][1] + D0,
+            1)], i.e. `_gather(grad, t2, -1)`
+    """
+    rank = np.ndim(input)
+    paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = np.arange(np.shape(input)[-1])
+    t1 = np.shape(input)[-1]
+    if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(
+            -paddings[0][0] + t0,
+            -paddings[0][0] - paddings[0][1] + t1,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_input = _gather(grad, t2, -1)
+    elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(
+            -paddings[1][0] + t0,
+            -paddings[1][0] - paddings[1][1] + t1,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t3 = _gather(grad, t2, -1)
+        t4 = np.arange(np.shape(input)[-2])
+        t5 = np.shape(input)[-2]
+        t6 = _mirrored(
+            -paddings[0][0] + t4,
+            -paddings[0][0] - paddings[0][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_input = _gather(t3, t6, -2)
+    elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(
+            -paddings[2][0] + t0,
+            -paddings[2][0] - paddings[2][1] + t1,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t3 = _gather(grad, t2, -1)
+        t4 = np.arange(np.shape(input)[-2])
+        t5 = np.shape(input)[-2]
+        t6 = _mirrored(
+            -paddings[1][0] + t4,
+            -paddings[1][0] - paddings[1][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t7 = _gather(t3, t6, -2)
+        t8 = np.arange(np.shape(input)[-3])
+        t9 = np.shape(input)[-3]
+        t10 = _mirrored(
+            -paddings[0][0] + t8,
+            -paddings[0][0] - paddings[0][1] + t9,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_input = _gather(t7, t10, -3)
+    elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(
+            -paddings[3][0] + t0,
+            -paddings[3][0] - paddings[3][1] + t1,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t3 = _gather(grad, t2, -1)
+        t4 = np.arange(np.shape(input)[-2])
+        t5 = np.shape(input)[-2]
+        t6 = _mirrored(
+            -paddings[2][0] + t4,
+            -paddings[2][0] - paddings[2][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t7 = _gather(t3, t6, -2)
+        t8 = np.arange(np.shape(input)[-3])
+        t9 = np.shape(input)[-3]
+        t10 = _mirrored(
+            -paddings[1][0] + t8,
+            -paddings[1][0] - paddings[1][1] + t9,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t11 = _gather(t7, t10, -3)
+        t12 = np.arange(np.shape(input)[-4])
+        t13 = np.shape(input)[-4]
+        t14 = _mirrored(
+            -paddings[0][0] + t12,
+            -paddings[0][0] - paddings[0][1] + t13,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_input = _gather(t11, t14, -4)
+    else:
+        raise ValueError(f"MirrorPadGrad: unsupported attributes rank={rank!r}, mode={mode!r}")
+    return (grad_input,)
+
+
+def mirror_pad_backprop_grad_grad(
+    grad_vjp_input, grad, input, *, vjp_input=None, mode="REFLECT", paddings
+):
+    """Second order of MirrorPadGrad: the gradient of mirror_pad_backprop_grad: one array per input (grad, input)."""
+    rank = np.ndim(input)
+    paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = np.shape(grad)[-1]
+    t1 = np.arange(np.shape(input)[-1])
+    t2 = np.shape(input)[-1]
+    if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
+        t3 = _mirrored(
+            -paddings[0][0] + t1,
+            -paddings[0][0] - paddings[0][1] + t2,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_grad = _scatter_add(
+            grad_vjp_input, t3, 0, t0
+        )  # no gather form: an explicit scatter-add
+    elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
+        t3 = _mirrored(
+            -paddings[1][0] + t1,
+            -paddings[1][0] - paddings[1][1] + t2,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t4 = _scatter_add(grad_vjp_input, t3, 0, t0)  # no gather form: an explicit scatter-add
+        t5 = np.shape(grad)[-2]
+        t6 = np.arange(np.shape(input)[-2])
+        t7 = np.shape(input)[-2]
+        t8 = _mirrored(
+            -paddings[0][0] + t6,
+            -paddings[0][0] - paddings[0][1] + t7,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_grad = _scatter_add(t4, t8, 1, t5)  # no gather form: an explicit scatter-add
+    elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
+        t3 = _mirrored(
+            -paddings[2][0] + t1,
+            -paddings[2][0] - paddings[2][1] + t2,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t4 = _scatter_add(grad_vjp_input, t3, 0, t0)  # no gather form: an explicit scatter-add
+        t5 = np.shape(grad)[-2]
+        t6 = np.arange(np.shape(input)[-2])
+        t7 = np.shape(input)[-2]
+        t8 = _mirrored(
+            -paddings[1][0] + t6,
+            -paddings[1][0] - paddings[1][1] + t7,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t9 = _scatter_add(t4, t8, 1, t5)  # no gather form: an explicit scatter-add
+        t10 = np.shape(grad)[-3]
+        t11 = np.arange(np.shape(input)[-3])
+        t12 = np.shape(input)[-3]
+        t13 = _mirrored(
+            -paddings[0][0] + t11,
+            -paddings[0][0] - paddings[0][1] + t12,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_grad = _scatter_add(t9, t13, 2, t10)  # no gather form: an explicit scatter-add
+    elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
+        t3 = _mirrored(
+            -paddings[3][0] + t1,
+            -paddings[3][0] - paddings[3][1] + t2,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t4 = _scatter_add(grad_vjp_input, t3, 0, t0)  # no gather form: an explicit scatter-add
+        t5 = np.shape(grad)[-2]
+        t6 = np.arange(np.shape(input)[-2])
+        t7 = np.shape(input)[-2]
+        t8 = _mirrored(
+            -paddings[2][0] + t6,
+            -paddings[2][0] - paddings[2][1] + t7,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t9 = _scatter_add(t4, t8, 1, t5)  # no gather form: an explicit scatter-add
+        t10 = np.shape(grad)[-3]
+        t11 = np.arange(np.shape(input)[-3])
+        t12 = np.shape(input)[-3]
+        t13 = _mirrored(
+            -paddings[1][0] + t11,
+            -paddings[1][0] - paddings[1][1] + t12,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t14 = _scatter_add(t9, t13, 2, t10)  # no gather form: an explicit scatter-add
+        t15 = np.shape(grad)[-4]
+        t16 = np.arange(np.shape(input)[-4])
+        t17 = np.shape(input)[-4]
+        t18 = _mirrored(
+            -paddings[0][0] + t16,
+            -paddings[0][0] - paddings[0][1] + t17,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_grad = _scatter_add(t14, t18, 3, t15)  # no gather form: an explicit scatter-add
+    else:
+        raise ValueError(f"MirrorPadGradGrad: unsupported attributes rank={rank!r}, mode={mode!r}")
+    return grad_grad, None
+
+
 def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
-    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:56)."""
+    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:76)."""
     if batch_dim != 0:
         raise ValueError(
             f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
@@ -549,7 +840,7 @@ def reverse_sequence_grad_grad(
 
 
 def select_v2(condition, t, e):
-    """SelectV2: output = t where condition, else e (numpy's where) (declared at ops/array_more.py:71)."""
+    """SelectV2: output = t where condition, else e (numpy's where) (declared at ops/array_more.py:91)."""
     output = np.where(condition, t, e)
     return output
 
@@ -574,4 +865,64 @@ def select_v2_grad_grad(
     """Second order of SelectV2: the gradient of select_v2_grad: one array per input (grad, condition, t, e)."""
     grad = _conj(grad)
     grad_grad = _sum_to_shape(np.where(condition, grad_vjp_t, grad_vjp_e), np.shape(grad))
+    return grad_grad, None, None, None
+
+
+def select(condition, x, y):
+    """Select: output = x where condition, else y, of one shape; a vector condition chooses whole rows (declared at ops/array_more.py:99)."""
+    rank = np.ndim(condition)
+    if rank == 1:
+        t0 = condition[..., None]
+        output = np.where(t0, x, y)
+    elif rank == 2:
+        output = np.where(condition, x, y)
+    else:
+        raise ValueError(f"Select: unsupported attributes rank={rank!r}")
+    return output
+
+
+def select_grad(grad, condition, x, y, *, output=None):
+    """Gradient of Select: one array per input (condition, x, y).
+
+    In index notation, next to the code computing it, per variant:
+        rank=1:
+            grad_x[i0, i1] = grad[i0, i1] * mask(condition[i0]), i.e. `np.where(t0, grad, 0)`
+            grad_y[i0, i1] = grad[i0, i1] * (0 if condition[i0] else 1)
+                i.e. `grad * np.asarray(np.where(t0, 0, 1), grad.dtype)`
+        rank=2:
+            grad_x[i0, i1] = grad[i0, i1] * mask(condition[i0, i1])
+                i.e. `np.where(condition, grad, 0)`
+            grad_y[i0, i1] = grad[i0, i1] * (0 if condition[i0, i1] else 1)
+                i.e. `grad * np.asarray(np.where(condition, 0, 1), grad.dtype)`
+    """
+    rank = np.ndim(condition)
+    if rank == 1:
+        t0 = condition[..., None]
+        grad_x = np.where(t0, grad, 0)
+        grad_y = grad * np.asarray(np.where(t0, 0, 1), grad.dtype)
+    elif rank == 2:
+        grad_x = np.where(condition, grad, 0)
+        grad_y = grad * np.asarray(np.where(condition, 0, 1), grad.dtype)
+    else:
+        raise ValueError(f"Select: unsupported attributes rank={rank!r}")
+    return None, grad_x, grad_y
+
+
+def select_grad_grad(
+    grad_vjp_condition, grad_vjp_x, grad_vjp_y, grad, condition, x, y, *, vjp_x=None, vjp_y=None
+):
+    """Second order of Select: the gradient of select_grad: one array per input (grad, condition, x, y)."""
+    rank = np.ndim(condition)
+    grad = _conj(grad)
+    if rank == 1:
+        t0 = condition[..., None]
+        grad_grad = np.where(t0, grad_vjp_x, 0) + grad_vjp_y * np.asarray(
+            np.where(t0, 0, 1), grad_vjp_x.dtype
+        )
+    elif rank == 2:
+        grad_grad = np.where(condition, grad_vjp_x, 0) + grad_vjp_y * np.asarray(
+            np.where(condition, 0, 1), grad_vjp_x.dtype
+        )
+    else:
+        raise ValueError(f"SelectGrad: unsupported attributes rank={rank!r}")
     return grad_grad, None, None, None

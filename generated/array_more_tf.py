@@ -128,6 +128,9 @@ def _sum_to_shape(g, x):
     if g.shape.is_fully_defined() and g.shape == x.shape:
         return g
     shape = tf.shape(x)
+    # a `g` that broadcasts to `x` (a second order's cotangent of a broadcast input) is
+    # broadcast first; a larger one is passed through
+    g = tf.broadcast_to(g, tf.broadcast_dynamic_shape(tf.shape(g), shape))
     axes, _ = tf.raw_ops.BroadcastGradientArgs(s0=shape, s1=tf.shape(g))
     return tf.reshape(tf.reduce_sum(g, axes), shape)
 
@@ -187,7 +190,7 @@ def _mirrored(position, size, edge):
 
 
 def tile_vjp(grad, input, output, *, multiples):
-    """Gradient of Tile (declared at ops/array_more.py:23): one per input (input).
+    """Gradient of Tile (declared at ops/array_more.py:24): one per input (input).
 
     In index notation, next to the code computing it, per variant:
         rank=1:
@@ -381,7 +384,7 @@ _register("Tile", tile_grad)
 
 
 def mirror_pad_vjp(grad, input, output, *, mode="REFLECT", paddings):
-    """Gradient of MirrorPad (declared at ops/array_more.py:31): one per input (input).
+    """Gradient of MirrorPad (declared at ops/array_more.py:32): one per input (input).
 
     In index notation, next to the code computing it, for rank=1, mode='REFLECT' (other values of
     mode change it):
@@ -523,8 +526,228 @@ def mirror_pad(input, *, mode="REFLECT", paddings):
 _register("MirrorPad", mirror_pad_grad)
 
 
+def mirror_pad_backprop_vjp(grad, input, output, *, mode="REFLECT", paddings):
+    """Gradient of MirrorPadGrad (declared at ops/array_more.py:51): one per input (input).
+
+    In index notation, next to the code computing it, for rank=1, mode='REFLECT' (other values of
+    mode change it):
+        grad_input[p0] = grad[mirrored(-paddings[0][0] + p0, -paddings[0][0] - paddings[0][1] + D0,
+            1)], i.e. `_gather(grad, t2, -1)`
+    """
+    rank = len(input.shape)
+    paddings = tf.cast(paddings, tf.int64)
+    t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+    t1 = tf.shape(input, out_type=tf.int64)[-1]
+    if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(
+            -paddings[0][0] + t0,
+            -paddings[0][0] - paddings[0][1] + t1,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_input = _gather(grad, t2, -1)
+    elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(
+            -paddings[1][0] + t0,
+            -paddings[1][0] - paddings[1][1] + t1,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t3 = _gather(grad, t2, -1)
+        t4 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = _mirrored(
+            -paddings[0][0] + t4,
+            -paddings[0][0] - paddings[0][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_input = _gather(t3, t6, -2)
+    elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(
+            -paddings[2][0] + t0,
+            -paddings[2][0] - paddings[2][1] + t1,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t3 = _gather(grad, t2, -1)
+        t4 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = _mirrored(
+            -paddings[1][0] + t4,
+            -paddings[1][0] - paddings[1][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t7 = _gather(t3, t6, -2)
+        t8 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t9 = tf.shape(input, out_type=tf.int64)[-3]
+        t10 = _mirrored(
+            -paddings[0][0] + t8,
+            -paddings[0][0] - paddings[0][1] + t9,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_input = _gather(t7, t10, -3)
+    elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(
+            -paddings[3][0] + t0,
+            -paddings[3][0] - paddings[3][1] + t1,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t3 = _gather(grad, t2, -1)
+        t4 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = _mirrored(
+            -paddings[2][0] + t4,
+            -paddings[2][0] - paddings[2][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t7 = _gather(t3, t6, -2)
+        t8 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t9 = tf.shape(input, out_type=tf.int64)[-3]
+        t10 = _mirrored(
+            -paddings[1][0] + t8,
+            -paddings[1][0] - paddings[1][1] + t9,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t11 = _gather(t7, t10, -3)
+        t12 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
+        t13 = tf.shape(input, out_type=tf.int64)[-4]
+        t14 = _mirrored(
+            -paddings[0][0] + t12,
+            -paddings[0][0] - paddings[0][1] + t13,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_input = _gather(t11, t14, -4)
+    else:
+        raise ValueError(f"MirrorPadGrad: unsupported attributes rank={rank!r}, mode={mode!r}")
+    return (grad_input,)
+
+
+def mirror_pad_backprop_grad(op, grad):
+    """Gradient function of MirrorPadGrad for `tf.RegisterGradient`."""
+    grads = mirror_pad_backprop_vjp(
+        grad, op.inputs[0], *op.outputs, mode=_string_attr(op, "mode"), paddings=_const_input(op, 1)
+    )
+    return _insert_none(grads, (1,))
+
+
+def mirror_pad_backprop(input, *, mode="REFLECT", paddings):
+    """MirrorPadGrad: MirrorPad's gradient: each entry of the padded `input` added to the entry it mirrors, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"mode": mode, "paddings": paddings}
+    rank = len(input.shape)
+    paddings = tf.cast(paddings, tf.int64)
+
+    @tf.custom_gradient
+    def forward(input):
+        def backward(grad):
+            return mirror_pad_backprop_vjp(grad, input, output, mode=mode, paddings=paddings)
+
+        kernel_outputs = (
+            _tf_kernel("MirrorPadGrad", 1, {"input": input}, kernel_attrs)
+            if rank in (1, 2, 3, 4) and mode in ("REFLECT", "SYMMETRIC")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = tf.shape(input, out_type=tf.int64)[-1]
+        t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+        if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
+            t1 = -paddings[0][0] - paddings[0][1] + t0
+            t3 = _mirrored(
+                -paddings[0][0] + t2,
+                -paddings[0][0] - paddings[0][1] + t0,
+                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+            )
+            output = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+        elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
+            t1 = -paddings[1][0] - paddings[1][1] + t0
+            t3 = _mirrored(
+                -paddings[1][0] + t2,
+                -paddings[1][0] - paddings[1][1] + t0,
+                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+            )
+            t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = -paddings[0][0] - paddings[0][1] + t5
+            t7 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t8 = _mirrored(
+                -paddings[0][0] + t7,
+                -paddings[0][0] - paddings[0][1] + t5,
+                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+            )
+            output = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
+        elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
+            t1 = -paddings[2][0] - paddings[2][1] + t0
+            t3 = _mirrored(
+                -paddings[2][0] + t2,
+                -paddings[2][0] - paddings[2][1] + t0,
+                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+            )
+            t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = -paddings[1][0] - paddings[1][1] + t5
+            t7 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t8 = _mirrored(
+                -paddings[1][0] + t7,
+                -paddings[1][0] - paddings[1][1] + t5,
+                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+            )
+            t9 = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
+            t10 = tf.shape(input, out_type=tf.int64)[-3]
+            t11 = -paddings[0][0] - paddings[0][1] + t10
+            t12 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+            t13 = _mirrored(
+                -paddings[0][0] + t12,
+                -paddings[0][0] - paddings[0][1] + t10,
+                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+            )
+            output = _scatter_add(t9, t13, 2, t11)  # no gather form: an explicit scatter-add
+        elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
+            t1 = -paddings[3][0] - paddings[3][1] + t0
+            t3 = _mirrored(
+                -paddings[3][0] + t2,
+                -paddings[3][0] - paddings[3][1] + t0,
+                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+            )
+            t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = -paddings[2][0] - paddings[2][1] + t5
+            t7 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t8 = _mirrored(
+                -paddings[2][0] + t7,
+                -paddings[2][0] - paddings[2][1] + t5,
+                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+            )
+            t9 = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
+            t10 = tf.shape(input, out_type=tf.int64)[-3]
+            t11 = -paddings[1][0] - paddings[1][1] + t10
+            t12 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+            t13 = _mirrored(
+                -paddings[1][0] + t12,
+                -paddings[1][0] - paddings[1][1] + t10,
+                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+            )
+            t14 = _scatter_add(t9, t13, 2, t11)  # no gather form: an explicit scatter-add
+            t15 = tf.shape(input, out_type=tf.int64)[-4]
+            t16 = -paddings[0][0] - paddings[0][1] + t15
+            t17 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
+            t18 = _mirrored(
+                -paddings[0][0] + t17,
+                -paddings[0][0] - paddings[0][1] + t15,
+                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+            )
+            output = _scatter_add(t14, t18, 3, t16)  # no gather form: an explicit scatter-add
+        else:
+            raise ValueError(f"MirrorPadGrad: unsupported attributes rank={rank!r}, mode={mode!r}")
+        return output, backward
+
+    return forward(input)
+
+
+_register("MirrorPadGrad", mirror_pad_backprop_grad)
+
+
 def reverse_sequence_vjp(grad, input, seq_lengths, output, *, seq_dim=1, batch_dim=0):
-    """Gradient of ReverseSequence (declared at ops/array_more.py:56): one per input (input, seq_lengths).
+    """Gradient of ReverseSequence (declared at ops/array_more.py:76): one per input (input, seq_lengths).
 
     In index notation, next to the code computing it, for seq_dim=1, batch_dim=0 (other values of
     seq_dim, batch_dim change it):
@@ -672,7 +895,7 @@ _register("ReverseSequence", reverse_sequence_grad)
 
 
 def select_v2_vjp(grad, condition, t, e, output):
-    """Gradient of SelectV2 (declared at ops/array_more.py:71): one per input (condition, t, e).
+    """Gradient of SelectV2 (declared at ops/array_more.py:91): one per input (condition, t, e).
 
     In index notation, next to the code computing it:
         grad_t = (grad if condition else 0)
@@ -710,3 +933,71 @@ def select_v2(condition, t, e):
 
 
 _register("SelectV2", select_v2_grad)
+
+
+def select_vjp(grad, condition, x, y, output):
+    """Gradient of Select (declared at ops/array_more.py:99): one per input (condition, x, y).
+
+    In index notation, next to the code computing it, per variant:
+        rank=1:
+            grad_x[i0, i1] = grad[i0, i1] * mask(condition[i0])
+                i.e. `grad * tf.where(t0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
+            grad_y[i0, i1] = grad[i0, i1] * (0 if condition[i0] else 1)
+                i.e. `grad * tf.where(t0, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype))`
+        rank=2:
+            grad_x[i0, i1] = grad[i0, i1] * mask(condition[i0, i1])
+                i.e. `grad * tf.where(condition, tf.constant(1, grad.dtype), tf.constant(0, ...`
+            grad_y[i0, i1] = grad[i0, i1] * (0 if condition[i0, i1] else 1)
+                i.e. `grad * tf.where(condition, tf.constant(0, grad.dtype), tf.constant(1, ...`
+    """
+    rank = len(condition.shape)
+    if rank == 1:
+        t0 = condition[..., None]
+        grad_x = grad * tf.where(t0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_y = grad * tf.where(t0, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype))
+    elif rank == 2:
+        grad_x = grad * tf.where(condition, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_y = grad * tf.where(condition, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype))
+    else:
+        raise ValueError(f"Select: unsupported attributes rank={rank!r}")
+    return None, grad_x, grad_y
+
+
+def select_grad(op, grad):
+    """Gradient function of Select for `tf.RegisterGradient`."""
+    return select_vjp(grad, *op.inputs, *op.outputs)
+
+
+def select(condition, x, y):
+    """Select: output = x where condition, else y, of one shape; a vector condition chooses whole rows, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {}
+    rank = len(condition.shape)
+
+    @tf.custom_gradient
+    def forward(condition, x, y):
+        def backward(grad):
+            return select_vjp(grad, condition, x, y, output)
+
+        kernel_outputs = (
+            _tf_kernel("Select", 1, {"condition": condition, "x": x, "y": y}, kernel_attrs)
+            if rank in (1, 2)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        if rank == 1:
+            t0 = condition[..., None]
+            output = tf.where(t0, x, y)
+        elif rank == 2:
+            output = tf.where(condition, x, y)
+        else:
+            raise ValueError(f"Select: unsupported attributes rank={rank!r}")
+        return output, backward
+
+    return forward(condition, x, y)
+
+
+_register("Select", select_grad)

@@ -22,9 +22,12 @@ def _needed(grads, needed):
 
 
 def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
+    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
+    broadcast first."""
     if tuple(g.shape) == tuple(shape):
         return g
+    g = torch.broadcast_to(g, torch.broadcast_shapes(tuple(g.shape), tuple(shape)))
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + n for n, size in enumerate(shape) if size == 1 and g.shape[lead + n] != 1
@@ -89,7 +92,7 @@ def _mirrored(position, size, edge):
 
 
 def tile(input, *, multiples):
-    """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:23); differentiated by tile_vjp."""
+    """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:24); differentiated by tile_vjp."""
     return _TileFunction.apply(multiples, input)
 
 
@@ -210,7 +213,7 @@ class _TileFunction(torch.autograd.Function):
 
 
 def mirror_pad(input, *, mode="REFLECT", paddings):
-    """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:31); differentiated by mirror_pad_vjp."""
+    """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:32); differentiated by mirror_pad_vjp."""
     return _MirrorPadFunction.apply(mode, paddings, input)
 
 
@@ -347,8 +350,223 @@ class _MirrorPadFunction(torch.autograd.Function):
         return None, None, *_needed(grads, ctx.needs_input_grad[2:])
 
 
+def mirror_pad_backprop(input, *, mode="REFLECT", paddings):
+    """MirrorPadGrad: MirrorPad's gradient: each entry of the padded `input` added to the entry it mirrors (declared at ops/array_more.py:51); differentiated by mirror_pad_backprop_vjp."""
+    return _MirrorPadGradFunction.apply(mode, paddings, input)
+
+
+def mirror_pad_backprop_forward(input, *, mode="REFLECT", paddings):
+    """MirrorPadGrad's formula."""
+    rank = np.ndim(input)
+    paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = np.shape(input)[-1]
+    t2 = torch.arange(np.shape(input)[-1])
+    if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = -paddings[0][0] - paddings[0][1] + t0
+        t3 = _mirrored(
+            -paddings[0][0] + t2,
+            -paddings[0][0] - paddings[0][1] + t0,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        output = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+    elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = -paddings[1][0] - paddings[1][1] + t0
+        t3 = _mirrored(
+            -paddings[1][0] + t2,
+            -paddings[1][0] - paddings[1][1] + t0,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+        t5 = np.shape(input)[-2]
+        t6 = -paddings[0][0] - paddings[0][1] + t5
+        t7 = torch.arange(np.shape(input)[-2])
+        t8 = _mirrored(
+            -paddings[0][0] + t7,
+            -paddings[0][0] - paddings[0][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        output = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
+    elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = -paddings[2][0] - paddings[2][1] + t0
+        t3 = _mirrored(
+            -paddings[2][0] + t2,
+            -paddings[2][0] - paddings[2][1] + t0,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+        t5 = np.shape(input)[-2]
+        t6 = -paddings[1][0] - paddings[1][1] + t5
+        t7 = torch.arange(np.shape(input)[-2])
+        t8 = _mirrored(
+            -paddings[1][0] + t7,
+            -paddings[1][0] - paddings[1][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t9 = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
+        t10 = np.shape(input)[-3]
+        t11 = -paddings[0][0] - paddings[0][1] + t10
+        t12 = torch.arange(np.shape(input)[-3])
+        t13 = _mirrored(
+            -paddings[0][0] + t12,
+            -paddings[0][0] - paddings[0][1] + t10,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        output = _scatter_add(t9, t13, 2, t11)  # no gather form: an explicit scatter-add
+    elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = -paddings[3][0] - paddings[3][1] + t0
+        t3 = _mirrored(
+            -paddings[3][0] + t2,
+            -paddings[3][0] - paddings[3][1] + t0,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+        t5 = np.shape(input)[-2]
+        t6 = -paddings[2][0] - paddings[2][1] + t5
+        t7 = torch.arange(np.shape(input)[-2])
+        t8 = _mirrored(
+            -paddings[2][0] + t7,
+            -paddings[2][0] - paddings[2][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t9 = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
+        t10 = np.shape(input)[-3]
+        t11 = -paddings[1][0] - paddings[1][1] + t10
+        t12 = torch.arange(np.shape(input)[-3])
+        t13 = _mirrored(
+            -paddings[1][0] + t12,
+            -paddings[1][0] - paddings[1][1] + t10,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t14 = _scatter_add(t9, t13, 2, t11)  # no gather form: an explicit scatter-add
+        t15 = np.shape(input)[-4]
+        t16 = -paddings[0][0] - paddings[0][1] + t15
+        t17 = torch.arange(np.shape(input)[-4])
+        t18 = _mirrored(
+            -paddings[0][0] + t17,
+            -paddings[0][0] - paddings[0][1] + t15,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        output = _scatter_add(t14, t18, 3, t16)  # no gather form: an explicit scatter-add
+    else:
+        raise ValueError(f"MirrorPadGrad: unsupported attributes rank={rank!r}, mode={mode!r}")
+    return output
+
+
+def mirror_pad_backprop_vjp(grad, input, *, output=None, mode="REFLECT", paddings):
+    """Gradient of MirrorPadGrad: one array per input (input).
+
+    In index notation, next to the code computing it, for rank=1, mode='REFLECT' (other values of
+    mode change it):
+        grad_input[p0] = grad[mirrored(-paddings[0][0] + p0, -paddings[0][0] - paddings[0][1] + D0,
+            1)], i.e. `_gather(grad, t2, -1)`
+    """
+    rank = np.ndim(input)
+    paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = torch.arange(np.shape(input)[-1])
+    t1 = np.shape(input)[-1]
+    if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(
+            -paddings[0][0] + t0,
+            -paddings[0][0] - paddings[0][1] + t1,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_input = _gather(grad, t2, -1)
+    elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(
+            -paddings[1][0] + t0,
+            -paddings[1][0] - paddings[1][1] + t1,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t3 = _gather(grad, t2, -1)
+        t4 = torch.arange(np.shape(input)[-2])
+        t5 = np.shape(input)[-2]
+        t6 = _mirrored(
+            -paddings[0][0] + t4,
+            -paddings[0][0] - paddings[0][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_input = _gather(t3, t6, -2)
+    elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(
+            -paddings[2][0] + t0,
+            -paddings[2][0] - paddings[2][1] + t1,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t3 = _gather(grad, t2, -1)
+        t4 = torch.arange(np.shape(input)[-2])
+        t5 = np.shape(input)[-2]
+        t6 = _mirrored(
+            -paddings[1][0] + t4,
+            -paddings[1][0] - paddings[1][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t7 = _gather(t3, t6, -2)
+        t8 = torch.arange(np.shape(input)[-3])
+        t9 = np.shape(input)[-3]
+        t10 = _mirrored(
+            -paddings[0][0] + t8,
+            -paddings[0][0] - paddings[0][1] + t9,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_input = _gather(t7, t10, -3)
+    elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
+        t2 = _mirrored(
+            -paddings[3][0] + t0,
+            -paddings[3][0] - paddings[3][1] + t1,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t3 = _gather(grad, t2, -1)
+        t4 = torch.arange(np.shape(input)[-2])
+        t5 = np.shape(input)[-2]
+        t6 = _mirrored(
+            -paddings[2][0] + t4,
+            -paddings[2][0] - paddings[2][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t7 = _gather(t3, t6, -2)
+        t8 = torch.arange(np.shape(input)[-3])
+        t9 = np.shape(input)[-3]
+        t10 = _mirrored(
+            -paddings[1][0] + t8,
+            -paddings[1][0] - paddings[1][1] + t9,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t11 = _gather(t7, t10, -3)
+        t12 = torch.arange(np.shape(input)[-4])
+        t13 = np.shape(input)[-4]
+        t14 = _mirrored(
+            -paddings[0][0] + t12,
+            -paddings[0][0] - paddings[0][1] + t13,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        grad_input = _gather(t11, t14, -4)
+    else:
+        raise ValueError(f"MirrorPadGrad: unsupported attributes rank={rank!r}, mode={mode!r}")
+    return (grad_input,)
+
+
+class _MirrorPadGradFunction(torch.autograd.Function):
+    """MirrorPadGrad for autograd: the backward is mirror_pad_backprop_vjp."""
+
+    @staticmethod
+    def forward(mode, paddings, input):
+        return mirror_pad_backprop_forward(input, mode=mode, paddings=paddings)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:2]
+        ctx.save_for_backward(*inputs[2:])
+
+    @staticmethod
+    def backward(ctx, grad):
+        mode, paddings = ctx.attrs
+        (input,) = ctx.saved_tensors
+        grads = mirror_pad_backprop_vjp(grad, input, mode=mode, paddings=paddings)
+        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+
+
 def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
-    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:56); differentiated by reverse_sequence_vjp."""
+    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:76); differentiated by reverse_sequence_vjp."""
     return _ReverseSequenceFunction.apply(seq_dim, batch_dim, input, seq_lengths)
 
 
@@ -466,7 +684,7 @@ class _ReverseSequenceFunction(torch.autograd.Function):
 
 
 def select_v2(condition, t, e):
-    """SelectV2: output = t where condition, else e (numpy's where) (declared at ops/array_more.py:71); differentiated by select_v2_vjp."""
+    """SelectV2: output = t where condition, else e (numpy's where) (declared at ops/array_more.py:91); differentiated by select_v2_vjp."""
     return _SelectV2Function.apply(condition, t, e)
 
 
@@ -505,4 +723,67 @@ class _SelectV2Function(torch.autograd.Function):
     def backward(ctx, grad):
         condition, t, e = ctx.saved_tensors
         grads = select_v2_vjp(grad, condition, t, e)
+        return _needed(grads, ctx.needs_input_grad)
+
+
+def select(condition, x, y):
+    """Select: output = x where condition, else y, of one shape; a vector condition chooses whole rows (declared at ops/array_more.py:99); differentiated by select_vjp."""
+    return _SelectFunction.apply(condition, x, y)
+
+
+def select_forward(condition, x, y):
+    """Select's formula."""
+    rank = np.ndim(condition)
+    if rank == 1:
+        t0 = condition[..., None]
+        output = torch.where(t0, x, y)
+    elif rank == 2:
+        output = torch.where(condition, x, y)
+    else:
+        raise ValueError(f"Select: unsupported attributes rank={rank!r}")
+    return output
+
+
+def select_vjp(grad, condition, x, y, *, output=None):
+    """Gradient of Select: one array per input (condition, x, y).
+
+    In index notation, next to the code computing it, per variant:
+        rank=1:
+            grad_x[i0, i1] = grad[i0, i1] * mask(condition[i0]), i.e. `torch.where(t0, grad, 0)`
+            grad_y[i0, i1] = grad[i0, i1] * (0 if condition[i0] else 1)
+                i.e. `grad * torch.asarray(torch.where(t0, 0, 1), dtype=grad.dtype)`
+        rank=2:
+            grad_x[i0, i1] = grad[i0, i1] * mask(condition[i0, i1])
+                i.e. `torch.where(condition, grad, 0)`
+            grad_y[i0, i1] = grad[i0, i1] * (0 if condition[i0, i1] else 1)
+                i.e. `grad * torch.asarray(torch.where(condition, 0, 1), dtype=grad.dtype)`
+    """
+    rank = np.ndim(condition)
+    if rank == 1:
+        t0 = condition[..., None]
+        grad_x = torch.where(t0, grad, 0)
+        grad_y = grad * torch.asarray(torch.where(t0, 0, 1), dtype=grad.dtype)
+    elif rank == 2:
+        grad_x = torch.where(condition, grad, 0)
+        grad_y = grad * torch.asarray(torch.where(condition, 0, 1), dtype=grad.dtype)
+    else:
+        raise ValueError(f"Select: unsupported attributes rank={rank!r}")
+    return None, grad_x, grad_y
+
+
+class _SelectFunction(torch.autograd.Function):
+    """Select for autograd: the backward is select_vjp."""
+
+    @staticmethod
+    def forward(condition, x, y):
+        return select_forward(condition, x, y)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        condition, x, y = ctx.saved_tensors
+        grads = select_vjp(grad, condition, x, y)
         return _needed(grads, ctx.needs_input_grad)

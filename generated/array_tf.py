@@ -128,6 +128,38 @@ def _gather(x, positions, axis, fill=0):
     return tf.where(inside, taken, tf.fill(tf.shape(taken), tf.constant(fill, taken.dtype)))
 
 
+def _scatter_add(values, positions, trailing, size):
+    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
+    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
+    are dropped. A scatter-add, as TensorFlow's unsorted segment sum."""
+    return _scatter_segments(tf.math.unsorted_segment_sum, values, positions, trailing, size)
+
+
+def _scatter_segments(reduce, values, positions, trailing, size):
+    """`values` reduced into `size` slots at `positions` by the segment reduction `reduce`,
+    the positions' axes those of `values` before the last `trailing`."""
+    values = tf.convert_to_tensor(values)
+    positions = tf.cast(positions, tf.int64)
+    size = tf.cast(size, tf.int64)
+    count = positions.shape.rank
+    lead = max(0, count + trailing - values.shape.rank)
+    values = tf.reshape(values, tf.concat([tf.ones([lead], tf.int32), tf.shape(values)], 0))
+    rank = values.shape.rank
+    start = rank - trailing - count
+    shape = tf.shape(values)
+    values = tf.broadcast_to(
+        values, tf.concat([shape[:start], tf.shape(positions), shape[start + count :]], 0)
+    )
+    perm = list(range(start, start + count)) + list(range(start)) + list(range(start + count, rank))
+    moved = tf.transpose(values, perm)
+    flat = tf.reshape(positions, [-1])
+    slots = tf.where((flat >= 0) & (flat < size), flat, size)  # outside: one extra slot, dropped
+    data = tf.reshape(moved, tf.concat([[-1], tf.shape(moved)[count:]], 0))
+    summed = reduce(data, slots, size + 1)[:size]
+    back = list(range(1, start + 1)) + [0] + list(range(start + 1, rank - count + 1))
+    return tf.transpose(summed, back)
+
+
 def _int_max(a, b):
     """The larger of two integers: a Python int where both are."""
     if tf.is_tensor(a) or tf.is_tensor(b):
@@ -321,8 +353,228 @@ def pad(input, *, paddings):
 _register("Pad", pad_grad)
 
 
+def pad_v2_vjp(grad, input, output, *, paddings, constant_values):
+    """Gradient of PadV2 (declared at ops/array.py:38): one per input (input).
+
+    In index notation, next to the code computing it, for rank=1 (other values of  change it):
+        grad_input[i] = grad[paddings[0][0] + i] * (1 if paddings[0][0] <= paddings[0][0] + i and
+            paddings[0][0] + D0 > paddings[0][0] + i else 0)
+            i.e. `t2 * tf.where(t4, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
+    """
+    rank = len(input.shape)
+    paddings = tf.cast(paddings, tf.int64)
+    t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+    if rank == 1:
+        t1 = paddings[0][0] + t0
+        t2 = _gather(grad, t1, -1)
+        t3 = tf.shape(input, out_type=tf.int64)[-1]
+        t4 = (paddings[0][0] <= paddings[0][0] + t0) & (paddings[0][0] + t3 > paddings[0][0] + t0)
+        grad_input = t2 * tf.where(t4, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    elif rank == 2:
+        t1 = paddings[1][0] + t0
+        t2 = _gather(grad, t1, -1)
+        t3 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t4 = paddings[0][0] + t3
+        t5 = _gather(t2, t4, -2)
+        t6 = t3[..., None]
+        t7 = tf.shape(input, out_type=tf.int64)[-2]
+        t8 = tf.shape(input, out_type=tf.int64)[-1]
+        t9 = (
+            (paddings[0][0] <= paddings[0][0] + t6)
+            & (paddings[1][0] <= paddings[1][0] + t0)
+            & (paddings[0][0] + t7 > paddings[0][0] + t6)
+            & (paddings[1][0] + t8 > paddings[1][0] + t0)
+        )
+        grad_input = t5 * tf.where(t9, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    elif rank == 3:
+        t1 = paddings[2][0] + t0
+        t2 = _gather(grad, t1, -1)
+        t3 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t4 = paddings[1][0] + t3
+        t5 = _gather(t2, t4, -2)
+        t6 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t7 = paddings[0][0] + t6
+        t8 = _gather(t5, t7, -3)
+        t9 = t6[..., None, None]
+        t10 = t3[..., None]
+        t11 = tf.shape(input, out_type=tf.int64)[-3]
+        t12 = tf.shape(input, out_type=tf.int64)[-2]
+        t13 = tf.shape(input, out_type=tf.int64)[-1]
+        t14 = (
+            (paddings[0][0] <= paddings[0][0] + t9)
+            & (paddings[1][0] <= paddings[1][0] + t10)
+            & (paddings[2][0] <= paddings[2][0] + t0)
+            & (paddings[0][0] + t11 > paddings[0][0] + t9)
+            & (paddings[1][0] + t12 > paddings[1][0] + t10)
+            & (paddings[2][0] + t13 > paddings[2][0] + t0)
+        )
+        grad_input = t8 * tf.where(t14, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    elif rank == 4:
+        t1 = paddings[3][0] + t0
+        t2 = _gather(grad, t1, -1)
+        t3 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t4 = paddings[2][0] + t3
+        t5 = _gather(t2, t4, -2)
+        t6 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t7 = paddings[1][0] + t6
+        t8 = _gather(t5, t7, -3)
+        t9 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
+        t10 = paddings[0][0] + t9
+        t11 = _gather(t8, t10, -4)
+        t12 = t9[..., None, None, None]
+        t13 = t6[..., None, None]
+        t14 = t3[..., None]
+        t15 = tf.shape(input, out_type=tf.int64)[-4]
+        t16 = tf.shape(input, out_type=tf.int64)[-3]
+        t17 = tf.shape(input, out_type=tf.int64)[-2]
+        t18 = tf.shape(input, out_type=tf.int64)[-1]
+        t19 = (
+            (paddings[0][0] <= paddings[0][0] + t12)
+            & (paddings[1][0] <= paddings[1][0] + t13)
+            & (paddings[2][0] <= paddings[2][0] + t14)
+            & (paddings[3][0] <= paddings[3][0] + t0)
+            & (paddings[0][0] + t15 > paddings[0][0] + t12)
+            & (paddings[1][0] + t16 > paddings[1][0] + t13)
+            & (paddings[2][0] + t17 > paddings[2][0] + t14)
+            & (paddings[3][0] + t18 > paddings[3][0] + t0)
+        )
+        grad_input = t11 * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    else:
+        raise ValueError(f"PadV2: unsupported attributes rank={rank!r}")
+    return (grad_input,)
+
+
+def pad_v2_grad(op, grad):
+    """Gradient function of PadV2 for `tf.RegisterGradient`."""
+    grads = pad_v2_vjp(
+        grad,
+        op.inputs[0],
+        *op.outputs,
+        paddings=_const_input(op, 1),
+        constant_values=tf.cast(op.inputs[2], tf.int64),
+    )
+    return _insert_none(grads, (1, 2))
+
+
+def pad_v2(input, *, paddings, constant_values):
+    """PadV2: Pad with `constant_values` around the input instead of zeros: a number read at run, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"paddings": paddings, "constant_values": constant_values}
+    rank = len(input.shape)
+    paddings = tf.cast(paddings, tf.int64)
+
+    @tf.custom_gradient
+    def forward(input):
+        def backward(grad):
+            return pad_v2_vjp(
+                grad, input, output, paddings=paddings, constant_values=constant_values
+            )
+
+        kernel_outputs = (
+            _tf_kernel("PadV2", 1, {"input": input}, kernel_attrs) if rank in (1, 2, 3, 4) else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = tf.shape(input, out_type=tf.int64)[-1]
+        if rank == 1:
+            t1 = paddings[0][0] + paddings[0][1] + t0
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = -paddings[0][0] + t2
+            t4 = _gather(input, t3, -1)
+            t5 = (paddings[0][0] <= t2) & (t2 < paddings[0][0] + t0)
+            output = tf.where(t5, t4, constant_values)
+        elif rank == 2:
+            t1 = paddings[1][0] + paddings[1][1] + t0
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = -paddings[1][0] + t2
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = paddings[0][0] + paddings[0][1] + t5
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = -paddings[0][0] + t7
+            t9 = _gather(t4, t8, -2)
+            t10 = t7[..., None]
+            t11 = (
+                (paddings[0][0] <= t10)
+                & (paddings[1][0] <= t2)
+                & (t10 < paddings[0][0] + t5)
+                & (t2 < paddings[1][0] + t0)
+            )
+            output = tf.where(t11, t9, constant_values)
+        elif rank == 3:
+            t1 = paddings[2][0] + paddings[2][1] + t0
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = -paddings[2][0] + t2
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = paddings[1][0] + paddings[1][1] + t5
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = -paddings[1][0] + t7
+            t9 = _gather(t4, t8, -2)
+            t10 = tf.shape(input, out_type=tf.int64)[-3]
+            t11 = paddings[0][0] + paddings[0][1] + t10
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = -paddings[0][0] + t12
+            t14 = _gather(t9, t13, -3)
+            t15 = t12[..., None, None]
+            t16 = t7[..., None]
+            t17 = (
+                (paddings[0][0] <= t15)
+                & (paddings[1][0] <= t16)
+                & (paddings[2][0] <= t2)
+                & (t15 < paddings[0][0] + t10)
+                & (t16 < paddings[1][0] + t5)
+                & (t2 < paddings[2][0] + t0)
+            )
+            output = tf.where(t17, t14, constant_values)
+        elif rank == 4:
+            t1 = paddings[3][0] + paddings[3][1] + t0
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = -paddings[3][0] + t2
+            t4 = _gather(input, t3, -1)
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = paddings[2][0] + paddings[2][1] + t5
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = -paddings[2][0] + t7
+            t9 = _gather(t4, t8, -2)
+            t10 = tf.shape(input, out_type=tf.int64)[-3]
+            t11 = paddings[1][0] + paddings[1][1] + t10
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = -paddings[1][0] + t12
+            t14 = _gather(t9, t13, -3)
+            t15 = tf.shape(input, out_type=tf.int64)[-4]
+            t16 = paddings[0][0] + paddings[0][1] + t15
+            t17 = tf.range(tf.cast(t16, tf.int64))
+            t18 = -paddings[0][0] + t17
+            t19 = _gather(t14, t18, -4)
+            t20 = t17[..., None, None, None]
+            t21 = t12[..., None, None]
+            t22 = t7[..., None]
+            t23 = (
+                (paddings[0][0] <= t20)
+                & (paddings[1][0] <= t21)
+                & (paddings[2][0] <= t22)
+                & (paddings[3][0] <= t2)
+                & (t2 < paddings[3][0] + t0)
+                & (t20 < paddings[0][0] + t15)
+                & (t21 < paddings[1][0] + t10)
+                & (t22 < paddings[2][0] + t5)
+            )
+            output = tf.where(t23, t19, constant_values)
+        else:
+            raise ValueError(f"PadV2: unsupported attributes rank={rank!r}")
+        return output, backward
+
+    return forward(input)
+
+
+_register("PadV2", pad_v2_grad)
+
+
 def slice_vjp(grad, input, output, *, begin, size):
-    """Gradient of Slice (declared at ops/array.py:38): one per input (input).
+    """Gradient of Slice (declared at ops/array.py:53): one per input (input).
 
     In index notation, next to the code computing it, for rank=1 (other values of  change it):
         grad_input[i] = grad[-begin[0] + i], i.e. `_gather(grad, t1, -1)`
@@ -456,7 +708,7 @@ _register("Slice", slice_grad)
 
 
 def reverse_v2_vjp(grad, tensor, output, *, axis=(-1,)):
-    """Gradient of ReverseV2 (declared at ops/array.py:56): one per input (tensor).
+    """Gradient of ReverseV2 (declared at ops/array.py:71): one per input (tensor).
 
     In index notation, next to the code computing it, for axis=(-1,) (other values of axis change
     it):
@@ -558,8 +810,116 @@ def reverse_v2(tensor, *, axis=(-1,)):
 _register("ReverseV2", reverse_v2_grad)
 
 
+def reverse_vjp(grad, tensor, output, *, dims=(True, False)):
+    """Gradient of Reverse (declared at ops/array.py:86): one per input (tensor).
+
+    In index notation, next to the code computing it, per variant:
+        dims=(True, False):
+            grad_tensor[i, j] = grad[D0 - i - 1, j], i.e. `_gather(grad, t2, -2)`
+        dims=(True, True):
+            grad_tensor[i, j] = grad[D0 - i - 1, D1 - j - 1], i.e. `_gather(t3, t6, -2)`
+        dims=(True, True, True):
+            grad_tensor[i, j, k] = grad[D0 - i - 1, D1 - j - 1, D2 - k - 1]
+                i.e. `_gather(t7, t10, -3)`
+    """
+    dims = tuple(int(a) for a in dims)
+    if dims == (True, False):
+        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
+        t1 = tf.shape(tensor, out_type=tf.int64)[-2]
+        t2 = -t0 + t1 - 1
+        grad_tensor = _gather(grad, t2, -2)
+    elif dims == (True, True):
+        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
+        t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+        t2 = -t0 + t1 - 1
+        t3 = _gather(grad, t2, -1)
+        t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
+        t5 = tf.shape(tensor, out_type=tf.int64)[-2]
+        t6 = -t4 + t5 - 1
+        grad_tensor = _gather(t3, t6, -2)
+    elif dims == (True, True, True):
+        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
+        t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+        t2 = -t0 + t1 - 1
+        t3 = _gather(grad, t2, -1)
+        t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
+        t5 = tf.shape(tensor, out_type=tf.int64)[-2]
+        t6 = -t4 + t5 - 1
+        t7 = _gather(t3, t6, -2)
+        t8 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
+        t9 = tf.shape(tensor, out_type=tf.int64)[-3]
+        t10 = -t8 + t9 - 1
+        grad_tensor = _gather(t7, t10, -3)
+    else:
+        raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
+    return (grad_tensor,)
+
+
+def reverse_grad(op, grad):
+    """Gradient function of Reverse for `tf.RegisterGradient`."""
+    grads = reverse_vjp(grad, op.inputs[0], *op.outputs, dims=_const_input(op, 1))
+    return _insert_none(grads, (1,))
+
+
+def reverse(tensor, *, dims=(True, False)):
+    """Reverse: ReverseV2 with the axes given as a bool per axis: entries reversed along each axis, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"dims": dims}
+    dims = tuple(int(a) for a in dims)
+
+    @tf.custom_gradient
+    def forward(tensor):
+        def backward(grad):
+            return reverse_vjp(grad, tensor, output, dims=dims)
+
+        kernel_outputs = (
+            _tf_kernel("Reverse", 1, {"tensor": tensor}, kernel_attrs)
+            if dims in ((True, False), (True, True), (True, True, True))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        if dims == (True, False):
+            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
+            t1 = tf.shape(tensor, out_type=tf.int64)[-2]
+            t2 = -t0 + t1 - 1
+            output = _gather(tensor, t2, -2)
+        elif dims == (True, True):
+            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
+            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+            t2 = -t0 + t1 - 1
+            t3 = _gather(tensor, t2, -1)
+            t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
+            t5 = tf.shape(tensor, out_type=tf.int64)[-2]
+            t6 = -t4 + t5 - 1
+            output = _gather(t3, t6, -2)
+        elif dims == (True, True, True):
+            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
+            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+            t2 = -t0 + t1 - 1
+            t3 = _gather(tensor, t2, -1)
+            t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
+            t5 = tf.shape(tensor, out_type=tf.int64)[-2]
+            t6 = -t4 + t5 - 1
+            t7 = _gather(t3, t6, -2)
+            t8 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
+            t9 = tf.shape(tensor, out_type=tf.int64)[-3]
+            t10 = -t8 + t9 - 1
+            output = _gather(t7, t10, -3)
+        else:
+            raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
+        return output, backward
+
+    return forward(tensor)
+
+
+_register("Reverse", reverse_grad)
+
+
 def transpose_vjp(grad, x, y, *, perm=(1, 0)):
-    """Gradient of Transpose (declared at ops/array.py:71): one per input (x).
+    """Gradient of Transpose (declared at ops/array.py:101): one per input (x).
 
     In index notation, next to the code computing it, for perm=(1, 0) (other values of perm change
     it):
@@ -643,7 +1003,7 @@ def strided_slice_vjp(
     begin_mask=0,
     end_mask=0,
 ):
-    """Gradient of StridedSlice (declared at ops/array.py:109): one per input (input).
+    """Gradient of StridedSlice (declared at ops/array.py:160): one per input (input).
 
     In index notation, next to the code computing it, for rank=1, shrink_axis_mask=0,
     ellipsis_mask=0, new_axis_mask=0 (other values of shrink_axis_mask, ellipsis_mask, new_axis_mask
@@ -992,3 +1352,552 @@ def strided_slice(
 
 
 _register("StridedSlice", strided_slice_grad)
+
+
+def strided_slice_backprop_vjp(
+    grad,
+    dy,
+    output,
+    *,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    shape,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """Gradient of StridedSliceGrad (declared at ops/array.py:203): one per input (dy).
+
+    In index notation, next to the code computing it, for rank=1, shrink_axis_mask=0,
+    ellipsis_mask=0, new_axis_mask=0 (other values of shrink_axis_mask, ellipsis_mask, new_axis_mask
+    change it):
+        grad_dy[s0] = grad[strides[0] * s0 + slice_start(shape[0], begin[0], strides[0],
+            bit(begin_mask, 0))], i.e. `_gather(grad, t1, -1)`
+    """
+    rank = len(dy.shape)
+    shape = tf.cast(shape, tf.int64)
+    begin = tf.cast(begin, tf.int64)
+    end = tf.cast(end, tf.int64)
+    strides = tf.cast(strides, tf.int64)
+    if ellipsis_mask != 0 or new_axis_mask != 0:
+        raise ValueError(
+            f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    t0 = tf.range(tf.shape(dy, out_type=tf.int64)[-1])
+    if rank == 1 and shrink_axis_mask == 0:
+        t1 = strides[0] * t0 + _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        grad_dy = _gather(grad, t1, -1)
+    elif rank == 1 and shrink_axis_mask == 1:
+        t1 = strides[1] * t0 + _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t2 = _gather(grad, t1, -1)
+        t3 = tf.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        grad_dy = _gather(t2, t3, -2)
+    elif rank == 2 and shrink_axis_mask == 0:
+        t1 = strides[1] * t0 + _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t2 = _gather(grad, t1, -1)
+        t3 = tf.range(tf.shape(dy, out_type=tf.int64)[-2])
+        t4 = strides[0] * t3 + _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        grad_dy = _gather(t2, t4, -2)
+    elif rank == 2 and shrink_axis_mask == 1:
+        t1 = strides[2] * t0 + _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t2 = _gather(grad, t1, -1)
+        t3 = tf.range(tf.shape(dy, out_type=tf.int64)[-2])
+        t4 = strides[1] * t3 + _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t5 = _gather(t2, t4, -2)
+        t6 = tf.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        grad_dy = _gather(t5, t6, -3)
+    elif rank == 3 and shrink_axis_mask == 0:
+        t1 = strides[2] * t0 + _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t2 = _gather(grad, t1, -1)
+        t3 = tf.range(tf.shape(dy, out_type=tf.int64)[-2])
+        t4 = strides[1] * t3 + _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t5 = _gather(t2, t4, -2)
+        t6 = tf.range(tf.shape(dy, out_type=tf.int64)[-3])
+        t7 = strides[0] * t6 + _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        grad_dy = _gather(t5, t7, -3)
+    elif rank == 3 and shrink_axis_mask == 1:
+        t1 = strides[3] * t0 + _slice_start(shape[3], begin[3], strides[3], _bit(begin_mask, 3))
+        t2 = _gather(grad, t1, -1)
+        t3 = tf.range(tf.shape(dy, out_type=tf.int64)[-2])
+        t4 = strides[2] * t3 + _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t5 = _gather(t2, t4, -2)
+        t6 = tf.range(tf.shape(dy, out_type=tf.int64)[-3])
+        t7 = strides[1] * t6 + _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _gather(t5, t7, -3)
+        t9 = tf.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        grad_dy = _gather(t8, t9, -4)
+    else:
+        raise ValueError(
+            f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    return (grad_dy,)
+
+
+def strided_slice_backprop_grad(op, grad):
+    """Gradient function of StridedSliceGrad for `tf.RegisterGradient`."""
+    grads = strided_slice_backprop_vjp(
+        grad,
+        op.inputs[4],
+        *op.outputs,
+        shrink_axis_mask=op.get_attr("shrink_axis_mask"),
+        ellipsis_mask=op.get_attr("ellipsis_mask"),
+        new_axis_mask=op.get_attr("new_axis_mask"),
+        shape=_const_input(op, 0),
+        begin=_const_input(op, 1),
+        end=_const_input(op, 2),
+        strides=_const_input(op, 3),
+        begin_mask=op.get_attr("begin_mask"),
+        end_mask=op.get_attr("end_mask"),
+    )
+    return _insert_none(grads, (0, 1, 2, 3))
+
+
+def strided_slice_backprop(
+    dy,
+    *,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    shape,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """StridedSliceGrad: StridedSlice's gradient: `dy` placed at the entries the slice takes of a zero array of, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {
+        "shrink_axis_mask": shrink_axis_mask,
+        "ellipsis_mask": ellipsis_mask,
+        "new_axis_mask": new_axis_mask,
+        "shape": shape,
+        "begin": begin,
+        "end": end,
+        "strides": strides,
+        "begin_mask": begin_mask,
+        "end_mask": end_mask,
+    }
+    rank = len(dy.shape)
+    shape = tf.cast(shape, tf.int64)
+    begin = tf.cast(begin, tf.int64)
+    end = tf.cast(end, tf.int64)
+    strides = tf.cast(strides, tf.int64)
+
+    @tf.custom_gradient
+    def forward(dy):
+        def backward(grad):
+            return strided_slice_backprop_vjp(
+                grad,
+                dy,
+                output,
+                shrink_axis_mask=shrink_axis_mask,
+                ellipsis_mask=ellipsis_mask,
+                new_axis_mask=new_axis_mask,
+                shape=shape,
+                begin=begin,
+                end=end,
+                strides=strides,
+                begin_mask=begin_mask,
+                end_mask=end_mask,
+            )
+
+        kernel_outputs = (
+            _tf_kernel("StridedSliceGrad", 1, {"dy": dy}, kernel_attrs)
+            if rank in (1, 2, 3)
+            and shrink_axis_mask in (0, 1)
+            and ellipsis_mask in (0,)
+            and new_axis_mask in (0,)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        if ellipsis_mask != 0 or new_axis_mask != 0:
+            raise ValueError(
+                f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+            )
+        if rank == 1 and shrink_axis_mask == 0:
+            t0 = shape[0]
+            t1 = tf.range(tf.cast(t0, tf.int64))
+            t2 = t1 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+            t3 = tf.where(tf.equal(t2 % strides[0], 0), t2 // strides[0], -tf.ones_like(t2))
+            output = _gather(dy, t3, -1)
+        elif rank == 1 and shrink_axis_mask == 1:
+            t0 = shape[1]
+            t1 = tf.range(tf.cast(t0, tf.int64))
+            t2 = t1 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+            t3 = tf.where(tf.equal(t2 % strides[1], 0), t2 // strides[1], -tf.ones_like(t2))
+            t4 = _gather(dy, t3, -1)
+            t5 = tf.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+            t6 = shape[0]
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = tf.equal(t7, t5)
+            t9 = t8[..., None]
+            output = t4 * tf.where(t9, tf.constant(1, dy.dtype), tf.constant(0, dy.dtype))
+        elif rank == 2 and shrink_axis_mask == 0:
+            t0 = shape[1]
+            t1 = tf.range(tf.cast(t0, tf.int64))
+            t2 = t1 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+            t3 = tf.where(tf.equal(t2 % strides[1], 0), t2 // strides[1], -tf.ones_like(t2))
+            t4 = _gather(dy, t3, -1)
+            t5 = shape[0]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = t6 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+            t8 = tf.where(tf.equal(t7 % strides[0], 0), t7 // strides[0], -tf.ones_like(t7))
+            output = _gather(t4, t8, -2)
+        elif rank == 2 and shrink_axis_mask == 1:
+            t0 = shape[2]
+            t1 = tf.range(tf.cast(t0, tf.int64))
+            t2 = t1 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+            t3 = tf.where(tf.equal(t2 % strides[2], 0), t2 // strides[2], -tf.ones_like(t2))
+            t4 = _gather(dy, t3, -1)
+            t5 = shape[1]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = t6 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+            t8 = tf.where(tf.equal(t7 % strides[1], 0), t7 // strides[1], -tf.ones_like(t7))
+            t9 = _gather(t4, t8, -2)
+            t10 = tf.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+            t11 = shape[0]
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = tf.equal(t12, t10)
+            t14 = t13[..., None, None]
+            output = t9 * tf.where(t14, tf.constant(1, dy.dtype), tf.constant(0, dy.dtype))
+        elif rank == 3 and shrink_axis_mask == 0:
+            t0 = shape[2]
+            t1 = tf.range(tf.cast(t0, tf.int64))
+            t2 = t1 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+            t3 = tf.where(tf.equal(t2 % strides[2], 0), t2 // strides[2], -tf.ones_like(t2))
+            t4 = _gather(dy, t3, -1)
+            t5 = shape[1]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = t6 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+            t8 = tf.where(tf.equal(t7 % strides[1], 0), t7 // strides[1], -tf.ones_like(t7))
+            t9 = _gather(t4, t8, -2)
+            t10 = shape[0]
+            t11 = tf.range(tf.cast(t10, tf.int64))
+            t12 = t11 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+            t13 = tf.where(tf.equal(t12 % strides[0], 0), t12 // strides[0], -tf.ones_like(t12))
+            output = _gather(t9, t13, -3)
+        elif rank == 3 and shrink_axis_mask == 1:
+            t0 = shape[3]
+            t1 = tf.range(tf.cast(t0, tf.int64))
+            t2 = t1 - _slice_start(shape[3], begin[3], strides[3], _bit(begin_mask, 3))
+            t3 = tf.where(tf.equal(t2 % strides[3], 0), t2 // strides[3], -tf.ones_like(t2))
+            t4 = _gather(dy, t3, -1)
+            t5 = shape[2]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = t6 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+            t8 = tf.where(tf.equal(t7 % strides[2], 0), t7 // strides[2], -tf.ones_like(t7))
+            t9 = _gather(t4, t8, -2)
+            t10 = shape[1]
+            t11 = tf.range(tf.cast(t10, tf.int64))
+            t12 = t11 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+            t13 = tf.where(tf.equal(t12 % strides[1], 0), t12 // strides[1], -tf.ones_like(t12))
+            t14 = _gather(t9, t13, -3)
+            t15 = tf.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+            t16 = shape[0]
+            t17 = tf.range(tf.cast(t16, tf.int64))
+            t18 = tf.equal(t17, t15)
+            t19 = t18[..., None, None, None]
+            output = t14 * tf.where(t19, tf.constant(1, dy.dtype), tf.constant(0, dy.dtype))
+        else:
+            raise ValueError(
+                f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+            )
+        return output, backward
+
+    return forward(dy)
+
+
+_register("StridedSliceGrad", strided_slice_backprop_grad)
+
+
+def tensor_strided_slice_update_vjp(
+    grad,
+    input,
+    value,
+    output,
+    *,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """Gradient of TensorStridedSliceUpdate (declared at ops/array.py:221): one per input (input, value).
+
+    In index notation, next to the code computing it, for rank=1, shrink_axis_mask=0,
+    ellipsis_mask=0, new_axis_mask=0 (other values of shrink_axis_mask, ellipsis_mask, new_axis_mask
+    change it):
+        grad_input[i0] = grad[i0]
+            - sum_{s0} grad[i0] * delta(i0, strides[0] * s0 + slice_start(D0, begin[0], strides[0],
+                bit(begin_mask, 0))), i.e. `grad * (1 - t4)`
+        grad_value[s0] = grad[strides[0] * s0 + slice_start(D0, begin[0], strides[0],
+            bit(begin_mask, 0))], i.e. `_gather(grad, t3, -1)`
+    """
+    rank = len(input.shape)
+    begin = tf.cast(begin, tf.int64)
+    end = tf.cast(end, tf.int64)
+    strides = tf.cast(strides, tf.int64)
+    if shrink_axis_mask != 0 or ellipsis_mask != 0 or new_axis_mask != 0:
+        raise ValueError(
+            f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    t0 = tf.constant(1, dtype=input.dtype)
+    if rank == 1:
+        t1 = tf.shape(input, out_type=tf.int64)[-1]
+        t2 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 0, t1)  # no gather form: an explicit scatter-add
+        grad_input = grad * (1 - t4)
+        grad_value = _gather(grad, t3, -1)
+    elif rank == 2:
+        t1 = tf.shape(input, out_type=tf.int64)[-2]
+        t2 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 1, t1)  # no gather form: an explicit scatter-add
+        t5 = tf.shape(input, out_type=tf.int64)[-1]
+        t6 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
+        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _scatter_add(t0, t7, 0, t5)  # no gather form: an explicit scatter-add
+        grad_input = grad * (-t4 * t8 + 1)
+        t9 = _gather(grad, t7, -1)
+        grad_value = _gather(t9, t3, -2)
+    elif rank == 3:
+        t1 = tf.shape(input, out_type=tf.int64)[-3]
+        t2 = tf.range(tf.shape(value, out_type=tf.int64)[-3])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 2, t1)  # no gather form: an explicit scatter-add
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
+        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _scatter_add(t0, t7, 1, t5)  # no gather form: an explicit scatter-add
+        t9 = tf.shape(input, out_type=tf.int64)[-1]
+        t10 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
+        t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        t12 = _scatter_add(t0, t11, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = grad * (-t12 * t4 * t8 + 1)
+        t13 = _gather(grad, t11, -1)
+        t14 = _gather(t13, t7, -2)
+        grad_value = _gather(t14, t3, -3)
+    elif rank == 4:
+        t1 = tf.shape(input, out_type=tf.int64)[-4]
+        t2 = tf.range(tf.shape(value, out_type=tf.int64)[-4])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 3, t1)  # no gather form: an explicit scatter-add
+        t5 = tf.shape(input, out_type=tf.int64)[-3]
+        t6 = tf.range(tf.shape(value, out_type=tf.int64)[-3])
+        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _scatter_add(t0, t7, 2, t5)  # no gather form: an explicit scatter-add
+        t9 = tf.shape(input, out_type=tf.int64)[-2]
+        t10 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
+        t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        t12 = _scatter_add(t0, t11, 1, t9)  # no gather form: an explicit scatter-add
+        t13 = tf.shape(input, out_type=tf.int64)[-1]
+        t14 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
+        t15 = strides[3] * t14 + _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
+        t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
+        grad_input = grad * (-t12 * t16 * t4 * t8 + 1)
+        t17 = _gather(grad, t15, -1)
+        t18 = _gather(t17, t11, -2)
+        t19 = _gather(t18, t7, -3)
+        grad_value = _gather(t19, t3, -4)
+    else:
+        raise ValueError(
+            f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    return grad_input, grad_value
+
+
+def tensor_strided_slice_update_grad(op, grad):
+    """Gradient function of TensorStridedSliceUpdate for `tf.RegisterGradient`."""
+    grads = tensor_strided_slice_update_vjp(
+        grad,
+        op.inputs[0],
+        op.inputs[4],
+        *op.outputs,
+        shrink_axis_mask=op.get_attr("shrink_axis_mask"),
+        ellipsis_mask=op.get_attr("ellipsis_mask"),
+        new_axis_mask=op.get_attr("new_axis_mask"),
+        begin=_const_input(op, 1),
+        end=_const_input(op, 2),
+        strides=_const_input(op, 3),
+        begin_mask=op.get_attr("begin_mask"),
+        end_mask=op.get_attr("end_mask"),
+    )
+    return _insert_none(grads, (1, 2, 3))
+
+
+def tensor_strided_slice_update(
+    input,
+    value,
+    *,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """TensorStridedSliceUpdate: `input` with the entries StridedSlice would take replaced by `value`'s, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {
+        "shrink_axis_mask": shrink_axis_mask,
+        "ellipsis_mask": ellipsis_mask,
+        "new_axis_mask": new_axis_mask,
+        "begin": begin,
+        "end": end,
+        "strides": strides,
+        "begin_mask": begin_mask,
+        "end_mask": end_mask,
+    }
+    rank = len(input.shape)
+    begin = tf.cast(begin, tf.int64)
+    end = tf.cast(end, tf.int64)
+    strides = tf.cast(strides, tf.int64)
+
+    @tf.custom_gradient
+    def forward(input, value):
+        def backward(grad):
+            return tensor_strided_slice_update_vjp(
+                grad,
+                input,
+                value,
+                output,
+                shrink_axis_mask=shrink_axis_mask,
+                ellipsis_mask=ellipsis_mask,
+                new_axis_mask=new_axis_mask,
+                begin=begin,
+                end=end,
+                strides=strides,
+                begin_mask=begin_mask,
+                end_mask=end_mask,
+            )
+
+        kernel_outputs = (
+            _tf_kernel(
+                "TensorStridedSliceUpdate", 1, {"input": input, "value": value}, kernel_attrs
+            )
+            if rank in (1, 2, 3, 4)
+            and shrink_axis_mask in (0,)
+            and ellipsis_mask in (0,)
+            and new_axis_mask in (0,)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        if shrink_axis_mask != 0 or ellipsis_mask != 0 or new_axis_mask != 0:
+            raise ValueError(
+                f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+            )
+        t0 = tf.constant(1, dtype=input.dtype)
+        if rank == 1:
+            t1 = tf.shape(input, out_type=tf.int64)[-1]
+            t2 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
+            t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+            t4 = _scatter_add(t0, t3, 0, t1)  # no gather form: an explicit scatter-add
+            t5 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+            t6 = t5 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+            t7 = tf.where(tf.equal(t6 % strides[0], 0), t6 // strides[0], -tf.ones_like(t6))
+            t8 = _gather(value, t7, -1)
+            output = -input * t4 + input + t8
+        elif rank == 2:
+            t1 = tf.shape(input, out_type=tf.int64)[-2]
+            t2 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
+            t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+            t4 = _scatter_add(t0, t3, 1, t1)  # no gather form: an explicit scatter-add
+            t5 = tf.shape(input, out_type=tf.int64)[-1]
+            t6 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
+            t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+            t8 = _scatter_add(t0, t7, 0, t5)  # no gather form: an explicit scatter-add
+            t9 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+            t10 = t9 - _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+            t11 = tf.where(tf.equal(t10 % strides[1], 0), t10 // strides[1], -tf.ones_like(t10))
+            t12 = _gather(value, t11, -1)
+            t13 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t14 = t13 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+            t15 = tf.where(tf.equal(t14 % strides[0], 0), t14 // strides[0], -tf.ones_like(t14))
+            t16 = _gather(t12, t15, -2)
+            output = -input * t4 * t8 + input + t16
+        elif rank == 3:
+            t1 = tf.shape(input, out_type=tf.int64)[-3]
+            t2 = tf.range(tf.shape(value, out_type=tf.int64)[-3])
+            t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+            t4 = _scatter_add(t0, t3, 2, t1)  # no gather form: an explicit scatter-add
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
+            t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+            t8 = _scatter_add(t0, t7, 1, t5)  # no gather form: an explicit scatter-add
+            t9 = tf.shape(input, out_type=tf.int64)[-1]
+            t10 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
+            t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+            t12 = _scatter_add(t0, t11, 0, t9)  # no gather form: an explicit scatter-add
+            t13 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+            t14 = t13 - _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+            t15 = tf.where(tf.equal(t14 % strides[2], 0), t14 // strides[2], -tf.ones_like(t14))
+            t16 = _gather(value, t15, -1)
+            t17 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t18 = t17 - _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+            t19 = tf.where(tf.equal(t18 % strides[1], 0), t18 // strides[1], -tf.ones_like(t18))
+            t20 = _gather(t16, t19, -2)
+            t21 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+            t22 = t21 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+            t23 = tf.where(tf.equal(t22 % strides[0], 0), t22 // strides[0], -tf.ones_like(t22))
+            t24 = _gather(t20, t23, -3)
+            output = -input * t12 * t4 * t8 + input + t24
+        elif rank == 4:
+            t1 = tf.shape(input, out_type=tf.int64)[-4]
+            t2 = tf.range(tf.shape(value, out_type=tf.int64)[-4])
+            t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+            t4 = _scatter_add(t0, t3, 3, t1)  # no gather form: an explicit scatter-add
+            t5 = tf.shape(input, out_type=tf.int64)[-3]
+            t6 = tf.range(tf.shape(value, out_type=tf.int64)[-3])
+            t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+            t8 = _scatter_add(t0, t7, 2, t5)  # no gather form: an explicit scatter-add
+            t9 = tf.shape(input, out_type=tf.int64)[-2]
+            t10 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
+            t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+            t12 = _scatter_add(t0, t11, 1, t9)  # no gather form: an explicit scatter-add
+            t13 = tf.shape(input, out_type=tf.int64)[-1]
+            t14 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
+            t15 = strides[3] * t14 + _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
+            t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
+            t17 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+            t18 = t17 - _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
+            t19 = tf.where(tf.equal(t18 % strides[3], 0), t18 // strides[3], -tf.ones_like(t18))
+            t20 = _gather(value, t19, -1)
+            t21 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            t22 = t21 - _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+            t23 = tf.where(tf.equal(t22 % strides[2], 0), t22 // strides[2], -tf.ones_like(t22))
+            t24 = _gather(t20, t23, -2)
+            t25 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+            t26 = t25 - _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+            t27 = tf.where(tf.equal(t26 % strides[1], 0), t26 // strides[1], -tf.ones_like(t26))
+            t28 = _gather(t24, t27, -3)
+            t29 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
+            t30 = t29 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+            t31 = tf.where(tf.equal(t30 % strides[0], 0), t30 // strides[0], -tf.ones_like(t30))
+            t32 = _gather(t28, t31, -4)
+            output = -input * t12 * t16 * t4 * t8 + input + t32
+        else:
+            raise ValueError(
+                f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+            )
+        return output, backward
+
+    return forward(input, value)
+
+
+_register("TensorStridedSliceUpdate", tensor_strided_slice_update_grad)

@@ -35,6 +35,38 @@ def _gather(x, positions, axis, fill=0):
     return torch.where(inside, taken, torch.as_tensor(fill, dtype=taken.dtype))
 
 
+def _scatter_add(values, positions, trailing, size):
+    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
+    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
+    are dropped (`index_add`, never a one-hot matrix)."""
+    flat, slots, start = _scatter_layout(values, positions, trailing, size)
+    summed = torch.zeros((size,) + tuple(flat.shape[1:]), dtype=flat.dtype).index_add(
+        0, slots, flat
+    )
+    return torch.movedim(summed, 0, start)
+
+
+def _scatter_layout(values, positions, trailing, size):
+    """(rows, slots, start): `values` broadcast to the positions' axes (those before the last
+    `trailing`, which start at axis `start`), one row per position inside 0..size-1."""
+    positions = torch.as_tensor(positions).long()
+    count = positions.ndim
+    values = torch.reshape(
+        values, (1,) * max(0, count + trailing - values.ndim) + tuple(values.shape)
+    )
+    start = values.ndim - trailing - count
+    shape = tuple(values.shape)
+    values = torch.broadcast_to(
+        values, shape[:start] + tuple(positions.shape) + shape[start + count :]
+    )
+    moved = torch.movedim(values, tuple(range(start, start + count)), tuple(range(count)))
+    flat, slots = torch.reshape(moved, (-1,) + tuple(moved.shape[count:])), torch.reshape(
+        positions, (-1,)
+    )
+    inside = (slots >= 0) & (slots < size)
+    return flat[inside], slots[inside], start
+
+
 def _bit(mask, k):
     """Bit k of the integer `mask`, 0 or 1."""
     return (mask // 2**k) % 2
@@ -205,8 +237,218 @@ class _PadFunction(torch.autograd.Function):
         return None, *_needed(grads, ctx.needs_input_grad[1:])
 
 
+def pad_v2(input, *, paddings, constant_values):
+    """PadV2: Pad with `constant_values` around the input instead of zeros: a number read at run (declared at ops/array.py:38); differentiated by pad_v2_vjp."""
+    return _PadV2Function.apply(paddings, constant_values, input)
+
+
+def pad_v2_forward(input, *, paddings, constant_values):
+    """PadV2's formula."""
+    rank = np.ndim(input)
+    paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = np.shape(input)[-1]
+    if rank == 1:
+        t1 = paddings[0][0] + paddings[0][1] + t0
+        t2 = torch.arange(int(t1))
+        t3 = -paddings[0][0] + t2
+        t4 = _gather(input, t3, -1)
+        t5 = (paddings[0][0] <= t2) & (t2 < paddings[0][0] + t0)
+        output = torch.where(t5, t4, constant_values)
+    elif rank == 2:
+        t1 = paddings[1][0] + paddings[1][1] + t0
+        t2 = torch.arange(int(t1))
+        t3 = -paddings[1][0] + t2
+        t4 = _gather(input, t3, -1)
+        t5 = np.shape(input)[-2]
+        t6 = paddings[0][0] + paddings[0][1] + t5
+        t7 = torch.arange(int(t6))
+        t8 = -paddings[0][0] + t7
+        t9 = _gather(t4, t8, -2)
+        t10 = t7[..., None]
+        t11 = (
+            (paddings[0][0] <= t10)
+            & (paddings[1][0] <= t2)
+            & (t10 < paddings[0][0] + t5)
+            & (t2 < paddings[1][0] + t0)
+        )
+        output = torch.where(t11, t9, constant_values)
+    elif rank == 3:
+        t1 = paddings[2][0] + paddings[2][1] + t0
+        t2 = torch.arange(int(t1))
+        t3 = -paddings[2][0] + t2
+        t4 = _gather(input, t3, -1)
+        t5 = np.shape(input)[-2]
+        t6 = paddings[1][0] + paddings[1][1] + t5
+        t7 = torch.arange(int(t6))
+        t8 = -paddings[1][0] + t7
+        t9 = _gather(t4, t8, -2)
+        t10 = np.shape(input)[-3]
+        t11 = paddings[0][0] + paddings[0][1] + t10
+        t12 = torch.arange(int(t11))
+        t13 = -paddings[0][0] + t12
+        t14 = _gather(t9, t13, -3)
+        t15 = t12[..., None, None]
+        t16 = t7[..., None]
+        t17 = (
+            (paddings[0][0] <= t15)
+            & (paddings[1][0] <= t16)
+            & (paddings[2][0] <= t2)
+            & (t15 < paddings[0][0] + t10)
+            & (t16 < paddings[1][0] + t5)
+            & (t2 < paddings[2][0] + t0)
+        )
+        output = torch.where(t17, t14, constant_values)
+    elif rank == 4:
+        t1 = paddings[3][0] + paddings[3][1] + t0
+        t2 = torch.arange(int(t1))
+        t3 = -paddings[3][0] + t2
+        t4 = _gather(input, t3, -1)
+        t5 = np.shape(input)[-2]
+        t6 = paddings[2][0] + paddings[2][1] + t5
+        t7 = torch.arange(int(t6))
+        t8 = -paddings[2][0] + t7
+        t9 = _gather(t4, t8, -2)
+        t10 = np.shape(input)[-3]
+        t11 = paddings[1][0] + paddings[1][1] + t10
+        t12 = torch.arange(int(t11))
+        t13 = -paddings[1][0] + t12
+        t14 = _gather(t9, t13, -3)
+        t15 = np.shape(input)[-4]
+        t16 = paddings[0][0] + paddings[0][1] + t15
+        t17 = torch.arange(int(t16))
+        t18 = -paddings[0][0] + t17
+        t19 = _gather(t14, t18, -4)
+        t20 = t17[..., None, None, None]
+        t21 = t12[..., None, None]
+        t22 = t7[..., None]
+        t23 = (
+            (paddings[0][0] <= t20)
+            & (paddings[1][0] <= t21)
+            & (paddings[2][0] <= t22)
+            & (paddings[3][0] <= t2)
+            & (t2 < paddings[3][0] + t0)
+            & (t20 < paddings[0][0] + t15)
+            & (t21 < paddings[1][0] + t10)
+            & (t22 < paddings[2][0] + t5)
+        )
+        output = torch.where(t23, t19, constant_values)
+    else:
+        raise ValueError(f"PadV2: unsupported attributes rank={rank!r}")
+    return output
+
+
+def pad_v2_vjp(grad, input, *, output=None, paddings, constant_values):
+    """Gradient of PadV2: one array per input (input).
+
+    In index notation, next to the code computing it, for rank=1 (other values of  change it):
+        grad_input[i] = grad[paddings[0][0] + i] * (1 if paddings[0][0] <= paddings[0][0] + i and
+            paddings[0][0] + D0 > paddings[0][0] + i else 0), i.e. `torch.where(t4, t2, 0)`
+    """
+    rank = np.ndim(input)
+    paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = torch.arange(np.shape(input)[-1])
+    if rank == 1:
+        t1 = paddings[0][0] + t0
+        t2 = _gather(grad, t1, -1)
+        t3 = np.shape(input)[-1]
+        t4 = (paddings[0][0] <= paddings[0][0] + t0) & (paddings[0][0] + t3 > paddings[0][0] + t0)
+        grad_input = torch.where(t4, t2, 0)
+    elif rank == 2:
+        t1 = paddings[1][0] + t0
+        t2 = _gather(grad, t1, -1)
+        t3 = torch.arange(np.shape(input)[-2])
+        t4 = paddings[0][0] + t3
+        t5 = _gather(t2, t4, -2)
+        t6 = t3[..., None]
+        t7 = np.shape(input)[-2]
+        t8 = np.shape(input)[-1]
+        t9 = (
+            (paddings[0][0] <= paddings[0][0] + t6)
+            & (paddings[1][0] <= paddings[1][0] + t0)
+            & (paddings[0][0] + t7 > paddings[0][0] + t6)
+            & (paddings[1][0] + t8 > paddings[1][0] + t0)
+        )
+        grad_input = torch.where(t9, t5, 0)
+    elif rank == 3:
+        t1 = paddings[2][0] + t0
+        t2 = _gather(grad, t1, -1)
+        t3 = torch.arange(np.shape(input)[-2])
+        t4 = paddings[1][0] + t3
+        t5 = _gather(t2, t4, -2)
+        t6 = torch.arange(np.shape(input)[-3])
+        t7 = paddings[0][0] + t6
+        t8 = _gather(t5, t7, -3)
+        t9 = t6[..., None, None]
+        t10 = t3[..., None]
+        t11 = np.shape(input)[-3]
+        t12 = np.shape(input)[-2]
+        t13 = np.shape(input)[-1]
+        t14 = (
+            (paddings[0][0] <= paddings[0][0] + t9)
+            & (paddings[1][0] <= paddings[1][0] + t10)
+            & (paddings[2][0] <= paddings[2][0] + t0)
+            & (paddings[0][0] + t11 > paddings[0][0] + t9)
+            & (paddings[1][0] + t12 > paddings[1][0] + t10)
+            & (paddings[2][0] + t13 > paddings[2][0] + t0)
+        )
+        grad_input = torch.where(t14, t8, 0)
+    elif rank == 4:
+        t1 = paddings[3][0] + t0
+        t2 = _gather(grad, t1, -1)
+        t3 = torch.arange(np.shape(input)[-2])
+        t4 = paddings[2][0] + t3
+        t5 = _gather(t2, t4, -2)
+        t6 = torch.arange(np.shape(input)[-3])
+        t7 = paddings[1][0] + t6
+        t8 = _gather(t5, t7, -3)
+        t9 = torch.arange(np.shape(input)[-4])
+        t10 = paddings[0][0] + t9
+        t11 = _gather(t8, t10, -4)
+        t12 = t9[..., None, None, None]
+        t13 = t6[..., None, None]
+        t14 = t3[..., None]
+        t15 = np.shape(input)[-4]
+        t16 = np.shape(input)[-3]
+        t17 = np.shape(input)[-2]
+        t18 = np.shape(input)[-1]
+        t19 = (
+            (paddings[0][0] <= paddings[0][0] + t12)
+            & (paddings[1][0] <= paddings[1][0] + t13)
+            & (paddings[2][0] <= paddings[2][0] + t14)
+            & (paddings[3][0] <= paddings[3][0] + t0)
+            & (paddings[0][0] + t15 > paddings[0][0] + t12)
+            & (paddings[1][0] + t16 > paddings[1][0] + t13)
+            & (paddings[2][0] + t17 > paddings[2][0] + t14)
+            & (paddings[3][0] + t18 > paddings[3][0] + t0)
+        )
+        grad_input = torch.where(t19, t11, 0)
+    else:
+        raise ValueError(f"PadV2: unsupported attributes rank={rank!r}")
+    return (grad_input,)
+
+
+class _PadV2Function(torch.autograd.Function):
+    """PadV2 for autograd: the backward is pad_v2_vjp."""
+
+    @staticmethod
+    def forward(paddings, constant_values, input):
+        return pad_v2_forward(input, paddings=paddings, constant_values=constant_values)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:2]
+        ctx.save_for_backward(*inputs[2:])
+
+    @staticmethod
+    def backward(ctx, grad):
+        paddings, constant_values = ctx.attrs
+        (input,) = ctx.saved_tensors
+        grads = pad_v2_vjp(grad, input, paddings=paddings, constant_values=constant_values)
+        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+
+
 def slice(input, *, begin, size):
-    """Slice: `size[k]` entries from `begin[k]` along each axis k (-1: to the end) (declared at ops/array.py:38); differentiated by slice_vjp."""
+    """Slice: `size[k]` entries from `begin[k]` along each axis k (-1: to the end) (declared at ops/array.py:53); differentiated by slice_vjp."""
     return _SliceFunction.apply(begin, size, input)
 
 
@@ -337,7 +579,7 @@ class _SliceFunction(torch.autograd.Function):
 
 
 def reverse_v2(tensor, *, axis=(-1,)):
-    """ReverseV2: The input with the order of entries along each axis of `axis` reversed (declared at ops/array.py:56); differentiated by reverse_v2_vjp."""
+    """ReverseV2: The input with the order of entries along each axis of `axis` reversed (declared at ops/array.py:71); differentiated by reverse_v2_vjp."""
     return _ReverseV2Function.apply(axis, tensor)
 
 
@@ -436,8 +678,113 @@ class _ReverseV2Function(torch.autograd.Function):
         return None, *_needed(grads, ctx.needs_input_grad[1:])
 
 
+def reverse(tensor, *, dims=(True, False)):
+    """Reverse: ReverseV2 with the axes given as a bool per axis: entries reversed along each axis (declared at ops/array.py:86); differentiated by reverse_vjp."""
+    return _ReverseFunction.apply(dims, tensor)
+
+
+def reverse_forward(tensor, *, dims=(True, False)):
+    """Reverse's formula."""
+    dims = tuple(int(a) for a in np.ravel(dims))
+    if dims == (True, False):
+        t0 = torch.arange(np.shape(tensor)[-2])
+        t1 = np.shape(tensor)[-2]
+        t2 = -t0 + t1 - 1
+        output = _gather(tensor, t2, -2)
+    elif dims == (True, True):
+        t0 = torch.arange(np.shape(tensor)[-1])
+        t1 = np.shape(tensor)[-1]
+        t2 = -t0 + t1 - 1
+        t3 = _gather(tensor, t2, -1)
+        t4 = torch.arange(np.shape(tensor)[-2])
+        t5 = np.shape(tensor)[-2]
+        t6 = -t4 + t5 - 1
+        output = _gather(t3, t6, -2)
+    elif dims == (True, True, True):
+        t0 = torch.arange(np.shape(tensor)[-1])
+        t1 = np.shape(tensor)[-1]
+        t2 = -t0 + t1 - 1
+        t3 = _gather(tensor, t2, -1)
+        t4 = torch.arange(np.shape(tensor)[-2])
+        t5 = np.shape(tensor)[-2]
+        t6 = -t4 + t5 - 1
+        t7 = _gather(t3, t6, -2)
+        t8 = torch.arange(np.shape(tensor)[-3])
+        t9 = np.shape(tensor)[-3]
+        t10 = -t8 + t9 - 1
+        output = _gather(t7, t10, -3)
+    else:
+        raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
+    return output
+
+
+def reverse_vjp(grad, tensor, *, output=None, dims=(True, False)):
+    """Gradient of Reverse: one array per input (tensor).
+
+    In index notation, next to the code computing it, per variant:
+        dims=(True, False):
+            grad_tensor[i, j] = grad[D0 - i - 1, j], i.e. `_gather(grad, t2, -2)`
+        dims=(True, True):
+            grad_tensor[i, j] = grad[D0 - i - 1, D1 - j - 1], i.e. `_gather(t3, t6, -2)`
+        dims=(True, True, True):
+            grad_tensor[i, j, k] = grad[D0 - i - 1, D1 - j - 1, D2 - k - 1]
+                i.e. `_gather(t7, t10, -3)`
+    """
+    dims = tuple(int(a) for a in np.ravel(dims))
+    if dims == (True, False):
+        t0 = torch.arange(np.shape(tensor)[-2])
+        t1 = np.shape(tensor)[-2]
+        t2 = -t0 + t1 - 1
+        grad_tensor = _gather(grad, t2, -2)
+    elif dims == (True, True):
+        t0 = torch.arange(np.shape(tensor)[-1])
+        t1 = np.shape(tensor)[-1]
+        t2 = -t0 + t1 - 1
+        t3 = _gather(grad, t2, -1)
+        t4 = torch.arange(np.shape(tensor)[-2])
+        t5 = np.shape(tensor)[-2]
+        t6 = -t4 + t5 - 1
+        grad_tensor = _gather(t3, t6, -2)
+    elif dims == (True, True, True):
+        t0 = torch.arange(np.shape(tensor)[-1])
+        t1 = np.shape(tensor)[-1]
+        t2 = -t0 + t1 - 1
+        t3 = _gather(grad, t2, -1)
+        t4 = torch.arange(np.shape(tensor)[-2])
+        t5 = np.shape(tensor)[-2]
+        t6 = -t4 + t5 - 1
+        t7 = _gather(t3, t6, -2)
+        t8 = torch.arange(np.shape(tensor)[-3])
+        t9 = np.shape(tensor)[-3]
+        t10 = -t8 + t9 - 1
+        grad_tensor = _gather(t7, t10, -3)
+    else:
+        raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
+    return (grad_tensor,)
+
+
+class _ReverseFunction(torch.autograd.Function):
+    """Reverse for autograd: the backward is reverse_vjp."""
+
+    @staticmethod
+    def forward(dims, tensor):
+        return reverse_forward(tensor, dims=dims)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:1]
+        ctx.save_for_backward(*inputs[1:])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (dims,) = ctx.attrs
+        (tensor,) = ctx.saved_tensors
+        grads = reverse_vjp(grad, tensor, dims=dims)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+
 def transpose(x, *, perm=(1, 0)):
-    """Transpose: Axis n of the output is axis `perm[n]` of the input (declared at ops/array.py:71); differentiated by transpose_vjp."""
+    """Transpose: Axis n of the output is axis `perm[n]` of the input (declared at ops/array.py:101); differentiated by transpose_vjp."""
     return _TransposeFunction.apply(perm, x)
 
 
@@ -506,7 +853,7 @@ def strided_slice(
     begin_mask=0,
     end_mask=0,
 ):
-    """StridedSlice: Every `strides[k]`-th entry from `begin[k]` up to `end[k]` (excluded) along each axis k, (declared at ops/array.py:109); differentiated by strided_slice_vjp."""
+    """StridedSlice: Every `strides[k]`-th entry from `begin[k]` up to `end[k]` (excluded) along each axis k, (declared at ops/array.py:160); differentiated by strided_slice_vjp."""
     return _StridedSliceFunction.apply(
         shrink_axis_mask,
         ellipsis_mask,
@@ -845,6 +1192,624 @@ class _StridedSliceFunction(torch.autograd.Function):
         grads = strided_slice_vjp(
             grad,
             input,
+            shrink_axis_mask=shrink_axis_mask,
+            ellipsis_mask=ellipsis_mask,
+            new_axis_mask=new_axis_mask,
+            begin=begin,
+            end=end,
+            strides=strides,
+            begin_mask=begin_mask,
+            end_mask=end_mask,
+        )
+        return (
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            *_needed(grads, ctx.needs_input_grad[8:]),
+        )
+
+
+def strided_slice_backprop(
+    dy,
+    *,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    shape,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """StridedSliceGrad: StridedSlice's gradient: `dy` placed at the entries the slice takes of a zero array of (declared at ops/array.py:203); differentiated by strided_slice_backprop_vjp."""
+    return _StridedSliceGradFunction.apply(
+        shrink_axis_mask,
+        ellipsis_mask,
+        new_axis_mask,
+        shape,
+        begin,
+        end,
+        strides,
+        begin_mask,
+        end_mask,
+        dy,
+    )
+
+
+def strided_slice_backprop_forward(
+    dy,
+    *,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    shape,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """StridedSliceGrad's formula."""
+    rank = np.ndim(dy)
+    shape = np.asarray(shape, dtype=np.int64)
+    begin = np.asarray(begin, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    strides = np.asarray(strides, dtype=np.int64)
+    if ellipsis_mask != 0 or new_axis_mask != 0:
+        raise ValueError(
+            f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    if rank == 1 and shrink_axis_mask == 0:
+        t0 = shape[0]
+        t1 = torch.arange(int(t0))
+        t2 = t1 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        t3 = torch.where(t2 % strides[0] == 0, t2 // strides[0], -1)
+        output = _gather(dy, t3, -1)
+    elif rank == 1 and shrink_axis_mask == 1:
+        t0 = shape[1]
+        t1 = torch.arange(int(t0))
+        t2 = t1 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t3 = torch.where(t2 % strides[1] == 0, t2 // strides[1], -1)
+        t4 = _gather(dy, t3, -1)
+        t5 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        t6 = shape[0]
+        t7 = torch.arange(int(t6))
+        t8 = t7 == t5
+        t9 = t8[..., None]
+        output = torch.where(t9, t4, 0)
+    elif rank == 2 and shrink_axis_mask == 0:
+        t0 = shape[1]
+        t1 = torch.arange(int(t0))
+        t2 = t1 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t3 = torch.where(t2 % strides[1] == 0, t2 // strides[1], -1)
+        t4 = _gather(dy, t3, -1)
+        t5 = shape[0]
+        t6 = torch.arange(int(t5))
+        t7 = t6 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        t8 = torch.where(t7 % strides[0] == 0, t7 // strides[0], -1)
+        output = _gather(t4, t8, -2)
+    elif rank == 2 and shrink_axis_mask == 1:
+        t0 = shape[2]
+        t1 = torch.arange(int(t0))
+        t2 = t1 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t3 = torch.where(t2 % strides[2] == 0, t2 // strides[2], -1)
+        t4 = _gather(dy, t3, -1)
+        t5 = shape[1]
+        t6 = torch.arange(int(t5))
+        t7 = t6 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = torch.where(t7 % strides[1] == 0, t7 // strides[1], -1)
+        t9 = _gather(t4, t8, -2)
+        t10 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        t11 = shape[0]
+        t12 = torch.arange(int(t11))
+        t13 = t12 == t10
+        t14 = t13[..., None, None]
+        output = torch.where(t14, t9, 0)
+    elif rank == 3 and shrink_axis_mask == 0:
+        t0 = shape[2]
+        t1 = torch.arange(int(t0))
+        t2 = t1 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t3 = torch.where(t2 % strides[2] == 0, t2 // strides[2], -1)
+        t4 = _gather(dy, t3, -1)
+        t5 = shape[1]
+        t6 = torch.arange(int(t5))
+        t7 = t6 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = torch.where(t7 % strides[1] == 0, t7 // strides[1], -1)
+        t9 = _gather(t4, t8, -2)
+        t10 = shape[0]
+        t11 = torch.arange(int(t10))
+        t12 = t11 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        t13 = torch.where(t12 % strides[0] == 0, t12 // strides[0], -1)
+        output = _gather(t9, t13, -3)
+    elif rank == 3 and shrink_axis_mask == 1:
+        t0 = shape[3]
+        t1 = torch.arange(int(t0))
+        t2 = t1 - _slice_start(shape[3], begin[3], strides[3], _bit(begin_mask, 3))
+        t3 = torch.where(t2 % strides[3] == 0, t2 // strides[3], -1)
+        t4 = _gather(dy, t3, -1)
+        t5 = shape[2]
+        t6 = torch.arange(int(t5))
+        t7 = t6 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t8 = torch.where(t7 % strides[2] == 0, t7 // strides[2], -1)
+        t9 = _gather(t4, t8, -2)
+        t10 = shape[1]
+        t11 = torch.arange(int(t10))
+        t12 = t11 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t13 = torch.where(t12 % strides[1] == 0, t12 // strides[1], -1)
+        t14 = _gather(t9, t13, -3)
+        t15 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        t16 = shape[0]
+        t17 = torch.arange(int(t16))
+        t18 = t17 == t15
+        t19 = t18[..., None, None, None]
+        output = torch.where(t19, t14, 0)
+    else:
+        raise ValueError(
+            f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    return output
+
+
+def strided_slice_backprop_vjp(
+    grad,
+    dy,
+    *,
+    output=None,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    shape,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """Gradient of StridedSliceGrad: one array per input (dy).
+
+    In index notation, next to the code computing it, for rank=1, shrink_axis_mask=0,
+    ellipsis_mask=0, new_axis_mask=0 (other values of shrink_axis_mask, ellipsis_mask, new_axis_mask
+    change it):
+        grad_dy[s0] = grad[strides[0] * s0 + slice_start(shape[0], begin[0], strides[0],
+            bit(begin_mask, 0))], i.e. `_gather(grad, t1, -1)`
+    """
+    rank = np.ndim(dy)
+    shape = np.asarray(shape, dtype=np.int64)
+    begin = np.asarray(begin, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    strides = np.asarray(strides, dtype=np.int64)
+    if ellipsis_mask != 0 or new_axis_mask != 0:
+        raise ValueError(
+            f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    t0 = torch.arange(np.shape(dy)[-1])
+    if rank == 1 and shrink_axis_mask == 0:
+        t1 = strides[0] * t0 + _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        grad_dy = _gather(grad, t1, -1)
+    elif rank == 1 and shrink_axis_mask == 1:
+        t1 = strides[1] * t0 + _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t2 = _gather(grad, t1, -1)
+        t3 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        grad_dy = _gather(t2, t3, -2)
+    elif rank == 2 and shrink_axis_mask == 0:
+        t1 = strides[1] * t0 + _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t2 = _gather(grad, t1, -1)
+        t3 = torch.arange(np.shape(dy)[-2])
+        t4 = strides[0] * t3 + _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        grad_dy = _gather(t2, t4, -2)
+    elif rank == 2 and shrink_axis_mask == 1:
+        t1 = strides[2] * t0 + _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t2 = _gather(grad, t1, -1)
+        t3 = torch.arange(np.shape(dy)[-2])
+        t4 = strides[1] * t3 + _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t5 = _gather(t2, t4, -2)
+        t6 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        grad_dy = _gather(t5, t6, -3)
+    elif rank == 3 and shrink_axis_mask == 0:
+        t1 = strides[2] * t0 + _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t2 = _gather(grad, t1, -1)
+        t3 = torch.arange(np.shape(dy)[-2])
+        t4 = strides[1] * t3 + _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t5 = _gather(t2, t4, -2)
+        t6 = torch.arange(np.shape(dy)[-3])
+        t7 = strides[0] * t6 + _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        grad_dy = _gather(t5, t7, -3)
+    elif rank == 3 and shrink_axis_mask == 1:
+        t1 = strides[3] * t0 + _slice_start(shape[3], begin[3], strides[3], _bit(begin_mask, 3))
+        t2 = _gather(grad, t1, -1)
+        t3 = torch.arange(np.shape(dy)[-2])
+        t4 = strides[2] * t3 + _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t5 = _gather(t2, t4, -2)
+        t6 = torch.arange(np.shape(dy)[-3])
+        t7 = strides[1] * t6 + _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _gather(t5, t7, -3)
+        t9 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        grad_dy = _gather(t8, t9, -4)
+    else:
+        raise ValueError(
+            f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    return (grad_dy,)
+
+
+class _StridedSliceGradFunction(torch.autograd.Function):
+    """StridedSliceGrad for autograd: the backward is strided_slice_backprop_vjp."""
+
+    @staticmethod
+    def forward(
+        shrink_axis_mask,
+        ellipsis_mask,
+        new_axis_mask,
+        shape,
+        begin,
+        end,
+        strides,
+        begin_mask,
+        end_mask,
+        dy,
+    ):
+        return strided_slice_backprop_forward(
+            dy,
+            shrink_axis_mask=shrink_axis_mask,
+            ellipsis_mask=ellipsis_mask,
+            new_axis_mask=new_axis_mask,
+            shape=shape,
+            begin=begin,
+            end=end,
+            strides=strides,
+            begin_mask=begin_mask,
+            end_mask=end_mask,
+        )
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:9]
+        ctx.save_for_backward(*inputs[9:])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (
+            shrink_axis_mask,
+            ellipsis_mask,
+            new_axis_mask,
+            shape,
+            begin,
+            end,
+            strides,
+            begin_mask,
+            end_mask,
+        ) = ctx.attrs
+        (dy,) = ctx.saved_tensors
+        grads = strided_slice_backprop_vjp(
+            grad,
+            dy,
+            shrink_axis_mask=shrink_axis_mask,
+            ellipsis_mask=ellipsis_mask,
+            new_axis_mask=new_axis_mask,
+            shape=shape,
+            begin=begin,
+            end=end,
+            strides=strides,
+            begin_mask=begin_mask,
+            end_mask=end_mask,
+        )
+        return (
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            *_needed(grads, ctx.needs_input_grad[9:]),
+        )
+
+
+def tensor_strided_slice_update(
+    input,
+    value,
+    *,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """TensorStridedSliceUpdate: `input` with the entries StridedSlice would take replaced by `value`'s (declared at ops/array.py:221); differentiated by tensor_strided_slice_update_vjp."""
+    return _TensorStridedSliceUpdateFunction.apply(
+        shrink_axis_mask,
+        ellipsis_mask,
+        new_axis_mask,
+        begin,
+        end,
+        strides,
+        begin_mask,
+        end_mask,
+        input,
+        value,
+    )
+
+
+def tensor_strided_slice_update_forward(
+    input,
+    value,
+    *,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """TensorStridedSliceUpdate's formula."""
+    rank = np.ndim(input)
+    begin = np.asarray(begin, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    strides = np.asarray(strides, dtype=np.int64)
+    if shrink_axis_mask != 0 or ellipsis_mask != 0 or new_axis_mask != 0:
+        raise ValueError(
+            f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    t0 = torch.asarray(1, dtype=input.dtype)
+    if rank == 1:
+        t1 = np.shape(input)[-1]
+        t2 = torch.arange(np.shape(value)[-1])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 0, t1)  # no gather form: an explicit scatter-add
+        t5 = torch.arange(np.shape(input)[-1])
+        t6 = t5 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t7 = torch.where(t6 % strides[0] == 0, t6 // strides[0], -1)
+        t8 = _gather(value, t7, -1)
+        output = -input * t4 + input + t8
+    elif rank == 2:
+        t1 = np.shape(input)[-2]
+        t2 = torch.arange(np.shape(value)[-2])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 1, t1)  # no gather form: an explicit scatter-add
+        t5 = np.shape(input)[-1]
+        t6 = torch.arange(np.shape(value)[-1])
+        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _scatter_add(t0, t7, 0, t5)  # no gather form: an explicit scatter-add
+        t9 = torch.arange(np.shape(input)[-1])
+        t10 = t9 - _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t11 = torch.where(t10 % strides[1] == 0, t10 // strides[1], -1)
+        t12 = _gather(value, t11, -1)
+        t13 = torch.arange(np.shape(input)[-2])
+        t14 = t13 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t15 = torch.where(t14 % strides[0] == 0, t14 // strides[0], -1)
+        t16 = _gather(t12, t15, -2)
+        output = -input * t4 * t8 + input + t16
+    elif rank == 3:
+        t1 = np.shape(input)[-3]
+        t2 = torch.arange(np.shape(value)[-3])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 2, t1)  # no gather form: an explicit scatter-add
+        t5 = np.shape(input)[-2]
+        t6 = torch.arange(np.shape(value)[-2])
+        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _scatter_add(t0, t7, 1, t5)  # no gather form: an explicit scatter-add
+        t9 = np.shape(input)[-1]
+        t10 = torch.arange(np.shape(value)[-1])
+        t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        t12 = _scatter_add(t0, t11, 0, t9)  # no gather form: an explicit scatter-add
+        t13 = torch.arange(np.shape(input)[-1])
+        t14 = t13 - _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        t15 = torch.where(t14 % strides[2] == 0, t14 // strides[2], -1)
+        t16 = _gather(value, t15, -1)
+        t17 = torch.arange(np.shape(input)[-2])
+        t18 = t17 - _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t19 = torch.where(t18 % strides[1] == 0, t18 // strides[1], -1)
+        t20 = _gather(t16, t19, -2)
+        t21 = torch.arange(np.shape(input)[-3])
+        t22 = t21 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t23 = torch.where(t22 % strides[0] == 0, t22 // strides[0], -1)
+        t24 = _gather(t20, t23, -3)
+        output = -input * t12 * t4 * t8 + input + t24
+    elif rank == 4:
+        t1 = np.shape(input)[-4]
+        t2 = torch.arange(np.shape(value)[-4])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 3, t1)  # no gather form: an explicit scatter-add
+        t5 = np.shape(input)[-3]
+        t6 = torch.arange(np.shape(value)[-3])
+        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _scatter_add(t0, t7, 2, t5)  # no gather form: an explicit scatter-add
+        t9 = np.shape(input)[-2]
+        t10 = torch.arange(np.shape(value)[-2])
+        t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        t12 = _scatter_add(t0, t11, 1, t9)  # no gather form: an explicit scatter-add
+        t13 = np.shape(input)[-1]
+        t14 = torch.arange(np.shape(value)[-1])
+        t15 = strides[3] * t14 + _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
+        t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
+        t17 = torch.arange(np.shape(input)[-1])
+        t18 = t17 - _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
+        t19 = torch.where(t18 % strides[3] == 0, t18 // strides[3], -1)
+        t20 = _gather(value, t19, -1)
+        t21 = torch.arange(np.shape(input)[-2])
+        t22 = t21 - _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        t23 = torch.where(t22 % strides[2] == 0, t22 // strides[2], -1)
+        t24 = _gather(t20, t23, -2)
+        t25 = torch.arange(np.shape(input)[-3])
+        t26 = t25 - _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t27 = torch.where(t26 % strides[1] == 0, t26 // strides[1], -1)
+        t28 = _gather(t24, t27, -3)
+        t29 = torch.arange(np.shape(input)[-4])
+        t30 = t29 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t31 = torch.where(t30 % strides[0] == 0, t30 // strides[0], -1)
+        t32 = _gather(t28, t31, -4)
+        output = -input * t12 * t16 * t4 * t8 + input + t32
+    else:
+        raise ValueError(
+            f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    return output
+
+
+def tensor_strided_slice_update_vjp(
+    grad,
+    input,
+    value,
+    *,
+    output=None,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """Gradient of TensorStridedSliceUpdate: one array per input (input, value).
+
+    In index notation, next to the code computing it, for rank=1, shrink_axis_mask=0,
+    ellipsis_mask=0, new_axis_mask=0 (other values of shrink_axis_mask, ellipsis_mask, new_axis_mask
+    change it):
+        grad_input[i0] = grad[i0]
+            - sum_{s0} grad[i0] * delta(i0, strides[0] * s0 + slice_start(D0, begin[0], strides[0],
+                bit(begin_mask, 0))), i.e. `grad * (1 - t4)`
+        grad_value[s0] = grad[strides[0] * s0 + slice_start(D0, begin[0], strides[0],
+            bit(begin_mask, 0))], i.e. `_gather(grad, t3, -1)`
+    """
+    rank = np.ndim(input)
+    begin = np.asarray(begin, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    strides = np.asarray(strides, dtype=np.int64)
+    if shrink_axis_mask != 0 or ellipsis_mask != 0 or new_axis_mask != 0:
+        raise ValueError(
+            f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    t0 = torch.asarray(1, dtype=input.dtype)
+    if rank == 1:
+        t1 = np.shape(input)[-1]
+        t2 = torch.arange(np.shape(value)[-1])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 0, t1)  # no gather form: an explicit scatter-add
+        grad_input = grad * (1 - t4)
+        grad_value = _gather(grad, t3, -1)
+    elif rank == 2:
+        t1 = np.shape(input)[-2]
+        t2 = torch.arange(np.shape(value)[-2])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 1, t1)  # no gather form: an explicit scatter-add
+        t5 = np.shape(input)[-1]
+        t6 = torch.arange(np.shape(value)[-1])
+        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _scatter_add(t0, t7, 0, t5)  # no gather form: an explicit scatter-add
+        grad_input = grad * (-t4 * t8 + 1)
+        t9 = _gather(grad, t7, -1)
+        grad_value = _gather(t9, t3, -2)
+    elif rank == 3:
+        t1 = np.shape(input)[-3]
+        t2 = torch.arange(np.shape(value)[-3])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 2, t1)  # no gather form: an explicit scatter-add
+        t5 = np.shape(input)[-2]
+        t6 = torch.arange(np.shape(value)[-2])
+        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _scatter_add(t0, t7, 1, t5)  # no gather form: an explicit scatter-add
+        t9 = np.shape(input)[-1]
+        t10 = torch.arange(np.shape(value)[-1])
+        t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        t12 = _scatter_add(t0, t11, 0, t9)  # no gather form: an explicit scatter-add
+        grad_input = grad * (-t12 * t4 * t8 + 1)
+        t13 = _gather(grad, t11, -1)
+        t14 = _gather(t13, t7, -2)
+        grad_value = _gather(t14, t3, -3)
+    elif rank == 4:
+        t1 = np.shape(input)[-4]
+        t2 = torch.arange(np.shape(value)[-4])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 3, t1)  # no gather form: an explicit scatter-add
+        t5 = np.shape(input)[-3]
+        t6 = torch.arange(np.shape(value)[-3])
+        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _scatter_add(t0, t7, 2, t5)  # no gather form: an explicit scatter-add
+        t9 = np.shape(input)[-2]
+        t10 = torch.arange(np.shape(value)[-2])
+        t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        t12 = _scatter_add(t0, t11, 1, t9)  # no gather form: an explicit scatter-add
+        t13 = np.shape(input)[-1]
+        t14 = torch.arange(np.shape(value)[-1])
+        t15 = strides[3] * t14 + _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
+        t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
+        grad_input = grad * (-t12 * t16 * t4 * t8 + 1)
+        t17 = _gather(grad, t15, -1)
+        t18 = _gather(t17, t11, -2)
+        t19 = _gather(t18, t7, -3)
+        grad_value = _gather(t19, t3, -4)
+    else:
+        raise ValueError(
+            f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    return grad_input, grad_value
+
+
+class _TensorStridedSliceUpdateFunction(torch.autograd.Function):
+    """TensorStridedSliceUpdate for autograd: the backward is tensor_strided_slice_update_vjp."""
+
+    @staticmethod
+    def forward(
+        shrink_axis_mask,
+        ellipsis_mask,
+        new_axis_mask,
+        begin,
+        end,
+        strides,
+        begin_mask,
+        end_mask,
+        input,
+        value,
+    ):
+        return tensor_strided_slice_update_forward(
+            input,
+            value,
+            shrink_axis_mask=shrink_axis_mask,
+            ellipsis_mask=ellipsis_mask,
+            new_axis_mask=new_axis_mask,
+            begin=begin,
+            end=end,
+            strides=strides,
+            begin_mask=begin_mask,
+            end_mask=end_mask,
+        )
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:8]
+        ctx.save_for_backward(*inputs[8:])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (
+            shrink_axis_mask,
+            ellipsis_mask,
+            new_axis_mask,
+            begin,
+            end,
+            strides,
+            begin_mask,
+            end_mask,
+        ) = ctx.attrs
+        input, value = ctx.saved_tensors
+        grads = tensor_strided_slice_update_vjp(
+            grad,
+            input,
+            value,
             shrink_axis_mask=shrink_axis_mask,
             ellipsis_mask=ellipsis_mask,
             new_axis_mask=new_axis_mask,

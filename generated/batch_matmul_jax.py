@@ -19,9 +19,12 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
+    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
+    broadcast first."""
     if jnp.shape(g) == tuple(shape):
         return g
+    g = jnp.broadcast_to(g, jnp.broadcast_shapes(jnp.shape(g), tuple(shape)))
     lead = jnp.ndim(g) - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + n for n, size in enumerate(shape) if size == 1 and jnp.shape(g)[lead + n] != 1
@@ -199,3 +202,89 @@ def _batch_mat_mul_bwd(adj_x, adj_y, saved, grad):
 
 
 _batch_mat_mul_custom_vjp.defvjp(_batch_mat_mul_fwd, _batch_mat_mul_bwd)
+
+
+def batch_mat_mul_v3(x, y, *, adj_x=False, adj_y=False):
+    """BatchMatMulV3: BatchMatMulV2 with its output dtype an attribute (`Tout`, here the inputs') (declared at ops/batch_matmul.py:27); differentiated by batch_mat_mul_v3_vjp."""
+    return _batch_mat_mul_v3_custom_vjp(adj_x, adj_y, x, y)
+
+
+def batch_mat_mul_v3_forward(x, y, *, adj_x=False, adj_y=False):
+    """BatchMatMulV3's formula."""
+    if not adj_x and not adj_y:
+        output = x @ y
+    elif not adj_x and adj_y:
+        output = x @ jnp.swapaxes(y, -1, -2)
+    elif adj_x and not adj_y:
+        output = jnp.swapaxes(x, -1, -2) @ y
+    elif adj_x and adj_y:
+        output = jnp.swapaxes(x, -1, -2) @ jnp.swapaxes(y, -1, -2)
+    else:
+        raise ValueError(f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
+    return output
+
+
+def batch_mat_mul_v3_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
+    """Gradient of BatchMatMulV3: one array per input (x, y).
+
+    In index notation, next to the code computing it, per variant:
+        adj_x=False, adj_y=False:
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, k, j]
+                i.e. `grad @ jnp.swapaxes(y, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, i, k]
+                i.e. `jnp.swapaxes(x, -1, -2) @ grad`
+        adj_x=False, adj_y=True:
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
+            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, i, k]
+                i.e. `jnp.swapaxes(grad, -1, -2) @ x`
+        adj_x=True, adj_y=False:
+            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, k, j]
+                i.e. `y @ jnp.swapaxes(grad, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
+        adj_x=True, adj_y=True:
+            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, j, k]
+                i.e. `jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(grad, -1, -2)`
+            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, k, i]
+                i.e. `jnp.swapaxes(grad, -1, -2) @ jnp.swapaxes(x, -1, -2)`
+    """
+    if not adj_x and not adj_y:
+        grad_x = grad @ jnp.swapaxes(y, -1, -2)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = jnp.swapaxes(x, -1, -2) @ grad
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    elif not adj_x and adj_y:
+        grad_x = grad @ y
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = jnp.swapaxes(grad, -1, -2) @ x
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    elif adj_x and not adj_y:
+        grad_x = y @ jnp.swapaxes(grad, -1, -2)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = x @ grad
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    elif adj_x and adj_y:
+        grad_x = jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(grad, -1, -2)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = jnp.swapaxes(grad, -1, -2) @ jnp.swapaxes(x, -1, -2)
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    else:
+        raise ValueError(f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
+    return grad_x, grad_y
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _batch_mat_mul_v3_custom_vjp(adj_x, adj_y, x, y):
+    return batch_mat_mul_v3_forward(x, y, adj_x=adj_x, adj_y=adj_y)
+
+
+def _batch_mat_mul_v3_fwd(adj_x, adj_y, x, y):
+    output = batch_mat_mul_v3_forward(x, y, adj_x=adj_x, adj_y=adj_y)
+    return output, ((x, y), output)
+
+
+def _batch_mat_mul_v3_bwd(adj_x, adj_y, saved, grad):
+    (x, y), output = saved
+    return batch_mat_mul_v3_vjp(grad, x, y, output=output, adj_x=adj_x, adj_y=adj_y)
+
+
+_batch_mat_mul_v3_custom_vjp.defvjp(_batch_mat_mul_v3_fwd, _batch_mat_mul_v3_bwd)

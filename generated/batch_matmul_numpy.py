@@ -10,9 +10,12 @@ import numpy as np
 
 
 def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
+    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
+    broadcast first."""
     if np.shape(g) == tuple(shape):
         return g
+    g = np.broadcast_to(g, np.broadcast_shapes(np.shape(g), tuple(shape)))
     lead = np.ndim(g) - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
@@ -236,5 +239,115 @@ def batch_mat_mul_grad_grad(
     else:
         raise ValueError(
             f"BatchMatMulGrad: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}"
+        )
+    return grad_grad, grad_x, grad_y
+
+
+def batch_mat_mul_v3(x, y, *, adj_x=False, adj_y=False):
+    """BatchMatMulV3: BatchMatMulV2 with its output dtype an attribute (`Tout`, here the inputs') (declared at ops/batch_matmul.py:27)."""
+    if not adj_x and not adj_y:
+        output = x @ y
+    elif not adj_x and adj_y:
+        output = x @ np.swapaxes(y, -1, -2)
+    elif adj_x and not adj_y:
+        output = np.swapaxes(x, -1, -2) @ y
+    elif adj_x and adj_y:
+        output = np.swapaxes(x, -1, -2) @ np.swapaxes(y, -1, -2)
+    else:
+        raise ValueError(f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
+    return output
+
+
+def batch_mat_mul_v3_grad(grad, x, y, *, output=None, adj_x=False, adj_y=False):
+    """Gradient of BatchMatMulV3: one array per input (x, y).
+
+    In index notation, next to the code computing it, per variant:
+        adj_x=False, adj_y=False:
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, k, j]
+                i.e. `grad @ np.swapaxes(y, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, i, k]
+                i.e. `np.swapaxes(x, -1, -2) @ grad`
+        adj_x=False, adj_y=True:
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
+            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, i, k]
+                i.e. `np.swapaxes(grad, -1, -2) @ x`
+        adj_x=True, adj_y=False:
+            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, k, j]
+                i.e. `y @ np.swapaxes(grad, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
+        adj_x=True, adj_y=True:
+            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, j, k]
+                i.e. `np.swapaxes(y, -1, -2) @ np.swapaxes(grad, -1, -2)`
+            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, k, i]
+                i.e. `np.swapaxes(grad, -1, -2) @ np.swapaxes(x, -1, -2)`
+    """
+    if not adj_x and not adj_y:
+        grad_x = grad @ np.swapaxes(y, -1, -2)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = np.swapaxes(x, -1, -2) @ grad
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    elif not adj_x and adj_y:
+        grad_x = grad @ y
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = np.swapaxes(grad, -1, -2) @ x
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    elif adj_x and not adj_y:
+        grad_x = y @ np.swapaxes(grad, -1, -2)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = x @ grad
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    elif adj_x and adj_y:
+        grad_x = np.swapaxes(y, -1, -2) @ np.swapaxes(grad, -1, -2)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = np.swapaxes(grad, -1, -2) @ np.swapaxes(x, -1, -2)
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    else:
+        raise ValueError(f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
+    return grad_x, grad_y
+
+
+def batch_mat_mul_v3_grad_grad(
+    grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None, adj_x=False, adj_y=False
+):
+    """Second order of BatchMatMulV3: the gradient of batch_mat_mul_v3_grad: one array per input (grad, x, y)."""
+    if not adj_x and not adj_y:
+        t0 = grad_vjp_x @ y
+        t1 = x @ grad_vjp_y
+        grad_grad = t0 + t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grad_x = grad @ np.swapaxes(grad_vjp_y, -1, -2)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = np.swapaxes(grad_vjp_x, -1, -2) @ grad
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    elif not adj_x and adj_y:
+        t0 = grad_vjp_x @ np.swapaxes(y, -1, -2)
+        t1 = x @ np.swapaxes(grad_vjp_y, -1, -2)
+        grad_grad = t0 + t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grad_x = grad @ grad_vjp_y
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = np.swapaxes(grad, -1, -2) @ grad_vjp_x
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    elif adj_x and not adj_y:
+        t0 = np.swapaxes(grad_vjp_x, -1, -2) @ y
+        t1 = np.swapaxes(x, -1, -2) @ grad_vjp_y
+        grad_grad = t0 + t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grad_x = grad_vjp_y @ np.swapaxes(grad, -1, -2)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = grad_vjp_x @ grad
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    elif adj_x and adj_y:
+        t0 = np.swapaxes(grad_vjp_x, -1, -2) @ np.swapaxes(y, -1, -2)
+        t1 = np.swapaxes(x, -1, -2) @ np.swapaxes(grad_vjp_y, -1, -2)
+        grad_grad = t0 + t1
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grad_x = np.swapaxes(grad_vjp_y, -1, -2) @ np.swapaxes(grad, -1, -2)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = np.swapaxes(grad, -1, -2) @ np.swapaxes(grad_vjp_x, -1, -2)
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    else:
+        raise ValueError(
+            f"BatchMatMulV3Grad: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}"
         )
     return grad_grad, grad_x, grad_y

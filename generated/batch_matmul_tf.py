@@ -104,6 +104,9 @@ def _sum_to_shape(g, x):
     if g.shape.is_fully_defined() and g.shape == x.shape:
         return g
     shape = tf.shape(x)
+    # a `g` that broadcasts to `x` (a second order's cotangent of a broadcast input) is
+    # broadcast first; a larger one is passed through
+    g = tf.broadcast_to(g, tf.broadcast_dynamic_shape(tf.shape(g), shape))
     axes, _ = tf.raw_ops.BroadcastGradientArgs(s0=shape, s1=tf.shape(g))
     return tf.reshape(tf.reduce_sum(g, axes), shape)
 
@@ -294,3 +297,97 @@ def batch_mat_mul(x, y, *, adj_x=False, adj_y=False):
 
 
 _register("BatchMatMul", batch_mat_mul_grad)
+
+
+def batch_mat_mul_v3_vjp(grad, x, y, output, *, adj_x=False, adj_y=False):
+    """Gradient of BatchMatMulV3 (declared at ops/batch_matmul.py:27): one per input (x, y).
+
+    In index notation, next to the code computing it, per variant:
+        adj_x=False, adj_y=False:
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, k, j]
+                i.e. `tf.linalg.matmul(grad, y, transpose_b=True)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, i, k]
+                i.e. `tf.linalg.matmul(x, grad, transpose_a=True)`
+        adj_x=False, adj_y=True:
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k]
+                i.e. `tf.linalg.matmul(grad, y)`
+            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, i, k]
+                i.e. `tf.linalg.matmul(grad, x, transpose_a=True)`
+        adj_x=True, adj_y=False:
+            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, k, j]
+                i.e. `tf.linalg.matmul(y, grad, transpose_b=True)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i]
+                i.e. `tf.linalg.matmul(x, grad)`
+        adj_x=True, adj_y=True:
+            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, j, k]
+                i.e. `tf.linalg.matmul(y, grad, transpose_a=True, transpose_b=True)`
+            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, k, i]
+                i.e. `tf.linalg.matmul(grad, x, transpose_a=True, transpose_b=True)`
+    """
+    if not adj_x and not adj_y:
+        grad_x = tf.linalg.matmul(grad, y, transpose_b=True)
+        grad_x = _sum_to_shape(grad_x, x)
+        grad_y = tf.linalg.matmul(x, grad, transpose_a=True)
+        grad_y = _sum_to_shape(grad_y, y)
+    elif not adj_x and adj_y:
+        grad_x = tf.linalg.matmul(grad, y)
+        grad_x = _sum_to_shape(grad_x, x)
+        grad_y = tf.linalg.matmul(grad, x, transpose_a=True)
+        grad_y = _sum_to_shape(grad_y, y)
+    elif adj_x and not adj_y:
+        grad_x = tf.linalg.matmul(y, grad, transpose_b=True)
+        grad_x = _sum_to_shape(grad_x, x)
+        grad_y = tf.linalg.matmul(x, grad)
+        grad_y = _sum_to_shape(grad_y, y)
+    elif adj_x and adj_y:
+        grad_x = tf.linalg.matmul(y, grad, transpose_a=True, transpose_b=True)
+        grad_x = _sum_to_shape(grad_x, x)
+        grad_y = tf.linalg.matmul(grad, x, transpose_a=True, transpose_b=True)
+        grad_y = _sum_to_shape(grad_y, y)
+    else:
+        raise ValueError(f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
+    return grad_x, grad_y
+
+
+def batch_mat_mul_v3_grad(op, grad):
+    """Gradient function of BatchMatMulV3 for `tf.RegisterGradient`."""
+    return batch_mat_mul_v3_vjp(
+        grad, *op.inputs, *op.outputs, adj_x=op.get_attr("adj_x"), adj_y=op.get_attr("adj_y")
+    )
+
+
+def batch_mat_mul_v3(x, y, *, adj_x=False, adj_y=False):
+    """BatchMatMulV3: BatchMatMulV2 with its output dtype an attribute (`Tout`, here the inputs'), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(x, y):
+        def backward(grad):
+            return batch_mat_mul_v3_vjp(grad, x, y, output, adj_x=adj_x, adj_y=adj_y)
+
+        kernel_outputs = (
+            _tf_kernel("BatchMatMulV3", 1, {"x": x, "y": y}, {"adj_x": adj_x, "adj_y": adj_y})
+            if adj_x in (False, True) and adj_y in (False, True)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        if not adj_x and not adj_y:
+            output = tf.linalg.matmul(x, y)
+        elif not adj_x and adj_y:
+            output = tf.linalg.matmul(x, y, transpose_b=True)
+        elif adj_x and not adj_y:
+            output = tf.linalg.matmul(x, y, transpose_a=True)
+        elif adj_x and adj_y:
+            output = tf.linalg.matmul(x, y, transpose_a=True, transpose_b=True)
+        else:
+            raise ValueError(
+                f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}"
+            )
+        return output, backward
+
+    return forward(x, y)
+
+
+_register("BatchMatMulV3", batch_mat_mul_v3_grad)

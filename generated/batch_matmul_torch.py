@@ -22,9 +22,12 @@ def _needed(grads, needed):
 
 
 def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
+    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
+    broadcast first."""
     if tuple(g.shape) == tuple(shape):
         return g
+    g = torch.broadcast_to(g, torch.broadcast_shapes(tuple(g.shape), tuple(shape)))
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + n for n, size in enumerate(shape) if size == 1 and g.shape[lead + n] != 1
@@ -205,4 +208,92 @@ class _BatchMatMulFunction(torch.autograd.Function):
         adj_x, adj_y = ctx.attrs
         x, y = ctx.saved_tensors
         grads = batch_mat_mul_vjp(grad, x, y, adj_x=adj_x, adj_y=adj_y)
+        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+
+
+def batch_mat_mul_v3(x, y, *, adj_x=False, adj_y=False):
+    """BatchMatMulV3: BatchMatMulV2 with its output dtype an attribute (`Tout`, here the inputs') (declared at ops/batch_matmul.py:27); differentiated by batch_mat_mul_v3_vjp."""
+    return _BatchMatMulV3Function.apply(adj_x, adj_y, x, y)
+
+
+def batch_mat_mul_v3_forward(x, y, *, adj_x=False, adj_y=False):
+    """BatchMatMulV3's formula."""
+    if not adj_x and not adj_y:
+        output = x @ y
+    elif not adj_x and adj_y:
+        output = x @ torch.swapaxes(y, -1, -2)
+    elif adj_x and not adj_y:
+        output = torch.swapaxes(x, -1, -2) @ y
+    elif adj_x and adj_y:
+        output = torch.swapaxes(x, -1, -2) @ torch.swapaxes(y, -1, -2)
+    else:
+        raise ValueError(f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
+    return output
+
+
+def batch_mat_mul_v3_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
+    """Gradient of BatchMatMulV3: one array per input (x, y).
+
+    In index notation, next to the code computing it, per variant:
+        adj_x=False, adj_y=False:
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, k, j]
+                i.e. `grad @ torch.swapaxes(y, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, i, k]
+                i.e. `torch.swapaxes(x, -1, -2) @ grad`
+        adj_x=False, adj_y=True:
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
+            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, i, k]
+                i.e. `torch.swapaxes(grad, -1, -2) @ x`
+        adj_x=True, adj_y=False:
+            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, k, j]
+                i.e. `y @ torch.swapaxes(grad, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
+        adj_x=True, adj_y=True:
+            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, j, k]
+                i.e. `torch.swapaxes(y, -1, -2) @ torch.swapaxes(grad, -1, -2)`
+            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, k, i]
+                i.e. `torch.swapaxes(grad, -1, -2) @ torch.swapaxes(x, -1, -2)`
+    """
+    if not adj_x and not adj_y:
+        grad_x = grad @ torch.swapaxes(y, -1, -2)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = torch.swapaxes(x, -1, -2) @ grad
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    elif not adj_x and adj_y:
+        grad_x = grad @ y
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = torch.swapaxes(grad, -1, -2) @ x
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    elif adj_x and not adj_y:
+        grad_x = y @ torch.swapaxes(grad, -1, -2)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = x @ grad
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    elif adj_x and adj_y:
+        grad_x = torch.swapaxes(y, -1, -2) @ torch.swapaxes(grad, -1, -2)
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        grad_y = torch.swapaxes(grad, -1, -2) @ torch.swapaxes(x, -1, -2)
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
+    else:
+        raise ValueError(f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
+    return grad_x, grad_y
+
+
+class _BatchMatMulV3Function(torch.autograd.Function):
+    """BatchMatMulV3 for autograd: the backward is batch_mat_mul_v3_vjp."""
+
+    @staticmethod
+    def forward(adj_x, adj_y, x, y):
+        return batch_mat_mul_v3_forward(x, y, adj_x=adj_x, adj_y=adj_y)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:2]
+        ctx.save_for_backward(*inputs[2:])
+
+    @staticmethod
+    def backward(ctx, grad):
+        adj_x, adj_y = ctx.attrs
+        x, y = ctx.saved_tensors
+        grads = batch_mat_mul_v3_vjp(grad, x, y, adj_x=adj_x, adj_y=adj_y)
         return None, None, *_needed(grads, ctx.needs_input_grad[2:])

@@ -108,6 +108,9 @@ def _sum_to_shape(g, x):
     if g.shape.is_fully_defined() and g.shape == x.shape:
         return g
     shape = tf.shape(x)
+    # a `g` that broadcasts to `x` (a second order's cotangent of a broadcast input) is
+    # broadcast first; a larger one is passed through
+    g = tf.broadcast_to(g, tf.broadcast_dynamic_shape(tf.shape(g), shape))
     axes, _ = tf.raw_ops.BroadcastGradientArgs(s0=shape, s1=tf.shape(g))
     return tf.reshape(tf.reduce_sum(g, axes), shape)
 

@@ -27,9 +27,12 @@ def _conj(x):
 
 
 def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
+    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
+    broadcast first."""
     if tuple(g.shape) == tuple(shape):
         return g
+    g = torch.broadcast_to(g, torch.broadcast_shapes(tuple(g.shape), tuple(shape)))
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + n for n, size in enumerate(shape) if size == 1 and g.shape[lead + n] != 1

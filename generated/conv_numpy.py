@@ -9,6 +9,8 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 import scipy.sparse
 
+_python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
+
 
 def _shift_right(x, axis, fill, steps=1):
     """`x` moved `steps` along `axis`, `fill` first: an exclusive cumulative sum or product
@@ -69,8 +71,8 @@ def _window_span(x, pads, spans, fill=0):
     widths = [(max(p, 0), max(q - h - p, 0)) for p, q, h in zip(pads, spans, np.shape(x)[1:-1])]
     if any(w != (0, 0) for w in widths):
         x = np.pad(x, [(0, 0)] + widths + [(0, 0)], constant_values=fill)
-    cut = tuple(slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
-    return x[(slice(None),) + cut + (slice(None),)] if rank else x
+    cut = tuple(_python_slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
+    return x[(_python_slice(None),) + cut + (_python_slice(None),)] if rank else x
 
 
 def _window_unspan(x, pads, sizes):
@@ -79,8 +81,8 @@ def _window_unspan(x, pads, sizes):
     widths = [(max(-p, 0), max(h + p - q, 0)) for p, h, q in zip(pads, sizes, np.shape(x)[1:-1])]
     if any(w != (0, 0) for w in widths):
         x = np.pad(x, [(0, 0)] + widths + [(0, 0)])
-    cut = tuple(slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
-    return x[(slice(None),) + cut + (slice(None),)]
+    cut = tuple(_python_slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
+    return x[(_python_slice(None),) + cut + (_python_slice(None),)]
 
 
 def _conv_spans(strides, dilations, counts, kernel):
@@ -97,10 +99,10 @@ def _window_positions(strides, dilations, counts, kernel):
     in the window: a loop over the window, never over the output."""
     for k in np.ndindex(*kernel):
         cut = tuple(
-            slice(j * d, j * d + (q - 1) * s + 1, s)
+            _python_slice(j * d, j * d + (q - 1) * s + 1, s)
             for j, d, q, s in zip(k, dilations, counts, strides)
         )
-        yield k, (slice(None),) + cut
+        yield k, (_python_slice(None),) + cut
 
 
 def _conv(x, f, strides, dilations, pads, sizes):
@@ -1193,48 +1195,37 @@ def max_pool_grad_grad(
             t11 = _gather(t5, t10, -4, fill=-np.inf)
             t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
             ext1 = np.max(t12, axis=(-2, -1))
-            t13 = vjp_input_s6
-            t14 = np.arange(t13)
-            t15 = strides[2] * t1 + t14
-            t16 = _gather(input, t15, -2, fill=-np.inf)
-            t17 = _gather(t16, t10, -4, fill=-np.inf)
-            t18 = np.transpose(t17, (0, 5, 1, 3, 2, 4))
-            t19 = ext1[..., None, None]
-            t20 = _shift_right(
-                np.cumsum(np.asarray(t18 == t19, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            t13 = ext1[..., None, None]
+            t14 = _shift_right(
+                np.cumsum(np.asarray(t12 == t13, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
             )
-            t21 = vjp_input_s5
-            t22 = np.arange(t21)
-            t23 = strides[1] * t7 + t22
-            t24 = _gather(t5, t23, -4, fill=-np.inf)
-            t25 = np.transpose(t24, (0, 5, 1, 3, 2, 4))
-            t26 = np.sum(np.asarray(t19 == t25, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t27 = _shift_right(np.cumsum(t26, axis=-2), axis=-2, fill=0)
-            affine1 = t20 + t27
-        t28 = np.arange(np.shape(grad)[-2])
-        t29 = t28[..., None]
-        t30 = ksize[2]
-        t31 = np.arange(t30)
-        t32 = strides[2] * t29 + t31
-        t33 = _gather(grad_vjp_input, t32, -2)
-        t34 = np.arange(np.shape(grad)[-3])
-        t35 = t34[..., None]
-        t36 = ksize[1]
-        t37 = np.arange(t36)
-        t38 = strides[1] * t35 + t37
-        t39 = _gather(t33, t38, -4)
-        t40 = np.transpose(t39, (0, 5, 1, 3, 2, 4))
-        t41 = _gather(input, t32, -2, fill=-np.inf)
-        t42 = _gather(t41, t38, -4, fill=-np.inf)
-        t43 = np.transpose(t42, (0, 5, 1, 3, 2, 4))
-        t44 = ext1[..., None, None]
-        t45 = np.where((affine1 == 0) & (t43 == t44), t40, 0)
-        t46 = np.transpose(t39, (0, 1, 3, 5, 2, 4))
-        t47 = np.transpose(t42, (0, 1, 3, 5, 2, 4))
-        t48 = np.transpose(ext1, (0, 2, 3, 1))
-        t49 = t48[..., None, None]
-        t50 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t47 == t49) & (t50 == 0), t46, 0), axis=(-2, -1))
+            t15 = np.sum(np.asarray(t12 == t13, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t16 = _shift_right(np.cumsum(t15, axis=-2), axis=-2, fill=0)
+            affine1 = t14 + t16
+        t17 = np.arange(np.shape(grad)[-2])
+        t18 = t17[..., None]
+        t19 = ksize[2]
+        t20 = np.arange(t19)
+        t21 = strides[2] * t18 + t20
+        t22 = _gather(grad_vjp_input, t21, -2)
+        t23 = np.arange(np.shape(grad)[-3])
+        t24 = t23[..., None]
+        t25 = ksize[1]
+        t26 = np.arange(t25)
+        t27 = strides[1] * t24 + t26
+        t28 = _gather(t22, t27, -4)
+        t29 = np.transpose(t28, (0, 5, 1, 3, 2, 4))
+        t30 = _gather(input, t21, -2, fill=-np.inf)
+        t31 = _gather(t30, t27, -4, fill=-np.inf)
+        t32 = np.transpose(t31, (0, 5, 1, 3, 2, 4))
+        t33 = ext1[..., None, None]
+        t34 = np.where((affine1 == 0) & (t32 == t33), t29, 0)
+        t35 = np.transpose(t28, (0, 1, 3, 5, 2, 4))
+        t36 = np.transpose(t31, (0, 1, 3, 5, 2, 4))
+        t37 = np.transpose(ext1, (0, 2, 3, 1))
+        t38 = t37[..., None, None]
+        t39 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t36 == t38) & (t39 == 0), t35, 0), axis=(-2, -1))
     elif padding == "SAME":
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
@@ -1253,50 +1244,39 @@ def max_pool_grad_grad(
             t13 = _gather(t6, t12, -4, fill=-np.inf)
             t14 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
             ext1 = np.max(t14, axis=(-2, -1))
-            t15 = vjp_input_s6
-            t16 = np.arange(t15)
-            t17 = strides[2] * t1 + t16 - _same_padding(t4, ksize[2], strides[2], 1)
-            t18 = _gather(input, t17, -2, fill=-np.inf)
-            t19 = _gather(t18, t12, -4, fill=-np.inf)
-            t20 = np.transpose(t19, (0, 5, 1, 3, 2, 4))
-            t21 = ext1[..., None, None]
-            t22 = _shift_right(
-                np.cumsum(np.asarray(t20 == t21, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            t15 = ext1[..., None, None]
+            t16 = _shift_right(
+                np.cumsum(np.asarray(t14 == t15, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
             )
-            t23 = vjp_input_s5
-            t24 = np.arange(t23)
-            t25 = strides[1] * t8 + t24 - _same_padding(t11, ksize[1], strides[1], 1)
-            t26 = _gather(t6, t25, -4, fill=-np.inf)
-            t27 = np.transpose(t26, (0, 5, 1, 3, 2, 4))
-            t28 = np.sum(np.asarray(t21 == t27, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t29 = _shift_right(np.cumsum(t28, axis=-2), axis=-2, fill=0)
-            affine1 = t22 + t29
-        t30 = np.arange(np.shape(grad)[-2])
-        t31 = t30[..., None]
-        t32 = ksize[2]
-        t33 = np.arange(t32)
-        t34 = np.shape(input)[-2]
-        t35 = strides[2] * t31 + t33 - _same_padding(t34, ksize[2], strides[2], 1)
-        t36 = _gather(grad_vjp_input, t35, -2)
-        t37 = np.arange(np.shape(grad)[-3])
-        t38 = t37[..., None]
-        t39 = ksize[1]
-        t40 = np.arange(t39)
-        t41 = np.shape(input)[-3]
-        t42 = strides[1] * t38 + t40 - _same_padding(t41, ksize[1], strides[1], 1)
-        t43 = _gather(t36, t42, -4)
-        t44 = np.transpose(t43, (0, 5, 1, 3, 2, 4))
-        t45 = _gather(input, t35, -2, fill=-np.inf)
-        t46 = _gather(t45, t42, -4, fill=-np.inf)
-        t47 = np.transpose(t46, (0, 5, 1, 3, 2, 4))
-        t48 = ext1[..., None, None]
-        t49 = np.where((affine1 == 0) & (t47 == t48), t44, 0)
-        t50 = np.transpose(t43, (0, 1, 3, 5, 2, 4))
-        t51 = np.transpose(t46, (0, 1, 3, 5, 2, 4))
-        t52 = np.transpose(ext1, (0, 2, 3, 1))
-        t53 = t52[..., None, None]
-        t54 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t51 == t53) & (t54 == 0), t50, 0), axis=(-2, -1))
+            t17 = np.sum(np.asarray(t14 == t15, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t18 = _shift_right(np.cumsum(t17, axis=-2), axis=-2, fill=0)
+            affine1 = t16 + t18
+        t19 = np.arange(np.shape(grad)[-2])
+        t20 = t19[..., None]
+        t21 = ksize[2]
+        t22 = np.arange(t21)
+        t23 = np.shape(input)[-2]
+        t24 = strides[2] * t20 + t22 - _same_padding(t23, ksize[2], strides[2], 1)
+        t25 = _gather(grad_vjp_input, t24, -2)
+        t26 = np.arange(np.shape(grad)[-3])
+        t27 = t26[..., None]
+        t28 = ksize[1]
+        t29 = np.arange(t28)
+        t30 = np.shape(input)[-3]
+        t31 = strides[1] * t27 + t29 - _same_padding(t30, ksize[1], strides[1], 1)
+        t32 = _gather(t25, t31, -4)
+        t33 = np.transpose(t32, (0, 5, 1, 3, 2, 4))
+        t34 = _gather(input, t24, -2, fill=-np.inf)
+        t35 = _gather(t34, t31, -4, fill=-np.inf)
+        t36 = np.transpose(t35, (0, 5, 1, 3, 2, 4))
+        t37 = ext1[..., None, None]
+        t38 = np.where((affine1 == 0) & (t36 == t37), t33, 0)
+        t39 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
+        t40 = np.transpose(t35, (0, 1, 3, 5, 2, 4))
+        t41 = np.transpose(ext1, (0, 2, 3, 1))
+        t42 = t41[..., None, None]
+        t43 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t40 == t42) & (t43 == 0), t39, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1656,48 +1636,37 @@ def max_pool_v2_grad_grad(
             t11 = _gather(t5, t10, -4, fill=-np.inf)
             t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
             ext1 = np.max(t12, axis=(-2, -1))
-            t13 = vjp_input_s6
-            t14 = np.arange(t13)
-            t15 = strides[2] * t1 + t14
-            t16 = _gather(input, t15, -2, fill=-np.inf)
-            t17 = _gather(t16, t10, -4, fill=-np.inf)
-            t18 = np.transpose(t17, (0, 5, 1, 3, 2, 4))
-            t19 = ext1[..., None, None]
-            t20 = _shift_right(
-                np.cumsum(np.asarray(t18 == t19, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            t13 = ext1[..., None, None]
+            t14 = _shift_right(
+                np.cumsum(np.asarray(t12 == t13, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
             )
-            t21 = vjp_input_s5
-            t22 = np.arange(t21)
-            t23 = strides[1] * t7 + t22
-            t24 = _gather(t5, t23, -4, fill=-np.inf)
-            t25 = np.transpose(t24, (0, 5, 1, 3, 2, 4))
-            t26 = np.sum(np.asarray(t19 == t25, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t27 = _shift_right(np.cumsum(t26, axis=-2), axis=-2, fill=0)
-            affine1 = t20 + t27
-        t28 = np.arange(np.shape(grad)[-2])
-        t29 = t28[..., None]
-        t30 = ksize[2]
-        t31 = np.arange(t30)
-        t32 = strides[2] * t29 + t31
-        t33 = _gather(grad_vjp_input, t32, -2)
-        t34 = np.arange(np.shape(grad)[-3])
-        t35 = t34[..., None]
-        t36 = ksize[1]
-        t37 = np.arange(t36)
-        t38 = strides[1] * t35 + t37
-        t39 = _gather(t33, t38, -4)
-        t40 = np.transpose(t39, (0, 5, 1, 3, 2, 4))
-        t41 = _gather(input, t32, -2, fill=-np.inf)
-        t42 = _gather(t41, t38, -4, fill=-np.inf)
-        t43 = np.transpose(t42, (0, 5, 1, 3, 2, 4))
-        t44 = ext1[..., None, None]
-        t45 = np.where((affine1 == 0) & (t43 == t44), t40, 0)
-        t46 = np.transpose(t39, (0, 1, 3, 5, 2, 4))
-        t47 = np.transpose(t42, (0, 1, 3, 5, 2, 4))
-        t48 = np.transpose(ext1, (0, 2, 3, 1))
-        t49 = t48[..., None, None]
-        t50 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t47 == t49) & (t50 == 0), t46, 0), axis=(-2, -1))
+            t15 = np.sum(np.asarray(t12 == t13, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t16 = _shift_right(np.cumsum(t15, axis=-2), axis=-2, fill=0)
+            affine1 = t14 + t16
+        t17 = np.arange(np.shape(grad)[-2])
+        t18 = t17[..., None]
+        t19 = ksize[2]
+        t20 = np.arange(t19)
+        t21 = strides[2] * t18 + t20
+        t22 = _gather(grad_vjp_input, t21, -2)
+        t23 = np.arange(np.shape(grad)[-3])
+        t24 = t23[..., None]
+        t25 = ksize[1]
+        t26 = np.arange(t25)
+        t27 = strides[1] * t24 + t26
+        t28 = _gather(t22, t27, -4)
+        t29 = np.transpose(t28, (0, 5, 1, 3, 2, 4))
+        t30 = _gather(input, t21, -2, fill=-np.inf)
+        t31 = _gather(t30, t27, -4, fill=-np.inf)
+        t32 = np.transpose(t31, (0, 5, 1, 3, 2, 4))
+        t33 = ext1[..., None, None]
+        t34 = np.where((affine1 == 0) & (t32 == t33), t29, 0)
+        t35 = np.transpose(t28, (0, 1, 3, 5, 2, 4))
+        t36 = np.transpose(t31, (0, 1, 3, 5, 2, 4))
+        t37 = np.transpose(ext1, (0, 2, 3, 1))
+        t38 = t37[..., None, None]
+        t39 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t36 == t38) & (t39 == 0), t35, 0), axis=(-2, -1))
     elif padding == "SAME":
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
@@ -1716,50 +1685,39 @@ def max_pool_v2_grad_grad(
             t13 = _gather(t6, t12, -4, fill=-np.inf)
             t14 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
             ext1 = np.max(t14, axis=(-2, -1))
-            t15 = vjp_input_s6
-            t16 = np.arange(t15)
-            t17 = strides[2] * t1 + t16 - _same_padding(t4, ksize[2], strides[2], 1)
-            t18 = _gather(input, t17, -2, fill=-np.inf)
-            t19 = _gather(t18, t12, -4, fill=-np.inf)
-            t20 = np.transpose(t19, (0, 5, 1, 3, 2, 4))
-            t21 = ext1[..., None, None]
-            t22 = _shift_right(
-                np.cumsum(np.asarray(t20 == t21, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            t15 = ext1[..., None, None]
+            t16 = _shift_right(
+                np.cumsum(np.asarray(t14 == t15, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
             )
-            t23 = vjp_input_s5
-            t24 = np.arange(t23)
-            t25 = strides[1] * t8 + t24 - _same_padding(t11, ksize[1], strides[1], 1)
-            t26 = _gather(t6, t25, -4, fill=-np.inf)
-            t27 = np.transpose(t26, (0, 5, 1, 3, 2, 4))
-            t28 = np.sum(np.asarray(t21 == t27, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t29 = _shift_right(np.cumsum(t28, axis=-2), axis=-2, fill=0)
-            affine1 = t22 + t29
-        t30 = np.arange(np.shape(grad)[-2])
-        t31 = t30[..., None]
-        t32 = ksize[2]
-        t33 = np.arange(t32)
-        t34 = np.shape(input)[-2]
-        t35 = strides[2] * t31 + t33 - _same_padding(t34, ksize[2], strides[2], 1)
-        t36 = _gather(grad_vjp_input, t35, -2)
-        t37 = np.arange(np.shape(grad)[-3])
-        t38 = t37[..., None]
-        t39 = ksize[1]
-        t40 = np.arange(t39)
-        t41 = np.shape(input)[-3]
-        t42 = strides[1] * t38 + t40 - _same_padding(t41, ksize[1], strides[1], 1)
-        t43 = _gather(t36, t42, -4)
-        t44 = np.transpose(t43, (0, 5, 1, 3, 2, 4))
-        t45 = _gather(input, t35, -2, fill=-np.inf)
-        t46 = _gather(t45, t42, -4, fill=-np.inf)
-        t47 = np.transpose(t46, (0, 5, 1, 3, 2, 4))
-        t48 = ext1[..., None, None]
-        t49 = np.where((affine1 == 0) & (t47 == t48), t44, 0)
-        t50 = np.transpose(t43, (0, 1, 3, 5, 2, 4))
-        t51 = np.transpose(t46, (0, 1, 3, 5, 2, 4))
-        t52 = np.transpose(ext1, (0, 2, 3, 1))
-        t53 = t52[..., None, None]
-        t54 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t51 == t53) & (t54 == 0), t50, 0), axis=(-2, -1))
+            t17 = np.sum(np.asarray(t14 == t15, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t18 = _shift_right(np.cumsum(t17, axis=-2), axis=-2, fill=0)
+            affine1 = t16 + t18
+        t19 = np.arange(np.shape(grad)[-2])
+        t20 = t19[..., None]
+        t21 = ksize[2]
+        t22 = np.arange(t21)
+        t23 = np.shape(input)[-2]
+        t24 = strides[2] * t20 + t22 - _same_padding(t23, ksize[2], strides[2], 1)
+        t25 = _gather(grad_vjp_input, t24, -2)
+        t26 = np.arange(np.shape(grad)[-3])
+        t27 = t26[..., None]
+        t28 = ksize[1]
+        t29 = np.arange(t28)
+        t30 = np.shape(input)[-3]
+        t31 = strides[1] * t27 + t29 - _same_padding(t30, ksize[1], strides[1], 1)
+        t32 = _gather(t25, t31, -4)
+        t33 = np.transpose(t32, (0, 5, 1, 3, 2, 4))
+        t34 = _gather(input, t24, -2, fill=-np.inf)
+        t35 = _gather(t34, t31, -4, fill=-np.inf)
+        t36 = np.transpose(t35, (0, 5, 1, 3, 2, 4))
+        t37 = ext1[..., None, None]
+        t38 = np.where((affine1 == 0) & (t36 == t37), t33, 0)
+        t39 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
+        t40 = np.transpose(t35, (0, 1, 3, 5, 2, 4))
+        t41 = np.transpose(ext1, (0, 2, 3, 1))
+        t42 = t41[..., None, None]
+        t43 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t40 == t42) & (t43 == 0), t39, 0), axis=(-2, -1))
     else:
         raise ValueError(f"MaxPoolV2Grad: unsupported attributes padding={padding!r}")
     return grad_grad, None

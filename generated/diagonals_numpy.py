@@ -11,9 +11,12 @@ import scipy.sparse
 
 
 def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
+    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
+    broadcast first."""
     if np.shape(g) == tuple(shape):
         return g
+    g = np.broadcast_to(g, np.broadcast_shapes(np.shape(g), tuple(shape)))
     lead = np.ndim(g) - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1

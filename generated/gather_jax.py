@@ -18,6 +18,9 @@ import numpy as np
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
+_python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
@@ -60,7 +63,7 @@ def _scatter_at(values, positions, trailing, size, kind):
     )
     slots = jnp.full(shape[:start] + (size,) + shape[start + count :], fill, values.dtype)
     positions = jnp.where(positions < 0, size, positions)  # dropped, not counted from the end
-    at = slots.at[(slice(None),) * start + (positions,)]
+    at = slots.at[(_python_slice(None),) * start + (positions,)]
     return getattr(at, kind)(values, mode="drop")
 
 

@@ -24,9 +24,12 @@ def _conj(x):
 
 
 def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
+    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
+    broadcast first."""
     if jnp.shape(g) == tuple(shape):
         return g
+    g = jnp.broadcast_to(g, jnp.broadcast_shapes(jnp.shape(g), tuple(shape)))
     lead = jnp.ndim(g) - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + n for n, size in enumerate(shape) if size == 1 and jnp.shape(g)[lead + n] != 1
@@ -46,7 +49,7 @@ def _gather(x, positions, axis, fill=0):
 
 
 def concat_v2(*values, axis=-1):
-    """ConcatV2: The tensors of `values` joined along `axis`: entry k shifted by the sizes before it (declared at ops/list_ops.py:27); differentiated by concat_v2_vjp."""
+    """ConcatV2: The tensors of `values` joined along `axis`: entry k shifted by the sizes before it (declared at ops/list_ops.py:28); differentiated by concat_v2_vjp."""
     return _concat_v2_custom_vjp(axis, *values)
 
 
@@ -153,8 +156,124 @@ def _concat_v2_bwd(axis, saved, grad):
 _concat_v2_custom_vjp.defvjp(_concat_v2_fwd, _concat_v2_bwd)
 
 
+def concat(*values, concat_dim=-1):
+    """Concat: ConcatV2 with the axis passed first, as `concat_dim` (declared at ops/list_ops.py:43); differentiated by concat_vjp."""
+    return _concat_custom_vjp(concat_dim, *values)
+
+
+def concat_forward(*values, concat_dim=-1):
+    """Concat's formula."""
+    concat_dim = (
+        concat_dim - np.ndim(values[0])
+        if np.ndim(concat_dim) == 0 and concat_dim >= 0
+        else concat_dim
+    )
+    N = len(values)
+    if concat_dim in (-1, -2) and N == 2:
+        values_0, values_1 = values
+        t0 = jnp.shape(values_0)[concat_dim]
+        t1 = jnp.shape(values_1)[concat_dim]
+        t2 = t0 + t1
+        t3 = jnp.arange(t2)
+        t4 = _gather(values_0, t3, concat_dim)
+        t5 = -t0 + t3
+        t6 = _gather(values_1, t5, concat_dim)
+        output = t4 + t6
+    elif concat_dim in (-1, -2) and N == 3:
+        values_0, values_1, values_2 = values
+        t0 = jnp.shape(values_0)[concat_dim]
+        t1 = jnp.shape(values_1)[concat_dim]
+        t2 = jnp.shape(values_2)[concat_dim]
+        t3 = t0 + t1 + t2
+        t4 = jnp.arange(t3)
+        t5 = _gather(values_0, t4, concat_dim)
+        t6 = -t0 + t4
+        t7 = _gather(values_1, t6, concat_dim)
+        t8 = -t0 - t1 + t4
+        t9 = _gather(values_2, t8, concat_dim)
+        output = t5 + t7 + t9
+    else:
+        raise ValueError(f"Concat: unsupported attributes concat_dim={concat_dim!r}, N={N!r}")
+    return output
+
+
+def concat_vjp(grad, *values, output=None, concat_dim=-1):
+    """Gradient of Concat: one array per input (*values).
+
+    In index notation, next to the code computing it, per variant:
+        concat_dim=-1, N=2:
+            grad_values_0[batch, p, j] = grad[batch, p, j], i.e. `_gather(grad, t0, -1)`
+            grad_values_1[batch, i, j] = grad[batch, i, D0 + j], i.e. `_gather(grad, t3, -1)`
+        concat_dim=-1, N=3:
+            grad_values_0[batch, p, j] = grad[batch, p, j], i.e. `_gather(grad, t0, -1)`
+            grad_values_1[batch, i, j] = grad[batch, i, D0 + j], i.e. `_gather(grad, t3, -1)`
+            grad_values_2[batch, i, j] = grad[batch, i, D0 + D1 + j], i.e. `_gather(grad, t6, -1)`
+        concat_dim=-2, N=2:
+            grad_values_0[batch, j, p] = grad[batch, j, p], i.e. `_gather(grad, t0, -2)`
+            grad_values_1[batch, i, j] = grad[batch, D0 + i, j], i.e. `_gather(grad, t3, -2)`
+        concat_dim=-2, N=3:
+            grad_values_0[batch, j, p] = grad[batch, j, p], i.e. `_gather(grad, t0, -2)`
+            grad_values_1[batch, i, j] = grad[batch, D0 + i, j], i.e. `_gather(grad, t3, -2)`
+            grad_values_2[batch, i, j] = grad[batch, D0 + D1 + i, j], i.e. `_gather(grad, t6, -2)`
+    """
+    concat_dim = (
+        concat_dim - np.ndim(values[0])
+        if np.ndim(concat_dim) == 0 and concat_dim >= 0
+        else concat_dim
+    )
+    N = len(values)
+    if concat_dim in (-1, -2) and N == 2:
+        values_0, values_1 = values
+        t0 = jnp.arange(jnp.shape(values_0)[concat_dim])
+        grad_values_0 = _gather(grad, t0, concat_dim)
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
+        t1 = jnp.arange(jnp.shape(values_1)[concat_dim])
+        t2 = jnp.shape(values_0)[concat_dim]
+        t3 = t1 + t2
+        grad_values_1 = _gather(grad, t3, concat_dim)
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
+        grads = (grad_values_0, grad_values_1)
+    elif concat_dim in (-1, -2) and N == 3:
+        values_0, values_1, values_2 = values
+        t0 = jnp.arange(jnp.shape(values_0)[concat_dim])
+        grad_values_0 = _gather(grad, t0, concat_dim)
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
+        t1 = jnp.arange(jnp.shape(values_1)[concat_dim])
+        t2 = jnp.shape(values_0)[concat_dim]
+        t3 = t1 + t2
+        grad_values_1 = _gather(grad, t3, concat_dim)
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
+        t4 = jnp.arange(jnp.shape(values_2)[concat_dim])
+        t5 = jnp.shape(values_1)[concat_dim]
+        t6 = t2 + t4 + t5
+        grad_values_2 = _gather(grad, t6, concat_dim)
+        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
+        grads = (grad_values_0, grad_values_1, grad_values_2)
+    else:
+        raise ValueError(f"Concat: unsupported attributes concat_dim={concat_dim!r}, N={N!r}")
+    return grads
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _concat_custom_vjp(concat_dim, *values):
+    return concat_forward(*values, concat_dim=concat_dim)
+
+
+def _concat_fwd(concat_dim, *values):
+    output = concat_forward(*values, concat_dim=concat_dim)
+    return output, ((values,), output)
+
+
+def _concat_bwd(concat_dim, saved, grad):
+    (values,), output = saved
+    return concat_vjp(grad, *values, output=output, concat_dim=concat_dim)
+
+
+_concat_custom_vjp.defvjp(_concat_fwd, _concat_bwd)
+
+
 def split(value, *, num_split=2, axis=-1):
-    """Split: `value` cut along `axis` into `num_split` pieces of equal size (declared at ops/list_ops.py:54); differentiated by split_vjp."""
+    """Split: `value` cut along `axis` into `num_split` pieces of equal size (declared at ops/list_ops.py:65); differentiated by split_vjp."""
     return _split_custom_vjp(num_split, axis, value)
 
 
@@ -239,7 +358,7 @@ _split_custom_vjp.defvjp(_split_fwd, _split_bwd)
 
 
 def split_v(value, *, num_split=2, axis=-1, size_splits):
-    """SplitV: `value` cut along `axis` into pieces of `size_splits[k]` entries (one may be -1: the rest) (declared at ops/list_ops.py:63); differentiated by split_v_vjp."""
+    """SplitV: `value` cut along `axis` into pieces of `size_splits[k]` entries (one may be -1: the rest) (declared at ops/list_ops.py:74); differentiated by split_v_vjp."""
     return _split_v_custom_vjp(num_split, axis, size_splits, value)
 
 
@@ -343,7 +462,7 @@ _split_v_custom_vjp.defvjp(_split_v_fwd, _split_v_bwd)
 
 
 def pack(*values, axis=-1):
-    """Pack: The tensors of `values`, of one shape, stacked along a new axis `axis` (declared at ops/list_ops.py:97); differentiated by pack_vjp."""
+    """Pack: The tensors of `values`, of one shape, stacked along a new axis `axis` (declared at ops/list_ops.py:108); differentiated by pack_vjp."""
     return _pack_custom_vjp(axis, *values)
 
 
@@ -417,7 +536,7 @@ _pack_custom_vjp.defvjp(_pack_fwd, _pack_bwd)
 
 
 def unpack(value, *, num=2, axis=-1):
-    """Unpack: `value` taken apart along axis `axis` (of `num` entries), that axis dropped (declared at ops/list_ops.py:115); differentiated by unpack_vjp."""
+    """Unpack: `value` taken apart along axis `axis` (of `num` entries), that axis dropped (declared at ops/list_ops.py:126); differentiated by unpack_vjp."""
     return _unpack_custom_vjp(num, axis, value)
 
 
@@ -481,7 +600,7 @@ _unpack_custom_vjp.defvjp(_unpack_fwd, _unpack_bwd)
 
 
 def add_n(*inputs):
-    """AddN: The sum of the tensors of `inputs`, all of one shape (declared at ops/list_ops.py:127); differentiated by add_n_vjp."""
+    """AddN: The sum of the tensors of `inputs`, all of one shape (declared at ops/list_ops.py:138); differentiated by add_n_vjp."""
     return _add_n_custom_vjp(*inputs)
 
 
@@ -551,3 +670,96 @@ def _add_n_bwd(saved, grad):
 
 
 _add_n_custom_vjp.defvjp(_add_n_fwd, _add_n_bwd)
+
+
+def identity_n(*input):
+    """IdentityN: Each tensor of `input` as it is, a list of any shapes (an index per output: each its (declared at ops/list_ops.py:145); differentiated by identity_n_vjp."""
+    return _identity_n_custom_vjp(*input)
+
+
+def identity_n_forward(*input):
+    """IdentityN's formula."""
+    N = len(input)
+    if N == 1:
+        (input_0,) = input
+        output_0 = input_0
+        output = (output_0,)
+    elif N == 2:
+        input_0, input_1 = input
+        output_0 = input_0
+        output_1 = input_1
+        output = (output_0, output_1)
+    elif N == 3:
+        input_0, input_1, input_2 = input
+        output_0 = input_0
+        output_1 = input_1
+        output_2 = input_2
+        output = (output_0, output_1, output_2)
+    else:
+        raise ValueError(f"IdentityN: unsupported attributes N={N!r}")
+    return output
+
+
+def identity_n_vjp(grad_output, *input, output=None):
+    """Gradient of IdentityN: one array per input (*input).
+
+    In index notation, next to the code computing it, per variant:
+        N=1:
+            grad_input_0[batch, q0] = grad_output_0[batch, q0], i.e. `grad_output_0`
+        N=2:
+            grad_input_0[batch, q0] = grad_output_0[batch, q0], i.e. `grad_output_0`
+            grad_input_1[batch, q1] = grad_output_1[batch, q1], i.e. `grad_output_1`
+        N=3:
+            grad_input_0[batch, q0] = grad_output_0[batch, q0], i.e. `grad_output_0`
+            grad_input_1[batch, q1] = grad_output_1[batch, q1], i.e. `grad_output_1`
+            grad_input_2[batch, q2] = grad_output_2[batch, q2], i.e. `grad_output_2`
+    """
+    N = len(input)
+    if N == 1:
+        (input_0,) = input
+        (grad_output_0,) = grad_output
+        grad_input_0 = grad_output_0
+        grads = (grad_input_0,)
+    elif N == 2:
+        input_0, input_1 = input
+        grad_output_0, grad_output_1 = grad_output
+        grad_input_0 = grad_output_0
+        grad_input_0 = _sum_to_shape(grad_input_0, np.shape(input_0))
+        grad_input_1 = grad_output_1
+        grad_input_1 = _sum_to_shape(grad_input_1, np.shape(input_1))
+        grads = (grad_input_0, grad_input_1)
+    elif N == 3:
+        input_0, input_1, input_2 = input
+        grad_output_0, grad_output_1, grad_output_2 = grad_output
+        grad_input_0 = grad_output_0
+        grad_input_0 = _sum_to_shape(grad_input_0, np.shape(input_0))
+        grad_input_1 = grad_output_1
+        grad_input_1 = _sum_to_shape(grad_input_1, np.shape(input_1))
+        grad_input_2 = grad_output_2
+        grad_input_2 = _sum_to_shape(grad_input_2, np.shape(input_2))
+        grads = (grad_input_0, grad_input_1, grad_input_2)
+    else:
+        raise ValueError(f"IdentityN: unsupported attributes N={N!r}")
+    return grads
+
+
+@jax.custom_vjp
+def _identity_n_custom_vjp(*input):
+    return identity_n_forward(*input)
+
+
+def _identity_n_fwd(*input):
+    output = identity_n_forward(*input)
+    return output, ((input,), output)
+
+
+def _identity_n_bwd(saved, grad_output):
+    (input,), output = saved
+    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
+    grad_output = [_conj(c) for c in grad_output]
+    return tuple(
+        None if g is None else _conj(g) for g in identity_n_vjp(grad_output, *input, output=output)
+    )
+
+
+_identity_n_custom_vjp.defvjp(_identity_n_fwd, _identity_n_bwd)

@@ -15,9 +15,12 @@ def _conj(x):
 
 
 def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
+    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
+    broadcast first."""
     if np.shape(g) == tuple(shape):
         return g
+    g = np.broadcast_to(g, np.broadcast_shapes(np.shape(g), tuple(shape)))
     lead = np.ndim(g) - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
@@ -40,7 +43,7 @@ def _gather(x, positions, axis, fill=0):
 
 
 def concat_v2(*values, axis=-1):
-    """ConcatV2: The tensors of `values` joined along `axis`: entry k shifted by the sizes before it (declared at ops/list_ops.py:27)."""
+    """ConcatV2: The tensors of `values` joined along `axis`: entry k shifted by the sizes before it (declared at ops/list_ops.py:28)."""
     N = len(values)
     axis = axis - np.ndim(values[0]) if np.ndim(axis) == 0 and axis >= 0 else axis
     if N == 2 and axis in (-1, -2):
@@ -158,8 +161,139 @@ def concat_v2_grad_grad(grad_vjp_values, grad, *values, vjp_values=None, axis=-1
     return grads
 
 
+def concat(*values, concat_dim=-1):
+    """Concat: ConcatV2 with the axis passed first, as `concat_dim` (declared at ops/list_ops.py:43)."""
+    concat_dim = (
+        concat_dim - np.ndim(values[0])
+        if np.ndim(concat_dim) == 0 and concat_dim >= 0
+        else concat_dim
+    )
+    N = len(values)
+    if concat_dim in (-1, -2) and N == 2:
+        values_0, values_1 = values
+        t0 = np.shape(values_0)[concat_dim]
+        t1 = np.shape(values_1)[concat_dim]
+        t2 = t0 + t1
+        t3 = np.arange(t2)
+        t4 = _gather(values_0, t3, concat_dim)
+        t5 = -t0 + t3
+        t6 = _gather(values_1, t5, concat_dim)
+        output = t4 + t6
+    elif concat_dim in (-1, -2) and N == 3:
+        values_0, values_1, values_2 = values
+        t0 = np.shape(values_0)[concat_dim]
+        t1 = np.shape(values_1)[concat_dim]
+        t2 = np.shape(values_2)[concat_dim]
+        t3 = t0 + t1 + t2
+        t4 = np.arange(t3)
+        t5 = _gather(values_0, t4, concat_dim)
+        t6 = -t0 + t4
+        t7 = _gather(values_1, t6, concat_dim)
+        t8 = -t0 - t1 + t4
+        t9 = _gather(values_2, t8, concat_dim)
+        output = t5 + t7 + t9
+    else:
+        raise ValueError(f"Concat: unsupported attributes concat_dim={concat_dim!r}, N={N!r}")
+    return output
+
+
+def concat_grad(grad, *values, output=None, concat_dim=-1):
+    """Gradient of Concat: one array per input (*values).
+
+    In index notation, next to the code computing it, per variant:
+        concat_dim=-1, N=2:
+            grad_values_0[batch, p, j] = grad[batch, p, j], i.e. `_gather(grad, t0, -1)`
+            grad_values_1[batch, i, j] = grad[batch, i, D0 + j], i.e. `_gather(grad, t3, -1)`
+        concat_dim=-1, N=3:
+            grad_values_0[batch, p, j] = grad[batch, p, j], i.e. `_gather(grad, t0, -1)`
+            grad_values_1[batch, i, j] = grad[batch, i, D0 + j], i.e. `_gather(grad, t3, -1)`
+            grad_values_2[batch, i, j] = grad[batch, i, D0 + D1 + j], i.e. `_gather(grad, t6, -1)`
+        concat_dim=-2, N=2:
+            grad_values_0[batch, j, p] = grad[batch, j, p], i.e. `_gather(grad, t0, -2)`
+            grad_values_1[batch, i, j] = grad[batch, D0 + i, j], i.e. `_gather(grad, t3, -2)`
+        concat_dim=-2, N=3:
+            grad_values_0[batch, j, p] = grad[batch, j, p], i.e. `_gather(grad, t0, -2)`
+            grad_values_1[batch, i, j] = grad[batch, D0 + i, j], i.e. `_gather(grad, t3, -2)`
+            grad_values_2[batch, i, j] = grad[batch, D0 + D1 + i, j], i.e. `_gather(grad, t6, -2)`
+    """
+    concat_dim = (
+        concat_dim - np.ndim(values[0])
+        if np.ndim(concat_dim) == 0 and concat_dim >= 0
+        else concat_dim
+    )
+    N = len(values)
+    if concat_dim in (-1, -2) and N == 2:
+        values_0, values_1 = values
+        t0 = np.arange(np.shape(values_0)[concat_dim])
+        grad_values_0 = _gather(grad, t0, concat_dim)
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
+        t1 = np.arange(np.shape(values_1)[concat_dim])
+        t2 = np.shape(values_0)[concat_dim]
+        t3 = t1 + t2
+        grad_values_1 = _gather(grad, t3, concat_dim)
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
+        grads = (grad_values_0, grad_values_1)
+    elif concat_dim in (-1, -2) and N == 3:
+        values_0, values_1, values_2 = values
+        t0 = np.arange(np.shape(values_0)[concat_dim])
+        grad_values_0 = _gather(grad, t0, concat_dim)
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
+        t1 = np.arange(np.shape(values_1)[concat_dim])
+        t2 = np.shape(values_0)[concat_dim]
+        t3 = t1 + t2
+        grad_values_1 = _gather(grad, t3, concat_dim)
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
+        t4 = np.arange(np.shape(values_2)[concat_dim])
+        t5 = np.shape(values_1)[concat_dim]
+        t6 = t2 + t4 + t5
+        grad_values_2 = _gather(grad, t6, concat_dim)
+        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
+        grads = (grad_values_0, grad_values_1, grad_values_2)
+    else:
+        raise ValueError(f"Concat: unsupported attributes concat_dim={concat_dim!r}, N={N!r}")
+    return grads
+
+
+def concat_grad_grad(grad_vjp_values, grad, *values, vjp_values=None, concat_dim=-1):
+    """Second order of Concat: the gradient of concat_grad: one array per input (grad, *values)."""
+    concat_dim = (
+        concat_dim - np.ndim(values[0])
+        if np.ndim(concat_dim) == 0 and concat_dim >= 0
+        else concat_dim
+    )
+    N = len(values)
+    if concat_dim in (-1, -2) and N == 2:
+        values_0, values_1 = values
+        grad_vjp_values_0, grad_vjp_values_1 = grad_vjp_values
+        t0 = np.arange(np.shape(grad)[concat_dim])
+        t1 = _gather(grad_vjp_values_0, t0, concat_dim)
+        t2 = np.shape(values_0)[concat_dim]
+        t3 = t0 - t2
+        t4 = _gather(grad_vjp_values_1, t3, concat_dim)
+        grad_grad = t1 + t4
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grads = (grad_grad, None, None)
+    elif concat_dim in (-1, -2) and N == 3:
+        values_0, values_1, values_2 = values
+        grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2 = grad_vjp_values
+        t0 = np.arange(np.shape(grad)[concat_dim])
+        t1 = _gather(grad_vjp_values_0, t0, concat_dim)
+        t2 = np.shape(values_0)[concat_dim]
+        t3 = t0 - t2
+        t4 = _gather(grad_vjp_values_1, t3, concat_dim)
+        t5 = np.shape(values_1)[concat_dim]
+        t6 = t0 - t2 - t5
+        t7 = _gather(grad_vjp_values_2, t6, concat_dim)
+        grad_grad = t1 + t4 + t7
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+        grads = (grad_grad, None, None, None)
+    else:
+        raise ValueError(f"ConcatGrad: unsupported attributes concat_dim={concat_dim!r}, N={N!r}")
+    return grads
+
+
 def split(value, *, num_split=2, axis=-1):
-    """Split: `value` cut along `axis` into `num_split` pieces of equal size (declared at ops/list_ops.py:54)."""
+    """Split: `value` cut along `axis` into `num_split` pieces of equal size (declared at ops/list_ops.py:65)."""
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
     if num_split == 2 and axis in (-1, -2):
         t0 = np.shape(value)[axis]
@@ -256,7 +390,7 @@ def split_grad_grad(grad_vjp_value, grad_output, value, *, vjp_value=None, num_s
 
 
 def split_v(value, *, num_split=2, axis=-1, size_splits):
-    """SplitV: `value` cut along `axis` into pieces of `size_splits[k]` entries (one may be -1: the rest) (declared at ops/list_ops.py:63)."""
+    """SplitV: `value` cut along `axis` into pieces of `size_splits[k]` entries (one may be -1: the rest) (declared at ops/list_ops.py:74)."""
     size_splits = np.asarray(size_splits, dtype=np.int64)
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
     if num_split == 2 and axis in (-1, -2):
@@ -380,7 +514,7 @@ def split_v_grad_grad(
 
 
 def pack(*values, axis=-1):
-    """Pack: The tensors of `values`, of one shape, stacked along a new axis `axis` (declared at ops/list_ops.py:97)."""
+    """Pack: The tensors of `values`, of one shape, stacked along a new axis `axis` (declared at ops/list_ops.py:108)."""
     N = len(values)
     axis = axis - (np.ndim(values[0]) + 1) if np.ndim(axis) == 0 and axis >= 0 else axis
     if N == 2 and axis in (-1, -2, -3):
@@ -452,7 +586,7 @@ def pack_grad_grad(grad_vjp_values, grad, *values, vjp_values=None, axis=-1):
 
 
 def unpack(value, *, num=2, axis=-1):
-    """Unpack: `value` taken apart along axis `axis` (of `num` entries), that axis dropped (declared at ops/list_ops.py:115)."""
+    """Unpack: `value` taken apart along axis `axis` (of `num` entries), that axis dropped (declared at ops/list_ops.py:126)."""
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
     t0 = 0
     t1 = 1
@@ -522,7 +656,7 @@ def unpack_grad_grad(grad_vjp_value, grad_output, value, *, vjp_value=None, num=
 
 
 def add_n(*inputs):
-    """AddN: The sum of the tensors of `inputs`, all of one shape (declared at ops/list_ops.py:127)."""
+    """AddN: The sum of the tensors of `inputs`, all of one shape (declared at ops/list_ops.py:138)."""
     N = len(inputs)
     if N == 2:
         inputs_0, inputs_1 = inputs
@@ -587,4 +721,70 @@ def add_n_grad_grad(grad_vjp_inputs, grad, *inputs, vjp_inputs=None):
         grads = (grad_grad, None, None, None)
     else:
         raise ValueError(f"AddNGrad: unsupported attributes N={N!r}")
+    return grads
+
+
+def identity_n(*input):
+    """IdentityN: Each tensor of `input` as it is, a list of any shapes (an index per output: each its (declared at ops/list_ops.py:145)."""
+    N = len(input)
+    if N == 1:
+        (input_0,) = input
+        output_0 = input_0
+        output = (output_0,)
+    elif N == 2:
+        input_0, input_1 = input
+        output_0 = input_0
+        output_1 = input_1
+        output = (output_0, output_1)
+    elif N == 3:
+        input_0, input_1, input_2 = input
+        output_0 = input_0
+        output_1 = input_1
+        output_2 = input_2
+        output = (output_0, output_1, output_2)
+    else:
+        raise ValueError(f"IdentityN: unsupported attributes N={N!r}")
+    return output
+
+
+def identity_n_grad(grad_output, *input, output=None):
+    """Gradient of IdentityN: one array per input (*input).
+
+    In index notation, next to the code computing it, per variant:
+        N=1:
+            grad_input_0[batch, q0] = grad_output_0[batch, q0], i.e. `grad_output_0`
+        N=2:
+            grad_input_0[batch, q0] = grad_output_0[batch, q0], i.e. `grad_output_0`
+            grad_input_1[batch, q1] = grad_output_1[batch, q1], i.e. `grad_output_1`
+        N=3:
+            grad_input_0[batch, q0] = grad_output_0[batch, q0], i.e. `grad_output_0`
+            grad_input_1[batch, q1] = grad_output_1[batch, q1], i.e. `grad_output_1`
+            grad_input_2[batch, q2] = grad_output_2[batch, q2], i.e. `grad_output_2`
+    """
+    N = len(input)
+    if N == 1:
+        (input_0,) = input
+        (grad_output_0,) = grad_output
+        grad_input_0 = grad_output_0
+        grads = (grad_input_0,)
+    elif N == 2:
+        input_0, input_1 = input
+        grad_output_0, grad_output_1 = grad_output
+        grad_input_0 = grad_output_0
+        grad_input_0 = _sum_to_shape(grad_input_0, np.shape(input_0))
+        grad_input_1 = grad_output_1
+        grad_input_1 = _sum_to_shape(grad_input_1, np.shape(input_1))
+        grads = (grad_input_0, grad_input_1)
+    elif N == 3:
+        input_0, input_1, input_2 = input
+        grad_output_0, grad_output_1, grad_output_2 = grad_output
+        grad_input_0 = grad_output_0
+        grad_input_0 = _sum_to_shape(grad_input_0, np.shape(input_0))
+        grad_input_1 = grad_output_1
+        grad_input_1 = _sum_to_shape(grad_input_1, np.shape(input_1))
+        grad_input_2 = grad_output_2
+        grad_input_2 = _sum_to_shape(grad_input_2, np.shape(input_2))
+        grads = (grad_input_0, grad_input_1, grad_input_2)
+    else:
+        raise ValueError(f"IdentityN: unsupported attributes N={N!r}")
     return grads

@@ -122,6 +122,9 @@ def _sum_to_shape(g, x):
     if g.shape.is_fully_defined() and g.shape == x.shape:
         return g
     shape = tf.shape(x)
+    # a `g` that broadcasts to `x` (a second order's cotangent of a broadcast input) is
+    # broadcast first; a larger one is passed through
+    g = tf.broadcast_to(g, tf.broadcast_dynamic_shape(tf.shape(g), shape))
     axes, _ = tf.raw_ops.BroadcastGradientArgs(s0=shape, s1=tf.shape(g))
     return tf.reshape(tf.reduce_sum(g, axes), shape)
 
@@ -139,7 +142,7 @@ def _gather(x, positions, axis, fill=0):
 
 
 def concat_v2_vjp(grad, *values, output=None, axis=-1):
-    """Gradient of ConcatV2 (declared at ops/list_ops.py:27): one per input (*values).
+    """Gradient of ConcatV2 (declared at ops/list_ops.py:28): one per input (*values).
 
     In index notation, next to the code computing it, per variant:
         N=2, axis=-1:
@@ -251,8 +254,129 @@ def concat_v2(*values, axis=-1):
 _register("ConcatV2", concat_v2_grad)
 
 
+def concat_vjp(grad, *values, output=None, concat_dim=-1):
+    """Gradient of Concat (declared at ops/list_ops.py:43): one per input (*values).
+
+    In index notation, next to the code computing it, per variant:
+        concat_dim=-1, N=2:
+            grad_values_0[batch, p, j] = grad[batch, p, j], i.e. `_gather(grad, t0, -1)`
+            grad_values_1[batch, i, j] = grad[batch, i, D0 + j], i.e. `_gather(grad, t3, -1)`
+        concat_dim=-1, N=3:
+            grad_values_0[batch, p, j] = grad[batch, p, j], i.e. `_gather(grad, t0, -1)`
+            grad_values_1[batch, i, j] = grad[batch, i, D0 + j], i.e. `_gather(grad, t3, -1)`
+            grad_values_2[batch, i, j] = grad[batch, i, D0 + D1 + j], i.e. `_gather(grad, t6, -1)`
+        concat_dim=-2, N=2:
+            grad_values_0[batch, j, p] = grad[batch, j, p], i.e. `_gather(grad, t0, -2)`
+            grad_values_1[batch, i, j] = grad[batch, D0 + i, j], i.e. `_gather(grad, t3, -2)`
+        concat_dim=-2, N=3:
+            grad_values_0[batch, j, p] = grad[batch, j, p], i.e. `_gather(grad, t0, -2)`
+            grad_values_1[batch, i, j] = grad[batch, D0 + i, j], i.e. `_gather(grad, t3, -2)`
+            grad_values_2[batch, i, j] = grad[batch, D0 + D1 + i, j], i.e. `_gather(grad, t6, -2)`
+    """
+    concat_dim = (
+        concat_dim - len(values[0].shape)
+        if isinstance(concat_dim, int) and concat_dim >= 0
+        else concat_dim
+    )
+    N = len(values)
+    if concat_dim in (-1, -2) and N == 2:
+        values_0, values_1 = values
+        t0 = tf.range(tf.shape(values_0, out_type=tf.int64)[concat_dim])
+        grad_values_0 = _gather(grad, t0, concat_dim)
+        grad_values_0 = _sum_to_shape(grad_values_0, values_0)
+        t1 = tf.range(tf.shape(values_1, out_type=tf.int64)[concat_dim])
+        t2 = tf.shape(values_0, out_type=tf.int64)[concat_dim]
+        t3 = t1 + t2
+        grad_values_1 = _gather(grad, t3, concat_dim)
+        grad_values_1 = _sum_to_shape(grad_values_1, values_1)
+        grads = (grad_values_0, grad_values_1)
+    elif concat_dim in (-1, -2) and N == 3:
+        values_0, values_1, values_2 = values
+        t0 = tf.range(tf.shape(values_0, out_type=tf.int64)[concat_dim])
+        grad_values_0 = _gather(grad, t0, concat_dim)
+        grad_values_0 = _sum_to_shape(grad_values_0, values_0)
+        t1 = tf.range(tf.shape(values_1, out_type=tf.int64)[concat_dim])
+        t2 = tf.shape(values_0, out_type=tf.int64)[concat_dim]
+        t3 = t1 + t2
+        grad_values_1 = _gather(grad, t3, concat_dim)
+        grad_values_1 = _sum_to_shape(grad_values_1, values_1)
+        t4 = tf.range(tf.shape(values_2, out_type=tf.int64)[concat_dim])
+        t5 = tf.shape(values_1, out_type=tf.int64)[concat_dim]
+        t6 = t2 + t4 + t5
+        grad_values_2 = _gather(grad, t6, concat_dim)
+        grad_values_2 = _sum_to_shape(grad_values_2, values_2)
+        grads = (grad_values_0, grad_values_1, grad_values_2)
+    else:
+        raise ValueError(f"Concat: unsupported attributes concat_dim={concat_dim!r}, N={N!r}")
+    return grads
+
+
+def concat_grad(op, grad):
+    """Gradient function of Concat for `tf.RegisterGradient`."""
+    grads = concat_vjp(grad, *op.inputs[1:], output=op.outputs[0], concat_dim=_const_input(op, 0))
+    return _insert_none(grads, (0,))
+
+
+def concat(*values, concat_dim=-1):
+    """Concat: ConcatV2 with the axis passed first, as `concat_dim`, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"concat_dim": concat_dim}
+    concat_dim = (
+        concat_dim - len(values[0].shape)
+        if isinstance(concat_dim, int) and concat_dim >= 0
+        else concat_dim
+    )
+    N = len(values)
+
+    @tf.custom_gradient
+    def forward(*values):
+        def backward(grad):
+            return concat_vjp(grad, *values, output=output, concat_dim=concat_dim)
+
+        kernel_outputs = (
+            _tf_kernel("Concat", 1, {"values": values}, kernel_attrs)
+            if concat_dim in (-1, -2) and N in (2, 3)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        if concat_dim in (-1, -2) and N == 2:
+            values_0, values_1 = values
+            t0 = tf.shape(values_0, out_type=tf.int64)[concat_dim]
+            t1 = tf.shape(values_1, out_type=tf.int64)[concat_dim]
+            t2 = t0 + t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = _gather(values_0, t3, concat_dim)
+            t5 = -t0 + t3
+            t6 = _gather(values_1, t5, concat_dim)
+            output = t4 + t6
+        elif concat_dim in (-1, -2) and N == 3:
+            values_0, values_1, values_2 = values
+            t0 = tf.shape(values_0, out_type=tf.int64)[concat_dim]
+            t1 = tf.shape(values_1, out_type=tf.int64)[concat_dim]
+            t2 = tf.shape(values_2, out_type=tf.int64)[concat_dim]
+            t3 = t0 + t1 + t2
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = _gather(values_0, t4, concat_dim)
+            t6 = -t0 + t4
+            t7 = _gather(values_1, t6, concat_dim)
+            t8 = -t0 - t1 + t4
+            t9 = _gather(values_2, t8, concat_dim)
+            output = t5 + t7 + t9
+        else:
+            raise ValueError(f"Concat: unsupported attributes concat_dim={concat_dim!r}, N={N!r}")
+        return output, backward
+
+    return forward(*values)
+
+
+_register("Concat", concat_grad)
+
+
 def split_vjp(grad_output, value, output, *, num_split=2, axis=-1):
-    """Gradient of Split (declared at ops/list_ops.py:54): one per input (value).
+    """Gradient of Split (declared at ops/list_ops.py:65): one per input (value).
 
     In index notation, next to the code computing it, for num_split=2, axis=-1 (other values of
     num_split, axis change it):
@@ -350,7 +474,7 @@ _register("Split", split_grad)
 
 
 def split_v_vjp(grad_output, value, output, *, num_split=2, axis=-1, size_splits):
-    """Gradient of SplitV (declared at ops/list_ops.py:63): one per input (value).
+    """Gradient of SplitV (declared at ops/list_ops.py:74): one per input (value).
 
     In index notation, next to the code computing it, for num_split=2, axis=-1 (other values of
     num_split, axis change it):
@@ -486,7 +610,7 @@ _register("SplitV", split_v_grad)
 
 
 def pack_vjp(grad, *values, output=None, axis=-1):
-    """Gradient of Pack (declared at ops/list_ops.py:97): one per input (*values).
+    """Gradient of Pack (declared at ops/list_ops.py:108): one per input (*values).
 
     In index notation, next to the code computing it, for N=2, axis=-1 (other values of axis change
     it):
@@ -564,7 +688,7 @@ _register("Pack", pack_grad)
 
 
 def unpack_vjp(grad_output, value, output, *, num=2, axis=-1):
-    """Gradient of Unpack (declared at ops/list_ops.py:115): one per input (value).
+    """Gradient of Unpack (declared at ops/list_ops.py:126): one per input (value).
 
     In index notation, next to the code computing it, for num=2, axis=-1 (other values of num, axis
     change it):
@@ -634,7 +758,7 @@ _register("Unpack", unpack_grad)
 
 
 def add_n_vjp(grad, *inputs, sum=None):
-    """Gradient of AddN (declared at ops/list_ops.py:127): one per input (*inputs).
+    """Gradient of AddN (declared at ops/list_ops.py:138): one per input (*inputs).
 
     In index notation, next to the code computing it, per variant:
         N=2:
@@ -704,3 +828,96 @@ def add_n(*inputs):
 
 
 _register("AddN", add_n_grad)
+
+
+def identity_n_vjp(grad_output, *input, output=None):
+    """Gradient of IdentityN (declared at ops/list_ops.py:145): one per input (*input).
+
+    In index notation, next to the code computing it, per variant:
+        N=1:
+            grad_input_0[batch, q0] = grad_output_0[batch, q0], i.e. `grad_output_0`
+        N=2:
+            grad_input_0[batch, q0] = grad_output_0[batch, q0], i.e. `grad_output_0`
+            grad_input_1[batch, q1] = grad_output_1[batch, q1], i.e. `grad_output_1`
+        N=3:
+            grad_input_0[batch, q0] = grad_output_0[batch, q0], i.e. `grad_output_0`
+            grad_input_1[batch, q1] = grad_output_1[batch, q1], i.e. `grad_output_1`
+            grad_input_2[batch, q2] = grad_output_2[batch, q2], i.e. `grad_output_2`
+    """
+    N = len(input)
+    if N == 1:
+        (input_0,) = input
+        (grad_output_0,) = grad_output
+        grad_input_0 = grad_output_0
+        grads = (grad_input_0,)
+    elif N == 2:
+        input_0, input_1 = input
+        grad_output_0, grad_output_1 = grad_output
+        grad_input_0 = grad_output_0
+        grad_input_0 = _sum_to_shape(grad_input_0, input_0)
+        grad_input_1 = grad_output_1
+        grad_input_1 = _sum_to_shape(grad_input_1, input_1)
+        grads = (grad_input_0, grad_input_1)
+    elif N == 3:
+        input_0, input_1, input_2 = input
+        grad_output_0, grad_output_1, grad_output_2 = grad_output
+        grad_input_0 = grad_output_0
+        grad_input_0 = _sum_to_shape(grad_input_0, input_0)
+        grad_input_1 = grad_output_1
+        grad_input_1 = _sum_to_shape(grad_input_1, input_1)
+        grad_input_2 = grad_output_2
+        grad_input_2 = _sum_to_shape(grad_input_2, input_2)
+        grads = (grad_input_0, grad_input_1, grad_input_2)
+    else:
+        raise ValueError(f"IdentityN: unsupported attributes N={N!r}")
+    return grads
+
+
+def identity_n_grad(op, *grad_output):
+    """Gradient function of IdentityN for `tf.RegisterGradient`."""
+    return identity_n_vjp(grad_output, *op.inputs, output=list(op.outputs))
+
+
+def identity_n(*input):
+    """IdentityN: Each tensor of `input` as it is, a list of any shapes (an index per output: each its, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {}
+    N = len(input)
+
+    @tf.custom_gradient
+    def forward(*input):
+        def backward(*grad_output):
+            return identity_n_vjp(grad_output, *input, output=output)
+
+        kernel_outputs = (
+            _tf_kernel("IdentityN", 1, {"input": input}, kernel_attrs, list_output=True)
+            if N in (1, 2, 3)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        if N == 1:
+            (input_0,) = input
+            output_0 = input_0
+            output = (output_0,)
+        elif N == 2:
+            input_0, input_1 = input
+            output_0 = input_0
+            output_1 = input_1
+            output = (output_0, output_1)
+        elif N == 3:
+            input_0, input_1, input_2 = input
+            output_0 = input_0
+            output_1 = input_1
+            output_2 = input_2
+            output = (output_0, output_1, output_2)
+        else:
+            raise ValueError(f"IdentityN: unsupported attributes N={N!r}")
+        return output, backward
+
+    return forward(*input)
+
+
+_register("IdentityN", identity_n_grad)

@@ -8,12 +8,17 @@ symgrad: one gradient per input (None: no gradient, or one autograd did not ask 
 summed to its input's shape under broadcasting. The backward is made of differentiable torch
 operations, so PyTorch differentiates it again (double backward). `<op>_forward` is the op's
 formula, which PyTorch's autograd would differentiate by itself. Inputs are tensors.
+
+Not in this module (PyTorch lacks what they need; the numpy and TensorFlow modules have them):
+IdentityN: a list input and a list output in one autograd.Function.
 """
 
 import numpy as np
 import torch
 
-UNAVAILABLE = {}  # op type -> why this module has no function of it
+UNAVAILABLE = {
+    "IdentityN": "a list input and a list output in one autograd.Function"
+}  # op type -> why this module has no function of it
 
 
 def _needed(grads, needed):
@@ -29,9 +34,12 @@ def _fresh(outputs, inputs):
 
 
 def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
+    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
+    broadcast first."""
     if tuple(g.shape) == tuple(shape):
         return g
+    g = torch.broadcast_to(g, torch.broadcast_shapes(tuple(g.shape), tuple(shape)))
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + n for n, size in enumerate(shape) if size == 1 and g.shape[lead + n] != 1
@@ -54,7 +62,7 @@ def _gather(x, positions, axis, fill=0):
 
 
 def concat_v2(*values, axis=-1):
-    """ConcatV2: The tensors of `values` joined along `axis`: entry k shifted by the sizes before it (declared at ops/list_ops.py:27); differentiated by concat_v2_vjp."""
+    """ConcatV2: The tensors of `values` joined along `axis`: entry k shifted by the sizes before it (declared at ops/list_ops.py:28); differentiated by concat_v2_vjp."""
     return _ConcatV2Function.apply(axis, *values)
 
 
@@ -163,8 +171,126 @@ class _ConcatV2Function(torch.autograd.Function):
         return None, *_needed(grads, ctx.needs_input_grad[1:])
 
 
+def concat(*values, concat_dim=-1):
+    """Concat: ConcatV2 with the axis passed first, as `concat_dim` (declared at ops/list_ops.py:43); differentiated by concat_vjp."""
+    return _ConcatFunction.apply(concat_dim, *values)
+
+
+def concat_forward(*values, concat_dim=-1):
+    """Concat's formula."""
+    concat_dim = (
+        concat_dim - np.ndim(values[0])
+        if np.ndim(concat_dim) == 0 and concat_dim >= 0
+        else concat_dim
+    )
+    N = len(values)
+    if concat_dim in (-1, -2) and N == 2:
+        values_0, values_1 = values
+        t0 = np.shape(values_0)[concat_dim]
+        t1 = np.shape(values_1)[concat_dim]
+        t2 = t0 + t1
+        t3 = torch.arange(int(t2))
+        t4 = _gather(values_0, t3, concat_dim)
+        t5 = -t0 + t3
+        t6 = _gather(values_1, t5, concat_dim)
+        output = t4 + t6
+    elif concat_dim in (-1, -2) and N == 3:
+        values_0, values_1, values_2 = values
+        t0 = np.shape(values_0)[concat_dim]
+        t1 = np.shape(values_1)[concat_dim]
+        t2 = np.shape(values_2)[concat_dim]
+        t3 = t0 + t1 + t2
+        t4 = torch.arange(int(t3))
+        t5 = _gather(values_0, t4, concat_dim)
+        t6 = -t0 + t4
+        t7 = _gather(values_1, t6, concat_dim)
+        t8 = -t0 - t1 + t4
+        t9 = _gather(values_2, t8, concat_dim)
+        output = t5 + t7 + t9
+    else:
+        raise ValueError(f"Concat: unsupported attributes concat_dim={concat_dim!r}, N={N!r}")
+    return output
+
+
+def concat_vjp(grad, *values, output=None, concat_dim=-1):
+    """Gradient of Concat: one array per input (*values).
+
+    In index notation, next to the code computing it, per variant:
+        concat_dim=-1, N=2:
+            grad_values_0[batch, p, j] = grad[batch, p, j], i.e. `_gather(grad, t0, -1)`
+            grad_values_1[batch, i, j] = grad[batch, i, D0 + j], i.e. `_gather(grad, t3, -1)`
+        concat_dim=-1, N=3:
+            grad_values_0[batch, p, j] = grad[batch, p, j], i.e. `_gather(grad, t0, -1)`
+            grad_values_1[batch, i, j] = grad[batch, i, D0 + j], i.e. `_gather(grad, t3, -1)`
+            grad_values_2[batch, i, j] = grad[batch, i, D0 + D1 + j], i.e. `_gather(grad, t6, -1)`
+        concat_dim=-2, N=2:
+            grad_values_0[batch, j, p] = grad[batch, j, p], i.e. `_gather(grad, t0, -2)`
+            grad_values_1[batch, i, j] = grad[batch, D0 + i, j], i.e. `_gather(grad, t3, -2)`
+        concat_dim=-2, N=3:
+            grad_values_0[batch, j, p] = grad[batch, j, p], i.e. `_gather(grad, t0, -2)`
+            grad_values_1[batch, i, j] = grad[batch, D0 + i, j], i.e. `_gather(grad, t3, -2)`
+            grad_values_2[batch, i, j] = grad[batch, D0 + D1 + i, j], i.e. `_gather(grad, t6, -2)`
+    """
+    concat_dim = (
+        concat_dim - np.ndim(values[0])
+        if np.ndim(concat_dim) == 0 and concat_dim >= 0
+        else concat_dim
+    )
+    N = len(values)
+    if concat_dim in (-1, -2) and N == 2:
+        values_0, values_1 = values
+        t0 = torch.arange(np.shape(values_0)[concat_dim])
+        grad_values_0 = _gather(grad, t0, concat_dim)
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
+        t1 = torch.arange(np.shape(values_1)[concat_dim])
+        t2 = np.shape(values_0)[concat_dim]
+        t3 = t1 + t2
+        grad_values_1 = _gather(grad, t3, concat_dim)
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
+        grads = (grad_values_0, grad_values_1)
+    elif concat_dim in (-1, -2) and N == 3:
+        values_0, values_1, values_2 = values
+        t0 = torch.arange(np.shape(values_0)[concat_dim])
+        grad_values_0 = _gather(grad, t0, concat_dim)
+        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
+        t1 = torch.arange(np.shape(values_1)[concat_dim])
+        t2 = np.shape(values_0)[concat_dim]
+        t3 = t1 + t2
+        grad_values_1 = _gather(grad, t3, concat_dim)
+        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
+        t4 = torch.arange(np.shape(values_2)[concat_dim])
+        t5 = np.shape(values_1)[concat_dim]
+        t6 = t2 + t4 + t5
+        grad_values_2 = _gather(grad, t6, concat_dim)
+        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
+        grads = (grad_values_0, grad_values_1, grad_values_2)
+    else:
+        raise ValueError(f"Concat: unsupported attributes concat_dim={concat_dim!r}, N={N!r}")
+    return grads
+
+
+class _ConcatFunction(torch.autograd.Function):
+    """Concat for autograd: the backward is concat_vjp."""
+
+    @staticmethod
+    def forward(concat_dim, *values):
+        return _fresh(concat_forward(*values, concat_dim=concat_dim), (*values,))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:1]
+        ctx.save_for_backward(*inputs[1:])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (concat_dim,) = ctx.attrs
+        (*values,) = ctx.saved_tensors
+        grads = concat_vjp(grad, *values, concat_dim=concat_dim)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+
 def split(value, *, num_split=2, axis=-1):
-    """Split: `value` cut along `axis` into `num_split` pieces of equal size (declared at ops/list_ops.py:54); differentiated by split_vjp."""
+    """Split: `value` cut along `axis` into `num_split` pieces of equal size (declared at ops/list_ops.py:65); differentiated by split_vjp."""
     return list(_SplitFunction.apply(num_split, axis, value))
 
 
@@ -251,7 +377,7 @@ class _SplitFunction(torch.autograd.Function):
 
 
 def split_v(value, *, num_split=2, axis=-1, size_splits):
-    """SplitV: `value` cut along `axis` into pieces of `size_splits[k]` entries (one may be -1: the rest) (declared at ops/list_ops.py:63); differentiated by split_v_vjp."""
+    """SplitV: `value` cut along `axis` into pieces of `size_splits[k]` entries (one may be -1: the rest) (declared at ops/list_ops.py:74); differentiated by split_v_vjp."""
     return list(_SplitVFunction.apply(num_split, axis, size_splits, value))
 
 
@@ -359,7 +485,7 @@ class _SplitVFunction(torch.autograd.Function):
 
 
 def pack(*values, axis=-1):
-    """Pack: The tensors of `values`, of one shape, stacked along a new axis `axis` (declared at ops/list_ops.py:97); differentiated by pack_vjp."""
+    """Pack: The tensors of `values`, of one shape, stacked along a new axis `axis` (declared at ops/list_ops.py:108); differentiated by pack_vjp."""
     return _PackFunction.apply(axis, *values)
 
 
@@ -435,7 +561,7 @@ class _PackFunction(torch.autograd.Function):
 
 
 def unpack(value, *, num=2, axis=-1):
-    """Unpack: `value` taken apart along axis `axis` (of `num` entries), that axis dropped (declared at ops/list_ops.py:115); differentiated by unpack_vjp."""
+    """Unpack: `value` taken apart along axis `axis` (of `num` entries), that axis dropped (declared at ops/list_ops.py:126); differentiated by unpack_vjp."""
     return list(_UnpackFunction.apply(num, axis, value))
 
 
@@ -501,7 +627,7 @@ class _UnpackFunction(torch.autograd.Function):
 
 
 def add_n(*inputs):
-    """AddN: The sum of the tensors of `inputs`, all of one shape (declared at ops/list_ops.py:127); differentiated by add_n_vjp."""
+    """AddN: The sum of the tensors of `inputs`, all of one shape (declared at ops/list_ops.py:138); differentiated by add_n_vjp."""
     return _AddNFunction.apply(*inputs)
 
 

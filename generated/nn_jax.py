@@ -18,10 +18,16 @@ import numpy as np
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
+_python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
+
+
 def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
+    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
+    broadcast first."""
     if jnp.shape(g) == tuple(shape):
         return g
+    g = jnp.broadcast_to(g, jnp.broadcast_shapes(jnp.shape(g), tuple(shape)))
     lead = jnp.ndim(g) - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + n for n, size in enumerate(shape) if size == 1 and jnp.shape(g)[lead + n] != 1
@@ -64,7 +70,7 @@ def _scatter_at(values, positions, trailing, size, kind):
     )
     slots = jnp.full(shape[:start] + (size,) + shape[start + count :], fill, values.dtype)
     positions = jnp.where(positions < 0, size, positions)  # dropped, not counted from the end
-    at = slots.at[(slice(None),) * start + (positions,)]
+    at = slots.at[(_python_slice(None),) * start + (positions,)]
     return getattr(at, kind)(values, mode="drop")
 
 

@@ -19,9 +19,12 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
+    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
+    broadcast first."""
     if jnp.shape(g) == tuple(shape):
         return g
+    g = jnp.broadcast_to(g, jnp.broadcast_shapes(jnp.shape(g), tuple(shape)))
     lead = jnp.ndim(g) - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + n for n, size in enumerate(shape) if size == 1 and jnp.shape(g)[lead + n] != 1
@@ -30,7 +33,7 @@ def _sum_to_shape(g, shape):
 
 
 def expand_dims(input, *, axis=-1):
-    """ExpandDims: The input with a size-1 axis inserted at `axis` (counted from the end of the output) (declared at ops/shape.py:11); differentiated by expand_dims_vjp."""
+    """ExpandDims: The input with a size-1 axis inserted at `axis` (counted from the end of the output) (declared at ops/shape.py:12); differentiated by expand_dims_vjp."""
     return _expand_dims_custom_vjp(axis, input)
 
 
@@ -84,7 +87,7 @@ _expand_dims_custom_vjp.defvjp(_expand_dims_fwd, _expand_dims_bwd)
 
 
 def broadcast_to(input, *, shape):
-    """BroadcastTo: The input broadcast to `shape` (numpy's rules): its gradient is summed back (declared at ops/shape.py:20); differentiated by broadcast_to_vjp."""
+    """BroadcastTo: The input broadcast to `shape` (numpy's rules): its gradient is summed back (declared at ops/shape.py:21); differentiated by broadcast_to_vjp."""
     return _broadcast_to_custom_vjp(shape, input)
 
 
@@ -122,3 +125,44 @@ def _broadcast_to_bwd(shape, saved, grad):
 
 
 _broadcast_to_custom_vjp.defvjp(_broadcast_to_fwd, _broadcast_to_bwd)
+
+
+def fill(value, *, dims):
+    """Fill: An array of shape `dims` holding the scalar `value` everywhere: its gradient is the sum (declared at ops/shape.py:33); differentiated by fill_vjp."""
+    return _fill_custom_vjp(dims, value)
+
+
+def fill_forward(value, *, dims):
+    """Fill's formula."""
+    dims = np.asarray(dims, dtype=np.int64)
+    output = jnp.broadcast_to(value, tuple(dims))
+    return output
+
+
+def fill_vjp(grad, value, *, output=None, dims):
+    """Gradient of Fill: one array per input (value).
+
+    In index notation, next to the code computing it:
+        grad_value = grad, i.e. `_sum_to_shape(grad, np.shape(value))`
+    """
+    dims = np.asarray(dims, dtype=np.int64)
+    grad_value = _sum_to_shape(grad, np.shape(value))
+    return (grad_value,)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _fill_custom_vjp(dims, value):
+    return fill_forward(value, dims=dims)
+
+
+def _fill_fwd(dims, value):
+    output = fill_forward(value, dims=dims)
+    return output, ((value,), output)
+
+
+def _fill_bwd(dims, saved, grad):
+    (value,), output = saved
+    return fill_vjp(grad, value, output=output, dims=dims)
+
+
+_fill_custom_vjp.defvjp(_fill_fwd, _fill_bwd)

@@ -10,9 +10,12 @@ import numpy as np
 
 
 def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
+    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
+    broadcast first."""
     if np.shape(g) == tuple(shape):
         return g
+    g = np.broadcast_to(g, np.broadcast_shapes(np.shape(g), tuple(shape)))
     lead = np.ndim(g) - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
@@ -21,7 +24,7 @@ def _sum_to_shape(g, shape):
 
 
 def expand_dims(input, *, axis=-1):
-    """ExpandDims: The input with a size-1 axis inserted at `axis` (counted from the end of the output) (declared at ops/shape.py:11)."""
+    """ExpandDims: The input with a size-1 axis inserted at `axis` (counted from the end of the output) (declared at ops/shape.py:12)."""
     if axis == -1:
         output = input[..., None]
     elif axis == -2:
@@ -80,7 +83,7 @@ def expand_dims_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-
 
 
 def broadcast_to(input, *, shape):
-    """BroadcastTo: The input broadcast to `shape` (numpy's rules): its gradient is summed back (declared at ops/shape.py:20)."""
+    """BroadcastTo: The input broadcast to `shape` (numpy's rules): its gradient is summed back (declared at ops/shape.py:21)."""
     shape = np.asarray(shape, dtype=np.int64)
     output = np.broadcast_to(input, tuple(shape))
     return output
@@ -101,4 +104,29 @@ def broadcast_to_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, shape
     """Second order of BroadcastTo: the gradient of broadcast_to_grad: one array per input (grad, input)."""
     shape = np.asarray(shape, dtype=np.int64)
     grad_grad = _sum_to_shape(grad_vjp_input, np.shape(grad))
+    return grad_grad, None
+
+
+def fill(value, *, dims):
+    """Fill: An array of shape `dims` holding the scalar `value` everywhere: its gradient is the sum (declared at ops/shape.py:33)."""
+    dims = np.asarray(dims, dtype=np.int64)
+    output = np.broadcast_to(value, tuple(dims))
+    return output
+
+
+def fill_grad(grad, value, *, output=None, dims):
+    """Gradient of Fill: one array per input (value).
+
+    In index notation, next to the code computing it:
+        grad_value = grad, i.e. `_sum_to_shape(grad, np.shape(value))`
+    """
+    dims = np.asarray(dims, dtype=np.int64)
+    grad_value = _sum_to_shape(grad, np.shape(value))
+    return (grad_value,)
+
+
+def fill_grad_grad(grad_vjp_value, grad, value, *, vjp_value=None, dims):
+    """Second order of Fill: the gradient of fill_grad: one array per input (grad, value)."""
+    dims = np.asarray(dims, dtype=np.int64)
+    grad_grad = _sum_to_shape(grad_vjp_value, np.shape(grad))
     return grad_grad, None

@@ -122,12 +122,15 @@ def _sum_to_shape(g, x):
     if g.shape.is_fully_defined() and g.shape == x.shape:
         return g
     shape = tf.shape(x)
+    # a `g` that broadcasts to `x` (a second order's cotangent of a broadcast input) is
+    # broadcast first; a larger one is passed through
+    g = tf.broadcast_to(g, tf.broadcast_dynamic_shape(tf.shape(g), shape))
     axes, _ = tf.raw_ops.BroadcastGradientArgs(s0=shape, s1=tf.shape(g))
     return tf.reshape(tf.reduce_sum(g, axes), shape)
 
 
 def expand_dims_vjp(grad, input, output, *, axis=-1):
-    """Gradient of ExpandDims (declared at ops/shape.py:11): one per input (input).
+    """Gradient of ExpandDims (declared at ops/shape.py:12): one per input (input).
 
     In index notation, next to the code computing it, per variant:
         axis=-1:
@@ -184,7 +187,7 @@ _register("ExpandDims", expand_dims_grad)
 
 
 def broadcast_to_vjp(grad, input, output, *, shape):
-    """Gradient of BroadcastTo (declared at ops/shape.py:20): one per input (input).
+    """Gradient of BroadcastTo (declared at ops/shape.py:21): one per input (input).
 
     In index notation, next to the code computing it:
         grad_input = grad, i.e. `_sum_to_shape(grad, input)`
@@ -223,3 +226,45 @@ def broadcast_to(input, *, shape):
 
 
 _register("BroadcastTo", broadcast_to_grad)
+
+
+def fill_vjp(grad, value, output, *, dims):
+    """Gradient of Fill (declared at ops/shape.py:33): one per input (value).
+
+    In index notation, next to the code computing it:
+        grad_value = grad, i.e. `_sum_to_shape(grad, value)`
+    """
+    dims = tf.cast(dims, tf.int64)
+    grad_value = _sum_to_shape(grad, value)
+    return (grad_value,)
+
+
+def fill_grad(op, grad):
+    """Gradient function of Fill for `tf.RegisterGradient`."""
+    grads = fill_vjp(grad, op.inputs[1], *op.outputs, dims=_const_input(op, 0))
+    return _insert_none(grads, (0,))
+
+
+def fill(value, *, dims):
+    """Fill: An array of shape `dims` holding the scalar `value` everywhere: its gradient is the sum, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"dims": dims}
+    dims = tf.cast(dims, tf.int64)
+
+    @tf.custom_gradient
+    def forward(value):
+        def backward(grad):
+            return fill_vjp(grad, value, output, dims=dims)
+
+        kernel_outputs = _tf_kernel("Fill", 1, {"value": value}, kernel_attrs)
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        output = tf.broadcast_to(value, dims)
+        return output, backward
+
+    return forward(value)
+
+
+_register("Fill", fill_grad)

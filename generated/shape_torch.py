@@ -22,9 +22,12 @@ def _needed(grads, needed):
 
 
 def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
+    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
+    broadcast first."""
     if tuple(g.shape) == tuple(shape):
         return g
+    g = torch.broadcast_to(g, torch.broadcast_shapes(tuple(g.shape), tuple(shape)))
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + n for n, size in enumerate(shape) if size == 1 and g.shape[lead + n] != 1
@@ -33,7 +36,7 @@ def _sum_to_shape(g, shape):
 
 
 def expand_dims(input, *, axis=-1):
-    """ExpandDims: The input with a size-1 axis inserted at `axis` (counted from the end of the output) (declared at ops/shape.py:11); differentiated by expand_dims_vjp."""
+    """ExpandDims: The input with a size-1 axis inserted at `axis` (counted from the end of the output) (declared at ops/shape.py:12); differentiated by expand_dims_vjp."""
     return _ExpandDimsFunction.apply(axis, input)
 
 
@@ -89,7 +92,7 @@ class _ExpandDimsFunction(torch.autograd.Function):
 
 
 def broadcast_to(input, *, shape):
-    """BroadcastTo: The input broadcast to `shape` (numpy's rules): its gradient is summed back (declared at ops/shape.py:20); differentiated by broadcast_to_vjp."""
+    """BroadcastTo: The input broadcast to `shape` (numpy's rules): its gradient is summed back (declared at ops/shape.py:21); differentiated by broadcast_to_vjp."""
     return _BroadcastToFunction.apply(shape, input)
 
 
@@ -128,4 +131,47 @@ class _BroadcastToFunction(torch.autograd.Function):
         (shape,) = ctx.attrs
         (input,) = ctx.saved_tensors
         grads = broadcast_to_vjp(grad, input, shape=shape)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+
+def fill(value, *, dims):
+    """Fill: An array of shape `dims` holding the scalar `value` everywhere: its gradient is the sum (declared at ops/shape.py:33); differentiated by fill_vjp."""
+    return _FillFunction.apply(dims, value)
+
+
+def fill_forward(value, *, dims):
+    """Fill's formula."""
+    dims = np.asarray(dims, dtype=np.int64)
+    output = torch.broadcast_to(value, tuple(dims))
+    return output
+
+
+def fill_vjp(grad, value, *, output=None, dims):
+    """Gradient of Fill: one array per input (value).
+
+    In index notation, next to the code computing it:
+        grad_value = grad, i.e. `_sum_to_shape(grad, np.shape(value))`
+    """
+    dims = np.asarray(dims, dtype=np.int64)
+    grad_value = _sum_to_shape(grad, np.shape(value))
+    return (grad_value,)
+
+
+class _FillFunction(torch.autograd.Function):
+    """Fill for autograd: the backward is fill_vjp."""
+
+    @staticmethod
+    def forward(dims, value):
+        return fill_forward(value, dims=dims)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:1]
+        ctx.save_for_backward(*inputs[1:])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (dims,) = ctx.attrs
+        (value,) = ctx.saved_tensors
+        grads = fill_vjp(grad, value, dims=dims)
         return None, *_needed(grads, ctx.needs_input_grad[1:])

@@ -18,8 +18,19 @@ import numpy as np
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = jnp.asarray(positions)
+    size = jnp.shape(x)[axis]
+    inside = (positions >= 0) & (positions < size)
+    taken = jnp.take(x, jnp.where(inside, positions, 0), axis=axis, mode="clip")
+    inside = jnp.reshape(inside, jnp.shape(inside) + (1,) * (-axis - 1))
+    return jnp.where(inside, taken, jnp.asarray(fill, taken.dtype))
+
+
 def space_to_depth(input, *, data_format="NHWC", block_size):
-    """SpaceToDepth: Each block_size x block_size block of pixels as one pixel of depth block_size**2 * C, (declared at ops/space.py:16); differentiated by space_to_depth_vjp."""
+    """SpaceToDepth: Each block_size x block_size block of pixels as one pixel of depth block_size**2 * C, (declared at ops/space.py:23); differentiated by space_to_depth_vjp."""
     return _space_to_depth_custom_vjp(data_format, block_size, input)
 
 
@@ -91,7 +102,7 @@ _space_to_depth_custom_vjp.defvjp(_space_to_depth_fwd, _space_to_depth_bwd)
 
 
 def depth_to_space(input, *, data_format="NHWC", block_size):
-    """DepthToSpace: The inverse of SpaceToDepth: depth (row in the block, column in the block, channel) (declared at ops/space.py:24); differentiated by depth_to_space_vjp."""
+    """DepthToSpace: The inverse of SpaceToDepth: depth (row in the block, column in the block, channel) (declared at ops/space.py:31); differentiated by depth_to_space_vjp."""
     return _depth_to_space_custom_vjp(data_format, block_size, input)
 
 
@@ -155,3 +166,340 @@ def _depth_to_space_bwd(data_format, block_size, saved, grad):
 
 
 _depth_to_space_custom_vjp.defvjp(_depth_to_space_fwd, _depth_to_space_bwd)
+
+
+def space_to_batch_nd(input, *, block_shape, paddings):
+    """SpaceToBatchND: The zero-padded spatial axes cut into blocks of block_shape; position (a, b) in a block (declared at ops/space.py:58); differentiated by space_to_batch_nd_vjp."""
+    return _space_to_batch_nd_custom_vjp(block_shape, paddings, input)
+
+
+def space_to_batch_nd_forward(input, *, block_shape, paddings):
+    """SpaceToBatchND's formula."""
+    block_shape = np.asarray(block_shape, dtype=np.int64)
+    paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = block_shape[1]
+    t1 = jnp.arange(t0)
+    t2 = t1[..., None]
+    t3 = jnp.shape(input)[-2]
+    t4 = np.where(
+        (paddings[1][0] + paddings[1][1] + t3) % block_shape[1] == 0,
+        (paddings[1][0] + paddings[1][1] + t3) // block_shape[1],
+        -1,
+    )
+    t5 = jnp.arange(t4)
+    t6 = block_shape[1] * t5 - paddings[1][0] + t2
+    t7 = _gather(input, t6, -2)
+    t8 = block_shape[0]
+    t9 = jnp.arange(t8)
+    t10 = t9[..., None]
+    t11 = jnp.shape(input)[-3]
+    t12 = np.where(
+        (paddings[0][0] + paddings[0][1] + t11) % block_shape[0] == 0,
+        (paddings[0][0] + paddings[0][1] + t11) // block_shape[0],
+        -1,
+    )
+    t13 = jnp.arange(t12)
+    t14 = block_shape[0] * t13 - paddings[0][0] + t10
+    t15 = _gather(t7, t14, -4)
+    t16 = jnp.transpose(t15, (1, 3, 0, 2, 4, 5))
+    t17 = jnp.shape(input)[-4]
+    t18 = jnp.shape(input)[-1]
+    output = jnp.reshape(t16, (t8 * t0 * t17, t12, t4, t18))
+    return output
+
+
+def space_to_batch_nd_vjp(grad, input, *, output=None, block_shape, paddings):
+    """Gradient of SpaceToBatchND: one array per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[i, j, k, l] = sum_{a, b} grad[a, b, i, exact_div(paddings[0][0] - a + j,
+            block_shape[0]), exact_div(paddings[1][0] - b + k, block_shape[1]), l]
+            i.e. `jnp.sum(t16, axis=(-2, -1))`
+    """
+    block_shape = np.asarray(block_shape, dtype=np.int64)
+    paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = block_shape[1]
+    t1 = jnp.shape(input)[-4]
+    grad = jnp.reshape(grad, jnp.shape(grad)[:-4] + (-1, t0, t1) + jnp.shape(grad)[-3:])
+    t2 = jnp.arange(jnp.shape(input)[-2])
+    t3 = t2[..., None]
+    t4 = jnp.arange(t0)
+    t5 = paddings[1][0] + t3 - t4
+    t6 = jnp.where(t5 % block_shape[1] == 0, t5 // block_shape[1], -1)
+    t7 = _gather(grad, t6, -2)
+    t8 = jnp.arange(jnp.shape(input)[-3])
+    t9 = t8[..., None]
+    t10 = block_shape[0]
+    t11 = jnp.arange(t10)
+    t12 = paddings[0][0] - t11 + t9
+    t13 = jnp.where(t12 % block_shape[0] == 0, t12 // block_shape[0], -1)
+    t14 = _gather(t7, t13, -4)
+    t15 = jnp.einsum("abcdaebf->abcdef", t14, optimize=True)
+    t16 = jnp.transpose(t15, (2, 3, 4, 5, 0, 1))
+    grad_input = jnp.sum(t16, axis=(-2, -1))
+    return (grad_input,)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _space_to_batch_nd_custom_vjp(block_shape, paddings, input):
+    return space_to_batch_nd_forward(input, block_shape=block_shape, paddings=paddings)
+
+
+def _space_to_batch_nd_fwd(block_shape, paddings, input):
+    output = space_to_batch_nd_forward(input, block_shape=block_shape, paddings=paddings)
+    return output, ((input,), output)
+
+
+def _space_to_batch_nd_bwd(block_shape, paddings, saved, grad):
+    (input,), output = saved
+    return space_to_batch_nd_vjp(
+        grad, input, output=output, block_shape=block_shape, paddings=paddings
+    )
+
+
+_space_to_batch_nd_custom_vjp.defvjp(_space_to_batch_nd_fwd, _space_to_batch_nd_bwd)
+
+
+def batch_to_space_nd(input, *, block_shape, crops):
+    """BatchToSpaceND: SpaceToBatchND's inverse: batch entry (a * block_shape[1] + b) * N + n to position (declared at ops/space.py:69); differentiated by batch_to_space_nd_vjp."""
+    return _batch_to_space_nd_custom_vjp(block_shape, crops, input)
+
+
+def batch_to_space_nd_forward(input, *, block_shape, crops):
+    """BatchToSpaceND's formula."""
+    block_shape = np.asarray(block_shape, dtype=np.int64)
+    crops = np.asarray(crops, dtype=np.int64)
+    t0 = block_shape[0]
+    t1 = block_shape[1]
+    input_split = jnp.reshape(input, jnp.shape(input)[:-4] + (t0, t1, -1) + jnp.shape(input)[-3:])
+    t2 = jnp.shape(input_split)[-2]
+    t3 = block_shape[1] * t2 - crops[1][0] - crops[1][1]
+    t4 = jnp.arange(t3)
+    t5 = t4[..., None]
+    t6 = jnp.arange(jnp.shape(input_split)[-5])
+    t7 = crops[1][0] + t5 - t6
+    t8 = jnp.where(t7 % block_shape[1] == 0, t7 // block_shape[1], -1)
+    t9 = _gather(input_split, t8, -2)
+    t10 = jnp.shape(input_split)[-3]
+    t11 = block_shape[0] * t10 - crops[0][0] - crops[0][1]
+    t12 = jnp.arange(t11)
+    t13 = t12[..., None]
+    t14 = jnp.arange(jnp.shape(input_split)[-6])
+    t15 = crops[0][0] + t13 - t14
+    t16 = jnp.where(t15 % block_shape[0] == 0, t15 // block_shape[0], -1)
+    t17 = _gather(t9, t16, -4)
+    t18 = jnp.einsum("abcdaebf->abcdef", t17, optimize=True)
+    t19 = jnp.transpose(t18, (2, 3, 4, 5, 0, 1))
+    output = jnp.sum(t19, axis=(-2, -1))
+    return output
+
+
+def batch_to_space_nd_vjp(grad, input, *, output=None, block_shape, crops):
+    """Gradient of BatchToSpaceND: one array per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[a, b, n, i, j, c] = grad[n, block_shape[0] * i - crops[0][0] + a, block_shape[1]
+            * j - crops[1][0] + b, c], i.e. `jnp.reshape(t12, (t13 * t14 * t15, t16, t17, t18))`
+    """
+    block_shape = np.asarray(block_shape, dtype=np.int64)
+    crops = np.asarray(crops, dtype=np.int64)
+    t0 = block_shape[0]
+    t1 = block_shape[1]
+    input_split = jnp.reshape(input, jnp.shape(input)[:-4] + (t0, t1, -1) + jnp.shape(input)[-3:])
+    t2 = jnp.arange(jnp.shape(input_split)[-5])
+    t3 = t2[..., None]
+    t4 = jnp.arange(jnp.shape(input_split)[-2])
+    t5 = block_shape[1] * t4 - crops[1][0] + t3
+    t6 = _gather(grad, t5, -2)
+    t7 = jnp.arange(jnp.shape(input_split)[-6])
+    t8 = t7[..., None]
+    t9 = jnp.arange(jnp.shape(input_split)[-3])
+    t10 = block_shape[0] * t9 - crops[0][0] + t8
+    t11 = _gather(t6, t10, -4)
+    t12 = jnp.transpose(t11, (1, 3, 0, 2, 4, 5))
+    t13 = jnp.shape(input_split)[-6]
+    t14 = jnp.shape(input_split)[-5]
+    t15 = jnp.shape(input_split)[-4]
+    t16 = jnp.shape(input_split)[-3]
+    t17 = jnp.shape(input_split)[-2]
+    t18 = jnp.shape(input_split)[-1]
+    grad_input = jnp.reshape(t12, (t13 * t14 * t15, t16, t17, t18))
+    return (grad_input,)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _batch_to_space_nd_custom_vjp(block_shape, crops, input):
+    return batch_to_space_nd_forward(input, block_shape=block_shape, crops=crops)
+
+
+def _batch_to_space_nd_fwd(block_shape, crops, input):
+    output = batch_to_space_nd_forward(input, block_shape=block_shape, crops=crops)
+    return output, ((input,), output)
+
+
+def _batch_to_space_nd_bwd(block_shape, crops, saved, grad):
+    (input,), output = saved
+    return batch_to_space_nd_vjp(grad, input, output=output, block_shape=block_shape, crops=crops)
+
+
+_batch_to_space_nd_custom_vjp.defvjp(_batch_to_space_nd_fwd, _batch_to_space_nd_bwd)
+
+
+def space_to_batch(input, *, paddings, block_size):
+    """SpaceToBatch: SpaceToBatchND with one block size for both spatial axes (declared at ops/space.py:80); differentiated by space_to_batch_vjp."""
+    return _space_to_batch_custom_vjp(paddings, block_size, input)
+
+
+def space_to_batch_forward(input, *, paddings, block_size):
+    """SpaceToBatch's formula."""
+    paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = block_size
+    t1 = jnp.arange(t0)
+    t2 = t1[..., None]
+    t3 = jnp.shape(input)[-2]
+    t4 = np.where(
+        (paddings[1][0] + paddings[1][1] + t3) % block_size == 0,
+        (paddings[1][0] + paddings[1][1] + t3) // block_size,
+        -1,
+    )
+    t5 = jnp.arange(t4)
+    t6 = -paddings[1][0] + block_size * t5 + t2
+    t7 = _gather(input, t6, -2)
+    t8 = jnp.shape(input)[-3]
+    t9 = np.where(
+        (paddings[0][0] + paddings[0][1] + t8) % block_size == 0,
+        (paddings[0][0] + paddings[0][1] + t8) // block_size,
+        -1,
+    )
+    t10 = jnp.arange(t9)
+    t11 = -paddings[0][0] + block_size * t10 + t2
+    t12 = _gather(t7, t11, -4)
+    t13 = jnp.transpose(t12, (1, 3, 0, 2, 4, 5))
+    t14 = jnp.shape(input)[-4]
+    t15 = jnp.shape(input)[-1]
+    output = jnp.reshape(t13, (t0 * t0 * t14, t9, t4, t15))
+    return output
+
+
+def space_to_batch_vjp(grad, input, *, output=None, paddings, block_size):
+    """Gradient of SpaceToBatch: one array per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[i, j, k, l] = sum_{a, b} grad[a, b, i, exact_div(paddings[0][0] - a + j,
+            block_size), exact_div(paddings[1][0] - b + k, block_size), l]
+            i.e. `jnp.sum(t14, axis=(-2, -1))`
+    """
+    paddings = np.asarray(paddings, dtype=np.int64)
+    t0 = block_size
+    t1 = jnp.shape(input)[-4]
+    grad = jnp.reshape(grad, jnp.shape(grad)[:-4] + (-1, t0, t1) + jnp.shape(grad)[-3:])
+    t2 = jnp.arange(jnp.shape(input)[-2])
+    t3 = t2[..., None]
+    t4 = jnp.arange(t0)
+    t5 = paddings[1][0] + t3 - t4
+    t6 = jnp.where(t5 % block_size == 0, t5 // block_size, -1)
+    t7 = _gather(grad, t6, -2)
+    t8 = jnp.arange(jnp.shape(input)[-3])
+    t9 = t8[..., None]
+    t10 = paddings[0][0] - t4 + t9
+    t11 = jnp.where(t10 % block_size == 0, t10 // block_size, -1)
+    t12 = _gather(t7, t11, -4)
+    t13 = jnp.einsum("abcdaebf->abcdef", t12, optimize=True)
+    t14 = jnp.transpose(t13, (2, 3, 4, 5, 0, 1))
+    grad_input = jnp.sum(t14, axis=(-2, -1))
+    return (grad_input,)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _space_to_batch_custom_vjp(paddings, block_size, input):
+    return space_to_batch_forward(input, paddings=paddings, block_size=block_size)
+
+
+def _space_to_batch_fwd(paddings, block_size, input):
+    output = space_to_batch_forward(input, paddings=paddings, block_size=block_size)
+    return output, ((input,), output)
+
+
+def _space_to_batch_bwd(paddings, block_size, saved, grad):
+    (input,), output = saved
+    return space_to_batch_vjp(grad, input, output=output, paddings=paddings, block_size=block_size)
+
+
+_space_to_batch_custom_vjp.defvjp(_space_to_batch_fwd, _space_to_batch_bwd)
+
+
+def batch_to_space(input, *, crops, block_size):
+    """BatchToSpace: BatchToSpaceND with one block size for both spatial axes (declared at ops/space.py:90); differentiated by batch_to_space_vjp."""
+    return _batch_to_space_custom_vjp(crops, block_size, input)
+
+
+def batch_to_space_forward(input, *, crops, block_size):
+    """BatchToSpace's formula."""
+    crops = np.asarray(crops, dtype=np.int64)
+    t0 = block_size
+    input_split = jnp.reshape(input, jnp.shape(input)[:-4] + (t0, t0, -1) + jnp.shape(input)[-3:])
+    t1 = jnp.shape(input_split)[-2]
+    t2 = -crops[1][0] - crops[1][1] + block_size * t1
+    t3 = jnp.arange(t2)
+    t4 = t3[..., None]
+    t5 = jnp.arange(jnp.shape(input_split)[-6])
+    t6 = crops[1][0] + t4 - t5
+    t7 = jnp.where(t6 % block_size == 0, t6 // block_size, -1)
+    t8 = _gather(input_split, t7, -2)
+    t9 = jnp.shape(input_split)[-3]
+    t10 = -crops[0][0] - crops[0][1] + block_size * t9
+    t11 = jnp.arange(t10)
+    t12 = t11[..., None]
+    t13 = crops[0][0] + t12 - t5
+    t14 = jnp.where(t13 % block_size == 0, t13 // block_size, -1)
+    t15 = _gather(t8, t14, -4)
+    t16 = jnp.einsum("abcdaebf->abcdef", t15, optimize=True)
+    t17 = jnp.transpose(t16, (2, 3, 4, 5, 0, 1))
+    output = jnp.sum(t17, axis=(-2, -1))
+    return output
+
+
+def batch_to_space_vjp(grad, input, *, output=None, crops, block_size):
+    """Gradient of BatchToSpace: one array per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[a, b, n, i, j, c] = grad[n, -crops[0][0] + a + block_size * i, -crops[1][0] + b +
+            block_size * j, c], i.e. `jnp.reshape(t9, (t10 * t10 * t11, t12, t13, t14))`
+    """
+    crops = np.asarray(crops, dtype=np.int64)
+    t0 = block_size
+    input_split = jnp.reshape(input, jnp.shape(input)[:-4] + (t0, t0, -1) + jnp.shape(input)[-3:])
+    t1 = jnp.arange(jnp.shape(input_split)[-6])
+    t2 = t1[..., None]
+    t3 = jnp.arange(jnp.shape(input_split)[-2])
+    t4 = -crops[1][0] + block_size * t3 + t2
+    t5 = _gather(grad, t4, -2)
+    t6 = jnp.arange(jnp.shape(input_split)[-3])
+    t7 = -crops[0][0] + block_size * t6 + t2
+    t8 = _gather(t5, t7, -4)
+    t9 = jnp.transpose(t8, (1, 3, 0, 2, 4, 5))
+    t10 = jnp.shape(input_split)[-6]
+    t11 = jnp.shape(input_split)[-4]
+    t12 = jnp.shape(input_split)[-3]
+    t13 = jnp.shape(input_split)[-2]
+    t14 = jnp.shape(input_split)[-1]
+    grad_input = jnp.reshape(t9, (t10 * t10 * t11, t12, t13, t14))
+    return (grad_input,)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _batch_to_space_custom_vjp(crops, block_size, input):
+    return batch_to_space_forward(input, crops=crops, block_size=block_size)
+
+
+def _batch_to_space_fwd(crops, block_size, input):
+    output = batch_to_space_forward(input, crops=crops, block_size=block_size)
+    return output, ((input,), output)
+
+
+def _batch_to_space_bwd(crops, block_size, saved, grad):
+    (input,), output = saved
+    return batch_to_space_vjp(grad, input, output=output, crops=crops, block_size=block_size)
+
+
+_batch_to_space_custom_vjp.defvjp(_batch_to_space_fwd, _batch_to_space_bwd)

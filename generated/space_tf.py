@@ -104,8 +104,38 @@ def _string_attr(op, name):
     return value.decode() if isinstance(value, bytes) else value
 
 
+def _const_input(op, index):
+    """The value of constant input `index` of `op` (an axis), as a Python int or tuple."""
+    value = tf.get_static_value(op.inputs[index])
+    if value is None:
+        raise ValueError(
+            f"{op.type}: input {index} must be a constant known when the graph is built"
+        )
+    return value.item() if value.ndim == 0 else tuple(value.tolist())
+
+
+def _insert_none(grads, positions):
+    """One gradient per op input: None for the constant inputs at `positions`."""
+    grads = list(grads)
+    for position in positions:
+        grads.insert(position, None)
+    return grads
+
+
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = tf.cast(positions, tf.int64)
+    size = tf.shape(x, out_type=tf.int64)[axis]
+    inside = (positions >= 0) & (positions < size)
+    taken = tf.gather(x, tf.where(inside, positions, tf.zeros_like(positions)), axis=axis)
+    trailing = tf.ones([-axis - 1], tf.int32)
+    inside = tf.reshape(inside, tf.concat([tf.shape(inside), trailing], 0))
+    return tf.where(inside, taken, tf.fill(tf.shape(taken), tf.constant(fill, taken.dtype)))
+
+
 def space_to_depth_vjp(grad, input, output, *, data_format="NHWC", block_size):
-    """Gradient of SpaceToDepth (declared at ops/space.py:16): one per input (input).
+    """Gradient of SpaceToDepth (declared at ops/space.py:23): one per input (input).
 
     In index notation, next to the code computing it, per variant:
         data_format='NHWC':
@@ -229,7 +259,7 @@ _register("SpaceToDepth", space_to_depth_grad)
 
 
 def depth_to_space_vjp(grad, input, output, *, data_format="NHWC", block_size):
-    """Gradient of DepthToSpace (declared at ops/space.py:24): one per input (input).
+    """Gradient of DepthToSpace (declared at ops/space.py:31): one per input (input).
 
     In index notation, next to the code computing it, per variant:
         data_format='NHWC':
@@ -336,3 +366,424 @@ def depth_to_space(input, *, data_format="NHWC", block_size):
 
 
 _register("DepthToSpace", depth_to_space_grad)
+
+
+def space_to_batch_nd_vjp(grad, input, output, *, block_shape, paddings):
+    """Gradient of SpaceToBatchND (declared at ops/space.py:58): one per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[i, j, k, l] = sum_{a, b} grad[a, b, i, exact_div(paddings[0][0] - a + j,
+            block_shape[0]), exact_div(paddings[1][0] - b + k, block_shape[1]), l]
+            i.e. `tf.reduce_sum(t16, axis=[-2, -1])`
+    """
+    block_shape = tf.cast(block_shape, tf.int64)
+    paddings = tf.cast(paddings, tf.int64)
+    t0 = block_shape[1]
+    t1 = tf.shape(input, out_type=tf.int64)[-4]
+    grad = tf.reshape(
+        grad,
+        tf.concat(
+            [
+                tf.shape(grad, out_type=tf.int64)[:-4],
+                tf.cast([-1, t0, t1], tf.int64),
+                tf.shape(grad, out_type=tf.int64)[-3:],
+            ],
+            0,
+        ),
+    )
+    t2 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+    t3 = t2[..., None]
+    t4 = tf.range(tf.cast(t0, tf.int64))
+    t5 = paddings[1][0] + t3 - t4
+    t6 = tf.where(tf.equal(t5 % block_shape[1], 0), t5 // block_shape[1], -tf.ones_like(t5))
+    t7 = _gather(grad, t6, -2)
+    t8 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+    t9 = t8[..., None]
+    t10 = block_shape[0]
+    t11 = tf.range(tf.cast(t10, tf.int64))
+    t12 = paddings[0][0] - t11 + t9
+    t13 = tf.where(tf.equal(t12 % block_shape[0], 0), t12 // block_shape[0], -tf.ones_like(t12))
+    t14 = _gather(t7, t13, -4)
+    t15 = tf.einsum("abcdaebf->abcdef", t14)
+    t16 = tf.transpose(t15, perm=[2, 3, 4, 5, 0, 1])
+    grad_input = tf.reduce_sum(t16, axis=[-2, -1])
+    return (grad_input,)
+
+
+def space_to_batch_nd_grad(op, grad):
+    """Gradient function of SpaceToBatchND for `tf.RegisterGradient`."""
+    grads = space_to_batch_nd_vjp(
+        grad,
+        op.inputs[0],
+        *op.outputs,
+        block_shape=_const_input(op, 1),
+        paddings=_const_input(op, 2),
+    )
+    return _insert_none(grads, (1, 2))
+
+
+def space_to_batch_nd(input, *, block_shape, paddings):
+    """SpaceToBatchND: The zero-padded spatial axes cut into blocks of block_shape; position (a, b) in a block, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"block_shape": block_shape, "paddings": paddings}
+    block_shape = tf.cast(block_shape, tf.int64)
+    paddings = tf.cast(paddings, tf.int64)
+
+    @tf.custom_gradient
+    def forward(input):
+        def backward(grad):
+            return space_to_batch_nd_vjp(
+                grad, input, output, block_shape=block_shape, paddings=paddings
+            )
+
+        kernel_outputs = _tf_kernel("SpaceToBatchND", 1, {"input": input}, kernel_attrs)
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = block_shape[1]
+        t1 = tf.range(tf.cast(t0, tf.int64))
+        t2 = t1[..., None]
+        t3 = tf.shape(input, out_type=tf.int64)[-2]
+        t4 = tf.where(
+            tf.equal((paddings[1][0] + paddings[1][1] + t3) % block_shape[1], 0),
+            (paddings[1][0] + paddings[1][1] + t3) // block_shape[1],
+            -tf.ones_like((paddings[1][0] + paddings[1][1] + t3)),
+        )
+        t5 = tf.range(tf.cast(t4, tf.int64))
+        t6 = block_shape[1] * t5 - paddings[1][0] + t2
+        t7 = _gather(input, t6, -2)
+        t8 = block_shape[0]
+        t9 = tf.range(tf.cast(t8, tf.int64))
+        t10 = t9[..., None]
+        t11 = tf.shape(input, out_type=tf.int64)[-3]
+        t12 = tf.where(
+            tf.equal((paddings[0][0] + paddings[0][1] + t11) % block_shape[0], 0),
+            (paddings[0][0] + paddings[0][1] + t11) // block_shape[0],
+            -tf.ones_like((paddings[0][0] + paddings[0][1] + t11)),
+        )
+        t13 = tf.range(tf.cast(t12, tf.int64))
+        t14 = block_shape[0] * t13 - paddings[0][0] + t10
+        t15 = _gather(t7, t14, -4)
+        t16 = tf.transpose(t15, perm=[1, 3, 0, 2, 4, 5])
+        t17 = tf.shape(input, out_type=tf.int64)[-4]
+        t18 = tf.shape(input, out_type=tf.int64)[-1]
+        output = tf.reshape(t16, [t8 * t0 * t17, t12, t4, t18])
+        return output, backward
+
+    return forward(input)
+
+
+_register("SpaceToBatchND", space_to_batch_nd_grad)
+
+
+def batch_to_space_nd_vjp(grad, input, output, *, block_shape, crops):
+    """Gradient of BatchToSpaceND (declared at ops/space.py:69): one per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[a, b, n, i, j, c] = grad[n, block_shape[0] * i - crops[0][0] + a, block_shape[1]
+            * j - crops[1][0] + b, c], i.e. `tf.reshape(t12, [t13 * t14 * t15, t16, t17, t18])`
+    """
+    block_shape = tf.cast(block_shape, tf.int64)
+    crops = tf.cast(crops, tf.int64)
+    t0 = block_shape[0]
+    t1 = block_shape[1]
+    input_split = tf.reshape(
+        input,
+        tf.concat(
+            [
+                tf.shape(input, out_type=tf.int64)[:-4],
+                tf.cast([t0, t1, -1], tf.int64),
+                tf.shape(input, out_type=tf.int64)[-3:],
+            ],
+            0,
+        ),
+    )
+    t2 = tf.range(tf.shape(input_split, out_type=tf.int64)[-5])
+    t3 = t2[..., None]
+    t4 = tf.range(tf.shape(input_split, out_type=tf.int64)[-2])
+    t5 = block_shape[1] * t4 - crops[1][0] + t3
+    t6 = _gather(grad, t5, -2)
+    t7 = tf.range(tf.shape(input_split, out_type=tf.int64)[-6])
+    t8 = t7[..., None]
+    t9 = tf.range(tf.shape(input_split, out_type=tf.int64)[-3])
+    t10 = block_shape[0] * t9 - crops[0][0] + t8
+    t11 = _gather(t6, t10, -4)
+    t12 = tf.transpose(t11, perm=[1, 3, 0, 2, 4, 5])
+    t13 = tf.shape(input_split, out_type=tf.int64)[-6]
+    t14 = tf.shape(input_split, out_type=tf.int64)[-5]
+    t15 = tf.shape(input_split, out_type=tf.int64)[-4]
+    t16 = tf.shape(input_split, out_type=tf.int64)[-3]
+    t17 = tf.shape(input_split, out_type=tf.int64)[-2]
+    t18 = tf.shape(input_split, out_type=tf.int64)[-1]
+    grad_input = tf.reshape(t12, [t13 * t14 * t15, t16, t17, t18])
+    return (grad_input,)
+
+
+def batch_to_space_nd_grad(op, grad):
+    """Gradient function of BatchToSpaceND for `tf.RegisterGradient`."""
+    grads = batch_to_space_nd_vjp(
+        grad, op.inputs[0], *op.outputs, block_shape=_const_input(op, 1), crops=_const_input(op, 2)
+    )
+    return _insert_none(grads, (1, 2))
+
+
+def batch_to_space_nd(input, *, block_shape, crops):
+    """BatchToSpaceND: SpaceToBatchND's inverse: batch entry (a * block_shape[1] + b) * N + n to position, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"block_shape": block_shape, "crops": crops}
+    block_shape = tf.cast(block_shape, tf.int64)
+    crops = tf.cast(crops, tf.int64)
+
+    @tf.custom_gradient
+    def forward(input):
+        def backward(grad):
+            return batch_to_space_nd_vjp(grad, input, output, block_shape=block_shape, crops=crops)
+
+        kernel_outputs = _tf_kernel("BatchToSpaceND", 1, {"input": input}, kernel_attrs)
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = block_shape[0]
+        t1 = block_shape[1]
+        input_split = tf.reshape(
+            input,
+            tf.concat(
+                [
+                    tf.shape(input, out_type=tf.int64)[:-4],
+                    tf.cast([t0, t1, -1], tf.int64),
+                    tf.shape(input, out_type=tf.int64)[-3:],
+                ],
+                0,
+            ),
+        )
+        t2 = tf.shape(input_split, out_type=tf.int64)[-2]
+        t3 = block_shape[1] * t2 - crops[1][0] - crops[1][1]
+        t4 = tf.range(tf.cast(t3, tf.int64))
+        t5 = t4[..., None]
+        t6 = tf.range(tf.shape(input_split, out_type=tf.int64)[-5])
+        t7 = crops[1][0] + t5 - t6
+        t8 = tf.where(tf.equal(t7 % block_shape[1], 0), t7 // block_shape[1], -tf.ones_like(t7))
+        t9 = _gather(input_split, t8, -2)
+        t10 = tf.shape(input_split, out_type=tf.int64)[-3]
+        t11 = block_shape[0] * t10 - crops[0][0] - crops[0][1]
+        t12 = tf.range(tf.cast(t11, tf.int64))
+        t13 = t12[..., None]
+        t14 = tf.range(tf.shape(input_split, out_type=tf.int64)[-6])
+        t15 = crops[0][0] + t13 - t14
+        t16 = tf.where(tf.equal(t15 % block_shape[0], 0), t15 // block_shape[0], -tf.ones_like(t15))
+        t17 = _gather(t9, t16, -4)
+        t18 = tf.einsum("abcdaebf->abcdef", t17)
+        t19 = tf.transpose(t18, perm=[2, 3, 4, 5, 0, 1])
+        output = tf.reduce_sum(t19, axis=[-2, -1])
+        return output, backward
+
+    return forward(input)
+
+
+_register("BatchToSpaceND", batch_to_space_nd_grad)
+
+
+def space_to_batch_vjp(grad, input, output, *, paddings, block_size):
+    """Gradient of SpaceToBatch (declared at ops/space.py:80): one per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[i, j, k, l] = sum_{a, b} grad[a, b, i, exact_div(paddings[0][0] - a + j,
+            block_size), exact_div(paddings[1][0] - b + k, block_size), l]
+            i.e. `tf.reduce_sum(t14, axis=[-2, -1])`
+    """
+    paddings = tf.cast(paddings, tf.int64)
+    t0 = block_size
+    t1 = tf.shape(input, out_type=tf.int64)[-4]
+    grad = tf.reshape(
+        grad,
+        tf.concat(
+            [
+                tf.shape(grad, out_type=tf.int64)[:-4],
+                tf.cast([-1, t0, t1], tf.int64),
+                tf.shape(grad, out_type=tf.int64)[-3:],
+            ],
+            0,
+        ),
+    )
+    t2 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+    t3 = t2[..., None]
+    t4 = tf.range(tf.cast(t0, tf.int64))
+    t5 = paddings[1][0] + t3 - t4
+    t6 = tf.where(tf.equal(t5 % block_size, 0), t5 // block_size, -tf.ones_like(t5))
+    t7 = _gather(grad, t6, -2)
+    t8 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+    t9 = t8[..., None]
+    t10 = paddings[0][0] - t4 + t9
+    t11 = tf.where(tf.equal(t10 % block_size, 0), t10 // block_size, -tf.ones_like(t10))
+    t12 = _gather(t7, t11, -4)
+    t13 = tf.einsum("abcdaebf->abcdef", t12)
+    t14 = tf.transpose(t13, perm=[2, 3, 4, 5, 0, 1])
+    grad_input = tf.reduce_sum(t14, axis=[-2, -1])
+    return (grad_input,)
+
+
+def space_to_batch_grad(op, grad):
+    """Gradient function of SpaceToBatch for `tf.RegisterGradient`."""
+    grads = space_to_batch_vjp(
+        grad,
+        op.inputs[0],
+        *op.outputs,
+        paddings=_const_input(op, 1),
+        block_size=op.get_attr("block_size"),
+    )
+    return _insert_none(grads, (1,))
+
+
+def space_to_batch(input, *, paddings, block_size):
+    """SpaceToBatch: SpaceToBatchND with one block size for both spatial axes, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"paddings": paddings, "block_size": block_size}
+    paddings = tf.cast(paddings, tf.int64)
+
+    @tf.custom_gradient
+    def forward(input):
+        def backward(grad):
+            return space_to_batch_vjp(grad, input, output, paddings=paddings, block_size=block_size)
+
+        kernel_outputs = _tf_kernel("SpaceToBatch", 1, {"input": input}, kernel_attrs)
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = block_size
+        t1 = tf.range(tf.cast(t0, tf.int64))
+        t2 = t1[..., None]
+        t3 = tf.shape(input, out_type=tf.int64)[-2]
+        t4 = tf.where(
+            tf.equal((paddings[1][0] + paddings[1][1] + t3) % block_size, 0),
+            (paddings[1][0] + paddings[1][1] + t3) // block_size,
+            -tf.ones_like((paddings[1][0] + paddings[1][1] + t3)),
+        )
+        t5 = tf.range(tf.cast(t4, tf.int64))
+        t6 = -paddings[1][0] + block_size * t5 + t2
+        t7 = _gather(input, t6, -2)
+        t8 = tf.shape(input, out_type=tf.int64)[-3]
+        t9 = tf.where(
+            tf.equal((paddings[0][0] + paddings[0][1] + t8) % block_size, 0),
+            (paddings[0][0] + paddings[0][1] + t8) // block_size,
+            -tf.ones_like((paddings[0][0] + paddings[0][1] + t8)),
+        )
+        t10 = tf.range(tf.cast(t9, tf.int64))
+        t11 = -paddings[0][0] + block_size * t10 + t2
+        t12 = _gather(t7, t11, -4)
+        t13 = tf.transpose(t12, perm=[1, 3, 0, 2, 4, 5])
+        t14 = tf.shape(input, out_type=tf.int64)[-4]
+        t15 = tf.shape(input, out_type=tf.int64)[-1]
+        output = tf.reshape(t13, [t0 * t0 * t14, t9, t4, t15])
+        return output, backward
+
+    return forward(input)
+
+
+_register("SpaceToBatch", space_to_batch_grad)
+
+
+def batch_to_space_vjp(grad, input, output, *, crops, block_size):
+    """Gradient of BatchToSpace (declared at ops/space.py:90): one per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input[a, b, n, i, j, c] = grad[n, -crops[0][0] + a + block_size * i, -crops[1][0] + b +
+            block_size * j, c], i.e. `tf.reshape(t9, [t10 * t10 * t11, t12, t13, t14])`
+    """
+    crops = tf.cast(crops, tf.int64)
+    t0 = block_size
+    input_split = tf.reshape(
+        input,
+        tf.concat(
+            [
+                tf.shape(input, out_type=tf.int64)[:-4],
+                tf.cast([t0, t0, -1], tf.int64),
+                tf.shape(input, out_type=tf.int64)[-3:],
+            ],
+            0,
+        ),
+    )
+    t1 = tf.range(tf.shape(input_split, out_type=tf.int64)[-6])
+    t2 = t1[..., None]
+    t3 = tf.range(tf.shape(input_split, out_type=tf.int64)[-2])
+    t4 = -crops[1][0] + block_size * t3 + t2
+    t5 = _gather(grad, t4, -2)
+    t6 = tf.range(tf.shape(input_split, out_type=tf.int64)[-3])
+    t7 = -crops[0][0] + block_size * t6 + t2
+    t8 = _gather(t5, t7, -4)
+    t9 = tf.transpose(t8, perm=[1, 3, 0, 2, 4, 5])
+    t10 = tf.shape(input_split, out_type=tf.int64)[-6]
+    t11 = tf.shape(input_split, out_type=tf.int64)[-4]
+    t12 = tf.shape(input_split, out_type=tf.int64)[-3]
+    t13 = tf.shape(input_split, out_type=tf.int64)[-2]
+    t14 = tf.shape(input_split, out_type=tf.int64)[-1]
+    grad_input = tf.reshape(t9, [t10 * t10 * t11, t12, t13, t14])
+    return (grad_input,)
+
+
+def batch_to_space_grad(op, grad):
+    """Gradient function of BatchToSpace for `tf.RegisterGradient`."""
+    grads = batch_to_space_vjp(
+        grad,
+        op.inputs[0],
+        *op.outputs,
+        crops=_const_input(op, 1),
+        block_size=op.get_attr("block_size"),
+    )
+    return _insert_none(grads, (1,))
+
+
+def batch_to_space(input, *, crops, block_size):
+    """BatchToSpace: BatchToSpaceND with one block size for both spatial axes, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"crops": crops, "block_size": block_size}
+    crops = tf.cast(crops, tf.int64)
+
+    @tf.custom_gradient
+    def forward(input):
+        def backward(grad):
+            return batch_to_space_vjp(grad, input, output, crops=crops, block_size=block_size)
+
+        kernel_outputs = _tf_kernel("BatchToSpace", 1, {"input": input}, kernel_attrs)
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = block_size
+        input_split = tf.reshape(
+            input,
+            tf.concat(
+                [
+                    tf.shape(input, out_type=tf.int64)[:-4],
+                    tf.cast([t0, t0, -1], tf.int64),
+                    tf.shape(input, out_type=tf.int64)[-3:],
+                ],
+                0,
+            ),
+        )
+        t1 = tf.shape(input_split, out_type=tf.int64)[-2]
+        t2 = -crops[1][0] - crops[1][1] + block_size * t1
+        t3 = tf.range(tf.cast(t2, tf.int64))
+        t4 = t3[..., None]
+        t5 = tf.range(tf.shape(input_split, out_type=tf.int64)[-6])
+        t6 = crops[1][0] + t4 - t5
+        t7 = tf.where(tf.equal(t6 % block_size, 0), t6 // block_size, -tf.ones_like(t6))
+        t8 = _gather(input_split, t7, -2)
+        t9 = tf.shape(input_split, out_type=tf.int64)[-3]
+        t10 = -crops[0][0] - crops[0][1] + block_size * t9
+        t11 = tf.range(tf.cast(t10, tf.int64))
+        t12 = t11[..., None]
+        t13 = crops[0][0] + t12 - t5
+        t14 = tf.where(tf.equal(t13 % block_size, 0), t13 // block_size, -tf.ones_like(t13))
+        t15 = _gather(t8, t14, -4)
+        t16 = tf.einsum("abcdaebf->abcdef", t15)
+        t17 = tf.transpose(t16, perm=[2, 3, 4, 5, 0, 1])
+        output = tf.reduce_sum(t17, axis=[-2, -1])
+        return output, backward
+
+    return forward(input)
+
+
+_register("BatchToSpace", batch_to_space_grad)

@@ -65,9 +65,12 @@ def _abs_as_sign(x):
 
 
 def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
+    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
+    broadcast first."""
     if jnp.shape(g) == tuple(shape):
         return g
+    g = jnp.broadcast_to(g, jnp.broadcast_shapes(jnp.shape(g), tuple(shape)))
     lead = jnp.ndim(g) - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + n for n, size in enumerate(shape) if size == 1 and jnp.shape(g)[lead + n] != 1

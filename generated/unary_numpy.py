@@ -15,10 +15,24 @@ def _conj(x):
     return np.conj(x) if np.iscomplexobj(x) else x
 
 
+def _sigmoid(x):
+    """1 / (1 + exp(-x)): scipy's `expit` for real x, which takes no complex input; for
+    complex x the formula, with an exponential of modulus at most 1 (`exp(x) / (1 + exp(x))`
+    where the real part is negative), finite wherever the value is."""
+    if not np.iscomplexobj(x):
+        return scipy.special.expit(x)
+    right = np.real(x) >= 0
+    e = np.exp(np.where(right, -x, x))
+    return np.where(right, 1, e) / (1 + e)
+
+
 def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed)."""
+    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
+    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
+    broadcast first."""
     if np.shape(g) == tuple(shape):
         return g
+    g = np.broadcast_to(g, np.broadcast_shapes(np.shape(g), tuple(shape)))
     lead = np.ndim(g) - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
@@ -70,8 +84,8 @@ def sigmoid_grad(grad, x, *, y=None):
 def sigmoid_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Sigmoid: the gradient of sigmoid_grad: one array per input (grad, x)."""
     grad = _conj(grad)
-    tmp0 = scipy.special.expit(x)
-    tmp1 = scipy.special.expit(-x)
+    tmp0 = _sigmoid(x)
+    tmp1 = _sigmoid(-x)
     tmp2 = tmp0 * tmp1
     grad_grad = _sum_product_to_shape(
         (
@@ -763,18 +777,18 @@ def softplus_grad(grad, features, *, activations=None):
     """Gradient of Softplus: one array per input (features).
 
     In index notation, next to the code computing it:
-        grad_features = grad * sigmoid(features), i.e. `grad * scipy.special.expit(features)`
+        grad_features = grad * sigmoid(features), i.e. `grad * _sigmoid(features)`
     """
-    grad_features = grad * scipy.special.expit(features)
+    grad_features = grad * _sigmoid(features)
     return (grad_features,)
 
 
 def softplus_grad_grad(grad_vjp_features, grad, features, *, vjp_features=None):
     """Second order of Softplus: the gradient of softplus_grad: one array per input (grad, features)."""
-    tmp0 = scipy.special.expit(-features)
+    tmp0 = _sigmoid(-features)
     tmp1 = grad_vjp_features * (1 - tmp0)
     tmp2 = features > 0
-    tmp3 = scipy.special.expit(features)
+    tmp3 = _sigmoid(features)
     tmp4 = grad_vjp_features * tmp3
     grad_grad = _sum_to_shape(np.where(tmp2, tmp1, tmp4), np.shape(grad))
     grad_features = _sum_to_shape(

@@ -36,6 +36,21 @@ def pad(rank, paddings):
 
 
 @op(
+    "PadV2",
+    attrs={"rank": RANK, "paddings": attr(Ints(), Input(1)), "constant_values": attr(float, Input(2))},
+    samples={"paddings": per_axis([[1, 2], [0, 1], [2, 0], [1, 1]], [[0, 0]] * 4), "constant_values": (0.5,)},
+)
+def pad_v2(rank, paddings, constant_values):
+    """Pad with `constant_values` around the input instead of zeros: a number read at run
+    time, without a gradient, as TensorFlow's."""
+    input = tensor("input", SIZES[:rank])
+    out = tuple((AXES[k], SIZES[k] + paddings[k][0] + paddings[k][1]) for k in range(rank))
+    inside = sp.And(*[(AXES[k] >= paddings[k][0]) & (AXES[k] < paddings[k][0] + SIZES[k]) for k in range(rank)])
+    read = input[tuple(AXES[k] - paddings[k][0] for k in range(rank))]
+    return {"output": (out, sp.Piecewise((read, inside), (constant_values, True)))}
+
+
+@op(
     "Slice",
     attrs={"rank": RANK, "begin": attr(Ints(), Input(1)), "size": attr(Ints(), Input(2))},
     samples={"begin": per_axis([1, 0, 1, 0], [0, 1, 0, 1]), "size": per_axis([1, -1, 2, 2], [-1] * 4)},
@@ -61,6 +76,21 @@ def reverse_v2(axis):
     trailing = range(len(SIZES) - depth, len(SIZES))
     subscript = tuple(SIZES[n] - 1 - AXES[n] if n - len(SIZES) in axis else AXES[n] for n in trailing)
     return {"output": ((...,) + tuple((AXES[n], SIZES[n]) for n in trailing), x[(...,) + subscript])}
+
+
+# which of 2 or 3 axes are reversed, True for each one that is: one, two and three axes (which
+# ones does not change the code's shape: one branch each)
+FLIPS = ((True, False), (True, True), (True, True, True))
+
+
+@op("Reverse", attrs={"dims": attr(FLIPS, Input(1))}, complex=True)
+def reverse(dims):
+    """ReverseV2 with the axes given as a bool per axis: entries reversed along each axis
+    whose entry of `dims` is True."""
+    rank = len(dims)
+    x = tensor("tensor", SIZES[:rank])
+    read = tuple(SIZES[k] - 1 - AXES[k] if flip else AXES[k] for k, flip in enumerate(dims))
+    return {"output": (tuple(zip(AXES[:rank], SIZES[:rank])), x[read])}
 
 
 # every permutation of 2 and 3 axes, and NHWC <-> NCHW
@@ -106,30 +136,28 @@ def slice_length(size, begin, end, stride, begin_masked, end_masked):
     return sp.Max(sp.ceiling((last - slice_start(size, begin, stride, begin_masked)) / stride), 0)
 
 
-@op(
-    "StridedSlice",
-    attrs={
-        "rank": RANK,
-        "begin": attr(Ints(), Input(1)),
-        "end": attr(Ints(), Input(2)),
-        "strides": attr(Ints(), Input(3)),
-        "begin_mask": int,
-        "end_mask": int,
-        "shrink_axis_mask": (0, 1),
-        "ellipsis_mask": (0,),
-        "new_axis_mask": (0,),
-    },
-    defaults={"begin_mask": 0, "end_mask": 0},
-    samples={
-        # whole axes backwards, every other entry, ends beyond the axis (clamped), from the end
-        "begin": per_axis([-1, 0, 5, -3], [0, -2, 1, 0]),
-        "end": per_axis([-100, 10, -100, 100], [0, 2, 0, -1]),
-        # a shrunk axis takes stride 1 only
-        "strides": lambda rank, shrink_axis_mask: ([1 if shrink_axis_mask else -1, 2, -2, 1][:rank],),
-        "begin_mask": lambda rank: (0, 1 << (rank - 1)),
-        "end_mask": (0, 1),
-    },
-)
+SLICE_ATTRS = {
+    "begin": attr(Ints(), Input(1)),
+    "end": attr(Ints(), Input(2)),
+    "strides": attr(Ints(), Input(3)),
+    "begin_mask": int,
+    "end_mask": int,
+    "shrink_axis_mask": (0, 1),
+    "ellipsis_mask": (0,),
+    "new_axis_mask": (0,),
+}
+SLICE_SAMPLES = {
+    # whole axes backwards, every other entry, ends beyond the axis (clamped), from the end
+    "begin": per_axis([-1, 0, 5, -3], [0, -2, 1, 0]),
+    "end": per_axis([-100, 10, -100, 100], [0, 2, 0, -1]),
+    # a shrunk axis takes stride 1 only
+    "strides": lambda rank, shrink_axis_mask: ([1 if shrink_axis_mask else -1, 2, -2, 1][:rank],),
+    "begin_mask": lambda rank: (0, 1 << (rank - 1)),
+    "end_mask": (0, 1),
+}
+
+
+@op("StridedSlice", attrs={"rank": RANK, **SLICE_ATTRS}, defaults={"begin_mask": 0, "end_mask": 0}, samples=SLICE_SAMPLES)
 def strided_slice(rank, begin, end, strides, begin_mask, end_mask, shrink_axis_mask, ellipsis_mask, new_axis_mask):
     """Every `strides[k]`-th entry from `begin[k]` up to `end[k]` (excluded) along each axis k,
     strides negative going backwards; `shrink_axis_mask` 1 takes entry `begin[0]` of axis 0."""
@@ -143,3 +171,65 @@ def strided_slice(rank, begin, end, strides, begin_mask, end_mask, shrink_axis_m
         out.append((AXES[k], slice_length(SIZES[k], begin[k], end[k], strides[k], *masks)))
         subscript.append(slice_start(SIZES[k], begin[k], strides[k], masks[0]) + strides[k] * AXES[k])
     return {"output": (tuple(out), input[tuple(subscript)])}
+
+
+# --- StridedSlice's gradient op, and an update of a strided slice ----------------------------
+
+SLICED = indices("s0 s1 s2 s3")
+
+
+def _axes(samples):
+    """`samples` (a function of the rank) for the output's axes: dy's, and the one shrunk."""
+    return lambda rank, shrink_axis_mask: samples(rank + shrink_axis_mask)
+
+
+GRAD_SAMPLES = {name: _axes(sample) if callable(sample) else sample for name, sample in SLICE_SAMPLES.items()}
+GRAD_SAMPLES["strides"] = lambda rank, shrink_axis_mask: SLICE_SAMPLES["strides"](rank + shrink_axis_mask, shrink_axis_mask)
+
+
+def _placed(sizes, axes, begin, end, strides, begin_mask, end_mask):
+    """(the slice's sizes, the Kronecker deltas placing slice entry `SLICED[k]` at position
+    `AXES[k]`, the sums over the slice) along `axes` of a tensor of `sizes`."""
+    lengths, at, summed = [], sp.S.One, []
+    for k in axes:
+        masks = bit(begin_mask, k), bit(end_mask, k)
+        length = slice_length(sizes[k], begin[k], end[k], strides[k], *masks)
+        lengths.append(length)
+        at *= sp.KroneckerDelta(AXES[k], slice_start(sizes[k], begin[k], strides[k], masks[0]) + strides[k] * SLICED[k])
+        summed.append((SLICED[k], 0, length - 1))
+    return tuple(lengths), at, summed
+
+
+@op(
+    "StridedSliceGrad",
+    attrs={"rank": attr((1, 2, 3), RankOf("dy")), "shape": attr(Ints(), Input(0)), **SLICE_ATTRS},
+    defaults={"begin_mask": 0, "end_mask": 0},
+    samples={"shape": lambda rank, shrink_axis_mask: ([5, 4, 3, 2][: rank + shrink_axis_mask],), **GRAD_SAMPLES},
+)
+def strided_slice_backprop(rank, shape, begin, end, strides, begin_mask, end_mask, shrink_axis_mask, ellipsis_mask, new_axis_mask):
+    """StridedSlice's gradient: `dy` placed at the entries the slice takes of a zero array of
+    shape `shape` (the output's rank is dy's, plus the axis shrunk)."""
+    rank = rank + shrink_axis_mask
+    lengths, at, summed = _placed(shape, range(shrink_axis_mask, rank), begin, end, strides, begin_mask, end_mask)
+    if shrink_axis_mask:
+        at *= sp.KroneckerDelta(AXES[0], sp.Piecewise((begin[0] + shape[0], begin[0] < 0), (begin[0], True)))
+    dy = tensor("dy", lengths)
+    read = dy[tuple(s for s, _, _ in summed)]
+    return {"output": (tuple((AXES[k], shape[k]) for k in range(rank)), sp.Sum(at * read, *summed))}
+
+
+@op(
+    "TensorStridedSliceUpdate",
+    attrs={"rank": RANK, **SLICE_ATTRS, "shrink_axis_mask": (0,)},
+    defaults={"begin_mask": 0, "end_mask": 0},
+    samples=SLICE_SAMPLES,
+)
+def tensor_strided_slice_update(rank, begin, end, strides, begin_mask, end_mask, shrink_axis_mask, ellipsis_mask, new_axis_mask):
+    """`input` with the entries StridedSlice would take replaced by `value`'s."""
+    input = tensor("input", SIZES[:rank])
+    lengths, at, summed = _placed(SIZES, range(rank), begin, end, strides, begin_mask, end_mask)
+    value = tensor("value", lengths)
+    placed = sp.Sum(at * value[SLICED[:rank]], *summed)
+    replaced = sp.Sum(at, *summed)  # 1 where the slice takes the entry
+    out = tuple(AXES[:rank])
+    return {"output": (out, input[out] * (1 - replaced) + placed)}

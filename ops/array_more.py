@@ -1,6 +1,7 @@
-"""Tiling, mirror padding, sequence reversal and selection: index sums whose output axis
+"""Tiling, mirror padding (and its gradient op), sequence reversal and selection: index sums whose output axis
 enumerates an index group, or whose entries read the input at a computed position (a gather,
-scattered back by the gradient); SelectV2, an elementwise choice on a bool input.
+scattered back by the gradient); SelectV2, an elementwise choice on a bool input, and Select,
+whose condition may also be a vector choosing whole rows.
 
 Tile and MirrorPad are declared once per rank of the input, 1 to 4, like ops/array.py's Pad.
 """
@@ -44,6 +45,25 @@ def mirror_pad(rank, paddings, mode):
     return {"output": (out, input[tuple(mirrored(AXES[k] - paddings[k][0], SIZES[k], edge) for k in range(rank))])}
 
 
+READ = indices("p0 p1 p2 p3")
+
+
+@op(
+    "MirrorPadGrad",
+    attrs={"rank": RANK, "paddings": attr(Ints(), Input(1)), "mode": ("REFLECT", "SYMMETRIC")},
+    samples={"paddings": _per_axis([[1, 0], [0, 1], [1, 1], [0, 0]], [[1, 1], [1, 0], [0, 0], [0, 1]])},
+)
+def mirror_pad_backprop(rank, paddings, mode):
+    """MirrorPad's gradient: each entry of the padded `input` added to the entry it mirrors
+    of the unpadded output (a Kronecker delta at a computed position: a scatter-add)."""
+    input = tensor("input", SIZES[:rank])
+    edge = 1 if mode == "REFLECT" else 0
+    sizes = [SIZES[k] - paddings[k][0] - paddings[k][1] for k in range(rank)]
+    at = sp.Mul(*[sp.KroneckerDelta(AXES[k], mirrored(READ[k] - paddings[k][0], sizes[k], edge)) for k in range(rank)])
+    total = sp.Sum(at * input[READ[:rank]], *[(READ[k], 0, SIZES[k] - 1) for k in range(rank)])
+    return {"output": (tuple((AXES[k], sizes[k]) for k in range(rank)), total)}
+
+
 @integer_function
 def mirrored(position, size, edge):
     """The position read for `position` of an axis of `size` entries mirrored at both ends,
@@ -74,3 +94,16 @@ def select_v2(condition, t, e):
 
     The condition is a bool input: it broadcasts with `t` and `e`, and has no gradient."""
     return sp.Piecewise((t, condition), (e, True))
+
+
+@op("Select", attrs={"rank": attr((1, 2), RankOf("condition"))}, complex=True)
+def select(rank):
+    """output = x where condition, else y, of one shape; a vector condition chooses whole rows
+    (no broadcasting otherwise, unlike SelectV2)."""
+    P = SIZES[1]
+    i, p = AXES[:2]
+    condition = tensor("condition", (SIZES[0], P) if rank == 2 else (SIZES[0],), boolean=True)
+    x = tensor("x", (SIZES[0], P))
+    y = tensor("y", (SIZES[0], P))
+    chosen = condition[i, p] if rank == 2 else condition[i]
+    return {"output": ((i, p), sp.Piecewise((x[i, p], chosen), (y[i, p], True)))}

@@ -1,4 +1,4 @@
-"""Batched matrix product with broadcast batch axes (TensorFlow's BatchMatMulV2), real dtypes."""
+"""Batched matrix product with broadcast batch axes (TensorFlow's BatchMatMulV2, V3), real dtypes."""
 
 import sympy as sp
 
@@ -21,4 +21,10 @@ def batch_mat_mul_v2(adj_x, adj_y):
 @op("BatchMatMul", attrs={"adj_x": bool, "adj_y": bool})
 def batch_mat_mul(adj_x, adj_y):
     """BatchMatMulV2 without broadcasting: TensorFlow's op takes equal batch axes only."""
+    return batch_mat_mul_v2.fn(adj_x, adj_y)
+
+
+@op("BatchMatMulV3", attrs={"adj_x": bool, "adj_y": bool})
+def batch_mat_mul_v3(adj_x, adj_y):
+    """BatchMatMulV2 with its output dtype an attribute (`Tout`, here the inputs')."""
     return batch_mat_mul_v2.fn(adj_x, adj_y)

@@ -173,3 +173,4 @@ def max_pool_v2(ksize, strides, padding):
     x, out, sums, _ = _pool_window("input", ksize, strides, padding)
     return {"output": (out, first_maximum(read_outside(x, -sp.oo), *sums))}
 
+

@@ -1,4 +1,5 @@
-"""Ops that take or return a list of tensors: ConcatV2, Pack, Unpack, Split, SplitV, AddN.
+"""Ops that take or return a list of tensors: ConcatV2, Concat, Pack, Unpack, Split, SplitV, AddN,
+IdentityN.
 
 A list input is declared with `op(variadic="values")` and one `tensor("values_<k>", ...)` per
 tensor, its length an enumerated attribute `attr(..., LengthOf("values"))` (TensorFlow's `N`, which
@@ -37,6 +38,16 @@ def concat_v2(N, axis):
     out = (..., p, joined) if axis == -1 else (..., joined, p)
     pieces = [(p, j - start) if axis == -1 else (j - start, p) for start in _offsets(SIZES[:N])]
     return {"output": (out, sum(x[(...,) + at] for x, at in zip(values, pieces)))}
+
+
+@op(
+    "Concat",
+    attrs={"concat_dim": attr(Axis("values", (-1, -2)), Input(0)), "N": attr((2, 3), LengthOf("values"))},
+    variadic="values",
+)
+def concat(concat_dim, N):
+    """ConcatV2 with the axis passed first, as `concat_dim`."""
+    return concat_v2.fn(N, concat_dim)
 
 
 def _pieces(axis, value, sizes, starts):
@@ -129,3 +140,12 @@ def add_n(N):
     """The sum of the tensors of `inputs`, all of one shape."""
     inputs = [tensor(f"inputs_{k}", (..., P)) for k in range(N)]
     return {"sum": ((..., p), sum(x[..., p] for x in inputs))}
+
+
+@op("IdentityN", attrs={"N": attr((1, 2, 3), LengthOf("input"))}, variadic="input", complex=True)
+def identity_n(N):
+    """Each tensor of `input` as it is, a list of any shapes (an index per output: each its
+    own size)."""
+    inputs = [tensor(f"input_{k}", (..., SIZES[k])) for k in range(N)]
+    each = indices("q0 q1 q2")
+    return {"output": [((..., q), x[..., q]) for x, q in zip(inputs, each)]}

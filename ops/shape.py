@@ -1,6 +1,7 @@
 """ExpandDims: a size-1 axis added, a literal 0 among the output's indices (an input of rank 2
 or more, an axis among the last three); BroadcastTo: the input broadcast to a shape given as a
-constant input, an elementwise op whose gradient is summed over the broadcast axes."""
+constant input, an elementwise op whose gradient is summed over the broadcast axes; Fill: a
+scalar broadcast to a shape input."""
 
 from symgrad import Input, Ints, attr, dims, elementwise, indices, op, tensor
 
@@ -27,3 +28,16 @@ def expand_dims(axis):
 def broadcast_to(input, shape):
     """The input broadcast to `shape` (numpy's rules): its gradient is summed back."""
     return input
+
+
+@elementwise(
+    "Fill",
+    attrs={"dims": attr(Ints(), Input(0))},
+    broadcast_to="dims",
+    outputs=("output",),
+    scalars=("value",),
+    samples={"dims": ((2, 3, 4), (3, 1), ())},
+)
+def fill(value, dims):
+    """An array of shape `dims` holding the scalar `value` everywhere: its gradient is the sum."""
+    return value

@@ -22,7 +22,7 @@ def eliminate_deltas(variant, term: Term, ranges: dict[sp.Symbol, Range], output
         summed = {s[0]: (s[1], s[2]) for s in sums}
         delta = next((d for d in _deltas(factor) if set(d.args) & set(summed)), None)
         if delta is None:
-            inverted = _invert_index_map(factor, sums, outputs)
+            inverted = _invert_index_map(factor, sums, outputs, ranges)
             if inverted is not None:
                 factor, sums = inverted
                 continue
@@ -103,17 +103,18 @@ def _map_delta(delta) -> tuple:
 # --- affine index maps ---------------------------------------------------------------------
 
 
-def _invert_index_map(factor, sums, outputs):
+def _invert_index_map(factor, sums, outputs, ranges):
     """Sum out `KroneckerDelta(u, c*i + rest)` over a summed index i by solving for it:
     i = exact_div(u - rest, c), which is no position where c does not divide (a stride).
 
     Only where an entry of the factor is indexed by i alone along an axis whose range is i's
     own (the upstream gradient, for an output index): read at the solved position with zero
     outside, that entry keeps i's range. Entries indexed by `c*i + ...` read `u - rest + ...`.
-    Only output indices are solved for: a convolution's input gradient then reads the
-    upstream gradient in windows (solving for a kernel index would build a matrix the size
-    of input times output); other maps are left to a scatter-add. Of several output indices,
-    the first in output order is solved (a patch's position, not its offset in the window).
+    Only output indices, and indices that run along u's axis (their range grows with u's),
+    are solved for, those along u's axis first: a convolution's input gradient then reads
+    the upstream gradient in windows (solving for a kernel index would build a matrix the
+    size of input times output); other maps are left to a scatter-add. Of several, the first
+    in output order is solved (a patch's position, not its offset in the window).
     Returns the new (factor, sums), or None when no delta can be inverted so.
     """
     summed = {s[0]: (s[1], s[2]) for s in sums}
@@ -122,7 +123,7 @@ def _invert_index_map(factor, sums, outputs):
         if u is None or u in summed or e.has(sp.Indexed):
             continue
         rest_factor = sp.Mul(*[a for a in sp.Mul.make_args(factor) if a is not delta])
-        for i in sorted(index_symbols(e) & set(summed) & set(outputs), key=list(outputs).index):
+        for i in _solvable(index_symbols(e) & set(summed), summed, outputs, ranges.get(u)):
             c = sp.diff(e, i)
             rest = sp.expand(e - c * i)
             if rest.has(i) or not _range_kept_by_entry(rest_factor, i, summed[i]):
@@ -143,6 +144,19 @@ def _invert_index_map(factor, sums, outputs):
             )
             return new_factor, tuple(lim for lim in sums if lim[0] != i)
     return None
+
+
+def _solvable(candidates: set, summed: dict, outputs: tuple, u_range) -> list:
+    """The summed indices of a map that may be solved for, in order: those running along the
+    axis of u's range (sharing a size with it), then the other output indices, each group in
+    output order, then by name."""
+    sizes = sp.sympify(u_range[1]).free_symbols if u_range else set()
+    shared = lambda i: sp.sympify(summed[i][1]).free_symbols & sizes
+    # a shared dimension (a tensor axis's size) first: BatchToSpaceND's i in h = i*block + a
+    # shares H with h; its offset a in the block shares only the block's size
+    of_a_tensor = lambda i: any(s.is_integer and s.is_positive for s in shared(i))
+    order = lambda i: (not of_a_tensor(i), not shared(i), list(outputs).index(i) if i in outputs else len(outputs), str(i))
+    return sorted((i for i in candidates if i in outputs or shared(i)), key=order)
 
 
 def _of_indices_only(factor) -> bool:

@@ -58,8 +58,10 @@ def _derive_staged(variant: OpVariant, staged: Staged) -> Derivation:
     for n in reversed(range(len(staged.stages))):
         name = staged.stages[n].name
         grads[name] = _accumulated(contributions.pop(name, []))
-        if grads[name] is None:
-            continue  # nothing downstream depends on it (a stop_gradient maximum)
+        if grads[name] is None:  # nothing downstream depends on it (a stop_gradient maximum),
+            # but a gradient may read it: its indices' ranges, as for any stage
+            _merge_ranges(variant, ranges, index_ranges(staged.part(variant, n)))
+            continue
         part = _derive_index(staged.part(variant, n), (f"grad_{name}",))
         _merge_ranges(variant, ranges, part.ranges)
         for read, value in part.vjp.items():
@@ -174,9 +176,7 @@ def strip_stop_gradient(expr: sp.Expr) -> sp.Expr:
 def _derive_index(variant: OpVariant, grads: tuple[str, ...] | None = None) -> Derivation:
     grads = grads or grad_names(variant)
     ranges = index_ranges(variant)
-    forward = {
-        o.name: forward_value(o) for o in variant.outputs
-    }
+    forward = {o.name: _eliminated(variant, forward_value(o), ranges) for o in variant.outputs}
     vjp = {}
     all_ranges = dict(ranges)
     for inp in variant.inputs:
@@ -251,6 +251,21 @@ def forward_value(out) -> TensorValue:
     """An output's or a stage's value as terms, as its gradient's are."""
     terms = _normalize(strip_stop_gradient(out.expr), ())  # may expand Sum(x + 1) into Sum(1): a count
     return TensorValue(out.indices, tuple(_counted(Term(_masks_as_indicators(t.factor), t.sums)) for t in terms))
+
+
+def _eliminated(variant: OpVariant, value: TensorValue, ranges: dict) -> TensorValue:
+    """A forward value with its Kronecker deltas summed out, as a gradient's are. An output
+    index placed by a map of summed indices (`delta(h, i*s + a*d - p)`, a transposed
+    convolution's) reads the map's inverse instead (`exact_div(h + p - a*d, s)`), solved for
+    a summed index that runs along the output's axis (its range grows with the output's
+    size, as a window's position does), never for a window offset."""
+    return TensorValue(value.indices, tuple(_eliminated_term(variant, t, ranges) for t in value.terms))
+
+
+def _eliminated_term(variant: OpVariant, term: Term, ranges: dict) -> Term:
+    if not term.factor.has(sp.KroneckerDelta):
+        return term
+    return eliminate_deltas(variant, term, {**ranges, **{lim[0]: tuple(lim[1:]) for lim in term.sums}})
 
 
 def _masks_as_indicators(factor: sp.Expr) -> sp.Expr:

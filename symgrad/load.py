@@ -63,7 +63,27 @@ def load_op_file(path: Path) -> OpFile:
         declared.reset(token)
     if not decls:
         raise LoadError(f"{path} declares no ops (use @symgrad.op or @symgrad.elementwise)")
+    _check_generated_names(decls)
     return OpFile(path, tuple(sorted(decls, key=lambda d: d.location.line)))
+
+
+GENERATED_SUFFIXES = ("_grad", "_vjp", "_grad_grad")  # the functions generated per op
+
+
+def _check_generated_names(decls) -> None:
+    """No op's Python name may be a function generated for another op of the same file (an op
+    `avg_pool_grad` beside AvgPool's gradient `avg_pool_grad`): one module holds both."""
+    names = {d.func_name + suffix: d for d in decls for suffix in GENERATED_SUFFIXES}
+    for decl in decls:
+        other = names.get(decl.func_name)
+        if other is not None:
+            raise LoadError(
+                f"Python name {decl.func_name!r} is the name of a function generated for "
+                f"{other.name} (declared at {other.location}); declare one of them in another "
+                "file, or rename its function",
+                decl.name,
+                decl.location,
+            )
 
 
 def _import(path: Path):

@@ -41,8 +41,11 @@ PREFIX = "vjp_"  # G's outputs: vjp_<input>; its upstream gradients: grad_vjp_<i
 
 
 def supported(derivation: Derivation) -> bool:
-    """Whether this derivation's gradient op can be declared (see the module's docstring)."""
-    return any(v is not None for v in derivation.vjp.values())  # else nothing to derive
+    """Whether this derivation's gradient op can be declared (see the module's docstring):
+    not where nothing has a gradient, nor for a list input and a list output (IdentityN's),
+    whose gradient op would take two lists of varying length."""
+    both_lists = derivation.variant.decl.variadic and derivation.variant.outputs[0].list_name
+    return not both_lists and any(v is not None for v in derivation.vjp.values())
 
 
 def gradient_op(derivation: Derivation) -> OpVariant:

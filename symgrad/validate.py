@@ -31,17 +31,29 @@ def index_ranges(variant: OpVariant) -> dict[sp.Symbol, Range]:
         declared_sizes = dict(out.sizes)
         for index in out.indices:
             if index in declared_sizes:
-                ranges[index] = (sp.S.Zero, declared_sizes[index] - 1)
+                _set_range(variant, ranges, index, (sp.S.Zero, declared_sizes[index] - 1), out)
             elif isinstance(index, sp.Symbol):  # a literal 0 is a kept size-1 axis
-                ranges[index] = _free_range(variant, out, index, uses)
+                _set_range(variant, ranges, index, _free_range(variant, out, index, uses), out)
         for base, axis, sub, bound in uses:
             if sub in bound:
                 _check_sum_range(variant, base, axis, sub, bound[sub])
-                ranges[sub] = bound[sub]
+                _set_range(variant, ranges, sub, bound[sub], out)
             elif not isinstance(sub, sp.Symbol):  # affine or indirect: zero outside the tensor
                 _check_index_map(variant, base, sub)
                 ranges.update({s: rng for s, rng in bound.items() if sub.has(s)})
     return ranges
+
+
+def _set_range(variant, ranges: dict, index, rng: Range, out) -> None:
+    """`ranges[index] = rng`, unless another output gave `index` another range: an index has
+    one range in an op, so each output of another size names its own."""
+    old = ranges.setdefault(index, rng)
+    if old is not rng and any(sp.simplify(a - b) != 0 for a, b in zip(old, rng)):
+        _fail(
+            variant,
+            f"index {index} ranges over {old[0]}..{old[1]} in one output and {rng[0]}..{rng[1]} in "
+            f"output {out.name!r}: an index has one range, so name one per size",
+        )
 
 
 def _check_index_map(variant, base, sub) -> None:

@@ -252,6 +252,26 @@ BAD_INPUTS = {
         """,
         ["Twice", ":{def second}", "declared twice", ":{def first}"],
     ),
+    "name_of_a_generated_function": (
+        """
+        @elementwise("Square")
+        def square(x):
+            return x**2
+
+        @elementwise("SquareGrad")
+        def square_grad(x, y):
+            return 2 * x * y
+        """,
+        ["SquareGrad", ":{def square_grad}", "'square_grad' is the name of a function generated for Square", ":{def square}"],
+    ),
+    "scalars_without_broadcast_to": (
+        """
+        @elementwise("Scaled", scalars=("x",))
+        def scaled(x):
+            return 2 * x
+        """,
+        ["Scaled", ":{@elementwise}", "scalars names inputs"],
+    ),
     "ascending_values": (
         """
         K = dims("K")[0]

@@ -69,14 +69,15 @@ def test_geometry_of_a_windowed_read():
     assert (found.strides, found.dilations, found.pads) == ((s, 1), (d, 1), (p, 0))
 
 
-def generated_modules(folder, op_name, stem):
-    """An op of ops/conv.py's generated numpy and TensorFlow modules: (numpy, TF, TF source)."""
-    decl = next(op for op in load_op_file(OPS / "conv.py").ops if op.name == op_name)
+def generated_modules(folder, op_name, stem, file="conv.py"):
+    """An op of ops/conv.py's (or `file`'s) generated numpy and TensorFlow modules: (numpy, TF,
+    TF source)."""
+    decl = next(op for op in load_op_file(OPS / file).ops if op.name == op_name)
     code = compile_op(decl)
     modules = []
     for target, suffix in (("numpy", "numpy"), ("tensorflow", "tf")):
         path = folder / f"{stem}_{suffix}.py"
-        path.write_text(render_module(target, "ops/conv.py", [code]))
+        path.write_text(render_module(target, f"ops/{file}", [code]))
         modules.append(import_path(path, f"_symgrad_conv_kernels_{stem}_{suffix}"))
     return modules[0], modules[1], (folder / f"{stem}_tf.py").read_text()
 
@@ -219,3 +220,51 @@ def test_depthwise_against_tensorflows_registered_gradient(tf, depthwise, paddin
     for where, got in results.items():
         for name, actual, reference in zip(("input", "filter"), got, expected):
             np.testing.assert_allclose(np.asarray(actual), reference.numpy(), rtol=1e-10, atol=1e-10, err_msg=f"{where} {name}")
+
+
+# TensorFlow's backprop kernels declared as the sums they compute (ops/conv_grads.py): the
+# input's, a product placed by a Kronecker delta at the position its window read
+BACKPROP_OPS = {
+    "Conv2DBackpropInput": ("conv2d_backprop_input", "_conv_backprop_input(", ("_conv_backprop_filter(", "_conv(")),
+    "Conv2DBackpropFilter": ("conv2d_backprop_filter", "_conv_backprop_filter(", ("_conv_backprop_input(", "_conv(")),
+    "DepthwiseConv2dNativeBackpropInput": (
+        "depthwise_conv2d_native_backprop_input",
+        "_depthwise_conv_backprop_input(",
+        ("_depthwise_conv_backprop_filter(", "_depthwise_conv("),
+    ),
+    "DepthwiseConv2dNativeBackpropFilter": (
+        "depthwise_conv2d_native_backprop_filter",
+        "_depthwise_conv_backprop_filter(",
+        ("_depthwise_conv_backprop_input(", "_depthwise_conv("),
+    ),
+}
+
+
+@pytest.mark.parametrize("op_name", sorted(BACKPROP_OPS))
+def test_backprop_ops_are_kernels_with_kernel_gradients(tmp_path, op_name):
+    """A backprop op's forward is its kernel, and its gradients are the other two kernels, as
+    TensorFlow's hand-written gradients of these ops: no window is gathered or scattered."""
+    stem, forward_kernel, gradient_kernels = BACKPROP_OPS[op_name]
+    numpy_module, _, _ = generated_modules(tmp_path, op_name, stem, "conv_grads.py")
+    source = (tmp_path / f"{stem}_numpy.py").read_text()
+    forward = source[source.index(f"def {stem}(") : source.index(f"def {stem}_grad(")]
+    gradient = source[source.index(f"def {stem}_grad(") :]
+    gradient = gradient[: gradient.index(f"def {stem}_grad_grad(")]
+    assert forward_kernel in forward
+    assert all(kernel in gradient for kernel in gradient_kernels)
+    for body in (forward, gradient):
+        assert "_gather(" not in body and "_scatter_add(" not in body and "einsum" not in body
+
+
+def test_conv2d_backprop_input_against_tensorflow(tf, tmp_path):
+    """Conv2DBackpropInput's forward against TensorFlow's kernel: the declared sum is the op."""
+    numpy_module, _, _ = generated_modules(tmp_path, "Conv2DBackpropInput", "conv2d_backprop_input", "conv_grads.py")
+    rng = np.random.default_rng(7)
+    for padding, strides in itertools.product(("VALID", "SAME"), ((1, 1, 1, 1), (1, 2, 3, 1))):
+        sizes = (2, 9, 11, 3)
+        f = rng.normal(size=(3, 2, 3, 4))
+        out = tf.raw_ops.Conv2D(input=tf.zeros(sizes, tf.float64), filter=f, strides=strides, padding=padding)
+        g = rng.normal(size=out.shape)
+        expected = tf.raw_ops.Conv2DBackpropInput(input_sizes=sizes, filter=f, out_backprop=g, strides=strides, padding=padding)
+        got = numpy_module.conv2d_backprop_input(f, g, input_sizes=sizes, strides=strides, padding=padding)
+        np.testing.assert_allclose(got, expected.numpy(), rtol=1e-10, atol=1e-10, err_msg=f"{padding} {strides}")

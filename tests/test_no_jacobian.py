@@ -2,8 +2,9 @@
 largest input or output of its op (a leading `...` counting as one axis on both sides).
 
 An op with index maps (a convolution) may read its input in windows: one more axis per
-window index in a mapped subscript (im2col's size: output times window, never input times
-output)."""
+window index in a mapped subscript, or in the map a Kronecker delta places an output index by
+(AvgPoolGrad's `delta(h, i*s + a - p)`): im2col's size, output times window, never input
+times output."""
 
 from __future__ import annotations
 
@@ -32,11 +33,13 @@ def _largest_declared_rank(decl) -> int:
 
 
 def _window_indices(op) -> set:
-    """Summation indices inside mapped (non-plain) subscripts: a convolution's window."""
+    """Summation indices inside mapped (non-plain) subscripts and delta-placed maps: a
+    convolution's window."""
     found = set()
     for out in op.outputs:
-        for entry in out.expr.atoms(sp.Indexed):
-            for sub in entry.indices:
+        subscripts = [sub for entry in out.expr.atoms(sp.Indexed) for sub in entry.indices]
+        subscripts += [arg for delta in out.expr.atoms(sp.KroneckerDelta) for arg in delta.args]
+        for sub in subscripts:
                 if not isinstance(sub, sp.Symbol) and not sub.is_Integer:
                     found |= {s for s in sub.free_symbols if isinstance(s, sp.Symbol) and s.is_integer
                               and s.is_positive is not True and s not in out.indices}

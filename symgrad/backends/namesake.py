@@ -53,6 +53,9 @@ class NamesakePrinter(NumpyPrinter):
     def _is_static(self, expr) -> bool:
         return all(str(s).split("[")[0] in self._static_names for s in expr.free_symbols)
 
+    def _print_sigmoid(self, expr):  # the framework's expit takes complex inputs
+        return self._call("scipy.special.expit", *expr.args)
+
     def _module_format(self, fqn, register=True):
         if not self._static:
             if fqn in self.missing:

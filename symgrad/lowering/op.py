@@ -231,11 +231,14 @@ def rank_bound(derivation: Derivation) -> int:
 
 
 def _window_indices(expr, indices) -> set:
+    """The summation indices in mapped subscripts, and in the maps a Kronecker delta places
+    an output index by (`delta(h, i*s + a - p)`: a transposed window)."""
+    subscripts = [sub for entry in expr.atoms(sp.Indexed) for sub in entry.indices]
+    subscripts += [arg for delta in expr.atoms(sp.KroneckerDelta) for arg in delta.args]
     found = set()
-    for entry in expr.atoms(sp.Indexed):
-        for sub in entry.indices:
-            if not isinstance(sub, sp.Symbol) and not sub.is_Integer:
-                found |= {s for s in index_symbols(sub) if s not in indices}
+    for sub in subscripts:
+        if not isinstance(sub, sp.Symbol) and not sub.is_Integer:
+            found |= {s for s in index_symbols(sub) if s not in indices}
     return found
 
 

@@ -101,7 +101,8 @@ def scan(lowering, kind, expr, axes) -> sp.Expr:
     offset = (low - i) if reverse else (i - high)
     if offset not in (0, 1) or (reverse and high.has(i)) or (not reverse and low != 0):
         lowering.fail(f"{expr}: range {low}..{high} is not a (reverse) cumulative range over {i}")
-    extended = tuple(k if a == i else a for a in axes)
-    inner = lowering.array(function, extended)
+    # the summand along i's axis: k named i there, so it spans i's whole range (k's own
+    # range ends at i, no size)
+    inner = lowering.array(function.xreplace({k: i}), axes)
     axis = axes.index(i) - len(axes)
     return sp.Symbol(lowering.temp(Scan(kind, Elementwise(inner), axis, offset == 1, reverse)))

@@ -110,7 +110,9 @@ def _fitted(outputs: list, sizes: dict, least: int) -> dict | None:
     (of `outputs`) below `least` grow; None if an output size stays below 1."""
     for _ in range(64):
         short = [e for e in outputs if size_of(e, sizes) < least]
-        grows = lambda s: any(size_of(e, {**sizes, s: sizes[s] + 4}) > size_of(e, sizes) for e in short)
+        # a size that grows within four steps (a stride's floor), or at the next one (an
+        # exact division, -1 where it does not divide: SpaceToBatchND's)
+        grows = lambda s: any(size_of(e, {**sizes, s: sizes[s] + k}) > size_of(e, sizes) for e in short for k in (1, 4))
         grow = [s for s in sizes if grows(s)]
         if not grow:
             break

@@ -25,7 +25,20 @@ def op_inputs(variant: Variant, tensors) -> dict:
 
 
 def _build(raw, variant: Variant, tensors) -> list:
-    return _as_list(raw(**op_inputs(variant, tensors), **variant.attrs))
+    return _as_list(raw(**op_inputs(variant, tensors), **variant.attrs, **output_dtypes(variant, tensors)))
+
+
+def output_dtypes(variant: Variant, tensors) -> dict:
+    """The op's dtype attributes no input carries (BatchMatMulV3's `Tout`), which a call must
+    pass: the dtype of the inputs, as the declaration has one dtype."""
+    from tensorflow.python.framework import op_def_registry  # TensorFlow's op definitions
+
+    op_def = op_def_registry.get(variant.op.name)
+    if op_def is None or not tensors:
+        return {}
+    carried = {a.type_attr for a in op_def.input_arg} | {a.type_list_attr for a in op_def.input_arg}
+    dtype = next((t.dtype for t in tensors if t.dtype.is_floating or t.dtype.is_complex), tensors[0].dtype)
+    return {a.name: dtype for a in op_def.attr if a.type == "type" and a.name not in carried | set(variant.attrs)}
 
 
 def _strip_consts(variant: Variant, grads: list) -> list:

@@ -12,6 +12,9 @@ import jax
 import jax.numpy as jnp
 
 
+_python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
+
+
 def _conj(x):
     """Complex conjugate; real arrays are returned as they are."""
     return jnp.conj(x) if jnp.iscomplexobj(x) else x
@@ -117,7 +120,7 @@ def _scatter_at(values, positions, trailing, size, kind):
     fill = 0 if kind == "add" else jnp.finfo(values.dtype).min if kind == "max" else jnp.finfo(values.dtype).max
     slots = jnp.full(shape[:start] + (size,) + shape[start + count :], fill, values.dtype)
     positions = jnp.where(positions < 0, size, positions)  # dropped, not counted from the end
-    at = slots.at[(slice(None),) * start + (positions,)]
+    at = slots.at[(_python_slice(None),) * start + (positions,)]
     return getattr(at, kind)(values, mode="drop")
 
 
@@ -130,8 +133,8 @@ def _window_span(x, pads, spans, fill=0):
     widths = [(max(p, 0), max(q - h - p, 0)) for p, q, h in zip(pads, spans, jnp.shape(x)[1:-1])]
     if any(w != (0, 0) for w in widths):
         x = jnp.pad(x, [(0, 0)] + widths + [(0, 0)], constant_values=fill)
-    cut = tuple(slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
-    return x[(slice(None),) + cut + (slice(None),)]
+    cut = tuple(_python_slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
+    return x[(_python_slice(None),) + cut + (_python_slice(None),)]
 
 
 def _window_unspan(x, pads, sizes):
@@ -140,8 +143,8 @@ def _window_unspan(x, pads, sizes):
     widths = [(max(-p, 0), max(h + p - q, 0)) for p, h, q in zip(pads, sizes, jnp.shape(x)[1:-1])]
     if any(w != (0, 0) for w in widths):
         x = jnp.pad(x, [(0, 0)] + widths + [(0, 0)])
-    cut = tuple(slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
-    return x[(slice(None),) + cut + (slice(None),)]
+    cut = tuple(_python_slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
+    return x[(_python_slice(None),) + cut + (_python_slice(None),)]
 
 
 def _conv_spans(strides, dilations, counts, kernel):
@@ -226,7 +229,7 @@ def _max_pool_backprop(x, y, g, window, strides, pads, sizes):
     dx = jnp.zeros(jnp.shape(x), jnp.result_type(x, g))
     unclaimed = jnp.ones(jnp.shape(g), dtype=bool)
     for k in itertools.product(*(range(w) for w in window)):
-        cut = (slice(None),) + tuple(slice(j, j + (q - 1) * s + 1, s) for j, q, s in zip(k, counts, strides))
+        cut = (_python_slice(None),) + tuple(_python_slice(j, j + (q - 1) * s + 1, s) for j, q, s in zip(k, counts, strides))
         first = unclaimed & (x[cut] == y)
         dx = dx.at[cut].add(jnp.where(first, g, 0))
         unclaimed = unclaimed & ~first

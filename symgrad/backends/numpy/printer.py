@@ -94,7 +94,8 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         return self._call("scipy.special.ive", *expr.args)
 
     def _print_sigmoid(self, expr):
-        return self._call("scipy.special.expit", *expr.args)
+        self._module_format("scipy.special.expit")  # imported: the helper calls it for real x
+        return f"_sigmoid({self._print(expr.args[0])})"
 
     def _print_softplus(self, expr):
         return f"{self._module_format('numpy.logaddexp')}(0, {self._print(expr.args[0])})"

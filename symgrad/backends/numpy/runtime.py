@@ -6,11 +6,26 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse
+import scipy.special
+
+
+_python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
 
 
 def _conj(x):
     """Complex conjugate; real arrays are returned as they are, without a copy."""
     return np.conj(x) if np.iscomplexobj(x) else x
+
+
+def _sigmoid(x):
+    """1 / (1 + exp(-x)): scipy's `expit` for real x, which takes no complex input; for
+    complex x the formula, with an exponential of modulus at most 1 (`exp(x) / (1 + exp(x))`
+    where the real part is negative), finite wherever the value is."""
+    if not np.iscomplexobj(x):
+        return scipy.special.expit(x)
+    right = np.real(x) >= 0
+    e = np.exp(np.where(right, -x, x))
+    return np.where(right, 1, e) / (1 + e)
 
 
 def _split_exp(value, u):
@@ -138,8 +153,8 @@ def _window_span(x, pads, spans, fill=0):
     widths = [(max(p, 0), max(q - h - p, 0)) for p, q, h in zip(pads, spans, np.shape(x)[1:-1])]
     if any(w != (0, 0) for w in widths):
         x = np.pad(x, [(0, 0)] + widths + [(0, 0)], constant_values=fill)
-    cut = tuple(slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
-    return x[(slice(None),) + cut + (slice(None),)] if rank else x
+    cut = tuple(_python_slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
+    return x[(_python_slice(None),) + cut + (_python_slice(None),)] if rank else x
 
 
 def _window_unspan(x, pads, sizes):
@@ -148,8 +163,8 @@ def _window_unspan(x, pads, sizes):
     widths = [(max(-p, 0), max(h + p - q, 0)) for p, h, q in zip(pads, sizes, np.shape(x)[1:-1])]
     if any(w != (0, 0) for w in widths):
         x = np.pad(x, [(0, 0)] + widths + [(0, 0)])
-    cut = tuple(slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
-    return x[(slice(None),) + cut + (slice(None),)]
+    cut = tuple(_python_slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
+    return x[(_python_slice(None),) + cut + (_python_slice(None),)]
 
 
 def _conv_spans(strides, dilations, counts, kernel):
@@ -163,8 +178,8 @@ def _window_positions(strides, dilations, counts, kernel):
     """(window position, the strided slices of the spatial axes it reads) for each position
     in the window: a loop over the window, never over the output."""
     for k in np.ndindex(*kernel):
-        cut = tuple(slice(j * d, j * d + (q - 1) * s + 1, s) for j, d, q, s in zip(k, dilations, counts, strides))
-        yield k, (slice(None),) + cut
+        cut = tuple(_python_slice(j * d, j * d + (q - 1) * s + 1, s) for j, d, q, s in zip(k, dilations, counts, strides))
+        yield k, (_python_slice(None),) + cut
 
 
 def _conv(x, f, strides, dilations, pads, sizes):

@@ -13,6 +13,9 @@ import numpy as np
 import torch
 
 
+_python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
+
+
 def _needed(grads, needed):
     """The gradients autograd asked for (`ctx.needs_input_grad`), None for the others."""
     return tuple(g if n else None for g, n in zip(grads, needed))
@@ -221,8 +224,8 @@ def _window_span(x, pads, spans, fill=0):
     widths = [(max(p, 0), max(q - h - p, 0)) for p, q, h in zip(pads, spans, x.shape[1:-1])]
     if any(w != (0, 0) for w in widths):
         x = _pad_spatial(x, widths, fill)
-    cut = tuple(slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
-    return x[(slice(None),) + cut + (slice(None),)]
+    cut = tuple(_python_slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
+    return x[(_python_slice(None),) + cut + (_python_slice(None),)]
 
 
 def _window_unspan(x, pads, sizes):
@@ -231,8 +234,8 @@ def _window_unspan(x, pads, sizes):
     widths = [(max(-p, 0), max(h + p - q, 0)) for p, h, q in zip(pads, sizes, x.shape[1:-1])]
     if any(w != (0, 0) for w in widths):
         x = _pad_spatial(x, widths)
-    cut = tuple(slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
-    return x[(slice(None),) + cut + (slice(None),)]
+    cut = tuple(_python_slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
+    return x[(_python_slice(None),) + cut + (_python_slice(None),)]
 
 
 def _conv_spans(strides, dilations, counts, kernel):
@@ -321,7 +324,7 @@ def _max_pool_backprop(x, y, g, window, strides, pads, sizes):
     dx = torch.zeros(x.shape, dtype=torch.promote_types(x.dtype, g.dtype))
     unclaimed = torch.ones(g.shape, dtype=torch.bool)
     for k in itertools.product(*(range(w) for w in window)):
-        cut = (slice(None),) + tuple(slice(j, j + (q - 1) * s + 1, s) for j, q, s in zip(k, counts, strides))
+        cut = (_python_slice(None),) + tuple(_python_slice(j, j + (q - 1) * s + 1, s) for j, q, s in zip(k, counts, strides))
         first = unclaimed & (x[cut] == y)
         dx[cut] += torch.where(first, g, 0)
         unclaimed = unclaimed & ~first
