@@ -166,3 +166,77 @@ def _fill_bwd(dims, saved, grad):
 
 
 _fill_custom_vjp.defvjp(_fill_fwd, _fill_bwd)
+
+
+def squeeze(input, *, axis=(-1,)):
+    """Squeeze: The input without its size-1 axes `axis` (TensorFlow keeps the attribute as (declared at ops/shape.py:50); differentiated by squeeze_vjp."""
+    return _squeeze_custom_vjp(axis, input)
+
+
+def squeeze_forward(input, *, axis=(-1,)):
+    """Squeeze's formula."""
+    axis = tuple(sorted(int(a) - np.ndim(input) if a >= 0 else int(a) for a in np.ravel(axis)))
+    if axis in ((-1,), (-2,)):
+        output = jnp.squeeze(input, axis=axis[0])
+    elif axis == (-3, -1):
+        t0 = jnp.einsum("...abcb->...abc", input, optimize=True)
+        output = jnp.squeeze(t0, axis=-2)
+    else:
+        raise ValueError(f"Squeeze: unsupported attributes axis={axis!r}")
+    return output
+
+
+def squeeze_vjp(grad, input, *, output=None, axis=(-1,)):
+    """Gradient of Squeeze: one array per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        axis=(-1,):
+            grad_input[batch, i, j, k] = grad[batch, i, j] * delta(0, k)
+                i.e. `jnp.where(t3, t0, 0)`
+        axis=(-2,):
+            grad_input[batch, i, j, k] = grad[batch, i, k] * delta(0, j)
+                i.e. `jnp.where(t4, t0, 0)`
+        axis=(-3, -1):
+            grad_input[batch, i, j, k, l] = grad[batch, i, k] * delta(0, j) * delta(0, l)
+                i.e. `jnp.where(t3 & t4, t0, 0)`
+    """
+    axis = tuple(sorted(int(a) - np.ndim(input) if a >= 0 else int(a) for a in np.ravel(axis)))
+    t1 = 0
+    if axis == (-1,):
+        t0 = grad[..., None]
+        t2 = jnp.arange(jnp.shape(input)[-1])
+        t3 = t2 == t1
+        grad_input = jnp.where(t3, t0, 0)
+    elif axis == (-2,):
+        t0 = grad[..., None, :]
+        t2 = jnp.arange(jnp.shape(input)[-2])
+        t3 = t2 == t1
+        t4 = t3[..., None]
+        grad_input = jnp.where(t4, t0, 0)
+    elif axis == (-3, -1):
+        t0 = grad[..., None, :, None]
+        t2 = jnp.arange(jnp.shape(input)[-3])
+        t3 = t2 == t1
+        t4 = t3[..., None, None]
+        grad_input = jnp.where(t3 & t4, t0, 0)
+    else:
+        raise ValueError(f"Squeeze: unsupported attributes axis={axis!r}")
+    return (grad_input,)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _squeeze_custom_vjp(axis, input):
+    return squeeze_forward(input, axis=axis)
+
+
+def _squeeze_fwd(axis, input):
+    output = squeeze_forward(input, axis=axis)
+    return output, ((input,), output)
+
+
+def _squeeze_bwd(axis, saved, grad):
+    (input,), output = saved
+    return squeeze_vjp(grad, input, output=output, axis=axis)
+
+
+_squeeze_custom_vjp.defvjp(_squeeze_fwd, _squeeze_bwd)

@@ -130,3 +130,67 @@ def fill_grad_grad(grad_vjp_value, grad, value, *, vjp_value=None, dims):
     dims = np.asarray(dims, dtype=np.int64)
     grad_grad = _sum_to_shape(grad_vjp_value, np.shape(grad))
     return grad_grad, None
+
+
+def squeeze(input, *, axis=(-1,)):
+    """Squeeze: The input without its size-1 axes `axis` (TensorFlow keeps the attribute as (declared at ops/shape.py:50)."""
+    axis = tuple(sorted(int(a) - np.ndim(input) if a >= 0 else int(a) for a in np.ravel(axis)))
+    if axis in ((-1,), (-2,)):
+        output = np.squeeze(input, axis=axis[0])
+    elif axis == (-3, -1):
+        t0 = np.einsum("...abcb->...abc", input, optimize=True)
+        output = np.squeeze(t0, axis=-2)
+    else:
+        raise ValueError(f"Squeeze: unsupported attributes axis={axis!r}")
+    return output
+
+
+def squeeze_grad(grad, input, *, output=None, axis=(-1,)):
+    """Gradient of Squeeze: one array per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        axis=(-1,):
+            grad_input[batch, i, j, k] = grad[batch, i, j] * delta(0, k), i.e. `np.where(t3, t0, 0)`
+        axis=(-2,):
+            grad_input[batch, i, j, k] = grad[batch, i, k] * delta(0, j), i.e. `np.where(t4, t0, 0)`
+        axis=(-3, -1):
+            grad_input[batch, i, j, k, l] = grad[batch, i, k] * delta(0, j) * delta(0, l)
+                i.e. `np.where(t3 & t4, t0, 0)`
+    """
+    axis = tuple(sorted(int(a) - np.ndim(input) if a >= 0 else int(a) for a in np.ravel(axis)))
+    t1 = 0
+    if axis == (-1,):
+        t0 = grad[..., None]
+        t2 = np.arange(np.shape(input)[-1])
+        t3 = t2 == t1
+        grad_input = np.where(t3, t0, 0)
+    elif axis == (-2,):
+        t0 = grad[..., None, :]
+        t2 = np.arange(np.shape(input)[-2])
+        t3 = t2 == t1
+        t4 = t3[..., None]
+        grad_input = np.where(t4, t0, 0)
+    elif axis == (-3, -1):
+        t0 = grad[..., None, :, None]
+        t2 = np.arange(np.shape(input)[-3])
+        t3 = t2 == t1
+        t4 = t3[..., None, None]
+        grad_input = np.where(t3 & t4, t0, 0)
+    else:
+        raise ValueError(f"Squeeze: unsupported attributes axis={axis!r}")
+    return (grad_input,)
+
+
+def squeeze_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=(-1,)):
+    """Second order of Squeeze: the gradient of squeeze_grad: one array per input (grad, input)."""
+    axis = tuple(sorted(int(a) - np.ndim(input) if a >= 0 else int(a) for a in np.ravel(axis)))
+    if axis in ((-1,), (-2,)):
+        grad_grad = np.squeeze(grad_vjp_input, axis=axis[0])
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    elif axis == (-3, -1):
+        t0 = np.einsum("...abcb->...abc", grad_vjp_input, optimize=True)
+        grad_grad = np.squeeze(t0, axis=-2)
+        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    else:
+        raise ValueError(f"SqueezeGrad: unsupported attributes axis={axis!r}")
+    return grad_grad, None

@@ -268,3 +268,85 @@ def fill(value, *, dims):
 
 
 _register("Fill", fill_grad)
+
+
+def squeeze_vjp(grad, input, output, *, axis=(-1,)):
+    """Gradient of Squeeze (declared at ops/shape.py:50): one per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        axis=(-1,):
+            grad_input[batch, i, j, k] = grad[batch, i, j] * delta(0, k)
+                i.e. `t0 * tf.where(t3, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
+        axis=(-2,):
+            grad_input[batch, i, j, k] = grad[batch, i, k] * delta(0, j)
+                i.e. `t0 * tf.where(t4, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
+        axis=(-3, -1):
+            grad_input[batch, i, j, k, l] = grad[batch, i, k] * delta(0, j) * delta(0, l)
+                i.e. `t0 * tf.where(t3, tf.constant(1, grad.dtype), tf.constant(0, ...`
+    """
+    axis = tuple(sorted(int(a) - len(input.shape) if a >= 0 else int(a) for a in axis))
+    t1 = 0
+    if axis == (-1,):
+        t0 = grad[..., None]
+        t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+        t3 = tf.equal(t2, t1)
+        grad_input = t0 * tf.where(t3, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    elif axis == (-2,):
+        t0 = grad[..., None, :]
+        t2 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t3 = tf.equal(t2, t1)
+        t4 = t3[..., None]
+        grad_input = t0 * tf.where(t4, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    elif axis == (-3, -1):
+        t0 = grad[..., None, :, None]
+        t2 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t3 = tf.equal(t2, t1)
+        t4 = t3[..., None, None]
+        grad_input = (
+            t0
+            * tf.where(t3, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(t4, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        )
+    else:
+        raise ValueError(f"Squeeze: unsupported attributes axis={axis!r}")
+    return (grad_input,)
+
+
+def squeeze_grad(op, grad):
+    """Gradient function of Squeeze for `tf.RegisterGradient`."""
+    return squeeze_vjp(grad, *op.inputs, *op.outputs, axis=op.get_attr("squeeze_dims"))
+
+
+def squeeze(input, *, axis=(-1,)):
+    """Squeeze: The input without its size-1 axes `axis` (TensorFlow keeps the attribute as, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"axis": axis}
+    axis = tuple(sorted(int(a) - len(input.shape) if a >= 0 else int(a) for a in axis))
+
+    @tf.custom_gradient
+    def forward(input):
+        def backward(grad):
+            return squeeze_vjp(grad, input, output, axis=axis)
+
+        kernel_outputs = (
+            _tf_kernel("Squeeze", 1, {"input": input}, kernel_attrs)
+            if axis in ((-1,), (-2,), (-3, -1))
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        if axis in ((-1,), (-2,)):
+            output = tf.squeeze(input, axis=[axis[0]])
+        elif axis == (-3, -1):
+            t0 = tf.einsum("...abcb->...abc", input)
+            output = tf.squeeze(t0, axis=[-2])
+        else:
+            raise ValueError(f"Squeeze: unsupported attributes axis={axis!r}")
+        return output, backward
+
+    return forward(input)
+
+
+_register("Squeeze", squeeze_grad)

@@ -175,3 +175,79 @@ class _FillFunction(torch.autograd.Function):
         (value,) = ctx.saved_tensors
         grads = fill_vjp(grad, value, dims=dims)
         return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+
+def squeeze(input, *, axis=(-1,)):
+    """Squeeze: The input without its size-1 axes `axis` (TensorFlow keeps the attribute as (declared at ops/shape.py:50); differentiated by squeeze_vjp."""
+    return _SqueezeFunction.apply(axis, input)
+
+
+def squeeze_forward(input, *, axis=(-1,)):
+    """Squeeze's formula."""
+    axis = tuple(sorted(int(a) - np.ndim(input) if a >= 0 else int(a) for a in np.ravel(axis)))
+    if axis in ((-1,), (-2,)):
+        output = torch.squeeze(input, axis=axis[0])
+    elif axis == (-3, -1):
+        t0 = torch.einsum("...abcb->...abc", input)
+        output = torch.squeeze(t0, axis=-2)
+    else:
+        raise ValueError(f"Squeeze: unsupported attributes axis={axis!r}")
+    return output
+
+
+def squeeze_vjp(grad, input, *, output=None, axis=(-1,)):
+    """Gradient of Squeeze: one array per input (input).
+
+    In index notation, next to the code computing it, per variant:
+        axis=(-1,):
+            grad_input[batch, i, j, k] = grad[batch, i, j] * delta(0, k)
+                i.e. `torch.where(t3, t0, 0)`
+        axis=(-2,):
+            grad_input[batch, i, j, k] = grad[batch, i, k] * delta(0, j)
+                i.e. `torch.where(t4, t0, 0)`
+        axis=(-3, -1):
+            grad_input[batch, i, j, k, l] = grad[batch, i, k] * delta(0, j) * delta(0, l)
+                i.e. `torch.where(t3 & t4, t0, 0)`
+    """
+    axis = tuple(sorted(int(a) - np.ndim(input) if a >= 0 else int(a) for a in np.ravel(axis)))
+    t1 = 0
+    if axis == (-1,):
+        t0 = grad[..., None]
+        t2 = torch.arange(np.shape(input)[-1])
+        t3 = t2 == t1
+        grad_input = torch.where(t3, t0, 0)
+    elif axis == (-2,):
+        t0 = grad[..., None, :]
+        t2 = torch.arange(np.shape(input)[-2])
+        t3 = t2 == t1
+        t4 = t3[..., None]
+        grad_input = torch.where(t4, t0, 0)
+    elif axis == (-3, -1):
+        t0 = grad[..., None, :, None]
+        t2 = torch.arange(np.shape(input)[-3])
+        t3 = t2 == t1
+        t4 = t3[..., None, None]
+        grad_input = torch.where(t3 & t4, t0, 0)
+    else:
+        raise ValueError(f"Squeeze: unsupported attributes axis={axis!r}")
+    return (grad_input,)
+
+
+class _SqueezeFunction(torch.autograd.Function):
+    """Squeeze for autograd: the backward is squeeze_vjp."""
+
+    @staticmethod
+    def forward(axis, input):
+        return squeeze_forward(input, axis=axis)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:1]
+        ctx.save_for_backward(*inputs[1:])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (axis,) = ctx.attrs
+        (input,) = ctx.saved_tensors
+        grads = squeeze_vjp(grad, input, axis=axis)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])

@@ -3,7 +3,7 @@ or more, an axis among the last three); BroadcastTo: the input broadcast to a sh
 constant input, an elementwise op whose gradient is summed over the broadcast axes; Fill: a
 scalar broadcast to a shape input."""
 
-from symgrad import Input, Ints, attr, dims, elementwise, indices, op, tensor
+from symgrad import Attribute, Axis, Input, Ints, attr, dims, elementwise, indices, op, tensor
 
 P, Q = dims("P Q")
 p, q = indices("p q")
@@ -41,3 +41,25 @@ def broadcast_to(input, shape):
 def fill(value, dims):
     """An array of shape `dims` holding the scalar `value` everywhere: its gradient is the sum."""
     return value
+
+
+# the size-1 axes removed, counted from the end (sorted)
+SQUEEZED = ((-1,), (-2,), (-3, -1))
+
+
+@op("Squeeze", attrs={"axis": attr(Axis("input", SQUEEZED), Attribute(stored_as="squeeze_dims"))})
+def squeeze(axis):
+    """The input without its size-1 axes `axis` (TensorFlow keeps the attribute as
+    `squeeze_dims`)."""
+    kept = [(P, p), (Q, q)]
+    shape, read = [], []
+    for position in range(-len(kept) - len(axis), 0):
+        if position in axis:
+            shape.append(1)
+            read.append(0)
+        else:
+            size, index = kept.pop(0)
+            shape.append(size)
+            read.append(index)
+    x = tensor("input", (...,) + tuple(shape))
+    return {"output": ((..., p, q), x[(...,) + tuple(read)])}

@@ -4,7 +4,7 @@ Two independent choices, each a small frozen dataclass. Where the value comes fr
 
 | source | the value is |
 | --- | --- |
-| `Attribute()` (the default) | TensorFlow's op attribute (`op.get_attr(name)`), a keyword parameter of the generated functions |
+| `Attribute()` (the default) | TensorFlow's op attribute (`op.get_attr(name)`), a keyword parameter of the generated functions; `Attribute(stored_as=...)` where `get_attr` reads it by another name |
 | `Input(position)` | the op's input at `position` (negative: counted from the end of `op.inputs`), which TensorFlow passes as a tensor; its gradient is None |
 | `RankOf(input)` | the rank of an input; not a parameter |
 | `SizeOf(input, axis)` | the static size of one axis of an input (an index depth); not a parameter |
@@ -39,7 +39,10 @@ from symgrad.errors import DeclarationError
 
 @dataclass(frozen=True)
 class Attribute:
-    """TensorFlow's op attribute of the same name."""
+    """TensorFlow's op attribute of the same name; `stored_as` where the op keeps it under
+    another (Squeeze is built with `axis`, and `op.get_attr("squeeze_dims")` reads it)."""
+
+    stored_as: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,11 @@ class Attr:
     source: Source = Attribute()
     default: Any = None  # default value in generated signatures (None: required)
     samples: Any = field(default=None, compare=False)  # values to verify with (`op(samples=)`)
+
+    @property
+    def stored_name(self) -> str:
+        """The name TensorFlow's `op.get_attr` reads it by."""
+        return getattr(self.source, "stored_as", None) or self.name
 
     @property
     def enumerated(self) -> bool:

@@ -114,6 +114,7 @@ class OpCode:
     outputs_used: tuple[str, ...]  # outputs the gradient reads
     location: str  # "file:line" of the declaration
     variadic: bool = False  # inputs is ("*<list input>",): tensors unpacked per variant
+    stored_names: tuple[tuple[str, str], ...] = ()  # (name, the name op.get_attr reads) where they differ
     list_inputs: tuple[str, ...] = ()  # numeric attributes read from constant integer inputs
     list_output: bool = False  # outputs is (<list output>,), grads (grad_<it>,): sequences
     stages: tuple[str, ...] = ()  # forward stages the gradient accepts (recomputed if not given)

@@ -65,6 +65,7 @@ def lower_op(op: OpSignature, derivations: list[Derivation]) -> OpCode:
         enumerated_attrs=tuple((a.name, a.default) for a in op.parameter_attrs),
         numeric_attrs=tuple((a.name, a.default) for a in op.numeric_attrs),
         const_inputs=tuple((a.name, a.input_position) for a in op.attrs if a.input_position is not None),
+        stored_names=tuple((a.name, a.stored_name) for a in op.attrs if a.stored_name != a.name),
         forward=forward,
         vjp=vjp,
         outputs_used=used,
@@ -123,7 +124,8 @@ def _normalized_attr(op: OpSignature, attr) -> Assign | None:
         return Assign(attr.name, Length(attr.length_of))
     if attr.is_list_input:
         return Assign(attr.name, IntArray(attr.name))
-    listed = attr.input_position is not None and attr.enumerated and isinstance(attr.values[0], tuple)
+    # a tuple of values read from an input, or a list of axes (Squeeze's, an attribute): a tuple
+    listed = (attr.input_position is not None or attr.axis_of) and attr.enumerated and isinstance(attr.values[0], tuple)
     if attr.axis_of:
         # an axis of a list input's tensors: of the first, as all have one rank
         of = f"{attr.axis_of}[0]" if attr.axis_of == op.variadic else attr.axis_of

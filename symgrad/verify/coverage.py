@@ -101,8 +101,6 @@ NOT_DECLARED = {
     "an input that is a resource variable, not a tensor": "ResourceGatherNd",
     "TensorFlow's forward fails: its Equal refuses to broadcast at rank 8, which the tie count "
     "of three window indices reaches": "MaxPool3D",
-    "TensorFlow names its attribute `axis` where the op is built and `squeeze_dims` where it is "
-    "read: a declared attribute has one name": "Squeeze",
 }
 
 

@@ -243,7 +243,8 @@ class StandInOp:
             inputs.insert(position, tf.constant(variant.attrs[consts[position]]))
         self.type = self.name = variant.op.name
         self.inputs, self.outputs = inputs, outputs
-        self._attrs = variant.attrs
+        stored = {a.name: a.stored_name for a in variant.op.decl.attrs}
+        self._attrs = {stored.get(name, name): value for name, value in variant.attrs.items()}
 
     def get_attr(self, name: str):
         if name not in self._attrs:

@@ -54,9 +54,10 @@ def derived_source(op, stand_in: bool = False):
 def _tf_op(op: ir.OpCode, printer) -> dict:
     attrs = attr_params(op)
     const = dict(op.const_inputs)
+    stored = dict(op.stored_names)
     get_attrs = "".join(
-        f", {name}={_read_attr(name, default, const)}" for name, default in op.enumerated_attrs
-    ) + "".join(f", {name}={_read_numeric(name, const, op.list_inputs)}" for name, _ in op.numeric_attrs)
+        f", {name}={_read_attr(name, default, const, stored)}" for name, default in op.enumerated_attrs
+    ) + "".join(f", {name}={_read_numeric(name, const, op.list_inputs, stored)}" for name, _ in op.numeric_attrs)
     pass_attrs = "".join(f", {name}={name}" for name, _ in op.enumerated_attrs + op.numeric_attrs)
     tensor_positions = [n for n in range(len(op.inputs) + len(const)) if n not in const.values()]
     op_inputs = "*op.inputs" if not const else ", ".join(f"op.inputs[{n}]" for n in tensor_positions)
@@ -161,12 +162,12 @@ def _list_input_positions(const: dict) -> tuple[str, str]:
     return ("*op.inputs" if not const else tensors), (f"({', '.join(positions)},)" if const else ())
 
 
-def _read_numeric(name: str, const: dict, list_inputs) -> str:
-    """How the registered gradient reads numeric attribute `name`: an attribute, a scalar
-    input, or a constant list input."""
+def _read_numeric(name: str, const: dict, list_inputs, stored: dict) -> str:
+    """How the registered gradient reads numeric attribute `name`: an attribute (by the name
+    TensorFlow stores it under), a scalar input, or a constant list input."""
     if name in list_inputs:
         return f"_const_input(op, {const[name]})"
-    return _scalar_input(const[name]) if name in const else f"op.get_attr({name!r})"
+    return _scalar_input(const[name]) if name in const else f"op.get_attr({stored.get(name, name)!r})"
 
 
 def _scalar_input(position: int) -> str:
@@ -174,8 +175,10 @@ def _scalar_input(position: int) -> str:
     return f"tf.cast(op.inputs[{position}], tf.int64)"
 
 
-def _read_attr(name: str, default, const: dict) -> str:
-    """How the registered gradient reads attribute `name` from its op."""
+def _read_attr(name: str, default, const: dict, stored: dict) -> str:
+    """How the registered gradient reads attribute `name` from its op (by the name TensorFlow
+    stores it under)."""
     if name in const:
         return f"_const_input(op, {const[name]})"
-    return f"_string_attr(op, {name!r})" if isinstance(default, str) else f"op.get_attr({name!r})"
+    key = stored.get(name, name)
+    return f"_string_attr(op, {key!r})" if isinstance(default, str) else f"op.get_attr({key!r})"
