@@ -101,6 +101,15 @@ NOT_DECLARED = {
     "an input that is a resource variable, not a tensor": "ResourceGatherNd",
     "TensorFlow's forward fails: its Equal refuses to broadcast at rank 8, which the tie count "
     "of three window indices reaches": "MaxPool3D",
+    "inputs that are not independent: orig_output must be MaxPool(orig_input), which TensorFlow's "
+    "MaxPoolGradGrad compares against, and cases draw each input on its own (declared, "
+    "MaxPoolGrad's forward matches; its gradient rows compare with a reference given invalid "
+    "inputs)": "MaxPoolGrad MaxPoolGradV2 MaxPoolGradGrad MaxPool3DGrad MaxPool3DGradGrad",
+    "an integer output beside the values (the argmax): a declaration's outputs have one dtype":
+        "MaxPoolWithArgmax",
+    "a relabelling of the flat index: declared with floor and mod of the ravelled position it "
+    "lowers to a gather per variant (about 1,000 generated lines), not one reshape; lowering "
+    "does not recognise it yet": "Reshape",
 }
 
 
