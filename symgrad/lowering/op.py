@@ -210,11 +210,13 @@ def _lower_forward(op: OpSignature, derivation: Derivation) -> Branch:
         for stage in derivation.staging.stages:
             lowering.assign(stage.name, viewed(derivation.staging.values[stage.name], views))
     groups = {o.name: o.groups for o in derivation.variant.outputs}
+    # an output that reads no input (all zeros) takes the dtype of the first real input
+    dtype_of = next((t.name for t in derivation.variant.inputs if not t.integer), None)
     for name, value in forward.items():
         if groups[name]:
             lowering.assign_merged(name, value, groups[name])
         else:
-            lowering.assign(name, value)
+            lowering.assign(name, value, dtype_of=dtype_of)
     return Branch(derivation.variant.attr_values, tuple(lowering.body), lowering.largest_rank)
 
 
