@@ -245,7 +245,8 @@ def stopped_inputs(variant: Variant) -> set[str]:
 
 
 def check_case(
-    variant, forward, boundary, case: Case, grads: list, full_max: int = FULL_JACOBIAN_MAX, memo: dict | None = None
+    variant, forward, boundary, case: Case, grads: list, full_max: int = FULL_JACOBIAN_MAX, memo: dict | None = None,
+    rounding: float = 0.0,
 ) -> tuple[list, list, int]:
     """(diffs, findings, skipped elements) of one case's gradients against differences: of
     each element for inputs of at most `full_max` elements, else along random directions.
@@ -265,7 +266,7 @@ def check_case(
         d, directions = memo[key]
         projected = directions is not None
         got = np.array([np.real(np.sum(np.conj(g) * v)) for v in directions]) if projected else g
-        diff, skips = judge(got, d, undecided_at_kinks=case.ties)
+        diff, skips = judge(got, d, undecided_at_kinks=case.ties, rounding=rounding)
         diffs.append(diff)
         skipped += skips
         if diff.bad:
