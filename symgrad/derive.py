@@ -235,11 +235,12 @@ def _contract(variant, out, grad_name, entry, ranges) -> tuple[sp.Expr, list[Ter
     upstream = grad[out.indices] if out.indices else sp.Symbol(grad_name)
     partial = _hoist_deltas(partial_derivative(variant, out.expr, entry))
     # an output's whole expression in its own derivative (a maximum's) is the output, passed
-    # in: read it before index maps are solved, which would hide it
+    # in: read it before index maps are solved, which would hide it. Not a constant output
+    # (FusedBatchNormV3's empty reserve_space_3, all 0): a partial 0 or 1 is no output's entry
     outputs = {
         o.expr: sp.IndexedBase(o.name, shape=tuple(ranges[i][1] + 1 if i in ranges else 1 for i in o.indices))[o.indices]
         for o in variant.outputs
-        if o.indices
+        if o.indices and o.expr.atoms(sp.Indexed)
     }
     partial = partial.xreplace(outputs)
     sums = tuple((i, *ranges[i]) for i in out.indices if i in ranges)

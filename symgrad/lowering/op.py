@@ -93,7 +93,9 @@ def _vjp_function(op: OpSignature, derivations: list[Derivation], params: tuple,
     integer = {t.name for d in derivations for t in d.variant.inputs if t.integer}
     inputs = _params(op, first)
     conj = tuple(Assign(n, Conj(n)) for n in inputs + used if n in read and n not in integer) if op.complex_ok else ()
-    results = ("grads",) if op.variadic else _grad_names(first)
+    results = ("grads",) if op.variadic else _some_grad_names(derivations)
+    if not op.variadic:
+        branches = tuple(_no_gradient_set(d, b, results) for d, b in zip(derivations, branches))
     return Function(params=params, prologue=axes + conj, branches=branches, results=results), used
 
 
@@ -133,6 +135,21 @@ def _normalized_attr(op: OpSignature, attr) -> Assign | None:
             return Assign(attr.name, NegativeAxis(attr.name, of, inserted=True))
         return Assign(attr.name, (NegativeAxes if listed else NegativeAxis)(attr.name, of))
     return Assign(attr.name, AsTuple(attr.name)) if listed else None
+
+
+def _some_grad_names(derivations: list[Derivation]) -> tuple[str | None, ...]:
+    """Per input, its gradient's name where some variant has one (an input that some
+    variants do not read, BatchNormWithGlobalNormalization's gamma unscaled), else None."""
+    per_variant = [_grad_names(d) for d in derivations]
+    return tuple(next((n for n in names if n), None) for names in zip(*per_variant))
+
+
+def _no_gradient_set(derivation: Derivation, branch: Branch, results) -> Branch:
+    """A variant's branch, with `grad_x = None` for each input x it has no gradient of
+    though another variant has (the results are one tuple for all variants)."""
+    missing = [r for r, own in zip(results, _grad_names(derivation)) if r and not own]
+    body = tuple(Assign(name, Elementwise(sp.Symbol("None"))) for name in missing)
+    return dataclasses.replace(branch, body=branch.body + body) if body else branch
 
 
 def _grad_names(derivation: Derivation) -> tuple[str | None, ...]:
@@ -195,11 +212,13 @@ def _lower_forward(op: OpSignature, derivation: Derivation) -> Branch:
         for stage in derivation.staging.stages:
             lowering.assign(stage.name, viewed(derivation.staging.values[stage.name], views))
     groups = {o.name: o.groups for o in derivation.variant.outputs}
+    # an output that reads no input (all zeros) takes the dtype of the first real input
+    dtype_of = next((t.name for t in derivation.variant.inputs if not t.integer), None)
     for name, value in forward.items():
         if groups[name]:
             lowering.assign_merged(name, value, groups[name])
         else:
-            lowering.assign(name, value)
+            lowering.assign(name, value, dtype_of=dtype_of)
     return Branch(derivation.variant.attr_values, tuple(lowering.body), lowering.largest_rank)
 
 

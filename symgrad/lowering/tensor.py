@@ -78,13 +78,14 @@ class TensorLowering:
 
     # --- statements for a whole value ---
 
-    def assign(self, target: str, value: TensorValue, like: str | None = None) -> None:
-        """Append statements computing `target[value.indices]`, broadcast to `like` if needed."""
+    def assign(self, target: str, value: TensorValue, like: str | None = None, dtype_of: str | None = None) -> None:
+        """Append statements computing `target[value.indices]`, broadcast to `like` if needed;
+        a constant in `like`'s dtype, else `dtype_of`'s (an output that reads no input)."""
         expr = as_expression(value)
         array = self.array(expr, tuple(value.indices))
         constant_along = set(value.indices) - free_indices(expr)
-        if array.is_number and like is not None:  # in the dtype of what it is like (a gradient of 0)
-            array = sp.Symbol(self.temp(Constant(array, like)))
+        if array.is_number and (like or dtype_of) is not None:  # in the dtype of what it is like (a gradient of 0)
+            array = sp.Symbol(self.temp(Constant(array, like or dtype_of)))
         if like is not None and constant_along:
             self.body.append(Assign(target, BroadcastTo(Elementwise(array), like)))
         elif (constant_along or array.is_number) and value.indices and BATCH not in value.indices:

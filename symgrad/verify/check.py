@@ -245,7 +245,8 @@ def stopped_inputs(variant: Variant) -> set[str]:
 
 
 def check_case(
-    variant, forward, boundary, case: Case, grads: list, full_max: int = FULL_JACOBIAN_MAX, memo: dict | None = None
+    variant, forward, boundary, case: Case, grads: list, full_max: int = FULL_JACOBIAN_MAX, memo: dict | None = None,
+    rounding: float = 0.0,
 ) -> tuple[list, list, int]:
     """(diffs, findings, skipped elements) of one case's gradients against differences: of
     each element for inputs of at most `full_max` elements, else along random directions.
@@ -256,7 +257,7 @@ def check_case(
         if name in stopped:
             skipped += int(np.size(x))
             continue
-        if name in variant.integers:  # positions: no gradient, nothing to difference
+        if name in variant.integers or np.size(x) == 0:  # positions, or no entry: nothing to difference
             continue
         g = np.zeros_like(x) if g is None else np.asarray(g)
         key = (n, full_max)  # the differences are the forward's: the same for every target
@@ -265,7 +266,7 @@ def check_case(
         d, directions = memo[key]
         projected = directions is not None
         got = np.array([np.real(np.sum(np.conj(g) * v)) for v in directions]) if projected else g
-        diff, skips = judge(got, d, undecided_at_kinks=case.ties)
+        diff, skips = judge(got, d, undecided_at_kinks=case.ties, rounding=rounding)
         diffs.append(diff)
         skipped += skips
         if diff.bad:

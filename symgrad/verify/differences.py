@@ -86,7 +86,7 @@ def stacked(items: list[dict], shape: tuple) -> dict:
     return {key: np.reshape(np.array([item[key] for item in items]), shape) for key in items[0]}
 
 
-def judge(got: np.ndarray, d: dict, undecided_at_kinks: bool = False) -> tuple[ArrayDiff, int]:
+def judge(got: np.ndarray, d: dict, undecided_at_kinks: bool = False, rounding: float = 0.0) -> tuple[ArrayDiff, int]:
     """The difference of `got` from the differences `d`, and how many elements were skipped.
 
     With `undecided_at_kinks` (a case of values tied on purpose), an element where the forward
@@ -95,10 +95,14 @@ def judge(got: np.ndarray, d: dict, undecided_at_kinks: bool = False) -> tuple[A
     subgradients (MaxPool's split of a tie, TensorFlow's first maximum) reach beyond them, and
     along a random direction the one-sided differences may even nearly agree (hence the finer
     test of a kink than elsewhere).
+
+    `rounding`: the relative error `got` may carry besides, computed in a narrower dtype.
     """
     central = np.asarray(d["central"])
     got = np.broadcast_to(np.asarray(got), central.shape)
     err, allowed, unsettled = _errors(got, d, central)
+    if rounding:
+        allowed = allowed + rounding * (np.abs(central) + max(1.0, float(np.max(np.abs(np.where(d["finite"], central, 0)), initial=0.0))))
     # on a branch boundary any finite value may be the declared convention; NaN or inf is not
     skip = ~np.asarray(d["finite"]) | (np.asarray(d["boundary"]) & (err > allowed) & np.isfinite(got))
     if undecided_at_kinks:  # a kink is told by one-sided differences 1e-4 apart (1 step)

@@ -90,8 +90,11 @@ def _dimension_symbols(variant: Variant, outputs: list) -> list:
 
 
 def _output_sizes(variant: Variant) -> list:
-    """The declared output sizes with the variant's attribute values in them."""
-    return [_replaced(size, variant.attr_values(size)) for _, size in variant.sizes]
+    """The declared output sizes with the variant's attribute values in them; not a size
+    declared as a constant number (FusedBatchNormV3's empty reserve_space_3, of size 0),
+    which no shape of the inputs changes."""
+    sizes = [_replaced(size, variant.attr_values(size)) for _, size in variant.sizes]
+    return [size for size in sizes if not sp.sympify(size).is_number]
 
 
 def size_of(expr, sizes: dict) -> float:
