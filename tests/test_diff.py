@@ -400,3 +400,46 @@ def test_cases_of_index_map_ops_fit_the_op(derived):
             assert output.size > 0, (variant.label, case.label)
             if case.label.startswith("random values; distinct sizes"):
                 assert min(output.shape[1:3]) >= 2, (variant.label, case.label)
+
+
+FLOAT32_ONLY = '''
+import numpy as np
+
+
+def _float32_only(x):
+    if np.asarray(x).dtype != np.float32:
+        raise TypeError("float32 only, as some of TensorFlow's kernels")
+
+
+def _summed_to(g, x):
+    g = np.sum(g, axis=tuple(range(g.ndim - np.ndim(x)))) if g.ndim > np.ndim(x) else g
+    return np.sum(g, axis=tuple(k for k, n in enumerate(np.shape(x)) if n == 1), keepdims=True).reshape(np.shape(x))
+
+
+def subtract_grad(grad, x, y, *, z=None):
+    _float32_only(x)
+    return _summed_to(grad, x), _summed_to(-grad, y)
+
+
+def sigmoid_grad(grad, x, *, y=None):
+    _float32_only(x)
+    s = 1 / (1 + np.exp(-x))
+    return (-grad * s * (1 - s),)  # the sign flipped
+'''
+
+
+def test_verdict_of_a_reference_that_runs_in_float32_only(tmp_path):
+    """A reference that refuses float64 (TensorFlow's FusedBatchNorm) is judged in float32,
+    against float64 finite differences with float32's rounding allowed: a wrong one gets the
+    verdict, a right one matches and needs none."""
+    module = tmp_path / "float32_only.py"
+    module.write_text(FLOAT32_ONLY)
+    out = tmp_path / "report.json"
+    run_symgrad(
+        "diff", FAULT_OPS, "--against", module, "--generated", derived_folder(FAULT_OPS), "--op", "Sub",
+        "--op", "Sigmoid", "--dtype", "float32", "--target", "numpy", "--json", out,
+    )
+    report = read_json(out)
+    assert {r["status"] for r in rows(report, "Sub")} == {"match"}
+    wrong = rows(report, "Sigmoid")
+    assert wrong and all(r["status"] == "mismatch" and r["verdict"] == REFERENCE_WRONG for r in wrong)
