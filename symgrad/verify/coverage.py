@@ -102,7 +102,7 @@ NOT_DECLARED = {
     "TensorFlow's forward fails: its Equal refuses to broadcast at rank 8, which the tie count "
     "of three window indices reaches": "MaxPool3D",
     "the TensorFlow target fails: TensorFlow's SelectV2 takes at most 8 axes, and the gradient's "
-    "window of three indices (im2col's size) has 9 (declared, numpy, JAX and PyTorch derive it)":
+    "window of three indices (im2col's size) has 9":
         "ExtractVolumePatches",
     "inputs that are not independent: orig_output must be MaxPool(orig_input), which TensorFlow's "
     "MaxPoolGradGrad compares against, and cases draw each input on its own (declared, "
