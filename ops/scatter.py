@@ -10,10 +10,10 @@ rows of `updates`.
 
 import sympy as sp
 
-from symgrad import Input, attr, dims, indices, op, tensor
+from symgrad import Input, SizeOf, attr, dims, indices, op, tensor
 
 N, P, K = dims("N P K")
-i, p, s = indices("i p s")
+i, n, p, s = indices("i n p s")
 
 
 def _sparse_segments(num_segments, scale):
@@ -79,3 +79,43 @@ def sparse_segment_mean_with_num_segments(num_segments):
 def sparse_segment_sqrt_n_with_num_segments(num_segments):
     """SparseSegmentSqrtN into `num_segments` rows (0 where a segment has none)."""
     return _sparse_segments(num_segments, _sqrt_n)
+
+
+DEPTH = attr((1, 2), SizeOf("indices", -1))
+
+
+def _scattered(depth, name="tensor"):
+    """(`name`, the sum of the `updates` each position of `tensor` receives, the number of
+    updates it receives) for `indices` of `depth` 1 (rows of `updates` into rows of the
+    matrix) or 2 (entries of `updates` into entries)."""
+    base = tensor(name, (N, P))
+    positions = tensor("indices", (K, depth), integer=True)
+    updates = tensor("updates", (K, P) if depth == 1 else (K,))
+    hits = sp.KroneckerDelta(n, positions[i, 0])
+    if depth == 2:
+        hits *= sp.KroneckerDelta(p, positions[i, 1])
+    update = updates[i, p] if depth == 1 else updates[i]
+    return base[n, p], sp.Sum(hits * update, (i, 0, K - 1)), sp.Sum(hits, (i, 0, K - 1))
+
+
+@op("TensorScatterAdd", attrs={"depth": DEPTH})
+def tensor_scatter_add(depth):
+    """`tensor` with the `updates` added at `indices` (rows at depth 1, entries at depth 2),
+    repeated positions adding up."""
+    entry, added, _ = _scattered(depth)
+    return {"output": ((n, p), entry + added)}
+
+
+@op("TensorScatterSub", attrs={"depth": DEPTH})
+def tensor_scatter_sub(depth):
+    """`tensor` with the `updates` subtracted at `indices`, repeated positions adding up."""
+    entry, added, _ = _scattered(depth)
+    return {"output": ((n, p), entry - added)}
+
+
+@op("ScatterNdNonAliasingAdd", attrs={"depth": DEPTH})
+def scatter_nd_non_aliasing_add(depth):
+    """`input` with the `updates` added at `indices`, repeated positions adding up: the
+    TensorScatterAdd of ref-variable days."""
+    entry, added, _ = _scattered(depth, "input")
+    return {"output": ((n, p), entry + added)}
