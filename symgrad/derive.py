@@ -58,8 +58,10 @@ def _derive_staged(variant: OpVariant, staged: Staged) -> Derivation:
     for n in reversed(range(len(staged.stages))):
         name = staged.stages[n].name
         grads[name] = _accumulated(contributions.pop(name, []))
-        if grads[name] is None:
-            continue  # nothing downstream depends on it (a stop_gradient maximum)
+        if grads[name] is None:  # nothing downstream depends on it (a stop_gradient maximum):
+            # no gradient, but its forward is still computed over its indices' ranges
+            _merge_ranges(variant, ranges, index_ranges(staged.part(variant, n)))
+            continue
         part = _derive_index(staged.part(variant, n), (f"grad_{name}",))
         _merge_ranges(variant, ranges, part.ranges)
         for read, value in part.vjp.items():
