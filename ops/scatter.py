@@ -84,12 +84,12 @@ def sparse_segment_sqrt_n_with_num_segments(num_segments):
 DEPTH = attr((1, 2), SizeOf("indices", -1))
 
 
-def _scattered(depth, name="tensor"):
-    """(`name`, the sum of the `updates` each position of `tensor` receives, the number of
-    updates it receives) for `indices` of `depth` 1 (rows of `updates` into rows of the
-    matrix) or 2 (entries of `updates` into entries)."""
+def _scattered(depth, name="tensor", distinct=False):
+    """(the entry of `name`, the sum of the `updates` each position of it receives, the number
+    of updates it receives) for `indices` of `depth` 1 (rows of `updates` into rows of the
+    matrix) or 2 (entries of `updates` into entries); `distinct`: no position repeated."""
     base = tensor(name, (N, P))
-    positions = tensor("indices", (K, depth), integer=True)
+    positions = tensor("indices", (K, depth), integer=True, distinct=distinct)
     updates = tensor("updates", (K, P) if depth == 1 else (K,))
     hits = sp.KroneckerDelta(n, positions[i, 0])
     if depth == 2:
@@ -119,3 +119,11 @@ def scatter_nd_non_aliasing_add(depth):
     TensorScatterAdd of ref-variable days."""
     entry, added, _ = _scattered(depth, "input")
     return {"output": ((n, p), entry + added)}
+
+
+@op("TensorScatterUpdate", attrs={"depth": DEPTH})
+def tensor_scatter_update(depth):
+    """`tensor` with the `updates` in place of its entries at `indices` (rows at depth 1,
+    entries at depth 2): no position named twice, where TensorFlow leaves the result undefined."""
+    entry, placed, count = _scattered(depth, distinct=True)
+    return {"output": ((n, p), sp.Piecewise((placed, count > 0), (entry, True)))}
