@@ -78,6 +78,7 @@ class TensorInput:
     groups: tuple = ()  # (first axis, count) of the axes of `shape` that one axis of the input is
     ascending: bool = False  # integer positions in ascending order (SegmentSum's segment ids)
     boolean: bool = False  # a condition (SelectV2's): bools, no gradient (`integer` too)
+    distinct: bool = False  # integer positions that never repeat along the first axis (TensorScatterUpdate's)
 
     @property
     def shape(self) -> tuple | None:
@@ -170,13 +171,17 @@ class BoolTensor(Tensor):
         return holds(super().__getitem__(indices))
 
 
-def tensor(name: str, shape: tuple, *, integer: bool = False, ascending: bool = False, boolean: bool = False) -> Tensor:
+def tensor(
+    name: str, shape: tuple, *, integer: bool = False, ascending: bool = False, boolean: bool = False, distinct: bool = False
+) -> Tensor:
     """Declare the next input tensor of the op being built, with its symbolic shape.
 
     A leading `...` in `shape` (and then in every subscript) stands for any number of leading
     batch axes, so one declaration serves every rank. An `integer` tensor holds positions
     (Gather's `indices`), read in other tensors' subscripts; its gradient is None. An
     `ascending` one holds them in ascending order (SegmentSum's ids), and is drawn so. A
+    `distinct` one never holds one position twice along its first axis (TensorScatterUpdate's
+    rows of indices, where TensorFlow leaves a repeated position undefined), and is drawn so. A
     `boolean` tensor holds conditions (`sp.Piecewise((x[i], mask[i]), (0, True))`); its
     gradient is None too.
 
@@ -204,9 +209,9 @@ def tensor(name: str, shape: tuple, *, integer: bool = False, ascending: bool = 
         else:
             dims_.append(BATCH_DIM if d is BATCH else sp.sympify(d))
     base = (BoolTensor if boolean else Tensor)(name, shape=tuple(dims_))
-    if ascending and not integer:
-        raise DeclarationError(f"input {name!r}: only an integer tensor can be ascending")
-    registry.append(TensorInput(name, base, integer or boolean, tuple(groups), ascending, boolean))
+    if (ascending or distinct) and not integer:
+        raise DeclarationError(f"input {name!r}: only an integer tensor can be ascending or distinct")
+    registry.append(TensorInput(name, base, integer or boolean, tuple(groups), ascending, boolean, distinct))
     return base
 
 

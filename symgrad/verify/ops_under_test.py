@@ -143,6 +143,7 @@ class Variant:
     list_output: bool = False  # the outputs are the entries of one list output (Unpack's)
     booleans: tuple[str, ...] = ()  # inputs holding bools (conditions), among `integers`
     listed: int = 0  # the first `listed` inputs are passed as one list (a gradient op's, Unpack's)
+    distinct: tuple[str, ...] = ()  # integer inputs whose positions never repeat along the first axis
 
     @property
     def label(self) -> str:
@@ -209,6 +210,7 @@ def _settings_of(op: DerivedOp, values: tuple) -> list[Variant]:
             tuple(t.name for t in inst.inputs if t.integer), sizes, sampled,
             tuple(t.name for t in inst.inputs if t.ascending), inst.outputs[0].list_name is not None,
             booleans=tuple(t.name for t in inst.inputs if t.boolean),
+            distinct=tuple(t.name for t in inst.inputs if t.distinct),
         )
         if shapes is not None:  # an axis declared as a group of sizes (a block size)
             known = lambda d: sp.sympify(d).subs(v.attr_values(d))

@@ -135,3 +135,8 @@ def _concrete(shapes, sizes: dict, batch: dict) -> list[tuple] | None:
             return None
         result.append(lead + tuple(int(d) for d in dims))
     return result
+
+
+def concrete_shapes(variant: Variant, sizes: dict) -> list[tuple] | None:
+    """The input shapes at `sizes`, without batch axes."""
+    return _concrete(variant.shapes, sizes, {})
