@@ -4,12 +4,23 @@
 
 Each `<op>_grad(grads..., inputs..., *, outputs=None, attrs...)` returns a tuple with one
 gradient per input, each summed to its input's shape under broadcasting (None: no gradient).
+An op whose gradient reads forward stages (intermediates) also takes them as keywords,
+computing them again when they are not given: `y, stages = <op>(..., return_stages=True)`,
+then `<op>_grad(grad, ..., y=y, **stages)`.
 """
 
 import numpy as np
 import scipy.sparse
 
 _python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
+
+
+def _shift_right(x, axis, fill, steps=1):
+    """`x` moved `steps` along `axis`, `fill` first: an exclusive cumulative sum or product
+    from an inclusive one."""
+    size = np.shape(x)[axis]
+    first = np.full_like(np.take(x, range(steps), axis=axis), fill)
+    return np.concatenate([first, np.take(x, range(size - steps), axis=axis)], axis=axis)
 
 
 def _gather(x, positions, axis, fill=0):
@@ -166,6 +177,21 @@ def _depthwise_conv_backprop_input(g, f, strides, dilations, pads, sizes):
     dx = np.zeros((np.shape(g)[0], *spans, np.shape(f)[-2]), dtype=np.result_type(g, f))
     for k, cut in _window_positions(strides, dilations, counts, kernel):
         dx[cut] += np.einsum("...cm,cm->...c", g, f[k], optimize=True)
+    return _window_unspan(dx, pads, sizes)
+
+
+def _max_pool_backprop(x, y, g, window, strides, pads, sizes):
+    """`dx[n, *h, c]`: each window's `g[n, *u, c]` added at the first entry (row-major) of
+    window u of `x`, read at `u*s + k - p` (padding never the maximum), equal to its maximum
+    `y[n, *u, c]`: a loop over the window's positions, each a strided slice of `x`."""
+    counts, ones = np.shape(g)[1:-1], (1,) * len(strides)
+    x = _window_span(x, pads, _conv_spans(strides, ones, counts, window), fill=-np.inf)
+    dx = np.zeros(np.shape(x), dtype=np.result_type(x, g))
+    unclaimed = np.ones(np.shape(g), dtype=bool)
+    for _, cut in _window_positions(strides, ones, counts, window):
+        first = unclaimed & (x[cut] == y)
+        dx[cut] += np.where(first, g, 0)
+        unclaimed &= ~first
     return _window_unspan(dx, pads, sizes)
 
 
@@ -2131,3 +2157,1447 @@ def avg_pool3d_grad_grad_grad(
     else:
         raise ValueError(f"AvgPool3DGradGrad: unsupported attributes padding={padding!r}")
     return grad_grad_output, None
+
+
+def max_pool_grad(
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    padding="VALID",
+    data_format="NHWC",
+    ksize,
+    strides,
+    return_stages=False,
+):
+    """MaxPoolGrad: MaxPool's gradient in its input `orig_input`: each window's `grad` added at the first (declared at ops/conv_grads.py:241)."""
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    t0 = ksize[2]
+    t1 = np.arange(t0)
+    t2 = t1[..., None]
+    t3 = np.arange(np.shape(orig_output)[-2])
+    if padding == "VALID":
+        t4 = strides[2] * t3 + t2
+        t5 = _gather(orig_input, t4, -2, fill=-np.inf)
+        t6 = ksize[1]
+        t7 = np.arange(t6)
+        t8 = t7[..., None]
+        t9 = np.arange(np.shape(orig_output)[-3])
+        t10 = strides[1] * t9 + t8
+        t11 = _gather(t5, t10, -4, fill=-np.inf)
+        t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
+        t13 = np.transpose(orig_output, (0, 3, 1, 2))
+        t14 = t13[..., None, None, :, :]
+        t15 = _shift_right(
+            np.cumsum(np.asarray(t12 == t14, orig_input.dtype), axis=-3), axis=-3, fill=0
+        )
+        t16 = np.sum(np.asarray(t12 == t14, orig_input.dtype), axis=-3, keepdims=True)
+        t17 = _shift_right(np.cumsum(t16, axis=-4), axis=-4, fill=0)
+        affine1 = t15 + t17
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(0, 0),
+            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    elif padding == "SAME":
+        t4 = np.shape(orig_input)[-2]
+        t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
+        t6 = _gather(orig_input, t5, -2, fill=-np.inf)
+        t7 = ksize[1]
+        t8 = np.arange(t7)
+        t9 = t8[..., None]
+        t10 = np.arange(np.shape(orig_output)[-3])
+        t11 = np.shape(orig_input)[-3]
+        t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
+        t13 = _gather(t6, t12, -4, fill=-np.inf)
+        t14 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
+        t15 = np.transpose(orig_output, (0, 3, 1, 2))
+        t16 = t15[..., None, None, :, :]
+        t17 = _shift_right(
+            np.cumsum(np.asarray(t14 == t16, orig_input.dtype), axis=-3), axis=-3, fill=0
+        )
+        t18 = np.sum(np.asarray(t14 == t16, orig_input.dtype), axis=-3, keepdims=True)
+        t19 = _shift_right(np.cumsum(t18, axis=-4), axis=-4, fill=0)
+        affine1 = t17 + t19
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(
+                _same_padding(np.shape(orig_input)[-3], ksize[1], strides[1], 1),
+                _same_padding(np.shape(orig_input)[-2], ksize[2], strides[2], 1),
+            ),
+            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    else:
+        raise ValueError(
+            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if return_stages:  # for max_pool_grad_grad(..., **stages): not computed again
+        return output, {"affine1": affine1}
+    return output
+
+
+def max_pool_grad_grad(
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    output=None,
+    affine1=None,
+    padding="VALID",
+    data_format="NHWC",
+    ksize,
+    strides,
+):
+    """Gradient of MaxPoolGrad: one array per input (orig_input, orig_output, grad).
+
+    In index notation, next to the code computing it, for padding='VALID', data_format='NHWC' (other
+    values of padding, data_format change it):
+        affine1[n, c, j8, j9, i, j] = sum_{b = 0..j9 - 1} indicator_equal(read_outside(orig_input[n,
+            i * strides[1] + j8, b + j * strides[2], c], -oo), orig_output[n, i, j, c])
+            + sum_{b, a} indicator_equal(read_outside(orig_input[n, a + i * strides[1], b + j *
+                strides[2], c], -oo), orig_output[n, i, j, c]), i.e. `t15 + t17`
+        grad_grad[n, i, j, c] = sum_{j8, j9} grad_output[n, i * strides[1] + j8, j * strides[2] +
+            j9, c] * first_attained(indicator_equal(read_outside(orig_input[n, i * strides[1] + j8,
+            j * strides[2] + j9, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j8, j9, i, j])
+            i.e. `np.sum(np.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))`
+    """
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
+        if affine1 is None:
+            t0 = ksize[2]
+            t1 = np.arange(t0)
+            t2 = t1[..., None]
+            t3 = np.arange(np.shape(orig_output)[-2])
+            t4 = strides[2] * t3 + t2
+            t5 = _gather(orig_input, t4, -2, fill=-np.inf)
+            t6 = ksize[1]
+            t7 = np.arange(t6)
+            t8 = t7[..., None]
+            t9 = np.arange(np.shape(orig_output)[-3])
+            t10 = strides[1] * t9 + t8
+            t11 = _gather(t5, t10, -4, fill=-np.inf)
+            t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
+            t13 = np.transpose(orig_output, (0, 3, 1, 2))
+            t14 = t13[..., None, None, :, :]
+            t15 = _shift_right(
+                np.cumsum(np.asarray(t12 == t14, grad_output.dtype), axis=-3), axis=-3, fill=0
+            )
+            t16 = np.sum(np.asarray(t12 == t14, grad_output.dtype), axis=-3, keepdims=True)
+            t17 = _shift_right(np.cumsum(t16, axis=-4), axis=-4, fill=0)
+            affine1 = t15 + t17
+        t18 = np.arange(np.shape(orig_output)[-2])
+        t19 = t18[..., None]
+        t20 = ksize[2]
+        t21 = np.arange(t20)
+        t22 = strides[2] * t19 + t21
+        t23 = _gather(grad_output, t22, -2)
+        t24 = np.arange(np.shape(orig_output)[-3])
+        t25 = t24[..., None]
+        t26 = ksize[1]
+        t27 = np.arange(t26)
+        t28 = strides[1] * t25 + t27
+        t29 = _gather(t23, t28, -4)
+        t30 = np.transpose(t29, (0, 5, 2, 4, 1, 3))
+        t31 = t21[..., None]
+        t32 = strides[2] * t18 + t31
+        t33 = _gather(orig_input, t32, -2, fill=-np.inf)
+        t34 = t27[..., None]
+        t35 = strides[1] * t24 + t34
+        t36 = _gather(t33, t35, -4, fill=-np.inf)
+        t37 = np.transpose(t36, (0, 5, 1, 3, 2, 4))
+        t38 = np.transpose(orig_output, (0, 3, 1, 2))
+        t39 = t38[..., None, None, :, :]
+        t40 = np.where((affine1 == 0) & (t37 == t39), t30, 0)
+        t41 = np.transpose(t29, (0, 1, 3, 5, 2, 4))
+        t42 = _gather(orig_input, t22, -2, fill=-np.inf)
+        t43 = _gather(t42, t28, -4, fill=-np.inf)
+        t44 = np.transpose(t43, (0, 1, 3, 5, 2, 4))
+        t45 = orig_output[..., None, None]
+        t46 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = np.sum(np.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))
+    elif padding == "SAME":
+        if affine1 is None:
+            t0 = ksize[2]
+            t1 = np.arange(t0)
+            t2 = t1[..., None]
+            t3 = np.arange(np.shape(orig_output)[-2])
+            t4 = np.shape(orig_input)[-2]
+            t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
+            t6 = _gather(orig_input, t5, -2, fill=-np.inf)
+            t7 = ksize[1]
+            t8 = np.arange(t7)
+            t9 = t8[..., None]
+            t10 = np.arange(np.shape(orig_output)[-3])
+            t11 = np.shape(orig_input)[-3]
+            t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t12, -4, fill=-np.inf)
+            t14 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
+            t15 = np.transpose(orig_output, (0, 3, 1, 2))
+            t16 = t15[..., None, None, :, :]
+            t17 = _shift_right(
+                np.cumsum(np.asarray(t14 == t16, grad_output.dtype), axis=-3), axis=-3, fill=0
+            )
+            t18 = np.sum(np.asarray(t14 == t16, grad_output.dtype), axis=-3, keepdims=True)
+            t19 = _shift_right(np.cumsum(t18, axis=-4), axis=-4, fill=0)
+            affine1 = t17 + t19
+        t20 = np.arange(np.shape(orig_output)[-2])
+        t21 = t20[..., None]
+        t22 = ksize[2]
+        t23 = np.arange(t22)
+        t24 = np.shape(orig_input)[-2]
+        t25 = strides[2] * t21 + t23 - _same_padding(t24, ksize[2], strides[2], 1)
+        t26 = _gather(grad_output, t25, -2)
+        t27 = np.arange(np.shape(orig_output)[-3])
+        t28 = t27[..., None]
+        t29 = ksize[1]
+        t30 = np.arange(t29)
+        t31 = np.shape(orig_input)[-3]
+        t32 = strides[1] * t28 + t30 - _same_padding(t31, ksize[1], strides[1], 1)
+        t33 = _gather(t26, t32, -4)
+        t34 = np.transpose(t33, (0, 5, 2, 4, 1, 3))
+        t35 = t23[..., None]
+        t36 = strides[2] * t20 + t35 - _same_padding(t24, ksize[2], strides[2], 1)
+        t37 = _gather(orig_input, t36, -2, fill=-np.inf)
+        t38 = t30[..., None]
+        t39 = strides[1] * t27 + t38 - _same_padding(t31, ksize[1], strides[1], 1)
+        t40 = _gather(t37, t39, -4, fill=-np.inf)
+        t41 = np.transpose(t40, (0, 5, 1, 3, 2, 4))
+        t42 = np.transpose(orig_output, (0, 3, 1, 2))
+        t43 = t42[..., None, None, :, :]
+        t44 = np.where((affine1 == 0) & (t41 == t43), t34, 0)
+        t45 = np.transpose(t33, (0, 1, 3, 5, 2, 4))
+        t46 = _gather(orig_input, t25, -2, fill=-np.inf)
+        t47 = _gather(t46, t32, -4, fill=-np.inf)
+        t48 = np.transpose(t47, (0, 1, 3, 5, 2, 4))
+        t49 = orig_output[..., None, None]
+        t50 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = np.sum(np.where((t48 == t49) & (t50 == 0), t45, 0), axis=(-2, -1))
+    else:
+        raise ValueError(
+            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return None, None, grad_grad
+
+
+def max_pool_grad_grad_grad(
+    grad_vjp_orig_input,
+    grad_vjp_orig_output,
+    grad_vjp_grad,
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    vjp_grad=None,
+    padding="VALID",
+    data_format="NHWC",
+    ksize,
+    strides,
+):
+    """Second order of MaxPoolGrad: the gradient of max_pool_grad_grad: one array per input (grad_output, orig_input, orig_output, grad)."""
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
+        grad_grad_output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad_vjp_grad,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(0, 0),
+            sizes=(np.shape(grad_output)[-3], np.shape(grad_output)[-2]),
+        )
+    elif padding == "SAME":
+        grad_grad_output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad_vjp_grad,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(
+                _same_padding(np.shape(grad_output)[-3], ksize[1], strides[1], 1),
+                _same_padding(np.shape(grad_output)[-2], ksize[2], strides[2], 1),
+            ),
+            sizes=(np.shape(grad_output)[-3], np.shape(grad_output)[-2]),
+        )
+    else:
+        raise ValueError(
+            f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return grad_grad_output, None, None, None
+
+
+def max_pool_grad_v2(
+    orig_input, orig_output, grad, *, padding="VALID", ksize, strides, return_stages=False
+):
+    """MaxPoolGradV2: MaxPoolGrad with the window and strides passed as constant inputs (declared at ops/conv_grads.py:251)."""
+    ksize = np.asarray(ksize, dtype=np.int64)
+    strides = np.asarray(strides, dtype=np.int64)
+    t0 = ksize[2]
+    t1 = np.arange(t0)
+    t2 = t1[..., None]
+    t3 = np.arange(np.shape(orig_output)[-2])
+    if padding == "VALID":
+        t4 = strides[2] * t3 + t2
+        t5 = _gather(orig_input, t4, -2, fill=-np.inf)
+        t6 = ksize[1]
+        t7 = np.arange(t6)
+        t8 = t7[..., None]
+        t9 = np.arange(np.shape(orig_output)[-3])
+        t10 = strides[1] * t9 + t8
+        t11 = _gather(t5, t10, -4, fill=-np.inf)
+        t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
+        t13 = np.transpose(orig_output, (0, 3, 1, 2))
+        t14 = t13[..., None, None, :, :]
+        t15 = _shift_right(
+            np.cumsum(np.asarray(t12 == t14, orig_input.dtype), axis=-3), axis=-3, fill=0
+        )
+        t16 = np.sum(np.asarray(t12 == t14, orig_input.dtype), axis=-3, keepdims=True)
+        t17 = _shift_right(np.cumsum(t16, axis=-4), axis=-4, fill=0)
+        affine1 = t15 + t17
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(0, 0),
+            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    elif padding == "SAME":
+        t4 = np.shape(orig_input)[-2]
+        t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
+        t6 = _gather(orig_input, t5, -2, fill=-np.inf)
+        t7 = ksize[1]
+        t8 = np.arange(t7)
+        t9 = t8[..., None]
+        t10 = np.arange(np.shape(orig_output)[-3])
+        t11 = np.shape(orig_input)[-3]
+        t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
+        t13 = _gather(t6, t12, -4, fill=-np.inf)
+        t14 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
+        t15 = np.transpose(orig_output, (0, 3, 1, 2))
+        t16 = t15[..., None, None, :, :]
+        t17 = _shift_right(
+            np.cumsum(np.asarray(t14 == t16, orig_input.dtype), axis=-3), axis=-3, fill=0
+        )
+        t18 = np.sum(np.asarray(t14 == t16, orig_input.dtype), axis=-3, keepdims=True)
+        t19 = _shift_right(np.cumsum(t18, axis=-4), axis=-4, fill=0)
+        affine1 = t17 + t19
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(
+                _same_padding(np.shape(orig_input)[-3], ksize[1], strides[1], 1),
+                _same_padding(np.shape(orig_input)[-2], ksize[2], strides[2], 1),
+            ),
+            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    else:
+        raise ValueError(f"MaxPoolGradV2: unsupported attributes padding={padding!r}")
+    if return_stages:  # for max_pool_grad_v2_grad(..., **stages): not computed again
+        return output, {"affine1": affine1}
+    return output
+
+
+def max_pool_grad_v2_grad(
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    output=None,
+    affine1=None,
+    padding="VALID",
+    ksize,
+    strides,
+):
+    """Gradient of MaxPoolGradV2: one array per input (orig_input, orig_output, grad).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        affine1[n, c, j12, j13, i, j] = sum_{b = 0..j13 - 1}
+            indicator_equal(read_outside(orig_input[n, strides[1] * i + j12, strides[2] * j + b, c],
+            -oo), orig_output[n, i, j, c])
+            + sum_{b, a} indicator_equal(read_outside(orig_input[n, strides[1] * i + a, strides[2] *
+                j + b, c], -oo), orig_output[n, i, j, c]), i.e. `t15 + t17`
+        grad_grad[n, i, j, c] = sum_{j12, j13} grad_output[n, strides[1] * i + j12, strides[2] * j +
+            j13, c] * first_attained(indicator_equal(read_outside(orig_input[n, strides[1] * i +
+            j12, strides[2] * j + j13, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j12, j13,
+            i, j]), i.e. `np.sum(np.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))`
+    """
+    ksize = np.asarray(ksize, dtype=np.int64)
+    strides = np.asarray(strides, dtype=np.int64)
+    if padding == "VALID":
+        if affine1 is None:
+            t0 = ksize[2]
+            t1 = np.arange(t0)
+            t2 = t1[..., None]
+            t3 = np.arange(np.shape(orig_output)[-2])
+            t4 = strides[2] * t3 + t2
+            t5 = _gather(orig_input, t4, -2, fill=-np.inf)
+            t6 = ksize[1]
+            t7 = np.arange(t6)
+            t8 = t7[..., None]
+            t9 = np.arange(np.shape(orig_output)[-3])
+            t10 = strides[1] * t9 + t8
+            t11 = _gather(t5, t10, -4, fill=-np.inf)
+            t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
+            t13 = np.transpose(orig_output, (0, 3, 1, 2))
+            t14 = t13[..., None, None, :, :]
+            t15 = _shift_right(
+                np.cumsum(np.asarray(t12 == t14, grad_output.dtype), axis=-3), axis=-3, fill=0
+            )
+            t16 = np.sum(np.asarray(t12 == t14, grad_output.dtype), axis=-3, keepdims=True)
+            t17 = _shift_right(np.cumsum(t16, axis=-4), axis=-4, fill=0)
+            affine1 = t15 + t17
+        t18 = np.arange(np.shape(orig_output)[-2])
+        t19 = t18[..., None]
+        t20 = ksize[2]
+        t21 = np.arange(t20)
+        t22 = strides[2] * t19 + t21
+        t23 = _gather(grad_output, t22, -2)
+        t24 = np.arange(np.shape(orig_output)[-3])
+        t25 = t24[..., None]
+        t26 = ksize[1]
+        t27 = np.arange(t26)
+        t28 = strides[1] * t25 + t27
+        t29 = _gather(t23, t28, -4)
+        t30 = np.transpose(t29, (0, 5, 2, 4, 1, 3))
+        t31 = t21[..., None]
+        t32 = strides[2] * t18 + t31
+        t33 = _gather(orig_input, t32, -2, fill=-np.inf)
+        t34 = t27[..., None]
+        t35 = strides[1] * t24 + t34
+        t36 = _gather(t33, t35, -4, fill=-np.inf)
+        t37 = np.transpose(t36, (0, 5, 1, 3, 2, 4))
+        t38 = np.transpose(orig_output, (0, 3, 1, 2))
+        t39 = t38[..., None, None, :, :]
+        t40 = np.where((affine1 == 0) & (t37 == t39), t30, 0)
+        t41 = np.transpose(t29, (0, 1, 3, 5, 2, 4))
+        t42 = _gather(orig_input, t22, -2, fill=-np.inf)
+        t43 = _gather(t42, t28, -4, fill=-np.inf)
+        t44 = np.transpose(t43, (0, 1, 3, 5, 2, 4))
+        t45 = orig_output[..., None, None]
+        t46 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = np.sum(np.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))
+    elif padding == "SAME":
+        if affine1 is None:
+            t0 = ksize[2]
+            t1 = np.arange(t0)
+            t2 = t1[..., None]
+            t3 = np.arange(np.shape(orig_output)[-2])
+            t4 = np.shape(orig_input)[-2]
+            t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
+            t6 = _gather(orig_input, t5, -2, fill=-np.inf)
+            t7 = ksize[1]
+            t8 = np.arange(t7)
+            t9 = t8[..., None]
+            t10 = np.arange(np.shape(orig_output)[-3])
+            t11 = np.shape(orig_input)[-3]
+            t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t12, -4, fill=-np.inf)
+            t14 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
+            t15 = np.transpose(orig_output, (0, 3, 1, 2))
+            t16 = t15[..., None, None, :, :]
+            t17 = _shift_right(
+                np.cumsum(np.asarray(t14 == t16, grad_output.dtype), axis=-3), axis=-3, fill=0
+            )
+            t18 = np.sum(np.asarray(t14 == t16, grad_output.dtype), axis=-3, keepdims=True)
+            t19 = _shift_right(np.cumsum(t18, axis=-4), axis=-4, fill=0)
+            affine1 = t17 + t19
+        t20 = np.arange(np.shape(orig_output)[-2])
+        t21 = t20[..., None]
+        t22 = ksize[2]
+        t23 = np.arange(t22)
+        t24 = np.shape(orig_input)[-2]
+        t25 = strides[2] * t21 + t23 - _same_padding(t24, ksize[2], strides[2], 1)
+        t26 = _gather(grad_output, t25, -2)
+        t27 = np.arange(np.shape(orig_output)[-3])
+        t28 = t27[..., None]
+        t29 = ksize[1]
+        t30 = np.arange(t29)
+        t31 = np.shape(orig_input)[-3]
+        t32 = strides[1] * t28 + t30 - _same_padding(t31, ksize[1], strides[1], 1)
+        t33 = _gather(t26, t32, -4)
+        t34 = np.transpose(t33, (0, 5, 2, 4, 1, 3))
+        t35 = t23[..., None]
+        t36 = strides[2] * t20 + t35 - _same_padding(t24, ksize[2], strides[2], 1)
+        t37 = _gather(orig_input, t36, -2, fill=-np.inf)
+        t38 = t30[..., None]
+        t39 = strides[1] * t27 + t38 - _same_padding(t31, ksize[1], strides[1], 1)
+        t40 = _gather(t37, t39, -4, fill=-np.inf)
+        t41 = np.transpose(t40, (0, 5, 1, 3, 2, 4))
+        t42 = np.transpose(orig_output, (0, 3, 1, 2))
+        t43 = t42[..., None, None, :, :]
+        t44 = np.where((affine1 == 0) & (t41 == t43), t34, 0)
+        t45 = np.transpose(t33, (0, 1, 3, 5, 2, 4))
+        t46 = _gather(orig_input, t25, -2, fill=-np.inf)
+        t47 = _gather(t46, t32, -4, fill=-np.inf)
+        t48 = np.transpose(t47, (0, 1, 3, 5, 2, 4))
+        t49 = orig_output[..., None, None]
+        t50 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = np.sum(np.where((t48 == t49) & (t50 == 0), t45, 0), axis=(-2, -1))
+    else:
+        raise ValueError(f"MaxPoolGradV2: unsupported attributes padding={padding!r}")
+    return None, None, grad_grad
+
+
+def max_pool_grad_v2_grad_grad(
+    grad_vjp_orig_input,
+    grad_vjp_orig_output,
+    grad_vjp_grad,
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    vjp_grad=None,
+    padding="VALID",
+    ksize,
+    strides,
+):
+    """Second order of MaxPoolGradV2: the gradient of max_pool_grad_v2_grad: one array per input (grad_output, orig_input, orig_output, grad)."""
+    ksize = np.asarray(ksize, dtype=np.int64)
+    strides = np.asarray(strides, dtype=np.int64)
+    if padding == "VALID":
+        grad_grad_output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad_vjp_grad,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(0, 0),
+            sizes=(np.shape(grad_output)[-3], np.shape(grad_output)[-2]),
+        )
+    elif padding == "SAME":
+        grad_grad_output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad_vjp_grad,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(
+                _same_padding(np.shape(grad_output)[-3], ksize[1], strides[1], 1),
+                _same_padding(np.shape(grad_output)[-2], ksize[2], strides[2], 1),
+            ),
+            sizes=(np.shape(grad_output)[-3], np.shape(grad_output)[-2]),
+        )
+    else:
+        raise ValueError(f"MaxPoolGradV2Grad: unsupported attributes padding={padding!r}")
+    return grad_grad_output, None, None, None
+
+
+def max_pool_gradgrad(
+    orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
+):
+    """MaxPoolGradGrad: MaxPoolGrad's gradient in its `grad`: `grad` (shaped as `orig_input`) read at each (declared at ops/conv_grads.py:257)."""
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    t0 = np.arange(np.shape(orig_output)[-2])
+    t1 = t0[..., None]
+    t2 = ksize[2]
+    t3 = np.arange(t2)
+    if padding == "VALID":
+        t4 = strides[2] * t1 + t3
+        t5 = _gather(orig_input, t4, -2, fill=-np.inf)
+        t6 = np.arange(np.shape(orig_output)[-3])
+        t7 = t6[..., None]
+        t8 = ksize[1]
+        t9 = np.arange(t8)
+        t10 = strides[1] * t7 + t9
+        t11 = _gather(t5, t10, -4, fill=-np.inf)
+        t12 = np.transpose(t11, (0, 1, 3, 5, 2, 4))
+        t13 = orig_output[..., None, None]
+        t14 = _shift_right(
+            np.cumsum(np.asarray(t12 == t13, orig_input.dtype), axis=-1), axis=-1, fill=0
+        )
+        t15 = np.sum(np.asarray(t12 == t13, orig_input.dtype), axis=-1, keepdims=True)
+        t16 = _shift_right(np.cumsum(t15, axis=-2), axis=-2, fill=0)
+        affine1 = t14 + t16
+        t17 = _gather(grad, t4, -2)
+        t18 = _gather(t17, t10, -4)
+        t19 = np.transpose(t18, (0, 1, 3, 5, 2, 4))
+        t20 = np.where((affine1 == 0) & (t12 == t13), t19, 0)
+        output = np.sum(np.where((affine1 == 0) & (t12 == t13), t19, 0), axis=(-2, -1))
+    elif padding == "SAME":
+        t4 = np.shape(orig_input)[-2]
+        t5 = strides[2] * t1 + t3 - _same_padding(t4, ksize[2], strides[2], 1)
+        t6 = _gather(orig_input, t5, -2, fill=-np.inf)
+        t7 = np.arange(np.shape(orig_output)[-3])
+        t8 = t7[..., None]
+        t9 = ksize[1]
+        t10 = np.arange(t9)
+        t11 = np.shape(orig_input)[-3]
+        t12 = strides[1] * t8 + t10 - _same_padding(t11, ksize[1], strides[1], 1)
+        t13 = _gather(t6, t12, -4, fill=-np.inf)
+        t14 = np.transpose(t13, (0, 1, 3, 5, 2, 4))
+        t15 = orig_output[..., None, None]
+        t16 = _shift_right(
+            np.cumsum(np.asarray(t14 == t15, orig_input.dtype), axis=-1), axis=-1, fill=0
+        )
+        t17 = np.sum(np.asarray(t14 == t15, orig_input.dtype), axis=-1, keepdims=True)
+        t18 = _shift_right(np.cumsum(t17, axis=-2), axis=-2, fill=0)
+        affine1 = t16 + t18
+        t19 = _gather(grad, t5, -2)
+        t20 = _gather(t19, t12, -4)
+        t21 = np.transpose(t20, (0, 1, 3, 5, 2, 4))
+        t22 = np.where((affine1 == 0) & (t14 == t15), t21, 0)
+        output = np.sum(np.where((affine1 == 0) & (t14 == t15), t21, 0), axis=(-2, -1))
+    else:
+        raise ValueError(
+            f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return output
+
+
+def max_pool_gradgrad_grad(
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    output=None,
+    padding="VALID",
+    data_format="NHWC",
+    ksize,
+    strides,
+):
+    """Gradient of MaxPoolGradGrad: one array per input (orig_input, orig_output, grad).
+
+    In index notation, next to the code computing it, for padding='VALID', data_format='NHWC' (other
+    values of padding, data_format change it):
+        affine1[n, i, j, c, j16, j17] = sum_{b = 0..j17 - 1}
+            indicator_equal(read_outside(orig_input[n, i * strides[1] + j16, b + j * strides[2], c],
+            -oo), orig_output[n, i, j, c])
+            + sum_{b, a} indicator_equal(read_outside(orig_input[n, a + i * strides[1], b + j *
+                strides[2], c], -oo), orig_output[n, i, j, c])
+        grad_grad[n, h, w, c] = sum_{i, j, j16, j17} grad_output[n, i, j, c] * delta(h, i *
+            strides[1] + j16) * delta(w, j * strides[2] + j17) *
+            first_attained(indicator_equal(read_outside(orig_input[n, i * strides[1] + j16, j *
+            strides[2] + j17, c], -oo), orig_output[n, i, j, c]), affine1[n, i, j, c, j16, j17])
+            i.e. `_max_pool_backprop(orig_input, orig_output, grad_output, window=(ksize[1], ...`
+    """
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
+        grad_grad = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad_output,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(0, 0),
+            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    elif padding == "SAME":
+        grad_grad = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad_output,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(
+                _same_padding(np.shape(orig_input)[-3], ksize[1], strides[1], 1),
+                _same_padding(np.shape(orig_input)[-2], ksize[2], strides[2], 1),
+            ),
+            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    else:
+        raise ValueError(
+            f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return None, None, grad_grad
+
+
+def max_pool_gradgrad_grad_grad(
+    grad_vjp_orig_input,
+    grad_vjp_orig_output,
+    grad_vjp_grad,
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    vjp_grad=None,
+    affine1=None,
+    padding="VALID",
+    data_format="NHWC",
+    ksize,
+    strides,
+):
+    """Second order of MaxPoolGradGrad: the gradient of max_pool_gradgrad_grad: one array per input (grad_output, orig_input, orig_output, grad)."""
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPoolGradGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
+        if affine1 is None:
+            t0 = np.arange(np.shape(grad_output)[-2])
+            t1 = t0[..., None]
+            t2 = ksize[2]
+            t3 = np.arange(t2)
+            t4 = strides[2] * t1 + t3
+            t5 = _gather(orig_input, t4, -2, fill=-np.inf)
+            t6 = np.arange(np.shape(grad_output)[-3])
+            t7 = t6[..., None]
+            t8 = ksize[1]
+            t9 = np.arange(t8)
+            t10 = strides[1] * t7 + t9
+            t11 = _gather(t5, t10, -4, fill=-np.inf)
+            t12 = np.transpose(t11, (0, 1, 3, 5, 2, 4))
+            t13 = orig_output[..., None, None]
+            t14 = _shift_right(
+                np.cumsum(np.asarray(t12 == t13, grad_vjp_grad.dtype), axis=-1), axis=-1, fill=0
+            )
+            t15 = np.sum(np.asarray(t12 == t13, grad_vjp_grad.dtype), axis=-1, keepdims=True)
+            t16 = _shift_right(np.cumsum(t15, axis=-2), axis=-2, fill=0)
+            affine1 = t14 + t16
+        t17 = np.arange(np.shape(grad_output)[-2])
+        t18 = t17[..., None]
+        t19 = ksize[2]
+        t20 = np.arange(t19)
+        t21 = strides[2] * t18 + t20
+        t22 = _gather(grad_vjp_grad, t21, -2)
+        t23 = np.arange(np.shape(grad_output)[-3])
+        t24 = t23[..., None]
+        t25 = ksize[1]
+        t26 = np.arange(t25)
+        t27 = strides[1] * t24 + t26
+        t28 = _gather(t22, t27, -4)
+        t29 = np.transpose(t28, (0, 1, 3, 5, 2, 4))
+        t30 = _gather(orig_input, t21, -2, fill=-np.inf)
+        t31 = _gather(t30, t27, -4, fill=-np.inf)
+        t32 = np.transpose(t31, (0, 1, 3, 5, 2, 4))
+        t33 = orig_output[..., None, None]
+        t34 = np.where((affine1 == 0) & (t32 == t33), t29, 0)
+        grad_grad_output = np.sum(np.where((affine1 == 0) & (t32 == t33), t29, 0), axis=(-2, -1))
+    elif padding == "SAME":
+        if affine1 is None:
+            t0 = np.arange(np.shape(grad_output)[-2])
+            t1 = t0[..., None]
+            t2 = ksize[2]
+            t3 = np.arange(t2)
+            t4 = np.shape(orig_input)[-2]
+            t5 = strides[2] * t1 + t3 - _same_padding(t4, ksize[2], strides[2], 1)
+            t6 = _gather(orig_input, t5, -2, fill=-np.inf)
+            t7 = np.arange(np.shape(grad_output)[-3])
+            t8 = t7[..., None]
+            t9 = ksize[1]
+            t10 = np.arange(t9)
+            t11 = np.shape(orig_input)[-3]
+            t12 = strides[1] * t8 + t10 - _same_padding(t11, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t12, -4, fill=-np.inf)
+            t14 = np.transpose(t13, (0, 1, 3, 5, 2, 4))
+            t15 = orig_output[..., None, None]
+            t16 = _shift_right(
+                np.cumsum(np.asarray(t14 == t15, grad_vjp_grad.dtype), axis=-1), axis=-1, fill=0
+            )
+            t17 = np.sum(np.asarray(t14 == t15, grad_vjp_grad.dtype), axis=-1, keepdims=True)
+            t18 = _shift_right(np.cumsum(t17, axis=-2), axis=-2, fill=0)
+            affine1 = t16 + t18
+        t19 = np.arange(np.shape(grad_output)[-2])
+        t20 = t19[..., None]
+        t21 = ksize[2]
+        t22 = np.arange(t21)
+        t23 = np.shape(orig_input)[-2]
+        t24 = strides[2] * t20 + t22 - _same_padding(t23, ksize[2], strides[2], 1)
+        t25 = _gather(grad_vjp_grad, t24, -2)
+        t26 = np.arange(np.shape(grad_output)[-3])
+        t27 = t26[..., None]
+        t28 = ksize[1]
+        t29 = np.arange(t28)
+        t30 = np.shape(orig_input)[-3]
+        t31 = strides[1] * t27 + t29 - _same_padding(t30, ksize[1], strides[1], 1)
+        t32 = _gather(t25, t31, -4)
+        t33 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
+        t34 = _gather(orig_input, t24, -2, fill=-np.inf)
+        t35 = _gather(t34, t31, -4, fill=-np.inf)
+        t36 = np.transpose(t35, (0, 1, 3, 5, 2, 4))
+        t37 = orig_output[..., None, None]
+        t38 = np.where((affine1 == 0) & (t36 == t37), t33, 0)
+        grad_grad_output = np.sum(np.where((affine1 == 0) & (t36 == t37), t33, 0), axis=(-2, -1))
+    else:
+        raise ValueError(
+            f"MaxPoolGradGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return grad_grad_output, None, None, None
+
+
+def max_pool3d_grad(
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    padding="VALID",
+    data_format="NDHWC",
+    ksize,
+    strides,
+    return_stages=False,
+):
+    """MaxPool3DGrad: MaxPool3D's gradient in its input `orig_input`, as MaxPoolGrad's (declared at ops/conv_grads.py:264)."""
+    if data_format != "NDHWC":
+        raise ValueError(
+            f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    t0 = ksize[3]
+    t1 = np.arange(t0)
+    t2 = t1[..., None]
+    t3 = np.arange(np.shape(orig_output)[-2])
+    if padding == "VALID":
+        t4 = strides[3] * t3 + t2
+        t5 = _gather(orig_input, t4, -2, fill=-np.inf)
+        t6 = ksize[2]
+        t7 = np.arange(t6)
+        t8 = t7[..., None]
+        t9 = np.arange(np.shape(orig_output)[-3])
+        t10 = strides[2] * t9 + t8
+        t11 = _gather(t5, t10, -4, fill=-np.inf)
+        t12 = ksize[1]
+        t13 = np.arange(t12)
+        t14 = t13[..., None]
+        t15 = np.arange(np.shape(orig_output)[-4])
+        t16 = strides[1] * t15 + t14
+        t17 = _gather(t11, t16, -6, fill=-np.inf)
+        t18 = np.transpose(t17, (0, 7, 1, 3, 5, 2, 4, 6))
+        t19 = np.transpose(orig_output, (0, 4, 1, 2, 3))
+        t20 = t19[..., None, None, None, :, :, :]
+        t21 = _shift_right(
+            np.cumsum(np.asarray(t18 == t20, orig_input.dtype), axis=-4), axis=-4, fill=0
+        )
+        t22 = np.sum(np.asarray(t18 == t20, orig_input.dtype), axis=-4, keepdims=True)
+        t23 = _shift_right(np.cumsum(t22, axis=-5), axis=-5, fill=0)
+        t24 = np.transpose(t17, (0, 7, 1, 5, 3, 2, 4, 6))
+        t25 = np.sum(np.asarray(t20 == t24, orig_input.dtype), axis=(-5, -4), keepdims=True)
+        t26 = _shift_right(np.cumsum(t25, axis=-6), axis=-6, fill=0)
+        affine1 = t21 + t23 + t26
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=(ksize[1], ksize[2], ksize[3]),
+            strides=(strides[1], strides[2], strides[3]),
+            pads=(0, 0, 0),
+            sizes=(np.shape(orig_input)[-4], np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    elif padding == "SAME":
+        t4 = np.shape(orig_input)[-2]
+        t5 = strides[3] * t3 + t2 - _same_padding(t4, ksize[3], strides[3], 1)
+        t6 = _gather(orig_input, t5, -2, fill=-np.inf)
+        t7 = ksize[2]
+        t8 = np.arange(t7)
+        t9 = t8[..., None]
+        t10 = np.arange(np.shape(orig_output)[-3])
+        t11 = np.shape(orig_input)[-3]
+        t12 = strides[2] * t10 + t9 - _same_padding(t11, ksize[2], strides[2], 1)
+        t13 = _gather(t6, t12, -4, fill=-np.inf)
+        t14 = ksize[1]
+        t15 = np.arange(t14)
+        t16 = t15[..., None]
+        t17 = np.arange(np.shape(orig_output)[-4])
+        t18 = np.shape(orig_input)[-4]
+        t19 = strides[1] * t17 + t16 - _same_padding(t18, ksize[1], strides[1], 1)
+        t20 = _gather(t13, t19, -6, fill=-np.inf)
+        t21 = np.transpose(t20, (0, 7, 1, 3, 5, 2, 4, 6))
+        t22 = np.transpose(orig_output, (0, 4, 1, 2, 3))
+        t23 = t22[..., None, None, None, :, :, :]
+        t24 = _shift_right(
+            np.cumsum(np.asarray(t21 == t23, orig_input.dtype), axis=-4), axis=-4, fill=0
+        )
+        t25 = np.sum(np.asarray(t21 == t23, orig_input.dtype), axis=-4, keepdims=True)
+        t26 = _shift_right(np.cumsum(t25, axis=-5), axis=-5, fill=0)
+        t27 = np.transpose(t20, (0, 7, 1, 5, 3, 2, 4, 6))
+        t28 = np.sum(np.asarray(t23 == t27, orig_input.dtype), axis=(-5, -4), keepdims=True)
+        t29 = _shift_right(np.cumsum(t28, axis=-6), axis=-6, fill=0)
+        affine1 = t24 + t26 + t29
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=(ksize[1], ksize[2], ksize[3]),
+            strides=(strides[1], strides[2], strides[3]),
+            pads=(
+                _same_padding(np.shape(orig_input)[-4], ksize[1], strides[1], 1),
+                _same_padding(np.shape(orig_input)[-3], ksize[2], strides[2], 1),
+                _same_padding(np.shape(orig_input)[-2], ksize[3], strides[3], 1),
+            ),
+            sizes=(np.shape(orig_input)[-4], np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    else:
+        raise ValueError(
+            f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if return_stages:  # for max_pool3d_grad_grad(..., **stages): not computed again
+        return output, {"affine1": affine1}
+    return output
+
+
+def max_pool3d_grad_grad(
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    output=None,
+    affine1=None,
+    padding="VALID",
+    data_format="NDHWC",
+    ksize,
+    strides,
+):
+    """Gradient of MaxPool3DGrad: one array per input (orig_input, orig_output, grad).
+
+    In index notation, next to the code computing it, for padding='VALID', data_format='NDHWC'
+    (other values of padding, data_format change it):
+        affine1[n, c, j20, j21, j22, z, i, j] = sum_{b = 0..j22 - 1}
+            indicator_equal(read_outside(orig_input[n, j20 + strides[1] * z, i * strides[2] + j21, b
+            + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            + sum_{b, a = 0..j21 - 1} indicator_equal(read_outside(orig_input[n, j20 + strides[1] *
+                z, a + i * strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            + sum_{a, b, e} indicator_equal(read_outside(orig_input[n, e + strides[1] * z, a + i *
+                strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            i.e. `t21 + t23 + t26`
+        grad_grad[n, z, i, j, c] = sum_{j20, j21, j22} grad_output[n, j20 + strides[1] * z, i *
+            strides[2] + j21, j * strides[3] + j22, c] *
+            first_attained(indicator_equal(read_outside(orig_input[n, j20 + strides[1] * z, i *
+            strides[2] + j21, j * strides[3] + j22, c], -oo), orig_output[n, z, i, j, c]),
+            affine1[n, c, j20, j21, j22, z, i, j])
+            i.e. `np.sum(np.where((t63 == t64) & (t65 == 0), t59, 0), axis=(-3, -2, -1))`
+    """
+    if data_format != "NDHWC":
+        raise ValueError(
+            f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
+        if affine1 is None:
+            t0 = ksize[3]
+            t1 = np.arange(t0)
+            t2 = t1[..., None]
+            t3 = np.arange(np.shape(orig_output)[-2])
+            t4 = strides[3] * t3 + t2
+            t5 = _gather(orig_input, t4, -2, fill=-np.inf)
+            t6 = ksize[2]
+            t7 = np.arange(t6)
+            t8 = t7[..., None]
+            t9 = np.arange(np.shape(orig_output)[-3])
+            t10 = strides[2] * t9 + t8
+            t11 = _gather(t5, t10, -4, fill=-np.inf)
+            t12 = ksize[1]
+            t13 = np.arange(t12)
+            t14 = t13[..., None]
+            t15 = np.arange(np.shape(orig_output)[-4])
+            t16 = strides[1] * t15 + t14
+            t17 = _gather(t11, t16, -6, fill=-np.inf)
+            t18 = np.transpose(t17, (0, 7, 1, 3, 5, 2, 4, 6))
+            t19 = np.transpose(orig_output, (0, 4, 1, 2, 3))
+            t20 = t19[..., None, None, None, :, :, :]
+            t21 = _shift_right(
+                np.cumsum(np.asarray(t18 == t20, grad_output.dtype), axis=-4), axis=-4, fill=0
+            )
+            t22 = np.sum(np.asarray(t18 == t20, grad_output.dtype), axis=-4, keepdims=True)
+            t23 = _shift_right(np.cumsum(t22, axis=-5), axis=-5, fill=0)
+            t24 = np.transpose(t17, (0, 7, 1, 5, 3, 2, 4, 6))
+            t25 = np.sum(np.asarray(t20 == t24, grad_output.dtype), axis=(-5, -4), keepdims=True)
+            t26 = _shift_right(np.cumsum(t25, axis=-6), axis=-6, fill=0)
+            affine1 = t21 + t23 + t26
+        t27 = np.arange(np.shape(orig_output)[-2])
+        t28 = t27[..., None]
+        t29 = ksize[3]
+        t30 = np.arange(t29)
+        t31 = strides[3] * t28 + t30
+        t32 = _gather(grad_output, t31, -2)
+        t33 = np.arange(np.shape(orig_output)[-3])
+        t34 = t33[..., None]
+        t35 = ksize[2]
+        t36 = np.arange(t35)
+        t37 = strides[2] * t34 + t36
+        t38 = _gather(t32, t37, -4)
+        t39 = np.arange(np.shape(orig_output)[-4])
+        t40 = t39[..., None]
+        t41 = ksize[1]
+        t42 = np.arange(t41)
+        t43 = strides[1] * t40 + t42
+        t44 = _gather(t38, t43, -6)
+        t45 = np.transpose(t44, (0, 7, 2, 4, 6, 1, 3, 5))
+        t46 = t30[..., None]
+        t47 = strides[3] * t27 + t46
+        t48 = _gather(orig_input, t47, -2, fill=-np.inf)
+        t49 = t36[..., None]
+        t50 = strides[2] * t33 + t49
+        t51 = _gather(t48, t50, -4, fill=-np.inf)
+        t52 = t42[..., None]
+        t53 = strides[1] * t39 + t52
+        t54 = _gather(t51, t53, -6, fill=-np.inf)
+        t55 = np.transpose(t54, (0, 7, 1, 3, 5, 2, 4, 6))
+        t56 = np.transpose(orig_output, (0, 4, 1, 2, 3))
+        t57 = t56[..., None, None, None, :, :, :]
+        t58 = np.where((affine1 == 0) & (t55 == t57), t45, 0)
+        t59 = np.transpose(t44, (0, 1, 3, 5, 7, 2, 4, 6))
+        t60 = _gather(orig_input, t31, -2, fill=-np.inf)
+        t61 = _gather(t60, t37, -4, fill=-np.inf)
+        t62 = _gather(t61, t43, -6, fill=-np.inf)
+        t63 = np.transpose(t62, (0, 1, 3, 5, 7, 2, 4, 6))
+        t64 = orig_output[..., None, None, None]
+        t65 = np.transpose(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
+        grad_grad = np.sum(np.where((t63 == t64) & (t65 == 0), t59, 0), axis=(-3, -2, -1))
+    elif padding == "SAME":
+        if affine1 is None:
+            t0 = ksize[3]
+            t1 = np.arange(t0)
+            t2 = t1[..., None]
+            t3 = np.arange(np.shape(orig_output)[-2])
+            t4 = np.shape(orig_input)[-2]
+            t5 = strides[3] * t3 + t2 - _same_padding(t4, ksize[3], strides[3], 1)
+            t6 = _gather(orig_input, t5, -2, fill=-np.inf)
+            t7 = ksize[2]
+            t8 = np.arange(t7)
+            t9 = t8[..., None]
+            t10 = np.arange(np.shape(orig_output)[-3])
+            t11 = np.shape(orig_input)[-3]
+            t12 = strides[2] * t10 + t9 - _same_padding(t11, ksize[2], strides[2], 1)
+            t13 = _gather(t6, t12, -4, fill=-np.inf)
+            t14 = ksize[1]
+            t15 = np.arange(t14)
+            t16 = t15[..., None]
+            t17 = np.arange(np.shape(orig_output)[-4])
+            t18 = np.shape(orig_input)[-4]
+            t19 = strides[1] * t17 + t16 - _same_padding(t18, ksize[1], strides[1], 1)
+            t20 = _gather(t13, t19, -6, fill=-np.inf)
+            t21 = np.transpose(t20, (0, 7, 1, 3, 5, 2, 4, 6))
+            t22 = np.transpose(orig_output, (0, 4, 1, 2, 3))
+            t23 = t22[..., None, None, None, :, :, :]
+            t24 = _shift_right(
+                np.cumsum(np.asarray(t21 == t23, grad_output.dtype), axis=-4), axis=-4, fill=0
+            )
+            t25 = np.sum(np.asarray(t21 == t23, grad_output.dtype), axis=-4, keepdims=True)
+            t26 = _shift_right(np.cumsum(t25, axis=-5), axis=-5, fill=0)
+            t27 = np.transpose(t20, (0, 7, 1, 5, 3, 2, 4, 6))
+            t28 = np.sum(np.asarray(t23 == t27, grad_output.dtype), axis=(-5, -4), keepdims=True)
+            t29 = _shift_right(np.cumsum(t28, axis=-6), axis=-6, fill=0)
+            affine1 = t24 + t26 + t29
+        t30 = np.arange(np.shape(orig_output)[-2])
+        t31 = t30[..., None]
+        t32 = ksize[3]
+        t33 = np.arange(t32)
+        t34 = np.shape(orig_input)[-2]
+        t35 = strides[3] * t31 + t33 - _same_padding(t34, ksize[3], strides[3], 1)
+        t36 = _gather(grad_output, t35, -2)
+        t37 = np.arange(np.shape(orig_output)[-3])
+        t38 = t37[..., None]
+        t39 = ksize[2]
+        t40 = np.arange(t39)
+        t41 = np.shape(orig_input)[-3]
+        t42 = strides[2] * t38 + t40 - _same_padding(t41, ksize[2], strides[2], 1)
+        t43 = _gather(t36, t42, -4)
+        t44 = np.arange(np.shape(orig_output)[-4])
+        t45 = t44[..., None]
+        t46 = ksize[1]
+        t47 = np.arange(t46)
+        t48 = np.shape(orig_input)[-4]
+        t49 = strides[1] * t45 + t47 - _same_padding(t48, ksize[1], strides[1], 1)
+        t50 = _gather(t43, t49, -6)
+        t51 = np.transpose(t50, (0, 7, 2, 4, 6, 1, 3, 5))
+        t52 = t33[..., None]
+        t53 = strides[3] * t30 + t52 - _same_padding(t34, ksize[3], strides[3], 1)
+        t54 = _gather(orig_input, t53, -2, fill=-np.inf)
+        t55 = t40[..., None]
+        t56 = strides[2] * t37 + t55 - _same_padding(t41, ksize[2], strides[2], 1)
+        t57 = _gather(t54, t56, -4, fill=-np.inf)
+        t58 = t47[..., None]
+        t59 = strides[1] * t44 + t58 - _same_padding(t48, ksize[1], strides[1], 1)
+        t60 = _gather(t57, t59, -6, fill=-np.inf)
+        t61 = np.transpose(t60, (0, 7, 1, 3, 5, 2, 4, 6))
+        t62 = np.transpose(orig_output, (0, 4, 1, 2, 3))
+        t63 = t62[..., None, None, None, :, :, :]
+        t64 = np.where((affine1 == 0) & (t61 == t63), t51, 0)
+        t65 = np.transpose(t50, (0, 1, 3, 5, 7, 2, 4, 6))
+        t66 = _gather(orig_input, t35, -2, fill=-np.inf)
+        t67 = _gather(t66, t42, -4, fill=-np.inf)
+        t68 = _gather(t67, t49, -6, fill=-np.inf)
+        t69 = np.transpose(t68, (0, 1, 3, 5, 7, 2, 4, 6))
+        t70 = orig_output[..., None, None, None]
+        t71 = np.transpose(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
+        grad_grad = np.sum(np.where((t69 == t70) & (t71 == 0), t65, 0), axis=(-3, -2, -1))
+    else:
+        raise ValueError(
+            f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return None, None, grad_grad
+
+
+def max_pool3d_grad_grad_grad(
+    grad_vjp_orig_input,
+    grad_vjp_orig_output,
+    grad_vjp_grad,
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    vjp_grad=None,
+    padding="VALID",
+    data_format="NDHWC",
+    ksize,
+    strides,
+):
+    """Second order of MaxPool3DGrad: the gradient of max_pool3d_grad_grad: one array per input (grad_output, orig_input, orig_output, grad)."""
+    if data_format != "NDHWC":
+        raise ValueError(
+            f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
+        grad_grad_output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad_vjp_grad,
+            window=(ksize[1], ksize[2], ksize[3]),
+            strides=(strides[1], strides[2], strides[3]),
+            pads=(0, 0, 0),
+            sizes=(np.shape(grad_output)[-4], np.shape(grad_output)[-3], np.shape(grad_output)[-2]),
+        )
+    elif padding == "SAME":
+        grad_grad_output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad_vjp_grad,
+            window=(ksize[1], ksize[2], ksize[3]),
+            strides=(strides[1], strides[2], strides[3]),
+            pads=(
+                _same_padding(np.shape(grad_output)[-4], ksize[1], strides[1], 1),
+                _same_padding(np.shape(grad_output)[-3], ksize[2], strides[2], 1),
+                _same_padding(np.shape(grad_output)[-2], ksize[3], strides[3], 1),
+            ),
+            sizes=(np.shape(grad_output)[-4], np.shape(grad_output)[-3], np.shape(grad_output)[-2]),
+        )
+    else:
+        raise ValueError(
+            f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return grad_grad_output, None, None, None
+
+
+def max_pool3d_gradgrad(
+    orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
+):
+    """MaxPool3DGradGrad: MaxPool3DGrad's gradient in its `grad`, as MaxPoolGradGrad's (declared at ops/conv_grads.py:270)."""
+    if data_format != "NDHWC":
+        raise ValueError(
+            f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    t0 = np.arange(np.shape(orig_output)[-2])
+    t1 = t0[..., None]
+    t2 = ksize[3]
+    t3 = np.arange(t2)
+    if padding == "VALID":
+        t4 = strides[3] * t1 + t3
+        t5 = _gather(orig_input, t4, -2, fill=-np.inf)
+        t6 = np.arange(np.shape(orig_output)[-3])
+        t7 = t6[..., None]
+        t8 = ksize[2]
+        t9 = np.arange(t8)
+        t10 = strides[2] * t7 + t9
+        t11 = _gather(t5, t10, -4, fill=-np.inf)
+        t12 = np.arange(np.shape(orig_output)[-4])
+        t13 = t12[..., None]
+        t14 = ksize[1]
+        t15 = np.arange(t14)
+        t16 = strides[1] * t13 + t15
+        t17 = _gather(t11, t16, -6, fill=-np.inf)
+        t18 = np.transpose(t17, (0, 1, 3, 5, 7, 2, 4, 6))
+        t19 = orig_output[..., None, None, None]
+        t20 = _shift_right(
+            np.cumsum(np.asarray(t18 == t19, orig_input.dtype), axis=-1), axis=-1, fill=0
+        )
+        t21 = np.sum(np.asarray(t18 == t19, orig_input.dtype), axis=-1, keepdims=True)
+        t22 = _shift_right(np.cumsum(t21, axis=-2), axis=-2, fill=0)
+        t23 = np.transpose(t17, (0, 1, 3, 5, 7, 2, 6, 4))
+        t24 = np.sum(np.asarray(t19 == t23, orig_input.dtype), axis=(-2, -1), keepdims=True)
+        t25 = _shift_right(np.cumsum(t24, axis=-3), axis=-3, fill=0)
+        affine1 = t20 + t22 + t25
+        t26 = _gather(grad, t4, -2)
+        t27 = _gather(t26, t10, -4)
+        t28 = _gather(t27, t16, -6)
+        t29 = np.transpose(t28, (0, 1, 3, 5, 7, 2, 4, 6))
+        t30 = np.where((affine1 == 0) & (t18 == t19), t29, 0)
+        output = np.sum(np.where((affine1 == 0) & (t18 == t19), t29, 0), axis=(-3, -2, -1))
+    elif padding == "SAME":
+        t4 = np.shape(orig_input)[-2]
+        t5 = strides[3] * t1 + t3 - _same_padding(t4, ksize[3], strides[3], 1)
+        t6 = _gather(orig_input, t5, -2, fill=-np.inf)
+        t7 = np.arange(np.shape(orig_output)[-3])
+        t8 = t7[..., None]
+        t9 = ksize[2]
+        t10 = np.arange(t9)
+        t11 = np.shape(orig_input)[-3]
+        t12 = strides[2] * t8 + t10 - _same_padding(t11, ksize[2], strides[2], 1)
+        t13 = _gather(t6, t12, -4, fill=-np.inf)
+        t14 = np.arange(np.shape(orig_output)[-4])
+        t15 = t14[..., None]
+        t16 = ksize[1]
+        t17 = np.arange(t16)
+        t18 = np.shape(orig_input)[-4]
+        t19 = strides[1] * t15 + t17 - _same_padding(t18, ksize[1], strides[1], 1)
+        t20 = _gather(t13, t19, -6, fill=-np.inf)
+        t21 = np.transpose(t20, (0, 1, 3, 5, 7, 2, 4, 6))
+        t22 = orig_output[..., None, None, None]
+        t23 = _shift_right(
+            np.cumsum(np.asarray(t21 == t22, orig_input.dtype), axis=-1), axis=-1, fill=0
+        )
+        t24 = np.sum(np.asarray(t21 == t22, orig_input.dtype), axis=-1, keepdims=True)
+        t25 = _shift_right(np.cumsum(t24, axis=-2), axis=-2, fill=0)
+        t26 = np.transpose(t20, (0, 1, 3, 5, 7, 2, 6, 4))
+        t27 = np.sum(np.asarray(t22 == t26, orig_input.dtype), axis=(-2, -1), keepdims=True)
+        t28 = _shift_right(np.cumsum(t27, axis=-3), axis=-3, fill=0)
+        affine1 = t23 + t25 + t28
+        t29 = _gather(grad, t5, -2)
+        t30 = _gather(t29, t12, -4)
+        t31 = _gather(t30, t19, -6)
+        t32 = np.transpose(t31, (0, 1, 3, 5, 7, 2, 4, 6))
+        t33 = np.where((affine1 == 0) & (t21 == t22), t32, 0)
+        output = np.sum(np.where((affine1 == 0) & (t21 == t22), t32, 0), axis=(-3, -2, -1))
+    else:
+        raise ValueError(
+            f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return output
+
+
+def max_pool3d_gradgrad_grad(
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    output=None,
+    padding="VALID",
+    data_format="NDHWC",
+    ksize,
+    strides,
+):
+    """Gradient of MaxPool3DGradGrad: one array per input (orig_input, orig_output, grad).
+
+    In index notation, next to the code computing it, for padding='VALID', data_format='NDHWC'
+    (other values of padding, data_format change it):
+        affine1[n, z, i, j, c, j6, j7, j8] = sum_{b = 0..j8 - 1}
+            indicator_equal(read_outside(orig_input[n, j6 + strides[1] * z, i * strides[2] + j7, b +
+            j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            + sum_{b, a = 0..j7 - 1} indicator_equal(read_outside(orig_input[n, j6 + strides[1] * z,
+                a + i * strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            + sum_{a, b, e} indicator_equal(read_outside(orig_input[n, e + strides[1] * z, a + i *
+                strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+        grad_grad[n, h, w, y, c] = sum_{z, i, j, j6, j7, j8} grad_output[n, z, i, j, c] * delta(h,
+            j6 + strides[1] * z) * delta(w, i * strides[2] + j7) * delta(y, j * strides[3] + j8) *
+            first_attained(indicator_equal(read_outside(orig_input[n, j6 + strides[1] * z, i *
+            strides[2] + j7, j * strides[3] + j8, c], -oo), orig_output[n, z, i, j, c]), affine1[n,
+            z, i, j, c, j6, j7, j8])
+            i.e. `_max_pool_backprop(orig_input, orig_output, grad_output, window=(ksize[1], ...`
+    """
+    if data_format != "NDHWC":
+        raise ValueError(
+            f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
+        grad_grad = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad_output,
+            window=(ksize[1], ksize[2], ksize[3]),
+            strides=(strides[1], strides[2], strides[3]),
+            pads=(0, 0, 0),
+            sizes=(np.shape(orig_input)[-4], np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    elif padding == "SAME":
+        grad_grad = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad_output,
+            window=(ksize[1], ksize[2], ksize[3]),
+            strides=(strides[1], strides[2], strides[3]),
+            pads=(
+                _same_padding(np.shape(orig_input)[-4], ksize[1], strides[1], 1),
+                _same_padding(np.shape(orig_input)[-3], ksize[2], strides[2], 1),
+                _same_padding(np.shape(orig_input)[-2], ksize[3], strides[3], 1),
+            ),
+            sizes=(np.shape(orig_input)[-4], np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    else:
+        raise ValueError(
+            f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return None, None, grad_grad
+
+
+def max_pool3d_gradgrad_grad_grad(
+    grad_vjp_orig_input,
+    grad_vjp_orig_output,
+    grad_vjp_grad,
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    vjp_grad=None,
+    affine1=None,
+    padding="VALID",
+    data_format="NDHWC",
+    ksize,
+    strides,
+):
+    """Second order of MaxPool3DGradGrad: the gradient of max_pool3d_gradgrad_grad: one array per input (grad_output, orig_input, orig_output, grad)."""
+    if data_format != "NDHWC":
+        raise ValueError(
+            f"MaxPool3DGradGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
+        if affine1 is None:
+            t0 = np.arange(np.shape(grad_output)[-2])
+            t1 = t0[..., None]
+            t2 = ksize[3]
+            t3 = np.arange(t2)
+            t4 = strides[3] * t1 + t3
+            t5 = _gather(orig_input, t4, -2, fill=-np.inf)
+            t6 = np.arange(np.shape(grad_output)[-3])
+            t7 = t6[..., None]
+            t8 = ksize[2]
+            t9 = np.arange(t8)
+            t10 = strides[2] * t7 + t9
+            t11 = _gather(t5, t10, -4, fill=-np.inf)
+            t12 = np.arange(np.shape(grad_output)[-4])
+            t13 = t12[..., None]
+            t14 = ksize[1]
+            t15 = np.arange(t14)
+            t16 = strides[1] * t13 + t15
+            t17 = _gather(t11, t16, -6, fill=-np.inf)
+            t18 = np.transpose(t17, (0, 1, 3, 5, 7, 2, 4, 6))
+            t19 = orig_output[..., None, None, None]
+            t20 = _shift_right(
+                np.cumsum(np.asarray(t18 == t19, grad_vjp_grad.dtype), axis=-1), axis=-1, fill=0
+            )
+            t21 = np.sum(np.asarray(t18 == t19, grad_vjp_grad.dtype), axis=-1, keepdims=True)
+            t22 = _shift_right(np.cumsum(t21, axis=-2), axis=-2, fill=0)
+            t23 = np.transpose(t17, (0, 1, 3, 5, 7, 2, 6, 4))
+            t24 = np.sum(np.asarray(t19 == t23, grad_vjp_grad.dtype), axis=(-2, -1), keepdims=True)
+            t25 = _shift_right(np.cumsum(t24, axis=-3), axis=-3, fill=0)
+            affine1 = t20 + t22 + t25
+        t26 = np.arange(np.shape(grad_output)[-2])
+        t27 = t26[..., None]
+        t28 = ksize[3]
+        t29 = np.arange(t28)
+        t30 = strides[3] * t27 + t29
+        t31 = _gather(grad_vjp_grad, t30, -2)
+        t32 = np.arange(np.shape(grad_output)[-3])
+        t33 = t32[..., None]
+        t34 = ksize[2]
+        t35 = np.arange(t34)
+        t36 = strides[2] * t33 + t35
+        t37 = _gather(t31, t36, -4)
+        t38 = np.arange(np.shape(grad_output)[-4])
+        t39 = t38[..., None]
+        t40 = ksize[1]
+        t41 = np.arange(t40)
+        t42 = strides[1] * t39 + t41
+        t43 = _gather(t37, t42, -6)
+        t44 = np.transpose(t43, (0, 1, 3, 5, 7, 2, 4, 6))
+        t45 = _gather(orig_input, t30, -2, fill=-np.inf)
+        t46 = _gather(t45, t36, -4, fill=-np.inf)
+        t47 = _gather(t46, t42, -6, fill=-np.inf)
+        t48 = np.transpose(t47, (0, 1, 3, 5, 7, 2, 4, 6))
+        t49 = orig_output[..., None, None, None]
+        t50 = np.where((affine1 == 0) & (t48 == t49), t44, 0)
+        grad_grad_output = np.sum(
+            np.where((affine1 == 0) & (t48 == t49), t44, 0), axis=(-3, -2, -1)
+        )
+    elif padding == "SAME":
+        if affine1 is None:
+            t0 = np.arange(np.shape(grad_output)[-2])
+            t1 = t0[..., None]
+            t2 = ksize[3]
+            t3 = np.arange(t2)
+            t4 = np.shape(orig_input)[-2]
+            t5 = strides[3] * t1 + t3 - _same_padding(t4, ksize[3], strides[3], 1)
+            t6 = _gather(orig_input, t5, -2, fill=-np.inf)
+            t7 = np.arange(np.shape(grad_output)[-3])
+            t8 = t7[..., None]
+            t9 = ksize[2]
+            t10 = np.arange(t9)
+            t11 = np.shape(orig_input)[-3]
+            t12 = strides[2] * t8 + t10 - _same_padding(t11, ksize[2], strides[2], 1)
+            t13 = _gather(t6, t12, -4, fill=-np.inf)
+            t14 = np.arange(np.shape(grad_output)[-4])
+            t15 = t14[..., None]
+            t16 = ksize[1]
+            t17 = np.arange(t16)
+            t18 = np.shape(orig_input)[-4]
+            t19 = strides[1] * t15 + t17 - _same_padding(t18, ksize[1], strides[1], 1)
+            t20 = _gather(t13, t19, -6, fill=-np.inf)
+            t21 = np.transpose(t20, (0, 1, 3, 5, 7, 2, 4, 6))
+            t22 = orig_output[..., None, None, None]
+            t23 = _shift_right(
+                np.cumsum(np.asarray(t21 == t22, grad_vjp_grad.dtype), axis=-1), axis=-1, fill=0
+            )
+            t24 = np.sum(np.asarray(t21 == t22, grad_vjp_grad.dtype), axis=-1, keepdims=True)
+            t25 = _shift_right(np.cumsum(t24, axis=-2), axis=-2, fill=0)
+            t26 = np.transpose(t20, (0, 1, 3, 5, 7, 2, 6, 4))
+            t27 = np.sum(np.asarray(t22 == t26, grad_vjp_grad.dtype), axis=(-2, -1), keepdims=True)
+            t28 = _shift_right(np.cumsum(t27, axis=-3), axis=-3, fill=0)
+            affine1 = t23 + t25 + t28
+        t29 = np.arange(np.shape(grad_output)[-2])
+        t30 = t29[..., None]
+        t31 = ksize[3]
+        t32 = np.arange(t31)
+        t33 = np.shape(orig_input)[-2]
+        t34 = strides[3] * t30 + t32 - _same_padding(t33, ksize[3], strides[3], 1)
+        t35 = _gather(grad_vjp_grad, t34, -2)
+        t36 = np.arange(np.shape(grad_output)[-3])
+        t37 = t36[..., None]
+        t38 = ksize[2]
+        t39 = np.arange(t38)
+        t40 = np.shape(orig_input)[-3]
+        t41 = strides[2] * t37 + t39 - _same_padding(t40, ksize[2], strides[2], 1)
+        t42 = _gather(t35, t41, -4)
+        t43 = np.arange(np.shape(grad_output)[-4])
+        t44 = t43[..., None]
+        t45 = ksize[1]
+        t46 = np.arange(t45)
+        t47 = np.shape(orig_input)[-4]
+        t48 = strides[1] * t44 + t46 - _same_padding(t47, ksize[1], strides[1], 1)
+        t49 = _gather(t42, t48, -6)
+        t50 = np.transpose(t49, (0, 1, 3, 5, 7, 2, 4, 6))
+        t51 = _gather(orig_input, t34, -2, fill=-np.inf)
+        t52 = _gather(t51, t41, -4, fill=-np.inf)
+        t53 = _gather(t52, t48, -6, fill=-np.inf)
+        t54 = np.transpose(t53, (0, 1, 3, 5, 7, 2, 4, 6))
+        t55 = orig_output[..., None, None, None]
+        t56 = np.where((affine1 == 0) & (t54 == t55), t50, 0)
+        grad_grad_output = np.sum(
+            np.where((affine1 == 0) & (t54 == t55), t50, 0), axis=(-3, -2, -1)
+        )
+    else:
+        raise ValueError(
+            f"MaxPool3DGradGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return grad_grad_output, None, None, None

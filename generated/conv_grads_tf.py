@@ -11,6 +11,9 @@ Per op:
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
   dtypes, else the declared formula; the derived gradient is the backward either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
+  Where it reads forward stages (intermediates) it takes them as keywords, computing them
+  again when they are not given: the wrapper passes its forward's; the registered gradient
+  function cannot (TensorFlow gives it only the op's inputs and outputs), so it recomputes.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
 
@@ -104,6 +107,16 @@ def _string_attr(op, name):
     return value.decode() if isinstance(value, bytes) else value
 
 
+def _const_input(op, index):
+    """The value of constant input `index` of `op` (an axis), as a Python int or tuple."""
+    value = tf.get_static_value(op.inputs[index])
+    if value is None:
+        raise ValueError(
+            f"{op.type}: input {index} must be a constant known when the graph is built"
+        )
+    return value.item() if value.ndim == 0 else tuple(value.tolist())
+
+
 def _insert_none(grads, positions):
     """One gradient per op input: None for the constant inputs at `positions`."""
     grads = list(grads)
@@ -114,14 +127,19 @@ def _insert_none(grads, positions):
 
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map)."""
-    positions = tf.cast(positions, tf.int64)
+    positions outside the axis read as `fill` (the padding of an index map): they read one
+    `fill` entry appended to the axis, so that no mask is broadcast against the result (a
+    select, which TensorFlow broadcasts up to rank 8 only)."""
+    x, positions = tf.convert_to_tensor(x), tf.cast(positions, tf.int64)
     size = tf.shape(x, out_type=tf.int64)[axis]
     inside = (positions >= 0) & (positions < size)
-    taken = tf.gather(x, tf.where(inside, positions, tf.zeros_like(positions)), axis=axis)
-    trailing = tf.ones([-axis - 1], tf.int32)
-    inside = tf.reshape(inside, tf.concat([tf.shape(inside), trailing], 0))
-    return tf.where(inside, taken, tf.fill(tf.shape(taken), tf.constant(fill, taken.dtype)))
+    entry_shape = tf.tensor_scatter_nd_update(tf.shape(x), [[x.shape.rank + axis]], [1])
+    padded = tf.concat(
+        [x, tf.fill(entry_shape, tf.constant(fill, x.dtype))], axis
+    )  # tf.pad stops at rank 8
+    return tf.gather(
+        padded, tf.where(inside, positions, tf.zeros_like(positions) + size), axis=axis
+    )
 
 
 def _scatter_add(values, positions, trailing, size):
@@ -497,6 +515,69 @@ def _depthwise_conv_backprop_input(g, f, strides, dilations, geometry):
         padding="VALID",
     )
     return _window_unspan(dx, pads, sizes)
+
+
+def _max_pool_backprop(x, y, g, window, strides, geometry):
+    """`dx[n, *h, c]`: each window's `g[n, *u, c]` added at the first entry (row-major) of
+    window u of `x`, read at `u*s + k - p` (padding never the maximum), equal to its maximum
+    `y[n, *u, c]`: TensorFlow's MaxPoolGrad, which routes a window's gradient so."""
+    pads, sizes = _conv_geometry(geometry)
+    spans = [(q - 1) * s + k for q, s, k in zip(_sizes(g, 1, len(strides) + 1), strides, window)]
+    padding = _padding_attrs(strides, [1] * len(strides), pads, spans, sizes, window)
+    if padding is not None:
+        return _raw_max_pool_grad(x, y, g, window, strides, *padding)
+    spanned = _window_span(x, pads, spans, fill=float("-inf"))
+    if len(strides) != 2:  # MaxPool3DGrad routes to every entry near the maximum, not the first
+        return _window_unspan(_first_maximum_routed(spanned, y, g, window, strides), pads, sizes)
+    return _window_unspan(_raw_max_pool_grad(spanned, y, g, window, strides), pads, sizes)
+
+
+def _first_maximum_routed(x, y, g, window, strides):
+    """`_max_pool_backprop` over windows from position 0 of `x`, any number of spatial axes:
+    a loop over the window's positions, each a strided slice of `x`, its share added back
+    with zeros between neighbours."""
+    rank, counts, extents = (
+        len(strides),
+        _sizes(g, 1, len(strides) + 1),
+        _sizes(x, 1, len(strides) + 1),
+    )
+    dx = tf.zeros_like(x, dtype=g.dtype)
+    unclaimed = tf.ones_like(g, dtype=tf.bool)
+    offsets = [()]
+    for size in window:  # the window's positions in row-major order
+        offsets = [k + (j,) for k in offsets for j in range(size)]
+    for k in offsets:
+        cut = tuple(slice(j, j + (q - 1) * s + 1, s) for j, q, s in zip(k, counts, strides))
+        first = tf.logical_and(unclaimed, tf.equal(x[(slice(None),) + cut], y))
+        share = tf.where(first, g, tf.zeros_like(g))
+        for axis, s in enumerate(strides):
+            share = _zero_inserted(share, axis + 1, s, rank)
+        widths = [[j, h - j - (q - 1) * s - 1] for j, q, s, h in zip(k, counts, strides, extents)]
+        dx += tf.pad(share, [[0, 0]] + widths + [[0, 0]])
+        unclaimed = tf.logical_and(unclaimed, tf.logical_not(first))
+    return dx
+
+
+def _raw_max_pool_grad(x, y, g, window, strides, padding="VALID", explicit=()):
+    """MaxPoolGrad, or MaxPoolGradV2 where the window or strides are tensors (read at run time)."""
+    if not _is_int(window, strides):
+        return tf.raw_ops.MaxPoolGradV2(
+            orig_input=x,
+            orig_output=y,
+            grad=g,
+            ksize=_int32_vector([1, *window, 1]),
+            strides=_int32_vector([1, *strides, 1]),
+            padding=padding,
+        )
+    return tf.raw_ops.MaxPoolGrad(
+        orig_input=x,
+        orig_output=y,
+        grad=g,
+        ksize=_attr(window),
+        strides=_attr(strides),
+        padding=padding,
+        explicit_paddings=list(explicit),
+    )
 
 
 def _same_padding(size, kernel, stride, dilation):
@@ -2259,3 +2340,1817 @@ def avg_pool3d_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
 
 
 _register("AvgPool3DGrad", avg_pool3d_grad_grad)
+
+
+def max_pool_grad_vjp(
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    output,
+    *,
+    padding="VALID",
+    data_format="NHWC",
+    ksize,
+    strides,
+    affine1=None,
+):
+    """Gradient of MaxPoolGrad (declared at ops/conv_grads.py:241): one per input (orig_input, orig_output, grad).
+
+    In index notation, next to the code computing it, for padding='VALID', data_format='NHWC' (other
+    values of padding, data_format change it):
+        affine1[n, c, j8, j9, i, j] = sum_{b = 0..j9 - 1} indicator_equal(read_outside(orig_input[n,
+            i * strides[1] + j8, b + j * strides[2], c], -oo), orig_output[n, i, j, c])
+            + sum_{b, a} indicator_equal(read_outside(orig_input[n, a + i * strides[1], b + j *
+                strides[2], c], -oo), orig_output[n, i, j, c]), i.e. `t15 + t17`
+        grad_grad[n, i, j, c] = sum_{j8, j9} grad_output[n, i * strides[1] + j8, j * strides[2] +
+            j9, c] * first_attained(indicator_equal(read_outside(orig_input[n, i * strides[1] + j8,
+            j * strides[2] + j9, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j8, j9, i, j])
+            i.e. `tf.reduce_sum(t41 * tf.where(tf.equal(t44, t45), tf.constant(1, ...`
+    """
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
+        if affine1 is None:
+            t0 = ksize[2]
+            t1 = tf.range(tf.cast(t0, tf.int64))
+            t2 = t1[..., None]
+            t3 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+            t4 = strides[2] * t3 + t2
+            t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
+            t6 = ksize[1]
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = t7[..., None]
+            t9 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t10 = strides[1] * t9 + t8
+            t11 = _gather(t5, t10, -4, fill=float("-inf"))
+            t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
+            t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
+            t14 = t13[..., None, None, :, :]
+            t15 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t12, t14),
+                    tf.constant(1, grad_output.dtype),
+                    tf.constant(0, grad_output.dtype),
+                ),
+                axis=-3,
+                exclusive=True,
+            )
+            t16 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t12, t14),
+                    tf.constant(1, grad_output.dtype),
+                    tf.constant(0, grad_output.dtype),
+                ),
+                axis=-3,
+                keepdims=True,
+            )
+            t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
+            affine1 = t15 + t17
+        t18 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+        t19 = t18[..., None]
+        t20 = ksize[2]
+        t21 = tf.range(tf.cast(t20, tf.int64))
+        t22 = strides[2] * t19 + t21
+        t23 = _gather(grad_output, t22, -2)
+        t24 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t25 = t24[..., None]
+        t26 = ksize[1]
+        t27 = tf.range(tf.cast(t26, tf.int64))
+        t28 = strides[1] * t25 + t27
+        t29 = _gather(t23, t28, -4)
+        t30 = tf.transpose(t29, perm=[0, 5, 2, 4, 1, 3])
+        t31 = t21[..., None]
+        t32 = strides[2] * t18 + t31
+        t33 = _gather(orig_input, t32, -2, fill=float("-inf"))
+        t34 = t27[..., None]
+        t35 = strides[1] * t24 + t34
+        t36 = _gather(t33, t35, -4, fill=float("-inf"))
+        t37 = tf.transpose(t36, perm=[0, 5, 1, 3, 2, 4])
+        t38 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
+        t39 = t38[..., None, None, :, :]
+        t40 = (
+            t30
+            * tf.where(
+                tf.equal(t37, t39),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            )
+            * tf.where(
+                tf.equal(affine1, 0),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            )
+        )
+        t41 = tf.transpose(t29, perm=[0, 1, 3, 5, 2, 4])
+        t42 = _gather(orig_input, t22, -2, fill=float("-inf"))
+        t43 = _gather(t42, t28, -4, fill=float("-inf"))
+        t44 = tf.transpose(t43, perm=[0, 1, 3, 5, 2, 4])
+        t45 = orig_output[..., None, None]
+        t46 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
+        grad_grad = tf.reduce_sum(
+            t41
+            * tf.where(
+                tf.equal(t44, t45),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            )
+            * tf.where(
+                tf.equal(t46, 0),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            ),
+            axis=[-2, -1],
+        )
+    elif padding == "SAME":
+        if affine1 is None:
+            t0 = ksize[2]
+            t1 = tf.range(tf.cast(t0, tf.int64))
+            t2 = t1[..., None]
+            t3 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
+            t6 = _gather(orig_input, t5, -2, fill=float("-inf"))
+            t7 = ksize[1]
+            t8 = tf.range(tf.cast(t7, tf.int64))
+            t9 = t8[..., None]
+            t10 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t11 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t12, -4, fill=float("-inf"))
+            t14 = tf.transpose(t13, perm=[0, 5, 1, 3, 2, 4])
+            t15 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
+            t16 = t15[..., None, None, :, :]
+            t17 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t14, t16),
+                    tf.constant(1, grad_output.dtype),
+                    tf.constant(0, grad_output.dtype),
+                ),
+                axis=-3,
+                exclusive=True,
+            )
+            t18 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t14, t16),
+                    tf.constant(1, grad_output.dtype),
+                    tf.constant(0, grad_output.dtype),
+                ),
+                axis=-3,
+                keepdims=True,
+            )
+            t19 = tf.math.cumsum(t18, axis=-4, exclusive=True)
+            affine1 = t17 + t19
+        t20 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+        t21 = t20[..., None]
+        t22 = ksize[2]
+        t23 = tf.range(tf.cast(t22, tf.int64))
+        t24 = tf.shape(orig_input, out_type=tf.int64)[-2]
+        t25 = strides[2] * t21 + t23 - _same_padding(t24, ksize[2], strides[2], 1)
+        t26 = _gather(grad_output, t25, -2)
+        t27 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t28 = t27[..., None]
+        t29 = ksize[1]
+        t30 = tf.range(tf.cast(t29, tf.int64))
+        t31 = tf.shape(orig_input, out_type=tf.int64)[-3]
+        t32 = strides[1] * t28 + t30 - _same_padding(t31, ksize[1], strides[1], 1)
+        t33 = _gather(t26, t32, -4)
+        t34 = tf.transpose(t33, perm=[0, 5, 2, 4, 1, 3])
+        t35 = t23[..., None]
+        t36 = strides[2] * t20 + t35 - _same_padding(t24, ksize[2], strides[2], 1)
+        t37 = _gather(orig_input, t36, -2, fill=float("-inf"))
+        t38 = t30[..., None]
+        t39 = strides[1] * t27 + t38 - _same_padding(t31, ksize[1], strides[1], 1)
+        t40 = _gather(t37, t39, -4, fill=float("-inf"))
+        t41 = tf.transpose(t40, perm=[0, 5, 1, 3, 2, 4])
+        t42 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
+        t43 = t42[..., None, None, :, :]
+        t44 = (
+            t34
+            * tf.where(
+                tf.equal(t41, t43),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            )
+            * tf.where(
+                tf.equal(affine1, 0),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            )
+        )
+        t45 = tf.transpose(t33, perm=[0, 1, 3, 5, 2, 4])
+        t46 = _gather(orig_input, t25, -2, fill=float("-inf"))
+        t47 = _gather(t46, t32, -4, fill=float("-inf"))
+        t48 = tf.transpose(t47, perm=[0, 1, 3, 5, 2, 4])
+        t49 = orig_output[..., None, None]
+        t50 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
+        grad_grad = tf.reduce_sum(
+            t45
+            * tf.where(
+                tf.equal(t48, t49),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            )
+            * tf.where(
+                tf.equal(t50, 0),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            ),
+            axis=[-2, -1],
+        )
+    else:
+        raise ValueError(
+            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return None, None, grad_grad
+
+
+def max_pool_grad_grad(op, grad_output):
+    """Gradient function of MaxPoolGrad for `tf.RegisterGradient`."""
+    return max_pool_grad_vjp(
+        grad_output,
+        *op.inputs,
+        *op.outputs,
+        padding=_string_attr(op, "padding"),
+        data_format=_string_attr(op, "data_format"),
+        ksize=op.get_attr("ksize"),
+        strides=op.get_attr("strides"),
+    )
+
+
+def max_pool_grad(
+    orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
+):
+    """MaxPoolGrad: MaxPool's gradient in its input `orig_input`: each window's `grad` added at the first, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(orig_input, orig_output, grad):
+        affine1 = None  # stages: the formula computes them, TensorFlow's kernel does not
+
+        def backward(grad_output):
+            return max_pool_grad_vjp(
+                grad_output,
+                orig_input,
+                orig_output,
+                grad,
+                output,
+                padding=padding,
+                data_format=data_format,
+                ksize=ksize,
+                strides=strides,
+                affine1=affine1,
+            )
+
+        kernel_outputs = (
+            _tf_kernel(
+                "MaxPoolGrad",
+                1,
+                {"orig_input": orig_input, "orig_output": orig_output, "grad": grad},
+                {
+                    "padding": padding,
+                    "data_format": data_format,
+                    "ksize": ksize,
+                    "strides": strides,
+                },
+            )
+            if padding in ("VALID", "SAME") and data_format in ("NHWC",)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        if data_format != "NHWC":
+            raise ValueError(
+                f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+            )
+        t0 = ksize[2]
+        t1 = tf.range(tf.cast(t0, tf.int64))
+        t2 = t1[..., None]
+        t3 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+        if padding == "VALID":
+            t4 = strides[2] * t3 + t2
+            t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
+            t6 = ksize[1]
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = t7[..., None]
+            t9 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t10 = strides[1] * t9 + t8
+            t11 = _gather(t5, t10, -4, fill=float("-inf"))
+            t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
+            t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
+            t14 = t13[..., None, None, :, :]
+            t15 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t12, t14),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                exclusive=True,
+            )
+            t16 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t12, t14),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                keepdims=True,
+            )
+            t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
+            affine1 = t15 + t17
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=[ksize[1], ksize[2]],
+                strides=[strides[1], strides[2]],
+                geometry=lambda size: ([0, 0], [size(orig_input, -3), size(orig_input, -2)]),
+            )
+        elif padding == "SAME":
+            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
+            t6 = _gather(orig_input, t5, -2, fill=float("-inf"))
+            t7 = ksize[1]
+            t8 = tf.range(tf.cast(t7, tf.int64))
+            t9 = t8[..., None]
+            t10 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t11 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t12, -4, fill=float("-inf"))
+            t14 = tf.transpose(t13, perm=[0, 5, 1, 3, 2, 4])
+            t15 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
+            t16 = t15[..., None, None, :, :]
+            t17 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t14, t16),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                exclusive=True,
+            )
+            t18 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t14, t16),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                keepdims=True,
+            )
+            t19 = tf.math.cumsum(t18, axis=-4, exclusive=True)
+            affine1 = t17 + t19
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=[ksize[1], ksize[2]],
+                strides=[strides[1], strides[2]],
+                geometry=lambda size: (
+                    [
+                        _same_padding(size(orig_input, -3), ksize[1], strides[1], 1),
+                        _same_padding(size(orig_input, -2), ksize[2], strides[2], 1),
+                    ],
+                    [size(orig_input, -3), size(orig_input, -2)],
+                ),
+            )
+        else:
+            raise ValueError(
+                f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+            )
+        return output, backward
+
+    return forward(orig_input, orig_output, grad)
+
+
+_register("MaxPoolGrad", max_pool_grad_grad)
+
+
+def max_pool_grad_v2_vjp(
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    output,
+    *,
+    padding="VALID",
+    ksize,
+    strides,
+    affine1=None,
+):
+    """Gradient of MaxPoolGradV2 (declared at ops/conv_grads.py:251): one per input (orig_input, orig_output, grad).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        affine1[n, c, j12, j13, i, j] = sum_{b = 0..j13 - 1}
+            indicator_equal(read_outside(orig_input[n, strides[1] * i + j12, strides[2] * j + b, c],
+            -oo), orig_output[n, i, j, c])
+            + sum_{b, a} indicator_equal(read_outside(orig_input[n, strides[1] * i + a, strides[2] *
+                j + b, c], -oo), orig_output[n, i, j, c]), i.e. `t15 + t17`
+        grad_grad[n, i, j, c] = sum_{j12, j13} grad_output[n, strides[1] * i + j12, strides[2] * j +
+            j13, c] * first_attained(indicator_equal(read_outside(orig_input[n, strides[1] * i +
+            j12, strides[2] * j + j13, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j12, j13,
+            i, j])
+            i.e. `tf.reduce_sum(t41 * tf.where(tf.equal(t44, t45), tf.constant(1, ...`
+    """
+    ksize = tf.cast(ksize, tf.int64)
+    strides = tf.cast(strides, tf.int64)
+    if padding == "VALID":
+        if affine1 is None:
+            t0 = ksize[2]
+            t1 = tf.range(tf.cast(t0, tf.int64))
+            t2 = t1[..., None]
+            t3 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+            t4 = strides[2] * t3 + t2
+            t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
+            t6 = ksize[1]
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = t7[..., None]
+            t9 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t10 = strides[1] * t9 + t8
+            t11 = _gather(t5, t10, -4, fill=float("-inf"))
+            t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
+            t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
+            t14 = t13[..., None, None, :, :]
+            t15 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t12, t14),
+                    tf.constant(1, grad_output.dtype),
+                    tf.constant(0, grad_output.dtype),
+                ),
+                axis=-3,
+                exclusive=True,
+            )
+            t16 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t12, t14),
+                    tf.constant(1, grad_output.dtype),
+                    tf.constant(0, grad_output.dtype),
+                ),
+                axis=-3,
+                keepdims=True,
+            )
+            t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
+            affine1 = t15 + t17
+        t18 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+        t19 = t18[..., None]
+        t20 = ksize[2]
+        t21 = tf.range(tf.cast(t20, tf.int64))
+        t22 = strides[2] * t19 + t21
+        t23 = _gather(grad_output, t22, -2)
+        t24 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t25 = t24[..., None]
+        t26 = ksize[1]
+        t27 = tf.range(tf.cast(t26, tf.int64))
+        t28 = strides[1] * t25 + t27
+        t29 = _gather(t23, t28, -4)
+        t30 = tf.transpose(t29, perm=[0, 5, 2, 4, 1, 3])
+        t31 = t21[..., None]
+        t32 = strides[2] * t18 + t31
+        t33 = _gather(orig_input, t32, -2, fill=float("-inf"))
+        t34 = t27[..., None]
+        t35 = strides[1] * t24 + t34
+        t36 = _gather(t33, t35, -4, fill=float("-inf"))
+        t37 = tf.transpose(t36, perm=[0, 5, 1, 3, 2, 4])
+        t38 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
+        t39 = t38[..., None, None, :, :]
+        t40 = (
+            t30
+            * tf.where(
+                tf.equal(t37, t39),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            )
+            * tf.where(
+                tf.equal(affine1, 0),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            )
+        )
+        t41 = tf.transpose(t29, perm=[0, 1, 3, 5, 2, 4])
+        t42 = _gather(orig_input, t22, -2, fill=float("-inf"))
+        t43 = _gather(t42, t28, -4, fill=float("-inf"))
+        t44 = tf.transpose(t43, perm=[0, 1, 3, 5, 2, 4])
+        t45 = orig_output[..., None, None]
+        t46 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
+        grad_grad = tf.reduce_sum(
+            t41
+            * tf.where(
+                tf.equal(t44, t45),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            )
+            * tf.where(
+                tf.equal(t46, 0),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            ),
+            axis=[-2, -1],
+        )
+    elif padding == "SAME":
+        if affine1 is None:
+            t0 = ksize[2]
+            t1 = tf.range(tf.cast(t0, tf.int64))
+            t2 = t1[..., None]
+            t3 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
+            t6 = _gather(orig_input, t5, -2, fill=float("-inf"))
+            t7 = ksize[1]
+            t8 = tf.range(tf.cast(t7, tf.int64))
+            t9 = t8[..., None]
+            t10 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t11 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t12, -4, fill=float("-inf"))
+            t14 = tf.transpose(t13, perm=[0, 5, 1, 3, 2, 4])
+            t15 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
+            t16 = t15[..., None, None, :, :]
+            t17 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t14, t16),
+                    tf.constant(1, grad_output.dtype),
+                    tf.constant(0, grad_output.dtype),
+                ),
+                axis=-3,
+                exclusive=True,
+            )
+            t18 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t14, t16),
+                    tf.constant(1, grad_output.dtype),
+                    tf.constant(0, grad_output.dtype),
+                ),
+                axis=-3,
+                keepdims=True,
+            )
+            t19 = tf.math.cumsum(t18, axis=-4, exclusive=True)
+            affine1 = t17 + t19
+        t20 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+        t21 = t20[..., None]
+        t22 = ksize[2]
+        t23 = tf.range(tf.cast(t22, tf.int64))
+        t24 = tf.shape(orig_input, out_type=tf.int64)[-2]
+        t25 = strides[2] * t21 + t23 - _same_padding(t24, ksize[2], strides[2], 1)
+        t26 = _gather(grad_output, t25, -2)
+        t27 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t28 = t27[..., None]
+        t29 = ksize[1]
+        t30 = tf.range(tf.cast(t29, tf.int64))
+        t31 = tf.shape(orig_input, out_type=tf.int64)[-3]
+        t32 = strides[1] * t28 + t30 - _same_padding(t31, ksize[1], strides[1], 1)
+        t33 = _gather(t26, t32, -4)
+        t34 = tf.transpose(t33, perm=[0, 5, 2, 4, 1, 3])
+        t35 = t23[..., None]
+        t36 = strides[2] * t20 + t35 - _same_padding(t24, ksize[2], strides[2], 1)
+        t37 = _gather(orig_input, t36, -2, fill=float("-inf"))
+        t38 = t30[..., None]
+        t39 = strides[1] * t27 + t38 - _same_padding(t31, ksize[1], strides[1], 1)
+        t40 = _gather(t37, t39, -4, fill=float("-inf"))
+        t41 = tf.transpose(t40, perm=[0, 5, 1, 3, 2, 4])
+        t42 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
+        t43 = t42[..., None, None, :, :]
+        t44 = (
+            t34
+            * tf.where(
+                tf.equal(t41, t43),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            )
+            * tf.where(
+                tf.equal(affine1, 0),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            )
+        )
+        t45 = tf.transpose(t33, perm=[0, 1, 3, 5, 2, 4])
+        t46 = _gather(orig_input, t25, -2, fill=float("-inf"))
+        t47 = _gather(t46, t32, -4, fill=float("-inf"))
+        t48 = tf.transpose(t47, perm=[0, 1, 3, 5, 2, 4])
+        t49 = orig_output[..., None, None]
+        t50 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
+        grad_grad = tf.reduce_sum(
+            t45
+            * tf.where(
+                tf.equal(t48, t49),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            )
+            * tf.where(
+                tf.equal(t50, 0),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            ),
+            axis=[-2, -1],
+        )
+    else:
+        raise ValueError(f"MaxPoolGradV2: unsupported attributes padding={padding!r}")
+    return None, None, grad_grad
+
+
+def max_pool_grad_v2_grad(op, grad_output):
+    """Gradient function of MaxPoolGradV2 for `tf.RegisterGradient`."""
+    grads = max_pool_grad_v2_vjp(
+        grad_output,
+        op.inputs[0],
+        op.inputs[1],
+        op.inputs[2],
+        *op.outputs,
+        padding=_string_attr(op, "padding"),
+        ksize=_const_input(op, 3),
+        strides=_const_input(op, 4),
+    )
+    return _insert_none(grads, (3, 4))
+
+
+def max_pool_grad_v2(orig_input, orig_output, grad, *, padding="VALID", ksize, strides):
+    """MaxPoolGradV2: MaxPoolGrad with the window and strides passed as constant inputs, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"padding": padding, "ksize": ksize, "strides": strides}
+    ksize = tf.cast(ksize, tf.int64)
+    strides = tf.cast(strides, tf.int64)
+
+    @tf.custom_gradient
+    def forward(orig_input, orig_output, grad):
+        affine1 = None  # stages: the formula computes them, TensorFlow's kernel does not
+
+        def backward(grad_output):
+            return max_pool_grad_v2_vjp(
+                grad_output,
+                orig_input,
+                orig_output,
+                grad,
+                output,
+                padding=padding,
+                ksize=ksize,
+                strides=strides,
+                affine1=affine1,
+            )
+
+        kernel_outputs = (
+            _tf_kernel(
+                "MaxPoolGradV2",
+                1,
+                {"orig_input": orig_input, "orig_output": orig_output, "grad": grad},
+                kernel_attrs,
+            )
+            if padding in ("VALID", "SAME")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = ksize[2]
+        t1 = tf.range(tf.cast(t0, tf.int64))
+        t2 = t1[..., None]
+        t3 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+        if padding == "VALID":
+            t4 = strides[2] * t3 + t2
+            t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
+            t6 = ksize[1]
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = t7[..., None]
+            t9 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t10 = strides[1] * t9 + t8
+            t11 = _gather(t5, t10, -4, fill=float("-inf"))
+            t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
+            t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
+            t14 = t13[..., None, None, :, :]
+            t15 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t12, t14),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                exclusive=True,
+            )
+            t16 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t12, t14),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                keepdims=True,
+            )
+            t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
+            affine1 = t15 + t17
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=[ksize[1], ksize[2]],
+                strides=[strides[1], strides[2]],
+                geometry=lambda size: ([0, 0], [size(orig_input, -3), size(orig_input, -2)]),
+            )
+        elif padding == "SAME":
+            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
+            t6 = _gather(orig_input, t5, -2, fill=float("-inf"))
+            t7 = ksize[1]
+            t8 = tf.range(tf.cast(t7, tf.int64))
+            t9 = t8[..., None]
+            t10 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t11 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t12, -4, fill=float("-inf"))
+            t14 = tf.transpose(t13, perm=[0, 5, 1, 3, 2, 4])
+            t15 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
+            t16 = t15[..., None, None, :, :]
+            t17 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t14, t16),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                exclusive=True,
+            )
+            t18 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t14, t16),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                keepdims=True,
+            )
+            t19 = tf.math.cumsum(t18, axis=-4, exclusive=True)
+            affine1 = t17 + t19
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=[ksize[1], ksize[2]],
+                strides=[strides[1], strides[2]],
+                geometry=lambda size: (
+                    [
+                        _same_padding(size(orig_input, -3), ksize[1], strides[1], 1),
+                        _same_padding(size(orig_input, -2), ksize[2], strides[2], 1),
+                    ],
+                    [size(orig_input, -3), size(orig_input, -2)],
+                ),
+            )
+        else:
+            raise ValueError(f"MaxPoolGradV2: unsupported attributes padding={padding!r}")
+        return output, backward
+
+    return forward(orig_input, orig_output, grad)
+
+
+_register("MaxPoolGradV2", max_pool_grad_v2_grad)
+
+
+def max_pool_gradgrad_vjp(
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    output,
+    *,
+    padding="VALID",
+    data_format="NHWC",
+    ksize,
+    strides,
+):
+    """Gradient of MaxPoolGradGrad (declared at ops/conv_grads.py:257): one per input (orig_input, orig_output, grad).
+
+    In index notation, next to the code computing it, for padding='VALID', data_format='NHWC' (other
+    values of padding, data_format change it):
+        affine1[n, i, j, c, j16, j17] = sum_{b = 0..j17 - 1}
+            indicator_equal(read_outside(orig_input[n, i * strides[1] + j16, b + j * strides[2], c],
+            -oo), orig_output[n, i, j, c])
+            + sum_{b, a} indicator_equal(read_outside(orig_input[n, a + i * strides[1], b + j *
+                strides[2], c], -oo), orig_output[n, i, j, c])
+        grad_grad[n, h, w, c] = sum_{i, j, j16, j17} grad_output[n, i, j, c] * delta(h, i *
+            strides[1] + j16) * delta(w, j * strides[2] + j17) *
+            first_attained(indicator_equal(read_outside(orig_input[n, i * strides[1] + j16, j *
+            strides[2] + j17, c], -oo), orig_output[n, i, j, c]), affine1[n, i, j, c, j16, j17])
+            i.e. `_max_pool_backprop(orig_input, orig_output, grad_output, window=[ksize[1], ...`
+    """
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
+        grad_grad = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad_output,
+            window=[ksize[1], ksize[2]],
+            strides=[strides[1], strides[2]],
+            geometry=lambda size: ([0, 0], [size(orig_input, -3), size(orig_input, -2)]),
+        )
+    elif padding == "SAME":
+        grad_grad = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad_output,
+            window=[ksize[1], ksize[2]],
+            strides=[strides[1], strides[2]],
+            geometry=lambda size: (
+                [
+                    _same_padding(size(orig_input, -3), ksize[1], strides[1], 1),
+                    _same_padding(size(orig_input, -2), ksize[2], strides[2], 1),
+                ],
+                [size(orig_input, -3), size(orig_input, -2)],
+            ),
+        )
+    else:
+        raise ValueError(
+            f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return None, None, grad_grad
+
+
+def max_pool_gradgrad_grad(op, grad_output):
+    """Gradient function of MaxPoolGradGrad for `tf.RegisterGradient`."""
+    return max_pool_gradgrad_vjp(
+        grad_output,
+        *op.inputs,
+        *op.outputs,
+        padding=_string_attr(op, "padding"),
+        data_format=_string_attr(op, "data_format"),
+        ksize=op.get_attr("ksize"),
+        strides=op.get_attr("strides"),
+    )
+
+
+def max_pool_gradgrad(
+    orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
+):
+    """MaxPoolGradGrad: MaxPoolGrad's gradient in its `grad`: `grad` (shaped as `orig_input`) read at each, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(orig_input, orig_output, grad):
+        def backward(grad_output):
+            return max_pool_gradgrad_vjp(
+                grad_output,
+                orig_input,
+                orig_output,
+                grad,
+                output,
+                padding=padding,
+                data_format=data_format,
+                ksize=ksize,
+                strides=strides,
+            )
+
+        kernel_outputs = (
+            _tf_kernel(
+                "MaxPoolGradGrad",
+                1,
+                {"orig_input": orig_input, "orig_output": orig_output, "grad": grad},
+                {
+                    "padding": padding,
+                    "data_format": data_format,
+                    "ksize": ksize,
+                    "strides": strides,
+                },
+            )
+            if padding in ("VALID", "SAME") and data_format in ("NHWC",)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        if data_format != "NHWC":
+            raise ValueError(
+                f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+            )
+        t0 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = ksize[2]
+        t3 = tf.range(tf.cast(t2, tf.int64))
+        if padding == "VALID":
+            t4 = strides[2] * t1 + t3
+            t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
+            t6 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t7 = t6[..., None]
+            t8 = ksize[1]
+            t9 = tf.range(tf.cast(t8, tf.int64))
+            t10 = strides[1] * t7 + t9
+            t11 = _gather(t5, t10, -4, fill=float("-inf"))
+            t12 = tf.transpose(t11, perm=[0, 1, 3, 5, 2, 4])
+            t13 = orig_output[..., None, None]
+            t14 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t12, t13),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                exclusive=True,
+            )
+            t15 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t12, t13),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                keepdims=True,
+            )
+            t16 = tf.math.cumsum(t15, axis=-2, exclusive=True)
+            affine1 = t14 + t16
+            t17 = _gather(grad, t4, -2)
+            t18 = _gather(t17, t10, -4)
+            t19 = tf.transpose(t18, perm=[0, 1, 3, 5, 2, 4])
+            t20 = (
+                t19
+                * tf.where(
+                    tf.equal(t12, t13),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                )
+                * tf.where(
+                    tf.equal(affine1, 0),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                )
+            )
+            output = tf.reduce_sum(
+                t19
+                * tf.where(
+                    tf.equal(t12, t13),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                )
+                * tf.where(
+                    tf.equal(affine1, 0),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=[-2, -1],
+            )
+        elif padding == "SAME":
+            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t5 = strides[2] * t1 + t3 - _same_padding(t4, ksize[2], strides[2], 1)
+            t6 = _gather(orig_input, t5, -2, fill=float("-inf"))
+            t7 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t8 = t7[..., None]
+            t9 = ksize[1]
+            t10 = tf.range(tf.cast(t9, tf.int64))
+            t11 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t12 = strides[1] * t8 + t10 - _same_padding(t11, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t12, -4, fill=float("-inf"))
+            t14 = tf.transpose(t13, perm=[0, 1, 3, 5, 2, 4])
+            t15 = orig_output[..., None, None]
+            t16 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t14, t15),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                exclusive=True,
+            )
+            t17 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t14, t15),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                keepdims=True,
+            )
+            t18 = tf.math.cumsum(t17, axis=-2, exclusive=True)
+            affine1 = t16 + t18
+            t19 = _gather(grad, t5, -2)
+            t20 = _gather(t19, t12, -4)
+            t21 = tf.transpose(t20, perm=[0, 1, 3, 5, 2, 4])
+            t22 = (
+                t21
+                * tf.where(
+                    tf.equal(t14, t15),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                )
+                * tf.where(
+                    tf.equal(affine1, 0),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                )
+            )
+            output = tf.reduce_sum(
+                t21
+                * tf.where(
+                    tf.equal(t14, t15),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                )
+                * tf.where(
+                    tf.equal(affine1, 0),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=[-2, -1],
+            )
+        else:
+            raise ValueError(
+                f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+            )
+        return output, backward
+
+    return forward(orig_input, orig_output, grad)
+
+
+_register("MaxPoolGradGrad", max_pool_gradgrad_grad)
+
+
+def max_pool3d_grad_vjp(
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    output,
+    *,
+    padding="VALID",
+    data_format="NDHWC",
+    ksize,
+    strides,
+    affine1=None,
+):
+    """Gradient of MaxPool3DGrad (declared at ops/conv_grads.py:264): one per input (orig_input, orig_output, grad).
+
+    In index notation, next to the code computing it, for padding='VALID', data_format='NDHWC'
+    (other values of padding, data_format change it):
+        affine1[n, c, j20, j21, j22, z, i, j] = sum_{b = 0..j22 - 1}
+            indicator_equal(read_outside(orig_input[n, j20 + strides[1] * z, i * strides[2] + j21, b
+            + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            + sum_{b, a = 0..j21 - 1} indicator_equal(read_outside(orig_input[n, j20 + strides[1] *
+                z, a + i * strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            + sum_{a, b, e} indicator_equal(read_outside(orig_input[n, e + strides[1] * z, a + i *
+                strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            i.e. `t21 + t23 + t26`
+        grad_grad[n, z, i, j, c] = sum_{j20, j21, j22} grad_output[n, j20 + strides[1] * z, i *
+            strides[2] + j21, j * strides[3] + j22, c] *
+            first_attained(indicator_equal(read_outside(orig_input[n, j20 + strides[1] * z, i *
+            strides[2] + j21, j * strides[3] + j22, c], -oo), orig_output[n, z, i, j, c]),
+            affine1[n, c, j20, j21, j22, z, i, j])
+            i.e. `tf.reduce_sum(t59 * tf.where(tf.equal(t63, t64), tf.constant(1, ...`
+    """
+    if data_format != "NDHWC":
+        raise ValueError(
+            f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
+        if affine1 is None:
+            t0 = ksize[3]
+            t1 = tf.range(tf.cast(t0, tf.int64))
+            t2 = t1[..., None]
+            t3 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+            t4 = strides[3] * t3 + t2
+            t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
+            t6 = ksize[2]
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = t7[..., None]
+            t9 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t10 = strides[2] * t9 + t8
+            t11 = _gather(t5, t10, -4, fill=float("-inf"))
+            t12 = ksize[1]
+            t13 = tf.range(tf.cast(t12, tf.int64))
+            t14 = t13[..., None]
+            t15 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
+            t16 = strides[1] * t15 + t14
+            t17 = _gather(t11, t16, -6, fill=float("-inf"))
+            t18 = tf.transpose(t17, perm=[0, 7, 1, 3, 5, 2, 4, 6])
+            t19 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
+            t20 = t19[..., None, None, None, :, :, :]
+            t21 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t18, t20),
+                    tf.constant(1, grad_output.dtype),
+                    tf.constant(0, grad_output.dtype),
+                ),
+                axis=-4,
+                exclusive=True,
+            )
+            t22 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t18, t20),
+                    tf.constant(1, grad_output.dtype),
+                    tf.constant(0, grad_output.dtype),
+                ),
+                axis=-4,
+                keepdims=True,
+            )
+            t23 = tf.math.cumsum(t22, axis=-5, exclusive=True)
+            t24 = tf.transpose(t17, perm=[0, 7, 1, 5, 3, 2, 4, 6])
+            t25 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t20, t24),
+                    tf.constant(1, grad_output.dtype),
+                    tf.constant(0, grad_output.dtype),
+                ),
+                axis=[-5, -4],
+                keepdims=True,
+            )
+            t26 = tf.math.cumsum(t25, axis=-6, exclusive=True)
+            affine1 = t21 + t23 + t26
+        t27 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+        t28 = t27[..., None]
+        t29 = ksize[3]
+        t30 = tf.range(tf.cast(t29, tf.int64))
+        t31 = strides[3] * t28 + t30
+        t32 = _gather(grad_output, t31, -2)
+        t33 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t34 = t33[..., None]
+        t35 = ksize[2]
+        t36 = tf.range(tf.cast(t35, tf.int64))
+        t37 = strides[2] * t34 + t36
+        t38 = _gather(t32, t37, -4)
+        t39 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
+        t40 = t39[..., None]
+        t41 = ksize[1]
+        t42 = tf.range(tf.cast(t41, tf.int64))
+        t43 = strides[1] * t40 + t42
+        t44 = _gather(t38, t43, -6)
+        t45 = tf.transpose(t44, perm=[0, 7, 2, 4, 6, 1, 3, 5])
+        t46 = t30[..., None]
+        t47 = strides[3] * t27 + t46
+        t48 = _gather(orig_input, t47, -2, fill=float("-inf"))
+        t49 = t36[..., None]
+        t50 = strides[2] * t33 + t49
+        t51 = _gather(t48, t50, -4, fill=float("-inf"))
+        t52 = t42[..., None]
+        t53 = strides[1] * t39 + t52
+        t54 = _gather(t51, t53, -6, fill=float("-inf"))
+        t55 = tf.transpose(t54, perm=[0, 7, 1, 3, 5, 2, 4, 6])
+        t56 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
+        t57 = t56[..., None, None, None, :, :, :]
+        t58 = (
+            t45
+            * tf.where(
+                tf.equal(t55, t57),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            )
+            * tf.where(
+                tf.equal(affine1, 0),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            )
+        )
+        t59 = tf.transpose(t44, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        t60 = _gather(orig_input, t31, -2, fill=float("-inf"))
+        t61 = _gather(t60, t37, -4, fill=float("-inf"))
+        t62 = _gather(t61, t43, -6, fill=float("-inf"))
+        t63 = tf.transpose(t62, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        t64 = orig_output[..., None, None, None]
+        t65 = tf.transpose(affine1, perm=[0, 5, 6, 7, 1, 2, 3, 4])
+        grad_grad = tf.reduce_sum(
+            t59
+            * tf.where(
+                tf.equal(t63, t64),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            )
+            * tf.where(
+                tf.equal(t65, 0),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            ),
+            axis=[-3, -2, -1],
+        )
+    elif padding == "SAME":
+        if affine1 is None:
+            t0 = ksize[3]
+            t1 = tf.range(tf.cast(t0, tf.int64))
+            t2 = t1[..., None]
+            t3 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t5 = strides[3] * t3 + t2 - _same_padding(t4, ksize[3], strides[3], 1)
+            t6 = _gather(orig_input, t5, -2, fill=float("-inf"))
+            t7 = ksize[2]
+            t8 = tf.range(tf.cast(t7, tf.int64))
+            t9 = t8[..., None]
+            t10 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t11 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t12 = strides[2] * t10 + t9 - _same_padding(t11, ksize[2], strides[2], 1)
+            t13 = _gather(t6, t12, -4, fill=float("-inf"))
+            t14 = ksize[1]
+            t15 = tf.range(tf.cast(t14, tf.int64))
+            t16 = t15[..., None]
+            t17 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
+            t18 = tf.shape(orig_input, out_type=tf.int64)[-4]
+            t19 = strides[1] * t17 + t16 - _same_padding(t18, ksize[1], strides[1], 1)
+            t20 = _gather(t13, t19, -6, fill=float("-inf"))
+            t21 = tf.transpose(t20, perm=[0, 7, 1, 3, 5, 2, 4, 6])
+            t22 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
+            t23 = t22[..., None, None, None, :, :, :]
+            t24 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t21, t23),
+                    tf.constant(1, grad_output.dtype),
+                    tf.constant(0, grad_output.dtype),
+                ),
+                axis=-4,
+                exclusive=True,
+            )
+            t25 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t21, t23),
+                    tf.constant(1, grad_output.dtype),
+                    tf.constant(0, grad_output.dtype),
+                ),
+                axis=-4,
+                keepdims=True,
+            )
+            t26 = tf.math.cumsum(t25, axis=-5, exclusive=True)
+            t27 = tf.transpose(t20, perm=[0, 7, 1, 5, 3, 2, 4, 6])
+            t28 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t23, t27),
+                    tf.constant(1, grad_output.dtype),
+                    tf.constant(0, grad_output.dtype),
+                ),
+                axis=[-5, -4],
+                keepdims=True,
+            )
+            t29 = tf.math.cumsum(t28, axis=-6, exclusive=True)
+            affine1 = t24 + t26 + t29
+        t30 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+        t31 = t30[..., None]
+        t32 = ksize[3]
+        t33 = tf.range(tf.cast(t32, tf.int64))
+        t34 = tf.shape(orig_input, out_type=tf.int64)[-2]
+        t35 = strides[3] * t31 + t33 - _same_padding(t34, ksize[3], strides[3], 1)
+        t36 = _gather(grad_output, t35, -2)
+        t37 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t38 = t37[..., None]
+        t39 = ksize[2]
+        t40 = tf.range(tf.cast(t39, tf.int64))
+        t41 = tf.shape(orig_input, out_type=tf.int64)[-3]
+        t42 = strides[2] * t38 + t40 - _same_padding(t41, ksize[2], strides[2], 1)
+        t43 = _gather(t36, t42, -4)
+        t44 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
+        t45 = t44[..., None]
+        t46 = ksize[1]
+        t47 = tf.range(tf.cast(t46, tf.int64))
+        t48 = tf.shape(orig_input, out_type=tf.int64)[-4]
+        t49 = strides[1] * t45 + t47 - _same_padding(t48, ksize[1], strides[1], 1)
+        t50 = _gather(t43, t49, -6)
+        t51 = tf.transpose(t50, perm=[0, 7, 2, 4, 6, 1, 3, 5])
+        t52 = t33[..., None]
+        t53 = strides[3] * t30 + t52 - _same_padding(t34, ksize[3], strides[3], 1)
+        t54 = _gather(orig_input, t53, -2, fill=float("-inf"))
+        t55 = t40[..., None]
+        t56 = strides[2] * t37 + t55 - _same_padding(t41, ksize[2], strides[2], 1)
+        t57 = _gather(t54, t56, -4, fill=float("-inf"))
+        t58 = t47[..., None]
+        t59 = strides[1] * t44 + t58 - _same_padding(t48, ksize[1], strides[1], 1)
+        t60 = _gather(t57, t59, -6, fill=float("-inf"))
+        t61 = tf.transpose(t60, perm=[0, 7, 1, 3, 5, 2, 4, 6])
+        t62 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
+        t63 = t62[..., None, None, None, :, :, :]
+        t64 = (
+            t51
+            * tf.where(
+                tf.equal(t61, t63),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            )
+            * tf.where(
+                tf.equal(affine1, 0),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            )
+        )
+        t65 = tf.transpose(t50, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        t66 = _gather(orig_input, t35, -2, fill=float("-inf"))
+        t67 = _gather(t66, t42, -4, fill=float("-inf"))
+        t68 = _gather(t67, t49, -6, fill=float("-inf"))
+        t69 = tf.transpose(t68, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        t70 = orig_output[..., None, None, None]
+        t71 = tf.transpose(affine1, perm=[0, 5, 6, 7, 1, 2, 3, 4])
+        grad_grad = tf.reduce_sum(
+            t65
+            * tf.where(
+                tf.equal(t69, t70),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            )
+            * tf.where(
+                tf.equal(t71, 0),
+                tf.constant(1, grad_output.dtype),
+                tf.constant(0, grad_output.dtype),
+            ),
+            axis=[-3, -2, -1],
+        )
+    else:
+        raise ValueError(
+            f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return None, None, grad_grad
+
+
+def max_pool3d_grad_grad(op, grad_output):
+    """Gradient function of MaxPool3DGrad for `tf.RegisterGradient`."""
+    return max_pool3d_grad_vjp(
+        grad_output,
+        *op.inputs,
+        *op.outputs,
+        padding=_string_attr(op, "padding"),
+        data_format=_string_attr(op, "data_format"),
+        ksize=op.get_attr("ksize"),
+        strides=op.get_attr("strides"),
+    )
+
+
+def max_pool3d_grad(
+    orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
+):
+    """MaxPool3DGrad: MaxPool3D's gradient in its input `orig_input`, as MaxPoolGrad's, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(orig_input, orig_output, grad):
+        affine1 = None  # stages: the formula computes them, TensorFlow's kernel does not
+
+        def backward(grad_output):
+            return max_pool3d_grad_vjp(
+                grad_output,
+                orig_input,
+                orig_output,
+                grad,
+                output,
+                padding=padding,
+                data_format=data_format,
+                ksize=ksize,
+                strides=strides,
+                affine1=affine1,
+            )
+
+        kernel_outputs = (
+            _tf_kernel(
+                "MaxPool3DGrad",
+                1,
+                {"orig_input": orig_input, "orig_output": orig_output, "grad": grad},
+                {
+                    "padding": padding,
+                    "data_format": data_format,
+                    "ksize": ksize,
+                    "strides": strides,
+                },
+            )
+            if padding in ("VALID", "SAME") and data_format in ("NDHWC",)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        if data_format != "NDHWC":
+            raise ValueError(
+                f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+            )
+        t0 = ksize[3]
+        t1 = tf.range(tf.cast(t0, tf.int64))
+        t2 = t1[..., None]
+        t3 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+        if padding == "VALID":
+            t4 = strides[3] * t3 + t2
+            t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
+            t6 = ksize[2]
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = t7[..., None]
+            t9 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t10 = strides[2] * t9 + t8
+            t11 = _gather(t5, t10, -4, fill=float("-inf"))
+            t12 = ksize[1]
+            t13 = tf.range(tf.cast(t12, tf.int64))
+            t14 = t13[..., None]
+            t15 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
+            t16 = strides[1] * t15 + t14
+            t17 = _gather(t11, t16, -6, fill=float("-inf"))
+            t18 = tf.transpose(t17, perm=[0, 7, 1, 3, 5, 2, 4, 6])
+            t19 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
+            t20 = t19[..., None, None, None, :, :, :]
+            t21 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t18, t20),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-4,
+                exclusive=True,
+            )
+            t22 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t18, t20),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-4,
+                keepdims=True,
+            )
+            t23 = tf.math.cumsum(t22, axis=-5, exclusive=True)
+            t24 = tf.transpose(t17, perm=[0, 7, 1, 5, 3, 2, 4, 6])
+            t25 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t20, t24),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=[-5, -4],
+                keepdims=True,
+            )
+            t26 = tf.math.cumsum(t25, axis=-6, exclusive=True)
+            affine1 = t21 + t23 + t26
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=[ksize[1], ksize[2], ksize[3]],
+                strides=[strides[1], strides[2], strides[3]],
+                geometry=lambda size: (
+                    [0, 0, 0],
+                    [size(orig_input, -4), size(orig_input, -3), size(orig_input, -2)],
+                ),
+            )
+        elif padding == "SAME":
+            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t5 = strides[3] * t3 + t2 - _same_padding(t4, ksize[3], strides[3], 1)
+            t6 = _gather(orig_input, t5, -2, fill=float("-inf"))
+            t7 = ksize[2]
+            t8 = tf.range(tf.cast(t7, tf.int64))
+            t9 = t8[..., None]
+            t10 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t11 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t12 = strides[2] * t10 + t9 - _same_padding(t11, ksize[2], strides[2], 1)
+            t13 = _gather(t6, t12, -4, fill=float("-inf"))
+            t14 = ksize[1]
+            t15 = tf.range(tf.cast(t14, tf.int64))
+            t16 = t15[..., None]
+            t17 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
+            t18 = tf.shape(orig_input, out_type=tf.int64)[-4]
+            t19 = strides[1] * t17 + t16 - _same_padding(t18, ksize[1], strides[1], 1)
+            t20 = _gather(t13, t19, -6, fill=float("-inf"))
+            t21 = tf.transpose(t20, perm=[0, 7, 1, 3, 5, 2, 4, 6])
+            t22 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
+            t23 = t22[..., None, None, None, :, :, :]
+            t24 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t21, t23),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-4,
+                exclusive=True,
+            )
+            t25 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t21, t23),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-4,
+                keepdims=True,
+            )
+            t26 = tf.math.cumsum(t25, axis=-5, exclusive=True)
+            t27 = tf.transpose(t20, perm=[0, 7, 1, 5, 3, 2, 4, 6])
+            t28 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t23, t27),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=[-5, -4],
+                keepdims=True,
+            )
+            t29 = tf.math.cumsum(t28, axis=-6, exclusive=True)
+            affine1 = t24 + t26 + t29
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=[ksize[1], ksize[2], ksize[3]],
+                strides=[strides[1], strides[2], strides[3]],
+                geometry=lambda size: (
+                    [
+                        _same_padding(size(orig_input, -4), ksize[1], strides[1], 1),
+                        _same_padding(size(orig_input, -3), ksize[2], strides[2], 1),
+                        _same_padding(size(orig_input, -2), ksize[3], strides[3], 1),
+                    ],
+                    [size(orig_input, -4), size(orig_input, -3), size(orig_input, -2)],
+                ),
+            )
+        else:
+            raise ValueError(
+                f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+            )
+        return output, backward
+
+    return forward(orig_input, orig_output, grad)
+
+
+_register("MaxPool3DGrad", max_pool3d_grad_grad)
+
+
+def max_pool3d_gradgrad_vjp(
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    output,
+    *,
+    padding="VALID",
+    data_format="NDHWC",
+    ksize,
+    strides,
+):
+    """Gradient of MaxPool3DGradGrad (declared at ops/conv_grads.py:270): one per input (orig_input, orig_output, grad).
+
+    In index notation, next to the code computing it, for padding='VALID', data_format='NDHWC'
+    (other values of padding, data_format change it):
+        affine1[n, z, i, j, c, j6, j7, j8] = sum_{b = 0..j8 - 1}
+            indicator_equal(read_outside(orig_input[n, j6 + strides[1] * z, i * strides[2] + j7, b +
+            j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            + sum_{b, a = 0..j7 - 1} indicator_equal(read_outside(orig_input[n, j6 + strides[1] * z,
+                a + i * strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            + sum_{a, b, e} indicator_equal(read_outside(orig_input[n, e + strides[1] * z, a + i *
+                strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+        grad_grad[n, h, w, y, c] = sum_{z, i, j, j6, j7, j8} grad_output[n, z, i, j, c] * delta(h,
+            j6 + strides[1] * z) * delta(w, i * strides[2] + j7) * delta(y, j * strides[3] + j8) *
+            first_attained(indicator_equal(read_outside(orig_input[n, j6 + strides[1] * z, i *
+            strides[2] + j7, j * strides[3] + j8, c], -oo), orig_output[n, z, i, j, c]), affine1[n,
+            z, i, j, c, j6, j7, j8])
+            i.e. `_max_pool_backprop(orig_input, orig_output, grad_output, window=[ksize[1], ...`
+    """
+    if data_format != "NDHWC":
+        raise ValueError(
+            f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
+        grad_grad = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad_output,
+            window=[ksize[1], ksize[2], ksize[3]],
+            strides=[strides[1], strides[2], strides[3]],
+            geometry=lambda size: (
+                [0, 0, 0],
+                [size(orig_input, -4), size(orig_input, -3), size(orig_input, -2)],
+            ),
+        )
+    elif padding == "SAME":
+        grad_grad = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad_output,
+            window=[ksize[1], ksize[2], ksize[3]],
+            strides=[strides[1], strides[2], strides[3]],
+            geometry=lambda size: (
+                [
+                    _same_padding(size(orig_input, -4), ksize[1], strides[1], 1),
+                    _same_padding(size(orig_input, -3), ksize[2], strides[2], 1),
+                    _same_padding(size(orig_input, -2), ksize[3], strides[3], 1),
+                ],
+                [size(orig_input, -4), size(orig_input, -3), size(orig_input, -2)],
+            ),
+        )
+    else:
+        raise ValueError(
+            f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return None, None, grad_grad
+
+
+def max_pool3d_gradgrad_grad(op, grad_output):
+    """Gradient function of MaxPool3DGradGrad for `tf.RegisterGradient`."""
+    return max_pool3d_gradgrad_vjp(
+        grad_output,
+        *op.inputs,
+        *op.outputs,
+        padding=_string_attr(op, "padding"),
+        data_format=_string_attr(op, "data_format"),
+        ksize=op.get_attr("ksize"),
+        strides=op.get_attr("strides"),
+    )
+
+
+def max_pool3d_gradgrad(
+    orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
+):
+    """MaxPool3DGradGrad: MaxPool3DGrad's gradient in its `grad`, as MaxPoolGradGrad's, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(orig_input, orig_output, grad):
+        def backward(grad_output):
+            return max_pool3d_gradgrad_vjp(
+                grad_output,
+                orig_input,
+                orig_output,
+                grad,
+                output,
+                padding=padding,
+                data_format=data_format,
+                ksize=ksize,
+                strides=strides,
+            )
+
+        kernel_outputs = (
+            _tf_kernel(
+                "MaxPool3DGradGrad",
+                1,
+                {"orig_input": orig_input, "orig_output": orig_output, "grad": grad},
+                {
+                    "padding": padding,
+                    "data_format": data_format,
+                    "ksize": ksize,
+                    "strides": strides,
+                },
+            )
+            if padding in ("VALID", "SAME") and data_format in ("NDHWC",)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        if data_format != "NDHWC":
+            raise ValueError(
+                f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+            )
+        t0 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = ksize[3]
+        t3 = tf.range(tf.cast(t2, tf.int64))
+        if padding == "VALID":
+            t4 = strides[3] * t1 + t3
+            t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
+            t6 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t7 = t6[..., None]
+            t8 = ksize[2]
+            t9 = tf.range(tf.cast(t8, tf.int64))
+            t10 = strides[2] * t7 + t9
+            t11 = _gather(t5, t10, -4, fill=float("-inf"))
+            t12 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
+            t13 = t12[..., None]
+            t14 = ksize[1]
+            t15 = tf.range(tf.cast(t14, tf.int64))
+            t16 = strides[1] * t13 + t15
+            t17 = _gather(t11, t16, -6, fill=float("-inf"))
+            t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            t19 = orig_output[..., None, None, None]
+            t20 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t18, t19),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                exclusive=True,
+            )
+            t21 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t18, t19),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                keepdims=True,
+            )
+            t22 = tf.math.cumsum(t21, axis=-2, exclusive=True)
+            t23 = tf.transpose(t17, perm=[0, 1, 3, 5, 7, 2, 6, 4])
+            t24 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t19, t23),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=[-2, -1],
+                keepdims=True,
+            )
+            t25 = tf.math.cumsum(t24, axis=-3, exclusive=True)
+            affine1 = t20 + t22 + t25
+            t26 = _gather(grad, t4, -2)
+            t27 = _gather(t26, t10, -4)
+            t28 = _gather(t27, t16, -6)
+            t29 = tf.transpose(t28, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            t30 = (
+                t29
+                * tf.where(
+                    tf.equal(t18, t19),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                )
+                * tf.where(
+                    tf.equal(affine1, 0),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                )
+            )
+            output = tf.reduce_sum(
+                t29
+                * tf.where(
+                    tf.equal(t18, t19),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                )
+                * tf.where(
+                    tf.equal(affine1, 0),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=[-3, -2, -1],
+            )
+        elif padding == "SAME":
+            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t5 = strides[3] * t1 + t3 - _same_padding(t4, ksize[3], strides[3], 1)
+            t6 = _gather(orig_input, t5, -2, fill=float("-inf"))
+            t7 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t8 = t7[..., None]
+            t9 = ksize[2]
+            t10 = tf.range(tf.cast(t9, tf.int64))
+            t11 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t12 = strides[2] * t8 + t10 - _same_padding(t11, ksize[2], strides[2], 1)
+            t13 = _gather(t6, t12, -4, fill=float("-inf"))
+            t14 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
+            t15 = t14[..., None]
+            t16 = ksize[1]
+            t17 = tf.range(tf.cast(t16, tf.int64))
+            t18 = tf.shape(orig_input, out_type=tf.int64)[-4]
+            t19 = strides[1] * t15 + t17 - _same_padding(t18, ksize[1], strides[1], 1)
+            t20 = _gather(t13, t19, -6, fill=float("-inf"))
+            t21 = tf.transpose(t20, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            t22 = orig_output[..., None, None, None]
+            t23 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t21, t22),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                exclusive=True,
+            )
+            t24 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t21, t22),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                keepdims=True,
+            )
+            t25 = tf.math.cumsum(t24, axis=-2, exclusive=True)
+            t26 = tf.transpose(t20, perm=[0, 1, 3, 5, 7, 2, 6, 4])
+            t27 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t22, t26),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=[-2, -1],
+                keepdims=True,
+            )
+            t28 = tf.math.cumsum(t27, axis=-3, exclusive=True)
+            affine1 = t23 + t25 + t28
+            t29 = _gather(grad, t5, -2)
+            t30 = _gather(t29, t12, -4)
+            t31 = _gather(t30, t19, -6)
+            t32 = tf.transpose(t31, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            t33 = (
+                t32
+                * tf.where(
+                    tf.equal(t21, t22),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                )
+                * tf.where(
+                    tf.equal(affine1, 0),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                )
+            )
+            output = tf.reduce_sum(
+                t32
+                * tf.where(
+                    tf.equal(t21, t22),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                )
+                * tf.where(
+                    tf.equal(affine1, 0),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=[-3, -2, -1],
+            )
+        else:
+            raise ValueError(
+                f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+            )
+        return output, backward
+
+    return forward(orig_input, orig_output, grad)
+
+
+_register("MaxPool3DGradGrad", max_pool3d_gradgrad_grad)

@@ -10,6 +10,8 @@ operations, so PyTorch differentiates it again (double backward). `<op>_forward`
 formula, which PyTorch's autograd would differentiate by itself. Inputs are tensors.
 """
 
+import itertools
+
 import numpy as np
 import torch
 
@@ -22,6 +24,13 @@ _python_slice = slice  # the builtin: a module with an op named Slice defines it
 def _needed(grads, needed):
     """The gradients autograd asked for (`ctx.needs_input_grad`), None for the others."""
     return tuple(g if n else None for g, n in zip(grads, needed))
+
+
+def _shift_right(x, axis, fill, steps=1):
+    """`x` moved `steps` along `axis`, `fill` first: an exclusive cumulative sum or product
+    from an inclusive one."""
+    first = torch.full_like(torch.narrow(x, axis, 0, steps), fill)
+    return torch.cat([first, torch.narrow(x, axis, 0, x.shape[axis] - steps)], dim=axis)
 
 
 def _gather(x, positions, axis, fill=0):
@@ -84,6 +93,16 @@ def _window_span(x, pads, spans, fill=0):
     if any(w != (0, 0) for w in widths):
         x = _pad_spatial(x, widths, fill)
     cut = tuple(_python_slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
+    return x[(_python_slice(None),) + cut + (_python_slice(None),)]
+
+
+def _window_unspan(x, pads, sizes):
+    """The adjoint view of `_window_span`: entries `pads[n]` to `pads[n] + sizes[n] - 1` of
+    spatial axis n of `x`, zero where `x` has none."""
+    widths = [(max(-p, 0), max(h + p - q, 0)) for p, h, q in zip(pads, sizes, x.shape[1:-1])]
+    if any(w != (0, 0) for w in widths):
+        x = _pad_spatial(x, widths)
+    cut = tuple(_python_slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
     return x[(_python_slice(None),) + cut + (_python_slice(None),)]
 
 
@@ -190,6 +209,24 @@ def _depthwise_conv_backprop_filter(x, g, strides, dilations, pads, sizes):
         torch.promote_types(x.dtype, g.dtype),
         g,
     )
+
+
+def _max_pool_backprop(x, y, g, window, strides, pads, sizes):
+    """`dx[n, *h, c]`: each window's `g[n, *u, c]` added at the first entry (row-major) of
+    window u of `x`, read at `u*s + k - p` (padding never the maximum), equal to its maximum
+    `y[n, *u, c]`: a loop over the window's positions, each a strided slice of `x`."""
+    counts, ones = tuple(g.shape[1:-1]), (1,) * len(strides)
+    x = _window_span(x, pads, _conv_spans(strides, ones, counts, window), fill=-np.inf)
+    dx = torch.zeros(x.shape, dtype=torch.promote_types(x.dtype, g.dtype))
+    unclaimed = torch.ones(g.shape, dtype=torch.bool)
+    for k in itertools.product(*(range(w) for w in window)):
+        cut = (_python_slice(None),) + tuple(
+            _python_slice(j, j + (q - 1) * s + 1, s) for j, q, s in zip(k, counts, strides)
+        )
+        first = unclaimed & (x[cut] == y)
+        dx[cut] += torch.where(first, g, 0)
+        unclaimed = unclaimed & ~first
+    return _window_unspan(dx, pads, sizes)
 
 
 def _same_padding(size, kernel, stride, dilation):
@@ -1742,6 +1779,1316 @@ class _AvgPool3DGradFunction(torch.autograd.Function):
             grad,
             padding=padding,
             orig_input_shape=orig_input_shape,
+            ksize=ksize,
+            strides=strides,
+        )
+        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+
+
+def max_pool_grad(
+    orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
+):
+    """MaxPoolGrad: MaxPool's gradient in its input `orig_input`: each window's `grad` added at the first (declared at ops/conv_grads.py:241); differentiated by max_pool_grad_vjp."""
+    return _MaxPoolGradFunction.apply(
+        padding, data_format, ksize, strides, orig_input, orig_output, grad
+    )[0]
+
+
+def max_pool_grad_forward(
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    padding="VALID",
+    data_format="NHWC",
+    ksize,
+    strides,
+    return_stages=False,
+):
+    """MaxPoolGrad's formula."""
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    t0 = ksize[2]
+    t1 = torch.arange(int(t0))
+    t2 = t1[..., None]
+    t3 = torch.arange(np.shape(orig_output)[-2])
+    if padding == "VALID":
+        t4 = strides[2] * t3 + t2
+        t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
+        t6 = ksize[1]
+        t7 = torch.arange(int(t6))
+        t8 = t7[..., None]
+        t9 = torch.arange(np.shape(orig_output)[-3])
+        t10 = strides[1] * t9 + t8
+        t11 = _gather(t5, t10, -4, fill=-torch.inf)
+        t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
+        t13 = torch.permute(orig_output, (0, 3, 1, 2))
+        t14 = t13[..., None, None, :, :]
+        t15 = _shift_right(
+            torch.cumsum(torch.asarray(t12 == t14, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
+        )
+        t16 = torch.sum(torch.asarray(t12 == t14, dtype=orig_input.dtype), axis=-3, keepdims=True)
+        t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
+        affine1 = t15 + t17
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(0, 0),
+            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    elif padding == "SAME":
+        t4 = np.shape(orig_input)[-2]
+        t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
+        t6 = _gather(orig_input, t5, -2, fill=-torch.inf)
+        t7 = ksize[1]
+        t8 = torch.arange(int(t7))
+        t9 = t8[..., None]
+        t10 = torch.arange(np.shape(orig_output)[-3])
+        t11 = np.shape(orig_input)[-3]
+        t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
+        t13 = _gather(t6, t12, -4, fill=-torch.inf)
+        t14 = torch.permute(t13, (0, 5, 1, 3, 2, 4))
+        t15 = torch.permute(orig_output, (0, 3, 1, 2))
+        t16 = t15[..., None, None, :, :]
+        t17 = _shift_right(
+            torch.cumsum(torch.asarray(t14 == t16, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
+        )
+        t18 = torch.sum(torch.asarray(t14 == t16, dtype=orig_input.dtype), axis=-3, keepdims=True)
+        t19 = _shift_right(torch.cumsum(t18, dim=-4), axis=-4, fill=0)
+        affine1 = t17 + t19
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(
+                _same_padding(np.shape(orig_input)[-3], ksize[1], strides[1], 1),
+                _same_padding(np.shape(orig_input)[-2], ksize[2], strides[2], 1),
+            ),
+            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    else:
+        raise ValueError(
+            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if return_stages:  # for max_pool_grad_vjp(..., **stages): not computed again
+        return output, {"affine1": affine1}
+    return output
+
+
+def max_pool_grad_vjp(
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    output=None,
+    affine1=None,
+    padding="VALID",
+    data_format="NHWC",
+    ksize,
+    strides,
+):
+    """Gradient of MaxPoolGrad: one array per input (orig_input, orig_output, grad).
+
+    In index notation, next to the code computing it, for padding='VALID', data_format='NHWC' (other
+    values of padding, data_format change it):
+        affine1[n, c, j8, j9, i, j] = sum_{b = 0..j9 - 1} indicator_equal(read_outside(orig_input[n,
+            i * strides[1] + j8, b + j * strides[2], c], -oo), orig_output[n, i, j, c])
+            + sum_{b, a} indicator_equal(read_outside(orig_input[n, a + i * strides[1], b + j *
+                strides[2], c], -oo), orig_output[n, i, j, c]), i.e. `t15 + t17`
+        grad_grad[n, i, j, c] = sum_{j8, j9} grad_output[n, i * strides[1] + j8, j * strides[2] +
+            j9, c] * first_attained(indicator_equal(read_outside(orig_input[n, i * strides[1] + j8,
+            j * strides[2] + j9, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j8, j9, i, j])
+            i.e. `torch.sum(torch.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))`
+    """
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
+        if affine1 is None:
+            t0 = ksize[2]
+            t1 = torch.arange(int(t0))
+            t2 = t1[..., None]
+            t3 = torch.arange(np.shape(orig_output)[-2])
+            t4 = strides[2] * t3 + t2
+            t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
+            t6 = ksize[1]
+            t7 = torch.arange(int(t6))
+            t8 = t7[..., None]
+            t9 = torch.arange(np.shape(orig_output)[-3])
+            t10 = strides[1] * t9 + t8
+            t11 = _gather(t5, t10, -4, fill=-torch.inf)
+            t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
+            t13 = torch.permute(orig_output, (0, 3, 1, 2))
+            t14 = t13[..., None, None, :, :]
+            t15 = _shift_right(
+                torch.cumsum(torch.asarray(t12 == t14, dtype=grad_output.dtype), dim=-3),
+                axis=-3,
+                fill=0,
+            )
+            t16 = torch.sum(
+                torch.asarray(t12 == t14, dtype=grad_output.dtype), axis=-3, keepdims=True
+            )
+            t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
+            affine1 = t15 + t17
+        t18 = torch.arange(np.shape(orig_output)[-2])
+        t19 = t18[..., None]
+        t20 = ksize[2]
+        t21 = torch.arange(int(t20))
+        t22 = strides[2] * t19 + t21
+        t23 = _gather(grad_output, t22, -2)
+        t24 = torch.arange(np.shape(orig_output)[-3])
+        t25 = t24[..., None]
+        t26 = ksize[1]
+        t27 = torch.arange(int(t26))
+        t28 = strides[1] * t25 + t27
+        t29 = _gather(t23, t28, -4)
+        t30 = torch.permute(t29, (0, 5, 2, 4, 1, 3))
+        t31 = t21[..., None]
+        t32 = strides[2] * t18 + t31
+        t33 = _gather(orig_input, t32, -2, fill=-torch.inf)
+        t34 = t27[..., None]
+        t35 = strides[1] * t24 + t34
+        t36 = _gather(t33, t35, -4, fill=-torch.inf)
+        t37 = torch.permute(t36, (0, 5, 1, 3, 2, 4))
+        t38 = torch.permute(orig_output, (0, 3, 1, 2))
+        t39 = t38[..., None, None, :, :]
+        t40 = torch.where((affine1 == 0) & (t37 == t39), t30, 0)
+        t41 = torch.permute(t29, (0, 1, 3, 5, 2, 4))
+        t42 = _gather(orig_input, t22, -2, fill=-torch.inf)
+        t43 = _gather(t42, t28, -4, fill=-torch.inf)
+        t44 = torch.permute(t43, (0, 1, 3, 5, 2, 4))
+        t45 = orig_output[..., None, None]
+        t46 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = torch.sum(torch.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))
+    elif padding == "SAME":
+        if affine1 is None:
+            t0 = ksize[2]
+            t1 = torch.arange(int(t0))
+            t2 = t1[..., None]
+            t3 = torch.arange(np.shape(orig_output)[-2])
+            t4 = np.shape(orig_input)[-2]
+            t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
+            t6 = _gather(orig_input, t5, -2, fill=-torch.inf)
+            t7 = ksize[1]
+            t8 = torch.arange(int(t7))
+            t9 = t8[..., None]
+            t10 = torch.arange(np.shape(orig_output)[-3])
+            t11 = np.shape(orig_input)[-3]
+            t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t12, -4, fill=-torch.inf)
+            t14 = torch.permute(t13, (0, 5, 1, 3, 2, 4))
+            t15 = torch.permute(orig_output, (0, 3, 1, 2))
+            t16 = t15[..., None, None, :, :]
+            t17 = _shift_right(
+                torch.cumsum(torch.asarray(t14 == t16, dtype=grad_output.dtype), dim=-3),
+                axis=-3,
+                fill=0,
+            )
+            t18 = torch.sum(
+                torch.asarray(t14 == t16, dtype=grad_output.dtype), axis=-3, keepdims=True
+            )
+            t19 = _shift_right(torch.cumsum(t18, dim=-4), axis=-4, fill=0)
+            affine1 = t17 + t19
+        t20 = torch.arange(np.shape(orig_output)[-2])
+        t21 = t20[..., None]
+        t22 = ksize[2]
+        t23 = torch.arange(int(t22))
+        t24 = np.shape(orig_input)[-2]
+        t25 = strides[2] * t21 + t23 - _same_padding(t24, ksize[2], strides[2], 1)
+        t26 = _gather(grad_output, t25, -2)
+        t27 = torch.arange(np.shape(orig_output)[-3])
+        t28 = t27[..., None]
+        t29 = ksize[1]
+        t30 = torch.arange(int(t29))
+        t31 = np.shape(orig_input)[-3]
+        t32 = strides[1] * t28 + t30 - _same_padding(t31, ksize[1], strides[1], 1)
+        t33 = _gather(t26, t32, -4)
+        t34 = torch.permute(t33, (0, 5, 2, 4, 1, 3))
+        t35 = t23[..., None]
+        t36 = strides[2] * t20 + t35 - _same_padding(t24, ksize[2], strides[2], 1)
+        t37 = _gather(orig_input, t36, -2, fill=-torch.inf)
+        t38 = t30[..., None]
+        t39 = strides[1] * t27 + t38 - _same_padding(t31, ksize[1], strides[1], 1)
+        t40 = _gather(t37, t39, -4, fill=-torch.inf)
+        t41 = torch.permute(t40, (0, 5, 1, 3, 2, 4))
+        t42 = torch.permute(orig_output, (0, 3, 1, 2))
+        t43 = t42[..., None, None, :, :]
+        t44 = torch.where((affine1 == 0) & (t41 == t43), t34, 0)
+        t45 = torch.permute(t33, (0, 1, 3, 5, 2, 4))
+        t46 = _gather(orig_input, t25, -2, fill=-torch.inf)
+        t47 = _gather(t46, t32, -4, fill=-torch.inf)
+        t48 = torch.permute(t47, (0, 1, 3, 5, 2, 4))
+        t49 = orig_output[..., None, None]
+        t50 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = torch.sum(torch.where((t48 == t49) & (t50 == 0), t45, 0), axis=(-2, -1))
+    else:
+        raise ValueError(
+            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return None, None, grad_grad
+
+
+class _MaxPoolGradFunction(torch.autograd.Function):
+    """MaxPoolGrad for autograd: the backward is max_pool_grad_vjp, given the forward's stages."""
+
+    @staticmethod
+    def forward(padding, data_format, ksize, strides, orig_input, orig_output, grad):
+        output, stages = max_pool_grad_forward(
+            orig_input,
+            orig_output,
+            grad,
+            padding=padding,
+            data_format=data_format,
+            ksize=ksize,
+            strides=strides,
+            return_stages=True,
+        )
+        return output, *stages.values()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:4]
+        ctx.save_for_backward(*inputs[4:], *output[1:])
+        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
+
+    @staticmethod
+    def backward(ctx, *cotangents):
+        padding, data_format, ksize, strides = ctx.attrs
+        orig_input, orig_output, grad, affine1 = ctx.saved_tensors
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        stages = {} if torch.is_grad_enabled() else {"affine1": affine1}
+        grads = max_pool_grad_vjp(
+            cotangents[0],
+            orig_input,
+            orig_output,
+            grad,
+            **stages,
+            padding=padding,
+            data_format=data_format,
+            ksize=ksize,
+            strides=strides,
+        )
+        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+
+
+def max_pool_grad_v2(orig_input, orig_output, grad, *, padding="VALID", ksize, strides):
+    """MaxPoolGradV2: MaxPoolGrad with the window and strides passed as constant inputs (declared at ops/conv_grads.py:251); differentiated by max_pool_grad_v2_vjp."""
+    return _MaxPoolGradV2Function.apply(padding, ksize, strides, orig_input, orig_output, grad)[0]
+
+
+def max_pool_grad_v2_forward(
+    orig_input, orig_output, grad, *, padding="VALID", ksize, strides, return_stages=False
+):
+    """MaxPoolGradV2's formula."""
+    ksize = np.asarray(ksize, dtype=np.int64)
+    strides = np.asarray(strides, dtype=np.int64)
+    t0 = ksize[2]
+    t1 = torch.arange(int(t0))
+    t2 = t1[..., None]
+    t3 = torch.arange(np.shape(orig_output)[-2])
+    if padding == "VALID":
+        t4 = strides[2] * t3 + t2
+        t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
+        t6 = ksize[1]
+        t7 = torch.arange(int(t6))
+        t8 = t7[..., None]
+        t9 = torch.arange(np.shape(orig_output)[-3])
+        t10 = strides[1] * t9 + t8
+        t11 = _gather(t5, t10, -4, fill=-torch.inf)
+        t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
+        t13 = torch.permute(orig_output, (0, 3, 1, 2))
+        t14 = t13[..., None, None, :, :]
+        t15 = _shift_right(
+            torch.cumsum(torch.asarray(t12 == t14, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
+        )
+        t16 = torch.sum(torch.asarray(t12 == t14, dtype=orig_input.dtype), axis=-3, keepdims=True)
+        t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
+        affine1 = t15 + t17
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(0, 0),
+            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    elif padding == "SAME":
+        t4 = np.shape(orig_input)[-2]
+        t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
+        t6 = _gather(orig_input, t5, -2, fill=-torch.inf)
+        t7 = ksize[1]
+        t8 = torch.arange(int(t7))
+        t9 = t8[..., None]
+        t10 = torch.arange(np.shape(orig_output)[-3])
+        t11 = np.shape(orig_input)[-3]
+        t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
+        t13 = _gather(t6, t12, -4, fill=-torch.inf)
+        t14 = torch.permute(t13, (0, 5, 1, 3, 2, 4))
+        t15 = torch.permute(orig_output, (0, 3, 1, 2))
+        t16 = t15[..., None, None, :, :]
+        t17 = _shift_right(
+            torch.cumsum(torch.asarray(t14 == t16, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
+        )
+        t18 = torch.sum(torch.asarray(t14 == t16, dtype=orig_input.dtype), axis=-3, keepdims=True)
+        t19 = _shift_right(torch.cumsum(t18, dim=-4), axis=-4, fill=0)
+        affine1 = t17 + t19
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(
+                _same_padding(np.shape(orig_input)[-3], ksize[1], strides[1], 1),
+                _same_padding(np.shape(orig_input)[-2], ksize[2], strides[2], 1),
+            ),
+            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    else:
+        raise ValueError(f"MaxPoolGradV2: unsupported attributes padding={padding!r}")
+    if return_stages:  # for max_pool_grad_v2_vjp(..., **stages): not computed again
+        return output, {"affine1": affine1}
+    return output
+
+
+def max_pool_grad_v2_vjp(
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    output=None,
+    affine1=None,
+    padding="VALID",
+    ksize,
+    strides,
+):
+    """Gradient of MaxPoolGradV2: one array per input (orig_input, orig_output, grad).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        affine1[n, c, j12, j13, i, j] = sum_{b = 0..j13 - 1}
+            indicator_equal(read_outside(orig_input[n, strides[1] * i + j12, strides[2] * j + b, c],
+            -oo), orig_output[n, i, j, c])
+            + sum_{b, a} indicator_equal(read_outside(orig_input[n, strides[1] * i + a, strides[2] *
+                j + b, c], -oo), orig_output[n, i, j, c]), i.e. `t15 + t17`
+        grad_grad[n, i, j, c] = sum_{j12, j13} grad_output[n, strides[1] * i + j12, strides[2] * j +
+            j13, c] * first_attained(indicator_equal(read_outside(orig_input[n, strides[1] * i +
+            j12, strides[2] * j + j13, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j12, j13,
+            i, j]), i.e. `torch.sum(torch.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))`
+    """
+    ksize = np.asarray(ksize, dtype=np.int64)
+    strides = np.asarray(strides, dtype=np.int64)
+    if padding == "VALID":
+        if affine1 is None:
+            t0 = ksize[2]
+            t1 = torch.arange(int(t0))
+            t2 = t1[..., None]
+            t3 = torch.arange(np.shape(orig_output)[-2])
+            t4 = strides[2] * t3 + t2
+            t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
+            t6 = ksize[1]
+            t7 = torch.arange(int(t6))
+            t8 = t7[..., None]
+            t9 = torch.arange(np.shape(orig_output)[-3])
+            t10 = strides[1] * t9 + t8
+            t11 = _gather(t5, t10, -4, fill=-torch.inf)
+            t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
+            t13 = torch.permute(orig_output, (0, 3, 1, 2))
+            t14 = t13[..., None, None, :, :]
+            t15 = _shift_right(
+                torch.cumsum(torch.asarray(t12 == t14, dtype=grad_output.dtype), dim=-3),
+                axis=-3,
+                fill=0,
+            )
+            t16 = torch.sum(
+                torch.asarray(t12 == t14, dtype=grad_output.dtype), axis=-3, keepdims=True
+            )
+            t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
+            affine1 = t15 + t17
+        t18 = torch.arange(np.shape(orig_output)[-2])
+        t19 = t18[..., None]
+        t20 = ksize[2]
+        t21 = torch.arange(int(t20))
+        t22 = strides[2] * t19 + t21
+        t23 = _gather(grad_output, t22, -2)
+        t24 = torch.arange(np.shape(orig_output)[-3])
+        t25 = t24[..., None]
+        t26 = ksize[1]
+        t27 = torch.arange(int(t26))
+        t28 = strides[1] * t25 + t27
+        t29 = _gather(t23, t28, -4)
+        t30 = torch.permute(t29, (0, 5, 2, 4, 1, 3))
+        t31 = t21[..., None]
+        t32 = strides[2] * t18 + t31
+        t33 = _gather(orig_input, t32, -2, fill=-torch.inf)
+        t34 = t27[..., None]
+        t35 = strides[1] * t24 + t34
+        t36 = _gather(t33, t35, -4, fill=-torch.inf)
+        t37 = torch.permute(t36, (0, 5, 1, 3, 2, 4))
+        t38 = torch.permute(orig_output, (0, 3, 1, 2))
+        t39 = t38[..., None, None, :, :]
+        t40 = torch.where((affine1 == 0) & (t37 == t39), t30, 0)
+        t41 = torch.permute(t29, (0, 1, 3, 5, 2, 4))
+        t42 = _gather(orig_input, t22, -2, fill=-torch.inf)
+        t43 = _gather(t42, t28, -4, fill=-torch.inf)
+        t44 = torch.permute(t43, (0, 1, 3, 5, 2, 4))
+        t45 = orig_output[..., None, None]
+        t46 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = torch.sum(torch.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))
+    elif padding == "SAME":
+        if affine1 is None:
+            t0 = ksize[2]
+            t1 = torch.arange(int(t0))
+            t2 = t1[..., None]
+            t3 = torch.arange(np.shape(orig_output)[-2])
+            t4 = np.shape(orig_input)[-2]
+            t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
+            t6 = _gather(orig_input, t5, -2, fill=-torch.inf)
+            t7 = ksize[1]
+            t8 = torch.arange(int(t7))
+            t9 = t8[..., None]
+            t10 = torch.arange(np.shape(orig_output)[-3])
+            t11 = np.shape(orig_input)[-3]
+            t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t12, -4, fill=-torch.inf)
+            t14 = torch.permute(t13, (0, 5, 1, 3, 2, 4))
+            t15 = torch.permute(orig_output, (0, 3, 1, 2))
+            t16 = t15[..., None, None, :, :]
+            t17 = _shift_right(
+                torch.cumsum(torch.asarray(t14 == t16, dtype=grad_output.dtype), dim=-3),
+                axis=-3,
+                fill=0,
+            )
+            t18 = torch.sum(
+                torch.asarray(t14 == t16, dtype=grad_output.dtype), axis=-3, keepdims=True
+            )
+            t19 = _shift_right(torch.cumsum(t18, dim=-4), axis=-4, fill=0)
+            affine1 = t17 + t19
+        t20 = torch.arange(np.shape(orig_output)[-2])
+        t21 = t20[..., None]
+        t22 = ksize[2]
+        t23 = torch.arange(int(t22))
+        t24 = np.shape(orig_input)[-2]
+        t25 = strides[2] * t21 + t23 - _same_padding(t24, ksize[2], strides[2], 1)
+        t26 = _gather(grad_output, t25, -2)
+        t27 = torch.arange(np.shape(orig_output)[-3])
+        t28 = t27[..., None]
+        t29 = ksize[1]
+        t30 = torch.arange(int(t29))
+        t31 = np.shape(orig_input)[-3]
+        t32 = strides[1] * t28 + t30 - _same_padding(t31, ksize[1], strides[1], 1)
+        t33 = _gather(t26, t32, -4)
+        t34 = torch.permute(t33, (0, 5, 2, 4, 1, 3))
+        t35 = t23[..., None]
+        t36 = strides[2] * t20 + t35 - _same_padding(t24, ksize[2], strides[2], 1)
+        t37 = _gather(orig_input, t36, -2, fill=-torch.inf)
+        t38 = t30[..., None]
+        t39 = strides[1] * t27 + t38 - _same_padding(t31, ksize[1], strides[1], 1)
+        t40 = _gather(t37, t39, -4, fill=-torch.inf)
+        t41 = torch.permute(t40, (0, 5, 1, 3, 2, 4))
+        t42 = torch.permute(orig_output, (0, 3, 1, 2))
+        t43 = t42[..., None, None, :, :]
+        t44 = torch.where((affine1 == 0) & (t41 == t43), t34, 0)
+        t45 = torch.permute(t33, (0, 1, 3, 5, 2, 4))
+        t46 = _gather(orig_input, t25, -2, fill=-torch.inf)
+        t47 = _gather(t46, t32, -4, fill=-torch.inf)
+        t48 = torch.permute(t47, (0, 1, 3, 5, 2, 4))
+        t49 = orig_output[..., None, None]
+        t50 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = torch.sum(torch.where((t48 == t49) & (t50 == 0), t45, 0), axis=(-2, -1))
+    else:
+        raise ValueError(f"MaxPoolGradV2: unsupported attributes padding={padding!r}")
+    return None, None, grad_grad
+
+
+class _MaxPoolGradV2Function(torch.autograd.Function):
+    """MaxPoolGradV2 for autograd: the backward is max_pool_grad_v2_vjp, given the forward's stages."""
+
+    @staticmethod
+    def forward(padding, ksize, strides, orig_input, orig_output, grad):
+        output, stages = max_pool_grad_v2_forward(
+            orig_input,
+            orig_output,
+            grad,
+            padding=padding,
+            ksize=ksize,
+            strides=strides,
+            return_stages=True,
+        )
+        return output, *stages.values()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:3]
+        ctx.save_for_backward(*inputs[3:], *output[1:])
+        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
+
+    @staticmethod
+    def backward(ctx, *cotangents):
+        padding, ksize, strides = ctx.attrs
+        orig_input, orig_output, grad, affine1 = ctx.saved_tensors
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        stages = {} if torch.is_grad_enabled() else {"affine1": affine1}
+        grads = max_pool_grad_v2_vjp(
+            cotangents[0],
+            orig_input,
+            orig_output,
+            grad,
+            **stages,
+            padding=padding,
+            ksize=ksize,
+            strides=strides,
+        )
+        return None, None, None, *_needed(grads, ctx.needs_input_grad[3:])
+
+
+def max_pool_gradgrad(
+    orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
+):
+    """MaxPoolGradGrad: MaxPoolGrad's gradient in its `grad`: `grad` (shaped as `orig_input`) read at each (declared at ops/conv_grads.py:257); differentiated by max_pool_gradgrad_vjp."""
+    return _MaxPoolGradGradFunction.apply(
+        padding, data_format, ksize, strides, orig_input, orig_output, grad
+    )
+
+
+def max_pool_gradgrad_forward(
+    orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
+):
+    """MaxPoolGradGrad's formula."""
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    t0 = torch.arange(np.shape(orig_output)[-2])
+    t1 = t0[..., None]
+    t2 = ksize[2]
+    t3 = torch.arange(int(t2))
+    if padding == "VALID":
+        t4 = strides[2] * t1 + t3
+        t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
+        t6 = torch.arange(np.shape(orig_output)[-3])
+        t7 = t6[..., None]
+        t8 = ksize[1]
+        t9 = torch.arange(int(t8))
+        t10 = strides[1] * t7 + t9
+        t11 = _gather(t5, t10, -4, fill=-torch.inf)
+        t12 = torch.permute(t11, (0, 1, 3, 5, 2, 4))
+        t13 = orig_output[..., None, None]
+        t14 = _shift_right(
+            torch.cumsum(torch.asarray(t12 == t13, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
+        )
+        t15 = torch.sum(torch.asarray(t12 == t13, dtype=orig_input.dtype), axis=-1, keepdims=True)
+        t16 = _shift_right(torch.cumsum(t15, dim=-2), axis=-2, fill=0)
+        affine1 = t14 + t16
+        t17 = _gather(grad, t4, -2)
+        t18 = _gather(t17, t10, -4)
+        t19 = torch.permute(t18, (0, 1, 3, 5, 2, 4))
+        t20 = torch.where((affine1 == 0) & (t12 == t13), t19, 0)
+        output = torch.sum(torch.where((affine1 == 0) & (t12 == t13), t19, 0), axis=(-2, -1))
+    elif padding == "SAME":
+        t4 = np.shape(orig_input)[-2]
+        t5 = strides[2] * t1 + t3 - _same_padding(t4, ksize[2], strides[2], 1)
+        t6 = _gather(orig_input, t5, -2, fill=-torch.inf)
+        t7 = torch.arange(np.shape(orig_output)[-3])
+        t8 = t7[..., None]
+        t9 = ksize[1]
+        t10 = torch.arange(int(t9))
+        t11 = np.shape(orig_input)[-3]
+        t12 = strides[1] * t8 + t10 - _same_padding(t11, ksize[1], strides[1], 1)
+        t13 = _gather(t6, t12, -4, fill=-torch.inf)
+        t14 = torch.permute(t13, (0, 1, 3, 5, 2, 4))
+        t15 = orig_output[..., None, None]
+        t16 = _shift_right(
+            torch.cumsum(torch.asarray(t14 == t15, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
+        )
+        t17 = torch.sum(torch.asarray(t14 == t15, dtype=orig_input.dtype), axis=-1, keepdims=True)
+        t18 = _shift_right(torch.cumsum(t17, dim=-2), axis=-2, fill=0)
+        affine1 = t16 + t18
+        t19 = _gather(grad, t5, -2)
+        t20 = _gather(t19, t12, -4)
+        t21 = torch.permute(t20, (0, 1, 3, 5, 2, 4))
+        t22 = torch.where((affine1 == 0) & (t14 == t15), t21, 0)
+        output = torch.sum(torch.where((affine1 == 0) & (t14 == t15), t21, 0), axis=(-2, -1))
+    else:
+        raise ValueError(
+            f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return output
+
+
+def max_pool_gradgrad_vjp(
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    output=None,
+    padding="VALID",
+    data_format="NHWC",
+    ksize,
+    strides,
+):
+    """Gradient of MaxPoolGradGrad: one array per input (orig_input, orig_output, grad).
+
+    In index notation, next to the code computing it, for padding='VALID', data_format='NHWC' (other
+    values of padding, data_format change it):
+        affine1[n, i, j, c, j16, j17] = sum_{b = 0..j17 - 1}
+            indicator_equal(read_outside(orig_input[n, i * strides[1] + j16, b + j * strides[2], c],
+            -oo), orig_output[n, i, j, c])
+            + sum_{b, a} indicator_equal(read_outside(orig_input[n, a + i * strides[1], b + j *
+                strides[2], c], -oo), orig_output[n, i, j, c])
+        grad_grad[n, h, w, c] = sum_{i, j, j16, j17} grad_output[n, i, j, c] * delta(h, i *
+            strides[1] + j16) * delta(w, j * strides[2] + j17) *
+            first_attained(indicator_equal(read_outside(orig_input[n, i * strides[1] + j16, j *
+            strides[2] + j17, c], -oo), orig_output[n, i, j, c]), affine1[n, i, j, c, j16, j17])
+            i.e. `_max_pool_backprop(orig_input, orig_output, grad_output, window=(ksize[1], ...`
+    """
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
+        grad_grad = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad_output,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(0, 0),
+            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    elif padding == "SAME":
+        grad_grad = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad_output,
+            window=(ksize[1], ksize[2]),
+            strides=(strides[1], strides[2]),
+            pads=(
+                _same_padding(np.shape(orig_input)[-3], ksize[1], strides[1], 1),
+                _same_padding(np.shape(orig_input)[-2], ksize[2], strides[2], 1),
+            ),
+            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    else:
+        raise ValueError(
+            f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return None, None, grad_grad
+
+
+class _MaxPoolGradGradFunction(torch.autograd.Function):
+    """MaxPoolGradGrad for autograd: the backward is max_pool_gradgrad_vjp."""
+
+    @staticmethod
+    def forward(padding, data_format, ksize, strides, orig_input, orig_output, grad):
+        return max_pool_gradgrad_forward(
+            orig_input,
+            orig_output,
+            grad,
+            padding=padding,
+            data_format=data_format,
+            ksize=ksize,
+            strides=strides,
+        )
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:4]
+        ctx.save_for_backward(*inputs[4:])
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        padding, data_format, ksize, strides = ctx.attrs
+        orig_input, orig_output, grad = ctx.saved_tensors
+        grads = max_pool_gradgrad_vjp(
+            grad_output,
+            orig_input,
+            orig_output,
+            grad,
+            padding=padding,
+            data_format=data_format,
+            ksize=ksize,
+            strides=strides,
+        )
+        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+
+
+def max_pool3d_grad(
+    orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
+):
+    """MaxPool3DGrad: MaxPool3D's gradient in its input `orig_input`, as MaxPoolGrad's (declared at ops/conv_grads.py:264); differentiated by max_pool3d_grad_vjp."""
+    return _MaxPool3DGradFunction.apply(
+        padding, data_format, ksize, strides, orig_input, orig_output, grad
+    )[0]
+
+
+def max_pool3d_grad_forward(
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    padding="VALID",
+    data_format="NDHWC",
+    ksize,
+    strides,
+    return_stages=False,
+):
+    """MaxPool3DGrad's formula."""
+    if data_format != "NDHWC":
+        raise ValueError(
+            f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    t0 = ksize[3]
+    t1 = torch.arange(int(t0))
+    t2 = t1[..., None]
+    t3 = torch.arange(np.shape(orig_output)[-2])
+    if padding == "VALID":
+        t4 = strides[3] * t3 + t2
+        t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
+        t6 = ksize[2]
+        t7 = torch.arange(int(t6))
+        t8 = t7[..., None]
+        t9 = torch.arange(np.shape(orig_output)[-3])
+        t10 = strides[2] * t9 + t8
+        t11 = _gather(t5, t10, -4, fill=-torch.inf)
+        t12 = ksize[1]
+        t13 = torch.arange(int(t12))
+        t14 = t13[..., None]
+        t15 = torch.arange(np.shape(orig_output)[-4])
+        t16 = strides[1] * t15 + t14
+        t17 = _gather(t11, t16, -6, fill=-torch.inf)
+        t18 = torch.permute(t17, (0, 7, 1, 3, 5, 2, 4, 6))
+        t19 = torch.permute(orig_output, (0, 4, 1, 2, 3))
+        t20 = t19[..., None, None, None, :, :, :]
+        t21 = _shift_right(
+            torch.cumsum(torch.asarray(t18 == t20, dtype=orig_input.dtype), dim=-4), axis=-4, fill=0
+        )
+        t22 = torch.sum(torch.asarray(t18 == t20, dtype=orig_input.dtype), axis=-4, keepdims=True)
+        t23 = _shift_right(torch.cumsum(t22, dim=-5), axis=-5, fill=0)
+        t24 = torch.permute(t17, (0, 7, 1, 5, 3, 2, 4, 6))
+        t25 = torch.sum(
+            torch.asarray(t20 == t24, dtype=orig_input.dtype), axis=(-5, -4), keepdims=True
+        )
+        t26 = _shift_right(torch.cumsum(t25, dim=-6), axis=-6, fill=0)
+        affine1 = t21 + t23 + t26
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=(ksize[1], ksize[2], ksize[3]),
+            strides=(strides[1], strides[2], strides[3]),
+            pads=(0, 0, 0),
+            sizes=(np.shape(orig_input)[-4], np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    elif padding == "SAME":
+        t4 = np.shape(orig_input)[-2]
+        t5 = strides[3] * t3 + t2 - _same_padding(t4, ksize[3], strides[3], 1)
+        t6 = _gather(orig_input, t5, -2, fill=-torch.inf)
+        t7 = ksize[2]
+        t8 = torch.arange(int(t7))
+        t9 = t8[..., None]
+        t10 = torch.arange(np.shape(orig_output)[-3])
+        t11 = np.shape(orig_input)[-3]
+        t12 = strides[2] * t10 + t9 - _same_padding(t11, ksize[2], strides[2], 1)
+        t13 = _gather(t6, t12, -4, fill=-torch.inf)
+        t14 = ksize[1]
+        t15 = torch.arange(int(t14))
+        t16 = t15[..., None]
+        t17 = torch.arange(np.shape(orig_output)[-4])
+        t18 = np.shape(orig_input)[-4]
+        t19 = strides[1] * t17 + t16 - _same_padding(t18, ksize[1], strides[1], 1)
+        t20 = _gather(t13, t19, -6, fill=-torch.inf)
+        t21 = torch.permute(t20, (0, 7, 1, 3, 5, 2, 4, 6))
+        t22 = torch.permute(orig_output, (0, 4, 1, 2, 3))
+        t23 = t22[..., None, None, None, :, :, :]
+        t24 = _shift_right(
+            torch.cumsum(torch.asarray(t21 == t23, dtype=orig_input.dtype), dim=-4), axis=-4, fill=0
+        )
+        t25 = torch.sum(torch.asarray(t21 == t23, dtype=orig_input.dtype), axis=-4, keepdims=True)
+        t26 = _shift_right(torch.cumsum(t25, dim=-5), axis=-5, fill=0)
+        t27 = torch.permute(t20, (0, 7, 1, 5, 3, 2, 4, 6))
+        t28 = torch.sum(
+            torch.asarray(t23 == t27, dtype=orig_input.dtype), axis=(-5, -4), keepdims=True
+        )
+        t29 = _shift_right(torch.cumsum(t28, dim=-6), axis=-6, fill=0)
+        affine1 = t24 + t26 + t29
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=(ksize[1], ksize[2], ksize[3]),
+            strides=(strides[1], strides[2], strides[3]),
+            pads=(
+                _same_padding(np.shape(orig_input)[-4], ksize[1], strides[1], 1),
+                _same_padding(np.shape(orig_input)[-3], ksize[2], strides[2], 1),
+                _same_padding(np.shape(orig_input)[-2], ksize[3], strides[3], 1),
+            ),
+            sizes=(np.shape(orig_input)[-4], np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    else:
+        raise ValueError(
+            f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if return_stages:  # for max_pool3d_grad_vjp(..., **stages): not computed again
+        return output, {"affine1": affine1}
+    return output
+
+
+def max_pool3d_grad_vjp(
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    output=None,
+    affine1=None,
+    padding="VALID",
+    data_format="NDHWC",
+    ksize,
+    strides,
+):
+    """Gradient of MaxPool3DGrad: one array per input (orig_input, orig_output, grad).
+
+    In index notation, next to the code computing it, for padding='VALID', data_format='NDHWC'
+    (other values of padding, data_format change it):
+        affine1[n, c, j20, j21, j22, z, i, j] = sum_{b = 0..j22 - 1}
+            indicator_equal(read_outside(orig_input[n, j20 + strides[1] * z, i * strides[2] + j21, b
+            + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            + sum_{b, a = 0..j21 - 1} indicator_equal(read_outside(orig_input[n, j20 + strides[1] *
+                z, a + i * strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            + sum_{a, b, e} indicator_equal(read_outside(orig_input[n, e + strides[1] * z, a + i *
+                strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            i.e. `t21 + t23 + t26`
+        grad_grad[n, z, i, j, c] = sum_{j20, j21, j22} grad_output[n, j20 + strides[1] * z, i *
+            strides[2] + j21, j * strides[3] + j22, c] *
+            first_attained(indicator_equal(read_outside(orig_input[n, j20 + strides[1] * z, i *
+            strides[2] + j21, j * strides[3] + j22, c], -oo), orig_output[n, z, i, j, c]),
+            affine1[n, c, j20, j21, j22, z, i, j])
+            i.e. `torch.sum(torch.where((t63 == t64) & (t65 == 0), t59, 0), axis=(-3, -2, -1))`
+    """
+    if data_format != "NDHWC":
+        raise ValueError(
+            f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
+        if affine1 is None:
+            t0 = ksize[3]
+            t1 = torch.arange(int(t0))
+            t2 = t1[..., None]
+            t3 = torch.arange(np.shape(orig_output)[-2])
+            t4 = strides[3] * t3 + t2
+            t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
+            t6 = ksize[2]
+            t7 = torch.arange(int(t6))
+            t8 = t7[..., None]
+            t9 = torch.arange(np.shape(orig_output)[-3])
+            t10 = strides[2] * t9 + t8
+            t11 = _gather(t5, t10, -4, fill=-torch.inf)
+            t12 = ksize[1]
+            t13 = torch.arange(int(t12))
+            t14 = t13[..., None]
+            t15 = torch.arange(np.shape(orig_output)[-4])
+            t16 = strides[1] * t15 + t14
+            t17 = _gather(t11, t16, -6, fill=-torch.inf)
+            t18 = torch.permute(t17, (0, 7, 1, 3, 5, 2, 4, 6))
+            t19 = torch.permute(orig_output, (0, 4, 1, 2, 3))
+            t20 = t19[..., None, None, None, :, :, :]
+            t21 = _shift_right(
+                torch.cumsum(torch.asarray(t18 == t20, dtype=grad_output.dtype), dim=-4),
+                axis=-4,
+                fill=0,
+            )
+            t22 = torch.sum(
+                torch.asarray(t18 == t20, dtype=grad_output.dtype), axis=-4, keepdims=True
+            )
+            t23 = _shift_right(torch.cumsum(t22, dim=-5), axis=-5, fill=0)
+            t24 = torch.permute(t17, (0, 7, 1, 5, 3, 2, 4, 6))
+            t25 = torch.sum(
+                torch.asarray(t20 == t24, dtype=grad_output.dtype), axis=(-5, -4), keepdims=True
+            )
+            t26 = _shift_right(torch.cumsum(t25, dim=-6), axis=-6, fill=0)
+            affine1 = t21 + t23 + t26
+        t27 = torch.arange(np.shape(orig_output)[-2])
+        t28 = t27[..., None]
+        t29 = ksize[3]
+        t30 = torch.arange(int(t29))
+        t31 = strides[3] * t28 + t30
+        t32 = _gather(grad_output, t31, -2)
+        t33 = torch.arange(np.shape(orig_output)[-3])
+        t34 = t33[..., None]
+        t35 = ksize[2]
+        t36 = torch.arange(int(t35))
+        t37 = strides[2] * t34 + t36
+        t38 = _gather(t32, t37, -4)
+        t39 = torch.arange(np.shape(orig_output)[-4])
+        t40 = t39[..., None]
+        t41 = ksize[1]
+        t42 = torch.arange(int(t41))
+        t43 = strides[1] * t40 + t42
+        t44 = _gather(t38, t43, -6)
+        t45 = torch.permute(t44, (0, 7, 2, 4, 6, 1, 3, 5))
+        t46 = t30[..., None]
+        t47 = strides[3] * t27 + t46
+        t48 = _gather(orig_input, t47, -2, fill=-torch.inf)
+        t49 = t36[..., None]
+        t50 = strides[2] * t33 + t49
+        t51 = _gather(t48, t50, -4, fill=-torch.inf)
+        t52 = t42[..., None]
+        t53 = strides[1] * t39 + t52
+        t54 = _gather(t51, t53, -6, fill=-torch.inf)
+        t55 = torch.permute(t54, (0, 7, 1, 3, 5, 2, 4, 6))
+        t56 = torch.permute(orig_output, (0, 4, 1, 2, 3))
+        t57 = t56[..., None, None, None, :, :, :]
+        t58 = torch.where((affine1 == 0) & (t55 == t57), t45, 0)
+        t59 = torch.permute(t44, (0, 1, 3, 5, 7, 2, 4, 6))
+        t60 = _gather(orig_input, t31, -2, fill=-torch.inf)
+        t61 = _gather(t60, t37, -4, fill=-torch.inf)
+        t62 = _gather(t61, t43, -6, fill=-torch.inf)
+        t63 = torch.permute(t62, (0, 1, 3, 5, 7, 2, 4, 6))
+        t64 = orig_output[..., None, None, None]
+        t65 = torch.permute(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
+        grad_grad = torch.sum(torch.where((t63 == t64) & (t65 == 0), t59, 0), axis=(-3, -2, -1))
+    elif padding == "SAME":
+        if affine1 is None:
+            t0 = ksize[3]
+            t1 = torch.arange(int(t0))
+            t2 = t1[..., None]
+            t3 = torch.arange(np.shape(orig_output)[-2])
+            t4 = np.shape(orig_input)[-2]
+            t5 = strides[3] * t3 + t2 - _same_padding(t4, ksize[3], strides[3], 1)
+            t6 = _gather(orig_input, t5, -2, fill=-torch.inf)
+            t7 = ksize[2]
+            t8 = torch.arange(int(t7))
+            t9 = t8[..., None]
+            t10 = torch.arange(np.shape(orig_output)[-3])
+            t11 = np.shape(orig_input)[-3]
+            t12 = strides[2] * t10 + t9 - _same_padding(t11, ksize[2], strides[2], 1)
+            t13 = _gather(t6, t12, -4, fill=-torch.inf)
+            t14 = ksize[1]
+            t15 = torch.arange(int(t14))
+            t16 = t15[..., None]
+            t17 = torch.arange(np.shape(orig_output)[-4])
+            t18 = np.shape(orig_input)[-4]
+            t19 = strides[1] * t17 + t16 - _same_padding(t18, ksize[1], strides[1], 1)
+            t20 = _gather(t13, t19, -6, fill=-torch.inf)
+            t21 = torch.permute(t20, (0, 7, 1, 3, 5, 2, 4, 6))
+            t22 = torch.permute(orig_output, (0, 4, 1, 2, 3))
+            t23 = t22[..., None, None, None, :, :, :]
+            t24 = _shift_right(
+                torch.cumsum(torch.asarray(t21 == t23, dtype=grad_output.dtype), dim=-4),
+                axis=-4,
+                fill=0,
+            )
+            t25 = torch.sum(
+                torch.asarray(t21 == t23, dtype=grad_output.dtype), axis=-4, keepdims=True
+            )
+            t26 = _shift_right(torch.cumsum(t25, dim=-5), axis=-5, fill=0)
+            t27 = torch.permute(t20, (0, 7, 1, 5, 3, 2, 4, 6))
+            t28 = torch.sum(
+                torch.asarray(t23 == t27, dtype=grad_output.dtype), axis=(-5, -4), keepdims=True
+            )
+            t29 = _shift_right(torch.cumsum(t28, dim=-6), axis=-6, fill=0)
+            affine1 = t24 + t26 + t29
+        t30 = torch.arange(np.shape(orig_output)[-2])
+        t31 = t30[..., None]
+        t32 = ksize[3]
+        t33 = torch.arange(int(t32))
+        t34 = np.shape(orig_input)[-2]
+        t35 = strides[3] * t31 + t33 - _same_padding(t34, ksize[3], strides[3], 1)
+        t36 = _gather(grad_output, t35, -2)
+        t37 = torch.arange(np.shape(orig_output)[-3])
+        t38 = t37[..., None]
+        t39 = ksize[2]
+        t40 = torch.arange(int(t39))
+        t41 = np.shape(orig_input)[-3]
+        t42 = strides[2] * t38 + t40 - _same_padding(t41, ksize[2], strides[2], 1)
+        t43 = _gather(t36, t42, -4)
+        t44 = torch.arange(np.shape(orig_output)[-4])
+        t45 = t44[..., None]
+        t46 = ksize[1]
+        t47 = torch.arange(int(t46))
+        t48 = np.shape(orig_input)[-4]
+        t49 = strides[1] * t45 + t47 - _same_padding(t48, ksize[1], strides[1], 1)
+        t50 = _gather(t43, t49, -6)
+        t51 = torch.permute(t50, (0, 7, 2, 4, 6, 1, 3, 5))
+        t52 = t33[..., None]
+        t53 = strides[3] * t30 + t52 - _same_padding(t34, ksize[3], strides[3], 1)
+        t54 = _gather(orig_input, t53, -2, fill=-torch.inf)
+        t55 = t40[..., None]
+        t56 = strides[2] * t37 + t55 - _same_padding(t41, ksize[2], strides[2], 1)
+        t57 = _gather(t54, t56, -4, fill=-torch.inf)
+        t58 = t47[..., None]
+        t59 = strides[1] * t44 + t58 - _same_padding(t48, ksize[1], strides[1], 1)
+        t60 = _gather(t57, t59, -6, fill=-torch.inf)
+        t61 = torch.permute(t60, (0, 7, 1, 3, 5, 2, 4, 6))
+        t62 = torch.permute(orig_output, (0, 4, 1, 2, 3))
+        t63 = t62[..., None, None, None, :, :, :]
+        t64 = torch.where((affine1 == 0) & (t61 == t63), t51, 0)
+        t65 = torch.permute(t50, (0, 1, 3, 5, 7, 2, 4, 6))
+        t66 = _gather(orig_input, t35, -2, fill=-torch.inf)
+        t67 = _gather(t66, t42, -4, fill=-torch.inf)
+        t68 = _gather(t67, t49, -6, fill=-torch.inf)
+        t69 = torch.permute(t68, (0, 1, 3, 5, 7, 2, 4, 6))
+        t70 = orig_output[..., None, None, None]
+        t71 = torch.permute(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
+        grad_grad = torch.sum(torch.where((t69 == t70) & (t71 == 0), t65, 0), axis=(-3, -2, -1))
+    else:
+        raise ValueError(
+            f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return None, None, grad_grad
+
+
+class _MaxPool3DGradFunction(torch.autograd.Function):
+    """MaxPool3DGrad for autograd: the backward is max_pool3d_grad_vjp, given the forward's stages."""
+
+    @staticmethod
+    def forward(padding, data_format, ksize, strides, orig_input, orig_output, grad):
+        output, stages = max_pool3d_grad_forward(
+            orig_input,
+            orig_output,
+            grad,
+            padding=padding,
+            data_format=data_format,
+            ksize=ksize,
+            strides=strides,
+            return_stages=True,
+        )
+        return output, *stages.values()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:4]
+        ctx.save_for_backward(*inputs[4:], *output[1:])
+        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
+
+    @staticmethod
+    def backward(ctx, *cotangents):
+        padding, data_format, ksize, strides = ctx.attrs
+        orig_input, orig_output, grad, affine1 = ctx.saved_tensors
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        stages = {} if torch.is_grad_enabled() else {"affine1": affine1}
+        grads = max_pool3d_grad_vjp(
+            cotangents[0],
+            orig_input,
+            orig_output,
+            grad,
+            **stages,
+            padding=padding,
+            data_format=data_format,
+            ksize=ksize,
+            strides=strides,
+        )
+        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+
+
+def max_pool3d_gradgrad(
+    orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
+):
+    """MaxPool3DGradGrad: MaxPool3DGrad's gradient in its `grad`, as MaxPoolGradGrad's (declared at ops/conv_grads.py:270); differentiated by max_pool3d_gradgrad_vjp."""
+    return _MaxPool3DGradGradFunction.apply(
+        padding, data_format, ksize, strides, orig_input, orig_output, grad
+    )
+
+
+def max_pool3d_gradgrad_forward(
+    orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
+):
+    """MaxPool3DGradGrad's formula."""
+    if data_format != "NDHWC":
+        raise ValueError(
+            f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    t0 = torch.arange(np.shape(orig_output)[-2])
+    t1 = t0[..., None]
+    t2 = ksize[3]
+    t3 = torch.arange(int(t2))
+    if padding == "VALID":
+        t4 = strides[3] * t1 + t3
+        t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
+        t6 = torch.arange(np.shape(orig_output)[-3])
+        t7 = t6[..., None]
+        t8 = ksize[2]
+        t9 = torch.arange(int(t8))
+        t10 = strides[2] * t7 + t9
+        t11 = _gather(t5, t10, -4, fill=-torch.inf)
+        t12 = torch.arange(np.shape(orig_output)[-4])
+        t13 = t12[..., None]
+        t14 = ksize[1]
+        t15 = torch.arange(int(t14))
+        t16 = strides[1] * t13 + t15
+        t17 = _gather(t11, t16, -6, fill=-torch.inf)
+        t18 = torch.permute(t17, (0, 1, 3, 5, 7, 2, 4, 6))
+        t19 = orig_output[..., None, None, None]
+        t20 = _shift_right(
+            torch.cumsum(torch.asarray(t18 == t19, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
+        )
+        t21 = torch.sum(torch.asarray(t18 == t19, dtype=orig_input.dtype), axis=-1, keepdims=True)
+        t22 = _shift_right(torch.cumsum(t21, dim=-2), axis=-2, fill=0)
+        t23 = torch.permute(t17, (0, 1, 3, 5, 7, 2, 6, 4))
+        t24 = torch.sum(
+            torch.asarray(t19 == t23, dtype=orig_input.dtype), axis=(-2, -1), keepdims=True
+        )
+        t25 = _shift_right(torch.cumsum(t24, dim=-3), axis=-3, fill=0)
+        affine1 = t20 + t22 + t25
+        t26 = _gather(grad, t4, -2)
+        t27 = _gather(t26, t10, -4)
+        t28 = _gather(t27, t16, -6)
+        t29 = torch.permute(t28, (0, 1, 3, 5, 7, 2, 4, 6))
+        t30 = torch.where((affine1 == 0) & (t18 == t19), t29, 0)
+        output = torch.sum(torch.where((affine1 == 0) & (t18 == t19), t29, 0), axis=(-3, -2, -1))
+    elif padding == "SAME":
+        t4 = np.shape(orig_input)[-2]
+        t5 = strides[3] * t1 + t3 - _same_padding(t4, ksize[3], strides[3], 1)
+        t6 = _gather(orig_input, t5, -2, fill=-torch.inf)
+        t7 = torch.arange(np.shape(orig_output)[-3])
+        t8 = t7[..., None]
+        t9 = ksize[2]
+        t10 = torch.arange(int(t9))
+        t11 = np.shape(orig_input)[-3]
+        t12 = strides[2] * t8 + t10 - _same_padding(t11, ksize[2], strides[2], 1)
+        t13 = _gather(t6, t12, -4, fill=-torch.inf)
+        t14 = torch.arange(np.shape(orig_output)[-4])
+        t15 = t14[..., None]
+        t16 = ksize[1]
+        t17 = torch.arange(int(t16))
+        t18 = np.shape(orig_input)[-4]
+        t19 = strides[1] * t15 + t17 - _same_padding(t18, ksize[1], strides[1], 1)
+        t20 = _gather(t13, t19, -6, fill=-torch.inf)
+        t21 = torch.permute(t20, (0, 1, 3, 5, 7, 2, 4, 6))
+        t22 = orig_output[..., None, None, None]
+        t23 = _shift_right(
+            torch.cumsum(torch.asarray(t21 == t22, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
+        )
+        t24 = torch.sum(torch.asarray(t21 == t22, dtype=orig_input.dtype), axis=-1, keepdims=True)
+        t25 = _shift_right(torch.cumsum(t24, dim=-2), axis=-2, fill=0)
+        t26 = torch.permute(t20, (0, 1, 3, 5, 7, 2, 6, 4))
+        t27 = torch.sum(
+            torch.asarray(t22 == t26, dtype=orig_input.dtype), axis=(-2, -1), keepdims=True
+        )
+        t28 = _shift_right(torch.cumsum(t27, dim=-3), axis=-3, fill=0)
+        affine1 = t23 + t25 + t28
+        t29 = _gather(grad, t5, -2)
+        t30 = _gather(t29, t12, -4)
+        t31 = _gather(t30, t19, -6)
+        t32 = torch.permute(t31, (0, 1, 3, 5, 7, 2, 4, 6))
+        t33 = torch.where((affine1 == 0) & (t21 == t22), t32, 0)
+        output = torch.sum(torch.where((affine1 == 0) & (t21 == t22), t32, 0), axis=(-3, -2, -1))
+    else:
+        raise ValueError(
+            f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return output
+
+
+def max_pool3d_gradgrad_vjp(
+    grad_output,
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    output=None,
+    padding="VALID",
+    data_format="NDHWC",
+    ksize,
+    strides,
+):
+    """Gradient of MaxPool3DGradGrad: one array per input (orig_input, orig_output, grad).
+
+    In index notation, next to the code computing it, for padding='VALID', data_format='NDHWC'
+    (other values of padding, data_format change it):
+        affine1[n, z, i, j, c, j6, j7, j8] = sum_{b = 0..j8 - 1}
+            indicator_equal(read_outside(orig_input[n, j6 + strides[1] * z, i * strides[2] + j7, b +
+            j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            + sum_{b, a = 0..j7 - 1} indicator_equal(read_outside(orig_input[n, j6 + strides[1] * z,
+                a + i * strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            + sum_{a, b, e} indicator_equal(read_outside(orig_input[n, e + strides[1] * z, a + i *
+                strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+        grad_grad[n, h, w, y, c] = sum_{z, i, j, j6, j7, j8} grad_output[n, z, i, j, c] * delta(h,
+            j6 + strides[1] * z) * delta(w, i * strides[2] + j7) * delta(y, j * strides[3] + j8) *
+            first_attained(indicator_equal(read_outside(orig_input[n, j6 + strides[1] * z, i *
+            strides[2] + j7, j * strides[3] + j8, c], -oo), orig_output[n, z, i, j, c]), affine1[n,
+            z, i, j, c, j6, j7, j8])
+            i.e. `_max_pool_backprop(orig_input, orig_output, grad_output, window=(ksize[1], ...`
+    """
+    if data_format != "NDHWC":
+        raise ValueError(
+            f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if padding == "VALID":
+        grad_grad = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad_output,
+            window=(ksize[1], ksize[2], ksize[3]),
+            strides=(strides[1], strides[2], strides[3]),
+            pads=(0, 0, 0),
+            sizes=(np.shape(orig_input)[-4], np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    elif padding == "SAME":
+        grad_grad = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad_output,
+            window=(ksize[1], ksize[2], ksize[3]),
+            strides=(strides[1], strides[2], strides[3]),
+            pads=(
+                _same_padding(np.shape(orig_input)[-4], ksize[1], strides[1], 1),
+                _same_padding(np.shape(orig_input)[-3], ksize[2], strides[2], 1),
+                _same_padding(np.shape(orig_input)[-2], ksize[3], strides[3], 1),
+            ),
+            sizes=(np.shape(orig_input)[-4], np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    else:
+        raise ValueError(
+            f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return None, None, grad_grad
+
+
+class _MaxPool3DGradGradFunction(torch.autograd.Function):
+    """MaxPool3DGradGrad for autograd: the backward is max_pool3d_gradgrad_vjp."""
+
+    @staticmethod
+    def forward(padding, data_format, ksize, strides, orig_input, orig_output, grad):
+        return max_pool3d_gradgrad_forward(
+            orig_input,
+            orig_output,
+            grad,
+            padding=padding,
+            data_format=data_format,
+            ksize=ksize,
+            strides=strides,
+        )
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:4]
+        ctx.save_for_backward(*inputs[4:])
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        padding, data_format, ksize, strides = ctx.attrs
+        orig_input, orig_output, grad = ctx.saved_tensors
+        grads = max_pool3d_gradgrad_vjp(
+            grad_output,
+            orig_input,
+            orig_output,
+            grad,
+            padding=padding,
+            data_format=data_format,
             ksize=ksize,
             strides=strides,
         )

@@ -1284,8 +1284,401 @@ def max_pool_grad_grad(
     return grad_grad, None
 
 
+def max_pool3d(input, *, padding="VALID", ksize, strides):
+    """MaxPool3D: Maximum over each 3-D window (NDHWC), its gradient to the window's first maximum (declared at ops/conv.py:164)."""
+    t0 = np.shape(input)[-2]
+    t5 = ksize[3]
+    t6 = np.arange(t5)
+    t9 = np.shape(input)[-3]
+    t14 = ksize[2]
+    t15 = np.arange(t14)
+    t18 = np.shape(input)[-4]
+    t23 = ksize[1]
+    t24 = np.arange(t23)
+    if padding == "VALID":
+        t1 = (-ksize[3] + t0) // strides[3]
+        t2 = t1 + 1
+        t3 = np.arange(t2)
+        t4 = t3[..., None]
+        t7 = strides[3] * t4 + t6
+        t8 = _gather(input, t7, -2, fill=-np.inf)
+        t10 = (-ksize[2] + t9) // strides[2]
+        t11 = t10 + 1
+        t12 = np.arange(t11)
+        t13 = t12[..., None]
+        t16 = strides[2] * t13 + t15
+        t17 = _gather(t8, t16, -4, fill=-np.inf)
+        t19 = (-ksize[1] + t18) // strides[1]
+        t20 = t19 + 1
+        t21 = np.arange(t20)
+        t22 = t21[..., None]
+        t25 = strides[1] * t22 + t24
+        t26 = _gather(t17, t25, -6, fill=-np.inf)
+        t27 = np.transpose(t26, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = np.max(t27, axis=(-3, -2, -1))
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[3])
+        t2 = t1
+        t3 = np.arange(t2)
+        t4 = t3[..., None]
+        t7 = strides[3] * t4 + t6 - _same_padding(t0, ksize[3], strides[3], 1)
+        t8 = _gather(input, t7, -2, fill=-np.inf)
+        t10 = -((-t9) // strides[2])
+        t11 = t10
+        t12 = np.arange(t11)
+        t13 = t12[..., None]
+        t16 = strides[2] * t13 + t15 - _same_padding(t9, ksize[2], strides[2], 1)
+        t17 = _gather(t8, t16, -4, fill=-np.inf)
+        t19 = -((-t18) // strides[1])
+        t20 = t19
+        t21 = np.arange(t20)
+        t22 = t21[..., None]
+        t25 = strides[1] * t22 + t24 - _same_padding(t18, ksize[1], strides[1], 1)
+        t26 = _gather(t17, t25, -6, fill=-np.inf)
+        t27 = np.transpose(t26, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = np.max(t27, axis=(-3, -2, -1))
+    else:
+        raise ValueError(f"MaxPool3D: unsupported attributes padding={padding!r}")
+    return output
+
+
+def max_pool3d_grad(grad, input, *, output=None, padding="VALID", ksize, strides):
+    """Gradient of MaxPool3D: one array per input (input).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        grad_input[k, l, m, n, p] = sum_{z, i, j, j0 = 0..ksize[1] - 1, j1 = 0..ksize[2] - 1, j2 =
+            0..ksize[3] - 1} grad[k, z, i, j, p] * delta(l, j0 + strides[1] * z) * delta(m, i *
+            strides[2] + j1) * delta(n, j * strides[3] + j2) *
+            first_attained(indicator_equal(read_outside(input[k, j0 + strides[1] * z, i * strides[2]
+            + j1, j * strides[3] + j2, p], -oo), output[k, z, i, j, p]), sum_{b = 0..j2 - 1}
+            indicator_equal(read_outside(input[k, j0 + strides[1] * z, i * strides[2] + j1, b + j *
+            strides[3], p], -oo), output[k, z, i, j, p]) + sum_{b, a = 0..j1 - 1}
+            ... (`symgrad explain` prints it whole)
+            i.e. `_max_pool_backprop(input, output, grad, window=(ksize[1], ksize[2], ...`
+    """
+    if output is None:
+        output = max_pool3d(input, padding=padding, ksize=ksize, strides=strides)
+    if padding == "VALID":
+        grad_input = _max_pool_backprop(
+            input,
+            output,
+            grad,
+            window=(ksize[1], ksize[2], ksize[3]),
+            strides=(strides[1], strides[2], strides[3]),
+            pads=(0, 0, 0),
+            sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
+        )
+    elif padding == "SAME":
+        grad_input = _max_pool_backprop(
+            input,
+            output,
+            grad,
+            window=(ksize[1], ksize[2], ksize[3]),
+            strides=(strides[1], strides[2], strides[3]),
+            pads=(
+                _same_padding(np.shape(input)[-4], ksize[1], strides[1], 1),
+                _same_padding(np.shape(input)[-3], ksize[2], strides[2], 1),
+                _same_padding(np.shape(input)[-2], ksize[3], strides[3], 1),
+            ),
+            sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
+        )
+    else:
+        raise ValueError(f"MaxPool3D: unsupported attributes padding={padding!r}")
+    return (grad_input,)
+
+
+def max_pool3d_grad_grad(
+    grad_vjp_input,
+    grad,
+    input,
+    *,
+    vjp_input=None,
+    ext1=None,
+    affine1=None,
+    padding="VALID",
+    ksize,
+    strides,
+):
+    """Second order of MaxPool3D: the gradient of max_pool3d_grad: one array per input (grad, input)."""
+    if padding == "VALID":
+        if ext1 is None or affine1 is None:
+            t0 = np.arange(np.shape(grad)[-2])
+            t1 = t0[..., None]
+            t2 = ksize[3]
+            t3 = np.arange(t2)
+            t4 = strides[3] * t1 + t3
+            t5 = _gather(input, t4, -2, fill=-np.inf)
+            t6 = np.arange(np.shape(grad)[-3])
+            t7 = t6[..., None]
+            t8 = ksize[2]
+            t9 = np.arange(t8)
+            t10 = strides[2] * t7 + t9
+            t11 = _gather(t5, t10, -4, fill=-np.inf)
+            t12 = np.arange(np.shape(grad)[-4])
+            t13 = t12[..., None]
+            t14 = ksize[1]
+            t15 = np.arange(t14)
+            t16 = strides[1] * t13 + t15
+            t17 = _gather(t11, t16, -6, fill=-np.inf)
+            t18 = np.transpose(t17, (0, 7, 1, 3, 5, 2, 4, 6))
+            ext1 = np.max(t18, axis=(-3, -2, -1))
+            t19 = ext1[..., None, None, None]
+            t20 = _shift_right(
+                np.cumsum(np.asarray(t18 == t19, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            )
+            t21 = np.sum(np.asarray(t18 == t19, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t22 = _shift_right(np.cumsum(t21, axis=-2), axis=-2, fill=0)
+            t23 = np.transpose(t17, (0, 7, 1, 3, 5, 2, 6, 4))
+            t24 = np.sum(np.asarray(t19 == t23, grad_vjp_input.dtype), axis=(-2, -1), keepdims=True)
+            t25 = _shift_right(np.cumsum(t24, axis=-3), axis=-3, fill=0)
+            affine1 = t20 + t22 + t25
+        t26 = np.arange(np.shape(grad)[-2])
+        t27 = t26[..., None]
+        t28 = ksize[3]
+        t29 = np.arange(t28)
+        t30 = strides[3] * t27 + t29
+        t31 = _gather(grad_vjp_input, t30, -2)
+        t32 = np.arange(np.shape(grad)[-3])
+        t33 = t32[..., None]
+        t34 = ksize[2]
+        t35 = np.arange(t34)
+        t36 = strides[2] * t33 + t35
+        t37 = _gather(t31, t36, -4)
+        t38 = np.arange(np.shape(grad)[-4])
+        t39 = t38[..., None]
+        t40 = ksize[1]
+        t41 = np.arange(t40)
+        t42 = strides[1] * t39 + t41
+        t43 = _gather(t37, t42, -6)
+        t44 = np.transpose(t43, (0, 7, 1, 3, 5, 2, 4, 6))
+        t45 = _gather(input, t30, -2, fill=-np.inf)
+        t46 = _gather(t45, t36, -4, fill=-np.inf)
+        t47 = _gather(t46, t42, -6, fill=-np.inf)
+        t48 = np.transpose(t47, (0, 7, 1, 3, 5, 2, 4, 6))
+        t49 = ext1[..., None, None, None]
+        t50 = np.where((affine1 == 0) & (t48 == t49), t44, 0)
+        t51 = np.transpose(t43, (0, 1, 3, 5, 7, 2, 4, 6))
+        t52 = np.transpose(t47, (0, 1, 3, 5, 7, 2, 4, 6))
+        t53 = np.transpose(ext1, (0, 2, 3, 4, 1))
+        t54 = t53[..., None, None, None]
+        t55 = np.transpose(affine1, (0, 2, 3, 4, 1, 5, 6, 7))
+        grad_grad = np.sum(np.where((t52 == t54) & (t55 == 0), t51, 0), axis=(-3, -2, -1))
+    elif padding == "SAME":
+        if ext1 is None or affine1 is None:
+            t0 = np.arange(np.shape(grad)[-2])
+            t1 = t0[..., None]
+            t2 = ksize[3]
+            t3 = np.arange(t2)
+            t4 = np.shape(input)[-2]
+            t5 = strides[3] * t1 + t3 - _same_padding(t4, ksize[3], strides[3], 1)
+            t6 = _gather(input, t5, -2, fill=-np.inf)
+            t7 = np.arange(np.shape(grad)[-3])
+            t8 = t7[..., None]
+            t9 = ksize[2]
+            t10 = np.arange(t9)
+            t11 = np.shape(input)[-3]
+            t12 = strides[2] * t8 + t10 - _same_padding(t11, ksize[2], strides[2], 1)
+            t13 = _gather(t6, t12, -4, fill=-np.inf)
+            t14 = np.arange(np.shape(grad)[-4])
+            t15 = t14[..., None]
+            t16 = ksize[1]
+            t17 = np.arange(t16)
+            t18 = np.shape(input)[-4]
+            t19 = strides[1] * t15 + t17 - _same_padding(t18, ksize[1], strides[1], 1)
+            t20 = _gather(t13, t19, -6, fill=-np.inf)
+            t21 = np.transpose(t20, (0, 7, 1, 3, 5, 2, 4, 6))
+            ext1 = np.max(t21, axis=(-3, -2, -1))
+            t22 = ext1[..., None, None, None]
+            t23 = _shift_right(
+                np.cumsum(np.asarray(t21 == t22, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            )
+            t24 = np.sum(np.asarray(t21 == t22, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t25 = _shift_right(np.cumsum(t24, axis=-2), axis=-2, fill=0)
+            t26 = np.transpose(t20, (0, 7, 1, 3, 5, 2, 6, 4))
+            t27 = np.sum(np.asarray(t22 == t26, grad_vjp_input.dtype), axis=(-2, -1), keepdims=True)
+            t28 = _shift_right(np.cumsum(t27, axis=-3), axis=-3, fill=0)
+            affine1 = t23 + t25 + t28
+        t29 = np.arange(np.shape(grad)[-2])
+        t30 = t29[..., None]
+        t31 = ksize[3]
+        t32 = np.arange(t31)
+        t33 = np.shape(input)[-2]
+        t34 = strides[3] * t30 + t32 - _same_padding(t33, ksize[3], strides[3], 1)
+        t35 = _gather(grad_vjp_input, t34, -2)
+        t36 = np.arange(np.shape(grad)[-3])
+        t37 = t36[..., None]
+        t38 = ksize[2]
+        t39 = np.arange(t38)
+        t40 = np.shape(input)[-3]
+        t41 = strides[2] * t37 + t39 - _same_padding(t40, ksize[2], strides[2], 1)
+        t42 = _gather(t35, t41, -4)
+        t43 = np.arange(np.shape(grad)[-4])
+        t44 = t43[..., None]
+        t45 = ksize[1]
+        t46 = np.arange(t45)
+        t47 = np.shape(input)[-4]
+        t48 = strides[1] * t44 + t46 - _same_padding(t47, ksize[1], strides[1], 1)
+        t49 = _gather(t42, t48, -6)
+        t50 = np.transpose(t49, (0, 7, 1, 3, 5, 2, 4, 6))
+        t51 = _gather(input, t34, -2, fill=-np.inf)
+        t52 = _gather(t51, t41, -4, fill=-np.inf)
+        t53 = _gather(t52, t48, -6, fill=-np.inf)
+        t54 = np.transpose(t53, (0, 7, 1, 3, 5, 2, 4, 6))
+        t55 = ext1[..., None, None, None]
+        t56 = np.where((affine1 == 0) & (t54 == t55), t50, 0)
+        t57 = np.transpose(t49, (0, 1, 3, 5, 7, 2, 4, 6))
+        t58 = np.transpose(t53, (0, 1, 3, 5, 7, 2, 4, 6))
+        t59 = np.transpose(ext1, (0, 2, 3, 4, 1))
+        t60 = t59[..., None, None, None]
+        t61 = np.transpose(affine1, (0, 2, 3, 4, 1, 5, 6, 7))
+        grad_grad = np.sum(np.where((t58 == t60) & (t61 == 0), t57, 0), axis=(-3, -2, -1))
+    else:
+        raise ValueError(f"MaxPool3DGrad: unsupported attributes padding={padding!r}")
+    return grad_grad, None
+
+
+def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
+    """ExtractVolumePatches: Each 3-D window as one channel axis, ordered (plane, row, column, channel) (declared at ops/conv.py:171)."""
+    t0 = np.shape(input)[-2]
+    t5 = ksizes[3]
+    t6 = np.arange(t5)
+    t9 = np.shape(input)[-3]
+    t14 = ksizes[2]
+    t15 = np.arange(t14)
+    t18 = np.shape(input)[-4]
+    t23 = ksizes[1]
+    t24 = np.arange(t23)
+    t28 = np.shape(input)[-5]
+    t29 = np.shape(input)[-1]
+    if padding == "VALID":
+        t1 = (-ksizes[3] + t0) // strides[3]
+        t2 = t1 + 1
+        t3 = np.arange(t2)
+        t4 = t3[..., None]
+        t7 = strides[3] * t4 + t6
+        t8 = _gather(input, t7, -2)
+        t10 = (-ksizes[2] + t9) // strides[2]
+        t11 = t10 + 1
+        t12 = np.arange(t11)
+        t13 = t12[..., None]
+        t16 = strides[2] * t13 + t15
+        t17 = _gather(t8, t16, -4)
+        t19 = (-ksizes[1] + t18) // strides[1]
+        t20 = t19 + 1
+        t21 = np.arange(t20)
+        t22 = t21[..., None]
+        t25 = strides[1] * t22 + t24
+        t26 = _gather(t17, t25, -6)
+        t27 = np.transpose(t26, (0, 1, 3, 5, 2, 4, 6, 7))
+        patches = np.reshape(t27, (t28, t20, t11, t2, t23 * t14 * t5 * t29))
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[3])
+        t2 = t1
+        t3 = np.arange(t2)
+        t4 = t3[..., None]
+        t7 = strides[3] * t4 + t6 - _same_padding(t0, ksizes[3], strides[3], 1)
+        t8 = _gather(input, t7, -2)
+        t10 = -((-t9) // strides[2])
+        t11 = t10
+        t12 = np.arange(t11)
+        t13 = t12[..., None]
+        t16 = strides[2] * t13 + t15 - _same_padding(t9, ksizes[2], strides[2], 1)
+        t17 = _gather(t8, t16, -4)
+        t19 = -((-t18) // strides[1])
+        t20 = t19
+        t21 = np.arange(t20)
+        t22 = t21[..., None]
+        t25 = strides[1] * t22 + t24 - _same_padding(t18, ksizes[1], strides[1], 1)
+        t26 = _gather(t17, t25, -6)
+        t27 = np.transpose(t26, (0, 1, 3, 5, 2, 4, 6, 7))
+        patches = np.reshape(t27, (t28, t20, t11, t2, t23 * t14 * t5 * t29))
+    else:
+        raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
+    return patches
+
+
+def extract_volume_patches_grad(grad, input, *, patches=None, padding="VALID", ksizes, strides):
+    """Gradient of ExtractVolumePatches: one array per input (input).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        grad_input[i, j, k, l, m] = sum_{e, a, b} grad[i, exact_div(-e + j, strides[1]),
+            exact_div(-a + k, strides[2]), exact_div(-b + l, strides[3]), e, a, b, m]
+            i.e. `np.sum(t23, axis=(-3, -2, -1))`
+    """
+    t0 = ksizes[2]
+    t1 = ksizes[3]
+    t2 = np.shape(input)[-1]
+    t3 = np.arange(np.shape(input)[-2])
+    t4 = t3[..., None]
+    t5 = np.arange(t1)
+    if padding == "VALID":
+        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0, t1, t2))
+        t6 = t4 - t5
+        t7 = np.where(t6 % strides[3] == 0, t6 // strides[3], -1)
+        t8 = _gather(grad, t7, -5)
+        t9 = np.arange(np.shape(input)[-3])
+        t10 = t9[..., None]
+        t11 = np.arange(t0)
+        t12 = t10 - t11
+        t13 = np.where(t12 % strides[2] == 0, t12 // strides[2], -1)
+        t14 = _gather(t8, t13, -7)
+        t15 = np.arange(np.shape(input)[-4])
+        t16 = t15[..., None]
+        t17 = ksizes[1]
+        t18 = np.arange(t17)
+        t19 = t16 - t18
+        t20 = np.where(t19 % strides[1] == 0, t19 // strides[1], -1)
+        t21 = _gather(t14, t20, -9)
+        t22 = np.einsum("abcdefgcegh->abcdefgh", t21, optimize=True)
+        t23 = np.transpose(t22, (0, 1, 3, 5, 7, 2, 4, 6))
+        grad_input = np.sum(t23, axis=(-3, -2, -1))
+    elif padding == "SAME":
+        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0, t1, t2))
+        t6 = np.shape(input)[-2]
+        t7 = t4 - t5 + _same_padding(t6, ksizes[3], strides[3], 1)
+        t8 = np.where(t7 % strides[3] == 0, t7 // strides[3], -1)
+        t9 = _gather(grad, t8, -5)
+        t10 = np.arange(np.shape(input)[-3])
+        t11 = t10[..., None]
+        t12 = np.arange(t0)
+        t13 = np.shape(input)[-3]
+        t14 = t11 - t12 + _same_padding(t13, ksizes[2], strides[2], 1)
+        t15 = np.where(t14 % strides[2] == 0, t14 // strides[2], -1)
+        t16 = _gather(t9, t15, -7)
+        t17 = np.arange(np.shape(input)[-4])
+        t18 = t17[..., None]
+        t19 = ksizes[1]
+        t20 = np.arange(t19)
+        t21 = np.shape(input)[-4]
+        t22 = t18 - t20 + _same_padding(t21, ksizes[1], strides[1], 1)
+        t23 = np.where(t22 % strides[1] == 0, t22 // strides[1], -1)
+        t24 = _gather(t16, t23, -9)
+        t25 = np.einsum("abcdefgcegh->abcdefgh", t24, optimize=True)
+        t26 = np.transpose(t25, (0, 1, 3, 5, 7, 2, 4, 6))
+        grad_input = np.sum(t26, axis=(-3, -2, -1))
+    else:
+        raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
+    return (grad_input,)
+
+
+def extract_volume_patches_grad_grad(
+    grad_vjp_input, grad, input, *, padding="VALID", ksizes, strides
+):
+    """Second order of ExtractVolumePatches: the gradient of extract_volume_patches_grad: one array per input (grad, input).
+
+    ExtractVolumePatches is linear in input: its second order is its own forward (w.r.t. grad) and gradient (w.r.t. input), each at the inputs with one replaced by its cotangent.
+    """
+    grad_grad = extract_volume_patches(
+        grad_vjp_input, padding=padding, ksizes=ksizes, strides=strides
+    )
+    grad_input = None  # extract_volume_patches_grad does not read input
+    return grad_grad, grad_input
+
+
 def avg_pool3d(input, *, padding="VALID", ksize, strides):
-    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:147)."""
+    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:178)."""
     t0 = np.shape(input)[-4]
     t5 = np.shape(input)[-3]
     t10 = np.shape(input)[-2]
@@ -1515,7 +1908,7 @@ def avg_pool3d_grad_grad(
 
 
 def max_pool_v2(input, *, padding="VALID", ksize, strides):
-    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:166)."""
+    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:197)."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
     t0 = np.shape(input)[-2]

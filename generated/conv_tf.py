@@ -126,16 +126,47 @@ def _insert_none(grads, positions):
     return grads
 
 
+def _einsum_of_diagonals(spec, *operands):
+    """`tf.einsum(spec, ...)` where an operand repeats a subscript (a diagonal) at a rank
+    TensorFlow's einsum refuses to take diagonals at (above 6): each repeated pair taken first
+    by `tf.linalg.diag_part` over the two axes moved last."""
+    inputs, output = spec.split("->")
+    taken = [_diagonals(x, term) for x, term in zip(operands, inputs.split(","))]
+    return tf.einsum(f"{','.join(t for _, t in taken)}->{output}", *(x for x, _ in taken))
+
+
+def _diagonals(x, term):
+    """(x, its subscripts) with every repeated subscript of `term` taken as one axis, last."""
+    letters = term.replace("...", "")
+    repeated = next((c for c in letters if letters.count(c) > 1), None)
+    if repeated is None:
+        return x, term
+    lead, _, tail = term.rpartition("...") if "..." in term else ("", "", term)
+    rank = len(x.shape)
+    axes = [k for k, c in enumerate(lead) if c == repeated] + [
+        rank - len(tail) + k for k, c in enumerate(tail) if c == repeated
+    ]
+    perm = [a for a in range(rank) if a not in axes[:2]] + axes[:2]
+    return _diagonals(
+        tf.linalg.diag_part(tf.transpose(x, perm)), term.replace(repeated, "", 2) + repeated
+    )
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map)."""
-    positions = tf.cast(positions, tf.int64)
+    positions outside the axis read as `fill` (the padding of an index map): they read one
+    `fill` entry appended to the axis, so that no mask is broadcast against the result (a
+    select, which TensorFlow broadcasts up to rank 8 only)."""
+    x, positions = tf.convert_to_tensor(x), tf.cast(positions, tf.int64)
     size = tf.shape(x, out_type=tf.int64)[axis]
     inside = (positions >= 0) & (positions < size)
-    taken = tf.gather(x, tf.where(inside, positions, tf.zeros_like(positions)), axis=axis)
-    trailing = tf.ones([-axis - 1], tf.int32)
-    inside = tf.reshape(inside, tf.concat([tf.shape(inside), trailing], 0))
-    return tf.where(inside, taken, tf.fill(tf.shape(taken), tf.constant(fill, taken.dtype)))
+    entry_shape = tf.tensor_scatter_nd_update(tf.shape(x), [[x.shape.rank + axis]], [1])
+    padded = tf.concat(
+        [x, tf.fill(entry_shape, tf.constant(fill, x.dtype))], axis
+    )  # tf.pad stops at rank 8
+    return tf.gather(
+        padded, tf.where(inside, positions, tf.zeros_like(positions) + size), axis=axis
+    )
 
 
 def _scatter_add(values, positions, trailing, size):
@@ -523,7 +554,35 @@ def _max_pool_backprop(x, y, g, window, strides, geometry):
     if padding is not None:
         return _raw_max_pool_grad(x, y, g, window, strides, *padding)
     spanned = _window_span(x, pads, spans, fill=float("-inf"))
+    if len(strides) != 2:  # MaxPool3DGrad routes to every entry near the maximum, not the first
+        return _window_unspan(_first_maximum_routed(spanned, y, g, window, strides), pads, sizes)
     return _window_unspan(_raw_max_pool_grad(spanned, y, g, window, strides), pads, sizes)
+
+
+def _first_maximum_routed(x, y, g, window, strides):
+    """`_max_pool_backprop` over windows from position 0 of `x`, any number of spatial axes:
+    a loop over the window's positions, each a strided slice of `x`, its share added back
+    with zeros between neighbours."""
+    rank, counts, extents = (
+        len(strides),
+        _sizes(g, 1, len(strides) + 1),
+        _sizes(x, 1, len(strides) + 1),
+    )
+    dx = tf.zeros_like(x, dtype=g.dtype)
+    unclaimed = tf.ones_like(g, dtype=tf.bool)
+    offsets = [()]
+    for size in window:  # the window's positions in row-major order
+        offsets = [k + (j,) for k in offsets for j in range(size)]
+    for k in offsets:
+        cut = tuple(slice(j, j + (q - 1) * s + 1, s) for j, q, s in zip(k, counts, strides))
+        first = tf.logical_and(unclaimed, tf.equal(x[(slice(None),) + cut], y))
+        share = tf.where(first, g, tf.zeros_like(g))
+        for axis, s in enumerate(strides):
+            share = _zero_inserted(share, axis + 1, s, rank)
+        widths = [[j, h - j - (q - 1) * s - 1] for j, q, s, h in zip(k, counts, strides, extents)]
+        dx += tf.pad(share, [[0, 0]] + widths + [[0, 0]])
+        unclaimed = tf.logical_and(unclaimed, tf.logical_not(first))
+    return dx
 
 
 def _raw_max_pool_grad(x, y, g, window, strides, padding="VALID", explicit=()):
@@ -1054,7 +1113,7 @@ def extract_image_patches_vjp(grad, images, patches, *, padding="VALID", ksizes,
         t12 = -rates[1] * t11 + t9
         t13 = tf.where(tf.equal(t12 % strides[1], 0), t12 // strides[1], -tf.ones_like(t12))
         t14 = _gather(t7, t13, -6)
-        t15 = tf.einsum("abcdecef->abcdef", t14)
+        t15 = _einsum_of_diagonals("abcdecef->abcdef", t14)
         t16 = tf.transpose(t15, perm=[0, 1, 3, 5, 2, 4])
         grad_images = tf.reduce_sum(t16, axis=[-2, -1])
     elif padding == "SAME":
@@ -1074,7 +1133,7 @@ def extract_image_patches_vjp(grad, images, patches, *, padding="VALID", ksizes,
         t14 = -rates[1] * t12 + t10 + _same_padding(t13, ksizes[1], strides[1], rates[1])
         t15 = tf.where(tf.equal(t14 % strides[1], 0), t14 // strides[1], -tf.ones_like(t14))
         t16 = _gather(t8, t15, -6)
-        t17 = tf.einsum("abcdecef->abcdef", t16)
+        t17 = _einsum_of_diagonals("abcdecef->abcdef", t16)
         t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
         grad_images = tf.reduce_sum(t18, axis=[-2, -1])
     else:
@@ -1651,8 +1710,330 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
 _register("MaxPool", max_pool_grad)
 
 
+def max_pool3d_vjp(grad, input, output, *, padding="VALID", ksize, strides):
+    """Gradient of MaxPool3D (declared at ops/conv.py:164): one per input (input).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        grad_input[k, l, m, n, p] = sum_{z, i, j, j0 = 0..ksize[1] - 1, j1 = 0..ksize[2] - 1, j2 =
+            0..ksize[3] - 1} grad[k, z, i, j, p] * delta(l, j0 + strides[1] * z) * delta(m, i *
+            strides[2] + j1) * delta(n, j * strides[3] + j2) *
+            first_attained(indicator_equal(read_outside(input[k, j0 + strides[1] * z, i * strides[2]
+            + j1, j * strides[3] + j2, p], -oo), output[k, z, i, j, p]), sum_{b = 0..j2 - 1}
+            indicator_equal(read_outside(input[k, j0 + strides[1] * z, i * strides[2] + j1, b + j *
+            strides[3], p], -oo), output[k, z, i, j, p]) + sum_{b, a = 0..j1 - 1}
+            ... (`symgrad explain` prints it whole)
+            i.e. `_max_pool_backprop(input, output, grad, window=[ksize[1], ksize[2], ...`
+    """
+    if padding == "VALID":
+        grad_input = _max_pool_backprop(
+            input,
+            output,
+            grad,
+            window=[ksize[1], ksize[2], ksize[3]],
+            strides=[strides[1], strides[2], strides[3]],
+            geometry=lambda size: ([0, 0, 0], [size(input, -4), size(input, -3), size(input, -2)]),
+        )
+    elif padding == "SAME":
+        grad_input = _max_pool_backprop(
+            input,
+            output,
+            grad,
+            window=[ksize[1], ksize[2], ksize[3]],
+            strides=[strides[1], strides[2], strides[3]],
+            geometry=lambda size: (
+                [
+                    _same_padding(size(input, -4), ksize[1], strides[1], 1),
+                    _same_padding(size(input, -3), ksize[2], strides[2], 1),
+                    _same_padding(size(input, -2), ksize[3], strides[3], 1),
+                ],
+                [size(input, -4), size(input, -3), size(input, -2)],
+            ),
+        )
+    else:
+        raise ValueError(f"MaxPool3D: unsupported attributes padding={padding!r}")
+    return (grad_input,)
+
+
+def max_pool3d_grad(op, grad):
+    """Gradient function of MaxPool3D for `tf.RegisterGradient`."""
+    return max_pool3d_vjp(
+        grad,
+        *op.inputs,
+        *op.outputs,
+        padding=_string_attr(op, "padding"),
+        ksize=op.get_attr("ksize"),
+        strides=op.get_attr("strides"),
+    )
+
+
+def max_pool3d(input, *, padding="VALID", ksize, strides):
+    """MaxPool3D: Maximum over each 3-D window (NDHWC), its gradient to the window's first maximum, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(input):
+        def backward(grad):
+            output = outputs_again(input)
+            return max_pool3d_vjp(
+                grad, input, output, padding=padding, ksize=ksize, strides=strides
+            )
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(input):
+            return tf.identity(output), backward
+
+        kernel_outputs = (
+            _tf_kernel(
+                "MaxPool3D",
+                1,
+                {"input": input},
+                {"padding": padding, "ksize": ksize, "strides": strides},
+            )
+            if padding in ("VALID", "SAME")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        t5 = ksize[3]
+        t6 = tf.range(tf.cast(t5, tf.int64))
+        t9 = tf.shape(input, out_type=tf.int64)[-3]
+        t14 = ksize[2]
+        t15 = tf.range(tf.cast(t14, tf.int64))
+        t18 = tf.shape(input, out_type=tf.int64)[-4]
+        t23 = ksize[1]
+        t24 = tf.range(tf.cast(t23, tf.int64))
+        if padding == "VALID":
+            t1 = (-ksize[3] + t0) // strides[3]
+            t2 = t1 + 1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None]
+            t7 = strides[3] * t4 + t6
+            t8 = _gather(input, t7, -2, fill=float("-inf"))
+            t10 = (-ksize[2] + t9) // strides[2]
+            t11 = t10 + 1
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = t12[..., None]
+            t16 = strides[2] * t13 + t15
+            t17 = _gather(t8, t16, -4, fill=float("-inf"))
+            t19 = (-ksize[1] + t18) // strides[1]
+            t20 = t19 + 1
+            t21 = tf.range(tf.cast(t20, tf.int64))
+            t22 = t21[..., None]
+            t25 = strides[1] * t22 + t24
+            t26 = _gather(t17, t25, -6, fill=float("-inf"))
+            t27 = tf.transpose(t26, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            output = tf.reduce_max(t27, axis=[-3, -2, -1])
+        elif padding == "SAME":
+            t1 = -((-t0) // strides[3])
+            t2 = t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None]
+            t7 = strides[3] * t4 + t6 - _same_padding(t0, ksize[3], strides[3], 1)
+            t8 = _gather(input, t7, -2, fill=float("-inf"))
+            t10 = -((-t9) // strides[2])
+            t11 = t10
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = t12[..., None]
+            t16 = strides[2] * t13 + t15 - _same_padding(t9, ksize[2], strides[2], 1)
+            t17 = _gather(t8, t16, -4, fill=float("-inf"))
+            t19 = -((-t18) // strides[1])
+            t20 = t19
+            t21 = tf.range(tf.cast(t20, tf.int64))
+            t22 = t21[..., None]
+            t25 = strides[1] * t22 + t24 - _same_padding(t18, ksize[1], strides[1], 1)
+            t26 = _gather(t17, t25, -6, fill=float("-inf"))
+            t27 = tf.transpose(t26, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            output = tf.reduce_max(t27, axis=[-3, -2, -1])
+        else:
+            raise ValueError(f"MaxPool3D: unsupported attributes padding={padding!r}")
+        return output, backward
+
+    return forward(input)
+
+
+_register("MaxPool3D", max_pool3d_grad)
+
+
+def extract_volume_patches_vjp(grad, input, patches, *, padding="VALID", ksizes, strides):
+    """Gradient of ExtractVolumePatches (declared at ops/conv.py:171): one per input (input).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        grad_input[i, j, k, l, m] = sum_{e, a, b} grad[i, exact_div(-e + j, strides[1]),
+            exact_div(-a + k, strides[2]), exact_div(-b + l, strides[3]), e, a, b, m]
+            i.e. `tf.reduce_sum(t23, axis=[-3, -2, -1])`
+    """
+    t0 = ksizes[2]
+    t1 = ksizes[3]
+    t2 = tf.shape(input, out_type=tf.int64)[-1]
+    t3 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+    t4 = t3[..., None]
+    t5 = tf.range(tf.cast(t1, tf.int64))
+    if padding == "VALID":
+        grad = tf.reshape(
+            grad,
+            tf.concat(
+                [tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0, t1, t2], tf.int64)], 0
+            ),
+        )
+        t6 = t4 - t5
+        t7 = tf.where(tf.equal(t6 % strides[3], 0), t6 // strides[3], -tf.ones_like(t6))
+        t8 = _gather(grad, t7, -5)
+        t9 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t10 = t9[..., None]
+        t11 = tf.range(tf.cast(t0, tf.int64))
+        t12 = t10 - t11
+        t13 = tf.where(tf.equal(t12 % strides[2], 0), t12 // strides[2], -tf.ones_like(t12))
+        t14 = _gather(t8, t13, -7)
+        t15 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
+        t16 = t15[..., None]
+        t17 = ksizes[1]
+        t18 = tf.range(tf.cast(t17, tf.int64))
+        t19 = t16 - t18
+        t20 = tf.where(tf.equal(t19 % strides[1], 0), t19 // strides[1], -tf.ones_like(t19))
+        t21 = _gather(t14, t20, -9)
+        t22 = _einsum_of_diagonals("abcdefgcegh->abcdefgh", t21)
+        t23 = tf.transpose(t22, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        grad_input = tf.reduce_sum(t23, axis=[-3, -2, -1])
+    elif padding == "SAME":
+        grad = tf.reshape(
+            grad,
+            tf.concat(
+                [tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0, t1, t2], tf.int64)], 0
+            ),
+        )
+        t6 = tf.shape(input, out_type=tf.int64)[-2]
+        t7 = t4 - t5 + _same_padding(t6, ksizes[3], strides[3], 1)
+        t8 = tf.where(tf.equal(t7 % strides[3], 0), t7 // strides[3], -tf.ones_like(t7))
+        t9 = _gather(grad, t8, -5)
+        t10 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t11 = t10[..., None]
+        t12 = tf.range(tf.cast(t0, tf.int64))
+        t13 = tf.shape(input, out_type=tf.int64)[-3]
+        t14 = t11 - t12 + _same_padding(t13, ksizes[2], strides[2], 1)
+        t15 = tf.where(tf.equal(t14 % strides[2], 0), t14 // strides[2], -tf.ones_like(t14))
+        t16 = _gather(t9, t15, -7)
+        t17 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
+        t18 = t17[..., None]
+        t19 = ksizes[1]
+        t20 = tf.range(tf.cast(t19, tf.int64))
+        t21 = tf.shape(input, out_type=tf.int64)[-4]
+        t22 = t18 - t20 + _same_padding(t21, ksizes[1], strides[1], 1)
+        t23 = tf.where(tf.equal(t22 % strides[1], 0), t22 // strides[1], -tf.ones_like(t22))
+        t24 = _gather(t16, t23, -9)
+        t25 = _einsum_of_diagonals("abcdefgcegh->abcdefgh", t24)
+        t26 = tf.transpose(t25, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        grad_input = tf.reduce_sum(t26, axis=[-3, -2, -1])
+    else:
+        raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
+    return (grad_input,)
+
+
+def extract_volume_patches_grad(op, grad):
+    """Gradient function of ExtractVolumePatches for `tf.RegisterGradient`."""
+    return extract_volume_patches_vjp(
+        grad,
+        *op.inputs,
+        *op.outputs,
+        padding=_string_attr(op, "padding"),
+        ksizes=op.get_attr("ksizes"),
+        strides=op.get_attr("strides"),
+    )
+
+
+def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
+    """ExtractVolumePatches: Each 3-D window as one channel axis, ordered (plane, row, column, channel), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(input):
+        def backward(grad):
+            return extract_volume_patches_vjp(
+                grad, input, patches, padding=padding, ksizes=ksizes, strides=strides
+            )
+
+        kernel_outputs = (
+            _tf_kernel(
+                "ExtractVolumePatches",
+                1,
+                {"input": input},
+                {"padding": padding, "ksizes": ksizes, "strides": strides},
+            )
+            if padding in ("VALID", "SAME")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            patches = kernel_outputs[0]
+            return patches, backward
+        # else the declared formula
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        t5 = ksizes[3]
+        t6 = tf.range(tf.cast(t5, tf.int64))
+        t9 = tf.shape(input, out_type=tf.int64)[-3]
+        t14 = ksizes[2]
+        t15 = tf.range(tf.cast(t14, tf.int64))
+        t18 = tf.shape(input, out_type=tf.int64)[-4]
+        t23 = ksizes[1]
+        t24 = tf.range(tf.cast(t23, tf.int64))
+        t28 = tf.shape(input, out_type=tf.int64)[-5]
+        t29 = tf.shape(input, out_type=tf.int64)[-1]
+        if padding == "VALID":
+            t1 = (-ksizes[3] + t0) // strides[3]
+            t2 = t1 + 1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None]
+            t7 = strides[3] * t4 + t6
+            t8 = _gather(input, t7, -2)
+            t10 = (-ksizes[2] + t9) // strides[2]
+            t11 = t10 + 1
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = t12[..., None]
+            t16 = strides[2] * t13 + t15
+            t17 = _gather(t8, t16, -4)
+            t19 = (-ksizes[1] + t18) // strides[1]
+            t20 = t19 + 1
+            t21 = tf.range(tf.cast(t20, tf.int64))
+            t22 = t21[..., None]
+            t25 = strides[1] * t22 + t24
+            t26 = _gather(t17, t25, -6)
+            t27 = tf.transpose(t26, perm=[0, 1, 3, 5, 2, 4, 6, 7])
+            patches = tf.reshape(t27, [t28, t20, t11, t2, t23 * t14 * t5 * t29])
+        elif padding == "SAME":
+            t1 = -((-t0) // strides[3])
+            t2 = t1
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None]
+            t7 = strides[3] * t4 + t6 - _same_padding(t0, ksizes[3], strides[3], 1)
+            t8 = _gather(input, t7, -2)
+            t10 = -((-t9) // strides[2])
+            t11 = t10
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = t12[..., None]
+            t16 = strides[2] * t13 + t15 - _same_padding(t9, ksizes[2], strides[2], 1)
+            t17 = _gather(t8, t16, -4)
+            t19 = -((-t18) // strides[1])
+            t20 = t19
+            t21 = tf.range(tf.cast(t20, tf.int64))
+            t22 = t21[..., None]
+            t25 = strides[1] * t22 + t24 - _same_padding(t18, ksizes[1], strides[1], 1)
+            t26 = _gather(t17, t25, -6)
+            t27 = tf.transpose(t26, perm=[0, 1, 3, 5, 2, 4, 6, 7])
+            patches = tf.reshape(t27, [t28, t20, t11, t2, t23 * t14 * t5 * t29])
+        else:
+            raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
+        return patches, backward
+
+    return forward(input)
+
+
+_register("ExtractVolumePatches", extract_volume_patches_grad)
+
+
 def avg_pool3d_vjp(grad, input, output, *, padding="VALID", ksize, strides):
-    """Gradient of AvgPool3D (declared at ops/conv.py:147): one per input (input).
+    """Gradient of AvgPool3D (declared at ops/conv.py:178): one per input (input).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -1866,7 +2247,7 @@ _register("AvgPool3D", avg_pool3d_grad)
 
 
 def max_pool_v2_vjp(grad, input, output, *, padding="VALID", ksize, strides):
-    """Gradient of MaxPoolV2 (declared at ops/conv.py:166): one per input (input).
+    """Gradient of MaxPoolV2 (declared at ops/conv.py:197): one per input (input).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):

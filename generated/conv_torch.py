@@ -1194,8 +1194,293 @@ class _MaxPoolFunction(torch.autograd.Function):
         return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
 
 
+def max_pool3d(input, *, padding="VALID", ksize, strides):
+    """MaxPool3D: Maximum over each 3-D window (NDHWC), its gradient to the window's first maximum (declared at ops/conv.py:164); differentiated by max_pool3d_vjp."""
+    return _MaxPool3DFunction.apply(padding, ksize, strides, input)
+
+
+def max_pool3d_forward(input, *, padding="VALID", ksize, strides):
+    """MaxPool3D's formula."""
+    t0 = np.shape(input)[-2]
+    t5 = ksize[3]
+    t6 = torch.arange(int(t5))
+    t9 = np.shape(input)[-3]
+    t14 = ksize[2]
+    t15 = torch.arange(int(t14))
+    t18 = np.shape(input)[-4]
+    t23 = ksize[1]
+    t24 = torch.arange(int(t23))
+    if padding == "VALID":
+        t1 = (-ksize[3] + t0) // strides[3]
+        t2 = t1 + 1
+        t3 = torch.arange(int(t2))
+        t4 = t3[..., None]
+        t7 = strides[3] * t4 + t6
+        t8 = _gather(input, t7, -2, fill=-torch.inf)
+        t10 = (-ksize[2] + t9) // strides[2]
+        t11 = t10 + 1
+        t12 = torch.arange(int(t11))
+        t13 = t12[..., None]
+        t16 = strides[2] * t13 + t15
+        t17 = _gather(t8, t16, -4, fill=-torch.inf)
+        t19 = (-ksize[1] + t18) // strides[1]
+        t20 = t19 + 1
+        t21 = torch.arange(int(t20))
+        t22 = t21[..., None]
+        t25 = strides[1] * t22 + t24
+        t26 = _gather(t17, t25, -6, fill=-torch.inf)
+        t27 = torch.permute(t26, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = torch.amax(t27, axis=(-3, -2, -1))
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[3])
+        t2 = t1
+        t3 = torch.arange(int(t2))
+        t4 = t3[..., None]
+        t7 = strides[3] * t4 + t6 - _same_padding(t0, ksize[3], strides[3], 1)
+        t8 = _gather(input, t7, -2, fill=-torch.inf)
+        t10 = -((-t9) // strides[2])
+        t11 = t10
+        t12 = torch.arange(int(t11))
+        t13 = t12[..., None]
+        t16 = strides[2] * t13 + t15 - _same_padding(t9, ksize[2], strides[2], 1)
+        t17 = _gather(t8, t16, -4, fill=-torch.inf)
+        t19 = -((-t18) // strides[1])
+        t20 = t19
+        t21 = torch.arange(int(t20))
+        t22 = t21[..., None]
+        t25 = strides[1] * t22 + t24 - _same_padding(t18, ksize[1], strides[1], 1)
+        t26 = _gather(t17, t25, -6, fill=-torch.inf)
+        t27 = torch.permute(t26, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = torch.amax(t27, axis=(-3, -2, -1))
+    else:
+        raise ValueError(f"MaxPool3D: unsupported attributes padding={padding!r}")
+    return output
+
+
+def max_pool3d_vjp(grad, input, *, output=None, padding="VALID", ksize, strides):
+    """Gradient of MaxPool3D: one array per input (input).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        grad_input[k, l, m, n, p] = sum_{z, i, j, j0 = 0..ksize[1] - 1, j1 = 0..ksize[2] - 1, j2 =
+            0..ksize[3] - 1} grad[k, z, i, j, p] * delta(l, j0 + strides[1] * z) * delta(m, i *
+            strides[2] + j1) * delta(n, j * strides[3] + j2) *
+            first_attained(indicator_equal(read_outside(input[k, j0 + strides[1] * z, i * strides[2]
+            + j1, j * strides[3] + j2, p], -oo), output[k, z, i, j, p]), sum_{b = 0..j2 - 1}
+            indicator_equal(read_outside(input[k, j0 + strides[1] * z, i * strides[2] + j1, b + j *
+            strides[3], p], -oo), output[k, z, i, j, p]) + sum_{b, a = 0..j1 - 1}
+            ... (`symgrad explain` prints it whole)
+            i.e. `_max_pool_backprop(input, output, grad, window=(ksize[1], ksize[2], ...`
+    """
+    if output is None:
+        output = max_pool3d_forward(input, padding=padding, ksize=ksize, strides=strides)
+    if padding == "VALID":
+        grad_input = _max_pool_backprop(
+            input,
+            output,
+            grad,
+            window=(ksize[1], ksize[2], ksize[3]),
+            strides=(strides[1], strides[2], strides[3]),
+            pads=(0, 0, 0),
+            sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
+        )
+    elif padding == "SAME":
+        grad_input = _max_pool_backprop(
+            input,
+            output,
+            grad,
+            window=(ksize[1], ksize[2], ksize[3]),
+            strides=(strides[1], strides[2], strides[3]),
+            pads=(
+                _same_padding(np.shape(input)[-4], ksize[1], strides[1], 1),
+                _same_padding(np.shape(input)[-3], ksize[2], strides[2], 1),
+                _same_padding(np.shape(input)[-2], ksize[3], strides[3], 1),
+            ),
+            sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
+        )
+    else:
+        raise ValueError(f"MaxPool3D: unsupported attributes padding={padding!r}")
+    return (grad_input,)
+
+
+class _MaxPool3DFunction(torch.autograd.Function):
+    """MaxPool3D for autograd: the backward is max_pool3d_vjp."""
+
+    @staticmethod
+    def forward(padding, ksize, strides, input):
+        return max_pool3d_forward(input, padding=padding, ksize=ksize, strides=strides)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:3]
+        ctx.save_for_backward(*inputs[3:], output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        padding, ksize, strides = ctx.attrs
+        input, output = ctx.saved_tensors
+        grads = max_pool3d_vjp(
+            grad, input, output=output, padding=padding, ksize=ksize, strides=strides
+        )
+        return None, None, None, *_needed(grads, ctx.needs_input_grad[3:])
+
+
+def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
+    """ExtractVolumePatches: Each 3-D window as one channel axis, ordered (plane, row, column, channel) (declared at ops/conv.py:171); differentiated by extract_volume_patches_vjp."""
+    return _ExtractVolumePatchesFunction.apply(padding, ksizes, strides, input)
+
+
+def extract_volume_patches_forward(input, *, padding="VALID", ksizes, strides):
+    """ExtractVolumePatches's formula."""
+    t0 = np.shape(input)[-2]
+    t5 = ksizes[3]
+    t6 = torch.arange(int(t5))
+    t9 = np.shape(input)[-3]
+    t14 = ksizes[2]
+    t15 = torch.arange(int(t14))
+    t18 = np.shape(input)[-4]
+    t23 = ksizes[1]
+    t24 = torch.arange(int(t23))
+    t28 = np.shape(input)[-5]
+    t29 = np.shape(input)[-1]
+    if padding == "VALID":
+        t1 = (-ksizes[3] + t0) // strides[3]
+        t2 = t1 + 1
+        t3 = torch.arange(int(t2))
+        t4 = t3[..., None]
+        t7 = strides[3] * t4 + t6
+        t8 = _gather(input, t7, -2)
+        t10 = (-ksizes[2] + t9) // strides[2]
+        t11 = t10 + 1
+        t12 = torch.arange(int(t11))
+        t13 = t12[..., None]
+        t16 = strides[2] * t13 + t15
+        t17 = _gather(t8, t16, -4)
+        t19 = (-ksizes[1] + t18) // strides[1]
+        t20 = t19 + 1
+        t21 = torch.arange(int(t20))
+        t22 = t21[..., None]
+        t25 = strides[1] * t22 + t24
+        t26 = _gather(t17, t25, -6)
+        t27 = torch.permute(t26, (0, 1, 3, 5, 2, 4, 6, 7))
+        patches = torch.reshape(t27, (t28, t20, t11, t2, t23 * t14 * t5 * t29))
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[3])
+        t2 = t1
+        t3 = torch.arange(int(t2))
+        t4 = t3[..., None]
+        t7 = strides[3] * t4 + t6 - _same_padding(t0, ksizes[3], strides[3], 1)
+        t8 = _gather(input, t7, -2)
+        t10 = -((-t9) // strides[2])
+        t11 = t10
+        t12 = torch.arange(int(t11))
+        t13 = t12[..., None]
+        t16 = strides[2] * t13 + t15 - _same_padding(t9, ksizes[2], strides[2], 1)
+        t17 = _gather(t8, t16, -4)
+        t19 = -((-t18) // strides[1])
+        t20 = t19
+        t21 = torch.arange(int(t20))
+        t22 = t21[..., None]
+        t25 = strides[1] * t22 + t24 - _same_padding(t18, ksizes[1], strides[1], 1)
+        t26 = _gather(t17, t25, -6)
+        t27 = torch.permute(t26, (0, 1, 3, 5, 2, 4, 6, 7))
+        patches = torch.reshape(t27, (t28, t20, t11, t2, t23 * t14 * t5 * t29))
+    else:
+        raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
+    return patches
+
+
+def extract_volume_patches_vjp(grad, input, *, patches=None, padding="VALID", ksizes, strides):
+    """Gradient of ExtractVolumePatches: one array per input (input).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        grad_input[i, j, k, l, m] = sum_{e, a, b} grad[i, exact_div(-e + j, strides[1]),
+            exact_div(-a + k, strides[2]), exact_div(-b + l, strides[3]), e, a, b, m]
+            i.e. `torch.sum(t23, axis=(-3, -2, -1))`
+    """
+    t0 = ksizes[2]
+    t1 = ksizes[3]
+    t2 = np.shape(input)[-1]
+    t3 = torch.arange(np.shape(input)[-2])
+    t4 = t3[..., None]
+    t5 = torch.arange(int(t1))
+    if padding == "VALID":
+        grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t0, t1, t2))
+        t6 = t4 - t5
+        t7 = torch.where(t6 % strides[3] == 0, t6 // strides[3], -1)
+        t8 = _gather(grad, t7, -5)
+        t9 = torch.arange(np.shape(input)[-3])
+        t10 = t9[..., None]
+        t11 = torch.arange(int(t0))
+        t12 = t10 - t11
+        t13 = torch.where(t12 % strides[2] == 0, t12 // strides[2], -1)
+        t14 = _gather(t8, t13, -7)
+        t15 = torch.arange(np.shape(input)[-4])
+        t16 = t15[..., None]
+        t17 = ksizes[1]
+        t18 = torch.arange(int(t17))
+        t19 = t16 - t18
+        t20 = torch.where(t19 % strides[1] == 0, t19 // strides[1], -1)
+        t21 = _gather(t14, t20, -9)
+        t22 = torch.einsum("abcdefgcegh->abcdefgh", t21)
+        t23 = torch.permute(t22, (0, 1, 3, 5, 7, 2, 4, 6))
+        grad_input = torch.sum(t23, axis=(-3, -2, -1))
+    elif padding == "SAME":
+        grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t0, t1, t2))
+        t6 = np.shape(input)[-2]
+        t7 = t4 - t5 + _same_padding(t6, ksizes[3], strides[3], 1)
+        t8 = torch.where(t7 % strides[3] == 0, t7 // strides[3], -1)
+        t9 = _gather(grad, t8, -5)
+        t10 = torch.arange(np.shape(input)[-3])
+        t11 = t10[..., None]
+        t12 = torch.arange(int(t0))
+        t13 = np.shape(input)[-3]
+        t14 = t11 - t12 + _same_padding(t13, ksizes[2], strides[2], 1)
+        t15 = torch.where(t14 % strides[2] == 0, t14 // strides[2], -1)
+        t16 = _gather(t9, t15, -7)
+        t17 = torch.arange(np.shape(input)[-4])
+        t18 = t17[..., None]
+        t19 = ksizes[1]
+        t20 = torch.arange(int(t19))
+        t21 = np.shape(input)[-4]
+        t22 = t18 - t20 + _same_padding(t21, ksizes[1], strides[1], 1)
+        t23 = torch.where(t22 % strides[1] == 0, t22 // strides[1], -1)
+        t24 = _gather(t16, t23, -9)
+        t25 = torch.einsum("abcdefgcegh->abcdefgh", t24)
+        t26 = torch.permute(t25, (0, 1, 3, 5, 7, 2, 4, 6))
+        grad_input = torch.sum(t26, axis=(-3, -2, -1))
+    else:
+        raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
+    return (grad_input,)
+
+
+class _ExtractVolumePatchesFunction(torch.autograd.Function):
+    """ExtractVolumePatches for autograd: the backward is extract_volume_patches_vjp."""
+
+    @staticmethod
+    def forward(padding, ksizes, strides, input):
+        return extract_volume_patches_forward(
+            input, padding=padding, ksizes=ksizes, strides=strides
+        )
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:3]
+        ctx.save_for_backward(*inputs[3:])
+
+    @staticmethod
+    def backward(ctx, grad):
+        padding, ksizes, strides = ctx.attrs
+        (input,) = ctx.saved_tensors
+        grads = extract_volume_patches_vjp(
+            grad, input, padding=padding, ksizes=ksizes, strides=strides
+        )
+        return None, None, None, *_needed(grads, ctx.needs_input_grad[3:])
+
+
 def avg_pool3d(input, *, padding="VALID", ksize, strides):
-    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:147); differentiated by avg_pool3d_vjp."""
+    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:178); differentiated by avg_pool3d_vjp."""
     return _AvgPool3DFunction.apply(padding, ksize, strides, input)
 
 
@@ -1381,7 +1666,7 @@ class _AvgPool3DFunction(torch.autograd.Function):
 
 
 def max_pool_v2(input, *, padding="VALID", ksize, strides):
-    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:166); differentiated by max_pool_v2_vjp."""
+    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:197); differentiated by max_pool_v2_vjp."""
     return _MaxPoolV2Function.apply(padding, ksize, strides, input)
 
 

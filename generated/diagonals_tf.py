@@ -137,14 +137,19 @@ def _sum_to_shape(g, x):
 
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map)."""
-    positions = tf.cast(positions, tf.int64)
+    positions outside the axis read as `fill` (the padding of an index map): they read one
+    `fill` entry appended to the axis, so that no mask is broadcast against the result (a
+    select, which TensorFlow broadcasts up to rank 8 only)."""
+    x, positions = tf.convert_to_tensor(x), tf.cast(positions, tf.int64)
     size = tf.shape(x, out_type=tf.int64)[axis]
     inside = (positions >= 0) & (positions < size)
-    taken = tf.gather(x, tf.where(inside, positions, tf.zeros_like(positions)), axis=axis)
-    trailing = tf.ones([-axis - 1], tf.int32)
-    inside = tf.reshape(inside, tf.concat([tf.shape(inside), trailing], 0))
-    return tf.where(inside, taken, tf.fill(tf.shape(taken), tf.constant(fill, taken.dtype)))
+    entry_shape = tf.tensor_scatter_nd_update(tf.shape(x), [[x.shape.rank + axis]], [1])
+    padded = tf.concat(
+        [x, tf.fill(entry_shape, tf.constant(fill, x.dtype))], axis
+    )  # tf.pad stops at rank 8
+    return tf.gather(
+        padded, tf.where(inside, positions, tf.zeros_like(positions) + size), axis=axis
+    )
 
 
 def _scatter_add(values, positions, trailing, size):

@@ -122,16 +122,47 @@ def _insert_none(grads, positions):
     return grads
 
 
+def _einsum_of_diagonals(spec, *operands):
+    """`tf.einsum(spec, ...)` where an operand repeats a subscript (a diagonal) at a rank
+    TensorFlow's einsum refuses to take diagonals at (above 6): each repeated pair taken first
+    by `tf.linalg.diag_part` over the two axes moved last."""
+    inputs, output = spec.split("->")
+    taken = [_diagonals(x, term) for x, term in zip(operands, inputs.split(","))]
+    return tf.einsum(f"{','.join(t for _, t in taken)}->{output}", *(x for x, _ in taken))
+
+
+def _diagonals(x, term):
+    """(x, its subscripts) with every repeated subscript of `term` taken as one axis, last."""
+    letters = term.replace("...", "")
+    repeated = next((c for c in letters if letters.count(c) > 1), None)
+    if repeated is None:
+        return x, term
+    lead, _, tail = term.rpartition("...") if "..." in term else ("", "", term)
+    rank = len(x.shape)
+    axes = [k for k, c in enumerate(lead) if c == repeated] + [
+        rank - len(tail) + k for k, c in enumerate(tail) if c == repeated
+    ]
+    perm = [a for a in range(rank) if a not in axes[:2]] + axes[:2]
+    return _diagonals(
+        tf.linalg.diag_part(tf.transpose(x, perm)), term.replace(repeated, "", 2) + repeated
+    )
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map)."""
-    positions = tf.cast(positions, tf.int64)
+    positions outside the axis read as `fill` (the padding of an index map): they read one
+    `fill` entry appended to the axis, so that no mask is broadcast against the result (a
+    select, which TensorFlow broadcasts up to rank 8 only)."""
+    x, positions = tf.convert_to_tensor(x), tf.cast(positions, tf.int64)
     size = tf.shape(x, out_type=tf.int64)[axis]
     inside = (positions >= 0) & (positions < size)
-    taken = tf.gather(x, tf.where(inside, positions, tf.zeros_like(positions)), axis=axis)
-    trailing = tf.ones([-axis - 1], tf.int32)
-    inside = tf.reshape(inside, tf.concat([tf.shape(inside), trailing], 0))
-    return tf.where(inside, taken, tf.fill(tf.shape(taken), tf.constant(fill, taken.dtype)))
+    entry_shape = tf.tensor_scatter_nd_update(tf.shape(x), [[x.shape.rank + axis]], [1])
+    padded = tf.concat(
+        [x, tf.fill(entry_shape, tf.constant(fill, x.dtype))], axis
+    )  # tf.pad stops at rank 8
+    return tf.gather(
+        padded, tf.where(inside, positions, tf.zeros_like(positions) + size), axis=axis
+    )
 
 
 def space_to_depth_vjp(grad, input, output, *, data_format="NHWC", block_size):
@@ -404,7 +435,7 @@ def space_to_batch_nd_vjp(grad, input, output, *, block_shape, paddings):
     t12 = paddings[0][0] - t11 + t9
     t13 = tf.where(tf.equal(t12 % block_shape[0], 0), t12 // block_shape[0], -tf.ones_like(t12))
     t14 = _gather(t7, t13, -4)
-    t15 = tf.einsum("abcdaebf->abcdef", t14)
+    t15 = _einsum_of_diagonals("abcdaebf->abcdef", t14)
     t16 = tf.transpose(t15, perm=[2, 3, 4, 5, 0, 1])
     grad_input = tf.reduce_sum(t16, axis=[-2, -1])
     return (grad_input,)
@@ -574,7 +605,7 @@ def batch_to_space_nd(input, *, block_shape, crops):
         t15 = crops[0][0] + t13 - t14
         t16 = tf.where(tf.equal(t15 % block_shape[0], 0), t15 // block_shape[0], -tf.ones_like(t15))
         t17 = _gather(t9, t16, -4)
-        t18 = tf.einsum("abcdaebf->abcdef", t17)
+        t18 = _einsum_of_diagonals("abcdaebf->abcdef", t17)
         t19 = tf.transpose(t18, perm=[2, 3, 4, 5, 0, 1])
         output = tf.reduce_sum(t19, axis=[-2, -1])
         return output, backward
@@ -618,7 +649,7 @@ def space_to_batch_vjp(grad, input, output, *, paddings, block_size):
     t10 = paddings[0][0] - t4 + t9
     t11 = tf.where(tf.equal(t10 % block_size, 0), t10 // block_size, -tf.ones_like(t10))
     t12 = _gather(t7, t11, -4)
-    t13 = tf.einsum("abcdaebf->abcdef", t12)
+    t13 = _einsum_of_diagonals("abcdaebf->abcdef", t12)
     t14 = tf.transpose(t13, perm=[2, 3, 4, 5, 0, 1])
     grad_input = tf.reduce_sum(t14, axis=[-2, -1])
     return (grad_input,)
@@ -778,7 +809,7 @@ def batch_to_space(input, *, crops, block_size):
         t13 = crops[0][0] + t12 - t5
         t14 = tf.where(tf.equal(t13 % block_size, 0), t13 // block_size, -tf.ones_like(t13))
         t15 = _gather(t8, t14, -4)
-        t16 = tf.einsum("abcdaebf->abcdef", t15)
+        t16 = _einsum_of_diagonals("abcdaebf->abcdef", t15)
         t17 = tf.transpose(t16, perm=[2, 3, 4, 5, 0, 1])
         output = tf.reduce_sum(t17, axis=[-2, -1])
         return output, backward

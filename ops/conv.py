@@ -144,6 +144,37 @@ def max_pool(ksize, strides, padding, data_format):
     return {"output": (out, first_maximum(read_outside(x, -sp.oo), *sums))}
 
 
+def _window_3d(name, ksize, strides, padding):
+    """(input entry, output indices with sizes, window sums) of a 3-D NDHWC window."""
+    input = tensor(name, (N, D, H, W, C))
+    od, pd = window(D, ksize[1], strides[1], 1, padding)
+    oh, ph = window(H, ksize[2], strides[2], 1, padding)
+    ow, pw = window(W, ksize[3], strides[3], 1, padding)
+    x = input[n, z * strides[1] + e - pd, i * strides[2] + a - ph, j * strides[3] + b - pw, c]
+    sums = ((e, 0, ksize[1] - 1), (a, 0, ksize[2] - 1), (b, 0, ksize[3] - 1))
+    return x, (n, (z, od), (i, oh), (j, ow), c), sums
+
+
+WINDOW_3D = {"strides": Ints(5), "padding": ("VALID", "SAME")}
+WINDOW_3D_SAMPLES = {"strides": ((1, 2, 2, 2, 1), (1, 1, 2, 1, 1))}
+POOL_3D_ATTRS = {"ksize": Ints(5), **WINDOW_3D}
+POOL_3D_SAMPLES = {"ksize": ((1, 2, 2, 2, 1),), **WINDOW_3D_SAMPLES}
+
+
+@op("MaxPool3D", attrs=POOL_3D_ATTRS, samples=POOL_3D_SAMPLES)
+def max_pool3d(ksize, strides, padding):
+    """Maximum over each 3-D window (NDHWC), its gradient to the window's first maximum."""
+    x, out, sums = _window_3d("input", ksize, strides, padding)
+    return {"output": (out, first_maximum(read_outside(x, -sp.oo), *sums))}
+
+
+@op("ExtractVolumePatches", attrs={"ksizes": Ints(5), **WINDOW_3D}, samples={"ksizes": ((1, 2, 2, 2, 1),), **WINDOW_3D_SAMPLES})
+def extract_volume_patches(ksizes, strides, padding):
+    """Each 3-D window as one channel axis, ordered (plane, row, column, channel)."""
+    x, (batch, planes, rows, cols, _), _ = _window_3d("input", ksizes, strides, padding)
+    return {"patches": ((batch, planes, rows, cols, ((e, ksizes[1]), (a, ksizes[2]), (b, ksizes[3]), c)), x)}
+
+
 @op(
     "AvgPool3D",
     attrs={"ksize": Ints(5), "strides": Ints(5), "padding": ("VALID", "SAME")},

@@ -11,9 +11,9 @@ position i (`exact_div(h + pad - a*dilation, stride)`, none where the stride doe
 
 import sympy as sp
 
-from symgrad import Input, Ints, attr, dims, indices, indicator, op, tensor
+from symgrad import Input, Ints, attr, dims, first_maximum, indices, indicator, op, read_outside, tensor
 
-from conv import CONV_DEFAULTS, PADDING, POOL_ATTRS, POOL_SAMPLES, window  # noqa: E402  (op files are imported by path)
+from conv import CONV_DEFAULTS, PADDING, POOL_3D_ATTRS, POOL_3D_SAMPLES, POOL_ATTRS, POOL_SAMPLES, _pool_window, _window_3d, window  # noqa: E402  (op files are imported by path)
 
 N, D, H, W, C, O, M = dims("N D H W C O M")
 KD, KH, KW = dims("KD KH KW")
@@ -200,3 +200,74 @@ def avg_pool3d_grad(orig_input_shape, ksize, strides, padding):
     )
     limits = (z, 0, od - 1), (i, 0, oh - 1), (j, 0, ow - 1), (t, 0, ksize[1] - 1), (u, 0, ksize[2] - 1), (v, 0, ksize[3] - 1)
     return {"output": ((n, (y, D_), (h, H_), (w, W_), c), sp.Sum(at * grad[n, z, i, j, c] / count, *limits))}
+
+
+
+
+
+POSITIONS = (h, w, y)  # an input entry's spatial position
+
+
+def _routing(x, sums, out):
+    """Declares `orig_output`, the window maxima of `x` (MaxPool's output: padding never
+    wins, the gradient to a window's first maximum), and returns d maxima / d x[n, *p, c]
+    (a sum over the window) as (summand, window limits, positions p); `out` is the maxima's
+    indices with sizes, (n, (i, oh), ..., c)."""
+    pooled = first_maximum(read_outside(x, -sp.oo), *sums)
+    windows = out[1:-1]
+    tensor("orig_output", (N, *(size for _, size in windows), C), equals=((out[0], *(u for u, _ in windows), out[-1]), pooled))
+    spatial = POSITIONS[: len(windows)]
+    routed = sp.diff(pooled, x.base[(out[0], *spatial, out[-1])])
+    return routed.function, routed.limits, spatial
+
+
+def _routed_back(x, out, sums):
+    """MaxPool's gradient in its input: each window's `grad` added at its first maximum."""
+    summand, window, spatial = _routing(x, sums, out)
+    windows = out[1:-1]
+    grad = tensor("grad", (N, *(size for _, size in windows), C))
+    total = sp.Sum(grad[(out[0], *(u for u, _ in windows), out[-1])] * summand, *window, *((u, 0, size - 1) for u, size in windows))
+    return {"output": ((out[0], *zip(spatial, x.base.shape[1:-1]), out[-1]), total)}
+
+
+def _read_at_maxima(x, out, sums):
+    """MaxPoolGrad's gradient in its `grad`: `grad` read at each window's first maximum."""
+    summand, window, spatial = _routing(x, sums, out)
+    grad = tensor("grad", x.base.shape)
+    positions = ((p, 0, size - 1) for p, size in zip(spatial, x.base.shape[1:-1]))
+    return {"output": (out, sp.Sum(grad[(out[0], *spatial, out[-1])] * summand, *window, *positions))}
+
+
+@op("MaxPoolGrad", attrs={**POOL_ATTRS, "data_format": ("NHWC",)}, samples=POOL_SAMPLES)
+def max_pool_grad(ksize, strides, padding, data_format):
+    """MaxPool's gradient in its input `orig_input`: each window's `grad` added at the first
+    entry attaining the window's maximum, `orig_output` (MaxPool of `orig_input`)."""
+    return _routed_back(*_pool_window("orig_input", ksize, strides, padding)[:3])
+
+
+V2_WINDOW = {"ksize": attr(Ints(), Input(3)), "strides": attr(Ints(), Input(4)), "padding": ("VALID", "SAME")}
+
+
+@op("MaxPoolGradV2", attrs=V2_WINDOW, samples=POOL_SAMPLES)
+def max_pool_grad_v2(ksize, strides, padding):
+    """MaxPoolGrad with the window and strides passed as constant inputs."""
+    return _routed_back(*_pool_window("orig_input", ksize, strides, padding)[:3])
+
+
+@op("MaxPoolGradGrad", attrs={**POOL_ATTRS, "data_format": ("NHWC",)}, samples=POOL_SAMPLES)
+def max_pool_gradgrad(ksize, strides, padding, data_format):
+    """MaxPoolGrad's gradient in its `grad`: `grad` (shaped as `orig_input`) read at each
+    window's first maximum, `orig_output`."""
+    return _read_at_maxima(*_pool_window("orig_input", ksize, strides, padding)[:3])
+
+
+@op("MaxPool3DGrad", attrs={**POOL_3D_ATTRS, "data_format": ("NDHWC",)}, samples=POOL_3D_SAMPLES)
+def max_pool3d_grad(ksize, strides, padding, data_format):
+    """MaxPool3D's gradient in its input `orig_input`, as MaxPoolGrad's."""
+    return _routed_back(*_window_3d("orig_input", ksize, strides, padding))
+
+
+@op("MaxPool3DGradGrad", attrs={**POOL_3D_ATTRS, "data_format": ("NDHWC",)}, samples=POOL_3D_SAMPLES)
+def max_pool3d_gradgrad(ksize, strides, padding, data_format):
+    """MaxPool3DGrad's gradient in its `grad`, as MaxPoolGradGrad's."""
+    return _read_at_maxima(*_window_3d("orig_input", ksize, strides, padding))

@@ -79,6 +79,7 @@ class TensorInput:
     ascending: bool = False  # integer positions in ascending order (SegmentSum's segment ids)
     boolean: bool = False  # a condition (SelectV2's): bools, no gradient (`integer` too)
     distinct: bool = False  # integer positions that never repeat along the first axis (TensorScatterUpdate's)
+    equals: tuple | None = None  # (indices, expression): the value it must hold, of the other inputs
 
     @property
     def shape(self) -> tuple | None:
@@ -146,7 +147,7 @@ BATCH = sp.Symbol("batch", integer=True)
 
 def with_batch(items) -> tuple:
     """Replace a leading `...` by the batch index; `...` anywhere else is an error."""
-    items = tuple(items) if isinstance(items, (tuple, list)) else (items,)
+    items = tuple(items) if isinstance(items, (tuple, list, sp.Tuple)) else (items,)
     if any(item is Ellipsis for item in items[1:]):
         raise DeclarationError(f"`...` may only lead a shape or subscript, got {items}")
     return (BATCH,) + items[1:] if items and items[0] is Ellipsis else items
@@ -172,7 +173,14 @@ class BoolTensor(Tensor):
 
 
 def tensor(
-    name: str, shape: tuple, *, integer: bool = False, ascending: bool = False, boolean: bool = False, distinct: bool = False
+    name: str,
+    shape: tuple,
+    *,
+    integer: bool = False,
+    ascending: bool = False,
+    boolean: bool = False,
+    distinct: bool = False,
+    equals: tuple | None = None,
 ) -> Tensor:
     """Declare the next input tensor of the op being built, with its symbolic shape.
 
@@ -211,7 +219,10 @@ def tensor(
     base = (BoolTensor if boolean else Tensor)(name, shape=tuple(dims_))
     if (ascending or distinct) and not integer:
         raise DeclarationError(f"input {name!r}: only an integer tensor can be ascending or distinct")
-    registry.append(TensorInput(name, base, integer or boolean, tuple(groups), ascending, boolean, distinct))
+    if equals is not None and not (isinstance(equals, tuple) and len(equals) == 2 and len(tuple(equals[0])) == len(dims_)):
+        raise DeclarationError(f"input {name!r}: equals=(indices, expression) with one index per axis, got {equals!r}")
+    equals = None if equals is None else (tuple(equals[0]), sp.sympify(equals[1]))
+    registry.append(TensorInput(name, base, integer or boolean, tuple(groups), ascending, boolean, distinct, equals))
     return base
 
 

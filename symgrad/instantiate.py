@@ -84,9 +84,17 @@ def _instantiate_index(decl, attr_values, kwargs) -> OpVariant:
                 decl.location,
             )
         idx, expr = value
+        expr = _tied_entries_read(inputs, sp.sympify(expr))
         idx, sizes, groups = _sized(decl, out_name, with_batch(idx))
         outputs.append(Output(out_name, idx, _as_expr(decl, expr), sizes, groups, list_name))
     return OpVariant(decl, attr_values, inputs, tuple(outputs), stages)
+
+
+def _tied_entries_read(inputs, expr):
+    """`expr` reading each `tensor(..., equals=(indices, value))` input's entry where it has
+    `value` (a window's maximum read back from MaxPoolGrad's `orig_output`)."""
+    tied = {t.equals[1]: t.base[t.equals[0]] for t in inputs if t.equals is not None}
+    return expr.xreplace(tied) if tied else expr
 
 
 def _check_list_input(decl: OpDecl, attr_values, inputs) -> None:

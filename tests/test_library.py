@@ -28,6 +28,8 @@ NO_REFERENCE = {
     "Conv2D": "TensorFlow's Conv2D gradient refuses dilations above 1 on the CPU (float32 VALID "
     "and SAME excepted, through oneDNN): those rows have none",
     "AvgPool3D": "TensorFlow's AvgPool3D has a CPU kernel for float32 only: float64 has none",
+    **{name: f"TensorFlow's {name} has a CPU kernel for float32 (half, bfloat16) only: float64 has none"
+       for name in ("MaxPool3D", "MaxPool3DGrad", "MaxPool3DGradGrad")},
     "BatchNormWithGlobalNormalization": "TensorFlow 2.21 refuses to run it (removed in GraphDef version 9: "
     "'Use tf.nn.batch_normalization()'), though nn_grad.py still registers its gradient",
     "LRN": "TensorFlow's LRN takes half, bfloat16 and float32 only: float64 has none",

@@ -58,6 +58,34 @@ def test_gather_reads_fill_outside(target):
 
 
 @pytest.mark.parametrize("target", list(REGISTRY))
+def test_gather_of_rank_9_reads_fill_outside(target):
+    """Nine axes after the gather: TensorFlow's select and pad stop at eight (ExtractVolumePatches' gradient)."""
+    runtime = _runtime(target)
+    x = RNG.normal(size=(1, 2, 1, 2, 1, 2, 1, 3))
+    positions = np.array([[2, -1], [0, 3]])
+    got = _array(runtime._gather(_given(target, x), _given(target, positions), -3, 0.0))
+    expected = np.zeros(x.shape[:-3] + (2, 2) + x.shape[-2:])
+    for (a, b), p in np.ndenumerate(positions):
+        if 0 <= p < x.shape[-3]:
+            expected[..., a, b, :, :] = x[..., p, :, :]
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_tensorflow_einsum_takes_diagonals_above_rank_6():
+    """`abcdefgcegh->abcdefgh` (11 axes, three repeated): TensorFlow's einsum refuses diagonals
+    above rank 6; `_einsum_of_diagonals` takes them first, as numpy's einsum does at once."""
+    runtime = _runtime("tensorflow")
+    x = RNG.normal(size=(2, 1, 2, 3, 2, 2, 1, 2, 2, 1, 2))
+    spec = "abcdefgcegh->abcdefgh"
+    got = _array(runtime._einsum_of_diagonals(spec, x))
+    np.testing.assert_allclose(got, np.einsum(spec, x), rtol=1e-12)
+    y = RNG.normal(size=(4, 2, 2, 2, 2, 3, 2))
+    spec = "...ab,...kbdeak->...kde"  # leading batch axes, a repeated pair after them
+    z = RNG.normal(size=(4, 3, 2))
+    np.testing.assert_allclose(_array(runtime._einsum_of_diagonals(spec, z, y)), np.einsum(spec, z, y), rtol=1e-12)
+
+
+@pytest.mark.parametrize("target", list(REGISTRY))
 def test_scatter_add_sums_repeated_positions_and_drops_outside(target):
     runtime = _runtime(target)
     values = RNG.normal(size=(2, 6, 3))

@@ -1,5 +1,5 @@
 """A window's gradient routed to its first maximum and summed into the input, as a pooling
-kernel computes it (TensorFlow's MaxPoolGrad), never as gathered windows and scans.
+kernel computes it (TensorFlow's MaxPoolGrad, in 2-D), never as gathered windows and scans.
 
 Channels last, per spatial axis m a window read `x[n, *(u*s + k - p), c]`:
 
@@ -19,7 +19,7 @@ from symgrad.ir import MaxPoolBackprop
 from symgrad.lowering.convolution import sizes_known, static_sizes
 from symgrad.lowering.symbols import free_indices, is_index, whole_axes
 
-SPATIAL_AXES = 2  # TensorFlow's MaxPoolGrad (and the numpy helper) take two
+SPATIAL_AXES = (2, 3)  # 2-D and 3-D pooling
 
 
 def max_pool_backprop(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
@@ -29,7 +29,7 @@ def max_pool_backprop(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
         return None
     coefficient, deltas, grad, marker = parts
     x, y = _window_read(marker)
-    if x is None or y.indices != grad.indices or len(x.indices) != SPATIAL_AXES + 2:
+    if x is None or y.indices != grad.indices or len(x.indices) - 2 not in SPATIAL_AXES:
         return None
     if (x.indices[0], x.indices[-1]) != (y.indices[0], y.indices[-1]):  # batch and channel kept
         return None
@@ -72,7 +72,7 @@ def _parts(function) -> tuple | None:
             return None
         else:
             coefficient *= factor
-    if len(deltas) != SPATIAL_AXES or len(entries) != 1 or len(markers) != 1:
+    if len(deltas) not in SPATIAL_AXES or len(entries) != 1 or len(markers) != 1:
         return None
     return coefficient, deltas, entries[0], markers[0]
 

@@ -35,6 +35,7 @@ from symgrad.declare import BATCH_DIM
 from symgrad.targets import COMPLEX_DTYPES, REAL_DTYPES
 from symgrad.verify.ops_under_test import DerivedOp, Variant, variants_of
 from symgrad.verify.shapes import broadcast_shapes, concrete_shapes, shape_configs, shapes_broadcasting_to, size_of
+from symgrad.verify.tied import with_tied_values
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,13 @@ def make_cases(variant: Variant, forward, complex_values: bool) -> list[Case]:
         cases = _index_cases(variant, forward, rng)
     if complex_values:
         cases = [replace(c, inputs=tuple(_with_imaginary(x, rng) for x in c.inputs)) for c in cases]
-    return cases
+    return [replace(c, inputs=_tied(variant, c.inputs)) for c in cases] if variant.tied else cases
+
+
+def _tied(variant: Variant, inputs: tuple) -> tuple:
+    """`inputs` with each tied input (`equals=`) holding its value on the others."""
+    exprs = [e for _, _, e in variant.tied] + [d for shape in variant.shapes for d in shape]
+    return with_tied_values(variant.tied, variant.inputs, variant.shapes, inputs, variant.attr_values(*exprs))
 
 
 def for_dtype(cases: list[Case], dtype, forward, seed: str) -> list[Case]:

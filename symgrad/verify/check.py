@@ -257,7 +257,7 @@ def check_case(
         if name in stopped:
             skipped += int(np.size(x))
             continue
-        if name in variant.integers or np.size(x) == 0:  # positions, or no entry: nothing to difference
+        if name in variant.fixed or np.size(x) == 0:  # positions, tied, or no entry: nothing to difference
             continue
         g = np.zeros_like(x) if g is None else np.asarray(g)
         key = (n, full_max)  # the differences are the forward's: the same for every target

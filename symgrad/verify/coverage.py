@@ -99,15 +99,6 @@ NOT_DECLARED = {
         "PreventGradient QuantizeAndDequantize QuantizeAndDequantizeV2 QuantizeAndDequantizeV3 "
         "RefIdentity PlaceholderWithDefault _EagerConst",
     "an input that is a resource variable, not a tensor": "ResourceGatherNd",
-    "TensorFlow's forward fails: its Equal refuses to broadcast at rank 8, which the tie count "
-    "of three window indices reaches": "MaxPool3D",
-    "the TensorFlow target fails: TensorFlow's SelectV2 takes at most 8 axes, and the gradient's "
-    "window of three indices (im2col's size) has 9":
-        "ExtractVolumePatches",
-    "inputs that are not independent: orig_output must be MaxPool(orig_input), which TensorFlow's "
-    "MaxPoolGradGrad compares against, and cases draw each input on its own (declared, "
-    "MaxPoolGrad's forward matches; its gradient rows compare with a reference given invalid "
-    "inputs)": "MaxPoolGrad MaxPoolGradV2 MaxPoolGradGrad MaxPool3DGrad MaxPool3DGradGrad",
     "an integer output beside the values (the argmax): a declaration's outputs have one dtype":
         "MaxPoolWithArgmax",
     "a relabelling of the flat index: declared with floor and mod of the ravelled position it "

@@ -65,7 +65,12 @@ class NoReference:
 # Op types whose TensorFlow gradient breaks ties by another convention than the derived one:
 # cases with values tied on purpose are not compared with it (both are subgradients there, and
 # differences of the forward cannot tell them apart), with this reason.
-TIE_CONVENTIONS: dict[str, str] = {}  # none today: MaxPool follows TensorFlow's first maximum
+_POOL_3D_TIES = (
+    "TensorFlow's 3-D max-pooling gradient kernels give each entry within 1e-5 of its window's maximum the "
+    "window's whole gradient (k tied entries pass on k times it); declared as MaxPool, to the first maximum"
+)
+TIE_CONVENTIONS: dict[str, str] = dict.fromkeys(("MaxPool3D", "MaxPool3DGrad", "MaxPool3DGradGrad"), _POOL_3D_TIES)
+# (MaxPool and its gradient ops follow TensorFlow's, to the first maximum)
 
 
 class TensorFlowReference:

@@ -144,6 +144,13 @@ class Variant:
     booleans: tuple[str, ...] = ()  # inputs holding bools (conditions), among `integers`
     listed: int = 0  # the first `listed` inputs are passed as one list (a gradient op's, Unpack's)
     distinct: tuple[str, ...] = ()  # integer inputs whose positions never repeat along the first axis
+    tied: tuple = ()  # (name, indices, expression) of each input tied to the others (`equals=`)
+
+    @property
+    def fixed(self) -> tuple[str, ...]:
+        """Inputs whose gradient is not checked: positions, bools, and tied inputs (their
+        derivative at fixed other inputs is not one of the op)."""
+        return self.integers + tuple(name for name, _, _ in self.tied)
 
     @property
     def label(self) -> str:
@@ -211,6 +218,7 @@ def _settings_of(op: DerivedOp, values: tuple) -> list[Variant]:
             tuple(t.name for t in inst.inputs if t.ascending), inst.outputs[0].list_name is not None,
             booleans=tuple(t.name for t in inst.inputs if t.boolean),
             distinct=tuple(t.name for t in inst.inputs if t.distinct),
+            tied=tuple((t.name, *t.equals) for t in inst.inputs if t.equals is not None),
         )
         if shapes is not None:  # an axis declared as a group of sizes (a block size)
             known = lambda d: sp.sympify(d).subs(v.attr_values(d))

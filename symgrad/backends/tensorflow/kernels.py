@@ -305,7 +305,31 @@ def _max_pool_backprop(x, y, g, window, strides, geometry):
     if padding is not None:
         return _raw_max_pool_grad(x, y, g, window, strides, *padding)
     spanned = _window_span(x, pads, spans, fill=float("-inf"))
+    if len(strides) != 2:  # MaxPool3DGrad routes to every entry near the maximum, not the first
+        return _window_unspan(_first_maximum_routed(spanned, y, g, window, strides), pads, sizes)
     return _window_unspan(_raw_max_pool_grad(spanned, y, g, window, strides), pads, sizes)
+
+
+def _first_maximum_routed(x, y, g, window, strides):
+    """`_max_pool_backprop` over windows from position 0 of `x`, any number of spatial axes:
+    a loop over the window's positions, each a strided slice of `x`, its share added back
+    with zeros between neighbours."""
+    rank, counts, extents = len(strides), _sizes(g, 1, len(strides) + 1), _sizes(x, 1, len(strides) + 1)
+    dx = tf.zeros_like(x, dtype=g.dtype)
+    unclaimed = tf.ones_like(g, dtype=tf.bool)
+    offsets = [()]
+    for size in window:  # the window's positions in row-major order
+        offsets = [k + (j,) for k in offsets for j in range(size)]
+    for k in offsets:
+        cut = tuple(slice(j, j + (q - 1) * s + 1, s) for j, q, s in zip(k, counts, strides))
+        first = tf.logical_and(unclaimed, tf.equal(x[(slice(None),) + cut], y))
+        share = tf.where(first, g, tf.zeros_like(g))
+        for axis, s in enumerate(strides):
+            share = _zero_inserted(share, axis + 1, s, rank)
+        widths = [[j, h - j - (q - 1) * s - 1] for j, q, s, h in zip(k, counts, strides, extents)]
+        dx += tf.pad(share, [[0, 0]] + widths + [[0, 0]])
+        unclaimed = tf.logical_and(unclaimed, tf.logical_not(first))
+    return dx
 
 
 def _raw_max_pool_grad(x, y, g, window, strides, padding="VALID", explicit=()):

@@ -176,6 +176,8 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     def _print_Einsum(self, value: ir.Einsum):
         if sums_batch_away(value.spec):  # TensorFlow's einsum keeps `...` in its output
             return f'_einsum_over_batch("{value.spec}", {", ".join(value.operands)})'
+        if _diagonal_above_rank_6(value.spec):  # TensorFlow's einsum takes diagonals up to rank 6
+            return f'_einsum_of_diagonals("{value.spec}", {", ".join(value.operands)})'
         return f'{self._module_format("tensorflow.einsum")}("{value.spec}", {", ".join(value.operands)})'
 
     def _print_Reduce(self, value: ir.Reduce):
@@ -377,6 +379,12 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
 # `mapping` are then reported as unsupported instead of printed wrongly.
 for _name in {f.__name__ for f in TensorflowPrinter.mapping} | set(_known_functions_math):
     setattr(TensorflowPrinter, f"_print_{_name}", TensorflowPrinter._print_Function)
+
+
+def _diagonal_above_rank_6(spec: str) -> bool:
+    """Whether an operand of the einsum `spec` repeats a subscript and has more than 6 axes."""
+    terms = [t.replace("...", "") for t in spec.split("->")[0].split(",")]
+    return any(len(set(t)) < len(t) and len(t) > 6 for t in terms)
 
 
 def sums_batch_away(spec: str) -> bool:

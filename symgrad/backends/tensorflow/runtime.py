@@ -128,6 +128,28 @@ def _einsum_over_batch(spec, *operands):
     return tf.reduce_sum(product, axis=tf.range(tf.rank(product) - len(output)))
 
 
+def _einsum_of_diagonals(spec, *operands):
+    """`tf.einsum(spec, ...)` where an operand repeats a subscript (a diagonal) at a rank
+    TensorFlow's einsum refuses to take diagonals at (above 6): each repeated pair taken first
+    by `tf.linalg.diag_part` over the two axes moved last."""
+    inputs, output = spec.split("->")
+    taken = [_diagonals(x, term) for x, term in zip(operands, inputs.split(","))]
+    return tf.einsum(f"{','.join(t for _, t in taken)}->{output}", *(x for x, _ in taken))
+
+
+def _diagonals(x, term):
+    """(x, its subscripts) with every repeated subscript of `term` taken as one axis, last."""
+    letters = term.replace("...", "")
+    repeated = next((c for c in letters if letters.count(c) > 1), None)
+    if repeated is None:
+        return x, term
+    lead, _, tail = term.rpartition("...") if "..." in term else ("", "", term)
+    rank = len(x.shape)
+    axes = [k for k, c in enumerate(lead) if c == repeated] + [rank - len(tail) + k for k, c in enumerate(tail) if c == repeated]
+    perm = [a for a in range(rank) if a not in axes[:2]] + axes[:2]
+    return _diagonals(tf.linalg.diag_part(tf.transpose(x, perm)), term.replace(repeated, "", 2) + repeated)
+
+
 def _cumprod(x, axis, exclusive=False, reverse=False):
     """`tf.math.cumprod` with a gradient that never divides by x. TensorFlow's divides, and so
     is wrong where x is 0: in a second order it is the gradient of a product's gradient."""
@@ -219,14 +241,15 @@ def _bessel_i1(x):
 
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map)."""
-    positions = tf.cast(positions, tf.int64)
+    positions outside the axis read as `fill` (the padding of an index map): they read one
+    `fill` entry appended to the axis, so that no mask is broadcast against the result (a
+    select, which TensorFlow broadcasts up to rank 8 only)."""
+    x, positions = tf.convert_to_tensor(x), tf.cast(positions, tf.int64)
     size = tf.shape(x, out_type=tf.int64)[axis]
     inside = (positions >= 0) & (positions < size)
-    taken = tf.gather(x, tf.where(inside, positions, tf.zeros_like(positions)), axis=axis)
-    trailing = tf.ones([-axis - 1], tf.int32)
-    inside = tf.reshape(inside, tf.concat([tf.shape(inside), trailing], 0))
-    return tf.where(inside, taken, tf.fill(tf.shape(taken), tf.constant(fill, taken.dtype)))
+    entry_shape = tf.tensor_scatter_nd_update(tf.shape(x), [[x.shape.rank + axis]], [1])
+    padded = tf.concat([x, tf.fill(entry_shape, tf.constant(fill, x.dtype))], axis)  # tf.pad stops at rank 8
+    return tf.gather(padded, tf.where(inside, positions, tf.zeros_like(positions) + size), axis=axis)
 
 
 def _scatter_add(values, positions, trailing, size):
