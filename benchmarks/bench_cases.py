@@ -384,6 +384,13 @@ CASES: tuple[Case, ...] = (
         ),
     ),
     Case(
+        "ExtractVolumePatches",
+        "8x8x16x16x8, 2x2x2 patches, stride 2, VALID",
+        sizes(((8, 8, 16, 16, 8),), ((4, 4, 8, 8, 4),), ((2, 4, 4, 4, 3),)),
+        {"ksizes": [1, 2, 2, 2, 1], "strides": [1, 2, 2, 2, 1], "padding": "VALID"},
+        tf_op=lambda tf, x: tf.raw_ops.ExtractVolumePatches(input=x, ksizes=[1, 2, 2, 2, 1], strides=[1, 2, 2, 2, 1], padding="VALID"),
+    ),
+    Case(
         "MirrorPad",
         "32x64x64x16, 2 each side of H and W, REFLECT",
         sizes(((32, 64, 64, 16),), ((8, 32, 32, 16),), ((2, 8, 8, 3),)),

@@ -29,7 +29,11 @@ NO_REFERENCE = {
     "and SAME excepted, through oneDNN): those rows have none",
     "AvgPool3D": "TensorFlow's AvgPool3D has a CPU kernel for float32 only: float64 has none",
     **{name: f"TensorFlow's {name} has a CPU kernel for float32 (half, bfloat16) only: float64 has none"
-       for name in ("MaxPool3D", "MaxPool3DGrad", "MaxPool3DGradGrad")},
+       for name in ("MaxPool3D", "MaxPool3DGrad", "MaxPool3DGradGrad", "AvgPool3DGrad")},
+    **{name: f"TensorFlow's {name} refuses dilations above 1 on the CPU: those rows have none"
+       for name in ("Conv2DBackpropInput", "Conv2DBackpropFilter")},
+    **{name: f"TensorFlow's {name} takes equal row and column strides only: strides (1, 2, 3, 1) have none"
+       for name in ("DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter")},
     "BatchNormWithGlobalNormalization": "TensorFlow 2.21 refuses to run it (removed in GraphDef version 9: "
     "'Use tf.nn.batch_normalization()'), though nn_grad.py still registers its gradient",
     "LRN": "TensorFlow's LRN takes half, bfloat16 and float32 only: float64 has none",
