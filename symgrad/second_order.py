@@ -36,6 +36,7 @@ from symgrad.functions import at_position
 from symgrad.ir import Assign, Conj, OpCode
 from symgrad.simplify import simplify
 from symgrad.stages import split_stages
+from symgrad.wirtinger import uses_wirtinger
 
 PREFIX = "vjp_"  # G's outputs: vjp_<input>; its upstream gradients: grad_vjp_<input>
 
@@ -45,6 +46,8 @@ def supported(derivation: Derivation) -> bool:
     not where nothing has a gradient, nor for a list input and a list output (IdentityN's),
     whose gradient op would take two lists of varying length."""
     both_lists = derivation.variant.decl.variadic and derivation.variant.outputs[0].list_name
+    if uses_wirtinger(derivation.variant):  # its gradient op is not holomorphic in g
+        return False
     return not both_lists and any(v is not None for v in derivation.vjp.values())
 
 
@@ -282,6 +285,8 @@ def linear_inputs(derivation: Derivation) -> tuple[str, ...] | None:
     (`ir.LinearSecondOrder`): what its gradient op would derive, without declaring it."""
     variant = derivation.variant
     if derivation.staging is not None or variant.decl.variadic or variant.decl.complex_ok or len(variant.outputs) != 1:
+        return None
+    if uses_wirtinger(variant):
         return None
     names = tuple(t.name for t in variant.inputs if derivation.vjp[t.name] is not None)
     bases = {t.name: t.base for t in variant.inputs}
