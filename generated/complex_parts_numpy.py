@@ -69,6 +69,13 @@ def real_grad(grad, input, *, output=None):
     return (grad_input,)
 
 
+def real_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None):
+    """Second order of Real: the gradient of real_grad: one array per input (grad, input)."""
+    grad_grad = _sum_to_shape(grad_vjp_input, np.shape(grad))
+    grad_grad = _like_dtype(grad_grad, grad)
+    return grad_grad, None
+
+
 def imag(input):
     """Imag: output = im(input), real (declared at ops/complex_parts.py:21)."""
     output = np.imag(input)
@@ -85,6 +92,13 @@ def imag_grad(grad, input, *, output=None):
     grad_input = 1j * grad
     grad_input = _like_dtype(grad_input, input)
     return (grad_input,)
+
+
+def imag_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None):
+    """Second order of Imag: the gradient of imag_grad: one array per input (grad, input)."""
+    grad_grad = _sum_to_shape(-1j * grad_vjp_input, np.shape(grad))
+    grad_grad = _like_dtype(grad_grad, grad)
+    return grad_grad, None
 
 
 def angle(input):
@@ -104,6 +118,19 @@ def angle_grad(grad, input, *, output=None):
     grad_input = 1j * grad / input
     grad_input = _like_dtype(grad_input, input)
     return (grad_input,)
+
+
+def angle_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None):
+    """Second order of Angle: the gradient of angle_grad: one array per input (grad, input)."""
+    grad = _conj(grad)
+    input = _conj(input)
+    grad_grad = _sum_to_shape(-1j * grad_vjp_input / _conj(input), np.shape(grad))
+    grad_input = _sum_to_shape(
+        -1j * _conj(grad_vjp_input) * _promoted(grad, input) / input**2, np.shape(input)
+    )
+    grad_grad = _like_dtype(grad_grad, grad)
+    grad_input = _like_dtype(grad_input, input)
+    return grad_grad, grad_input
 
 
 def complex_abs(x):
@@ -126,6 +153,23 @@ def complex_abs_grad(grad, x, *, y=None):
     return (grad_x,)
 
 
+def complex_abs_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
+    """Second order of ComplexAbs: the gradient of complex_abs_grad: one array per input (grad, x)."""
+    grad = _conj(grad)
+    x = _conj(x)
+    tmp0 = x == 0
+    tmp1 = np.abs(x)
+    tmp2 = grad_vjp_x * tmp1 / _conj(x)
+    tmp3 = (1 / 2) * _promoted(grad, x)
+    grad_grad = _sum_to_shape(np.where(tmp0, 0, tmp2), np.shape(grad))
+    grad_x = _sum_to_shape(
+        np.where(tmp0, 0, -tmp1 * tmp3 * _conj(grad_vjp_x) / x**2 + tmp2 * tmp3 / x), np.shape(x)
+    )
+    grad_grad = _like_dtype(grad_grad, grad)
+    grad_x = _like_dtype(grad_x, x)
+    return grad_grad, grad_x
+
+
 def complex_(real, imag):
     """Complex: out = real + i imag, from two real tensors (broadcasting) (declared at ops/complex_parts.py:39)."""
     out = 1j * imag + real
@@ -146,6 +190,17 @@ def complex__grad(grad, real, imag, *, out=None):
     return grad_real, grad_imag
 
 
+def complex__grad_grad(
+    grad_vjp_real, grad_vjp_imag, grad, real, imag, *, vjp_real=None, vjp_imag=None
+):
+    """Second order of Complex: the gradient of complex__grad: one array per input (grad, real, imag)."""
+    grad_vjp_real = _promoted(grad_vjp_real, grad)
+    grad_vjp_imag = _promoted(grad_vjp_imag, grad)
+    grad_grad = _sum_to_shape(1j * grad_vjp_imag + grad_vjp_real, np.shape(grad))
+    grad_grad = _like_dtype(grad_grad, grad)
+    return grad_grad, None, None
+
+
 def conj(input):
     """Conj: output = conj(input) (declared at ops/complex_parts.py:45)."""
     output = _conj(input)
@@ -161,6 +216,13 @@ def conj_grad(grad, input, *, output=None):
     grad_input = _conj(grad)
     grad_input = _like_dtype(grad_input, input)
     return (grad_input,)
+
+
+def conj_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None):
+    """Second order of Conj: the gradient of conj_grad: one array per input (grad, input)."""
+    grad_grad = _sum_to_shape(_conj(grad_vjp_input), np.shape(grad))
+    grad_grad = _like_dtype(grad_grad, grad)
+    return grad_grad, None
 
 
 def cast(x, *, DstT):
@@ -180,6 +242,13 @@ def cast_grad(grad, x, *, y=None, DstT):
     grad_x = grad
     grad_x = _like_dtype(grad_x, x)
     return (grad_x,)
+
+
+def cast_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None, DstT):
+    """Second order of Cast: the gradient of cast_grad: one array per input (grad, x)."""
+    grad_grad = _sum_to_shape(grad_vjp_x, np.shape(grad))
+    grad_grad = _like_dtype(grad_grad, grad)
+    return grad_grad, None
 
 
 def conjugate_transpose(x, *, perm=(1, 0)):
@@ -219,3 +288,13 @@ def conjugate_transpose_grad(grad, x, *, y=None, perm=(1, 0)):
     else:
         raise ValueError(f"ConjugateTranspose: unsupported attributes perm={perm!r}")
     return (grad_x,)
+
+
+def conjugate_transpose_grad_grad(grad_vjp_x, grad, x, *, perm=(1, 0)):
+    """Second order of ConjugateTranspose: the gradient of conjugate_transpose_grad: one array per input (grad, x).
+
+    ConjugateTranspose is linear in x: its second order is its own forward (w.r.t. grad) and gradient (w.r.t. x), each at the inputs with one replaced by its cotangent.
+    """
+    grad_grad = conjugate_transpose(grad_vjp_x, perm=perm)
+    grad_x = None  # conjugate_transpose_grad does not read x
+    return grad_grad, grad_x

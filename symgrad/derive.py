@@ -22,7 +22,7 @@ from symgrad.stability import stabilized_outputs
 from symgrad.stages import Staged, scalar_entry, split_stages
 from symgrad.dtypes import output_real
 from symgrad.validate import index_ranges, index_symbols
-from symgrad.wirtinger import indexed_vjp, uses_wirtinger, wirtinger_vjp
+from symgrad.wirtinger import indexed_vjp, promoted_reals, uses_wirtinger, wirtinger_vjp
 
 
 def grad_names(variant: OpVariant) -> tuple[str, ...]:
@@ -128,14 +128,18 @@ def elementwise_vjp(variant: OpVariant, stopped: bool = False) -> dict:
     wirtinger = uses_wirtinger(variant)
     grads = [upstream_symbol(variant, n, o) if wirtinger else sp.Symbol(n, real=True) for n, o in zip(grad_names(variant), variant.outputs)]
     differentiate = lambda expr, wrt: partial_derivative(variant, expr, wrt, stopped)
+    # what the generated gradient reads conjugated (a complex op's prologue)
+    conjugated = [t.base for t in variant.inputs if not t.integer and not t.base.is_real] if variant.decl.complex_ok else []
     vjp = {}
     for inp in variant.inputs:
         total = sp.S.Zero
         for out, grad in zip(variant.outputs, grads):
             if wirtinger and not inp.integer:
-                total += wirtinger_vjp(out.expr, inp.base, grad, differentiate)
+                total += wirtinger_vjp(out.expr, inp.base, grad, differentiate, conjugated)
             else:
                 total += grad * differentiate(out.expr, inp.base)
+        if wirtinger:
+            total = promoted_reals(total, [t.base for t in variant.inputs if not t.integer])
         vjp[inp.name] = None if total == 0 else sp.piecewise_fold(total)
     return vjp
 
@@ -246,7 +250,8 @@ def _contract(variant, out, grad_name, entry, ranges) -> tuple[sp.Expr, list[Ter
     grad = sp.IndexedBase(grad_name, shape=shape)
     upstream = grad[out.indices] if out.indices else sp.Symbol(grad_name)
     if uses_wirtinger(variant):  # the upstream gradient within: a term of its own per part
-        contracted = indexed_vjp(out.expr, entry, upstream, lambda e, wrt: partial_derivative(variant, e, wrt))
+        conjugated = [t.base for t in variant.inputs if not t.integer] if variant.decl.complex_ok else []
+        contracted = indexed_vjp(out.expr, entry, upstream, lambda e, wrt: partial_derivative(variant, e, wrt), conjugated)
         return contracted, [Term(_hoist_deltas(t.factor), t.sums) for t in _normalize(_hoist_deltas(contracted), sums_of(out, ranges))]
     partial = _hoist_deltas(partial_derivative(variant, out.expr, entry))
     # an output's whole expression in its own derivative (a maximum's) is the output, passed

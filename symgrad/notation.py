@@ -118,6 +118,9 @@ class IndexNotationPrinter(StrPrinter):
             return arg.name
         return f"conj({self._print(arg)})"
 
+    def _print_promoted(self, expr):  # a dtype, not a value
+        return self._print(expr.args[0])
+
     def _print_modulus(self, expr):
         return f"|{self._print(expr.args[0])}|"
 

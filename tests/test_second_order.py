@@ -129,11 +129,6 @@ _NONE = "no gradient at all (piecewise constant): nothing to derive again"
 NOT_DERIVED_AGAIN = {  # op type -> why it has no <op>_grad_grad yet
     **dict.fromkeys(("Floor", "Ceil", "Rint", "Round", "Sign", "FloorDiv", "TruncateDiv"), _NONE),
     "IdentityN": "a list input and a list output: its gradient op would take two lists of varying length",
-    **dict.fromkeys(
-        ("Real", "Imag", "Angle", "ComplexAbs", "Complex", "Conj", "ConjugateTranspose", "Cast"),
-        "a Wirtinger gradient (symgrad/wirtinger.py): its gradient op, a function of g, conj(g), z and "
-        "conj(z) with inputs of two dtypes, is not declared yet (second_order.supported)",
-    ),
 }
 
 

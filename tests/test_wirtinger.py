@@ -163,3 +163,39 @@ def test_complex_and_cast_gradients_take_the_real_input_dtype(numpy_module):
     (grad,) = numpy_module.cast_grad(g.astype("complex128"), re, DstT="complex128")
     assert grad.dtype == np.float32
     np.testing.assert_allclose(grad, g.real, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["angle", "complex_abs"])
+def test_second_order_is_the_numerical_derivative_of_the_gradient(numpy_module, name):
+    """`<op>_grad_grad`, derived from the gradient op declared in z and conj(z), against central
+    differences of `<op>_grad` (g real, z complex, the cotangent v complex)."""
+    grad_fn, grad_grad = getattr(numpy_module, f"{name}_grad"), getattr(numpy_module, f"{name}_grad_grad")
+    g, v = RNG.normal(size=5), RNG.normal(size=5) + 1j * RNG.normal(size=5)
+    by_g, by_z = grad_grad(v, g, Z)
+    second = lambda gg, z: np.real(np.conj(v) * grad_fn(gg, z)[0])
+    h = 1e-6
+    np.testing.assert_allclose(by_g, (second(g + h, Z) - second(g - h, Z)) / (2 * h), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(by_z, _brute_force(lambda z: grad_fn(g, z)[0], v, Z), rtol=1e-6, atol=1e-8)
+    assert by_g.dtype == g.dtype and by_z.dtype == Z.dtype
+
+
+def test_index_op_reads_every_complex_input_conjugated():
+    """y[i] = x[i] * conj(w[i]): grad_x = g w, grad_w = conj(g) x, written in the values the
+    generated code reads (each input conjugated by its prologue): g conj(w), conj(g) conj(x)."""
+    from symgrad import dims, indices, op, tensor
+
+    (N,) = dims("N")
+    (i,) = indices("i")
+
+    @op("XConjW", complex=True)
+    def x_conj_w():
+        x, w = tensor("x", (N,)), tensor("w", (N,))
+        return {"y": ((i,), x[i] * sp.conjugate(w[i]))}
+
+    vjp = derive(instantiate(x_conj_w, ())).vjp
+    (x_term,), (w_term,) = vjp["x"].terms, vjp["w"].terms
+    x_axis, w_axis = vjp["x"].indices[0], vjp["w"].indices[0]
+    bases = {str(e.base.label): e.base for term in (x_term, w_term) for e in term.factor.atoms(sp.Indexed)}
+    grad, x, w = bases["grad"], bases["x"], bases["w"]
+    assert x_term.factor == grad[x_axis] * sp.conjugate(w[x_axis])
+    assert w_term.factor == sp.conjugate(grad[w_axis]) * sp.conjugate(x[w_axis])

@@ -55,7 +55,7 @@ def lower_op(op: OpSignature, derivations: list[Derivation]) -> OpCode:
         branches=tuple(_cast_outputs(op, _unpacked(op, d, _lower_forward(op, d))) for d in derivations),
         results=outputs,
     )
-    vjp, used = _vjp_function(op, derivations, grads, grads + inputs + outputs, axes)
+    vjp, used = _vjp_function(op, derivations, grads + inputs + outputs, axes)
     return OpCode(
         name=op.name,
         func_name=op.func_name,
@@ -79,7 +79,7 @@ def lower_op(op: OpSignature, derivations: list[Derivation]) -> OpCode:
     )
 
 
-def _vjp_function(op: OpSignature, derivations: list[Derivation], grads: tuple, params: tuple, axes: tuple) -> tuple:
+def _vjp_function(op: OpSignature, derivations: list[Derivation], params: tuple, axes: tuple) -> tuple:
     """The vector-Jacobian-product function, and the outputs it reads."""
     first = derivations[0]
     list_output = first.variant.outputs[0].list_name
@@ -94,7 +94,7 @@ def _vjp_function(op: OpSignature, derivations: list[Derivation], grads: tuple, 
     integer = {t.name for d in derivations for t in d.variant.inputs if t.integer}
     inputs = _params(op, first)
     conj = tuple(Assign(n, Conj(n)) for n in inputs + used if n in read and n not in integer) if op.complex_ok else ()
-    conj += _promoted_upstream(op, first, grads)
+    conj += _promoted_upstream(op, first, derivations[0].grad_names)
     results = ("grads",) if op.variadic else _some_grad_names(derivations)
     if op.cast_grads:
         branches = tuple(_cast_to_input_dtypes(d, b) for d, b in zip(derivations, branches))

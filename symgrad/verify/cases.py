@@ -92,14 +92,19 @@ def make_cases(variant: Variant, forward, complex_values: bool) -> list[Case]:
     return cases
 
 
-def for_dtype(cases: list[Case], dtype, forward, seed: str, upstream_dtypes: tuple | None = None) -> list[Case]:
-    """The cases cast to `dtype`, each with random upstream gradients (of `upstream_dtypes`,
-    one per output, where an output's dtype is not the inputs'); elements (aligned cases)
-    or whole cases where the forward is not finite in `dtype` are left out."""
+def for_dtype(
+    cases: list[Case], dtype, forward, seed: str, upstream_dtypes: tuple | None = None, input_dtypes: tuple | None = None
+) -> list[Case]:
+    """The cases cast to `dtype` (to `input_dtypes`, one per input, where the inputs' differ:
+    a gradient op's upstream gradient of a real output), each with random upstream gradients
+    (of `upstream_dtypes`, one per output, where an output's dtype is not the inputs');
+    elements (aligned cases) or whole cases where the forward is not finite in `dtype` are
+    left out."""
     rng = np.random.default_rng(zlib.crc32(seed.encode()))
     result = []
     for case in cases:
-        case = replace(case, inputs=tuple(_cast(x, dtype) for x in case.inputs))
+        dtypes = input_dtypes or (dtype,) * len(case.inputs)
+        case = replace(case, inputs=tuple(_cast(x, d) for x, d in zip(case.inputs, dtypes)))
         finite = finite_outputs(forward, case.inputs)
         if finite is None:
             continue
