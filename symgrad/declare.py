@@ -304,6 +304,9 @@ def op(
     the op with (`{"strides": ((1, 1, 1, 1), (1, 2, 2, 1))}`), or a function of the enumerated
     attributes returning them (`lambda rank: ([1] * rank,)`); the first is used throughout,
     each further one in a variant of its own. Without samples an attribute takes its default.
+
+    `complex` and `output_dtypes` as for `elementwise`; `sp.conjugate(x[...])` of an entry
+    makes a complex op's gradient a Wirtinger one (ConjugateTranspose).
     """
     return _decorator(
         name, INDEX, attrs, defaults, complex, output_names=(), variadic=variadic, samples=samples, valid=valid,
@@ -333,6 +336,11 @@ def elementwise(
     (BroadcastTo's `shape`): the output has that shape, and each gradient is summed back to
     its input's shape, as for inputs that broadcast with each other. `scalars` names the inputs
     that are 0-D there (Fill's `value`): they are verified as scalars only.
+
+    `complex`: False (real dtypes), True (real and complex), "only" (complex: Real's input).
+    `output_dtypes={output: "real" | "complex" | a DType() attribute}` gives an output a dtype
+    of its own (`symgrad.dtypes`); such an op's inputs are complex symbols where they may be
+    complex, and its gradient is taken by Wirtinger derivatives (`symgrad.wirtinger`).
     """
     return _decorator(
         name, ELEMENTWISE, attrs, defaults, complex, output_names=tuple(outputs), samples=samples,

@@ -199,3 +199,12 @@ def test_index_op_reads_every_complex_input_conjugated():
     grad, x, w = bases["grad"], bases["x"], bases["w"]
     assert x_term.factor == grad[x_axis] * sp.conjugate(w[x_axis])
     assert w_term.factor == sp.conjugate(grad[w_axis]) * sp.conjugate(x[w_axis])
+
+
+def test_explain_shows_both_wirtinger_partials():
+    from symgrad.explain import explain_op
+
+    ops = {d.name: d for d in load_op_file(Path(OPS) / "complex_parts.py").ops}
+    text = explain_op(ops["Angle"])
+    assert "Wirtinger derivatives" in text
+    assert "d output / d input = (-i / (2 * input), i / (2 * conj(input)))" in text
