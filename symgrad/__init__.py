@@ -25,6 +25,7 @@ _ATTRIBUTES = (
     "Attribute",
     "Axis",
     "Choice",
+    "DType",
     "Input",
     "Ints",
     "LengthOf",
@@ -46,7 +47,7 @@ _FUNCTIONS = (
 __all__ = sorted(_DECLARE + _ATTRIBUTES + _FUNCTIONS + _INTEGERS) + ["__version__"]
 
 if TYPE_CHECKING:
-    from symgrad.attributes import Attribute, Axis, Choice, Input, Ints, LengthOf, Number, RankOf, SizeOf, attr
+    from symgrad.attributes import Attribute, Axis, Choice, DType, Input, Ints, LengthOf, Number, RankOf, SizeOf, attr
     from symgrad.declare import (
         all_entries,
         dims,

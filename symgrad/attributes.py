@@ -18,6 +18,7 @@ How the declaration uses it:
 | `Number(type)` | a symbol, the value read at run time (`float` or `int`) |
 | `Ints(length)` | `length` symbols (`strides[1]`), or with no length a list indexed as deep as the declaration goes (`paddings[k][0]`), read when the graph is built |
 | `Axis(of, values, inserted)` | an axis of input `of` (of the output, one axis longer, with `inserted`), a derivation per negative value; a non-negative axis is made negative at run time. A value may be a tuple of axes |
+| `DType()` | a symbol (unused in expressions): a dtype's name read at run time, the dtype of an output (`output_dtypes`) |
 
 `attr(use, source)` makes one. In `attrs={...}` a use alone is the op attribute of that use,
 and `bool`, `float`, `int` and a tuple of values are `Choice((False, True))`, `Number(float)`,
@@ -111,7 +112,13 @@ class Axis:
     inserted: bool = False
 
 
-Use = Union[Choice, Number, Ints, Axis]
+@dataclass(frozen=True)
+class DType:
+    """A dtype, by name (`"float64"`, `"complex64"`), read at run time: the dtype of an output
+    that `op(output_dtypes={output: name})` names the attribute of (Cast's `DstT`)."""
+
+
+Use = Union[Choice, Number, Ints, Axis, DType]
 
 
 @dataclass(frozen=True)
@@ -130,7 +137,7 @@ def attr(use, source: Source = Attribute()) -> AttrSpec:
 
 
 def _as_use(kind) -> Use | None:
-    if isinstance(kind, (Choice, Number, Ints, Axis)):
+    if isinstance(kind, (Choice, Number, Ints, Axis, DType)):
         return kind
     if kind is bool:
         return Choice((False, True))
@@ -176,6 +183,10 @@ class Attr:
     @property
     def is_float(self) -> bool:
         return isinstance(self.use, Number) and self.use.type is float
+
+    @property
+    def is_dtype(self) -> bool:
+        return isinstance(self.use, DType)
 
     @property
     def is_list_input(self) -> bool:

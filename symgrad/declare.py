@@ -23,6 +23,7 @@ from typing import Any, Callable
 import sympy as sp
 
 from symgrad.attributes import Attr, AttributeGroups, make_attrs, with_samples
+from symgrad.dtypes import checked_output_dtypes
 from symgrad.errors import DeclarationError
 from symgrad.functions import holds
 
@@ -60,6 +61,14 @@ class OpDecl(AttributeGroups):
     boolean: tuple[str, ...] = ()  # elementwise: the inputs that are bools (conditions)
     scalars: tuple[str, ...] = ()  # elementwise with broadcast_to: the inputs that are 0-D
     valid: Callable | None = field(default=None, compare=False, repr=False)  # enumerated attrs -> bool
+    output_dtypes: tuple[tuple[str, str], ...] = ()  # (output, "real" | "complex" | a DType attribute)
+    real_ok: bool = True  # real dtypes supported (False: `complex="only"`, Real's and Conj's input)
+
+    @property
+    def wirtinger(self) -> bool:
+        """Whether the gradient is taken by Wirtinger derivatives: an op with an output of a
+        dtype of its own, or of complex inputs only (their functions of conj(z), |z|)."""
+        return bool(self.output_dtypes) or not self.real_ok
 
     def variants(self) -> list[tuple[tuple[str, Any], ...]]:
         """Every combination of enumerated attribute values, in a stable order."""
@@ -283,10 +292,11 @@ def op(
     attrs: dict | None = None,
     *,
     defaults: dict | None = None,
-    complex: bool = False,
+    complex: bool | str = False,
     variadic: str | None = None,
     samples: dict | None = None,
     valid: Callable | None = None,
+    output_dtypes: dict | None = None,
 ):
     """Declare an index-summation op: `fn(**enumerated_attrs)` returns its outputs.
 
@@ -305,9 +315,13 @@ def op(
     the op with (`{"strides": ((1, 1, 1, 1), (1, 2, 2, 1))}`), or a function of the enumerated
     attributes returning them (`lambda rank: ([1] * rank,)`); the first is used throughout,
     each further one in a variant of its own. Without samples an attribute takes its default.
+
+    `complex` and `output_dtypes` as for `elementwise`; `sp.conjugate(x[...])` of an entry
+    makes a complex op's gradient a Wirtinger one (ConjugateTranspose).
     """
     return _decorator(
-        name, INDEX, attrs, defaults, complex, output_names=(), variadic=variadic, samples=samples, valid=valid
+        name, INDEX, attrs, defaults, complex, output_names=(), variadic=variadic, samples=samples, valid=valid,
+        output_dtypes=output_dtypes,
     )
 
 
@@ -316,12 +330,13 @@ def elementwise(
     attrs: dict | None = None,
     *,
     defaults: dict | None = None,
-    complex: bool = False,
+    complex: bool | str = False,
     outputs: tuple[str, ...] = ("y",),
     broadcast_to: str | None = None,
     samples: dict | None = None,
     boolean: tuple[str, ...] = (),
     scalars: tuple[str, ...] = (),
+    output_dtypes: dict | None = None,
 ):
     """Declare an elementwise op: `fn(*inputs, **attrs)` returns a scalar expression.
 
@@ -332,14 +347,19 @@ def elementwise(
     (BroadcastTo's `shape`): the output has that shape, and each gradient is summed back to
     its input's shape, as for inputs that broadcast with each other. `scalars` names the inputs
     that are 0-D there (Fill's `value`): they are verified as scalars only.
+
+    `complex`: False (real dtypes), True (real and complex), "only" (complex: Real's input).
+    `output_dtypes={output: "real" | "complex" | a DType() attribute}` gives an output a dtype
+    of its own (`symgrad.dtypes`); such an op's inputs are complex symbols where they may be
+    complex, and its gradient is taken by Wirtinger derivatives (`symgrad.wirtinger`).
     """
     return _decorator(
         name, ELEMENTWISE, attrs, defaults, complex, output_names=tuple(outputs), samples=samples,
-        broadcast_to=broadcast_to, boolean=tuple(boolean), scalars=tuple(scalars),
+        broadcast_to=broadcast_to, boolean=tuple(boolean), scalars=tuple(scalars), output_dtypes=output_dtypes,
     )
 
 
-def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=None, samples=None, broadcast_to=None, boolean=(), valid=None, scalars=()):
+def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=None, samples=None, broadcast_to=None, boolean=(), valid=None, scalars=(), output_dtypes=None):
     def wrap(fn: Callable) -> OpDecl:
         location = Location(fn.__code__.co_filename, fn.__code__.co_firstlineno)
         attr_objs = make_attrs(name, location, attrs or {}, defaults or {}, variadic)
@@ -362,9 +382,10 @@ def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=N
         if set(scalars) - set(inputs) or (scalars and broadcast_to is None):
             raise DeclarationError(f"scalars names inputs {inputs} of an op with broadcast_to, got {scalars}", name, location)
         doc = (inspect.getdoc(fn) or "").splitlines()
+        dtypes = checked_output_dtypes(name, location, kind, complex_ok, output_names, attr_objs, output_dtypes or {})
         decl = OpDecl(
-            name, fn.__name__, kind, attr_objs, inputs, output_names, complex_ok, fn, location,
-            doc[0] if doc else "", variadic, broadcast_to, boolean, scalars, valid,
+            name, fn.__name__, kind, attr_objs, inputs, output_names, bool(complex_ok), fn, location,
+            doc[0] if doc else "", variadic, broadcast_to, boolean, scalars, valid, dtypes, complex_ok != "only",
         )
         if not decl.variants():
             raise DeclarationError("valid() accepts none of the enumerated attribute values", name, location)

@@ -20,7 +20,9 @@ from symgrad.errors import DerivationError
 from symgrad.functions import mask
 from symgrad.stability import stabilized_outputs
 from symgrad.stages import Staged, scalar_entry, split_stages
+from symgrad.dtypes import output_real
 from symgrad.validate import index_ranges, index_symbols
+from symgrad.wirtinger import indexed_vjp, promoted_reals, uses_wirtinger, wirtinger_vjp
 
 
 def grad_names(variant: OpVariant) -> tuple[str, ...]:
@@ -123,14 +125,28 @@ def elementwise_vjp(variant: OpVariant, stopped: bool = False) -> dict:
     what the declaration stops still marked `stop_gradient` in it (Pow's `y` in
     `x ** stop_gradient(y)`: its partial in x is `stop_gradient(y) * x ** (stop_gradient(y) - 1)`),
     as the gradient op declares it to be differentiated again."""
-    grads = [sp.Symbol(n, real=True) for n in grad_names(variant)]
+    wirtinger = uses_wirtinger(variant)
+    grads = [upstream_symbol(variant, n, o) if wirtinger else sp.Symbol(n, real=True) for n, o in zip(grad_names(variant), variant.outputs)]
+    differentiate = lambda expr, wrt: partial_derivative(variant, expr, wrt, stopped)
+    # what the generated gradient reads conjugated (a complex op's prologue)
+    conjugated = [t.base for t in variant.inputs if not t.integer and not t.base.is_real] if variant.decl.complex_ok else []
     vjp = {}
     for inp in variant.inputs:
         total = sp.S.Zero
         for out, grad in zip(variant.outputs, grads):
-            total += grad * partial_derivative(variant, out.expr, inp.base, stopped)
+            if wirtinger and not inp.integer:
+                total += wirtinger_vjp(out.expr, inp.base, grad, differentiate, conjugated)
+            else:
+                total += grad * differentiate(out.expr, inp.base)
+        if wirtinger:
+            total = promoted_reals(total, [t.base for t in variant.inputs if not t.integer])
         vjp[inp.name] = None if total == 0 else sp.piecewise_fold(total)
     return vjp
+
+
+def upstream_symbol(variant: OpVariant, name: str, output) -> sp.Symbol:
+    """The upstream gradient of `output` of a Wirtinger op: real where the output is."""
+    return sp.Symbol(name, real=True) if output_real(variant.decl, output.name, dict(variant.attr_values)) else sp.Symbol(name)
 
 
 def partial_derivative(variant: OpVariant, expr: sp.Expr, wrt, stopped: bool = False) -> sp.Expr:
@@ -233,6 +249,10 @@ def _contract(variant, out, grad_name, entry, ranges) -> tuple[sp.Expr, list[Ter
     shape = tuple(ranges[i][1] + 1 if i in ranges else 1 for i in out.indices)
     grad = sp.IndexedBase(grad_name, shape=shape)
     upstream = grad[out.indices] if out.indices else sp.Symbol(grad_name)
+    if uses_wirtinger(variant):  # the upstream gradient within: a term of its own per part
+        conjugated = [t.base for t in variant.inputs if not t.integer] if variant.decl.complex_ok else []
+        contracted = indexed_vjp(out.expr, entry, upstream, lambda e, wrt: partial_derivative(variant, e, wrt), conjugated)
+        return contracted, [Term(_hoist_deltas(t.factor), t.sums) for t in _normalize(_hoist_deltas(contracted), sums_of(out, ranges))]
     partial = _hoist_deltas(partial_derivative(variant, out.expr, entry))
     # an output's whole expression in its own derivative (a maximum's) is the output, passed
     # in: read it before index maps are solved, which would hide it. Not a constant output
@@ -243,9 +263,14 @@ def _contract(variant, out, grad_name, entry, ranges) -> tuple[sp.Expr, list[Ter
         if o.indices and o.expr.atoms(sp.Indexed)
     }
     partial = partial.xreplace(outputs)
-    sums = tuple((i, *ranges[i]) for i in out.indices if i in ranges)
+    sums = sums_of(out, ranges)
     # hoisted again once out of their Sums (a Sum folds a delta back into its Piecewise)
     return partial, [Term(_masks_as_indicators(_hoist_deltas(t.factor)), t.sums) for t in _normalize(upstream * partial, sums)]
+
+
+def sums_of(out, ranges: dict) -> tuple:
+    """The limits of a sum over `out`'s indices."""
+    return tuple((i, *ranges[i]) for i in out.indices if i in ranges)
 
 
 def forward_value(out) -> TensorValue:

@@ -38,6 +38,7 @@ from symgrad.render import format_module, print_function_body
 from symgrad.simplify import simplify
 from symgrad.stages import split_stages
 from symgrad.validate import index_ranges
+from symgrad.wirtinger import independent, uses_wirtinger
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,12 @@ def _introduction(decl: OpDecl, attr_values: tuple) -> str:
             "",
             "Complex inputs: the gradient is TensorFlow's, the conjugate of the derivative, "
             "so it reads the inputs and outputs conjugated (`conj`).",
+        ]
+    if decl.wirtinger:
+        lines += [
+            "",
+            "Wirtinger derivatives (a function of conj(z), or an output of another dtype): "
+            "grad_z = grad * conj(d/dz) + conj(grad) * d/d(conj z), each gradient in its input's dtype.",
         ]
     return "\n".join(lines)
 
@@ -218,8 +225,8 @@ def _target(step: Step) -> str:
 def _elementwise_steps(derivation: Derivation) -> list[str]:
     variant = derivation.variant
     plain = IndexNotationPrinter(derivation.grad_names)
-    partials = [
-        f"d {o.name} / d {t.name} = {plain._print(partial_derivative(variant, o.expr, t.base))}"
+    partials = [  # of a function of conj(z): (d/dz, d/d(conj z)), Wirtinger's
+        f"d {o.name} / d {t.name} = {plain._print(_partials(variant, o.expr, t.base))}"
         for t in variant.inputs
         for o in variant.outputs
     ]
@@ -238,6 +245,15 @@ def _elementwise_steps(derivation: Derivation) -> list[str]:
         ),
         "## Kronecker deltas eliminated\n\nNone: an elementwise op reads every input at the output's own position.",
     ]
+
+
+def _partials(variant, expr, z):
+    """d expr / dz; of a Wirtinger op (a function of conj(z)), the pair (d/dz, d/d(conj z))."""
+    if not uses_wirtinger(variant) or z.is_real:
+        return partial_derivative(variant, expr, z)
+    f, zc = independent(expr, z)
+    back = lambda e: e.xreplace({zc: sp.conjugate(z)})
+    return sp.Tuple(back(partial_derivative(variant, f, z)), back(partial_derivative(variant, f, zc)))
 
 
 def _gradient(simplified: Derivation) -> str:

@@ -337,6 +337,37 @@ class python_float(sp.Function):
     nargs = 1
 
 
+class like_dtype(sp.Function):
+    """`value` in the dtype of the array `like` (its real part where `like` is real): a
+    gradient returned in its input's dtype (`symgrad.dtypes`)."""
+
+    nargs = 2
+
+
+class as_dtype(sp.Function):
+    """`value` in the dtype an attribute names (its real part for a real dtype, as
+    TensorFlow's Cast): an output of a `DType()` attribute's dtype."""
+
+    nargs = 2
+
+
+class modulus(sp.Function):
+    """|z| of a complex z in z's own dtype (TensorFlow's `abs` of a complex tensor is real,
+    and its arithmetic does not mix dtypes): what a Wirtinger gradient reads of |z|."""
+
+    nargs = 1
+
+    def _eval_conjugate(self):
+        return self
+
+
+class promoted(sp.Function):
+    """`value` in the complex dtype of `like` where `like` is complex and `value` real, else
+    `value`: a real output's upstream gradient, multiplied with complex inputs."""
+
+    nargs = 2
+
+
 class sigmoid(sp.Function):
     """The logistic function 1 / (1 + exp(-x)), in (0, 1) for every x: what the stability rules
     write for ratios of `exp` that overflow (`tf.math.sigmoid`, `scipy.special.expit`)."""

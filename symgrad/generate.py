@@ -31,6 +31,7 @@ from symgrad.second_order import PREFIX, complex_form, derive_second_order, line
 from symgrad.simplify import simplify
 from symgrad.targets import MODULE_SUFFIX, TARGETS, default_jobs
 from symgrad.verify.selfcheck import verify_generated
+from symgrad.wirtinger import uses_wirtinger
 
 
 class SymgradErrors(SymgradError):
@@ -61,8 +62,8 @@ def _second_order(raw: list) -> OpCode | LinearSecondOrder | None:
     if code is None:
         linear = {linear_inputs(d) for d in raw}
         return LinearSecondOrder(linear.pop()) if len(linear) == 1 and None not in linear else None
-    if raw[0].variant.decl.complex_ok:
-        code = complex_form(code, raw[0].grad_names)
+    if raw[0].variant.decl.complex_ok and not uses_wirtinger(raw[0].variant):  # a Wirtinger
+        code = complex_form(code, raw[0].grad_names)  # gradient op's is in TensorFlow's convention
     # a cotangent per input of the op, as `<op>_grad` returns a gradient per input (unused
     # where that is None: positions, inputs declared without a gradient)
     variadic = raw[0].variant.decl.variadic  # `<op>_grad` returns its list's gradients as one

@@ -39,7 +39,9 @@ def instantiate(decl: OpDecl, attr_values: tuple[tuple[str, Any], ...]) -> OpVar
 
 
 def _instantiate_elementwise(decl, attr_values, kwargs) -> OpVariant:
-    symbols = {name: sp.Symbol(name, real=True) for name in decl.inputs}
+    # complex values where conj, re, im, |.| and arg of them are declared (a Wirtinger op's)
+    real = not (decl.wirtinger and decl.complex_ok)
+    symbols = {name: sp.Symbol(name, real=True) if real or name in decl.boolean else sp.Symbol(name) for name in decl.inputs}
     result = _call(decl, {**symbols, **kwargs})
     exprs = result if isinstance(result, (tuple, list)) else (result,)
     if len(exprs) != len(decl.output_names):

@@ -109,6 +109,24 @@ class IndexNotationPrinter(StrPrinter):
             return self._print(index)  # sizes are positive symbols, indices are not
         return f"{self._print(index)} = {self._print(low)}..{self._print(high)}"
 
+    def _print_conjugate(self, expr):
+        (arg,) = expr.args
+        name = str(arg.base.label) if isinstance(arg, sp.Indexed) else arg
+        if name in self.conjugated:  # conj(conj(x)): the input as given
+            if isinstance(arg, sp.Indexed):
+                return f"{arg.base.label}[{', '.join(self._print(i) for i in arg.indices)}]"
+            return arg.name
+        return f"conj({self._print(arg)})"
+
+    def _print_promoted(self, expr):  # a dtype, not a value
+        return self._print(expr.args[0])
+
+    def _print_modulus(self, expr):
+        return f"|{self._print(expr.args[0])}|"
+
+    def _print_ImaginaryUnit(self, expr):
+        return "i"
+
     def _print_KroneckerDelta(self, expr):
         return f"delta({self._print(expr.args[0])}, {self._print(expr.args[1])})"
 

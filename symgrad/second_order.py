@@ -30,12 +30,13 @@ from sympy.concrete.expr_with_limits import ExprWithLimits
 
 from symgrad.declare import BATCH, BATCH_DIM, ELEMENTWISE, OpVariant, Output, Tensor, TensorInput, stop_gradient
 from symgrad.derivation import Derivation
-from symgrad.derive import derive, elementwise_vjp
+from symgrad.derive import derive, elementwise_vjp, partial_derivative, upstream_symbol
 from symgrad.errors import SymgradError
 from symgrad.functions import at_position
 from symgrad.ir import Assign, Conj, OpCode
 from symgrad.simplify import simplify
 from symgrad.stages import split_stages
+from symgrad.wirtinger import uses_wirtinger, wirtinger_vjp
 
 PREFIX = "vjp_"  # G's outputs: vjp_<input>; its upstream gradients: grad_vjp_<input>
 
@@ -45,6 +46,8 @@ def supported(derivation: Derivation) -> bool:
     not where nothing has a gradient, nor for a list input and a list output (IdentityN's),
     whose gradient op would take two lists of varying length."""
     both_lists = derivation.variant.decl.variadic and derivation.variant.outputs[0].list_name
+    if uses_wirtinger(derivation.variant) and derivation.variant.decl.kind != ELEMENTWISE:
+        return False  # an index op's gradient op in conj(x[...]) is not declared yet
     return not both_lists and any(v is not None for v in derivation.vjp.values())
 
 
@@ -53,6 +56,8 @@ def gradient_op(derivation: Derivation) -> OpVariant:
     variant = derivation.variant
     name = f"{variant.decl.name}Grad"
     with_gradient = [t for t in variant.inputs if derivation.vjp[t.name] is not None]
+    if uses_wirtinger(variant):
+        return wirtinger_gradient_op(derivation, with_gradient)
     if variant.decl.kind == ELEMENTWISE:
         grads = tuple(TensorInput(g, sp.Symbol(g, real=True)) for g in derivation.grad_names)
         stopped = elementwise_vjp(variant, stopped=True)
@@ -82,6 +87,34 @@ def gradient_op(derivation: Derivation) -> OpVariant:
         output_names=tuple(o.name for o in outputs),
     )
     return OpVariant(decl, variant.attr_values, grads + variant.inputs, outputs, stages)
+
+
+def wirtinger_gradient_op(derivation: Derivation, with_gradient: list) -> OpVariant:
+    """The gradient op of an elementwise Wirtinger op: `vjp_x = g conj(df/dx) + conj(g)
+    df/d(conj x)` in x itself (its real part for a real x), a function of g, conj(g), x and
+    conj(x) derived again by Wirtinger derivatives; the upstream gradient of a real output is
+    real, and so is `vjp_x` of a real x (`output_dtypes`)."""
+    variant = derivation.variant
+    grads = tuple(TensorInput(g, upstream_symbol(variant, g, o)) for g, o in zip(derivation.grad_names, variant.outputs))
+    differentiate = lambda expr, wrt: partial_derivative(variant, expr, wrt, stopped=True)
+    outputs = tuple(
+        Output(PREFIX + t.name, (), sum(
+            (wirtinger_vjp(o.expr, t.base, g.base, differentiate) for o, g in zip(variant.outputs, grads)),
+            sp.S.Zero,
+        ))
+        for t in with_gradient
+    )
+    decl = dataclasses.replace(
+        variant.decl,
+        name=f"{variant.decl.name}Grad",
+        func_name=f"{variant.decl.func_name}_grad",
+        inputs=tuple(t.name for t in grads + variant.inputs),
+        output_names=tuple(o.name for o in outputs),
+        complex_ok=True,  # its inputs read conjugated, its gradient in TensorFlow's convention
+        real_ok=False,  # taken by Wirtinger derivatives
+        output_dtypes=tuple((PREFIX + t.name, "real") for t in with_gradient if t.base.is_real),
+    )
+    return OpVariant(decl, variant.attr_values, grads + variant.inputs, outputs)
 
 
 def _gradient_stages(derivation: Derivation) -> tuple[Output, ...]:
@@ -281,9 +314,13 @@ def linear_inputs(derivation: Derivation) -> tuple[str, ...] | None:
     else None. Such an op's second order is composed of its own forward and gradient
     (`ir.LinearSecondOrder`): what its gradient op would derive, without declaring it."""
     variant = derivation.variant
-    if derivation.staging is not None or variant.decl.variadic or variant.decl.complex_ok or len(variant.outputs) != 1:
+    if derivation.staging is not None or variant.decl.variadic or len(variant.outputs) != 1:
         return None
     names = tuple(t.name for t in variant.inputs if derivation.vjp[t.name] is not None)
+    # a holomorphic complex op's second order conjugates; an R-linear map of one input (a
+    # conjugate transpose) has as gradient its adjoint, whose own adjoint is the map again
+    if variant.decl.complex_ok and not (uses_wirtinger(variant) and len(names) == 1):
+        return None
     bases = {t.name: t.base for t in variant.inputs}
     expr = variant.outputs[0].expr
     if not names or expr.has(stop_gradient) or any(_degree(expr, bases[n]) != 1 for n in names):
@@ -298,6 +335,8 @@ def _degree(expr: sp.Expr, base) -> int | None:
         return 1
     if not expr.has(base):
         return 0
+    if isinstance(expr, sp.conjugate):
+        return _degree(expr.args[0], base)
     if isinstance(expr, sp.Mul):
         degrees = [_degree(a, base) for a in expr.args]
         return None if None in degrees else sum(degrees)

@@ -77,7 +77,7 @@ def merge_equal_branches(derivation: Derivation) -> Derivation:
 def avoid_overflow(derivation: Derivation) -> Derivation:
     """The stability rules (`symgrad.stability`) on each gradient of a real op: a derivative
     may build anew the forms they rewrite."""
-    if derivation.variant.decl.complex_ok:
+    if derivation.variant.decl.complex_ok or derivation.variant.decl.wirtinger:
         return derivation
     return _map_vjp(derivation, lambda e: strip_stop_gradient(stabilized(e)))
 

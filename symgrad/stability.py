@@ -297,7 +297,7 @@ def stabilized(expr: sp.Expr) -> sp.Expr:
 def stabilized_outputs(variant):
     """`variant` (an `OpVariant`) with its outputs' and stages' expressions stabilized; as
     declared where the op is complex."""
-    if variant.decl.complex_ok:
+    if variant.decl.complex_ok or variant.decl.wirtinger:
         return variant
     restate = lambda outputs: tuple(dataclasses.replace(o, expr=stabilized(o.expr)) for o in outputs)
     return dataclasses.replace(variant, outputs=restate(variant.outputs), stages=restate(variant.stages))

@@ -141,6 +141,15 @@ class ArrayCodeMixin:
     def _print_selected(self, expr):
         return self._print(expr.as_piecewise())
 
+    def _print_like_dtype(self, expr):
+        return f"_like_dtype({self._print(expr.args[0])}, {self._print(expr.args[1])})"
+
+    def _print_promoted(self, expr):
+        return f"_promoted({self._print(expr.args[0])}, {self._print(expr.args[1])})"
+
+    def _print_as_dtype(self, expr):
+        return f"_as_dtype({self._print(expr.args[0])}, {self._print(expr.args[1])})"
+
     def _print_holds(self, expr):
         return self._print(expr.entry)
 

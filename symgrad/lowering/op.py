@@ -32,6 +32,7 @@ from symgrad.ir import (
     Rank,
     SumToShape,
 )
+from symgrad.functions import as_dtype, like_dtype, promoted
 from symgrad.fused import find_kernel
 from symgrad.lowering.signature import OpSignature
 from symgrad.lowering.staged import lower_stage_grads, stages_accepted, stages_passed
@@ -51,7 +52,7 @@ def lower_op(op: OpSignature, derivations: list[Derivation]) -> OpCode:
     forward = Function(
         params=inputs,
         prologue=axes,
-        branches=tuple(_unpacked(op, d, _lower_forward(op, d)) for d in derivations),
+        branches=tuple(_cast_outputs(op, _unpacked(op, d, _lower_forward(op, d))) for d in derivations),
         results=outputs,
     )
     vjp, used = _vjp_function(op, derivations, grads + inputs + outputs, axes)
@@ -74,7 +75,7 @@ def lower_op(op: OpSignature, derivations: list[Derivation]) -> OpCode:
         list_inputs=tuple(a.name for a in op.numeric_attrs if a.is_list_input),
         list_output=list_output is not None,
         stages=stages_accepted(vjp.branches),
-        complex_ok=op.complex_ok,
+        complex_ok=op.complex_ok or any(kind != "real" for _, kind in op.output_dtypes),
     )
 
 
@@ -93,10 +94,48 @@ def _vjp_function(op: OpSignature, derivations: list[Derivation], params: tuple,
     integer = {t.name for d in derivations for t in d.variant.inputs if t.integer}
     inputs = _params(op, first)
     conj = tuple(Assign(n, Conj(n)) for n in inputs + used if n in read and n not in integer) if op.complex_ok else ()
+    conj += _promoted_upstream(op, first, derivations[0].grad_names)
     results = ("grads",) if op.variadic else _some_grad_names(derivations)
+    if op.cast_grads:
+        branches = tuple(_cast_to_input_dtypes(d, b) for d, b in zip(derivations, branches))
     if not op.variadic:
         branches = tuple(_no_gradient_set(d, b, results) for d, b in zip(derivations, branches))
     return Function(params=params, prologue=axes + conj, branches=branches, results=results), used
+
+
+def _promoted_upstream(op: OpSignature, derivation: Derivation, grads: tuple) -> tuple:
+    """The upstream gradient of each output not complex, of an op whose inputs may be, in
+    their complex dtype where they are (`promoted`): TensorFlow multiplies no real tensor
+    by a complex one."""
+    if not (op.cast_grads and op.complex_ok):
+        return ()
+    like = next(t.name for t in derivation.variant.inputs if not t.integer)
+    kinds = dict(op.output_dtypes)
+    return tuple(
+        Assign(g, Elementwise(promoted(sp.Symbol(g), sp.Symbol(like))))
+        for g, out in zip(grads, derivation.variant.outputs)
+        if kinds.get(out.name) not in ("complex", None)
+    )
+
+
+def _cast_to_input_dtypes(derivation: Derivation, branch: Branch) -> Branch:
+    """Each gradient in its input's dtype (`like_dtype`): the real part for a real input."""
+    casts = tuple(
+        Assign(f"grad_{t.name}", Elementwise(like_dtype(sp.Symbol(f"grad_{t.name}"), sp.Symbol(t.name))))
+        for t in derivation.variant.inputs
+        if derivation.vjp[t.name] is not None
+    )
+    guarded = branch.guarded_body + casts if branch.guarded_body is not None else None
+    return dataclasses.replace(branch, body=branch.body + casts, guarded_body=guarded)
+
+
+def _cast_outputs(op: OpSignature, branch: Branch) -> Branch:
+    """Each output of a `DType()` attribute's dtype cast to it (`as_dtype`)."""
+    attrs = {a.name for a in op.attrs if a.is_dtype}
+    casts = tuple(
+        Assign(out, Elementwise(as_dtype(sp.Symbol(out), sp.Symbol(kind)))) for out, kind in op.output_dtypes if kind in attrs
+    )
+    return dataclasses.replace(branch, body=branch.body + casts) if casts else branch
 
 
 def _params(op: OpSignature, derivation: Derivation) -> tuple[str, ...]:

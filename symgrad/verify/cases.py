@@ -32,6 +32,7 @@ import numpy as np
 import sympy as sp
 
 from symgrad.declare import BATCH_DIM
+from symgrad.dtypes import complex_dtype, output_dtype
 from symgrad.targets import COMPLEX_DTYPES, REAL_DTYPES
 from symgrad.verify.ops_under_test import DerivedOp, Variant, variants_of
 from symgrad.verify.shapes import broadcast_shapes, concrete_shapes, shape_configs, shapes_broadcasting_to, size_of
@@ -98,13 +99,19 @@ def _tied(variant: Variant, inputs: tuple) -> tuple:
     return with_tied_values(variant.tied, variant.inputs, variant.shapes, inputs, variant.attr_values(*exprs))
 
 
-def for_dtype(cases: list[Case], dtype, forward, seed: str) -> list[Case]:
-    """The cases cast to `dtype`, each with random upstream gradients; elements (aligned cases)
-    or whole cases where the forward is not finite in `dtype` are left out."""
+def for_dtype(
+    cases: list[Case], dtype, forward, seed: str, upstream_dtypes: tuple | None = None, input_dtypes: tuple | None = None
+) -> list[Case]:
+    """The cases cast to `dtype` (to `input_dtypes`, one per input, where the inputs' differ:
+    a gradient op's upstream gradient of a real output), each with random upstream gradients
+    (of `upstream_dtypes`, one per output, where an output's dtype is not the inputs');
+    elements (aligned cases) or whole cases where the forward is not finite in `dtype` are
+    left out."""
     rng = np.random.default_rng(zlib.crc32(seed.encode()))
     result = []
     for case in cases:
-        case = replace(case, inputs=tuple(_cast(x, dtype) for x in case.inputs))
+        dtypes = input_dtypes or (dtype,) * len(case.inputs)
+        case = replace(case, inputs=tuple(_cast(x, d) for x, d in zip(case.inputs, dtypes)))
         finite = finite_outputs(forward, case.inputs)
         if finite is None:
             continue
@@ -115,7 +122,8 @@ def for_dtype(cases: list[Case], dtype, forward, seed: str) -> list[Case]:
         outputs = call_forward(forward, case.inputs)
         if case.size == 0 or outputs is None:
             continue
-        upstream = tuple(_random(rng, np.shape(o), dtype, -2.0, 2.0) for o in outputs)
+        dtypes = upstream_dtypes or (dtype,) * len(outputs)
+        upstream = tuple(_random(rng, np.shape(o), d, -2.0, 2.0) for o, d in zip(outputs, dtypes))
         result.append(replace(case, upstream=upstream))
     return result
 
@@ -425,14 +433,36 @@ def _with_imaginary(x: np.ndarray, rng) -> np.ndarray:
 
 
 def dtypes_of(op: DerivedOp, requested: tuple[str, ...] | None) -> list[str]:
+    """The input dtypes `op` is run in, of those `requested`; for an op of complex inputs only
+    (`complex="only"`), a real dtype requested stands for the complex one of its precision."""
+    if not op.decl.real_ok:
+        wanted = None if requested is None else {str(complex_dtype(d)) for d in requested}
+        return [d for d in COMPLEX_DTYPES if wanted is None or d in wanted]
     dtypes = REAL_DTYPES + (COMPLEX_DTYPES if op.decl.complex_ok else ())
     return [d for d in dtypes if requested is None or d in requested]
 
 
-def bound_forward(variant: Variant):
-    """The generated numpy forward with the variant's attributes."""
+def upstream_dtypes(variant: Variant, dtype) -> tuple | None:
+    """The dtype of each output of `variant` called with inputs of `dtype`, where the op
+    declares `output_dtypes` (else None: the inputs')."""
+    decl = variant.op.decl
+    if not decl.output_dtypes:
+        return None
+    return tuple(output_dtype(decl, name, dtype, variant.attrs) for name in variant.outputs)
+
+
+def bound_forward(variant: Variant, widened: bool = True):
+    """The generated numpy forward with the variant's attributes; `widened`, an output of a
+    `DType()` attribute's dtype in the widest dtype of its kind (float64, complex128): a
+    narrower one rounds the forward, which finite differences would read as its derivative."""
     forward = variant.op.function("numpy")
-    return lambda *inputs: forward(*inputs, **variant.attrs)
+    widest = lambda name: str(np.result_type(np.dtype(str(name)), np.float64))
+    attrs = {k: widest(v) if widened and _is_dtype_attr(variant, k) else v for k, v in variant.attrs.items()}
+    return lambda *inputs: forward(*inputs, **attrs)
+
+
+def _is_dtype_attr(variant: Variant, name: str) -> bool:
+    return any(a.name == name and a.is_dtype for a in variant.op.decl.attrs)
 
 
 def case_groups(
@@ -450,12 +480,13 @@ def case_groups(
                 masters[is_complex] = make_cases(variant, forward, is_complex)
             seed = f"{op.name}|{variant.label}|{dtype}"
             master = masters[is_complex]
+            upstream = upstream_dtypes(variant, dtype)
             if quick:  # the first case, and the first with batch axes (`...` broadcasting)
                 batched = [c for c in master if "batch" in c.label][:1]
-                cases = for_dtype(master[:3], np.dtype(dtype), forward, seed)[:1]
-                cases += for_dtype(batched, np.dtype(dtype), forward, seed)
+                cases = for_dtype(master[:3], np.dtype(dtype), forward, seed, upstream)[:1]
+                cases += for_dtype(batched, np.dtype(dtype), forward, seed, upstream)
             else:
-                cases = for_dtype(master, np.dtype(dtype), forward, seed)
+                cases = for_dtype(master, np.dtype(dtype), forward, seed, upstream)
             groups.append((variant, dtype, cases))
     return groups
 

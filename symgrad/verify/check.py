@@ -265,13 +265,20 @@ def check_case(
             memo[key] = _input_differences(forward, boundary, case, n, full_max)
         d, directions = memo[key]
         projected = directions is not None
-        got = np.array([np.real(np.sum(np.conj(g) * v)) for v in directions]) if projected else g
+        got = np.array([projection(g, v, np.iscomplexobj(x)) for v in directions]) if projected else g
         diff, skips = judge(got, d, undecided_at_kinks=case.ties, rounding=rounding)
         diffs.append(diff)
         skipped += skips
         if diff.bad:
             findings.append(_finding(case, name, got, d, diff, projected))
     return diffs, findings, skipped
+
+
+def projection(g, v, complex_input: bool):
+    """The derivative along v that gradient g gives: Re <g, v>, and for a complex input, as
+    `differences` takes them, plus i times the derivative along i v."""
+    along = lambda u: np.real(np.sum(np.conj(g) * u))
+    return along(v) + 1j * along(1j * v) if complex_input else along(v)
 
 
 def _input_differences(forward, boundary, case: Case, n: int, full_max: int) -> tuple[dict, list | None]:

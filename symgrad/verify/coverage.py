@@ -86,11 +86,7 @@ def _notes(rows: list[dict]) -> str:
 # Why an op type TensorFlow hand-writes a gradient for is not declared in ops/; the op types
 # listed nowhere here are not declared yet, with no obstacle known.
 NOT_DECLARED = {
-    "its output dtype is not its inputs' (real from complex, a cast): a declaration has one dtype":
-        "Angle Cast Complex ComplexAbs Imag Real",
     "integer outputs: TensorFlow's gradient is None, there is nothing to derive": "ArgMax ArgMin",
-    "not holomorphic (a conjugate): the engine takes a complex op's gradient as the conjugate of "
-    "its derivative, which needs derivatives in z and conj(z) (Wirtinger's) here": "Conj ConjugateTranspose",
     "a selection by sorting, by an optimisation or by random regions, not an index sum":
         "ApproxTopK FractionalAvgPool FractionalMaxPool IsotonicRegression NthElement TopK TopKV2",
     "the derivative in the parameter has no closed form SymPy can print for numpy or TensorFlow "

@@ -18,7 +18,9 @@ from dataclasses import replace
 import numpy as np
 
 from symgrad.verify import check, differences
-from symgrad.verify.cases import Case, as_conditions, bound_forward, discrete, dtypes_of, for_dtype, grid_case, make_cases, sampled, values_only
+from symgrad.verify.cases import (
+    Case, as_conditions, bound_forward, discrete, dtypes_of, for_dtype, grid_case, make_cases, sampled, upstream_dtypes, values_only,
+)
 from symgrad.verify.compare import Finding, GradientCallError, case_snippet, wrong_dtypes
 from symgrad.verify.ops_under_test import DerivedOp, Variant, variants_of
 from symgrad.verify.report import Result, summarize
@@ -67,7 +69,7 @@ def extreme_cases(variant: Variant, forward, dtype: str) -> list[Case]:
         cases = [replace(grid, inputs=as_conditions(variant, grid.inputs))]
     else:
         cases = _index_extremes(variant, forward, dtype, np.random.default_rng(len(seed)))
-    return for_dtype(cases, np.dtype(dtype), forward, seed)
+    return for_dtype(cases, np.dtype(dtype), forward, seed, upstream_dtypes(variant, dtype))
 
 
 def _index_extremes(variant: Variant, forward, dtype: str, rng) -> list[Case]:

@@ -141,7 +141,10 @@ def gradient_groups(op: DerivedOp, dtypes, sample: int | None = None) -> list[tu
         g = gradient_variant(variant)
         lifted = [replace(c, inputs=tuple(c.upstream) + tuple(c.inputs), upstream=()) for c in cases]
         seed = f"{op.name}|{variant.label}|{dtype}|second order"
-        groups.append((g, dtype, for_dtype(lifted, np.dtype(dtype), bound_forward(g), seed)))
+        # the upstream gradients of their outputs' kind (of a real output, real), in float64
+        widest = lambda u: np.result_type(np.asarray(u).dtype, np.float64)
+        kept = tuple(map(widest, cases[0].upstream)) + (np.dtype(dtype),) * len(variant.inputs) if cases else None
+        groups.append((g, dtype, for_dtype(lifted, np.dtype(dtype), bound_forward(g), seed, input_dtypes=kept)))
     return groups
 
 

@@ -7,6 +7,7 @@ import inspect
 
 import numpy as np
 
+from symgrad.dtypes import output_dtype
 from symgrad.verify.cases import Case, call_forward
 from symgrad.verify.compare import GradientCallError, upstream_names
 from symgrad.verify.ops_under_test import Variant, import_tf
@@ -30,7 +31,8 @@ def _build(raw, variant: Variant, tensors) -> list:
 
 def output_dtypes(variant: Variant, tensors) -> dict:
     """The op's dtype attributes no input carries (BatchMatMulV3's `Tout`), which a call must
-    pass: the dtype of the inputs, as the declaration has one dtype."""
+    pass: the dtype of the inputs, or of the output it types where the declaration gives that
+    output a dtype of its own (`output_dtypes`: ComplexAbs's `Tout`)."""
     from tensorflow.python.framework import op_def_registry  # TensorFlow's op definitions
 
     op_def = op_def_registry.get(variant.op.name)
@@ -38,7 +40,13 @@ def output_dtypes(variant: Variant, tensors) -> dict:
         return {}
     carried = {a.type_attr for a in op_def.input_arg} | {a.type_list_attr for a in op_def.input_arg}
     dtype = next((t.dtype for t in tensors if t.dtype.is_floating or t.dtype.is_complex), tensors[0].dtype)
-    return {a.name: dtype for a in op_def.attr if a.type == "type" and a.name not in carried | set(variant.attrs)}
+    typed = {o.type_attr: o.name for o in op_def.output_arg if o.type_attr}
+    of = lambda attr: tf_dtype(output_dtype(variant.op.decl, typed[attr], dtype.as_numpy_dtype, variant.attrs)) if attr in typed else dtype
+    return {a.name: of(a.name) for a in op_def.attr if a.type == "type" and a.name not in carried | set(variant.attrs)}
+
+
+def tf_dtype(dtype):
+    return import_tf().as_dtype(dtype)
 
 
 def _strip_consts(variant: Variant, grads: list) -> list:

@@ -234,3 +234,26 @@ def _max_pool_backprop(x, y, g, window, strides, pads, sizes):
         dx = dx.at[cut].add(jnp.where(first, g, 0))
         unclaimed = unclaimed & ~first
     return _window_unspan(dx, pads, sizes)
+
+
+def _like_dtype(value, like):
+    """`value` in the dtype of `like`, its real part where `like` is real: a gradient in its
+    input's dtype."""
+    if jnp.iscomplexobj(value) and not jnp.iscomplexobj(like):
+        value = jnp.real(value)
+    return jnp.asarray(value).astype(jnp.result_type(like))
+
+
+def _as_dtype(value, dtype):
+    """`value` in `dtype` (a name or a dtype), its real part for a real dtype (TensorFlow's Cast)."""
+    dtype = jnp.dtype(getattr(dtype, "name", dtype))
+    if jnp.iscomplexobj(value) and not jnp.issubdtype(dtype, jnp.complexfloating):
+        value = jnp.real(value)
+    return jnp.asarray(value).astype(dtype)
+
+
+def _promoted(value, like):
+    """`value` in the complex dtype of `like` where `like` is complex and `value` real."""
+    if jnp.iscomplexobj(like) and not jnp.iscomplexobj(value):
+        return jnp.asarray(value).astype(jnp.result_type(like))
+    return value

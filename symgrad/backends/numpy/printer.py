@@ -111,6 +111,12 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
     def _print_Conj(self, value: ir.Conj):
         return f"_conj({value.x})"
 
+    def _print_modulus(self, expr):
+        return self._print(sp.Abs(expr.args[0]))
+
+    def _print_conjugate(self, expr):
+        return f"_conj({self._print(expr.args[0])})"
+
     def _print_MatMul(self, value: ir.MatMul):
         a = self._matrix_transpose(value.a, value.batched) if value.transpose_a else value.a
         b = self._matrix_transpose(value.b, value.batched) if value.transpose_b else value.b

@@ -267,3 +267,26 @@ def _max_pool_backprop(x, y, g, window, strides, pads, sizes):
         dx[cut] += np.where(first, g, 0)
         unclaimed &= ~first
     return _window_unspan(dx, pads, sizes)
+
+
+def _like_dtype(value, like):
+    """`value` in the dtype of `like`, its real part where `like` is real: a gradient in its
+    input's dtype."""
+    if np.iscomplexobj(value) and not np.iscomplexobj(like):
+        value = np.real(value)
+    return np.asarray(value).astype(np.asarray(like).dtype, copy=False)
+
+
+def _as_dtype(value, dtype):
+    """`value` in `dtype` (a name or a dtype), its real part for a real dtype (TensorFlow's Cast)."""
+    dtype = np.dtype(getattr(dtype, "name", dtype))
+    if np.iscomplexobj(value) and not np.issubdtype(dtype, np.complexfloating):
+        value = np.real(value)
+    return np.asarray(value).astype(dtype, copy=False)
+
+
+def _promoted(value, like):
+    """`value` in the complex dtype of `like` where `like` is complex and `value` real."""
+    if np.iscomplexobj(like) and not np.iscomplexobj(value):
+        return np.asarray(value).astype(np.asarray(like).dtype)
+    return value

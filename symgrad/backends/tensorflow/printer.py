@@ -162,6 +162,12 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         operands = ", ".join(f"{name}={self._print(operand)}" for name, operand in value.operands)
         return f"{self._module_format(f'tensorflow.raw_ops.{value.kernel}')}({operands})"
 
+    def _print_modulus(self, expr):
+        return f"_modulus({self._print(expr.args[0])})"
+
+    def _print_arg(self, expr):
+        return f"{self._module_format('tensorflow.math.angle')}({self._print(expr.args[0])})"
+
     def _print_Conj(self, value: ir.Conj):
         return f"{self._module_format('tensorflow.math.conj')}({value.x})"
 

@@ -302,3 +302,34 @@ def _scatter_segments(reduce, values, positions, trailing, size):
     summed = reduce(data, slots, size + 1)[:size]
     back = list(range(1, start + 1)) + [0] + list(range(start + 1, rank - count + 1))
     return tf.transpose(summed, back)
+
+
+def _like_dtype(value, like):
+    """`value` in the dtype of `like`, its real part where `like` is real: a gradient in its
+    input's dtype."""
+    value = tf.convert_to_tensor(value)
+    if value.dtype.is_complex and not like.dtype.is_complex:
+        value = tf.math.real(value)
+    return tf.cast(value, like.dtype)
+
+
+def _as_dtype(value, dtype):
+    """`value` in `dtype` (a name or a dtype), its real part for a real dtype (TensorFlow's Cast)."""
+    dtype = tf.as_dtype(getattr(dtype, "name", dtype))
+    value = tf.convert_to_tensor(value)
+    if value.dtype.is_complex and not dtype.is_complex:
+        value = tf.math.real(value)
+    return tf.cast(value, dtype)
+
+
+def _promoted(value, like):
+    """`value` in the complex dtype of `like` where `like` is complex and `value` real."""
+    value = tf.convert_to_tensor(value)
+    if like.dtype.is_complex and not value.dtype.is_complex:
+        return tf.cast(value, like.dtype)
+    return value
+
+
+def _modulus(x):
+    """|x| in the dtype of x (TensorFlow's `abs` of a complex tensor is real)."""
+    return tf.cast(tf.math.abs(x), x.dtype)

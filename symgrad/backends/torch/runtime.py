@@ -329,3 +329,29 @@ def _max_pool_backprop(x, y, g, window, strides, pads, sizes):
         dx[cut] += torch.where(first, g, 0)
         unclaimed = unclaimed & ~first
     return _window_unspan(dx, pads, sizes)
+
+
+def _like_dtype(value, like):
+    """`value` in the dtype of `like`, its real part where `like` is real: a gradient in its
+    input's dtype."""
+    value = torch.as_tensor(value)
+    if value.is_complex() and not like.is_complex():
+        value = torch.real(value)
+    return value.to(like.dtype)
+
+
+def _as_dtype(value, dtype):
+    """`value` in `dtype` (a name or a dtype), its real part for a real dtype (TensorFlow's Cast)."""
+    if not isinstance(dtype, torch.dtype):
+        dtype = getattr(torch, getattr(dtype, "name", str(dtype)))
+    value = torch.as_tensor(value)
+    if value.is_complex() and not dtype.is_complex:
+        value = torch.real(value)
+    return value.to(dtype)
+
+
+def _promoted(value, like):
+    """`value` in the complex dtype of `like` where `like` is complex and `value` real."""
+    if like.is_complex() and not torch.as_tensor(value).is_complex():
+        return torch.as_tensor(value).to(like.dtype)
+    return value
