@@ -5,12 +5,13 @@
 whose gradient is the upstream gradient read at each entry's id and scattered back into the
 rows of `data` it came from. The mean and the square-root variants divide by the segment's
 count. `TensorScatterAdd` and its kin change the rows of `tensor` that `indices` names by the
-rows of `updates`.
+rows of `updates`; `TensorScatterMax` keeps the largest of each entry of `tensor` and the
+updates placed there, `maximum(..., where=..., initial=tensor[n, p])`.
 """
 
 import sympy as sp
 
-from symgrad import Input, SizeOf, attr, dims, indices, op, tensor
+from symgrad import Input, SizeOf, attr, dims, indices, maximum, minimum, op, tensor
 
 N, P, K = dims("N P K")
 i, n, p, s = indices("i n p s")
@@ -127,3 +128,27 @@ def tensor_scatter_update(depth):
     entries at depth 2): no position named twice, where TensorFlow leaves the result undefined."""
     entry, placed, count = _scattered(depth, distinct=True)
     return {"output": ((n, p), sp.Piecewise((placed, count > 0), (entry, True)))}
+
+
+def _scattered_extremum(extremum):
+    """Each entry of `tensor` and the rows of `updates` that `indices` (depth 1) places there,
+    reduced by `extremum` (ties share the gradient, as TensorFlow's)."""
+    base = tensor("tensor", (N, P))
+    positions = tensor("indices", (K, 1), integer=True)
+    updates = tensor("updates", (K, P))
+    where = sp.Eq(positions[i, 0], n)
+    return {"output": ((n, p), extremum(updates[i, p], (i, 0, K - 1), where=where, initial=base[n, p]))}
+
+
+@op("TensorScatterMax", attrs={"depth": attr((1,), SizeOf("indices", -1))})
+def tensor_scatter_max(depth):
+    """`tensor` with each row `indices` names replaced by its maximum with the rows of
+    `updates` placed there (depth 1)."""
+    return _scattered_extremum(maximum)
+
+
+@op("TensorScatterMin", attrs={"depth": attr((1,), SizeOf("indices", -1))})
+def tensor_scatter_min(depth):
+    """`tensor` with each row `indices` names replaced by its minimum with the rows of
+    `updates` placed there (depth 1)."""
+    return _scattered_extremum(minimum)

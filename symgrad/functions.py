@@ -35,20 +35,53 @@ def _single_limit(expr) -> tuple:
 
 
 class product(sp.Product):
-    """`Product` whose derivative never divides by an entry that may be zero."""
+    """`Product` whose derivative never divides by an entry that may be zero.
+
+    `where=condition` takes it over the entries where the condition holds only (a segment's,
+    `where=sp.Eq(segment_ids[i], s)`): a `selected` function, 1 where it does not hold, so
+    a product over no entry is 1, as TensorFlow's segment product."""
+
+    def __new__(cls, function, *limits, where=None, **assumptions):
+        if where is not None:
+            function = selected(where, function, sp.S.One)
+        return super().__new__(cls, function, *limits, **assumptions)
 
     def _eval_derivative(self, x):
         """sum_j (prod_{k<j} f) f'(j) (prod_{k>j} f), division-free: a polynomial in the
         entries, so exact where entries are 0 and differentiable again. Over a whole axis the
         two partial products are cumulative ones; for a cumulative product (a range ending at
         another index i) the second runs from j + 1 to i, a linear recurrence once the
-        gradient sums it over i (`symgrad.lowering.recurrences`)."""
+        gradient sums it over i (`symgrad.lowering.recurrences`). Over the entries a
+        condition selects, the product of the others (`_others`)."""
+        if isinstance(self.function, selected):
+            return self._selected_derivative(x)
         k, low, high = _single_limit(self)
         j = next(_fresh)
         entry = self.function.subs(k, j)
         before = product(self.function, (k, low, j - 1))
         after = product(self.function, (k, j + 1, high))
         return sp.Sum(before * sp.diff(entry, x) * after, (j, low, high))
+
+
+    def _selected_derivative(self, x):
+        k, low, high = _single_limit(self)
+        j = next(_fresh)
+        entry = self.function.xreplace({k: j})
+        return sp.Sum(entry.holds * sp.diff(entry.value, x) * self._others(entry), (j, low, high))
+
+    def _others(self, entry) -> sp.Expr:
+        """The product of the selected entries but `entry`, exact at zeros, as TensorFlow's
+        segment product gradient: the product divided by the entry where it is not 0; where
+        it is, the product of the nonzero entries if it is the only zero, else 0. Three
+        reductions over the selection (the product, its nonzero entries' product, its zeros'
+        count), never one per entry."""
+        (k, low, high), function = self.limits[0], self.function
+        condition, value = function.args[0], function.value
+        nonzero = product(value + mask(sp.Eq(value, 0)), (k, low, high), where=condition)  # zeros as 1
+        zeros = sp.Sum(function.holds * indicator(sp.Eq(value, 0)), (k, low, high))
+        return sp.Piecewise(
+            (self / entry.value, sp.Ne(entry.value, 0)), (nonzero, sp.Eq(zeros, 1)), (0, True)
+        )
 
 
 def bounded_by_index(bound) -> bool:
@@ -60,14 +93,19 @@ class _Extremum(ExprWithLimits):
 
     `where=condition` takes it over the entries where the condition holds only (a segment's,
     `where=sp.Eq(segment_ids[i], s)`): a `selected` function, which an extremum over no entry
-    is the lowest (highest) value of, as TensorFlow's segment maximum (minimum)."""
+    is the lowest (highest) value of, as TensorFlow's segment maximum (minimum).
+    `initial=value` takes `value` as one more entry (TensorScatterMax's tensor entry): an
+    `extremum_from`, whose gradient ties share with the entries."""
 
     kind: str
 
-    def __new__(cls, function, *limits, where=None, **assumptions):
+    def __new__(cls, function, *limits, where=None, initial=None, **assumptions):
         if where is not None:
             function = selected(where, function, -sp.oo if cls.kind == "max" else sp.oo)
-        return super().__new__(cls, function, *limits, **assumptions)
+        extremum = super().__new__(cls, function, *limits, **assumptions)
+        if initial is None:
+            return extremum
+        return (maximum_from if cls.kind == "max" else minimum_from)(initial, extremum)
 
     def _eval_derivative(self, x):
         if any(len(limit) != 3 for limit in self.limits):
@@ -84,6 +122,41 @@ class _Extremum(ExprWithLimits):
         if isinstance(entry, selected):
             return entry.holds * indicator_equal(entry.value, self)
         return indicator_equal(entry, self)
+
+
+class extremum_from(sp.Function):
+    """`extremum_from(initial, extremum)`: the maximum (minimum) of `initial` and of the entries
+    `extremum` reduces, elementwise max(initial, extremum) forward. Its gradient goes to
+    `initial` and to the entries equal to the result, split equally among all of them, as
+    TensorFlow's TensorScatterMax gradient does."""
+
+    nargs = 2
+    kind: str  # "max" or "min"
+
+    def _eval_derivative(self, x):
+        initial, extremum = self.args
+        fresh = {limit[0]: next(_fresh) for limit in extremum.limits}
+        at_initial = indicator_equal(initial, self)
+        ties = at_initial + sp.Sum(self._attained(extremum.function), *extremum.limits)
+        ranges = [(fresh[k], low, high) for k, low, high in extremum.limits]
+        entry = extremum.function.xreplace(fresh)
+        value = entry.value if isinstance(entry, selected) else entry
+        moved = at_initial * sp.diff(initial, x) + sp.Sum(self._attained(entry) * sp.diff(value, x), *ranges)
+        return moved / ties
+
+    def _attained(self, entry) -> sp.Expr:
+        """1 where `entry` (selected) equals the result, else 0."""
+        if isinstance(entry, selected):
+            return entry.holds * indicator_equal(entry.value, self)
+        return indicator_equal(entry, self)
+
+
+class maximum_from(extremum_from):
+    kind = "max"
+
+
+class minimum_from(extremum_from):
+    kind = "min"
 
 
 class logsumexp(ExprWithLimits):
@@ -297,6 +370,17 @@ class dawsn(sp.Function):
     def fdiff(self, argindex=1):
         x = self.args[0]
         return 1 - 2 * x * self
+
+
+class nextafter(sp.Function):
+    """The next float after x1 in the direction of x2 (C's `nextafter`; SymPy has none): x1
+    moved by at most one unit in the last place, so its derivative is 1 in x1 and 0 in x2,
+    as TensorFlow's NextAfter gradient (grad, zeros)."""
+
+    nargs = 2
+
+    def fdiff(self, argindex=1):
+        return sp.S.One if argindex == 1 else sp.S.Zero
 
 
 class read_outside(sp.Function):

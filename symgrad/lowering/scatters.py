@@ -16,7 +16,7 @@ from symgrad.declare import BATCH
 from symgrad.ir import Constant, IndexArith, ScatterAdd, SplitAxis
 from symgrad.lowering.entries import linear_positions, positions_of
 from symgrad.deltas import read_at
-from symgrad.functions import selected
+from symgrad.functions import product, selected
 from symgrad.lowering.symbols import free_indices, has_dependent_range, is_map
 
 
@@ -120,8 +120,8 @@ def _block(placed: dict, axes: tuple) -> tuple[int, int]:
 
 def segment_extremum(lowering, expr, axes) -> sp.Expr | None:
     """`maximum(value, (i, ...), where=sp.Eq(ids[i], s))` for an axis s: the values reduced
-    into the slots their ids name (a segment maximum or minimum, TensorFlow's unsorted segment
-    max), never a (segment, entry) array; else None."""
+    into the slots their ids name (a segment maximum, minimum or product, TensorFlow's
+    unsorted segment max), never a (segment, entry) array; else None."""
     if not isinstance(expr.function, selected) or not isinstance(expr.function.args[0], sp.Eq):
         return None
     summed = tuple(lim[0] for lim in expr.limits)
@@ -134,4 +134,5 @@ def segment_extremum(lowering, expr, axes) -> sp.Expr | None:
     values = lowering.variable(values)
     positions = positions_of(lowering, e, summed)
     trailing = len(axes) - place - 1
-    return sp.Symbol(lowering.temp(ScatterAdd(values, positions, trailing, lowering.size_of(u), expr.kind)))
+    kind = "prod" if isinstance(expr, product) else expr.kind
+    return sp.Symbol(lowering.temp(ScatterAdd(values, positions, trailing, lowering.size_of(u), kind)))
