@@ -759,18 +759,31 @@ _tensor_scatter_update_custom_vjp.defvjp(_tensor_scatter_update_fwd, _tensor_sca
 
 
 def tensor_scatter_max(tensor, indices, updates):
-    """TensorScatterMax: `tensor` with each row `indices` names replaced by its maximum with the rows of (declared at ops/scatter.py:143); differentiated by tensor_scatter_max_vjp."""
+    """TensorScatterMax: `tensor` with each entry `indices` names replaced by its maximum with the `updates` (declared at ops/scatter.py:146); differentiated by tensor_scatter_max_vjp."""
     return _tensor_scatter_max_custom_vjp(tensor, indices, updates)
 
 
 def tensor_scatter_max_forward(tensor, indices, updates):
     """TensorScatterMax's formula."""
     depth = jnp.shape(indices)[-1]
+    t0 = jnp.shape(tensor)[-2]
     if depth == 1:
-        t0 = jnp.squeeze(indices, axis=-1)
-        t1 = jnp.shape(tensor)[-2]
-        t2 = _scatter_extremum(updates, t0, 1, t1, "max")
+        t1 = jnp.squeeze(indices, axis=-1)
+        t2 = _scatter_extremum(updates, t1, 1, t0, "max")
         output = jnp.maximum(tensor, t2)
+    elif depth == 2:
+        t1 = jnp.shape(tensor)[-1]
+        t2 = 0
+        t3 = _gather(indices, t2, -1)
+        t4 = 1
+        t5 = _gather(indices, t4, -1)
+        t6 = jnp.asarray(t3, dtype=jnp.int64)
+        t7 = jnp.asarray(t5, dtype=jnp.int64)
+        t8 = jnp.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        t9 = t0 * t1
+        t10 = _scatter_extremum(updates, t8, 0, t9, "max")
+        t11 = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t1))
+        output = jnp.maximum(tensor, t11)
     else:
         raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
     return output
@@ -806,6 +819,47 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
         t6 = _gather(tensor, t0, -2)
         t7 = _gather(grad, t0, -2)
         grad_updates = jnp.where(t1 == updates, t7 / (t5 + jnp.asarray(t1 == t6, grad.dtype)), 0)
+    elif depth == 2:
+        t0 = jnp.shape(output)[-2]
+        t1 = jnp.shape(output)[-1]
+        t2 = jnp.reshape(output, (t0 * t1,))
+        t3 = 0
+        t4 = _gather(indices, t3, -1)
+        t5 = 1
+        t6 = _gather(indices, t5, -1)
+        t7 = jnp.asarray(t4, dtype=jnp.int64)
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = jnp.asarray(t10 == updates, grad.dtype)
+        t12 = jnp.shape(tensor)[-2]
+        t13 = jnp.shape(tensor)[-1]
+        t14 = jnp.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, -1)
+        t15 = t12 * t13
+        t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
+        t17 = jnp.reshape(t16, jnp.shape(t16)[:-1] + (-1, t13))
+        grad_tensor = jnp.where(
+            output == tensor, grad / (t17 + jnp.asarray(output == tensor, grad.dtype)), 0
+        )
+        t18 = t4[..., None]
+        t19 = t6[..., None]
+        t20 = t10[..., None]
+        t21 = jnp.sum(
+            jnp.asarray(t18 == t4, grad.dtype)
+            * jnp.asarray(t19 == t6, grad.dtype)
+            * jnp.asarray(t20 == updates, grad.dtype),
+            axis=-1,
+        )
+        t22 = jnp.reshape(tensor, (t12 * t13,))
+        t23 = _gather(t22, t14, -1)
+        t24 = jnp.shape(grad)[-2]
+        t25 = jnp.shape(grad)[-1]
+        t26 = jnp.reshape(grad, (t24 * t25,))
+        t27 = jnp.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, -1)
+        t28 = _gather(t26, t27, -1)
+        grad_updates = jnp.where(
+            t10 == updates, t28 / (t21 + jnp.asarray(t10 == t23, grad.dtype)), 0
+        )
     else:
         raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -830,18 +884,31 @@ _tensor_scatter_max_custom_vjp.defvjp(_tensor_scatter_max_fwd, _tensor_scatter_m
 
 
 def tensor_scatter_min(tensor, indices, updates):
-    """TensorScatterMin: `tensor` with each row `indices` names replaced by its minimum with the rows of (declared at ops/scatter.py:150); differentiated by tensor_scatter_min_vjp."""
+    """TensorScatterMin: `tensor` with each entry `indices` names replaced by its minimum with the `updates` (declared at ops/scatter.py:153); differentiated by tensor_scatter_min_vjp."""
     return _tensor_scatter_min_custom_vjp(tensor, indices, updates)
 
 
 def tensor_scatter_min_forward(tensor, indices, updates):
     """TensorScatterMin's formula."""
     depth = jnp.shape(indices)[-1]
+    t0 = jnp.shape(tensor)[-2]
     if depth == 1:
-        t0 = jnp.squeeze(indices, axis=-1)
-        t1 = jnp.shape(tensor)[-2]
-        t2 = _scatter_extremum(updates, t0, 1, t1, "min")
+        t1 = jnp.squeeze(indices, axis=-1)
+        t2 = _scatter_extremum(updates, t1, 1, t0, "min")
         output = jnp.minimum(tensor, t2)
+    elif depth == 2:
+        t1 = jnp.shape(tensor)[-1]
+        t2 = 0
+        t3 = _gather(indices, t2, -1)
+        t4 = 1
+        t5 = _gather(indices, t4, -1)
+        t6 = jnp.asarray(t3, dtype=jnp.int64)
+        t7 = jnp.asarray(t5, dtype=jnp.int64)
+        t8 = jnp.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        t9 = t0 * t1
+        t10 = _scatter_extremum(updates, t8, 0, t9, "min")
+        t11 = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t1))
+        output = jnp.minimum(tensor, t11)
     else:
         raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
     return output
@@ -877,6 +944,47 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
         t6 = _gather(tensor, t0, -2)
         t7 = _gather(grad, t0, -2)
         grad_updates = jnp.where(t1 == updates, t7 / (t5 + jnp.asarray(t1 == t6, grad.dtype)), 0)
+    elif depth == 2:
+        t0 = jnp.shape(output)[-2]
+        t1 = jnp.shape(output)[-1]
+        t2 = jnp.reshape(output, (t0 * t1,))
+        t3 = 0
+        t4 = _gather(indices, t3, -1)
+        t5 = 1
+        t6 = _gather(indices, t5, -1)
+        t7 = jnp.asarray(t4, dtype=jnp.int64)
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = jnp.asarray(t10 == updates, grad.dtype)
+        t12 = jnp.shape(tensor)[-2]
+        t13 = jnp.shape(tensor)[-1]
+        t14 = jnp.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, -1)
+        t15 = t12 * t13
+        t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
+        t17 = jnp.reshape(t16, jnp.shape(t16)[:-1] + (-1, t13))
+        grad_tensor = jnp.where(
+            output == tensor, grad / (t17 + jnp.asarray(output == tensor, grad.dtype)), 0
+        )
+        t18 = t4[..., None]
+        t19 = t6[..., None]
+        t20 = t10[..., None]
+        t21 = jnp.sum(
+            jnp.asarray(t18 == t4, grad.dtype)
+            * jnp.asarray(t19 == t6, grad.dtype)
+            * jnp.asarray(t20 == updates, grad.dtype),
+            axis=-1,
+        )
+        t22 = jnp.reshape(tensor, (t12 * t13,))
+        t23 = _gather(t22, t14, -1)
+        t24 = jnp.shape(grad)[-2]
+        t25 = jnp.shape(grad)[-1]
+        t26 = jnp.reshape(grad, (t24 * t25,))
+        t27 = jnp.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, -1)
+        t28 = _gather(t26, t27, -1)
+        grad_updates = jnp.where(
+            t10 == updates, t28 / (t21 + jnp.asarray(t10 == t23, grad.dtype)), 0
+        )
     else:
         raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates

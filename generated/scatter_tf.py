@@ -941,7 +941,7 @@ _register("TensorScatterUpdate", tensor_scatter_update_grad)
 
 
 def tensor_scatter_max_vjp(grad, tensor, indices, updates, output):
-    """Gradient of TensorScatterMax (declared at ops/scatter.py:143): one per input (tensor, indices, updates).
+    """Gradient of TensorScatterMax (declared at ops/scatter.py:146): one per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
         grad_tensor[n, p] = grad[n, p] * indicator_equal(tensor[n, p], output[n, p]) /
@@ -986,6 +986,71 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, output):
                 + tf.where(tf.equal(t1, t6), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             )
         )
+    elif depth == 2:
+        t0 = tf.shape(output, out_type=tf.int64)[-2]
+        t1 = tf.shape(output, out_type=tf.int64)[-1]
+        t2 = tf.reshape(output, [t0 * t1])
+        t3 = 0
+        t4 = _gather(indices, t3, -1)
+        t5 = 1
+        t6 = _gather(indices, t5, -1)
+        t7 = tf.cast(t4, tf.int64)
+        t8 = tf.cast(t6, tf.int64)
+        t9 = tf.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, tf.constant(-1, tf.int64))
+        t10 = _gather(t2, t9, -1)
+        t11 = tf.where(
+            tf.equal(t10, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+        )
+        t12 = tf.shape(tensor, out_type=tf.int64)[-2]
+        t13 = tf.shape(tensor, out_type=tf.int64)[-1]
+        t14 = tf.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, tf.constant(-1, tf.int64))
+        t15 = t12 * t13
+        t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
+        t17 = tf.reshape(
+            t16, tf.concat([tf.shape(t16, out_type=tf.int64)[:-1], tf.cast([-1, t13], tf.int64)], 0)
+        )
+        grad_tensor = (
+            grad
+            * tf.where(
+                tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / (
+                t17
+                + tf.where(
+                    tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                )
+            )
+        )
+        t18 = t4[..., None]
+        t19 = t6[..., None]
+        t20 = t10[..., None]
+        t21 = tf.reduce_sum(
+            tf.where(tf.equal(t18, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(tf.equal(t19, t6), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(
+                tf.equal(t20, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-1,
+        )
+        t22 = tf.reshape(tensor, [t12 * t13])
+        t23 = _gather(t22, t14, -1)
+        t24 = tf.shape(grad, out_type=tf.int64)[-2]
+        t25 = tf.shape(grad, out_type=tf.int64)[-1]
+        t26 = tf.reshape(grad, [t24 * t25])
+        t27 = tf.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, tf.constant(-1, tf.int64))
+        t28 = _gather(t26, t27, -1)
+        grad_updates = (
+            t28
+            * tf.where(
+                tf.equal(t10, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / (
+                t21
+                + tf.where(
+                    tf.equal(t10, t23), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                )
+            )
+        )
     else:
         raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -997,7 +1062,7 @@ def tensor_scatter_max_grad(op, grad):
 
 
 def tensor_scatter_max(tensor, indices, updates):
-    """TensorScatterMax: `tensor` with each row `indices` names replaced by its maximum with the rows of, with its derived gradient."""
+    """TensorScatterMax: `tensor` with each entry `indices` names replaced by its maximum with the `updates`, with its derived gradient."""
     # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
     kernel_attrs = {}
     depth = indices.shape[-1]
@@ -1020,18 +1085,34 @@ def tensor_scatter_max(tensor, indices, updates):
                 {"tensor": tensor, "indices": indices, "updates": updates},
                 kernel_attrs,
             )
-            if depth in (1,)
+            if depth in (1, 2)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
+        t0 = tf.shape(tensor, out_type=tf.int64)[-2]
         if depth == 1:
-            t0 = tf.squeeze(indices, axis=[-1])
-            t1 = tf.shape(tensor, out_type=tf.int64)[-2]
-            t2 = _scatter_extremum(updates, t0, 1, t1, "max")
+            t1 = tf.squeeze(indices, axis=[-1])
+            t2 = _scatter_extremum(updates, t1, 1, t0, "max")
             output = tf.math.maximum(tensor, t2)
+        elif depth == 2:
+            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+            t2 = 0
+            t3 = _gather(indices, t2, -1)
+            t4 = 1
+            t5 = _gather(indices, t4, -1)
+            t6 = tf.cast(t3, tf.int64)
+            t7 = tf.cast(t5, tf.int64)
+            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+            t9 = t0 * t1
+            t10 = _scatter_extremum(updates, t8, 0, t9, "max")
+            t11 = tf.reshape(
+                t10,
+                tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
+            )
+            output = tf.math.maximum(tensor, t11)
         else:
             raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
         return output, backward
@@ -1043,7 +1124,7 @@ _register("TensorScatterMax", tensor_scatter_max_grad)
 
 
 def tensor_scatter_min_vjp(grad, tensor, indices, updates, output):
-    """Gradient of TensorScatterMin (declared at ops/scatter.py:150): one per input (tensor, indices, updates).
+    """Gradient of TensorScatterMin (declared at ops/scatter.py:153): one per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
         grad_tensor[n, p] = grad[n, p] * indicator_equal(tensor[n, p], output[n, p]) /
@@ -1088,6 +1169,71 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, output):
                 + tf.where(tf.equal(t1, t6), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             )
         )
+    elif depth == 2:
+        t0 = tf.shape(output, out_type=tf.int64)[-2]
+        t1 = tf.shape(output, out_type=tf.int64)[-1]
+        t2 = tf.reshape(output, [t0 * t1])
+        t3 = 0
+        t4 = _gather(indices, t3, -1)
+        t5 = 1
+        t6 = _gather(indices, t5, -1)
+        t7 = tf.cast(t4, tf.int64)
+        t8 = tf.cast(t6, tf.int64)
+        t9 = tf.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, tf.constant(-1, tf.int64))
+        t10 = _gather(t2, t9, -1)
+        t11 = tf.where(
+            tf.equal(t10, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+        )
+        t12 = tf.shape(tensor, out_type=tf.int64)[-2]
+        t13 = tf.shape(tensor, out_type=tf.int64)[-1]
+        t14 = tf.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, tf.constant(-1, tf.int64))
+        t15 = t12 * t13
+        t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
+        t17 = tf.reshape(
+            t16, tf.concat([tf.shape(t16, out_type=tf.int64)[:-1], tf.cast([-1, t13], tf.int64)], 0)
+        )
+        grad_tensor = (
+            grad
+            * tf.where(
+                tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / (
+                t17
+                + tf.where(
+                    tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                )
+            )
+        )
+        t18 = t4[..., None]
+        t19 = t6[..., None]
+        t20 = t10[..., None]
+        t21 = tf.reduce_sum(
+            tf.where(tf.equal(t18, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(tf.equal(t19, t6), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(
+                tf.equal(t20, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-1,
+        )
+        t22 = tf.reshape(tensor, [t12 * t13])
+        t23 = _gather(t22, t14, -1)
+        t24 = tf.shape(grad, out_type=tf.int64)[-2]
+        t25 = tf.shape(grad, out_type=tf.int64)[-1]
+        t26 = tf.reshape(grad, [t24 * t25])
+        t27 = tf.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, tf.constant(-1, tf.int64))
+        t28 = _gather(t26, t27, -1)
+        grad_updates = (
+            t28
+            * tf.where(
+                tf.equal(t10, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / (
+                t21
+                + tf.where(
+                    tf.equal(t10, t23), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                )
+            )
+        )
     else:
         raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -1099,7 +1245,7 @@ def tensor_scatter_min_grad(op, grad):
 
 
 def tensor_scatter_min(tensor, indices, updates):
-    """TensorScatterMin: `tensor` with each row `indices` names replaced by its minimum with the rows of, with its derived gradient."""
+    """TensorScatterMin: `tensor` with each entry `indices` names replaced by its minimum with the `updates`, with its derived gradient."""
     # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
     kernel_attrs = {}
     depth = indices.shape[-1]
@@ -1122,18 +1268,34 @@ def tensor_scatter_min(tensor, indices, updates):
                 {"tensor": tensor, "indices": indices, "updates": updates},
                 kernel_attrs,
             )
-            if depth in (1,)
+            if depth in (1, 2)
             else None
         )
         if kernel_outputs is not None:  # TensorFlow's own kernel
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
+        t0 = tf.shape(tensor, out_type=tf.int64)[-2]
         if depth == 1:
-            t0 = tf.squeeze(indices, axis=[-1])
-            t1 = tf.shape(tensor, out_type=tf.int64)[-2]
-            t2 = _scatter_extremum(updates, t0, 1, t1, "min")
+            t1 = tf.squeeze(indices, axis=[-1])
+            t2 = _scatter_extremum(updates, t1, 1, t0, "min")
             output = tf.math.minimum(tensor, t2)
+        elif depth == 2:
+            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+            t2 = 0
+            t3 = _gather(indices, t2, -1)
+            t4 = 1
+            t5 = _gather(indices, t4, -1)
+            t6 = tf.cast(t3, tf.int64)
+            t7 = tf.cast(t5, tf.int64)
+            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+            t9 = t0 * t1
+            t10 = _scatter_extremum(updates, t8, 0, t9, "min")
+            t11 = tf.reshape(
+                t10,
+                tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
+            )
+            output = tf.math.minimum(tensor, t11)
         else:
             raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
         return output, backward

@@ -778,18 +778,31 @@ class _TensorScatterUpdateFunction(torch.autograd.Function):
 
 
 def tensor_scatter_max(tensor, indices, updates):
-    """TensorScatterMax: `tensor` with each row `indices` names replaced by its maximum with the rows of (declared at ops/scatter.py:143); differentiated by tensor_scatter_max_vjp."""
+    """TensorScatterMax: `tensor` with each entry `indices` names replaced by its maximum with the `updates` (declared at ops/scatter.py:146); differentiated by tensor_scatter_max_vjp."""
     return _TensorScatterMaxFunction.apply(tensor, indices, updates)
 
 
 def tensor_scatter_max_forward(tensor, indices, updates):
     """TensorScatterMax's formula."""
     depth = np.shape(indices)[-1]
+    t0 = np.shape(tensor)[-2]
     if depth == 1:
-        t0 = torch.squeeze(indices, axis=-1)
-        t1 = np.shape(tensor)[-2]
-        t2 = _scatter_extremum(updates, t0, 1, t1, "max")
+        t1 = torch.squeeze(indices, axis=-1)
+        t2 = _scatter_extremum(updates, t1, 1, t0, "max")
         output = _maximum(tensor, t2)
+    elif depth == 2:
+        t1 = np.shape(tensor)[-1]
+        t2 = 0
+        t3 = _gather(indices, t2, -1)
+        t4 = 1
+        t5 = _gather(indices, t4, -1)
+        t6 = torch.as_tensor(t3, dtype=torch.int64)
+        t7 = torch.as_tensor(t5, dtype=torch.int64)
+        t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        t9 = t0 * t1
+        t10 = _scatter_extremum(updates, t8, 0, t9, "max")
+        t11 = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t1))
+        output = _maximum(tensor, t11)
     else:
         raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
     return output
@@ -827,6 +840,47 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
         grad_updates = torch.where(
             t1 == updates, t7 / (t5 + torch.asarray(t1 == t6, dtype=grad.dtype)), 0
         )
+    elif depth == 2:
+        t0 = np.shape(output)[-2]
+        t1 = np.shape(output)[-1]
+        t2 = torch.reshape(output, (t0 * t1,))
+        t3 = 0
+        t4 = _gather(indices, t3, -1)
+        t5 = 1
+        t6 = _gather(indices, t5, -1)
+        t7 = torch.as_tensor(t4, dtype=torch.int64)
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = torch.asarray(t10 == updates, dtype=grad.dtype)
+        t12 = np.shape(tensor)[-2]
+        t13 = np.shape(tensor)[-1]
+        t14 = torch.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, -1)
+        t15 = t12 * t13
+        t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
+        t17 = torch.reshape(t16, np.shape(t16)[:-1] + (-1, t13))
+        grad_tensor = torch.where(
+            output == tensor, grad / (t17 + torch.asarray(output == tensor, dtype=grad.dtype)), 0
+        )
+        t18 = t4[..., None]
+        t19 = t6[..., None]
+        t20 = t10[..., None]
+        t21 = torch.sum(
+            torch.asarray(t18 == t4, dtype=grad.dtype)
+            * torch.asarray(t19 == t6, dtype=grad.dtype)
+            * torch.asarray(t20 == updates, dtype=grad.dtype),
+            axis=-1,
+        )
+        t22 = torch.reshape(tensor, (t12 * t13,))
+        t23 = _gather(t22, t14, -1)
+        t24 = np.shape(grad)[-2]
+        t25 = np.shape(grad)[-1]
+        t26 = torch.reshape(grad, (t24 * t25,))
+        t27 = torch.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, -1)
+        t28 = _gather(t26, t27, -1)
+        grad_updates = torch.where(
+            t10 == updates, t28 / (t21 + torch.asarray(t10 == t23, dtype=grad.dtype)), 0
+        )
     else:
         raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -851,18 +905,31 @@ class _TensorScatterMaxFunction(torch.autograd.Function):
 
 
 def tensor_scatter_min(tensor, indices, updates):
-    """TensorScatterMin: `tensor` with each row `indices` names replaced by its minimum with the rows of (declared at ops/scatter.py:150); differentiated by tensor_scatter_min_vjp."""
+    """TensorScatterMin: `tensor` with each entry `indices` names replaced by its minimum with the `updates` (declared at ops/scatter.py:153); differentiated by tensor_scatter_min_vjp."""
     return _TensorScatterMinFunction.apply(tensor, indices, updates)
 
 
 def tensor_scatter_min_forward(tensor, indices, updates):
     """TensorScatterMin's formula."""
     depth = np.shape(indices)[-1]
+    t0 = np.shape(tensor)[-2]
     if depth == 1:
-        t0 = torch.squeeze(indices, axis=-1)
-        t1 = np.shape(tensor)[-2]
-        t2 = _scatter_extremum(updates, t0, 1, t1, "min")
+        t1 = torch.squeeze(indices, axis=-1)
+        t2 = _scatter_extremum(updates, t1, 1, t0, "min")
         output = _minimum(tensor, t2)
+    elif depth == 2:
+        t1 = np.shape(tensor)[-1]
+        t2 = 0
+        t3 = _gather(indices, t2, -1)
+        t4 = 1
+        t5 = _gather(indices, t4, -1)
+        t6 = torch.as_tensor(t3, dtype=torch.int64)
+        t7 = torch.as_tensor(t5, dtype=torch.int64)
+        t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        t9 = t0 * t1
+        t10 = _scatter_extremum(updates, t8, 0, t9, "min")
+        t11 = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t1))
+        output = _minimum(tensor, t11)
     else:
         raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
     return output
@@ -899,6 +966,47 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
         t7 = _gather(grad, t0, -2)
         grad_updates = torch.where(
             t1 == updates, t7 / (t5 + torch.asarray(t1 == t6, dtype=grad.dtype)), 0
+        )
+    elif depth == 2:
+        t0 = np.shape(output)[-2]
+        t1 = np.shape(output)[-1]
+        t2 = torch.reshape(output, (t0 * t1,))
+        t3 = 0
+        t4 = _gather(indices, t3, -1)
+        t5 = 1
+        t6 = _gather(indices, t5, -1)
+        t7 = torch.as_tensor(t4, dtype=torch.int64)
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = torch.asarray(t10 == updates, dtype=grad.dtype)
+        t12 = np.shape(tensor)[-2]
+        t13 = np.shape(tensor)[-1]
+        t14 = torch.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, -1)
+        t15 = t12 * t13
+        t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
+        t17 = torch.reshape(t16, np.shape(t16)[:-1] + (-1, t13))
+        grad_tensor = torch.where(
+            output == tensor, grad / (t17 + torch.asarray(output == tensor, dtype=grad.dtype)), 0
+        )
+        t18 = t4[..., None]
+        t19 = t6[..., None]
+        t20 = t10[..., None]
+        t21 = torch.sum(
+            torch.asarray(t18 == t4, dtype=grad.dtype)
+            * torch.asarray(t19 == t6, dtype=grad.dtype)
+            * torch.asarray(t20 == updates, dtype=grad.dtype),
+            axis=-1,
+        )
+        t22 = torch.reshape(tensor, (t12 * t13,))
+        t23 = _gather(t22, t14, -1)
+        t24 = np.shape(grad)[-2]
+        t25 = np.shape(grad)[-1]
+        t26 = torch.reshape(grad, (t24 * t25,))
+        t27 = torch.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, -1)
+        t28 = _gather(t26, t27, -1)
+        grad_updates = torch.where(
+            t10 == updates, t28 / (t21 + torch.asarray(t10 == t23, dtype=grad.dtype)), 0
         )
     else:
         raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")

@@ -130,25 +130,28 @@ def tensor_scatter_update(depth):
     return {"output": ((n, p), sp.Piecewise((placed, count > 0), (entry, True)))}
 
 
-def _scattered_extremum(extremum):
-    """Each entry of `tensor` and the rows of `updates` that `indices` (depth 1) places there,
-    reduced by `extremum` (ties share the gradient, as TensorFlow's)."""
+def _scattered_extremum(extremum, depth):
+    """Each entry of `tensor` and the `updates` that `indices` places there (rows at depth 1,
+    entries at depth 2), reduced by `extremum` (ties share the gradient, as TensorFlow's)."""
     base = tensor("tensor", (N, P))
-    positions = tensor("indices", (K, 1), integer=True)
-    updates = tensor("updates", (K, P))
+    positions = tensor("indices", (K, depth), integer=True)
+    updates = tensor("updates", (K, P) if depth == 1 else (K,))
     where = sp.Eq(positions[i, 0], n)
-    return {"output": ((n, p), extremum(updates[i, p], (i, 0, K - 1), where=where, initial=base[n, p]))}
+    if depth == 2:
+        where = sp.And(where, sp.Eq(positions[i, 1], p))
+    update = updates[i, p] if depth == 1 else updates[i]
+    return {"output": ((n, p), extremum(update, (i, 0, K - 1), where=where, initial=base[n, p]))}
 
 
-@op("TensorScatterMax", attrs={"depth": attr((1,), SizeOf("indices", -1))})
+@op("TensorScatterMax", attrs={"depth": DEPTH})
 def tensor_scatter_max(depth):
-    """`tensor` with each row `indices` names replaced by its maximum with the rows of
-    `updates` placed there (depth 1)."""
-    return _scattered_extremum(maximum)
+    """`tensor` with each entry `indices` names replaced by its maximum with the `updates`
+    placed there (rows at depth 1, entries at depth 2)."""
+    return _scattered_extremum(maximum, depth)
 
 
-@op("TensorScatterMin", attrs={"depth": attr((1,), SizeOf("indices", -1))})
+@op("TensorScatterMin", attrs={"depth": DEPTH})
 def tensor_scatter_min(depth):
-    """`tensor` with each row `indices` names replaced by its minimum with the rows of
-    `updates` placed there (depth 1)."""
-    return _scattered_extremum(minimum)
+    """`tensor` with each entry `indices` names replaced by its minimum with the `updates`
+    placed there (rows at depth 1, entries at depth 2)."""
+    return _scattered_extremum(minimum, depth)

@@ -233,8 +233,9 @@ class selected(sp.Function):
         """1 where the condition holds, else 0: a delta where it equates an index with a
         position (`sp.Eq(segment_ids[i], s)`)."""
         condition = self.args[0]
-        if isinstance(condition, sp.Eq) and any(a.is_Symbol and a.is_integer for a in condition.args):
-            return sp.KroneckerDelta(*condition.args)
+        equalities = condition.args if isinstance(condition, sp.And) else (condition,)
+        if all(isinstance(e, sp.Eq) and any(a.is_Symbol and a.is_integer for a in e.args) for e in equalities):
+            return sp.Mul(*[sp.KroneckerDelta(*e.args) for e in equalities])  # a position's row and column
         return indicator(condition)
 
     def fdiff(self, argindex=1):

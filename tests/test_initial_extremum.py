@@ -101,3 +101,31 @@ def test_tensor_scatter_max_and_min_are_tensorflows(tf_module, tf):
         np.testing.assert_array_equal(y.numpy(), expected.numpy())
         for got, want in zip(tape.gradient(y, [tensor, updates]), tape.gradient(expected, [tensor, updates])):
             np.testing.assert_allclose(got.numpy(), want.numpy())
+
+
+def scattered_extremum_by_loop(tensor, indices, updates, reduce):
+    out = tensor.copy()
+    for position, update in zip(indices, updates):
+        out[tuple(position)] = reduce(out[tuple(position)], update)
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(1, 4), columns=st.integers(1, 3), count=st.integers(1, 6), depth=st.integers(1, 2), seed=st.integers(0, 2**16))
+def test_tensor_scatter_max_and_min_against_a_loop(numpy_module, rows, columns, count, depth, seed):
+    """Rows (depth 1) or entries (depth 2, `where=sp.And` of two equalities: a scatter into
+    the two axes merged), repeated positions reduced together with the tensor's entry."""
+    module = numpy_module("scatter")
+    rng = np.random.default_rng(seed)
+    shape = (count, columns) if depth == 1 else (count,)
+    values = distinct(rng, (rows * columns + int(np.prod(shape)),))
+    tensor, updates = values[: rows * columns].reshape(rows, columns), values[rows * columns :].reshape(shape)
+    indices = np.stack([rng.integers(0, rows, count), rng.integers(0, columns, count)][:depth], axis=-1).astype(np.int32)
+    grad = rng.standard_normal((rows, columns))
+    for name, reduce in (("max", np.maximum), ("min", np.minimum)):
+        forward = getattr(module, f"tensor_scatter_{name}")
+        np.testing.assert_array_equal(forward(tensor, indices, updates), scattered_extremum_by_loop(tensor, indices, updates, reduce))
+        grad_tensor, grad_indices, grad_updates = getattr(module, f"tensor_scatter_{name}_grad")(grad, tensor, indices, updates)
+        assert grad_indices is None
+        np.testing.assert_allclose(grad_tensor, brute_vjp(lambda v: forward(v, indices, updates), tensor, grad), atol=1e-8)
+        np.testing.assert_allclose(grad_updates, brute_vjp(lambda v: forward(tensor, indices, v), updates, grad), atol=1e-8)
