@@ -23,6 +23,14 @@ def _conj(x):
     return jnp.conj(x) if jnp.iscomplexobj(x) else x
 
 
+def _nextafter(x1, x2):
+    """`jnp.nextafter`, differentiable: JAX has no rule for it, so its step is computed on
+    values with no gradient and added to x1 (exactly: the step is one unit in the last place),
+    which gives the derivative 1 in x1 and 0 in x2."""
+    fixed = jax.lax.stop_gradient(x1)
+    return x1 + (jnp.nextafter(fixed, jax.lax.stop_gradient(x2)) - fixed)
+
+
 def _sum_to_shape(g, shape):
     """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
     `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
@@ -38,7 +46,7 @@ def _sum_to_shape(g, shape):
 
 
 def add(x, y):
-    """AddV2: z = x + y (declared at ops/binary.py:15); differentiated by add_vjp."""
+    """AddV2: z = x + y (declared at ops/binary.py:16); differentiated by add_vjp."""
     return _add_custom_vjp(x, y)
 
 
@@ -81,7 +89,7 @@ _add_custom_vjp.defvjp(_add_fwd, _add_bwd)
 
 
 def add_legacy(x, y):
-    """Add: z = x + y (AddV2's older op type) (declared at ops/binary.py:21); differentiated by add_legacy_vjp."""
+    """Add: z = x + y (AddV2's older op type) (declared at ops/binary.py:22); differentiated by add_legacy_vjp."""
     return _add_legacy_custom_vjp(x, y)
 
 
@@ -124,7 +132,7 @@ _add_legacy_custom_vjp.defvjp(_add_legacy_fwd, _add_legacy_bwd)
 
 
 def subtract(x, y):
-    """Sub: z = x - y (declared at ops/binary.py:27); differentiated by subtract_vjp."""
+    """Sub: z = x - y (declared at ops/binary.py:28); differentiated by subtract_vjp."""
     return _subtract_custom_vjp(x, y)
 
 
@@ -167,7 +175,7 @@ _subtract_custom_vjp.defvjp(_subtract_fwd, _subtract_bwd)
 
 
 def multiply(x, y):
-    """Mul: z = x * y (declared at ops/binary.py:33); differentiated by multiply_vjp."""
+    """Mul: z = x * y (declared at ops/binary.py:34); differentiated by multiply_vjp."""
     return _multiply_custom_vjp(x, y)
 
 
@@ -212,7 +220,7 @@ _multiply_custom_vjp.defvjp(_multiply_fwd, _multiply_bwd)
 
 
 def real_div(x, y):
-    """RealDiv: z = x / y (declared at ops/binary.py:39); differentiated by real_div_vjp."""
+    """RealDiv: z = x / y (declared at ops/binary.py:40); differentiated by real_div_vjp."""
     return _real_div_custom_vjp(x, y)
 
 
@@ -260,7 +268,7 @@ _real_div_custom_vjp.defvjp(_real_div_fwd, _real_div_bwd)
 
 
 def div(x, y):
-    """Div: z = x / y (RealDiv's older op type, for floating-point dtypes) (declared at ops/binary.py:45); differentiated by div_vjp."""
+    """Div: z = x / y (RealDiv's older op type, for floating-point dtypes) (declared at ops/binary.py:46); differentiated by div_vjp."""
     return _div_custom_vjp(x, y)
 
 
@@ -308,7 +316,7 @@ _div_custom_vjp.defvjp(_div_fwd, _div_bwd)
 
 
 def mul_no_nan(x, y):
-    """MulNoNan: z = x * y, and 0 where y == 0 even if x is infinite or NaN (declared at ops/binary.py:51); differentiated by mul_no_nan_vjp."""
+    """MulNoNan: z = x * y, and 0 where y == 0 even if x is infinite or NaN (declared at ops/binary.py:52); differentiated by mul_no_nan_vjp."""
     return _mul_no_nan_custom_vjp(x, y)
 
 
@@ -349,7 +357,7 @@ _mul_no_nan_custom_vjp.defvjp(_mul_no_nan_fwd, _mul_no_nan_bwd)
 
 
 def floor_div(x, y):
-    """FloorDiv: z = floor(x / y) (declared at ops/binary.py:59); differentiated by floor_div_vjp."""
+    """FloorDiv: z = floor(x / y) (declared at ops/binary.py:60); differentiated by floor_div_vjp."""
     return _floor_div_custom_vjp(x, y)
 
 
@@ -384,7 +392,7 @@ _floor_div_custom_vjp.defvjp(_floor_div_fwd, _floor_div_bwd)
 
 
 def truncate_div(x, y):
-    """TruncateDiv: z = x / y rounded towards zero (declared at ops/binary.py:66); differentiated by truncate_div_vjp."""
+    """TruncateDiv: z = x / y rounded towards zero (declared at ops/binary.py:67); differentiated by truncate_div_vjp."""
     return _truncate_div_custom_vjp(x, y)
 
 
@@ -419,7 +427,7 @@ _truncate_div_custom_vjp.defvjp(_truncate_div_fwd, _truncate_div_bwd)
 
 
 def floor_mod(x, y):
-    """FloorMod: z = x - y * floor(x / y), with the sign of y (declared at ops/binary.py:73); differentiated by floor_mod_vjp."""
+    """FloorMod: z = x - y * floor(x / y), with the sign of y (declared at ops/binary.py:74); differentiated by floor_mod_vjp."""
     return _floor_mod_custom_vjp(x, y)
 
 
@@ -460,7 +468,7 @@ _floor_mod_custom_vjp.defvjp(_floor_mod_fwd, _floor_mod_bwd)
 
 
 def power(x, y):
-    """Pow: z = x ** y (declared at ops/binary.py:80); differentiated by power_vjp."""
+    """Pow: z = x ** y (declared at ops/binary.py:81); differentiated by power_vjp."""
     return _power_custom_vjp(x, y)
 
 
@@ -534,7 +542,7 @@ _power_custom_vjp.defvjp(_power_fwd, _power_bwd)
 
 
 def maximum(x, y):
-    """Maximum: z = max(x, y) (declared at ops/binary.py:90); differentiated by maximum_vjp."""
+    """Maximum: z = max(x, y) (declared at ops/binary.py:91); differentiated by maximum_vjp."""
     return _maximum_custom_vjp(x, y)
 
 
@@ -578,7 +586,7 @@ _maximum_custom_vjp.defvjp(_maximum_fwd, _maximum_bwd)
 
 
 def minimum(x, y):
-    """Minimum: z = min(x, y) (declared at ops/binary.py:97); differentiated by minimum_vjp."""
+    """Minimum: z = min(x, y) (declared at ops/binary.py:98); differentiated by minimum_vjp."""
     return _minimum_custom_vjp(x, y)
 
 
@@ -622,7 +630,7 @@ _minimum_custom_vjp.defvjp(_minimum_fwd, _minimum_bwd)
 
 
 def squared_difference(x, y):
-    """SquaredDifference: z = (x - y) ** 2 (declared at ops/binary.py:104); differentiated by squared_difference_vjp."""
+    """SquaredDifference: z = (x - y) ** 2 (declared at ops/binary.py:105); differentiated by squared_difference_vjp."""
     return _squared_difference_custom_vjp(x, y)
 
 
@@ -664,7 +672,7 @@ _squared_difference_custom_vjp.defvjp(_squared_difference_fwd, _squared_differen
 
 
 def atan2(y, x):
-    """Atan2: z = the angle of the point (x, y), in (-pi, pi] (declared at ops/binary.py:111); differentiated by atan2_vjp."""
+    """Atan2: z = the angle of the point (x, y), in (-pi, pi] (declared at ops/binary.py:112); differentiated by atan2_vjp."""
     return _atan2_custom_vjp(y, x)
 
 
@@ -706,7 +714,7 @@ _atan2_custom_vjp.defvjp(_atan2_fwd, _atan2_bwd)
 
 
 def xlogy(x, y):
-    """Xlogy: z = x * log(y), and 0 where x == 0 (declared at ops/binary.py:117); differentiated by xlogy_vjp."""
+    """Xlogy: z = x * log(y), and 0 where x == 0 (declared at ops/binary.py:118); differentiated by xlogy_vjp."""
     return _xlogy_custom_vjp(x, y)
 
 
@@ -761,7 +769,7 @@ _xlogy_custom_vjp.defvjp(_xlogy_fwd, _xlogy_bwd)
 
 
 def xdivy(x, y):
-    """Xdivy: z = x / y, and 0 where x == 0 (declared at ops/binary.py:124); differentiated by xdivy_vjp."""
+    """Xdivy: z = x / y, and 0 where x == 0 (declared at ops/binary.py:125); differentiated by xdivy_vjp."""
     return _xdivy_custom_vjp(x, y)
 
 
@@ -816,7 +824,7 @@ _xdivy_custom_vjp.defvjp(_xdivy_fwd, _xdivy_bwd)
 
 
 def xlog1py(x, y):
-    """Xlog1py: z = x * log(1 + y), and 0 where x == 0 (declared at ops/binary.py:131); differentiated by xlog1py_vjp."""
+    """Xlog1py: z = x * log(1 + y), and 0 where x == 0 (declared at ops/binary.py:132); differentiated by xlog1py_vjp."""
     return _xlog1py_custom_vjp(x, y)
 
 
@@ -867,7 +875,7 @@ _xlog1py_custom_vjp.defvjp(_xlog1py_fwd, _xlog1py_bwd)
 
 
 def div_no_nan(x, y):
-    """DivNoNan: z = x / y, and 0 where y == 0 (declared at ops/binary.py:138); differentiated by div_no_nan_vjp."""
+    """DivNoNan: z = x / y, and 0 where y == 0 (declared at ops/binary.py:139); differentiated by div_no_nan_vjp."""
     return _div_no_nan_custom_vjp(x, y)
 
 
@@ -919,3 +927,42 @@ def _div_no_nan_bwd(saved, grad):
 
 
 _div_no_nan_custom_vjp.defvjp(_div_no_nan_fwd, _div_no_nan_bwd)
+
+
+def next_after(x1, x2):
+    """NextAfter: output = the next float after x1 towards x2: x1 moved by at most one unit in the last (declared at ops/binary.py:146); differentiated by next_after_vjp."""
+    return _next_after_custom_vjp(x1, x2)
+
+
+def next_after_forward(x1, x2):
+    """NextAfter's formula."""
+    output = _nextafter(x1, x2)
+    return output
+
+
+def next_after_vjp(grad, x1, x2, *, output=None):
+    """Gradient of NextAfter: one array per input (x1, x2).
+
+    In index notation, next to the code computing it:
+        grad_x1 = grad, i.e. `_sum_to_shape(grad, np.shape(x1))`
+    """
+    grad_x1 = _sum_to_shape(grad, np.shape(x1))
+    return grad_x1, None
+
+
+@jax.custom_vjp
+def _next_after_custom_vjp(x1, x2):
+    return next_after_forward(x1, x2)
+
+
+def _next_after_fwd(x1, x2):
+    output = next_after_forward(x1, x2)
+    return output, ((x1, x2), output)
+
+
+def _next_after_bwd(saved, grad):
+    (x1, x2), output = saved
+    return next_after_vjp(grad, x1, x2, output=output)
+
+
+_next_after_custom_vjp.defvjp(_next_after_fwd, _next_after_bwd)

@@ -51,7 +51,7 @@ def _sum_product_to_shape(factors, shape):
 
 
 def add(x, y):
-    """AddV2: z = x + y (declared at ops/binary.py:15)."""
+    """AddV2: z = x + y (declared at ops/binary.py:16)."""
     z = x + y
     return z
 
@@ -76,7 +76,7 @@ def add_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None)
 
 
 def add_legacy(x, y):
-    """Add: z = x + y (AddV2's older op type) (declared at ops/binary.py:21)."""
+    """Add: z = x + y (AddV2's older op type) (declared at ops/binary.py:22)."""
     z = x + y
     return z
 
@@ -101,7 +101,7 @@ def add_legacy_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_
 
 
 def subtract(x, y):
-    """Sub: z = x - y (declared at ops/binary.py:27)."""
+    """Sub: z = x - y (declared at ops/binary.py:28)."""
     z = x - y
     return z
 
@@ -126,7 +126,7 @@ def subtract_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=
 
 
 def multiply(x, y):
-    """Mul: z = x * y (declared at ops/binary.py:33)."""
+    """Mul: z = x * y (declared at ops/binary.py:34)."""
     z = x * y
     return z
 
@@ -181,7 +181,7 @@ def multiply_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=
 
 
 def real_div(x, y):
-    """RealDiv: z = x / y (declared at ops/binary.py:39)."""
+    """RealDiv: z = x / y (declared at ops/binary.py:40)."""
     z = x / y
     return z
 
@@ -231,7 +231,7 @@ def real_div_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=
 
 
 def div(x, y):
-    """Div: z = x / y (RealDiv's older op type, for floating-point dtypes) (declared at ops/binary.py:45)."""
+    """Div: z = x / y (RealDiv's older op type, for floating-point dtypes) (declared at ops/binary.py:46)."""
     z = x / y
     return z
 
@@ -281,7 +281,7 @@ def div_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None)
 
 
 def mul_no_nan(x, y):
-    """MulNoNan: z = x * y, and 0 where y == 0 even if x is infinite or NaN (declared at ops/binary.py:51)."""
+    """MulNoNan: z = x * y, and 0 where y == 0 even if x is infinite or NaN (declared at ops/binary.py:52)."""
     z = x * y
     return z
 
@@ -331,7 +331,7 @@ def mul_no_nan_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_
 
 
 def floor_div(x, y):
-    """FloorDiv: z = floor(x / y) (declared at ops/binary.py:59)."""
+    """FloorDiv: z = floor(x / y) (declared at ops/binary.py:60)."""
     z = np.floor(x / y)
     return z
 
@@ -343,7 +343,7 @@ def floor_div_grad(grad, x, y, *, z=None):
 
 
 def truncate_div(x, y):
-    """TruncateDiv: z = x / y rounded towards zero (declared at ops/binary.py:66)."""
+    """TruncateDiv: z = x / y rounded towards zero (declared at ops/binary.py:67)."""
     z = np.where(x / y >= 0, np.floor(x / y), np.ceil(x / y))
     return z
 
@@ -355,7 +355,7 @@ def truncate_div_grad(grad, x, y, *, z=None):
 
 
 def floor_mod(x, y):
-    """FloorMod: z = x - y * floor(x / y), with the sign of y (declared at ops/binary.py:73)."""
+    """FloorMod: z = x - y * floor(x / y), with the sign of y (declared at ops/binary.py:74)."""
     z = x - y * np.floor(x / y)
     return z
 
@@ -379,7 +379,7 @@ def floor_mod_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y
 
 
 def power(x, y):
-    """Pow: z = x ** y (declared at ops/binary.py:80)."""
+    """Pow: z = x ** y (declared at ops/binary.py:81)."""
     z = np.where(x > 0, x**y, np.where(y == 0, 1, np.where(y == 1, x, x**y)))
     return z
 
@@ -430,7 +430,7 @@ def power_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=Non
 
 
 def maximum(x, y):
-    """Maximum: z = max(x, y) (declared at ops/binary.py:90)."""
+    """Maximum: z = max(x, y) (declared at ops/binary.py:91)."""
     z = np.where(x >= y, x, y)
     return z
 
@@ -455,7 +455,7 @@ def maximum_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=N
 
 
 def minimum(x, y):
-    """Minimum: z = min(x, y) (declared at ops/binary.py:97)."""
+    """Minimum: z = min(x, y) (declared at ops/binary.py:98)."""
     z = np.where(x <= y, x, y)
     return z
 
@@ -480,7 +480,7 @@ def minimum_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=N
 
 
 def squared_difference(x, y):
-    """SquaredDifference: z = (x - y) ** 2 (declared at ops/binary.py:104)."""
+    """SquaredDifference: z = (x - y) ** 2 (declared at ops/binary.py:105)."""
     z = (x - y) ** 2
     return z
 
@@ -522,7 +522,7 @@ def squared_difference_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=No
 
 
 def atan2(y, x):
-    """Atan2: z = the angle of the point (x, y), in (-pi, pi] (declared at ops/binary.py:111)."""
+    """Atan2: z = the angle of the point (x, y), in (-pi, pi] (declared at ops/binary.py:112)."""
     z = np.arctan2(y, x)
     return z
 
@@ -570,7 +570,7 @@ def atan2_grad_grad(grad_vjp_y, grad_vjp_x, grad, y, x, *, vjp_y=None, vjp_x=Non
 
 
 def xlogy(x, y):
-    """Xlogy: z = x * log(y), and 0 where x == 0 (declared at ops/binary.py:117)."""
+    """Xlogy: z = x * log(y), and 0 where x == 0 (declared at ops/binary.py:118)."""
     z = np.where(x == 0, 0, x * np.log(y))
     return z
 
@@ -609,7 +609,7 @@ def xlogy_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=Non
 
 
 def xdivy(x, y):
-    """Xdivy: z = x / y, and 0 where x == 0 (declared at ops/binary.py:124)."""
+    """Xdivy: z = x / y, and 0 where x == 0 (declared at ops/binary.py:125)."""
     z = np.where(x == 0, 0, x / y)
     return z
 
@@ -648,7 +648,7 @@ def xdivy_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=Non
 
 
 def xlog1py(x, y):
-    """Xlog1py: z = x * log(1 + y), and 0 where x == 0 (declared at ops/binary.py:131)."""
+    """Xlog1py: z = x * log(1 + y), and 0 where x == 0 (declared at ops/binary.py:132)."""
     z = np.where(x == 0, 0, x * np.log1p(y))
     return z
 
@@ -685,7 +685,7 @@ def xlog1py_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=N
 
 
 def div_no_nan(x, y):
-    """DivNoNan: z = x / y, and 0 where y == 0 (declared at ops/binary.py:138)."""
+    """DivNoNan: z = x / y, and 0 where y == 0 (declared at ops/binary.py:139)."""
     z = np.where(y == 0, 0, x / y)
     return z
 
@@ -721,3 +721,25 @@ def div_no_nan_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_
     grad_x = _conj(grad_x)
     grad_y = _conj(grad_y)
     return grad_grad, grad_x, grad_y
+
+
+def next_after(x1, x2):
+    """NextAfter: output = the next float after x1 towards x2: x1 moved by at most one unit in the last (declared at ops/binary.py:146)."""
+    output = np.nextafter(x1, x2)
+    return output
+
+
+def next_after_grad(grad, x1, x2, *, output=None):
+    """Gradient of NextAfter: one array per input (x1, x2).
+
+    In index notation, next to the code computing it:
+        grad_x1 = grad, i.e. `_sum_to_shape(grad, np.shape(x1))`
+    """
+    grad_x1 = _sum_to_shape(grad, np.shape(x1))
+    return grad_x1, None
+
+
+def next_after_grad_grad(grad_vjp_x1, grad_vjp_x2, grad, x1, x2, *, vjp_x1=None):
+    """Second order of NextAfter: the gradient of next_after_grad: one array per input (grad, x1, x2)."""
+    grad_grad = _sum_to_shape(grad_vjp_x1, np.shape(grad))
+    return grad_grad, None, None

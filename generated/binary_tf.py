@@ -116,7 +116,7 @@ def _sum_to_shape(g, x):
 
 
 def add_vjp(grad, x, y, z):
-    """Gradient of AddV2 (declared at ops/binary.py:15): one per input (x, y).
+    """Gradient of AddV2 (declared at ops/binary.py:16): one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad, i.e. `_sum_to_shape(grad, x)`
@@ -155,7 +155,7 @@ _register("AddV2", add_grad)
 
 
 def add_legacy_vjp(grad, x, y, z):
-    """Gradient of Add (declared at ops/binary.py:21): one per input (x, y).
+    """Gradient of Add (declared at ops/binary.py:22): one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad, i.e. `_sum_to_shape(grad, x)`
@@ -194,7 +194,7 @@ _register("Add", add_legacy_grad)
 
 
 def subtract_vjp(grad, x, y, z):
-    """Gradient of Sub (declared at ops/binary.py:27): one per input (x, y).
+    """Gradient of Sub (declared at ops/binary.py:28): one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad, i.e. `_sum_to_shape(grad, x)`
@@ -233,7 +233,7 @@ _register("Sub", subtract_grad)
 
 
 def multiply_vjp(grad, x, y, z):
-    """Gradient of Mul (declared at ops/binary.py:33): one per input (x, y).
+    """Gradient of Mul (declared at ops/binary.py:34): one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad * conj(y), i.e. `_sum_to_shape(grad * y, x)`
@@ -274,7 +274,7 @@ _register("Mul", multiply_grad)
 
 
 def real_div_vjp(grad, x, y, z):
-    """Gradient of RealDiv (declared at ops/binary.py:39): one per input (x, y).
+    """Gradient of RealDiv (declared at ops/binary.py:40): one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad / conj(y), i.e. `_sum_to_shape(tmp0, x)`
@@ -322,7 +322,7 @@ _register("RealDiv", real_div_grad)
 
 
 def div_vjp(grad, x, y, z):
-    """Gradient of Div (declared at ops/binary.py:45): one per input (x, y).
+    """Gradient of Div (declared at ops/binary.py:46): one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad / conj(y), i.e. `_sum_to_shape(tmp0, x)`
@@ -370,7 +370,7 @@ _register("Div", div_grad)
 
 
 def mul_no_nan_vjp(grad, x, y, z):
-    """Gradient of MulNoNan (declared at ops/binary.py:51): one per input (x, y).
+    """Gradient of MulNoNan (declared at ops/binary.py:52): one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad * y, i.e. `_sum_to_shape(grad * y, x)`
@@ -409,7 +409,7 @@ _register("MulNoNan", mul_no_nan_grad)
 
 
 def floor_div_vjp(grad, x, y, z):
-    """Gradient of FloorDiv (declared at ops/binary.py:59): one per input (x, y)."""
+    """Gradient of FloorDiv (declared at ops/binary.py:60): one per input (x, y)."""
 
     return None, None
 
@@ -442,7 +442,7 @@ _register("FloorDiv", floor_div_grad)
 
 
 def truncate_div_vjp(grad, x, y, z):
-    """Gradient of TruncateDiv (declared at ops/binary.py:66): one per input (x, y)."""
+    """Gradient of TruncateDiv (declared at ops/binary.py:67): one per input (x, y)."""
 
     return None, None
 
@@ -485,7 +485,7 @@ _register("TruncateDiv", truncate_div_grad)
 
 
 def floor_mod_vjp(grad, x, y, z):
-    """Gradient of FloorMod (declared at ops/binary.py:73): one per input (x, y).
+    """Gradient of FloorMod (declared at ops/binary.py:74): one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad, i.e. `_sum_to_shape(grad, x)`
@@ -524,7 +524,7 @@ _register("FloorMod", floor_mod_grad)
 
 
 def power_vjp(grad, x, y, z):
-    """Gradient of Pow (declared at ops/binary.py:80): one per input (x, y).
+    """Gradient of Pow (declared at ops/binary.py:81): one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = (grad * x**(y - 1) * y if x > 0 else 0 if y == 0 else grad if y == 1 else grad *
@@ -625,7 +625,7 @@ _register("Pow", power_grad)
 
 
 def maximum_vjp(grad, x, y, z):
-    """Gradient of Maximum (declared at ops/binary.py:90): one per input (x, y).
+    """Gradient of Maximum (declared at ops/binary.py:91): one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = (grad if x >= y else 0)
@@ -667,7 +667,7 @@ _register("Maximum", maximum_grad)
 
 
 def minimum_vjp(grad, x, y, z):
-    """Gradient of Minimum (declared at ops/binary.py:97): one per input (x, y).
+    """Gradient of Minimum (declared at ops/binary.py:98): one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = (grad if x <= y else 0)
@@ -709,7 +709,7 @@ _register("Minimum", minimum_grad)
 
 
 def squared_difference_vjp(grad, x, y, z):
-    """Gradient of SquaredDifference (declared at ops/binary.py:104): one per input (x, y).
+    """Gradient of SquaredDifference (declared at ops/binary.py:105): one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad * (2 * x - 2 * y), i.e. `_sum_to_shape(grad * tmp0, x)`
@@ -749,7 +749,7 @@ _register("SquaredDifference", squared_difference_grad)
 
 
 def atan2_vjp(grad, y, x, z):
-    """Gradient of Atan2 (declared at ops/binary.py:111): one per input (y, x).
+    """Gradient of Atan2 (declared at ops/binary.py:112): one per input (y, x).
 
     In index notation, next to the code computing it:
         grad_y = grad * x / (x**2 + y**2), i.e. `_sum_to_shape(tmp0 * x, y)`
@@ -789,7 +789,7 @@ _register("Atan2", atan2_grad)
 
 
 def xlogy_vjp(grad, x, y, z):
-    """Gradient of Xlogy (declared at ops/binary.py:117): one per input (x, y).
+    """Gradient of Xlogy (declared at ops/binary.py:118): one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = (0 if conj(x) == 0 else grad * log(conj(y)))
@@ -855,7 +855,7 @@ _register("Xlogy", xlogy_grad)
 
 
 def xdivy_vjp(grad, x, y, z):
-    """Gradient of Xdivy (declared at ops/binary.py:124): one per input (x, y).
+    """Gradient of Xdivy (declared at ops/binary.py:125): one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = (0 if conj(x) == 0 else grad / conj(y))
@@ -921,7 +921,7 @@ _register("Xdivy", xdivy_grad)
 
 
 def xlog1py_vjp(grad, x, y, z):
-    """Gradient of Xlog1py (declared at ops/binary.py:131): one per input (x, y).
+    """Gradient of Xlog1py (declared at ops/binary.py:132): one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = (0 if x == 0 else grad * log1p(y))
@@ -985,7 +985,7 @@ _register("Xlog1py", xlog1py_grad)
 
 
 def div_no_nan_vjp(grad, x, y, z):
-    """Gradient of DivNoNan (declared at ops/binary.py:138): one per input (x, y).
+    """Gradient of DivNoNan (declared at ops/binary.py:139): one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = (0 if conj(y) == 0 else grad / conj(y))
@@ -1048,3 +1048,40 @@ def div_no_nan(x, y):
 
 
 _register("DivNoNan", div_no_nan_grad)
+
+
+def next_after_vjp(grad, x1, x2, output):
+    """Gradient of NextAfter (declared at ops/binary.py:146): one per input (x1, x2).
+
+    In index notation, next to the code computing it:
+        grad_x1 = grad, i.e. `_sum_to_shape(grad, x1)`
+    """
+    grad_x1 = _sum_to_shape(grad, x1)
+    return grad_x1, None
+
+
+def next_after_grad(op, grad):
+    """Gradient function of NextAfter for `tf.RegisterGradient`."""
+    return next_after_vjp(grad, *op.inputs, *op.outputs)
+
+
+def next_after(x1, x2):
+    """NextAfter: output = the next float after x1 towards x2: x1 moved by at most one unit in the last, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(x1, x2):
+        def backward(grad):
+            return next_after_vjp(grad, x1, x2, output)
+
+        kernel_outputs = _tf_kernel("NextAfter", 1, {"x1": x1, "x2": x2}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        output = tf.math.nextafter(x1, x2)
+        return output, backward
+
+    return forward(x1, x2)
+
+
+_register("NextAfter", next_after_grad)

@@ -41,7 +41,7 @@ def _sum_to_shape(g, shape):
 
 
 def add(x, y):
-    """AddV2: z = x + y (declared at ops/binary.py:15); differentiated by add_vjp."""
+    """AddV2: z = x + y (declared at ops/binary.py:16); differentiated by add_vjp."""
     return _AddV2Function.apply(x, y)
 
 
@@ -82,7 +82,7 @@ class _AddV2Function(torch.autograd.Function):
 
 
 def add_legacy(x, y):
-    """Add: z = x + y (AddV2's older op type) (declared at ops/binary.py:21); differentiated by add_legacy_vjp."""
+    """Add: z = x + y (AddV2's older op type) (declared at ops/binary.py:22); differentiated by add_legacy_vjp."""
     return _AddFunction.apply(x, y)
 
 
@@ -123,7 +123,7 @@ class _AddFunction(torch.autograd.Function):
 
 
 def subtract(x, y):
-    """Sub: z = x - y (declared at ops/binary.py:27); differentiated by subtract_vjp."""
+    """Sub: z = x - y (declared at ops/binary.py:28); differentiated by subtract_vjp."""
     return _SubFunction.apply(x, y)
 
 
@@ -164,7 +164,7 @@ class _SubFunction(torch.autograd.Function):
 
 
 def multiply(x, y):
-    """Mul: z = x * y (declared at ops/binary.py:33); differentiated by multiply_vjp."""
+    """Mul: z = x * y (declared at ops/binary.py:34); differentiated by multiply_vjp."""
     return _MulFunction.apply(x, y)
 
 
@@ -207,7 +207,7 @@ class _MulFunction(torch.autograd.Function):
 
 
 def real_div(x, y):
-    """RealDiv: z = x / y (declared at ops/binary.py:39); differentiated by real_div_vjp."""
+    """RealDiv: z = x / y (declared at ops/binary.py:40); differentiated by real_div_vjp."""
     return _RealDivFunction.apply(x, y)
 
 
@@ -253,7 +253,7 @@ class _RealDivFunction(torch.autograd.Function):
 
 
 def div(x, y):
-    """Div: z = x / y (RealDiv's older op type, for floating-point dtypes) (declared at ops/binary.py:45); differentiated by div_vjp."""
+    """Div: z = x / y (RealDiv's older op type, for floating-point dtypes) (declared at ops/binary.py:46); differentiated by div_vjp."""
     return _DivFunction.apply(x, y)
 
 
@@ -299,7 +299,7 @@ class _DivFunction(torch.autograd.Function):
 
 
 def mul_no_nan(x, y):
-    """MulNoNan: z = x * y, and 0 where y == 0 even if x is infinite or NaN (declared at ops/binary.py:51); differentiated by mul_no_nan_vjp."""
+    """MulNoNan: z = x * y, and 0 where y == 0 even if x is infinite or NaN (declared at ops/binary.py:52); differentiated by mul_no_nan_vjp."""
     return _MulNoNanFunction.apply(x, y)
 
 
@@ -340,7 +340,7 @@ class _MulNoNanFunction(torch.autograd.Function):
 
 
 def floor_div(x, y):
-    """FloorDiv: z = floor(x / y) (declared at ops/binary.py:59); differentiated by floor_div_vjp."""
+    """FloorDiv: z = floor(x / y) (declared at ops/binary.py:60); differentiated by floor_div_vjp."""
     return _FloorDivFunction.apply(x, y)
 
 
@@ -375,7 +375,7 @@ class _FloorDivFunction(torch.autograd.Function):
 
 
 def truncate_div(x, y):
-    """TruncateDiv: z = x / y rounded towards zero (declared at ops/binary.py:66); differentiated by truncate_div_vjp."""
+    """TruncateDiv: z = x / y rounded towards zero (declared at ops/binary.py:67); differentiated by truncate_div_vjp."""
     return _TruncateDivFunction.apply(x, y)
 
 
@@ -410,7 +410,7 @@ class _TruncateDivFunction(torch.autograd.Function):
 
 
 def floor_mod(x, y):
-    """FloorMod: z = x - y * floor(x / y), with the sign of y (declared at ops/binary.py:73); differentiated by floor_mod_vjp."""
+    """FloorMod: z = x - y * floor(x / y), with the sign of y (declared at ops/binary.py:74); differentiated by floor_mod_vjp."""
     return _FloorModFunction.apply(x, y)
 
 
@@ -451,7 +451,7 @@ class _FloorModFunction(torch.autograd.Function):
 
 
 def power(x, y):
-    """Pow: z = x ** y (declared at ops/binary.py:80); differentiated by power_vjp."""
+    """Pow: z = x ** y (declared at ops/binary.py:81); differentiated by power_vjp."""
     return _PowFunction.apply(x, y)
 
 
@@ -525,7 +525,7 @@ class _PowFunction(torch.autograd.Function):
 
 
 def maximum(x, y):
-    """Maximum: z = max(x, y) (declared at ops/binary.py:90); differentiated by maximum_vjp."""
+    """Maximum: z = max(x, y) (declared at ops/binary.py:91); differentiated by maximum_vjp."""
     return _MaximumFunction.apply(x, y)
 
 
@@ -569,7 +569,7 @@ class _MaximumFunction(torch.autograd.Function):
 
 
 def minimum(x, y):
-    """Minimum: z = min(x, y) (declared at ops/binary.py:97); differentiated by minimum_vjp."""
+    """Minimum: z = min(x, y) (declared at ops/binary.py:98); differentiated by minimum_vjp."""
     return _MinimumFunction.apply(x, y)
 
 
@@ -613,7 +613,7 @@ class _MinimumFunction(torch.autograd.Function):
 
 
 def squared_difference(x, y):
-    """SquaredDifference: z = (x - y) ** 2 (declared at ops/binary.py:104); differentiated by squared_difference_vjp."""
+    """SquaredDifference: z = (x - y) ** 2 (declared at ops/binary.py:105); differentiated by squared_difference_vjp."""
     return _SquaredDifferenceFunction.apply(x, y)
 
 
@@ -655,7 +655,7 @@ class _SquaredDifferenceFunction(torch.autograd.Function):
 
 
 def atan2(y, x):
-    """Atan2: z = the angle of the point (x, y), in (-pi, pi] (declared at ops/binary.py:111); differentiated by atan2_vjp."""
+    """Atan2: z = the angle of the point (x, y), in (-pi, pi] (declared at ops/binary.py:112); differentiated by atan2_vjp."""
     return _Atan2Function.apply(y, x)
 
 
@@ -697,7 +697,7 @@ class _Atan2Function(torch.autograd.Function):
 
 
 def xlogy(x, y):
-    """Xlogy: z = x * log(y), and 0 where x == 0 (declared at ops/binary.py:117); differentiated by xlogy_vjp."""
+    """Xlogy: z = x * log(y), and 0 where x == 0 (declared at ops/binary.py:118); differentiated by xlogy_vjp."""
     return _XlogyFunction.apply(x, y)
 
 
@@ -751,7 +751,7 @@ class _XlogyFunction(torch.autograd.Function):
 
 
 def xdivy(x, y):
-    """Xdivy: z = x / y, and 0 where x == 0 (declared at ops/binary.py:124); differentiated by xdivy_vjp."""
+    """Xdivy: z = x / y, and 0 where x == 0 (declared at ops/binary.py:125); differentiated by xdivy_vjp."""
     return _XdivyFunction.apply(x, y)
 
 
@@ -806,7 +806,7 @@ class _XdivyFunction(torch.autograd.Function):
 
 
 def xlog1py(x, y):
-    """Xlog1py: z = x * log(1 + y), and 0 where x == 0 (declared at ops/binary.py:131); differentiated by xlog1py_vjp."""
+    """Xlog1py: z = x * log(1 + y), and 0 where x == 0 (declared at ops/binary.py:132); differentiated by xlog1py_vjp."""
     return _Xlog1pyFunction.apply(x, y)
 
 
@@ -860,7 +860,7 @@ class _Xlog1pyFunction(torch.autograd.Function):
 
 
 def div_no_nan(x, y):
-    """DivNoNan: z = x / y, and 0 where y == 0 (declared at ops/binary.py:138); differentiated by div_no_nan_vjp."""
+    """DivNoNan: z = x / y, and 0 where y == 0 (declared at ops/binary.py:139); differentiated by div_no_nan_vjp."""
     return _DivNoNanFunction.apply(x, y)
 
 
@@ -911,4 +911,43 @@ class _DivNoNanFunction(torch.autograd.Function):
     def backward(ctx, grad):
         x, y = ctx.saved_tensors
         grads = div_no_nan_vjp(grad, x, y)
+        return _needed(grads, ctx.needs_input_grad)
+
+
+def next_after(x1, x2):
+    """NextAfter: output = the next float after x1 towards x2: x1 moved by at most one unit in the last (declared at ops/binary.py:146); differentiated by next_after_vjp."""
+    return _NextAfterFunction.apply(x1, x2)
+
+
+def next_after_forward(x1, x2):
+    """NextAfter's formula."""
+    output = torch.nextafter(x1, x2)
+    return output
+
+
+def next_after_vjp(grad, x1, x2, *, output=None):
+    """Gradient of NextAfter: one array per input (x1, x2).
+
+    In index notation, next to the code computing it:
+        grad_x1 = grad, i.e. `_sum_to_shape(grad, np.shape(x1))`
+    """
+    grad_x1 = _sum_to_shape(grad, np.shape(x1))
+    return grad_x1, None
+
+
+class _NextAfterFunction(torch.autograd.Function):
+    """NextAfter for autograd: the backward is next_after_vjp."""
+
+    @staticmethod
+    def forward(x1, x2):
+        return next_after_forward(x1, x2)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x1, x2 = ctx.saved_tensors
+        grads = next_after_vjp(grad, x1, x2)
         return _needed(grads, ctx.needs_input_grad)

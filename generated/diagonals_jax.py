@@ -54,7 +54,8 @@ def _scatter_add(values, positions, trailing, size):
 
 
 def _scatter_at(values, positions, trailing, size, kind):
-    """`values` reduced into `size` slots at `positions` by `.at[].add`, `.max` or `.min`."""
+    """`values` reduced into `size` slots at `positions` by `.at[].add`, `.max`, `.min` or
+    `.multiply`."""
     positions = jnp.asarray(positions)
     count = jnp.ndim(positions)
     values = jnp.reshape(
@@ -63,11 +64,10 @@ def _scatter_at(values, positions, trailing, size, kind):
     start = jnp.ndim(values) - trailing - count
     shape = jnp.shape(values)
     values = jnp.broadcast_to(values, shape[:start] + jnp.shape(positions) + shape[start + count :])
-    fill = (
-        0
-        if kind == "add"
-        else jnp.finfo(values.dtype).min if kind == "max" else jnp.finfo(values.dtype).max
-    )
+    if kind in ("add", "multiply"):
+        fill = 0 if kind == "add" else 1
+    else:
+        fill = jnp.finfo(values.dtype).min if kind == "max" else jnp.finfo(values.dtype).max
     slots = jnp.full(shape[:start] + (size,) + shape[start + count :], fill, values.dtype)
     positions = jnp.where(positions < 0, size, positions)  # dropped, not counted from the end
     at = slots.at[(_python_slice(None),) * start + (positions,)]

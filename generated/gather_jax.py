@@ -46,8 +46,15 @@ def _scatter_extremum(values, positions, trailing, size, kind):
     return _scatter_at(values, positions, trailing, size, kind)
 
 
+def _scatter_product(values, positions, trailing, size):
+    """`_scatter_add`'s layout, the values at equal positions multiplied (1 in a slot no
+    position names), as TensorFlow's unsorted segment prod."""
+    return _scatter_at(values, positions, trailing, size, "multiply")
+
+
 def _scatter_at(values, positions, trailing, size, kind):
-    """`values` reduced into `size` slots at `positions` by `.at[].add`, `.max` or `.min`."""
+    """`values` reduced into `size` slots at `positions` by `.at[].add`, `.max`, `.min` or
+    `.multiply`."""
     positions = jnp.asarray(positions)
     count = jnp.ndim(positions)
     values = jnp.reshape(
@@ -56,11 +63,10 @@ def _scatter_at(values, positions, trailing, size, kind):
     start = jnp.ndim(values) - trailing - count
     shape = jnp.shape(values)
     values = jnp.broadcast_to(values, shape[:start] + jnp.shape(positions) + shape[start + count :])
-    fill = (
-        0
-        if kind == "add"
-        else jnp.finfo(values.dtype).min if kind == "max" else jnp.finfo(values.dtype).max
-    )
+    if kind in ("add", "multiply"):
+        fill = 0 if kind == "add" else 1
+    else:
+        fill = jnp.finfo(values.dtype).min if kind == "max" else jnp.finfo(values.dtype).max
     slots = jnp.full(shape[:start] + (size,) + shape[start + count :], fill, values.dtype)
     positions = jnp.where(positions < 0, size, positions)  # dropped, not counted from the end
     at = slots.at[(_python_slice(None),) * start + (positions,)]
@@ -68,7 +74,7 @@ def _scatter_at(values, positions, trailing, size, kind):
 
 
 def gather_v2(params, indices, *, axis=0, batch_dims=0):
-    """GatherV2: Slices of `params` along `axis` at `indices`: rows of a matrix at indices of any rank (declared at ops/gather.py:18); differentiated by gather_v2_vjp."""
+    """GatherV2: Slices of `params` along `axis` at `indices`: rows of a matrix at indices of any rank (declared at ops/gather.py:20); differentiated by gather_v2_vjp."""
     return _gather_v2_custom_vjp(axis, batch_dims, params, indices)
 
 
@@ -150,7 +156,7 @@ _gather_v2_custom_vjp.defvjp(_gather_v2_fwd, _gather_v2_bwd)
 
 
 def gather(params, indices):
-    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:40); differentiated by gather_vjp."""
+    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:42); differentiated by gather_vjp."""
     return _gather_custom_vjp(params, indices)
 
 
@@ -191,7 +197,7 @@ _gather_custom_vjp.defvjp(_gather_fwd, _gather_bwd)
 
 
 def gather_nd(params, indices):
-    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:48); differentiated by gather_nd_vjp."""
+    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:50); differentiated by gather_nd_vjp."""
     return _gather_nd_custom_vjp(params, indices)
 
 
@@ -267,7 +273,7 @@ _gather_nd_custom_vjp.defvjp(_gather_nd_fwd, _gather_nd_bwd)
 
 
 def scatter_nd(indices, updates, *, shape):
-    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:59); differentiated by scatter_nd_vjp."""
+    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:61); differentiated by scatter_nd_vjp."""
     return _scatter_nd_custom_vjp(shape, indices, updates)
 
 
@@ -311,7 +317,7 @@ _scatter_nd_custom_vjp.defvjp(_scatter_nd_fwd, _scatter_nd_bwd)
 
 
 def unsorted_segment_sum(data, segment_ids, *, num_segments):
-    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:68); differentiated by unsorted_segment_sum_vjp."""
+    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:70); differentiated by unsorted_segment_sum_vjp."""
     return _unsorted_segment_sum_custom_vjp(num_segments, data, segment_ids)
 
 
@@ -353,7 +359,7 @@ _unsorted_segment_sum_custom_vjp.defvjp(_unsorted_segment_sum_fwd, _unsorted_seg
 
 
 def segment_sum(data, segment_ids):
-    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:77); differentiated by segment_sum_vjp."""
+    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:79); differentiated by segment_sum_vjp."""
     return _segment_sum_custom_vjp(data, segment_ids)
 
 
@@ -394,7 +400,7 @@ _segment_sum_custom_vjp.defvjp(_segment_sum_fwd, _segment_sum_bwd)
 
 
 def unsorted_segment_max(data, segment_ids, *, num_segments):
-    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:97); differentiated by unsorted_segment_max_vjp."""
+    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:99); differentiated by unsorted_segment_max_vjp."""
     return _unsorted_segment_max_custom_vjp(num_segments, data, segment_ids)
 
 
@@ -446,7 +452,7 @@ _unsorted_segment_max_custom_vjp.defvjp(_unsorted_segment_max_fwd, _unsorted_seg
 
 
 def unsorted_segment_min(data, segment_ids, *, num_segments):
-    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:104); differentiated by unsorted_segment_min_vjp."""
+    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:106); differentiated by unsorted_segment_min_vjp."""
     return _unsorted_segment_min_custom_vjp(num_segments, data, segment_ids)
 
 
@@ -497,8 +503,65 @@ def _unsorted_segment_min_bwd(num_segments, saved, grad):
 _unsorted_segment_min_custom_vjp.defvjp(_unsorted_segment_min_fwd, _unsorted_segment_min_bwd)
 
 
+def unsorted_segment_prod(data, segment_ids, *, num_segments):
+    """UnsortedSegmentProd: The product of the rows of `data` with equal `segment_ids` (1 where a segment has none) (declared at ops/gather.py:113); differentiated by unsorted_segment_prod_vjp."""
+    return _unsorted_segment_prod_custom_vjp(num_segments, data, segment_ids)
+
+
+def unsorted_segment_prod_forward(data, segment_ids, *, num_segments):
+    """UnsortedSegmentProd's formula."""
+    t0 = num_segments
+    output = _scatter_product(data, segment_ids, 1, t0)
+    return output
+
+
+def unsorted_segment_prod_vjp(grad, data, segment_ids, *, output=None, num_segments):
+    """Gradient of UnsortedSegmentProd: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
+            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, data[i, p] + mask(data[i, p]
+            == 0), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) * indicator(data[i,
+            p] == 0) at s = segment_ids[j]) == 1 else 0)
+            i.e. `t0 * jnp.where(data != 0, t1 / data, jnp.where(t8 == 1, t5, 0))`
+    """
+    if output is None:
+        output = unsorted_segment_prod_forward(data, segment_ids, num_segments=num_segments)
+    t0 = _gather(grad, segment_ids, -2)
+    t1 = _gather(output, segment_ids, -2)
+    t2 = data + jnp.asarray(data == 0, dtype=jnp.int8)
+    t3 = jnp.shape(grad)[-2]
+    t4 = _scatter_product(t2, segment_ids, 1, t3)
+    t5 = _gather(t4, segment_ids, -2)
+    t6 = jnp.asarray(data == 0, grad.dtype)
+    t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    t8 = _gather(t7, segment_ids, -2)
+    grad_data = t0 * jnp.where(data != 0, t1 / data, jnp.where(t8 == 1, t5, 0))
+    return grad_data, None
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _unsorted_segment_prod_custom_vjp(num_segments, data, segment_ids):
+    return unsorted_segment_prod_forward(data, segment_ids, num_segments=num_segments)
+
+
+def _unsorted_segment_prod_fwd(num_segments, data, segment_ids):
+    output = unsorted_segment_prod_forward(data, segment_ids, num_segments=num_segments)
+    return output, ((data, segment_ids), output)
+
+
+def _unsorted_segment_prod_bwd(num_segments, saved, grad):
+    (data, segment_ids), output = saved
+    return unsorted_segment_prod_vjp(
+        grad, data, segment_ids, output=output, num_segments=num_segments
+    )
+
+
+_unsorted_segment_prod_custom_vjp.defvjp(_unsorted_segment_prod_fwd, _unsorted_segment_prod_bwd)
+
+
 def segment_max(data, segment_ids):
-    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:120); differentiated by segment_max_vjp."""
+    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:131); differentiated by segment_max_vjp."""
     return _segment_max_custom_vjp(data, segment_ids)
 
 
@@ -562,7 +625,7 @@ _segment_max_custom_vjp.defvjp(_segment_max_fwd, _segment_max_bwd)
 
 
 def segment_min(data, segment_ids):
-    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:127); differentiated by segment_min_vjp."""
+    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:138); differentiated by segment_min_vjp."""
     return _segment_min_custom_vjp(data, segment_ids)
 
 
@@ -626,7 +689,7 @@ _segment_min_custom_vjp.defvjp(_segment_min_fwd, _segment_min_bwd)
 
 
 def segment_mean(data, segment_ids):
-    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:134); differentiated by segment_mean_vjp."""
+    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:145); differentiated by segment_mean_vjp."""
     return _segment_mean_custom_vjp(data, segment_ids)
 
 
@@ -674,3 +737,59 @@ def _segment_mean_bwd(saved, grad):
 
 
 _segment_mean_custom_vjp.defvjp(_segment_mean_fwd, _segment_mean_bwd)
+
+
+def segment_prod(data, segment_ids):
+    """SegmentProd: The product of the rows of `data` with equal ascending `segment_ids` (1 where none) (declared at ops/gather.py:152); differentiated by segment_prod_vjp."""
+    return _segment_prod_custom_vjp(data, segment_ids)
+
+
+def segment_prod_forward(data, segment_ids):
+    """SegmentProd's formula."""
+    t0 = jnp.shape(data)[-2]
+    t1 = segment_ids[t0 - 1] + 1
+    output = _scatter_product(data, segment_ids, 1, t1)
+    return output
+
+
+def segment_prod_vjp(grad, data, segment_ids, *, output=None):
+    """Gradient of SegmentProd: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
+            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, data[i, p] + mask(data[i, p]
+            == 0), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) * indicator(data[i,
+            p] == 0) at s = segment_ids[j]) == 1 else 0)
+            i.e. `t0 * jnp.where(data != 0, t1 / data, jnp.where(t8 == 1, t5, 0))`
+    """
+    if output is None:
+        output = segment_prod_forward(data, segment_ids)
+    t0 = _gather(grad, segment_ids, -2)
+    t1 = _gather(output, segment_ids, -2)
+    t2 = data + jnp.asarray(data == 0, dtype=jnp.int8)
+    t3 = jnp.shape(grad)[-2]
+    t4 = _scatter_product(t2, segment_ids, 1, t3)
+    t5 = _gather(t4, segment_ids, -2)
+    t6 = jnp.asarray(data == 0, grad.dtype)
+    t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    t8 = _gather(t7, segment_ids, -2)
+    grad_data = t0 * jnp.where(data != 0, t1 / data, jnp.where(t8 == 1, t5, 0))
+    return grad_data, None
+
+
+@jax.custom_vjp
+def _segment_prod_custom_vjp(data, segment_ids):
+    return segment_prod_forward(data, segment_ids)
+
+
+def _segment_prod_fwd(data, segment_ids):
+    output = segment_prod_forward(data, segment_ids)
+    return output, ((data, segment_ids), output)
+
+
+def _segment_prod_bwd(saved, grad):
+    (data, segment_ids), output = saved
+    return segment_prod_vjp(grad, data, segment_ids, output=output)
+
+
+_segment_prod_custom_vjp.defvjp(_segment_prod_fwd, _segment_prod_bwd)

@@ -69,6 +69,16 @@ def _scatter_extremum(values, positions, trailing, size, kind):
     return np.moveaxis(result, 0, start)
 
 
+def _scatter_product(values, positions, trailing, size):
+    """`_scatter_add`'s layout, the values at equal positions multiplied (a segment's product,
+    as TensorFlow's unsorted segment prod, 1 in a slot no position names): `np.multiply.at`."""
+    rows, flat, start = _scatter_layout(values, positions, trailing)
+    inside = (flat >= 0) & (flat < size)
+    result = np.ones((size,) + rows.shape[1:], rows.dtype)
+    np.multiply.at(result, flat[inside], rows[inside])
+    return np.moveaxis(result, 0, start)
+
+
 def _scatter_layout(values, positions, trailing):
     """(rows, flat positions, start): `values` broadcast to the positions' axes (those before
     the last `trailing`, which start at axis `start`), one row per position."""
@@ -85,7 +95,7 @@ def _scatter_layout(values, positions, trailing):
 
 
 def gather_v2(params, indices, *, axis=0, batch_dims=0):
-    """GatherV2: Slices of `params` along `axis` at `indices`: rows of a matrix at indices of any rank (declared at ops/gather.py:18)."""
+    """GatherV2: Slices of `params` along `axis` at `indices`: rows of a matrix at indices of any rank (declared at ops/gather.py:20)."""
     if axis in (0, 1) and batch_dims == 0:
         output = _gather(params, indices, -2)
     elif axis == 1 and batch_dims == 1:
@@ -180,7 +190,7 @@ def gather_v2_grad_grad(
 
 
 def gather(params, indices):
-    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:40)."""
+    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:42)."""
     output = _gather(params, indices, -2)
     return output
 
@@ -205,7 +215,7 @@ def gather_grad_grad(grad_vjp_params, grad_vjp_indices, grad, params, indices, *
 
 
 def gather_nd(params, indices):
-    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:48)."""
+    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:50)."""
     depth = np.shape(indices)[-1]
     if depth == 1:
         t0 = np.squeeze(indices, axis=-1)
@@ -286,7 +296,7 @@ def gather_nd_grad_grad(
 
 
 def scatter_nd(indices, updates, *, shape):
-    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:59)."""
+    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:61)."""
     shape = np.asarray(shape, dtype=np.int64)
     t0 = shape[0]
     t1 = np.squeeze(indices, axis=-1)
@@ -318,7 +328,7 @@ def scatter_nd_grad_grad(
 
 
 def unsorted_segment_sum(data, segment_ids, *, num_segments):
-    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:68)."""
+    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:70)."""
     t0 = num_segments
     output = _scatter_add(data, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
     return output
@@ -346,7 +356,7 @@ def unsorted_segment_sum_grad_grad(
 
 
 def segment_sum(data, segment_ids):
-    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:77)."""
+    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:79)."""
     t0 = np.shape(data)[-2]
     t1 = segment_ids[t0 - 1] + 1
     output = _scatter_add(data, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
@@ -375,7 +385,7 @@ def segment_sum_grad_grad(
 
 
 def unsorted_segment_max(data, segment_ids, *, num_segments):
-    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:97)."""
+    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:99)."""
     t0 = num_segments
     output = _scatter_extremum(data, segment_ids, 1, t0, "max")
     return output
@@ -417,7 +427,7 @@ def unsorted_segment_max_grad_grad(
 
 
 def unsorted_segment_min(data, segment_ids, *, num_segments):
-    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:104)."""
+    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:106)."""
     t0 = num_segments
     output = _scatter_extremum(data, segment_ids, 1, t0, "min")
     return output
@@ -458,8 +468,40 @@ def unsorted_segment_min_grad_grad(
     return grad_grad, None, None
 
 
+def unsorted_segment_prod(data, segment_ids, *, num_segments):
+    """UnsortedSegmentProd: The product of the rows of `data` with equal `segment_ids` (1 where a segment has none) (declared at ops/gather.py:113)."""
+    t0 = num_segments
+    output = _scatter_product(data, segment_ids, 1, t0)
+    return output
+
+
+def unsorted_segment_prod_grad(grad, data, segment_ids, *, output=None, num_segments):
+    """Gradient of UnsortedSegmentProd: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
+            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, data[i, p] + mask(data[i, p]
+            == 0), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) * indicator(data[i,
+            p] == 0) at s = segment_ids[j]) == 1 else 0)
+            i.e. `t0 * np.where(data != 0, t1 / data, np.where(t8 == 1, t5, 0))`
+    """
+    if output is None:
+        output = unsorted_segment_prod(data, segment_ids, num_segments=num_segments)
+    t0 = _gather(grad, segment_ids, -2)
+    t1 = _gather(output, segment_ids, -2)
+    t2 = data + np.asarray(data == 0, dtype=np.int8)
+    t3 = np.shape(grad)[-2]
+    t4 = _scatter_product(t2, segment_ids, 1, t3)
+    t5 = _gather(t4, segment_ids, -2)
+    t6 = np.asarray(data == 0, grad.dtype)
+    t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    t8 = _gather(t7, segment_ids, -2)
+    grad_data = t0 * np.where(data != 0, t1 / data, np.where(t8 == 1, t5, 0))
+    return grad_data, None
+
+
 def segment_max(data, segment_ids, *, return_stages=False):
-    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:120)."""
+    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:131)."""
     t0 = np.shape(data)[-2]
     t1 = segment_ids[t0 - 1] + 1
     ext1 = _scatter_extremum(data, segment_ids, 1, t1, "max")
@@ -520,7 +562,7 @@ def segment_max_grad_grad(
 
 
 def segment_min(data, segment_ids, *, return_stages=False):
-    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:127)."""
+    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:138)."""
     t0 = np.shape(data)[-2]
     t1 = segment_ids[t0 - 1] + 1
     ext1 = _scatter_extremum(data, segment_ids, 1, t1, "min")
@@ -581,7 +623,7 @@ def segment_min_grad_grad(
 
 
 def segment_mean(data, segment_ids):
-    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:134)."""
+    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:145)."""
     t0 = np.asarray(1, dtype=np.result_type(data))
     t1 = np.shape(data)[-2]
     t2 = segment_ids[t1 - 1] + 1
@@ -620,3 +662,36 @@ def segment_mean_grad_grad(
     t5 = grad_vjp_data / np.maximum(1, t4)
     grad_grad = _scatter_add(t5, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
     return grad_grad, None, None
+
+
+def segment_prod(data, segment_ids):
+    """SegmentProd: The product of the rows of `data` with equal ascending `segment_ids` (1 where none) (declared at ops/gather.py:152)."""
+    t0 = np.shape(data)[-2]
+    t1 = segment_ids[t0 - 1] + 1
+    output = _scatter_product(data, segment_ids, 1, t1)
+    return output
+
+
+def segment_prod_grad(grad, data, segment_ids, *, output=None):
+    """Gradient of SegmentProd: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
+            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, data[i, p] + mask(data[i, p]
+            == 0), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) * indicator(data[i,
+            p] == 0) at s = segment_ids[j]) == 1 else 0)
+            i.e. `t0 * np.where(data != 0, t1 / data, np.where(t8 == 1, t5, 0))`
+    """
+    if output is None:
+        output = segment_prod(data, segment_ids)
+    t0 = _gather(grad, segment_ids, -2)
+    t1 = _gather(output, segment_ids, -2)
+    t2 = data + np.asarray(data == 0, dtype=np.int8)
+    t3 = np.shape(grad)[-2]
+    t4 = _scatter_product(t2, segment_ids, 1, t3)
+    t5 = _gather(t4, segment_ids, -2)
+    t6 = np.asarray(data == 0, grad.dtype)
+    t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    t8 = _gather(t7, segment_ids, -2)
+    grad_data = t0 * np.where(data != 0, t1 / data, np.where(t8 == 1, t5, 0))
+    return grad_data, None

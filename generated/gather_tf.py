@@ -169,6 +169,12 @@ def _scatter_extremum(values, positions, trailing, size, kind):
     return _scatter_segments(reduce, values, positions, trailing, size)
 
 
+def _scatter_product(values, positions, trailing, size):
+    """`_scatter_add`'s layout, the values at equal positions multiplied, as TensorFlow's
+    unsorted segment prod (1 in a slot no position names)."""
+    return _scatter_segments(tf.math.unsorted_segment_prod, values, positions, trailing, size)
+
+
 def _scatter_segments(reduce, values, positions, trailing, size):
     """`values` reduced into `size` slots at `positions` by the segment reduction `reduce`,
     the positions' axes those of `values` before the last `trailing`."""
@@ -195,7 +201,7 @@ def _scatter_segments(reduce, values, positions, trailing, size):
 
 
 def gather_v2_vjp(grad, params, indices, output, *, axis=0, batch_dims=0):
-    """Gradient of GatherV2 (declared at ops/gather.py:18): one per input (params, indices).
+    """Gradient of GatherV2 (declared at ops/gather.py:20): one per input (params, indices).
 
     In index notation, next to the code computing it, per variant:
         axis=0, batch_dims=0:
@@ -302,7 +308,7 @@ _register("GatherV2", gather_v2_grad)
 
 
 def gather_vjp(grad, params, indices, output):
-    """Gradient of Gather (declared at ops/gather.py:40): one per input (params, indices).
+    """Gradient of Gather (declared at ops/gather.py:42): one per input (params, indices).
 
     In index notation, next to the code computing it:
         grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
@@ -341,7 +347,7 @@ _register("Gather", gather_grad)
 
 
 def gather_nd_vjp(grad, params, indices, output):
-    """Gradient of GatherNd (declared at ops/gather.py:48): one per input (params, indices).
+    """Gradient of GatherNd (declared at ops/gather.py:50): one per input (params, indices).
 
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
         grad_params[i, j, k] = sum_batch grad[batch, j, k] * delta(i, indices[batch, 0])
@@ -431,7 +437,7 @@ _register("GatherNd", gather_nd_grad)
 
 
 def scatter_nd_vjp(grad, indices, updates, output, *, shape):
-    """Gradient of ScatterNd (declared at ops/gather.py:59): one per input (indices, updates).
+    """Gradient of ScatterNd (declared at ops/gather.py:61): one per input (indices, updates).
 
     In index notation, next to the code computing it:
         grad_updates[i, p] = grad[indices[i, 0], p], i.e. `_gather(grad, t0, -2)`
@@ -478,7 +484,7 @@ _register("ScatterNd", scatter_nd_grad)
 
 
 def unsorted_segment_sum_vjp(grad, data, segment_ids, output, *, num_segments):
-    """Gradient of UnsortedSegmentSum (declared at ops/gather.py:68): one per input (data, segment_ids).
+    """Gradient of UnsortedSegmentSum (declared at ops/gather.py:70): one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[i, p] = grad[segment_ids[i], p], i.e. `_gather(grad, segment_ids, -2)`
@@ -526,7 +532,7 @@ _register("UnsortedSegmentSum", unsorted_segment_sum_grad)
 
 
 def segment_sum_vjp(grad, data, segment_ids, output):
-    """Gradient of SegmentSum (declared at ops/gather.py:77): one per input (data, segment_ids).
+    """Gradient of SegmentSum (declared at ops/gather.py:79): one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[i, p] = grad[segment_ids[i], p], i.e. `_gather(grad, segment_ids, -2)`
@@ -565,7 +571,7 @@ _register("SegmentSum", segment_sum_grad)
 
 
 def unsorted_segment_max_vjp(grad, data, segment_ids, output, *, num_segments):
-    """Gradient of UnsortedSegmentMax (declared at ops/gather.py:97): one per input (data, segment_ids).
+    """Gradient of UnsortedSegmentMax (declared at ops/gather.py:99): one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
@@ -632,7 +638,7 @@ _register("UnsortedSegmentMax", unsorted_segment_max_grad)
 
 
 def unsorted_segment_min_vjp(grad, data, segment_ids, output, *, num_segments):
-    """Gradient of UnsortedSegmentMin (declared at ops/gather.py:104): one per input (data, segment_ids).
+    """Gradient of UnsortedSegmentMin (declared at ops/gather.py:106): one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
@@ -698,8 +704,80 @@ def unsorted_segment_min(data, segment_ids, *, num_segments):
 _register("UnsortedSegmentMin", unsorted_segment_min_grad)
 
 
+def unsorted_segment_prod_vjp(grad, data, segment_ids, output, *, num_segments):
+    """Gradient of UnsortedSegmentProd (declared at ops/gather.py:113): one per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
+            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, data[i, p] + mask(data[i, p]
+            == 0), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) * indicator(data[i,
+            p] == 0) at s = segment_ids[j]) == 1 else 0)
+            i.e. `t0 * tf.where(tf.not_equal(data, 0), tf.where(~tf.not_equal(data, 0), ...`
+    """
+    t0 = _gather(grad, segment_ids, -2)
+    t1 = _gather(output, segment_ids, -2)
+    t2 = data + tf.where(tf.equal(data, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    t3 = tf.shape(grad, out_type=tf.int64)[-2]
+    t4 = _scatter_product(t2, segment_ids, 1, t3)
+    t5 = _gather(t4, segment_ids, -2)
+    t6 = tf.where(tf.equal(data, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    t8 = _gather(t7, segment_ids, -2)
+    grad_data = t0 * tf.where(
+        tf.not_equal(data, 0),
+        tf.where(~tf.not_equal(data, 0), tf.constant(1, grad.dtype), t1)
+        / tf.where(~tf.not_equal(data, 0), tf.constant(1, grad.dtype), data),
+        tf.where(tf.equal(t8, 1), t5, tf.constant(0, grad.dtype)),
+    )
+    return grad_data, None
+
+
+def unsorted_segment_prod_grad(op, grad):
+    """Gradient function of UnsortedSegmentProd for `tf.RegisterGradient`."""
+    grads = unsorted_segment_prod_vjp(
+        grad, op.inputs[0], op.inputs[1], *op.outputs, num_segments=tf.cast(op.inputs[2], tf.int64)
+    )
+    return _insert_none(grads, (2,))
+
+
+def unsorted_segment_prod(data, segment_ids, *, num_segments):
+    """UnsortedSegmentProd: The product of the rows of `data` with equal `segment_ids` (1 where a segment has none), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(data, segment_ids):
+        def backward(grad):
+            output = outputs_again(data, segment_ids)
+            return unsorted_segment_prod_vjp(
+                grad, data, segment_ids, output, num_segments=num_segments
+            )
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(data, segment_ids):
+            return tf.identity(output), backward
+
+        kernel_outputs = _tf_kernel(
+            "UnsortedSegmentProd",
+            1,
+            {"data": data, "segment_ids": segment_ids},
+            {"num_segments": num_segments},
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = num_segments
+        output = _scatter_product(data, segment_ids, 1, t0)
+        return output, backward
+
+    return forward(data, segment_ids)
+
+
+_register("UnsortedSegmentProd", unsorted_segment_prod_grad)
+
+
 def segment_max_vjp(grad, data, segment_ids, output, *, ext1=None):
-    """Gradient of SegmentMax (declared at ops/gather.py:120): one per input (data, segment_ids).
+    """Gradient of SegmentMax (declared at ops/gather.py:131): one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         ext1[s, p] = max_i selected(segment_ids[i] == s, data[i, p], -oo)
@@ -766,7 +844,7 @@ _register("SegmentMax", segment_max_grad)
 
 
 def segment_min_vjp(grad, data, segment_ids, output, *, ext1=None):
-    """Gradient of SegmentMin (declared at ops/gather.py:127): one per input (data, segment_ids).
+    """Gradient of SegmentMin (declared at ops/gather.py:138): one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         ext1[s, p] = min_i selected(segment_ids[i] == s, data[i, p], oo)
@@ -833,7 +911,7 @@ _register("SegmentMin", segment_min_grad)
 
 
 def segment_mean_vjp(grad, data, segment_ids, output):
-    """Gradient of SegmentMean (declared at ops/gather.py:134): one per input (data, segment_ids).
+    """Gradient of SegmentMean (declared at ops/gather.py:145): one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] / Max(1, (sum_i delta(s, segment_ids[i]) at s =
@@ -881,3 +959,68 @@ def segment_mean(data, segment_ids):
 
 
 _register("SegmentMean", segment_mean_grad)
+
+
+def segment_prod_vjp(grad, data, segment_ids, output):
+    """Gradient of SegmentProd (declared at ops/gather.py:152): one per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
+            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, data[i, p] + mask(data[i, p]
+            == 0), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) * indicator(data[i,
+            p] == 0) at s = segment_ids[j]) == 1 else 0)
+            i.e. `t0 * tf.where(tf.not_equal(data, 0), tf.where(~tf.not_equal(data, 0), ...`
+    """
+    t0 = _gather(grad, segment_ids, -2)
+    t1 = _gather(output, segment_ids, -2)
+    t2 = data + tf.where(tf.equal(data, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    t3 = tf.shape(grad, out_type=tf.int64)[-2]
+    t4 = _scatter_product(t2, segment_ids, 1, t3)
+    t5 = _gather(t4, segment_ids, -2)
+    t6 = tf.where(tf.equal(data, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    t8 = _gather(t7, segment_ids, -2)
+    grad_data = t0 * tf.where(
+        tf.not_equal(data, 0),
+        tf.where(~tf.not_equal(data, 0), tf.constant(1, grad.dtype), t1)
+        / tf.where(~tf.not_equal(data, 0), tf.constant(1, grad.dtype), data),
+        tf.where(tf.equal(t8, 1), t5, tf.constant(0, grad.dtype)),
+    )
+    return grad_data, None
+
+
+def segment_prod_grad(op, grad):
+    """Gradient function of SegmentProd for `tf.RegisterGradient`."""
+    return segment_prod_vjp(grad, *op.inputs, *op.outputs)
+
+
+def segment_prod(data, segment_ids):
+    """SegmentProd: The product of the rows of `data` with equal ascending `segment_ids` (1 where none), with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(data, segment_ids):
+        def backward(grad):
+            output = outputs_again(data, segment_ids)
+            return segment_prod_vjp(grad, data, segment_ids, output)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(data, segment_ids):
+            return tf.identity(output), backward
+
+        kernel_outputs = _tf_kernel(
+            "SegmentProd", 1, {"data": data, "segment_ids": segment_ids}, {}
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = tf.shape(data, out_type=tf.int64)[-2]
+        t1 = segment_ids[t0 - 1] + 1
+        output = _scatter_product(data, segment_ids, 1, t1)
+        return output, backward
+
+    return forward(data, segment_ids)
+
+
+_register("SegmentProd", segment_prod_grad)

@@ -73,6 +73,15 @@ def _scatter_extremum(values, positions, trailing, size, kind):
     return torch.movedim(result, 0, start)
 
 
+def _scatter_product(values, positions, trailing, size):
+    """`_scatter_add`'s layout, the values at equal positions multiplied (1 in a slot no
+    position names), as TensorFlow's unsorted segment prod."""
+    flat, slots, start = _scatter_layout(values, positions, trailing, size)
+    ones = torch.ones((size,) + tuple(flat.shape[1:]), dtype=flat.dtype)
+    index = torch.reshape(slots, (-1,) + (1,) * (flat.ndim - 1)).expand(flat.shape)
+    return torch.movedim(ones.scatter_reduce(0, index, flat, "prod"), 0, start)
+
+
 def _scatter_layout(values, positions, trailing, size):
     """(rows, slots, start): `values` broadcast to the positions' axes (those before the last
     `trailing`, which start at axis `start`), one row per position inside 0..size-1."""
@@ -95,7 +104,7 @@ def _scatter_layout(values, positions, trailing, size):
 
 
 def gather_v2(params, indices, *, axis=0, batch_dims=0):
-    """GatherV2: Slices of `params` along `axis` at `indices`: rows of a matrix at indices of any rank (declared at ops/gather.py:18); differentiated by gather_v2_vjp."""
+    """GatherV2: Slices of `params` along `axis` at `indices`: rows of a matrix at indices of any rank (declared at ops/gather.py:20); differentiated by gather_v2_vjp."""
     return _GatherV2Function.apply(axis, batch_dims, params, indices)
 
 
@@ -179,7 +188,7 @@ class _GatherV2Function(torch.autograd.Function):
 
 
 def gather(params, indices):
-    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:40); differentiated by gather_vjp."""
+    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:42); differentiated by gather_vjp."""
     return _GatherFunction.apply(params, indices)
 
 
@@ -220,7 +229,7 @@ class _GatherFunction(torch.autograd.Function):
 
 
 def gather_nd(params, indices):
-    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:48); differentiated by gather_nd_vjp."""
+    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:50); differentiated by gather_nd_vjp."""
     return _GatherNdFunction.apply(params, indices)
 
 
@@ -296,7 +305,7 @@ class _GatherNdFunction(torch.autograd.Function):
 
 
 def scatter_nd(indices, updates, *, shape):
-    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:59); differentiated by scatter_nd_vjp."""
+    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:61); differentiated by scatter_nd_vjp."""
     return _ScatterNdFunction.apply(shape, indices, updates)
 
 
@@ -342,7 +351,7 @@ class _ScatterNdFunction(torch.autograd.Function):
 
 
 def unsorted_segment_sum(data, segment_ids, *, num_segments):
-    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:68); differentiated by unsorted_segment_sum_vjp."""
+    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:70); differentiated by unsorted_segment_sum_vjp."""
     return _UnsortedSegmentSumFunction.apply(num_segments, data, segment_ids)
 
 
@@ -384,7 +393,7 @@ class _UnsortedSegmentSumFunction(torch.autograd.Function):
 
 
 def segment_sum(data, segment_ids):
-    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:77); differentiated by segment_sum_vjp."""
+    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:79); differentiated by segment_sum_vjp."""
     return _SegmentSumFunction.apply(data, segment_ids)
 
 
@@ -425,7 +434,7 @@ class _SegmentSumFunction(torch.autograd.Function):
 
 
 def unsorted_segment_max(data, segment_ids, *, num_segments):
-    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:97); differentiated by unsorted_segment_max_vjp."""
+    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:99); differentiated by unsorted_segment_max_vjp."""
     return _UnsortedSegmentMaxFunction.apply(num_segments, data, segment_ids)
 
 
@@ -479,7 +488,7 @@ class _UnsortedSegmentMaxFunction(torch.autograd.Function):
 
 
 def unsorted_segment_min(data, segment_ids, *, num_segments):
-    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:104); differentiated by unsorted_segment_min_vjp."""
+    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:106); differentiated by unsorted_segment_min_vjp."""
     return _UnsortedSegmentMinFunction.apply(num_segments, data, segment_ids)
 
 
@@ -532,8 +541,67 @@ class _UnsortedSegmentMinFunction(torch.autograd.Function):
         return None, *_needed(grads, ctx.needs_input_grad[1:])
 
 
+def unsorted_segment_prod(data, segment_ids, *, num_segments):
+    """UnsortedSegmentProd: The product of the rows of `data` with equal `segment_ids` (1 where a segment has none) (declared at ops/gather.py:113); differentiated by unsorted_segment_prod_vjp."""
+    return _UnsortedSegmentProdFunction.apply(num_segments, data, segment_ids)
+
+
+def unsorted_segment_prod_forward(data, segment_ids, *, num_segments):
+    """UnsortedSegmentProd's formula."""
+    t0 = num_segments
+    output = _scatter_product(data, segment_ids, 1, t0)
+    return output
+
+
+def unsorted_segment_prod_vjp(grad, data, segment_ids, *, output=None, num_segments):
+    """Gradient of UnsortedSegmentProd: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
+            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, data[i, p] + mask(data[i, p]
+            == 0), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) * indicator(data[i,
+            p] == 0) at s = segment_ids[j]) == 1 else 0)
+            i.e. `t0 * torch.where(data != 0, t1 / data, torch.where(t8 == 1, t5, 0))`
+    """
+    if output is None:
+        output = unsorted_segment_prod_forward(data, segment_ids, num_segments=num_segments)
+    t0 = _gather(grad, segment_ids, -2)
+    t1 = _gather(output, segment_ids, -2)
+    t2 = data + (data == 0).to(torch.int8)
+    t3 = np.shape(grad)[-2]
+    t4 = _scatter_product(t2, segment_ids, 1, t3)
+    t5 = _gather(t4, segment_ids, -2)
+    t6 = torch.asarray(data == 0, dtype=grad.dtype)
+    t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    t8 = _gather(t7, segment_ids, -2)
+    grad_data = t0 * torch.where(data != 0, t1 / data, torch.where(t8 == 1, t5, 0))
+    return grad_data, None
+
+
+class _UnsortedSegmentProdFunction(torch.autograd.Function):
+    """UnsortedSegmentProd for autograd: the backward is unsorted_segment_prod_vjp."""
+
+    @staticmethod
+    def forward(num_segments, data, segment_ids):
+        return unsorted_segment_prod_forward(data, segment_ids, num_segments=num_segments)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:1]
+        ctx.save_for_backward(*inputs[1:], output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (num_segments,) = ctx.attrs
+        data, segment_ids, output = ctx.saved_tensors
+        grads = unsorted_segment_prod_vjp(
+            grad, data, segment_ids, output=output, num_segments=num_segments
+        )
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+
 def segment_max(data, segment_ids):
-    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:120); differentiated by segment_max_vjp."""
+    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:131); differentiated by segment_max_vjp."""
     return _SegmentMaxFunction.apply(data, segment_ids)[0]
 
 
@@ -601,7 +669,7 @@ class _SegmentMaxFunction(torch.autograd.Function):
 
 
 def segment_min(data, segment_ids):
-    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:127); differentiated by segment_min_vjp."""
+    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:138); differentiated by segment_min_vjp."""
     return _SegmentMinFunction.apply(data, segment_ids)[0]
 
 
@@ -669,7 +737,7 @@ class _SegmentMinFunction(torch.autograd.Function):
 
 
 def segment_mean(data, segment_ids):
-    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:134); differentiated by segment_mean_vjp."""
+    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:145); differentiated by segment_mean_vjp."""
     return _SegmentMeanFunction.apply(data, segment_ids)
 
 
@@ -716,4 +784,60 @@ class _SegmentMeanFunction(torch.autograd.Function):
     def backward(ctx, grad):
         data, segment_ids = ctx.saved_tensors
         grads = segment_mean_vjp(grad, data, segment_ids)
+        return _needed(grads, ctx.needs_input_grad)
+
+
+def segment_prod(data, segment_ids):
+    """SegmentProd: The product of the rows of `data` with equal ascending `segment_ids` (1 where none) (declared at ops/gather.py:152); differentiated by segment_prod_vjp."""
+    return _SegmentProdFunction.apply(data, segment_ids)
+
+
+def segment_prod_forward(data, segment_ids):
+    """SegmentProd's formula."""
+    t0 = np.shape(data)[-2]
+    t1 = segment_ids[t0 - 1] + 1
+    output = _scatter_product(data, segment_ids, 1, t1)
+    return output
+
+
+def segment_prod_vjp(grad, data, segment_ids, *, output=None):
+    """Gradient of SegmentProd: one array per input (data, segment_ids).
+
+    In index notation, next to the code computing it:
+        grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
+            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, data[i, p] + mask(data[i, p]
+            == 0), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) * indicator(data[i,
+            p] == 0) at s = segment_ids[j]) == 1 else 0)
+            i.e. `t0 * torch.where(data != 0, t1 / data, torch.where(t8 == 1, t5, 0))`
+    """
+    if output is None:
+        output = segment_prod_forward(data, segment_ids)
+    t0 = _gather(grad, segment_ids, -2)
+    t1 = _gather(output, segment_ids, -2)
+    t2 = data + (data == 0).to(torch.int8)
+    t3 = np.shape(grad)[-2]
+    t4 = _scatter_product(t2, segment_ids, 1, t3)
+    t5 = _gather(t4, segment_ids, -2)
+    t6 = torch.asarray(data == 0, dtype=grad.dtype)
+    t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    t8 = _gather(t7, segment_ids, -2)
+    grad_data = t0 * torch.where(data != 0, t1 / data, torch.where(t8 == 1, t5, 0))
+    return grad_data, None
+
+
+class _SegmentProdFunction(torch.autograd.Function):
+    """SegmentProd for autograd: the backward is segment_prod_vjp."""
+
+    @staticmethod
+    def forward(data, segment_ids):
+        return segment_prod_forward(data, segment_ids)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs, output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        data, segment_ids, output = ctx.saved_tensors
+        grads = segment_prod_vjp(grad, data, segment_ids, output=output)
         return _needed(grads, ctx.needs_input_grad)

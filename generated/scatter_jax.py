@@ -39,8 +39,16 @@ def _scatter_add(values, positions, trailing, size):
     return _scatter_at(values, positions, trailing, size, "add")
 
 
+def _scatter_extremum(values, positions, trailing, size, kind):
+    """`_scatter_add`'s layout, the values at equal positions reduced to their maximum (`kind`
+    "max") or minimum ("min"), the dtype's lowest (highest) value where no position names a
+    slot (TensorFlow's unsorted segment max and min)."""
+    return _scatter_at(values, positions, trailing, size, kind)
+
+
 def _scatter_at(values, positions, trailing, size, kind):
-    """`values` reduced into `size` slots at `positions` by `.at[].add`, `.max` or `.min`."""
+    """`values` reduced into `size` slots at `positions` by `.at[].add`, `.max`, `.min` or
+    `.multiply`."""
     positions = jnp.asarray(positions)
     count = jnp.ndim(positions)
     values = jnp.reshape(
@@ -49,11 +57,10 @@ def _scatter_at(values, positions, trailing, size, kind):
     start = jnp.ndim(values) - trailing - count
     shape = jnp.shape(values)
     values = jnp.broadcast_to(values, shape[:start] + jnp.shape(positions) + shape[start + count :])
-    fill = (
-        0
-        if kind == "add"
-        else jnp.finfo(values.dtype).min if kind == "max" else jnp.finfo(values.dtype).max
-    )
+    if kind in ("add", "multiply"):
+        fill = 0 if kind == "add" else 1
+    else:
+        fill = jnp.finfo(values.dtype).min if kind == "max" else jnp.finfo(values.dtype).max
     slots = jnp.full(shape[:start] + (size,) + shape[start + count :], fill, values.dtype)
     positions = jnp.where(positions < 0, size, positions)  # dropped, not counted from the end
     at = slots.at[(_python_slice(None),) * start + (positions,)]
@@ -61,7 +68,7 @@ def _scatter_at(values, positions, trailing, size, kind):
 
 
 def sparse_segment_sum(data, indices, segment_ids):
-    """SparseSegmentSum: Sums of the rows of `data` at `indices`, per ascending `segment_ids` (one row per id up (declared at ops/scatter.py:46); differentiated by sparse_segment_sum_vjp."""
+    """SparseSegmentSum: Sums of the rows of `data` at `indices`, per ascending `segment_ids` (one row per id up (declared at ops/scatter.py:47); differentiated by sparse_segment_sum_vjp."""
     return _sparse_segment_sum_custom_vjp(data, indices, segment_ids)
 
 
@@ -106,7 +113,7 @@ _sparse_segment_sum_custom_vjp.defvjp(_sparse_segment_sum_fwd, _sparse_segment_s
 
 
 def sparse_segment_mean(data, indices, segment_ids):
-    """SparseSegmentMean: Means of the rows of `data` at `indices`, per ascending `segment_ids` (0 where none) (declared at ops/scatter.py:53); differentiated by sparse_segment_mean_vjp."""
+    """SparseSegmentMean: Means of the rows of `data` at `indices`, per ascending `segment_ids` (0 where none) (declared at ops/scatter.py:54); differentiated by sparse_segment_mean_vjp."""
     return _sparse_segment_mean_custom_vjp(data, indices, segment_ids)
 
 
@@ -161,7 +168,7 @@ _sparse_segment_mean_custom_vjp.defvjp(_sparse_segment_mean_fwd, _sparse_segment
 
 
 def sparse_segment_sqrt_n(data, indices, segment_ids):
-    """SparseSegmentSqrtN: Sums of the rows of `data` at `indices`, per ascending `segment_ids`, each divided by (declared at ops/scatter.py:59); differentiated by sparse_segment_sqrt_n_vjp."""
+    """SparseSegmentSqrtN: Sums of the rows of `data` at `indices`, per ascending `segment_ids`, each divided by (declared at ops/scatter.py:60); differentiated by sparse_segment_sqrt_n_vjp."""
     return _sparse_segment_sqrt_n_custom_vjp(data, indices, segment_ids)
 
 
@@ -216,7 +223,7 @@ _sparse_segment_sqrt_n_custom_vjp.defvjp(_sparse_segment_sqrt_n_fwd, _sparse_seg
 
 
 def sparse_segment_sum_with_num_segments(data, indices, segment_ids, *, num_segments):
-    """SparseSegmentSumWithNumSegments: SparseSegmentSum into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:66); differentiated by sparse_segment_sum_with_num_segments_vjp."""
+    """SparseSegmentSumWithNumSegments: SparseSegmentSum into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:67); differentiated by sparse_segment_sum_with_num_segments_vjp."""
     return _sparse_segment_sum_with_num_segments_custom_vjp(
         num_segments, data, indices, segment_ids
     )
@@ -272,7 +279,7 @@ _sparse_segment_sum_with_num_segments_custom_vjp.defvjp(
 
 
 def sparse_segment_mean_with_num_segments(data, indices, segment_ids, *, num_segments):
-    """SparseSegmentMeanWithNumSegments: SparseSegmentMean into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:72); differentiated by sparse_segment_mean_with_num_segments_vjp."""
+    """SparseSegmentMeanWithNumSegments: SparseSegmentMean into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:73); differentiated by sparse_segment_mean_with_num_segments_vjp."""
     return _sparse_segment_mean_with_num_segments_custom_vjp(
         num_segments, data, indices, segment_ids
     )
@@ -338,7 +345,7 @@ _sparse_segment_mean_with_num_segments_custom_vjp.defvjp(
 
 
 def sparse_segment_sqrt_n_with_num_segments(data, indices, segment_ids, *, num_segments):
-    """SparseSegmentSqrtNWithNumSegments: SparseSegmentSqrtN into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:78); differentiated by sparse_segment_sqrt_n_with_num_segments_vjp."""
+    """SparseSegmentSqrtNWithNumSegments: SparseSegmentSqrtN into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:79); differentiated by sparse_segment_sqrt_n_with_num_segments_vjp."""
     return _sparse_segment_sqrt_n_with_num_segments_custom_vjp(
         num_segments, data, indices, segment_ids
     )
@@ -404,7 +411,7 @@ _sparse_segment_sqrt_n_with_num_segments_custom_vjp.defvjp(
 
 
 def tensor_scatter_add(tensor, indices, updates):
-    """TensorScatterAdd: `tensor` with the `updates` added at `indices` (rows at depth 1, entries at depth 2), (declared at ops/scatter.py:101); differentiated by tensor_scatter_add_vjp."""
+    """TensorScatterAdd: `tensor` with the `updates` added at `indices` (rows at depth 1, entries at depth 2), (declared at ops/scatter.py:102); differentiated by tensor_scatter_add_vjp."""
     return _tensor_scatter_add_custom_vjp(tensor, indices, updates)
 
 
@@ -486,7 +493,7 @@ _tensor_scatter_add_custom_vjp.defvjp(_tensor_scatter_add_fwd, _tensor_scatter_a
 
 
 def tensor_scatter_sub(tensor, indices, updates):
-    """TensorScatterSub: `tensor` with the `updates` subtracted at `indices`, repeated positions adding up (declared at ops/scatter.py:109); differentiated by tensor_scatter_sub_vjp."""
+    """TensorScatterSub: `tensor` with the `updates` subtracted at `indices`, repeated positions adding up (declared at ops/scatter.py:110); differentiated by tensor_scatter_sub_vjp."""
     return _tensor_scatter_sub_custom_vjp(tensor, indices, updates)
 
 
@@ -570,7 +577,7 @@ _tensor_scatter_sub_custom_vjp.defvjp(_tensor_scatter_sub_fwd, _tensor_scatter_s
 
 
 def scatter_nd_non_aliasing_add(input, indices, updates):
-    """ScatterNdNonAliasingAdd: `input` with the `updates` added at `indices`, repeated positions adding up: the (declared at ops/scatter.py:116); differentiated by scatter_nd_non_aliasing_add_vjp."""
+    """ScatterNdNonAliasingAdd: `input` with the `updates` added at `indices`, repeated positions adding up: the (declared at ops/scatter.py:117); differentiated by scatter_nd_non_aliasing_add_vjp."""
     return _scatter_nd_non_aliasing_add_custom_vjp(input, indices, updates)
 
 
@@ -654,7 +661,7 @@ _scatter_nd_non_aliasing_add_custom_vjp.defvjp(
 
 
 def tensor_scatter_update(tensor, indices, updates):
-    """TensorScatterUpdate: `tensor` with the `updates` in place of its entries at `indices` (rows at depth 1, (declared at ops/scatter.py:124); differentiated by tensor_scatter_update_vjp."""
+    """TensorScatterUpdate: `tensor` with the `updates` in place of its entries at `indices` (rows at depth 1, (declared at ops/scatter.py:125); differentiated by tensor_scatter_update_vjp."""
     return _tensor_scatter_update_custom_vjp(tensor, indices, updates)
 
 
@@ -749,3 +756,253 @@ def _tensor_scatter_update_bwd(saved, grad):
 
 
 _tensor_scatter_update_custom_vjp.defvjp(_tensor_scatter_update_fwd, _tensor_scatter_update_bwd)
+
+
+def tensor_scatter_max(tensor, indices, updates):
+    """TensorScatterMax: `tensor` with each entry `indices` names replaced by its maximum with the `updates` (declared at ops/scatter.py:146); differentiated by tensor_scatter_max_vjp."""
+    return _tensor_scatter_max_custom_vjp(tensor, indices, updates)
+
+
+def tensor_scatter_max_forward(tensor, indices, updates):
+    """TensorScatterMax's formula."""
+    depth = jnp.shape(indices)[-1]
+    t0 = jnp.shape(tensor)[-2]
+    if depth == 1:
+        t1 = jnp.squeeze(indices, axis=-1)
+        t2 = _scatter_extremum(updates, t1, 1, t0, "max")
+        output = jnp.maximum(tensor, t2)
+    elif depth == 2:
+        t1 = jnp.shape(tensor)[-1]
+        t2 = 0
+        t3 = _gather(indices, t2, -1)
+        t4 = 1
+        t5 = _gather(indices, t4, -1)
+        t6 = jnp.asarray(t3, dtype=jnp.int64)
+        t7 = jnp.asarray(t5, dtype=jnp.int64)
+        t8 = jnp.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        t9 = t0 * t1
+        t10 = _scatter_extremum(updates, t8, 0, t9, "max")
+        t11 = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t1))
+        output = jnp.maximum(tensor, t11)
+    else:
+        raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
+    return output
+
+
+def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
+    """Gradient of TensorScatterMax: one array per input (tensor, indices, updates).
+
+    In index notation, next to the code computing it, for depth=1 (other values of  change it):
+        grad_tensor[n, p] = grad[n, p] * indicator_equal(tensor[n, p], output[n, p]) /
+            (indicator_equal(tensor[n, p], output[n, p]) + sum_i delta(n, indices[i, 0]) *
+            indicator_equal(updates[i, p], output[n, p]))
+            i.e. `jnp.where(output == tensor, grad / (t4 + jnp.asarray(output == tensor, ...`
+        grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
+            output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
+            p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
+            output[indices[j, 0], p]))
+            i.e. `jnp.where(t1 == updates, t7 / (t5 + jnp.asarray(t1 == t6, grad.dtype)), 0)`
+    """
+    if output is None:
+        output = tensor_scatter_max_forward(tensor, indices, updates)
+    depth = jnp.shape(indices)[-1]
+    if depth == 1:
+        t0 = jnp.squeeze(indices, axis=-1)
+        t1 = _gather(output, t0, -2)
+        t2 = jnp.asarray(t1 == updates, grad.dtype)
+        t3 = jnp.shape(tensor)[-2]
+        t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
+        grad_tensor = jnp.where(
+            output == tensor, grad / (t4 + jnp.asarray(output == tensor, grad.dtype)), 0
+        )
+        t5 = _gather(t4, t0, -2)
+        t6 = _gather(tensor, t0, -2)
+        t7 = _gather(grad, t0, -2)
+        grad_updates = jnp.where(t1 == updates, t7 / (t5 + jnp.asarray(t1 == t6, grad.dtype)), 0)
+    elif depth == 2:
+        t0 = jnp.shape(output)[-2]
+        t1 = jnp.shape(output)[-1]
+        t2 = jnp.reshape(output, (t0 * t1,))
+        t3 = 0
+        t4 = _gather(indices, t3, -1)
+        t5 = 1
+        t6 = _gather(indices, t5, -1)
+        t7 = jnp.asarray(t4, dtype=jnp.int64)
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = jnp.asarray(t10 == updates, grad.dtype)
+        t12 = jnp.shape(tensor)[-2]
+        t13 = jnp.shape(tensor)[-1]
+        t14 = jnp.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, -1)
+        t15 = t12 * t13
+        t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
+        t17 = jnp.reshape(t16, jnp.shape(t16)[:-1] + (-1, t13))
+        grad_tensor = jnp.where(
+            output == tensor, grad / (t17 + jnp.asarray(output == tensor, grad.dtype)), 0
+        )
+        t18 = t4[..., None]
+        t19 = t6[..., None]
+        t20 = t10[..., None]
+        t21 = jnp.sum(
+            jnp.asarray(t18 == t4, grad.dtype)
+            * jnp.asarray(t19 == t6, grad.dtype)
+            * jnp.asarray(t20 == updates, grad.dtype),
+            axis=-1,
+        )
+        t22 = jnp.reshape(tensor, (t12 * t13,))
+        t23 = _gather(t22, t14, -1)
+        t24 = jnp.shape(grad)[-2]
+        t25 = jnp.shape(grad)[-1]
+        t26 = jnp.reshape(grad, (t24 * t25,))
+        t27 = jnp.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, -1)
+        t28 = _gather(t26, t27, -1)
+        grad_updates = jnp.where(
+            t10 == updates, t28 / (t21 + jnp.asarray(t10 == t23, grad.dtype)), 0
+        )
+    else:
+        raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
+    return grad_tensor, None, grad_updates
+
+
+@jax.custom_vjp
+def _tensor_scatter_max_custom_vjp(tensor, indices, updates):
+    return tensor_scatter_max_forward(tensor, indices, updates)
+
+
+def _tensor_scatter_max_fwd(tensor, indices, updates):
+    output = tensor_scatter_max_forward(tensor, indices, updates)
+    return output, ((tensor, indices, updates), output)
+
+
+def _tensor_scatter_max_bwd(saved, grad):
+    (tensor, indices, updates), output = saved
+    return tensor_scatter_max_vjp(grad, tensor, indices, updates, output=output)
+
+
+_tensor_scatter_max_custom_vjp.defvjp(_tensor_scatter_max_fwd, _tensor_scatter_max_bwd)
+
+
+def tensor_scatter_min(tensor, indices, updates):
+    """TensorScatterMin: `tensor` with each entry `indices` names replaced by its minimum with the `updates` (declared at ops/scatter.py:153); differentiated by tensor_scatter_min_vjp."""
+    return _tensor_scatter_min_custom_vjp(tensor, indices, updates)
+
+
+def tensor_scatter_min_forward(tensor, indices, updates):
+    """TensorScatterMin's formula."""
+    depth = jnp.shape(indices)[-1]
+    t0 = jnp.shape(tensor)[-2]
+    if depth == 1:
+        t1 = jnp.squeeze(indices, axis=-1)
+        t2 = _scatter_extremum(updates, t1, 1, t0, "min")
+        output = jnp.minimum(tensor, t2)
+    elif depth == 2:
+        t1 = jnp.shape(tensor)[-1]
+        t2 = 0
+        t3 = _gather(indices, t2, -1)
+        t4 = 1
+        t5 = _gather(indices, t4, -1)
+        t6 = jnp.asarray(t3, dtype=jnp.int64)
+        t7 = jnp.asarray(t5, dtype=jnp.int64)
+        t8 = jnp.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        t9 = t0 * t1
+        t10 = _scatter_extremum(updates, t8, 0, t9, "min")
+        t11 = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t1))
+        output = jnp.minimum(tensor, t11)
+    else:
+        raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
+    return output
+
+
+def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
+    """Gradient of TensorScatterMin: one array per input (tensor, indices, updates).
+
+    In index notation, next to the code computing it, for depth=1 (other values of  change it):
+        grad_tensor[n, p] = grad[n, p] * indicator_equal(tensor[n, p], output[n, p]) /
+            (indicator_equal(tensor[n, p], output[n, p]) + sum_i delta(n, indices[i, 0]) *
+            indicator_equal(updates[i, p], output[n, p]))
+            i.e. `jnp.where(output == tensor, grad / (t4 + jnp.asarray(output == tensor, ...`
+        grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
+            output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
+            p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
+            output[indices[j, 0], p]))
+            i.e. `jnp.where(t1 == updates, t7 / (t5 + jnp.asarray(t1 == t6, grad.dtype)), 0)`
+    """
+    if output is None:
+        output = tensor_scatter_min_forward(tensor, indices, updates)
+    depth = jnp.shape(indices)[-1]
+    if depth == 1:
+        t0 = jnp.squeeze(indices, axis=-1)
+        t1 = _gather(output, t0, -2)
+        t2 = jnp.asarray(t1 == updates, grad.dtype)
+        t3 = jnp.shape(tensor)[-2]
+        t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
+        grad_tensor = jnp.where(
+            output == tensor, grad / (t4 + jnp.asarray(output == tensor, grad.dtype)), 0
+        )
+        t5 = _gather(t4, t0, -2)
+        t6 = _gather(tensor, t0, -2)
+        t7 = _gather(grad, t0, -2)
+        grad_updates = jnp.where(t1 == updates, t7 / (t5 + jnp.asarray(t1 == t6, grad.dtype)), 0)
+    elif depth == 2:
+        t0 = jnp.shape(output)[-2]
+        t1 = jnp.shape(output)[-1]
+        t2 = jnp.reshape(output, (t0 * t1,))
+        t3 = 0
+        t4 = _gather(indices, t3, -1)
+        t5 = 1
+        t6 = _gather(indices, t5, -1)
+        t7 = jnp.asarray(t4, dtype=jnp.int64)
+        t8 = jnp.asarray(t6, dtype=jnp.int64)
+        t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = jnp.asarray(t10 == updates, grad.dtype)
+        t12 = jnp.shape(tensor)[-2]
+        t13 = jnp.shape(tensor)[-1]
+        t14 = jnp.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, -1)
+        t15 = t12 * t13
+        t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
+        t17 = jnp.reshape(t16, jnp.shape(t16)[:-1] + (-1, t13))
+        grad_tensor = jnp.where(
+            output == tensor, grad / (t17 + jnp.asarray(output == tensor, grad.dtype)), 0
+        )
+        t18 = t4[..., None]
+        t19 = t6[..., None]
+        t20 = t10[..., None]
+        t21 = jnp.sum(
+            jnp.asarray(t18 == t4, grad.dtype)
+            * jnp.asarray(t19 == t6, grad.dtype)
+            * jnp.asarray(t20 == updates, grad.dtype),
+            axis=-1,
+        )
+        t22 = jnp.reshape(tensor, (t12 * t13,))
+        t23 = _gather(t22, t14, -1)
+        t24 = jnp.shape(grad)[-2]
+        t25 = jnp.shape(grad)[-1]
+        t26 = jnp.reshape(grad, (t24 * t25,))
+        t27 = jnp.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, -1)
+        t28 = _gather(t26, t27, -1)
+        grad_updates = jnp.where(
+            t10 == updates, t28 / (t21 + jnp.asarray(t10 == t23, grad.dtype)), 0
+        )
+    else:
+        raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
+    return grad_tensor, None, grad_updates
+
+
+@jax.custom_vjp
+def _tensor_scatter_min_custom_vjp(tensor, indices, updates):
+    return tensor_scatter_min_forward(tensor, indices, updates)
+
+
+def _tensor_scatter_min_fwd(tensor, indices, updates):
+    output = tensor_scatter_min_forward(tensor, indices, updates)
+    return output, ((tensor, indices, updates), output)
+
+
+def _tensor_scatter_min_bwd(saved, grad):
+    (tensor, indices, updates), output = saved
+    return tensor_scatter_min_vjp(grad, tensor, indices, updates, output=output)
+
+
+_tensor_scatter_min_custom_vjp.defvjp(_tensor_scatter_min_fwd, _tensor_scatter_min_bwd)

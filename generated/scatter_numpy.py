@@ -39,6 +39,19 @@ def _scatter_add(values, positions, trailing, size):
     return np.moveaxis(summed, 0, start)
 
 
+def _scatter_extremum(values, positions, trailing, size, kind):
+    """`_scatter_add`'s layout, the values at equal positions reduced to their maximum (`kind`
+    "max") or minimum ("min"): a segment's, as TensorFlow's unsorted segment max and min, a
+    slot no position names holding the dtype's lowest (highest) value."""
+    rows, flat, start = _scatter_layout(values, positions, trailing)
+    inside = (flat >= 0) & (flat < size)
+    info = np.finfo(rows.dtype)
+    result = np.full((size,) + rows.shape[1:], info.min if kind == "max" else info.max, rows.dtype)
+    reduce = np.maximum if kind == "max" else np.minimum
+    reduce.at(result, flat[inside], rows[inside])
+    return np.moveaxis(result, 0, start)
+
+
 def _scatter_layout(values, positions, trailing):
     """(rows, flat positions, start): `values` broadcast to the positions' axes (those before
     the last `trailing`, which start at axis `start`), one row per position."""
@@ -55,7 +68,7 @@ def _scatter_layout(values, positions, trailing):
 
 
 def sparse_segment_sum(data, indices, segment_ids):
-    """SparseSegmentSum: Sums of the rows of `data` at `indices`, per ascending `segment_ids` (one row per id up (declared at ops/scatter.py:46)."""
+    """SparseSegmentSum: Sums of the rows of `data` at `indices`, per ascending `segment_ids` (one row per id up (declared at ops/scatter.py:47)."""
     t0 = _gather(data, indices, -2)
     t1 = np.shape(indices)[-1]
     t2 = segment_ids[t1 - 1] + 1
@@ -95,7 +108,7 @@ def sparse_segment_sum_grad_grad(
 
 
 def sparse_segment_mean(data, indices, segment_ids):
-    """SparseSegmentMean: Means of the rows of `data` at `indices`, per ascending `segment_ids` (0 where none) (declared at ops/scatter.py:53)."""
+    """SparseSegmentMean: Means of the rows of `data` at `indices`, per ascending `segment_ids` (0 where none) (declared at ops/scatter.py:54)."""
     t0 = np.asarray(1, dtype=np.result_type(data))
     t1 = np.shape(indices)[-1]
     t2 = segment_ids[t1 - 1] + 1
@@ -150,7 +163,7 @@ def sparse_segment_mean_grad_grad(
 
 
 def sparse_segment_sqrt_n(data, indices, segment_ids):
-    """SparseSegmentSqrtN: Sums of the rows of `data` at `indices`, per ascending `segment_ids`, each divided by (declared at ops/scatter.py:59)."""
+    """SparseSegmentSqrtN: Sums of the rows of `data` at `indices`, per ascending `segment_ids`, each divided by (declared at ops/scatter.py:60)."""
     t0 = np.asarray(1, dtype=np.result_type(data))
     t1 = np.shape(indices)[-1]
     t2 = segment_ids[t1 - 1] + 1
@@ -205,7 +218,7 @@ def sparse_segment_sqrt_n_grad_grad(
 
 
 def sparse_segment_sum_with_num_segments(data, indices, segment_ids, *, num_segments):
-    """SparseSegmentSumWithNumSegments: SparseSegmentSum into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:66)."""
+    """SparseSegmentSumWithNumSegments: SparseSegmentSum into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:67)."""
     t0 = _gather(data, indices, -2)
     t1 = num_segments
     output = _scatter_add(t0, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
@@ -247,7 +260,7 @@ def sparse_segment_sum_with_num_segments_grad_grad(
 
 
 def sparse_segment_mean_with_num_segments(data, indices, segment_ids, *, num_segments):
-    """SparseSegmentMeanWithNumSegments: SparseSegmentMean into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:72)."""
+    """SparseSegmentMeanWithNumSegments: SparseSegmentMean into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:73)."""
     t0 = np.asarray(1, dtype=np.result_type(data))
     t1 = num_segments
     t2 = _scatter_add(t0, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
@@ -304,7 +317,7 @@ def sparse_segment_mean_with_num_segments_grad_grad(
 
 
 def sparse_segment_sqrt_n_with_num_segments(data, indices, segment_ids, *, num_segments):
-    """SparseSegmentSqrtNWithNumSegments: SparseSegmentSqrtN into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:78)."""
+    """SparseSegmentSqrtNWithNumSegments: SparseSegmentSqrtN into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:79)."""
     t0 = np.asarray(1, dtype=np.result_type(data))
     t1 = num_segments
     t2 = _scatter_add(t0, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
@@ -361,7 +374,7 @@ def sparse_segment_sqrt_n_with_num_segments_grad_grad(
 
 
 def tensor_scatter_add(tensor, indices, updates):
-    """TensorScatterAdd: `tensor` with the `updates` added at `indices` (rows at depth 1, entries at depth 2), (declared at ops/scatter.py:101)."""
+    """TensorScatterAdd: `tensor` with the `updates` added at `indices` (rows at depth 1, entries at depth 2), (declared at ops/scatter.py:102)."""
     depth = np.shape(indices)[-1]
     t0 = np.shape(tensor)[-2]
     if depth == 1:
@@ -457,7 +470,7 @@ def tensor_scatter_add_grad_grad(
 
 
 def tensor_scatter_sub(tensor, indices, updates):
-    """TensorScatterSub: `tensor` with the `updates` subtracted at `indices`, repeated positions adding up (declared at ops/scatter.py:109)."""
+    """TensorScatterSub: `tensor` with the `updates` subtracted at `indices`, repeated positions adding up (declared at ops/scatter.py:110)."""
     depth = np.shape(indices)[-1]
     t0 = np.shape(tensor)[-2]
     if depth == 1:
@@ -555,7 +568,7 @@ def tensor_scatter_sub_grad_grad(
 
 
 def scatter_nd_non_aliasing_add(input, indices, updates):
-    """ScatterNdNonAliasingAdd: `input` with the `updates` added at `indices`, repeated positions adding up: the (declared at ops/scatter.py:116)."""
+    """ScatterNdNonAliasingAdd: `input` with the `updates` added at `indices`, repeated positions adding up: the (declared at ops/scatter.py:117)."""
     depth = np.shape(indices)[-1]
     t0 = np.shape(input)[-2]
     if depth == 1:
@@ -651,7 +664,7 @@ def scatter_nd_non_aliasing_add_grad_grad(
 
 
 def tensor_scatter_update(tensor, indices, updates):
-    """TensorScatterUpdate: `tensor` with the `updates` in place of its entries at `indices` (rows at depth 1, (declared at ops/scatter.py:124)."""
+    """TensorScatterUpdate: `tensor` with the `updates` in place of its entries at `indices` (rows at depth 1, (declared at ops/scatter.py:125)."""
     depth = np.shape(indices)[-1]
     t0 = np.shape(tensor)[-2]
     if depth == 1:
@@ -767,4 +780,426 @@ def tensor_scatter_update_grad_grad(
         ) + np.where(t12 > 0, t14, 0)
     else:
         raise ValueError(f"TensorScatterUpdateGrad: unsupported attributes depth={depth!r}")
+    return grad_grad, None, None, None
+
+
+def tensor_scatter_max(tensor, indices, updates):
+    """TensorScatterMax: `tensor` with each entry `indices` names replaced by its maximum with the `updates` (declared at ops/scatter.py:146)."""
+    depth = np.shape(indices)[-1]
+    t0 = np.shape(tensor)[-2]
+    if depth == 1:
+        t1 = np.squeeze(indices, axis=-1)
+        t2 = _scatter_extremum(updates, t1, 1, t0, "max")
+        output = np.maximum(tensor, t2)
+    elif depth == 2:
+        t1 = np.shape(tensor)[-1]
+        t2 = 0
+        t3 = _gather(indices, t2, -1)
+        t4 = 1
+        t5 = _gather(indices, t4, -1)
+        t6 = np.asarray(t3, dtype=np.int64)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        t9 = t0 * t1
+        t10 = _scatter_extremum(updates, t8, 0, t9, "max")
+        t11 = np.reshape(t10, np.shape(t10)[:-1] + (-1, t1))
+        output = np.maximum(tensor, t11)
+    else:
+        raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
+    return output
+
+
+def tensor_scatter_max_grad(grad, tensor, indices, updates, *, output=None):
+    """Gradient of TensorScatterMax: one array per input (tensor, indices, updates).
+
+    In index notation, next to the code computing it, for depth=1 (other values of  change it):
+        grad_tensor[n, p] = grad[n, p] * indicator_equal(tensor[n, p], output[n, p]) /
+            (indicator_equal(tensor[n, p], output[n, p]) + sum_i delta(n, indices[i, 0]) *
+            indicator_equal(updates[i, p], output[n, p]))
+            i.e. `np.where(output == tensor, grad / (t4 + np.asarray(output == tensor, ...`
+        grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
+            output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
+            p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
+            output[indices[j, 0], p]))
+            i.e. `np.where(t1 == updates, t7 / (t5 + np.asarray(t1 == t6, grad.dtype)), 0)`
+    """
+    if output is None:
+        output = tensor_scatter_max(tensor, indices, updates)
+    depth = np.shape(indices)[-1]
+    if depth == 1:
+        t0 = np.squeeze(indices, axis=-1)
+        t1 = _gather(output, t0, -2)
+        t2 = np.asarray(t1 == updates, grad.dtype)
+        t3 = np.shape(tensor)[-2]
+        t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
+        grad_tensor = np.where(
+            output == tensor, grad / (t4 + np.asarray(output == tensor, grad.dtype)), 0
+        )
+        t5 = _gather(t4, t0, -2)
+        t6 = _gather(tensor, t0, -2)
+        t7 = _gather(grad, t0, -2)
+        grad_updates = np.where(t1 == updates, t7 / (t5 + np.asarray(t1 == t6, grad.dtype)), 0)
+    elif depth == 2:
+        t0 = np.shape(output)[-2]
+        t1 = np.shape(output)[-1]
+        t2 = np.reshape(output, (t0 * t1,))
+        t3 = 0
+        t4 = _gather(indices, t3, -1)
+        t5 = 1
+        t6 = _gather(indices, t5, -1)
+        t7 = np.asarray(t4, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = np.asarray(t10 == updates, grad.dtype)
+        t12 = np.shape(tensor)[-2]
+        t13 = np.shape(tensor)[-1]
+        t14 = np.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, -1)
+        t15 = t12 * t13
+        t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
+        t17 = np.reshape(t16, np.shape(t16)[:-1] + (-1, t13))
+        grad_tensor = np.where(
+            output == tensor, grad / (t17 + np.asarray(output == tensor, grad.dtype)), 0
+        )
+        t18 = t4[..., None]
+        t19 = t6[..., None]
+        t20 = t10[..., None]
+        t21 = np.sum(
+            np.asarray(t18 == t4, grad.dtype)
+            * np.asarray(t19 == t6, grad.dtype)
+            * np.asarray(t20 == updates, grad.dtype),
+            axis=-1,
+        )
+        t22 = np.reshape(tensor, (t12 * t13,))
+        t23 = _gather(t22, t14, -1)
+        t24 = np.shape(grad)[-2]
+        t25 = np.shape(grad)[-1]
+        t26 = np.reshape(grad, (t24 * t25,))
+        t27 = np.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, -1)
+        t28 = _gather(t26, t27, -1)
+        grad_updates = np.where(t10 == updates, t28 / (t21 + np.asarray(t10 == t23, grad.dtype)), 0)
+    else:
+        raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
+    return grad_tensor, None, grad_updates
+
+
+def tensor_scatter_max_grad_grad(
+    grad_vjp_tensor,
+    grad_vjp_indices,
+    grad_vjp_updates,
+    grad,
+    tensor,
+    indices,
+    updates,
+    *,
+    vjp_tensor=None,
+    vjp_updates=None,
+    affine1=None,
+):
+    """Second order of TensorScatterMax: the gradient of tensor_scatter_max_grad: one array per input (grad, tensor, indices, updates)."""
+    depth = np.shape(indices)[-1]
+    if depth == 1:
+        if affine1 is None:
+            t0 = np.squeeze(indices, axis=-1)
+            t1 = _gather(tensor, t0, -2)
+            t2 = np.shape(grad)[-2]
+            t3 = _scatter_extremum(updates, t0, 1, t2, "max")
+            t4 = _gather(t3, t0, -2)
+            t5 = np.asarray(updates == np.maximum(t1, t4), grad_vjp_tensor.dtype)
+            t6 = _scatter_add(t5, t0, 1, t2)  # no gather form: an explicit scatter-add
+            affine1 = t6 + np.asarray(tensor == np.maximum(tensor, t3), grad_vjp_tensor.dtype)
+        t7 = np.shape(grad)[-2]
+        t8 = np.squeeze(indices, axis=-1)
+        t9 = _scatter_extremum(updates, t8, 1, t7, "max")
+        t10 = _gather(tensor, t8, -2)
+        t11 = _gather(t9, t8, -2)
+        t12 = np.asarray(updates == np.maximum(t10, t11), grad_vjp_tensor.dtype)
+        t13 = _scatter_add(t12, t8, 1, t7)  # no gather form: an explicit scatter-add
+        t14 = _gather(t13, t8, -2)
+        t15 = np.maximum(tensor, t9)
+        t16 = _gather(t15, t8, -2)
+        t17 = np.where(
+            t16 == updates,
+            grad_vjp_updates / (t14 + np.asarray(t10 == t16, grad_vjp_tensor.dtype)),
+            0,
+        )
+        t18 = _scatter_add(t17, t8, 1, t7)  # no gather form: an explicit scatter-add
+        grad_grad = t18 + np.where(tensor == np.maximum(tensor, t9), grad_vjp_tensor / affine1, 0)
+    elif depth == 2:
+        if affine1 is None:
+            t0 = np.shape(tensor)[-2]
+            t1 = np.shape(tensor)[-1]
+            t2 = np.reshape(tensor, (t0 * t1,))
+            t3 = 0
+            t4 = _gather(indices, t3, -1)
+            t5 = 1
+            t6 = _gather(indices, t5, -1)
+            t7 = np.asarray(t4, dtype=np.int64)
+            t8 = np.asarray(t6, dtype=np.int64)
+            t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+            t10 = _gather(t2, t9, -1)
+            t11 = t4[..., None]
+            t12 = t6[..., None]
+            t13 = np.max(np.where((t11 == t4) & (t12 == t6), updates, -np.inf), axis=-1)
+            t14 = np.asarray(updates == np.maximum(t10, t13), grad_vjp_tensor.dtype)
+            t15 = np.shape(grad)[-2]
+            t16 = np.shape(grad)[-1]
+            t17 = np.where((t8 >= 0) & (t16 > t8), t16 * t7 + t8, -1)
+            t18 = t15 * t16
+            t19 = _scatter_add(t14, t17, 0, t18)  # no gather form: an explicit scatter-add
+            t20 = np.reshape(t19, np.shape(t19)[:-1] + (-1, t16))
+            t21 = _scatter_extremum(updates, t17, 0, t18, "max")
+            t22 = np.reshape(t21, np.shape(t21)[:-1] + (-1, t16))
+            affine1 = t20 + np.asarray(tensor == np.maximum(tensor, t22), grad_vjp_tensor.dtype)
+        t23 = np.shape(grad)[-2]
+        t24 = np.shape(grad)[-1]
+        t25 = 0
+        t26 = _gather(indices, t25, -1)
+        t27 = 1
+        t28 = _gather(indices, t27, -1)
+        t29 = np.asarray(t26, dtype=np.int64)
+        t30 = np.asarray(t28, dtype=np.int64)
+        t31 = np.where((t30 >= 0) & (t24 > t30), t24 * t29 + t30, -1)
+        t32 = t23 * t24
+        t33 = _scatter_extremum(updates, t31, 0, t32, "max")
+        t34 = np.reshape(t33, np.shape(t33)[:-1] + (-1, t24))
+        t35 = t26[..., None]
+        t36 = t28[..., None]
+        t37 = np.shape(tensor)[-2]
+        t38 = np.shape(tensor)[-1]
+        t39 = np.reshape(tensor, (t37 * t38,))
+        t40 = np.where((t30 >= 0) & (t30 < t38), t29 * t38 + t30, -1)
+        t41 = _gather(t39, t40, -1)
+        t42 = t41[..., None]
+        t43 = np.max(
+            np.where((t26 == t35) & (t28 == t36), updates, -np.inf), axis=-1, keepdims=True
+        )
+        t44 = np.sum(
+            np.asarray(t26 == t35, grad_vjp_tensor.dtype)
+            * np.asarray(t28 == t36, grad_vjp_tensor.dtype)
+            * np.asarray(updates == np.maximum(t42, t43), grad_vjp_tensor.dtype),
+            axis=-1,
+        )
+        t45 = np.max(np.where((t26 == t35) & (t28 == t36), updates, -np.inf), axis=-1)
+        t46 = np.where(
+            updates == np.maximum(t41, t45),
+            grad_vjp_updates
+            / (t44 + np.asarray(t41 == np.maximum(t41, t45), grad_vjp_tensor.dtype)),
+            0,
+        )
+        t47 = _scatter_add(t46, t31, 0, t32)  # no gather form: an explicit scatter-add
+        t48 = np.reshape(t47, np.shape(t47)[:-1] + (-1, t24))
+        grad_grad = t48 + np.where(tensor == np.maximum(tensor, t34), grad_vjp_tensor / affine1, 0)
+    else:
+        raise ValueError(f"TensorScatterMaxGrad: unsupported attributes depth={depth!r}")
+    return grad_grad, None, None, None
+
+
+def tensor_scatter_min(tensor, indices, updates):
+    """TensorScatterMin: `tensor` with each entry `indices` names replaced by its minimum with the `updates` (declared at ops/scatter.py:153)."""
+    depth = np.shape(indices)[-1]
+    t0 = np.shape(tensor)[-2]
+    if depth == 1:
+        t1 = np.squeeze(indices, axis=-1)
+        t2 = _scatter_extremum(updates, t1, 1, t0, "min")
+        output = np.minimum(tensor, t2)
+    elif depth == 2:
+        t1 = np.shape(tensor)[-1]
+        t2 = 0
+        t3 = _gather(indices, t2, -1)
+        t4 = 1
+        t5 = _gather(indices, t4, -1)
+        t6 = np.asarray(t3, dtype=np.int64)
+        t7 = np.asarray(t5, dtype=np.int64)
+        t8 = np.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        t9 = t0 * t1
+        t10 = _scatter_extremum(updates, t8, 0, t9, "min")
+        t11 = np.reshape(t10, np.shape(t10)[:-1] + (-1, t1))
+        output = np.minimum(tensor, t11)
+    else:
+        raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
+    return output
+
+
+def tensor_scatter_min_grad(grad, tensor, indices, updates, *, output=None):
+    """Gradient of TensorScatterMin: one array per input (tensor, indices, updates).
+
+    In index notation, next to the code computing it, for depth=1 (other values of  change it):
+        grad_tensor[n, p] = grad[n, p] * indicator_equal(tensor[n, p], output[n, p]) /
+            (indicator_equal(tensor[n, p], output[n, p]) + sum_i delta(n, indices[i, 0]) *
+            indicator_equal(updates[i, p], output[n, p]))
+            i.e. `np.where(output == tensor, grad / (t4 + np.asarray(output == tensor, ...`
+        grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
+            output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
+            p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
+            output[indices[j, 0], p]))
+            i.e. `np.where(t1 == updates, t7 / (t5 + np.asarray(t1 == t6, grad.dtype)), 0)`
+    """
+    if output is None:
+        output = tensor_scatter_min(tensor, indices, updates)
+    depth = np.shape(indices)[-1]
+    if depth == 1:
+        t0 = np.squeeze(indices, axis=-1)
+        t1 = _gather(output, t0, -2)
+        t2 = np.asarray(t1 == updates, grad.dtype)
+        t3 = np.shape(tensor)[-2]
+        t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
+        grad_tensor = np.where(
+            output == tensor, grad / (t4 + np.asarray(output == tensor, grad.dtype)), 0
+        )
+        t5 = _gather(t4, t0, -2)
+        t6 = _gather(tensor, t0, -2)
+        t7 = _gather(grad, t0, -2)
+        grad_updates = np.where(t1 == updates, t7 / (t5 + np.asarray(t1 == t6, grad.dtype)), 0)
+    elif depth == 2:
+        t0 = np.shape(output)[-2]
+        t1 = np.shape(output)[-1]
+        t2 = np.reshape(output, (t0 * t1,))
+        t3 = 0
+        t4 = _gather(indices, t3, -1)
+        t5 = 1
+        t6 = _gather(indices, t5, -1)
+        t7 = np.asarray(t4, dtype=np.int64)
+        t8 = np.asarray(t6, dtype=np.int64)
+        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = np.asarray(t10 == updates, grad.dtype)
+        t12 = np.shape(tensor)[-2]
+        t13 = np.shape(tensor)[-1]
+        t14 = np.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, -1)
+        t15 = t12 * t13
+        t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
+        t17 = np.reshape(t16, np.shape(t16)[:-1] + (-1, t13))
+        grad_tensor = np.where(
+            output == tensor, grad / (t17 + np.asarray(output == tensor, grad.dtype)), 0
+        )
+        t18 = t4[..., None]
+        t19 = t6[..., None]
+        t20 = t10[..., None]
+        t21 = np.sum(
+            np.asarray(t18 == t4, grad.dtype)
+            * np.asarray(t19 == t6, grad.dtype)
+            * np.asarray(t20 == updates, grad.dtype),
+            axis=-1,
+        )
+        t22 = np.reshape(tensor, (t12 * t13,))
+        t23 = _gather(t22, t14, -1)
+        t24 = np.shape(grad)[-2]
+        t25 = np.shape(grad)[-1]
+        t26 = np.reshape(grad, (t24 * t25,))
+        t27 = np.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, -1)
+        t28 = _gather(t26, t27, -1)
+        grad_updates = np.where(t10 == updates, t28 / (t21 + np.asarray(t10 == t23, grad.dtype)), 0)
+    else:
+        raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
+    return grad_tensor, None, grad_updates
+
+
+def tensor_scatter_min_grad_grad(
+    grad_vjp_tensor,
+    grad_vjp_indices,
+    grad_vjp_updates,
+    grad,
+    tensor,
+    indices,
+    updates,
+    *,
+    vjp_tensor=None,
+    vjp_updates=None,
+    affine1=None,
+):
+    """Second order of TensorScatterMin: the gradient of tensor_scatter_min_grad: one array per input (grad, tensor, indices, updates)."""
+    depth = np.shape(indices)[-1]
+    if depth == 1:
+        if affine1 is None:
+            t0 = np.squeeze(indices, axis=-1)
+            t1 = _gather(tensor, t0, -2)
+            t2 = np.shape(grad)[-2]
+            t3 = _scatter_extremum(updates, t0, 1, t2, "min")
+            t4 = _gather(t3, t0, -2)
+            t5 = np.asarray(updates == np.minimum(t1, t4), grad_vjp_tensor.dtype)
+            t6 = _scatter_add(t5, t0, 1, t2)  # no gather form: an explicit scatter-add
+            affine1 = t6 + np.asarray(tensor == np.minimum(tensor, t3), grad_vjp_tensor.dtype)
+        t7 = np.shape(grad)[-2]
+        t8 = np.squeeze(indices, axis=-1)
+        t9 = _scatter_extremum(updates, t8, 1, t7, "min")
+        t10 = _gather(tensor, t8, -2)
+        t11 = _gather(t9, t8, -2)
+        t12 = np.asarray(updates == np.minimum(t10, t11), grad_vjp_tensor.dtype)
+        t13 = _scatter_add(t12, t8, 1, t7)  # no gather form: an explicit scatter-add
+        t14 = _gather(t13, t8, -2)
+        t15 = np.minimum(tensor, t9)
+        t16 = _gather(t15, t8, -2)
+        t17 = np.where(
+            t16 == updates,
+            grad_vjp_updates / (t14 + np.asarray(t10 == t16, grad_vjp_tensor.dtype)),
+            0,
+        )
+        t18 = _scatter_add(t17, t8, 1, t7)  # no gather form: an explicit scatter-add
+        grad_grad = t18 + np.where(tensor == np.minimum(tensor, t9), grad_vjp_tensor / affine1, 0)
+    elif depth == 2:
+        if affine1 is None:
+            t0 = np.shape(tensor)[-2]
+            t1 = np.shape(tensor)[-1]
+            t2 = np.reshape(tensor, (t0 * t1,))
+            t3 = 0
+            t4 = _gather(indices, t3, -1)
+            t5 = 1
+            t6 = _gather(indices, t5, -1)
+            t7 = np.asarray(t4, dtype=np.int64)
+            t8 = np.asarray(t6, dtype=np.int64)
+            t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+            t10 = _gather(t2, t9, -1)
+            t11 = t4[..., None]
+            t12 = t6[..., None]
+            t13 = np.min(np.where((t11 == t4) & (t12 == t6), updates, np.inf), axis=-1)
+            t14 = np.asarray(updates == np.minimum(t10, t13), grad_vjp_tensor.dtype)
+            t15 = np.shape(grad)[-2]
+            t16 = np.shape(grad)[-1]
+            t17 = np.where((t8 >= 0) & (t16 > t8), t16 * t7 + t8, -1)
+            t18 = t15 * t16
+            t19 = _scatter_add(t14, t17, 0, t18)  # no gather form: an explicit scatter-add
+            t20 = np.reshape(t19, np.shape(t19)[:-1] + (-1, t16))
+            t21 = _scatter_extremum(updates, t17, 0, t18, "min")
+            t22 = np.reshape(t21, np.shape(t21)[:-1] + (-1, t16))
+            affine1 = t20 + np.asarray(tensor == np.minimum(tensor, t22), grad_vjp_tensor.dtype)
+        t23 = np.shape(grad)[-2]
+        t24 = np.shape(grad)[-1]
+        t25 = 0
+        t26 = _gather(indices, t25, -1)
+        t27 = 1
+        t28 = _gather(indices, t27, -1)
+        t29 = np.asarray(t26, dtype=np.int64)
+        t30 = np.asarray(t28, dtype=np.int64)
+        t31 = np.where((t30 >= 0) & (t24 > t30), t24 * t29 + t30, -1)
+        t32 = t23 * t24
+        t33 = _scatter_extremum(updates, t31, 0, t32, "min")
+        t34 = np.reshape(t33, np.shape(t33)[:-1] + (-1, t24))
+        t35 = t26[..., None]
+        t36 = t28[..., None]
+        t37 = np.shape(tensor)[-2]
+        t38 = np.shape(tensor)[-1]
+        t39 = np.reshape(tensor, (t37 * t38,))
+        t40 = np.where((t30 >= 0) & (t30 < t38), t29 * t38 + t30, -1)
+        t41 = _gather(t39, t40, -1)
+        t42 = t41[..., None]
+        t43 = np.min(np.where((t26 == t35) & (t28 == t36), updates, np.inf), axis=-1, keepdims=True)
+        t44 = np.sum(
+            np.asarray(t26 == t35, grad_vjp_tensor.dtype)
+            * np.asarray(t28 == t36, grad_vjp_tensor.dtype)
+            * np.asarray(updates == np.minimum(t42, t43), grad_vjp_tensor.dtype),
+            axis=-1,
+        )
+        t45 = np.min(np.where((t26 == t35) & (t28 == t36), updates, np.inf), axis=-1)
+        t46 = np.where(
+            updates == np.minimum(t41, t45),
+            grad_vjp_updates
+            / (t44 + np.asarray(t41 == np.minimum(t41, t45), grad_vjp_tensor.dtype)),
+            0,
+        )
+        t47 = _scatter_add(t46, t31, 0, t32)  # no gather form: an explicit scatter-add
+        t48 = np.reshape(t47, np.shape(t47)[:-1] + (-1, t24))
+        grad_grad = t48 + np.where(tensor == np.minimum(tensor, t34), grad_vjp_tensor / affine1, 0)
+    else:
+        raise ValueError(f"TensorScatterMinGrad: unsupported attributes depth={depth!r}")
     return grad_grad, None, None, None

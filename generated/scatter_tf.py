@@ -10,6 +10,10 @@ Per op:
   for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
   dtypes, else the declared formula; the derived gradient is the backward either way.
+  Where the backward reads the op's outputs, it reads them again through `outputs_again`, so
+  that a second order (an outer tape) differentiates them by the derived gradient too, not by
+  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's has
+  no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -144,6 +148,14 @@ def _scatter_rows(values, positions, trailing, size):
     return tf.IndexedSlices(rows, tf.reshape(positions, [-1]), dense_shape)
 
 
+def _scatter_extremum(values, positions, trailing, size, kind):
+    """`_scatter_add`'s layout, the values at equal positions reduced to their maximum (`kind`
+    "max") or minimum ("min"), as TensorFlow's unsorted segment max and min (the dtype's
+    lowest or highest value in a slot no position names)."""
+    reduce = tf.math.unsorted_segment_max if kind == "max" else tf.math.unsorted_segment_min
+    return _scatter_segments(reduce, values, positions, trailing, size)
+
+
 def _scatter_segments(reduce, values, positions, trailing, size):
     """`values` reduced into `size` slots at `positions` by the segment reduction `reduce`,
     the positions' axes those of `values` before the last `trailing`."""
@@ -170,7 +182,7 @@ def _scatter_segments(reduce, values, positions, trailing, size):
 
 
 def sparse_segment_sum_vjp(grad, data, indices, segment_ids, output):
-    """Gradient of SparseSegmentSum (declared at ops/scatter.py:46): one per input (data, indices, segment_ids).
+    """Gradient of SparseSegmentSum (declared at ops/scatter.py:47): one per input (data, indices, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, k] = sum_i grad[segment_ids[i], k] * delta(j, indices[i])
@@ -218,7 +230,7 @@ _register("SparseSegmentSum", sparse_segment_sum_grad)
 
 
 def sparse_segment_mean_vjp(grad, data, indices, segment_ids, output):
-    """Gradient of SparseSegmentMean (declared at ops/scatter.py:53): one per input (data, indices, segment_ids).
+    """Gradient of SparseSegmentMean (declared at ops/scatter.py:54): one per input (data, indices, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, k] = sum_i grad[segment_ids[i], k] * delta(j, indices[i]) / Max(1, (sum_{i_}
@@ -276,7 +288,7 @@ _register("SparseSegmentMean", sparse_segment_mean_grad)
 
 
 def sparse_segment_sqrt_n_vjp(grad, data, indices, segment_ids, output):
-    """Gradient of SparseSegmentSqrtN (declared at ops/scatter.py:59): one per input (data, indices, segment_ids).
+    """Gradient of SparseSegmentSqrtN (declared at ops/scatter.py:60): one per input (data, indices, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, k] = sum_i grad[segment_ids[i], k] * delta(j, indices[i]) / sqrt(Max(1,
@@ -336,7 +348,7 @@ _register("SparseSegmentSqrtN", sparse_segment_sqrt_n_grad)
 def sparse_segment_sum_with_num_segments_vjp(
     grad, data, indices, segment_ids, output, *, num_segments
 ):
-    """Gradient of SparseSegmentSumWithNumSegments (declared at ops/scatter.py:66): one per input (data, indices, segment_ids).
+    """Gradient of SparseSegmentSumWithNumSegments (declared at ops/scatter.py:67): one per input (data, indices, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, k] = sum_i grad[segment_ids[i], k] * delta(j, indices[i])
@@ -395,7 +407,7 @@ _register("SparseSegmentSumWithNumSegments", sparse_segment_sum_with_num_segment
 def sparse_segment_mean_with_num_segments_vjp(
     grad, data, indices, segment_ids, output, *, num_segments
 ):
-    """Gradient of SparseSegmentMeanWithNumSegments (declared at ops/scatter.py:72): one per input (data, indices, segment_ids).
+    """Gradient of SparseSegmentMeanWithNumSegments (declared at ops/scatter.py:73): one per input (data, indices, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, k] = sum_i grad[segment_ids[i], k] * delta(j, indices[i]) / Max(1, (sum_{i_}
@@ -464,7 +476,7 @@ _register("SparseSegmentMeanWithNumSegments", sparse_segment_mean_with_num_segme
 def sparse_segment_sqrt_n_with_num_segments_vjp(
     grad, data, indices, segment_ids, output, *, num_segments
 ):
-    """Gradient of SparseSegmentSqrtNWithNumSegments (declared at ops/scatter.py:78): one per input (data, indices, segment_ids).
+    """Gradient of SparseSegmentSqrtNWithNumSegments (declared at ops/scatter.py:79): one per input (data, indices, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, k] = sum_i grad[segment_ids[i], k] * delta(j, indices[i]) / sqrt(Max(1,
@@ -531,7 +543,7 @@ _register("SparseSegmentSqrtNWithNumSegments", sparse_segment_sqrt_n_with_num_se
 
 
 def tensor_scatter_add_vjp(grad, tensor, indices, updates, output):
-    """Gradient of TensorScatterAdd (declared at ops/scatter.py:101): one per input (tensor, indices, updates).
+    """Gradient of TensorScatterAdd (declared at ops/scatter.py:102): one per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, per variant:
         depth=1:
@@ -625,7 +637,7 @@ _register("TensorScatterAdd", tensor_scatter_add_grad)
 
 
 def tensor_scatter_sub_vjp(grad, tensor, indices, updates, output):
-    """Gradient of TensorScatterSub (declared at ops/scatter.py:109): one per input (tensor, indices, updates).
+    """Gradient of TensorScatterSub (declared at ops/scatter.py:110): one per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, per variant:
         depth=1:
@@ -721,7 +733,7 @@ _register("TensorScatterSub", tensor_scatter_sub_grad)
 
 
 def scatter_nd_non_aliasing_add_vjp(grad, input, indices, updates, output):
-    """Gradient of ScatterNdNonAliasingAdd (declared at ops/scatter.py:116): one per input (input, indices, updates).
+    """Gradient of ScatterNdNonAliasingAdd (declared at ops/scatter.py:117): one per input (input, indices, updates).
 
     In index notation, next to the code computing it, per variant:
         depth=1:
@@ -815,7 +827,7 @@ _register("ScatterNdNonAliasingAdd", scatter_nd_non_aliasing_add_grad)
 
 
 def tensor_scatter_update_vjp(grad, tensor, indices, updates, output):
-    """Gradient of TensorScatterUpdate (declared at ops/scatter.py:124): one per input (tensor, indices, updates).
+    """Gradient of TensorScatterUpdate (declared at ops/scatter.py:125): one per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
         sum1[n, p] = sum_i delta(n, indices[i, 0]) * updates[i, p]
@@ -931,3 +943,369 @@ def tensor_scatter_update(tensor, indices, updates):
 
 
 _register("TensorScatterUpdate", tensor_scatter_update_grad)
+
+
+def tensor_scatter_max_vjp(grad, tensor, indices, updates, output):
+    """Gradient of TensorScatterMax (declared at ops/scatter.py:146): one per input (tensor, indices, updates).
+
+    In index notation, next to the code computing it, for depth=1 (other values of  change it):
+        grad_tensor[n, p] = grad[n, p] * indicator_equal(tensor[n, p], output[n, p]) /
+            (indicator_equal(tensor[n, p], output[n, p]) + sum_i delta(n, indices[i, 0]) *
+            indicator_equal(updates[i, p], output[n, p]))
+            i.e. `grad * tf.where(tf.equal(output, tensor), tf.constant(1, grad.dtype), ...`
+        grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
+            output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
+            p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
+            output[indices[j, 0], p]))
+            i.e. `t7 * tf.where(tf.equal(t1, updates), tf.constant(1, grad.dtype), ...`
+    """
+    depth = indices.shape[-1]
+    if depth == 1:
+        t0 = tf.squeeze(indices, axis=[-1])
+        t1 = _gather(output, t0, -2)
+        t2 = tf.where(tf.equal(t1, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        t3 = tf.shape(tensor, out_type=tf.int64)[-2]
+        t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
+        grad_tensor = (
+            grad
+            * tf.where(
+                tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / (
+                t4
+                + tf.where(
+                    tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                )
+            )
+        )
+        t5 = _gather(t4, t0, -2)
+        t6 = _gather(tensor, t0, -2)
+        t7 = _gather(grad, t0, -2)
+        grad_updates = (
+            t7
+            * tf.where(
+                tf.equal(t1, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / (
+                t5
+                + tf.where(tf.equal(t1, t6), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            )
+        )
+    elif depth == 2:
+        t0 = tf.shape(output, out_type=tf.int64)[-2]
+        t1 = tf.shape(output, out_type=tf.int64)[-1]
+        t2 = tf.reshape(output, [t0 * t1])
+        t3 = 0
+        t4 = _gather(indices, t3, -1)
+        t5 = 1
+        t6 = _gather(indices, t5, -1)
+        t7 = tf.cast(t4, tf.int64)
+        t8 = tf.cast(t6, tf.int64)
+        t9 = tf.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, tf.constant(-1, tf.int64))
+        t10 = _gather(t2, t9, -1)
+        t11 = tf.where(
+            tf.equal(t10, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+        )
+        t12 = tf.shape(tensor, out_type=tf.int64)[-2]
+        t13 = tf.shape(tensor, out_type=tf.int64)[-1]
+        t14 = tf.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, tf.constant(-1, tf.int64))
+        t15 = t12 * t13
+        t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
+        t17 = tf.reshape(
+            t16, tf.concat([tf.shape(t16, out_type=tf.int64)[:-1], tf.cast([-1, t13], tf.int64)], 0)
+        )
+        grad_tensor = (
+            grad
+            * tf.where(
+                tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / (
+                t17
+                + tf.where(
+                    tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                )
+            )
+        )
+        t18 = t4[..., None]
+        t19 = t6[..., None]
+        t20 = t10[..., None]
+        t21 = tf.reduce_sum(
+            tf.where(tf.equal(t18, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(tf.equal(t19, t6), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(
+                tf.equal(t20, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-1,
+        )
+        t22 = tf.reshape(tensor, [t12 * t13])
+        t23 = _gather(t22, t14, -1)
+        t24 = tf.shape(grad, out_type=tf.int64)[-2]
+        t25 = tf.shape(grad, out_type=tf.int64)[-1]
+        t26 = tf.reshape(grad, [t24 * t25])
+        t27 = tf.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, tf.constant(-1, tf.int64))
+        t28 = _gather(t26, t27, -1)
+        grad_updates = (
+            t28
+            * tf.where(
+                tf.equal(t10, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / (
+                t21
+                + tf.where(
+                    tf.equal(t10, t23), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                )
+            )
+        )
+    else:
+        raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
+    return grad_tensor, None, grad_updates
+
+
+def tensor_scatter_max_grad(op, grad):
+    """Gradient function of TensorScatterMax for `tf.RegisterGradient`."""
+    return tensor_scatter_max_vjp(grad, *op.inputs, *op.outputs)
+
+
+def tensor_scatter_max(tensor, indices, updates):
+    """TensorScatterMax: `tensor` with each entry `indices` names replaced by its maximum with the `updates`, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {}
+    depth = indices.shape[-1]
+
+    @tf.custom_gradient
+    def forward(tensor, indices, updates):
+        def backward(grad):
+            output = outputs_again(tensor, indices, updates)
+            return tensor_scatter_max_vjp(grad, tensor, indices, updates, output)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(tensor, indices, updates):
+            return tf.identity(output), backward
+
+        kernel_outputs = (
+            _tf_kernel(
+                "TensorScatterMax",
+                1,
+                {"tensor": tensor, "indices": indices, "updates": updates},
+                kernel_attrs,
+            )
+            if depth in (1, 2)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = tf.shape(tensor, out_type=tf.int64)[-2]
+        if depth == 1:
+            t1 = tf.squeeze(indices, axis=[-1])
+            t2 = _scatter_extremum(updates, t1, 1, t0, "max")
+            output = tf.math.maximum(tensor, t2)
+        elif depth == 2:
+            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+            t2 = 0
+            t3 = _gather(indices, t2, -1)
+            t4 = 1
+            t5 = _gather(indices, t4, -1)
+            t6 = tf.cast(t3, tf.int64)
+            t7 = tf.cast(t5, tf.int64)
+            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+            t9 = t0 * t1
+            t10 = _scatter_extremum(updates, t8, 0, t9, "max")
+            t11 = tf.reshape(
+                t10,
+                tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
+            )
+            output = tf.math.maximum(tensor, t11)
+        else:
+            raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
+        return output, backward
+
+    return forward(tensor, indices, updates)
+
+
+_register("TensorScatterMax", tensor_scatter_max_grad)
+
+
+def tensor_scatter_min_vjp(grad, tensor, indices, updates, output):
+    """Gradient of TensorScatterMin (declared at ops/scatter.py:153): one per input (tensor, indices, updates).
+
+    In index notation, next to the code computing it, for depth=1 (other values of  change it):
+        grad_tensor[n, p] = grad[n, p] * indicator_equal(tensor[n, p], output[n, p]) /
+            (indicator_equal(tensor[n, p], output[n, p]) + sum_i delta(n, indices[i, 0]) *
+            indicator_equal(updates[i, p], output[n, p]))
+            i.e. `grad * tf.where(tf.equal(output, tensor), tf.constant(1, grad.dtype), ...`
+        grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
+            output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
+            p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
+            output[indices[j, 0], p]))
+            i.e. `t7 * tf.where(tf.equal(t1, updates), tf.constant(1, grad.dtype), ...`
+    """
+    depth = indices.shape[-1]
+    if depth == 1:
+        t0 = tf.squeeze(indices, axis=[-1])
+        t1 = _gather(output, t0, -2)
+        t2 = tf.where(tf.equal(t1, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        t3 = tf.shape(tensor, out_type=tf.int64)[-2]
+        t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
+        grad_tensor = (
+            grad
+            * tf.where(
+                tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / (
+                t4
+                + tf.where(
+                    tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                )
+            )
+        )
+        t5 = _gather(t4, t0, -2)
+        t6 = _gather(tensor, t0, -2)
+        t7 = _gather(grad, t0, -2)
+        grad_updates = (
+            t7
+            * tf.where(
+                tf.equal(t1, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / (
+                t5
+                + tf.where(tf.equal(t1, t6), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            )
+        )
+    elif depth == 2:
+        t0 = tf.shape(output, out_type=tf.int64)[-2]
+        t1 = tf.shape(output, out_type=tf.int64)[-1]
+        t2 = tf.reshape(output, [t0 * t1])
+        t3 = 0
+        t4 = _gather(indices, t3, -1)
+        t5 = 1
+        t6 = _gather(indices, t5, -1)
+        t7 = tf.cast(t4, tf.int64)
+        t8 = tf.cast(t6, tf.int64)
+        t9 = tf.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, tf.constant(-1, tf.int64))
+        t10 = _gather(t2, t9, -1)
+        t11 = tf.where(
+            tf.equal(t10, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+        )
+        t12 = tf.shape(tensor, out_type=tf.int64)[-2]
+        t13 = tf.shape(tensor, out_type=tf.int64)[-1]
+        t14 = tf.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, tf.constant(-1, tf.int64))
+        t15 = t12 * t13
+        t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
+        t17 = tf.reshape(
+            t16, tf.concat([tf.shape(t16, out_type=tf.int64)[:-1], tf.cast([-1, t13], tf.int64)], 0)
+        )
+        grad_tensor = (
+            grad
+            * tf.where(
+                tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / (
+                t17
+                + tf.where(
+                    tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                )
+            )
+        )
+        t18 = t4[..., None]
+        t19 = t6[..., None]
+        t20 = t10[..., None]
+        t21 = tf.reduce_sum(
+            tf.where(tf.equal(t18, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(tf.equal(t19, t6), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(
+                tf.equal(t20, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-1,
+        )
+        t22 = tf.reshape(tensor, [t12 * t13])
+        t23 = _gather(t22, t14, -1)
+        t24 = tf.shape(grad, out_type=tf.int64)[-2]
+        t25 = tf.shape(grad, out_type=tf.int64)[-1]
+        t26 = tf.reshape(grad, [t24 * t25])
+        t27 = tf.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, tf.constant(-1, tf.int64))
+        t28 = _gather(t26, t27, -1)
+        grad_updates = (
+            t28
+            * tf.where(
+                tf.equal(t10, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / (
+                t21
+                + tf.where(
+                    tf.equal(t10, t23), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                )
+            )
+        )
+    else:
+        raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
+    return grad_tensor, None, grad_updates
+
+
+def tensor_scatter_min_grad(op, grad):
+    """Gradient function of TensorScatterMin for `tf.RegisterGradient`."""
+    return tensor_scatter_min_vjp(grad, *op.inputs, *op.outputs)
+
+
+def tensor_scatter_min(tensor, indices, updates):
+    """TensorScatterMin: `tensor` with each entry `indices` names replaced by its minimum with the `updates`, with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {}
+    depth = indices.shape[-1]
+
+    @tf.custom_gradient
+    def forward(tensor, indices, updates):
+        def backward(grad):
+            output = outputs_again(tensor, indices, updates)
+            return tensor_scatter_min_vjp(grad, tensor, indices, updates, output)
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(tensor, indices, updates):
+            return tf.identity(output), backward
+
+        kernel_outputs = (
+            _tf_kernel(
+                "TensorScatterMin",
+                1,
+                {"tensor": tensor, "indices": indices, "updates": updates},
+                kernel_attrs,
+            )
+            if depth in (1, 2)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = tf.shape(tensor, out_type=tf.int64)[-2]
+        if depth == 1:
+            t1 = tf.squeeze(indices, axis=[-1])
+            t2 = _scatter_extremum(updates, t1, 1, t0, "min")
+            output = tf.math.minimum(tensor, t2)
+        elif depth == 2:
+            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+            t2 = 0
+            t3 = _gather(indices, t2, -1)
+            t4 = 1
+            t5 = _gather(indices, t4, -1)
+            t6 = tf.cast(t3, tf.int64)
+            t7 = tf.cast(t5, tf.int64)
+            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+            t9 = t0 * t1
+            t10 = _scatter_extremum(updates, t8, 0, t9, "min")
+            t11 = tf.reshape(
+                t10,
+                tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
+            )
+            output = tf.math.minimum(tensor, t11)
+        else:
+            raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
+        return output, backward
+
+    return forward(tensor, indices, updates)
+
+
+_register("TensorScatterMin", tensor_scatter_min_grad)

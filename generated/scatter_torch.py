@@ -34,6 +34,10 @@ def _maximum(a, b):
     return torch.maximum(*_tensors(a, b))
 
 
+def _minimum(a, b):
+    return torch.minimum(*_tensors(a, b))
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
@@ -59,6 +63,20 @@ def _scatter_add(values, positions, trailing, size):
     return torch.movedim(summed, 0, start)
 
 
+def _scatter_extremum(values, positions, trailing, size, kind):
+    """`_scatter_add`'s layout, the values at equal positions reduced to their maximum (`kind`
+    "max") or minimum ("min"), the dtype's lowest (highest) value where no position names a
+    slot (TensorFlow's unsorted segment max and min)."""
+    flat, slots, start = _scatter_layout(values, positions, trailing, size)
+    info = torch.finfo(flat.dtype)
+    result = torch.full(
+        (size,) + tuple(flat.shape[1:]), info.min if kind == "max" else info.max, dtype=flat.dtype
+    )
+    index = torch.reshape(slots, (-1,) + (1,) * (flat.ndim - 1)).expand(flat.shape)
+    result = result.scatter_reduce(0, index, flat, "amax" if kind == "max" else "amin")
+    return torch.movedim(result, 0, start)
+
+
 def _scatter_layout(values, positions, trailing, size):
     """(rows, slots, start): `values` broadcast to the positions' axes (those before the last
     `trailing`, which start at axis `start`), one row per position inside 0..size-1."""
@@ -81,7 +99,7 @@ def _scatter_layout(values, positions, trailing, size):
 
 
 def sparse_segment_sum(data, indices, segment_ids):
-    """SparseSegmentSum: Sums of the rows of `data` at `indices`, per ascending `segment_ids` (one row per id up (declared at ops/scatter.py:46); differentiated by sparse_segment_sum_vjp."""
+    """SparseSegmentSum: Sums of the rows of `data` at `indices`, per ascending `segment_ids` (one row per id up (declared at ops/scatter.py:47); differentiated by sparse_segment_sum_vjp."""
     return _SparseSegmentSumFunction.apply(data, indices, segment_ids)
 
 
@@ -126,7 +144,7 @@ class _SparseSegmentSumFunction(torch.autograd.Function):
 
 
 def sparse_segment_mean(data, indices, segment_ids):
-    """SparseSegmentMean: Means of the rows of `data` at `indices`, per ascending `segment_ids` (0 where none) (declared at ops/scatter.py:53); differentiated by sparse_segment_mean_vjp."""
+    """SparseSegmentMean: Means of the rows of `data` at `indices`, per ascending `segment_ids` (0 where none) (declared at ops/scatter.py:54); differentiated by sparse_segment_mean_vjp."""
     return _SparseSegmentMeanFunction.apply(data, indices, segment_ids)
 
 
@@ -181,7 +199,7 @@ class _SparseSegmentMeanFunction(torch.autograd.Function):
 
 
 def sparse_segment_sqrt_n(data, indices, segment_ids):
-    """SparseSegmentSqrtN: Sums of the rows of `data` at `indices`, per ascending `segment_ids`, each divided by (declared at ops/scatter.py:59); differentiated by sparse_segment_sqrt_n_vjp."""
+    """SparseSegmentSqrtN: Sums of the rows of `data` at `indices`, per ascending `segment_ids`, each divided by (declared at ops/scatter.py:60); differentiated by sparse_segment_sqrt_n_vjp."""
     return _SparseSegmentSqrtNFunction.apply(data, indices, segment_ids)
 
 
@@ -236,7 +254,7 @@ class _SparseSegmentSqrtNFunction(torch.autograd.Function):
 
 
 def sparse_segment_sum_with_num_segments(data, indices, segment_ids, *, num_segments):
-    """SparseSegmentSumWithNumSegments: SparseSegmentSum into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:66); differentiated by sparse_segment_sum_with_num_segments_vjp."""
+    """SparseSegmentSumWithNumSegments: SparseSegmentSum into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:67); differentiated by sparse_segment_sum_with_num_segments_vjp."""
     return _SparseSegmentSumWithNumSegmentsFunction.apply(num_segments, data, indices, segment_ids)
 
 
@@ -288,7 +306,7 @@ class _SparseSegmentSumWithNumSegmentsFunction(torch.autograd.Function):
 
 
 def sparse_segment_mean_with_num_segments(data, indices, segment_ids, *, num_segments):
-    """SparseSegmentMeanWithNumSegments: SparseSegmentMean into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:72); differentiated by sparse_segment_mean_with_num_segments_vjp."""
+    """SparseSegmentMeanWithNumSegments: SparseSegmentMean into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:73); differentiated by sparse_segment_mean_with_num_segments_vjp."""
     return _SparseSegmentMeanWithNumSegmentsFunction.apply(num_segments, data, indices, segment_ids)
 
 
@@ -350,7 +368,7 @@ class _SparseSegmentMeanWithNumSegmentsFunction(torch.autograd.Function):
 
 
 def sparse_segment_sqrt_n_with_num_segments(data, indices, segment_ids, *, num_segments):
-    """SparseSegmentSqrtNWithNumSegments: SparseSegmentSqrtN into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:78); differentiated by sparse_segment_sqrt_n_with_num_segments_vjp."""
+    """SparseSegmentSqrtNWithNumSegments: SparseSegmentSqrtN into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:79); differentiated by sparse_segment_sqrt_n_with_num_segments_vjp."""
     return _SparseSegmentSqrtNWithNumSegmentsFunction.apply(
         num_segments, data, indices, segment_ids
     )
@@ -414,7 +432,7 @@ class _SparseSegmentSqrtNWithNumSegmentsFunction(torch.autograd.Function):
 
 
 def tensor_scatter_add(tensor, indices, updates):
-    """TensorScatterAdd: `tensor` with the `updates` added at `indices` (rows at depth 1, entries at depth 2), (declared at ops/scatter.py:101); differentiated by tensor_scatter_add_vjp."""
+    """TensorScatterAdd: `tensor` with the `updates` added at `indices` (rows at depth 1, entries at depth 2), (declared at ops/scatter.py:102); differentiated by tensor_scatter_add_vjp."""
     return _TensorScatterAddFunction.apply(tensor, indices, updates)
 
 
@@ -496,7 +514,7 @@ class _TensorScatterAddFunction(torch.autograd.Function):
 
 
 def tensor_scatter_sub(tensor, indices, updates):
-    """TensorScatterSub: `tensor` with the `updates` subtracted at `indices`, repeated positions adding up (declared at ops/scatter.py:109); differentiated by tensor_scatter_sub_vjp."""
+    """TensorScatterSub: `tensor` with the `updates` subtracted at `indices`, repeated positions adding up (declared at ops/scatter.py:110); differentiated by tensor_scatter_sub_vjp."""
     return _TensorScatterSubFunction.apply(tensor, indices, updates)
 
 
@@ -580,7 +598,7 @@ class _TensorScatterSubFunction(torch.autograd.Function):
 
 
 def scatter_nd_non_aliasing_add(input, indices, updates):
-    """ScatterNdNonAliasingAdd: `input` with the `updates` added at `indices`, repeated positions adding up: the (declared at ops/scatter.py:116); differentiated by scatter_nd_non_aliasing_add_vjp."""
+    """ScatterNdNonAliasingAdd: `input` with the `updates` added at `indices`, repeated positions adding up: the (declared at ops/scatter.py:117); differentiated by scatter_nd_non_aliasing_add_vjp."""
     return _ScatterNdNonAliasingAddFunction.apply(input, indices, updates)
 
 
@@ -662,7 +680,7 @@ class _ScatterNdNonAliasingAddFunction(torch.autograd.Function):
 
 
 def tensor_scatter_update(tensor, indices, updates):
-    """TensorScatterUpdate: `tensor` with the `updates` in place of its entries at `indices` (rows at depth 1, (declared at ops/scatter.py:124); differentiated by tensor_scatter_update_vjp."""
+    """TensorScatterUpdate: `tensor` with the `updates` in place of its entries at `indices` (rows at depth 1, (declared at ops/scatter.py:125); differentiated by tensor_scatter_update_vjp."""
     return _TensorScatterUpdateFunction.apply(tensor, indices, updates)
 
 
@@ -756,4 +774,258 @@ class _TensorScatterUpdateFunction(torch.autograd.Function):
     def backward(ctx, grad):
         tensor, indices, updates = ctx.saved_tensors
         grads = tensor_scatter_update_vjp(grad, tensor, indices, updates)
+        return _needed(grads, ctx.needs_input_grad)
+
+
+def tensor_scatter_max(tensor, indices, updates):
+    """TensorScatterMax: `tensor` with each entry `indices` names replaced by its maximum with the `updates` (declared at ops/scatter.py:146); differentiated by tensor_scatter_max_vjp."""
+    return _TensorScatterMaxFunction.apply(tensor, indices, updates)
+
+
+def tensor_scatter_max_forward(tensor, indices, updates):
+    """TensorScatterMax's formula."""
+    depth = np.shape(indices)[-1]
+    t0 = np.shape(tensor)[-2]
+    if depth == 1:
+        t1 = torch.squeeze(indices, axis=-1)
+        t2 = _scatter_extremum(updates, t1, 1, t0, "max")
+        output = _maximum(tensor, t2)
+    elif depth == 2:
+        t1 = np.shape(tensor)[-1]
+        t2 = 0
+        t3 = _gather(indices, t2, -1)
+        t4 = 1
+        t5 = _gather(indices, t4, -1)
+        t6 = torch.as_tensor(t3, dtype=torch.int64)
+        t7 = torch.as_tensor(t5, dtype=torch.int64)
+        t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        t9 = t0 * t1
+        t10 = _scatter_extremum(updates, t8, 0, t9, "max")
+        t11 = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t1))
+        output = _maximum(tensor, t11)
+    else:
+        raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
+    return output
+
+
+def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
+    """Gradient of TensorScatterMax: one array per input (tensor, indices, updates).
+
+    In index notation, next to the code computing it, for depth=1 (other values of  change it):
+        grad_tensor[n, p] = grad[n, p] * indicator_equal(tensor[n, p], output[n, p]) /
+            (indicator_equal(tensor[n, p], output[n, p]) + sum_i delta(n, indices[i, 0]) *
+            indicator_equal(updates[i, p], output[n, p]))
+            i.e. `torch.where(output == tensor, grad / (t4 + torch.asarray(output == tensor, ...`
+        grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
+            output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
+            p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
+            output[indices[j, 0], p]))
+            i.e. `torch.where(t1 == updates, t7 / (t5 + torch.asarray(t1 == t6, ...`
+    """
+    if output is None:
+        output = tensor_scatter_max_forward(tensor, indices, updates)
+    depth = np.shape(indices)[-1]
+    if depth == 1:
+        t0 = torch.squeeze(indices, axis=-1)
+        t1 = _gather(output, t0, -2)
+        t2 = torch.asarray(t1 == updates, dtype=grad.dtype)
+        t3 = np.shape(tensor)[-2]
+        t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
+        grad_tensor = torch.where(
+            output == tensor, grad / (t4 + torch.asarray(output == tensor, dtype=grad.dtype)), 0
+        )
+        t5 = _gather(t4, t0, -2)
+        t6 = _gather(tensor, t0, -2)
+        t7 = _gather(grad, t0, -2)
+        grad_updates = torch.where(
+            t1 == updates, t7 / (t5 + torch.asarray(t1 == t6, dtype=grad.dtype)), 0
+        )
+    elif depth == 2:
+        t0 = np.shape(output)[-2]
+        t1 = np.shape(output)[-1]
+        t2 = torch.reshape(output, (t0 * t1,))
+        t3 = 0
+        t4 = _gather(indices, t3, -1)
+        t5 = 1
+        t6 = _gather(indices, t5, -1)
+        t7 = torch.as_tensor(t4, dtype=torch.int64)
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = torch.asarray(t10 == updates, dtype=grad.dtype)
+        t12 = np.shape(tensor)[-2]
+        t13 = np.shape(tensor)[-1]
+        t14 = torch.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, -1)
+        t15 = t12 * t13
+        t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
+        t17 = torch.reshape(t16, np.shape(t16)[:-1] + (-1, t13))
+        grad_tensor = torch.where(
+            output == tensor, grad / (t17 + torch.asarray(output == tensor, dtype=grad.dtype)), 0
+        )
+        t18 = t4[..., None]
+        t19 = t6[..., None]
+        t20 = t10[..., None]
+        t21 = torch.sum(
+            torch.asarray(t18 == t4, dtype=grad.dtype)
+            * torch.asarray(t19 == t6, dtype=grad.dtype)
+            * torch.asarray(t20 == updates, dtype=grad.dtype),
+            axis=-1,
+        )
+        t22 = torch.reshape(tensor, (t12 * t13,))
+        t23 = _gather(t22, t14, -1)
+        t24 = np.shape(grad)[-2]
+        t25 = np.shape(grad)[-1]
+        t26 = torch.reshape(grad, (t24 * t25,))
+        t27 = torch.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, -1)
+        t28 = _gather(t26, t27, -1)
+        grad_updates = torch.where(
+            t10 == updates, t28 / (t21 + torch.asarray(t10 == t23, dtype=grad.dtype)), 0
+        )
+    else:
+        raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
+    return grad_tensor, None, grad_updates
+
+
+class _TensorScatterMaxFunction(torch.autograd.Function):
+    """TensorScatterMax for autograd: the backward is tensor_scatter_max_vjp."""
+
+    @staticmethod
+    def forward(tensor, indices, updates):
+        return tensor_scatter_max_forward(tensor, indices, updates)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs, output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        tensor, indices, updates, output = ctx.saved_tensors
+        grads = tensor_scatter_max_vjp(grad, tensor, indices, updates, output=output)
+        return _needed(grads, ctx.needs_input_grad)
+
+
+def tensor_scatter_min(tensor, indices, updates):
+    """TensorScatterMin: `tensor` with each entry `indices` names replaced by its minimum with the `updates` (declared at ops/scatter.py:153); differentiated by tensor_scatter_min_vjp."""
+    return _TensorScatterMinFunction.apply(tensor, indices, updates)
+
+
+def tensor_scatter_min_forward(tensor, indices, updates):
+    """TensorScatterMin's formula."""
+    depth = np.shape(indices)[-1]
+    t0 = np.shape(tensor)[-2]
+    if depth == 1:
+        t1 = torch.squeeze(indices, axis=-1)
+        t2 = _scatter_extremum(updates, t1, 1, t0, "min")
+        output = _minimum(tensor, t2)
+    elif depth == 2:
+        t1 = np.shape(tensor)[-1]
+        t2 = 0
+        t3 = _gather(indices, t2, -1)
+        t4 = 1
+        t5 = _gather(indices, t4, -1)
+        t6 = torch.as_tensor(t3, dtype=torch.int64)
+        t7 = torch.as_tensor(t5, dtype=torch.int64)
+        t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        t9 = t0 * t1
+        t10 = _scatter_extremum(updates, t8, 0, t9, "min")
+        t11 = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t1))
+        output = _minimum(tensor, t11)
+    else:
+        raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
+    return output
+
+
+def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
+    """Gradient of TensorScatterMin: one array per input (tensor, indices, updates).
+
+    In index notation, next to the code computing it, for depth=1 (other values of  change it):
+        grad_tensor[n, p] = grad[n, p] * indicator_equal(tensor[n, p], output[n, p]) /
+            (indicator_equal(tensor[n, p], output[n, p]) + sum_i delta(n, indices[i, 0]) *
+            indicator_equal(updates[i, p], output[n, p]))
+            i.e. `torch.where(output == tensor, grad / (t4 + torch.asarray(output == tensor, ...`
+        grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
+            output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
+            p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
+            output[indices[j, 0], p]))
+            i.e. `torch.where(t1 == updates, t7 / (t5 + torch.asarray(t1 == t6, ...`
+    """
+    if output is None:
+        output = tensor_scatter_min_forward(tensor, indices, updates)
+    depth = np.shape(indices)[-1]
+    if depth == 1:
+        t0 = torch.squeeze(indices, axis=-1)
+        t1 = _gather(output, t0, -2)
+        t2 = torch.asarray(t1 == updates, dtype=grad.dtype)
+        t3 = np.shape(tensor)[-2]
+        t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
+        grad_tensor = torch.where(
+            output == tensor, grad / (t4 + torch.asarray(output == tensor, dtype=grad.dtype)), 0
+        )
+        t5 = _gather(t4, t0, -2)
+        t6 = _gather(tensor, t0, -2)
+        t7 = _gather(grad, t0, -2)
+        grad_updates = torch.where(
+            t1 == updates, t7 / (t5 + torch.asarray(t1 == t6, dtype=grad.dtype)), 0
+        )
+    elif depth == 2:
+        t0 = np.shape(output)[-2]
+        t1 = np.shape(output)[-1]
+        t2 = torch.reshape(output, (t0 * t1,))
+        t3 = 0
+        t4 = _gather(indices, t3, -1)
+        t5 = 1
+        t6 = _gather(indices, t5, -1)
+        t7 = torch.as_tensor(t4, dtype=torch.int64)
+        t8 = torch.as_tensor(t6, dtype=torch.int64)
+        t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+        t10 = _gather(t2, t9, -1)
+        t11 = torch.asarray(t10 == updates, dtype=grad.dtype)
+        t12 = np.shape(tensor)[-2]
+        t13 = np.shape(tensor)[-1]
+        t14 = torch.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, -1)
+        t15 = t12 * t13
+        t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
+        t17 = torch.reshape(t16, np.shape(t16)[:-1] + (-1, t13))
+        grad_tensor = torch.where(
+            output == tensor, grad / (t17 + torch.asarray(output == tensor, dtype=grad.dtype)), 0
+        )
+        t18 = t4[..., None]
+        t19 = t6[..., None]
+        t20 = t10[..., None]
+        t21 = torch.sum(
+            torch.asarray(t18 == t4, dtype=grad.dtype)
+            * torch.asarray(t19 == t6, dtype=grad.dtype)
+            * torch.asarray(t20 == updates, dtype=grad.dtype),
+            axis=-1,
+        )
+        t22 = torch.reshape(tensor, (t12 * t13,))
+        t23 = _gather(t22, t14, -1)
+        t24 = np.shape(grad)[-2]
+        t25 = np.shape(grad)[-1]
+        t26 = torch.reshape(grad, (t24 * t25,))
+        t27 = torch.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, -1)
+        t28 = _gather(t26, t27, -1)
+        grad_updates = torch.where(
+            t10 == updates, t28 / (t21 + torch.asarray(t10 == t23, dtype=grad.dtype)), 0
+        )
+    else:
+        raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
+    return grad_tensor, None, grad_updates
+
+
+class _TensorScatterMinFunction(torch.autograd.Function):
+    """TensorScatterMin for autograd: the backward is tensor_scatter_min_vjp."""
+
+    @staticmethod
+    def forward(tensor, indices, updates):
+        return tensor_scatter_min_forward(tensor, indices, updates)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs, output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        tensor, indices, updates, output = ctx.saved_tensors
+        grads = tensor_scatter_min_vjp(grad, tensor, indices, updates, output=output)
         return _needed(grads, ctx.needs_input_grad)

@@ -8,6 +8,7 @@ import sympy as sp
 from sympy.codegen.cfunctions import log1p
 
 from symgrad import elementwise, stop_gradient
+from symgrad.functions import nextafter
 
 Z = ("z",)  # TensorFlow's output name for the binary ops
 
@@ -140,3 +141,10 @@ def div_no_nan(x, y):
     """z = x / y, and 0 where y == 0."""
     # y == 0: both partials 0, as TensorFlow's DivNoNanGrad
     return sp.Piecewise((0, sp.Eq(y, 0)), (x / y, True))
+
+
+@elementwise("NextAfter", outputs=("output",))
+def next_after(x1, x2):
+    """output = the next float after x1 towards x2: x1 moved by at most one unit in the last
+    place, so its gradient is (grad, 0), as TensorFlow's NextAfterGrad."""
+    return nextafter(x1, x2)

@@ -176,6 +176,24 @@ def extract_volume_patches(ksizes, strides, padding):
 
 
 @op(
+    "Dilation2D",
+    attrs={"strides": Ints(4), "rates": Ints(4), "padding": ("VALID", "SAME")},
+    samples={"strides": ((1, 1, 1, 1), (1, 2, 3, 1)), "rates": ((1, 1, 1, 1), (1, 2, 1, 1))},
+)
+def dilation2d(strides, rates, padding):
+    """Grayscale morphological dilation: the maximum over each window of input + filter (NHWC
+    input, HWC filter), windows read `rates` apart; padding reads as minus infinity."""
+    input = tensor("input", (N, H, W, C))
+    filter = tensor("filter", (KH, KW, C))
+    oh, ph = window(H, KH, strides[1], rates[1], padding)
+    ow, pw = window(W, KW, strides[2], rates[2], padding)
+    x = input[n, i * strides[1] + a * rates[1] - ph, j * strides[2] + b * rates[2] - pw, c]
+    # ties: the first maximum of a window (row-major), as TensorFlow's Dilation2DBackprop* kernels
+    largest = first_maximum(read_outside(x, -sp.oo) + filter[a, b, c], (a, 0, KH - 1), (b, 0, KW - 1))
+    return {"output": ((n, (i, oh), (j, ow), c), largest)}
+
+
+@op(
     "AvgPool3D",
     attrs={"ksize": Ints(5), "strides": Ints(5), "padding": ("VALID", "SAME")},
     samples={"ksize": ((1, 2, 2, 2, 1),), "strides": ((1, 2, 2, 2, 1), (1, 1, 2, 1, 1))},

@@ -4,12 +4,14 @@
 upstream gradient into the rows named (repeated indices accumulate). A sum over entries
 with `KroneckerDelta(s, segment_ids[i])` is a segment sum, and is lowered as a scatter-add;
 `maximum(data[i, p], (i, 0, K - 1), where=sp.Eq(segment_ids[i], s))` a segment maximum, as
-TensorFlow's unsorted segment max (its gradient split among ties, as TensorFlow's).
+TensorFlow's unsorted segment max (its gradient split among ties, as TensorFlow's), and
+`product(..., where=...)` a segment product (its gradient the product of the others, exact
+at zeros).
 """
 
 import sympy as sp
 
-from symgrad import Input, Ints, SizeOf, attr, dims, indices, maximum, minimum, op, tensor
+from symgrad import Input, Ints, SizeOf, attr, dims, indices, maximum, minimum, op, product, tensor
 
 N, P, Q, K = dims("N P Q K")
 i, p, q, s = indices("i p q s")
@@ -108,6 +110,15 @@ def unsorted_segment_min(num_segments):
     return _segment_extremum(minimum, num_segments)
 
 
+@op("UnsortedSegmentProd", attrs={"num_segments": SEGMENTS}, samples={"num_segments": (4,)})
+def unsorted_segment_prod(num_segments):
+    """The product of the rows of `data` with equal `segment_ids` (1 where a segment has none)."""
+    data = tensor("data", (K, P))
+    segment_ids = tensor("segment_ids", (K,), integer=True)
+    total = product(data[i, p], (i, 0, K - 1), where=sp.Eq(segment_ids[i], s))
+    return {"output": (((s, num_segments), p), total)}
+
+
 def _sorted_segments(reduce):
     """One row per id up to the last (ascending ids), `reduce(data, ids, count)` of each,
     0 where a segment has no row."""
@@ -136,3 +147,10 @@ def segment_mean():
     """The mean of the rows of `data` with equal ascending `segment_ids` (0 where none)."""
     total = lambda data, ids: sp.Sum(sp.KroneckerDelta(s, ids[i]) * data[i, p], (i, 0, K - 1))
     return _sorted_segments(lambda data, ids, count: total(data, ids) / sp.Max(count, 1))
+
+
+@op("SegmentProd")
+def segment_prod():
+    """The product of the rows of `data` with equal ascending `segment_ids` (1 where none)."""
+    total = lambda data, ids, count: product(data[i, p], (i, 0, K - 1), where=sp.Eq(ids[i], s))
+    return _sorted_segments(total)

@@ -5,12 +5,13 @@
 whose gradient is the upstream gradient read at each entry's id and scattered back into the
 rows of `data` it came from. The mean and the square-root variants divide by the segment's
 count. `TensorScatterAdd` and its kin change the rows of `tensor` that `indices` names by the
-rows of `updates`.
+rows of `updates`; `TensorScatterMax` keeps the largest of each entry of `tensor` and the
+updates placed there, `maximum(..., where=..., initial=tensor[n, p])`.
 """
 
 import sympy as sp
 
-from symgrad import Input, SizeOf, attr, dims, indices, op, tensor
+from symgrad import Input, SizeOf, attr, dims, indices, maximum, minimum, op, tensor
 
 N, P, K = dims("N P K")
 i, n, p, s = indices("i n p s")
@@ -127,3 +128,30 @@ def tensor_scatter_update(depth):
     entries at depth 2): no position named twice, where TensorFlow leaves the result undefined."""
     entry, placed, count = _scattered(depth, distinct=True)
     return {"output": ((n, p), sp.Piecewise((placed, count > 0), (entry, True)))}
+
+
+def _scattered_extremum(extremum, depth):
+    """Each entry of `tensor` and the `updates` that `indices` places there (rows at depth 1,
+    entries at depth 2), reduced by `extremum` (ties share the gradient, as TensorFlow's)."""
+    base = tensor("tensor", (N, P))
+    positions = tensor("indices", (K, depth), integer=True)
+    updates = tensor("updates", (K, P) if depth == 1 else (K,))
+    where = sp.Eq(positions[i, 0], n)
+    if depth == 2:
+        where = sp.And(where, sp.Eq(positions[i, 1], p))
+    update = updates[i, p] if depth == 1 else updates[i]
+    return {"output": ((n, p), extremum(update, (i, 0, K - 1), where=where, initial=base[n, p]))}
+
+
+@op("TensorScatterMax", attrs={"depth": DEPTH})
+def tensor_scatter_max(depth):
+    """`tensor` with each entry `indices` names replaced by its maximum with the `updates`
+    placed there (rows at depth 1, entries at depth 2)."""
+    return _scattered_extremum(maximum, depth)
+
+
+@op("TensorScatterMin", attrs={"depth": DEPTH})
+def tensor_scatter_min(depth):
+    """`tensor` with each entry `indices` names replaced by its minimum with the `updates`
+    placed there (rows at depth 1, entries at depth 2)."""
+    return _scattered_extremum(minimum, depth)

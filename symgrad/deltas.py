@@ -78,7 +78,7 @@ def _check_remaining_deltas(variant, factor, summed) -> None:
     """Left: deltas between two free indices (a diagonal), and `KroneckerDelta(u, E)` with u
     free and E a map with no inverse here, of summed indices and of free indices other than
     u (an offset diagonal, a gather by a per-row index): lowered to a scatter-add."""
-    for delta in factor.atoms(sp.KroneckerDelta):
+    for delta in _unbound_deltas(factor):
         if all(isinstance(a, sp.Symbol) for a in delta.args):
             continue
         u, e = _map_delta(delta)
@@ -88,6 +88,16 @@ def _check_remaining_deltas(variant, factor, summed) -> None:
                 variant.decl.name,
                 variant.decl.location,
             )
+
+
+def _unbound_deltas(expr) -> set:
+    """The deltas of `expr` outside its reductions: one inside a reduction (a segment's count
+    of ties, `Sum_i delta(s, ids[i]) * ...`) is that reduction's, computed over s's axis."""
+    if isinstance(expr, sp.KroneckerDelta):
+        return {expr}
+    if isinstance(expr, ExprWithLimits) or not expr.args:
+        return set()
+    return set().union(*(_unbound_deltas(a) for a in expr.args))
 
 
 def _map_delta(delta) -> tuple:

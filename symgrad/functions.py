@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import sympy as sp
 from sympy.concrete.expr_with_limits import ExprWithLimits
-from sympy.core.logic import fuzzy_and
+
+# the elementwise ones, in a module of their own; importable from here, as before
+from symgrad.special_functions import dawsn, nextafter, rint, scaled_besseli, sigmoid, softplus, split_exp  # noqa: F401
 
 _fresh = sp.numbered_symbols("j", integer=True)
 
@@ -35,20 +37,53 @@ def _single_limit(expr) -> tuple:
 
 
 class product(sp.Product):
-    """`Product` whose derivative never divides by an entry that may be zero."""
+    """`Product` whose derivative never divides by an entry that may be zero.
+
+    `where=condition` takes it over the entries where the condition holds only (a segment's,
+    `where=sp.Eq(segment_ids[i], s)`): a `selected` function, 1 where it does not hold, so
+    a product over no entry is 1, as TensorFlow's segment product."""
+
+    def __new__(cls, function, *limits, where=None, **assumptions):
+        if where is not None:
+            function = selected(where, function, sp.S.One)
+        return super().__new__(cls, function, *limits, **assumptions)
 
     def _eval_derivative(self, x):
         """sum_j (prod_{k<j} f) f'(j) (prod_{k>j} f), division-free: a polynomial in the
         entries, so exact where entries are 0 and differentiable again. Over a whole axis the
         two partial products are cumulative ones; for a cumulative product (a range ending at
         another index i) the second runs from j + 1 to i, a linear recurrence once the
-        gradient sums it over i (`symgrad.lowering.recurrences`)."""
+        gradient sums it over i (`symgrad.lowering.recurrences`). Over the entries a
+        condition selects, the product of the others (`_others`)."""
+        if isinstance(self.function, selected):
+            return self._selected_derivative(x)
         k, low, high = _single_limit(self)
         j = next(_fresh)
         entry = self.function.subs(k, j)
         before = product(self.function, (k, low, j - 1))
         after = product(self.function, (k, j + 1, high))
         return sp.Sum(before * sp.diff(entry, x) * after, (j, low, high))
+
+
+    def _selected_derivative(self, x):
+        k, low, high = _single_limit(self)
+        j = next(_fresh)
+        entry = self.function.xreplace({k: j})
+        return sp.Sum(entry.holds * sp.diff(entry.value, x) * self._others(entry), (j, low, high))
+
+    def _others(self, entry) -> sp.Expr:
+        """The product of the selected entries but `entry`, exact at zeros, as TensorFlow's
+        segment product gradient: the product divided by the entry where it is not 0; where
+        it is, the product of the nonzero entries if it is the only zero, else 0. Three
+        reductions over the selection (the product, its nonzero entries' product, its zeros'
+        count), never one per entry."""
+        (k, low, high), function = self.limits[0], self.function
+        condition, value = function.args[0], function.value
+        nonzero = product(value + mask(sp.Eq(value, 0)), (k, low, high), where=condition)  # zeros as 1
+        zeros = sp.Sum(function.holds * indicator(sp.Eq(value, 0)), (k, low, high))
+        return sp.Piecewise(
+            (self / entry.value, sp.Ne(entry.value, 0)), (nonzero, sp.Eq(zeros, 1)), (0, True)
+        )
 
 
 def bounded_by_index(bound) -> bool:
@@ -60,14 +95,19 @@ class _Extremum(ExprWithLimits):
 
     `where=condition` takes it over the entries where the condition holds only (a segment's,
     `where=sp.Eq(segment_ids[i], s)`): a `selected` function, which an extremum over no entry
-    is the lowest (highest) value of, as TensorFlow's segment maximum (minimum)."""
+    is the lowest (highest) value of, as TensorFlow's segment maximum (minimum).
+    `initial=value` takes `value` as one more entry (TensorScatterMax's tensor entry): an
+    `extremum_from`, whose gradient ties share with the entries."""
 
     kind: str
 
-    def __new__(cls, function, *limits, where=None, **assumptions):
+    def __new__(cls, function, *limits, where=None, initial=None, **assumptions):
         if where is not None:
             function = selected(where, function, -sp.oo if cls.kind == "max" else sp.oo)
-        return super().__new__(cls, function, *limits, **assumptions)
+        extremum = super().__new__(cls, function, *limits, **assumptions)
+        if initial is None:
+            return extremum
+        return (maximum_from if cls.kind == "max" else minimum_from)(initial, extremum)
 
     def _eval_derivative(self, x):
         if any(len(limit) != 3 for limit in self.limits):
@@ -84,6 +124,41 @@ class _Extremum(ExprWithLimits):
         if isinstance(entry, selected):
             return entry.holds * indicator_equal(entry.value, self)
         return indicator_equal(entry, self)
+
+
+class extremum_from(sp.Function):
+    """`extremum_from(initial, extremum)`: the maximum (minimum) of `initial` and of the entries
+    `extremum` reduces, elementwise max(initial, extremum) forward. Its gradient goes to
+    `initial` and to the entries equal to the result, split equally among all of them, as
+    TensorFlow's TensorScatterMax gradient does."""
+
+    nargs = 2
+    kind: str  # "max" or "min"
+
+    def _eval_derivative(self, x):
+        initial, extremum = self.args
+        fresh = {limit[0]: next(_fresh) for limit in extremum.limits}
+        at_initial = indicator_equal(initial, self)
+        ties = at_initial + sp.Sum(self._attained(extremum.function), *extremum.limits)
+        ranges = [(fresh[k], low, high) for k, low, high in extremum.limits]
+        entry = extremum.function.xreplace(fresh)
+        value = entry.value if isinstance(entry, selected) else entry
+        moved = at_initial * sp.diff(initial, x) + sp.Sum(self._attained(entry) * sp.diff(value, x), *ranges)
+        return moved / ties
+
+    def _attained(self, entry) -> sp.Expr:
+        """1 where `entry` (selected) equals the result, else 0."""
+        if isinstance(entry, selected):
+            return entry.holds * indicator_equal(entry.value, self)
+        return indicator_equal(entry, self)
+
+
+class maximum_from(extremum_from):
+    kind = "max"
+
+
+class minimum_from(extremum_from):
+    kind = "min"
 
 
 class logsumexp(ExprWithLimits):
@@ -158,8 +233,9 @@ class selected(sp.Function):
         """1 where the condition holds, else 0: a delta where it equates an index with a
         position (`sp.Eq(segment_ids[i], s)`)."""
         condition = self.args[0]
-        if isinstance(condition, sp.Eq) and any(a.is_Symbol and a.is_integer for a in condition.args):
-            return sp.KroneckerDelta(*condition.args)
+        equalities = condition.args if isinstance(condition, sp.And) else (condition,)
+        if all(isinstance(e, sp.Eq) and any(a.is_Symbol and a.is_integer for a in e.args) for e in equalities):
+            return sp.Mul(*[sp.KroneckerDelta(*e.args) for e in equalities])  # a position's row and column
         return indicator(condition)
 
     def fdiff(self, argindex=1):
@@ -281,24 +357,6 @@ class exact_div(sp.Function):
         return None
 
 
-class rint(sp.Function):
-    """x rounded to the nearest integer, ties to even (numpy's `rint`, TensorFlow's Rint and
-    Round); piecewise constant, so declarations wrap it in `stop_gradient`."""
-
-    nargs = 1
-
-
-class dawsn(sp.Function):
-    """Dawson's integral exp(-x**2) * integral of exp(t**2) from 0 to x (SymPy has none):
-    it solves D' = 1 - 2 x D (DLMF 7.5.1 with 7.2.5)."""
-
-    nargs = 1
-
-    def fdiff(self, argindex=1):
-        x = self.args[0]
-        return 1 - 2 * x * self
-
-
 class read_outside(sp.Function):
     """`read_outside(x[E], fill)`: the entry, with positions outside `x` reading `fill`
     instead of zero (a window's maximum pads with -oo). Its derivative is the entry's."""
@@ -366,86 +424,4 @@ class promoted(sp.Function):
     `value`: a real output's upstream gradient, multiplied with complex inputs."""
 
     nargs = 2
-
-
-class sigmoid(sp.Function):
-    """The logistic function 1 / (1 + exp(-x)), in (0, 1) for every x: what the stability rules
-    write for ratios of `exp` that overflow (`tf.math.sigmoid`, `scipy.special.expit`)."""
-
-    nargs = 1
-
-    def fdiff(self, argindex=1):
-        return self * (1 - self)  # as TensorFlow's SigmoidGrad: the forward's value reused
-
-    def _eval_rewrite_as_exp(self, x, **kwargs):
-        return 1 / (1 + sp.exp(-x))
-
-    def _eval_evalf(self, prec):
-        return self.rewrite(sp.exp)._eval_evalf(prec)
-
-
-class softplus(sp.Function):
-    """log(1 + exp(x)), finite for every x (`tf.math.softplus`, `numpy.logaddexp(0, x)`)."""
-
-    nargs = 1
-
-    def fdiff(self, argindex=1):
-        return sigmoid(self.args[0])
-
-    def _eval_rewrite_as_exp(self, x, **kwargs):
-        return sp.log(1 + sp.exp(x))
-
-    def _eval_evalf(self, prec):
-        return self.rewrite(sp.exp)._eval_evalf(prec)
-
-
-class scaled_besseli(sp.Function):
-    """I_n(x) * exp(-|x|), the modified Bessel function scaled: finite where I_n overflows
-    (`scipy.special.ive`, TensorFlow's `bessel_i0e` and `bessel_i1e`); what the stability
-    rules write for that product (BesselI0e and BesselI1e, and their derivatives)."""
-
-    nargs = 2
-
-    @classmethod
-    def eval(cls, n, x):
-        if n.is_integer and n.is_negative:
-            return cls(-n, x)  # I_{-n} = I_n for integer n
-        return None
-
-    def fdiff(self, argindex=2):
-        n, x = self.args
-        if argindex == 1:
-            raise sp.ArgumentIndexError(self, argindex)
-        return (scaled_besseli(n - 1, x) + scaled_besseli(n + 1, x)) / 2 - sp.sign(x) * self
-
-    def _eval_rewrite_as_besseli(self, n, x, **kwargs):
-        return sp.besseli(n, x) * sp.exp(-sp.Abs(x))
-
-    def _eval_evalf(self, prec):
-        return self.rewrite(sp.besseli)._eval_evalf(prec)
-
-
-class split_exp(sp.Function):
-    """`split_exp(s, u)` is s * exp(u), computed as (s * exp(u/2)) * exp(u/2): neither factor
-    nor the first product overflows where the value does not, though exp(u) alone may (Ei's
-    derivative exp(x) / x in float32 for 88.7 < x < 93); what the stability rule `split_growth`
-    writes for that product, printed as each runtime's `_split_exp`. A function of its own:
-    SymPy would merge exp(u/2) * exp(u/2) into exp(u)."""
-
-    nargs = 2
-
-    def fdiff(self, argindex=1):
-        s, u = self.args
-        return sp.exp(u) if argindex == 1 else self  # exp(u) * s' is split again by the rule
-
-    def _eval_rewrite_as_exp(self, s, u, **kwargs):
-        return s * sp.exp(u)
-
-    def _eval_evalf(self, prec):
-        return self.rewrite(sp.exp)._eval_evalf(prec)
-
-    def _eval_is_real(self):
-        return fuzzy_and([self.args[0].is_real, self.args[1].is_real])
-
-
 REDUCTIONS = (sp.Sum, product, maximum, minimum, logsumexp)  # over index ranges: what lowers to a reduction or scan

@@ -69,8 +69,10 @@ def _read_safely(expr: sp.Expr, mask, read) -> sp.Expr:
     """`expr` with each symbol x read as `read(x, mask)`, but inside a `safe_where`."""
     if isinstance(expr, sp.Symbol):
         return read(expr, mask)
-    if isinstance(expr, safe_where) or not expr.args:
-        return expr
+    if isinstance(expr, (safe_where, sp.logic.boolalg.BooleanFunction)) or not expr.args:
+        return expr  # a bool tensor in a condition (a mask's `~m`, `m & c`) is not a number to guard
+    if isinstance(expr, sp.Piecewise):  # a condition that is a bool tensor itself: likewise
+        return expr.func(*[(_read_safely(v, mask, read), c if c.is_Symbol else _read_safely(c, mask, read)) for v, c in expr.args])
     return expr.func(*[_read_safely(a, mask, read) for a in expr.args])
 
 

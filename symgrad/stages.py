@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from symgrad.declare import BATCH, BATCH_DIM, OpVariant, Output, Tensor, TensorInput
-from symgrad.functions import _Extremum, logsumexp
+from symgrad.functions import _Extremum, extremum_from, logsumexp
 from symgrad.validate import index_ranges, index_symbols
 
 REDUCTIONS = (sp.Sum, sp.Product, _Extremum, logsumexp)
@@ -141,6 +141,9 @@ class _Stager:
             return self._as_stage(expr, context, create=not linear)
         if not expr.args or isinstance(expr, sp.Indexed):
             return expr
+        if isinstance(expr, extremum_from):  # its extremum in place: the derivative reads its entries
+            initial, extremum = expr.args
+            return expr.func(self._visit(initial, context, False), self._visit(extremum, context, True))
         if isinstance(expr, sp.Add) and not linear and self._is_affine_hull(expr):
             # a reduction plus terms over no other index (`x @ w1 + b1`): staged whole, as a
             # pre-activation or attention's scores, so its terms' gradients are reductions of its own

@@ -129,6 +129,11 @@ _NONE = "no gradient at all (piecewise constant): nothing to derive again"
 NOT_DERIVED_AGAIN = {  # op type -> why it has no <op>_grad_grad yet
     **dict.fromkeys(("Floor", "Ceil", "Rint", "Round", "Sign", "FloorDiv", "TruncateDiv"), _NONE),
     "IdentityN": "a list input and a list output: its gradient op would take two lists of varying length",
+    **dict.fromkeys(
+        ("SegmentProd", "UnsortedSegmentProd"),
+        "the product of the others is a branch per count of zeros in the segment (exact at first order, as "
+        "TensorFlow's); differentiated again, its branches miss the product of all but two at zeros",
+    ),
 }
 
 

@@ -193,6 +193,12 @@ class ArrayCodeMixin:
     def _print_int_min(self, expr):
         return self._print_extreme("minimum", expr.args)
 
+    def _print_maximum_from(self, expr):  # its arguments lowered: elementwise
+        return self._print_extreme("maximum", expr.args)
+
+    def _print_minimum_from(self, expr):
+        return self._print_extreme("minimum", expr.args)
+
     def _print_Max(self, expr):  # pairwise: SymPy flattens a nested Max back
         return self._print_extreme("maximum", expr.args)
 

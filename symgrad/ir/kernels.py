@@ -29,7 +29,8 @@ class ScatterAdd:
     """The adjoint of `Gather`: the axes of `values` that `positions` has (those before the
     last `trailing`) are summed into `size` slots at `positions` (outside 0..size-1: dropped);
     or, of `kind` "max" or "min", reduced to their maximum or minimum there (a segment's, the
-    dtype's lowest or highest value where no position names a slot). Of kind "rows", a sum as
+    dtype's lowest or highest value where no position names a slot), of kind "prod" to their
+    product (1 where none). Of kind "rows", a sum as
     "add" that is a whole gradient at positions an input gives (a gather's): TensorFlow keeps
     it as the rows and their positions, an `IndexedSlices`, as its own gather gradient."""
 
@@ -37,7 +38,7 @@ class ScatterAdd:
     positions: str  # integer variable
     trailing: int  # how many axes of `values` follow the positions' axes
     size: str  # integer variable: how many slots
-    kind: str = "add"  # "add", "rows", "max" or "min"
+    kind: str = "add"  # "add", "rows", "max", "min" or "prod"
 
     def __str__(self) -> str:
         return f"scatter_{self.kind}({self.values}, {self.positions}, trailing={self.trailing}, size={self.size})"

@@ -70,7 +70,7 @@ EXPRESSION_RULES = (
     Rule("an entry filled outside the tensor", _kind(read_outside), entries.read_outside_entry),
     Rule("a value over an axis, read at positions", _kind(at_position), entries.at_position_entry),
     Rule("a sum, by the sum rules below", _kind(sp.Sum), lower_sum),
-    Rule("a maximum or minimum over the entries ids select", _kind(maximum, minimum), scatters.segment_extremum),
+    Rule("a product, maximum or minimum over the entries ids select", _kind(product, maximum, minimum), scatters.segment_extremum),
     Rule("a product, maximum, minimum or log-sum-exp", _kind(product, maximum, minimum, logsumexp), reductions.reduction),
     Rule("a scatter-add at positions other axes name", _kind(sp.Mul, sp.KroneckerDelta), scatters.scatter_term),
     Rule("an identity or one-hot", _kind(sp.KroneckerDelta), indices.delta),

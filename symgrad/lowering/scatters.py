@@ -16,7 +16,7 @@ from symgrad.declare import BATCH
 from symgrad.ir import Constant, IndexArith, ScatterAdd, SplitAxis
 from symgrad.lowering.entries import linear_positions, positions_of
 from symgrad.deltas import read_at
-from symgrad.functions import selected
+from symgrad.functions import product, selected
 from symgrad.lowering.symbols import free_indices, has_dependent_range, is_map
 
 
@@ -120,18 +120,45 @@ def _block(placed: dict, axes: tuple) -> tuple[int, int]:
 
 def segment_extremum(lowering, expr, axes) -> sp.Expr | None:
     """`maximum(value, (i, ...), where=sp.Eq(ids[i], s))` for an axis s: the values reduced
-    into the slots their ids name (a segment maximum or minimum, TensorFlow's unsorted segment
-    max), never a (segment, entry) array; else None."""
-    if not isinstance(expr.function, selected) or not isinstance(expr.function.args[0], sp.Eq):
+    into the slots their ids name (a segment maximum, minimum or product, TensorFlow's
+    unsorted segment max), never a (segment, entry) array; with `sp.And` of such equalities
+    for adjacent axes (a position's row and column), into those axes merged; else None."""
+    if not isinstance(expr.function, selected):
         return None
     summed = tuple(lim[0] for lim in expr.limits)
-    a, b = expr.function.args[0].args
-    u, e = (a, b) if a in axes else (b, a)
-    if u not in axes or not is_map(e) or set(summed) != free_indices(e) or has_dependent_range(expr):
+    placed = _segment_positions(expr.function.args[0], axes)
+    if not placed or any(set(summed) != free_indices(e) for e in placed.values()) or has_dependent_range(expr):
         return None
-    place = axes.index(u)
-    values = lowering.array(expr.function.value, axes[:place] + summed + axes[place + 1 :])
-    values = lowering.variable(values)
-    positions = positions_of(lowering, e, summed)
-    trailing = len(axes) - place - 1
-    return sp.Symbol(lowering.temp(ScatterAdd(values, positions, trailing, lowering.size_of(u), expr.kind)))
+    block = sorted(axes.index(u) for u in placed)
+    first, last = block[0], block[-1]
+    if block != list(range(first, last + 1)):
+        return None
+    values = lowering.variable(lowering.array(expr.function.value, axes[:first] + summed + axes[last + 1 :]))
+    sizes = [lowering.size_of(a) for a in axes[first : last + 1]]
+    components = [sp.Symbol(positions_of(lowering, placed[a], summed)) for a in axes[first : last + 1]]
+    if len(components) == 1:
+        positions, size = str(components[0]), sizes[0]
+    else:
+        positions = linear_positions(lowering, components, [sp.Symbol(z) for z in sizes])
+        size = lowering.temp(IndexArith(sp.Mul(*[sp.Symbol(z) for z in sizes])))
+    trailing = len(axes) - last - 1
+    kind = "prod" if isinstance(expr, product) else expr.kind
+    scattered = lowering.temp(ScatterAdd(values, positions, trailing, size, kind))
+    if len(components) > 1:
+        scattered = lowering.temp(SplitAxis(scattered, -trailing - 1, tuple(sizes[1:])))
+    return sp.Symbol(scattered)
+
+
+def _segment_positions(condition, axes) -> dict:
+    """axis -> the map it equals, for `sp.Eq(map, axis)` or an `sp.And` of them; else {}."""
+    equalities = condition.args if isinstance(condition, sp.And) else (condition,)
+    placed = {}
+    for equality in equalities:
+        if not isinstance(equality, sp.Eq):
+            return {}
+        a, b = equality.args
+        u, e = (a, b) if a in axes else (b, a)
+        if u not in axes or not is_map(e) or u in placed:
+            return {}
+        placed[u] = e
+    return placed

@@ -16,6 +16,9 @@ class JaxPrinter(NamesakePrinter):
     modules = {"numpy": "jax.numpy", "scipy.special": "jax.scipy.special"}
     missing = frozenset(f"scipy.special.{name}" for name in MISSING)
 
+    def _print_nextafter(self, expr):  # jnp.nextafter has no derivative rule
+        return f"_nextafter({self._print(expr.args[0])}, {self._print(expr.args[1])})"
+
     def _print_besselk(self, expr):  # jax.scipy.special has no K or Y functions
         return self._print_not_supported(expr)
 

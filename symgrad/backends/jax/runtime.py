@@ -29,6 +29,14 @@ def _split_exp(value, u):
     return value * half * half
 
 
+def _nextafter(x1, x2):
+    """`jnp.nextafter`, differentiable: JAX has no rule for it, so its step is computed on
+    values with no gradient and added to x1 (exactly: the step is one unit in the last place),
+    which gives the derivative 1 in x1 and 0 in x2."""
+    fixed = jax.lax.stop_gradient(x1)
+    return x1 + (jnp.nextafter(fixed, jax.lax.stop_gradient(x2)) - fixed)
+
+
 def _bessel_i0(x):
     """I0, finite up to where it overflows (`_split_exp`)."""
     return _split_exp(jax.scipy.special.i0e(x), _abs_as_sign(x))
@@ -109,15 +117,25 @@ def _scatter_extremum(values, positions, trailing, size, kind):
     return _scatter_at(values, positions, trailing, size, kind)
 
 
+def _scatter_product(values, positions, trailing, size):
+    """`_scatter_add`'s layout, the values at equal positions multiplied (1 in a slot no
+    position names), as TensorFlow's unsorted segment prod."""
+    return _scatter_at(values, positions, trailing, size, "multiply")
+
+
 def _scatter_at(values, positions, trailing, size, kind):
-    """`values` reduced into `size` slots at `positions` by `.at[].add`, `.max` or `.min`."""
+    """`values` reduced into `size` slots at `positions` by `.at[].add`, `.max`, `.min` or
+    `.multiply`."""
     positions = jnp.asarray(positions)
     count = jnp.ndim(positions)
     values = jnp.reshape(values, (1,) * max(0, count + trailing - jnp.ndim(values)) + jnp.shape(values))
     start = jnp.ndim(values) - trailing - count
     shape = jnp.shape(values)
     values = jnp.broadcast_to(values, shape[:start] + jnp.shape(positions) + shape[start + count :])
-    fill = 0 if kind == "add" else jnp.finfo(values.dtype).min if kind == "max" else jnp.finfo(values.dtype).max
+    if kind in ("add", "multiply"):
+        fill = 0 if kind == "add" else 1
+    else:
+        fill = jnp.finfo(values.dtype).min if kind == "max" else jnp.finfo(values.dtype).max
     slots = jnp.full(shape[:start] + (size,) + shape[start + count :], fill, values.dtype)
     positions = jnp.where(positions < 0, size, positions)  # dropped, not counted from the end
     at = slots.at[(_python_slice(None),) * start + (positions,)]

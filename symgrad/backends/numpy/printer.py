@@ -90,6 +90,9 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
     def _print_dawsn(self, expr):
         return self._call("scipy.special.dawsn", *expr.args)
 
+    def _print_nextafter(self, expr):
+        return self._call("numpy.nextafter", *expr.args)
+
     def _print_scaled_besseli(self, expr):
         return self._call("scipy.special.ive", *expr.args)
 
@@ -237,6 +240,8 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
     def _print_ScatterAdd(self, value: ir.ScatterAdd):
         if value.kind in ("max", "min"):  # a segment's maximum or minimum
             return f'_scatter_extremum({value.values}, {value.positions}, {value.trailing}, {value.size}, "{value.kind}")'
+        if value.kind == "prod":  # a segment's product
+            return f"_scatter_product({value.values}, {value.positions}, {value.trailing}, {value.size})"
         return f"_scatter_add({value.values}, {value.positions}, {value.trailing}, {value.size})"
 
     def _print_NegativeAxes(self, value: ir.NegativeAxes):

@@ -133,6 +133,16 @@ def _scatter_extremum(values, positions, trailing, size, kind):
     return np.moveaxis(result, 0, start)
 
 
+def _scatter_product(values, positions, trailing, size):
+    """`_scatter_add`'s layout, the values at equal positions multiplied (a segment's product,
+    as TensorFlow's unsorted segment prod, 1 in a slot no position names): `np.multiply.at`."""
+    rows, flat, start = _scatter_layout(values, positions, trailing)
+    inside = (flat >= 0) & (flat < size)
+    result = np.ones((size,) + rows.shape[1:], rows.dtype)
+    np.multiply.at(result, flat[inside], rows[inside])
+    return np.moveaxis(result, 0, start)
+
+
 def _scatter_layout(values, positions, trailing):
     """(rows, flat positions, start): `values` broadcast to the positions' axes (those before
     the last `trailing`, which start at axis `start`), one row per position."""

@@ -8,7 +8,7 @@ from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.pycode import PythonCodePrinter, _known_functions_math
 
 from symgrad import ir
-from symgrad.functions import dawsn, rint, sigmoid, softplus
+from symgrad.functions import dawsn, nextafter, rint, sigmoid, softplus
 from symgrad.guards import guarded
 from symgrad.backends.printing import ArrayCodeMixin, integer_form, merged_shape, nested as _nested
 
@@ -50,6 +50,7 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         sp.fresnels: "tensorflow.math.special.fresnel_sin",
         rint: "tensorflow.math.rint",
         dawsn: "tensorflow.math.special.dawsn",
+        nextafter: "tensorflow.math.nextafter",
         sigmoid: "tensorflow.math.sigmoid",
         softplus: "tensorflow.math.softplus",
     }
@@ -284,6 +285,8 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     def _print_ScatterAdd(self, value: ir.ScatterAdd):
         if value.kind in ("max", "min"):  # a segment's maximum or minimum
             return f'_scatter_extremum({value.values}, {value.positions}, {value.trailing}, {value.size}, "{value.kind}")'
+        if value.kind == "prod":  # a segment's product
+            return f"_scatter_product({value.values}, {value.positions}, {value.trailing}, {value.size})"
         if value.kind == "rows":  # a gather's gradient: sparse, as TensorFlow's
             return f"_scatter_rows({value.values}, {value.positions}, {value.trailing}, {value.size})"
         return f"_scatter_add({value.values}, {value.positions}, {value.trailing}, {value.size})"

@@ -281,6 +281,12 @@ def _scatter_extremum(values, positions, trailing, size, kind):
     return _scatter_segments(reduce, values, positions, trailing, size)
 
 
+def _scatter_product(values, positions, trailing, size):
+    """`_scatter_add`'s layout, the values at equal positions multiplied, as TensorFlow's
+    unsorted segment prod (1 in a slot no position names)."""
+    return _scatter_segments(tf.math.unsorted_segment_prod, values, positions, trailing, size)
+
+
 def _scatter_segments(reduce, values, positions, trailing, size):
     """`values` reduced into `size` slots at `positions` by the segment reduction `reduce`,
     the positions' axes those of `values` before the last `trailing`."""

@@ -193,6 +193,15 @@ def _scatter_extremum(values, positions, trailing, size, kind):
     return torch.movedim(result, 0, start)
 
 
+def _scatter_product(values, positions, trailing, size):
+    """`_scatter_add`'s layout, the values at equal positions multiplied (1 in a slot no
+    position names), as TensorFlow's unsorted segment prod."""
+    flat, slots, start = _scatter_layout(values, positions, trailing, size)
+    ones = torch.ones((size,) + tuple(flat.shape[1:]), dtype=flat.dtype)
+    index = torch.reshape(slots, (-1,) + (1,) * (flat.ndim - 1)).expand(flat.shape)
+    return torch.movedim(ones.scatter_reduce(0, index, flat, "prod"), 0, start)
+
+
 def _scatter_layout(values, positions, trailing, size):
     """(rows, slots, start): `values` broadcast to the positions' axes (those before the last
     `trailing`, which start at axis `start`), one row per position inside 0..size-1."""
