@@ -22,6 +22,14 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 _python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
 
 
+def _shift_right(x, axis, fill, steps=1):
+    """`x` moved `steps` along `axis`, `fill` first: an exclusive cumulative sum or product
+    from an inclusive one."""
+    first = jnp.full_like(jax.lax.slice_in_dim(x, 0, steps, axis=axis), fill)
+    rest = jax.lax.slice_in_dim(x, 0, jnp.shape(x)[axis] - steps, axis=axis)
+    return jnp.concatenate([first, rest], axis=axis)
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
@@ -41,7 +49,8 @@ def _scatter_add(values, positions, trailing, size):
 
 
 def _scatter_at(values, positions, trailing, size, kind):
-    """`values` reduced into `size` slots at `positions` by `.at[].add`, `.max` or `.min`."""
+    """`values` reduced into `size` slots at `positions` by `.at[].add`, `.max`, `.min` or
+    `.multiply`."""
     positions = jnp.asarray(positions)
     count = jnp.ndim(positions)
     values = jnp.reshape(
@@ -50,11 +59,10 @@ def _scatter_at(values, positions, trailing, size, kind):
     start = jnp.ndim(values) - trailing - count
     shape = jnp.shape(values)
     values = jnp.broadcast_to(values, shape[:start] + jnp.shape(positions) + shape[start + count :])
-    fill = (
-        0
-        if kind == "add"
-        else jnp.finfo(values.dtype).min if kind == "max" else jnp.finfo(values.dtype).max
-    )
+    if kind in ("add", "multiply"):
+        fill = 0 if kind == "add" else 1
+    else:
+        fill = jnp.finfo(values.dtype).min if kind == "max" else jnp.finfo(values.dtype).max
     slots = jnp.full(shape[:start] + (size,) + shape[start + count :], fill, values.dtype)
     positions = jnp.where(positions < 0, size, positions)  # dropped, not counted from the end
     at = slots.at[(_python_slice(None),) * start + (positions,)]
@@ -1447,8 +1455,193 @@ def _extract_volume_patches_bwd(padding, ksizes, strides, saved, grad):
 _extract_volume_patches_custom_vjp.defvjp(_extract_volume_patches_fwd, _extract_volume_patches_bwd)
 
 
+def dilation2d(input, filter, *, padding="VALID", strides, rates):
+    """Dilation2D: Grayscale morphological dilation: the maximum over each window of input + filter (NHWC (declared at ops/conv.py:178); differentiated by dilation2d_vjp."""
+    return _dilation2d_custom_vjp(padding, strides, rates, input, filter)
+
+
+def dilation2d_forward(input, filter, *, padding="VALID", strides, rates):
+    """Dilation2D's formula."""
+    t0 = jnp.transpose(filter, (2, 0, 1))
+    t10 = jnp.shape(input)[-3]
+    if padding == "VALID":
+        t1 = jnp.shape(filter)[-2]
+        t2 = jnp.shape(input)[-2]
+        t3 = (-rates[2] * (t1 - 1) + t2 - 1) // strides[2]
+        t4 = t3 + 1
+        t5 = jnp.arange(t4)
+        t6 = t5[..., None]
+        t7 = jnp.arange(jnp.shape(filter)[-2])
+        t8 = rates[2] * t7 + strides[2] * t6
+        t9 = _gather(input, t8, -2, fill=-jnp.inf)
+        t11 = jnp.shape(filter)[-3]
+        t12 = (-rates[1] * (t11 - 1) + t10 - 1) // strides[1]
+        t13 = t12 + 1
+        t14 = jnp.arange(t13)
+        t15 = t14[..., None]
+        t16 = jnp.arange(jnp.shape(filter)[-3])
+        t17 = rates[1] * t16 + strides[1] * t15
+        t18 = _gather(t9, t17, -4, fill=-jnp.inf)
+        t19 = jnp.transpose(t18, (0, 1, 3, 5, 2, 4))
+        output = jnp.max(t0 + t19, axis=(-2, -1))
+    elif padding == "SAME":
+        t1 = jnp.shape(input)[-2]
+        t2 = -((-t1) // strides[2])
+        t3 = t2
+        t4 = jnp.arange(t3)
+        t5 = t4[..., None]
+        t6 = jnp.arange(jnp.shape(filter)[-2])
+        t7 = jnp.shape(filter)[-2]
+        t8 = rates[2] * t6 + strides[2] * t5 - _same_padding(t1, t7, strides[2], rates[2])
+        t9 = _gather(input, t8, -2, fill=-jnp.inf)
+        t11 = -((-t10) // strides[1])
+        t12 = t11
+        t13 = jnp.arange(t12)
+        t14 = t13[..., None]
+        t15 = jnp.arange(jnp.shape(filter)[-3])
+        t16 = jnp.shape(filter)[-3]
+        t17 = rates[1] * t15 + strides[1] * t14 - _same_padding(t10, t16, strides[1], rates[1])
+        t18 = _gather(t9, t17, -4, fill=-jnp.inf)
+        t19 = jnp.transpose(t18, (0, 1, 3, 5, 2, 4))
+        output = jnp.max(t0 + t19, axis=(-2, -1))
+    else:
+        raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
+    return output
+
+
+def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides, rates):
+    """Gradient of Dilation2D: one array per input (input, filter).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        grad_input[k, l, m, n] = sum_{i, j, j4, j5} grad[k, i, j, n] * delta(l, i * strides[1] + j4
+            * rates[1]) * delta(m, j * strides[2] + j5 * rates[2]) *
+            first_attained(indicator_equal(read_outside(input[k, i * strides[1] + j4 * rates[1], j *
+            strides[2] + j5 * rates[2], n], -oo) + filter[j4, j5, n], output[k, i, j, n]), sum_{b =
+            0..j5 - 1} indicator_equal(read_outside(input[k, i * strides[1] + j4 * rates[1], b *
+            rates[2] + j * strides[2], n], -oo) + filter[j4, b, n], output[k, i, j, n]) + sum_{b, a
+            = 0..j4 - 1} indicator_equal(read_outside(input[k, a * rates[1] + i * strides[1], b *
+            rates[2] + j * strides[2], n], -oo) + filter[a, b, n], output[k, i, j, n]))
+            i.e. `_scatter_add(t18, t10, 2, t19)`
+        grad_filter[k, l, c] = sum_{n, i, j} grad[n, i, j, c] *
+            first_attained(indicator_equal(read_outside(input[n, i * strides[1] + k * rates[1], j *
+            strides[2] + l * rates[2], c], -oo) + filter[k, l, c], output[n, i, j, c]), sum_{b =
+            0..l - 1} indicator_equal(read_outside(input[n, i * strides[1] + k * rates[1], b *
+            rates[2] + j * strides[2], c], -oo) + filter[k, b, c], output[n, i, j, c]) + sum_{b, a =
+            0..k - 1} indicator_equal(read_outside(input[n, a * rates[1] + i * strides[1], b *
+            rates[2] + j * strides[2], c], -oo) + filter[a, b, c], output[n, i, j, c]))
+            i.e. `jnp.sum(jnp.where((t29 == t21 + t28) & (t30 + t32 == 0), t20, 0), axis=(-3, ...`
+    """
+    if output is None:
+        output = dilation2d_forward(input, filter, padding=padding, strides=strides, rates=rates)
+    t0 = grad[..., None, :, None, :]
+    t1 = filter[..., None, :, :]
+    t2 = jnp.arange(jnp.shape(grad)[-2])
+    t3 = t2[..., None]
+    t4 = jnp.arange(jnp.shape(filter)[-2])
+    if padding == "VALID":
+        t5 = rates[2] * t4 + strides[2] * t3
+        t6 = _gather(input, t5, -2, fill=-jnp.inf)
+        t7 = jnp.arange(jnp.shape(grad)[-3])
+        t8 = t7[..., None]
+        t9 = jnp.arange(jnp.shape(filter)[-3])
+        t10 = rates[1] * t9 + strides[1] * t8
+        t11 = _gather(t6, t10, -4, fill=-jnp.inf)
+        t12 = output[..., None, :, None, :]
+        t13 = _shift_right(
+            jnp.cumsum(jnp.asarray(t12 == t1 + t11, grad.dtype), axis=-2), axis=-2, fill=0
+        )
+        t14 = jnp.sum(jnp.asarray(t12 == t1 + t11, grad.dtype), axis=-2, keepdims=True)
+        t15 = _shift_right(jnp.cumsum(t14, axis=-4), axis=-4, fill=0)
+        t16 = jnp.where((t12 == t1 + t11) & (t13 + t15 == 0), t0, 0)
+        t17 = jnp.shape(input)[-2]
+        t18 = _scatter_add(t16, t5, 1, t17)  # no gather form: an explicit scatter-add
+        t19 = jnp.shape(input)[-3]
+        grad_input = _scatter_add(t18, t10, 2, t19)  # no gather form: an explicit scatter-add
+        t20 = jnp.transpose(grad, (3, 0, 1, 2))
+        t21 = filter[..., None, None, None]
+        t22 = t4[..., None]
+        t23 = rates[2] * t22 + strides[2] * t2
+        t24 = _gather(input, t23, -2, fill=-jnp.inf)
+        t25 = t9[..., None]
+        t26 = rates[1] * t25 + strides[1] * t7
+        t27 = _gather(t24, t26, -4, fill=-jnp.inf)
+        t28 = jnp.transpose(t27, (1, 3, 5, 0, 2, 4))
+        t29 = jnp.transpose(output, (3, 0, 1, 2))
+        t30 = _shift_right(
+            jnp.cumsum(jnp.asarray(t29 == t21 + t28, grad.dtype), axis=-5), axis=-5, fill=0
+        )
+        t31 = jnp.sum(jnp.asarray(t29 == t21 + t28, grad.dtype), axis=-5, keepdims=True)
+        t32 = _shift_right(jnp.cumsum(t31, axis=-6), axis=-6, fill=0)
+        grad_filter = jnp.sum(
+            jnp.where((t29 == t21 + t28) & (t30 + t32 == 0), t20, 0), axis=(-3, -2, -1)
+        )
+    elif padding == "SAME":
+        t5 = jnp.shape(filter)[-2]
+        t6 = jnp.shape(input)[-2]
+        t7 = rates[2] * t4 + strides[2] * t3 - _same_padding(t6, t5, strides[2], rates[2])
+        t8 = _gather(input, t7, -2, fill=-jnp.inf)
+        t9 = jnp.arange(jnp.shape(grad)[-3])
+        t10 = t9[..., None]
+        t11 = jnp.arange(jnp.shape(filter)[-3])
+        t12 = jnp.shape(input)[-3]
+        t13 = jnp.shape(filter)[-3]
+        t14 = rates[1] * t11 + strides[1] * t10 - _same_padding(t12, t13, strides[1], rates[1])
+        t15 = _gather(t8, t14, -4, fill=-jnp.inf)
+        t16 = output[..., None, :, None, :]
+        t17 = _shift_right(
+            jnp.cumsum(jnp.asarray(t16 == t1 + t15, grad.dtype), axis=-2), axis=-2, fill=0
+        )
+        t18 = jnp.sum(jnp.asarray(t16 == t1 + t15, grad.dtype), axis=-2, keepdims=True)
+        t19 = _shift_right(jnp.cumsum(t18, axis=-4), axis=-4, fill=0)
+        t20 = jnp.where((t16 == t1 + t15) & (t17 + t19 == 0), t0, 0)
+        t21 = _scatter_add(t20, t7, 1, t6)  # no gather form: an explicit scatter-add
+        grad_input = _scatter_add(t21, t14, 2, t12)  # no gather form: an explicit scatter-add
+        t22 = jnp.transpose(grad, (3, 0, 1, 2))
+        t23 = filter[..., None, None, None]
+        t24 = t4[..., None]
+        t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
+        t26 = _gather(input, t25, -2, fill=-jnp.inf)
+        t27 = t11[..., None]
+        t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
+        t29 = _gather(t26, t28, -4, fill=-jnp.inf)
+        t30 = jnp.transpose(t29, (1, 3, 5, 0, 2, 4))
+        t31 = jnp.transpose(output, (3, 0, 1, 2))
+        t32 = _shift_right(
+            jnp.cumsum(jnp.asarray(t31 == t23 + t30, grad.dtype), axis=-5), axis=-5, fill=0
+        )
+        t33 = jnp.sum(jnp.asarray(t31 == t23 + t30, grad.dtype), axis=-5, keepdims=True)
+        t34 = _shift_right(jnp.cumsum(t33, axis=-6), axis=-6, fill=0)
+        grad_filter = jnp.sum(
+            jnp.where((t31 == t23 + t30) & (t32 + t34 == 0), t22, 0), axis=(-3, -2, -1)
+        )
+    else:
+        raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
+    return grad_input, grad_filter
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
+def _dilation2d_custom_vjp(padding, strides, rates, input, filter):
+    return dilation2d_forward(input, filter, padding=padding, strides=strides, rates=rates)
+
+
+def _dilation2d_fwd(padding, strides, rates, input, filter):
+    output = dilation2d_forward(input, filter, padding=padding, strides=strides, rates=rates)
+    return output, ((input, filter), output)
+
+
+def _dilation2d_bwd(padding, strides, rates, saved, grad):
+    (input, filter), output = saved
+    return dilation2d_vjp(
+        grad, input, filter, output=output, padding=padding, strides=strides, rates=rates
+    )
+
+
+_dilation2d_custom_vjp.defvjp(_dilation2d_fwd, _dilation2d_bwd)
+
+
 def avg_pool3d(input, *, padding="VALID", ksize, strides):
-    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:178); differentiated by avg_pool3d_vjp."""
+    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:196); differentiated by avg_pool3d_vjp."""
     return _avg_pool3d_custom_vjp(padding, ksize, strides, input)
 
 
@@ -1632,7 +1825,7 @@ _avg_pool3d_custom_vjp.defvjp(_avg_pool3d_fwd, _avg_pool3d_bwd)
 
 
 def max_pool_v2(input, *, padding="VALID", ksize, strides):
-    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:197); differentiated by max_pool_v2_vjp."""
+    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:215); differentiated by max_pool_v2_vjp."""
     return _max_pool_v2_custom_vjp(padding, ksize, strides, input)
 
 
@@ -1686,13 +1879,14 @@ def max_pool_v2_vjp(grad, input, *, output=None, padding="VALID", ksize, strides
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
-        grad_input[k, l, m, n] = sum_{i, j, j4 = 0..ksize[1] - 1, j5 = 0..ksize[2] - 1} grad[k, i,
-            j, n] * delta(l, strides[1] * i + j4) * delta(m, strides[2] * j + j5) *
-            first_attained(indicator_equal(read_outside(input[k, strides[1] * i + j4, strides[2] * j
-            + j5, n], -oo), output[k, i, j, n]), sum_{b = 0..j5 - 1}
-            indicator_equal(read_outside(input[k, strides[1] * i + j4, strides[2] * j + b, n], -oo),
-            output[k, i, j, n]) + sum_{b, a = 0..j4 - 1} indicator_equal(read_outside(input[k,
-            strides[1] * i + a, strides[2] * j + b, n], -oo), output[k, i, j, n]))
+        grad_input[k, l, m, n] = sum_{i, j, j12 = 0..ksize[1] - 1, j13 = 0..ksize[2] - 1} grad[k, i,
+            j, n] * delta(l, strides[1] * i + j12) * delta(m, strides[2] * j + j13) *
+            first_attained(indicator_equal(read_outside(input[k, strides[1] * i + j12, strides[2] *
+            j + j13, n], -oo), output[k, i, j, n]), sum_{b = 0..j13 - 1}
+            indicator_equal(read_outside(input[k, strides[1] * i + j12, strides[2] * j + b, n],
+            -oo), output[k, i, j, n]) + sum_{b, a = 0..j12 - 1}
+            indicator_equal(read_outside(input[k, strides[1] * i + a, strides[2] * j + b, n], -oo),
+            output[k, i, j, n]))
             i.e. `_max_pool_backprop(input, output, grad, window=(ksize[1], ksize[2]), ...`
     """
     if output is None:

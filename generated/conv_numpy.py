@@ -1677,8 +1677,365 @@ def extract_volume_patches_grad_grad(
     return grad_grad, grad_input
 
 
+def dilation2d(input, filter, *, padding="VALID", strides, rates):
+    """Dilation2D: Grayscale morphological dilation: the maximum over each window of input + filter (NHWC (declared at ops/conv.py:178)."""
+    t0 = np.transpose(filter, (2, 0, 1))
+    t10 = np.shape(input)[-3]
+    if padding == "VALID":
+        t1 = np.shape(filter)[-2]
+        t2 = np.shape(input)[-2]
+        t3 = (-rates[2] * (t1 - 1) + t2 - 1) // strides[2]
+        t4 = t3 + 1
+        t5 = np.arange(t4)
+        t6 = t5[..., None]
+        t7 = np.arange(np.shape(filter)[-2])
+        t8 = rates[2] * t7 + strides[2] * t6
+        t9 = _gather(input, t8, -2, fill=-np.inf)
+        t11 = np.shape(filter)[-3]
+        t12 = (-rates[1] * (t11 - 1) + t10 - 1) // strides[1]
+        t13 = t12 + 1
+        t14 = np.arange(t13)
+        t15 = t14[..., None]
+        t16 = np.arange(np.shape(filter)[-3])
+        t17 = rates[1] * t16 + strides[1] * t15
+        t18 = _gather(t9, t17, -4, fill=-np.inf)
+        t19 = np.transpose(t18, (0, 1, 3, 5, 2, 4))
+        output = np.max(t0 + t19, axis=(-2, -1))
+    elif padding == "SAME":
+        t1 = np.shape(input)[-2]
+        t2 = -((-t1) // strides[2])
+        t3 = t2
+        t4 = np.arange(t3)
+        t5 = t4[..., None]
+        t6 = np.arange(np.shape(filter)[-2])
+        t7 = np.shape(filter)[-2]
+        t8 = rates[2] * t6 + strides[2] * t5 - _same_padding(t1, t7, strides[2], rates[2])
+        t9 = _gather(input, t8, -2, fill=-np.inf)
+        t11 = -((-t10) // strides[1])
+        t12 = t11
+        t13 = np.arange(t12)
+        t14 = t13[..., None]
+        t15 = np.arange(np.shape(filter)[-3])
+        t16 = np.shape(filter)[-3]
+        t17 = rates[1] * t15 + strides[1] * t14 - _same_padding(t10, t16, strides[1], rates[1])
+        t18 = _gather(t9, t17, -4, fill=-np.inf)
+        t19 = np.transpose(t18, (0, 1, 3, 5, 2, 4))
+        output = np.max(t0 + t19, axis=(-2, -1))
+    else:
+        raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
+    return output
+
+
+def dilation2d_grad(grad, input, filter, *, output=None, padding="VALID", strides, rates):
+    """Gradient of Dilation2D: one array per input (input, filter).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        grad_input[k, l, m, n] = sum_{i, j, j4, j5} grad[k, i, j, n] * delta(l, i * strides[1] + j4
+            * rates[1]) * delta(m, j * strides[2] + j5 * rates[2]) *
+            first_attained(indicator_equal(read_outside(input[k, i * strides[1] + j4 * rates[1], j *
+            strides[2] + j5 * rates[2], n], -oo) + filter[j4, j5, n], output[k, i, j, n]), sum_{b =
+            0..j5 - 1} indicator_equal(read_outside(input[k, i * strides[1] + j4 * rates[1], b *
+            rates[2] + j * strides[2], n], -oo) + filter[j4, b, n], output[k, i, j, n]) + sum_{b, a
+            = 0..j4 - 1} indicator_equal(read_outside(input[k, a * rates[1] + i * strides[1], b *
+            rates[2] + j * strides[2], n], -oo) + filter[a, b, n], output[k, i, j, n]))
+            i.e. `_scatter_add(t18, t10, 2, t19)`
+        grad_filter[k, l, c] = sum_{n, i, j} grad[n, i, j, c] *
+            first_attained(indicator_equal(read_outside(input[n, i * strides[1] + k * rates[1], j *
+            strides[2] + l * rates[2], c], -oo) + filter[k, l, c], output[n, i, j, c]), sum_{b =
+            0..l - 1} indicator_equal(read_outside(input[n, i * strides[1] + k * rates[1], b *
+            rates[2] + j * strides[2], c], -oo) + filter[k, b, c], output[n, i, j, c]) + sum_{b, a =
+            0..k - 1} indicator_equal(read_outside(input[n, a * rates[1] + i * strides[1], b *
+            rates[2] + j * strides[2], c], -oo) + filter[a, b, c], output[n, i, j, c]))
+            i.e. `np.sum(np.where((t29 == t21 + t28) & (t30 + t32 == 0), t20, 0), axis=(-3, ...`
+    """
+    if output is None:
+        output = dilation2d(input, filter, padding=padding, strides=strides, rates=rates)
+    t0 = grad[..., None, :, None, :]
+    t1 = filter[..., None, :, :]
+    t2 = np.arange(np.shape(grad)[-2])
+    t3 = t2[..., None]
+    t4 = np.arange(np.shape(filter)[-2])
+    if padding == "VALID":
+        t5 = rates[2] * t4 + strides[2] * t3
+        t6 = _gather(input, t5, -2, fill=-np.inf)
+        t7 = np.arange(np.shape(grad)[-3])
+        t8 = t7[..., None]
+        t9 = np.arange(np.shape(filter)[-3])
+        t10 = rates[1] * t9 + strides[1] * t8
+        t11 = _gather(t6, t10, -4, fill=-np.inf)
+        t12 = output[..., None, :, None, :]
+        t13 = _shift_right(
+            np.cumsum(np.asarray(t12 == t1 + t11, grad.dtype), axis=-2), axis=-2, fill=0
+        )
+        t14 = np.sum(np.asarray(t12 == t1 + t11, grad.dtype), axis=-2, keepdims=True)
+        t15 = _shift_right(np.cumsum(t14, axis=-4), axis=-4, fill=0)
+        t16 = np.where((t12 == t1 + t11) & (t13 + t15 == 0), t0, 0)
+        t17 = np.shape(input)[-2]
+        t18 = _scatter_add(t16, t5, 1, t17)  # no gather form: an explicit scatter-add
+        t19 = np.shape(input)[-3]
+        grad_input = _scatter_add(t18, t10, 2, t19)  # no gather form: an explicit scatter-add
+        t20 = np.transpose(grad, (3, 0, 1, 2))
+        t21 = filter[..., None, None, None]
+        t22 = t4[..., None]
+        t23 = rates[2] * t22 + strides[2] * t2
+        t24 = _gather(input, t23, -2, fill=-np.inf)
+        t25 = t9[..., None]
+        t26 = rates[1] * t25 + strides[1] * t7
+        t27 = _gather(t24, t26, -4, fill=-np.inf)
+        t28 = np.transpose(t27, (1, 3, 5, 0, 2, 4))
+        t29 = np.transpose(output, (3, 0, 1, 2))
+        t30 = _shift_right(
+            np.cumsum(np.asarray(t29 == t21 + t28, grad.dtype), axis=-5), axis=-5, fill=0
+        )
+        t31 = np.sum(np.asarray(t29 == t21 + t28, grad.dtype), axis=-5, keepdims=True)
+        t32 = _shift_right(np.cumsum(t31, axis=-6), axis=-6, fill=0)
+        grad_filter = np.sum(
+            np.where((t29 == t21 + t28) & (t30 + t32 == 0), t20, 0), axis=(-3, -2, -1)
+        )
+    elif padding == "SAME":
+        t5 = np.shape(filter)[-2]
+        t6 = np.shape(input)[-2]
+        t7 = rates[2] * t4 + strides[2] * t3 - _same_padding(t6, t5, strides[2], rates[2])
+        t8 = _gather(input, t7, -2, fill=-np.inf)
+        t9 = np.arange(np.shape(grad)[-3])
+        t10 = t9[..., None]
+        t11 = np.arange(np.shape(filter)[-3])
+        t12 = np.shape(input)[-3]
+        t13 = np.shape(filter)[-3]
+        t14 = rates[1] * t11 + strides[1] * t10 - _same_padding(t12, t13, strides[1], rates[1])
+        t15 = _gather(t8, t14, -4, fill=-np.inf)
+        t16 = output[..., None, :, None, :]
+        t17 = _shift_right(
+            np.cumsum(np.asarray(t16 == t1 + t15, grad.dtype), axis=-2), axis=-2, fill=0
+        )
+        t18 = np.sum(np.asarray(t16 == t1 + t15, grad.dtype), axis=-2, keepdims=True)
+        t19 = _shift_right(np.cumsum(t18, axis=-4), axis=-4, fill=0)
+        t20 = np.where((t16 == t1 + t15) & (t17 + t19 == 0), t0, 0)
+        t21 = _scatter_add(t20, t7, 1, t6)  # no gather form: an explicit scatter-add
+        grad_input = _scatter_add(t21, t14, 2, t12)  # no gather form: an explicit scatter-add
+        t22 = np.transpose(grad, (3, 0, 1, 2))
+        t23 = filter[..., None, None, None]
+        t24 = t4[..., None]
+        t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
+        t26 = _gather(input, t25, -2, fill=-np.inf)
+        t27 = t11[..., None]
+        t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
+        t29 = _gather(t26, t28, -4, fill=-np.inf)
+        t30 = np.transpose(t29, (1, 3, 5, 0, 2, 4))
+        t31 = np.transpose(output, (3, 0, 1, 2))
+        t32 = _shift_right(
+            np.cumsum(np.asarray(t31 == t23 + t30, grad.dtype), axis=-5), axis=-5, fill=0
+        )
+        t33 = np.sum(np.asarray(t31 == t23 + t30, grad.dtype), axis=-5, keepdims=True)
+        t34 = _shift_right(np.cumsum(t33, axis=-6), axis=-6, fill=0)
+        grad_filter = np.sum(
+            np.where((t31 == t23 + t30) & (t32 + t34 == 0), t22, 0), axis=(-3, -2, -1)
+        )
+    else:
+        raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
+    return grad_input, grad_filter
+
+
+def dilation2d_grad_grad(
+    grad_vjp_input,
+    grad_vjp_filter,
+    grad,
+    input,
+    filter,
+    *,
+    vjp_input=None,
+    vjp_filter=None,
+    ext1=None,
+    affine1=None,
+    ext2=None,
+    affine2=None,
+    padding="VALID",
+    strides,
+    rates,
+):
+    """Second order of Dilation2D: the gradient of dilation2d_grad: one array per input (grad, input, filter)."""
+    if padding == "VALID":
+        if ext1 is None or affine1 is None or ext2 is None or affine2 is None:
+            t0 = np.transpose(filter, (2, 0, 1))
+            t1 = t0[..., None, None, :, :]
+            t2 = np.arange(np.shape(grad)[-2])
+            t3 = t2[..., None]
+            t4 = np.arange(np.shape(filter)[-2])
+            t5 = rates[2] * t4 + strides[2] * t3
+            t6 = _gather(input, t5, -2, fill=-np.inf)
+            t7 = np.arange(np.shape(grad)[-3])
+            t8 = t7[..., None]
+            t9 = np.arange(np.shape(filter)[-3])
+            t10 = rates[1] * t9 + strides[1] * t8
+            t11 = _gather(t6, t10, -4, fill=-np.inf)
+            t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
+            ext1 = np.max(t1 + t12, axis=(-2, -1))
+            t13 = ext1[..., None, None]
+            t14 = _shift_right(
+                np.cumsum(np.asarray(t13 == t1 + t12, grad_vjp_input.dtype), axis=-1),
+                axis=-1,
+                fill=0,
+            )
+            t15 = np.sum(np.asarray(t13 == t1 + t12, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t16 = _shift_right(np.cumsum(t15, axis=-2), axis=-2, fill=0)
+            affine1 = t14 + t16
+            t17 = t0[..., None, None, None, :, :]
+            t18 = np.transpose(t11, (5, 0, 1, 3, 2, 4))
+            ext2 = np.max(t17 + t18, axis=(-2, -1))
+            t19 = filter[..., None, None, None]
+            t20 = t4[..., None]
+            t21 = rates[2] * t20 + strides[2] * t2
+            t22 = _gather(input, t21, -2, fill=-np.inf)
+            t23 = t9[..., None]
+            t24 = rates[1] * t23 + strides[1] * t7
+            t25 = _gather(t22, t24, -4, fill=-np.inf)
+            t26 = np.transpose(t25, (1, 3, 5, 0, 2, 4))
+            t27 = _shift_right(
+                np.cumsum(np.asarray(ext2 == t19 + t26, grad_vjp_input.dtype), axis=-5),
+                axis=-5,
+                fill=0,
+            )
+            t28 = np.sum(
+                np.asarray(ext2 == t19 + t26, grad_vjp_input.dtype), axis=-5, keepdims=True
+            )
+            t29 = _shift_right(np.cumsum(t28, axis=-6), axis=-6, fill=0)
+            affine2 = t27 + t29
+        t30 = filter[..., None, None, None]
+        t31 = np.arange(np.shape(filter)[-2])
+        t32 = t31[..., None]
+        t33 = np.arange(np.shape(grad)[-2])
+        t34 = rates[2] * t32 + strides[2] * t33
+        t35 = _gather(input, t34, -2, fill=-np.inf)
+        t36 = np.arange(np.shape(filter)[-3])
+        t37 = t36[..., None]
+        t38 = np.arange(np.shape(grad)[-3])
+        t39 = rates[1] * t37 + strides[1] * t38
+        t40 = _gather(t35, t39, -4, fill=-np.inf)
+        t41 = np.transpose(t40, (1, 3, 5, 0, 2, 4))
+        t42 = np.asarray(ext2 == t30 + t41, grad_vjp_input.dtype) * np.asarray(
+            affine2 == 0, grad_vjp_input.dtype
+        )
+        t43 = np.einsum("abc,abcdef->defc", grad_vjp_filter, t42, optimize=True)
+        t44 = t33[..., None]
+        t45 = rates[2] * t31 + strides[2] * t44
+        t46 = _gather(grad_vjp_input, t45, -2)
+        t47 = t38[..., None]
+        t48 = rates[1] * t36 + strides[1] * t47
+        t49 = _gather(t46, t48, -4)
+        t50 = np.transpose(t49, (0, 5, 1, 3, 2, 4))
+        t51 = np.transpose(filter, (2, 0, 1))
+        t52 = t51[..., None, None, :, :]
+        t53 = _gather(input, t45, -2, fill=-np.inf)
+        t54 = _gather(t53, t48, -4, fill=-np.inf)
+        t55 = np.transpose(t54, (0, 5, 1, 3, 2, 4))
+        t56 = ext1[..., None, None]
+        t57 = np.where((affine1 == 0) & (t56 == t52 + t55), t50, 0)
+        t58 = np.transpose(t49, (0, 1, 3, 5, 2, 4))
+        t59 = np.transpose(t54, (0, 1, 3, 5, 2, 4))
+        t60 = np.transpose(ext1, (0, 2, 3, 1))
+        t61 = t60[..., None, None]
+        t62 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        t63 = np.sum(np.where((t62 == 0) & (t61 == t51 + t59), t58, 0), axis=(-2, -1))
+        grad_grad = t43 + t63
+    elif padding == "SAME":
+        if ext1 is None or affine1 is None or ext2 is None or affine2 is None:
+            t0 = np.transpose(filter, (2, 0, 1))
+            t1 = t0[..., None, None, :, :]
+            t2 = np.arange(np.shape(grad)[-2])
+            t3 = t2[..., None]
+            t4 = np.arange(np.shape(filter)[-2])
+            t5 = np.shape(filter)[-2]
+            t6 = np.shape(input)[-2]
+            t7 = rates[2] * t4 + strides[2] * t3 - _same_padding(t6, t5, strides[2], rates[2])
+            t8 = _gather(input, t7, -2, fill=-np.inf)
+            t9 = np.arange(np.shape(grad)[-3])
+            t10 = t9[..., None]
+            t11 = np.arange(np.shape(filter)[-3])
+            t12 = np.shape(input)[-3]
+            t13 = np.shape(filter)[-3]
+            t14 = rates[1] * t11 + strides[1] * t10 - _same_padding(t12, t13, strides[1], rates[1])
+            t15 = _gather(t8, t14, -4, fill=-np.inf)
+            t16 = np.transpose(t15, (0, 5, 1, 3, 2, 4))
+            ext1 = np.max(t1 + t16, axis=(-2, -1))
+            t17 = ext1[..., None, None]
+            t18 = _shift_right(
+                np.cumsum(np.asarray(t17 == t1 + t16, grad_vjp_input.dtype), axis=-1),
+                axis=-1,
+                fill=0,
+            )
+            t19 = np.sum(np.asarray(t17 == t1 + t16, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t20 = _shift_right(np.cumsum(t19, axis=-2), axis=-2, fill=0)
+            affine1 = t18 + t20
+            t21 = t0[..., None, None, None, :, :]
+            t22 = np.transpose(t15, (5, 0, 1, 3, 2, 4))
+            ext2 = np.max(t21 + t22, axis=(-2, -1))
+            t23 = filter[..., None, None, None]
+            t24 = t4[..., None]
+            t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
+            t26 = _gather(input, t25, -2, fill=-np.inf)
+            t27 = t11[..., None]
+            t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
+            t29 = _gather(t26, t28, -4, fill=-np.inf)
+            t30 = np.transpose(t29, (1, 3, 5, 0, 2, 4))
+            t31 = _shift_right(
+                np.cumsum(np.asarray(ext2 == t23 + t30, grad_vjp_input.dtype), axis=-5),
+                axis=-5,
+                fill=0,
+            )
+            t32 = np.sum(
+                np.asarray(ext2 == t23 + t30, grad_vjp_input.dtype), axis=-5, keepdims=True
+            )
+            t33 = _shift_right(np.cumsum(t32, axis=-6), axis=-6, fill=0)
+            affine2 = t31 + t33
+        t34 = filter[..., None, None, None]
+        t35 = np.arange(np.shape(filter)[-2])
+        t36 = t35[..., None]
+        t37 = np.arange(np.shape(grad)[-2])
+        t38 = np.shape(filter)[-2]
+        t39 = np.shape(input)[-2]
+        t40 = rates[2] * t36 + strides[2] * t37 - _same_padding(t39, t38, strides[2], rates[2])
+        t41 = _gather(input, t40, -2, fill=-np.inf)
+        t42 = np.arange(np.shape(filter)[-3])
+        t43 = t42[..., None]
+        t44 = np.arange(np.shape(grad)[-3])
+        t45 = np.shape(input)[-3]
+        t46 = np.shape(filter)[-3]
+        t47 = rates[1] * t43 + strides[1] * t44 - _same_padding(t45, t46, strides[1], rates[1])
+        t48 = _gather(t41, t47, -4, fill=-np.inf)
+        t49 = np.transpose(t48, (1, 3, 5, 0, 2, 4))
+        t50 = np.asarray(ext2 == t34 + t49, grad_vjp_input.dtype) * np.asarray(
+            affine2 == 0, grad_vjp_input.dtype
+        )
+        t51 = np.einsum("abc,abcdef->defc", grad_vjp_filter, t50, optimize=True)
+        t52 = t37[..., None]
+        t53 = rates[2] * t35 + strides[2] * t52 - _same_padding(t39, t38, strides[2], rates[2])
+        t54 = _gather(grad_vjp_input, t53, -2)
+        t55 = t44[..., None]
+        t56 = rates[1] * t42 + strides[1] * t55 - _same_padding(t45, t46, strides[1], rates[1])
+        t57 = _gather(t54, t56, -4)
+        t58 = np.transpose(t57, (0, 5, 1, 3, 2, 4))
+        t59 = np.transpose(filter, (2, 0, 1))
+        t60 = t59[..., None, None, :, :]
+        t61 = _gather(input, t53, -2, fill=-np.inf)
+        t62 = _gather(t61, t56, -4, fill=-np.inf)
+        t63 = np.transpose(t62, (0, 5, 1, 3, 2, 4))
+        t64 = ext1[..., None, None]
+        t65 = np.where((affine1 == 0) & (t64 == t60 + t63), t58, 0)
+        t66 = np.transpose(t57, (0, 1, 3, 5, 2, 4))
+        t67 = np.transpose(t62, (0, 1, 3, 5, 2, 4))
+        t68 = np.transpose(ext1, (0, 2, 3, 1))
+        t69 = t68[..., None, None]
+        t70 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        t71 = np.sum(np.where((t70 == 0) & (t69 == t59 + t67), t66, 0), axis=(-2, -1))
+        grad_grad = t51 + t71
+    else:
+        raise ValueError(f"Dilation2DGrad: unsupported attributes padding={padding!r}")
+    return grad_grad, None, None
+
+
 def avg_pool3d(input, *, padding="VALID", ksize, strides):
-    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:178)."""
+    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:196)."""
     t0 = np.shape(input)[-4]
     t5 = np.shape(input)[-3]
     t10 = np.shape(input)[-2]
@@ -1908,7 +2265,7 @@ def avg_pool3d_grad_grad(
 
 
 def max_pool_v2(input, *, padding="VALID", ksize, strides):
-    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:197)."""
+    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:215)."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
     t0 = np.shape(input)[-2]
@@ -1957,13 +2314,14 @@ def max_pool_v2_grad(grad, input, *, output=None, padding="VALID", ksize, stride
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
-        grad_input[k, l, m, n] = sum_{i, j, j4 = 0..ksize[1] - 1, j5 = 0..ksize[2] - 1} grad[k, i,
-            j, n] * delta(l, strides[1] * i + j4) * delta(m, strides[2] * j + j5) *
-            first_attained(indicator_equal(read_outside(input[k, strides[1] * i + j4, strides[2] * j
-            + j5, n], -oo), output[k, i, j, n]), sum_{b = 0..j5 - 1}
-            indicator_equal(read_outside(input[k, strides[1] * i + j4, strides[2] * j + b, n], -oo),
-            output[k, i, j, n]) + sum_{b, a = 0..j4 - 1} indicator_equal(read_outside(input[k,
-            strides[1] * i + a, strides[2] * j + b, n], -oo), output[k, i, j, n]))
+        grad_input[k, l, m, n] = sum_{i, j, j12 = 0..ksize[1] - 1, j13 = 0..ksize[2] - 1} grad[k, i,
+            j, n] * delta(l, strides[1] * i + j12) * delta(m, strides[2] * j + j13) *
+            first_attained(indicator_equal(read_outside(input[k, strides[1] * i + j12, strides[2] *
+            j + j13, n], -oo), output[k, i, j, n]), sum_{b = 0..j13 - 1}
+            indicator_equal(read_outside(input[k, strides[1] * i + j12, strides[2] * j + b, n],
+            -oo), output[k, i, j, n]) + sum_{b, a = 0..j12 - 1}
+            indicator_equal(read_outside(input[k, strides[1] * i + a, strides[2] * j + b, n], -oo),
+            output[k, i, j, n]))
             i.e. `_max_pool_backprop(input, output, grad, window=(ksize[1], ksize[2]), ...`
     """
     if output is None:

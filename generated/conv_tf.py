@@ -2032,8 +2032,281 @@ def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
 _register("ExtractVolumePatches", extract_volume_patches_grad)
 
 
+def dilation2d_vjp(grad, input, filter, output, *, padding="VALID", strides, rates):
+    """Gradient of Dilation2D (declared at ops/conv.py:178): one per input (input, filter).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        grad_input[k, l, m, n] = sum_{i, j, j4, j5} grad[k, i, j, n] * delta(l, i * strides[1] + j4
+            * rates[1]) * delta(m, j * strides[2] + j5 * rates[2]) *
+            first_attained(indicator_equal(read_outside(input[k, i * strides[1] + j4 * rates[1], j *
+            strides[2] + j5 * rates[2], n], -oo) + filter[j4, j5, n], output[k, i, j, n]), sum_{b =
+            0..j5 - 1} indicator_equal(read_outside(input[k, i * strides[1] + j4 * rates[1], b *
+            rates[2] + j * strides[2], n], -oo) + filter[j4, b, n], output[k, i, j, n]) + sum_{b, a
+            = 0..j4 - 1} indicator_equal(read_outside(input[k, a * rates[1] + i * strides[1], b *
+            rates[2] + j * strides[2], n], -oo) + filter[a, b, n], output[k, i, j, n]))
+            i.e. `_scatter_add(t18, t10, 2, t19)`
+        grad_filter[k, l, c] = sum_{n, i, j} grad[n, i, j, c] *
+            first_attained(indicator_equal(read_outside(input[n, i * strides[1] + k * rates[1], j *
+            strides[2] + l * rates[2], c], -oo) + filter[k, l, c], output[n, i, j, c]), sum_{b =
+            0..l - 1} indicator_equal(read_outside(input[n, i * strides[1] + k * rates[1], b *
+            rates[2] + j * strides[2], c], -oo) + filter[k, b, c], output[n, i, j, c]) + sum_{b, a =
+            0..k - 1} indicator_equal(read_outside(input[n, a * rates[1] + i * strides[1], b *
+            rates[2] + j * strides[2], c], -oo) + filter[a, b, c], output[n, i, j, c]))
+            i.e. `tf.reduce_sum(t20 * tf.where(tf.equal(t29, t21 + t28), tf.constant(1, ...`
+    """
+    t0 = grad[..., None, :, None, :]
+    t1 = filter[..., None, :, :]
+    t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+    t3 = t2[..., None]
+    t4 = tf.range(tf.shape(filter, out_type=tf.int64)[-2])
+    if padding == "VALID":
+        t5 = rates[2] * t4 + strides[2] * t3
+        t6 = _gather(input, t5, -2, fill=float("-inf"))
+        t7 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t8 = t7[..., None]
+        t9 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+        t10 = rates[1] * t9 + strides[1] * t8
+        t11 = _gather(t6, t10, -4, fill=float("-inf"))
+        t12 = output[..., None, :, None, :]
+        t13 = tf.math.cumsum(
+            tf.where(
+                tf.equal(t12, t1 + t11), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-2,
+            exclusive=True,
+        )
+        t14 = tf.reduce_sum(
+            tf.where(
+                tf.equal(t12, t1 + t11), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-2,
+            keepdims=True,
+        )
+        t15 = tf.math.cumsum(t14, axis=-4, exclusive=True)
+        t16 = (
+            t0
+            * tf.where(
+                tf.equal(t12, t1 + t11), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            * tf.where(
+                tf.equal(t13 + t15, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+        )
+        t17 = tf.shape(input, out_type=tf.int64)[-2]
+        t18 = _scatter_add(t16, t5, 1, t17)  # no gather form: an explicit scatter-add
+        t19 = tf.shape(input, out_type=tf.int64)[-3]
+        grad_input = _scatter_add(t18, t10, 2, t19)  # no gather form: an explicit scatter-add
+        t20 = tf.transpose(grad, perm=[3, 0, 1, 2])
+        t21 = filter[..., None, None, None]
+        t22 = t4[..., None]
+        t23 = rates[2] * t22 + strides[2] * t2
+        t24 = _gather(input, t23, -2, fill=float("-inf"))
+        t25 = t9[..., None]
+        t26 = rates[1] * t25 + strides[1] * t7
+        t27 = _gather(t24, t26, -4, fill=float("-inf"))
+        t28 = tf.transpose(t27, perm=[1, 3, 5, 0, 2, 4])
+        t29 = tf.transpose(output, perm=[3, 0, 1, 2])
+        t30 = tf.math.cumsum(
+            tf.where(
+                tf.equal(t29, t21 + t28), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-5,
+            exclusive=True,
+        )
+        t31 = tf.reduce_sum(
+            tf.where(
+                tf.equal(t29, t21 + t28), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-5,
+            keepdims=True,
+        )
+        t32 = tf.math.cumsum(t31, axis=-6, exclusive=True)
+        grad_filter = tf.reduce_sum(
+            t20
+            * tf.where(
+                tf.equal(t29, t21 + t28), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            * tf.where(
+                tf.equal(t30 + t32, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=[-3, -2, -1],
+        )
+    elif padding == "SAME":
+        t5 = tf.shape(filter, out_type=tf.int64)[-2]
+        t6 = tf.shape(input, out_type=tf.int64)[-2]
+        t7 = rates[2] * t4 + strides[2] * t3 - _same_padding(t6, t5, strides[2], rates[2])
+        t8 = _gather(input, t7, -2, fill=float("-inf"))
+        t9 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t10 = t9[..., None]
+        t11 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+        t12 = tf.shape(input, out_type=tf.int64)[-3]
+        t13 = tf.shape(filter, out_type=tf.int64)[-3]
+        t14 = rates[1] * t11 + strides[1] * t10 - _same_padding(t12, t13, strides[1], rates[1])
+        t15 = _gather(t8, t14, -4, fill=float("-inf"))
+        t16 = output[..., None, :, None, :]
+        t17 = tf.math.cumsum(
+            tf.where(
+                tf.equal(t16, t1 + t15), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-2,
+            exclusive=True,
+        )
+        t18 = tf.reduce_sum(
+            tf.where(
+                tf.equal(t16, t1 + t15), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-2,
+            keepdims=True,
+        )
+        t19 = tf.math.cumsum(t18, axis=-4, exclusive=True)
+        t20 = (
+            t0
+            * tf.where(
+                tf.equal(t16, t1 + t15), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            * tf.where(
+                tf.equal(t17 + t19, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+        )
+        t21 = _scatter_add(t20, t7, 1, t6)  # no gather form: an explicit scatter-add
+        grad_input = _scatter_add(t21, t14, 2, t12)  # no gather form: an explicit scatter-add
+        t22 = tf.transpose(grad, perm=[3, 0, 1, 2])
+        t23 = filter[..., None, None, None]
+        t24 = t4[..., None]
+        t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
+        t26 = _gather(input, t25, -2, fill=float("-inf"))
+        t27 = t11[..., None]
+        t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
+        t29 = _gather(t26, t28, -4, fill=float("-inf"))
+        t30 = tf.transpose(t29, perm=[1, 3, 5, 0, 2, 4])
+        t31 = tf.transpose(output, perm=[3, 0, 1, 2])
+        t32 = tf.math.cumsum(
+            tf.where(
+                tf.equal(t31, t23 + t30), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-5,
+            exclusive=True,
+        )
+        t33 = tf.reduce_sum(
+            tf.where(
+                tf.equal(t31, t23 + t30), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-5,
+            keepdims=True,
+        )
+        t34 = tf.math.cumsum(t33, axis=-6, exclusive=True)
+        grad_filter = tf.reduce_sum(
+            t22
+            * tf.where(
+                tf.equal(t31, t23 + t30), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            * tf.where(
+                tf.equal(t32 + t34, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=[-3, -2, -1],
+        )
+    else:
+        raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
+    return grad_input, grad_filter
+
+
+def dilation2d_grad(op, grad):
+    """Gradient function of Dilation2D for `tf.RegisterGradient`."""
+    return dilation2d_vjp(
+        grad,
+        *op.inputs,
+        *op.outputs,
+        padding=_string_attr(op, "padding"),
+        strides=op.get_attr("strides"),
+        rates=op.get_attr("rates"),
+    )
+
+
+def dilation2d(input, filter, *, padding="VALID", strides, rates):
+    """Dilation2D: Grayscale morphological dilation: the maximum over each window of input + filter (NHWC, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(input, filter):
+        def backward(grad):
+            output = outputs_again(input, filter)
+            return dilation2d_vjp(
+                grad, input, filter, output, padding=padding, strides=strides, rates=rates
+            )
+
+        # the outputs as backward reads them: an outer tape takes the derived gradient for them
+        @tf.custom_gradient
+        def outputs_again(input, filter):
+            return tf.identity(output), backward
+
+        kernel_outputs = (
+            _tf_kernel(
+                "Dilation2D",
+                1,
+                {"input": input, "filter": filter},
+                {"padding": padding, "strides": strides, "rates": rates},
+            )
+            if padding in ("VALID", "SAME")
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        t0 = tf.transpose(filter, perm=[2, 0, 1])
+        t10 = tf.shape(input, out_type=tf.int64)[-3]
+        if padding == "VALID":
+            t1 = tf.shape(filter, out_type=tf.int64)[-2]
+            t2 = tf.shape(input, out_type=tf.int64)[-2]
+            t3 = (-rates[2] * (t1 - 1) + t2 - 1) // strides[2]
+            t4 = t3 + 1
+            t5 = tf.range(tf.cast(t4, tf.int64))
+            t6 = t5[..., None]
+            t7 = tf.range(tf.shape(filter, out_type=tf.int64)[-2])
+            t8 = rates[2] * t7 + strides[2] * t6
+            t9 = _gather(input, t8, -2, fill=float("-inf"))
+            t11 = tf.shape(filter, out_type=tf.int64)[-3]
+            t12 = (-rates[1] * (t11 - 1) + t10 - 1) // strides[1]
+            t13 = t12 + 1
+            t14 = tf.range(tf.cast(t13, tf.int64))
+            t15 = t14[..., None]
+            t16 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+            t17 = rates[1] * t16 + strides[1] * t15
+            t18 = _gather(t9, t17, -4, fill=float("-inf"))
+            t19 = tf.transpose(t18, perm=[0, 1, 3, 5, 2, 4])
+            output = tf.reduce_max(t0 + t19, axis=[-2, -1])
+        elif padding == "SAME":
+            t1 = tf.shape(input, out_type=tf.int64)[-2]
+            t2 = -((-t1) // strides[2])
+            t3 = t2
+            t4 = tf.range(tf.cast(t3, tf.int64))
+            t5 = t4[..., None]
+            t6 = tf.range(tf.shape(filter, out_type=tf.int64)[-2])
+            t7 = tf.shape(filter, out_type=tf.int64)[-2]
+            t8 = rates[2] * t6 + strides[2] * t5 - _same_padding(t1, t7, strides[2], rates[2])
+            t9 = _gather(input, t8, -2, fill=float("-inf"))
+            t11 = -((-t10) // strides[1])
+            t12 = t11
+            t13 = tf.range(tf.cast(t12, tf.int64))
+            t14 = t13[..., None]
+            t15 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+            t16 = tf.shape(filter, out_type=tf.int64)[-3]
+            t17 = rates[1] * t15 + strides[1] * t14 - _same_padding(t10, t16, strides[1], rates[1])
+            t18 = _gather(t9, t17, -4, fill=float("-inf"))
+            t19 = tf.transpose(t18, perm=[0, 1, 3, 5, 2, 4])
+            output = tf.reduce_max(t0 + t19, axis=[-2, -1])
+        else:
+            raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
+        return output, backward
+
+    return forward(input, filter)
+
+
+_register("Dilation2D", dilation2d_grad)
+
+
 def avg_pool3d_vjp(grad, input, output, *, padding="VALID", ksize, strides):
-    """Gradient of AvgPool3D (declared at ops/conv.py:178): one per input (input).
+    """Gradient of AvgPool3D (declared at ops/conv.py:196): one per input (input).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -2247,17 +2520,18 @@ _register("AvgPool3D", avg_pool3d_grad)
 
 
 def max_pool_v2_vjp(grad, input, output, *, padding="VALID", ksize, strides):
-    """Gradient of MaxPoolV2 (declared at ops/conv.py:197): one per input (input).
+    """Gradient of MaxPoolV2 (declared at ops/conv.py:215): one per input (input).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
-        grad_input[k, l, m, n] = sum_{i, j, j4 = 0..ksize[1] - 1, j5 = 0..ksize[2] - 1} grad[k, i,
-            j, n] * delta(l, strides[1] * i + j4) * delta(m, strides[2] * j + j5) *
-            first_attained(indicator_equal(read_outside(input[k, strides[1] * i + j4, strides[2] * j
-            + j5, n], -oo), output[k, i, j, n]), sum_{b = 0..j5 - 1}
-            indicator_equal(read_outside(input[k, strides[1] * i + j4, strides[2] * j + b, n], -oo),
-            output[k, i, j, n]) + sum_{b, a = 0..j4 - 1} indicator_equal(read_outside(input[k,
-            strides[1] * i + a, strides[2] * j + b, n], -oo), output[k, i, j, n]))
+        grad_input[k, l, m, n] = sum_{i, j, j12 = 0..ksize[1] - 1, j13 = 0..ksize[2] - 1} grad[k, i,
+            j, n] * delta(l, strides[1] * i + j12) * delta(m, strides[2] * j + j13) *
+            first_attained(indicator_equal(read_outside(input[k, strides[1] * i + j12, strides[2] *
+            j + j13, n], -oo), output[k, i, j, n]), sum_{b = 0..j13 - 1}
+            indicator_equal(read_outside(input[k, strides[1] * i + j12, strides[2] * j + b, n],
+            -oo), output[k, i, j, n]) + sum_{b, a = 0..j12 - 1}
+            indicator_equal(read_outside(input[k, strides[1] * i + a, strides[2] * j + b, n], -oo),
+            output[k, i, j, n]))
             i.e. `_max_pool_backprop(input, output, grad, window=[ksize[1], ksize[2]], ...`
     """
     ksize = tf.cast(ksize, tf.int64)

@@ -26,6 +26,13 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _shift_right(x, axis, fill, steps=1):
+    """`x` moved `steps` along `axis`, `fill` first: an exclusive cumulative sum or product
+    from an inclusive one."""
+    first = torch.full_like(torch.narrow(x, axis, 0, steps), fill)
+    return torch.cat([first, torch.narrow(x, axis, 0, x.shape[axis] - steps)], dim=axis)
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
@@ -1479,8 +1486,195 @@ class _ExtractVolumePatchesFunction(torch.autograd.Function):
         return None, None, None, *_needed(grads, ctx.needs_input_grad[3:])
 
 
+def dilation2d(input, filter, *, padding="VALID", strides, rates):
+    """Dilation2D: Grayscale morphological dilation: the maximum over each window of input + filter (NHWC (declared at ops/conv.py:178); differentiated by dilation2d_vjp."""
+    return _Dilation2DFunction.apply(padding, strides, rates, input, filter)
+
+
+def dilation2d_forward(input, filter, *, padding="VALID", strides, rates):
+    """Dilation2D's formula."""
+    t0 = torch.permute(filter, (2, 0, 1))
+    t10 = np.shape(input)[-3]
+    if padding == "VALID":
+        t1 = np.shape(filter)[-2]
+        t2 = np.shape(input)[-2]
+        t3 = (-rates[2] * (t1 - 1) + t2 - 1) // strides[2]
+        t4 = t3 + 1
+        t5 = torch.arange(int(t4))
+        t6 = t5[..., None]
+        t7 = torch.arange(np.shape(filter)[-2])
+        t8 = rates[2] * t7 + strides[2] * t6
+        t9 = _gather(input, t8, -2, fill=-torch.inf)
+        t11 = np.shape(filter)[-3]
+        t12 = (-rates[1] * (t11 - 1) + t10 - 1) // strides[1]
+        t13 = t12 + 1
+        t14 = torch.arange(int(t13))
+        t15 = t14[..., None]
+        t16 = torch.arange(np.shape(filter)[-3])
+        t17 = rates[1] * t16 + strides[1] * t15
+        t18 = _gather(t9, t17, -4, fill=-torch.inf)
+        t19 = torch.permute(t18, (0, 1, 3, 5, 2, 4))
+        output = torch.amax(t0 + t19, axis=(-2, -1))
+    elif padding == "SAME":
+        t1 = np.shape(input)[-2]
+        t2 = -((-t1) // strides[2])
+        t3 = t2
+        t4 = torch.arange(int(t3))
+        t5 = t4[..., None]
+        t6 = torch.arange(np.shape(filter)[-2])
+        t7 = np.shape(filter)[-2]
+        t8 = rates[2] * t6 + strides[2] * t5 - _same_padding(t1, t7, strides[2], rates[2])
+        t9 = _gather(input, t8, -2, fill=-torch.inf)
+        t11 = -((-t10) // strides[1])
+        t12 = t11
+        t13 = torch.arange(int(t12))
+        t14 = t13[..., None]
+        t15 = torch.arange(np.shape(filter)[-3])
+        t16 = np.shape(filter)[-3]
+        t17 = rates[1] * t15 + strides[1] * t14 - _same_padding(t10, t16, strides[1], rates[1])
+        t18 = _gather(t9, t17, -4, fill=-torch.inf)
+        t19 = torch.permute(t18, (0, 1, 3, 5, 2, 4))
+        output = torch.amax(t0 + t19, axis=(-2, -1))
+    else:
+        raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
+    return output
+
+
+def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides, rates):
+    """Gradient of Dilation2D: one array per input (input, filter).
+
+    In index notation, next to the code computing it, for padding='VALID' (other values of padding
+    change it):
+        grad_input[k, l, m, n] = sum_{i, j, j4, j5} grad[k, i, j, n] * delta(l, i * strides[1] + j4
+            * rates[1]) * delta(m, j * strides[2] + j5 * rates[2]) *
+            first_attained(indicator_equal(read_outside(input[k, i * strides[1] + j4 * rates[1], j *
+            strides[2] + j5 * rates[2], n], -oo) + filter[j4, j5, n], output[k, i, j, n]), sum_{b =
+            0..j5 - 1} indicator_equal(read_outside(input[k, i * strides[1] + j4 * rates[1], b *
+            rates[2] + j * strides[2], n], -oo) + filter[j4, b, n], output[k, i, j, n]) + sum_{b, a
+            = 0..j4 - 1} indicator_equal(read_outside(input[k, a * rates[1] + i * strides[1], b *
+            rates[2] + j * strides[2], n], -oo) + filter[a, b, n], output[k, i, j, n]))
+            i.e. `_scatter_add(t18, t10, 2, t19)`
+        grad_filter[k, l, c] = sum_{n, i, j} grad[n, i, j, c] *
+            first_attained(indicator_equal(read_outside(input[n, i * strides[1] + k * rates[1], j *
+            strides[2] + l * rates[2], c], -oo) + filter[k, l, c], output[n, i, j, c]), sum_{b =
+            0..l - 1} indicator_equal(read_outside(input[n, i * strides[1] + k * rates[1], b *
+            rates[2] + j * strides[2], c], -oo) + filter[k, b, c], output[n, i, j, c]) + sum_{b, a =
+            0..k - 1} indicator_equal(read_outside(input[n, a * rates[1] + i * strides[1], b *
+            rates[2] + j * strides[2], c], -oo) + filter[a, b, c], output[n, i, j, c]))
+            i.e. `torch.sum(torch.where((t29 == t21 + t28) & (t30 + t32 == 0), t20, 0), ...`
+    """
+    if output is None:
+        output = dilation2d_forward(input, filter, padding=padding, strides=strides, rates=rates)
+    t0 = grad[..., None, :, None, :]
+    t1 = filter[..., None, :, :]
+    t2 = torch.arange(np.shape(grad)[-2])
+    t3 = t2[..., None]
+    t4 = torch.arange(np.shape(filter)[-2])
+    if padding == "VALID":
+        t5 = rates[2] * t4 + strides[2] * t3
+        t6 = _gather(input, t5, -2, fill=-torch.inf)
+        t7 = torch.arange(np.shape(grad)[-3])
+        t8 = t7[..., None]
+        t9 = torch.arange(np.shape(filter)[-3])
+        t10 = rates[1] * t9 + strides[1] * t8
+        t11 = _gather(t6, t10, -4, fill=-torch.inf)
+        t12 = output[..., None, :, None, :]
+        t13 = _shift_right(
+            torch.cumsum(torch.asarray(t12 == t1 + t11, dtype=grad.dtype), dim=-2), axis=-2, fill=0
+        )
+        t14 = torch.sum(torch.asarray(t12 == t1 + t11, dtype=grad.dtype), axis=-2, keepdims=True)
+        t15 = _shift_right(torch.cumsum(t14, dim=-4), axis=-4, fill=0)
+        t16 = torch.where((t12 == t1 + t11) & (t13 + t15 == 0), t0, 0)
+        t17 = np.shape(input)[-2]
+        t18 = _scatter_add(t16, t5, 1, t17)  # no gather form: an explicit scatter-add
+        t19 = np.shape(input)[-3]
+        grad_input = _scatter_add(t18, t10, 2, t19)  # no gather form: an explicit scatter-add
+        t20 = torch.permute(grad, (3, 0, 1, 2))
+        t21 = filter[..., None, None, None]
+        t22 = t4[..., None]
+        t23 = rates[2] * t22 + strides[2] * t2
+        t24 = _gather(input, t23, -2, fill=-torch.inf)
+        t25 = t9[..., None]
+        t26 = rates[1] * t25 + strides[1] * t7
+        t27 = _gather(t24, t26, -4, fill=-torch.inf)
+        t28 = torch.permute(t27, (1, 3, 5, 0, 2, 4))
+        t29 = torch.permute(output, (3, 0, 1, 2))
+        t30 = _shift_right(
+            torch.cumsum(torch.asarray(t29 == t21 + t28, dtype=grad.dtype), dim=-5), axis=-5, fill=0
+        )
+        t31 = torch.sum(torch.asarray(t29 == t21 + t28, dtype=grad.dtype), axis=-5, keepdims=True)
+        t32 = _shift_right(torch.cumsum(t31, dim=-6), axis=-6, fill=0)
+        grad_filter = torch.sum(
+            torch.where((t29 == t21 + t28) & (t30 + t32 == 0), t20, 0), axis=(-3, -2, -1)
+        )
+    elif padding == "SAME":
+        t5 = np.shape(filter)[-2]
+        t6 = np.shape(input)[-2]
+        t7 = rates[2] * t4 + strides[2] * t3 - _same_padding(t6, t5, strides[2], rates[2])
+        t8 = _gather(input, t7, -2, fill=-torch.inf)
+        t9 = torch.arange(np.shape(grad)[-3])
+        t10 = t9[..., None]
+        t11 = torch.arange(np.shape(filter)[-3])
+        t12 = np.shape(input)[-3]
+        t13 = np.shape(filter)[-3]
+        t14 = rates[1] * t11 + strides[1] * t10 - _same_padding(t12, t13, strides[1], rates[1])
+        t15 = _gather(t8, t14, -4, fill=-torch.inf)
+        t16 = output[..., None, :, None, :]
+        t17 = _shift_right(
+            torch.cumsum(torch.asarray(t16 == t1 + t15, dtype=grad.dtype), dim=-2), axis=-2, fill=0
+        )
+        t18 = torch.sum(torch.asarray(t16 == t1 + t15, dtype=grad.dtype), axis=-2, keepdims=True)
+        t19 = _shift_right(torch.cumsum(t18, dim=-4), axis=-4, fill=0)
+        t20 = torch.where((t16 == t1 + t15) & (t17 + t19 == 0), t0, 0)
+        t21 = _scatter_add(t20, t7, 1, t6)  # no gather form: an explicit scatter-add
+        grad_input = _scatter_add(t21, t14, 2, t12)  # no gather form: an explicit scatter-add
+        t22 = torch.permute(grad, (3, 0, 1, 2))
+        t23 = filter[..., None, None, None]
+        t24 = t4[..., None]
+        t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
+        t26 = _gather(input, t25, -2, fill=-torch.inf)
+        t27 = t11[..., None]
+        t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
+        t29 = _gather(t26, t28, -4, fill=-torch.inf)
+        t30 = torch.permute(t29, (1, 3, 5, 0, 2, 4))
+        t31 = torch.permute(output, (3, 0, 1, 2))
+        t32 = _shift_right(
+            torch.cumsum(torch.asarray(t31 == t23 + t30, dtype=grad.dtype), dim=-5), axis=-5, fill=0
+        )
+        t33 = torch.sum(torch.asarray(t31 == t23 + t30, dtype=grad.dtype), axis=-5, keepdims=True)
+        t34 = _shift_right(torch.cumsum(t33, dim=-6), axis=-6, fill=0)
+        grad_filter = torch.sum(
+            torch.where((t31 == t23 + t30) & (t32 + t34 == 0), t22, 0), axis=(-3, -2, -1)
+        )
+    else:
+        raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
+    return grad_input, grad_filter
+
+
+class _Dilation2DFunction(torch.autograd.Function):
+    """Dilation2D for autograd: the backward is dilation2d_vjp."""
+
+    @staticmethod
+    def forward(padding, strides, rates, input, filter):
+        return dilation2d_forward(input, filter, padding=padding, strides=strides, rates=rates)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:3]
+        ctx.save_for_backward(*inputs[3:], output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        padding, strides, rates = ctx.attrs
+        input, filter, output = ctx.saved_tensors
+        grads = dilation2d_vjp(
+            grad, input, filter, output=output, padding=padding, strides=strides, rates=rates
+        )
+        return None, None, None, *_needed(grads, ctx.needs_input_grad[3:])
+
+
 def avg_pool3d(input, *, padding="VALID", ksize, strides):
-    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:178); differentiated by avg_pool3d_vjp."""
+    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:196); differentiated by avg_pool3d_vjp."""
     return _AvgPool3DFunction.apply(padding, ksize, strides, input)
 
 
@@ -1666,7 +1860,7 @@ class _AvgPool3DFunction(torch.autograd.Function):
 
 
 def max_pool_v2(input, *, padding="VALID", ksize, strides):
-    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:197); differentiated by max_pool_v2_vjp."""
+    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:215); differentiated by max_pool_v2_vjp."""
     return _MaxPoolV2Function.apply(padding, ksize, strides, input)
 
 
@@ -1720,13 +1914,14 @@ def max_pool_v2_vjp(grad, input, *, output=None, padding="VALID", ksize, strides
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
-        grad_input[k, l, m, n] = sum_{i, j, j4 = 0..ksize[1] - 1, j5 = 0..ksize[2] - 1} grad[k, i,
-            j, n] * delta(l, strides[1] * i + j4) * delta(m, strides[2] * j + j5) *
-            first_attained(indicator_equal(read_outside(input[k, strides[1] * i + j4, strides[2] * j
-            + j5, n], -oo), output[k, i, j, n]), sum_{b = 0..j5 - 1}
-            indicator_equal(read_outside(input[k, strides[1] * i + j4, strides[2] * j + b, n], -oo),
-            output[k, i, j, n]) + sum_{b, a = 0..j4 - 1} indicator_equal(read_outside(input[k,
-            strides[1] * i + a, strides[2] * j + b, n], -oo), output[k, i, j, n]))
+        grad_input[k, l, m, n] = sum_{i, j, j12 = 0..ksize[1] - 1, j13 = 0..ksize[2] - 1} grad[k, i,
+            j, n] * delta(l, strides[1] * i + j12) * delta(m, strides[2] * j + j13) *
+            first_attained(indicator_equal(read_outside(input[k, strides[1] * i + j12, strides[2] *
+            j + j13, n], -oo), output[k, i, j, n]), sum_{b = 0..j13 - 1}
+            indicator_equal(read_outside(input[k, strides[1] * i + j12, strides[2] * j + b, n],
+            -oo), output[k, i, j, n]) + sum_{b, a = 0..j12 - 1}
+            indicator_equal(read_outside(input[k, strides[1] * i + a, strides[2] * j + b, n], -oo),
+            output[k, i, j, n]))
             i.e. `_max_pool_backprop(input, output, grad, window=(ksize[1], ksize[2]), ...`
     """
     if output is None:
