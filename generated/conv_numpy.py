@@ -1921,12 +1921,12 @@ def max_pool_v2_grad(grad, input, *, output=None, padding="VALID", ksize, stride
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
-        grad_input[k, l, m, n] = sum_{i, j, j4 = 0..ksize[1] - 1, j5 = 0..ksize[2] - 1} grad[k, i,
-            j, n] * delta(l, strides[1] * i + j4) * delta(m, strides[2] * j + j5) *
-            first_attained(indicator_equal(read_outside(input[k, strides[1] * i + j4, strides[2] * j
-            + j5, n], -oo), output[k, i, j, n]), sum_{b = 0..j5 - 1}
-            indicator_equal(read_outside(input[k, strides[1] * i + j4, strides[2] * j + b, n], -oo),
-            output[k, i, j, n]) + sum_{b, a = 0..j4 - 1} indicator_equal(read_outside(input[k,
+        grad_input[k, l, m, n] = sum_{i, j, j0 = 0..ksize[1] - 1, j1 = 0..ksize[2] - 1} grad[k, i,
+            j, n] * delta(l, strides[1] * i + j0) * delta(m, strides[2] * j + j1) *
+            first_attained(indicator_equal(read_outside(input[k, strides[1] * i + j0, strides[2] * j
+            + j1, n], -oo), output[k, i, j, n]), sum_{b = 0..j1 - 1}
+            indicator_equal(read_outside(input[k, strides[1] * i + j0, strides[2] * j + b, n], -oo),
+            output[k, i, j, n]) + sum_{b, a = 0..j0 - 1} indicator_equal(read_outside(input[k,
             strides[1] * i + a, strides[2] * j + b, n], -oo), output[k, i, j, n]))
             i.e. `_max_pool_backprop(input, output, grad, window=(ksize[1], ksize[2]), ...`
     """
