@@ -3,9 +3,11 @@
 * `product(f, (k, lo, hi))`: d/dx of prod_k f(k) is sum_j (prod_{k<j} f) f'(j) (prod_{k>j} f),
   never the product divided by f(j) (NaN where f(j) = 0, the classic bug); the partial
   products lower to exclusive cumulative products, or, for a cumulative product's gradient,
-  to a linear recurrence.
+  to a linear recurrence. With `where=` (a segment's entries), the product of the other
+  selected entries, exact at zeros (three segment reductions, as TensorFlow's).
 * `maximum(f, (k, lo, hi))`, `minimum(...)`: the gradient goes to the entries equal to the
-  result, split equally among ties, as TensorFlow's reduce_max gradient does.
+  result, split equally among ties, as TensorFlow's reduce_max gradient does; `where=` selects
+  the entries, `initial=` adds one more (`maximum_from`).
 * `logsumexp(f, (k, lo, hi))`: log(sum_k exp(f)), whose derivative is the softmax
   exp(f(j) - logsumexp), finite where exp(f) is not (`symgrad.stability` writes a cumulative
   log-sum-exp so).
@@ -28,6 +30,13 @@ from sympy.concrete.expr_with_limits import ExprWithLimits
 from symgrad.special_functions import dawsn, nextafter, rint, scaled_besseli, sigmoid, softplus, split_exp  # noqa: F401
 
 _fresh = sp.numbered_symbols("j", integer=True)
+
+
+def restart_fresh_indices() -> None:
+    """Number the indices derivatives bind from j0 again: called before each op is derived,
+    so that its gradient's docstring does not depend on which ops a worker derived before."""
+    global _fresh
+    _fresh = sp.numbered_symbols("j", integer=True)
 
 
 def _single_limit(expr) -> tuple:

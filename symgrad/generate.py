@@ -20,6 +20,7 @@ from symgrad.declare import OpDecl
 from symgrad.instantiate import instantiate
 from symgrad.derive import derive
 from symgrad.errors import LoweringError, SymgradError
+from symgrad.functions import restart_fresh_indices
 from symgrad.ir import LinearSecondOrder, OpCode
 from symgrad.load import OpFile, check_unique, load_op_file, op_file_paths
 from symgrad.lowering.op import lower_op
@@ -48,6 +49,7 @@ class SymgradErrors(SymgradError):
 def compile_op(decl: OpDecl) -> OpCode:
     """Derive, simplify and lower every attribute variant of one op, and its gradient op
     (`second_order`) where that derives."""
+    restart_fresh_indices()
     raw = [derive(instantiate(decl, v)) for v in decl.variants()]
     simplified = [simplify(d) for d in raw]
     code = lower_op(OpSignature.of(decl), simplified)
