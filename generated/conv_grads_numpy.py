@@ -2264,15 +2264,14 @@ def max_pool_grad_grad(
 
     In index notation, next to the code computing it, for padding='VALID', data_format='NHWC' (other
     values of padding, data_format change it):
-        affine1[n, c, j16, j17, i, j] = sum_{b = 0..j17 - 1}
-            indicator_equal(read_outside(orig_input[n, i * strides[1] + j16, b + j * strides[2], c],
-            -oo), orig_output[n, i, j, c])
+        affine1[n, c, j0, j1, i, j] = sum_{b = 0..j1 - 1} indicator_equal(read_outside(orig_input[n,
+            i * strides[1] + j0, b + j * strides[2], c], -oo), orig_output[n, i, j, c])
             + sum_{b, a} indicator_equal(read_outside(orig_input[n, a + i * strides[1], b + j *
                 strides[2], c], -oo), orig_output[n, i, j, c]), i.e. `t15 + t17`
-        grad_grad[n, i, j, c] = sum_{j16, j17} grad_output[n, i * strides[1] + j16, j * strides[2] +
-            j17, c] * first_attained(indicator_equal(read_outside(orig_input[n, i * strides[1] +
-            j16, j * strides[2] + j17, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j16, j17,
-            i, j]), i.e. `np.sum(np.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))`
+        grad_grad[n, i, j, c] = sum_{j0, j1} grad_output[n, i * strides[1] + j0, j * strides[2] +
+            j1, c] * first_attained(indicator_equal(read_outside(orig_input[n, i * strides[1] + j0,
+            j * strides[2] + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
+            i.e. `np.sum(np.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))`
     """
     if data_format != "NHWC":
         raise ValueError(
@@ -2537,15 +2536,14 @@ def max_pool_grad_v2_grad(
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
-        affine1[n, c, j20, j21, i, j] = sum_{b = 0..j21 - 1}
-            indicator_equal(read_outside(orig_input[n, strides[1] * i + j20, strides[2] * j + b, c],
-            -oo), orig_output[n, i, j, c])
+        affine1[n, c, j0, j1, i, j] = sum_{b = 0..j1 - 1} indicator_equal(read_outside(orig_input[n,
+            strides[1] * i + j0, strides[2] * j + b, c], -oo), orig_output[n, i, j, c])
             + sum_{b, a} indicator_equal(read_outside(orig_input[n, strides[1] * i + a, strides[2] *
                 j + b, c], -oo), orig_output[n, i, j, c]), i.e. `t15 + t17`
-        grad_grad[n, i, j, c] = sum_{j20, j21} grad_output[n, strides[1] * i + j20, strides[2] * j +
-            j21, c] * first_attained(indicator_equal(read_outside(orig_input[n, strides[1] * i +
-            j20, strides[2] * j + j21, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j20, j21,
-            i, j]), i.e. `np.sum(np.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))`
+        grad_grad[n, i, j, c] = sum_{j0, j1} grad_output[n, strides[1] * i + j0, strides[2] * j +
+            j1, c] * first_attained(indicator_equal(read_outside(orig_input[n, strides[1] * i + j0,
+            strides[2] * j + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
+            i.e. `np.sum(np.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))`
     """
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
@@ -2790,15 +2788,14 @@ def max_pool_gradgrad_grad(
 
     In index notation, next to the code computing it, for padding='VALID', data_format='NHWC' (other
     values of padding, data_format change it):
-        affine1[n, i, j, c, j24, j25] = sum_{b = 0..j25 - 1}
-            indicator_equal(read_outside(orig_input[n, i * strides[1] + j24, b + j * strides[2], c],
-            -oo), orig_output[n, i, j, c])
+        affine1[n, i, j, c, j0, j1] = sum_{b = 0..j1 - 1} indicator_equal(read_outside(orig_input[n,
+            i * strides[1] + j0, b + j * strides[2], c], -oo), orig_output[n, i, j, c])
             + sum_{b, a} indicator_equal(read_outside(orig_input[n, a + i * strides[1], b + j *
                 strides[2], c], -oo), orig_output[n, i, j, c])
-        grad_grad[n, h, w, c] = sum_{i, j, j24, j25} grad_output[n, i, j, c] * delta(h, i *
-            strides[1] + j24) * delta(w, j * strides[2] + j25) *
-            first_attained(indicator_equal(read_outside(orig_input[n, i * strides[1] + j24, j *
-            strides[2] + j25, c], -oo), orig_output[n, i, j, c]), affine1[n, i, j, c, j24, j25])
+        grad_grad[n, h, w, c] = sum_{i, j, j0, j1} grad_output[n, i, j, c] * delta(h, i * strides[1]
+            + j0) * delta(w, j * strides[2] + j1) *
+            first_attained(indicator_equal(read_outside(orig_input[n, i * strides[1] + j0, j *
+            strides[2] + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, i, j, c, j0, j1])
             i.e. `_max_pool_backprop(orig_input, orig_output, grad_output, window=(ksize[1], ...`
     """
     if data_format != "NHWC":
@@ -3074,19 +3071,19 @@ def max_pool3d_grad_grad(
 
     In index notation, next to the code computing it, for padding='VALID', data_format='NDHWC'
     (other values of padding, data_format change it):
-        affine1[n, c, j28, j29, j30, z, i, j] = sum_{b = 0..j30 - 1}
-            indicator_equal(read_outside(orig_input[n, j28 + strides[1] * z, i * strides[2] + j29, b
-            + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
-            + sum_{b, a = 0..j29 - 1} indicator_equal(read_outside(orig_input[n, j28 + strides[1] *
-                z, a + i * strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+        affine1[n, c, j0, j1, j2, z, i, j] = sum_{b = 0..j2 - 1}
+            indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z, i * strides[2] + j1, b +
+            j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            + sum_{b, a = 0..j1 - 1} indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z,
+                a + i * strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
             + sum_{a, b, e} indicator_equal(read_outside(orig_input[n, e + strides[1] * z, a + i *
                 strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
             i.e. `t21 + t23 + t26`
-        grad_grad[n, z, i, j, c] = sum_{j28, j29, j30} grad_output[n, j28 + strides[1] * z, i *
-            strides[2] + j29, j * strides[3] + j30, c] *
-            first_attained(indicator_equal(read_outside(orig_input[n, j28 + strides[1] * z, i *
-            strides[2] + j29, j * strides[3] + j30, c], -oo), orig_output[n, z, i, j, c]),
-            affine1[n, c, j28, j29, j30, z, i, j])
+        grad_grad[n, z, i, j, c] = sum_{j0, j1, j2} grad_output[n, j0 + strides[1] * z, i *
+            strides[2] + j1, j * strides[3] + j2, c] *
+            first_attained(indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z, i *
+            strides[2] + j1, j * strides[3] + j2, c], -oo), orig_output[n, z, i, j, c]), affine1[n,
+            c, j0, j1, j2, z, i, j])
             i.e. `np.sum(np.where((t63 == t64) & (t65 == 0), t59, 0), axis=(-3, -2, -1))`
     """
     if data_format != "NDHWC":
@@ -3403,18 +3400,18 @@ def max_pool3d_gradgrad_grad(
 
     In index notation, next to the code computing it, for padding='VALID', data_format='NDHWC'
     (other values of padding, data_format change it):
-        affine1[n, z, i, j, c, j6, j7, j8] = sum_{b = 0..j8 - 1}
-            indicator_equal(read_outside(orig_input[n, j6 + strides[1] * z, i * strides[2] + j7, b +
+        affine1[n, z, i, j, c, j0, j1, j2] = sum_{b = 0..j2 - 1}
+            indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z, i * strides[2] + j1, b +
             j * strides[3], c], -oo), orig_output[n, z, i, j, c])
-            + sum_{b, a = 0..j7 - 1} indicator_equal(read_outside(orig_input[n, j6 + strides[1] * z,
+            + sum_{b, a = 0..j1 - 1} indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z,
                 a + i * strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
             + sum_{a, b, e} indicator_equal(read_outside(orig_input[n, e + strides[1] * z, a + i *
                 strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
-        grad_grad[n, h, w, y, c] = sum_{z, i, j, j6, j7, j8} grad_output[n, z, i, j, c] * delta(h,
-            j6 + strides[1] * z) * delta(w, i * strides[2] + j7) * delta(y, j * strides[3] + j8) *
-            first_attained(indicator_equal(read_outside(orig_input[n, j6 + strides[1] * z, i *
-            strides[2] + j7, j * strides[3] + j8, c], -oo), orig_output[n, z, i, j, c]), affine1[n,
-            z, i, j, c, j6, j7, j8])
+        grad_grad[n, h, w, y, c] = sum_{z, i, j, j0, j1, j2} grad_output[n, z, i, j, c] * delta(h,
+            j0 + strides[1] * z) * delta(w, i * strides[2] + j1) * delta(y, j * strides[3] + j2) *
+            first_attained(indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z, i *
+            strides[2] + j1, j * strides[3] + j2, c], -oo), orig_output[n, z, i, j, c]), affine1[n,
+            z, i, j, c, j0, j1, j2])
             i.e. `_max_pool_backprop(orig_input, orig_output, grad_output, window=(ksize[1], ...`
     """
     if data_format != "NDHWC":

@@ -1731,13 +1731,13 @@ def dilation2d_grad(grad, input, filter, *, output=None, padding="VALID", stride
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
-        grad_input[k, l, m, n] = sum_{i, j, j4, j5} grad[k, i, j, n] * delta(l, i * strides[1] + j4
-            * rates[1]) * delta(m, j * strides[2] + j5 * rates[2]) *
-            first_attained(indicator_equal(read_outside(input[k, i * strides[1] + j4 * rates[1], j *
-            strides[2] + j5 * rates[2], n], -oo) + filter[j4, j5, n], output[k, i, j, n]), sum_{b =
-            0..j5 - 1} indicator_equal(read_outside(input[k, i * strides[1] + j4 * rates[1], b *
-            rates[2] + j * strides[2], n], -oo) + filter[j4, b, n], output[k, i, j, n]) + sum_{b, a
-            = 0..j4 - 1} indicator_equal(read_outside(input[k, a * rates[1] + i * strides[1], b *
+        grad_input[k, l, m, n] = sum_{i, j, j0, j1} grad[k, i, j, n] * delta(l, i * strides[1] + j0
+            * rates[1]) * delta(m, j * strides[2] + j1 * rates[2]) *
+            first_attained(indicator_equal(read_outside(input[k, i * strides[1] + j0 * rates[1], j *
+            strides[2] + j1 * rates[2], n], -oo) + filter[j0, j1, n], output[k, i, j, n]), sum_{b =
+            0..j1 - 1} indicator_equal(read_outside(input[k, i * strides[1] + j0 * rates[1], b *
+            rates[2] + j * strides[2], n], -oo) + filter[j0, b, n], output[k, i, j, n]) + sum_{b, a
+            = 0..j0 - 1} indicator_equal(read_outside(input[k, a * rates[1] + i * strides[1], b *
             rates[2] + j * strides[2], n], -oo) + filter[a, b, n], output[k, i, j, n]))
             i.e. `_scatter_add(t18, t10, 2, t19)`
         grad_filter[k, l, c] = sum_{n, i, j} grad[n, i, j, c] *
@@ -2314,14 +2314,13 @@ def max_pool_v2_grad(grad, input, *, output=None, padding="VALID", ksize, stride
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
-        grad_input[k, l, m, n] = sum_{i, j, j12 = 0..ksize[1] - 1, j13 = 0..ksize[2] - 1} grad[k, i,
-            j, n] * delta(l, strides[1] * i + j12) * delta(m, strides[2] * j + j13) *
-            first_attained(indicator_equal(read_outside(input[k, strides[1] * i + j12, strides[2] *
-            j + j13, n], -oo), output[k, i, j, n]), sum_{b = 0..j13 - 1}
-            indicator_equal(read_outside(input[k, strides[1] * i + j12, strides[2] * j + b, n],
-            -oo), output[k, i, j, n]) + sum_{b, a = 0..j12 - 1}
-            indicator_equal(read_outside(input[k, strides[1] * i + a, strides[2] * j + b, n], -oo),
-            output[k, i, j, n]))
+        grad_input[k, l, m, n] = sum_{i, j, j0 = 0..ksize[1] - 1, j1 = 0..ksize[2] - 1} grad[k, i,
+            j, n] * delta(l, strides[1] * i + j0) * delta(m, strides[2] * j + j1) *
+            first_attained(indicator_equal(read_outside(input[k, strides[1] * i + j0, strides[2] * j
+            + j1, n], -oo), output[k, i, j, n]), sum_{b = 0..j1 - 1}
+            indicator_equal(read_outside(input[k, strides[1] * i + j0, strides[2] * j + b, n], -oo),
+            output[k, i, j, n]) + sum_{b, a = 0..j0 - 1} indicator_equal(read_outside(input[k,
+            strides[1] * i + a, strides[2] * j + b, n], -oo), output[k, i, j, n]))
             i.e. `_max_pool_backprop(input, output, grad, window=(ksize[1], ksize[2]), ...`
     """
     if output is None:
