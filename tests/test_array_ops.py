@@ -112,8 +112,11 @@ def test_slicing_gradients_are_gathers_not_scatters(derived):
     """A slice's gradient reads the upstream gradient where each input entry went (zero where
     none did): gathers, never a scatter-add or a dense matrix."""
     _, files = derived
-    for name in ("array_numpy.py", "array_tf.py"):
-        assert "_scatter_add" not in files[name] and "einsum" not in files[name]
+    slices = ("pad", "pad_v2", "slice", "reverse_v2", "reverse", "strided_slice", "strided_slice_backprop")
+    for name, suffix in (("array_numpy.py", "_grad("), ("array_tf.py", "_vjp(")):
+        for op in slices:  # (TensorStridedSliceUpdate's forward places its value: a scatter)
+            gradient = files[name].split(f"\ndef {op}{suffix}")[1].split("\ndef ")[0]
+            assert "_scatter_add" not in gradient and "einsum" not in gradient, (name, op)
     transpose = files["array_numpy.py"].split("def transpose_grad")[1].split("return")[0]
     # by the inverse permutation, one body per rank
     assert "np.transpose(grad, (perm.index(0), perm.index(1), perm.index(2)))" in transpose

@@ -125,6 +125,7 @@ BINARY = {
     "TruncateDiv": Case((ANY, NONZERO), edges=(([3.0, -3.0, 0.0], [1.5, -1.5]),)),
     "FloorMod": Case((ANY, NONZERO), edges=(([3.0, -3.0, 0.0], [1.5, -1.5]),)),
     "Xlog1py": Case((ANY, Domain(-0.5, 3.0)), edges=(([0.0, 1.5, -2.0], [0.0, -1.0, 2.5]),)),
+    "NextAfter": Case((ANY, ANY), edges=(TIES,)),  # x1 == x2: nextafter is x1 itself
 }
 SHAPES = [((3, 1), (1, 4)), ((5,), (2, 5)), ((), (3,)), ((2, 3), ())]
 

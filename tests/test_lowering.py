@@ -131,7 +131,7 @@ def test_every_rule_is_exercised_by_a_case_or_by_the_index_map_tests():
         "a mask of indices", "a stack of the pieces at each position",
         "(an error: indices that are not axes here)", "a convolution kernel", "a scatter-add at mapped positions",
         "a scatter-add at positions other axes name",  # tests/test_row_maps.py
-        "a value over an axis, read at positions", "a maximum or minimum over the entries ids select",  # tests/test_segments.py
+        "a value over an axis, read at positions", "a product, maximum or minimum over the entries ids select",  # tests/test_segments.py, test_conditional_product.py
         "a max-pooling gradient kernel", "the first entry attaining a maximum",  # tests/test_pooling.py
     }
     names = [rule.name for rule in rules.EXPRESSION_RULES + rules.SUM_RULES]
