@@ -43,7 +43,7 @@ def with_tied_values(tied: tuple, names: tuple, shapes: tuple, inputs: tuple, sy
 def evaluate(expr, env: dict, arrays: dict):
     """The number `expr` (a declaration's expression) is at index and size values `env`."""
     if expr.is_Number:
-        return int(expr) if expr.is_Integer else complex(expr) if expr.has(sp.I) else float(expr)
+        return _numeric(expr)
     if expr.is_Symbol:
         return env[expr]
     if isinstance(expr, sp.Indexed):
