@@ -398,7 +398,11 @@ def truncate_div(x, y):
 
 def truncate_div_forward(x, y):
     """TruncateDiv's formula."""
-    z = jnp.where(x / y >= 0, jnp.floor(x / y), jnp.ceil(x / y))
+    z = jnp.where(
+        x / y >= 0,
+        jnp.floor(jnp.where(~(x / y >= 0), 1, x) / jnp.where(~(x / y >= 0), 1, y)),
+        jnp.ceil(jnp.where(x / y >= 0, 1, x) / jnp.where(x / y >= 0, 1, y)),
+    )
     return z
 
 
@@ -474,7 +478,20 @@ def power(x, y):
 
 def power_forward(x, y):
     """Pow's formula."""
-    z = jnp.where(x > 0, x**y, jnp.where(y == 0, 1, jnp.where(y == 1, x, x**y)))
+    z = jnp.where(
+        x > 0,
+        jnp.where(~(x > 0), 1, x) ** jnp.where(~(x > 0), 1, y),
+        jnp.where(
+            y == 0,
+            1,
+            jnp.where(
+                y == 1,
+                x,
+                jnp.where((y == 0) | (y == 1) | (x > 0), 1, x)
+                ** jnp.where((y == 0) | (y == 1) | (x > 0), 1, y),
+            ),
+        ),
+    )
     return z
 
 
@@ -720,7 +737,7 @@ def xlogy(x, y):
 
 def xlogy_forward(x, y):
     """Xlogy's formula."""
-    z = jnp.where(x == 0, 0, x * jnp.log(y))
+    z = jnp.where(x == 0, 0, jnp.where(x == 0, 1, x) * jnp.log(jnp.where(x == 0, 1, y)))
     return z
 
 
@@ -775,7 +792,7 @@ def xdivy(x, y):
 
 def xdivy_forward(x, y):
     """Xdivy's formula."""
-    z = jnp.where(x == 0, 0, x / y)
+    z = jnp.where(x == 0, 0, jnp.where(x == 0, 1, x) / jnp.where(x == 0, 1, y))
     return z
 
 
@@ -830,7 +847,7 @@ def xlog1py(x, y):
 
 def xlog1py_forward(x, y):
     """Xlog1py's formula."""
-    z = jnp.where(x == 0, 0, x * jnp.log1p(y))
+    z = jnp.where(x == 0, 0, jnp.where(x == 0, 1, x) * jnp.log1p(jnp.where(x == 0, 1, y)))
     return z
 
 
@@ -881,7 +898,7 @@ def div_no_nan(x, y):
 
 def div_no_nan_forward(x, y):
     """DivNoNan's formula."""
-    z = jnp.where(y == 0, 0, x / y)
+    z = jnp.where(y == 0, 0, jnp.where(y == 0, 1, x) / jnp.where(y == 0, 1, y))
     return z
 
 

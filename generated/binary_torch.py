@@ -381,7 +381,11 @@ def truncate_div(x, y):
 
 def truncate_div_forward(x, y):
     """TruncateDiv's formula."""
-    z = torch.where(x / y >= 0, torch.floor(x / y), torch.ceil(x / y))
+    z = torch.where(
+        x / y >= 0,
+        torch.floor(torch.where(~(x / y >= 0), 1, x) / torch.where(~(x / y >= 0), 1, y)),
+        torch.ceil(torch.where(x / y >= 0, 1, x) / torch.where(x / y >= 0, 1, y)),
+    )
     return z
 
 
@@ -457,7 +461,20 @@ def power(x, y):
 
 def power_forward(x, y):
     """Pow's formula."""
-    z = torch.where(x > 0, x**y, torch.where(y == 0, 1, torch.where(y == 1, x, x**y)))
+    z = torch.where(
+        x > 0,
+        torch.where(~(x > 0), 1, x) ** torch.where(~(x > 0), 1, y),
+        torch.where(
+            y == 0,
+            1,
+            torch.where(
+                y == 1,
+                x,
+                torch.where((y == 0) | (y == 1) | (x > 0), 1, x)
+                ** torch.where((y == 0) | (y == 1) | (x > 0), 1, y),
+            ),
+        ),
+    )
     return z
 
 
@@ -703,7 +720,7 @@ def xlogy(x, y):
 
 def xlogy_forward(x, y):
     """Xlogy's formula."""
-    z = torch.where(x == 0, 0, x * torch.log(y))
+    z = torch.where(x == 0, 0, torch.where(x == 0, 1, x) * torch.log(torch.where(x == 0, 1, y)))
     return z
 
 
@@ -757,7 +774,7 @@ def xdivy(x, y):
 
 def xdivy_forward(x, y):
     """Xdivy's formula."""
-    z = torch.where(x == 0, 0, x / y)
+    z = torch.where(x == 0, 0, torch.where(x == 0, 1, x) / torch.where(x == 0, 1, y))
     return z
 
 
@@ -812,7 +829,7 @@ def xlog1py(x, y):
 
 def xlog1py_forward(x, y):
     """Xlog1py's formula."""
-    z = torch.where(x == 0, 0, x * torch.log1p(y))
+    z = torch.where(x == 0, 0, torch.where(x == 0, 1, x) * torch.log1p(torch.where(x == 0, 1, y)))
     return z
 
 
@@ -866,7 +883,7 @@ def div_no_nan(x, y):
 
 def div_no_nan_forward(x, y):
     """DivNoNan's formula."""
-    z = torch.where(y == 0, 0, x / y)
+    z = torch.where(y == 0, 0, torch.where(y == 0, 1, x) / torch.where(y == 0, 1, y))
     return z
 
 

@@ -48,8 +48,35 @@ def _scatter_extremum(values, positions, trailing, size, kind):
 
 def _scatter_product(values, positions, trailing, size):
     """`_scatter_add`'s layout, the values at equal positions multiplied (1 in a slot no
-    position names), as TensorFlow's unsorted segment prod."""
-    return _scatter_at(values, positions, trailing, size, "multiply")
+    position names), as TensorFlow's unsorted segment prod. Differentiable: JAX does not
+    differentiate `.at[].multiply` at repeated positions, so its derivative is given, each
+    entry's tangent times the product of the others in its slot (`_product_of_others`)."""
+
+    @jax.custom_jvp
+    def product(values, positions):  # the positions an argument: they may be traced
+        return _scatter_at(values, positions, trailing, size, "multiply")
+
+    @product.defjvp
+    def _(primals, tangents):
+        values, positions = primals
+        others = _product_of_others(values, positions, trailing, size)
+        return product(values, positions), _scatter_add(
+            others * tangents[0], positions, trailing, size
+        )
+
+    return product(values, jnp.asarray(positions))
+
+
+def _product_of_others(values, positions, trailing, size):
+    """For each entry, the product of the others at its position, exact at zeros: the product
+    divided by the entry where it is not 0; where it is, the nonzero entries' product if it
+    is the only zero, else 0."""
+    nonzero = values != 0
+    at_entries = lambda slots: _gather(slots, positions, -trailing - 1)
+    total = at_entries(_scatter_product(values, positions, trailing, size))  # differentiable again
+    kept = at_entries(_scatter_product(jnp.where(nonzero, values, 1), positions, trailing, size))
+    zeros = at_entries(_scatter_add(jnp.where(nonzero, 0, 1), positions, trailing, size))
+    return jnp.where(nonzero, total / jnp.where(nonzero, values, 1), jnp.where(zeros == 1, kept, 0))
 
 
 def _scatter_at(values, positions, trailing, size, kind):
@@ -520,23 +547,34 @@ def unsorted_segment_prod_vjp(grad, data, segment_ids, *, output=None, num_segme
 
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
-            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, data[i, p] + mask(data[i, p]
-            == 0), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) * indicator(data[i,
-            p] == 0) at s = segment_ids[j]) == 1 else 0)
-            i.e. `t0 * jnp.where(data != 0, t1 / data, jnp.where(t8 == 1, t5, 0))`
+            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
+            data[i, p], 1), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) *
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else -data[j, p] * (prod_i
+            selected(segment_ids[i] == s, selected(data[i, p] != 0, data[i, p], 1), 1) at s =
+            segment_ids[j]) + (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
+            data[i, p], 1), 1) at s = segment_ids[j]) * (sum_i delta(s, segment_ids[i]) *
+            ... (`symgrad explain` prints it whole)
+            i.e. `t0 * jnp.where(data != 0, jnp.where(~(data != 0), 1, t1) / jnp.where(~(data ...`
     """
     if output is None:
         output = unsorted_segment_prod_forward(data, segment_ids, num_segments=num_segments)
     t0 = _gather(grad, segment_ids, -2)
     t1 = _gather(output, segment_ids, -2)
-    t2 = data + jnp.asarray(data == 0, dtype=jnp.int8)
+    t2 = jnp.where(data != 0, data, 1)
     t3 = jnp.shape(grad)[-2]
     t4 = _scatter_product(t2, segment_ids, 1, t3)
     t5 = _gather(t4, segment_ids, -2)
     t6 = jnp.asarray(data == 0, grad.dtype)
     t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
     t8 = _gather(t7, segment_ids, -2)
-    grad_data = t0 * jnp.where(data != 0, t1 / data, jnp.where(t8 == 1, t5, 0))
+    t9 = jnp.where(data == 0, data, 0)
+    t10 = _scatter_add(t9, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    t11 = _gather(t10, segment_ids, -2)
+    grad_data = t0 * jnp.where(
+        data != 0,
+        jnp.where(~(data != 0), 1, t1) / jnp.where(~(data != 0), 1, data),
+        jnp.where(t8 == 1, t5, jnp.where(t8 == 2, -data * t5 + t11 * t5, 0)),
+    )
     return grad_data, None
 
 
@@ -757,23 +795,34 @@ def segment_prod_vjp(grad, data, segment_ids, *, output=None):
 
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
-            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, data[i, p] + mask(data[i, p]
-            == 0), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) * indicator(data[i,
-            p] == 0) at s = segment_ids[j]) == 1 else 0)
-            i.e. `t0 * jnp.where(data != 0, t1 / data, jnp.where(t8 == 1, t5, 0))`
+            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
+            data[i, p], 1), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) *
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else -data[j, p] * (prod_i
+            selected(segment_ids[i] == s, selected(data[i, p] != 0, data[i, p], 1), 1) at s =
+            segment_ids[j]) + (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
+            data[i, p], 1), 1) at s = segment_ids[j]) * (sum_i delta(s, segment_ids[i]) *
+            ... (`symgrad explain` prints it whole)
+            i.e. `t0 * jnp.where(data != 0, jnp.where(~(data != 0), 1, t1) / jnp.where(~(data ...`
     """
     if output is None:
         output = segment_prod_forward(data, segment_ids)
     t0 = _gather(grad, segment_ids, -2)
     t1 = _gather(output, segment_ids, -2)
-    t2 = data + jnp.asarray(data == 0, dtype=jnp.int8)
+    t2 = jnp.where(data != 0, data, 1)
     t3 = jnp.shape(grad)[-2]
     t4 = _scatter_product(t2, segment_ids, 1, t3)
     t5 = _gather(t4, segment_ids, -2)
     t6 = jnp.asarray(data == 0, grad.dtype)
     t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
     t8 = _gather(t7, segment_ids, -2)
-    grad_data = t0 * jnp.where(data != 0, t1 / data, jnp.where(t8 == 1, t5, 0))
+    t9 = jnp.where(data == 0, data, 0)
+    t10 = _scatter_add(t9, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    t11 = _gather(t10, segment_ids, -2)
+    grad_data = t0 * jnp.where(
+        data != 0,
+        jnp.where(~(data != 0), 1, t1) / jnp.where(~(data != 0), 1, data),
+        jnp.where(t8 == 1, t5, jnp.where(t8 == 2, -data * t5 + t11 * t5, 0)),
+    )
     return grad_data, None
 
 

@@ -709,25 +709,36 @@ def unsorted_segment_prod_vjp(grad, data, segment_ids, output, *, num_segments):
 
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
-            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, data[i, p] + mask(data[i, p]
-            == 0), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) * indicator(data[i,
-            p] == 0) at s = segment_ids[j]) == 1 else 0)
+            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
+            data[i, p], 1), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) *
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else -data[j, p] * (prod_i
+            selected(segment_ids[i] == s, selected(data[i, p] != 0, data[i, p], 1), 1) at s =
+            segment_ids[j]) + (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
+            data[i, p], 1), 1) at s = segment_ids[j]) * (sum_i delta(s, segment_ids[i]) *
+            ... (`symgrad explain` prints it whole)
             i.e. `t0 * tf.where(tf.not_equal(data, 0), tf.where(~tf.not_equal(data, 0), ...`
     """
     t0 = _gather(grad, segment_ids, -2)
     t1 = _gather(output, segment_ids, -2)
-    t2 = data + tf.where(tf.equal(data, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    t2 = tf.where(tf.not_equal(data, 0), data, tf.constant(1, grad.dtype))
     t3 = tf.shape(grad, out_type=tf.int64)[-2]
     t4 = _scatter_product(t2, segment_ids, 1, t3)
     t5 = _gather(t4, segment_ids, -2)
     t6 = tf.where(tf.equal(data, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
     t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
     t8 = _gather(t7, segment_ids, -2)
+    t9 = tf.where(tf.equal(data, 0), data, tf.constant(0, grad.dtype))
+    t10 = _scatter_add(t9, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    t11 = _gather(t10, segment_ids, -2)
     grad_data = t0 * tf.where(
         tf.not_equal(data, 0),
         tf.where(~tf.not_equal(data, 0), tf.constant(1, grad.dtype), t1)
         / tf.where(~tf.not_equal(data, 0), tf.constant(1, grad.dtype), data),
-        tf.where(tf.equal(t8, 1), t5, tf.constant(0, grad.dtype)),
+        tf.where(
+            tf.equal(t8, 1),
+            t5,
+            tf.where(tf.equal(t8, 2), -data * t5 + t11 * t5, tf.constant(0, grad.dtype)),
+        ),
     )
     return grad_data, None
 
@@ -966,25 +977,36 @@ def segment_prod_vjp(grad, data, segment_ids, output):
 
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
-            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, data[i, p] + mask(data[i, p]
-            == 0), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) * indicator(data[i,
-            p] == 0) at s = segment_ids[j]) == 1 else 0)
+            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
+            data[i, p], 1), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) *
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else -data[j, p] * (prod_i
+            selected(segment_ids[i] == s, selected(data[i, p] != 0, data[i, p], 1), 1) at s =
+            segment_ids[j]) + (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
+            data[i, p], 1), 1) at s = segment_ids[j]) * (sum_i delta(s, segment_ids[i]) *
+            ... (`symgrad explain` prints it whole)
             i.e. `t0 * tf.where(tf.not_equal(data, 0), tf.where(~tf.not_equal(data, 0), ...`
     """
     t0 = _gather(grad, segment_ids, -2)
     t1 = _gather(output, segment_ids, -2)
-    t2 = data + tf.where(tf.equal(data, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    t2 = tf.where(tf.not_equal(data, 0), data, tf.constant(1, grad.dtype))
     t3 = tf.shape(grad, out_type=tf.int64)[-2]
     t4 = _scatter_product(t2, segment_ids, 1, t3)
     t5 = _gather(t4, segment_ids, -2)
     t6 = tf.where(tf.equal(data, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
     t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
     t8 = _gather(t7, segment_ids, -2)
+    t9 = tf.where(tf.equal(data, 0), data, tf.constant(0, grad.dtype))
+    t10 = _scatter_add(t9, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    t11 = _gather(t10, segment_ids, -2)
     grad_data = t0 * tf.where(
         tf.not_equal(data, 0),
         tf.where(~tf.not_equal(data, 0), tf.constant(1, grad.dtype), t1)
         / tf.where(~tf.not_equal(data, 0), tf.constant(1, grad.dtype), data),
-        tf.where(tf.equal(t8, 1), t5, tf.constant(0, grad.dtype)),
+        tf.where(
+            tf.equal(t8, 1),
+            t5,
+            tf.where(tf.equal(t8, 2), -data * t5 + t11 * t5, tf.constant(0, grad.dtype)),
+        ),
     )
     return grad_data, None
 

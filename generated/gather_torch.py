@@ -558,23 +558,34 @@ def unsorted_segment_prod_vjp(grad, data, segment_ids, *, output=None, num_segme
 
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
-            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, data[i, p] + mask(data[i, p]
-            == 0), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) * indicator(data[i,
-            p] == 0) at s = segment_ids[j]) == 1 else 0)
-            i.e. `t0 * torch.where(data != 0, t1 / data, torch.where(t8 == 1, t5, 0))`
+            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
+            data[i, p], 1), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) *
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else -data[j, p] * (prod_i
+            selected(segment_ids[i] == s, selected(data[i, p] != 0, data[i, p], 1), 1) at s =
+            segment_ids[j]) + (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
+            data[i, p], 1), 1) at s = segment_ids[j]) * (sum_i delta(s, segment_ids[i]) *
+            ... (`symgrad explain` prints it whole)
+            i.e. `t0 * torch.where(data != 0, torch.where(~(data != 0), 1, t1) / ...`
     """
     if output is None:
         output = unsorted_segment_prod_forward(data, segment_ids, num_segments=num_segments)
     t0 = _gather(grad, segment_ids, -2)
     t1 = _gather(output, segment_ids, -2)
-    t2 = data + (data == 0).to(torch.int8)
+    t2 = torch.where(data != 0, data, 1)
     t3 = np.shape(grad)[-2]
     t4 = _scatter_product(t2, segment_ids, 1, t3)
     t5 = _gather(t4, segment_ids, -2)
     t6 = torch.asarray(data == 0, dtype=grad.dtype)
     t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
     t8 = _gather(t7, segment_ids, -2)
-    grad_data = t0 * torch.where(data != 0, t1 / data, torch.where(t8 == 1, t5, 0))
+    t9 = torch.where(data == 0, data, 0)
+    t10 = _scatter_add(t9, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    t11 = _gather(t10, segment_ids, -2)
+    grad_data = t0 * torch.where(
+        data != 0,
+        torch.where(~(data != 0), 1, t1) / torch.where(~(data != 0), 1, data),
+        torch.where(t8 == 1, t5, torch.where(t8 == 2, -data * t5 + t11 * t5, 0)),
+    )
     return grad_data, None
 
 
@@ -805,23 +816,34 @@ def segment_prod_vjp(grad, data, segment_ids, *, output=None):
 
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
-            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, data[i, p] + mask(data[i, p]
-            == 0), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) * indicator(data[i,
-            p] == 0) at s = segment_ids[j]) == 1 else 0)
-            i.e. `t0 * torch.where(data != 0, t1 / data, torch.where(t8 == 1, t5, 0))`
+            data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
+            data[i, p], 1), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) *
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else -data[j, p] * (prod_i
+            selected(segment_ids[i] == s, selected(data[i, p] != 0, data[i, p], 1), 1) at s =
+            segment_ids[j]) + (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
+            data[i, p], 1), 1) at s = segment_ids[j]) * (sum_i delta(s, segment_ids[i]) *
+            ... (`symgrad explain` prints it whole)
+            i.e. `t0 * torch.where(data != 0, torch.where(~(data != 0), 1, t1) / ...`
     """
     if output is None:
         output = segment_prod_forward(data, segment_ids)
     t0 = _gather(grad, segment_ids, -2)
     t1 = _gather(output, segment_ids, -2)
-    t2 = data + (data == 0).to(torch.int8)
+    t2 = torch.where(data != 0, data, 1)
     t3 = np.shape(grad)[-2]
     t4 = _scatter_product(t2, segment_ids, 1, t3)
     t5 = _gather(t4, segment_ids, -2)
     t6 = torch.asarray(data == 0, dtype=grad.dtype)
     t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
     t8 = _gather(t7, segment_ids, -2)
-    grad_data = t0 * torch.where(data != 0, t1 / data, torch.where(t8 == 1, t5, 0))
+    t9 = torch.where(data == 0, data, 0)
+    t10 = _scatter_add(t9, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
+    t11 = _gather(t10, segment_ids, -2)
+    grad_data = t0 * torch.where(
+        data != 0,
+        torch.where(~(data != 0), 1, t1) / torch.where(~(data != 0), 1, data),
+        torch.where(t8 == 1, t5, torch.where(t8 == 2, -data * t5 + t11 * t5, 0)),
+    )
     return grad_data, None
 
 

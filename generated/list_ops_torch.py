@@ -8,17 +8,12 @@ symgrad: one gradient per input (None: no gradient, or one autograd did not ask 
 summed to its input's shape under broadcasting. The backward is made of differentiable torch
 operations, so PyTorch differentiates it again (double backward). `<op>_forward` is the op's
 formula, which PyTorch's autograd would differentiate by itself. Inputs are tensors.
-
-Not in this module (PyTorch lacks what they need; the numpy and TensorFlow modules have them):
-IdentityN: a list input and a list output in one autograd.Function.
 """
 
 import numpy as np
 import torch
 
-UNAVAILABLE = {
-    "IdentityN": "a list input and a list output in one autograd.Function"
-}  # op type -> why this module has no function of it
+UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def _needed(grads, needed):
@@ -694,4 +689,93 @@ class _AddNFunction(torch.autograd.Function):
     def backward(ctx, grad):
         (*inputs,) = ctx.saved_tensors
         grads = add_n_vjp(grad, *inputs)
+        return _needed(grads, ctx.needs_input_grad)
+
+
+def identity_n(*input):
+    """IdentityN: Each tensor of `input` as it is, a list of any shapes (an index per output: each its (declared at ops/list_ops.py:145); differentiated by identity_n_vjp."""
+    return list(_IdentityNFunction.apply(*input))
+
+
+def identity_n_forward(*input):
+    """IdentityN's formula."""
+    N = len(input)
+    if N == 1:
+        (input_0,) = input
+        output_0 = input_0
+        output = (output_0,)
+    elif N == 2:
+        input_0, input_1 = input
+        output_0 = input_0
+        output_1 = input_1
+        output = (output_0, output_1)
+    elif N == 3:
+        input_0, input_1, input_2 = input
+        output_0 = input_0
+        output_1 = input_1
+        output_2 = input_2
+        output = (output_0, output_1, output_2)
+    else:
+        raise ValueError(f"IdentityN: unsupported attributes N={N!r}")
+    return output
+
+
+def identity_n_vjp(grad_output, *input, output=None):
+    """Gradient of IdentityN: one array per input (*input).
+
+    In index notation, next to the code computing it, per variant:
+        N=1:
+            grad_input_0[batch, q0] = grad_output_0[batch, q0], i.e. `grad_output_0`
+        N=2:
+            grad_input_0[batch, q0] = grad_output_0[batch, q0], i.e. `grad_output_0`
+            grad_input_1[batch, q1] = grad_output_1[batch, q1], i.e. `grad_output_1`
+        N=3:
+            grad_input_0[batch, q0] = grad_output_0[batch, q0], i.e. `grad_output_0`
+            grad_input_1[batch, q1] = grad_output_1[batch, q1], i.e. `grad_output_1`
+            grad_input_2[batch, q2] = grad_output_2[batch, q2], i.e. `grad_output_2`
+    """
+    N = len(input)
+    if N == 1:
+        (input_0,) = input
+        (grad_output_0,) = grad_output
+        grad_input_0 = grad_output_0
+        grads = (grad_input_0,)
+    elif N == 2:
+        input_0, input_1 = input
+        grad_output_0, grad_output_1 = grad_output
+        grad_input_0 = grad_output_0
+        grad_input_0 = _sum_to_shape(grad_input_0, np.shape(input_0))
+        grad_input_1 = grad_output_1
+        grad_input_1 = _sum_to_shape(grad_input_1, np.shape(input_1))
+        grads = (grad_input_0, grad_input_1)
+    elif N == 3:
+        input_0, input_1, input_2 = input
+        grad_output_0, grad_output_1, grad_output_2 = grad_output
+        grad_input_0 = grad_output_0
+        grad_input_0 = _sum_to_shape(grad_input_0, np.shape(input_0))
+        grad_input_1 = grad_output_1
+        grad_input_1 = _sum_to_shape(grad_input_1, np.shape(input_1))
+        grad_input_2 = grad_output_2
+        grad_input_2 = _sum_to_shape(grad_input_2, np.shape(input_2))
+        grads = (grad_input_0, grad_input_1, grad_input_2)
+    else:
+        raise ValueError(f"IdentityN: unsupported attributes N={N!r}")
+    return grads
+
+
+class _IdentityNFunction(torch.autograd.Function):
+    """IdentityN for autograd: the backward is identity_n_vjp."""
+
+    @staticmethod
+    def forward(*input):
+        return _fresh(tuple(identity_n_forward(*input)), (*input,))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, *cotangents):
+        (*input,) = ctx.saved_tensors
+        grads = identity_n_vjp(list(cotangents), *input)
         return _needed(grads, ctx.needs_input_grad)

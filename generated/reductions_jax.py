@@ -217,7 +217,7 @@ def euclidean_norm_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
         sum1[batch] = sum_k input[batch, k]**2
         grad_input[batch, k] = 2 * grad[batch] * (0 if output[batch] == 0 else 1 / (2 *
             output[batch])) * input[batch, k]
-            i.e. `2 * input * t0 * jnp.where(t1 == 0, 0, (1 / 2) / t1)`
+            i.e. `2 * input * t0 * jnp.where(t1 == 0, 0, (1 / 2) / jnp.where(t1 == 0, 1, t1))`
     """
     if output is None:
         output = euclidean_norm_forward(input, axis=axis, keep_dims=keep_dims)
@@ -225,17 +225,22 @@ def euclidean_norm_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
         t1 = output[..., None]
-        grad_input = 2 * input * t0 * jnp.where(t1 == 0, 0, (1 / 2) / t1)
+        grad_input = 2 * input * t0 * jnp.where(t1 == 0, 0, (1 / 2) / jnp.where(t1 == 0, 1, t1))
     elif axis in (-1, -2, -3) and keep_dims:
-        grad_input = 2 * grad * input * jnp.where(output == 0, 0, (1 / 2) / output)
+        grad_input = (
+            2
+            * grad
+            * input
+            * jnp.where(output == 0, 0, (1 / 2) / jnp.where(output == 0, 1, output))
+        )
     elif axis == -2 and not keep_dims:
         t0 = grad[..., None, :]
         t1 = output[..., None, :]
-        grad_input = 2 * input * t0 * jnp.where(t1 == 0, 0, (1 / 2) / t1)
+        grad_input = 2 * input * t0 * jnp.where(t1 == 0, 0, (1 / 2) / jnp.where(t1 == 0, 1, t1))
     elif axis == -3 and not keep_dims:
         t0 = grad[..., None, :, :]
         t1 = output[..., None, :, :]
-        grad_input = 2 * input * t0 * jnp.where(t1 == 0, 0, (1 / 2) / t1)
+        grad_input = 2 * input * t0 * jnp.where(t1 == 0, 0, (1 / 2) / jnp.where(t1 == 0, 1, t1))
     else:
         raise ValueError(
             f"EuclideanNorm: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
@@ -719,14 +724,28 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
     if axis in (-1, -2, -3) and not reverse:
         t0 = jnp.flip(
             jnp.logaddexp.accumulate(
-                jnp.flip(jnp.where(grad < 0, -out + jnp.log(-grad), -out - 1e30), axis=axis),
+                jnp.flip(
+                    jnp.where(
+                        grad < 0,
+                        -jnp.where(~(grad < 0), 1, out) + jnp.log(-jnp.where(~(grad < 0), 1, grad)),
+                        -out - 1e30,
+                    ),
+                    axis=axis,
+                ),
                 axis=axis,
             ),
             axis=axis,
         )
         t1 = jnp.flip(
             jnp.logaddexp.accumulate(
-                jnp.flip(jnp.where(grad > 0, -out + jnp.log(grad), -out - 1e30), axis=axis),
+                jnp.flip(
+                    jnp.where(
+                        grad > 0,
+                        -jnp.where(~(grad > 0), 1, out) + jnp.log(jnp.where(~(grad > 0), 1, grad)),
+                        -out - 1e30,
+                    ),
+                    axis=axis,
+                ),
                 axis=axis,
             ),
             axis=axis,
@@ -734,10 +753,20 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
         grad_x = -jnp.exp(t0 + x) + jnp.exp(t1 + x)
     elif axis in (-1, -2, -3) and reverse:
         t0 = jnp.logaddexp.accumulate(
-            jnp.where(grad < 0, -out + jnp.log(-grad), -out - 1e30), axis=axis
+            jnp.where(
+                grad < 0,
+                -jnp.where(~(grad < 0), 1, out) + jnp.log(-jnp.where(~(grad < 0), 1, grad)),
+                -out - 1e30,
+            ),
+            axis=axis,
         )
         t1 = jnp.logaddexp.accumulate(
-            jnp.where(grad > 0, -out + jnp.log(grad), -out - 1e30), axis=axis
+            jnp.where(
+                grad > 0,
+                -jnp.where(~(grad > 0), 1, out) + jnp.log(jnp.where(~(grad > 0), 1, grad)),
+                -out - 1e30,
+            ),
+            axis=axis,
         )
         grad_x = -jnp.exp(t0 + x) + jnp.exp(t1 + x)
     else:

@@ -238,7 +238,7 @@ def euclidean_norm_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
         sum1[batch] = sum_k input[batch, k]**2
         grad_input[batch, k] = 2 * grad[batch] * (0 if output[batch] == 0 else 1 / (2 *
             output[batch])) * input[batch, k]
-            i.e. `2 * input * t0 * torch.where(t1 == 0, 0, (1 / 2) / t1)`
+            i.e. `2 * input * t0 * torch.where(t1 == 0, 0, (1 / 2) / torch.where(t1 == 0, 1, t1))`
     """
     if output is None:
         output = euclidean_norm_forward(input, axis=axis, keep_dims=keep_dims)
@@ -246,17 +246,22 @@ def euclidean_norm_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
         t1 = output[..., None]
-        grad_input = 2 * input * t0 * torch.where(t1 == 0, 0, (1 / 2) / t1)
+        grad_input = 2 * input * t0 * torch.where(t1 == 0, 0, (1 / 2) / torch.where(t1 == 0, 1, t1))
     elif axis in (-1, -2, -3) and keep_dims:
-        grad_input = 2 * grad * input * torch.where(output == 0, 0, (1 / 2) / output)
+        grad_input = (
+            2
+            * grad
+            * input
+            * torch.where(output == 0, 0, (1 / 2) / torch.where(output == 0, 1, output))
+        )
     elif axis == -2 and not keep_dims:
         t0 = grad[..., None, :]
         t1 = output[..., None, :]
-        grad_input = 2 * input * t0 * torch.where(t1 == 0, 0, (1 / 2) / t1)
+        grad_input = 2 * input * t0 * torch.where(t1 == 0, 0, (1 / 2) / torch.where(t1 == 0, 1, t1))
     elif axis == -3 and not keep_dims:
         t0 = grad[..., None, :, :]
         t1 = output[..., None, :, :]
-        grad_input = 2 * input * t0 * torch.where(t1 == 0, 0, (1 / 2) / t1)
+        grad_input = 2 * input * t0 * torch.where(t1 == 0, 0, (1 / 2) / torch.where(t1 == 0, 1, t1))
     else:
         raise ValueError(
             f"EuclideanNorm: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
@@ -758,7 +763,13 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
         t0 = torch.flip(
             torch.logcumsumexp(
                 torch.flip(
-                    torch.where(grad < 0, -out + torch.log(-grad), -out - 1e30), dims=(axis,)
+                    torch.where(
+                        grad < 0,
+                        -torch.where(~(grad < 0), 1, out)
+                        + torch.log(-torch.where(~(grad < 0), 1, grad)),
+                        -out - 1e30,
+                    ),
+                    dims=(axis,),
                 ),
                 dim=axis,
             ),
@@ -767,7 +778,13 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
         t1 = torch.flip(
             torch.logcumsumexp(
                 torch.flip(
-                    torch.where(grad > 0, -out + torch.log(grad), -out - 1e30), dims=(axis,)
+                    torch.where(
+                        grad > 0,
+                        -torch.where(~(grad > 0), 1, out)
+                        + torch.log(torch.where(~(grad > 0), 1, grad)),
+                        -out - 1e30,
+                    ),
+                    dims=(axis,),
                 ),
                 dim=axis,
             ),
@@ -776,10 +793,20 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
         grad_x = -torch.exp(t0 + x) + torch.exp(t1 + x)
     elif axis in (-1, -2, -3) and reverse:
         t0 = torch.logcumsumexp(
-            torch.where(grad < 0, -out + torch.log(-grad), -out - 1e30), dim=axis
+            torch.where(
+                grad < 0,
+                -torch.where(~(grad < 0), 1, out) + torch.log(-torch.where(~(grad < 0), 1, grad)),
+                -out - 1e30,
+            ),
+            dim=axis,
         )
         t1 = torch.logcumsumexp(
-            torch.where(grad > 0, -out + torch.log(grad), -out - 1e30), dim=axis
+            torch.where(
+                grad > 0,
+                -torch.where(~(grad > 0), 1, out) + torch.log(torch.where(~(grad > 0), 1, grad)),
+                -out - 1e30,
+            ),
+            dim=axis,
         )
         grad_x = -torch.exp(t0 + x) + torch.exp(t1 + x)
     else:

@@ -83,15 +83,22 @@ class product(sp.Product):
     def _others(self, entry) -> sp.Expr:
         """The product of the selected entries but `entry`, exact at zeros, as TensorFlow's
         segment product gradient: the product divided by the entry where it is not 0; where
-        it is, the product of the nonzero entries if it is the only zero, else 0. Three
+        it is, the product of the nonzero entries if it is the only zero, else 0. Four
         reductions over the selection (the product, its nonzero entries' product, its zeros'
-        count), never one per entry."""
+        count and sum), never one per entry. Where the selection holds two zeros, the value
+        0 is written as the nonzero entries' product times the other zero, so that its
+        derivative (in that zero) is exact: differentiated again, by autodiff of the code or
+        by symgrad, the gradient is the product of all but the two."""
         (k, low, high), function = self.limits[0], self.function
         condition, value = function.args[0], function.value
-        nonzero = product(value + mask(sp.Eq(value, 0)), (k, low, high), where=condition)  # zeros as 1
+        nonzero = product(selected(sp.Ne(value, 0), value, 1), (k, low, high), where=condition)  # zeros as 1
         zeros = sp.Sum(function.holds * indicator(sp.Eq(value, 0)), (k, low, high))
+        zeros_sum = sp.Sum(function.holds * selected(sp.Eq(value, 0), value, 0), (k, low, high))  # 0, but not its derivative
         return sp.Piecewise(
-            (self / entry.value, sp.Ne(entry.value, 0)), (nonzero, sp.Eq(zeros, 1)), (0, True)
+            (self / entry.value, sp.Ne(entry.value, 0)),
+            (nonzero, sp.Eq(zeros, 1)),
+            (nonzero * (zeros_sum - entry.value), sp.Eq(zeros, 2)),
+            (0, True),
         )
 
 
@@ -249,6 +256,9 @@ class selected(sp.Function):
 
     def fdiff(self, argindex=1):
         return self.holds if argindex == 2 else sp.S.Zero
+
+    def _eval_derivative(self, x):
+        return self.holds * sp.diff(self.value, x)  # the fill is a constant; the condition has none
 
     def as_piecewise(self) -> sp.Piecewise:
         condition, value, fill = self.args

@@ -110,3 +110,48 @@ def test_tensorflow_kernels_agree_on_values_and_gradients(tf_module, tf):
         expected = tf.raw_ops.UnsortedSegmentProd(data=data, segment_ids=ids, num_segments=3)
     np.testing.assert_array_equal(y.numpy(), expected.numpy())
     np.testing.assert_allclose(tape.gradient(y, data).numpy(), tape.gradient(expected, data).numpy())
+
+
+def second_derivatives_by_loop(data, ids, grad, direction):
+    """d/dt of the gradient of sum(grad * unsorted segment products) at data + t * direction:
+    for entry r, the sum over the other entries q of its segment of grad[ids[r]] times the
+    product of the entries but r and q, times direction[q]; multiplied out, no division."""
+    rows = np.arange(len(ids))
+    out = np.zeros_like(data)
+    for r in rows:
+        for q in rows[(ids == ids[r]) & (rows != r)]:
+            rest = (ids == ids[r]) & (rows != r) & (rows != q)
+            out[r] += grad[ids[r]] * np.prod(data[rest], axis=0) * direction[q]
+    return out
+
+
+# a segment of two zeros (whose gradient is 0, its derivative not), one of one zero, one without
+DATA = np.array([[0.0, 1.5], [2.0, 0.0], [0.0, -1.0], [0.7, 0.0], [1.2, 3.0], [-0.4, 2.0]])
+IDS = np.array([0, 0, 0, 1, 1, 2], np.int32)
+
+
+def test_second_order_of_segment_products_in_jax_is_exact_at_zeros(jax_module, jax):
+    """JAX differentiating the derived gradient (and the forward, through the runtime's
+    scatter-multiply, which JAX cannot differentiate by itself at repeated positions)."""
+    jnp, module = jax.numpy, jax_module("gather")
+    rng = np.random.default_rng(3)
+    grad, direction = rng.standard_normal((3, 2)), rng.standard_normal(DATA.shape)
+    first = lambda d: jax.vjp(lambda v: module.unsorted_segment_prod(v, IDS, num_segments=3), d)[1](jnp.asarray(grad))[0]
+    _, second = jax.jvp(first, (jnp.asarray(DATA),), (jnp.asarray(direction),))
+    np.testing.assert_allclose(np.asarray(second), second_derivatives_by_loop(DATA, IDS, grad, direction), atol=1e-12)
+    formula = lambda d: jax.vjp(lambda v: module.unsorted_segment_prod_forward(v, IDS, num_segments=3), d)[1](jnp.asarray(grad))[0]
+    np.testing.assert_allclose(np.asarray(formula(jnp.asarray(DATA))), np.asarray(first(jnp.asarray(DATA))), atol=1e-12)
+
+
+def test_second_order_of_segment_products_in_torch_is_exact_at_zeros(torch_module, torch):
+    """PyTorch's double backward through the derived gradient: no NaN from the division's
+    untaken branch, and the derivative of a two-zero segment's 0."""
+    module = torch_module("gather")
+    rng = np.random.default_rng(4)
+    grad, direction = rng.standard_normal((3, 2)), rng.standard_normal(DATA.shape)
+    data = torch.tensor(DATA, requires_grad=True)
+    products = module.unsorted_segment_prod(data, torch.tensor(IDS), num_segments=3)
+    (first,) = torch.autograd.grad(products, data, torch.tensor(grad), create_graph=True)
+    (second,) = torch.autograd.grad(first, data, torch.tensor(direction))
+    # the Hessian is symmetric: its product with `direction` is the loop's
+    np.testing.assert_allclose(second.numpy(), second_derivatives_by_loop(DATA, IDS, grad, direction), atol=1e-12)

@@ -301,7 +301,8 @@ def test_second_order_of_the_spread_against_finite_differences(jax, derived, tmp
 # tracing does not know (verification runs them eagerly)
 NOT_JITTABLE = {
     name: "its output has max(segment_ids) + 1 rows: a value, not a shape"
-    for name in ("SegmentSum", "SegmentMax", "SegmentMin", "SegmentMean")
+    for name in ("SegmentSum", "SegmentMax", "SegmentMin", "SegmentMean", "SegmentProd",
+                 "SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN")
 }
 
 

@@ -45,7 +45,7 @@ NO_REFERENCE = {
 NO_REFERENCE.update({
     name: "a composition: TensorFlow has no op type"
     for name in ("LayerNorm", "LayerNormMoments", "BatchNormTraining", "GroupNorm", "ScaledDotProductAttention",
-                 "MlpBlock", "CosineSimilarity", "RbfKernel", "LogSumExpMatMul", "BiasGelu")
+                 "MlpBlock", "CosineSimilarity", "RbfKernel", "LogSumExpMatMul", "BiasGelu", "RotaryEmbedding")
 })
 # where differences of the forward cannot judge a gradient
 FINITE_DIFFERENCE_LIMITS = {

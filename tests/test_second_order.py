@@ -131,8 +131,9 @@ NOT_DERIVED_AGAIN = {  # op type -> why it has no <op>_grad_grad yet
     "IdentityN": "a list input and a list output: its gradient op would take two lists of varying length",
     **dict.fromkeys(
         ("SegmentProd", "UnsortedSegmentProd"),
-        "the product of the others is a branch per count of zeros in the segment (exact at first order, as "
-        "TensorFlow's); differentiated again, its branches miss the product of all but two at zeros",
+        "the product of the others is a branch per count of zeros in the segment, written so that autodiff "
+        "of it is exact (JAX's and PyTorch's double backward: test_torch_target); symgrad's derivative of "
+        "those branches, each reading sums over the segment in its condition, does not lower",
     ),
 }
 

@@ -384,3 +384,15 @@ def test_library_gradcheck_and_gradgradcheck(torch, derived):
                 failing[op.name] = ("gradcheck" if not first else "gradgradcheck", cases[0].label)
     assert failing == {}
     assert checked >= 165
+
+
+def test_a_list_input_and_a_list_output_in_one_function(torch, torch_module):
+    """IdentityN: the Function takes the list's tensors and returns one output each, a view
+    where the output is the input (autograd cannot save an input returned as it is)."""
+    identity_n = torch_module("list_ops").identity_n
+    a = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    b = torch.tensor([[3.0]], dtype=torch.float64, requires_grad=True)
+    out = identity_n(a, b)
+    assert isinstance(out, list) and [o.shape for o in out] == [a.shape, b.shape]
+    (out[0] * torch.tensor([5.0, 7.0], dtype=torch.float64)).sum().backward()
+    assert a.grad.tolist() == [5.0, 7.0] and b.grad.tolist() == [[0.0]]

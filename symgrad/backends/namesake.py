@@ -16,6 +16,7 @@ import contextlib
 import sympy as sp
 
 from symgrad import ir
+from symgrad.guards import guarded
 from symgrad.backends.numpy.printer import NumpyPrinter
 
 # values computed from shapes and attributes alone (static under `jit`, Python numbers in torch)
@@ -113,8 +114,12 @@ class NamesakePrinter(NumpyPrinter):
             return super()._print_IndexArith(value)
 
     def _print_Piecewise(self, expr):
-        """A select among attribute values (a size given as -1: the rest) stays in numpy."""
-        if not self._integer_context or self._static or not self._is_static(expr):
+        """A select of tensors, each branch computed on inputs made safe where it is not taken
+        (`guarded`: the double where), as the framework differentiates it again; a select
+        among attribute values (a size given as -1: the rest) stays in numpy."""
+        if not self._integer_context:
+            return super()._print_Piecewise(guarded(expr))
+        if self._static or not self._is_static(expr):
             return super()._print_Piecewise(expr)
         with self._attribute_arithmetic():
             return super()._print_Piecewise(expr)

@@ -15,6 +15,7 @@ Everything is importable from `symgrad.ir` itself.
 """
 
 from symgrad.ir.arrays import (
+    AsValues,
     BroadcastTo,
     BroadcastToShape,
     Conj,
@@ -55,7 +56,7 @@ from symgrad.ir.shapes import (
 from symgrad.ir.values import Value, reads
 
 __all__ = [
-    "Arange", "AsTuple", "Assign", "Branch", "BroadcastTo", "BroadcastToShape", "Conj", "Constant", "Convolution",
+    "Arange", "AsTuple", "AsValues", "Assign", "Branch", "BroadcastTo", "BroadcastToShape", "Conj", "Constant", "Convolution",
     "DiagPart", "DimSize", "Einsum", "Elementwise", "Expand", "Eye", "Formula", "Function", "FusedCall", "Gather",
     "IndexArith", "IntArray", "IntSize", "Iota", "Length", "LinearSecondOrder", "MatMul", "MaxPoolBackprop",
     "MergeAxes", "NegativeAxes", "NegativeAxis", "OpCode", "Rank", "Recompute", "Reduce", "Scan", "ScatterAdd",

@@ -146,6 +146,18 @@ class Iota:
 
 
 @dataclass(frozen=True)
+class AsValues:
+    """Integer positions (an `Iota`) as numbers of the dtype of variable `like`: an index
+    used as a value in arithmetic (`(2*c - 1) * x[..., c]`), never an int64 beside a float."""
+
+    x: str  # variable of integers
+    like: str  # variable whose dtype it takes
+
+    def __str__(self) -> str:
+        return f"as_values({self.x}, dtype({self.like}))"
+
+
+@dataclass(frozen=True)
 class Constant:
     """A small constant tensor (the Levi-Civita symbol), in the dtype of variable `like`."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from symgrad.ir import Eye, IndexArith, Stack
+from symgrad.ir import AsValues, Eye, IndexArith, Stack
 from symgrad.lowering.symbols import free_indices, is_index
 
 
@@ -15,7 +15,10 @@ def iota(lowering, index, axes) -> sp.Expr:
     """An index used as a value (MatrixBandPart's `i - j`): 0, 1, ..., aligned."""
     if index not in axes:
         lowering.fail(f"cannot use index {index} as a value: it is not an axis here")
-    return sp.Symbol(lowering.expand(lowering.index_values(index), (index,), axes))
+    values = lowering.once(
+        ("index as values", index), lambda: lowering.temp(AsValues(lowering.index_values(index), lowering.like()))
+    )
+    return sp.Symbol(lowering.expand(values, (index,), axes))
 
 
 def index_condition(lowering, condition, axes) -> sp.Symbol:

@@ -102,10 +102,15 @@ class TensorLowering:
         axis, row-major: computed over separate axes, then reshaped."""
         expr = as_expression(value)
         array = self.array(expr, tuple(value.indices))
-        sizes = tuple(self.size_of(i) for i in value.indices)
+        leading = value.indices[0] == BATCH  # `...`: any number of axes first, kept as they are
+        if leading and BATCH not in free_indices(expr):
+            self.fail(f"output {target} is constant along `...`, whose axes it cannot know")
+        if leading:
+            groups = tuple((first - 1, count) for first, count in groups)
+        sizes = tuple(self.size_of(i) for i in value.indices[int(leading):])
         broadcast = bool(set(value.indices) - free_indices(expr))
         x = str(array) if array.is_Symbol else Elementwise(array)
-        self.body.append(Assign(target, MergeAxes(x, sizes, groups, broadcast)))
+        self.body.append(Assign(target, MergeAxes(x, sizes, groups, broadcast, leading)))
 
     def split_upstream(self, grad: str, indices: tuple, groups: tuple) -> None:
         """Reshape the upstream gradient of an output with index groups so that each index

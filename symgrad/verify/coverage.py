@@ -93,7 +93,7 @@ NOT_DECLARED = {
     "(TensorFlow uses a dedicated kernel, or no gradient)": "Betainc Igamma Igammac",
     "not a derivative: a convention (straight-through, gradient blocked) or an internal op":
         "PreventGradient QuantizeAndDequantize QuantizeAndDequantizeV2 QuantizeAndDequantizeV3 "
-        "RefIdentity PlaceholderWithDefault _EagerConst",
+        "RefIdentity _EagerConst",
     "an input that is a resource variable, not a tensor": "ResourceGatherNd",
     "an integer output beside the values (the argmax): a declaration's outputs have one dtype":
         "MaxPoolWithArgmax",

@@ -26,17 +26,27 @@ def op_inputs(variant: Variant, tensors) -> dict:
 
 
 def _build(raw, variant: Variant, tensors) -> list:
-    return _as_list(raw(**op_inputs(variant, tensors), **variant.attrs, **output_dtypes(variant, tensors)))
+    return _as_list(raw(**op_inputs(variant, tensors), **variant.attrs, **implied_attrs(variant, tensors)))
 
 
-def output_dtypes(variant: Variant, tensors) -> dict:
-    """The op's dtype attributes no input carries (BatchMatMulV3's `Tout`), which a call must
-    pass: the dtype of the inputs, or of the output it types where the declaration gives that
-    output a dtype of its own (`output_dtypes`: ComplexAbs's `Tout`)."""
+def implied_attrs(variant: Variant, tensors) -> dict:
+    """The op's attributes a call must pass that the declaration leaves out: its dtypes no
+    input carries (`output_dtypes`), and a shape it promises of its output (PlaceholderWithDefault's
+    `shape`) as None, which promises nothing."""
     from tensorflow.python.framework import op_def_registry  # TensorFlow's op definitions
 
     op_def = op_def_registry.get(variant.op.name)
-    if op_def is None or not tensors:
+    if op_def is None:
+        return {}
+    shapes = {a.name: None for a in op_def.attr if a.type == "shape" and not a.HasField("default_value")}
+    return {**{k: v for k, v in shapes.items() if k not in variant.attrs}, **output_dtypes(variant, tensors, op_def)}
+
+
+def output_dtypes(variant: Variant, tensors, op_def) -> dict:
+    """The op's dtype attributes no input carries (BatchMatMulV3's `Tout`), which a call must
+    pass: the dtype of the inputs, or of the output it types where the declaration gives that
+    output a dtype of its own (`output_dtypes`: ComplexAbs's `Tout`)."""
+    if not tensors:
         return {}
     carried = {a.type_attr for a in op_def.input_arg} | {a.type_list_attr for a in op_def.input_arg}
     dtype = next((t.dtype for t in tensors if t.dtype.is_floating or t.dtype.is_complex), tensors[0].dtype)

@@ -119,8 +119,33 @@ def _scatter_extremum(values, positions, trailing, size, kind):
 
 def _scatter_product(values, positions, trailing, size):
     """`_scatter_add`'s layout, the values at equal positions multiplied (1 in a slot no
-    position names), as TensorFlow's unsorted segment prod."""
-    return _scatter_at(values, positions, trailing, size, "multiply")
+    position names), as TensorFlow's unsorted segment prod. Differentiable: JAX does not
+    differentiate `.at[].multiply` at repeated positions, so its derivative is given, each
+    entry's tangent times the product of the others in its slot (`_product_of_others`)."""
+
+    @jax.custom_jvp
+    def product(values, positions):  # the positions an argument: they may be traced
+        return _scatter_at(values, positions, trailing, size, "multiply")
+
+    @product.defjvp
+    def _(primals, tangents):
+        values, positions = primals
+        others = _product_of_others(values, positions, trailing, size)
+        return product(values, positions), _scatter_add(others * tangents[0], positions, trailing, size)
+
+    return product(values, jnp.asarray(positions))
+
+
+def _product_of_others(values, positions, trailing, size):
+    """For each entry, the product of the others at its position, exact at zeros: the product
+    divided by the entry where it is not 0; where it is, the nonzero entries' product if it
+    is the only zero, else 0."""
+    nonzero = values != 0
+    at_entries = lambda slots: _gather(slots, positions, -trailing - 1)
+    total = at_entries(_scatter_product(values, positions, trailing, size))  # differentiable again
+    kept = at_entries(_scatter_product(jnp.where(nonzero, values, 1), positions, trailing, size))
+    zeros = at_entries(_scatter_add(jnp.where(nonzero, 0, 1), positions, trailing, size))
+    return jnp.where(nonzero, total / jnp.where(nonzero, values, 1), jnp.where(zeros == 1, kept, 0))
 
 
 def _scatter_at(values, positions, trailing, size, kind):

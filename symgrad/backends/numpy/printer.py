@@ -171,6 +171,10 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         dtype = f"{self._module_format('numpy.result_type')}({value.like})"
         return f"{self._module_format('numpy.asarray')}({_nested(value.values)}, dtype={dtype})"
 
+    def _print_AsValues(self, value: ir.AsValues):
+        dtype = f"{self._module_format('numpy.result_type')}({value.like})"
+        return f"{self._module_format('numpy.asarray')}({value.x}, dtype={dtype})"
+
     def _print_Iota(self, value: ir.Iota):
         return f"{self._module_format('numpy.arange')}({self._module_format('numpy.shape')}({value.x})[{value.axis}])"
 
@@ -269,7 +273,10 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
     def _print_MergeAxes(self, value: ir.MergeAxes):
         x = self._print_operand(value.x)
         if value.broadcast:
-            x = f"{self._module_format('numpy.broadcast_to')}({x}, ({', '.join(value.sizes)}))"
+            sizes = f"({', '.join(value.sizes)}{',' if len(value.sizes) == 1 else ''})"
+            if value.leading:
+                sizes = f"{self._module_format('numpy.shape')}({x})[:{-len(value.sizes)}] + {sizes}"
+            x = f"{self._module_format('numpy.broadcast_to')}({x}, {sizes})"
         shape = merged_shape(value.sizes, value.groups)
         shape = f"({', '.join(shape)}{',' if len(shape) == 1 else ''})"
         if value.leading:

@@ -228,6 +228,9 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     def _print_Constant(self, value: ir.Constant):
         return f"{self._module_format('tensorflow.constant')}({_nested(value.values)}, dtype={value.like}.dtype)"
 
+    def _print_AsValues(self, value: ir.AsValues):
+        return f"{self._module_format('tensorflow.cast')}({value.x}, {value.like}.dtype)"
+
     def _print_Iota(self, value: ir.Iota):
         # int64, the dtype of TensorFlow's integer inputs such as MatrixBandPart's num_lower
         shape = f"{self._module_format('tensorflow.shape')}({value.x}, out_type={self._module_format('tensorflow.int64')})"
@@ -365,11 +368,15 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
 
     def _print_MergeAxes(self, value: ir.MergeAxes):
         x = self._print_operand(value.x)
+        int64 = self._module_format("tensorflow.int64")
         if value.broadcast:
-            x = f"{self._module_format('tensorflow.broadcast_to')}({x}, [{', '.join(value.sizes)}])"
+            sizes = f"[{', '.join(value.sizes)}]"
+            if value.leading:
+                kept = f"{self._module_format('tensorflow.shape')}({x}, out_type={int64})[:{-len(value.sizes)}]"
+                sizes = f"{self._module_format('tensorflow.concat')}([{kept}, {self._module_format('tensorflow.cast')}({sizes}, {int64})], 0)"
+            x = f"{self._module_format('tensorflow.broadcast_to')}({x}, {sizes})"
         shape = f"[{', '.join(merged_shape(value.sizes, value.groups))}]"
         if value.leading:
-            int64 = self._module_format("tensorflow.int64")
             kept = f"{self._module_format('tensorflow.shape')}({x}, out_type={int64})[:{-len(value.sizes)}]"
             shape = f"{self._module_format('tensorflow.concat')}([{kept}, {self._module_format('tensorflow.cast')}({shape}, {int64})], 0)"
         return f"{self._module_format('tensorflow.reshape')}({x}, {shape})"

@@ -51,9 +51,6 @@ def unavailable_reason(op) -> str | None:
 
 def _op(op: ir.OpCode, printer) -> dict:
     attrs = [name for name, _ in op.enumerated_attrs + op.numeric_attrs]
-    listed = any(name.startswith("*") for name in op.inputs)
-    if listed and op.list_output:
-        raise LoweringError("a list input and a list output in one autograd.Function", op.name, op.location)
     forward = f"{op.func_name}_forward"
     return {
         **common_context(op, printer),

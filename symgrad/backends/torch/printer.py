@@ -113,6 +113,9 @@ class TorchPrinter(NamesakePrinter):
     def _print_Constant(self, value: ir.Constant):
         return f"{self._module_format('numpy.asarray')}({nested(value.values)}, dtype={value.like}.dtype)"
 
+    def _print_AsValues(self, value: ir.AsValues):
+        return f"{self._module_format('numpy.asarray')}({value.x}, dtype={value.like}.dtype)"
+
     def _print_IntArray(self, value: ir.IntArray):
         if value.x in self._static_names:
             return super()._print_IntArray(value)
