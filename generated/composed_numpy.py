@@ -26,8 +26,22 @@ def _sum_to_shape(g, shape):
     return np.reshape(np.sum(g, axis=axes), shape)
 
 
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = np.asarray(positions)
+    size = np.shape(x)[axis]
+    inside = (positions >= 0) & (positions < size)
+    taken = np.take(x, np.where(inside, positions, 0), axis=axis)
+    if inside.all():
+        return taken
+    return np.where(
+        inside.reshape(inside.shape + (1,) * (-axis - 1)), taken, np.asarray(fill, taken.dtype)
+    )
+
+
 def layer_norm(x, scale, offset, *, epsilon=0.001, return_stages=False):
-    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:19)."""
+    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:20)."""
     sum1 = np.sum(x, axis=-1)
     t0 = np.shape(x)[-1]
     t1 = sum1[..., None]
@@ -178,7 +192,7 @@ def layer_norm_grad_grad(
 
 
 def layer_norm_moments(x, scale, offset, *, epsilon=0.001, return_stages=False):
-    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:30)."""
+    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:31)."""
     sum1 = np.sum(x, axis=-1)
     t0 = np.shape(x)[-1]
     t1 = np.sum(x**2, axis=-1)
@@ -320,7 +334,7 @@ def layer_norm_moments_grad_grad(
 
 
 def batch_norm_training(x, scale, offset, *, epsilon=0.001, return_stages=False):
-    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:41)."""
+    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:42)."""
     t0 = np.shape(x)[-4]
     t1 = np.shape(x)[-3]
     t2 = np.shape(x)[-2]
@@ -482,7 +496,7 @@ def batch_norm_training_grad_grad(
 
 
 def group_norm(x, scale, offset, *, epsilon=0.001, groups=2, return_stages=False):
-    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:55)."""
+    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:56)."""
     t0 = groups
     x_split = np.reshape(x, np.shape(x)[:-1] + (t0, -1))
     scale_split = np.reshape(scale, np.shape(scale)[:-1] + (t0, -1))
@@ -703,7 +717,7 @@ def group_norm_grad_grad(
 
 
 def scaled_dot_product_attention(q, k, v, mask, *, return_stages=False):
-    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:70)."""
+    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:71)."""
     t0 = np.shape(q)[-1]
     t1 = q @ np.swapaxes(k, -1, -2)
     scores = mask + t1 * float(1 / np.sqrt(t0))
@@ -853,7 +867,7 @@ def scaled_dot_product_attention_grad_grad(
 
 
 def mlp_block(x, w1, b1, w2, b2, *, return_stages=False):
-    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:84)."""
+    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:85)."""
     t0 = x @ w1
     affine1 = b1 + t0
     t1 = np.where(affine1 > 0, affine1, 0)
@@ -941,7 +955,7 @@ def mlp_block_grad_grad(
 
 
 def cosine_similarity(x, y, *, epsilon=1e-08, return_stages=False):
-    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:97)."""
+    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:98)."""
     sum1 = np.sum(x**2, axis=-1)
     sum2 = np.sum(y**2, axis=-1)
     sum3 = np.sum(x * y, axis=-1)
@@ -1067,7 +1081,7 @@ def cosine_similarity_grad_grad(
 
 
 def rbf_kernel(x, y, *, length_scale=1.0):
-    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:107)."""
+    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:108)."""
     t0 = np.sum(x**2, axis=-1, keepdims=True)
     t1 = np.sum(y**2, axis=-1)
     t2 = x @ y.T
@@ -1144,7 +1158,7 @@ def rbf_kernel_grad_grad(
 
 
 def log_sum_exp_mat_mul(a, b, *, return_stages=False):
-    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:116)."""
+    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:117)."""
     sum1 = a @ b
     ext1 = np.max(sum1, axis=-1)
     t0 = ext1[..., None]
@@ -1233,7 +1247,7 @@ def log_sum_exp_mat_mul_grad_grad(
 
 
 def bias_gelu(x, bias):
-    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:126)."""
+    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:127)."""
     y = (
         (1 / 2)
         * bias
@@ -1708,3 +1722,131 @@ def bias_gelu_grad_grad(grad_vjp_x, grad_vjp_bias, grad, x, bias, *, vjp_x=None,
     )
     grad_bias = np.sum(t0, axis=tuple(range(np.ndim(t0) - 1)))
     return grad_grad, grad_x, grad_bias
+
+
+def rotary_embedding(x, cos, sin):
+    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:137)."""
+    t0 = 2
+    x_split = np.reshape(x, np.shape(x)[:-1] + (t0, -1))
+    cos_split = np.reshape(cos, np.shape(cos)[:-1] + (t0, -1))
+    sin_split = np.reshape(sin, np.shape(sin)[:-1] + (t0, -1))
+    t1 = np.arange(np.shape(x_split)[-2])
+    t2 = 1 - t1
+    t3 = _gather(x_split, t2, -2)
+    t4 = np.asarray(t1, dtype=np.result_type(x_split))
+    t5 = t4[..., None]
+    t6 = np.shape(x_split)[-3]
+    t7 = np.shape(x_split)[-2]
+    t8 = np.shape(x_split)[-1]
+    y = np.reshape(
+        cos_split * x_split + 2 * sin_split * t3 * t5 - sin_split * t3,
+        np.shape(cos_split * x_split + 2 * sin_split * t3 * t5 - sin_split * t3)[:-3]
+        + (t6, t7 * t8),
+    )
+    return y
+
+
+def rotary_embedding_grad(grad, x, cos, sin, *, y=None):
+    """Gradient of RotaryEmbedding: one array per input (x, cos, sin).
+
+    In index notation, next to the code computing it:
+        grad_x[batch, i, c, d] = grad[batch, i, c, d] * cos[i, c, d]
+            - grad[batch, i, 1 - c, d] * sin[i, 1 - c, d]
+            + 2 * grad[batch, i, 1 - c, d] * (1 - c) * sin[i, 1 - c, d]
+            i.e. `np.reshape(cos_split * grad + 2 * t4 * t5 * (1 - t7) - t4 * t5, ...`
+        grad_cos[i, c, d] = sum_batch grad[batch, i, c, d] * x[batch, i, c, d]
+            i.e. `np.reshape(t11, (t8, t9 * t1))`
+        grad_sin[i, c, d] = sum_batch (2 * grad[batch, i, c, d] * c * x[batch, i, 1 - c, d] -
+            grad[batch, i, c, d] * x[batch, i, 1 - c, d])
+            i.e. `np.reshape(t14 * (2 * t7 - 1), (t8, t9 * t1))`
+    """
+    t0 = 2
+    x_split = np.reshape(x, np.shape(x)[:-1] + (t0, -1))
+    cos_split = np.reshape(cos, np.shape(cos)[:-1] + (t0, -1))
+    sin_split = np.reshape(sin, np.shape(sin)[:-1] + (t0, -1))
+    t1 = np.shape(x_split)[-1]
+    grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t1))
+    t2 = np.arange(np.shape(x_split)[-2])
+    t3 = 1 - t2
+    t4 = _gather(sin_split, t3, -2)
+    t5 = _gather(grad, t3, -2)
+    t6 = np.asarray(t2, dtype=np.result_type(x_split))
+    t7 = t6[..., None]
+    t8 = np.shape(x_split)[-3]
+    t9 = np.shape(x_split)[-2]
+    grad_x = np.reshape(
+        cos_split * grad + 2 * t4 * t5 * (1 - t7) - t4 * t5,
+        np.shape(cos_split * grad + 2 * t4 * t5 * (1 - t7) - t4 * t5)[:-3] + (t8, t9 * t1),
+    )
+    t10 = grad * x_split
+    t11 = np.sum(t10, axis=tuple(range(np.ndim(t10) - 3)))
+    grad_cos = np.reshape(t11, (t8, t9 * t1))
+    t12 = _gather(x_split, t3, -2)
+    t13 = grad * t12
+    t14 = np.sum(t13, axis=tuple(range(np.ndim(t13) - 3)))
+    grad_sin = np.reshape(t14 * (2 * t7 - 1), (t8, t9 * t1))
+    return grad_x, grad_cos, grad_sin
+
+
+def rotary_embedding_grad_grad(
+    grad_vjp_x,
+    grad_vjp_cos,
+    grad_vjp_sin,
+    grad,
+    x,
+    cos,
+    sin,
+    *,
+    vjp_x=None,
+    vjp_cos=None,
+    vjp_sin=None
+):
+    """Second order of RotaryEmbedding: the gradient of rotary_embedding_grad: one array per input (grad, x, cos, sin)."""
+    t0 = 2
+    grad_split = np.reshape(grad, np.shape(grad)[:-1] + (t0, -1))
+    x_split = np.reshape(x, np.shape(x)[:-1] + (t0, -1))
+    cos_split = np.reshape(cos, np.shape(cos)[:-1] + (t0, -1))
+    sin_split = np.reshape(sin, np.shape(sin)[:-1] + (t0, -1))
+    t1 = np.shape(grad_split)[-1]
+    grad_vjp_x = np.reshape(grad_vjp_x, np.shape(grad_vjp_x)[:-1] + (-1, t1))
+    grad_vjp_cos = np.reshape(grad_vjp_cos, np.shape(grad_vjp_cos)[:-1] + (-1, t1))
+    grad_vjp_sin = np.reshape(grad_vjp_sin, np.shape(grad_vjp_sin)[:-1] + (-1, t1))
+    t2 = np.arange(np.shape(grad_split)[-2])
+    t3 = 1 - t2
+    t4 = _gather(grad_vjp_x, t3, -2)
+    t5 = _gather(x_split, t3, -2)
+    t6 = np.asarray(t2, dtype=np.result_type(grad_split))
+    t7 = t6[..., None]
+    t8 = np.shape(grad_split)[-3]
+    t9 = np.shape(grad_split)[-2]
+    grad_grad = np.reshape(
+        cos_split * grad_vjp_x
+        + grad_vjp_cos * x_split
+        + 2 * grad_vjp_sin * t5 * t7
+        - grad_vjp_sin * t5
+        - 2 * sin_split * t4 * (1 - t7)
+        + sin_split * t4,
+        np.shape(
+            cos_split * grad_vjp_x
+            + grad_vjp_cos * x_split
+            + 2 * grad_vjp_sin * t5 * t7
+            - grad_vjp_sin * t5
+            - 2 * sin_split * t4 * (1 - t7)
+            + sin_split * t4
+        )[:-3]
+        + (t8, t9 * t1),
+    )
+    t10 = _gather(grad_vjp_sin, t3, -2)
+    t11 = _gather(grad_split, t3, -2)
+    grad_x = np.reshape(
+        grad_split * grad_vjp_cos + 2 * t10 * t11 * (1 - t7) - t10 * t11,
+        np.shape(grad_split * grad_vjp_cos + 2 * t10 * t11 * (1 - t7) - t10 * t11)[:-3]
+        + (t8, t9 * t1),
+    )
+    t12 = grad_split * grad_vjp_x
+    t13 = np.sum(t12, axis=tuple(range(np.ndim(t12) - 3)))
+    grad_cos = np.reshape(t13, (t8, t9 * t1))
+    t14 = grad_split * t4
+    t15 = np.sum(t14, axis=tuple(range(np.ndim(t14) - 3)))
+    grad_sin = np.reshape(t15 * (2 * t7 - 1), (t8, t9 * t1))
+    return grad_grad, grad_x, grad_cos, grad_sin

@@ -126,8 +126,25 @@ def _einsum_over_batch(spec, *operands):
     return tf.reduce_sum(product, axis=tf.range(tf.rank(product) - len(output)))
 
 
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map): they read one
+    `fill` entry appended to the axis, so that no mask is broadcast against the result (a
+    select, which TensorFlow broadcasts up to rank 8 only)."""
+    x, positions = tf.convert_to_tensor(x), tf.cast(positions, tf.int64)
+    size = tf.shape(x, out_type=tf.int64)[axis]
+    inside = (positions >= 0) & (positions < size)
+    entry_shape = tf.tensor_scatter_nd_update(tf.shape(x), [[x.shape.rank + axis]], [1])
+    padded = tf.concat(
+        [x, tf.fill(entry_shape, tf.constant(fill, x.dtype))], axis
+    )  # tf.pad stops at rank 8
+    return tf.gather(
+        padded, tf.where(inside, positions, tf.zeros_like(positions) + size), axis=axis
+    )
+
+
 def layer_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affine1=None):
-    """Gradient of LayerNorm (declared at ops/composed.py:19): one per input (x, scale, offset).
+    """Gradient of LayerNorm (declared at ops/composed.py:20): one per input (x, scale, offset).
 
     In index notation, next to the code computing it:
         sum1[batch] = sum_{k_1} x[batch, k_1], i.e. `tf.reduce_sum(x, axis=-1)`
@@ -218,7 +235,7 @@ _register("LayerNorm", layer_norm_grad)
 
 
 def layer_norm_moments_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affine1=None):
-    """Gradient of LayerNormMoments (declared at ops/composed.py:30): one per input (x, scale, offset).
+    """Gradient of LayerNormMoments (declared at ops/composed.py:31): one per input (x, scale, offset).
 
     In index notation, next to the code computing it:
         sum1[batch] = sum_k x[batch, k], i.e. `tf.reduce_sum(x, axis=-1)`
@@ -305,7 +322,7 @@ _register("LayerNormMoments", layer_norm_moments_grad)
 
 
 def batch_norm_training_vjp(grad, x, scale, offset, y, *, epsilon=0.001, mean=None, variance=None):
-    """Gradient of BatchNormTraining (declared at ops/composed.py:41): one per input (x, scale, offset).
+    """Gradient of BatchNormTraining (declared at ops/composed.py:42): one per input (x, scale, offset).
 
     In index notation, next to the code computing it:
         mean[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
@@ -401,7 +418,7 @@ _register("BatchNormTraining", batch_norm_training_grad)
 
 
 def group_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, groups=2, mean=None, variance=None):
-    """Gradient of GroupNorm (declared at ops/composed.py:55): one per input (x, scale, offset).
+    """Gradient of GroupNorm (declared at ops/composed.py:56): one per input (x, scale, offset).
 
     In index notation, next to the code computing it:
         mean[b, g] = sum_{h, w, c} x[b, h, w, g, c] / (C * H * W), i.e. `t5 / (t2 * t3 * t4)`
@@ -559,7 +576,7 @@ _register("GroupNorm", group_norm_grad)
 
 
 def scaled_dot_product_attention_vjp(grad, q, k, v, mask, output, *, weights=None):
-    """Gradient of ScaledDotProductAttention (declared at ops/composed.py:70): one per input (q, k, v, mask).
+    """Gradient of ScaledDotProductAttention (declared at ops/composed.py:71): one per input (q, k, v, mask).
 
     In index notation, next to the code computing it:
         scores[batch, i, j] = sum_d k[batch, j, d] * q[batch, i, d] / sqrt(D) + mask[batch, i, j]
@@ -648,7 +665,7 @@ _register("ScaledDotProductAttention", scaled_dot_product_attention_grad)
 
 
 def mlp_block_vjp(grad, x, w1, b1, w2, b2, y, *, affine1=None):
-    """Gradient of MlpBlock (declared at ops/composed.py:84): one per input (x, w1, b1, w2, b2).
+    """Gradient of MlpBlock (declared at ops/composed.py:85): one per input (x, w1, b1, w2, b2).
 
     In index notation, next to the code computing it:
         affine1[i, h] = b1[h] + sum_d w1[d, h] * x[i, d], i.e. `b1 + t0`
@@ -715,7 +732,7 @@ _register("MlpBlock", mlp_block_grad)
 
 
 def cosine_similarity_vjp(grad, x, y, output, *, epsilon=1e-08, sum1=None, sum2=None):
-    """Gradient of CosineSimilarity (declared at ops/composed.py:97): one per input (x, y).
+    """Gradient of CosineSimilarity (declared at ops/composed.py:98): one per input (x, y).
 
     In index notation, next to the code computing it:
         sum1[batch] = sum_d x[batch, d]**2, i.e. `tf.reduce_sum(x**2, axis=-1)`
@@ -785,7 +802,7 @@ _register("CosineSimilarity", cosine_similarity_grad)
 
 
 def rbf_kernel_vjp(grad, x, y, kernel, *, length_scale=1.0):
-    """Gradient of RbfKernel (declared at ops/composed.py:107): one per input (x, y).
+    """Gradient of RbfKernel (declared at ops/composed.py:108): one per input (x, y).
 
     In index notation, next to the code computing it:
         sum1[i, j] = sum_d (x[i, d] - y[j, d])**2
@@ -847,7 +864,7 @@ _register("RbfKernel", rbf_kernel_grad)
 
 
 def log_sum_exp_mat_mul_vjp(grad, a, b, output, *, affine1=None, sum2=None):
-    """Gradient of LogSumExpMatMul (declared at ops/composed.py:116): one per input (a, b).
+    """Gradient of LogSumExpMatMul (declared at ops/composed.py:117): one per input (a, b).
 
     In index notation, next to the code computing it:
         sum1[i, j_1] = sum_k a[i, k] * b[k, j_1], i.e. `tf.linalg.matmul(a, b)`
@@ -910,7 +927,7 @@ _register("LogSumExpMatMul", log_sum_exp_mat_mul_grad)
 
 
 def bias_gelu_vjp(grad, x, bias, y):
-    """Gradient of BiasGelu (declared at ops/composed.py:126): one per input (x, bias).
+    """Gradient of BiasGelu (declared at ops/composed.py:127): one per input (x, bias).
 
     In index notation, next to the code computing it:
         grad_x[batch, c] = grad[batch, c] / 2
@@ -1019,3 +1036,118 @@ def bias_gelu(x, bias):
 
 
 _register("BiasGelu", bias_gelu_grad)
+
+
+def rotary_embedding_vjp(grad, x, cos, sin, y):
+    """Gradient of RotaryEmbedding (declared at ops/composed.py:137): one per input (x, cos, sin).
+
+    In index notation, next to the code computing it:
+        grad_x[batch, i, c, d] = grad[batch, i, c, d] * cos[i, c, d]
+            - grad[batch, i, 1 - c, d] * sin[i, 1 - c, d]
+            + 2 * grad[batch, i, 1 - c, d] * (1 - c) * sin[i, 1 - c, d]
+            i.e. `tf.reshape(cos_split * grad + 2 * t4 * t5 * (1 - t7) - t4 * t5, ...`
+        grad_cos[i, c, d] = sum_batch grad[batch, i, c, d] * x[batch, i, c, d]
+            i.e. `tf.reshape(t11, [t8, t9 * t1])`
+        grad_sin[i, c, d] = sum_batch (2 * grad[batch, i, c, d] * c * x[batch, i, 1 - c, d] -
+            grad[batch, i, c, d] * x[batch, i, 1 - c, d])
+            i.e. `tf.reshape(t14 * (2 * t7 - 1), [t8, t9 * t1])`
+    """
+    t0 = 2
+    x_split = tf.reshape(
+        x, tf.concat([tf.shape(x, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0)
+    )
+    cos_split = tf.reshape(
+        cos, tf.concat([tf.shape(cos, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0)
+    )
+    sin_split = tf.reshape(
+        sin, tf.concat([tf.shape(sin, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0)
+    )
+    t1 = tf.shape(x_split, out_type=tf.int64)[-1]
+    grad = tf.reshape(
+        grad, tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
+    )
+    t2 = tf.range(tf.shape(x_split, out_type=tf.int64)[-2])
+    t3 = 1 - t2
+    t4 = _gather(sin_split, t3, -2)
+    t5 = _gather(grad, t3, -2)
+    t6 = tf.cast(t2, x_split.dtype)
+    t7 = t6[..., None]
+    t8 = tf.shape(x_split, out_type=tf.int64)[-3]
+    t9 = tf.shape(x_split, out_type=tf.int64)[-2]
+    grad_x = tf.reshape(
+        cos_split * grad + 2 * t4 * t5 * (1 - t7) - t4 * t5,
+        tf.concat(
+            [
+                tf.shape(cos_split * grad + 2 * t4 * t5 * (1 - t7) - t4 * t5, out_type=tf.int64)[
+                    :-3
+                ],
+                tf.cast([t8, t9 * t1], tf.int64),
+            ],
+            0,
+        ),
+    )
+    t10 = grad * x_split
+    t11 = tf.reduce_sum(t10, axis=tf.range(tf.rank(t10) - 3))
+    grad_cos = tf.reshape(t11, [t8, t9 * t1])
+    t12 = _gather(x_split, t3, -2)
+    t13 = grad * t12
+    t14 = tf.reduce_sum(t13, axis=tf.range(tf.rank(t13) - 3))
+    grad_sin = tf.reshape(t14 * (2 * t7 - 1), [t8, t9 * t1])
+    return grad_x, grad_cos, grad_sin
+
+
+def rotary_embedding_grad(op, grad):
+    """Gradient function of RotaryEmbedding for `tf.RegisterGradient`."""
+    return rotary_embedding_vjp(grad, *op.inputs, *op.outputs)
+
+
+def rotary_embedding(x, cos, sin):
+    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin,, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(x, cos, sin):
+        def backward(grad):
+            return rotary_embedding_vjp(grad, x, cos, sin, y)
+
+        kernel_outputs = _tf_kernel("RotaryEmbedding", 1, {"x": x, "cos": cos, "sin": sin}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            y = kernel_outputs[0]
+            return y, backward
+        # else the declared formula
+        t0 = 2
+        x_split = tf.reshape(
+            x, tf.concat([tf.shape(x, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0)
+        )
+        cos_split = tf.reshape(
+            cos, tf.concat([tf.shape(cos, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0)
+        )
+        sin_split = tf.reshape(
+            sin, tf.concat([tf.shape(sin, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0)
+        )
+        t1 = tf.range(tf.shape(x_split, out_type=tf.int64)[-2])
+        t2 = 1 - t1
+        t3 = _gather(x_split, t2, -2)
+        t4 = tf.cast(t1, x_split.dtype)
+        t5 = t4[..., None]
+        t6 = tf.shape(x_split, out_type=tf.int64)[-3]
+        t7 = tf.shape(x_split, out_type=tf.int64)[-2]
+        t8 = tf.shape(x_split, out_type=tf.int64)[-1]
+        y = tf.reshape(
+            cos_split * x_split + 2 * sin_split * t3 * t5 - sin_split * t3,
+            tf.concat(
+                [
+                    tf.shape(
+                        cos_split * x_split + 2 * sin_split * t3 * t5 - sin_split * t3,
+                        out_type=tf.int64,
+                    )[:-3],
+                    tf.cast([t6, t7 * t8], tf.int64),
+                ],
+                0,
+            ),
+        )
+        return y, backward
+
+    return forward(x, cos, sin)
+
+
+_register("RotaryEmbedding", rotary_embedding_grad)

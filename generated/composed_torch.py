@@ -41,8 +41,22 @@ def _sum_to_shape(g, shape):
     return torch.reshape(torch.sum(g, dim=axes) if axes else g, tuple(shape))
 
 
+def _gather(x, positions, axis, fill=0):
+    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
+    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions = torch.as_tensor(positions).long()
+    size, at, count = x.shape[axis], x.ndim + axis, positions.ndim
+    inside = (positions >= 0) & (positions < size)
+    taken = torch.movedim(x, axis, 0)[torch.where(inside, positions, 0)]
+    taken = torch.movedim(taken, tuple(range(count)), tuple(range(at, at + count)))
+    if bool(inside.all()):
+        return taken
+    inside = torch.reshape(inside, tuple(inside.shape) + (1,) * (-axis - 1))
+    return torch.where(inside, taken, torch.as_tensor(fill, dtype=taken.dtype))
+
+
 def layer_norm(x, scale, offset, *, epsilon=0.001):
-    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:19); differentiated by layer_norm_vjp."""
+    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:20); differentiated by layer_norm_vjp."""
     return _LayerNormFunction.apply(epsilon, x, scale, offset)[0]
 
 
@@ -137,7 +151,7 @@ class _LayerNormFunction(torch.autograd.Function):
 
 
 def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
-    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:30); differentiated by layer_norm_moments_vjp."""
+    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:31); differentiated by layer_norm_moments_vjp."""
     return _LayerNormMomentsFunction.apply(epsilon, x, scale, offset)[0]
 
 
@@ -232,7 +246,7 @@ class _LayerNormMomentsFunction(torch.autograd.Function):
 
 
 def batch_norm_training(x, scale, offset, *, epsilon=0.001):
-    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:41); differentiated by batch_norm_training_vjp."""
+    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:42); differentiated by batch_norm_training_vjp."""
     return _BatchNormTrainingFunction.apply(epsilon, x, scale, offset)[0]
 
 
@@ -335,7 +349,7 @@ class _BatchNormTrainingFunction(torch.autograd.Function):
 
 
 def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
-    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:55); differentiated by group_norm_vjp."""
+    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:56); differentiated by group_norm_vjp."""
     return _GroupNormFunction.apply(epsilon, groups, x, scale, offset)[0]
 
 
@@ -474,7 +488,7 @@ class _GroupNormFunction(torch.autograd.Function):
 
 
 def scaled_dot_product_attention(q, k, v, mask):
-    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:70); differentiated by scaled_dot_product_attention_vjp."""
+    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:71); differentiated by scaled_dot_product_attention_vjp."""
     return _ScaledDotProductAttentionFunction.apply(q, k, v, mask)[0]
 
 
@@ -567,7 +581,7 @@ class _ScaledDotProductAttentionFunction(torch.autograd.Function):
 
 
 def mlp_block(x, w1, b1, w2, b2):
-    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:84); differentiated by mlp_block_vjp."""
+    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:85); differentiated by mlp_block_vjp."""
     return _MlpBlockFunction.apply(x, w1, b1, w2, b2)[0]
 
 
@@ -634,7 +648,7 @@ class _MlpBlockFunction(torch.autograd.Function):
 
 
 def cosine_similarity(x, y, *, epsilon=1e-08):
-    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:97); differentiated by cosine_similarity_vjp."""
+    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:98); differentiated by cosine_similarity_vjp."""
     return _CosineSimilarityFunction.apply(epsilon, x, y)[0]
 
 
@@ -708,7 +722,7 @@ class _CosineSimilarityFunction(torch.autograd.Function):
 
 
 def rbf_kernel(x, y, *, length_scale=1.0):
-    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:107); differentiated by rbf_kernel_vjp."""
+    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:108); differentiated by rbf_kernel_vjp."""
     return _RbfKernelFunction.apply(length_scale, x, y)
 
 
@@ -768,7 +782,7 @@ class _RbfKernelFunction(torch.autograd.Function):
 
 
 def log_sum_exp_mat_mul(a, b):
-    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:116); differentiated by log_sum_exp_mat_mul_vjp."""
+    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:117); differentiated by log_sum_exp_mat_mul_vjp."""
     return _LogSumExpMatMulFunction.apply(a, b)[0]
 
 
@@ -835,7 +849,7 @@ class _LogSumExpMatMulFunction(torch.autograd.Function):
 
 
 def bias_gelu(x, bias):
-    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:126); differentiated by bias_gelu_vjp."""
+    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:127); differentiated by bias_gelu_vjp."""
     return _BiasGeluFunction.apply(x, bias)
 
 
@@ -945,4 +959,91 @@ class _BiasGeluFunction(torch.autograd.Function):
     def backward(ctx, grad):
         x, bias = ctx.saved_tensors
         grads = bias_gelu_vjp(grad, x, bias)
+        return _needed(grads, ctx.needs_input_grad)
+
+
+def rotary_embedding(x, cos, sin):
+    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:137); differentiated by rotary_embedding_vjp."""
+    return _RotaryEmbeddingFunction.apply(x, cos, sin)
+
+
+def rotary_embedding_forward(x, cos, sin):
+    """RotaryEmbedding's formula."""
+    t0 = 2
+    x_split = torch.reshape(x, np.shape(x)[:-1] + (t0, -1))
+    cos_split = torch.reshape(cos, np.shape(cos)[:-1] + (t0, -1))
+    sin_split = torch.reshape(sin, np.shape(sin)[:-1] + (t0, -1))
+    t1 = torch.arange(np.shape(x_split)[-2])
+    t2 = 1 - t1
+    t3 = _gather(x_split, t2, -2)
+    t4 = torch.asarray(t1, dtype=x_split.dtype)
+    t5 = t4[..., None]
+    t6 = np.shape(x_split)[-3]
+    t7 = np.shape(x_split)[-2]
+    t8 = np.shape(x_split)[-1]
+    y = torch.reshape(
+        cos_split * x_split + 2 * sin_split * t3 * t5 - sin_split * t3,
+        np.shape(cos_split * x_split + 2 * sin_split * t3 * t5 - sin_split * t3)[:-3]
+        + (t6, t7 * t8),
+    )
+    return y
+
+
+def rotary_embedding_vjp(grad, x, cos, sin, *, y=None):
+    """Gradient of RotaryEmbedding: one array per input (x, cos, sin).
+
+    In index notation, next to the code computing it:
+        grad_x[batch, i, c, d] = grad[batch, i, c, d] * cos[i, c, d]
+            - grad[batch, i, 1 - c, d] * sin[i, 1 - c, d]
+            + 2 * grad[batch, i, 1 - c, d] * (1 - c) * sin[i, 1 - c, d]
+            i.e. `torch.reshape(cos_split * grad + 2 * t4 * t5 * (1 - t7) - t4 * t5, ...`
+        grad_cos[i, c, d] = sum_batch grad[batch, i, c, d] * x[batch, i, c, d]
+            i.e. `torch.reshape(t11, (t8, t9 * t1))`
+        grad_sin[i, c, d] = sum_batch (2 * grad[batch, i, c, d] * c * x[batch, i, 1 - c, d] -
+            grad[batch, i, c, d] * x[batch, i, 1 - c, d])
+            i.e. `torch.reshape(t14 * (2 * t7 - 1), (t8, t9 * t1))`
+    """
+    t0 = 2
+    x_split = torch.reshape(x, np.shape(x)[:-1] + (t0, -1))
+    cos_split = torch.reshape(cos, np.shape(cos)[:-1] + (t0, -1))
+    sin_split = torch.reshape(sin, np.shape(sin)[:-1] + (t0, -1))
+    t1 = np.shape(x_split)[-1]
+    grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t1))
+    t2 = torch.arange(np.shape(x_split)[-2])
+    t3 = 1 - t2
+    t4 = _gather(sin_split, t3, -2)
+    t5 = _gather(grad, t3, -2)
+    t6 = torch.asarray(t2, dtype=x_split.dtype)
+    t7 = t6[..., None]
+    t8 = np.shape(x_split)[-3]
+    t9 = np.shape(x_split)[-2]
+    grad_x = torch.reshape(
+        cos_split * grad + 2 * t4 * t5 * (1 - t7) - t4 * t5,
+        np.shape(cos_split * grad + 2 * t4 * t5 * (1 - t7) - t4 * t5)[:-3] + (t8, t9 * t1),
+    )
+    t10 = grad * x_split
+    t11 = _over(torch.sum, t10, tuple(range(np.ndim(t10) - 3)))
+    grad_cos = torch.reshape(t11, (t8, t9 * t1))
+    t12 = _gather(x_split, t3, -2)
+    t13 = grad * t12
+    t14 = _over(torch.sum, t13, tuple(range(np.ndim(t13) - 3)))
+    grad_sin = torch.reshape(t14 * (2 * t7 - 1), (t8, t9 * t1))
+    return grad_x, grad_cos, grad_sin
+
+
+class _RotaryEmbeddingFunction(torch.autograd.Function):
+    """RotaryEmbedding for autograd: the backward is rotary_embedding_vjp."""
+
+    @staticmethod
+    def forward(x, cos, sin):
+        return rotary_embedding_forward(x, cos, sin)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, cos, sin = ctx.saved_tensors
+        grads = rotary_embedding_vjp(grad, x, cos, sin)
         return _needed(grads, ctx.needs_input_grad)

@@ -154,3 +154,49 @@ def _check_numerics_v2_bwd(message, saved, grad):
 
 
 _check_numerics_v2_custom_vjp.defvjp(_check_numerics_v2_fwd, _check_numerics_v2_bwd)
+
+
+def placeholder_with_default(input):
+    """PlaceholderWithDefault: output = input: a graph placeholder's value where nothing is fed (declared at ops/identity.py:26); differentiated by placeholder_with_default_vjp."""
+    return _placeholder_with_default_custom_vjp(input)
+
+
+def placeholder_with_default_forward(input):
+    """PlaceholderWithDefault's formula."""
+    output = input
+    return output
+
+
+def placeholder_with_default_vjp(grad, input, *, output=None):
+    """Gradient of PlaceholderWithDefault: one array per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input = grad
+    """
+    grad_input = grad
+    return (grad_input,)
+
+
+@jax.custom_vjp
+def _placeholder_with_default_custom_vjp(input):
+    return placeholder_with_default_forward(input)
+
+
+def _placeholder_with_default_fwd(input):
+    output = placeholder_with_default_forward(input)
+    return output, ((input,), output)
+
+
+def _placeholder_with_default_bwd(saved, grad):
+    (input,), output = saved
+    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
+    grad = _conj(grad)
+    return tuple(
+        None if g is None else _conj(g)
+        for g in placeholder_with_default_vjp(grad, input, output=output)
+    )
+
+
+_placeholder_with_default_custom_vjp.defvjp(
+    _placeholder_with_default_fwd, _placeholder_with_default_bwd
+)

@@ -115,3 +115,26 @@ def check_numerics_v2_grad_grad(
     else:
         raise ValueError(f"CheckNumericsV2Grad: unsupported attributes message={message!r}")
     return grad_grad, None
+
+
+def placeholder_with_default(input):
+    """PlaceholderWithDefault: output = input: a graph placeholder's value where nothing is fed (declared at ops/identity.py:26)."""
+    output = input
+    return output
+
+
+def placeholder_with_default_grad(grad, input, *, output=None):
+    """Gradient of PlaceholderWithDefault: one array per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input = grad
+    """
+    grad_input = grad
+    return (grad_input,)
+
+
+def placeholder_with_default_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None):
+    """Second order of PlaceholderWithDefault: the gradient of placeholder_with_default_grad: one array per input (grad, input)."""
+    grad = _conj(grad)
+    grad_grad = _sum_to_shape(grad_vjp_input, np.shape(grad))
+    return grad_grad, None

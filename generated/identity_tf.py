@@ -235,3 +235,40 @@ def check_numerics_v2(tensor, *, message="symgrad"):
 
 
 _register("CheckNumericsV2", check_numerics_v2_grad)
+
+
+def placeholder_with_default_vjp(grad, input, output):
+    """Gradient of PlaceholderWithDefault (declared at ops/identity.py:26): one per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input = grad
+    """
+    grad_input = grad
+    return (grad_input,)
+
+
+def placeholder_with_default_grad(op, grad):
+    """Gradient function of PlaceholderWithDefault for `tf.RegisterGradient`."""
+    return placeholder_with_default_vjp(grad, *op.inputs, *op.outputs)
+
+
+def placeholder_with_default(input):
+    """PlaceholderWithDefault: output = input: a graph placeholder's value where nothing is fed, with its derived gradient."""
+
+    @tf.custom_gradient
+    def forward(input):
+        def backward(grad):
+            return placeholder_with_default_vjp(grad, input, output)
+
+        kernel_outputs = _tf_kernel("PlaceholderWithDefault", 1, {"input": input}, {})
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        output = input
+        return output, backward
+
+    return forward(input)
+
+
+_register("PlaceholderWithDefault", placeholder_with_default_grad)

@@ -161,3 +161,42 @@ class _CheckNumericsV2Function(torch.autograd.Function):
         (tensor,) = ctx.saved_tensors
         grads = check_numerics_v2_vjp(grad, tensor, message=message)
         return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+
+def placeholder_with_default(input):
+    """PlaceholderWithDefault: output = input: a graph placeholder's value where nothing is fed (declared at ops/identity.py:26); differentiated by placeholder_with_default_vjp."""
+    return _PlaceholderWithDefaultFunction.apply(input)
+
+
+def placeholder_with_default_forward(input):
+    """PlaceholderWithDefault's formula."""
+    output = input
+    return output
+
+
+def placeholder_with_default_vjp(grad, input, *, output=None):
+    """Gradient of PlaceholderWithDefault: one array per input (input).
+
+    In index notation, next to the code computing it:
+        grad_input = grad
+    """
+    grad_input = grad
+    return (grad_input,)
+
+
+class _PlaceholderWithDefaultFunction(torch.autograd.Function):
+    """PlaceholderWithDefault for autograd: the backward is placeholder_with_default_vjp."""
+
+    @staticmethod
+    def forward(input):
+        return _fresh(placeholder_with_default_forward(input), (input,))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (input,) = ctx.saved_tensors
+        grads = placeholder_with_default_vjp(grad, input)
+        return _needed(grads, ctx.needs_input_grad)

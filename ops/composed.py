@@ -1,4 +1,5 @@
-"""Composed ops, as users write them: normalisations, attention, an MLP block, kernels.
+"""Composed ops, as users write them: normalisations, attention, an MLP block, kernels, a
+rotary position embedding.
 
 None of these is one TensorFlow op type: each is a composition a person would otherwise
 differentiate by hand. Reductions nested in other expressions become stages, so the gradient
@@ -131,3 +132,15 @@ def bias_gelu():
     z = x[..., c] + bias[c]
     inner = sp.sqrt(2 / sp.pi) * (z + sp.Rational(44715, 1000000) * z**3)
     return {"y": ((..., c), z * (1 + sp.tanh(inner)) / 2)}
+
+
+@op("RotaryEmbedding")
+def rotary_embedding():
+    """Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin,
+    rotate_half(x) = concat(-x2, x1) of the last axis's halves x1 (c = 0) and x2 (c = 1)."""
+    x = tensor("x", (..., N, (2, D)))
+    cos = tensor("cos", (N, (2, D)))
+    sin = tensor("sin", (N, (2, D)))
+    other_half = x[..., i, 1 - c, d]
+    rotated = x[..., i, c, d] * cos[i, c, d] + (2 * c - 1) * other_half * sin[i, c, d]
+    return {"y": ((..., i, ((c, 2), (d, D))), rotated)}

@@ -21,3 +21,11 @@ def check_numerics(tensor, message):
 def check_numerics_v2(tensor, message):
     """output = tensor, raising where an entry is NaN or infinite (also -0 against +0)."""
     return tensor
+
+
+@elementwise("PlaceholderWithDefault", complex=True, outputs=OUTPUT)
+def placeholder_with_default(input):
+    """output = input: a graph placeholder's value where nothing is fed.
+
+    TensorFlow's `shape` attribute, the shape the placeholder promises, is not part of the math."""
+    return input
