@@ -44,7 +44,7 @@ def _gather(x, positions, axis, fill=0):
 
 
 def layer_norm(x, scale, offset, *, epsilon=0.001):
-    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:20); differentiated by layer_norm_vjp."""
+    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:19); differentiated by layer_norm_vjp."""
     return _layer_norm_custom_vjp(epsilon, x, scale, offset)
 
 
@@ -133,7 +133,7 @@ _layer_norm_custom_vjp.defvjp(_layer_norm_fwd, _layer_norm_bwd)
 
 
 def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
-    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:31); differentiated by layer_norm_moments_vjp."""
+    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:30); differentiated by layer_norm_moments_vjp."""
     return _layer_norm_moments_custom_vjp(epsilon, x, scale, offset)
 
 
@@ -220,7 +220,7 @@ _layer_norm_moments_custom_vjp.defvjp(_layer_norm_moments_fwd, _layer_norm_momen
 
 
 def batch_norm_training(x, scale, offset, *, epsilon=0.001):
-    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:42); differentiated by batch_norm_training_vjp."""
+    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:41); differentiated by batch_norm_training_vjp."""
     return _batch_norm_training_custom_vjp(epsilon, x, scale, offset)
 
 
@@ -315,7 +315,7 @@ _batch_norm_training_custom_vjp.defvjp(_batch_norm_training_fwd, _batch_norm_tra
 
 
 def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
-    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:56); differentiated by group_norm_vjp."""
+    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:55); differentiated by group_norm_vjp."""
     return _group_norm_custom_vjp(epsilon, groups, x, scale, offset)
 
 
@@ -445,7 +445,7 @@ _group_norm_custom_vjp.defvjp(_group_norm_fwd, _group_norm_bwd)
 
 
 def scaled_dot_product_attention(q, k, v, mask):
-    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:71); differentiated by scaled_dot_product_attention_vjp."""
+    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:70); differentiated by scaled_dot_product_attention_vjp."""
     return _scaled_dot_product_attention_custom_vjp(q, k, v, mask)
 
 
@@ -536,7 +536,7 @@ _scaled_dot_product_attention_custom_vjp.defvjp(
 
 
 def mlp_block(x, w1, b1, w2, b2):
-    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:85); differentiated by mlp_block_vjp."""
+    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:84); differentiated by mlp_block_vjp."""
     return _mlp_block_custom_vjp(x, w1, b1, w2, b2)
 
 
@@ -599,7 +599,7 @@ _mlp_block_custom_vjp.defvjp(_mlp_block_fwd, _mlp_block_bwd)
 
 
 def cosine_similarity(x, y, *, epsilon=1e-08):
-    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:98); differentiated by cosine_similarity_vjp."""
+    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:97); differentiated by cosine_similarity_vjp."""
     return _cosine_similarity_custom_vjp(epsilon, x, y)
 
 
@@ -667,7 +667,7 @@ _cosine_similarity_custom_vjp.defvjp(_cosine_similarity_fwd, _cosine_similarity_
 
 
 def rbf_kernel(x, y, *, length_scale=1.0):
-    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:108); differentiated by rbf_kernel_vjp."""
+    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:107); differentiated by rbf_kernel_vjp."""
     return _rbf_kernel_custom_vjp(length_scale, x, y)
 
 
@@ -725,7 +725,7 @@ _rbf_kernel_custom_vjp.defvjp(_rbf_kernel_fwd, _rbf_kernel_bwd)
 
 
 def log_sum_exp_mat_mul(a, b):
-    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:117); differentiated by log_sum_exp_mat_mul_vjp."""
+    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:116); differentiated by log_sum_exp_mat_mul_vjp."""
     return _log_sum_exp_mat_mul_custom_vjp(a, b)
 
 
@@ -787,7 +787,7 @@ _log_sum_exp_mat_mul_custom_vjp.defvjp(_log_sum_exp_mat_mul_fwd, _log_sum_exp_ma
 
 
 def bias_gelu(x, bias):
-    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:127); differentiated by bias_gelu_vjp."""
+    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:126); differentiated by bias_gelu_vjp."""
     return _bias_gelu_custom_vjp(x, bias)
 
 
@@ -900,7 +900,7 @@ _bias_gelu_custom_vjp.defvjp(_bias_gelu_fwd, _bias_gelu_bwd)
 
 
 def rotary_embedding(x, cos, sin):
-    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:137); differentiated by rotary_embedding_vjp."""
+    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:136); differentiated by rotary_embedding_vjp."""
     return _rotary_embedding_custom_vjp(x, cos, sin)
 
 

@@ -144,7 +144,7 @@ def _gather(x, positions, axis, fill=0):
 
 
 def layer_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affine1=None):
-    """Gradient of LayerNorm (declared at ops/composed.py:20): one per input (x, scale, offset).
+    """Gradient of LayerNorm (declared at ops/composed.py:19): one per input (x, scale, offset).
 
     In index notation, next to the code computing it:
         sum1[batch] = sum_{k_1} x[batch, k_1], i.e. `tf.reduce_sum(x, axis=-1)`
@@ -235,7 +235,7 @@ _register("LayerNorm", layer_norm_grad)
 
 
 def layer_norm_moments_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affine1=None):
-    """Gradient of LayerNormMoments (declared at ops/composed.py:31): one per input (x, scale, offset).
+    """Gradient of LayerNormMoments (declared at ops/composed.py:30): one per input (x, scale, offset).
 
     In index notation, next to the code computing it:
         sum1[batch] = sum_k x[batch, k], i.e. `tf.reduce_sum(x, axis=-1)`
@@ -322,7 +322,7 @@ _register("LayerNormMoments", layer_norm_moments_grad)
 
 
 def batch_norm_training_vjp(grad, x, scale, offset, y, *, epsilon=0.001, mean=None, variance=None):
-    """Gradient of BatchNormTraining (declared at ops/composed.py:42): one per input (x, scale, offset).
+    """Gradient of BatchNormTraining (declared at ops/composed.py:41): one per input (x, scale, offset).
 
     In index notation, next to the code computing it:
         mean[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
@@ -418,7 +418,7 @@ _register("BatchNormTraining", batch_norm_training_grad)
 
 
 def group_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, groups=2, mean=None, variance=None):
-    """Gradient of GroupNorm (declared at ops/composed.py:56): one per input (x, scale, offset).
+    """Gradient of GroupNorm (declared at ops/composed.py:55): one per input (x, scale, offset).
 
     In index notation, next to the code computing it:
         mean[b, g] = sum_{h, w, c} x[b, h, w, g, c] / (C * H * W), i.e. `t5 / (t2 * t3 * t4)`
@@ -576,7 +576,7 @@ _register("GroupNorm", group_norm_grad)
 
 
 def scaled_dot_product_attention_vjp(grad, q, k, v, mask, output, *, weights=None):
-    """Gradient of ScaledDotProductAttention (declared at ops/composed.py:71): one per input (q, k, v, mask).
+    """Gradient of ScaledDotProductAttention (declared at ops/composed.py:70): one per input (q, k, v, mask).
 
     In index notation, next to the code computing it:
         scores[batch, i, j] = sum_d k[batch, j, d] * q[batch, i, d] / sqrt(D) + mask[batch, i, j]
@@ -665,7 +665,7 @@ _register("ScaledDotProductAttention", scaled_dot_product_attention_grad)
 
 
 def mlp_block_vjp(grad, x, w1, b1, w2, b2, y, *, affine1=None):
-    """Gradient of MlpBlock (declared at ops/composed.py:85): one per input (x, w1, b1, w2, b2).
+    """Gradient of MlpBlock (declared at ops/composed.py:84): one per input (x, w1, b1, w2, b2).
 
     In index notation, next to the code computing it:
         affine1[i, h] = b1[h] + sum_d w1[d, h] * x[i, d], i.e. `b1 + t0`
@@ -732,7 +732,7 @@ _register("MlpBlock", mlp_block_grad)
 
 
 def cosine_similarity_vjp(grad, x, y, output, *, epsilon=1e-08, sum1=None, sum2=None):
-    """Gradient of CosineSimilarity (declared at ops/composed.py:98): one per input (x, y).
+    """Gradient of CosineSimilarity (declared at ops/composed.py:97): one per input (x, y).
 
     In index notation, next to the code computing it:
         sum1[batch] = sum_d x[batch, d]**2, i.e. `tf.reduce_sum(x**2, axis=-1)`
@@ -802,7 +802,7 @@ _register("CosineSimilarity", cosine_similarity_grad)
 
 
 def rbf_kernel_vjp(grad, x, y, kernel, *, length_scale=1.0):
-    """Gradient of RbfKernel (declared at ops/composed.py:108): one per input (x, y).
+    """Gradient of RbfKernel (declared at ops/composed.py:107): one per input (x, y).
 
     In index notation, next to the code computing it:
         sum1[i, j] = sum_d (x[i, d] - y[j, d])**2
@@ -864,7 +864,7 @@ _register("RbfKernel", rbf_kernel_grad)
 
 
 def log_sum_exp_mat_mul_vjp(grad, a, b, output, *, affine1=None, sum2=None):
-    """Gradient of LogSumExpMatMul (declared at ops/composed.py:117): one per input (a, b).
+    """Gradient of LogSumExpMatMul (declared at ops/composed.py:116): one per input (a, b).
 
     In index notation, next to the code computing it:
         sum1[i, j_1] = sum_k a[i, k] * b[k, j_1], i.e. `tf.linalg.matmul(a, b)`
@@ -927,7 +927,7 @@ _register("LogSumExpMatMul", log_sum_exp_mat_mul_grad)
 
 
 def bias_gelu_vjp(grad, x, bias, y):
-    """Gradient of BiasGelu (declared at ops/composed.py:127): one per input (x, bias).
+    """Gradient of BiasGelu (declared at ops/composed.py:126): one per input (x, bias).
 
     In index notation, next to the code computing it:
         grad_x[batch, c] = grad[batch, c] / 2
@@ -1039,7 +1039,7 @@ _register("BiasGelu", bias_gelu_grad)
 
 
 def rotary_embedding_vjp(grad, x, cos, sin, y):
-    """Gradient of RotaryEmbedding (declared at ops/composed.py:137): one per input (x, cos, sin).
+    """Gradient of RotaryEmbedding (declared at ops/composed.py:136): one per input (x, cos, sin).
 
     In index notation, next to the code computing it:
         grad_x[batch, i, c, d] = grad[batch, i, c, d] * cos[i, c, d]

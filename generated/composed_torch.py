@@ -56,7 +56,7 @@ def _gather(x, positions, axis, fill=0):
 
 
 def layer_norm(x, scale, offset, *, epsilon=0.001):
-    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:20); differentiated by layer_norm_vjp."""
+    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:19); differentiated by layer_norm_vjp."""
     return _LayerNormFunction.apply(epsilon, x, scale, offset)[0]
 
 
@@ -151,7 +151,7 @@ class _LayerNormFunction(torch.autograd.Function):
 
 
 def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
-    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:31); differentiated by layer_norm_moments_vjp."""
+    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:30); differentiated by layer_norm_moments_vjp."""
     return _LayerNormMomentsFunction.apply(epsilon, x, scale, offset)[0]
 
 
@@ -246,7 +246,7 @@ class _LayerNormMomentsFunction(torch.autograd.Function):
 
 
 def batch_norm_training(x, scale, offset, *, epsilon=0.001):
-    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:42); differentiated by batch_norm_training_vjp."""
+    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:41); differentiated by batch_norm_training_vjp."""
     return _BatchNormTrainingFunction.apply(epsilon, x, scale, offset)[0]
 
 
@@ -349,7 +349,7 @@ class _BatchNormTrainingFunction(torch.autograd.Function):
 
 
 def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
-    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:56); differentiated by group_norm_vjp."""
+    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:55); differentiated by group_norm_vjp."""
     return _GroupNormFunction.apply(epsilon, groups, x, scale, offset)[0]
 
 
@@ -488,7 +488,7 @@ class _GroupNormFunction(torch.autograd.Function):
 
 
 def scaled_dot_product_attention(q, k, v, mask):
-    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:71); differentiated by scaled_dot_product_attention_vjp."""
+    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:70); differentiated by scaled_dot_product_attention_vjp."""
     return _ScaledDotProductAttentionFunction.apply(q, k, v, mask)[0]
 
 
@@ -581,7 +581,7 @@ class _ScaledDotProductAttentionFunction(torch.autograd.Function):
 
 
 def mlp_block(x, w1, b1, w2, b2):
-    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:85); differentiated by mlp_block_vjp."""
+    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:84); differentiated by mlp_block_vjp."""
     return _MlpBlockFunction.apply(x, w1, b1, w2, b2)[0]
 
 
@@ -648,7 +648,7 @@ class _MlpBlockFunction(torch.autograd.Function):
 
 
 def cosine_similarity(x, y, *, epsilon=1e-08):
-    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:98); differentiated by cosine_similarity_vjp."""
+    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:97); differentiated by cosine_similarity_vjp."""
     return _CosineSimilarityFunction.apply(epsilon, x, y)[0]
 
 
@@ -722,7 +722,7 @@ class _CosineSimilarityFunction(torch.autograd.Function):
 
 
 def rbf_kernel(x, y, *, length_scale=1.0):
-    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:108); differentiated by rbf_kernel_vjp."""
+    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:107); differentiated by rbf_kernel_vjp."""
     return _RbfKernelFunction.apply(length_scale, x, y)
 
 
@@ -782,7 +782,7 @@ class _RbfKernelFunction(torch.autograd.Function):
 
 
 def log_sum_exp_mat_mul(a, b):
-    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:117); differentiated by log_sum_exp_mat_mul_vjp."""
+    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:116); differentiated by log_sum_exp_mat_mul_vjp."""
     return _LogSumExpMatMulFunction.apply(a, b)[0]
 
 
@@ -849,7 +849,7 @@ class _LogSumExpMatMulFunction(torch.autograd.Function):
 
 
 def bias_gelu(x, bias):
-    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:127); differentiated by bias_gelu_vjp."""
+    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:126); differentiated by bias_gelu_vjp."""
     return _BiasGeluFunction.apply(x, bias)
 
 
@@ -963,7 +963,7 @@ class _BiasGeluFunction(torch.autograd.Function):
 
 
 def rotary_embedding(x, cos, sin):
-    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:137); differentiated by rotary_embedding_vjp."""
+    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:136); differentiated by rotary_embedding_vjp."""
     return _RotaryEmbeddingFunction.apply(x, cos, sin)
 
 

@@ -1,5 +1,4 @@
-"""Composed ops, as users write them: normalisations, attention, an MLP block, kernels, a
-rotary position embedding.
+"""Composed ops, as users write them: normalisations, attention, an MLP block, kernels, RoPE.
 
 None of these is one TensorFlow op type: each is a composition a person would otherwise
 differentiate by hand. Reductions nested in other expressions become stages, so the gradient
