@@ -398,11 +398,8 @@ def truncate_div(x, y):
 
 def truncate_div_forward(x, y):
     """TruncateDiv's formula."""
-    z = jnp.where(
-        x / y >= 0,
-        jnp.floor(jnp.where(~(x / y >= 0), 1, x) / jnp.where(~(x / y >= 0), 1, y)),
-        jnp.ceil(jnp.where(x / y >= 0, 1, x) / jnp.where(x / y >= 0, 1, y)),
-    )
+    tmp0 = x / y
+    z = jnp.where(tmp0 >= 0, jnp.floor(tmp0), jnp.ceil(tmp0))
     return z
 
 
@@ -478,20 +475,8 @@ def power(x, y):
 
 def power_forward(x, y):
     """Pow's formula."""
-    z = jnp.where(
-        x > 0,
-        jnp.where(~(x > 0), 1, x) ** jnp.where(~(x > 0), 1, y),
-        jnp.where(
-            y == 0,
-            1,
-            jnp.where(
-                y == 1,
-                x,
-                jnp.where((y == 0) | (y == 1) | (x > 0), 1, x)
-                ** jnp.where((y == 0) | (y == 1) | (x > 0), 1, y),
-            ),
-        ),
-    )
+    tmp0 = x**y
+    z = jnp.where(x > 0, tmp0, jnp.where(y == 0, 1, jnp.where(y == 1, x, tmp0)))
     return z
 
 
@@ -737,7 +722,7 @@ def xlogy(x, y):
 
 def xlogy_forward(x, y):
     """Xlogy's formula."""
-    z = jnp.where(x == 0, 0, jnp.where(x == 0, 1, x) * jnp.log(jnp.where(x == 0, 1, y)))
+    z = jnp.where(x == 0, 0, x * jnp.log(y))
     return z
 
 
@@ -792,7 +777,7 @@ def xdivy(x, y):
 
 def xdivy_forward(x, y):
     """Xdivy's formula."""
-    z = jnp.where(x == 0, 0, jnp.where(x == 0, 1, x) / jnp.where(x == 0, 1, y))
+    z = jnp.where(x == 0, 0, x / y)
     return z
 
 
@@ -847,7 +832,7 @@ def xlog1py(x, y):
 
 def xlog1py_forward(x, y):
     """Xlog1py's formula."""
-    z = jnp.where(x == 0, 0, jnp.where(x == 0, 1, x) * jnp.log1p(jnp.where(x == 0, 1, y)))
+    z = jnp.where(x == 0, 0, x * jnp.log1p(y))
     return z
 
 
@@ -898,7 +883,7 @@ def div_no_nan(x, y):
 
 def div_no_nan_forward(x, y):
     """DivNoNan's formula."""
-    z = jnp.where(y == 0, 0, jnp.where(y == 0, 1, x) / jnp.where(y == 0, 1, y))
+    z = jnp.where(y == 0, 0, x / y)
     return z
 
 

@@ -344,7 +344,8 @@ def floor_div_grad(grad, x, y, *, z=None):
 
 def truncate_div(x, y):
     """TruncateDiv: z = x / y rounded towards zero (declared at ops/binary.py:67)."""
-    z = np.where(x / y >= 0, np.floor(x / y), np.ceil(x / y))
+    tmp0 = x / y
+    z = np.where(tmp0 >= 0, np.floor(tmp0), np.ceil(tmp0))
     return z
 
 
@@ -380,7 +381,8 @@ def floor_mod_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y
 
 def power(x, y):
     """Pow: z = x ** y (declared at ops/binary.py:81)."""
-    z = np.where(x > 0, x**y, np.where(y == 0, 1, np.where(y == 1, x, x**y)))
+    tmp0 = x**y
+    z = np.where(x > 0, tmp0, np.where(y == 0, 1, np.where(y == 1, x, tmp0)))
     return z
 
 

@@ -465,17 +465,8 @@ def truncate_div(x, y):
             z = kernel_outputs[0]
             return z, backward
         # else the declared formula
-        z = tf.where(
-            x / y >= 0,
-            tf.math.floor(
-                tf.where(~(x / y >= 0), tf.constant(1, x.dtype), x)
-                / tf.where(~(x / y >= 0), tf.constant(1, x.dtype), y)
-            ),
-            tf.math.ceil(
-                tf.where(x / y >= 0, tf.constant(1, x.dtype), x)
-                / tf.where(x / y >= 0, tf.constant(1, x.dtype), y)
-            ),
-        )
+        tmp0 = x / y
+        z = tf.where(tmp0 >= 0, tf.math.floor(tmp0), tf.math.ceil(tmp0))
         return z, backward
 
     return forward(x, y)
@@ -599,22 +590,11 @@ def power(x, y):
             z = kernel_outputs[0]
             return z, backward
         # else the declared formula
+        tmp0 = x**y
         z = tf.where(
             x > 0,
-            tf.where(~(x > 0), tf.constant(1, x.dtype), x)
-            ** tf.where(~(x > 0), tf.constant(1, x.dtype), y),
-            tf.where(
-                tf.equal(y, 0),
-                tf.constant(1, x.dtype),
-                tf.where(
-                    tf.equal(y, 1),
-                    x,
-                    tf.where(tf.equal(y, 0) | tf.equal(y, 1) | (x > 0), tf.constant(1, x.dtype), x)
-                    ** tf.where(
-                        tf.equal(y, 0) | tf.equal(y, 1) | (x > 0), tf.constant(1, x.dtype), y
-                    ),
-                ),
-            ),
+            tmp0,
+            tf.where(tf.equal(y, 0), tf.constant(1, x.dtype), tf.where(tf.equal(y, 1), x, tmp0)),
         )
         return z, backward
 
@@ -840,12 +820,7 @@ def xlogy(x, y):
             z = kernel_outputs[0]
             return z, backward
         # else the declared formula
-        z = tf.where(
-            tf.equal(x, 0),
-            tf.constant(0, x.dtype),
-            tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), x)
-            * tf.math.log(tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), y)),
-        )
+        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log(y))
         return z, backward
 
     return forward(x, y)
@@ -906,12 +881,7 @@ def xdivy(x, y):
             z = kernel_outputs[0]
             return z, backward
         # else the declared formula
-        z = tf.where(
-            tf.equal(x, 0),
-            tf.constant(0, x.dtype),
-            tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), x)
-            / tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), y),
-        )
+        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x / y)
         return z, backward
 
     return forward(x, y)
@@ -970,12 +940,7 @@ def xlog1py(x, y):
             z = kernel_outputs[0]
             return z, backward
         # else the declared formula
-        z = tf.where(
-            tf.equal(x, 0),
-            tf.constant(0, x.dtype),
-            tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), x)
-            * tf.math.log1p(tf.where(tf.equal(x, 0), tf.constant(1, x.dtype), y)),
-        )
+        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log1p(y))
         return z, backward
 
     return forward(x, y)
@@ -1036,12 +1001,7 @@ def div_no_nan(x, y):
             z = kernel_outputs[0]
             return z, backward
         # else the declared formula
-        z = tf.where(
-            tf.equal(y, 0),
-            tf.constant(0, x.dtype),
-            tf.where(tf.equal(y, 0), tf.constant(1, x.dtype), x)
-            / tf.where(tf.equal(y, 0), tf.constant(1, x.dtype), y),
-        )
+        z = tf.where(tf.equal(y, 0), tf.constant(0, x.dtype), x / y)
         return z, backward
 
     return forward(x, y)

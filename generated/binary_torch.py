@@ -381,11 +381,8 @@ def truncate_div(x, y):
 
 def truncate_div_forward(x, y):
     """TruncateDiv's formula."""
-    z = torch.where(
-        x / y >= 0,
-        torch.floor(torch.where(~(x / y >= 0), 1, x) / torch.where(~(x / y >= 0), 1, y)),
-        torch.ceil(torch.where(x / y >= 0, 1, x) / torch.where(x / y >= 0, 1, y)),
-    )
+    tmp0 = x / y
+    z = torch.where(tmp0 >= 0, torch.floor(tmp0), torch.ceil(tmp0))
     return z
 
 
@@ -461,20 +458,8 @@ def power(x, y):
 
 def power_forward(x, y):
     """Pow's formula."""
-    z = torch.where(
-        x > 0,
-        torch.where(~(x > 0), 1, x) ** torch.where(~(x > 0), 1, y),
-        torch.where(
-            y == 0,
-            1,
-            torch.where(
-                y == 1,
-                x,
-                torch.where((y == 0) | (y == 1) | (x > 0), 1, x)
-                ** torch.where((y == 0) | (y == 1) | (x > 0), 1, y),
-            ),
-        ),
-    )
+    tmp0 = x**y
+    z = torch.where(x > 0, tmp0, torch.where(y == 0, 1, torch.where(y == 1, x, tmp0)))
     return z
 
 
@@ -720,7 +705,7 @@ def xlogy(x, y):
 
 def xlogy_forward(x, y):
     """Xlogy's formula."""
-    z = torch.where(x == 0, 0, torch.where(x == 0, 1, x) * torch.log(torch.where(x == 0, 1, y)))
+    z = torch.where(x == 0, 0, x * torch.log(y))
     return z
 
 
@@ -774,7 +759,7 @@ def xdivy(x, y):
 
 def xdivy_forward(x, y):
     """Xdivy's formula."""
-    z = torch.where(x == 0, 0, torch.where(x == 0, 1, x) / torch.where(x == 0, 1, y))
+    z = torch.where(x == 0, 0, x / y)
     return z
 
 
@@ -829,7 +814,7 @@ def xlog1py(x, y):
 
 def xlog1py_forward(x, y):
     """Xlog1py's formula."""
-    z = torch.where(x == 0, 0, torch.where(x == 0, 1, x) * torch.log1p(torch.where(x == 0, 1, y)))
+    z = torch.where(x == 0, 0, x * torch.log1p(y))
     return z
 
 
@@ -883,7 +868,7 @@ def div_no_nan(x, y):
 
 def div_no_nan_forward(x, y):
     """DivNoNan's formula."""
-    z = torch.where(y == 0, 0, torch.where(y == 0, 1, x) / torch.where(y == 0, 1, y))
+    z = torch.where(y == 0, 0, x / y)
     return z
 
 

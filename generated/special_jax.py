@@ -365,7 +365,7 @@ def expint(x):
 
 def expint_forward(x):
     """Expint's formula."""
-    y = jnp.where(x >= 0, jax.scipy.special.expi(jnp.where(~(x >= 0), 1, x)), jnp.nan)
+    y = jnp.where(x >= 0, jax.scipy.special.expi(x), jnp.nan)
     return y
 
 
@@ -487,7 +487,8 @@ def spence(x):
 
 def spence_forward(x):
     """Spence's formula."""
-    y = jnp.where(x == 1, 1 - x, jax.scipy.special.spence(jnp.where(x == 1, 1, x)))
+    tmp0 = 1 - x
+    y = jnp.where(x == 1, tmp0, jax.scipy.special.spence(1 - tmp0))
     return y
 
 

@@ -312,7 +312,8 @@ def fresnel_sin_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
 
 def spence(x):
     """Spence: y = the integral of log(t) / (1 - t) from 1 to x, for x >= 0 (dilog(1 - x)) (declared at ops/special.py:86)."""
-    y = np.where(x == 1, 1 - x, scipy.special.spence(x))
+    tmp0 = 1 - x
+    y = np.where(x == 1, tmp0, scipy.special.spence(1 - tmp0))
     return y
 
 

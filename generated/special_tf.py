@@ -450,11 +450,7 @@ def expint(x):
             y = kernel_outputs[0]
             return y, backward
         # else the declared formula
-        y = tf.where(
-            x >= 0,
-            tf.math.special.expint(tf.where(~(x >= 0), tf.constant(1, x.dtype), x)),
-            tf.constant(math.nan, x.dtype),
-        )
+        y = tf.where(x >= 0, tf.math.special.expint(x), tf.constant(math.nan, x.dtype))
         return y, backward
 
     return forward(x)
@@ -573,11 +569,8 @@ def spence(x):
             y = kernel_outputs[0]
             return y, backward
         # else the declared formula
-        y = tf.where(
-            tf.equal(x, 1),
-            1 - x,
-            tf.math.special.spence(tf.where(tf.equal(x, 1), tf.constant(1, x.dtype), x)),
-        )
+        tmp0 = 1 - x
+        y = tf.where(tf.equal(x, 1), tmp0, tf.math.special.spence(1 - tmp0))
         return y, backward
 
     return forward(x)

@@ -1055,10 +1055,7 @@ def softplus(features):
 def softplus_forward(features):
     """Softplus's formula."""
     activations = jnp.where(
-        features > 0,
-        jnp.where(~(features > 0), 1, features)
-        + jnp.log1p(jnp.exp(-jnp.where(~(features > 0), 1, features))),
-        jnp.log1p(jnp.exp(jnp.where(features > 0, 1, features))),
+        features > 0, features + jnp.log1p(jnp.exp(-features)), jnp.log1p(jnp.exp(features))
     )
     return activations
 
@@ -1220,7 +1217,7 @@ def elu(features):
 
 def elu_forward(features):
     """Elu's formula."""
-    activations = jnp.where(features > 0, features, jnp.expm1(jnp.where(features > 0, 1, features)))
+    activations = jnp.where(features > 0, features, jnp.expm1(features))
     return activations
 
 
@@ -1265,9 +1262,7 @@ def selu(features):
 def selu_forward(features):
     """Selu's formula."""
     activations = jnp.where(
-        features >= 0,
-        1.0507009873554805 * features,
-        1.7580993408473768 * jnp.expm1(jnp.where(features >= 0, 1, features)),
+        features >= 0, 1.0507009873554805 * features, 1.7580993408473768 * jnp.expm1(features)
     )
     return activations
 

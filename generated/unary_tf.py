@@ -1100,13 +1100,8 @@ def softplus(features):
         # else the declared formula
         activations = tf.where(
             features > 0,
-            tf.where(~(features > 0), tf.constant(1, features.dtype), features)
-            + tf.math.log1p(
-                tf.math.exp(-tf.where(~(features > 0), tf.constant(1, features.dtype), features))
-            ),
-            tf.math.log1p(
-                tf.math.exp(tf.where(features > 0, tf.constant(1, features.dtype), features))
-            ),
+            features + tf.math.log1p(tf.math.exp(-features)),
+            tf.math.log1p(tf.math.exp(features)),
         )
         return activations, backward
 
@@ -1276,11 +1271,7 @@ def elu(features):
             activations = kernel_outputs[0]
             return activations, backward
         # else the declared formula
-        activations = tf.where(
-            features > 0,
-            features,
-            tf.math.expm1(tf.where(features > 0, tf.constant(1, features.dtype), features)),
-        )
+        activations = tf.where(features > 0, features, tf.math.expm1(features))
         return activations, backward
 
     return forward(features)
@@ -1328,8 +1319,7 @@ def selu(features):
         activations = tf.where(
             features >= 0,
             1.0507009873554805 * features,
-            1.7580993408473768
-            * tf.math.expm1(tf.where(features >= 0, tf.constant(1, features.dtype), features)),
+            1.7580993408473768 * tf.math.expm1(features),
         )
         return activations, backward
 

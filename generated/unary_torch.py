@@ -1014,10 +1014,7 @@ def softplus(features):
 def softplus_forward(features):
     """Softplus's formula."""
     activations = torch.where(
-        features > 0,
-        torch.where(~(features > 0), 1, features)
-        + torch.log1p(torch.exp(-torch.where(~(features > 0), 1, features))),
-        torch.log1p(torch.exp(torch.where(features > 0, 1, features))),
+        features > 0, features + torch.log1p(torch.exp(-features)), torch.log1p(torch.exp(features))
     )
     return activations
 
@@ -1179,9 +1176,7 @@ def elu(features):
 
 def elu_forward(features):
     """Elu's formula."""
-    activations = torch.where(
-        features > 0, features, torch.expm1(torch.where(features > 0, 1, features))
-    )
+    activations = torch.where(features > 0, features, torch.expm1(features))
     return activations
 
 
@@ -1226,9 +1221,7 @@ def selu(features):
 def selu_forward(features):
     """Selu's formula."""
     activations = torch.where(
-        features >= 0,
-        1.0507009873554805 * features,
-        1.7580993408473768 * torch.expm1(torch.where(features >= 0, 1, features)),
+        features >= 0, 1.0507009873554805 * features, 1.7580993408473768 * torch.expm1(features)
     )
     return activations
 

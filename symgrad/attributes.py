@@ -301,14 +301,14 @@ def _problem(spec: AttrSpec, variadic) -> str | None:
     if isinstance(use, Number) and use.type not in (float, int):
         return "is a Number of float or int"
     if isinstance(use, Choice) and isinstance(source, Attribute) and not _plain_values(use.values):
-        return "must be bool, float, int, a tuple of strings or of ints, or a use (Choice, Number, Ints, Axis)"
+        return "must be bool, float, int, a tuple of bools, of strings or of ints, or a use (Choice, Number, Ints, Axis)"
     if isinstance(use, (Choice, Axis)) and not use.values:
         return "has no values"
     return None
 
 
 def _plain_values(values: tuple) -> bool:
-    return values == (False, True) or all(isinstance(v, str) for v in values) or all(type(v) is int for v in values)
+    return any(all(type(v) is kind for v in values) for kind in (bool, str, int))
 
 
 def with_samples(op_name, location, attrs: tuple[Attr, ...], samples: dict) -> tuple[Attr, ...]:

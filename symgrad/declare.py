@@ -59,7 +59,7 @@ class OpDecl(AttributeGroups):
     variadic: str | None = None  # name of the one list input whose length varies by variant
     broadcast_to: str | None = None  # elementwise: the attribute holding the output's shape
     boolean: tuple[str, ...] = ()  # elementwise: the inputs that are bools (conditions)
-    scalars: tuple[str, ...] = ()  # elementwise with broadcast_to: the inputs that are 0-D
+    scalars: tuple[str, ...] = ()  # elementwise: the inputs that are 0-D
     valid: Callable | None = field(default=None, compare=False, repr=False)  # enumerated attrs -> bool
     output_dtypes: tuple[tuple[str, str], ...] = ()  # (output, "real" | "complex" | a DType attribute)
     real_ok: bool = True  # real dtypes supported (False: `complex="only"`, Real's and Conj's input)
@@ -346,7 +346,8 @@ def elementwise(
     `broadcast_to` names an `attr(Ints(), Input(position))` attribute holding a shape the inputs are broadcast to
     (BroadcastTo's `shape`): the output has that shape, and each gradient is summed back to
     its input's shape, as for inputs that broadcast with each other. `scalars` names the inputs
-    that are 0-D there (Fill's `value`): they are verified as scalars only.
+    that are 0-D (Fill's `value`, QuantizeAndDequantizeV2's range): they are verified as
+    scalars only.
 
     `complex`: False (real dtypes), True (real and complex), "only" (complex: Real's input).
     `output_dtypes={output: "real" | "complex" | a DType() attribute}` gives an output a dtype
@@ -379,8 +380,8 @@ def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=N
             )
         if set(boolean) - set(inputs):
             raise DeclarationError(f"boolean names {sorted(set(boolean) - set(inputs))}, not inputs {inputs}", name, location)
-        if set(scalars) - set(inputs) or (scalars and broadcast_to is None):
-            raise DeclarationError(f"scalars names inputs {inputs} of an op with broadcast_to, got {scalars}", name, location)
+        if set(scalars) - set(inputs):
+            raise DeclarationError(f"scalars names inputs of the op {inputs}, got {scalars}", name, location)
         doc = (inspect.getdoc(fn) or "").splitlines()
         dtypes = checked_output_dtypes(name, location, kind, complex_ok, output_names, attr_objs, output_dtypes or {})
         decl = OpDecl(

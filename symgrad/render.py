@@ -234,7 +234,7 @@ def common_context(op: ir.OpCode, printer) -> dict:
         "inputs": ", ".join(op.inputs),
         "outputs": ", ".join(op.outputs),
         "grads": ", ".join(op.grads),
-        "forward_body": print_function_body(op.forward, printer, op),
+        "forward_body": print_forward_body(op, printer),
         "forward_results": forward_results if len(op.outputs) == 1 else f"({forward_results})",
     }
 
@@ -259,6 +259,17 @@ def results_text(results) -> str:
 
 
 # --- function bodies -----------------------------------------------------------------------
+
+
+def print_forward_body(op: ir.OpCode, printer, prologue: bool = True) -> str:
+    """The op's forward, its selects unguarded: nothing differentiates it (a wrapper's backward
+    is the derived gradient, which is passed the outputs), so the double where would only
+    lengthen it."""
+    printer.guards_branches, guards = False, printer.guards_branches
+    try:
+        return print_function_body(op.forward, printer, op, prologue)
+    finally:
+        printer.guards_branches = guards
 
 
 def print_function_body(function: ir.Function, printer, op: ir.OpCode, prologue: bool = True,

@@ -108,12 +108,18 @@ def _safe_reads_restored(temps: list, reduced: list, reads: dict) -> tuple[list,
     mask reading a condition's temporary where one is computed before (`~tmp1`)."""
     conditions, restored = {}, []
     written = lambda: {atom: safe_where(x, mask.xreplace(conditions)) for (x, mask), atom in reads.items()}
+
+    def restore(expr, reads_written):  # a mask may read safely itself (a guard within a guard)
+        while expr.free_symbols & set(reads_written):
+            expr = expr.xreplace(reads_written)
+        return expr
+
     for symbol, value in temps:
-        restored.append((symbol, value.xreplace(written())))
+        restored.append((symbol, restore(value, written())))
         if isinstance(value, sp.logic.boolalg.Boolean):
             conditions[value] = symbol
     at_end = written()
-    return restored, [e.xreplace(at_end) for e in reduced]
+    return restored, [restore(e, at_end) for e in reduced]
 
 
 def fold_stage_gradients(derivation: Derivation) -> Derivation:

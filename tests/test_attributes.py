@@ -62,7 +62,7 @@ def test_sources_and_uses_combine_independently():
         (attr(int, RankOf("x")), "must be a Choice of values"),
         (attr(Ints(), Attribute()), "must come from an input"),
         (attr((2,), LengthOf("values")), "names no list input"),
-        ((1.5, 2.5), "must be bool, float, int, a tuple of strings or of ints"),
+        ((1.5, 2.5), "must be bool, float, int, a tuple of bools, of strings or of ints"),
         (list, "is no attribute use"),
     ],
 )

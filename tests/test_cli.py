@@ -264,13 +264,13 @@ BAD_INPUTS = {
         """,
         ["SquareGrad", ":{def square_grad}", "'square_grad' is the name of a function generated for Square", ":{def square}"],
     ),
-    "scalars_without_broadcast_to": (
+    "scalars_not_inputs": (
         """
-        @elementwise("Scaled", scalars=("x",))
+        @elementwise("Scaled", scalars=("scale",))
         def scaled(x):
             return 2 * x
         """,
-        ["Scaled", ":{@elementwise}", "scalars names inputs"],
+        ["Scaled", ":{@elementwise}", "scalars names inputs of the op"],
     ),
     "ascending_values": (
         """

@@ -21,6 +21,7 @@ DECLARED = sorted(d.name for path in op_file_paths([OPS]) for d in load_op_file(
 # why an op (or some of its rows) has no TensorFlow reference
 NO_REFERENCE = {
     "ReduceLogSumExp": "TensorFlow composes it; it has no op type",
+    "QuantizeAndDequantize": "TensorFlow removed its kernel at GraphDef version 22 (QuantizeAndDequantizeV2 replaces it)",
     "Trace": "TensorFlow composes it (tf.linalg.trace); it has no op type",
     "SoftsignGrad": "TensorFlow registers no gradient for it",
     "Einsum": "TensorFlow's Einsum op takes one or two operands; the three-operand equation has none",

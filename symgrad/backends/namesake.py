@@ -44,7 +44,7 @@ class NamesakePrinter(NumpyPrinter):
         from them stays a number."""
         if (
             isinstance(value, STATIC_VALUES)
-            or (isinstance(value, ir.IndexArith) and self._is_static(value.expr))
+            or (isinstance(value, (ir.IndexArith, ir.Elementwise)) and self._is_static(value.expr))
             or (isinstance(value, ir.IntArray) and value.x in self._static_names)
         ):
             self._static_names.add(target)
@@ -79,6 +79,8 @@ class NamesakePrinter(NumpyPrinter):
 
     def _print_safe_where(self, expr):
         x, mask = expr.args
+        if self._is_static(x):  # an attribute: a number, without a gradient to keep finite
+            return self._print(x)
         return f"{self._module_format(self.where)}({self._print_condition(mask)}, 1, {self._print(x)})"
 
     def _print_besseli(self, expr):
@@ -116,13 +118,39 @@ class NamesakePrinter(NumpyPrinter):
     def _print_Piecewise(self, expr):
         """A select of tensors, each branch computed on inputs made safe where it is not taken
         (`guarded`: the double where), as the framework differentiates it again; a select
-        among attribute values (a size given as -1: the rest) stays in numpy."""
+        among attribute values (a size given as -1: the rest) stays in numpy, or is a Python
+        conditional among numbers (a range given as attributes: PyTorch's where takes tensors)."""
+        if not self._integer_context and expr.free_symbols and self._is_static(expr):
+            return self._conditional(expr)
         if not self._integer_context:
-            return super()._print_Piecewise(guarded(expr))
+            return super()._print_Piecewise(guarded(expr) if self.guards_branches else expr)
         if self._static or not self._is_static(expr):
             return super()._print_Piecewise(expr)
         with self._attribute_arithmetic():
             return super()._print_Piecewise(expr)
+
+    def _print_SafePiecewise(self, expr):
+        if not self._integer_context and expr.free_symbols and self._is_static(expr):
+            return self._conditional(expr)
+        return super()._print_SafePiecewise(expr)
+
+    def _conditional(self, expr) -> str:
+        """`(a if c else (b if d else e))`, each condition a Python bool."""
+        *branches, (last, _) = expr.args
+        text = self._print(last)
+        with self._attribute_arithmetic():
+            for value, condition in reversed(branches):
+                text = f"({self._print(value)} if {self._python_condition(condition)} else {text})"
+        return text
+
+    def _python_condition(self, condition) -> str:
+        """A condition on numbers as Python: `not`, `and`, `or` (`~True` is -2, which is true)."""
+        if isinstance(condition, sp.Not):
+            return f"(not {self._python_condition(condition.args[0])})"
+        if isinstance(condition, (sp.And, sp.Or)):
+            word = " and " if isinstance(condition, sp.And) else " or "
+            return "(" + word.join(self._python_condition(a) for a in condition.args) + ")"
+        return f"({self._print_condition(condition)})"
 
     def _print_IntegerFunctionBase(self, expr):
         """A call of the module's function of attributes and sizes, computed in numpy; of

@@ -238,12 +238,11 @@ def _names_read(branches) -> set[str]:
 
 def _lower_forward(op: OpSignature, derivation: Derivation) -> Branch:
     if op.elementwise:
-        shape = op.broadcast_to
-        body = [
-            Assign(name, BroadcastToShape(Elementwise(value), shape) if shape else Elementwise(value))
-            for name, value in derivation.forward.items()
-        ]
-        return Branch(derivation.variant.attr_values, tuple(body))
+        body = _lower_elementwise_forward(op, derivation)
+        if not any(v.has(sp.Piecewise) for v in derivation.forward.values()):
+            return Branch(derivation.variant.attr_values, body)
+        guarded = _lower_elementwise_forward(op, derivation, guard=True)
+        return Branch(derivation.variant.attr_values, body, guarded_body=guarded if guarded != body else None)
     lowering = TensorLowering(op, dim_sources(derivation.variant), derivation.ranges)
     views = _input_views(lowering, derivation.variant)
     forward = {name: viewed(value, views) for name, value in derivation.forward.items()}
@@ -362,6 +361,16 @@ def _lower_tensor_vjp(op: OpSignature, derivation: Derivation) -> TensorLowering
             lowering.body.append(Assign(f"grad_{name}", SumToShape(grad, name)))
     lowering.body = stages_passed(lowering.body, op)
     return lowering
+
+
+def _lower_elementwise_forward(op: OpSignature, derivation: Derivation, guard: bool = False) -> tuple[Assign, ...]:
+    """The outputs' expressions, each subexpression they repeat computed once before them."""
+    temps, reduced = share_subexpressions(list(derivation.forward.values()), prefix="tmp", guard=guard)
+    body = [Assign(str(symbol), Elementwise(expr)) for symbol, expr in temps]
+    shape = op.broadcast_to
+    for name, expr in zip(derivation.forward, reduced):
+        body.append(Assign(name, BroadcastToShape(Elementwise(expr), shape) if shape else Elementwise(expr)))
+    return tuple(body)
 
 
 def _lower_elementwise_vjp(op: OpSignature, derivation: Derivation, guard: bool = False) -> list[Assign]:

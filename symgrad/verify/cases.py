@@ -185,7 +185,23 @@ def _elementwise_cases(variant: Variant, forward, rng) -> list[Case]:
     primary = kept[0]
     for label, shapes in broadcast_shapes(variant.inputs):
         cases.append(Case(f"shapes {label}", _sample(rng, primary, shapes)))
-    return cases
+    return with_scalar_inputs(variant, cases) if variant.op.decl.scalars else cases
+
+
+def with_scalar_inputs(variant: Variant, cases: list[Case], settings: int = 3) -> list[Case]:
+    """Each case once per setting of the inputs declared `scalars` (QuantizeAndDequantizeV2's
+    range): the first `settings` distinct values the case drew for them, each input 0-D and
+    the others as drawn. Not aligned: a scalar meets every element."""
+    scalar = [k for k, name in enumerate(variant.inputs) if name in variant.op.decl.scalars]
+    result = []
+    for case in cases:
+        rows = zip(*(np.ravel(case.inputs[k]) for k in scalar))
+        for row in list(dict.fromkeys(rows))[:settings]:
+            values = dict(zip(scalar, row))
+            inputs = tuple(np.asarray(values[k]) if k in values else x for k, x in enumerate(case.inputs))
+            setting = ", ".join(f"{variant.inputs[k]} = {v:g}" for k, v in values.items())
+            result.append(replace(case, label=f"{case.label}; {setting}", inputs=inputs, aligned=False))
+    return result
 
 
 def as_conditions(variant: Variant, inputs: tuple) -> tuple:

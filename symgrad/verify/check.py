@@ -27,7 +27,7 @@ from dataclasses import replace
 import numpy as np
 import sympy as sp
 
-from symgrad.declare import stop_gradient
+from symgrad.declare import ELEMENTWISE, stop_gradient
 from symgrad.errors import SymgradError
 from symgrad.targets import CHECK_DTYPES, REGISTRY
 from symgrad.verify.cases import Case, bound_forward, case_groups, make_cases
@@ -244,6 +244,39 @@ def stopped_inputs(variant: Variant) -> set[str]:
     return {n for n in variant.inputs if n in used and n not in live}
 
 
+def held_forward(variant: Variant, case: Case, forward):
+    """`forward` with each `stop_gradient(e)` held at its value at `case`'s inputs, where `e`
+    reads an input that is also used outside it: the function whose derivative the
+    declaration states. A straight-through estimator, `x + stop_gradient(q(x) - x)`, has the
+    derivative 1 (its forward, a staircase, has 0 almost everywhere); FloorMod's
+    `x - y*stop_gradient(floor(x/y))`, -floor(x/y) in y. Elementwise declarations, evaluated
+    by `sp.lambdify`; elsewhere, or where that cannot evaluate them, `forward` itself."""
+    held = sorted({h for e in variant.exprs for h in e.atoms(stop_gradient)}, key=sp.default_sort_key)
+    live = set(variant.inputs) - stopped_inputs(variant)
+    if variant.op.decl.kind != ELEMENTWISE or not any({s.name for s in h.free_symbols} & live for h in held):
+        return forward
+    by_name = {s.name: s for e in variant.exprs for s in e.free_symbols}
+    inputs = [by_name.get(name, sp.Symbol(name)) for name in variant.inputs]
+    attrs, attr_values = list(variant.symbols), list(variant.symbols.values())  # numeric attributes
+    values = [sp.Dummy(f"held{k}") for k in range(len(held))]
+    try:
+        with np.errstate(all="ignore"):
+            base = np.broadcast_arrays(*case.inputs)
+            at_base = [np.asarray(sp.lambdify(inputs + attrs, h.args[0], "numpy")(*base, *attr_values)) for h in held]
+            functions = [sp.lambdify(inputs + attrs + values, e.xreplace(dict(zip(held, values))), "numpy") for e in variant.exprs]
+            _evaluated(functions, case.inputs, attr_values, at_base)
+    except Exception:  # a function lambdify cannot print for numpy: differences of the forward
+        return forward
+    return lambda *xs: _evaluated(functions, xs, attr_values, at_base, single=len(functions) == 1)
+
+
+def _evaluated(functions, inputs, attr_values, held_values, single: bool = False):
+    """The outputs of the lambdified `functions` at `inputs` (broadcast against each other)."""
+    with np.errstate(all="ignore"):
+        outputs = tuple(np.asarray(f(*np.broadcast_arrays(*inputs), *attr_values, *held_values)) for f in functions)
+    return outputs[0] if single else outputs
+
+
 def check_case(
     variant, forward, boundary, case: Case, grads: list, full_max: int = FULL_JACOBIAN_MAX, memo: dict | None = None,
     rounding: float = 0.0,
@@ -253,6 +286,7 @@ def check_case(
     `memo` keeps the case's differences for the next target's gradients."""
     diffs, findings, skipped, memo = [], [], 0, {} if memo is None else memo
     stopped = stopped_inputs(variant)
+    forward = held_forward(variant, case, forward)
     for n, (name, x, g) in enumerate(zip(variant.inputs, case.inputs, grads)):
         if name in stopped:
             skipped += int(np.size(x))

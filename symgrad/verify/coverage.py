@@ -91,9 +91,8 @@ NOT_DECLARED = {
         "ApproxTopK FractionalAvgPool FractionalMaxPool IsotonicRegression NthElement TopK TopKV2",
     "the derivative in the parameter has no closed form SymPy can print for numpy or TensorFlow "
     "(TensorFlow uses a dedicated kernel, or no gradient)": "Betainc Igamma Igammac",
-    "not a derivative: a convention (straight-through, gradient blocked) or an internal op":
-        "PreventGradient QuantizeAndDequantize QuantizeAndDequantizeV2 QuantizeAndDequantizeV3 "
-        "RefIdentity _EagerConst",
+    "not a derivative: the gradient blocked (an error), an op on TF1 reference tensors, or an internal op":
+        "PreventGradient RefIdentity _EagerConst",
     "an input that is a resource variable, not a tensor": "ResourceGatherNd",
     "an integer output beside the values (the argmax): a declaration's outputs have one dtype":
         "MaxPoolWithArgmax",

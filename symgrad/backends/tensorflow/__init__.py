@@ -14,7 +14,7 @@ from symgrad.render import (
     environment,
     format_module,
     module_helpers,
-    print_function_body,
+    print_forward_body,
     print_statement,
     signature,
     stage_params,
@@ -76,7 +76,7 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
         # in the custom_gradient wrapper the prologue runs outside the nested forward, whose
         # assignments would otherwise make the attributes it rewrites local to it
         "forward_prologue": "\n".join(print_statement(st, printer, op) for st in op.forward.prologue),
-        "forward_body": print_function_body(op.forward, printer, op, prologue=False),
+        "forward_body": print_forward_body(op, printer, prologue=False),
         "vjp_signature": vjp_signature,
         "forward_signature": signature(op.inputs, attrs),
         "get_attrs": get_attrs,

@@ -89,7 +89,7 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         (`guarded`: the double-where idiom)."""
         if expr.args[-1][1] != sp.true or self._integer_context:
             return super()._print_Piecewise(expr)
-        *branches, (last, _) = guarded(expr).args
+        *branches, (last, _) = (guarded(expr) if self.guards_branches else expr).args
         text = self._print_branch(last)
         for value, condition in reversed(branches):
             text = f"{self._module_format(self.where)}({self._print_condition(condition)}, {self._print_branch(value)}, {text})"
