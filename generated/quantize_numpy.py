@@ -26,7 +26,7 @@ def _sum_to_shape(g, shape):
 def quantize_and_dequantize(
     input,
     *,
-    signed_input=False,
+    signed_input=True,
     narrow_range=False,
     range_given=True,
     axis=-1,
@@ -91,7 +91,7 @@ def quantize_and_dequantize_grad(
     input,
     *,
     output=None,
-    signed_input=False,
+    signed_input=True,
     narrow_range=False,
     range_given=True,
     axis=-1,
@@ -111,13 +111,12 @@ def quantize_and_dequantize_grad(
         signed_input=True, narrow_range=True, range_given=True, axis=-1:
             grad_input = grad
     """
-    if not range_given or axis != -1:
-        raise ValueError(
-            f"QuantizeAndDequantize: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}"
-        )
-    if signed_input in (False, True) and not narrow_range:
-        grad_input = grad
-    elif signed_input in (False, True) and narrow_range:
+    if (
+        signed_input in (False, True)
+        and narrow_range in (False, True)
+        and range_given
+        and axis == -1
+    ):
         grad_input = grad
     else:
         raise ValueError(
@@ -132,7 +131,7 @@ def quantize_and_dequantize_grad_grad(
     input,
     *,
     vjp_input=None,
-    signed_input=False,
+    signed_input=True,
     narrow_range=False,
     range_given=True,
     axis=-1,
@@ -141,13 +140,12 @@ def quantize_and_dequantize_grad_grad(
     input_max=1.0,
 ):
     """Second order of QuantizeAndDequantize: the gradient of quantize_and_dequantize_grad: one array per input (grad, input)."""
-    if not range_given or axis != -1:
-        raise ValueError(
-            f"QuantizeAndDequantizeGrad: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}"
-        )
-    if signed_input in (False, True) and not narrow_range:
-        grad_grad = _sum_to_shape(grad_vjp_input, np.shape(grad))
-    elif signed_input in (False, True) and narrow_range:
+    if (
+        signed_input in (False, True)
+        and narrow_range in (False, True)
+        and range_given
+        and axis == -1
+    ):
         grad_grad = _sum_to_shape(grad_vjp_input, np.shape(grad))
     else:
         raise ValueError(
@@ -161,7 +159,7 @@ def quantize_and_dequantize_v2(
     input_min,
     input_max,
     *,
-    signed_input=False,
+    signed_input=True,
     narrow_range=False,
     range_given=True,
     axis=-1,
@@ -270,7 +268,7 @@ def quantize_and_dequantize_v2_grad(
     input_max,
     *,
     output=None,
-    signed_input=False,
+    signed_input=True,
     narrow_range=False,
     range_given=True,
     axis=-1,
@@ -279,22 +277,18 @@ def quantize_and_dequantize_v2_grad(
 ):
     """Gradient of QuantizeAndDequantizeV2: one array per input (input, input_min, input_max).
 
-    In index notation, next to the code computing it, for signed_input=False, narrow_range=False,
+    In index notation, next to the code computing it, for signed_input=True, narrow_range=False,
     range_given=True, axis=-1, round_mode='HALF_TO_EVEN' (other values of signed_input,
     narrow_range, range_given, axis, round_mode change it):
         grad_input = grad, i.e. `_sum_to_shape(grad, np.shape(input))`
     """
-    if not range_given or axis != -1:
-        raise ValueError(
-            f"QuantizeAndDequantizeV2: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}, round_mode={round_mode!r}"
-        )
-    if signed_input in (False, True) and not narrow_range and round_mode == "HALF_TO_EVEN":
-        grad_input = _sum_to_shape(grad, np.shape(input))
-    elif signed_input in (False, True) and not narrow_range and round_mode == "HALF_UP":
-        grad_input = _sum_to_shape(grad, np.shape(input))
-    elif signed_input in (False, True) and narrow_range and round_mode == "HALF_TO_EVEN":
-        grad_input = _sum_to_shape(grad, np.shape(input))
-    elif signed_input in (False, True) and narrow_range and round_mode == "HALF_UP":
+    if (
+        signed_input in (False, True)
+        and narrow_range in (False, True)
+        and range_given
+        and axis == -1
+        and round_mode in ("HALF_TO_EVEN", "HALF_UP")
+    ):
         grad_input = _sum_to_shape(grad, np.shape(input))
     else:
         raise ValueError(
@@ -313,7 +307,7 @@ def quantize_and_dequantize_v2_grad_grad(
     input_max,
     *,
     vjp_input=None,
-    signed_input=False,
+    signed_input=True,
     narrow_range=False,
     range_given=True,
     axis=-1,
@@ -321,17 +315,13 @@ def quantize_and_dequantize_v2_grad_grad(
     num_bits=8,
 ):
     """Second order of QuantizeAndDequantizeV2: the gradient of quantize_and_dequantize_v2_grad: one array per input (grad, input, input_min, input_max)."""
-    if not range_given or axis != -1:
-        raise ValueError(
-            f"QuantizeAndDequantizeV2Grad: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}, round_mode={round_mode!r}"
-        )
-    if signed_input in (False, True) and not narrow_range and round_mode == "HALF_TO_EVEN":
-        grad_grad = _sum_to_shape(grad_vjp_input, np.shape(grad))
-    elif signed_input in (False, True) and not narrow_range and round_mode == "HALF_UP":
-        grad_grad = _sum_to_shape(grad_vjp_input, np.shape(grad))
-    elif signed_input in (False, True) and narrow_range and round_mode == "HALF_TO_EVEN":
-        grad_grad = _sum_to_shape(grad_vjp_input, np.shape(grad))
-    elif signed_input in (False, True) and narrow_range and round_mode == "HALF_UP":
+    if (
+        signed_input in (False, True)
+        and narrow_range in (False, True)
+        and range_given
+        and axis == -1
+        and round_mode in ("HALF_TO_EVEN", "HALF_UP")
+    ):
         grad_grad = _sum_to_shape(grad_vjp_input, np.shape(grad))
     else:
         raise ValueError(
@@ -345,7 +335,7 @@ def quantize_and_dequantize_v3(
     input_min,
     input_max,
     *,
-    signed_input=False,
+    signed_input=True,
     narrow_range=False,
     range_given=True,
     axis=-1,
@@ -410,7 +400,7 @@ def quantize_and_dequantize_v3_grad(
     input_max,
     *,
     output=None,
-    signed_input=False,
+    signed_input=True,
     narrow_range=False,
     range_given=True,
     axis=-1,
@@ -428,13 +418,12 @@ def quantize_and_dequantize_v3_grad(
         signed_input=True, narrow_range=True, range_given=True, axis=-1:
             grad_input = grad, i.e. `_sum_to_shape(grad, np.shape(input))`
     """
-    if not range_given or axis != -1:
-        raise ValueError(
-            f"QuantizeAndDequantizeV3: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}"
-        )
-    if signed_input in (False, True) and not narrow_range:
-        grad_input = _sum_to_shape(grad, np.shape(input))
-    elif signed_input in (False, True) and narrow_range:
+    if (
+        signed_input in (False, True)
+        and narrow_range in (False, True)
+        and range_given
+        and axis == -1
+    ):
         grad_input = _sum_to_shape(grad, np.shape(input))
     else:
         raise ValueError(
@@ -453,20 +442,19 @@ def quantize_and_dequantize_v3_grad_grad(
     input_max,
     *,
     vjp_input=None,
-    signed_input=False,
+    signed_input=True,
     narrow_range=False,
     range_given=True,
     axis=-1,
     num_bits,
 ):
     """Second order of QuantizeAndDequantizeV3: the gradient of quantize_and_dequantize_v3_grad: one array per input (grad, input, input_min, input_max)."""
-    if not range_given or axis != -1:
-        raise ValueError(
-            f"QuantizeAndDequantizeV3Grad: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}"
-        )
-    if signed_input in (False, True) and not narrow_range:
-        grad_grad = _sum_to_shape(grad_vjp_input, np.shape(grad))
-    elif signed_input in (False, True) and narrow_range:
+    if (
+        signed_input in (False, True)
+        and narrow_range in (False, True)
+        and range_given
+        and axis == -1
+    ):
         grad_grad = _sum_to_shape(grad_vjp_input, np.shape(grad))
     else:
         raise ValueError(

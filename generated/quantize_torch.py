@@ -55,7 +55,7 @@ def _sum_to_shape(g, shape):
 def quantize_and_dequantize(
     input,
     *,
-    signed_input=False,
+    signed_input=True,
     narrow_range=False,
     range_given=True,
     axis=-1,
@@ -72,7 +72,7 @@ def quantize_and_dequantize(
 def quantize_and_dequantize_forward(
     input,
     *,
-    signed_input=False,
+    signed_input=True,
     narrow_range=False,
     range_given=True,
     axis=-1,
@@ -137,7 +137,7 @@ def quantize_and_dequantize_vjp(
     input,
     *,
     output=None,
-    signed_input=False,
+    signed_input=True,
     narrow_range=False,
     range_given=True,
     axis=-1,
@@ -157,13 +157,12 @@ def quantize_and_dequantize_vjp(
         signed_input=True, narrow_range=True, range_given=True, axis=-1:
             grad_input = grad
     """
-    if not range_given or axis != -1:
-        raise ValueError(
-            f"QuantizeAndDequantize: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}"
-        )
-    if signed_input in (False, True) and not narrow_range:
-        grad_input = grad
-    elif signed_input in (False, True) and narrow_range:
+    if (
+        signed_input in (False, True)
+        and narrow_range in (False, True)
+        and range_given
+        and axis == -1
+    ):
         grad_input = grad
     else:
         raise ValueError(
@@ -218,7 +217,7 @@ def quantize_and_dequantize_v2(
     input_min,
     input_max,
     *,
-    signed_input=False,
+    signed_input=True,
     narrow_range=False,
     range_given=True,
     axis=-1,
@@ -244,7 +243,7 @@ def quantize_and_dequantize_v2_forward(
     input_min,
     input_max,
     *,
-    signed_input=False,
+    signed_input=True,
     narrow_range=False,
     range_given=True,
     axis=-1,
@@ -353,7 +352,7 @@ def quantize_and_dequantize_v2_vjp(
     input_max,
     *,
     output=None,
-    signed_input=False,
+    signed_input=True,
     narrow_range=False,
     range_given=True,
     axis=-1,
@@ -362,22 +361,18 @@ def quantize_and_dequantize_v2_vjp(
 ):
     """Gradient of QuantizeAndDequantizeV2: one array per input (input, input_min, input_max).
 
-    In index notation, next to the code computing it, for signed_input=False, narrow_range=False,
+    In index notation, next to the code computing it, for signed_input=True, narrow_range=False,
     range_given=True, axis=-1, round_mode='HALF_TO_EVEN' (other values of signed_input,
     narrow_range, range_given, axis, round_mode change it):
         grad_input = grad, i.e. `_sum_to_shape(grad, np.shape(input))`
     """
-    if not range_given or axis != -1:
-        raise ValueError(
-            f"QuantizeAndDequantizeV2: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}, round_mode={round_mode!r}"
-        )
-    if signed_input in (False, True) and not narrow_range and round_mode == "HALF_TO_EVEN":
-        grad_input = _sum_to_shape(grad, np.shape(input))
-    elif signed_input in (False, True) and not narrow_range and round_mode == "HALF_UP":
-        grad_input = _sum_to_shape(grad, np.shape(input))
-    elif signed_input in (False, True) and narrow_range and round_mode == "HALF_TO_EVEN":
-        grad_input = _sum_to_shape(grad, np.shape(input))
-    elif signed_input in (False, True) and narrow_range and round_mode == "HALF_UP":
+    if (
+        signed_input in (False, True)
+        and narrow_range in (False, True)
+        and range_given
+        and axis == -1
+        and round_mode in ("HALF_TO_EVEN", "HALF_UP")
+    ):
         grad_input = _sum_to_shape(grad, np.shape(input))
     else:
         raise ValueError(
@@ -442,7 +437,7 @@ def quantize_and_dequantize_v3(
     input_min,
     input_max,
     *,
-    signed_input=False,
+    signed_input=True,
     narrow_range=False,
     range_given=True,
     axis=-1,
@@ -459,7 +454,7 @@ def quantize_and_dequantize_v3_forward(
     input_min,
     input_max,
     *,
-    signed_input=False,
+    signed_input=True,
     narrow_range=False,
     range_given=True,
     axis=-1,
@@ -524,7 +519,7 @@ def quantize_and_dequantize_v3_vjp(
     input_max,
     *,
     output=None,
-    signed_input=False,
+    signed_input=True,
     narrow_range=False,
     range_given=True,
     axis=-1,
@@ -542,13 +537,12 @@ def quantize_and_dequantize_v3_vjp(
         signed_input=True, narrow_range=True, range_given=True, axis=-1:
             grad_input = grad, i.e. `_sum_to_shape(grad, np.shape(input))`
     """
-    if not range_given or axis != -1:
-        raise ValueError(
-            f"QuantizeAndDequantizeV3: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}"
-        )
-    if signed_input in (False, True) and not narrow_range:
-        grad_input = _sum_to_shape(grad, np.shape(input))
-    elif signed_input in (False, True) and narrow_range:
+    if (
+        signed_input in (False, True)
+        and narrow_range in (False, True)
+        and range_given
+        and axis == -1
+    ):
         grad_input = _sum_to_shape(grad, np.shape(input))
     else:
         raise ValueError(

@@ -112,7 +112,8 @@ def _unified(groups: list[Variants], position: int) -> Variants | None:
     values = tuple(v for g in groups for v in g.values)
     if len(groups) == 1:
         return groups[0]
-    if len({_others(v, position) for v in values}) != 1:
+    # the same values of the other attributes in each (a group may span several already)
+    if len({frozenset(_others(v, position) for v in g.values) for g in groups}) != 1:
         return None
     if len({len(g.statements) for g in groups}) != 1:
         return None
