@@ -253,7 +253,9 @@ def held_forward(variant: Variant, case: Case, forward):
     by `sp.lambdify`; elsewhere, or where that cannot evaluate them, `forward` itself."""
     held = sorted({h for e in variant.exprs for h in e.atoms(stop_gradient)}, key=sp.default_sort_key)
     live = set(variant.inputs) - stopped_inputs(variant)
-    if variant.op.decl.kind != ELEMENTWISE or not any({s.name for s in h.free_symbols} & live for h in held):
+    if not variant.op.holds_stop_gradient or variant.op.decl.kind != ELEMENTWISE:
+        return forward
+    if not any({s.name for s in h.free_symbols} & live for h in held):
         return forward
     by_name = {s.name: s for e in variant.exprs for s in e.free_symbols}
     inputs = [by_name.get(name, sp.Symbol(name)) for name in variant.inputs]

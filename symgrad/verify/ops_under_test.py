@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import sympy as sp
@@ -42,6 +42,8 @@ class DerivedOp:
     source: str  # the op file as given, for messages and snippets
     folder: Path  # the folder holding the generated modules
     temporary: bool = False  # the folder is a fresh derivation's, deleted at exit
+    # `check` differences the declaration with its stop_gradient held (`check.held_forward`)
+    holds_stop_gradient: ClassVar[bool] = True
 
     @property
     def name(self) -> str:

@@ -22,6 +22,7 @@ derivative of the op (nested tapes over `tf.raw_ops.<OpType>`) where it has a gr
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import ClassVar
 
 import numpy as np
 
@@ -61,6 +62,7 @@ class GradientOp(DerivedOp):
     """The gradient op G of `first`: its functions are one derivative on (its forward is the
     generated `<op>_grad`, its gradient `<op>_grad_grad`), its name the op's."""
 
+    holds_stop_gradient: ClassVar[bool] = False  # differences of `<op>_grad` itself, as generated
     first: DerivedOp | None = None  # the op whose gradient G is
     upstream: int = 1  # how many upstream gradients G takes before the op's inputs
     list_output: bool = False  # `<op>_grad` takes them as one list (a list output's)
