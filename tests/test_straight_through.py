@@ -16,7 +16,7 @@ from conftest import OPS
 
 from symgrad.testing import assert_gradients_close_to_finite_differences
 from symgrad.verify.cases import Case, bound_forward
-from symgrad.verify.check import held_forward
+from symgrad.verify.check import held_forward, stopped_inputs
 from symgrad.verify.ops_under_test import load_derived, variants_of
 
 RANGES = [(-1.0, 1.0), (-0.3, 2.0), (-2.0, 0.25), (0.0, 1.5), (-1.5, 0.0), (0.5, 2.0), (-2.0, -0.5), (0.0, 0.0)]
@@ -78,7 +78,7 @@ def test_check_differences_the_forward_with_the_rounding_held(derived):
     forward = bound_forward(variant)
     x, lo, hi = np.array([-0.61, 0.13, 0.4]), np.asarray(-1.0), np.asarray(1.0)
     case = Case("levels", (x, lo, hi))
-    held = held_forward(variant, case, forward)
+    held = held_forward(variant, case, forward, stopped_inputs(variant))
     h = 1e-4
     quotient = lambda f: (np.asarray(f(x + h, lo, hi)) - np.asarray(f(x - h, lo, hi))) / (2 * h)
     np.testing.assert_allclose(quotient(held), 1.0, rtol=1e-9)

@@ -120,7 +120,7 @@ class NamesakePrinter(NumpyPrinter):
         (`guarded`: the double where), as the framework differentiates it again; a select
         among attribute values (a size given as -1: the rest) stays in numpy, or is a Python
         conditional among numbers (a range given as attributes: PyTorch's where takes tensors)."""
-        if not self._integer_context and expr.free_symbols and self._is_static(expr):
+        if self._selects_numbers(expr):
             return self._conditional(expr)
         if not self._integer_context:
             return super()._print_Piecewise(guarded(expr) if self.guards_branches else expr)
@@ -130,9 +130,11 @@ class NamesakePrinter(NumpyPrinter):
             return super()._print_Piecewise(expr)
 
     def _print_SafePiecewise(self, expr):
-        if not self._integer_context and expr.free_symbols and self._is_static(expr):
-            return self._conditional(expr)
-        return super()._print_SafePiecewise(expr)
+        return self._conditional(expr) if self._selects_numbers(expr) else super()._print_SafePiecewise(expr)
+
+    def _selects_numbers(self, expr) -> bool:
+        """Whether `expr`, a select outside integer arithmetic, reads attributes alone."""
+        return not self._integer_context and bool(expr.free_symbols) and self._is_static(expr)
 
     def _conditional(self, expr) -> str:
         """`(a if c else (b if d else e))`, each condition a Python bool."""

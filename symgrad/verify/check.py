@@ -244,17 +244,18 @@ def stopped_inputs(variant: Variant) -> set[str]:
     return {n for n in variant.inputs if n in used and n not in live}
 
 
-def held_forward(variant: Variant, case: Case, forward):
+def held_forward(variant: Variant, case: Case, forward, stopped: set[str]):
     """`forward` with each `stop_gradient(e)` held at its value at `case`'s inputs, where `e`
     reads an input that is also used outside it: the function whose derivative the
     declaration states. A straight-through estimator, `x + stop_gradient(q(x) - x)`, has the
     derivative 1 (its forward, a staircase, has 0 almost everywhere); FloorMod's
     `x - y*stop_gradient(floor(x/y))`, -floor(x/y) in y. Elementwise declarations, evaluated
-    by `sp.lambdify`; elsewhere, or where that cannot evaluate them, `forward` itself."""
-    held = sorted({h for e in variant.exprs for h in e.atoms(stop_gradient)}, key=sp.default_sort_key)
-    live = set(variant.inputs) - stopped_inputs(variant)
+    by `sp.lambdify`; elsewhere, or where that cannot evaluate them, `forward` itself.
+    `stopped`: the variant's `stopped_inputs`, which the caller has."""
     if not variant.op.holds_stop_gradient or variant.op.decl.kind != ELEMENTWISE:
         return forward
+    held = sorted({h for e in variant.exprs for h in e.atoms(stop_gradient)}, key=sp.default_sort_key)
+    live = set(variant.inputs) - stopped
     if not any({s.name for s in h.free_symbols} & live for h in held):
         return forward
     by_name = {s.name: s for e in variant.exprs for s in e.free_symbols}
@@ -288,7 +289,7 @@ def check_case(
     `memo` keeps the case's differences for the next target's gradients."""
     diffs, findings, skipped, memo = [], [], 0, {} if memo is None else memo
     stopped = stopped_inputs(variant)
-    forward = held_forward(variant, case, forward)
+    forward = held_forward(variant, case, forward, stopped)
     for n, (name, x, g) in enumerate(zip(variant.inputs, case.inputs, grads)):
         if name in stopped:
             skipped += int(np.size(x))
