@@ -338,7 +338,6 @@ def floor_div(x, y):
 
 def floor_div_grad(grad, x, y, *, z=None):
     """Gradient of FloorDiv: one array per input (x, y)."""
-
     return None, None
 
 
@@ -351,7 +350,6 @@ def truncate_div(x, y):
 
 def truncate_div_grad(grad, x, y, *, z=None):
     """Gradient of TruncateDiv: one array per input (x, y)."""
-
     return None, None
 
 

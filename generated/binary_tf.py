@@ -410,7 +410,6 @@ _register("MulNoNan", mul_no_nan_grad)
 
 def floor_div_vjp(grad, x, y, z):
     """Gradient of FloorDiv (declared at ops/binary.py:60): one per input (x, y)."""
-
     return None, None
 
 
@@ -443,7 +442,6 @@ _register("FloorDiv", floor_div_grad)
 
 def truncate_div_vjp(grad, x, y, z):
     """Gradient of TruncateDiv (declared at ops/binary.py:67): one per input (x, y)."""
-
     return None, None
 
 

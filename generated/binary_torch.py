@@ -352,7 +352,6 @@ def floor_div_forward(x, y):
 
 def floor_div_vjp(grad, x, y, *, z=None):
     """Gradient of FloorDiv: one array per input (x, y)."""
-
     return None, None
 
 
@@ -388,7 +387,6 @@ def truncate_div_forward(x, y):
 
 def truncate_div_vjp(grad, x, y, *, z=None):
     """Gradient of TruncateDiv: one array per input (x, y)."""
-
     return None, None
 
 

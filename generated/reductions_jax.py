@@ -18,6 +18,11 @@ import numpy as np
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
 def _shift_right(x, axis, fill, steps=1):
     """`x` moved `steps` along `axis`, `fill` first: an exclusive cumulative sum or product
     from an inclusive one."""
@@ -51,6 +56,14 @@ def _gather(x, positions, axis, fill=0):
     taken = jnp.take(x, jnp.where(inside, positions, 0), axis=axis, mode="clip")
     inside = jnp.reshape(inside, jnp.shape(inside) + (1,) * (-axis - 1))
     return jnp.where(inside, taken, jnp.asarray(fill, taken.dtype))
+
+
+def _as_dtype(value, dtype):
+    """`value` in `dtype` (a name or a dtype), its real part for a real dtype (TensorFlow's Cast)."""
+    dtype = jnp.dtype(getattr(dtype, "name", dtype))
+    if jnp.iscomplexobj(value) and not jnp.issubdtype(dtype, jnp.complexfloating):
+        value = jnp.real(value)
+    return jnp.asarray(value).astype(dtype)
 
 
 def reduce_sum(input, *, axis=-1, keep_dims=False):
@@ -603,8 +616,104 @@ def _reduce_min_bwd(axis, keep_dims, saved, grad):
 _reduce_min_custom_vjp.defvjp(_reduce_min_fwd, _reduce_min_bwd)
 
 
+def arg_max(input, *, dimension=-1, output_type="int64"):
+    """ArgMax: The position of the maximum along one axis, the first of ties (an integer: no gradient) (declared at ops/reductions.py:110); differentiated by arg_max_vjp."""
+    return _arg_max_custom_vjp(dimension, output_type, input)
+
+
+def arg_max_forward(input, *, dimension=-1, output_type="int64"):
+    """ArgMax's formula."""
+    dimension = (
+        dimension - np.ndim(input) if np.ndim(dimension) == 0 and dimension >= 0 else dimension
+    )
+    if dimension in (-1, -2, -3):
+        output = jnp.argmax(input, axis=dimension)
+        output = _as_dtype(output, output_type)
+    else:
+        raise ValueError(f"ArgMax: unsupported attributes dimension={dimension!r}")
+    return output
+
+
+def arg_max_vjp(grad, input, *, output=None, dimension=-1, output_type="int64"):
+    """Gradient of ArgMax: one array per input (input)."""
+    return (None,)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _arg_max_custom_vjp(dimension, output_type, input):
+    return arg_max_forward(input, dimension=dimension, output_type=output_type)
+
+
+def _arg_max_fwd(dimension, output_type, input):
+    output = arg_max_forward(input, dimension=dimension, output_type=output_type)
+    return output, ((input,), output)
+
+
+def _arg_max_bwd(dimension, output_type, saved, grad):
+    (input,), output = saved
+    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
+    grad = _conj(grad)
+    return tuple(
+        None if g is None else _conj(g)
+        for g in arg_max_vjp(
+            grad, input, output=output, dimension=dimension, output_type=output_type
+        )
+    )
+
+
+_arg_max_custom_vjp.defvjp(_arg_max_fwd, _arg_max_bwd)
+
+
+def arg_min(input, *, dimension=-1, output_type="int64"):
+    """ArgMin: The position of the minimum along one axis, the first of ties (an integer: no gradient) (declared at ops/reductions.py:117); differentiated by arg_min_vjp."""
+    return _arg_min_custom_vjp(dimension, output_type, input)
+
+
+def arg_min_forward(input, *, dimension=-1, output_type="int64"):
+    """ArgMin's formula."""
+    dimension = (
+        dimension - np.ndim(input) if np.ndim(dimension) == 0 and dimension >= 0 else dimension
+    )
+    if dimension in (-1, -2, -3):
+        output = jnp.argmin(input, axis=dimension)
+        output = _as_dtype(output, output_type)
+    else:
+        raise ValueError(f"ArgMin: unsupported attributes dimension={dimension!r}")
+    return output
+
+
+def arg_min_vjp(grad, input, *, output=None, dimension=-1, output_type="int64"):
+    """Gradient of ArgMin: one array per input (input)."""
+    return (None,)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _arg_min_custom_vjp(dimension, output_type, input):
+    return arg_min_forward(input, dimension=dimension, output_type=output_type)
+
+
+def _arg_min_fwd(dimension, output_type, input):
+    output = arg_min_forward(input, dimension=dimension, output_type=output_type)
+    return output, ((input,), output)
+
+
+def _arg_min_bwd(dimension, output_type, saved, grad):
+    (input,), output = saved
+    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
+    grad = _conj(grad)
+    return tuple(
+        None if g is None else _conj(g)
+        for g in arg_min_vjp(
+            grad, input, output=output, dimension=dimension, output_type=output_type
+        )
+    )
+
+
+_arg_min_custom_vjp.defvjp(_arg_min_fwd, _arg_min_bwd)
+
+
 def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
-    """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero (declared at ops/reductions.py:104); differentiated by cumprod_vjp."""
+    """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero (declared at ops/reductions.py:124); differentiated by cumprod_vjp."""
     return _cumprod_custom_vjp(axis, exclusive, reverse, x)
 
 
@@ -692,7 +801,7 @@ _cumprod_custom_vjp.defvjp(_cumprod_fwd, _cumprod_bwd)
 
 
 def cumulative_logsumexp(x, *, axis=-1, reverse=False):
-    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis, computed in log space (declared at ops/reductions.py:115); differentiated by cumulative_logsumexp_vjp."""
+    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis, computed in log space (declared at ops/reductions.py:135); differentiated by cumulative_logsumexp_vjp."""
     return _cumulative_logsumexp_custom_vjp(axis, reverse, x)
 
 

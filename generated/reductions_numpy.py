@@ -61,6 +61,14 @@ def _gather(x, positions, axis, fill=0):
     )
 
 
+def _as_dtype(value, dtype):
+    """`value` in `dtype` (a name or a dtype), its real part for a real dtype (TensorFlow's Cast)."""
+    dtype = np.dtype(getattr(dtype, "name", dtype))
+    if np.iscomplexobj(value) and not np.issubdtype(dtype, np.complexfloating):
+        value = np.real(value)
+    return np.asarray(value).astype(dtype, copy=False)
+
+
 def reduce_sum(input, *, axis=-1, keep_dims=False):
     """Sum: Sum over one axis (declared at ops/reductions.py:35)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
@@ -995,8 +1003,44 @@ def reduce_min_grad_grad(
     return grad_grad, None
 
 
+def arg_max(input, *, dimension=-1, output_type="int64"):
+    """ArgMax: The position of the maximum along one axis, the first of ties (an integer: no gradient) (declared at ops/reductions.py:110)."""
+    dimension = (
+        dimension - np.ndim(input) if np.ndim(dimension) == 0 and dimension >= 0 else dimension
+    )
+    if dimension in (-1, -2, -3):
+        output = np.argmax(input, axis=dimension)
+        output = _as_dtype(output, output_type)
+    else:
+        raise ValueError(f"ArgMax: unsupported attributes dimension={dimension!r}")
+    return output
+
+
+def arg_max_grad(grad, input, *, output=None, dimension=-1, output_type="int64"):
+    """Gradient of ArgMax: one array per input (input)."""
+    return (None,)
+
+
+def arg_min(input, *, dimension=-1, output_type="int64"):
+    """ArgMin: The position of the minimum along one axis, the first of ties (an integer: no gradient) (declared at ops/reductions.py:117)."""
+    dimension = (
+        dimension - np.ndim(input) if np.ndim(dimension) == 0 and dimension >= 0 else dimension
+    )
+    if dimension in (-1, -2, -3):
+        output = np.argmin(input, axis=dimension)
+        output = _as_dtype(output, output_type)
+    else:
+        raise ValueError(f"ArgMin: unsupported attributes dimension={dimension!r}")
+    return output
+
+
+def arg_min_grad(grad, input, *, output=None, dimension=-1, output_type="int64"):
+    """Gradient of ArgMin: one array per input (input)."""
+    return (None,)
+
+
 def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
-    """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero (declared at ops/reductions.py:104)."""
+    """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero (declared at ops/reductions.py:124)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not exclusive and not reverse:
         out = np.cumprod(x, axis=axis)
@@ -1134,7 +1178,7 @@ def cumprod_grad_grad(
 
 
 def cumulative_logsumexp(x, *, axis=-1, reverse=False):
-    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis, computed in log space (declared at ops/reductions.py:115)."""
+    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis, computed in log space (declared at ops/reductions.py:135)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not reverse:
         out = np.logaddexp.accumulate(x, axis=axis)

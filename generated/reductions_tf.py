@@ -193,6 +193,15 @@ def _gather(x, positions, axis, fill=0):
     )
 
 
+def _as_dtype(value, dtype):
+    """`value` in `dtype` (a name or a dtype), its real part for a real dtype (TensorFlow's Cast)."""
+    dtype = tf.as_dtype(getattr(dtype, "name", dtype))
+    value = tf.convert_to_tensor(value)
+    if value.dtype.is_complex and not dtype.is_complex:
+        value = tf.math.real(value)
+    return tf.cast(value, dtype)
+
+
 def reduce_sum_vjp(grad, input, output, *, axis=-1, keep_dims=False):
     """Gradient of Sum (declared at ops/reductions.py:35): one per input (input).
 
@@ -923,8 +932,112 @@ def reduce_min(input, *, axis=-1, keep_dims=False):
 _register("Min", reduce_min_grad)
 
 
+def arg_max_vjp(grad, input, output, *, dimension=-1, output_type="int64"):
+    """Gradient of ArgMax (declared at ops/reductions.py:110): one per input (input)."""
+    return (None,)
+
+
+def arg_max_grad(op, grad):
+    """Gradient function of ArgMax for `tf.RegisterGradient`."""
+    grads = arg_max_vjp(
+        grad,
+        op.inputs[0],
+        *op.outputs,
+        dimension=_const_input(op, 1),
+        output_type=op.get_attr("output_type"),
+    )
+    return _insert_none(grads, (1,))
+
+
+def arg_max(input, *, dimension=-1, output_type="int64"):
+    """ArgMax: The position of the maximum along one axis, the first of ties (an integer: no gradient), with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"dimension": dimension, "output_type": output_type}
+    dimension = (
+        dimension - len(input.shape) if isinstance(dimension, int) and dimension >= 0 else dimension
+    )
+
+    @tf.custom_gradient
+    def forward(input):
+        def backward(grad):
+            return arg_max_vjp(grad, input, output, dimension=dimension, output_type=output_type)
+
+        kernel_outputs = (
+            _tf_kernel("ArgMax", 1, {"input": input}, kernel_attrs)
+            if dimension in (-1, -2, -3)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        if dimension in (-1, -2, -3):
+            output = tf.math.argmax(input, axis=dimension)
+            output = _as_dtype(output, output_type)
+        else:
+            raise ValueError(f"ArgMax: unsupported attributes dimension={dimension!r}")
+        return output, backward
+
+    return forward(input)
+
+
+_register("ArgMax", arg_max_grad)
+
+
+def arg_min_vjp(grad, input, output, *, dimension=-1, output_type="int64"):
+    """Gradient of ArgMin (declared at ops/reductions.py:117): one per input (input)."""
+    return (None,)
+
+
+def arg_min_grad(op, grad):
+    """Gradient function of ArgMin for `tf.RegisterGradient`."""
+    grads = arg_min_vjp(
+        grad,
+        op.inputs[0],
+        *op.outputs,
+        dimension=_const_input(op, 1),
+        output_type=op.get_attr("output_type"),
+    )
+    return _insert_none(grads, (1,))
+
+
+def arg_min(input, *, dimension=-1, output_type="int64"):
+    """ArgMin: The position of the minimum along one axis, the first of ties (an integer: no gradient), with its derived gradient."""
+    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
+    kernel_attrs = {"dimension": dimension, "output_type": output_type}
+    dimension = (
+        dimension - len(input.shape) if isinstance(dimension, int) and dimension >= 0 else dimension
+    )
+
+    @tf.custom_gradient
+    def forward(input):
+        def backward(grad):
+            return arg_min_vjp(grad, input, output, dimension=dimension, output_type=output_type)
+
+        kernel_outputs = (
+            _tf_kernel("ArgMin", 1, {"input": input}, kernel_attrs)
+            if dimension in (-1, -2, -3)
+            else None
+        )
+        if kernel_outputs is not None:  # TensorFlow's own kernel
+            output = kernel_outputs[0]
+            return output, backward
+        # else the declared formula
+        if dimension in (-1, -2, -3):
+            output = tf.math.argmin(input, axis=dimension)
+            output = _as_dtype(output, output_type)
+        else:
+            raise ValueError(f"ArgMin: unsupported attributes dimension={dimension!r}")
+        return output, backward
+
+    return forward(input)
+
+
+_register("ArgMin", arg_min_grad)
+
+
 def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
-    """Gradient of Cumprod (declared at ops/reductions.py:104): one per input (x).
+    """Gradient of Cumprod (declared at ops/reductions.py:124): one per input (x).
 
     In index notation, next to the code computing it, for axis=-1, exclusive=False, reverse=False
     (other values of axis, exclusive, reverse change it):
@@ -1015,7 +1128,7 @@ _register("Cumprod", cumprod_grad)
 
 
 def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False):
-    """Gradient of CumulativeLogsumexp (declared at ops/reductions.py:115): one per input (x).
+    """Gradient of CumulativeLogsumexp (declared at ops/reductions.py:135): one per input (x).
 
     In index notation, next to the code computing it, for axis=-1, reverse=False (other values of
     axis, reverse change it):

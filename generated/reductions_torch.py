@@ -70,6 +70,16 @@ def _gather(x, positions, axis, fill=0):
     return torch.where(inside, taken, torch.as_tensor(fill, dtype=taken.dtype))
 
 
+def _as_dtype(value, dtype):
+    """`value` in `dtype` (a name or a dtype), its real part for a real dtype (TensorFlow's Cast)."""
+    if not isinstance(dtype, torch.dtype):
+        dtype = getattr(torch, getattr(dtype, "name", str(dtype)))
+    value = torch.as_tensor(value)
+    if value.is_complex() and not dtype.is_complex:
+        value = torch.real(value)
+    return value.to(dtype)
+
+
 def reduce_sum(input, *, axis=-1, keep_dims=False):
     """Sum: Sum over one axis (declared at ops/reductions.py:35); differentiated by reduce_sum_vjp."""
     return _SumFunction.apply(axis, keep_dims, input)
@@ -639,8 +649,94 @@ class _MinFunction(torch.autograd.Function):
         return None, None, *_needed(grads, ctx.needs_input_grad[2:])
 
 
+def arg_max(input, *, dimension=-1, output_type="int64"):
+    """ArgMax: The position of the maximum along one axis, the first of ties (an integer: no gradient) (declared at ops/reductions.py:110); differentiated by arg_max_vjp."""
+    return _ArgMaxFunction.apply(dimension, output_type, input)
+
+
+def arg_max_forward(input, *, dimension=-1, output_type="int64"):
+    """ArgMax's formula."""
+    dimension = (
+        dimension - np.ndim(input) if np.ndim(dimension) == 0 and dimension >= 0 else dimension
+    )
+    if dimension in (-1, -2, -3):
+        output = torch.argmax(input, axis=dimension)
+        output = _as_dtype(output, output_type)
+    else:
+        raise ValueError(f"ArgMax: unsupported attributes dimension={dimension!r}")
+    return output
+
+
+def arg_max_vjp(grad, input, *, output=None, dimension=-1, output_type="int64"):
+    """Gradient of ArgMax: one array per input (input)."""
+    return (None,)
+
+
+class _ArgMaxFunction(torch.autograd.Function):
+    """ArgMax for autograd: the backward is arg_max_vjp."""
+
+    @staticmethod
+    def forward(dimension, output_type, input):
+        return arg_max_forward(input, dimension=dimension, output_type=output_type)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:2]
+        ctx.save_for_backward(*inputs[2:])
+
+    @staticmethod
+    def backward(ctx, grad):
+        dimension, output_type = ctx.attrs
+        (input,) = ctx.saved_tensors
+        grads = arg_max_vjp(grad, input, dimension=dimension, output_type=output_type)
+        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+
+
+def arg_min(input, *, dimension=-1, output_type="int64"):
+    """ArgMin: The position of the minimum along one axis, the first of ties (an integer: no gradient) (declared at ops/reductions.py:117); differentiated by arg_min_vjp."""
+    return _ArgMinFunction.apply(dimension, output_type, input)
+
+
+def arg_min_forward(input, *, dimension=-1, output_type="int64"):
+    """ArgMin's formula."""
+    dimension = (
+        dimension - np.ndim(input) if np.ndim(dimension) == 0 and dimension >= 0 else dimension
+    )
+    if dimension in (-1, -2, -3):
+        output = torch.argmin(input, axis=dimension)
+        output = _as_dtype(output, output_type)
+    else:
+        raise ValueError(f"ArgMin: unsupported attributes dimension={dimension!r}")
+    return output
+
+
+def arg_min_vjp(grad, input, *, output=None, dimension=-1, output_type="int64"):
+    """Gradient of ArgMin: one array per input (input)."""
+    return (None,)
+
+
+class _ArgMinFunction(torch.autograd.Function):
+    """ArgMin for autograd: the backward is arg_min_vjp."""
+
+    @staticmethod
+    def forward(dimension, output_type, input):
+        return arg_min_forward(input, dimension=dimension, output_type=output_type)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[:2]
+        ctx.save_for_backward(*inputs[2:])
+
+    @staticmethod
+    def backward(ctx, grad):
+        dimension, output_type = ctx.attrs
+        (input,) = ctx.saved_tensors
+        grads = arg_min_vjp(grad, input, dimension=dimension, output_type=output_type)
+        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+
+
 def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
-    """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero (declared at ops/reductions.py:104); differentiated by cumprod_vjp."""
+    """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero (declared at ops/reductions.py:124); differentiated by cumprod_vjp."""
     return _CumprodFunction.apply(axis, exclusive, reverse, x)
 
 
@@ -730,7 +826,7 @@ class _CumprodFunction(torch.autograd.Function):
 
 
 def cumulative_logsumexp(x, *, axis=-1, reverse=False):
-    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis, computed in log space (declared at ops/reductions.py:115); differentiated by cumulative_logsumexp_vjp."""
+    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis, computed in log space (declared at ops/reductions.py:135); differentiated by cumulative_logsumexp_vjp."""
     return _CumulativeLogsumexpFunction.apply(axis, reverse, x)
 
 

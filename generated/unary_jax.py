@@ -1436,7 +1436,6 @@ def floor_forward(x):
 
 def floor_vjp(grad, x, *, y=None):
     """Gradient of Floor: one array per input (x)."""
-
     return (None,)
 
 
@@ -1471,7 +1470,6 @@ def ceil_forward(x):
 
 def ceil_vjp(grad, x, *, y=None):
     """Gradient of Ceil: one array per input (x)."""
-
     return (None,)
 
 
@@ -1506,7 +1504,6 @@ def round_to_int_forward(x):
 
 def round_to_int_vjp(grad, x, *, y=None):
     """Gradient of Rint: one array per input (x)."""
-
     return (None,)
 
 
@@ -1541,7 +1538,6 @@ def round_half_even_forward(x):
 
 def round_half_even_vjp(grad, x, *, y=None):
     """Gradient of Round: one array per input (x)."""
-
     return (None,)
 
 
@@ -1576,7 +1572,6 @@ def sign_forward(x):
 
 def sign_vjp(grad, x, *, y=None):
     """Gradient of Sign: one array per input (x)."""
-
     return (None,)
 
 

@@ -1013,7 +1013,6 @@ def floor(x):
 
 def floor_grad(grad, x, *, y=None):
     """Gradient of Floor: one array per input (x)."""
-
     return (None,)
 
 
@@ -1025,7 +1024,6 @@ def ceil(x):
 
 def ceil_grad(grad, x, *, y=None):
     """Gradient of Ceil: one array per input (x)."""
-
     return (None,)
 
 
@@ -1037,7 +1035,6 @@ def round_to_int(x):
 
 def round_to_int_grad(grad, x, *, y=None):
     """Gradient of Rint: one array per input (x)."""
-
     return (None,)
 
 
@@ -1049,7 +1046,6 @@ def round_half_even(x):
 
 def round_half_even_grad(grad, x, *, y=None):
     """Gradient of Round: one array per input (x)."""
-
     return (None,)
 
 
@@ -1061,5 +1057,4 @@ def sign(x):
 
 def sign_grad(grad, x, *, y=None):
     """Gradient of Sign: one array per input (x)."""
-
     return (None,)

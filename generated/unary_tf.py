@@ -1443,7 +1443,6 @@ _register("Neg", negative_grad)
 
 def floor_vjp(grad, x, y):
     """Gradient of Floor (declared at ops/unary.py:255): one per input (x)."""
-
     return (None,)
 
 
@@ -1476,7 +1475,6 @@ _register("Floor", floor_grad)
 
 def ceil_vjp(grad, x, y):
     """Gradient of Ceil (declared at ops/unary.py:261): one per input (x)."""
-
     return (None,)
 
 
@@ -1509,7 +1507,6 @@ _register("Ceil", ceil_grad)
 
 def round_to_int_vjp(grad, x, y):
     """Gradient of Rint (declared at ops/unary.py:267): one per input (x)."""
-
     return (None,)
 
 
@@ -1542,7 +1539,6 @@ _register("Rint", round_to_int_grad)
 
 def round_half_even_vjp(grad, x, y):
     """Gradient of Round (declared at ops/unary.py:273): one per input (x)."""
-
     return (None,)
 
 
@@ -1575,7 +1571,6 @@ _register("Round", round_half_even_grad)
 
 def sign_vjp(grad, x, y):
     """Gradient of Sign (declared at ops/unary.py:279): one per input (x)."""
-
     return (None,)
 
 

@@ -1395,7 +1395,6 @@ def floor_forward(x):
 
 def floor_vjp(grad, x, *, y=None):
     """Gradient of Floor: one array per input (x)."""
-
     return (None,)
 
 
@@ -1430,7 +1429,6 @@ def ceil_forward(x):
 
 def ceil_vjp(grad, x, *, y=None):
     """Gradient of Ceil: one array per input (x)."""
-
     return (None,)
 
 
@@ -1465,7 +1463,6 @@ def round_to_int_forward(x):
 
 def round_to_int_vjp(grad, x, *, y=None):
     """Gradient of Rint: one array per input (x)."""
-
     return (None,)
 
 
@@ -1500,7 +1497,6 @@ def round_half_even_forward(x):
 
 def round_half_even_vjp(grad, x, *, y=None):
     """Gradient of Round: one array per input (x)."""
-
     return (None,)
 
 
@@ -1535,7 +1531,6 @@ def sign_forward(x):
 
 def sign_vjp(grad, x, *, y=None):
     """Gradient of Sign: one array per input (x)."""
-
     return (None,)
 
 

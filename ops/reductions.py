@@ -8,7 +8,7 @@ negative at run time); a list of axes raises. `keep_dims` keeps the reduced axis
 
 import sympy as sp
 
-from symgrad import Axis, Input, attr, dims, indices, maximum, minimum, op, product, stop_gradient, tensor
+from symgrad import Axis, DType, Input, argmax, argmin, attr, dims, indices, maximum, minimum, op, product, stop_gradient, tensor
 
 N, P, Q = dims("N P Q")
 i, k, p, q = indices("i k p q")
@@ -99,6 +99,26 @@ def reduce_min(axis, keep_dims):
     """Minimum over one axis; tied minima share the gradient equally."""
     x, trailing = _input("input", axis)
     return {"output": (_reduced(keep_dims, trailing), minimum(_entry(x, k, trailing), (k, 0, N - 1)))}
+
+
+POSITION = {"output": "output_type"}  # an integer output, of the dtype `output_type` names
+POSITION_ATTRS = {"dimension": attr(Axis("input", (-1, -2, -3)), Input(1)), "output_type": DType()}
+POSITION_SAMPLES = {"output_type": ("int64", "int32")}
+INT64 = {"output_type": "int64"}  # TensorFlow's default
+
+
+@op("ArgMax", attrs=POSITION_ATTRS, defaults=INT64, output_dtypes=POSITION, samples=POSITION_SAMPLES)
+def arg_max(dimension, output_type):
+    """The position of the maximum along one axis, the first of ties (an integer: no gradient)."""
+    x, trailing = _input("input", dimension)
+    return {"output": (_reduced(False, trailing), argmax(_entry(x, k, trailing), (k, 0, N - 1)))}
+
+
+@op("ArgMin", attrs=POSITION_ATTRS, defaults=INT64, output_dtypes=POSITION, samples=POSITION_SAMPLES)
+def arg_min(dimension, output_type):
+    """The position of the minimum along one axis, the first of ties (an integer: no gradient)."""
+    x, trailing = _input("input", dimension)
+    return {"output": (_reduced(False, trailing), argmin(_entry(x, k, trailing), (k, 0, N - 1)))}
 
 
 @op("Cumprod", attrs={"axis": attr(Axis("x", (-1, -2, -3)), Input(1)), "exclusive": bool, "reverse": bool})

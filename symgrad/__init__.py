@@ -36,6 +36,8 @@ _ATTRIBUTES = (
 )
 _INTEGERS = ("integer_function",)
 _FUNCTIONS = (
+    "argmax",
+    "argmin",
     "exact_div",
     "first_maximum",
     "indicator",
@@ -60,6 +62,8 @@ if TYPE_CHECKING:
     )
     from symgrad.integers import integer_function
     from symgrad.functions import (
+        argmax,
+        argmin,
         exact_div,
         first_maximum,
         indicator,

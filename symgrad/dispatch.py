@@ -59,7 +59,7 @@ def chain(branches: list[tuple[tuple[tuple[str, Any], ...], list[str]]], error: 
     lines += list(hoisted)
     for n, group in enumerate(groups):
         lines.append(f"{'if' if n == 0 else 'elif'} {group.condition(frozenset(fixed))}:")
-        lines += ["    " + line for s in group.statements for line in s.split("\n")]
+        lines += ["    " + line for s in group.statements for line in s.split("\n")] or ["    pass"]
     return lines + ["else:", f"    {error}"]
 
 

@@ -444,3 +444,32 @@ class promoted(sp.Function):
 
     nargs = 2
 REDUCTIONS = (sp.Sum, product, maximum, minimum, logsumexp)  # over index ranges: what lowers to a reduction or scan
+
+
+class _Position(ExprWithLimits):
+    """The position along one index range of the first entry attaining the extremum (numpy's
+    `argmax`, TensorFlow's ArgMax): an integer, piecewise constant in the entries, so its
+    derivative is zero. Subclasses name which extremum."""
+
+    kind: str
+    is_integer = True
+
+    def __new__(cls, function, *limits, **assumptions):
+        extremum = super().__new__(cls, function, *limits, **assumptions)
+        _single_limit(extremum)
+        return extremum
+
+    def _eval_derivative(self, x):
+        return sp.S.Zero
+
+
+class argmax(_Position):
+    """The first position of the maximum over an index range: `argmax(x[i, k], (k, 0, N - 1))`."""
+
+    kind = "argmax"
+
+
+class argmin(_Position):
+    """The first position of the minimum over an index range."""
+
+    kind = "argmin"

@@ -277,6 +277,8 @@ def print_function_body(function: ir.Function, printer, op: ir.OpCode, prologue:
     """The statements of `function`: its prologue (unless told not to), then an if/elif chain
     over its variants; `printed` gets, per variant, each variable -> the expression that
     defines it, as printed (`defining_values`)."""
+    if not any(_body(branch, printer) for branch in function.branches):
+        return ""  # no gradient: an op whose outputs are integers (ArgMax's)
     printer.dtype_source = function.params[0]  # an input or upstream gradient: the op's dtype
     printer.begin_function(op)
     lines = [print_statement(s, printer, op) for s in function.prologue] if prologue else []

@@ -127,7 +127,7 @@ def test_every_op_without_a_second_order_is_listed(library):
 
 _NONE = "no gradient at all (piecewise constant): nothing to derive again"
 NOT_DERIVED_AGAIN = {  # op type -> why it has no <op>_grad_grad yet
-    **dict.fromkeys(("Floor", "Ceil", "Rint", "Round", "Sign", "FloorDiv", "TruncateDiv"), _NONE),
+    **dict.fromkeys(("Floor", "Ceil", "Rint", "Round", "Sign", "FloorDiv", "TruncateDiv", "ArgMax", "ArgMin"), _NONE),
     "IdentityN": "a list input and a list output: its gradient op would take two lists of varying length",
     **dict.fromkeys(
         ("SegmentProd", "UnsortedSegmentProd"),

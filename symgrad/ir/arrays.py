@@ -68,7 +68,7 @@ class Einsum:
 class Reduce:
     """Reduce over `axes` (negative: counted from the last, so leading batch axes may vary)."""
 
-    kind: str  # "sum", "prod", "max" or "min"
+    kind: str  # "sum", "prod", "max", "min", or "argmax", "argmin" (one axis, no keepdims)
     x: str | Elementwise  # variable, or an elementwise expression reduced without a temporary
     axes: tuple[int, ...]  # axes reduced away; () for every axis
     keepdims: bool = False  # keep them as size-1 axes, aligned for broadcasting

@@ -25,13 +25,19 @@ def reduction(lowering, expr, axes) -> sp.Expr:
     return reduce(lowering, kind, expr.function, tuple(lim[0] for lim in expr.limits), axes)
 
 
-def reduce(lowering, kind, body, summed, axes) -> sp.Expr:
+def position(lowering, expr, axes) -> sp.Expr:
+    """The first position of a maximum or minimum along one whole axis (argmax, argmin)."""
+    return reduce(lowering, expr.kind, expr.function, (expr.limits[0][0],), axes, keepdims=False)
+
+
+def reduce(lowering, kind, body, summed, axes, keepdims=True) -> sp.Expr:
     """Reduce `body` over `summed`, each taking the place of an axis `body` does not vary
-    along (keepdims), or else laid out as `body`'s own tensors are (no transpose)."""
+    along (keepdims, unless told not to), or else laid out as `body`'s own tensors are (no
+    transpose)."""
     # a slot before the body's first axis would not exist in its (broadcast) array
     first = min((n for n, a in enumerate(axes) if a in free_indices(body)), default=len(axes))
     unused = [n for n, a in enumerate(axes) if a not in free_indices(body) and a != BATCH and n > first]
-    if BATCH not in summed and len(unused) >= len(summed):
+    if keepdims and BATCH not in summed and len(unused) >= len(summed):
         extended = list(axes)
         for index, slot in zip(summed, reversed(unused)):
             extended[slot] = index

@@ -86,7 +86,6 @@ def _notes(rows: list[dict]) -> str:
 # Why an op type TensorFlow hand-writes a gradient for is not declared in ops/; the op types
 # listed nowhere here are not declared yet, with no obstacle known.
 NOT_DECLARED = {
-    "integer outputs: TensorFlow's gradient is None, there is nothing to derive": "ArgMax ArgMin",
     "a selection by sorting, by an optimisation or by random regions, not an index sum":
         "ApproxTopK FractionalAvgPool FractionalMaxPool IsotonicRegression NthElement TopK TopKV2",
     "the derivative in the parameter has no closed form SymPy can print for numpy or TensorFlow "
@@ -94,8 +93,8 @@ NOT_DECLARED = {
     "not a derivative: the gradient blocked (an error), an op on TF1 reference tensors, or an internal op":
         "PreventGradient RefIdentity _EagerConst",
     "an input that is a resource variable, not a tensor": "ResourceGatherNd",
-    "an integer output beside the values (the argmax): a declaration's outputs have one dtype":
-        "MaxPoolWithArgmax",
+    "a window's argmax as a flat position in the input: `argmax` takes one index range, a "
+    "window has two": "MaxPoolWithArgmax",
     "a relabelling of the flat index: declared with floor and mod of the ravelled position it "
     "lowers to a gather per variant (about 1,000 generated lines), not one reshape; lowering "
     "does not recognise it yet": "Reshape",

@@ -188,6 +188,9 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         return f'{self._module_format("tensorflow.einsum")}("{value.spec}", {", ".join(value.operands)})'
 
     def _print_Reduce(self, value: ir.Reduce):
+        if value.kind in ("argmax", "argmin"):  # one axis, no keepdims (`symgrad.lowering.reductions.position`)
+            axis = value.axes[0] if value.axes else 0
+            return f"{self._module_format(f'tensorflow.math.{value.kind}')}({self._print_operand(value.x)}, axis={axis})"
         function = self._module_format(f"tensorflow.reduce_{value.kind}")
         keepdims = ", keepdims=True" if value.keepdims else ""
         if value.batch_before is not None:
