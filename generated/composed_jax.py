@@ -56,7 +56,7 @@ def layer_norm_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
     t2 = jnp.sum((x - t1 / t0) ** 2, axis=-1)
     affine1 = epsilon + t2 / t0
     t3 = affine1[..., None]
-    y = offset + scale * x / jnp.sqrt(t3) - scale * t1 / (t0 * jnp.sqrt(t3))
+    y = offset + scale * (x - t1 / t0) / jnp.sqrt(t3)
     if return_stages:  # for layer_norm_vjp(..., **stages): not computed again
         return y, {"sum1": sum1, "affine1": affine1}
     return y
@@ -69,19 +69,15 @@ def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, e
         sum1[batch] = sum_{k_1} x[batch, k_1], i.e. `jnp.sum(x, axis=-1)`
         affine1[batch] = epsilon + sum_k (x[batch, k] - sum1[batch] / N)**2 / N
             i.e. `epsilon + t2 / t0`
-        grad_affine1[batch] = sum_i (-grad[batch, i] * scale[i] * x[batch, i] / (2 *
-            affine1[batch]**(3/2)) + grad[batch, i] * scale[i] * sum1[batch] / (2 * N *
-            affine1[batch]**(3/2))), i.e. `(1 / 2) * t6 / affine1 ** (3 / 2)`
+        grad_affine1[batch] = -sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * scale[i] /
+            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t6 / affine1 ** (3 / 2)`
         grad_x[batch, j] = grad[batch, j] * scale[j] / sqrt(affine1[batch])
-            + 2 * grad_affine1[batch] * x[batch, j] / N
-            - 2 * grad_affine1[batch] * sum1[batch] / N**2
+            + 2 * grad_affine1[batch] * (x[batch, j] - sum1[batch] / N) / N
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
-            - sum_k 2 * grad_affine1[batch] * x[batch, k] / N**2
-            + 2 * grad_affine1[batch] * sum1[batch] / N**2
-            i.e. `grad * scale / jnp.sqrt(t7) - 2 * t10 * t11 / t3**2 + 2 * t10 * x / t3 - t9 ...`
-        grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
-            i] * sum1[batch] / (N * sqrt(affine1[batch])))
-            i.e. `jnp.einsum("...,...a->a", t12, t13, optimize=True)`
+            - sum_k 2 * grad_affine1[batch] * (x[batch, k] - sum1[batch] / N) / N**2
+            i.e. `grad * scale / jnp.sqrt(t7) + 2 * t11 * (x - t4 / t3) / t3 - 2 * t11 * (t10 ...`
+        grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
+            sqrt(affine1[batch]), i.e. `jnp.einsum("...,...a->a", t12, t5, optimize=True)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))`
     """
@@ -93,23 +89,22 @@ def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, e
         affine1 = epsilon + t2 / t0
     t3 = jnp.shape(x)[-1]
     t4 = sum1[..., None]
-    t5 = grad * (-x + t4 / t3)
+    t5 = grad * (x - t4 / t3)
     t6 = jnp.einsum("a,...a->...", scale, t5, optimize=True)
-    grad_affine1 = (1 / 2) * t6 / affine1 ** (3 / 2)
+    grad_affine1 = -1 / 2 * t6 / affine1 ** (3 / 2)
     t7 = affine1[..., None]
     t8 = jnp.einsum("a,...a->...", scale, grad, optimize=True)
     t9 = t8[..., None]
-    t10 = grad_affine1[..., None]
-    t11 = jnp.sum(x, axis=-1, keepdims=True)
+    t10 = jnp.sum(x, axis=-1, keepdims=True)
+    t11 = grad_affine1[..., None]
     grad_x = (
         grad * scale / jnp.sqrt(t7)
-        - 2 * t10 * t11 / t3**2
-        + 2 * t10 * x / t3
+        + 2 * t11 * (x - t4 / t3) / t3
+        - 2 * t11 * (t10 - t4) / t3**2
         - t9 / (t3 * jnp.sqrt(t7))
     )
     t12 = 1 / jnp.sqrt(affine1)
-    t13 = grad * (x - t4 / t3)
-    grad_scale = jnp.einsum("...,...a->a", t12, t13, optimize=True)
+    grad_scale = jnp.einsum("...,...a->a", t12, t5, optimize=True)
     grad_offset = jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
 
@@ -145,7 +140,7 @@ def layer_norm_moments_forward(x, scale, offset, *, epsilon=0.001, return_stages
     affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
     t2 = affine1[..., None]
     t3 = sum1[..., None]
-    y = offset + scale * x / jnp.sqrt(t2) - scale * t3 / (t0 * jnp.sqrt(t2))
+    y = offset + scale * (x - t3 / t0) / jnp.sqrt(t2)
     if return_stages:  # for layer_norm_moments_vjp(..., **stages): not computed again
         return y, {"sum1": sum1, "affine1": affine1}
     return y
@@ -160,17 +155,15 @@ def layer_norm_moments_vjp(
         sum1[batch] = sum_k x[batch, k], i.e. `jnp.sum(x, axis=-1)`
         affine1[batch] = epsilon + sum_k x[batch, k]**2 / N - sum1[batch]**2 / N**2
             i.e. `epsilon - sum1**2 / t0**2 + t1 / t0`
-        grad_affine1[batch] = sum_i (-grad[batch, i] * scale[i] * x[batch, i] / (2 *
-            affine1[batch]**(3/2)) + grad[batch, i] * scale[i] * sum1[batch] / (2 * N *
-            affine1[batch]**(3/2))), i.e. `(1 / 2) * t5 / affine1 ** (3 / 2)`
+        grad_affine1[batch] = -sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * scale[i] /
+            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t5 / affine1 ** (3 / 2)`
         grad_x[batch, k] = grad[batch, k] * scale[k] / sqrt(affine1[batch])
             + 2 * grad_affine1[batch] * x[batch, k] / N
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
             - 2 * grad_affine1[batch] * sum1[batch] / N**2
             i.e. `grad * scale / jnp.sqrt(t6) + 2 * t9 * x / t2 - t8 / (t2 * jnp.sqrt(t6)) - 2 ...`
-        grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
-            i] * sum1[batch] / (N * sqrt(affine1[batch])))
-            i.e. `jnp.einsum("...,...a->a", t10, t11, optimize=True)`
+        grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
+            sqrt(affine1[batch]), i.e. `jnp.einsum("...,...a->a", t10, t4, optimize=True)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))`
     """
@@ -181,9 +174,9 @@ def layer_norm_moments_vjp(
         affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
     t2 = jnp.shape(x)[-1]
     t3 = sum1[..., None]
-    t4 = grad * (-x + t3 / t2)
+    t4 = grad * (x - t3 / t2)
     t5 = jnp.einsum("a,...a->...", scale, t4, optimize=True)
-    grad_affine1 = (1 / 2) * t5 / affine1 ** (3 / 2)
+    grad_affine1 = -1 / 2 * t5 / affine1 ** (3 / 2)
     t6 = affine1[..., None]
     t7 = jnp.einsum("a,...a->...", scale, grad, optimize=True)
     t8 = t7[..., None]
@@ -195,8 +188,7 @@ def layer_norm_moments_vjp(
         - 2 * t3 * t9 / t2**2
     )
     t10 = 1 / jnp.sqrt(affine1)
-    t11 = grad * (x - t3 / t2)
-    grad_scale = jnp.einsum("...,...a->a", t10, t11, optimize=True)
+    grad_scale = jnp.einsum("...,...a->a", t10, t4, optimize=True)
     grad_offset = jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
 
@@ -233,11 +225,7 @@ def batch_norm_training_forward(x, scale, offset, *, epsilon=0.001, return_stage
     mean = t3 / (t0 * t1 * t2)
     t4 = jnp.sum((-mean + x) ** 2, axis=(-4, -3, -2))
     variance = t4 / (t0 * t1 * t2)
-    y = (
-        -mean * scale / jnp.sqrt(epsilon + variance)
-        + offset
-        + scale * x / jnp.sqrt(epsilon + variance)
-    )
+    y = offset + scale * (-mean + x) / jnp.sqrt(epsilon + variance)
     if return_stages:  # for batch_norm_training_vjp(..., **stages): not computed again
         return y, {"mean": mean, "variance": variance}
     return y
@@ -252,19 +240,16 @@ def batch_norm_training_vjp(
         mean[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         variance[c] = sum_{b, h, w} (-mean[c] + x[b, h, w, c])**2 / (B * H * W)
             i.e. `t4 / (t0 * t1 * t2)`
-        grad_variance[c] = sum_{b, h, w} (grad[b, h, w, c] * mean[c] * scale[c] / (2 * (epsilon +
-            variance[c])**(3/2)) - grad[b, h, w, c] * scale[c] * x[b, h, w, c] / (2 * (epsilon +
-            variance[c])**(3/2))), i.e. `(1 / 2) * scale * t5 / (epsilon + variance) ** (3 / 2)`
+        grad_variance[c] = -sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) * scale[c] /
+            (2 * (epsilon + variance[c])**(3/2))
+            i.e. `-1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)`
         grad_x[i, j, k, c] = grad[i, j, k, c] * scale[c] / sqrt(epsilon + variance[c])
-            - 2 * grad_variance[c] * mean[c] / (B * H * W)
-            + 2 * grad_variance[c] * x[i, j, k, c] / (B * H * W)
+            + 2 * grad_variance[c] * (-mean[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon + variance[c]))
-            - sum_{b, h, w} 2 * grad_variance[c] * x[b, h, w, c] / (B**2 * H**2 * W**2)
-            + 2 * grad_variance[c] * mean[c] / (B * H * W)
-            i.e. `grad * scale / jnp.sqrt(epsilon + variance) - 2 * grad_variance * t10 / ...`
-        grad_scale[c] = sum_{b, h, w} (-grad[b, h, w, c] * mean[c] / sqrt(epsilon + variance[c]) +
-            grad[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon + variance[c]))
-            i.e. `t13 / jnp.sqrt(epsilon + variance)`
+            - sum_{b, h, w} 2 * grad_variance[c] * (-mean[c] + x[b, h, w, c]) / (B**2 * H**2 * W**2)
+            i.e. `grad * scale / jnp.sqrt(epsilon + variance) + 2 * grad_variance * (-mean + ...`
+        grad_scale[c] = sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) / sqrt(epsilon +
+            variance[c]), i.e. `t5 / jnp.sqrt(epsilon + variance)`
         grad_offset[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `jnp.sum(grad, axis=(-4, -3, -2))`
     """
     if mean is None or variance is None:
@@ -275,8 +260,8 @@ def batch_norm_training_vjp(
         mean = t3 / (t0 * t1 * t2)
         t4 = jnp.sum((-mean + x) ** 2, axis=(-4, -3, -2))
         variance = t4 / (t0 * t1 * t2)
-    t5 = jnp.sum(grad * (mean - x), axis=(-4, -3, -2))
-    grad_variance = (1 / 2) * scale * t5 / (epsilon + variance) ** (3 / 2)
+    t5 = jnp.sum(grad * (-mean + x), axis=(-4, -3, -2))
+    grad_variance = -1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)
     t6 = jnp.shape(x)[-4]
     t7 = jnp.shape(x)[-3]
     t8 = jnp.shape(x)[-2]
@@ -286,12 +271,11 @@ def batch_norm_training_vjp(
     t12 = jnp.sum(t11, axis=(-3, -2, -1))
     grad_x = (
         grad * scale / jnp.sqrt(epsilon + variance)
-        - 2 * grad_variance * t10 / (t6**2 * t7**2 * t8**2)
-        + 2 * grad_variance * x / (t6 * t7 * t8)
+        + 2 * grad_variance * (-mean + x) / (t6 * t7 * t8)
+        - 2 * grad_variance * (-mean * t6 * t7 * t8 + t10) / (t6**2 * t7**2 * t8**2)
         - scale * t12 / (t6 * t7 * t8 * jnp.sqrt(epsilon + variance))
     )
-    t13 = jnp.sum(grad * (-mean + x), axis=(-4, -3, -2))
-    grad_scale = t13 / jnp.sqrt(epsilon + variance)
+    grad_scale = t5 / jnp.sqrt(epsilon + variance)
     grad_offset = jnp.sum(grad, axis=(-4, -3, -2))
     return grad_x, grad_scale, grad_offset
 
@@ -340,9 +324,7 @@ def group_norm_forward(x, scale, offset, *, epsilon=0.001, groups=2, return_stag
     t11 = jnp.shape(x_split)[-2]
     t12 = jnp.shape(x_split)[-1]
     y = jnp.reshape(
-        offset_split
-        - scale_split * t5 / jnp.sqrt(epsilon + t7)
-        + scale_split * x_split / jnp.sqrt(epsilon + t7),
+        offset_split + scale_split * (-t5 + x_split) / jnp.sqrt(epsilon + t7),
         (t8, t9, t10, t11 * t12),
     )
     if return_stages:  # for group_norm_vjp(..., **stages): not computed again
@@ -359,22 +341,19 @@ def group_norm_vjp(
         mean[b, g] = sum_{h, w, c} x[b, h, w, g, c] / (C * H * W), i.e. `t5 / (t2 * t3 * t4)`
         variance[b, g] = sum_{h, w, c} (-mean[b, g] + x[b, h, w, g, c])**2 / (C * H * W)
             i.e. `t7 / (t2 * t3 * t4)`
-        grad_variance[b, g] = sum_{h, w, c} (grad[b, h, w, g, c] * mean[b, g] * scale[g, c] / (2 *
-            (epsilon + variance[b, g])**(3/2)) - grad[b, h, w, g, c] * scale[g, c] * x[b, h, w, g,
-            c] / (2 * (epsilon + variance[b, g])**(3/2)))
-            i.e. `(1 / 2) * t10 / (epsilon + variance) ** (3 / 2)`
+        grad_variance[b, g] = -sum_{h, w, c} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c])
+            * scale[g, c] / (2 * (epsilon + variance[b, g])**(3/2))
+            i.e. `-1 / 2 * t10 / (epsilon + variance) ** (3 / 2)`
         grad_x[b, i, j, g, k] = grad[b, i, j, g, k] * scale[g, k] / sqrt(epsilon + variance[b, g])
-            - 2 * grad_variance[b, g] * mean[b, g] / (C * H * W)
-            + 2 * grad_variance[b, g] * x[b, i, j, g, k] / (C * H * W)
+            + 2 * grad_variance[b, g] * (-mean[b, g] + x[b, i, j, g, k]) / (C * H * W)
             - sum_{h, w, c} grad[b, h, w, g, c] * scale[g, c] / (C * H * W * sqrt(epsilon +
                 variance[b, g]))
-            - sum_{h, w, c} 2 * grad_variance[b, g] * x[b, h, w, g, c] / (C**2 * H**2 * W**2)
-            + 2 * grad_variance[b, g] * mean[b, g] / (C * H * W)
+            - sum_{h, w, c} 2 * grad_variance[b, g] * (-mean[b, g] + x[b, h, w, g, c]) / (C**2 *
+                H**2 * W**2)
             i.e. `jnp.reshape(grad * scale_split / jnp.sqrt(epsilon + t11) - t16 / (t12 * t13 ...`
-        grad_scale[g, c] = sum_{b, h, w} (-grad[b, h, w, g, c] * mean[b, g] / sqrt(epsilon +
-            variance[b, g]) + grad[b, h, w, g, c] * x[b, h, w, g, c] / sqrt(epsilon + variance[b,
-            g])), i.e. `jnp.reshape(t26, (t23 * t1,))`
-        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `jnp.reshape(t27, (t23 * t1,))`
+        grad_scale[g, c] = sum_{b, h, w} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c]) /
+            sqrt(epsilon + variance[b, g]), i.e. `jnp.reshape(t25, (t23 * t1,))`
+        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `jnp.reshape(t26, (t23 * t1,))`
     """
     t0 = groups
     x_split = jnp.reshape(x, jnp.shape(x)[:-1] + (t0, -1))
@@ -392,18 +371,18 @@ def group_norm_vjp(
         t7 = jnp.sum((-t6 + x_split) ** 2, axis=(-4, -3, -1))
         variance = t7 / (t2 * t3 * t4)
     t8 = mean[..., None, None, :, None]
-    t9 = grad * (t8 - x_split)
+    t9 = grad * (-t8 + x_split)
     t10 = jnp.einsum("ab,cdeab->ca", scale_split, t9, optimize=True)
-    grad_variance = (1 / 2) * t10 / (epsilon + variance) ** (3 / 2)
+    grad_variance = -1 / 2 * t10 / (epsilon + variance) ** (3 / 2)
     t11 = variance[..., None, None, :, None]
     t12 = jnp.shape(x_split)[-1]
     t13 = jnp.shape(x_split)[-4]
     t14 = jnp.shape(x_split)[-3]
     t15 = jnp.einsum("ab,cdeab->ca", scale_split, grad, optimize=True)
     t16 = t15[..., None, None, :, None]
-    t17 = grad_variance[..., None, None, :, None]
-    t18 = jnp.transpose(x_split, (0, 4, 2, 3, 1))
-    t19 = jnp.sum(t18, axis=(-4, -3, -1), keepdims=True)
+    t17 = jnp.transpose(x_split, (0, 4, 2, 3, 1))
+    t18 = jnp.sum(t17, axis=(-4, -3, -1), keepdims=True)
+    t19 = grad_variance[..., None, None, :, None]
     t20 = jnp.shape(x_split)[-5]
     t21 = jnp.shape(x_split)[-4]
     t22 = jnp.shape(x_split)[-3]
@@ -411,16 +390,15 @@ def group_norm_vjp(
     grad_x = jnp.reshape(
         grad * scale_split / jnp.sqrt(epsilon + t11)
         - t16 / (t12 * t13 * t14 * jnp.sqrt(epsilon + t11))
-        + 2 * t17 * x_split / (t12 * t13 * t14)
-        - 2 * t17 * t19 / (t12**2 * t13**2 * t14**2),
+        + 2 * t19 * (-t8 + x_split) / (t12 * t13 * t14)
+        - 2 * t19 * (-t12 * t13 * t14 * t8 + t18) / (t12**2 * t13**2 * t14**2),
         (t20, t21, t22, t23 * t1),
     )
     t24 = 1 / jnp.sqrt(epsilon + variance)
-    t25 = grad * (-t8 + x_split)
-    t26 = jnp.einsum("ab,acdbe->be", t24, t25, optimize=True)
-    grad_scale = jnp.reshape(t26, (t23 * t1,))
-    t27 = jnp.sum(grad, axis=(-5, -4, -3))
-    grad_offset = jnp.reshape(t27, (t23 * t1,))
+    t25 = jnp.einsum("ab,acdbe->be", t24, t9, optimize=True)
+    grad_scale = jnp.reshape(t25, (t23 * t1,))
+    t26 = jnp.sum(grad, axis=(-5, -4, -3))
+    grad_offset = jnp.reshape(t26, (t23 * t1,))
     return grad_x, grad_scale, grad_offset
 
 
@@ -690,7 +668,7 @@ def rbf_kernel_vjp(grad, x, y, *, kernel=None, length_scale=1.0):
             i.e. `-1 / 2 * grad * kernel / length_scale**2`
         grad_x[i, d] = -sum_j 2 * grad_sum1[i, j] * y[j, d] + sum_j 2 * grad_sum1[i, j] * x[i, d]
             i.e. `-2 * t0 + 2 * t1 * x`
-        grad_y[j, d] = -sum_i 2 * grad_sum1[i, j] * x[i, d] + sum_i 2 * grad_sum1[i, j] * y[j, d]
+        grad_y[j, d] = sum_i 2 * grad_sum1[i, j] * y[j, d] - sum_i 2 * grad_sum1[i, j] * x[i, d]
             i.e. `-2 * t2 + 2 * t4 * y`
     """
     if kernel is None:
@@ -795,13 +773,8 @@ def bias_gelu_forward(x, bias):
     """BiasGelu's formula."""
     y = (
         (1 / 2)
-        * bias
-        * jnp.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + (1 / 2) * bias
-        + (1 / 2)
-        * x
-        * jnp.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + (1 / 2) * x
+        * (bias + x)
+        * (jnp.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) + 1)
     )
     return y
 
@@ -810,69 +783,50 @@ def bias_gelu_vjp(grad, x, bias, *, y=None):
     """Gradient of BiasGelu: one array per input (x, bias).
 
     In index notation, next to the code computing it:
-        grad_x[batch, c] = grad[batch, c] / 2
-            + grad[batch, c] * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c]
-                + x[batch, c]) / sqrt(pi)) / 2
-            + sqrt(2) * grad[batch, c] * bias[c] / (2 * sqrt(pi))
-            + sqrt(2) * grad[batch, c] * x[batch, c] / (2 * sqrt(pi))
-            - sqrt(2) * grad[batch, c] * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000
-                + bias[c] + x[batch, c]) / sqrt(pi))**2 * bias[c] / (2 * sqrt(pi))
-            ... (`symgrad explain` prints it whole)
-            i.e. `(1 / 400000) * grad * (-21406.444881780073 * bias * (bias + x) ** 2 * ...`
-        grad_bias[c] = sum_batch (-26829 * sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 *
-            tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) /
-            sqrt(pi))**2 * bias[c] / (400000 * sqrt(pi)) - 26829 * sqrt(2) * grad[batch, c] *
-            (bias[c] + x[batch, c])**2 * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000
-            + bias[c] + x[batch, c]) / sqrt(pi))**2 * x[batch, c] / (400000 * sqrt(pi)) + 26829 *
-            sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 * bias[c] / (400000 * sqrt(pi)) +
-            26829 * sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 * x[batch, c] / (400000 *
-            ... (`symgrad explain` prints it whole), i.e. `(1 / 400000) * t1`
+        grad_x[batch, c] = grad[batch, c] * (tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 /
+            200000 + bias[c] + x[batch, c]) / sqrt(pi)) / 2 + 1/2)
+            + sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 /
+                200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c] + x[batch, c]) / (2 *
+                sqrt(pi))
+            + 26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 * (bias[c] + x[batch,
+                c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c] + x[batch,
+                c])**3 / (400000 * sqrt(pi))
+            i.e. `(1 / 400000) * grad * (21406.444881780073 * (1 - jnp.tanh(0.7978845608028654 ...`
+        grad_bias[c] = sum_batch (26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 *
+            (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c]
+            + x[batch, c])**3 / (400000 * sqrt(pi)) + sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) *
+            (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) *
+            (bias[c] + x[batch, c]) / (2 * sqrt(pi)) + grad[batch, c] * (tanh(sqrt(2) * (8943 *
+            (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi)) / 2 + 1/2))
+            i.e. `(1 / 400000) * t1`
     """
     grad_x = (
         (1 / 400000)
         * grad
         * (
-            -21406.444881780073
-            * bias
-            * (bias + x) ** 2
-            * jnp.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-            + 21406.444881780073 * bias * (bias + x) ** 2
-            - 159576.91216057306
-            * bias
-            * jnp.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-            + 159576.91216057306 * bias
-            - 21406.444881780073
-            * x
-            * (bias + x) ** 2
-            * jnp.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-            + 21406.444881780073 * x * (bias + x) ** 2
-            - 159576.91216057306
-            * x
-            * jnp.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-            + 159576.91216057306 * x
+            21406.444881780073
+            * (
+                1
+                - jnp.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+            )
+            * (bias + x) ** 3
+            + 159576.91216057306
+            * (
+                1
+                - jnp.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+            )
+            * (bias + x)
             + 200000 * jnp.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
             + 200000
         )
     )
     t0 = grad * (
-        -21406.444881780073
-        * bias
-        * (bias + x) ** 2
-        * jnp.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 21406.444881780073 * bias * (bias + x) ** 2
-        - 159576.91216057306
-        * bias
-        * jnp.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 159576.91216057306 * bias
-        - 21406.444881780073
-        * x
-        * (bias + x) ** 2
-        * jnp.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 21406.444881780073 * x * (bias + x) ** 2
-        - 159576.91216057306
-        * x
-        * jnp.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 159576.91216057306 * x
+        21406.444881780073
+        * (1 - jnp.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2)
+        * (bias + x) ** 3
+        + 159576.91216057306
+        * (1 - jnp.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2)
+        * (bias + x)
         + 200000 * jnp.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
         + 200000
     )

@@ -48,7 +48,7 @@ def layer_norm(x, scale, offset, *, epsilon=0.001, return_stages=False):
     t2 = np.sum((x - t1 / t0) ** 2, axis=-1)
     affine1 = epsilon + t2 / t0
     t3 = affine1[..., None]
-    y = offset + scale * x / np.sqrt(t3) - scale * t1 / (t0 * np.sqrt(t3))
+    y = offset + scale * (x - t1 / t0) / np.sqrt(t3)
     if return_stages:  # for layer_norm_grad(..., **stages): not computed again
         return y, {"sum1": sum1, "affine1": affine1}
     return y
@@ -61,19 +61,15 @@ def layer_norm_grad(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, 
         sum1[batch] = sum_{k_1} x[batch, k_1], i.e. `np.sum(x, axis=-1)`
         affine1[batch] = epsilon + sum_k (x[batch, k] - sum1[batch] / N)**2 / N
             i.e. `epsilon + t2 / t0`
-        grad_affine1[batch] = sum_i (-grad[batch, i] * scale[i] * x[batch, i] / (2 *
-            affine1[batch]**(3/2)) + grad[batch, i] * scale[i] * sum1[batch] / (2 * N *
-            affine1[batch]**(3/2))), i.e. `(1 / 2) * t6 / affine1 ** (3 / 2)`
+        grad_affine1[batch] = -sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * scale[i] /
+            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t6 / affine1 ** (3 / 2)`
         grad_x[batch, j] = grad[batch, j] * scale[j] / sqrt(affine1[batch])
-            + 2 * grad_affine1[batch] * x[batch, j] / N
-            - 2 * grad_affine1[batch] * sum1[batch] / N**2
+            + 2 * grad_affine1[batch] * (x[batch, j] - sum1[batch] / N) / N
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
-            - sum_k 2 * grad_affine1[batch] * x[batch, k] / N**2
-            + 2 * grad_affine1[batch] * sum1[batch] / N**2
-            i.e. `grad * scale / np.sqrt(t7) - 2 * t10 * t11 / t3**2 + 2 * t10 * x / t3 - t9 / ...`
-        grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
-            i] * sum1[batch] / (N * sqrt(affine1[batch])))
-            i.e. `np.einsum("...,...a->a", t12, t13, optimize=True)`
+            - sum_k 2 * grad_affine1[batch] * (x[batch, k] - sum1[batch] / N) / N**2
+            i.e. `grad * scale / np.sqrt(t7) + 2 * t11 * (x - t4 / t3) / t3 - 2 * t11 * (t10 - ...`
+        grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
+            sqrt(affine1[batch]), i.e. `np.einsum("...,...a->a", t12, t5, optimize=True)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))`
     """
@@ -85,23 +81,22 @@ def layer_norm_grad(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, 
         affine1 = epsilon + t2 / t0
     t3 = np.shape(x)[-1]
     t4 = sum1[..., None]
-    t5 = grad * (-x + t4 / t3)
+    t5 = grad * (x - t4 / t3)
     t6 = np.einsum("a,...a->...", scale, t5, optimize=True)
-    grad_affine1 = (1 / 2) * t6 / affine1 ** (3 / 2)
+    grad_affine1 = -1 / 2 * t6 / affine1 ** (3 / 2)
     t7 = affine1[..., None]
     t8 = np.einsum("a,...a->...", scale, grad, optimize=True)
     t9 = t8[..., None]
-    t10 = grad_affine1[..., None]
-    t11 = np.sum(x, axis=-1, keepdims=True)
+    t10 = np.sum(x, axis=-1, keepdims=True)
+    t11 = grad_affine1[..., None]
     grad_x = (
         grad * scale / np.sqrt(t7)
-        - 2 * t10 * t11 / t3**2
-        + 2 * t10 * x / t3
+        + 2 * t11 * (x - t4 / t3) / t3
+        - 2 * t11 * (t10 - t4) / t3**2
         - t9 / (t3 * np.sqrt(t7))
     )
     t12 = 1 / np.sqrt(affine1)
-    t13 = grad * (x - t4 / t3)
-    grad_scale = np.einsum("...,...a->a", t12, t13, optimize=True)
+    grad_scale = np.einsum("...,...a->a", t12, t5, optimize=True)
     grad_offset = np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
 
@@ -130,64 +125,61 @@ def layer_norm_grad_grad(
         t1 = sum1[..., None]
         t2 = np.sum((x - t1 / t0) ** 2, axis=-1)
         affine1 = epsilon + t2 / t0
-        t3 = np.einsum("a,...a,...a->...", scale, grad, x, optimize=True)
-        t4 = np.einsum("a,...a->...", scale, grad, optimize=True)
-        vjp_affine1 = (1 / 2) * (sum1 * t4 / t0 - t3) / affine1 ** (3 / 2)
+        t3 = grad * (x - t1 / t0)
+        t4 = np.einsum("a,...a->...", scale, t3, optimize=True)
+        vjp_affine1 = -1 / 2 * t4 / affine1 ** (3 / 2)
     grad_vjp_sum1 = np.sum(grad_vjp_x, axis=-1)
     t5 = np.shape(grad)[-1]
     t6 = np.sum(x, axis=-1)
     t7 = sum1[..., None]
     t8 = np.sum(grad_vjp_x * (x - t7 / t5), axis=-1)
-    grad_vjp_affine1 = 2 * (grad_vjp_sum1 * sum1 / t5 - grad_vjp_sum1 * t6 / t5 + t8) / t5
-    t9 = np.einsum("a,...a,...a->...", scale, grad, grad_vjp_x, optimize=True)
-    t10 = grad * (-x + t7 / t5)
-    t11 = np.einsum("a,...a->...", grad_vjp_scale, t10, optimize=True)
+    grad_vjp_affine1 = 2 * (-grad_vjp_sum1 * (-sum1 + t6) / t5 + t8) / t5
+    t9 = grad * (x - t7 / t5)
+    t10 = np.einsum("a,...a->...", grad_vjp_scale, t9, optimize=True)
+    t11 = np.einsum("a,...a,...a->...", scale, grad, grad_vjp_x, optimize=True)
     t12 = np.einsum("a,...a->...", scale, grad, optimize=True)
-    t13 = grad * (x - t7 / t5)
-    t14 = np.einsum("a,...a->...", scale, t13, optimize=True)
+    t13 = np.einsum("a,...a->...", scale, t9, optimize=True)
     grad_affine1 = (
         (1 / 4)
-        * (2 * grad_vjp_sum1 * t12 / t5 + 2 * t11 - 2 * t9 + 3 * grad_vjp_affine1 * t14 / affine1)
+        * (2 * grad_vjp_sum1 * t12 / t5 - 2 * t10 - 2 * t11 + 3 * grad_vjp_affine1 * t13 / affine1)
         / affine1 ** (3 / 2)
     )
-    t15 = affine1[..., None]
-    t16 = grad_vjp_sum1[..., None]
-    t17 = grad_vjp_affine1[..., None]
+    t14 = affine1[..., None]
+    t15 = grad_vjp_sum1[..., None]
+    t16 = grad_vjp_affine1[..., None]
     grad_grad = (
         grad_vjp_offset
-        + grad_vjp_scale * x / np.sqrt(t15)
-        - grad_vjp_scale * t7 / (np.sqrt(t15) * t5)
-        + grad_vjp_x * scale / np.sqrt(t15)
-        - scale * t16 / (np.sqrt(t15) * t5)
-        - 1 / 2 * scale * t17 * x / t15 ** (3 / 2)
-        + (1 / 2) * scale * t17 * t7 / (t15 ** (3 / 2) * t5)
+        + grad_vjp_scale * (x - t7 / t5) / np.sqrt(t14)
+        + grad_vjp_x * scale / np.sqrt(t14)
+        - scale * t15 / (np.sqrt(t14) * t5)
+        - 1 / 2 * scale * t16 * (x - t7 / t5) / t14 ** (3 / 2)
     )
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    t18 = np.einsum("a,...a->...", grad_vjp_scale, grad, optimize=True)
-    t19 = t18[..., None]
+    t17 = np.einsum("a,...a->...", grad_vjp_scale, grad, optimize=True)
+    t18 = t17[..., None]
+    t19 = np.sum(x, axis=-1, keepdims=True)
     t20 = grad_affine1[..., None]
-    t21 = np.sum(x, axis=-1, keepdims=True)
-    t22 = vjp_affine1[..., None]
-    t23 = np.sum(grad_vjp_x, axis=-1, keepdims=True)
-    t24 = t12[..., None]
+    t21 = vjp_affine1[..., None]
+    t22 = np.sum(grad_vjp_x, axis=-1, keepdims=True)
+    t23 = t12[..., None]
     grad_x = (
-        grad * grad_vjp_scale / np.sqrt(t15)
-        - 1 / 2 * grad * scale * t17 / t15 ** (3 / 2)
-        + 2 * grad_vjp_x * t22 / t5
-        - 2 * t20 * t21 / t5**2
-        + 2 * t20 * x / t5
-        - 2 * t22 * t23 / t5**2
-        - t19 / (np.sqrt(t15) * t5)
-        + (1 / 2) * t17 * t24 / (t15 ** (3 / 2) * t5)
+        grad * grad_vjp_scale / np.sqrt(t14)
+        - 1 / 2 * grad * scale * t16 / t14 ** (3 / 2)
+        + 2 * grad_vjp_x * t21 / t5
+        + 2 * t20 * (x - t7 / t5) / t5
+        - 2 * t20 * (t19 - t7) / t5**2
+        - 2 * t21 * t22 / t5**2
+        - t18 / (np.sqrt(t14) * t5)
+        + (1 / 2) * t16 * t23 / (t14 ** (3 / 2) * t5)
     )
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    t25 = grad_vjp_affine1 / affine1 ** (3 / 2)
-    t26 = np.einsum("...,...a->a", t25, t10, optimize=True)
-    t27 = grad_vjp_sum1 / np.sqrt(affine1)
-    t28 = np.einsum("...,...a->a", t27, grad, optimize=True)
-    t29 = 1 / np.sqrt(affine1)
-    t30 = np.einsum("...,...a,...a->a", t29, grad, grad_vjp_x, optimize=True)
-    grad_scale = (1 / 2) * t26 - t28 / t5 + t30
+    t24 = grad_vjp_affine1 / affine1 ** (3 / 2)
+    t25 = np.einsum("...,...a->a", t24, t9, optimize=True)
+    t26 = grad_vjp_sum1 / np.sqrt(affine1)
+    t27 = np.einsum("...,...a->a", t26, grad, optimize=True)
+    t28 = 1 / np.sqrt(affine1)
+    t29 = np.einsum("...,...a,...a->a", t28, grad, grad_vjp_x, optimize=True)
+    grad_scale = -1 / 2 * t25 - t27 / t5 + t29
     return grad_grad, grad_x, grad_scale, None
 
 
@@ -199,7 +191,7 @@ def layer_norm_moments(x, scale, offset, *, epsilon=0.001, return_stages=False):
     affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
     t2 = affine1[..., None]
     t3 = sum1[..., None]
-    y = offset + scale * x / np.sqrt(t2) - scale * t3 / (t0 * np.sqrt(t2))
+    y = offset + scale * (x - t3 / t0) / np.sqrt(t2)
     if return_stages:  # for layer_norm_moments_grad(..., **stages): not computed again
         return y, {"sum1": sum1, "affine1": affine1}
     return y
@@ -214,17 +206,15 @@ def layer_norm_moments_grad(
         sum1[batch] = sum_k x[batch, k], i.e. `np.sum(x, axis=-1)`
         affine1[batch] = epsilon + sum_k x[batch, k]**2 / N - sum1[batch]**2 / N**2
             i.e. `epsilon - sum1**2 / t0**2 + t1 / t0`
-        grad_affine1[batch] = sum_i (-grad[batch, i] * scale[i] * x[batch, i] / (2 *
-            affine1[batch]**(3/2)) + grad[batch, i] * scale[i] * sum1[batch] / (2 * N *
-            affine1[batch]**(3/2))), i.e. `(1 / 2) * t5 / affine1 ** (3 / 2)`
+        grad_affine1[batch] = -sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * scale[i] /
+            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t5 / affine1 ** (3 / 2)`
         grad_x[batch, k] = grad[batch, k] * scale[k] / sqrt(affine1[batch])
             + 2 * grad_affine1[batch] * x[batch, k] / N
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
             - 2 * grad_affine1[batch] * sum1[batch] / N**2
             i.e. `grad * scale / np.sqrt(t6) + 2 * t9 * x / t2 - t8 / (t2 * np.sqrt(t6)) - 2 * ...`
-        grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
-            i] * sum1[batch] / (N * sqrt(affine1[batch])))
-            i.e. `np.einsum("...,...a->a", t10, t11, optimize=True)`
+        grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
+            sqrt(affine1[batch]), i.e. `np.einsum("...,...a->a", t10, t4, optimize=True)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))`
     """
@@ -235,9 +225,9 @@ def layer_norm_moments_grad(
         affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
     t2 = np.shape(x)[-1]
     t3 = sum1[..., None]
-    t4 = grad * (-x + t3 / t2)
+    t4 = grad * (x - t3 / t2)
     t5 = np.einsum("a,...a->...", scale, t4, optimize=True)
-    grad_affine1 = (1 / 2) * t5 / affine1 ** (3 / 2)
+    grad_affine1 = -1 / 2 * t5 / affine1 ** (3 / 2)
     t6 = affine1[..., None]
     t7 = np.einsum("a,...a->...", scale, grad, optimize=True)
     t8 = t7[..., None]
@@ -246,8 +236,7 @@ def layer_norm_moments_grad(
         grad * scale / np.sqrt(t6) + 2 * t9 * x / t2 - t8 / (t2 * np.sqrt(t6)) - 2 * t3 * t9 / t2**2
     )
     t10 = 1 / np.sqrt(affine1)
-    t11 = grad * (x - t3 / t2)
-    grad_scale = np.einsum("...,...a->a", t10, t11, optimize=True)
+    grad_scale = np.einsum("...,...a->a", t10, t4, optimize=True)
     grad_offset = np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
 
@@ -275,23 +264,23 @@ def layer_norm_moments_grad_grad(
         t0 = np.shape(grad)[-1]
         t1 = np.sum(x**2, axis=-1)
         affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
-        t2 = np.einsum("a,...a,...a->...", scale, grad, x, optimize=True)
-        t3 = np.einsum("a,...a->...", scale, grad, optimize=True)
-        vjp_affine1 = (1 / 2) * (sum1 * t3 / t0 - t2) / affine1 ** (3 / 2)
+        t2 = sum1[..., None]
+        t3 = grad * (x - t2 / t0)
+        t4 = np.einsum("a,...a->...", scale, t3, optimize=True)
+        vjp_affine1 = -1 / 2 * t4 / affine1 ** (3 / 2)
     grad_vjp_sum1 = np.sum(grad_vjp_x, axis=-1)
-    t4 = np.shape(grad)[-1]
-    t5 = np.sum(grad_vjp_x * x, axis=-1)
-    grad_vjp_affine1 = 2 * (-grad_vjp_sum1 * sum1 / t4 + t5) / t4
-    t6 = np.einsum("a,...a,...a->...", scale, grad, grad_vjp_x, optimize=True)
+    t5 = np.shape(grad)[-1]
+    t6 = np.sum(grad_vjp_x * x, axis=-1)
+    grad_vjp_affine1 = 2 * (-grad_vjp_sum1 * sum1 / t5 + t6) / t5
     t7 = sum1[..., None]
-    t8 = grad * (-x + t7 / t4)
+    t8 = grad * (x - t7 / t5)
     t9 = np.einsum("a,...a->...", grad_vjp_scale, t8, optimize=True)
-    t10 = np.einsum("a,...a->...", scale, grad, optimize=True)
-    t11 = grad * (x - t7 / t4)
-    t12 = np.einsum("a,...a->...", scale, t11, optimize=True)
+    t10 = np.einsum("a,...a,...a->...", scale, grad, grad_vjp_x, optimize=True)
+    t11 = np.einsum("a,...a->...", scale, grad, optimize=True)
+    t12 = np.einsum("a,...a->...", scale, t8, optimize=True)
     grad_affine1 = (
         (1 / 4)
-        * (2 * grad_vjp_sum1 * t10 / t4 - 2 * t6 + 2 * t9 + 3 * grad_vjp_affine1 * t12 / affine1)
+        * (2 * grad_vjp_sum1 * t11 / t5 - 2 * t10 - 2 * t9 + 3 * grad_vjp_affine1 * t12 / affine1)
         / affine1 ** (3 / 2)
     )
     t13 = affine1[..., None]
@@ -299,28 +288,26 @@ def layer_norm_moments_grad_grad(
     t15 = grad_vjp_affine1[..., None]
     grad_grad = (
         grad_vjp_offset
-        + grad_vjp_scale * x / np.sqrt(t13)
-        - grad_vjp_scale * t7 / (np.sqrt(t13) * t4)
+        + grad_vjp_scale * (x - t7 / t5) / np.sqrt(t13)
         + grad_vjp_x * scale / np.sqrt(t13)
-        - scale * t14 / (np.sqrt(t13) * t4)
-        - 1 / 2 * scale * t15 * x / t13 ** (3 / 2)
-        + (1 / 2) * scale * t15 * t7 / (t13 ** (3 / 2) * t4)
+        - scale * t14 / (np.sqrt(t13) * t5)
+        - 1 / 2 * scale * t15 * (x - t7 / t5) / t13 ** (3 / 2)
     )
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     t16 = np.einsum("a,...a->...", grad_vjp_scale, grad, optimize=True)
     t17 = t16[..., None]
     t18 = grad_affine1[..., None]
     t19 = vjp_affine1[..., None]
-    t20 = t10[..., None]
+    t20 = t11[..., None]
     grad_x = (
         grad * grad_vjp_scale / np.sqrt(t13)
         - 1 / 2 * grad * scale * t15 / t13 ** (3 / 2)
-        + 2 * grad_vjp_x * t19 / t4
-        - 2 * t14 * t19 / t4**2
-        + 2 * t18 * x / t4
-        - 2 * t18 * t7 / t4**2
-        - t17 / (np.sqrt(t13) * t4)
-        + (1 / 2) * t15 * t20 / (t13 ** (3 / 2) * t4)
+        + 2 * grad_vjp_x * t19 / t5
+        - 2 * t14 * t19 / t5**2
+        + 2 * t18 * x / t5
+        - 2 * t18 * t7 / t5**2
+        - t17 / (np.sqrt(t13) * t5)
+        + (1 / 2) * t15 * t20 / (t13 ** (3 / 2) * t5)
     )
     grad_x = _sum_to_shape(grad_x, np.shape(x))
     t21 = grad_vjp_affine1 / affine1 ** (3 / 2)
@@ -329,7 +316,7 @@ def layer_norm_moments_grad_grad(
     t24 = np.einsum("...,...a->a", t23, grad, optimize=True)
     t25 = 1 / np.sqrt(affine1)
     t26 = np.einsum("...,...a,...a->a", t25, grad, grad_vjp_x, optimize=True)
-    grad_scale = (1 / 2) * t22 - t24 / t4 + t26
+    grad_scale = -1 / 2 * t22 - t24 / t5 + t26
     return grad_grad, grad_x, grad_scale, None
 
 
@@ -342,11 +329,7 @@ def batch_norm_training(x, scale, offset, *, epsilon=0.001, return_stages=False)
     mean = t3 / (t0 * t1 * t2)
     t4 = np.sum((-mean + x) ** 2, axis=(-4, -3, -2))
     variance = t4 / (t0 * t1 * t2)
-    y = (
-        -mean * scale / np.sqrt(epsilon + variance)
-        + offset
-        + scale * x / np.sqrt(epsilon + variance)
-    )
+    y = offset + scale * (-mean + x) / np.sqrt(epsilon + variance)
     if return_stages:  # for batch_norm_training_grad(..., **stages): not computed again
         return y, {"mean": mean, "variance": variance}
     return y
@@ -361,19 +344,16 @@ def batch_norm_training_grad(
         mean[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         variance[c] = sum_{b, h, w} (-mean[c] + x[b, h, w, c])**2 / (B * H * W)
             i.e. `t4 / (t0 * t1 * t2)`
-        grad_variance[c] = sum_{b, h, w} (grad[b, h, w, c] * mean[c] * scale[c] / (2 * (epsilon +
-            variance[c])**(3/2)) - grad[b, h, w, c] * scale[c] * x[b, h, w, c] / (2 * (epsilon +
-            variance[c])**(3/2))), i.e. `(1 / 2) * scale * t5 / (epsilon + variance) ** (3 / 2)`
+        grad_variance[c] = -sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) * scale[c] /
+            (2 * (epsilon + variance[c])**(3/2))
+            i.e. `-1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)`
         grad_x[i, j, k, c] = grad[i, j, k, c] * scale[c] / sqrt(epsilon + variance[c])
-            - 2 * grad_variance[c] * mean[c] / (B * H * W)
-            + 2 * grad_variance[c] * x[i, j, k, c] / (B * H * W)
+            + 2 * grad_variance[c] * (-mean[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon + variance[c]))
-            - sum_{b, h, w} 2 * grad_variance[c] * x[b, h, w, c] / (B**2 * H**2 * W**2)
-            + 2 * grad_variance[c] * mean[c] / (B * H * W)
-            i.e. `grad * scale / np.sqrt(epsilon + variance) - 2 * grad_variance * t10 / ...`
-        grad_scale[c] = sum_{b, h, w} (-grad[b, h, w, c] * mean[c] / sqrt(epsilon + variance[c]) +
-            grad[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon + variance[c]))
-            i.e. `t13 / np.sqrt(epsilon + variance)`
+            - sum_{b, h, w} 2 * grad_variance[c] * (-mean[c] + x[b, h, w, c]) / (B**2 * H**2 * W**2)
+            i.e. `grad * scale / np.sqrt(epsilon + variance) + 2 * grad_variance * (-mean + x) ...`
+        grad_scale[c] = sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) / sqrt(epsilon +
+            variance[c]), i.e. `t5 / np.sqrt(epsilon + variance)`
         grad_offset[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `np.sum(grad, axis=(-4, -3, -2))`
     """
     if mean is None or variance is None:
@@ -384,8 +364,8 @@ def batch_norm_training_grad(
         mean = t3 / (t0 * t1 * t2)
         t4 = np.sum((-mean + x) ** 2, axis=(-4, -3, -2))
         variance = t4 / (t0 * t1 * t2)
-    t5 = np.sum(grad * (mean - x), axis=(-4, -3, -2))
-    grad_variance = (1 / 2) * scale * t5 / (epsilon + variance) ** (3 / 2)
+    t5 = np.sum(grad * (-mean + x), axis=(-4, -3, -2))
+    grad_variance = -1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)
     t6 = np.shape(x)[-4]
     t7 = np.shape(x)[-3]
     t8 = np.shape(x)[-2]
@@ -395,12 +375,11 @@ def batch_norm_training_grad(
     t12 = np.sum(t11, axis=(-3, -2, -1))
     grad_x = (
         grad * scale / np.sqrt(epsilon + variance)
-        - 2 * grad_variance * t10 / (t6**2 * t7**2 * t8**2)
-        + 2 * grad_variance * x / (t6 * t7 * t8)
+        + 2 * grad_variance * (-mean + x) / (t6 * t7 * t8)
+        - 2 * grad_variance * (-mean * t6 * t7 * t8 + t10) / (t6**2 * t7**2 * t8**2)
         - scale * t12 / (t6 * t7 * t8 * np.sqrt(epsilon + variance))
     )
-    t13 = np.sum(grad * (-mean + x), axis=(-4, -3, -2))
-    grad_scale = t13 / np.sqrt(epsilon + variance)
+    grad_scale = t5 / np.sqrt(epsilon + variance)
     grad_offset = np.sum(grad, axis=(-4, -3, -2))
     return grad_x, grad_scale, grad_offset
 
@@ -431,31 +410,25 @@ def batch_norm_training_grad_grad(
         mean = t3 / (t0 * t1 * t2)
         t4 = np.sum((-mean + x) ** 2, axis=(-4, -3, -2))
         variance = t4 / (t0 * t1 * t2)
-        t5 = np.sum(grad * x, axis=(-4, -3, -2))
-        t6 = np.sum(grad, axis=(-4, -3, -2))
-        vjp_variance = (1 / 2) * scale * (mean * t6 - t5) / (epsilon + variance) ** (3 / 2)
-    t7 = np.shape(grad)[-4]
-    t8 = np.shape(grad)[-3]
-    t9 = np.shape(grad)[-2]
-    t10 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-    grad_vjp_mean = t10 / (t7 * t8 * t9)
+        t5 = np.sum(grad * (-mean + x), axis=(-4, -3, -2))
+        vjp_variance = -1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)
+    t6 = np.shape(grad)[-4]
+    t7 = np.shape(grad)[-3]
+    t8 = np.shape(grad)[-2]
+    t9 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
+    grad_vjp_mean = t9 / (t6 * t7 * t8)
+    t10 = np.sum(x, axis=(-4, -3, -2))
     t11 = np.sum(grad_vjp_x * (-mean + x), axis=(-4, -3, -2))
-    t12 = np.sum(x, axis=(-4, -3, -2))
-    grad_vjp_variance = (
-        2 * grad_vjp_mean * mean
-        - 2 * grad_vjp_mean * t12 / (t7 * t8 * t9)
-        + 2 * t11 / (t7 * t8 * t9)
-    )
+    grad_vjp_variance = 2 * (-grad_vjp_mean * (-mean * t6 * t7 * t8 + t10) + t11) / (t6 * t7 * t8)
+    t12 = np.sum(grad * (-mean + x), axis=(-4, -3, -2))
     t13 = np.sum(grad * grad_vjp_x, axis=(-4, -3, -2))
-    t14 = np.sum(grad * (mean - x), axis=(-4, -3, -2))
-    t15 = np.sum(grad, axis=(-4, -3, -2))
-    t16 = np.sum(grad * (-mean + x), axis=(-4, -3, -2))
+    t14 = np.sum(grad, axis=(-4, -3, -2))
     grad_variance = (
         (1 / 4)
         * (
-            2 * grad_vjp_mean * scale * t15
-            + 2 * grad_vjp_scale * t14
-            + 3 * grad_vjp_variance * scale * t16 / (epsilon + variance)
+            2 * grad_vjp_mean * scale * t14
+            - 2 * grad_vjp_scale * t12
+            + 3 * grad_vjp_variance * scale * t12 / (epsilon + variance)
             - 2 * scale * t13
         )
         / (epsilon + variance) ** (3 / 2)
@@ -463,34 +436,32 @@ def batch_norm_training_grad_grad(
     grad_grad = (
         -grad_vjp_mean * scale / np.sqrt(epsilon + variance)
         + grad_vjp_offset
-        - grad_vjp_scale * mean / np.sqrt(epsilon + variance)
-        + grad_vjp_scale * x / np.sqrt(epsilon + variance)
-        + (1 / 2) * grad_vjp_variance * mean * scale / (epsilon + variance) ** (3 / 2)
-        - 1 / 2 * grad_vjp_variance * scale * x / (epsilon + variance) ** (3 / 2)
+        + grad_vjp_scale * (-mean + x) / np.sqrt(epsilon + variance)
+        - 1 / 2 * grad_vjp_variance * scale * (-mean + x) / (epsilon + variance) ** (3 / 2)
         + grad_vjp_x * scale / np.sqrt(epsilon + variance)
     )
-    t17 = np.transpose(x, (3, 0, 1, 2))
+    t15 = np.transpose(x, (3, 0, 1, 2))
+    t16 = np.sum(t15, axis=(-3, -2, -1))
+    t17 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
     t18 = np.sum(t17, axis=(-3, -2, -1))
-    t19 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
+    t19 = np.transpose(grad, (3, 0, 1, 2))
     t20 = np.sum(t19, axis=(-3, -2, -1))
-    t21 = np.transpose(grad, (3, 0, 1, 2))
-    t22 = np.sum(t21, axis=(-3, -2, -1))
     grad_x = (
         grad * grad_vjp_scale / np.sqrt(epsilon + variance)
         - 1 / 2 * grad * grad_vjp_variance * scale / (epsilon + variance) ** (3 / 2)
-        - 2 * grad_variance * t18 / (t7**2 * t8**2 * t9**2)
-        + 2 * grad_variance * x / (t7 * t8 * t9)
-        - grad_vjp_scale * t22 / (t7 * t8 * t9 * np.sqrt(epsilon + variance))
+        + 2 * grad_variance * (-mean + x) / (t6 * t7 * t8)
+        - 2 * grad_variance * (-mean * t6 * t7 * t8 + t16) / (t6**2 * t7**2 * t8**2)
+        - grad_vjp_scale * t20 / (t6 * t7 * t8 * np.sqrt(epsilon + variance))
         + (1 / 2)
         * grad_vjp_variance
         * scale
-        * t22
-        / (t7 * t8 * t9 * (epsilon + variance) ** (3 / 2))
-        + 2 * grad_vjp_x * vjp_variance / (t7 * t8 * t9)
-        - 2 * t20 * vjp_variance / (t7**2 * t8**2 * t9**2)
+        * t20
+        / (t6 * t7 * t8 * (epsilon + variance) ** (3 / 2))
+        + 2 * grad_vjp_x * vjp_variance / (t6 * t7 * t8)
+        - 2 * t18 * vjp_variance / (t6**2 * t7**2 * t8**2)
     )
     grad_scale = (
-        -grad_vjp_mean * t15 + (1 / 2) * grad_vjp_variance * t14 / (epsilon + variance) + t13
+        -grad_vjp_mean * t14 - 1 / 2 * grad_vjp_variance * t12 / (epsilon + variance) + t13
     ) / np.sqrt(epsilon + variance)
     return grad_grad, grad_x, grad_scale, None
 
@@ -516,9 +487,7 @@ def group_norm(x, scale, offset, *, epsilon=0.001, groups=2, return_stages=False
     t11 = np.shape(x_split)[-2]
     t12 = np.shape(x_split)[-1]
     y = np.reshape(
-        offset_split
-        - scale_split * t5 / np.sqrt(epsilon + t7)
-        + scale_split * x_split / np.sqrt(epsilon + t7),
+        offset_split + scale_split * (-t5 + x_split) / np.sqrt(epsilon + t7),
         (t8, t9, t10, t11 * t12),
     )
     if return_stages:  # for group_norm_grad(..., **stages): not computed again
@@ -535,22 +504,19 @@ def group_norm_grad(
         mean[b, g] = sum_{h, w, c} x[b, h, w, g, c] / (C * H * W), i.e. `t5 / (t2 * t3 * t4)`
         variance[b, g] = sum_{h, w, c} (-mean[b, g] + x[b, h, w, g, c])**2 / (C * H * W)
             i.e. `t7 / (t2 * t3 * t4)`
-        grad_variance[b, g] = sum_{h, w, c} (grad[b, h, w, g, c] * mean[b, g] * scale[g, c] / (2 *
-            (epsilon + variance[b, g])**(3/2)) - grad[b, h, w, g, c] * scale[g, c] * x[b, h, w, g,
-            c] / (2 * (epsilon + variance[b, g])**(3/2)))
-            i.e. `(1 / 2) * t10 / (epsilon + variance) ** (3 / 2)`
+        grad_variance[b, g] = -sum_{h, w, c} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c])
+            * scale[g, c] / (2 * (epsilon + variance[b, g])**(3/2))
+            i.e. `-1 / 2 * t10 / (epsilon + variance) ** (3 / 2)`
         grad_x[b, i, j, g, k] = grad[b, i, j, g, k] * scale[g, k] / sqrt(epsilon + variance[b, g])
-            - 2 * grad_variance[b, g] * mean[b, g] / (C * H * W)
-            + 2 * grad_variance[b, g] * x[b, i, j, g, k] / (C * H * W)
+            + 2 * grad_variance[b, g] * (-mean[b, g] + x[b, i, j, g, k]) / (C * H * W)
             - sum_{h, w, c} grad[b, h, w, g, c] * scale[g, c] / (C * H * W * sqrt(epsilon +
                 variance[b, g]))
-            - sum_{h, w, c} 2 * grad_variance[b, g] * x[b, h, w, g, c] / (C**2 * H**2 * W**2)
-            + 2 * grad_variance[b, g] * mean[b, g] / (C * H * W)
+            - sum_{h, w, c} 2 * grad_variance[b, g] * (-mean[b, g] + x[b, h, w, g, c]) / (C**2 *
+                H**2 * W**2)
             i.e. `np.reshape(grad * scale_split / np.sqrt(epsilon + t11) - t16 / (t12 * t13 * ...`
-        grad_scale[g, c] = sum_{b, h, w} (-grad[b, h, w, g, c] * mean[b, g] / sqrt(epsilon +
-            variance[b, g]) + grad[b, h, w, g, c] * x[b, h, w, g, c] / sqrt(epsilon + variance[b,
-            g])), i.e. `np.reshape(t26, (t23 * t1,))`
-        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `np.reshape(t27, (t23 * t1,))`
+        grad_scale[g, c] = sum_{b, h, w} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c]) /
+            sqrt(epsilon + variance[b, g]), i.e. `np.reshape(t25, (t23 * t1,))`
+        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `np.reshape(t26, (t23 * t1,))`
     """
     t0 = groups
     x_split = np.reshape(x, np.shape(x)[:-1] + (t0, -1))
@@ -568,18 +534,18 @@ def group_norm_grad(
         t7 = np.sum((-t6 + x_split) ** 2, axis=(-4, -3, -1))
         variance = t7 / (t2 * t3 * t4)
     t8 = mean[..., None, None, :, None]
-    t9 = grad * (t8 - x_split)
+    t9 = grad * (-t8 + x_split)
     t10 = np.einsum("ab,cdeab->ca", scale_split, t9, optimize=True)
-    grad_variance = (1 / 2) * t10 / (epsilon + variance) ** (3 / 2)
+    grad_variance = -1 / 2 * t10 / (epsilon + variance) ** (3 / 2)
     t11 = variance[..., None, None, :, None]
     t12 = np.shape(x_split)[-1]
     t13 = np.shape(x_split)[-4]
     t14 = np.shape(x_split)[-3]
     t15 = np.einsum("ab,cdeab->ca", scale_split, grad, optimize=True)
     t16 = t15[..., None, None, :, None]
-    t17 = grad_variance[..., None, None, :, None]
-    t18 = np.transpose(x_split, (0, 4, 2, 3, 1))
-    t19 = np.sum(t18, axis=(-4, -3, -1), keepdims=True)
+    t17 = np.transpose(x_split, (0, 4, 2, 3, 1))
+    t18 = np.sum(t17, axis=(-4, -3, -1), keepdims=True)
+    t19 = grad_variance[..., None, None, :, None]
     t20 = np.shape(x_split)[-5]
     t21 = np.shape(x_split)[-4]
     t22 = np.shape(x_split)[-3]
@@ -587,16 +553,15 @@ def group_norm_grad(
     grad_x = np.reshape(
         grad * scale_split / np.sqrt(epsilon + t11)
         - t16 / (t12 * t13 * t14 * np.sqrt(epsilon + t11))
-        + 2 * t17 * x_split / (t12 * t13 * t14)
-        - 2 * t17 * t19 / (t12**2 * t13**2 * t14**2),
+        + 2 * t19 * (-t8 + x_split) / (t12 * t13 * t14)
+        - 2 * t19 * (-t12 * t13 * t14 * t8 + t18) / (t12**2 * t13**2 * t14**2),
         (t20, t21, t22, t23 * t1),
     )
     t24 = 1 / np.sqrt(epsilon + variance)
-    t25 = grad * (-t8 + x_split)
-    t26 = np.einsum("ab,acdbe->be", t24, t25, optimize=True)
-    grad_scale = np.reshape(t26, (t23 * t1,))
-    t27 = np.sum(grad, axis=(-5, -4, -3))
-    grad_offset = np.reshape(t27, (t23 * t1,))
+    t25 = np.einsum("ab,acdbe->be", t24, t9, optimize=True)
+    grad_scale = np.reshape(t25, (t23 * t1,))
+    t26 = np.sum(grad, axis=(-5, -4, -3))
+    grad_offset = np.reshape(t26, (t23 * t1,))
     return grad_x, grad_scale, grad_offset
 
 
@@ -637,82 +602,77 @@ def group_norm_grad_grad(
         t6 = mean[..., None, None, :, None]
         t7 = np.sum((-t6 + x_split) ** 2, axis=(-4, -3, -1))
         variance = t7 / (t2 * t3 * t4)
-        t8 = np.einsum("ab,cdeab,cdeab->ca", scale_split, grad_split, x_split, optimize=True)
-        t9 = np.einsum("ab,cdeab->ca", scale_split, grad_split, optimize=True)
-        vjp_variance = (1 / 2) * (mean * t9 - t8) / (epsilon + variance) ** (3 / 2)
+        t8 = grad_split * (-t6 + x_split)
+        t9 = np.einsum("ab,cdeab->ca", scale_split, t8, optimize=True)
+        vjp_variance = -1 / 2 * t9 / (epsilon + variance) ** (3 / 2)
     t10 = np.shape(grad_split)[-1]
     t11 = np.shape(grad_split)[-4]
     t12 = np.shape(grad_split)[-3]
     t13 = np.sum(grad_vjp_x, axis=(-4, -3, -1))
     grad_vjp_mean = t13 / (t10 * t11 * t12)
-    t14 = mean[..., None, None, :, None]
-    t15 = np.sum(grad_vjp_x * (-t14 + x_split), axis=(-4, -3, -1))
-    t16 = np.sum(x_split, axis=(-4, -3, -1))
+    t14 = np.sum(x_split, axis=(-4, -3, -1))
+    t15 = mean[..., None, None, :, None]
+    t16 = np.sum(grad_vjp_x * (-t15 + x_split), axis=(-4, -3, -1))
     grad_vjp_variance = (
-        2 * grad_vjp_mean * mean
-        - 2 * grad_vjp_mean * t16 / (t10 * t11 * t12)
-        + 2 * t15 / (t10 * t11 * t12)
+        2 * (-grad_vjp_mean * (-mean * t10 * t11 * t12 + t14) + t16) / (t10 * t11 * t12)
     )
-    t17 = np.einsum("ab,cdeab,cdeab->ca", scale_split, grad_split, grad_vjp_x, optimize=True)
-    t18 = grad_split * (t14 - x_split)
-    t19 = np.einsum("ab,cdeab->ca", grad_vjp_scale, t18, optimize=True)
+    t17 = grad_split * (-t15 + x_split)
+    t18 = np.einsum("ab,cdeab->ca", grad_vjp_scale, t17, optimize=True)
+    t19 = np.einsum("ab,cdeab,cdeab->ca", scale_split, grad_split, grad_vjp_x, optimize=True)
     t20 = np.einsum("ab,cdeab->ca", scale_split, grad_split, optimize=True)
-    t21 = grad_split * (-t14 + x_split)
-    t22 = np.einsum("ab,cdeab->ca", scale_split, t21, optimize=True)
+    t21 = np.einsum("ab,cdeab->ca", scale_split, t17, optimize=True)
     grad_variance = (
         (1 / 4)
         * (
             2 * grad_vjp_mean * t20
-            + 3 * grad_vjp_variance * t22 / (epsilon + variance)
-            - 2 * t17
-            + 2 * t19
+            + 3 * grad_vjp_variance * t21 / (epsilon + variance)
+            - 2 * t18
+            - 2 * t19
         )
         / (epsilon + variance) ** (3 / 2)
     )
-    t23 = variance[..., None, None, :, None]
-    t24 = grad_vjp_mean[..., None, None, :, None]
-    t25 = grad_vjp_variance[..., None, None, :, None]
-    t26 = np.shape(grad_split)[-5]
-    t27 = np.shape(grad_split)[-4]
-    t28 = np.shape(grad_split)[-3]
-    t29 = np.shape(grad_split)[-2]
+    t22 = variance[..., None, None, :, None]
+    t23 = grad_vjp_mean[..., None, None, :, None]
+    t24 = grad_vjp_variance[..., None, None, :, None]
+    t25 = np.shape(grad_split)[-5]
+    t26 = np.shape(grad_split)[-4]
+    t27 = np.shape(grad_split)[-3]
+    t28 = np.shape(grad_split)[-2]
     grad_grad = np.reshape(
         grad_vjp_offset
-        - grad_vjp_scale * t14 / np.sqrt(epsilon + t23)
-        + grad_vjp_scale * x_split / np.sqrt(epsilon + t23)
-        + grad_vjp_x * scale_split / np.sqrt(epsilon + t23)
-        + (1 / 2) * scale_split * t14 * t25 / (epsilon + t23) ** (3 / 2)
-        - scale_split * t24 / np.sqrt(epsilon + t23)
-        - 1 / 2 * scale_split * t25 * x_split / (epsilon + t23) ** (3 / 2),
-        (t26, t27, t28, t29 * t1),
+        + grad_vjp_scale * (-t15 + x_split) / np.sqrt(epsilon + t22)
+        + grad_vjp_x * scale_split / np.sqrt(epsilon + t22)
+        - scale_split * t23 / np.sqrt(epsilon + t22)
+        - 1 / 2 * scale_split * t24 * (-t15 + x_split) / (epsilon + t22) ** (3 / 2),
+        (t25, t26, t27, t28 * t1),
     )
-    t30 = np.einsum("ab,cdeab->ca", grad_vjp_scale, grad_split, optimize=True)
-    t31 = t30[..., None, None, :, None]
-    t32 = grad_variance[..., None, None, :, None]
-    t33 = np.transpose(x_split, (0, 4, 2, 3, 1))
-    t34 = np.sum(t33, axis=(-4, -3, -1), keepdims=True)
-    t35 = vjp_variance[..., None, None, :, None]
-    t36 = np.transpose(grad_vjp_x, (0, 4, 2, 3, 1))
-    t37 = np.sum(t36, axis=(-4, -3, -1), keepdims=True)
-    t38 = t20[..., None, None, :, None]
+    t29 = np.einsum("ab,cdeab->ca", grad_vjp_scale, grad_split, optimize=True)
+    t30 = t29[..., None, None, :, None]
+    t31 = np.transpose(x_split, (0, 4, 2, 3, 1))
+    t32 = np.sum(t31, axis=(-4, -3, -1), keepdims=True)
+    t33 = grad_variance[..., None, None, :, None]
+    t34 = vjp_variance[..., None, None, :, None]
+    t35 = np.transpose(grad_vjp_x, (0, 4, 2, 3, 1))
+    t36 = np.sum(t35, axis=(-4, -3, -1), keepdims=True)
+    t37 = t20[..., None, None, :, None]
     grad_x = np.reshape(
-        grad_split * grad_vjp_scale / np.sqrt(epsilon + t23)
-        - 1 / 2 * grad_split * scale_split * t25 / (epsilon + t23) ** (3 / 2)
-        + 2 * grad_vjp_x * t35 / (t10 * t11 * t12)
-        + (1 / 2) * t25 * t38 / (t10 * t11 * t12 * (epsilon + t23) ** (3 / 2))
-        - t31 / (t10 * t11 * t12 * np.sqrt(epsilon + t23))
-        + 2 * t32 * x_split / (t10 * t11 * t12)
-        - 2 * t32 * t34 / (t10**2 * t11**2 * t12**2)
-        - 2 * t35 * t37 / (t10**2 * t11**2 * t12**2),
-        (t26, t27, t28, t29 * t1),
+        grad_split * grad_vjp_scale / np.sqrt(epsilon + t22)
+        - 1 / 2 * grad_split * scale_split * t24 / (epsilon + t22) ** (3 / 2)
+        + 2 * grad_vjp_x * t34 / (t10 * t11 * t12)
+        + (1 / 2) * t24 * t37 / (t10 * t11 * t12 * (epsilon + t22) ** (3 / 2))
+        - t30 / (t10 * t11 * t12 * np.sqrt(epsilon + t22))
+        + 2 * t33 * (-t15 + x_split) / (t10 * t11 * t12)
+        - 2 * t33 * (-t10 * t11 * t12 * t15 + t32) / (t10**2 * t11**2 * t12**2)
+        - 2 * t34 * t36 / (t10**2 * t11**2 * t12**2),
+        (t25, t26, t27, t28 * t1),
     )
-    t39 = grad_vjp_variance / (epsilon + variance) ** (3 / 2)
-    t40 = np.einsum("ab,acdbe->be", t39, t18, optimize=True)
-    t41 = grad_vjp_mean / np.sqrt(epsilon + variance)
-    t42 = np.einsum("ab,acdbe->be", t41, grad_split, optimize=True)
-    t43 = 1 / np.sqrt(epsilon + variance)
-    t44 = np.einsum("ab,acdbe,acdbe->be", t43, grad_split, grad_vjp_x, optimize=True)
-    grad_scale = np.reshape((1 / 2) * t40 - t42 + t44, (t29 * t1,))
+    t38 = grad_vjp_mean / np.sqrt(epsilon + variance)
+    t39 = np.einsum("ab,acdbe->be", t38, grad_split, optimize=True)
+    t40 = grad_vjp_variance / (epsilon + variance) ** (3 / 2)
+    t41 = np.einsum("ab,acdbe->be", t40, t17, optimize=True)
+    t42 = 1 / np.sqrt(epsilon + variance)
+    t43 = np.einsum("ab,acdbe,acdbe->be", t42, grad_split, grad_vjp_x, optimize=True)
+    grad_scale = np.reshape(-t39 - 1 / 2 * t41 + t43, (t28 * t1,))
     return grad_grad, grad_x, grad_scale, None
 
 
@@ -1099,7 +1059,7 @@ def rbf_kernel_grad(grad, x, y, *, kernel=None, length_scale=1.0):
             i.e. `-1 / 2 * grad * kernel / length_scale**2`
         grad_x[i, d] = -sum_j 2 * grad_sum1[i, j] * y[j, d] + sum_j 2 * grad_sum1[i, j] * x[i, d]
             i.e. `-2 * t0 + 2 * t1 * x`
-        grad_y[j, d] = -sum_i 2 * grad_sum1[i, j] * x[i, d] + sum_i 2 * grad_sum1[i, j] * y[j, d]
+        grad_y[j, d] = sum_i 2 * grad_sum1[i, j] * y[j, d] - sum_i 2 * grad_sum1[i, j] * x[i, d]
             i.e. `-2 * t2 + 2 * t4 * y`
     """
     if kernel is None:
@@ -1250,11 +1210,8 @@ def bias_gelu(x, bias):
     """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:126)."""
     y = (
         (1 / 2)
-        * bias
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + (1 / 2) * bias
-        + (1 / 2) * x * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + (1 / 2) * x
+        * (bias + x)
+        * (np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) + 1)
     )
     return y
 
@@ -1263,69 +1220,50 @@ def bias_gelu_grad(grad, x, bias, *, y=None):
     """Gradient of BiasGelu: one array per input (x, bias).
 
     In index notation, next to the code computing it:
-        grad_x[batch, c] = grad[batch, c] / 2
-            + grad[batch, c] * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c]
-                + x[batch, c]) / sqrt(pi)) / 2
-            + sqrt(2) * grad[batch, c] * bias[c] / (2 * sqrt(pi))
-            + sqrt(2) * grad[batch, c] * x[batch, c] / (2 * sqrt(pi))
-            - sqrt(2) * grad[batch, c] * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000
-                + bias[c] + x[batch, c]) / sqrt(pi))**2 * bias[c] / (2 * sqrt(pi))
-            ... (`symgrad explain` prints it whole)
-            i.e. `(1 / 400000) * grad * (-21406.444881780073 * bias * (bias + x) ** 2 * ...`
-        grad_bias[c] = sum_batch (-26829 * sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 *
-            tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) /
-            sqrt(pi))**2 * bias[c] / (400000 * sqrt(pi)) - 26829 * sqrt(2) * grad[batch, c] *
-            (bias[c] + x[batch, c])**2 * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000
-            + bias[c] + x[batch, c]) / sqrt(pi))**2 * x[batch, c] / (400000 * sqrt(pi)) + 26829 *
-            sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 * bias[c] / (400000 * sqrt(pi)) +
-            26829 * sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 * x[batch, c] / (400000 *
-            ... (`symgrad explain` prints it whole), i.e. `(1 / 400000) * t1`
+        grad_x[batch, c] = grad[batch, c] * (tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 /
+            200000 + bias[c] + x[batch, c]) / sqrt(pi)) / 2 + 1/2)
+            + sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 /
+                200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c] + x[batch, c]) / (2 *
+                sqrt(pi))
+            + 26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 * (bias[c] + x[batch,
+                c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c] + x[batch,
+                c])**3 / (400000 * sqrt(pi))
+            i.e. `(1 / 400000) * grad * (21406.444881780073 * (1 - np.tanh(0.7978845608028654 ...`
+        grad_bias[c] = sum_batch (26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 *
+            (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c]
+            + x[batch, c])**3 / (400000 * sqrt(pi)) + sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) *
+            (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) *
+            (bias[c] + x[batch, c]) / (2 * sqrt(pi)) + grad[batch, c] * (tanh(sqrt(2) * (8943 *
+            (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi)) / 2 + 1/2))
+            i.e. `(1 / 400000) * t1`
     """
     grad_x = (
         (1 / 400000)
         * grad
         * (
-            -21406.444881780073
-            * bias
-            * (bias + x) ** 2
-            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-            + 21406.444881780073 * bias * (bias + x) ** 2
-            - 159576.91216057306
-            * bias
-            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-            + 159576.91216057306 * bias
-            - 21406.444881780073
-            * x
-            * (bias + x) ** 2
-            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-            + 21406.444881780073 * x * (bias + x) ** 2
-            - 159576.91216057306
-            * x
-            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-            + 159576.91216057306 * x
+            21406.444881780073
+            * (
+                1
+                - np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+            )
+            * (bias + x) ** 3
+            + 159576.91216057306
+            * (
+                1
+                - np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+            )
+            * (bias + x)
             + 200000 * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
             + 200000
         )
     )
     t0 = grad * (
-        -21406.444881780073
-        * bias
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 21406.444881780073 * bias * (bias + x) ** 2
-        - 159576.91216057306
-        * bias
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 159576.91216057306 * bias
-        - 21406.444881780073
-        * x
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 21406.444881780073 * x * (bias + x) ** 2
-        - 159576.91216057306
-        * x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 159576.91216057306 * x
+        21406.444881780073
+        * (1 - np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2)
+        * (bias + x) ** 3
+        + 159576.91216057306
+        * (1 - np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2)
+        * (bias + x)
         + 200000 * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
         + 200000
     )
@@ -1337,388 +1275,98 @@ def bias_gelu_grad(grad, x, bias, *, y=None):
 def bias_gelu_grad_grad(grad_vjp_x, grad_vjp_bias, grad, x, bias, *, vjp_x=None, vjp_bias=None):
     """Second order of BiasGelu: the gradient of bias_gelu_grad: one array per input (grad, x, bias)."""
     grad_grad = (
-        -0.053516112204450184
-        * bias
+        0.053516112204450184
         * grad_vjp_bias
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.053516112204450184 * bias * grad_vjp_bias * (bias + x) ** 2
-        - 0.3989422804014327
-        * bias
+        * (1 - np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2)
+        * (bias + x) ** 3
+        + 0.3989422804014327
         * grad_vjp_bias
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.3989422804014327 * bias * grad_vjp_bias
-        - 0.053516112204450184
-        * bias
-        * grad_vjp_x
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.053516112204450184 * bias * grad_vjp_x * (bias + x) ** 2
-        - 0.3989422804014327
-        * bias
-        * grad_vjp_x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.3989422804014327 * bias * grad_vjp_x
-        - 0.053516112204450184
-        * grad_vjp_bias
-        * x
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.053516112204450184 * grad_vjp_bias * x * (bias + x) ** 2
-        - 0.3989422804014327
-        * grad_vjp_bias
-        * x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.3989422804014327 * grad_vjp_bias * x
+        * (1 - np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2)
+        * (bias + x)
         + (1 / 2)
         * grad_vjp_bias
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + (1 / 2) * grad_vjp_bias
-        - 0.053516112204450184
+        * (np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) + 1)
+        + 0.053516112204450184
         * grad_vjp_x
-        * x
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.053516112204450184 * grad_vjp_x * x * (bias + x) ** 2
-        - 0.3989422804014327
+        * (1 - np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2)
+        * (bias + x) ** 3
+        + 0.3989422804014327
         * grad_vjp_x
-        * x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.3989422804014327 * grad_vjp_x * x
+        * (1 - np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2)
+        * (bias + x)
         + (1 / 2)
         * grad_vjp_x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + (1 / 2) * grad_vjp_x
+        * (np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) + 1)
     )
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    grad_x = grad * (
-        -0.10703222440890037
-        * bias**2
-        * grad_vjp_bias
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.10703222440890037 * bias**2 * grad_vjp_bias
-        - 0.10703222440890037
-        * bias**2
-        * grad_vjp_x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.10703222440890037 * bias**2 * grad_vjp_x
-        - 0.21406444881780073
-        * bias
-        * grad_vjp_bias
-        * x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.21406444881780073 * bias * grad_vjp_bias * x
-        + 0.011455897061917209
-        * bias
-        * grad_vjp_bias
-        * (bias + x) ** 4
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.011455897061917209
-        * bias
-        * grad_vjp_bias
-        * (bias + x) ** 4
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + 0.1707987187284984
-        * bias
-        * grad_vjp_bias
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.1707987187284984
-        * bias
-        * grad_vjp_bias
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + 0.6366197723675814
-        * bias
-        * grad_vjp_bias
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.6366197723675814
-        * bias
-        * grad_vjp_bias
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        - 0.21406444881780073
-        * bias
-        * grad_vjp_x
-        * x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.21406444881780073 * bias * grad_vjp_x * x
-        + 0.011455897061917209
-        * bias
-        * grad_vjp_x
-        * (bias + x) ** 4
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.011455897061917209
-        * bias
-        * grad_vjp_x
-        * (bias + x) ** 4
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + 0.1707987187284984
-        * bias
-        * grad_vjp_x
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.1707987187284984
-        * bias
-        * grad_vjp_x
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + 0.6366197723675814
-        * bias
-        * grad_vjp_x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.6366197723675814
-        * bias
-        * grad_vjp_x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        - 0.10703222440890037
-        * grad_vjp_bias
-        * x**2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.10703222440890037 * grad_vjp_bias * x**2
-        + 0.011455897061917209
-        * grad_vjp_bias
-        * x
-        * (bias + x) ** 4
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.011455897061917209
-        * grad_vjp_bias
-        * x
-        * (bias + x) ** 4
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + 0.1707987187284984
-        * grad_vjp_bias
-        * x
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.1707987187284984
-        * grad_vjp_bias
-        * x
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + 0.6366197723675814
-        * grad_vjp_bias
-        * x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.6366197723675814
-        * grad_vjp_bias
-        * x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        - 0.10703222440890037
-        * grad_vjp_bias
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.10703222440890037 * grad_vjp_bias * (bias + x) ** 2
-        - 0.7978845608028654
-        * grad_vjp_bias
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.7978845608028654 * grad_vjp_bias
-        - 0.10703222440890037
-        * grad_vjp_x
-        * x**2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.10703222440890037 * grad_vjp_x * x**2
-        + 0.011455897061917209
-        * grad_vjp_x
-        * x
-        * (bias + x) ** 4
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.011455897061917209
-        * grad_vjp_x
-        * x
-        * (bias + x) ** 4
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + 0.1707987187284984
-        * grad_vjp_x
-        * x
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.1707987187284984
-        * grad_vjp_x
-        * x
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + 0.6366197723675814
-        * grad_vjp_x
-        * x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.6366197723675814
-        * grad_vjp_x
-        * x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        - 0.10703222440890037
-        * grad_vjp_x
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.10703222440890037 * grad_vjp_x * (bias + x) ** 2
-        - 0.7978845608028654
-        * grad_vjp_x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.7978845608028654 * grad_vjp_x
+    grad_x = (
+        grad
+        * (1 - np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2)
+        * (
+            -0.011455897061917209
+            * grad_vjp_bias
+            * (bias + x) ** 5
+            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+            - 0.1707987187284984
+            * grad_vjp_bias
+            * (bias + x) ** 3
+            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+            + 0.21406444881780073 * grad_vjp_bias * (bias + x) ** 2
+            - 0.6366197723675814
+            * grad_vjp_bias
+            * (bias + x)
+            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+            + 0.7978845608028654 * grad_vjp_bias
+            - 0.011455897061917209
+            * grad_vjp_x
+            * (bias + x) ** 5
+            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+            - 0.1707987187284984
+            * grad_vjp_x
+            * (bias + x) ** 3
+            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+            + 0.21406444881780073 * grad_vjp_x * (bias + x) ** 2
+            - 0.6366197723675814
+            * grad_vjp_x
+            * (bias + x)
+            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+            + 0.7978845608028654 * grad_vjp_x
+        )
     )
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    t0 = grad * (
-        -0.10703222440890037
-        * bias**2
-        * grad_vjp_bias
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.10703222440890037 * bias**2 * grad_vjp_bias
-        - 0.10703222440890037
-        * bias**2
-        * grad_vjp_x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.10703222440890037 * bias**2 * grad_vjp_x
-        - 0.21406444881780073
-        * bias
-        * grad_vjp_bias
-        * x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.21406444881780073 * bias * grad_vjp_bias * x
-        + 0.011455897061917209
-        * bias
-        * grad_vjp_bias
-        * (bias + x) ** 4
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.011455897061917209
-        * bias
-        * grad_vjp_bias
-        * (bias + x) ** 4
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + 0.1707987187284984
-        * bias
-        * grad_vjp_bias
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.1707987187284984
-        * bias
-        * grad_vjp_bias
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + 0.6366197723675814
-        * bias
-        * grad_vjp_bias
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.6366197723675814
-        * bias
-        * grad_vjp_bias
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        - 0.21406444881780073
-        * bias
-        * grad_vjp_x
-        * x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.21406444881780073 * bias * grad_vjp_x * x
-        + 0.011455897061917209
-        * bias
-        * grad_vjp_x
-        * (bias + x) ** 4
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.011455897061917209
-        * bias
-        * grad_vjp_x
-        * (bias + x) ** 4
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + 0.1707987187284984
-        * bias
-        * grad_vjp_x
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.1707987187284984
-        * bias
-        * grad_vjp_x
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + 0.6366197723675814
-        * bias
-        * grad_vjp_x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.6366197723675814
-        * bias
-        * grad_vjp_x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        - 0.10703222440890037
-        * grad_vjp_bias
-        * x**2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.10703222440890037 * grad_vjp_bias * x**2
-        + 0.011455897061917209
-        * grad_vjp_bias
-        * x
-        * (bias + x) ** 4
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.011455897061917209
-        * grad_vjp_bias
-        * x
-        * (bias + x) ** 4
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + 0.1707987187284984
-        * grad_vjp_bias
-        * x
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.1707987187284984
-        * grad_vjp_bias
-        * x
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + 0.6366197723675814
-        * grad_vjp_bias
-        * x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.6366197723675814
-        * grad_vjp_bias
-        * x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        - 0.10703222440890037
-        * grad_vjp_bias
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.10703222440890037 * grad_vjp_bias * (bias + x) ** 2
-        - 0.7978845608028654
-        * grad_vjp_bias
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.7978845608028654 * grad_vjp_bias
-        - 0.10703222440890037
-        * grad_vjp_x
-        * x**2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.10703222440890037 * grad_vjp_x * x**2
-        + 0.011455897061917209
-        * grad_vjp_x
-        * x
-        * (bias + x) ** 4
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.011455897061917209
-        * grad_vjp_x
-        * x
-        * (bias + x) ** 4
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + 0.1707987187284984
-        * grad_vjp_x
-        * x
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.1707987187284984
-        * grad_vjp_x
-        * x
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + 0.6366197723675814
-        * grad_vjp_x
-        * x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 3
-        - 0.6366197723675814
-        * grad_vjp_x
-        * x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        - 0.10703222440890037
-        * grad_vjp_x
-        * (bias + x) ** 2
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.10703222440890037 * grad_vjp_x * (bias + x) ** 2
-        - 0.7978845608028654
-        * grad_vjp_x
-        * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 0.7978845608028654 * grad_vjp_x
+    t0 = (
+        grad
+        * (1 - np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2)
+        * (
+            -0.011455897061917209
+            * grad_vjp_bias
+            * (bias + x) ** 5
+            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+            - 0.1707987187284984
+            * grad_vjp_bias
+            * (bias + x) ** 3
+            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+            + 0.21406444881780073 * grad_vjp_bias * (bias + x) ** 2
+            - 0.6366197723675814
+            * grad_vjp_bias
+            * (bias + x)
+            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+            + 0.7978845608028654 * grad_vjp_bias
+            - 0.011455897061917209
+            * grad_vjp_x
+            * (bias + x) ** 5
+            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+            - 0.1707987187284984
+            * grad_vjp_x
+            * (bias + x) ** 3
+            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+            + 0.21406444881780073 * grad_vjp_x * (bias + x) ** 2
+            - 0.6366197723675814
+            * grad_vjp_x
+            * (bias + x)
+            * np.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+            + 0.7978845608028654 * grad_vjp_x
+        )
     )
     grad_bias = np.sum(t0, axis=tuple(range(np.ndim(t0) - 1)))
     return grad_grad, grad_x, grad_bias

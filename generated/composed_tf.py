@@ -150,19 +150,15 @@ def layer_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affin
         sum1[batch] = sum_{k_1} x[batch, k_1], i.e. `tf.reduce_sum(x, axis=-1)`
         affine1[batch] = epsilon + sum_k (x[batch, k] - sum1[batch] / N)**2 / N
             i.e. `epsilon + t2 / t0`
-        grad_affine1[batch] = sum_i (-grad[batch, i] * scale[i] * x[batch, i] / (2 *
-            affine1[batch]**(3/2)) + grad[batch, i] * scale[i] * sum1[batch] / (2 * N *
-            affine1[batch]**(3/2))), i.e. `(1 / 2) * t6 / affine1 ** (3 / 2)`
+        grad_affine1[batch] = -sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * scale[i] /
+            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t6 / affine1 ** (3 / 2)`
         grad_x[batch, j] = grad[batch, j] * scale[j] / sqrt(affine1[batch])
-            + 2 * grad_affine1[batch] * x[batch, j] / N
-            - 2 * grad_affine1[batch] * sum1[batch] / N**2
+            + 2 * grad_affine1[batch] * (x[batch, j] - sum1[batch] / N) / N
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
-            - sum_k 2 * grad_affine1[batch] * x[batch, k] / N**2
-            + 2 * grad_affine1[batch] * sum1[batch] / N**2
-            i.e. `grad * scale / tf.math.sqrt(t7) - 2 * t10 * t11 / t3**2 + 2 * t10 * x / t3 - ...`
-        grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
-            i] * sum1[batch] / (N * sqrt(affine1[batch])))
-            i.e. `_einsum_over_batch("...,...a->a", t12, t13)`
+            - sum_k 2 * grad_affine1[batch] * (x[batch, k] - sum1[batch] / N) / N**2
+            i.e. `grad * scale / tf.math.sqrt(t7) + 2 * t11 * (x - t4 / t3) / t3 - 2 * t11 * ...`
+        grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
+            sqrt(affine1[batch]), i.e. `_einsum_over_batch("...,...a->a", t12, t5)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))`
     """
@@ -174,23 +170,22 @@ def layer_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affin
         affine1 = epsilon + t2 / t0
     t3 = tf.cast(tf.shape(x)[-1], x.dtype)
     t4 = sum1[..., None]
-    t5 = grad * (-x + t4 / t3)
+    t5 = grad * (x - t4 / t3)
     t6 = tf.einsum("a,...a->...", scale, t5)
-    grad_affine1 = (1 / 2) * t6 / affine1 ** (3 / 2)
+    grad_affine1 = -1 / 2 * t6 / affine1 ** (3 / 2)
     t7 = affine1[..., None]
     t8 = tf.einsum("a,...a->...", scale, grad)
     t9 = t8[..., None]
-    t10 = grad_affine1[..., None]
-    t11 = tf.reduce_sum(x, axis=-1, keepdims=True)
+    t10 = tf.reduce_sum(x, axis=-1, keepdims=True)
+    t11 = grad_affine1[..., None]
     grad_x = (
         grad * scale / tf.math.sqrt(t7)
-        - 2 * t10 * t11 / t3**2
-        + 2 * t10 * x / t3
+        + 2 * t11 * (x - t4 / t3) / t3
+        - 2 * t11 * (t10 - t4) / t3**2
         - t9 / (t3 * tf.math.sqrt(t7))
     )
     t12 = 1 / tf.math.sqrt(affine1)
-    t13 = grad * (x - t4 / t3)
-    grad_scale = _einsum_over_batch("...,...a->a", t12, t13)
+    grad_scale = _einsum_over_batch("...,...a->a", t12, t5)
     grad_offset = tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))
     return grad_x, grad_scale, grad_offset
 
@@ -225,7 +220,7 @@ def layer_norm(x, scale, offset, *, epsilon=0.001):
         t2 = tf.reduce_sum((x - t1 / t0) ** 2, axis=-1)
         affine1 = epsilon + t2 / t0
         t3 = affine1[..., None]
-        y = offset + scale * x / tf.math.sqrt(t3) - scale * t1 / (t0 * tf.math.sqrt(t3))
+        y = offset + scale * (x - t1 / t0) / tf.math.sqrt(t3)
         return y, backward
 
     return forward(x, scale, offset)
@@ -241,17 +236,15 @@ def layer_norm_moments_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=Non
         sum1[batch] = sum_k x[batch, k], i.e. `tf.reduce_sum(x, axis=-1)`
         affine1[batch] = epsilon + sum_k x[batch, k]**2 / N - sum1[batch]**2 / N**2
             i.e. `epsilon - sum1**2 / t0**2 + t1 / t0`
-        grad_affine1[batch] = sum_i (-grad[batch, i] * scale[i] * x[batch, i] / (2 *
-            affine1[batch]**(3/2)) + grad[batch, i] * scale[i] * sum1[batch] / (2 * N *
-            affine1[batch]**(3/2))), i.e. `(1 / 2) * t5 / affine1 ** (3 / 2)`
+        grad_affine1[batch] = -sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * scale[i] /
+            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t5 / affine1 ** (3 / 2)`
         grad_x[batch, k] = grad[batch, k] * scale[k] / sqrt(affine1[batch])
             + 2 * grad_affine1[batch] * x[batch, k] / N
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
             - 2 * grad_affine1[batch] * sum1[batch] / N**2
             i.e. `grad * scale / tf.math.sqrt(t6) + 2 * t9 * x / t2 - t8 / (t2 * ...`
-        grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
-            i] * sum1[batch] / (N * sqrt(affine1[batch])))
-            i.e. `_einsum_over_batch("...,...a->a", t10, t11)`
+        grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
+            sqrt(affine1[batch]), i.e. `_einsum_over_batch("...,...a->a", t10, t4)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))`
     """
@@ -262,9 +255,9 @@ def layer_norm_moments_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=Non
         affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
     t2 = tf.cast(tf.shape(x)[-1], x.dtype)
     t3 = sum1[..., None]
-    t4 = grad * (-x + t3 / t2)
+    t4 = grad * (x - t3 / t2)
     t5 = tf.einsum("a,...a->...", scale, t4)
-    grad_affine1 = (1 / 2) * t5 / affine1 ** (3 / 2)
+    grad_affine1 = -1 / 2 * t5 / affine1 ** (3 / 2)
     t6 = affine1[..., None]
     t7 = tf.einsum("a,...a->...", scale, grad)
     t8 = t7[..., None]
@@ -276,8 +269,7 @@ def layer_norm_moments_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=Non
         - 2 * t3 * t9 / t2**2
     )
     t10 = 1 / tf.math.sqrt(affine1)
-    t11 = grad * (x - t3 / t2)
-    grad_scale = _einsum_over_batch("...,...a->a", t10, t11)
+    grad_scale = _einsum_over_batch("...,...a->a", t10, t4)
     grad_offset = tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))
     return grad_x, grad_scale, grad_offset
 
@@ -312,7 +304,7 @@ def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
         affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
         t2 = affine1[..., None]
         t3 = sum1[..., None]
-        y = offset + scale * x / tf.math.sqrt(t2) - scale * t3 / (t0 * tf.math.sqrt(t2))
+        y = offset + scale * (x - t3 / t0) / tf.math.sqrt(t2)
         return y, backward
 
     return forward(x, scale, offset)
@@ -328,19 +320,16 @@ def batch_norm_training_vjp(grad, x, scale, offset, y, *, epsilon=0.001, mean=No
         mean[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         variance[c] = sum_{b, h, w} (-mean[c] + x[b, h, w, c])**2 / (B * H * W)
             i.e. `t4 / (t0 * t1 * t2)`
-        grad_variance[c] = sum_{b, h, w} (grad[b, h, w, c] * mean[c] * scale[c] / (2 * (epsilon +
-            variance[c])**(3/2)) - grad[b, h, w, c] * scale[c] * x[b, h, w, c] / (2 * (epsilon +
-            variance[c])**(3/2))), i.e. `(1 / 2) * scale * t5 / (epsilon + variance) ** (3 / 2)`
+        grad_variance[c] = -sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) * scale[c] /
+            (2 * (epsilon + variance[c])**(3/2))
+            i.e. `-1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)`
         grad_x[i, j, k, c] = grad[i, j, k, c] * scale[c] / sqrt(epsilon + variance[c])
-            - 2 * grad_variance[c] * mean[c] / (B * H * W)
-            + 2 * grad_variance[c] * x[i, j, k, c] / (B * H * W)
+            + 2 * grad_variance[c] * (-mean[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon + variance[c]))
-            - sum_{b, h, w} 2 * grad_variance[c] * x[b, h, w, c] / (B**2 * H**2 * W**2)
-            + 2 * grad_variance[c] * mean[c] / (B * H * W)
-            i.e. `grad * scale / tf.math.sqrt(epsilon + variance) - 2 * grad_variance * t10 / ...`
-        grad_scale[c] = sum_{b, h, w} (-grad[b, h, w, c] * mean[c] / sqrt(epsilon + variance[c]) +
-            grad[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon + variance[c]))
-            i.e. `t13 / tf.math.sqrt(epsilon + variance)`
+            - sum_{b, h, w} 2 * grad_variance[c] * (-mean[c] + x[b, h, w, c]) / (B**2 * H**2 * W**2)
+            i.e. `grad * scale / tf.math.sqrt(epsilon + variance) + 2 * grad_variance * (-mean ...`
+        grad_scale[c] = sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) / sqrt(epsilon +
+            variance[c]), i.e. `t5 / tf.math.sqrt(epsilon + variance)`
         grad_offset[c] = sum_{b, h, w} grad[b, h, w, c]
             i.e. `tf.reduce_sum(grad, axis=[-4, -3, -2])`
     """
@@ -352,8 +341,8 @@ def batch_norm_training_vjp(grad, x, scale, offset, y, *, epsilon=0.001, mean=No
         mean = t3 / (t0 * t1 * t2)
         t4 = tf.reduce_sum((-mean + x) ** 2, axis=[-4, -3, -2])
         variance = t4 / (t0 * t1 * t2)
-    t5 = tf.reduce_sum(grad * (mean - x), axis=[-4, -3, -2])
-    grad_variance = (1 / 2) * scale * t5 / (epsilon + variance) ** (3 / 2)
+    t5 = tf.reduce_sum(grad * (-mean + x), axis=[-4, -3, -2])
+    grad_variance = -1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)
     t6 = tf.cast(tf.shape(x)[-4], x.dtype)
     t7 = tf.cast(tf.shape(x)[-3], x.dtype)
     t8 = tf.cast(tf.shape(x)[-2], x.dtype)
@@ -363,12 +352,11 @@ def batch_norm_training_vjp(grad, x, scale, offset, y, *, epsilon=0.001, mean=No
     t12 = tf.reduce_sum(t11, axis=[-3, -2, -1])
     grad_x = (
         grad * scale / tf.math.sqrt(epsilon + variance)
-        - 2 * grad_variance * t10 / (t6**2 * t7**2 * t8**2)
-        + 2 * grad_variance * x / (t6 * t7 * t8)
+        + 2 * grad_variance * (-mean + x) / (t6 * t7 * t8)
+        - 2 * grad_variance * (-mean * t6 * t7 * t8 + t10) / (t6**2 * t7**2 * t8**2)
         - scale * t12 / (t6 * t7 * t8 * tf.math.sqrt(epsilon + variance))
     )
-    t13 = tf.reduce_sum(grad * (-mean + x), axis=[-4, -3, -2])
-    grad_scale = t13 / tf.math.sqrt(epsilon + variance)
+    grad_scale = t5 / tf.math.sqrt(epsilon + variance)
     grad_offset = tf.reduce_sum(grad, axis=[-4, -3, -2])
     return grad_x, grad_scale, grad_offset
 
@@ -404,11 +392,7 @@ def batch_norm_training(x, scale, offset, *, epsilon=0.001):
         mean = t3 / (t0 * t1 * t2)
         t4 = tf.reduce_sum((-mean + x) ** 2, axis=[-4, -3, -2])
         variance = t4 / (t0 * t1 * t2)
-        y = (
-            -mean * scale / tf.math.sqrt(epsilon + variance)
-            + offset
-            + scale * x / tf.math.sqrt(epsilon + variance)
-        )
+        y = offset + scale * (-mean + x) / tf.math.sqrt(epsilon + variance)
         return y, backward
 
     return forward(x, scale, offset)
@@ -424,22 +408,19 @@ def group_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, groups=2, mean=N
         mean[b, g] = sum_{h, w, c} x[b, h, w, g, c] / (C * H * W), i.e. `t5 / (t2 * t3 * t4)`
         variance[b, g] = sum_{h, w, c} (-mean[b, g] + x[b, h, w, g, c])**2 / (C * H * W)
             i.e. `t7 / (t2 * t3 * t4)`
-        grad_variance[b, g] = sum_{h, w, c} (grad[b, h, w, g, c] * mean[b, g] * scale[g, c] / (2 *
-            (epsilon + variance[b, g])**(3/2)) - grad[b, h, w, g, c] * scale[g, c] * x[b, h, w, g,
-            c] / (2 * (epsilon + variance[b, g])**(3/2)))
-            i.e. `(1 / 2) * t10 / (epsilon + variance) ** (3 / 2)`
+        grad_variance[b, g] = -sum_{h, w, c} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c])
+            * scale[g, c] / (2 * (epsilon + variance[b, g])**(3/2))
+            i.e. `-1 / 2 * t10 / (epsilon + variance) ** (3 / 2)`
         grad_x[b, i, j, g, k] = grad[b, i, j, g, k] * scale[g, k] / sqrt(epsilon + variance[b, g])
-            - 2 * grad_variance[b, g] * mean[b, g] / (C * H * W)
-            + 2 * grad_variance[b, g] * x[b, i, j, g, k] / (C * H * W)
+            + 2 * grad_variance[b, g] * (-mean[b, g] + x[b, i, j, g, k]) / (C * H * W)
             - sum_{h, w, c} grad[b, h, w, g, c] * scale[g, c] / (C * H * W * sqrt(epsilon +
                 variance[b, g]))
-            - sum_{h, w, c} 2 * grad_variance[b, g] * x[b, h, w, g, c] / (C**2 * H**2 * W**2)
-            + 2 * grad_variance[b, g] * mean[b, g] / (C * H * W)
+            - sum_{h, w, c} 2 * grad_variance[b, g] * (-mean[b, g] + x[b, h, w, g, c]) / (C**2 *
+                H**2 * W**2)
             i.e. `tf.reshape(grad * scale_split / tf.math.sqrt(epsilon + t11) - t16 / (t12 * ...`
-        grad_scale[g, c] = sum_{b, h, w} (-grad[b, h, w, g, c] * mean[b, g] / sqrt(epsilon +
-            variance[b, g]) + grad[b, h, w, g, c] * x[b, h, w, g, c] / sqrt(epsilon + variance[b,
-            g])), i.e. `tf.reshape(t26, [t23 * t1])`
-        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `tf.reshape(t27, [t23 * t1])`
+        grad_scale[g, c] = sum_{b, h, w} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c]) /
+            sqrt(epsilon + variance[b, g]), i.e. `tf.reshape(t25, [t23 * t1])`
+        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `tf.reshape(t26, [t23 * t1])`
     """
     t0 = groups
     x_split = tf.reshape(
@@ -466,18 +447,18 @@ def group_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, groups=2, mean=N
         t7 = tf.reduce_sum((-t6 + x_split) ** 2, axis=[-4, -3, -1])
         variance = t7 / (t2 * t3 * t4)
     t8 = mean[..., None, None, :, None]
-    t9 = grad * (t8 - x_split)
+    t9 = grad * (-t8 + x_split)
     t10 = tf.einsum("ab,cdeab->ca", scale_split, t9)
-    grad_variance = (1 / 2) * t10 / (epsilon + variance) ** (3 / 2)
+    grad_variance = -1 / 2 * t10 / (epsilon + variance) ** (3 / 2)
     t11 = variance[..., None, None, :, None]
     t12 = tf.cast(tf.shape(x_split)[-1], x_split.dtype)
     t13 = tf.cast(tf.shape(x_split)[-4], x_split.dtype)
     t14 = tf.cast(tf.shape(x_split)[-3], x_split.dtype)
     t15 = tf.einsum("ab,cdeab->ca", scale_split, grad)
     t16 = t15[..., None, None, :, None]
-    t17 = grad_variance[..., None, None, :, None]
-    t18 = tf.transpose(x_split, perm=[0, 4, 2, 3, 1])
-    t19 = tf.reduce_sum(t18, axis=[-4, -3, -1], keepdims=True)
+    t17 = tf.transpose(x_split, perm=[0, 4, 2, 3, 1])
+    t18 = tf.reduce_sum(t17, axis=[-4, -3, -1], keepdims=True)
+    t19 = grad_variance[..., None, None, :, None]
     t20 = tf.shape(x_split, out_type=tf.int64)[-5]
     t21 = tf.shape(x_split, out_type=tf.int64)[-4]
     t22 = tf.shape(x_split, out_type=tf.int64)[-3]
@@ -485,16 +466,15 @@ def group_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, groups=2, mean=N
     grad_x = tf.reshape(
         grad * scale_split / tf.math.sqrt(epsilon + t11)
         - t16 / (t12 * t13 * t14 * tf.math.sqrt(epsilon + t11))
-        + 2 * t17 * x_split / (t12 * t13 * t14)
-        - 2 * t17 * t19 / (t12**2 * t13**2 * t14**2),
+        + 2 * t19 * (-t8 + x_split) / (t12 * t13 * t14)
+        - 2 * t19 * (-t12 * t13 * t14 * t8 + t18) / (t12**2 * t13**2 * t14**2),
         [t20, t21, t22, t23 * t1],
     )
     t24 = 1 / tf.math.sqrt(epsilon + variance)
-    t25 = grad * (-t8 + x_split)
-    t26 = tf.einsum("ab,acdbe->be", t24, t25)
-    grad_scale = tf.reshape(t26, [t23 * t1])
-    t27 = tf.reduce_sum(grad, axis=[-5, -4, -3])
-    grad_offset = tf.reshape(t27, [t23 * t1])
+    t25 = tf.einsum("ab,acdbe->be", t24, t9)
+    grad_scale = tf.reshape(t25, [t23 * t1])
+    t26 = tf.reduce_sum(grad, axis=[-5, -4, -3])
+    grad_offset = tf.reshape(t26, [t23 * t1])
     return grad_x, grad_scale, grad_offset
 
 
@@ -562,9 +542,7 @@ def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
         t11 = tf.shape(x_split, out_type=tf.int64)[-2]
         t12 = tf.shape(x_split, out_type=tf.int64)[-1]
         y = tf.reshape(
-            offset_split
-            - scale_split * t5 / tf.math.sqrt(epsilon + t7)
-            + scale_split * x_split / tf.math.sqrt(epsilon + t7),
+            offset_split + scale_split * (-t5 + x_split) / tf.math.sqrt(epsilon + t7),
             [t8, t9, t10, t11 * t12],
         )
         return y, backward
@@ -810,7 +788,7 @@ def rbf_kernel_vjp(grad, x, y, kernel, *, length_scale=1.0):
             i.e. `-1 / 2 * grad * kernel / length_scale**2`
         grad_x[i, d] = -sum_j 2 * grad_sum1[i, j] * y[j, d] + sum_j 2 * grad_sum1[i, j] * x[i, d]
             i.e. `-2 * t0 + 2 * t1 * x`
-        grad_y[j, d] = -sum_i 2 * grad_sum1[i, j] * x[i, d] + sum_i 2 * grad_sum1[i, j] * y[j, d]
+        grad_y[j, d] = sum_i 2 * grad_sum1[i, j] * y[j, d] - sum_i 2 * grad_sum1[i, j] * x[i, d]
             i.e. `-2 * t2 + 2 * t4 * y`
     """
     grad_sum1 = -1 / 2 * grad * kernel / length_scale**2
@@ -930,70 +908,59 @@ def bias_gelu_vjp(grad, x, bias, y):
     """Gradient of BiasGelu (declared at ops/composed.py:126): one per input (x, bias).
 
     In index notation, next to the code computing it:
-        grad_x[batch, c] = grad[batch, c] / 2
-            + grad[batch, c] * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c]
-                + x[batch, c]) / sqrt(pi)) / 2
-            + sqrt(2) * grad[batch, c] * bias[c] / (2 * sqrt(pi))
-            + sqrt(2) * grad[batch, c] * x[batch, c] / (2 * sqrt(pi))
-            - sqrt(2) * grad[batch, c] * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000
-                + bias[c] + x[batch, c]) / sqrt(pi))**2 * bias[c] / (2 * sqrt(pi))
-            ... (`symgrad explain` prints it whole)
-            i.e. `(1 / 400000) * grad * (-21406.444881780073 * bias * (bias + x) ** 2 * ...`
-        grad_bias[c] = sum_batch (-26829 * sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 *
-            tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) /
-            sqrt(pi))**2 * bias[c] / (400000 * sqrt(pi)) - 26829 * sqrt(2) * grad[batch, c] *
-            (bias[c] + x[batch, c])**2 * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000
-            + bias[c] + x[batch, c]) / sqrt(pi))**2 * x[batch, c] / (400000 * sqrt(pi)) + 26829 *
-            sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 * bias[c] / (400000 * sqrt(pi)) +
-            26829 * sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 * x[batch, c] / (400000 *
-            ... (`symgrad explain` prints it whole), i.e. `(1 / 400000) * t1`
+        grad_x[batch, c] = grad[batch, c] * (tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 /
+            200000 + bias[c] + x[batch, c]) / sqrt(pi)) / 2 + 1/2)
+            + sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 /
+                200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c] + x[batch, c]) / (2 *
+                sqrt(pi))
+            + 26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 * (bias[c] + x[batch,
+                c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c] + x[batch,
+                c])**3 / (400000 * sqrt(pi))
+            i.e. `(1 / 400000) * grad * (21406.444881780073 * (1 - ...`
+        grad_bias[c] = sum_batch (26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 *
+            (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c]
+            + x[batch, c])**3 / (400000 * sqrt(pi)) + sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) *
+            (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) *
+            (bias[c] + x[batch, c]) / (2 * sqrt(pi)) + grad[batch, c] * (tanh(sqrt(2) * (8943 *
+            (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi)) / 2 + 1/2))
+            i.e. `(1 / 400000) * t1`
     """
     grad_x = (
         (1 / 400000)
         * grad
         * (
-            -21406.444881780073
-            * bias
-            * (bias + x) ** 2
-            * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-            + 21406.444881780073 * bias * (bias + x) ** 2
-            - 159576.91216057306
-            * bias
-            * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-            + 159576.91216057306 * bias
-            - 21406.444881780073
-            * x
-            * (bias + x) ** 2
-            * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-            + 21406.444881780073 * x * (bias + x) ** 2
-            - 159576.91216057306
-            * x
-            * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-            + 159576.91216057306 * x
+            21406.444881780073
+            * (
+                1
+                - tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+                ** 2
+            )
+            * (bias + x) ** 3
+            + 159576.91216057306
+            * (
+                1
+                - tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+                ** 2
+            )
+            * (bias + x)
             + 200000
             * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
             + 200000
         )
     )
     t0 = grad * (
-        -21406.444881780073
-        * bias
-        * (bias + x) ** 2
-        * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 21406.444881780073 * bias * (bias + x) ** 2
-        - 159576.91216057306
-        * bias
-        * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 159576.91216057306 * bias
-        - 21406.444881780073
-        * x
-        * (bias + x) ** 2
-        * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 21406.444881780073 * x * (bias + x) ** 2
-        - 159576.91216057306
-        * x
-        * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 159576.91216057306 * x
+        21406.444881780073
+        * (
+            1
+            - tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        )
+        * (bias + x) ** 3
+        + 159576.91216057306
+        * (
+            1
+            - tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
+        )
+        * (bias + x)
         + 200000 * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
         + 200000
     )
@@ -1022,13 +989,11 @@ def bias_gelu(x, bias):
         # else the declared formula
         y = (
             (1 / 2)
-            * bias
-            * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-            + (1 / 2) * bias
-            + (1 / 2)
-            * x
-            * tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-            + (1 / 2) * x
+            * (bias + x)
+            * (
+                tf.math.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+                + 1
+            )
         )
         return y, backward
 

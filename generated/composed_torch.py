@@ -21,6 +21,12 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
 def _over(reduce, x, axes, keepdims=False):
     """`reduce` (`torch.sum`, `torch.amax`, ...) over `axes`, none where `axes` is empty
     (torch reads an empty tuple of axes as all of them)."""
@@ -68,7 +74,7 @@ def layer_norm_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
     t2 = torch.sum((x - t1 / t0) ** 2, axis=-1)
     affine1 = epsilon + t2 / t0
     t3 = affine1[..., None]
-    y = offset + scale * x / torch.sqrt(t3) - scale * t1 / (t0 * torch.sqrt(t3))
+    y = offset + scale * (x - t1 / t0) / torch.sqrt(t3)
     if return_stages:  # for layer_norm_vjp(..., **stages): not computed again
         return y, {"sum1": sum1, "affine1": affine1}
     return y
@@ -81,19 +87,15 @@ def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, e
         sum1[batch] = sum_{k_1} x[batch, k_1], i.e. `torch.sum(x, axis=-1)`
         affine1[batch] = epsilon + sum_k (x[batch, k] - sum1[batch] / N)**2 / N
             i.e. `epsilon + t2 / t0`
-        grad_affine1[batch] = sum_i (-grad[batch, i] * scale[i] * x[batch, i] / (2 *
-            affine1[batch]**(3/2)) + grad[batch, i] * scale[i] * sum1[batch] / (2 * N *
-            affine1[batch]**(3/2))), i.e. `(1 / 2) * t6 / affine1 ** (3 / 2)`
+        grad_affine1[batch] = -sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * scale[i] /
+            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t6 / affine1 ** (3 / 2)`
         grad_x[batch, j] = grad[batch, j] * scale[j] / sqrt(affine1[batch])
-            + 2 * grad_affine1[batch] * x[batch, j] / N
-            - 2 * grad_affine1[batch] * sum1[batch] / N**2
+            + 2 * grad_affine1[batch] * (x[batch, j] - sum1[batch] / N) / N
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
-            - sum_k 2 * grad_affine1[batch] * x[batch, k] / N**2
-            + 2 * grad_affine1[batch] * sum1[batch] / N**2
-            i.e. `grad * scale / torch.sqrt(t7) - 2 * t10 * t11 / t3**2 + 2 * t10 * x / t3 - ...`
-        grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
-            i] * sum1[batch] / (N * sqrt(affine1[batch])))
-            i.e. `torch.einsum("...,...a->a", t12, t13)`
+            - sum_k 2 * grad_affine1[batch] * (x[batch, k] - sum1[batch] / N) / N**2
+            i.e. `grad * scale / torch.sqrt(t7) + 2 * t11 * (x - t4 / t3) / t3 - 2 * t11 * ...`
+        grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
+            sqrt(affine1[batch]), i.e. `torch.einsum("...,...a->a", t12, t5)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `_over(torch.sum, grad, tuple(range(np.ndim(grad) - 1)))`
     """
@@ -105,23 +107,22 @@ def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, e
         affine1 = epsilon + t2 / t0
     t3 = np.shape(x)[-1]
     t4 = sum1[..., None]
-    t5 = grad * (-x + t4 / t3)
+    t5 = grad * (x - t4 / t3)
     t6 = torch.einsum("a,...a->...", scale, t5)
-    grad_affine1 = (1 / 2) * t6 / affine1 ** (3 / 2)
+    grad_affine1 = -1 / 2 * t6 / affine1 ** (3 / 2)
     t7 = affine1[..., None]
     t8 = torch.einsum("a,...a->...", scale, grad)
     t9 = t8[..., None]
-    t10 = grad_affine1[..., None]
-    t11 = torch.sum(x, axis=-1, keepdims=True)
+    t10 = torch.sum(x, axis=-1, keepdims=True)
+    t11 = grad_affine1[..., None]
     grad_x = (
         grad * scale / torch.sqrt(t7)
-        - 2 * t10 * t11 / t3**2
-        + 2 * t10 * x / t3
+        + 2 * t11 * (x - t4 / t3) / t3
+        - 2 * t11 * (t10 - t4) / t3**2
         - t9 / (t3 * torch.sqrt(t7))
     )
     t12 = 1 / torch.sqrt(affine1)
-    t13 = grad * (x - t4 / t3)
-    grad_scale = torch.einsum("...,...a->a", t12, t13)
+    grad_scale = torch.einsum("...,...a->a", t12, t5)
     grad_offset = _over(torch.sum, grad, tuple(range(np.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
 
@@ -132,7 +133,7 @@ class _LayerNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(epsilon, x, scale, offset):
         y, stages = layer_norm_forward(x, scale, offset, epsilon=epsilon, return_stages=True)
-        return y, *stages.values()
+        return y, *_views(stages.values())
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -163,7 +164,7 @@ def layer_norm_moments_forward(x, scale, offset, *, epsilon=0.001, return_stages
     affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
     t2 = affine1[..., None]
     t3 = sum1[..., None]
-    y = offset + scale * x / torch.sqrt(t2) - scale * t3 / (t0 * torch.sqrt(t2))
+    y = offset + scale * (x - t3 / t0) / torch.sqrt(t2)
     if return_stages:  # for layer_norm_moments_vjp(..., **stages): not computed again
         return y, {"sum1": sum1, "affine1": affine1}
     return y
@@ -178,17 +179,15 @@ def layer_norm_moments_vjp(
         sum1[batch] = sum_k x[batch, k], i.e. `torch.sum(x, axis=-1)`
         affine1[batch] = epsilon + sum_k x[batch, k]**2 / N - sum1[batch]**2 / N**2
             i.e. `epsilon - sum1**2 / t0**2 + t1 / t0`
-        grad_affine1[batch] = sum_i (-grad[batch, i] * scale[i] * x[batch, i] / (2 *
-            affine1[batch]**(3/2)) + grad[batch, i] * scale[i] * sum1[batch] / (2 * N *
-            affine1[batch]**(3/2))), i.e. `(1 / 2) * t5 / affine1 ** (3 / 2)`
+        grad_affine1[batch] = -sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * scale[i] /
+            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t5 / affine1 ** (3 / 2)`
         grad_x[batch, k] = grad[batch, k] * scale[k] / sqrt(affine1[batch])
             + 2 * grad_affine1[batch] * x[batch, k] / N
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
             - 2 * grad_affine1[batch] * sum1[batch] / N**2
             i.e. `grad * scale / torch.sqrt(t6) + 2 * t9 * x / t2 - t8 / (t2 * torch.sqrt(t6)) ...`
-        grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
-            i] * sum1[batch] / (N * sqrt(affine1[batch])))
-            i.e. `torch.einsum("...,...a->a", t10, t11)`
+        grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
+            sqrt(affine1[batch]), i.e. `torch.einsum("...,...a->a", t10, t4)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `_over(torch.sum, grad, tuple(range(np.ndim(grad) - 1)))`
     """
@@ -199,9 +198,9 @@ def layer_norm_moments_vjp(
         affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
     t2 = np.shape(x)[-1]
     t3 = sum1[..., None]
-    t4 = grad * (-x + t3 / t2)
+    t4 = grad * (x - t3 / t2)
     t5 = torch.einsum("a,...a->...", scale, t4)
-    grad_affine1 = (1 / 2) * t5 / affine1 ** (3 / 2)
+    grad_affine1 = -1 / 2 * t5 / affine1 ** (3 / 2)
     t6 = affine1[..., None]
     t7 = torch.einsum("a,...a->...", scale, grad)
     t8 = t7[..., None]
@@ -213,8 +212,7 @@ def layer_norm_moments_vjp(
         - 2 * t3 * t9 / t2**2
     )
     t10 = 1 / torch.sqrt(affine1)
-    t11 = grad * (x - t3 / t2)
-    grad_scale = torch.einsum("...,...a->a", t10, t11)
+    grad_scale = torch.einsum("...,...a->a", t10, t4)
     grad_offset = _over(torch.sum, grad, tuple(range(np.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
 
@@ -227,7 +225,7 @@ class _LayerNormMomentsFunction(torch.autograd.Function):
         y, stages = layer_norm_moments_forward(
             x, scale, offset, epsilon=epsilon, return_stages=True
         )
-        return y, *stages.values()
+        return y, *_views(stages.values())
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -259,11 +257,7 @@ def batch_norm_training_forward(x, scale, offset, *, epsilon=0.001, return_stage
     mean = t3 / (t0 * t1 * t2)
     t4 = torch.sum((-mean + x) ** 2, axis=(-4, -3, -2))
     variance = t4 / (t0 * t1 * t2)
-    y = (
-        -mean * scale / torch.sqrt(epsilon + variance)
-        + offset
-        + scale * x / torch.sqrt(epsilon + variance)
-    )
+    y = offset + scale * (-mean + x) / torch.sqrt(epsilon + variance)
     if return_stages:  # for batch_norm_training_vjp(..., **stages): not computed again
         return y, {"mean": mean, "variance": variance}
     return y
@@ -278,19 +272,16 @@ def batch_norm_training_vjp(
         mean[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         variance[c] = sum_{b, h, w} (-mean[c] + x[b, h, w, c])**2 / (B * H * W)
             i.e. `t4 / (t0 * t1 * t2)`
-        grad_variance[c] = sum_{b, h, w} (grad[b, h, w, c] * mean[c] * scale[c] / (2 * (epsilon +
-            variance[c])**(3/2)) - grad[b, h, w, c] * scale[c] * x[b, h, w, c] / (2 * (epsilon +
-            variance[c])**(3/2))), i.e. `(1 / 2) * scale * t5 / (epsilon + variance) ** (3 / 2)`
+        grad_variance[c] = -sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) * scale[c] /
+            (2 * (epsilon + variance[c])**(3/2))
+            i.e. `-1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)`
         grad_x[i, j, k, c] = grad[i, j, k, c] * scale[c] / sqrt(epsilon + variance[c])
-            - 2 * grad_variance[c] * mean[c] / (B * H * W)
-            + 2 * grad_variance[c] * x[i, j, k, c] / (B * H * W)
+            + 2 * grad_variance[c] * (-mean[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon + variance[c]))
-            - sum_{b, h, w} 2 * grad_variance[c] * x[b, h, w, c] / (B**2 * H**2 * W**2)
-            + 2 * grad_variance[c] * mean[c] / (B * H * W)
-            i.e. `grad * scale / torch.sqrt(epsilon + variance) - 2 * grad_variance * t10 / ...`
-        grad_scale[c] = sum_{b, h, w} (-grad[b, h, w, c] * mean[c] / sqrt(epsilon + variance[c]) +
-            grad[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon + variance[c]))
-            i.e. `t13 / torch.sqrt(epsilon + variance)`
+            - sum_{b, h, w} 2 * grad_variance[c] * (-mean[c] + x[b, h, w, c]) / (B**2 * H**2 * W**2)
+            i.e. `grad * scale / torch.sqrt(epsilon + variance) + 2 * grad_variance * (-mean + ...`
+        grad_scale[c] = sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) / sqrt(epsilon +
+            variance[c]), i.e. `t5 / torch.sqrt(epsilon + variance)`
         grad_offset[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `torch.sum(grad, axis=(-4, -3, -2))`
     """
     if mean is None or variance is None:
@@ -301,8 +292,8 @@ def batch_norm_training_vjp(
         mean = t3 / (t0 * t1 * t2)
         t4 = torch.sum((-mean + x) ** 2, axis=(-4, -3, -2))
         variance = t4 / (t0 * t1 * t2)
-    t5 = torch.sum(grad * (mean - x), axis=(-4, -3, -2))
-    grad_variance = (1 / 2) * scale * t5 / (epsilon + variance) ** (3 / 2)
+    t5 = torch.sum(grad * (-mean + x), axis=(-4, -3, -2))
+    grad_variance = -1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)
     t6 = np.shape(x)[-4]
     t7 = np.shape(x)[-3]
     t8 = np.shape(x)[-2]
@@ -312,12 +303,11 @@ def batch_norm_training_vjp(
     t12 = torch.sum(t11, axis=(-3, -2, -1))
     grad_x = (
         grad * scale / torch.sqrt(epsilon + variance)
-        - 2 * grad_variance * t10 / (t6**2 * t7**2 * t8**2)
-        + 2 * grad_variance * x / (t6 * t7 * t8)
+        + 2 * grad_variance * (-mean + x) / (t6 * t7 * t8)
+        - 2 * grad_variance * (-mean * t6 * t7 * t8 + t10) / (t6**2 * t7**2 * t8**2)
         - scale * t12 / (t6 * t7 * t8 * torch.sqrt(epsilon + variance))
     )
-    t13 = torch.sum(grad * (-mean + x), axis=(-4, -3, -2))
-    grad_scale = t13 / torch.sqrt(epsilon + variance)
+    grad_scale = t5 / torch.sqrt(epsilon + variance)
     grad_offset = torch.sum(grad, axis=(-4, -3, -2))
     return grad_x, grad_scale, grad_offset
 
@@ -330,7 +320,7 @@ class _BatchNormTrainingFunction(torch.autograd.Function):
         y, stages = batch_norm_training_forward(
             x, scale, offset, epsilon=epsilon, return_stages=True
         )
-        return y, *stages.values()
+        return y, *_views(stages.values())
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -374,9 +364,7 @@ def group_norm_forward(x, scale, offset, *, epsilon=0.001, groups=2, return_stag
     t11 = np.shape(x_split)[-2]
     t12 = np.shape(x_split)[-1]
     y = torch.reshape(
-        offset_split
-        - scale_split * t5 / torch.sqrt(epsilon + t7)
-        + scale_split * x_split / torch.sqrt(epsilon + t7),
+        offset_split + scale_split * (-t5 + x_split) / torch.sqrt(epsilon + t7),
         (t8, t9, t10, t11 * t12),
     )
     if return_stages:  # for group_norm_vjp(..., **stages): not computed again
@@ -393,23 +381,20 @@ def group_norm_vjp(
         mean[b, g] = sum_{h, w, c} x[b, h, w, g, c] / (C * H * W), i.e. `t5 / (t2 * t3 * t4)`
         variance[b, g] = sum_{h, w, c} (-mean[b, g] + x[b, h, w, g, c])**2 / (C * H * W)
             i.e. `t7 / (t2 * t3 * t4)`
-        grad_variance[b, g] = sum_{h, w, c} (grad[b, h, w, g, c] * mean[b, g] * scale[g, c] / (2 *
-            (epsilon + variance[b, g])**(3/2)) - grad[b, h, w, g, c] * scale[g, c] * x[b, h, w, g,
-            c] / (2 * (epsilon + variance[b, g])**(3/2)))
-            i.e. `(1 / 2) * t10 / (epsilon + variance) ** (3 / 2)`
+        grad_variance[b, g] = -sum_{h, w, c} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c])
+            * scale[g, c] / (2 * (epsilon + variance[b, g])**(3/2))
+            i.e. `-1 / 2 * t10 / (epsilon + variance) ** (3 / 2)`
         grad_x[b, i, j, g, k] = grad[b, i, j, g, k] * scale[g, k] / sqrt(epsilon + variance[b, g])
-            - 2 * grad_variance[b, g] * mean[b, g] / (C * H * W)
-            + 2 * grad_variance[b, g] * x[b, i, j, g, k] / (C * H * W)
+            + 2 * grad_variance[b, g] * (-mean[b, g] + x[b, i, j, g, k]) / (C * H * W)
             - sum_{h, w, c} grad[b, h, w, g, c] * scale[g, c] / (C * H * W * sqrt(epsilon +
                 variance[b, g]))
-            - sum_{h, w, c} 2 * grad_variance[b, g] * x[b, h, w, g, c] / (C**2 * H**2 * W**2)
-            + 2 * grad_variance[b, g] * mean[b, g] / (C * H * W)
+            - sum_{h, w, c} 2 * grad_variance[b, g] * (-mean[b, g] + x[b, h, w, g, c]) / (C**2 *
+                H**2 * W**2)
             i.e. `torch.reshape(grad * scale_split / torch.sqrt(epsilon + t11) - t16 / (t12 * ...`
-        grad_scale[g, c] = sum_{b, h, w} (-grad[b, h, w, g, c] * mean[b, g] / sqrt(epsilon +
-            variance[b, g]) + grad[b, h, w, g, c] * x[b, h, w, g, c] / sqrt(epsilon + variance[b,
-            g])), i.e. `torch.reshape(t26, (t23 * t1,))`
+        grad_scale[g, c] = sum_{b, h, w} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c]) /
+            sqrt(epsilon + variance[b, g]), i.e. `torch.reshape(t25, (t23 * t1,))`
         grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c]
-            i.e. `torch.reshape(t27, (t23 * t1,))`
+            i.e. `torch.reshape(t26, (t23 * t1,))`
     """
     t0 = groups
     x_split = torch.reshape(x, np.shape(x)[:-1] + (t0, -1))
@@ -427,18 +412,18 @@ def group_norm_vjp(
         t7 = torch.sum((-t6 + x_split) ** 2, axis=(-4, -3, -1))
         variance = t7 / (t2 * t3 * t4)
     t8 = mean[..., None, None, :, None]
-    t9 = grad * (t8 - x_split)
+    t9 = grad * (-t8 + x_split)
     t10 = torch.einsum("ab,cdeab->ca", scale_split, t9)
-    grad_variance = (1 / 2) * t10 / (epsilon + variance) ** (3 / 2)
+    grad_variance = -1 / 2 * t10 / (epsilon + variance) ** (3 / 2)
     t11 = variance[..., None, None, :, None]
     t12 = np.shape(x_split)[-1]
     t13 = np.shape(x_split)[-4]
     t14 = np.shape(x_split)[-3]
     t15 = torch.einsum("ab,cdeab->ca", scale_split, grad)
     t16 = t15[..., None, None, :, None]
-    t17 = grad_variance[..., None, None, :, None]
-    t18 = torch.permute(x_split, (0, 4, 2, 3, 1))
-    t19 = torch.sum(t18, axis=(-4, -3, -1), keepdims=True)
+    t17 = torch.permute(x_split, (0, 4, 2, 3, 1))
+    t18 = torch.sum(t17, axis=(-4, -3, -1), keepdims=True)
+    t19 = grad_variance[..., None, None, :, None]
     t20 = np.shape(x_split)[-5]
     t21 = np.shape(x_split)[-4]
     t22 = np.shape(x_split)[-3]
@@ -446,16 +431,15 @@ def group_norm_vjp(
     grad_x = torch.reshape(
         grad * scale_split / torch.sqrt(epsilon + t11)
         - t16 / (t12 * t13 * t14 * torch.sqrt(epsilon + t11))
-        + 2 * t17 * x_split / (t12 * t13 * t14)
-        - 2 * t17 * t19 / (t12**2 * t13**2 * t14**2),
+        + 2 * t19 * (-t8 + x_split) / (t12 * t13 * t14)
+        - 2 * t19 * (-t12 * t13 * t14 * t8 + t18) / (t12**2 * t13**2 * t14**2),
         (t20, t21, t22, t23 * t1),
     )
     t24 = 1 / torch.sqrt(epsilon + variance)
-    t25 = grad * (-t8 + x_split)
-    t26 = torch.einsum("ab,acdbe->be", t24, t25)
-    grad_scale = torch.reshape(t26, (t23 * t1,))
-    t27 = torch.sum(grad, axis=(-5, -4, -3))
-    grad_offset = torch.reshape(t27, (t23 * t1,))
+    t25 = torch.einsum("ab,acdbe->be", t24, t9)
+    grad_scale = torch.reshape(t25, (t23 * t1,))
+    t26 = torch.sum(grad, axis=(-5, -4, -3))
+    grad_offset = torch.reshape(t26, (t23 * t1,))
     return grad_x, grad_scale, grad_offset
 
 
@@ -467,7 +451,7 @@ class _GroupNormFunction(torch.autograd.Function):
         y, stages = group_norm_forward(
             x, scale, offset, epsilon=epsilon, groups=groups, return_stages=True
         )
-        return y, *stages.values()
+        return y, *_views(stages.values())
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -564,7 +548,7 @@ class _ScaledDotProductAttentionFunction(torch.autograd.Function):
     @staticmethod
     def forward(q, k, v, mask):
         output, stages = scaled_dot_product_attention_forward(q, k, v, mask, return_stages=True)
-        return output, *stages.values()
+        return output, *_views(stages.values())
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -631,7 +615,7 @@ class _MlpBlockFunction(torch.autograd.Function):
     @staticmethod
     def forward(x, w1, b1, w2, b2):
         y, stages = mlp_block_forward(x, w1, b1, w2, b2, return_stages=True)
-        return y, *stages.values()
+        return y, *_views(stages.values())
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -703,7 +687,7 @@ class _CosineSimilarityFunction(torch.autograd.Function):
     @staticmethod
     def forward(epsilon, x, y):
         output, stages = cosine_similarity_forward(x, y, epsilon=epsilon, return_stages=True)
-        return output, *stages.values()
+        return output, *_views(stages.values())
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -745,7 +729,7 @@ def rbf_kernel_vjp(grad, x, y, *, kernel=None, length_scale=1.0):
             i.e. `-1 / 2 * grad * kernel / length_scale**2`
         grad_x[i, d] = -sum_j 2 * grad_sum1[i, j] * y[j, d] + sum_j 2 * grad_sum1[i, j] * x[i, d]
             i.e. `-2 * t0 + 2 * t1 * x`
-        grad_y[j, d] = -sum_i 2 * grad_sum1[i, j] * x[i, d] + sum_i 2 * grad_sum1[i, j] * y[j, d]
+        grad_y[j, d] = sum_i 2 * grad_sum1[i, j] * y[j, d] - sum_i 2 * grad_sum1[i, j] * x[i, d]
             i.e. `-2 * t2 + 2 * t4 * y`
     """
     if kernel is None:
@@ -832,7 +816,7 @@ class _LogSumExpMatMulFunction(torch.autograd.Function):
     @staticmethod
     def forward(a, b):
         output, stages = log_sum_exp_mat_mul_forward(a, b, return_stages=True)
-        return output, *stages.values()
+        return output, *_views(stages.values())
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -857,13 +841,8 @@ def bias_gelu_forward(x, bias):
     """BiasGelu's formula."""
     y = (
         (1 / 2)
-        * bias
-        * torch.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + (1 / 2) * bias
-        + (1 / 2)
-        * x
-        * torch.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
-        + (1 / 2) * x
+        * (bias + x)
+        * (torch.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) + 1)
     )
     return y
 
@@ -872,70 +851,53 @@ def bias_gelu_vjp(grad, x, bias, *, y=None):
     """Gradient of BiasGelu: one array per input (x, bias).
 
     In index notation, next to the code computing it:
-        grad_x[batch, c] = grad[batch, c] / 2
-            + grad[batch, c] * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c]
-                + x[batch, c]) / sqrt(pi)) / 2
-            + sqrt(2) * grad[batch, c] * bias[c] / (2 * sqrt(pi))
-            + sqrt(2) * grad[batch, c] * x[batch, c] / (2 * sqrt(pi))
-            - sqrt(2) * grad[batch, c] * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000
-                + bias[c] + x[batch, c]) / sqrt(pi))**2 * bias[c] / (2 * sqrt(pi))
-            ... (`symgrad explain` prints it whole)
-            i.e. `(1 / 400000) * grad * (-21406.444881780073 * bias * (bias + x) ** 2 * ...`
-        grad_bias[c] = sum_batch (-26829 * sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 *
-            tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) /
-            sqrt(pi))**2 * bias[c] / (400000 * sqrt(pi)) - 26829 * sqrt(2) * grad[batch, c] *
-            (bias[c] + x[batch, c])**2 * tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 / 200000
-            + bias[c] + x[batch, c]) / sqrt(pi))**2 * x[batch, c] / (400000 * sqrt(pi)) + 26829 *
-            sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 * bias[c] / (400000 * sqrt(pi)) +
-            26829 * sqrt(2) * grad[batch, c] * (bias[c] + x[batch, c])**2 * x[batch, c] / (400000 *
-            ... (`symgrad explain` prints it whole), i.e. `(1 / 400000) * t1`
+        grad_x[batch, c] = grad[batch, c] * (tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 /
+            200000 + bias[c] + x[batch, c]) / sqrt(pi)) / 2 + 1/2)
+            + sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 /
+                200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c] + x[batch, c]) / (2 *
+                sqrt(pi))
+            + 26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 * (bias[c] + x[batch,
+                c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c] + x[batch,
+                c])**3 / (400000 * sqrt(pi))
+            i.e. `(1 / 400000) * grad * (21406.444881780073 * (1 - ...`
+        grad_bias[c] = sum_batch (26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 *
+            (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c]
+            + x[batch, c])**3 / (400000 * sqrt(pi)) + sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) *
+            (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) *
+            (bias[c] + x[batch, c]) / (2 * sqrt(pi)) + grad[batch, c] * (tanh(sqrt(2) * (8943 *
+            (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi)) / 2 + 1/2))
+            i.e. `(1 / 400000) * t1`
     """
     grad_x = (
         (1 / 400000)
         * grad
         * (
-            -21406.444881780073
-            * bias
-            * (bias + x) ** 2
-            * torch.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-            + 21406.444881780073 * bias * (bias + x) ** 2
-            - 159576.91216057306
-            * bias
-            * torch.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-            + 159576.91216057306 * bias
-            - 21406.444881780073
-            * x
-            * (bias + x) ** 2
-            * torch.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-            + 21406.444881780073 * x * (bias + x) ** 2
-            - 159576.91216057306
-            * x
-            * torch.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-            + 159576.91216057306 * x
+            21406.444881780073
+            * (
+                1
+                - torch.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+                ** 2
+            )
+            * (bias + x) ** 3
+            + 159576.91216057306
+            * (
+                1
+                - torch.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
+                ** 2
+            )
+            * (bias + x)
             + 200000
             * torch.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
             + 200000
         )
     )
     t0 = grad * (
-        -21406.444881780073
-        * bias
-        * (bias + x) ** 2
-        * torch.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 21406.444881780073 * bias * (bias + x) ** 2
-        - 159576.91216057306
-        * bias
-        * torch.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 159576.91216057306 * bias
-        - 21406.444881780073
-        * x
-        * (bias + x) ** 2
-        * torch.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 21406.444881780073 * x * (bias + x) ** 2
-        - 159576.91216057306
-        * x
-        * torch.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2
-        + 159576.91216057306 * x
+        21406.444881780073
+        * (1 - torch.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2)
+        * (bias + x) ** 3
+        + 159576.91216057306
+        * (1 - torch.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3)) ** 2)
+        * (bias + x)
         + 200000 * torch.tanh(0.7978845608028654 * (bias + x + (8943 / 200000) * (bias + x) ** 3))
         + 200000
     )

@@ -26,6 +26,12 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
 def _shift_right(x, axis, fill, steps=1):
     """`x` moved `steps` along `axis`, `fill` first: an exclusive cumulative sum or product
     from an inclusive one."""
@@ -2052,7 +2058,7 @@ class _MaxPoolGradFunction(torch.autograd.Function):
             strides=strides,
             return_stages=True,
         )
-        return output, *stages.values()
+        return output, *_views(stages.values())
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -2325,7 +2331,7 @@ class _MaxPoolGradV2Function(torch.autograd.Function):
             strides=strides,
             return_stages=True,
         )
-        return output, *stages.values()
+        return output, *_views(stages.values())
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -2864,7 +2870,7 @@ class _MaxPool3DGradFunction(torch.autograd.Function):
             strides=strides,
             return_stages=True,
         )
-        return output, *stages.values()
+        return output, *_views(stages.values())
 
     @staticmethod
     def setup_context(ctx, inputs, output):

@@ -549,11 +549,11 @@ def unsorted_segment_prod_vjp(grad, data, segment_ids, *, output=None, num_segme
         grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
             data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
             data[i, p], 1), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) *
-            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else -data[j, p] * (prod_i
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else (prod_i
             selected(segment_ids[i] == s, selected(data[i, p] != 0, data[i, p], 1), 1) at s =
-            segment_ids[j]) + (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
-            data[i, p], 1), 1) at s = segment_ids[j]) * (sum_i delta(s, segment_ids[i]) *
-            ... (`symgrad explain` prints it whole)
+            segment_ids[j]) * (-data[j, p] + (sum_i delta(s, segment_ids[i]) * selected(data[i, p]
+            == 0, data[i, p], 0) at s = segment_ids[j])) if (sum_i delta(s, segment_ids[i]) *
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 2 else 0)
             i.e. `t0 * jnp.where(data != 0, jnp.where(~(data != 0), 1, t1) / jnp.where(~(data ...`
     """
     if output is None:
@@ -573,7 +573,7 @@ def unsorted_segment_prod_vjp(grad, data, segment_ids, *, output=None, num_segme
     grad_data = t0 * jnp.where(
         data != 0,
         jnp.where(~(data != 0), 1, t1) / jnp.where(~(data != 0), 1, data),
-        jnp.where(t8 == 1, t5, jnp.where(t8 == 2, -data * t5 + t11 * t5, 0)),
+        jnp.where(t8 == 1, t5, jnp.where(t8 == 2, t5 * (-data + t11), 0)),
     )
     return grad_data, None
 
@@ -797,11 +797,11 @@ def segment_prod_vjp(grad, data, segment_ids, *, output=None):
         grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
             data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
             data[i, p], 1), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) *
-            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else -data[j, p] * (prod_i
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else (prod_i
             selected(segment_ids[i] == s, selected(data[i, p] != 0, data[i, p], 1), 1) at s =
-            segment_ids[j]) + (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
-            data[i, p], 1), 1) at s = segment_ids[j]) * (sum_i delta(s, segment_ids[i]) *
-            ... (`symgrad explain` prints it whole)
+            segment_ids[j]) * (-data[j, p] + (sum_i delta(s, segment_ids[i]) * selected(data[i, p]
+            == 0, data[i, p], 0) at s = segment_ids[j])) if (sum_i delta(s, segment_ids[i]) *
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 2 else 0)
             i.e. `t0 * jnp.where(data != 0, jnp.where(~(data != 0), 1, t1) / jnp.where(~(data ...`
     """
     if output is None:
@@ -821,7 +821,7 @@ def segment_prod_vjp(grad, data, segment_ids, *, output=None):
     grad_data = t0 * jnp.where(
         data != 0,
         jnp.where(~(data != 0), 1, t1) / jnp.where(~(data != 0), 1, data),
-        jnp.where(t8 == 1, t5, jnp.where(t8 == 2, -data * t5 + t11 * t5, 0)),
+        jnp.where(t8 == 1, t5, jnp.where(t8 == 2, t5 * (-data + t11), 0)),
     )
     return grad_data, None
 

@@ -482,11 +482,11 @@ def unsorted_segment_prod_grad(grad, data, segment_ids, *, output=None, num_segm
         grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
             data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
             data[i, p], 1), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) *
-            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else -data[j, p] * (prod_i
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else (prod_i
             selected(segment_ids[i] == s, selected(data[i, p] != 0, data[i, p], 1), 1) at s =
-            segment_ids[j]) + (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
-            data[i, p], 1), 1) at s = segment_ids[j]) * (sum_i delta(s, segment_ids[i]) *
-            ... (`symgrad explain` prints it whole)
+            segment_ids[j]) * (-data[j, p] + (sum_i delta(s, segment_ids[i]) * selected(data[i, p]
+            == 0, data[i, p], 0) at s = segment_ids[j])) if (sum_i delta(s, segment_ids[i]) *
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 2 else 0)
             i.e. `t0 * np.where(data != 0, t1 / data, np.where(t8 == 1, t5, np.where(t8 == 2, ...`
     """
     if output is None:
@@ -504,7 +504,7 @@ def unsorted_segment_prod_grad(grad, data, segment_ids, *, output=None, num_segm
     t10 = _scatter_add(t9, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
     t11 = _gather(t10, segment_ids, -2)
     grad_data = t0 * np.where(
-        data != 0, t1 / data, np.where(t8 == 1, t5, np.where(t8 == 2, -data * t5 + t11 * t5, 0))
+        data != 0, t1 / data, np.where(t8 == 1, t5, np.where(t8 == 2, t5 * (-data + t11), 0))
     )
     return grad_data, None
 
@@ -688,11 +688,11 @@ def segment_prod_grad(grad, data, segment_ids, *, output=None):
         grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
             data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
             data[i, p], 1), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) *
-            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else -data[j, p] * (prod_i
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else (prod_i
             selected(segment_ids[i] == s, selected(data[i, p] != 0, data[i, p], 1), 1) at s =
-            segment_ids[j]) + (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
-            data[i, p], 1), 1) at s = segment_ids[j]) * (sum_i delta(s, segment_ids[i]) *
-            ... (`symgrad explain` prints it whole)
+            segment_ids[j]) * (-data[j, p] + (sum_i delta(s, segment_ids[i]) * selected(data[i, p]
+            == 0, data[i, p], 0) at s = segment_ids[j])) if (sum_i delta(s, segment_ids[i]) *
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 2 else 0)
             i.e. `t0 * np.where(data != 0, t1 / data, np.where(t8 == 1, t5, np.where(t8 == 2, ...`
     """
     if output is None:
@@ -710,6 +710,6 @@ def segment_prod_grad(grad, data, segment_ids, *, output=None):
     t10 = _scatter_add(t9, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
     t11 = _gather(t10, segment_ids, -2)
     grad_data = t0 * np.where(
-        data != 0, t1 / data, np.where(t8 == 1, t5, np.where(t8 == 2, -data * t5 + t11 * t5, 0))
+        data != 0, t1 / data, np.where(t8 == 1, t5, np.where(t8 == 2, t5 * (-data + t11), 0))
     )
     return grad_data, None

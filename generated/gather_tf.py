@@ -711,11 +711,11 @@ def unsorted_segment_prod_vjp(grad, data, segment_ids, output, *, num_segments):
         grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
             data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
             data[i, p], 1), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) *
-            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else -data[j, p] * (prod_i
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else (prod_i
             selected(segment_ids[i] == s, selected(data[i, p] != 0, data[i, p], 1), 1) at s =
-            segment_ids[j]) + (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
-            data[i, p], 1), 1) at s = segment_ids[j]) * (sum_i delta(s, segment_ids[i]) *
-            ... (`symgrad explain` prints it whole)
+            segment_ids[j]) * (-data[j, p] + (sum_i delta(s, segment_ids[i]) * selected(data[i, p]
+            == 0, data[i, p], 0) at s = segment_ids[j])) if (sum_i delta(s, segment_ids[i]) *
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 2 else 0)
             i.e. `t0 * tf.where(tf.not_equal(data, 0), tf.where(~tf.not_equal(data, 0), ...`
     """
     t0 = _gather(grad, segment_ids, -2)
@@ -737,7 +737,7 @@ def unsorted_segment_prod_vjp(grad, data, segment_ids, output, *, num_segments):
         tf.where(
             tf.equal(t8, 1),
             t5,
-            tf.where(tf.equal(t8, 2), -data * t5 + t11 * t5, tf.constant(0, grad.dtype)),
+            tf.where(tf.equal(t8, 2), t5 * (-data + t11), tf.constant(0, grad.dtype)),
         ),
     )
     return grad_data, None
@@ -979,11 +979,11 @@ def segment_prod_vjp(grad, data, segment_ids, output):
         grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
             data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
             data[i, p], 1), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) *
-            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else -data[j, p] * (prod_i
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else (prod_i
             selected(segment_ids[i] == s, selected(data[i, p] != 0, data[i, p], 1), 1) at s =
-            segment_ids[j]) + (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
-            data[i, p], 1), 1) at s = segment_ids[j]) * (sum_i delta(s, segment_ids[i]) *
-            ... (`symgrad explain` prints it whole)
+            segment_ids[j]) * (-data[j, p] + (sum_i delta(s, segment_ids[i]) * selected(data[i, p]
+            == 0, data[i, p], 0) at s = segment_ids[j])) if (sum_i delta(s, segment_ids[i]) *
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 2 else 0)
             i.e. `t0 * tf.where(tf.not_equal(data, 0), tf.where(~tf.not_equal(data, 0), ...`
     """
     t0 = _gather(grad, segment_ids, -2)
@@ -1005,7 +1005,7 @@ def segment_prod_vjp(grad, data, segment_ids, output):
         tf.where(
             tf.equal(t8, 1),
             t5,
-            tf.where(tf.equal(t8, 2), -data * t5 + t11 * t5, tf.constant(0, grad.dtype)),
+            tf.where(tf.equal(t8, 2), t5 * (-data + t11), tf.constant(0, grad.dtype)),
         ),
     )
     return grad_data, None

@@ -21,6 +21,12 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
 def _tensors(a, b):
     """`a` and `b` as tensors: a Python number in the dtype of the other."""
     like = a if isinstance(a, torch.Tensor) else b
@@ -560,11 +566,11 @@ def unsorted_segment_prod_vjp(grad, data, segment_ids, *, output=None, num_segme
         grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
             data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
             data[i, p], 1), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) *
-            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else -data[j, p] * (prod_i
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else (prod_i
             selected(segment_ids[i] == s, selected(data[i, p] != 0, data[i, p], 1), 1) at s =
-            segment_ids[j]) + (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
-            data[i, p], 1), 1) at s = segment_ids[j]) * (sum_i delta(s, segment_ids[i]) *
-            ... (`symgrad explain` prints it whole)
+            segment_ids[j]) * (-data[j, p] + (sum_i delta(s, segment_ids[i]) * selected(data[i, p]
+            == 0, data[i, p], 0) at s = segment_ids[j])) if (sum_i delta(s, segment_ids[i]) *
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 2 else 0)
             i.e. `t0 * torch.where(data != 0, torch.where(~(data != 0), 1, t1) / ...`
     """
     if output is None:
@@ -584,7 +590,7 @@ def unsorted_segment_prod_vjp(grad, data, segment_ids, *, output=None, num_segme
     grad_data = t0 * torch.where(
         data != 0,
         torch.where(~(data != 0), 1, t1) / torch.where(~(data != 0), 1, data),
-        torch.where(t8 == 1, t5, torch.where(t8 == 2, -data * t5 + t11 * t5, 0)),
+        torch.where(t8 == 1, t5, torch.where(t8 == 2, t5 * (-data + t11), 0)),
     )
     return grad_data, None
 
@@ -663,7 +669,7 @@ class _SegmentMaxFunction(torch.autograd.Function):
     @staticmethod
     def forward(data, segment_ids):
         output, stages = segment_max_forward(data, segment_ids, return_stages=True)
-        return output, *stages.values()
+        return output, *_views(stages.values())
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -731,7 +737,7 @@ class _SegmentMinFunction(torch.autograd.Function):
     @staticmethod
     def forward(data, segment_ids):
         output, stages = segment_min_forward(data, segment_ids, return_stages=True)
-        return output, *stages.values()
+        return output, *_views(stages.values())
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -818,11 +824,11 @@ def segment_prod_vjp(grad, data, segment_ids, *, output=None):
         grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
             data[j, p] != 0 else (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
             data[i, p], 1), 1) at s = segment_ids[j]) if (sum_i delta(s, segment_ids[i]) *
-            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else -data[j, p] * (prod_i
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 1 else (prod_i
             selected(segment_ids[i] == s, selected(data[i, p] != 0, data[i, p], 1), 1) at s =
-            segment_ids[j]) + (prod_i selected(segment_ids[i] == s, selected(data[i, p] != 0,
-            data[i, p], 1), 1) at s = segment_ids[j]) * (sum_i delta(s, segment_ids[i]) *
-            ... (`symgrad explain` prints it whole)
+            segment_ids[j]) * (-data[j, p] + (sum_i delta(s, segment_ids[i]) * selected(data[i, p]
+            == 0, data[i, p], 0) at s = segment_ids[j])) if (sum_i delta(s, segment_ids[i]) *
+            indicator(data[i, p] == 0) at s = segment_ids[j]) == 2 else 0)
             i.e. `t0 * torch.where(data != 0, torch.where(~(data != 0), 1, t1) / ...`
     """
     if output is None:
@@ -842,7 +848,7 @@ def segment_prod_vjp(grad, data, segment_ids, *, output=None):
     grad_data = t0 * torch.where(
         data != 0,
         torch.where(~(data != 0), 1, t1) / torch.where(~(data != 0), 1, data),
-        torch.where(t8 == 1, t5, torch.where(t8 == 2, -data * t5 + t11 * t5, 0)),
+        torch.where(t8 == 1, t5, torch.where(t8 == 2, t5 * (-data + t11), 0)),
     )
     return grad_data, None
 

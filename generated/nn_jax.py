@@ -223,11 +223,10 @@ def softmax_cross_entropy_with_logits_forward(features, labels, *, return_stages
     ext1 = jnp.max(features, axis=-1)
     t0 = ext1[..., None]
     sum1 = jnp.sum(jnp.exp(features - t0), axis=-1)
-    t1 = jnp.sum(features * labels, axis=-1)
-    t2 = jnp.sum(labels, axis=-1)
-    loss = ext1 * t2 - t1 + t2 * jnp.log(sum1)
-    t3 = sum1[..., None]
-    backprop = -labels + jnp.exp(features - t0) / t3
+    t1 = sum1[..., None]
+    t2 = jnp.sum(labels * (features - t0 - jnp.log(t1)), axis=-1)
+    loss = -t2
+    backprop = -labels + jnp.exp(features - t0) / t1
     if (
         return_stages
     ):  # for softmax_cross_entropy_with_logits_vjp(..., **stages): not computed again
@@ -249,9 +248,8 @@ def softmax_cross_entropy_with_logits_vjp(
             + sum_j (-grad_backprop[i, j] * (backprop[i, j] + labels[i, j]) + grad_loss[i] *
                 labels[i, j]) * (backprop[i, k] + labels[i, k])
             i.e. `grad_backprop * (backprop + labels) - labels * t1 + t2 * (backprop + labels)`
-        grad_labels[i, j] = -grad_loss[i] * features[i, j] + grad_loss[i] * ext1[i]
-            + grad_loss[i] * log(sum1[i]) - grad_backprop[i, j]
-            i.e. `-features * t1 - grad_backprop + t1 * t3 + t1 * jnp.log(t4)`
+        grad_labels[i, j] = -grad_loss[i] * (-log(sum1[i]) - ext1[i] + features[i, j])
+            - grad_backprop[i, j], i.e. `-grad_backprop - t1 * (features - t3 - jnp.log(t4))`
     """
     if backprop is None:
         backprop = softmax_cross_entropy_with_logits_forward(features, labels)[1]
@@ -264,7 +262,7 @@ def softmax_cross_entropy_with_logits_vjp(
     grad_features = grad_backprop * (backprop + labels) - labels * t1 + t2 * (backprop + labels)
     t3 = ext1[..., None]
     t4 = sum1[..., None]
-    grad_labels = -features * t1 - grad_backprop + t1 * t3 + t1 * jnp.log(t4)
+    grad_labels = -grad_backprop - t1 * (features - t3 - jnp.log(t4))
     return grad_features, grad_labels
 
 

@@ -43,13 +43,9 @@ def batch_norm_with_global_normalization_forward(
 ):
     """BatchNormWithGlobalNormalization's formula."""
     if not scale_after_normalization:
-        result = beta - m / jnp.sqrt(v + variance_epsilon) + t / jnp.sqrt(v + variance_epsilon)
+        result = beta + (-m + t) / jnp.sqrt(v + variance_epsilon)
     elif scale_after_normalization:
-        result = (
-            beta
-            - gamma * m / jnp.sqrt(v + variance_epsilon)
-            + gamma * t / jnp.sqrt(v + variance_epsilon)
-        )
+        result = beta + gamma * (-m + t) / jnp.sqrt(v + variance_epsilon)
     else:
         raise ValueError(
             f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
@@ -106,10 +102,9 @@ def batch_norm_with_global_normalization_vjp(
     elif scale_after_normalization:
         grad_t = gamma * grad / jnp.sqrt(v + variance_epsilon)
         grad_m = -gamma * t0 / jnp.sqrt(v + variance_epsilon)
-        t1 = jnp.sum(grad * (m - t), axis=(-4, -3, -2))
-        grad_v = (1 / 2) * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
-        t2 = jnp.sum(grad * (-m + t), axis=(-4, -3, -2))
-        grad_gamma = t2 / jnp.sqrt(v + variance_epsilon)
+        t1 = jnp.sum(grad * (-m + t), axis=(-4, -3, -2))
+        grad_v = -1 / 2 * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
+        grad_gamma = t1 / jnp.sqrt(v + variance_epsilon)
     else:
         raise ValueError(
             f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
@@ -285,18 +280,16 @@ def fused_batch_norm_forward(
     is_training=True,
     epsilon=0.0001,
     exponential_avg_factor=1.0,
+    return_stages=False,
 ):
     """FusedBatchNorm's formula."""
+    batch_mean_ = None
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        y = (
-            -mean * scale / jnp.sqrt(epsilon + variance)
-            + offset
-            + scale * x / jnp.sqrt(epsilon + variance)
-        )
+        y = offset + scale * (-mean + x) / jnp.sqrt(epsilon + variance)
         batch_mean = mean
         batch_variance = variance
         reserve_space_1 = mean
@@ -309,23 +302,21 @@ def fused_batch_norm_forward(
         batch_mean_ = t3 / (t0 * t1 * t2)
         t4 = jnp.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
         batch_variance_ = t4 / (t0 * t1 * t2)
-        y = (
-            -batch_mean_ * scale / jnp.sqrt(batch_variance_ + epsilon)
-            + offset
-            + scale * x / jnp.sqrt(batch_variance_ + epsilon)
-        )
-        batch_mean = batch_mean_ * exponential_avg_factor - exponential_avg_factor * mean + mean
-        batch_variance = (
-            batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
-            - exponential_avg_factor * variance
-            + variance
-        )
+        y = offset + scale * (-batch_mean_ + x) / jnp.sqrt(batch_variance_ + epsilon)
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+        batch_variance = batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (
+            t0 * t1 * t2 - 1
+        ) + variance * (1 - exponential_avg_factor)
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     else:
         raise ValueError(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
+    if return_stages:  # for fused_batch_norm_vjp(..., **stages): not computed again
+        return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), {
+            "batch_mean_": batch_mean_
+        }
     return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2)
 
 
@@ -346,6 +337,7 @@ def fused_batch_norm_vjp(
     batch_variance=None,
     reserve_space_1=None,
     reserve_space_2=None,
+    batch_mean_=None,
     data_format="NHWC",
     is_training=True,
     epsilon=0.0001,
@@ -355,30 +347,28 @@ def fused_batch_norm_vjp(
 
     In index notation, next to the code computing it, for data_format='NHWC', is_training=True
     (other values of data_format, is_training change it):
-        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W)
+        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = sum_{b, h, w} (grad_y[b, h, w, c] * reserve_space_1[c] * scale[c]
-            / (2 * (epsilon + reserve_space_2[c])**(3/2)) - grad_y[b, h, w, c] * scale[c] * x[b, h,
-            w, c] / (2 * (epsilon + reserve_space_2[c])**(3/2)))
+        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
+            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
             i.e. `exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            - sum_{b, h, w} grad_y[b, h, w, c] * (reserve_space_1[c] - x[b, h, w, c]) *
-                batch_mean_[c] * scale[c] / (B * H * W * (epsilon + reserve_space_2[c])**(3/2))
-            - 2 * grad_batch_variance[c] * exponential_avg_factor * batch_mean_[c] / (B * H * W - 1)
-            - 2 * grad_reserve_space_2[c] * batch_mean_[c] / (B * H * W)
-            + 2 * grad_batch_variance_[c] * x[i, j, k, c] / (B * H * W)
+            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-            ... (`symgrad explain` prints it whole)
+                reserve_space_2[c]))
+            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
+            + grad_reserve_space_1[c] / (B * H * W)
+            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
+                * H**2 * W**2)
             i.e. `exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7) + 2 * ...`
-        grad_scale[c] = sum_{b, h, w} (-grad_y[b, h, w, c] * reserve_space_1[c] / sqrt(epsilon +
-            reserve_space_2[c]) + grad_y[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon +
-            reserve_space_2[c])), i.e. `t12 / jnp.sqrt(epsilon + reserve_space_2)`
+        grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / jnp.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `jnp.sum(grad_y, axis=(-4, -3, -2))`
-        grad_mean[c] = grad_batch_mean[c] - grad_batch_mean[c] * exponential_avg_factor
+        grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
-        grad_variance[c] = grad_batch_variance[c] - grad_batch_variance[c] * exponential_avg_factor
+        grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if reserve_space_1 is None:
@@ -409,32 +399,37 @@ def fused_batch_norm_vjp(
         raise ValueError(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
-    grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
     if not is_training:
         grad_x = grad_y * scale / jnp.sqrt(epsilon + reserve_space_2)
         t0 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         grad_scale = t0 / jnp.sqrt(epsilon + reserve_space_2)
+        grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
         t1 = jnp.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = (
             grad_batch_mean
             + grad_reserve_space_1
             - scale * t1 / jnp.sqrt(epsilon + reserve_space_2)
         )
-        t2 = jnp.sum(grad_y * (reserve_space_1 - x), axis=(-4, -3, -2))
         grad_variance = (
             grad_batch_variance
             + grad_reserve_space_2
-            + (1 / 2) * scale * t2 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
-        t4 = jnp.sum(grad_y * (reserve_space_1 - x), axis=(-4, -3, -2))
+        if batch_mean_ is None:
+            t0 = jnp.shape(x)[-4]
+            t1 = jnp.shape(x)[-3]
+            t2 = jnp.shape(x)[-2]
+            t3 = jnp.sum(x, axis=(-4, -3, -2))
+            batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         t5 = jnp.shape(x)[-4]
         t6 = jnp.shape(x)[-3]
         t7 = jnp.shape(x)[-2]
         grad_batch_variance_ = (
             exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 - 1)
             + grad_reserve_space_2
-            + (1 / 2) * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
         t8 = jnp.transpose(x, (3, 0, 1, 2))
         t9 = jnp.sum(t8, axis=(-3, -2, -1))
@@ -442,14 +437,17 @@ def fused_batch_norm_vjp(
         t11 = jnp.sum(t10, axis=(-3, -2, -1))
         grad_x = (
             exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7)
-            + 2 * grad_batch_variance_ * x / (t5 * t6 * t7)
-            - 2 * grad_batch_variance_ * t9 / (t5**2 * t6**2 * t7**2)
+            + 2 * grad_batch_variance_ * (-batch_mean_ + x) / (t5 * t6 * t7)
+            - 2
+            * grad_batch_variance_
+            * (-batch_mean_ * t5 * t6 * t7 + t9)
+            / (t5**2 * t6**2 * t7**2)
             + grad_reserve_space_1 / (t5 * t6 * t7)
             + grad_y * scale / jnp.sqrt(epsilon + reserve_space_2)
             - scale * t11 / (t5 * t6 * t7 * jnp.sqrt(epsilon + reserve_space_2))
         )
-        t12 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t12 / jnp.sqrt(epsilon + reserve_space_2)
+        grad_scale = t4 / jnp.sqrt(epsilon + reserve_space_2)
+        grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
@@ -479,32 +477,34 @@ def _fused_batch_norm_custom_vjp(
 def _fused_batch_norm_fwd(
     data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
 ):
-    y, batch_mean, batch_variance, reserve_space_1, reserve_space_2 = fused_batch_norm_forward(
-        x,
-        scale,
-        offset,
-        mean,
-        variance,
-        data_format=data_format,
-        is_training=is_training,
-        epsilon=epsilon,
-        exponential_avg_factor=exponential_avg_factor,
+    (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), stages = (
+        fused_batch_norm_forward(
+            x,
+            scale,
+            offset,
+            mean,
+            variance,
+            data_format=data_format,
+            is_training=is_training,
+            epsilon=epsilon,
+            exponential_avg_factor=exponential_avg_factor,
+            return_stages=True,
+        )
     )
     return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), (
         (x, scale, offset, mean, variance),
         (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2),
+        stages,
     )
 
 
 def _fused_batch_norm_bwd(
     data_format, is_training, epsilon, exponential_avg_factor, saved, cotangents
 ):
-    (x, scale, offset, mean, variance), (
-        y,
-        batch_mean,
-        batch_variance,
-        reserve_space_1,
-        reserve_space_2,
+    (
+        (x, scale, offset, mean, variance),
+        (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2),
+        stages,
     ) = saved
     return fused_batch_norm_vjp(
         *cotangents,
@@ -518,6 +518,7 @@ def _fused_batch_norm_bwd(
         batch_variance=batch_variance,
         reserve_space_1=reserve_space_1,
         reserve_space_2=reserve_space_2,
+        **stages,
         data_format=data_format,
         is_training=is_training,
         epsilon=epsilon,
@@ -557,18 +558,16 @@ def fused_batch_norm_v2_forward(
     is_training=True,
     epsilon=0.0001,
     exponential_avg_factor=1.0,
+    return_stages=False,
 ):
     """FusedBatchNormV2's formula."""
+    batch_mean_ = None
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        y = (
-            -mean * scale / jnp.sqrt(epsilon + variance)
-            + offset
-            + scale * x / jnp.sqrt(epsilon + variance)
-        )
+        y = offset + scale * (-mean + x) / jnp.sqrt(epsilon + variance)
         batch_mean = mean
         batch_variance = variance
         reserve_space_1 = mean
@@ -581,23 +580,21 @@ def fused_batch_norm_v2_forward(
         batch_mean_ = t3 / (t0 * t1 * t2)
         t4 = jnp.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
         batch_variance_ = t4 / (t0 * t1 * t2)
-        y = (
-            -batch_mean_ * scale / jnp.sqrt(batch_variance_ + epsilon)
-            + offset
-            + scale * x / jnp.sqrt(batch_variance_ + epsilon)
-        )
-        batch_mean = batch_mean_ * exponential_avg_factor - exponential_avg_factor * mean + mean
-        batch_variance = (
-            batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
-            - exponential_avg_factor * variance
-            + variance
-        )
+        y = offset + scale * (-batch_mean_ + x) / jnp.sqrt(batch_variance_ + epsilon)
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+        batch_variance = batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (
+            t0 * t1 * t2 - 1
+        ) + variance * (1 - exponential_avg_factor)
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     else:
         raise ValueError(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
+    if return_stages:  # for fused_batch_norm_v2_vjp(..., **stages): not computed again
+        return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), {
+            "batch_mean_": batch_mean_
+        }
     return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2)
 
 
@@ -618,6 +615,7 @@ def fused_batch_norm_v2_vjp(
     batch_variance=None,
     reserve_space_1=None,
     reserve_space_2=None,
+    batch_mean_=None,
     data_format="NHWC",
     is_training=True,
     epsilon=0.0001,
@@ -627,30 +625,28 @@ def fused_batch_norm_v2_vjp(
 
     In index notation, next to the code computing it, for data_format='NHWC', is_training=True
     (other values of data_format, is_training change it):
-        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W)
+        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = sum_{b, h, w} (grad_y[b, h, w, c] * reserve_space_1[c] * scale[c]
-            / (2 * (epsilon + reserve_space_2[c])**(3/2)) - grad_y[b, h, w, c] * scale[c] * x[b, h,
-            w, c] / (2 * (epsilon + reserve_space_2[c])**(3/2)))
+        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
+            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
             i.e. `exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            - sum_{b, h, w} grad_y[b, h, w, c] * (reserve_space_1[c] - x[b, h, w, c]) *
-                batch_mean_[c] * scale[c] / (B * H * W * (epsilon + reserve_space_2[c])**(3/2))
-            - 2 * grad_batch_variance[c] * exponential_avg_factor * batch_mean_[c] / (B * H * W - 1)
-            - 2 * grad_reserve_space_2[c] * batch_mean_[c] / (B * H * W)
-            + 2 * grad_batch_variance_[c] * x[i, j, k, c] / (B * H * W)
+            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-            ... (`symgrad explain` prints it whole)
+                reserve_space_2[c]))
+            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
+            + grad_reserve_space_1[c] / (B * H * W)
+            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
+                * H**2 * W**2)
             i.e. `exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7) + 2 * ...`
-        grad_scale[c] = sum_{b, h, w} (-grad_y[b, h, w, c] * reserve_space_1[c] / sqrt(epsilon +
-            reserve_space_2[c]) + grad_y[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon +
-            reserve_space_2[c])), i.e. `t12 / jnp.sqrt(epsilon + reserve_space_2)`
+        grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / jnp.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `jnp.sum(grad_y, axis=(-4, -3, -2))`
-        grad_mean[c] = grad_batch_mean[c] - grad_batch_mean[c] * exponential_avg_factor
+        grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
-        grad_variance[c] = grad_batch_variance[c] - grad_batch_variance[c] * exponential_avg_factor
+        grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if reserve_space_1 is None:
@@ -681,32 +677,37 @@ def fused_batch_norm_v2_vjp(
         raise ValueError(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
-    grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
     if not is_training:
         grad_x = grad_y * scale / jnp.sqrt(epsilon + reserve_space_2)
         t0 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         grad_scale = t0 / jnp.sqrt(epsilon + reserve_space_2)
+        grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
         t1 = jnp.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = (
             grad_batch_mean
             + grad_reserve_space_1
             - scale * t1 / jnp.sqrt(epsilon + reserve_space_2)
         )
-        t2 = jnp.sum(grad_y * (reserve_space_1 - x), axis=(-4, -3, -2))
         grad_variance = (
             grad_batch_variance
             + grad_reserve_space_2
-            + (1 / 2) * scale * t2 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
-        t4 = jnp.sum(grad_y * (reserve_space_1 - x), axis=(-4, -3, -2))
+        if batch_mean_ is None:
+            t0 = jnp.shape(x)[-4]
+            t1 = jnp.shape(x)[-3]
+            t2 = jnp.shape(x)[-2]
+            t3 = jnp.sum(x, axis=(-4, -3, -2))
+            batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         t5 = jnp.shape(x)[-4]
         t6 = jnp.shape(x)[-3]
         t7 = jnp.shape(x)[-2]
         grad_batch_variance_ = (
             exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 - 1)
             + grad_reserve_space_2
-            + (1 / 2) * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
         t8 = jnp.transpose(x, (3, 0, 1, 2))
         t9 = jnp.sum(t8, axis=(-3, -2, -1))
@@ -714,14 +715,17 @@ def fused_batch_norm_v2_vjp(
         t11 = jnp.sum(t10, axis=(-3, -2, -1))
         grad_x = (
             exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7)
-            + 2 * grad_batch_variance_ * x / (t5 * t6 * t7)
-            - 2 * grad_batch_variance_ * t9 / (t5**2 * t6**2 * t7**2)
+            + 2 * grad_batch_variance_ * (-batch_mean_ + x) / (t5 * t6 * t7)
+            - 2
+            * grad_batch_variance_
+            * (-batch_mean_ * t5 * t6 * t7 + t9)
+            / (t5**2 * t6**2 * t7**2)
             + grad_reserve_space_1 / (t5 * t6 * t7)
             + grad_y * scale / jnp.sqrt(epsilon + reserve_space_2)
             - scale * t11 / (t5 * t6 * t7 * jnp.sqrt(epsilon + reserve_space_2))
         )
-        t12 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t12 / jnp.sqrt(epsilon + reserve_space_2)
+        grad_scale = t4 / jnp.sqrt(epsilon + reserve_space_2)
+        grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
@@ -751,32 +755,34 @@ def _fused_batch_norm_v2_custom_vjp(
 def _fused_batch_norm_v2_fwd(
     data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
 ):
-    y, batch_mean, batch_variance, reserve_space_1, reserve_space_2 = fused_batch_norm_v2_forward(
-        x,
-        scale,
-        offset,
-        mean,
-        variance,
-        data_format=data_format,
-        is_training=is_training,
-        epsilon=epsilon,
-        exponential_avg_factor=exponential_avg_factor,
+    (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), stages = (
+        fused_batch_norm_v2_forward(
+            x,
+            scale,
+            offset,
+            mean,
+            variance,
+            data_format=data_format,
+            is_training=is_training,
+            epsilon=epsilon,
+            exponential_avg_factor=exponential_avg_factor,
+            return_stages=True,
+        )
     )
     return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), (
         (x, scale, offset, mean, variance),
         (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2),
+        stages,
     )
 
 
 def _fused_batch_norm_v2_bwd(
     data_format, is_training, epsilon, exponential_avg_factor, saved, cotangents
 ):
-    (x, scale, offset, mean, variance), (
-        y,
-        batch_mean,
-        batch_variance,
-        reserve_space_1,
-        reserve_space_2,
+    (
+        (x, scale, offset, mean, variance),
+        (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2),
+        stages,
     ) = saved
     return fused_batch_norm_v2_vjp(
         *cotangents,
@@ -790,6 +796,7 @@ def _fused_batch_norm_v2_bwd(
         batch_variance=batch_variance,
         reserve_space_1=reserve_space_1,
         reserve_space_2=reserve_space_2,
+        **stages,
         data_format=data_format,
         is_training=is_training,
         epsilon=epsilon,
@@ -829,18 +836,16 @@ def fused_batch_norm_v3_forward(
     is_training=True,
     epsilon=0.0001,
     exponential_avg_factor=1.0,
+    return_stages=False,
 ):
     """FusedBatchNormV3's formula."""
+    batch_mean_ = None
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        y = (
-            -mean * scale / jnp.sqrt(epsilon + variance)
-            + offset
-            + scale * x / jnp.sqrt(epsilon + variance)
-        )
+        y = offset + scale * (-mean + x) / jnp.sqrt(epsilon + variance)
         batch_mean = mean
         batch_variance = variance
         reserve_space_1 = mean
@@ -856,17 +861,11 @@ def fused_batch_norm_v3_forward(
         batch_mean_ = t3 / (t0 * t1 * t2)
         t4 = jnp.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
         batch_variance_ = t4 / (t0 * t1 * t2)
-        y = (
-            -batch_mean_ * scale / jnp.sqrt(batch_variance_ + epsilon)
-            + offset
-            + scale * x / jnp.sqrt(batch_variance_ + epsilon)
-        )
-        batch_mean = batch_mean_ * exponential_avg_factor - exponential_avg_factor * mean + mean
-        batch_variance = (
-            batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
-            - exponential_avg_factor * variance
-            + variance
-        )
+        y = offset + scale * (-batch_mean_ + x) / jnp.sqrt(batch_variance_ + epsilon)
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+        batch_variance = batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (
+            t0 * t1 * t2 - 1
+        ) + variance * (1 - exponential_avg_factor)
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
         t5 = jnp.asarray(0, dtype=jnp.result_type(x))
@@ -876,6 +875,10 @@ def fused_batch_norm_v3_forward(
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
+    if return_stages:  # for fused_batch_norm_v3_vjp(..., **stages): not computed again
+        return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3), {
+            "batch_mean_": batch_mean_
+        }
     return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3)
 
 
@@ -898,6 +901,7 @@ def fused_batch_norm_v3_vjp(
     reserve_space_1=None,
     reserve_space_2=None,
     reserve_space_3=None,
+    batch_mean_=None,
     data_format="NHWC",
     is_training=True,
     epsilon=0.0001,
@@ -907,30 +911,28 @@ def fused_batch_norm_v3_vjp(
 
     In index notation, next to the code computing it, for data_format='NHWC', is_training=True
     (other values of data_format, is_training change it):
-        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W)
+        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = sum_{b, h, w} (grad_y[b, h, w, c] * reserve_space_1[c] * scale[c]
-            / (2 * (epsilon + reserve_space_2[c])**(3/2)) - grad_y[b, h, w, c] * scale[c] * x[b, h,
-            w, c] / (2 * (epsilon + reserve_space_2[c])**(3/2)))
+        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
+            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
             i.e. `exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            - sum_{b, h, w} grad_y[b, h, w, c] * (reserve_space_1[c] - x[b, h, w, c]) *
-                batch_mean_[c] * scale[c] / (B * H * W * (epsilon + reserve_space_2[c])**(3/2))
-            - 2 * grad_batch_variance[c] * exponential_avg_factor * batch_mean_[c] / (B * H * W - 1)
-            - 2 * grad_reserve_space_2[c] * batch_mean_[c] / (B * H * W)
-            + 2 * grad_batch_variance_[c] * x[i, j, k, c] / (B * H * W)
+            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-            ... (`symgrad explain` prints it whole)
+                reserve_space_2[c]))
+            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
+            + grad_reserve_space_1[c] / (B * H * W)
+            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
+                * H**2 * W**2)
             i.e. `exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7) + 2 * ...`
-        grad_scale[c] = sum_{b, h, w} (-grad_y[b, h, w, c] * reserve_space_1[c] / sqrt(epsilon +
-            reserve_space_2[c]) + grad_y[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon +
-            reserve_space_2[c])), i.e. `t12 / jnp.sqrt(epsilon + reserve_space_2)`
+        grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / jnp.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `jnp.sum(grad_y, axis=(-4, -3, -2))`
-        grad_mean[c] = grad_batch_mean[c] - grad_batch_mean[c] * exponential_avg_factor
+        grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
-        grad_variance[c] = grad_batch_variance[c] - grad_batch_variance[c] * exponential_avg_factor
+        grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if reserve_space_1 is None:
@@ -961,32 +963,37 @@ def fused_batch_norm_v3_vjp(
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
-    grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
     if not is_training:
         grad_x = grad_y * scale / jnp.sqrt(epsilon + reserve_space_2)
         t0 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         grad_scale = t0 / jnp.sqrt(epsilon + reserve_space_2)
+        grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
         t1 = jnp.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = (
             grad_batch_mean
             + grad_reserve_space_1
             - scale * t1 / jnp.sqrt(epsilon + reserve_space_2)
         )
-        t2 = jnp.sum(grad_y * (reserve_space_1 - x), axis=(-4, -3, -2))
         grad_variance = (
             grad_batch_variance
             + grad_reserve_space_2
-            + (1 / 2) * scale * t2 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
-        t4 = jnp.sum(grad_y * (reserve_space_1 - x), axis=(-4, -3, -2))
+        if batch_mean_ is None:
+            t0 = jnp.shape(x)[-4]
+            t1 = jnp.shape(x)[-3]
+            t2 = jnp.shape(x)[-2]
+            t3 = jnp.sum(x, axis=(-4, -3, -2))
+            batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         t5 = jnp.shape(x)[-4]
         t6 = jnp.shape(x)[-3]
         t7 = jnp.shape(x)[-2]
         grad_batch_variance_ = (
             exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 - 1)
             + grad_reserve_space_2
-            + (1 / 2) * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
         t8 = jnp.transpose(x, (3, 0, 1, 2))
         t9 = jnp.sum(t8, axis=(-3, -2, -1))
@@ -994,14 +1001,17 @@ def fused_batch_norm_v3_vjp(
         t11 = jnp.sum(t10, axis=(-3, -2, -1))
         grad_x = (
             exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7)
-            + 2 * grad_batch_variance_ * x / (t5 * t6 * t7)
-            - 2 * grad_batch_variance_ * t9 / (t5**2 * t6**2 * t7**2)
+            + 2 * grad_batch_variance_ * (-batch_mean_ + x) / (t5 * t6 * t7)
+            - 2
+            * grad_batch_variance_
+            * (-batch_mean_ * t5 * t6 * t7 + t9)
+            / (t5**2 * t6**2 * t7**2)
             + grad_reserve_space_1 / (t5 * t6 * t7)
             + grad_y * scale / jnp.sqrt(epsilon + reserve_space_2)
             - scale * t11 / (t5 * t6 * t7 * jnp.sqrt(epsilon + reserve_space_2))
         )
-        t12 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t12 / jnp.sqrt(epsilon + reserve_space_2)
+        grad_scale = t4 / jnp.sqrt(epsilon + reserve_space_2)
+        grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
@@ -1031,7 +1041,7 @@ def _fused_batch_norm_v3_custom_vjp(
 def _fused_batch_norm_v3_fwd(
     data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
 ):
-    y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3 = (
+    (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3), stages = (
         fused_batch_norm_v3_forward(
             x,
             scale,
@@ -1042,24 +1052,23 @@ def _fused_batch_norm_v3_fwd(
             is_training=is_training,
             epsilon=epsilon,
             exponential_avg_factor=exponential_avg_factor,
+            return_stages=True,
         )
     )
     return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3), (
         (x, scale, offset, mean, variance),
         (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3),
+        stages,
     )
 
 
 def _fused_batch_norm_v3_bwd(
     data_format, is_training, epsilon, exponential_avg_factor, saved, cotangents
 ):
-    (x, scale, offset, mean, variance), (
-        y,
-        batch_mean,
-        batch_variance,
-        reserve_space_1,
-        reserve_space_2,
-        reserve_space_3,
+    (
+        (x, scale, offset, mean, variance),
+        (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3),
+        stages,
     ) = saved
     return fused_batch_norm_v3_vjp(
         *cotangents,
@@ -1074,6 +1083,7 @@ def _fused_batch_norm_v3_bwd(
         reserve_space_1=reserve_space_1,
         reserve_space_2=reserve_space_2,
         reserve_space_3=reserve_space_3,
+        **stages,
         data_format=data_format,
         is_training=is_training,
         epsilon=epsilon,

@@ -31,13 +31,9 @@ def batch_norm_with_global_normalization(
 ):
     """BatchNormWithGlobalNormalization: (t - m) / sqrt(v + variance_epsilon), times gamma if scale_after_normalization, plus beta: (declared at ops/nn_more.py:15)."""
     if not scale_after_normalization:
-        result = beta - m / np.sqrt(v + variance_epsilon) + t / np.sqrt(v + variance_epsilon)
+        result = beta + (-m + t) / np.sqrt(v + variance_epsilon)
     elif scale_after_normalization:
-        result = (
-            beta
-            - gamma * m / np.sqrt(v + variance_epsilon)
-            + gamma * t / np.sqrt(v + variance_epsilon)
-        )
+        result = beta + gamma * (-m + t) / np.sqrt(v + variance_epsilon)
     else:
         raise ValueError(
             f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
@@ -94,10 +90,9 @@ def batch_norm_with_global_normalization_grad(
     elif scale_after_normalization:
         grad_t = gamma * grad / np.sqrt(v + variance_epsilon)
         grad_m = -gamma * t0 / np.sqrt(v + variance_epsilon)
-        t1 = np.sum(grad * (m - t), axis=(-4, -3, -2))
-        grad_v = (1 / 2) * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
-        t2 = np.sum(grad * (-m + t), axis=(-4, -3, -2))
-        grad_gamma = t2 / np.sqrt(v + variance_epsilon)
+        t1 = np.sum(grad * (-m + t), axis=(-4, -3, -2))
+        grad_v = -1 / 2 * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
+        grad_gamma = t1 / np.sqrt(v + variance_epsilon)
     else:
         raise ValueError(
             f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
@@ -143,8 +138,7 @@ def batch_norm_with_global_normalization_grad_grad(
             grad_vjp_beta
             - grad_vjp_m / np.sqrt(v + variance_epsilon)
             + grad_vjp_t / np.sqrt(v + variance_epsilon)
-            + (1 / 2) * grad_vjp_v * m / (v + variance_epsilon) ** (3 / 2)
-            - 1 / 2 * grad_vjp_v * t / (v + variance_epsilon) ** (3 / 2)
+            - 1 / 2 * grad_vjp_v * (-m + t) / (v + variance_epsilon) ** (3 / 2)
         )
         grad_t = -1 / 2 * grad_vjp_v * vjp_t / (v + variance_epsilon)
         grad_m = (1 / 2) * grad_vjp_v * t0 / (v + variance_epsilon)
@@ -164,11 +158,9 @@ def batch_norm_with_global_normalization_grad_grad(
         grad_grad = (
             -gamma * grad_vjp_m / np.sqrt(v + variance_epsilon)
             + gamma * grad_vjp_t / np.sqrt(v + variance_epsilon)
-            + (1 / 2) * gamma * grad_vjp_v * m / (v + variance_epsilon) ** (3 / 2)
-            - 1 / 2 * gamma * grad_vjp_v * t / (v + variance_epsilon) ** (3 / 2)
+            - 1 / 2 * gamma * grad_vjp_v * (-m + t) / (v + variance_epsilon) ** (3 / 2)
             + grad_vjp_beta
-            - grad_vjp_gamma * m / np.sqrt(v + variance_epsilon)
-            + grad_vjp_gamma * t / np.sqrt(v + variance_epsilon)
+            + grad_vjp_gamma * (-m + t) / np.sqrt(v + variance_epsilon)
         )
         grad_t = grad * grad_vjp_gamma / np.sqrt(
             v + variance_epsilon
@@ -178,21 +170,21 @@ def batch_norm_with_global_normalization_grad_grad(
             1 / 2
         ) * grad_vjp_v * t0 / (v + variance_epsilon)
         t2 = np.sum(grad_vjp_t * vjp_t, axis=(-4, -3, -2))
-        t3 = np.sum(grad * (m - t), axis=(-4, -3, -2))
+        t3 = np.sum(grad * (-m + t), axis=(-4, -3, -2))
         t4 = m[..., None, None, None]
         t5 = np.transpose(t, (3, 0, 1, 2))
         t6 = np.transpose(vjp_t, (3, 0, 1, 2))
         t7 = t6 * (-t4 + t5)
         t8 = np.sum(vjp_t * (-m + t), axis=(-4, -3, -2))
         grad_v = (
-            (1 / 2) * grad_vjp_gamma * t3 / (v + variance_epsilon) ** (3 / 2)
+            -1 / 2 * grad_vjp_gamma * t3 / (v + variance_epsilon) ** (3 / 2)
             + (1 / 2) * grad_vjp_m * t0 / (v + variance_epsilon)
             + (3 / 4) * grad_vjp_v * t8 / (v + variance_epsilon) ** 2
             - 1 / 2 * t2 / (v + variance_epsilon)
         )
         t9 = np.sum(grad * grad_vjp_t, axis=(-4, -3, -2))
         grad_gamma = (
-            -grad_vjp_m * t1 + (1 / 2) * grad_vjp_v * t3 / (v + variance_epsilon) + t9
+            -grad_vjp_m * t1 - 1 / 2 * grad_vjp_v * t3 / (v + variance_epsilon) + t9
         ) / np.sqrt(v + variance_epsilon)
     else:
         raise ValueError(
@@ -323,18 +315,16 @@ def fused_batch_norm(
     is_training=True,
     epsilon=0.0001,
     exponential_avg_factor=1.0,
+    return_stages=False,
 ):
     """FusedBatchNorm: Batch normalisation, scaled and offset per channel, with its statistics as outputs (declared at ops/nn_more.py:83)."""
+    batch_mean_ = None
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        y = (
-            -mean * scale / np.sqrt(epsilon + variance)
-            + offset
-            + scale * x / np.sqrt(epsilon + variance)
-        )
+        y = offset + scale * (-mean + x) / np.sqrt(epsilon + variance)
         batch_mean = mean
         batch_variance = variance
         reserve_space_1 = mean
@@ -347,23 +337,21 @@ def fused_batch_norm(
         batch_mean_ = t3 / (t0 * t1 * t2)
         t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
         batch_variance_ = t4 / (t0 * t1 * t2)
-        y = (
-            -batch_mean_ * scale / np.sqrt(batch_variance_ + epsilon)
-            + offset
-            + scale * x / np.sqrt(batch_variance_ + epsilon)
-        )
-        batch_mean = batch_mean_ * exponential_avg_factor - exponential_avg_factor * mean + mean
-        batch_variance = (
-            batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
-            - exponential_avg_factor * variance
-            + variance
-        )
+        y = offset + scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+        batch_variance = batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (
+            t0 * t1 * t2 - 1
+        ) + variance * (1 - exponential_avg_factor)
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     else:
         raise ValueError(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
+    if return_stages:  # for fused_batch_norm_grad(..., **stages): not computed again
+        return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), {
+            "batch_mean_": batch_mean_
+        }
     return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2)
 
 
@@ -384,6 +372,7 @@ def fused_batch_norm_grad(
     batch_variance=None,
     reserve_space_1=None,
     reserve_space_2=None,
+    batch_mean_=None,
     data_format="NHWC",
     is_training=True,
     epsilon=0.0001,
@@ -393,30 +382,28 @@ def fused_batch_norm_grad(
 
     In index notation, next to the code computing it, for data_format='NHWC', is_training=True
     (other values of data_format, is_training change it):
-        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W)
+        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = sum_{b, h, w} (grad_y[b, h, w, c] * reserve_space_1[c] * scale[c]
-            / (2 * (epsilon + reserve_space_2[c])**(3/2)) - grad_y[b, h, w, c] * scale[c] * x[b, h,
-            w, c] / (2 * (epsilon + reserve_space_2[c])**(3/2)))
+        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
+            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
             i.e. `exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            - sum_{b, h, w} grad_y[b, h, w, c] * (reserve_space_1[c] - x[b, h, w, c]) *
-                batch_mean_[c] * scale[c] / (B * H * W * (epsilon + reserve_space_2[c])**(3/2))
-            - 2 * grad_batch_variance[c] * exponential_avg_factor * batch_mean_[c] / (B * H * W - 1)
-            - 2 * grad_reserve_space_2[c] * batch_mean_[c] / (B * H * W)
-            + 2 * grad_batch_variance_[c] * x[i, j, k, c] / (B * H * W)
+            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-            ... (`symgrad explain` prints it whole)
+                reserve_space_2[c]))
+            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
+            + grad_reserve_space_1[c] / (B * H * W)
+            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
+                * H**2 * W**2)
             i.e. `exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7) + 2 * ...`
-        grad_scale[c] = sum_{b, h, w} (-grad_y[b, h, w, c] * reserve_space_1[c] / sqrt(epsilon +
-            reserve_space_2[c]) + grad_y[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon +
-            reserve_space_2[c])), i.e. `t12 / np.sqrt(epsilon + reserve_space_2)`
+        grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / np.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `np.sum(grad_y, axis=(-4, -3, -2))`
-        grad_mean[c] = grad_batch_mean[c] - grad_batch_mean[c] * exponential_avg_factor
+        grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
-        grad_variance[c] = grad_batch_variance[c] - grad_batch_variance[c] * exponential_avg_factor
+        grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if reserve_space_1 is None:
@@ -447,30 +434,35 @@ def fused_batch_norm_grad(
         raise ValueError(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
-    grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
     if not is_training:
         grad_x = grad_y * scale / np.sqrt(epsilon + reserve_space_2)
         t0 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         grad_scale = t0 / np.sqrt(epsilon + reserve_space_2)
+        grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
         t1 = np.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = (
             grad_batch_mean + grad_reserve_space_1 - scale * t1 / np.sqrt(epsilon + reserve_space_2)
         )
-        t2 = np.sum(grad_y * (reserve_space_1 - x), axis=(-4, -3, -2))
         grad_variance = (
             grad_batch_variance
             + grad_reserve_space_2
-            + (1 / 2) * scale * t2 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
-        t4 = np.sum(grad_y * (reserve_space_1 - x), axis=(-4, -3, -2))
+        if batch_mean_ is None:
+            t0 = np.shape(x)[-4]
+            t1 = np.shape(x)[-3]
+            t2 = np.shape(x)[-2]
+            t3 = np.sum(x, axis=(-4, -3, -2))
+            batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         t5 = np.shape(x)[-4]
         t6 = np.shape(x)[-3]
         t7 = np.shape(x)[-2]
         grad_batch_variance_ = (
             exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 - 1)
             + grad_reserve_space_2
-            + (1 / 2) * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
         t8 = np.transpose(x, (3, 0, 1, 2))
         t9 = np.sum(t8, axis=(-3, -2, -1))
@@ -478,14 +470,17 @@ def fused_batch_norm_grad(
         t11 = np.sum(t10, axis=(-3, -2, -1))
         grad_x = (
             exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7)
-            + 2 * grad_batch_variance_ * x / (t5 * t6 * t7)
-            - 2 * grad_batch_variance_ * t9 / (t5**2 * t6**2 * t7**2)
+            + 2 * grad_batch_variance_ * (-batch_mean_ + x) / (t5 * t6 * t7)
+            - 2
+            * grad_batch_variance_
+            * (-batch_mean_ * t5 * t6 * t7 + t9)
+            / (t5**2 * t6**2 * t7**2)
             + grad_reserve_space_1 / (t5 * t6 * t7)
             + grad_y * scale / np.sqrt(epsilon + reserve_space_2)
             - scale * t11 / (t5 * t6 * t7 * np.sqrt(epsilon + reserve_space_2))
         )
-        t12 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t12 / np.sqrt(epsilon + reserve_space_2)
+        grad_scale = t4 / np.sqrt(epsilon + reserve_space_2)
+        grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
@@ -551,10 +546,8 @@ def fused_batch_norm_grad_grad(
         grad_grad_y = (
             -grad_vjp_mean * scale / np.sqrt(epsilon + variance)
             + grad_vjp_offset
-            - grad_vjp_scale * mean / np.sqrt(epsilon + variance)
-            + grad_vjp_scale * x / np.sqrt(epsilon + variance)
-            + (1 / 2) * grad_vjp_variance * mean * scale / (epsilon + variance) ** (3 / 2)
-            - 1 / 2 * grad_vjp_variance * scale * x / (epsilon + variance) ** (3 / 2)
+            + grad_vjp_scale * (-mean + x) / np.sqrt(epsilon + variance)
+            - 1 / 2 * grad_vjp_variance * scale * (-mean + x) / (epsilon + variance) ** (3 / 2)
             + grad_vjp_x * scale / np.sqrt(epsilon + variance)
         )
         grad_grad_batch_mean = grad_vjp_mean
@@ -565,10 +558,10 @@ def fused_batch_norm_grad_grad(
             epsilon + variance
         ) - 1 / 2 * grad_vjp_variance * vjp_x / (epsilon + variance)
         t0 = np.sum(grad_y, axis=(-4, -3, -2))
-        t1 = np.sum(grad_y * (mean - x), axis=(-4, -3, -2))
+        t1 = np.sum(grad_y * (-mean + x), axis=(-4, -3, -2))
         t2 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
         grad_scale = (
-            -grad_vjp_mean * t0 + (1 / 2) * grad_vjp_variance * t1 / (epsilon + variance) + t2
+            -grad_vjp_mean * t0 - 1 / 2 * grad_vjp_variance * t1 / (epsilon + variance) + t2
         ) / np.sqrt(epsilon + variance)
         t3 = np.sum(vjp_x, axis=(-4, -3, -2))
         grad_mean = -grad_vjp_scale * t0 / np.sqrt(epsilon + variance) + (
@@ -582,7 +575,7 @@ def fused_batch_norm_grad_grad(
         t9 = np.sum(vjp_x * (-mean + x), axis=(-4, -3, -2))
         grad_variance = (
             (1 / 2) * grad_vjp_mean * t3 / (epsilon + variance)
-            + (1 / 2) * grad_vjp_scale * t1 / (epsilon + variance) ** (3 / 2)
+            - 1 / 2 * grad_vjp_scale * t1 / (epsilon + variance) ** (3 / 2)
             + (3 / 4) * grad_vjp_variance * t9 / (epsilon + variance) ** 2
             - 1 / 2 * t4 / (epsilon + variance)
         )
@@ -595,78 +588,82 @@ def fused_batch_norm_grad_grad(
             batch_mean_ = t3 / (t0 * t1 * t2)
             t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
             batch_variance_ = t4 / (t0 * t1 * t2)
-            t5 = np.sum(grad_y * x, axis=(-4, -3, -2))
-            t6 = np.sum(grad_y, axis=(-4, -3, -2))
+            t5 = batch_mean_[..., None, None, None]
+            t6 = np.transpose(x, (3, 0, 1, 2))
+            t7 = np.transpose(grad_y, (3, 0, 1, 2))
+            t8 = t7 * (-t5 + t6)
+            t9 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
             vjp_batch_variance_ = (
-                (1 / 2) * batch_mean_ * scale * t6 / (batch_variance_ + epsilon) ** (3 / 2)
-                + exponential_avg_factor * grad_batch_variance * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
+                exponential_avg_factor * grad_batch_variance * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
                 + grad_reserve_space_2
-                - 1 / 2 * scale * t5 / (batch_variance_ + epsilon) ** (3 / 2)
+                - 1 / 2 * scale * t9 / (batch_variance_ + epsilon) ** (3 / 2)
             )
-        t7 = np.shape(grad_y)[-4]
-        t8 = np.shape(grad_y)[-3]
-        t9 = np.shape(grad_y)[-2]
-        t10 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-        grad_vjp_batch_mean_ = t10 / (t7 * t8 * t9)
-        t11 = batch_mean_[..., None, None, None]
-        t12 = np.transpose(x, (3, 0, 1, 2))
-        t13 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
-        t14 = t13 * (-t11 + t12)
-        t15 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
-        t16 = np.sum(x, axis=(-4, -3, -2))
+        t10 = np.shape(grad_y)[-4]
+        t11 = np.shape(grad_y)[-3]
+        t12 = np.shape(grad_y)[-2]
+        t13 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
+        grad_vjp_batch_mean_ = t13 / (t10 * t11 * t12)
+        t14 = np.sum(x, axis=(-4, -3, -2))
+        t15 = batch_mean_[..., None, None, None]
+        t16 = np.transpose(x, (3, 0, 1, 2))
+        t17 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
+        t18 = t17 * (-t15 + t16)
+        t19 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
         grad_vjp_batch_variance_ = (
-            2 * batch_mean_ * grad_vjp_batch_mean_
-            - 2 * grad_vjp_batch_mean_ * t16 / (t7 * t8 * t9)
-            + 2 * t15 / (t7 * t8 * t9)
+            2
+            * (-grad_vjp_batch_mean_ * (-batch_mean_ * t10 * t11 * t12 + t14) + t19)
+            / (t10 * t11 * t12)
         )
-        t17 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        t18 = np.transpose(grad_y, (3, 0, 1, 2))
-        t19 = t18 * (t11 - t12)
-        t20 = np.sum(grad_y * (batch_mean_ - x), axis=(-4, -3, -2))
-        t21 = np.sum(grad_y, axis=(-4, -3, -2))
-        t22 = t18 * (-t11 + t12)
-        t23 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
+        t20 = np.transpose(grad_y, (3, 0, 1, 2))
+        t21 = t20 * (-t15 + t16)
+        t22 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
+        t23 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        t24 = np.sum(grad_y, axis=(-4, -3, -2))
         grad_batch_variance_ = (
             (1 / 4)
             * (
-                2 * grad_vjp_batch_mean_ * scale * t21
-                + 3 * grad_vjp_batch_variance_ * scale * t23 / (batch_variance_ + epsilon)
-                + 2 * grad_vjp_scale * t20
-                - 2 * scale * t17
+                2 * grad_vjp_batch_mean_ * scale * t24
+                + 3 * grad_vjp_batch_variance_ * scale * t22 / (batch_variance_ + epsilon)
+                - 2 * grad_vjp_scale * t22
+                - 2 * scale * t23
             )
             / (batch_variance_ + epsilon) ** (3 / 2)
         )
         grad_grad_y = (
-            (1 / 2)
-            * batch_mean_
+            -grad_vjp_batch_mean_ * scale / np.sqrt(batch_variance_ + epsilon)
+            - 1
+            / 2
             * grad_vjp_batch_variance_
             * scale
+            * (-batch_mean_ + x)
             / (batch_variance_ + epsilon) ** (3 / 2)
-            - batch_mean_ * grad_vjp_scale / np.sqrt(batch_variance_ + epsilon)
-            - grad_vjp_batch_mean_ * scale / np.sqrt(batch_variance_ + epsilon)
-            - 1 / 2 * grad_vjp_batch_variance_ * scale * x / (batch_variance_ + epsilon) ** (3 / 2)
             + grad_vjp_offset
-            + grad_vjp_scale * x / np.sqrt(batch_variance_ + epsilon)
+            + grad_vjp_scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
             + grad_vjp_x * scale / np.sqrt(batch_variance_ + epsilon)
         )
-        grad_grad_batch_mean = (
-            exponential_avg_factor * grad_vjp_batch_mean_
-            - exponential_avg_factor * grad_vjp_mean
-            + grad_vjp_mean
+        grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
+            1 - exponential_avg_factor
         )
         grad_grad_batch_variance = (
-            exponential_avg_factor * grad_vjp_batch_variance_ * t7 * t8 * t9 / (t7 * t8 * t9 - 1)
-            - exponential_avg_factor * grad_vjp_variance
-            + grad_vjp_variance
+            exponential_avg_factor
+            * grad_vjp_batch_variance_
+            * t10
+            * t11
+            * t12
+            / (t10 * t11 * t12 - 1)
+            + grad_vjp_variance * (1 - exponential_avg_factor)
         )
         grad_grad_reserve_space_1 = grad_vjp_batch_mean_
         grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-        t24 = np.sum(t12, axis=(-3, -2, -1))
-        t25 = np.sum(t13, axis=(-3, -2, -1))
-        t26 = np.sum(t18, axis=(-3, -2, -1))
+        t25 = np.sum(t16, axis=(-3, -2, -1))
+        t26 = np.sum(t17, axis=(-3, -2, -1))
+        t27 = np.sum(t20, axis=(-3, -2, -1))
         grad_x = (
-            -2 * grad_batch_variance_ * t24 / (t7**2 * t8**2 * t9**2)
-            + 2 * grad_batch_variance_ * x / (t7 * t8 * t9)
+            2 * grad_batch_variance_ * (-batch_mean_ + x) / (t10 * t11 * t12)
+            - 2
+            * grad_batch_variance_
+            * (-batch_mean_ * t10 * t11 * t12 + t25)
+            / (t10**2 * t11**2 * t12**2)
             - 1
             / 2
             * grad_vjp_batch_variance_
@@ -676,17 +673,17 @@ def fused_batch_norm_grad_grad(
             + (1 / 2)
             * grad_vjp_batch_variance_
             * scale
-            * t26
-            / (t7 * t8 * t9 * (batch_variance_ + epsilon) ** (3 / 2))
+            * t27
+            / (t10 * t11 * t12 * (batch_variance_ + epsilon) ** (3 / 2))
             + grad_vjp_scale * grad_y / np.sqrt(batch_variance_ + epsilon)
-            - grad_vjp_scale * t26 / (t7 * t8 * t9 * np.sqrt(batch_variance_ + epsilon))
-            + 2 * grad_vjp_x * vjp_batch_variance_ / (t7 * t8 * t9)
-            - 2 * t25 * vjp_batch_variance_ / (t7**2 * t8**2 * t9**2)
+            - grad_vjp_scale * t27 / (t10 * t11 * t12 * np.sqrt(batch_variance_ + epsilon))
+            + 2 * grad_vjp_x * vjp_batch_variance_ / (t10 * t11 * t12)
+            - 2 * t26 * vjp_batch_variance_ / (t10**2 * t11**2 * t12**2)
         )
         grad_scale = (
-            -grad_vjp_batch_mean_ * t21
-            + (1 / 2) * grad_vjp_batch_variance_ * t20 / (batch_variance_ + epsilon)
-            + t17
+            -grad_vjp_batch_mean_ * t24
+            - 1 / 2 * grad_vjp_batch_variance_ * t22 / (batch_variance_ + epsilon)
+            + t23
         ) / np.sqrt(batch_variance_ + epsilon)
         grad_mean = None
         grad_variance = None
@@ -719,18 +716,16 @@ def fused_batch_norm_v2(
     is_training=True,
     epsilon=0.0001,
     exponential_avg_factor=1.0,
+    return_stages=False,
 ):
     """FusedBatchNormV2: FusedBatchNorm whose scale, offset and statistics may have another dtype than x (declared at ops/nn_more.py:89)."""
+    batch_mean_ = None
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        y = (
-            -mean * scale / np.sqrt(epsilon + variance)
-            + offset
-            + scale * x / np.sqrt(epsilon + variance)
-        )
+        y = offset + scale * (-mean + x) / np.sqrt(epsilon + variance)
         batch_mean = mean
         batch_variance = variance
         reserve_space_1 = mean
@@ -743,23 +738,21 @@ def fused_batch_norm_v2(
         batch_mean_ = t3 / (t0 * t1 * t2)
         t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
         batch_variance_ = t4 / (t0 * t1 * t2)
-        y = (
-            -batch_mean_ * scale / np.sqrt(batch_variance_ + epsilon)
-            + offset
-            + scale * x / np.sqrt(batch_variance_ + epsilon)
-        )
-        batch_mean = batch_mean_ * exponential_avg_factor - exponential_avg_factor * mean + mean
-        batch_variance = (
-            batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
-            - exponential_avg_factor * variance
-            + variance
-        )
+        y = offset + scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+        batch_variance = batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (
+            t0 * t1 * t2 - 1
+        ) + variance * (1 - exponential_avg_factor)
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     else:
         raise ValueError(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
+    if return_stages:  # for fused_batch_norm_v2_grad(..., **stages): not computed again
+        return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), {
+            "batch_mean_": batch_mean_
+        }
     return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2)
 
 
@@ -780,6 +773,7 @@ def fused_batch_norm_v2_grad(
     batch_variance=None,
     reserve_space_1=None,
     reserve_space_2=None,
+    batch_mean_=None,
     data_format="NHWC",
     is_training=True,
     epsilon=0.0001,
@@ -789,30 +783,28 @@ def fused_batch_norm_v2_grad(
 
     In index notation, next to the code computing it, for data_format='NHWC', is_training=True
     (other values of data_format, is_training change it):
-        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W)
+        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = sum_{b, h, w} (grad_y[b, h, w, c] * reserve_space_1[c] * scale[c]
-            / (2 * (epsilon + reserve_space_2[c])**(3/2)) - grad_y[b, h, w, c] * scale[c] * x[b, h,
-            w, c] / (2 * (epsilon + reserve_space_2[c])**(3/2)))
+        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
+            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
             i.e. `exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            - sum_{b, h, w} grad_y[b, h, w, c] * (reserve_space_1[c] - x[b, h, w, c]) *
-                batch_mean_[c] * scale[c] / (B * H * W * (epsilon + reserve_space_2[c])**(3/2))
-            - 2 * grad_batch_variance[c] * exponential_avg_factor * batch_mean_[c] / (B * H * W - 1)
-            - 2 * grad_reserve_space_2[c] * batch_mean_[c] / (B * H * W)
-            + 2 * grad_batch_variance_[c] * x[i, j, k, c] / (B * H * W)
+            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-            ... (`symgrad explain` prints it whole)
+                reserve_space_2[c]))
+            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
+            + grad_reserve_space_1[c] / (B * H * W)
+            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
+                * H**2 * W**2)
             i.e. `exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7) + 2 * ...`
-        grad_scale[c] = sum_{b, h, w} (-grad_y[b, h, w, c] * reserve_space_1[c] / sqrt(epsilon +
-            reserve_space_2[c]) + grad_y[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon +
-            reserve_space_2[c])), i.e. `t12 / np.sqrt(epsilon + reserve_space_2)`
+        grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / np.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `np.sum(grad_y, axis=(-4, -3, -2))`
-        grad_mean[c] = grad_batch_mean[c] - grad_batch_mean[c] * exponential_avg_factor
+        grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
-        grad_variance[c] = grad_batch_variance[c] - grad_batch_variance[c] * exponential_avg_factor
+        grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if reserve_space_1 is None:
@@ -843,30 +835,35 @@ def fused_batch_norm_v2_grad(
         raise ValueError(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
-    grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
     if not is_training:
         grad_x = grad_y * scale / np.sqrt(epsilon + reserve_space_2)
         t0 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         grad_scale = t0 / np.sqrt(epsilon + reserve_space_2)
+        grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
         t1 = np.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = (
             grad_batch_mean + grad_reserve_space_1 - scale * t1 / np.sqrt(epsilon + reserve_space_2)
         )
-        t2 = np.sum(grad_y * (reserve_space_1 - x), axis=(-4, -3, -2))
         grad_variance = (
             grad_batch_variance
             + grad_reserve_space_2
-            + (1 / 2) * scale * t2 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
-        t4 = np.sum(grad_y * (reserve_space_1 - x), axis=(-4, -3, -2))
+        if batch_mean_ is None:
+            t0 = np.shape(x)[-4]
+            t1 = np.shape(x)[-3]
+            t2 = np.shape(x)[-2]
+            t3 = np.sum(x, axis=(-4, -3, -2))
+            batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         t5 = np.shape(x)[-4]
         t6 = np.shape(x)[-3]
         t7 = np.shape(x)[-2]
         grad_batch_variance_ = (
             exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 - 1)
             + grad_reserve_space_2
-            + (1 / 2) * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
         t8 = np.transpose(x, (3, 0, 1, 2))
         t9 = np.sum(t8, axis=(-3, -2, -1))
@@ -874,14 +871,17 @@ def fused_batch_norm_v2_grad(
         t11 = np.sum(t10, axis=(-3, -2, -1))
         grad_x = (
             exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7)
-            + 2 * grad_batch_variance_ * x / (t5 * t6 * t7)
-            - 2 * grad_batch_variance_ * t9 / (t5**2 * t6**2 * t7**2)
+            + 2 * grad_batch_variance_ * (-batch_mean_ + x) / (t5 * t6 * t7)
+            - 2
+            * grad_batch_variance_
+            * (-batch_mean_ * t5 * t6 * t7 + t9)
+            / (t5**2 * t6**2 * t7**2)
             + grad_reserve_space_1 / (t5 * t6 * t7)
             + grad_y * scale / np.sqrt(epsilon + reserve_space_2)
             - scale * t11 / (t5 * t6 * t7 * np.sqrt(epsilon + reserve_space_2))
         )
-        t12 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t12 / np.sqrt(epsilon + reserve_space_2)
+        grad_scale = t4 / np.sqrt(epsilon + reserve_space_2)
+        grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
@@ -947,10 +947,8 @@ def fused_batch_norm_v2_grad_grad(
         grad_grad_y = (
             -grad_vjp_mean * scale / np.sqrt(epsilon + variance)
             + grad_vjp_offset
-            - grad_vjp_scale * mean / np.sqrt(epsilon + variance)
-            + grad_vjp_scale * x / np.sqrt(epsilon + variance)
-            + (1 / 2) * grad_vjp_variance * mean * scale / (epsilon + variance) ** (3 / 2)
-            - 1 / 2 * grad_vjp_variance * scale * x / (epsilon + variance) ** (3 / 2)
+            + grad_vjp_scale * (-mean + x) / np.sqrt(epsilon + variance)
+            - 1 / 2 * grad_vjp_variance * scale * (-mean + x) / (epsilon + variance) ** (3 / 2)
             + grad_vjp_x * scale / np.sqrt(epsilon + variance)
         )
         grad_grad_batch_mean = grad_vjp_mean
@@ -961,10 +959,10 @@ def fused_batch_norm_v2_grad_grad(
             epsilon + variance
         ) - 1 / 2 * grad_vjp_variance * vjp_x / (epsilon + variance)
         t0 = np.sum(grad_y, axis=(-4, -3, -2))
-        t1 = np.sum(grad_y * (mean - x), axis=(-4, -3, -2))
+        t1 = np.sum(grad_y * (-mean + x), axis=(-4, -3, -2))
         t2 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
         grad_scale = (
-            -grad_vjp_mean * t0 + (1 / 2) * grad_vjp_variance * t1 / (epsilon + variance) + t2
+            -grad_vjp_mean * t0 - 1 / 2 * grad_vjp_variance * t1 / (epsilon + variance) + t2
         ) / np.sqrt(epsilon + variance)
         t3 = np.sum(vjp_x, axis=(-4, -3, -2))
         grad_mean = -grad_vjp_scale * t0 / np.sqrt(epsilon + variance) + (
@@ -978,7 +976,7 @@ def fused_batch_norm_v2_grad_grad(
         t9 = np.sum(vjp_x * (-mean + x), axis=(-4, -3, -2))
         grad_variance = (
             (1 / 2) * grad_vjp_mean * t3 / (epsilon + variance)
-            + (1 / 2) * grad_vjp_scale * t1 / (epsilon + variance) ** (3 / 2)
+            - 1 / 2 * grad_vjp_scale * t1 / (epsilon + variance) ** (3 / 2)
             + (3 / 4) * grad_vjp_variance * t9 / (epsilon + variance) ** 2
             - 1 / 2 * t4 / (epsilon + variance)
         )
@@ -991,78 +989,82 @@ def fused_batch_norm_v2_grad_grad(
             batch_mean_ = t3 / (t0 * t1 * t2)
             t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
             batch_variance_ = t4 / (t0 * t1 * t2)
-            t5 = np.sum(grad_y * x, axis=(-4, -3, -2))
-            t6 = np.sum(grad_y, axis=(-4, -3, -2))
+            t5 = batch_mean_[..., None, None, None]
+            t6 = np.transpose(x, (3, 0, 1, 2))
+            t7 = np.transpose(grad_y, (3, 0, 1, 2))
+            t8 = t7 * (-t5 + t6)
+            t9 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
             vjp_batch_variance_ = (
-                (1 / 2) * batch_mean_ * scale * t6 / (batch_variance_ + epsilon) ** (3 / 2)
-                + exponential_avg_factor * grad_batch_variance * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
+                exponential_avg_factor * grad_batch_variance * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
                 + grad_reserve_space_2
-                - 1 / 2 * scale * t5 / (batch_variance_ + epsilon) ** (3 / 2)
+                - 1 / 2 * scale * t9 / (batch_variance_ + epsilon) ** (3 / 2)
             )
-        t7 = np.shape(grad_y)[-4]
-        t8 = np.shape(grad_y)[-3]
-        t9 = np.shape(grad_y)[-2]
-        t10 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-        grad_vjp_batch_mean_ = t10 / (t7 * t8 * t9)
-        t11 = batch_mean_[..., None, None, None]
-        t12 = np.transpose(x, (3, 0, 1, 2))
-        t13 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
-        t14 = t13 * (-t11 + t12)
-        t15 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
-        t16 = np.sum(x, axis=(-4, -3, -2))
+        t10 = np.shape(grad_y)[-4]
+        t11 = np.shape(grad_y)[-3]
+        t12 = np.shape(grad_y)[-2]
+        t13 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
+        grad_vjp_batch_mean_ = t13 / (t10 * t11 * t12)
+        t14 = np.sum(x, axis=(-4, -3, -2))
+        t15 = batch_mean_[..., None, None, None]
+        t16 = np.transpose(x, (3, 0, 1, 2))
+        t17 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
+        t18 = t17 * (-t15 + t16)
+        t19 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
         grad_vjp_batch_variance_ = (
-            2 * batch_mean_ * grad_vjp_batch_mean_
-            - 2 * grad_vjp_batch_mean_ * t16 / (t7 * t8 * t9)
-            + 2 * t15 / (t7 * t8 * t9)
+            2
+            * (-grad_vjp_batch_mean_ * (-batch_mean_ * t10 * t11 * t12 + t14) + t19)
+            / (t10 * t11 * t12)
         )
-        t17 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        t18 = np.transpose(grad_y, (3, 0, 1, 2))
-        t19 = t18 * (t11 - t12)
-        t20 = np.sum(grad_y * (batch_mean_ - x), axis=(-4, -3, -2))
-        t21 = np.sum(grad_y, axis=(-4, -3, -2))
-        t22 = t18 * (-t11 + t12)
-        t23 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
+        t20 = np.transpose(grad_y, (3, 0, 1, 2))
+        t21 = t20 * (-t15 + t16)
+        t22 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
+        t23 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        t24 = np.sum(grad_y, axis=(-4, -3, -2))
         grad_batch_variance_ = (
             (1 / 4)
             * (
-                2 * grad_vjp_batch_mean_ * scale * t21
-                + 3 * grad_vjp_batch_variance_ * scale * t23 / (batch_variance_ + epsilon)
-                + 2 * grad_vjp_scale * t20
-                - 2 * scale * t17
+                2 * grad_vjp_batch_mean_ * scale * t24
+                + 3 * grad_vjp_batch_variance_ * scale * t22 / (batch_variance_ + epsilon)
+                - 2 * grad_vjp_scale * t22
+                - 2 * scale * t23
             )
             / (batch_variance_ + epsilon) ** (3 / 2)
         )
         grad_grad_y = (
-            (1 / 2)
-            * batch_mean_
+            -grad_vjp_batch_mean_ * scale / np.sqrt(batch_variance_ + epsilon)
+            - 1
+            / 2
             * grad_vjp_batch_variance_
             * scale
+            * (-batch_mean_ + x)
             / (batch_variance_ + epsilon) ** (3 / 2)
-            - batch_mean_ * grad_vjp_scale / np.sqrt(batch_variance_ + epsilon)
-            - grad_vjp_batch_mean_ * scale / np.sqrt(batch_variance_ + epsilon)
-            - 1 / 2 * grad_vjp_batch_variance_ * scale * x / (batch_variance_ + epsilon) ** (3 / 2)
             + grad_vjp_offset
-            + grad_vjp_scale * x / np.sqrt(batch_variance_ + epsilon)
+            + grad_vjp_scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
             + grad_vjp_x * scale / np.sqrt(batch_variance_ + epsilon)
         )
-        grad_grad_batch_mean = (
-            exponential_avg_factor * grad_vjp_batch_mean_
-            - exponential_avg_factor * grad_vjp_mean
-            + grad_vjp_mean
+        grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
+            1 - exponential_avg_factor
         )
         grad_grad_batch_variance = (
-            exponential_avg_factor * grad_vjp_batch_variance_ * t7 * t8 * t9 / (t7 * t8 * t9 - 1)
-            - exponential_avg_factor * grad_vjp_variance
-            + grad_vjp_variance
+            exponential_avg_factor
+            * grad_vjp_batch_variance_
+            * t10
+            * t11
+            * t12
+            / (t10 * t11 * t12 - 1)
+            + grad_vjp_variance * (1 - exponential_avg_factor)
         )
         grad_grad_reserve_space_1 = grad_vjp_batch_mean_
         grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-        t24 = np.sum(t12, axis=(-3, -2, -1))
-        t25 = np.sum(t13, axis=(-3, -2, -1))
-        t26 = np.sum(t18, axis=(-3, -2, -1))
+        t25 = np.sum(t16, axis=(-3, -2, -1))
+        t26 = np.sum(t17, axis=(-3, -2, -1))
+        t27 = np.sum(t20, axis=(-3, -2, -1))
         grad_x = (
-            -2 * grad_batch_variance_ * t24 / (t7**2 * t8**2 * t9**2)
-            + 2 * grad_batch_variance_ * x / (t7 * t8 * t9)
+            2 * grad_batch_variance_ * (-batch_mean_ + x) / (t10 * t11 * t12)
+            - 2
+            * grad_batch_variance_
+            * (-batch_mean_ * t10 * t11 * t12 + t25)
+            / (t10**2 * t11**2 * t12**2)
             - 1
             / 2
             * grad_vjp_batch_variance_
@@ -1072,17 +1074,17 @@ def fused_batch_norm_v2_grad_grad(
             + (1 / 2)
             * grad_vjp_batch_variance_
             * scale
-            * t26
-            / (t7 * t8 * t9 * (batch_variance_ + epsilon) ** (3 / 2))
+            * t27
+            / (t10 * t11 * t12 * (batch_variance_ + epsilon) ** (3 / 2))
             + grad_vjp_scale * grad_y / np.sqrt(batch_variance_ + epsilon)
-            - grad_vjp_scale * t26 / (t7 * t8 * t9 * np.sqrt(batch_variance_ + epsilon))
-            + 2 * grad_vjp_x * vjp_batch_variance_ / (t7 * t8 * t9)
-            - 2 * t25 * vjp_batch_variance_ / (t7**2 * t8**2 * t9**2)
+            - grad_vjp_scale * t27 / (t10 * t11 * t12 * np.sqrt(batch_variance_ + epsilon))
+            + 2 * grad_vjp_x * vjp_batch_variance_ / (t10 * t11 * t12)
+            - 2 * t26 * vjp_batch_variance_ / (t10**2 * t11**2 * t12**2)
         )
         grad_scale = (
-            -grad_vjp_batch_mean_ * t21
-            + (1 / 2) * grad_vjp_batch_variance_ * t20 / (batch_variance_ + epsilon)
-            + t17
+            -grad_vjp_batch_mean_ * t24
+            - 1 / 2 * grad_vjp_batch_variance_ * t22 / (batch_variance_ + epsilon)
+            + t23
         ) / np.sqrt(batch_variance_ + epsilon)
         grad_mean = None
         grad_variance = None
@@ -1115,18 +1117,16 @@ def fused_batch_norm_v3(
     is_training=True,
     epsilon=0.0001,
     exponential_avg_factor=1.0,
+    return_stages=False,
 ):
     """FusedBatchNormV3: FusedBatchNormV2 with a third reserve space, empty on the CPU (declared at ops/nn_more.py:95)."""
+    batch_mean_ = None
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        y = (
-            -mean * scale / np.sqrt(epsilon + variance)
-            + offset
-            + scale * x / np.sqrt(epsilon + variance)
-        )
+        y = offset + scale * (-mean + x) / np.sqrt(epsilon + variance)
         batch_mean = mean
         batch_variance = variance
         reserve_space_1 = mean
@@ -1142,17 +1142,11 @@ def fused_batch_norm_v3(
         batch_mean_ = t3 / (t0 * t1 * t2)
         t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
         batch_variance_ = t4 / (t0 * t1 * t2)
-        y = (
-            -batch_mean_ * scale / np.sqrt(batch_variance_ + epsilon)
-            + offset
-            + scale * x / np.sqrt(batch_variance_ + epsilon)
-        )
-        batch_mean = batch_mean_ * exponential_avg_factor - exponential_avg_factor * mean + mean
-        batch_variance = (
-            batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
-            - exponential_avg_factor * variance
-            + variance
-        )
+        y = offset + scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+        batch_variance = batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (
+            t0 * t1 * t2 - 1
+        ) + variance * (1 - exponential_avg_factor)
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
         t5 = np.asarray(0, dtype=np.result_type(x))
@@ -1162,6 +1156,10 @@ def fused_batch_norm_v3(
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
+    if return_stages:  # for fused_batch_norm_v3_grad(..., **stages): not computed again
+        return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3), {
+            "batch_mean_": batch_mean_
+        }
     return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3)
 
 
@@ -1184,6 +1182,7 @@ def fused_batch_norm_v3_grad(
     reserve_space_1=None,
     reserve_space_2=None,
     reserve_space_3=None,
+    batch_mean_=None,
     data_format="NHWC",
     is_training=True,
     epsilon=0.0001,
@@ -1193,30 +1192,28 @@ def fused_batch_norm_v3_grad(
 
     In index notation, next to the code computing it, for data_format='NHWC', is_training=True
     (other values of data_format, is_training change it):
-        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W)
+        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = sum_{b, h, w} (grad_y[b, h, w, c] * reserve_space_1[c] * scale[c]
-            / (2 * (epsilon + reserve_space_2[c])**(3/2)) - grad_y[b, h, w, c] * scale[c] * x[b, h,
-            w, c] / (2 * (epsilon + reserve_space_2[c])**(3/2)))
+        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
+            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
             i.e. `exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            - sum_{b, h, w} grad_y[b, h, w, c] * (reserve_space_1[c] - x[b, h, w, c]) *
-                batch_mean_[c] * scale[c] / (B * H * W * (epsilon + reserve_space_2[c])**(3/2))
-            - 2 * grad_batch_variance[c] * exponential_avg_factor * batch_mean_[c] / (B * H * W - 1)
-            - 2 * grad_reserve_space_2[c] * batch_mean_[c] / (B * H * W)
-            + 2 * grad_batch_variance_[c] * x[i, j, k, c] / (B * H * W)
+            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-            ... (`symgrad explain` prints it whole)
+                reserve_space_2[c]))
+            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
+            + grad_reserve_space_1[c] / (B * H * W)
+            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
+                * H**2 * W**2)
             i.e. `exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7) + 2 * ...`
-        grad_scale[c] = sum_{b, h, w} (-grad_y[b, h, w, c] * reserve_space_1[c] / sqrt(epsilon +
-            reserve_space_2[c]) + grad_y[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon +
-            reserve_space_2[c])), i.e. `t12 / np.sqrt(epsilon + reserve_space_2)`
+        grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / np.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `np.sum(grad_y, axis=(-4, -3, -2))`
-        grad_mean[c] = grad_batch_mean[c] - grad_batch_mean[c] * exponential_avg_factor
+        grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
-        grad_variance[c] = grad_batch_variance[c] - grad_batch_variance[c] * exponential_avg_factor
+        grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if reserve_space_1 is None:
@@ -1247,30 +1244,35 @@ def fused_batch_norm_v3_grad(
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
-    grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
     if not is_training:
         grad_x = grad_y * scale / np.sqrt(epsilon + reserve_space_2)
         t0 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         grad_scale = t0 / np.sqrt(epsilon + reserve_space_2)
+        grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
         t1 = np.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = (
             grad_batch_mean + grad_reserve_space_1 - scale * t1 / np.sqrt(epsilon + reserve_space_2)
         )
-        t2 = np.sum(grad_y * (reserve_space_1 - x), axis=(-4, -3, -2))
         grad_variance = (
             grad_batch_variance
             + grad_reserve_space_2
-            + (1 / 2) * scale * t2 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
-        t4 = np.sum(grad_y * (reserve_space_1 - x), axis=(-4, -3, -2))
+        if batch_mean_ is None:
+            t0 = np.shape(x)[-4]
+            t1 = np.shape(x)[-3]
+            t2 = np.shape(x)[-2]
+            t3 = np.sum(x, axis=(-4, -3, -2))
+            batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         t5 = np.shape(x)[-4]
         t6 = np.shape(x)[-3]
         t7 = np.shape(x)[-2]
         grad_batch_variance_ = (
             exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 - 1)
             + grad_reserve_space_2
-            + (1 / 2) * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
         t8 = np.transpose(x, (3, 0, 1, 2))
         t9 = np.sum(t8, axis=(-3, -2, -1))
@@ -1278,14 +1280,17 @@ def fused_batch_norm_v3_grad(
         t11 = np.sum(t10, axis=(-3, -2, -1))
         grad_x = (
             exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7)
-            + 2 * grad_batch_variance_ * x / (t5 * t6 * t7)
-            - 2 * grad_batch_variance_ * t9 / (t5**2 * t6**2 * t7**2)
+            + 2 * grad_batch_variance_ * (-batch_mean_ + x) / (t5 * t6 * t7)
+            - 2
+            * grad_batch_variance_
+            * (-batch_mean_ * t5 * t6 * t7 + t9)
+            / (t5**2 * t6**2 * t7**2)
             + grad_reserve_space_1 / (t5 * t6 * t7)
             + grad_y * scale / np.sqrt(epsilon + reserve_space_2)
             - scale * t11 / (t5 * t6 * t7 * np.sqrt(epsilon + reserve_space_2))
         )
-        t12 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t12 / np.sqrt(epsilon + reserve_space_2)
+        grad_scale = t4 / np.sqrt(epsilon + reserve_space_2)
+        grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
@@ -1353,10 +1358,8 @@ def fused_batch_norm_v3_grad_grad(
         grad_grad_y = (
             -grad_vjp_mean * scale / np.sqrt(epsilon + variance)
             + grad_vjp_offset
-            - grad_vjp_scale * mean / np.sqrt(epsilon + variance)
-            + grad_vjp_scale * x / np.sqrt(epsilon + variance)
-            + (1 / 2) * grad_vjp_variance * mean * scale / (epsilon + variance) ** (3 / 2)
-            - 1 / 2 * grad_vjp_variance * scale * x / (epsilon + variance) ** (3 / 2)
+            + grad_vjp_scale * (-mean + x) / np.sqrt(epsilon + variance)
+            - 1 / 2 * grad_vjp_variance * scale * (-mean + x) / (epsilon + variance) ** (3 / 2)
             + grad_vjp_x * scale / np.sqrt(epsilon + variance)
         )
         grad_grad_batch_mean = grad_vjp_mean
@@ -1367,10 +1370,10 @@ def fused_batch_norm_v3_grad_grad(
             epsilon + variance
         ) - 1 / 2 * grad_vjp_variance * vjp_x / (epsilon + variance)
         t0 = np.sum(grad_y, axis=(-4, -3, -2))
-        t1 = np.sum(grad_y * (mean - x), axis=(-4, -3, -2))
+        t1 = np.sum(grad_y * (-mean + x), axis=(-4, -3, -2))
         t2 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
         grad_scale = (
-            -grad_vjp_mean * t0 + (1 / 2) * grad_vjp_variance * t1 / (epsilon + variance) + t2
+            -grad_vjp_mean * t0 - 1 / 2 * grad_vjp_variance * t1 / (epsilon + variance) + t2
         ) / np.sqrt(epsilon + variance)
         t3 = np.sum(vjp_x, axis=(-4, -3, -2))
         grad_mean = -grad_vjp_scale * t0 / np.sqrt(epsilon + variance) + (
@@ -1384,7 +1387,7 @@ def fused_batch_norm_v3_grad_grad(
         t9 = np.sum(vjp_x * (-mean + x), axis=(-4, -3, -2))
         grad_variance = (
             (1 / 2) * grad_vjp_mean * t3 / (epsilon + variance)
-            + (1 / 2) * grad_vjp_scale * t1 / (epsilon + variance) ** (3 / 2)
+            - 1 / 2 * grad_vjp_scale * t1 / (epsilon + variance) ** (3 / 2)
             + (3 / 4) * grad_vjp_variance * t9 / (epsilon + variance) ** 2
             - 1 / 2 * t4 / (epsilon + variance)
         )
@@ -1397,78 +1400,82 @@ def fused_batch_norm_v3_grad_grad(
             batch_mean_ = t3 / (t0 * t1 * t2)
             t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
             batch_variance_ = t4 / (t0 * t1 * t2)
-            t5 = np.sum(grad_y * x, axis=(-4, -3, -2))
-            t6 = np.sum(grad_y, axis=(-4, -3, -2))
+            t5 = batch_mean_[..., None, None, None]
+            t6 = np.transpose(x, (3, 0, 1, 2))
+            t7 = np.transpose(grad_y, (3, 0, 1, 2))
+            t8 = t7 * (-t5 + t6)
+            t9 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
             vjp_batch_variance_ = (
-                (1 / 2) * batch_mean_ * scale * t6 / (batch_variance_ + epsilon) ** (3 / 2)
-                + exponential_avg_factor * grad_batch_variance * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
+                exponential_avg_factor * grad_batch_variance * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
                 + grad_reserve_space_2
-                - 1 / 2 * scale * t5 / (batch_variance_ + epsilon) ** (3 / 2)
+                - 1 / 2 * scale * t9 / (batch_variance_ + epsilon) ** (3 / 2)
             )
-        t7 = np.shape(grad_y)[-4]
-        t8 = np.shape(grad_y)[-3]
-        t9 = np.shape(grad_y)[-2]
-        t10 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-        grad_vjp_batch_mean_ = t10 / (t7 * t8 * t9)
-        t11 = batch_mean_[..., None, None, None]
-        t12 = np.transpose(x, (3, 0, 1, 2))
-        t13 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
-        t14 = t13 * (-t11 + t12)
-        t15 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
-        t16 = np.sum(x, axis=(-4, -3, -2))
+        t10 = np.shape(grad_y)[-4]
+        t11 = np.shape(grad_y)[-3]
+        t12 = np.shape(grad_y)[-2]
+        t13 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
+        grad_vjp_batch_mean_ = t13 / (t10 * t11 * t12)
+        t14 = np.sum(x, axis=(-4, -3, -2))
+        t15 = batch_mean_[..., None, None, None]
+        t16 = np.transpose(x, (3, 0, 1, 2))
+        t17 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
+        t18 = t17 * (-t15 + t16)
+        t19 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
         grad_vjp_batch_variance_ = (
-            2 * batch_mean_ * grad_vjp_batch_mean_
-            - 2 * grad_vjp_batch_mean_ * t16 / (t7 * t8 * t9)
-            + 2 * t15 / (t7 * t8 * t9)
+            2
+            * (-grad_vjp_batch_mean_ * (-batch_mean_ * t10 * t11 * t12 + t14) + t19)
+            / (t10 * t11 * t12)
         )
-        t17 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        t18 = np.transpose(grad_y, (3, 0, 1, 2))
-        t19 = t18 * (t11 - t12)
-        t20 = np.sum(grad_y * (batch_mean_ - x), axis=(-4, -3, -2))
-        t21 = np.sum(grad_y, axis=(-4, -3, -2))
-        t22 = t18 * (-t11 + t12)
-        t23 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
+        t20 = np.transpose(grad_y, (3, 0, 1, 2))
+        t21 = t20 * (-t15 + t16)
+        t22 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
+        t23 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        t24 = np.sum(grad_y, axis=(-4, -3, -2))
         grad_batch_variance_ = (
             (1 / 4)
             * (
-                2 * grad_vjp_batch_mean_ * scale * t21
-                + 3 * grad_vjp_batch_variance_ * scale * t23 / (batch_variance_ + epsilon)
-                + 2 * grad_vjp_scale * t20
-                - 2 * scale * t17
+                2 * grad_vjp_batch_mean_ * scale * t24
+                + 3 * grad_vjp_batch_variance_ * scale * t22 / (batch_variance_ + epsilon)
+                - 2 * grad_vjp_scale * t22
+                - 2 * scale * t23
             )
             / (batch_variance_ + epsilon) ** (3 / 2)
         )
         grad_grad_y = (
-            (1 / 2)
-            * batch_mean_
+            -grad_vjp_batch_mean_ * scale / np.sqrt(batch_variance_ + epsilon)
+            - 1
+            / 2
             * grad_vjp_batch_variance_
             * scale
+            * (-batch_mean_ + x)
             / (batch_variance_ + epsilon) ** (3 / 2)
-            - batch_mean_ * grad_vjp_scale / np.sqrt(batch_variance_ + epsilon)
-            - grad_vjp_batch_mean_ * scale / np.sqrt(batch_variance_ + epsilon)
-            - 1 / 2 * grad_vjp_batch_variance_ * scale * x / (batch_variance_ + epsilon) ** (3 / 2)
             + grad_vjp_offset
-            + grad_vjp_scale * x / np.sqrt(batch_variance_ + epsilon)
+            + grad_vjp_scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
             + grad_vjp_x * scale / np.sqrt(batch_variance_ + epsilon)
         )
-        grad_grad_batch_mean = (
-            exponential_avg_factor * grad_vjp_batch_mean_
-            - exponential_avg_factor * grad_vjp_mean
-            + grad_vjp_mean
+        grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
+            1 - exponential_avg_factor
         )
         grad_grad_batch_variance = (
-            exponential_avg_factor * grad_vjp_batch_variance_ * t7 * t8 * t9 / (t7 * t8 * t9 - 1)
-            - exponential_avg_factor * grad_vjp_variance
-            + grad_vjp_variance
+            exponential_avg_factor
+            * grad_vjp_batch_variance_
+            * t10
+            * t11
+            * t12
+            / (t10 * t11 * t12 - 1)
+            + grad_vjp_variance * (1 - exponential_avg_factor)
         )
         grad_grad_reserve_space_1 = grad_vjp_batch_mean_
         grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-        t24 = np.sum(t12, axis=(-3, -2, -1))
-        t25 = np.sum(t13, axis=(-3, -2, -1))
-        t26 = np.sum(t18, axis=(-3, -2, -1))
+        t25 = np.sum(t16, axis=(-3, -2, -1))
+        t26 = np.sum(t17, axis=(-3, -2, -1))
+        t27 = np.sum(t20, axis=(-3, -2, -1))
         grad_x = (
-            -2 * grad_batch_variance_ * t24 / (t7**2 * t8**2 * t9**2)
-            + 2 * grad_batch_variance_ * x / (t7 * t8 * t9)
+            2 * grad_batch_variance_ * (-batch_mean_ + x) / (t10 * t11 * t12)
+            - 2
+            * grad_batch_variance_
+            * (-batch_mean_ * t10 * t11 * t12 + t25)
+            / (t10**2 * t11**2 * t12**2)
             - 1
             / 2
             * grad_vjp_batch_variance_
@@ -1478,17 +1485,17 @@ def fused_batch_norm_v3_grad_grad(
             + (1 / 2)
             * grad_vjp_batch_variance_
             * scale
-            * t26
-            / (t7 * t8 * t9 * (batch_variance_ + epsilon) ** (3 / 2))
+            * t27
+            / (t10 * t11 * t12 * (batch_variance_ + epsilon) ** (3 / 2))
             + grad_vjp_scale * grad_y / np.sqrt(batch_variance_ + epsilon)
-            - grad_vjp_scale * t26 / (t7 * t8 * t9 * np.sqrt(batch_variance_ + epsilon))
-            + 2 * grad_vjp_x * vjp_batch_variance_ / (t7 * t8 * t9)
-            - 2 * t25 * vjp_batch_variance_ / (t7**2 * t8**2 * t9**2)
+            - grad_vjp_scale * t27 / (t10 * t11 * t12 * np.sqrt(batch_variance_ + epsilon))
+            + 2 * grad_vjp_x * vjp_batch_variance_ / (t10 * t11 * t12)
+            - 2 * t26 * vjp_batch_variance_ / (t10**2 * t11**2 * t12**2)
         )
         grad_scale = (
-            -grad_vjp_batch_mean_ * t21
-            + (1 / 2) * grad_vjp_batch_variance_ * t20 / (batch_variance_ + epsilon)
-            + t17
+            -grad_vjp_batch_mean_ * t24
+            - 1 / 2 * grad_vjp_batch_variance_ * t22 / (batch_variance_ + epsilon)
+            + t23
         ) / np.sqrt(batch_variance_ + epsilon)
         grad_mean = None
         grad_variance = None

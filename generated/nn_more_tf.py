@@ -158,10 +158,9 @@ def batch_norm_with_global_normalization_vjp(
     elif scale_after_normalization:
         grad_t = gamma * grad / tf.math.sqrt(v + variance_epsilon)
         grad_m = -gamma * t0 / tf.math.sqrt(v + variance_epsilon)
-        t1 = tf.reduce_sum(grad * (m - t), axis=[-4, -3, -2])
-        grad_v = (1 / 2) * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
-        t2 = tf.reduce_sum(grad * (-m + t), axis=[-4, -3, -2])
-        grad_gamma = t2 / tf.math.sqrt(v + variance_epsilon)
+        t1 = tf.reduce_sum(grad * (-m + t), axis=[-4, -3, -2])
+        grad_v = -1 / 2 * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
+        grad_gamma = t1 / tf.math.sqrt(v + variance_epsilon)
     else:
         raise ValueError(
             f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
@@ -224,17 +223,9 @@ def batch_norm_with_global_normalization(
             return result, backward
         # else the declared formula
         if not scale_after_normalization:
-            result = (
-                beta
-                - m / tf.math.sqrt(v + variance_epsilon)
-                + t / tf.math.sqrt(v + variance_epsilon)
-            )
+            result = beta + (-m + t) / tf.math.sqrt(v + variance_epsilon)
         elif scale_after_normalization:
-            result = (
-                beta
-                - gamma * m / tf.math.sqrt(v + variance_epsilon)
-                + gamma * t / tf.math.sqrt(v + variance_epsilon)
-            )
+            result = beta + gamma * (-m + t) / tf.math.sqrt(v + variance_epsilon)
         else:
             raise ValueError(
                 f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
@@ -366,68 +357,72 @@ def fused_batch_norm_vjp(
     is_training=True,
     epsilon=0.0001,
     exponential_avg_factor=1.0,
+    batch_mean_=None,
 ):
     """Gradient of FusedBatchNorm (declared at ops/nn_more.py:83): one per input (x, scale, offset, mean, variance).
 
     In index notation, next to the code computing it, for data_format='NHWC', is_training=True
     (other values of data_format, is_training change it):
-        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W)
+        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = sum_{b, h, w} (grad_y[b, h, w, c] * reserve_space_1[c] * scale[c]
-            / (2 * (epsilon + reserve_space_2[c])**(3/2)) - grad_y[b, h, w, c] * scale[c] * x[b, h,
-            w, c] / (2 * (epsilon + reserve_space_2[c])**(3/2)))
+        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
+            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
             i.e. `exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            - sum_{b, h, w} grad_y[b, h, w, c] * (reserve_space_1[c] - x[b, h, w, c]) *
-                batch_mean_[c] * scale[c] / (B * H * W * (epsilon + reserve_space_2[c])**(3/2))
-            - 2 * grad_batch_variance[c] * exponential_avg_factor * batch_mean_[c] / (B * H * W - 1)
-            - 2 * grad_reserve_space_2[c] * batch_mean_[c] / (B * H * W)
-            + 2 * grad_batch_variance_[c] * x[i, j, k, c] / (B * H * W)
+            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-            ... (`symgrad explain` prints it whole)
+                reserve_space_2[c]))
+            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
+            + grad_reserve_space_1[c] / (B * H * W)
+            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
+                * H**2 * W**2)
             i.e. `exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7) + 2 * ...`
-        grad_scale[c] = sum_{b, h, w} (-grad_y[b, h, w, c] * reserve_space_1[c] / sqrt(epsilon +
-            reserve_space_2[c]) + grad_y[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon +
-            reserve_space_2[c])), i.e. `t12 / tf.math.sqrt(epsilon + reserve_space_2)`
+        grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / tf.math.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
             i.e. `tf.reduce_sum(grad_y, axis=[-4, -3, -2])`
-        grad_mean[c] = grad_batch_mean[c] - grad_batch_mean[c] * exponential_avg_factor
+        grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
-        grad_variance[c] = grad_batch_variance[c] - grad_batch_variance[c] * exponential_avg_factor
+        grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
-    grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
     if not is_training:
         grad_x = grad_y * scale / tf.math.sqrt(epsilon + reserve_space_2)
         t0 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
         grad_scale = t0 / tf.math.sqrt(epsilon + reserve_space_2)
+        grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
         t1 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
         grad_mean = (
             grad_batch_mean
             + grad_reserve_space_1
             - scale * t1 / tf.math.sqrt(epsilon + reserve_space_2)
         )
-        t2 = tf.reduce_sum(grad_y * (reserve_space_1 - x), axis=[-4, -3, -2])
         grad_variance = (
             grad_batch_variance
             + grad_reserve_space_2
-            + (1 / 2) * scale * t2 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
-        t4 = tf.reduce_sum(grad_y * (reserve_space_1 - x), axis=[-4, -3, -2])
+        if batch_mean_ is None:
+            t0 = tf.cast(tf.shape(x)[-4], x.dtype)
+            t1 = tf.cast(tf.shape(x)[-3], x.dtype)
+            t2 = tf.cast(tf.shape(x)[-2], x.dtype)
+            t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
+            batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
         t5 = tf.cast(tf.shape(x)[-4], x.dtype)
         t6 = tf.cast(tf.shape(x)[-3], x.dtype)
         t7 = tf.cast(tf.shape(x)[-2], x.dtype)
         grad_batch_variance_ = (
             exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 - 1)
             + grad_reserve_space_2
-            + (1 / 2) * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
         t8 = tf.transpose(x, perm=[3, 0, 1, 2])
         t9 = tf.reduce_sum(t8, axis=[-3, -2, -1])
@@ -435,14 +430,17 @@ def fused_batch_norm_vjp(
         t11 = tf.reduce_sum(t10, axis=[-3, -2, -1])
         grad_x = (
             exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7)
-            + 2 * grad_batch_variance_ * x / (t5 * t6 * t7)
-            - 2 * grad_batch_variance_ * t9 / (t5**2 * t6**2 * t7**2)
+            + 2 * grad_batch_variance_ * (-batch_mean_ + x) / (t5 * t6 * t7)
+            - 2
+            * grad_batch_variance_
+            * (-batch_mean_ * t5 * t6 * t7 + t9)
+            / (t5**2 * t6**2 * t7**2)
             + grad_reserve_space_1 / (t5 * t6 * t7)
             + grad_y * scale / tf.math.sqrt(epsilon + reserve_space_2)
             - scale * t11 / (t5 * t6 * t7 * tf.math.sqrt(epsilon + reserve_space_2))
         )
-        t12 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
-        grad_scale = t12 / tf.math.sqrt(epsilon + reserve_space_2)
+        grad_scale = t4 / tf.math.sqrt(epsilon + reserve_space_2)
+        grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
@@ -487,6 +485,8 @@ def fused_batch_norm(
 
     @tf.custom_gradient
     def forward(x, scale, offset, mean, variance):
+        batch_mean_ = None  # stages: the formula computes them, TensorFlow's kernel does not
+
         def backward(
             grad_y, grad_batch_mean, grad_batch_variance, grad_reserve_space_1, grad_reserve_space_2
         ):
@@ -513,6 +513,7 @@ def fused_batch_norm(
                 is_training=is_training,
                 epsilon=epsilon,
                 exponential_avg_factor=exponential_avg_factor,
+                batch_mean_=batch_mean_,
             )
 
         # the outputs as backward reads them: an outer tape takes the derived gradient for them
@@ -550,11 +551,7 @@ def fused_batch_norm(
                 f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
             )
         if not is_training:
-            y = (
-                -mean * scale / tf.math.sqrt(epsilon + variance)
-                + offset
-                + scale * x / tf.math.sqrt(epsilon + variance)
-            )
+            y = offset + scale * (-mean + x) / tf.math.sqrt(epsilon + variance)
             batch_mean = mean
             batch_variance = variance
             reserve_space_1 = mean
@@ -567,17 +564,11 @@ def fused_batch_norm(
             batch_mean_ = t3 / (t0 * t1 * t2)
             t4 = tf.reduce_sum((-batch_mean_ + x) ** 2, axis=[-4, -3, -2])
             batch_variance_ = t4 / (t0 * t1 * t2)
-            y = (
-                -batch_mean_ * scale / tf.math.sqrt(batch_variance_ + epsilon)
-                + offset
-                + scale * x / tf.math.sqrt(batch_variance_ + epsilon)
-            )
-            batch_mean = batch_mean_ * exponential_avg_factor - exponential_avg_factor * mean + mean
-            batch_variance = (
-                batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
-                - exponential_avg_factor * variance
-                + variance
-            )
+            y = offset + scale * (-batch_mean_ + x) / tf.math.sqrt(batch_variance_ + epsilon)
+            batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+            batch_variance = batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (
+                t0 * t1 * t2 - 1
+            ) + variance * (1 - exponential_avg_factor)
             reserve_space_1 = batch_mean_
             reserve_space_2 = batch_variance_
         else:
@@ -613,68 +604,72 @@ def fused_batch_norm_v2_vjp(
     is_training=True,
     epsilon=0.0001,
     exponential_avg_factor=1.0,
+    batch_mean_=None,
 ):
     """Gradient of FusedBatchNormV2 (declared at ops/nn_more.py:89): one per input (x, scale, offset, mean, variance).
 
     In index notation, next to the code computing it, for data_format='NHWC', is_training=True
     (other values of data_format, is_training change it):
-        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W)
+        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = sum_{b, h, w} (grad_y[b, h, w, c] * reserve_space_1[c] * scale[c]
-            / (2 * (epsilon + reserve_space_2[c])**(3/2)) - grad_y[b, h, w, c] * scale[c] * x[b, h,
-            w, c] / (2 * (epsilon + reserve_space_2[c])**(3/2)))
+        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
+            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
             i.e. `exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            - sum_{b, h, w} grad_y[b, h, w, c] * (reserve_space_1[c] - x[b, h, w, c]) *
-                batch_mean_[c] * scale[c] / (B * H * W * (epsilon + reserve_space_2[c])**(3/2))
-            - 2 * grad_batch_variance[c] * exponential_avg_factor * batch_mean_[c] / (B * H * W - 1)
-            - 2 * grad_reserve_space_2[c] * batch_mean_[c] / (B * H * W)
-            + 2 * grad_batch_variance_[c] * x[i, j, k, c] / (B * H * W)
+            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-            ... (`symgrad explain` prints it whole)
+                reserve_space_2[c]))
+            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
+            + grad_reserve_space_1[c] / (B * H * W)
+            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
+                * H**2 * W**2)
             i.e. `exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7) + 2 * ...`
-        grad_scale[c] = sum_{b, h, w} (-grad_y[b, h, w, c] * reserve_space_1[c] / sqrt(epsilon +
-            reserve_space_2[c]) + grad_y[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon +
-            reserve_space_2[c])), i.e. `t12 / tf.math.sqrt(epsilon + reserve_space_2)`
+        grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / tf.math.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
             i.e. `tf.reduce_sum(grad_y, axis=[-4, -3, -2])`
-        grad_mean[c] = grad_batch_mean[c] - grad_batch_mean[c] * exponential_avg_factor
+        grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
-        grad_variance[c] = grad_batch_variance[c] - grad_batch_variance[c] * exponential_avg_factor
+        grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
-    grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
     if not is_training:
         grad_x = grad_y * scale / tf.math.sqrt(epsilon + reserve_space_2)
         t0 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
         grad_scale = t0 / tf.math.sqrt(epsilon + reserve_space_2)
+        grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
         t1 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
         grad_mean = (
             grad_batch_mean
             + grad_reserve_space_1
             - scale * t1 / tf.math.sqrt(epsilon + reserve_space_2)
         )
-        t2 = tf.reduce_sum(grad_y * (reserve_space_1 - x), axis=[-4, -3, -2])
         grad_variance = (
             grad_batch_variance
             + grad_reserve_space_2
-            + (1 / 2) * scale * t2 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
-        t4 = tf.reduce_sum(grad_y * (reserve_space_1 - x), axis=[-4, -3, -2])
+        if batch_mean_ is None:
+            t0 = tf.cast(tf.shape(x)[-4], x.dtype)
+            t1 = tf.cast(tf.shape(x)[-3], x.dtype)
+            t2 = tf.cast(tf.shape(x)[-2], x.dtype)
+            t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
+            batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
         t5 = tf.cast(tf.shape(x)[-4], x.dtype)
         t6 = tf.cast(tf.shape(x)[-3], x.dtype)
         t7 = tf.cast(tf.shape(x)[-2], x.dtype)
         grad_batch_variance_ = (
             exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 - 1)
             + grad_reserve_space_2
-            + (1 / 2) * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
         t8 = tf.transpose(x, perm=[3, 0, 1, 2])
         t9 = tf.reduce_sum(t8, axis=[-3, -2, -1])
@@ -682,14 +677,17 @@ def fused_batch_norm_v2_vjp(
         t11 = tf.reduce_sum(t10, axis=[-3, -2, -1])
         grad_x = (
             exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7)
-            + 2 * grad_batch_variance_ * x / (t5 * t6 * t7)
-            - 2 * grad_batch_variance_ * t9 / (t5**2 * t6**2 * t7**2)
+            + 2 * grad_batch_variance_ * (-batch_mean_ + x) / (t5 * t6 * t7)
+            - 2
+            * grad_batch_variance_
+            * (-batch_mean_ * t5 * t6 * t7 + t9)
+            / (t5**2 * t6**2 * t7**2)
             + grad_reserve_space_1 / (t5 * t6 * t7)
             + grad_y * scale / tf.math.sqrt(epsilon + reserve_space_2)
             - scale * t11 / (t5 * t6 * t7 * tf.math.sqrt(epsilon + reserve_space_2))
         )
-        t12 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
-        grad_scale = t12 / tf.math.sqrt(epsilon + reserve_space_2)
+        grad_scale = t4 / tf.math.sqrt(epsilon + reserve_space_2)
+        grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
@@ -734,6 +732,8 @@ def fused_batch_norm_v2(
 
     @tf.custom_gradient
     def forward(x, scale, offset, mean, variance):
+        batch_mean_ = None  # stages: the formula computes them, TensorFlow's kernel does not
+
         def backward(
             grad_y, grad_batch_mean, grad_batch_variance, grad_reserve_space_1, grad_reserve_space_2
         ):
@@ -760,6 +760,7 @@ def fused_batch_norm_v2(
                 is_training=is_training,
                 epsilon=epsilon,
                 exponential_avg_factor=exponential_avg_factor,
+                batch_mean_=batch_mean_,
             )
 
         # the outputs as backward reads them: an outer tape takes the derived gradient for them
@@ -797,11 +798,7 @@ def fused_batch_norm_v2(
                 f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
             )
         if not is_training:
-            y = (
-                -mean * scale / tf.math.sqrt(epsilon + variance)
-                + offset
-                + scale * x / tf.math.sqrt(epsilon + variance)
-            )
+            y = offset + scale * (-mean + x) / tf.math.sqrt(epsilon + variance)
             batch_mean = mean
             batch_variance = variance
             reserve_space_1 = mean
@@ -814,17 +811,11 @@ def fused_batch_norm_v2(
             batch_mean_ = t3 / (t0 * t1 * t2)
             t4 = tf.reduce_sum((-batch_mean_ + x) ** 2, axis=[-4, -3, -2])
             batch_variance_ = t4 / (t0 * t1 * t2)
-            y = (
-                -batch_mean_ * scale / tf.math.sqrt(batch_variance_ + epsilon)
-                + offset
-                + scale * x / tf.math.sqrt(batch_variance_ + epsilon)
-            )
-            batch_mean = batch_mean_ * exponential_avg_factor - exponential_avg_factor * mean + mean
-            batch_variance = (
-                batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
-                - exponential_avg_factor * variance
-                + variance
-            )
+            y = offset + scale * (-batch_mean_ + x) / tf.math.sqrt(batch_variance_ + epsilon)
+            batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+            batch_variance = batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (
+                t0 * t1 * t2 - 1
+            ) + variance * (1 - exponential_avg_factor)
             reserve_space_1 = batch_mean_
             reserve_space_2 = batch_variance_
         else:
@@ -862,68 +853,72 @@ def fused_batch_norm_v3_vjp(
     is_training=True,
     epsilon=0.0001,
     exponential_avg_factor=1.0,
+    batch_mean_=None,
 ):
     """Gradient of FusedBatchNormV3 (declared at ops/nn_more.py:95): one per input (x, scale, offset, mean, variance).
 
     In index notation, next to the code computing it, for data_format='NHWC', is_training=True
     (other values of data_format, is_training change it):
-        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W)
+        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = sum_{b, h, w} (grad_y[b, h, w, c] * reserve_space_1[c] * scale[c]
-            / (2 * (epsilon + reserve_space_2[c])**(3/2)) - grad_y[b, h, w, c] * scale[c] * x[b, h,
-            w, c] / (2 * (epsilon + reserve_space_2[c])**(3/2)))
+        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
+            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
             i.e. `exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            - sum_{b, h, w} grad_y[b, h, w, c] * (reserve_space_1[c] - x[b, h, w, c]) *
-                batch_mean_[c] * scale[c] / (B * H * W * (epsilon + reserve_space_2[c])**(3/2))
-            - 2 * grad_batch_variance[c] * exponential_avg_factor * batch_mean_[c] / (B * H * W - 1)
-            - 2 * grad_reserve_space_2[c] * batch_mean_[c] / (B * H * W)
-            + 2 * grad_batch_variance_[c] * x[i, j, k, c] / (B * H * W)
+            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-            ... (`symgrad explain` prints it whole)
+                reserve_space_2[c]))
+            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
+            + grad_reserve_space_1[c] / (B * H * W)
+            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
+                * H**2 * W**2)
             i.e. `exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7) + 2 * ...`
-        grad_scale[c] = sum_{b, h, w} (-grad_y[b, h, w, c] * reserve_space_1[c] / sqrt(epsilon +
-            reserve_space_2[c]) + grad_y[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon +
-            reserve_space_2[c])), i.e. `t12 / tf.math.sqrt(epsilon + reserve_space_2)`
+        grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / tf.math.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
             i.e. `tf.reduce_sum(grad_y, axis=[-4, -3, -2])`
-        grad_mean[c] = grad_batch_mean[c] - grad_batch_mean[c] * exponential_avg_factor
+        grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
-        grad_variance[c] = grad_batch_variance[c] - grad_batch_variance[c] * exponential_avg_factor
+        grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
-    grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
     if not is_training:
         grad_x = grad_y * scale / tf.math.sqrt(epsilon + reserve_space_2)
         t0 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
         grad_scale = t0 / tf.math.sqrt(epsilon + reserve_space_2)
+        grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
         t1 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
         grad_mean = (
             grad_batch_mean
             + grad_reserve_space_1
             - scale * t1 / tf.math.sqrt(epsilon + reserve_space_2)
         )
-        t2 = tf.reduce_sum(grad_y * (reserve_space_1 - x), axis=[-4, -3, -2])
         grad_variance = (
             grad_batch_variance
             + grad_reserve_space_2
-            + (1 / 2) * scale * t2 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
-        t4 = tf.reduce_sum(grad_y * (reserve_space_1 - x), axis=[-4, -3, -2])
+        if batch_mean_ is None:
+            t0 = tf.cast(tf.shape(x)[-4], x.dtype)
+            t1 = tf.cast(tf.shape(x)[-3], x.dtype)
+            t2 = tf.cast(tf.shape(x)[-2], x.dtype)
+            t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
+            batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
         t5 = tf.cast(tf.shape(x)[-4], x.dtype)
         t6 = tf.cast(tf.shape(x)[-3], x.dtype)
         t7 = tf.cast(tf.shape(x)[-2], x.dtype)
         grad_batch_variance_ = (
             exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 - 1)
             + grad_reserve_space_2
-            + (1 / 2) * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
         t8 = tf.transpose(x, perm=[3, 0, 1, 2])
         t9 = tf.reduce_sum(t8, axis=[-3, -2, -1])
@@ -931,14 +926,17 @@ def fused_batch_norm_v3_vjp(
         t11 = tf.reduce_sum(t10, axis=[-3, -2, -1])
         grad_x = (
             exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7)
-            + 2 * grad_batch_variance_ * x / (t5 * t6 * t7)
-            - 2 * grad_batch_variance_ * t9 / (t5**2 * t6**2 * t7**2)
+            + 2 * grad_batch_variance_ * (-batch_mean_ + x) / (t5 * t6 * t7)
+            - 2
+            * grad_batch_variance_
+            * (-batch_mean_ * t5 * t6 * t7 + t9)
+            / (t5**2 * t6**2 * t7**2)
             + grad_reserve_space_1 / (t5 * t6 * t7)
             + grad_y * scale / tf.math.sqrt(epsilon + reserve_space_2)
             - scale * t11 / (t5 * t6 * t7 * tf.math.sqrt(epsilon + reserve_space_2))
         )
-        t12 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
-        grad_scale = t12 / tf.math.sqrt(epsilon + reserve_space_2)
+        grad_scale = t4 / tf.math.sqrt(epsilon + reserve_space_2)
+        grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
@@ -990,6 +988,8 @@ def fused_batch_norm_v3(
 
     @tf.custom_gradient
     def forward(x, scale, offset, mean, variance):
+        batch_mean_ = None  # stages: the formula computes them, TensorFlow's kernel does not
+
         def backward(
             grad_y,
             grad_batch_mean,
@@ -1023,6 +1023,7 @@ def fused_batch_norm_v3(
                 is_training=is_training,
                 epsilon=epsilon,
                 exponential_avg_factor=exponential_avg_factor,
+                batch_mean_=batch_mean_,
             )
 
         # the outputs as backward reads them: an outer tape takes the derived gradient for them
@@ -1070,11 +1071,7 @@ def fused_batch_norm_v3(
                 f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
             )
         if not is_training:
-            y = (
-                -mean * scale / tf.math.sqrt(epsilon + variance)
-                + offset
-                + scale * x / tf.math.sqrt(epsilon + variance)
-            )
+            y = offset + scale * (-mean + x) / tf.math.sqrt(epsilon + variance)
             batch_mean = mean
             batch_variance = variance
             reserve_space_1 = mean
@@ -1090,17 +1087,11 @@ def fused_batch_norm_v3(
             batch_mean_ = t3 / (t0 * t1 * t2)
             t4 = tf.reduce_sum((-batch_mean_ + x) ** 2, axis=[-4, -3, -2])
             batch_variance_ = t4 / (t0 * t1 * t2)
-            y = (
-                -batch_mean_ * scale / tf.math.sqrt(batch_variance_ + epsilon)
-                + offset
-                + scale * x / tf.math.sqrt(batch_variance_ + epsilon)
-            )
-            batch_mean = batch_mean_ * exponential_avg_factor - exponential_avg_factor * mean + mean
-            batch_variance = (
-                batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
-                - exponential_avg_factor * variance
-                + variance
-            )
+            y = offset + scale * (-batch_mean_ + x) / tf.math.sqrt(batch_variance_ + epsilon)
+            batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+            batch_variance = batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (
+                t0 * t1 * t2 - 1
+            ) + variance * (1 - exponential_avg_factor)
             reserve_space_1 = batch_mean_
             reserve_space_2 = batch_variance_
             t5 = tf.constant(0, dtype=x.dtype)

@@ -28,6 +28,12 @@ def _fresh(outputs, inputs):
     return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
 
 
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
@@ -56,13 +62,9 @@ def batch_norm_with_global_normalization_forward(
 ):
     """BatchNormWithGlobalNormalization's formula."""
     if not scale_after_normalization:
-        result = beta - m / torch.sqrt(v + variance_epsilon) + t / torch.sqrt(v + variance_epsilon)
+        result = beta + (-m + t) / torch.sqrt(v + variance_epsilon)
     elif scale_after_normalization:
-        result = (
-            beta
-            - gamma * m / torch.sqrt(v + variance_epsilon)
-            + gamma * t / torch.sqrt(v + variance_epsilon)
-        )
+        result = beta + gamma * (-m + t) / torch.sqrt(v + variance_epsilon)
     else:
         raise ValueError(
             f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
@@ -119,10 +121,9 @@ def batch_norm_with_global_normalization_vjp(
     elif scale_after_normalization:
         grad_t = gamma * grad / torch.sqrt(v + variance_epsilon)
         grad_m = -gamma * t0 / torch.sqrt(v + variance_epsilon)
-        t1 = torch.sum(grad * (m - t), axis=(-4, -3, -2))
-        grad_v = (1 / 2) * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
-        t2 = torch.sum(grad * (-m + t), axis=(-4, -3, -2))
-        grad_gamma = t2 / torch.sqrt(v + variance_epsilon)
+        t1 = torch.sum(grad * (-m + t), axis=(-4, -3, -2))
+        grad_v = -1 / 2 * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
+        grad_gamma = t1 / torch.sqrt(v + variance_epsilon)
     else:
         raise ValueError(
             f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
@@ -234,7 +235,7 @@ class _LRNFunction(torch.autograd.Function):
         output, stages = lrn_forward(
             input, depth_radius=depth_radius, bias=bias, alpha=alpha, beta=beta, return_stages=True
         )
-        return output, *stages.values()
+        return output, *_views(stages.values())
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -276,7 +277,7 @@ def fused_batch_norm(
     """FusedBatchNorm: Batch normalisation, scaled and offset per channel, with its statistics as outputs (declared at ops/nn_more.py:83); differentiated by fused_batch_norm_vjp."""
     return _FusedBatchNormFunction.apply(
         data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
-    )
+    )[:5]
 
 
 def fused_batch_norm_forward(
@@ -290,18 +291,16 @@ def fused_batch_norm_forward(
     is_training=True,
     epsilon=0.0001,
     exponential_avg_factor=1.0,
+    return_stages=False,
 ):
     """FusedBatchNorm's formula."""
+    batch_mean_ = None
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        y = (
-            -mean * scale / torch.sqrt(epsilon + variance)
-            + offset
-            + scale * x / torch.sqrt(epsilon + variance)
-        )
+        y = offset + scale * (-mean + x) / torch.sqrt(epsilon + variance)
         batch_mean = mean
         batch_variance = variance
         reserve_space_1 = mean
@@ -314,23 +313,21 @@ def fused_batch_norm_forward(
         batch_mean_ = t3 / (t0 * t1 * t2)
         t4 = torch.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
         batch_variance_ = t4 / (t0 * t1 * t2)
-        y = (
-            -batch_mean_ * scale / torch.sqrt(batch_variance_ + epsilon)
-            + offset
-            + scale * x / torch.sqrt(batch_variance_ + epsilon)
-        )
-        batch_mean = batch_mean_ * exponential_avg_factor - exponential_avg_factor * mean + mean
-        batch_variance = (
-            batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
-            - exponential_avg_factor * variance
-            + variance
-        )
+        y = offset + scale * (-batch_mean_ + x) / torch.sqrt(batch_variance_ + epsilon)
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+        batch_variance = batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (
+            t0 * t1 * t2 - 1
+        ) + variance * (1 - exponential_avg_factor)
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     else:
         raise ValueError(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
+    if return_stages:  # for fused_batch_norm_vjp(..., **stages): not computed again
+        return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), {
+            "batch_mean_": batch_mean_
+        }
     return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2)
 
 
@@ -351,6 +348,7 @@ def fused_batch_norm_vjp(
     batch_variance=None,
     reserve_space_1=None,
     reserve_space_2=None,
+    batch_mean_=None,
     data_format="NHWC",
     is_training=True,
     epsilon=0.0001,
@@ -360,31 +358,29 @@ def fused_batch_norm_vjp(
 
     In index notation, next to the code computing it, for data_format='NHWC', is_training=True
     (other values of data_format, is_training change it):
-        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W)
+        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = sum_{b, h, w} (grad_y[b, h, w, c] * reserve_space_1[c] * scale[c]
-            / (2 * (epsilon + reserve_space_2[c])**(3/2)) - grad_y[b, h, w, c] * scale[c] * x[b, h,
-            w, c] / (2 * (epsilon + reserve_space_2[c])**(3/2)))
+        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
+            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
             i.e. `exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            - sum_{b, h, w} grad_y[b, h, w, c] * (reserve_space_1[c] - x[b, h, w, c]) *
-                batch_mean_[c] * scale[c] / (B * H * W * (epsilon + reserve_space_2[c])**(3/2))
-            - 2 * grad_batch_variance[c] * exponential_avg_factor * batch_mean_[c] / (B * H * W - 1)
-            - 2 * grad_reserve_space_2[c] * batch_mean_[c] / (B * H * W)
-            + 2 * grad_batch_variance_[c] * x[i, j, k, c] / (B * H * W)
+            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-            ... (`symgrad explain` prints it whole)
+                reserve_space_2[c]))
+            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
+            + grad_reserve_space_1[c] / (B * H * W)
+            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
+                * H**2 * W**2)
             i.e. `exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7) + 2 * ...`
-        grad_scale[c] = sum_{b, h, w} (-grad_y[b, h, w, c] * reserve_space_1[c] / sqrt(epsilon +
-            reserve_space_2[c]) + grad_y[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon +
-            reserve_space_2[c])), i.e. `t12 / torch.sqrt(epsilon + reserve_space_2)`
+        grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / torch.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
             i.e. `torch.sum(grad_y, axis=(-4, -3, -2))`
-        grad_mean[c] = grad_batch_mean[c] - grad_batch_mean[c] * exponential_avg_factor
+        grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
-        grad_variance[c] = grad_batch_variance[c] - grad_batch_variance[c] * exponential_avg_factor
+        grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if reserve_space_1 is None:
@@ -415,32 +411,37 @@ def fused_batch_norm_vjp(
         raise ValueError(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
-    grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
     if not is_training:
         grad_x = grad_y * scale / torch.sqrt(epsilon + reserve_space_2)
         t0 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         grad_scale = t0 / torch.sqrt(epsilon + reserve_space_2)
+        grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
         t1 = torch.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = (
             grad_batch_mean
             + grad_reserve_space_1
             - scale * t1 / torch.sqrt(epsilon + reserve_space_2)
         )
-        t2 = torch.sum(grad_y * (reserve_space_1 - x), axis=(-4, -3, -2))
         grad_variance = (
             grad_batch_variance
             + grad_reserve_space_2
-            + (1 / 2) * scale * t2 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
-        t4 = torch.sum(grad_y * (reserve_space_1 - x), axis=(-4, -3, -2))
+        if batch_mean_ is None:
+            t0 = np.shape(x)[-4]
+            t1 = np.shape(x)[-3]
+            t2 = np.shape(x)[-2]
+            t3 = torch.sum(x, axis=(-4, -3, -2))
+            batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         t5 = np.shape(x)[-4]
         t6 = np.shape(x)[-3]
         t7 = np.shape(x)[-2]
         grad_batch_variance_ = (
             exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 - 1)
             + grad_reserve_space_2
-            + (1 / 2) * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
         t8 = torch.permute(x, (3, 0, 1, 2))
         t9 = torch.sum(t8, axis=(-3, -2, -1))
@@ -448,14 +449,17 @@ def fused_batch_norm_vjp(
         t11 = torch.sum(t10, axis=(-3, -2, -1))
         grad_x = (
             exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7)
-            + 2 * grad_batch_variance_ * x / (t5 * t6 * t7)
-            - 2 * grad_batch_variance_ * t9 / (t5**2 * t6**2 * t7**2)
+            + 2 * grad_batch_variance_ * (-batch_mean_ + x) / (t5 * t6 * t7)
+            - 2
+            * grad_batch_variance_
+            * (-batch_mean_ * t5 * t6 * t7 + t9)
+            / (t5**2 * t6**2 * t7**2)
             + grad_reserve_space_1 / (t5 * t6 * t7)
             + grad_y * scale / torch.sqrt(epsilon + reserve_space_2)
             - scale * t11 / (t5 * t6 * t7 * torch.sqrt(epsilon + reserve_space_2))
         )
-        t12 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t12 / torch.sqrt(epsilon + reserve_space_2)
+        grad_scale = t4 / torch.sqrt(epsilon + reserve_space_2)
+        grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
@@ -466,13 +470,13 @@ def fused_batch_norm_vjp(
 
 
 class _FusedBatchNormFunction(torch.autograd.Function):
-    """FusedBatchNorm for autograd: the backward is fused_batch_norm_vjp."""
+    """FusedBatchNorm for autograd: the backward is fused_batch_norm_vjp, given the forward's stages."""
 
     @staticmethod
     def forward(
         data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
     ):
-        return _fresh(
+        (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), stages = (
             fused_batch_norm_forward(
                 x,
                 scale,
@@ -483,6 +487,16 @@ class _FusedBatchNormFunction(torch.autograd.Function):
                 is_training=is_training,
                 epsilon=epsilon,
                 exponential_avg_factor=exponential_avg_factor,
+                return_stages=True,
+            )
+        )
+        return *_fresh(
+            (
+                y,
+                batch_mean,
+                batch_variance,
+                reserve_space_1,
+                reserve_space_2,
             ),
             (
                 x,
@@ -491,17 +505,22 @@ class _FusedBatchNormFunction(torch.autograd.Function):
                 mean,
                 variance,
             ),
-        )
+        ), *_views(stages.values())
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:], output[3], output[4])
+        ctx.save_for_backward(*inputs[4:], output[3], output[4], *output[5:])
+        ctx.mark_non_differentiable(*(s for s in output[5:] if s is not None))
 
     @staticmethod
     def backward(ctx, *cotangents):
         data_format, is_training, epsilon, exponential_avg_factor = ctx.attrs
-        x, scale, offset, mean, variance, reserve_space_1, reserve_space_2 = ctx.saved_tensors
+        x, scale, offset, mean, variance, reserve_space_1, reserve_space_2, batch_mean_ = (
+            ctx.saved_tensors
+        )
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        stages = {} if torch.is_grad_enabled() else {"batch_mean_": batch_mean_}
         grads = fused_batch_norm_vjp(
             *cotangents[:5],
             x,
@@ -511,6 +530,7 @@ class _FusedBatchNormFunction(torch.autograd.Function):
             variance,
             reserve_space_1=reserve_space_1,
             reserve_space_2=reserve_space_2,
+            **stages,
             data_format=data_format,
             is_training=is_training,
             epsilon=epsilon,
@@ -534,7 +554,7 @@ def fused_batch_norm_v2(
     """FusedBatchNormV2: FusedBatchNorm whose scale, offset and statistics may have another dtype than x (declared at ops/nn_more.py:89); differentiated by fused_batch_norm_v2_vjp."""
     return _FusedBatchNormV2Function.apply(
         data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
-    )
+    )[:5]
 
 
 def fused_batch_norm_v2_forward(
@@ -548,18 +568,16 @@ def fused_batch_norm_v2_forward(
     is_training=True,
     epsilon=0.0001,
     exponential_avg_factor=1.0,
+    return_stages=False,
 ):
     """FusedBatchNormV2's formula."""
+    batch_mean_ = None
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        y = (
-            -mean * scale / torch.sqrt(epsilon + variance)
-            + offset
-            + scale * x / torch.sqrt(epsilon + variance)
-        )
+        y = offset + scale * (-mean + x) / torch.sqrt(epsilon + variance)
         batch_mean = mean
         batch_variance = variance
         reserve_space_1 = mean
@@ -572,23 +590,21 @@ def fused_batch_norm_v2_forward(
         batch_mean_ = t3 / (t0 * t1 * t2)
         t4 = torch.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
         batch_variance_ = t4 / (t0 * t1 * t2)
-        y = (
-            -batch_mean_ * scale / torch.sqrt(batch_variance_ + epsilon)
-            + offset
-            + scale * x / torch.sqrt(batch_variance_ + epsilon)
-        )
-        batch_mean = batch_mean_ * exponential_avg_factor - exponential_avg_factor * mean + mean
-        batch_variance = (
-            batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
-            - exponential_avg_factor * variance
-            + variance
-        )
+        y = offset + scale * (-batch_mean_ + x) / torch.sqrt(batch_variance_ + epsilon)
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+        batch_variance = batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (
+            t0 * t1 * t2 - 1
+        ) + variance * (1 - exponential_avg_factor)
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     else:
         raise ValueError(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
+    if return_stages:  # for fused_batch_norm_v2_vjp(..., **stages): not computed again
+        return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), {
+            "batch_mean_": batch_mean_
+        }
     return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2)
 
 
@@ -609,6 +625,7 @@ def fused_batch_norm_v2_vjp(
     batch_variance=None,
     reserve_space_1=None,
     reserve_space_2=None,
+    batch_mean_=None,
     data_format="NHWC",
     is_training=True,
     epsilon=0.0001,
@@ -618,31 +635,29 @@ def fused_batch_norm_v2_vjp(
 
     In index notation, next to the code computing it, for data_format='NHWC', is_training=True
     (other values of data_format, is_training change it):
-        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W)
+        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = sum_{b, h, w} (grad_y[b, h, w, c] * reserve_space_1[c] * scale[c]
-            / (2 * (epsilon + reserve_space_2[c])**(3/2)) - grad_y[b, h, w, c] * scale[c] * x[b, h,
-            w, c] / (2 * (epsilon + reserve_space_2[c])**(3/2)))
+        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
+            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
             i.e. `exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            - sum_{b, h, w} grad_y[b, h, w, c] * (reserve_space_1[c] - x[b, h, w, c]) *
-                batch_mean_[c] * scale[c] / (B * H * W * (epsilon + reserve_space_2[c])**(3/2))
-            - 2 * grad_batch_variance[c] * exponential_avg_factor * batch_mean_[c] / (B * H * W - 1)
-            - 2 * grad_reserve_space_2[c] * batch_mean_[c] / (B * H * W)
-            + 2 * grad_batch_variance_[c] * x[i, j, k, c] / (B * H * W)
+            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-            ... (`symgrad explain` prints it whole)
+                reserve_space_2[c]))
+            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
+            + grad_reserve_space_1[c] / (B * H * W)
+            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
+                * H**2 * W**2)
             i.e. `exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7) + 2 * ...`
-        grad_scale[c] = sum_{b, h, w} (-grad_y[b, h, w, c] * reserve_space_1[c] / sqrt(epsilon +
-            reserve_space_2[c]) + grad_y[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon +
-            reserve_space_2[c])), i.e. `t12 / torch.sqrt(epsilon + reserve_space_2)`
+        grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / torch.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
             i.e. `torch.sum(grad_y, axis=(-4, -3, -2))`
-        grad_mean[c] = grad_batch_mean[c] - grad_batch_mean[c] * exponential_avg_factor
+        grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
-        grad_variance[c] = grad_batch_variance[c] - grad_batch_variance[c] * exponential_avg_factor
+        grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if reserve_space_1 is None:
@@ -673,32 +688,37 @@ def fused_batch_norm_v2_vjp(
         raise ValueError(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
-    grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
     if not is_training:
         grad_x = grad_y * scale / torch.sqrt(epsilon + reserve_space_2)
         t0 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         grad_scale = t0 / torch.sqrt(epsilon + reserve_space_2)
+        grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
         t1 = torch.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = (
             grad_batch_mean
             + grad_reserve_space_1
             - scale * t1 / torch.sqrt(epsilon + reserve_space_2)
         )
-        t2 = torch.sum(grad_y * (reserve_space_1 - x), axis=(-4, -3, -2))
         grad_variance = (
             grad_batch_variance
             + grad_reserve_space_2
-            + (1 / 2) * scale * t2 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
-        t4 = torch.sum(grad_y * (reserve_space_1 - x), axis=(-4, -3, -2))
+        if batch_mean_ is None:
+            t0 = np.shape(x)[-4]
+            t1 = np.shape(x)[-3]
+            t2 = np.shape(x)[-2]
+            t3 = torch.sum(x, axis=(-4, -3, -2))
+            batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         t5 = np.shape(x)[-4]
         t6 = np.shape(x)[-3]
         t7 = np.shape(x)[-2]
         grad_batch_variance_ = (
             exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 - 1)
             + grad_reserve_space_2
-            + (1 / 2) * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
         t8 = torch.permute(x, (3, 0, 1, 2))
         t9 = torch.sum(t8, axis=(-3, -2, -1))
@@ -706,14 +726,17 @@ def fused_batch_norm_v2_vjp(
         t11 = torch.sum(t10, axis=(-3, -2, -1))
         grad_x = (
             exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7)
-            + 2 * grad_batch_variance_ * x / (t5 * t6 * t7)
-            - 2 * grad_batch_variance_ * t9 / (t5**2 * t6**2 * t7**2)
+            + 2 * grad_batch_variance_ * (-batch_mean_ + x) / (t5 * t6 * t7)
+            - 2
+            * grad_batch_variance_
+            * (-batch_mean_ * t5 * t6 * t7 + t9)
+            / (t5**2 * t6**2 * t7**2)
             + grad_reserve_space_1 / (t5 * t6 * t7)
             + grad_y * scale / torch.sqrt(epsilon + reserve_space_2)
             - scale * t11 / (t5 * t6 * t7 * torch.sqrt(epsilon + reserve_space_2))
         )
-        t12 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t12 / torch.sqrt(epsilon + reserve_space_2)
+        grad_scale = t4 / torch.sqrt(epsilon + reserve_space_2)
+        grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
@@ -724,13 +747,13 @@ def fused_batch_norm_v2_vjp(
 
 
 class _FusedBatchNormV2Function(torch.autograd.Function):
-    """FusedBatchNormV2 for autograd: the backward is fused_batch_norm_v2_vjp."""
+    """FusedBatchNormV2 for autograd: the backward is fused_batch_norm_v2_vjp, given the forward's stages."""
 
     @staticmethod
     def forward(
         data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
     ):
-        return _fresh(
+        (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), stages = (
             fused_batch_norm_v2_forward(
                 x,
                 scale,
@@ -741,6 +764,16 @@ class _FusedBatchNormV2Function(torch.autograd.Function):
                 is_training=is_training,
                 epsilon=epsilon,
                 exponential_avg_factor=exponential_avg_factor,
+                return_stages=True,
+            )
+        )
+        return *_fresh(
+            (
+                y,
+                batch_mean,
+                batch_variance,
+                reserve_space_1,
+                reserve_space_2,
             ),
             (
                 x,
@@ -749,17 +782,22 @@ class _FusedBatchNormV2Function(torch.autograd.Function):
                 mean,
                 variance,
             ),
-        )
+        ), *_views(stages.values())
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:], output[3], output[4])
+        ctx.save_for_backward(*inputs[4:], output[3], output[4], *output[5:])
+        ctx.mark_non_differentiable(*(s for s in output[5:] if s is not None))
 
     @staticmethod
     def backward(ctx, *cotangents):
         data_format, is_training, epsilon, exponential_avg_factor = ctx.attrs
-        x, scale, offset, mean, variance, reserve_space_1, reserve_space_2 = ctx.saved_tensors
+        x, scale, offset, mean, variance, reserve_space_1, reserve_space_2, batch_mean_ = (
+            ctx.saved_tensors
+        )
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        stages = {} if torch.is_grad_enabled() else {"batch_mean_": batch_mean_}
         grads = fused_batch_norm_v2_vjp(
             *cotangents[:5],
             x,
@@ -769,6 +807,7 @@ class _FusedBatchNormV2Function(torch.autograd.Function):
             variance,
             reserve_space_1=reserve_space_1,
             reserve_space_2=reserve_space_2,
+            **stages,
             data_format=data_format,
             is_training=is_training,
             epsilon=epsilon,
@@ -792,7 +831,7 @@ def fused_batch_norm_v3(
     """FusedBatchNormV3: FusedBatchNormV2 with a third reserve space, empty on the CPU (declared at ops/nn_more.py:95); differentiated by fused_batch_norm_v3_vjp."""
     return _FusedBatchNormV3Function.apply(
         data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
-    )
+    )[:6]
 
 
 def fused_batch_norm_v3_forward(
@@ -806,18 +845,16 @@ def fused_batch_norm_v3_forward(
     is_training=True,
     epsilon=0.0001,
     exponential_avg_factor=1.0,
+    return_stages=False,
 ):
     """FusedBatchNormV3's formula."""
+    batch_mean_ = None
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        y = (
-            -mean * scale / torch.sqrt(epsilon + variance)
-            + offset
-            + scale * x / torch.sqrt(epsilon + variance)
-        )
+        y = offset + scale * (-mean + x) / torch.sqrt(epsilon + variance)
         batch_mean = mean
         batch_variance = variance
         reserve_space_1 = mean
@@ -833,17 +870,11 @@ def fused_batch_norm_v3_forward(
         batch_mean_ = t3 / (t0 * t1 * t2)
         t4 = torch.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
         batch_variance_ = t4 / (t0 * t1 * t2)
-        y = (
-            -batch_mean_ * scale / torch.sqrt(batch_variance_ + epsilon)
-            + offset
-            + scale * x / torch.sqrt(batch_variance_ + epsilon)
-        )
-        batch_mean = batch_mean_ * exponential_avg_factor - exponential_avg_factor * mean + mean
-        batch_variance = (
-            batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
-            - exponential_avg_factor * variance
-            + variance
-        )
+        y = offset + scale * (-batch_mean_ + x) / torch.sqrt(batch_variance_ + epsilon)
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+        batch_variance = batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (
+            t0 * t1 * t2 - 1
+        ) + variance * (1 - exponential_avg_factor)
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
         t5 = torch.asarray(0, dtype=x.dtype)
@@ -853,6 +884,10 @@ def fused_batch_norm_v3_forward(
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
+    if return_stages:  # for fused_batch_norm_v3_vjp(..., **stages): not computed again
+        return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3), {
+            "batch_mean_": batch_mean_
+        }
     return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3)
 
 
@@ -875,6 +910,7 @@ def fused_batch_norm_v3_vjp(
     reserve_space_1=None,
     reserve_space_2=None,
     reserve_space_3=None,
+    batch_mean_=None,
     data_format="NHWC",
     is_training=True,
     epsilon=0.0001,
@@ -884,31 +920,29 @@ def fused_batch_norm_v3_vjp(
 
     In index notation, next to the code computing it, for data_format='NHWC', is_training=True
     (other values of data_format, is_training change it):
-        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W)
+        batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = sum_{b, h, w} (grad_y[b, h, w, c] * reserve_space_1[c] * scale[c]
-            / (2 * (epsilon + reserve_space_2[c])**(3/2)) - grad_y[b, h, w, c] * scale[c] * x[b, h,
-            w, c] / (2 * (epsilon + reserve_space_2[c])**(3/2)))
+        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
+            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
             i.e. `exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            - sum_{b, h, w} grad_y[b, h, w, c] * (reserve_space_1[c] - x[b, h, w, c]) *
-                batch_mean_[c] * scale[c] / (B * H * W * (epsilon + reserve_space_2[c])**(3/2))
-            - 2 * grad_batch_variance[c] * exponential_avg_factor * batch_mean_[c] / (B * H * W - 1)
-            - 2 * grad_reserve_space_2[c] * batch_mean_[c] / (B * H * W)
-            + 2 * grad_batch_variance_[c] * x[i, j, k, c] / (B * H * W)
+            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-            ... (`symgrad explain` prints it whole)
+                reserve_space_2[c]))
+            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
+            + grad_reserve_space_1[c] / (B * H * W)
+            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
+                * H**2 * W**2)
             i.e. `exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7) + 2 * ...`
-        grad_scale[c] = sum_{b, h, w} (-grad_y[b, h, w, c] * reserve_space_1[c] / sqrt(epsilon +
-            reserve_space_2[c]) + grad_y[b, h, w, c] * x[b, h, w, c] / sqrt(epsilon +
-            reserve_space_2[c])), i.e. `t12 / torch.sqrt(epsilon + reserve_space_2)`
+        grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / torch.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
             i.e. `torch.sum(grad_y, axis=(-4, -3, -2))`
-        grad_mean[c] = grad_batch_mean[c] - grad_batch_mean[c] * exponential_avg_factor
+        grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
-        grad_variance[c] = grad_batch_variance[c] - grad_batch_variance[c] * exponential_avg_factor
+        grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
             i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if reserve_space_1 is None:
@@ -939,32 +973,37 @@ def fused_batch_norm_v3_vjp(
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
-    grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
     if not is_training:
         grad_x = grad_y * scale / torch.sqrt(epsilon + reserve_space_2)
         t0 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         grad_scale = t0 / torch.sqrt(epsilon + reserve_space_2)
+        grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
         t1 = torch.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = (
             grad_batch_mean
             + grad_reserve_space_1
             - scale * t1 / torch.sqrt(epsilon + reserve_space_2)
         )
-        t2 = torch.sum(grad_y * (reserve_space_1 - x), axis=(-4, -3, -2))
         grad_variance = (
             grad_batch_variance
             + grad_reserve_space_2
-            + (1 / 2) * scale * t2 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
-        t4 = torch.sum(grad_y * (reserve_space_1 - x), axis=(-4, -3, -2))
+        if batch_mean_ is None:
+            t0 = np.shape(x)[-4]
+            t1 = np.shape(x)[-3]
+            t2 = np.shape(x)[-2]
+            t3 = torch.sum(x, axis=(-4, -3, -2))
+            batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         t5 = np.shape(x)[-4]
         t6 = np.shape(x)[-3]
         t7 = np.shape(x)[-2]
         grad_batch_variance_ = (
             exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 - 1)
             + grad_reserve_space_2
-            + (1 / 2) * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
         t8 = torch.permute(x, (3, 0, 1, 2))
         t9 = torch.sum(t8, axis=(-3, -2, -1))
@@ -972,14 +1011,17 @@ def fused_batch_norm_v3_vjp(
         t11 = torch.sum(t10, axis=(-3, -2, -1))
         grad_x = (
             exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7)
-            + 2 * grad_batch_variance_ * x / (t5 * t6 * t7)
-            - 2 * grad_batch_variance_ * t9 / (t5**2 * t6**2 * t7**2)
+            + 2 * grad_batch_variance_ * (-batch_mean_ + x) / (t5 * t6 * t7)
+            - 2
+            * grad_batch_variance_
+            * (-batch_mean_ * t5 * t6 * t7 + t9)
+            / (t5**2 * t6**2 * t7**2)
             + grad_reserve_space_1 / (t5 * t6 * t7)
             + grad_y * scale / torch.sqrt(epsilon + reserve_space_2)
             - scale * t11 / (t5 * t6 * t7 * torch.sqrt(epsilon + reserve_space_2))
         )
-        t12 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t12 / torch.sqrt(epsilon + reserve_space_2)
+        grad_scale = t4 / torch.sqrt(epsilon + reserve_space_2)
+        grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
@@ -990,23 +1032,39 @@ def fused_batch_norm_v3_vjp(
 
 
 class _FusedBatchNormV3Function(torch.autograd.Function):
-    """FusedBatchNormV3 for autograd: the backward is fused_batch_norm_v3_vjp."""
+    """FusedBatchNormV3 for autograd: the backward is fused_batch_norm_v3_vjp, given the forward's stages."""
 
     @staticmethod
     def forward(
         data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
     ):
-        return _fresh(
-            fused_batch_norm_v3_forward(
-                x,
-                scale,
-                offset,
-                mean,
-                variance,
-                data_format=data_format,
-                is_training=is_training,
-                epsilon=epsilon,
-                exponential_avg_factor=exponential_avg_factor,
+        (
+            y,
+            batch_mean,
+            batch_variance,
+            reserve_space_1,
+            reserve_space_2,
+            reserve_space_3,
+        ), stages = fused_batch_norm_v3_forward(
+            x,
+            scale,
+            offset,
+            mean,
+            variance,
+            data_format=data_format,
+            is_training=is_training,
+            epsilon=epsilon,
+            exponential_avg_factor=exponential_avg_factor,
+            return_stages=True,
+        )
+        return *_fresh(
+            (
+                y,
+                batch_mean,
+                batch_variance,
+                reserve_space_1,
+                reserve_space_2,
+                reserve_space_3,
             ),
             (
                 x,
@@ -1015,17 +1073,22 @@ class _FusedBatchNormV3Function(torch.autograd.Function):
                 mean,
                 variance,
             ),
-        )
+        ), *_views(stages.values())
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:], output[3], output[4])
+        ctx.save_for_backward(*inputs[4:], output[3], output[4], *output[6:])
+        ctx.mark_non_differentiable(*(s for s in output[6:] if s is not None))
 
     @staticmethod
     def backward(ctx, *cotangents):
         data_format, is_training, epsilon, exponential_avg_factor = ctx.attrs
-        x, scale, offset, mean, variance, reserve_space_1, reserve_space_2 = ctx.saved_tensors
+        x, scale, offset, mean, variance, reserve_space_1, reserve_space_2, batch_mean_ = (
+            ctx.saved_tensors
+        )
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        stages = {} if torch.is_grad_enabled() else {"batch_mean_": batch_mean_}
         grads = fused_batch_norm_v3_vjp(
             *cotangents[:6],
             x,
@@ -1035,6 +1098,7 @@ class _FusedBatchNormV3Function(torch.autograd.Function):
             variance,
             reserve_space_1=reserve_space_1,
             reserve_space_2=reserve_space_2,
+            **stages,
             data_format=data_format,
             is_training=is_training,
             epsilon=epsilon,

@@ -206,11 +206,10 @@ def softmax_cross_entropy_with_logits(features, labels, *, return_stages=False):
     ext1 = np.max(features, axis=-1)
     t0 = ext1[..., None]
     sum1 = np.sum(np.exp(features - t0), axis=-1)
-    t1 = np.sum(features * labels, axis=-1)
-    t2 = np.sum(labels, axis=-1)
-    loss = ext1 * t2 - t1 + t2 * np.log(sum1)
-    t3 = sum1[..., None]
-    backprop = -labels + np.exp(features - t0) / t3
+    t1 = sum1[..., None]
+    t2 = np.sum(labels * (features - t0 - np.log(t1)), axis=-1)
+    loss = -t2
+    backprop = -labels + np.exp(features - t0) / t1
     if (
         return_stages
     ):  # for softmax_cross_entropy_with_logits_grad(..., **stages): not computed again
@@ -232,9 +231,8 @@ def softmax_cross_entropy_with_logits_grad(
             + sum_j (-grad_backprop[i, j] * (backprop[i, j] + labels[i, j]) + grad_loss[i] *
                 labels[i, j]) * (backprop[i, k] + labels[i, k])
             i.e. `grad_backprop * (backprop + labels) - labels * t1 + t2 * (backprop + labels)`
-        grad_labels[i, j] = -grad_loss[i] * features[i, j] + grad_loss[i] * ext1[i]
-            + grad_loss[i] * log(sum1[i]) - grad_backprop[i, j]
-            i.e. `-features * t1 - grad_backprop + t1 * t3 + t1 * np.log(t4)`
+        grad_labels[i, j] = -grad_loss[i] * (-log(sum1[i]) - ext1[i] + features[i, j])
+            - grad_backprop[i, j], i.e. `-grad_backprop - t1 * (features - t3 - np.log(t4))`
     """
     if backprop is None:
         backprop = softmax_cross_entropy_with_logits(features, labels)[1]
@@ -247,7 +245,7 @@ def softmax_cross_entropy_with_logits_grad(
     grad_features = grad_backprop * (backprop + labels) - labels * t1 + t2 * (backprop + labels)
     t3 = ext1[..., None]
     t4 = sum1[..., None]
-    grad_labels = -features * t1 - grad_backprop + t1 * t3 + t1 * np.log(t4)
+    grad_labels = -grad_backprop - t1 * (features - t3 - np.log(t4))
     return grad_features, grad_labels
 
 

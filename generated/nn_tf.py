@@ -328,9 +328,8 @@ def softmax_cross_entropy_with_logits_vjp(
             + sum_j (-grad_backprop[i, j] * (backprop[i, j] + labels[i, j]) + grad_loss[i] *
                 labels[i, j]) * (backprop[i, k] + labels[i, k])
             i.e. `grad_backprop * (backprop + labels) - labels * t1 + t2 * (backprop + labels)`
-        grad_labels[i, j] = -grad_loss[i] * features[i, j] + grad_loss[i] * ext1[i]
-            + grad_loss[i] * log(sum1[i]) - grad_backprop[i, j]
-            i.e. `-features * t1 - grad_backprop + t1 * t3 + t1 * tf.math.log(t4)`
+        grad_labels[i, j] = -grad_loss[i] * (-log(sum1[i]) - ext1[i] + features[i, j])
+            - grad_backprop[i, j], i.e. `-grad_backprop - t1 * (features - t3 - tf.math.log(t4))`
     """
     if ext1 is None or sum1 is None:
         ext1 = tf.reduce_max(features, axis=-1)
@@ -341,7 +340,7 @@ def softmax_cross_entropy_with_logits_vjp(
     grad_features = grad_backprop * (backprop + labels) - labels * t1 + t2 * (backprop + labels)
     t3 = ext1[..., None]
     t4 = sum1[..., None]
-    grad_labels = -features * t1 - grad_backprop + t1 * t3 + t1 * tf.math.log(t4)
+    grad_labels = -grad_backprop - t1 * (features - t3 - tf.math.log(t4))
     return grad_features, grad_labels
 
 
@@ -378,11 +377,10 @@ def softmax_cross_entropy_with_logits(features, labels):
         ext1 = tf.reduce_max(features, axis=-1)
         t0 = ext1[..., None]
         sum1 = tf.reduce_sum(tf.math.exp(features - t0), axis=-1)
-        t1 = tf.reduce_sum(features * labels, axis=-1)
-        t2 = tf.reduce_sum(labels, axis=-1)
-        loss = ext1 * t2 - t1 + t2 * tf.math.log(sum1)
-        t3 = sum1[..., None]
-        backprop = -labels + tf.math.exp(features - t0) / t3
+        t1 = sum1[..., None]
+        t2 = tf.reduce_sum(labels * (features - t0 - tf.math.log(t1)), axis=-1)
+        loss = -t2
+        backprop = -labels + tf.math.exp(features - t0) / t1
         return (loss, backprop), backward
 
     return forward(features, labels)

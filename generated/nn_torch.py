@@ -28,6 +28,12 @@ def _fresh(outputs, inputs):
     return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
 
 
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
 def _over(reduce, x, axes, keepdims=False):
     """`reduce` (`torch.sum`, `torch.amax`, ...) over `axes`, none where `axes` is empty
     (torch reads an empty tuple of axes as all of them)."""
@@ -243,11 +249,10 @@ def softmax_cross_entropy_with_logits_forward(features, labels, *, return_stages
     ext1 = torch.amax(features, axis=-1)
     t0 = ext1[..., None]
     sum1 = torch.sum(torch.exp(features - t0), axis=-1)
-    t1 = torch.sum(features * labels, axis=-1)
-    t2 = torch.sum(labels, axis=-1)
-    loss = ext1 * t2 - t1 + t2 * torch.log(sum1)
-    t3 = sum1[..., None]
-    backprop = -labels + torch.exp(features - t0) / t3
+    t1 = sum1[..., None]
+    t2 = torch.sum(labels * (features - t0 - torch.log(t1)), axis=-1)
+    loss = -t2
+    backprop = -labels + torch.exp(features - t0) / t1
     if (
         return_stages
     ):  # for softmax_cross_entropy_with_logits_vjp(..., **stages): not computed again
@@ -269,9 +274,8 @@ def softmax_cross_entropy_with_logits_vjp(
             + sum_j (-grad_backprop[i, j] * (backprop[i, j] + labels[i, j]) + grad_loss[i] *
                 labels[i, j]) * (backprop[i, k] + labels[i, k])
             i.e. `grad_backprop * (backprop + labels) - labels * t1 + t2 * (backprop + labels)`
-        grad_labels[i, j] = -grad_loss[i] * features[i, j] + grad_loss[i] * ext1[i]
-            + grad_loss[i] * log(sum1[i]) - grad_backprop[i, j]
-            i.e. `-features * t1 - grad_backprop + t1 * t3 + t1 * torch.log(t4)`
+        grad_labels[i, j] = -grad_loss[i] * (-log(sum1[i]) - ext1[i] + features[i, j])
+            - grad_backprop[i, j], i.e. `-grad_backprop - t1 * (features - t3 - torch.log(t4))`
     """
     if backprop is None:
         backprop = softmax_cross_entropy_with_logits_forward(features, labels)[1]
@@ -284,7 +288,7 @@ def softmax_cross_entropy_with_logits_vjp(
     grad_features = grad_backprop * (backprop + labels) - labels * t1 + t2 * (backprop + labels)
     t3 = ext1[..., None]
     t4 = sum1[..., None]
-    grad_labels = -features * t1 - grad_backprop + t1 * t3 + t1 * torch.log(t4)
+    grad_labels = -grad_backprop - t1 * (features - t3 - torch.log(t4))
     return grad_features, grad_labels
 
 
@@ -296,7 +300,7 @@ class _SoftmaxCrossEntropyWithLogitsFunction(torch.autograd.Function):
         (loss, backprop), stages = softmax_cross_entropy_with_logits_forward(
             features, labels, return_stages=True
         )
-        return loss, backprop, *stages.values()
+        return loss, backprop, *_views(stages.values())
 
     @staticmethod
     def setup_context(ctx, inputs, output):

@@ -332,22 +332,37 @@ def _hoist_deltas(expr: sp.Expr) -> sp.Expr:
 
 
 def _normalize(expr: sp.Expr, sums: tuple) -> list[Term]:
-    """Flatten sums of sums and products of sums into a list of `Term`s."""
-    expr = sp.expand(expr, deep=False, power_base=False, power_exp=False, log=False, multinomial=False)
+    """Flatten sums of sums and products of sums into a list of `Term`s. A sum of values
+    elementwise over one entry's indices (GELU's `1 + tanh(u)`) stays one factor: multiplied
+    out, it would print as a polynomial of its monomials."""
     if isinstance(expr, sp.Add):
         return [t for arg in expr.args for t in _normalize(arg, sums)]
     if isinstance(expr, sp.Sum):
         return _normalize(expr.function, sums + tuple(tuple(lim) for lim in expr.limits))
-    if isinstance(expr, sp.Mul) and any(isinstance(a, (sp.Sum, sp.Add)) for a in expr.args):
+    if isinstance(expr, sp.Mul) and any(_multiplied_out(a) for a in expr.args):
         terms = [Term(sp.S.One, sums)]
         for arg in expr.args:
             terms = [
                 Term(t.factor * u.factor, u.sums)
                 for t in terms
-                for u in _normalize(_bound_apart(arg, t), t.sums)
+                for u in (_normalize(_bound_apart(arg, t), t.sums) if _multiplied_out(arg) else [Term(arg, t.sums)])
             ]
         return terms
     return [Term(expr, sums)]
+
+
+def _multiplied_out(factor: sp.Expr) -> bool:
+    """Whether a product's `factor` is split into terms: a Sum, or a sum holding Sums, deltas
+    or branches (each term's own to eliminate or mask), or of values over different indices
+    (`x[i, k] + y[k, j]`, whose terms may each be a contraction)."""
+    if isinstance(factor, sp.Sum):
+        return True
+    if not isinstance(factor, sp.Add):
+        return False
+    if factor.has(sp.Sum, sp.KroneckerDelta, sp.Piecewise):
+        return True
+    indices = index_symbols(factor)
+    return bool(indices) and not any(indices <= set(e.indices) for e in factor.atoms(sp.Indexed))
 
 
 def _bound_apart(factor, term: Term):

@@ -18,6 +18,9 @@ def constant_factors_out(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
         (inside if factor.free_symbols & summed else outside).append(factor)
     if not outside:
         return None
+    if not inside:  # a count: `Sum(a, k)` is `a` times the number of k
+        count = sp.Mul(*[sp.sympify(high) - low + 1 for _, low, high in expr.limits])
+        return lowering.array(sp.Mul(*outside) * count, axes)
     return lowering.array(sp.Mul(*outside), axes) * lowering.array(sp.Sum(sp.Mul(*inside), *expr.limits), axes)
 
 

@@ -228,7 +228,10 @@ class TensorLowering:
         return self.once(("expand", name, subscript), lambda: self.temp(Expand(name, subscript)))
 
     def scalar(self, expr) -> sp.Expr:
-        """A number or numeric attribute; dimension sizes are read from the arrays' shapes."""
+        """A number or numeric attribute; dimension sizes are read from the arrays' shapes (a
+        Sum of constants is its closed form, `Sum(1, (k, 0, N - 1))` is N)."""
+        if expr.has(sp.Sum):
+            expr = expr.doit()
         value = expr.xreplace({d: self.dim(d) for d in sizes_in(expr)})
         if not value.is_number and transcendental(value):  # a Python float, not numpy's float64
             return python_float(value)

@@ -28,6 +28,12 @@ def _fresh(outputs, inputs):
     return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
 
 
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
 def _conj(x):
     """Complex conjugate; real tensors are returned as they are."""
     return torch.conj(x) if torch.is_complex(x) else x
