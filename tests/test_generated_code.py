@@ -112,3 +112,20 @@ def test_softmax_cross_entropy_gradient_reads_its_backprop_output(tf, tf_module)
     assert np.isfinite(grads[0]).all(), grads[0]
     np.testing.assert_allclose(grads[0], grads[1], rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(grads[0][0], [1.0, -1.0, 0.0], atol=1e-6)
+
+
+def _function_lines(text: str, name: str) -> int:
+    node = next(n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.FunctionDef) and n.name == name)
+    return node.end_lineno - node.lineno + 1
+
+
+def test_a_sum_elementwise_over_one_entry_stays_one_factor(derived):
+    """GELU of x + bias: its derivative's `1 + tanh(u)` and `x + bias` are not multiplied out
+    into monomials, each repeating tanh(u) (the second order was 388 lines, the first order
+    called tanh 10 times)."""
+    _, files = derived
+    text = files["composed_numpy.py"]
+    assert _function_lines(text, "bias_gelu_grad_grad") <= 150
+    first = text.split("def bias_gelu_grad(", 1)[1].split("\ndef ", 1)[0]
+    code = first.split('"""', 2)[2]
+    assert code.count("np.tanh(") <= 6, code

@@ -5,19 +5,15 @@ def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, e
         sum1[batch] = sum_{k_1} x[batch, k_1], i.e. `torch.sum(x, axis=-1)`
         affine1[batch] = epsilon + sum_k (x[batch, k] - sum1[batch] / N)**2 / N
             i.e. `epsilon + t2 / t0`
-        grad_affine1[batch] = sum_i (-grad[batch, i] * scale[i] * x[batch, i] / (2 *
-            affine1[batch]**(3/2)) + grad[batch, i] * scale[i] * sum1[batch] / (2 * N *
-            affine1[batch]**(3/2))), i.e. `(1 / 2) * t6 / affine1 ** (3 / 2)`
+        grad_affine1[batch] = -sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * scale[i] /
+            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t6 / affine1 ** (3 / 2)`
         grad_x[batch, j] = grad[batch, j] * scale[j] / sqrt(affine1[batch])
-            + 2 * grad_affine1[batch] * x[batch, j] / N
-            - 2 * grad_affine1[batch] * sum1[batch] / N**2
+            + 2 * grad_affine1[batch] * (x[batch, j] - sum1[batch] / N) / N
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
-            - sum_k 2 * grad_affine1[batch] * x[batch, k] / N**2
-            + 2 * grad_affine1[batch] * sum1[batch] / N**2
-            i.e. `grad * scale / torch.sqrt(t7) - 2 * t10 * t11 / t3**2 + 2 * t10 * x / t3 - ...`
-        grad_scale[i] = sum_batch (grad[batch, i] * x[batch, i] / sqrt(affine1[batch]) - grad[batch,
-            i] * sum1[batch] / (N * sqrt(affine1[batch])))
-            i.e. `torch.einsum("...,...a->a", t12, t13)`
+            - sum_k 2 * grad_affine1[batch] * (x[batch, k] - sum1[batch] / N) / N**2
+            i.e. `grad * scale / torch.sqrt(t7) + 2 * t11 * (x - t4 / t3) / t3 - 2 * t11 * ...`
+        grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
+            sqrt(affine1[batch]), i.e. `torch.einsum("...,...a->a", t12, t5)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `_over(torch.sum, grad, tuple(range(np.ndim(grad) - 1)))`
     """
@@ -29,22 +25,21 @@ def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, e
         affine1 = epsilon + t2 / t0
     t3 = np.shape(x)[-1]
     t4 = sum1[..., None]
-    t5 = grad * (-x + t4 / t3)
+    t5 = grad * (x - t4 / t3)
     t6 = torch.einsum("a,...a->...", scale, t5)
-    grad_affine1 = (1 / 2) * t6 / affine1 ** (3 / 2)
+    grad_affine1 = -1 / 2 * t6 / affine1 ** (3 / 2)
     t7 = affine1[..., None]
     t8 = torch.einsum("a,...a->...", scale, grad)
     t9 = t8[..., None]
-    t10 = grad_affine1[..., None]
-    t11 = torch.sum(x, axis=-1, keepdims=True)
+    t10 = torch.sum(x, axis=-1, keepdims=True)
+    t11 = grad_affine1[..., None]
     grad_x = (
         grad * scale / torch.sqrt(t7)
-        - 2 * t10 * t11 / t3**2
-        + 2 * t10 * x / t3
+        + 2 * t11 * (x - t4 / t3) / t3
+        - 2 * t11 * (t10 - t4) / t3**2
         - t9 / (t3 * torch.sqrt(t7))
     )
     t12 = 1 / torch.sqrt(affine1)
-    t13 = grad * (x - t4 / t3)
-    grad_scale = torch.einsum("...,...a->a", t12, t13)
+    grad_scale = torch.einsum("...,...a->a", t12, t5)
     grad_offset = _over(torch.sum, grad, tuple(range(np.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
