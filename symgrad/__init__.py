@@ -35,18 +35,9 @@ _ATTRIBUTES = (
     "attr",
 )
 _INTEGERS = ("integer_function",)
-_FUNCTIONS = (
-    "argmax",
-    "argmin",
-    "exact_div",
-    "first_maximum",
-    "indicator",
-    "maximum",
-    "minimum",
-    "product",
-    "read_outside",
-)
-__all__ = sorted(_DECLARE + _ATTRIBUTES + _FUNCTIONS + _INTEGERS) + ["__version__"]
+_FUNCTIONS = ("exact_div", "indicator", "product", "read_outside")
+_EXTREMA = ("argmax", "argmin", "first_maximum", "maximum", "minimum")
+__all__ = sorted(_DECLARE + _ATTRIBUTES + _FUNCTIONS + _EXTREMA + _INTEGERS) + ["__version__"]
 
 if TYPE_CHECKING:
     from symgrad.attributes import Attribute, Axis, Choice, DType, Input, Ints, LengthOf, Number, RankOf, SizeOf, attr
@@ -61,17 +52,8 @@ if TYPE_CHECKING:
         tensor,
     )
     from symgrad.integers import integer_function
-    from symgrad.functions import (
-        argmax,
-        argmin,
-        exact_div,
-        first_maximum,
-        indicator,
-        maximum,
-        minimum,
-        product,
-        read_outside,
-    )
+    from symgrad.functions import exact_div, indicator, product, read_outside
+    from symgrad.extrema import argmax, argmin, first_maximum, maximum, minimum
 
 
 def __getattr__(name: str):
@@ -79,6 +61,7 @@ def __getattr__(name: str):
         "symgrad.declare": _DECLARE,
         "symgrad.attributes": _ATTRIBUTES,
         "symgrad.functions": _FUNCTIONS,
+        "symgrad.extrema": _EXTREMA,
         "symgrad.integers": _INTEGERS,
     }
     module = next((m for m, names in modules.items() if name in names), None)

@@ -17,7 +17,8 @@ import sympy as sp
 
 from symgrad.declare import BATCH
 from symgrad.derivation import Derivation, TensorValue, Term
-from symgrad.functions import REDUCTIONS, recomputed_or_reused
+from symgrad.extrema import REDUCTIONS
+from symgrad.functions import recomputed_or_reused
 from symgrad.stability import point_value
 
 SAMPLE_POINTS = (-1.7, -0.6, 0.35, 0.8, 1.3, 2.1)  # where a rewrite is checked numerically

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 import sympy as sp
 
 from symgrad.declare import BATCH, BATCH_DIM, OpVariant, Output, Tensor, TensorInput
-from symgrad.functions import _Extremum, extremum_from, logsumexp
+from symgrad.functions import logsumexp
+from symgrad.extrema import _Extremum, extremum_from
 from symgrad.validate import index_ranges, index_symbols
 
 REDUCTIONS = (sp.Sum, sp.Product, _Extremum, logsumexp)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from symgrad.functions import first_attained, indicator_equal, read_outside
+from symgrad.functions import indicator_equal, read_outside
+from symgrad.extrema import first_attained
 from symgrad.ir import MaxPoolBackprop
 from symgrad.lowering.convolution import sizes_known, static_sizes
 from symgrad.lowering.symbols import free_indices, is_index, whole_axes

@@ -15,7 +15,8 @@ from typing import Callable
 
 import sympy as sp
 
-from symgrad.functions import _Position, at_position, first_attained, logsumexp, maximum, minimum, product, read_outside
+from symgrad.functions import at_position, logsumexp, product, read_outside
+from symgrad.extrema import _Position, first_attained, maximum, minimum
 from symgrad.lowering import contraction, convolution, entries, indices, pooling, recurrences, reductions, scatters, sums
 from symgrad.lowering.symbols import free_indices, is_index
 

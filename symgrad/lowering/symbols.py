@@ -5,7 +5,7 @@ from __future__ import annotations
 import sympy as sp
 
 from symgrad.declare import BATCH
-from symgrad.functions import REDUCTIONS
+from symgrad.extrema import REDUCTIONS
 
 
 def is_index(symbol) -> bool:

@@ -18,7 +18,8 @@ import sympy as sp
 from symgrad.declare import BATCH
 from symgrad.derivation import TensorValue, Term
 from symgrad.errors import LoweringError
-from symgrad.functions import REDUCTIONS, python_float
+from symgrad.extrema import REDUCTIONS
+from symgrad.functions import python_float
 from symgrad.ir import (
     Arange,
     Assign,

@@ -14,7 +14,8 @@ import math
 import numpy as np
 import sympy as sp
 
-from symgrad.functions import _Extremum, product, read_outside, selected
+from symgrad.functions import product, read_outside, selected
+from symgrad.extrema import _Extremum
 
 
 class _Outside(Exception):
