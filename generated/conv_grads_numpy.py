@@ -2191,12 +2191,11 @@ def max_pool_grad(
         t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
         t13 = np.transpose(orig_output, (0, 3, 1, 2))
         t14 = t13[..., None, None, :, :]
-        t15 = _shift_right(
-            np.cumsum(np.asarray(t12 == t14, orig_input.dtype), axis=-3), axis=-3, fill=0
-        )
-        t16 = np.sum(np.asarray(t12 == t14, orig_input.dtype), axis=-3, keepdims=True)
-        t17 = _shift_right(np.cumsum(t16, axis=-4), axis=-4, fill=0)
-        affine1 = t15 + t17
+        t15 = np.asarray(t12 == t14, orig_input.dtype)
+        t16 = _shift_right(np.cumsum(t15, axis=-3), axis=-3, fill=0)
+        t17 = np.sum(t15, axis=-3, keepdims=True)
+        t18 = _shift_right(np.cumsum(t17, axis=-4), axis=-4, fill=0)
+        affine1 = t16 + t18
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2220,12 +2219,11 @@ def max_pool_grad(
         t14 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
         t15 = np.transpose(orig_output, (0, 3, 1, 2))
         t16 = t15[..., None, None, :, :]
-        t17 = _shift_right(
-            np.cumsum(np.asarray(t14 == t16, orig_input.dtype), axis=-3), axis=-3, fill=0
-        )
-        t18 = np.sum(np.asarray(t14 == t16, orig_input.dtype), axis=-3, keepdims=True)
-        t19 = _shift_right(np.cumsum(t18, axis=-4), axis=-4, fill=0)
-        affine1 = t17 + t19
+        t17 = np.asarray(t14 == t16, orig_input.dtype)
+        t18 = _shift_right(np.cumsum(t17, axis=-3), axis=-3, fill=0)
+        t19 = np.sum(t17, axis=-3, keepdims=True)
+        t20 = _shift_right(np.cumsum(t19, axis=-4), axis=-4, fill=0)
+        affine1 = t18 + t20
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2271,7 +2269,7 @@ def max_pool_grad_grad(
         grad_grad[n, i, j, c] = sum_{j0, j1} grad_output[n, i * strides[1] + j0, j * strides[2] +
             j1, c] * first_attained(indicator_equal(read_outside(orig_input[n, i * strides[1] + j0,
             j * strides[2] + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
-            i.e. `np.sum(np.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))`
+            i.e. `np.sum(np.where((t33 == t34) & (t35 == 0), t30, 0), axis=(-2, -1))`
     """
     if data_format != "NHWC":
         raise ValueError(
@@ -2312,24 +2310,13 @@ def max_pool_grad_grad(
         t27 = np.arange(t26)
         t28 = strides[1] * t25 + t27
         t29 = _gather(t23, t28, -4)
-        t30 = np.transpose(t29, (0, 5, 2, 4, 1, 3))
-        t31 = t21[..., None]
-        t32 = strides[2] * t18 + t31
-        t33 = _gather(orig_input, t32, -2, fill=-np.inf)
-        t34 = t27[..., None]
-        t35 = strides[1] * t24 + t34
-        t36 = _gather(t33, t35, -4, fill=-np.inf)
-        t37 = np.transpose(t36, (0, 5, 1, 3, 2, 4))
-        t38 = np.transpose(orig_output, (0, 3, 1, 2))
-        t39 = t38[..., None, None, :, :]
-        t40 = np.where((affine1 == 0) & (t37 == t39), t30, 0)
-        t41 = np.transpose(t29, (0, 1, 3, 5, 2, 4))
-        t42 = _gather(orig_input, t22, -2, fill=-np.inf)
-        t43 = _gather(t42, t28, -4, fill=-np.inf)
-        t44 = np.transpose(t43, (0, 1, 3, 5, 2, 4))
-        t45 = orig_output[..., None, None]
-        t46 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = np.sum(np.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))
+        t30 = np.transpose(t29, (0, 1, 3, 5, 2, 4))
+        t31 = _gather(orig_input, t22, -2, fill=-np.inf)
+        t32 = _gather(t31, t28, -4, fill=-np.inf)
+        t33 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
+        t34 = orig_output[..., None, None]
+        t35 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = np.sum(np.where((t33 == t34) & (t35 == 0), t30, 0), axis=(-2, -1))
     elif padding == "SAME":
         if affine1 is None:
             t0 = ksize[2]
@@ -2369,24 +2356,13 @@ def max_pool_grad_grad(
         t31 = np.shape(orig_input)[-3]
         t32 = strides[1] * t28 + t30 - _same_padding(t31, ksize[1], strides[1], 1)
         t33 = _gather(t26, t32, -4)
-        t34 = np.transpose(t33, (0, 5, 2, 4, 1, 3))
-        t35 = t23[..., None]
-        t36 = strides[2] * t20 + t35 - _same_padding(t24, ksize[2], strides[2], 1)
-        t37 = _gather(orig_input, t36, -2, fill=-np.inf)
-        t38 = t30[..., None]
-        t39 = strides[1] * t27 + t38 - _same_padding(t31, ksize[1], strides[1], 1)
-        t40 = _gather(t37, t39, -4, fill=-np.inf)
-        t41 = np.transpose(t40, (0, 5, 1, 3, 2, 4))
-        t42 = np.transpose(orig_output, (0, 3, 1, 2))
-        t43 = t42[..., None, None, :, :]
-        t44 = np.where((affine1 == 0) & (t41 == t43), t34, 0)
-        t45 = np.transpose(t33, (0, 1, 3, 5, 2, 4))
-        t46 = _gather(orig_input, t25, -2, fill=-np.inf)
-        t47 = _gather(t46, t32, -4, fill=-np.inf)
-        t48 = np.transpose(t47, (0, 1, 3, 5, 2, 4))
-        t49 = orig_output[..., None, None]
-        t50 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = np.sum(np.where((t48 == t49) & (t50 == 0), t45, 0), axis=(-2, -1))
+        t34 = np.transpose(t33, (0, 1, 3, 5, 2, 4))
+        t35 = _gather(orig_input, t25, -2, fill=-np.inf)
+        t36 = _gather(t35, t32, -4, fill=-np.inf)
+        t37 = np.transpose(t36, (0, 1, 3, 5, 2, 4))
+        t38 = orig_output[..., None, None]
+        t39 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = np.sum(np.where((t37 == t38) & (t39 == 0), t34, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -2466,12 +2442,11 @@ def max_pool_grad_v2(
         t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
         t13 = np.transpose(orig_output, (0, 3, 1, 2))
         t14 = t13[..., None, None, :, :]
-        t15 = _shift_right(
-            np.cumsum(np.asarray(t12 == t14, orig_input.dtype), axis=-3), axis=-3, fill=0
-        )
-        t16 = np.sum(np.asarray(t12 == t14, orig_input.dtype), axis=-3, keepdims=True)
-        t17 = _shift_right(np.cumsum(t16, axis=-4), axis=-4, fill=0)
-        affine1 = t15 + t17
+        t15 = np.asarray(t12 == t14, orig_input.dtype)
+        t16 = _shift_right(np.cumsum(t15, axis=-3), axis=-3, fill=0)
+        t17 = np.sum(t15, axis=-3, keepdims=True)
+        t18 = _shift_right(np.cumsum(t17, axis=-4), axis=-4, fill=0)
+        affine1 = t16 + t18
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2495,12 +2470,11 @@ def max_pool_grad_v2(
         t14 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
         t15 = np.transpose(orig_output, (0, 3, 1, 2))
         t16 = t15[..., None, None, :, :]
-        t17 = _shift_right(
-            np.cumsum(np.asarray(t14 == t16, orig_input.dtype), axis=-3), axis=-3, fill=0
-        )
-        t18 = np.sum(np.asarray(t14 == t16, orig_input.dtype), axis=-3, keepdims=True)
-        t19 = _shift_right(np.cumsum(t18, axis=-4), axis=-4, fill=0)
-        affine1 = t17 + t19
+        t17 = np.asarray(t14 == t16, orig_input.dtype)
+        t18 = _shift_right(np.cumsum(t17, axis=-3), axis=-3, fill=0)
+        t19 = np.sum(t17, axis=-3, keepdims=True)
+        t20 = _shift_right(np.cumsum(t19, axis=-4), axis=-4, fill=0)
+        affine1 = t18 + t20
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2543,7 +2517,7 @@ def max_pool_grad_v2_grad(
         grad_grad[n, i, j, c] = sum_{j0, j1} grad_output[n, strides[1] * i + j0, strides[2] * j +
             j1, c] * first_attained(indicator_equal(read_outside(orig_input[n, strides[1] * i + j0,
             strides[2] * j + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
-            i.e. `np.sum(np.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))`
+            i.e. `np.sum(np.where((t33 == t34) & (t35 == 0), t30, 0), axis=(-2, -1))`
     """
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
@@ -2582,24 +2556,13 @@ def max_pool_grad_v2_grad(
         t27 = np.arange(t26)
         t28 = strides[1] * t25 + t27
         t29 = _gather(t23, t28, -4)
-        t30 = np.transpose(t29, (0, 5, 2, 4, 1, 3))
-        t31 = t21[..., None]
-        t32 = strides[2] * t18 + t31
-        t33 = _gather(orig_input, t32, -2, fill=-np.inf)
-        t34 = t27[..., None]
-        t35 = strides[1] * t24 + t34
-        t36 = _gather(t33, t35, -4, fill=-np.inf)
-        t37 = np.transpose(t36, (0, 5, 1, 3, 2, 4))
-        t38 = np.transpose(orig_output, (0, 3, 1, 2))
-        t39 = t38[..., None, None, :, :]
-        t40 = np.where((affine1 == 0) & (t37 == t39), t30, 0)
-        t41 = np.transpose(t29, (0, 1, 3, 5, 2, 4))
-        t42 = _gather(orig_input, t22, -2, fill=-np.inf)
-        t43 = _gather(t42, t28, -4, fill=-np.inf)
-        t44 = np.transpose(t43, (0, 1, 3, 5, 2, 4))
-        t45 = orig_output[..., None, None]
-        t46 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = np.sum(np.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))
+        t30 = np.transpose(t29, (0, 1, 3, 5, 2, 4))
+        t31 = _gather(orig_input, t22, -2, fill=-np.inf)
+        t32 = _gather(t31, t28, -4, fill=-np.inf)
+        t33 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
+        t34 = orig_output[..., None, None]
+        t35 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = np.sum(np.where((t33 == t34) & (t35 == 0), t30, 0), axis=(-2, -1))
     elif padding == "SAME":
         if affine1 is None:
             t0 = ksize[2]
@@ -2639,24 +2602,13 @@ def max_pool_grad_v2_grad(
         t31 = np.shape(orig_input)[-3]
         t32 = strides[1] * t28 + t30 - _same_padding(t31, ksize[1], strides[1], 1)
         t33 = _gather(t26, t32, -4)
-        t34 = np.transpose(t33, (0, 5, 2, 4, 1, 3))
-        t35 = t23[..., None]
-        t36 = strides[2] * t20 + t35 - _same_padding(t24, ksize[2], strides[2], 1)
-        t37 = _gather(orig_input, t36, -2, fill=-np.inf)
-        t38 = t30[..., None]
-        t39 = strides[1] * t27 + t38 - _same_padding(t31, ksize[1], strides[1], 1)
-        t40 = _gather(t37, t39, -4, fill=-np.inf)
-        t41 = np.transpose(t40, (0, 5, 1, 3, 2, 4))
-        t42 = np.transpose(orig_output, (0, 3, 1, 2))
-        t43 = t42[..., None, None, :, :]
-        t44 = np.where((affine1 == 0) & (t41 == t43), t34, 0)
-        t45 = np.transpose(t33, (0, 1, 3, 5, 2, 4))
-        t46 = _gather(orig_input, t25, -2, fill=-np.inf)
-        t47 = _gather(t46, t32, -4, fill=-np.inf)
-        t48 = np.transpose(t47, (0, 1, 3, 5, 2, 4))
-        t49 = orig_output[..., None, None]
-        t50 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = np.sum(np.where((t48 == t49) & (t50 == 0), t45, 0), axis=(-2, -1))
+        t34 = np.transpose(t33, (0, 1, 3, 5, 2, 4))
+        t35 = _gather(orig_input, t25, -2, fill=-np.inf)
+        t36 = _gather(t35, t32, -4, fill=-np.inf)
+        t37 = np.transpose(t36, (0, 1, 3, 5, 2, 4))
+        t38 = orig_output[..., None, None]
+        t39 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = np.sum(np.where((t37 == t38) & (t39 == 0), t34, 0), axis=(-2, -1))
     else:
         raise ValueError(f"MaxPoolGradV2: unsupported attributes padding={padding!r}")
     return None, None, grad_grad
@@ -2730,17 +2682,15 @@ def max_pool_gradgrad(
         t11 = _gather(t5, t10, -4, fill=-np.inf)
         t12 = np.transpose(t11, (0, 1, 3, 5, 2, 4))
         t13 = orig_output[..., None, None]
-        t14 = _shift_right(
-            np.cumsum(np.asarray(t12 == t13, orig_input.dtype), axis=-1), axis=-1, fill=0
-        )
-        t15 = np.sum(np.asarray(t12 == t13, orig_input.dtype), axis=-1, keepdims=True)
-        t16 = _shift_right(np.cumsum(t15, axis=-2), axis=-2, fill=0)
-        affine1 = t14 + t16
-        t17 = _gather(grad, t4, -2)
-        t18 = _gather(t17, t10, -4)
-        t19 = np.transpose(t18, (0, 1, 3, 5, 2, 4))
-        t20 = np.where((affine1 == 0) & (t12 == t13), t19, 0)
-        output = np.sum(np.where((affine1 == 0) & (t12 == t13), t19, 0), axis=(-2, -1))
+        t14 = np.asarray(t12 == t13, orig_input.dtype)
+        t15 = _shift_right(np.cumsum(t14, axis=-1), axis=-1, fill=0)
+        t16 = np.sum(t14, axis=-1, keepdims=True)
+        t17 = _shift_right(np.cumsum(t16, axis=-2), axis=-2, fill=0)
+        affine1 = t15 + t17
+        t18 = _gather(grad, t4, -2)
+        t19 = _gather(t18, t10, -4)
+        t20 = np.transpose(t19, (0, 1, 3, 5, 2, 4))
+        output = np.sum(np.where((affine1 == 0) & (t12 == t13), t20, 0), axis=(-2, -1))
     elif padding == "SAME":
         t4 = np.shape(orig_input)[-2]
         t5 = strides[2] * t1 + t3 - _same_padding(t4, ksize[2], strides[2], 1)
@@ -2754,17 +2704,15 @@ def max_pool_gradgrad(
         t13 = _gather(t6, t12, -4, fill=-np.inf)
         t14 = np.transpose(t13, (0, 1, 3, 5, 2, 4))
         t15 = orig_output[..., None, None]
-        t16 = _shift_right(
-            np.cumsum(np.asarray(t14 == t15, orig_input.dtype), axis=-1), axis=-1, fill=0
-        )
-        t17 = np.sum(np.asarray(t14 == t15, orig_input.dtype), axis=-1, keepdims=True)
-        t18 = _shift_right(np.cumsum(t17, axis=-2), axis=-2, fill=0)
-        affine1 = t16 + t18
-        t19 = _gather(grad, t5, -2)
-        t20 = _gather(t19, t12, -4)
-        t21 = np.transpose(t20, (0, 1, 3, 5, 2, 4))
-        t22 = np.where((affine1 == 0) & (t14 == t15), t21, 0)
-        output = np.sum(np.where((affine1 == 0) & (t14 == t15), t21, 0), axis=(-2, -1))
+        t16 = np.asarray(t14 == t15, orig_input.dtype)
+        t17 = _shift_right(np.cumsum(t16, axis=-1), axis=-1, fill=0)
+        t18 = np.sum(t16, axis=-1, keepdims=True)
+        t19 = _shift_right(np.cumsum(t18, axis=-2), axis=-2, fill=0)
+        affine1 = t17 + t19
+        t20 = _gather(grad, t5, -2)
+        t21 = _gather(t20, t12, -4)
+        t22 = np.transpose(t21, (0, 1, 3, 5, 2, 4))
+        output = np.sum(np.where((affine1 == 0) & (t14 == t15), t22, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -2892,7 +2840,6 @@ def max_pool_gradgrad_grad_grad(
         t31 = _gather(t30, t27, -4, fill=-np.inf)
         t32 = np.transpose(t31, (0, 1, 3, 5, 2, 4))
         t33 = orig_output[..., None, None]
-        t34 = np.where((affine1 == 0) & (t32 == t33), t29, 0)
         grad_grad_output = np.sum(np.where((affine1 == 0) & (t32 == t33), t29, 0), axis=(-2, -1))
     elif padding == "SAME":
         if affine1 is None:
@@ -2937,7 +2884,6 @@ def max_pool_gradgrad_grad_grad(
         t35 = _gather(t34, t31, -4, fill=-np.inf)
         t36 = np.transpose(t35, (0, 1, 3, 5, 2, 4))
         t37 = orig_output[..., None, None]
-        t38 = np.where((affine1 == 0) & (t36 == t37), t33, 0)
         grad_grad_output = np.sum(np.where((affine1 == 0) & (t36 == t37), t33, 0), axis=(-2, -1))
     else:
         raise ValueError(
@@ -2984,15 +2930,14 @@ def max_pool3d_grad(
         t18 = np.transpose(t17, (0, 7, 1, 3, 5, 2, 4, 6))
         t19 = np.transpose(orig_output, (0, 4, 1, 2, 3))
         t20 = t19[..., None, None, None, :, :, :]
-        t21 = _shift_right(
-            np.cumsum(np.asarray(t18 == t20, orig_input.dtype), axis=-4), axis=-4, fill=0
-        )
-        t22 = np.sum(np.asarray(t18 == t20, orig_input.dtype), axis=-4, keepdims=True)
-        t23 = _shift_right(np.cumsum(t22, axis=-5), axis=-5, fill=0)
-        t24 = np.transpose(t17, (0, 7, 1, 5, 3, 2, 4, 6))
-        t25 = np.sum(np.asarray(t20 == t24, orig_input.dtype), axis=(-5, -4), keepdims=True)
-        t26 = _shift_right(np.cumsum(t25, axis=-6), axis=-6, fill=0)
-        affine1 = t21 + t23 + t26
+        t21 = np.asarray(t18 == t20, orig_input.dtype)
+        t22 = _shift_right(np.cumsum(t21, axis=-4), axis=-4, fill=0)
+        t23 = np.sum(t21, axis=-4, keepdims=True)
+        t24 = _shift_right(np.cumsum(t23, axis=-5), axis=-5, fill=0)
+        t25 = np.transpose(t17, (0, 7, 1, 5, 3, 2, 4, 6))
+        t26 = np.sum(np.asarray(t20 == t25, orig_input.dtype), axis=(-5, -4), keepdims=True)
+        t27 = _shift_right(np.cumsum(t26, axis=-6), axis=-6, fill=0)
+        affine1 = t22 + t24 + t27
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -3023,15 +2968,14 @@ def max_pool3d_grad(
         t21 = np.transpose(t20, (0, 7, 1, 3, 5, 2, 4, 6))
         t22 = np.transpose(orig_output, (0, 4, 1, 2, 3))
         t23 = t22[..., None, None, None, :, :, :]
-        t24 = _shift_right(
-            np.cumsum(np.asarray(t21 == t23, orig_input.dtype), axis=-4), axis=-4, fill=0
-        )
-        t25 = np.sum(np.asarray(t21 == t23, orig_input.dtype), axis=-4, keepdims=True)
-        t26 = _shift_right(np.cumsum(t25, axis=-5), axis=-5, fill=0)
-        t27 = np.transpose(t20, (0, 7, 1, 5, 3, 2, 4, 6))
-        t28 = np.sum(np.asarray(t23 == t27, orig_input.dtype), axis=(-5, -4), keepdims=True)
-        t29 = _shift_right(np.cumsum(t28, axis=-6), axis=-6, fill=0)
-        affine1 = t24 + t26 + t29
+        t24 = np.asarray(t21 == t23, orig_input.dtype)
+        t25 = _shift_right(np.cumsum(t24, axis=-4), axis=-4, fill=0)
+        t26 = np.sum(t24, axis=-4, keepdims=True)
+        t27 = _shift_right(np.cumsum(t26, axis=-5), axis=-5, fill=0)
+        t28 = np.transpose(t20, (0, 7, 1, 5, 3, 2, 4, 6))
+        t29 = np.sum(np.asarray(t23 == t28, orig_input.dtype), axis=(-5, -4), keepdims=True)
+        t30 = _shift_right(np.cumsum(t29, axis=-6), axis=-6, fill=0)
+        affine1 = t25 + t27 + t30
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -3084,7 +3028,7 @@ def max_pool3d_grad_grad(
             first_attained(indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z, i *
             strides[2] + j1, j * strides[3] + j2, c], -oo), orig_output[n, z, i, j, c]), affine1[n,
             c, j0, j1, j2, z, i, j])
-            i.e. `np.sum(np.where((t63 == t64) & (t65 == 0), t59, 0), axis=(-3, -2, -1))`
+            i.e. `np.sum(np.where((t49 == t50) & (t51 == 0), t45, 0), axis=(-3, -2, -1))`
     """
     if data_format != "NDHWC":
         raise ValueError(
@@ -3140,28 +3084,14 @@ def max_pool3d_grad_grad(
         t42 = np.arange(t41)
         t43 = strides[1] * t40 + t42
         t44 = _gather(t38, t43, -6)
-        t45 = np.transpose(t44, (0, 7, 2, 4, 6, 1, 3, 5))
-        t46 = t30[..., None]
-        t47 = strides[3] * t27 + t46
-        t48 = _gather(orig_input, t47, -2, fill=-np.inf)
-        t49 = t36[..., None]
-        t50 = strides[2] * t33 + t49
-        t51 = _gather(t48, t50, -4, fill=-np.inf)
-        t52 = t42[..., None]
-        t53 = strides[1] * t39 + t52
-        t54 = _gather(t51, t53, -6, fill=-np.inf)
-        t55 = np.transpose(t54, (0, 7, 1, 3, 5, 2, 4, 6))
-        t56 = np.transpose(orig_output, (0, 4, 1, 2, 3))
-        t57 = t56[..., None, None, None, :, :, :]
-        t58 = np.where((affine1 == 0) & (t55 == t57), t45, 0)
-        t59 = np.transpose(t44, (0, 1, 3, 5, 7, 2, 4, 6))
-        t60 = _gather(orig_input, t31, -2, fill=-np.inf)
-        t61 = _gather(t60, t37, -4, fill=-np.inf)
-        t62 = _gather(t61, t43, -6, fill=-np.inf)
-        t63 = np.transpose(t62, (0, 1, 3, 5, 7, 2, 4, 6))
-        t64 = orig_output[..., None, None, None]
-        t65 = np.transpose(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
-        grad_grad = np.sum(np.where((t63 == t64) & (t65 == 0), t59, 0), axis=(-3, -2, -1))
+        t45 = np.transpose(t44, (0, 1, 3, 5, 7, 2, 4, 6))
+        t46 = _gather(orig_input, t31, -2, fill=-np.inf)
+        t47 = _gather(t46, t37, -4, fill=-np.inf)
+        t48 = _gather(t47, t43, -6, fill=-np.inf)
+        t49 = np.transpose(t48, (0, 1, 3, 5, 7, 2, 4, 6))
+        t50 = orig_output[..., None, None, None]
+        t51 = np.transpose(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
+        grad_grad = np.sum(np.where((t49 == t50) & (t51 == 0), t45, 0), axis=(-3, -2, -1))
     elif padding == "SAME":
         if affine1 is None:
             t0 = ksize[3]
@@ -3218,28 +3148,14 @@ def max_pool3d_grad_grad(
         t48 = np.shape(orig_input)[-4]
         t49 = strides[1] * t45 + t47 - _same_padding(t48, ksize[1], strides[1], 1)
         t50 = _gather(t43, t49, -6)
-        t51 = np.transpose(t50, (0, 7, 2, 4, 6, 1, 3, 5))
-        t52 = t33[..., None]
-        t53 = strides[3] * t30 + t52 - _same_padding(t34, ksize[3], strides[3], 1)
-        t54 = _gather(orig_input, t53, -2, fill=-np.inf)
-        t55 = t40[..., None]
-        t56 = strides[2] * t37 + t55 - _same_padding(t41, ksize[2], strides[2], 1)
-        t57 = _gather(t54, t56, -4, fill=-np.inf)
-        t58 = t47[..., None]
-        t59 = strides[1] * t44 + t58 - _same_padding(t48, ksize[1], strides[1], 1)
-        t60 = _gather(t57, t59, -6, fill=-np.inf)
-        t61 = np.transpose(t60, (0, 7, 1, 3, 5, 2, 4, 6))
-        t62 = np.transpose(orig_output, (0, 4, 1, 2, 3))
-        t63 = t62[..., None, None, None, :, :, :]
-        t64 = np.where((affine1 == 0) & (t61 == t63), t51, 0)
-        t65 = np.transpose(t50, (0, 1, 3, 5, 7, 2, 4, 6))
-        t66 = _gather(orig_input, t35, -2, fill=-np.inf)
-        t67 = _gather(t66, t42, -4, fill=-np.inf)
-        t68 = _gather(t67, t49, -6, fill=-np.inf)
-        t69 = np.transpose(t68, (0, 1, 3, 5, 7, 2, 4, 6))
-        t70 = orig_output[..., None, None, None]
-        t71 = np.transpose(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
-        grad_grad = np.sum(np.where((t69 == t70) & (t71 == 0), t65, 0), axis=(-3, -2, -1))
+        t51 = np.transpose(t50, (0, 1, 3, 5, 7, 2, 4, 6))
+        t52 = _gather(orig_input, t35, -2, fill=-np.inf)
+        t53 = _gather(t52, t42, -4, fill=-np.inf)
+        t54 = _gather(t53, t49, -6, fill=-np.inf)
+        t55 = np.transpose(t54, (0, 1, 3, 5, 7, 2, 4, 6))
+        t56 = orig_output[..., None, None, None]
+        t57 = np.transpose(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
+        grad_grad = np.sum(np.where((t55 == t56) & (t57 == 0), t51, 0), axis=(-3, -2, -1))
     else:
         raise ValueError(
             f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -3327,21 +3243,19 @@ def max_pool3d_gradgrad(
         t17 = _gather(t11, t16, -6, fill=-np.inf)
         t18 = np.transpose(t17, (0, 1, 3, 5, 7, 2, 4, 6))
         t19 = orig_output[..., None, None, None]
-        t20 = _shift_right(
-            np.cumsum(np.asarray(t18 == t19, orig_input.dtype), axis=-1), axis=-1, fill=0
-        )
-        t21 = np.sum(np.asarray(t18 == t19, orig_input.dtype), axis=-1, keepdims=True)
-        t22 = _shift_right(np.cumsum(t21, axis=-2), axis=-2, fill=0)
-        t23 = np.transpose(t17, (0, 1, 3, 5, 7, 2, 6, 4))
-        t24 = np.sum(np.asarray(t19 == t23, orig_input.dtype), axis=(-2, -1), keepdims=True)
-        t25 = _shift_right(np.cumsum(t24, axis=-3), axis=-3, fill=0)
-        affine1 = t20 + t22 + t25
-        t26 = _gather(grad, t4, -2)
-        t27 = _gather(t26, t10, -4)
-        t28 = _gather(t27, t16, -6)
-        t29 = np.transpose(t28, (0, 1, 3, 5, 7, 2, 4, 6))
-        t30 = np.where((affine1 == 0) & (t18 == t19), t29, 0)
-        output = np.sum(np.where((affine1 == 0) & (t18 == t19), t29, 0), axis=(-3, -2, -1))
+        t20 = np.asarray(t18 == t19, orig_input.dtype)
+        t21 = _shift_right(np.cumsum(t20, axis=-1), axis=-1, fill=0)
+        t22 = np.sum(t20, axis=-1, keepdims=True)
+        t23 = _shift_right(np.cumsum(t22, axis=-2), axis=-2, fill=0)
+        t24 = np.transpose(t17, (0, 1, 3, 5, 7, 2, 6, 4))
+        t25 = np.sum(np.asarray(t19 == t24, orig_input.dtype), axis=(-2, -1), keepdims=True)
+        t26 = _shift_right(np.cumsum(t25, axis=-3), axis=-3, fill=0)
+        affine1 = t21 + t23 + t26
+        t27 = _gather(grad, t4, -2)
+        t28 = _gather(t27, t10, -4)
+        t29 = _gather(t28, t16, -6)
+        t30 = np.transpose(t29, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = np.sum(np.where((affine1 == 0) & (t18 == t19), t30, 0), axis=(-3, -2, -1))
     elif padding == "SAME":
         t4 = np.shape(orig_input)[-2]
         t5 = strides[3] * t1 + t3 - _same_padding(t4, ksize[3], strides[3], 1)
@@ -3362,21 +3276,19 @@ def max_pool3d_gradgrad(
         t20 = _gather(t13, t19, -6, fill=-np.inf)
         t21 = np.transpose(t20, (0, 1, 3, 5, 7, 2, 4, 6))
         t22 = orig_output[..., None, None, None]
-        t23 = _shift_right(
-            np.cumsum(np.asarray(t21 == t22, orig_input.dtype), axis=-1), axis=-1, fill=0
-        )
-        t24 = np.sum(np.asarray(t21 == t22, orig_input.dtype), axis=-1, keepdims=True)
-        t25 = _shift_right(np.cumsum(t24, axis=-2), axis=-2, fill=0)
-        t26 = np.transpose(t20, (0, 1, 3, 5, 7, 2, 6, 4))
-        t27 = np.sum(np.asarray(t22 == t26, orig_input.dtype), axis=(-2, -1), keepdims=True)
-        t28 = _shift_right(np.cumsum(t27, axis=-3), axis=-3, fill=0)
-        affine1 = t23 + t25 + t28
-        t29 = _gather(grad, t5, -2)
-        t30 = _gather(t29, t12, -4)
-        t31 = _gather(t30, t19, -6)
-        t32 = np.transpose(t31, (0, 1, 3, 5, 7, 2, 4, 6))
-        t33 = np.where((affine1 == 0) & (t21 == t22), t32, 0)
-        output = np.sum(np.where((affine1 == 0) & (t21 == t22), t32, 0), axis=(-3, -2, -1))
+        t23 = np.asarray(t21 == t22, orig_input.dtype)
+        t24 = _shift_right(np.cumsum(t23, axis=-1), axis=-1, fill=0)
+        t25 = np.sum(t23, axis=-1, keepdims=True)
+        t26 = _shift_right(np.cumsum(t25, axis=-2), axis=-2, fill=0)
+        t27 = np.transpose(t20, (0, 1, 3, 5, 7, 2, 6, 4))
+        t28 = np.sum(np.asarray(t22 == t27, orig_input.dtype), axis=(-2, -1), keepdims=True)
+        t29 = _shift_right(np.cumsum(t28, axis=-3), axis=-3, fill=0)
+        affine1 = t24 + t26 + t29
+        t30 = _gather(grad, t5, -2)
+        t31 = _gather(t30, t12, -4)
+        t32 = _gather(t31, t19, -6)
+        t33 = np.transpose(t32, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = np.sum(np.where((affine1 == 0) & (t21 == t22), t33, 0), axis=(-3, -2, -1))
     else:
         raise ValueError(
             f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -3525,7 +3437,6 @@ def max_pool3d_gradgrad_grad_grad(
         t47 = _gather(t46, t42, -6, fill=-np.inf)
         t48 = np.transpose(t47, (0, 1, 3, 5, 7, 2, 4, 6))
         t49 = orig_output[..., None, None, None]
-        t50 = np.where((affine1 == 0) & (t48 == t49), t44, 0)
         grad_grad_output = np.sum(
             np.where((affine1 == 0) & (t48 == t49), t44, 0), axis=(-3, -2, -1)
         )
@@ -3590,7 +3501,6 @@ def max_pool3d_gradgrad_grad_grad(
         t53 = _gather(t52, t48, -6, fill=-np.inf)
         t54 = np.transpose(t53, (0, 1, 3, 5, 7, 2, 4, 6))
         t55 = orig_output[..., None, None, None]
-        t56 = np.where((affine1 == 0) & (t54 == t55), t50, 0)
         grad_grad_output = np.sum(
             np.where((affine1 == 0) & (t54 == t55), t50, 0), axis=(-3, -2, -1)
         )

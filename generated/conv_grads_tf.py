@@ -2366,7 +2366,7 @@ def max_pool_grad_vjp(
         grad_grad[n, i, j, c] = sum_{j0, j1} grad_output[n, i * strides[1] + j0, j * strides[2] +
             j1, c] * first_attained(indicator_equal(read_outside(orig_input[n, i * strides[1] + j0,
             j * strides[2] + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
-            i.e. `tf.reduce_sum(t41 * tf.where(tf.equal(t44, t45), tf.constant(1, ...`
+            i.e. `tf.reduce_sum(t30 * tf.where(tf.equal(t33, t34), tf.constant(1, ...`
     """
     if data_format != "NHWC":
         raise ValueError(
@@ -2421,44 +2421,21 @@ def max_pool_grad_vjp(
         t27 = tf.range(tf.cast(t26, tf.int64))
         t28 = strides[1] * t25 + t27
         t29 = _gather(t23, t28, -4)
-        t30 = tf.transpose(t29, perm=[0, 5, 2, 4, 1, 3])
-        t31 = t21[..., None]
-        t32 = strides[2] * t18 + t31
-        t33 = _gather(orig_input, t32, -2, fill=float("-inf"))
-        t34 = t27[..., None]
-        t35 = strides[1] * t24 + t34
-        t36 = _gather(t33, t35, -4, fill=float("-inf"))
-        t37 = tf.transpose(t36, perm=[0, 5, 1, 3, 2, 4])
-        t38 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
-        t39 = t38[..., None, None, :, :]
-        t40 = (
+        t30 = tf.transpose(t29, perm=[0, 1, 3, 5, 2, 4])
+        t31 = _gather(orig_input, t22, -2, fill=float("-inf"))
+        t32 = _gather(t31, t28, -4, fill=float("-inf"))
+        t33 = tf.transpose(t32, perm=[0, 1, 3, 5, 2, 4])
+        t34 = orig_output[..., None, None]
+        t35 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
+        grad_grad = tf.reduce_sum(
             t30
             * tf.where(
-                tf.equal(t37, t39),
+                tf.equal(t33, t34),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             )
             * tf.where(
-                tf.equal(affine1, 0),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            )
-        )
-        t41 = tf.transpose(t29, perm=[0, 1, 3, 5, 2, 4])
-        t42 = _gather(orig_input, t22, -2, fill=float("-inf"))
-        t43 = _gather(t42, t28, -4, fill=float("-inf"))
-        t44 = tf.transpose(t43, perm=[0, 1, 3, 5, 2, 4])
-        t45 = orig_output[..., None, None]
-        t46 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
-        grad_grad = tf.reduce_sum(
-            t41
-            * tf.where(
-                tf.equal(t44, t45),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            )
-            * tf.where(
-                tf.equal(t46, 0),
+                tf.equal(t35, 0),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             ),
@@ -2517,44 +2494,21 @@ def max_pool_grad_vjp(
         t31 = tf.shape(orig_input, out_type=tf.int64)[-3]
         t32 = strides[1] * t28 + t30 - _same_padding(t31, ksize[1], strides[1], 1)
         t33 = _gather(t26, t32, -4)
-        t34 = tf.transpose(t33, perm=[0, 5, 2, 4, 1, 3])
-        t35 = t23[..., None]
-        t36 = strides[2] * t20 + t35 - _same_padding(t24, ksize[2], strides[2], 1)
-        t37 = _gather(orig_input, t36, -2, fill=float("-inf"))
-        t38 = t30[..., None]
-        t39 = strides[1] * t27 + t38 - _same_padding(t31, ksize[1], strides[1], 1)
-        t40 = _gather(t37, t39, -4, fill=float("-inf"))
-        t41 = tf.transpose(t40, perm=[0, 5, 1, 3, 2, 4])
-        t42 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
-        t43 = t42[..., None, None, :, :]
-        t44 = (
+        t34 = tf.transpose(t33, perm=[0, 1, 3, 5, 2, 4])
+        t35 = _gather(orig_input, t25, -2, fill=float("-inf"))
+        t36 = _gather(t35, t32, -4, fill=float("-inf"))
+        t37 = tf.transpose(t36, perm=[0, 1, 3, 5, 2, 4])
+        t38 = orig_output[..., None, None]
+        t39 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
+        grad_grad = tf.reduce_sum(
             t34
             * tf.where(
-                tf.equal(t41, t43),
+                tf.equal(t37, t38),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             )
             * tf.where(
-                tf.equal(affine1, 0),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            )
-        )
-        t45 = tf.transpose(t33, perm=[0, 1, 3, 5, 2, 4])
-        t46 = _gather(orig_input, t25, -2, fill=float("-inf"))
-        t47 = _gather(t46, t32, -4, fill=float("-inf"))
-        t48 = tf.transpose(t47, perm=[0, 1, 3, 5, 2, 4])
-        t49 = orig_output[..., None, None]
-        t50 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
-        grad_grad = tf.reduce_sum(
-            t45
-            * tf.where(
-                tf.equal(t48, t49),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            )
-            * tf.where(
-                tf.equal(t50, 0),
+                tf.equal(t39, 0),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             ),
@@ -2642,26 +2596,15 @@ def max_pool_grad(
             t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
             t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
             t14 = t13[..., None, None, :, :]
-            t15 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t12, t14),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                exclusive=True,
+            t15 = tf.where(
+                tf.equal(t12, t14),
+                tf.constant(1, orig_input.dtype),
+                tf.constant(0, orig_input.dtype),
             )
-            t16 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t12, t14),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                keepdims=True,
-            )
-            t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
-            affine1 = t15 + t17
+            t16 = tf.math.cumsum(t15, axis=-3, exclusive=True)
+            t17 = tf.reduce_sum(t15, axis=-3, keepdims=True)
+            t18 = tf.math.cumsum(t17, axis=-4, exclusive=True)
+            affine1 = t16 + t18
             output = _max_pool_backprop(
                 orig_input,
                 orig_output,
@@ -2684,26 +2627,15 @@ def max_pool_grad(
             t14 = tf.transpose(t13, perm=[0, 5, 1, 3, 2, 4])
             t15 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
             t16 = t15[..., None, None, :, :]
-            t17 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t14, t16),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                exclusive=True,
+            t17 = tf.where(
+                tf.equal(t14, t16),
+                tf.constant(1, orig_input.dtype),
+                tf.constant(0, orig_input.dtype),
             )
-            t18 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t14, t16),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                keepdims=True,
-            )
-            t19 = tf.math.cumsum(t18, axis=-4, exclusive=True)
-            affine1 = t17 + t19
+            t18 = tf.math.cumsum(t17, axis=-3, exclusive=True)
+            t19 = tf.reduce_sum(t17, axis=-3, keepdims=True)
+            t20 = tf.math.cumsum(t19, axis=-4, exclusive=True)
+            affine1 = t18 + t20
             output = _max_pool_backprop(
                 orig_input,
                 orig_output,
@@ -2753,7 +2685,7 @@ def max_pool_grad_v2_vjp(
         grad_grad[n, i, j, c] = sum_{j0, j1} grad_output[n, strides[1] * i + j0, strides[2] * j +
             j1, c] * first_attained(indicator_equal(read_outside(orig_input[n, strides[1] * i + j0,
             strides[2] * j + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
-            i.e. `tf.reduce_sum(t41 * tf.where(tf.equal(t44, t45), tf.constant(1, ...`
+            i.e. `tf.reduce_sum(t30 * tf.where(tf.equal(t33, t34), tf.constant(1, ...`
     """
     ksize = tf.cast(ksize, tf.int64)
     strides = tf.cast(strides, tf.int64)
@@ -2806,44 +2738,21 @@ def max_pool_grad_v2_vjp(
         t27 = tf.range(tf.cast(t26, tf.int64))
         t28 = strides[1] * t25 + t27
         t29 = _gather(t23, t28, -4)
-        t30 = tf.transpose(t29, perm=[0, 5, 2, 4, 1, 3])
-        t31 = t21[..., None]
-        t32 = strides[2] * t18 + t31
-        t33 = _gather(orig_input, t32, -2, fill=float("-inf"))
-        t34 = t27[..., None]
-        t35 = strides[1] * t24 + t34
-        t36 = _gather(t33, t35, -4, fill=float("-inf"))
-        t37 = tf.transpose(t36, perm=[0, 5, 1, 3, 2, 4])
-        t38 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
-        t39 = t38[..., None, None, :, :]
-        t40 = (
+        t30 = tf.transpose(t29, perm=[0, 1, 3, 5, 2, 4])
+        t31 = _gather(orig_input, t22, -2, fill=float("-inf"))
+        t32 = _gather(t31, t28, -4, fill=float("-inf"))
+        t33 = tf.transpose(t32, perm=[0, 1, 3, 5, 2, 4])
+        t34 = orig_output[..., None, None]
+        t35 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
+        grad_grad = tf.reduce_sum(
             t30
             * tf.where(
-                tf.equal(t37, t39),
+                tf.equal(t33, t34),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             )
             * tf.where(
-                tf.equal(affine1, 0),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            )
-        )
-        t41 = tf.transpose(t29, perm=[0, 1, 3, 5, 2, 4])
-        t42 = _gather(orig_input, t22, -2, fill=float("-inf"))
-        t43 = _gather(t42, t28, -4, fill=float("-inf"))
-        t44 = tf.transpose(t43, perm=[0, 1, 3, 5, 2, 4])
-        t45 = orig_output[..., None, None]
-        t46 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
-        grad_grad = tf.reduce_sum(
-            t41
-            * tf.where(
-                tf.equal(t44, t45),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            )
-            * tf.where(
-                tf.equal(t46, 0),
+                tf.equal(t35, 0),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             ),
@@ -2902,44 +2811,21 @@ def max_pool_grad_v2_vjp(
         t31 = tf.shape(orig_input, out_type=tf.int64)[-3]
         t32 = strides[1] * t28 + t30 - _same_padding(t31, ksize[1], strides[1], 1)
         t33 = _gather(t26, t32, -4)
-        t34 = tf.transpose(t33, perm=[0, 5, 2, 4, 1, 3])
-        t35 = t23[..., None]
-        t36 = strides[2] * t20 + t35 - _same_padding(t24, ksize[2], strides[2], 1)
-        t37 = _gather(orig_input, t36, -2, fill=float("-inf"))
-        t38 = t30[..., None]
-        t39 = strides[1] * t27 + t38 - _same_padding(t31, ksize[1], strides[1], 1)
-        t40 = _gather(t37, t39, -4, fill=float("-inf"))
-        t41 = tf.transpose(t40, perm=[0, 5, 1, 3, 2, 4])
-        t42 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
-        t43 = t42[..., None, None, :, :]
-        t44 = (
+        t34 = tf.transpose(t33, perm=[0, 1, 3, 5, 2, 4])
+        t35 = _gather(orig_input, t25, -2, fill=float("-inf"))
+        t36 = _gather(t35, t32, -4, fill=float("-inf"))
+        t37 = tf.transpose(t36, perm=[0, 1, 3, 5, 2, 4])
+        t38 = orig_output[..., None, None]
+        t39 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
+        grad_grad = tf.reduce_sum(
             t34
             * tf.where(
-                tf.equal(t41, t43),
+                tf.equal(t37, t38),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             )
             * tf.where(
-                tf.equal(affine1, 0),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            )
-        )
-        t45 = tf.transpose(t33, perm=[0, 1, 3, 5, 2, 4])
-        t46 = _gather(orig_input, t25, -2, fill=float("-inf"))
-        t47 = _gather(t46, t32, -4, fill=float("-inf"))
-        t48 = tf.transpose(t47, perm=[0, 1, 3, 5, 2, 4])
-        t49 = orig_output[..., None, None]
-        t50 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
-        grad_grad = tf.reduce_sum(
-            t45
-            * tf.where(
-                tf.equal(t48, t49),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            )
-            * tf.where(
-                tf.equal(t50, 0),
+                tf.equal(t39, 0),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             ),
@@ -3019,26 +2905,15 @@ def max_pool_grad_v2(orig_input, orig_output, grad, *, padding="VALID", ksize, s
             t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
             t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
             t14 = t13[..., None, None, :, :]
-            t15 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t12, t14),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                exclusive=True,
+            t15 = tf.where(
+                tf.equal(t12, t14),
+                tf.constant(1, orig_input.dtype),
+                tf.constant(0, orig_input.dtype),
             )
-            t16 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t12, t14),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                keepdims=True,
-            )
-            t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
-            affine1 = t15 + t17
+            t16 = tf.math.cumsum(t15, axis=-3, exclusive=True)
+            t17 = tf.reduce_sum(t15, axis=-3, keepdims=True)
+            t18 = tf.math.cumsum(t17, axis=-4, exclusive=True)
+            affine1 = t16 + t18
             output = _max_pool_backprop(
                 orig_input,
                 orig_output,
@@ -3061,26 +2936,15 @@ def max_pool_grad_v2(orig_input, orig_output, grad, *, padding="VALID", ksize, s
             t14 = tf.transpose(t13, perm=[0, 5, 1, 3, 2, 4])
             t15 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
             t16 = t15[..., None, None, :, :]
-            t17 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t14, t16),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                exclusive=True,
+            t17 = tf.where(
+                tf.equal(t14, t16),
+                tf.constant(1, orig_input.dtype),
+                tf.constant(0, orig_input.dtype),
             )
-            t18 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t14, t16),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                keepdims=True,
-            )
-            t19 = tf.math.cumsum(t18, axis=-4, exclusive=True)
-            affine1 = t17 + t19
+            t18 = tf.math.cumsum(t17, axis=-3, exclusive=True)
+            t19 = tf.reduce_sum(t17, axis=-3, keepdims=True)
+            t20 = tf.math.cumsum(t19, axis=-4, exclusive=True)
+            affine1 = t18 + t20
             output = _max_pool_backprop(
                 orig_input,
                 orig_output,
@@ -3237,44 +3101,20 @@ def max_pool_gradgrad(
             t11 = _gather(t5, t10, -4, fill=float("-inf"))
             t12 = tf.transpose(t11, perm=[0, 1, 3, 5, 2, 4])
             t13 = orig_output[..., None, None]
-            t14 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t12, t13),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                exclusive=True,
+            t14 = tf.where(
+                tf.equal(t12, t13),
+                tf.constant(1, orig_input.dtype),
+                tf.constant(0, orig_input.dtype),
             )
-            t15 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t12, t13),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                keepdims=True,
-            )
-            t16 = tf.math.cumsum(t15, axis=-2, exclusive=True)
-            affine1 = t14 + t16
-            t17 = _gather(grad, t4, -2)
-            t18 = _gather(t17, t10, -4)
-            t19 = tf.transpose(t18, perm=[0, 1, 3, 5, 2, 4])
-            t20 = (
-                t19
-                * tf.where(
-                    tf.equal(t12, t13),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                )
-                * tf.where(
-                    tf.equal(affine1, 0),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                )
-            )
+            t15 = tf.math.cumsum(t14, axis=-1, exclusive=True)
+            t16 = tf.reduce_sum(t14, axis=-1, keepdims=True)
+            t17 = tf.math.cumsum(t16, axis=-2, exclusive=True)
+            affine1 = t15 + t17
+            t18 = _gather(grad, t4, -2)
+            t19 = _gather(t18, t10, -4)
+            t20 = tf.transpose(t19, perm=[0, 1, 3, 5, 2, 4])
             output = tf.reduce_sum(
-                t19
+                t20
                 * tf.where(
                     tf.equal(t12, t13),
                     tf.constant(1, orig_input.dtype),
@@ -3300,44 +3140,20 @@ def max_pool_gradgrad(
             t13 = _gather(t6, t12, -4, fill=float("-inf"))
             t14 = tf.transpose(t13, perm=[0, 1, 3, 5, 2, 4])
             t15 = orig_output[..., None, None]
-            t16 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t14, t15),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                exclusive=True,
+            t16 = tf.where(
+                tf.equal(t14, t15),
+                tf.constant(1, orig_input.dtype),
+                tf.constant(0, orig_input.dtype),
             )
-            t17 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t14, t15),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                keepdims=True,
-            )
-            t18 = tf.math.cumsum(t17, axis=-2, exclusive=True)
-            affine1 = t16 + t18
-            t19 = _gather(grad, t5, -2)
-            t20 = _gather(t19, t12, -4)
-            t21 = tf.transpose(t20, perm=[0, 1, 3, 5, 2, 4])
-            t22 = (
-                t21
-                * tf.where(
-                    tf.equal(t14, t15),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                )
-                * tf.where(
-                    tf.equal(affine1, 0),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                )
-            )
+            t17 = tf.math.cumsum(t16, axis=-1, exclusive=True)
+            t18 = tf.reduce_sum(t16, axis=-1, keepdims=True)
+            t19 = tf.math.cumsum(t18, axis=-2, exclusive=True)
+            affine1 = t17 + t19
+            t20 = _gather(grad, t5, -2)
+            t21 = _gather(t20, t12, -4)
+            t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])
             output = tf.reduce_sum(
-                t21
+                t22
                 * tf.where(
                     tf.equal(t14, t15),
                     tf.constant(1, orig_input.dtype),
@@ -3392,7 +3208,7 @@ def max_pool3d_grad_vjp(
             first_attained(indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z, i *
             strides[2] + j1, j * strides[3] + j2, c], -oo), orig_output[n, z, i, j, c]), affine1[n,
             c, j0, j1, j2, z, i, j])
-            i.e. `tf.reduce_sum(t59 * tf.where(tf.equal(t63, t64), tf.constant(1, ...`
+            i.e. `tf.reduce_sum(t45 * tf.where(tf.equal(t49, t50), tf.constant(1, ...`
     """
     if data_format != "NDHWC":
         raise ValueError(
@@ -3470,48 +3286,22 @@ def max_pool3d_grad_vjp(
         t42 = tf.range(tf.cast(t41, tf.int64))
         t43 = strides[1] * t40 + t42
         t44 = _gather(t38, t43, -6)
-        t45 = tf.transpose(t44, perm=[0, 7, 2, 4, 6, 1, 3, 5])
-        t46 = t30[..., None]
-        t47 = strides[3] * t27 + t46
-        t48 = _gather(orig_input, t47, -2, fill=float("-inf"))
-        t49 = t36[..., None]
-        t50 = strides[2] * t33 + t49
-        t51 = _gather(t48, t50, -4, fill=float("-inf"))
-        t52 = t42[..., None]
-        t53 = strides[1] * t39 + t52
-        t54 = _gather(t51, t53, -6, fill=float("-inf"))
-        t55 = tf.transpose(t54, perm=[0, 7, 1, 3, 5, 2, 4, 6])
-        t56 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
-        t57 = t56[..., None, None, None, :, :, :]
-        t58 = (
+        t45 = tf.transpose(t44, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        t46 = _gather(orig_input, t31, -2, fill=float("-inf"))
+        t47 = _gather(t46, t37, -4, fill=float("-inf"))
+        t48 = _gather(t47, t43, -6, fill=float("-inf"))
+        t49 = tf.transpose(t48, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        t50 = orig_output[..., None, None, None]
+        t51 = tf.transpose(affine1, perm=[0, 5, 6, 7, 1, 2, 3, 4])
+        grad_grad = tf.reduce_sum(
             t45
             * tf.where(
-                tf.equal(t55, t57),
+                tf.equal(t49, t50),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             )
             * tf.where(
-                tf.equal(affine1, 0),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            )
-        )
-        t59 = tf.transpose(t44, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-        t60 = _gather(orig_input, t31, -2, fill=float("-inf"))
-        t61 = _gather(t60, t37, -4, fill=float("-inf"))
-        t62 = _gather(t61, t43, -6, fill=float("-inf"))
-        t63 = tf.transpose(t62, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-        t64 = orig_output[..., None, None, None]
-        t65 = tf.transpose(affine1, perm=[0, 5, 6, 7, 1, 2, 3, 4])
-        grad_grad = tf.reduce_sum(
-            t59
-            * tf.where(
-                tf.equal(t63, t64),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            )
-            * tf.where(
-                tf.equal(t65, 0),
+                tf.equal(t51, 0),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             ),
@@ -3595,48 +3385,22 @@ def max_pool3d_grad_vjp(
         t48 = tf.shape(orig_input, out_type=tf.int64)[-4]
         t49 = strides[1] * t45 + t47 - _same_padding(t48, ksize[1], strides[1], 1)
         t50 = _gather(t43, t49, -6)
-        t51 = tf.transpose(t50, perm=[0, 7, 2, 4, 6, 1, 3, 5])
-        t52 = t33[..., None]
-        t53 = strides[3] * t30 + t52 - _same_padding(t34, ksize[3], strides[3], 1)
-        t54 = _gather(orig_input, t53, -2, fill=float("-inf"))
-        t55 = t40[..., None]
-        t56 = strides[2] * t37 + t55 - _same_padding(t41, ksize[2], strides[2], 1)
-        t57 = _gather(t54, t56, -4, fill=float("-inf"))
-        t58 = t47[..., None]
-        t59 = strides[1] * t44 + t58 - _same_padding(t48, ksize[1], strides[1], 1)
-        t60 = _gather(t57, t59, -6, fill=float("-inf"))
-        t61 = tf.transpose(t60, perm=[0, 7, 1, 3, 5, 2, 4, 6])
-        t62 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
-        t63 = t62[..., None, None, None, :, :, :]
-        t64 = (
+        t51 = tf.transpose(t50, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        t52 = _gather(orig_input, t35, -2, fill=float("-inf"))
+        t53 = _gather(t52, t42, -4, fill=float("-inf"))
+        t54 = _gather(t53, t49, -6, fill=float("-inf"))
+        t55 = tf.transpose(t54, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        t56 = orig_output[..., None, None, None]
+        t57 = tf.transpose(affine1, perm=[0, 5, 6, 7, 1, 2, 3, 4])
+        grad_grad = tf.reduce_sum(
             t51
             * tf.where(
-                tf.equal(t61, t63),
+                tf.equal(t55, t56),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             )
             * tf.where(
-                tf.equal(affine1, 0),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            )
-        )
-        t65 = tf.transpose(t50, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-        t66 = _gather(orig_input, t35, -2, fill=float("-inf"))
-        t67 = _gather(t66, t42, -4, fill=float("-inf"))
-        t68 = _gather(t67, t49, -6, fill=float("-inf"))
-        t69 = tf.transpose(t68, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-        t70 = orig_output[..., None, None, None]
-        t71 = tf.transpose(affine1, perm=[0, 5, 6, 7, 1, 2, 3, 4])
-        grad_grad = tf.reduce_sum(
-            t65
-            * tf.where(
-                tf.equal(t69, t70),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            )
-            * tf.where(
-                tf.equal(t71, 0),
+                tf.equal(t57, 0),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             ),
@@ -3730,37 +3494,26 @@ def max_pool3d_grad(
             t18 = tf.transpose(t17, perm=[0, 7, 1, 3, 5, 2, 4, 6])
             t19 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
             t20 = t19[..., None, None, None, :, :, :]
-            t21 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t18, t20),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-4,
-                exclusive=True,
+            t21 = tf.where(
+                tf.equal(t18, t20),
+                tf.constant(1, orig_input.dtype),
+                tf.constant(0, orig_input.dtype),
             )
-            t22 = tf.reduce_sum(
+            t22 = tf.math.cumsum(t21, axis=-4, exclusive=True)
+            t23 = tf.reduce_sum(t21, axis=-4, keepdims=True)
+            t24 = tf.math.cumsum(t23, axis=-5, exclusive=True)
+            t25 = tf.transpose(t17, perm=[0, 7, 1, 5, 3, 2, 4, 6])
+            t26 = tf.reduce_sum(
                 tf.where(
-                    tf.equal(t18, t20),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-4,
-                keepdims=True,
-            )
-            t23 = tf.math.cumsum(t22, axis=-5, exclusive=True)
-            t24 = tf.transpose(t17, perm=[0, 7, 1, 5, 3, 2, 4, 6])
-            t25 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t20, t24),
+                    tf.equal(t20, t25),
                     tf.constant(1, orig_input.dtype),
                     tf.constant(0, orig_input.dtype),
                 ),
                 axis=[-5, -4],
                 keepdims=True,
             )
-            t26 = tf.math.cumsum(t25, axis=-6, exclusive=True)
-            affine1 = t21 + t23 + t26
+            t27 = tf.math.cumsum(t26, axis=-6, exclusive=True)
+            affine1 = t22 + t24 + t27
             output = _max_pool_backprop(
                 orig_input,
                 orig_output,
@@ -3793,37 +3546,26 @@ def max_pool3d_grad(
             t21 = tf.transpose(t20, perm=[0, 7, 1, 3, 5, 2, 4, 6])
             t22 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
             t23 = t22[..., None, None, None, :, :, :]
-            t24 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t21, t23),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-4,
-                exclusive=True,
+            t24 = tf.where(
+                tf.equal(t21, t23),
+                tf.constant(1, orig_input.dtype),
+                tf.constant(0, orig_input.dtype),
             )
-            t25 = tf.reduce_sum(
+            t25 = tf.math.cumsum(t24, axis=-4, exclusive=True)
+            t26 = tf.reduce_sum(t24, axis=-4, keepdims=True)
+            t27 = tf.math.cumsum(t26, axis=-5, exclusive=True)
+            t28 = tf.transpose(t20, perm=[0, 7, 1, 5, 3, 2, 4, 6])
+            t29 = tf.reduce_sum(
                 tf.where(
-                    tf.equal(t21, t23),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-4,
-                keepdims=True,
-            )
-            t26 = tf.math.cumsum(t25, axis=-5, exclusive=True)
-            t27 = tf.transpose(t20, perm=[0, 7, 1, 5, 3, 2, 4, 6])
-            t28 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t23, t27),
+                    tf.equal(t23, t28),
                     tf.constant(1, orig_input.dtype),
                     tf.constant(0, orig_input.dtype),
                 ),
                 axis=[-5, -4],
                 keepdims=True,
             )
-            t29 = tf.math.cumsum(t28, axis=-6, exclusive=True)
-            affine1 = t24 + t26 + t29
+            t30 = tf.math.cumsum(t29, axis=-6, exclusive=True)
+            affine1 = t25 + t27 + t30
             output = _max_pool_backprop(
                 orig_input,
                 orig_output,
@@ -3997,56 +3739,32 @@ def max_pool3d_gradgrad(
             t17 = _gather(t11, t16, -6, fill=float("-inf"))
             t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 7, 2, 4, 6])
             t19 = orig_output[..., None, None, None]
-            t20 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t18, t19),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                exclusive=True,
+            t20 = tf.where(
+                tf.equal(t18, t19),
+                tf.constant(1, orig_input.dtype),
+                tf.constant(0, orig_input.dtype),
             )
-            t21 = tf.reduce_sum(
+            t21 = tf.math.cumsum(t20, axis=-1, exclusive=True)
+            t22 = tf.reduce_sum(t20, axis=-1, keepdims=True)
+            t23 = tf.math.cumsum(t22, axis=-2, exclusive=True)
+            t24 = tf.transpose(t17, perm=[0, 1, 3, 5, 7, 2, 6, 4])
+            t25 = tf.reduce_sum(
                 tf.where(
-                    tf.equal(t18, t19),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                keepdims=True,
-            )
-            t22 = tf.math.cumsum(t21, axis=-2, exclusive=True)
-            t23 = tf.transpose(t17, perm=[0, 1, 3, 5, 7, 2, 6, 4])
-            t24 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t19, t23),
+                    tf.equal(t19, t24),
                     tf.constant(1, orig_input.dtype),
                     tf.constant(0, orig_input.dtype),
                 ),
                 axis=[-2, -1],
                 keepdims=True,
             )
-            t25 = tf.math.cumsum(t24, axis=-3, exclusive=True)
-            affine1 = t20 + t22 + t25
-            t26 = _gather(grad, t4, -2)
-            t27 = _gather(t26, t10, -4)
-            t28 = _gather(t27, t16, -6)
-            t29 = tf.transpose(t28, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            t30 = (
-                t29
-                * tf.where(
-                    tf.equal(t18, t19),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                )
-                * tf.where(
-                    tf.equal(affine1, 0),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                )
-            )
+            t26 = tf.math.cumsum(t25, axis=-3, exclusive=True)
+            affine1 = t21 + t23 + t26
+            t27 = _gather(grad, t4, -2)
+            t28 = _gather(t27, t10, -4)
+            t29 = _gather(t28, t16, -6)
+            t30 = tf.transpose(t29, perm=[0, 1, 3, 5, 7, 2, 4, 6])
             output = tf.reduce_sum(
-                t29
+                t30
                 * tf.where(
                     tf.equal(t18, t19),
                     tf.constant(1, orig_input.dtype),
@@ -4079,56 +3797,32 @@ def max_pool3d_gradgrad(
             t20 = _gather(t13, t19, -6, fill=float("-inf"))
             t21 = tf.transpose(t20, perm=[0, 1, 3, 5, 7, 2, 4, 6])
             t22 = orig_output[..., None, None, None]
-            t23 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t21, t22),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                exclusive=True,
+            t23 = tf.where(
+                tf.equal(t21, t22),
+                tf.constant(1, orig_input.dtype),
+                tf.constant(0, orig_input.dtype),
             )
-            t24 = tf.reduce_sum(
+            t24 = tf.math.cumsum(t23, axis=-1, exclusive=True)
+            t25 = tf.reduce_sum(t23, axis=-1, keepdims=True)
+            t26 = tf.math.cumsum(t25, axis=-2, exclusive=True)
+            t27 = tf.transpose(t20, perm=[0, 1, 3, 5, 7, 2, 6, 4])
+            t28 = tf.reduce_sum(
                 tf.where(
-                    tf.equal(t21, t22),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                keepdims=True,
-            )
-            t25 = tf.math.cumsum(t24, axis=-2, exclusive=True)
-            t26 = tf.transpose(t20, perm=[0, 1, 3, 5, 7, 2, 6, 4])
-            t27 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t22, t26),
+                    tf.equal(t22, t27),
                     tf.constant(1, orig_input.dtype),
                     tf.constant(0, orig_input.dtype),
                 ),
                 axis=[-2, -1],
                 keepdims=True,
             )
-            t28 = tf.math.cumsum(t27, axis=-3, exclusive=True)
-            affine1 = t23 + t25 + t28
-            t29 = _gather(grad, t5, -2)
-            t30 = _gather(t29, t12, -4)
-            t31 = _gather(t30, t19, -6)
-            t32 = tf.transpose(t31, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            t33 = (
-                t32
-                * tf.where(
-                    tf.equal(t21, t22),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                )
-                * tf.where(
-                    tf.equal(affine1, 0),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                )
-            )
+            t29 = tf.math.cumsum(t28, axis=-3, exclusive=True)
+            affine1 = t24 + t26 + t29
+            t30 = _gather(grad, t5, -2)
+            t31 = _gather(t30, t12, -4)
+            t32 = _gather(t31, t19, -6)
+            t33 = tf.transpose(t32, perm=[0, 1, 3, 5, 7, 2, 4, 6])
             output = tf.reduce_sum(
-                t32
+                t33
                 * tf.where(
                     tf.equal(t21, t22),
                     tf.constant(1, orig_input.dtype),

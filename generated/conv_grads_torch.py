@@ -1832,12 +1832,11 @@ def max_pool_grad_forward(
         t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
         t13 = torch.permute(orig_output, (0, 3, 1, 2))
         t14 = t13[..., None, None, :, :]
-        t15 = _shift_right(
-            torch.cumsum(torch.asarray(t12 == t14, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
-        )
-        t16 = torch.sum(torch.asarray(t12 == t14, dtype=orig_input.dtype), axis=-3, keepdims=True)
-        t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
-        affine1 = t15 + t17
+        t15 = torch.asarray(t12 == t14, dtype=orig_input.dtype)
+        t16 = _shift_right(torch.cumsum(t15, dim=-3), axis=-3, fill=0)
+        t17 = torch.sum(t15, axis=-3, keepdims=True)
+        t18 = _shift_right(torch.cumsum(t17, dim=-4), axis=-4, fill=0)
+        affine1 = t16 + t18
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -1861,12 +1860,11 @@ def max_pool_grad_forward(
         t14 = torch.permute(t13, (0, 5, 1, 3, 2, 4))
         t15 = torch.permute(orig_output, (0, 3, 1, 2))
         t16 = t15[..., None, None, :, :]
-        t17 = _shift_right(
-            torch.cumsum(torch.asarray(t14 == t16, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
-        )
-        t18 = torch.sum(torch.asarray(t14 == t16, dtype=orig_input.dtype), axis=-3, keepdims=True)
-        t19 = _shift_right(torch.cumsum(t18, dim=-4), axis=-4, fill=0)
-        affine1 = t17 + t19
+        t17 = torch.asarray(t14 == t16, dtype=orig_input.dtype)
+        t18 = _shift_right(torch.cumsum(t17, dim=-3), axis=-3, fill=0)
+        t19 = torch.sum(t17, axis=-3, keepdims=True)
+        t20 = _shift_right(torch.cumsum(t19, dim=-4), axis=-4, fill=0)
+        affine1 = t18 + t20
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -1912,7 +1910,7 @@ def max_pool_grad_vjp(
         grad_grad[n, i, j, c] = sum_{j0, j1} grad_output[n, i * strides[1] + j0, j * strides[2] +
             j1, c] * first_attained(indicator_equal(read_outside(orig_input[n, i * strides[1] + j0,
             j * strides[2] + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
-            i.e. `torch.sum(torch.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))`
+            i.e. `torch.sum(torch.where((t33 == t34) & (t35 == 0), t30, 0), axis=(-2, -1))`
     """
     if data_format != "NHWC":
         raise ValueError(
@@ -1957,24 +1955,13 @@ def max_pool_grad_vjp(
         t27 = torch.arange(int(t26))
         t28 = strides[1] * t25 + t27
         t29 = _gather(t23, t28, -4)
-        t30 = torch.permute(t29, (0, 5, 2, 4, 1, 3))
-        t31 = t21[..., None]
-        t32 = strides[2] * t18 + t31
-        t33 = _gather(orig_input, t32, -2, fill=-torch.inf)
-        t34 = t27[..., None]
-        t35 = strides[1] * t24 + t34
-        t36 = _gather(t33, t35, -4, fill=-torch.inf)
-        t37 = torch.permute(t36, (0, 5, 1, 3, 2, 4))
-        t38 = torch.permute(orig_output, (0, 3, 1, 2))
-        t39 = t38[..., None, None, :, :]
-        t40 = torch.where((affine1 == 0) & (t37 == t39), t30, 0)
-        t41 = torch.permute(t29, (0, 1, 3, 5, 2, 4))
-        t42 = _gather(orig_input, t22, -2, fill=-torch.inf)
-        t43 = _gather(t42, t28, -4, fill=-torch.inf)
-        t44 = torch.permute(t43, (0, 1, 3, 5, 2, 4))
-        t45 = orig_output[..., None, None]
-        t46 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = torch.sum(torch.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))
+        t30 = torch.permute(t29, (0, 1, 3, 5, 2, 4))
+        t31 = _gather(orig_input, t22, -2, fill=-torch.inf)
+        t32 = _gather(t31, t28, -4, fill=-torch.inf)
+        t33 = torch.permute(t32, (0, 1, 3, 5, 2, 4))
+        t34 = orig_output[..., None, None]
+        t35 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = torch.sum(torch.where((t33 == t34) & (t35 == 0), t30, 0), axis=(-2, -1))
     elif padding == "SAME":
         if affine1 is None:
             t0 = ksize[2]
@@ -2018,24 +2005,13 @@ def max_pool_grad_vjp(
         t31 = np.shape(orig_input)[-3]
         t32 = strides[1] * t28 + t30 - _same_padding(t31, ksize[1], strides[1], 1)
         t33 = _gather(t26, t32, -4)
-        t34 = torch.permute(t33, (0, 5, 2, 4, 1, 3))
-        t35 = t23[..., None]
-        t36 = strides[2] * t20 + t35 - _same_padding(t24, ksize[2], strides[2], 1)
-        t37 = _gather(orig_input, t36, -2, fill=-torch.inf)
-        t38 = t30[..., None]
-        t39 = strides[1] * t27 + t38 - _same_padding(t31, ksize[1], strides[1], 1)
-        t40 = _gather(t37, t39, -4, fill=-torch.inf)
-        t41 = torch.permute(t40, (0, 5, 1, 3, 2, 4))
-        t42 = torch.permute(orig_output, (0, 3, 1, 2))
-        t43 = t42[..., None, None, :, :]
-        t44 = torch.where((affine1 == 0) & (t41 == t43), t34, 0)
-        t45 = torch.permute(t33, (0, 1, 3, 5, 2, 4))
-        t46 = _gather(orig_input, t25, -2, fill=-torch.inf)
-        t47 = _gather(t46, t32, -4, fill=-torch.inf)
-        t48 = torch.permute(t47, (0, 1, 3, 5, 2, 4))
-        t49 = orig_output[..., None, None]
-        t50 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = torch.sum(torch.where((t48 == t49) & (t50 == 0), t45, 0), axis=(-2, -1))
+        t34 = torch.permute(t33, (0, 1, 3, 5, 2, 4))
+        t35 = _gather(orig_input, t25, -2, fill=-torch.inf)
+        t36 = _gather(t35, t32, -4, fill=-torch.inf)
+        t37 = torch.permute(t36, (0, 1, 3, 5, 2, 4))
+        t38 = orig_output[..., None, None]
+        t39 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = torch.sum(torch.where((t37 == t38) & (t39 == 0), t34, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -2113,12 +2089,11 @@ def max_pool_grad_v2_forward(
         t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
         t13 = torch.permute(orig_output, (0, 3, 1, 2))
         t14 = t13[..., None, None, :, :]
-        t15 = _shift_right(
-            torch.cumsum(torch.asarray(t12 == t14, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
-        )
-        t16 = torch.sum(torch.asarray(t12 == t14, dtype=orig_input.dtype), axis=-3, keepdims=True)
-        t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
-        affine1 = t15 + t17
+        t15 = torch.asarray(t12 == t14, dtype=orig_input.dtype)
+        t16 = _shift_right(torch.cumsum(t15, dim=-3), axis=-3, fill=0)
+        t17 = torch.sum(t15, axis=-3, keepdims=True)
+        t18 = _shift_right(torch.cumsum(t17, dim=-4), axis=-4, fill=0)
+        affine1 = t16 + t18
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2142,12 +2117,11 @@ def max_pool_grad_v2_forward(
         t14 = torch.permute(t13, (0, 5, 1, 3, 2, 4))
         t15 = torch.permute(orig_output, (0, 3, 1, 2))
         t16 = t15[..., None, None, :, :]
-        t17 = _shift_right(
-            torch.cumsum(torch.asarray(t14 == t16, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
-        )
-        t18 = torch.sum(torch.asarray(t14 == t16, dtype=orig_input.dtype), axis=-3, keepdims=True)
-        t19 = _shift_right(torch.cumsum(t18, dim=-4), axis=-4, fill=0)
-        affine1 = t17 + t19
+        t17 = torch.asarray(t14 == t16, dtype=orig_input.dtype)
+        t18 = _shift_right(torch.cumsum(t17, dim=-3), axis=-3, fill=0)
+        t19 = torch.sum(t17, axis=-3, keepdims=True)
+        t20 = _shift_right(torch.cumsum(t19, dim=-4), axis=-4, fill=0)
+        affine1 = t18 + t20
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2190,7 +2164,7 @@ def max_pool_grad_v2_vjp(
         grad_grad[n, i, j, c] = sum_{j0, j1} grad_output[n, strides[1] * i + j0, strides[2] * j +
             j1, c] * first_attained(indicator_equal(read_outside(orig_input[n, strides[1] * i + j0,
             strides[2] * j + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
-            i.e. `torch.sum(torch.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))`
+            i.e. `torch.sum(torch.where((t33 == t34) & (t35 == 0), t30, 0), axis=(-2, -1))`
     """
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
@@ -2233,24 +2207,13 @@ def max_pool_grad_v2_vjp(
         t27 = torch.arange(int(t26))
         t28 = strides[1] * t25 + t27
         t29 = _gather(t23, t28, -4)
-        t30 = torch.permute(t29, (0, 5, 2, 4, 1, 3))
-        t31 = t21[..., None]
-        t32 = strides[2] * t18 + t31
-        t33 = _gather(orig_input, t32, -2, fill=-torch.inf)
-        t34 = t27[..., None]
-        t35 = strides[1] * t24 + t34
-        t36 = _gather(t33, t35, -4, fill=-torch.inf)
-        t37 = torch.permute(t36, (0, 5, 1, 3, 2, 4))
-        t38 = torch.permute(orig_output, (0, 3, 1, 2))
-        t39 = t38[..., None, None, :, :]
-        t40 = torch.where((affine1 == 0) & (t37 == t39), t30, 0)
-        t41 = torch.permute(t29, (0, 1, 3, 5, 2, 4))
-        t42 = _gather(orig_input, t22, -2, fill=-torch.inf)
-        t43 = _gather(t42, t28, -4, fill=-torch.inf)
-        t44 = torch.permute(t43, (0, 1, 3, 5, 2, 4))
-        t45 = orig_output[..., None, None]
-        t46 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = torch.sum(torch.where((t44 == t45) & (t46 == 0), t41, 0), axis=(-2, -1))
+        t30 = torch.permute(t29, (0, 1, 3, 5, 2, 4))
+        t31 = _gather(orig_input, t22, -2, fill=-torch.inf)
+        t32 = _gather(t31, t28, -4, fill=-torch.inf)
+        t33 = torch.permute(t32, (0, 1, 3, 5, 2, 4))
+        t34 = orig_output[..., None, None]
+        t35 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = torch.sum(torch.where((t33 == t34) & (t35 == 0), t30, 0), axis=(-2, -1))
     elif padding == "SAME":
         if affine1 is None:
             t0 = ksize[2]
@@ -2294,24 +2257,13 @@ def max_pool_grad_v2_vjp(
         t31 = np.shape(orig_input)[-3]
         t32 = strides[1] * t28 + t30 - _same_padding(t31, ksize[1], strides[1], 1)
         t33 = _gather(t26, t32, -4)
-        t34 = torch.permute(t33, (0, 5, 2, 4, 1, 3))
-        t35 = t23[..., None]
-        t36 = strides[2] * t20 + t35 - _same_padding(t24, ksize[2], strides[2], 1)
-        t37 = _gather(orig_input, t36, -2, fill=-torch.inf)
-        t38 = t30[..., None]
-        t39 = strides[1] * t27 + t38 - _same_padding(t31, ksize[1], strides[1], 1)
-        t40 = _gather(t37, t39, -4, fill=-torch.inf)
-        t41 = torch.permute(t40, (0, 5, 1, 3, 2, 4))
-        t42 = torch.permute(orig_output, (0, 3, 1, 2))
-        t43 = t42[..., None, None, :, :]
-        t44 = torch.where((affine1 == 0) & (t41 == t43), t34, 0)
-        t45 = torch.permute(t33, (0, 1, 3, 5, 2, 4))
-        t46 = _gather(orig_input, t25, -2, fill=-torch.inf)
-        t47 = _gather(t46, t32, -4, fill=-torch.inf)
-        t48 = torch.permute(t47, (0, 1, 3, 5, 2, 4))
-        t49 = orig_output[..., None, None]
-        t50 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = torch.sum(torch.where((t48 == t49) & (t50 == 0), t45, 0), axis=(-2, -1))
+        t34 = torch.permute(t33, (0, 1, 3, 5, 2, 4))
+        t35 = _gather(orig_input, t25, -2, fill=-torch.inf)
+        t36 = _gather(t35, t32, -4, fill=-torch.inf)
+        t37 = torch.permute(t36, (0, 1, 3, 5, 2, 4))
+        t38 = orig_output[..., None, None]
+        t39 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = torch.sum(torch.where((t37 == t38) & (t39 == 0), t34, 0), axis=(-2, -1))
     else:
         raise ValueError(f"MaxPoolGradV2: unsupported attributes padding={padding!r}")
     return None, None, grad_grad
@@ -2390,17 +2342,15 @@ def max_pool_gradgrad_forward(
         t11 = _gather(t5, t10, -4, fill=-torch.inf)
         t12 = torch.permute(t11, (0, 1, 3, 5, 2, 4))
         t13 = orig_output[..., None, None]
-        t14 = _shift_right(
-            torch.cumsum(torch.asarray(t12 == t13, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
-        )
-        t15 = torch.sum(torch.asarray(t12 == t13, dtype=orig_input.dtype), axis=-1, keepdims=True)
-        t16 = _shift_right(torch.cumsum(t15, dim=-2), axis=-2, fill=0)
-        affine1 = t14 + t16
-        t17 = _gather(grad, t4, -2)
-        t18 = _gather(t17, t10, -4)
-        t19 = torch.permute(t18, (0, 1, 3, 5, 2, 4))
-        t20 = torch.where((affine1 == 0) & (t12 == t13), t19, 0)
-        output = torch.sum(torch.where((affine1 == 0) & (t12 == t13), t19, 0), axis=(-2, -1))
+        t14 = torch.asarray(t12 == t13, dtype=orig_input.dtype)
+        t15 = _shift_right(torch.cumsum(t14, dim=-1), axis=-1, fill=0)
+        t16 = torch.sum(t14, axis=-1, keepdims=True)
+        t17 = _shift_right(torch.cumsum(t16, dim=-2), axis=-2, fill=0)
+        affine1 = t15 + t17
+        t18 = _gather(grad, t4, -2)
+        t19 = _gather(t18, t10, -4)
+        t20 = torch.permute(t19, (0, 1, 3, 5, 2, 4))
+        output = torch.sum(torch.where((affine1 == 0) & (t12 == t13), t20, 0), axis=(-2, -1))
     elif padding == "SAME":
         t4 = np.shape(orig_input)[-2]
         t5 = strides[2] * t1 + t3 - _same_padding(t4, ksize[2], strides[2], 1)
@@ -2414,17 +2364,15 @@ def max_pool_gradgrad_forward(
         t13 = _gather(t6, t12, -4, fill=-torch.inf)
         t14 = torch.permute(t13, (0, 1, 3, 5, 2, 4))
         t15 = orig_output[..., None, None]
-        t16 = _shift_right(
-            torch.cumsum(torch.asarray(t14 == t15, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
-        )
-        t17 = torch.sum(torch.asarray(t14 == t15, dtype=orig_input.dtype), axis=-1, keepdims=True)
-        t18 = _shift_right(torch.cumsum(t17, dim=-2), axis=-2, fill=0)
-        affine1 = t16 + t18
-        t19 = _gather(grad, t5, -2)
-        t20 = _gather(t19, t12, -4)
-        t21 = torch.permute(t20, (0, 1, 3, 5, 2, 4))
-        t22 = torch.where((affine1 == 0) & (t14 == t15), t21, 0)
-        output = torch.sum(torch.where((affine1 == 0) & (t14 == t15), t21, 0), axis=(-2, -1))
+        t16 = torch.asarray(t14 == t15, dtype=orig_input.dtype)
+        t17 = _shift_right(torch.cumsum(t16, dim=-1), axis=-1, fill=0)
+        t18 = torch.sum(t16, axis=-1, keepdims=True)
+        t19 = _shift_right(torch.cumsum(t18, dim=-2), axis=-2, fill=0)
+        affine1 = t17 + t19
+        t20 = _gather(grad, t5, -2)
+        t21 = _gather(t20, t12, -4)
+        t22 = torch.permute(t21, (0, 1, 3, 5, 2, 4))
+        output = torch.sum(torch.where((affine1 == 0) & (t14 == t15), t22, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -2576,17 +2524,16 @@ def max_pool3d_grad_forward(
         t18 = torch.permute(t17, (0, 7, 1, 3, 5, 2, 4, 6))
         t19 = torch.permute(orig_output, (0, 4, 1, 2, 3))
         t20 = t19[..., None, None, None, :, :, :]
-        t21 = _shift_right(
-            torch.cumsum(torch.asarray(t18 == t20, dtype=orig_input.dtype), dim=-4), axis=-4, fill=0
+        t21 = torch.asarray(t18 == t20, dtype=orig_input.dtype)
+        t22 = _shift_right(torch.cumsum(t21, dim=-4), axis=-4, fill=0)
+        t23 = torch.sum(t21, axis=-4, keepdims=True)
+        t24 = _shift_right(torch.cumsum(t23, dim=-5), axis=-5, fill=0)
+        t25 = torch.permute(t17, (0, 7, 1, 5, 3, 2, 4, 6))
+        t26 = torch.sum(
+            torch.asarray(t20 == t25, dtype=orig_input.dtype), axis=(-5, -4), keepdims=True
         )
-        t22 = torch.sum(torch.asarray(t18 == t20, dtype=orig_input.dtype), axis=-4, keepdims=True)
-        t23 = _shift_right(torch.cumsum(t22, dim=-5), axis=-5, fill=0)
-        t24 = torch.permute(t17, (0, 7, 1, 5, 3, 2, 4, 6))
-        t25 = torch.sum(
-            torch.asarray(t20 == t24, dtype=orig_input.dtype), axis=(-5, -4), keepdims=True
-        )
-        t26 = _shift_right(torch.cumsum(t25, dim=-6), axis=-6, fill=0)
-        affine1 = t21 + t23 + t26
+        t27 = _shift_right(torch.cumsum(t26, dim=-6), axis=-6, fill=0)
+        affine1 = t22 + t24 + t27
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2617,17 +2564,16 @@ def max_pool3d_grad_forward(
         t21 = torch.permute(t20, (0, 7, 1, 3, 5, 2, 4, 6))
         t22 = torch.permute(orig_output, (0, 4, 1, 2, 3))
         t23 = t22[..., None, None, None, :, :, :]
-        t24 = _shift_right(
-            torch.cumsum(torch.asarray(t21 == t23, dtype=orig_input.dtype), dim=-4), axis=-4, fill=0
+        t24 = torch.asarray(t21 == t23, dtype=orig_input.dtype)
+        t25 = _shift_right(torch.cumsum(t24, dim=-4), axis=-4, fill=0)
+        t26 = torch.sum(t24, axis=-4, keepdims=True)
+        t27 = _shift_right(torch.cumsum(t26, dim=-5), axis=-5, fill=0)
+        t28 = torch.permute(t20, (0, 7, 1, 5, 3, 2, 4, 6))
+        t29 = torch.sum(
+            torch.asarray(t23 == t28, dtype=orig_input.dtype), axis=(-5, -4), keepdims=True
         )
-        t25 = torch.sum(torch.asarray(t21 == t23, dtype=orig_input.dtype), axis=-4, keepdims=True)
-        t26 = _shift_right(torch.cumsum(t25, dim=-5), axis=-5, fill=0)
-        t27 = torch.permute(t20, (0, 7, 1, 5, 3, 2, 4, 6))
-        t28 = torch.sum(
-            torch.asarray(t23 == t27, dtype=orig_input.dtype), axis=(-5, -4), keepdims=True
-        )
-        t29 = _shift_right(torch.cumsum(t28, dim=-6), axis=-6, fill=0)
-        affine1 = t24 + t26 + t29
+        t30 = _shift_right(torch.cumsum(t29, dim=-6), axis=-6, fill=0)
+        affine1 = t25 + t27 + t30
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2680,7 +2626,7 @@ def max_pool3d_grad_vjp(
             first_attained(indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z, i *
             strides[2] + j1, j * strides[3] + j2, c], -oo), orig_output[n, z, i, j, c]), affine1[n,
             c, j0, j1, j2, z, i, j])
-            i.e. `torch.sum(torch.where((t63 == t64) & (t65 == 0), t59, 0), axis=(-3, -2, -1))`
+            i.e. `torch.sum(torch.where((t49 == t50) & (t51 == 0), t45, 0), axis=(-3, -2, -1))`
     """
     if data_format != "NDHWC":
         raise ValueError(
@@ -2742,28 +2688,14 @@ def max_pool3d_grad_vjp(
         t42 = torch.arange(int(t41))
         t43 = strides[1] * t40 + t42
         t44 = _gather(t38, t43, -6)
-        t45 = torch.permute(t44, (0, 7, 2, 4, 6, 1, 3, 5))
-        t46 = t30[..., None]
-        t47 = strides[3] * t27 + t46
-        t48 = _gather(orig_input, t47, -2, fill=-torch.inf)
-        t49 = t36[..., None]
-        t50 = strides[2] * t33 + t49
-        t51 = _gather(t48, t50, -4, fill=-torch.inf)
-        t52 = t42[..., None]
-        t53 = strides[1] * t39 + t52
-        t54 = _gather(t51, t53, -6, fill=-torch.inf)
-        t55 = torch.permute(t54, (0, 7, 1, 3, 5, 2, 4, 6))
-        t56 = torch.permute(orig_output, (0, 4, 1, 2, 3))
-        t57 = t56[..., None, None, None, :, :, :]
-        t58 = torch.where((affine1 == 0) & (t55 == t57), t45, 0)
-        t59 = torch.permute(t44, (0, 1, 3, 5, 7, 2, 4, 6))
-        t60 = _gather(orig_input, t31, -2, fill=-torch.inf)
-        t61 = _gather(t60, t37, -4, fill=-torch.inf)
-        t62 = _gather(t61, t43, -6, fill=-torch.inf)
-        t63 = torch.permute(t62, (0, 1, 3, 5, 7, 2, 4, 6))
-        t64 = orig_output[..., None, None, None]
-        t65 = torch.permute(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
-        grad_grad = torch.sum(torch.where((t63 == t64) & (t65 == 0), t59, 0), axis=(-3, -2, -1))
+        t45 = torch.permute(t44, (0, 1, 3, 5, 7, 2, 4, 6))
+        t46 = _gather(orig_input, t31, -2, fill=-torch.inf)
+        t47 = _gather(t46, t37, -4, fill=-torch.inf)
+        t48 = _gather(t47, t43, -6, fill=-torch.inf)
+        t49 = torch.permute(t48, (0, 1, 3, 5, 7, 2, 4, 6))
+        t50 = orig_output[..., None, None, None]
+        t51 = torch.permute(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
+        grad_grad = torch.sum(torch.where((t49 == t50) & (t51 == 0), t45, 0), axis=(-3, -2, -1))
     elif padding == "SAME":
         if affine1 is None:
             t0 = ksize[3]
@@ -2826,28 +2758,14 @@ def max_pool3d_grad_vjp(
         t48 = np.shape(orig_input)[-4]
         t49 = strides[1] * t45 + t47 - _same_padding(t48, ksize[1], strides[1], 1)
         t50 = _gather(t43, t49, -6)
-        t51 = torch.permute(t50, (0, 7, 2, 4, 6, 1, 3, 5))
-        t52 = t33[..., None]
-        t53 = strides[3] * t30 + t52 - _same_padding(t34, ksize[3], strides[3], 1)
-        t54 = _gather(orig_input, t53, -2, fill=-torch.inf)
-        t55 = t40[..., None]
-        t56 = strides[2] * t37 + t55 - _same_padding(t41, ksize[2], strides[2], 1)
-        t57 = _gather(t54, t56, -4, fill=-torch.inf)
-        t58 = t47[..., None]
-        t59 = strides[1] * t44 + t58 - _same_padding(t48, ksize[1], strides[1], 1)
-        t60 = _gather(t57, t59, -6, fill=-torch.inf)
-        t61 = torch.permute(t60, (0, 7, 1, 3, 5, 2, 4, 6))
-        t62 = torch.permute(orig_output, (0, 4, 1, 2, 3))
-        t63 = t62[..., None, None, None, :, :, :]
-        t64 = torch.where((affine1 == 0) & (t61 == t63), t51, 0)
-        t65 = torch.permute(t50, (0, 1, 3, 5, 7, 2, 4, 6))
-        t66 = _gather(orig_input, t35, -2, fill=-torch.inf)
-        t67 = _gather(t66, t42, -4, fill=-torch.inf)
-        t68 = _gather(t67, t49, -6, fill=-torch.inf)
-        t69 = torch.permute(t68, (0, 1, 3, 5, 7, 2, 4, 6))
-        t70 = orig_output[..., None, None, None]
-        t71 = torch.permute(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
-        grad_grad = torch.sum(torch.where((t69 == t70) & (t71 == 0), t65, 0), axis=(-3, -2, -1))
+        t51 = torch.permute(t50, (0, 1, 3, 5, 7, 2, 4, 6))
+        t52 = _gather(orig_input, t35, -2, fill=-torch.inf)
+        t53 = _gather(t52, t42, -4, fill=-torch.inf)
+        t54 = _gather(t53, t49, -6, fill=-torch.inf)
+        t55 = torch.permute(t54, (0, 1, 3, 5, 7, 2, 4, 6))
+        t56 = orig_output[..., None, None, None]
+        t57 = torch.permute(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
+        grad_grad = torch.sum(torch.where((t55 == t56) & (t57 == 0), t51, 0), axis=(-3, -2, -1))
     else:
         raise ValueError(
             f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -2936,23 +2854,21 @@ def max_pool3d_gradgrad_forward(
         t17 = _gather(t11, t16, -6, fill=-torch.inf)
         t18 = torch.permute(t17, (0, 1, 3, 5, 7, 2, 4, 6))
         t19 = orig_output[..., None, None, None]
-        t20 = _shift_right(
-            torch.cumsum(torch.asarray(t18 == t19, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
+        t20 = torch.asarray(t18 == t19, dtype=orig_input.dtype)
+        t21 = _shift_right(torch.cumsum(t20, dim=-1), axis=-1, fill=0)
+        t22 = torch.sum(t20, axis=-1, keepdims=True)
+        t23 = _shift_right(torch.cumsum(t22, dim=-2), axis=-2, fill=0)
+        t24 = torch.permute(t17, (0, 1, 3, 5, 7, 2, 6, 4))
+        t25 = torch.sum(
+            torch.asarray(t19 == t24, dtype=orig_input.dtype), axis=(-2, -1), keepdims=True
         )
-        t21 = torch.sum(torch.asarray(t18 == t19, dtype=orig_input.dtype), axis=-1, keepdims=True)
-        t22 = _shift_right(torch.cumsum(t21, dim=-2), axis=-2, fill=0)
-        t23 = torch.permute(t17, (0, 1, 3, 5, 7, 2, 6, 4))
-        t24 = torch.sum(
-            torch.asarray(t19 == t23, dtype=orig_input.dtype), axis=(-2, -1), keepdims=True
-        )
-        t25 = _shift_right(torch.cumsum(t24, dim=-3), axis=-3, fill=0)
-        affine1 = t20 + t22 + t25
-        t26 = _gather(grad, t4, -2)
-        t27 = _gather(t26, t10, -4)
-        t28 = _gather(t27, t16, -6)
-        t29 = torch.permute(t28, (0, 1, 3, 5, 7, 2, 4, 6))
-        t30 = torch.where((affine1 == 0) & (t18 == t19), t29, 0)
-        output = torch.sum(torch.where((affine1 == 0) & (t18 == t19), t29, 0), axis=(-3, -2, -1))
+        t26 = _shift_right(torch.cumsum(t25, dim=-3), axis=-3, fill=0)
+        affine1 = t21 + t23 + t26
+        t27 = _gather(grad, t4, -2)
+        t28 = _gather(t27, t10, -4)
+        t29 = _gather(t28, t16, -6)
+        t30 = torch.permute(t29, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = torch.sum(torch.where((affine1 == 0) & (t18 == t19), t30, 0), axis=(-3, -2, -1))
     elif padding == "SAME":
         t4 = np.shape(orig_input)[-2]
         t5 = strides[3] * t1 + t3 - _same_padding(t4, ksize[3], strides[3], 1)
@@ -2973,23 +2889,21 @@ def max_pool3d_gradgrad_forward(
         t20 = _gather(t13, t19, -6, fill=-torch.inf)
         t21 = torch.permute(t20, (0, 1, 3, 5, 7, 2, 4, 6))
         t22 = orig_output[..., None, None, None]
-        t23 = _shift_right(
-            torch.cumsum(torch.asarray(t21 == t22, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
+        t23 = torch.asarray(t21 == t22, dtype=orig_input.dtype)
+        t24 = _shift_right(torch.cumsum(t23, dim=-1), axis=-1, fill=0)
+        t25 = torch.sum(t23, axis=-1, keepdims=True)
+        t26 = _shift_right(torch.cumsum(t25, dim=-2), axis=-2, fill=0)
+        t27 = torch.permute(t20, (0, 1, 3, 5, 7, 2, 6, 4))
+        t28 = torch.sum(
+            torch.asarray(t22 == t27, dtype=orig_input.dtype), axis=(-2, -1), keepdims=True
         )
-        t24 = torch.sum(torch.asarray(t21 == t22, dtype=orig_input.dtype), axis=-1, keepdims=True)
-        t25 = _shift_right(torch.cumsum(t24, dim=-2), axis=-2, fill=0)
-        t26 = torch.permute(t20, (0, 1, 3, 5, 7, 2, 6, 4))
-        t27 = torch.sum(
-            torch.asarray(t22 == t26, dtype=orig_input.dtype), axis=(-2, -1), keepdims=True
-        )
-        t28 = _shift_right(torch.cumsum(t27, dim=-3), axis=-3, fill=0)
-        affine1 = t23 + t25 + t28
-        t29 = _gather(grad, t5, -2)
-        t30 = _gather(t29, t12, -4)
-        t31 = _gather(t30, t19, -6)
-        t32 = torch.permute(t31, (0, 1, 3, 5, 7, 2, 4, 6))
-        t33 = torch.where((affine1 == 0) & (t21 == t22), t32, 0)
-        output = torch.sum(torch.where((affine1 == 0) & (t21 == t22), t32, 0), axis=(-3, -2, -1))
+        t29 = _shift_right(torch.cumsum(t28, dim=-3), axis=-3, fill=0)
+        affine1 = t24 + t26 + t29
+        t30 = _gather(grad, t5, -2)
+        t31 = _gather(t30, t12, -4)
+        t32 = _gather(t31, t19, -6)
+        t33 = torch.permute(t32, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = torch.sum(torch.where((affine1 == 0) & (t21 == t22), t33, 0), axis=(-3, -2, -1))
     else:
         raise ValueError(
             f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"

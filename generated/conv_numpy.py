@@ -1214,18 +1214,14 @@ def max_pool_grad_grad(
         t26 = np.arange(t25)
         t27 = strides[1] * t24 + t26
         t28 = _gather(t22, t27, -4)
-        t29 = np.transpose(t28, (0, 5, 1, 3, 2, 4))
-        t30 = _gather(input, t21, -2, fill=-np.inf)
-        t31 = _gather(t30, t27, -4, fill=-np.inf)
-        t32 = np.transpose(t31, (0, 5, 1, 3, 2, 4))
-        t33 = ext1[..., None, None]
-        t34 = np.where((affine1 == 0) & (t32 == t33), t29, 0)
-        t35 = np.transpose(t28, (0, 1, 3, 5, 2, 4))
-        t36 = np.transpose(t31, (0, 1, 3, 5, 2, 4))
-        t37 = np.transpose(ext1, (0, 2, 3, 1))
-        t38 = t37[..., None, None]
-        t39 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t36 == t38) & (t39 == 0), t35, 0), axis=(-2, -1))
+        t29 = _gather(input, t21, -2, fill=-np.inf)
+        t30 = _gather(t29, t27, -4, fill=-np.inf)
+        t31 = np.transpose(t28, (0, 1, 3, 5, 2, 4))
+        t32 = np.transpose(t30, (0, 1, 3, 5, 2, 4))
+        t33 = np.transpose(ext1, (0, 2, 3, 1))
+        t34 = t33[..., None, None]
+        t35 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t32 == t34) & (t35 == 0), t31, 0), axis=(-2, -1))
     elif padding == "SAME":
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
@@ -1265,18 +1261,14 @@ def max_pool_grad_grad(
         t30 = np.shape(input)[-3]
         t31 = strides[1] * t27 + t29 - _same_padding(t30, ksize[1], strides[1], 1)
         t32 = _gather(t25, t31, -4)
-        t33 = np.transpose(t32, (0, 5, 1, 3, 2, 4))
-        t34 = _gather(input, t24, -2, fill=-np.inf)
-        t35 = _gather(t34, t31, -4, fill=-np.inf)
-        t36 = np.transpose(t35, (0, 5, 1, 3, 2, 4))
-        t37 = ext1[..., None, None]
-        t38 = np.where((affine1 == 0) & (t36 == t37), t33, 0)
-        t39 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
-        t40 = np.transpose(t35, (0, 1, 3, 5, 2, 4))
-        t41 = np.transpose(ext1, (0, 2, 3, 1))
-        t42 = t41[..., None, None]
-        t43 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t40 == t42) & (t43 == 0), t39, 0), axis=(-2, -1))
+        t33 = _gather(input, t24, -2, fill=-np.inf)
+        t34 = _gather(t33, t31, -4, fill=-np.inf)
+        t35 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
+        t36 = np.transpose(t34, (0, 1, 3, 5, 2, 4))
+        t37 = np.transpose(ext1, (0, 2, 3, 1))
+        t38 = t37[..., None, None]
+        t39 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t36 == t38) & (t39 == 0), t35, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1451,19 +1443,15 @@ def max_pool3d_grad_grad(
         t41 = np.arange(t40)
         t42 = strides[1] * t39 + t41
         t43 = _gather(t37, t42, -6)
-        t44 = np.transpose(t43, (0, 7, 1, 3, 5, 2, 4, 6))
-        t45 = _gather(input, t30, -2, fill=-np.inf)
-        t46 = _gather(t45, t36, -4, fill=-np.inf)
-        t47 = _gather(t46, t42, -6, fill=-np.inf)
-        t48 = np.transpose(t47, (0, 7, 1, 3, 5, 2, 4, 6))
-        t49 = ext1[..., None, None, None]
-        t50 = np.where((affine1 == 0) & (t48 == t49), t44, 0)
-        t51 = np.transpose(t43, (0, 1, 3, 5, 7, 2, 4, 6))
-        t52 = np.transpose(t47, (0, 1, 3, 5, 7, 2, 4, 6))
-        t53 = np.transpose(ext1, (0, 2, 3, 4, 1))
-        t54 = t53[..., None, None, None]
-        t55 = np.transpose(affine1, (0, 2, 3, 4, 1, 5, 6, 7))
-        grad_grad = np.sum(np.where((t52 == t54) & (t55 == 0), t51, 0), axis=(-3, -2, -1))
+        t44 = _gather(input, t30, -2, fill=-np.inf)
+        t45 = _gather(t44, t36, -4, fill=-np.inf)
+        t46 = _gather(t45, t42, -6, fill=-np.inf)
+        t47 = np.transpose(t43, (0, 1, 3, 5, 7, 2, 4, 6))
+        t48 = np.transpose(t46, (0, 1, 3, 5, 7, 2, 4, 6))
+        t49 = np.transpose(ext1, (0, 2, 3, 4, 1))
+        t50 = t49[..., None, None, None]
+        t51 = np.transpose(affine1, (0, 2, 3, 4, 1, 5, 6, 7))
+        grad_grad = np.sum(np.where((t48 == t50) & (t51 == 0), t47, 0), axis=(-3, -2, -1))
     elif padding == "SAME":
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
@@ -1520,19 +1508,15 @@ def max_pool3d_grad_grad(
         t47 = np.shape(input)[-4]
         t48 = strides[1] * t44 + t46 - _same_padding(t47, ksize[1], strides[1], 1)
         t49 = _gather(t42, t48, -6)
-        t50 = np.transpose(t49, (0, 7, 1, 3, 5, 2, 4, 6))
-        t51 = _gather(input, t34, -2, fill=-np.inf)
-        t52 = _gather(t51, t41, -4, fill=-np.inf)
-        t53 = _gather(t52, t48, -6, fill=-np.inf)
-        t54 = np.transpose(t53, (0, 7, 1, 3, 5, 2, 4, 6))
-        t55 = ext1[..., None, None, None]
-        t56 = np.where((affine1 == 0) & (t54 == t55), t50, 0)
-        t57 = np.transpose(t49, (0, 1, 3, 5, 7, 2, 4, 6))
-        t58 = np.transpose(t53, (0, 1, 3, 5, 7, 2, 4, 6))
-        t59 = np.transpose(ext1, (0, 2, 3, 4, 1))
-        t60 = t59[..., None, None, None]
-        t61 = np.transpose(affine1, (0, 2, 3, 4, 1, 5, 6, 7))
-        grad_grad = np.sum(np.where((t58 == t60) & (t61 == 0), t57, 0), axis=(-3, -2, -1))
+        t50 = _gather(input, t34, -2, fill=-np.inf)
+        t51 = _gather(t50, t41, -4, fill=-np.inf)
+        t52 = _gather(t51, t48, -6, fill=-np.inf)
+        t53 = np.transpose(t49, (0, 1, 3, 5, 7, 2, 4, 6))
+        t54 = np.transpose(t52, (0, 1, 3, 5, 7, 2, 4, 6))
+        t55 = np.transpose(ext1, (0, 2, 3, 4, 1))
+        t56 = t55[..., None, None, None]
+        t57 = np.transpose(affine1, (0, 2, 3, 4, 1, 5, 6, 7))
+        grad_grad = np.sum(np.where((t54 == t56) & (t57 == 0), t53, 0), axis=(-3, -2, -1))
     else:
         raise ValueError(f"MaxPool3DGrad: unsupported attributes padding={padding!r}")
     return grad_grad, None
@@ -1739,7 +1723,7 @@ def dilation2d_grad(grad, input, filter, *, output=None, padding="VALID", stride
             rates[2] + j * strides[2], n], -oo) + filter[j0, b, n], output[k, i, j, n]) + sum_{b, a
             = 0..j0 - 1} indicator_equal(read_outside(input[k, a * rates[1] + i * strides[1], b *
             rates[2] + j * strides[2], n], -oo) + filter[a, b, n], output[k, i, j, n]))
-            i.e. `_scatter_add(t18, t10, 2, t19)`
+            i.e. `_scatter_add(t19, t10, 2, t20)`
         grad_filter[k, l, c] = sum_{n, i, j} grad[n, i, j, c] *
             first_attained(indicator_equal(read_outside(input[n, i * strides[1] + k * rates[1], j *
             strides[2] + l * rates[2], c], -oo) + filter[k, l, c], output[n, i, j, c]), sum_{b =
@@ -1747,7 +1731,7 @@ def dilation2d_grad(grad, input, filter, *, output=None, padding="VALID", stride
             rates[2] + j * strides[2], c], -oo) + filter[k, b, c], output[n, i, j, c]) + sum_{b, a =
             0..k - 1} indicator_equal(read_outside(input[n, a * rates[1] + i * strides[1], b *
             rates[2] + j * strides[2], c], -oo) + filter[a, b, c], output[n, i, j, c]))
-            i.e. `np.sum(np.where((t29 == t21 + t28) & (t30 + t32 == 0), t20, 0), axis=(-3, ...`
+            i.e. `np.sum(np.where((t30 == t22 + t29) & (t32 + t34 == 0), t21, 0), axis=(-3, ...`
     """
     if output is None:
         output = dilation2d(input, filter, padding=padding, strides=strides, rates=rates)
@@ -1765,33 +1749,31 @@ def dilation2d_grad(grad, input, filter, *, output=None, padding="VALID", stride
         t10 = rates[1] * t9 + strides[1] * t8
         t11 = _gather(t6, t10, -4, fill=-np.inf)
         t12 = output[..., None, :, None, :]
-        t13 = _shift_right(
-            np.cumsum(np.asarray(t12 == t1 + t11, grad.dtype), axis=-2), axis=-2, fill=0
-        )
-        t14 = np.sum(np.asarray(t12 == t1 + t11, grad.dtype), axis=-2, keepdims=True)
-        t15 = _shift_right(np.cumsum(t14, axis=-4), axis=-4, fill=0)
-        t16 = np.where((t12 == t1 + t11) & (t13 + t15 == 0), t0, 0)
-        t17 = np.shape(input)[-2]
-        t18 = _scatter_add(t16, t5, 1, t17)  # no gather form: an explicit scatter-add
-        t19 = np.shape(input)[-3]
-        grad_input = _scatter_add(t18, t10, 2, t19)  # no gather form: an explicit scatter-add
-        t20 = np.transpose(grad, (3, 0, 1, 2))
-        t21 = filter[..., None, None, None]
-        t22 = t4[..., None]
-        t23 = rates[2] * t22 + strides[2] * t2
-        t24 = _gather(input, t23, -2, fill=-np.inf)
-        t25 = t9[..., None]
-        t26 = rates[1] * t25 + strides[1] * t7
-        t27 = _gather(t24, t26, -4, fill=-np.inf)
-        t28 = np.transpose(t27, (1, 3, 5, 0, 2, 4))
-        t29 = np.transpose(output, (3, 0, 1, 2))
-        t30 = _shift_right(
-            np.cumsum(np.asarray(t29 == t21 + t28, grad.dtype), axis=-5), axis=-5, fill=0
-        )
-        t31 = np.sum(np.asarray(t29 == t21 + t28, grad.dtype), axis=-5, keepdims=True)
-        t32 = _shift_right(np.cumsum(t31, axis=-6), axis=-6, fill=0)
+        t13 = np.asarray(t12 == t1 + t11, grad.dtype)
+        t14 = _shift_right(np.cumsum(t13, axis=-2), axis=-2, fill=0)
+        t15 = np.sum(t13, axis=-2, keepdims=True)
+        t16 = _shift_right(np.cumsum(t15, axis=-4), axis=-4, fill=0)
+        t17 = np.where((t12 == t1 + t11) & (t14 + t16 == 0), t0, 0)
+        t18 = np.shape(input)[-2]
+        t19 = _scatter_add(t17, t5, 1, t18)  # no gather form: an explicit scatter-add
+        t20 = np.shape(input)[-3]
+        grad_input = _scatter_add(t19, t10, 2, t20)  # no gather form: an explicit scatter-add
+        t21 = np.transpose(grad, (3, 0, 1, 2))
+        t22 = filter[..., None, None, None]
+        t23 = t4[..., None]
+        t24 = rates[2] * t23 + strides[2] * t2
+        t25 = _gather(input, t24, -2, fill=-np.inf)
+        t26 = t9[..., None]
+        t27 = rates[1] * t26 + strides[1] * t7
+        t28 = _gather(t25, t27, -4, fill=-np.inf)
+        t29 = np.transpose(t28, (1, 3, 5, 0, 2, 4))
+        t30 = np.transpose(output, (3, 0, 1, 2))
+        t31 = np.asarray(t30 == t22 + t29, grad.dtype)
+        t32 = _shift_right(np.cumsum(t31, axis=-5), axis=-5, fill=0)
+        t33 = np.sum(t31, axis=-5, keepdims=True)
+        t34 = _shift_right(np.cumsum(t33, axis=-6), axis=-6, fill=0)
         grad_filter = np.sum(
-            np.where((t29 == t21 + t28) & (t30 + t32 == 0), t20, 0), axis=(-3, -2, -1)
+            np.where((t30 == t22 + t29) & (t32 + t34 == 0), t21, 0), axis=(-3, -2, -1)
         )
     elif padding == "SAME":
         t5 = np.shape(filter)[-2]
@@ -1806,31 +1788,29 @@ def dilation2d_grad(grad, input, filter, *, output=None, padding="VALID", stride
         t14 = rates[1] * t11 + strides[1] * t10 - _same_padding(t12, t13, strides[1], rates[1])
         t15 = _gather(t8, t14, -4, fill=-np.inf)
         t16 = output[..., None, :, None, :]
-        t17 = _shift_right(
-            np.cumsum(np.asarray(t16 == t1 + t15, grad.dtype), axis=-2), axis=-2, fill=0
-        )
-        t18 = np.sum(np.asarray(t16 == t1 + t15, grad.dtype), axis=-2, keepdims=True)
-        t19 = _shift_right(np.cumsum(t18, axis=-4), axis=-4, fill=0)
-        t20 = np.where((t16 == t1 + t15) & (t17 + t19 == 0), t0, 0)
-        t21 = _scatter_add(t20, t7, 1, t6)  # no gather form: an explicit scatter-add
-        grad_input = _scatter_add(t21, t14, 2, t12)  # no gather form: an explicit scatter-add
-        t22 = np.transpose(grad, (3, 0, 1, 2))
-        t23 = filter[..., None, None, None]
-        t24 = t4[..., None]
-        t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
-        t26 = _gather(input, t25, -2, fill=-np.inf)
-        t27 = t11[..., None]
-        t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
-        t29 = _gather(t26, t28, -4, fill=-np.inf)
-        t30 = np.transpose(t29, (1, 3, 5, 0, 2, 4))
-        t31 = np.transpose(output, (3, 0, 1, 2))
-        t32 = _shift_right(
-            np.cumsum(np.asarray(t31 == t23 + t30, grad.dtype), axis=-5), axis=-5, fill=0
-        )
-        t33 = np.sum(np.asarray(t31 == t23 + t30, grad.dtype), axis=-5, keepdims=True)
-        t34 = _shift_right(np.cumsum(t33, axis=-6), axis=-6, fill=0)
+        t17 = np.asarray(t16 == t1 + t15, grad.dtype)
+        t18 = _shift_right(np.cumsum(t17, axis=-2), axis=-2, fill=0)
+        t19 = np.sum(t17, axis=-2, keepdims=True)
+        t20 = _shift_right(np.cumsum(t19, axis=-4), axis=-4, fill=0)
+        t21 = np.where((t16 == t1 + t15) & (t18 + t20 == 0), t0, 0)
+        t22 = _scatter_add(t21, t7, 1, t6)  # no gather form: an explicit scatter-add
+        grad_input = _scatter_add(t22, t14, 2, t12)  # no gather form: an explicit scatter-add
+        t23 = np.transpose(grad, (3, 0, 1, 2))
+        t24 = filter[..., None, None, None]
+        t25 = t4[..., None]
+        t26 = rates[2] * t25 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
+        t27 = _gather(input, t26, -2, fill=-np.inf)
+        t28 = t11[..., None]
+        t29 = rates[1] * t28 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
+        t30 = _gather(t27, t29, -4, fill=-np.inf)
+        t31 = np.transpose(t30, (1, 3, 5, 0, 2, 4))
+        t32 = np.transpose(output, (3, 0, 1, 2))
+        t33 = np.asarray(t32 == t24 + t31, grad.dtype)
+        t34 = _shift_right(np.cumsum(t33, axis=-5), axis=-5, fill=0)
+        t35 = np.sum(t33, axis=-5, keepdims=True)
+        t36 = _shift_right(np.cumsum(t35, axis=-6), axis=-6, fill=0)
         grad_filter = np.sum(
-            np.where((t31 == t23 + t30) & (t32 + t34 == 0), t22, 0), axis=(-3, -2, -1)
+            np.where((t32 == t24 + t31) & (t34 + t36 == 0), t23, 0), axis=(-3, -2, -1)
         )
     else:
         raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
@@ -1923,21 +1903,16 @@ def dilation2d_grad_grad(
         t47 = t38[..., None]
         t48 = rates[1] * t36 + strides[1] * t47
         t49 = _gather(t46, t48, -4)
-        t50 = np.transpose(t49, (0, 5, 1, 3, 2, 4))
-        t51 = np.transpose(filter, (2, 0, 1))
-        t52 = t51[..., None, None, :, :]
-        t53 = _gather(input, t45, -2, fill=-np.inf)
-        t54 = _gather(t53, t48, -4, fill=-np.inf)
-        t55 = np.transpose(t54, (0, 5, 1, 3, 2, 4))
-        t56 = ext1[..., None, None]
-        t57 = np.where((affine1 == 0) & (t56 == t52 + t55), t50, 0)
-        t58 = np.transpose(t49, (0, 1, 3, 5, 2, 4))
-        t59 = np.transpose(t54, (0, 1, 3, 5, 2, 4))
-        t60 = np.transpose(ext1, (0, 2, 3, 1))
-        t61 = t60[..., None, None]
-        t62 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        t63 = np.sum(np.where((t62 == 0) & (t61 == t51 + t59), t58, 0), axis=(-2, -1))
-        grad_grad = t43 + t63
+        t50 = np.transpose(filter, (2, 0, 1))
+        t51 = _gather(input, t45, -2, fill=-np.inf)
+        t52 = _gather(t51, t48, -4, fill=-np.inf)
+        t53 = np.transpose(t49, (0, 1, 3, 5, 2, 4))
+        t54 = np.transpose(t52, (0, 1, 3, 5, 2, 4))
+        t55 = np.transpose(ext1, (0, 2, 3, 1))
+        t56 = t55[..., None, None]
+        t57 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        t58 = np.sum(np.where((t57 == 0) & (t56 == t50 + t54), t53, 0), axis=(-2, -1))
+        grad_grad = t43 + t58
     elif padding == "SAME":
         if ext1 is None or affine1 is None or ext2 is None or affine2 is None:
             t0 = np.transpose(filter, (2, 0, 1))
@@ -2014,21 +1989,16 @@ def dilation2d_grad_grad(
         t55 = t44[..., None]
         t56 = rates[1] * t42 + strides[1] * t55 - _same_padding(t45, t46, strides[1], rates[1])
         t57 = _gather(t54, t56, -4)
-        t58 = np.transpose(t57, (0, 5, 1, 3, 2, 4))
-        t59 = np.transpose(filter, (2, 0, 1))
-        t60 = t59[..., None, None, :, :]
-        t61 = _gather(input, t53, -2, fill=-np.inf)
-        t62 = _gather(t61, t56, -4, fill=-np.inf)
-        t63 = np.transpose(t62, (0, 5, 1, 3, 2, 4))
-        t64 = ext1[..., None, None]
-        t65 = np.where((affine1 == 0) & (t64 == t60 + t63), t58, 0)
-        t66 = np.transpose(t57, (0, 1, 3, 5, 2, 4))
-        t67 = np.transpose(t62, (0, 1, 3, 5, 2, 4))
-        t68 = np.transpose(ext1, (0, 2, 3, 1))
-        t69 = t68[..., None, None]
-        t70 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        t71 = np.sum(np.where((t70 == 0) & (t69 == t59 + t67), t66, 0), axis=(-2, -1))
-        grad_grad = t51 + t71
+        t58 = np.transpose(filter, (2, 0, 1))
+        t59 = _gather(input, t53, -2, fill=-np.inf)
+        t60 = _gather(t59, t56, -4, fill=-np.inf)
+        t61 = np.transpose(t57, (0, 1, 3, 5, 2, 4))
+        t62 = np.transpose(t60, (0, 1, 3, 5, 2, 4))
+        t63 = np.transpose(ext1, (0, 2, 3, 1))
+        t64 = t63[..., None, None]
+        t65 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        t66 = np.sum(np.where((t65 == 0) & (t64 == t58 + t62), t61, 0), axis=(-2, -1))
+        grad_grad = t51 + t66
     else:
         raise ValueError(f"Dilation2DGrad: unsupported attributes padding={padding!r}")
     return grad_grad, None, None
@@ -2405,18 +2375,14 @@ def max_pool_v2_grad_grad(
         t26 = np.arange(t25)
         t27 = strides[1] * t24 + t26
         t28 = _gather(t22, t27, -4)
-        t29 = np.transpose(t28, (0, 5, 1, 3, 2, 4))
-        t30 = _gather(input, t21, -2, fill=-np.inf)
-        t31 = _gather(t30, t27, -4, fill=-np.inf)
-        t32 = np.transpose(t31, (0, 5, 1, 3, 2, 4))
-        t33 = ext1[..., None, None]
-        t34 = np.where((affine1 == 0) & (t32 == t33), t29, 0)
-        t35 = np.transpose(t28, (0, 1, 3, 5, 2, 4))
-        t36 = np.transpose(t31, (0, 1, 3, 5, 2, 4))
-        t37 = np.transpose(ext1, (0, 2, 3, 1))
-        t38 = t37[..., None, None]
-        t39 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t36 == t38) & (t39 == 0), t35, 0), axis=(-2, -1))
+        t29 = _gather(input, t21, -2, fill=-np.inf)
+        t30 = _gather(t29, t27, -4, fill=-np.inf)
+        t31 = np.transpose(t28, (0, 1, 3, 5, 2, 4))
+        t32 = np.transpose(t30, (0, 1, 3, 5, 2, 4))
+        t33 = np.transpose(ext1, (0, 2, 3, 1))
+        t34 = t33[..., None, None]
+        t35 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t32 == t34) & (t35 == 0), t31, 0), axis=(-2, -1))
     elif padding == "SAME":
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
@@ -2456,18 +2422,14 @@ def max_pool_v2_grad_grad(
         t30 = np.shape(input)[-3]
         t31 = strides[1] * t27 + t29 - _same_padding(t30, ksize[1], strides[1], 1)
         t32 = _gather(t25, t31, -4)
-        t33 = np.transpose(t32, (0, 5, 1, 3, 2, 4))
-        t34 = _gather(input, t24, -2, fill=-np.inf)
-        t35 = _gather(t34, t31, -4, fill=-np.inf)
-        t36 = np.transpose(t35, (0, 5, 1, 3, 2, 4))
-        t37 = ext1[..., None, None]
-        t38 = np.where((affine1 == 0) & (t36 == t37), t33, 0)
-        t39 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
-        t40 = np.transpose(t35, (0, 1, 3, 5, 2, 4))
-        t41 = np.transpose(ext1, (0, 2, 3, 1))
-        t42 = t41[..., None, None]
-        t43 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t40 == t42) & (t43 == 0), t39, 0), axis=(-2, -1))
+        t33 = _gather(input, t24, -2, fill=-np.inf)
+        t34 = _gather(t33, t31, -4, fill=-np.inf)
+        t35 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
+        t36 = np.transpose(t34, (0, 1, 3, 5, 2, 4))
+        t37 = np.transpose(ext1, (0, 2, 3, 1))
+        t38 = t37[..., None, None]
+        t39 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t36 == t38) & (t39 == 0), t35, 0), axis=(-2, -1))
     else:
         raise ValueError(f"MaxPoolV2Grad: unsupported attributes padding={padding!r}")
     return grad_grad, None

@@ -105,11 +105,10 @@ def gather_v2(params, indices, *, axis=0, batch_dims=0):
         t3 = np.reshape(params, (t0 * t1, t2))
         t4 = np.arange(np.shape(params)[-3])
         t5 = t4[..., None]
-        t6 = np.arange(np.shape(indices)[-1])
-        t7 = np.asarray(t5, dtype=np.int64)
-        t8 = np.asarray(indices, dtype=np.int64)
-        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
-        output = _gather(t3, t9, -2)
+        t6 = np.asarray(t5, dtype=np.int64)
+        t7 = np.asarray(indices, dtype=np.int64)
+        t8 = np.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        output = _gather(t3, t8, -2)
     else:
         raise ValueError(
             f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
@@ -129,7 +128,7 @@ def gather_v2_grad(grad, params, indices, *, output=None, axis=0, batch_dims=0):
                 i.e. `_scatter_add(grad, indices, 1, t0)`
         axis=1, batch_dims=1:
             grad_params[i, j, k] = sum_q grad[i, q, k] * delta(j, indices[i, q])
-                i.e. `np.reshape(t9, np.shape(t9)[:-2] + (-1, t1) + np.shape(t9)[-1:])`
+                i.e. `np.reshape(t8, np.shape(t8)[:-2] + (-1, t1) + np.shape(t8)[-1:])`
     """
     if axis in (0, 1) and batch_dims == 0:
         t0 = np.shape(params)[-2]
@@ -139,13 +138,12 @@ def gather_v2_grad(grad, params, indices, *, output=None, axis=0, batch_dims=0):
         t1 = np.shape(params)[-2]
         t2 = np.arange(np.shape(params)[-3])
         t3 = t2[..., None]
-        t4 = np.arange(np.shape(indices)[-1])
-        t5 = np.asarray(t3, dtype=np.int64)
-        t6 = np.asarray(indices, dtype=np.int64)
-        t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
-        t8 = t0 * t1
-        t9 = _scatter_add(grad, t7, 1, t8)  # no gather form: an explicit scatter-add
-        grad_params = np.reshape(t9, np.shape(t9)[:-2] + (-1, t1) + np.shape(t9)[-1:])
+        t4 = np.asarray(t3, dtype=np.int64)
+        t5 = np.asarray(indices, dtype=np.int64)
+        t6 = np.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+        t7 = t0 * t1
+        t8 = _scatter_add(grad, t6, 1, t7)  # no gather form: an explicit scatter-add
+        grad_params = np.reshape(t8, np.shape(t8)[:-2] + (-1, t1) + np.shape(t8)[-1:])
     else:
         raise ValueError(
             f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
@@ -177,11 +175,10 @@ def gather_v2_grad_grad(
         t3 = np.reshape(grad_vjp_params, (t0 * t1, t2))
         t4 = np.arange(np.shape(grad)[-3])
         t5 = t4[..., None]
-        t6 = np.arange(np.shape(grad)[-2])
-        t7 = np.asarray(t5, dtype=np.int64)
-        t8 = np.asarray(indices, dtype=np.int64)
-        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
-        grad_grad = _gather(t3, t9, -2)
+        t6 = np.asarray(t5, dtype=np.int64)
+        t7 = np.asarray(indices, dtype=np.int64)
+        t8 = np.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        grad_grad = _gather(t3, t8, -2)
     else:
         raise ValueError(
             f"GatherV2Grad: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
@@ -397,7 +394,7 @@ def unsorted_segment_max_grad(grad, data, segment_ids, *, output=None, num_segme
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
-            p], output[s, p]) at s = segment_ids[j]), i.e. `np.where(data == t0, t5 / t4, 0)`
+            p], output[s, p]) at s = segment_ids[j]), i.e. `t1 * t5 / t4`
     """
     if output is None:
         output = unsorted_segment_max(data, segment_ids, num_segments=num_segments)
@@ -407,7 +404,7 @@ def unsorted_segment_max_grad(grad, data, segment_ids, *, output=None, num_segme
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = np.where(data == t0, t5 / t4, 0)
+    grad_data = t1 * t5 / t4
     return grad_data, None
 
 
@@ -421,7 +418,7 @@ def unsorted_segment_max_grad_grad(
     t3 = np.asarray(data == t2, grad_vjp_data.dtype)
     t4 = _scatter_add(t3, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
     t5 = _gather(t4, segment_ids, -2)
-    t6 = np.where(data == t2, grad_vjp_data / t5, 0)
+    t6 = grad_vjp_data * t3 / t5
     grad_grad = _scatter_add(t6, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
     return grad_grad, None, None
 
@@ -439,7 +436,7 @@ def unsorted_segment_min_grad(grad, data, segment_ids, *, output=None, num_segme
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
-            p], output[s, p]) at s = segment_ids[j]), i.e. `np.where(data == t0, t5 / t4, 0)`
+            p], output[s, p]) at s = segment_ids[j]), i.e. `t1 * t5 / t4`
     """
     if output is None:
         output = unsorted_segment_min(data, segment_ids, num_segments=num_segments)
@@ -449,7 +446,7 @@ def unsorted_segment_min_grad(grad, data, segment_ids, *, output=None, num_segme
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = np.where(data == t0, t5 / t4, 0)
+    grad_data = t1 * t5 / t4
     return grad_data, None
 
 
@@ -463,7 +460,7 @@ def unsorted_segment_min_grad_grad(
     t3 = np.asarray(data == t2, grad_vjp_data.dtype)
     t4 = _scatter_add(t3, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
     t5 = _gather(t4, segment_ids, -2)
-    t6 = np.where(data == t2, grad_vjp_data / t5, 0)
+    t6 = grad_vjp_data * t3 / t5
     grad_grad = _scatter_add(t6, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
     return grad_grad, None, None
 
@@ -532,7 +529,7 @@ def segment_max_grad(grad, data, segment_ids, *, output=None, ext1=None):
             i.e. `np.where(t3 > 0, grad, 0)`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
-            ext1[s, p]) at s = segment_ids[j]), i.e. `np.where(data == t4, t8 / t7, 0)`
+            ext1[s, p]) at s = segment_ids[j]), i.e. `t5 * t8 / t7`
     """
     if ext1 is None:
         t0 = np.shape(grad)[-2]
@@ -546,7 +543,7 @@ def segment_max_grad(grad, data, segment_ids, *, output=None, ext1=None):
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = np.where(data == t4, t8 / t7, 0)
+    grad_data = t5 * t8 / t7
     return grad_data, None
 
 
@@ -562,7 +559,7 @@ def segment_max_grad_grad(
     t3 = np.shape(grad)[-2]
     t4 = _scatter_add(t2, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
     t5 = _gather(t4, segment_ids, -2)
-    t6 = np.where(data == t1, grad_vjp_data / t5, 0)
+    t6 = grad_vjp_data * t2 / t5
     t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
     t8 = np.asarray(1, dtype=np.result_type(data))
     t9 = _scatter_add(t8, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
@@ -593,7 +590,7 @@ def segment_min_grad(grad, data, segment_ids, *, output=None, ext1=None):
             i.e. `np.where(t3 > 0, grad, 0)`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
-            ext1[s, p]) at s = segment_ids[j]), i.e. `np.where(data == t4, t8 / t7, 0)`
+            ext1[s, p]) at s = segment_ids[j]), i.e. `t5 * t8 / t7`
     """
     if ext1 is None:
         t0 = np.shape(grad)[-2]
@@ -607,7 +604,7 @@ def segment_min_grad(grad, data, segment_ids, *, output=None, ext1=None):
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = np.where(data == t4, t8 / t7, 0)
+    grad_data = t5 * t8 / t7
     return grad_data, None
 
 
@@ -623,7 +620,7 @@ def segment_min_grad_grad(
     t3 = np.shape(grad)[-2]
     t4 = _scatter_add(t2, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
     t5 = _gather(t4, segment_ids, -2)
-    t6 = np.where(data == t1, grad_vjp_data / t5, 0)
+    t6 = grad_vjp_data * t2 / t5
     t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
     t8 = np.asarray(1, dtype=np.result_type(data))
     t9 = _scatter_add(t8, segment_ids, 1, t3)  # no gather form: an explicit scatter-add

@@ -212,7 +212,7 @@ def gather_v2_vjp(grad, params, indices, output, *, axis=0, batch_dims=0):
                 i.e. `_scatter_rows(grad, indices, 1, t0)`
         axis=1, batch_dims=1:
             grad_params[i, j, k] = sum_q grad[i, q, k] * delta(j, indices[i, q])
-                i.e. `tf.reshape(t9, tf.concat([tf.shape(t9, out_type=tf.int64)[:-2], ...`
+                i.e. `tf.reshape(t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-2], ...`
     """
     if axis in (0, 1) and batch_dims == 0:
         t0 = tf.shape(params, out_type=tf.int64)[-2]
@@ -222,19 +222,18 @@ def gather_v2_vjp(grad, params, indices, output, *, axis=0, batch_dims=0):
         t1 = tf.shape(params, out_type=tf.int64)[-2]
         t2 = tf.range(tf.shape(params, out_type=tf.int64)[-3])
         t3 = t2[..., None]
-        t4 = tf.range(tf.shape(indices, out_type=tf.int64)[-1])
-        t5 = tf.cast(t3, tf.int64)
-        t6 = tf.cast(indices, tf.int64)
-        t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
-        t8 = t0 * t1
-        t9 = _scatter_add(grad, t7, 1, t8)  # no gather form: an explicit scatter-add
+        t4 = tf.cast(t3, tf.int64)
+        t5 = tf.cast(indices, tf.int64)
+        t6 = tf.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, tf.constant(-1, tf.int64))
+        t7 = t0 * t1
+        t8 = _scatter_add(grad, t6, 1, t7)  # no gather form: an explicit scatter-add
         grad_params = tf.reshape(
-            t9,
+            t8,
             tf.concat(
                 [
-                    tf.shape(t9, out_type=tf.int64)[:-2],
+                    tf.shape(t8, out_type=tf.int64)[:-2],
                     tf.cast([-1, t1], tf.int64),
-                    tf.shape(t9, out_type=tf.int64)[-1:],
+                    tf.shape(t8, out_type=tf.int64)[-1:],
                 ],
                 0,
             ),
@@ -290,11 +289,10 @@ def gather_v2(params, indices, *, axis=0, batch_dims=0):
             t3 = tf.reshape(params, [t0 * t1, t2])
             t4 = tf.range(tf.shape(params, out_type=tf.int64)[-3])
             t5 = t4[..., None]
-            t6 = tf.range(tf.shape(indices, out_type=tf.int64)[-1])
-            t7 = tf.cast(t5, tf.int64)
-            t8 = tf.cast(indices, tf.int64)
-            t9 = tf.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, tf.constant(-1, tf.int64))
-            output = _gather(t3, t9, -2)
+            t6 = tf.cast(t5, tf.int64)
+            t7 = tf.cast(indices, tf.int64)
+            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+            output = _gather(t3, t8, -2)
         else:
             raise ValueError(
                 f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
@@ -576,8 +574,7 @@ def unsorted_segment_max_vjp(grad, data, segment_ids, output, *, num_segments):
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
-            p], output[s, p]) at s = segment_ids[j])
-            i.e. `t5 * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, ...`
+            p], output[s, p]) at s = segment_ids[j]), i.e. `t1 * t5 / t4`
     """
     t0 = _gather(output, segment_ids, -2)
     t1 = tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
@@ -585,11 +582,7 @@ def unsorted_segment_max_vjp(grad, data, segment_ids, output, *, num_segments):
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = (
-        t5
-        * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-        / t4
-    )
+    grad_data = t1 * t5 / t4
     return grad_data, None
 
 
@@ -643,8 +636,7 @@ def unsorted_segment_min_vjp(grad, data, segment_ids, output, *, num_segments):
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
-            p], output[s, p]) at s = segment_ids[j])
-            i.e. `t5 * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, ...`
+            p], output[s, p]) at s = segment_ids[j]), i.e. `t1 * t5 / t4`
     """
     t0 = _gather(output, segment_ids, -2)
     t1 = tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
@@ -652,11 +644,7 @@ def unsorted_segment_min_vjp(grad, data, segment_ids, output, *, num_segments):
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = (
-        t5
-        * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-        / t4
-    )
+    grad_data = t1 * t5 / t4
     return grad_data, None
 
 
@@ -797,8 +785,7 @@ def segment_max_vjp(grad, data, segment_ids, output, *, ext1=None):
             i.e. `grad * tf.where(t3 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
-            ext1[s, p]) at s = segment_ids[j])
-            i.e. `t8 * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, ...`
+            ext1[s, p]) at s = segment_ids[j]), i.e. `t5 * t8 / t7`
     """
     if ext1 is None:
         t0 = tf.shape(grad, out_type=tf.int64)[-2]
@@ -812,11 +799,7 @@ def segment_max_vjp(grad, data, segment_ids, output, *, ext1=None):
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = (
-        t8
-        * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-        / t7
-    )
+    grad_data = t5 * t8 / t7
     return grad_data, None
 
 
@@ -864,8 +847,7 @@ def segment_min_vjp(grad, data, segment_ids, output, *, ext1=None):
             i.e. `grad * tf.where(t3 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
-            ext1[s, p]) at s = segment_ids[j])
-            i.e. `t8 * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, ...`
+            ext1[s, p]) at s = segment_ids[j]), i.e. `t5 * t8 / t7`
     """
     if ext1 is None:
         t0 = tf.shape(grad, out_type=tf.int64)[-2]
@@ -879,11 +861,7 @@ def segment_min_vjp(grad, data, segment_ids, output, *, ext1=None):
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = (
-        t8
-        * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-        / t7
-    )
+    grad_data = t5 * t8 / t7
     return grad_data, None
 
 

@@ -125,11 +125,10 @@ def gather_v2_forward(params, indices, *, axis=0, batch_dims=0):
         t3 = torch.reshape(params, (t0 * t1, t2))
         t4 = torch.arange(np.shape(params)[-3])
         t5 = t4[..., None]
-        t6 = torch.arange(np.shape(indices)[-1])
-        t7 = torch.as_tensor(t5, dtype=torch.int64)
-        t8 = torch.as_tensor(indices, dtype=torch.int64)
-        t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
-        output = _gather(t3, t9, -2)
+        t6 = torch.as_tensor(t5, dtype=torch.int64)
+        t7 = torch.as_tensor(indices, dtype=torch.int64)
+        t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
+        output = _gather(t3, t8, -2)
     else:
         raise ValueError(
             f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
@@ -149,7 +148,7 @@ def gather_v2_vjp(grad, params, indices, *, output=None, axis=0, batch_dims=0):
                 i.e. `_scatter_add(grad, indices, 1, t0)`
         axis=1, batch_dims=1:
             grad_params[i, j, k] = sum_q grad[i, q, k] * delta(j, indices[i, q])
-                i.e. `torch.reshape(t9, np.shape(t9)[:-2] + (-1, t1) + np.shape(t9)[-1:])`
+                i.e. `torch.reshape(t8, np.shape(t8)[:-2] + (-1, t1) + np.shape(t8)[-1:])`
     """
     if axis in (0, 1) and batch_dims == 0:
         t0 = np.shape(params)[-2]
@@ -159,13 +158,12 @@ def gather_v2_vjp(grad, params, indices, *, output=None, axis=0, batch_dims=0):
         t1 = np.shape(params)[-2]
         t2 = torch.arange(np.shape(params)[-3])
         t3 = t2[..., None]
-        t4 = torch.arange(np.shape(indices)[-1])
-        t5 = torch.as_tensor(t3, dtype=torch.int64)
-        t6 = torch.as_tensor(indices, dtype=torch.int64)
-        t7 = torch.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
-        t8 = t0 * t1
-        t9 = _scatter_add(grad, t7, 1, t8)  # no gather form: an explicit scatter-add
-        grad_params = torch.reshape(t9, np.shape(t9)[:-2] + (-1, t1) + np.shape(t9)[-1:])
+        t4 = torch.as_tensor(t3, dtype=torch.int64)
+        t5 = torch.as_tensor(indices, dtype=torch.int64)
+        t6 = torch.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+        t7 = t0 * t1
+        t8 = _scatter_add(grad, t6, 1, t7)  # no gather form: an explicit scatter-add
+        grad_params = torch.reshape(t8, np.shape(t8)[:-2] + (-1, t1) + np.shape(t8)[-1:])
     else:
         raise ValueError(
             f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
@@ -457,7 +455,7 @@ def unsorted_segment_max_vjp(grad, data, segment_ids, *, output=None, num_segmen
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
-            p], output[s, p]) at s = segment_ids[j]), i.e. `torch.where(data == t0, t5 / t4, 0)`
+            p], output[s, p]) at s = segment_ids[j]), i.e. `t1 * t5 / t4`
     """
     if output is None:
         output = unsorted_segment_max_forward(data, segment_ids, num_segments=num_segments)
@@ -467,7 +465,7 @@ def unsorted_segment_max_vjp(grad, data, segment_ids, *, output=None, num_segmen
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = torch.where(data == t0, t5 / t4, 0)
+    grad_data = t1 * t5 / t4
     return grad_data, None
 
 
@@ -511,7 +509,7 @@ def unsorted_segment_min_vjp(grad, data, segment_ids, *, output=None, num_segmen
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
-            p], output[s, p]) at s = segment_ids[j]), i.e. `torch.where(data == t0, t5 / t4, 0)`
+            p], output[s, p]) at s = segment_ids[j]), i.e. `t1 * t5 / t4`
     """
     if output is None:
         output = unsorted_segment_min_forward(data, segment_ids, num_segments=num_segments)
@@ -521,7 +519,7 @@ def unsorted_segment_min_vjp(grad, data, segment_ids, *, output=None, num_segmen
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = torch.where(data == t0, t5 / t4, 0)
+    grad_data = t1 * t5 / t4
     return grad_data, None
 
 
@@ -645,7 +643,7 @@ def segment_max_vjp(grad, data, segment_ids, *, output=None, ext1=None):
             i.e. `torch.where(t3 > 0, grad, 0)`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
-            ext1[s, p]) at s = segment_ids[j]), i.e. `torch.where(data == t4, t8 / t7, 0)`
+            ext1[s, p]) at s = segment_ids[j]), i.e. `t5 * t8 / t7`
     """
     if ext1 is None:
         t0 = np.shape(grad)[-2]
@@ -659,7 +657,7 @@ def segment_max_vjp(grad, data, segment_ids, *, output=None, ext1=None):
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = torch.where(data == t4, t8 / t7, 0)
+    grad_data = t5 * t8 / t7
     return grad_data, None
 
 
@@ -713,7 +711,7 @@ def segment_min_vjp(grad, data, segment_ids, *, output=None, ext1=None):
             i.e. `torch.where(t3 > 0, grad, 0)`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
-            ext1[s, p]) at s = segment_ids[j]), i.e. `torch.where(data == t4, t8 / t7, 0)`
+            ext1[s, p]) at s = segment_ids[j]), i.e. `t5 * t8 / t7`
     """
     if ext1 is None:
         t0 = np.shape(grad)[-2]
@@ -727,7 +725,7 @@ def segment_min_vjp(grad, data, segment_ids, *, output=None, ext1=None):
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = torch.where(data == t4, t8 / t7, 0)
+    grad_data = t5 * t8 / t7
     return grad_data, None
 
 

@@ -57,13 +57,11 @@ def batch_norm_with_global_normalization_grad(
 
     In index notation, next to the code computing it, for scale_after_normalization=False (other
     values of scale_after_normalization change it):
-        grad_t[b, h, w, c] = grad[b, h, w, c] / sqrt(variance_epsilon + v[c])
-            i.e. `grad / np.sqrt(v + variance_epsilon)`
-        grad_m[c] = -sum_{b, h, w} grad[b, h, w, c] / sqrt(variance_epsilon + v[c])
-            i.e. `-t0 / np.sqrt(v + variance_epsilon)`
+        grad_t[b, h, w, c] = grad[b, h, w, c] / sqrt(variance_epsilon + v[c]), i.e. `grad * t1`
+        grad_m[c] = -sum_{b, h, w} grad[b, h, w, c] / sqrt(variance_epsilon + v[c]), i.e. `-t1 * t2`
         grad_v[c] = -sum_{b, h, w} grad[b, h, w, c] * (-beta[c] + result[b, h, w, c]) / (2 *
-            (variance_epsilon + v[c])), i.e. `-1 / 2 * t5 / (v + variance_epsilon)`
-        grad_beta[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t0`
+            (variance_epsilon + v[c])), i.e. `-1 / 2 * t3 / t0`
+        grad_beta[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t2`
     """
     if result is None:
         result = batch_norm_with_global_normalization(
@@ -75,24 +73,25 @@ def batch_norm_with_global_normalization_grad(
             scale_after_normalization=scale_after_normalization,
             variance_epsilon=variance_epsilon,
         )
-    t0 = np.sum(grad, axis=(-4, -3, -2))
-    grad_beta = t0
+    t0 = v + variance_epsilon
+    t1 = 1 / np.sqrt(t0)
     if not scale_after_normalization:
-        grad_t = grad / np.sqrt(v + variance_epsilon)
-        grad_m = -t0 / np.sqrt(v + variance_epsilon)
-        t1 = beta[..., None, None, None]
-        t2 = np.transpose(result, (3, 0, 1, 2))
-        t3 = np.transpose(grad, (3, 0, 1, 2))
-        t4 = t3 * (-t1 + t2)
-        t5 = np.sum(grad * (-beta + result), axis=(-4, -3, -2))
-        grad_v = -1 / 2 * t5 / (v + variance_epsilon)
+        grad_t = grad * t1
+        t2 = np.sum(grad, axis=(-4, -3, -2))
+        grad_m = -t1 * t2
+        t3 = np.sum(grad * (-beta + result), axis=(-4, -3, -2))
+        grad_v = -1 / 2 * t3 / t0
+        grad_beta = t2
         grad_gamma = None
     elif scale_after_normalization:
-        grad_t = gamma * grad / np.sqrt(v + variance_epsilon)
-        grad_m = -gamma * t0 / np.sqrt(v + variance_epsilon)
-        t1 = np.sum(grad * (-m + t), axis=(-4, -3, -2))
-        grad_v = -1 / 2 * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
-        grad_gamma = t1 / np.sqrt(v + variance_epsilon)
+        t2 = gamma * t1
+        grad_t = grad * t2
+        t3 = np.sum(grad, axis=(-4, -3, -2))
+        grad_m = -t2 * t3
+        t4 = np.sum(grad * (-m + t), axis=(-4, -3, -2))
+        grad_v = -1 / 2 * gamma * t4 / t0 ** (3 / 2)
+        grad_beta = t3
+        grad_gamma = t1 * t4
     else:
         raise ValueError(
             f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
@@ -132,60 +131,51 @@ def batch_norm_with_global_normalization_grad_grad(
             scale_after_normalization=scale_after_normalization,
             variance_epsilon=variance_epsilon,
         )[0]
-    t0 = np.sum(vjp_t, axis=(-4, -3, -2))
+    t0 = v + variance_epsilon
+    t1 = 1 / np.sqrt(t0)
     if not scale_after_normalization:
-        grad_grad = (
-            grad_vjp_beta
-            - grad_vjp_m / np.sqrt(v + variance_epsilon)
-            + grad_vjp_t / np.sqrt(v + variance_epsilon)
-            - 1 / 2 * grad_vjp_v * (-m + t) / (v + variance_epsilon) ** (3 / 2)
-        )
-        grad_t = -1 / 2 * grad_vjp_v * vjp_t / (v + variance_epsilon)
-        grad_m = (1 / 2) * grad_vjp_v * t0 / (v + variance_epsilon)
-        t1 = np.sum(grad_vjp_t * vjp_t, axis=(-4, -3, -2))
-        t2 = m[..., None, None, None]
-        t3 = np.transpose(t, (3, 0, 1, 2))
-        t4 = np.transpose(vjp_t, (3, 0, 1, 2))
-        t5 = t4 * (-t2 + t3)
-        t6 = np.sum(vjp_t * (-m + t), axis=(-4, -3, -2))
-        grad_v = (
-            (1 / 4)
-            * (2 * grad_vjp_m * t0 + 3 * grad_vjp_v * t6 / (v + variance_epsilon) - 2 * t1)
-            / (v + variance_epsilon)
-        )
+        t2 = -m + t
+        t3 = (1 / 2) * grad_vjp_v
+        grad_grad = grad_vjp_beta - grad_vjp_m * t1 + grad_vjp_t * t1 - t2 * t3 / t0 ** (3 / 2)
+        t4 = 1 / t0
+        t5 = t3 * t4
+        grad_t = -t5 * vjp_t
+        t6 = np.sum(vjp_t, axis=(-4, -3, -2))
+        grad_m = t5 * t6
+        t7 = np.sum(grad_vjp_t * vjp_t, axis=(-4, -3, -2))
+        t8 = np.sum(t2 * vjp_t, axis=(-4, -3, -2))
+        grad_v = (1 / 4) * t4 * (2 * grad_vjp_m * t6 + 3 * grad_vjp_v * t4 * t8 - 2 * t7)
         grad_gamma = None
     elif scale_after_normalization:
+        t2 = gamma * t1
+        t3 = -m + t
+        t4 = grad_vjp_gamma * t1
+        t5 = (1 / 2) / t0 ** (3 / 2)
         grad_grad = (
-            -gamma * grad_vjp_m / np.sqrt(v + variance_epsilon)
-            + gamma * grad_vjp_t / np.sqrt(v + variance_epsilon)
-            - 1 / 2 * gamma * grad_vjp_v * (-m + t) / (v + variance_epsilon) ** (3 / 2)
+            -gamma * grad_vjp_v * t3 * t5
             + grad_vjp_beta
-            + grad_vjp_gamma * (-m + t) / np.sqrt(v + variance_epsilon)
+            - grad_vjp_m * t2
+            + grad_vjp_t * t2
+            + t3 * t4
         )
-        grad_t = grad * grad_vjp_gamma / np.sqrt(
-            v + variance_epsilon
-        ) - 1 / 2 * grad_vjp_v * vjp_t / (v + variance_epsilon)
-        t1 = np.sum(grad, axis=(-4, -3, -2))
-        grad_m = -grad_vjp_gamma * t1 / np.sqrt(v + variance_epsilon) + (
-            1 / 2
-        ) * grad_vjp_v * t0 / (v + variance_epsilon)
-        t2 = np.sum(grad_vjp_t * vjp_t, axis=(-4, -3, -2))
-        t3 = np.sum(grad * (-m + t), axis=(-4, -3, -2))
-        t4 = m[..., None, None, None]
-        t5 = np.transpose(t, (3, 0, 1, 2))
-        t6 = np.transpose(vjp_t, (3, 0, 1, 2))
-        t7 = t6 * (-t4 + t5)
-        t8 = np.sum(vjp_t * (-m + t), axis=(-4, -3, -2))
+        t6 = 1 / t0
+        t7 = (1 / 2) * t6
+        t8 = grad_vjp_v * t7
+        grad_t = grad * t4 - t8 * vjp_t
+        t9 = np.sum(vjp_t, axis=(-4, -3, -2))
+        t10 = np.sum(grad, axis=(-4, -3, -2))
+        grad_m = (1 / 2) * grad_vjp_v * t6 * t9 - t10 * t4
+        t11 = np.sum(grad_vjp_t * vjp_t, axis=(-4, -3, -2))
+        t12 = np.sum(grad * t3, axis=(-4, -3, -2))
+        t13 = np.sum(t3 * vjp_t, axis=(-4, -3, -2))
         grad_v = (
-            -1 / 2 * grad_vjp_gamma * t3 / (v + variance_epsilon) ** (3 / 2)
-            + (1 / 2) * grad_vjp_m * t0 / (v + variance_epsilon)
-            + (3 / 4) * grad_vjp_v * t8 / (v + variance_epsilon) ** 2
-            - 1 / 2 * t2 / (v + variance_epsilon)
+            -grad_vjp_gamma * t12 * t5
+            + (1 / 2) * grad_vjp_m * t6 * t9
+            + (3 / 4) * grad_vjp_v * t13 / t0**2
+            - t11 * t7
         )
-        t9 = np.sum(grad * grad_vjp_t, axis=(-4, -3, -2))
-        grad_gamma = (
-            -grad_vjp_m * t1 - 1 / 2 * grad_vjp_v * t3 / (v + variance_epsilon) + t9
-        ) / np.sqrt(v + variance_epsilon)
+        t14 = np.sum(grad * grad_vjp_t, axis=(-4, -3, -2))
+        grad_gamma = t1 * (-grad_vjp_m * t10 - t12 * t8 + t14)
     else:
         raise ValueError(
             f"BatchNormWithGlobalNormalizationGrad: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
@@ -278,29 +268,22 @@ def lrn_grad_grad(
     t12 = _gather(grad_vjp_input, t11, -1)
     t13 = _gather(input, t11, -1)
     t14 = np.sum(t12 * t13, axis=-1)
-    grad_vjp_affine1 = 2 * alpha * t14
-    grad_affine1 = (
-        affine1 ** (-beta)
-        * beta
-        * grad
-        * (
-            -grad_vjp_input
-            + beta * grad_vjp_affine1 * input / affine1
-            + grad_vjp_affine1 * input / affine1
-        )
-        / affine1
-    )
-    grad_grad = affine1 ** (-beta) * (grad_vjp_input - beta * grad_vjp_affine1 * input / affine1)
-    t15 = depth_radius - t10 + t8
-    t16 = _gather(vjp_affine1, t15, -1)
-    t17 = np.sum(t16, axis=-1)
-    t18 = _gather(grad_affine1, t15, -1)
-    t19 = np.sum(t18, axis=-1)
-    grad_input = (
-        2 * alpha * grad_vjp_input * t17
-        + 2 * alpha * input * t19
-        - affine1 ** (-beta) * beta * grad * grad_vjp_affine1 / affine1
-    )
+    t15 = 2 * alpha
+    grad_vjp_affine1 = t14 * t15
+    t16 = 1 / affine1
+    t17 = grad_vjp_affine1 * t16
+    t18 = input * t17
+    t19 = beta * t18
+    t20 = affine1 ** (-beta)
+    t21 = beta * grad * t20
+    grad_affine1 = t16 * t21 * (-grad_vjp_input + t18 + t19)
+    grad_grad = t20 * (grad_vjp_input - t19)
+    t22 = depth_radius - t10 + t8
+    t23 = _gather(vjp_affine1, t22, -1)
+    t24 = np.sum(t23, axis=-1)
+    t25 = _gather(grad_affine1, t22, -1)
+    t26 = np.sum(t25, axis=-1)
+    grad_input = grad_vjp_input * t15 * t24 + input * t15 * t26 - t17 * t21
     return grad_grad, grad_input
 
 
@@ -334,14 +317,16 @@ def fused_batch_norm(
         t1 = np.shape(x)[-3]
         t2 = np.shape(x)[-2]
         t3 = np.sum(x, axis=(-4, -3, -2))
-        batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
-        batch_variance_ = t4 / (t0 * t1 * t2)
-        y = offset + scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-        batch_variance = batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (
-            t0 * t1 * t2 - 1
-        ) + variance * (1 - exponential_avg_factor)
+        t4 = 1 / (t0 * t1 * t2)
+        batch_mean_ = t3 * t4
+        t5 = -batch_mean_ + x
+        t6 = np.sum(t5**2, axis=(-4, -3, -2))
+        batch_variance_ = t4 * t6
+        y = offset + scale * t5 / np.sqrt(batch_variance_ + epsilon)
+        t7 = 1 - exponential_avg_factor
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
+        t8 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     else:
@@ -388,7 +373,7 @@ def fused_batch_norm_grad(
             w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 ...`
+            i.e. `exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
             + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
@@ -397,14 +382,14 @@ def fused_batch_norm_grad(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7) + 2 * ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t17 + grad_reserve_space_1 * t17 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / np.sqrt(epsilon + reserve_space_2)`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t15 * t5`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `np.sum(grad_y, axis=(-4, -3, -2))`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_mean * t19`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_variance * t19`
     """
     if reserve_space_1 is None:
         reserve_space_1 = fused_batch_norm(
@@ -435,18 +420,17 @@ def fused_batch_norm_grad(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        grad_x = grad_y * scale / np.sqrt(epsilon + reserve_space_2)
-        t0 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t0 / np.sqrt(epsilon + reserve_space_2)
+        t0 = epsilon + reserve_space_2
+        t1 = 1 / np.sqrt(t0)
+        t2 = scale * t1
+        grad_x = grad_y * t2
+        t3 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        grad_scale = t1 * t3
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        t1 = np.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = (
-            grad_batch_mean + grad_reserve_space_1 - scale * t1 / np.sqrt(epsilon + reserve_space_2)
-        )
+        t4 = np.sum(grad_y, axis=(-4, -3, -2))
+        grad_mean = grad_batch_mean + grad_reserve_space_1 - t2 * t4
         grad_variance = (
-            grad_batch_variance
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
+            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t3 / t0 ** (3 / 2)
         )
     elif is_training:
         if batch_mean_ is None:
@@ -455,34 +439,39 @@ def fused_batch_norm_grad(
             t2 = np.shape(x)[-2]
             t3 = np.sum(x, axis=(-4, -3, -2))
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        t5 = np.shape(x)[-4]
-        t6 = np.shape(x)[-3]
-        t7 = np.shape(x)[-2]
+        t4 = -x
+        t5 = np.sum(grad_y * (-reserve_space_1 - t4), axis=(-4, -3, -2))
+        t6 = np.shape(x)[-4]
+        t7 = np.shape(x)[-3]
+        t8 = np.shape(x)[-2]
+        t9 = epsilon + reserve_space_2
+        t10 = t6 * t7 * t8
         grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 - 1)
+            exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1)
             + grad_reserve_space_2
-            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t5 / t9 ** (3 / 2)
         )
-        t8 = np.transpose(x, (3, 0, 1, 2))
-        t9 = np.sum(t8, axis=(-3, -2, -1))
-        t10 = np.transpose(grad_y, (3, 0, 1, 2))
-        t11 = np.sum(t10, axis=(-3, -2, -1))
+        t11 = np.transpose(x, (3, 0, 1, 2))
+        t12 = np.sum(t11, axis=(-3, -2, -1))
+        t13 = np.transpose(grad_y, (3, 0, 1, 2))
+        t14 = np.sum(t13, axis=(-3, -2, -1))
+        t15 = 1 / np.sqrt(t9)
+        t16 = scale * t15
+        t17 = 1 / (t6 * t7 * t8)
+        t18 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7)
-            + 2 * grad_batch_variance_ * (-batch_mean_ + x) / (t5 * t6 * t7)
-            - 2
-            * grad_batch_variance_
-            * (-batch_mean_ * t5 * t6 * t7 + t9)
-            / (t5**2 * t6**2 * t7**2)
-            + grad_reserve_space_1 / (t5 * t6 * t7)
-            + grad_y * scale / np.sqrt(epsilon + reserve_space_2)
-            - scale * t11 / (t5 * t6 * t7 * np.sqrt(epsilon + reserve_space_2))
+            exponential_avg_factor * grad_batch_mean * t17
+            + grad_reserve_space_1 * t17
+            + grad_y * t16
+            - t14 * t16 * t17
+            + t17 * t18 * (-batch_mean_ - t4)
+            - t18 * (-batch_mean_ * t10 + t12) / (t6**2 * t7**2 * t8**2)
         )
-        grad_scale = t4 / np.sqrt(epsilon + reserve_space_2)
+        grad_scale = t15 * t5
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
-        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
+        t19 = 1 - exponential_avg_factor
+        grad_mean = grad_batch_mean * t19
+        grad_variance = grad_batch_variance * t19
     else:
         raise ValueError(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -543,41 +532,40 @@ def fused_batch_norm_grad_grad(
             f"FusedBatchNormGrad: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
+        t0 = epsilon + variance
+        t1 = 1 / np.sqrt(t0)
+        t2 = scale * t1
+        t3 = -mean + x
+        t4 = grad_vjp_scale * t1
+        t5 = (1 / 2) / t0 ** (3 / 2)
         grad_grad_y = (
-            -grad_vjp_mean * scale / np.sqrt(epsilon + variance)
+            -grad_vjp_mean * t2
             + grad_vjp_offset
-            + grad_vjp_scale * (-mean + x) / np.sqrt(epsilon + variance)
-            - 1 / 2 * grad_vjp_variance * scale * (-mean + x) / (epsilon + variance) ** (3 / 2)
-            + grad_vjp_x * scale / np.sqrt(epsilon + variance)
+            - grad_vjp_variance * scale * t3 * t5
+            + grad_vjp_x * t2
+            + t3 * t4
         )
         grad_grad_batch_mean = grad_vjp_mean
         grad_grad_batch_variance = grad_vjp_variance
         grad_grad_reserve_space_1 = grad_vjp_mean
         grad_grad_reserve_space_2 = grad_vjp_variance
-        grad_x = grad_vjp_scale * grad_y / np.sqrt(
-            epsilon + variance
-        ) - 1 / 2 * grad_vjp_variance * vjp_x / (epsilon + variance)
-        t0 = np.sum(grad_y, axis=(-4, -3, -2))
-        t1 = np.sum(grad_y * (-mean + x), axis=(-4, -3, -2))
-        t2 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        grad_scale = (
-            -grad_vjp_mean * t0 - 1 / 2 * grad_vjp_variance * t1 / (epsilon + variance) + t2
-        ) / np.sqrt(epsilon + variance)
-        t3 = np.sum(vjp_x, axis=(-4, -3, -2))
-        grad_mean = -grad_vjp_scale * t0 / np.sqrt(epsilon + variance) + (
-            1 / 2
-        ) * grad_vjp_variance * t3 / (epsilon + variance)
-        t4 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
-        t5 = mean[..., None, None, None]
-        t6 = np.transpose(x, (3, 0, 1, 2))
-        t7 = np.transpose(vjp_x, (3, 0, 1, 2))
-        t8 = t7 * (-t5 + t6)
-        t9 = np.sum(vjp_x * (-mean + x), axis=(-4, -3, -2))
+        t6 = 1 / t0
+        t7 = (1 / 2) * t6
+        t8 = grad_vjp_variance * t7
+        grad_x = grad_y * t4 - t8 * vjp_x
+        t9 = np.sum(grad_y, axis=(-4, -3, -2))
+        t10 = np.sum(grad_y * t3, axis=(-4, -3, -2))
+        t11 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        grad_scale = t1 * (-grad_vjp_mean * t9 - t10 * t8 + t11)
+        t12 = np.sum(vjp_x, axis=(-4, -3, -2))
+        grad_mean = (1 / 2) * grad_vjp_variance * t12 * t6 - t4 * t9
+        t13 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
+        t14 = np.sum(t3 * vjp_x, axis=(-4, -3, -2))
         grad_variance = (
-            (1 / 2) * grad_vjp_mean * t3 / (epsilon + variance)
-            - 1 / 2 * grad_vjp_scale * t1 / (epsilon + variance) ** (3 / 2)
-            + (3 / 4) * grad_vjp_variance * t9 / (epsilon + variance) ** 2
-            - 1 / 2 * t4 / (epsilon + variance)
+            grad_vjp_mean * t12 * t7
+            - grad_vjp_scale * t10 * t5
+            + (3 / 4) * grad_vjp_variance * t14 / t0**2
+            - t13 * t7
         )
     elif is_training:
         if batch_mean_ is None or batch_variance_ is None or vjp_batch_variance_ is None:
@@ -602,89 +590,68 @@ def fused_batch_norm_grad_grad(
         t11 = np.shape(grad_y)[-3]
         t12 = np.shape(grad_y)[-2]
         t13 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-        grad_vjp_batch_mean_ = t13 / (t10 * t11 * t12)
-        t14 = np.sum(x, axis=(-4, -3, -2))
-        t15 = batch_mean_[..., None, None, None]
+        t14 = 1 / (t10 * t11 * t12)
+        grad_vjp_batch_mean_ = t13 * t14
+        t15 = np.sum(x, axis=(-4, -3, -2))
         t16 = np.transpose(x, (3, 0, 1, 2))
         t17 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
-        t18 = t17 * (-t15 + t16)
-        t19 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
-        grad_vjp_batch_variance_ = (
-            2
-            * (-grad_vjp_batch_mean_ * (-batch_mean_ * t10 * t11 * t12 + t14) + t19)
-            / (t10 * t11 * t12)
-        )
-        t20 = np.transpose(grad_y, (3, 0, 1, 2))
-        t21 = t20 * (-t15 + t16)
-        t22 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
-        t23 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        t24 = np.sum(grad_y, axis=(-4, -3, -2))
+        t18 = -batch_mean_ + x
+        t19 = np.sum(grad_vjp_x * t18, axis=(-4, -3, -2))
+        t20 = t10 * t11 * t12
+        t21 = batch_mean_ * t20
+        t22 = 2 * t14
+        grad_vjp_batch_variance_ = t22 * (-grad_vjp_batch_mean_ * (t15 - t21) + t19)
+        t23 = np.transpose(grad_y, (3, 0, 1, 2))
+        t24 = np.sum(grad_y * t18, axis=(-4, -3, -2))
+        t25 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        t26 = np.sum(grad_y, axis=(-4, -3, -2))
+        t27 = batch_variance_ + epsilon
+        t28 = 1 / t27 ** (3 / 2)
+        t29 = 2 * scale
+        t30 = grad_vjp_batch_mean_ * t26
+        t31 = t24 / t27
         grad_batch_variance_ = (
             (1 / 4)
+            * t28
             * (
-                2 * grad_vjp_batch_mean_ * scale * t24
-                + 3 * grad_vjp_batch_variance_ * scale * t22 / (batch_variance_ + epsilon)
-                - 2 * grad_vjp_scale * t22
-                - 2 * scale * t23
+                3 * grad_vjp_batch_variance_ * scale * t31
+                - 2 * grad_vjp_scale * t24
+                - t25 * t29
+                + t29 * t30
             )
-            / (batch_variance_ + epsilon) ** (3 / 2)
         )
+        t32 = 1 / np.sqrt(t27)
+        t33 = scale * t32
+        t34 = grad_vjp_scale * t32
+        t35 = (1 / 2) * grad_vjp_batch_variance_
+        t36 = scale * t28 * t35
         grad_grad_y = (
-            -grad_vjp_batch_mean_ * scale / np.sqrt(batch_variance_ + epsilon)
-            - 1
-            / 2
-            * grad_vjp_batch_variance_
-            * scale
-            * (-batch_mean_ + x)
-            / (batch_variance_ + epsilon) ** (3 / 2)
-            + grad_vjp_offset
-            + grad_vjp_scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
-            + grad_vjp_x * scale / np.sqrt(batch_variance_ + epsilon)
+            -grad_vjp_batch_mean_ * t33 + grad_vjp_offset + grad_vjp_x * t33 + t18 * t34 - t18 * t36
         )
-        grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
-            1 - exponential_avg_factor
-        )
+        t37 = 1 - exponential_avg_factor
+        grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * t37
         grad_grad_batch_variance = (
-            exponential_avg_factor
-            * grad_vjp_batch_variance_
-            * t10
-            * t11
-            * t12
-            / (t10 * t11 * t12 - 1)
-            + grad_vjp_variance * (1 - exponential_avg_factor)
+            exponential_avg_factor * grad_vjp_batch_variance_ * t20 / (t20 - 1)
+            + grad_vjp_variance * t37
         )
         grad_grad_reserve_space_1 = grad_vjp_batch_mean_
         grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-        t25 = np.sum(t16, axis=(-3, -2, -1))
-        t26 = np.sum(t17, axis=(-3, -2, -1))
-        t27 = np.sum(t20, axis=(-3, -2, -1))
+        t38 = np.sum(t16, axis=(-3, -2, -1))
+        t39 = np.sum(t17, axis=(-3, -2, -1))
+        t40 = np.sum(t23, axis=(-3, -2, -1))
+        t41 = 2 / (t10**2 * t11**2 * t12**2)
+        t42 = t14 * t40
         grad_x = (
-            2 * grad_batch_variance_ * (-batch_mean_ + x) / (t10 * t11 * t12)
-            - 2
-            * grad_batch_variance_
-            * (-batch_mean_ * t10 * t11 * t12 + t25)
-            / (t10**2 * t11**2 * t12**2)
-            - 1
-            / 2
-            * grad_vjp_batch_variance_
-            * grad_y
-            * scale
-            / (batch_variance_ + epsilon) ** (3 / 2)
-            + (1 / 2)
-            * grad_vjp_batch_variance_
-            * scale
-            * t27
-            / (t10 * t11 * t12 * (batch_variance_ + epsilon) ** (3 / 2))
-            + grad_vjp_scale * grad_y / np.sqrt(batch_variance_ + epsilon)
-            - grad_vjp_scale * t27 / (t10 * t11 * t12 * np.sqrt(batch_variance_ + epsilon))
-            + 2 * grad_vjp_x * vjp_batch_variance_ / (t10 * t11 * t12)
-            - 2 * t26 * vjp_batch_variance_ / (t10**2 * t11**2 * t12**2)
+            grad_batch_variance_ * t18 * t22
+            - grad_batch_variance_ * t41 * (-t21 + t38)
+            + grad_vjp_x * t22 * vjp_batch_variance_
+            + grad_y * t34
+            - grad_y * t36
+            - t34 * t42
+            + t36 * t42
+            - t39 * t41 * vjp_batch_variance_
         )
-        grad_scale = (
-            -grad_vjp_batch_mean_ * t24
-            - 1 / 2 * grad_vjp_batch_variance_ * t22 / (batch_variance_ + epsilon)
-            + t23
-        ) / np.sqrt(batch_variance_ + epsilon)
+        grad_scale = t32 * (t25 - t30 - t31 * t35)
         grad_mean = None
         grad_variance = None
     else:
@@ -735,14 +702,16 @@ def fused_batch_norm_v2(
         t1 = np.shape(x)[-3]
         t2 = np.shape(x)[-2]
         t3 = np.sum(x, axis=(-4, -3, -2))
-        batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
-        batch_variance_ = t4 / (t0 * t1 * t2)
-        y = offset + scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-        batch_variance = batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (
-            t0 * t1 * t2 - 1
-        ) + variance * (1 - exponential_avg_factor)
+        t4 = 1 / (t0 * t1 * t2)
+        batch_mean_ = t3 * t4
+        t5 = -batch_mean_ + x
+        t6 = np.sum(t5**2, axis=(-4, -3, -2))
+        batch_variance_ = t4 * t6
+        y = offset + scale * t5 / np.sqrt(batch_variance_ + epsilon)
+        t7 = 1 - exponential_avg_factor
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
+        t8 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     else:
@@ -789,7 +758,7 @@ def fused_batch_norm_v2_grad(
             w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 ...`
+            i.e. `exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
             + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
@@ -798,14 +767,14 @@ def fused_batch_norm_v2_grad(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7) + 2 * ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t17 + grad_reserve_space_1 * t17 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / np.sqrt(epsilon + reserve_space_2)`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t15 * t5`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `np.sum(grad_y, axis=(-4, -3, -2))`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_mean * t19`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_variance * t19`
     """
     if reserve_space_1 is None:
         reserve_space_1 = fused_batch_norm_v2(
@@ -836,18 +805,17 @@ def fused_batch_norm_v2_grad(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        grad_x = grad_y * scale / np.sqrt(epsilon + reserve_space_2)
-        t0 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t0 / np.sqrt(epsilon + reserve_space_2)
+        t0 = epsilon + reserve_space_2
+        t1 = 1 / np.sqrt(t0)
+        t2 = scale * t1
+        grad_x = grad_y * t2
+        t3 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        grad_scale = t1 * t3
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        t1 = np.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = (
-            grad_batch_mean + grad_reserve_space_1 - scale * t1 / np.sqrt(epsilon + reserve_space_2)
-        )
+        t4 = np.sum(grad_y, axis=(-4, -3, -2))
+        grad_mean = grad_batch_mean + grad_reserve_space_1 - t2 * t4
         grad_variance = (
-            grad_batch_variance
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
+            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t3 / t0 ** (3 / 2)
         )
     elif is_training:
         if batch_mean_ is None:
@@ -856,34 +824,39 @@ def fused_batch_norm_v2_grad(
             t2 = np.shape(x)[-2]
             t3 = np.sum(x, axis=(-4, -3, -2))
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        t5 = np.shape(x)[-4]
-        t6 = np.shape(x)[-3]
-        t7 = np.shape(x)[-2]
+        t4 = -x
+        t5 = np.sum(grad_y * (-reserve_space_1 - t4), axis=(-4, -3, -2))
+        t6 = np.shape(x)[-4]
+        t7 = np.shape(x)[-3]
+        t8 = np.shape(x)[-2]
+        t9 = epsilon + reserve_space_2
+        t10 = t6 * t7 * t8
         grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 - 1)
+            exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1)
             + grad_reserve_space_2
-            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t5 / t9 ** (3 / 2)
         )
-        t8 = np.transpose(x, (3, 0, 1, 2))
-        t9 = np.sum(t8, axis=(-3, -2, -1))
-        t10 = np.transpose(grad_y, (3, 0, 1, 2))
-        t11 = np.sum(t10, axis=(-3, -2, -1))
+        t11 = np.transpose(x, (3, 0, 1, 2))
+        t12 = np.sum(t11, axis=(-3, -2, -1))
+        t13 = np.transpose(grad_y, (3, 0, 1, 2))
+        t14 = np.sum(t13, axis=(-3, -2, -1))
+        t15 = 1 / np.sqrt(t9)
+        t16 = scale * t15
+        t17 = 1 / (t6 * t7 * t8)
+        t18 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7)
-            + 2 * grad_batch_variance_ * (-batch_mean_ + x) / (t5 * t6 * t7)
-            - 2
-            * grad_batch_variance_
-            * (-batch_mean_ * t5 * t6 * t7 + t9)
-            / (t5**2 * t6**2 * t7**2)
-            + grad_reserve_space_1 / (t5 * t6 * t7)
-            + grad_y * scale / np.sqrt(epsilon + reserve_space_2)
-            - scale * t11 / (t5 * t6 * t7 * np.sqrt(epsilon + reserve_space_2))
+            exponential_avg_factor * grad_batch_mean * t17
+            + grad_reserve_space_1 * t17
+            + grad_y * t16
+            - t14 * t16 * t17
+            + t17 * t18 * (-batch_mean_ - t4)
+            - t18 * (-batch_mean_ * t10 + t12) / (t6**2 * t7**2 * t8**2)
         )
-        grad_scale = t4 / np.sqrt(epsilon + reserve_space_2)
+        grad_scale = t15 * t5
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
-        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
+        t19 = 1 - exponential_avg_factor
+        grad_mean = grad_batch_mean * t19
+        grad_variance = grad_batch_variance * t19
     else:
         raise ValueError(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -944,41 +917,40 @@ def fused_batch_norm_v2_grad_grad(
             f"FusedBatchNormV2Grad: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
+        t0 = epsilon + variance
+        t1 = 1 / np.sqrt(t0)
+        t2 = scale * t1
+        t3 = -mean + x
+        t4 = grad_vjp_scale * t1
+        t5 = (1 / 2) / t0 ** (3 / 2)
         grad_grad_y = (
-            -grad_vjp_mean * scale / np.sqrt(epsilon + variance)
+            -grad_vjp_mean * t2
             + grad_vjp_offset
-            + grad_vjp_scale * (-mean + x) / np.sqrt(epsilon + variance)
-            - 1 / 2 * grad_vjp_variance * scale * (-mean + x) / (epsilon + variance) ** (3 / 2)
-            + grad_vjp_x * scale / np.sqrt(epsilon + variance)
+            - grad_vjp_variance * scale * t3 * t5
+            + grad_vjp_x * t2
+            + t3 * t4
         )
         grad_grad_batch_mean = grad_vjp_mean
         grad_grad_batch_variance = grad_vjp_variance
         grad_grad_reserve_space_1 = grad_vjp_mean
         grad_grad_reserve_space_2 = grad_vjp_variance
-        grad_x = grad_vjp_scale * grad_y / np.sqrt(
-            epsilon + variance
-        ) - 1 / 2 * grad_vjp_variance * vjp_x / (epsilon + variance)
-        t0 = np.sum(grad_y, axis=(-4, -3, -2))
-        t1 = np.sum(grad_y * (-mean + x), axis=(-4, -3, -2))
-        t2 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        grad_scale = (
-            -grad_vjp_mean * t0 - 1 / 2 * grad_vjp_variance * t1 / (epsilon + variance) + t2
-        ) / np.sqrt(epsilon + variance)
-        t3 = np.sum(vjp_x, axis=(-4, -3, -2))
-        grad_mean = -grad_vjp_scale * t0 / np.sqrt(epsilon + variance) + (
-            1 / 2
-        ) * grad_vjp_variance * t3 / (epsilon + variance)
-        t4 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
-        t5 = mean[..., None, None, None]
-        t6 = np.transpose(x, (3, 0, 1, 2))
-        t7 = np.transpose(vjp_x, (3, 0, 1, 2))
-        t8 = t7 * (-t5 + t6)
-        t9 = np.sum(vjp_x * (-mean + x), axis=(-4, -3, -2))
+        t6 = 1 / t0
+        t7 = (1 / 2) * t6
+        t8 = grad_vjp_variance * t7
+        grad_x = grad_y * t4 - t8 * vjp_x
+        t9 = np.sum(grad_y, axis=(-4, -3, -2))
+        t10 = np.sum(grad_y * t3, axis=(-4, -3, -2))
+        t11 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        grad_scale = t1 * (-grad_vjp_mean * t9 - t10 * t8 + t11)
+        t12 = np.sum(vjp_x, axis=(-4, -3, -2))
+        grad_mean = (1 / 2) * grad_vjp_variance * t12 * t6 - t4 * t9
+        t13 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
+        t14 = np.sum(t3 * vjp_x, axis=(-4, -3, -2))
         grad_variance = (
-            (1 / 2) * grad_vjp_mean * t3 / (epsilon + variance)
-            - 1 / 2 * grad_vjp_scale * t1 / (epsilon + variance) ** (3 / 2)
-            + (3 / 4) * grad_vjp_variance * t9 / (epsilon + variance) ** 2
-            - 1 / 2 * t4 / (epsilon + variance)
+            grad_vjp_mean * t12 * t7
+            - grad_vjp_scale * t10 * t5
+            + (3 / 4) * grad_vjp_variance * t14 / t0**2
+            - t13 * t7
         )
     elif is_training:
         if batch_mean_ is None or batch_variance_ is None or vjp_batch_variance_ is None:
@@ -1003,89 +975,68 @@ def fused_batch_norm_v2_grad_grad(
         t11 = np.shape(grad_y)[-3]
         t12 = np.shape(grad_y)[-2]
         t13 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-        grad_vjp_batch_mean_ = t13 / (t10 * t11 * t12)
-        t14 = np.sum(x, axis=(-4, -3, -2))
-        t15 = batch_mean_[..., None, None, None]
+        t14 = 1 / (t10 * t11 * t12)
+        grad_vjp_batch_mean_ = t13 * t14
+        t15 = np.sum(x, axis=(-4, -3, -2))
         t16 = np.transpose(x, (3, 0, 1, 2))
         t17 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
-        t18 = t17 * (-t15 + t16)
-        t19 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
-        grad_vjp_batch_variance_ = (
-            2
-            * (-grad_vjp_batch_mean_ * (-batch_mean_ * t10 * t11 * t12 + t14) + t19)
-            / (t10 * t11 * t12)
-        )
-        t20 = np.transpose(grad_y, (3, 0, 1, 2))
-        t21 = t20 * (-t15 + t16)
-        t22 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
-        t23 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        t24 = np.sum(grad_y, axis=(-4, -3, -2))
+        t18 = -batch_mean_ + x
+        t19 = np.sum(grad_vjp_x * t18, axis=(-4, -3, -2))
+        t20 = t10 * t11 * t12
+        t21 = batch_mean_ * t20
+        t22 = 2 * t14
+        grad_vjp_batch_variance_ = t22 * (-grad_vjp_batch_mean_ * (t15 - t21) + t19)
+        t23 = np.transpose(grad_y, (3, 0, 1, 2))
+        t24 = np.sum(grad_y * t18, axis=(-4, -3, -2))
+        t25 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        t26 = np.sum(grad_y, axis=(-4, -3, -2))
+        t27 = batch_variance_ + epsilon
+        t28 = 1 / t27 ** (3 / 2)
+        t29 = 2 * scale
+        t30 = grad_vjp_batch_mean_ * t26
+        t31 = t24 / t27
         grad_batch_variance_ = (
             (1 / 4)
+            * t28
             * (
-                2 * grad_vjp_batch_mean_ * scale * t24
-                + 3 * grad_vjp_batch_variance_ * scale * t22 / (batch_variance_ + epsilon)
-                - 2 * grad_vjp_scale * t22
-                - 2 * scale * t23
+                3 * grad_vjp_batch_variance_ * scale * t31
+                - 2 * grad_vjp_scale * t24
+                - t25 * t29
+                + t29 * t30
             )
-            / (batch_variance_ + epsilon) ** (3 / 2)
         )
+        t32 = 1 / np.sqrt(t27)
+        t33 = scale * t32
+        t34 = grad_vjp_scale * t32
+        t35 = (1 / 2) * grad_vjp_batch_variance_
+        t36 = scale * t28 * t35
         grad_grad_y = (
-            -grad_vjp_batch_mean_ * scale / np.sqrt(batch_variance_ + epsilon)
-            - 1
-            / 2
-            * grad_vjp_batch_variance_
-            * scale
-            * (-batch_mean_ + x)
-            / (batch_variance_ + epsilon) ** (3 / 2)
-            + grad_vjp_offset
-            + grad_vjp_scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
-            + grad_vjp_x * scale / np.sqrt(batch_variance_ + epsilon)
+            -grad_vjp_batch_mean_ * t33 + grad_vjp_offset + grad_vjp_x * t33 + t18 * t34 - t18 * t36
         )
-        grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
-            1 - exponential_avg_factor
-        )
+        t37 = 1 - exponential_avg_factor
+        grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * t37
         grad_grad_batch_variance = (
-            exponential_avg_factor
-            * grad_vjp_batch_variance_
-            * t10
-            * t11
-            * t12
-            / (t10 * t11 * t12 - 1)
-            + grad_vjp_variance * (1 - exponential_avg_factor)
+            exponential_avg_factor * grad_vjp_batch_variance_ * t20 / (t20 - 1)
+            + grad_vjp_variance * t37
         )
         grad_grad_reserve_space_1 = grad_vjp_batch_mean_
         grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-        t25 = np.sum(t16, axis=(-3, -2, -1))
-        t26 = np.sum(t17, axis=(-3, -2, -1))
-        t27 = np.sum(t20, axis=(-3, -2, -1))
+        t38 = np.sum(t16, axis=(-3, -2, -1))
+        t39 = np.sum(t17, axis=(-3, -2, -1))
+        t40 = np.sum(t23, axis=(-3, -2, -1))
+        t41 = 2 / (t10**2 * t11**2 * t12**2)
+        t42 = t14 * t40
         grad_x = (
-            2 * grad_batch_variance_ * (-batch_mean_ + x) / (t10 * t11 * t12)
-            - 2
-            * grad_batch_variance_
-            * (-batch_mean_ * t10 * t11 * t12 + t25)
-            / (t10**2 * t11**2 * t12**2)
-            - 1
-            / 2
-            * grad_vjp_batch_variance_
-            * grad_y
-            * scale
-            / (batch_variance_ + epsilon) ** (3 / 2)
-            + (1 / 2)
-            * grad_vjp_batch_variance_
-            * scale
-            * t27
-            / (t10 * t11 * t12 * (batch_variance_ + epsilon) ** (3 / 2))
-            + grad_vjp_scale * grad_y / np.sqrt(batch_variance_ + epsilon)
-            - grad_vjp_scale * t27 / (t10 * t11 * t12 * np.sqrt(batch_variance_ + epsilon))
-            + 2 * grad_vjp_x * vjp_batch_variance_ / (t10 * t11 * t12)
-            - 2 * t26 * vjp_batch_variance_ / (t10**2 * t11**2 * t12**2)
+            grad_batch_variance_ * t18 * t22
+            - grad_batch_variance_ * t41 * (-t21 + t38)
+            + grad_vjp_x * t22 * vjp_batch_variance_
+            + grad_y * t34
+            - grad_y * t36
+            - t34 * t42
+            + t36 * t42
+            - t39 * t41 * vjp_batch_variance_
         )
-        grad_scale = (
-            -grad_vjp_batch_mean_ * t24
-            - 1 / 2 * grad_vjp_batch_variance_ * t22 / (batch_variance_ + epsilon)
-            + t23
-        ) / np.sqrt(batch_variance_ + epsilon)
+        grad_scale = t32 * (t25 - t30 - t31 * t35)
         grad_mean = None
         grad_variance = None
     else:
@@ -1139,19 +1090,21 @@ def fused_batch_norm_v3(
         t1 = np.shape(x)[-3]
         t2 = np.shape(x)[-2]
         t3 = np.sum(x, axis=(-4, -3, -2))
-        batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
-        batch_variance_ = t4 / (t0 * t1 * t2)
-        y = offset + scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-        batch_variance = batch_variance_ * exponential_avg_factor * t0 * t1 * t2 / (
-            t0 * t1 * t2 - 1
-        ) + variance * (1 - exponential_avg_factor)
+        t4 = 1 / (t0 * t1 * t2)
+        batch_mean_ = t3 * t4
+        t5 = -batch_mean_ + x
+        t6 = np.sum(t5**2, axis=(-4, -3, -2))
+        batch_variance_ = t4 * t6
+        y = offset + scale * t5 / np.sqrt(batch_variance_ + epsilon)
+        t7 = 1 - exponential_avg_factor
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
+        t8 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
-        t5 = np.asarray(0, dtype=np.result_type(x))
-        t6 = 0
-        reserve_space_3 = np.broadcast_to(t5, tuple((t6,)))
+        t9 = np.asarray(0, dtype=np.result_type(x))
+        t10 = 0
+        reserve_space_3 = np.broadcast_to(t9, tuple((t10,)))
     else:
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -1198,7 +1151,7 @@ def fused_batch_norm_v3_grad(
             w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 ...`
+            i.e. `exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
             + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
@@ -1207,14 +1160,14 @@ def fused_batch_norm_v3_grad(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7) + 2 * ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t17 + grad_reserve_space_1 * t17 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / np.sqrt(epsilon + reserve_space_2)`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t15 * t5`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `np.sum(grad_y, axis=(-4, -3, -2))`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_mean * t19`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_variance * t19`
     """
     if reserve_space_1 is None:
         reserve_space_1 = fused_batch_norm_v3(
@@ -1245,18 +1198,17 @@ def fused_batch_norm_v3_grad(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        grad_x = grad_y * scale / np.sqrt(epsilon + reserve_space_2)
-        t0 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t0 / np.sqrt(epsilon + reserve_space_2)
+        t0 = epsilon + reserve_space_2
+        t1 = 1 / np.sqrt(t0)
+        t2 = scale * t1
+        grad_x = grad_y * t2
+        t3 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        grad_scale = t1 * t3
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        t1 = np.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = (
-            grad_batch_mean + grad_reserve_space_1 - scale * t1 / np.sqrt(epsilon + reserve_space_2)
-        )
+        t4 = np.sum(grad_y, axis=(-4, -3, -2))
+        grad_mean = grad_batch_mean + grad_reserve_space_1 - t2 * t4
         grad_variance = (
-            grad_batch_variance
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
+            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t3 / t0 ** (3 / 2)
         )
     elif is_training:
         if batch_mean_ is None:
@@ -1265,34 +1217,39 @@ def fused_batch_norm_v3_grad(
             t2 = np.shape(x)[-2]
             t3 = np.sum(x, axis=(-4, -3, -2))
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        t5 = np.shape(x)[-4]
-        t6 = np.shape(x)[-3]
-        t7 = np.shape(x)[-2]
+        t4 = -x
+        t5 = np.sum(grad_y * (-reserve_space_1 - t4), axis=(-4, -3, -2))
+        t6 = np.shape(x)[-4]
+        t7 = np.shape(x)[-3]
+        t8 = np.shape(x)[-2]
+        t9 = epsilon + reserve_space_2
+        t10 = t6 * t7 * t8
         grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t5 * t6 * t7 / (t5 * t6 * t7 - 1)
+            exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1)
             + grad_reserve_space_2
-            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
+            - 1 / 2 * scale * t5 / t9 ** (3 / 2)
         )
-        t8 = np.transpose(x, (3, 0, 1, 2))
-        t9 = np.sum(t8, axis=(-3, -2, -1))
-        t10 = np.transpose(grad_y, (3, 0, 1, 2))
-        t11 = np.sum(t10, axis=(-3, -2, -1))
+        t11 = np.transpose(x, (3, 0, 1, 2))
+        t12 = np.sum(t11, axis=(-3, -2, -1))
+        t13 = np.transpose(grad_y, (3, 0, 1, 2))
+        t14 = np.sum(t13, axis=(-3, -2, -1))
+        t15 = 1 / np.sqrt(t9)
+        t16 = scale * t15
+        t17 = 1 / (t6 * t7 * t8)
+        t18 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean / (t5 * t6 * t7)
-            + 2 * grad_batch_variance_ * (-batch_mean_ + x) / (t5 * t6 * t7)
-            - 2
-            * grad_batch_variance_
-            * (-batch_mean_ * t5 * t6 * t7 + t9)
-            / (t5**2 * t6**2 * t7**2)
-            + grad_reserve_space_1 / (t5 * t6 * t7)
-            + grad_y * scale / np.sqrt(epsilon + reserve_space_2)
-            - scale * t11 / (t5 * t6 * t7 * np.sqrt(epsilon + reserve_space_2))
+            exponential_avg_factor * grad_batch_mean * t17
+            + grad_reserve_space_1 * t17
+            + grad_y * t16
+            - t14 * t16 * t17
+            + t17 * t18 * (-batch_mean_ - t4)
+            - t18 * (-batch_mean_ * t10 + t12) / (t6**2 * t7**2 * t8**2)
         )
-        grad_scale = t4 / np.sqrt(epsilon + reserve_space_2)
+        grad_scale = t15 * t5
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
-        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
+        t19 = 1 - exponential_avg_factor
+        grad_mean = grad_batch_mean * t19
+        grad_variance = grad_batch_variance * t19
     else:
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -1355,41 +1312,40 @@ def fused_batch_norm_v3_grad_grad(
             f"FusedBatchNormV3Grad: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
+        t0 = epsilon + variance
+        t1 = 1 / np.sqrt(t0)
+        t2 = scale * t1
+        t3 = -mean + x
+        t4 = grad_vjp_scale * t1
+        t5 = (1 / 2) / t0 ** (3 / 2)
         grad_grad_y = (
-            -grad_vjp_mean * scale / np.sqrt(epsilon + variance)
+            -grad_vjp_mean * t2
             + grad_vjp_offset
-            + grad_vjp_scale * (-mean + x) / np.sqrt(epsilon + variance)
-            - 1 / 2 * grad_vjp_variance * scale * (-mean + x) / (epsilon + variance) ** (3 / 2)
-            + grad_vjp_x * scale / np.sqrt(epsilon + variance)
+            - grad_vjp_variance * scale * t3 * t5
+            + grad_vjp_x * t2
+            + t3 * t4
         )
         grad_grad_batch_mean = grad_vjp_mean
         grad_grad_batch_variance = grad_vjp_variance
         grad_grad_reserve_space_1 = grad_vjp_mean
         grad_grad_reserve_space_2 = grad_vjp_variance
-        grad_x = grad_vjp_scale * grad_y / np.sqrt(
-            epsilon + variance
-        ) - 1 / 2 * grad_vjp_variance * vjp_x / (epsilon + variance)
-        t0 = np.sum(grad_y, axis=(-4, -3, -2))
-        t1 = np.sum(grad_y * (-mean + x), axis=(-4, -3, -2))
-        t2 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        grad_scale = (
-            -grad_vjp_mean * t0 - 1 / 2 * grad_vjp_variance * t1 / (epsilon + variance) + t2
-        ) / np.sqrt(epsilon + variance)
-        t3 = np.sum(vjp_x, axis=(-4, -3, -2))
-        grad_mean = -grad_vjp_scale * t0 / np.sqrt(epsilon + variance) + (
-            1 / 2
-        ) * grad_vjp_variance * t3 / (epsilon + variance)
-        t4 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
-        t5 = mean[..., None, None, None]
-        t6 = np.transpose(x, (3, 0, 1, 2))
-        t7 = np.transpose(vjp_x, (3, 0, 1, 2))
-        t8 = t7 * (-t5 + t6)
-        t9 = np.sum(vjp_x * (-mean + x), axis=(-4, -3, -2))
+        t6 = 1 / t0
+        t7 = (1 / 2) * t6
+        t8 = grad_vjp_variance * t7
+        grad_x = grad_y * t4 - t8 * vjp_x
+        t9 = np.sum(grad_y, axis=(-4, -3, -2))
+        t10 = np.sum(grad_y * t3, axis=(-4, -3, -2))
+        t11 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        grad_scale = t1 * (-grad_vjp_mean * t9 - t10 * t8 + t11)
+        t12 = np.sum(vjp_x, axis=(-4, -3, -2))
+        grad_mean = (1 / 2) * grad_vjp_variance * t12 * t6 - t4 * t9
+        t13 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
+        t14 = np.sum(t3 * vjp_x, axis=(-4, -3, -2))
         grad_variance = (
-            (1 / 2) * grad_vjp_mean * t3 / (epsilon + variance)
-            - 1 / 2 * grad_vjp_scale * t1 / (epsilon + variance) ** (3 / 2)
-            + (3 / 4) * grad_vjp_variance * t9 / (epsilon + variance) ** 2
-            - 1 / 2 * t4 / (epsilon + variance)
+            grad_vjp_mean * t12 * t7
+            - grad_vjp_scale * t10 * t5
+            + (3 / 4) * grad_vjp_variance * t14 / t0**2
+            - t13 * t7
         )
     elif is_training:
         if batch_mean_ is None or batch_variance_ is None or vjp_batch_variance_ is None:
@@ -1414,89 +1370,68 @@ def fused_batch_norm_v3_grad_grad(
         t11 = np.shape(grad_y)[-3]
         t12 = np.shape(grad_y)[-2]
         t13 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-        grad_vjp_batch_mean_ = t13 / (t10 * t11 * t12)
-        t14 = np.sum(x, axis=(-4, -3, -2))
-        t15 = batch_mean_[..., None, None, None]
+        t14 = 1 / (t10 * t11 * t12)
+        grad_vjp_batch_mean_ = t13 * t14
+        t15 = np.sum(x, axis=(-4, -3, -2))
         t16 = np.transpose(x, (3, 0, 1, 2))
         t17 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
-        t18 = t17 * (-t15 + t16)
-        t19 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
-        grad_vjp_batch_variance_ = (
-            2
-            * (-grad_vjp_batch_mean_ * (-batch_mean_ * t10 * t11 * t12 + t14) + t19)
-            / (t10 * t11 * t12)
-        )
-        t20 = np.transpose(grad_y, (3, 0, 1, 2))
-        t21 = t20 * (-t15 + t16)
-        t22 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
-        t23 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        t24 = np.sum(grad_y, axis=(-4, -3, -2))
+        t18 = -batch_mean_ + x
+        t19 = np.sum(grad_vjp_x * t18, axis=(-4, -3, -2))
+        t20 = t10 * t11 * t12
+        t21 = batch_mean_ * t20
+        t22 = 2 * t14
+        grad_vjp_batch_variance_ = t22 * (-grad_vjp_batch_mean_ * (t15 - t21) + t19)
+        t23 = np.transpose(grad_y, (3, 0, 1, 2))
+        t24 = np.sum(grad_y * t18, axis=(-4, -3, -2))
+        t25 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        t26 = np.sum(grad_y, axis=(-4, -3, -2))
+        t27 = batch_variance_ + epsilon
+        t28 = 1 / t27 ** (3 / 2)
+        t29 = 2 * scale
+        t30 = grad_vjp_batch_mean_ * t26
+        t31 = t24 / t27
         grad_batch_variance_ = (
             (1 / 4)
+            * t28
             * (
-                2 * grad_vjp_batch_mean_ * scale * t24
-                + 3 * grad_vjp_batch_variance_ * scale * t22 / (batch_variance_ + epsilon)
-                - 2 * grad_vjp_scale * t22
-                - 2 * scale * t23
+                3 * grad_vjp_batch_variance_ * scale * t31
+                - 2 * grad_vjp_scale * t24
+                - t25 * t29
+                + t29 * t30
             )
-            / (batch_variance_ + epsilon) ** (3 / 2)
         )
+        t32 = 1 / np.sqrt(t27)
+        t33 = scale * t32
+        t34 = grad_vjp_scale * t32
+        t35 = (1 / 2) * grad_vjp_batch_variance_
+        t36 = scale * t28 * t35
         grad_grad_y = (
-            -grad_vjp_batch_mean_ * scale / np.sqrt(batch_variance_ + epsilon)
-            - 1
-            / 2
-            * grad_vjp_batch_variance_
-            * scale
-            * (-batch_mean_ + x)
-            / (batch_variance_ + epsilon) ** (3 / 2)
-            + grad_vjp_offset
-            + grad_vjp_scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
-            + grad_vjp_x * scale / np.sqrt(batch_variance_ + epsilon)
+            -grad_vjp_batch_mean_ * t33 + grad_vjp_offset + grad_vjp_x * t33 + t18 * t34 - t18 * t36
         )
-        grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
-            1 - exponential_avg_factor
-        )
+        t37 = 1 - exponential_avg_factor
+        grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * t37
         grad_grad_batch_variance = (
-            exponential_avg_factor
-            * grad_vjp_batch_variance_
-            * t10
-            * t11
-            * t12
-            / (t10 * t11 * t12 - 1)
-            + grad_vjp_variance * (1 - exponential_avg_factor)
+            exponential_avg_factor * grad_vjp_batch_variance_ * t20 / (t20 - 1)
+            + grad_vjp_variance * t37
         )
         grad_grad_reserve_space_1 = grad_vjp_batch_mean_
         grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-        t25 = np.sum(t16, axis=(-3, -2, -1))
-        t26 = np.sum(t17, axis=(-3, -2, -1))
-        t27 = np.sum(t20, axis=(-3, -2, -1))
+        t38 = np.sum(t16, axis=(-3, -2, -1))
+        t39 = np.sum(t17, axis=(-3, -2, -1))
+        t40 = np.sum(t23, axis=(-3, -2, -1))
+        t41 = 2 / (t10**2 * t11**2 * t12**2)
+        t42 = t14 * t40
         grad_x = (
-            2 * grad_batch_variance_ * (-batch_mean_ + x) / (t10 * t11 * t12)
-            - 2
-            * grad_batch_variance_
-            * (-batch_mean_ * t10 * t11 * t12 + t25)
-            / (t10**2 * t11**2 * t12**2)
-            - 1
-            / 2
-            * grad_vjp_batch_variance_
-            * grad_y
-            * scale
-            / (batch_variance_ + epsilon) ** (3 / 2)
-            + (1 / 2)
-            * grad_vjp_batch_variance_
-            * scale
-            * t27
-            / (t10 * t11 * t12 * (batch_variance_ + epsilon) ** (3 / 2))
-            + grad_vjp_scale * grad_y / np.sqrt(batch_variance_ + epsilon)
-            - grad_vjp_scale * t27 / (t10 * t11 * t12 * np.sqrt(batch_variance_ + epsilon))
-            + 2 * grad_vjp_x * vjp_batch_variance_ / (t10 * t11 * t12)
-            - 2 * t26 * vjp_batch_variance_ / (t10**2 * t11**2 * t12**2)
+            grad_batch_variance_ * t18 * t22
+            - grad_batch_variance_ * t41 * (-t21 + t38)
+            + grad_vjp_x * t22 * vjp_batch_variance_
+            + grad_y * t34
+            - grad_y * t36
+            - t34 * t42
+            + t36 * t42
+            - t39 * t41 * vjp_batch_variance_
         )
-        grad_scale = (
-            -grad_vjp_batch_mean_ * t24
-            - 1 / 2 * grad_vjp_batch_variance_ * t22 / (batch_variance_ + epsilon)
-            + t23
-        ) / np.sqrt(batch_variance_ + epsilon)
+        grad_scale = t32 * (t25 - t30 - t31 * t35)
         grad_mean = None
         grad_variance = None
     else:

@@ -815,13 +815,11 @@ def tensor_scatter_max_grad(grad, tensor, indices, updates, *, output=None):
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
         grad_tensor[n, p] = grad[n, p] * indicator_equal(tensor[n, p], output[n, p]) /
             (indicator_equal(tensor[n, p], output[n, p]) + sum_i delta(n, indices[i, 0]) *
-            indicator_equal(updates[i, p], output[n, p]))
-            i.e. `np.where(output == tensor, grad / (t4 + np.asarray(output == tensor, ...`
+            indicator_equal(updates[i, p], output[n, p])), i.e. `grad * t5 / (t4 + t5)`
         grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
-            output[indices[j, 0], p]))
-            i.e. `np.where(t1 == updates, t7 / (t5 + np.asarray(t1 == t6, grad.dtype)), 0)`
+            output[indices[j, 0], p])), i.e. `t2 * t8 / (t6 + np.asarray(t1 == t7, grad.dtype))`
     """
     if output is None:
         output = tensor_scatter_max(tensor, indices, updates)
@@ -832,13 +830,12 @@ def tensor_scatter_max_grad(grad, tensor, indices, updates, *, output=None):
         t2 = np.asarray(t1 == updates, grad.dtype)
         t3 = np.shape(tensor)[-2]
         t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
-        grad_tensor = np.where(
-            output == tensor, grad / (t4 + np.asarray(output == tensor, grad.dtype)), 0
-        )
-        t5 = _gather(t4, t0, -2)
-        t6 = _gather(tensor, t0, -2)
-        t7 = _gather(grad, t0, -2)
-        grad_updates = np.where(t1 == updates, t7 / (t5 + np.asarray(t1 == t6, grad.dtype)), 0)
+        t5 = np.asarray(output == tensor, grad.dtype)
+        grad_tensor = grad * t5 / (t4 + t5)
+        t6 = _gather(t4, t0, -2)
+        t7 = _gather(tensor, t0, -2)
+        t8 = _gather(grad, t0, -2)
+        grad_updates = t2 * t8 / (t6 + np.asarray(t1 == t7, grad.dtype))
     elif depth == 2:
         t0 = np.shape(output)[-2]
         t1 = np.shape(output)[-1]
@@ -858,26 +855,25 @@ def tensor_scatter_max_grad(grad, tensor, indices, updates, *, output=None):
         t15 = t12 * t13
         t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
         t17 = np.reshape(t16, np.shape(t16)[:-1] + (-1, t13))
-        grad_tensor = np.where(
-            output == tensor, grad / (t17 + np.asarray(output == tensor, grad.dtype)), 0
-        )
-        t18 = t4[..., None]
-        t19 = t6[..., None]
-        t20 = t10[..., None]
-        t21 = np.sum(
-            np.asarray(t18 == t4, grad.dtype)
-            * np.asarray(t19 == t6, grad.dtype)
-            * np.asarray(t20 == updates, grad.dtype),
+        t18 = np.asarray(output == tensor, grad.dtype)
+        grad_tensor = grad * t18 / (t17 + t18)
+        t19 = t4[..., None]
+        t20 = t6[..., None]
+        t21 = t10[..., None]
+        t22 = np.sum(
+            np.asarray(t19 == t4, grad.dtype)
+            * np.asarray(t20 == t6, grad.dtype)
+            * np.asarray(t21 == updates, grad.dtype),
             axis=-1,
         )
-        t22 = np.reshape(tensor, (t12 * t13,))
-        t23 = _gather(t22, t14, -1)
-        t24 = np.shape(grad)[-2]
-        t25 = np.shape(grad)[-1]
-        t26 = np.reshape(grad, (t24 * t25,))
-        t27 = np.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, -1)
-        t28 = _gather(t26, t27, -1)
-        grad_updates = np.where(t10 == updates, t28 / (t21 + np.asarray(t10 == t23, grad.dtype)), 0)
+        t23 = np.reshape(tensor, (t12 * t13,))
+        t24 = _gather(t23, t14, -1)
+        t25 = np.shape(grad)[-2]
+        t26 = np.shape(grad)[-1]
+        t27 = np.reshape(grad, (t25 * t26,))
+        t28 = np.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
+        t29 = _gather(t27, t28, -1)
+        grad_updates = t11 * t29 / (t22 + np.asarray(t10 == t24, grad.dtype))
     else:
         raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -924,7 +920,7 @@ def tensor_scatter_max_grad_grad(
             0,
         )
         t18 = _scatter_add(t17, t8, 1, t7)  # no gather form: an explicit scatter-add
-        grad_grad = t18 + np.where(tensor == np.maximum(tensor, t9), grad_vjp_tensor / affine1, 0)
+        grad_grad = t18 + np.where(t15 == tensor, grad_vjp_tensor / affine1, 0)
     elif depth == 2:
         if affine1 is None:
             t0 = np.shape(tensor)[-2]
@@ -981,15 +977,15 @@ def tensor_scatter_max_grad_grad(
             axis=-1,
         )
         t45 = np.max(np.where((t26 == t35) & (t28 == t36), updates, -np.inf), axis=-1)
-        t46 = np.where(
-            updates == np.maximum(t41, t45),
-            grad_vjp_updates
-            / (t44 + np.asarray(t41 == np.maximum(t41, t45), grad_vjp_tensor.dtype)),
+        t46 = np.maximum(t41, t45)
+        t47 = np.where(
+            t46 == updates,
+            grad_vjp_updates / (t44 + np.asarray(t41 == t46, grad_vjp_tensor.dtype)),
             0,
         )
-        t47 = _scatter_add(t46, t31, 0, t32)  # no gather form: an explicit scatter-add
-        t48 = np.reshape(t47, np.shape(t47)[:-1] + (-1, t24))
-        grad_grad = t48 + np.where(tensor == np.maximum(tensor, t34), grad_vjp_tensor / affine1, 0)
+        t48 = _scatter_add(t47, t31, 0, t32)  # no gather form: an explicit scatter-add
+        t49 = np.reshape(t48, np.shape(t48)[:-1] + (-1, t24))
+        grad_grad = t49 + np.where(tensor == np.maximum(tensor, t34), grad_vjp_tensor / affine1, 0)
     else:
         raise ValueError(f"TensorScatterMaxGrad: unsupported attributes depth={depth!r}")
     return grad_grad, None, None, None
@@ -1027,13 +1023,11 @@ def tensor_scatter_min_grad(grad, tensor, indices, updates, *, output=None):
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
         grad_tensor[n, p] = grad[n, p] * indicator_equal(tensor[n, p], output[n, p]) /
             (indicator_equal(tensor[n, p], output[n, p]) + sum_i delta(n, indices[i, 0]) *
-            indicator_equal(updates[i, p], output[n, p]))
-            i.e. `np.where(output == tensor, grad / (t4 + np.asarray(output == tensor, ...`
+            indicator_equal(updates[i, p], output[n, p])), i.e. `grad * t5 / (t4 + t5)`
         grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
-            output[indices[j, 0], p]))
-            i.e. `np.where(t1 == updates, t7 / (t5 + np.asarray(t1 == t6, grad.dtype)), 0)`
+            output[indices[j, 0], p])), i.e. `t2 * t8 / (t6 + np.asarray(t1 == t7, grad.dtype))`
     """
     if output is None:
         output = tensor_scatter_min(tensor, indices, updates)
@@ -1044,13 +1038,12 @@ def tensor_scatter_min_grad(grad, tensor, indices, updates, *, output=None):
         t2 = np.asarray(t1 == updates, grad.dtype)
         t3 = np.shape(tensor)[-2]
         t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
-        grad_tensor = np.where(
-            output == tensor, grad / (t4 + np.asarray(output == tensor, grad.dtype)), 0
-        )
-        t5 = _gather(t4, t0, -2)
-        t6 = _gather(tensor, t0, -2)
-        t7 = _gather(grad, t0, -2)
-        grad_updates = np.where(t1 == updates, t7 / (t5 + np.asarray(t1 == t6, grad.dtype)), 0)
+        t5 = np.asarray(output == tensor, grad.dtype)
+        grad_tensor = grad * t5 / (t4 + t5)
+        t6 = _gather(t4, t0, -2)
+        t7 = _gather(tensor, t0, -2)
+        t8 = _gather(grad, t0, -2)
+        grad_updates = t2 * t8 / (t6 + np.asarray(t1 == t7, grad.dtype))
     elif depth == 2:
         t0 = np.shape(output)[-2]
         t1 = np.shape(output)[-1]
@@ -1070,26 +1063,25 @@ def tensor_scatter_min_grad(grad, tensor, indices, updates, *, output=None):
         t15 = t12 * t13
         t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
         t17 = np.reshape(t16, np.shape(t16)[:-1] + (-1, t13))
-        grad_tensor = np.where(
-            output == tensor, grad / (t17 + np.asarray(output == tensor, grad.dtype)), 0
-        )
-        t18 = t4[..., None]
-        t19 = t6[..., None]
-        t20 = t10[..., None]
-        t21 = np.sum(
-            np.asarray(t18 == t4, grad.dtype)
-            * np.asarray(t19 == t6, grad.dtype)
-            * np.asarray(t20 == updates, grad.dtype),
+        t18 = np.asarray(output == tensor, grad.dtype)
+        grad_tensor = grad * t18 / (t17 + t18)
+        t19 = t4[..., None]
+        t20 = t6[..., None]
+        t21 = t10[..., None]
+        t22 = np.sum(
+            np.asarray(t19 == t4, grad.dtype)
+            * np.asarray(t20 == t6, grad.dtype)
+            * np.asarray(t21 == updates, grad.dtype),
             axis=-1,
         )
-        t22 = np.reshape(tensor, (t12 * t13,))
-        t23 = _gather(t22, t14, -1)
-        t24 = np.shape(grad)[-2]
-        t25 = np.shape(grad)[-1]
-        t26 = np.reshape(grad, (t24 * t25,))
-        t27 = np.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, -1)
-        t28 = _gather(t26, t27, -1)
-        grad_updates = np.where(t10 == updates, t28 / (t21 + np.asarray(t10 == t23, grad.dtype)), 0)
+        t23 = np.reshape(tensor, (t12 * t13,))
+        t24 = _gather(t23, t14, -1)
+        t25 = np.shape(grad)[-2]
+        t26 = np.shape(grad)[-1]
+        t27 = np.reshape(grad, (t25 * t26,))
+        t28 = np.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
+        t29 = _gather(t27, t28, -1)
+        grad_updates = t11 * t29 / (t22 + np.asarray(t10 == t24, grad.dtype))
     else:
         raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -1136,7 +1128,7 @@ def tensor_scatter_min_grad_grad(
             0,
         )
         t18 = _scatter_add(t17, t8, 1, t7)  # no gather form: an explicit scatter-add
-        grad_grad = t18 + np.where(tensor == np.minimum(tensor, t9), grad_vjp_tensor / affine1, 0)
+        grad_grad = t18 + np.where(t15 == tensor, grad_vjp_tensor / affine1, 0)
     elif depth == 2:
         if affine1 is None:
             t0 = np.shape(tensor)[-2]
@@ -1191,15 +1183,15 @@ def tensor_scatter_min_grad_grad(
             axis=-1,
         )
         t45 = np.min(np.where((t26 == t35) & (t28 == t36), updates, np.inf), axis=-1)
-        t46 = np.where(
-            updates == np.minimum(t41, t45),
-            grad_vjp_updates
-            / (t44 + np.asarray(t41 == np.minimum(t41, t45), grad_vjp_tensor.dtype)),
+        t46 = np.minimum(t41, t45)
+        t47 = np.where(
+            t46 == updates,
+            grad_vjp_updates / (t44 + np.asarray(t41 == t46, grad_vjp_tensor.dtype)),
             0,
         )
-        t47 = _scatter_add(t46, t31, 0, t32)  # no gather form: an explicit scatter-add
-        t48 = np.reshape(t47, np.shape(t47)[:-1] + (-1, t24))
-        grad_grad = t48 + np.where(tensor == np.minimum(tensor, t34), grad_vjp_tensor / affine1, 0)
+        t48 = _scatter_add(t47, t31, 0, t32)  # no gather form: an explicit scatter-add
+        t49 = np.reshape(t48, np.shape(t48)[:-1] + (-1, t24))
+        grad_grad = t49 + np.where(tensor == np.minimum(tensor, t34), grad_vjp_tensor / affine1, 0)
     else:
         raise ValueError(f"TensorScatterMinGrad: unsupported attributes depth={depth!r}")
     return grad_grad, None, None, None

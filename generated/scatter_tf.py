@@ -951,13 +951,12 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, output):
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
         grad_tensor[n, p] = grad[n, p] * indicator_equal(tensor[n, p], output[n, p]) /
             (indicator_equal(tensor[n, p], output[n, p]) + sum_i delta(n, indices[i, 0]) *
-            indicator_equal(updates[i, p], output[n, p]))
-            i.e. `grad * tf.where(tf.equal(output, tensor), tf.constant(1, grad.dtype), ...`
+            indicator_equal(updates[i, p], output[n, p])), i.e. `grad * t5 / (t4 + t5)`
         grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
             output[indices[j, 0], p]))
-            i.e. `t7 * tf.where(tf.equal(t1, updates), tf.constant(1, grad.dtype), ...`
+            i.e. `t2 * t8 / (t6 + tf.where(tf.equal(t1, t7), tf.constant(1, grad.dtype), ...`
     """
     depth = indices.shape[-1]
     if depth == 1:
@@ -966,29 +965,19 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, output):
         t2 = tf.where(tf.equal(t1, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
         t3 = tf.shape(tensor, out_type=tf.int64)[-2]
         t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
-        grad_tensor = (
-            grad
-            * tf.where(
-                tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-            / (
-                t4
-                + tf.where(
-                    tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-                )
-            )
+        t5 = tf.where(
+            tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
         )
-        t5 = _gather(t4, t0, -2)
-        t6 = _gather(tensor, t0, -2)
-        t7 = _gather(grad, t0, -2)
+        grad_tensor = grad * t5 / (t4 + t5)
+        t6 = _gather(t4, t0, -2)
+        t7 = _gather(tensor, t0, -2)
+        t8 = _gather(grad, t0, -2)
         grad_updates = (
-            t7
-            * tf.where(
-                tf.equal(t1, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
+            t2
+            * t8
             / (
-                t5
-                + tf.where(tf.equal(t1, t6), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+                t6
+                + tf.where(tf.equal(t1, t7), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             )
         )
     elif depth == 2:
@@ -1014,45 +1003,35 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, output):
         t17 = tf.reshape(
             t16, tf.concat([tf.shape(t16, out_type=tf.int64)[:-1], tf.cast([-1, t13], tf.int64)], 0)
         )
-        grad_tensor = (
-            grad
-            * tf.where(
-                tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-            / (
-                t17
-                + tf.where(
-                    tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-                )
-            )
+        t18 = tf.where(
+            tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
         )
-        t18 = t4[..., None]
-        t19 = t6[..., None]
-        t20 = t10[..., None]
-        t21 = tf.reduce_sum(
-            tf.where(tf.equal(t18, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(tf.equal(t19, t6), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_tensor = grad * t18 / (t17 + t18)
+        t19 = t4[..., None]
+        t20 = t6[..., None]
+        t21 = t10[..., None]
+        t22 = tf.reduce_sum(
+            tf.where(tf.equal(t19, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(tf.equal(t20, t6), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             * tf.where(
-                tf.equal(t20, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                tf.equal(t21, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
             ),
             axis=-1,
         )
-        t22 = tf.reshape(tensor, [t12 * t13])
-        t23 = _gather(t22, t14, -1)
-        t24 = tf.shape(grad, out_type=tf.int64)[-2]
-        t25 = tf.shape(grad, out_type=tf.int64)[-1]
-        t26 = tf.reshape(grad, [t24 * t25])
-        t27 = tf.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, tf.constant(-1, tf.int64))
-        t28 = _gather(t26, t27, -1)
+        t23 = tf.reshape(tensor, [t12 * t13])
+        t24 = _gather(t23, t14, -1)
+        t25 = tf.shape(grad, out_type=tf.int64)[-2]
+        t26 = tf.shape(grad, out_type=tf.int64)[-1]
+        t27 = tf.reshape(grad, [t25 * t26])
+        t28 = tf.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, tf.constant(-1, tf.int64))
+        t29 = _gather(t27, t28, -1)
         grad_updates = (
-            t28
-            * tf.where(
-                tf.equal(t10, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
+            t11
+            * t29
             / (
-                t21
+                t22
                 + tf.where(
-                    tf.equal(t10, t23), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                    tf.equal(t10, t24), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
                 )
             )
         )
@@ -1134,13 +1113,12 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, output):
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
         grad_tensor[n, p] = grad[n, p] * indicator_equal(tensor[n, p], output[n, p]) /
             (indicator_equal(tensor[n, p], output[n, p]) + sum_i delta(n, indices[i, 0]) *
-            indicator_equal(updates[i, p], output[n, p]))
-            i.e. `grad * tf.where(tf.equal(output, tensor), tf.constant(1, grad.dtype), ...`
+            indicator_equal(updates[i, p], output[n, p])), i.e. `grad * t5 / (t4 + t5)`
         grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
             output[indices[j, 0], p]))
-            i.e. `t7 * tf.where(tf.equal(t1, updates), tf.constant(1, grad.dtype), ...`
+            i.e. `t2 * t8 / (t6 + tf.where(tf.equal(t1, t7), tf.constant(1, grad.dtype), ...`
     """
     depth = indices.shape[-1]
     if depth == 1:
@@ -1149,29 +1127,19 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, output):
         t2 = tf.where(tf.equal(t1, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
         t3 = tf.shape(tensor, out_type=tf.int64)[-2]
         t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
-        grad_tensor = (
-            grad
-            * tf.where(
-                tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-            / (
-                t4
-                + tf.where(
-                    tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-                )
-            )
+        t5 = tf.where(
+            tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
         )
-        t5 = _gather(t4, t0, -2)
-        t6 = _gather(tensor, t0, -2)
-        t7 = _gather(grad, t0, -2)
+        grad_tensor = grad * t5 / (t4 + t5)
+        t6 = _gather(t4, t0, -2)
+        t7 = _gather(tensor, t0, -2)
+        t8 = _gather(grad, t0, -2)
         grad_updates = (
-            t7
-            * tf.where(
-                tf.equal(t1, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
+            t2
+            * t8
             / (
-                t5
-                + tf.where(tf.equal(t1, t6), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+                t6
+                + tf.where(tf.equal(t1, t7), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             )
         )
     elif depth == 2:
@@ -1197,45 +1165,35 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, output):
         t17 = tf.reshape(
             t16, tf.concat([tf.shape(t16, out_type=tf.int64)[:-1], tf.cast([-1, t13], tf.int64)], 0)
         )
-        grad_tensor = (
-            grad
-            * tf.where(
-                tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-            / (
-                t17
-                + tf.where(
-                    tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-                )
-            )
+        t18 = tf.where(
+            tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
         )
-        t18 = t4[..., None]
-        t19 = t6[..., None]
-        t20 = t10[..., None]
-        t21 = tf.reduce_sum(
-            tf.where(tf.equal(t18, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(tf.equal(t19, t6), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_tensor = grad * t18 / (t17 + t18)
+        t19 = t4[..., None]
+        t20 = t6[..., None]
+        t21 = t10[..., None]
+        t22 = tf.reduce_sum(
+            tf.where(tf.equal(t19, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            * tf.where(tf.equal(t20, t6), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
             * tf.where(
-                tf.equal(t20, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                tf.equal(t21, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
             ),
             axis=-1,
         )
-        t22 = tf.reshape(tensor, [t12 * t13])
-        t23 = _gather(t22, t14, -1)
-        t24 = tf.shape(grad, out_type=tf.int64)[-2]
-        t25 = tf.shape(grad, out_type=tf.int64)[-1]
-        t26 = tf.reshape(grad, [t24 * t25])
-        t27 = tf.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, tf.constant(-1, tf.int64))
-        t28 = _gather(t26, t27, -1)
+        t23 = tf.reshape(tensor, [t12 * t13])
+        t24 = _gather(t23, t14, -1)
+        t25 = tf.shape(grad, out_type=tf.int64)[-2]
+        t26 = tf.shape(grad, out_type=tf.int64)[-1]
+        t27 = tf.reshape(grad, [t25 * t26])
+        t28 = tf.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, tf.constant(-1, tf.int64))
+        t29 = _gather(t27, t28, -1)
         grad_updates = (
-            t28
-            * tf.where(
-                tf.equal(t10, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
+            t11
+            * t29
             / (
-                t21
+                t22
                 + tf.where(
-                    tf.equal(t10, t23), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                    tf.equal(t10, t24), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
                 )
             )
         )

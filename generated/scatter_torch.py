@@ -814,13 +814,12 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
         grad_tensor[n, p] = grad[n, p] * indicator_equal(tensor[n, p], output[n, p]) /
             (indicator_equal(tensor[n, p], output[n, p]) + sum_i delta(n, indices[i, 0]) *
-            indicator_equal(updates[i, p], output[n, p]))
-            i.e. `torch.where(output == tensor, grad / (t4 + torch.asarray(output == tensor, ...`
+            indicator_equal(updates[i, p], output[n, p])), i.e. `grad * t5 / (t4 + t5)`
         grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
             output[indices[j, 0], p]))
-            i.e. `torch.where(t1 == updates, t7 / (t5 + torch.asarray(t1 == t6, ...`
+            i.e. `t2 * t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype))`
     """
     if output is None:
         output = tensor_scatter_max_forward(tensor, indices, updates)
@@ -831,15 +830,12 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
         t2 = torch.asarray(t1 == updates, dtype=grad.dtype)
         t3 = np.shape(tensor)[-2]
         t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
-        grad_tensor = torch.where(
-            output == tensor, grad / (t4 + torch.asarray(output == tensor, dtype=grad.dtype)), 0
-        )
-        t5 = _gather(t4, t0, -2)
-        t6 = _gather(tensor, t0, -2)
-        t7 = _gather(grad, t0, -2)
-        grad_updates = torch.where(
-            t1 == updates, t7 / (t5 + torch.asarray(t1 == t6, dtype=grad.dtype)), 0
-        )
+        t5 = torch.asarray(output == tensor, dtype=grad.dtype)
+        grad_tensor = grad * t5 / (t4 + t5)
+        t6 = _gather(t4, t0, -2)
+        t7 = _gather(tensor, t0, -2)
+        t8 = _gather(grad, t0, -2)
+        grad_updates = t2 * t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype))
     elif depth == 2:
         t0 = np.shape(output)[-2]
         t1 = np.shape(output)[-1]
@@ -859,28 +855,25 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
         t15 = t12 * t13
         t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
         t17 = torch.reshape(t16, np.shape(t16)[:-1] + (-1, t13))
-        grad_tensor = torch.where(
-            output == tensor, grad / (t17 + torch.asarray(output == tensor, dtype=grad.dtype)), 0
-        )
-        t18 = t4[..., None]
-        t19 = t6[..., None]
-        t20 = t10[..., None]
-        t21 = torch.sum(
-            torch.asarray(t18 == t4, dtype=grad.dtype)
-            * torch.asarray(t19 == t6, dtype=grad.dtype)
-            * torch.asarray(t20 == updates, dtype=grad.dtype),
+        t18 = torch.asarray(output == tensor, dtype=grad.dtype)
+        grad_tensor = grad * t18 / (t17 + t18)
+        t19 = t4[..., None]
+        t20 = t6[..., None]
+        t21 = t10[..., None]
+        t22 = torch.sum(
+            torch.asarray(t19 == t4, dtype=grad.dtype)
+            * torch.asarray(t20 == t6, dtype=grad.dtype)
+            * torch.asarray(t21 == updates, dtype=grad.dtype),
             axis=-1,
         )
-        t22 = torch.reshape(tensor, (t12 * t13,))
-        t23 = _gather(t22, t14, -1)
-        t24 = np.shape(grad)[-2]
-        t25 = np.shape(grad)[-1]
-        t26 = torch.reshape(grad, (t24 * t25,))
-        t27 = torch.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, -1)
-        t28 = _gather(t26, t27, -1)
-        grad_updates = torch.where(
-            t10 == updates, t28 / (t21 + torch.asarray(t10 == t23, dtype=grad.dtype)), 0
-        )
+        t23 = torch.reshape(tensor, (t12 * t13,))
+        t24 = _gather(t23, t14, -1)
+        t25 = np.shape(grad)[-2]
+        t26 = np.shape(grad)[-1]
+        t27 = torch.reshape(grad, (t25 * t26,))
+        t28 = torch.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
+        t29 = _gather(t27, t28, -1)
+        grad_updates = t11 * t29 / (t22 + torch.asarray(t10 == t24, dtype=grad.dtype))
     else:
         raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -941,13 +934,12 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
         grad_tensor[n, p] = grad[n, p] * indicator_equal(tensor[n, p], output[n, p]) /
             (indicator_equal(tensor[n, p], output[n, p]) + sum_i delta(n, indices[i, 0]) *
-            indicator_equal(updates[i, p], output[n, p]))
-            i.e. `torch.where(output == tensor, grad / (t4 + torch.asarray(output == tensor, ...`
+            indicator_equal(updates[i, p], output[n, p])), i.e. `grad * t5 / (t4 + t5)`
         grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
             output[indices[j, 0], p]))
-            i.e. `torch.where(t1 == updates, t7 / (t5 + torch.asarray(t1 == t6, ...`
+            i.e. `t2 * t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype))`
     """
     if output is None:
         output = tensor_scatter_min_forward(tensor, indices, updates)
@@ -958,15 +950,12 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
         t2 = torch.asarray(t1 == updates, dtype=grad.dtype)
         t3 = np.shape(tensor)[-2]
         t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
-        grad_tensor = torch.where(
-            output == tensor, grad / (t4 + torch.asarray(output == tensor, dtype=grad.dtype)), 0
-        )
-        t5 = _gather(t4, t0, -2)
-        t6 = _gather(tensor, t0, -2)
-        t7 = _gather(grad, t0, -2)
-        grad_updates = torch.where(
-            t1 == updates, t7 / (t5 + torch.asarray(t1 == t6, dtype=grad.dtype)), 0
-        )
+        t5 = torch.asarray(output == tensor, dtype=grad.dtype)
+        grad_tensor = grad * t5 / (t4 + t5)
+        t6 = _gather(t4, t0, -2)
+        t7 = _gather(tensor, t0, -2)
+        t8 = _gather(grad, t0, -2)
+        grad_updates = t2 * t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype))
     elif depth == 2:
         t0 = np.shape(output)[-2]
         t1 = np.shape(output)[-1]
@@ -986,28 +975,25 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
         t15 = t12 * t13
         t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
         t17 = torch.reshape(t16, np.shape(t16)[:-1] + (-1, t13))
-        grad_tensor = torch.where(
-            output == tensor, grad / (t17 + torch.asarray(output == tensor, dtype=grad.dtype)), 0
-        )
-        t18 = t4[..., None]
-        t19 = t6[..., None]
-        t20 = t10[..., None]
-        t21 = torch.sum(
-            torch.asarray(t18 == t4, dtype=grad.dtype)
-            * torch.asarray(t19 == t6, dtype=grad.dtype)
-            * torch.asarray(t20 == updates, dtype=grad.dtype),
+        t18 = torch.asarray(output == tensor, dtype=grad.dtype)
+        grad_tensor = grad * t18 / (t17 + t18)
+        t19 = t4[..., None]
+        t20 = t6[..., None]
+        t21 = t10[..., None]
+        t22 = torch.sum(
+            torch.asarray(t19 == t4, dtype=grad.dtype)
+            * torch.asarray(t20 == t6, dtype=grad.dtype)
+            * torch.asarray(t21 == updates, dtype=grad.dtype),
             axis=-1,
         )
-        t22 = torch.reshape(tensor, (t12 * t13,))
-        t23 = _gather(t22, t14, -1)
-        t24 = np.shape(grad)[-2]
-        t25 = np.shape(grad)[-1]
-        t26 = torch.reshape(grad, (t24 * t25,))
-        t27 = torch.where((t8 >= 0) & (t25 > t8), t25 * t7 + t8, -1)
-        t28 = _gather(t26, t27, -1)
-        grad_updates = torch.where(
-            t10 == updates, t28 / (t21 + torch.asarray(t10 == t23, dtype=grad.dtype)), 0
-        )
+        t23 = torch.reshape(tensor, (t12 * t13,))
+        t24 = _gather(t23, t14, -1)
+        t25 = np.shape(grad)[-2]
+        t26 = np.shape(grad)[-1]
+        t27 = torch.reshape(grad, (t25 * t26,))
+        t28 = torch.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
+        t29 = _gather(t27, t28, -1)
+        grad_updates = t11 * t29 / (t22 + torch.asarray(t10 == t24, dtype=grad.dtype))
     else:
         raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates

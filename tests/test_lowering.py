@@ -17,6 +17,7 @@ from symgrad import ir
 from symgrad.declare import Location
 from symgrad.errors import LoweringError
 from symgrad.backends.numpy import runtime
+from symgrad.extrema import argmax
 from symgrad.functions import logsumexp, product
 from symgrad.lowering import rules
 from symgrad.lowering.signature import OpSignature
@@ -92,6 +93,8 @@ CASES = [
      "a mask applied after the sum", lambda: np.where(ARRAYS["c"] > 0, ARRAYS["a"] @ ARRAYS["b"], 0)),
     (sp.KroneckerDelta(k, n), (k, n), "an identity or one-hot", lambda: np.eye(4)),
     (k, (k,), "an index's positions (iota)", lambda: np.arange(4)),
+    (argmax(a[i, k], (k, 0, K - 1)), (i,), "the first position of a maximum or minimum (argmax)",
+     lambda: np.argmax(ARRAYS["a"], -1)),
     (sp.tanh(a[i, k]) + c[i, j], (i, j, k), "elementwise arithmetic and functions",
      lambda: np.tanh(ARRAYS["a"])[:, None, :] + ARRAYS["c"][:, :, None]),
     (a[i, k], (k, i), "a tensor entry, gathered where its subscripts are maps", lambda: ARRAYS["a"].T),

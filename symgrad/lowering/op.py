@@ -34,6 +34,7 @@ from symgrad.ir import (
 )
 from symgrad.functions import as_dtype, like_dtype, promoted
 from symgrad.fused import find_kernel
+from symgrad.lowering.shared import share_within_statements, without_idle_temporaries
 from symgrad.lowering.signature import OpSignature
 from symgrad.lowering.staged import lower_stage_grads, stages_accepted, stages_passed
 from symgrad.lowering.tensor import TensorLowering, viewed
@@ -257,6 +258,8 @@ def _lower_forward(op: OpSignature, derivation: Derivation) -> Branch:
             lowering.assign_merged(name, value, groups[name])
         else:
             lowering.assign(name, value, dtype_of=dtype_of)
+    share_within_statements(lowering)
+    without_idle_temporaries(lowering)
     return Branch(derivation.variant.attr_values, tuple(lowering.body), lowering.largest_rank)
 
 
@@ -359,6 +362,8 @@ def _lower_tensor_vjp(op: OpSignature, derivation: Derivation) -> TensorLowering
         if name in batched and len(batched) > 1:  # batch axes broadcast between inputs
             grad = Elementwise(sp.Symbol(f"grad_{name}"))
             lowering.body.append(Assign(f"grad_{name}", SumToShape(grad, name)))
+    share_within_statements(lowering)
+    without_idle_temporaries(lowering)
     lowering.body = stages_passed(lowering.body, op)
     return lowering
 

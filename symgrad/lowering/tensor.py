@@ -110,7 +110,8 @@ class TensorLowering:
             groups = tuple((first - 1, count) for first, count in groups)
         sizes = tuple(self.size_of(i) for i in value.indices[int(leading):])
         broadcast = bool(set(value.indices) - free_indices(expr))
-        x = str(array) if array.is_Symbol else Elementwise(array)
+        # after `...` the reshape reads the array's shape: a variable, not the expression twice
+        x = self.variable(array) if leading else str(array) if array.is_Symbol else Elementwise(array)
         self.body.append(Assign(target, MergeAxes(x, sizes, groups, broadcast, leading)))
 
     def split_upstream(self, grad: str, indices: tuple, groups: tuple) -> None:

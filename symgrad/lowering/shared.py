@@ -1,0 +1,191 @@
+"""Subexpressions elementwise statements repeat, computed once before the first, as a person
+names them (a GELU gradient's tanh(u), x + bias): SymPy's `cse`, one statement at a time,
+and the temporaries of the statements before read where nothing they read was assigned since.
+
+Within one statement every variable means one array, so an equal subexpression is an equal
+array. A statement with a branch (a `Piecewise`, a select) is left whole: TensorFlow's
+printer guards each branch's partial functions (the double where), which a subexpression
+moved out of its branch would escape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import sympy as sp
+
+from symgrad.guards import safe_where
+from symgrad.ir import Assign, Elementwise, statements
+
+BooleanFunction, Relational = sp.logic.boolalg.BooleanFunction, sp.core.relational.Relational
+
+
+def share_within_statements(lowering) -> None:
+    """`lowering.body` with the subexpressions its statements repeat computed once, in
+    temporaries numbered after the lowering's own, each just before the first statement that
+    reads it. A variable assigned again (a gradient summed to its input's shape in place) is
+    a new one to `cse`: a subexpression reading it before is not the one reading it after."""
+    exprs, versions = _versioned(lowering.body)
+    shared = [n for n, e in exprs.items() if not _branches(e)]
+    if not shared:
+        return
+    temps, reduced = _shared([exprs[n] for n in shared])
+    exprs, pending = dict(zip(shared, reduced)), dict(temps)
+    number, body = lowering._temporaries(), []
+    for n, statement in enumerate(lowering.body):
+        if n in exprs:
+            for symbol in _needed(exprs[n], pending):
+                name = sp.Symbol(f"{lowering.prefix}{number}")
+                body.append(Assign(str(name), Elementwise(pending.pop(symbol).xreplace(versions))))
+                pending = {s: v.xreplace({symbol: name}) for s, v in pending.items()}
+                exprs = {k: e.xreplace({symbol: name}) for k, e in exprs.items()}
+                number += 1
+            statement = _with_elementwise(statement, exprs[n].xreplace(versions))
+        body.append(statement)
+    lowering.body = body
+
+
+def _versioned(body) -> tuple[dict, dict]:
+    """({statement position: its elementwise expression, each variable assigned more than
+    once read as the version it holds there}, {version: the variable})."""
+    current, versions, exprs = {}, {}, {}
+    for n, statement in enumerate(body):
+        expr = _elementwise_of(statement)
+        if expr is not None:
+            exprs[n] = expr.xreplace(current)
+        for target in [s.target for s in statements([statement])]:
+            if target in current or any(sp.Symbol(target) in e.free_symbols for e in exprs.values()):
+                version = sp.Symbol(f"{target}__{len(versions)}")
+                current[sp.Symbol(target)], versions[version] = version, sp.Symbol(target)
+            else:
+                current.setdefault(sp.Symbol(target), sp.Symbol(target))
+    return exprs, versions
+
+
+def _needed(expr: sp.Expr, pending: dict) -> list:
+    """The pending temporaries `expr` reads, directly or through one another, in the order
+    `cse` made them (each after those it reads)."""
+    needed, frontier = set(), set(expr.free_symbols) & set(pending)
+    while frontier:
+        needed |= frontier
+        frontier = {s for f in frontier for s in pending[f].free_symbols & set(pending)} - needed
+    return [s for s in pending if s in needed]
+
+
+def _branches(expr: sp.Expr) -> bool:
+    return bool(expr.has(sp.Piecewise, safe_where) or expr.atoms(BooleanFunction, Relational))
+
+
+def _shared(exprs: list) -> tuple[list, list]:
+    """(temporaries, `exprs` reading them): those over arrays only (a number stays inline)."""
+    temps, reduced = sp.cse(exprs, symbols=sp.numbered_symbols("_shared"), order="canonical")
+    inline, kept = {}, []
+    for symbol, value in temps:
+        value = value.xreplace(inline)
+        if value.free_symbols:
+            kept.append((symbol, value))
+        else:
+            inline[symbol] = value
+    return kept, [e.xreplace(inline) for e in reduced]
+
+
+def _elementwise_of(statement):
+    """The expression of a statement's `Elementwise` value (itself, or the one field of the
+    value that is one: a reduction's summand, a broadcast's operand), else None."""
+    if not isinstance(statement, Assign):
+        return None
+    value = statement.value
+    if isinstance(value, Elementwise):
+        return value.expr
+    found = [f for f in _fields(value) if isinstance(getattr(value, f), Elementwise)]
+    return getattr(value, found[0]).expr if len(found) == 1 else None
+
+
+def _with_elementwise(statement: Assign, expr: sp.Expr) -> Assign:
+    value = statement.value
+    if isinstance(value, Elementwise):
+        return Assign(statement.target, Elementwise(expr))
+    (field,) = [f for f in _fields(value) if isinstance(getattr(value, f), Elementwise)]
+    return Assign(statement.target, dataclasses.replace(value, **{field: Elementwise(expr)}))
+
+
+def _fields(value) -> list[str]:
+    return [f.name for f in dataclasses.fields(value)] if dataclasses.is_dataclass(value) else []
+
+
+# --- temporaries a person would not write ----------------------------------------------------------
+
+
+def without_idle_temporaries(lowering) -> None:
+    """`lowering.body` without a temporary that only copies another (`t0 = t6`: it reads t6
+    instead) or that nothing after it reads."""
+    body = list(lowering.body)
+    is_temp = lambda name: re.fullmatch(rf"{lowering.prefix}\d+", name) is not None
+    assigned = [s.target for s in statements(body)]
+    n = 0
+    while n < len(body):
+        statement = body[n]
+        copied = _copied(statement)
+        if copied and is_temp(statement.target) and assigned.count(statement.target) == 1 and assigned.count(copied) <= 1:
+            body = body[:n] + [_renamed(s, statement.target, copied) for s in body[n + 1 :]]
+            continue
+        n += 1
+    read = set()
+    kept = []
+    for statement in reversed(body):
+        if isinstance(statement, Assign) and is_temp(statement.target) and statement.target not in read:
+            continue
+        kept.append(statement)
+        read |= _names_read(statement)
+    lowering.body = _renumbered(kept[::-1], is_temp, lowering.prefix, lowering.numbered_from)
+
+
+def _renumbered(body: list, is_temp, prefix: str, start: int) -> list:
+    """`body` with its temporaries numbered from `start` in the order they are assigned."""
+    order = list(dict.fromkeys(s.target for s in statements(body) if is_temp(s.target)))
+    if order == [f"{prefix}{start + n}" for n in range(len(order))]:
+        return body
+    for n, name in enumerate(order):  # through names no statement has, so that none collide
+        body = [_renamed(s, name, f"_renumbered{n}", targets=True) for s in body]
+    for n in range(len(order)):
+        body = [_renamed(s, f"_renumbered{n}", f"{prefix}{start + n}", targets=True) for s in body]
+    return body
+
+
+def _copied(statement) -> str | None:
+    """The variable a statement `a = b` copies, else None."""
+    if isinstance(statement, Assign) and isinstance(statement.value, Elementwise) and statement.value.expr.is_Symbol:
+        return str(statement.value.expr)
+    return None
+
+
+def _names_read(value) -> set[str]:
+    """Every name a statement's value may read (a shape given as text too: "(t1, t2)")."""
+    if isinstance(value, Assign):
+        return _names_read(value.value)
+    if isinstance(value, str):
+        return set(re.findall(r"[A-Za-z_]\w*", value))
+    if isinstance(value, sp.Basic):
+        return {str(s) for s in value.free_symbols}
+    if isinstance(value, (tuple, list)):
+        return set().union(*(_names_read(v) for v in value))
+    if dataclasses.is_dataclass(value):
+        return set().union(*(_names_read(getattr(value, f.name)) for f in dataclasses.fields(value)))
+    return set()
+
+
+def _renamed(value, old: str, new: str, targets: bool = False):
+    """`value` reading `new` where it read `old` (and, with `targets`, assigning it)."""
+    if isinstance(value, str):
+        return re.sub(rf"\b{re.escape(old)}\b", new, value)
+    if isinstance(value, sp.Basic):
+        return value.xreplace({s: sp.Symbol(new, **s.assumptions0) for s in value.free_symbols if s.name == old})
+    if isinstance(value, tuple):
+        return tuple(_renamed(v, old, new, targets) for v in value)
+    if dataclasses.is_dataclass(value):
+        changes = {f.name: _renamed(getattr(value, f.name), old, new, targets) for f in dataclasses.fields(value)}
+        if isinstance(value, Assign) and not targets:
+            changes["target"] = value.target  # what it assigns stays
+        return dataclasses.replace(value, **changes)
+    return value
