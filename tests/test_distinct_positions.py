@@ -18,7 +18,8 @@ from symgrad.testing import (
     assert_gradients_close_to_finite_differences,
     assert_second_order_close_to_finite_differences,
 )
-from symgrad.verify.cases import _positions, bound_forward, make_cases
+from symgrad.verify.cases import bound_forward, make_cases
+from symgrad.verify.positions import positions
 from symgrad.verify.ops_under_test import load_derived, variants_of
 from test_segments import brute_vjp  # central differences
 
@@ -57,7 +58,7 @@ def test_replace_rows_is_numpys_assignment(module, size, columns, seed, data):
 
 @pytest.mark.parametrize("shape,size", [((5,), 6), ((4, 2), 3), ((9, 2), 3), ((1, 3), 1)])
 def test_distinct_positions_never_repeat_a_row(shape, size):
-    values = _positions(np.random.default_rng(0), shape, size, distinct=True)
+    values = positions(np.random.default_rng(0), shape, size, distinct=True)
     rows = values.reshape(shape[0], -1)
     assert len(np.unique(rows, axis=0)) == shape[0]
     assert values.min() >= 0 and values.max() < size
