@@ -18,6 +18,11 @@ import numpy as np
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
 def _sum_to_shape(g, shape):
     """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
     `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
@@ -33,7 +38,7 @@ def _sum_to_shape(g, shape):
 
 
 def batch_mat_mul_v2(x, y, *, adj_x=False, adj_y=False):
-    """BatchMatMulV2: output = op(x) @ op(y) over broadcast leading axes, op transposing when its flag is set (declared at ops/batch_matmul.py:11); differentiated by batch_mat_mul_v2_vjp."""
+    """BatchMatMulV2: output = op(x) @ op(y) over broadcast leading axes, op the adjoint when its flag is set (declared at ops/batch_matmul.py:12); differentiated by batch_mat_mul_v2_vjp."""
     return _batch_mat_mul_v2_custom_vjp(adj_x, adj_y, x, y)
 
 
@@ -42,11 +47,15 @@ def batch_mat_mul_v2_forward(x, y, *, adj_x=False, adj_y=False):
     if not adj_x and not adj_y:
         output = x @ y
     elif not adj_x and adj_y:
-        output = x @ jnp.swapaxes(y, -1, -2)
+        t0 = _conj(y)
+        output = x @ jnp.swapaxes(t0, -1, -2)
     elif adj_x and not adj_y:
-        output = jnp.swapaxes(x, -1, -2) @ y
+        t0 = _conj(x)
+        output = jnp.swapaxes(t0, -1, -2) @ y
     elif adj_x and adj_y:
-        output = jnp.swapaxes(x, -1, -2) @ jnp.swapaxes(y, -1, -2)
+        t0 = _conj(x)
+        t1 = _conj(y)
+        output = jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(t1, -1, -2)
     else:
         raise ValueError(f"BatchMatMulV2: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
     return output
@@ -57,43 +66,52 @@ def batch_mat_mul_v2_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
 
     In index notation, next to the code computing it, per variant:
         adj_x=False, adj_y=False:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, k, j]
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * conj(y[batch, k, j])
                 i.e. `grad @ jnp.swapaxes(y, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, i, k]
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * conj(x[batch, i, k])
                 i.e. `jnp.swapaxes(x, -1, -2) @ grad`
         adj_x=False, adj_y=True:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
-            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, i, k]
-                i.e. `jnp.swapaxes(grad, -1, -2) @ x`
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ t0`
+            grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * x[batch, i, k]
+                i.e. `jnp.swapaxes(t1, -1, -2) @ t2`
         adj_x=True, adj_y=False:
-            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, k, j]
-                i.e. `y @ jnp.swapaxes(grad, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
+            grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * y[batch, k, j]
+                i.e. `t1 @ jnp.swapaxes(t0, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `t2 @ grad`
         adj_x=True, adj_y=True:
-            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, j, k]
-                i.e. `jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(grad, -1, -2)`
-            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, k, i]
-                i.e. `jnp.swapaxes(grad, -1, -2) @ jnp.swapaxes(x, -1, -2)`
+            grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * conj(y[batch, j, k])
+                i.e. `jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(t0, -1, -2)`
+            grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * conj(x[batch, k, i])
+                i.e. `jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(x, -1, -2)`
     """
+    x = _conj(x)
+    y = _conj(y)
     if not adj_x and not adj_y:
         grad_x = grad @ jnp.swapaxes(y, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = jnp.swapaxes(x, -1, -2) @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
-        grad_x = grad @ y
+        t0 = _conj(y)
+        grad_x = grad @ t0
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = jnp.swapaxes(grad, -1, -2) @ x
+        t1 = _conj(grad)
+        t2 = _conj(x)
+        grad_y = jnp.swapaxes(t1, -1, -2) @ t2
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
-        grad_x = y @ jnp.swapaxes(grad, -1, -2)
+        t0 = _conj(grad)
+        t1 = _conj(y)
+        grad_x = t1 @ jnp.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = x @ grad
+        t2 = _conj(x)
+        grad_y = t2 @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
-        grad_x = jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(grad, -1, -2)
+        t0 = _conj(grad)
+        grad_x = jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = jnp.swapaxes(grad, -1, -2) @ jnp.swapaxes(x, -1, -2)
+        grad_y = jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(x, -1, -2)
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     else:
         raise ValueError(f"BatchMatMulV2: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
@@ -112,14 +130,19 @@ def _batch_mat_mul_v2_fwd(adj_x, adj_y, x, y):
 
 def _batch_mat_mul_v2_bwd(adj_x, adj_y, saved, grad):
     (x, y), output = saved
-    return batch_mat_mul_v2_vjp(grad, x, y, output=output, adj_x=adj_x, adj_y=adj_y)
+    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
+    grad = _conj(grad)
+    return tuple(
+        None if g is None else _conj(g)
+        for g in batch_mat_mul_v2_vjp(grad, x, y, output=output, adj_x=adj_x, adj_y=adj_y)
+    )
 
 
 _batch_mat_mul_v2_custom_vjp.defvjp(_batch_mat_mul_v2_fwd, _batch_mat_mul_v2_bwd)
 
 
 def batch_mat_mul(x, y, *, adj_x=False, adj_y=False):
-    """BatchMatMul: BatchMatMulV2 without broadcasting: TensorFlow's op takes equal batch axes only (declared at ops/batch_matmul.py:21); differentiated by batch_mat_mul_vjp."""
+    """BatchMatMul: BatchMatMulV2 without broadcasting: TensorFlow's op takes equal batch axes only (declared at ops/batch_matmul.py:22); differentiated by batch_mat_mul_vjp."""
     return _batch_mat_mul_custom_vjp(adj_x, adj_y, x, y)
 
 
@@ -128,11 +151,15 @@ def batch_mat_mul_forward(x, y, *, adj_x=False, adj_y=False):
     if not adj_x and not adj_y:
         output = x @ y
     elif not adj_x and adj_y:
-        output = x @ jnp.swapaxes(y, -1, -2)
+        t0 = _conj(y)
+        output = x @ jnp.swapaxes(t0, -1, -2)
     elif adj_x and not adj_y:
-        output = jnp.swapaxes(x, -1, -2) @ y
+        t0 = _conj(x)
+        output = jnp.swapaxes(t0, -1, -2) @ y
     elif adj_x and adj_y:
-        output = jnp.swapaxes(x, -1, -2) @ jnp.swapaxes(y, -1, -2)
+        t0 = _conj(x)
+        t1 = _conj(y)
+        output = jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(t1, -1, -2)
     else:
         raise ValueError(f"BatchMatMul: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
     return output
@@ -143,43 +170,52 @@ def batch_mat_mul_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
 
     In index notation, next to the code computing it, per variant:
         adj_x=False, adj_y=False:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, k, j]
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * conj(y[batch, k, j])
                 i.e. `grad @ jnp.swapaxes(y, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, i, k]
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * conj(x[batch, i, k])
                 i.e. `jnp.swapaxes(x, -1, -2) @ grad`
         adj_x=False, adj_y=True:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
-            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, i, k]
-                i.e. `jnp.swapaxes(grad, -1, -2) @ x`
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ t0`
+            grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * x[batch, i, k]
+                i.e. `jnp.swapaxes(t1, -1, -2) @ t2`
         adj_x=True, adj_y=False:
-            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, k, j]
-                i.e. `y @ jnp.swapaxes(grad, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
+            grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * y[batch, k, j]
+                i.e. `t1 @ jnp.swapaxes(t0, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `t2 @ grad`
         adj_x=True, adj_y=True:
-            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, j, k]
-                i.e. `jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(grad, -1, -2)`
-            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, k, i]
-                i.e. `jnp.swapaxes(grad, -1, -2) @ jnp.swapaxes(x, -1, -2)`
+            grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * conj(y[batch, j, k])
+                i.e. `jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(t0, -1, -2)`
+            grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * conj(x[batch, k, i])
+                i.e. `jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(x, -1, -2)`
     """
+    x = _conj(x)
+    y = _conj(y)
     if not adj_x and not adj_y:
         grad_x = grad @ jnp.swapaxes(y, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = jnp.swapaxes(x, -1, -2) @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
-        grad_x = grad @ y
+        t0 = _conj(y)
+        grad_x = grad @ t0
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = jnp.swapaxes(grad, -1, -2) @ x
+        t1 = _conj(grad)
+        t2 = _conj(x)
+        grad_y = jnp.swapaxes(t1, -1, -2) @ t2
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
-        grad_x = y @ jnp.swapaxes(grad, -1, -2)
+        t0 = _conj(grad)
+        t1 = _conj(y)
+        grad_x = t1 @ jnp.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = x @ grad
+        t2 = _conj(x)
+        grad_y = t2 @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
-        grad_x = jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(grad, -1, -2)
+        t0 = _conj(grad)
+        grad_x = jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = jnp.swapaxes(grad, -1, -2) @ jnp.swapaxes(x, -1, -2)
+        grad_y = jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(x, -1, -2)
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     else:
         raise ValueError(f"BatchMatMul: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
@@ -198,14 +234,19 @@ def _batch_mat_mul_fwd(adj_x, adj_y, x, y):
 
 def _batch_mat_mul_bwd(adj_x, adj_y, saved, grad):
     (x, y), output = saved
-    return batch_mat_mul_vjp(grad, x, y, output=output, adj_x=adj_x, adj_y=adj_y)
+    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
+    grad = _conj(grad)
+    return tuple(
+        None if g is None else _conj(g)
+        for g in batch_mat_mul_vjp(grad, x, y, output=output, adj_x=adj_x, adj_y=adj_y)
+    )
 
 
 _batch_mat_mul_custom_vjp.defvjp(_batch_mat_mul_fwd, _batch_mat_mul_bwd)
 
 
 def batch_mat_mul_v3(x, y, *, adj_x=False, adj_y=False):
-    """BatchMatMulV3: BatchMatMulV2 with its output dtype an attribute (`Tout`, here the inputs') (declared at ops/batch_matmul.py:27); differentiated by batch_mat_mul_v3_vjp."""
+    """BatchMatMulV3: BatchMatMulV2 with its output dtype an attribute (`Tout`, here the inputs') (declared at ops/batch_matmul.py:28); differentiated by batch_mat_mul_v3_vjp."""
     return _batch_mat_mul_v3_custom_vjp(adj_x, adj_y, x, y)
 
 
@@ -214,11 +255,15 @@ def batch_mat_mul_v3_forward(x, y, *, adj_x=False, adj_y=False):
     if not adj_x and not adj_y:
         output = x @ y
     elif not adj_x and adj_y:
-        output = x @ jnp.swapaxes(y, -1, -2)
+        t0 = _conj(y)
+        output = x @ jnp.swapaxes(t0, -1, -2)
     elif adj_x and not adj_y:
-        output = jnp.swapaxes(x, -1, -2) @ y
+        t0 = _conj(x)
+        output = jnp.swapaxes(t0, -1, -2) @ y
     elif adj_x and adj_y:
-        output = jnp.swapaxes(x, -1, -2) @ jnp.swapaxes(y, -1, -2)
+        t0 = _conj(x)
+        t1 = _conj(y)
+        output = jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(t1, -1, -2)
     else:
         raise ValueError(f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
     return output
@@ -229,43 +274,52 @@ def batch_mat_mul_v3_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
 
     In index notation, next to the code computing it, per variant:
         adj_x=False, adj_y=False:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, k, j]
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * conj(y[batch, k, j])
                 i.e. `grad @ jnp.swapaxes(y, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, i, k]
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * conj(x[batch, i, k])
                 i.e. `jnp.swapaxes(x, -1, -2) @ grad`
         adj_x=False, adj_y=True:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
-            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, i, k]
-                i.e. `jnp.swapaxes(grad, -1, -2) @ x`
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ t0`
+            grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * x[batch, i, k]
+                i.e. `jnp.swapaxes(t1, -1, -2) @ t2`
         adj_x=True, adj_y=False:
-            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, k, j]
-                i.e. `y @ jnp.swapaxes(grad, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
+            grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * y[batch, k, j]
+                i.e. `t1 @ jnp.swapaxes(t0, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `t2 @ grad`
         adj_x=True, adj_y=True:
-            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, j, k]
-                i.e. `jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(grad, -1, -2)`
-            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, k, i]
-                i.e. `jnp.swapaxes(grad, -1, -2) @ jnp.swapaxes(x, -1, -2)`
+            grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * conj(y[batch, j, k])
+                i.e. `jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(t0, -1, -2)`
+            grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * conj(x[batch, k, i])
+                i.e. `jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(x, -1, -2)`
     """
+    x = _conj(x)
+    y = _conj(y)
     if not adj_x and not adj_y:
         grad_x = grad @ jnp.swapaxes(y, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = jnp.swapaxes(x, -1, -2) @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
-        grad_x = grad @ y
+        t0 = _conj(y)
+        grad_x = grad @ t0
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = jnp.swapaxes(grad, -1, -2) @ x
+        t1 = _conj(grad)
+        t2 = _conj(x)
+        grad_y = jnp.swapaxes(t1, -1, -2) @ t2
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
-        grad_x = y @ jnp.swapaxes(grad, -1, -2)
+        t0 = _conj(grad)
+        t1 = _conj(y)
+        grad_x = t1 @ jnp.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = x @ grad
+        t2 = _conj(x)
+        grad_y = t2 @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
-        grad_x = jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(grad, -1, -2)
+        t0 = _conj(grad)
+        grad_x = jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = jnp.swapaxes(grad, -1, -2) @ jnp.swapaxes(x, -1, -2)
+        grad_y = jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(x, -1, -2)
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     else:
         raise ValueError(f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
@@ -284,7 +338,12 @@ def _batch_mat_mul_v3_fwd(adj_x, adj_y, x, y):
 
 def _batch_mat_mul_v3_bwd(adj_x, adj_y, saved, grad):
     (x, y), output = saved
-    return batch_mat_mul_v3_vjp(grad, x, y, output=output, adj_x=adj_x, adj_y=adj_y)
+    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
+    grad = _conj(grad)
+    return tuple(
+        None if g is None else _conj(g)
+        for g in batch_mat_mul_v3_vjp(grad, x, y, output=output, adj_x=adj_x, adj_y=adj_y)
+    )
 
 
 _batch_mat_mul_v3_custom_vjp.defvjp(_batch_mat_mul_v3_fwd, _batch_mat_mul_v3_bwd)

@@ -9,6 +9,11 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 
 
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are, without a copy."""
+    return np.conj(x) if np.iscomplexobj(x) else x
+
+
 def _sum_to_shape(g, shape):
     """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
     `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
@@ -24,15 +29,19 @@ def _sum_to_shape(g, shape):
 
 
 def batch_mat_mul_v2(x, y, *, adj_x=False, adj_y=False):
-    """BatchMatMulV2: output = op(x) @ op(y) over broadcast leading axes, op transposing when its flag is set (declared at ops/batch_matmul.py:11)."""
+    """BatchMatMulV2: output = op(x) @ op(y) over broadcast leading axes, op the adjoint when its flag is set (declared at ops/batch_matmul.py:12)."""
     if not adj_x and not adj_y:
         output = x @ y
     elif not adj_x and adj_y:
-        output = x @ np.swapaxes(y, -1, -2)
+        t0 = _conj(y)
+        output = x @ np.swapaxes(t0, -1, -2)
     elif adj_x and not adj_y:
-        output = np.swapaxes(x, -1, -2) @ y
+        t0 = _conj(x)
+        output = np.swapaxes(t0, -1, -2) @ y
     elif adj_x and adj_y:
-        output = np.swapaxes(x, -1, -2) @ np.swapaxes(y, -1, -2)
+        t0 = _conj(x)
+        t1 = _conj(y)
+        output = np.swapaxes(t0, -1, -2) @ np.swapaxes(t1, -1, -2)
     else:
         raise ValueError(f"BatchMatMulV2: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
     return output
@@ -43,106 +52,85 @@ def batch_mat_mul_v2_grad(grad, x, y, *, output=None, adj_x=False, adj_y=False):
 
     In index notation, next to the code computing it, per variant:
         adj_x=False, adj_y=False:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, k, j]
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * conj(y[batch, k, j])
                 i.e. `grad @ np.swapaxes(y, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, i, k]
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * conj(x[batch, i, k])
                 i.e. `np.swapaxes(x, -1, -2) @ grad`
         adj_x=False, adj_y=True:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
-            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, i, k]
-                i.e. `np.swapaxes(grad, -1, -2) @ x`
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ t0`
+            grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * x[batch, i, k]
+                i.e. `np.swapaxes(t1, -1, -2) @ t2`
         adj_x=True, adj_y=False:
-            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, k, j]
-                i.e. `y @ np.swapaxes(grad, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
+            grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * y[batch, k, j]
+                i.e. `t1 @ np.swapaxes(t0, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `t2 @ grad`
         adj_x=True, adj_y=True:
-            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, j, k]
-                i.e. `np.swapaxes(y, -1, -2) @ np.swapaxes(grad, -1, -2)`
-            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, k, i]
-                i.e. `np.swapaxes(grad, -1, -2) @ np.swapaxes(x, -1, -2)`
+            grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * conj(y[batch, j, k])
+                i.e. `np.swapaxes(y, -1, -2) @ np.swapaxes(t0, -1, -2)`
+            grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * conj(x[batch, k, i])
+                i.e. `np.swapaxes(t0, -1, -2) @ np.swapaxes(x, -1, -2)`
     """
+    x = _conj(x)
+    y = _conj(y)
     if not adj_x and not adj_y:
         grad_x = grad @ np.swapaxes(y, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = np.swapaxes(x, -1, -2) @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
-        grad_x = grad @ y
+        t0 = _conj(y)
+        grad_x = grad @ t0
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = np.swapaxes(grad, -1, -2) @ x
+        t1 = _conj(grad)
+        t2 = _conj(x)
+        grad_y = np.swapaxes(t1, -1, -2) @ t2
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
-        grad_x = y @ np.swapaxes(grad, -1, -2)
+        t0 = _conj(grad)
+        t1 = _conj(y)
+        grad_x = t1 @ np.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = x @ grad
+        t2 = _conj(x)
+        grad_y = t2 @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
-        grad_x = np.swapaxes(y, -1, -2) @ np.swapaxes(grad, -1, -2)
+        t0 = _conj(grad)
+        grad_x = np.swapaxes(y, -1, -2) @ np.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = np.swapaxes(grad, -1, -2) @ np.swapaxes(x, -1, -2)
+        grad_y = np.swapaxes(t0, -1, -2) @ np.swapaxes(x, -1, -2)
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     else:
         raise ValueError(f"BatchMatMulV2: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
     return grad_x, grad_y
 
 
-def batch_mat_mul_v2_grad_grad(
-    grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None, adj_x=False, adj_y=False
-):
-    """Second order of BatchMatMulV2: the gradient of batch_mat_mul_v2_grad: one array per input (grad, x, y)."""
-    if not adj_x and not adj_y:
-        t0 = grad_vjp_x @ y
-        t1 = x @ grad_vjp_y
-        grad_grad = t0 + t1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grad_x = grad @ np.swapaxes(grad_vjp_y, -1, -2)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = np.swapaxes(grad_vjp_x, -1, -2) @ grad
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
-    elif not adj_x and adj_y:
-        t0 = grad_vjp_x @ np.swapaxes(y, -1, -2)
-        t1 = x @ np.swapaxes(grad_vjp_y, -1, -2)
-        grad_grad = t0 + t1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grad_x = grad @ grad_vjp_y
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = np.swapaxes(grad, -1, -2) @ grad_vjp_x
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
-    elif adj_x and not adj_y:
-        t0 = np.swapaxes(grad_vjp_x, -1, -2) @ y
-        t1 = np.swapaxes(x, -1, -2) @ grad_vjp_y
-        grad_grad = t0 + t1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grad_x = grad_vjp_y @ np.swapaxes(grad, -1, -2)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = grad_vjp_x @ grad
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
-    elif adj_x and adj_y:
-        t0 = np.swapaxes(grad_vjp_x, -1, -2) @ np.swapaxes(y, -1, -2)
-        t1 = np.swapaxes(x, -1, -2) @ np.swapaxes(grad_vjp_y, -1, -2)
-        grad_grad = t0 + t1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grad_x = np.swapaxes(grad_vjp_y, -1, -2) @ np.swapaxes(grad, -1, -2)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = np.swapaxes(grad, -1, -2) @ np.swapaxes(grad_vjp_x, -1, -2)
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
-    else:
-        raise ValueError(
-            f"BatchMatMulV2Grad: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}"
-        )
+def batch_mat_mul_v2_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, adj_x=False, adj_y=False):
+    """Second order of BatchMatMulV2: the gradient of batch_mat_mul_v2_grad: one array per input (grad, x, y).
+
+    BatchMatMulV2 is linear in x, y separately: its second order is its own forward (w.r.t. grad) and gradient (w.r.t. x, y), each at the inputs with one replaced by its cotangent.
+    """
+    grad_grad = batch_mat_mul_v2(grad_vjp_x, y, adj_x=adj_x, adj_y=adj_y) + batch_mat_mul_v2(
+        x, grad_vjp_y, adj_x=adj_x, adj_y=adj_y
+    )
+    grad_x = batch_mat_mul_v2_grad(grad, x, grad_vjp_y, adj_x=adj_x, adj_y=adj_y)[0]
+    grad_y = batch_mat_mul_v2_grad(grad, grad_vjp_x, y, adj_x=adj_x, adj_y=adj_y)[1]
     return grad_grad, grad_x, grad_y
 
 
 def batch_mat_mul(x, y, *, adj_x=False, adj_y=False):
-    """BatchMatMul: BatchMatMulV2 without broadcasting: TensorFlow's op takes equal batch axes only (declared at ops/batch_matmul.py:21)."""
+    """BatchMatMul: BatchMatMulV2 without broadcasting: TensorFlow's op takes equal batch axes only (declared at ops/batch_matmul.py:22)."""
     if not adj_x and not adj_y:
         output = x @ y
     elif not adj_x and adj_y:
-        output = x @ np.swapaxes(y, -1, -2)
+        t0 = _conj(y)
+        output = x @ np.swapaxes(t0, -1, -2)
     elif adj_x and not adj_y:
-        output = np.swapaxes(x, -1, -2) @ y
+        t0 = _conj(x)
+        output = np.swapaxes(t0, -1, -2) @ y
     elif adj_x and adj_y:
-        output = np.swapaxes(x, -1, -2) @ np.swapaxes(y, -1, -2)
+        t0 = _conj(x)
+        t1 = _conj(y)
+        output = np.swapaxes(t0, -1, -2) @ np.swapaxes(t1, -1, -2)
     else:
         raise ValueError(f"BatchMatMul: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
     return output
@@ -153,106 +141,85 @@ def batch_mat_mul_grad(grad, x, y, *, output=None, adj_x=False, adj_y=False):
 
     In index notation, next to the code computing it, per variant:
         adj_x=False, adj_y=False:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, k, j]
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * conj(y[batch, k, j])
                 i.e. `grad @ np.swapaxes(y, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, i, k]
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * conj(x[batch, i, k])
                 i.e. `np.swapaxes(x, -1, -2) @ grad`
         adj_x=False, adj_y=True:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
-            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, i, k]
-                i.e. `np.swapaxes(grad, -1, -2) @ x`
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ t0`
+            grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * x[batch, i, k]
+                i.e. `np.swapaxes(t1, -1, -2) @ t2`
         adj_x=True, adj_y=False:
-            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, k, j]
-                i.e. `y @ np.swapaxes(grad, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
+            grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * y[batch, k, j]
+                i.e. `t1 @ np.swapaxes(t0, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `t2 @ grad`
         adj_x=True, adj_y=True:
-            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, j, k]
-                i.e. `np.swapaxes(y, -1, -2) @ np.swapaxes(grad, -1, -2)`
-            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, k, i]
-                i.e. `np.swapaxes(grad, -1, -2) @ np.swapaxes(x, -1, -2)`
+            grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * conj(y[batch, j, k])
+                i.e. `np.swapaxes(y, -1, -2) @ np.swapaxes(t0, -1, -2)`
+            grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * conj(x[batch, k, i])
+                i.e. `np.swapaxes(t0, -1, -2) @ np.swapaxes(x, -1, -2)`
     """
+    x = _conj(x)
+    y = _conj(y)
     if not adj_x and not adj_y:
         grad_x = grad @ np.swapaxes(y, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = np.swapaxes(x, -1, -2) @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
-        grad_x = grad @ y
+        t0 = _conj(y)
+        grad_x = grad @ t0
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = np.swapaxes(grad, -1, -2) @ x
+        t1 = _conj(grad)
+        t2 = _conj(x)
+        grad_y = np.swapaxes(t1, -1, -2) @ t2
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
-        grad_x = y @ np.swapaxes(grad, -1, -2)
+        t0 = _conj(grad)
+        t1 = _conj(y)
+        grad_x = t1 @ np.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = x @ grad
+        t2 = _conj(x)
+        grad_y = t2 @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
-        grad_x = np.swapaxes(y, -1, -2) @ np.swapaxes(grad, -1, -2)
+        t0 = _conj(grad)
+        grad_x = np.swapaxes(y, -1, -2) @ np.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = np.swapaxes(grad, -1, -2) @ np.swapaxes(x, -1, -2)
+        grad_y = np.swapaxes(t0, -1, -2) @ np.swapaxes(x, -1, -2)
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     else:
         raise ValueError(f"BatchMatMul: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
     return grad_x, grad_y
 
 
-def batch_mat_mul_grad_grad(
-    grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None, adj_x=False, adj_y=False
-):
-    """Second order of BatchMatMul: the gradient of batch_mat_mul_grad: one array per input (grad, x, y)."""
-    if not adj_x and not adj_y:
-        t0 = grad_vjp_x @ y
-        t1 = x @ grad_vjp_y
-        grad_grad = t0 + t1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grad_x = grad @ np.swapaxes(grad_vjp_y, -1, -2)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = np.swapaxes(grad_vjp_x, -1, -2) @ grad
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
-    elif not adj_x and adj_y:
-        t0 = grad_vjp_x @ np.swapaxes(y, -1, -2)
-        t1 = x @ np.swapaxes(grad_vjp_y, -1, -2)
-        grad_grad = t0 + t1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grad_x = grad @ grad_vjp_y
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = np.swapaxes(grad, -1, -2) @ grad_vjp_x
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
-    elif adj_x and not adj_y:
-        t0 = np.swapaxes(grad_vjp_x, -1, -2) @ y
-        t1 = np.swapaxes(x, -1, -2) @ grad_vjp_y
-        grad_grad = t0 + t1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grad_x = grad_vjp_y @ np.swapaxes(grad, -1, -2)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = grad_vjp_x @ grad
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
-    elif adj_x and adj_y:
-        t0 = np.swapaxes(grad_vjp_x, -1, -2) @ np.swapaxes(y, -1, -2)
-        t1 = np.swapaxes(x, -1, -2) @ np.swapaxes(grad_vjp_y, -1, -2)
-        grad_grad = t0 + t1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grad_x = np.swapaxes(grad_vjp_y, -1, -2) @ np.swapaxes(grad, -1, -2)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = np.swapaxes(grad, -1, -2) @ np.swapaxes(grad_vjp_x, -1, -2)
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
-    else:
-        raise ValueError(
-            f"BatchMatMulGrad: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}"
-        )
+def batch_mat_mul_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, adj_x=False, adj_y=False):
+    """Second order of BatchMatMul: the gradient of batch_mat_mul_grad: one array per input (grad, x, y).
+
+    BatchMatMul is linear in x, y separately: its second order is its own forward (w.r.t. grad) and gradient (w.r.t. x, y), each at the inputs with one replaced by its cotangent.
+    """
+    grad_grad = batch_mat_mul(grad_vjp_x, y, adj_x=adj_x, adj_y=adj_y) + batch_mat_mul(
+        x, grad_vjp_y, adj_x=adj_x, adj_y=adj_y
+    )
+    grad_x = batch_mat_mul_grad(grad, x, grad_vjp_y, adj_x=adj_x, adj_y=adj_y)[0]
+    grad_y = batch_mat_mul_grad(grad, grad_vjp_x, y, adj_x=adj_x, adj_y=adj_y)[1]
     return grad_grad, grad_x, grad_y
 
 
 def batch_mat_mul_v3(x, y, *, adj_x=False, adj_y=False):
-    """BatchMatMulV3: BatchMatMulV2 with its output dtype an attribute (`Tout`, here the inputs') (declared at ops/batch_matmul.py:27)."""
+    """BatchMatMulV3: BatchMatMulV2 with its output dtype an attribute (`Tout`, here the inputs') (declared at ops/batch_matmul.py:28)."""
     if not adj_x and not adj_y:
         output = x @ y
     elif not adj_x and adj_y:
-        output = x @ np.swapaxes(y, -1, -2)
+        t0 = _conj(y)
+        output = x @ np.swapaxes(t0, -1, -2)
     elif adj_x and not adj_y:
-        output = np.swapaxes(x, -1, -2) @ y
+        t0 = _conj(x)
+        output = np.swapaxes(t0, -1, -2) @ y
     elif adj_x and adj_y:
-        output = np.swapaxes(x, -1, -2) @ np.swapaxes(y, -1, -2)
+        t0 = _conj(x)
+        t1 = _conj(y)
+        output = np.swapaxes(t0, -1, -2) @ np.swapaxes(t1, -1, -2)
     else:
         raise ValueError(f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
     return output
@@ -263,91 +230,66 @@ def batch_mat_mul_v3_grad(grad, x, y, *, output=None, adj_x=False, adj_y=False):
 
     In index notation, next to the code computing it, per variant:
         adj_x=False, adj_y=False:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, k, j]
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * conj(y[batch, k, j])
                 i.e. `grad @ np.swapaxes(y, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, i, k]
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * conj(x[batch, i, k])
                 i.e. `np.swapaxes(x, -1, -2) @ grad`
         adj_x=False, adj_y=True:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
-            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, i, k]
-                i.e. `np.swapaxes(grad, -1, -2) @ x`
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ t0`
+            grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * x[batch, i, k]
+                i.e. `np.swapaxes(t1, -1, -2) @ t2`
         adj_x=True, adj_y=False:
-            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, k, j]
-                i.e. `y @ np.swapaxes(grad, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
+            grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * y[batch, k, j]
+                i.e. `t1 @ np.swapaxes(t0, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `t2 @ grad`
         adj_x=True, adj_y=True:
-            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, j, k]
-                i.e. `np.swapaxes(y, -1, -2) @ np.swapaxes(grad, -1, -2)`
-            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, k, i]
-                i.e. `np.swapaxes(grad, -1, -2) @ np.swapaxes(x, -1, -2)`
+            grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * conj(y[batch, j, k])
+                i.e. `np.swapaxes(y, -1, -2) @ np.swapaxes(t0, -1, -2)`
+            grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * conj(x[batch, k, i])
+                i.e. `np.swapaxes(t0, -1, -2) @ np.swapaxes(x, -1, -2)`
     """
+    x = _conj(x)
+    y = _conj(y)
     if not adj_x and not adj_y:
         grad_x = grad @ np.swapaxes(y, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = np.swapaxes(x, -1, -2) @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
-        grad_x = grad @ y
+        t0 = _conj(y)
+        grad_x = grad @ t0
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = np.swapaxes(grad, -1, -2) @ x
+        t1 = _conj(grad)
+        t2 = _conj(x)
+        grad_y = np.swapaxes(t1, -1, -2) @ t2
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
-        grad_x = y @ np.swapaxes(grad, -1, -2)
+        t0 = _conj(grad)
+        t1 = _conj(y)
+        grad_x = t1 @ np.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = x @ grad
+        t2 = _conj(x)
+        grad_y = t2 @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
-        grad_x = np.swapaxes(y, -1, -2) @ np.swapaxes(grad, -1, -2)
+        t0 = _conj(grad)
+        grad_x = np.swapaxes(y, -1, -2) @ np.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = np.swapaxes(grad, -1, -2) @ np.swapaxes(x, -1, -2)
+        grad_y = np.swapaxes(t0, -1, -2) @ np.swapaxes(x, -1, -2)
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     else:
         raise ValueError(f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
     return grad_x, grad_y
 
 
-def batch_mat_mul_v3_grad_grad(
-    grad_vjp_x, grad_vjp_y, grad, x, y, *, vjp_x=None, vjp_y=None, adj_x=False, adj_y=False
-):
-    """Second order of BatchMatMulV3: the gradient of batch_mat_mul_v3_grad: one array per input (grad, x, y)."""
-    if not adj_x and not adj_y:
-        t0 = grad_vjp_x @ y
-        t1 = x @ grad_vjp_y
-        grad_grad = t0 + t1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grad_x = grad @ np.swapaxes(grad_vjp_y, -1, -2)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = np.swapaxes(grad_vjp_x, -1, -2) @ grad
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
-    elif not adj_x and adj_y:
-        t0 = grad_vjp_x @ np.swapaxes(y, -1, -2)
-        t1 = x @ np.swapaxes(grad_vjp_y, -1, -2)
-        grad_grad = t0 + t1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grad_x = grad @ grad_vjp_y
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = np.swapaxes(grad, -1, -2) @ grad_vjp_x
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
-    elif adj_x and not adj_y:
-        t0 = np.swapaxes(grad_vjp_x, -1, -2) @ y
-        t1 = np.swapaxes(x, -1, -2) @ grad_vjp_y
-        grad_grad = t0 + t1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grad_x = grad_vjp_y @ np.swapaxes(grad, -1, -2)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = grad_vjp_x @ grad
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
-    elif adj_x and adj_y:
-        t0 = np.swapaxes(grad_vjp_x, -1, -2) @ np.swapaxes(y, -1, -2)
-        t1 = np.swapaxes(x, -1, -2) @ np.swapaxes(grad_vjp_y, -1, -2)
-        grad_grad = t0 + t1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grad_x = np.swapaxes(grad_vjp_y, -1, -2) @ np.swapaxes(grad, -1, -2)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = np.swapaxes(grad, -1, -2) @ np.swapaxes(grad_vjp_x, -1, -2)
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
-    else:
-        raise ValueError(
-            f"BatchMatMulV3Grad: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}"
-        )
+def batch_mat_mul_v3_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, adj_x=False, adj_y=False):
+    """Second order of BatchMatMulV3: the gradient of batch_mat_mul_v3_grad: one array per input (grad, x, y).
+
+    BatchMatMulV3 is linear in x, y separately: its second order is its own forward (w.r.t. grad) and gradient (w.r.t. x, y), each at the inputs with one replaced by its cotangent.
+    """
+    grad_grad = batch_mat_mul_v3(grad_vjp_x, y, adj_x=adj_x, adj_y=adj_y) + batch_mat_mul_v3(
+        x, grad_vjp_y, adj_x=adj_x, adj_y=adj_y
+    )
+    grad_x = batch_mat_mul_v3_grad(grad, x, grad_vjp_y, adj_x=adj_x, adj_y=adj_y)[0]
+    grad_y = batch_mat_mul_v3_grad(grad, grad_vjp_x, y, adj_x=adj_x, adj_y=adj_y)[1]
     return grad_grad, grad_x, grad_y

@@ -21,6 +21,11 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _conj(x):
+    """Complex conjugate; real tensors are returned as they are."""
+    return torch.conj(x) if torch.is_complex(x) else x
+
+
 def _sum_to_shape(g, shape):
     """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
     `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
@@ -36,7 +41,7 @@ def _sum_to_shape(g, shape):
 
 
 def batch_mat_mul_v2(x, y, *, adj_x=False, adj_y=False):
-    """BatchMatMulV2: output = op(x) @ op(y) over broadcast leading axes, op transposing when its flag is set (declared at ops/batch_matmul.py:11); differentiated by batch_mat_mul_v2_vjp."""
+    """BatchMatMulV2: output = op(x) @ op(y) over broadcast leading axes, op the adjoint when its flag is set (declared at ops/batch_matmul.py:12); differentiated by batch_mat_mul_v2_vjp."""
     return _BatchMatMulV2Function.apply(adj_x, adj_y, x, y)
 
 
@@ -45,11 +50,15 @@ def batch_mat_mul_v2_forward(x, y, *, adj_x=False, adj_y=False):
     if not adj_x and not adj_y:
         output = x @ y
     elif not adj_x and adj_y:
-        output = x @ torch.swapaxes(y, -1, -2)
+        t0 = _conj(y)
+        output = x @ torch.swapaxes(t0, -1, -2)
     elif adj_x and not adj_y:
-        output = torch.swapaxes(x, -1, -2) @ y
+        t0 = _conj(x)
+        output = torch.swapaxes(t0, -1, -2) @ y
     elif adj_x and adj_y:
-        output = torch.swapaxes(x, -1, -2) @ torch.swapaxes(y, -1, -2)
+        t0 = _conj(x)
+        t1 = _conj(y)
+        output = torch.swapaxes(t0, -1, -2) @ torch.swapaxes(t1, -1, -2)
     else:
         raise ValueError(f"BatchMatMulV2: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
     return output
@@ -60,43 +69,52 @@ def batch_mat_mul_v2_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
 
     In index notation, next to the code computing it, per variant:
         adj_x=False, adj_y=False:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, k, j]
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * conj(y[batch, k, j])
                 i.e. `grad @ torch.swapaxes(y, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, i, k]
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * conj(x[batch, i, k])
                 i.e. `torch.swapaxes(x, -1, -2) @ grad`
         adj_x=False, adj_y=True:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
-            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, i, k]
-                i.e. `torch.swapaxes(grad, -1, -2) @ x`
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ t0`
+            grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * x[batch, i, k]
+                i.e. `torch.swapaxes(t1, -1, -2) @ t2`
         adj_x=True, adj_y=False:
-            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, k, j]
-                i.e. `y @ torch.swapaxes(grad, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
+            grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * y[batch, k, j]
+                i.e. `t1 @ torch.swapaxes(t0, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `t2 @ grad`
         adj_x=True, adj_y=True:
-            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, j, k]
-                i.e. `torch.swapaxes(y, -1, -2) @ torch.swapaxes(grad, -1, -2)`
-            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, k, i]
-                i.e. `torch.swapaxes(grad, -1, -2) @ torch.swapaxes(x, -1, -2)`
+            grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * conj(y[batch, j, k])
+                i.e. `torch.swapaxes(y, -1, -2) @ torch.swapaxes(t0, -1, -2)`
+            grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * conj(x[batch, k, i])
+                i.e. `torch.swapaxes(t0, -1, -2) @ torch.swapaxes(x, -1, -2)`
     """
+    x = _conj(x)
+    y = _conj(y)
     if not adj_x and not adj_y:
         grad_x = grad @ torch.swapaxes(y, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = torch.swapaxes(x, -1, -2) @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
-        grad_x = grad @ y
+        t0 = _conj(y)
+        grad_x = grad @ t0
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = torch.swapaxes(grad, -1, -2) @ x
+        t1 = _conj(grad)
+        t2 = _conj(x)
+        grad_y = torch.swapaxes(t1, -1, -2) @ t2
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
-        grad_x = y @ torch.swapaxes(grad, -1, -2)
+        t0 = _conj(grad)
+        t1 = _conj(y)
+        grad_x = t1 @ torch.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = x @ grad
+        t2 = _conj(x)
+        grad_y = t2 @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
-        grad_x = torch.swapaxes(y, -1, -2) @ torch.swapaxes(grad, -1, -2)
+        t0 = _conj(grad)
+        grad_x = torch.swapaxes(y, -1, -2) @ torch.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = torch.swapaxes(grad, -1, -2) @ torch.swapaxes(x, -1, -2)
+        grad_y = torch.swapaxes(t0, -1, -2) @ torch.swapaxes(x, -1, -2)
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     else:
         raise ValueError(f"BatchMatMulV2: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
@@ -124,7 +142,7 @@ class _BatchMatMulV2Function(torch.autograd.Function):
 
 
 def batch_mat_mul(x, y, *, adj_x=False, adj_y=False):
-    """BatchMatMul: BatchMatMulV2 without broadcasting: TensorFlow's op takes equal batch axes only (declared at ops/batch_matmul.py:21); differentiated by batch_mat_mul_vjp."""
+    """BatchMatMul: BatchMatMulV2 without broadcasting: TensorFlow's op takes equal batch axes only (declared at ops/batch_matmul.py:22); differentiated by batch_mat_mul_vjp."""
     return _BatchMatMulFunction.apply(adj_x, adj_y, x, y)
 
 
@@ -133,11 +151,15 @@ def batch_mat_mul_forward(x, y, *, adj_x=False, adj_y=False):
     if not adj_x and not adj_y:
         output = x @ y
     elif not adj_x and adj_y:
-        output = x @ torch.swapaxes(y, -1, -2)
+        t0 = _conj(y)
+        output = x @ torch.swapaxes(t0, -1, -2)
     elif adj_x and not adj_y:
-        output = torch.swapaxes(x, -1, -2) @ y
+        t0 = _conj(x)
+        output = torch.swapaxes(t0, -1, -2) @ y
     elif adj_x and adj_y:
-        output = torch.swapaxes(x, -1, -2) @ torch.swapaxes(y, -1, -2)
+        t0 = _conj(x)
+        t1 = _conj(y)
+        output = torch.swapaxes(t0, -1, -2) @ torch.swapaxes(t1, -1, -2)
     else:
         raise ValueError(f"BatchMatMul: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
     return output
@@ -148,43 +170,52 @@ def batch_mat_mul_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
 
     In index notation, next to the code computing it, per variant:
         adj_x=False, adj_y=False:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, k, j]
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * conj(y[batch, k, j])
                 i.e. `grad @ torch.swapaxes(y, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, i, k]
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * conj(x[batch, i, k])
                 i.e. `torch.swapaxes(x, -1, -2) @ grad`
         adj_x=False, adj_y=True:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
-            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, i, k]
-                i.e. `torch.swapaxes(grad, -1, -2) @ x`
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ t0`
+            grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * x[batch, i, k]
+                i.e. `torch.swapaxes(t1, -1, -2) @ t2`
         adj_x=True, adj_y=False:
-            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, k, j]
-                i.e. `y @ torch.swapaxes(grad, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
+            grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * y[batch, k, j]
+                i.e. `t1 @ torch.swapaxes(t0, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `t2 @ grad`
         adj_x=True, adj_y=True:
-            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, j, k]
-                i.e. `torch.swapaxes(y, -1, -2) @ torch.swapaxes(grad, -1, -2)`
-            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, k, i]
-                i.e. `torch.swapaxes(grad, -1, -2) @ torch.swapaxes(x, -1, -2)`
+            grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * conj(y[batch, j, k])
+                i.e. `torch.swapaxes(y, -1, -2) @ torch.swapaxes(t0, -1, -2)`
+            grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * conj(x[batch, k, i])
+                i.e. `torch.swapaxes(t0, -1, -2) @ torch.swapaxes(x, -1, -2)`
     """
+    x = _conj(x)
+    y = _conj(y)
     if not adj_x and not adj_y:
         grad_x = grad @ torch.swapaxes(y, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = torch.swapaxes(x, -1, -2) @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
-        grad_x = grad @ y
+        t0 = _conj(y)
+        grad_x = grad @ t0
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = torch.swapaxes(grad, -1, -2) @ x
+        t1 = _conj(grad)
+        t2 = _conj(x)
+        grad_y = torch.swapaxes(t1, -1, -2) @ t2
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
-        grad_x = y @ torch.swapaxes(grad, -1, -2)
+        t0 = _conj(grad)
+        t1 = _conj(y)
+        grad_x = t1 @ torch.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = x @ grad
+        t2 = _conj(x)
+        grad_y = t2 @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
-        grad_x = torch.swapaxes(y, -1, -2) @ torch.swapaxes(grad, -1, -2)
+        t0 = _conj(grad)
+        grad_x = torch.swapaxes(y, -1, -2) @ torch.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = torch.swapaxes(grad, -1, -2) @ torch.swapaxes(x, -1, -2)
+        grad_y = torch.swapaxes(t0, -1, -2) @ torch.swapaxes(x, -1, -2)
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     else:
         raise ValueError(f"BatchMatMul: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
@@ -212,7 +243,7 @@ class _BatchMatMulFunction(torch.autograd.Function):
 
 
 def batch_mat_mul_v3(x, y, *, adj_x=False, adj_y=False):
-    """BatchMatMulV3: BatchMatMulV2 with its output dtype an attribute (`Tout`, here the inputs') (declared at ops/batch_matmul.py:27); differentiated by batch_mat_mul_v3_vjp."""
+    """BatchMatMulV3: BatchMatMulV2 with its output dtype an attribute (`Tout`, here the inputs') (declared at ops/batch_matmul.py:28); differentiated by batch_mat_mul_v3_vjp."""
     return _BatchMatMulV3Function.apply(adj_x, adj_y, x, y)
 
 
@@ -221,11 +252,15 @@ def batch_mat_mul_v3_forward(x, y, *, adj_x=False, adj_y=False):
     if not adj_x and not adj_y:
         output = x @ y
     elif not adj_x and adj_y:
-        output = x @ torch.swapaxes(y, -1, -2)
+        t0 = _conj(y)
+        output = x @ torch.swapaxes(t0, -1, -2)
     elif adj_x and not adj_y:
-        output = torch.swapaxes(x, -1, -2) @ y
+        t0 = _conj(x)
+        output = torch.swapaxes(t0, -1, -2) @ y
     elif adj_x and adj_y:
-        output = torch.swapaxes(x, -1, -2) @ torch.swapaxes(y, -1, -2)
+        t0 = _conj(x)
+        t1 = _conj(y)
+        output = torch.swapaxes(t0, -1, -2) @ torch.swapaxes(t1, -1, -2)
     else:
         raise ValueError(f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
     return output
@@ -236,43 +271,52 @@ def batch_mat_mul_v3_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
 
     In index notation, next to the code computing it, per variant:
         adj_x=False, adj_y=False:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, k, j]
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * conj(y[batch, k, j])
                 i.e. `grad @ torch.swapaxes(y, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, i, k]
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * conj(x[batch, i, k])
                 i.e. `torch.swapaxes(x, -1, -2) @ grad`
         adj_x=False, adj_y=True:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
-            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, i, k]
-                i.e. `torch.swapaxes(grad, -1, -2) @ x`
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ t0`
+            grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * x[batch, i, k]
+                i.e. `torch.swapaxes(t1, -1, -2) @ t2`
         adj_x=True, adj_y=False:
-            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, k, j]
-                i.e. `y @ torch.swapaxes(grad, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
+            grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * y[batch, k, j]
+                i.e. `t1 @ torch.swapaxes(t0, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `t2 @ grad`
         adj_x=True, adj_y=True:
-            grad_x[batch, k, i] = sum_j grad[batch, i, j] * y[batch, j, k]
-                i.e. `torch.swapaxes(y, -1, -2) @ torch.swapaxes(grad, -1, -2)`
-            grad_y[batch, j, k] = sum_i grad[batch, i, j] * x[batch, k, i]
-                i.e. `torch.swapaxes(grad, -1, -2) @ torch.swapaxes(x, -1, -2)`
+            grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * conj(y[batch, j, k])
+                i.e. `torch.swapaxes(y, -1, -2) @ torch.swapaxes(t0, -1, -2)`
+            grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * conj(x[batch, k, i])
+                i.e. `torch.swapaxes(t0, -1, -2) @ torch.swapaxes(x, -1, -2)`
     """
+    x = _conj(x)
+    y = _conj(y)
     if not adj_x and not adj_y:
         grad_x = grad @ torch.swapaxes(y, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = torch.swapaxes(x, -1, -2) @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
-        grad_x = grad @ y
+        t0 = _conj(y)
+        grad_x = grad @ t0
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = torch.swapaxes(grad, -1, -2) @ x
+        t1 = _conj(grad)
+        t2 = _conj(x)
+        grad_y = torch.swapaxes(t1, -1, -2) @ t2
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
-        grad_x = y @ torch.swapaxes(grad, -1, -2)
+        t0 = _conj(grad)
+        t1 = _conj(y)
+        grad_x = t1 @ torch.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = x @ grad
+        t2 = _conj(x)
+        grad_y = t2 @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
-        grad_x = torch.swapaxes(y, -1, -2) @ torch.swapaxes(grad, -1, -2)
+        t0 = _conj(grad)
+        grad_x = torch.swapaxes(y, -1, -2) @ torch.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        grad_y = torch.swapaxes(grad, -1, -2) @ torch.swapaxes(x, -1, -2)
+        grad_y = torch.swapaxes(t0, -1, -2) @ torch.swapaxes(x, -1, -2)
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     else:
         raise ValueError(f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")

@@ -190,3 +190,35 @@ def test_committed_generated_modules_are_fresh(derived):
     _, files = derived
     for name, text in files.items():
         assert (GENERATED / name).read_text() == text, f"generated/{name} is stale: run symgrad derive ops/"
+
+
+@pytest.mark.parametrize("adj_x, adj_y", list(itertools.product([False, True], repeat=2)))
+def test_batch_matmul_adjoints_of_complex_inputs_match_tensorflow(tf, tf_module, numpy_module, adj_x, adj_y):
+    """adj_x, adj_y conjugate as well as transpose: against TensorFlow's registered gradient of
+    BatchMatMulV2 on complex128 inputs with broadcast batch axes, in numpy and TensorFlow; the
+    numpy second order (composed of the op's own forward and gradient) against differences."""
+    rng = np.random.default_rng(7)
+    complex_normal = lambda *shape: rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    x = complex_normal(2, *((4, 3) if adj_x else (3, 4)))
+    y = complex_normal(*((5, 4) if adj_y else (4, 5)))
+    grad = complex_normal(2, 3, 5)
+    tx, ty = tf.constant(x), tf.constant(y)
+    with tf.GradientTape() as tape:
+        tape.watch([tx, ty])
+        out = tf.raw_ops.BatchMatMulV2(x=tx, y=ty, adj_x=adj_x, adj_y=adj_y)
+    want = tape.gradient(out, [tx, ty], output_gradients=tf.constant(grad))
+    module = numpy_module("batch_matmul")
+    np.testing.assert_allclose(module.batch_mat_mul_v2(x, y, adj_x=adj_x, adj_y=adj_y), out.numpy(), rtol=1e-12)
+    for got in (module.batch_mat_mul_v2_grad(grad, x, y, adj_x=adj_x, adj_y=adj_y),
+                tf_module("batch_matmul").batch_mat_mul_v2_vjp(tf.constant(grad), tx, ty, out, adj_x=adj_x, adj_y=adj_y)):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), w.numpy(), rtol=1e-12)
+    cotangents = [complex_normal(*np.shape(v)) for v in (x, y)]
+    second = module.batch_mat_mul_v2_grad_grad(*cotangents, grad, x, y, adj_x=adj_x, adj_y=adj_y)
+    loss = lambda g, a, b: sum(np.real(np.vdot(c, v)) for c, v in zip(cotangents, module.batch_mat_mul_v2_grad(g, a, b, adj_x=adj_x, adj_y=adj_y)))
+    step = 1e-6
+    for k, value in enumerate((grad, x, y)):  # TensorFlow's convention: d/dRe + i d/dIm
+        direction = complex_normal(*value.shape)
+        moved = lambda s: [v + s * direction if n == k else v for n, v in enumerate((grad, x, y))]
+        slope = (loss(*moved(step)) - loss(*moved(-step))) / (2 * step)
+        np.testing.assert_allclose(np.real(np.vdot(second[k], direction)), slope, rtol=1e-6)
