@@ -45,12 +45,10 @@ def layer_norm(x, scale, offset, *, epsilon=0.001, return_stages=False):
     sum1 = np.sum(x, axis=-1)
     t0 = np.shape(x)[-1]
     t1 = sum1[..., None]
-    t2 = 1 / t0
-    t3 = -t1 * t2 + x
-    t4 = np.sum(t3**2, axis=-1)
-    affine1 = epsilon + t2 * t4
-    t5 = affine1[..., None]
-    y = offset + scale * t3 / np.sqrt(t5)
+    t2 = np.sum((x - t1 / t0) ** 2, axis=-1)
+    affine1 = epsilon + t2 / t0
+    t3 = affine1[..., None]
+    y = offset + scale * (x - t1 / t0) / np.sqrt(t3)
     if return_stages:  # for layer_norm_grad(..., **stages): not computed again
         return y, {"sum1": sum1, "affine1": affine1}
     return y
@@ -64,14 +62,14 @@ def layer_norm_grad(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, 
         affine1[batch] = epsilon + sum_k (x[batch, k] - sum1[batch] / N)**2 / N
             i.e. `epsilon + t2 / t0`
         grad_affine1[batch] = -sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * scale[i] /
-            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t8 / affine1 ** (3 / 2)`
+            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t6 / affine1 ** (3 / 2)`
         grad_x[batch, j] = grad[batch, j] * scale[j] / sqrt(affine1[batch])
             + 2 * grad_affine1[batch] * (x[batch, j] - sum1[batch] / N) / N
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
             - sum_k 2 * grad_affine1[batch] * (x[batch, k] - sum1[batch] / N) / N**2
-            i.e. `grad * scale * t14 - t11 * t14 * t5 + t15 * t5 * t6 - t15 * (t12 - t4) / t3**2`
+            i.e. `grad * scale * t12 - t12 * t13 * t9 + t13 * t14 * (-t13 * t4 + x) - t14 * ...`
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
-            sqrt(affine1[batch]), i.e. `np.einsum("...,...a->a", t16, t7, optimize=True)`
+            sqrt(affine1[batch]), i.e. `np.einsum("...,...a->a", t15, t5, optimize=True)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))`
     """
@@ -83,21 +81,22 @@ def layer_norm_grad(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, 
         affine1 = epsilon + t2 / t0
     t3 = np.shape(x)[-1]
     t4 = sum1[..., None]
-    t5 = 1 / t3
-    t6 = -t4 * t5 + x
-    t7 = grad * t6
-    t8 = np.einsum("a,...a->...", scale, t7, optimize=True)
-    grad_affine1 = -1 / 2 * t8 / affine1 ** (3 / 2)
-    t9 = affine1[..., None]
-    t10 = np.einsum("a,...a->...", scale, grad, optimize=True)
-    t11 = t10[..., None]
-    t12 = np.sum(x, axis=-1, keepdims=True)
-    t13 = grad_affine1[..., None]
-    t14 = 1 / np.sqrt(t9)
-    t15 = 2 * t13
-    grad_x = grad * scale * t14 - t11 * t14 * t5 + t15 * t5 * t6 - t15 * (t12 - t4) / t3**2
-    t16 = 1 / np.sqrt(affine1)
-    grad_scale = np.einsum("...,...a->a", t16, t7, optimize=True)
+    t5 = grad * (x - t4 / t3)
+    t6 = np.einsum("a,...a->...", scale, t5, optimize=True)
+    grad_affine1 = -1 / 2 * t6 / affine1 ** (3 / 2)
+    t7 = affine1[..., None]
+    t8 = np.einsum("a,...a->...", scale, grad, optimize=True)
+    t9 = t8[..., None]
+    t10 = np.sum(x, axis=-1, keepdims=True)
+    t11 = grad_affine1[..., None]
+    t12 = 1 / np.sqrt(t7)
+    t13 = 1 / t3
+    t14 = 2 * t11
+    grad_x = (
+        grad * scale * t12 - t12 * t13 * t9 + t13 * t14 * (-t13 * t4 + x) - t14 * (t10 - t4) / t3**2
+    )
+    t15 = 1 / np.sqrt(affine1)
+    grad_scale = np.einsum("...,...a->a", t15, t5, optimize=True)
     grad_offset = np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
 
@@ -133,57 +132,64 @@ def layer_norm_grad_grad(
     t5 = np.shape(grad)[-1]
     t6 = np.sum(x, axis=-1)
     t7 = sum1[..., None]
-    t8 = 1 / t5
-    t9 = -t7 * t8 + x
-    t10 = np.sum(grad_vjp_x * t9, axis=-1)
-    t11 = grad_vjp_sum1 * t8
-    t12 = 2 * t8
-    grad_vjp_affine1 = t12 * (t10 - t11 * (-sum1 + t6))
-    t13 = grad * t9
-    t14 = np.einsum("a,...a->...", grad_vjp_scale, t13, optimize=True)
-    t15 = np.einsum("a,...a,...a->...", scale, grad, grad_vjp_x, optimize=True)
-    t16 = np.einsum("a,...a->...", scale, grad, optimize=True)
-    t17 = np.einsum("a,...a->...", scale, t13, optimize=True)
-    t18 = 1 / affine1 ** (3 / 2)
+    t8 = np.sum(grad_vjp_x * (x - t7 / t5), axis=-1)
+    t9 = 1 / t5
+    grad_vjp_affine1 = 2 * t9 * (-grad_vjp_sum1 * t9 * (-sum1 + t6) + t8)
+    t10 = grad * (x - t7 / t5)
+    t11 = np.einsum("a,...a->...", grad_vjp_scale, t10, optimize=True)
+    t12 = np.einsum("a,...a,...a->...", scale, grad, grad_vjp_x, optimize=True)
+    t13 = np.einsum("a,...a->...", scale, grad, optimize=True)
+    t14 = np.einsum("a,...a->...", scale, t10, optimize=True)
     grad_affine1 = (
-        (1 / 4) * t18 * (2 * t11 * t16 - 2 * t14 - 2 * t15 + 3 * grad_vjp_affine1 * t17 / affine1)
+        (1 / 4)
+        * (2 * grad_vjp_sum1 * t13 / t5 - 2 * t11 - 2 * t12 + 3 * grad_vjp_affine1 * t14 / affine1)
+        / affine1 ** (3 / 2)
     )
-    t19 = affine1[..., None]
-    t20 = grad_vjp_sum1[..., None]
-    t21 = grad_vjp_affine1[..., None]
-    t22 = 1 / np.sqrt(t19)
-    t23 = scale * t22
-    t24 = grad_vjp_scale * t22
-    t25 = (1 / 2) * t21 / t19 ** (3 / 2)
-    t26 = scale * t25
-    grad_grad = grad_vjp_offset + grad_vjp_x * t23 - t20 * t23 * t8 + t24 * t9 - t26 * t9
+    t15 = affine1[..., None]
+    t16 = grad_vjp_sum1[..., None]
+    t17 = grad_vjp_affine1[..., None]
+    t18 = 1 / np.sqrt(t15)
+    t19 = scale * t18
+    t20 = 1 / t5
+    t21 = -t20 * t7 + x
+    grad_grad = (
+        grad_vjp_offset
+        + grad_vjp_scale * t18 * t21
+        + grad_vjp_x * t19
+        - 1 / 2 * scale * t17 * t21 / t15 ** (3 / 2)
+        - t16 * t19 * t20
+    )
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    t27 = np.einsum("a,...a->...", grad_vjp_scale, grad, optimize=True)
-    t28 = t27[..., None]
-    t29 = np.sum(x, axis=-1, keepdims=True)
-    t30 = grad_affine1[..., None]
-    t31 = vjp_affine1[..., None]
-    t32 = np.sum(grad_vjp_x, axis=-1, keepdims=True)
-    t33 = t16[..., None]
-    t34 = 2 / t5**2
+    t22 = np.einsum("a,...a->...", grad_vjp_scale, grad, optimize=True)
+    t23 = t22[..., None]
+    t24 = np.sum(x, axis=-1, keepdims=True)
+    t25 = grad_affine1[..., None]
+    t26 = vjp_affine1[..., None]
+    t27 = np.sum(grad_vjp_x, axis=-1, keepdims=True)
+    t28 = t13[..., None]
+    t29 = 1 / np.sqrt(t15)
+    t30 = 1 / t5
+    t31 = 2 * t30
+    t32 = 2 / t5**2
+    t33 = (1 / 2) * t17 / t15 ** (3 / 2)
     grad_x = (
-        grad * t24
-        - grad * t26
-        + grad_vjp_x * t12 * t31
-        + t12 * t30 * t9
-        - t22 * t28 * t8
-        + t25 * t33 * t8
-        - t30 * t34 * (t29 - t7)
-        - t31 * t32 * t34
+        grad * grad_vjp_scale * t29
+        - grad * scale * t33
+        + grad_vjp_x * t26 * t31
+        - t23 * t29 * t30
+        + t25 * t31 * (-t30 * t7 + x)
+        - t25 * t32 * (t24 - t7)
+        - t26 * t27 * t32
+        + t28 * t30 * t33
     )
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    t35 = grad_vjp_affine1 * t18
-    t36 = np.einsum("...,...a->a", t35, t13, optimize=True)
-    t37 = 1 / np.sqrt(affine1)
-    t38 = grad_vjp_sum1 * t37
-    t39 = np.einsum("...,...a->a", t38, grad, optimize=True)
-    t40 = np.einsum("...,...a,...a->a", t37, grad, grad_vjp_x, optimize=True)
-    grad_scale = -1 / 2 * t36 - t39 * t8 + t40
+    t34 = grad_vjp_affine1 / affine1 ** (3 / 2)
+    t35 = np.einsum("...,...a->a", t34, t10, optimize=True)
+    t36 = grad_vjp_sum1 / np.sqrt(affine1)
+    t37 = np.einsum("...,...a->a", t36, grad, optimize=True)
+    t38 = 1 / np.sqrt(affine1)
+    t39 = np.einsum("...,...a,...a->a", t38, grad, grad_vjp_x, optimize=True)
+    grad_scale = -1 / 2 * t35 - t37 / t5 + t39
     return grad_grad, grad_x, grad_scale, None
 
 
@@ -192,11 +198,10 @@ def layer_norm_moments(x, scale, offset, *, epsilon=0.001, return_stages=False):
     sum1 = np.sum(x, axis=-1)
     t0 = np.shape(x)[-1]
     t1 = np.sum(x**2, axis=-1)
-    t2 = 1 / t0
-    affine1 = epsilon - sum1**2 / t0**2 + t1 * t2
-    t3 = affine1[..., None]
-    t4 = sum1[..., None]
-    y = offset + scale * (-t2 * t4 + x) / np.sqrt(t3)
+    affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
+    t2 = affine1[..., None]
+    t3 = sum1[..., None]
+    y = offset + scale * (x - t3 / t0) / np.sqrt(t2)
     if return_stages:  # for layer_norm_moments_grad(..., **stages): not computed again
         return y, {"sum1": sum1, "affine1": affine1}
     return y
@@ -212,14 +217,14 @@ def layer_norm_moments_grad(
         affine1[batch] = epsilon + sum_k x[batch, k]**2 / N - sum1[batch]**2 / N**2
             i.e. `epsilon - sum1**2 / t0**2 + t1 / t0`
         grad_affine1[batch] = -sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * scale[i] /
-            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t6 / affine1 ** (3 / 2)`
+            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t5 / affine1 ** (3 / 2)`
         grad_x[batch, k] = grad[batch, k] * scale[k] / sqrt(affine1[batch])
             + 2 * grad_affine1[batch] * x[batch, k] / N
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
             - 2 * grad_affine1[batch] * sum1[batch] / N**2
-            i.e. `grad * scale * t11 - t11 * t4 * t9 + t12 * t4 * x - t12 * t3 / t2**2`
+            i.e. `grad * scale * t10 - t10 * t12 * t8 + t11 * t12 * x - t11 * t3 / t2**2`
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
-            sqrt(affine1[batch]), i.e. `np.einsum("...,...a->a", t13, t5, optimize=True)`
+            sqrt(affine1[batch]), i.e. `np.einsum("...,...a->a", t13, t4, optimize=True)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))`
     """
@@ -230,19 +235,19 @@ def layer_norm_moments_grad(
         affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
     t2 = np.shape(x)[-1]
     t3 = sum1[..., None]
-    t4 = 1 / t2
-    t5 = grad * (-t3 * t4 + x)
-    t6 = np.einsum("a,...a->...", scale, t5, optimize=True)
-    grad_affine1 = -1 / 2 * t6 / affine1 ** (3 / 2)
-    t7 = affine1[..., None]
-    t8 = np.einsum("a,...a->...", scale, grad, optimize=True)
-    t9 = t8[..., None]
-    t10 = grad_affine1[..., None]
-    t11 = 1 / np.sqrt(t7)
-    t12 = 2 * t10
-    grad_x = grad * scale * t11 - t11 * t4 * t9 + t12 * t4 * x - t12 * t3 / t2**2
+    t4 = grad * (x - t3 / t2)
+    t5 = np.einsum("a,...a->...", scale, t4, optimize=True)
+    grad_affine1 = -1 / 2 * t5 / affine1 ** (3 / 2)
+    t6 = affine1[..., None]
+    t7 = np.einsum("a,...a->...", scale, grad, optimize=True)
+    t8 = t7[..., None]
+    t9 = grad_affine1[..., None]
+    t10 = 1 / np.sqrt(t6)
+    t11 = 2 * t9
+    t12 = 1 / t2
+    grad_x = grad * scale * t10 - t10 * t12 * t8 + t11 * t12 * x - t11 * t3 / t2**2
     t13 = 1 / np.sqrt(affine1)
-    grad_scale = np.einsum("...,...a->a", t13, t5, optimize=True)
+    grad_scale = np.einsum("...,...a->a", t13, t4, optimize=True)
     grad_offset = np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
 
@@ -278,54 +283,61 @@ def layer_norm_moments_grad_grad(
     t5 = np.shape(grad)[-1]
     t6 = np.sum(grad_vjp_x * x, axis=-1)
     t7 = 1 / t5
-    t8 = grad_vjp_sum1 * t7
-    t9 = 2 * t7
-    grad_vjp_affine1 = t9 * (-sum1 * t8 + t6)
-    t10 = sum1[..., None]
-    t11 = -t10 * t7 + x
-    t12 = grad * t11
-    t13 = np.einsum("a,...a->...", grad_vjp_scale, t12, optimize=True)
-    t14 = np.einsum("a,...a,...a->...", scale, grad, grad_vjp_x, optimize=True)
-    t15 = np.einsum("a,...a->...", scale, grad, optimize=True)
-    t16 = np.einsum("a,...a->...", scale, t12, optimize=True)
-    t17 = 1 / affine1 ** (3 / 2)
+    grad_vjp_affine1 = 2 * t7 * (-grad_vjp_sum1 * sum1 * t7 + t6)
+    t8 = sum1[..., None]
+    t9 = grad * (x - t8 / t5)
+    t10 = np.einsum("a,...a->...", grad_vjp_scale, t9, optimize=True)
+    t11 = np.einsum("a,...a,...a->...", scale, grad, grad_vjp_x, optimize=True)
+    t12 = np.einsum("a,...a->...", scale, grad, optimize=True)
+    t13 = np.einsum("a,...a->...", scale, t9, optimize=True)
     grad_affine1 = (
-        (1 / 4) * t17 * (-2 * t13 - 2 * t14 + 2 * t15 * t8 + 3 * grad_vjp_affine1 * t16 / affine1)
+        (1 / 4)
+        * (2 * grad_vjp_sum1 * t12 / t5 - 2 * t10 - 2 * t11 + 3 * grad_vjp_affine1 * t13 / affine1)
+        / affine1 ** (3 / 2)
     )
-    t18 = affine1[..., None]
-    t19 = grad_vjp_sum1[..., None]
-    t20 = grad_vjp_affine1[..., None]
-    t21 = 1 / np.sqrt(t18)
-    t22 = scale * t21
-    t23 = grad_vjp_scale * t21
-    t24 = (1 / 2) * t20 / t18 ** (3 / 2)
-    t25 = scale * t24
-    grad_grad = grad_vjp_offset + grad_vjp_x * t22 + t11 * t23 - t11 * t25 - t19 * t22 * t7
+    t14 = affine1[..., None]
+    t15 = grad_vjp_sum1[..., None]
+    t16 = grad_vjp_affine1[..., None]
+    t17 = 1 / np.sqrt(t14)
+    t18 = scale * t17
+    t19 = 1 / t5
+    t20 = -t19 * t8 + x
+    grad_grad = (
+        grad_vjp_offset
+        + grad_vjp_scale * t17 * t20
+        + grad_vjp_x * t18
+        - 1 / 2 * scale * t16 * t20 / t14 ** (3 / 2)
+        - t15 * t18 * t19
+    )
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    t26 = np.einsum("a,...a->...", grad_vjp_scale, grad, optimize=True)
-    t27 = t26[..., None]
-    t28 = grad_affine1[..., None]
-    t29 = vjp_affine1[..., None]
-    t30 = t15[..., None]
-    t31 = 2 / t5**2
+    t21 = np.einsum("a,...a->...", grad_vjp_scale, grad, optimize=True)
+    t22 = t21[..., None]
+    t23 = grad_affine1[..., None]
+    t24 = vjp_affine1[..., None]
+    t25 = t12[..., None]
+    t26 = 1 / np.sqrt(t14)
+    t27 = 1 / t5
+    t28 = 2 * t27
+    t29 = 2 / t5**2
+    t30 = (1 / 2) * t16 / t14 ** (3 / 2)
     grad_x = (
-        grad * t23
-        - grad * t25
-        + grad_vjp_x * t29 * t9
-        - t10 * t28 * t31
-        - t19 * t29 * t31
-        - t21 * t27 * t7
-        + t24 * t30 * t7
-        + t28 * t9 * x
+        grad * grad_vjp_scale * t26
+        - grad * scale * t30
+        + grad_vjp_x * t24 * t28
+        - t15 * t24 * t29
+        - t22 * t26 * t27
+        + t23 * t28 * x
+        - t23 * t29 * t8
+        + t25 * t27 * t30
     )
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    t32 = grad_vjp_affine1 * t17
-    t33 = np.einsum("...,...a->a", t32, t12, optimize=True)
-    t34 = 1 / np.sqrt(affine1)
-    t35 = grad_vjp_sum1 * t34
-    t36 = np.einsum("...,...a->a", t35, grad, optimize=True)
-    t37 = np.einsum("...,...a,...a->a", t34, grad, grad_vjp_x, optimize=True)
-    grad_scale = -1 / 2 * t33 - t36 * t7 + t37
+    t31 = grad_vjp_affine1 / affine1 ** (3 / 2)
+    t32 = np.einsum("...,...a->a", t31, t9, optimize=True)
+    t33 = grad_vjp_sum1 / np.sqrt(affine1)
+    t34 = np.einsum("...,...a->a", t33, grad, optimize=True)
+    t35 = 1 / np.sqrt(affine1)
+    t36 = np.einsum("...,...a,...a->a", t35, grad, grad_vjp_x, optimize=True)
+    grad_scale = -1 / 2 * t32 - t34 / t5 + t36
     return grad_grad, grad_x, grad_scale, None
 
 
@@ -335,12 +347,10 @@ def batch_norm_training(x, scale, offset, *, epsilon=0.001, return_stages=False)
     t1 = np.shape(x)[-3]
     t2 = np.shape(x)[-2]
     t3 = np.sum(x, axis=(-4, -3, -2))
-    t4 = 1 / (t0 * t1 * t2)
-    mean = t3 * t4
-    t5 = -mean + x
-    t6 = np.sum(t5**2, axis=(-4, -3, -2))
-    variance = t4 * t6
-    y = offset + scale * t5 / np.sqrt(epsilon + variance)
+    mean = t3 / (t0 * t1 * t2)
+    t4 = np.sum((-mean + x) ** 2, axis=(-4, -3, -2))
+    variance = t4 / (t0 * t1 * t2)
+    y = offset + scale * (-mean + x) / np.sqrt(epsilon + variance)
     if return_stages:  # for batch_norm_training_grad(..., **stages): not computed again
         return y, {"mean": mean, "variance": variance}
     return y
@@ -356,14 +366,15 @@ def batch_norm_training_grad(
         variance[c] = sum_{b, h, w} (-mean[c] + x[b, h, w, c])**2 / (B * H * W)
             i.e. `t4 / (t0 * t1 * t2)`
         grad_variance[c] = -sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) * scale[c] /
-            (2 * (epsilon + variance[c])**(3/2)), i.e. `-1 / 2 * scale * t6 / t7 ** (3 / 2)`
+            (2 * (epsilon + variance[c])**(3/2))
+            i.e. `-1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)`
         grad_x[i, j, k, c] = grad[i, j, k, c] * scale[c] / sqrt(epsilon + variance[c])
             + 2 * grad_variance[c] * (-mean[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon + variance[c]))
             - sum_{b, h, w} 2 * grad_variance[c] * (-mean[c] + x[b, h, w, c]) / (B**2 * H**2 * W**2)
-            i.e. `grad * t16 - t14 * t16 * t18 + t17 * t18 * t5 - t17 * (-mean * t10 * t8 * t9 ...`
+            i.e. `grad * t13 - t12 * t13 * t15 + t14 * t15 * (-mean + x) - t14 * (-mean * t6 * ...`
         grad_scale[c] = sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) / sqrt(epsilon +
-            variance[c]), i.e. `t15 * t6`
+            variance[c]), i.e. `t5 / np.sqrt(epsilon + variance)`
         grad_offset[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `np.sum(grad, axis=(-4, -3, -2))`
     """
     if mean is None or variance is None:
@@ -374,28 +385,25 @@ def batch_norm_training_grad(
         mean = t3 / (t0 * t1 * t2)
         t4 = np.sum((-mean + x) ** 2, axis=(-4, -3, -2))
         variance = t4 / (t0 * t1 * t2)
-    t5 = -mean + x
-    t6 = np.sum(grad * t5, axis=(-4, -3, -2))
-    t7 = epsilon + variance
-    grad_variance = -1 / 2 * scale * t6 / t7 ** (3 / 2)
-    t8 = np.shape(x)[-4]
-    t9 = np.shape(x)[-3]
-    t10 = np.shape(x)[-2]
-    t11 = np.transpose(x, (3, 0, 1, 2))
+    t5 = np.sum(grad * (-mean + x), axis=(-4, -3, -2))
+    grad_variance = -1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)
+    t6 = np.shape(x)[-4]
+    t7 = np.shape(x)[-3]
+    t8 = np.shape(x)[-2]
+    t9 = np.transpose(x, (3, 0, 1, 2))
+    t10 = np.sum(t9, axis=(-3, -2, -1))
+    t11 = np.transpose(grad, (3, 0, 1, 2))
     t12 = np.sum(t11, axis=(-3, -2, -1))
-    t13 = np.transpose(grad, (3, 0, 1, 2))
-    t14 = np.sum(t13, axis=(-3, -2, -1))
-    t15 = 1 / np.sqrt(t7)
-    t16 = scale * t15
-    t17 = 2 * grad_variance
-    t18 = 1 / (t10 * t8 * t9)
+    t13 = scale / np.sqrt(epsilon + variance)
+    t14 = 2 * grad_variance
+    t15 = 1 / (t6 * t7 * t8)
     grad_x = (
-        grad * t16
-        - t14 * t16 * t18
-        + t17 * t18 * t5
-        - t17 * (-mean * t10 * t8 * t9 + t12) / (t10**2 * t8**2 * t9**2)
+        grad * t13
+        - t12 * t13 * t15
+        + t14 * t15 * (-mean + x)
+        - t14 * (-mean * t6 * t7 * t8 + t10) / (t6**2 * t7**2 * t8**2)
     )
-    grad_scale = t15 * t6
+    grad_scale = t5 / np.sqrt(epsilon + variance)
     grad_offset = np.sum(grad, axis=(-4, -3, -2))
     return grad_x, grad_scale, grad_offset
 
@@ -432,52 +440,62 @@ def batch_norm_training_grad_grad(
     t7 = np.shape(grad)[-3]
     t8 = np.shape(grad)[-2]
     t9 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-    t10 = 1 / (t6 * t7 * t8)
-    grad_vjp_mean = t10 * t9
-    t11 = np.sum(x, axis=(-4, -3, -2))
-    t12 = -mean + x
-    t13 = np.sum(grad_vjp_x * t12, axis=(-4, -3, -2))
-    t14 = mean * t6 * t7 * t8
-    t15 = 2 * t10
-    grad_vjp_variance = t15 * (-grad_vjp_mean * (t11 - t14) + t13)
-    t16 = np.sum(grad * t12, axis=(-4, -3, -2))
-    t17 = np.sum(grad * grad_vjp_x, axis=(-4, -3, -2))
-    t18 = np.sum(grad, axis=(-4, -3, -2))
-    t19 = epsilon + variance
-    t20 = 1 / t19 ** (3 / 2)
-    t21 = 2 * scale
-    t22 = grad_vjp_mean * t18
-    t23 = t16 / t19
+    grad_vjp_mean = t9 / (t6 * t7 * t8)
+    t10 = np.sum(x, axis=(-4, -3, -2))
+    t11 = np.sum(grad_vjp_x * (-mean + x), axis=(-4, -3, -2))
+    grad_vjp_variance = 2 * (-grad_vjp_mean * (-mean * t6 * t7 * t8 + t10) + t11) / (t6 * t7 * t8)
+    t12 = np.sum(grad * (-mean + x), axis=(-4, -3, -2))
+    t13 = np.sum(grad * grad_vjp_x, axis=(-4, -3, -2))
+    t14 = np.sum(grad, axis=(-4, -3, -2))
+    t15 = epsilon + variance
+    t16 = 2 * scale
     grad_variance = (
         (1 / 4)
-        * t20
-        * (-2 * grad_vjp_scale * t16 + 3 * grad_vjp_variance * scale * t23 - t17 * t21 + t21 * t22)
+        * (
+            grad_vjp_mean * t14 * t16
+            - 2 * grad_vjp_scale * t12
+            + 3 * grad_vjp_variance * scale * t12 / t15
+            - t13 * t16
+        )
+        / t15 ** (3 / 2)
     )
-    t24 = 1 / np.sqrt(t19)
-    t25 = scale * t24
-    t26 = grad_vjp_scale * t24
-    t27 = (1 / 2) * grad_vjp_variance
-    t28 = scale * t20 * t27
-    grad_grad = -grad_vjp_mean * t25 + grad_vjp_offset + grad_vjp_x * t25 + t12 * t26 - t12 * t28
-    t29 = np.transpose(x, (3, 0, 1, 2))
-    t30 = np.sum(t29, axis=(-3, -2, -1))
-    t31 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
-    t32 = np.sum(t31, axis=(-3, -2, -1))
-    t33 = np.transpose(grad, (3, 0, 1, 2))
-    t34 = np.sum(t33, axis=(-3, -2, -1))
-    t35 = 2 / (t6**2 * t7**2 * t8**2)
-    t36 = t10 * t34
+    t17 = epsilon + variance
+    t18 = 1 / np.sqrt(t17)
+    t19 = scale * t18
+    t20 = -mean + x
+    grad_grad = (
+        -grad_vjp_mean * t19
+        + grad_vjp_offset
+        + grad_vjp_scale * t18 * t20
+        - 1 / 2 * grad_vjp_variance * scale * t20 / t17 ** (3 / 2)
+        + grad_vjp_x * t19
+    )
+    t21 = np.transpose(x, (3, 0, 1, 2))
+    t22 = np.sum(t21, axis=(-3, -2, -1))
+    t23 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
+    t24 = np.sum(t23, axis=(-3, -2, -1))
+    t25 = np.transpose(grad, (3, 0, 1, 2))
+    t26 = np.sum(t25, axis=(-3, -2, -1))
+    t27 = epsilon + variance
+    t28 = grad_vjp_scale / np.sqrt(t27)
+    t29 = (1 / 2) * grad_vjp_variance * scale / t27 ** (3 / 2)
+    t30 = 2 * vjp_variance
+    t31 = 1 / (t6 * t7 * t8)
+    t32 = 1 / (t6**2 * t7**2 * t8**2)
+    t33 = 2 * grad_variance
+    t34 = t26 * t31
     grad_x = (
-        grad * t26
-        - grad * t28
-        + grad_variance * t12 * t15
-        - grad_variance * t35 * (-t14 + t30)
-        + grad_vjp_x * t15 * vjp_variance
-        - t26 * t36
-        + t28 * t36
-        - t32 * t35 * vjp_variance
+        grad * t28
+        - grad * t29
+        + grad_vjp_x * t30 * t31
+        - t24 * t30 * t32
+        - t28 * t34
+        + t29 * t34
+        + t31 * t33 * (-mean + x)
+        - t32 * t33 * (-mean * t6 * t7 * t8 + t22)
     )
-    grad_scale = t24 * (t17 - t22 - t23 * t27)
+    t35 = epsilon + variance
+    grad_scale = (-grad_vjp_mean * t14 - 1 / 2 * grad_vjp_variance * t12 / t35 + t13) / np.sqrt(t35)
     return grad_grad, grad_x, grad_scale, None
 
 
@@ -491,20 +509,19 @@ def group_norm(x, scale, offset, *, epsilon=0.001, groups=2, return_stages=False
     t2 = np.shape(x_split)[-4]
     t3 = np.shape(x_split)[-3]
     t4 = np.sum(x_split, axis=(-4, -3, -1))
-    t5 = 1 / (t1 * t2 * t3)
-    mean = t4 * t5
-    t6 = mean[..., None, None, :, None]
-    t7 = -t6 + x_split
-    t8 = np.sum(t7**2, axis=(-4, -3, -1))
-    variance = t5 * t8
-    t9 = variance[..., None, None, :, None]
-    t10 = np.shape(x_split)[-5]
-    t11 = np.shape(x_split)[-4]
-    t12 = np.shape(x_split)[-3]
-    t13 = np.shape(x_split)[-2]
-    t14 = np.shape(x_split)[-1]
+    mean = t4 / (t1 * t2 * t3)
+    t5 = mean[..., None, None, :, None]
+    t6 = np.sum((-t5 + x_split) ** 2, axis=(-4, -3, -1))
+    variance = t6 / (t1 * t2 * t3)
+    t7 = variance[..., None, None, :, None]
+    t8 = np.shape(x_split)[-5]
+    t9 = np.shape(x_split)[-4]
+    t10 = np.shape(x_split)[-3]
+    t11 = np.shape(x_split)[-2]
+    t12 = np.shape(x_split)[-1]
     y = np.reshape(
-        offset_split + scale_split * t7 / np.sqrt(epsilon + t9), (t10, t11, t12, t13 * t14)
+        offset_split + scale_split * (-t5 + x_split) / np.sqrt(epsilon + t7),
+        (t8, t9, t10, t11 * t12),
     )
     if return_stages:  # for group_norm_grad(..., **stages): not computed again
         return y, {"mean": mean, "variance": variance}
@@ -522,17 +539,17 @@ def group_norm_grad(
             i.e. `t7 / (t2 * t3 * t4)`
         grad_variance[b, g] = -sum_{h, w, c} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c])
             * scale[g, c] / (2 * (epsilon + variance[b, g])**(3/2))
-            i.e. `-1 / 2 * t11 / t12 ** (3 / 2)`
+            i.e. `-1 / 2 * t10 / (epsilon + variance) ** (3 / 2)`
         grad_x[b, i, j, g, k] = grad[b, i, j, g, k] * scale[g, k] / sqrt(epsilon + variance[b, g])
             + 2 * grad_variance[b, g] * (-mean[b, g] + x[b, i, j, g, k]) / (C * H * W)
             - sum_{h, w, c} grad[b, h, w, g, c] * scale[g, c] / (C * H * W * sqrt(epsilon +
                 variance[b, g]))
             - sum_{h, w, c} 2 * grad_variance[b, g] * (-mean[b, g] + x[b, h, w, g, c]) / (C**2 *
                 H**2 * W**2)
-            i.e. `np.reshape(grad * scale_split * t26 - t18 * t26 * t27 + t27 * t28 * t9 - t28 ...`
+            i.e. `np.reshape(grad * scale_split * t24 - t16 * t24 * t25 + t25 * t26 * (-t8 + ...`
         grad_scale[g, c] = sum_{b, h, w} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c]) /
-            sqrt(epsilon + variance[b, g]), i.e. `np.reshape(t30, (t25 * t1,))`
-        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `np.reshape(t31, (t25 * t1,))`
+            sqrt(epsilon + variance[b, g]), i.e. `np.reshape(t28, (t23 * t1,))`
+        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `np.reshape(t29, (t23 * t1,))`
     """
     t0 = groups
     x_split = np.reshape(x, np.shape(x)[:-1] + (t0, -1))
@@ -550,39 +567,37 @@ def group_norm_grad(
         t7 = np.sum((-t6 + x_split) ** 2, axis=(-4, -3, -1))
         variance = t7 / (t2 * t3 * t4)
     t8 = mean[..., None, None, :, None]
-    t9 = -t8 + x_split
-    t10 = grad * t9
-    t11 = np.einsum("ab,cdeab->ca", scale_split, t10, optimize=True)
-    t12 = epsilon + variance
-    grad_variance = -1 / 2 * t11 / t12 ** (3 / 2)
-    t13 = variance[..., None, None, :, None]
-    t14 = np.shape(x_split)[-1]
-    t15 = np.shape(x_split)[-4]
-    t16 = np.shape(x_split)[-3]
-    t17 = np.einsum("ab,cdeab->ca", scale_split, grad, optimize=True)
-    t18 = t17[..., None, None, :, None]
-    t19 = np.transpose(x_split, (0, 4, 2, 3, 1))
-    t20 = np.sum(t19, axis=(-4, -3, -1), keepdims=True)
-    t21 = grad_variance[..., None, None, :, None]
-    t22 = np.shape(x_split)[-5]
-    t23 = np.shape(x_split)[-4]
-    t24 = np.shape(x_split)[-3]
-    t25 = np.shape(x_split)[-2]
-    t26 = 1 / np.sqrt(epsilon + t13)
-    t27 = 1 / (t14 * t15 * t16)
-    t28 = 2 * t21
+    t9 = grad * (-t8 + x_split)
+    t10 = np.einsum("ab,cdeab->ca", scale_split, t9, optimize=True)
+    grad_variance = -1 / 2 * t10 / (epsilon + variance) ** (3 / 2)
+    t11 = variance[..., None, None, :, None]
+    t12 = np.shape(x_split)[-1]
+    t13 = np.shape(x_split)[-4]
+    t14 = np.shape(x_split)[-3]
+    t15 = np.einsum("ab,cdeab->ca", scale_split, grad, optimize=True)
+    t16 = t15[..., None, None, :, None]
+    t17 = np.transpose(x_split, (0, 4, 2, 3, 1))
+    t18 = np.sum(t17, axis=(-4, -3, -1), keepdims=True)
+    t19 = grad_variance[..., None, None, :, None]
+    t20 = np.shape(x_split)[-5]
+    t21 = np.shape(x_split)[-4]
+    t22 = np.shape(x_split)[-3]
+    t23 = np.shape(x_split)[-2]
+    t24 = 1 / np.sqrt(epsilon + t11)
+    t25 = 1 / (t12 * t13 * t14)
+    t26 = 2 * t19
     grad_x = np.reshape(
-        grad * scale_split * t26
-        - t18 * t26 * t27
-        + t27 * t28 * t9
-        - t28 * (-t14 * t15 * t16 * t8 + t20) / (t14**2 * t15**2 * t16**2),
-        (t22, t23, t24, t25 * t1),
+        grad * scale_split * t24
+        - t16 * t24 * t25
+        + t25 * t26 * (-t8 + x_split)
+        - t26 * (-t12 * t13 * t14 * t8 + t18) / (t12**2 * t13**2 * t14**2),
+        (t20, t21, t22, t23 * t1),
     )
-    t29 = 1 / np.sqrt(t12)
-    t30 = np.einsum("ab,acdbe->be", t29, t10, optimize=True)
-    grad_scale = np.reshape(t30, (t25 * t1,))
-    t31 = np.sum(grad, axis=(-5, -4, -3))
-    grad_offset = np.reshape(t31, (t25 * t1,))
+    t27 = 1 / np.sqrt(epsilon + variance)
+    t28 = np.einsum("ab,acdbe->be", t27, t9, optimize=True)
+    grad_scale = np.reshape(t28, (t23 * t1,))
+    t29 = np.sum(grad, axis=(-5, -4, -3))
+    grad_offset = np.reshape(t29, (t23 * t1,))
     return grad_x, grad_scale, grad_offset
 
 
@@ -630,72 +645,77 @@ def group_norm_grad_grad(
     t11 = np.shape(grad_split)[-4]
     t12 = np.shape(grad_split)[-3]
     t13 = np.sum(grad_vjp_x, axis=(-4, -3, -1))
-    t14 = 1 / (t10 * t11 * t12)
-    grad_vjp_mean = t13 * t14
-    t15 = np.sum(x_split, axis=(-4, -3, -1))
-    t16 = mean[..., None, None, :, None]
-    t17 = -t16 + x_split
-    t18 = np.sum(grad_vjp_x * t17, axis=(-4, -3, -1))
-    t19 = t10 * t11 * t12
-    t20 = 2 * t14
-    grad_vjp_variance = t20 * (-grad_vjp_mean * (-mean * t19 + t15) + t18)
-    t21 = grad_split * t17
-    t22 = np.einsum("ab,cdeab->ca", grad_vjp_scale, t21, optimize=True)
-    t23 = np.einsum("ab,cdeab,cdeab->ca", scale_split, grad_split, grad_vjp_x, optimize=True)
-    t24 = np.einsum("ab,cdeab->ca", scale_split, grad_split, optimize=True)
-    t25 = np.einsum("ab,cdeab->ca", scale_split, t21, optimize=True)
-    t26 = epsilon + variance
-    t27 = 1 / t26 ** (3 / 2)
+    grad_vjp_mean = t13 / (t10 * t11 * t12)
+    t14 = np.sum(x_split, axis=(-4, -3, -1))
+    t15 = mean[..., None, None, :, None]
+    t16 = np.sum(grad_vjp_x * (-t15 + x_split), axis=(-4, -3, -1))
+    grad_vjp_variance = (
+        2 * (-grad_vjp_mean * (-mean * t10 * t11 * t12 + t14) + t16) / (t10 * t11 * t12)
+    )
+    t17 = grad_split * (-t15 + x_split)
+    t18 = np.einsum("ab,cdeab->ca", grad_vjp_scale, t17, optimize=True)
+    t19 = np.einsum("ab,cdeab,cdeab->ca", scale_split, grad_split, grad_vjp_x, optimize=True)
+    t20 = np.einsum("ab,cdeab->ca", scale_split, grad_split, optimize=True)
+    t21 = np.einsum("ab,cdeab->ca", scale_split, t17, optimize=True)
+    t22 = epsilon + variance
     grad_variance = (
         (1 / 4)
-        * t27
-        * (2 * grad_vjp_mean * t24 + 3 * grad_vjp_variance * t25 / t26 - 2 * t22 - 2 * t23)
+        * (2 * grad_vjp_mean * t20 + 3 * grad_vjp_variance * t21 / t22 - 2 * t18 - 2 * t19)
+        / t22 ** (3 / 2)
     )
-    t28 = variance[..., None, None, :, None]
-    t29 = grad_vjp_mean[..., None, None, :, None]
-    t30 = grad_vjp_variance[..., None, None, :, None]
-    t31 = np.shape(grad_split)[-5]
-    t32 = np.shape(grad_split)[-4]
-    t33 = np.shape(grad_split)[-3]
-    t34 = np.shape(grad_split)[-2]
-    t35 = epsilon + t28
-    t36 = 1 / np.sqrt(t35)
-    t37 = scale_split * t36
-    t38 = grad_vjp_scale * t36
-    t39 = (1 / 2) * t30 / t35 ** (3 / 2)
-    t40 = scale_split * t39
+    t23 = variance[..., None, None, :, None]
+    t24 = grad_vjp_mean[..., None, None, :, None]
+    t25 = grad_vjp_variance[..., None, None, :, None]
+    t26 = np.shape(grad_split)[-5]
+    t27 = np.shape(grad_split)[-4]
+    t28 = np.shape(grad_split)[-3]
+    t29 = np.shape(grad_split)[-2]
+    t30 = epsilon + t23
+    t31 = 1 / np.sqrt(t30)
+    t32 = scale_split * t31
+    t33 = -t15 + x_split
     grad_grad = np.reshape(
-        grad_vjp_offset + grad_vjp_x * t37 + t17 * t38 - t17 * t40 - t29 * t37,
-        (t31, t32, t33, t34 * t1),
+        grad_vjp_offset
+        + grad_vjp_scale * t31 * t33
+        + grad_vjp_x * t32
+        - 1 / 2 * scale_split * t25 * t33 / t30 ** (3 / 2)
+        - t24 * t32,
+        (t26, t27, t28, t29 * t1),
     )
-    t41 = np.einsum("ab,cdeab->ca", grad_vjp_scale, grad_split, optimize=True)
-    t42 = t41[..., None, None, :, None]
-    t43 = np.transpose(x_split, (0, 4, 2, 3, 1))
-    t44 = np.sum(t43, axis=(-4, -3, -1), keepdims=True)
-    t45 = grad_variance[..., None, None, :, None]
-    t46 = vjp_variance[..., None, None, :, None]
-    t47 = np.transpose(grad_vjp_x, (0, 4, 2, 3, 1))
-    t48 = np.sum(t47, axis=(-4, -3, -1), keepdims=True)
-    t49 = t24[..., None, None, :, None]
-    t50 = 2 / (t10**2 * t11**2 * t12**2)
+    t34 = np.einsum("ab,cdeab->ca", grad_vjp_scale, grad_split, optimize=True)
+    t35 = t34[..., None, None, :, None]
+    t36 = np.transpose(x_split, (0, 4, 2, 3, 1))
+    t37 = np.sum(t36, axis=(-4, -3, -1), keepdims=True)
+    t38 = grad_variance[..., None, None, :, None]
+    t39 = vjp_variance[..., None, None, :, None]
+    t40 = np.transpose(grad_vjp_x, (0, 4, 2, 3, 1))
+    t41 = np.sum(t40, axis=(-4, -3, -1), keepdims=True)
+    t42 = t20[..., None, None, :, None]
+    t43 = epsilon + t23
+    t44 = 1 / np.sqrt(t43)
+    t45 = (1 / 2) * t25 / t43 ** (3 / 2)
+    t46 = 1 / (t10 * t11 * t12)
+    t47 = 2 * t39
+    t48 = 1 / (t10**2 * t11**2 * t12**2)
+    t49 = 2 * t38
     grad_x = np.reshape(
-        grad_split * t38
-        - grad_split * t40
-        + grad_vjp_x * t20 * t46
-        - t14 * t36 * t42
-        + t14 * t39 * t49
-        + t17 * t20 * t45
-        - t45 * t50 * (-t16 * t19 + t44)
-        - t46 * t48 * t50,
-        (t31, t32, t33, t34 * t1),
+        grad_split * grad_vjp_scale * t44
+        - grad_split * scale_split * t45
+        + grad_vjp_x * t46 * t47
+        - t35 * t44 * t46
+        - t41 * t47 * t48
+        + t42 * t45 * t46
+        + t46 * t49 * (-t15 + x_split)
+        - t48 * t49 * (-t10 * t11 * t12 * t15 + t37),
+        (t26, t27, t28, t29 * t1),
     )
-    t51 = 1 / np.sqrt(t26)
-    t52 = grad_vjp_mean * t51
-    t53 = np.einsum("ab,acdbe->be", t52, grad_split, optimize=True)
-    t54 = grad_vjp_variance * t27
-    t55 = np.einsum("ab,acdbe->be", t54, t21, optimize=True)
-    t56 = np.einsum("ab,acdbe,acdbe->be", t51, grad_split, grad_vjp_x, optimize=True)
-    grad_scale = np.reshape(-t53 - 1 / 2 * t55 + t56, (t34 * t1,))
+    t50 = grad_vjp_mean / np.sqrt(epsilon + variance)
+    t51 = np.einsum("ab,acdbe->be", t50, grad_split, optimize=True)
+    t52 = grad_vjp_variance / (epsilon + variance) ** (3 / 2)
+    t53 = np.einsum("ab,acdbe->be", t52, t17, optimize=True)
+    t54 = 1 / np.sqrt(epsilon + variance)
+    t55 = np.einsum("ab,acdbe,acdbe->be", t54, grad_split, grad_vjp_x, optimize=True)
+    grad_scale = np.reshape(-t51 - 1 / 2 * t53 + t55, (t29 * t1,))
     return grad_grad, grad_x, grad_scale, None
 
 
@@ -706,10 +726,9 @@ def scaled_dot_product_attention(q, k, v, mask, *, return_stages=False):
     scores = mask + t1 * float(1 / np.sqrt(t0))
     ext1 = np.max(scores, axis=-1)
     t2 = ext1[..., None]
-    t3 = np.exp(scores - t2)
-    sum1 = np.sum(t3, axis=-1)
-    t4 = sum1[..., None]
-    weights = t3 / t4
+    sum1 = np.sum(np.exp(scores - t2), axis=-1)
+    t3 = sum1[..., None]
+    weights = np.exp(scores - t2) / t3
     output = weights @ v
     if return_stages:  # for scaled_dot_product_attention_grad(..., **stages): not computed again
         return output, {"weights": weights}
@@ -733,9 +752,9 @@ def scaled_dot_product_attention_grad(grad, q, k, v, mask, *, output=None, weigh
             - sum_j grad_weights[batch, i, j] * weights[batch, i, j] * weights[batch, i, l]
             i.e. `weights * (grad_weights - t4)`
         grad_q[batch, i, d] = sum_j grad_scores[batch, i, j] * k[batch, j, d] / sqrt(D)
-            i.e. `t6 * t7`
+            i.e. `t6 * float(1 / np.sqrt(t5))`
         grad_k[batch, j, d] = sum_i grad_scores[batch, i, j] * q[batch, i, d] / sqrt(D)
-            i.e. `t7 * t8`
+            i.e. `t7 * float(1 / np.sqrt(t5))`
         grad_v[batch, j, e] = sum_i grad[batch, i, e] * weights[batch, i, j]
             i.e. `np.swapaxes(weights, -1, -2) @ grad`
         grad_mask[batch, i, j] = grad_scores[batch, i, j], i.e. `grad_scores`
@@ -754,11 +773,10 @@ def scaled_dot_product_attention_grad(grad, q, k, v, mask, *, output=None, weigh
     grad_scores = weights * (grad_weights - t4)
     t5 = np.shape(q)[-1]
     t6 = grad_scores @ k
-    t7 = float(1 / np.sqrt(t5))
-    grad_q = t6 * t7
+    grad_q = t6 * float(1 / np.sqrt(t5))
     grad_q = _sum_to_shape(grad_q, np.shape(q))
-    t8 = np.swapaxes(grad_scores, -1, -2) @ q
-    grad_k = t7 * t8
+    t7 = np.swapaxes(grad_scores, -1, -2) @ q
+    grad_k = t7 * float(1 / np.sqrt(t5))
     grad_k = _sum_to_shape(grad_k, np.shape(k))
     grad_v = np.swapaxes(weights, -1, -2) @ grad
     grad_v = _sum_to_shape(grad_v, np.shape(v))
@@ -814,38 +832,37 @@ def scaled_dot_product_attention_grad_grad(
     t8 = grad_vjp_q @ np.swapaxes(k, -1, -2)
     t9 = float(1 / np.sqrt(t6))
     grad_vjp_scores = grad_vjp_mask + t7 * t9 + t8 * t9
-    t10 = grad_vjp_scores * weights
-    t11 = np.sum(t10, axis=-1)
-    grad_vjp_sum1 = sum1 * t11
-    t12 = sum1[..., None]
-    t13 = grad_vjp_sum1[..., None]
-    t14 = t13 / t12
-    grad_vjp_weights = weights * (grad_vjp_scores - t14)
+    t10 = np.sum(grad_vjp_scores * weights, axis=-1)
+    grad_vjp_sum1 = sum1 * t10
+    t11 = sum1[..., None]
+    t12 = grad_vjp_sum1[..., None]
+    grad_vjp_weights = weights * (grad_vjp_scores - t12 / t11)
     grad_weights = grad @ np.swapaxes(grad_vjp_v, -1, -2)
-    t15 = np.sum(grad_weights * weights, axis=-1, keepdims=True)
-    t16 = np.sum(t10 * vjp_weights, axis=-1, keepdims=True)
-    t17 = vjp_sum1[..., None]
-    t18 = np.sum(vjp_weights * weights, axis=-1, keepdims=True)
+    t13 = np.sum(grad_weights * weights, axis=-1, keepdims=True)
+    t14 = np.sum(grad_vjp_scores * vjp_weights * weights, axis=-1, keepdims=True)
+    t15 = vjp_sum1[..., None]
+    t16 = np.sum(vjp_weights * weights, axis=-1, keepdims=True)
+    t17 = t12 / t11
     grad_scores = weights * (
-        grad_vjp_scores * t12 * t17
+        grad_vjp_scores * t11 * t15
         + grad_vjp_scores * vjp_weights
         + grad_weights
-        + 2 * t14 * t18
-        - t14 * vjp_weights
-        - t15
-        - t16
+        - t13
+        - t14
+        + 2 * t16 * t17
+        - t17 * vjp_weights
     )
-    t19 = weights @ grad_vjp_v
-    t20 = grad_vjp_weights @ v
-    grad_grad = t19 + t20
+    t18 = weights @ grad_vjp_v
+    t19 = grad_vjp_weights @ v
+    grad_grad = t18 + t19
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    t21 = grad_scores @ k
-    t22 = vjp_scores @ grad_vjp_k
-    grad_q = t9 * (t21 + t22)
+    t20 = grad_scores @ k
+    t21 = vjp_scores @ grad_vjp_k
+    grad_q = (t20 + t21) * float(1 / np.sqrt(t6))
     grad_q = _sum_to_shape(grad_q, np.shape(q))
-    t23 = np.swapaxes(grad_scores, -1, -2) @ q
-    t24 = np.swapaxes(vjp_scores, -1, -2) @ grad_vjp_q
-    grad_k = t9 * (t23 + t24)
+    t22 = np.swapaxes(grad_scores, -1, -2) @ q
+    t23 = np.swapaxes(vjp_scores, -1, -2) @ grad_vjp_q
+    grad_k = (t22 + t23) * float(1 / np.sqrt(t6))
     grad_k = _sum_to_shape(grad_k, np.shape(k))
     grad_v = np.swapaxes(grad_vjp_weights, -1, -2) @ grad
     grad_v = _sum_to_shape(grad_v, np.shape(v))
@@ -964,10 +981,10 @@ def cosine_similarity_grad(grad, x, y, *, output=None, sum1=None, sum2=None, eps
             i.e. `grad / np.sqrt(epsilon + sum1 * sum2)`
         grad_x[batch, d] = grad_sum3[batch] * y[batch, d]
             - grad[batch] * output[batch] * sum2[batch] * x[batch, d] / (epsilon + sum1[batch] *
-                sum2[batch]), i.e. `t0 * y - t2 * t5 * x`
+                sum2[batch]), i.e. `t0 * y - t2 * t3 * t4 * x / (epsilon + t1 * t2)`
         grad_y[batch, d] = grad_sum3[batch] * x[batch, d]
             - grad[batch] * output[batch] * sum1[batch] * y[batch, d] / (epsilon + sum1[batch] *
-                sum2[batch]), i.e. `t0 * x - t1 * t5 * y`
+                sum2[batch]), i.e. `t0 * x - t1 * t3 * t4 * y / (epsilon + t1 * t2)`
     """
     if output is None:
         output = cosine_similarity(x, y, epsilon=epsilon)
@@ -980,10 +997,9 @@ def cosine_similarity_grad(grad, x, y, *, output=None, sum1=None, sum2=None, eps
     t2 = sum2[..., None]
     t3 = output[..., None]
     t4 = grad[..., None]
-    t5 = t3 * t4 / (epsilon + t1 * t2)
-    grad_x = t0 * y - t2 * t5 * x
+    grad_x = t0 * y - t2 * t3 * t4 * x / (epsilon + t1 * t2)
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    grad_y = t0 * x - t1 * t5 * y
+    grad_y = t0 * x - t1 * t3 * t4 * y / (epsilon + t1 * t2)
     grad_y = _sum_to_shape(grad_y, np.shape(y))
     return grad_x, grad_y
 
@@ -1027,52 +1043,53 @@ def cosine_similarity_grad_grad(
     t2 = np.sum(grad_vjp_x * y, axis=-1)
     t3 = np.sum(grad_vjp_y * x, axis=-1)
     grad_vjp_sum3 = t2 + t3
-    t4 = grad_vjp_sum1 * sum2
-    t5 = grad_vjp_sum2 * sum1
-    t6 = epsilon + sum1 * sum2
-    t7 = (1 / 2) / t6
-    grad_sum3 = -t7 * vjp_sum3 * (t4 + t5)
-    t8 = sum3 * t7
-    grad_grad = (grad_vjp_sum3 - t4 * t8 - t5 * t8) / np.sqrt(t6)
+    grad_sum3 = (
+        -1 / 2 * vjp_sum3 * (grad_vjp_sum1 * sum2 + grad_vjp_sum2 * sum1) / (epsilon + sum1 * sum2)
+    )
+    t4 = epsilon + sum1 * sum2
+    t5 = (1 / 2) * sum3 / t4
+    grad_grad = (-grad_vjp_sum1 * sum2 * t5 - grad_vjp_sum2 * sum1 * t5 + grad_vjp_sum3) / np.sqrt(
+        t4
+    )
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    t9 = grad_sum3[..., None]
-    t10 = vjp_sum3[..., None]
-    t11 = vjp_sum1[..., None]
-    t12 = sum1[..., None]
-    t13 = sum2[..., None]
-    t14 = grad_vjp_sum2[..., None]
-    t15 = sum3[..., None]
-    t16 = grad_vjp_sum3[..., None]
-    t17 = grad_vjp_sum1[..., None]
-    t18 = t12 * t13
-    t19 = epsilon + t18
-    t20 = t10 / t19
-    t21 = t20 * x
-    t22 = t14 * t15
-    t23 = (3 / 2) * t10 / t19**2
-    t24 = t23 * x
-    t25 = t15 * t17
+    t6 = grad_sum3[..., None]
+    t7 = vjp_sum3[..., None]
+    t8 = vjp_sum1[..., None]
+    t9 = sum1[..., None]
+    t10 = sum2[..., None]
+    t11 = grad_vjp_sum2[..., None]
+    t12 = sum3[..., None]
+    t13 = grad_vjp_sum3[..., None]
+    t14 = grad_vjp_sum1[..., None]
+    t15 = t10 * t9
+    t16 = epsilon + t15
+    t17 = t7 * x / t16
+    t18 = t11 * t12
+    t19 = (3 / 2) * t7 * x / t16**2
     grad_x = (
-        2 * grad_vjp_x * t11
-        + grad_vjp_y * t10
-        + t13**2 * t24 * t25
-        - t13 * t16 * t21
-        + t18 * t22 * t24
-        - t21 * t22
-        + t9 * y
+        2 * grad_vjp_x * t8
+        + grad_vjp_y * t7
+        + t10**2 * t12 * t14 * t19
+        - t10 * t13 * t17
+        + t15 * t18 * t19
+        - t17 * t18
+        + t6 * y
     )
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    t26 = vjp_sum2[..., None]
-    t27 = t20 * y
-    t28 = t23 * y
+    t20 = vjp_sum2[..., None]
+    t21 = t10 * t9
+    t22 = epsilon + t21
+    t23 = t7 * y / t22
+    t24 = t12 * t14
+    t25 = (3 / 2) * t7 * y / t22**2
     grad_y = (
-        grad_vjp_x * t10
-        + 2 * grad_vjp_y * t26
-        + t12**2 * t22 * t28
-        - t12 * t16 * t27
-        + t18 * t25 * t28
-        - t25 * t27
-        + t9 * x
+        grad_vjp_x * t7
+        + 2 * grad_vjp_y * t20
+        + t11 * t12 * t25 * t9**2
+        - t13 * t23 * t9
+        + t21 * t24 * t25
+        - t23 * t24
+        + t6 * x
     )
     grad_y = _sum_to_shape(grad_y, np.shape(y))
     return grad_grad, grad_x, grad_y
@@ -1138,22 +1155,21 @@ def rbf_kernel_grad_grad(
     t5 = np.sum(grad_vjp_x * x, axis=-1, keepdims=True)
     t6 = np.sum(grad_vjp_y * y, axis=-1)
     grad_vjp_sum1 = -2 * t3 - 2 * t4 + 2 * t5 + 2 * t6
+    grad_sum1 = -1 / 2 * grad_vjp_sum1 * vjp_sum1 / length_scale**2
     t7 = (1 / 2) / length_scale**2
-    t8 = grad_vjp_sum1 * t7
-    grad_sum1 = -t8 * vjp_sum1
-    grad_grad = -t8 * np.exp(-sum1 * t7)
-    t9 = grad_sum1 @ y
-    t10 = vjp_sum1 @ grad_vjp_y
-    t11 = np.sum(vjp_sum1, axis=-1, keepdims=True)
-    t12 = np.sum(grad_sum1, axis=-1, keepdims=True)
-    grad_x = 2 * grad_vjp_x * t11 - 2 * t10 + 2 * t12 * x - 2 * t9
-    t13 = grad_sum1.T @ x
-    t14 = vjp_sum1.T @ grad_vjp_x
-    t15 = vjp_sum1.T
-    t16 = np.sum(t15, axis=-1, keepdims=True)
-    t17 = grad_sum1.T
-    t18 = np.sum(t17, axis=-1, keepdims=True)
-    grad_y = 2 * grad_vjp_y * t16 - 2 * t13 - 2 * t14 + 2 * t18 * y
+    grad_grad = -grad_vjp_sum1 * t7 * np.exp(-sum1 * t7)
+    t8 = grad_sum1 @ y
+    t9 = vjp_sum1 @ grad_vjp_y
+    t10 = np.sum(vjp_sum1, axis=-1, keepdims=True)
+    t11 = np.sum(grad_sum1, axis=-1, keepdims=True)
+    grad_x = 2 * grad_vjp_x * t10 + 2 * t11 * x - 2 * t8 - 2 * t9
+    t12 = grad_sum1.T @ x
+    t13 = vjp_sum1.T @ grad_vjp_x
+    t14 = vjp_sum1.T
+    t15 = np.sum(t14, axis=-1, keepdims=True)
+    t16 = grad_sum1.T
+    t17 = np.sum(t16, axis=-1, keepdims=True)
+    grad_y = 2 * grad_vjp_y * t15 - 2 * t12 - 2 * t13 + 2 * t17 * y
     return grad_grad, grad_x, grad_y
 
 
@@ -1231,19 +1247,18 @@ def log_sum_exp_mat_mul_grad_grad(
     t2 = grad_vjp_a @ b
     t3 = a @ grad_vjp_b
     grad_vjp_affine1 = t2 + t3
-    t4 = np.exp(affine1)
-    grad_vjp_sum2 = np.sum(grad_vjp_affine1 * t4, axis=-1)
-    t5 = sum2[..., None]
-    t6 = vjp_sum2[..., None]
-    t7 = grad_vjp_sum2[..., None]
-    grad_sum1 = grad_vjp_affine1 * vjp_affine1 - t4 * t6 * t7 / t5
+    grad_vjp_sum2 = np.sum(grad_vjp_affine1 * np.exp(affine1), axis=-1)
+    t4 = sum2[..., None]
+    t5 = vjp_sum2[..., None]
+    t6 = grad_vjp_sum2[..., None]
+    grad_sum1 = grad_vjp_affine1 * vjp_affine1 - t5 * t6 * np.exp(affine1) / t4
     grad_grad = grad_vjp_sum2 / sum2
-    t8 = grad_sum1 @ b.T
-    t9 = vjp_sum1 @ grad_vjp_b.T
-    grad_a = t8 + t9
-    t10 = a.T @ grad_sum1
-    t11 = grad_vjp_a.T @ vjp_sum1
-    grad_b = t10 + t11
+    t7 = grad_sum1 @ b.T
+    t8 = vjp_sum1 @ grad_vjp_b.T
+    grad_a = t7 + t8
+    t9 = a.T @ grad_sum1
+    t10 = grad_vjp_a.T @ vjp_sum1
+    grad_b = t10 + t9
     return grad_grad, grad_a, grad_b
 
 
@@ -1265,23 +1280,28 @@ def bias_gelu_grad(grad, x, bias, *, y=None):
                 sqrt(pi))
             + 26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 * (bias[c] + x[batch,
                 c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c] + x[batch,
-                c])**3 / (400000 * sqrt(pi)), i.e. `(1 / 400000) * t4`
+                c])**3 / (400000 * sqrt(pi))
+            i.e. `(1 / 400000) * grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)`
         grad_bias[c] = sum_batch (26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 *
             (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c]
             + x[batch, c])**3 / (400000 * sqrt(pi)) + sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) *
             (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) *
             (bias[c] + x[batch, c]) / (2 * sqrt(pi)) + grad[batch, c] * (tanh(sqrt(2) * (8943 *
             (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi)) / 2 + 1/2))
-            i.e. `(1 / 400000) * t5`
+            i.e. `(1 / 400000) * t9`
     """
     t0 = bias + x
     t1 = t0**3
     t2 = np.tanh(0.7978845608028654 * (t0 + (8943 / 200000) * t1))
     t3 = 0.7978845608028654 * (1 - t2**2)
-    t4 = grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
-    grad_x = (1 / 400000) * t4
-    t5 = np.sum(t4, axis=tuple(range(np.ndim(t4) - 1)))
-    grad_bias = (1 / 400000) * t5
+    grad_x = (1 / 400000) * grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
+    t4 = bias + x
+    t5 = t4**3
+    t6 = np.tanh(0.7978845608028654 * (t4 + (8943 / 200000) * t5))
+    t7 = 0.7978845608028654 * (1 - t6**2)
+    t8 = grad * (200000 * t4 * t7 + 26829 * t5 * t7 + 200000 * t6 + 200000)
+    t9 = np.sum(t8, axis=tuple(range(np.ndim(t8) - 1)))
+    grad_bias = (1 / 400000) * t9
     return grad_x, grad_bias
 
 
@@ -1291,39 +1311,67 @@ def bias_gelu_grad_grad(grad_vjp_x, grad_vjp_bias, grad, x, bias, *, vjp_x=None,
     t1 = t0**3
     t2 = np.tanh(0.7978845608028654 * (t0 + (8943 / 200000) * t1))
     t3 = (1 / 2) * t2 + 1 / 2
-    t4 = 1 - t2**2
-    t5 = 0.7978845608028654 * grad_vjp_bias * t4
+    t4 = 0.7978845608028654 * (1 - t2**2)
+    t5 = grad_vjp_bias * t4
     t6 = (1 / 2) * t0
-    t7 = 0.7978845608028654 * grad_vjp_x * t4
+    t7 = grad_vjp_x * t4
     t8 = (26829 / 400000) * t1
     grad_grad = grad_vjp_bias * t3 + grad_vjp_x * t3 + t5 * t6 + t5 * t8 + t6 * t7 + t7 * t8
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    t9 = t0**2
-    t10 = 0.3183098861837907 * t2
-    t11 = grad_vjp_bias * t10
-    t12 = 2 * t0
-    t13 = grad_vjp_x * t10
-    t14 = (26829 / 50000) * t1
-    t15 = (719795241 / 20000000000) * t0**5
-    t16 = (
+    t9 = bias + x
+    t10 = t9**3
+    t11 = np.tanh(0.7978845608028654 * ((8943 / 200000) * t10 + t9))
+    t12 = t9**2
+    t13 = 0.3183098861837907 * t11
+    t14 = grad_vjp_bias * t13
+    t15 = 2 * t9
+    t16 = grad_vjp_x * t13
+    t17 = (26829 / 50000) * t10
+    t18 = (719795241 / 20000000000) * t9**5
+    grad_x = (
         grad
-        * t4
+        * (1 - t11**2)
         * (
-            0.21406444881780073 * grad_vjp_bias * t9
+            0.21406444881780073 * grad_vjp_bias * t12
             + 0.7978845608028654 * grad_vjp_bias
-            + 0.21406444881780073 * grad_vjp_x * t9
+            + 0.21406444881780073 * grad_vjp_x * t12
             + 0.7978845608028654 * grad_vjp_x
-            - t11 * t12
-            - t11 * t14
-            - t11 * t15
-            - t12 * t13
-            - t13 * t14
-            - t13 * t15
+            - t14 * t15
+            - t14 * t17
+            - t14 * t18
+            - t15 * t16
+            - t16 * t17
+            - t16 * t18
         )
     )
-    grad_x = t16
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    grad_bias = np.sum(t16, axis=tuple(range(np.ndim(t16) - 1)))
+    t19 = bias + x
+    t20 = t19**3
+    t21 = np.tanh(0.7978845608028654 * (t19 + (8943 / 200000) * t20))
+    t22 = t19**2
+    t23 = 0.3183098861837907 * t21
+    t24 = grad_vjp_bias * t23
+    t25 = 2 * t19
+    t26 = grad_vjp_x * t23
+    t27 = (26829 / 50000) * t20
+    t28 = (719795241 / 20000000000) * t19**5
+    t29 = (
+        grad
+        * (1 - t21**2)
+        * (
+            0.21406444881780073 * grad_vjp_bias * t22
+            + 0.7978845608028654 * grad_vjp_bias
+            + 0.21406444881780073 * grad_vjp_x * t22
+            + 0.7978845608028654 * grad_vjp_x
+            - t24 * t25
+            - t24 * t27
+            - t24 * t28
+            - t25 * t26
+            - t26 * t27
+            - t26 * t28
+        )
+    )
+    grad_bias = np.sum(t29, axis=tuple(range(np.ndim(t29) - 1)))
     return grad_grad, grad_x, grad_bias
 
 
@@ -1421,19 +1469,24 @@ def rotary_embedding_grad_grad(
     t9 = np.shape(grad_split)[-2]
     t10 = sin_split * t4
     t11 = grad_vjp_sin * t5
-    t12 = 2 * t7
-    t13 = 2 - 2 * t7
-    t14 = cos_split * grad_vjp_x + grad_vjp_cos * x_split - t10 * t13 + t10 + t11 * t12 - t11
-    grad_grad = np.reshape(t14, np.shape(t14)[:-3] + (t8, t9 * t1))
-    t15 = _gather(grad_vjp_sin, t3, -2)
-    t16 = _gather(grad_split, t3, -2)
-    t17 = t15 * t16
-    t18 = grad_split * grad_vjp_cos + t13 * t17 - t17
-    grad_x = np.reshape(t18, np.shape(t18)[:-3] + (t8, t9 * t1))
-    t19 = grad_split * grad_vjp_x
+    t12 = (
+        cos_split * grad_vjp_x
+        + grad_vjp_cos * x_split
+        - 2 * t10 * (1 - t7)
+        + t10
+        + 2 * t11 * t7
+        - t11
+    )
+    grad_grad = np.reshape(t12, np.shape(t12)[:-3] + (t8, t9 * t1))
+    t13 = _gather(grad_vjp_sin, t3, -2)
+    t14 = _gather(grad_split, t3, -2)
+    t15 = t13 * t14
+    t16 = grad_split * grad_vjp_cos + 2 * t15 * (1 - t7) - t15
+    grad_x = np.reshape(t16, np.shape(t16)[:-3] + (t8, t9 * t1))
+    t17 = grad_split * grad_vjp_x
+    t18 = np.sum(t17, axis=tuple(range(np.ndim(t17) - 3)))
+    grad_cos = np.reshape(t18, (t8, t9 * t1))
+    t19 = grad_split * t4
     t20 = np.sum(t19, axis=tuple(range(np.ndim(t19) - 3)))
-    grad_cos = np.reshape(t20, (t8, t9 * t1))
-    t21 = grad_split * t4
-    t22 = np.sum(t21, axis=tuple(range(np.ndim(t21) - 3)))
-    grad_sin = np.reshape(t22 * (t12 - 1), (t8, t9 * t1))
+    grad_sin = np.reshape(t20 * (2 * t7 - 1), (t8, t9 * t1))
     return grad_grad, grad_x, grad_cos, grad_sin

@@ -151,14 +151,14 @@ def layer_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affin
         affine1[batch] = epsilon + sum_k (x[batch, k] - sum1[batch] / N)**2 / N
             i.e. `epsilon + t2 / t0`
         grad_affine1[batch] = -sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * scale[i] /
-            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t8 / affine1 ** (3 / 2)`
+            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t6 / affine1 ** (3 / 2)`
         grad_x[batch, j] = grad[batch, j] * scale[j] / sqrt(affine1[batch])
             + 2 * grad_affine1[batch] * (x[batch, j] - sum1[batch] / N) / N
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
             - sum_k 2 * grad_affine1[batch] * (x[batch, k] - sum1[batch] / N) / N**2
-            i.e. `grad * scale * t14 - t11 * t14 * t5 + t15 * t5 * t6 - t15 * (t12 - t4) / t3**2`
+            i.e. `grad * scale * t12 - t12 * t13 * t9 + t13 * t14 * (-t13 * t4 + x) - t14 * ...`
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
-            sqrt(affine1[batch]), i.e. `_einsum_over_batch("...,...a->a", t16, t7)`
+            sqrt(affine1[batch]), i.e. `_einsum_over_batch("...,...a->a", t15, t5)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))`
     """
@@ -170,21 +170,22 @@ def layer_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affin
         affine1 = epsilon + t2 / t0
     t3 = tf.cast(tf.shape(x)[-1], x.dtype)
     t4 = sum1[..., None]
-    t5 = 1 / t3
-    t6 = -t4 * t5 + x
-    t7 = grad * t6
-    t8 = tf.einsum("a,...a->...", scale, t7)
-    grad_affine1 = -1 / 2 * t8 / affine1 ** (3 / 2)
-    t9 = affine1[..., None]
-    t10 = tf.einsum("a,...a->...", scale, grad)
-    t11 = t10[..., None]
-    t12 = tf.reduce_sum(x, axis=-1, keepdims=True)
-    t13 = grad_affine1[..., None]
-    t14 = 1 / tf.math.sqrt(t9)
-    t15 = 2 * t13
-    grad_x = grad * scale * t14 - t11 * t14 * t5 + t15 * t5 * t6 - t15 * (t12 - t4) / t3**2
-    t16 = 1 / tf.math.sqrt(affine1)
-    grad_scale = _einsum_over_batch("...,...a->a", t16, t7)
+    t5 = grad * (x - t4 / t3)
+    t6 = tf.einsum("a,...a->...", scale, t5)
+    grad_affine1 = -1 / 2 * t6 / affine1 ** (3 / 2)
+    t7 = affine1[..., None]
+    t8 = tf.einsum("a,...a->...", scale, grad)
+    t9 = t8[..., None]
+    t10 = tf.reduce_sum(x, axis=-1, keepdims=True)
+    t11 = grad_affine1[..., None]
+    t12 = 1 / tf.math.sqrt(t7)
+    t13 = 1 / t3
+    t14 = 2 * t11
+    grad_x = (
+        grad * scale * t12 - t12 * t13 * t9 + t13 * t14 * (-t13 * t4 + x) - t14 * (t10 - t4) / t3**2
+    )
+    t15 = 1 / tf.math.sqrt(affine1)
+    grad_scale = _einsum_over_batch("...,...a->a", t15, t5)
     grad_offset = tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))
     return grad_x, grad_scale, grad_offset
 
@@ -216,12 +217,10 @@ def layer_norm(x, scale, offset, *, epsilon=0.001):
         sum1 = tf.reduce_sum(x, axis=-1)
         t0 = tf.cast(tf.shape(x)[-1], x.dtype)
         t1 = sum1[..., None]
-        t2 = 1 / t0
-        t3 = -t1 * t2 + x
-        t4 = tf.reduce_sum(t3**2, axis=-1)
-        affine1 = epsilon + t2 * t4
-        t5 = affine1[..., None]
-        y = offset + scale * t3 / tf.math.sqrt(t5)
+        t2 = tf.reduce_sum((x - t1 / t0) ** 2, axis=-1)
+        affine1 = epsilon + t2 / t0
+        t3 = affine1[..., None]
+        y = offset + scale * (x - t1 / t0) / tf.math.sqrt(t3)
         return y, backward
 
     return forward(x, scale, offset)
@@ -238,14 +237,14 @@ def layer_norm_moments_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=Non
         affine1[batch] = epsilon + sum_k x[batch, k]**2 / N - sum1[batch]**2 / N**2
             i.e. `epsilon - sum1**2 / t0**2 + t1 / t0`
         grad_affine1[batch] = -sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * scale[i] /
-            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t6 / affine1 ** (3 / 2)`
+            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t5 / affine1 ** (3 / 2)`
         grad_x[batch, k] = grad[batch, k] * scale[k] / sqrt(affine1[batch])
             + 2 * grad_affine1[batch] * x[batch, k] / N
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
             - 2 * grad_affine1[batch] * sum1[batch] / N**2
-            i.e. `grad * scale * t11 - t11 * t4 * t9 + t12 * t4 * x - t12 * t3 / t2**2`
+            i.e. `grad * scale * t10 - t10 * t12 * t8 + t11 * t12 * x - t11 * t3 / t2**2`
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
-            sqrt(affine1[batch]), i.e. `_einsum_over_batch("...,...a->a", t13, t5)`
+            sqrt(affine1[batch]), i.e. `_einsum_over_batch("...,...a->a", t13, t4)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))`
     """
@@ -256,19 +255,19 @@ def layer_norm_moments_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=Non
         affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
     t2 = tf.cast(tf.shape(x)[-1], x.dtype)
     t3 = sum1[..., None]
-    t4 = 1 / t2
-    t5 = grad * (-t3 * t4 + x)
-    t6 = tf.einsum("a,...a->...", scale, t5)
-    grad_affine1 = -1 / 2 * t6 / affine1 ** (3 / 2)
-    t7 = affine1[..., None]
-    t8 = tf.einsum("a,...a->...", scale, grad)
-    t9 = t8[..., None]
-    t10 = grad_affine1[..., None]
-    t11 = 1 / tf.math.sqrt(t7)
-    t12 = 2 * t10
-    grad_x = grad * scale * t11 - t11 * t4 * t9 + t12 * t4 * x - t12 * t3 / t2**2
+    t4 = grad * (x - t3 / t2)
+    t5 = tf.einsum("a,...a->...", scale, t4)
+    grad_affine1 = -1 / 2 * t5 / affine1 ** (3 / 2)
+    t6 = affine1[..., None]
+    t7 = tf.einsum("a,...a->...", scale, grad)
+    t8 = t7[..., None]
+    t9 = grad_affine1[..., None]
+    t10 = 1 / tf.math.sqrt(t6)
+    t11 = 2 * t9
+    t12 = 1 / t2
+    grad_x = grad * scale * t10 - t10 * t12 * t8 + t11 * t12 * x - t11 * t3 / t2**2
     t13 = 1 / tf.math.sqrt(affine1)
-    grad_scale = _einsum_over_batch("...,...a->a", t13, t5)
+    grad_scale = _einsum_over_batch("...,...a->a", t13, t4)
     grad_offset = tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))
     return grad_x, grad_scale, grad_offset
 
@@ -300,11 +299,10 @@ def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
         sum1 = tf.reduce_sum(x, axis=-1)
         t0 = tf.cast(tf.shape(x)[-1], x.dtype)
         t1 = tf.reduce_sum(x**2, axis=-1)
-        t2 = 1 / t0
-        affine1 = epsilon - sum1**2 / t0**2 + t1 * t2
-        t3 = affine1[..., None]
-        t4 = sum1[..., None]
-        y = offset + scale * (-t2 * t4 + x) / tf.math.sqrt(t3)
+        affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
+        t2 = affine1[..., None]
+        t3 = sum1[..., None]
+        y = offset + scale * (x - t3 / t0) / tf.math.sqrt(t2)
         return y, backward
 
     return forward(x, scale, offset)
@@ -321,14 +319,15 @@ def batch_norm_training_vjp(grad, x, scale, offset, y, *, epsilon=0.001, mean=No
         variance[c] = sum_{b, h, w} (-mean[c] + x[b, h, w, c])**2 / (B * H * W)
             i.e. `t4 / (t0 * t1 * t2)`
         grad_variance[c] = -sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) * scale[c] /
-            (2 * (epsilon + variance[c])**(3/2)), i.e. `-1 / 2 * scale * t6 / t7 ** (3 / 2)`
+            (2 * (epsilon + variance[c])**(3/2))
+            i.e. `-1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)`
         grad_x[i, j, k, c] = grad[i, j, k, c] * scale[c] / sqrt(epsilon + variance[c])
             + 2 * grad_variance[c] * (-mean[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon + variance[c]))
             - sum_{b, h, w} 2 * grad_variance[c] * (-mean[c] + x[b, h, w, c]) / (B**2 * H**2 * W**2)
-            i.e. `grad * t16 - t14 * t16 * t18 + t17 * t18 * t5 - t17 * (-mean * t10 * t8 * t9 ...`
+            i.e. `grad * t13 - t12 * t13 * t15 + t14 * t15 * (-mean + x) - t14 * (-mean * t6 * ...`
         grad_scale[c] = sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) / sqrt(epsilon +
-            variance[c]), i.e. `t15 * t6`
+            variance[c]), i.e. `t5 / tf.math.sqrt(epsilon + variance)`
         grad_offset[c] = sum_{b, h, w} grad[b, h, w, c]
             i.e. `tf.reduce_sum(grad, axis=[-4, -3, -2])`
     """
@@ -340,28 +339,25 @@ def batch_norm_training_vjp(grad, x, scale, offset, y, *, epsilon=0.001, mean=No
         mean = t3 / (t0 * t1 * t2)
         t4 = tf.reduce_sum((-mean + x) ** 2, axis=[-4, -3, -2])
         variance = t4 / (t0 * t1 * t2)
-    t5 = -mean + x
-    t6 = tf.reduce_sum(grad * t5, axis=[-4, -3, -2])
-    t7 = epsilon + variance
-    grad_variance = -1 / 2 * scale * t6 / t7 ** (3 / 2)
-    t8 = tf.cast(tf.shape(x)[-4], x.dtype)
-    t9 = tf.cast(tf.shape(x)[-3], x.dtype)
-    t10 = tf.cast(tf.shape(x)[-2], x.dtype)
-    t11 = tf.transpose(x, perm=[3, 0, 1, 2])
+    t5 = tf.reduce_sum(grad * (-mean + x), axis=[-4, -3, -2])
+    grad_variance = -1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)
+    t6 = tf.cast(tf.shape(x)[-4], x.dtype)
+    t7 = tf.cast(tf.shape(x)[-3], x.dtype)
+    t8 = tf.cast(tf.shape(x)[-2], x.dtype)
+    t9 = tf.transpose(x, perm=[3, 0, 1, 2])
+    t10 = tf.reduce_sum(t9, axis=[-3, -2, -1])
+    t11 = tf.transpose(grad, perm=[3, 0, 1, 2])
     t12 = tf.reduce_sum(t11, axis=[-3, -2, -1])
-    t13 = tf.transpose(grad, perm=[3, 0, 1, 2])
-    t14 = tf.reduce_sum(t13, axis=[-3, -2, -1])
-    t15 = 1 / tf.math.sqrt(t7)
-    t16 = scale * t15
-    t17 = 2 * grad_variance
-    t18 = 1 / (t10 * t8 * t9)
+    t13 = scale / tf.math.sqrt(epsilon + variance)
+    t14 = 2 * grad_variance
+    t15 = 1 / (t6 * t7 * t8)
     grad_x = (
-        grad * t16
-        - t14 * t16 * t18
-        + t17 * t18 * t5
-        - t17 * (-mean * t10 * t8 * t9 + t12) / (t10**2 * t8**2 * t9**2)
+        grad * t13
+        - t12 * t13 * t15
+        + t14 * t15 * (-mean + x)
+        - t14 * (-mean * t6 * t7 * t8 + t10) / (t6**2 * t7**2 * t8**2)
     )
-    grad_scale = t15 * t6
+    grad_scale = t5 / tf.math.sqrt(epsilon + variance)
     grad_offset = tf.reduce_sum(grad, axis=[-4, -3, -2])
     return grad_x, grad_scale, grad_offset
 
@@ -394,12 +390,10 @@ def batch_norm_training(x, scale, offset, *, epsilon=0.001):
         t1 = tf.cast(tf.shape(x)[-3], x.dtype)
         t2 = tf.cast(tf.shape(x)[-2], x.dtype)
         t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
-        t4 = 1 / (t0 * t1 * t2)
-        mean = t3 * t4
-        t5 = -mean + x
-        t6 = tf.reduce_sum(t5**2, axis=[-4, -3, -2])
-        variance = t4 * t6
-        y = offset + scale * t5 / tf.math.sqrt(epsilon + variance)
+        mean = t3 / (t0 * t1 * t2)
+        t4 = tf.reduce_sum((-mean + x) ** 2, axis=[-4, -3, -2])
+        variance = t4 / (t0 * t1 * t2)
+        y = offset + scale * (-mean + x) / tf.math.sqrt(epsilon + variance)
         return y, backward
 
     return forward(x, scale, offset)
@@ -417,17 +411,17 @@ def group_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, groups=2, mean=N
             i.e. `t7 / (t2 * t3 * t4)`
         grad_variance[b, g] = -sum_{h, w, c} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c])
             * scale[g, c] / (2 * (epsilon + variance[b, g])**(3/2))
-            i.e. `-1 / 2 * t11 / t12 ** (3 / 2)`
+            i.e. `-1 / 2 * t10 / (epsilon + variance) ** (3 / 2)`
         grad_x[b, i, j, g, k] = grad[b, i, j, g, k] * scale[g, k] / sqrt(epsilon + variance[b, g])
             + 2 * grad_variance[b, g] * (-mean[b, g] + x[b, i, j, g, k]) / (C * H * W)
             - sum_{h, w, c} grad[b, h, w, g, c] * scale[g, c] / (C * H * W * sqrt(epsilon +
                 variance[b, g]))
             - sum_{h, w, c} 2 * grad_variance[b, g] * (-mean[b, g] + x[b, h, w, g, c]) / (C**2 *
                 H**2 * W**2)
-            i.e. `tf.reshape(grad * scale_split * t26 - t18 * t26 * t27 + t27 * t28 * t9 - t28 ...`
+            i.e. `tf.reshape(grad * scale_split * t24 - t16 * t24 * t25 + t25 * t26 * (-t8 + ...`
         grad_scale[g, c] = sum_{b, h, w} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c]) /
-            sqrt(epsilon + variance[b, g]), i.e. `tf.reshape(t30, [t25 * t1])`
-        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `tf.reshape(t31, [t25 * t1])`
+            sqrt(epsilon + variance[b, g]), i.e. `tf.reshape(t28, [t23 * t1])`
+        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `tf.reshape(t29, [t23 * t1])`
     """
     t0 = groups
     x_split = tf.reshape(
@@ -454,39 +448,37 @@ def group_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, groups=2, mean=N
         t7 = tf.reduce_sum((-t6 + x_split) ** 2, axis=[-4, -3, -1])
         variance = t7 / (t2 * t3 * t4)
     t8 = mean[..., None, None, :, None]
-    t9 = -t8 + x_split
-    t10 = grad * t9
-    t11 = tf.einsum("ab,cdeab->ca", scale_split, t10)
-    t12 = epsilon + variance
-    grad_variance = -1 / 2 * t11 / t12 ** (3 / 2)
-    t13 = variance[..., None, None, :, None]
-    t14 = tf.cast(tf.shape(x_split)[-1], x_split.dtype)
-    t15 = tf.cast(tf.shape(x_split)[-4], x_split.dtype)
-    t16 = tf.cast(tf.shape(x_split)[-3], x_split.dtype)
-    t17 = tf.einsum("ab,cdeab->ca", scale_split, grad)
-    t18 = t17[..., None, None, :, None]
-    t19 = tf.transpose(x_split, perm=[0, 4, 2, 3, 1])
-    t20 = tf.reduce_sum(t19, axis=[-4, -3, -1], keepdims=True)
-    t21 = grad_variance[..., None, None, :, None]
-    t22 = tf.shape(x_split, out_type=tf.int64)[-5]
-    t23 = tf.shape(x_split, out_type=tf.int64)[-4]
-    t24 = tf.shape(x_split, out_type=tf.int64)[-3]
-    t25 = tf.shape(x_split, out_type=tf.int64)[-2]
-    t26 = 1 / tf.math.sqrt(epsilon + t13)
-    t27 = 1 / (t14 * t15 * t16)
-    t28 = 2 * t21
+    t9 = grad * (-t8 + x_split)
+    t10 = tf.einsum("ab,cdeab->ca", scale_split, t9)
+    grad_variance = -1 / 2 * t10 / (epsilon + variance) ** (3 / 2)
+    t11 = variance[..., None, None, :, None]
+    t12 = tf.cast(tf.shape(x_split)[-1], x_split.dtype)
+    t13 = tf.cast(tf.shape(x_split)[-4], x_split.dtype)
+    t14 = tf.cast(tf.shape(x_split)[-3], x_split.dtype)
+    t15 = tf.einsum("ab,cdeab->ca", scale_split, grad)
+    t16 = t15[..., None, None, :, None]
+    t17 = tf.transpose(x_split, perm=[0, 4, 2, 3, 1])
+    t18 = tf.reduce_sum(t17, axis=[-4, -3, -1], keepdims=True)
+    t19 = grad_variance[..., None, None, :, None]
+    t20 = tf.shape(x_split, out_type=tf.int64)[-5]
+    t21 = tf.shape(x_split, out_type=tf.int64)[-4]
+    t22 = tf.shape(x_split, out_type=tf.int64)[-3]
+    t23 = tf.shape(x_split, out_type=tf.int64)[-2]
+    t24 = 1 / tf.math.sqrt(epsilon + t11)
+    t25 = 1 / (t12 * t13 * t14)
+    t26 = 2 * t19
     grad_x = tf.reshape(
-        grad * scale_split * t26
-        - t18 * t26 * t27
-        + t27 * t28 * t9
-        - t28 * (-t14 * t15 * t16 * t8 + t20) / (t14**2 * t15**2 * t16**2),
-        [t22, t23, t24, t25 * t1],
+        grad * scale_split * t24
+        - t16 * t24 * t25
+        + t25 * t26 * (-t8 + x_split)
+        - t26 * (-t12 * t13 * t14 * t8 + t18) / (t12**2 * t13**2 * t14**2),
+        [t20, t21, t22, t23 * t1],
     )
-    t29 = 1 / tf.math.sqrt(t12)
-    t30 = tf.einsum("ab,acdbe->be", t29, t10)
-    grad_scale = tf.reshape(t30, [t25 * t1])
-    t31 = tf.reduce_sum(grad, axis=[-5, -4, -3])
-    grad_offset = tf.reshape(t31, [t25 * t1])
+    t27 = 1 / tf.math.sqrt(epsilon + variance)
+    t28 = tf.einsum("ab,acdbe->be", t27, t9)
+    grad_scale = tf.reshape(t28, [t23 * t1])
+    t29 = tf.reduce_sum(grad, axis=[-5, -4, -3])
+    grad_offset = tf.reshape(t29, [t23 * t1])
     return grad_x, grad_scale, grad_offset
 
 
@@ -543,20 +535,19 @@ def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
         t2 = tf.cast(tf.shape(x_split)[-4], x_split.dtype)
         t3 = tf.cast(tf.shape(x_split)[-3], x_split.dtype)
         t4 = tf.reduce_sum(x_split, axis=[-4, -3, -1])
-        t5 = 1 / (t1 * t2 * t3)
-        mean = t4 * t5
-        t6 = mean[..., None, None, :, None]
-        t7 = -t6 + x_split
-        t8 = tf.reduce_sum(t7**2, axis=[-4, -3, -1])
-        variance = t5 * t8
-        t9 = variance[..., None, None, :, None]
-        t10 = tf.shape(x_split, out_type=tf.int64)[-5]
-        t11 = tf.shape(x_split, out_type=tf.int64)[-4]
-        t12 = tf.shape(x_split, out_type=tf.int64)[-3]
-        t13 = tf.shape(x_split, out_type=tf.int64)[-2]
-        t14 = tf.shape(x_split, out_type=tf.int64)[-1]
+        mean = t4 / (t1 * t2 * t3)
+        t5 = mean[..., None, None, :, None]
+        t6 = tf.reduce_sum((-t5 + x_split) ** 2, axis=[-4, -3, -1])
+        variance = t6 / (t1 * t2 * t3)
+        t7 = variance[..., None, None, :, None]
+        t8 = tf.shape(x_split, out_type=tf.int64)[-5]
+        t9 = tf.shape(x_split, out_type=tf.int64)[-4]
+        t10 = tf.shape(x_split, out_type=tf.int64)[-3]
+        t11 = tf.shape(x_split, out_type=tf.int64)[-2]
+        t12 = tf.shape(x_split, out_type=tf.int64)[-1]
         y = tf.reshape(
-            offset_split + scale_split * t7 / tf.math.sqrt(epsilon + t9), [t10, t11, t12, t13 * t14]
+            offset_split + scale_split * (-t5 + x_split) / tf.math.sqrt(epsilon + t7),
+            [t8, t9, t10, t11 * t12],
         )
         return y, backward
 
@@ -583,9 +574,9 @@ def scaled_dot_product_attention_vjp(grad, q, k, v, mask, output, *, weights=Non
             - sum_j grad_weights[batch, i, j] * weights[batch, i, j] * weights[batch, i, l]
             i.e. `weights * (grad_weights - t4)`
         grad_q[batch, i, d] = sum_j grad_scores[batch, i, j] * k[batch, j, d] / sqrt(D)
-            i.e. `t6 * t7`
+            i.e. `t6 * (1 / tf.math.sqrt(t5))`
         grad_k[batch, j, d] = sum_i grad_scores[batch, i, j] * q[batch, i, d] / sqrt(D)
-            i.e. `t7 * t8`
+            i.e. `t7 * (1 / tf.math.sqrt(t5))`
         grad_v[batch, j, e] = sum_i grad[batch, i, e] * weights[batch, i, j]
             i.e. `tf.linalg.matmul(weights, grad, transpose_a=True)`
         grad_mask[batch, i, j] = grad_scores[batch, i, j], i.e. `grad_scores`
@@ -604,11 +595,10 @@ def scaled_dot_product_attention_vjp(grad, q, k, v, mask, output, *, weights=Non
     grad_scores = weights * (grad_weights - t4)
     t5 = tf.cast(tf.shape(q)[-1], q.dtype)
     t6 = tf.linalg.matmul(grad_scores, k)
-    t7 = 1 / tf.math.sqrt(t5)
-    grad_q = t6 * t7
+    grad_q = t6 * (1 / tf.math.sqrt(t5))
     grad_q = _sum_to_shape(grad_q, q)
-    t8 = tf.linalg.matmul(grad_scores, q, transpose_a=True)
-    grad_k = t7 * t8
+    t7 = tf.linalg.matmul(grad_scores, q, transpose_a=True)
+    grad_k = t7 * (1 / tf.math.sqrt(t5))
     grad_k = _sum_to_shape(grad_k, k)
     grad_v = tf.linalg.matmul(weights, grad, transpose_a=True)
     grad_v = _sum_to_shape(grad_v, v)
@@ -644,10 +634,9 @@ def scaled_dot_product_attention(q, k, v, mask):
         scores = mask + t1 * (1 / tf.math.sqrt(t0))
         ext1 = tf.reduce_max(scores, axis=-1)
         t2 = ext1[..., None]
-        t3 = tf.math.exp(scores - t2)
-        sum1 = tf.reduce_sum(t3, axis=-1)
-        t4 = sum1[..., None]
-        weights = t3 / t4
+        sum1 = tf.reduce_sum(tf.math.exp(scores - t2), axis=-1)
+        t3 = sum1[..., None]
+        weights = tf.math.exp(scores - t2) / t3
         output = tf.linalg.matmul(weights, v)
         return output, backward
 
@@ -735,10 +724,10 @@ def cosine_similarity_vjp(grad, x, y, output, *, epsilon=1e-08, sum1=None, sum2=
             i.e. `grad / tf.math.sqrt(epsilon + sum1 * sum2)`
         grad_x[batch, d] = grad_sum3[batch] * y[batch, d]
             - grad[batch] * output[batch] * sum2[batch] * x[batch, d] / (epsilon + sum1[batch] *
-                sum2[batch]), i.e. `t0 * y - t2 * t5 * x`
+                sum2[batch]), i.e. `t0 * y - t2 * t3 * t4 * x / (epsilon + t1 * t2)`
         grad_y[batch, d] = grad_sum3[batch] * x[batch, d]
             - grad[batch] * output[batch] * sum1[batch] * y[batch, d] / (epsilon + sum1[batch] *
-                sum2[batch]), i.e. `t0 * x - t1 * t5 * y`
+                sum2[batch]), i.e. `t0 * x - t1 * t3 * t4 * y / (epsilon + t1 * t2)`
     """
     if sum1 is None or sum2 is None:
         sum1 = tf.reduce_sum(x**2, axis=-1)
@@ -749,10 +738,9 @@ def cosine_similarity_vjp(grad, x, y, output, *, epsilon=1e-08, sum1=None, sum2=
     t2 = sum2[..., None]
     t3 = output[..., None]
     t4 = grad[..., None]
-    t5 = t3 * t4 / (epsilon + t1 * t2)
-    grad_x = t0 * y - t2 * t5 * x
+    grad_x = t0 * y - t2 * t3 * t4 * x / (epsilon + t1 * t2)
     grad_x = _sum_to_shape(grad_x, x)
-    grad_y = t0 * x - t1 * t5 * y
+    grad_y = t0 * x - t1 * t3 * t4 * y / (epsilon + t1 * t2)
     grad_y = _sum_to_shape(grad_y, y)
     return grad_x, grad_y
 
@@ -931,23 +919,28 @@ def bias_gelu_vjp(grad, x, bias, y):
                 sqrt(pi))
             + 26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 * (bias[c] + x[batch,
                 c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c] + x[batch,
-                c])**3 / (400000 * sqrt(pi)), i.e. `(1 / 400000) * t4`
+                c])**3 / (400000 * sqrt(pi))
+            i.e. `(1 / 400000) * grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)`
         grad_bias[c] = sum_batch (26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 *
             (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c]
             + x[batch, c])**3 / (400000 * sqrt(pi)) + sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) *
             (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) *
             (bias[c] + x[batch, c]) / (2 * sqrt(pi)) + grad[batch, c] * (tanh(sqrt(2) * (8943 *
             (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi)) / 2 + 1/2))
-            i.e. `(1 / 400000) * t5`
+            i.e. `(1 / 400000) * t9`
     """
     t0 = bias + x
     t1 = t0**3
     t2 = tf.math.tanh(0.7978845608028654 * (t0 + (8943 / 200000) * t1))
     t3 = 0.7978845608028654 * (1 - t2**2)
-    t4 = grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
-    grad_x = (1 / 400000) * t4
-    t5 = tf.reduce_sum(t4, axis=tf.range(tf.rank(t4) - 1))
-    grad_bias = (1 / 400000) * t5
+    grad_x = (1 / 400000) * grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
+    t4 = bias + x
+    t5 = t4**3
+    t6 = tf.math.tanh(0.7978845608028654 * (t4 + (8943 / 200000) * t5))
+    t7 = 0.7978845608028654 * (1 - t6**2)
+    t8 = grad * (200000 * t4 * t7 + 26829 * t5 * t7 + 200000 * t6 + 200000)
+    t9 = tf.reduce_sum(t8, axis=tf.range(tf.rank(t8) - 1))
+    grad_bias = (1 / 400000) * t9
     return grad_x, grad_bias
 
 

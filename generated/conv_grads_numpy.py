@@ -2191,11 +2191,12 @@ def max_pool_grad(
         t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
         t13 = np.transpose(orig_output, (0, 3, 1, 2))
         t14 = t13[..., None, None, :, :]
-        t15 = np.asarray(t12 == t14, orig_input.dtype)
-        t16 = _shift_right(np.cumsum(t15, axis=-3), axis=-3, fill=0)
-        t17 = np.sum(t15, axis=-3, keepdims=True)
-        t18 = _shift_right(np.cumsum(t17, axis=-4), axis=-4, fill=0)
-        affine1 = t16 + t18
+        t15 = _shift_right(
+            np.cumsum(np.asarray(t12 == t14, orig_input.dtype), axis=-3), axis=-3, fill=0
+        )
+        t16 = np.sum(np.asarray(t12 == t14, orig_input.dtype), axis=-3, keepdims=True)
+        t17 = _shift_right(np.cumsum(t16, axis=-4), axis=-4, fill=0)
+        affine1 = t15 + t17
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2219,11 +2220,12 @@ def max_pool_grad(
         t14 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
         t15 = np.transpose(orig_output, (0, 3, 1, 2))
         t16 = t15[..., None, None, :, :]
-        t17 = np.asarray(t14 == t16, orig_input.dtype)
-        t18 = _shift_right(np.cumsum(t17, axis=-3), axis=-3, fill=0)
-        t19 = np.sum(t17, axis=-3, keepdims=True)
-        t20 = _shift_right(np.cumsum(t19, axis=-4), axis=-4, fill=0)
-        affine1 = t18 + t20
+        t17 = _shift_right(
+            np.cumsum(np.asarray(t14 == t16, orig_input.dtype), axis=-3), axis=-3, fill=0
+        )
+        t18 = np.sum(np.asarray(t14 == t16, orig_input.dtype), axis=-3, keepdims=True)
+        t19 = _shift_right(np.cumsum(t18, axis=-4), axis=-4, fill=0)
+        affine1 = t17 + t19
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2442,11 +2444,12 @@ def max_pool_grad_v2(
         t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
         t13 = np.transpose(orig_output, (0, 3, 1, 2))
         t14 = t13[..., None, None, :, :]
-        t15 = np.asarray(t12 == t14, orig_input.dtype)
-        t16 = _shift_right(np.cumsum(t15, axis=-3), axis=-3, fill=0)
-        t17 = np.sum(t15, axis=-3, keepdims=True)
-        t18 = _shift_right(np.cumsum(t17, axis=-4), axis=-4, fill=0)
-        affine1 = t16 + t18
+        t15 = _shift_right(
+            np.cumsum(np.asarray(t12 == t14, orig_input.dtype), axis=-3), axis=-3, fill=0
+        )
+        t16 = np.sum(np.asarray(t12 == t14, orig_input.dtype), axis=-3, keepdims=True)
+        t17 = _shift_right(np.cumsum(t16, axis=-4), axis=-4, fill=0)
+        affine1 = t15 + t17
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2470,11 +2473,12 @@ def max_pool_grad_v2(
         t14 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
         t15 = np.transpose(orig_output, (0, 3, 1, 2))
         t16 = t15[..., None, None, :, :]
-        t17 = np.asarray(t14 == t16, orig_input.dtype)
-        t18 = _shift_right(np.cumsum(t17, axis=-3), axis=-3, fill=0)
-        t19 = np.sum(t17, axis=-3, keepdims=True)
-        t20 = _shift_right(np.cumsum(t19, axis=-4), axis=-4, fill=0)
-        affine1 = t18 + t20
+        t17 = _shift_right(
+            np.cumsum(np.asarray(t14 == t16, orig_input.dtype), axis=-3), axis=-3, fill=0
+        )
+        t18 = np.sum(np.asarray(t14 == t16, orig_input.dtype), axis=-3, keepdims=True)
+        t19 = _shift_right(np.cumsum(t18, axis=-4), axis=-4, fill=0)
+        affine1 = t17 + t19
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2682,15 +2686,16 @@ def max_pool_gradgrad(
         t11 = _gather(t5, t10, -4, fill=-np.inf)
         t12 = np.transpose(t11, (0, 1, 3, 5, 2, 4))
         t13 = orig_output[..., None, None]
-        t14 = np.asarray(t12 == t13, orig_input.dtype)
-        t15 = _shift_right(np.cumsum(t14, axis=-1), axis=-1, fill=0)
-        t16 = np.sum(t14, axis=-1, keepdims=True)
-        t17 = _shift_right(np.cumsum(t16, axis=-2), axis=-2, fill=0)
-        affine1 = t15 + t17
-        t18 = _gather(grad, t4, -2)
-        t19 = _gather(t18, t10, -4)
-        t20 = np.transpose(t19, (0, 1, 3, 5, 2, 4))
-        output = np.sum(np.where((affine1 == 0) & (t12 == t13), t20, 0), axis=(-2, -1))
+        t14 = _shift_right(
+            np.cumsum(np.asarray(t12 == t13, orig_input.dtype), axis=-1), axis=-1, fill=0
+        )
+        t15 = np.sum(np.asarray(t12 == t13, orig_input.dtype), axis=-1, keepdims=True)
+        t16 = _shift_right(np.cumsum(t15, axis=-2), axis=-2, fill=0)
+        affine1 = t14 + t16
+        t17 = _gather(grad, t4, -2)
+        t18 = _gather(t17, t10, -4)
+        t19 = np.transpose(t18, (0, 1, 3, 5, 2, 4))
+        output = np.sum(np.where((affine1 == 0) & (t12 == t13), t19, 0), axis=(-2, -1))
     elif padding == "SAME":
         t4 = np.shape(orig_input)[-2]
         t5 = strides[2] * t1 + t3 - _same_padding(t4, ksize[2], strides[2], 1)
@@ -2704,15 +2709,16 @@ def max_pool_gradgrad(
         t13 = _gather(t6, t12, -4, fill=-np.inf)
         t14 = np.transpose(t13, (0, 1, 3, 5, 2, 4))
         t15 = orig_output[..., None, None]
-        t16 = np.asarray(t14 == t15, orig_input.dtype)
-        t17 = _shift_right(np.cumsum(t16, axis=-1), axis=-1, fill=0)
-        t18 = np.sum(t16, axis=-1, keepdims=True)
-        t19 = _shift_right(np.cumsum(t18, axis=-2), axis=-2, fill=0)
-        affine1 = t17 + t19
-        t20 = _gather(grad, t5, -2)
-        t21 = _gather(t20, t12, -4)
-        t22 = np.transpose(t21, (0, 1, 3, 5, 2, 4))
-        output = np.sum(np.where((affine1 == 0) & (t14 == t15), t22, 0), axis=(-2, -1))
+        t16 = _shift_right(
+            np.cumsum(np.asarray(t14 == t15, orig_input.dtype), axis=-1), axis=-1, fill=0
+        )
+        t17 = np.sum(np.asarray(t14 == t15, orig_input.dtype), axis=-1, keepdims=True)
+        t18 = _shift_right(np.cumsum(t17, axis=-2), axis=-2, fill=0)
+        affine1 = t16 + t18
+        t19 = _gather(grad, t5, -2)
+        t20 = _gather(t19, t12, -4)
+        t21 = np.transpose(t20, (0, 1, 3, 5, 2, 4))
+        output = np.sum(np.where((affine1 == 0) & (t14 == t15), t21, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -2930,14 +2936,15 @@ def max_pool3d_grad(
         t18 = np.transpose(t17, (0, 7, 1, 3, 5, 2, 4, 6))
         t19 = np.transpose(orig_output, (0, 4, 1, 2, 3))
         t20 = t19[..., None, None, None, :, :, :]
-        t21 = np.asarray(t18 == t20, orig_input.dtype)
-        t22 = _shift_right(np.cumsum(t21, axis=-4), axis=-4, fill=0)
-        t23 = np.sum(t21, axis=-4, keepdims=True)
-        t24 = _shift_right(np.cumsum(t23, axis=-5), axis=-5, fill=0)
-        t25 = np.transpose(t17, (0, 7, 1, 5, 3, 2, 4, 6))
-        t26 = np.sum(np.asarray(t20 == t25, orig_input.dtype), axis=(-5, -4), keepdims=True)
-        t27 = _shift_right(np.cumsum(t26, axis=-6), axis=-6, fill=0)
-        affine1 = t22 + t24 + t27
+        t21 = _shift_right(
+            np.cumsum(np.asarray(t18 == t20, orig_input.dtype), axis=-4), axis=-4, fill=0
+        )
+        t22 = np.sum(np.asarray(t18 == t20, orig_input.dtype), axis=-4, keepdims=True)
+        t23 = _shift_right(np.cumsum(t22, axis=-5), axis=-5, fill=0)
+        t24 = np.transpose(t17, (0, 7, 1, 5, 3, 2, 4, 6))
+        t25 = np.sum(np.asarray(t20 == t24, orig_input.dtype), axis=(-5, -4), keepdims=True)
+        t26 = _shift_right(np.cumsum(t25, axis=-6), axis=-6, fill=0)
+        affine1 = t21 + t23 + t26
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2968,14 +2975,15 @@ def max_pool3d_grad(
         t21 = np.transpose(t20, (0, 7, 1, 3, 5, 2, 4, 6))
         t22 = np.transpose(orig_output, (0, 4, 1, 2, 3))
         t23 = t22[..., None, None, None, :, :, :]
-        t24 = np.asarray(t21 == t23, orig_input.dtype)
-        t25 = _shift_right(np.cumsum(t24, axis=-4), axis=-4, fill=0)
-        t26 = np.sum(t24, axis=-4, keepdims=True)
-        t27 = _shift_right(np.cumsum(t26, axis=-5), axis=-5, fill=0)
-        t28 = np.transpose(t20, (0, 7, 1, 5, 3, 2, 4, 6))
-        t29 = np.sum(np.asarray(t23 == t28, orig_input.dtype), axis=(-5, -4), keepdims=True)
-        t30 = _shift_right(np.cumsum(t29, axis=-6), axis=-6, fill=0)
-        affine1 = t25 + t27 + t30
+        t24 = _shift_right(
+            np.cumsum(np.asarray(t21 == t23, orig_input.dtype), axis=-4), axis=-4, fill=0
+        )
+        t25 = np.sum(np.asarray(t21 == t23, orig_input.dtype), axis=-4, keepdims=True)
+        t26 = _shift_right(np.cumsum(t25, axis=-5), axis=-5, fill=0)
+        t27 = np.transpose(t20, (0, 7, 1, 5, 3, 2, 4, 6))
+        t28 = np.sum(np.asarray(t23 == t27, orig_input.dtype), axis=(-5, -4), keepdims=True)
+        t29 = _shift_right(np.cumsum(t28, axis=-6), axis=-6, fill=0)
+        affine1 = t24 + t26 + t29
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -3243,19 +3251,20 @@ def max_pool3d_gradgrad(
         t17 = _gather(t11, t16, -6, fill=-np.inf)
         t18 = np.transpose(t17, (0, 1, 3, 5, 7, 2, 4, 6))
         t19 = orig_output[..., None, None, None]
-        t20 = np.asarray(t18 == t19, orig_input.dtype)
-        t21 = _shift_right(np.cumsum(t20, axis=-1), axis=-1, fill=0)
-        t22 = np.sum(t20, axis=-1, keepdims=True)
-        t23 = _shift_right(np.cumsum(t22, axis=-2), axis=-2, fill=0)
-        t24 = np.transpose(t17, (0, 1, 3, 5, 7, 2, 6, 4))
-        t25 = np.sum(np.asarray(t19 == t24, orig_input.dtype), axis=(-2, -1), keepdims=True)
-        t26 = _shift_right(np.cumsum(t25, axis=-3), axis=-3, fill=0)
-        affine1 = t21 + t23 + t26
-        t27 = _gather(grad, t4, -2)
-        t28 = _gather(t27, t10, -4)
-        t29 = _gather(t28, t16, -6)
-        t30 = np.transpose(t29, (0, 1, 3, 5, 7, 2, 4, 6))
-        output = np.sum(np.where((affine1 == 0) & (t18 == t19), t30, 0), axis=(-3, -2, -1))
+        t20 = _shift_right(
+            np.cumsum(np.asarray(t18 == t19, orig_input.dtype), axis=-1), axis=-1, fill=0
+        )
+        t21 = np.sum(np.asarray(t18 == t19, orig_input.dtype), axis=-1, keepdims=True)
+        t22 = _shift_right(np.cumsum(t21, axis=-2), axis=-2, fill=0)
+        t23 = np.transpose(t17, (0, 1, 3, 5, 7, 2, 6, 4))
+        t24 = np.sum(np.asarray(t19 == t23, orig_input.dtype), axis=(-2, -1), keepdims=True)
+        t25 = _shift_right(np.cumsum(t24, axis=-3), axis=-3, fill=0)
+        affine1 = t20 + t22 + t25
+        t26 = _gather(grad, t4, -2)
+        t27 = _gather(t26, t10, -4)
+        t28 = _gather(t27, t16, -6)
+        t29 = np.transpose(t28, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = np.sum(np.where((affine1 == 0) & (t18 == t19), t29, 0), axis=(-3, -2, -1))
     elif padding == "SAME":
         t4 = np.shape(orig_input)[-2]
         t5 = strides[3] * t1 + t3 - _same_padding(t4, ksize[3], strides[3], 1)
@@ -3276,19 +3285,20 @@ def max_pool3d_gradgrad(
         t20 = _gather(t13, t19, -6, fill=-np.inf)
         t21 = np.transpose(t20, (0, 1, 3, 5, 7, 2, 4, 6))
         t22 = orig_output[..., None, None, None]
-        t23 = np.asarray(t21 == t22, orig_input.dtype)
-        t24 = _shift_right(np.cumsum(t23, axis=-1), axis=-1, fill=0)
-        t25 = np.sum(t23, axis=-1, keepdims=True)
-        t26 = _shift_right(np.cumsum(t25, axis=-2), axis=-2, fill=0)
-        t27 = np.transpose(t20, (0, 1, 3, 5, 7, 2, 6, 4))
-        t28 = np.sum(np.asarray(t22 == t27, orig_input.dtype), axis=(-2, -1), keepdims=True)
-        t29 = _shift_right(np.cumsum(t28, axis=-3), axis=-3, fill=0)
-        affine1 = t24 + t26 + t29
-        t30 = _gather(grad, t5, -2)
-        t31 = _gather(t30, t12, -4)
-        t32 = _gather(t31, t19, -6)
-        t33 = np.transpose(t32, (0, 1, 3, 5, 7, 2, 4, 6))
-        output = np.sum(np.where((affine1 == 0) & (t21 == t22), t33, 0), axis=(-3, -2, -1))
+        t23 = _shift_right(
+            np.cumsum(np.asarray(t21 == t22, orig_input.dtype), axis=-1), axis=-1, fill=0
+        )
+        t24 = np.sum(np.asarray(t21 == t22, orig_input.dtype), axis=-1, keepdims=True)
+        t25 = _shift_right(np.cumsum(t24, axis=-2), axis=-2, fill=0)
+        t26 = np.transpose(t20, (0, 1, 3, 5, 7, 2, 6, 4))
+        t27 = np.sum(np.asarray(t22 == t26, orig_input.dtype), axis=(-2, -1), keepdims=True)
+        t28 = _shift_right(np.cumsum(t27, axis=-3), axis=-3, fill=0)
+        affine1 = t23 + t25 + t28
+        t29 = _gather(grad, t5, -2)
+        t30 = _gather(t29, t12, -4)
+        t31 = _gather(t30, t19, -6)
+        t32 = np.transpose(t31, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = np.sum(np.where((affine1 == 0) & (t21 == t22), t32, 0), axis=(-3, -2, -1))
     else:
         raise ValueError(
             f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"

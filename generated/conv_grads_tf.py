@@ -2596,15 +2596,26 @@ def max_pool_grad(
             t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
             t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
             t14 = t13[..., None, None, :, :]
-            t15 = tf.where(
-                tf.equal(t12, t14),
-                tf.constant(1, orig_input.dtype),
-                tf.constant(0, orig_input.dtype),
+            t15 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t12, t14),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                exclusive=True,
             )
-            t16 = tf.math.cumsum(t15, axis=-3, exclusive=True)
-            t17 = tf.reduce_sum(t15, axis=-3, keepdims=True)
-            t18 = tf.math.cumsum(t17, axis=-4, exclusive=True)
-            affine1 = t16 + t18
+            t16 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t12, t14),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                keepdims=True,
+            )
+            t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
+            affine1 = t15 + t17
             output = _max_pool_backprop(
                 orig_input,
                 orig_output,
@@ -2627,15 +2638,26 @@ def max_pool_grad(
             t14 = tf.transpose(t13, perm=[0, 5, 1, 3, 2, 4])
             t15 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
             t16 = t15[..., None, None, :, :]
-            t17 = tf.where(
-                tf.equal(t14, t16),
-                tf.constant(1, orig_input.dtype),
-                tf.constant(0, orig_input.dtype),
+            t17 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t14, t16),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                exclusive=True,
             )
-            t18 = tf.math.cumsum(t17, axis=-3, exclusive=True)
-            t19 = tf.reduce_sum(t17, axis=-3, keepdims=True)
-            t20 = tf.math.cumsum(t19, axis=-4, exclusive=True)
-            affine1 = t18 + t20
+            t18 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t14, t16),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                keepdims=True,
+            )
+            t19 = tf.math.cumsum(t18, axis=-4, exclusive=True)
+            affine1 = t17 + t19
             output = _max_pool_backprop(
                 orig_input,
                 orig_output,
@@ -2905,15 +2927,26 @@ def max_pool_grad_v2(orig_input, orig_output, grad, *, padding="VALID", ksize, s
             t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
             t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
             t14 = t13[..., None, None, :, :]
-            t15 = tf.where(
-                tf.equal(t12, t14),
-                tf.constant(1, orig_input.dtype),
-                tf.constant(0, orig_input.dtype),
+            t15 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t12, t14),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                exclusive=True,
             )
-            t16 = tf.math.cumsum(t15, axis=-3, exclusive=True)
-            t17 = tf.reduce_sum(t15, axis=-3, keepdims=True)
-            t18 = tf.math.cumsum(t17, axis=-4, exclusive=True)
-            affine1 = t16 + t18
+            t16 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t12, t14),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                keepdims=True,
+            )
+            t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
+            affine1 = t15 + t17
             output = _max_pool_backprop(
                 orig_input,
                 orig_output,
@@ -2936,15 +2969,26 @@ def max_pool_grad_v2(orig_input, orig_output, grad, *, padding="VALID", ksize, s
             t14 = tf.transpose(t13, perm=[0, 5, 1, 3, 2, 4])
             t15 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
             t16 = t15[..., None, None, :, :]
-            t17 = tf.where(
-                tf.equal(t14, t16),
-                tf.constant(1, orig_input.dtype),
-                tf.constant(0, orig_input.dtype),
+            t17 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t14, t16),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                exclusive=True,
             )
-            t18 = tf.math.cumsum(t17, axis=-3, exclusive=True)
-            t19 = tf.reduce_sum(t17, axis=-3, keepdims=True)
-            t20 = tf.math.cumsum(t19, axis=-4, exclusive=True)
-            affine1 = t18 + t20
+            t18 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t14, t16),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                keepdims=True,
+            )
+            t19 = tf.math.cumsum(t18, axis=-4, exclusive=True)
+            affine1 = t17 + t19
             output = _max_pool_backprop(
                 orig_input,
                 orig_output,
@@ -3101,20 +3145,31 @@ def max_pool_gradgrad(
             t11 = _gather(t5, t10, -4, fill=float("-inf"))
             t12 = tf.transpose(t11, perm=[0, 1, 3, 5, 2, 4])
             t13 = orig_output[..., None, None]
-            t14 = tf.where(
-                tf.equal(t12, t13),
-                tf.constant(1, orig_input.dtype),
-                tf.constant(0, orig_input.dtype),
+            t14 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t12, t13),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                exclusive=True,
             )
-            t15 = tf.math.cumsum(t14, axis=-1, exclusive=True)
-            t16 = tf.reduce_sum(t14, axis=-1, keepdims=True)
-            t17 = tf.math.cumsum(t16, axis=-2, exclusive=True)
-            affine1 = t15 + t17
-            t18 = _gather(grad, t4, -2)
-            t19 = _gather(t18, t10, -4)
-            t20 = tf.transpose(t19, perm=[0, 1, 3, 5, 2, 4])
+            t15 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t12, t13),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                keepdims=True,
+            )
+            t16 = tf.math.cumsum(t15, axis=-2, exclusive=True)
+            affine1 = t14 + t16
+            t17 = _gather(grad, t4, -2)
+            t18 = _gather(t17, t10, -4)
+            t19 = tf.transpose(t18, perm=[0, 1, 3, 5, 2, 4])
             output = tf.reduce_sum(
-                t20
+                t19
                 * tf.where(
                     tf.equal(t12, t13),
                     tf.constant(1, orig_input.dtype),
@@ -3140,20 +3195,31 @@ def max_pool_gradgrad(
             t13 = _gather(t6, t12, -4, fill=float("-inf"))
             t14 = tf.transpose(t13, perm=[0, 1, 3, 5, 2, 4])
             t15 = orig_output[..., None, None]
-            t16 = tf.where(
-                tf.equal(t14, t15),
-                tf.constant(1, orig_input.dtype),
-                tf.constant(0, orig_input.dtype),
+            t16 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t14, t15),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                exclusive=True,
             )
-            t17 = tf.math.cumsum(t16, axis=-1, exclusive=True)
-            t18 = tf.reduce_sum(t16, axis=-1, keepdims=True)
-            t19 = tf.math.cumsum(t18, axis=-2, exclusive=True)
-            affine1 = t17 + t19
-            t20 = _gather(grad, t5, -2)
-            t21 = _gather(t20, t12, -4)
-            t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])
+            t17 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t14, t15),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                keepdims=True,
+            )
+            t18 = tf.math.cumsum(t17, axis=-2, exclusive=True)
+            affine1 = t16 + t18
+            t19 = _gather(grad, t5, -2)
+            t20 = _gather(t19, t12, -4)
+            t21 = tf.transpose(t20, perm=[0, 1, 3, 5, 2, 4])
             output = tf.reduce_sum(
-                t22
+                t21
                 * tf.where(
                     tf.equal(t14, t15),
                     tf.constant(1, orig_input.dtype),
@@ -3494,26 +3560,37 @@ def max_pool3d_grad(
             t18 = tf.transpose(t17, perm=[0, 7, 1, 3, 5, 2, 4, 6])
             t19 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
             t20 = t19[..., None, None, None, :, :, :]
-            t21 = tf.where(
-                tf.equal(t18, t20),
-                tf.constant(1, orig_input.dtype),
-                tf.constant(0, orig_input.dtype),
-            )
-            t22 = tf.math.cumsum(t21, axis=-4, exclusive=True)
-            t23 = tf.reduce_sum(t21, axis=-4, keepdims=True)
-            t24 = tf.math.cumsum(t23, axis=-5, exclusive=True)
-            t25 = tf.transpose(t17, perm=[0, 7, 1, 5, 3, 2, 4, 6])
-            t26 = tf.reduce_sum(
+            t21 = tf.math.cumsum(
                 tf.where(
-                    tf.equal(t20, t25),
+                    tf.equal(t18, t20),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-4,
+                exclusive=True,
+            )
+            t22 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t18, t20),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-4,
+                keepdims=True,
+            )
+            t23 = tf.math.cumsum(t22, axis=-5, exclusive=True)
+            t24 = tf.transpose(t17, perm=[0, 7, 1, 5, 3, 2, 4, 6])
+            t25 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t20, t24),
                     tf.constant(1, orig_input.dtype),
                     tf.constant(0, orig_input.dtype),
                 ),
                 axis=[-5, -4],
                 keepdims=True,
             )
-            t27 = tf.math.cumsum(t26, axis=-6, exclusive=True)
-            affine1 = t22 + t24 + t27
+            t26 = tf.math.cumsum(t25, axis=-6, exclusive=True)
+            affine1 = t21 + t23 + t26
             output = _max_pool_backprop(
                 orig_input,
                 orig_output,
@@ -3546,26 +3623,37 @@ def max_pool3d_grad(
             t21 = tf.transpose(t20, perm=[0, 7, 1, 3, 5, 2, 4, 6])
             t22 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
             t23 = t22[..., None, None, None, :, :, :]
-            t24 = tf.where(
-                tf.equal(t21, t23),
-                tf.constant(1, orig_input.dtype),
-                tf.constant(0, orig_input.dtype),
-            )
-            t25 = tf.math.cumsum(t24, axis=-4, exclusive=True)
-            t26 = tf.reduce_sum(t24, axis=-4, keepdims=True)
-            t27 = tf.math.cumsum(t26, axis=-5, exclusive=True)
-            t28 = tf.transpose(t20, perm=[0, 7, 1, 5, 3, 2, 4, 6])
-            t29 = tf.reduce_sum(
+            t24 = tf.math.cumsum(
                 tf.where(
-                    tf.equal(t23, t28),
+                    tf.equal(t21, t23),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-4,
+                exclusive=True,
+            )
+            t25 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t21, t23),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-4,
+                keepdims=True,
+            )
+            t26 = tf.math.cumsum(t25, axis=-5, exclusive=True)
+            t27 = tf.transpose(t20, perm=[0, 7, 1, 5, 3, 2, 4, 6])
+            t28 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t23, t27),
                     tf.constant(1, orig_input.dtype),
                     tf.constant(0, orig_input.dtype),
                 ),
                 axis=[-5, -4],
                 keepdims=True,
             )
-            t30 = tf.math.cumsum(t29, axis=-6, exclusive=True)
-            affine1 = t25 + t27 + t30
+            t29 = tf.math.cumsum(t28, axis=-6, exclusive=True)
+            affine1 = t24 + t26 + t29
             output = _max_pool_backprop(
                 orig_input,
                 orig_output,
@@ -3739,32 +3827,43 @@ def max_pool3d_gradgrad(
             t17 = _gather(t11, t16, -6, fill=float("-inf"))
             t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 7, 2, 4, 6])
             t19 = orig_output[..., None, None, None]
-            t20 = tf.where(
-                tf.equal(t18, t19),
-                tf.constant(1, orig_input.dtype),
-                tf.constant(0, orig_input.dtype),
-            )
-            t21 = tf.math.cumsum(t20, axis=-1, exclusive=True)
-            t22 = tf.reduce_sum(t20, axis=-1, keepdims=True)
-            t23 = tf.math.cumsum(t22, axis=-2, exclusive=True)
-            t24 = tf.transpose(t17, perm=[0, 1, 3, 5, 7, 2, 6, 4])
-            t25 = tf.reduce_sum(
+            t20 = tf.math.cumsum(
                 tf.where(
-                    tf.equal(t19, t24),
+                    tf.equal(t18, t19),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                exclusive=True,
+            )
+            t21 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t18, t19),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                keepdims=True,
+            )
+            t22 = tf.math.cumsum(t21, axis=-2, exclusive=True)
+            t23 = tf.transpose(t17, perm=[0, 1, 3, 5, 7, 2, 6, 4])
+            t24 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t19, t23),
                     tf.constant(1, orig_input.dtype),
                     tf.constant(0, orig_input.dtype),
                 ),
                 axis=[-2, -1],
                 keepdims=True,
             )
-            t26 = tf.math.cumsum(t25, axis=-3, exclusive=True)
-            affine1 = t21 + t23 + t26
-            t27 = _gather(grad, t4, -2)
-            t28 = _gather(t27, t10, -4)
-            t29 = _gather(t28, t16, -6)
-            t30 = tf.transpose(t29, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            t25 = tf.math.cumsum(t24, axis=-3, exclusive=True)
+            affine1 = t20 + t22 + t25
+            t26 = _gather(grad, t4, -2)
+            t27 = _gather(t26, t10, -4)
+            t28 = _gather(t27, t16, -6)
+            t29 = tf.transpose(t28, perm=[0, 1, 3, 5, 7, 2, 4, 6])
             output = tf.reduce_sum(
-                t30
+                t29
                 * tf.where(
                     tf.equal(t18, t19),
                     tf.constant(1, orig_input.dtype),
@@ -3797,32 +3896,43 @@ def max_pool3d_gradgrad(
             t20 = _gather(t13, t19, -6, fill=float("-inf"))
             t21 = tf.transpose(t20, perm=[0, 1, 3, 5, 7, 2, 4, 6])
             t22 = orig_output[..., None, None, None]
-            t23 = tf.where(
-                tf.equal(t21, t22),
-                tf.constant(1, orig_input.dtype),
-                tf.constant(0, orig_input.dtype),
-            )
-            t24 = tf.math.cumsum(t23, axis=-1, exclusive=True)
-            t25 = tf.reduce_sum(t23, axis=-1, keepdims=True)
-            t26 = tf.math.cumsum(t25, axis=-2, exclusive=True)
-            t27 = tf.transpose(t20, perm=[0, 1, 3, 5, 7, 2, 6, 4])
-            t28 = tf.reduce_sum(
+            t23 = tf.math.cumsum(
                 tf.where(
-                    tf.equal(t22, t27),
+                    tf.equal(t21, t22),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                exclusive=True,
+            )
+            t24 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t21, t22),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                keepdims=True,
+            )
+            t25 = tf.math.cumsum(t24, axis=-2, exclusive=True)
+            t26 = tf.transpose(t20, perm=[0, 1, 3, 5, 7, 2, 6, 4])
+            t27 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t22, t26),
                     tf.constant(1, orig_input.dtype),
                     tf.constant(0, orig_input.dtype),
                 ),
                 axis=[-2, -1],
                 keepdims=True,
             )
-            t29 = tf.math.cumsum(t28, axis=-3, exclusive=True)
-            affine1 = t24 + t26 + t29
-            t30 = _gather(grad, t5, -2)
-            t31 = _gather(t30, t12, -4)
-            t32 = _gather(t31, t19, -6)
-            t33 = tf.transpose(t32, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            t28 = tf.math.cumsum(t27, axis=-3, exclusive=True)
+            affine1 = t23 + t25 + t28
+            t29 = _gather(grad, t5, -2)
+            t30 = _gather(t29, t12, -4)
+            t31 = _gather(t30, t19, -6)
+            t32 = tf.transpose(t31, perm=[0, 1, 3, 5, 7, 2, 4, 6])
             output = tf.reduce_sum(
-                t33
+                t32
                 * tf.where(
                     tf.equal(t21, t22),
                     tf.constant(1, orig_input.dtype),

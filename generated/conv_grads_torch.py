@@ -1832,11 +1832,12 @@ def max_pool_grad_forward(
         t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
         t13 = torch.permute(orig_output, (0, 3, 1, 2))
         t14 = t13[..., None, None, :, :]
-        t15 = torch.asarray(t12 == t14, dtype=orig_input.dtype)
-        t16 = _shift_right(torch.cumsum(t15, dim=-3), axis=-3, fill=0)
-        t17 = torch.sum(t15, axis=-3, keepdims=True)
-        t18 = _shift_right(torch.cumsum(t17, dim=-4), axis=-4, fill=0)
-        affine1 = t16 + t18
+        t15 = _shift_right(
+            torch.cumsum(torch.asarray(t12 == t14, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
+        )
+        t16 = torch.sum(torch.asarray(t12 == t14, dtype=orig_input.dtype), axis=-3, keepdims=True)
+        t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
+        affine1 = t15 + t17
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -1860,11 +1861,12 @@ def max_pool_grad_forward(
         t14 = torch.permute(t13, (0, 5, 1, 3, 2, 4))
         t15 = torch.permute(orig_output, (0, 3, 1, 2))
         t16 = t15[..., None, None, :, :]
-        t17 = torch.asarray(t14 == t16, dtype=orig_input.dtype)
-        t18 = _shift_right(torch.cumsum(t17, dim=-3), axis=-3, fill=0)
-        t19 = torch.sum(t17, axis=-3, keepdims=True)
-        t20 = _shift_right(torch.cumsum(t19, dim=-4), axis=-4, fill=0)
-        affine1 = t18 + t20
+        t17 = _shift_right(
+            torch.cumsum(torch.asarray(t14 == t16, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
+        )
+        t18 = torch.sum(torch.asarray(t14 == t16, dtype=orig_input.dtype), axis=-3, keepdims=True)
+        t19 = _shift_right(torch.cumsum(t18, dim=-4), axis=-4, fill=0)
+        affine1 = t17 + t19
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2089,11 +2091,12 @@ def max_pool_grad_v2_forward(
         t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
         t13 = torch.permute(orig_output, (0, 3, 1, 2))
         t14 = t13[..., None, None, :, :]
-        t15 = torch.asarray(t12 == t14, dtype=orig_input.dtype)
-        t16 = _shift_right(torch.cumsum(t15, dim=-3), axis=-3, fill=0)
-        t17 = torch.sum(t15, axis=-3, keepdims=True)
-        t18 = _shift_right(torch.cumsum(t17, dim=-4), axis=-4, fill=0)
-        affine1 = t16 + t18
+        t15 = _shift_right(
+            torch.cumsum(torch.asarray(t12 == t14, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
+        )
+        t16 = torch.sum(torch.asarray(t12 == t14, dtype=orig_input.dtype), axis=-3, keepdims=True)
+        t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
+        affine1 = t15 + t17
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2117,11 +2120,12 @@ def max_pool_grad_v2_forward(
         t14 = torch.permute(t13, (0, 5, 1, 3, 2, 4))
         t15 = torch.permute(orig_output, (0, 3, 1, 2))
         t16 = t15[..., None, None, :, :]
-        t17 = torch.asarray(t14 == t16, dtype=orig_input.dtype)
-        t18 = _shift_right(torch.cumsum(t17, dim=-3), axis=-3, fill=0)
-        t19 = torch.sum(t17, axis=-3, keepdims=True)
-        t20 = _shift_right(torch.cumsum(t19, dim=-4), axis=-4, fill=0)
-        affine1 = t18 + t20
+        t17 = _shift_right(
+            torch.cumsum(torch.asarray(t14 == t16, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
+        )
+        t18 = torch.sum(torch.asarray(t14 == t16, dtype=orig_input.dtype), axis=-3, keepdims=True)
+        t19 = _shift_right(torch.cumsum(t18, dim=-4), axis=-4, fill=0)
+        affine1 = t17 + t19
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2342,15 +2346,16 @@ def max_pool_gradgrad_forward(
         t11 = _gather(t5, t10, -4, fill=-torch.inf)
         t12 = torch.permute(t11, (0, 1, 3, 5, 2, 4))
         t13 = orig_output[..., None, None]
-        t14 = torch.asarray(t12 == t13, dtype=orig_input.dtype)
-        t15 = _shift_right(torch.cumsum(t14, dim=-1), axis=-1, fill=0)
-        t16 = torch.sum(t14, axis=-1, keepdims=True)
-        t17 = _shift_right(torch.cumsum(t16, dim=-2), axis=-2, fill=0)
-        affine1 = t15 + t17
-        t18 = _gather(grad, t4, -2)
-        t19 = _gather(t18, t10, -4)
-        t20 = torch.permute(t19, (0, 1, 3, 5, 2, 4))
-        output = torch.sum(torch.where((affine1 == 0) & (t12 == t13), t20, 0), axis=(-2, -1))
+        t14 = _shift_right(
+            torch.cumsum(torch.asarray(t12 == t13, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
+        )
+        t15 = torch.sum(torch.asarray(t12 == t13, dtype=orig_input.dtype), axis=-1, keepdims=True)
+        t16 = _shift_right(torch.cumsum(t15, dim=-2), axis=-2, fill=0)
+        affine1 = t14 + t16
+        t17 = _gather(grad, t4, -2)
+        t18 = _gather(t17, t10, -4)
+        t19 = torch.permute(t18, (0, 1, 3, 5, 2, 4))
+        output = torch.sum(torch.where((affine1 == 0) & (t12 == t13), t19, 0), axis=(-2, -1))
     elif padding == "SAME":
         t4 = np.shape(orig_input)[-2]
         t5 = strides[2] * t1 + t3 - _same_padding(t4, ksize[2], strides[2], 1)
@@ -2364,15 +2369,16 @@ def max_pool_gradgrad_forward(
         t13 = _gather(t6, t12, -4, fill=-torch.inf)
         t14 = torch.permute(t13, (0, 1, 3, 5, 2, 4))
         t15 = orig_output[..., None, None]
-        t16 = torch.asarray(t14 == t15, dtype=orig_input.dtype)
-        t17 = _shift_right(torch.cumsum(t16, dim=-1), axis=-1, fill=0)
-        t18 = torch.sum(t16, axis=-1, keepdims=True)
-        t19 = _shift_right(torch.cumsum(t18, dim=-2), axis=-2, fill=0)
-        affine1 = t17 + t19
-        t20 = _gather(grad, t5, -2)
-        t21 = _gather(t20, t12, -4)
-        t22 = torch.permute(t21, (0, 1, 3, 5, 2, 4))
-        output = torch.sum(torch.where((affine1 == 0) & (t14 == t15), t22, 0), axis=(-2, -1))
+        t16 = _shift_right(
+            torch.cumsum(torch.asarray(t14 == t15, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
+        )
+        t17 = torch.sum(torch.asarray(t14 == t15, dtype=orig_input.dtype), axis=-1, keepdims=True)
+        t18 = _shift_right(torch.cumsum(t17, dim=-2), axis=-2, fill=0)
+        affine1 = t16 + t18
+        t19 = _gather(grad, t5, -2)
+        t20 = _gather(t19, t12, -4)
+        t21 = torch.permute(t20, (0, 1, 3, 5, 2, 4))
+        output = torch.sum(torch.where((affine1 == 0) & (t14 == t15), t21, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -2524,16 +2530,17 @@ def max_pool3d_grad_forward(
         t18 = torch.permute(t17, (0, 7, 1, 3, 5, 2, 4, 6))
         t19 = torch.permute(orig_output, (0, 4, 1, 2, 3))
         t20 = t19[..., None, None, None, :, :, :]
-        t21 = torch.asarray(t18 == t20, dtype=orig_input.dtype)
-        t22 = _shift_right(torch.cumsum(t21, dim=-4), axis=-4, fill=0)
-        t23 = torch.sum(t21, axis=-4, keepdims=True)
-        t24 = _shift_right(torch.cumsum(t23, dim=-5), axis=-5, fill=0)
-        t25 = torch.permute(t17, (0, 7, 1, 5, 3, 2, 4, 6))
-        t26 = torch.sum(
-            torch.asarray(t20 == t25, dtype=orig_input.dtype), axis=(-5, -4), keepdims=True
+        t21 = _shift_right(
+            torch.cumsum(torch.asarray(t18 == t20, dtype=orig_input.dtype), dim=-4), axis=-4, fill=0
         )
-        t27 = _shift_right(torch.cumsum(t26, dim=-6), axis=-6, fill=0)
-        affine1 = t22 + t24 + t27
+        t22 = torch.sum(torch.asarray(t18 == t20, dtype=orig_input.dtype), axis=-4, keepdims=True)
+        t23 = _shift_right(torch.cumsum(t22, dim=-5), axis=-5, fill=0)
+        t24 = torch.permute(t17, (0, 7, 1, 5, 3, 2, 4, 6))
+        t25 = torch.sum(
+            torch.asarray(t20 == t24, dtype=orig_input.dtype), axis=(-5, -4), keepdims=True
+        )
+        t26 = _shift_right(torch.cumsum(t25, dim=-6), axis=-6, fill=0)
+        affine1 = t21 + t23 + t26
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2564,16 +2571,17 @@ def max_pool3d_grad_forward(
         t21 = torch.permute(t20, (0, 7, 1, 3, 5, 2, 4, 6))
         t22 = torch.permute(orig_output, (0, 4, 1, 2, 3))
         t23 = t22[..., None, None, None, :, :, :]
-        t24 = torch.asarray(t21 == t23, dtype=orig_input.dtype)
-        t25 = _shift_right(torch.cumsum(t24, dim=-4), axis=-4, fill=0)
-        t26 = torch.sum(t24, axis=-4, keepdims=True)
-        t27 = _shift_right(torch.cumsum(t26, dim=-5), axis=-5, fill=0)
-        t28 = torch.permute(t20, (0, 7, 1, 5, 3, 2, 4, 6))
-        t29 = torch.sum(
-            torch.asarray(t23 == t28, dtype=orig_input.dtype), axis=(-5, -4), keepdims=True
+        t24 = _shift_right(
+            torch.cumsum(torch.asarray(t21 == t23, dtype=orig_input.dtype), dim=-4), axis=-4, fill=0
         )
-        t30 = _shift_right(torch.cumsum(t29, dim=-6), axis=-6, fill=0)
-        affine1 = t25 + t27 + t30
+        t25 = torch.sum(torch.asarray(t21 == t23, dtype=orig_input.dtype), axis=-4, keepdims=True)
+        t26 = _shift_right(torch.cumsum(t25, dim=-5), axis=-5, fill=0)
+        t27 = torch.permute(t20, (0, 7, 1, 5, 3, 2, 4, 6))
+        t28 = torch.sum(
+            torch.asarray(t23 == t27, dtype=orig_input.dtype), axis=(-5, -4), keepdims=True
+        )
+        t29 = _shift_right(torch.cumsum(t28, dim=-6), axis=-6, fill=0)
+        affine1 = t24 + t26 + t29
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2854,21 +2862,22 @@ def max_pool3d_gradgrad_forward(
         t17 = _gather(t11, t16, -6, fill=-torch.inf)
         t18 = torch.permute(t17, (0, 1, 3, 5, 7, 2, 4, 6))
         t19 = orig_output[..., None, None, None]
-        t20 = torch.asarray(t18 == t19, dtype=orig_input.dtype)
-        t21 = _shift_right(torch.cumsum(t20, dim=-1), axis=-1, fill=0)
-        t22 = torch.sum(t20, axis=-1, keepdims=True)
-        t23 = _shift_right(torch.cumsum(t22, dim=-2), axis=-2, fill=0)
-        t24 = torch.permute(t17, (0, 1, 3, 5, 7, 2, 6, 4))
-        t25 = torch.sum(
-            torch.asarray(t19 == t24, dtype=orig_input.dtype), axis=(-2, -1), keepdims=True
+        t20 = _shift_right(
+            torch.cumsum(torch.asarray(t18 == t19, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
         )
-        t26 = _shift_right(torch.cumsum(t25, dim=-3), axis=-3, fill=0)
-        affine1 = t21 + t23 + t26
-        t27 = _gather(grad, t4, -2)
-        t28 = _gather(t27, t10, -4)
-        t29 = _gather(t28, t16, -6)
-        t30 = torch.permute(t29, (0, 1, 3, 5, 7, 2, 4, 6))
-        output = torch.sum(torch.where((affine1 == 0) & (t18 == t19), t30, 0), axis=(-3, -2, -1))
+        t21 = torch.sum(torch.asarray(t18 == t19, dtype=orig_input.dtype), axis=-1, keepdims=True)
+        t22 = _shift_right(torch.cumsum(t21, dim=-2), axis=-2, fill=0)
+        t23 = torch.permute(t17, (0, 1, 3, 5, 7, 2, 6, 4))
+        t24 = torch.sum(
+            torch.asarray(t19 == t23, dtype=orig_input.dtype), axis=(-2, -1), keepdims=True
+        )
+        t25 = _shift_right(torch.cumsum(t24, dim=-3), axis=-3, fill=0)
+        affine1 = t20 + t22 + t25
+        t26 = _gather(grad, t4, -2)
+        t27 = _gather(t26, t10, -4)
+        t28 = _gather(t27, t16, -6)
+        t29 = torch.permute(t28, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = torch.sum(torch.where((affine1 == 0) & (t18 == t19), t29, 0), axis=(-3, -2, -1))
     elif padding == "SAME":
         t4 = np.shape(orig_input)[-2]
         t5 = strides[3] * t1 + t3 - _same_padding(t4, ksize[3], strides[3], 1)
@@ -2889,21 +2898,22 @@ def max_pool3d_gradgrad_forward(
         t20 = _gather(t13, t19, -6, fill=-torch.inf)
         t21 = torch.permute(t20, (0, 1, 3, 5, 7, 2, 4, 6))
         t22 = orig_output[..., None, None, None]
-        t23 = torch.asarray(t21 == t22, dtype=orig_input.dtype)
-        t24 = _shift_right(torch.cumsum(t23, dim=-1), axis=-1, fill=0)
-        t25 = torch.sum(t23, axis=-1, keepdims=True)
-        t26 = _shift_right(torch.cumsum(t25, dim=-2), axis=-2, fill=0)
-        t27 = torch.permute(t20, (0, 1, 3, 5, 7, 2, 6, 4))
-        t28 = torch.sum(
-            torch.asarray(t22 == t27, dtype=orig_input.dtype), axis=(-2, -1), keepdims=True
+        t23 = _shift_right(
+            torch.cumsum(torch.asarray(t21 == t22, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
         )
-        t29 = _shift_right(torch.cumsum(t28, dim=-3), axis=-3, fill=0)
-        affine1 = t24 + t26 + t29
-        t30 = _gather(grad, t5, -2)
-        t31 = _gather(t30, t12, -4)
-        t32 = _gather(t31, t19, -6)
-        t33 = torch.permute(t32, (0, 1, 3, 5, 7, 2, 4, 6))
-        output = torch.sum(torch.where((affine1 == 0) & (t21 == t22), t33, 0), axis=(-3, -2, -1))
+        t24 = torch.sum(torch.asarray(t21 == t22, dtype=orig_input.dtype), axis=-1, keepdims=True)
+        t25 = _shift_right(torch.cumsum(t24, dim=-2), axis=-2, fill=0)
+        t26 = torch.permute(t20, (0, 1, 3, 5, 7, 2, 6, 4))
+        t27 = torch.sum(
+            torch.asarray(t22 == t26, dtype=orig_input.dtype), axis=(-2, -1), keepdims=True
+        )
+        t28 = _shift_right(torch.cumsum(t27, dim=-3), axis=-3, fill=0)
+        affine1 = t23 + t25 + t28
+        t29 = _gather(grad, t5, -2)
+        t30 = _gather(t29, t12, -4)
+        t31 = _gather(t30, t19, -6)
+        t32 = torch.permute(t31, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = torch.sum(torch.where((affine1 == 0) & (t21 == t22), t32, 0), axis=(-3, -2, -1))
     else:
         raise ValueError(
             f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"

@@ -1522,7 +1522,7 @@ def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides
             rates[2] + j * strides[2], n], -oo) + filter[j0, b, n], output[k, i, j, n]) + sum_{b, a
             = 0..j0 - 1} indicator_equal(read_outside(input[k, a * rates[1] + i * strides[1], b *
             rates[2] + j * strides[2], n], -oo) + filter[a, b, n], output[k, i, j, n]))
-            i.e. `_scatter_add(t19, t10, 2, t20)`
+            i.e. `_scatter_add(t18, t10, 2, t19)`
         grad_filter[k, l, c] = sum_{n, i, j} grad[n, i, j, c] *
             first_attained(indicator_equal(read_outside(input[n, i * strides[1] + k * rates[1], j *
             strides[2] + l * rates[2], c], -oo) + filter[k, l, c], output[n, i, j, c]), sum_{b =
@@ -1530,7 +1530,7 @@ def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides
             rates[2] + j * strides[2], c], -oo) + filter[k, b, c], output[n, i, j, c]) + sum_{b, a =
             0..k - 1} indicator_equal(read_outside(input[n, a * rates[1] + i * strides[1], b *
             rates[2] + j * strides[2], c], -oo) + filter[a, b, c], output[n, i, j, c]))
-            i.e. `jnp.sum(jnp.where((t30 == t22 + t29) & (t32 + t34 == 0), t21, 0), axis=(-3, ...`
+            i.e. `jnp.sum(jnp.where((t29 == t21 + t28) & (t30 + t32 == 0), t20, 0), axis=(-3, ...`
     """
     if output is None:
         output = dilation2d_forward(input, filter, padding=padding, strides=strides, rates=rates)
@@ -1548,31 +1548,33 @@ def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides
         t10 = rates[1] * t9 + strides[1] * t8
         t11 = _gather(t6, t10, -4, fill=-jnp.inf)
         t12 = output[..., None, :, None, :]
-        t13 = jnp.asarray(t12 == t1 + t11, grad.dtype)
-        t14 = _shift_right(jnp.cumsum(t13, axis=-2), axis=-2, fill=0)
-        t15 = jnp.sum(t13, axis=-2, keepdims=True)
-        t16 = _shift_right(jnp.cumsum(t15, axis=-4), axis=-4, fill=0)
-        t17 = jnp.where((t12 == t1 + t11) & (t14 + t16 == 0), t0, 0)
-        t18 = jnp.shape(input)[-2]
-        t19 = _scatter_add(t17, t5, 1, t18)  # no gather form: an explicit scatter-add
-        t20 = jnp.shape(input)[-3]
-        grad_input = _scatter_add(t19, t10, 2, t20)  # no gather form: an explicit scatter-add
-        t21 = jnp.transpose(grad, (3, 0, 1, 2))
-        t22 = filter[..., None, None, None]
-        t23 = t4[..., None]
-        t24 = rates[2] * t23 + strides[2] * t2
-        t25 = _gather(input, t24, -2, fill=-jnp.inf)
-        t26 = t9[..., None]
-        t27 = rates[1] * t26 + strides[1] * t7
-        t28 = _gather(t25, t27, -4, fill=-jnp.inf)
-        t29 = jnp.transpose(t28, (1, 3, 5, 0, 2, 4))
-        t30 = jnp.transpose(output, (3, 0, 1, 2))
-        t31 = jnp.asarray(t30 == t22 + t29, grad.dtype)
-        t32 = _shift_right(jnp.cumsum(t31, axis=-5), axis=-5, fill=0)
-        t33 = jnp.sum(t31, axis=-5, keepdims=True)
-        t34 = _shift_right(jnp.cumsum(t33, axis=-6), axis=-6, fill=0)
+        t13 = _shift_right(
+            jnp.cumsum(jnp.asarray(t12 == t1 + t11, grad.dtype), axis=-2), axis=-2, fill=0
+        )
+        t14 = jnp.sum(jnp.asarray(t12 == t1 + t11, grad.dtype), axis=-2, keepdims=True)
+        t15 = _shift_right(jnp.cumsum(t14, axis=-4), axis=-4, fill=0)
+        t16 = jnp.where((t12 == t1 + t11) & (t13 + t15 == 0), t0, 0)
+        t17 = jnp.shape(input)[-2]
+        t18 = _scatter_add(t16, t5, 1, t17)  # no gather form: an explicit scatter-add
+        t19 = jnp.shape(input)[-3]
+        grad_input = _scatter_add(t18, t10, 2, t19)  # no gather form: an explicit scatter-add
+        t20 = jnp.transpose(grad, (3, 0, 1, 2))
+        t21 = filter[..., None, None, None]
+        t22 = t4[..., None]
+        t23 = rates[2] * t22 + strides[2] * t2
+        t24 = _gather(input, t23, -2, fill=-jnp.inf)
+        t25 = t9[..., None]
+        t26 = rates[1] * t25 + strides[1] * t7
+        t27 = _gather(t24, t26, -4, fill=-jnp.inf)
+        t28 = jnp.transpose(t27, (1, 3, 5, 0, 2, 4))
+        t29 = jnp.transpose(output, (3, 0, 1, 2))
+        t30 = _shift_right(
+            jnp.cumsum(jnp.asarray(t29 == t21 + t28, grad.dtype), axis=-5), axis=-5, fill=0
+        )
+        t31 = jnp.sum(jnp.asarray(t29 == t21 + t28, grad.dtype), axis=-5, keepdims=True)
+        t32 = _shift_right(jnp.cumsum(t31, axis=-6), axis=-6, fill=0)
         grad_filter = jnp.sum(
-            jnp.where((t30 == t22 + t29) & (t32 + t34 == 0), t21, 0), axis=(-3, -2, -1)
+            jnp.where((t29 == t21 + t28) & (t30 + t32 == 0), t20, 0), axis=(-3, -2, -1)
         )
     elif padding == "SAME":
         t5 = jnp.shape(filter)[-2]
@@ -1587,29 +1589,31 @@ def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides
         t14 = rates[1] * t11 + strides[1] * t10 - _same_padding(t12, t13, strides[1], rates[1])
         t15 = _gather(t8, t14, -4, fill=-jnp.inf)
         t16 = output[..., None, :, None, :]
-        t17 = jnp.asarray(t16 == t1 + t15, grad.dtype)
-        t18 = _shift_right(jnp.cumsum(t17, axis=-2), axis=-2, fill=0)
-        t19 = jnp.sum(t17, axis=-2, keepdims=True)
-        t20 = _shift_right(jnp.cumsum(t19, axis=-4), axis=-4, fill=0)
-        t21 = jnp.where((t16 == t1 + t15) & (t18 + t20 == 0), t0, 0)
-        t22 = _scatter_add(t21, t7, 1, t6)  # no gather form: an explicit scatter-add
-        grad_input = _scatter_add(t22, t14, 2, t12)  # no gather form: an explicit scatter-add
-        t23 = jnp.transpose(grad, (3, 0, 1, 2))
-        t24 = filter[..., None, None, None]
-        t25 = t4[..., None]
-        t26 = rates[2] * t25 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
-        t27 = _gather(input, t26, -2, fill=-jnp.inf)
-        t28 = t11[..., None]
-        t29 = rates[1] * t28 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
-        t30 = _gather(t27, t29, -4, fill=-jnp.inf)
-        t31 = jnp.transpose(t30, (1, 3, 5, 0, 2, 4))
-        t32 = jnp.transpose(output, (3, 0, 1, 2))
-        t33 = jnp.asarray(t32 == t24 + t31, grad.dtype)
-        t34 = _shift_right(jnp.cumsum(t33, axis=-5), axis=-5, fill=0)
-        t35 = jnp.sum(t33, axis=-5, keepdims=True)
-        t36 = _shift_right(jnp.cumsum(t35, axis=-6), axis=-6, fill=0)
+        t17 = _shift_right(
+            jnp.cumsum(jnp.asarray(t16 == t1 + t15, grad.dtype), axis=-2), axis=-2, fill=0
+        )
+        t18 = jnp.sum(jnp.asarray(t16 == t1 + t15, grad.dtype), axis=-2, keepdims=True)
+        t19 = _shift_right(jnp.cumsum(t18, axis=-4), axis=-4, fill=0)
+        t20 = jnp.where((t16 == t1 + t15) & (t17 + t19 == 0), t0, 0)
+        t21 = _scatter_add(t20, t7, 1, t6)  # no gather form: an explicit scatter-add
+        grad_input = _scatter_add(t21, t14, 2, t12)  # no gather form: an explicit scatter-add
+        t22 = jnp.transpose(grad, (3, 0, 1, 2))
+        t23 = filter[..., None, None, None]
+        t24 = t4[..., None]
+        t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
+        t26 = _gather(input, t25, -2, fill=-jnp.inf)
+        t27 = t11[..., None]
+        t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
+        t29 = _gather(t26, t28, -4, fill=-jnp.inf)
+        t30 = jnp.transpose(t29, (1, 3, 5, 0, 2, 4))
+        t31 = jnp.transpose(output, (3, 0, 1, 2))
+        t32 = _shift_right(
+            jnp.cumsum(jnp.asarray(t31 == t23 + t30, grad.dtype), axis=-5), axis=-5, fill=0
+        )
+        t33 = jnp.sum(jnp.asarray(t31 == t23 + t30, grad.dtype), axis=-5, keepdims=True)
+        t34 = _shift_right(jnp.cumsum(t33, axis=-6), axis=-6, fill=0)
         grad_filter = jnp.sum(
-            jnp.where((t32 == t24 + t31) & (t34 + t36 == 0), t23, 0), axis=(-3, -2, -1)
+            jnp.where((t31 == t23 + t30) & (t32 + t34 == 0), t22, 0), axis=(-3, -2, -1)
         )
     else:
         raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")

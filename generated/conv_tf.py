@@ -2045,7 +2045,7 @@ def dilation2d_vjp(grad, input, filter, output, *, padding="VALID", strides, rat
             rates[2] + j * strides[2], n], -oo) + filter[j0, b, n], output[k, i, j, n]) + sum_{b, a
             = 0..j0 - 1} indicator_equal(read_outside(input[k, a * rates[1] + i * strides[1], b *
             rates[2] + j * strides[2], n], -oo) + filter[a, b, n], output[k, i, j, n]))
-            i.e. `_scatter_add(t19, t10, 2, t20)`
+            i.e. `_scatter_add(t18, t10, 2, t19)`
         grad_filter[k, l, c] = sum_{n, i, j} grad[n, i, j, c] *
             first_attained(indicator_equal(read_outside(input[n, i * strides[1] + k * rates[1], j *
             strides[2] + l * rates[2], c], -oo) + filter[k, l, c], output[n, i, j, c]), sum_{b =
@@ -2053,7 +2053,7 @@ def dilation2d_vjp(grad, input, filter, output, *, padding="VALID", strides, rat
             rates[2] + j * strides[2], c], -oo) + filter[k, b, c], output[n, i, j, c]) + sum_{b, a =
             0..k - 1} indicator_equal(read_outside(input[n, a * rates[1] + i * strides[1], b *
             rates[2] + j * strides[2], c], -oo) + filter[a, b, c], output[n, i, j, c]))
-            i.e. `tf.reduce_sum(t21 * tf.where(tf.equal(t30, t22 + t29), tf.constant(1, ...`
+            i.e. `tf.reduce_sum(t20 * tf.where(tf.equal(t29, t21 + t28), tf.constant(1, ...`
     """
     t0 = grad[..., None, :, None, :]
     t1 = filter[..., None, :, :]
@@ -2069,48 +2069,66 @@ def dilation2d_vjp(grad, input, filter, output, *, padding="VALID", strides, rat
         t10 = rates[1] * t9 + strides[1] * t8
         t11 = _gather(t6, t10, -4, fill=float("-inf"))
         t12 = output[..., None, :, None, :]
-        t13 = tf.where(
-            tf.equal(t12, t1 + t11), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+        t13 = tf.math.cumsum(
+            tf.where(
+                tf.equal(t12, t1 + t11), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-2,
+            exclusive=True,
         )
-        t14 = tf.math.cumsum(t13, axis=-2, exclusive=True)
-        t15 = tf.reduce_sum(t13, axis=-2, keepdims=True)
-        t16 = tf.math.cumsum(t15, axis=-4, exclusive=True)
-        t17 = (
+        t14 = tf.reduce_sum(
+            tf.where(
+                tf.equal(t12, t1 + t11), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-2,
+            keepdims=True,
+        )
+        t15 = tf.math.cumsum(t14, axis=-4, exclusive=True)
+        t16 = (
             t0
             * tf.where(
                 tf.equal(t12, t1 + t11), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
             )
             * tf.where(
-                tf.equal(t14 + t16, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                tf.equal(t13 + t15, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
             )
         )
-        t18 = tf.shape(input, out_type=tf.int64)[-2]
-        t19 = _scatter_add(t17, t5, 1, t18)  # no gather form: an explicit scatter-add
-        t20 = tf.shape(input, out_type=tf.int64)[-3]
-        grad_input = _scatter_add(t19, t10, 2, t20)  # no gather form: an explicit scatter-add
-        t21 = tf.transpose(grad, perm=[3, 0, 1, 2])
-        t22 = filter[..., None, None, None]
-        t23 = t4[..., None]
-        t24 = rates[2] * t23 + strides[2] * t2
-        t25 = _gather(input, t24, -2, fill=float("-inf"))
-        t26 = t9[..., None]
-        t27 = rates[1] * t26 + strides[1] * t7
-        t28 = _gather(t25, t27, -4, fill=float("-inf"))
-        t29 = tf.transpose(t28, perm=[1, 3, 5, 0, 2, 4])
-        t30 = tf.transpose(output, perm=[3, 0, 1, 2])
-        t31 = tf.where(
-            tf.equal(t30, t22 + t29), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+        t17 = tf.shape(input, out_type=tf.int64)[-2]
+        t18 = _scatter_add(t16, t5, 1, t17)  # no gather form: an explicit scatter-add
+        t19 = tf.shape(input, out_type=tf.int64)[-3]
+        grad_input = _scatter_add(t18, t10, 2, t19)  # no gather form: an explicit scatter-add
+        t20 = tf.transpose(grad, perm=[3, 0, 1, 2])
+        t21 = filter[..., None, None, None]
+        t22 = t4[..., None]
+        t23 = rates[2] * t22 + strides[2] * t2
+        t24 = _gather(input, t23, -2, fill=float("-inf"))
+        t25 = t9[..., None]
+        t26 = rates[1] * t25 + strides[1] * t7
+        t27 = _gather(t24, t26, -4, fill=float("-inf"))
+        t28 = tf.transpose(t27, perm=[1, 3, 5, 0, 2, 4])
+        t29 = tf.transpose(output, perm=[3, 0, 1, 2])
+        t30 = tf.math.cumsum(
+            tf.where(
+                tf.equal(t29, t21 + t28), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-5,
+            exclusive=True,
         )
-        t32 = tf.math.cumsum(t31, axis=-5, exclusive=True)
-        t33 = tf.reduce_sum(t31, axis=-5, keepdims=True)
-        t34 = tf.math.cumsum(t33, axis=-6, exclusive=True)
+        t31 = tf.reduce_sum(
+            tf.where(
+                tf.equal(t29, t21 + t28), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-5,
+            keepdims=True,
+        )
+        t32 = tf.math.cumsum(t31, axis=-6, exclusive=True)
         grad_filter = tf.reduce_sum(
-            t21
+            t20
             * tf.where(
-                tf.equal(t30, t22 + t29), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                tf.equal(t29, t21 + t28), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
             )
             * tf.where(
-                tf.equal(t32 + t34, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                tf.equal(t30 + t32, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
             ),
             axis=[-3, -2, -1],
         )
@@ -2127,46 +2145,64 @@ def dilation2d_vjp(grad, input, filter, output, *, padding="VALID", strides, rat
         t14 = rates[1] * t11 + strides[1] * t10 - _same_padding(t12, t13, strides[1], rates[1])
         t15 = _gather(t8, t14, -4, fill=float("-inf"))
         t16 = output[..., None, :, None, :]
-        t17 = tf.where(
-            tf.equal(t16, t1 + t15), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+        t17 = tf.math.cumsum(
+            tf.where(
+                tf.equal(t16, t1 + t15), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-2,
+            exclusive=True,
         )
-        t18 = tf.math.cumsum(t17, axis=-2, exclusive=True)
-        t19 = tf.reduce_sum(t17, axis=-2, keepdims=True)
-        t20 = tf.math.cumsum(t19, axis=-4, exclusive=True)
-        t21 = (
+        t18 = tf.reduce_sum(
+            tf.where(
+                tf.equal(t16, t1 + t15), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-2,
+            keepdims=True,
+        )
+        t19 = tf.math.cumsum(t18, axis=-4, exclusive=True)
+        t20 = (
             t0
             * tf.where(
                 tf.equal(t16, t1 + t15), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
             )
             * tf.where(
-                tf.equal(t18 + t20, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                tf.equal(t17 + t19, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
             )
         )
-        t22 = _scatter_add(t21, t7, 1, t6)  # no gather form: an explicit scatter-add
-        grad_input = _scatter_add(t22, t14, 2, t12)  # no gather form: an explicit scatter-add
-        t23 = tf.transpose(grad, perm=[3, 0, 1, 2])
-        t24 = filter[..., None, None, None]
-        t25 = t4[..., None]
-        t26 = rates[2] * t25 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
-        t27 = _gather(input, t26, -2, fill=float("-inf"))
-        t28 = t11[..., None]
-        t29 = rates[1] * t28 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
-        t30 = _gather(t27, t29, -4, fill=float("-inf"))
-        t31 = tf.transpose(t30, perm=[1, 3, 5, 0, 2, 4])
-        t32 = tf.transpose(output, perm=[3, 0, 1, 2])
-        t33 = tf.where(
-            tf.equal(t32, t24 + t31), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+        t21 = _scatter_add(t20, t7, 1, t6)  # no gather form: an explicit scatter-add
+        grad_input = _scatter_add(t21, t14, 2, t12)  # no gather form: an explicit scatter-add
+        t22 = tf.transpose(grad, perm=[3, 0, 1, 2])
+        t23 = filter[..., None, None, None]
+        t24 = t4[..., None]
+        t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
+        t26 = _gather(input, t25, -2, fill=float("-inf"))
+        t27 = t11[..., None]
+        t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
+        t29 = _gather(t26, t28, -4, fill=float("-inf"))
+        t30 = tf.transpose(t29, perm=[1, 3, 5, 0, 2, 4])
+        t31 = tf.transpose(output, perm=[3, 0, 1, 2])
+        t32 = tf.math.cumsum(
+            tf.where(
+                tf.equal(t31, t23 + t30), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-5,
+            exclusive=True,
         )
-        t34 = tf.math.cumsum(t33, axis=-5, exclusive=True)
-        t35 = tf.reduce_sum(t33, axis=-5, keepdims=True)
-        t36 = tf.math.cumsum(t35, axis=-6, exclusive=True)
+        t33 = tf.reduce_sum(
+            tf.where(
+                tf.equal(t31, t23 + t30), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=-5,
+            keepdims=True,
+        )
+        t34 = tf.math.cumsum(t33, axis=-6, exclusive=True)
         grad_filter = tf.reduce_sum(
-            t23
+            t22
             * tf.where(
-                tf.equal(t32, t24 + t31), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                tf.equal(t31, t23 + t30), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
             )
             * tf.where(
-                tf.equal(t34 + t36, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+                tf.equal(t32 + t34, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
             ),
             axis=[-3, -2, -1],
         )

@@ -1553,7 +1553,7 @@ def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides
             rates[2] + j * strides[2], n], -oo) + filter[j0, b, n], output[k, i, j, n]) + sum_{b, a
             = 0..j0 - 1} indicator_equal(read_outside(input[k, a * rates[1] + i * strides[1], b *
             rates[2] + j * strides[2], n], -oo) + filter[a, b, n], output[k, i, j, n]))
-            i.e. `_scatter_add(t19, t10, 2, t20)`
+            i.e. `_scatter_add(t18, t10, 2, t19)`
         grad_filter[k, l, c] = sum_{n, i, j} grad[n, i, j, c] *
             first_attained(indicator_equal(read_outside(input[n, i * strides[1] + k * rates[1], j *
             strides[2] + l * rates[2], c], -oo) + filter[k, l, c], output[n, i, j, c]), sum_{b =
@@ -1561,7 +1561,7 @@ def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides
             rates[2] + j * strides[2], c], -oo) + filter[k, b, c], output[n, i, j, c]) + sum_{b, a =
             0..k - 1} indicator_equal(read_outside(input[n, a * rates[1] + i * strides[1], b *
             rates[2] + j * strides[2], c], -oo) + filter[a, b, c], output[n, i, j, c]))
-            i.e. `torch.sum(torch.where((t30 == t22 + t29) & (t32 + t34 == 0), t21, 0), ...`
+            i.e. `torch.sum(torch.where((t29 == t21 + t28) & (t30 + t32 == 0), t20, 0), ...`
     """
     if output is None:
         output = dilation2d_forward(input, filter, padding=padding, strides=strides, rates=rates)
@@ -1579,31 +1579,33 @@ def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides
         t10 = rates[1] * t9 + strides[1] * t8
         t11 = _gather(t6, t10, -4, fill=-torch.inf)
         t12 = output[..., None, :, None, :]
-        t13 = torch.asarray(t12 == t1 + t11, dtype=grad.dtype)
-        t14 = _shift_right(torch.cumsum(t13, dim=-2), axis=-2, fill=0)
-        t15 = torch.sum(t13, axis=-2, keepdims=True)
-        t16 = _shift_right(torch.cumsum(t15, dim=-4), axis=-4, fill=0)
-        t17 = torch.where((t12 == t1 + t11) & (t14 + t16 == 0), t0, 0)
-        t18 = np.shape(input)[-2]
-        t19 = _scatter_add(t17, t5, 1, t18)  # no gather form: an explicit scatter-add
-        t20 = np.shape(input)[-3]
-        grad_input = _scatter_add(t19, t10, 2, t20)  # no gather form: an explicit scatter-add
-        t21 = torch.permute(grad, (3, 0, 1, 2))
-        t22 = filter[..., None, None, None]
-        t23 = t4[..., None]
-        t24 = rates[2] * t23 + strides[2] * t2
-        t25 = _gather(input, t24, -2, fill=-torch.inf)
-        t26 = t9[..., None]
-        t27 = rates[1] * t26 + strides[1] * t7
-        t28 = _gather(t25, t27, -4, fill=-torch.inf)
-        t29 = torch.permute(t28, (1, 3, 5, 0, 2, 4))
-        t30 = torch.permute(output, (3, 0, 1, 2))
-        t31 = torch.asarray(t30 == t22 + t29, dtype=grad.dtype)
-        t32 = _shift_right(torch.cumsum(t31, dim=-5), axis=-5, fill=0)
-        t33 = torch.sum(t31, axis=-5, keepdims=True)
-        t34 = _shift_right(torch.cumsum(t33, dim=-6), axis=-6, fill=0)
+        t13 = _shift_right(
+            torch.cumsum(torch.asarray(t12 == t1 + t11, dtype=grad.dtype), dim=-2), axis=-2, fill=0
+        )
+        t14 = torch.sum(torch.asarray(t12 == t1 + t11, dtype=grad.dtype), axis=-2, keepdims=True)
+        t15 = _shift_right(torch.cumsum(t14, dim=-4), axis=-4, fill=0)
+        t16 = torch.where((t12 == t1 + t11) & (t13 + t15 == 0), t0, 0)
+        t17 = np.shape(input)[-2]
+        t18 = _scatter_add(t16, t5, 1, t17)  # no gather form: an explicit scatter-add
+        t19 = np.shape(input)[-3]
+        grad_input = _scatter_add(t18, t10, 2, t19)  # no gather form: an explicit scatter-add
+        t20 = torch.permute(grad, (3, 0, 1, 2))
+        t21 = filter[..., None, None, None]
+        t22 = t4[..., None]
+        t23 = rates[2] * t22 + strides[2] * t2
+        t24 = _gather(input, t23, -2, fill=-torch.inf)
+        t25 = t9[..., None]
+        t26 = rates[1] * t25 + strides[1] * t7
+        t27 = _gather(t24, t26, -4, fill=-torch.inf)
+        t28 = torch.permute(t27, (1, 3, 5, 0, 2, 4))
+        t29 = torch.permute(output, (3, 0, 1, 2))
+        t30 = _shift_right(
+            torch.cumsum(torch.asarray(t29 == t21 + t28, dtype=grad.dtype), dim=-5), axis=-5, fill=0
+        )
+        t31 = torch.sum(torch.asarray(t29 == t21 + t28, dtype=grad.dtype), axis=-5, keepdims=True)
+        t32 = _shift_right(torch.cumsum(t31, dim=-6), axis=-6, fill=0)
         grad_filter = torch.sum(
-            torch.where((t30 == t22 + t29) & (t32 + t34 == 0), t21, 0), axis=(-3, -2, -1)
+            torch.where((t29 == t21 + t28) & (t30 + t32 == 0), t20, 0), axis=(-3, -2, -1)
         )
     elif padding == "SAME":
         t5 = np.shape(filter)[-2]
@@ -1618,29 +1620,31 @@ def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides
         t14 = rates[1] * t11 + strides[1] * t10 - _same_padding(t12, t13, strides[1], rates[1])
         t15 = _gather(t8, t14, -4, fill=-torch.inf)
         t16 = output[..., None, :, None, :]
-        t17 = torch.asarray(t16 == t1 + t15, dtype=grad.dtype)
-        t18 = _shift_right(torch.cumsum(t17, dim=-2), axis=-2, fill=0)
-        t19 = torch.sum(t17, axis=-2, keepdims=True)
-        t20 = _shift_right(torch.cumsum(t19, dim=-4), axis=-4, fill=0)
-        t21 = torch.where((t16 == t1 + t15) & (t18 + t20 == 0), t0, 0)
-        t22 = _scatter_add(t21, t7, 1, t6)  # no gather form: an explicit scatter-add
-        grad_input = _scatter_add(t22, t14, 2, t12)  # no gather form: an explicit scatter-add
-        t23 = torch.permute(grad, (3, 0, 1, 2))
-        t24 = filter[..., None, None, None]
-        t25 = t4[..., None]
-        t26 = rates[2] * t25 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
-        t27 = _gather(input, t26, -2, fill=-torch.inf)
-        t28 = t11[..., None]
-        t29 = rates[1] * t28 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
-        t30 = _gather(t27, t29, -4, fill=-torch.inf)
-        t31 = torch.permute(t30, (1, 3, 5, 0, 2, 4))
-        t32 = torch.permute(output, (3, 0, 1, 2))
-        t33 = torch.asarray(t32 == t24 + t31, dtype=grad.dtype)
-        t34 = _shift_right(torch.cumsum(t33, dim=-5), axis=-5, fill=0)
-        t35 = torch.sum(t33, axis=-5, keepdims=True)
-        t36 = _shift_right(torch.cumsum(t35, dim=-6), axis=-6, fill=0)
+        t17 = _shift_right(
+            torch.cumsum(torch.asarray(t16 == t1 + t15, dtype=grad.dtype), dim=-2), axis=-2, fill=0
+        )
+        t18 = torch.sum(torch.asarray(t16 == t1 + t15, dtype=grad.dtype), axis=-2, keepdims=True)
+        t19 = _shift_right(torch.cumsum(t18, dim=-4), axis=-4, fill=0)
+        t20 = torch.where((t16 == t1 + t15) & (t17 + t19 == 0), t0, 0)
+        t21 = _scatter_add(t20, t7, 1, t6)  # no gather form: an explicit scatter-add
+        grad_input = _scatter_add(t21, t14, 2, t12)  # no gather form: an explicit scatter-add
+        t22 = torch.permute(grad, (3, 0, 1, 2))
+        t23 = filter[..., None, None, None]
+        t24 = t4[..., None]
+        t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
+        t26 = _gather(input, t25, -2, fill=-torch.inf)
+        t27 = t11[..., None]
+        t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
+        t29 = _gather(t26, t28, -4, fill=-torch.inf)
+        t30 = torch.permute(t29, (1, 3, 5, 0, 2, 4))
+        t31 = torch.permute(output, (3, 0, 1, 2))
+        t32 = _shift_right(
+            torch.cumsum(torch.asarray(t31 == t23 + t30, dtype=grad.dtype), dim=-5), axis=-5, fill=0
+        )
+        t33 = torch.sum(torch.asarray(t31 == t23 + t30, dtype=grad.dtype), axis=-5, keepdims=True)
+        t34 = _shift_right(torch.cumsum(t33, dim=-6), axis=-6, fill=0)
         grad_filter = torch.sum(
-            torch.where((t32 == t24 + t31) & (t34 + t36 == 0), t23, 0), axis=(-3, -2, -1)
+            torch.where((t31 == t23 + t30) & (t32 + t34 == 0), t22, 0), axis=(-3, -2, -1)
         )
     else:
         raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")

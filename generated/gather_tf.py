@@ -574,7 +574,8 @@ def unsorted_segment_max_vjp(grad, data, segment_ids, output, *, num_segments):
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
-            p], output[s, p]) at s = segment_ids[j]), i.e. `t1 * t5 / t4`
+            p], output[s, p]) at s = segment_ids[j])
+            i.e. `t5 * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, ...`
     """
     t0 = _gather(output, segment_ids, -2)
     t1 = tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
@@ -582,7 +583,11 @@ def unsorted_segment_max_vjp(grad, data, segment_ids, output, *, num_segments):
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = t1 * t5 / t4
+    grad_data = (
+        t5
+        * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        / t4
+    )
     return grad_data, None
 
 
@@ -636,7 +641,8 @@ def unsorted_segment_min_vjp(grad, data, segment_ids, output, *, num_segments):
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
-            p], output[s, p]) at s = segment_ids[j]), i.e. `t1 * t5 / t4`
+            p], output[s, p]) at s = segment_ids[j])
+            i.e. `t5 * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, ...`
     """
     t0 = _gather(output, segment_ids, -2)
     t1 = tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
@@ -644,7 +650,11 @@ def unsorted_segment_min_vjp(grad, data, segment_ids, output, *, num_segments):
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = t1 * t5 / t4
+    grad_data = (
+        t5
+        * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        / t4
+    )
     return grad_data, None
 
 
@@ -785,7 +795,8 @@ def segment_max_vjp(grad, data, segment_ids, output, *, ext1=None):
             i.e. `grad * tf.where(t3 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
-            ext1[s, p]) at s = segment_ids[j]), i.e. `t5 * t8 / t7`
+            ext1[s, p]) at s = segment_ids[j])
+            i.e. `t8 * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, ...`
     """
     if ext1 is None:
         t0 = tf.shape(grad, out_type=tf.int64)[-2]
@@ -799,7 +810,11 @@ def segment_max_vjp(grad, data, segment_ids, output, *, ext1=None):
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = t5 * t8 / t7
+    grad_data = (
+        t8
+        * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        / t7
+    )
     return grad_data, None
 
 
@@ -847,7 +862,8 @@ def segment_min_vjp(grad, data, segment_ids, output, *, ext1=None):
             i.e. `grad * tf.where(t3 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
-            ext1[s, p]) at s = segment_ids[j]), i.e. `t5 * t8 / t7`
+            ext1[s, p]) at s = segment_ids[j])
+            i.e. `t8 * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, ...`
     """
     if ext1 is None:
         t0 = tf.shape(grad, out_type=tf.int64)[-2]
@@ -861,7 +877,11 @@ def segment_min_vjp(grad, data, segment_ids, output, *, ext1=None):
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = t5 * t8 / t7
+    grad_data = (
+        t8
+        * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        / t7
+    )
     return grad_data, None
 
 

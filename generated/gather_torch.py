@@ -455,7 +455,7 @@ def unsorted_segment_max_vjp(grad, data, segment_ids, *, output=None, num_segmen
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
-            p], output[s, p]) at s = segment_ids[j]), i.e. `t1 * t5 / t4`
+            p], output[s, p]) at s = segment_ids[j]), i.e. `torch.where(data == t0, t5 / t4, 0)`
     """
     if output is None:
         output = unsorted_segment_max_forward(data, segment_ids, num_segments=num_segments)
@@ -465,7 +465,7 @@ def unsorted_segment_max_vjp(grad, data, segment_ids, *, output=None, num_segmen
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = t1 * t5 / t4
+    grad_data = torch.where(data == t0, t5 / t4, 0)
     return grad_data, None
 
 
@@ -509,7 +509,7 @@ def unsorted_segment_min_vjp(grad, data, segment_ids, *, output=None, num_segmen
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
-            p], output[s, p]) at s = segment_ids[j]), i.e. `t1 * t5 / t4`
+            p], output[s, p]) at s = segment_ids[j]), i.e. `torch.where(data == t0, t5 / t4, 0)`
     """
     if output is None:
         output = unsorted_segment_min_forward(data, segment_ids, num_segments=num_segments)
@@ -519,7 +519,7 @@ def unsorted_segment_min_vjp(grad, data, segment_ids, *, output=None, num_segmen
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = t1 * t5 / t4
+    grad_data = torch.where(data == t0, t5 / t4, 0)
     return grad_data, None
 
 
@@ -643,7 +643,7 @@ def segment_max_vjp(grad, data, segment_ids, *, output=None, ext1=None):
             i.e. `torch.where(t3 > 0, grad, 0)`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
-            ext1[s, p]) at s = segment_ids[j]), i.e. `t5 * t8 / t7`
+            ext1[s, p]) at s = segment_ids[j]), i.e. `torch.where(data == t4, t8 / t7, 0)`
     """
     if ext1 is None:
         t0 = np.shape(grad)[-2]
@@ -657,7 +657,7 @@ def segment_max_vjp(grad, data, segment_ids, *, output=None, ext1=None):
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = t5 * t8 / t7
+    grad_data = torch.where(data == t4, t8 / t7, 0)
     return grad_data, None
 
 
@@ -711,7 +711,7 @@ def segment_min_vjp(grad, data, segment_ids, *, output=None, ext1=None):
             i.e. `torch.where(t3 > 0, grad, 0)`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
-            ext1[s, p]) at s = segment_ids[j]), i.e. `t5 * t8 / t7`
+            ext1[s, p]) at s = segment_ids[j]), i.e. `torch.where(data == t4, t8 / t7, 0)`
     """
     if ext1 is None:
         t0 = np.shape(grad)[-2]
@@ -725,7 +725,7 @@ def segment_min_vjp(grad, data, segment_ids, *, output=None, ext1=None):
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = t5 * t8 / t7
+    grad_data = torch.where(data == t4, t8 / t7, 0)
     return grad_data, None
 
 

@@ -57,11 +57,13 @@ def batch_norm_with_global_normalization_grad(
 
     In index notation, next to the code computing it, for scale_after_normalization=False (other
     values of scale_after_normalization change it):
-        grad_t[b, h, w, c] = grad[b, h, w, c] / sqrt(variance_epsilon + v[c]), i.e. `grad * t1`
-        grad_m[c] = -sum_{b, h, w} grad[b, h, w, c] / sqrt(variance_epsilon + v[c]), i.e. `-t1 * t2`
+        grad_t[b, h, w, c] = grad[b, h, w, c] / sqrt(variance_epsilon + v[c])
+            i.e. `grad / np.sqrt(v + variance_epsilon)`
+        grad_m[c] = -sum_{b, h, w} grad[b, h, w, c] / sqrt(variance_epsilon + v[c])
+            i.e. `-t0 / np.sqrt(v + variance_epsilon)`
         grad_v[c] = -sum_{b, h, w} grad[b, h, w, c] * (-beta[c] + result[b, h, w, c]) / (2 *
-            (variance_epsilon + v[c])), i.e. `-1 / 2 * t3 / t0`
-        grad_beta[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t2`
+            (variance_epsilon + v[c])), i.e. `-1 / 2 * t1 / (v + variance_epsilon)`
+        grad_beta[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t0`
     """
     if result is None:
         result = batch_norm_with_global_normalization(
@@ -73,25 +75,20 @@ def batch_norm_with_global_normalization_grad(
             scale_after_normalization=scale_after_normalization,
             variance_epsilon=variance_epsilon,
         )
-    t0 = v + variance_epsilon
-    t1 = 1 / np.sqrt(t0)
+    t0 = np.sum(grad, axis=(-4, -3, -2))
+    grad_beta = t0
     if not scale_after_normalization:
-        grad_t = grad * t1
-        t2 = np.sum(grad, axis=(-4, -3, -2))
-        grad_m = -t1 * t2
-        t3 = np.sum(grad * (-beta + result), axis=(-4, -3, -2))
-        grad_v = -1 / 2 * t3 / t0
-        grad_beta = t2
+        grad_t = grad / np.sqrt(v + variance_epsilon)
+        grad_m = -t0 / np.sqrt(v + variance_epsilon)
+        t1 = np.sum(grad * (-beta + result), axis=(-4, -3, -2))
+        grad_v = -1 / 2 * t1 / (v + variance_epsilon)
         grad_gamma = None
     elif scale_after_normalization:
-        t2 = gamma * t1
-        grad_t = grad * t2
-        t3 = np.sum(grad, axis=(-4, -3, -2))
-        grad_m = -t2 * t3
-        t4 = np.sum(grad * (-m + t), axis=(-4, -3, -2))
-        grad_v = -1 / 2 * gamma * t4 / t0 ** (3 / 2)
-        grad_beta = t3
-        grad_gamma = t1 * t4
+        grad_t = gamma * grad / np.sqrt(v + variance_epsilon)
+        grad_m = -gamma * t0 / np.sqrt(v + variance_epsilon)
+        t1 = np.sum(grad * (-m + t), axis=(-4, -3, -2))
+        grad_v = -1 / 2 * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
+        grad_gamma = t1 / np.sqrt(v + variance_epsilon)
     else:
         raise ValueError(
             f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
@@ -134,48 +131,50 @@ def batch_norm_with_global_normalization_grad_grad(
     t0 = v + variance_epsilon
     t1 = 1 / np.sqrt(t0)
     if not scale_after_normalization:
-        t2 = -m + t
-        t3 = (1 / 2) * grad_vjp_v
-        grad_grad = grad_vjp_beta - grad_vjp_m * t1 + grad_vjp_t * t1 - t2 * t3 / t0 ** (3 / 2)
-        t4 = 1 / t0
-        t5 = t3 * t4
-        grad_t = -t5 * vjp_t
-        t6 = np.sum(vjp_t, axis=(-4, -3, -2))
-        grad_m = t5 * t6
-        t7 = np.sum(grad_vjp_t * vjp_t, axis=(-4, -3, -2))
-        t8 = np.sum(t2 * vjp_t, axis=(-4, -3, -2))
-        grad_v = (1 / 4) * t4 * (2 * grad_vjp_m * t6 + 3 * grad_vjp_v * t4 * t8 - 2 * t7)
+        grad_grad = (
+            grad_vjp_beta
+            - grad_vjp_m * t1
+            + grad_vjp_t * t1
+            - 1 / 2 * grad_vjp_v * (-m + t) / t0 ** (3 / 2)
+        )
+        grad_t = -1 / 2 * grad_vjp_v * vjp_t / (v + variance_epsilon)
+        t2 = np.sum(vjp_t, axis=(-4, -3, -2))
+        grad_m = (1 / 2) * grad_vjp_v * t2 / (v + variance_epsilon)
+        t3 = np.sum(grad_vjp_t * vjp_t, axis=(-4, -3, -2))
+        t4 = np.sum(vjp_t * (-m + t), axis=(-4, -3, -2))
+        t5 = 1 / (v + variance_epsilon)
+        grad_v = (1 / 4) * t5 * (2 * grad_vjp_m * t2 + 3 * grad_vjp_v * t4 * t5 - 2 * t3)
         grad_gamma = None
     elif scale_after_normalization:
         t2 = gamma * t1
         t3 = -m + t
-        t4 = grad_vjp_gamma * t1
-        t5 = (1 / 2) / t0 ** (3 / 2)
         grad_grad = (
-            -gamma * grad_vjp_v * t3 * t5
+            -1 / 2 * gamma * grad_vjp_v * t3 / t0 ** (3 / 2)
             + grad_vjp_beta
+            + grad_vjp_gamma * t1 * t3
             - grad_vjp_m * t2
             + grad_vjp_t * t2
-            + t3 * t4
         )
-        t6 = 1 / t0
-        t7 = (1 / 2) * t6
-        t8 = grad_vjp_v * t7
-        grad_t = grad * t4 - t8 * vjp_t
-        t9 = np.sum(vjp_t, axis=(-4, -3, -2))
-        t10 = np.sum(grad, axis=(-4, -3, -2))
-        grad_m = (1 / 2) * grad_vjp_v * t6 * t9 - t10 * t4
-        t11 = np.sum(grad_vjp_t * vjp_t, axis=(-4, -3, -2))
-        t12 = np.sum(grad * t3, axis=(-4, -3, -2))
-        t13 = np.sum(t3 * vjp_t, axis=(-4, -3, -2))
+        t4 = v + variance_epsilon
+        grad_t = grad * grad_vjp_gamma / np.sqrt(t4) - 1 / 2 * grad_vjp_v * vjp_t / t4
+        t5 = np.sum(vjp_t, axis=(-4, -3, -2))
+        t6 = np.sum(grad, axis=(-4, -3, -2))
+        t7 = v + variance_epsilon
+        grad_m = -grad_vjp_gamma * t6 / np.sqrt(t7) + (1 / 2) * grad_vjp_v * t5 / t7
+        t8 = np.sum(grad_vjp_t * vjp_t, axis=(-4, -3, -2))
+        t9 = np.sum(grad * (-m + t), axis=(-4, -3, -2))
+        t10 = np.sum(vjp_t * (-m + t), axis=(-4, -3, -2))
+        t11 = v + variance_epsilon
+        t12 = 1 / t11
         grad_v = (
-            -grad_vjp_gamma * t12 * t5
-            + (1 / 2) * grad_vjp_m * t6 * t9
-            + (3 / 4) * grad_vjp_v * t13 / t0**2
-            - t11 * t7
+            -1 / 2 * grad_vjp_gamma * t9 / t11 ** (3 / 2)
+            + (1 / 2) * grad_vjp_m * t12 * t5
+            + (3 / 4) * grad_vjp_v * t10 / t11**2
+            - 1 / 2 * t12 * t8
         )
-        t14 = np.sum(grad * grad_vjp_t, axis=(-4, -3, -2))
-        grad_gamma = t1 * (-grad_vjp_m * t10 - t12 * t8 + t14)
+        t13 = np.sum(grad * grad_vjp_t, axis=(-4, -3, -2))
+        t14 = v + variance_epsilon
+        grad_gamma = (-grad_vjp_m * t6 - 1 / 2 * grad_vjp_v * t9 / t14 + t13) / np.sqrt(t14)
     else:
         raise ValueError(
             f"BatchNormWithGlobalNormalizationGrad: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
@@ -268,22 +267,22 @@ def lrn_grad_grad(
     t12 = _gather(grad_vjp_input, t11, -1)
     t13 = _gather(input, t11, -1)
     t14 = np.sum(t12 * t13, axis=-1)
-    t15 = 2 * alpha
-    grad_vjp_affine1 = t14 * t15
-    t16 = 1 / affine1
-    t17 = grad_vjp_affine1 * t16
-    t18 = input * t17
-    t19 = beta * t18
-    t20 = affine1 ** (-beta)
-    t21 = beta * grad * t20
-    grad_affine1 = t16 * t21 * (-grad_vjp_input + t18 + t19)
-    grad_grad = t20 * (grad_vjp_input - t19)
-    t22 = depth_radius - t10 + t8
-    t23 = _gather(vjp_affine1, t22, -1)
-    t24 = np.sum(t23, axis=-1)
-    t25 = _gather(grad_affine1, t22, -1)
-    t26 = np.sum(t25, axis=-1)
-    grad_input = grad_vjp_input * t15 * t24 + input * t15 * t26 - t17 * t21
+    grad_vjp_affine1 = 2 * alpha * t14
+    t15 = 1 / affine1
+    t16 = grad_vjp_affine1 * input * t15
+    grad_affine1 = affine1 ** (-beta) * beta * grad * t15 * (beta * t16 - grad_vjp_input + t16)
+    grad_grad = affine1 ** (-beta) * (grad_vjp_input - beta * grad_vjp_affine1 * input / affine1)
+    t17 = depth_radius - t10 + t8
+    t18 = _gather(vjp_affine1, t17, -1)
+    t19 = np.sum(t18, axis=-1)
+    t20 = _gather(grad_affine1, t17, -1)
+    t21 = np.sum(t20, axis=-1)
+    t22 = 2 * alpha
+    grad_input = (
+        grad_vjp_input * t19 * t22
+        + input * t21 * t22
+        - affine1 ** (-beta) * beta * grad * grad_vjp_affine1 / affine1
+    )
     return grad_grad, grad_input
 
 
@@ -317,16 +316,15 @@ def fused_batch_norm(
         t1 = np.shape(x)[-3]
         t2 = np.shape(x)[-2]
         t3 = np.sum(x, axis=(-4, -3, -2))
-        t4 = 1 / (t0 * t1 * t2)
-        batch_mean_ = t3 * t4
-        t5 = -batch_mean_ + x
-        t6 = np.sum(t5**2, axis=(-4, -3, -2))
-        batch_variance_ = t4 * t6
-        y = offset + scale * t5 / np.sqrt(batch_variance_ + epsilon)
-        t7 = 1 - exponential_avg_factor
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
-        t8 = t0 * t1 * t2
-        batch_variance = batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
+        batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
+        batch_variance_ = t4 / (t0 * t1 * t2)
+        y = offset + scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+        t5 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
+            1 - exponential_avg_factor
+        )
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     else:
@@ -373,7 +371,7 @@ def fused_batch_norm_grad(
             w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1) + ...`
+            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
             + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
@@ -382,14 +380,14 @@ def fused_batch_norm_grad(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t17 + grad_reserve_space_1 * t17 ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t14 + grad_reserve_space_1 * t14 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t15 * t5`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / np.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `np.sum(grad_y, axis=(-4, -3, -2))`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * t19`
+            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * t19`
+            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if reserve_space_1 is None:
         reserve_space_1 = fused_batch_norm(
@@ -420,17 +418,18 @@ def fused_batch_norm_grad(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        t0 = epsilon + reserve_space_2
-        t1 = 1 / np.sqrt(t0)
-        t2 = scale * t1
-        grad_x = grad_y * t2
-        t3 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t1 * t3
+        grad_x = grad_y * scale / np.sqrt(epsilon + reserve_space_2)
+        t0 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        grad_scale = t0 / np.sqrt(epsilon + reserve_space_2)
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        t4 = np.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean + grad_reserve_space_1 - t2 * t4
+        t1 = np.sum(grad_y, axis=(-4, -3, -2))
+        grad_mean = (
+            grad_batch_mean + grad_reserve_space_1 - scale * t1 / np.sqrt(epsilon + reserve_space_2)
+        )
         grad_variance = (
-            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t3 / t0 ** (3 / 2)
+            grad_batch_variance
+            + grad_reserve_space_2
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
         if batch_mean_ is None:
@@ -439,39 +438,35 @@ def fused_batch_norm_grad(
             t2 = np.shape(x)[-2]
             t3 = np.sum(x, axis=(-4, -3, -2))
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = -x
-        t5 = np.sum(grad_y * (-reserve_space_1 - t4), axis=(-4, -3, -2))
-        t6 = np.shape(x)[-4]
-        t7 = np.shape(x)[-3]
-        t8 = np.shape(x)[-2]
-        t9 = epsilon + reserve_space_2
-        t10 = t6 * t7 * t8
+        t4 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        t5 = np.shape(x)[-4]
+        t6 = np.shape(x)[-3]
+        t7 = np.shape(x)[-2]
+        t8 = t5 * t6 * t7
         grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1)
+            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
             + grad_reserve_space_2
-            - 1 / 2 * scale * t5 / t9 ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-        t11 = np.transpose(x, (3, 0, 1, 2))
+        t9 = np.transpose(x, (3, 0, 1, 2))
+        t10 = np.sum(t9, axis=(-3, -2, -1))
+        t11 = np.transpose(grad_y, (3, 0, 1, 2))
         t12 = np.sum(t11, axis=(-3, -2, -1))
-        t13 = np.transpose(grad_y, (3, 0, 1, 2))
-        t14 = np.sum(t13, axis=(-3, -2, -1))
-        t15 = 1 / np.sqrt(t9)
-        t16 = scale * t15
-        t17 = 1 / (t6 * t7 * t8)
-        t18 = 2 * grad_batch_variance_
+        t13 = scale / np.sqrt(epsilon + reserve_space_2)
+        t14 = 1 / (t5 * t6 * t7)
+        t15 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean * t17
-            + grad_reserve_space_1 * t17
-            + grad_y * t16
-            - t14 * t16 * t17
-            + t17 * t18 * (-batch_mean_ - t4)
-            - t18 * (-batch_mean_ * t10 + t12) / (t6**2 * t7**2 * t8**2)
+            exponential_avg_factor * grad_batch_mean * t14
+            + grad_reserve_space_1 * t14
+            + grad_y * t13
+            - t12 * t13 * t14
+            + t14 * t15 * (-batch_mean_ + x)
+            - t15 * (-batch_mean_ * t5 * t6 * t7 + t10) / (t5**2 * t6**2 * t7**2)
         )
-        grad_scale = t15 * t5
+        grad_scale = t4 / np.sqrt(epsilon + reserve_space_2)
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        t19 = 1 - exponential_avg_factor
-        grad_mean = grad_batch_mean * t19
-        grad_variance = grad_batch_variance * t19
+        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
+        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
         raise ValueError(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -536,36 +531,36 @@ def fused_batch_norm_grad_grad(
         t1 = 1 / np.sqrt(t0)
         t2 = scale * t1
         t3 = -mean + x
-        t4 = grad_vjp_scale * t1
-        t5 = (1 / 2) / t0 ** (3 / 2)
         grad_grad_y = (
             -grad_vjp_mean * t2
             + grad_vjp_offset
-            - grad_vjp_variance * scale * t3 * t5
+            + grad_vjp_scale * t1 * t3
+            - 1 / 2 * grad_vjp_variance * scale * t3 / t0 ** (3 / 2)
             + grad_vjp_x * t2
-            + t3 * t4
         )
         grad_grad_batch_mean = grad_vjp_mean
         grad_grad_batch_variance = grad_vjp_variance
         grad_grad_reserve_space_1 = grad_vjp_mean
         grad_grad_reserve_space_2 = grad_vjp_variance
-        t6 = 1 / t0
-        t7 = (1 / 2) * t6
-        t8 = grad_vjp_variance * t7
-        grad_x = grad_y * t4 - t8 * vjp_x
-        t9 = np.sum(grad_y, axis=(-4, -3, -2))
-        t10 = np.sum(grad_y * t3, axis=(-4, -3, -2))
-        t11 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        grad_scale = t1 * (-grad_vjp_mean * t9 - t10 * t8 + t11)
-        t12 = np.sum(vjp_x, axis=(-4, -3, -2))
-        grad_mean = (1 / 2) * grad_vjp_variance * t12 * t6 - t4 * t9
-        t13 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
-        t14 = np.sum(t3 * vjp_x, axis=(-4, -3, -2))
+        t4 = epsilon + variance
+        grad_x = grad_vjp_scale * grad_y / np.sqrt(t4) - 1 / 2 * grad_vjp_variance * vjp_x / t4
+        t5 = np.sum(grad_y, axis=(-4, -3, -2))
+        t6 = np.sum(grad_y * (-mean + x), axis=(-4, -3, -2))
+        t7 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        t8 = epsilon + variance
+        grad_scale = (-grad_vjp_mean * t5 - 1 / 2 * grad_vjp_variance * t6 / t8 + t7) / np.sqrt(t8)
+        t9 = np.sum(vjp_x, axis=(-4, -3, -2))
+        t10 = epsilon + variance
+        grad_mean = -grad_vjp_scale * t5 / np.sqrt(t10) + (1 / 2) * grad_vjp_variance * t9 / t10
+        t11 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
+        t12 = np.sum(vjp_x * (-mean + x), axis=(-4, -3, -2))
+        t13 = epsilon + variance
+        t14 = (1 / 2) / t13
         grad_variance = (
-            grad_vjp_mean * t12 * t7
-            - grad_vjp_scale * t10 * t5
-            + (3 / 4) * grad_vjp_variance * t14 / t0**2
-            - t13 * t7
+            grad_vjp_mean * t14 * t9
+            - 1 / 2 * grad_vjp_scale * t6 / t13 ** (3 / 2)
+            + (3 / 4) * grad_vjp_variance * t12 / t13**2
+            - t11 * t14
         )
     elif is_training:
         if batch_mean_ is None or batch_variance_ is None or vjp_batch_variance_ is None:
@@ -590,68 +585,77 @@ def fused_batch_norm_grad_grad(
         t11 = np.shape(grad_y)[-3]
         t12 = np.shape(grad_y)[-2]
         t13 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-        t14 = 1 / (t10 * t11 * t12)
-        grad_vjp_batch_mean_ = t13 * t14
-        t15 = np.sum(x, axis=(-4, -3, -2))
-        t16 = np.transpose(x, (3, 0, 1, 2))
-        t17 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
-        t18 = -batch_mean_ + x
-        t19 = np.sum(grad_vjp_x * t18, axis=(-4, -3, -2))
-        t20 = t10 * t11 * t12
-        t21 = batch_mean_ * t20
-        t22 = 2 * t14
-        grad_vjp_batch_variance_ = t22 * (-grad_vjp_batch_mean_ * (t15 - t21) + t19)
-        t23 = np.transpose(grad_y, (3, 0, 1, 2))
-        t24 = np.sum(grad_y * t18, axis=(-4, -3, -2))
-        t25 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        t26 = np.sum(grad_y, axis=(-4, -3, -2))
-        t27 = batch_variance_ + epsilon
-        t28 = 1 / t27 ** (3 / 2)
-        t29 = 2 * scale
-        t30 = grad_vjp_batch_mean_ * t26
-        t31 = t24 / t27
+        grad_vjp_batch_mean_ = t13 / (t10 * t11 * t12)
+        t14 = np.sum(x, axis=(-4, -3, -2))
+        t15 = np.transpose(x, (3, 0, 1, 2))
+        t16 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
+        t17 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
+        grad_vjp_batch_variance_ = (
+            2
+            * (-grad_vjp_batch_mean_ * (-batch_mean_ * t10 * t11 * t12 + t14) + t17)
+            / (t10 * t11 * t12)
+        )
+        t18 = np.transpose(grad_y, (3, 0, 1, 2))
+        t19 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
+        t20 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        t21 = np.sum(grad_y, axis=(-4, -3, -2))
+        t22 = batch_variance_ + epsilon
+        t23 = 2 * scale
         grad_batch_variance_ = (
             (1 / 4)
-            * t28
             * (
-                3 * grad_vjp_batch_variance_ * scale * t31
-                - 2 * grad_vjp_scale * t24
-                - t25 * t29
-                + t29 * t30
+                grad_vjp_batch_mean_ * t21 * t23
+                + 3 * grad_vjp_batch_variance_ * scale * t19 / t22
+                - 2 * grad_vjp_scale * t19
+                - t20 * t23
             )
+            / t22 ** (3 / 2)
         )
-        t32 = 1 / np.sqrt(t27)
-        t33 = scale * t32
-        t34 = grad_vjp_scale * t32
-        t35 = (1 / 2) * grad_vjp_batch_variance_
-        t36 = scale * t28 * t35
+        t24 = batch_variance_ + epsilon
+        t25 = 1 / np.sqrt(t24)
+        t26 = scale * t25
+        t27 = -batch_mean_ + x
         grad_grad_y = (
-            -grad_vjp_batch_mean_ * t33 + grad_vjp_offset + grad_vjp_x * t33 + t18 * t34 - t18 * t36
+            -grad_vjp_batch_mean_ * t26
+            - 1 / 2 * grad_vjp_batch_variance_ * scale * t27 / t24 ** (3 / 2)
+            + grad_vjp_offset
+            + grad_vjp_scale * t25 * t27
+            + grad_vjp_x * t26
         )
-        t37 = 1 - exponential_avg_factor
-        grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * t37
-        grad_grad_batch_variance = (
-            exponential_avg_factor * grad_vjp_batch_variance_ * t20 / (t20 - 1)
-            + grad_vjp_variance * t37
+        grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
+            1 - exponential_avg_factor
         )
+        t28 = t10 * t11 * t12
+        grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t28 / (
+            t28 - 1
+        ) + grad_vjp_variance * (1 - exponential_avg_factor)
         grad_grad_reserve_space_1 = grad_vjp_batch_mean_
         grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-        t38 = np.sum(t16, axis=(-3, -2, -1))
-        t39 = np.sum(t17, axis=(-3, -2, -1))
-        t40 = np.sum(t23, axis=(-3, -2, -1))
-        t41 = 2 / (t10**2 * t11**2 * t12**2)
-        t42 = t14 * t40
+        t29 = np.sum(t15, axis=(-3, -2, -1))
+        t30 = np.sum(t16, axis=(-3, -2, -1))
+        t31 = np.sum(t18, axis=(-3, -2, -1))
+        t32 = batch_variance_ + epsilon
+        t33 = grad_vjp_scale / np.sqrt(t32)
+        t34 = (1 / 2) * grad_vjp_batch_variance_ * scale / t32 ** (3 / 2)
+        t35 = 2 * vjp_batch_variance_
+        t36 = 1 / (t10 * t11 * t12)
+        t37 = 1 / (t10**2 * t11**2 * t12**2)
+        t38 = 2 * grad_batch_variance_
+        t39 = t31 * t36
         grad_x = (
-            grad_batch_variance_ * t18 * t22
-            - grad_batch_variance_ * t41 * (-t21 + t38)
-            + grad_vjp_x * t22 * vjp_batch_variance_
-            + grad_y * t34
-            - grad_y * t36
-            - t34 * t42
-            + t36 * t42
-            - t39 * t41 * vjp_batch_variance_
+            grad_vjp_x * t35 * t36
+            + grad_y * t33
+            - grad_y * t34
+            - t30 * t35 * t37
+            - t33 * t39
+            + t34 * t39
+            + t36 * t38 * (-batch_mean_ + x)
+            - t37 * t38 * (-batch_mean_ * t10 * t11 * t12 + t29)
         )
-        grad_scale = t32 * (t25 - t30 - t31 * t35)
+        t40 = batch_variance_ + epsilon
+        grad_scale = (
+            -grad_vjp_batch_mean_ * t21 - 1 / 2 * grad_vjp_batch_variance_ * t19 / t40 + t20
+        ) / np.sqrt(t40)
         grad_mean = None
         grad_variance = None
     else:
@@ -702,16 +706,15 @@ def fused_batch_norm_v2(
         t1 = np.shape(x)[-3]
         t2 = np.shape(x)[-2]
         t3 = np.sum(x, axis=(-4, -3, -2))
-        t4 = 1 / (t0 * t1 * t2)
-        batch_mean_ = t3 * t4
-        t5 = -batch_mean_ + x
-        t6 = np.sum(t5**2, axis=(-4, -3, -2))
-        batch_variance_ = t4 * t6
-        y = offset + scale * t5 / np.sqrt(batch_variance_ + epsilon)
-        t7 = 1 - exponential_avg_factor
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
-        t8 = t0 * t1 * t2
-        batch_variance = batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
+        batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
+        batch_variance_ = t4 / (t0 * t1 * t2)
+        y = offset + scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+        t5 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
+            1 - exponential_avg_factor
+        )
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     else:
@@ -758,7 +761,7 @@ def fused_batch_norm_v2_grad(
             w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1) + ...`
+            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
             + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
@@ -767,14 +770,14 @@ def fused_batch_norm_v2_grad(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t17 + grad_reserve_space_1 * t17 ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t14 + grad_reserve_space_1 * t14 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t15 * t5`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / np.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `np.sum(grad_y, axis=(-4, -3, -2))`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * t19`
+            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * t19`
+            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if reserve_space_1 is None:
         reserve_space_1 = fused_batch_norm_v2(
@@ -805,17 +808,18 @@ def fused_batch_norm_v2_grad(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        t0 = epsilon + reserve_space_2
-        t1 = 1 / np.sqrt(t0)
-        t2 = scale * t1
-        grad_x = grad_y * t2
-        t3 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t1 * t3
+        grad_x = grad_y * scale / np.sqrt(epsilon + reserve_space_2)
+        t0 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        grad_scale = t0 / np.sqrt(epsilon + reserve_space_2)
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        t4 = np.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean + grad_reserve_space_1 - t2 * t4
+        t1 = np.sum(grad_y, axis=(-4, -3, -2))
+        grad_mean = (
+            grad_batch_mean + grad_reserve_space_1 - scale * t1 / np.sqrt(epsilon + reserve_space_2)
+        )
         grad_variance = (
-            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t3 / t0 ** (3 / 2)
+            grad_batch_variance
+            + grad_reserve_space_2
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
         if batch_mean_ is None:
@@ -824,39 +828,35 @@ def fused_batch_norm_v2_grad(
             t2 = np.shape(x)[-2]
             t3 = np.sum(x, axis=(-4, -3, -2))
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = -x
-        t5 = np.sum(grad_y * (-reserve_space_1 - t4), axis=(-4, -3, -2))
-        t6 = np.shape(x)[-4]
-        t7 = np.shape(x)[-3]
-        t8 = np.shape(x)[-2]
-        t9 = epsilon + reserve_space_2
-        t10 = t6 * t7 * t8
+        t4 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        t5 = np.shape(x)[-4]
+        t6 = np.shape(x)[-3]
+        t7 = np.shape(x)[-2]
+        t8 = t5 * t6 * t7
         grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1)
+            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
             + grad_reserve_space_2
-            - 1 / 2 * scale * t5 / t9 ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-        t11 = np.transpose(x, (3, 0, 1, 2))
+        t9 = np.transpose(x, (3, 0, 1, 2))
+        t10 = np.sum(t9, axis=(-3, -2, -1))
+        t11 = np.transpose(grad_y, (3, 0, 1, 2))
         t12 = np.sum(t11, axis=(-3, -2, -1))
-        t13 = np.transpose(grad_y, (3, 0, 1, 2))
-        t14 = np.sum(t13, axis=(-3, -2, -1))
-        t15 = 1 / np.sqrt(t9)
-        t16 = scale * t15
-        t17 = 1 / (t6 * t7 * t8)
-        t18 = 2 * grad_batch_variance_
+        t13 = scale / np.sqrt(epsilon + reserve_space_2)
+        t14 = 1 / (t5 * t6 * t7)
+        t15 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean * t17
-            + grad_reserve_space_1 * t17
-            + grad_y * t16
-            - t14 * t16 * t17
-            + t17 * t18 * (-batch_mean_ - t4)
-            - t18 * (-batch_mean_ * t10 + t12) / (t6**2 * t7**2 * t8**2)
+            exponential_avg_factor * grad_batch_mean * t14
+            + grad_reserve_space_1 * t14
+            + grad_y * t13
+            - t12 * t13 * t14
+            + t14 * t15 * (-batch_mean_ + x)
+            - t15 * (-batch_mean_ * t5 * t6 * t7 + t10) / (t5**2 * t6**2 * t7**2)
         )
-        grad_scale = t15 * t5
+        grad_scale = t4 / np.sqrt(epsilon + reserve_space_2)
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        t19 = 1 - exponential_avg_factor
-        grad_mean = grad_batch_mean * t19
-        grad_variance = grad_batch_variance * t19
+        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
+        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
         raise ValueError(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -921,36 +921,36 @@ def fused_batch_norm_v2_grad_grad(
         t1 = 1 / np.sqrt(t0)
         t2 = scale * t1
         t3 = -mean + x
-        t4 = grad_vjp_scale * t1
-        t5 = (1 / 2) / t0 ** (3 / 2)
         grad_grad_y = (
             -grad_vjp_mean * t2
             + grad_vjp_offset
-            - grad_vjp_variance * scale * t3 * t5
+            + grad_vjp_scale * t1 * t3
+            - 1 / 2 * grad_vjp_variance * scale * t3 / t0 ** (3 / 2)
             + grad_vjp_x * t2
-            + t3 * t4
         )
         grad_grad_batch_mean = grad_vjp_mean
         grad_grad_batch_variance = grad_vjp_variance
         grad_grad_reserve_space_1 = grad_vjp_mean
         grad_grad_reserve_space_2 = grad_vjp_variance
-        t6 = 1 / t0
-        t7 = (1 / 2) * t6
-        t8 = grad_vjp_variance * t7
-        grad_x = grad_y * t4 - t8 * vjp_x
-        t9 = np.sum(grad_y, axis=(-4, -3, -2))
-        t10 = np.sum(grad_y * t3, axis=(-4, -3, -2))
-        t11 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        grad_scale = t1 * (-grad_vjp_mean * t9 - t10 * t8 + t11)
-        t12 = np.sum(vjp_x, axis=(-4, -3, -2))
-        grad_mean = (1 / 2) * grad_vjp_variance * t12 * t6 - t4 * t9
-        t13 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
-        t14 = np.sum(t3 * vjp_x, axis=(-4, -3, -2))
+        t4 = epsilon + variance
+        grad_x = grad_vjp_scale * grad_y / np.sqrt(t4) - 1 / 2 * grad_vjp_variance * vjp_x / t4
+        t5 = np.sum(grad_y, axis=(-4, -3, -2))
+        t6 = np.sum(grad_y * (-mean + x), axis=(-4, -3, -2))
+        t7 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        t8 = epsilon + variance
+        grad_scale = (-grad_vjp_mean * t5 - 1 / 2 * grad_vjp_variance * t6 / t8 + t7) / np.sqrt(t8)
+        t9 = np.sum(vjp_x, axis=(-4, -3, -2))
+        t10 = epsilon + variance
+        grad_mean = -grad_vjp_scale * t5 / np.sqrt(t10) + (1 / 2) * grad_vjp_variance * t9 / t10
+        t11 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
+        t12 = np.sum(vjp_x * (-mean + x), axis=(-4, -3, -2))
+        t13 = epsilon + variance
+        t14 = (1 / 2) / t13
         grad_variance = (
-            grad_vjp_mean * t12 * t7
-            - grad_vjp_scale * t10 * t5
-            + (3 / 4) * grad_vjp_variance * t14 / t0**2
-            - t13 * t7
+            grad_vjp_mean * t14 * t9
+            - 1 / 2 * grad_vjp_scale * t6 / t13 ** (3 / 2)
+            + (3 / 4) * grad_vjp_variance * t12 / t13**2
+            - t11 * t14
         )
     elif is_training:
         if batch_mean_ is None or batch_variance_ is None or vjp_batch_variance_ is None:
@@ -975,68 +975,77 @@ def fused_batch_norm_v2_grad_grad(
         t11 = np.shape(grad_y)[-3]
         t12 = np.shape(grad_y)[-2]
         t13 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-        t14 = 1 / (t10 * t11 * t12)
-        grad_vjp_batch_mean_ = t13 * t14
-        t15 = np.sum(x, axis=(-4, -3, -2))
-        t16 = np.transpose(x, (3, 0, 1, 2))
-        t17 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
-        t18 = -batch_mean_ + x
-        t19 = np.sum(grad_vjp_x * t18, axis=(-4, -3, -2))
-        t20 = t10 * t11 * t12
-        t21 = batch_mean_ * t20
-        t22 = 2 * t14
-        grad_vjp_batch_variance_ = t22 * (-grad_vjp_batch_mean_ * (t15 - t21) + t19)
-        t23 = np.transpose(grad_y, (3, 0, 1, 2))
-        t24 = np.sum(grad_y * t18, axis=(-4, -3, -2))
-        t25 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        t26 = np.sum(grad_y, axis=(-4, -3, -2))
-        t27 = batch_variance_ + epsilon
-        t28 = 1 / t27 ** (3 / 2)
-        t29 = 2 * scale
-        t30 = grad_vjp_batch_mean_ * t26
-        t31 = t24 / t27
+        grad_vjp_batch_mean_ = t13 / (t10 * t11 * t12)
+        t14 = np.sum(x, axis=(-4, -3, -2))
+        t15 = np.transpose(x, (3, 0, 1, 2))
+        t16 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
+        t17 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
+        grad_vjp_batch_variance_ = (
+            2
+            * (-grad_vjp_batch_mean_ * (-batch_mean_ * t10 * t11 * t12 + t14) + t17)
+            / (t10 * t11 * t12)
+        )
+        t18 = np.transpose(grad_y, (3, 0, 1, 2))
+        t19 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
+        t20 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        t21 = np.sum(grad_y, axis=(-4, -3, -2))
+        t22 = batch_variance_ + epsilon
+        t23 = 2 * scale
         grad_batch_variance_ = (
             (1 / 4)
-            * t28
             * (
-                3 * grad_vjp_batch_variance_ * scale * t31
-                - 2 * grad_vjp_scale * t24
-                - t25 * t29
-                + t29 * t30
+                grad_vjp_batch_mean_ * t21 * t23
+                + 3 * grad_vjp_batch_variance_ * scale * t19 / t22
+                - 2 * grad_vjp_scale * t19
+                - t20 * t23
             )
+            / t22 ** (3 / 2)
         )
-        t32 = 1 / np.sqrt(t27)
-        t33 = scale * t32
-        t34 = grad_vjp_scale * t32
-        t35 = (1 / 2) * grad_vjp_batch_variance_
-        t36 = scale * t28 * t35
+        t24 = batch_variance_ + epsilon
+        t25 = 1 / np.sqrt(t24)
+        t26 = scale * t25
+        t27 = -batch_mean_ + x
         grad_grad_y = (
-            -grad_vjp_batch_mean_ * t33 + grad_vjp_offset + grad_vjp_x * t33 + t18 * t34 - t18 * t36
+            -grad_vjp_batch_mean_ * t26
+            - 1 / 2 * grad_vjp_batch_variance_ * scale * t27 / t24 ** (3 / 2)
+            + grad_vjp_offset
+            + grad_vjp_scale * t25 * t27
+            + grad_vjp_x * t26
         )
-        t37 = 1 - exponential_avg_factor
-        grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * t37
-        grad_grad_batch_variance = (
-            exponential_avg_factor * grad_vjp_batch_variance_ * t20 / (t20 - 1)
-            + grad_vjp_variance * t37
+        grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
+            1 - exponential_avg_factor
         )
+        t28 = t10 * t11 * t12
+        grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t28 / (
+            t28 - 1
+        ) + grad_vjp_variance * (1 - exponential_avg_factor)
         grad_grad_reserve_space_1 = grad_vjp_batch_mean_
         grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-        t38 = np.sum(t16, axis=(-3, -2, -1))
-        t39 = np.sum(t17, axis=(-3, -2, -1))
-        t40 = np.sum(t23, axis=(-3, -2, -1))
-        t41 = 2 / (t10**2 * t11**2 * t12**2)
-        t42 = t14 * t40
+        t29 = np.sum(t15, axis=(-3, -2, -1))
+        t30 = np.sum(t16, axis=(-3, -2, -1))
+        t31 = np.sum(t18, axis=(-3, -2, -1))
+        t32 = batch_variance_ + epsilon
+        t33 = grad_vjp_scale / np.sqrt(t32)
+        t34 = (1 / 2) * grad_vjp_batch_variance_ * scale / t32 ** (3 / 2)
+        t35 = 2 * vjp_batch_variance_
+        t36 = 1 / (t10 * t11 * t12)
+        t37 = 1 / (t10**2 * t11**2 * t12**2)
+        t38 = 2 * grad_batch_variance_
+        t39 = t31 * t36
         grad_x = (
-            grad_batch_variance_ * t18 * t22
-            - grad_batch_variance_ * t41 * (-t21 + t38)
-            + grad_vjp_x * t22 * vjp_batch_variance_
-            + grad_y * t34
-            - grad_y * t36
-            - t34 * t42
-            + t36 * t42
-            - t39 * t41 * vjp_batch_variance_
+            grad_vjp_x * t35 * t36
+            + grad_y * t33
+            - grad_y * t34
+            - t30 * t35 * t37
+            - t33 * t39
+            + t34 * t39
+            + t36 * t38 * (-batch_mean_ + x)
+            - t37 * t38 * (-batch_mean_ * t10 * t11 * t12 + t29)
         )
-        grad_scale = t32 * (t25 - t30 - t31 * t35)
+        t40 = batch_variance_ + epsilon
+        grad_scale = (
+            -grad_vjp_batch_mean_ * t21 - 1 / 2 * grad_vjp_batch_variance_ * t19 / t40 + t20
+        ) / np.sqrt(t40)
         grad_mean = None
         grad_variance = None
     else:
@@ -1090,21 +1099,20 @@ def fused_batch_norm_v3(
         t1 = np.shape(x)[-3]
         t2 = np.shape(x)[-2]
         t3 = np.sum(x, axis=(-4, -3, -2))
-        t4 = 1 / (t0 * t1 * t2)
-        batch_mean_ = t3 * t4
-        t5 = -batch_mean_ + x
-        t6 = np.sum(t5**2, axis=(-4, -3, -2))
-        batch_variance_ = t4 * t6
-        y = offset + scale * t5 / np.sqrt(batch_variance_ + epsilon)
-        t7 = 1 - exponential_avg_factor
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
-        t8 = t0 * t1 * t2
-        batch_variance = batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
+        batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
+        batch_variance_ = t4 / (t0 * t1 * t2)
+        y = offset + scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+        t5 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
+            1 - exponential_avg_factor
+        )
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
-        t9 = np.asarray(0, dtype=np.result_type(x))
-        t10 = 0
-        reserve_space_3 = np.broadcast_to(t9, tuple((t10,)))
+        t6 = np.asarray(0, dtype=np.result_type(x))
+        t7 = 0
+        reserve_space_3 = np.broadcast_to(t6, tuple((t7,)))
     else:
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -1151,7 +1159,7 @@ def fused_batch_norm_v3_grad(
             w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1) + ...`
+            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
             + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
@@ -1160,14 +1168,14 @@ def fused_batch_norm_v3_grad(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t17 + grad_reserve_space_1 * t17 ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t14 + grad_reserve_space_1 * t14 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t15 * t5`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / np.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `np.sum(grad_y, axis=(-4, -3, -2))`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * t19`
+            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * t19`
+            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if reserve_space_1 is None:
         reserve_space_1 = fused_batch_norm_v3(
@@ -1198,17 +1206,18 @@ def fused_batch_norm_v3_grad(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        t0 = epsilon + reserve_space_2
-        t1 = 1 / np.sqrt(t0)
-        t2 = scale * t1
-        grad_x = grad_y * t2
-        t3 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t1 * t3
+        grad_x = grad_y * scale / np.sqrt(epsilon + reserve_space_2)
+        t0 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        grad_scale = t0 / np.sqrt(epsilon + reserve_space_2)
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        t4 = np.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean + grad_reserve_space_1 - t2 * t4
+        t1 = np.sum(grad_y, axis=(-4, -3, -2))
+        grad_mean = (
+            grad_batch_mean + grad_reserve_space_1 - scale * t1 / np.sqrt(epsilon + reserve_space_2)
+        )
         grad_variance = (
-            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t3 / t0 ** (3 / 2)
+            grad_batch_variance
+            + grad_reserve_space_2
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
         if batch_mean_ is None:
@@ -1217,39 +1226,35 @@ def fused_batch_norm_v3_grad(
             t2 = np.shape(x)[-2]
             t3 = np.sum(x, axis=(-4, -3, -2))
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = -x
-        t5 = np.sum(grad_y * (-reserve_space_1 - t4), axis=(-4, -3, -2))
-        t6 = np.shape(x)[-4]
-        t7 = np.shape(x)[-3]
-        t8 = np.shape(x)[-2]
-        t9 = epsilon + reserve_space_2
-        t10 = t6 * t7 * t8
+        t4 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        t5 = np.shape(x)[-4]
+        t6 = np.shape(x)[-3]
+        t7 = np.shape(x)[-2]
+        t8 = t5 * t6 * t7
         grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1)
+            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
             + grad_reserve_space_2
-            - 1 / 2 * scale * t5 / t9 ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-        t11 = np.transpose(x, (3, 0, 1, 2))
+        t9 = np.transpose(x, (3, 0, 1, 2))
+        t10 = np.sum(t9, axis=(-3, -2, -1))
+        t11 = np.transpose(grad_y, (3, 0, 1, 2))
         t12 = np.sum(t11, axis=(-3, -2, -1))
-        t13 = np.transpose(grad_y, (3, 0, 1, 2))
-        t14 = np.sum(t13, axis=(-3, -2, -1))
-        t15 = 1 / np.sqrt(t9)
-        t16 = scale * t15
-        t17 = 1 / (t6 * t7 * t8)
-        t18 = 2 * grad_batch_variance_
+        t13 = scale / np.sqrt(epsilon + reserve_space_2)
+        t14 = 1 / (t5 * t6 * t7)
+        t15 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean * t17
-            + grad_reserve_space_1 * t17
-            + grad_y * t16
-            - t14 * t16 * t17
-            + t17 * t18 * (-batch_mean_ - t4)
-            - t18 * (-batch_mean_ * t10 + t12) / (t6**2 * t7**2 * t8**2)
+            exponential_avg_factor * grad_batch_mean * t14
+            + grad_reserve_space_1 * t14
+            + grad_y * t13
+            - t12 * t13 * t14
+            + t14 * t15 * (-batch_mean_ + x)
+            - t15 * (-batch_mean_ * t5 * t6 * t7 + t10) / (t5**2 * t6**2 * t7**2)
         )
-        grad_scale = t15 * t5
+        grad_scale = t4 / np.sqrt(epsilon + reserve_space_2)
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        t19 = 1 - exponential_avg_factor
-        grad_mean = grad_batch_mean * t19
-        grad_variance = grad_batch_variance * t19
+        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
+        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -1316,36 +1321,36 @@ def fused_batch_norm_v3_grad_grad(
         t1 = 1 / np.sqrt(t0)
         t2 = scale * t1
         t3 = -mean + x
-        t4 = grad_vjp_scale * t1
-        t5 = (1 / 2) / t0 ** (3 / 2)
         grad_grad_y = (
             -grad_vjp_mean * t2
             + grad_vjp_offset
-            - grad_vjp_variance * scale * t3 * t5
+            + grad_vjp_scale * t1 * t3
+            - 1 / 2 * grad_vjp_variance * scale * t3 / t0 ** (3 / 2)
             + grad_vjp_x * t2
-            + t3 * t4
         )
         grad_grad_batch_mean = grad_vjp_mean
         grad_grad_batch_variance = grad_vjp_variance
         grad_grad_reserve_space_1 = grad_vjp_mean
         grad_grad_reserve_space_2 = grad_vjp_variance
-        t6 = 1 / t0
-        t7 = (1 / 2) * t6
-        t8 = grad_vjp_variance * t7
-        grad_x = grad_y * t4 - t8 * vjp_x
-        t9 = np.sum(grad_y, axis=(-4, -3, -2))
-        t10 = np.sum(grad_y * t3, axis=(-4, -3, -2))
-        t11 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        grad_scale = t1 * (-grad_vjp_mean * t9 - t10 * t8 + t11)
-        t12 = np.sum(vjp_x, axis=(-4, -3, -2))
-        grad_mean = (1 / 2) * grad_vjp_variance * t12 * t6 - t4 * t9
-        t13 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
-        t14 = np.sum(t3 * vjp_x, axis=(-4, -3, -2))
+        t4 = epsilon + variance
+        grad_x = grad_vjp_scale * grad_y / np.sqrt(t4) - 1 / 2 * grad_vjp_variance * vjp_x / t4
+        t5 = np.sum(grad_y, axis=(-4, -3, -2))
+        t6 = np.sum(grad_y * (-mean + x), axis=(-4, -3, -2))
+        t7 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        t8 = epsilon + variance
+        grad_scale = (-grad_vjp_mean * t5 - 1 / 2 * grad_vjp_variance * t6 / t8 + t7) / np.sqrt(t8)
+        t9 = np.sum(vjp_x, axis=(-4, -3, -2))
+        t10 = epsilon + variance
+        grad_mean = -grad_vjp_scale * t5 / np.sqrt(t10) + (1 / 2) * grad_vjp_variance * t9 / t10
+        t11 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
+        t12 = np.sum(vjp_x * (-mean + x), axis=(-4, -3, -2))
+        t13 = epsilon + variance
+        t14 = (1 / 2) / t13
         grad_variance = (
-            grad_vjp_mean * t12 * t7
-            - grad_vjp_scale * t10 * t5
-            + (3 / 4) * grad_vjp_variance * t14 / t0**2
-            - t13 * t7
+            grad_vjp_mean * t14 * t9
+            - 1 / 2 * grad_vjp_scale * t6 / t13 ** (3 / 2)
+            + (3 / 4) * grad_vjp_variance * t12 / t13**2
+            - t11 * t14
         )
     elif is_training:
         if batch_mean_ is None or batch_variance_ is None or vjp_batch_variance_ is None:
@@ -1370,68 +1375,77 @@ def fused_batch_norm_v3_grad_grad(
         t11 = np.shape(grad_y)[-3]
         t12 = np.shape(grad_y)[-2]
         t13 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-        t14 = 1 / (t10 * t11 * t12)
-        grad_vjp_batch_mean_ = t13 * t14
-        t15 = np.sum(x, axis=(-4, -3, -2))
-        t16 = np.transpose(x, (3, 0, 1, 2))
-        t17 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
-        t18 = -batch_mean_ + x
-        t19 = np.sum(grad_vjp_x * t18, axis=(-4, -3, -2))
-        t20 = t10 * t11 * t12
-        t21 = batch_mean_ * t20
-        t22 = 2 * t14
-        grad_vjp_batch_variance_ = t22 * (-grad_vjp_batch_mean_ * (t15 - t21) + t19)
-        t23 = np.transpose(grad_y, (3, 0, 1, 2))
-        t24 = np.sum(grad_y * t18, axis=(-4, -3, -2))
-        t25 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        t26 = np.sum(grad_y, axis=(-4, -3, -2))
-        t27 = batch_variance_ + epsilon
-        t28 = 1 / t27 ** (3 / 2)
-        t29 = 2 * scale
-        t30 = grad_vjp_batch_mean_ * t26
-        t31 = t24 / t27
+        grad_vjp_batch_mean_ = t13 / (t10 * t11 * t12)
+        t14 = np.sum(x, axis=(-4, -3, -2))
+        t15 = np.transpose(x, (3, 0, 1, 2))
+        t16 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
+        t17 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
+        grad_vjp_batch_variance_ = (
+            2
+            * (-grad_vjp_batch_mean_ * (-batch_mean_ * t10 * t11 * t12 + t14) + t17)
+            / (t10 * t11 * t12)
+        )
+        t18 = np.transpose(grad_y, (3, 0, 1, 2))
+        t19 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
+        t20 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        t21 = np.sum(grad_y, axis=(-4, -3, -2))
+        t22 = batch_variance_ + epsilon
+        t23 = 2 * scale
         grad_batch_variance_ = (
             (1 / 4)
-            * t28
             * (
-                3 * grad_vjp_batch_variance_ * scale * t31
-                - 2 * grad_vjp_scale * t24
-                - t25 * t29
-                + t29 * t30
+                grad_vjp_batch_mean_ * t21 * t23
+                + 3 * grad_vjp_batch_variance_ * scale * t19 / t22
+                - 2 * grad_vjp_scale * t19
+                - t20 * t23
             )
+            / t22 ** (3 / 2)
         )
-        t32 = 1 / np.sqrt(t27)
-        t33 = scale * t32
-        t34 = grad_vjp_scale * t32
-        t35 = (1 / 2) * grad_vjp_batch_variance_
-        t36 = scale * t28 * t35
+        t24 = batch_variance_ + epsilon
+        t25 = 1 / np.sqrt(t24)
+        t26 = scale * t25
+        t27 = -batch_mean_ + x
         grad_grad_y = (
-            -grad_vjp_batch_mean_ * t33 + grad_vjp_offset + grad_vjp_x * t33 + t18 * t34 - t18 * t36
+            -grad_vjp_batch_mean_ * t26
+            - 1 / 2 * grad_vjp_batch_variance_ * scale * t27 / t24 ** (3 / 2)
+            + grad_vjp_offset
+            + grad_vjp_scale * t25 * t27
+            + grad_vjp_x * t26
         )
-        t37 = 1 - exponential_avg_factor
-        grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * t37
-        grad_grad_batch_variance = (
-            exponential_avg_factor * grad_vjp_batch_variance_ * t20 / (t20 - 1)
-            + grad_vjp_variance * t37
+        grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
+            1 - exponential_avg_factor
         )
+        t28 = t10 * t11 * t12
+        grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t28 / (
+            t28 - 1
+        ) + grad_vjp_variance * (1 - exponential_avg_factor)
         grad_grad_reserve_space_1 = grad_vjp_batch_mean_
         grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-        t38 = np.sum(t16, axis=(-3, -2, -1))
-        t39 = np.sum(t17, axis=(-3, -2, -1))
-        t40 = np.sum(t23, axis=(-3, -2, -1))
-        t41 = 2 / (t10**2 * t11**2 * t12**2)
-        t42 = t14 * t40
+        t29 = np.sum(t15, axis=(-3, -2, -1))
+        t30 = np.sum(t16, axis=(-3, -2, -1))
+        t31 = np.sum(t18, axis=(-3, -2, -1))
+        t32 = batch_variance_ + epsilon
+        t33 = grad_vjp_scale / np.sqrt(t32)
+        t34 = (1 / 2) * grad_vjp_batch_variance_ * scale / t32 ** (3 / 2)
+        t35 = 2 * vjp_batch_variance_
+        t36 = 1 / (t10 * t11 * t12)
+        t37 = 1 / (t10**2 * t11**2 * t12**2)
+        t38 = 2 * grad_batch_variance_
+        t39 = t31 * t36
         grad_x = (
-            grad_batch_variance_ * t18 * t22
-            - grad_batch_variance_ * t41 * (-t21 + t38)
-            + grad_vjp_x * t22 * vjp_batch_variance_
-            + grad_y * t34
-            - grad_y * t36
-            - t34 * t42
-            + t36 * t42
-            - t39 * t41 * vjp_batch_variance_
+            grad_vjp_x * t35 * t36
+            + grad_y * t33
+            - grad_y * t34
+            - t30 * t35 * t37
+            - t33 * t39
+            + t34 * t39
+            + t36 * t38 * (-batch_mean_ + x)
+            - t37 * t38 * (-batch_mean_ * t10 * t11 * t12 + t29)
         )
-        grad_scale = t32 * (t25 - t30 - t31 * t35)
+        t40 = batch_variance_ + epsilon
+        grad_scale = (
+            -grad_vjp_batch_mean_ * t21 - 1 / 2 * grad_vjp_batch_variance_ * t19 / t40 + t20
+        ) / np.sqrt(t40)
         grad_mean = None
         grad_variance = None
     else:

@@ -135,31 +135,28 @@ def batch_norm_with_global_normalization_vjp(
 
     In index notation, next to the code computing it, for scale_after_normalization=False (other
     values of scale_after_normalization change it):
-        grad_t[b, h, w, c] = grad[b, h, w, c] / sqrt(variance_epsilon + v[c]), i.e. `grad * t1`
-        grad_m[c] = -sum_{b, h, w} grad[b, h, w, c] / sqrt(variance_epsilon + v[c]), i.e. `-t1 * t2`
+        grad_t[b, h, w, c] = grad[b, h, w, c] / sqrt(variance_epsilon + v[c])
+            i.e. `grad / tf.math.sqrt(v + variance_epsilon)`
+        grad_m[c] = -sum_{b, h, w} grad[b, h, w, c] / sqrt(variance_epsilon + v[c])
+            i.e. `-t0 / tf.math.sqrt(v + variance_epsilon)`
         grad_v[c] = -sum_{b, h, w} grad[b, h, w, c] * (-beta[c] + result[b, h, w, c]) / (2 *
-            (variance_epsilon + v[c])), i.e. `-1 / 2 * t3 / t0`
-        grad_beta[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t2`
+            (variance_epsilon + v[c])), i.e. `-1 / 2 * t1 / (v + variance_epsilon)`
+        grad_beta[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t0`
     """
-    t0 = v + variance_epsilon
-    t1 = 1 / tf.math.sqrt(t0)
+    t0 = tf.reduce_sum(grad, axis=[-4, -3, -2])
+    grad_beta = t0
     if not scale_after_normalization:
-        grad_t = grad * t1
-        t2 = tf.reduce_sum(grad, axis=[-4, -3, -2])
-        grad_m = -t1 * t2
-        t3 = tf.reduce_sum(grad * (-beta + result), axis=[-4, -3, -2])
-        grad_v = -1 / 2 * t3 / t0
-        grad_beta = t2
+        grad_t = grad / tf.math.sqrt(v + variance_epsilon)
+        grad_m = -t0 / tf.math.sqrt(v + variance_epsilon)
+        t1 = tf.reduce_sum(grad * (-beta + result), axis=[-4, -3, -2])
+        grad_v = -1 / 2 * t1 / (v + variance_epsilon)
         grad_gamma = None
     elif scale_after_normalization:
-        t2 = gamma * t1
-        grad_t = grad * t2
-        t3 = tf.reduce_sum(grad, axis=[-4, -3, -2])
-        grad_m = -t2 * t3
-        t4 = tf.reduce_sum(grad * (-m + t), axis=[-4, -3, -2])
-        grad_v = -1 / 2 * gamma * t4 / t0 ** (3 / 2)
-        grad_beta = t3
-        grad_gamma = t1 * t4
+        grad_t = gamma * grad / tf.math.sqrt(v + variance_epsilon)
+        grad_m = -gamma * t0 / tf.math.sqrt(v + variance_epsilon)
+        t1 = tf.reduce_sum(grad * (-m + t), axis=[-4, -3, -2])
+        grad_v = -1 / 2 * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
+        grad_gamma = t1 / tf.math.sqrt(v + variance_epsilon)
     else:
         raise ValueError(
             f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
@@ -368,7 +365,7 @@ def fused_batch_norm_vjp(
             w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1) + ...`
+            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
             + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
@@ -377,32 +374,35 @@ def fused_batch_norm_vjp(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t17 + grad_reserve_space_1 * t17 ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t14 + grad_reserve_space_1 * t14 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t15 * t5`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / tf.math.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
             i.e. `tf.reduce_sum(grad_y, axis=[-4, -3, -2])`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * t19`
+            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * t19`
+            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        t0 = epsilon + reserve_space_2
-        t1 = 1 / tf.math.sqrt(t0)
-        t2 = scale * t1
-        grad_x = grad_y * t2
-        t3 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
-        grad_scale = t1 * t3
+        grad_x = grad_y * scale / tf.math.sqrt(epsilon + reserve_space_2)
+        t0 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
+        grad_scale = t0 / tf.math.sqrt(epsilon + reserve_space_2)
         grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        t4 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        grad_mean = grad_batch_mean + grad_reserve_space_1 - t2 * t4
+        t1 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
+        grad_mean = (
+            grad_batch_mean
+            + grad_reserve_space_1
+            - scale * t1 / tf.math.sqrt(epsilon + reserve_space_2)
+        )
         grad_variance = (
-            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t3 / t0 ** (3 / 2)
+            grad_batch_variance
+            + grad_reserve_space_2
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
         if batch_mean_ is None:
@@ -411,39 +411,35 @@ def fused_batch_norm_vjp(
             t2 = tf.cast(tf.shape(x)[-2], x.dtype)
             t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = -x
-        t5 = tf.reduce_sum(grad_y * (-reserve_space_1 - t4), axis=[-4, -3, -2])
-        t6 = tf.cast(tf.shape(x)[-4], x.dtype)
-        t7 = tf.cast(tf.shape(x)[-3], x.dtype)
-        t8 = tf.cast(tf.shape(x)[-2], x.dtype)
-        t9 = epsilon + reserve_space_2
-        t10 = t6 * t7 * t8
+        t4 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
+        t5 = tf.cast(tf.shape(x)[-4], x.dtype)
+        t6 = tf.cast(tf.shape(x)[-3], x.dtype)
+        t7 = tf.cast(tf.shape(x)[-2], x.dtype)
+        t8 = t5 * t6 * t7
         grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1)
+            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
             + grad_reserve_space_2
-            - 1 / 2 * scale * t5 / t9 ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-        t11 = tf.transpose(x, perm=[3, 0, 1, 2])
+        t9 = tf.transpose(x, perm=[3, 0, 1, 2])
+        t10 = tf.reduce_sum(t9, axis=[-3, -2, -1])
+        t11 = tf.transpose(grad_y, perm=[3, 0, 1, 2])
         t12 = tf.reduce_sum(t11, axis=[-3, -2, -1])
-        t13 = tf.transpose(grad_y, perm=[3, 0, 1, 2])
-        t14 = tf.reduce_sum(t13, axis=[-3, -2, -1])
-        t15 = 1 / tf.math.sqrt(t9)
-        t16 = scale * t15
-        t17 = 1 / (t6 * t7 * t8)
-        t18 = 2 * grad_batch_variance_
+        t13 = scale / tf.math.sqrt(epsilon + reserve_space_2)
+        t14 = 1 / (t5 * t6 * t7)
+        t15 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean * t17
-            + grad_reserve_space_1 * t17
-            + grad_y * t16
-            - t14 * t16 * t17
-            + t17 * t18 * (-batch_mean_ - t4)
-            - t18 * (-batch_mean_ * t10 + t12) / (t6**2 * t7**2 * t8**2)
+            exponential_avg_factor * grad_batch_mean * t14
+            + grad_reserve_space_1 * t14
+            + grad_y * t13
+            - t12 * t13 * t14
+            + t14 * t15 * (-batch_mean_ + x)
+            - t15 * (-batch_mean_ * t5 * t6 * t7 + t10) / (t5**2 * t6**2 * t7**2)
         )
-        grad_scale = t15 * t5
+        grad_scale = t4 / tf.math.sqrt(epsilon + reserve_space_2)
         grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        t19 = 1 - exponential_avg_factor
-        grad_mean = grad_batch_mean * t19
-        grad_variance = grad_batch_variance * t19
+        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
+        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
         raise ValueError(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -562,17 +558,14 @@ def fused_batch_norm(
             t1 = tf.cast(tf.shape(x)[-3], x.dtype)
             t2 = tf.cast(tf.shape(x)[-2], x.dtype)
             t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
-            t4 = 1 / (t0 * t1 * t2)
-            batch_mean_ = t3 * t4
-            t5 = -batch_mean_ + x
-            t6 = tf.reduce_sum(t5**2, axis=[-4, -3, -2])
-            batch_variance_ = t4 * t6
-            y = offset + scale * t5 / tf.math.sqrt(batch_variance_ + epsilon)
-            t7 = 1 - exponential_avg_factor
-            batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
-            t8 = t0 * t1 * t2
-            batch_variance = (
-                batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
+            batch_mean_ = t3 / (t0 * t1 * t2)
+            t4 = tf.reduce_sum((-batch_mean_ + x) ** 2, axis=[-4, -3, -2])
+            batch_variance_ = t4 / (t0 * t1 * t2)
+            y = offset + scale * (-batch_mean_ + x) / tf.math.sqrt(batch_variance_ + epsilon)
+            batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+            t5 = t0 * t1 * t2
+            batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
+                1 - exponential_avg_factor
             )
             reserve_space_1 = batch_mean_
             reserve_space_2 = batch_variance_
@@ -621,7 +614,7 @@ def fused_batch_norm_v2_vjp(
             w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1) + ...`
+            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
             + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
@@ -630,32 +623,35 @@ def fused_batch_norm_v2_vjp(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t17 + grad_reserve_space_1 * t17 ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t14 + grad_reserve_space_1 * t14 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t15 * t5`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / tf.math.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
             i.e. `tf.reduce_sum(grad_y, axis=[-4, -3, -2])`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * t19`
+            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * t19`
+            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        t0 = epsilon + reserve_space_2
-        t1 = 1 / tf.math.sqrt(t0)
-        t2 = scale * t1
-        grad_x = grad_y * t2
-        t3 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
-        grad_scale = t1 * t3
+        grad_x = grad_y * scale / tf.math.sqrt(epsilon + reserve_space_2)
+        t0 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
+        grad_scale = t0 / tf.math.sqrt(epsilon + reserve_space_2)
         grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        t4 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        grad_mean = grad_batch_mean + grad_reserve_space_1 - t2 * t4
+        t1 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
+        grad_mean = (
+            grad_batch_mean
+            + grad_reserve_space_1
+            - scale * t1 / tf.math.sqrt(epsilon + reserve_space_2)
+        )
         grad_variance = (
-            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t3 / t0 ** (3 / 2)
+            grad_batch_variance
+            + grad_reserve_space_2
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
         if batch_mean_ is None:
@@ -664,39 +660,35 @@ def fused_batch_norm_v2_vjp(
             t2 = tf.cast(tf.shape(x)[-2], x.dtype)
             t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = -x
-        t5 = tf.reduce_sum(grad_y * (-reserve_space_1 - t4), axis=[-4, -3, -2])
-        t6 = tf.cast(tf.shape(x)[-4], x.dtype)
-        t7 = tf.cast(tf.shape(x)[-3], x.dtype)
-        t8 = tf.cast(tf.shape(x)[-2], x.dtype)
-        t9 = epsilon + reserve_space_2
-        t10 = t6 * t7 * t8
+        t4 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
+        t5 = tf.cast(tf.shape(x)[-4], x.dtype)
+        t6 = tf.cast(tf.shape(x)[-3], x.dtype)
+        t7 = tf.cast(tf.shape(x)[-2], x.dtype)
+        t8 = t5 * t6 * t7
         grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1)
+            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
             + grad_reserve_space_2
-            - 1 / 2 * scale * t5 / t9 ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-        t11 = tf.transpose(x, perm=[3, 0, 1, 2])
+        t9 = tf.transpose(x, perm=[3, 0, 1, 2])
+        t10 = tf.reduce_sum(t9, axis=[-3, -2, -1])
+        t11 = tf.transpose(grad_y, perm=[3, 0, 1, 2])
         t12 = tf.reduce_sum(t11, axis=[-3, -2, -1])
-        t13 = tf.transpose(grad_y, perm=[3, 0, 1, 2])
-        t14 = tf.reduce_sum(t13, axis=[-3, -2, -1])
-        t15 = 1 / tf.math.sqrt(t9)
-        t16 = scale * t15
-        t17 = 1 / (t6 * t7 * t8)
-        t18 = 2 * grad_batch_variance_
+        t13 = scale / tf.math.sqrt(epsilon + reserve_space_2)
+        t14 = 1 / (t5 * t6 * t7)
+        t15 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean * t17
-            + grad_reserve_space_1 * t17
-            + grad_y * t16
-            - t14 * t16 * t17
-            + t17 * t18 * (-batch_mean_ - t4)
-            - t18 * (-batch_mean_ * t10 + t12) / (t6**2 * t7**2 * t8**2)
+            exponential_avg_factor * grad_batch_mean * t14
+            + grad_reserve_space_1 * t14
+            + grad_y * t13
+            - t12 * t13 * t14
+            + t14 * t15 * (-batch_mean_ + x)
+            - t15 * (-batch_mean_ * t5 * t6 * t7 + t10) / (t5**2 * t6**2 * t7**2)
         )
-        grad_scale = t15 * t5
+        grad_scale = t4 / tf.math.sqrt(epsilon + reserve_space_2)
         grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        t19 = 1 - exponential_avg_factor
-        grad_mean = grad_batch_mean * t19
-        grad_variance = grad_batch_variance * t19
+        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
+        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
         raise ValueError(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -815,17 +807,14 @@ def fused_batch_norm_v2(
             t1 = tf.cast(tf.shape(x)[-3], x.dtype)
             t2 = tf.cast(tf.shape(x)[-2], x.dtype)
             t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
-            t4 = 1 / (t0 * t1 * t2)
-            batch_mean_ = t3 * t4
-            t5 = -batch_mean_ + x
-            t6 = tf.reduce_sum(t5**2, axis=[-4, -3, -2])
-            batch_variance_ = t4 * t6
-            y = offset + scale * t5 / tf.math.sqrt(batch_variance_ + epsilon)
-            t7 = 1 - exponential_avg_factor
-            batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
-            t8 = t0 * t1 * t2
-            batch_variance = (
-                batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
+            batch_mean_ = t3 / (t0 * t1 * t2)
+            t4 = tf.reduce_sum((-batch_mean_ + x) ** 2, axis=[-4, -3, -2])
+            batch_variance_ = t4 / (t0 * t1 * t2)
+            y = offset + scale * (-batch_mean_ + x) / tf.math.sqrt(batch_variance_ + epsilon)
+            batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+            t5 = t0 * t1 * t2
+            batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
+                1 - exponential_avg_factor
             )
             reserve_space_1 = batch_mean_
             reserve_space_2 = batch_variance_
@@ -876,7 +865,7 @@ def fused_batch_norm_v3_vjp(
             w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1) + ...`
+            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
             + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
@@ -885,32 +874,35 @@ def fused_batch_norm_v3_vjp(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t17 + grad_reserve_space_1 * t17 ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t14 + grad_reserve_space_1 * t14 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t15 * t5`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / tf.math.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
             i.e. `tf.reduce_sum(grad_y, axis=[-4, -3, -2])`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * t19`
+            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * t19`
+            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        t0 = epsilon + reserve_space_2
-        t1 = 1 / tf.math.sqrt(t0)
-        t2 = scale * t1
-        grad_x = grad_y * t2
-        t3 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
-        grad_scale = t1 * t3
+        grad_x = grad_y * scale / tf.math.sqrt(epsilon + reserve_space_2)
+        t0 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
+        grad_scale = t0 / tf.math.sqrt(epsilon + reserve_space_2)
         grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        t4 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        grad_mean = grad_batch_mean + grad_reserve_space_1 - t2 * t4
+        t1 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
+        grad_mean = (
+            grad_batch_mean
+            + grad_reserve_space_1
+            - scale * t1 / tf.math.sqrt(epsilon + reserve_space_2)
+        )
         grad_variance = (
-            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t3 / t0 ** (3 / 2)
+            grad_batch_variance
+            + grad_reserve_space_2
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
         if batch_mean_ is None:
@@ -919,39 +911,35 @@ def fused_batch_norm_v3_vjp(
             t2 = tf.cast(tf.shape(x)[-2], x.dtype)
             t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = -x
-        t5 = tf.reduce_sum(grad_y * (-reserve_space_1 - t4), axis=[-4, -3, -2])
-        t6 = tf.cast(tf.shape(x)[-4], x.dtype)
-        t7 = tf.cast(tf.shape(x)[-3], x.dtype)
-        t8 = tf.cast(tf.shape(x)[-2], x.dtype)
-        t9 = epsilon + reserve_space_2
-        t10 = t6 * t7 * t8
+        t4 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
+        t5 = tf.cast(tf.shape(x)[-4], x.dtype)
+        t6 = tf.cast(tf.shape(x)[-3], x.dtype)
+        t7 = tf.cast(tf.shape(x)[-2], x.dtype)
+        t8 = t5 * t6 * t7
         grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1)
+            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
             + grad_reserve_space_2
-            - 1 / 2 * scale * t5 / t9 ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-        t11 = tf.transpose(x, perm=[3, 0, 1, 2])
+        t9 = tf.transpose(x, perm=[3, 0, 1, 2])
+        t10 = tf.reduce_sum(t9, axis=[-3, -2, -1])
+        t11 = tf.transpose(grad_y, perm=[3, 0, 1, 2])
         t12 = tf.reduce_sum(t11, axis=[-3, -2, -1])
-        t13 = tf.transpose(grad_y, perm=[3, 0, 1, 2])
-        t14 = tf.reduce_sum(t13, axis=[-3, -2, -1])
-        t15 = 1 / tf.math.sqrt(t9)
-        t16 = scale * t15
-        t17 = 1 / (t6 * t7 * t8)
-        t18 = 2 * grad_batch_variance_
+        t13 = scale / tf.math.sqrt(epsilon + reserve_space_2)
+        t14 = 1 / (t5 * t6 * t7)
+        t15 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean * t17
-            + grad_reserve_space_1 * t17
-            + grad_y * t16
-            - t14 * t16 * t17
-            + t17 * t18 * (-batch_mean_ - t4)
-            - t18 * (-batch_mean_ * t10 + t12) / (t6**2 * t7**2 * t8**2)
+            exponential_avg_factor * grad_batch_mean * t14
+            + grad_reserve_space_1 * t14
+            + grad_y * t13
+            - t12 * t13 * t14
+            + t14 * t15 * (-batch_mean_ + x)
+            - t15 * (-batch_mean_ * t5 * t6 * t7 + t10) / (t5**2 * t6**2 * t7**2)
         )
-        grad_scale = t15 * t5
+        grad_scale = t4 / tf.math.sqrt(epsilon + reserve_space_2)
         grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        t19 = 1 - exponential_avg_factor
-        grad_mean = grad_batch_mean * t19
-        grad_variance = grad_batch_variance * t19
+        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
+        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -1097,23 +1085,20 @@ def fused_batch_norm_v3(
             t1 = tf.cast(tf.shape(x)[-3], x.dtype)
             t2 = tf.cast(tf.shape(x)[-2], x.dtype)
             t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
-            t4 = 1 / (t0 * t1 * t2)
-            batch_mean_ = t3 * t4
-            t5 = -batch_mean_ + x
-            t6 = tf.reduce_sum(t5**2, axis=[-4, -3, -2])
-            batch_variance_ = t4 * t6
-            y = offset + scale * t5 / tf.math.sqrt(batch_variance_ + epsilon)
-            t7 = 1 - exponential_avg_factor
-            batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
-            t8 = t0 * t1 * t2
-            batch_variance = (
-                batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
+            batch_mean_ = t3 / (t0 * t1 * t2)
+            t4 = tf.reduce_sum((-batch_mean_ + x) ** 2, axis=[-4, -3, -2])
+            batch_variance_ = t4 / (t0 * t1 * t2)
+            y = offset + scale * (-batch_mean_ + x) / tf.math.sqrt(batch_variance_ + epsilon)
+            batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+            t5 = t0 * t1 * t2
+            batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
+                1 - exponential_avg_factor
             )
             reserve_space_1 = batch_mean_
             reserve_space_2 = batch_variance_
-            t9 = tf.constant(0, dtype=x.dtype)
-            t10 = 0
-            reserve_space_3 = tf.broadcast_to(t9, (t10,))
+            t6 = tf.constant(0, dtype=x.dtype)
+            t7 = 0
+            reserve_space_3 = tf.broadcast_to(t6, (t7,))
         else:
             raise ValueError(
                 f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"

@@ -88,11 +88,13 @@ def batch_norm_with_global_normalization_vjp(
 
     In index notation, next to the code computing it, for scale_after_normalization=False (other
     values of scale_after_normalization change it):
-        grad_t[b, h, w, c] = grad[b, h, w, c] / sqrt(variance_epsilon + v[c]), i.e. `grad * t1`
-        grad_m[c] = -sum_{b, h, w} grad[b, h, w, c] / sqrt(variance_epsilon + v[c]), i.e. `-t1 * t2`
+        grad_t[b, h, w, c] = grad[b, h, w, c] / sqrt(variance_epsilon + v[c])
+            i.e. `grad / torch.sqrt(v + variance_epsilon)`
+        grad_m[c] = -sum_{b, h, w} grad[b, h, w, c] / sqrt(variance_epsilon + v[c])
+            i.e. `-t0 / torch.sqrt(v + variance_epsilon)`
         grad_v[c] = -sum_{b, h, w} grad[b, h, w, c] * (-beta[c] + result[b, h, w, c]) / (2 *
-            (variance_epsilon + v[c])), i.e. `-1 / 2 * t3 / t0`
-        grad_beta[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t2`
+            (variance_epsilon + v[c])), i.e. `-1 / 2 * t1 / (v + variance_epsilon)`
+        grad_beta[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t0`
     """
     if result is None:
         result = batch_norm_with_global_normalization_forward(
@@ -104,25 +106,20 @@ def batch_norm_with_global_normalization_vjp(
             scale_after_normalization=scale_after_normalization,
             variance_epsilon=variance_epsilon,
         )
-    t0 = v + variance_epsilon
-    t1 = 1 / torch.sqrt(t0)
+    t0 = torch.sum(grad, axis=(-4, -3, -2))
+    grad_beta = t0
     if not scale_after_normalization:
-        grad_t = grad * t1
-        t2 = torch.sum(grad, axis=(-4, -3, -2))
-        grad_m = -t1 * t2
-        t3 = torch.sum(grad * (-beta + result), axis=(-4, -3, -2))
-        grad_v = -1 / 2 * t3 / t0
-        grad_beta = t2
+        grad_t = grad / torch.sqrt(v + variance_epsilon)
+        grad_m = -t0 / torch.sqrt(v + variance_epsilon)
+        t1 = torch.sum(grad * (-beta + result), axis=(-4, -3, -2))
+        grad_v = -1 / 2 * t1 / (v + variance_epsilon)
         grad_gamma = None
     elif scale_after_normalization:
-        t2 = gamma * t1
-        grad_t = grad * t2
-        t3 = torch.sum(grad, axis=(-4, -3, -2))
-        grad_m = -t2 * t3
-        t4 = torch.sum(grad * (-m + t), axis=(-4, -3, -2))
-        grad_v = -1 / 2 * gamma * t4 / t0 ** (3 / 2)
-        grad_beta = t3
-        grad_gamma = t1 * t4
+        grad_t = gamma * grad / torch.sqrt(v + variance_epsilon)
+        grad_m = -gamma * t0 / torch.sqrt(v + variance_epsilon)
+        t1 = torch.sum(grad * (-m + t), axis=(-4, -3, -2))
+        grad_v = -1 / 2 * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
+        grad_gamma = t1 / torch.sqrt(v + variance_epsilon)
     else:
         raise ValueError(
             f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
@@ -309,16 +306,15 @@ def fused_batch_norm_forward(
         t1 = np.shape(x)[-3]
         t2 = np.shape(x)[-2]
         t3 = torch.sum(x, axis=(-4, -3, -2))
-        t4 = 1 / (t0 * t1 * t2)
-        batch_mean_ = t3 * t4
-        t5 = -batch_mean_ + x
-        t6 = torch.sum(t5**2, axis=(-4, -3, -2))
-        batch_variance_ = t4 * t6
-        y = offset + scale * t5 / torch.sqrt(batch_variance_ + epsilon)
-        t7 = 1 - exponential_avg_factor
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
-        t8 = t0 * t1 * t2
-        batch_variance = batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
+        batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = torch.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
+        batch_variance_ = t4 / (t0 * t1 * t2)
+        y = offset + scale * (-batch_mean_ + x) / torch.sqrt(batch_variance_ + epsilon)
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+        t5 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
+            1 - exponential_avg_factor
+        )
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     else:
@@ -365,7 +361,7 @@ def fused_batch_norm_vjp(
             w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1) + ...`
+            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
             + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
@@ -374,15 +370,15 @@ def fused_batch_norm_vjp(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t17 + grad_reserve_space_1 * t17 ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t14 + grad_reserve_space_1 * t14 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t15 * t5`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / torch.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
             i.e. `torch.sum(grad_y, axis=(-4, -3, -2))`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * t19`
+            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * t19`
+            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if reserve_space_1 is None:
         reserve_space_1 = fused_batch_norm_forward(
@@ -413,17 +409,20 @@ def fused_batch_norm_vjp(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        t0 = epsilon + reserve_space_2
-        t1 = 1 / torch.sqrt(t0)
-        t2 = scale * t1
-        grad_x = grad_y * t2
-        t3 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t1 * t3
+        grad_x = grad_y * scale / torch.sqrt(epsilon + reserve_space_2)
+        t0 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        grad_scale = t0 / torch.sqrt(epsilon + reserve_space_2)
         grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
-        t4 = torch.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean + grad_reserve_space_1 - t2 * t4
+        t1 = torch.sum(grad_y, axis=(-4, -3, -2))
+        grad_mean = (
+            grad_batch_mean
+            + grad_reserve_space_1
+            - scale * t1 / torch.sqrt(epsilon + reserve_space_2)
+        )
         grad_variance = (
-            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t3 / t0 ** (3 / 2)
+            grad_batch_variance
+            + grad_reserve_space_2
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
         if batch_mean_ is None:
@@ -432,39 +431,35 @@ def fused_batch_norm_vjp(
             t2 = np.shape(x)[-2]
             t3 = torch.sum(x, axis=(-4, -3, -2))
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = -x
-        t5 = torch.sum(grad_y * (-reserve_space_1 - t4), axis=(-4, -3, -2))
-        t6 = np.shape(x)[-4]
-        t7 = np.shape(x)[-3]
-        t8 = np.shape(x)[-2]
-        t9 = epsilon + reserve_space_2
-        t10 = t6 * t7 * t8
+        t4 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        t5 = np.shape(x)[-4]
+        t6 = np.shape(x)[-3]
+        t7 = np.shape(x)[-2]
+        t8 = t5 * t6 * t7
         grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1)
+            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
             + grad_reserve_space_2
-            - 1 / 2 * scale * t5 / t9 ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-        t11 = torch.permute(x, (3, 0, 1, 2))
+        t9 = torch.permute(x, (3, 0, 1, 2))
+        t10 = torch.sum(t9, axis=(-3, -2, -1))
+        t11 = torch.permute(grad_y, (3, 0, 1, 2))
         t12 = torch.sum(t11, axis=(-3, -2, -1))
-        t13 = torch.permute(grad_y, (3, 0, 1, 2))
-        t14 = torch.sum(t13, axis=(-3, -2, -1))
-        t15 = 1 / torch.sqrt(t9)
-        t16 = scale * t15
-        t17 = 1 / (t6 * t7 * t8)
-        t18 = 2 * grad_batch_variance_
+        t13 = scale / torch.sqrt(epsilon + reserve_space_2)
+        t14 = 1 / (t5 * t6 * t7)
+        t15 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean * t17
-            + grad_reserve_space_1 * t17
-            + grad_y * t16
-            - t14 * t16 * t17
-            + t17 * t18 * (-batch_mean_ - t4)
-            - t18 * (-batch_mean_ * t10 + t12) / (t6**2 * t7**2 * t8**2)
+            exponential_avg_factor * grad_batch_mean * t14
+            + grad_reserve_space_1 * t14
+            + grad_y * t13
+            - t12 * t13 * t14
+            + t14 * t15 * (-batch_mean_ + x)
+            - t15 * (-batch_mean_ * t5 * t6 * t7 + t10) / (t5**2 * t6**2 * t7**2)
         )
-        grad_scale = t15 * t5
+        grad_scale = t4 / torch.sqrt(epsilon + reserve_space_2)
         grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
-        t19 = 1 - exponential_avg_factor
-        grad_mean = grad_batch_mean * t19
-        grad_variance = grad_batch_variance * t19
+        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
+        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
         raise ValueError(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -590,16 +585,15 @@ def fused_batch_norm_v2_forward(
         t1 = np.shape(x)[-3]
         t2 = np.shape(x)[-2]
         t3 = torch.sum(x, axis=(-4, -3, -2))
-        t4 = 1 / (t0 * t1 * t2)
-        batch_mean_ = t3 * t4
-        t5 = -batch_mean_ + x
-        t6 = torch.sum(t5**2, axis=(-4, -3, -2))
-        batch_variance_ = t4 * t6
-        y = offset + scale * t5 / torch.sqrt(batch_variance_ + epsilon)
-        t7 = 1 - exponential_avg_factor
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
-        t8 = t0 * t1 * t2
-        batch_variance = batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
+        batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = torch.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
+        batch_variance_ = t4 / (t0 * t1 * t2)
+        y = offset + scale * (-batch_mean_ + x) / torch.sqrt(batch_variance_ + epsilon)
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+        t5 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
+            1 - exponential_avg_factor
+        )
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     else:
@@ -646,7 +640,7 @@ def fused_batch_norm_v2_vjp(
             w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1) + ...`
+            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
             + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
@@ -655,15 +649,15 @@ def fused_batch_norm_v2_vjp(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t17 + grad_reserve_space_1 * t17 ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t14 + grad_reserve_space_1 * t14 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t15 * t5`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / torch.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
             i.e. `torch.sum(grad_y, axis=(-4, -3, -2))`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * t19`
+            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * t19`
+            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if reserve_space_1 is None:
         reserve_space_1 = fused_batch_norm_v2_forward(
@@ -694,17 +688,20 @@ def fused_batch_norm_v2_vjp(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        t0 = epsilon + reserve_space_2
-        t1 = 1 / torch.sqrt(t0)
-        t2 = scale * t1
-        grad_x = grad_y * t2
-        t3 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t1 * t3
+        grad_x = grad_y * scale / torch.sqrt(epsilon + reserve_space_2)
+        t0 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        grad_scale = t0 / torch.sqrt(epsilon + reserve_space_2)
         grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
-        t4 = torch.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean + grad_reserve_space_1 - t2 * t4
+        t1 = torch.sum(grad_y, axis=(-4, -3, -2))
+        grad_mean = (
+            grad_batch_mean
+            + grad_reserve_space_1
+            - scale * t1 / torch.sqrt(epsilon + reserve_space_2)
+        )
         grad_variance = (
-            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t3 / t0 ** (3 / 2)
+            grad_batch_variance
+            + grad_reserve_space_2
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
         if batch_mean_ is None:
@@ -713,39 +710,35 @@ def fused_batch_norm_v2_vjp(
             t2 = np.shape(x)[-2]
             t3 = torch.sum(x, axis=(-4, -3, -2))
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = -x
-        t5 = torch.sum(grad_y * (-reserve_space_1 - t4), axis=(-4, -3, -2))
-        t6 = np.shape(x)[-4]
-        t7 = np.shape(x)[-3]
-        t8 = np.shape(x)[-2]
-        t9 = epsilon + reserve_space_2
-        t10 = t6 * t7 * t8
+        t4 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        t5 = np.shape(x)[-4]
+        t6 = np.shape(x)[-3]
+        t7 = np.shape(x)[-2]
+        t8 = t5 * t6 * t7
         grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1)
+            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
             + grad_reserve_space_2
-            - 1 / 2 * scale * t5 / t9 ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-        t11 = torch.permute(x, (3, 0, 1, 2))
+        t9 = torch.permute(x, (3, 0, 1, 2))
+        t10 = torch.sum(t9, axis=(-3, -2, -1))
+        t11 = torch.permute(grad_y, (3, 0, 1, 2))
         t12 = torch.sum(t11, axis=(-3, -2, -1))
-        t13 = torch.permute(grad_y, (3, 0, 1, 2))
-        t14 = torch.sum(t13, axis=(-3, -2, -1))
-        t15 = 1 / torch.sqrt(t9)
-        t16 = scale * t15
-        t17 = 1 / (t6 * t7 * t8)
-        t18 = 2 * grad_batch_variance_
+        t13 = scale / torch.sqrt(epsilon + reserve_space_2)
+        t14 = 1 / (t5 * t6 * t7)
+        t15 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean * t17
-            + grad_reserve_space_1 * t17
-            + grad_y * t16
-            - t14 * t16 * t17
-            + t17 * t18 * (-batch_mean_ - t4)
-            - t18 * (-batch_mean_ * t10 + t12) / (t6**2 * t7**2 * t8**2)
+            exponential_avg_factor * grad_batch_mean * t14
+            + grad_reserve_space_1 * t14
+            + grad_y * t13
+            - t12 * t13 * t14
+            + t14 * t15 * (-batch_mean_ + x)
+            - t15 * (-batch_mean_ * t5 * t6 * t7 + t10) / (t5**2 * t6**2 * t7**2)
         )
-        grad_scale = t15 * t5
+        grad_scale = t4 / torch.sqrt(epsilon + reserve_space_2)
         grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
-        t19 = 1 - exponential_avg_factor
-        grad_mean = grad_batch_mean * t19
-        grad_variance = grad_batch_variance * t19
+        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
+        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
         raise ValueError(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -874,21 +867,20 @@ def fused_batch_norm_v3_forward(
         t1 = np.shape(x)[-3]
         t2 = np.shape(x)[-2]
         t3 = torch.sum(x, axis=(-4, -3, -2))
-        t4 = 1 / (t0 * t1 * t2)
-        batch_mean_ = t3 * t4
-        t5 = -batch_mean_ + x
-        t6 = torch.sum(t5**2, axis=(-4, -3, -2))
-        batch_variance_ = t4 * t6
-        y = offset + scale * t5 / torch.sqrt(batch_variance_ + epsilon)
-        t7 = 1 - exponential_avg_factor
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
-        t8 = t0 * t1 * t2
-        batch_variance = batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
+        batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = torch.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
+        batch_variance_ = t4 / (t0 * t1 * t2)
+        y = offset + scale * (-batch_mean_ + x) / torch.sqrt(batch_variance_ + epsilon)
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+        t5 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
+            1 - exponential_avg_factor
+        )
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
-        t9 = torch.asarray(0, dtype=x.dtype)
-        t10 = 0
-        reserve_space_3 = torch.broadcast_to(t9, tuple((t10,)))
+        t6 = torch.asarray(0, dtype=x.dtype)
+        t7 = 0
+        reserve_space_3 = torch.broadcast_to(t6, tuple((t7,)))
     else:
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -935,7 +927,7 @@ def fused_batch_norm_v3_vjp(
             w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
             + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
             + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1) + ...`
+            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
             + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
@@ -944,15 +936,15 @@ def fused_batch_norm_v3_vjp(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t17 + grad_reserve_space_1 * t17 ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t14 + grad_reserve_space_1 * t14 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t15 * t5`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / torch.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
             i.e. `torch.sum(grad_y, axis=(-4, -3, -2))`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * t19`
+            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * t19`
+            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
     """
     if reserve_space_1 is None:
         reserve_space_1 = fused_batch_norm_v3_forward(
@@ -983,17 +975,20 @@ def fused_batch_norm_v3_vjp(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        t0 = epsilon + reserve_space_2
-        t1 = 1 / torch.sqrt(t0)
-        t2 = scale * t1
-        grad_x = grad_y * t2
-        t3 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t1 * t3
+        grad_x = grad_y * scale / torch.sqrt(epsilon + reserve_space_2)
+        t0 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        grad_scale = t0 / torch.sqrt(epsilon + reserve_space_2)
         grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
-        t4 = torch.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean + grad_reserve_space_1 - t2 * t4
+        t1 = torch.sum(grad_y, axis=(-4, -3, -2))
+        grad_mean = (
+            grad_batch_mean
+            + grad_reserve_space_1
+            - scale * t1 / torch.sqrt(epsilon + reserve_space_2)
+        )
         grad_variance = (
-            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t3 / t0 ** (3 / 2)
+            grad_batch_variance
+            + grad_reserve_space_2
+            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
     elif is_training:
         if batch_mean_ is None:
@@ -1002,39 +997,35 @@ def fused_batch_norm_v3_vjp(
             t2 = np.shape(x)[-2]
             t3 = torch.sum(x, axis=(-4, -3, -2))
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = -x
-        t5 = torch.sum(grad_y * (-reserve_space_1 - t4), axis=(-4, -3, -2))
-        t6 = np.shape(x)[-4]
-        t7 = np.shape(x)[-3]
-        t8 = np.shape(x)[-2]
-        t9 = epsilon + reserve_space_2
-        t10 = t6 * t7 * t8
+        t4 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        t5 = np.shape(x)[-4]
+        t6 = np.shape(x)[-3]
+        t7 = np.shape(x)[-2]
+        t8 = t5 * t6 * t7
         grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t10 / (t10 - 1)
+            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
             + grad_reserve_space_2
-            - 1 / 2 * scale * t5 / t9 ** (3 / 2)
+            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-        t11 = torch.permute(x, (3, 0, 1, 2))
+        t9 = torch.permute(x, (3, 0, 1, 2))
+        t10 = torch.sum(t9, axis=(-3, -2, -1))
+        t11 = torch.permute(grad_y, (3, 0, 1, 2))
         t12 = torch.sum(t11, axis=(-3, -2, -1))
-        t13 = torch.permute(grad_y, (3, 0, 1, 2))
-        t14 = torch.sum(t13, axis=(-3, -2, -1))
-        t15 = 1 / torch.sqrt(t9)
-        t16 = scale * t15
-        t17 = 1 / (t6 * t7 * t8)
-        t18 = 2 * grad_batch_variance_
+        t13 = scale / torch.sqrt(epsilon + reserve_space_2)
+        t14 = 1 / (t5 * t6 * t7)
+        t15 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean * t17
-            + grad_reserve_space_1 * t17
-            + grad_y * t16
-            - t14 * t16 * t17
-            + t17 * t18 * (-batch_mean_ - t4)
-            - t18 * (-batch_mean_ * t10 + t12) / (t6**2 * t7**2 * t8**2)
+            exponential_avg_factor * grad_batch_mean * t14
+            + grad_reserve_space_1 * t14
+            + grad_y * t13
+            - t12 * t13 * t14
+            + t14 * t15 * (-batch_mean_ + x)
+            - t15 * (-batch_mean_ * t5 * t6 * t7 + t10) / (t5**2 * t6**2 * t7**2)
         )
-        grad_scale = t15 * t5
+        grad_scale = t4 / torch.sqrt(epsilon + reserve_space_2)
         grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
-        t19 = 1 - exponential_avg_factor
-        grad_mean = grad_batch_mean * t19
-        grad_variance = grad_batch_variance * t19
+        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
+        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     else:
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"

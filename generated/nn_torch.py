@@ -109,10 +109,9 @@ def softmax_forward(logits):
     """Softmax's formula."""
     ext1 = torch.amax(logits, axis=-1)
     t0 = ext1[..., None]
-    t1 = torch.exp(logits - t0)
-    sum1 = torch.sum(t1, axis=-1)
-    t2 = sum1[..., None]
-    softmax = t1 / t2
+    sum1 = torch.sum(torch.exp(logits - t0), axis=-1)
+    t1 = sum1[..., None]
+    softmax = torch.exp(logits - t0) / t1
     return softmax
 
 
@@ -249,12 +248,11 @@ def softmax_cross_entropy_with_logits_forward(features, labels, *, return_stages
     """SoftmaxCrossEntropyWithLogits's formula."""
     ext1 = torch.amax(features, axis=-1)
     t0 = ext1[..., None]
-    t1 = torch.exp(features - t0)
-    sum1 = torch.sum(t1, axis=-1)
-    t2 = sum1[..., None]
-    t3 = torch.sum(labels * (features - t0 - torch.log(t2)), axis=-1)
-    loss = -t3
-    backprop = -labels + t1 / t2
+    sum1 = torch.sum(torch.exp(features - t0), axis=-1)
+    t1 = sum1[..., None]
+    t2 = torch.sum(labels * (features - t0 - torch.log(t1)), axis=-1)
+    loss = -t2
+    backprop = -labels + torch.exp(features - t0) / t1
     if (
         return_stages
     ):  # for softmax_cross_entropy_with_logits_vjp(..., **stages): not computed again
@@ -274,9 +272,10 @@ def softmax_cross_entropy_with_logits_vjp(
         grad_features[i, k] = -grad_loss[i] * labels[i, k]
             + grad_backprop[i, k] * (backprop[i, k] + labels[i, k])
             + sum_j (-grad_backprop[i, j] * (backprop[i, j] + labels[i, j]) + grad_loss[i] *
-                labels[i, j]) * (backprop[i, k] + labels[i, k]), i.e. `t2 * t4 + t3`
+                labels[i, j]) * (backprop[i, k] + labels[i, k])
+            i.e. `grad_backprop * t3 - labels * t1 + t2 * t3`
         grad_labels[i, j] = -grad_loss[i] * (-log(sum1[i]) - ext1[i] + features[i, j])
-            - grad_backprop[i, j], i.e. `-grad_backprop - t1 * (features - t5 - torch.log(t6))`
+            - grad_backprop[i, j], i.e. `-grad_backprop - t1 * (features - t4 - torch.log(t5))`
     """
     if backprop is None:
         backprop = softmax_cross_entropy_with_logits_forward(features, labels)[1]
@@ -285,13 +284,12 @@ def softmax_cross_entropy_with_logits_vjp(
         t0 = ext1[..., None]
         sum1 = torch.sum(torch.exp(features - t0), axis=-1)
     t1 = grad_loss[..., None]
-    t2 = backprop + labels
-    t3 = grad_backprop * t2 - labels * t1
-    t4 = torch.sum(-t3, axis=-1, keepdims=True)
-    grad_features = t2 * t4 + t3
-    t5 = ext1[..., None]
-    t6 = sum1[..., None]
-    grad_labels = -grad_backprop - t1 * (features - t5 - torch.log(t6))
+    t2 = torch.sum(-grad_backprop * (backprop + labels) + labels * t1, axis=-1, keepdims=True)
+    t3 = backprop + labels
+    grad_features = grad_backprop * t3 - labels * t1 + t2 * t3
+    t4 = ext1[..., None]
+    t5 = sum1[..., None]
+    grad_labels = -grad_backprop - t1 * (features - t4 - torch.log(t5))
     return grad_features, grad_labels
 
 
@@ -330,23 +328,22 @@ def sparse_softmax_cross_entropy_with_logits_forward(features, labels):
     """SparseSoftmaxCrossEntropyWithLogits's formula."""
     ext1 = torch.amax(features, axis=-1)
     t0 = ext1[..., None]
-    t1 = torch.exp(features - t0)
-    sum1 = torch.sum(t1, axis=-1)
-    t2 = np.shape(features)[-2]
-    t3 = np.shape(features)[-1]
-    t4 = torch.reshape(features, (t2 * t3,))
-    t5 = torch.arange(np.shape(features)[-2])
-    t6 = torch.as_tensor(t5, dtype=torch.int64)
-    t7 = torch.as_tensor(labels, dtype=torch.int64)
-    t8 = torch.where((t7 >= 0) & (t3 > t7), t3 * t6 + t7, -1)
-    t9 = _gather(t4, t8, -1)
-    loss = ext1 - t9 + torch.log(sum1)
-    t10 = torch.asarray(-1, dtype=features.dtype)
-    t11 = t2 * t3
-    t12 = _scatter_add(t10, t8, 0, t11)  # no gather form: an explicit scatter-add
-    t13 = torch.reshape(t12, np.shape(t12)[:-1] + (-1, t3))
-    t14 = sum1[..., None]
-    backprop = t1 / t14 + t13
+    sum1 = torch.sum(torch.exp(features - t0), axis=-1)
+    t1 = np.shape(features)[-2]
+    t2 = np.shape(features)[-1]
+    t3 = torch.reshape(features, (t1 * t2,))
+    t4 = torch.arange(np.shape(features)[-2])
+    t5 = torch.as_tensor(t4, dtype=torch.int64)
+    t6 = torch.as_tensor(labels, dtype=torch.int64)
+    t7 = torch.where((t6 >= 0) & (t2 > t6), t2 * t5 + t6, -1)
+    t8 = _gather(t3, t7, -1)
+    loss = ext1 - t8 + torch.log(sum1)
+    t9 = torch.asarray(-1, dtype=features.dtype)
+    t10 = t1 * t2
+    t11 = _scatter_add(t9, t7, 0, t10)  # no gather form: an explicit scatter-add
+    t12 = torch.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
+    t13 = sum1[..., None]
+    backprop = t12 + torch.exp(features - t0) / t13
     return (loss, backprop)
 
 
@@ -362,7 +359,8 @@ def sparse_softmax_cross_entropy_with_logits_vjp(
             + grad_backprop[i, k] * (delta(k, labels[i]) + backprop[i, k])
             + grad_loss[i] * (delta(k, labels[i]) + backprop[i, k])
             - sum_j grad_backprop[i, j] * (delta(j, labels[i]) + backprop[i, j]) * (delta(k,
-                labels[i]) + backprop[i, k]), i.e. `t10 * t11 - t11 * t13 + t12 + t16`
+                labels[i]) + backprop[i, k])
+            i.e. `grad_backprop * t15 + t10 * t15 - t11 * t15 + t14`
     """
     if backprop is None:
         backprop = sparse_softmax_cross_entropy_with_logits_forward(features, labels)[1]
@@ -377,13 +375,12 @@ def sparse_softmax_cross_entropy_with_logits_vjp(
     t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
     t9 = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
     t10 = grad_loss[..., None]
-    t11 = backprop + t9
-    t12 = grad_backprop * t11
-    t13 = torch.sum(t12, axis=-1, keepdims=True)
-    t14 = -grad_loss
-    t15 = _scatter_add(t14, t6, 0, t7)  # no gather form: an explicit scatter-add
-    t16 = torch.reshape(t15, np.shape(t15)[:-1] + (-1, t2))
-    grad_features = t10 * t11 - t11 * t13 + t12 + t16
+    t11 = torch.sum(grad_backprop * (backprop + t9), axis=-1, keepdims=True)
+    t12 = -grad_loss
+    t13 = _scatter_add(t12, t6, 0, t7)  # no gather form: an explicit scatter-add
+    t14 = torch.reshape(t13, np.shape(t13)[:-1] + (-1, t2))
+    t15 = backprop + t9
+    grad_features = grad_backprop * t15 + t10 * t15 - t11 * t15 + t14
     return grad_features, None
 
 

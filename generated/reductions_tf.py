@@ -696,33 +696,64 @@ def reduce_max_vjp(grad, input, output, *, axis=-1, keep_dims=False):
     In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
     axis, keep_dims change it):
         grad_input[batch, i] = grad[batch] * indicator_equal(input[batch, i], output[batch]) /
-            (sum_k indicator_equal(input[batch, k], output[batch])), i.e. `t1 * t3 / t2`
+            (sum_k indicator_equal(input[batch, k], output[batch]))
+            i.e. `t2 * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), ...`
     """
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
-        t1 = tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-        t2 = tf.reduce_sum(t1, axis=-1, keepdims=True)
-        t3 = grad[..., None]
-        grad_input = t1 * t3 / t2
-    elif axis in (-1, -2, -3) and keep_dims:
-        t0 = tf.where(
-            tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+        t1 = tf.reduce_sum(
+            tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-1,
+            keepdims=True,
         )
-        t1 = tf.reduce_sum(t0, axis=axis, keepdims=True)
-        grad_input = grad * t0 / t1
+        t2 = grad[..., None]
+        grad_input = (
+            t2
+            * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            / t1
+        )
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = tf.reduce_sum(
+            tf.where(
+                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=axis,
+            keepdims=True,
+        )
+        grad_input = (
+            grad
+            * tf.where(
+                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / t0
+        )
     elif axis == -2 and not keep_dims:
         t0 = output[..., None, :]
-        t1 = tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-        t2 = tf.reduce_sum(t1, axis=-2, keepdims=True)
-        t3 = grad[..., None, :]
-        grad_input = t1 * t3 / t2
+        t1 = tf.reduce_sum(
+            tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            keepdims=True,
+        )
+        t2 = grad[..., None, :]
+        grad_input = (
+            t2
+            * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            / t1
+        )
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
-        t1 = tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-        t2 = tf.reduce_sum(t1, axis=-3, keepdims=True)
-        t3 = grad[..., None, :, :]
-        grad_input = t1 * t3 / t2
+        t1 = tf.reduce_sum(
+            tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-3,
+            keepdims=True,
+        )
+        t2 = grad[..., None, :, :]
+        grad_input = (
+            t2
+            * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            / t1
+        )
     else:
         raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -786,33 +817,64 @@ def reduce_min_vjp(grad, input, output, *, axis=-1, keep_dims=False):
     In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
     axis, keep_dims change it):
         grad_input[batch, i] = grad[batch] * indicator_equal(input[batch, i], output[batch]) /
-            (sum_k indicator_equal(input[batch, k], output[batch])), i.e. `t1 * t3 / t2`
+            (sum_k indicator_equal(input[batch, k], output[batch]))
+            i.e. `t2 * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), ...`
     """
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
-        t1 = tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-        t2 = tf.reduce_sum(t1, axis=-1, keepdims=True)
-        t3 = grad[..., None]
-        grad_input = t1 * t3 / t2
-    elif axis in (-1, -2, -3) and keep_dims:
-        t0 = tf.where(
-            tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+        t1 = tf.reduce_sum(
+            tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-1,
+            keepdims=True,
         )
-        t1 = tf.reduce_sum(t0, axis=axis, keepdims=True)
-        grad_input = grad * t0 / t1
+        t2 = grad[..., None]
+        grad_input = (
+            t2
+            * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            / t1
+        )
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = tf.reduce_sum(
+            tf.where(
+                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            ),
+            axis=axis,
+            keepdims=True,
+        )
+        grad_input = (
+            grad
+            * tf.where(
+                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
+            / t0
+        )
     elif axis == -2 and not keep_dims:
         t0 = output[..., None, :]
-        t1 = tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-        t2 = tf.reduce_sum(t1, axis=-2, keepdims=True)
-        t3 = grad[..., None, :]
-        grad_input = t1 * t3 / t2
+        t1 = tf.reduce_sum(
+            tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-2,
+            keepdims=True,
+        )
+        t2 = grad[..., None, :]
+        grad_input = (
+            t2
+            * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            / t1
+        )
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
-        t1 = tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-        t2 = tf.reduce_sum(t1, axis=-3, keepdims=True)
-        t3 = grad[..., None, :, :]
-        grad_input = t1 * t3 / t2
+        t1 = tf.reduce_sum(
+            tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            axis=-3,
+            keepdims=True,
+        )
+        t2 = grad[..., None, :, :]
+        grad_input = (
+            t2
+            * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+            / t1
+        )
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)

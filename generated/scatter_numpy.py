@@ -819,7 +819,8 @@ def tensor_scatter_max_grad(grad, tensor, indices, updates, *, output=None):
         grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
-            output[indices[j, 0], p])), i.e. `t2 * t8 / (t6 + np.asarray(t1 == t7, grad.dtype))`
+            output[indices[j, 0], p]))
+            i.e. `np.where(t1 == updates, t8 / (t6 + np.asarray(t1 == t7, grad.dtype)), 0)`
     """
     if output is None:
         output = tensor_scatter_max(tensor, indices, updates)
@@ -835,7 +836,7 @@ def tensor_scatter_max_grad(grad, tensor, indices, updates, *, output=None):
         t6 = _gather(t4, t0, -2)
         t7 = _gather(tensor, t0, -2)
         t8 = _gather(grad, t0, -2)
-        grad_updates = t2 * t8 / (t6 + np.asarray(t1 == t7, grad.dtype))
+        grad_updates = np.where(t1 == updates, t8 / (t6 + np.asarray(t1 == t7, grad.dtype)), 0)
     elif depth == 2:
         t0 = np.shape(output)[-2]
         t1 = np.shape(output)[-1]
@@ -873,7 +874,7 @@ def tensor_scatter_max_grad(grad, tensor, indices, updates, *, output=None):
         t27 = np.reshape(grad, (t25 * t26,))
         t28 = np.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
         t29 = _gather(t27, t28, -1)
-        grad_updates = t11 * t29 / (t22 + np.asarray(t10 == t24, grad.dtype))
+        grad_updates = np.where(t10 == updates, t29 / (t22 + np.asarray(t10 == t24, grad.dtype)), 0)
     else:
         raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -920,7 +921,7 @@ def tensor_scatter_max_grad_grad(
             0,
         )
         t18 = _scatter_add(t17, t8, 1, t7)  # no gather form: an explicit scatter-add
-        grad_grad = t18 + np.where(t15 == tensor, grad_vjp_tensor / affine1, 0)
+        grad_grad = t18 + np.where(tensor == np.maximum(tensor, t9), grad_vjp_tensor / affine1, 0)
     elif depth == 2:
         if affine1 is None:
             t0 = np.shape(tensor)[-2]
@@ -1027,7 +1028,8 @@ def tensor_scatter_min_grad(grad, tensor, indices, updates, *, output=None):
         grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
-            output[indices[j, 0], p])), i.e. `t2 * t8 / (t6 + np.asarray(t1 == t7, grad.dtype))`
+            output[indices[j, 0], p]))
+            i.e. `np.where(t1 == updates, t8 / (t6 + np.asarray(t1 == t7, grad.dtype)), 0)`
     """
     if output is None:
         output = tensor_scatter_min(tensor, indices, updates)
@@ -1043,7 +1045,7 @@ def tensor_scatter_min_grad(grad, tensor, indices, updates, *, output=None):
         t6 = _gather(t4, t0, -2)
         t7 = _gather(tensor, t0, -2)
         t8 = _gather(grad, t0, -2)
-        grad_updates = t2 * t8 / (t6 + np.asarray(t1 == t7, grad.dtype))
+        grad_updates = np.where(t1 == updates, t8 / (t6 + np.asarray(t1 == t7, grad.dtype)), 0)
     elif depth == 2:
         t0 = np.shape(output)[-2]
         t1 = np.shape(output)[-1]
@@ -1081,7 +1083,7 @@ def tensor_scatter_min_grad(grad, tensor, indices, updates, *, output=None):
         t27 = np.reshape(grad, (t25 * t26,))
         t28 = np.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
         t29 = _gather(t27, t28, -1)
-        grad_updates = t11 * t29 / (t22 + np.asarray(t10 == t24, grad.dtype))
+        grad_updates = np.where(t10 == updates, t29 / (t22 + np.asarray(t10 == t24, grad.dtype)), 0)
     else:
         raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -1128,7 +1130,7 @@ def tensor_scatter_min_grad_grad(
             0,
         )
         t18 = _scatter_add(t17, t8, 1, t7)  # no gather form: an explicit scatter-add
-        grad_grad = t18 + np.where(t15 == tensor, grad_vjp_tensor / affine1, 0)
+        grad_grad = t18 + np.where(tensor == np.minimum(tensor, t9), grad_vjp_tensor / affine1, 0)
     elif depth == 2:
         if affine1 is None:
             t0 = np.shape(tensor)[-2]

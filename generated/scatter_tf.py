@@ -956,7 +956,7 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, output):
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
             output[indices[j, 0], p]))
-            i.e. `t2 * t8 / (t6 + tf.where(tf.equal(t1, t7), tf.constant(1, grad.dtype), ...`
+            i.e. `t8 * tf.where(tf.equal(t1, updates), tf.constant(1, grad.dtype), ...`
     """
     depth = indices.shape[-1]
     if depth == 1:
@@ -973,8 +973,10 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, output):
         t7 = _gather(tensor, t0, -2)
         t8 = _gather(grad, t0, -2)
         grad_updates = (
-            t2
-            * t8
+            t8
+            * tf.where(
+                tf.equal(t1, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
             / (
                 t6
                 + tf.where(tf.equal(t1, t7), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
@@ -1026,8 +1028,10 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, output):
         t28 = tf.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, tf.constant(-1, tf.int64))
         t29 = _gather(t27, t28, -1)
         grad_updates = (
-            t11
-            * t29
+            t29
+            * tf.where(
+                tf.equal(t10, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
             / (
                 t22
                 + tf.where(
@@ -1118,7 +1122,7 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, output):
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
             output[indices[j, 0], p]))
-            i.e. `t2 * t8 / (t6 + tf.where(tf.equal(t1, t7), tf.constant(1, grad.dtype), ...`
+            i.e. `t8 * tf.where(tf.equal(t1, updates), tf.constant(1, grad.dtype), ...`
     """
     depth = indices.shape[-1]
     if depth == 1:
@@ -1135,8 +1139,10 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, output):
         t7 = _gather(tensor, t0, -2)
         t8 = _gather(grad, t0, -2)
         grad_updates = (
-            t2
-            * t8
+            t8
+            * tf.where(
+                tf.equal(t1, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
             / (
                 t6
                 + tf.where(tf.equal(t1, t7), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
@@ -1188,8 +1194,10 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, output):
         t28 = tf.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, tf.constant(-1, tf.int64))
         t29 = _gather(t27, t28, -1)
         grad_updates = (
-            t11
-            * t29
+            t29
+            * tf.where(
+                tf.equal(t10, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
+            )
             / (
                 t22
                 + tf.where(

@@ -819,7 +819,7 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
             output[indices[j, 0], p]))
-            i.e. `t2 * t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype))`
+            i.e. `torch.where(t1 == updates, t8 / (t6 + torch.asarray(t1 == t7, ...`
     """
     if output is None:
         output = tensor_scatter_max_forward(tensor, indices, updates)
@@ -835,7 +835,9 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
         t6 = _gather(t4, t0, -2)
         t7 = _gather(tensor, t0, -2)
         t8 = _gather(grad, t0, -2)
-        grad_updates = t2 * t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype))
+        grad_updates = torch.where(
+            t1 == updates, t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype)), 0
+        )
     elif depth == 2:
         t0 = np.shape(output)[-2]
         t1 = np.shape(output)[-1]
@@ -873,7 +875,9 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
         t27 = torch.reshape(grad, (t25 * t26,))
         t28 = torch.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
         t29 = _gather(t27, t28, -1)
-        grad_updates = t11 * t29 / (t22 + torch.asarray(t10 == t24, dtype=grad.dtype))
+        grad_updates = torch.where(
+            t10 == updates, t29 / (t22 + torch.asarray(t10 == t24, dtype=grad.dtype)), 0
+        )
     else:
         raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -939,7 +943,7 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
             output[indices[j, 0], p]))
-            i.e. `t2 * t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype))`
+            i.e. `torch.where(t1 == updates, t8 / (t6 + torch.asarray(t1 == t7, ...`
     """
     if output is None:
         output = tensor_scatter_min_forward(tensor, indices, updates)
@@ -955,7 +959,9 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
         t6 = _gather(t4, t0, -2)
         t7 = _gather(tensor, t0, -2)
         t8 = _gather(grad, t0, -2)
-        grad_updates = t2 * t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype))
+        grad_updates = torch.where(
+            t1 == updates, t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype)), 0
+        )
     elif depth == 2:
         t0 = np.shape(output)[-2]
         t1 = np.shape(output)[-1]
@@ -993,7 +999,9 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
         t27 = torch.reshape(grad, (t25 * t26,))
         t28 = torch.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
         t29 = _gather(t27, t28, -1)
-        grad_updates = t11 * t29 / (t22 + torch.asarray(t10 == t24, dtype=grad.dtype))
+        grad_updates = torch.where(
+            t10 == updates, t29 / (t22 + torch.asarray(t10 == t24, dtype=grad.dtype)), 0
+        )
     else:
         raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates

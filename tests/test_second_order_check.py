@@ -233,7 +233,8 @@ def test_library_second_order_tensorflow(derived, tmp_path):
 
 
 NOT_TWICE_IN_NUMPY = {  # op type -> why its numpy second order is not a match
-    **dict.fromkeys(("Floor", "Ceil", "Rint", "Round", "Sign", "FloorDiv", "TruncateDiv"), "no gradient: no second order generated"),
+    **dict.fromkeys(("Floor", "Ceil", "Rint", "Round", "Sign", "FloorDiv", "TruncateDiv", "ArgMax", "ArgMin"),
+                    "no gradient: no second order generated"),
     "IdentityN": "a list input and a list output: no numpy second order generated",
     "FresnelSin": NOT_TWICE_IN_TENSORFLOW["FresnelSin"],
     **dict.fromkeys(("SegmentProd", "UnsortedSegmentProd"), "no numpy second order generated (test_second_order.py's NOT_DERIVED_AGAIN says why)"),

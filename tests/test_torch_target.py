@@ -336,6 +336,7 @@ def test_library_against_finite_differences(torch, derived, tmp_path):
 GRADCHECK_KNOWN = {  # a difference quotient in an input whose gradient is stopped is not 0
     "Polygamma": "its order is an integer (NaN between integers), as TensorFlow's PolygammaGrad",
     "Zeta": "no gradient in x, as TensorFlow's ZetaGrad (and torch.special.zeta has no derivative)",
+    **dict.fromkeys(("ArgMax", "ArgMin"), "an integer output only: gradcheck has no floating output to difference"),
     **dict.fromkeys(
         ("QuantizeAndDequantize", "QuantizeAndDequantizeV2", "QuantizeAndDequantizeV3"),
         "the straight-through estimator: gradcheck differences the rounding (0), the declared gradient is 1 "

@@ -1,6 +1,7 @@
-"""Subexpressions elementwise statements repeat, computed once before the first, as a person
-names them (a GELU gradient's tanh(u), x + bias): SymPy's `cse`, one statement at a time,
-and the temporaries of the statements before read where nothing they read was assigned since.
+"""Subexpressions an elementwise statement repeats, computed once before it, as a person
+names them (a GELU gradient's tanh(u), x + bias): SymPy's `cse`, one statement at a time.
+Then the temporaries a person would not write go: one that only copies another, one that
+nothing reads.
 
 Within one statement every variable means one array, so an equal subexpression is an equal
 array. A statement with a branch (a `Piecewise`, a select) is left whole: TensorFlow's
@@ -22,45 +23,25 @@ BooleanFunction, Relational = sp.logic.boolalg.BooleanFunction, sp.core.relation
 
 
 def share_within_statements(lowering) -> None:
-    """`lowering.body` with the subexpressions its statements repeat computed once, in
-    temporaries numbered after the lowering's own, each just before the first statement that
-    reads it. A variable assigned again (a gradient summed to its input's shape in place) is
-    a new one to `cse`: a subexpression reading it before is not the one reading it after."""
-    exprs, versions = _versioned(lowering.body)
-    shared = [n for n, e in exprs.items() if not _branches(e)]
-    if not shared:
-        return
-    temps, reduced = _shared([exprs[n] for n in shared])
-    exprs, pending = dict(zip(shared, reduced)), dict(temps)
-    number, body = lowering._temporaries(), []
-    for n, statement in enumerate(lowering.body):
-        if n in exprs:
-            for symbol in _needed(exprs[n], pending):
+    """`lowering.body` with the subexpressions each statement repeats computed once before
+    it, in temporaries numbered after the lowering's own. One statement at a time: `cse`
+    across statements would regroup their sums, and where the terms of a sum cancel (attention
+    at saturated weights) the grouping decides whether the rounding does too."""
+    symbols, number, body = sp.numbered_symbols("_shared"), lowering._temporaries(), []
+    for statement in lowering.body:
+        expr = _elementwise_of(statement)
+        if expr is not None and not _branches(expr):
+            temps, (expr,) = _shared([expr], symbols)
+            pending = dict(temps)
+            for symbol in _needed(expr, pending):
                 name = sp.Symbol(f"{lowering.prefix}{number}")
-                body.append(Assign(str(name), Elementwise(pending.pop(symbol).xreplace(versions))))
+                body.append(Assign(str(name), Elementwise(pending.pop(symbol))))
                 pending = {s: v.xreplace({symbol: name}) for s, v in pending.items()}
-                exprs = {k: e.xreplace({symbol: name}) for k, e in exprs.items()}
+                expr = expr.xreplace({symbol: name})
                 number += 1
-            statement = _with_elementwise(statement, exprs[n].xreplace(versions))
+            statement = _with_elementwise(statement, expr)
         body.append(statement)
     lowering.body = body
-
-
-def _versioned(body) -> tuple[dict, dict]:
-    """({statement position: its elementwise expression, each variable assigned more than
-    once read as the version it holds there}, {version: the variable})."""
-    current, versions, exprs = {}, {}, {}
-    for n, statement in enumerate(body):
-        expr = _elementwise_of(statement)
-        if expr is not None:
-            exprs[n] = expr.xreplace(current)
-        for target in [s.target for s in statements([statement])]:
-            if target in current or any(sp.Symbol(target) in e.free_symbols for e in exprs.values()):
-                version = sp.Symbol(f"{target}__{len(versions)}")
-                current[sp.Symbol(target)], versions[version] = version, sp.Symbol(target)
-            else:
-                current.setdefault(sp.Symbol(target), sp.Symbol(target))
-    return exprs, versions
 
 
 def _needed(expr: sp.Expr, pending: dict) -> list:
@@ -77,9 +58,9 @@ def _branches(expr: sp.Expr) -> bool:
     return bool(expr.has(sp.Piecewise, safe_where) or expr.atoms(BooleanFunction, Relational))
 
 
-def _shared(exprs: list) -> tuple[list, list]:
+def _shared(exprs: list, symbols) -> tuple[list, list]:
     """(temporaries, `exprs` reading them): those over arrays only (a number stays inline)."""
-    temps, reduced = sp.cse(exprs, symbols=sp.numbered_symbols("_shared"), order="canonical")
+    temps, reduced = sp.cse(exprs, symbols=symbols, order="canonical")
     inline, kept = {}, []
     for symbol, value in temps:
         value = value.xreplace(inline)

@@ -199,9 +199,11 @@ class JaxSecondOrder(_JaxSource):
             grad_ups, grad_xs = _tensorflow_vjp(jax, gradient, first, (ups, [xs[k] for k in free]), cotangents)
         except Exception as exc:  # the function under test failed: report it, go on
             return GradientCallError(f"raised {_error_text(exc)}")
-        result = [np.asarray(g) for g in grad_ups] + [None] * len(xs)
+        # an integer output's upstream gradient has none: JAX's float0 cotangent
+        as_array = lambda g: None if g.dtype == jax.dtypes.float0 else np.asarray(g)
+        result = [as_array(g) for g in grad_ups] + [None] * len(xs)
         for k, g in zip(free, grad_xs):
-            result[count + k] = np.asarray(g)
+            result[count + k] = as_array(g)
         return Gradients(result)
 
     def call_lines(self, variant) -> list[str]:

@@ -63,10 +63,12 @@ def _vjp(outputs: list, inputs: list, upstream: list, create_graph: bool = False
 
     pairs = [(o, torch.as_tensor(np.asarray(u) if not isinstance(u, torch.Tensor) else u, dtype=o.dtype))
              for o, u in zip(outputs, upstream) if o.requires_grad]
-    if not pairs:
+    wanted = [x for x in inputs if x.requires_grad]  # not an integer output's upstream gradient
+    if not pairs or not wanted:
         return [torch.zeros_like(x) for x in inputs]
-    grads = torch.autograd.grad([o for o, _ in pairs], inputs, [u for _, u in pairs],
-                                create_graph=create_graph, allow_unused=True)
+    grads = iter(torch.autograd.grad([o for o, _ in pairs], wanted, [u for _, u in pairs],
+                                     create_graph=create_graph, allow_unused=True))
+    grads = [next(grads) if x.requires_grad else None for x in inputs]
     return [torch.zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
 
 
@@ -136,9 +138,12 @@ class TorchSecondOrder(_TorchSource):
 
 
 def _leaf(x):
+    """`x` as a tensor requiring a gradient, unless it is of an integer dtype (the upstream
+    gradient of an integer output: ArgMax's)."""
     import torch
 
-    return torch.as_tensor(np.asarray(x)).requires_grad_(True)
+    t = torch.as_tensor(np.asarray(x))
+    return t.requires_grad_(True) if t.is_floating_point() or t.is_complex() else t
 
 
 def _array(t) -> np.ndarray:
