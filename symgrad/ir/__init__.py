@@ -53,13 +53,13 @@ from symgrad.ir.shapes import (
     SplitAxis,
     axis_size,
 )
-from symgrad.ir.values import Value, reads
+from symgrad.ir.values import Value, names_in, reads
 
 __all__ = [
     "Arange", "AsTuple", "AsValues", "Assign", "Branch", "BroadcastTo", "BroadcastToShape", "Conj", "Constant", "Convolution",
     "DiagPart", "DimSize", "Einsum", "Elementwise", "Expand", "Eye", "Formula", "Function", "FusedCall", "Gather",
     "IndexArith", "IntArray", "IntSize", "Iota", "Length", "LinearSecondOrder", "MatMul", "MaxPoolBackprop",
     "MergeAxes", "NegativeAxes", "NegativeAxis", "OpCode", "Rank", "Recompute", "Reduce", "Scan", "ScatterAdd",
-    "SplitAxis", "Squeeze", "Stack", "SumToShape", "Transpose", "Value", "ZerosLike", "axis_size", "reads",
+    "SplitAxis", "Squeeze", "Stack", "SumToShape", "Transpose", "Value", "ZerosLike", "axis_size", "names_in", "reads",
     "statements",
 ]

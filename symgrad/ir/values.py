@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from typing import Union
+
+import sympy as sp
 
 from symgrad.ir.arrays import BroadcastTo, BroadcastToShape, Conj, Constant, DiagPart, Einsum, Elementwise, Expand, Eye, FusedCall, Iota, MatMul, Reduce, Scan, Squeeze, Stack, SumToShape, Transpose, ZerosLike
 from symgrad.ir.kernels import Convolution, Gather, MaxPoolBackprop, ScatterAdd
@@ -47,3 +51,17 @@ def reads(value: Value) -> set[str]:
     if isinstance(value, Scan) and value.by is not None:
         return (reads(value.x) if isinstance(value.x, Elementwise) else {value.x}) | reads(value.by)
     return reads(value.x) if isinstance(value.x, Elementwise) else {value.x}
+
+
+def names_in(value) -> set[str]:
+    """Every variable `value` names, for its values or its shapes (an iota reads a shape;
+    a shape given as text, "(t1, t2)", names t1 and t2)."""
+    if isinstance(value, str):
+        return set(re.findall(r"[A-Za-z_]\w*", value))
+    if isinstance(value, sp.Basic):
+        return {str(s) for s in value.free_symbols}
+    if isinstance(value, (tuple, list)):
+        return set().union(*(names_in(v) for v in value))
+    if dataclasses.is_dataclass(value):
+        return set().union(*(names_in(getattr(value, f.name)) for f in dataclasses.fields(value)))
+    return set()

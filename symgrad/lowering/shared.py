@@ -17,7 +17,7 @@ import re
 import sympy as sp
 
 from symgrad.guards import safe_where
-from symgrad.ir import Assign, Elementwise, statements
+from symgrad.ir import Assign, Elementwise, names_in, statements
 
 BooleanFunction, Relational = sp.logic.boolalg.BooleanFunction, sp.core.relational.Relational
 
@@ -74,25 +74,30 @@ def _shared(exprs: list, symbols) -> tuple[list, list]:
 def _elementwise_of(statement):
     """The expression of a statement's `Elementwise` value (itself, or the one field of the
     value that is one: a reduction's summand, a broadcast's operand), else None."""
+    field = _elementwise_field(statement)
+    if field is None:
+        return None
+    return statement.value.expr if field == "" else getattr(statement.value, field).expr
+
+
+def _with_elementwise(statement: Assign, expr: sp.Expr) -> Assign:
+    field = _elementwise_field(statement)
+    if field == "":
+        return Assign(statement.target, Elementwise(expr))
+    return Assign(statement.target, dataclasses.replace(statement.value, **{field: Elementwise(expr)}))
+
+
+def _elementwise_field(statement) -> str | None:
+    """"" where a statement's value is an `Elementwise`, the name of its one field that is
+    one, else None."""
     if not isinstance(statement, Assign):
         return None
     value = statement.value
     if isinstance(value, Elementwise):
-        return value.expr
-    found = [f for f in _fields(value) if isinstance(getattr(value, f), Elementwise)]
-    return getattr(value, found[0]).expr if len(found) == 1 else None
-
-
-def _with_elementwise(statement: Assign, expr: sp.Expr) -> Assign:
-    value = statement.value
-    if isinstance(value, Elementwise):
-        return Assign(statement.target, Elementwise(expr))
-    (field,) = [f for f in _fields(value) if isinstance(getattr(value, f), Elementwise)]
-    return Assign(statement.target, dataclasses.replace(value, **{field: Elementwise(expr)}))
-
-
-def _fields(value) -> list[str]:
-    return [f.name for f in dataclasses.fields(value)] if dataclasses.is_dataclass(value) else []
+        return ""
+    fields = [f.name for f in dataclasses.fields(value)] if dataclasses.is_dataclass(value) else []
+    found = [f for f in fields if isinstance(getattr(value, f), Elementwise)]
+    return found[0] if len(found) == 1 else None
 
 
 # --- temporaries a person would not write ----------------------------------------------------------
@@ -109,7 +114,7 @@ def without_idle_temporaries(lowering) -> None:
         statement = body[n]
         copied = _copied(statement)
         if copied and is_temp(statement.target) and assigned.count(statement.target) == 1 and assigned.count(copied) <= 1:
-            body = body[:n] + [_renamed(s, statement.target, copied) for s in body[n + 1 :]]
+            body = body[:n] + [_renamed(s, {statement.target: copied}) for s in body[n + 1 :]]
             continue
         n += 1
     read = set()
@@ -118,20 +123,15 @@ def without_idle_temporaries(lowering) -> None:
         if isinstance(statement, Assign) and is_temp(statement.target) and statement.target not in read:
             continue
         kept.append(statement)
-        read |= _names_read(statement)
+        read |= set().union(*(names_in(s.value) for s in statements([statement])))
     lowering.body = _renumbered(kept[::-1], is_temp, lowering.prefix, lowering.numbered_from)
 
 
 def _renumbered(body: list, is_temp, prefix: str, start: int) -> list:
     """`body` with its temporaries numbered from `start` in the order they are assigned."""
-    order = list(dict.fromkeys(s.target for s in statements(body) if is_temp(s.target)))
-    if order == [f"{prefix}{start + n}" for n in range(len(order))]:
-        return body
-    for n, name in enumerate(order):  # through names no statement has, so that none collide
-        body = [_renamed(s, name, f"_renumbered{n}", targets=True) for s in body]
-    for n in range(len(order)):
-        body = [_renamed(s, f"_renumbered{n}", f"{prefix}{start + n}", targets=True) for s in body]
-    return body
+    order = dict.fromkeys(s.target for s in statements(body) if is_temp(s.target))
+    names = {old: f"{prefix}{start + n}" for n, old in enumerate(order)}
+    return [_renamed(s, names, targets=True) for s in body] if any(k != v for k, v in names.items()) else body
 
 
 def _copied(statement) -> str | None:
@@ -141,31 +141,17 @@ def _copied(statement) -> str | None:
     return None
 
 
-def _names_read(value) -> set[str]:
-    """Every name a statement's value may read (a shape given as text too: "(t1, t2)")."""
-    if isinstance(value, Assign):
-        return _names_read(value.value)
+def _renamed(value, names: dict, targets: bool = False):
+    """`value` reading `names[old]` where it read `old`, all at once (and, with `targets`,
+    assigning it)."""
     if isinstance(value, str):
-        return set(re.findall(r"[A-Za-z_]\w*", value))
+        return re.sub(r"[A-Za-z_]\w*", lambda m: names.get(m.group(0), m.group(0)), value)
     if isinstance(value, sp.Basic):
-        return {str(s) for s in value.free_symbols}
-    if isinstance(value, (tuple, list)):
-        return set().union(*(_names_read(v) for v in value))
-    if dataclasses.is_dataclass(value):
-        return set().union(*(_names_read(getattr(value, f.name)) for f in dataclasses.fields(value)))
-    return set()
-
-
-def _renamed(value, old: str, new: str, targets: bool = False):
-    """`value` reading `new` where it read `old` (and, with `targets`, assigning it)."""
-    if isinstance(value, str):
-        return re.sub(rf"\b{re.escape(old)}\b", new, value)
-    if isinstance(value, sp.Basic):
-        return value.xreplace({s: sp.Symbol(new, **s.assumptions0) for s in value.free_symbols if s.name == old})
+        return value.xreplace({s: sp.Symbol(names[s.name], **s.assumptions0) for s in value.free_symbols if s.name in names})
     if isinstance(value, tuple):
-        return tuple(_renamed(v, old, new, targets) for v in value)
+        return tuple(_renamed(v, names, targets) for v in value)
     if dataclasses.is_dataclass(value):
-        changes = {f.name: _renamed(getattr(value, f.name), old, new, targets) for f in dataclasses.fields(value)}
+        changes = {f.name: _renamed(getattr(value, f.name), names, targets) for f in dataclasses.fields(value)}
         if isinstance(value, Assign) and not targets:
             changes["target"] = value.target  # what it assigns stays
         return dataclasses.replace(value, **changes)

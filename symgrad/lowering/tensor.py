@@ -31,12 +31,13 @@ from symgrad.ir import (
     Expand,
     Gather,
     IndexArith,
-    Iota,
     IntSize,
+    Iota,
     MergeAxes,
     Recompute,
     SplitAxis,
     Value,
+    names_in,
     statements,
 )
 from symgrad.lowering import rules
@@ -203,7 +204,7 @@ class TensorLowering:
         for n, statement in enumerate(self.body):
             if isinstance(statement, Assign) and statement.value == value and statement.target.startswith(self.prefix):
                 later = {s.target for s in statements(self.body[n + 1 :])}
-                return statement.target if not later & _names_in(value) else None
+                return statement.target if not later & names_in(value) else None
         return None
 
     def _temporaries(self) -> int:
@@ -336,16 +337,3 @@ def _axes_after(rank: int, first: int, count: int, groups: tuple) -> int:
     """How many axes follow the group of `count` indices at `first` (of `rank` indices) while
     the groups after it are still merged, one axis each."""
     return rank - first - count - sum(c - 1 for f, c in groups if f > first)
-
-
-def _names_in(value) -> set[str]:
-    """Every variable `value` names, for its values or its shapes (an iota reads a shape)."""
-    if isinstance(value, str):
-        return {value}
-    if isinstance(value, sp.Basic):
-        return {str(s) for s in value.free_symbols}
-    if isinstance(value, (tuple, list)):
-        return set().union(*(_names_in(v) for v in value))
-    if dataclasses.is_dataclass(value):
-        return set().union(*(_names_in(getattr(value, f.name)) for f in dataclasses.fields(value)))
-    return set()
