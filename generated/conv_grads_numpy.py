@@ -799,94 +799,95 @@ def depthwise_conv2d_native_backprop_input_grad(
             dilations[2] + j * strides[2], c] * filter[a, b, c, m]
             i.e. `np.reshape(t1, (t2, t3, t4, t5 * t6))`
     """
-    t0 = input_sizes[3]
-    out_backprop_split = np.reshape(out_backprop, np.shape(out_backprop)[:-1] + (t0, -1))
-    t2 = np.shape(out_backprop_split)[-5]
-    t3 = np.shape(out_backprop_split)[-4]
-    t4 = np.shape(out_backprop_split)[-3]
-    t5 = np.shape(filter)[-2]
-    t6 = np.shape(filter)[-1]
-    if padding == "VALID":
-        grad_filter = _depthwise_conv_backprop_filter(
-            grad,
-            out_backprop_split,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-        t1 = _depthwise_conv(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(
-                (-dilations[1] * (np.shape(filter)[-4] - 1) + input_sizes[1] - 1) // strides[1] + 1,
-                (-dilations[2] * (np.shape(filter)[-3] - 1) + input_sizes[2] - 1) // strides[2] + 1,
-            ),
-        )
-        grad_out_backprop = np.reshape(t1, (t2, t3, t4, t5 * t6))
-    elif padding == "SAME":
-        grad_filter = _depthwise_conv_backprop_filter(
-            grad,
-            out_backprop_split,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-        t1 = _depthwise_conv(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2])),
-        )
-        grad_out_backprop = np.reshape(t1, (t2, t3, t4, t5 * t6))
-    elif padding == "EXPLICIT":
-        grad_filter = _depthwise_conv_backprop_filter(
-            grad,
-            out_backprop_split,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-        t1 = _depthwise_conv(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(
-                (
-                    -dilations[1] * (np.shape(filter)[-4] - 1)
-                    + explicit_paddings[2]
-                    + explicit_paddings[3]
-                    + input_sizes[1]
-                    - 1
-                )
-                // strides[1]
-                + 1,
-                (
-                    -dilations[2] * (np.shape(filter)[-3] - 1)
-                    + explicit_paddings[4]
-                    + explicit_paddings[5]
-                    + input_sizes[2]
-                    - 1
-                )
-                // strides[2]
-                + 1,
-            ),
-        )
+    if padding in ("VALID", "SAME", "EXPLICIT"):
+        t0 = input_sizes[3]
+        out_backprop_split = np.reshape(out_backprop, np.shape(out_backprop)[:-1] + (t0, -1))
+        if padding == "VALID":
+            grad_filter = _depthwise_conv_backprop_filter(
+                grad,
+                out_backprop_split,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
+            t1 = _depthwise_conv(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(
+                    (-dilations[1] * (np.shape(filter)[-4] - 1) + input_sizes[1] - 1) // strides[1]
+                    + 1,
+                    (-dilations[2] * (np.shape(filter)[-3] - 1) + input_sizes[2] - 1) // strides[2]
+                    + 1,
+                ),
+            )
+        elif padding == "SAME":
+            grad_filter = _depthwise_conv_backprop_filter(
+                grad,
+                out_backprop_split,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
+                ),
+                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
+            t1 = _depthwise_conv(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
+                ),
+                sizes=(-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2])),
+            )
+        else:
+            grad_filter = _depthwise_conv_backprop_filter(
+                grad,
+                out_backprop_split,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
+            t1 = _depthwise_conv(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(
+                    (
+                        -dilations[1] * (np.shape(filter)[-4] - 1)
+                        + explicit_paddings[2]
+                        + explicit_paddings[3]
+                        + input_sizes[1]
+                        - 1
+                    )
+                    // strides[1]
+                    + 1,
+                    (
+                        -dilations[2] * (np.shape(filter)[-3] - 1)
+                        + explicit_paddings[4]
+                        + explicit_paddings[5]
+                        + input_sizes[2]
+                        - 1
+                    )
+                    // strides[2]
+                    + 1,
+                ),
+            )
+        t2 = np.shape(out_backprop_split)[-5]
+        t3 = np.shape(out_backprop_split)[-4]
+        t4 = np.shape(out_backprop_split)[-3]
+        t5 = np.shape(filter)[-2]
+        t6 = np.shape(filter)[-1]
         grad_out_backprop = np.reshape(t1, (t2, t3, t4, t5 * t6))
     else:
         raise ValueError(
@@ -911,160 +912,156 @@ def depthwise_conv2d_native_backprop_input_grad_grad(
     dilations=(1, 1, 1, 1),
 ):
     """Second order of DepthwiseConv2dNativeBackpropInput: the gradient of depthwise_conv2d_native_backprop_input_grad: one array per input (grad, filter, out_backprop)."""
-    t0 = input_sizes[3]
-    out_backprop_split = np.reshape(out_backprop, np.shape(out_backprop)[:-1] + (t0, -1))
-    t1 = np.shape(filter)[-1]
-    t5 = np.shape(grad)[-4]
-    t6 = np.shape(out_backprop_split)[-4]
-    t7 = np.shape(out_backprop_split)[-3]
-    t8 = np.shape(grad)[-1]
-    if padding == "VALID":
+    if padding in ("VALID", "SAME", "EXPLICIT"):
+        t0 = input_sizes[3]
+        out_backprop_split = np.reshape(out_backprop, np.shape(out_backprop)[:-1] + (t0, -1))
+        t1 = np.shape(filter)[-1]
         grad_vjp_out_backprop = np.reshape(
             grad_vjp_out_backprop, np.shape(grad_vjp_out_backprop)[:-1] + (-1, t1)
         )
-        t2 = _depthwise_conv_backprop_input(
-            out_backprop_split,
-            grad_vjp_filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(input_sizes[1], input_sizes[2]),
-        )
-        t3 = _depthwise_conv_backprop_input(
-            grad_vjp_out_backprop,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(input_sizes[1], input_sizes[2]),
-        )
+        if padding == "VALID":
+            t2 = _depthwise_conv_backprop_input(
+                out_backprop_split,
+                grad_vjp_filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(input_sizes[1], input_sizes[2]),
+            )
+            t3 = _depthwise_conv_backprop_input(
+                grad_vjp_out_backprop,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(input_sizes[1], input_sizes[2]),
+            )
+        elif padding == "SAME":
+            t2 = _depthwise_conv_backprop_input(
+                out_backprop_split,
+                grad_vjp_filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
+                ),
+                sizes=(input_sizes[1], input_sizes[2]),
+            )
+            t3 = _depthwise_conv_backprop_input(
+                grad_vjp_out_backprop,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
+                ),
+                sizes=(input_sizes[1], input_sizes[2]),
+            )
+        else:
+            t2 = _depthwise_conv_backprop_input(
+                out_backprop_split,
+                grad_vjp_filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(input_sizes[1], input_sizes[2]),
+            )
+            t3 = _depthwise_conv_backprop_input(
+                grad_vjp_out_backprop,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(input_sizes[1], input_sizes[2]),
+            )
         grad_grad = t2 + t3
-        grad_filter = _depthwise_conv_backprop_filter(
-            grad,
-            grad_vjp_out_backprop,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-        t4 = _depthwise_conv(
-            grad,
-            grad_vjp_filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(
-                (-dilations[1] * (np.shape(filter)[-4] - 1) + input_sizes[1] - 1) // strides[1] + 1,
-                (-dilations[2] * (np.shape(filter)[-3] - 1) + input_sizes[2] - 1) // strides[2] + 1,
-            ),
-        )
-        grad_out_backprop = np.reshape(t4, (t5, t6, t7, t8 * t1))
-    elif padding == "SAME":
-        grad_vjp_out_backprop = np.reshape(
-            grad_vjp_out_backprop, np.shape(grad_vjp_out_backprop)[:-1] + (-1, t1)
-        )
-        t2 = _depthwise_conv_backprop_input(
-            out_backprop_split,
-            grad_vjp_filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(input_sizes[1], input_sizes[2]),
-        )
-        t3 = _depthwise_conv_backprop_input(
-            grad_vjp_out_backprop,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(input_sizes[1], input_sizes[2]),
-        )
-        grad_grad = t2 + t3
-        grad_filter = _depthwise_conv_backprop_filter(
-            grad,
-            grad_vjp_out_backprop,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-        t4 = _depthwise_conv(
-            grad,
-            grad_vjp_filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2])),
-        )
-        grad_out_backprop = np.reshape(t4, (t5, t6, t7, t8 * t1))
-    elif padding == "EXPLICIT":
-        grad_vjp_out_backprop = np.reshape(
-            grad_vjp_out_backprop, np.shape(grad_vjp_out_backprop)[:-1] + (-1, t1)
-        )
-        t2 = _depthwise_conv_backprop_input(
-            out_backprop_split,
-            grad_vjp_filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(input_sizes[1], input_sizes[2]),
-        )
-        t3 = _depthwise_conv_backprop_input(
-            grad_vjp_out_backprop,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(input_sizes[1], input_sizes[2]),
-        )
-        grad_grad = t2 + t3
-        grad_filter = _depthwise_conv_backprop_filter(
-            grad,
-            grad_vjp_out_backprop,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-        t4 = _depthwise_conv(
-            grad,
-            grad_vjp_filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(
-                (
-                    -dilations[1] * (np.shape(filter)[-4] - 1)
-                    + explicit_paddings[2]
-                    + explicit_paddings[3]
-                    + input_sizes[1]
-                    - 1
-                )
-                // strides[1]
-                + 1,
-                (
-                    -dilations[2] * (np.shape(filter)[-3] - 1)
-                    + explicit_paddings[4]
-                    + explicit_paddings[5]
-                    + input_sizes[2]
-                    - 1
-                )
-                // strides[2]
-                + 1,
-            ),
-        )
+        if padding == "VALID":
+            grad_filter = _depthwise_conv_backprop_filter(
+                grad,
+                grad_vjp_out_backprop,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
+            t4 = _depthwise_conv(
+                grad,
+                grad_vjp_filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(
+                    (-dilations[1] * (np.shape(filter)[-4] - 1) + input_sizes[1] - 1) // strides[1]
+                    + 1,
+                    (-dilations[2] * (np.shape(filter)[-3] - 1) + input_sizes[2] - 1) // strides[2]
+                    + 1,
+                ),
+            )
+        elif padding == "SAME":
+            grad_filter = _depthwise_conv_backprop_filter(
+                grad,
+                grad_vjp_out_backprop,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
+                ),
+                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
+            t4 = _depthwise_conv(
+                grad,
+                grad_vjp_filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
+                ),
+                sizes=(-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2])),
+            )
+        else:
+            grad_filter = _depthwise_conv_backprop_filter(
+                grad,
+                grad_vjp_out_backprop,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
+            t4 = _depthwise_conv(
+                grad,
+                grad_vjp_filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(
+                    (
+                        -dilations[1] * (np.shape(filter)[-4] - 1)
+                        + explicit_paddings[2]
+                        + explicit_paddings[3]
+                        + input_sizes[1]
+                        - 1
+                    )
+                    // strides[1]
+                    + 1,
+                    (
+                        -dilations[2] * (np.shape(filter)[-3] - 1)
+                        + explicit_paddings[4]
+                        + explicit_paddings[5]
+                        + input_sizes[2]
+                        - 1
+                    )
+                    // strides[2]
+                    + 1,
+                ),
+            )
+        t5 = np.shape(grad)[-4]
+        t6 = np.shape(out_backprop_split)[-4]
+        t7 = np.shape(out_backprop_split)[-3]
+        t8 = np.shape(grad)[-1]
         grad_out_backprop = np.reshape(t4, (t5, t6, t7, t8 * t1))
     else:
         raise ValueError(
@@ -1146,97 +1143,98 @@ def depthwise_conv2d_native_backprop_filter_grad(
             i * strides[1], b * dilations[2] + j * strides[2], c]
             i.e. `np.reshape(t1, (t2, t3, t4, t5 * t6))`
     """
-    t0 = filter_sizes[3]
-    out_backprop_split = np.reshape(out_backprop, np.shape(out_backprop)[:-1] + (-1, t0))
-    t2 = np.shape(input)[-4]
-    t3 = np.shape(out_backprop_split)[-4]
-    t4 = np.shape(out_backprop_split)[-3]
-    t5 = np.shape(input)[-1]
-    t6 = np.shape(out_backprop_split)[-1]
-    if padding == "VALID":
-        grad_input = _depthwise_conv_backprop_input(
-            out_backprop_split,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        t1 = _depthwise_conv(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(
-                (-dilations[1] * (filter_sizes[0] - 1) + np.shape(input)[-3] - 1) // strides[1] + 1,
-                (-dilations[2] * (filter_sizes[1] - 1) + np.shape(input)[-2] - 1) // strides[2] + 1,
-            ),
-        )
-        grad_out_backprop = np.reshape(t1, (t2, t3, t4, t5 * t6))
-    elif padding == "SAME":
-        grad_input = _depthwise_conv_backprop_input(
-            out_backprop_split,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
-            ),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        t1 = _depthwise_conv(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
-            ),
-            sizes=(
-                -((-np.shape(input)[-3]) // strides[1]),
-                -((-np.shape(input)[-2]) // strides[2]),
-            ),
-        )
-        grad_out_backprop = np.reshape(t1, (t2, t3, t4, t5 * t6))
-    elif padding == "EXPLICIT":
-        grad_input = _depthwise_conv_backprop_input(
-            out_backprop_split,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        t1 = _depthwise_conv(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(
-                (
-                    -dilations[1] * (filter_sizes[0] - 1)
-                    + explicit_paddings[2]
-                    + explicit_paddings[3]
-                    + np.shape(input)[-3]
-                    - 1
-                )
-                // strides[1]
-                + 1,
-                (
-                    -dilations[2] * (filter_sizes[1] - 1)
-                    + explicit_paddings[4]
-                    + explicit_paddings[5]
-                    + np.shape(input)[-2]
-                    - 1
-                )
-                // strides[2]
-                + 1,
-            ),
-        )
+    if padding in ("VALID", "SAME", "EXPLICIT"):
+        t0 = filter_sizes[3]
+        out_backprop_split = np.reshape(out_backprop, np.shape(out_backprop)[:-1] + (-1, t0))
+        if padding == "VALID":
+            grad_input = _depthwise_conv_backprop_input(
+                out_backprop_split,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+            )
+            t1 = _depthwise_conv(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(
+                    (-dilations[1] * (filter_sizes[0] - 1) + np.shape(input)[-3] - 1) // strides[1]
+                    + 1,
+                    (-dilations[2] * (filter_sizes[1] - 1) + np.shape(input)[-2] - 1) // strides[2]
+                    + 1,
+                ),
+            )
+        elif padding == "SAME":
+            grad_input = _depthwise_conv_backprop_input(
+                out_backprop_split,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
+                    _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
+                ),
+                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+            )
+            t1 = _depthwise_conv(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
+                    _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
+                ),
+                sizes=(
+                    -((-np.shape(input)[-3]) // strides[1]),
+                    -((-np.shape(input)[-2]) // strides[2]),
+                ),
+            )
+        else:
+            grad_input = _depthwise_conv_backprop_input(
+                out_backprop_split,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+            )
+            t1 = _depthwise_conv(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(
+                    (
+                        -dilations[1] * (filter_sizes[0] - 1)
+                        + explicit_paddings[2]
+                        + explicit_paddings[3]
+                        + np.shape(input)[-3]
+                        - 1
+                    )
+                    // strides[1]
+                    + 1,
+                    (
+                        -dilations[2] * (filter_sizes[1] - 1)
+                        + explicit_paddings[4]
+                        + explicit_paddings[5]
+                        + np.shape(input)[-2]
+                        - 1
+                    )
+                    // strides[2]
+                    + 1,
+                ),
+            )
+        t2 = np.shape(input)[-4]
+        t3 = np.shape(out_backprop_split)[-4]
+        t4 = np.shape(out_backprop_split)[-3]
+        t5 = np.shape(input)[-1]
+        t6 = np.shape(out_backprop_split)[-1]
         grad_out_backprop = np.reshape(t1, (t2, t3, t4, t5 * t6))
     else:
         raise ValueError(
@@ -1688,59 +1686,71 @@ def conv3d_backprop_filter_v2_grad_grad(
 
 def avg_pool_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
     """AvgPoolGrad: AvgPool's gradient in its input, of shape `orig_input_shape`: each entry of grad (declared at ops/conv_grads.py:160)."""
-    t0 = np.arange(np.shape(grad)[-3])
-    t1 = t0[..., None, None, None]
-    t2 = np.arange(np.shape(grad)[-2])
-    t3 = t2[..., None, None]
-    t4 = ksize[2]
-    t5 = np.arange(t4)
-    t6 = t5[..., None]
-    t7 = ksize[1]
-    t8 = np.arange(t7)
-    t12 = grad[..., None, :, None, :]
-    t14 = orig_input_shape[2]
-    t15 = t2[..., None]
-    t18 = orig_input_shape[1]
-    t19 = t0[..., None]
-    if padding == "VALID":
-        t9 = (
-            (strides[1] * t1 + t8 >= 0)
-            & (strides[2] * t3 + t6 >= 0)
-            & (strides[1] * t1 + t8 <= orig_input_shape[1] - 1)
-            & (strides[2] * t3 + t6 <= orig_input_shape[2] - 1)
-        )
+    if padding in ("VALID", "SAME"):
+        t0 = np.arange(np.shape(grad)[-3])
+        t1 = t0[..., None, None, None]
+        t2 = np.arange(np.shape(grad)[-2])
+        t3 = t2[..., None, None]
+        t4 = ksize[2]
+        t5 = np.arange(t4)
+        t6 = t5[..., None]
+        t7 = ksize[1]
+        t8 = np.arange(t7)
+        if padding == "VALID":
+            t9 = (
+                (strides[1] * t1 + t8 >= 0)
+                & (strides[2] * t3 + t6 >= 0)
+                & (strides[1] * t1 + t8 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t6 <= orig_input_shape[2] - 1)
+            )
+        else:
+            t9 = (
+                (
+                    strides[1] * t1
+                    + t8
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    >= 0
+                )
+                & (
+                    strides[2] * t3
+                    + t6
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    >= 0
+                )
+                & (
+                    strides[1] * t1
+                    + t8
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    <= orig_input_shape[1] - 1
+                )
+                & (
+                    strides[2] * t3
+                    + t6
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    <= orig_input_shape[2] - 1
+                )
+            )
         t10 = t9[..., None, :, :, :]
         t11 = np.sum(np.asarray(t10, grad.dtype), axis=(-2, -1), keepdims=True)
+        t12 = grad[..., None, :, None, :]
         t13 = t12 / t11
-        t16 = strides[2] * t15 + t5
+        t14 = orig_input_shape[2]
+        t15 = t2[..., None]
+        if padding == "VALID":
+            t16 = strides[2] * t15 + t5
+        else:
+            t16 = (
+                strides[2] * t15 + t5 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+            )
         t17 = _scatter_add(t13, t16, 1, t14)  # no gather form: an explicit scatter-add
-        t20 = strides[1] * t19 + t8
-        output = _scatter_add(t17, t20, 2, t18)  # no gather form: an explicit scatter-add
-    elif padding == "SAME":
-        t9 = (
-            (
-                strides[1] * t1 + t8 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                >= 0
+        t18 = orig_input_shape[1]
+        t19 = t0[..., None]
+        if padding == "VALID":
+            t20 = strides[1] * t19 + t8
+        else:
+            t20 = (
+                strides[1] * t19 + t8 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
             )
-            & (
-                strides[2] * t3 + t6 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                >= 0
-            )
-            & (
-                strides[1] * t1 + t8 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                <= orig_input_shape[1] - 1
-            )
-            & (
-                strides[2] * t3 + t6 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                <= orig_input_shape[2] - 1
-            )
-        )
-        t10 = t9[..., None, :, :, :]
-        t11 = np.sum(np.asarray(t10, grad.dtype), axis=(-2, -1), keepdims=True)
-        t13 = t12 / t11
-        t16 = strides[2] * t15 + t5 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-        t17 = _scatter_add(t13, t16, 1, t14)  # no gather form: an explicit scatter-add
-        t20 = strides[1] * t19 + t8 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
         output = _scatter_add(t17, t20, 2, t18)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPoolGrad: unsupported attributes padding={padding!r}")
@@ -1760,57 +1770,67 @@ def avg_pool_grad_grad(
             orig_input_shape[1] - 1 and b + j * strides[2] <= orig_input_shape[2] - 1))
             i.e. `t19 / t11`
     """
-    t0 = np.arange(np.shape(grad)[-3])
-    t1 = t0[..., None, None, None]
-    t2 = np.arange(np.shape(grad)[-2])
-    t3 = t2[..., None, None]
-    t4 = ksize[1]
-    t5 = np.arange(t4)
-    t6 = t5[..., None]
-    t7 = ksize[2]
-    t8 = np.arange(t7)
-    t12 = t2[..., None]
-    t15 = t0[..., None]
-    if padding == "VALID":
-        t9 = (
-            (strides[1] * t1 + t6 >= 0)
-            & (strides[2] * t3 + t8 >= 0)
-            & (strides[1] * t1 + t6 <= orig_input_shape[1] - 1)
-            & (strides[2] * t3 + t8 <= orig_input_shape[2] - 1)
-        )
+    if padding in ("VALID", "SAME"):
+        t0 = np.arange(np.shape(grad)[-3])
+        t1 = t0[..., None, None, None]
+        t2 = np.arange(np.shape(grad)[-2])
+        t3 = t2[..., None, None]
+        t4 = ksize[1]
+        t5 = np.arange(t4)
+        t6 = t5[..., None]
+        t7 = ksize[2]
+        t8 = np.arange(t7)
+        if padding == "VALID":
+            t9 = (
+                (strides[1] * t1 + t6 >= 0)
+                & (strides[2] * t3 + t8 >= 0)
+                & (strides[1] * t1 + t6 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t8 <= orig_input_shape[2] - 1)
+            )
+        else:
+            t9 = (
+                (
+                    strides[1] * t1
+                    + t6
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    >= 0
+                )
+                & (
+                    strides[2] * t3
+                    + t8
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    >= 0
+                )
+                & (
+                    strides[1] * t1
+                    + t6
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    <= orig_input_shape[1] - 1
+                )
+                & (
+                    strides[2] * t3
+                    + t8
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    <= orig_input_shape[2] - 1
+                )
+            )
         t10 = t9[..., None, :, :]
         t11 = np.sum(np.asarray(t10, grad_output.dtype), axis=(-2, -1))
-        t13 = strides[2] * t12 + t8
+        t12 = t2[..., None]
+        if padding == "VALID":
+            t13 = strides[2] * t12 + t8
+        else:
+            t13 = (
+                strides[2] * t12 + t8 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+            )
         t14 = _gather(grad_output, t13, -2)
-        t16 = strides[1] * t15 + t5
-        t17 = _gather(t14, t16, -4)
-        t18 = np.transpose(t17, (0, 1, 3, 5, 2, 4))
-        t19 = np.sum(t18, axis=(-2, -1))
-        grad_grad = t19 / t11
-    elif padding == "SAME":
-        t9 = (
-            (
-                strides[1] * t1 + t6 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                >= 0
+        t15 = t0[..., None]
+        if padding == "VALID":
+            t16 = strides[1] * t15 + t5
+        else:
+            t16 = (
+                strides[1] * t15 + t5 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
             )
-            & (
-                strides[2] * t3 + t8 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                >= 0
-            )
-            & (
-                strides[1] * t1 + t6 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                <= orig_input_shape[1] - 1
-            )
-            & (
-                strides[2] * t3 + t8 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                <= orig_input_shape[2] - 1
-            )
-        )
-        t10 = t9[..., None, :, :]
-        t11 = np.sum(np.asarray(t10, grad_output.dtype), axis=(-2, -1))
-        t13 = strides[2] * t12 + t8 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-        t14 = _gather(grad_output, t13, -2)
-        t16 = strides[1] * t15 + t5 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
         t17 = _gather(t14, t16, -4)
         t18 = np.transpose(t17, (0, 1, 3, 5, 2, 4))
         t19 = np.sum(t18, axis=(-2, -1))
@@ -1832,59 +1852,71 @@ def avg_pool_grad_grad_grad(
     strides,
 ):
     """Second order of AvgPoolGrad: the gradient of avg_pool_grad_grad: one array per input (grad_output, grad)."""
-    t0 = np.arange(np.shape(grad)[-3])
-    t1 = t0[..., None, None, None]
-    t2 = np.arange(np.shape(grad)[-2])
-    t3 = t2[..., None, None]
-    t4 = ksize[2]
-    t5 = np.arange(t4)
-    t6 = t5[..., None]
-    t7 = ksize[1]
-    t8 = np.arange(t7)
-    t12 = grad_vjp_grad[..., None, :, None, :]
-    t14 = np.shape(grad_output)[-2]
-    t15 = t2[..., None]
-    t18 = np.shape(grad_output)[-3]
-    t19 = t0[..., None]
-    if padding == "VALID":
-        t9 = (
-            (strides[1] * t1 + t8 >= 0)
-            & (strides[2] * t3 + t6 >= 0)
-            & (strides[1] * t1 + t8 <= orig_input_shape[1] - 1)
-            & (strides[2] * t3 + t6 <= orig_input_shape[2] - 1)
-        )
+    if padding in ("VALID", "SAME"):
+        t0 = np.arange(np.shape(grad)[-3])
+        t1 = t0[..., None, None, None]
+        t2 = np.arange(np.shape(grad)[-2])
+        t3 = t2[..., None, None]
+        t4 = ksize[2]
+        t5 = np.arange(t4)
+        t6 = t5[..., None]
+        t7 = ksize[1]
+        t8 = np.arange(t7)
+        if padding == "VALID":
+            t9 = (
+                (strides[1] * t1 + t8 >= 0)
+                & (strides[2] * t3 + t6 >= 0)
+                & (strides[1] * t1 + t8 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t6 <= orig_input_shape[2] - 1)
+            )
+        else:
+            t9 = (
+                (
+                    strides[1] * t1
+                    + t8
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    >= 0
+                )
+                & (
+                    strides[2] * t3
+                    + t6
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    >= 0
+                )
+                & (
+                    strides[1] * t1
+                    + t8
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    <= orig_input_shape[1] - 1
+                )
+                & (
+                    strides[2] * t3
+                    + t6
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    <= orig_input_shape[2] - 1
+                )
+            )
         t10 = t9[..., None, :, :, :]
         t11 = np.sum(np.asarray(t10, grad_vjp_grad.dtype), axis=(-2, -1), keepdims=True)
+        t12 = grad_vjp_grad[..., None, :, None, :]
         t13 = t12 / t11
-        t16 = strides[2] * t15 + t5
+        t14 = np.shape(grad_output)[-2]
+        t15 = t2[..., None]
+        if padding == "VALID":
+            t16 = strides[2] * t15 + t5
+        else:
+            t16 = (
+                strides[2] * t15 + t5 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+            )
         t17 = _scatter_add(t13, t16, 1, t14)  # no gather form: an explicit scatter-add
-        t20 = strides[1] * t19 + t8
-        grad_grad_output = _scatter_add(t17, t20, 2, t18)  # no gather form: an explicit scatter-add
-    elif padding == "SAME":
-        t9 = (
-            (
-                strides[1] * t1 + t8 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                >= 0
+        t18 = np.shape(grad_output)[-3]
+        t19 = t0[..., None]
+        if padding == "VALID":
+            t20 = strides[1] * t19 + t8
+        else:
+            t20 = (
+                strides[1] * t19 + t8 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
             )
-            & (
-                strides[2] * t3 + t6 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                >= 0
-            )
-            & (
-                strides[1] * t1 + t8 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                <= orig_input_shape[1] - 1
-            )
-            & (
-                strides[2] * t3 + t6 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                <= orig_input_shape[2] - 1
-            )
-        )
-        t10 = t9[..., None, :, :, :]
-        t11 = np.sum(np.asarray(t10, grad_vjp_grad.dtype), axis=(-2, -1), keepdims=True)
-        t13 = t12 / t11
-        t16 = strides[2] * t15 + t5 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-        t17 = _scatter_add(t13, t16, 1, t14)  # no gather form: an explicit scatter-add
-        t20 = strides[1] * t19 + t8 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
         grad_grad_output = _scatter_add(t17, t20, 2, t18)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPoolGradGrad: unsupported attributes padding={padding!r}")
@@ -1893,80 +1925,99 @@ def avg_pool_grad_grad_grad(
 
 def avg_pool3d_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
     """AvgPool3DGrad: AvgPool3D's gradient in its input, of shape `orig_input_shape` (declared at ops/conv_grads.py:180)."""
-    t0 = np.arange(np.shape(grad)[-4])
-    t1 = t0[..., None, None, None, None, None]
-    t2 = np.arange(np.shape(grad)[-3])
-    t3 = t2[..., None, None, None, None]
-    t4 = ksize[3]
-    t5 = np.arange(t4)
-    t6 = t5[..., None, None, None]
-    t7 = np.arange(np.shape(grad)[-2])
-    t8 = t7[..., None, None]
-    t9 = ksize[2]
-    t10 = np.arange(t9)
-    t11 = t10[..., None]
-    t12 = ksize[1]
-    t13 = np.arange(t12)
-    t17 = grad[..., None, :, None, :, None, :]
-    t19 = orig_input_shape[1]
-    t20 = t0[..., None]
-    t23 = orig_input_shape[3]
-    t24 = t7[..., None]
-    t27 = orig_input_shape[2]
-    t28 = t2[..., None]
-    if padding == "VALID":
-        t14 = (
-            (strides[1] * t1 + t13 >= 0)
-            & (strides[2] * t3 + t11 >= 0)
-            & (strides[3] * t8 + t6 >= 0)
-            & (strides[1] * t1 + t13 <= orig_input_shape[1] - 1)
-            & (strides[2] * t3 + t11 <= orig_input_shape[2] - 1)
-            & (strides[3] * t8 + t6 <= orig_input_shape[3] - 1)
-        )
+    if padding in ("VALID", "SAME"):
+        t0 = np.arange(np.shape(grad)[-4])
+        t1 = t0[..., None, None, None, None, None]
+        t2 = np.arange(np.shape(grad)[-3])
+        t3 = t2[..., None, None, None, None]
+        t4 = ksize[3]
+        t5 = np.arange(t4)
+        t6 = t5[..., None, None, None]
+        t7 = np.arange(np.shape(grad)[-2])
+        t8 = t7[..., None, None]
+        t9 = ksize[2]
+        t10 = np.arange(t9)
+        t11 = t10[..., None]
+        t12 = ksize[1]
+        t13 = np.arange(t12)
+        if padding == "VALID":
+            t14 = (
+                (strides[1] * t1 + t13 >= 0)
+                & (strides[2] * t3 + t11 >= 0)
+                & (strides[3] * t8 + t6 >= 0)
+                & (strides[1] * t1 + t13 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t11 <= orig_input_shape[2] - 1)
+                & (strides[3] * t8 + t6 <= orig_input_shape[3] - 1)
+            )
+        else:
+            t14 = (
+                (
+                    strides[1] * t1
+                    + t13
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    >= 0
+                )
+                & (
+                    strides[2] * t3
+                    + t11
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    >= 0
+                )
+                & (
+                    strides[3] * t8
+                    + t6
+                    - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+                    >= 0
+                )
+                & (
+                    strides[1] * t1
+                    + t13
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    <= orig_input_shape[1] - 1
+                )
+                & (
+                    strides[2] * t3
+                    + t11
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    <= orig_input_shape[2] - 1
+                )
+                & (
+                    strides[3] * t8
+                    + t6
+                    - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+                    <= orig_input_shape[3] - 1
+                )
+            )
         t15 = t14[..., None, :, :, :, :, :]
         t16 = np.sum(np.asarray(t15, grad.dtype), axis=(-4, -2, -1), keepdims=True)
+        t17 = grad[..., None, :, None, :, None, :]
         t18 = t17 / t16
-        t21 = strides[1] * t20 + t13
+        t19 = orig_input_shape[1]
+        t20 = t0[..., None]
+        if padding == "VALID":
+            t21 = strides[1] * t20 + t13
+        else:
+            t21 = (
+                strides[1] * t20 + t13 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+            )
         t22 = _scatter_add(t18, t21, 5, t19)  # no gather form: an explicit scatter-add
-        t25 = strides[3] * t24 + t5
+        t23 = orig_input_shape[3]
+        t24 = t7[..., None]
+        if padding == "VALID":
+            t25 = strides[3] * t24 + t5
+        else:
+            t25 = (
+                strides[3] * t24 + t5 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+            )
         t26 = _scatter_add(t22, t25, 1, t23)  # no gather form: an explicit scatter-add
-        t29 = strides[2] * t28 + t10
-        output = _scatter_add(t26, t29, 2, t27)  # no gather form: an explicit scatter-add
-    elif padding == "SAME":
-        t14 = (
-            (
-                strides[1] * t1 + t13 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                >= 0
+        t27 = orig_input_shape[2]
+        t28 = t2[..., None]
+        if padding == "VALID":
+            t29 = strides[2] * t28 + t10
+        else:
+            t29 = (
+                strides[2] * t28 + t10 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
             )
-            & (
-                strides[2] * t3 + t11 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                >= 0
-            )
-            & (
-                strides[3] * t8 + t6 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
-                >= 0
-            )
-            & (
-                strides[1] * t1 + t13 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                <= orig_input_shape[1] - 1
-            )
-            & (
-                strides[2] * t3 + t11 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                <= orig_input_shape[2] - 1
-            )
-            & (
-                strides[3] * t8 + t6 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
-                <= orig_input_shape[3] - 1
-            )
-        )
-        t15 = t14[..., None, :, :, :, :, :]
-        t16 = np.sum(np.asarray(t15, grad.dtype), axis=(-4, -2, -1), keepdims=True)
-        t18 = t17 / t16
-        t21 = strides[1] * t20 + t13 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-        t22 = _scatter_add(t18, t21, 5, t19)  # no gather form: an explicit scatter-add
-        t25 = strides[3] * t24 + t5 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
-        t26 = _scatter_add(t22, t25, 1, t23)  # no gather form: an explicit scatter-add
-        t29 = strides[2] * t28 + t10 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
         output = _scatter_add(t26, t29, 2, t27)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool3DGrad: unsupported attributes padding={padding!r}")
@@ -1987,77 +2038,94 @@ def avg_pool3d_grad_grad(
             strides[2] <= orig_input_shape[2] - 1 and b + j * strides[3] <= orig_input_shape[3] - 1
             and e + strides[1] * z <= orig_input_shape[1] - 1)), i.e. `t27 / t16`
     """
-    t0 = np.arange(np.shape(grad)[-4])
-    t1 = t0[..., None, None, None, None, None]
-    t2 = np.arange(np.shape(grad)[-3])
-    t3 = t2[..., None, None, None, None]
-    t4 = np.arange(np.shape(grad)[-2])
-    t5 = t4[..., None, None, None]
-    t6 = ksize[1]
-    t7 = np.arange(t6)
-    t8 = t7[..., None, None]
-    t9 = ksize[2]
-    t10 = np.arange(t9)
-    t11 = t10[..., None]
-    t12 = ksize[3]
-    t13 = np.arange(t12)
-    t17 = t4[..., None]
-    t20 = t2[..., None]
-    t23 = t0[..., None]
-    if padding == "VALID":
-        t14 = (
-            (strides[1] * t1 + t8 >= 0)
-            & (strides[2] * t3 + t11 >= 0)
-            & (strides[3] * t5 + t13 >= 0)
-            & (strides[1] * t1 + t8 <= orig_input_shape[1] - 1)
-            & (strides[2] * t3 + t11 <= orig_input_shape[2] - 1)
-            & (strides[3] * t5 + t13 <= orig_input_shape[3] - 1)
-        )
+    if padding in ("VALID", "SAME"):
+        t0 = np.arange(np.shape(grad)[-4])
+        t1 = t0[..., None, None, None, None, None]
+        t2 = np.arange(np.shape(grad)[-3])
+        t3 = t2[..., None, None, None, None]
+        t4 = np.arange(np.shape(grad)[-2])
+        t5 = t4[..., None, None, None]
+        t6 = ksize[1]
+        t7 = np.arange(t6)
+        t8 = t7[..., None, None]
+        t9 = ksize[2]
+        t10 = np.arange(t9)
+        t11 = t10[..., None]
+        t12 = ksize[3]
+        t13 = np.arange(t12)
+        if padding == "VALID":
+            t14 = (
+                (strides[1] * t1 + t8 >= 0)
+                & (strides[2] * t3 + t11 >= 0)
+                & (strides[3] * t5 + t13 >= 0)
+                & (strides[1] * t1 + t8 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t11 <= orig_input_shape[2] - 1)
+                & (strides[3] * t5 + t13 <= orig_input_shape[3] - 1)
+            )
+        else:
+            t14 = (
+                (
+                    strides[1] * t1
+                    + t8
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    >= 0
+                )
+                & (
+                    strides[2] * t3
+                    + t11
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    >= 0
+                )
+                & (
+                    strides[3] * t5
+                    + t13
+                    - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+                    >= 0
+                )
+                & (
+                    strides[1] * t1
+                    + t8
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    <= orig_input_shape[1] - 1
+                )
+                & (
+                    strides[2] * t3
+                    + t11
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    <= orig_input_shape[2] - 1
+                )
+                & (
+                    strides[3] * t5
+                    + t13
+                    - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+                    <= orig_input_shape[3] - 1
+                )
+            )
         t15 = t14[..., None, :, :, :]
         t16 = np.sum(np.asarray(t15, grad_output.dtype), axis=(-3, -2, -1))
-        t18 = strides[3] * t17 + t13
+        t17 = t4[..., None]
+        if padding == "VALID":
+            t18 = strides[3] * t17 + t13
+        else:
+            t18 = (
+                strides[3] * t17 + t13 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+            )
         t19 = _gather(grad_output, t18, -2)
-        t21 = strides[2] * t20 + t10
+        t20 = t2[..., None]
+        if padding == "VALID":
+            t21 = strides[2] * t20 + t10
+        else:
+            t21 = (
+                strides[2] * t20 + t10 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+            )
         t22 = _gather(t19, t21, -4)
-        t24 = strides[1] * t23 + t7
-        t25 = _gather(t22, t24, -6)
-        t26 = np.transpose(t25, (0, 1, 3, 5, 7, 2, 4, 6))
-        t27 = np.sum(t26, axis=(-3, -2, -1))
-        grad_grad = t27 / t16
-    elif padding == "SAME":
-        t14 = (
-            (
-                strides[1] * t1 + t8 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                >= 0
+        t23 = t0[..., None]
+        if padding == "VALID":
+            t24 = strides[1] * t23 + t7
+        else:
+            t24 = (
+                strides[1] * t23 + t7 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
             )
-            & (
-                strides[2] * t3 + t11 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                >= 0
-            )
-            & (
-                strides[3] * t5 + t13 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
-                >= 0
-            )
-            & (
-                strides[1] * t1 + t8 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                <= orig_input_shape[1] - 1
-            )
-            & (
-                strides[2] * t3 + t11 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                <= orig_input_shape[2] - 1
-            )
-            & (
-                strides[3] * t5 + t13 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
-                <= orig_input_shape[3] - 1
-            )
-        )
-        t15 = t14[..., None, :, :, :]
-        t16 = np.sum(np.asarray(t15, grad_output.dtype), axis=(-3, -2, -1))
-        t18 = strides[3] * t17 + t13 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
-        t19 = _gather(grad_output, t18, -2)
-        t21 = strides[2] * t20 + t10 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-        t22 = _gather(t19, t21, -4)
-        t24 = strides[1] * t23 + t7 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
         t25 = _gather(t22, t24, -6)
         t26 = np.transpose(t25, (0, 1, 3, 5, 7, 2, 4, 6))
         t27 = np.sum(t26, axis=(-3, -2, -1))
@@ -2079,80 +2147,99 @@ def avg_pool3d_grad_grad_grad(
     strides,
 ):
     """Second order of AvgPool3DGrad: the gradient of avg_pool3d_grad_grad: one array per input (grad_output, grad)."""
-    t0 = np.arange(np.shape(grad)[-4])
-    t1 = t0[..., None, None, None, None, None]
-    t2 = np.arange(np.shape(grad)[-3])
-    t3 = t2[..., None, None, None, None]
-    t4 = ksize[3]
-    t5 = np.arange(t4)
-    t6 = t5[..., None, None, None]
-    t7 = np.arange(np.shape(grad)[-2])
-    t8 = t7[..., None, None]
-    t9 = ksize[2]
-    t10 = np.arange(t9)
-    t11 = t10[..., None]
-    t12 = ksize[1]
-    t13 = np.arange(t12)
-    t17 = grad_vjp_grad[..., None, :, None, :, None, :]
-    t19 = np.shape(grad_output)[-2]
-    t20 = t7[..., None]
-    t23 = np.shape(grad_output)[-3]
-    t24 = t2[..., None]
-    t27 = np.shape(grad_output)[-4]
-    t28 = t0[..., None]
-    if padding == "VALID":
-        t14 = (
-            (strides[1] * t1 + t13 >= 0)
-            & (strides[2] * t3 + t11 >= 0)
-            & (strides[3] * t8 + t6 >= 0)
-            & (strides[1] * t1 + t13 <= orig_input_shape[1] - 1)
-            & (strides[2] * t3 + t11 <= orig_input_shape[2] - 1)
-            & (strides[3] * t8 + t6 <= orig_input_shape[3] - 1)
-        )
+    if padding in ("VALID", "SAME"):
+        t0 = np.arange(np.shape(grad)[-4])
+        t1 = t0[..., None, None, None, None, None]
+        t2 = np.arange(np.shape(grad)[-3])
+        t3 = t2[..., None, None, None, None]
+        t4 = ksize[3]
+        t5 = np.arange(t4)
+        t6 = t5[..., None, None, None]
+        t7 = np.arange(np.shape(grad)[-2])
+        t8 = t7[..., None, None]
+        t9 = ksize[2]
+        t10 = np.arange(t9)
+        t11 = t10[..., None]
+        t12 = ksize[1]
+        t13 = np.arange(t12)
+        if padding == "VALID":
+            t14 = (
+                (strides[1] * t1 + t13 >= 0)
+                & (strides[2] * t3 + t11 >= 0)
+                & (strides[3] * t8 + t6 >= 0)
+                & (strides[1] * t1 + t13 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t11 <= orig_input_shape[2] - 1)
+                & (strides[3] * t8 + t6 <= orig_input_shape[3] - 1)
+            )
+        else:
+            t14 = (
+                (
+                    strides[1] * t1
+                    + t13
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    >= 0
+                )
+                & (
+                    strides[2] * t3
+                    + t11
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    >= 0
+                )
+                & (
+                    strides[3] * t8
+                    + t6
+                    - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+                    >= 0
+                )
+                & (
+                    strides[1] * t1
+                    + t13
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    <= orig_input_shape[1] - 1
+                )
+                & (
+                    strides[2] * t3
+                    + t11
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    <= orig_input_shape[2] - 1
+                )
+                & (
+                    strides[3] * t8
+                    + t6
+                    - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+                    <= orig_input_shape[3] - 1
+                )
+            )
         t15 = t14[..., None, :, :, :, :, :]
         t16 = np.sum(np.asarray(t15, grad_vjp_grad.dtype), axis=(-4, -2, -1), keepdims=True)
+        t17 = grad_vjp_grad[..., None, :, None, :, None, :]
         t18 = t17 / t16
-        t21 = strides[3] * t20 + t5
+        t19 = np.shape(grad_output)[-2]
+        t20 = t7[..., None]
+        if padding == "VALID":
+            t21 = strides[3] * t20 + t5
+        else:
+            t21 = (
+                strides[3] * t20 + t5 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+            )
         t22 = _scatter_add(t18, t21, 1, t19)  # no gather form: an explicit scatter-add
-        t25 = strides[2] * t24 + t10
+        t23 = np.shape(grad_output)[-3]
+        t24 = t2[..., None]
+        if padding == "VALID":
+            t25 = strides[2] * t24 + t10
+        else:
+            t25 = (
+                strides[2] * t24 + t10 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+            )
         t26 = _scatter_add(t22, t25, 2, t23)  # no gather form: an explicit scatter-add
-        t29 = strides[1] * t28 + t13
-        grad_grad_output = _scatter_add(t26, t29, 3, t27)  # no gather form: an explicit scatter-add
-    elif padding == "SAME":
-        t14 = (
-            (
-                strides[1] * t1 + t13 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                >= 0
+        t27 = np.shape(grad_output)[-4]
+        t28 = t0[..., None]
+        if padding == "VALID":
+            t29 = strides[1] * t28 + t13
+        else:
+            t29 = (
+                strides[1] * t28 + t13 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
             )
-            & (
-                strides[2] * t3 + t11 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                >= 0
-            )
-            & (
-                strides[3] * t8 + t6 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
-                >= 0
-            )
-            & (
-                strides[1] * t1 + t13 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                <= orig_input_shape[1] - 1
-            )
-            & (
-                strides[2] * t3 + t11 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                <= orig_input_shape[2] - 1
-            )
-            & (
-                strides[3] * t8 + t6 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
-                <= orig_input_shape[3] - 1
-            )
-        )
-        t15 = t14[..., None, :, :, :, :, :]
-        t16 = np.sum(np.asarray(t15, grad_vjp_grad.dtype), axis=(-4, -2, -1), keepdims=True)
-        t18 = t17 / t16
-        t21 = strides[3] * t20 + t5 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
-        t22 = _scatter_add(t18, t21, 1, t19)  # no gather form: an explicit scatter-add
-        t25 = strides[2] * t24 + t10 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-        t26 = _scatter_add(t22, t25, 2, t23)  # no gather form: an explicit scatter-add
-        t29 = strides[1] * t28 + t13 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
         grad_grad_output = _scatter_add(t26, t29, 3, t27)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool3DGradGrad: unsupported attributes padding={padding!r}")

@@ -1055,106 +1055,109 @@ def depthwise_conv2d_native_backprop_input_vjp(
             dilations[2] + j * strides[2], c] * filter[a, b, c, m]
             i.e. `tf.reshape(t1, [t2, t3, t4, t5 * t6])`
     """
-    t0 = input_sizes[3]
-    out_backprop_split = tf.reshape(
-        out_backprop,
-        tf.concat([tf.shape(out_backprop, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0),
-    )
-    t2 = tf.shape(out_backprop_split, out_type=tf.int64)[-5]
-    t3 = tf.shape(out_backprop_split, out_type=tf.int64)[-4]
-    t4 = tf.shape(out_backprop_split, out_type=tf.int64)[-3]
-    t5 = tf.shape(filter, out_type=tf.int64)[-2]
-    t6 = tf.shape(filter, out_type=tf.int64)[-1]
-    if padding == "VALID":
-        grad_filter = _depthwise_conv_backprop_filter(
-            grad,
-            out_backprop_split,
-            strides=[strides[1], strides[2]],
-            dilations=[dilations[1], dilations[2]],
-            geometry=lambda size: ([0, 0], [size(filter, -4), size(filter, -3)]),
-        )
-        t1 = _depthwise_conv(
-            grad,
-            filter,
-            strides=[strides[1], strides[2]],
-            dilations=[dilations[1], dilations[2]],
-            geometry=lambda size: (
-                [0, 0],
-                [
-                    (-dilations[1] * (size(filter, -4) - 1) + input_sizes[1] - 1) // strides[1] + 1,
-                    (-dilations[2] * (size(filter, -3) - 1) + input_sizes[2] - 1) // strides[2] + 1,
-                ],
+    if padding in ("VALID", "SAME", "EXPLICIT"):
+        t0 = input_sizes[3]
+        out_backprop_split = tf.reshape(
+            out_backprop,
+            tf.concat(
+                [tf.shape(out_backprop, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0
             ),
         )
-        grad_out_backprop = tf.reshape(t1, [t2, t3, t4, t5 * t6])
-    elif padding == "SAME":
-        grad_filter = _depthwise_conv_backprop_filter(
-            grad,
-            out_backprop_split,
-            strides=[strides[1], strides[2]],
-            dilations=[dilations[1], dilations[2]],
-            geometry=lambda size: (
-                [
-                    _same_padding(input_sizes[1], size(filter, -4), strides[1], dilations[1]),
-                    _same_padding(input_sizes[2], size(filter, -3), strides[2], dilations[2]),
-                ],
-                [size(filter, -4), size(filter, -3)],
-            ),
-        )
-        t1 = _depthwise_conv(
-            grad,
-            filter,
-            strides=[strides[1], strides[2]],
-            dilations=[dilations[1], dilations[2]],
-            geometry=lambda size: (
-                [
-                    _same_padding(input_sizes[1], size(filter, -4), strides[1], dilations[1]),
-                    _same_padding(input_sizes[2], size(filter, -3), strides[2], dilations[2]),
-                ],
-                [-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2])],
-            ),
-        )
-        grad_out_backprop = tf.reshape(t1, [t2, t3, t4, t5 * t6])
-    elif padding == "EXPLICIT":
-        grad_filter = _depthwise_conv_backprop_filter(
-            grad,
-            out_backprop_split,
-            strides=[strides[1], strides[2]],
-            dilations=[dilations[1], dilations[2]],
-            geometry=lambda size: (
-                [explicit_paddings[2], explicit_paddings[4]],
-                [size(filter, -4), size(filter, -3)],
-            ),
-        )
-        t1 = _depthwise_conv(
-            grad,
-            filter,
-            strides=[strides[1], strides[2]],
-            dilations=[dilations[1], dilations[2]],
-            geometry=lambda size: (
-                [explicit_paddings[2], explicit_paddings[4]],
-                [
-                    (
-                        -dilations[1] * (size(filter, -4) - 1)
-                        + explicit_paddings[2]
-                        + explicit_paddings[3]
-                        + input_sizes[1]
-                        - 1
-                    )
-                    // strides[1]
-                    + 1,
-                    (
-                        -dilations[2] * (size(filter, -3) - 1)
-                        + explicit_paddings[4]
-                        + explicit_paddings[5]
-                        + input_sizes[2]
-                        - 1
-                    )
-                    // strides[2]
-                    + 1,
-                ],
-            ),
-        )
+        if padding == "VALID":
+            grad_filter = _depthwise_conv_backprop_filter(
+                grad,
+                out_backprop_split,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: ([0, 0], [size(filter, -4), size(filter, -3)]),
+            )
+            t1 = _depthwise_conv(
+                grad,
+                filter,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [0, 0],
+                    [
+                        (-dilations[1] * (size(filter, -4) - 1) + input_sizes[1] - 1) // strides[1]
+                        + 1,
+                        (-dilations[2] * (size(filter, -3) - 1) + input_sizes[2] - 1) // strides[2]
+                        + 1,
+                    ],
+                ),
+            )
+        elif padding == "SAME":
+            grad_filter = _depthwise_conv_backprop_filter(
+                grad,
+                out_backprop_split,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [
+                        _same_padding(input_sizes[1], size(filter, -4), strides[1], dilations[1]),
+                        _same_padding(input_sizes[2], size(filter, -3), strides[2], dilations[2]),
+                    ],
+                    [size(filter, -4), size(filter, -3)],
+                ),
+            )
+            t1 = _depthwise_conv(
+                grad,
+                filter,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [
+                        _same_padding(input_sizes[1], size(filter, -4), strides[1], dilations[1]),
+                        _same_padding(input_sizes[2], size(filter, -3), strides[2], dilations[2]),
+                    ],
+                    [-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2])],
+                ),
+            )
+        else:
+            grad_filter = _depthwise_conv_backprop_filter(
+                grad,
+                out_backprop_split,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [explicit_paddings[2], explicit_paddings[4]],
+                    [size(filter, -4), size(filter, -3)],
+                ),
+            )
+            t1 = _depthwise_conv(
+                grad,
+                filter,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [explicit_paddings[2], explicit_paddings[4]],
+                    [
+                        (
+                            -dilations[1] * (size(filter, -4) - 1)
+                            + explicit_paddings[2]
+                            + explicit_paddings[3]
+                            + input_sizes[1]
+                            - 1
+                        )
+                        // strides[1]
+                        + 1,
+                        (
+                            -dilations[2] * (size(filter, -3) - 1)
+                            + explicit_paddings[4]
+                            + explicit_paddings[5]
+                            + input_sizes[2]
+                            - 1
+                        )
+                        // strides[2]
+                        + 1,
+                    ],
+                ),
+            )
+        t2 = tf.shape(out_backprop_split, out_type=tf.int64)[-5]
+        t3 = tf.shape(out_backprop_split, out_type=tf.int64)[-4]
+        t4 = tf.shape(out_backprop_split, out_type=tf.int64)[-3]
+        t5 = tf.shape(filter, out_type=tf.int64)[-2]
+        t6 = tf.shape(filter, out_type=tf.int64)[-1]
         grad_out_backprop = tf.reshape(t1, [t2, t3, t4, t5 * t6])
     else:
         raise ValueError(
@@ -1301,106 +1304,109 @@ def depthwise_conv2d_native_backprop_filter_vjp(
             i * strides[1], b * dilations[2] + j * strides[2], c]
             i.e. `tf.reshape(t1, [t2, t3, t4, t5 * t6])`
     """
-    t0 = filter_sizes[3]
-    out_backprop_split = tf.reshape(
-        out_backprop,
-        tf.concat([tf.shape(out_backprop, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0),
-    )
-    t2 = tf.shape(input, out_type=tf.int64)[-4]
-    t3 = tf.shape(out_backprop_split, out_type=tf.int64)[-4]
-    t4 = tf.shape(out_backprop_split, out_type=tf.int64)[-3]
-    t5 = tf.shape(input, out_type=tf.int64)[-1]
-    t6 = tf.shape(out_backprop_split, out_type=tf.int64)[-1]
-    if padding == "VALID":
-        grad_input = _depthwise_conv_backprop_input(
-            out_backprop_split,
-            grad,
-            strides=[strides[1], strides[2]],
-            dilations=[dilations[1], dilations[2]],
-            geometry=lambda size: ([0, 0], [size(input, -3), size(input, -2)]),
-        )
-        t1 = _depthwise_conv(
-            input,
-            grad,
-            strides=[strides[1], strides[2]],
-            dilations=[dilations[1], dilations[2]],
-            geometry=lambda size: (
-                [0, 0],
-                [
-                    (-dilations[1] * (filter_sizes[0] - 1) + size(input, -3) - 1) // strides[1] + 1,
-                    (-dilations[2] * (filter_sizes[1] - 1) + size(input, -2) - 1) // strides[2] + 1,
-                ],
+    if padding in ("VALID", "SAME", "EXPLICIT"):
+        t0 = filter_sizes[3]
+        out_backprop_split = tf.reshape(
+            out_backprop,
+            tf.concat(
+                [tf.shape(out_backprop, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0
             ),
         )
-        grad_out_backprop = tf.reshape(t1, [t2, t3, t4, t5 * t6])
-    elif padding == "SAME":
-        grad_input = _depthwise_conv_backprop_input(
-            out_backprop_split,
-            grad,
-            strides=[strides[1], strides[2]],
-            dilations=[dilations[1], dilations[2]],
-            geometry=lambda size: (
-                [
-                    _same_padding(size(input, -3), filter_sizes[0], strides[1], dilations[1]),
-                    _same_padding(size(input, -2), filter_sizes[1], strides[2], dilations[2]),
-                ],
-                [size(input, -3), size(input, -2)],
-            ),
-        )
-        t1 = _depthwise_conv(
-            input,
-            grad,
-            strides=[strides[1], strides[2]],
-            dilations=[dilations[1], dilations[2]],
-            geometry=lambda size: (
-                [
-                    _same_padding(size(input, -3), filter_sizes[0], strides[1], dilations[1]),
-                    _same_padding(size(input, -2), filter_sizes[1], strides[2], dilations[2]),
-                ],
-                [-((-size(input, -3)) // strides[1]), -((-size(input, -2)) // strides[2])],
-            ),
-        )
-        grad_out_backprop = tf.reshape(t1, [t2, t3, t4, t5 * t6])
-    elif padding == "EXPLICIT":
-        grad_input = _depthwise_conv_backprop_input(
-            out_backprop_split,
-            grad,
-            strides=[strides[1], strides[2]],
-            dilations=[dilations[1], dilations[2]],
-            geometry=lambda size: (
-                [explicit_paddings[2], explicit_paddings[4]],
-                [size(input, -3), size(input, -2)],
-            ),
-        )
-        t1 = _depthwise_conv(
-            input,
-            grad,
-            strides=[strides[1], strides[2]],
-            dilations=[dilations[1], dilations[2]],
-            geometry=lambda size: (
-                [explicit_paddings[2], explicit_paddings[4]],
-                [
-                    (
-                        -dilations[1] * (filter_sizes[0] - 1)
-                        + explicit_paddings[2]
-                        + explicit_paddings[3]
-                        + size(input, -3)
-                        - 1
-                    )
-                    // strides[1]
-                    + 1,
-                    (
-                        -dilations[2] * (filter_sizes[1] - 1)
-                        + explicit_paddings[4]
-                        + explicit_paddings[5]
-                        + size(input, -2)
-                        - 1
-                    )
-                    // strides[2]
-                    + 1,
-                ],
-            ),
-        )
+        if padding == "VALID":
+            grad_input = _depthwise_conv_backprop_input(
+                out_backprop_split,
+                grad,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: ([0, 0], [size(input, -3), size(input, -2)]),
+            )
+            t1 = _depthwise_conv(
+                input,
+                grad,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [0, 0],
+                    [
+                        (-dilations[1] * (filter_sizes[0] - 1) + size(input, -3) - 1) // strides[1]
+                        + 1,
+                        (-dilations[2] * (filter_sizes[1] - 1) + size(input, -2) - 1) // strides[2]
+                        + 1,
+                    ],
+                ),
+            )
+        elif padding == "SAME":
+            grad_input = _depthwise_conv_backprop_input(
+                out_backprop_split,
+                grad,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [
+                        _same_padding(size(input, -3), filter_sizes[0], strides[1], dilations[1]),
+                        _same_padding(size(input, -2), filter_sizes[1], strides[2], dilations[2]),
+                    ],
+                    [size(input, -3), size(input, -2)],
+                ),
+            )
+            t1 = _depthwise_conv(
+                input,
+                grad,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [
+                        _same_padding(size(input, -3), filter_sizes[0], strides[1], dilations[1]),
+                        _same_padding(size(input, -2), filter_sizes[1], strides[2], dilations[2]),
+                    ],
+                    [-((-size(input, -3)) // strides[1]), -((-size(input, -2)) // strides[2])],
+                ),
+            )
+        else:
+            grad_input = _depthwise_conv_backprop_input(
+                out_backprop_split,
+                grad,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [explicit_paddings[2], explicit_paddings[4]],
+                    [size(input, -3), size(input, -2)],
+                ),
+            )
+            t1 = _depthwise_conv(
+                input,
+                grad,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [explicit_paddings[2], explicit_paddings[4]],
+                    [
+                        (
+                            -dilations[1] * (filter_sizes[0] - 1)
+                            + explicit_paddings[2]
+                            + explicit_paddings[3]
+                            + size(input, -3)
+                            - 1
+                        )
+                        // strides[1]
+                        + 1,
+                        (
+                            -dilations[2] * (filter_sizes[1] - 1)
+                            + explicit_paddings[4]
+                            + explicit_paddings[5]
+                            + size(input, -2)
+                            - 1
+                        )
+                        // strides[2]
+                        + 1,
+                    ],
+                ),
+            )
+        t2 = tf.shape(input, out_type=tf.int64)[-4]
+        t3 = tf.shape(out_backprop_split, out_type=tf.int64)[-4]
+        t4 = tf.shape(out_backprop_split, out_type=tf.int64)[-3]
+        t5 = tf.shape(input, out_type=tf.int64)[-1]
+        t6 = tf.shape(out_backprop_split, out_type=tf.int64)[-1]
         grad_out_backprop = tf.reshape(t1, [t2, t3, t4, t5 * t6])
     else:
         raise ValueError(
@@ -1883,63 +1889,70 @@ def avg_pool_grad_vjp(
             orig_input_shape[1] - 1 and b + j * strides[2] <= orig_input_shape[2] - 1))
             i.e. `t19 / t11`
     """
-    t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-    t1 = t0[..., None, None, None]
-    t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-    t3 = t2[..., None, None]
-    t4 = ksize[1]
-    t5 = tf.range(tf.cast(t4, tf.int64))
-    t6 = t5[..., None]
-    t7 = ksize[2]
-    t8 = tf.range(tf.cast(t7, tf.int64))
-    t12 = t2[..., None]
-    t15 = t0[..., None]
-    if padding == "VALID":
-        t9 = (
-            (strides[1] * t1 + t6 >= 0)
-            & (strides[2] * t3 + t8 >= 0)
-            & (strides[1] * t1 + t6 <= orig_input_shape[1] - 1)
-            & (strides[2] * t3 + t8 <= orig_input_shape[2] - 1)
-        )
+    if padding in ("VALID", "SAME"):
+        t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t1 = t0[..., None, None, None]
+        t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t3 = t2[..., None, None]
+        t4 = ksize[1]
+        t5 = tf.range(tf.cast(t4, tf.int64))
+        t6 = t5[..., None]
+        t7 = ksize[2]
+        t8 = tf.range(tf.cast(t7, tf.int64))
+        if padding == "VALID":
+            t9 = (
+                (strides[1] * t1 + t6 >= 0)
+                & (strides[2] * t3 + t8 >= 0)
+                & (strides[1] * t1 + t6 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t8 <= orig_input_shape[2] - 1)
+            )
+        else:
+            t9 = (
+                (
+                    strides[1] * t1
+                    + t6
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    >= 0
+                )
+                & (
+                    strides[2] * t3
+                    + t8
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    >= 0
+                )
+                & (
+                    strides[1] * t1
+                    + t6
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    <= orig_input_shape[1] - 1
+                )
+                & (
+                    strides[2] * t3
+                    + t8
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    <= orig_input_shape[2] - 1
+                )
+            )
         t10 = t9[..., None, :, :]
         t11 = tf.reduce_sum(
             tf.where(t10, tf.constant(1, grad_output.dtype), tf.constant(0, grad_output.dtype)),
             axis=[-2, -1],
         )
-        t13 = strides[2] * t12 + t8
+        t12 = t2[..., None]
+        if padding == "VALID":
+            t13 = strides[2] * t12 + t8
+        else:
+            t13 = (
+                strides[2] * t12 + t8 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+            )
         t14 = _gather(grad_output, t13, -2)
-        t16 = strides[1] * t15 + t5
-        t17 = _gather(t14, t16, -4)
-        t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
-        t19 = tf.reduce_sum(t18, axis=[-2, -1])
-        grad_grad = t19 / t11
-    elif padding == "SAME":
-        t9 = (
-            (
-                strides[1] * t1 + t6 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                >= 0
+        t15 = t0[..., None]
+        if padding == "VALID":
+            t16 = strides[1] * t15 + t5
+        else:
+            t16 = (
+                strides[1] * t15 + t5 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
             )
-            & (
-                strides[2] * t3 + t8 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                >= 0
-            )
-            & (
-                strides[1] * t1 + t6 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                <= orig_input_shape[1] - 1
-            )
-            & (
-                strides[2] * t3 + t8 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                <= orig_input_shape[2] - 1
-            )
-        )
-        t10 = t9[..., None, :, :]
-        t11 = tf.reduce_sum(
-            tf.where(t10, tf.constant(1, grad_output.dtype), tf.constant(0, grad_output.dtype)),
-            axis=[-2, -1],
-        )
-        t13 = strides[2] * t12 + t8 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-        t14 = _gather(grad_output, t13, -2)
-        t16 = strides[1] * t15 + t5 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
         t17 = _gather(t14, t16, -4)
         t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
         t19 = tf.reduce_sum(t18, axis=[-2, -1])
@@ -1998,79 +2011,79 @@ def avg_pool_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t1 = t0[..., None, None, None]
-        t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t3 = t2[..., None, None]
-        t4 = ksize[2]
-        t5 = tf.range(tf.cast(t4, tf.int64))
-        t6 = t5[..., None]
-        t7 = ksize[1]
-        t8 = tf.range(tf.cast(t7, tf.int64))
-        t12 = grad[..., None, :, None, :]
-        t14 = orig_input_shape[2]
-        t15 = t2[..., None]
-        t18 = orig_input_shape[1]
-        t19 = t0[..., None]
-        if padding == "VALID":
-            t9 = (
-                (strides[1] * t1 + t8 >= 0)
-                & (strides[2] * t3 + t6 >= 0)
-                & (strides[1] * t1 + t8 <= orig_input_shape[1] - 1)
-                & (strides[2] * t3 + t6 <= orig_input_shape[2] - 1)
-            )
+        if padding in ("VALID", "SAME"):
+            t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+            t1 = t0[..., None, None, None]
+            t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+            t3 = t2[..., None, None]
+            t4 = ksize[2]
+            t5 = tf.range(tf.cast(t4, tf.int64))
+            t6 = t5[..., None]
+            t7 = ksize[1]
+            t8 = tf.range(tf.cast(t7, tf.int64))
+            if padding == "VALID":
+                t9 = (
+                    (strides[1] * t1 + t8 >= 0)
+                    & (strides[2] * t3 + t6 >= 0)
+                    & (strides[1] * t1 + t8 <= orig_input_shape[1] - 1)
+                    & (strides[2] * t3 + t6 <= orig_input_shape[2] - 1)
+                )
+            else:
+                t9 = (
+                    (
+                        strides[1] * t1
+                        + t8
+                        - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                        >= 0
+                    )
+                    & (
+                        strides[2] * t3
+                        + t6
+                        - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                        >= 0
+                    )
+                    & (
+                        strides[1] * t1
+                        + t8
+                        - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                        <= orig_input_shape[1] - 1
+                    )
+                    & (
+                        strides[2] * t3
+                        + t6
+                        - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                        <= orig_input_shape[2] - 1
+                    )
+                )
             t10 = t9[..., None, :, :, :]
             t11 = tf.reduce_sum(
                 tf.where(t10, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
                 axis=[-2, -1],
                 keepdims=True,
             )
+            t12 = grad[..., None, :, None, :]
             t13 = t12 / t11
-            t16 = strides[2] * t15 + t5
+            t14 = orig_input_shape[2]
+            t15 = t2[..., None]
+            if padding == "VALID":
+                t16 = strides[2] * t15 + t5
+            else:
+                t16 = (
+                    strides[2] * t15
+                    + t5
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                )
             t17 = _scatter_add(t13, t16, 1, t14)  # no gather form: an explicit scatter-add
-            t20 = strides[1] * t19 + t8
-            output = _scatter_add(t17, t20, 2, t18)  # no gather form: an explicit scatter-add
-        elif padding == "SAME":
-            t9 = (
-                (
-                    strides[1] * t1
+            t18 = orig_input_shape[1]
+            t19 = t0[..., None]
+            if padding == "VALID":
+                t20 = strides[1] * t19 + t8
+            else:
+                t20 = (
+                    strides[1] * t19
                     + t8
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                    >= 0
                 )
-                & (
-                    strides[2] * t3
-                    + t6
-                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                    >= 0
-                )
-                & (
-                    strides[1] * t1
-                    + t8
-                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                    <= orig_input_shape[1] - 1
-                )
-                & (
-                    strides[2] * t3
-                    + t6
-                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                    <= orig_input_shape[2] - 1
-                )
-            )
-            t10 = t9[..., None, :, :, :]
-            t11 = tf.reduce_sum(
-                tf.where(t10, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-                axis=[-2, -1],
-                keepdims=True,
-            )
-            t13 = t12 / t11
-            t16 = (
-                strides[2] * t15 + t5 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-            )
-            t17 = _scatter_add(t13, t16, 1, t14)  # no gather form: an explicit scatter-add
-            t20 = (
-                strides[1] * t19 + t8 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-            )
             output = _scatter_add(t17, t20, 2, t18)  # no gather form: an explicit scatter-add
         else:
             raise ValueError(f"AvgPoolGrad: unsupported attributes padding={padding!r}")
@@ -2096,83 +2109,97 @@ def avg_pool3d_grad_vjp(
             strides[2] <= orig_input_shape[2] - 1 and b + j * strides[3] <= orig_input_shape[3] - 1
             and e + strides[1] * z <= orig_input_shape[1] - 1)), i.e. `t27 / t16`
     """
-    t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
-    t1 = t0[..., None, None, None, None, None]
-    t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-    t3 = t2[..., None, None, None, None]
-    t4 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-    t5 = t4[..., None, None, None]
-    t6 = ksize[1]
-    t7 = tf.range(tf.cast(t6, tf.int64))
-    t8 = t7[..., None, None]
-    t9 = ksize[2]
-    t10 = tf.range(tf.cast(t9, tf.int64))
-    t11 = t10[..., None]
-    t12 = ksize[3]
-    t13 = tf.range(tf.cast(t12, tf.int64))
-    t17 = t4[..., None]
-    t20 = t2[..., None]
-    t23 = t0[..., None]
-    if padding == "VALID":
-        t14 = (
-            (strides[1] * t1 + t8 >= 0)
-            & (strides[2] * t3 + t11 >= 0)
-            & (strides[3] * t5 + t13 >= 0)
-            & (strides[1] * t1 + t8 <= orig_input_shape[1] - 1)
-            & (strides[2] * t3 + t11 <= orig_input_shape[2] - 1)
-            & (strides[3] * t5 + t13 <= orig_input_shape[3] - 1)
-        )
+    if padding in ("VALID", "SAME"):
+        t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
+        t1 = t0[..., None, None, None, None, None]
+        t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t3 = t2[..., None, None, None, None]
+        t4 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t5 = t4[..., None, None, None]
+        t6 = ksize[1]
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        t8 = t7[..., None, None]
+        t9 = ksize[2]
+        t10 = tf.range(tf.cast(t9, tf.int64))
+        t11 = t10[..., None]
+        t12 = ksize[3]
+        t13 = tf.range(tf.cast(t12, tf.int64))
+        if padding == "VALID":
+            t14 = (
+                (strides[1] * t1 + t8 >= 0)
+                & (strides[2] * t3 + t11 >= 0)
+                & (strides[3] * t5 + t13 >= 0)
+                & (strides[1] * t1 + t8 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t11 <= orig_input_shape[2] - 1)
+                & (strides[3] * t5 + t13 <= orig_input_shape[3] - 1)
+            )
+        else:
+            t14 = (
+                (
+                    strides[1] * t1
+                    + t8
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    >= 0
+                )
+                & (
+                    strides[2] * t3
+                    + t11
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    >= 0
+                )
+                & (
+                    strides[3] * t5
+                    + t13
+                    - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+                    >= 0
+                )
+                & (
+                    strides[1] * t1
+                    + t8
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    <= orig_input_shape[1] - 1
+                )
+                & (
+                    strides[2] * t3
+                    + t11
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    <= orig_input_shape[2] - 1
+                )
+                & (
+                    strides[3] * t5
+                    + t13
+                    - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+                    <= orig_input_shape[3] - 1
+                )
+            )
         t15 = t14[..., None, :, :, :]
         t16 = tf.reduce_sum(
             tf.where(t15, tf.constant(1, grad_output.dtype), tf.constant(0, grad_output.dtype)),
             axis=[-3, -2, -1],
         )
-        t18 = strides[3] * t17 + t13
+        t17 = t4[..., None]
+        if padding == "VALID":
+            t18 = strides[3] * t17 + t13
+        else:
+            t18 = (
+                strides[3] * t17 + t13 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+            )
         t19 = _gather(grad_output, t18, -2)
-        t21 = strides[2] * t20 + t10
+        t20 = t2[..., None]
+        if padding == "VALID":
+            t21 = strides[2] * t20 + t10
+        else:
+            t21 = (
+                strides[2] * t20 + t10 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+            )
         t22 = _gather(t19, t21, -4)
-        t24 = strides[1] * t23 + t7
-        t25 = _gather(t22, t24, -6)
-        t26 = tf.transpose(t25, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-        t27 = tf.reduce_sum(t26, axis=[-3, -2, -1])
-        grad_grad = t27 / t16
-    elif padding == "SAME":
-        t14 = (
-            (
-                strides[1] * t1 + t8 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                >= 0
+        t23 = t0[..., None]
+        if padding == "VALID":
+            t24 = strides[1] * t23 + t7
+        else:
+            t24 = (
+                strides[1] * t23 + t7 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
             )
-            & (
-                strides[2] * t3 + t11 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                >= 0
-            )
-            & (
-                strides[3] * t5 + t13 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
-                >= 0
-            )
-            & (
-                strides[1] * t1 + t8 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                <= orig_input_shape[1] - 1
-            )
-            & (
-                strides[2] * t3 + t11 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                <= orig_input_shape[2] - 1
-            )
-            & (
-                strides[3] * t5 + t13 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
-                <= orig_input_shape[3] - 1
-            )
-        )
-        t15 = t14[..., None, :, :, :]
-        t16 = tf.reduce_sum(
-            tf.where(t15, tf.constant(1, grad_output.dtype), tf.constant(0, grad_output.dtype)),
-            axis=[-3, -2, -1],
-        )
-        t18 = strides[3] * t17 + t13 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
-        t19 = _gather(grad_output, t18, -2)
-        t21 = strides[2] * t20 + t10 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-        t22 = _gather(t19, t21, -4)
-        t24 = strides[1] * t23 + t7 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
         t25 = _gather(t22, t24, -6)
         t26 = tf.transpose(t25, perm=[0, 1, 3, 5, 7, 2, 4, 6])
         t27 = tf.reduce_sum(t26, axis=[-3, -2, -1])
@@ -2231,106 +2258,109 @@ def avg_pool3d_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
-        t1 = t0[..., None, None, None, None, None]
-        t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t3 = t2[..., None, None, None, None]
-        t4 = ksize[3]
-        t5 = tf.range(tf.cast(t4, tf.int64))
-        t6 = t5[..., None, None, None]
-        t7 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = tf.range(tf.cast(t9, tf.int64))
-        t11 = t10[..., None]
-        t12 = ksize[1]
-        t13 = tf.range(tf.cast(t12, tf.int64))
-        t17 = grad[..., None, :, None, :, None, :]
-        t19 = orig_input_shape[1]
-        t20 = t0[..., None]
-        t23 = orig_input_shape[3]
-        t24 = t7[..., None]
-        t27 = orig_input_shape[2]
-        t28 = t2[..., None]
-        if padding == "VALID":
-            t14 = (
-                (strides[1] * t1 + t13 >= 0)
-                & (strides[2] * t3 + t11 >= 0)
-                & (strides[3] * t8 + t6 >= 0)
-                & (strides[1] * t1 + t13 <= orig_input_shape[1] - 1)
-                & (strides[2] * t3 + t11 <= orig_input_shape[2] - 1)
-                & (strides[3] * t8 + t6 <= orig_input_shape[3] - 1)
-            )
+        if padding in ("VALID", "SAME"):
+            t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
+            t1 = t0[..., None, None, None, None, None]
+            t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+            t3 = t2[..., None, None, None, None]
+            t4 = ksize[3]
+            t5 = tf.range(tf.cast(t4, tf.int64))
+            t6 = t5[..., None, None, None]
+            t7 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+            t8 = t7[..., None, None]
+            t9 = ksize[2]
+            t10 = tf.range(tf.cast(t9, tf.int64))
+            t11 = t10[..., None]
+            t12 = ksize[1]
+            t13 = tf.range(tf.cast(t12, tf.int64))
+            if padding == "VALID":
+                t14 = (
+                    (strides[1] * t1 + t13 >= 0)
+                    & (strides[2] * t3 + t11 >= 0)
+                    & (strides[3] * t8 + t6 >= 0)
+                    & (strides[1] * t1 + t13 <= orig_input_shape[1] - 1)
+                    & (strides[2] * t3 + t11 <= orig_input_shape[2] - 1)
+                    & (strides[3] * t8 + t6 <= orig_input_shape[3] - 1)
+                )
+            else:
+                t14 = (
+                    (
+                        strides[1] * t1
+                        + t13
+                        - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                        >= 0
+                    )
+                    & (
+                        strides[2] * t3
+                        + t11
+                        - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                        >= 0
+                    )
+                    & (
+                        strides[3] * t8
+                        + t6
+                        - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+                        >= 0
+                    )
+                    & (
+                        strides[1] * t1
+                        + t13
+                        - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                        <= orig_input_shape[1] - 1
+                    )
+                    & (
+                        strides[2] * t3
+                        + t11
+                        - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                        <= orig_input_shape[2] - 1
+                    )
+                    & (
+                        strides[3] * t8
+                        + t6
+                        - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+                        <= orig_input_shape[3] - 1
+                    )
+                )
             t15 = t14[..., None, :, :, :, :, :]
             t16 = tf.reduce_sum(
                 tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
                 axis=[-4, -2, -1],
                 keepdims=True,
             )
+            t17 = grad[..., None, :, None, :, None, :]
             t18 = t17 / t16
-            t21 = strides[1] * t20 + t13
-            t22 = _scatter_add(t18, t21, 5, t19)  # no gather form: an explicit scatter-add
-            t25 = strides[3] * t24 + t5
-            t26 = _scatter_add(t22, t25, 1, t23)  # no gather form: an explicit scatter-add
-            t29 = strides[2] * t28 + t10
-            output = _scatter_add(t26, t29, 2, t27)  # no gather form: an explicit scatter-add
-        elif padding == "SAME":
-            t14 = (
-                (
-                    strides[1] * t1
+            t19 = orig_input_shape[1]
+            t20 = t0[..., None]
+            if padding == "VALID":
+                t21 = strides[1] * t20 + t13
+            else:
+                t21 = (
+                    strides[1] * t20
                     + t13
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                    >= 0
                 )
-                & (
-                    strides[2] * t3
-                    + t11
-                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                    >= 0
-                )
-                & (
-                    strides[3] * t8
-                    + t6
-                    - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
-                    >= 0
-                )
-                & (
-                    strides[1] * t1
-                    + t13
-                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                    <= orig_input_shape[1] - 1
-                )
-                & (
-                    strides[2] * t3
-                    + t11
-                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                    <= orig_input_shape[2] - 1
-                )
-                & (
-                    strides[3] * t8
-                    + t6
-                    - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
-                    <= orig_input_shape[3] - 1
-                )
-            )
-            t15 = t14[..., None, :, :, :, :, :]
-            t16 = tf.reduce_sum(
-                tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-                axis=[-4, -2, -1],
-                keepdims=True,
-            )
-            t18 = t17 / t16
-            t21 = (
-                strides[1] * t20 + t13 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-            )
             t22 = _scatter_add(t18, t21, 5, t19)  # no gather form: an explicit scatter-add
-            t25 = (
-                strides[3] * t24 + t5 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
-            )
+            t23 = orig_input_shape[3]
+            t24 = t7[..., None]
+            if padding == "VALID":
+                t25 = strides[3] * t24 + t5
+            else:
+                t25 = (
+                    strides[3] * t24
+                    + t5
+                    - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+                )
             t26 = _scatter_add(t22, t25, 1, t23)  # no gather form: an explicit scatter-add
-            t29 = (
-                strides[2] * t28 + t10 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-            )
+            t27 = orig_input_shape[2]
+            t28 = t2[..., None]
+            if padding == "VALID":
+                t29 = strides[2] * t28 + t10
+            else:
+                t29 = (
+                    strides[2] * t28
+                    + t10
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                )
             output = _scatter_add(t26, t29, 2, t27)  # no gather form: an explicit scatter-add
         else:
             raise ValueError(f"AvgPool3DGrad: unsupported attributes padding={padding!r}")

@@ -413,28 +413,69 @@ def depthwise_conv2d_native_forward(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
     """DepthwiseConv2dNative's formula."""
-    t1 = jnp.shape(input)[-4]
-    t2 = jnp.shape(input)[-3]
-    if padding == "VALID":
-        t0 = _depthwise_conv(
-            input,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(
-                (-dilations[1] * (np.shape(filter)[-4] - 1) + np.shape(input)[-3] - 1) // strides[1]
-                + 1,
-                (-dilations[2] * (np.shape(filter)[-3] - 1) + np.shape(input)[-2] - 1) // strides[2]
-                + 1,
-            ),
-        )
+    if padding in ("VALID", "EXPLICIT"):
+        if padding == "VALID":
+            t0 = _depthwise_conv(
+                input,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(
+                    (-dilations[1] * (np.shape(filter)[-4] - 1) + np.shape(input)[-3] - 1)
+                    // strides[1]
+                    + 1,
+                    (-dilations[2] * (np.shape(filter)[-3] - 1) + np.shape(input)[-2] - 1)
+                    // strides[2]
+                    + 1,
+                ),
+            )
+        else:
+            t0 = _depthwise_conv(
+                input,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(
+                    (
+                        -dilations[1] * (np.shape(filter)[-4] - 1)
+                        + explicit_paddings[2]
+                        + explicit_paddings[3]
+                        + np.shape(input)[-3]
+                        - 1
+                    )
+                    // strides[1]
+                    + 1,
+                    (
+                        -dilations[2] * (np.shape(filter)[-3] - 1)
+                        + explicit_paddings[4]
+                        + explicit_paddings[5]
+                        + np.shape(input)[-2]
+                        - 1
+                    )
+                    // strides[2]
+                    + 1,
+                ),
+            )
+        t1 = jnp.shape(input)[-4]
+        t2 = jnp.shape(input)[-3]
         t3 = jnp.shape(filter)[-4]
-        t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // strides[1]
+        if padding == "VALID":
+            t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // strides[1]
+        else:
+            t4 = (
+                -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
+            ) // strides[1]
         t5 = t4 + 1
         t6 = jnp.shape(filter)[-3]
         t7 = jnp.shape(input)[-2]
-        t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // strides[2]
+        if padding == "VALID":
+            t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // strides[2]
+        else:
+            t8 = (
+                -dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1
+            ) // strides[2]
         t9 = t8 + 1
         t10 = jnp.shape(input)[-1]
         t11 = jnp.shape(filter)[-1]
@@ -454,6 +495,8 @@ def depthwise_conv2d_native_forward(
                 -((-np.shape(input)[-2]) // strides[2]),
             ),
         )
+        t1 = jnp.shape(input)[-4]
+        t2 = jnp.shape(input)[-3]
         t3 = -((-t2) // strides[1])
         t4 = t3
         t5 = jnp.shape(input)[-2]
@@ -462,48 +505,6 @@ def depthwise_conv2d_native_forward(
         t8 = jnp.shape(input)[-1]
         t9 = jnp.shape(filter)[-1]
         output = jnp.reshape(t0, (t1, t4, t7, t8 * t9))
-    elif padding == "EXPLICIT":
-        t0 = _depthwise_conv(
-            input,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(
-                (
-                    -dilations[1] * (np.shape(filter)[-4] - 1)
-                    + explicit_paddings[2]
-                    + explicit_paddings[3]
-                    + np.shape(input)[-3]
-                    - 1
-                )
-                // strides[1]
-                + 1,
-                (
-                    -dilations[2] * (np.shape(filter)[-3] - 1)
-                    + explicit_paddings[4]
-                    + explicit_paddings[5]
-                    + np.shape(input)[-2]
-                    - 1
-                )
-                // strides[2]
-                + 1,
-            ),
-        )
-        t3 = jnp.shape(filter)[-4]
-        t4 = (
-            -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
-        ) // strides[1]
-        t5 = t4 + 1
-        t6 = jnp.shape(filter)[-3]
-        t7 = jnp.shape(input)[-2]
-        t8 = (
-            -dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1
-        ) // strides[2]
-        t9 = t8 + 1
-        t10 = jnp.shape(input)[-1]
-        t11 = jnp.shape(filter)[-1]
-        output = jnp.reshape(t0, (t1, t5, t9, t10 * t11))
     else:
         raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
     return output
@@ -649,43 +650,48 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
 
 def extract_image_patches_forward(images, *, padding="VALID", ksizes, strides, rates):
     """ExtractImagePatches's formula."""
-    t0 = jnp.shape(images)[-2]
-    t5 = ksizes[2]
-    t6 = jnp.arange(t5)
-    t9 = jnp.shape(images)[-3]
-    t14 = ksizes[1]
-    t15 = jnp.arange(t14)
-    t19 = jnp.shape(images)[-4]
-    t20 = jnp.shape(images)[-1]
-    if padding == "VALID":
-        t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = jnp.shape(images)[-2]
+        if padding == "VALID":
+            t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
+            t2 = t1 + 1
+        else:
+            t1 = -((-t0) // strides[2])
+            t2 = t1
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
-        t7 = rates[2] * t6 + strides[2] * t4
+        t5 = ksizes[2]
+        t6 = jnp.arange(t5)
+        if padding == "VALID":
+            t7 = rates[2] * t6 + strides[2] * t4
+        else:
+            t7 = (
+                rates[2] * t6 + strides[2] * t4 - _same_padding(t0, ksizes[2], strides[2], rates[2])
+            )
         t8 = _gather(images, t7, -2)
-        t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // strides[1]
-        t11 = t10 + 1
+        t9 = jnp.shape(images)[-3]
+        if padding == "VALID":
+            t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // strides[1]
+            t11 = t10 + 1
+        else:
+            t10 = -((-t9) // strides[1])
+            t11 = t10
         t12 = jnp.arange(t11)
         t13 = t12[..., None]
-        t16 = rates[1] * t15 + strides[1] * t13
+        t14 = ksizes[1]
+        t15 = jnp.arange(t14)
+        if padding == "VALID":
+            t16 = rates[1] * t15 + strides[1] * t13
+        else:
+            t16 = (
+                rates[1] * t15
+                + strides[1] * t13
+                - _same_padding(t9, ksizes[1], strides[1], rates[1])
+            )
         t17 = _gather(t8, t16, -4)
         t18 = jnp.transpose(t17, (0, 1, 3, 2, 4, 5))
-        patches = jnp.reshape(t18, (t19, t11, t2, t14 * t5 * t20))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[2])
-        t2 = t1
-        t3 = jnp.arange(t2)
-        t4 = t3[..., None]
-        t7 = rates[2] * t6 + strides[2] * t4 - _same_padding(t0, ksizes[2], strides[2], rates[2])
-        t8 = _gather(images, t7, -2)
-        t10 = -((-t9) // strides[1])
-        t11 = t10
-        t12 = jnp.arange(t11)
-        t13 = t12[..., None]
-        t16 = rates[1] * t15 + strides[1] * t13 - _same_padding(t9, ksizes[1], strides[1], rates[1])
-        t17 = _gather(t8, t16, -4)
-        t18 = jnp.transpose(t17, (0, 1, 3, 2, 4, 5))
+        t19 = jnp.shape(images)[-4]
+        t20 = jnp.shape(images)[-1]
         patches = jnp.reshape(t18, (t19, t11, t2, t14 * t5 * t20))
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
@@ -903,61 +909,57 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
 
 def avg_pool_forward(value, *, padding="VALID", ksize, strides):
     """AvgPool's formula."""
-    t0 = jnp.shape(value)[-3]
-    t5 = jnp.shape(value)[-2]
-    t10 = ksize[1]
-    t11 = jnp.arange(t10)
-    t12 = t11[..., None]
-    t13 = ksize[2]
-    t14 = jnp.arange(t13)
-    if padding == "VALID":
-        t1 = (-ksize[1] + t0) // strides[1]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = jnp.shape(value)[-3]
+        if padding == "VALID":
+            t1 = (-ksize[1] + t0) // strides[1]
+            t2 = t1 + 1
+        else:
+            t1 = -((-t0) // strides[1])
+            t2 = t1
         t3 = jnp.arange(t2)
         t4 = t3[..., None, None, None]
-        t6 = (-ksize[2] + t5) // strides[2]
-        t7 = t6 + 1
+        t5 = jnp.shape(value)[-2]
+        if padding == "VALID":
+            t6 = (-ksize[2] + t5) // strides[2]
+            t7 = t6 + 1
+        else:
+            t6 = -((-t5) // strides[2])
+            t7 = t6
         t8 = jnp.arange(t7)
         t9 = t8[..., None, None]
-        t15 = (
-            (strides[1] * t4 + t12 >= 0)
-            & (strides[2] * t9 + t14 >= 0)
-            & (strides[1] * t4 + t12 <= t0 - 1)
-            & (strides[2] * t9 + t14 <= t5 - 1)
-        )
+        t10 = ksize[1]
+        t11 = jnp.arange(t10)
+        t12 = t11[..., None]
+        t13 = ksize[2]
+        t14 = jnp.arange(t13)
+        if padding == "VALID":
+            t15 = (
+                (strides[1] * t4 + t12 >= 0)
+                & (strides[2] * t9 + t14 >= 0)
+                & (strides[1] * t4 + t12 <= t0 - 1)
+                & (strides[2] * t9 + t14 <= t5 - 1)
+            )
+        else:
+            t15 = (
+                (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+                & (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+                & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
+            )
         t16 = t15[..., None, :, :]
         t17 = jnp.sum(jnp.asarray(t16, value.dtype), axis=(-2, -1))
         t18 = t8[..., None]
-        t19 = strides[2] * t18 + t14
+        if padding == "VALID":
+            t19 = strides[2] * t18 + t14
+        else:
+            t19 = strides[2] * t18 + t14 - _same_padding(t5, ksize[2], strides[2], 1)
         t20 = _gather(value, t19, -2)
         t21 = t3[..., None]
-        t22 = strides[1] * t21 + t11
-        t23 = _gather(t20, t22, -4)
-        t24 = jnp.transpose(t23, (0, 1, 3, 5, 2, 4))
-        t25 = jnp.sum(t24, axis=(-2, -1))
-        output = t25 / t17
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[1])
-        t2 = t1
-        t3 = jnp.arange(t2)
-        t4 = t3[..., None, None, None]
-        t6 = -((-t5) // strides[2])
-        t7 = t6
-        t8 = jnp.arange(t7)
-        t9 = t8[..., None, None]
-        t15 = (
-            (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-            & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
-            & (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-            & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
-        )
-        t16 = t15[..., None, :, :]
-        t17 = jnp.sum(jnp.asarray(t16, value.dtype), axis=(-2, -1))
-        t18 = t8[..., None]
-        t19 = strides[2] * t18 + t14 - _same_padding(t5, ksize[2], strides[2], 1)
-        t20 = _gather(value, t19, -2)
-        t21 = t3[..., None]
-        t22 = strides[1] * t21 + t11 - _same_padding(t0, ksize[1], strides[1], 1)
+        if padding == "VALID":
+            t22 = strides[1] * t21 + t11
+        else:
+            t22 = strides[1] * t21 + t11 - _same_padding(t0, ksize[1], strides[1], 1)
         t23 = _gather(t20, t22, -4)
         t24 = jnp.transpose(t23, (0, 1, 3, 5, 2, 4))
         t25 = jnp.sum(t24, axis=(-2, -1))
@@ -977,47 +979,47 @@ def avg_pool_vjp(grad, value, *, output=None, padding="VALID", ksize, strides):
             strides[2] >= 0 and a + i * strides[1] <= H - 1 and b + j * strides[2] <= W - 1))
             i.e. `_scatter_add(t18, t20, 2, t9)`
     """
-    t0 = jnp.arange(jnp.shape(grad)[-3])
-    t1 = t0[..., None, None, None]
-    t2 = jnp.arange(jnp.shape(grad)[-2])
-    t3 = t2[..., None, None]
-    t4 = ksize[2]
-    t5 = jnp.arange(t4)
-    t6 = t5[..., None]
-    t7 = ksize[1]
-    t8 = jnp.arange(t7)
-    t9 = jnp.shape(value)[-3]
-    t10 = jnp.shape(value)[-2]
-    t14 = grad[..., None, :, None, :]
-    t16 = t2[..., None]
-    t19 = t0[..., None]
-    if padding == "VALID":
-        t11 = (
-            (strides[1] * t1 + t8 >= 0)
-            & (strides[2] * t3 + t6 >= 0)
-            & (strides[1] * t1 + t8 <= t9 - 1)
-            & (strides[2] * t3 + t6 <= t10 - 1)
-        )
+    if padding in ("VALID", "SAME"):
+        t0 = jnp.arange(jnp.shape(grad)[-3])
+        t1 = t0[..., None, None, None]
+        t2 = jnp.arange(jnp.shape(grad)[-2])
+        t3 = t2[..., None, None]
+        t4 = ksize[2]
+        t5 = jnp.arange(t4)
+        t6 = t5[..., None]
+        t7 = ksize[1]
+        t8 = jnp.arange(t7)
+        t9 = jnp.shape(value)[-3]
+        t10 = jnp.shape(value)[-2]
+        if padding == "VALID":
+            t11 = (
+                (strides[1] * t1 + t8 >= 0)
+                & (strides[2] * t3 + t6 >= 0)
+                & (strides[1] * t1 + t8 <= t9 - 1)
+                & (strides[2] * t3 + t6 <= t10 - 1)
+            )
+        else:
+            t11 = (
+                (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) >= 0)
+                & (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) <= t9 - 1)
+                & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) <= t10 - 1)
+            )
         t12 = t11[..., None, :, :, :]
         t13 = jnp.sum(jnp.asarray(t12, grad.dtype), axis=(-2, -1), keepdims=True)
+        t14 = grad[..., None, :, None, :]
         t15 = t14 / t13
-        t17 = strides[2] * t16 + t5
+        t16 = t2[..., None]
+        if padding == "VALID":
+            t17 = strides[2] * t16 + t5
+        else:
+            t17 = strides[2] * t16 + t5 - _same_padding(t10, ksize[2], strides[2], 1)
         t18 = _scatter_add(t15, t17, 1, t10)  # no gather form: an explicit scatter-add
-        t20 = strides[1] * t19 + t8
-        grad_value = _scatter_add(t18, t20, 2, t9)  # no gather form: an explicit scatter-add
-    elif padding == "SAME":
-        t11 = (
-            (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) >= 0)
-            & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) >= 0)
-            & (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) <= t9 - 1)
-            & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) <= t10 - 1)
-        )
-        t12 = t11[..., None, :, :, :]
-        t13 = jnp.sum(jnp.asarray(t12, grad.dtype), axis=(-2, -1), keepdims=True)
-        t15 = t14 / t13
-        t17 = strides[2] * t16 + t5 - _same_padding(t10, ksize[2], strides[2], 1)
-        t18 = _scatter_add(t15, t17, 1, t10)  # no gather form: an explicit scatter-add
-        t20 = strides[1] * t19 + t8 - _same_padding(t9, ksize[1], strides[1], 1)
+        t19 = t0[..., None]
+        if padding == "VALID":
+            t20 = strides[1] * t19 + t8
+        else:
+            t20 = strides[1] * t19 + t8 - _same_padding(t9, ksize[1], strides[1], 1)
         grad_value = _scatter_add(t18, t20, 2, t9)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
@@ -1049,43 +1051,38 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
 
 def max_pool_forward(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     """MaxPool's formula."""
-    if data_format != "NHWC":
-        raise ValueError(
-            f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    t0 = jnp.shape(input)[-2]
-    t5 = ksize[2]
-    t6 = jnp.arange(t5)
-    t9 = jnp.shape(input)[-3]
-    t14 = ksize[1]
-    t15 = jnp.arange(t14)
-    if padding == "VALID":
-        t1 = (-ksize[2] + t0) // strides[2]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME") and data_format == "NHWC":
+        t0 = jnp.shape(input)[-2]
+        if padding == "VALID":
+            t1 = (-ksize[2] + t0) // strides[2]
+            t2 = t1 + 1
+        else:
+            t1 = -((-t0) // strides[2])
+            t2 = t1
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
-        t7 = strides[2] * t4 + t6
+        t5 = ksize[2]
+        t6 = jnp.arange(t5)
+        if padding == "VALID":
+            t7 = strides[2] * t4 + t6
+        else:
+            t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
         t8 = _gather(input, t7, -2, fill=-jnp.inf)
-        t10 = (-ksize[1] + t9) // strides[1]
-        t11 = t10 + 1
+        t9 = jnp.shape(input)[-3]
+        if padding == "VALID":
+            t10 = (-ksize[1] + t9) // strides[1]
+            t11 = t10 + 1
+        else:
+            t10 = -((-t9) // strides[1])
+            t11 = t10
         t12 = jnp.arange(t11)
         t13 = t12[..., None]
-        t16 = strides[1] * t13 + t15
-        t17 = _gather(t8, t16, -4, fill=-jnp.inf)
-        t18 = jnp.transpose(t17, (0, 1, 3, 5, 2, 4))
-        output = jnp.max(t18, axis=(-2, -1))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[2])
-        t2 = t1
-        t3 = jnp.arange(t2)
-        t4 = t3[..., None]
-        t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
-        t8 = _gather(input, t7, -2, fill=-jnp.inf)
-        t10 = -((-t9) // strides[1])
-        t11 = t10
-        t12 = jnp.arange(t11)
-        t13 = t12[..., None]
-        t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
+        t14 = ksize[1]
+        t15 = jnp.arange(t14)
+        if padding == "VALID":
+            t16 = strides[1] * t13 + t15
+        else:
+            t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
         t17 = _gather(t8, t16, -4, fill=-jnp.inf)
         t18 = jnp.transpose(t17, (0, 1, 3, 5, 2, 4))
         output = jnp.max(t18, axis=(-2, -1))
@@ -1185,54 +1182,54 @@ def max_pool3d(input, *, padding="VALID", ksize, strides):
 
 def max_pool3d_forward(input, *, padding="VALID", ksize, strides):
     """MaxPool3D's formula."""
-    t0 = jnp.shape(input)[-2]
-    t5 = ksize[3]
-    t6 = jnp.arange(t5)
-    t9 = jnp.shape(input)[-3]
-    t14 = ksize[2]
-    t15 = jnp.arange(t14)
-    t18 = jnp.shape(input)[-4]
-    t23 = ksize[1]
-    t24 = jnp.arange(t23)
-    if padding == "VALID":
-        t1 = (-ksize[3] + t0) // strides[3]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = jnp.shape(input)[-2]
+        if padding == "VALID":
+            t1 = (-ksize[3] + t0) // strides[3]
+            t2 = t1 + 1
+        else:
+            t1 = -((-t0) // strides[3])
+            t2 = t1
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
-        t7 = strides[3] * t4 + t6
+        t5 = ksize[3]
+        t6 = jnp.arange(t5)
+        if padding == "VALID":
+            t7 = strides[3] * t4 + t6
+        else:
+            t7 = strides[3] * t4 + t6 - _same_padding(t0, ksize[3], strides[3], 1)
         t8 = _gather(input, t7, -2, fill=-jnp.inf)
-        t10 = (-ksize[2] + t9) // strides[2]
-        t11 = t10 + 1
+        t9 = jnp.shape(input)[-3]
+        if padding == "VALID":
+            t10 = (-ksize[2] + t9) // strides[2]
+            t11 = t10 + 1
+        else:
+            t10 = -((-t9) // strides[2])
+            t11 = t10
         t12 = jnp.arange(t11)
         t13 = t12[..., None]
-        t16 = strides[2] * t13 + t15
+        t14 = ksize[2]
+        t15 = jnp.arange(t14)
+        if padding == "VALID":
+            t16 = strides[2] * t13 + t15
+        else:
+            t16 = strides[2] * t13 + t15 - _same_padding(t9, ksize[2], strides[2], 1)
         t17 = _gather(t8, t16, -4, fill=-jnp.inf)
-        t19 = (-ksize[1] + t18) // strides[1]
-        t20 = t19 + 1
+        t18 = jnp.shape(input)[-4]
+        if padding == "VALID":
+            t19 = (-ksize[1] + t18) // strides[1]
+            t20 = t19 + 1
+        else:
+            t19 = -((-t18) // strides[1])
+            t20 = t19
         t21 = jnp.arange(t20)
         t22 = t21[..., None]
-        t25 = strides[1] * t22 + t24
-        t26 = _gather(t17, t25, -6, fill=-jnp.inf)
-        t27 = jnp.transpose(t26, (0, 1, 3, 5, 7, 2, 4, 6))
-        output = jnp.max(t27, axis=(-3, -2, -1))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[3])
-        t2 = t1
-        t3 = jnp.arange(t2)
-        t4 = t3[..., None]
-        t7 = strides[3] * t4 + t6 - _same_padding(t0, ksize[3], strides[3], 1)
-        t8 = _gather(input, t7, -2, fill=-jnp.inf)
-        t10 = -((-t9) // strides[2])
-        t11 = t10
-        t12 = jnp.arange(t11)
-        t13 = t12[..., None]
-        t16 = strides[2] * t13 + t15 - _same_padding(t9, ksize[2], strides[2], 1)
-        t17 = _gather(t8, t16, -4, fill=-jnp.inf)
-        t19 = -((-t18) // strides[1])
-        t20 = t19
-        t21 = jnp.arange(t20)
-        t22 = t21[..., None]
-        t25 = strides[1] * t22 + t24 - _same_padding(t18, ksize[1], strides[1], 1)
+        t23 = ksize[1]
+        t24 = jnp.arange(t23)
+        if padding == "VALID":
+            t25 = strides[1] * t22 + t24
+        else:
+            t25 = strides[1] * t22 + t24 - _same_padding(t18, ksize[1], strides[1], 1)
         t26 = _gather(t17, t25, -6, fill=-jnp.inf)
         t27 = jnp.transpose(t26, (0, 1, 3, 5, 7, 2, 4, 6))
         output = jnp.max(t27, axis=(-3, -2, -1))
@@ -1312,58 +1309,58 @@ def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
 
 def extract_volume_patches_forward(input, *, padding="VALID", ksizes, strides):
     """ExtractVolumePatches's formula."""
-    t0 = jnp.shape(input)[-2]
-    t5 = ksizes[3]
-    t6 = jnp.arange(t5)
-    t9 = jnp.shape(input)[-3]
-    t14 = ksizes[2]
-    t15 = jnp.arange(t14)
-    t18 = jnp.shape(input)[-4]
-    t23 = ksizes[1]
-    t24 = jnp.arange(t23)
-    t28 = jnp.shape(input)[-5]
-    t29 = jnp.shape(input)[-1]
-    if padding == "VALID":
-        t1 = (-ksizes[3] + t0) // strides[3]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = jnp.shape(input)[-2]
+        if padding == "VALID":
+            t1 = (-ksizes[3] + t0) // strides[3]
+            t2 = t1 + 1
+        else:
+            t1 = -((-t0) // strides[3])
+            t2 = t1
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
-        t7 = strides[3] * t4 + t6
+        t5 = ksizes[3]
+        t6 = jnp.arange(t5)
+        if padding == "VALID":
+            t7 = strides[3] * t4 + t6
+        else:
+            t7 = strides[3] * t4 + t6 - _same_padding(t0, ksizes[3], strides[3], 1)
         t8 = _gather(input, t7, -2)
-        t10 = (-ksizes[2] + t9) // strides[2]
-        t11 = t10 + 1
+        t9 = jnp.shape(input)[-3]
+        if padding == "VALID":
+            t10 = (-ksizes[2] + t9) // strides[2]
+            t11 = t10 + 1
+        else:
+            t10 = -((-t9) // strides[2])
+            t11 = t10
         t12 = jnp.arange(t11)
         t13 = t12[..., None]
-        t16 = strides[2] * t13 + t15
+        t14 = ksizes[2]
+        t15 = jnp.arange(t14)
+        if padding == "VALID":
+            t16 = strides[2] * t13 + t15
+        else:
+            t16 = strides[2] * t13 + t15 - _same_padding(t9, ksizes[2], strides[2], 1)
         t17 = _gather(t8, t16, -4)
-        t19 = (-ksizes[1] + t18) // strides[1]
-        t20 = t19 + 1
+        t18 = jnp.shape(input)[-4]
+        if padding == "VALID":
+            t19 = (-ksizes[1] + t18) // strides[1]
+            t20 = t19 + 1
+        else:
+            t19 = -((-t18) // strides[1])
+            t20 = t19
         t21 = jnp.arange(t20)
         t22 = t21[..., None]
-        t25 = strides[1] * t22 + t24
+        t23 = ksizes[1]
+        t24 = jnp.arange(t23)
+        if padding == "VALID":
+            t25 = strides[1] * t22 + t24
+        else:
+            t25 = strides[1] * t22 + t24 - _same_padding(t18, ksizes[1], strides[1], 1)
         t26 = _gather(t17, t25, -6)
         t27 = jnp.transpose(t26, (0, 1, 3, 5, 2, 4, 6, 7))
-        patches = jnp.reshape(t27, (t28, t20, t11, t2, t23 * t14 * t5 * t29))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[3])
-        t2 = t1
-        t3 = jnp.arange(t2)
-        t4 = t3[..., None]
-        t7 = strides[3] * t4 + t6 - _same_padding(t0, ksizes[3], strides[3], 1)
-        t8 = _gather(input, t7, -2)
-        t10 = -((-t9) // strides[2])
-        t11 = t10
-        t12 = jnp.arange(t11)
-        t13 = t12[..., None]
-        t16 = strides[2] * t13 + t15 - _same_padding(t9, ksizes[2], strides[2], 1)
-        t17 = _gather(t8, t16, -4)
-        t19 = -((-t18) // strides[1])
-        t20 = t19
-        t21 = jnp.arange(t20)
-        t22 = t21[..., None]
-        t25 = strides[1] * t22 + t24 - _same_padding(t18, ksizes[1], strides[1], 1)
-        t26 = _gather(t17, t25, -6)
-        t27 = jnp.transpose(t26, (0, 1, 3, 5, 2, 4, 6, 7))
+        t28 = jnp.shape(input)[-5]
+        t29 = jnp.shape(input)[-1]
         patches = jnp.reshape(t27, (t28, t20, t11, t2, t23 * t14 * t5 * t29))
     else:
         raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
@@ -1647,83 +1644,79 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
 
 def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
     """AvgPool3D's formula."""
-    t0 = jnp.shape(input)[-4]
-    t5 = jnp.shape(input)[-3]
-    t10 = jnp.shape(input)[-2]
-    t15 = ksize[1]
-    t16 = jnp.arange(t15)
-    t17 = t16[..., None, None]
-    t18 = ksize[2]
-    t19 = jnp.arange(t18)
-    t20 = t19[..., None]
-    t21 = ksize[3]
-    t22 = jnp.arange(t21)
-    if padding == "VALID":
-        t1 = (-ksize[1] + t0) // strides[1]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = jnp.shape(input)[-4]
+        if padding == "VALID":
+            t1 = (-ksize[1] + t0) // strides[1]
+            t2 = t1 + 1
+        else:
+            t1 = -((-t0) // strides[1])
+            t2 = t1
         t3 = jnp.arange(t2)
         t4 = t3[..., None, None, None, None, None]
-        t6 = (-ksize[2] + t5) // strides[2]
-        t7 = t6 + 1
+        t5 = jnp.shape(input)[-3]
+        if padding == "VALID":
+            t6 = (-ksize[2] + t5) // strides[2]
+            t7 = t6 + 1
+        else:
+            t6 = -((-t5) // strides[2])
+            t7 = t6
         t8 = jnp.arange(t7)
         t9 = t8[..., None, None, None, None]
-        t11 = (-ksize[3] + t10) // strides[3]
-        t12 = t11 + 1
+        t10 = jnp.shape(input)[-2]
+        if padding == "VALID":
+            t11 = (-ksize[3] + t10) // strides[3]
+            t12 = t11 + 1
+        else:
+            t11 = -((-t10) // strides[3])
+            t12 = t11
         t13 = jnp.arange(t12)
         t14 = t13[..., None, None, None]
-        t23 = (
-            (strides[1] * t4 + t17 >= 0)
-            & (strides[2] * t9 + t20 >= 0)
-            & (strides[3] * t14 + t22 >= 0)
-            & (strides[1] * t4 + t17 <= t0 - 1)
-            & (strides[2] * t9 + t20 <= t5 - 1)
-            & (strides[3] * t14 + t22 <= t10 - 1)
-        )
+        t15 = ksize[1]
+        t16 = jnp.arange(t15)
+        t17 = t16[..., None, None]
+        t18 = ksize[2]
+        t19 = jnp.arange(t18)
+        t20 = t19[..., None]
+        t21 = ksize[3]
+        t22 = jnp.arange(t21)
+        if padding == "VALID":
+            t23 = (
+                (strides[1] * t4 + t17 >= 0)
+                & (strides[2] * t9 + t20 >= 0)
+                & (strides[3] * t14 + t22 >= 0)
+                & (strides[1] * t4 + t17 <= t0 - 1)
+                & (strides[2] * t9 + t20 <= t5 - 1)
+                & (strides[3] * t14 + t22 <= t10 - 1)
+            )
+        else:
+            t23 = (
+                (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+                & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) >= 0)
+                & (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+                & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
+                & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) <= t10 - 1)
+            )
         t24 = t23[..., None, :, :, :]
         t25 = jnp.sum(jnp.asarray(t24, input.dtype), axis=(-3, -2, -1))
         t26 = t13[..., None]
-        t27 = strides[3] * t26 + t22
+        if padding == "VALID":
+            t27 = strides[3] * t26 + t22
+        else:
+            t27 = strides[3] * t26 + t22 - _same_padding(t10, ksize[3], strides[3], 1)
         t28 = _gather(input, t27, -2)
         t29 = t8[..., None]
-        t30 = strides[2] * t29 + t19
+        if padding == "VALID":
+            t30 = strides[2] * t29 + t19
+        else:
+            t30 = strides[2] * t29 + t19 - _same_padding(t5, ksize[2], strides[2], 1)
         t31 = _gather(t28, t30, -4)
         t32 = t3[..., None]
-        t33 = strides[1] * t32 + t16
-        t34 = _gather(t31, t33, -6)
-        t35 = jnp.transpose(t34, (0, 1, 3, 5, 7, 2, 4, 6))
-        t36 = jnp.sum(t35, axis=(-3, -2, -1))
-        output = t36 / t25
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[1])
-        t2 = t1
-        t3 = jnp.arange(t2)
-        t4 = t3[..., None, None, None, None, None]
-        t6 = -((-t5) // strides[2])
-        t7 = t6
-        t8 = jnp.arange(t7)
-        t9 = t8[..., None, None, None, None]
-        t11 = -((-t10) // strides[3])
-        t12 = t11
-        t13 = jnp.arange(t12)
-        t14 = t13[..., None, None, None]
-        t23 = (
-            (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-            & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
-            & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) >= 0)
-            & (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-            & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
-            & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) <= t10 - 1)
-        )
-        t24 = t23[..., None, :, :, :]
-        t25 = jnp.sum(jnp.asarray(t24, input.dtype), axis=(-3, -2, -1))
-        t26 = t13[..., None]
-        t27 = strides[3] * t26 + t22 - _same_padding(t10, ksize[3], strides[3], 1)
-        t28 = _gather(input, t27, -2)
-        t29 = t8[..., None]
-        t30 = strides[2] * t29 + t19 - _same_padding(t5, ksize[2], strides[2], 1)
-        t31 = _gather(t28, t30, -4)
-        t32 = t3[..., None]
-        t33 = strides[1] * t32 + t16 - _same_padding(t0, ksize[1], strides[1], 1)
+        if padding == "VALID":
+            t33 = strides[1] * t32 + t16
+        else:
+            t33 = strides[1] * t32 + t16 - _same_padding(t0, ksize[1], strides[1], 1)
         t34 = _gather(t31, t33, -6)
         t35 = jnp.transpose(t34, (0, 1, 3, 5, 7, 2, 4, 6))
         t36 = jnp.sum(t35, axis=(-3, -2, -1))
@@ -1744,62 +1737,63 @@ def avg_pool3d_vjp(grad, input, *, output=None, padding="VALID", ksize, strides)
             z >= 0 and a + i * strides[2] <= H - 1 and b + j * strides[3] <= W - 1 and e +
             strides[1] * z <= D - 1)), i.e. `_scatter_add(t27, t29, 3, t14)`
     """
-    t0 = jnp.arange(jnp.shape(grad)[-4])
-    t1 = t0[..., None, None, None, None, None]
-    t2 = jnp.arange(jnp.shape(grad)[-3])
-    t3 = t2[..., None, None, None, None]
-    t4 = ksize[3]
-    t5 = jnp.arange(t4)
-    t6 = t5[..., None, None, None]
-    t7 = jnp.arange(jnp.shape(grad)[-2])
-    t8 = t7[..., None, None]
-    t9 = ksize[2]
-    t10 = jnp.arange(t9)
-    t11 = t10[..., None]
-    t12 = ksize[1]
-    t13 = jnp.arange(t12)
-    t14 = jnp.shape(input)[-4]
-    t15 = jnp.shape(input)[-3]
-    t16 = jnp.shape(input)[-2]
-    t20 = grad[..., None, :, None, :, None, :]
-    t22 = t7[..., None]
-    t25 = t2[..., None]
-    t28 = t0[..., None]
-    if padding == "VALID":
-        t17 = (
-            (strides[1] * t1 + t13 >= 0)
-            & (strides[2] * t3 + t11 >= 0)
-            & (strides[3] * t8 + t6 >= 0)
-            & (strides[1] * t1 + t13 <= t14 - 1)
-            & (strides[2] * t3 + t11 <= t15 - 1)
-            & (strides[3] * t8 + t6 <= t16 - 1)
-        )
+    if padding in ("VALID", "SAME"):
+        t0 = jnp.arange(jnp.shape(grad)[-4])
+        t1 = t0[..., None, None, None, None, None]
+        t2 = jnp.arange(jnp.shape(grad)[-3])
+        t3 = t2[..., None, None, None, None]
+        t4 = ksize[3]
+        t5 = jnp.arange(t4)
+        t6 = t5[..., None, None, None]
+        t7 = jnp.arange(jnp.shape(grad)[-2])
+        t8 = t7[..., None, None]
+        t9 = ksize[2]
+        t10 = jnp.arange(t9)
+        t11 = t10[..., None]
+        t12 = ksize[1]
+        t13 = jnp.arange(t12)
+        t14 = jnp.shape(input)[-4]
+        t15 = jnp.shape(input)[-3]
+        t16 = jnp.shape(input)[-2]
+        if padding == "VALID":
+            t17 = (
+                (strides[1] * t1 + t13 >= 0)
+                & (strides[2] * t3 + t11 >= 0)
+                & (strides[3] * t8 + t6 >= 0)
+                & (strides[1] * t1 + t13 <= t14 - 1)
+                & (strides[2] * t3 + t11 <= t15 - 1)
+                & (strides[3] * t8 + t6 <= t16 - 1)
+            )
+        else:
+            t17 = (
+                (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) >= 0)
+                & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) >= 0)
+                & (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) <= t14 - 1)
+                & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) <= t15 - 1)
+                & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) <= t16 - 1)
+            )
         t18 = t17[..., None, :, :, :, :, :]
         t19 = jnp.sum(jnp.asarray(t18, grad.dtype), axis=(-4, -2, -1), keepdims=True)
+        t20 = grad[..., None, :, None, :, None, :]
         t21 = t20 / t19
-        t23 = strides[3] * t22 + t5
+        t22 = t7[..., None]
+        if padding == "VALID":
+            t23 = strides[3] * t22 + t5
+        else:
+            t23 = strides[3] * t22 + t5 - _same_padding(t16, ksize[3], strides[3], 1)
         t24 = _scatter_add(t21, t23, 1, t16)  # no gather form: an explicit scatter-add
-        t26 = strides[2] * t25 + t10
+        t25 = t2[..., None]
+        if padding == "VALID":
+            t26 = strides[2] * t25 + t10
+        else:
+            t26 = strides[2] * t25 + t10 - _same_padding(t15, ksize[2], strides[2], 1)
         t27 = _scatter_add(t24, t26, 2, t15)  # no gather form: an explicit scatter-add
-        t29 = strides[1] * t28 + t13
-        grad_input = _scatter_add(t27, t29, 3, t14)  # no gather form: an explicit scatter-add
-    elif padding == "SAME":
-        t17 = (
-            (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) >= 0)
-            & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) >= 0)
-            & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) >= 0)
-            & (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) <= t14 - 1)
-            & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) <= t15 - 1)
-            & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) <= t16 - 1)
-        )
-        t18 = t17[..., None, :, :, :, :, :]
-        t19 = jnp.sum(jnp.asarray(t18, grad.dtype), axis=(-4, -2, -1), keepdims=True)
-        t21 = t20 / t19
-        t23 = strides[3] * t22 + t5 - _same_padding(t16, ksize[3], strides[3], 1)
-        t24 = _scatter_add(t21, t23, 1, t16)  # no gather form: an explicit scatter-add
-        t26 = strides[2] * t25 + t10 - _same_padding(t15, ksize[2], strides[2], 1)
-        t27 = _scatter_add(t24, t26, 2, t15)  # no gather form: an explicit scatter-add
-        t29 = strides[1] * t28 + t13 - _same_padding(t14, ksize[1], strides[1], 1)
+        t28 = t0[..., None]
+        if padding == "VALID":
+            t29 = strides[1] * t28 + t13
+        else:
+            t29 = strides[1] * t28 + t13 - _same_padding(t14, ksize[1], strides[1], 1)
         grad_input = _scatter_add(t27, t29, 3, t14)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
@@ -1833,39 +1827,38 @@ def max_pool_v2_forward(input, *, padding="VALID", ksize, strides):
     """MaxPoolV2's formula."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
-    t0 = jnp.shape(input)[-2]
-    t5 = ksize[2]
-    t6 = jnp.arange(t5)
-    t9 = jnp.shape(input)[-3]
-    t14 = ksize[1]
-    t15 = jnp.arange(t14)
-    if padding == "VALID":
-        t1 = (-ksize[2] + t0) // strides[2]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = jnp.shape(input)[-2]
+        if padding == "VALID":
+            t1 = (-ksize[2] + t0) // strides[2]
+            t2 = t1 + 1
+        else:
+            t1 = -((-t0) // strides[2])
+            t2 = t1
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
-        t7 = strides[2] * t4 + t6
+        t5 = ksize[2]
+        t6 = jnp.arange(t5)
+        if padding == "VALID":
+            t7 = strides[2] * t4 + t6
+        else:
+            t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
         t8 = _gather(input, t7, -2, fill=-jnp.inf)
-        t10 = (-ksize[1] + t9) // strides[1]
-        t11 = t10 + 1
+        t9 = jnp.shape(input)[-3]
+        if padding == "VALID":
+            t10 = (-ksize[1] + t9) // strides[1]
+            t11 = t10 + 1
+        else:
+            t10 = -((-t9) // strides[1])
+            t11 = t10
         t12 = jnp.arange(t11)
         t13 = t12[..., None]
-        t16 = strides[1] * t13 + t15
-        t17 = _gather(t8, t16, -4, fill=-jnp.inf)
-        t18 = jnp.transpose(t17, (0, 1, 3, 5, 2, 4))
-        output = jnp.max(t18, axis=(-2, -1))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[2])
-        t2 = t1
-        t3 = jnp.arange(t2)
-        t4 = t3[..., None]
-        t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
-        t8 = _gather(input, t7, -2, fill=-jnp.inf)
-        t10 = -((-t9) // strides[1])
-        t11 = t10
-        t12 = jnp.arange(t11)
-        t13 = t12[..., None]
-        t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
+        t14 = ksize[1]
+        t15 = jnp.arange(t14)
+        if padding == "VALID":
+            t16 = strides[1] * t13 + t15
+        else:
+            t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
         t17 = _gather(t8, t16, -4, fill=-jnp.inf)
         t18 = jnp.transpose(t17, (0, 1, 3, 5, 2, 4))
         output = jnp.max(t18, axis=(-2, -1))

@@ -980,30 +980,73 @@ def depthwise_conv2d_native(
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        t1 = tf.shape(input, out_type=tf.int64)[-4]
-        t2 = tf.shape(input, out_type=tf.int64)[-3]
-        if padding == "VALID":
-            t0 = _depthwise_conv(
-                input,
-                filter,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [0, 0],
-                    [
-                        (-dilations[1] * (size(filter, -4) - 1) + size(input, -3) - 1) // strides[1]
-                        + 1,
-                        (-dilations[2] * (size(filter, -3) - 1) + size(input, -2) - 1) // strides[2]
-                        + 1,
-                    ],
-                ),
-            )
+        if padding in ("VALID", "EXPLICIT"):
+            if padding == "VALID":
+                t0 = _depthwise_conv(
+                    input,
+                    filter,
+                    strides=[strides[1], strides[2]],
+                    dilations=[dilations[1], dilations[2]],
+                    geometry=lambda size: (
+                        [0, 0],
+                        [
+                            (-dilations[1] * (size(filter, -4) - 1) + size(input, -3) - 1)
+                            // strides[1]
+                            + 1,
+                            (-dilations[2] * (size(filter, -3) - 1) + size(input, -2) - 1)
+                            // strides[2]
+                            + 1,
+                        ],
+                    ),
+                )
+            else:
+                t0 = _depthwise_conv(
+                    input,
+                    filter,
+                    strides=[strides[1], strides[2]],
+                    dilations=[dilations[1], dilations[2]],
+                    geometry=lambda size: (
+                        [explicit_paddings[2], explicit_paddings[4]],
+                        [
+                            (
+                                -dilations[1] * (size(filter, -4) - 1)
+                                + explicit_paddings[2]
+                                + explicit_paddings[3]
+                                + size(input, -3)
+                                - 1
+                            )
+                            // strides[1]
+                            + 1,
+                            (
+                                -dilations[2] * (size(filter, -3) - 1)
+                                + explicit_paddings[4]
+                                + explicit_paddings[5]
+                                + size(input, -2)
+                                - 1
+                            )
+                            // strides[2]
+                            + 1,
+                        ],
+                    ),
+                )
+            t1 = tf.shape(input, out_type=tf.int64)[-4]
+            t2 = tf.shape(input, out_type=tf.int64)[-3]
             t3 = tf.shape(filter, out_type=tf.int64)[-4]
-            t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // strides[1]
+            if padding == "VALID":
+                t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // strides[1]
+            else:
+                t4 = (
+                    -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
+                ) // strides[1]
             t5 = t4 + 1
             t6 = tf.shape(filter, out_type=tf.int64)[-3]
             t7 = tf.shape(input, out_type=tf.int64)[-2]
-            t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // strides[2]
+            if padding == "VALID":
+                t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // strides[2]
+            else:
+                t8 = (
+                    -dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1
+                ) // strides[2]
             t9 = t8 + 1
             t10 = tf.shape(input, out_type=tf.int64)[-1]
             t11 = tf.shape(filter, out_type=tf.int64)[-1]
@@ -1022,6 +1065,8 @@ def depthwise_conv2d_native(
                     [-((-size(input, -3)) // strides[1]), -((-size(input, -2)) // strides[2])],
                 ),
             )
+            t1 = tf.shape(input, out_type=tf.int64)[-4]
+            t2 = tf.shape(input, out_type=tf.int64)[-3]
             t3 = -((-t2) // strides[1])
             t4 = t3
             t5 = tf.shape(input, out_type=tf.int64)[-2]
@@ -1030,50 +1075,6 @@ def depthwise_conv2d_native(
             t8 = tf.shape(input, out_type=tf.int64)[-1]
             t9 = tf.shape(filter, out_type=tf.int64)[-1]
             output = tf.reshape(t0, [t1, t4, t7, t8 * t9])
-        elif padding == "EXPLICIT":
-            t0 = _depthwise_conv(
-                input,
-                filter,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [explicit_paddings[2], explicit_paddings[4]],
-                    [
-                        (
-                            -dilations[1] * (size(filter, -4) - 1)
-                            + explicit_paddings[2]
-                            + explicit_paddings[3]
-                            + size(input, -3)
-                            - 1
-                        )
-                        // strides[1]
-                        + 1,
-                        (
-                            -dilations[2] * (size(filter, -3) - 1)
-                            + explicit_paddings[4]
-                            + explicit_paddings[5]
-                            + size(input, -2)
-                            - 1
-                        )
-                        // strides[2]
-                        + 1,
-                    ],
-                ),
-            )
-            t3 = tf.shape(filter, out_type=tf.int64)[-4]
-            t4 = (
-                -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
-            ) // strides[1]
-            t5 = t4 + 1
-            t6 = tf.shape(filter, out_type=tf.int64)[-3]
-            t7 = tf.shape(input, out_type=tf.int64)[-2]
-            t8 = (
-                -dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1
-            ) // strides[2]
-            t9 = t8 + 1
-            t10 = tf.shape(input, out_type=tf.int64)[-1]
-            t11 = tf.shape(filter, out_type=tf.int64)[-1]
-            output = tf.reshape(t0, [t1, t5, t9, t10 * t11])
         else:
             raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
         return output, backward
@@ -1178,49 +1179,50 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
             patches = kernel_outputs[0]
             return patches, backward
         # else the declared formula
-        t0 = tf.shape(images, out_type=tf.int64)[-2]
-        t5 = ksizes[2]
-        t6 = tf.range(tf.cast(t5, tf.int64))
-        t9 = tf.shape(images, out_type=tf.int64)[-3]
-        t14 = ksizes[1]
-        t15 = tf.range(tf.cast(t14, tf.int64))
-        t19 = tf.shape(images, out_type=tf.int64)[-4]
-        t20 = tf.shape(images, out_type=tf.int64)[-1]
-        if padding == "VALID":
-            t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
-            t2 = t1 + 1
+        if padding in ("VALID", "SAME"):
+            t0 = tf.shape(images, out_type=tf.int64)[-2]
+            if padding == "VALID":
+                t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
+                t2 = t1 + 1
+            else:
+                t1 = -((-t0) // strides[2])
+                t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
-            t7 = rates[2] * t6 + strides[2] * t4
+            t5 = ksizes[2]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            if padding == "VALID":
+                t7 = rates[2] * t6 + strides[2] * t4
+            else:
+                t7 = (
+                    rates[2] * t6
+                    + strides[2] * t4
+                    - _same_padding(t0, ksizes[2], strides[2], rates[2])
+                )
             t8 = _gather(images, t7, -2)
-            t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // strides[1]
-            t11 = t10 + 1
+            t9 = tf.shape(images, out_type=tf.int64)[-3]
+            if padding == "VALID":
+                t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // strides[1]
+                t11 = t10 + 1
+            else:
+                t10 = -((-t9) // strides[1])
+                t11 = t10
             t12 = tf.range(tf.cast(t11, tf.int64))
             t13 = t12[..., None]
-            t16 = rates[1] * t15 + strides[1] * t13
+            t14 = ksizes[1]
+            t15 = tf.range(tf.cast(t14, tf.int64))
+            if padding == "VALID":
+                t16 = rates[1] * t15 + strides[1] * t13
+            else:
+                t16 = (
+                    rates[1] * t15
+                    + strides[1] * t13
+                    - _same_padding(t9, ksizes[1], strides[1], rates[1])
+                )
             t17 = _gather(t8, t16, -4)
             t18 = tf.transpose(t17, perm=[0, 1, 3, 2, 4, 5])
-            patches = tf.reshape(t18, [t19, t11, t2, t14 * t5 * t20])
-        elif padding == "SAME":
-            t1 = -((-t0) // strides[2])
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t7 = (
-                rates[2] * t6 + strides[2] * t4 - _same_padding(t0, ksizes[2], strides[2], rates[2])
-            )
-            t8 = _gather(images, t7, -2)
-            t10 = -((-t9) // strides[1])
-            t11 = t10
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = t12[..., None]
-            t16 = (
-                rates[1] * t15
-                + strides[1] * t13
-                - _same_padding(t9, ksizes[1], strides[1], rates[1])
-            )
-            t17 = _gather(t8, t16, -4)
-            t18 = tf.transpose(t17, perm=[0, 1, 3, 2, 4, 5])
+            t19 = tf.shape(images, out_type=tf.int64)[-4]
+            t20 = tf.shape(images, out_type=tf.int64)[-1]
             patches = tf.reshape(t18, [t19, t11, t2, t14 * t5 * t20])
         else:
             raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
@@ -1391,55 +1393,51 @@ def avg_pool_vjp(grad, value, output, *, padding="VALID", ksize, strides):
             strides[2] >= 0 and a + i * strides[1] <= H - 1 and b + j * strides[2] <= W - 1))
             i.e. `_scatter_add(t18, t20, 2, t9)`
     """
-    t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-    t1 = t0[..., None, None, None]
-    t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-    t3 = t2[..., None, None]
-    t4 = ksize[2]
-    t5 = tf.range(tf.cast(t4, tf.int64))
-    t6 = t5[..., None]
-    t7 = ksize[1]
-    t8 = tf.range(tf.cast(t7, tf.int64))
-    t9 = tf.shape(value, out_type=tf.int64)[-3]
-    t10 = tf.shape(value, out_type=tf.int64)[-2]
-    t14 = grad[..., None, :, None, :]
-    t16 = t2[..., None]
-    t19 = t0[..., None]
-    if padding == "VALID":
-        t11 = (
-            (strides[1] * t1 + t8 >= 0)
-            & (strides[2] * t3 + t6 >= 0)
-            & (strides[1] * t1 + t8 <= t9 - 1)
-            & (strides[2] * t3 + t6 <= t10 - 1)
-        )
+    if padding in ("VALID", "SAME"):
+        t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t1 = t0[..., None, None, None]
+        t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t3 = t2[..., None, None]
+        t4 = ksize[2]
+        t5 = tf.range(tf.cast(t4, tf.int64))
+        t6 = t5[..., None]
+        t7 = ksize[1]
+        t8 = tf.range(tf.cast(t7, tf.int64))
+        t9 = tf.shape(value, out_type=tf.int64)[-3]
+        t10 = tf.shape(value, out_type=tf.int64)[-2]
+        if padding == "VALID":
+            t11 = (
+                (strides[1] * t1 + t8 >= 0)
+                & (strides[2] * t3 + t6 >= 0)
+                & (strides[1] * t1 + t8 <= t9 - 1)
+                & (strides[2] * t3 + t6 <= t10 - 1)
+            )
+        else:
+            t11 = (
+                (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) >= 0)
+                & (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) <= t9 - 1)
+                & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) <= t10 - 1)
+            )
         t12 = t11[..., None, :, :, :]
         t13 = tf.reduce_sum(
             tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
             axis=[-2, -1],
             keepdims=True,
         )
+        t14 = grad[..., None, :, None, :]
         t15 = t14 / t13
-        t17 = strides[2] * t16 + t5
+        t16 = t2[..., None]
+        if padding == "VALID":
+            t17 = strides[2] * t16 + t5
+        else:
+            t17 = strides[2] * t16 + t5 - _same_padding(t10, ksize[2], strides[2], 1)
         t18 = _scatter_add(t15, t17, 1, t10)  # no gather form: an explicit scatter-add
-        t20 = strides[1] * t19 + t8
-        grad_value = _scatter_add(t18, t20, 2, t9)  # no gather form: an explicit scatter-add
-    elif padding == "SAME":
-        t11 = (
-            (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) >= 0)
-            & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) >= 0)
-            & (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) <= t9 - 1)
-            & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) <= t10 - 1)
-        )
-        t12 = t11[..., None, :, :, :]
-        t13 = tf.reduce_sum(
-            tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=[-2, -1],
-            keepdims=True,
-        )
-        t15 = t14 / t13
-        t17 = strides[2] * t16 + t5 - _same_padding(t10, ksize[2], strides[2], 1)
-        t18 = _scatter_add(t15, t17, 1, t10)  # no gather form: an explicit scatter-add
-        t20 = strides[1] * t19 + t8 - _same_padding(t9, ksize[1], strides[1], 1)
+        t19 = t0[..., None]
+        if padding == "VALID":
+            t20 = strides[1] * t19 + t8
+        else:
+            t20 = strides[1] * t19 + t8 - _same_padding(t9, ksize[1], strides[1], 1)
         grad_value = _scatter_add(t18, t20, 2, t9)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
@@ -1480,67 +1478,60 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        t0 = tf.shape(value, out_type=tf.int64)[-3]
-        t5 = tf.shape(value, out_type=tf.int64)[-2]
-        t10 = ksize[1]
-        t11 = tf.range(tf.cast(t10, tf.int64))
-        t12 = t11[..., None]
-        t13 = ksize[2]
-        t14 = tf.range(tf.cast(t13, tf.int64))
-        if padding == "VALID":
-            t1 = (-ksize[1] + t0) // strides[1]
-            t2 = t1 + 1
+        if padding in ("VALID", "SAME"):
+            t0 = tf.shape(value, out_type=tf.int64)[-3]
+            if padding == "VALID":
+                t1 = (-ksize[1] + t0) // strides[1]
+                t2 = t1 + 1
+            else:
+                t1 = -((-t0) // strides[1])
+                t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None, None, None]
-            t6 = (-ksize[2] + t5) // strides[2]
-            t7 = t6 + 1
+            t5 = tf.shape(value, out_type=tf.int64)[-2]
+            if padding == "VALID":
+                t6 = (-ksize[2] + t5) // strides[2]
+                t7 = t6 + 1
+            else:
+                t6 = -((-t5) // strides[2])
+                t7 = t6
             t8 = tf.range(tf.cast(t7, tf.int64))
             t9 = t8[..., None, None]
-            t15 = (
-                (strides[1] * t4 + t12 >= 0)
-                & (strides[2] * t9 + t14 >= 0)
-                & (strides[1] * t4 + t12 <= t0 - 1)
-                & (strides[2] * t9 + t14 <= t5 - 1)
-            )
+            t10 = ksize[1]
+            t11 = tf.range(tf.cast(t10, tf.int64))
+            t12 = t11[..., None]
+            t13 = ksize[2]
+            t14 = tf.range(tf.cast(t13, tf.int64))
+            if padding == "VALID":
+                t15 = (
+                    (strides[1] * t4 + t12 >= 0)
+                    & (strides[2] * t9 + t14 >= 0)
+                    & (strides[1] * t4 + t12 <= t0 - 1)
+                    & (strides[2] * t9 + t14 <= t5 - 1)
+                )
+            else:
+                t15 = (
+                    (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+                    & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+                    & (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+                    & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
+                )
             t16 = t15[..., None, :, :]
             t17 = tf.reduce_sum(
                 tf.where(t16, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
                 axis=[-2, -1],
             )
             t18 = t8[..., None]
-            t19 = strides[2] * t18 + t14
+            if padding == "VALID":
+                t19 = strides[2] * t18 + t14
+            else:
+                t19 = strides[2] * t18 + t14 - _same_padding(t5, ksize[2], strides[2], 1)
             t20 = _gather(value, t19, -2)
             t21 = t3[..., None]
-            t22 = strides[1] * t21 + t11
-            t23 = _gather(t20, t22, -4)
-            t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 2, 4])
-            t25 = tf.reduce_sum(t24, axis=[-2, -1])
-            output = t25 / t17
-        elif padding == "SAME":
-            t1 = -((-t0) // strides[1])
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None, None, None]
-            t6 = -((-t5) // strides[2])
-            t7 = t6
-            t8 = tf.range(tf.cast(t7, tf.int64))
-            t9 = t8[..., None, None]
-            t15 = (
-                (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-                & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
-                & (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-                & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
-            )
-            t16 = t15[..., None, :, :]
-            t17 = tf.reduce_sum(
-                tf.where(t16, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
-                axis=[-2, -1],
-            )
-            t18 = t8[..., None]
-            t19 = strides[2] * t18 + t14 - _same_padding(t5, ksize[2], strides[2], 1)
-            t20 = _gather(value, t19, -2)
-            t21 = t3[..., None]
-            t22 = strides[1] * t21 + t11 - _same_padding(t0, ksize[1], strides[1], 1)
+            if padding == "VALID":
+                t22 = strides[1] * t21 + t11
+            else:
+                t22 = strides[1] * t21 + t11 - _same_padding(t0, ksize[1], strides[1], 1)
             t23 = _gather(t20, t22, -4)
             t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 2, 4])
             t25 = tf.reduce_sum(t24, axis=[-2, -1])
@@ -1658,43 +1649,38 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if data_format != "NHWC":
-            raise ValueError(
-                f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-            )
-        t0 = tf.shape(input, out_type=tf.int64)[-2]
-        t5 = ksize[2]
-        t6 = tf.range(tf.cast(t5, tf.int64))
-        t9 = tf.shape(input, out_type=tf.int64)[-3]
-        t14 = ksize[1]
-        t15 = tf.range(tf.cast(t14, tf.int64))
-        if padding == "VALID":
-            t1 = (-ksize[2] + t0) // strides[2]
-            t2 = t1 + 1
+        if padding in ("VALID", "SAME") and data_format == "NHWC":
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            if padding == "VALID":
+                t1 = (-ksize[2] + t0) // strides[2]
+                t2 = t1 + 1
+            else:
+                t1 = -((-t0) // strides[2])
+                t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
-            t7 = strides[2] * t4 + t6
+            t5 = ksize[2]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            if padding == "VALID":
+                t7 = strides[2] * t4 + t6
+            else:
+                t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
             t8 = _gather(input, t7, -2, fill=float("-inf"))
-            t10 = (-ksize[1] + t9) // strides[1]
-            t11 = t10 + 1
+            t9 = tf.shape(input, out_type=tf.int64)[-3]
+            if padding == "VALID":
+                t10 = (-ksize[1] + t9) // strides[1]
+                t11 = t10 + 1
+            else:
+                t10 = -((-t9) // strides[1])
+                t11 = t10
             t12 = tf.range(tf.cast(t11, tf.int64))
             t13 = t12[..., None]
-            t16 = strides[1] * t13 + t15
-            t17 = _gather(t8, t16, -4, fill=float("-inf"))
-            t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_max(t18, axis=[-2, -1])
-        elif padding == "SAME":
-            t1 = -((-t0) // strides[2])
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
-            t8 = _gather(input, t7, -2, fill=float("-inf"))
-            t10 = -((-t9) // strides[1])
-            t11 = t10
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = t12[..., None]
-            t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
+            t14 = ksize[1]
+            t15 = tf.range(tf.cast(t14, tf.int64))
+            if padding == "VALID":
+                t16 = strides[1] * t13 + t15
+            else:
+                t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
             t17 = _gather(t8, t16, -4, fill=float("-inf"))
             t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
             output = tf.reduce_max(t18, axis=[-2, -1])
@@ -1797,54 +1783,54 @@ def max_pool3d(input, *, padding="VALID", ksize, strides):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        t0 = tf.shape(input, out_type=tf.int64)[-2]
-        t5 = ksize[3]
-        t6 = tf.range(tf.cast(t5, tf.int64))
-        t9 = tf.shape(input, out_type=tf.int64)[-3]
-        t14 = ksize[2]
-        t15 = tf.range(tf.cast(t14, tf.int64))
-        t18 = tf.shape(input, out_type=tf.int64)[-4]
-        t23 = ksize[1]
-        t24 = tf.range(tf.cast(t23, tf.int64))
-        if padding == "VALID":
-            t1 = (-ksize[3] + t0) // strides[3]
-            t2 = t1 + 1
+        if padding in ("VALID", "SAME"):
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            if padding == "VALID":
+                t1 = (-ksize[3] + t0) // strides[3]
+                t2 = t1 + 1
+            else:
+                t1 = -((-t0) // strides[3])
+                t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
-            t7 = strides[3] * t4 + t6
+            t5 = ksize[3]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            if padding == "VALID":
+                t7 = strides[3] * t4 + t6
+            else:
+                t7 = strides[3] * t4 + t6 - _same_padding(t0, ksize[3], strides[3], 1)
             t8 = _gather(input, t7, -2, fill=float("-inf"))
-            t10 = (-ksize[2] + t9) // strides[2]
-            t11 = t10 + 1
+            t9 = tf.shape(input, out_type=tf.int64)[-3]
+            if padding == "VALID":
+                t10 = (-ksize[2] + t9) // strides[2]
+                t11 = t10 + 1
+            else:
+                t10 = -((-t9) // strides[2])
+                t11 = t10
             t12 = tf.range(tf.cast(t11, tf.int64))
             t13 = t12[..., None]
-            t16 = strides[2] * t13 + t15
+            t14 = ksize[2]
+            t15 = tf.range(tf.cast(t14, tf.int64))
+            if padding == "VALID":
+                t16 = strides[2] * t13 + t15
+            else:
+                t16 = strides[2] * t13 + t15 - _same_padding(t9, ksize[2], strides[2], 1)
             t17 = _gather(t8, t16, -4, fill=float("-inf"))
-            t19 = (-ksize[1] + t18) // strides[1]
-            t20 = t19 + 1
+            t18 = tf.shape(input, out_type=tf.int64)[-4]
+            if padding == "VALID":
+                t19 = (-ksize[1] + t18) // strides[1]
+                t20 = t19 + 1
+            else:
+                t19 = -((-t18) // strides[1])
+                t20 = t19
             t21 = tf.range(tf.cast(t20, tf.int64))
             t22 = t21[..., None]
-            t25 = strides[1] * t22 + t24
-            t26 = _gather(t17, t25, -6, fill=float("-inf"))
-            t27 = tf.transpose(t26, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            output = tf.reduce_max(t27, axis=[-3, -2, -1])
-        elif padding == "SAME":
-            t1 = -((-t0) // strides[3])
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t7 = strides[3] * t4 + t6 - _same_padding(t0, ksize[3], strides[3], 1)
-            t8 = _gather(input, t7, -2, fill=float("-inf"))
-            t10 = -((-t9) // strides[2])
-            t11 = t10
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = t12[..., None]
-            t16 = strides[2] * t13 + t15 - _same_padding(t9, ksize[2], strides[2], 1)
-            t17 = _gather(t8, t16, -4, fill=float("-inf"))
-            t19 = -((-t18) // strides[1])
-            t20 = t19
-            t21 = tf.range(tf.cast(t20, tf.int64))
-            t22 = t21[..., None]
-            t25 = strides[1] * t22 + t24 - _same_padding(t18, ksize[1], strides[1], 1)
+            t23 = ksize[1]
+            t24 = tf.range(tf.cast(t23, tf.int64))
+            if padding == "VALID":
+                t25 = strides[1] * t22 + t24
+            else:
+                t25 = strides[1] * t22 + t24 - _same_padding(t18, ksize[1], strides[1], 1)
             t26 = _gather(t17, t25, -6, fill=float("-inf"))
             t27 = tf.transpose(t26, perm=[0, 1, 3, 5, 7, 2, 4, 6])
             output = tf.reduce_max(t27, axis=[-3, -2, -1])
@@ -1969,58 +1955,58 @@ def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
             patches = kernel_outputs[0]
             return patches, backward
         # else the declared formula
-        t0 = tf.shape(input, out_type=tf.int64)[-2]
-        t5 = ksizes[3]
-        t6 = tf.range(tf.cast(t5, tf.int64))
-        t9 = tf.shape(input, out_type=tf.int64)[-3]
-        t14 = ksizes[2]
-        t15 = tf.range(tf.cast(t14, tf.int64))
-        t18 = tf.shape(input, out_type=tf.int64)[-4]
-        t23 = ksizes[1]
-        t24 = tf.range(tf.cast(t23, tf.int64))
-        t28 = tf.shape(input, out_type=tf.int64)[-5]
-        t29 = tf.shape(input, out_type=tf.int64)[-1]
-        if padding == "VALID":
-            t1 = (-ksizes[3] + t0) // strides[3]
-            t2 = t1 + 1
+        if padding in ("VALID", "SAME"):
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            if padding == "VALID":
+                t1 = (-ksizes[3] + t0) // strides[3]
+                t2 = t1 + 1
+            else:
+                t1 = -((-t0) // strides[3])
+                t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
-            t7 = strides[3] * t4 + t6
+            t5 = ksizes[3]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            if padding == "VALID":
+                t7 = strides[3] * t4 + t6
+            else:
+                t7 = strides[3] * t4 + t6 - _same_padding(t0, ksizes[3], strides[3], 1)
             t8 = _gather(input, t7, -2)
-            t10 = (-ksizes[2] + t9) // strides[2]
-            t11 = t10 + 1
+            t9 = tf.shape(input, out_type=tf.int64)[-3]
+            if padding == "VALID":
+                t10 = (-ksizes[2] + t9) // strides[2]
+                t11 = t10 + 1
+            else:
+                t10 = -((-t9) // strides[2])
+                t11 = t10
             t12 = tf.range(tf.cast(t11, tf.int64))
             t13 = t12[..., None]
-            t16 = strides[2] * t13 + t15
+            t14 = ksizes[2]
+            t15 = tf.range(tf.cast(t14, tf.int64))
+            if padding == "VALID":
+                t16 = strides[2] * t13 + t15
+            else:
+                t16 = strides[2] * t13 + t15 - _same_padding(t9, ksizes[2], strides[2], 1)
             t17 = _gather(t8, t16, -4)
-            t19 = (-ksizes[1] + t18) // strides[1]
-            t20 = t19 + 1
+            t18 = tf.shape(input, out_type=tf.int64)[-4]
+            if padding == "VALID":
+                t19 = (-ksizes[1] + t18) // strides[1]
+                t20 = t19 + 1
+            else:
+                t19 = -((-t18) // strides[1])
+                t20 = t19
             t21 = tf.range(tf.cast(t20, tf.int64))
             t22 = t21[..., None]
-            t25 = strides[1] * t22 + t24
+            t23 = ksizes[1]
+            t24 = tf.range(tf.cast(t23, tf.int64))
+            if padding == "VALID":
+                t25 = strides[1] * t22 + t24
+            else:
+                t25 = strides[1] * t22 + t24 - _same_padding(t18, ksizes[1], strides[1], 1)
             t26 = _gather(t17, t25, -6)
             t27 = tf.transpose(t26, perm=[0, 1, 3, 5, 2, 4, 6, 7])
-            patches = tf.reshape(t27, [t28, t20, t11, t2, t23 * t14 * t5 * t29])
-        elif padding == "SAME":
-            t1 = -((-t0) // strides[3])
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t7 = strides[3] * t4 + t6 - _same_padding(t0, ksizes[3], strides[3], 1)
-            t8 = _gather(input, t7, -2)
-            t10 = -((-t9) // strides[2])
-            t11 = t10
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = t12[..., None]
-            t16 = strides[2] * t13 + t15 - _same_padding(t9, ksizes[2], strides[2], 1)
-            t17 = _gather(t8, t16, -4)
-            t19 = -((-t18) // strides[1])
-            t20 = t19
-            t21 = tf.range(tf.cast(t20, tf.int64))
-            t22 = t21[..., None]
-            t25 = strides[1] * t22 + t24 - _same_padding(t18, ksizes[1], strides[1], 1)
-            t26 = _gather(t17, t25, -6)
-            t27 = tf.transpose(t26, perm=[0, 1, 3, 5, 2, 4, 6, 7])
+            t28 = tf.shape(input, out_type=tf.int64)[-5]
+            t29 = tf.shape(input, out_type=tf.int64)[-1]
             patches = tf.reshape(t27, [t28, t20, t11, t2, t23 * t14 * t5 * t29])
         else:
             raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
@@ -2316,70 +2302,67 @@ def avg_pool3d_vjp(grad, input, output, *, padding="VALID", ksize, strides):
             z >= 0 and a + i * strides[2] <= H - 1 and b + j * strides[3] <= W - 1 and e +
             strides[1] * z <= D - 1)), i.e. `_scatter_add(t27, t29, 3, t14)`
     """
-    t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
-    t1 = t0[..., None, None, None, None, None]
-    t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-    t3 = t2[..., None, None, None, None]
-    t4 = ksize[3]
-    t5 = tf.range(tf.cast(t4, tf.int64))
-    t6 = t5[..., None, None, None]
-    t7 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-    t8 = t7[..., None, None]
-    t9 = ksize[2]
-    t10 = tf.range(tf.cast(t9, tf.int64))
-    t11 = t10[..., None]
-    t12 = ksize[1]
-    t13 = tf.range(tf.cast(t12, tf.int64))
-    t14 = tf.shape(input, out_type=tf.int64)[-4]
-    t15 = tf.shape(input, out_type=tf.int64)[-3]
-    t16 = tf.shape(input, out_type=tf.int64)[-2]
-    t20 = grad[..., None, :, None, :, None, :]
-    t22 = t7[..., None]
-    t25 = t2[..., None]
-    t28 = t0[..., None]
-    if padding == "VALID":
-        t17 = (
-            (strides[1] * t1 + t13 >= 0)
-            & (strides[2] * t3 + t11 >= 0)
-            & (strides[3] * t8 + t6 >= 0)
-            & (strides[1] * t1 + t13 <= t14 - 1)
-            & (strides[2] * t3 + t11 <= t15 - 1)
-            & (strides[3] * t8 + t6 <= t16 - 1)
-        )
+    if padding in ("VALID", "SAME"):
+        t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
+        t1 = t0[..., None, None, None, None, None]
+        t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t3 = t2[..., None, None, None, None]
+        t4 = ksize[3]
+        t5 = tf.range(tf.cast(t4, tf.int64))
+        t6 = t5[..., None, None, None]
+        t7 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t8 = t7[..., None, None]
+        t9 = ksize[2]
+        t10 = tf.range(tf.cast(t9, tf.int64))
+        t11 = t10[..., None]
+        t12 = ksize[1]
+        t13 = tf.range(tf.cast(t12, tf.int64))
+        t14 = tf.shape(input, out_type=tf.int64)[-4]
+        t15 = tf.shape(input, out_type=tf.int64)[-3]
+        t16 = tf.shape(input, out_type=tf.int64)[-2]
+        if padding == "VALID":
+            t17 = (
+                (strides[1] * t1 + t13 >= 0)
+                & (strides[2] * t3 + t11 >= 0)
+                & (strides[3] * t8 + t6 >= 0)
+                & (strides[1] * t1 + t13 <= t14 - 1)
+                & (strides[2] * t3 + t11 <= t15 - 1)
+                & (strides[3] * t8 + t6 <= t16 - 1)
+            )
+        else:
+            t17 = (
+                (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) >= 0)
+                & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) >= 0)
+                & (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) <= t14 - 1)
+                & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) <= t15 - 1)
+                & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) <= t16 - 1)
+            )
         t18 = t17[..., None, :, :, :, :, :]
         t19 = tf.reduce_sum(
             tf.where(t18, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
             axis=[-4, -2, -1],
             keepdims=True,
         )
+        t20 = grad[..., None, :, None, :, None, :]
         t21 = t20 / t19
-        t23 = strides[3] * t22 + t5
+        t22 = t7[..., None]
+        if padding == "VALID":
+            t23 = strides[3] * t22 + t5
+        else:
+            t23 = strides[3] * t22 + t5 - _same_padding(t16, ksize[3], strides[3], 1)
         t24 = _scatter_add(t21, t23, 1, t16)  # no gather form: an explicit scatter-add
-        t26 = strides[2] * t25 + t10
+        t25 = t2[..., None]
+        if padding == "VALID":
+            t26 = strides[2] * t25 + t10
+        else:
+            t26 = strides[2] * t25 + t10 - _same_padding(t15, ksize[2], strides[2], 1)
         t27 = _scatter_add(t24, t26, 2, t15)  # no gather form: an explicit scatter-add
-        t29 = strides[1] * t28 + t13
-        grad_input = _scatter_add(t27, t29, 3, t14)  # no gather form: an explicit scatter-add
-    elif padding == "SAME":
-        t17 = (
-            (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) >= 0)
-            & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) >= 0)
-            & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) >= 0)
-            & (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) <= t14 - 1)
-            & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) <= t15 - 1)
-            & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) <= t16 - 1)
-        )
-        t18 = t17[..., None, :, :, :, :, :]
-        t19 = tf.reduce_sum(
-            tf.where(t18, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=[-4, -2, -1],
-            keepdims=True,
-        )
-        t21 = t20 / t19
-        t23 = strides[3] * t22 + t5 - _same_padding(t16, ksize[3], strides[3], 1)
-        t24 = _scatter_add(t21, t23, 1, t16)  # no gather form: an explicit scatter-add
-        t26 = strides[2] * t25 + t10 - _same_padding(t15, ksize[2], strides[2], 1)
-        t27 = _scatter_add(t24, t26, 2, t15)  # no gather form: an explicit scatter-add
-        t29 = strides[1] * t28 + t13 - _same_padding(t14, ksize[1], strides[1], 1)
+        t28 = t0[..., None]
+        if padding == "VALID":
+            t29 = strides[1] * t28 + t13
+        else:
+            t29 = strides[1] * t28 + t13 - _same_padding(t14, ksize[1], strides[1], 1)
         grad_input = _scatter_add(t27, t29, 3, t14)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
@@ -2422,89 +2405,85 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        t0 = tf.shape(input, out_type=tf.int64)[-4]
-        t5 = tf.shape(input, out_type=tf.int64)[-3]
-        t10 = tf.shape(input, out_type=tf.int64)[-2]
-        t15 = ksize[1]
-        t16 = tf.range(tf.cast(t15, tf.int64))
-        t17 = t16[..., None, None]
-        t18 = ksize[2]
-        t19 = tf.range(tf.cast(t18, tf.int64))
-        t20 = t19[..., None]
-        t21 = ksize[3]
-        t22 = tf.range(tf.cast(t21, tf.int64))
-        if padding == "VALID":
-            t1 = (-ksize[1] + t0) // strides[1]
-            t2 = t1 + 1
+        if padding in ("VALID", "SAME"):
+            t0 = tf.shape(input, out_type=tf.int64)[-4]
+            if padding == "VALID":
+                t1 = (-ksize[1] + t0) // strides[1]
+                t2 = t1 + 1
+            else:
+                t1 = -((-t0) // strides[1])
+                t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None, None, None, None, None]
-            t6 = (-ksize[2] + t5) // strides[2]
-            t7 = t6 + 1
+            t5 = tf.shape(input, out_type=tf.int64)[-3]
+            if padding == "VALID":
+                t6 = (-ksize[2] + t5) // strides[2]
+                t7 = t6 + 1
+            else:
+                t6 = -((-t5) // strides[2])
+                t7 = t6
             t8 = tf.range(tf.cast(t7, tf.int64))
             t9 = t8[..., None, None, None, None]
-            t11 = (-ksize[3] + t10) // strides[3]
-            t12 = t11 + 1
+            t10 = tf.shape(input, out_type=tf.int64)[-2]
+            if padding == "VALID":
+                t11 = (-ksize[3] + t10) // strides[3]
+                t12 = t11 + 1
+            else:
+                t11 = -((-t10) // strides[3])
+                t12 = t11
             t13 = tf.range(tf.cast(t12, tf.int64))
             t14 = t13[..., None, None, None]
-            t23 = (
-                (strides[1] * t4 + t17 >= 0)
-                & (strides[2] * t9 + t20 >= 0)
-                & (strides[3] * t14 + t22 >= 0)
-                & (strides[1] * t4 + t17 <= t0 - 1)
-                & (strides[2] * t9 + t20 <= t5 - 1)
-                & (strides[3] * t14 + t22 <= t10 - 1)
-            )
+            t15 = ksize[1]
+            t16 = tf.range(tf.cast(t15, tf.int64))
+            t17 = t16[..., None, None]
+            t18 = ksize[2]
+            t19 = tf.range(tf.cast(t18, tf.int64))
+            t20 = t19[..., None]
+            t21 = ksize[3]
+            t22 = tf.range(tf.cast(t21, tf.int64))
+            if padding == "VALID":
+                t23 = (
+                    (strides[1] * t4 + t17 >= 0)
+                    & (strides[2] * t9 + t20 >= 0)
+                    & (strides[3] * t14 + t22 >= 0)
+                    & (strides[1] * t4 + t17 <= t0 - 1)
+                    & (strides[2] * t9 + t20 <= t5 - 1)
+                    & (strides[3] * t14 + t22 <= t10 - 1)
+                )
+            else:
+                t23 = (
+                    (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+                    & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+                    & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) >= 0)
+                    & (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+                    & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
+                    & (
+                        strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1)
+                        <= t10 - 1
+                    )
+                )
             t24 = t23[..., None, :, :, :]
             t25 = tf.reduce_sum(
                 tf.where(t24, tf.constant(1, input.dtype), tf.constant(0, input.dtype)),
                 axis=[-3, -2, -1],
             )
             t26 = t13[..., None]
-            t27 = strides[3] * t26 + t22
+            if padding == "VALID":
+                t27 = strides[3] * t26 + t22
+            else:
+                t27 = strides[3] * t26 + t22 - _same_padding(t10, ksize[3], strides[3], 1)
             t28 = _gather(input, t27, -2)
             t29 = t8[..., None]
-            t30 = strides[2] * t29 + t19
+            if padding == "VALID":
+                t30 = strides[2] * t29 + t19
+            else:
+                t30 = strides[2] * t29 + t19 - _same_padding(t5, ksize[2], strides[2], 1)
             t31 = _gather(t28, t30, -4)
             t32 = t3[..., None]
-            t33 = strides[1] * t32 + t16
-            t34 = _gather(t31, t33, -6)
-            t35 = tf.transpose(t34, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            t36 = tf.reduce_sum(t35, axis=[-3, -2, -1])
-            output = t36 / t25
-        elif padding == "SAME":
-            t1 = -((-t0) // strides[1])
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None, None, None, None, None]
-            t6 = -((-t5) // strides[2])
-            t7 = t6
-            t8 = tf.range(tf.cast(t7, tf.int64))
-            t9 = t8[..., None, None, None, None]
-            t11 = -((-t10) // strides[3])
-            t12 = t11
-            t13 = tf.range(tf.cast(t12, tf.int64))
-            t14 = t13[..., None, None, None]
-            t23 = (
-                (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-                & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
-                & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) >= 0)
-                & (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-                & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
-                & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) <= t10 - 1)
-            )
-            t24 = t23[..., None, :, :, :]
-            t25 = tf.reduce_sum(
-                tf.where(t24, tf.constant(1, input.dtype), tf.constant(0, input.dtype)),
-                axis=[-3, -2, -1],
-            )
-            t26 = t13[..., None]
-            t27 = strides[3] * t26 + t22 - _same_padding(t10, ksize[3], strides[3], 1)
-            t28 = _gather(input, t27, -2)
-            t29 = t8[..., None]
-            t30 = strides[2] * t29 + t19 - _same_padding(t5, ksize[2], strides[2], 1)
-            t31 = _gather(t28, t30, -4)
-            t32 = t3[..., None]
-            t33 = strides[1] * t32 + t16 - _same_padding(t0, ksize[1], strides[1], 1)
+            if padding == "VALID":
+                t33 = strides[1] * t32 + t16
+            else:
+                t33 = strides[1] * t32 + t16 - _same_padding(t0, ksize[1], strides[1], 1)
             t34 = _gather(t31, t33, -6)
             t35 = tf.transpose(t34, perm=[0, 1, 3, 5, 7, 2, 4, 6])
             t36 = tf.reduce_sum(t35, axis=[-3, -2, -1])
@@ -2606,39 +2585,38 @@ def max_pool_v2(input, *, padding="VALID", ksize, strides):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        t0 = tf.shape(input, out_type=tf.int64)[-2]
-        t5 = ksize[2]
-        t6 = tf.range(tf.cast(t5, tf.int64))
-        t9 = tf.shape(input, out_type=tf.int64)[-3]
-        t14 = ksize[1]
-        t15 = tf.range(tf.cast(t14, tf.int64))
-        if padding == "VALID":
-            t1 = (-ksize[2] + t0) // strides[2]
-            t2 = t1 + 1
+        if padding in ("VALID", "SAME"):
+            t0 = tf.shape(input, out_type=tf.int64)[-2]
+            if padding == "VALID":
+                t1 = (-ksize[2] + t0) // strides[2]
+                t2 = t1 + 1
+            else:
+                t1 = -((-t0) // strides[2])
+                t2 = t1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
-            t7 = strides[2] * t4 + t6
+            t5 = ksize[2]
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            if padding == "VALID":
+                t7 = strides[2] * t4 + t6
+            else:
+                t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
             t8 = _gather(input, t7, -2, fill=float("-inf"))
-            t10 = (-ksize[1] + t9) // strides[1]
-            t11 = t10 + 1
+            t9 = tf.shape(input, out_type=tf.int64)[-3]
+            if padding == "VALID":
+                t10 = (-ksize[1] + t9) // strides[1]
+                t11 = t10 + 1
+            else:
+                t10 = -((-t9) // strides[1])
+                t11 = t10
             t12 = tf.range(tf.cast(t11, tf.int64))
             t13 = t12[..., None]
-            t16 = strides[1] * t13 + t15
-            t17 = _gather(t8, t16, -4, fill=float("-inf"))
-            t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_max(t18, axis=[-2, -1])
-        elif padding == "SAME":
-            t1 = -((-t0) // strides[2])
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
-            t8 = _gather(input, t7, -2, fill=float("-inf"))
-            t10 = -((-t9) // strides[1])
-            t11 = t10
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = t12[..., None]
-            t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
+            t14 = ksize[1]
+            t15 = tf.range(tf.cast(t14, tf.int64))
+            if padding == "VALID":
+                t16 = strides[1] * t13 + t15
+            else:
+                t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
             t17 = _gather(t8, t16, -4, fill=float("-inf"))
             t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
             output = tf.reduce_max(t18, axis=[-2, -1])

@@ -522,7 +522,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t7 = jnp.asarray(t4, dtype=jnp.int64)
         t8 = jnp.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         diagonal = _gather(t2, t8, -1)
-    elif k == (-1, 1) and align == "RIGHT_LEFT":
+    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
         t0 = jnp.shape(input)[-2]
         t1 = jnp.shape(input)[-1]
         t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
@@ -530,55 +530,23 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t4 = jnp.arange(t3)
         t5 = t4[..., None]
         t6 = jnp.arange(jnp.shape(input)[-2])
-        t7 = t6 + jnp.maximum(t5 - 1, 0) - jnp.where(t5 <= 1, jnp.abs(t5 - 1), 0)
-        t8 = t6 + jnp.maximum(1 - t5, 0) - jnp.where(t5 <= 1, jnp.abs(t5 - 1), 0)
+        if align == "RIGHT_LEFT":
+            t7 = t6 + jnp.maximum(t5 - 1, 0) - jnp.where(t5 <= 1, jnp.abs(t5 - 1), 0)
+            t8 = t6 + jnp.maximum(1 - t5, 0) - jnp.where(t5 <= 1, jnp.abs(t5 - 1), 0)
+        elif align == "LEFT_RIGHT":
+            t7 = t6 + jnp.maximum(t5 - 1, 0) - jnp.where(t5 > 1, jnp.abs(t5 - 1), 0)
+            t8 = t6 + jnp.maximum(1 - t5, 0) - jnp.where(t5 > 1, jnp.abs(t5 - 1), 0)
+        elif align == "LEFT_LEFT":
+            t7 = t6 + jnp.maximum(t5 - 1, 0)
+            t8 = t6 + jnp.maximum(1 - t5, 0)
+        else:
+            t7 = t6 + jnp.maximum(t5 - 1, 0) - jnp.abs(t5 - 1)
+            t8 = t6 + jnp.maximum(1 - t5, 0) - jnp.abs(t5 - 1)
         t9 = jnp.asarray(t7, dtype=jnp.int64)
         t10 = jnp.asarray(t8, dtype=jnp.int64)
         t11 = jnp.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
         diagonal = _gather(t2, t11, -1)
-    elif k == (-1, 1) and align == "LEFT_RIGHT":
-        t0 = jnp.shape(input)[-2]
-        t1 = jnp.shape(input)[-1]
-        t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
-        t3 = 3
-        t4 = jnp.arange(t3)
-        t5 = t4[..., None]
-        t6 = jnp.arange(jnp.shape(input)[-2])
-        t7 = t6 + jnp.maximum(t5 - 1, 0) - jnp.where(t5 > 1, jnp.abs(t5 - 1), 0)
-        t8 = t6 + jnp.maximum(1 - t5, 0) - jnp.where(t5 > 1, jnp.abs(t5 - 1), 0)
-        t9 = jnp.asarray(t7, dtype=jnp.int64)
-        t10 = jnp.asarray(t8, dtype=jnp.int64)
-        t11 = jnp.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
-        diagonal = _gather(t2, t11, -1)
-    elif k == (-1, 1) and align == "LEFT_LEFT":
-        t0 = jnp.shape(input)[-2]
-        t1 = jnp.shape(input)[-1]
-        t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
-        t3 = 3
-        t4 = jnp.arange(t3)
-        t5 = t4[..., None]
-        t6 = jnp.arange(jnp.shape(input)[-2])
-        t7 = t6 + jnp.maximum(t5 - 1, 0)
-        t8 = t6 + jnp.maximum(1 - t5, 0)
-        t9 = jnp.asarray(t7, dtype=jnp.int64)
-        t10 = jnp.asarray(t8, dtype=jnp.int64)
-        t11 = jnp.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
-        diagonal = _gather(t2, t11, -1)
-    elif k == (-1, 1) and align == "RIGHT_RIGHT":
-        t0 = jnp.shape(input)[-2]
-        t1 = jnp.shape(input)[-1]
-        t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
-        t3 = 3
-        t4 = jnp.arange(t3)
-        t5 = t4[..., None]
-        t6 = jnp.arange(jnp.shape(input)[-2])
-        t7 = t6 + jnp.maximum(t5 - 1, 0) - jnp.abs(t5 - 1)
-        t8 = t6 + jnp.maximum(1 - t5, 0) - jnp.abs(t5 - 1)
-        t9 = jnp.asarray(t7, dtype=jnp.int64)
-        t10 = jnp.asarray(t8, dtype=jnp.int64)
-        t11 = jnp.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
-        diagonal = _gather(t2, t11, -1)
-    elif k == (1, 2) and align == "RIGHT_LEFT":
+    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
         t0 = jnp.shape(input)[-2]
         t1 = jnp.shape(input)[-1]
         t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
@@ -587,53 +555,18 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t5 = t4[..., None]
         t6 = t0 - 1
         t7 = jnp.arange(t6)
-        t8 = t7 + jnp.maximum(t5 - 2, 0) - jnp.where(t5 <= 2, jnp.abs(t5 - 2) - 1, 0)
-        t9 = t7 + jnp.maximum(2 - t5, 0) - jnp.where(t5 <= 2, jnp.abs(t5 - 2) - 1, 0)
-        t10 = jnp.asarray(t8, dtype=jnp.int64)
-        t11 = jnp.asarray(t9, dtype=jnp.int64)
-        t12 = jnp.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
-        diagonal = _gather(t2, t12, -1)
-    elif k == (1, 2) and align == "LEFT_RIGHT":
-        t0 = jnp.shape(input)[-2]
-        t1 = jnp.shape(input)[-1]
-        t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
-        t3 = 2
-        t4 = jnp.arange(t3)
-        t5 = t4[..., None]
-        t6 = t0 - 1
-        t7 = jnp.arange(t6)
-        t8 = t7 + jnp.maximum(t5 - 2, 0) - jnp.where(t5 > 2, jnp.abs(t5 - 2) - 1, 0)
-        t9 = t7 + jnp.maximum(2 - t5, 0) - jnp.where(t5 > 2, jnp.abs(t5 - 2) - 1, 0)
-        t10 = jnp.asarray(t8, dtype=jnp.int64)
-        t11 = jnp.asarray(t9, dtype=jnp.int64)
-        t12 = jnp.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
-        diagonal = _gather(t2, t12, -1)
-    elif k == (1, 2) and align == "LEFT_LEFT":
-        t0 = jnp.shape(input)[-2]
-        t1 = jnp.shape(input)[-1]
-        t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
-        t3 = 2
-        t4 = jnp.arange(t3)
-        t5 = t4[..., None]
-        t6 = t0 - 1
-        t7 = jnp.arange(t6)
-        t8 = t7 + jnp.maximum(t5 - 2, 0)
-        t9 = t7 + jnp.maximum(2 - t5, 0)
-        t10 = jnp.asarray(t8, dtype=jnp.int64)
-        t11 = jnp.asarray(t9, dtype=jnp.int64)
-        t12 = jnp.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
-        diagonal = _gather(t2, t12, -1)
-    elif k == (1, 2) and align == "RIGHT_RIGHT":
-        t0 = jnp.shape(input)[-2]
-        t1 = jnp.shape(input)[-1]
-        t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
-        t3 = 2
-        t4 = jnp.arange(t3)
-        t5 = t4[..., None]
-        t6 = t0 - 1
-        t7 = jnp.arange(t6)
-        t8 = t7 + jnp.maximum(t5 - 2, 0) - jnp.abs(t5 - 2) + 1
-        t9 = t7 + jnp.maximum(2 - t5, 0) - jnp.abs(t5 - 2) + 1
+        if align == "RIGHT_LEFT":
+            t8 = t7 + jnp.maximum(t5 - 2, 0) - jnp.where(t5 <= 2, jnp.abs(t5 - 2) - 1, 0)
+            t9 = t7 + jnp.maximum(2 - t5, 0) - jnp.where(t5 <= 2, jnp.abs(t5 - 2) - 1, 0)
+        elif align == "LEFT_RIGHT":
+            t8 = t7 + jnp.maximum(t5 - 2, 0) - jnp.where(t5 > 2, jnp.abs(t5 - 2) - 1, 0)
+            t9 = t7 + jnp.maximum(2 - t5, 0) - jnp.where(t5 > 2, jnp.abs(t5 - 2) - 1, 0)
+        elif align == "LEFT_LEFT":
+            t8 = t7 + jnp.maximum(t5 - 2, 0)
+            t9 = t7 + jnp.maximum(2 - t5, 0)
+        else:
+            t8 = t7 + jnp.maximum(t5 - 2, 0) - jnp.abs(t5 - 2) + 1
+            t9 = t7 + jnp.maximum(2 - t5, 0) - jnp.abs(t5 - 2) + 1
         t10 = jnp.asarray(t8, dtype=jnp.int64)
         t11 = jnp.asarray(t9, dtype=jnp.int64)
         t12 = jnp.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
@@ -684,104 +617,46 @@ def matrix_diag_part_v3_vjp(
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_input = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))
-    elif k == (-1, 1) and align == "RIGHT_LEFT":
+    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
         t0 = jnp.shape(input)[-2]
         t1 = jnp.arange(jnp.shape(grad)[-2])
         t2 = t1[..., None]
         t3 = jnp.arange(jnp.shape(input)[-2])
-        t4 = t3 + jnp.maximum(t2 - 1, 0) - jnp.where(t2 <= 1, jnp.abs(t2 - 1), 0)
-        t5 = t3 + jnp.maximum(1 - t2, 0) - jnp.where(t2 <= 1, jnp.abs(t2 - 1), 0)
+        if align == "RIGHT_LEFT":
+            t4 = t3 + jnp.maximum(t2 - 1, 0) - jnp.where(t2 <= 1, jnp.abs(t2 - 1), 0)
+            t5 = t3 + jnp.maximum(1 - t2, 0) - jnp.where(t2 <= 1, jnp.abs(t2 - 1), 0)
+        elif align == "LEFT_RIGHT":
+            t4 = t3 + jnp.maximum(t2 - 1, 0) - jnp.where(t2 > 1, jnp.abs(t2 - 1), 0)
+            t5 = t3 + jnp.maximum(1 - t2, 0) - jnp.where(t2 > 1, jnp.abs(t2 - 1), 0)
+        elif align == "LEFT_LEFT":
+            t4 = t3 + jnp.maximum(t2 - 1, 0)
+            t5 = t3 + jnp.maximum(1 - t2, 0)
+        else:
+            t4 = t3 + jnp.maximum(t2 - 1, 0) - jnp.abs(t2 - 1)
+            t5 = t3 + jnp.maximum(1 - t2, 0) - jnp.abs(t2 - 1)
         t6 = jnp.asarray(t4, dtype=jnp.int64)
         t7 = jnp.asarray(t5, dtype=jnp.int64)
         t8 = jnp.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
         grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
-    elif k == (-1, 1) and align == "LEFT_RIGHT":
-        t0 = jnp.shape(input)[-2]
-        t1 = jnp.arange(jnp.shape(grad)[-2])
-        t2 = t1[..., None]
-        t3 = jnp.arange(jnp.shape(input)[-2])
-        t4 = t3 + jnp.maximum(t2 - 1, 0) - jnp.where(t2 > 1, jnp.abs(t2 - 1), 0)
-        t5 = t3 + jnp.maximum(1 - t2, 0) - jnp.where(t2 > 1, jnp.abs(t2 - 1), 0)
-        t6 = jnp.asarray(t4, dtype=jnp.int64)
-        t7 = jnp.asarray(t5, dtype=jnp.int64)
-        t8 = jnp.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
-        t9 = t0**2
-        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
-        grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
-    elif k == (-1, 1) and align == "LEFT_LEFT":
-        t0 = jnp.shape(input)[-2]
-        t1 = jnp.arange(jnp.shape(grad)[-2])
-        t2 = t1[..., None]
-        t3 = jnp.arange(jnp.shape(input)[-2])
-        t4 = t3 + jnp.maximum(t2 - 1, 0)
-        t5 = t3 + jnp.maximum(1 - t2, 0)
-        t6 = jnp.asarray(t4, dtype=jnp.int64)
-        t7 = jnp.asarray(t5, dtype=jnp.int64)
-        t8 = jnp.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
-        t9 = t0**2
-        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
-        grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
-    elif k == (-1, 1) and align == "RIGHT_RIGHT":
-        t0 = jnp.shape(input)[-2]
-        t1 = jnp.arange(jnp.shape(grad)[-2])
-        t2 = t1[..., None]
-        t3 = jnp.arange(jnp.shape(input)[-2])
-        t4 = t3 + jnp.maximum(t2 - 1, 0) - jnp.abs(t2 - 1)
-        t5 = t3 + jnp.maximum(1 - t2, 0) - jnp.abs(t2 - 1)
-        t6 = jnp.asarray(t4, dtype=jnp.int64)
-        t7 = jnp.asarray(t5, dtype=jnp.int64)
-        t8 = jnp.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
-        t9 = t0**2
-        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
-        grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
-    elif k == (1, 2) and align == "RIGHT_LEFT":
+    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
         t0 = jnp.shape(input)[-2]
         t1 = jnp.arange(jnp.shape(grad)[-2])
         t2 = t1[..., None]
         t3 = jnp.arange(jnp.shape(grad)[-1])
-        t4 = t3 + jnp.maximum(t2 - 2, 0) - jnp.where(t2 <= 2, jnp.abs(t2 - 2) - 1, 0)
-        t5 = t3 + jnp.maximum(2 - t2, 0) - jnp.where(t2 <= 2, jnp.abs(t2 - 2) - 1, 0)
-        t6 = jnp.asarray(t4, dtype=jnp.int64)
-        t7 = jnp.asarray(t5, dtype=jnp.int64)
-        t8 = jnp.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
-        t9 = t0**2
-        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
-        grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
-    elif k == (1, 2) and align == "LEFT_RIGHT":
-        t0 = jnp.shape(input)[-2]
-        t1 = jnp.arange(jnp.shape(grad)[-2])
-        t2 = t1[..., None]
-        t3 = jnp.arange(jnp.shape(grad)[-1])
-        t4 = t3 + jnp.maximum(t2 - 2, 0) - jnp.where(t2 > 2, jnp.abs(t2 - 2) - 1, 0)
-        t5 = t3 + jnp.maximum(2 - t2, 0) - jnp.where(t2 > 2, jnp.abs(t2 - 2) - 1, 0)
-        t6 = jnp.asarray(t4, dtype=jnp.int64)
-        t7 = jnp.asarray(t5, dtype=jnp.int64)
-        t8 = jnp.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
-        t9 = t0**2
-        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
-        grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
-    elif k == (1, 2) and align == "LEFT_LEFT":
-        t0 = jnp.shape(input)[-2]
-        t1 = jnp.arange(jnp.shape(grad)[-2])
-        t2 = t1[..., None]
-        t3 = jnp.arange(jnp.shape(grad)[-1])
-        t4 = t3 + jnp.maximum(t2 - 2, 0)
-        t5 = t3 + jnp.maximum(2 - t2, 0)
-        t6 = jnp.asarray(t4, dtype=jnp.int64)
-        t7 = jnp.asarray(t5, dtype=jnp.int64)
-        t8 = jnp.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
-        t9 = t0**2
-        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
-        grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
-    elif k == (1, 2) and align == "RIGHT_RIGHT":
-        t0 = jnp.shape(input)[-2]
-        t1 = jnp.arange(jnp.shape(grad)[-2])
-        t2 = t1[..., None]
-        t3 = jnp.arange(jnp.shape(grad)[-1])
-        t4 = t3 + jnp.maximum(t2 - 2, 0) - jnp.abs(t2 - 2) + 1
-        t5 = t3 + jnp.maximum(2 - t2, 0) - jnp.abs(t2 - 2) + 1
+        if align == "RIGHT_LEFT":
+            t4 = t3 + jnp.maximum(t2 - 2, 0) - jnp.where(t2 <= 2, jnp.abs(t2 - 2) - 1, 0)
+            t5 = t3 + jnp.maximum(2 - t2, 0) - jnp.where(t2 <= 2, jnp.abs(t2 - 2) - 1, 0)
+        elif align == "LEFT_RIGHT":
+            t4 = t3 + jnp.maximum(t2 - 2, 0) - jnp.where(t2 > 2, jnp.abs(t2 - 2) - 1, 0)
+            t5 = t3 + jnp.maximum(2 - t2, 0) - jnp.where(t2 > 2, jnp.abs(t2 - 2) - 1, 0)
+        elif align == "LEFT_LEFT":
+            t4 = t3 + jnp.maximum(t2 - 2, 0)
+            t5 = t3 + jnp.maximum(2 - t2, 0)
+        else:
+            t4 = t3 + jnp.maximum(t2 - 2, 0) - jnp.abs(t2 - 2) + 1
+            t5 = t3 + jnp.maximum(2 - t2, 0) - jnp.abs(t2 - 2) + 1
         t6 = jnp.asarray(t4, dtype=jnp.int64)
         t7 = jnp.asarray(t5, dtype=jnp.int64)
         t8 = jnp.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
@@ -881,24 +756,19 @@ def matrix_diag_v2_vjp(
         )
     if k == 0:
         grad_diagonal = jnp.diagonal(grad, axis1=-2, axis2=-1)
-    elif k == 1:
+    elif k in (1, -2):
         t0 = jnp.shape(grad)[-2]
         t1 = jnp.shape(grad)[-1]
         t2 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t0 * t1,))
         t3 = jnp.arange(jnp.shape(diagonal)[-1])
-        t4 = t3 + 1
-        t5 = jnp.asarray(t3, dtype=jnp.int64)
-        t6 = jnp.asarray(t4, dtype=jnp.int64)
-        t7 = jnp.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
-        grad_diagonal = _gather(t2, t7, -1)
-    elif k == -2:
-        t0 = jnp.shape(grad)[-2]
-        t1 = jnp.shape(grad)[-1]
-        t2 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t0 * t1,))
-        t3 = jnp.arange(jnp.shape(diagonal)[-1])
-        t4 = t3 + 2
-        t5 = jnp.asarray(t4, dtype=jnp.int64)
-        t6 = jnp.asarray(t3, dtype=jnp.int64)
+        if k == 1:
+            t4 = t3 + 1
+            t5 = jnp.asarray(t3, dtype=jnp.int64)
+            t6 = jnp.asarray(t4, dtype=jnp.int64)
+        else:
+            t4 = t3 + 2
+            t5 = jnp.asarray(t4, dtype=jnp.int64)
+            t6 = jnp.asarray(t3, dtype=jnp.int64)
         t7 = jnp.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_diagonal = _gather(t2, t7, -1)
     else:
@@ -979,63 +849,28 @@ def matrix_diag_v3_forward(
         t8 = t1**2
         t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
         output = jnp.reshape(t9, jnp.shape(t9)[:-1] + (-1, t1))
-    elif k == (-1, 1) and align == "RIGHT_LEFT":
+    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
         t0 = jnp.shape(diagonal)[-2]
         t1 = jnp.shape(diagonal)[-1]
         t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
         t3 = jnp.arange(jnp.shape(diagonal)[-1])
         t4 = t3[..., None]
         t5 = -t3 + t4 + 1
-        t6 = t4 - jnp.maximum(-t3 + t4, 0) + jnp.where(t3 - t4 >= 0, jnp.abs(t3 - t4), 0)
+        if align == "RIGHT_LEFT":
+            t6 = t4 - jnp.maximum(-t3 + t4, 0) + jnp.where(t3 - t4 >= 0, jnp.abs(t3 - t4), 0)
+        elif align == "LEFT_RIGHT":
+            t6 = t4 - jnp.maximum(-t3 + t4, 0) + jnp.where(t3 - t4 < 0, jnp.abs(t3 - t4), 0)
+        elif align == "LEFT_LEFT":
+            t6 = t4 - jnp.maximum(-t3 + t4, 0)
+        else:
+            t6 = t4 - jnp.maximum(-t3 + t4, 0) + jnp.abs(t3 - t4)
         t7 = jnp.asarray(t5, dtype=jnp.int64)
         t8 = jnp.asarray(t6, dtype=jnp.int64)
         t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
         t10 = _gather(t2, t9, -1)
         t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
         output = jnp.where(t11, t10, 0)
-    elif k == (-1, 1) and align == "LEFT_RIGHT":
-        t0 = jnp.shape(diagonal)[-2]
-        t1 = jnp.shape(diagonal)[-1]
-        t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
-        t3 = jnp.arange(jnp.shape(diagonal)[-1])
-        t4 = t3[..., None]
-        t5 = -t3 + t4 + 1
-        t6 = t4 - jnp.maximum(-t3 + t4, 0) + jnp.where(t3 - t4 < 0, jnp.abs(t3 - t4), 0)
-        t7 = jnp.asarray(t5, dtype=jnp.int64)
-        t8 = jnp.asarray(t6, dtype=jnp.int64)
-        t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
-        t10 = _gather(t2, t9, -1)
-        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
-        output = jnp.where(t11, t10, 0)
-    elif k == (-1, 1) and align == "LEFT_LEFT":
-        t0 = jnp.shape(diagonal)[-2]
-        t1 = jnp.shape(diagonal)[-1]
-        t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
-        t3 = jnp.arange(jnp.shape(diagonal)[-1])
-        t4 = t3[..., None]
-        t5 = -t3 + t4 + 1
-        t6 = t4 - jnp.maximum(-t3 + t4, 0)
-        t7 = jnp.asarray(t5, dtype=jnp.int64)
-        t8 = jnp.asarray(t6, dtype=jnp.int64)
-        t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
-        t10 = _gather(t2, t9, -1)
-        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
-        output = jnp.where(t11, t10, 0)
-    elif k == (-1, 1) and align == "RIGHT_RIGHT":
-        t0 = jnp.shape(diagonal)[-2]
-        t1 = jnp.shape(diagonal)[-1]
-        t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
-        t3 = jnp.arange(jnp.shape(diagonal)[-1])
-        t4 = t3[..., None]
-        t5 = -t3 + t4 + 1
-        t6 = t4 - jnp.maximum(-t3 + t4, 0) + jnp.abs(t3 - t4)
-        t7 = jnp.asarray(t5, dtype=jnp.int64)
-        t8 = jnp.asarray(t6, dtype=jnp.int64)
-        t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
-        t10 = _gather(t2, t9, -1)
-        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
-        output = jnp.where(t11, t10, 0)
-    elif k == (1, 2) and align == "RIGHT_LEFT":
+    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
         t0 = jnp.shape(diagonal)[-2]
         t1 = jnp.shape(diagonal)[-1]
         t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1043,52 +878,14 @@ def matrix_diag_v3_forward(
         t4 = jnp.arange(t3)
         t5 = t4[..., None]
         t6 = -t4 + t5 + 2
-        t7 = t5 - jnp.maximum(-t4 + t5, 0) + jnp.where(t4 - t5 >= 0, jnp.abs(t4 - t5) - 1, 0)
-        t8 = jnp.asarray(t6, dtype=jnp.int64)
-        t9 = jnp.asarray(t7, dtype=jnp.int64)
-        t10 = jnp.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
-        t11 = _gather(t2, t10, -1)
-        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
-        output = jnp.where(t12, t11, 0)
-    elif k == (1, 2) and align == "LEFT_RIGHT":
-        t0 = jnp.shape(diagonal)[-2]
-        t1 = jnp.shape(diagonal)[-1]
-        t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
-        t3 = t1 + 1
-        t4 = jnp.arange(t3)
-        t5 = t4[..., None]
-        t6 = -t4 + t5 + 2
-        t7 = t5 - jnp.maximum(-t4 + t5, 0) + jnp.where(t4 - t5 < 0, jnp.abs(t4 - t5) - 1, 0)
-        t8 = jnp.asarray(t6, dtype=jnp.int64)
-        t9 = jnp.asarray(t7, dtype=jnp.int64)
-        t10 = jnp.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
-        t11 = _gather(t2, t10, -1)
-        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
-        output = jnp.where(t12, t11, 0)
-    elif k == (1, 2) and align == "LEFT_LEFT":
-        t0 = jnp.shape(diagonal)[-2]
-        t1 = jnp.shape(diagonal)[-1]
-        t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
-        t3 = t1 + 1
-        t4 = jnp.arange(t3)
-        t5 = t4[..., None]
-        t6 = -t4 + t5 + 2
-        t7 = t5 - jnp.maximum(-t4 + t5, 0)
-        t8 = jnp.asarray(t6, dtype=jnp.int64)
-        t9 = jnp.asarray(t7, dtype=jnp.int64)
-        t10 = jnp.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
-        t11 = _gather(t2, t10, -1)
-        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
-        output = jnp.where(t12, t11, 0)
-    elif k == (1, 2) and align == "RIGHT_RIGHT":
-        t0 = jnp.shape(diagonal)[-2]
-        t1 = jnp.shape(diagonal)[-1]
-        t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
-        t3 = t1 + 1
-        t4 = jnp.arange(t3)
-        t5 = t4[..., None]
-        t6 = -t4 + t5 + 2
-        t7 = t5 - jnp.maximum(-t4 + t5, 0) + jnp.abs(t4 - t5) - 1
+        if align == "RIGHT_LEFT":
+            t7 = t5 - jnp.maximum(-t4 + t5, 0) + jnp.where(t4 - t5 >= 0, jnp.abs(t4 - t5) - 1, 0)
+        elif align == "LEFT_RIGHT":
+            t7 = t5 - jnp.maximum(-t4 + t5, 0) + jnp.where(t4 - t5 < 0, jnp.abs(t4 - t5) - 1, 0)
+        elif align == "LEFT_LEFT":
+            t7 = t5 - jnp.maximum(-t4 + t5, 0)
+        else:
+            t7 = t5 - jnp.maximum(-t4 + t5, 0) + jnp.abs(t4 - t5) - 1
         t8 = jnp.asarray(t6, dtype=jnp.int64)
         t9 = jnp.asarray(t7, dtype=jnp.int64)
         t10 = jnp.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
@@ -1126,27 +923,22 @@ def matrix_diag_v3_vjp(
         )
     if k == 0 and align == "RIGHT_LEFT":
         grad_diagonal = jnp.diagonal(grad, axis1=-2, axis2=-1)
-    elif k == 1 and align == "RIGHT_LEFT":
+    elif k in (1, -2) and align == "RIGHT_LEFT":
         t0 = jnp.shape(grad)[-2]
         t1 = jnp.shape(grad)[-1]
         t2 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t0 * t1,))
         t3 = jnp.arange(jnp.shape(diagonal)[-1])
-        t4 = t3 + 1
-        t5 = jnp.asarray(t3, dtype=jnp.int64)
-        t6 = jnp.asarray(t4, dtype=jnp.int64)
+        if k == 1:
+            t4 = t3 + 1
+            t5 = jnp.asarray(t3, dtype=jnp.int64)
+            t6 = jnp.asarray(t4, dtype=jnp.int64)
+        else:
+            t4 = t3 + 2
+            t5 = jnp.asarray(t4, dtype=jnp.int64)
+            t6 = jnp.asarray(t3, dtype=jnp.int64)
         t7 = jnp.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_diagonal = _gather(t2, t7, -1)
-    elif k == -2 and align == "RIGHT_LEFT":
-        t0 = jnp.shape(grad)[-2]
-        t1 = jnp.shape(grad)[-1]
-        t2 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t0 * t1,))
-        t3 = jnp.arange(jnp.shape(diagonal)[-1])
-        t4 = t3 + 2
-        t5 = jnp.asarray(t4, dtype=jnp.int64)
-        t6 = jnp.asarray(t3, dtype=jnp.int64)
-        t7 = jnp.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
-        grad_diagonal = _gather(t2, t7, -1)
-    elif k == (-1, 1) and align == "RIGHT_LEFT":
+    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
         t0 = jnp.arange(jnp.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 2)
         t2 = t1[..., None]
@@ -1157,7 +949,14 @@ def matrix_diag_v3_vjp(
         t7 = jnp.diagonal(t6, axis1=-2, axis2=-1)
         t8 = jnp.shape(diagonal)[-2]
         t9 = jnp.shape(diagonal)[-1]
-        t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) + jnp.where(t3 <= 1, jnp.abs(t3 - 1), 0) - 1
+        if align == "RIGHT_LEFT":
+            t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) + jnp.where(t3 <= 1, jnp.abs(t3 - 1), 0) - 1
+        elif align == "LEFT_RIGHT":
+            t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) + jnp.where(t3 > 1, jnp.abs(t3 - 1), 0) - 1
+        elif align == "LEFT_LEFT":
+            t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) - 1
+        else:
+            t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) + jnp.abs(t3 - 1) - 1
         t11 = jnp.asarray(t3, dtype=jnp.int64)
         t12 = jnp.asarray(t10, dtype=jnp.int64)
         t13 = jnp.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
@@ -1165,64 +964,7 @@ def matrix_diag_v3_vjp(
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
         t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
         grad_diagonal = jnp.where(t2, t16, 0)
-    elif k == (-1, 1) and align == "LEFT_RIGHT":
-        t0 = jnp.arange(jnp.shape(diagonal)[-2])
-        t1 = (t0 >= 0) & (t0 <= 2)
-        t2 = t1[..., None]
-        t3 = t0[..., None]
-        t4 = jnp.arange(jnp.shape(diagonal)[-1])
-        t5 = t3 + t4 - 1
-        t6 = _gather(grad, t5, -2)
-        t7 = jnp.diagonal(t6, axis1=-2, axis2=-1)
-        t8 = jnp.shape(diagonal)[-2]
-        t9 = jnp.shape(diagonal)[-1]
-        t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) + jnp.where(t3 > 1, jnp.abs(t3 - 1), 0) - 1
-        t11 = jnp.asarray(t3, dtype=jnp.int64)
-        t12 = jnp.asarray(t10, dtype=jnp.int64)
-        t13 = jnp.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
-        t14 = t8 * t9
-        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
-        t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
-        grad_diagonal = jnp.where(t2, t16, 0)
-    elif k == (-1, 1) and align == "LEFT_LEFT":
-        t0 = jnp.arange(jnp.shape(diagonal)[-2])
-        t1 = (t0 >= 0) & (t0 <= 2)
-        t2 = t1[..., None]
-        t3 = t0[..., None]
-        t4 = jnp.arange(jnp.shape(diagonal)[-1])
-        t5 = t3 + t4 - 1
-        t6 = _gather(grad, t5, -2)
-        t7 = jnp.diagonal(t6, axis1=-2, axis2=-1)
-        t8 = jnp.shape(diagonal)[-2]
-        t9 = jnp.shape(diagonal)[-1]
-        t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) - 1
-        t11 = jnp.asarray(t3, dtype=jnp.int64)
-        t12 = jnp.asarray(t10, dtype=jnp.int64)
-        t13 = jnp.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
-        t14 = t8 * t9
-        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
-        t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
-        grad_diagonal = jnp.where(t2, t16, 0)
-    elif k == (-1, 1) and align == "RIGHT_RIGHT":
-        t0 = jnp.arange(jnp.shape(diagonal)[-2])
-        t1 = (t0 >= 0) & (t0 <= 2)
-        t2 = t1[..., None]
-        t3 = t0[..., None]
-        t4 = jnp.arange(jnp.shape(diagonal)[-1])
-        t5 = t3 + t4 - 1
-        t6 = _gather(grad, t5, -2)
-        t7 = jnp.diagonal(t6, axis1=-2, axis2=-1)
-        t8 = jnp.shape(diagonal)[-2]
-        t9 = jnp.shape(diagonal)[-1]
-        t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) + jnp.abs(t3 - 1) - 1
-        t11 = jnp.asarray(t3, dtype=jnp.int64)
-        t12 = jnp.asarray(t10, dtype=jnp.int64)
-        t13 = jnp.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
-        t14 = t8 * t9
-        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
-        t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
-        grad_diagonal = jnp.where(t2, t16, 0)
-    elif k == (1, 2) and align == "RIGHT_LEFT":
+    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
         t0 = jnp.arange(jnp.shape(diagonal)[-2])
         t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
@@ -1233,64 +975,14 @@ def matrix_diag_v3_vjp(
         t7 = jnp.diagonal(t6, axis1=-2, axis2=-1)
         t8 = jnp.shape(diagonal)[-2]
         t9 = jnp.shape(diagonal)[-1]
-        t10 = t3 + t4 - jnp.maximum(t3 - 2, 0) + jnp.where(t3 <= 2, jnp.abs(t3 - 2) - 1, 0) - 2
-        t11 = jnp.asarray(t3, dtype=jnp.int64)
-        t12 = jnp.asarray(t10, dtype=jnp.int64)
-        t13 = jnp.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
-        t14 = t8 * t9
-        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
-        t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
-        grad_diagonal = jnp.where(t2, t16, 0)
-    elif k == (1, 2) and align == "LEFT_RIGHT":
-        t0 = jnp.arange(jnp.shape(diagonal)[-2])
-        t1 = (t0 >= 0) & (t0 <= 1)
-        t2 = t1[..., None]
-        t3 = t0[..., None]
-        t4 = jnp.arange(jnp.shape(grad)[-2])
-        t5 = t3 + t4 - 2
-        t6 = _gather(grad, t5, -2)
-        t7 = jnp.diagonal(t6, axis1=-2, axis2=-1)
-        t8 = jnp.shape(diagonal)[-2]
-        t9 = jnp.shape(diagonal)[-1]
-        t10 = t3 + t4 - jnp.maximum(t3 - 2, 0) + jnp.where(t3 > 2, jnp.abs(t3 - 2) - 1, 0) - 2
-        t11 = jnp.asarray(t3, dtype=jnp.int64)
-        t12 = jnp.asarray(t10, dtype=jnp.int64)
-        t13 = jnp.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
-        t14 = t8 * t9
-        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
-        t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
-        grad_diagonal = jnp.where(t2, t16, 0)
-    elif k == (1, 2) and align == "LEFT_LEFT":
-        t0 = jnp.arange(jnp.shape(diagonal)[-2])
-        t1 = (t0 >= 0) & (t0 <= 1)
-        t2 = t1[..., None]
-        t3 = t0[..., None]
-        t4 = jnp.arange(jnp.shape(grad)[-2])
-        t5 = t3 + t4 - 2
-        t6 = _gather(grad, t5, -2)
-        t7 = jnp.diagonal(t6, axis1=-2, axis2=-1)
-        t8 = jnp.shape(diagonal)[-2]
-        t9 = jnp.shape(diagonal)[-1]
-        t10 = t3 + t4 - jnp.maximum(t3 - 2, 0) - 2
-        t11 = jnp.asarray(t3, dtype=jnp.int64)
-        t12 = jnp.asarray(t10, dtype=jnp.int64)
-        t13 = jnp.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
-        t14 = t8 * t9
-        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
-        t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
-        grad_diagonal = jnp.where(t2, t16, 0)
-    elif k == (1, 2) and align == "RIGHT_RIGHT":
-        t0 = jnp.arange(jnp.shape(diagonal)[-2])
-        t1 = (t0 >= 0) & (t0 <= 1)
-        t2 = t1[..., None]
-        t3 = t0[..., None]
-        t4 = jnp.arange(jnp.shape(grad)[-2])
-        t5 = t3 + t4 - 2
-        t6 = _gather(grad, t5, -2)
-        t7 = jnp.diagonal(t6, axis1=-2, axis2=-1)
-        t8 = jnp.shape(diagonal)[-2]
-        t9 = jnp.shape(diagonal)[-1]
-        t10 = t3 + t4 - jnp.maximum(t3 - 2, 0) + jnp.abs(t3 - 2) - 3
+        if align == "RIGHT_LEFT":
+            t10 = t3 + t4 - jnp.maximum(t3 - 2, 0) + jnp.where(t3 <= 2, jnp.abs(t3 - 2) - 1, 0) - 2
+        elif align == "LEFT_RIGHT":
+            t10 = t3 + t4 - jnp.maximum(t3 - 2, 0) + jnp.where(t3 > 2, jnp.abs(t3 - 2) - 1, 0) - 2
+        elif align == "LEFT_LEFT":
+            t10 = t3 + t4 - jnp.maximum(t3 - 2, 0) - 2
+        else:
+            t10 = t3 + t4 - jnp.maximum(t3 - 2, 0) + jnp.abs(t3 - 2) - 3
         t11 = jnp.asarray(t3, dtype=jnp.int64)
         t12 = jnp.asarray(t10, dtype=jnp.int64)
         t13 = jnp.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
@@ -1417,11 +1109,14 @@ def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0):
         grad_input = _sum_to_shape(grad_input, np.shape(input))
         grad_diagonal = t0
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
-    elif k == 1:
+    elif k in (1, -2):
         t0 = jnp.asarray(-1, dtype=jnp.result_type(input))
         t1 = jnp.shape(input)[-2]
         t2 = jnp.arange(jnp.shape(input)[-2])
-        t3 = t2 + 1
+        if k == 1:
+            t3 = t2 + 1
+        else:
+            t3 = t2 - 2
         t4 = jnp.asarray(t2, dtype=jnp.int64)
         t5 = jnp.asarray(t3, dtype=jnp.int64)
         t6 = jnp.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
@@ -1434,32 +1129,14 @@ def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0):
         t11 = jnp.shape(grad)[-1]
         t12 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t10 * t11,))
         t13 = jnp.arange(jnp.shape(diagonal)[-1])
-        t14 = t13 + 1
-        t15 = jnp.asarray(t13, dtype=jnp.int64)
-        t16 = jnp.asarray(t14, dtype=jnp.int64)
-        t17 = jnp.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
-        grad_diagonal = _gather(t12, t17, -1)
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
-    elif k == -2:
-        t0 = jnp.asarray(-1, dtype=jnp.result_type(input))
-        t1 = jnp.shape(input)[-2]
-        t2 = jnp.arange(jnp.shape(input)[-2])
-        t3 = t2 - 2
-        t4 = jnp.asarray(t2, dtype=jnp.int64)
-        t5 = jnp.asarray(t3, dtype=jnp.int64)
-        t6 = jnp.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
-        t7 = t1**2
-        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
-        t9 = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t1))
-        grad_input = grad * (t9 + 1)
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        t10 = jnp.shape(grad)[-2]
-        t11 = jnp.shape(grad)[-1]
-        t12 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t10 * t11,))
-        t13 = jnp.arange(jnp.shape(diagonal)[-1])
-        t14 = t13 + 2
-        t15 = jnp.asarray(t14, dtype=jnp.int64)
-        t16 = jnp.asarray(t13, dtype=jnp.int64)
+        if k == 1:
+            t14 = t13 + 1
+            t15 = jnp.asarray(t13, dtype=jnp.int64)
+            t16 = jnp.asarray(t14, dtype=jnp.int64)
+        else:
+            t14 = t13 + 2
+            t15 = jnp.asarray(t14, dtype=jnp.int64)
+            t16 = jnp.asarray(t13, dtype=jnp.int64)
         t17 = jnp.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
         grad_diagonal = _gather(t12, t17, -1)
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
@@ -1527,7 +1204,7 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
         t12 = jnp.reshape(t11, jnp.shape(t11)[:-1] + (-1, t3))
         output = -input * t12 + input + t9
-    elif k == (-1, 1) and align == "RIGHT_LEFT":
+    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
         t0 = jnp.arange(jnp.shape(input)[-2])
         t1 = t0[..., None]
         t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
@@ -1535,21 +1212,12 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t4 = jnp.shape(diagonal)[-1]
         t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
         t6 = -t0 + t1 + 1
-        t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 >= 0, jnp.abs(t0 - t1), 0)
-        t8 = jnp.asarray(t6, dtype=jnp.int64)
-        t9 = jnp.asarray(t7, dtype=jnp.int64)
-        t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
-        t11 = _gather(t5, t10, -1)
-        output = jnp.where(t2, 0, input) + jnp.where(t2, t11, 0)
-    elif k == (-1, 1) and align == "LEFT_RIGHT":
-        t0 = jnp.arange(jnp.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
-        t3 = jnp.shape(diagonal)[-2]
-        t4 = jnp.shape(diagonal)[-1]
-        t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
-        t6 = -t0 + t1 + 1
-        t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 < 0, jnp.abs(t0 - t1), 0)
+        if align == "RIGHT_LEFT":
+            t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 >= 0, jnp.abs(t0 - t1), 0)
+        elif align == "LEFT_RIGHT":
+            t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 < 0, jnp.abs(t0 - t1), 0)
+        else:
+            t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.abs(t0 - t1)
         t8 = jnp.asarray(t6, dtype=jnp.int64)
         t9 = jnp.asarray(t7, dtype=jnp.int64)
         t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
@@ -1569,21 +1237,7 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
         t11 = _gather(t5, t10, -1)
         output = jnp.where(t2, 0, input) + jnp.where(t2, t11, 0)
-    elif k == (-1, 1) and align == "RIGHT_RIGHT":
-        t0 = jnp.arange(jnp.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
-        t3 = jnp.shape(diagonal)[-2]
-        t4 = jnp.shape(diagonal)[-1]
-        t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
-        t6 = -t0 + t1 + 1
-        t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.abs(t0 - t1)
-        t8 = jnp.asarray(t6, dtype=jnp.int64)
-        t9 = jnp.asarray(t7, dtype=jnp.int64)
-        t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
-        t11 = _gather(t5, t10, -1)
-        output = jnp.where(t2, 0, input) + jnp.where(t2, t11, 0)
-    elif k == (1, 2) and align == "RIGHT_LEFT":
+    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
         t0 = jnp.arange(jnp.shape(input)[-2])
         t1 = t0[..., None]
         t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
@@ -1591,35 +1245,12 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t4 = jnp.shape(diagonal)[-1]
         t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
         t6 = -t0 + t1 + 2
-        t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 >= 0, jnp.abs(t0 - t1) - 1, 0)
-        t8 = jnp.asarray(t6, dtype=jnp.int64)
-        t9 = jnp.asarray(t7, dtype=jnp.int64)
-        t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
-        t11 = _gather(t5, t10, -1)
-        output = jnp.where(t2, 0, input) + jnp.where(t2, t11, 0)
-    elif k == (1, 2) and align == "LEFT_RIGHT":
-        t0 = jnp.arange(jnp.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-        t3 = jnp.shape(diagonal)[-2]
-        t4 = jnp.shape(diagonal)[-1]
-        t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
-        t6 = -t0 + t1 + 2
-        t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 < 0, jnp.abs(t0 - t1) - 1, 0)
-        t8 = jnp.asarray(t6, dtype=jnp.int64)
-        t9 = jnp.asarray(t7, dtype=jnp.int64)
-        t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
-        t11 = _gather(t5, t10, -1)
-        output = jnp.where(t2, 0, input) + jnp.where(t2, t11, 0)
-    elif k == (1, 2) and align == "RIGHT_RIGHT":
-        t0 = jnp.arange(jnp.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-        t3 = jnp.shape(diagonal)[-2]
-        t4 = jnp.shape(diagonal)[-1]
-        t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
-        t6 = -t0 + t1 + 2
-        t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.abs(t0 - t1) - 1
+        if align == "RIGHT_LEFT":
+            t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 >= 0, jnp.abs(t0 - t1) - 1, 0)
+        elif align == "LEFT_RIGHT":
+            t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 < 0, jnp.abs(t0 - t1) - 1, 0)
+        else:
+            t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.abs(t0 - t1) - 1
         t8 = jnp.asarray(t6, dtype=jnp.int64)
         t9 = jnp.asarray(t7, dtype=jnp.int64)
         t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
@@ -1647,11 +1278,14 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
         grad_input = _sum_to_shape(grad_input, np.shape(input))
         grad_diagonal = t0
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
-    elif k == 1 and align == "RIGHT_LEFT":
+    elif k in (1, -2) and align == "RIGHT_LEFT":
         t0 = jnp.asarray(-1, dtype=jnp.result_type(input))
         t1 = jnp.shape(input)[-2]
         t2 = jnp.arange(jnp.shape(input)[-2])
-        t3 = t2 + 1
+        if k == 1:
+            t3 = t2 + 1
+        else:
+            t3 = t2 - 2
         t4 = jnp.asarray(t2, dtype=jnp.int64)
         t5 = jnp.asarray(t3, dtype=jnp.int64)
         t6 = jnp.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
@@ -1664,36 +1298,18 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
         t11 = jnp.shape(grad)[-1]
         t12 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t10 * t11,))
         t13 = jnp.arange(jnp.shape(diagonal)[-1])
-        t14 = t13 + 1
-        t15 = jnp.asarray(t13, dtype=jnp.int64)
-        t16 = jnp.asarray(t14, dtype=jnp.int64)
+        if k == 1:
+            t14 = t13 + 1
+            t15 = jnp.asarray(t13, dtype=jnp.int64)
+            t16 = jnp.asarray(t14, dtype=jnp.int64)
+        else:
+            t14 = t13 + 2
+            t15 = jnp.asarray(t14, dtype=jnp.int64)
+            t16 = jnp.asarray(t13, dtype=jnp.int64)
         t17 = jnp.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
         grad_diagonal = _gather(t12, t17, -1)
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
-    elif k == -2 and align == "RIGHT_LEFT":
-        t0 = jnp.asarray(-1, dtype=jnp.result_type(input))
-        t1 = jnp.shape(input)[-2]
-        t2 = jnp.arange(jnp.shape(input)[-2])
-        t3 = t2 - 2
-        t4 = jnp.asarray(t2, dtype=jnp.int64)
-        t5 = jnp.asarray(t3, dtype=jnp.int64)
-        t6 = jnp.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
-        t7 = t1**2
-        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
-        t9 = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t1))
-        grad_input = grad * (t9 + 1)
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        t10 = jnp.shape(grad)[-2]
-        t11 = jnp.shape(grad)[-1]
-        t12 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t10 * t11,))
-        t13 = jnp.arange(jnp.shape(diagonal)[-1])
-        t14 = t13 + 2
-        t15 = jnp.asarray(t14, dtype=jnp.int64)
-        t16 = jnp.asarray(t13, dtype=jnp.int64)
-        t17 = jnp.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
-        grad_diagonal = _gather(t12, t17, -1)
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
-    elif k == (-1, 1) and align == "RIGHT_LEFT":
+    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
         t0 = jnp.arange(jnp.shape(input)[-2])
         t1 = t0[..., None]
         t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
@@ -1708,7 +1324,14 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
         t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
         t10 = jnp.shape(diagonal)[-2]
         t11 = jnp.shape(input)[-2]
-        t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.where(t6 <= 1, jnp.abs(t6 - 1), 0) - 1
+        if align == "RIGHT_LEFT":
+            t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.where(t6 <= 1, jnp.abs(t6 - 1), 0) - 1
+        elif align == "LEFT_RIGHT":
+            t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.where(t6 > 1, jnp.abs(t6 - 1), 0) - 1
+        elif align == "LEFT_LEFT":
+            t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) - 1
+        else:
+            t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.abs(t6 - 1) - 1
         t13 = jnp.asarray(t6, dtype=jnp.int64)
         t14 = jnp.asarray(t12, dtype=jnp.int64)
         t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
@@ -1717,79 +1340,7 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
         t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
         grad_diagonal = jnp.where(t5, t18, 0)
         grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
-    elif k == (-1, 1) and align == "LEFT_RIGHT":
-        t0 = jnp.arange(jnp.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
-        grad_input = grad * jnp.asarray(jnp.where(t2, 0, 1), grad.dtype)
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        t3 = jnp.arange(jnp.shape(diagonal)[-2])
-        t4 = (t3 >= 0) & (t3 <= 2)
-        t5 = t4[..., None]
-        t6 = t3[..., None]
-        t7 = t0 + t6 - 1
-        t8 = _gather(grad, t7, -2)
-        t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
-        t10 = jnp.shape(diagonal)[-2]
-        t11 = jnp.shape(input)[-2]
-        t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.where(t6 > 1, jnp.abs(t6 - 1), 0) - 1
-        t13 = jnp.asarray(t6, dtype=jnp.int64)
-        t14 = jnp.asarray(t12, dtype=jnp.int64)
-        t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
-        t16 = t10 * t11
-        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
-        t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
-        grad_diagonal = jnp.where(t5, t18, 0)
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
-    elif k == (-1, 1) and align == "LEFT_LEFT":
-        t0 = jnp.arange(jnp.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
-        grad_input = grad * jnp.asarray(jnp.where(t2, 0, 1), grad.dtype)
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        t3 = jnp.arange(jnp.shape(diagonal)[-2])
-        t4 = (t3 >= 0) & (t3 <= 2)
-        t5 = t4[..., None]
-        t6 = t3[..., None]
-        t7 = t0 + t6 - 1
-        t8 = _gather(grad, t7, -2)
-        t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
-        t10 = jnp.shape(diagonal)[-2]
-        t11 = jnp.shape(input)[-2]
-        t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) - 1
-        t13 = jnp.asarray(t6, dtype=jnp.int64)
-        t14 = jnp.asarray(t12, dtype=jnp.int64)
-        t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
-        t16 = t10 * t11
-        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
-        t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
-        grad_diagonal = jnp.where(t5, t18, 0)
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
-    elif k == (-1, 1) and align == "RIGHT_RIGHT":
-        t0 = jnp.arange(jnp.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
-        grad_input = grad * jnp.asarray(jnp.where(t2, 0, 1), grad.dtype)
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        t3 = jnp.arange(jnp.shape(diagonal)[-2])
-        t4 = (t3 >= 0) & (t3 <= 2)
-        t5 = t4[..., None]
-        t6 = t3[..., None]
-        t7 = t0 + t6 - 1
-        t8 = _gather(grad, t7, -2)
-        t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
-        t10 = jnp.shape(diagonal)[-2]
-        t11 = jnp.shape(input)[-2]
-        t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.abs(t6 - 1) - 1
-        t13 = jnp.asarray(t6, dtype=jnp.int64)
-        t14 = jnp.asarray(t12, dtype=jnp.int64)
-        t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
-        t16 = t10 * t11
-        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
-        t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
-        grad_diagonal = jnp.where(t5, t18, 0)
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
-    elif k == (1, 2) and align == "RIGHT_LEFT":
+    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
         t0 = jnp.arange(jnp.shape(input)[-2])
         t1 = t0[..., None]
         t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
@@ -1804,79 +1355,14 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
         t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
         t10 = jnp.shape(diagonal)[-2]
         t11 = jnp.shape(diagonal)[-1]
-        t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) + jnp.where(t6 <= 2, jnp.abs(t6 - 2) - 1, 0) - 2
-        t13 = jnp.asarray(t6, dtype=jnp.int64)
-        t14 = jnp.asarray(t12, dtype=jnp.int64)
-        t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
-        t16 = t10 * t11
-        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
-        t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
-        grad_diagonal = jnp.where(t5, t18, 0)
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
-    elif k == (1, 2) and align == "LEFT_RIGHT":
-        t0 = jnp.arange(jnp.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-        grad_input = grad * jnp.asarray(jnp.where(t2, 0, 1), grad.dtype)
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        t3 = jnp.arange(jnp.shape(diagonal)[-2])
-        t4 = (t3 >= 0) & (t3 <= 1)
-        t5 = t4[..., None]
-        t6 = t3[..., None]
-        t7 = t0 + t6 - 2
-        t8 = _gather(grad, t7, -2)
-        t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
-        t10 = jnp.shape(diagonal)[-2]
-        t11 = jnp.shape(diagonal)[-1]
-        t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) + jnp.where(t6 > 2, jnp.abs(t6 - 2) - 1, 0) - 2
-        t13 = jnp.asarray(t6, dtype=jnp.int64)
-        t14 = jnp.asarray(t12, dtype=jnp.int64)
-        t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
-        t16 = t10 * t11
-        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
-        t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
-        grad_diagonal = jnp.where(t5, t18, 0)
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
-    elif k == (1, 2) and align == "LEFT_LEFT":
-        t0 = jnp.arange(jnp.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-        grad_input = grad * jnp.asarray(jnp.where(t2, 0, 1), grad.dtype)
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        t3 = jnp.arange(jnp.shape(diagonal)[-2])
-        t4 = (t3 >= 0) & (t3 <= 1)
-        t5 = t4[..., None]
-        t6 = t3[..., None]
-        t7 = t0 + t6 - 2
-        t8 = _gather(grad, t7, -2)
-        t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
-        t10 = jnp.shape(diagonal)[-2]
-        t11 = jnp.shape(diagonal)[-1]
-        t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) - 2
-        t13 = jnp.asarray(t6, dtype=jnp.int64)
-        t14 = jnp.asarray(t12, dtype=jnp.int64)
-        t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
-        t16 = t10 * t11
-        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
-        t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
-        grad_diagonal = jnp.where(t5, t18, 0)
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
-    elif k == (1, 2) and align == "RIGHT_RIGHT":
-        t0 = jnp.arange(jnp.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-        grad_input = grad * jnp.asarray(jnp.where(t2, 0, 1), grad.dtype)
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        t3 = jnp.arange(jnp.shape(diagonal)[-2])
-        t4 = (t3 >= 0) & (t3 <= 1)
-        t5 = t4[..., None]
-        t6 = t3[..., None]
-        t7 = t0 + t6 - 2
-        t8 = _gather(grad, t7, -2)
-        t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
-        t10 = jnp.shape(diagonal)[-2]
-        t11 = jnp.shape(diagonal)[-1]
-        t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) + jnp.abs(t6 - 2) - 3
+        if align == "RIGHT_LEFT":
+            t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) + jnp.where(t6 <= 2, jnp.abs(t6 - 2) - 1, 0) - 2
+        elif align == "LEFT_RIGHT":
+            t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) + jnp.where(t6 > 2, jnp.abs(t6 - 2) - 1, 0) - 2
+        elif align == "LEFT_LEFT":
+            t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) - 2
+        else:
+            t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) + jnp.abs(t6 - 2) - 3
         t13 = jnp.asarray(t6, dtype=jnp.int64)
         t14 = jnp.asarray(t12, dtype=jnp.int64)
         t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)

@@ -189,31 +189,23 @@ def einsum_grad_grad(grad_vjp_inputs, grad, *inputs, vjp_inputs=None, equation="
         grad_inputs_0 = np.einsum("a,ba->b", grad_vjp_inputs_1, grad, optimize=True)
         grad_inputs_1 = np.einsum("a,ab->b", grad_vjp_inputs_0, grad, optimize=True)
         grads = (grad_grad, grad_inputs_0, grad_inputs_1)
-    elif equation == "ij->ji":
+    elif equation in ("ij->ji", "ijk->kij", "ii->i", "ij->i"):
         (inputs_0,) = inputs
         (grad_vjp_inputs_0,) = grad_vjp_inputs
-        grad_grad = grad_vjp_inputs_0.T
-        grads = (grad_grad, None)
-    elif equation == "ijk->kij":
-        (inputs_0,) = inputs
-        (grad_vjp_inputs_0,) = grad_vjp_inputs
-        grad_grad = np.transpose(grad_vjp_inputs_0, (2, 0, 1))
+        if equation == "ij->ji":
+            grad_grad = grad_vjp_inputs_0.T
+        elif equation == "ijk->kij":
+            grad_grad = np.transpose(grad_vjp_inputs_0, (2, 0, 1))
+        elif equation == "ii->i":
+            grad_grad = np.diagonal(grad_vjp_inputs_0, axis1=-2, axis2=-1)
+        else:
+            grad_grad = np.sum(grad_vjp_inputs_0, axis=-1)
         grads = (grad_grad, None)
     elif equation == "ii->":
         (inputs_0,) = inputs
         (grad_vjp_inputs_0,) = grad_vjp_inputs
         t0 = np.diagonal(grad_vjp_inputs_0, axis1=-2, axis2=-1)
         grad_grad = np.sum(t0, axis=-1)
-        grads = (grad_grad, None)
-    elif equation == "ii->i":
-        (inputs_0,) = inputs
-        (grad_vjp_inputs_0,) = grad_vjp_inputs
-        grad_grad = np.diagonal(grad_vjp_inputs_0, axis1=-2, axis2=-1)
-        grads = (grad_grad, None)
-    elif equation == "ij->i":
-        (inputs_0,) = inputs
-        (grad_vjp_inputs_0,) = grad_vjp_inputs
-        grad_grad = np.sum(grad_vjp_inputs_0, axis=-1)
         grads = (grad_grad, None)
     elif equation == "i,i->":
         inputs_0, inputs_1 = inputs

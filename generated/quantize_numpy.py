@@ -192,7 +192,7 @@ def quantize_and_dequantize_v2(
             )
             / tmp0
         )
-    elif signed_input and not narrow_range and round_mode == "HALF_TO_EVEN":
+    elif signed_input and not narrow_range and round_mode in ("HALF_TO_EVEN", "HALF_UP"):
         tmp0 = 2 ** (num_bits - 1)
         tmp1 = tmp0 / input_min
         tmp2 = tmp0 - 1
@@ -200,30 +200,24 @@ def quantize_and_dequantize_v2(
         tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp1 > -tmp3))
         tmp5 = input_max / tmp2
         tmp6 = np.where(tmp4, -input_min / tmp0, tmp5)
-        output = tmp6 * np.rint(
-            np.where(tmp4, -tmp1, np.where(input_max > 0, tmp3, 3.4028234663852886e38))
-            * np.maximum(
-                np.where(tmp4, input_min, -tmp0 * tmp5),
-                np.minimum(input, np.where(tmp4, tmp2 * tmp6, input_max)),
+        if round_mode == "HALF_TO_EVEN":
+            output = tmp6 * np.rint(
+                np.where(tmp4, -tmp1, np.where(input_max > 0, tmp3, 3.4028234663852886e38))
+                * np.maximum(
+                    np.where(tmp4, input_min, -tmp0 * tmp5),
+                    np.minimum(input, np.where(tmp4, tmp2 * tmp6, input_max)),
+                )
             )
-        )
-    elif signed_input and not narrow_range and round_mode == "HALF_UP":
-        tmp0 = 2 ** (num_bits - 1)
-        tmp1 = tmp0 / input_min
-        tmp2 = tmp0 - 1
-        tmp3 = tmp2 / input_max
-        tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp1 > -tmp3))
-        tmp5 = input_max / tmp2
-        tmp6 = np.where(tmp4, -input_min / tmp0, tmp5)
-        output = tmp6 * np.floor(
-            np.where(tmp4, -tmp1, np.where(input_max > 0, tmp3, 3.4028234663852886e38))
-            * np.maximum(
-                np.where(tmp4, input_min, -tmp0 * tmp5),
-                np.minimum(input, np.where(tmp4, tmp2 * tmp6, input_max)),
+        else:
+            output = tmp6 * np.floor(
+                np.where(tmp4, -tmp1, np.where(input_max > 0, tmp3, 3.4028234663852886e38))
+                * np.maximum(
+                    np.where(tmp4, input_min, -tmp0 * tmp5),
+                    np.minimum(input, np.where(tmp4, tmp2 * tmp6, input_max)),
+                )
+                + 1 / 2
             )
-            + 1 / 2
-        )
-    elif signed_input and narrow_range and round_mode == "HALF_TO_EVEN":
+    elif signed_input and narrow_range and round_mode in ("HALF_TO_EVEN", "HALF_UP"):
         tmp0 = 2 ** (num_bits - 1) - 1
         tmp1 = -tmp0
         tmp2 = tmp0 / input_max
@@ -231,29 +225,23 @@ def quantize_and_dequantize_v2(
         tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp2 > tmp3))
         tmp5 = input_max / tmp0
         tmp6 = np.where(tmp4, input_min / tmp1, tmp5)
-        output = tmp6 * np.rint(
-            np.where(tmp4, tmp3, np.where(input_max > 0, tmp2, 3.4028234663852886e38))
-            * np.maximum(
-                np.where(tmp4, input_min, tmp1 * tmp5),
-                np.minimum(input, np.where(tmp4, tmp0 * tmp6, input_max)),
+        if round_mode == "HALF_TO_EVEN":
+            output = tmp6 * np.rint(
+                np.where(tmp4, tmp3, np.where(input_max > 0, tmp2, 3.4028234663852886e38))
+                * np.maximum(
+                    np.where(tmp4, input_min, tmp1 * tmp5),
+                    np.minimum(input, np.where(tmp4, tmp0 * tmp6, input_max)),
+                )
             )
-        )
-    elif signed_input and narrow_range and round_mode == "HALF_UP":
-        tmp0 = 2 ** (num_bits - 1) - 1
-        tmp1 = -tmp0
-        tmp2 = tmp0 / input_max
-        tmp3 = tmp1 / input_min
-        tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp2 > tmp3))
-        tmp5 = input_max / tmp0
-        tmp6 = np.where(tmp4, input_min / tmp1, tmp5)
-        output = tmp6 * np.floor(
-            np.where(tmp4, tmp3, np.where(input_max > 0, tmp2, 3.4028234663852886e38))
-            * np.maximum(
-                np.where(tmp4, input_min, tmp1 * tmp5),
-                np.minimum(input, np.where(tmp4, tmp0 * tmp6, input_max)),
+        else:
+            output = tmp6 * np.floor(
+                np.where(tmp4, tmp3, np.where(input_max > 0, tmp2, 3.4028234663852886e38))
+                * np.maximum(
+                    np.where(tmp4, input_min, tmp1 * tmp5),
+                    np.minimum(input, np.where(tmp4, tmp0 * tmp6, input_max)),
+                )
+                + 1 / 2
             )
-            + 1 / 2
-        )
     else:
         raise ValueError(
             f"QuantizeAndDequantizeV2: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}, round_mode={round_mode!r}"

@@ -276,7 +276,7 @@ def quantize_and_dequantize_v2_forward(
             )
             / tmp0
         )
-    elif signed_input and not narrow_range and round_mode == "HALF_TO_EVEN":
+    elif signed_input and not narrow_range and round_mode in ("HALF_TO_EVEN", "HALF_UP"):
         tmp0 = 2 ** (num_bits - 1)
         tmp1 = tmp0 / input_min
         tmp2 = tmp0 - 1
@@ -284,30 +284,24 @@ def quantize_and_dequantize_v2_forward(
         tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp1 > -tmp3))
         tmp5 = input_max / tmp2
         tmp6 = torch.where(tmp4, -input_min / tmp0, tmp5)
-        output = tmp6 * torch.round(
-            torch.where(tmp4, -tmp1, torch.where(input_max > 0, tmp3, 3.4028234663852886e38))
-            * _maximum(
-                torch.where(tmp4, input_min, -tmp0 * tmp5),
-                _minimum(input, torch.where(tmp4, tmp2 * tmp6, input_max)),
+        if round_mode == "HALF_TO_EVEN":
+            output = tmp6 * torch.round(
+                torch.where(tmp4, -tmp1, torch.where(input_max > 0, tmp3, 3.4028234663852886e38))
+                * _maximum(
+                    torch.where(tmp4, input_min, -tmp0 * tmp5),
+                    _minimum(input, torch.where(tmp4, tmp2 * tmp6, input_max)),
+                )
             )
-        )
-    elif signed_input and not narrow_range and round_mode == "HALF_UP":
-        tmp0 = 2 ** (num_bits - 1)
-        tmp1 = tmp0 / input_min
-        tmp2 = tmp0 - 1
-        tmp3 = tmp2 / input_max
-        tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp1 > -tmp3))
-        tmp5 = input_max / tmp2
-        tmp6 = torch.where(tmp4, -input_min / tmp0, tmp5)
-        output = tmp6 * torch.floor(
-            torch.where(tmp4, -tmp1, torch.where(input_max > 0, tmp3, 3.4028234663852886e38))
-            * _maximum(
-                torch.where(tmp4, input_min, -tmp0 * tmp5),
-                _minimum(input, torch.where(tmp4, tmp2 * tmp6, input_max)),
+        else:
+            output = tmp6 * torch.floor(
+                torch.where(tmp4, -tmp1, torch.where(input_max > 0, tmp3, 3.4028234663852886e38))
+                * _maximum(
+                    torch.where(tmp4, input_min, -tmp0 * tmp5),
+                    _minimum(input, torch.where(tmp4, tmp2 * tmp6, input_max)),
+                )
+                + 1 / 2
             )
-            + 1 / 2
-        )
-    elif signed_input and narrow_range and round_mode == "HALF_TO_EVEN":
+    elif signed_input and narrow_range and round_mode in ("HALF_TO_EVEN", "HALF_UP"):
         tmp0 = 2 ** (num_bits - 1) - 1
         tmp1 = -tmp0
         tmp2 = tmp0 / input_max
@@ -315,29 +309,23 @@ def quantize_and_dequantize_v2_forward(
         tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp2 > tmp3))
         tmp5 = input_max / tmp0
         tmp6 = torch.where(tmp4, input_min / tmp1, tmp5)
-        output = tmp6 * torch.round(
-            torch.where(tmp4, tmp3, torch.where(input_max > 0, tmp2, 3.4028234663852886e38))
-            * _maximum(
-                torch.where(tmp4, input_min, tmp1 * tmp5),
-                _minimum(input, torch.where(tmp4, tmp0 * tmp6, input_max)),
+        if round_mode == "HALF_TO_EVEN":
+            output = tmp6 * torch.round(
+                torch.where(tmp4, tmp3, torch.where(input_max > 0, tmp2, 3.4028234663852886e38))
+                * _maximum(
+                    torch.where(tmp4, input_min, tmp1 * tmp5),
+                    _minimum(input, torch.where(tmp4, tmp0 * tmp6, input_max)),
+                )
             )
-        )
-    elif signed_input and narrow_range and round_mode == "HALF_UP":
-        tmp0 = 2 ** (num_bits - 1) - 1
-        tmp1 = -tmp0
-        tmp2 = tmp0 / input_max
-        tmp3 = tmp1 / input_min
-        tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp2 > tmp3))
-        tmp5 = input_max / tmp0
-        tmp6 = torch.where(tmp4, input_min / tmp1, tmp5)
-        output = tmp6 * torch.floor(
-            torch.where(tmp4, tmp3, torch.where(input_max > 0, tmp2, 3.4028234663852886e38))
-            * _maximum(
-                torch.where(tmp4, input_min, tmp1 * tmp5),
-                _minimum(input, torch.where(tmp4, tmp0 * tmp6, input_max)),
+        else:
+            output = tmp6 * torch.floor(
+                torch.where(tmp4, tmp3, torch.where(input_max > 0, tmp2, 3.4028234663852886e38))
+                * _maximum(
+                    torch.where(tmp4, input_min, tmp1 * tmp5),
+                    _minimum(input, torch.where(tmp4, tmp0 * tmp6, input_max)),
+                )
+                + 1 / 2
             )
-            + 1 / 2
-        )
     else:
         raise ValueError(
             f"QuantizeAndDequantizeV2: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}, round_mode={round_mode!r}"

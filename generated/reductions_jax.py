@@ -425,11 +425,17 @@ def reduce_prod_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
             1..N - 1} input[batch, k]), i.e. `t0 * t1 * t2`
     """
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        t0 = grad[..., None]
-        t1 = _shift_right(jnp.cumprod(input, axis=-1), axis=-1, fill=1)
+    if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1:
+            t0 = grad[..., None]
+        elif axis == -2:
+            t0 = grad[..., None, :]
+        else:
+            t0 = grad[..., None, :, :]
+        t1 = _shift_right(jnp.cumprod(input, axis=axis), axis=axis, fill=1)
         t2 = jnp.flip(
-            _shift_right(jnp.cumprod(jnp.flip(input, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+            _shift_right(jnp.cumprod(jnp.flip(input, axis=axis), axis=axis), axis=axis, fill=1),
+            axis=axis,
         )
         grad_input = t0 * t1 * t2
     elif axis in (-1, -2, -3) and keep_dims:
@@ -439,20 +445,6 @@ def reduce_prod_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
             axis=axis,
         )
         grad_input = grad * t0 * t1
-    elif axis == -2 and not keep_dims:
-        t0 = grad[..., None, :]
-        t1 = _shift_right(jnp.cumprod(input, axis=-2), axis=-2, fill=1)
-        t2 = jnp.flip(
-            _shift_right(jnp.cumprod(jnp.flip(input, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
-        )
-        grad_input = t0 * t1 * t2
-    elif axis == -3 and not keep_dims:
-        t0 = grad[..., None, :, :]
-        t1 = _shift_right(jnp.cumprod(input, axis=-3), axis=-3, fill=1)
-        t2 = jnp.flip(
-            _shift_right(jnp.cumprod(jnp.flip(input, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
-        )
-        grad_input = t0 * t1 * t2
     else:
         raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)

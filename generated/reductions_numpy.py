@@ -118,20 +118,15 @@ def reduce_sum_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-1
         t3 = np.sum(grad_vjp_input, axis=-1, keepdims=True)
         grad_grad = np.where(t2, t3, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -2 and keep_dims:
+    elif axis in (-2, -3) and keep_dims:
         t0 = 0
-        t1 = np.arange(np.shape(grad)[-2])
+        t1 = np.arange(np.shape(grad)[axis])
         t2 = t1 == t0
-        t3 = t2[..., None]
-        t4 = np.sum(grad_vjp_input, axis=-2, keepdims=True)
-        grad_grad = np.where(t3, t4, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -3 and keep_dims:
-        t0 = 0
-        t1 = np.arange(np.shape(grad)[-3])
-        t2 = t1 == t0
-        t3 = t2[..., None, None]
-        t4 = np.sum(grad_vjp_input, axis=-3, keepdims=True)
+        if axis == -2:
+            t3 = t2[..., None]
+        else:
+            t3 = t2[..., None, None]
+        t4 = np.sum(grad_vjp_input, axis=axis, keepdims=True)
         grad_grad = np.where(t3, t4, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
@@ -199,22 +194,16 @@ def reduce_mean_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-
         t4 = np.sum(grad_vjp_input, axis=-1, keepdims=True)
         grad_grad = np.where(t3, t4 / t0, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -2 and keep_dims:
-        t0 = np.shape(input)[-2]
+    elif axis in (-2, -3) and keep_dims:
+        t0 = np.shape(input)[axis]
         t1 = 0
-        t2 = np.arange(np.shape(grad)[-2])
+        t2 = np.arange(np.shape(grad)[axis])
         t3 = t2 == t1
-        t4 = t3[..., None]
-        t5 = np.sum(grad_vjp_input, axis=-2, keepdims=True)
-        grad_grad = np.where(t4, t5 / t0, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -3 and keep_dims:
-        t0 = np.shape(input)[-3]
-        t1 = 0
-        t2 = np.arange(np.shape(grad)[-3])
-        t3 = t2 == t1
-        t4 = t3[..., None, None]
-        t5 = np.sum(grad_vjp_input, axis=-3, keepdims=True)
+        if axis == -2:
+            t4 = t3[..., None]
+        else:
+            t4 = t3[..., None, None]
+        t5 = np.sum(grad_vjp_input, axis=axis, keepdims=True)
         grad_grad = np.where(t4, t5 / t0, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
@@ -346,22 +335,32 @@ def euclidean_norm_grad_grad(
             np.sqrt(t4) == 0, 0, -(1 / 4) / t4 ** (3 / 2)
         )
         grad_input = _sum_to_shape(grad_input, np.shape(input))
-    elif axis == -2 and keep_dims:
+    elif axis in (-2, -3) and keep_dims:
         if sum1 is None or vjp_sum1 is None:
-            sum1 = np.sum(input**2, axis=-2)
-            t0 = np.squeeze(grad, axis=-2)
+            sum1 = np.sum(input**2, axis=axis)
+            t0 = np.squeeze(grad, axis=axis)
             vjp_sum1 = t0 * np.where(np.sqrt(sum1) == 0, 0, (1 / 2) / np.sqrt(sum1))
-        t1 = np.sum(grad_vjp_input * input, axis=-2)
+        t1 = np.sum(grad_vjp_input * input, axis=axis)
         grad_vjp_sum1 = 2 * t1
-        t2 = grad_vjp_sum1[..., None, :]
+        if axis == -2:
+            t2 = grad_vjp_sum1[..., None, :]
+        else:
+            t2 = grad_vjp_sum1[..., None, :, :]
         t3 = 0
-        t4 = np.arange(np.shape(grad)[-2])
+        t4 = np.arange(np.shape(grad)[axis])
         t5 = t4 == t3
-        t6 = t5[..., None]
-        t7 = sum1[..., None, :]
+        if axis == -2:
+            t6 = t5[..., None]
+            t7 = sum1[..., None, :]
+        else:
+            t6 = t5[..., None, None]
+            t7 = sum1[..., None, :, :]
         grad_grad = np.where(t6, t2 * np.where(np.sqrt(t7) == 0, 0, (1 / 2) / np.sqrt(t7)), 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t8 = vjp_sum1[..., None, :]
+        if axis == -2:
+            t8 = vjp_sum1[..., None, :]
+        else:
+            t8 = vjp_sum1[..., None, :, :]
         grad_input = (
             2 * grad * input * t2 * np.where(np.sqrt(t7) == 0, 0, -(1 / 4) / t7 ** (3 / 2))
             + 2 * grad_vjp_input * t8
@@ -381,27 +380,6 @@ def euclidean_norm_grad_grad(
         t4 = sum1[..., None, :, :]
         grad_input = 2 * grad_vjp_input * t1 + 2 * input * t2 * t3 * np.where(
             np.sqrt(t4) == 0, 0, -(1 / 4) / t4 ** (3 / 2)
-        )
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-    elif axis == -3 and keep_dims:
-        if sum1 is None or vjp_sum1 is None:
-            sum1 = np.sum(input**2, axis=-3)
-            t0 = np.squeeze(grad, axis=-3)
-            vjp_sum1 = t0 * np.where(np.sqrt(sum1) == 0, 0, (1 / 2) / np.sqrt(sum1))
-        t1 = np.sum(grad_vjp_input * input, axis=-3)
-        grad_vjp_sum1 = 2 * t1
-        t2 = grad_vjp_sum1[..., None, :, :]
-        t3 = 0
-        t4 = np.arange(np.shape(grad)[-3])
-        t5 = t4 == t3
-        t6 = t5[..., None, None]
-        t7 = sum1[..., None, :, :]
-        grad_grad = np.where(t6, t2 * np.where(np.sqrt(t7) == 0, 0, (1 / 2) / np.sqrt(t7)), 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t8 = vjp_sum1[..., None, :, :]
-        grad_input = (
-            2 * grad * input * t2 * np.where(np.sqrt(t7) == 0, 0, -(1 / 4) / t7 ** (3 / 2))
-            + 2 * grad_vjp_input * t8
         )
         grad_input = _sum_to_shape(grad_input, np.shape(input))
     else:
@@ -553,11 +531,17 @@ def reduce_prod_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
             1..N - 1} input[batch, k]), i.e. `t0 * t1 * t2`
     """
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        t0 = grad[..., None]
-        t1 = _shift_right(np.cumprod(input, axis=-1), axis=-1, fill=1)
+    if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1:
+            t0 = grad[..., None]
+        elif axis == -2:
+            t0 = grad[..., None, :]
+        else:
+            t0 = grad[..., None, :, :]
+        t1 = _shift_right(np.cumprod(input, axis=axis), axis=axis, fill=1)
         t2 = np.flip(
-            _shift_right(np.cumprod(np.flip(input, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+            _shift_right(np.cumprod(np.flip(input, axis=axis), axis=axis), axis=axis, fill=1),
+            axis=axis,
         )
         grad_input = t0 * t1 * t2
     elif axis in (-1, -2, -3) and keep_dims:
@@ -567,20 +551,6 @@ def reduce_prod_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
             axis=axis,
         )
         grad_input = grad * t0 * t1
-    elif axis == -2 and not keep_dims:
-        t0 = grad[..., None, :]
-        t1 = _shift_right(np.cumprod(input, axis=-2), axis=-2, fill=1)
-        t2 = np.flip(
-            _shift_right(np.cumprod(np.flip(input, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
-        )
-        grad_input = t0 * t1 * t2
-    elif axis == -3 and not keep_dims:
-        t0 = grad[..., None, :, :]
-        t1 = _shift_right(np.cumprod(input, axis=-3), axis=-3, fill=1)
-        t2 = np.flip(
-            _shift_right(np.cumprod(np.flip(input, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
-        )
-        grad_input = t0 * t1 * t2
     else:
         raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -591,22 +561,29 @@ def reduce_prod_grad_grad(
 ):
     """Second order of Prod: the gradient of reduce_prod_grad: one array per input (grad, input)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
+    if axis in (-1, -2, -3) and not keep_dims:
         if prod1 is None or prod2 is None:
-            prod1 = _shift_right(np.cumprod(input, axis=-1), axis=-1, fill=1)
+            prod1 = _shift_right(np.cumprod(input, axis=axis), axis=axis, fill=1)
             prod2 = np.flip(
-                _shift_right(np.cumprod(np.flip(input, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+                _shift_right(np.cumprod(np.flip(input, axis=axis), axis=axis), axis=axis, fill=1),
+                axis=axis,
             )
-        t0 = grad[..., None]
+        if axis == -1:
+            t0 = grad[..., None]
+        elif axis == -2:
+            t0 = grad[..., None, :]
+        else:
+            t0 = grad[..., None, :, :]
         grad_prod2 = grad_vjp_input * prod1 * t0
         grad_prod1 = grad_vjp_input * prod2 * t0
-        grad_grad = np.sum(grad_vjp_input * prod1 * prod2, axis=-1)
+        grad_grad = np.sum(grad_vjp_input * prod1 * prod2, axis=axis)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t1 = _linear_scan(grad_prod1, input, axis=-1, exclusive=True, reverse=True)
-        t2 = _shift_right(np.cumprod(input, axis=-1), axis=-1, fill=1)
-        t3 = _linear_scan(grad_prod2, input, axis=-1, exclusive=True)
+        t1 = _linear_scan(grad_prod1, input, axis=axis, exclusive=True, reverse=True)
+        t2 = _shift_right(np.cumprod(input, axis=axis), axis=axis, fill=1)
+        t3 = _linear_scan(grad_prod2, input, axis=axis, exclusive=True)
         t4 = np.flip(
-            _shift_right(np.cumprod(np.flip(input, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
+            _shift_right(np.cumprod(np.flip(input, axis=axis), axis=axis), axis=axis, fill=1),
+            axis=axis,
         )
         grad_input = t1 * t2 + t3 * t4
         grad_input = _sum_to_shape(grad_input, np.shape(input))
@@ -632,87 +609,31 @@ def reduce_prod_grad_grad(
         )
         grad_input = t4 * t5 + t6 * t7
         grad_input = _sum_to_shape(grad_input, np.shape(input))
-    elif axis == -2 and not keep_dims:
+    elif axis in (-2, -3) and keep_dims:
         if prod1 is None or prod2 is None:
-            prod1 = _shift_right(np.cumprod(input, axis=-2), axis=-2, fill=1)
+            prod1 = _shift_right(np.cumprod(input, axis=axis), axis=axis, fill=1)
             prod2 = np.flip(
-                _shift_right(np.cumprod(np.flip(input, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
-            )
-        t0 = grad[..., None, :]
-        grad_prod2 = grad_vjp_input * prod1 * t0
-        grad_prod1 = grad_vjp_input * prod2 * t0
-        grad_grad = np.sum(grad_vjp_input * prod1 * prod2, axis=-2)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t1 = _linear_scan(grad_prod1, input, axis=-2, exclusive=True, reverse=True)
-        t2 = _shift_right(np.cumprod(input, axis=-2), axis=-2, fill=1)
-        t3 = _linear_scan(grad_prod2, input, axis=-2, exclusive=True)
-        t4 = np.flip(
-            _shift_right(np.cumprod(np.flip(input, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
-        )
-        grad_input = t1 * t2 + t3 * t4
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-    elif axis == -2 and keep_dims:
-        if prod1 is None or prod2 is None:
-            prod1 = _shift_right(np.cumprod(input, axis=-2), axis=-2, fill=1)
-            prod2 = np.flip(
-                _shift_right(np.cumprod(np.flip(input, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
+                _shift_right(np.cumprod(np.flip(input, axis=axis), axis=axis), axis=axis, fill=1),
+                axis=axis,
             )
         grad_prod2 = grad * grad_vjp_input * prod1
         grad_prod1 = grad * grad_vjp_input * prod2
         t0 = 0
-        t1 = np.arange(np.shape(grad)[-2])
+        t1 = np.arange(np.shape(grad)[axis])
         t2 = t1 == t0
-        t3 = t2[..., None]
-        t4 = np.sum(grad_vjp_input * prod1 * prod2, axis=-2, keepdims=True)
+        if axis == -2:
+            t3 = t2[..., None]
+        else:
+            t3 = t2[..., None, None]
+        t4 = np.sum(grad_vjp_input * prod1 * prod2, axis=axis, keepdims=True)
         grad_grad = np.where(t3, t4, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t5 = _linear_scan(grad_prod1, input, axis=-2, exclusive=True, reverse=True)
-        t6 = _shift_right(np.cumprod(input, axis=-2), axis=-2, fill=1)
-        t7 = _linear_scan(grad_prod2, input, axis=-2, exclusive=True)
+        t5 = _linear_scan(grad_prod1, input, axis=axis, exclusive=True, reverse=True)
+        t6 = _shift_right(np.cumprod(input, axis=axis), axis=axis, fill=1)
+        t7 = _linear_scan(grad_prod2, input, axis=axis, exclusive=True)
         t8 = np.flip(
-            _shift_right(np.cumprod(np.flip(input, axis=-2), axis=-2), axis=-2, fill=1), axis=-2
-        )
-        grad_input = t5 * t6 + t7 * t8
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-    elif axis == -3 and not keep_dims:
-        if prod1 is None or prod2 is None:
-            prod1 = _shift_right(np.cumprod(input, axis=-3), axis=-3, fill=1)
-            prod2 = np.flip(
-                _shift_right(np.cumprod(np.flip(input, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
-            )
-        t0 = grad[..., None, :, :]
-        grad_prod2 = grad_vjp_input * prod1 * t0
-        grad_prod1 = grad_vjp_input * prod2 * t0
-        grad_grad = np.sum(grad_vjp_input * prod1 * prod2, axis=-3)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t1 = _linear_scan(grad_prod1, input, axis=-3, exclusive=True, reverse=True)
-        t2 = _shift_right(np.cumprod(input, axis=-3), axis=-3, fill=1)
-        t3 = _linear_scan(grad_prod2, input, axis=-3, exclusive=True)
-        t4 = np.flip(
-            _shift_right(np.cumprod(np.flip(input, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
-        )
-        grad_input = t1 * t2 + t3 * t4
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-    elif axis == -3 and keep_dims:
-        if prod1 is None or prod2 is None:
-            prod1 = _shift_right(np.cumprod(input, axis=-3), axis=-3, fill=1)
-            prod2 = np.flip(
-                _shift_right(np.cumprod(np.flip(input, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
-            )
-        grad_prod2 = grad * grad_vjp_input * prod1
-        grad_prod1 = grad * grad_vjp_input * prod2
-        t0 = 0
-        t1 = np.arange(np.shape(grad)[-3])
-        t2 = t1 == t0
-        t3 = t2[..., None, None]
-        t4 = np.sum(grad_vjp_input * prod1 * prod2, axis=-3, keepdims=True)
-        grad_grad = np.where(t3, t4, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t5 = _linear_scan(grad_prod1, input, axis=-3, exclusive=True, reverse=True)
-        t6 = _shift_right(np.cumprod(input, axis=-3), axis=-3, fill=1)
-        t7 = _linear_scan(grad_prod2, input, axis=-3, exclusive=True)
-        t8 = np.flip(
-            _shift_right(np.cumprod(np.flip(input, axis=-3), axis=-3), axis=-3, fill=1), axis=-3
+            _shift_right(np.cumprod(np.flip(input, axis=axis), axis=axis), axis=axis, fill=1),
+            axis=axis,
         )
         grad_input = t5 * t6 + t7 * t8
         grad_input = _sum_to_shape(grad_input, np.shape(input))

@@ -620,25 +620,20 @@ def reduce_prod_vjp(grad, input, output, *, axis=-1, keep_dims=False):
             1..N - 1} input[batch, k]), i.e. `t0 * t1 * t2`
     """
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        t0 = grad[..., None]
-        t1 = _cumprod(input, axis=-1, exclusive=True)
-        t2 = _cumprod(input, axis=-1, exclusive=True, reverse=True)
+    if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1:
+            t0 = grad[..., None]
+        elif axis == -2:
+            t0 = grad[..., None, :]
+        else:
+            t0 = grad[..., None, :, :]
+        t1 = _cumprod(input, axis=axis, exclusive=True)
+        t2 = _cumprod(input, axis=axis, exclusive=True, reverse=True)
         grad_input = t0 * t1 * t2
     elif axis in (-1, -2, -3) and keep_dims:
         t0 = _cumprod(input, axis=axis, exclusive=True)
         t1 = _cumprod(input, axis=axis, exclusive=True, reverse=True)
         grad_input = grad * t0 * t1
-    elif axis == -2 and not keep_dims:
-        t0 = grad[..., None, :]
-        t1 = _cumprod(input, axis=-2, exclusive=True)
-        t2 = _cumprod(input, axis=-2, exclusive=True, reverse=True)
-        grad_input = t0 * t1 * t2
-    elif axis == -3 and not keep_dims:
-        t0 = grad[..., None, :, :]
-        t1 = _cumprod(input, axis=-3, exclusive=True)
-        t2 = _cumprod(input, axis=-3, exclusive=True, reverse=True)
-        grad_input = t0 * t1 * t2
     else:
         raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)

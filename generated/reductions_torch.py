@@ -447,12 +447,19 @@ def reduce_prod_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
             1..N - 1} input[batch, k]), i.e. `t0 * t1 * t2`
     """
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not keep_dims:
-        t0 = grad[..., None]
-        t1 = _shift_right(torch.cumprod(input, dim=-1), axis=-1, fill=1)
+    if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1:
+            t0 = grad[..., None]
+        elif axis == -2:
+            t0 = grad[..., None, :]
+        else:
+            t0 = grad[..., None, :, :]
+        t1 = _shift_right(torch.cumprod(input, dim=axis), axis=axis, fill=1)
         t2 = torch.flip(
-            _shift_right(torch.cumprod(torch.flip(input, dims=(-1,)), dim=-1), axis=-1, fill=1),
-            dims=(-1,),
+            _shift_right(
+                torch.cumprod(torch.flip(input, dims=(axis,)), dim=axis), axis=axis, fill=1
+            ),
+            dims=(axis,),
         )
         grad_input = t0 * t1 * t2
     elif axis in (-1, -2, -3) and keep_dims:
@@ -464,22 +471,6 @@ def reduce_prod_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
             dims=(axis,),
         )
         grad_input = grad * t0 * t1
-    elif axis == -2 and not keep_dims:
-        t0 = grad[..., None, :]
-        t1 = _shift_right(torch.cumprod(input, dim=-2), axis=-2, fill=1)
-        t2 = torch.flip(
-            _shift_right(torch.cumprod(torch.flip(input, dims=(-2,)), dim=-2), axis=-2, fill=1),
-            dims=(-2,),
-        )
-        grad_input = t0 * t1 * t2
-    elif axis == -3 and not keep_dims:
-        t0 = grad[..., None, :, :]
-        t1 = _shift_right(torch.cumprod(input, dim=-3), axis=-3, fill=1)
-        t2 = torch.flip(
-            _shift_right(torch.cumprod(torch.flip(input, dims=(-3,)), dim=-3), axis=-3, fill=1),
-            dims=(-3,),
-        )
-        grad_input = t0 * t1 * t2
     else:
         raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)

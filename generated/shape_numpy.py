@@ -56,25 +56,25 @@ def expand_dims_grad(grad, input, *, output=None, axis=-1):
 
 def expand_dims_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-1):
     """Second order of ExpandDims: the gradient of expand_dims_grad: one array per input (grad, input)."""
-    t1 = 0
     if axis == -1:
         t0 = grad_vjp_input[..., None]
+        t1 = 0
         t2 = np.arange(np.shape(grad)[-1])
         t3 = t2 == t1
         grad_grad = np.where(t3, t0, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -2:
-        t0 = grad_vjp_input[..., None, :]
-        t2 = np.arange(np.shape(grad)[-2])
+    elif axis in (-2, -3):
+        if axis == -2:
+            t0 = grad_vjp_input[..., None, :]
+        else:
+            t0 = grad_vjp_input[..., None, :, :]
+        t1 = 0
+        t2 = np.arange(np.shape(grad)[axis])
         t3 = t2 == t1
-        t4 = t3[..., None]
-        grad_grad = np.where(t4, t0, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    elif axis == -3:
-        t0 = grad_vjp_input[..., None, :, :]
-        t2 = np.arange(np.shape(grad)[-3])
-        t3 = t2 == t1
-        t4 = t3[..., None, None]
+        if axis == -2:
+            t4 = t3[..., None]
+        else:
+            t4 = t3[..., None, None]
         grad_grad = np.where(t4, t0, 0)
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:

@@ -8,9 +8,12 @@ statements. Two steps make the chain short:
    mode in `padding="SAME"`), become one body reading the attribute instead of the literal,
    under `if attr in (...)`. The statements are the very ones each variant ran: only where a
    number comes from changes, so the code is as fast.
-2. **Common statements hoisted.** A statement every remaining branch has, reading nothing a
+2. **Shared bodies.** Variants that differ in one attribute only, whose statements are the
+   same but for a few that assign the same name another way (how `align` places a diagonal),
+   become one body that computes those few under an inner `if` on that attribute.
+3. **Common statements hoisted.** A statement every remaining branch has, reading nothing a
    branch computes before it, is printed once before the chain.
-3. **One value, tested once.** An attribute with the same value in every branch (a padding
+4. **One value, tested once.** An attribute with the same value in every branch (a padding
    only 0 is declared for) is tested once before the chain, not in each branch's condition.
 
 It works on printed Python (the same for every target), so it cannot change what a statement
@@ -52,7 +55,8 @@ def chain(branches: list[tuple[tuple[tuple[str, Any], ...], list[str]]], error: 
     `error` raised when none applies; merged and hoisted as the module docstring says."""
     groups = [Variants((values,), tuple(statements)) for values, statements in branches]
     for position in range(len(branches[0][0])):
-        groups = _merged_over(groups, position)
+        groups = _merged_over(groups, position, _unified)
+    groups = _shared_greedily(groups, len(branches[0][0]))
     hoisted, groups = _hoisted(groups, {name for name, _ in branches[0][0]})
     fixed = _one_value(branches) if len(groups) > 1 else {}
     lines = [f"if {' or '.join(_differs(n, v) for n, v in fixed.items())}:", f"    {error}"] if fixed else []
@@ -92,18 +96,25 @@ def _test(name: str, values: tuple) -> str:
 # --- parametrised bodies ---------------------------------------------------------------------
 
 
-def _merged_over(groups: list[Variants], position: int) -> list[Variants]:
-    """`groups` with those that differ only in the attribute at `position` merged where their
-    code is one body parametrised by it; in the order of each group's first variant."""
+def _merged_over(groups: list[Variants], position: int, merge) -> list[Variants]:
+    """`groups` with those that differ only in the attribute at `position` merged where
+    `merge` makes them one body; in the order of each group's first variant."""
     clusters: list[list[Variants]] = []
     for group in groups:
         for cluster in clusters:
-            if _unified(cluster + [group], position) is not None:
+            if merge(cluster + [group], position) is not None:
                 cluster.append(group)
                 break
         else:
             clusters.append([group])
-    return [_unified(cluster, position) for cluster in clusters]
+    return [merge(cluster, position) for cluster in clusters]
+
+
+def _alike(groups: list[Variants], position: int) -> bool:
+    """The groups differ only in the attribute at `position` (each may span several values
+    already) and have as many statements each."""
+    others = {frozenset(_others(v, position) for v in g.values) for g in groups}
+    return len(others) == 1 and len({len(g.statements) for g in groups}) == 1
 
 
 def _unified(groups: list[Variants], position: int) -> Variants | None:
@@ -112,10 +123,7 @@ def _unified(groups: list[Variants], position: int) -> Variants | None:
     values = tuple(v for g in groups for v in g.values)
     if len(groups) == 1:
         return groups[0]
-    # the same values of the other attributes in each (a group may span several already)
-    if len({frozenset(_others(v, position) for v in g.values) for g in groups}) != 1:
-        return None
-    if len({len(g.statements) for g in groups}) != 1:
+    if not _alike(groups, position):
         return None
     name, attribute = values[0][position][0], [v[position][1] for v in values]
     statements = []
@@ -149,6 +157,77 @@ def _parametrised(texts, groups, name, attribute) -> str | None:
         spacing = column[0][len(column[0].rstrip()) :]
         out.append((expression if alone or " " not in expression else f"({expression})") + spacing)
     return "".join(out)
+
+
+# --- shared bodies ---------------------------------------------------------------------------
+
+
+def _shared(groups: list[Variants], position: int) -> Variants | None:
+    """`groups` as one body: the statements they all have, or have but for literals the
+    attribute at `position` explains (read from it), in place, and each run of statements that
+    differ otherwise (each assigning, in every group, the same name) as an inner if/elif on that
+    attribute; None when they differ in another attribute, in what a differing statement
+    assigns, or in more than a third of their statements."""
+    if len(groups) == 1:
+        return groups[0]
+    if not _alike(groups, position):
+        return None
+    values = tuple(v for g in groups for v in g.values)
+    name, attribute = values[0][position][0], [v[position][1] for v in values]
+    rows = []  # per statement: the one text for all groups, or a tuple of one per group
+    for texts in zip(*(g.statements for g in groups)):
+        one = texts[0] if len(set(texts)) == 1 else _parametrised(texts, groups, name, attribute)
+        rows.append(texts if one is None else one)
+    apart = [row for row in rows if isinstance(row, tuple)]
+    if len(rows) - len(apart) < max(2 * len(apart), 3) or not all(_one_target(row) for row in apart):
+        return None  # mostly apart: separate branches read better
+    tests = [_test(name, tuple(dict.fromkeys(v[position][1] for v in g.values))) for g in groups]
+    statements, run = [], []
+    for row in rows + [None]:
+        if isinstance(row, tuple):
+            run.append(row)
+            continue
+        if run:
+            statements.append(_inner_chain(tests, run))
+            run = []
+        if row is not None:
+            statements.append(row)
+    return Variants(values, tuple(statements))
+
+
+def _shared_greedily(groups: list[Variants], positions: int) -> list[Variants]:
+    """`groups` merged into shared bodies over one attribute after another, each time the one
+    whose merge leaves the fewest lines."""
+    remaining = set(range(positions))
+    while remaining and len(groups) > 1:
+        merged = {p: _merged_over(groups, p, _shared) for p in sorted(remaining)}
+        best = min(merged, key=lambda p: (_size(merged[p]), p))
+        if _size(merged[best]) >= _size(groups):
+            break
+        groups = merged[best]
+        remaining.discard(best)
+    return groups
+
+
+def _size(groups: list[Variants]) -> int:
+    """Lines the chain over `groups` takes."""
+    return sum(1 + sum(s.count("\n") + 1 for s in g.statements) for g in groups)
+
+
+def _one_target(row: tuple[str, ...]) -> bool:
+    """Every statement of `row` assigns one and the same name."""
+    targets = {_assignment(s)[0] for s in row}
+    return len(targets) == 1 and None not in targets
+
+
+def _inner_chain(tests: list[str], run: list[tuple[str, ...]]) -> str:
+    """The statements of `run` (rows of one per group) under `if test:` per group, the last
+    group's as `else:` (the outer condition admits no other value)."""
+    lines = []
+    for n, test in enumerate(tests):
+        lines.append("else:" if n == len(tests) - 1 else f"{'if' if n == 0 else 'elif'} {test}:")
+        lines += ["    " + line for row in run for line in row[n].split("\n")]
+    return "\n".join(lines)
 
 
 def _delimited(before: str, after: str) -> bool:

@@ -154,3 +154,42 @@ def test_a_tuple_entry_plus_an_offset_explains_a_literal():
     lines = chain(branches, ERROR)
     assert lines[:2] == ["if k in ((-1, 1), (1, 2)):", "    out = x[k[1] - 1] + -k[0]"]
     assert [_run(lines, k=k) for k in bands] == [_run(_per_variant(branches), k=k) for k in bands]
+
+
+ALIGNED = [
+    ((("k", k), ("align", a)), ["t0 = len(x)", f"t1 = x[{k}]", t2, "t3 = t1 * t0 + t2", "out = t3 - t0"])
+    for k in (0, 1)
+    for a, t2 in (("L", "t2 = t0 - 1"), ("R", "t2 = max(t0, 2)"), ("C", "t2 = t0 // 2"))
+]
+
+
+def test_bodies_differing_in_a_few_statements_share_the_rest():
+    """Variants that compute one name another way (how `align` places a diagonal) share every
+    other statement; the few they differ in sit under an inner if on the attribute."""
+    lines = chain(ALIGNED, ERROR)
+    assert lines == [
+        "if k in (0, 1) and align in ('L', 'R', 'C'):",
+        "    t0 = len(x)",
+        "    t1 = x[k]",
+        "    if align == 'L':",
+        "        t2 = t0 - 1",
+        "    elif align == 'R':",
+        "        t2 = max(t0, 2)",
+        "    else:",
+        "        t2 = t0 // 2",
+        "    t3 = t1 * t0 + t2",
+        "    out = t3 - t0",
+        "else:",
+        f"    {ERROR}",
+    ]
+    for k, a in itertools.product((0, 1), "LRC"):
+        assert _run(lines, k=k, align=a) == _run(_per_variant(ALIGNED), k=k, align=a)
+    with pytest.raises(ValueError):
+        _run(lines, k=2, align="L")
+
+
+def test_bodies_differing_in_most_statements_or_in_what_they_assign_stay_apart():
+    mostly = [((("mode", m),), [f"t0 = x[0] {op} 1", f"out = t0 {op} 2"]) for m, op in (("A", "+"), ("B", "-"))]
+    assert "elif mode == 'B':" in chain(mostly, ERROR)
+    named = [((("mode", m),), ["t0 = len(x)", "t1 = t0 + 1", s, "out = t0"]) for m, s in (("A", "t2 = 1"), ("B", "t3 = 2"))]
+    assert "elif mode == 'B':" in chain(named, ERROR)
