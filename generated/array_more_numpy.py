@@ -88,40 +88,36 @@ def tile(input, *, multiples):
     rank = np.ndim(input)
     multiples = np.asarray(multiples, dtype=np.int64)
     if rank == 1:
-        t0 = multiples[0]
-        t1 = np.shape(input)[-1]
-        output = np.reshape(np.broadcast_to(input, (t0, t1)), (t0 * t1,))
+        t0 = np.shape(input)[-1]
+        output = np.reshape(np.broadcast_to(input, (multiples[0], t0)), (multiples[0] * t0,))
     elif rank == 2:
         t0 = input[..., None, :]
-        t1 = multiples[0]
-        t2 = np.shape(input)[-2]
-        t3 = multiples[1]
-        t4 = np.shape(input)[-1]
-        output = np.reshape(np.broadcast_to(t0, (t1, t2, t3, t4)), (t1 * t2, t3 * t4))
+        t1 = np.shape(input)[-2]
+        t2 = np.shape(input)[-1]
+        output = np.reshape(
+            np.broadcast_to(t0, (multiples[0], t1, multiples[1], t2)),
+            (multiples[0] * t1, multiples[1] * t2),
+        )
     elif rank == 3:
         t0 = input[..., None, :, None, :]
-        t1 = multiples[0]
-        t2 = np.shape(input)[-3]
-        t3 = multiples[1]
-        t4 = np.shape(input)[-2]
-        t5 = multiples[2]
-        t6 = np.shape(input)[-1]
+        t1 = np.shape(input)[-3]
+        t2 = np.shape(input)[-2]
+        t3 = np.shape(input)[-1]
         output = np.reshape(
-            np.broadcast_to(t0, (t1, t2, t3, t4, t5, t6)), (t1 * t2, t3 * t4, t5 * t6)
+            np.broadcast_to(t0, (multiples[0], t1, multiples[1], t2, multiples[2], t3)),
+            (multiples[0] * t1, multiples[1] * t2, multiples[2] * t3),
         )
     elif rank == 4:
         t0 = input[..., None, :, None, :, None, :]
-        t1 = multiples[0]
-        t2 = np.shape(input)[-4]
-        t3 = multiples[1]
-        t4 = np.shape(input)[-3]
-        t5 = multiples[2]
-        t6 = np.shape(input)[-2]
-        t7 = multiples[3]
-        t8 = np.shape(input)[-1]
+        t1 = np.shape(input)[-4]
+        t2 = np.shape(input)[-3]
+        t3 = np.shape(input)[-2]
+        t4 = np.shape(input)[-1]
         output = np.reshape(
-            np.broadcast_to(t0, (t1, t2, t3, t4, t5, t6, t7, t8)),
-            (t1 * t2, t3 * t4, t5 * t6, t7 * t8),
+            np.broadcast_to(
+                t0, (multiples[0], t1, multiples[1], t2, multiples[2], t3, multiples[3], t4)
+            ),
+            (multiples[0] * t1, multiples[1] * t2, multiples[2] * t3, multiples[3] * t4),
         )
     else:
         raise ValueError(f"Tile: unsupported attributes rank={rank!r}")
@@ -183,64 +179,63 @@ def tile_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, multiples):
     """Second order of Tile: the gradient of tile_grad: one array per input (grad, input)."""
     rank = np.ndim(input)
     multiples = np.asarray(multiples, dtype=np.int64)
-    t0 = multiples[0]
     if rank == 1:
-        grad_split = np.reshape(grad, np.shape(grad)[:-1] + (t0, -1))
-        t1 = np.shape(grad_split)[-2]
-        t2 = np.shape(grad_split)[-1]
-        grad_grad = np.reshape(np.broadcast_to(grad_vjp_input, (t1, t2)), (t1 * t2,))
+        grad_split = np.reshape(grad, np.shape(grad)[:-1] + (multiples[0], -1))
+        t0 = np.shape(grad_split)[-2]
+        t1 = np.shape(grad_split)[-1]
+        grad_grad = np.reshape(np.broadcast_to(grad_vjp_input, (t0, t1)), (t0 * t1,))
     elif rank == 2:
-        grad_split = np.reshape(grad, np.shape(grad)[:-2] + (t0, -1) + np.shape(grad)[-1:])
-        t1 = multiples[1]
-        grad_split = np.reshape(grad_split, np.shape(grad_split)[:-1] + (t1, -1))
-        t2 = grad_vjp_input[..., None, :]
+        grad_split = np.reshape(
+            grad, np.shape(grad)[:-2] + (multiples[0], -1) + np.shape(grad)[-1:]
+        )
+        grad_split = np.reshape(grad_split, np.shape(grad_split)[:-1] + (multiples[1], -1))
+        t0 = grad_vjp_input[..., None, :]
+        t1 = np.shape(grad_split)[-4]
+        t2 = np.shape(grad_split)[-3]
+        t3 = np.shape(grad_split)[-2]
+        t4 = np.shape(grad_split)[-1]
+        grad_grad = np.reshape(np.broadcast_to(t0, (t1, t2, t3, t4)), (t1 * t2, t3 * t4))
+    elif rank == 3:
+        grad_split = np.reshape(
+            grad, np.shape(grad)[:-3] + (multiples[0], -1) + np.shape(grad)[-2:]
+        )
+        grad_split = np.reshape(
+            grad_split, np.shape(grad_split)[:-2] + (multiples[1], -1) + np.shape(grad_split)[-1:]
+        )
+        grad_split = np.reshape(grad_split, np.shape(grad_split)[:-1] + (multiples[2], -1))
+        t0 = grad_vjp_input[..., None, :, None, :]
+        t1 = np.shape(grad_split)[-6]
+        t2 = np.shape(grad_split)[-5]
         t3 = np.shape(grad_split)[-4]
         t4 = np.shape(grad_split)[-3]
         t5 = np.shape(grad_split)[-2]
         t6 = np.shape(grad_split)[-1]
-        grad_grad = np.reshape(np.broadcast_to(t2, (t3, t4, t5, t6)), (t3 * t4, t5 * t6))
-    elif rank == 3:
-        grad_split = np.reshape(grad, np.shape(grad)[:-3] + (t0, -1) + np.shape(grad)[-2:])
-        t1 = multiples[1]
-        grad_split = np.reshape(
-            grad_split, np.shape(grad_split)[:-2] + (t1, -1) + np.shape(grad_split)[-1:]
-        )
-        t2 = multiples[2]
-        grad_split = np.reshape(grad_split, np.shape(grad_split)[:-1] + (t2, -1))
-        t3 = grad_vjp_input[..., None, :, None, :]
-        t4 = np.shape(grad_split)[-6]
-        t5 = np.shape(grad_split)[-5]
-        t6 = np.shape(grad_split)[-4]
-        t7 = np.shape(grad_split)[-3]
-        t8 = np.shape(grad_split)[-2]
-        t9 = np.shape(grad_split)[-1]
         grad_grad = np.reshape(
-            np.broadcast_to(t3, (t4, t5, t6, t7, t8, t9)), (t4 * t5, t6 * t7, t8 * t9)
+            np.broadcast_to(t0, (t1, t2, t3, t4, t5, t6)), (t1 * t2, t3 * t4, t5 * t6)
         )
     elif rank == 4:
-        grad_split = np.reshape(grad, np.shape(grad)[:-4] + (t0, -1) + np.shape(grad)[-3:])
-        t1 = multiples[1]
         grad_split = np.reshape(
-            grad_split, np.shape(grad_split)[:-3] + (t1, -1) + np.shape(grad_split)[-2:]
+            grad, np.shape(grad)[:-4] + (multiples[0], -1) + np.shape(grad)[-3:]
         )
-        t2 = multiples[2]
         grad_split = np.reshape(
-            grad_split, np.shape(grad_split)[:-2] + (t2, -1) + np.shape(grad_split)[-1:]
+            grad_split, np.shape(grad_split)[:-3] + (multiples[1], -1) + np.shape(grad_split)[-2:]
         )
-        t3 = multiples[3]
-        grad_split = np.reshape(grad_split, np.shape(grad_split)[:-1] + (t3, -1))
-        t4 = grad_vjp_input[..., None, :, None, :, None, :]
-        t5 = np.shape(grad_split)[-8]
-        t6 = np.shape(grad_split)[-7]
-        t7 = np.shape(grad_split)[-6]
-        t8 = np.shape(grad_split)[-5]
-        t9 = np.shape(grad_split)[-4]
-        t10 = np.shape(grad_split)[-3]
-        t11 = np.shape(grad_split)[-2]
-        t12 = np.shape(grad_split)[-1]
+        grad_split = np.reshape(
+            grad_split, np.shape(grad_split)[:-2] + (multiples[2], -1) + np.shape(grad_split)[-1:]
+        )
+        grad_split = np.reshape(grad_split, np.shape(grad_split)[:-1] + (multiples[3], -1))
+        t0 = grad_vjp_input[..., None, :, None, :, None, :]
+        t1 = np.shape(grad_split)[-8]
+        t2 = np.shape(grad_split)[-7]
+        t3 = np.shape(grad_split)[-6]
+        t4 = np.shape(grad_split)[-5]
+        t5 = np.shape(grad_split)[-4]
+        t6 = np.shape(grad_split)[-3]
+        t7 = np.shape(grad_split)[-2]
+        t8 = np.shape(grad_split)[-1]
         grad_grad = np.reshape(
-            np.broadcast_to(t4, (t5, t6, t7, t8, t9, t10, t11, t12)),
-            (t5 * t6, t7 * t8, t9 * t10, t11 * t12),
+            np.broadcast_to(t0, (t1, t2, t3, t4, t5, t6, t7, t8)),
+            (t1 * t2, t3 * t4, t5 * t6, t7 * t8),
         )
     else:
         raise ValueError(f"TileGrad: unsupported attributes rank={rank!r}")

@@ -343,40 +343,36 @@ def tile(input, *, multiples):
             return output, backward
         # else the declared formula
         if rank == 1:
-            t0 = multiples[0]
-            t1 = tf.shape(input, out_type=tf.int64)[-1]
-            output = tf.reshape(tf.broadcast_to(input, [t0, t1]), [t0 * t1])
+            t0 = tf.shape(input, out_type=tf.int64)[-1]
+            output = tf.reshape(tf.broadcast_to(input, [multiples[0], t0]), [multiples[0] * t0])
         elif rank == 2:
             t0 = input[..., None, :]
-            t1 = multiples[0]
-            t2 = tf.shape(input, out_type=tf.int64)[-2]
-            t3 = multiples[1]
-            t4 = tf.shape(input, out_type=tf.int64)[-1]
-            output = tf.reshape(tf.broadcast_to(t0, [t1, t2, t3, t4]), [t1 * t2, t3 * t4])
+            t1 = tf.shape(input, out_type=tf.int64)[-2]
+            t2 = tf.shape(input, out_type=tf.int64)[-1]
+            output = tf.reshape(
+                tf.broadcast_to(t0, [multiples[0], t1, multiples[1], t2]),
+                [multiples[0] * t1, multiples[1] * t2],
+            )
         elif rank == 3:
             t0 = input[..., None, :, None, :]
-            t1 = multiples[0]
-            t2 = tf.shape(input, out_type=tf.int64)[-3]
-            t3 = multiples[1]
-            t4 = tf.shape(input, out_type=tf.int64)[-2]
-            t5 = multiples[2]
-            t6 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = tf.shape(input, out_type=tf.int64)[-3]
+            t2 = tf.shape(input, out_type=tf.int64)[-2]
+            t3 = tf.shape(input, out_type=tf.int64)[-1]
             output = tf.reshape(
-                tf.broadcast_to(t0, [t1, t2, t3, t4, t5, t6]), [t1 * t2, t3 * t4, t5 * t6]
+                tf.broadcast_to(t0, [multiples[0], t1, multiples[1], t2, multiples[2], t3]),
+                [multiples[0] * t1, multiples[1] * t2, multiples[2] * t3],
             )
         elif rank == 4:
             t0 = input[..., None, :, None, :, None, :]
-            t1 = multiples[0]
-            t2 = tf.shape(input, out_type=tf.int64)[-4]
-            t3 = multiples[1]
-            t4 = tf.shape(input, out_type=tf.int64)[-3]
-            t5 = multiples[2]
-            t6 = tf.shape(input, out_type=tf.int64)[-2]
-            t7 = multiples[3]
-            t8 = tf.shape(input, out_type=tf.int64)[-1]
+            t1 = tf.shape(input, out_type=tf.int64)[-4]
+            t2 = tf.shape(input, out_type=tf.int64)[-3]
+            t3 = tf.shape(input, out_type=tf.int64)[-2]
+            t4 = tf.shape(input, out_type=tf.int64)[-1]
             output = tf.reshape(
-                tf.broadcast_to(t0, [t1, t2, t3, t4, t5, t6, t7, t8]),
-                [t1 * t2, t3 * t4, t5 * t6, t7 * t8],
+                tf.broadcast_to(
+                    t0, [multiples[0], t1, multiples[1], t2, multiples[2], t3, multiples[3], t4]
+                ),
+                [multiples[0] * t1, multiples[1] * t2, multiples[2] * t3, multiples[3] * t4],
             )
         else:
             raise ValueError(f"Tile: unsupported attributes rank={rank!r}")

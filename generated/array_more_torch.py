@@ -101,40 +101,36 @@ def tile_forward(input, *, multiples):
     rank = np.ndim(input)
     multiples = np.asarray(multiples, dtype=np.int64)
     if rank == 1:
-        t0 = multiples[0]
-        t1 = np.shape(input)[-1]
-        output = torch.reshape(torch.broadcast_to(input, (t0, t1)), (t0 * t1,))
+        t0 = np.shape(input)[-1]
+        output = torch.reshape(torch.broadcast_to(input, (multiples[0], t0)), (multiples[0] * t0,))
     elif rank == 2:
         t0 = input[..., None, :]
-        t1 = multiples[0]
-        t2 = np.shape(input)[-2]
-        t3 = multiples[1]
-        t4 = np.shape(input)[-1]
-        output = torch.reshape(torch.broadcast_to(t0, (t1, t2, t3, t4)), (t1 * t2, t3 * t4))
+        t1 = np.shape(input)[-2]
+        t2 = np.shape(input)[-1]
+        output = torch.reshape(
+            torch.broadcast_to(t0, (multiples[0], t1, multiples[1], t2)),
+            (multiples[0] * t1, multiples[1] * t2),
+        )
     elif rank == 3:
         t0 = input[..., None, :, None, :]
-        t1 = multiples[0]
-        t2 = np.shape(input)[-3]
-        t3 = multiples[1]
-        t4 = np.shape(input)[-2]
-        t5 = multiples[2]
-        t6 = np.shape(input)[-1]
+        t1 = np.shape(input)[-3]
+        t2 = np.shape(input)[-2]
+        t3 = np.shape(input)[-1]
         output = torch.reshape(
-            torch.broadcast_to(t0, (t1, t2, t3, t4, t5, t6)), (t1 * t2, t3 * t4, t5 * t6)
+            torch.broadcast_to(t0, (multiples[0], t1, multiples[1], t2, multiples[2], t3)),
+            (multiples[0] * t1, multiples[1] * t2, multiples[2] * t3),
         )
     elif rank == 4:
         t0 = input[..., None, :, None, :, None, :]
-        t1 = multiples[0]
-        t2 = np.shape(input)[-4]
-        t3 = multiples[1]
-        t4 = np.shape(input)[-3]
-        t5 = multiples[2]
-        t6 = np.shape(input)[-2]
-        t7 = multiples[3]
-        t8 = np.shape(input)[-1]
+        t1 = np.shape(input)[-4]
+        t2 = np.shape(input)[-3]
+        t3 = np.shape(input)[-2]
+        t4 = np.shape(input)[-1]
         output = torch.reshape(
-            torch.broadcast_to(t0, (t1, t2, t3, t4, t5, t6, t7, t8)),
-            (t1 * t2, t3 * t4, t5 * t6, t7 * t8),
+            torch.broadcast_to(
+                t0, (multiples[0], t1, multiples[1], t2, multiples[2], t3, multiples[3], t4)
+            ),
+            (multiples[0] * t1, multiples[1] * t2, multiples[2] * t3, multiples[3] * t4),
         )
     else:
         raise ValueError(f"Tile: unsupported attributes rank={rank!r}")

@@ -1266,89 +1266,74 @@ def strided_slice_backprop_forward(
             f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
         )
     if rank == 1 and shrink_axis_mask == 0:
-        t0 = shape[0]
-        t1 = torch.arange(int(t0))
-        t2 = t1 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
-        t3 = torch.where(t2 % strides[0] == 0, t2 // strides[0], -1)
-        output = _gather(dy, t3, -1)
+        t0 = torch.arange(int(shape[0]))
+        t1 = t0 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        t2 = torch.where(t1 % strides[0] == 0, t1 // strides[0], -1)
+        output = _gather(dy, t2, -1)
     elif rank == 1 and shrink_axis_mask == 1:
-        t0 = shape[1]
-        t1 = torch.arange(int(t0))
-        t2 = t1 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
-        t3 = torch.where(t2 % strides[1] == 0, t2 // strides[1], -1)
-        t4 = _gather(dy, t3, -1)
-        t5 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
-        t6 = shape[0]
-        t7 = torch.arange(int(t6))
-        t8 = t7 == t5
-        t9 = t8[..., None]
-        output = torch.where(t9, t4, 0)
+        t0 = torch.arange(int(shape[1]))
+        t1 = t0 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t2 = torch.where(t1 % strides[1] == 0, t1 // strides[1], -1)
+        t3 = _gather(dy, t2, -1)
+        t4 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        t5 = torch.arange(int(shape[0]))
+        t6 = t5 == t4
+        t7 = t6[..., None]
+        output = torch.where(t7, t3, 0)
     elif rank == 2 and shrink_axis_mask == 0:
-        t0 = shape[1]
-        t1 = torch.arange(int(t0))
-        t2 = t1 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
-        t3 = torch.where(t2 % strides[1] == 0, t2 // strides[1], -1)
-        t4 = _gather(dy, t3, -1)
-        t5 = shape[0]
-        t6 = torch.arange(int(t5))
-        t7 = t6 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
-        t8 = torch.where(t7 % strides[0] == 0, t7 // strides[0], -1)
-        output = _gather(t4, t8, -2)
+        t0 = torch.arange(int(shape[1]))
+        t1 = t0 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t2 = torch.where(t1 % strides[1] == 0, t1 // strides[1], -1)
+        t3 = _gather(dy, t2, -1)
+        t4 = torch.arange(int(shape[0]))
+        t5 = t4 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        t6 = torch.where(t5 % strides[0] == 0, t5 // strides[0], -1)
+        output = _gather(t3, t6, -2)
     elif rank == 2 and shrink_axis_mask == 1:
-        t0 = shape[2]
-        t1 = torch.arange(int(t0))
-        t2 = t1 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
-        t3 = torch.where(t2 % strides[2] == 0, t2 // strides[2], -1)
-        t4 = _gather(dy, t3, -1)
-        t5 = shape[1]
-        t6 = torch.arange(int(t5))
-        t7 = t6 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
-        t8 = torch.where(t7 % strides[1] == 0, t7 // strides[1], -1)
-        t9 = _gather(t4, t8, -2)
-        t10 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
-        t11 = shape[0]
-        t12 = torch.arange(int(t11))
-        t13 = t12 == t10
-        t14 = t13[..., None, None]
-        output = torch.where(t14, t9, 0)
+        t0 = torch.arange(int(shape[2]))
+        t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t2 = torch.where(t1 % strides[2] == 0, t1 // strides[2], -1)
+        t3 = _gather(dy, t2, -1)
+        t4 = torch.arange(int(shape[1]))
+        t5 = t4 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t6 = torch.where(t5 % strides[1] == 0, t5 // strides[1], -1)
+        t7 = _gather(t3, t6, -2)
+        t8 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        t9 = torch.arange(int(shape[0]))
+        t10 = t9 == t8
+        t11 = t10[..., None, None]
+        output = torch.where(t11, t7, 0)
     elif rank == 3 and shrink_axis_mask == 0:
-        t0 = shape[2]
-        t1 = torch.arange(int(t0))
-        t2 = t1 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
-        t3 = torch.where(t2 % strides[2] == 0, t2 // strides[2], -1)
-        t4 = _gather(dy, t3, -1)
-        t5 = shape[1]
-        t6 = torch.arange(int(t5))
-        t7 = t6 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
-        t8 = torch.where(t7 % strides[1] == 0, t7 // strides[1], -1)
-        t9 = _gather(t4, t8, -2)
-        t10 = shape[0]
-        t11 = torch.arange(int(t10))
-        t12 = t11 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
-        t13 = torch.where(t12 % strides[0] == 0, t12 // strides[0], -1)
-        output = _gather(t9, t13, -3)
+        t0 = torch.arange(int(shape[2]))
+        t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t2 = torch.where(t1 % strides[2] == 0, t1 // strides[2], -1)
+        t3 = _gather(dy, t2, -1)
+        t4 = torch.arange(int(shape[1]))
+        t5 = t4 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t6 = torch.where(t5 % strides[1] == 0, t5 // strides[1], -1)
+        t7 = _gather(t3, t6, -2)
+        t8 = torch.arange(int(shape[0]))
+        t9 = t8 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        t10 = torch.where(t9 % strides[0] == 0, t9 // strides[0], -1)
+        output = _gather(t7, t10, -3)
     elif rank == 3 and shrink_axis_mask == 1:
-        t0 = shape[3]
-        t1 = torch.arange(int(t0))
-        t2 = t1 - _slice_start(shape[3], begin[3], strides[3], _bit(begin_mask, 3))
-        t3 = torch.where(t2 % strides[3] == 0, t2 // strides[3], -1)
-        t4 = _gather(dy, t3, -1)
-        t5 = shape[2]
-        t6 = torch.arange(int(t5))
-        t7 = t6 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
-        t8 = torch.where(t7 % strides[2] == 0, t7 // strides[2], -1)
-        t9 = _gather(t4, t8, -2)
-        t10 = shape[1]
-        t11 = torch.arange(int(t10))
-        t12 = t11 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
-        t13 = torch.where(t12 % strides[1] == 0, t12 // strides[1], -1)
-        t14 = _gather(t9, t13, -3)
-        t15 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
-        t16 = shape[0]
-        t17 = torch.arange(int(t16))
-        t18 = t17 == t15
-        t19 = t18[..., None, None, None]
-        output = torch.where(t19, t14, 0)
+        t0 = torch.arange(int(shape[3]))
+        t1 = t0 - _slice_start(shape[3], begin[3], strides[3], _bit(begin_mask, 3))
+        t2 = torch.where(t1 % strides[3] == 0, t1 // strides[3], -1)
+        t3 = _gather(dy, t2, -1)
+        t4 = torch.arange(int(shape[2]))
+        t5 = t4 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t6 = torch.where(t5 % strides[2] == 0, t5 // strides[2], -1)
+        t7 = _gather(t3, t6, -2)
+        t8 = torch.arange(int(shape[1]))
+        t9 = t8 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t10 = torch.where(t9 % strides[1] == 0, t9 // strides[1], -1)
+        t11 = _gather(t7, t10, -3)
+        t12 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        t13 = torch.arange(int(shape[0]))
+        t14 = t13 == t12
+        t15 = t14[..., None, None, None]
+        output = torch.where(t15, t11, 0)
     else:
         raise ValueError(
             f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"

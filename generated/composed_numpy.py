@@ -501,27 +501,26 @@ def batch_norm_training_grad_grad(
 
 def group_norm(x, scale, offset, *, epsilon=0.001, groups=2, return_stages=False):
     """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:55)."""
-    t0 = groups
-    x_split = np.reshape(x, np.shape(x)[:-1] + (t0, -1))
-    scale_split = np.reshape(scale, np.shape(scale)[:-1] + (t0, -1))
-    offset_split = np.reshape(offset, np.shape(offset)[:-1] + (t0, -1))
-    t1 = np.shape(x_split)[-1]
-    t2 = np.shape(x_split)[-4]
-    t3 = np.shape(x_split)[-3]
-    t4 = np.sum(x_split, axis=(-4, -3, -1))
-    mean = t4 / (t1 * t2 * t3)
-    t5 = mean[..., None, None, :, None]
-    t6 = np.sum((-t5 + x_split) ** 2, axis=(-4, -3, -1))
-    variance = t6 / (t1 * t2 * t3)
-    t7 = variance[..., None, None, :, None]
-    t8 = np.shape(x_split)[-5]
-    t9 = np.shape(x_split)[-4]
-    t10 = np.shape(x_split)[-3]
-    t11 = np.shape(x_split)[-2]
-    t12 = np.shape(x_split)[-1]
+    x_split = np.reshape(x, np.shape(x)[:-1] + (groups, -1))
+    scale_split = np.reshape(scale, np.shape(scale)[:-1] + (groups, -1))
+    offset_split = np.reshape(offset, np.shape(offset)[:-1] + (groups, -1))
+    t0 = np.shape(x_split)[-1]
+    t1 = np.shape(x_split)[-4]
+    t2 = np.shape(x_split)[-3]
+    t3 = np.sum(x_split, axis=(-4, -3, -1))
+    mean = t3 / (t0 * t1 * t2)
+    t4 = mean[..., None, None, :, None]
+    t5 = np.sum((-t4 + x_split) ** 2, axis=(-4, -3, -1))
+    variance = t5 / (t0 * t1 * t2)
+    t6 = variance[..., None, None, :, None]
+    t7 = np.shape(x_split)[-5]
+    t8 = np.shape(x_split)[-4]
+    t9 = np.shape(x_split)[-3]
+    t10 = np.shape(x_split)[-2]
+    t11 = np.shape(x_split)[-1]
     y = np.reshape(
-        offset_split + scale_split * (-t5 + x_split) / np.sqrt(epsilon + t7),
-        (t8, t9, t10, t11 * t12),
+        offset_split + scale_split * (-t4 + x_split) / np.sqrt(epsilon + t6),
+        (t7, t8, t9, t10 * t11),
     )
     if return_stages:  # for group_norm_grad(..., **stages): not computed again
         return y, {"mean": mean, "variance": variance}
@@ -534,70 +533,69 @@ def group_norm_grad(
     """Gradient of GroupNorm: one array per input (x, scale, offset).
 
     In index notation, next to the code computing it:
-        mean[b, g] = sum_{h, w, c} x[b, h, w, g, c] / (C * H * W), i.e. `t5 / (t2 * t3 * t4)`
+        mean[b, g] = sum_{h, w, c} x[b, h, w, g, c] / (C * H * W), i.e. `t4 / (t1 * t2 * t3)`
         variance[b, g] = sum_{h, w, c} (-mean[b, g] + x[b, h, w, g, c])**2 / (C * H * W)
-            i.e. `t7 / (t2 * t3 * t4)`
+            i.e. `t6 / (t1 * t2 * t3)`
         grad_variance[b, g] = -sum_{h, w, c} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c])
             * scale[g, c] / (2 * (epsilon + variance[b, g])**(3/2))
-            i.e. `-1 / 2 * t10 / (epsilon + variance) ** (3 / 2)`
+            i.e. `-1 / 2 * t9 / (epsilon + variance) ** (3 / 2)`
         grad_x[b, i, j, g, k] = grad[b, i, j, g, k] * scale[g, k] / sqrt(epsilon + variance[b, g])
             + 2 * grad_variance[b, g] * (-mean[b, g] + x[b, i, j, g, k]) / (C * H * W)
             - sum_{h, w, c} grad[b, h, w, g, c] * scale[g, c] / (C * H * W * sqrt(epsilon +
                 variance[b, g]))
             - sum_{h, w, c} 2 * grad_variance[b, g] * (-mean[b, g] + x[b, h, w, g, c]) / (C**2 *
                 H**2 * W**2)
-            i.e. `np.reshape(grad * scale_split * t24 - t16 * t24 * t25 + t25 * t26 * (-t8 + ...`
+            i.e. `np.reshape(grad * scale_split * t23 - t15 * t23 * t24 + t24 * t25 * (-t7 + ...`
         grad_scale[g, c] = sum_{b, h, w} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c]) /
-            sqrt(epsilon + variance[b, g]), i.e. `np.reshape(t28, (t23 * t1,))`
-        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `np.reshape(t29, (t23 * t1,))`
+            sqrt(epsilon + variance[b, g]), i.e. `np.reshape(t27, (t22 * t0,))`
+        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `np.reshape(t28, (t22 * t0,))`
     """
-    t0 = groups
-    x_split = np.reshape(x, np.shape(x)[:-1] + (t0, -1))
-    scale_split = np.reshape(scale, np.shape(scale)[:-1] + (t0, -1))
-    offset_split = np.reshape(offset, np.shape(offset)[:-1] + (t0, -1))
-    t1 = np.shape(x_split)[-1]
-    grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t1))
+    x_split = np.reshape(x, np.shape(x)[:-1] + (groups, -1))
+    scale_split = np.reshape(scale, np.shape(scale)[:-1] + (groups, -1))
+    offset_split = np.reshape(offset, np.shape(offset)[:-1] + (groups, -1))
+    t0 = np.shape(x_split)[-1]
+    grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0))
     if mean is None or variance is None:
-        t2 = np.shape(x_split)[-1]
-        t3 = np.shape(x_split)[-4]
-        t4 = np.shape(x_split)[-3]
-        t5 = np.sum(x_split, axis=(-4, -3, -1))
-        mean = t5 / (t2 * t3 * t4)
-        t6 = mean[..., None, None, :, None]
-        t7 = np.sum((-t6 + x_split) ** 2, axis=(-4, -3, -1))
-        variance = t7 / (t2 * t3 * t4)
-    t8 = mean[..., None, None, :, None]
-    t9 = grad * (-t8 + x_split)
-    t10 = np.einsum("ab,cdeab->ca", scale_split, t9, optimize=True)
-    grad_variance = -1 / 2 * t10 / (epsilon + variance) ** (3 / 2)
-    t11 = variance[..., None, None, :, None]
-    t12 = np.shape(x_split)[-1]
-    t13 = np.shape(x_split)[-4]
-    t14 = np.shape(x_split)[-3]
-    t15 = np.einsum("ab,cdeab->ca", scale_split, grad, optimize=True)
-    t16 = t15[..., None, None, :, None]
-    t17 = np.transpose(x_split, (0, 4, 2, 3, 1))
-    t18 = np.sum(t17, axis=(-4, -3, -1), keepdims=True)
-    t19 = grad_variance[..., None, None, :, None]
-    t20 = np.shape(x_split)[-5]
-    t21 = np.shape(x_split)[-4]
-    t22 = np.shape(x_split)[-3]
-    t23 = np.shape(x_split)[-2]
-    t24 = 1 / np.sqrt(epsilon + t11)
-    t25 = 1 / (t12 * t13 * t14)
-    t26 = 2 * t19
+        t1 = np.shape(x_split)[-1]
+        t2 = np.shape(x_split)[-4]
+        t3 = np.shape(x_split)[-3]
+        t4 = np.sum(x_split, axis=(-4, -3, -1))
+        mean = t4 / (t1 * t2 * t3)
+        t5 = mean[..., None, None, :, None]
+        t6 = np.sum((-t5 + x_split) ** 2, axis=(-4, -3, -1))
+        variance = t6 / (t1 * t2 * t3)
+    t7 = mean[..., None, None, :, None]
+    t8 = grad * (-t7 + x_split)
+    t9 = np.einsum("ab,cdeab->ca", scale_split, t8, optimize=True)
+    grad_variance = -1 / 2 * t9 / (epsilon + variance) ** (3 / 2)
+    t10 = variance[..., None, None, :, None]
+    t11 = np.shape(x_split)[-1]
+    t12 = np.shape(x_split)[-4]
+    t13 = np.shape(x_split)[-3]
+    t14 = np.einsum("ab,cdeab->ca", scale_split, grad, optimize=True)
+    t15 = t14[..., None, None, :, None]
+    t16 = np.transpose(x_split, (0, 4, 2, 3, 1))
+    t17 = np.sum(t16, axis=(-4, -3, -1), keepdims=True)
+    t18 = grad_variance[..., None, None, :, None]
+    t19 = np.shape(x_split)[-5]
+    t20 = np.shape(x_split)[-4]
+    t21 = np.shape(x_split)[-3]
+    t22 = np.shape(x_split)[-2]
+    t23 = 1 / np.sqrt(epsilon + t10)
+    t24 = 1 / (t11 * t12 * t13)
+    t25 = 2 * t18
     grad_x = np.reshape(
-        grad * scale_split * t24
-        - t16 * t24 * t25
-        + t25 * t26 * (-t8 + x_split)
-        - t26 * (-t12 * t13 * t14 * t8 + t18) / (t12**2 * t13**2 * t14**2),
-        (t20, t21, t22, t23 * t1),
+        grad * scale_split * t23
+        - t15 * t23 * t24
+        + t24 * t25 * (-t7 + x_split)
+        - t25 * (-t11 * t12 * t13 * t7 + t17) / (t11**2 * t12**2 * t13**2),
+        (t19, t20, t21, t22 * t0),
     )
-    t27 = 1 / np.sqrt(epsilon + variance)
-    t28 = np.einsum("ab,acdbe->be", t27, t9, optimize=True)
-    grad_scale = np.reshape(t28, (t23 * t1,))
-    t29 = np.sum(grad, axis=(-5, -4, -3))
-    grad_offset = np.reshape(t29, (t23 * t1,))
+    t26 = 1 / np.sqrt(epsilon + variance)
+    t27 = np.einsum("ab,acdbe->be", t26, t8, optimize=True)
+    grad_scale = np.reshape(t27, (t22 * t0,))
+    t28 = np.sum(grad, axis=(-5, -4, -3))
+    grad_offset = np.reshape(t28, (t22 * t0,))
     return grad_x, grad_scale, grad_offset
 
 
@@ -620,102 +618,101 @@ def group_norm_grad_grad(
     groups=2
 ):
     """Second order of GroupNorm: the gradient of group_norm_grad: one array per input (grad, x, scale, offset)."""
-    t0 = groups
-    grad_split = np.reshape(grad, np.shape(grad)[:-1] + (t0, -1))
-    x_split = np.reshape(x, np.shape(x)[:-1] + (t0, -1))
-    scale_split = np.reshape(scale, np.shape(scale)[:-1] + (t0, -1))
-    offset_split = np.reshape(offset, np.shape(offset)[:-1] + (t0, -1))
-    t1 = np.shape(grad_split)[-1]
-    grad_vjp_x = np.reshape(grad_vjp_x, np.shape(grad_vjp_x)[:-1] + (-1, t1))
-    grad_vjp_scale = np.reshape(grad_vjp_scale, np.shape(grad_vjp_scale)[:-1] + (-1, t1))
-    grad_vjp_offset = np.reshape(grad_vjp_offset, np.shape(grad_vjp_offset)[:-1] + (-1, t1))
+    grad_split = np.reshape(grad, np.shape(grad)[:-1] + (groups, -1))
+    x_split = np.reshape(x, np.shape(x)[:-1] + (groups, -1))
+    scale_split = np.reshape(scale, np.shape(scale)[:-1] + (groups, -1))
+    offset_split = np.reshape(offset, np.shape(offset)[:-1] + (groups, -1))
+    t0 = np.shape(grad_split)[-1]
+    grad_vjp_x = np.reshape(grad_vjp_x, np.shape(grad_vjp_x)[:-1] + (-1, t0))
+    grad_vjp_scale = np.reshape(grad_vjp_scale, np.shape(grad_vjp_scale)[:-1] + (-1, t0))
+    grad_vjp_offset = np.reshape(grad_vjp_offset, np.shape(grad_vjp_offset)[:-1] + (-1, t0))
     if mean is None or variance is None or vjp_variance is None:
-        t2 = np.shape(grad_split)[-1]
-        t3 = np.shape(grad_split)[-4]
-        t4 = np.shape(grad_split)[-3]
-        t5 = np.sum(x_split, axis=(-4, -3, -1))
-        mean = t5 / (t2 * t3 * t4)
-        t6 = mean[..., None, None, :, None]
-        t7 = np.sum((-t6 + x_split) ** 2, axis=(-4, -3, -1))
-        variance = t7 / (t2 * t3 * t4)
-        t8 = grad_split * (-t6 + x_split)
-        t9 = np.einsum("ab,cdeab->ca", scale_split, t8, optimize=True)
-        vjp_variance = -1 / 2 * t9 / (epsilon + variance) ** (3 / 2)
-    t10 = np.shape(grad_split)[-1]
-    t11 = np.shape(grad_split)[-4]
-    t12 = np.shape(grad_split)[-3]
-    t13 = np.sum(grad_vjp_x, axis=(-4, -3, -1))
-    grad_vjp_mean = t13 / (t10 * t11 * t12)
-    t14 = np.sum(x_split, axis=(-4, -3, -1))
-    t15 = mean[..., None, None, :, None]
-    t16 = np.sum(grad_vjp_x * (-t15 + x_split), axis=(-4, -3, -1))
+        t1 = np.shape(grad_split)[-1]
+        t2 = np.shape(grad_split)[-4]
+        t3 = np.shape(grad_split)[-3]
+        t4 = np.sum(x_split, axis=(-4, -3, -1))
+        mean = t4 / (t1 * t2 * t3)
+        t5 = mean[..., None, None, :, None]
+        t6 = np.sum((-t5 + x_split) ** 2, axis=(-4, -3, -1))
+        variance = t6 / (t1 * t2 * t3)
+        t7 = grad_split * (-t5 + x_split)
+        t8 = np.einsum("ab,cdeab->ca", scale_split, t7, optimize=True)
+        vjp_variance = -1 / 2 * t8 / (epsilon + variance) ** (3 / 2)
+    t9 = np.shape(grad_split)[-1]
+    t10 = np.shape(grad_split)[-4]
+    t11 = np.shape(grad_split)[-3]
+    t12 = np.sum(grad_vjp_x, axis=(-4, -3, -1))
+    grad_vjp_mean = t12 / (t10 * t11 * t9)
+    t13 = np.sum(x_split, axis=(-4, -3, -1))
+    t14 = mean[..., None, None, :, None]
+    t15 = np.sum(grad_vjp_x * (-t14 + x_split), axis=(-4, -3, -1))
     grad_vjp_variance = (
-        2 * (-grad_vjp_mean * (-mean * t10 * t11 * t12 + t14) + t16) / (t10 * t11 * t12)
+        2 * (-grad_vjp_mean * (-mean * t10 * t11 * t9 + t13) + t15) / (t10 * t11 * t9)
     )
-    t17 = grad_split * (-t15 + x_split)
-    t18 = np.einsum("ab,cdeab->ca", grad_vjp_scale, t17, optimize=True)
-    t19 = np.einsum("ab,cdeab,cdeab->ca", scale_split, grad_split, grad_vjp_x, optimize=True)
-    t20 = np.einsum("ab,cdeab->ca", scale_split, grad_split, optimize=True)
-    t21 = np.einsum("ab,cdeab->ca", scale_split, t17, optimize=True)
-    t22 = epsilon + variance
+    t16 = grad_split * (-t14 + x_split)
+    t17 = np.einsum("ab,cdeab->ca", grad_vjp_scale, t16, optimize=True)
+    t18 = np.einsum("ab,cdeab,cdeab->ca", scale_split, grad_split, grad_vjp_x, optimize=True)
+    t19 = np.einsum("ab,cdeab->ca", scale_split, grad_split, optimize=True)
+    t20 = np.einsum("ab,cdeab->ca", scale_split, t16, optimize=True)
+    t21 = epsilon + variance
     grad_variance = (
         (1 / 4)
-        * (2 * grad_vjp_mean * t20 + 3 * grad_vjp_variance * t21 / t22 - 2 * t18 - 2 * t19)
-        / t22 ** (3 / 2)
+        * (2 * grad_vjp_mean * t19 + 3 * grad_vjp_variance * t20 / t21 - 2 * t17 - 2 * t18)
+        / t21 ** (3 / 2)
     )
-    t23 = variance[..., None, None, :, None]
-    t24 = grad_vjp_mean[..., None, None, :, None]
-    t25 = grad_vjp_variance[..., None, None, :, None]
-    t26 = np.shape(grad_split)[-5]
-    t27 = np.shape(grad_split)[-4]
-    t28 = np.shape(grad_split)[-3]
-    t29 = np.shape(grad_split)[-2]
-    t30 = epsilon + t23
-    t31 = 1 / np.sqrt(t30)
-    t32 = scale_split * t31
-    t33 = -t15 + x_split
+    t22 = variance[..., None, None, :, None]
+    t23 = grad_vjp_mean[..., None, None, :, None]
+    t24 = grad_vjp_variance[..., None, None, :, None]
+    t25 = np.shape(grad_split)[-5]
+    t26 = np.shape(grad_split)[-4]
+    t27 = np.shape(grad_split)[-3]
+    t28 = np.shape(grad_split)[-2]
+    t29 = epsilon + t22
+    t30 = 1 / np.sqrt(t29)
+    t31 = scale_split * t30
+    t32 = -t14 + x_split
     grad_grad = np.reshape(
         grad_vjp_offset
-        + grad_vjp_scale * t31 * t33
-        + grad_vjp_x * t32
-        - 1 / 2 * scale_split * t25 * t33 / t30 ** (3 / 2)
-        - t24 * t32,
-        (t26, t27, t28, t29 * t1),
+        + grad_vjp_scale * t30 * t32
+        + grad_vjp_x * t31
+        - 1 / 2 * scale_split * t24 * t32 / t29 ** (3 / 2)
+        - t23 * t31,
+        (t25, t26, t27, t28 * t0),
     )
-    t34 = np.einsum("ab,cdeab->ca", grad_vjp_scale, grad_split, optimize=True)
-    t35 = t34[..., None, None, :, None]
-    t36 = np.transpose(x_split, (0, 4, 2, 3, 1))
-    t37 = np.sum(t36, axis=(-4, -3, -1), keepdims=True)
-    t38 = grad_variance[..., None, None, :, None]
-    t39 = vjp_variance[..., None, None, :, None]
-    t40 = np.transpose(grad_vjp_x, (0, 4, 2, 3, 1))
-    t41 = np.sum(t40, axis=(-4, -3, -1), keepdims=True)
-    t42 = t20[..., None, None, :, None]
-    t43 = epsilon + t23
-    t44 = 1 / np.sqrt(t43)
-    t45 = (1 / 2) * t25 / t43 ** (3 / 2)
-    t46 = 1 / (t10 * t11 * t12)
-    t47 = 2 * t39
-    t48 = 1 / (t10**2 * t11**2 * t12**2)
-    t49 = 2 * t38
+    t33 = np.einsum("ab,cdeab->ca", grad_vjp_scale, grad_split, optimize=True)
+    t34 = t33[..., None, None, :, None]
+    t35 = np.transpose(x_split, (0, 4, 2, 3, 1))
+    t36 = np.sum(t35, axis=(-4, -3, -1), keepdims=True)
+    t37 = grad_variance[..., None, None, :, None]
+    t38 = vjp_variance[..., None, None, :, None]
+    t39 = np.transpose(grad_vjp_x, (0, 4, 2, 3, 1))
+    t40 = np.sum(t39, axis=(-4, -3, -1), keepdims=True)
+    t41 = t19[..., None, None, :, None]
+    t42 = epsilon + t22
+    t43 = 1 / np.sqrt(t42)
+    t44 = (1 / 2) * t24 / t42 ** (3 / 2)
+    t45 = 1 / (t10 * t11 * t9)
+    t46 = 2 * t38
+    t47 = 1 / (t10**2 * t11**2 * t9**2)
+    t48 = 2 * t37
     grad_x = np.reshape(
-        grad_split * grad_vjp_scale * t44
-        - grad_split * scale_split * t45
-        + grad_vjp_x * t46 * t47
-        - t35 * t44 * t46
-        - t41 * t47 * t48
-        + t42 * t45 * t46
-        + t46 * t49 * (-t15 + x_split)
-        - t48 * t49 * (-t10 * t11 * t12 * t15 + t37),
-        (t26, t27, t28, t29 * t1),
+        grad_split * grad_vjp_scale * t43
+        - grad_split * scale_split * t44
+        + grad_vjp_x * t45 * t46
+        - t34 * t43 * t45
+        - t40 * t46 * t47
+        + t41 * t44 * t45
+        + t45 * t48 * (-t14 + x_split)
+        - t47 * t48 * (-t10 * t11 * t14 * t9 + t36),
+        (t25, t26, t27, t28 * t0),
     )
-    t50 = grad_vjp_mean / np.sqrt(epsilon + variance)
-    t51 = np.einsum("ab,acdbe->be", t50, grad_split, optimize=True)
-    t52 = grad_vjp_variance / (epsilon + variance) ** (3 / 2)
-    t53 = np.einsum("ab,acdbe->be", t52, t17, optimize=True)
-    t54 = 1 / np.sqrt(epsilon + variance)
-    t55 = np.einsum("ab,acdbe,acdbe->be", t54, grad_split, grad_vjp_x, optimize=True)
-    grad_scale = np.reshape(-t51 - 1 / 2 * t53 + t55, (t29 * t1,))
+    t49 = grad_vjp_mean / np.sqrt(epsilon + variance)
+    t50 = np.einsum("ab,acdbe->be", t49, grad_split, optimize=True)
+    t51 = grad_vjp_variance / (epsilon + variance) ** (3 / 2)
+    t52 = np.einsum("ab,acdbe->be", t51, t16, optimize=True)
+    t53 = 1 / np.sqrt(epsilon + variance)
+    t54 = np.einsum("ab,acdbe,acdbe->be", t53, grad_split, grad_vjp_x, optimize=True)
+    grad_scale = np.reshape(-t50 - 1 / 2 * t52 + t54, (t28 * t0,))
     return grad_grad, grad_x, grad_scale, None
 
 

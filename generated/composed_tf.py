@@ -406,79 +406,79 @@ def group_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, groups=2, mean=N
     """Gradient of GroupNorm (declared at ops/composed.py:55): one per input (x, scale, offset).
 
     In index notation, next to the code computing it:
-        mean[b, g] = sum_{h, w, c} x[b, h, w, g, c] / (C * H * W), i.e. `t5 / (t2 * t3 * t4)`
+        mean[b, g] = sum_{h, w, c} x[b, h, w, g, c] / (C * H * W), i.e. `t4 / (t1 * t2 * t3)`
         variance[b, g] = sum_{h, w, c} (-mean[b, g] + x[b, h, w, g, c])**2 / (C * H * W)
-            i.e. `t7 / (t2 * t3 * t4)`
+            i.e. `t6 / (t1 * t2 * t3)`
         grad_variance[b, g] = -sum_{h, w, c} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c])
             * scale[g, c] / (2 * (epsilon + variance[b, g])**(3/2))
-            i.e. `-1 / 2 * t10 / (epsilon + variance) ** (3 / 2)`
+            i.e. `-1 / 2 * t9 / (epsilon + variance) ** (3 / 2)`
         grad_x[b, i, j, g, k] = grad[b, i, j, g, k] * scale[g, k] / sqrt(epsilon + variance[b, g])
             + 2 * grad_variance[b, g] * (-mean[b, g] + x[b, i, j, g, k]) / (C * H * W)
             - sum_{h, w, c} grad[b, h, w, g, c] * scale[g, c] / (C * H * W * sqrt(epsilon +
                 variance[b, g]))
             - sum_{h, w, c} 2 * grad_variance[b, g] * (-mean[b, g] + x[b, h, w, g, c]) / (C**2 *
                 H**2 * W**2)
-            i.e. `tf.reshape(grad * scale_split * t24 - t16 * t24 * t25 + t25 * t26 * (-t8 + ...`
+            i.e. `tf.reshape(grad * scale_split * t23 - t15 * t23 * t24 + t24 * t25 * (-t7 + ...`
         grad_scale[g, c] = sum_{b, h, w} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c]) /
-            sqrt(epsilon + variance[b, g]), i.e. `tf.reshape(t28, [t23 * t1])`
-        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `tf.reshape(t29, [t23 * t1])`
+            sqrt(epsilon + variance[b, g]), i.e. `tf.reshape(t27, [t22 * t0])`
+        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `tf.reshape(t28, [t22 * t0])`
     """
-    t0 = groups
     x_split = tf.reshape(
-        x, tf.concat([tf.shape(x, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0)
+        x, tf.concat([tf.shape(x, out_type=tf.int64)[:-1], tf.cast([groups, -1], tf.int64)], 0)
     )
     scale_split = tf.reshape(
-        scale, tf.concat([tf.shape(scale, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0)
+        scale,
+        tf.concat([tf.shape(scale, out_type=tf.int64)[:-1], tf.cast([groups, -1], tf.int64)], 0),
     )
     offset_split = tf.reshape(
         offset,
-        tf.concat([tf.shape(offset, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0),
+        tf.concat([tf.shape(offset, out_type=tf.int64)[:-1], tf.cast([groups, -1], tf.int64)], 0),
     )
-    t1 = tf.shape(x_split, out_type=tf.int64)[-1]
+    t0 = tf.shape(x_split, out_type=tf.int64)[-1]
     grad = tf.reshape(
-        grad, tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
+        grad, tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0)
     )
     if mean is None or variance is None:
-        t2 = tf.cast(tf.shape(x_split)[-1], x_split.dtype)
-        t3 = tf.cast(tf.shape(x_split)[-4], x_split.dtype)
-        t4 = tf.cast(tf.shape(x_split)[-3], x_split.dtype)
-        t5 = tf.reduce_sum(x_split, axis=[-4, -3, -1])
-        mean = t5 / (t2 * t3 * t4)
-        t6 = mean[..., None, None, :, None]
-        t7 = tf.reduce_sum((-t6 + x_split) ** 2, axis=[-4, -3, -1])
-        variance = t7 / (t2 * t3 * t4)
-    t8 = mean[..., None, None, :, None]
-    t9 = grad * (-t8 + x_split)
-    t10 = tf.einsum("ab,cdeab->ca", scale_split, t9)
-    grad_variance = -1 / 2 * t10 / (epsilon + variance) ** (3 / 2)
-    t11 = variance[..., None, None, :, None]
-    t12 = tf.cast(tf.shape(x_split)[-1], x_split.dtype)
-    t13 = tf.cast(tf.shape(x_split)[-4], x_split.dtype)
-    t14 = tf.cast(tf.shape(x_split)[-3], x_split.dtype)
-    t15 = tf.einsum("ab,cdeab->ca", scale_split, grad)
-    t16 = t15[..., None, None, :, None]
-    t17 = tf.transpose(x_split, perm=[0, 4, 2, 3, 1])
-    t18 = tf.reduce_sum(t17, axis=[-4, -3, -1], keepdims=True)
-    t19 = grad_variance[..., None, None, :, None]
-    t20 = tf.shape(x_split, out_type=tf.int64)[-5]
-    t21 = tf.shape(x_split, out_type=tf.int64)[-4]
-    t22 = tf.shape(x_split, out_type=tf.int64)[-3]
-    t23 = tf.shape(x_split, out_type=tf.int64)[-2]
-    t24 = 1 / tf.math.sqrt(epsilon + t11)
-    t25 = 1 / (t12 * t13 * t14)
-    t26 = 2 * t19
+        t1 = tf.cast(tf.shape(x_split)[-1], x_split.dtype)
+        t2 = tf.cast(tf.shape(x_split)[-4], x_split.dtype)
+        t3 = tf.cast(tf.shape(x_split)[-3], x_split.dtype)
+        t4 = tf.reduce_sum(x_split, axis=[-4, -3, -1])
+        mean = t4 / (t1 * t2 * t3)
+        t5 = mean[..., None, None, :, None]
+        t6 = tf.reduce_sum((-t5 + x_split) ** 2, axis=[-4, -3, -1])
+        variance = t6 / (t1 * t2 * t3)
+    t7 = mean[..., None, None, :, None]
+    t8 = grad * (-t7 + x_split)
+    t9 = tf.einsum("ab,cdeab->ca", scale_split, t8)
+    grad_variance = -1 / 2 * t9 / (epsilon + variance) ** (3 / 2)
+    t10 = variance[..., None, None, :, None]
+    t11 = tf.cast(tf.shape(x_split)[-1], x_split.dtype)
+    t12 = tf.cast(tf.shape(x_split)[-4], x_split.dtype)
+    t13 = tf.cast(tf.shape(x_split)[-3], x_split.dtype)
+    t14 = tf.einsum("ab,cdeab->ca", scale_split, grad)
+    t15 = t14[..., None, None, :, None]
+    t16 = tf.transpose(x_split, perm=[0, 4, 2, 3, 1])
+    t17 = tf.reduce_sum(t16, axis=[-4, -3, -1], keepdims=True)
+    t18 = grad_variance[..., None, None, :, None]
+    t19 = tf.shape(x_split, out_type=tf.int64)[-5]
+    t20 = tf.shape(x_split, out_type=tf.int64)[-4]
+    t21 = tf.shape(x_split, out_type=tf.int64)[-3]
+    t22 = tf.shape(x_split, out_type=tf.int64)[-2]
+    t23 = 1 / tf.math.sqrt(epsilon + t10)
+    t24 = 1 / (t11 * t12 * t13)
+    t25 = 2 * t18
     grad_x = tf.reshape(
-        grad * scale_split * t24
-        - t16 * t24 * t25
-        + t25 * t26 * (-t8 + x_split)
-        - t26 * (-t12 * t13 * t14 * t8 + t18) / (t12**2 * t13**2 * t14**2),
-        [t20, t21, t22, t23 * t1],
+        grad * scale_split * t23
+        - t15 * t23 * t24
+        + t24 * t25 * (-t7 + x_split)
+        - t25 * (-t11 * t12 * t13 * t7 + t17) / (t11**2 * t12**2 * t13**2),
+        [t19, t20, t21, t22 * t0],
     )
-    t27 = 1 / tf.math.sqrt(epsilon + variance)
-    t28 = tf.einsum("ab,acdbe->be", t27, t9)
-    grad_scale = tf.reshape(t28, [t23 * t1])
-    t29 = tf.reduce_sum(grad, axis=[-5, -4, -3])
-    grad_offset = tf.reshape(t29, [t23 * t1])
+    t26 = 1 / tf.math.sqrt(epsilon + variance)
+    t27 = tf.einsum("ab,acdbe->be", t26, t8)
+    grad_scale = tf.reshape(t27, [t22 * t0])
+    t28 = tf.reduce_sum(grad, axis=[-5, -4, -3])
+    grad_offset = tf.reshape(t28, [t22 * t0])
     return grad_x, grad_scale, grad_offset
 
 
@@ -519,35 +519,38 @@ def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
             y = kernel_outputs[0]
             return y, backward
         # else the declared formula
-        t0 = groups
         x_split = tf.reshape(
-            x, tf.concat([tf.shape(x, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0)
+            x, tf.concat([tf.shape(x, out_type=tf.int64)[:-1], tf.cast([groups, -1], tf.int64)], 0)
         )
         scale_split = tf.reshape(
             scale,
-            tf.concat([tf.shape(scale, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0),
+            tf.concat(
+                [tf.shape(scale, out_type=tf.int64)[:-1], tf.cast([groups, -1], tf.int64)], 0
+            ),
         )
         offset_split = tf.reshape(
             offset,
-            tf.concat([tf.shape(offset, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0),
+            tf.concat(
+                [tf.shape(offset, out_type=tf.int64)[:-1], tf.cast([groups, -1], tf.int64)], 0
+            ),
         )
-        t1 = tf.cast(tf.shape(x_split)[-1], x_split.dtype)
-        t2 = tf.cast(tf.shape(x_split)[-4], x_split.dtype)
-        t3 = tf.cast(tf.shape(x_split)[-3], x_split.dtype)
-        t4 = tf.reduce_sum(x_split, axis=[-4, -3, -1])
-        mean = t4 / (t1 * t2 * t3)
-        t5 = mean[..., None, None, :, None]
-        t6 = tf.reduce_sum((-t5 + x_split) ** 2, axis=[-4, -3, -1])
-        variance = t6 / (t1 * t2 * t3)
-        t7 = variance[..., None, None, :, None]
-        t8 = tf.shape(x_split, out_type=tf.int64)[-5]
-        t9 = tf.shape(x_split, out_type=tf.int64)[-4]
-        t10 = tf.shape(x_split, out_type=tf.int64)[-3]
-        t11 = tf.shape(x_split, out_type=tf.int64)[-2]
-        t12 = tf.shape(x_split, out_type=tf.int64)[-1]
+        t0 = tf.cast(tf.shape(x_split)[-1], x_split.dtype)
+        t1 = tf.cast(tf.shape(x_split)[-4], x_split.dtype)
+        t2 = tf.cast(tf.shape(x_split)[-3], x_split.dtype)
+        t3 = tf.reduce_sum(x_split, axis=[-4, -3, -1])
+        mean = t3 / (t0 * t1 * t2)
+        t4 = mean[..., None, None, :, None]
+        t5 = tf.reduce_sum((-t4 + x_split) ** 2, axis=[-4, -3, -1])
+        variance = t5 / (t0 * t1 * t2)
+        t6 = variance[..., None, None, :, None]
+        t7 = tf.shape(x_split, out_type=tf.int64)[-5]
+        t8 = tf.shape(x_split, out_type=tf.int64)[-4]
+        t9 = tf.shape(x_split, out_type=tf.int64)[-3]
+        t10 = tf.shape(x_split, out_type=tf.int64)[-2]
+        t11 = tf.shape(x_split, out_type=tf.int64)[-1]
         y = tf.reshape(
-            offset_split + scale_split * (-t5 + x_split) / tf.math.sqrt(epsilon + t7),
-            [t8, t9, t10, t11 * t12],
+            offset_split + scale_split * (-t4 + x_split) / tf.math.sqrt(epsilon + t6),
+            [t7, t8, t9, t10 * t11],
         )
         return y, backward
 

@@ -346,27 +346,26 @@ def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
 
 def group_norm_forward(x, scale, offset, *, epsilon=0.001, groups=2, return_stages=False):
     """GroupNorm's formula."""
-    t0 = groups
-    x_split = torch.reshape(x, np.shape(x)[:-1] + (t0, -1))
-    scale_split = torch.reshape(scale, np.shape(scale)[:-1] + (t0, -1))
-    offset_split = torch.reshape(offset, np.shape(offset)[:-1] + (t0, -1))
-    t1 = np.shape(x_split)[-1]
-    t2 = np.shape(x_split)[-4]
-    t3 = np.shape(x_split)[-3]
-    t4 = torch.sum(x_split, axis=(-4, -3, -1))
-    mean = t4 / (t1 * t2 * t3)
-    t5 = mean[..., None, None, :, None]
-    t6 = torch.sum((-t5 + x_split) ** 2, axis=(-4, -3, -1))
-    variance = t6 / (t1 * t2 * t3)
-    t7 = variance[..., None, None, :, None]
-    t8 = np.shape(x_split)[-5]
-    t9 = np.shape(x_split)[-4]
-    t10 = np.shape(x_split)[-3]
-    t11 = np.shape(x_split)[-2]
-    t12 = np.shape(x_split)[-1]
+    x_split = torch.reshape(x, np.shape(x)[:-1] + (groups, -1))
+    scale_split = torch.reshape(scale, np.shape(scale)[:-1] + (groups, -1))
+    offset_split = torch.reshape(offset, np.shape(offset)[:-1] + (groups, -1))
+    t0 = np.shape(x_split)[-1]
+    t1 = np.shape(x_split)[-4]
+    t2 = np.shape(x_split)[-3]
+    t3 = torch.sum(x_split, axis=(-4, -3, -1))
+    mean = t3 / (t0 * t1 * t2)
+    t4 = mean[..., None, None, :, None]
+    t5 = torch.sum((-t4 + x_split) ** 2, axis=(-4, -3, -1))
+    variance = t5 / (t0 * t1 * t2)
+    t6 = variance[..., None, None, :, None]
+    t7 = np.shape(x_split)[-5]
+    t8 = np.shape(x_split)[-4]
+    t9 = np.shape(x_split)[-3]
+    t10 = np.shape(x_split)[-2]
+    t11 = np.shape(x_split)[-1]
     y = torch.reshape(
-        offset_split + scale_split * (-t5 + x_split) / torch.sqrt(epsilon + t7),
-        (t8, t9, t10, t11 * t12),
+        offset_split + scale_split * (-t4 + x_split) / torch.sqrt(epsilon + t6),
+        (t7, t8, t9, t10 * t11),
     )
     if return_stages:  # for group_norm_vjp(..., **stages): not computed again
         return y, {"mean": mean, "variance": variance}
@@ -379,71 +378,70 @@ def group_norm_vjp(
     """Gradient of GroupNorm: one array per input (x, scale, offset).
 
     In index notation, next to the code computing it:
-        mean[b, g] = sum_{h, w, c} x[b, h, w, g, c] / (C * H * W), i.e. `t5 / (t2 * t3 * t4)`
+        mean[b, g] = sum_{h, w, c} x[b, h, w, g, c] / (C * H * W), i.e. `t4 / (t1 * t2 * t3)`
         variance[b, g] = sum_{h, w, c} (-mean[b, g] + x[b, h, w, g, c])**2 / (C * H * W)
-            i.e. `t7 / (t2 * t3 * t4)`
+            i.e. `t6 / (t1 * t2 * t3)`
         grad_variance[b, g] = -sum_{h, w, c} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c])
             * scale[g, c] / (2 * (epsilon + variance[b, g])**(3/2))
-            i.e. `-1 / 2 * t10 / (epsilon + variance) ** (3 / 2)`
+            i.e. `-1 / 2 * t9 / (epsilon + variance) ** (3 / 2)`
         grad_x[b, i, j, g, k] = grad[b, i, j, g, k] * scale[g, k] / sqrt(epsilon + variance[b, g])
             + 2 * grad_variance[b, g] * (-mean[b, g] + x[b, i, j, g, k]) / (C * H * W)
             - sum_{h, w, c} grad[b, h, w, g, c] * scale[g, c] / (C * H * W * sqrt(epsilon +
                 variance[b, g]))
             - sum_{h, w, c} 2 * grad_variance[b, g] * (-mean[b, g] + x[b, h, w, g, c]) / (C**2 *
                 H**2 * W**2)
-            i.e. `torch.reshape(grad * scale_split * t24 - t16 * t24 * t25 + t25 * t26 * (-t8 ...`
+            i.e. `torch.reshape(grad * scale_split * t23 - t15 * t23 * t24 + t24 * t25 * (-t7 ...`
         grad_scale[g, c] = sum_{b, h, w} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c]) /
-            sqrt(epsilon + variance[b, g]), i.e. `torch.reshape(t28, (t23 * t1,))`
+            sqrt(epsilon + variance[b, g]), i.e. `torch.reshape(t27, (t22 * t0,))`
         grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c]
-            i.e. `torch.reshape(t29, (t23 * t1,))`
+            i.e. `torch.reshape(t28, (t22 * t0,))`
     """
-    t0 = groups
-    x_split = torch.reshape(x, np.shape(x)[:-1] + (t0, -1))
-    scale_split = torch.reshape(scale, np.shape(scale)[:-1] + (t0, -1))
-    offset_split = torch.reshape(offset, np.shape(offset)[:-1] + (t0, -1))
-    t1 = np.shape(x_split)[-1]
-    grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t1))
+    x_split = torch.reshape(x, np.shape(x)[:-1] + (groups, -1))
+    scale_split = torch.reshape(scale, np.shape(scale)[:-1] + (groups, -1))
+    offset_split = torch.reshape(offset, np.shape(offset)[:-1] + (groups, -1))
+    t0 = np.shape(x_split)[-1]
+    grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t0))
     if mean is None or variance is None:
-        t2 = np.shape(x_split)[-1]
-        t3 = np.shape(x_split)[-4]
-        t4 = np.shape(x_split)[-3]
-        t5 = torch.sum(x_split, axis=(-4, -3, -1))
-        mean = t5 / (t2 * t3 * t4)
-        t6 = mean[..., None, None, :, None]
-        t7 = torch.sum((-t6 + x_split) ** 2, axis=(-4, -3, -1))
-        variance = t7 / (t2 * t3 * t4)
-    t8 = mean[..., None, None, :, None]
-    t9 = grad * (-t8 + x_split)
-    t10 = torch.einsum("ab,cdeab->ca", scale_split, t9)
-    grad_variance = -1 / 2 * t10 / (epsilon + variance) ** (3 / 2)
-    t11 = variance[..., None, None, :, None]
-    t12 = np.shape(x_split)[-1]
-    t13 = np.shape(x_split)[-4]
-    t14 = np.shape(x_split)[-3]
-    t15 = torch.einsum("ab,cdeab->ca", scale_split, grad)
-    t16 = t15[..., None, None, :, None]
-    t17 = torch.permute(x_split, (0, 4, 2, 3, 1))
-    t18 = torch.sum(t17, axis=(-4, -3, -1), keepdims=True)
-    t19 = grad_variance[..., None, None, :, None]
-    t20 = np.shape(x_split)[-5]
-    t21 = np.shape(x_split)[-4]
-    t22 = np.shape(x_split)[-3]
-    t23 = np.shape(x_split)[-2]
-    t24 = 1 / torch.sqrt(epsilon + t11)
-    t25 = 1 / (t12 * t13 * t14)
-    t26 = 2 * t19
+        t1 = np.shape(x_split)[-1]
+        t2 = np.shape(x_split)[-4]
+        t3 = np.shape(x_split)[-3]
+        t4 = torch.sum(x_split, axis=(-4, -3, -1))
+        mean = t4 / (t1 * t2 * t3)
+        t5 = mean[..., None, None, :, None]
+        t6 = torch.sum((-t5 + x_split) ** 2, axis=(-4, -3, -1))
+        variance = t6 / (t1 * t2 * t3)
+    t7 = mean[..., None, None, :, None]
+    t8 = grad * (-t7 + x_split)
+    t9 = torch.einsum("ab,cdeab->ca", scale_split, t8)
+    grad_variance = -1 / 2 * t9 / (epsilon + variance) ** (3 / 2)
+    t10 = variance[..., None, None, :, None]
+    t11 = np.shape(x_split)[-1]
+    t12 = np.shape(x_split)[-4]
+    t13 = np.shape(x_split)[-3]
+    t14 = torch.einsum("ab,cdeab->ca", scale_split, grad)
+    t15 = t14[..., None, None, :, None]
+    t16 = torch.permute(x_split, (0, 4, 2, 3, 1))
+    t17 = torch.sum(t16, axis=(-4, -3, -1), keepdims=True)
+    t18 = grad_variance[..., None, None, :, None]
+    t19 = np.shape(x_split)[-5]
+    t20 = np.shape(x_split)[-4]
+    t21 = np.shape(x_split)[-3]
+    t22 = np.shape(x_split)[-2]
+    t23 = 1 / torch.sqrt(epsilon + t10)
+    t24 = 1 / (t11 * t12 * t13)
+    t25 = 2 * t18
     grad_x = torch.reshape(
-        grad * scale_split * t24
-        - t16 * t24 * t25
-        + t25 * t26 * (-t8 + x_split)
-        - t26 * (-t12 * t13 * t14 * t8 + t18) / (t12**2 * t13**2 * t14**2),
-        (t20, t21, t22, t23 * t1),
+        grad * scale_split * t23
+        - t15 * t23 * t24
+        + t24 * t25 * (-t7 + x_split)
+        - t25 * (-t11 * t12 * t13 * t7 + t17) / (t11**2 * t12**2 * t13**2),
+        (t19, t20, t21, t22 * t0),
     )
-    t27 = 1 / torch.sqrt(epsilon + variance)
-    t28 = torch.einsum("ab,acdbe->be", t27, t9)
-    grad_scale = torch.reshape(t28, (t23 * t1,))
-    t29 = torch.sum(grad, axis=(-5, -4, -3))
-    grad_offset = torch.reshape(t29, (t23 * t1,))
+    t26 = 1 / torch.sqrt(epsilon + variance)
+    t27 = torch.einsum("ab,acdbe->be", t26, t8)
+    grad_scale = torch.reshape(t27, (t22 * t0,))
+    t28 = torch.sum(grad, axis=(-5, -4, -3))
+    grad_offset = torch.reshape(t28, (t22 * t0,))
     return grad_x, grad_scale, grad_offset
 
 

@@ -737,8 +737,9 @@ def depthwise_conv2d_native_backprop_input(
     dilations=(1, 1, 1, 1),
 ):
     """DepthwiseConv2dNativeBackpropInput: DepthwiseConv2dNative's gradient in its input, of shape `input_sizes`: channel c of (declared at ops/conv_grads.py:72)."""
-    t0 = input_sizes[3]
-    out_backprop_split = np.reshape(out_backprop, np.shape(out_backprop)[:-1] + (t0, -1))
+    out_backprop_split = np.reshape(
+        out_backprop, np.shape(out_backprop)[:-1] + (input_sizes[3], -1)
+    )
     if padding == "VALID":
         output = _depthwise_conv_backprop_input(
             out_backprop_split,
@@ -797,11 +798,12 @@ def depthwise_conv2d_native_backprop_input_grad(
             i.e. `_depthwise_conv_backprop_filter(grad, out_backprop_split, ...`
         grad_out_backprop[n, i, j, c, m] = sum_{a, b} grad[n, a * dilations[1] + i * strides[1], b *
             dilations[2] + j * strides[2], c] * filter[a, b, c, m]
-            i.e. `np.reshape(t1, (t2, t3, t4, t5 * t6))`
+            i.e. `np.reshape(t0, (t1, t2, t3, t4 * t5))`
     """
     if padding in ("VALID", "SAME", "EXPLICIT"):
-        t0 = input_sizes[3]
-        out_backprop_split = np.reshape(out_backprop, np.shape(out_backprop)[:-1] + (t0, -1))
+        out_backprop_split = np.reshape(
+            out_backprop, np.shape(out_backprop)[:-1] + (input_sizes[3], -1)
+        )
         if padding == "VALID":
             grad_filter = _depthwise_conv_backprop_filter(
                 grad,
@@ -811,7 +813,7 @@ def depthwise_conv2d_native_backprop_input_grad(
                 pads=(0, 0),
                 sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
             )
-            t1 = _depthwise_conv(
+            t0 = _depthwise_conv(
                 grad,
                 filter,
                 strides=(strides[1], strides[2]),
@@ -836,7 +838,7 @@ def depthwise_conv2d_native_backprop_input_grad(
                 ),
                 sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
             )
-            t1 = _depthwise_conv(
+            t0 = _depthwise_conv(
                 grad,
                 filter,
                 strides=(strides[1], strides[2]),
@@ -856,7 +858,7 @@ def depthwise_conv2d_native_backprop_input_grad(
                 pads=(explicit_paddings[2], explicit_paddings[4]),
                 sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
             )
-            t1 = _depthwise_conv(
+            t0 = _depthwise_conv(
                 grad,
                 filter,
                 strides=(strides[1], strides[2]),
@@ -883,12 +885,12 @@ def depthwise_conv2d_native_backprop_input_grad(
                     + 1,
                 ),
             )
-        t2 = np.shape(out_backprop_split)[-5]
-        t3 = np.shape(out_backprop_split)[-4]
-        t4 = np.shape(out_backprop_split)[-3]
-        t5 = np.shape(filter)[-2]
-        t6 = np.shape(filter)[-1]
-        grad_out_backprop = np.reshape(t1, (t2, t3, t4, t5 * t6))
+        t1 = np.shape(out_backprop_split)[-5]
+        t2 = np.shape(out_backprop_split)[-4]
+        t3 = np.shape(out_backprop_split)[-3]
+        t4 = np.shape(filter)[-2]
+        t5 = np.shape(filter)[-1]
+        grad_out_backprop = np.reshape(t0, (t1, t2, t3, t4 * t5))
     else:
         raise ValueError(
             f"DepthwiseConv2dNativeBackpropInput: unsupported attributes padding={padding!r}"
@@ -913,14 +915,15 @@ def depthwise_conv2d_native_backprop_input_grad_grad(
 ):
     """Second order of DepthwiseConv2dNativeBackpropInput: the gradient of depthwise_conv2d_native_backprop_input_grad: one array per input (grad, filter, out_backprop)."""
     if padding in ("VALID", "SAME", "EXPLICIT"):
-        t0 = input_sizes[3]
-        out_backprop_split = np.reshape(out_backprop, np.shape(out_backprop)[:-1] + (t0, -1))
-        t1 = np.shape(filter)[-1]
+        out_backprop_split = np.reshape(
+            out_backprop, np.shape(out_backprop)[:-1] + (input_sizes[3], -1)
+        )
+        t0 = np.shape(filter)[-1]
         grad_vjp_out_backprop = np.reshape(
-            grad_vjp_out_backprop, np.shape(grad_vjp_out_backprop)[:-1] + (-1, t1)
+            grad_vjp_out_backprop, np.shape(grad_vjp_out_backprop)[:-1] + (-1, t0)
         )
         if padding == "VALID":
-            t2 = _depthwise_conv_backprop_input(
+            t1 = _depthwise_conv_backprop_input(
                 out_backprop_split,
                 grad_vjp_filter,
                 strides=(strides[1], strides[2]),
@@ -928,7 +931,7 @@ def depthwise_conv2d_native_backprop_input_grad_grad(
                 pads=(0, 0),
                 sizes=(input_sizes[1], input_sizes[2]),
             )
-            t3 = _depthwise_conv_backprop_input(
+            t2 = _depthwise_conv_backprop_input(
                 grad_vjp_out_backprop,
                 filter,
                 strides=(strides[1], strides[2]),
@@ -937,7 +940,7 @@ def depthwise_conv2d_native_backprop_input_grad_grad(
                 sizes=(input_sizes[1], input_sizes[2]),
             )
         elif padding == "SAME":
-            t2 = _depthwise_conv_backprop_input(
+            t1 = _depthwise_conv_backprop_input(
                 out_backprop_split,
                 grad_vjp_filter,
                 strides=(strides[1], strides[2]),
@@ -948,7 +951,7 @@ def depthwise_conv2d_native_backprop_input_grad_grad(
                 ),
                 sizes=(input_sizes[1], input_sizes[2]),
             )
-            t3 = _depthwise_conv_backprop_input(
+            t2 = _depthwise_conv_backprop_input(
                 grad_vjp_out_backprop,
                 filter,
                 strides=(strides[1], strides[2]),
@@ -960,7 +963,7 @@ def depthwise_conv2d_native_backprop_input_grad_grad(
                 sizes=(input_sizes[1], input_sizes[2]),
             )
         else:
-            t2 = _depthwise_conv_backprop_input(
+            t1 = _depthwise_conv_backprop_input(
                 out_backprop_split,
                 grad_vjp_filter,
                 strides=(strides[1], strides[2]),
@@ -968,7 +971,7 @@ def depthwise_conv2d_native_backprop_input_grad_grad(
                 pads=(explicit_paddings[2], explicit_paddings[4]),
                 sizes=(input_sizes[1], input_sizes[2]),
             )
-            t3 = _depthwise_conv_backprop_input(
+            t2 = _depthwise_conv_backprop_input(
                 grad_vjp_out_backprop,
                 filter,
                 strides=(strides[1], strides[2]),
@@ -976,7 +979,7 @@ def depthwise_conv2d_native_backprop_input_grad_grad(
                 pads=(explicit_paddings[2], explicit_paddings[4]),
                 sizes=(input_sizes[1], input_sizes[2]),
             )
-        grad_grad = t2 + t3
+        grad_grad = t1 + t2
         if padding == "VALID":
             grad_filter = _depthwise_conv_backprop_filter(
                 grad,
@@ -986,7 +989,7 @@ def depthwise_conv2d_native_backprop_input_grad_grad(
                 pads=(0, 0),
                 sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
             )
-            t4 = _depthwise_conv(
+            t3 = _depthwise_conv(
                 grad,
                 grad_vjp_filter,
                 strides=(strides[1], strides[2]),
@@ -1011,7 +1014,7 @@ def depthwise_conv2d_native_backprop_input_grad_grad(
                 ),
                 sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
             )
-            t4 = _depthwise_conv(
+            t3 = _depthwise_conv(
                 grad,
                 grad_vjp_filter,
                 strides=(strides[1], strides[2]),
@@ -1031,7 +1034,7 @@ def depthwise_conv2d_native_backprop_input_grad_grad(
                 pads=(explicit_paddings[2], explicit_paddings[4]),
                 sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
             )
-            t4 = _depthwise_conv(
+            t3 = _depthwise_conv(
                 grad,
                 grad_vjp_filter,
                 strides=(strides[1], strides[2]),
@@ -1058,11 +1061,11 @@ def depthwise_conv2d_native_backprop_input_grad_grad(
                     + 1,
                 ),
             )
-        t5 = np.shape(grad)[-4]
-        t6 = np.shape(out_backprop_split)[-4]
-        t7 = np.shape(out_backprop_split)[-3]
-        t8 = np.shape(grad)[-1]
-        grad_out_backprop = np.reshape(t4, (t5, t6, t7, t8 * t1))
+        t4 = np.shape(grad)[-4]
+        t5 = np.shape(out_backprop_split)[-4]
+        t6 = np.shape(out_backprop_split)[-3]
+        t7 = np.shape(grad)[-1]
+        grad_out_backprop = np.reshape(t3, (t4, t5, t6, t7 * t0))
     else:
         raise ValueError(
             f"DepthwiseConv2dNativeBackpropInputGrad: unsupported attributes padding={padding!r}"
@@ -1081,8 +1084,9 @@ def depthwise_conv2d_native_backprop_filter(
     dilations=(1, 1, 1, 1),
 ):
     """DepthwiseConv2dNativeBackpropFilter: DepthwiseConv2dNative's gradient in its filter, of shape `filter_sizes`: each window (declared at ops/conv_grads.py:91)."""
-    t0 = filter_sizes[3]
-    out_backprop_split = np.reshape(out_backprop, np.shape(out_backprop)[:-1] + (-1, t0))
+    out_backprop_split = np.reshape(
+        out_backprop, np.shape(out_backprop)[:-1] + (-1, filter_sizes[3])
+    )
     if padding == "VALID":
         output = _depthwise_conv_backprop_filter(
             input,
@@ -1141,11 +1145,12 @@ def depthwise_conv2d_native_backprop_filter_grad(
             i.e. `_depthwise_conv_backprop_input(out_backprop_split, grad, ...`
         grad_out_backprop[n, i, j, c, m] = sum_{a, b} grad[a, b, c, m] * input[n, a * dilations[1] +
             i * strides[1], b * dilations[2] + j * strides[2], c]
-            i.e. `np.reshape(t1, (t2, t3, t4, t5 * t6))`
+            i.e. `np.reshape(t0, (t1, t2, t3, t4 * t5))`
     """
     if padding in ("VALID", "SAME", "EXPLICIT"):
-        t0 = filter_sizes[3]
-        out_backprop_split = np.reshape(out_backprop, np.shape(out_backprop)[:-1] + (-1, t0))
+        out_backprop_split = np.reshape(
+            out_backprop, np.shape(out_backprop)[:-1] + (-1, filter_sizes[3])
+        )
         if padding == "VALID":
             grad_input = _depthwise_conv_backprop_input(
                 out_backprop_split,
@@ -1155,7 +1160,7 @@ def depthwise_conv2d_native_backprop_filter_grad(
                 pads=(0, 0),
                 sizes=(np.shape(input)[-3], np.shape(input)[-2]),
             )
-            t1 = _depthwise_conv(
+            t0 = _depthwise_conv(
                 input,
                 grad,
                 strides=(strides[1], strides[2]),
@@ -1180,7 +1185,7 @@ def depthwise_conv2d_native_backprop_filter_grad(
                 ),
                 sizes=(np.shape(input)[-3], np.shape(input)[-2]),
             )
-            t1 = _depthwise_conv(
+            t0 = _depthwise_conv(
                 input,
                 grad,
                 strides=(strides[1], strides[2]),
@@ -1203,7 +1208,7 @@ def depthwise_conv2d_native_backprop_filter_grad(
                 pads=(explicit_paddings[2], explicit_paddings[4]),
                 sizes=(np.shape(input)[-3], np.shape(input)[-2]),
             )
-            t1 = _depthwise_conv(
+            t0 = _depthwise_conv(
                 input,
                 grad,
                 strides=(strides[1], strides[2]),
@@ -1230,12 +1235,12 @@ def depthwise_conv2d_native_backprop_filter_grad(
                     + 1,
                 ),
             )
-        t2 = np.shape(input)[-4]
-        t3 = np.shape(out_backprop_split)[-4]
-        t4 = np.shape(out_backprop_split)[-3]
-        t5 = np.shape(input)[-1]
-        t6 = np.shape(out_backprop_split)[-1]
-        grad_out_backprop = np.reshape(t1, (t2, t3, t4, t5 * t6))
+        t1 = np.shape(input)[-4]
+        t2 = np.shape(out_backprop_split)[-4]
+        t3 = np.shape(out_backprop_split)[-3]
+        t4 = np.shape(input)[-1]
+        t5 = np.shape(out_backprop_split)[-1]
+        grad_out_backprop = np.reshape(t0, (t1, t2, t3, t4 * t5))
     else:
         raise ValueError(
             f"DepthwiseConv2dNativeBackpropFilter: unsupported attributes padding={padding!r}"
@@ -1691,67 +1696,67 @@ def avg_pool_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
         t1 = t0[..., None, None, None]
         t2 = np.arange(np.shape(grad)[-2])
         t3 = t2[..., None, None]
-        t4 = ksize[2]
-        t5 = np.arange(t4)
-        t6 = t5[..., None]
-        t7 = ksize[1]
-        t8 = np.arange(t7)
+        t4 = np.arange(ksize[2])
+        t5 = t4[..., None]
+        t6 = np.arange(ksize[1])
         if padding == "VALID":
-            t9 = (
-                (strides[1] * t1 + t8 >= 0)
-                & (strides[2] * t3 + t6 >= 0)
-                & (strides[1] * t1 + t8 <= orig_input_shape[1] - 1)
-                & (strides[2] * t3 + t6 <= orig_input_shape[2] - 1)
+            t7 = (
+                (strides[1] * t1 + t6 >= 0)
+                & (strides[2] * t3 + t5 >= 0)
+                & (strides[1] * t1 + t6 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t5 <= orig_input_shape[2] - 1)
             )
         else:
-            t9 = (
+            t7 = (
                 (
                     strides[1] * t1
-                    + t8
+                    + t6
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     >= 0
                 )
                 & (
                     strides[2] * t3
-                    + t6
+                    + t5
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     >= 0
                 )
                 & (
                     strides[1] * t1
-                    + t8
+                    + t6
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     <= orig_input_shape[1] - 1
                 )
                 & (
                     strides[2] * t3
-                    + t6
+                    + t5
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     <= orig_input_shape[2] - 1
                 )
             )
-        t10 = t9[..., None, :, :, :]
-        t11 = np.sum(np.asarray(t10, grad.dtype), axis=(-2, -1), keepdims=True)
-        t12 = grad[..., None, :, None, :]
-        t13 = t12 / t11
-        t14 = orig_input_shape[2]
-        t15 = t2[..., None]
+        t8 = t7[..., None, :, :, :]
+        t9 = np.sum(np.asarray(t8, grad.dtype), axis=(-2, -1), keepdims=True)
+        t10 = grad[..., None, :, None, :]
+        t11 = t10 / t9
+        t12 = t2[..., None]
         if padding == "VALID":
-            t16 = strides[2] * t15 + t5
+            t13 = strides[2] * t12 + t4
+        else:
+            t13 = (
+                strides[2] * t12 + t4 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+            )
+        t14 = _scatter_add(
+            t11, t13, 1, orig_input_shape[2]
+        )  # no gather form: an explicit scatter-add
+        t15 = t0[..., None]
+        if padding == "VALID":
+            t16 = strides[1] * t15 + t6
         else:
             t16 = (
-                strides[2] * t15 + t5 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                strides[1] * t15 + t6 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
             )
-        t17 = _scatter_add(t13, t16, 1, t14)  # no gather form: an explicit scatter-add
-        t18 = orig_input_shape[1]
-        t19 = t0[..., None]
-        if padding == "VALID":
-            t20 = strides[1] * t19 + t8
-        else:
-            t20 = (
-                strides[1] * t19 + t8 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-            )
-        output = _scatter_add(t17, t20, 2, t18)  # no gather form: an explicit scatter-add
+        output = _scatter_add(
+            t14, t16, 2, orig_input_shape[1]
+        )  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPoolGrad: unsupported attributes padding={padding!r}")
     return output
@@ -1768,73 +1773,71 @@ def avg_pool_grad_grad(
             * strides[1], j * strides[2] + m, c] / (sum_{a = 0..ksize[1] - 1, b = 0..ksize[2] - 1}
             indicator(a + i * strides[1] >= 0 and b + j * strides[2] >= 0 and a + i * strides[1] <=
             orig_input_shape[1] - 1 and b + j * strides[2] <= orig_input_shape[2] - 1))
-            i.e. `t19 / t11`
+            i.e. `t17 / t9`
     """
     if padding in ("VALID", "SAME"):
         t0 = np.arange(np.shape(grad)[-3])
         t1 = t0[..., None, None, None]
         t2 = np.arange(np.shape(grad)[-2])
         t3 = t2[..., None, None]
-        t4 = ksize[1]
-        t5 = np.arange(t4)
-        t6 = t5[..., None]
-        t7 = ksize[2]
-        t8 = np.arange(t7)
+        t4 = np.arange(ksize[1])
+        t5 = t4[..., None]
+        t6 = np.arange(ksize[2])
         if padding == "VALID":
-            t9 = (
-                (strides[1] * t1 + t6 >= 0)
-                & (strides[2] * t3 + t8 >= 0)
-                & (strides[1] * t1 + t6 <= orig_input_shape[1] - 1)
-                & (strides[2] * t3 + t8 <= orig_input_shape[2] - 1)
+            t7 = (
+                (strides[1] * t1 + t5 >= 0)
+                & (strides[2] * t3 + t6 >= 0)
+                & (strides[1] * t1 + t5 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t6 <= orig_input_shape[2] - 1)
             )
         else:
-            t9 = (
+            t7 = (
                 (
                     strides[1] * t1
-                    + t6
+                    + t5
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     >= 0
                 )
                 & (
                     strides[2] * t3
-                    + t8
+                    + t6
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     >= 0
                 )
                 & (
                     strides[1] * t1
-                    + t6
+                    + t5
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     <= orig_input_shape[1] - 1
                 )
                 & (
                     strides[2] * t3
-                    + t8
+                    + t6
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     <= orig_input_shape[2] - 1
                 )
             )
-        t10 = t9[..., None, :, :]
-        t11 = np.sum(np.asarray(t10, grad_output.dtype), axis=(-2, -1))
-        t12 = t2[..., None]
+        t8 = t7[..., None, :, :]
+        t9 = np.sum(np.asarray(t8, grad_output.dtype), axis=(-2, -1))
+        t10 = t2[..., None]
         if padding == "VALID":
-            t13 = strides[2] * t12 + t8
+            t11 = strides[2] * t10 + t6
         else:
-            t13 = (
-                strides[2] * t12 + t8 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+            t11 = (
+                strides[2] * t10 + t6 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
             )
-        t14 = _gather(grad_output, t13, -2)
-        t15 = t0[..., None]
+        t12 = _gather(grad_output, t11, -2)
+        t13 = t0[..., None]
         if padding == "VALID":
-            t16 = strides[1] * t15 + t5
+            t14 = strides[1] * t13 + t4
         else:
-            t16 = (
-                strides[1] * t15 + t5 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+            t14 = (
+                strides[1] * t13 + t4 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
             )
-        t17 = _gather(t14, t16, -4)
-        t18 = np.transpose(t17, (0, 1, 3, 5, 2, 4))
-        t19 = np.sum(t18, axis=(-2, -1))
-        grad_grad = t19 / t11
+        t15 = _gather(t12, t14, -4)
+        t16 = np.transpose(t15, (0, 1, 3, 5, 2, 4))
+        t17 = np.sum(t16, axis=(-2, -1))
+        grad_grad = t17 / t9
     else:
         raise ValueError(f"AvgPoolGrad: unsupported attributes padding={padding!r}")
     return (grad_grad,)
@@ -1857,67 +1860,65 @@ def avg_pool_grad_grad_grad(
         t1 = t0[..., None, None, None]
         t2 = np.arange(np.shape(grad)[-2])
         t3 = t2[..., None, None]
-        t4 = ksize[2]
-        t5 = np.arange(t4)
-        t6 = t5[..., None]
-        t7 = ksize[1]
-        t8 = np.arange(t7)
+        t4 = np.arange(ksize[2])
+        t5 = t4[..., None]
+        t6 = np.arange(ksize[1])
         if padding == "VALID":
-            t9 = (
-                (strides[1] * t1 + t8 >= 0)
-                & (strides[2] * t3 + t6 >= 0)
-                & (strides[1] * t1 + t8 <= orig_input_shape[1] - 1)
-                & (strides[2] * t3 + t6 <= orig_input_shape[2] - 1)
+            t7 = (
+                (strides[1] * t1 + t6 >= 0)
+                & (strides[2] * t3 + t5 >= 0)
+                & (strides[1] * t1 + t6 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t5 <= orig_input_shape[2] - 1)
             )
         else:
-            t9 = (
+            t7 = (
                 (
                     strides[1] * t1
-                    + t8
+                    + t6
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     >= 0
                 )
                 & (
                     strides[2] * t3
-                    + t6
+                    + t5
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     >= 0
                 )
                 & (
                     strides[1] * t1
-                    + t8
+                    + t6
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     <= orig_input_shape[1] - 1
                 )
                 & (
                     strides[2] * t3
-                    + t6
+                    + t5
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     <= orig_input_shape[2] - 1
                 )
             )
-        t10 = t9[..., None, :, :, :]
-        t11 = np.sum(np.asarray(t10, grad_vjp_grad.dtype), axis=(-2, -1), keepdims=True)
-        t12 = grad_vjp_grad[..., None, :, None, :]
-        t13 = t12 / t11
-        t14 = np.shape(grad_output)[-2]
-        t15 = t2[..., None]
+        t8 = t7[..., None, :, :, :]
+        t9 = np.sum(np.asarray(t8, grad_vjp_grad.dtype), axis=(-2, -1), keepdims=True)
+        t10 = grad_vjp_grad[..., None, :, None, :]
+        t11 = t10 / t9
+        t12 = np.shape(grad_output)[-2]
+        t13 = t2[..., None]
         if padding == "VALID":
-            t16 = strides[2] * t15 + t5
+            t14 = strides[2] * t13 + t4
         else:
-            t16 = (
-                strides[2] * t15 + t5 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+            t14 = (
+                strides[2] * t13 + t4 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
             )
-        t17 = _scatter_add(t13, t16, 1, t14)  # no gather form: an explicit scatter-add
-        t18 = np.shape(grad_output)[-3]
-        t19 = t0[..., None]
+        t15 = _scatter_add(t11, t14, 1, t12)  # no gather form: an explicit scatter-add
+        t16 = np.shape(grad_output)[-3]
+        t17 = t0[..., None]
         if padding == "VALID":
-            t20 = strides[1] * t19 + t8
+            t18 = strides[1] * t17 + t6
         else:
-            t20 = (
-                strides[1] * t19 + t8 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+            t18 = (
+                strides[1] * t17 + t6 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
             )
-        grad_grad_output = _scatter_add(t17, t20, 2, t18)  # no gather form: an explicit scatter-add
+        grad_grad_output = _scatter_add(t15, t18, 2, t16)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPoolGradGrad: unsupported attributes padding={padding!r}")
     return grad_grad_output, None
@@ -1930,95 +1931,95 @@ def avg_pool3d_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
         t1 = t0[..., None, None, None, None, None]
         t2 = np.arange(np.shape(grad)[-3])
         t3 = t2[..., None, None, None, None]
-        t4 = ksize[3]
-        t5 = np.arange(t4)
-        t6 = t5[..., None, None, None]
-        t7 = np.arange(np.shape(grad)[-2])
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = np.arange(t9)
-        t11 = t10[..., None]
-        t12 = ksize[1]
-        t13 = np.arange(t12)
+        t4 = np.arange(ksize[3])
+        t5 = t4[..., None, None, None]
+        t6 = np.arange(np.shape(grad)[-2])
+        t7 = t6[..., None, None]
+        t8 = np.arange(ksize[2])
+        t9 = t8[..., None]
+        t10 = np.arange(ksize[1])
         if padding == "VALID":
-            t14 = (
-                (strides[1] * t1 + t13 >= 0)
-                & (strides[2] * t3 + t11 >= 0)
-                & (strides[3] * t8 + t6 >= 0)
-                & (strides[1] * t1 + t13 <= orig_input_shape[1] - 1)
-                & (strides[2] * t3 + t11 <= orig_input_shape[2] - 1)
-                & (strides[3] * t8 + t6 <= orig_input_shape[3] - 1)
+            t11 = (
+                (strides[1] * t1 + t10 >= 0)
+                & (strides[2] * t3 + t9 >= 0)
+                & (strides[3] * t7 + t5 >= 0)
+                & (strides[1] * t1 + t10 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t9 <= orig_input_shape[2] - 1)
+                & (strides[3] * t7 + t5 <= orig_input_shape[3] - 1)
             )
         else:
-            t14 = (
+            t11 = (
                 (
                     strides[1] * t1
-                    + t13
+                    + t10
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     >= 0
                 )
                 & (
                     strides[2] * t3
-                    + t11
+                    + t9
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     >= 0
                 )
                 & (
-                    strides[3] * t8
-                    + t6
+                    strides[3] * t7
+                    + t5
                     - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
                     >= 0
                 )
                 & (
                     strides[1] * t1
-                    + t13
+                    + t10
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     <= orig_input_shape[1] - 1
                 )
                 & (
                     strides[2] * t3
-                    + t11
+                    + t9
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     <= orig_input_shape[2] - 1
                 )
                 & (
-                    strides[3] * t8
-                    + t6
+                    strides[3] * t7
+                    + t5
                     - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
                     <= orig_input_shape[3] - 1
                 )
             )
-        t15 = t14[..., None, :, :, :, :, :]
-        t16 = np.sum(np.asarray(t15, grad.dtype), axis=(-4, -2, -1), keepdims=True)
-        t17 = grad[..., None, :, None, :, None, :]
-        t18 = t17 / t16
-        t19 = orig_input_shape[1]
-        t20 = t0[..., None]
+        t12 = t11[..., None, :, :, :, :, :]
+        t13 = np.sum(np.asarray(t12, grad.dtype), axis=(-4, -2, -1), keepdims=True)
+        t14 = grad[..., None, :, None, :, None, :]
+        t15 = t14 / t13
+        t16 = t0[..., None]
         if padding == "VALID":
-            t21 = strides[1] * t20 + t13
+            t17 = strides[1] * t16 + t10
         else:
-            t21 = (
-                strides[1] * t20 + t13 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+            t17 = (
+                strides[1] * t16 + t10 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
             )
-        t22 = _scatter_add(t18, t21, 5, t19)  # no gather form: an explicit scatter-add
-        t23 = orig_input_shape[3]
-        t24 = t7[..., None]
+        t18 = _scatter_add(
+            t15, t17, 5, orig_input_shape[1]
+        )  # no gather form: an explicit scatter-add
+        t19 = t6[..., None]
         if padding == "VALID":
-            t25 = strides[3] * t24 + t5
+            t20 = strides[3] * t19 + t4
         else:
-            t25 = (
-                strides[3] * t24 + t5 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+            t20 = (
+                strides[3] * t19 + t4 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
             )
-        t26 = _scatter_add(t22, t25, 1, t23)  # no gather form: an explicit scatter-add
-        t27 = orig_input_shape[2]
-        t28 = t2[..., None]
+        t21 = _scatter_add(
+            t18, t20, 1, orig_input_shape[3]
+        )  # no gather form: an explicit scatter-add
+        t22 = t2[..., None]
         if padding == "VALID":
-            t29 = strides[2] * t28 + t10
+            t23 = strides[2] * t22 + t8
         else:
-            t29 = (
-                strides[2] * t28 + t10 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+            t23 = (
+                strides[2] * t22 + t8 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
             )
-        output = _scatter_add(t26, t29, 2, t27)  # no gather form: an explicit scatter-add
+        output = _scatter_add(
+            t21, t23, 2, orig_input_shape[2]
+        )  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool3DGrad: unsupported attributes padding={padding!r}")
     return output
@@ -2036,7 +2037,7 @@ def avg_pool3d_grad_grad(
             (sum_{e = 0..ksize[1] - 1, a = 0..ksize[2] - 1, b = 0..ksize[3] - 1} indicator(a + i *
             strides[2] >= 0 and b + j * strides[3] >= 0 and e + strides[1] * z >= 0 and a + i *
             strides[2] <= orig_input_shape[2] - 1 and b + j * strides[3] <= orig_input_shape[3] - 1
-            and e + strides[1] * z <= orig_input_shape[1] - 1)), i.e. `t27 / t16`
+            and e + strides[1] * z <= orig_input_shape[1] - 1)), i.e. `t24 / t13`
     """
     if padding in ("VALID", "SAME"):
         t0 = np.arange(np.shape(grad)[-4])
@@ -2045,91 +2046,88 @@ def avg_pool3d_grad_grad(
         t3 = t2[..., None, None, None, None]
         t4 = np.arange(np.shape(grad)[-2])
         t5 = t4[..., None, None, None]
-        t6 = ksize[1]
-        t7 = np.arange(t6)
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = np.arange(t9)
-        t11 = t10[..., None]
-        t12 = ksize[3]
-        t13 = np.arange(t12)
+        t6 = np.arange(ksize[1])
+        t7 = t6[..., None, None]
+        t8 = np.arange(ksize[2])
+        t9 = t8[..., None]
+        t10 = np.arange(ksize[3])
         if padding == "VALID":
-            t14 = (
-                (strides[1] * t1 + t8 >= 0)
-                & (strides[2] * t3 + t11 >= 0)
-                & (strides[3] * t5 + t13 >= 0)
-                & (strides[1] * t1 + t8 <= orig_input_shape[1] - 1)
-                & (strides[2] * t3 + t11 <= orig_input_shape[2] - 1)
-                & (strides[3] * t5 + t13 <= orig_input_shape[3] - 1)
+            t11 = (
+                (strides[1] * t1 + t7 >= 0)
+                & (strides[2] * t3 + t9 >= 0)
+                & (strides[3] * t5 + t10 >= 0)
+                & (strides[1] * t1 + t7 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t9 <= orig_input_shape[2] - 1)
+                & (strides[3] * t5 + t10 <= orig_input_shape[3] - 1)
             )
         else:
-            t14 = (
+            t11 = (
                 (
                     strides[1] * t1
-                    + t8
+                    + t7
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     >= 0
                 )
                 & (
                     strides[2] * t3
-                    + t11
+                    + t9
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     >= 0
                 )
                 & (
                     strides[3] * t5
-                    + t13
+                    + t10
                     - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
                     >= 0
                 )
                 & (
                     strides[1] * t1
-                    + t8
+                    + t7
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     <= orig_input_shape[1] - 1
                 )
                 & (
                     strides[2] * t3
-                    + t11
+                    + t9
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     <= orig_input_shape[2] - 1
                 )
                 & (
                     strides[3] * t5
-                    + t13
+                    + t10
                     - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
                     <= orig_input_shape[3] - 1
                 )
             )
-        t15 = t14[..., None, :, :, :]
-        t16 = np.sum(np.asarray(t15, grad_output.dtype), axis=(-3, -2, -1))
-        t17 = t4[..., None]
+        t12 = t11[..., None, :, :, :]
+        t13 = np.sum(np.asarray(t12, grad_output.dtype), axis=(-3, -2, -1))
+        t14 = t4[..., None]
         if padding == "VALID":
-            t18 = strides[3] * t17 + t13
+            t15 = strides[3] * t14 + t10
+        else:
+            t15 = (
+                strides[3] * t14 + t10 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+            )
+        t16 = _gather(grad_output, t15, -2)
+        t17 = t2[..., None]
+        if padding == "VALID":
+            t18 = strides[2] * t17 + t8
         else:
             t18 = (
-                strides[3] * t17 + t13 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+                strides[2] * t17 + t8 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
             )
-        t19 = _gather(grad_output, t18, -2)
-        t20 = t2[..., None]
+        t19 = _gather(t16, t18, -4)
+        t20 = t0[..., None]
         if padding == "VALID":
-            t21 = strides[2] * t20 + t10
+            t21 = strides[1] * t20 + t6
         else:
             t21 = (
-                strides[2] * t20 + t10 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                strides[1] * t20 + t6 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
             )
-        t22 = _gather(t19, t21, -4)
-        t23 = t0[..., None]
-        if padding == "VALID":
-            t24 = strides[1] * t23 + t7
-        else:
-            t24 = (
-                strides[1] * t23 + t7 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-            )
-        t25 = _gather(t22, t24, -6)
-        t26 = np.transpose(t25, (0, 1, 3, 5, 7, 2, 4, 6))
-        t27 = np.sum(t26, axis=(-3, -2, -1))
-        grad_grad = t27 / t16
+        t22 = _gather(t19, t21, -6)
+        t23 = np.transpose(t22, (0, 1, 3, 5, 7, 2, 4, 6))
+        t24 = np.sum(t23, axis=(-3, -2, -1))
+        grad_grad = t24 / t13
     else:
         raise ValueError(f"AvgPool3DGrad: unsupported attributes padding={padding!r}")
     return (grad_grad,)
@@ -2152,95 +2150,92 @@ def avg_pool3d_grad_grad_grad(
         t1 = t0[..., None, None, None, None, None]
         t2 = np.arange(np.shape(grad)[-3])
         t3 = t2[..., None, None, None, None]
-        t4 = ksize[3]
-        t5 = np.arange(t4)
-        t6 = t5[..., None, None, None]
-        t7 = np.arange(np.shape(grad)[-2])
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = np.arange(t9)
-        t11 = t10[..., None]
-        t12 = ksize[1]
-        t13 = np.arange(t12)
+        t4 = np.arange(ksize[3])
+        t5 = t4[..., None, None, None]
+        t6 = np.arange(np.shape(grad)[-2])
+        t7 = t6[..., None, None]
+        t8 = np.arange(ksize[2])
+        t9 = t8[..., None]
+        t10 = np.arange(ksize[1])
         if padding == "VALID":
-            t14 = (
-                (strides[1] * t1 + t13 >= 0)
-                & (strides[2] * t3 + t11 >= 0)
-                & (strides[3] * t8 + t6 >= 0)
-                & (strides[1] * t1 + t13 <= orig_input_shape[1] - 1)
-                & (strides[2] * t3 + t11 <= orig_input_shape[2] - 1)
-                & (strides[3] * t8 + t6 <= orig_input_shape[3] - 1)
+            t11 = (
+                (strides[1] * t1 + t10 >= 0)
+                & (strides[2] * t3 + t9 >= 0)
+                & (strides[3] * t7 + t5 >= 0)
+                & (strides[1] * t1 + t10 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t9 <= orig_input_shape[2] - 1)
+                & (strides[3] * t7 + t5 <= orig_input_shape[3] - 1)
             )
         else:
-            t14 = (
+            t11 = (
                 (
                     strides[1] * t1
-                    + t13
+                    + t10
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     >= 0
                 )
                 & (
                     strides[2] * t3
-                    + t11
+                    + t9
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     >= 0
                 )
                 & (
-                    strides[3] * t8
-                    + t6
+                    strides[3] * t7
+                    + t5
                     - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
                     >= 0
                 )
                 & (
                     strides[1] * t1
-                    + t13
+                    + t10
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     <= orig_input_shape[1] - 1
                 )
                 & (
                     strides[2] * t3
-                    + t11
+                    + t9
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     <= orig_input_shape[2] - 1
                 )
                 & (
-                    strides[3] * t8
-                    + t6
+                    strides[3] * t7
+                    + t5
                     - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
                     <= orig_input_shape[3] - 1
                 )
             )
-        t15 = t14[..., None, :, :, :, :, :]
-        t16 = np.sum(np.asarray(t15, grad_vjp_grad.dtype), axis=(-4, -2, -1), keepdims=True)
-        t17 = grad_vjp_grad[..., None, :, None, :, None, :]
-        t18 = t17 / t16
-        t19 = np.shape(grad_output)[-2]
-        t20 = t7[..., None]
+        t12 = t11[..., None, :, :, :, :, :]
+        t13 = np.sum(np.asarray(t12, grad_vjp_grad.dtype), axis=(-4, -2, -1), keepdims=True)
+        t14 = grad_vjp_grad[..., None, :, None, :, None, :]
+        t15 = t14 / t13
+        t16 = np.shape(grad_output)[-2]
+        t17 = t6[..., None]
         if padding == "VALID":
-            t21 = strides[3] * t20 + t5
+            t18 = strides[3] * t17 + t4
         else:
-            t21 = (
-                strides[3] * t20 + t5 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+            t18 = (
+                strides[3] * t17 + t4 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
             )
-        t22 = _scatter_add(t18, t21, 1, t19)  # no gather form: an explicit scatter-add
-        t23 = np.shape(grad_output)[-3]
-        t24 = t2[..., None]
+        t19 = _scatter_add(t15, t18, 1, t16)  # no gather form: an explicit scatter-add
+        t20 = np.shape(grad_output)[-3]
+        t21 = t2[..., None]
         if padding == "VALID":
-            t25 = strides[2] * t24 + t10
+            t22 = strides[2] * t21 + t8
         else:
-            t25 = (
-                strides[2] * t24 + t10 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+            t22 = (
+                strides[2] * t21 + t8 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
             )
-        t26 = _scatter_add(t22, t25, 2, t23)  # no gather form: an explicit scatter-add
-        t27 = np.shape(grad_output)[-4]
-        t28 = t0[..., None]
+        t23 = _scatter_add(t19, t22, 2, t20)  # no gather form: an explicit scatter-add
+        t24 = np.shape(grad_output)[-4]
+        t25 = t0[..., None]
         if padding == "VALID":
-            t29 = strides[1] * t28 + t13
+            t26 = strides[1] * t25 + t10
         else:
-            t29 = (
-                strides[1] * t28 + t13 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+            t26 = (
+                strides[1] * t25 + t10 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
             )
-        grad_grad_output = _scatter_add(t26, t29, 3, t27)  # no gather form: an explicit scatter-add
+        grad_grad_output = _scatter_add(t23, t26, 3, t24)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool3DGradGrad: unsupported attributes padding={padding!r}")
     return grad_grad_output, None
@@ -2262,28 +2257,26 @@ def max_pool_grad(
         raise ValueError(
             f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
         )
-    t0 = ksize[2]
-    t1 = np.arange(t0)
-    t2 = t1[..., None]
-    t3 = np.arange(np.shape(orig_output)[-2])
+    t0 = np.arange(ksize[2])
+    t1 = t0[..., None]
+    t2 = np.arange(np.shape(orig_output)[-2])
     if padding == "VALID":
-        t4 = strides[2] * t3 + t2
-        t5 = _gather(orig_input, t4, -2, fill=-np.inf)
-        t6 = ksize[1]
-        t7 = np.arange(t6)
-        t8 = t7[..., None]
-        t9 = np.arange(np.shape(orig_output)[-3])
-        t10 = strides[1] * t9 + t8
-        t11 = _gather(t5, t10, -4, fill=-np.inf)
-        t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
-        t13 = np.transpose(orig_output, (0, 3, 1, 2))
-        t14 = t13[..., None, None, :, :]
-        t15 = _shift_right(
-            np.cumsum(np.asarray(t12 == t14, orig_input.dtype), axis=-3), axis=-3, fill=0
+        t3 = strides[2] * t2 + t1
+        t4 = _gather(orig_input, t3, -2, fill=-np.inf)
+        t5 = np.arange(ksize[1])
+        t6 = t5[..., None]
+        t7 = np.arange(np.shape(orig_output)[-3])
+        t8 = strides[1] * t7 + t6
+        t9 = _gather(t4, t8, -4, fill=-np.inf)
+        t10 = np.transpose(t9, (0, 5, 1, 3, 2, 4))
+        t11 = np.transpose(orig_output, (0, 3, 1, 2))
+        t12 = t11[..., None, None, :, :]
+        t13 = _shift_right(
+            np.cumsum(np.asarray(t10 == t12, orig_input.dtype), axis=-3), axis=-3, fill=0
         )
-        t16 = np.sum(np.asarray(t12 == t14, orig_input.dtype), axis=-3, keepdims=True)
-        t17 = _shift_right(np.cumsum(t16, axis=-4), axis=-4, fill=0)
-        affine1 = t15 + t17
+        t14 = np.sum(np.asarray(t10 == t12, orig_input.dtype), axis=-3, keepdims=True)
+        t15 = _shift_right(np.cumsum(t14, axis=-4), axis=-4, fill=0)
+        affine1 = t13 + t15
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2294,25 +2287,24 @@ def max_pool_grad(
             sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
         )
     elif padding == "SAME":
-        t4 = np.shape(orig_input)[-2]
-        t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
-        t6 = _gather(orig_input, t5, -2, fill=-np.inf)
-        t7 = ksize[1]
-        t8 = np.arange(t7)
-        t9 = t8[..., None]
-        t10 = np.arange(np.shape(orig_output)[-3])
-        t11 = np.shape(orig_input)[-3]
-        t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
-        t13 = _gather(t6, t12, -4, fill=-np.inf)
-        t14 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
-        t15 = np.transpose(orig_output, (0, 3, 1, 2))
-        t16 = t15[..., None, None, :, :]
-        t17 = _shift_right(
-            np.cumsum(np.asarray(t14 == t16, orig_input.dtype), axis=-3), axis=-3, fill=0
+        t3 = np.shape(orig_input)[-2]
+        t4 = strides[2] * t2 + t1 - _same_padding(t3, ksize[2], strides[2], 1)
+        t5 = _gather(orig_input, t4, -2, fill=-np.inf)
+        t6 = np.arange(ksize[1])
+        t7 = t6[..., None]
+        t8 = np.arange(np.shape(orig_output)[-3])
+        t9 = np.shape(orig_input)[-3]
+        t10 = strides[1] * t8 + t7 - _same_padding(t9, ksize[1], strides[1], 1)
+        t11 = _gather(t5, t10, -4, fill=-np.inf)
+        t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
+        t13 = np.transpose(orig_output, (0, 3, 1, 2))
+        t14 = t13[..., None, None, :, :]
+        t15 = _shift_right(
+            np.cumsum(np.asarray(t12 == t14, orig_input.dtype), axis=-3), axis=-3, fill=0
         )
-        t18 = np.sum(np.asarray(t14 == t16, orig_input.dtype), axis=-3, keepdims=True)
-        t19 = _shift_right(np.cumsum(t18, axis=-4), axis=-4, fill=0)
-        affine1 = t17 + t19
+        t16 = np.sum(np.asarray(t12 == t14, orig_input.dtype), axis=-3, keepdims=True)
+        t17 = _shift_right(np.cumsum(t16, axis=-4), axis=-4, fill=0)
+        affine1 = t15 + t17
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2358,7 +2350,7 @@ def max_pool_grad_grad(
         grad_grad[n, i, j, c] = sum_{j0, j1} grad_output[n, i * strides[1] + j0, j * strides[2] +
             j1, c] * first_attained(indicator_equal(read_outside(orig_input[n, i * strides[1] + j0,
             j * strides[2] + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
-            i.e. `np.sum(np.where((t33 == t34) & (t35 == 0), t30, 0), axis=(-2, -1))`
+            i.e. `np.sum(np.where((t31 == t32) & (t33 == 0), t28, 0), axis=(-2, -1))`
     """
     if data_format != "NHWC":
         raise ValueError(
@@ -2389,23 +2381,21 @@ def max_pool_grad_grad(
             affine1 = t15 + t17
         t18 = np.arange(np.shape(orig_output)[-2])
         t19 = t18[..., None]
-        t20 = ksize[2]
-        t21 = np.arange(t20)
-        t22 = strides[2] * t19 + t21
-        t23 = _gather(grad_output, t22, -2)
-        t24 = np.arange(np.shape(orig_output)[-3])
-        t25 = t24[..., None]
-        t26 = ksize[1]
-        t27 = np.arange(t26)
-        t28 = strides[1] * t25 + t27
-        t29 = _gather(t23, t28, -4)
-        t30 = np.transpose(t29, (0, 1, 3, 5, 2, 4))
-        t31 = _gather(orig_input, t22, -2, fill=-np.inf)
-        t32 = _gather(t31, t28, -4, fill=-np.inf)
-        t33 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
-        t34 = orig_output[..., None, None]
-        t35 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = np.sum(np.where((t33 == t34) & (t35 == 0), t30, 0), axis=(-2, -1))
+        t20 = np.arange(ksize[2])
+        t21 = strides[2] * t19 + t20
+        t22 = _gather(grad_output, t21, -2)
+        t23 = np.arange(np.shape(orig_output)[-3])
+        t24 = t23[..., None]
+        t25 = np.arange(ksize[1])
+        t26 = strides[1] * t24 + t25
+        t27 = _gather(t22, t26, -4)
+        t28 = np.transpose(t27, (0, 1, 3, 5, 2, 4))
+        t29 = _gather(orig_input, t21, -2, fill=-np.inf)
+        t30 = _gather(t29, t26, -4, fill=-np.inf)
+        t31 = np.transpose(t30, (0, 1, 3, 5, 2, 4))
+        t32 = orig_output[..., None, None]
+        t33 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = np.sum(np.where((t31 == t32) & (t33 == 0), t28, 0), axis=(-2, -1))
     elif padding == "SAME":
         if affine1 is None:
             t0 = ksize[2]
@@ -2433,25 +2423,23 @@ def max_pool_grad_grad(
             affine1 = t17 + t19
         t20 = np.arange(np.shape(orig_output)[-2])
         t21 = t20[..., None]
-        t22 = ksize[2]
-        t23 = np.arange(t22)
-        t24 = np.shape(orig_input)[-2]
-        t25 = strides[2] * t21 + t23 - _same_padding(t24, ksize[2], strides[2], 1)
-        t26 = _gather(grad_output, t25, -2)
-        t27 = np.arange(np.shape(orig_output)[-3])
-        t28 = t27[..., None]
-        t29 = ksize[1]
-        t30 = np.arange(t29)
-        t31 = np.shape(orig_input)[-3]
-        t32 = strides[1] * t28 + t30 - _same_padding(t31, ksize[1], strides[1], 1)
-        t33 = _gather(t26, t32, -4)
-        t34 = np.transpose(t33, (0, 1, 3, 5, 2, 4))
-        t35 = _gather(orig_input, t25, -2, fill=-np.inf)
-        t36 = _gather(t35, t32, -4, fill=-np.inf)
-        t37 = np.transpose(t36, (0, 1, 3, 5, 2, 4))
-        t38 = orig_output[..., None, None]
-        t39 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = np.sum(np.where((t37 == t38) & (t39 == 0), t34, 0), axis=(-2, -1))
+        t22 = np.arange(ksize[2])
+        t23 = np.shape(orig_input)[-2]
+        t24 = strides[2] * t21 + t22 - _same_padding(t23, ksize[2], strides[2], 1)
+        t25 = _gather(grad_output, t24, -2)
+        t26 = np.arange(np.shape(orig_output)[-3])
+        t27 = t26[..., None]
+        t28 = np.arange(ksize[1])
+        t29 = np.shape(orig_input)[-3]
+        t30 = strides[1] * t27 + t28 - _same_padding(t29, ksize[1], strides[1], 1)
+        t31 = _gather(t25, t30, -4)
+        t32 = np.transpose(t31, (0, 1, 3, 5, 2, 4))
+        t33 = _gather(orig_input, t24, -2, fill=-np.inf)
+        t34 = _gather(t33, t30, -4, fill=-np.inf)
+        t35 = np.transpose(t34, (0, 1, 3, 5, 2, 4))
+        t36 = orig_output[..., None, None]
+        t37 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = np.sum(np.where((t35 == t36) & (t37 == 0), t32, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -2515,28 +2503,26 @@ def max_pool_grad_v2(
     """MaxPoolGradV2: MaxPoolGrad with the window and strides passed as constant inputs (declared at ops/conv_grads.py:251)."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
-    t0 = ksize[2]
-    t1 = np.arange(t0)
-    t2 = t1[..., None]
-    t3 = np.arange(np.shape(orig_output)[-2])
+    t0 = np.arange(ksize[2])
+    t1 = t0[..., None]
+    t2 = np.arange(np.shape(orig_output)[-2])
     if padding == "VALID":
-        t4 = strides[2] * t3 + t2
-        t5 = _gather(orig_input, t4, -2, fill=-np.inf)
-        t6 = ksize[1]
-        t7 = np.arange(t6)
-        t8 = t7[..., None]
-        t9 = np.arange(np.shape(orig_output)[-3])
-        t10 = strides[1] * t9 + t8
-        t11 = _gather(t5, t10, -4, fill=-np.inf)
-        t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
-        t13 = np.transpose(orig_output, (0, 3, 1, 2))
-        t14 = t13[..., None, None, :, :]
-        t15 = _shift_right(
-            np.cumsum(np.asarray(t12 == t14, orig_input.dtype), axis=-3), axis=-3, fill=0
+        t3 = strides[2] * t2 + t1
+        t4 = _gather(orig_input, t3, -2, fill=-np.inf)
+        t5 = np.arange(ksize[1])
+        t6 = t5[..., None]
+        t7 = np.arange(np.shape(orig_output)[-3])
+        t8 = strides[1] * t7 + t6
+        t9 = _gather(t4, t8, -4, fill=-np.inf)
+        t10 = np.transpose(t9, (0, 5, 1, 3, 2, 4))
+        t11 = np.transpose(orig_output, (0, 3, 1, 2))
+        t12 = t11[..., None, None, :, :]
+        t13 = _shift_right(
+            np.cumsum(np.asarray(t10 == t12, orig_input.dtype), axis=-3), axis=-3, fill=0
         )
-        t16 = np.sum(np.asarray(t12 == t14, orig_input.dtype), axis=-3, keepdims=True)
-        t17 = _shift_right(np.cumsum(t16, axis=-4), axis=-4, fill=0)
-        affine1 = t15 + t17
+        t14 = np.sum(np.asarray(t10 == t12, orig_input.dtype), axis=-3, keepdims=True)
+        t15 = _shift_right(np.cumsum(t14, axis=-4), axis=-4, fill=0)
+        affine1 = t13 + t15
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2547,25 +2533,24 @@ def max_pool_grad_v2(
             sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
         )
     elif padding == "SAME":
-        t4 = np.shape(orig_input)[-2]
-        t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
-        t6 = _gather(orig_input, t5, -2, fill=-np.inf)
-        t7 = ksize[1]
-        t8 = np.arange(t7)
-        t9 = t8[..., None]
-        t10 = np.arange(np.shape(orig_output)[-3])
-        t11 = np.shape(orig_input)[-3]
-        t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
-        t13 = _gather(t6, t12, -4, fill=-np.inf)
-        t14 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
-        t15 = np.transpose(orig_output, (0, 3, 1, 2))
-        t16 = t15[..., None, None, :, :]
-        t17 = _shift_right(
-            np.cumsum(np.asarray(t14 == t16, orig_input.dtype), axis=-3), axis=-3, fill=0
+        t3 = np.shape(orig_input)[-2]
+        t4 = strides[2] * t2 + t1 - _same_padding(t3, ksize[2], strides[2], 1)
+        t5 = _gather(orig_input, t4, -2, fill=-np.inf)
+        t6 = np.arange(ksize[1])
+        t7 = t6[..., None]
+        t8 = np.arange(np.shape(orig_output)[-3])
+        t9 = np.shape(orig_input)[-3]
+        t10 = strides[1] * t8 + t7 - _same_padding(t9, ksize[1], strides[1], 1)
+        t11 = _gather(t5, t10, -4, fill=-np.inf)
+        t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
+        t13 = np.transpose(orig_output, (0, 3, 1, 2))
+        t14 = t13[..., None, None, :, :]
+        t15 = _shift_right(
+            np.cumsum(np.asarray(t12 == t14, orig_input.dtype), axis=-3), axis=-3, fill=0
         )
-        t18 = np.sum(np.asarray(t14 == t16, orig_input.dtype), axis=-3, keepdims=True)
-        t19 = _shift_right(np.cumsum(t18, axis=-4), axis=-4, fill=0)
-        affine1 = t17 + t19
+        t16 = np.sum(np.asarray(t12 == t14, orig_input.dtype), axis=-3, keepdims=True)
+        t17 = _shift_right(np.cumsum(t16, axis=-4), axis=-4, fill=0)
+        affine1 = t15 + t17
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2608,7 +2593,7 @@ def max_pool_grad_v2_grad(
         grad_grad[n, i, j, c] = sum_{j0, j1} grad_output[n, strides[1] * i + j0, strides[2] * j +
             j1, c] * first_attained(indicator_equal(read_outside(orig_input[n, strides[1] * i + j0,
             strides[2] * j + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
-            i.e. `np.sum(np.where((t33 == t34) & (t35 == 0), t30, 0), axis=(-2, -1))`
+            i.e. `np.sum(np.where((t31 == t32) & (t33 == 0), t28, 0), axis=(-2, -1))`
     """
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
@@ -2637,23 +2622,21 @@ def max_pool_grad_v2_grad(
             affine1 = t15 + t17
         t18 = np.arange(np.shape(orig_output)[-2])
         t19 = t18[..., None]
-        t20 = ksize[2]
-        t21 = np.arange(t20)
-        t22 = strides[2] * t19 + t21
-        t23 = _gather(grad_output, t22, -2)
-        t24 = np.arange(np.shape(orig_output)[-3])
-        t25 = t24[..., None]
-        t26 = ksize[1]
-        t27 = np.arange(t26)
-        t28 = strides[1] * t25 + t27
-        t29 = _gather(t23, t28, -4)
-        t30 = np.transpose(t29, (0, 1, 3, 5, 2, 4))
-        t31 = _gather(orig_input, t22, -2, fill=-np.inf)
-        t32 = _gather(t31, t28, -4, fill=-np.inf)
-        t33 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
-        t34 = orig_output[..., None, None]
-        t35 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = np.sum(np.where((t33 == t34) & (t35 == 0), t30, 0), axis=(-2, -1))
+        t20 = np.arange(ksize[2])
+        t21 = strides[2] * t19 + t20
+        t22 = _gather(grad_output, t21, -2)
+        t23 = np.arange(np.shape(orig_output)[-3])
+        t24 = t23[..., None]
+        t25 = np.arange(ksize[1])
+        t26 = strides[1] * t24 + t25
+        t27 = _gather(t22, t26, -4)
+        t28 = np.transpose(t27, (0, 1, 3, 5, 2, 4))
+        t29 = _gather(orig_input, t21, -2, fill=-np.inf)
+        t30 = _gather(t29, t26, -4, fill=-np.inf)
+        t31 = np.transpose(t30, (0, 1, 3, 5, 2, 4))
+        t32 = orig_output[..., None, None]
+        t33 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = np.sum(np.where((t31 == t32) & (t33 == 0), t28, 0), axis=(-2, -1))
     elif padding == "SAME":
         if affine1 is None:
             t0 = ksize[2]
@@ -2681,25 +2664,23 @@ def max_pool_grad_v2_grad(
             affine1 = t17 + t19
         t20 = np.arange(np.shape(orig_output)[-2])
         t21 = t20[..., None]
-        t22 = ksize[2]
-        t23 = np.arange(t22)
-        t24 = np.shape(orig_input)[-2]
-        t25 = strides[2] * t21 + t23 - _same_padding(t24, ksize[2], strides[2], 1)
-        t26 = _gather(grad_output, t25, -2)
-        t27 = np.arange(np.shape(orig_output)[-3])
-        t28 = t27[..., None]
-        t29 = ksize[1]
-        t30 = np.arange(t29)
-        t31 = np.shape(orig_input)[-3]
-        t32 = strides[1] * t28 + t30 - _same_padding(t31, ksize[1], strides[1], 1)
-        t33 = _gather(t26, t32, -4)
-        t34 = np.transpose(t33, (0, 1, 3, 5, 2, 4))
-        t35 = _gather(orig_input, t25, -2, fill=-np.inf)
-        t36 = _gather(t35, t32, -4, fill=-np.inf)
-        t37 = np.transpose(t36, (0, 1, 3, 5, 2, 4))
-        t38 = orig_output[..., None, None]
-        t39 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = np.sum(np.where((t37 == t38) & (t39 == 0), t34, 0), axis=(-2, -1))
+        t22 = np.arange(ksize[2])
+        t23 = np.shape(orig_input)[-2]
+        t24 = strides[2] * t21 + t22 - _same_padding(t23, ksize[2], strides[2], 1)
+        t25 = _gather(grad_output, t24, -2)
+        t26 = np.arange(np.shape(orig_output)[-3])
+        t27 = t26[..., None]
+        t28 = np.arange(ksize[1])
+        t29 = np.shape(orig_input)[-3]
+        t30 = strides[1] * t27 + t28 - _same_padding(t29, ksize[1], strides[1], 1)
+        t31 = _gather(t25, t30, -4)
+        t32 = np.transpose(t31, (0, 1, 3, 5, 2, 4))
+        t33 = _gather(orig_input, t24, -2, fill=-np.inf)
+        t34 = _gather(t33, t30, -4, fill=-np.inf)
+        t35 = np.transpose(t34, (0, 1, 3, 5, 2, 4))
+        t36 = orig_output[..., None, None]
+        t37 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = np.sum(np.where((t35 == t36) & (t37 == 0), t32, 0), axis=(-2, -1))
     else:
         raise ValueError(f"MaxPoolGradV2: unsupported attributes padding={padding!r}")
     return None, None, grad_grad
@@ -2760,16 +2741,36 @@ def max_pool_gradgrad(
         )
     t0 = np.arange(np.shape(orig_output)[-2])
     t1 = t0[..., None]
-    t2 = ksize[2]
-    t3 = np.arange(t2)
+    t2 = np.arange(ksize[2])
     if padding == "VALID":
-        t4 = strides[2] * t1 + t3
+        t3 = strides[2] * t1 + t2
+        t4 = _gather(orig_input, t3, -2, fill=-np.inf)
+        t5 = np.arange(np.shape(orig_output)[-3])
+        t6 = t5[..., None]
+        t7 = np.arange(ksize[1])
+        t8 = strides[1] * t6 + t7
+        t9 = _gather(t4, t8, -4, fill=-np.inf)
+        t10 = np.transpose(t9, (0, 1, 3, 5, 2, 4))
+        t11 = orig_output[..., None, None]
+        t12 = _shift_right(
+            np.cumsum(np.asarray(t10 == t11, orig_input.dtype), axis=-1), axis=-1, fill=0
+        )
+        t13 = np.sum(np.asarray(t10 == t11, orig_input.dtype), axis=-1, keepdims=True)
+        t14 = _shift_right(np.cumsum(t13, axis=-2), axis=-2, fill=0)
+        affine1 = t12 + t14
+        t15 = _gather(grad, t3, -2)
+        t16 = _gather(t15, t8, -4)
+        t17 = np.transpose(t16, (0, 1, 3, 5, 2, 4))
+        output = np.sum(np.where((affine1 == 0) & (t10 == t11), t17, 0), axis=(-2, -1))
+    elif padding == "SAME":
+        t3 = np.shape(orig_input)[-2]
+        t4 = strides[2] * t1 + t2 - _same_padding(t3, ksize[2], strides[2], 1)
         t5 = _gather(orig_input, t4, -2, fill=-np.inf)
         t6 = np.arange(np.shape(orig_output)[-3])
         t7 = t6[..., None]
-        t8 = ksize[1]
-        t9 = np.arange(t8)
-        t10 = strides[1] * t7 + t9
+        t8 = np.arange(ksize[1])
+        t9 = np.shape(orig_input)[-3]
+        t10 = strides[1] * t7 + t8 - _same_padding(t9, ksize[1], strides[1], 1)
         t11 = _gather(t5, t10, -4, fill=-np.inf)
         t12 = np.transpose(t11, (0, 1, 3, 5, 2, 4))
         t13 = orig_output[..., None, None]
@@ -2783,29 +2784,6 @@ def max_pool_gradgrad(
         t18 = _gather(t17, t10, -4)
         t19 = np.transpose(t18, (0, 1, 3, 5, 2, 4))
         output = np.sum(np.where((affine1 == 0) & (t12 == t13), t19, 0), axis=(-2, -1))
-    elif padding == "SAME":
-        t4 = np.shape(orig_input)[-2]
-        t5 = strides[2] * t1 + t3 - _same_padding(t4, ksize[2], strides[2], 1)
-        t6 = _gather(orig_input, t5, -2, fill=-np.inf)
-        t7 = np.arange(np.shape(orig_output)[-3])
-        t8 = t7[..., None]
-        t9 = ksize[1]
-        t10 = np.arange(t9)
-        t11 = np.shape(orig_input)[-3]
-        t12 = strides[1] * t8 + t10 - _same_padding(t11, ksize[1], strides[1], 1)
-        t13 = _gather(t6, t12, -4, fill=-np.inf)
-        t14 = np.transpose(t13, (0, 1, 3, 5, 2, 4))
-        t15 = orig_output[..., None, None]
-        t16 = _shift_right(
-            np.cumsum(np.asarray(t14 == t15, orig_input.dtype), axis=-1), axis=-1, fill=0
-        )
-        t17 = np.sum(np.asarray(t14 == t15, orig_input.dtype), axis=-1, keepdims=True)
-        t18 = _shift_right(np.cumsum(t17, axis=-2), axis=-2, fill=0)
-        affine1 = t16 + t18
-        t19 = _gather(grad, t5, -2)
-        t20 = _gather(t19, t12, -4)
-        t21 = np.transpose(t20, (0, 1, 3, 5, 2, 4))
-        output = np.sum(np.where((affine1 == 0) & (t14 == t15), t21, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -2918,22 +2896,20 @@ def max_pool_gradgrad_grad_grad(
             affine1 = t14 + t16
         t17 = np.arange(np.shape(grad_output)[-2])
         t18 = t17[..., None]
-        t19 = ksize[2]
-        t20 = np.arange(t19)
-        t21 = strides[2] * t18 + t20
-        t22 = _gather(grad_vjp_grad, t21, -2)
-        t23 = np.arange(np.shape(grad_output)[-3])
-        t24 = t23[..., None]
-        t25 = ksize[1]
-        t26 = np.arange(t25)
-        t27 = strides[1] * t24 + t26
-        t28 = _gather(t22, t27, -4)
-        t29 = np.transpose(t28, (0, 1, 3, 5, 2, 4))
-        t30 = _gather(orig_input, t21, -2, fill=-np.inf)
-        t31 = _gather(t30, t27, -4, fill=-np.inf)
-        t32 = np.transpose(t31, (0, 1, 3, 5, 2, 4))
-        t33 = orig_output[..., None, None]
-        grad_grad_output = np.sum(np.where((affine1 == 0) & (t32 == t33), t29, 0), axis=(-2, -1))
+        t19 = np.arange(ksize[2])
+        t20 = strides[2] * t18 + t19
+        t21 = _gather(grad_vjp_grad, t20, -2)
+        t22 = np.arange(np.shape(grad_output)[-3])
+        t23 = t22[..., None]
+        t24 = np.arange(ksize[1])
+        t25 = strides[1] * t23 + t24
+        t26 = _gather(t21, t25, -4)
+        t27 = np.transpose(t26, (0, 1, 3, 5, 2, 4))
+        t28 = _gather(orig_input, t20, -2, fill=-np.inf)
+        t29 = _gather(t28, t25, -4, fill=-np.inf)
+        t30 = np.transpose(t29, (0, 1, 3, 5, 2, 4))
+        t31 = orig_output[..., None, None]
+        grad_grad_output = np.sum(np.where((affine1 == 0) & (t30 == t31), t27, 0), axis=(-2, -1))
     elif padding == "SAME":
         if affine1 is None:
             t0 = np.arange(np.shape(grad_output)[-2])
@@ -2960,24 +2936,22 @@ def max_pool_gradgrad_grad_grad(
             affine1 = t16 + t18
         t19 = np.arange(np.shape(grad_output)[-2])
         t20 = t19[..., None]
-        t21 = ksize[2]
-        t22 = np.arange(t21)
-        t23 = np.shape(orig_input)[-2]
-        t24 = strides[2] * t20 + t22 - _same_padding(t23, ksize[2], strides[2], 1)
-        t25 = _gather(grad_vjp_grad, t24, -2)
-        t26 = np.arange(np.shape(grad_output)[-3])
-        t27 = t26[..., None]
-        t28 = ksize[1]
-        t29 = np.arange(t28)
-        t30 = np.shape(orig_input)[-3]
-        t31 = strides[1] * t27 + t29 - _same_padding(t30, ksize[1], strides[1], 1)
-        t32 = _gather(t25, t31, -4)
-        t33 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
-        t34 = _gather(orig_input, t24, -2, fill=-np.inf)
-        t35 = _gather(t34, t31, -4, fill=-np.inf)
-        t36 = np.transpose(t35, (0, 1, 3, 5, 2, 4))
-        t37 = orig_output[..., None, None]
-        grad_grad_output = np.sum(np.where((affine1 == 0) & (t36 == t37), t33, 0), axis=(-2, -1))
+        t21 = np.arange(ksize[2])
+        t22 = np.shape(orig_input)[-2]
+        t23 = strides[2] * t20 + t21 - _same_padding(t22, ksize[2], strides[2], 1)
+        t24 = _gather(grad_vjp_grad, t23, -2)
+        t25 = np.arange(np.shape(grad_output)[-3])
+        t26 = t25[..., None]
+        t27 = np.arange(ksize[1])
+        t28 = np.shape(orig_input)[-3]
+        t29 = strides[1] * t26 + t27 - _same_padding(t28, ksize[1], strides[1], 1)
+        t30 = _gather(t24, t29, -4)
+        t31 = np.transpose(t30, (0, 1, 3, 5, 2, 4))
+        t32 = _gather(orig_input, t23, -2, fill=-np.inf)
+        t33 = _gather(t32, t29, -4, fill=-np.inf)
+        t34 = np.transpose(t33, (0, 1, 3, 5, 2, 4))
+        t35 = orig_output[..., None, None]
+        grad_grad_output = np.sum(np.where((affine1 == 0) & (t34 == t35), t31, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGradGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -3001,24 +2975,58 @@ def max_pool3d_grad(
         raise ValueError(
             f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
         )
-    t0 = ksize[3]
-    t1 = np.arange(t0)
-    t2 = t1[..., None]
-    t3 = np.arange(np.shape(orig_output)[-2])
+    t0 = np.arange(ksize[3])
+    t1 = t0[..., None]
+    t2 = np.arange(np.shape(orig_output)[-2])
     if padding == "VALID":
-        t4 = strides[3] * t3 + t2
+        t3 = strides[3] * t2 + t1
+        t4 = _gather(orig_input, t3, -2, fill=-np.inf)
+        t5 = np.arange(ksize[2])
+        t6 = t5[..., None]
+        t7 = np.arange(np.shape(orig_output)[-3])
+        t8 = strides[2] * t7 + t6
+        t9 = _gather(t4, t8, -4, fill=-np.inf)
+        t10 = np.arange(ksize[1])
+        t11 = t10[..., None]
+        t12 = np.arange(np.shape(orig_output)[-4])
+        t13 = strides[1] * t12 + t11
+        t14 = _gather(t9, t13, -6, fill=-np.inf)
+        t15 = np.transpose(t14, (0, 7, 1, 3, 5, 2, 4, 6))
+        t16 = np.transpose(orig_output, (0, 4, 1, 2, 3))
+        t17 = t16[..., None, None, None, :, :, :]
+        t18 = _shift_right(
+            np.cumsum(np.asarray(t15 == t17, orig_input.dtype), axis=-4), axis=-4, fill=0
+        )
+        t19 = np.sum(np.asarray(t15 == t17, orig_input.dtype), axis=-4, keepdims=True)
+        t20 = _shift_right(np.cumsum(t19, axis=-5), axis=-5, fill=0)
+        t21 = np.transpose(t14, (0, 7, 1, 5, 3, 2, 4, 6))
+        t22 = np.sum(np.asarray(t17 == t21, orig_input.dtype), axis=(-5, -4), keepdims=True)
+        t23 = _shift_right(np.cumsum(t22, axis=-6), axis=-6, fill=0)
+        affine1 = t18 + t20 + t23
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=(ksize[1], ksize[2], ksize[3]),
+            strides=(strides[1], strides[2], strides[3]),
+            pads=(0, 0, 0),
+            sizes=(np.shape(orig_input)[-4], np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    elif padding == "SAME":
+        t3 = np.shape(orig_input)[-2]
+        t4 = strides[3] * t2 + t1 - _same_padding(t3, ksize[3], strides[3], 1)
         t5 = _gather(orig_input, t4, -2, fill=-np.inf)
-        t6 = ksize[2]
-        t7 = np.arange(t6)
-        t8 = t7[..., None]
-        t9 = np.arange(np.shape(orig_output)[-3])
-        t10 = strides[2] * t9 + t8
+        t6 = np.arange(ksize[2])
+        t7 = t6[..., None]
+        t8 = np.arange(np.shape(orig_output)[-3])
+        t9 = np.shape(orig_input)[-3]
+        t10 = strides[2] * t8 + t7 - _same_padding(t9, ksize[2], strides[2], 1)
         t11 = _gather(t5, t10, -4, fill=-np.inf)
-        t12 = ksize[1]
-        t13 = np.arange(t12)
-        t14 = t13[..., None]
-        t15 = np.arange(np.shape(orig_output)[-4])
-        t16 = strides[1] * t15 + t14
+        t12 = np.arange(ksize[1])
+        t13 = t12[..., None]
+        t14 = np.arange(np.shape(orig_output)[-4])
+        t15 = np.shape(orig_input)[-4]
+        t16 = strides[1] * t14 + t13 - _same_padding(t15, ksize[1], strides[1], 1)
         t17 = _gather(t11, t16, -6, fill=-np.inf)
         t18 = np.transpose(t17, (0, 7, 1, 3, 5, 2, 4, 6))
         t19 = np.transpose(orig_output, (0, 4, 1, 2, 3))
@@ -3032,45 +3040,6 @@ def max_pool3d_grad(
         t25 = np.sum(np.asarray(t20 == t24, orig_input.dtype), axis=(-5, -4), keepdims=True)
         t26 = _shift_right(np.cumsum(t25, axis=-6), axis=-6, fill=0)
         affine1 = t21 + t23 + t26
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=(ksize[1], ksize[2], ksize[3]),
-            strides=(strides[1], strides[2], strides[3]),
-            pads=(0, 0, 0),
-            sizes=(np.shape(orig_input)[-4], np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
-        )
-    elif padding == "SAME":
-        t4 = np.shape(orig_input)[-2]
-        t5 = strides[3] * t3 + t2 - _same_padding(t4, ksize[3], strides[3], 1)
-        t6 = _gather(orig_input, t5, -2, fill=-np.inf)
-        t7 = ksize[2]
-        t8 = np.arange(t7)
-        t9 = t8[..., None]
-        t10 = np.arange(np.shape(orig_output)[-3])
-        t11 = np.shape(orig_input)[-3]
-        t12 = strides[2] * t10 + t9 - _same_padding(t11, ksize[2], strides[2], 1)
-        t13 = _gather(t6, t12, -4, fill=-np.inf)
-        t14 = ksize[1]
-        t15 = np.arange(t14)
-        t16 = t15[..., None]
-        t17 = np.arange(np.shape(orig_output)[-4])
-        t18 = np.shape(orig_input)[-4]
-        t19 = strides[1] * t17 + t16 - _same_padding(t18, ksize[1], strides[1], 1)
-        t20 = _gather(t13, t19, -6, fill=-np.inf)
-        t21 = np.transpose(t20, (0, 7, 1, 3, 5, 2, 4, 6))
-        t22 = np.transpose(orig_output, (0, 4, 1, 2, 3))
-        t23 = t22[..., None, None, None, :, :, :]
-        t24 = _shift_right(
-            np.cumsum(np.asarray(t21 == t23, orig_input.dtype), axis=-4), axis=-4, fill=0
-        )
-        t25 = np.sum(np.asarray(t21 == t23, orig_input.dtype), axis=-4, keepdims=True)
-        t26 = _shift_right(np.cumsum(t25, axis=-5), axis=-5, fill=0)
-        t27 = np.transpose(t20, (0, 7, 1, 5, 3, 2, 4, 6))
-        t28 = np.sum(np.asarray(t23 == t27, orig_input.dtype), axis=(-5, -4), keepdims=True)
-        t29 = _shift_right(np.cumsum(t28, axis=-6), axis=-6, fill=0)
-        affine1 = t24 + t26 + t29
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -3123,7 +3092,7 @@ def max_pool3d_grad_grad(
             first_attained(indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z, i *
             strides[2] + j1, j * strides[3] + j2, c], -oo), orig_output[n, z, i, j, c]), affine1[n,
             c, j0, j1, j2, z, i, j])
-            i.e. `np.sum(np.where((t49 == t50) & (t51 == 0), t45, 0), axis=(-3, -2, -1))`
+            i.e. `np.sum(np.where((t46 == t47) & (t48 == 0), t42, 0), axis=(-3, -2, -1))`
     """
     if data_format != "NDHWC":
         raise ValueError(
@@ -3163,30 +3132,27 @@ def max_pool3d_grad_grad(
             affine1 = t21 + t23 + t26
         t27 = np.arange(np.shape(orig_output)[-2])
         t28 = t27[..., None]
-        t29 = ksize[3]
-        t30 = np.arange(t29)
-        t31 = strides[3] * t28 + t30
-        t32 = _gather(grad_output, t31, -2)
-        t33 = np.arange(np.shape(orig_output)[-3])
-        t34 = t33[..., None]
-        t35 = ksize[2]
-        t36 = np.arange(t35)
-        t37 = strides[2] * t34 + t36
-        t38 = _gather(t32, t37, -4)
-        t39 = np.arange(np.shape(orig_output)[-4])
-        t40 = t39[..., None]
-        t41 = ksize[1]
-        t42 = np.arange(t41)
-        t43 = strides[1] * t40 + t42
-        t44 = _gather(t38, t43, -6)
-        t45 = np.transpose(t44, (0, 1, 3, 5, 7, 2, 4, 6))
-        t46 = _gather(orig_input, t31, -2, fill=-np.inf)
-        t47 = _gather(t46, t37, -4, fill=-np.inf)
-        t48 = _gather(t47, t43, -6, fill=-np.inf)
-        t49 = np.transpose(t48, (0, 1, 3, 5, 7, 2, 4, 6))
-        t50 = orig_output[..., None, None, None]
-        t51 = np.transpose(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
-        grad_grad = np.sum(np.where((t49 == t50) & (t51 == 0), t45, 0), axis=(-3, -2, -1))
+        t29 = np.arange(ksize[3])
+        t30 = strides[3] * t28 + t29
+        t31 = _gather(grad_output, t30, -2)
+        t32 = np.arange(np.shape(orig_output)[-3])
+        t33 = t32[..., None]
+        t34 = np.arange(ksize[2])
+        t35 = strides[2] * t33 + t34
+        t36 = _gather(t31, t35, -4)
+        t37 = np.arange(np.shape(orig_output)[-4])
+        t38 = t37[..., None]
+        t39 = np.arange(ksize[1])
+        t40 = strides[1] * t38 + t39
+        t41 = _gather(t36, t40, -6)
+        t42 = np.transpose(t41, (0, 1, 3, 5, 7, 2, 4, 6))
+        t43 = _gather(orig_input, t30, -2, fill=-np.inf)
+        t44 = _gather(t43, t35, -4, fill=-np.inf)
+        t45 = _gather(t44, t40, -6, fill=-np.inf)
+        t46 = np.transpose(t45, (0, 1, 3, 5, 7, 2, 4, 6))
+        t47 = orig_output[..., None, None, None]
+        t48 = np.transpose(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
+        grad_grad = np.sum(np.where((t46 == t47) & (t48 == 0), t42, 0), axis=(-3, -2, -1))
     elif padding == "SAME":
         if affine1 is None:
             t0 = ksize[3]
@@ -3224,33 +3190,30 @@ def max_pool3d_grad_grad(
             affine1 = t24 + t26 + t29
         t30 = np.arange(np.shape(orig_output)[-2])
         t31 = t30[..., None]
-        t32 = ksize[3]
-        t33 = np.arange(t32)
-        t34 = np.shape(orig_input)[-2]
-        t35 = strides[3] * t31 + t33 - _same_padding(t34, ksize[3], strides[3], 1)
-        t36 = _gather(grad_output, t35, -2)
-        t37 = np.arange(np.shape(orig_output)[-3])
-        t38 = t37[..., None]
-        t39 = ksize[2]
-        t40 = np.arange(t39)
-        t41 = np.shape(orig_input)[-3]
-        t42 = strides[2] * t38 + t40 - _same_padding(t41, ksize[2], strides[2], 1)
-        t43 = _gather(t36, t42, -4)
-        t44 = np.arange(np.shape(orig_output)[-4])
-        t45 = t44[..., None]
-        t46 = ksize[1]
-        t47 = np.arange(t46)
-        t48 = np.shape(orig_input)[-4]
-        t49 = strides[1] * t45 + t47 - _same_padding(t48, ksize[1], strides[1], 1)
-        t50 = _gather(t43, t49, -6)
-        t51 = np.transpose(t50, (0, 1, 3, 5, 7, 2, 4, 6))
-        t52 = _gather(orig_input, t35, -2, fill=-np.inf)
-        t53 = _gather(t52, t42, -4, fill=-np.inf)
-        t54 = _gather(t53, t49, -6, fill=-np.inf)
-        t55 = np.transpose(t54, (0, 1, 3, 5, 7, 2, 4, 6))
-        t56 = orig_output[..., None, None, None]
-        t57 = np.transpose(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
-        grad_grad = np.sum(np.where((t55 == t56) & (t57 == 0), t51, 0), axis=(-3, -2, -1))
+        t32 = np.arange(ksize[3])
+        t33 = np.shape(orig_input)[-2]
+        t34 = strides[3] * t31 + t32 - _same_padding(t33, ksize[3], strides[3], 1)
+        t35 = _gather(grad_output, t34, -2)
+        t36 = np.arange(np.shape(orig_output)[-3])
+        t37 = t36[..., None]
+        t38 = np.arange(ksize[2])
+        t39 = np.shape(orig_input)[-3]
+        t40 = strides[2] * t37 + t38 - _same_padding(t39, ksize[2], strides[2], 1)
+        t41 = _gather(t35, t40, -4)
+        t42 = np.arange(np.shape(orig_output)[-4])
+        t43 = t42[..., None]
+        t44 = np.arange(ksize[1])
+        t45 = np.shape(orig_input)[-4]
+        t46 = strides[1] * t43 + t44 - _same_padding(t45, ksize[1], strides[1], 1)
+        t47 = _gather(t41, t46, -6)
+        t48 = np.transpose(t47, (0, 1, 3, 5, 7, 2, 4, 6))
+        t49 = _gather(orig_input, t34, -2, fill=-np.inf)
+        t50 = _gather(t49, t40, -4, fill=-np.inf)
+        t51 = _gather(t50, t46, -6, fill=-np.inf)
+        t52 = np.transpose(t51, (0, 1, 3, 5, 7, 2, 4, 6))
+        t53 = orig_output[..., None, None, None]
+        t54 = np.transpose(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
+        grad_grad = np.sum(np.where((t52 == t53) & (t54 == 0), t48, 0), axis=(-3, -2, -1))
     else:
         raise ValueError(
             f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -3319,22 +3282,51 @@ def max_pool3d_gradgrad(
         )
     t0 = np.arange(np.shape(orig_output)[-2])
     t1 = t0[..., None]
-    t2 = ksize[3]
-    t3 = np.arange(t2)
+    t2 = np.arange(ksize[3])
     if padding == "VALID":
-        t4 = strides[3] * t1 + t3
+        t3 = strides[3] * t1 + t2
+        t4 = _gather(orig_input, t3, -2, fill=-np.inf)
+        t5 = np.arange(np.shape(orig_output)[-3])
+        t6 = t5[..., None]
+        t7 = np.arange(ksize[2])
+        t8 = strides[2] * t6 + t7
+        t9 = _gather(t4, t8, -4, fill=-np.inf)
+        t10 = np.arange(np.shape(orig_output)[-4])
+        t11 = t10[..., None]
+        t12 = np.arange(ksize[1])
+        t13 = strides[1] * t11 + t12
+        t14 = _gather(t9, t13, -6, fill=-np.inf)
+        t15 = np.transpose(t14, (0, 1, 3, 5, 7, 2, 4, 6))
+        t16 = orig_output[..., None, None, None]
+        t17 = _shift_right(
+            np.cumsum(np.asarray(t15 == t16, orig_input.dtype), axis=-1), axis=-1, fill=0
+        )
+        t18 = np.sum(np.asarray(t15 == t16, orig_input.dtype), axis=-1, keepdims=True)
+        t19 = _shift_right(np.cumsum(t18, axis=-2), axis=-2, fill=0)
+        t20 = np.transpose(t14, (0, 1, 3, 5, 7, 2, 6, 4))
+        t21 = np.sum(np.asarray(t16 == t20, orig_input.dtype), axis=(-2, -1), keepdims=True)
+        t22 = _shift_right(np.cumsum(t21, axis=-3), axis=-3, fill=0)
+        affine1 = t17 + t19 + t22
+        t23 = _gather(grad, t3, -2)
+        t24 = _gather(t23, t8, -4)
+        t25 = _gather(t24, t13, -6)
+        t26 = np.transpose(t25, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = np.sum(np.where((affine1 == 0) & (t15 == t16), t26, 0), axis=(-3, -2, -1))
+    elif padding == "SAME":
+        t3 = np.shape(orig_input)[-2]
+        t4 = strides[3] * t1 + t2 - _same_padding(t3, ksize[3], strides[3], 1)
         t5 = _gather(orig_input, t4, -2, fill=-np.inf)
         t6 = np.arange(np.shape(orig_output)[-3])
         t7 = t6[..., None]
-        t8 = ksize[2]
-        t9 = np.arange(t8)
-        t10 = strides[2] * t7 + t9
+        t8 = np.arange(ksize[2])
+        t9 = np.shape(orig_input)[-3]
+        t10 = strides[2] * t7 + t8 - _same_padding(t9, ksize[2], strides[2], 1)
         t11 = _gather(t5, t10, -4, fill=-np.inf)
         t12 = np.arange(np.shape(orig_output)[-4])
         t13 = t12[..., None]
-        t14 = ksize[1]
-        t15 = np.arange(t14)
-        t16 = strides[1] * t13 + t15
+        t14 = np.arange(ksize[1])
+        t15 = np.shape(orig_input)[-4]
+        t16 = strides[1] * t13 + t14 - _same_padding(t15, ksize[1], strides[1], 1)
         t17 = _gather(t11, t16, -6, fill=-np.inf)
         t18 = np.transpose(t17, (0, 1, 3, 5, 7, 2, 4, 6))
         t19 = orig_output[..., None, None, None]
@@ -3352,40 +3344,6 @@ def max_pool3d_gradgrad(
         t28 = _gather(t27, t16, -6)
         t29 = np.transpose(t28, (0, 1, 3, 5, 7, 2, 4, 6))
         output = np.sum(np.where((affine1 == 0) & (t18 == t19), t29, 0), axis=(-3, -2, -1))
-    elif padding == "SAME":
-        t4 = np.shape(orig_input)[-2]
-        t5 = strides[3] * t1 + t3 - _same_padding(t4, ksize[3], strides[3], 1)
-        t6 = _gather(orig_input, t5, -2, fill=-np.inf)
-        t7 = np.arange(np.shape(orig_output)[-3])
-        t8 = t7[..., None]
-        t9 = ksize[2]
-        t10 = np.arange(t9)
-        t11 = np.shape(orig_input)[-3]
-        t12 = strides[2] * t8 + t10 - _same_padding(t11, ksize[2], strides[2], 1)
-        t13 = _gather(t6, t12, -4, fill=-np.inf)
-        t14 = np.arange(np.shape(orig_output)[-4])
-        t15 = t14[..., None]
-        t16 = ksize[1]
-        t17 = np.arange(t16)
-        t18 = np.shape(orig_input)[-4]
-        t19 = strides[1] * t15 + t17 - _same_padding(t18, ksize[1], strides[1], 1)
-        t20 = _gather(t13, t19, -6, fill=-np.inf)
-        t21 = np.transpose(t20, (0, 1, 3, 5, 7, 2, 4, 6))
-        t22 = orig_output[..., None, None, None]
-        t23 = _shift_right(
-            np.cumsum(np.asarray(t21 == t22, orig_input.dtype), axis=-1), axis=-1, fill=0
-        )
-        t24 = np.sum(np.asarray(t21 == t22, orig_input.dtype), axis=-1, keepdims=True)
-        t25 = _shift_right(np.cumsum(t24, axis=-2), axis=-2, fill=0)
-        t26 = np.transpose(t20, (0, 1, 3, 5, 7, 2, 6, 4))
-        t27 = np.sum(np.asarray(t22 == t26, orig_input.dtype), axis=(-2, -1), keepdims=True)
-        t28 = _shift_right(np.cumsum(t27, axis=-3), axis=-3, fill=0)
-        affine1 = t23 + t25 + t28
-        t29 = _gather(grad, t5, -2)
-        t30 = _gather(t29, t12, -4)
-        t31 = _gather(t30, t19, -6)
-        t32 = np.transpose(t31, (0, 1, 3, 5, 7, 2, 4, 6))
-        output = np.sum(np.where((affine1 == 0) & (t21 == t22), t32, 0), axis=(-3, -2, -1))
     else:
         raise ValueError(
             f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -3512,30 +3470,27 @@ def max_pool3d_gradgrad_grad_grad(
             affine1 = t20 + t22 + t25
         t26 = np.arange(np.shape(grad_output)[-2])
         t27 = t26[..., None]
-        t28 = ksize[3]
-        t29 = np.arange(t28)
-        t30 = strides[3] * t27 + t29
-        t31 = _gather(grad_vjp_grad, t30, -2)
-        t32 = np.arange(np.shape(grad_output)[-3])
-        t33 = t32[..., None]
-        t34 = ksize[2]
-        t35 = np.arange(t34)
-        t36 = strides[2] * t33 + t35
-        t37 = _gather(t31, t36, -4)
-        t38 = np.arange(np.shape(grad_output)[-4])
-        t39 = t38[..., None]
-        t40 = ksize[1]
-        t41 = np.arange(t40)
-        t42 = strides[1] * t39 + t41
-        t43 = _gather(t37, t42, -6)
-        t44 = np.transpose(t43, (0, 1, 3, 5, 7, 2, 4, 6))
-        t45 = _gather(orig_input, t30, -2, fill=-np.inf)
-        t46 = _gather(t45, t36, -4, fill=-np.inf)
-        t47 = _gather(t46, t42, -6, fill=-np.inf)
-        t48 = np.transpose(t47, (0, 1, 3, 5, 7, 2, 4, 6))
-        t49 = orig_output[..., None, None, None]
+        t28 = np.arange(ksize[3])
+        t29 = strides[3] * t27 + t28
+        t30 = _gather(grad_vjp_grad, t29, -2)
+        t31 = np.arange(np.shape(grad_output)[-3])
+        t32 = t31[..., None]
+        t33 = np.arange(ksize[2])
+        t34 = strides[2] * t32 + t33
+        t35 = _gather(t30, t34, -4)
+        t36 = np.arange(np.shape(grad_output)[-4])
+        t37 = t36[..., None]
+        t38 = np.arange(ksize[1])
+        t39 = strides[1] * t37 + t38
+        t40 = _gather(t35, t39, -6)
+        t41 = np.transpose(t40, (0, 1, 3, 5, 7, 2, 4, 6))
+        t42 = _gather(orig_input, t29, -2, fill=-np.inf)
+        t43 = _gather(t42, t34, -4, fill=-np.inf)
+        t44 = _gather(t43, t39, -6, fill=-np.inf)
+        t45 = np.transpose(t44, (0, 1, 3, 5, 7, 2, 4, 6))
+        t46 = orig_output[..., None, None, None]
         grad_grad_output = np.sum(
-            np.where((affine1 == 0) & (t48 == t49), t44, 0), axis=(-3, -2, -1)
+            np.where((affine1 == 0) & (t45 == t46), t41, 0), axis=(-3, -2, -1)
         )
     elif padding == "SAME":
         if affine1 is None:
@@ -3573,33 +3528,30 @@ def max_pool3d_gradgrad_grad_grad(
             affine1 = t23 + t25 + t28
         t29 = np.arange(np.shape(grad_output)[-2])
         t30 = t29[..., None]
-        t31 = ksize[3]
-        t32 = np.arange(t31)
-        t33 = np.shape(orig_input)[-2]
-        t34 = strides[3] * t30 + t32 - _same_padding(t33, ksize[3], strides[3], 1)
-        t35 = _gather(grad_vjp_grad, t34, -2)
-        t36 = np.arange(np.shape(grad_output)[-3])
-        t37 = t36[..., None]
-        t38 = ksize[2]
-        t39 = np.arange(t38)
-        t40 = np.shape(orig_input)[-3]
-        t41 = strides[2] * t37 + t39 - _same_padding(t40, ksize[2], strides[2], 1)
-        t42 = _gather(t35, t41, -4)
-        t43 = np.arange(np.shape(grad_output)[-4])
-        t44 = t43[..., None]
-        t45 = ksize[1]
-        t46 = np.arange(t45)
-        t47 = np.shape(orig_input)[-4]
-        t48 = strides[1] * t44 + t46 - _same_padding(t47, ksize[1], strides[1], 1)
-        t49 = _gather(t42, t48, -6)
-        t50 = np.transpose(t49, (0, 1, 3, 5, 7, 2, 4, 6))
-        t51 = _gather(orig_input, t34, -2, fill=-np.inf)
-        t52 = _gather(t51, t41, -4, fill=-np.inf)
-        t53 = _gather(t52, t48, -6, fill=-np.inf)
-        t54 = np.transpose(t53, (0, 1, 3, 5, 7, 2, 4, 6))
-        t55 = orig_output[..., None, None, None]
+        t31 = np.arange(ksize[3])
+        t32 = np.shape(orig_input)[-2]
+        t33 = strides[3] * t30 + t31 - _same_padding(t32, ksize[3], strides[3], 1)
+        t34 = _gather(grad_vjp_grad, t33, -2)
+        t35 = np.arange(np.shape(grad_output)[-3])
+        t36 = t35[..., None]
+        t37 = np.arange(ksize[2])
+        t38 = np.shape(orig_input)[-3]
+        t39 = strides[2] * t36 + t37 - _same_padding(t38, ksize[2], strides[2], 1)
+        t40 = _gather(t34, t39, -4)
+        t41 = np.arange(np.shape(grad_output)[-4])
+        t42 = t41[..., None]
+        t43 = np.arange(ksize[1])
+        t44 = np.shape(orig_input)[-4]
+        t45 = strides[1] * t42 + t43 - _same_padding(t44, ksize[1], strides[1], 1)
+        t46 = _gather(t40, t45, -6)
+        t47 = np.transpose(t46, (0, 1, 3, 5, 7, 2, 4, 6))
+        t48 = _gather(orig_input, t33, -2, fill=-np.inf)
+        t49 = _gather(t48, t39, -4, fill=-np.inf)
+        t50 = _gather(t49, t45, -6, fill=-np.inf)
+        t51 = np.transpose(t50, (0, 1, 3, 5, 7, 2, 4, 6))
+        t52 = orig_output[..., None, None, None]
         grad_grad_output = np.sum(
-            np.where((affine1 == 0) & (t54 == t55), t50, 0), axis=(-3, -2, -1)
+            np.where((affine1 == 0) & (t51 == t52), t47, 0), axis=(-3, -2, -1)
         )
     else:
         raise ValueError(

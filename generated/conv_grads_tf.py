@@ -1053,14 +1053,17 @@ def depthwise_conv2d_native_backprop_input_vjp(
             i.e. `_depthwise_conv_backprop_filter(grad, out_backprop_split, ...`
         grad_out_backprop[n, i, j, c, m] = sum_{a, b} grad[n, a * dilations[1] + i * strides[1], b *
             dilations[2] + j * strides[2], c] * filter[a, b, c, m]
-            i.e. `tf.reshape(t1, [t2, t3, t4, t5 * t6])`
+            i.e. `tf.reshape(t0, [t1, t2, t3, t4 * t5])`
     """
     if padding in ("VALID", "SAME", "EXPLICIT"):
-        t0 = input_sizes[3]
         out_backprop_split = tf.reshape(
             out_backprop,
             tf.concat(
-                [tf.shape(out_backprop, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0
+                [
+                    tf.shape(out_backprop, out_type=tf.int64)[:-1],
+                    tf.cast([input_sizes[3], -1], tf.int64),
+                ],
+                0,
             ),
         )
         if padding == "VALID":
@@ -1071,7 +1074,7 @@ def depthwise_conv2d_native_backprop_input_vjp(
                 dilations=[dilations[1], dilations[2]],
                 geometry=lambda size: ([0, 0], [size(filter, -4), size(filter, -3)]),
             )
-            t1 = _depthwise_conv(
+            t0 = _depthwise_conv(
                 grad,
                 filter,
                 strides=[strides[1], strides[2]],
@@ -1100,7 +1103,7 @@ def depthwise_conv2d_native_backprop_input_vjp(
                     [size(filter, -4), size(filter, -3)],
                 ),
             )
-            t1 = _depthwise_conv(
+            t0 = _depthwise_conv(
                 grad,
                 filter,
                 strides=[strides[1], strides[2]],
@@ -1124,7 +1127,7 @@ def depthwise_conv2d_native_backprop_input_vjp(
                     [size(filter, -4), size(filter, -3)],
                 ),
             )
-            t1 = _depthwise_conv(
+            t0 = _depthwise_conv(
                 grad,
                 filter,
                 strides=[strides[1], strides[2]],
@@ -1153,12 +1156,12 @@ def depthwise_conv2d_native_backprop_input_vjp(
                     ],
                 ),
             )
-        t2 = tf.shape(out_backprop_split, out_type=tf.int64)[-5]
-        t3 = tf.shape(out_backprop_split, out_type=tf.int64)[-4]
-        t4 = tf.shape(out_backprop_split, out_type=tf.int64)[-3]
-        t5 = tf.shape(filter, out_type=tf.int64)[-2]
-        t6 = tf.shape(filter, out_type=tf.int64)[-1]
-        grad_out_backprop = tf.reshape(t1, [t2, t3, t4, t5 * t6])
+        t1 = tf.shape(out_backprop_split, out_type=tf.int64)[-5]
+        t2 = tf.shape(out_backprop_split, out_type=tf.int64)[-4]
+        t3 = tf.shape(out_backprop_split, out_type=tf.int64)[-3]
+        t4 = tf.shape(filter, out_type=tf.int64)[-2]
+        t5 = tf.shape(filter, out_type=tf.int64)[-1]
+        grad_out_backprop = tf.reshape(t0, [t1, t2, t3, t4 * t5])
     else:
         raise ValueError(
             f"DepthwiseConv2dNativeBackpropInput: unsupported attributes padding={padding!r}"
@@ -1229,11 +1232,14 @@ def depthwise_conv2d_native_backprop_input(
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        t0 = input_sizes[3]
         out_backprop_split = tf.reshape(
             out_backprop,
             tf.concat(
-                [tf.shape(out_backprop, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0
+                [
+                    tf.shape(out_backprop, out_type=tf.int64)[:-1],
+                    tf.cast([input_sizes[3], -1], tf.int64),
+                ],
+                0,
             ),
         )
         if padding == "VALID":
@@ -1302,14 +1308,17 @@ def depthwise_conv2d_native_backprop_filter_vjp(
             i.e. `_depthwise_conv_backprop_input(out_backprop_split, grad, ...`
         grad_out_backprop[n, i, j, c, m] = sum_{a, b} grad[a, b, c, m] * input[n, a * dilations[1] +
             i * strides[1], b * dilations[2] + j * strides[2], c]
-            i.e. `tf.reshape(t1, [t2, t3, t4, t5 * t6])`
+            i.e. `tf.reshape(t0, [t1, t2, t3, t4 * t5])`
     """
     if padding in ("VALID", "SAME", "EXPLICIT"):
-        t0 = filter_sizes[3]
         out_backprop_split = tf.reshape(
             out_backprop,
             tf.concat(
-                [tf.shape(out_backprop, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0
+                [
+                    tf.shape(out_backprop, out_type=tf.int64)[:-1],
+                    tf.cast([-1, filter_sizes[3]], tf.int64),
+                ],
+                0,
             ),
         )
         if padding == "VALID":
@@ -1320,7 +1329,7 @@ def depthwise_conv2d_native_backprop_filter_vjp(
                 dilations=[dilations[1], dilations[2]],
                 geometry=lambda size: ([0, 0], [size(input, -3), size(input, -2)]),
             )
-            t1 = _depthwise_conv(
+            t0 = _depthwise_conv(
                 input,
                 grad,
                 strides=[strides[1], strides[2]],
@@ -1349,7 +1358,7 @@ def depthwise_conv2d_native_backprop_filter_vjp(
                     [size(input, -3), size(input, -2)],
                 ),
             )
-            t1 = _depthwise_conv(
+            t0 = _depthwise_conv(
                 input,
                 grad,
                 strides=[strides[1], strides[2]],
@@ -1373,7 +1382,7 @@ def depthwise_conv2d_native_backprop_filter_vjp(
                     [size(input, -3), size(input, -2)],
                 ),
             )
-            t1 = _depthwise_conv(
+            t0 = _depthwise_conv(
                 input,
                 grad,
                 strides=[strides[1], strides[2]],
@@ -1402,12 +1411,12 @@ def depthwise_conv2d_native_backprop_filter_vjp(
                     ],
                 ),
             )
-        t2 = tf.shape(input, out_type=tf.int64)[-4]
-        t3 = tf.shape(out_backprop_split, out_type=tf.int64)[-4]
-        t4 = tf.shape(out_backprop_split, out_type=tf.int64)[-3]
-        t5 = tf.shape(input, out_type=tf.int64)[-1]
-        t6 = tf.shape(out_backprop_split, out_type=tf.int64)[-1]
-        grad_out_backprop = tf.reshape(t1, [t2, t3, t4, t5 * t6])
+        t1 = tf.shape(input, out_type=tf.int64)[-4]
+        t2 = tf.shape(out_backprop_split, out_type=tf.int64)[-4]
+        t3 = tf.shape(out_backprop_split, out_type=tf.int64)[-3]
+        t4 = tf.shape(input, out_type=tf.int64)[-1]
+        t5 = tf.shape(out_backprop_split, out_type=tf.int64)[-1]
+        grad_out_backprop = tf.reshape(t0, [t1, t2, t3, t4 * t5])
     else:
         raise ValueError(
             f"DepthwiseConv2dNativeBackpropFilter: unsupported attributes padding={padding!r}"
@@ -1478,11 +1487,14 @@ def depthwise_conv2d_native_backprop_filter(
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        t0 = filter_sizes[3]
         out_backprop_split = tf.reshape(
             out_backprop,
             tf.concat(
-                [tf.shape(out_backprop, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0
+                [
+                    tf.shape(out_backprop, out_type=tf.int64)[:-1],
+                    tf.cast([-1, filter_sizes[3]], tf.int64),
+                ],
+                0,
             ),
         )
         if padding == "VALID":
@@ -1887,76 +1899,74 @@ def avg_pool_grad_vjp(
             * strides[1], j * strides[2] + m, c] / (sum_{a = 0..ksize[1] - 1, b = 0..ksize[2] - 1}
             indicator(a + i * strides[1] >= 0 and b + j * strides[2] >= 0 and a + i * strides[1] <=
             orig_input_shape[1] - 1 and b + j * strides[2] <= orig_input_shape[2] - 1))
-            i.e. `t19 / t11`
+            i.e. `t17 / t9`
     """
     if padding in ("VALID", "SAME"):
         t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
         t1 = t0[..., None, None, None]
         t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
         t3 = t2[..., None, None]
-        t4 = ksize[1]
-        t5 = tf.range(tf.cast(t4, tf.int64))
-        t6 = t5[..., None]
-        t7 = ksize[2]
-        t8 = tf.range(tf.cast(t7, tf.int64))
+        t4 = tf.range(tf.cast(ksize[1], tf.int64))
+        t5 = t4[..., None]
+        t6 = tf.range(tf.cast(ksize[2], tf.int64))
         if padding == "VALID":
-            t9 = (
-                (strides[1] * t1 + t6 >= 0)
-                & (strides[2] * t3 + t8 >= 0)
-                & (strides[1] * t1 + t6 <= orig_input_shape[1] - 1)
-                & (strides[2] * t3 + t8 <= orig_input_shape[2] - 1)
+            t7 = (
+                (strides[1] * t1 + t5 >= 0)
+                & (strides[2] * t3 + t6 >= 0)
+                & (strides[1] * t1 + t5 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t6 <= orig_input_shape[2] - 1)
             )
         else:
-            t9 = (
+            t7 = (
                 (
                     strides[1] * t1
-                    + t6
+                    + t5
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     >= 0
                 )
                 & (
                     strides[2] * t3
-                    + t8
+                    + t6
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     >= 0
                 )
                 & (
                     strides[1] * t1
-                    + t6
+                    + t5
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     <= orig_input_shape[1] - 1
                 )
                 & (
                     strides[2] * t3
-                    + t8
+                    + t6
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     <= orig_input_shape[2] - 1
                 )
             )
-        t10 = t9[..., None, :, :]
-        t11 = tf.reduce_sum(
-            tf.where(t10, tf.constant(1, grad_output.dtype), tf.constant(0, grad_output.dtype)),
+        t8 = t7[..., None, :, :]
+        t9 = tf.reduce_sum(
+            tf.where(t8, tf.constant(1, grad_output.dtype), tf.constant(0, grad_output.dtype)),
             axis=[-2, -1],
         )
-        t12 = t2[..., None]
+        t10 = t2[..., None]
         if padding == "VALID":
-            t13 = strides[2] * t12 + t8
+            t11 = strides[2] * t10 + t6
         else:
-            t13 = (
-                strides[2] * t12 + t8 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+            t11 = (
+                strides[2] * t10 + t6 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
             )
-        t14 = _gather(grad_output, t13, -2)
-        t15 = t0[..., None]
+        t12 = _gather(grad_output, t11, -2)
+        t13 = t0[..., None]
         if padding == "VALID":
-            t16 = strides[1] * t15 + t5
+            t14 = strides[1] * t13 + t4
         else:
-            t16 = (
-                strides[1] * t15 + t5 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+            t14 = (
+                strides[1] * t13 + t4 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
             )
-        t17 = _gather(t14, t16, -4)
-        t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
-        t19 = tf.reduce_sum(t18, axis=[-2, -1])
-        grad_grad = t19 / t11
+        t15 = _gather(t12, t14, -4)
+        t16 = tf.transpose(t15, perm=[0, 1, 3, 5, 2, 4])
+        t17 = tf.reduce_sum(t16, axis=[-2, -1])
+        grad_grad = t17 / t9
     else:
         raise ValueError(f"AvgPoolGrad: unsupported attributes padding={padding!r}")
     return (grad_grad,)
@@ -2016,75 +2026,75 @@ def avg_pool_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
             t1 = t0[..., None, None, None]
             t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
             t3 = t2[..., None, None]
-            t4 = ksize[2]
-            t5 = tf.range(tf.cast(t4, tf.int64))
-            t6 = t5[..., None]
-            t7 = ksize[1]
-            t8 = tf.range(tf.cast(t7, tf.int64))
+            t4 = tf.range(tf.cast(ksize[2], tf.int64))
+            t5 = t4[..., None]
+            t6 = tf.range(tf.cast(ksize[1], tf.int64))
             if padding == "VALID":
-                t9 = (
-                    (strides[1] * t1 + t8 >= 0)
-                    & (strides[2] * t3 + t6 >= 0)
-                    & (strides[1] * t1 + t8 <= orig_input_shape[1] - 1)
-                    & (strides[2] * t3 + t6 <= orig_input_shape[2] - 1)
+                t7 = (
+                    (strides[1] * t1 + t6 >= 0)
+                    & (strides[2] * t3 + t5 >= 0)
+                    & (strides[1] * t1 + t6 <= orig_input_shape[1] - 1)
+                    & (strides[2] * t3 + t5 <= orig_input_shape[2] - 1)
                 )
             else:
-                t9 = (
+                t7 = (
                     (
                         strides[1] * t1
-                        + t8
+                        + t6
                         - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                         >= 0
                     )
                     & (
                         strides[2] * t3
-                        + t6
+                        + t5
                         - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                         >= 0
                     )
                     & (
                         strides[1] * t1
-                        + t8
+                        + t6
                         - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                         <= orig_input_shape[1] - 1
                     )
                     & (
                         strides[2] * t3
-                        + t6
+                        + t5
                         - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                         <= orig_input_shape[2] - 1
                     )
                 )
-            t10 = t9[..., None, :, :, :]
-            t11 = tf.reduce_sum(
-                tf.where(t10, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            t8 = t7[..., None, :, :, :]
+            t9 = tf.reduce_sum(
+                tf.where(t8, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
                 axis=[-2, -1],
                 keepdims=True,
             )
-            t12 = grad[..., None, :, None, :]
-            t13 = t12 / t11
-            t14 = orig_input_shape[2]
-            t15 = t2[..., None]
+            t10 = grad[..., None, :, None, :]
+            t11 = t10 / t9
+            t12 = t2[..., None]
             if padding == "VALID":
-                t16 = strides[2] * t15 + t5
+                t13 = strides[2] * t12 + t4
             else:
-                t16 = (
-                    strides[2] * t15
-                    + t5
+                t13 = (
+                    strides[2] * t12
+                    + t4
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                 )
-            t17 = _scatter_add(t13, t16, 1, t14)  # no gather form: an explicit scatter-add
-            t18 = orig_input_shape[1]
-            t19 = t0[..., None]
+            t14 = _scatter_add(
+                t11, t13, 1, orig_input_shape[2]
+            )  # no gather form: an explicit scatter-add
+            t15 = t0[..., None]
             if padding == "VALID":
-                t20 = strides[1] * t19 + t8
+                t16 = strides[1] * t15 + t6
             else:
-                t20 = (
-                    strides[1] * t19
-                    + t8
+                t16 = (
+                    strides[1] * t15
+                    + t6
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                 )
-            output = _scatter_add(t17, t20, 2, t18)  # no gather form: an explicit scatter-add
+            output = _scatter_add(
+                t14, t16, 2, orig_input_shape[1]
+            )  # no gather form: an explicit scatter-add
         else:
             raise ValueError(f"AvgPoolGrad: unsupported attributes padding={padding!r}")
         return output, backward
@@ -2107,7 +2117,7 @@ def avg_pool3d_grad_vjp(
             (sum_{e = 0..ksize[1] - 1, a = 0..ksize[2] - 1, b = 0..ksize[3] - 1} indicator(a + i *
             strides[2] >= 0 and b + j * strides[3] >= 0 and e + strides[1] * z >= 0 and a + i *
             strides[2] <= orig_input_shape[2] - 1 and b + j * strides[3] <= orig_input_shape[3] - 1
-            and e + strides[1] * z <= orig_input_shape[1] - 1)), i.e. `t27 / t16`
+            and e + strides[1] * z <= orig_input_shape[1] - 1)), i.e. `t24 / t13`
     """
     if padding in ("VALID", "SAME"):
         t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
@@ -2116,94 +2126,91 @@ def avg_pool3d_grad_vjp(
         t3 = t2[..., None, None, None, None]
         t4 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
         t5 = t4[..., None, None, None]
-        t6 = ksize[1]
-        t7 = tf.range(tf.cast(t6, tf.int64))
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = tf.range(tf.cast(t9, tf.int64))
-        t11 = t10[..., None]
-        t12 = ksize[3]
-        t13 = tf.range(tf.cast(t12, tf.int64))
+        t6 = tf.range(tf.cast(ksize[1], tf.int64))
+        t7 = t6[..., None, None]
+        t8 = tf.range(tf.cast(ksize[2], tf.int64))
+        t9 = t8[..., None]
+        t10 = tf.range(tf.cast(ksize[3], tf.int64))
         if padding == "VALID":
-            t14 = (
-                (strides[1] * t1 + t8 >= 0)
-                & (strides[2] * t3 + t11 >= 0)
-                & (strides[3] * t5 + t13 >= 0)
-                & (strides[1] * t1 + t8 <= orig_input_shape[1] - 1)
-                & (strides[2] * t3 + t11 <= orig_input_shape[2] - 1)
-                & (strides[3] * t5 + t13 <= orig_input_shape[3] - 1)
+            t11 = (
+                (strides[1] * t1 + t7 >= 0)
+                & (strides[2] * t3 + t9 >= 0)
+                & (strides[3] * t5 + t10 >= 0)
+                & (strides[1] * t1 + t7 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t9 <= orig_input_shape[2] - 1)
+                & (strides[3] * t5 + t10 <= orig_input_shape[3] - 1)
             )
         else:
-            t14 = (
+            t11 = (
                 (
                     strides[1] * t1
-                    + t8
+                    + t7
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     >= 0
                 )
                 & (
                     strides[2] * t3
-                    + t11
+                    + t9
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     >= 0
                 )
                 & (
                     strides[3] * t5
-                    + t13
+                    + t10
                     - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
                     >= 0
                 )
                 & (
                     strides[1] * t1
-                    + t8
+                    + t7
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     <= orig_input_shape[1] - 1
                 )
                 & (
                     strides[2] * t3
-                    + t11
+                    + t9
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     <= orig_input_shape[2] - 1
                 )
                 & (
                     strides[3] * t5
-                    + t13
+                    + t10
                     - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
                     <= orig_input_shape[3] - 1
                 )
             )
-        t15 = t14[..., None, :, :, :]
-        t16 = tf.reduce_sum(
-            tf.where(t15, tf.constant(1, grad_output.dtype), tf.constant(0, grad_output.dtype)),
+        t12 = t11[..., None, :, :, :]
+        t13 = tf.reduce_sum(
+            tf.where(t12, tf.constant(1, grad_output.dtype), tf.constant(0, grad_output.dtype)),
             axis=[-3, -2, -1],
         )
-        t17 = t4[..., None]
+        t14 = t4[..., None]
         if padding == "VALID":
-            t18 = strides[3] * t17 + t13
+            t15 = strides[3] * t14 + t10
+        else:
+            t15 = (
+                strides[3] * t14 + t10 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+            )
+        t16 = _gather(grad_output, t15, -2)
+        t17 = t2[..., None]
+        if padding == "VALID":
+            t18 = strides[2] * t17 + t8
         else:
             t18 = (
-                strides[3] * t17 + t13 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+                strides[2] * t17 + t8 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
             )
-        t19 = _gather(grad_output, t18, -2)
-        t20 = t2[..., None]
+        t19 = _gather(t16, t18, -4)
+        t20 = t0[..., None]
         if padding == "VALID":
-            t21 = strides[2] * t20 + t10
+            t21 = strides[1] * t20 + t6
         else:
             t21 = (
-                strides[2] * t20 + t10 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                strides[1] * t20 + t6 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
             )
-        t22 = _gather(t19, t21, -4)
-        t23 = t0[..., None]
-        if padding == "VALID":
-            t24 = strides[1] * t23 + t7
-        else:
-            t24 = (
-                strides[1] * t23 + t7 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-            )
-        t25 = _gather(t22, t24, -6)
-        t26 = tf.transpose(t25, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-        t27 = tf.reduce_sum(t26, axis=[-3, -2, -1])
-        grad_grad = t27 / t16
+        t22 = _gather(t19, t21, -6)
+        t23 = tf.transpose(t22, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        t24 = tf.reduce_sum(t23, axis=[-3, -2, -1])
+        grad_grad = t24 / t13
     else:
         raise ValueError(f"AvgPool3DGrad: unsupported attributes padding={padding!r}")
     return (grad_grad,)
@@ -2263,105 +2270,105 @@ def avg_pool3d_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
             t1 = t0[..., None, None, None, None, None]
             t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
             t3 = t2[..., None, None, None, None]
-            t4 = ksize[3]
-            t5 = tf.range(tf.cast(t4, tf.int64))
-            t6 = t5[..., None, None, None]
-            t7 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-            t8 = t7[..., None, None]
-            t9 = ksize[2]
-            t10 = tf.range(tf.cast(t9, tf.int64))
-            t11 = t10[..., None]
-            t12 = ksize[1]
-            t13 = tf.range(tf.cast(t12, tf.int64))
+            t4 = tf.range(tf.cast(ksize[3], tf.int64))
+            t5 = t4[..., None, None, None]
+            t6 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+            t7 = t6[..., None, None]
+            t8 = tf.range(tf.cast(ksize[2], tf.int64))
+            t9 = t8[..., None]
+            t10 = tf.range(tf.cast(ksize[1], tf.int64))
             if padding == "VALID":
-                t14 = (
-                    (strides[1] * t1 + t13 >= 0)
-                    & (strides[2] * t3 + t11 >= 0)
-                    & (strides[3] * t8 + t6 >= 0)
-                    & (strides[1] * t1 + t13 <= orig_input_shape[1] - 1)
-                    & (strides[2] * t3 + t11 <= orig_input_shape[2] - 1)
-                    & (strides[3] * t8 + t6 <= orig_input_shape[3] - 1)
+                t11 = (
+                    (strides[1] * t1 + t10 >= 0)
+                    & (strides[2] * t3 + t9 >= 0)
+                    & (strides[3] * t7 + t5 >= 0)
+                    & (strides[1] * t1 + t10 <= orig_input_shape[1] - 1)
+                    & (strides[2] * t3 + t9 <= orig_input_shape[2] - 1)
+                    & (strides[3] * t7 + t5 <= orig_input_shape[3] - 1)
                 )
             else:
-                t14 = (
+                t11 = (
                     (
                         strides[1] * t1
-                        + t13
+                        + t10
                         - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                         >= 0
                     )
                     & (
                         strides[2] * t3
-                        + t11
+                        + t9
                         - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                         >= 0
                     )
                     & (
-                        strides[3] * t8
-                        + t6
+                        strides[3] * t7
+                        + t5
                         - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
                         >= 0
                     )
                     & (
                         strides[1] * t1
-                        + t13
+                        + t10
                         - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                         <= orig_input_shape[1] - 1
                     )
                     & (
                         strides[2] * t3
-                        + t11
+                        + t9
                         - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                         <= orig_input_shape[2] - 1
                     )
                     & (
-                        strides[3] * t8
-                        + t6
+                        strides[3] * t7
+                        + t5
                         - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
                         <= orig_input_shape[3] - 1
                     )
                 )
-            t15 = t14[..., None, :, :, :, :, :]
-            t16 = tf.reduce_sum(
-                tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+            t12 = t11[..., None, :, :, :, :, :]
+            t13 = tf.reduce_sum(
+                tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
                 axis=[-4, -2, -1],
                 keepdims=True,
             )
-            t17 = grad[..., None, :, None, :, None, :]
-            t18 = t17 / t16
-            t19 = orig_input_shape[1]
-            t20 = t0[..., None]
+            t14 = grad[..., None, :, None, :, None, :]
+            t15 = t14 / t13
+            t16 = t0[..., None]
             if padding == "VALID":
-                t21 = strides[1] * t20 + t13
+                t17 = strides[1] * t16 + t10
             else:
-                t21 = (
-                    strides[1] * t20
-                    + t13
+                t17 = (
+                    strides[1] * t16
+                    + t10
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                 )
-            t22 = _scatter_add(t18, t21, 5, t19)  # no gather form: an explicit scatter-add
-            t23 = orig_input_shape[3]
-            t24 = t7[..., None]
+            t18 = _scatter_add(
+                t15, t17, 5, orig_input_shape[1]
+            )  # no gather form: an explicit scatter-add
+            t19 = t6[..., None]
             if padding == "VALID":
-                t25 = strides[3] * t24 + t5
+                t20 = strides[3] * t19 + t4
             else:
-                t25 = (
-                    strides[3] * t24
-                    + t5
+                t20 = (
+                    strides[3] * t19
+                    + t4
                     - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
                 )
-            t26 = _scatter_add(t22, t25, 1, t23)  # no gather form: an explicit scatter-add
-            t27 = orig_input_shape[2]
-            t28 = t2[..., None]
+            t21 = _scatter_add(
+                t18, t20, 1, orig_input_shape[3]
+            )  # no gather form: an explicit scatter-add
+            t22 = t2[..., None]
             if padding == "VALID":
-                t29 = strides[2] * t28 + t10
+                t23 = strides[2] * t22 + t8
             else:
-                t29 = (
-                    strides[2] * t28
-                    + t10
+                t23 = (
+                    strides[2] * t22
+                    + t8
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                 )
-            output = _scatter_add(t26, t29, 2, t27)  # no gather form: an explicit scatter-add
+            output = _scatter_add(
+                t21, t23, 2, orig_input_shape[2]
+            )  # no gather form: an explicit scatter-add
         else:
             raise ValueError(f"AvgPool3DGrad: unsupported attributes padding={padding!r}")
         return output, backward
@@ -2396,7 +2403,7 @@ def max_pool_grad_vjp(
         grad_grad[n, i, j, c] = sum_{j0, j1} grad_output[n, i * strides[1] + j0, j * strides[2] +
             j1, c] * first_attained(indicator_equal(read_outside(orig_input[n, i * strides[1] + j0,
             j * strides[2] + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
-            i.e. `tf.reduce_sum(t30 * tf.where(tf.equal(t33, t34), tf.constant(1, ...`
+            i.e. `tf.reduce_sum(t28 * tf.where(tf.equal(t31, t32), tf.constant(1, ...`
     """
     if data_format != "NHWC":
         raise ValueError(
@@ -2441,31 +2448,29 @@ def max_pool_grad_vjp(
             affine1 = t15 + t17
         t18 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
         t19 = t18[..., None]
-        t20 = ksize[2]
-        t21 = tf.range(tf.cast(t20, tf.int64))
-        t22 = strides[2] * t19 + t21
-        t23 = _gather(grad_output, t22, -2)
-        t24 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-        t25 = t24[..., None]
-        t26 = ksize[1]
-        t27 = tf.range(tf.cast(t26, tf.int64))
-        t28 = strides[1] * t25 + t27
-        t29 = _gather(t23, t28, -4)
-        t30 = tf.transpose(t29, perm=[0, 1, 3, 5, 2, 4])
-        t31 = _gather(orig_input, t22, -2, fill=float("-inf"))
-        t32 = _gather(t31, t28, -4, fill=float("-inf"))
-        t33 = tf.transpose(t32, perm=[0, 1, 3, 5, 2, 4])
-        t34 = orig_output[..., None, None]
-        t35 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
+        t20 = tf.range(tf.cast(ksize[2], tf.int64))
+        t21 = strides[2] * t19 + t20
+        t22 = _gather(grad_output, t21, -2)
+        t23 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t24 = t23[..., None]
+        t25 = tf.range(tf.cast(ksize[1], tf.int64))
+        t26 = strides[1] * t24 + t25
+        t27 = _gather(t22, t26, -4)
+        t28 = tf.transpose(t27, perm=[0, 1, 3, 5, 2, 4])
+        t29 = _gather(orig_input, t21, -2, fill=float("-inf"))
+        t30 = _gather(t29, t26, -4, fill=float("-inf"))
+        t31 = tf.transpose(t30, perm=[0, 1, 3, 5, 2, 4])
+        t32 = orig_output[..., None, None]
+        t33 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
         grad_grad = tf.reduce_sum(
-            t30
+            t28
             * tf.where(
-                tf.equal(t33, t34),
+                tf.equal(t31, t32),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             )
             * tf.where(
-                tf.equal(t35, 0),
+                tf.equal(t33, 0),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             ),
@@ -2512,33 +2517,31 @@ def max_pool_grad_vjp(
             affine1 = t17 + t19
         t20 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
         t21 = t20[..., None]
-        t22 = ksize[2]
-        t23 = tf.range(tf.cast(t22, tf.int64))
-        t24 = tf.shape(orig_input, out_type=tf.int64)[-2]
-        t25 = strides[2] * t21 + t23 - _same_padding(t24, ksize[2], strides[2], 1)
-        t26 = _gather(grad_output, t25, -2)
-        t27 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-        t28 = t27[..., None]
-        t29 = ksize[1]
-        t30 = tf.range(tf.cast(t29, tf.int64))
-        t31 = tf.shape(orig_input, out_type=tf.int64)[-3]
-        t32 = strides[1] * t28 + t30 - _same_padding(t31, ksize[1], strides[1], 1)
-        t33 = _gather(t26, t32, -4)
-        t34 = tf.transpose(t33, perm=[0, 1, 3, 5, 2, 4])
-        t35 = _gather(orig_input, t25, -2, fill=float("-inf"))
-        t36 = _gather(t35, t32, -4, fill=float("-inf"))
-        t37 = tf.transpose(t36, perm=[0, 1, 3, 5, 2, 4])
-        t38 = orig_output[..., None, None]
-        t39 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
+        t22 = tf.range(tf.cast(ksize[2], tf.int64))
+        t23 = tf.shape(orig_input, out_type=tf.int64)[-2]
+        t24 = strides[2] * t21 + t22 - _same_padding(t23, ksize[2], strides[2], 1)
+        t25 = _gather(grad_output, t24, -2)
+        t26 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t27 = t26[..., None]
+        t28 = tf.range(tf.cast(ksize[1], tf.int64))
+        t29 = tf.shape(orig_input, out_type=tf.int64)[-3]
+        t30 = strides[1] * t27 + t28 - _same_padding(t29, ksize[1], strides[1], 1)
+        t31 = _gather(t25, t30, -4)
+        t32 = tf.transpose(t31, perm=[0, 1, 3, 5, 2, 4])
+        t33 = _gather(orig_input, t24, -2, fill=float("-inf"))
+        t34 = _gather(t33, t30, -4, fill=float("-inf"))
+        t35 = tf.transpose(t34, perm=[0, 1, 3, 5, 2, 4])
+        t36 = orig_output[..., None, None]
+        t37 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
         grad_grad = tf.reduce_sum(
-            t34
+            t32
             * tf.where(
-                tf.equal(t37, t38),
+                tf.equal(t35, t36),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             )
             * tf.where(
-                tf.equal(t39, 0),
+                tf.equal(t37, 0),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             ),
@@ -2610,18 +2613,57 @@ def max_pool_grad(
             raise ValueError(
                 f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
             )
-        t0 = ksize[2]
-        t1 = tf.range(tf.cast(t0, tf.int64))
-        t2 = t1[..., None]
-        t3 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+        t0 = tf.range(tf.cast(ksize[2], tf.int64))
+        t1 = t0[..., None]
+        t2 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
         if padding == "VALID":
-            t4 = strides[2] * t3 + t2
+            t3 = strides[2] * t2 + t1
+            t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
+            t5 = tf.range(tf.cast(ksize[1], tf.int64))
+            t6 = t5[..., None]
+            t7 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t8 = strides[1] * t7 + t6
+            t9 = _gather(t4, t8, -4, fill=float("-inf"))
+            t10 = tf.transpose(t9, perm=[0, 5, 1, 3, 2, 4])
+            t11 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
+            t12 = t11[..., None, None, :, :]
+            t13 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t10, t12),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                exclusive=True,
+            )
+            t14 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t10, t12),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                keepdims=True,
+            )
+            t15 = tf.math.cumsum(t14, axis=-4, exclusive=True)
+            affine1 = t13 + t15
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=[ksize[1], ksize[2]],
+                strides=[strides[1], strides[2]],
+                geometry=lambda size: ([0, 0], [size(orig_input, -3), size(orig_input, -2)]),
+            )
+        elif padding == "SAME":
+            t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t4 = strides[2] * t2 + t1 - _same_padding(t3, ksize[2], strides[2], 1)
             t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
-            t6 = ksize[1]
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = t7[..., None]
-            t9 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t10 = strides[1] * t9 + t8
+            t6 = tf.range(tf.cast(ksize[1], tf.int64))
+            t7 = t6[..., None]
+            t8 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t10 = strides[1] * t8 + t7 - _same_padding(t9, ksize[1], strides[1], 1)
             t11 = _gather(t5, t10, -4, fill=float("-inf"))
             t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
             t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
@@ -2646,48 +2688,6 @@ def max_pool_grad(
             )
             t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
             affine1 = t15 + t17
-            output = _max_pool_backprop(
-                orig_input,
-                orig_output,
-                grad,
-                window=[ksize[1], ksize[2]],
-                strides=[strides[1], strides[2]],
-                geometry=lambda size: ([0, 0], [size(orig_input, -3), size(orig_input, -2)]),
-            )
-        elif padding == "SAME":
-            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
-            t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
-            t6 = _gather(orig_input, t5, -2, fill=float("-inf"))
-            t7 = ksize[1]
-            t8 = tf.range(tf.cast(t7, tf.int64))
-            t9 = t8[..., None]
-            t10 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t11 = tf.shape(orig_input, out_type=tf.int64)[-3]
-            t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
-            t13 = _gather(t6, t12, -4, fill=float("-inf"))
-            t14 = tf.transpose(t13, perm=[0, 5, 1, 3, 2, 4])
-            t15 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
-            t16 = t15[..., None, None, :, :]
-            t17 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t14, t16),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                exclusive=True,
-            )
-            t18 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t14, t16),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                keepdims=True,
-            )
-            t19 = tf.math.cumsum(t18, axis=-4, exclusive=True)
-            affine1 = t17 + t19
             output = _max_pool_backprop(
                 orig_input,
                 orig_output,
@@ -2737,7 +2737,7 @@ def max_pool_grad_v2_vjp(
         grad_grad[n, i, j, c] = sum_{j0, j1} grad_output[n, strides[1] * i + j0, strides[2] * j +
             j1, c] * first_attained(indicator_equal(read_outside(orig_input[n, strides[1] * i + j0,
             strides[2] * j + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
-            i.e. `tf.reduce_sum(t30 * tf.where(tf.equal(t33, t34), tf.constant(1, ...`
+            i.e. `tf.reduce_sum(t28 * tf.where(tf.equal(t31, t32), tf.constant(1, ...`
     """
     ksize = tf.cast(ksize, tf.int64)
     strides = tf.cast(strides, tf.int64)
@@ -2780,31 +2780,29 @@ def max_pool_grad_v2_vjp(
             affine1 = t15 + t17
         t18 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
         t19 = t18[..., None]
-        t20 = ksize[2]
-        t21 = tf.range(tf.cast(t20, tf.int64))
-        t22 = strides[2] * t19 + t21
-        t23 = _gather(grad_output, t22, -2)
-        t24 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-        t25 = t24[..., None]
-        t26 = ksize[1]
-        t27 = tf.range(tf.cast(t26, tf.int64))
-        t28 = strides[1] * t25 + t27
-        t29 = _gather(t23, t28, -4)
-        t30 = tf.transpose(t29, perm=[0, 1, 3, 5, 2, 4])
-        t31 = _gather(orig_input, t22, -2, fill=float("-inf"))
-        t32 = _gather(t31, t28, -4, fill=float("-inf"))
-        t33 = tf.transpose(t32, perm=[0, 1, 3, 5, 2, 4])
-        t34 = orig_output[..., None, None]
-        t35 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
+        t20 = tf.range(tf.cast(ksize[2], tf.int64))
+        t21 = strides[2] * t19 + t20
+        t22 = _gather(grad_output, t21, -2)
+        t23 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t24 = t23[..., None]
+        t25 = tf.range(tf.cast(ksize[1], tf.int64))
+        t26 = strides[1] * t24 + t25
+        t27 = _gather(t22, t26, -4)
+        t28 = tf.transpose(t27, perm=[0, 1, 3, 5, 2, 4])
+        t29 = _gather(orig_input, t21, -2, fill=float("-inf"))
+        t30 = _gather(t29, t26, -4, fill=float("-inf"))
+        t31 = tf.transpose(t30, perm=[0, 1, 3, 5, 2, 4])
+        t32 = orig_output[..., None, None]
+        t33 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
         grad_grad = tf.reduce_sum(
-            t30
+            t28
             * tf.where(
-                tf.equal(t33, t34),
+                tf.equal(t31, t32),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             )
             * tf.where(
-                tf.equal(t35, 0),
+                tf.equal(t33, 0),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             ),
@@ -2851,33 +2849,31 @@ def max_pool_grad_v2_vjp(
             affine1 = t17 + t19
         t20 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
         t21 = t20[..., None]
-        t22 = ksize[2]
-        t23 = tf.range(tf.cast(t22, tf.int64))
-        t24 = tf.shape(orig_input, out_type=tf.int64)[-2]
-        t25 = strides[2] * t21 + t23 - _same_padding(t24, ksize[2], strides[2], 1)
-        t26 = _gather(grad_output, t25, -2)
-        t27 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-        t28 = t27[..., None]
-        t29 = ksize[1]
-        t30 = tf.range(tf.cast(t29, tf.int64))
-        t31 = tf.shape(orig_input, out_type=tf.int64)[-3]
-        t32 = strides[1] * t28 + t30 - _same_padding(t31, ksize[1], strides[1], 1)
-        t33 = _gather(t26, t32, -4)
-        t34 = tf.transpose(t33, perm=[0, 1, 3, 5, 2, 4])
-        t35 = _gather(orig_input, t25, -2, fill=float("-inf"))
-        t36 = _gather(t35, t32, -4, fill=float("-inf"))
-        t37 = tf.transpose(t36, perm=[0, 1, 3, 5, 2, 4])
-        t38 = orig_output[..., None, None]
-        t39 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
+        t22 = tf.range(tf.cast(ksize[2], tf.int64))
+        t23 = tf.shape(orig_input, out_type=tf.int64)[-2]
+        t24 = strides[2] * t21 + t22 - _same_padding(t23, ksize[2], strides[2], 1)
+        t25 = _gather(grad_output, t24, -2)
+        t26 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t27 = t26[..., None]
+        t28 = tf.range(tf.cast(ksize[1], tf.int64))
+        t29 = tf.shape(orig_input, out_type=tf.int64)[-3]
+        t30 = strides[1] * t27 + t28 - _same_padding(t29, ksize[1], strides[1], 1)
+        t31 = _gather(t25, t30, -4)
+        t32 = tf.transpose(t31, perm=[0, 1, 3, 5, 2, 4])
+        t33 = _gather(orig_input, t24, -2, fill=float("-inf"))
+        t34 = _gather(t33, t30, -4, fill=float("-inf"))
+        t35 = tf.transpose(t34, perm=[0, 1, 3, 5, 2, 4])
+        t36 = orig_output[..., None, None]
+        t37 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
         grad_grad = tf.reduce_sum(
-            t34
+            t32
             * tf.where(
-                tf.equal(t37, t38),
+                tf.equal(t35, t36),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             )
             * tf.where(
-                tf.equal(t39, 0),
+                tf.equal(t37, 0),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             ),
@@ -2941,18 +2937,57 @@ def max_pool_grad_v2(orig_input, orig_output, grad, *, padding="VALID", ksize, s
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        t0 = ksize[2]
-        t1 = tf.range(tf.cast(t0, tf.int64))
-        t2 = t1[..., None]
-        t3 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+        t0 = tf.range(tf.cast(ksize[2], tf.int64))
+        t1 = t0[..., None]
+        t2 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
         if padding == "VALID":
-            t4 = strides[2] * t3 + t2
+            t3 = strides[2] * t2 + t1
+            t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
+            t5 = tf.range(tf.cast(ksize[1], tf.int64))
+            t6 = t5[..., None]
+            t7 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t8 = strides[1] * t7 + t6
+            t9 = _gather(t4, t8, -4, fill=float("-inf"))
+            t10 = tf.transpose(t9, perm=[0, 5, 1, 3, 2, 4])
+            t11 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
+            t12 = t11[..., None, None, :, :]
+            t13 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t10, t12),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                exclusive=True,
+            )
+            t14 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t10, t12),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-3,
+                keepdims=True,
+            )
+            t15 = tf.math.cumsum(t14, axis=-4, exclusive=True)
+            affine1 = t13 + t15
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=[ksize[1], ksize[2]],
+                strides=[strides[1], strides[2]],
+                geometry=lambda size: ([0, 0], [size(orig_input, -3), size(orig_input, -2)]),
+            )
+        elif padding == "SAME":
+            t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t4 = strides[2] * t2 + t1 - _same_padding(t3, ksize[2], strides[2], 1)
             t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
-            t6 = ksize[1]
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = t7[..., None]
-            t9 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t10 = strides[1] * t9 + t8
+            t6 = tf.range(tf.cast(ksize[1], tf.int64))
+            t7 = t6[..., None]
+            t8 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t10 = strides[1] * t8 + t7 - _same_padding(t9, ksize[1], strides[1], 1)
             t11 = _gather(t5, t10, -4, fill=float("-inf"))
             t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
             t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
@@ -2977,48 +3012,6 @@ def max_pool_grad_v2(orig_input, orig_output, grad, *, padding="VALID", ksize, s
             )
             t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
             affine1 = t15 + t17
-            output = _max_pool_backprop(
-                orig_input,
-                orig_output,
-                grad,
-                window=[ksize[1], ksize[2]],
-                strides=[strides[1], strides[2]],
-                geometry=lambda size: ([0, 0], [size(orig_input, -3), size(orig_input, -2)]),
-            )
-        elif padding == "SAME":
-            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
-            t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
-            t6 = _gather(orig_input, t5, -2, fill=float("-inf"))
-            t7 = ksize[1]
-            t8 = tf.range(tf.cast(t7, tf.int64))
-            t9 = t8[..., None]
-            t10 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t11 = tf.shape(orig_input, out_type=tf.int64)[-3]
-            t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
-            t13 = _gather(t6, t12, -4, fill=float("-inf"))
-            t14 = tf.transpose(t13, perm=[0, 5, 1, 3, 2, 4])
-            t15 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
-            t16 = t15[..., None, None, :, :]
-            t17 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t14, t16),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                exclusive=True,
-            )
-            t18 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t14, t16),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                keepdims=True,
-            )
-            t19 = tf.math.cumsum(t18, axis=-4, exclusive=True)
-            affine1 = t17 + t19
             output = _max_pool_backprop(
                 orig_input,
                 orig_output,
@@ -3162,16 +3155,63 @@ def max_pool_gradgrad(
             )
         t0 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
         t1 = t0[..., None]
-        t2 = ksize[2]
-        t3 = tf.range(tf.cast(t2, tf.int64))
+        t2 = tf.range(tf.cast(ksize[2], tf.int64))
         if padding == "VALID":
-            t4 = strides[2] * t1 + t3
+            t3 = strides[2] * t1 + t2
+            t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
+            t5 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t6 = t5[..., None]
+            t7 = tf.range(tf.cast(ksize[1], tf.int64))
+            t8 = strides[1] * t6 + t7
+            t9 = _gather(t4, t8, -4, fill=float("-inf"))
+            t10 = tf.transpose(t9, perm=[0, 1, 3, 5, 2, 4])
+            t11 = orig_output[..., None, None]
+            t12 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t10, t11),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                exclusive=True,
+            )
+            t13 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t10, t11),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                keepdims=True,
+            )
+            t14 = tf.math.cumsum(t13, axis=-2, exclusive=True)
+            affine1 = t12 + t14
+            t15 = _gather(grad, t3, -2)
+            t16 = _gather(t15, t8, -4)
+            t17 = tf.transpose(t16, perm=[0, 1, 3, 5, 2, 4])
+            output = tf.reduce_sum(
+                t17
+                * tf.where(
+                    tf.equal(t10, t11),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                )
+                * tf.where(
+                    tf.equal(affine1, 0),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=[-2, -1],
+            )
+        elif padding == "SAME":
+            t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t4 = strides[2] * t1 + t2 - _same_padding(t3, ksize[2], strides[2], 1)
             t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
             t6 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
             t7 = t6[..., None]
-            t8 = ksize[1]
-            t9 = tf.range(tf.cast(t8, tf.int64))
-            t10 = strides[1] * t7 + t9
+            t8 = tf.range(tf.cast(ksize[1], tf.int64))
+            t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t10 = strides[1] * t7 + t8 - _same_padding(t9, ksize[1], strides[1], 1)
             t11 = _gather(t5, t10, -4, fill=float("-inf"))
             t12 = tf.transpose(t11, perm=[0, 1, 3, 5, 2, 4])
             t13 = orig_output[..., None, None]
@@ -3202,56 +3242,6 @@ def max_pool_gradgrad(
                 t19
                 * tf.where(
                     tf.equal(t12, t13),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                )
-                * tf.where(
-                    tf.equal(affine1, 0),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=[-2, -1],
-            )
-        elif padding == "SAME":
-            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
-            t5 = strides[2] * t1 + t3 - _same_padding(t4, ksize[2], strides[2], 1)
-            t6 = _gather(orig_input, t5, -2, fill=float("-inf"))
-            t7 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t8 = t7[..., None]
-            t9 = ksize[1]
-            t10 = tf.range(tf.cast(t9, tf.int64))
-            t11 = tf.shape(orig_input, out_type=tf.int64)[-3]
-            t12 = strides[1] * t8 + t10 - _same_padding(t11, ksize[1], strides[1], 1)
-            t13 = _gather(t6, t12, -4, fill=float("-inf"))
-            t14 = tf.transpose(t13, perm=[0, 1, 3, 5, 2, 4])
-            t15 = orig_output[..., None, None]
-            t16 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t14, t15),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                exclusive=True,
-            )
-            t17 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t14, t15),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                keepdims=True,
-            )
-            t18 = tf.math.cumsum(t17, axis=-2, exclusive=True)
-            affine1 = t16 + t18
-            t19 = _gather(grad, t5, -2)
-            t20 = _gather(t19, t12, -4)
-            t21 = tf.transpose(t20, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_sum(
-                t21
-                * tf.where(
-                    tf.equal(t14, t15),
                     tf.constant(1, orig_input.dtype),
                     tf.constant(0, orig_input.dtype),
                 )
@@ -3304,7 +3294,7 @@ def max_pool3d_grad_vjp(
             first_attained(indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z, i *
             strides[2] + j1, j * strides[3] + j2, c], -oo), orig_output[n, z, i, j, c]), affine1[n,
             c, j0, j1, j2, z, i, j])
-            i.e. `tf.reduce_sum(t45 * tf.where(tf.equal(t49, t50), tf.constant(1, ...`
+            i.e. `tf.reduce_sum(t42 * tf.where(tf.equal(t46, t47), tf.constant(1, ...`
     """
     if data_format != "NDHWC":
         raise ValueError(
@@ -3366,38 +3356,35 @@ def max_pool3d_grad_vjp(
             affine1 = t21 + t23 + t26
         t27 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
         t28 = t27[..., None]
-        t29 = ksize[3]
-        t30 = tf.range(tf.cast(t29, tf.int64))
-        t31 = strides[3] * t28 + t30
-        t32 = _gather(grad_output, t31, -2)
-        t33 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-        t34 = t33[..., None]
-        t35 = ksize[2]
-        t36 = tf.range(tf.cast(t35, tf.int64))
-        t37 = strides[2] * t34 + t36
-        t38 = _gather(t32, t37, -4)
-        t39 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
-        t40 = t39[..., None]
-        t41 = ksize[1]
-        t42 = tf.range(tf.cast(t41, tf.int64))
-        t43 = strides[1] * t40 + t42
-        t44 = _gather(t38, t43, -6)
-        t45 = tf.transpose(t44, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-        t46 = _gather(orig_input, t31, -2, fill=float("-inf"))
-        t47 = _gather(t46, t37, -4, fill=float("-inf"))
-        t48 = _gather(t47, t43, -6, fill=float("-inf"))
-        t49 = tf.transpose(t48, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-        t50 = orig_output[..., None, None, None]
-        t51 = tf.transpose(affine1, perm=[0, 5, 6, 7, 1, 2, 3, 4])
+        t29 = tf.range(tf.cast(ksize[3], tf.int64))
+        t30 = strides[3] * t28 + t29
+        t31 = _gather(grad_output, t30, -2)
+        t32 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t33 = t32[..., None]
+        t34 = tf.range(tf.cast(ksize[2], tf.int64))
+        t35 = strides[2] * t33 + t34
+        t36 = _gather(t31, t35, -4)
+        t37 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
+        t38 = t37[..., None]
+        t39 = tf.range(tf.cast(ksize[1], tf.int64))
+        t40 = strides[1] * t38 + t39
+        t41 = _gather(t36, t40, -6)
+        t42 = tf.transpose(t41, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        t43 = _gather(orig_input, t30, -2, fill=float("-inf"))
+        t44 = _gather(t43, t35, -4, fill=float("-inf"))
+        t45 = _gather(t44, t40, -6, fill=float("-inf"))
+        t46 = tf.transpose(t45, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        t47 = orig_output[..., None, None, None]
+        t48 = tf.transpose(affine1, perm=[0, 5, 6, 7, 1, 2, 3, 4])
         grad_grad = tf.reduce_sum(
-            t45
+            t42
             * tf.where(
-                tf.equal(t49, t50),
+                tf.equal(t46, t47),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             )
             * tf.where(
-                tf.equal(t51, 0),
+                tf.equal(t48, 0),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             ),
@@ -3462,41 +3449,38 @@ def max_pool3d_grad_vjp(
             affine1 = t24 + t26 + t29
         t30 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
         t31 = t30[..., None]
-        t32 = ksize[3]
-        t33 = tf.range(tf.cast(t32, tf.int64))
-        t34 = tf.shape(orig_input, out_type=tf.int64)[-2]
-        t35 = strides[3] * t31 + t33 - _same_padding(t34, ksize[3], strides[3], 1)
-        t36 = _gather(grad_output, t35, -2)
-        t37 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-        t38 = t37[..., None]
-        t39 = ksize[2]
-        t40 = tf.range(tf.cast(t39, tf.int64))
-        t41 = tf.shape(orig_input, out_type=tf.int64)[-3]
-        t42 = strides[2] * t38 + t40 - _same_padding(t41, ksize[2], strides[2], 1)
-        t43 = _gather(t36, t42, -4)
-        t44 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
-        t45 = t44[..., None]
-        t46 = ksize[1]
-        t47 = tf.range(tf.cast(t46, tf.int64))
-        t48 = tf.shape(orig_input, out_type=tf.int64)[-4]
-        t49 = strides[1] * t45 + t47 - _same_padding(t48, ksize[1], strides[1], 1)
-        t50 = _gather(t43, t49, -6)
-        t51 = tf.transpose(t50, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-        t52 = _gather(orig_input, t35, -2, fill=float("-inf"))
-        t53 = _gather(t52, t42, -4, fill=float("-inf"))
-        t54 = _gather(t53, t49, -6, fill=float("-inf"))
-        t55 = tf.transpose(t54, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-        t56 = orig_output[..., None, None, None]
-        t57 = tf.transpose(affine1, perm=[0, 5, 6, 7, 1, 2, 3, 4])
+        t32 = tf.range(tf.cast(ksize[3], tf.int64))
+        t33 = tf.shape(orig_input, out_type=tf.int64)[-2]
+        t34 = strides[3] * t31 + t32 - _same_padding(t33, ksize[3], strides[3], 1)
+        t35 = _gather(grad_output, t34, -2)
+        t36 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t37 = t36[..., None]
+        t38 = tf.range(tf.cast(ksize[2], tf.int64))
+        t39 = tf.shape(orig_input, out_type=tf.int64)[-3]
+        t40 = strides[2] * t37 + t38 - _same_padding(t39, ksize[2], strides[2], 1)
+        t41 = _gather(t35, t40, -4)
+        t42 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
+        t43 = t42[..., None]
+        t44 = tf.range(tf.cast(ksize[1], tf.int64))
+        t45 = tf.shape(orig_input, out_type=tf.int64)[-4]
+        t46 = strides[1] * t43 + t44 - _same_padding(t45, ksize[1], strides[1], 1)
+        t47 = _gather(t41, t46, -6)
+        t48 = tf.transpose(t47, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        t49 = _gather(orig_input, t34, -2, fill=float("-inf"))
+        t50 = _gather(t49, t40, -4, fill=float("-inf"))
+        t51 = _gather(t50, t46, -6, fill=float("-inf"))
+        t52 = tf.transpose(t51, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        t53 = orig_output[..., None, None, None]
+        t54 = tf.transpose(affine1, perm=[0, 5, 6, 7, 1, 2, 3, 4])
         grad_grad = tf.reduce_sum(
-            t51
+            t48
             * tf.where(
-                tf.equal(t55, t56),
+                tf.equal(t52, t53),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             )
             * tf.where(
-                tf.equal(t57, 0),
+                tf.equal(t54, 0),
                 tf.constant(1, grad_output.dtype),
                 tf.constant(0, grad_output.dtype),
             ),
@@ -3568,24 +3552,82 @@ def max_pool3d_grad(
             raise ValueError(
                 f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
             )
-        t0 = ksize[3]
-        t1 = tf.range(tf.cast(t0, tf.int64))
-        t2 = t1[..., None]
-        t3 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+        t0 = tf.range(tf.cast(ksize[3], tf.int64))
+        t1 = t0[..., None]
+        t2 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
         if padding == "VALID":
-            t4 = strides[3] * t3 + t2
+            t3 = strides[3] * t2 + t1
+            t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
+            t5 = tf.range(tf.cast(ksize[2], tf.int64))
+            t6 = t5[..., None]
+            t7 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t8 = strides[2] * t7 + t6
+            t9 = _gather(t4, t8, -4, fill=float("-inf"))
+            t10 = tf.range(tf.cast(ksize[1], tf.int64))
+            t11 = t10[..., None]
+            t12 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
+            t13 = strides[1] * t12 + t11
+            t14 = _gather(t9, t13, -6, fill=float("-inf"))
+            t15 = tf.transpose(t14, perm=[0, 7, 1, 3, 5, 2, 4, 6])
+            t16 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
+            t17 = t16[..., None, None, None, :, :, :]
+            t18 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t15, t17),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-4,
+                exclusive=True,
+            )
+            t19 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t15, t17),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-4,
+                keepdims=True,
+            )
+            t20 = tf.math.cumsum(t19, axis=-5, exclusive=True)
+            t21 = tf.transpose(t14, perm=[0, 7, 1, 5, 3, 2, 4, 6])
+            t22 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t17, t21),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=[-5, -4],
+                keepdims=True,
+            )
+            t23 = tf.math.cumsum(t22, axis=-6, exclusive=True)
+            affine1 = t18 + t20 + t23
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=[ksize[1], ksize[2], ksize[3]],
+                strides=[strides[1], strides[2], strides[3]],
+                geometry=lambda size: (
+                    [0, 0, 0],
+                    [size(orig_input, -4), size(orig_input, -3), size(orig_input, -2)],
+                ),
+            )
+        elif padding == "SAME":
+            t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t4 = strides[3] * t2 + t1 - _same_padding(t3, ksize[3], strides[3], 1)
             t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
-            t6 = ksize[2]
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = t7[..., None]
-            t9 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t10 = strides[2] * t9 + t8
+            t6 = tf.range(tf.cast(ksize[2], tf.int64))
+            t7 = t6[..., None]
+            t8 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t10 = strides[2] * t8 + t7 - _same_padding(t9, ksize[2], strides[2], 1)
             t11 = _gather(t5, t10, -4, fill=float("-inf"))
-            t12 = ksize[1]
-            t13 = tf.range(tf.cast(t12, tf.int64))
-            t14 = t13[..., None]
-            t15 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
-            t16 = strides[1] * t15 + t14
+            t12 = tf.range(tf.cast(ksize[1], tf.int64))
+            t13 = t12[..., None]
+            t14 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
+            t15 = tf.shape(orig_input, out_type=tf.int64)[-4]
+            t16 = strides[1] * t14 + t13 - _same_padding(t15, ksize[1], strides[1], 1)
             t17 = _gather(t11, t16, -6, fill=float("-inf"))
             t18 = tf.transpose(t17, perm=[0, 7, 1, 3, 5, 2, 4, 6])
             t19 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
@@ -3621,69 +3663,6 @@ def max_pool3d_grad(
             )
             t26 = tf.math.cumsum(t25, axis=-6, exclusive=True)
             affine1 = t21 + t23 + t26
-            output = _max_pool_backprop(
-                orig_input,
-                orig_output,
-                grad,
-                window=[ksize[1], ksize[2], ksize[3]],
-                strides=[strides[1], strides[2], strides[3]],
-                geometry=lambda size: (
-                    [0, 0, 0],
-                    [size(orig_input, -4), size(orig_input, -3), size(orig_input, -2)],
-                ),
-            )
-        elif padding == "SAME":
-            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
-            t5 = strides[3] * t3 + t2 - _same_padding(t4, ksize[3], strides[3], 1)
-            t6 = _gather(orig_input, t5, -2, fill=float("-inf"))
-            t7 = ksize[2]
-            t8 = tf.range(tf.cast(t7, tf.int64))
-            t9 = t8[..., None]
-            t10 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t11 = tf.shape(orig_input, out_type=tf.int64)[-3]
-            t12 = strides[2] * t10 + t9 - _same_padding(t11, ksize[2], strides[2], 1)
-            t13 = _gather(t6, t12, -4, fill=float("-inf"))
-            t14 = ksize[1]
-            t15 = tf.range(tf.cast(t14, tf.int64))
-            t16 = t15[..., None]
-            t17 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
-            t18 = tf.shape(orig_input, out_type=tf.int64)[-4]
-            t19 = strides[1] * t17 + t16 - _same_padding(t18, ksize[1], strides[1], 1)
-            t20 = _gather(t13, t19, -6, fill=float("-inf"))
-            t21 = tf.transpose(t20, perm=[0, 7, 1, 3, 5, 2, 4, 6])
-            t22 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
-            t23 = t22[..., None, None, None, :, :, :]
-            t24 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t21, t23),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-4,
-                exclusive=True,
-            )
-            t25 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t21, t23),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-4,
-                keepdims=True,
-            )
-            t26 = tf.math.cumsum(t25, axis=-5, exclusive=True)
-            t27 = tf.transpose(t20, perm=[0, 7, 1, 5, 3, 2, 4, 6])
-            t28 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t23, t27),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=[-5, -4],
-                keepdims=True,
-            )
-            t29 = tf.math.cumsum(t28, axis=-6, exclusive=True)
-            affine1 = t24 + t26 + t29
             output = _max_pool_backprop(
                 orig_input,
                 orig_output,
@@ -3838,22 +3817,86 @@ def max_pool3d_gradgrad(
             )
         t0 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
         t1 = t0[..., None]
-        t2 = ksize[3]
-        t3 = tf.range(tf.cast(t2, tf.int64))
+        t2 = tf.range(tf.cast(ksize[3], tf.int64))
         if padding == "VALID":
-            t4 = strides[3] * t1 + t3
+            t3 = strides[3] * t1 + t2
+            t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
+            t5 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+            t6 = t5[..., None]
+            t7 = tf.range(tf.cast(ksize[2], tf.int64))
+            t8 = strides[2] * t6 + t7
+            t9 = _gather(t4, t8, -4, fill=float("-inf"))
+            t10 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
+            t11 = t10[..., None]
+            t12 = tf.range(tf.cast(ksize[1], tf.int64))
+            t13 = strides[1] * t11 + t12
+            t14 = _gather(t9, t13, -6, fill=float("-inf"))
+            t15 = tf.transpose(t14, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            t16 = orig_output[..., None, None, None]
+            t17 = tf.math.cumsum(
+                tf.where(
+                    tf.equal(t15, t16),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                exclusive=True,
+            )
+            t18 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t15, t16),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=-1,
+                keepdims=True,
+            )
+            t19 = tf.math.cumsum(t18, axis=-2, exclusive=True)
+            t20 = tf.transpose(t14, perm=[0, 1, 3, 5, 7, 2, 6, 4])
+            t21 = tf.reduce_sum(
+                tf.where(
+                    tf.equal(t16, t20),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=[-2, -1],
+                keepdims=True,
+            )
+            t22 = tf.math.cumsum(t21, axis=-3, exclusive=True)
+            affine1 = t17 + t19 + t22
+            t23 = _gather(grad, t3, -2)
+            t24 = _gather(t23, t8, -4)
+            t25 = _gather(t24, t13, -6)
+            t26 = tf.transpose(t25, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            output = tf.reduce_sum(
+                t26
+                * tf.where(
+                    tf.equal(t15, t16),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                )
+                * tf.where(
+                    tf.equal(affine1, 0),
+                    tf.constant(1, orig_input.dtype),
+                    tf.constant(0, orig_input.dtype),
+                ),
+                axis=[-3, -2, -1],
+            )
+        elif padding == "SAME":
+            t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t4 = strides[3] * t1 + t2 - _same_padding(t3, ksize[3], strides[3], 1)
             t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
             t6 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
             t7 = t6[..., None]
-            t8 = ksize[2]
-            t9 = tf.range(tf.cast(t8, tf.int64))
-            t10 = strides[2] * t7 + t9
+            t8 = tf.range(tf.cast(ksize[2], tf.int64))
+            t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t10 = strides[2] * t7 + t8 - _same_padding(t9, ksize[2], strides[2], 1)
             t11 = _gather(t5, t10, -4, fill=float("-inf"))
             t12 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
             t13 = t12[..., None]
-            t14 = ksize[1]
-            t15 = tf.range(tf.cast(t14, tf.int64))
-            t16 = strides[1] * t13 + t15
+            t14 = tf.range(tf.cast(ksize[1], tf.int64))
+            t15 = tf.shape(orig_input, out_type=tf.int64)[-4]
+            t16 = strides[1] * t13 + t14 - _same_padding(t15, ksize[1], strides[1], 1)
             t17 = _gather(t11, t16, -6, fill=float("-inf"))
             t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 7, 2, 4, 6])
             t19 = orig_output[..., None, None, None]
@@ -3896,75 +3939,6 @@ def max_pool3d_gradgrad(
                 t29
                 * tf.where(
                     tf.equal(t18, t19),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                )
-                * tf.where(
-                    tf.equal(affine1, 0),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=[-3, -2, -1],
-            )
-        elif padding == "SAME":
-            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
-            t5 = strides[3] * t1 + t3 - _same_padding(t4, ksize[3], strides[3], 1)
-            t6 = _gather(orig_input, t5, -2, fill=float("-inf"))
-            t7 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t8 = t7[..., None]
-            t9 = ksize[2]
-            t10 = tf.range(tf.cast(t9, tf.int64))
-            t11 = tf.shape(orig_input, out_type=tf.int64)[-3]
-            t12 = strides[2] * t8 + t10 - _same_padding(t11, ksize[2], strides[2], 1)
-            t13 = _gather(t6, t12, -4, fill=float("-inf"))
-            t14 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
-            t15 = t14[..., None]
-            t16 = ksize[1]
-            t17 = tf.range(tf.cast(t16, tf.int64))
-            t18 = tf.shape(orig_input, out_type=tf.int64)[-4]
-            t19 = strides[1] * t15 + t17 - _same_padding(t18, ksize[1], strides[1], 1)
-            t20 = _gather(t13, t19, -6, fill=float("-inf"))
-            t21 = tf.transpose(t20, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            t22 = orig_output[..., None, None, None]
-            t23 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t21, t22),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                exclusive=True,
-            )
-            t24 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t21, t22),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                keepdims=True,
-            )
-            t25 = tf.math.cumsum(t24, axis=-2, exclusive=True)
-            t26 = tf.transpose(t20, perm=[0, 1, 3, 5, 7, 2, 6, 4])
-            t27 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t22, t26),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=[-2, -1],
-                keepdims=True,
-            )
-            t28 = tf.math.cumsum(t27, axis=-3, exclusive=True)
-            affine1 = t23 + t25 + t28
-            t29 = _gather(grad, t5, -2)
-            t30 = _gather(t29, t12, -4)
-            t31 = _gather(t30, t19, -6)
-            t32 = tf.transpose(t31, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            output = tf.reduce_sum(
-                t32
-                * tf.where(
-                    tf.equal(t21, t22),
                     tf.constant(1, orig_input.dtype),
                     tf.constant(0, orig_input.dtype),
                 )

@@ -685,8 +685,9 @@ def depthwise_conv2d_native_backprop_input_forward(
     dilations=(1, 1, 1, 1),
 ):
     """DepthwiseConv2dNativeBackpropInput's formula."""
-    t0 = input_sizes[3]
-    out_backprop_split = torch.reshape(out_backprop, np.shape(out_backprop)[:-1] + (t0, -1))
+    out_backprop_split = torch.reshape(
+        out_backprop, np.shape(out_backprop)[:-1] + (input_sizes[3], -1)
+    )
     if padding == "VALID":
         output = _depthwise_conv_backprop_input(
             out_backprop_split,
@@ -745,11 +746,12 @@ def depthwise_conv2d_native_backprop_input_vjp(
             i.e. `_depthwise_conv_backprop_filter(grad, out_backprop_split, ...`
         grad_out_backprop[n, i, j, c, m] = sum_{a, b} grad[n, a * dilations[1] + i * strides[1], b *
             dilations[2] + j * strides[2], c] * filter[a, b, c, m]
-            i.e. `torch.reshape(t1, (t2, t3, t4, t5 * t6))`
+            i.e. `torch.reshape(t0, (t1, t2, t3, t4 * t5))`
     """
     if padding in ("VALID", "SAME", "EXPLICIT"):
-        t0 = input_sizes[3]
-        out_backprop_split = torch.reshape(out_backprop, np.shape(out_backprop)[:-1] + (t0, -1))
+        out_backprop_split = torch.reshape(
+            out_backprop, np.shape(out_backprop)[:-1] + (input_sizes[3], -1)
+        )
         if padding == "VALID":
             grad_filter = _depthwise_conv_backprop_filter(
                 grad,
@@ -759,7 +761,7 @@ def depthwise_conv2d_native_backprop_input_vjp(
                 pads=(0, 0),
                 sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
             )
-            t1 = _depthwise_conv(
+            t0 = _depthwise_conv(
                 grad,
                 filter,
                 strides=(strides[1], strides[2]),
@@ -784,7 +786,7 @@ def depthwise_conv2d_native_backprop_input_vjp(
                 ),
                 sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
             )
-            t1 = _depthwise_conv(
+            t0 = _depthwise_conv(
                 grad,
                 filter,
                 strides=(strides[1], strides[2]),
@@ -804,7 +806,7 @@ def depthwise_conv2d_native_backprop_input_vjp(
                 pads=(explicit_paddings[2], explicit_paddings[4]),
                 sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
             )
-            t1 = _depthwise_conv(
+            t0 = _depthwise_conv(
                 grad,
                 filter,
                 strides=(strides[1], strides[2]),
@@ -831,12 +833,12 @@ def depthwise_conv2d_native_backprop_input_vjp(
                     + 1,
                 ),
             )
-        t2 = np.shape(out_backprop_split)[-5]
-        t3 = np.shape(out_backprop_split)[-4]
-        t4 = np.shape(out_backprop_split)[-3]
-        t5 = np.shape(filter)[-2]
-        t6 = np.shape(filter)[-1]
-        grad_out_backprop = torch.reshape(t1, (t2, t3, t4, t5 * t6))
+        t1 = np.shape(out_backprop_split)[-5]
+        t2 = np.shape(out_backprop_split)[-4]
+        t3 = np.shape(out_backprop_split)[-3]
+        t4 = np.shape(filter)[-2]
+        t5 = np.shape(filter)[-1]
+        grad_out_backprop = torch.reshape(t0, (t1, t2, t3, t4 * t5))
     else:
         raise ValueError(
             f"DepthwiseConv2dNativeBackpropInput: unsupported attributes padding={padding!r}"
@@ -908,8 +910,9 @@ def depthwise_conv2d_native_backprop_filter_forward(
     dilations=(1, 1, 1, 1),
 ):
     """DepthwiseConv2dNativeBackpropFilter's formula."""
-    t0 = filter_sizes[3]
-    out_backprop_split = torch.reshape(out_backprop, np.shape(out_backprop)[:-1] + (-1, t0))
+    out_backprop_split = torch.reshape(
+        out_backprop, np.shape(out_backprop)[:-1] + (-1, filter_sizes[3])
+    )
     if padding == "VALID":
         output = _depthwise_conv_backprop_filter(
             input,
@@ -968,11 +971,12 @@ def depthwise_conv2d_native_backprop_filter_vjp(
             i.e. `_depthwise_conv_backprop_input(out_backprop_split, grad, ...`
         grad_out_backprop[n, i, j, c, m] = sum_{a, b} grad[a, b, c, m] * input[n, a * dilations[1] +
             i * strides[1], b * dilations[2] + j * strides[2], c]
-            i.e. `torch.reshape(t1, (t2, t3, t4, t5 * t6))`
+            i.e. `torch.reshape(t0, (t1, t2, t3, t4 * t5))`
     """
     if padding in ("VALID", "SAME", "EXPLICIT"):
-        t0 = filter_sizes[3]
-        out_backprop_split = torch.reshape(out_backprop, np.shape(out_backprop)[:-1] + (-1, t0))
+        out_backprop_split = torch.reshape(
+            out_backprop, np.shape(out_backprop)[:-1] + (-1, filter_sizes[3])
+        )
         if padding == "VALID":
             grad_input = _depthwise_conv_backprop_input(
                 out_backprop_split,
@@ -982,7 +986,7 @@ def depthwise_conv2d_native_backprop_filter_vjp(
                 pads=(0, 0),
                 sizes=(np.shape(input)[-3], np.shape(input)[-2]),
             )
-            t1 = _depthwise_conv(
+            t0 = _depthwise_conv(
                 input,
                 grad,
                 strides=(strides[1], strides[2]),
@@ -1007,7 +1011,7 @@ def depthwise_conv2d_native_backprop_filter_vjp(
                 ),
                 sizes=(np.shape(input)[-3], np.shape(input)[-2]),
             )
-            t1 = _depthwise_conv(
+            t0 = _depthwise_conv(
                 input,
                 grad,
                 strides=(strides[1], strides[2]),
@@ -1030,7 +1034,7 @@ def depthwise_conv2d_native_backprop_filter_vjp(
                 pads=(explicit_paddings[2], explicit_paddings[4]),
                 sizes=(np.shape(input)[-3], np.shape(input)[-2]),
             )
-            t1 = _depthwise_conv(
+            t0 = _depthwise_conv(
                 input,
                 grad,
                 strides=(strides[1], strides[2]),
@@ -1057,12 +1061,12 @@ def depthwise_conv2d_native_backprop_filter_vjp(
                     + 1,
                 ),
             )
-        t2 = np.shape(input)[-4]
-        t3 = np.shape(out_backprop_split)[-4]
-        t4 = np.shape(out_backprop_split)[-3]
-        t5 = np.shape(input)[-1]
-        t6 = np.shape(out_backprop_split)[-1]
-        grad_out_backprop = torch.reshape(t1, (t2, t3, t4, t5 * t6))
+        t1 = np.shape(input)[-4]
+        t2 = np.shape(out_backprop_split)[-4]
+        t3 = np.shape(out_backprop_split)[-3]
+        t4 = np.shape(input)[-1]
+        t5 = np.shape(out_backprop_split)[-1]
+        grad_out_backprop = torch.reshape(t0, (t1, t2, t3, t4 * t5))
     else:
         raise ValueError(
             f"DepthwiseConv2dNativeBackpropFilter: unsupported attributes padding={padding!r}"
@@ -1427,67 +1431,67 @@ def avg_pool_grad_forward(grad, *, padding="VALID", orig_input_shape, ksize, str
         t1 = t0[..., None, None, None]
         t2 = torch.arange(np.shape(grad)[-2])
         t3 = t2[..., None, None]
-        t4 = ksize[2]
-        t5 = torch.arange(int(t4))
-        t6 = t5[..., None]
-        t7 = ksize[1]
-        t8 = torch.arange(int(t7))
+        t4 = torch.arange(int(ksize[2]))
+        t5 = t4[..., None]
+        t6 = torch.arange(int(ksize[1]))
         if padding == "VALID":
-            t9 = (
-                (strides[1] * t1 + t8 >= 0)
-                & (strides[2] * t3 + t6 >= 0)
-                & (strides[1] * t1 + t8 <= orig_input_shape[1] - 1)
-                & (strides[2] * t3 + t6 <= orig_input_shape[2] - 1)
+            t7 = (
+                (strides[1] * t1 + t6 >= 0)
+                & (strides[2] * t3 + t5 >= 0)
+                & (strides[1] * t1 + t6 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t5 <= orig_input_shape[2] - 1)
             )
         else:
-            t9 = (
+            t7 = (
                 (
                     strides[1] * t1
-                    + t8
+                    + t6
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     >= 0
                 )
                 & (
                     strides[2] * t3
-                    + t6
+                    + t5
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     >= 0
                 )
                 & (
                     strides[1] * t1
-                    + t8
+                    + t6
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     <= orig_input_shape[1] - 1
                 )
                 & (
                     strides[2] * t3
-                    + t6
+                    + t5
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     <= orig_input_shape[2] - 1
                 )
             )
-        t10 = t9[..., None, :, :, :]
-        t11 = torch.sum(torch.asarray(t10, dtype=grad.dtype), axis=(-2, -1), keepdims=True)
-        t12 = grad[..., None, :, None, :]
-        t13 = t12 / t11
-        t14 = orig_input_shape[2]
-        t15 = t2[..., None]
+        t8 = t7[..., None, :, :, :]
+        t9 = torch.sum(torch.asarray(t8, dtype=grad.dtype), axis=(-2, -1), keepdims=True)
+        t10 = grad[..., None, :, None, :]
+        t11 = t10 / t9
+        t12 = t2[..., None]
         if padding == "VALID":
-            t16 = strides[2] * t15 + t5
+            t13 = strides[2] * t12 + t4
+        else:
+            t13 = (
+                strides[2] * t12 + t4 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+            )
+        t14 = _scatter_add(
+            t11, t13, 1, orig_input_shape[2]
+        )  # no gather form: an explicit scatter-add
+        t15 = t0[..., None]
+        if padding == "VALID":
+            t16 = strides[1] * t15 + t6
         else:
             t16 = (
-                strides[2] * t15 + t5 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                strides[1] * t15 + t6 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
             )
-        t17 = _scatter_add(t13, t16, 1, t14)  # no gather form: an explicit scatter-add
-        t18 = orig_input_shape[1]
-        t19 = t0[..., None]
-        if padding == "VALID":
-            t20 = strides[1] * t19 + t8
-        else:
-            t20 = (
-                strides[1] * t19 + t8 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-            )
-        output = _scatter_add(t17, t20, 2, t18)  # no gather form: an explicit scatter-add
+        output = _scatter_add(
+            t14, t16, 2, orig_input_shape[1]
+        )  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPoolGrad: unsupported attributes padding={padding!r}")
     return output
@@ -1504,73 +1508,71 @@ def avg_pool_grad_vjp(
             * strides[1], j * strides[2] + m, c] / (sum_{a = 0..ksize[1] - 1, b = 0..ksize[2] - 1}
             indicator(a + i * strides[1] >= 0 and b + j * strides[2] >= 0 and a + i * strides[1] <=
             orig_input_shape[1] - 1 and b + j * strides[2] <= orig_input_shape[2] - 1))
-            i.e. `t19 / t11`
+            i.e. `t17 / t9`
     """
     if padding in ("VALID", "SAME"):
         t0 = torch.arange(np.shape(grad)[-3])
         t1 = t0[..., None, None, None]
         t2 = torch.arange(np.shape(grad)[-2])
         t3 = t2[..., None, None]
-        t4 = ksize[1]
-        t5 = torch.arange(int(t4))
-        t6 = t5[..., None]
-        t7 = ksize[2]
-        t8 = torch.arange(int(t7))
+        t4 = torch.arange(int(ksize[1]))
+        t5 = t4[..., None]
+        t6 = torch.arange(int(ksize[2]))
         if padding == "VALID":
-            t9 = (
-                (strides[1] * t1 + t6 >= 0)
-                & (strides[2] * t3 + t8 >= 0)
-                & (strides[1] * t1 + t6 <= orig_input_shape[1] - 1)
-                & (strides[2] * t3 + t8 <= orig_input_shape[2] - 1)
+            t7 = (
+                (strides[1] * t1 + t5 >= 0)
+                & (strides[2] * t3 + t6 >= 0)
+                & (strides[1] * t1 + t5 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t6 <= orig_input_shape[2] - 1)
             )
         else:
-            t9 = (
+            t7 = (
                 (
                     strides[1] * t1
-                    + t6
+                    + t5
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     >= 0
                 )
                 & (
                     strides[2] * t3
-                    + t8
+                    + t6
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     >= 0
                 )
                 & (
                     strides[1] * t1
-                    + t6
+                    + t5
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     <= orig_input_shape[1] - 1
                 )
                 & (
                     strides[2] * t3
-                    + t8
+                    + t6
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     <= orig_input_shape[2] - 1
                 )
             )
-        t10 = t9[..., None, :, :]
-        t11 = torch.sum(torch.asarray(t10, dtype=grad_output.dtype), axis=(-2, -1))
-        t12 = t2[..., None]
+        t8 = t7[..., None, :, :]
+        t9 = torch.sum(torch.asarray(t8, dtype=grad_output.dtype), axis=(-2, -1))
+        t10 = t2[..., None]
         if padding == "VALID":
-            t13 = strides[2] * t12 + t8
+            t11 = strides[2] * t10 + t6
         else:
-            t13 = (
-                strides[2] * t12 + t8 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+            t11 = (
+                strides[2] * t10 + t6 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
             )
-        t14 = _gather(grad_output, t13, -2)
-        t15 = t0[..., None]
+        t12 = _gather(grad_output, t11, -2)
+        t13 = t0[..., None]
         if padding == "VALID":
-            t16 = strides[1] * t15 + t5
+            t14 = strides[1] * t13 + t4
         else:
-            t16 = (
-                strides[1] * t15 + t5 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+            t14 = (
+                strides[1] * t13 + t4 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
             )
-        t17 = _gather(t14, t16, -4)
-        t18 = torch.permute(t17, (0, 1, 3, 5, 2, 4))
-        t19 = torch.sum(t18, axis=(-2, -1))
-        grad_grad = t19 / t11
+        t15 = _gather(t12, t14, -4)
+        t16 = torch.permute(t15, (0, 1, 3, 5, 2, 4))
+        t17 = torch.sum(t16, axis=(-2, -1))
+        grad_grad = t17 / t9
     else:
         raise ValueError(f"AvgPoolGrad: unsupported attributes padding={padding!r}")
     return (grad_grad,)
@@ -1617,95 +1619,95 @@ def avg_pool3d_grad_forward(grad, *, padding="VALID", orig_input_shape, ksize, s
         t1 = t0[..., None, None, None, None, None]
         t2 = torch.arange(np.shape(grad)[-3])
         t3 = t2[..., None, None, None, None]
-        t4 = ksize[3]
-        t5 = torch.arange(int(t4))
-        t6 = t5[..., None, None, None]
-        t7 = torch.arange(np.shape(grad)[-2])
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = torch.arange(int(t9))
-        t11 = t10[..., None]
-        t12 = ksize[1]
-        t13 = torch.arange(int(t12))
+        t4 = torch.arange(int(ksize[3]))
+        t5 = t4[..., None, None, None]
+        t6 = torch.arange(np.shape(grad)[-2])
+        t7 = t6[..., None, None]
+        t8 = torch.arange(int(ksize[2]))
+        t9 = t8[..., None]
+        t10 = torch.arange(int(ksize[1]))
         if padding == "VALID":
-            t14 = (
-                (strides[1] * t1 + t13 >= 0)
-                & (strides[2] * t3 + t11 >= 0)
-                & (strides[3] * t8 + t6 >= 0)
-                & (strides[1] * t1 + t13 <= orig_input_shape[1] - 1)
-                & (strides[2] * t3 + t11 <= orig_input_shape[2] - 1)
-                & (strides[3] * t8 + t6 <= orig_input_shape[3] - 1)
+            t11 = (
+                (strides[1] * t1 + t10 >= 0)
+                & (strides[2] * t3 + t9 >= 0)
+                & (strides[3] * t7 + t5 >= 0)
+                & (strides[1] * t1 + t10 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t9 <= orig_input_shape[2] - 1)
+                & (strides[3] * t7 + t5 <= orig_input_shape[3] - 1)
             )
         else:
-            t14 = (
+            t11 = (
                 (
                     strides[1] * t1
-                    + t13
+                    + t10
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     >= 0
                 )
                 & (
                     strides[2] * t3
-                    + t11
+                    + t9
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     >= 0
                 )
                 & (
-                    strides[3] * t8
-                    + t6
+                    strides[3] * t7
+                    + t5
                     - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
                     >= 0
                 )
                 & (
                     strides[1] * t1
-                    + t13
+                    + t10
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     <= orig_input_shape[1] - 1
                 )
                 & (
                     strides[2] * t3
-                    + t11
+                    + t9
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     <= orig_input_shape[2] - 1
                 )
                 & (
-                    strides[3] * t8
-                    + t6
+                    strides[3] * t7
+                    + t5
                     - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
                     <= orig_input_shape[3] - 1
                 )
             )
-        t15 = t14[..., None, :, :, :, :, :]
-        t16 = torch.sum(torch.asarray(t15, dtype=grad.dtype), axis=(-4, -2, -1), keepdims=True)
-        t17 = grad[..., None, :, None, :, None, :]
-        t18 = t17 / t16
-        t19 = orig_input_shape[1]
-        t20 = t0[..., None]
+        t12 = t11[..., None, :, :, :, :, :]
+        t13 = torch.sum(torch.asarray(t12, dtype=grad.dtype), axis=(-4, -2, -1), keepdims=True)
+        t14 = grad[..., None, :, None, :, None, :]
+        t15 = t14 / t13
+        t16 = t0[..., None]
         if padding == "VALID":
-            t21 = strides[1] * t20 + t13
+            t17 = strides[1] * t16 + t10
         else:
-            t21 = (
-                strides[1] * t20 + t13 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+            t17 = (
+                strides[1] * t16 + t10 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
             )
-        t22 = _scatter_add(t18, t21, 5, t19)  # no gather form: an explicit scatter-add
-        t23 = orig_input_shape[3]
-        t24 = t7[..., None]
+        t18 = _scatter_add(
+            t15, t17, 5, orig_input_shape[1]
+        )  # no gather form: an explicit scatter-add
+        t19 = t6[..., None]
         if padding == "VALID":
-            t25 = strides[3] * t24 + t5
+            t20 = strides[3] * t19 + t4
         else:
-            t25 = (
-                strides[3] * t24 + t5 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+            t20 = (
+                strides[3] * t19 + t4 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
             )
-        t26 = _scatter_add(t22, t25, 1, t23)  # no gather form: an explicit scatter-add
-        t27 = orig_input_shape[2]
-        t28 = t2[..., None]
+        t21 = _scatter_add(
+            t18, t20, 1, orig_input_shape[3]
+        )  # no gather form: an explicit scatter-add
+        t22 = t2[..., None]
         if padding == "VALID":
-            t29 = strides[2] * t28 + t10
+            t23 = strides[2] * t22 + t8
         else:
-            t29 = (
-                strides[2] * t28 + t10 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+            t23 = (
+                strides[2] * t22 + t8 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
             )
-        output = _scatter_add(t26, t29, 2, t27)  # no gather form: an explicit scatter-add
+        output = _scatter_add(
+            t21, t23, 2, orig_input_shape[2]
+        )  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool3DGrad: unsupported attributes padding={padding!r}")
     return output
@@ -1723,7 +1725,7 @@ def avg_pool3d_grad_vjp(
             (sum_{e = 0..ksize[1] - 1, a = 0..ksize[2] - 1, b = 0..ksize[3] - 1} indicator(a + i *
             strides[2] >= 0 and b + j * strides[3] >= 0 and e + strides[1] * z >= 0 and a + i *
             strides[2] <= orig_input_shape[2] - 1 and b + j * strides[3] <= orig_input_shape[3] - 1
-            and e + strides[1] * z <= orig_input_shape[1] - 1)), i.e. `t27 / t16`
+            and e + strides[1] * z <= orig_input_shape[1] - 1)), i.e. `t24 / t13`
     """
     if padding in ("VALID", "SAME"):
         t0 = torch.arange(np.shape(grad)[-4])
@@ -1732,91 +1734,88 @@ def avg_pool3d_grad_vjp(
         t3 = t2[..., None, None, None, None]
         t4 = torch.arange(np.shape(grad)[-2])
         t5 = t4[..., None, None, None]
-        t6 = ksize[1]
-        t7 = torch.arange(int(t6))
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = torch.arange(int(t9))
-        t11 = t10[..., None]
-        t12 = ksize[3]
-        t13 = torch.arange(int(t12))
+        t6 = torch.arange(int(ksize[1]))
+        t7 = t6[..., None, None]
+        t8 = torch.arange(int(ksize[2]))
+        t9 = t8[..., None]
+        t10 = torch.arange(int(ksize[3]))
         if padding == "VALID":
-            t14 = (
-                (strides[1] * t1 + t8 >= 0)
-                & (strides[2] * t3 + t11 >= 0)
-                & (strides[3] * t5 + t13 >= 0)
-                & (strides[1] * t1 + t8 <= orig_input_shape[1] - 1)
-                & (strides[2] * t3 + t11 <= orig_input_shape[2] - 1)
-                & (strides[3] * t5 + t13 <= orig_input_shape[3] - 1)
+            t11 = (
+                (strides[1] * t1 + t7 >= 0)
+                & (strides[2] * t3 + t9 >= 0)
+                & (strides[3] * t5 + t10 >= 0)
+                & (strides[1] * t1 + t7 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t9 <= orig_input_shape[2] - 1)
+                & (strides[3] * t5 + t10 <= orig_input_shape[3] - 1)
             )
         else:
-            t14 = (
+            t11 = (
                 (
                     strides[1] * t1
-                    + t8
+                    + t7
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     >= 0
                 )
                 & (
                     strides[2] * t3
-                    + t11
+                    + t9
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     >= 0
                 )
                 & (
                     strides[3] * t5
-                    + t13
+                    + t10
                     - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
                     >= 0
                 )
                 & (
                     strides[1] * t1
-                    + t8
+                    + t7
                     - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
                     <= orig_input_shape[1] - 1
                 )
                 & (
                     strides[2] * t3
-                    + t11
+                    + t9
                     - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
                     <= orig_input_shape[2] - 1
                 )
                 & (
                     strides[3] * t5
-                    + t13
+                    + t10
                     - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
                     <= orig_input_shape[3] - 1
                 )
             )
-        t15 = t14[..., None, :, :, :]
-        t16 = torch.sum(torch.asarray(t15, dtype=grad_output.dtype), axis=(-3, -2, -1))
-        t17 = t4[..., None]
+        t12 = t11[..., None, :, :, :]
+        t13 = torch.sum(torch.asarray(t12, dtype=grad_output.dtype), axis=(-3, -2, -1))
+        t14 = t4[..., None]
         if padding == "VALID":
-            t18 = strides[3] * t17 + t13
+            t15 = strides[3] * t14 + t10
+        else:
+            t15 = (
+                strides[3] * t14 + t10 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+            )
+        t16 = _gather(grad_output, t15, -2)
+        t17 = t2[..., None]
+        if padding == "VALID":
+            t18 = strides[2] * t17 + t8
         else:
             t18 = (
-                strides[3] * t17 + t13 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+                strides[2] * t17 + t8 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
             )
-        t19 = _gather(grad_output, t18, -2)
-        t20 = t2[..., None]
+        t19 = _gather(t16, t18, -4)
+        t20 = t0[..., None]
         if padding == "VALID":
-            t21 = strides[2] * t20 + t10
+            t21 = strides[1] * t20 + t6
         else:
             t21 = (
-                strides[2] * t20 + t10 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                strides[1] * t20 + t6 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
             )
-        t22 = _gather(t19, t21, -4)
-        t23 = t0[..., None]
-        if padding == "VALID":
-            t24 = strides[1] * t23 + t7
-        else:
-            t24 = (
-                strides[1] * t23 + t7 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-            )
-        t25 = _gather(t22, t24, -6)
-        t26 = torch.permute(t25, (0, 1, 3, 5, 7, 2, 4, 6))
-        t27 = torch.sum(t26, axis=(-3, -2, -1))
-        grad_grad = t27 / t16
+        t22 = _gather(t19, t21, -6)
+        t23 = torch.permute(t22, (0, 1, 3, 5, 7, 2, 4, 6))
+        t24 = torch.sum(t23, axis=(-3, -2, -1))
+        grad_grad = t24 / t13
     else:
         raise ValueError(f"AvgPool3DGrad: unsupported attributes padding={padding!r}")
     return (grad_grad,)
@@ -1876,28 +1875,26 @@ def max_pool_grad_forward(
         raise ValueError(
             f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
         )
-    t0 = ksize[2]
-    t1 = torch.arange(int(t0))
-    t2 = t1[..., None]
-    t3 = torch.arange(np.shape(orig_output)[-2])
+    t0 = torch.arange(int(ksize[2]))
+    t1 = t0[..., None]
+    t2 = torch.arange(np.shape(orig_output)[-2])
     if padding == "VALID":
-        t4 = strides[2] * t3 + t2
-        t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
-        t6 = ksize[1]
-        t7 = torch.arange(int(t6))
-        t8 = t7[..., None]
-        t9 = torch.arange(np.shape(orig_output)[-3])
-        t10 = strides[1] * t9 + t8
-        t11 = _gather(t5, t10, -4, fill=-torch.inf)
-        t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
-        t13 = torch.permute(orig_output, (0, 3, 1, 2))
-        t14 = t13[..., None, None, :, :]
-        t15 = _shift_right(
-            torch.cumsum(torch.asarray(t12 == t14, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
+        t3 = strides[2] * t2 + t1
+        t4 = _gather(orig_input, t3, -2, fill=-torch.inf)
+        t5 = torch.arange(int(ksize[1]))
+        t6 = t5[..., None]
+        t7 = torch.arange(np.shape(orig_output)[-3])
+        t8 = strides[1] * t7 + t6
+        t9 = _gather(t4, t8, -4, fill=-torch.inf)
+        t10 = torch.permute(t9, (0, 5, 1, 3, 2, 4))
+        t11 = torch.permute(orig_output, (0, 3, 1, 2))
+        t12 = t11[..., None, None, :, :]
+        t13 = _shift_right(
+            torch.cumsum(torch.asarray(t10 == t12, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
         )
-        t16 = torch.sum(torch.asarray(t12 == t14, dtype=orig_input.dtype), axis=-3, keepdims=True)
-        t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
-        affine1 = t15 + t17
+        t14 = torch.sum(torch.asarray(t10 == t12, dtype=orig_input.dtype), axis=-3, keepdims=True)
+        t15 = _shift_right(torch.cumsum(t14, dim=-4), axis=-4, fill=0)
+        affine1 = t13 + t15
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -1908,25 +1905,24 @@ def max_pool_grad_forward(
             sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
         )
     elif padding == "SAME":
-        t4 = np.shape(orig_input)[-2]
-        t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
-        t6 = _gather(orig_input, t5, -2, fill=-torch.inf)
-        t7 = ksize[1]
-        t8 = torch.arange(int(t7))
-        t9 = t8[..., None]
-        t10 = torch.arange(np.shape(orig_output)[-3])
-        t11 = np.shape(orig_input)[-3]
-        t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
-        t13 = _gather(t6, t12, -4, fill=-torch.inf)
-        t14 = torch.permute(t13, (0, 5, 1, 3, 2, 4))
-        t15 = torch.permute(orig_output, (0, 3, 1, 2))
-        t16 = t15[..., None, None, :, :]
-        t17 = _shift_right(
-            torch.cumsum(torch.asarray(t14 == t16, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
+        t3 = np.shape(orig_input)[-2]
+        t4 = strides[2] * t2 + t1 - _same_padding(t3, ksize[2], strides[2], 1)
+        t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
+        t6 = torch.arange(int(ksize[1]))
+        t7 = t6[..., None]
+        t8 = torch.arange(np.shape(orig_output)[-3])
+        t9 = np.shape(orig_input)[-3]
+        t10 = strides[1] * t8 + t7 - _same_padding(t9, ksize[1], strides[1], 1)
+        t11 = _gather(t5, t10, -4, fill=-torch.inf)
+        t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
+        t13 = torch.permute(orig_output, (0, 3, 1, 2))
+        t14 = t13[..., None, None, :, :]
+        t15 = _shift_right(
+            torch.cumsum(torch.asarray(t12 == t14, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
         )
-        t18 = torch.sum(torch.asarray(t14 == t16, dtype=orig_input.dtype), axis=-3, keepdims=True)
-        t19 = _shift_right(torch.cumsum(t18, dim=-4), axis=-4, fill=0)
-        affine1 = t17 + t19
+        t16 = torch.sum(torch.asarray(t12 == t14, dtype=orig_input.dtype), axis=-3, keepdims=True)
+        t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
+        affine1 = t15 + t17
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -1972,7 +1968,7 @@ def max_pool_grad_vjp(
         grad_grad[n, i, j, c] = sum_{j0, j1} grad_output[n, i * strides[1] + j0, j * strides[2] +
             j1, c] * first_attained(indicator_equal(read_outside(orig_input[n, i * strides[1] + j0,
             j * strides[2] + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
-            i.e. `torch.sum(torch.where((t33 == t34) & (t35 == 0), t30, 0), axis=(-2, -1))`
+            i.e. `torch.sum(torch.where((t31 == t32) & (t33 == 0), t28, 0), axis=(-2, -1))`
     """
     if data_format != "NHWC":
         raise ValueError(
@@ -2007,23 +2003,21 @@ def max_pool_grad_vjp(
             affine1 = t15 + t17
         t18 = torch.arange(np.shape(orig_output)[-2])
         t19 = t18[..., None]
-        t20 = ksize[2]
-        t21 = torch.arange(int(t20))
-        t22 = strides[2] * t19 + t21
-        t23 = _gather(grad_output, t22, -2)
-        t24 = torch.arange(np.shape(orig_output)[-3])
-        t25 = t24[..., None]
-        t26 = ksize[1]
-        t27 = torch.arange(int(t26))
-        t28 = strides[1] * t25 + t27
-        t29 = _gather(t23, t28, -4)
-        t30 = torch.permute(t29, (0, 1, 3, 5, 2, 4))
-        t31 = _gather(orig_input, t22, -2, fill=-torch.inf)
-        t32 = _gather(t31, t28, -4, fill=-torch.inf)
-        t33 = torch.permute(t32, (0, 1, 3, 5, 2, 4))
-        t34 = orig_output[..., None, None]
-        t35 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = torch.sum(torch.where((t33 == t34) & (t35 == 0), t30, 0), axis=(-2, -1))
+        t20 = torch.arange(int(ksize[2]))
+        t21 = strides[2] * t19 + t20
+        t22 = _gather(grad_output, t21, -2)
+        t23 = torch.arange(np.shape(orig_output)[-3])
+        t24 = t23[..., None]
+        t25 = torch.arange(int(ksize[1]))
+        t26 = strides[1] * t24 + t25
+        t27 = _gather(t22, t26, -4)
+        t28 = torch.permute(t27, (0, 1, 3, 5, 2, 4))
+        t29 = _gather(orig_input, t21, -2, fill=-torch.inf)
+        t30 = _gather(t29, t26, -4, fill=-torch.inf)
+        t31 = torch.permute(t30, (0, 1, 3, 5, 2, 4))
+        t32 = orig_output[..., None, None]
+        t33 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = torch.sum(torch.where((t31 == t32) & (t33 == 0), t28, 0), axis=(-2, -1))
     elif padding == "SAME":
         if affine1 is None:
             t0 = ksize[2]
@@ -2055,25 +2049,23 @@ def max_pool_grad_vjp(
             affine1 = t17 + t19
         t20 = torch.arange(np.shape(orig_output)[-2])
         t21 = t20[..., None]
-        t22 = ksize[2]
-        t23 = torch.arange(int(t22))
-        t24 = np.shape(orig_input)[-2]
-        t25 = strides[2] * t21 + t23 - _same_padding(t24, ksize[2], strides[2], 1)
-        t26 = _gather(grad_output, t25, -2)
-        t27 = torch.arange(np.shape(orig_output)[-3])
-        t28 = t27[..., None]
-        t29 = ksize[1]
-        t30 = torch.arange(int(t29))
-        t31 = np.shape(orig_input)[-3]
-        t32 = strides[1] * t28 + t30 - _same_padding(t31, ksize[1], strides[1], 1)
-        t33 = _gather(t26, t32, -4)
-        t34 = torch.permute(t33, (0, 1, 3, 5, 2, 4))
-        t35 = _gather(orig_input, t25, -2, fill=-torch.inf)
-        t36 = _gather(t35, t32, -4, fill=-torch.inf)
-        t37 = torch.permute(t36, (0, 1, 3, 5, 2, 4))
-        t38 = orig_output[..., None, None]
-        t39 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = torch.sum(torch.where((t37 == t38) & (t39 == 0), t34, 0), axis=(-2, -1))
+        t22 = torch.arange(int(ksize[2]))
+        t23 = np.shape(orig_input)[-2]
+        t24 = strides[2] * t21 + t22 - _same_padding(t23, ksize[2], strides[2], 1)
+        t25 = _gather(grad_output, t24, -2)
+        t26 = torch.arange(np.shape(orig_output)[-3])
+        t27 = t26[..., None]
+        t28 = torch.arange(int(ksize[1]))
+        t29 = np.shape(orig_input)[-3]
+        t30 = strides[1] * t27 + t28 - _same_padding(t29, ksize[1], strides[1], 1)
+        t31 = _gather(t25, t30, -4)
+        t32 = torch.permute(t31, (0, 1, 3, 5, 2, 4))
+        t33 = _gather(orig_input, t24, -2, fill=-torch.inf)
+        t34 = _gather(t33, t30, -4, fill=-torch.inf)
+        t35 = torch.permute(t34, (0, 1, 3, 5, 2, 4))
+        t36 = orig_output[..., None, None]
+        t37 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = torch.sum(torch.where((t35 == t36) & (t37 == 0), t32, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -2135,28 +2127,26 @@ def max_pool_grad_v2_forward(
     """MaxPoolGradV2's formula."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
-    t0 = ksize[2]
-    t1 = torch.arange(int(t0))
-    t2 = t1[..., None]
-    t3 = torch.arange(np.shape(orig_output)[-2])
+    t0 = torch.arange(int(ksize[2]))
+    t1 = t0[..., None]
+    t2 = torch.arange(np.shape(orig_output)[-2])
     if padding == "VALID":
-        t4 = strides[2] * t3 + t2
-        t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
-        t6 = ksize[1]
-        t7 = torch.arange(int(t6))
-        t8 = t7[..., None]
-        t9 = torch.arange(np.shape(orig_output)[-3])
-        t10 = strides[1] * t9 + t8
-        t11 = _gather(t5, t10, -4, fill=-torch.inf)
-        t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
-        t13 = torch.permute(orig_output, (0, 3, 1, 2))
-        t14 = t13[..., None, None, :, :]
-        t15 = _shift_right(
-            torch.cumsum(torch.asarray(t12 == t14, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
+        t3 = strides[2] * t2 + t1
+        t4 = _gather(orig_input, t3, -2, fill=-torch.inf)
+        t5 = torch.arange(int(ksize[1]))
+        t6 = t5[..., None]
+        t7 = torch.arange(np.shape(orig_output)[-3])
+        t8 = strides[1] * t7 + t6
+        t9 = _gather(t4, t8, -4, fill=-torch.inf)
+        t10 = torch.permute(t9, (0, 5, 1, 3, 2, 4))
+        t11 = torch.permute(orig_output, (0, 3, 1, 2))
+        t12 = t11[..., None, None, :, :]
+        t13 = _shift_right(
+            torch.cumsum(torch.asarray(t10 == t12, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
         )
-        t16 = torch.sum(torch.asarray(t12 == t14, dtype=orig_input.dtype), axis=-3, keepdims=True)
-        t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
-        affine1 = t15 + t17
+        t14 = torch.sum(torch.asarray(t10 == t12, dtype=orig_input.dtype), axis=-3, keepdims=True)
+        t15 = _shift_right(torch.cumsum(t14, dim=-4), axis=-4, fill=0)
+        affine1 = t13 + t15
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2167,25 +2157,24 @@ def max_pool_grad_v2_forward(
             sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
         )
     elif padding == "SAME":
-        t4 = np.shape(orig_input)[-2]
-        t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
-        t6 = _gather(orig_input, t5, -2, fill=-torch.inf)
-        t7 = ksize[1]
-        t8 = torch.arange(int(t7))
-        t9 = t8[..., None]
-        t10 = torch.arange(np.shape(orig_output)[-3])
-        t11 = np.shape(orig_input)[-3]
-        t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
-        t13 = _gather(t6, t12, -4, fill=-torch.inf)
-        t14 = torch.permute(t13, (0, 5, 1, 3, 2, 4))
-        t15 = torch.permute(orig_output, (0, 3, 1, 2))
-        t16 = t15[..., None, None, :, :]
-        t17 = _shift_right(
-            torch.cumsum(torch.asarray(t14 == t16, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
+        t3 = np.shape(orig_input)[-2]
+        t4 = strides[2] * t2 + t1 - _same_padding(t3, ksize[2], strides[2], 1)
+        t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
+        t6 = torch.arange(int(ksize[1]))
+        t7 = t6[..., None]
+        t8 = torch.arange(np.shape(orig_output)[-3])
+        t9 = np.shape(orig_input)[-3]
+        t10 = strides[1] * t8 + t7 - _same_padding(t9, ksize[1], strides[1], 1)
+        t11 = _gather(t5, t10, -4, fill=-torch.inf)
+        t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
+        t13 = torch.permute(orig_output, (0, 3, 1, 2))
+        t14 = t13[..., None, None, :, :]
+        t15 = _shift_right(
+            torch.cumsum(torch.asarray(t12 == t14, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
         )
-        t18 = torch.sum(torch.asarray(t14 == t16, dtype=orig_input.dtype), axis=-3, keepdims=True)
-        t19 = _shift_right(torch.cumsum(t18, dim=-4), axis=-4, fill=0)
-        affine1 = t17 + t19
+        t16 = torch.sum(torch.asarray(t12 == t14, dtype=orig_input.dtype), axis=-3, keepdims=True)
+        t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
+        affine1 = t15 + t17
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2228,7 +2217,7 @@ def max_pool_grad_v2_vjp(
         grad_grad[n, i, j, c] = sum_{j0, j1} grad_output[n, strides[1] * i + j0, strides[2] * j +
             j1, c] * first_attained(indicator_equal(read_outside(orig_input[n, strides[1] * i + j0,
             strides[2] * j + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
-            i.e. `torch.sum(torch.where((t33 == t34) & (t35 == 0), t30, 0), axis=(-2, -1))`
+            i.e. `torch.sum(torch.where((t31 == t32) & (t33 == 0), t28, 0), axis=(-2, -1))`
     """
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
@@ -2261,23 +2250,21 @@ def max_pool_grad_v2_vjp(
             affine1 = t15 + t17
         t18 = torch.arange(np.shape(orig_output)[-2])
         t19 = t18[..., None]
-        t20 = ksize[2]
-        t21 = torch.arange(int(t20))
-        t22 = strides[2] * t19 + t21
-        t23 = _gather(grad_output, t22, -2)
-        t24 = torch.arange(np.shape(orig_output)[-3])
-        t25 = t24[..., None]
-        t26 = ksize[1]
-        t27 = torch.arange(int(t26))
-        t28 = strides[1] * t25 + t27
-        t29 = _gather(t23, t28, -4)
-        t30 = torch.permute(t29, (0, 1, 3, 5, 2, 4))
-        t31 = _gather(orig_input, t22, -2, fill=-torch.inf)
-        t32 = _gather(t31, t28, -4, fill=-torch.inf)
-        t33 = torch.permute(t32, (0, 1, 3, 5, 2, 4))
-        t34 = orig_output[..., None, None]
-        t35 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = torch.sum(torch.where((t33 == t34) & (t35 == 0), t30, 0), axis=(-2, -1))
+        t20 = torch.arange(int(ksize[2]))
+        t21 = strides[2] * t19 + t20
+        t22 = _gather(grad_output, t21, -2)
+        t23 = torch.arange(np.shape(orig_output)[-3])
+        t24 = t23[..., None]
+        t25 = torch.arange(int(ksize[1]))
+        t26 = strides[1] * t24 + t25
+        t27 = _gather(t22, t26, -4)
+        t28 = torch.permute(t27, (0, 1, 3, 5, 2, 4))
+        t29 = _gather(orig_input, t21, -2, fill=-torch.inf)
+        t30 = _gather(t29, t26, -4, fill=-torch.inf)
+        t31 = torch.permute(t30, (0, 1, 3, 5, 2, 4))
+        t32 = orig_output[..., None, None]
+        t33 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = torch.sum(torch.where((t31 == t32) & (t33 == 0), t28, 0), axis=(-2, -1))
     elif padding == "SAME":
         if affine1 is None:
             t0 = ksize[2]
@@ -2309,25 +2296,23 @@ def max_pool_grad_v2_vjp(
             affine1 = t17 + t19
         t20 = torch.arange(np.shape(orig_output)[-2])
         t21 = t20[..., None]
-        t22 = ksize[2]
-        t23 = torch.arange(int(t22))
-        t24 = np.shape(orig_input)[-2]
-        t25 = strides[2] * t21 + t23 - _same_padding(t24, ksize[2], strides[2], 1)
-        t26 = _gather(grad_output, t25, -2)
-        t27 = torch.arange(np.shape(orig_output)[-3])
-        t28 = t27[..., None]
-        t29 = ksize[1]
-        t30 = torch.arange(int(t29))
-        t31 = np.shape(orig_input)[-3]
-        t32 = strides[1] * t28 + t30 - _same_padding(t31, ksize[1], strides[1], 1)
-        t33 = _gather(t26, t32, -4)
-        t34 = torch.permute(t33, (0, 1, 3, 5, 2, 4))
-        t35 = _gather(orig_input, t25, -2, fill=-torch.inf)
-        t36 = _gather(t35, t32, -4, fill=-torch.inf)
-        t37 = torch.permute(t36, (0, 1, 3, 5, 2, 4))
-        t38 = orig_output[..., None, None]
-        t39 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = torch.sum(torch.where((t37 == t38) & (t39 == 0), t34, 0), axis=(-2, -1))
+        t22 = torch.arange(int(ksize[2]))
+        t23 = np.shape(orig_input)[-2]
+        t24 = strides[2] * t21 + t22 - _same_padding(t23, ksize[2], strides[2], 1)
+        t25 = _gather(grad_output, t24, -2)
+        t26 = torch.arange(np.shape(orig_output)[-3])
+        t27 = t26[..., None]
+        t28 = torch.arange(int(ksize[1]))
+        t29 = np.shape(orig_input)[-3]
+        t30 = strides[1] * t27 + t28 - _same_padding(t29, ksize[1], strides[1], 1)
+        t31 = _gather(t25, t30, -4)
+        t32 = torch.permute(t31, (0, 1, 3, 5, 2, 4))
+        t33 = _gather(orig_input, t24, -2, fill=-torch.inf)
+        t34 = _gather(t33, t30, -4, fill=-torch.inf)
+        t35 = torch.permute(t34, (0, 1, 3, 5, 2, 4))
+        t36 = orig_output[..., None, None]
+        t37 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
+        grad_grad = torch.sum(torch.where((t35 == t36) & (t37 == 0), t32, 0), axis=(-2, -1))
     else:
         raise ValueError(f"MaxPoolGradV2: unsupported attributes padding={padding!r}")
     return None, None, grad_grad
@@ -2393,16 +2378,36 @@ def max_pool_gradgrad_forward(
         )
     t0 = torch.arange(np.shape(orig_output)[-2])
     t1 = t0[..., None]
-    t2 = ksize[2]
-    t3 = torch.arange(int(t2))
+    t2 = torch.arange(int(ksize[2]))
     if padding == "VALID":
-        t4 = strides[2] * t1 + t3
+        t3 = strides[2] * t1 + t2
+        t4 = _gather(orig_input, t3, -2, fill=-torch.inf)
+        t5 = torch.arange(np.shape(orig_output)[-3])
+        t6 = t5[..., None]
+        t7 = torch.arange(int(ksize[1]))
+        t8 = strides[1] * t6 + t7
+        t9 = _gather(t4, t8, -4, fill=-torch.inf)
+        t10 = torch.permute(t9, (0, 1, 3, 5, 2, 4))
+        t11 = orig_output[..., None, None]
+        t12 = _shift_right(
+            torch.cumsum(torch.asarray(t10 == t11, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
+        )
+        t13 = torch.sum(torch.asarray(t10 == t11, dtype=orig_input.dtype), axis=-1, keepdims=True)
+        t14 = _shift_right(torch.cumsum(t13, dim=-2), axis=-2, fill=0)
+        affine1 = t12 + t14
+        t15 = _gather(grad, t3, -2)
+        t16 = _gather(t15, t8, -4)
+        t17 = torch.permute(t16, (0, 1, 3, 5, 2, 4))
+        output = torch.sum(torch.where((affine1 == 0) & (t10 == t11), t17, 0), axis=(-2, -1))
+    elif padding == "SAME":
+        t3 = np.shape(orig_input)[-2]
+        t4 = strides[2] * t1 + t2 - _same_padding(t3, ksize[2], strides[2], 1)
         t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
         t6 = torch.arange(np.shape(orig_output)[-3])
         t7 = t6[..., None]
-        t8 = ksize[1]
-        t9 = torch.arange(int(t8))
-        t10 = strides[1] * t7 + t9
+        t8 = torch.arange(int(ksize[1]))
+        t9 = np.shape(orig_input)[-3]
+        t10 = strides[1] * t7 + t8 - _same_padding(t9, ksize[1], strides[1], 1)
         t11 = _gather(t5, t10, -4, fill=-torch.inf)
         t12 = torch.permute(t11, (0, 1, 3, 5, 2, 4))
         t13 = orig_output[..., None, None]
@@ -2416,29 +2421,6 @@ def max_pool_gradgrad_forward(
         t18 = _gather(t17, t10, -4)
         t19 = torch.permute(t18, (0, 1, 3, 5, 2, 4))
         output = torch.sum(torch.where((affine1 == 0) & (t12 == t13), t19, 0), axis=(-2, -1))
-    elif padding == "SAME":
-        t4 = np.shape(orig_input)[-2]
-        t5 = strides[2] * t1 + t3 - _same_padding(t4, ksize[2], strides[2], 1)
-        t6 = _gather(orig_input, t5, -2, fill=-torch.inf)
-        t7 = torch.arange(np.shape(orig_output)[-3])
-        t8 = t7[..., None]
-        t9 = ksize[1]
-        t10 = torch.arange(int(t9))
-        t11 = np.shape(orig_input)[-3]
-        t12 = strides[1] * t8 + t10 - _same_padding(t11, ksize[1], strides[1], 1)
-        t13 = _gather(t6, t12, -4, fill=-torch.inf)
-        t14 = torch.permute(t13, (0, 1, 3, 5, 2, 4))
-        t15 = orig_output[..., None, None]
-        t16 = _shift_right(
-            torch.cumsum(torch.asarray(t14 == t15, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
-        )
-        t17 = torch.sum(torch.asarray(t14 == t15, dtype=orig_input.dtype), axis=-1, keepdims=True)
-        t18 = _shift_right(torch.cumsum(t17, dim=-2), axis=-2, fill=0)
-        affine1 = t16 + t18
-        t19 = _gather(grad, t5, -2)
-        t20 = _gather(t19, t12, -4)
-        t21 = torch.permute(t20, (0, 1, 3, 5, 2, 4))
-        output = torch.sum(torch.where((affine1 == 0) & (t14 == t15), t21, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -2568,24 +2550,60 @@ def max_pool3d_grad_forward(
         raise ValueError(
             f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
         )
-    t0 = ksize[3]
-    t1 = torch.arange(int(t0))
-    t2 = t1[..., None]
-    t3 = torch.arange(np.shape(orig_output)[-2])
+    t0 = torch.arange(int(ksize[3]))
+    t1 = t0[..., None]
+    t2 = torch.arange(np.shape(orig_output)[-2])
     if padding == "VALID":
-        t4 = strides[3] * t3 + t2
+        t3 = strides[3] * t2 + t1
+        t4 = _gather(orig_input, t3, -2, fill=-torch.inf)
+        t5 = torch.arange(int(ksize[2]))
+        t6 = t5[..., None]
+        t7 = torch.arange(np.shape(orig_output)[-3])
+        t8 = strides[2] * t7 + t6
+        t9 = _gather(t4, t8, -4, fill=-torch.inf)
+        t10 = torch.arange(int(ksize[1]))
+        t11 = t10[..., None]
+        t12 = torch.arange(np.shape(orig_output)[-4])
+        t13 = strides[1] * t12 + t11
+        t14 = _gather(t9, t13, -6, fill=-torch.inf)
+        t15 = torch.permute(t14, (0, 7, 1, 3, 5, 2, 4, 6))
+        t16 = torch.permute(orig_output, (0, 4, 1, 2, 3))
+        t17 = t16[..., None, None, None, :, :, :]
+        t18 = _shift_right(
+            torch.cumsum(torch.asarray(t15 == t17, dtype=orig_input.dtype), dim=-4), axis=-4, fill=0
+        )
+        t19 = torch.sum(torch.asarray(t15 == t17, dtype=orig_input.dtype), axis=-4, keepdims=True)
+        t20 = _shift_right(torch.cumsum(t19, dim=-5), axis=-5, fill=0)
+        t21 = torch.permute(t14, (0, 7, 1, 5, 3, 2, 4, 6))
+        t22 = torch.sum(
+            torch.asarray(t17 == t21, dtype=orig_input.dtype), axis=(-5, -4), keepdims=True
+        )
+        t23 = _shift_right(torch.cumsum(t22, dim=-6), axis=-6, fill=0)
+        affine1 = t18 + t20 + t23
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=(ksize[1], ksize[2], ksize[3]),
+            strides=(strides[1], strides[2], strides[3]),
+            pads=(0, 0, 0),
+            sizes=(np.shape(orig_input)[-4], np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+        )
+    elif padding == "SAME":
+        t3 = np.shape(orig_input)[-2]
+        t4 = strides[3] * t2 + t1 - _same_padding(t3, ksize[3], strides[3], 1)
         t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
-        t6 = ksize[2]
-        t7 = torch.arange(int(t6))
-        t8 = t7[..., None]
-        t9 = torch.arange(np.shape(orig_output)[-3])
-        t10 = strides[2] * t9 + t8
+        t6 = torch.arange(int(ksize[2]))
+        t7 = t6[..., None]
+        t8 = torch.arange(np.shape(orig_output)[-3])
+        t9 = np.shape(orig_input)[-3]
+        t10 = strides[2] * t8 + t7 - _same_padding(t9, ksize[2], strides[2], 1)
         t11 = _gather(t5, t10, -4, fill=-torch.inf)
-        t12 = ksize[1]
-        t13 = torch.arange(int(t12))
-        t14 = t13[..., None]
-        t15 = torch.arange(np.shape(orig_output)[-4])
-        t16 = strides[1] * t15 + t14
+        t12 = torch.arange(int(ksize[1]))
+        t13 = t12[..., None]
+        t14 = torch.arange(np.shape(orig_output)[-4])
+        t15 = np.shape(orig_input)[-4]
+        t16 = strides[1] * t14 + t13 - _same_padding(t15, ksize[1], strides[1], 1)
         t17 = _gather(t11, t16, -6, fill=-torch.inf)
         t18 = torch.permute(t17, (0, 7, 1, 3, 5, 2, 4, 6))
         t19 = torch.permute(orig_output, (0, 4, 1, 2, 3))
@@ -2601,47 +2619,6 @@ def max_pool3d_grad_forward(
         )
         t26 = _shift_right(torch.cumsum(t25, dim=-6), axis=-6, fill=0)
         affine1 = t21 + t23 + t26
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=(ksize[1], ksize[2], ksize[3]),
-            strides=(strides[1], strides[2], strides[3]),
-            pads=(0, 0, 0),
-            sizes=(np.shape(orig_input)[-4], np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
-        )
-    elif padding == "SAME":
-        t4 = np.shape(orig_input)[-2]
-        t5 = strides[3] * t3 + t2 - _same_padding(t4, ksize[3], strides[3], 1)
-        t6 = _gather(orig_input, t5, -2, fill=-torch.inf)
-        t7 = ksize[2]
-        t8 = torch.arange(int(t7))
-        t9 = t8[..., None]
-        t10 = torch.arange(np.shape(orig_output)[-3])
-        t11 = np.shape(orig_input)[-3]
-        t12 = strides[2] * t10 + t9 - _same_padding(t11, ksize[2], strides[2], 1)
-        t13 = _gather(t6, t12, -4, fill=-torch.inf)
-        t14 = ksize[1]
-        t15 = torch.arange(int(t14))
-        t16 = t15[..., None]
-        t17 = torch.arange(np.shape(orig_output)[-4])
-        t18 = np.shape(orig_input)[-4]
-        t19 = strides[1] * t17 + t16 - _same_padding(t18, ksize[1], strides[1], 1)
-        t20 = _gather(t13, t19, -6, fill=-torch.inf)
-        t21 = torch.permute(t20, (0, 7, 1, 3, 5, 2, 4, 6))
-        t22 = torch.permute(orig_output, (0, 4, 1, 2, 3))
-        t23 = t22[..., None, None, None, :, :, :]
-        t24 = _shift_right(
-            torch.cumsum(torch.asarray(t21 == t23, dtype=orig_input.dtype), dim=-4), axis=-4, fill=0
-        )
-        t25 = torch.sum(torch.asarray(t21 == t23, dtype=orig_input.dtype), axis=-4, keepdims=True)
-        t26 = _shift_right(torch.cumsum(t25, dim=-5), axis=-5, fill=0)
-        t27 = torch.permute(t20, (0, 7, 1, 5, 3, 2, 4, 6))
-        t28 = torch.sum(
-            torch.asarray(t23 == t27, dtype=orig_input.dtype), axis=(-5, -4), keepdims=True
-        )
-        t29 = _shift_right(torch.cumsum(t28, dim=-6), axis=-6, fill=0)
-        affine1 = t24 + t26 + t29
         output = _max_pool_backprop(
             orig_input,
             orig_output,
@@ -2694,7 +2671,7 @@ def max_pool3d_grad_vjp(
             first_attained(indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z, i *
             strides[2] + j1, j * strides[3] + j2, c], -oo), orig_output[n, z, i, j, c]), affine1[n,
             c, j0, j1, j2, z, i, j])
-            i.e. `torch.sum(torch.where((t49 == t50) & (t51 == 0), t45, 0), axis=(-3, -2, -1))`
+            i.e. `torch.sum(torch.where((t46 == t47) & (t48 == 0), t42, 0), axis=(-3, -2, -1))`
     """
     if data_format != "NDHWC":
         raise ValueError(
@@ -2740,30 +2717,27 @@ def max_pool3d_grad_vjp(
             affine1 = t21 + t23 + t26
         t27 = torch.arange(np.shape(orig_output)[-2])
         t28 = t27[..., None]
-        t29 = ksize[3]
-        t30 = torch.arange(int(t29))
-        t31 = strides[3] * t28 + t30
-        t32 = _gather(grad_output, t31, -2)
-        t33 = torch.arange(np.shape(orig_output)[-3])
-        t34 = t33[..., None]
-        t35 = ksize[2]
-        t36 = torch.arange(int(t35))
-        t37 = strides[2] * t34 + t36
-        t38 = _gather(t32, t37, -4)
-        t39 = torch.arange(np.shape(orig_output)[-4])
-        t40 = t39[..., None]
-        t41 = ksize[1]
-        t42 = torch.arange(int(t41))
-        t43 = strides[1] * t40 + t42
-        t44 = _gather(t38, t43, -6)
-        t45 = torch.permute(t44, (0, 1, 3, 5, 7, 2, 4, 6))
-        t46 = _gather(orig_input, t31, -2, fill=-torch.inf)
-        t47 = _gather(t46, t37, -4, fill=-torch.inf)
-        t48 = _gather(t47, t43, -6, fill=-torch.inf)
-        t49 = torch.permute(t48, (0, 1, 3, 5, 7, 2, 4, 6))
-        t50 = orig_output[..., None, None, None]
-        t51 = torch.permute(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
-        grad_grad = torch.sum(torch.where((t49 == t50) & (t51 == 0), t45, 0), axis=(-3, -2, -1))
+        t29 = torch.arange(int(ksize[3]))
+        t30 = strides[3] * t28 + t29
+        t31 = _gather(grad_output, t30, -2)
+        t32 = torch.arange(np.shape(orig_output)[-3])
+        t33 = t32[..., None]
+        t34 = torch.arange(int(ksize[2]))
+        t35 = strides[2] * t33 + t34
+        t36 = _gather(t31, t35, -4)
+        t37 = torch.arange(np.shape(orig_output)[-4])
+        t38 = t37[..., None]
+        t39 = torch.arange(int(ksize[1]))
+        t40 = strides[1] * t38 + t39
+        t41 = _gather(t36, t40, -6)
+        t42 = torch.permute(t41, (0, 1, 3, 5, 7, 2, 4, 6))
+        t43 = _gather(orig_input, t30, -2, fill=-torch.inf)
+        t44 = _gather(t43, t35, -4, fill=-torch.inf)
+        t45 = _gather(t44, t40, -6, fill=-torch.inf)
+        t46 = torch.permute(t45, (0, 1, 3, 5, 7, 2, 4, 6))
+        t47 = orig_output[..., None, None, None]
+        t48 = torch.permute(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
+        grad_grad = torch.sum(torch.where((t46 == t47) & (t48 == 0), t42, 0), axis=(-3, -2, -1))
     elif padding == "SAME":
         if affine1 is None:
             t0 = ksize[3]
@@ -2807,33 +2781,30 @@ def max_pool3d_grad_vjp(
             affine1 = t24 + t26 + t29
         t30 = torch.arange(np.shape(orig_output)[-2])
         t31 = t30[..., None]
-        t32 = ksize[3]
-        t33 = torch.arange(int(t32))
-        t34 = np.shape(orig_input)[-2]
-        t35 = strides[3] * t31 + t33 - _same_padding(t34, ksize[3], strides[3], 1)
-        t36 = _gather(grad_output, t35, -2)
-        t37 = torch.arange(np.shape(orig_output)[-3])
-        t38 = t37[..., None]
-        t39 = ksize[2]
-        t40 = torch.arange(int(t39))
-        t41 = np.shape(orig_input)[-3]
-        t42 = strides[2] * t38 + t40 - _same_padding(t41, ksize[2], strides[2], 1)
-        t43 = _gather(t36, t42, -4)
-        t44 = torch.arange(np.shape(orig_output)[-4])
-        t45 = t44[..., None]
-        t46 = ksize[1]
-        t47 = torch.arange(int(t46))
-        t48 = np.shape(orig_input)[-4]
-        t49 = strides[1] * t45 + t47 - _same_padding(t48, ksize[1], strides[1], 1)
-        t50 = _gather(t43, t49, -6)
-        t51 = torch.permute(t50, (0, 1, 3, 5, 7, 2, 4, 6))
-        t52 = _gather(orig_input, t35, -2, fill=-torch.inf)
-        t53 = _gather(t52, t42, -4, fill=-torch.inf)
-        t54 = _gather(t53, t49, -6, fill=-torch.inf)
-        t55 = torch.permute(t54, (0, 1, 3, 5, 7, 2, 4, 6))
-        t56 = orig_output[..., None, None, None]
-        t57 = torch.permute(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
-        grad_grad = torch.sum(torch.where((t55 == t56) & (t57 == 0), t51, 0), axis=(-3, -2, -1))
+        t32 = torch.arange(int(ksize[3]))
+        t33 = np.shape(orig_input)[-2]
+        t34 = strides[3] * t31 + t32 - _same_padding(t33, ksize[3], strides[3], 1)
+        t35 = _gather(grad_output, t34, -2)
+        t36 = torch.arange(np.shape(orig_output)[-3])
+        t37 = t36[..., None]
+        t38 = torch.arange(int(ksize[2]))
+        t39 = np.shape(orig_input)[-3]
+        t40 = strides[2] * t37 + t38 - _same_padding(t39, ksize[2], strides[2], 1)
+        t41 = _gather(t35, t40, -4)
+        t42 = torch.arange(np.shape(orig_output)[-4])
+        t43 = t42[..., None]
+        t44 = torch.arange(int(ksize[1]))
+        t45 = np.shape(orig_input)[-4]
+        t46 = strides[1] * t43 + t44 - _same_padding(t45, ksize[1], strides[1], 1)
+        t47 = _gather(t41, t46, -6)
+        t48 = torch.permute(t47, (0, 1, 3, 5, 7, 2, 4, 6))
+        t49 = _gather(orig_input, t34, -2, fill=-torch.inf)
+        t50 = _gather(t49, t40, -4, fill=-torch.inf)
+        t51 = _gather(t50, t46, -6, fill=-torch.inf)
+        t52 = torch.permute(t51, (0, 1, 3, 5, 7, 2, 4, 6))
+        t53 = orig_output[..., None, None, None]
+        t54 = torch.permute(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
+        grad_grad = torch.sum(torch.where((t52 == t53) & (t54 == 0), t48, 0), axis=(-3, -2, -1))
     else:
         raise ValueError(
             f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -2903,22 +2874,53 @@ def max_pool3d_gradgrad_forward(
         )
     t0 = torch.arange(np.shape(orig_output)[-2])
     t1 = t0[..., None]
-    t2 = ksize[3]
-    t3 = torch.arange(int(t2))
+    t2 = torch.arange(int(ksize[3]))
     if padding == "VALID":
-        t4 = strides[3] * t1 + t3
+        t3 = strides[3] * t1 + t2
+        t4 = _gather(orig_input, t3, -2, fill=-torch.inf)
+        t5 = torch.arange(np.shape(orig_output)[-3])
+        t6 = t5[..., None]
+        t7 = torch.arange(int(ksize[2]))
+        t8 = strides[2] * t6 + t7
+        t9 = _gather(t4, t8, -4, fill=-torch.inf)
+        t10 = torch.arange(np.shape(orig_output)[-4])
+        t11 = t10[..., None]
+        t12 = torch.arange(int(ksize[1]))
+        t13 = strides[1] * t11 + t12
+        t14 = _gather(t9, t13, -6, fill=-torch.inf)
+        t15 = torch.permute(t14, (0, 1, 3, 5, 7, 2, 4, 6))
+        t16 = orig_output[..., None, None, None]
+        t17 = _shift_right(
+            torch.cumsum(torch.asarray(t15 == t16, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
+        )
+        t18 = torch.sum(torch.asarray(t15 == t16, dtype=orig_input.dtype), axis=-1, keepdims=True)
+        t19 = _shift_right(torch.cumsum(t18, dim=-2), axis=-2, fill=0)
+        t20 = torch.permute(t14, (0, 1, 3, 5, 7, 2, 6, 4))
+        t21 = torch.sum(
+            torch.asarray(t16 == t20, dtype=orig_input.dtype), axis=(-2, -1), keepdims=True
+        )
+        t22 = _shift_right(torch.cumsum(t21, dim=-3), axis=-3, fill=0)
+        affine1 = t17 + t19 + t22
+        t23 = _gather(grad, t3, -2)
+        t24 = _gather(t23, t8, -4)
+        t25 = _gather(t24, t13, -6)
+        t26 = torch.permute(t25, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = torch.sum(torch.where((affine1 == 0) & (t15 == t16), t26, 0), axis=(-3, -2, -1))
+    elif padding == "SAME":
+        t3 = np.shape(orig_input)[-2]
+        t4 = strides[3] * t1 + t2 - _same_padding(t3, ksize[3], strides[3], 1)
         t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
         t6 = torch.arange(np.shape(orig_output)[-3])
         t7 = t6[..., None]
-        t8 = ksize[2]
-        t9 = torch.arange(int(t8))
-        t10 = strides[2] * t7 + t9
+        t8 = torch.arange(int(ksize[2]))
+        t9 = np.shape(orig_input)[-3]
+        t10 = strides[2] * t7 + t8 - _same_padding(t9, ksize[2], strides[2], 1)
         t11 = _gather(t5, t10, -4, fill=-torch.inf)
         t12 = torch.arange(np.shape(orig_output)[-4])
         t13 = t12[..., None]
-        t14 = ksize[1]
-        t15 = torch.arange(int(t14))
-        t16 = strides[1] * t13 + t15
+        t14 = torch.arange(int(ksize[1]))
+        t15 = np.shape(orig_input)[-4]
+        t16 = strides[1] * t13 + t14 - _same_padding(t15, ksize[1], strides[1], 1)
         t17 = _gather(t11, t16, -6, fill=-torch.inf)
         t18 = torch.permute(t17, (0, 1, 3, 5, 7, 2, 4, 6))
         t19 = orig_output[..., None, None, None]
@@ -2938,42 +2940,6 @@ def max_pool3d_gradgrad_forward(
         t28 = _gather(t27, t16, -6)
         t29 = torch.permute(t28, (0, 1, 3, 5, 7, 2, 4, 6))
         output = torch.sum(torch.where((affine1 == 0) & (t18 == t19), t29, 0), axis=(-3, -2, -1))
-    elif padding == "SAME":
-        t4 = np.shape(orig_input)[-2]
-        t5 = strides[3] * t1 + t3 - _same_padding(t4, ksize[3], strides[3], 1)
-        t6 = _gather(orig_input, t5, -2, fill=-torch.inf)
-        t7 = torch.arange(np.shape(orig_output)[-3])
-        t8 = t7[..., None]
-        t9 = ksize[2]
-        t10 = torch.arange(int(t9))
-        t11 = np.shape(orig_input)[-3]
-        t12 = strides[2] * t8 + t10 - _same_padding(t11, ksize[2], strides[2], 1)
-        t13 = _gather(t6, t12, -4, fill=-torch.inf)
-        t14 = torch.arange(np.shape(orig_output)[-4])
-        t15 = t14[..., None]
-        t16 = ksize[1]
-        t17 = torch.arange(int(t16))
-        t18 = np.shape(orig_input)[-4]
-        t19 = strides[1] * t15 + t17 - _same_padding(t18, ksize[1], strides[1], 1)
-        t20 = _gather(t13, t19, -6, fill=-torch.inf)
-        t21 = torch.permute(t20, (0, 1, 3, 5, 7, 2, 4, 6))
-        t22 = orig_output[..., None, None, None]
-        t23 = _shift_right(
-            torch.cumsum(torch.asarray(t21 == t22, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
-        )
-        t24 = torch.sum(torch.asarray(t21 == t22, dtype=orig_input.dtype), axis=-1, keepdims=True)
-        t25 = _shift_right(torch.cumsum(t24, dim=-2), axis=-2, fill=0)
-        t26 = torch.permute(t20, (0, 1, 3, 5, 7, 2, 6, 4))
-        t27 = torch.sum(
-            torch.asarray(t22 == t26, dtype=orig_input.dtype), axis=(-2, -1), keepdims=True
-        )
-        t28 = _shift_right(torch.cumsum(t27, dim=-3), axis=-3, fill=0)
-        affine1 = t23 + t25 + t28
-        t29 = _gather(grad, t5, -2)
-        t30 = _gather(t29, t12, -4)
-        t31 = _gather(t30, t19, -6)
-        t32 = torch.permute(t31, (0, 1, 3, 5, 7, 2, 4, 6))
-        output = torch.sum(torch.where((affine1 == 0) & (t21 == t22), t32, 0), axis=(-3, -2, -1))
     else:
         raise ValueError(
             f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"

@@ -498,13 +498,11 @@ def depthwise_conv2d_native_forward(
         t1 = jnp.shape(input)[-4]
         t2 = jnp.shape(input)[-3]
         t3 = -((-t2) // strides[1])
-        t4 = t3
-        t5 = jnp.shape(input)[-2]
-        t6 = -((-t5) // strides[2])
-        t7 = t6
-        t8 = jnp.shape(input)[-1]
-        t9 = jnp.shape(filter)[-1]
-        output = jnp.reshape(t0, (t1, t4, t7, t8 * t9))
+        t4 = jnp.shape(input)[-2]
+        t5 = -((-t4) // strides[2])
+        t6 = jnp.shape(input)[-1]
+        t7 = jnp.shape(filter)[-1]
+        output = jnp.reshape(t0, (t1, t3, t5, t6 * t7))
     else:
         raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
     return output
@@ -650,49 +648,45 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
 
 def extract_image_patches_forward(images, *, padding="VALID", ksizes, strides, rates):
     """ExtractImagePatches's formula."""
-    if padding in ("VALID", "SAME"):
-        t0 = jnp.shape(images)[-2]
-        if padding == "VALID":
-            t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
-            t2 = t1 + 1
-        else:
-            t1 = -((-t0) // strides[2])
-            t2 = t1
+    t0 = jnp.shape(images)[-2]
+    if padding == "VALID":
+        t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
+        t2 = t1 + 1
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
-        t5 = ksizes[2]
-        t6 = jnp.arange(t5)
-        if padding == "VALID":
-            t7 = rates[2] * t6 + strides[2] * t4
-        else:
-            t7 = (
-                rates[2] * t6 + strides[2] * t4 - _same_padding(t0, ksizes[2], strides[2], rates[2])
-            )
-        t8 = _gather(images, t7, -2)
-        t9 = jnp.shape(images)[-3]
-        if padding == "VALID":
-            t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // strides[1]
-            t11 = t10 + 1
-        else:
-            t10 = -((-t9) // strides[1])
-            t11 = t10
-        t12 = jnp.arange(t11)
-        t13 = t12[..., None]
-        t14 = ksizes[1]
-        t15 = jnp.arange(t14)
-        if padding == "VALID":
-            t16 = rates[1] * t15 + strides[1] * t13
-        else:
-            t16 = (
-                rates[1] * t15
-                + strides[1] * t13
-                - _same_padding(t9, ksizes[1], strides[1], rates[1])
-            )
-        t17 = _gather(t8, t16, -4)
-        t18 = jnp.transpose(t17, (0, 1, 3, 2, 4, 5))
-        t19 = jnp.shape(images)[-4]
-        t20 = jnp.shape(images)[-1]
-        patches = jnp.reshape(t18, (t19, t11, t2, t14 * t5 * t20))
+        t5 = jnp.arange(ksizes[2])
+        t6 = rates[2] * t5 + strides[2] * t4
+        t7 = _gather(images, t6, -2)
+        t8 = jnp.shape(images)[-3]
+        t9 = (-rates[1] * (ksizes[1] - 1) + t8 - 1) // strides[1]
+        t10 = t9 + 1
+        t11 = jnp.arange(t10)
+        t12 = t11[..., None]
+        t13 = jnp.arange(ksizes[1])
+        t14 = rates[1] * t13 + strides[1] * t12
+        t15 = _gather(t7, t14, -4)
+        t16 = jnp.transpose(t15, (0, 1, 3, 2, 4, 5))
+        t17 = jnp.shape(images)[-4]
+        t18 = jnp.shape(images)[-1]
+        patches = jnp.reshape(t16, (t17, t10, t2, ksizes[1] * ksizes[2] * t18))
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[2])
+        t2 = jnp.arange(t1)
+        t3 = t2[..., None]
+        t4 = jnp.arange(ksizes[2])
+        t5 = rates[2] * t4 + strides[2] * t3 - _same_padding(t0, ksizes[2], strides[2], rates[2])
+        t6 = _gather(images, t5, -2)
+        t7 = jnp.shape(images)[-3]
+        t8 = -((-t7) // strides[1])
+        t9 = jnp.arange(t8)
+        t10 = t9[..., None]
+        t11 = jnp.arange(ksizes[1])
+        t12 = rates[1] * t11 + strides[1] * t10 - _same_padding(t7, ksizes[1], strides[1], rates[1])
+        t13 = _gather(t6, t12, -4)
+        t14 = jnp.transpose(t13, (0, 1, 3, 2, 4, 5))
+        t15 = jnp.shape(images)[-4]
+        t16 = jnp.shape(images)[-1]
+        patches = jnp.reshape(t14, (t15, t8, t1, ksizes[1] * ksizes[2] * t16))
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
     return patches
@@ -706,45 +700,42 @@ def extract_image_patches_vjp(
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
         grad_images[i, j, k, l] = sum_{a, b} grad[i, exact_div(-a * rates[1] + j, strides[1]),
-            exact_div(-b * rates[2] + k, strides[2]), a, b, l], i.e. `jnp.sum(t16, axis=(-2, -1))`
+            exact_div(-b * rates[2] + k, strides[2]), a, b, l], i.e. `jnp.sum(t14, axis=(-2, -1))`
     """
-    t0 = ksizes[2]
-    t1 = jnp.shape(images)[-1]
-    t2 = jnp.arange(jnp.shape(images)[-2])
-    t3 = t2[..., None]
-    t4 = jnp.arange(t0)
+    t0 = jnp.shape(images)[-1]
+    t1 = jnp.arange(jnp.shape(images)[-2])
+    t2 = t1[..., None]
+    t3 = jnp.arange(ksizes[2])
     if padding == "VALID":
-        grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t0, t1))
-        t5 = -rates[2] * t4 + t3
+        grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, ksizes[2], t0))
+        t4 = -rates[2] * t3 + t2
+        t5 = jnp.where(t4 % strides[2] == 0, t4 // strides[2], -1)
+        t6 = _gather(grad, t5, -4)
+        t7 = jnp.arange(jnp.shape(images)[-3])
+        t8 = t7[..., None]
+        t9 = jnp.arange(ksizes[1])
+        t10 = -rates[1] * t9 + t8
+        t11 = jnp.where(t10 % strides[1] == 0, t10 // strides[1], -1)
+        t12 = _gather(t6, t11, -6)
+        t13 = jnp.einsum("abcdecef->abcdef", t12, optimize=True)
+        t14 = jnp.transpose(t13, (0, 1, 3, 5, 2, 4))
+        grad_images = jnp.sum(t14, axis=(-2, -1))
+    elif padding == "SAME":
+        grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, ksizes[2], t0))
+        t4 = jnp.shape(images)[-2]
+        t5 = -rates[2] * t3 + t2 + _same_padding(t4, ksizes[2], strides[2], rates[2])
         t6 = jnp.where(t5 % strides[2] == 0, t5 // strides[2], -1)
         t7 = _gather(grad, t6, -4)
         t8 = jnp.arange(jnp.shape(images)[-3])
         t9 = t8[..., None]
-        t10 = ksizes[1]
-        t11 = jnp.arange(t10)
-        t12 = -rates[1] * t11 + t9
+        t10 = jnp.arange(ksizes[1])
+        t11 = jnp.shape(images)[-3]
+        t12 = -rates[1] * t10 + t9 + _same_padding(t11, ksizes[1], strides[1], rates[1])
         t13 = jnp.where(t12 % strides[1] == 0, t12 // strides[1], -1)
         t14 = _gather(t7, t13, -6)
         t15 = jnp.einsum("abcdecef->abcdef", t14, optimize=True)
         t16 = jnp.transpose(t15, (0, 1, 3, 5, 2, 4))
         grad_images = jnp.sum(t16, axis=(-2, -1))
-    elif padding == "SAME":
-        grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t0, t1))
-        t5 = jnp.shape(images)[-2]
-        t6 = -rates[2] * t4 + t3 + _same_padding(t5, ksizes[2], strides[2], rates[2])
-        t7 = jnp.where(t6 % strides[2] == 0, t6 // strides[2], -1)
-        t8 = _gather(grad, t7, -4)
-        t9 = jnp.arange(jnp.shape(images)[-3])
-        t10 = t9[..., None]
-        t11 = ksizes[1]
-        t12 = jnp.arange(t11)
-        t13 = jnp.shape(images)[-3]
-        t14 = -rates[1] * t12 + t10 + _same_padding(t13, ksizes[1], strides[1], rates[1])
-        t15 = jnp.where(t14 % strides[1] == 0, t14 // strides[1], -1)
-        t16 = _gather(t8, t15, -6)
-        t17 = jnp.einsum("abcdecef->abcdef", t16, optimize=True)
-        t18 = jnp.transpose(t17, (0, 1, 3, 5, 2, 4))
-        grad_images = jnp.sum(t18, axis=(-2, -1))
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
     return (grad_images,)
@@ -909,61 +900,65 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
 
 def avg_pool_forward(value, *, padding="VALID", ksize, strides):
     """AvgPool's formula."""
-    if padding in ("VALID", "SAME"):
-        t0 = jnp.shape(value)[-3]
-        if padding == "VALID":
-            t1 = (-ksize[1] + t0) // strides[1]
-            t2 = t1 + 1
-        else:
-            t1 = -((-t0) // strides[1])
-            t2 = t1
+    t0 = jnp.shape(value)[-3]
+    if padding == "VALID":
+        t1 = (-ksize[1] + t0) // strides[1]
+        t2 = t1 + 1
         t3 = jnp.arange(t2)
         t4 = t3[..., None, None, None]
         t5 = jnp.shape(value)[-2]
-        if padding == "VALID":
-            t6 = (-ksize[2] + t5) // strides[2]
-            t7 = t6 + 1
-        else:
-            t6 = -((-t5) // strides[2])
-            t7 = t6
+        t6 = (-ksize[2] + t5) // strides[2]
+        t7 = t6 + 1
         t8 = jnp.arange(t7)
         t9 = t8[..., None, None]
-        t10 = ksize[1]
-        t11 = jnp.arange(t10)
-        t12 = t11[..., None]
-        t13 = ksize[2]
-        t14 = jnp.arange(t13)
-        if padding == "VALID":
-            t15 = (
-                (strides[1] * t4 + t12 >= 0)
-                & (strides[2] * t9 + t14 >= 0)
-                & (strides[1] * t4 + t12 <= t0 - 1)
-                & (strides[2] * t9 + t14 <= t5 - 1)
-            )
-        else:
-            t15 = (
-                (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-                & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
-                & (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-                & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
-            )
-        t16 = t15[..., None, :, :]
-        t17 = jnp.sum(jnp.asarray(t16, value.dtype), axis=(-2, -1))
-        t18 = t8[..., None]
-        if padding == "VALID":
-            t19 = strides[2] * t18 + t14
-        else:
-            t19 = strides[2] * t18 + t14 - _same_padding(t5, ksize[2], strides[2], 1)
-        t20 = _gather(value, t19, -2)
-        t21 = t3[..., None]
-        if padding == "VALID":
-            t22 = strides[1] * t21 + t11
-        else:
-            t22 = strides[1] * t21 + t11 - _same_padding(t0, ksize[1], strides[1], 1)
-        t23 = _gather(t20, t22, -4)
-        t24 = jnp.transpose(t23, (0, 1, 3, 5, 2, 4))
-        t25 = jnp.sum(t24, axis=(-2, -1))
-        output = t25 / t17
+        t10 = jnp.arange(ksize[1])
+        t11 = t10[..., None]
+        t12 = jnp.arange(ksize[2])
+        t13 = (
+            (strides[1] * t4 + t11 >= 0)
+            & (strides[2] * t9 + t12 >= 0)
+            & (strides[1] * t4 + t11 <= t0 - 1)
+            & (strides[2] * t9 + t12 <= t5 - 1)
+        )
+        t14 = t13[..., None, :, :]
+        t15 = jnp.sum(jnp.asarray(t14, value.dtype), axis=(-2, -1))
+        t16 = t8[..., None]
+        t17 = strides[2] * t16 + t12
+        t18 = _gather(value, t17, -2)
+        t19 = t3[..., None]
+        t20 = strides[1] * t19 + t10
+        t21 = _gather(t18, t20, -4)
+        t22 = jnp.transpose(t21, (0, 1, 3, 5, 2, 4))
+        t23 = jnp.sum(t22, axis=(-2, -1))
+        output = t23 / t15
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[1])
+        t2 = jnp.arange(t1)
+        t3 = t2[..., None, None, None]
+        t4 = jnp.shape(value)[-2]
+        t5 = -((-t4) // strides[2])
+        t6 = jnp.arange(t5)
+        t7 = t6[..., None, None]
+        t8 = jnp.arange(ksize[1])
+        t9 = t8[..., None]
+        t10 = jnp.arange(ksize[2])
+        t11 = (
+            (strides[1] * t3 + t9 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t7 + t10 - _same_padding(t4, ksize[2], strides[2], 1) >= 0)
+            & (strides[1] * t3 + t9 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+            & (strides[2] * t7 + t10 - _same_padding(t4, ksize[2], strides[2], 1) <= t4 - 1)
+        )
+        t12 = t11[..., None, :, :]
+        t13 = jnp.sum(jnp.asarray(t12, value.dtype), axis=(-2, -1))
+        t14 = t6[..., None]
+        t15 = strides[2] * t14 + t10 - _same_padding(t4, ksize[2], strides[2], 1)
+        t16 = _gather(value, t15, -2)
+        t17 = t2[..., None]
+        t18 = strides[1] * t17 + t8 - _same_padding(t0, ksize[1], strides[1], 1)
+        t19 = _gather(t16, t18, -4)
+        t20 = jnp.transpose(t19, (0, 1, 3, 5, 2, 4))
+        t21 = jnp.sum(t20, axis=(-2, -1))
+        output = t21 / t13
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return output
@@ -977,50 +972,48 @@ def avg_pool_vjp(grad, value, *, output=None, padding="VALID", ksize, strides):
         grad_value[k, l, m, n] = sum_{i, j, a, b} grad[k, i, j, n] * delta(l, a + i * strides[1]) *
             delta(m, b + j * strides[2]) / (sum_{a, b} indicator(a + i * strides[1] >= 0 and b + j *
             strides[2] >= 0 and a + i * strides[1] <= H - 1 and b + j * strides[2] <= W - 1))
-            i.e. `_scatter_add(t18, t20, 2, t9)`
+            i.e. `_scatter_add(t16, t18, 2, t7)`
     """
     if padding in ("VALID", "SAME"):
         t0 = jnp.arange(jnp.shape(grad)[-3])
         t1 = t0[..., None, None, None]
         t2 = jnp.arange(jnp.shape(grad)[-2])
         t3 = t2[..., None, None]
-        t4 = ksize[2]
-        t5 = jnp.arange(t4)
-        t6 = t5[..., None]
-        t7 = ksize[1]
-        t8 = jnp.arange(t7)
-        t9 = jnp.shape(value)[-3]
-        t10 = jnp.shape(value)[-2]
+        t4 = jnp.arange(ksize[2])
+        t5 = t4[..., None]
+        t6 = jnp.arange(ksize[1])
+        t7 = jnp.shape(value)[-3]
+        t8 = jnp.shape(value)[-2]
         if padding == "VALID":
-            t11 = (
-                (strides[1] * t1 + t8 >= 0)
-                & (strides[2] * t3 + t6 >= 0)
-                & (strides[1] * t1 + t8 <= t9 - 1)
-                & (strides[2] * t3 + t6 <= t10 - 1)
+            t9 = (
+                (strides[1] * t1 + t6 >= 0)
+                & (strides[2] * t3 + t5 >= 0)
+                & (strides[1] * t1 + t6 <= t7 - 1)
+                & (strides[2] * t3 + t5 <= t8 - 1)
             )
         else:
-            t11 = (
-                (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) >= 0)
-                & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) >= 0)
-                & (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) <= t9 - 1)
-                & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) <= t10 - 1)
+            t9 = (
+                (strides[1] * t1 + t6 - _same_padding(t7, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t3 + t5 - _same_padding(t8, ksize[2], strides[2], 1) >= 0)
+                & (strides[1] * t1 + t6 - _same_padding(t7, ksize[1], strides[1], 1) <= t7 - 1)
+                & (strides[2] * t3 + t5 - _same_padding(t8, ksize[2], strides[2], 1) <= t8 - 1)
             )
-        t12 = t11[..., None, :, :, :]
-        t13 = jnp.sum(jnp.asarray(t12, grad.dtype), axis=(-2, -1), keepdims=True)
-        t14 = grad[..., None, :, None, :]
-        t15 = t14 / t13
-        t16 = t2[..., None]
+        t10 = t9[..., None, :, :, :]
+        t11 = jnp.sum(jnp.asarray(t10, grad.dtype), axis=(-2, -1), keepdims=True)
+        t12 = grad[..., None, :, None, :]
+        t13 = t12 / t11
+        t14 = t2[..., None]
         if padding == "VALID":
-            t17 = strides[2] * t16 + t5
+            t15 = strides[2] * t14 + t4
         else:
-            t17 = strides[2] * t16 + t5 - _same_padding(t10, ksize[2], strides[2], 1)
-        t18 = _scatter_add(t15, t17, 1, t10)  # no gather form: an explicit scatter-add
-        t19 = t0[..., None]
+            t15 = strides[2] * t14 + t4 - _same_padding(t8, ksize[2], strides[2], 1)
+        t16 = _scatter_add(t13, t15, 1, t8)  # no gather form: an explicit scatter-add
+        t17 = t0[..., None]
         if padding == "VALID":
-            t20 = strides[1] * t19 + t8
+            t18 = strides[1] * t17 + t6
         else:
-            t20 = strides[1] * t19 + t8 - _same_padding(t9, ksize[1], strides[1], 1)
-        grad_value = _scatter_add(t18, t20, 2, t9)  # no gather form: an explicit scatter-add
+            t18 = strides[1] * t17 + t6 - _same_padding(t7, ksize[1], strides[1], 1)
+        grad_value = _scatter_add(t16, t18, 2, t7)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return (grad_value,)
@@ -1051,41 +1044,45 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
 
 def max_pool_forward(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     """MaxPool's formula."""
-    if padding in ("VALID", "SAME") and data_format == "NHWC":
-        t0 = jnp.shape(input)[-2]
-        if padding == "VALID":
-            t1 = (-ksize[2] + t0) // strides[2]
-            t2 = t1 + 1
-        else:
-            t1 = -((-t0) // strides[2])
-            t2 = t1
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    t0 = jnp.shape(input)[-2]
+    if padding == "VALID":
+        t1 = (-ksize[2] + t0) // strides[2]
+        t2 = t1 + 1
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
-        t5 = ksize[2]
-        t6 = jnp.arange(t5)
-        if padding == "VALID":
-            t7 = strides[2] * t4 + t6
-        else:
-            t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
-        t8 = _gather(input, t7, -2, fill=-jnp.inf)
-        t9 = jnp.shape(input)[-3]
-        if padding == "VALID":
-            t10 = (-ksize[1] + t9) // strides[1]
-            t11 = t10 + 1
-        else:
-            t10 = -((-t9) // strides[1])
-            t11 = t10
-        t12 = jnp.arange(t11)
-        t13 = t12[..., None]
-        t14 = ksize[1]
-        t15 = jnp.arange(t14)
-        if padding == "VALID":
-            t16 = strides[1] * t13 + t15
-        else:
-            t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
-        t17 = _gather(t8, t16, -4, fill=-jnp.inf)
-        t18 = jnp.transpose(t17, (0, 1, 3, 5, 2, 4))
-        output = jnp.max(t18, axis=(-2, -1))
+        t5 = jnp.arange(ksize[2])
+        t6 = strides[2] * t4 + t5
+        t7 = _gather(input, t6, -2, fill=-jnp.inf)
+        t8 = jnp.shape(input)[-3]
+        t9 = (-ksize[1] + t8) // strides[1]
+        t10 = t9 + 1
+        t11 = jnp.arange(t10)
+        t12 = t11[..., None]
+        t13 = jnp.arange(ksize[1])
+        t14 = strides[1] * t12 + t13
+        t15 = _gather(t7, t14, -4, fill=-jnp.inf)
+        t16 = jnp.transpose(t15, (0, 1, 3, 5, 2, 4))
+        output = jnp.max(t16, axis=(-2, -1))
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[2])
+        t2 = jnp.arange(t1)
+        t3 = t2[..., None]
+        t4 = jnp.arange(ksize[2])
+        t5 = strides[2] * t3 + t4 - _same_padding(t0, ksize[2], strides[2], 1)
+        t6 = _gather(input, t5, -2, fill=-jnp.inf)
+        t7 = jnp.shape(input)[-3]
+        t8 = -((-t7) // strides[1])
+        t9 = jnp.arange(t8)
+        t10 = t9[..., None]
+        t11 = jnp.arange(ksize[1])
+        t12 = strides[1] * t10 + t11 - _same_padding(t7, ksize[1], strides[1], 1)
+        t13 = _gather(t6, t12, -4, fill=-jnp.inf)
+        t14 = jnp.transpose(t13, (0, 1, 3, 5, 2, 4))
+        output = jnp.max(t14, axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1182,57 +1179,56 @@ def max_pool3d(input, *, padding="VALID", ksize, strides):
 
 def max_pool3d_forward(input, *, padding="VALID", ksize, strides):
     """MaxPool3D's formula."""
-    if padding in ("VALID", "SAME"):
-        t0 = jnp.shape(input)[-2]
-        if padding == "VALID":
-            t1 = (-ksize[3] + t0) // strides[3]
-            t2 = t1 + 1
-        else:
-            t1 = -((-t0) // strides[3])
-            t2 = t1
+    t0 = jnp.shape(input)[-2]
+    if padding == "VALID":
+        t1 = (-ksize[3] + t0) // strides[3]
+        t2 = t1 + 1
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
-        t5 = ksize[3]
-        t6 = jnp.arange(t5)
-        if padding == "VALID":
-            t7 = strides[3] * t4 + t6
-        else:
-            t7 = strides[3] * t4 + t6 - _same_padding(t0, ksize[3], strides[3], 1)
-        t8 = _gather(input, t7, -2, fill=-jnp.inf)
-        t9 = jnp.shape(input)[-3]
-        if padding == "VALID":
-            t10 = (-ksize[2] + t9) // strides[2]
-            t11 = t10 + 1
-        else:
-            t10 = -((-t9) // strides[2])
-            t11 = t10
-        t12 = jnp.arange(t11)
-        t13 = t12[..., None]
-        t14 = ksize[2]
-        t15 = jnp.arange(t14)
-        if padding == "VALID":
-            t16 = strides[2] * t13 + t15
-        else:
-            t16 = strides[2] * t13 + t15 - _same_padding(t9, ksize[2], strides[2], 1)
-        t17 = _gather(t8, t16, -4, fill=-jnp.inf)
-        t18 = jnp.shape(input)[-4]
-        if padding == "VALID":
-            t19 = (-ksize[1] + t18) // strides[1]
-            t20 = t19 + 1
-        else:
-            t19 = -((-t18) // strides[1])
-            t20 = t19
-        t21 = jnp.arange(t20)
-        t22 = t21[..., None]
-        t23 = ksize[1]
-        t24 = jnp.arange(t23)
-        if padding == "VALID":
-            t25 = strides[1] * t22 + t24
-        else:
-            t25 = strides[1] * t22 + t24 - _same_padding(t18, ksize[1], strides[1], 1)
-        t26 = _gather(t17, t25, -6, fill=-jnp.inf)
-        t27 = jnp.transpose(t26, (0, 1, 3, 5, 7, 2, 4, 6))
-        output = jnp.max(t27, axis=(-3, -2, -1))
+        t5 = jnp.arange(ksize[3])
+        t6 = strides[3] * t4 + t5
+        t7 = _gather(input, t6, -2, fill=-jnp.inf)
+        t8 = jnp.shape(input)[-3]
+        t9 = (-ksize[2] + t8) // strides[2]
+        t10 = t9 + 1
+        t11 = jnp.arange(t10)
+        t12 = t11[..., None]
+        t13 = jnp.arange(ksize[2])
+        t14 = strides[2] * t12 + t13
+        t15 = _gather(t7, t14, -4, fill=-jnp.inf)
+        t16 = jnp.shape(input)[-4]
+        t17 = (-ksize[1] + t16) // strides[1]
+        t18 = t17 + 1
+        t19 = jnp.arange(t18)
+        t20 = t19[..., None]
+        t21 = jnp.arange(ksize[1])
+        t22 = strides[1] * t20 + t21
+        t23 = _gather(t15, t22, -6, fill=-jnp.inf)
+        t24 = jnp.transpose(t23, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = jnp.max(t24, axis=(-3, -2, -1))
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[3])
+        t2 = jnp.arange(t1)
+        t3 = t2[..., None]
+        t4 = jnp.arange(ksize[3])
+        t5 = strides[3] * t3 + t4 - _same_padding(t0, ksize[3], strides[3], 1)
+        t6 = _gather(input, t5, -2, fill=-jnp.inf)
+        t7 = jnp.shape(input)[-3]
+        t8 = -((-t7) // strides[2])
+        t9 = jnp.arange(t8)
+        t10 = t9[..., None]
+        t11 = jnp.arange(ksize[2])
+        t12 = strides[2] * t10 + t11 - _same_padding(t7, ksize[2], strides[2], 1)
+        t13 = _gather(t6, t12, -4, fill=-jnp.inf)
+        t14 = jnp.shape(input)[-4]
+        t15 = -((-t14) // strides[1])
+        t16 = jnp.arange(t15)
+        t17 = t16[..., None]
+        t18 = jnp.arange(ksize[1])
+        t19 = strides[1] * t17 + t18 - _same_padding(t14, ksize[1], strides[1], 1)
+        t20 = _gather(t13, t19, -6, fill=-jnp.inf)
+        t21 = jnp.transpose(t20, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = jnp.max(t21, axis=(-3, -2, -1))
     else:
         raise ValueError(f"MaxPool3D: unsupported attributes padding={padding!r}")
     return output
@@ -1309,59 +1305,60 @@ def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
 
 def extract_volume_patches_forward(input, *, padding="VALID", ksizes, strides):
     """ExtractVolumePatches's formula."""
-    if padding in ("VALID", "SAME"):
-        t0 = jnp.shape(input)[-2]
-        if padding == "VALID":
-            t1 = (-ksizes[3] + t0) // strides[3]
-            t2 = t1 + 1
-        else:
-            t1 = -((-t0) // strides[3])
-            t2 = t1
+    t0 = jnp.shape(input)[-2]
+    if padding == "VALID":
+        t1 = (-ksizes[3] + t0) // strides[3]
+        t2 = t1 + 1
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
-        t5 = ksizes[3]
-        t6 = jnp.arange(t5)
-        if padding == "VALID":
-            t7 = strides[3] * t4 + t6
-        else:
-            t7 = strides[3] * t4 + t6 - _same_padding(t0, ksizes[3], strides[3], 1)
-        t8 = _gather(input, t7, -2)
-        t9 = jnp.shape(input)[-3]
-        if padding == "VALID":
-            t10 = (-ksizes[2] + t9) // strides[2]
-            t11 = t10 + 1
-        else:
-            t10 = -((-t9) // strides[2])
-            t11 = t10
-        t12 = jnp.arange(t11)
-        t13 = t12[..., None]
-        t14 = ksizes[2]
-        t15 = jnp.arange(t14)
-        if padding == "VALID":
-            t16 = strides[2] * t13 + t15
-        else:
-            t16 = strides[2] * t13 + t15 - _same_padding(t9, ksizes[2], strides[2], 1)
-        t17 = _gather(t8, t16, -4)
-        t18 = jnp.shape(input)[-4]
-        if padding == "VALID":
-            t19 = (-ksizes[1] + t18) // strides[1]
-            t20 = t19 + 1
-        else:
-            t19 = -((-t18) // strides[1])
-            t20 = t19
-        t21 = jnp.arange(t20)
-        t22 = t21[..., None]
-        t23 = ksizes[1]
-        t24 = jnp.arange(t23)
-        if padding == "VALID":
-            t25 = strides[1] * t22 + t24
-        else:
-            t25 = strides[1] * t22 + t24 - _same_padding(t18, ksizes[1], strides[1], 1)
-        t26 = _gather(t17, t25, -6)
-        t27 = jnp.transpose(t26, (0, 1, 3, 5, 2, 4, 6, 7))
-        t28 = jnp.shape(input)[-5]
-        t29 = jnp.shape(input)[-1]
-        patches = jnp.reshape(t27, (t28, t20, t11, t2, t23 * t14 * t5 * t29))
+        t5 = jnp.arange(ksizes[3])
+        t6 = strides[3] * t4 + t5
+        t7 = _gather(input, t6, -2)
+        t8 = jnp.shape(input)[-3]
+        t9 = (-ksizes[2] + t8) // strides[2]
+        t10 = t9 + 1
+        t11 = jnp.arange(t10)
+        t12 = t11[..., None]
+        t13 = jnp.arange(ksizes[2])
+        t14 = strides[2] * t12 + t13
+        t15 = _gather(t7, t14, -4)
+        t16 = jnp.shape(input)[-4]
+        t17 = (-ksizes[1] + t16) // strides[1]
+        t18 = t17 + 1
+        t19 = jnp.arange(t18)
+        t20 = t19[..., None]
+        t21 = jnp.arange(ksizes[1])
+        t22 = strides[1] * t20 + t21
+        t23 = _gather(t15, t22, -6)
+        t24 = jnp.transpose(t23, (0, 1, 3, 5, 2, 4, 6, 7))
+        t25 = jnp.shape(input)[-5]
+        t26 = jnp.shape(input)[-1]
+        patches = jnp.reshape(t24, (t25, t18, t10, t2, ksizes[1] * ksizes[2] * ksizes[3] * t26))
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[3])
+        t2 = jnp.arange(t1)
+        t3 = t2[..., None]
+        t4 = jnp.arange(ksizes[3])
+        t5 = strides[3] * t3 + t4 - _same_padding(t0, ksizes[3], strides[3], 1)
+        t6 = _gather(input, t5, -2)
+        t7 = jnp.shape(input)[-3]
+        t8 = -((-t7) // strides[2])
+        t9 = jnp.arange(t8)
+        t10 = t9[..., None]
+        t11 = jnp.arange(ksizes[2])
+        t12 = strides[2] * t10 + t11 - _same_padding(t7, ksizes[2], strides[2], 1)
+        t13 = _gather(t6, t12, -4)
+        t14 = jnp.shape(input)[-4]
+        t15 = -((-t14) // strides[1])
+        t16 = jnp.arange(t15)
+        t17 = t16[..., None]
+        t18 = jnp.arange(ksizes[1])
+        t19 = strides[1] * t17 + t18 - _same_padding(t14, ksizes[1], strides[1], 1)
+        t20 = _gather(t13, t19, -6)
+        t21 = jnp.transpose(t20, (0, 1, 3, 5, 2, 4, 6, 7))
+        t22 = jnp.shape(input)[-5]
+        t23 = jnp.shape(input)[-1]
+        patches = jnp.reshape(t21, (t22, t15, t8, t1, ksizes[1] * ksizes[2] * ksizes[3] * t23))
     else:
         raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
     return patches
@@ -1374,59 +1371,55 @@ def extract_volume_patches_vjp(grad, input, *, patches=None, padding="VALID", ks
     change it):
         grad_input[i, j, k, l, m] = sum_{e, a, b} grad[i, exact_div(-e + j, strides[1]),
             exact_div(-a + k, strides[2]), exact_div(-b + l, strides[3]), e, a, b, m]
-            i.e. `jnp.sum(t23, axis=(-3, -2, -1))`
+            i.e. `jnp.sum(t20, axis=(-3, -2, -1))`
     """
-    t0 = ksizes[2]
-    t1 = ksizes[3]
-    t2 = jnp.shape(input)[-1]
-    t3 = jnp.arange(jnp.shape(input)[-2])
-    t4 = t3[..., None]
-    t5 = jnp.arange(t1)
+    t0 = jnp.shape(input)[-1]
+    t1 = jnp.arange(jnp.shape(input)[-2])
+    t2 = t1[..., None]
+    t3 = jnp.arange(ksizes[3])
     if padding == "VALID":
-        grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t0, t1, t2))
-        t6 = t4 - t5
-        t7 = jnp.where(t6 % strides[3] == 0, t6 // strides[3], -1)
-        t8 = _gather(grad, t7, -5)
-        t9 = jnp.arange(jnp.shape(input)[-3])
-        t10 = t9[..., None]
-        t11 = jnp.arange(t0)
-        t12 = t10 - t11
+        grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, ksizes[2], ksizes[3], t0))
+        t4 = t2 - t3
+        t5 = jnp.where(t4 % strides[3] == 0, t4 // strides[3], -1)
+        t6 = _gather(grad, t5, -5)
+        t7 = jnp.arange(jnp.shape(input)[-3])
+        t8 = t7[..., None]
+        t9 = jnp.arange(ksizes[2])
+        t10 = t8 - t9
+        t11 = jnp.where(t10 % strides[2] == 0, t10 // strides[2], -1)
+        t12 = _gather(t6, t11, -7)
+        t13 = jnp.arange(jnp.shape(input)[-4])
+        t14 = t13[..., None]
+        t15 = jnp.arange(ksizes[1])
+        t16 = t14 - t15
+        t17 = jnp.where(t16 % strides[1] == 0, t16 // strides[1], -1)
+        t18 = _gather(t12, t17, -9)
+        t19 = jnp.einsum("abcdefgcegh->abcdefgh", t18, optimize=True)
+        t20 = jnp.transpose(t19, (0, 1, 3, 5, 7, 2, 4, 6))
+        grad_input = jnp.sum(t20, axis=(-3, -2, -1))
+    elif padding == "SAME":
+        grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, ksizes[2], ksizes[3], t0))
+        t4 = jnp.shape(input)[-2]
+        t5 = t2 - t3 + _same_padding(t4, ksizes[3], strides[3], 1)
+        t6 = jnp.where(t5 % strides[3] == 0, t5 // strides[3], -1)
+        t7 = _gather(grad, t6, -5)
+        t8 = jnp.arange(jnp.shape(input)[-3])
+        t9 = t8[..., None]
+        t10 = jnp.arange(ksizes[2])
+        t11 = jnp.shape(input)[-3]
+        t12 = -t10 + t9 + _same_padding(t11, ksizes[2], strides[2], 1)
         t13 = jnp.where(t12 % strides[2] == 0, t12 // strides[2], -1)
-        t14 = _gather(t8, t13, -7)
+        t14 = _gather(t7, t13, -7)
         t15 = jnp.arange(jnp.shape(input)[-4])
         t16 = t15[..., None]
-        t17 = ksizes[1]
-        t18 = jnp.arange(t17)
-        t19 = t16 - t18
+        t17 = jnp.arange(ksizes[1])
+        t18 = jnp.shape(input)[-4]
+        t19 = t16 - t17 + _same_padding(t18, ksizes[1], strides[1], 1)
         t20 = jnp.where(t19 % strides[1] == 0, t19 // strides[1], -1)
         t21 = _gather(t14, t20, -9)
         t22 = jnp.einsum("abcdefgcegh->abcdefgh", t21, optimize=True)
         t23 = jnp.transpose(t22, (0, 1, 3, 5, 7, 2, 4, 6))
         grad_input = jnp.sum(t23, axis=(-3, -2, -1))
-    elif padding == "SAME":
-        grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t0, t1, t2))
-        t6 = jnp.shape(input)[-2]
-        t7 = t4 - t5 + _same_padding(t6, ksizes[3], strides[3], 1)
-        t8 = jnp.where(t7 % strides[3] == 0, t7 // strides[3], -1)
-        t9 = _gather(grad, t8, -5)
-        t10 = jnp.arange(jnp.shape(input)[-3])
-        t11 = t10[..., None]
-        t12 = jnp.arange(t0)
-        t13 = jnp.shape(input)[-3]
-        t14 = t11 - t12 + _same_padding(t13, ksizes[2], strides[2], 1)
-        t15 = jnp.where(t14 % strides[2] == 0, t14 // strides[2], -1)
-        t16 = _gather(t9, t15, -7)
-        t17 = jnp.arange(jnp.shape(input)[-4])
-        t18 = t17[..., None]
-        t19 = ksizes[1]
-        t20 = jnp.arange(t19)
-        t21 = jnp.shape(input)[-4]
-        t22 = t18 - t20 + _same_padding(t21, ksizes[1], strides[1], 1)
-        t23 = jnp.where(t22 % strides[1] == 0, t22 // strides[1], -1)
-        t24 = _gather(t16, t23, -9)
-        t25 = jnp.einsum("abcdefgcegh->abcdefgh", t24, optimize=True)
-        t26 = jnp.transpose(t25, (0, 1, 3, 5, 7, 2, 4, 6))
-        grad_input = jnp.sum(t26, axis=(-3, -2, -1))
     else:
         raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
     return (grad_input,)
@@ -1460,7 +1453,6 @@ def dilation2d(input, filter, *, padding="VALID", strides, rates):
 def dilation2d_forward(input, filter, *, padding="VALID", strides, rates):
     """Dilation2D's formula."""
     t0 = jnp.transpose(filter, (2, 0, 1))
-    t10 = jnp.shape(input)[-3]
     if padding == "VALID":
         t1 = jnp.shape(filter)[-2]
         t2 = jnp.shape(input)[-2]
@@ -1471,6 +1463,7 @@ def dilation2d_forward(input, filter, *, padding="VALID", strides, rates):
         t7 = jnp.arange(jnp.shape(filter)[-2])
         t8 = rates[2] * t7 + strides[2] * t6
         t9 = _gather(input, t8, -2, fill=-jnp.inf)
+        t10 = jnp.shape(input)[-3]
         t11 = jnp.shape(filter)[-3]
         t12 = (-rates[1] * (t11 - 1) + t10 - 1) // strides[1]
         t13 = t12 + 1
@@ -1484,23 +1477,22 @@ def dilation2d_forward(input, filter, *, padding="VALID", strides, rates):
     elif padding == "SAME":
         t1 = jnp.shape(input)[-2]
         t2 = -((-t1) // strides[2])
-        t3 = t2
-        t4 = jnp.arange(t3)
-        t5 = t4[..., None]
-        t6 = jnp.arange(jnp.shape(filter)[-2])
-        t7 = jnp.shape(filter)[-2]
-        t8 = rates[2] * t6 + strides[2] * t5 - _same_padding(t1, t7, strides[2], rates[2])
-        t9 = _gather(input, t8, -2, fill=-jnp.inf)
-        t11 = -((-t10) // strides[1])
-        t12 = t11
-        t13 = jnp.arange(t12)
-        t14 = t13[..., None]
-        t15 = jnp.arange(jnp.shape(filter)[-3])
-        t16 = jnp.shape(filter)[-3]
-        t17 = rates[1] * t15 + strides[1] * t14 - _same_padding(t10, t16, strides[1], rates[1])
-        t18 = _gather(t9, t17, -4, fill=-jnp.inf)
-        t19 = jnp.transpose(t18, (0, 1, 3, 5, 2, 4))
-        output = jnp.max(t0 + t19, axis=(-2, -1))
+        t3 = jnp.arange(t2)
+        t4 = t3[..., None]
+        t5 = jnp.arange(jnp.shape(filter)[-2])
+        t6 = jnp.shape(filter)[-2]
+        t7 = rates[2] * t5 + strides[2] * t4 - _same_padding(t1, t6, strides[2], rates[2])
+        t8 = _gather(input, t7, -2, fill=-jnp.inf)
+        t9 = jnp.shape(input)[-3]
+        t10 = -((-t9) // strides[1])
+        t11 = jnp.arange(t10)
+        t12 = t11[..., None]
+        t13 = jnp.arange(jnp.shape(filter)[-3])
+        t14 = jnp.shape(filter)[-3]
+        t15 = rates[1] * t13 + strides[1] * t12 - _same_padding(t9, t14, strides[1], rates[1])
+        t16 = _gather(t8, t15, -4, fill=-jnp.inf)
+        t17 = jnp.transpose(t16, (0, 1, 3, 5, 2, 4))
+        output = jnp.max(t0 + t17, axis=(-2, -1))
     else:
         raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
     return output
@@ -1644,83 +1636,88 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
 
 def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
     """AvgPool3D's formula."""
-    if padding in ("VALID", "SAME"):
-        t0 = jnp.shape(input)[-4]
-        if padding == "VALID":
-            t1 = (-ksize[1] + t0) // strides[1]
-            t2 = t1 + 1
-        else:
-            t1 = -((-t0) // strides[1])
-            t2 = t1
+    t0 = jnp.shape(input)[-4]
+    if padding == "VALID":
+        t1 = (-ksize[1] + t0) // strides[1]
+        t2 = t1 + 1
         t3 = jnp.arange(t2)
         t4 = t3[..., None, None, None, None, None]
         t5 = jnp.shape(input)[-3]
-        if padding == "VALID":
-            t6 = (-ksize[2] + t5) // strides[2]
-            t7 = t6 + 1
-        else:
-            t6 = -((-t5) // strides[2])
-            t7 = t6
+        t6 = (-ksize[2] + t5) // strides[2]
+        t7 = t6 + 1
         t8 = jnp.arange(t7)
         t9 = t8[..., None, None, None, None]
         t10 = jnp.shape(input)[-2]
-        if padding == "VALID":
-            t11 = (-ksize[3] + t10) // strides[3]
-            t12 = t11 + 1
-        else:
-            t11 = -((-t10) // strides[3])
-            t12 = t11
+        t11 = (-ksize[3] + t10) // strides[3]
+        t12 = t11 + 1
         t13 = jnp.arange(t12)
         t14 = t13[..., None, None, None]
-        t15 = ksize[1]
-        t16 = jnp.arange(t15)
-        t17 = t16[..., None, None]
-        t18 = ksize[2]
-        t19 = jnp.arange(t18)
-        t20 = t19[..., None]
-        t21 = ksize[3]
-        t22 = jnp.arange(t21)
-        if padding == "VALID":
-            t23 = (
-                (strides[1] * t4 + t17 >= 0)
-                & (strides[2] * t9 + t20 >= 0)
-                & (strides[3] * t14 + t22 >= 0)
-                & (strides[1] * t4 + t17 <= t0 - 1)
-                & (strides[2] * t9 + t20 <= t5 - 1)
-                & (strides[3] * t14 + t22 <= t10 - 1)
-            )
-        else:
-            t23 = (
-                (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-                & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
-                & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) >= 0)
-                & (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-                & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
-                & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) <= t10 - 1)
-            )
-        t24 = t23[..., None, :, :, :]
-        t25 = jnp.sum(jnp.asarray(t24, input.dtype), axis=(-3, -2, -1))
-        t26 = t13[..., None]
-        if padding == "VALID":
-            t27 = strides[3] * t26 + t22
-        else:
-            t27 = strides[3] * t26 + t22 - _same_padding(t10, ksize[3], strides[3], 1)
-        t28 = _gather(input, t27, -2)
-        t29 = t8[..., None]
-        if padding == "VALID":
-            t30 = strides[2] * t29 + t19
-        else:
-            t30 = strides[2] * t29 + t19 - _same_padding(t5, ksize[2], strides[2], 1)
-        t31 = _gather(t28, t30, -4)
-        t32 = t3[..., None]
-        if padding == "VALID":
-            t33 = strides[1] * t32 + t16
-        else:
-            t33 = strides[1] * t32 + t16 - _same_padding(t0, ksize[1], strides[1], 1)
-        t34 = _gather(t31, t33, -6)
-        t35 = jnp.transpose(t34, (0, 1, 3, 5, 7, 2, 4, 6))
-        t36 = jnp.sum(t35, axis=(-3, -2, -1))
-        output = t36 / t25
+        t15 = jnp.arange(ksize[1])
+        t16 = t15[..., None, None]
+        t17 = jnp.arange(ksize[2])
+        t18 = t17[..., None]
+        t19 = jnp.arange(ksize[3])
+        t20 = (
+            (strides[1] * t4 + t16 >= 0)
+            & (strides[2] * t9 + t18 >= 0)
+            & (strides[3] * t14 + t19 >= 0)
+            & (strides[1] * t4 + t16 <= t0 - 1)
+            & (strides[2] * t9 + t18 <= t5 - 1)
+            & (strides[3] * t14 + t19 <= t10 - 1)
+        )
+        t21 = t20[..., None, :, :, :]
+        t22 = jnp.sum(jnp.asarray(t21, input.dtype), axis=(-3, -2, -1))
+        t23 = t13[..., None]
+        t24 = strides[3] * t23 + t19
+        t25 = _gather(input, t24, -2)
+        t26 = t8[..., None]
+        t27 = strides[2] * t26 + t17
+        t28 = _gather(t25, t27, -4)
+        t29 = t3[..., None]
+        t30 = strides[1] * t29 + t15
+        t31 = _gather(t28, t30, -6)
+        t32 = jnp.transpose(t31, (0, 1, 3, 5, 7, 2, 4, 6))
+        t33 = jnp.sum(t32, axis=(-3, -2, -1))
+        output = t33 / t22
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[1])
+        t2 = jnp.arange(t1)
+        t3 = t2[..., None, None, None, None, None]
+        t4 = jnp.shape(input)[-3]
+        t5 = -((-t4) // strides[2])
+        t6 = jnp.arange(t5)
+        t7 = t6[..., None, None, None, None]
+        t8 = jnp.shape(input)[-2]
+        t9 = -((-t8) // strides[3])
+        t10 = jnp.arange(t9)
+        t11 = t10[..., None, None, None]
+        t12 = jnp.arange(ksize[1])
+        t13 = t12[..., None, None]
+        t14 = jnp.arange(ksize[2])
+        t15 = t14[..., None]
+        t16 = jnp.arange(ksize[3])
+        t17 = (
+            (strides[1] * t3 + t13 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t7 + t15 - _same_padding(t4, ksize[2], strides[2], 1) >= 0)
+            & (strides[3] * t11 + t16 - _same_padding(t8, ksize[3], strides[3], 1) >= 0)
+            & (strides[1] * t3 + t13 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+            & (strides[2] * t7 + t15 - _same_padding(t4, ksize[2], strides[2], 1) <= t4 - 1)
+            & (strides[3] * t11 + t16 - _same_padding(t8, ksize[3], strides[3], 1) <= t8 - 1)
+        )
+        t18 = t17[..., None, :, :, :]
+        t19 = jnp.sum(jnp.asarray(t18, input.dtype), axis=(-3, -2, -1))
+        t20 = t10[..., None]
+        t21 = strides[3] * t20 + t16 - _same_padding(t8, ksize[3], strides[3], 1)
+        t22 = _gather(input, t21, -2)
+        t23 = t6[..., None]
+        t24 = strides[2] * t23 + t14 - _same_padding(t4, ksize[2], strides[2], 1)
+        t25 = _gather(t22, t24, -4)
+        t26 = t2[..., None]
+        t27 = strides[1] * t26 + t12 - _same_padding(t0, ksize[1], strides[1], 1)
+        t28 = _gather(t25, t27, -6)
+        t29 = jnp.transpose(t28, (0, 1, 3, 5, 7, 2, 4, 6))
+        t30 = jnp.sum(t29, axis=(-3, -2, -1))
+        output = t30 / t19
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return output
@@ -1735,66 +1732,63 @@ def avg_pool3d_vjp(grad, input, *, output=None, padding="VALID", ksize, strides)
             strides[1] * z) * delta(m, a + i * strides[2]) * delta(n, b + j * strides[3]) / (sum_{e,
             a, b} indicator(a + i * strides[2] >= 0 and b + j * strides[3] >= 0 and e + strides[1] *
             z >= 0 and a + i * strides[2] <= H - 1 and b + j * strides[3] <= W - 1 and e +
-            strides[1] * z <= D - 1)), i.e. `_scatter_add(t27, t29, 3, t14)`
+            strides[1] * z <= D - 1)), i.e. `_scatter_add(t24, t26, 3, t11)`
     """
     if padding in ("VALID", "SAME"):
         t0 = jnp.arange(jnp.shape(grad)[-4])
         t1 = t0[..., None, None, None, None, None]
         t2 = jnp.arange(jnp.shape(grad)[-3])
         t3 = t2[..., None, None, None, None]
-        t4 = ksize[3]
-        t5 = jnp.arange(t4)
-        t6 = t5[..., None, None, None]
-        t7 = jnp.arange(jnp.shape(grad)[-2])
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = jnp.arange(t9)
-        t11 = t10[..., None]
-        t12 = ksize[1]
-        t13 = jnp.arange(t12)
-        t14 = jnp.shape(input)[-4]
-        t15 = jnp.shape(input)[-3]
-        t16 = jnp.shape(input)[-2]
+        t4 = jnp.arange(ksize[3])
+        t5 = t4[..., None, None, None]
+        t6 = jnp.arange(jnp.shape(grad)[-2])
+        t7 = t6[..., None, None]
+        t8 = jnp.arange(ksize[2])
+        t9 = t8[..., None]
+        t10 = jnp.arange(ksize[1])
+        t11 = jnp.shape(input)[-4]
+        t12 = jnp.shape(input)[-3]
+        t13 = jnp.shape(input)[-2]
         if padding == "VALID":
-            t17 = (
-                (strides[1] * t1 + t13 >= 0)
-                & (strides[2] * t3 + t11 >= 0)
-                & (strides[3] * t8 + t6 >= 0)
-                & (strides[1] * t1 + t13 <= t14 - 1)
-                & (strides[2] * t3 + t11 <= t15 - 1)
-                & (strides[3] * t8 + t6 <= t16 - 1)
+            t14 = (
+                (strides[1] * t1 + t10 >= 0)
+                & (strides[2] * t3 + t9 >= 0)
+                & (strides[3] * t7 + t5 >= 0)
+                & (strides[1] * t1 + t10 <= t11 - 1)
+                & (strides[2] * t3 + t9 <= t12 - 1)
+                & (strides[3] * t7 + t5 <= t13 - 1)
             )
         else:
-            t17 = (
-                (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) >= 0)
-                & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) >= 0)
-                & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) >= 0)
-                & (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) <= t14 - 1)
-                & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) <= t15 - 1)
-                & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) <= t16 - 1)
+            t14 = (
+                (strides[1] * t1 + t10 - _same_padding(t11, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t3 + t9 - _same_padding(t12, ksize[2], strides[2], 1) >= 0)
+                & (strides[3] * t7 + t5 - _same_padding(t13, ksize[3], strides[3], 1) >= 0)
+                & (strides[1] * t1 + t10 - _same_padding(t11, ksize[1], strides[1], 1) <= t11 - 1)
+                & (strides[2] * t3 + t9 - _same_padding(t12, ksize[2], strides[2], 1) <= t12 - 1)
+                & (strides[3] * t7 + t5 - _same_padding(t13, ksize[3], strides[3], 1) <= t13 - 1)
             )
-        t18 = t17[..., None, :, :, :, :, :]
-        t19 = jnp.sum(jnp.asarray(t18, grad.dtype), axis=(-4, -2, -1), keepdims=True)
-        t20 = grad[..., None, :, None, :, None, :]
-        t21 = t20 / t19
-        t22 = t7[..., None]
+        t15 = t14[..., None, :, :, :, :, :]
+        t16 = jnp.sum(jnp.asarray(t15, grad.dtype), axis=(-4, -2, -1), keepdims=True)
+        t17 = grad[..., None, :, None, :, None, :]
+        t18 = t17 / t16
+        t19 = t6[..., None]
         if padding == "VALID":
-            t23 = strides[3] * t22 + t5
+            t20 = strides[3] * t19 + t4
         else:
-            t23 = strides[3] * t22 + t5 - _same_padding(t16, ksize[3], strides[3], 1)
-        t24 = _scatter_add(t21, t23, 1, t16)  # no gather form: an explicit scatter-add
-        t25 = t2[..., None]
+            t20 = strides[3] * t19 + t4 - _same_padding(t13, ksize[3], strides[3], 1)
+        t21 = _scatter_add(t18, t20, 1, t13)  # no gather form: an explicit scatter-add
+        t22 = t2[..., None]
         if padding == "VALID":
-            t26 = strides[2] * t25 + t10
+            t23 = strides[2] * t22 + t8
         else:
-            t26 = strides[2] * t25 + t10 - _same_padding(t15, ksize[2], strides[2], 1)
-        t27 = _scatter_add(t24, t26, 2, t15)  # no gather form: an explicit scatter-add
-        t28 = t0[..., None]
+            t23 = strides[2] * t22 + t8 - _same_padding(t12, ksize[2], strides[2], 1)
+        t24 = _scatter_add(t21, t23, 2, t12)  # no gather form: an explicit scatter-add
+        t25 = t0[..., None]
         if padding == "VALID":
-            t29 = strides[1] * t28 + t13
+            t26 = strides[1] * t25 + t10
         else:
-            t29 = strides[1] * t28 + t13 - _same_padding(t14, ksize[1], strides[1], 1)
-        grad_input = _scatter_add(t27, t29, 3, t14)  # no gather form: an explicit scatter-add
+            t26 = strides[1] * t25 + t10 - _same_padding(t11, ksize[1], strides[1], 1)
+        grad_input = _scatter_add(t24, t26, 3, t11)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return (grad_input,)
@@ -1827,41 +1821,41 @@ def max_pool_v2_forward(input, *, padding="VALID", ksize, strides):
     """MaxPoolV2's formula."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
-    if padding in ("VALID", "SAME"):
-        t0 = jnp.shape(input)[-2]
-        if padding == "VALID":
-            t1 = (-ksize[2] + t0) // strides[2]
-            t2 = t1 + 1
-        else:
-            t1 = -((-t0) // strides[2])
-            t2 = t1
+    t0 = jnp.shape(input)[-2]
+    if padding == "VALID":
+        t1 = (-ksize[2] + t0) // strides[2]
+        t2 = t1 + 1
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
-        t5 = ksize[2]
-        t6 = jnp.arange(t5)
-        if padding == "VALID":
-            t7 = strides[2] * t4 + t6
-        else:
-            t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
-        t8 = _gather(input, t7, -2, fill=-jnp.inf)
-        t9 = jnp.shape(input)[-3]
-        if padding == "VALID":
-            t10 = (-ksize[1] + t9) // strides[1]
-            t11 = t10 + 1
-        else:
-            t10 = -((-t9) // strides[1])
-            t11 = t10
-        t12 = jnp.arange(t11)
-        t13 = t12[..., None]
-        t14 = ksize[1]
-        t15 = jnp.arange(t14)
-        if padding == "VALID":
-            t16 = strides[1] * t13 + t15
-        else:
-            t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
-        t17 = _gather(t8, t16, -4, fill=-jnp.inf)
-        t18 = jnp.transpose(t17, (0, 1, 3, 5, 2, 4))
-        output = jnp.max(t18, axis=(-2, -1))
+        t5 = jnp.arange(ksize[2])
+        t6 = strides[2] * t4 + t5
+        t7 = _gather(input, t6, -2, fill=-jnp.inf)
+        t8 = jnp.shape(input)[-3]
+        t9 = (-ksize[1] + t8) // strides[1]
+        t10 = t9 + 1
+        t11 = jnp.arange(t10)
+        t12 = t11[..., None]
+        t13 = jnp.arange(ksize[1])
+        t14 = strides[1] * t12 + t13
+        t15 = _gather(t7, t14, -4, fill=-jnp.inf)
+        t16 = jnp.transpose(t15, (0, 1, 3, 5, 2, 4))
+        output = jnp.max(t16, axis=(-2, -1))
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[2])
+        t2 = jnp.arange(t1)
+        t3 = t2[..., None]
+        t4 = jnp.arange(ksize[2])
+        t5 = strides[2] * t3 + t4 - _same_padding(t0, ksize[2], strides[2], 1)
+        t6 = _gather(input, t5, -2, fill=-jnp.inf)
+        t7 = jnp.shape(input)[-3]
+        t8 = -((-t7) // strides[1])
+        t9 = jnp.arange(t8)
+        t10 = t9[..., None]
+        t11 = jnp.arange(ksize[1])
+        t12 = strides[1] * t10 + t11 - _same_padding(t7, ksize[1], strides[1], 1)
+        t13 = _gather(t6, t12, -4, fill=-jnp.inf)
+        t14 = jnp.transpose(t13, (0, 1, 3, 5, 2, 4))
+        output = jnp.max(t14, axis=(-2, -1))
     else:
         raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
     return output

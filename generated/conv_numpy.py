@@ -491,13 +491,11 @@ def depthwise_conv2d_native(
         t1 = np.shape(input)[-4]
         t2 = np.shape(input)[-3]
         t3 = -((-t2) // strides[1])
-        t4 = t3
-        t5 = np.shape(input)[-2]
-        t6 = -((-t5) // strides[2])
-        t7 = t6
-        t8 = np.shape(input)[-1]
-        t9 = np.shape(filter)[-1]
-        output = np.reshape(t0, (t1, t4, t7, t8 * t9))
+        t4 = np.shape(input)[-2]
+        t5 = -((-t4) // strides[2])
+        t6 = np.shape(input)[-1]
+        t7 = np.shape(filter)[-1]
+        output = np.reshape(t0, (t1, t3, t5, t6 * t7))
     else:
         raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
     return output
@@ -645,49 +643,45 @@ def depthwise_conv2d_native_grad_grad(
 
 def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
     """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel) (declared at ops/conv.py:80)."""
-    if padding in ("VALID", "SAME"):
-        t0 = np.shape(images)[-2]
-        if padding == "VALID":
-            t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
-            t2 = t1 + 1
-        else:
-            t1 = -((-t0) // strides[2])
-            t2 = t1
+    t0 = np.shape(images)[-2]
+    if padding == "VALID":
+        t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
+        t2 = t1 + 1
         t3 = np.arange(t2)
         t4 = t3[..., None]
-        t5 = ksizes[2]
-        t6 = np.arange(t5)
-        if padding == "VALID":
-            t7 = rates[2] * t6 + strides[2] * t4
-        else:
-            t7 = (
-                rates[2] * t6 + strides[2] * t4 - _same_padding(t0, ksizes[2], strides[2], rates[2])
-            )
-        t8 = _gather(images, t7, -2)
-        t9 = np.shape(images)[-3]
-        if padding == "VALID":
-            t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // strides[1]
-            t11 = t10 + 1
-        else:
-            t10 = -((-t9) // strides[1])
-            t11 = t10
-        t12 = np.arange(t11)
-        t13 = t12[..., None]
-        t14 = ksizes[1]
-        t15 = np.arange(t14)
-        if padding == "VALID":
-            t16 = rates[1] * t15 + strides[1] * t13
-        else:
-            t16 = (
-                rates[1] * t15
-                + strides[1] * t13
-                - _same_padding(t9, ksizes[1], strides[1], rates[1])
-            )
-        t17 = _gather(t8, t16, -4)
-        t18 = np.transpose(t17, (0, 1, 3, 2, 4, 5))
-        t19 = np.shape(images)[-4]
-        t20 = np.shape(images)[-1]
-        patches = np.reshape(t18, (t19, t11, t2, t14 * t5 * t20))
+        t5 = np.arange(ksizes[2])
+        t6 = rates[2] * t5 + strides[2] * t4
+        t7 = _gather(images, t6, -2)
+        t8 = np.shape(images)[-3]
+        t9 = (-rates[1] * (ksizes[1] - 1) + t8 - 1) // strides[1]
+        t10 = t9 + 1
+        t11 = np.arange(t10)
+        t12 = t11[..., None]
+        t13 = np.arange(ksizes[1])
+        t14 = rates[1] * t13 + strides[1] * t12
+        t15 = _gather(t7, t14, -4)
+        t16 = np.transpose(t15, (0, 1, 3, 2, 4, 5))
+        t17 = np.shape(images)[-4]
+        t18 = np.shape(images)[-1]
+        patches = np.reshape(t16, (t17, t10, t2, ksizes[1] * ksizes[2] * t18))
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[2])
+        t2 = np.arange(t1)
+        t3 = t2[..., None]
+        t4 = np.arange(ksizes[2])
+        t5 = rates[2] * t4 + strides[2] * t3 - _same_padding(t0, ksizes[2], strides[2], rates[2])
+        t6 = _gather(images, t5, -2)
+        t7 = np.shape(images)[-3]
+        t8 = -((-t7) // strides[1])
+        t9 = np.arange(t8)
+        t10 = t9[..., None]
+        t11 = np.arange(ksizes[1])
+        t12 = rates[1] * t11 + strides[1] * t10 - _same_padding(t7, ksizes[1], strides[1], rates[1])
+        t13 = _gather(t6, t12, -4)
+        t14 = np.transpose(t13, (0, 1, 3, 2, 4, 5))
+        t15 = np.shape(images)[-4]
+        t16 = np.shape(images)[-1]
+        patches = np.reshape(t14, (t15, t8, t1, ksizes[1] * ksizes[2] * t16))
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
     return patches
@@ -701,45 +695,42 @@ def extract_image_patches_grad(
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
         grad_images[i, j, k, l] = sum_{a, b} grad[i, exact_div(-a * rates[1] + j, strides[1]),
-            exact_div(-b * rates[2] + k, strides[2]), a, b, l], i.e. `np.sum(t16, axis=(-2, -1))`
+            exact_div(-b * rates[2] + k, strides[2]), a, b, l], i.e. `np.sum(t14, axis=(-2, -1))`
     """
-    t0 = ksizes[2]
-    t1 = np.shape(images)[-1]
-    t2 = np.arange(np.shape(images)[-2])
-    t3 = t2[..., None]
-    t4 = np.arange(t0)
+    t0 = np.shape(images)[-1]
+    t1 = np.arange(np.shape(images)[-2])
+    t2 = t1[..., None]
+    t3 = np.arange(ksizes[2])
     if padding == "VALID":
-        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0, t1))
-        t5 = -rates[2] * t4 + t3
+        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, ksizes[2], t0))
+        t4 = -rates[2] * t3 + t2
+        t5 = np.where(t4 % strides[2] == 0, t4 // strides[2], -1)
+        t6 = _gather(grad, t5, -4)
+        t7 = np.arange(np.shape(images)[-3])
+        t8 = t7[..., None]
+        t9 = np.arange(ksizes[1])
+        t10 = -rates[1] * t9 + t8
+        t11 = np.where(t10 % strides[1] == 0, t10 // strides[1], -1)
+        t12 = _gather(t6, t11, -6)
+        t13 = np.einsum("abcdecef->abcdef", t12, optimize=True)
+        t14 = np.transpose(t13, (0, 1, 3, 5, 2, 4))
+        grad_images = np.sum(t14, axis=(-2, -1))
+    elif padding == "SAME":
+        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, ksizes[2], t0))
+        t4 = np.shape(images)[-2]
+        t5 = -rates[2] * t3 + t2 + _same_padding(t4, ksizes[2], strides[2], rates[2])
         t6 = np.where(t5 % strides[2] == 0, t5 // strides[2], -1)
         t7 = _gather(grad, t6, -4)
         t8 = np.arange(np.shape(images)[-3])
         t9 = t8[..., None]
-        t10 = ksizes[1]
-        t11 = np.arange(t10)
-        t12 = -rates[1] * t11 + t9
+        t10 = np.arange(ksizes[1])
+        t11 = np.shape(images)[-3]
+        t12 = -rates[1] * t10 + t9 + _same_padding(t11, ksizes[1], strides[1], rates[1])
         t13 = np.where(t12 % strides[1] == 0, t12 // strides[1], -1)
         t14 = _gather(t7, t13, -6)
         t15 = np.einsum("abcdecef->abcdef", t14, optimize=True)
         t16 = np.transpose(t15, (0, 1, 3, 5, 2, 4))
         grad_images = np.sum(t16, axis=(-2, -1))
-    elif padding == "SAME":
-        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0, t1))
-        t5 = np.shape(images)[-2]
-        t6 = -rates[2] * t4 + t3 + _same_padding(t5, ksizes[2], strides[2], rates[2])
-        t7 = np.where(t6 % strides[2] == 0, t6 // strides[2], -1)
-        t8 = _gather(grad, t7, -4)
-        t9 = np.arange(np.shape(images)[-3])
-        t10 = t9[..., None]
-        t11 = ksizes[1]
-        t12 = np.arange(t11)
-        t13 = np.shape(images)[-3]
-        t14 = -rates[1] * t12 + t10 + _same_padding(t13, ksizes[1], strides[1], rates[1])
-        t15 = np.where(t14 % strides[1] == 0, t14 // strides[1], -1)
-        t16 = _gather(t8, t15, -6)
-        t17 = np.einsum("abcdecef->abcdef", t16, optimize=True)
-        t18 = np.transpose(t17, (0, 1, 3, 5, 2, 4))
-        grad_images = np.sum(t18, axis=(-2, -1))
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
     return (grad_images,)
@@ -891,61 +882,65 @@ def conv3d_grad_grad(
 
 def avg_pool(value, *, padding="VALID", ksize, strides):
     """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:131)."""
-    if padding in ("VALID", "SAME"):
-        t0 = np.shape(value)[-3]
-        if padding == "VALID":
-            t1 = (-ksize[1] + t0) // strides[1]
-            t2 = t1 + 1
-        else:
-            t1 = -((-t0) // strides[1])
-            t2 = t1
+    t0 = np.shape(value)[-3]
+    if padding == "VALID":
+        t1 = (-ksize[1] + t0) // strides[1]
+        t2 = t1 + 1
         t3 = np.arange(t2)
         t4 = t3[..., None, None, None]
         t5 = np.shape(value)[-2]
-        if padding == "VALID":
-            t6 = (-ksize[2] + t5) // strides[2]
-            t7 = t6 + 1
-        else:
-            t6 = -((-t5) // strides[2])
-            t7 = t6
+        t6 = (-ksize[2] + t5) // strides[2]
+        t7 = t6 + 1
         t8 = np.arange(t7)
         t9 = t8[..., None, None]
-        t10 = ksize[1]
-        t11 = np.arange(t10)
-        t12 = t11[..., None]
-        t13 = ksize[2]
-        t14 = np.arange(t13)
-        if padding == "VALID":
-            t15 = (
-                (strides[1] * t4 + t12 >= 0)
-                & (strides[2] * t9 + t14 >= 0)
-                & (strides[1] * t4 + t12 <= t0 - 1)
-                & (strides[2] * t9 + t14 <= t5 - 1)
-            )
-        else:
-            t15 = (
-                (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-                & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
-                & (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-                & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
-            )
-        t16 = t15[..., None, :, :]
-        t17 = np.sum(np.asarray(t16, value.dtype), axis=(-2, -1))
-        t18 = t8[..., None]
-        if padding == "VALID":
-            t19 = strides[2] * t18 + t14
-        else:
-            t19 = strides[2] * t18 + t14 - _same_padding(t5, ksize[2], strides[2], 1)
-        t20 = _gather(value, t19, -2)
-        t21 = t3[..., None]
-        if padding == "VALID":
-            t22 = strides[1] * t21 + t11
-        else:
-            t22 = strides[1] * t21 + t11 - _same_padding(t0, ksize[1], strides[1], 1)
-        t23 = _gather(t20, t22, -4)
-        t24 = np.transpose(t23, (0, 1, 3, 5, 2, 4))
-        t25 = np.sum(t24, axis=(-2, -1))
-        output = t25 / t17
+        t10 = np.arange(ksize[1])
+        t11 = t10[..., None]
+        t12 = np.arange(ksize[2])
+        t13 = (
+            (strides[1] * t4 + t11 >= 0)
+            & (strides[2] * t9 + t12 >= 0)
+            & (strides[1] * t4 + t11 <= t0 - 1)
+            & (strides[2] * t9 + t12 <= t5 - 1)
+        )
+        t14 = t13[..., None, :, :]
+        t15 = np.sum(np.asarray(t14, value.dtype), axis=(-2, -1))
+        t16 = t8[..., None]
+        t17 = strides[2] * t16 + t12
+        t18 = _gather(value, t17, -2)
+        t19 = t3[..., None]
+        t20 = strides[1] * t19 + t10
+        t21 = _gather(t18, t20, -4)
+        t22 = np.transpose(t21, (0, 1, 3, 5, 2, 4))
+        t23 = np.sum(t22, axis=(-2, -1))
+        output = t23 / t15
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[1])
+        t2 = np.arange(t1)
+        t3 = t2[..., None, None, None]
+        t4 = np.shape(value)[-2]
+        t5 = -((-t4) // strides[2])
+        t6 = np.arange(t5)
+        t7 = t6[..., None, None]
+        t8 = np.arange(ksize[1])
+        t9 = t8[..., None]
+        t10 = np.arange(ksize[2])
+        t11 = (
+            (strides[1] * t3 + t9 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t7 + t10 - _same_padding(t4, ksize[2], strides[2], 1) >= 0)
+            & (strides[1] * t3 + t9 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+            & (strides[2] * t7 + t10 - _same_padding(t4, ksize[2], strides[2], 1) <= t4 - 1)
+        )
+        t12 = t11[..., None, :, :]
+        t13 = np.sum(np.asarray(t12, value.dtype), axis=(-2, -1))
+        t14 = t6[..., None]
+        t15 = strides[2] * t14 + t10 - _same_padding(t4, ksize[2], strides[2], 1)
+        t16 = _gather(value, t15, -2)
+        t17 = t2[..., None]
+        t18 = strides[1] * t17 + t8 - _same_padding(t0, ksize[1], strides[1], 1)
+        t19 = _gather(t16, t18, -4)
+        t20 = np.transpose(t19, (0, 1, 3, 5, 2, 4))
+        t21 = np.sum(t20, axis=(-2, -1))
+        output = t21 / t13
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return output
@@ -959,50 +954,48 @@ def avg_pool_grad(grad, value, *, output=None, padding="VALID", ksize, strides):
         grad_value[k, l, m, n] = sum_{i, j, a, b} grad[k, i, j, n] * delta(l, a + i * strides[1]) *
             delta(m, b + j * strides[2]) / (sum_{a, b} indicator(a + i * strides[1] >= 0 and b + j *
             strides[2] >= 0 and a + i * strides[1] <= H - 1 and b + j * strides[2] <= W - 1))
-            i.e. `_scatter_add(t18, t20, 2, t9)`
+            i.e. `_scatter_add(t16, t18, 2, t7)`
     """
     if padding in ("VALID", "SAME"):
         t0 = np.arange(np.shape(grad)[-3])
         t1 = t0[..., None, None, None]
         t2 = np.arange(np.shape(grad)[-2])
         t3 = t2[..., None, None]
-        t4 = ksize[2]
-        t5 = np.arange(t4)
-        t6 = t5[..., None]
-        t7 = ksize[1]
-        t8 = np.arange(t7)
-        t9 = np.shape(value)[-3]
-        t10 = np.shape(value)[-2]
+        t4 = np.arange(ksize[2])
+        t5 = t4[..., None]
+        t6 = np.arange(ksize[1])
+        t7 = np.shape(value)[-3]
+        t8 = np.shape(value)[-2]
         if padding == "VALID":
-            t11 = (
-                (strides[1] * t1 + t8 >= 0)
-                & (strides[2] * t3 + t6 >= 0)
-                & (strides[1] * t1 + t8 <= t9 - 1)
-                & (strides[2] * t3 + t6 <= t10 - 1)
+            t9 = (
+                (strides[1] * t1 + t6 >= 0)
+                & (strides[2] * t3 + t5 >= 0)
+                & (strides[1] * t1 + t6 <= t7 - 1)
+                & (strides[2] * t3 + t5 <= t8 - 1)
             )
         else:
-            t11 = (
-                (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) >= 0)
-                & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) >= 0)
-                & (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) <= t9 - 1)
-                & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) <= t10 - 1)
+            t9 = (
+                (strides[1] * t1 + t6 - _same_padding(t7, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t3 + t5 - _same_padding(t8, ksize[2], strides[2], 1) >= 0)
+                & (strides[1] * t1 + t6 - _same_padding(t7, ksize[1], strides[1], 1) <= t7 - 1)
+                & (strides[2] * t3 + t5 - _same_padding(t8, ksize[2], strides[2], 1) <= t8 - 1)
             )
-        t12 = t11[..., None, :, :, :]
-        t13 = np.sum(np.asarray(t12, grad.dtype), axis=(-2, -1), keepdims=True)
-        t14 = grad[..., None, :, None, :]
-        t15 = t14 / t13
-        t16 = t2[..., None]
+        t10 = t9[..., None, :, :, :]
+        t11 = np.sum(np.asarray(t10, grad.dtype), axis=(-2, -1), keepdims=True)
+        t12 = grad[..., None, :, None, :]
+        t13 = t12 / t11
+        t14 = t2[..., None]
         if padding == "VALID":
-            t17 = strides[2] * t16 + t5
+            t15 = strides[2] * t14 + t4
         else:
-            t17 = strides[2] * t16 + t5 - _same_padding(t10, ksize[2], strides[2], 1)
-        t18 = _scatter_add(t15, t17, 1, t10)  # no gather form: an explicit scatter-add
-        t19 = t0[..., None]
+            t15 = strides[2] * t14 + t4 - _same_padding(t8, ksize[2], strides[2], 1)
+        t16 = _scatter_add(t13, t15, 1, t8)  # no gather form: an explicit scatter-add
+        t17 = t0[..., None]
         if padding == "VALID":
-            t20 = strides[1] * t19 + t8
+            t18 = strides[1] * t17 + t6
         else:
-            t20 = strides[1] * t19 + t8 - _same_padding(t9, ksize[1], strides[1], 1)
-        grad_value = _scatter_add(t18, t20, 2, t9)  # no gather form: an explicit scatter-add
+            t18 = strides[1] * t17 + t6 - _same_padding(t7, ksize[1], strides[1], 1)
+        grad_value = _scatter_add(t16, t18, 2, t7)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return (grad_value,)
@@ -1017,44 +1010,42 @@ def avg_pool_grad_grad(
         t1 = t0[..., None, None, None]
         t2 = np.arange(np.shape(grad)[-2])
         t3 = t2[..., None, None]
-        t4 = ksize[1]
-        t5 = np.arange(t4)
-        t6 = t5[..., None]
-        t7 = ksize[2]
-        t8 = np.arange(t7)
-        t9 = np.shape(value)[-3]
-        t10 = np.shape(value)[-2]
+        t4 = np.arange(ksize[1])
+        t5 = t4[..., None]
+        t6 = np.arange(ksize[2])
+        t7 = np.shape(value)[-3]
+        t8 = np.shape(value)[-2]
         if padding == "VALID":
-            t11 = (
-                (strides[1] * t1 + t6 >= 0)
-                & (strides[2] * t3 + t8 >= 0)
-                & (strides[1] * t1 + t6 <= t9 - 1)
-                & (strides[2] * t3 + t8 <= t10 - 1)
+            t9 = (
+                (strides[1] * t1 + t5 >= 0)
+                & (strides[2] * t3 + t6 >= 0)
+                & (strides[1] * t1 + t5 <= t7 - 1)
+                & (strides[2] * t3 + t6 <= t8 - 1)
             )
         else:
-            t11 = (
-                (strides[1] * t1 + t6 - _same_padding(t9, ksize[1], strides[1], 1) >= 0)
-                & (strides[2] * t3 + t8 - _same_padding(t10, ksize[2], strides[2], 1) >= 0)
-                & (strides[1] * t1 + t6 - _same_padding(t9, ksize[1], strides[1], 1) <= t9 - 1)
-                & (strides[2] * t3 + t8 - _same_padding(t10, ksize[2], strides[2], 1) <= t10 - 1)
+            t9 = (
+                (strides[1] * t1 + t5 - _same_padding(t7, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t3 + t6 - _same_padding(t8, ksize[2], strides[2], 1) >= 0)
+                & (strides[1] * t1 + t5 - _same_padding(t7, ksize[1], strides[1], 1) <= t7 - 1)
+                & (strides[2] * t3 + t6 - _same_padding(t8, ksize[2], strides[2], 1) <= t8 - 1)
             )
-        t12 = t11[..., None, :, :]
-        t13 = np.sum(np.asarray(t12, grad_vjp_value.dtype), axis=(-2, -1))
-        t14 = t2[..., None]
+        t10 = t9[..., None, :, :]
+        t11 = np.sum(np.asarray(t10, grad_vjp_value.dtype), axis=(-2, -1))
+        t12 = t2[..., None]
         if padding == "VALID":
-            t15 = strides[2] * t14 + t8
+            t13 = strides[2] * t12 + t6
         else:
-            t15 = strides[2] * t14 + t8 - _same_padding(t10, ksize[2], strides[2], 1)
-        t16 = _gather(grad_vjp_value, t15, -2)
-        t17 = t0[..., None]
+            t13 = strides[2] * t12 + t6 - _same_padding(t8, ksize[2], strides[2], 1)
+        t14 = _gather(grad_vjp_value, t13, -2)
+        t15 = t0[..., None]
         if padding == "VALID":
-            t18 = strides[1] * t17 + t5
+            t16 = strides[1] * t15 + t4
         else:
-            t18 = strides[1] * t17 + t5 - _same_padding(t9, ksize[1], strides[1], 1)
-        t19 = _gather(t16, t18, -4)
-        t20 = np.transpose(t19, (0, 1, 3, 5, 2, 4))
-        t21 = np.sum(t20, axis=(-2, -1))
-        grad_grad = t21 / t13
+            t16 = strides[1] * t15 + t4 - _same_padding(t7, ksize[1], strides[1], 1)
+        t17 = _gather(t14, t16, -4)
+        t18 = np.transpose(t17, (0, 1, 3, 5, 2, 4))
+        t19 = np.sum(t18, axis=(-2, -1))
+        grad_grad = t19 / t11
     else:
         raise ValueError(f"AvgPoolGrad: unsupported attributes padding={padding!r}")
     return grad_grad, None
@@ -1062,41 +1053,45 @@ def avg_pool_grad_grad(
 
 def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:139)."""
-    if padding in ("VALID", "SAME") and data_format == "NHWC":
-        t0 = np.shape(input)[-2]
-        if padding == "VALID":
-            t1 = (-ksize[2] + t0) // strides[2]
-            t2 = t1 + 1
-        else:
-            t1 = -((-t0) // strides[2])
-            t2 = t1
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    t0 = np.shape(input)[-2]
+    if padding == "VALID":
+        t1 = (-ksize[2] + t0) // strides[2]
+        t2 = t1 + 1
         t3 = np.arange(t2)
         t4 = t3[..., None]
-        t5 = ksize[2]
-        t6 = np.arange(t5)
-        if padding == "VALID":
-            t7 = strides[2] * t4 + t6
-        else:
-            t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
-        t8 = _gather(input, t7, -2, fill=-np.inf)
-        t9 = np.shape(input)[-3]
-        if padding == "VALID":
-            t10 = (-ksize[1] + t9) // strides[1]
-            t11 = t10 + 1
-        else:
-            t10 = -((-t9) // strides[1])
-            t11 = t10
-        t12 = np.arange(t11)
-        t13 = t12[..., None]
-        t14 = ksize[1]
-        t15 = np.arange(t14)
-        if padding == "VALID":
-            t16 = strides[1] * t13 + t15
-        else:
-            t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
-        t17 = _gather(t8, t16, -4, fill=-np.inf)
-        t18 = np.transpose(t17, (0, 1, 3, 5, 2, 4))
-        output = np.max(t18, axis=(-2, -1))
+        t5 = np.arange(ksize[2])
+        t6 = strides[2] * t4 + t5
+        t7 = _gather(input, t6, -2, fill=-np.inf)
+        t8 = np.shape(input)[-3]
+        t9 = (-ksize[1] + t8) // strides[1]
+        t10 = t9 + 1
+        t11 = np.arange(t10)
+        t12 = t11[..., None]
+        t13 = np.arange(ksize[1])
+        t14 = strides[1] * t12 + t13
+        t15 = _gather(t7, t14, -4, fill=-np.inf)
+        t16 = np.transpose(t15, (0, 1, 3, 5, 2, 4))
+        output = np.max(t16, axis=(-2, -1))
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[2])
+        t2 = np.arange(t1)
+        t3 = t2[..., None]
+        t4 = np.arange(ksize[2])
+        t5 = strides[2] * t3 + t4 - _same_padding(t0, ksize[2], strides[2], 1)
+        t6 = _gather(input, t5, -2, fill=-np.inf)
+        t7 = np.shape(input)[-3]
+        t8 = -((-t7) // strides[1])
+        t9 = np.arange(t8)
+        t10 = t9[..., None]
+        t11 = np.arange(ksize[1])
+        t12 = strides[1] * t10 + t11 - _same_padding(t7, ksize[1], strides[1], 1)
+        t13 = _gather(t6, t12, -4, fill=-np.inf)
+        t14 = np.transpose(t13, (0, 1, 3, 5, 2, 4))
+        output = np.max(t14, axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1199,24 +1194,22 @@ def max_pool_grad_grad(
             affine1 = t14 + t16
         t17 = np.arange(np.shape(grad)[-2])
         t18 = t17[..., None]
-        t19 = ksize[2]
-        t20 = np.arange(t19)
-        t21 = strides[2] * t18 + t20
-        t22 = _gather(grad_vjp_input, t21, -2)
-        t23 = np.arange(np.shape(grad)[-3])
-        t24 = t23[..., None]
-        t25 = ksize[1]
-        t26 = np.arange(t25)
-        t27 = strides[1] * t24 + t26
-        t28 = _gather(t22, t27, -4)
-        t29 = _gather(input, t21, -2, fill=-np.inf)
-        t30 = _gather(t29, t27, -4, fill=-np.inf)
-        t31 = np.transpose(t28, (0, 1, 3, 5, 2, 4))
-        t32 = np.transpose(t30, (0, 1, 3, 5, 2, 4))
-        t33 = np.transpose(ext1, (0, 2, 3, 1))
-        t34 = t33[..., None, None]
-        t35 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t32 == t34) & (t35 == 0), t31, 0), axis=(-2, -1))
+        t19 = np.arange(ksize[2])
+        t20 = strides[2] * t18 + t19
+        t21 = _gather(grad_vjp_input, t20, -2)
+        t22 = np.arange(np.shape(grad)[-3])
+        t23 = t22[..., None]
+        t24 = np.arange(ksize[1])
+        t25 = strides[1] * t23 + t24
+        t26 = _gather(t21, t25, -4)
+        t27 = _gather(input, t20, -2, fill=-np.inf)
+        t28 = _gather(t27, t25, -4, fill=-np.inf)
+        t29 = np.transpose(t26, (0, 1, 3, 5, 2, 4))
+        t30 = np.transpose(t28, (0, 1, 3, 5, 2, 4))
+        t31 = np.transpose(ext1, (0, 2, 3, 1))
+        t32 = t31[..., None, None]
+        t33 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t30 == t32) & (t33 == 0), t29, 0), axis=(-2, -1))
     elif padding == "SAME":
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
@@ -1244,26 +1237,24 @@ def max_pool_grad_grad(
             affine1 = t16 + t18
         t19 = np.arange(np.shape(grad)[-2])
         t20 = t19[..., None]
-        t21 = ksize[2]
-        t22 = np.arange(t21)
-        t23 = np.shape(input)[-2]
-        t24 = strides[2] * t20 + t22 - _same_padding(t23, ksize[2], strides[2], 1)
-        t25 = _gather(grad_vjp_input, t24, -2)
-        t26 = np.arange(np.shape(grad)[-3])
-        t27 = t26[..., None]
-        t28 = ksize[1]
-        t29 = np.arange(t28)
-        t30 = np.shape(input)[-3]
-        t31 = strides[1] * t27 + t29 - _same_padding(t30, ksize[1], strides[1], 1)
-        t32 = _gather(t25, t31, -4)
-        t33 = _gather(input, t24, -2, fill=-np.inf)
-        t34 = _gather(t33, t31, -4, fill=-np.inf)
-        t35 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
-        t36 = np.transpose(t34, (0, 1, 3, 5, 2, 4))
-        t37 = np.transpose(ext1, (0, 2, 3, 1))
-        t38 = t37[..., None, None]
-        t39 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t36 == t38) & (t39 == 0), t35, 0), axis=(-2, -1))
+        t21 = np.arange(ksize[2])
+        t22 = np.shape(input)[-2]
+        t23 = strides[2] * t20 + t21 - _same_padding(t22, ksize[2], strides[2], 1)
+        t24 = _gather(grad_vjp_input, t23, -2)
+        t25 = np.arange(np.shape(grad)[-3])
+        t26 = t25[..., None]
+        t27 = np.arange(ksize[1])
+        t28 = np.shape(input)[-3]
+        t29 = strides[1] * t26 + t27 - _same_padding(t28, ksize[1], strides[1], 1)
+        t30 = _gather(t24, t29, -4)
+        t31 = _gather(input, t23, -2, fill=-np.inf)
+        t32 = _gather(t31, t29, -4, fill=-np.inf)
+        t33 = np.transpose(t30, (0, 1, 3, 5, 2, 4))
+        t34 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
+        t35 = np.transpose(ext1, (0, 2, 3, 1))
+        t36 = t35[..., None, None]
+        t37 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t34 == t36) & (t37 == 0), t33, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1273,57 +1264,56 @@ def max_pool_grad_grad(
 
 def max_pool3d(input, *, padding="VALID", ksize, strides):
     """MaxPool3D: Maximum over each 3-D window (NDHWC), its gradient to the window's first maximum (declared at ops/conv.py:164)."""
-    if padding in ("VALID", "SAME"):
-        t0 = np.shape(input)[-2]
-        if padding == "VALID":
-            t1 = (-ksize[3] + t0) // strides[3]
-            t2 = t1 + 1
-        else:
-            t1 = -((-t0) // strides[3])
-            t2 = t1
+    t0 = np.shape(input)[-2]
+    if padding == "VALID":
+        t1 = (-ksize[3] + t0) // strides[3]
+        t2 = t1 + 1
         t3 = np.arange(t2)
         t4 = t3[..., None]
-        t5 = ksize[3]
-        t6 = np.arange(t5)
-        if padding == "VALID":
-            t7 = strides[3] * t4 + t6
-        else:
-            t7 = strides[3] * t4 + t6 - _same_padding(t0, ksize[3], strides[3], 1)
-        t8 = _gather(input, t7, -2, fill=-np.inf)
-        t9 = np.shape(input)[-3]
-        if padding == "VALID":
-            t10 = (-ksize[2] + t9) // strides[2]
-            t11 = t10 + 1
-        else:
-            t10 = -((-t9) // strides[2])
-            t11 = t10
-        t12 = np.arange(t11)
-        t13 = t12[..., None]
-        t14 = ksize[2]
-        t15 = np.arange(t14)
-        if padding == "VALID":
-            t16 = strides[2] * t13 + t15
-        else:
-            t16 = strides[2] * t13 + t15 - _same_padding(t9, ksize[2], strides[2], 1)
-        t17 = _gather(t8, t16, -4, fill=-np.inf)
-        t18 = np.shape(input)[-4]
-        if padding == "VALID":
-            t19 = (-ksize[1] + t18) // strides[1]
-            t20 = t19 + 1
-        else:
-            t19 = -((-t18) // strides[1])
-            t20 = t19
-        t21 = np.arange(t20)
-        t22 = t21[..., None]
-        t23 = ksize[1]
-        t24 = np.arange(t23)
-        if padding == "VALID":
-            t25 = strides[1] * t22 + t24
-        else:
-            t25 = strides[1] * t22 + t24 - _same_padding(t18, ksize[1], strides[1], 1)
-        t26 = _gather(t17, t25, -6, fill=-np.inf)
-        t27 = np.transpose(t26, (0, 1, 3, 5, 7, 2, 4, 6))
-        output = np.max(t27, axis=(-3, -2, -1))
+        t5 = np.arange(ksize[3])
+        t6 = strides[3] * t4 + t5
+        t7 = _gather(input, t6, -2, fill=-np.inf)
+        t8 = np.shape(input)[-3]
+        t9 = (-ksize[2] + t8) // strides[2]
+        t10 = t9 + 1
+        t11 = np.arange(t10)
+        t12 = t11[..., None]
+        t13 = np.arange(ksize[2])
+        t14 = strides[2] * t12 + t13
+        t15 = _gather(t7, t14, -4, fill=-np.inf)
+        t16 = np.shape(input)[-4]
+        t17 = (-ksize[1] + t16) // strides[1]
+        t18 = t17 + 1
+        t19 = np.arange(t18)
+        t20 = t19[..., None]
+        t21 = np.arange(ksize[1])
+        t22 = strides[1] * t20 + t21
+        t23 = _gather(t15, t22, -6, fill=-np.inf)
+        t24 = np.transpose(t23, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = np.max(t24, axis=(-3, -2, -1))
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[3])
+        t2 = np.arange(t1)
+        t3 = t2[..., None]
+        t4 = np.arange(ksize[3])
+        t5 = strides[3] * t3 + t4 - _same_padding(t0, ksize[3], strides[3], 1)
+        t6 = _gather(input, t5, -2, fill=-np.inf)
+        t7 = np.shape(input)[-3]
+        t8 = -((-t7) // strides[2])
+        t9 = np.arange(t8)
+        t10 = t9[..., None]
+        t11 = np.arange(ksize[2])
+        t12 = strides[2] * t10 + t11 - _same_padding(t7, ksize[2], strides[2], 1)
+        t13 = _gather(t6, t12, -4, fill=-np.inf)
+        t14 = np.shape(input)[-4]
+        t15 = -((-t14) // strides[1])
+        t16 = np.arange(t15)
+        t17 = t16[..., None]
+        t18 = np.arange(ksize[1])
+        t19 = strides[1] * t17 + t18 - _same_padding(t14, ksize[1], strides[1], 1)
+        t20 = _gather(t13, t19, -6, fill=-np.inf)
+        t21 = np.transpose(t20, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = np.max(t21, axis=(-3, -2, -1))
     else:
         raise ValueError(f"MaxPool3D: unsupported attributes padding={padding!r}")
     return output
@@ -1422,31 +1412,28 @@ def max_pool3d_grad_grad(
             affine1 = t20 + t22 + t25
         t26 = np.arange(np.shape(grad)[-2])
         t27 = t26[..., None]
-        t28 = ksize[3]
-        t29 = np.arange(t28)
-        t30 = strides[3] * t27 + t29
-        t31 = _gather(grad_vjp_input, t30, -2)
-        t32 = np.arange(np.shape(grad)[-3])
-        t33 = t32[..., None]
-        t34 = ksize[2]
-        t35 = np.arange(t34)
-        t36 = strides[2] * t33 + t35
-        t37 = _gather(t31, t36, -4)
-        t38 = np.arange(np.shape(grad)[-4])
-        t39 = t38[..., None]
-        t40 = ksize[1]
-        t41 = np.arange(t40)
-        t42 = strides[1] * t39 + t41
-        t43 = _gather(t37, t42, -6)
-        t44 = _gather(input, t30, -2, fill=-np.inf)
-        t45 = _gather(t44, t36, -4, fill=-np.inf)
-        t46 = _gather(t45, t42, -6, fill=-np.inf)
-        t47 = np.transpose(t43, (0, 1, 3, 5, 7, 2, 4, 6))
-        t48 = np.transpose(t46, (0, 1, 3, 5, 7, 2, 4, 6))
-        t49 = np.transpose(ext1, (0, 2, 3, 4, 1))
-        t50 = t49[..., None, None, None]
-        t51 = np.transpose(affine1, (0, 2, 3, 4, 1, 5, 6, 7))
-        grad_grad = np.sum(np.where((t48 == t50) & (t51 == 0), t47, 0), axis=(-3, -2, -1))
+        t28 = np.arange(ksize[3])
+        t29 = strides[3] * t27 + t28
+        t30 = _gather(grad_vjp_input, t29, -2)
+        t31 = np.arange(np.shape(grad)[-3])
+        t32 = t31[..., None]
+        t33 = np.arange(ksize[2])
+        t34 = strides[2] * t32 + t33
+        t35 = _gather(t30, t34, -4)
+        t36 = np.arange(np.shape(grad)[-4])
+        t37 = t36[..., None]
+        t38 = np.arange(ksize[1])
+        t39 = strides[1] * t37 + t38
+        t40 = _gather(t35, t39, -6)
+        t41 = _gather(input, t29, -2, fill=-np.inf)
+        t42 = _gather(t41, t34, -4, fill=-np.inf)
+        t43 = _gather(t42, t39, -6, fill=-np.inf)
+        t44 = np.transpose(t40, (0, 1, 3, 5, 7, 2, 4, 6))
+        t45 = np.transpose(t43, (0, 1, 3, 5, 7, 2, 4, 6))
+        t46 = np.transpose(ext1, (0, 2, 3, 4, 1))
+        t47 = t46[..., None, None, None]
+        t48 = np.transpose(affine1, (0, 2, 3, 4, 1, 5, 6, 7))
+        grad_grad = np.sum(np.where((t45 == t47) & (t48 == 0), t44, 0), axis=(-3, -2, -1))
     elif padding == "SAME":
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
@@ -1484,34 +1471,31 @@ def max_pool3d_grad_grad(
             affine1 = t23 + t25 + t28
         t29 = np.arange(np.shape(grad)[-2])
         t30 = t29[..., None]
-        t31 = ksize[3]
-        t32 = np.arange(t31)
-        t33 = np.shape(input)[-2]
-        t34 = strides[3] * t30 + t32 - _same_padding(t33, ksize[3], strides[3], 1)
-        t35 = _gather(grad_vjp_input, t34, -2)
-        t36 = np.arange(np.shape(grad)[-3])
-        t37 = t36[..., None]
-        t38 = ksize[2]
-        t39 = np.arange(t38)
-        t40 = np.shape(input)[-3]
-        t41 = strides[2] * t37 + t39 - _same_padding(t40, ksize[2], strides[2], 1)
-        t42 = _gather(t35, t41, -4)
-        t43 = np.arange(np.shape(grad)[-4])
-        t44 = t43[..., None]
-        t45 = ksize[1]
-        t46 = np.arange(t45)
-        t47 = np.shape(input)[-4]
-        t48 = strides[1] * t44 + t46 - _same_padding(t47, ksize[1], strides[1], 1)
-        t49 = _gather(t42, t48, -6)
-        t50 = _gather(input, t34, -2, fill=-np.inf)
-        t51 = _gather(t50, t41, -4, fill=-np.inf)
-        t52 = _gather(t51, t48, -6, fill=-np.inf)
-        t53 = np.transpose(t49, (0, 1, 3, 5, 7, 2, 4, 6))
-        t54 = np.transpose(t52, (0, 1, 3, 5, 7, 2, 4, 6))
-        t55 = np.transpose(ext1, (0, 2, 3, 4, 1))
-        t56 = t55[..., None, None, None]
-        t57 = np.transpose(affine1, (0, 2, 3, 4, 1, 5, 6, 7))
-        grad_grad = np.sum(np.where((t54 == t56) & (t57 == 0), t53, 0), axis=(-3, -2, -1))
+        t31 = np.arange(ksize[3])
+        t32 = np.shape(input)[-2]
+        t33 = strides[3] * t30 + t31 - _same_padding(t32, ksize[3], strides[3], 1)
+        t34 = _gather(grad_vjp_input, t33, -2)
+        t35 = np.arange(np.shape(grad)[-3])
+        t36 = t35[..., None]
+        t37 = np.arange(ksize[2])
+        t38 = np.shape(input)[-3]
+        t39 = strides[2] * t36 + t37 - _same_padding(t38, ksize[2], strides[2], 1)
+        t40 = _gather(t34, t39, -4)
+        t41 = np.arange(np.shape(grad)[-4])
+        t42 = t41[..., None]
+        t43 = np.arange(ksize[1])
+        t44 = np.shape(input)[-4]
+        t45 = strides[1] * t42 + t43 - _same_padding(t44, ksize[1], strides[1], 1)
+        t46 = _gather(t40, t45, -6)
+        t47 = _gather(input, t33, -2, fill=-np.inf)
+        t48 = _gather(t47, t39, -4, fill=-np.inf)
+        t49 = _gather(t48, t45, -6, fill=-np.inf)
+        t50 = np.transpose(t46, (0, 1, 3, 5, 7, 2, 4, 6))
+        t51 = np.transpose(t49, (0, 1, 3, 5, 7, 2, 4, 6))
+        t52 = np.transpose(ext1, (0, 2, 3, 4, 1))
+        t53 = t52[..., None, None, None]
+        t54 = np.transpose(affine1, (0, 2, 3, 4, 1, 5, 6, 7))
+        grad_grad = np.sum(np.where((t51 == t53) & (t54 == 0), t50, 0), axis=(-3, -2, -1))
     else:
         raise ValueError(f"MaxPool3DGrad: unsupported attributes padding={padding!r}")
     return grad_grad, None
@@ -1519,59 +1503,60 @@ def max_pool3d_grad_grad(
 
 def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
     """ExtractVolumePatches: Each 3-D window as one channel axis, ordered (plane, row, column, channel) (declared at ops/conv.py:171)."""
-    if padding in ("VALID", "SAME"):
-        t0 = np.shape(input)[-2]
-        if padding == "VALID":
-            t1 = (-ksizes[3] + t0) // strides[3]
-            t2 = t1 + 1
-        else:
-            t1 = -((-t0) // strides[3])
-            t2 = t1
+    t0 = np.shape(input)[-2]
+    if padding == "VALID":
+        t1 = (-ksizes[3] + t0) // strides[3]
+        t2 = t1 + 1
         t3 = np.arange(t2)
         t4 = t3[..., None]
-        t5 = ksizes[3]
-        t6 = np.arange(t5)
-        if padding == "VALID":
-            t7 = strides[3] * t4 + t6
-        else:
-            t7 = strides[3] * t4 + t6 - _same_padding(t0, ksizes[3], strides[3], 1)
-        t8 = _gather(input, t7, -2)
-        t9 = np.shape(input)[-3]
-        if padding == "VALID":
-            t10 = (-ksizes[2] + t9) // strides[2]
-            t11 = t10 + 1
-        else:
-            t10 = -((-t9) // strides[2])
-            t11 = t10
-        t12 = np.arange(t11)
-        t13 = t12[..., None]
-        t14 = ksizes[2]
-        t15 = np.arange(t14)
-        if padding == "VALID":
-            t16 = strides[2] * t13 + t15
-        else:
-            t16 = strides[2] * t13 + t15 - _same_padding(t9, ksizes[2], strides[2], 1)
-        t17 = _gather(t8, t16, -4)
-        t18 = np.shape(input)[-4]
-        if padding == "VALID":
-            t19 = (-ksizes[1] + t18) // strides[1]
-            t20 = t19 + 1
-        else:
-            t19 = -((-t18) // strides[1])
-            t20 = t19
-        t21 = np.arange(t20)
-        t22 = t21[..., None]
-        t23 = ksizes[1]
-        t24 = np.arange(t23)
-        if padding == "VALID":
-            t25 = strides[1] * t22 + t24
-        else:
-            t25 = strides[1] * t22 + t24 - _same_padding(t18, ksizes[1], strides[1], 1)
-        t26 = _gather(t17, t25, -6)
-        t27 = np.transpose(t26, (0, 1, 3, 5, 2, 4, 6, 7))
-        t28 = np.shape(input)[-5]
-        t29 = np.shape(input)[-1]
-        patches = np.reshape(t27, (t28, t20, t11, t2, t23 * t14 * t5 * t29))
+        t5 = np.arange(ksizes[3])
+        t6 = strides[3] * t4 + t5
+        t7 = _gather(input, t6, -2)
+        t8 = np.shape(input)[-3]
+        t9 = (-ksizes[2] + t8) // strides[2]
+        t10 = t9 + 1
+        t11 = np.arange(t10)
+        t12 = t11[..., None]
+        t13 = np.arange(ksizes[2])
+        t14 = strides[2] * t12 + t13
+        t15 = _gather(t7, t14, -4)
+        t16 = np.shape(input)[-4]
+        t17 = (-ksizes[1] + t16) // strides[1]
+        t18 = t17 + 1
+        t19 = np.arange(t18)
+        t20 = t19[..., None]
+        t21 = np.arange(ksizes[1])
+        t22 = strides[1] * t20 + t21
+        t23 = _gather(t15, t22, -6)
+        t24 = np.transpose(t23, (0, 1, 3, 5, 2, 4, 6, 7))
+        t25 = np.shape(input)[-5]
+        t26 = np.shape(input)[-1]
+        patches = np.reshape(t24, (t25, t18, t10, t2, ksizes[1] * ksizes[2] * ksizes[3] * t26))
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[3])
+        t2 = np.arange(t1)
+        t3 = t2[..., None]
+        t4 = np.arange(ksizes[3])
+        t5 = strides[3] * t3 + t4 - _same_padding(t0, ksizes[3], strides[3], 1)
+        t6 = _gather(input, t5, -2)
+        t7 = np.shape(input)[-3]
+        t8 = -((-t7) // strides[2])
+        t9 = np.arange(t8)
+        t10 = t9[..., None]
+        t11 = np.arange(ksizes[2])
+        t12 = strides[2] * t10 + t11 - _same_padding(t7, ksizes[2], strides[2], 1)
+        t13 = _gather(t6, t12, -4)
+        t14 = np.shape(input)[-4]
+        t15 = -((-t14) // strides[1])
+        t16 = np.arange(t15)
+        t17 = t16[..., None]
+        t18 = np.arange(ksizes[1])
+        t19 = strides[1] * t17 + t18 - _same_padding(t14, ksizes[1], strides[1], 1)
+        t20 = _gather(t13, t19, -6)
+        t21 = np.transpose(t20, (0, 1, 3, 5, 2, 4, 6, 7))
+        t22 = np.shape(input)[-5]
+        t23 = np.shape(input)[-1]
+        patches = np.reshape(t21, (t22, t15, t8, t1, ksizes[1] * ksizes[2] * ksizes[3] * t23))
     else:
         raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
     return patches
@@ -1584,59 +1569,55 @@ def extract_volume_patches_grad(grad, input, *, patches=None, padding="VALID", k
     change it):
         grad_input[i, j, k, l, m] = sum_{e, a, b} grad[i, exact_div(-e + j, strides[1]),
             exact_div(-a + k, strides[2]), exact_div(-b + l, strides[3]), e, a, b, m]
-            i.e. `np.sum(t23, axis=(-3, -2, -1))`
+            i.e. `np.sum(t20, axis=(-3, -2, -1))`
     """
-    t0 = ksizes[2]
-    t1 = ksizes[3]
-    t2 = np.shape(input)[-1]
-    t3 = np.arange(np.shape(input)[-2])
-    t4 = t3[..., None]
-    t5 = np.arange(t1)
+    t0 = np.shape(input)[-1]
+    t1 = np.arange(np.shape(input)[-2])
+    t2 = t1[..., None]
+    t3 = np.arange(ksizes[3])
     if padding == "VALID":
-        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0, t1, t2))
-        t6 = t4 - t5
-        t7 = np.where(t6 % strides[3] == 0, t6 // strides[3], -1)
-        t8 = _gather(grad, t7, -5)
-        t9 = np.arange(np.shape(input)[-3])
-        t10 = t9[..., None]
-        t11 = np.arange(t0)
-        t12 = t10 - t11
+        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, ksizes[2], ksizes[3], t0))
+        t4 = t2 - t3
+        t5 = np.where(t4 % strides[3] == 0, t4 // strides[3], -1)
+        t6 = _gather(grad, t5, -5)
+        t7 = np.arange(np.shape(input)[-3])
+        t8 = t7[..., None]
+        t9 = np.arange(ksizes[2])
+        t10 = t8 - t9
+        t11 = np.where(t10 % strides[2] == 0, t10 // strides[2], -1)
+        t12 = _gather(t6, t11, -7)
+        t13 = np.arange(np.shape(input)[-4])
+        t14 = t13[..., None]
+        t15 = np.arange(ksizes[1])
+        t16 = t14 - t15
+        t17 = np.where(t16 % strides[1] == 0, t16 // strides[1], -1)
+        t18 = _gather(t12, t17, -9)
+        t19 = np.einsum("abcdefgcegh->abcdefgh", t18, optimize=True)
+        t20 = np.transpose(t19, (0, 1, 3, 5, 7, 2, 4, 6))
+        grad_input = np.sum(t20, axis=(-3, -2, -1))
+    elif padding == "SAME":
+        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, ksizes[2], ksizes[3], t0))
+        t4 = np.shape(input)[-2]
+        t5 = t2 - t3 + _same_padding(t4, ksizes[3], strides[3], 1)
+        t6 = np.where(t5 % strides[3] == 0, t5 // strides[3], -1)
+        t7 = _gather(grad, t6, -5)
+        t8 = np.arange(np.shape(input)[-3])
+        t9 = t8[..., None]
+        t10 = np.arange(ksizes[2])
+        t11 = np.shape(input)[-3]
+        t12 = -t10 + t9 + _same_padding(t11, ksizes[2], strides[2], 1)
         t13 = np.where(t12 % strides[2] == 0, t12 // strides[2], -1)
-        t14 = _gather(t8, t13, -7)
+        t14 = _gather(t7, t13, -7)
         t15 = np.arange(np.shape(input)[-4])
         t16 = t15[..., None]
-        t17 = ksizes[1]
-        t18 = np.arange(t17)
-        t19 = t16 - t18
+        t17 = np.arange(ksizes[1])
+        t18 = np.shape(input)[-4]
+        t19 = t16 - t17 + _same_padding(t18, ksizes[1], strides[1], 1)
         t20 = np.where(t19 % strides[1] == 0, t19 // strides[1], -1)
         t21 = _gather(t14, t20, -9)
         t22 = np.einsum("abcdefgcegh->abcdefgh", t21, optimize=True)
         t23 = np.transpose(t22, (0, 1, 3, 5, 7, 2, 4, 6))
         grad_input = np.sum(t23, axis=(-3, -2, -1))
-    elif padding == "SAME":
-        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0, t1, t2))
-        t6 = np.shape(input)[-2]
-        t7 = t4 - t5 + _same_padding(t6, ksizes[3], strides[3], 1)
-        t8 = np.where(t7 % strides[3] == 0, t7 // strides[3], -1)
-        t9 = _gather(grad, t8, -5)
-        t10 = np.arange(np.shape(input)[-3])
-        t11 = t10[..., None]
-        t12 = np.arange(t0)
-        t13 = np.shape(input)[-3]
-        t14 = t11 - t12 + _same_padding(t13, ksizes[2], strides[2], 1)
-        t15 = np.where(t14 % strides[2] == 0, t14 // strides[2], -1)
-        t16 = _gather(t9, t15, -7)
-        t17 = np.arange(np.shape(input)[-4])
-        t18 = t17[..., None]
-        t19 = ksizes[1]
-        t20 = np.arange(t19)
-        t21 = np.shape(input)[-4]
-        t22 = t18 - t20 + _same_padding(t21, ksizes[1], strides[1], 1)
-        t23 = np.where(t22 % strides[1] == 0, t22 // strides[1], -1)
-        t24 = _gather(t16, t23, -9)
-        t25 = np.einsum("abcdefgcegh->abcdefgh", t24, optimize=True)
-        t26 = np.transpose(t25, (0, 1, 3, 5, 7, 2, 4, 6))
-        grad_input = np.sum(t26, axis=(-3, -2, -1))
     else:
         raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
     return (grad_input,)
@@ -1659,7 +1640,6 @@ def extract_volume_patches_grad_grad(
 def dilation2d(input, filter, *, padding="VALID", strides, rates):
     """Dilation2D: Grayscale morphological dilation: the maximum over each window of input + filter (NHWC (declared at ops/conv.py:178)."""
     t0 = np.transpose(filter, (2, 0, 1))
-    t10 = np.shape(input)[-3]
     if padding == "VALID":
         t1 = np.shape(filter)[-2]
         t2 = np.shape(input)[-2]
@@ -1670,6 +1650,7 @@ def dilation2d(input, filter, *, padding="VALID", strides, rates):
         t7 = np.arange(np.shape(filter)[-2])
         t8 = rates[2] * t7 + strides[2] * t6
         t9 = _gather(input, t8, -2, fill=-np.inf)
+        t10 = np.shape(input)[-3]
         t11 = np.shape(filter)[-3]
         t12 = (-rates[1] * (t11 - 1) + t10 - 1) // strides[1]
         t13 = t12 + 1
@@ -1683,23 +1664,22 @@ def dilation2d(input, filter, *, padding="VALID", strides, rates):
     elif padding == "SAME":
         t1 = np.shape(input)[-2]
         t2 = -((-t1) // strides[2])
-        t3 = t2
-        t4 = np.arange(t3)
-        t5 = t4[..., None]
-        t6 = np.arange(np.shape(filter)[-2])
-        t7 = np.shape(filter)[-2]
-        t8 = rates[2] * t6 + strides[2] * t5 - _same_padding(t1, t7, strides[2], rates[2])
-        t9 = _gather(input, t8, -2, fill=-np.inf)
-        t11 = -((-t10) // strides[1])
-        t12 = t11
-        t13 = np.arange(t12)
-        t14 = t13[..., None]
-        t15 = np.arange(np.shape(filter)[-3])
-        t16 = np.shape(filter)[-3]
-        t17 = rates[1] * t15 + strides[1] * t14 - _same_padding(t10, t16, strides[1], rates[1])
-        t18 = _gather(t9, t17, -4, fill=-np.inf)
-        t19 = np.transpose(t18, (0, 1, 3, 5, 2, 4))
-        output = np.max(t0 + t19, axis=(-2, -1))
+        t3 = np.arange(t2)
+        t4 = t3[..., None]
+        t5 = np.arange(np.shape(filter)[-2])
+        t6 = np.shape(filter)[-2]
+        t7 = rates[2] * t5 + strides[2] * t4 - _same_padding(t1, t6, strides[2], rates[2])
+        t8 = _gather(input, t7, -2, fill=-np.inf)
+        t9 = np.shape(input)[-3]
+        t10 = -((-t9) // strides[1])
+        t11 = np.arange(t10)
+        t12 = t11[..., None]
+        t13 = np.arange(np.shape(filter)[-3])
+        t14 = np.shape(filter)[-3]
+        t15 = rates[1] * t13 + strides[1] * t12 - _same_padding(t9, t14, strides[1], rates[1])
+        t16 = _gather(t8, t15, -4, fill=-np.inf)
+        t17 = np.transpose(t16, (0, 1, 3, 5, 2, 4))
+        output = np.max(t0 + t17, axis=(-2, -1))
     else:
         raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
     return output
@@ -2005,83 +1985,88 @@ def dilation2d_grad_grad(
 
 def avg_pool3d(input, *, padding="VALID", ksize, strides):
     """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:196)."""
-    if padding in ("VALID", "SAME"):
-        t0 = np.shape(input)[-4]
-        if padding == "VALID":
-            t1 = (-ksize[1] + t0) // strides[1]
-            t2 = t1 + 1
-        else:
-            t1 = -((-t0) // strides[1])
-            t2 = t1
+    t0 = np.shape(input)[-4]
+    if padding == "VALID":
+        t1 = (-ksize[1] + t0) // strides[1]
+        t2 = t1 + 1
         t3 = np.arange(t2)
         t4 = t3[..., None, None, None, None, None]
         t5 = np.shape(input)[-3]
-        if padding == "VALID":
-            t6 = (-ksize[2] + t5) // strides[2]
-            t7 = t6 + 1
-        else:
-            t6 = -((-t5) // strides[2])
-            t7 = t6
+        t6 = (-ksize[2] + t5) // strides[2]
+        t7 = t6 + 1
         t8 = np.arange(t7)
         t9 = t8[..., None, None, None, None]
         t10 = np.shape(input)[-2]
-        if padding == "VALID":
-            t11 = (-ksize[3] + t10) // strides[3]
-            t12 = t11 + 1
-        else:
-            t11 = -((-t10) // strides[3])
-            t12 = t11
+        t11 = (-ksize[3] + t10) // strides[3]
+        t12 = t11 + 1
         t13 = np.arange(t12)
         t14 = t13[..., None, None, None]
-        t15 = ksize[1]
-        t16 = np.arange(t15)
-        t17 = t16[..., None, None]
-        t18 = ksize[2]
-        t19 = np.arange(t18)
-        t20 = t19[..., None]
-        t21 = ksize[3]
-        t22 = np.arange(t21)
-        if padding == "VALID":
-            t23 = (
-                (strides[1] * t4 + t17 >= 0)
-                & (strides[2] * t9 + t20 >= 0)
-                & (strides[3] * t14 + t22 >= 0)
-                & (strides[1] * t4 + t17 <= t0 - 1)
-                & (strides[2] * t9 + t20 <= t5 - 1)
-                & (strides[3] * t14 + t22 <= t10 - 1)
-            )
-        else:
-            t23 = (
-                (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-                & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
-                & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) >= 0)
-                & (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-                & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
-                & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) <= t10 - 1)
-            )
-        t24 = t23[..., None, :, :, :]
-        t25 = np.sum(np.asarray(t24, input.dtype), axis=(-3, -2, -1))
-        t26 = t13[..., None]
-        if padding == "VALID":
-            t27 = strides[3] * t26 + t22
-        else:
-            t27 = strides[3] * t26 + t22 - _same_padding(t10, ksize[3], strides[3], 1)
-        t28 = _gather(input, t27, -2)
-        t29 = t8[..., None]
-        if padding == "VALID":
-            t30 = strides[2] * t29 + t19
-        else:
-            t30 = strides[2] * t29 + t19 - _same_padding(t5, ksize[2], strides[2], 1)
-        t31 = _gather(t28, t30, -4)
-        t32 = t3[..., None]
-        if padding == "VALID":
-            t33 = strides[1] * t32 + t16
-        else:
-            t33 = strides[1] * t32 + t16 - _same_padding(t0, ksize[1], strides[1], 1)
-        t34 = _gather(t31, t33, -6)
-        t35 = np.transpose(t34, (0, 1, 3, 5, 7, 2, 4, 6))
-        t36 = np.sum(t35, axis=(-3, -2, -1))
-        output = t36 / t25
+        t15 = np.arange(ksize[1])
+        t16 = t15[..., None, None]
+        t17 = np.arange(ksize[2])
+        t18 = t17[..., None]
+        t19 = np.arange(ksize[3])
+        t20 = (
+            (strides[1] * t4 + t16 >= 0)
+            & (strides[2] * t9 + t18 >= 0)
+            & (strides[3] * t14 + t19 >= 0)
+            & (strides[1] * t4 + t16 <= t0 - 1)
+            & (strides[2] * t9 + t18 <= t5 - 1)
+            & (strides[3] * t14 + t19 <= t10 - 1)
+        )
+        t21 = t20[..., None, :, :, :]
+        t22 = np.sum(np.asarray(t21, input.dtype), axis=(-3, -2, -1))
+        t23 = t13[..., None]
+        t24 = strides[3] * t23 + t19
+        t25 = _gather(input, t24, -2)
+        t26 = t8[..., None]
+        t27 = strides[2] * t26 + t17
+        t28 = _gather(t25, t27, -4)
+        t29 = t3[..., None]
+        t30 = strides[1] * t29 + t15
+        t31 = _gather(t28, t30, -6)
+        t32 = np.transpose(t31, (0, 1, 3, 5, 7, 2, 4, 6))
+        t33 = np.sum(t32, axis=(-3, -2, -1))
+        output = t33 / t22
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[1])
+        t2 = np.arange(t1)
+        t3 = t2[..., None, None, None, None, None]
+        t4 = np.shape(input)[-3]
+        t5 = -((-t4) // strides[2])
+        t6 = np.arange(t5)
+        t7 = t6[..., None, None, None, None]
+        t8 = np.shape(input)[-2]
+        t9 = -((-t8) // strides[3])
+        t10 = np.arange(t9)
+        t11 = t10[..., None, None, None]
+        t12 = np.arange(ksize[1])
+        t13 = t12[..., None, None]
+        t14 = np.arange(ksize[2])
+        t15 = t14[..., None]
+        t16 = np.arange(ksize[3])
+        t17 = (
+            (strides[1] * t3 + t13 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t7 + t15 - _same_padding(t4, ksize[2], strides[2], 1) >= 0)
+            & (strides[3] * t11 + t16 - _same_padding(t8, ksize[3], strides[3], 1) >= 0)
+            & (strides[1] * t3 + t13 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+            & (strides[2] * t7 + t15 - _same_padding(t4, ksize[2], strides[2], 1) <= t4 - 1)
+            & (strides[3] * t11 + t16 - _same_padding(t8, ksize[3], strides[3], 1) <= t8 - 1)
+        )
+        t18 = t17[..., None, :, :, :]
+        t19 = np.sum(np.asarray(t18, input.dtype), axis=(-3, -2, -1))
+        t20 = t10[..., None]
+        t21 = strides[3] * t20 + t16 - _same_padding(t8, ksize[3], strides[3], 1)
+        t22 = _gather(input, t21, -2)
+        t23 = t6[..., None]
+        t24 = strides[2] * t23 + t14 - _same_padding(t4, ksize[2], strides[2], 1)
+        t25 = _gather(t22, t24, -4)
+        t26 = t2[..., None]
+        t27 = strides[1] * t26 + t12 - _same_padding(t0, ksize[1], strides[1], 1)
+        t28 = _gather(t25, t27, -6)
+        t29 = np.transpose(t28, (0, 1, 3, 5, 7, 2, 4, 6))
+        t30 = np.sum(t29, axis=(-3, -2, -1))
+        output = t30 / t19
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return output
@@ -2096,66 +2081,63 @@ def avg_pool3d_grad(grad, input, *, output=None, padding="VALID", ksize, strides
             strides[1] * z) * delta(m, a + i * strides[2]) * delta(n, b + j * strides[3]) / (sum_{e,
             a, b} indicator(a + i * strides[2] >= 0 and b + j * strides[3] >= 0 and e + strides[1] *
             z >= 0 and a + i * strides[2] <= H - 1 and b + j * strides[3] <= W - 1 and e +
-            strides[1] * z <= D - 1)), i.e. `_scatter_add(t27, t29, 3, t14)`
+            strides[1] * z <= D - 1)), i.e. `_scatter_add(t24, t26, 3, t11)`
     """
     if padding in ("VALID", "SAME"):
         t0 = np.arange(np.shape(grad)[-4])
         t1 = t0[..., None, None, None, None, None]
         t2 = np.arange(np.shape(grad)[-3])
         t3 = t2[..., None, None, None, None]
-        t4 = ksize[3]
-        t5 = np.arange(t4)
-        t6 = t5[..., None, None, None]
-        t7 = np.arange(np.shape(grad)[-2])
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = np.arange(t9)
-        t11 = t10[..., None]
-        t12 = ksize[1]
-        t13 = np.arange(t12)
-        t14 = np.shape(input)[-4]
-        t15 = np.shape(input)[-3]
-        t16 = np.shape(input)[-2]
+        t4 = np.arange(ksize[3])
+        t5 = t4[..., None, None, None]
+        t6 = np.arange(np.shape(grad)[-2])
+        t7 = t6[..., None, None]
+        t8 = np.arange(ksize[2])
+        t9 = t8[..., None]
+        t10 = np.arange(ksize[1])
+        t11 = np.shape(input)[-4]
+        t12 = np.shape(input)[-3]
+        t13 = np.shape(input)[-2]
         if padding == "VALID":
-            t17 = (
-                (strides[1] * t1 + t13 >= 0)
-                & (strides[2] * t3 + t11 >= 0)
-                & (strides[3] * t8 + t6 >= 0)
-                & (strides[1] * t1 + t13 <= t14 - 1)
-                & (strides[2] * t3 + t11 <= t15 - 1)
-                & (strides[3] * t8 + t6 <= t16 - 1)
+            t14 = (
+                (strides[1] * t1 + t10 >= 0)
+                & (strides[2] * t3 + t9 >= 0)
+                & (strides[3] * t7 + t5 >= 0)
+                & (strides[1] * t1 + t10 <= t11 - 1)
+                & (strides[2] * t3 + t9 <= t12 - 1)
+                & (strides[3] * t7 + t5 <= t13 - 1)
             )
         else:
-            t17 = (
-                (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) >= 0)
-                & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) >= 0)
-                & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) >= 0)
-                & (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) <= t14 - 1)
-                & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) <= t15 - 1)
-                & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) <= t16 - 1)
+            t14 = (
+                (strides[1] * t1 + t10 - _same_padding(t11, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t3 + t9 - _same_padding(t12, ksize[2], strides[2], 1) >= 0)
+                & (strides[3] * t7 + t5 - _same_padding(t13, ksize[3], strides[3], 1) >= 0)
+                & (strides[1] * t1 + t10 - _same_padding(t11, ksize[1], strides[1], 1) <= t11 - 1)
+                & (strides[2] * t3 + t9 - _same_padding(t12, ksize[2], strides[2], 1) <= t12 - 1)
+                & (strides[3] * t7 + t5 - _same_padding(t13, ksize[3], strides[3], 1) <= t13 - 1)
             )
-        t18 = t17[..., None, :, :, :, :, :]
-        t19 = np.sum(np.asarray(t18, grad.dtype), axis=(-4, -2, -1), keepdims=True)
-        t20 = grad[..., None, :, None, :, None, :]
-        t21 = t20 / t19
-        t22 = t7[..., None]
+        t15 = t14[..., None, :, :, :, :, :]
+        t16 = np.sum(np.asarray(t15, grad.dtype), axis=(-4, -2, -1), keepdims=True)
+        t17 = grad[..., None, :, None, :, None, :]
+        t18 = t17 / t16
+        t19 = t6[..., None]
         if padding == "VALID":
-            t23 = strides[3] * t22 + t5
+            t20 = strides[3] * t19 + t4
         else:
-            t23 = strides[3] * t22 + t5 - _same_padding(t16, ksize[3], strides[3], 1)
-        t24 = _scatter_add(t21, t23, 1, t16)  # no gather form: an explicit scatter-add
-        t25 = t2[..., None]
+            t20 = strides[3] * t19 + t4 - _same_padding(t13, ksize[3], strides[3], 1)
+        t21 = _scatter_add(t18, t20, 1, t13)  # no gather form: an explicit scatter-add
+        t22 = t2[..., None]
         if padding == "VALID":
-            t26 = strides[2] * t25 + t10
+            t23 = strides[2] * t22 + t8
         else:
-            t26 = strides[2] * t25 + t10 - _same_padding(t15, ksize[2], strides[2], 1)
-        t27 = _scatter_add(t24, t26, 2, t15)  # no gather form: an explicit scatter-add
-        t28 = t0[..., None]
+            t23 = strides[2] * t22 + t8 - _same_padding(t12, ksize[2], strides[2], 1)
+        t24 = _scatter_add(t21, t23, 2, t12)  # no gather form: an explicit scatter-add
+        t25 = t0[..., None]
         if padding == "VALID":
-            t29 = strides[1] * t28 + t13
+            t26 = strides[1] * t25 + t10
         else:
-            t29 = strides[1] * t28 + t13 - _same_padding(t14, ksize[1], strides[1], 1)
-        grad_input = _scatter_add(t27, t29, 3, t14)  # no gather form: an explicit scatter-add
+            t26 = strides[1] * t25 + t10 - _same_padding(t11, ksize[1], strides[1], 1)
+        grad_input = _scatter_add(t24, t26, 3, t11)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return (grad_input,)
@@ -2172,58 +2154,55 @@ def avg_pool3d_grad_grad(
         t3 = t2[..., None, None, None, None]
         t4 = np.arange(np.shape(grad)[-2])
         t5 = t4[..., None, None, None]
-        t6 = ksize[1]
-        t7 = np.arange(t6)
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = np.arange(t9)
-        t11 = t10[..., None]
-        t12 = ksize[3]
-        t13 = np.arange(t12)
-        t14 = np.shape(input)[-4]
-        t15 = np.shape(input)[-3]
-        t16 = np.shape(input)[-2]
+        t6 = np.arange(ksize[1])
+        t7 = t6[..., None, None]
+        t8 = np.arange(ksize[2])
+        t9 = t8[..., None]
+        t10 = np.arange(ksize[3])
+        t11 = np.shape(input)[-4]
+        t12 = np.shape(input)[-3]
+        t13 = np.shape(input)[-2]
         if padding == "VALID":
-            t17 = (
-                (strides[1] * t1 + t8 >= 0)
-                & (strides[2] * t3 + t11 >= 0)
-                & (strides[3] * t5 + t13 >= 0)
-                & (strides[1] * t1 + t8 <= t14 - 1)
-                & (strides[2] * t3 + t11 <= t15 - 1)
-                & (strides[3] * t5 + t13 <= t16 - 1)
+            t14 = (
+                (strides[1] * t1 + t7 >= 0)
+                & (strides[2] * t3 + t9 >= 0)
+                & (strides[3] * t5 + t10 >= 0)
+                & (strides[1] * t1 + t7 <= t11 - 1)
+                & (strides[2] * t3 + t9 <= t12 - 1)
+                & (strides[3] * t5 + t10 <= t13 - 1)
             )
         else:
-            t17 = (
-                (strides[1] * t1 + t8 - _same_padding(t14, ksize[1], strides[1], 1) >= 0)
-                & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) >= 0)
-                & (strides[3] * t5 + t13 - _same_padding(t16, ksize[3], strides[3], 1) >= 0)
-                & (strides[1] * t1 + t8 - _same_padding(t14, ksize[1], strides[1], 1) <= t14 - 1)
-                & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) <= t15 - 1)
-                & (strides[3] * t5 + t13 - _same_padding(t16, ksize[3], strides[3], 1) <= t16 - 1)
+            t14 = (
+                (strides[1] * t1 + t7 - _same_padding(t11, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t3 + t9 - _same_padding(t12, ksize[2], strides[2], 1) >= 0)
+                & (strides[3] * t5 + t10 - _same_padding(t13, ksize[3], strides[3], 1) >= 0)
+                & (strides[1] * t1 + t7 - _same_padding(t11, ksize[1], strides[1], 1) <= t11 - 1)
+                & (strides[2] * t3 + t9 - _same_padding(t12, ksize[2], strides[2], 1) <= t12 - 1)
+                & (strides[3] * t5 + t10 - _same_padding(t13, ksize[3], strides[3], 1) <= t13 - 1)
             )
-        t18 = t17[..., None, :, :, :]
-        t19 = np.sum(np.asarray(t18, grad_vjp_input.dtype), axis=(-3, -2, -1))
-        t20 = t4[..., None]
+        t15 = t14[..., None, :, :, :]
+        t16 = np.sum(np.asarray(t15, grad_vjp_input.dtype), axis=(-3, -2, -1))
+        t17 = t4[..., None]
         if padding == "VALID":
-            t21 = strides[3] * t20 + t13
+            t18 = strides[3] * t17 + t10
         else:
-            t21 = strides[3] * t20 + t13 - _same_padding(t16, ksize[3], strides[3], 1)
-        t22 = _gather(grad_vjp_input, t21, -2)
-        t23 = t2[..., None]
+            t18 = strides[3] * t17 + t10 - _same_padding(t13, ksize[3], strides[3], 1)
+        t19 = _gather(grad_vjp_input, t18, -2)
+        t20 = t2[..., None]
         if padding == "VALID":
-            t24 = strides[2] * t23 + t10
+            t21 = strides[2] * t20 + t8
         else:
-            t24 = strides[2] * t23 + t10 - _same_padding(t15, ksize[2], strides[2], 1)
-        t25 = _gather(t22, t24, -4)
-        t26 = t0[..., None]
+            t21 = strides[2] * t20 + t8 - _same_padding(t12, ksize[2], strides[2], 1)
+        t22 = _gather(t19, t21, -4)
+        t23 = t0[..., None]
         if padding == "VALID":
-            t27 = strides[1] * t26 + t7
+            t24 = strides[1] * t23 + t6
         else:
-            t27 = strides[1] * t26 + t7 - _same_padding(t14, ksize[1], strides[1], 1)
-        t28 = _gather(t25, t27, -6)
-        t29 = np.transpose(t28, (0, 1, 3, 5, 7, 2, 4, 6))
-        t30 = np.sum(t29, axis=(-3, -2, -1))
-        grad_grad = t30 / t19
+            t24 = strides[1] * t23 + t6 - _same_padding(t11, ksize[1], strides[1], 1)
+        t25 = _gather(t22, t24, -6)
+        t26 = np.transpose(t25, (0, 1, 3, 5, 7, 2, 4, 6))
+        t27 = np.sum(t26, axis=(-3, -2, -1))
+        grad_grad = t27 / t16
     else:
         raise ValueError(f"AvgPool3DGrad: unsupported attributes padding={padding!r}")
     return grad_grad, None
@@ -2233,41 +2212,41 @@ def max_pool_v2(input, *, padding="VALID", ksize, strides):
     """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:215)."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
-    if padding in ("VALID", "SAME"):
-        t0 = np.shape(input)[-2]
-        if padding == "VALID":
-            t1 = (-ksize[2] + t0) // strides[2]
-            t2 = t1 + 1
-        else:
-            t1 = -((-t0) // strides[2])
-            t2 = t1
+    t0 = np.shape(input)[-2]
+    if padding == "VALID":
+        t1 = (-ksize[2] + t0) // strides[2]
+        t2 = t1 + 1
         t3 = np.arange(t2)
         t4 = t3[..., None]
-        t5 = ksize[2]
-        t6 = np.arange(t5)
-        if padding == "VALID":
-            t7 = strides[2] * t4 + t6
-        else:
-            t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
-        t8 = _gather(input, t7, -2, fill=-np.inf)
-        t9 = np.shape(input)[-3]
-        if padding == "VALID":
-            t10 = (-ksize[1] + t9) // strides[1]
-            t11 = t10 + 1
-        else:
-            t10 = -((-t9) // strides[1])
-            t11 = t10
-        t12 = np.arange(t11)
-        t13 = t12[..., None]
-        t14 = ksize[1]
-        t15 = np.arange(t14)
-        if padding == "VALID":
-            t16 = strides[1] * t13 + t15
-        else:
-            t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
-        t17 = _gather(t8, t16, -4, fill=-np.inf)
-        t18 = np.transpose(t17, (0, 1, 3, 5, 2, 4))
-        output = np.max(t18, axis=(-2, -1))
+        t5 = np.arange(ksize[2])
+        t6 = strides[2] * t4 + t5
+        t7 = _gather(input, t6, -2, fill=-np.inf)
+        t8 = np.shape(input)[-3]
+        t9 = (-ksize[1] + t8) // strides[1]
+        t10 = t9 + 1
+        t11 = np.arange(t10)
+        t12 = t11[..., None]
+        t13 = np.arange(ksize[1])
+        t14 = strides[1] * t12 + t13
+        t15 = _gather(t7, t14, -4, fill=-np.inf)
+        t16 = np.transpose(t15, (0, 1, 3, 5, 2, 4))
+        output = np.max(t16, axis=(-2, -1))
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[2])
+        t2 = np.arange(t1)
+        t3 = t2[..., None]
+        t4 = np.arange(ksize[2])
+        t5 = strides[2] * t3 + t4 - _same_padding(t0, ksize[2], strides[2], 1)
+        t6 = _gather(input, t5, -2, fill=-np.inf)
+        t7 = np.shape(input)[-3]
+        t8 = -((-t7) // strides[1])
+        t9 = np.arange(t8)
+        t10 = t9[..., None]
+        t11 = np.arange(ksize[1])
+        t12 = strides[1] * t10 + t11 - _same_padding(t7, ksize[1], strides[1], 1)
+        t13 = _gather(t6, t12, -4, fill=-np.inf)
+        t14 = np.transpose(t13, (0, 1, 3, 5, 2, 4))
+        output = np.max(t14, axis=(-2, -1))
     else:
         raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
     return output
@@ -2359,24 +2338,22 @@ def max_pool_v2_grad_grad(
             affine1 = t14 + t16
         t17 = np.arange(np.shape(grad)[-2])
         t18 = t17[..., None]
-        t19 = ksize[2]
-        t20 = np.arange(t19)
-        t21 = strides[2] * t18 + t20
-        t22 = _gather(grad_vjp_input, t21, -2)
-        t23 = np.arange(np.shape(grad)[-3])
-        t24 = t23[..., None]
-        t25 = ksize[1]
-        t26 = np.arange(t25)
-        t27 = strides[1] * t24 + t26
-        t28 = _gather(t22, t27, -4)
-        t29 = _gather(input, t21, -2, fill=-np.inf)
-        t30 = _gather(t29, t27, -4, fill=-np.inf)
-        t31 = np.transpose(t28, (0, 1, 3, 5, 2, 4))
-        t32 = np.transpose(t30, (0, 1, 3, 5, 2, 4))
-        t33 = np.transpose(ext1, (0, 2, 3, 1))
-        t34 = t33[..., None, None]
-        t35 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t32 == t34) & (t35 == 0), t31, 0), axis=(-2, -1))
+        t19 = np.arange(ksize[2])
+        t20 = strides[2] * t18 + t19
+        t21 = _gather(grad_vjp_input, t20, -2)
+        t22 = np.arange(np.shape(grad)[-3])
+        t23 = t22[..., None]
+        t24 = np.arange(ksize[1])
+        t25 = strides[1] * t23 + t24
+        t26 = _gather(t21, t25, -4)
+        t27 = _gather(input, t20, -2, fill=-np.inf)
+        t28 = _gather(t27, t25, -4, fill=-np.inf)
+        t29 = np.transpose(t26, (0, 1, 3, 5, 2, 4))
+        t30 = np.transpose(t28, (0, 1, 3, 5, 2, 4))
+        t31 = np.transpose(ext1, (0, 2, 3, 1))
+        t32 = t31[..., None, None]
+        t33 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t30 == t32) & (t33 == 0), t29, 0), axis=(-2, -1))
     elif padding == "SAME":
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
@@ -2404,26 +2381,24 @@ def max_pool_v2_grad_grad(
             affine1 = t16 + t18
         t19 = np.arange(np.shape(grad)[-2])
         t20 = t19[..., None]
-        t21 = ksize[2]
-        t22 = np.arange(t21)
-        t23 = np.shape(input)[-2]
-        t24 = strides[2] * t20 + t22 - _same_padding(t23, ksize[2], strides[2], 1)
-        t25 = _gather(grad_vjp_input, t24, -2)
-        t26 = np.arange(np.shape(grad)[-3])
-        t27 = t26[..., None]
-        t28 = ksize[1]
-        t29 = np.arange(t28)
-        t30 = np.shape(input)[-3]
-        t31 = strides[1] * t27 + t29 - _same_padding(t30, ksize[1], strides[1], 1)
-        t32 = _gather(t25, t31, -4)
-        t33 = _gather(input, t24, -2, fill=-np.inf)
-        t34 = _gather(t33, t31, -4, fill=-np.inf)
-        t35 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
-        t36 = np.transpose(t34, (0, 1, 3, 5, 2, 4))
-        t37 = np.transpose(ext1, (0, 2, 3, 1))
-        t38 = t37[..., None, None]
-        t39 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t36 == t38) & (t39 == 0), t35, 0), axis=(-2, -1))
+        t21 = np.arange(ksize[2])
+        t22 = np.shape(input)[-2]
+        t23 = strides[2] * t20 + t21 - _same_padding(t22, ksize[2], strides[2], 1)
+        t24 = _gather(grad_vjp_input, t23, -2)
+        t25 = np.arange(np.shape(grad)[-3])
+        t26 = t25[..., None]
+        t27 = np.arange(ksize[1])
+        t28 = np.shape(input)[-3]
+        t29 = strides[1] * t26 + t27 - _same_padding(t28, ksize[1], strides[1], 1)
+        t30 = _gather(t24, t29, -4)
+        t31 = _gather(input, t23, -2, fill=-np.inf)
+        t32 = _gather(t31, t29, -4, fill=-np.inf)
+        t33 = np.transpose(t30, (0, 1, 3, 5, 2, 4))
+        t34 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
+        t35 = np.transpose(ext1, (0, 2, 3, 1))
+        t36 = t35[..., None, None]
+        t37 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t34 == t36) & (t37 == 0), t33, 0), axis=(-2, -1))
     else:
         raise ValueError(f"MaxPoolV2Grad: unsupported attributes padding={padding!r}")
     return grad_grad, None

@@ -1068,13 +1068,11 @@ def depthwise_conv2d_native(
             t1 = tf.shape(input, out_type=tf.int64)[-4]
             t2 = tf.shape(input, out_type=tf.int64)[-3]
             t3 = -((-t2) // strides[1])
-            t4 = t3
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = -((-t5) // strides[2])
-            t7 = t6
-            t8 = tf.shape(input, out_type=tf.int64)[-1]
-            t9 = tf.shape(filter, out_type=tf.int64)[-1]
-            output = tf.reshape(t0, [t1, t4, t7, t8 * t9])
+            t4 = tf.shape(input, out_type=tf.int64)[-2]
+            t5 = -((-t4) // strides[2])
+            t6 = tf.shape(input, out_type=tf.int64)[-1]
+            t7 = tf.shape(filter, out_type=tf.int64)[-1]
+            output = tf.reshape(t0, [t1, t3, t5, t6 * t7])
         else:
             raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
         return output, backward
@@ -1092,51 +1090,52 @@ def extract_image_patches_vjp(grad, images, patches, *, padding="VALID", ksizes,
     change it):
         grad_images[i, j, k, l] = sum_{a, b} grad[i, exact_div(-a * rates[1] + j, strides[1]),
             exact_div(-b * rates[2] + k, strides[2]), a, b, l]
-            i.e. `tf.reduce_sum(t16, axis=[-2, -1])`
+            i.e. `tf.reduce_sum(t14, axis=[-2, -1])`
     """
-    t0 = ksizes[2]
-    t1 = tf.shape(images, out_type=tf.int64)[-1]
-    t2 = tf.range(tf.shape(images, out_type=tf.int64)[-2])
-    t3 = t2[..., None]
-    t4 = tf.range(tf.cast(t0, tf.int64))
+    t0 = tf.shape(images, out_type=tf.int64)[-1]
+    t1 = tf.range(tf.shape(images, out_type=tf.int64)[-2])
+    t2 = t1[..., None]
+    t3 = tf.range(tf.cast(ksizes[2], tf.int64))
     if padding == "VALID":
         grad = tf.reshape(
             grad,
-            tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0, t1], tf.int64)], 0),
+            tf.concat(
+                [tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, ksizes[2], t0], tf.int64)], 0
+            ),
         )
-        t5 = -rates[2] * t4 + t3
+        t4 = -rates[2] * t3 + t2
+        t5 = tf.where(tf.equal(t4 % strides[2], 0), t4 // strides[2], -tf.ones_like(t4))
+        t6 = _gather(grad, t5, -4)
+        t7 = tf.range(tf.shape(images, out_type=tf.int64)[-3])
+        t8 = t7[..., None]
+        t9 = tf.range(tf.cast(ksizes[1], tf.int64))
+        t10 = -rates[1] * t9 + t8
+        t11 = tf.where(tf.equal(t10 % strides[1], 0), t10 // strides[1], -tf.ones_like(t10))
+        t12 = _gather(t6, t11, -6)
+        t13 = _einsum_of_diagonals("abcdecef->abcdef", t12)
+        t14 = tf.transpose(t13, perm=[0, 1, 3, 5, 2, 4])
+        grad_images = tf.reduce_sum(t14, axis=[-2, -1])
+    elif padding == "SAME":
+        grad = tf.reshape(
+            grad,
+            tf.concat(
+                [tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, ksizes[2], t0], tf.int64)], 0
+            ),
+        )
+        t4 = tf.shape(images, out_type=tf.int64)[-2]
+        t5 = -rates[2] * t3 + t2 + _same_padding(t4, ksizes[2], strides[2], rates[2])
         t6 = tf.where(tf.equal(t5 % strides[2], 0), t5 // strides[2], -tf.ones_like(t5))
         t7 = _gather(grad, t6, -4)
         t8 = tf.range(tf.shape(images, out_type=tf.int64)[-3])
         t9 = t8[..., None]
-        t10 = ksizes[1]
-        t11 = tf.range(tf.cast(t10, tf.int64))
-        t12 = -rates[1] * t11 + t9
+        t10 = tf.range(tf.cast(ksizes[1], tf.int64))
+        t11 = tf.shape(images, out_type=tf.int64)[-3]
+        t12 = -rates[1] * t10 + t9 + _same_padding(t11, ksizes[1], strides[1], rates[1])
         t13 = tf.where(tf.equal(t12 % strides[1], 0), t12 // strides[1], -tf.ones_like(t12))
         t14 = _gather(t7, t13, -6)
         t15 = _einsum_of_diagonals("abcdecef->abcdef", t14)
         t16 = tf.transpose(t15, perm=[0, 1, 3, 5, 2, 4])
         grad_images = tf.reduce_sum(t16, axis=[-2, -1])
-    elif padding == "SAME":
-        grad = tf.reshape(
-            grad,
-            tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0, t1], tf.int64)], 0),
-        )
-        t5 = tf.shape(images, out_type=tf.int64)[-2]
-        t6 = -rates[2] * t4 + t3 + _same_padding(t5, ksizes[2], strides[2], rates[2])
-        t7 = tf.where(tf.equal(t6 % strides[2], 0), t6 // strides[2], -tf.ones_like(t6))
-        t8 = _gather(grad, t7, -4)
-        t9 = tf.range(tf.shape(images, out_type=tf.int64)[-3])
-        t10 = t9[..., None]
-        t11 = ksizes[1]
-        t12 = tf.range(tf.cast(t11, tf.int64))
-        t13 = tf.shape(images, out_type=tf.int64)[-3]
-        t14 = -rates[1] * t12 + t10 + _same_padding(t13, ksizes[1], strides[1], rates[1])
-        t15 = tf.where(tf.equal(t14 % strides[1], 0), t14 // strides[1], -tf.ones_like(t14))
-        t16 = _gather(t8, t15, -6)
-        t17 = _einsum_of_diagonals("abcdecef->abcdef", t16)
-        t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
-        grad_images = tf.reduce_sum(t18, axis=[-2, -1])
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
     return (grad_images,)
@@ -1179,51 +1178,51 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
             patches = kernel_outputs[0]
             return patches, backward
         # else the declared formula
-        if padding in ("VALID", "SAME"):
-            t0 = tf.shape(images, out_type=tf.int64)[-2]
-            if padding == "VALID":
-                t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
-                t2 = t1 + 1
-            else:
-                t1 = -((-t0) // strides[2])
-                t2 = t1
+        t0 = tf.shape(images, out_type=tf.int64)[-2]
+        if padding == "VALID":
+            t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
+            t2 = t1 + 1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
-            t5 = ksizes[2]
-            t6 = tf.range(tf.cast(t5, tf.int64))
-            if padding == "VALID":
-                t7 = rates[2] * t6 + strides[2] * t4
-            else:
-                t7 = (
-                    rates[2] * t6
-                    + strides[2] * t4
-                    - _same_padding(t0, ksizes[2], strides[2], rates[2])
-                )
-            t8 = _gather(images, t7, -2)
-            t9 = tf.shape(images, out_type=tf.int64)[-3]
-            if padding == "VALID":
-                t10 = (-rates[1] * (ksizes[1] - 1) + t9 - 1) // strides[1]
-                t11 = t10 + 1
-            else:
-                t10 = -((-t9) // strides[1])
-                t11 = t10
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = t12[..., None]
-            t14 = ksizes[1]
-            t15 = tf.range(tf.cast(t14, tf.int64))
-            if padding == "VALID":
-                t16 = rates[1] * t15 + strides[1] * t13
-            else:
-                t16 = (
-                    rates[1] * t15
-                    + strides[1] * t13
-                    - _same_padding(t9, ksizes[1], strides[1], rates[1])
-                )
-            t17 = _gather(t8, t16, -4)
-            t18 = tf.transpose(t17, perm=[0, 1, 3, 2, 4, 5])
-            t19 = tf.shape(images, out_type=tf.int64)[-4]
-            t20 = tf.shape(images, out_type=tf.int64)[-1]
-            patches = tf.reshape(t18, [t19, t11, t2, t14 * t5 * t20])
+            t5 = tf.range(tf.cast(ksizes[2], tf.int64))
+            t6 = rates[2] * t5 + strides[2] * t4
+            t7 = _gather(images, t6, -2)
+            t8 = tf.shape(images, out_type=tf.int64)[-3]
+            t9 = (-rates[1] * (ksizes[1] - 1) + t8 - 1) // strides[1]
+            t10 = t9 + 1
+            t11 = tf.range(tf.cast(t10, tf.int64))
+            t12 = t11[..., None]
+            t13 = tf.range(tf.cast(ksizes[1], tf.int64))
+            t14 = rates[1] * t13 + strides[1] * t12
+            t15 = _gather(t7, t14, -4)
+            t16 = tf.transpose(t15, perm=[0, 1, 3, 2, 4, 5])
+            t17 = tf.shape(images, out_type=tf.int64)[-4]
+            t18 = tf.shape(images, out_type=tf.int64)[-1]
+            patches = tf.reshape(t16, [t17, t10, t2, ksizes[1] * ksizes[2] * t18])
+        elif padding == "SAME":
+            t1 = -((-t0) // strides[2])
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = t2[..., None]
+            t4 = tf.range(tf.cast(ksizes[2], tf.int64))
+            t5 = (
+                rates[2] * t4 + strides[2] * t3 - _same_padding(t0, ksizes[2], strides[2], rates[2])
+            )
+            t6 = _gather(images, t5, -2)
+            t7 = tf.shape(images, out_type=tf.int64)[-3]
+            t8 = -((-t7) // strides[1])
+            t9 = tf.range(tf.cast(t8, tf.int64))
+            t10 = t9[..., None]
+            t11 = tf.range(tf.cast(ksizes[1], tf.int64))
+            t12 = (
+                rates[1] * t11
+                + strides[1] * t10
+                - _same_padding(t7, ksizes[1], strides[1], rates[1])
+            )
+            t13 = _gather(t6, t12, -4)
+            t14 = tf.transpose(t13, perm=[0, 1, 3, 2, 4, 5])
+            t15 = tf.shape(images, out_type=tf.int64)[-4]
+            t16 = tf.shape(images, out_type=tf.int64)[-1]
+            patches = tf.reshape(t14, [t15, t8, t1, ksizes[1] * ksizes[2] * t16])
         else:
             raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
         return patches, backward
@@ -1391,54 +1390,52 @@ def avg_pool_vjp(grad, value, output, *, padding="VALID", ksize, strides):
         grad_value[k, l, m, n] = sum_{i, j, a, b} grad[k, i, j, n] * delta(l, a + i * strides[1]) *
             delta(m, b + j * strides[2]) / (sum_{a, b} indicator(a + i * strides[1] >= 0 and b + j *
             strides[2] >= 0 and a + i * strides[1] <= H - 1 and b + j * strides[2] <= W - 1))
-            i.e. `_scatter_add(t18, t20, 2, t9)`
+            i.e. `_scatter_add(t16, t18, 2, t7)`
     """
     if padding in ("VALID", "SAME"):
         t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
         t1 = t0[..., None, None, None]
         t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
         t3 = t2[..., None, None]
-        t4 = ksize[2]
-        t5 = tf.range(tf.cast(t4, tf.int64))
-        t6 = t5[..., None]
-        t7 = ksize[1]
-        t8 = tf.range(tf.cast(t7, tf.int64))
-        t9 = tf.shape(value, out_type=tf.int64)[-3]
-        t10 = tf.shape(value, out_type=tf.int64)[-2]
+        t4 = tf.range(tf.cast(ksize[2], tf.int64))
+        t5 = t4[..., None]
+        t6 = tf.range(tf.cast(ksize[1], tf.int64))
+        t7 = tf.shape(value, out_type=tf.int64)[-3]
+        t8 = tf.shape(value, out_type=tf.int64)[-2]
         if padding == "VALID":
-            t11 = (
-                (strides[1] * t1 + t8 >= 0)
-                & (strides[2] * t3 + t6 >= 0)
-                & (strides[1] * t1 + t8 <= t9 - 1)
-                & (strides[2] * t3 + t6 <= t10 - 1)
+            t9 = (
+                (strides[1] * t1 + t6 >= 0)
+                & (strides[2] * t3 + t5 >= 0)
+                & (strides[1] * t1 + t6 <= t7 - 1)
+                & (strides[2] * t3 + t5 <= t8 - 1)
             )
         else:
-            t11 = (
-                (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) >= 0)
-                & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) >= 0)
-                & (strides[1] * t1 + t8 - _same_padding(t9, ksize[1], strides[1], 1) <= t9 - 1)
-                & (strides[2] * t3 + t6 - _same_padding(t10, ksize[2], strides[2], 1) <= t10 - 1)
+            t9 = (
+                (strides[1] * t1 + t6 - _same_padding(t7, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t3 + t5 - _same_padding(t8, ksize[2], strides[2], 1) >= 0)
+                & (strides[1] * t1 + t6 - _same_padding(t7, ksize[1], strides[1], 1) <= t7 - 1)
+                & (strides[2] * t3 + t5 - _same_padding(t8, ksize[2], strides[2], 1) <= t8 - 1)
             )
-        t12 = t11[..., None, :, :, :]
-        t13 = tf.reduce_sum(
-            tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+        t10 = t9[..., None, :, :, :]
+        t11 = tf.reduce_sum(
+            tf.where(t10, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
             axis=[-2, -1],
             keepdims=True,
         )
-        t14 = grad[..., None, :, None, :]
-        t15 = t14 / t13
-        t16 = t2[..., None]
+        t12 = grad[..., None, :, None, :]
+        t13 = t12 / t11
+        t14 = t2[..., None]
         if padding == "VALID":
-            t17 = strides[2] * t16 + t5
+            t15 = strides[2] * t14 + t4
         else:
-            t17 = strides[2] * t16 + t5 - _same_padding(t10, ksize[2], strides[2], 1)
-        t18 = _scatter_add(t15, t17, 1, t10)  # no gather form: an explicit scatter-add
-        t19 = t0[..., None]
+            t15 = strides[2] * t14 + t4 - _same_padding(t8, ksize[2], strides[2], 1)
+        t16 = _scatter_add(t13, t15, 1, t8)  # no gather form: an explicit scatter-add
+        t17 = t0[..., None]
         if padding == "VALID":
-            t20 = strides[1] * t19 + t8
+            t18 = strides[1] * t17 + t6
         else:
-            t20 = strides[1] * t19 + t8 - _same_padding(t9, ksize[1], strides[1], 1)
-        grad_value = _scatter_add(t18, t20, 2, t9)  # no gather form: an explicit scatter-add
+            t18 = strides[1] * t17 + t6 - _same_padding(t7, ksize[1], strides[1], 1)
+        grad_value = _scatter_add(t16, t18, 2, t7)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return (grad_value,)
@@ -1478,64 +1475,71 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if padding in ("VALID", "SAME"):
-            t0 = tf.shape(value, out_type=tf.int64)[-3]
-            if padding == "VALID":
-                t1 = (-ksize[1] + t0) // strides[1]
-                t2 = t1 + 1
-            else:
-                t1 = -((-t0) // strides[1])
-                t2 = t1
+        t0 = tf.shape(value, out_type=tf.int64)[-3]
+        if padding == "VALID":
+            t1 = (-ksize[1] + t0) // strides[1]
+            t2 = t1 + 1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None, None, None]
             t5 = tf.shape(value, out_type=tf.int64)[-2]
-            if padding == "VALID":
-                t6 = (-ksize[2] + t5) // strides[2]
-                t7 = t6 + 1
-            else:
-                t6 = -((-t5) // strides[2])
-                t7 = t6
+            t6 = (-ksize[2] + t5) // strides[2]
+            t7 = t6 + 1
             t8 = tf.range(tf.cast(t7, tf.int64))
             t9 = t8[..., None, None]
-            t10 = ksize[1]
-            t11 = tf.range(tf.cast(t10, tf.int64))
-            t12 = t11[..., None]
-            t13 = ksize[2]
-            t14 = tf.range(tf.cast(t13, tf.int64))
-            if padding == "VALID":
-                t15 = (
-                    (strides[1] * t4 + t12 >= 0)
-                    & (strides[2] * t9 + t14 >= 0)
-                    & (strides[1] * t4 + t12 <= t0 - 1)
-                    & (strides[2] * t9 + t14 <= t5 - 1)
-                )
-            else:
-                t15 = (
-                    (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-                    & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
-                    & (strides[1] * t4 + t12 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-                    & (strides[2] * t9 + t14 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
-                )
-            t16 = t15[..., None, :, :]
-            t17 = tf.reduce_sum(
-                tf.where(t16, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
+            t10 = tf.range(tf.cast(ksize[1], tf.int64))
+            t11 = t10[..., None]
+            t12 = tf.range(tf.cast(ksize[2], tf.int64))
+            t13 = (
+                (strides[1] * t4 + t11 >= 0)
+                & (strides[2] * t9 + t12 >= 0)
+                & (strides[1] * t4 + t11 <= t0 - 1)
+                & (strides[2] * t9 + t12 <= t5 - 1)
+            )
+            t14 = t13[..., None, :, :]
+            t15 = tf.reduce_sum(
+                tf.where(t14, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
                 axis=[-2, -1],
             )
-            t18 = t8[..., None]
-            if padding == "VALID":
-                t19 = strides[2] * t18 + t14
-            else:
-                t19 = strides[2] * t18 + t14 - _same_padding(t5, ksize[2], strides[2], 1)
-            t20 = _gather(value, t19, -2)
-            t21 = t3[..., None]
-            if padding == "VALID":
-                t22 = strides[1] * t21 + t11
-            else:
-                t22 = strides[1] * t21 + t11 - _same_padding(t0, ksize[1], strides[1], 1)
-            t23 = _gather(t20, t22, -4)
-            t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 2, 4])
-            t25 = tf.reduce_sum(t24, axis=[-2, -1])
-            output = t25 / t17
+            t16 = t8[..., None]
+            t17 = strides[2] * t16 + t12
+            t18 = _gather(value, t17, -2)
+            t19 = t3[..., None]
+            t20 = strides[1] * t19 + t10
+            t21 = _gather(t18, t20, -4)
+            t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])
+            t23 = tf.reduce_sum(t22, axis=[-2, -1])
+            output = t23 / t15
+        elif padding == "SAME":
+            t1 = -((-t0) // strides[1])
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = t2[..., None, None, None]
+            t4 = tf.shape(value, out_type=tf.int64)[-2]
+            t5 = -((-t4) // strides[2])
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = t6[..., None, None]
+            t8 = tf.range(tf.cast(ksize[1], tf.int64))
+            t9 = t8[..., None]
+            t10 = tf.range(tf.cast(ksize[2], tf.int64))
+            t11 = (
+                (strides[1] * t3 + t9 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t7 + t10 - _same_padding(t4, ksize[2], strides[2], 1) >= 0)
+                & (strides[1] * t3 + t9 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+                & (strides[2] * t7 + t10 - _same_padding(t4, ksize[2], strides[2], 1) <= t4 - 1)
+            )
+            t12 = t11[..., None, :, :]
+            t13 = tf.reduce_sum(
+                tf.where(t12, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
+                axis=[-2, -1],
+            )
+            t14 = t6[..., None]
+            t15 = strides[2] * t14 + t10 - _same_padding(t4, ksize[2], strides[2], 1)
+            t16 = _gather(value, t15, -2)
+            t17 = t2[..., None]
+            t18 = strides[1] * t17 + t8 - _same_padding(t0, ksize[1], strides[1], 1)
+            t19 = _gather(t16, t18, -4)
+            t20 = tf.transpose(t19, perm=[0, 1, 3, 5, 2, 4])
+            t21 = tf.reduce_sum(t20, axis=[-2, -1])
+            output = t21 / t13
         else:
             raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
         return output, backward
@@ -1649,41 +1653,45 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if padding in ("VALID", "SAME") and data_format == "NHWC":
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            if padding == "VALID":
-                t1 = (-ksize[2] + t0) // strides[2]
-                t2 = t1 + 1
-            else:
-                t1 = -((-t0) // strides[2])
-                t2 = t1
+        if data_format != "NHWC":
+            raise ValueError(
+                f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+            )
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        if padding == "VALID":
+            t1 = (-ksize[2] + t0) // strides[2]
+            t2 = t1 + 1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
-            t5 = ksize[2]
-            t6 = tf.range(tf.cast(t5, tf.int64))
-            if padding == "VALID":
-                t7 = strides[2] * t4 + t6
-            else:
-                t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
-            t8 = _gather(input, t7, -2, fill=float("-inf"))
-            t9 = tf.shape(input, out_type=tf.int64)[-3]
-            if padding == "VALID":
-                t10 = (-ksize[1] + t9) // strides[1]
-                t11 = t10 + 1
-            else:
-                t10 = -((-t9) // strides[1])
-                t11 = t10
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = t12[..., None]
-            t14 = ksize[1]
-            t15 = tf.range(tf.cast(t14, tf.int64))
-            if padding == "VALID":
-                t16 = strides[1] * t13 + t15
-            else:
-                t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
-            t17 = _gather(t8, t16, -4, fill=float("-inf"))
-            t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_max(t18, axis=[-2, -1])
+            t5 = tf.range(tf.cast(ksize[2], tf.int64))
+            t6 = strides[2] * t4 + t5
+            t7 = _gather(input, t6, -2, fill=float("-inf"))
+            t8 = tf.shape(input, out_type=tf.int64)[-3]
+            t9 = (-ksize[1] + t8) // strides[1]
+            t10 = t9 + 1
+            t11 = tf.range(tf.cast(t10, tf.int64))
+            t12 = t11[..., None]
+            t13 = tf.range(tf.cast(ksize[1], tf.int64))
+            t14 = strides[1] * t12 + t13
+            t15 = _gather(t7, t14, -4, fill=float("-inf"))
+            t16 = tf.transpose(t15, perm=[0, 1, 3, 5, 2, 4])
+            output = tf.reduce_max(t16, axis=[-2, -1])
+        elif padding == "SAME":
+            t1 = -((-t0) // strides[2])
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = t2[..., None]
+            t4 = tf.range(tf.cast(ksize[2], tf.int64))
+            t5 = strides[2] * t3 + t4 - _same_padding(t0, ksize[2], strides[2], 1)
+            t6 = _gather(input, t5, -2, fill=float("-inf"))
+            t7 = tf.shape(input, out_type=tf.int64)[-3]
+            t8 = -((-t7) // strides[1])
+            t9 = tf.range(tf.cast(t8, tf.int64))
+            t10 = t9[..., None]
+            t11 = tf.range(tf.cast(ksize[1], tf.int64))
+            t12 = strides[1] * t10 + t11 - _same_padding(t7, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t12, -4, fill=float("-inf"))
+            t14 = tf.transpose(t13, perm=[0, 1, 3, 5, 2, 4])
+            output = tf.reduce_max(t14, axis=[-2, -1])
         else:
             raise ValueError(
                 f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1783,57 +1791,56 @@ def max_pool3d(input, *, padding="VALID", ksize, strides):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if padding in ("VALID", "SAME"):
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            if padding == "VALID":
-                t1 = (-ksize[3] + t0) // strides[3]
-                t2 = t1 + 1
-            else:
-                t1 = -((-t0) // strides[3])
-                t2 = t1
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        if padding == "VALID":
+            t1 = (-ksize[3] + t0) // strides[3]
+            t2 = t1 + 1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
-            t5 = ksize[3]
-            t6 = tf.range(tf.cast(t5, tf.int64))
-            if padding == "VALID":
-                t7 = strides[3] * t4 + t6
-            else:
-                t7 = strides[3] * t4 + t6 - _same_padding(t0, ksize[3], strides[3], 1)
-            t8 = _gather(input, t7, -2, fill=float("-inf"))
-            t9 = tf.shape(input, out_type=tf.int64)[-3]
-            if padding == "VALID":
-                t10 = (-ksize[2] + t9) // strides[2]
-                t11 = t10 + 1
-            else:
-                t10 = -((-t9) // strides[2])
-                t11 = t10
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = t12[..., None]
-            t14 = ksize[2]
-            t15 = tf.range(tf.cast(t14, tf.int64))
-            if padding == "VALID":
-                t16 = strides[2] * t13 + t15
-            else:
-                t16 = strides[2] * t13 + t15 - _same_padding(t9, ksize[2], strides[2], 1)
-            t17 = _gather(t8, t16, -4, fill=float("-inf"))
-            t18 = tf.shape(input, out_type=tf.int64)[-4]
-            if padding == "VALID":
-                t19 = (-ksize[1] + t18) // strides[1]
-                t20 = t19 + 1
-            else:
-                t19 = -((-t18) // strides[1])
-                t20 = t19
-            t21 = tf.range(tf.cast(t20, tf.int64))
-            t22 = t21[..., None]
-            t23 = ksize[1]
-            t24 = tf.range(tf.cast(t23, tf.int64))
-            if padding == "VALID":
-                t25 = strides[1] * t22 + t24
-            else:
-                t25 = strides[1] * t22 + t24 - _same_padding(t18, ksize[1], strides[1], 1)
-            t26 = _gather(t17, t25, -6, fill=float("-inf"))
-            t27 = tf.transpose(t26, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            output = tf.reduce_max(t27, axis=[-3, -2, -1])
+            t5 = tf.range(tf.cast(ksize[3], tf.int64))
+            t6 = strides[3] * t4 + t5
+            t7 = _gather(input, t6, -2, fill=float("-inf"))
+            t8 = tf.shape(input, out_type=tf.int64)[-3]
+            t9 = (-ksize[2] + t8) // strides[2]
+            t10 = t9 + 1
+            t11 = tf.range(tf.cast(t10, tf.int64))
+            t12 = t11[..., None]
+            t13 = tf.range(tf.cast(ksize[2], tf.int64))
+            t14 = strides[2] * t12 + t13
+            t15 = _gather(t7, t14, -4, fill=float("-inf"))
+            t16 = tf.shape(input, out_type=tf.int64)[-4]
+            t17 = (-ksize[1] + t16) // strides[1]
+            t18 = t17 + 1
+            t19 = tf.range(tf.cast(t18, tf.int64))
+            t20 = t19[..., None]
+            t21 = tf.range(tf.cast(ksize[1], tf.int64))
+            t22 = strides[1] * t20 + t21
+            t23 = _gather(t15, t22, -6, fill=float("-inf"))
+            t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            output = tf.reduce_max(t24, axis=[-3, -2, -1])
+        elif padding == "SAME":
+            t1 = -((-t0) // strides[3])
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = t2[..., None]
+            t4 = tf.range(tf.cast(ksize[3], tf.int64))
+            t5 = strides[3] * t3 + t4 - _same_padding(t0, ksize[3], strides[3], 1)
+            t6 = _gather(input, t5, -2, fill=float("-inf"))
+            t7 = tf.shape(input, out_type=tf.int64)[-3]
+            t8 = -((-t7) // strides[2])
+            t9 = tf.range(tf.cast(t8, tf.int64))
+            t10 = t9[..., None]
+            t11 = tf.range(tf.cast(ksize[2], tf.int64))
+            t12 = strides[2] * t10 + t11 - _same_padding(t7, ksize[2], strides[2], 1)
+            t13 = _gather(t6, t12, -4, fill=float("-inf"))
+            t14 = tf.shape(input, out_type=tf.int64)[-4]
+            t15 = -((-t14) // strides[1])
+            t16 = tf.range(tf.cast(t15, tf.int64))
+            t17 = t16[..., None]
+            t18 = tf.range(tf.cast(ksize[1], tf.int64))
+            t19 = strides[1] * t17 + t18 - _same_padding(t14, ksize[1], strides[1], 1)
+            t20 = _gather(t13, t19, -6, fill=float("-inf"))
+            t21 = tf.transpose(t20, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            output = tf.reduce_max(t21, axis=[-3, -2, -1])
         else:
             raise ValueError(f"MaxPool3D: unsupported attributes padding={padding!r}")
         return output, backward
@@ -1851,69 +1858,73 @@ def extract_volume_patches_vjp(grad, input, patches, *, padding="VALID", ksizes,
     change it):
         grad_input[i, j, k, l, m] = sum_{e, a, b} grad[i, exact_div(-e + j, strides[1]),
             exact_div(-a + k, strides[2]), exact_div(-b + l, strides[3]), e, a, b, m]
-            i.e. `tf.reduce_sum(t23, axis=[-3, -2, -1])`
+            i.e. `tf.reduce_sum(t20, axis=[-3, -2, -1])`
     """
-    t0 = ksizes[2]
-    t1 = ksizes[3]
-    t2 = tf.shape(input, out_type=tf.int64)[-1]
-    t3 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-    t4 = t3[..., None]
-    t5 = tf.range(tf.cast(t1, tf.int64))
+    t0 = tf.shape(input, out_type=tf.int64)[-1]
+    t1 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+    t2 = t1[..., None]
+    t3 = tf.range(tf.cast(ksizes[3], tf.int64))
     if padding == "VALID":
         grad = tf.reshape(
             grad,
             tf.concat(
-                [tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0, t1, t2], tf.int64)], 0
+                [
+                    tf.shape(grad, out_type=tf.int64)[:-1],
+                    tf.cast([-1, ksizes[2], ksizes[3], t0], tf.int64),
+                ],
+                0,
             ),
         )
-        t6 = t4 - t5
-        t7 = tf.where(tf.equal(t6 % strides[3], 0), t6 // strides[3], -tf.ones_like(t6))
-        t8 = _gather(grad, t7, -5)
-        t9 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-        t10 = t9[..., None]
-        t11 = tf.range(tf.cast(t0, tf.int64))
-        t12 = t10 - t11
+        t4 = t2 - t3
+        t5 = tf.where(tf.equal(t4 % strides[3], 0), t4 // strides[3], -tf.ones_like(t4))
+        t6 = _gather(grad, t5, -5)
+        t7 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t8 = t7[..., None]
+        t9 = tf.range(tf.cast(ksizes[2], tf.int64))
+        t10 = t8 - t9
+        t11 = tf.where(tf.equal(t10 % strides[2], 0), t10 // strides[2], -tf.ones_like(t10))
+        t12 = _gather(t6, t11, -7)
+        t13 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
+        t14 = t13[..., None]
+        t15 = tf.range(tf.cast(ksizes[1], tf.int64))
+        t16 = t14 - t15
+        t17 = tf.where(tf.equal(t16 % strides[1], 0), t16 // strides[1], -tf.ones_like(t16))
+        t18 = _gather(t12, t17, -9)
+        t19 = _einsum_of_diagonals("abcdefgcegh->abcdefgh", t18)
+        t20 = tf.transpose(t19, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        grad_input = tf.reduce_sum(t20, axis=[-3, -2, -1])
+    elif padding == "SAME":
+        grad = tf.reshape(
+            grad,
+            tf.concat(
+                [
+                    tf.shape(grad, out_type=tf.int64)[:-1],
+                    tf.cast([-1, ksizes[2], ksizes[3], t0], tf.int64),
+                ],
+                0,
+            ),
+        )
+        t4 = tf.shape(input, out_type=tf.int64)[-2]
+        t5 = t2 - t3 + _same_padding(t4, ksizes[3], strides[3], 1)
+        t6 = tf.where(tf.equal(t5 % strides[3], 0), t5 // strides[3], -tf.ones_like(t5))
+        t7 = _gather(grad, t6, -5)
+        t8 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t9 = t8[..., None]
+        t10 = tf.range(tf.cast(ksizes[2], tf.int64))
+        t11 = tf.shape(input, out_type=tf.int64)[-3]
+        t12 = -t10 + t9 + _same_padding(t11, ksizes[2], strides[2], 1)
         t13 = tf.where(tf.equal(t12 % strides[2], 0), t12 // strides[2], -tf.ones_like(t12))
-        t14 = _gather(t8, t13, -7)
+        t14 = _gather(t7, t13, -7)
         t15 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
         t16 = t15[..., None]
-        t17 = ksizes[1]
-        t18 = tf.range(tf.cast(t17, tf.int64))
-        t19 = t16 - t18
+        t17 = tf.range(tf.cast(ksizes[1], tf.int64))
+        t18 = tf.shape(input, out_type=tf.int64)[-4]
+        t19 = t16 - t17 + _same_padding(t18, ksizes[1], strides[1], 1)
         t20 = tf.where(tf.equal(t19 % strides[1], 0), t19 // strides[1], -tf.ones_like(t19))
         t21 = _gather(t14, t20, -9)
         t22 = _einsum_of_diagonals("abcdefgcegh->abcdefgh", t21)
         t23 = tf.transpose(t22, perm=[0, 1, 3, 5, 7, 2, 4, 6])
         grad_input = tf.reduce_sum(t23, axis=[-3, -2, -1])
-    elif padding == "SAME":
-        grad = tf.reshape(
-            grad,
-            tf.concat(
-                [tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0, t1, t2], tf.int64)], 0
-            ),
-        )
-        t6 = tf.shape(input, out_type=tf.int64)[-2]
-        t7 = t4 - t5 + _same_padding(t6, ksizes[3], strides[3], 1)
-        t8 = tf.where(tf.equal(t7 % strides[3], 0), t7 // strides[3], -tf.ones_like(t7))
-        t9 = _gather(grad, t8, -5)
-        t10 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-        t11 = t10[..., None]
-        t12 = tf.range(tf.cast(t0, tf.int64))
-        t13 = tf.shape(input, out_type=tf.int64)[-3]
-        t14 = t11 - t12 + _same_padding(t13, ksizes[2], strides[2], 1)
-        t15 = tf.where(tf.equal(t14 % strides[2], 0), t14 // strides[2], -tf.ones_like(t14))
-        t16 = _gather(t9, t15, -7)
-        t17 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
-        t18 = t17[..., None]
-        t19 = ksizes[1]
-        t20 = tf.range(tf.cast(t19, tf.int64))
-        t21 = tf.shape(input, out_type=tf.int64)[-4]
-        t22 = t18 - t20 + _same_padding(t21, ksizes[1], strides[1], 1)
-        t23 = tf.where(tf.equal(t22 % strides[1], 0), t22 // strides[1], -tf.ones_like(t22))
-        t24 = _gather(t16, t23, -9)
-        t25 = _einsum_of_diagonals("abcdefgcegh->abcdefgh", t24)
-        t26 = tf.transpose(t25, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-        grad_input = tf.reduce_sum(t26, axis=[-3, -2, -1])
     else:
         raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
     return (grad_input,)
@@ -1955,59 +1966,60 @@ def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
             patches = kernel_outputs[0]
             return patches, backward
         # else the declared formula
-        if padding in ("VALID", "SAME"):
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            if padding == "VALID":
-                t1 = (-ksizes[3] + t0) // strides[3]
-                t2 = t1 + 1
-            else:
-                t1 = -((-t0) // strides[3])
-                t2 = t1
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        if padding == "VALID":
+            t1 = (-ksizes[3] + t0) // strides[3]
+            t2 = t1 + 1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
-            t5 = ksizes[3]
-            t6 = tf.range(tf.cast(t5, tf.int64))
-            if padding == "VALID":
-                t7 = strides[3] * t4 + t6
-            else:
-                t7 = strides[3] * t4 + t6 - _same_padding(t0, ksizes[3], strides[3], 1)
-            t8 = _gather(input, t7, -2)
-            t9 = tf.shape(input, out_type=tf.int64)[-3]
-            if padding == "VALID":
-                t10 = (-ksizes[2] + t9) // strides[2]
-                t11 = t10 + 1
-            else:
-                t10 = -((-t9) // strides[2])
-                t11 = t10
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = t12[..., None]
-            t14 = ksizes[2]
-            t15 = tf.range(tf.cast(t14, tf.int64))
-            if padding == "VALID":
-                t16 = strides[2] * t13 + t15
-            else:
-                t16 = strides[2] * t13 + t15 - _same_padding(t9, ksizes[2], strides[2], 1)
-            t17 = _gather(t8, t16, -4)
-            t18 = tf.shape(input, out_type=tf.int64)[-4]
-            if padding == "VALID":
-                t19 = (-ksizes[1] + t18) // strides[1]
-                t20 = t19 + 1
-            else:
-                t19 = -((-t18) // strides[1])
-                t20 = t19
-            t21 = tf.range(tf.cast(t20, tf.int64))
-            t22 = t21[..., None]
-            t23 = ksizes[1]
-            t24 = tf.range(tf.cast(t23, tf.int64))
-            if padding == "VALID":
-                t25 = strides[1] * t22 + t24
-            else:
-                t25 = strides[1] * t22 + t24 - _same_padding(t18, ksizes[1], strides[1], 1)
-            t26 = _gather(t17, t25, -6)
-            t27 = tf.transpose(t26, perm=[0, 1, 3, 5, 2, 4, 6, 7])
-            t28 = tf.shape(input, out_type=tf.int64)[-5]
-            t29 = tf.shape(input, out_type=tf.int64)[-1]
-            patches = tf.reshape(t27, [t28, t20, t11, t2, t23 * t14 * t5 * t29])
+            t5 = tf.range(tf.cast(ksizes[3], tf.int64))
+            t6 = strides[3] * t4 + t5
+            t7 = _gather(input, t6, -2)
+            t8 = tf.shape(input, out_type=tf.int64)[-3]
+            t9 = (-ksizes[2] + t8) // strides[2]
+            t10 = t9 + 1
+            t11 = tf.range(tf.cast(t10, tf.int64))
+            t12 = t11[..., None]
+            t13 = tf.range(tf.cast(ksizes[2], tf.int64))
+            t14 = strides[2] * t12 + t13
+            t15 = _gather(t7, t14, -4)
+            t16 = tf.shape(input, out_type=tf.int64)[-4]
+            t17 = (-ksizes[1] + t16) // strides[1]
+            t18 = t17 + 1
+            t19 = tf.range(tf.cast(t18, tf.int64))
+            t20 = t19[..., None]
+            t21 = tf.range(tf.cast(ksizes[1], tf.int64))
+            t22 = strides[1] * t20 + t21
+            t23 = _gather(t15, t22, -6)
+            t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 2, 4, 6, 7])
+            t25 = tf.shape(input, out_type=tf.int64)[-5]
+            t26 = tf.shape(input, out_type=tf.int64)[-1]
+            patches = tf.reshape(t24, [t25, t18, t10, t2, ksizes[1] * ksizes[2] * ksizes[3] * t26])
+        elif padding == "SAME":
+            t1 = -((-t0) // strides[3])
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = t2[..., None]
+            t4 = tf.range(tf.cast(ksizes[3], tf.int64))
+            t5 = strides[3] * t3 + t4 - _same_padding(t0, ksizes[3], strides[3], 1)
+            t6 = _gather(input, t5, -2)
+            t7 = tf.shape(input, out_type=tf.int64)[-3]
+            t8 = -((-t7) // strides[2])
+            t9 = tf.range(tf.cast(t8, tf.int64))
+            t10 = t9[..., None]
+            t11 = tf.range(tf.cast(ksizes[2], tf.int64))
+            t12 = strides[2] * t10 + t11 - _same_padding(t7, ksizes[2], strides[2], 1)
+            t13 = _gather(t6, t12, -4)
+            t14 = tf.shape(input, out_type=tf.int64)[-4]
+            t15 = -((-t14) // strides[1])
+            t16 = tf.range(tf.cast(t15, tf.int64))
+            t17 = t16[..., None]
+            t18 = tf.range(tf.cast(ksizes[1], tf.int64))
+            t19 = strides[1] * t17 + t18 - _same_padding(t14, ksizes[1], strides[1], 1)
+            t20 = _gather(t13, t19, -6)
+            t21 = tf.transpose(t20, perm=[0, 1, 3, 5, 2, 4, 6, 7])
+            t22 = tf.shape(input, out_type=tf.int64)[-5]
+            t23 = tf.shape(input, out_type=tf.int64)[-1]
+            patches = tf.reshape(t21, [t22, t15, t8, t1, ksizes[1] * ksizes[2] * ksizes[3] * t23])
         else:
             raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
         return patches, backward
@@ -2240,7 +2252,6 @@ def dilation2d(input, filter, *, padding="VALID", strides, rates):
             return output, backward
         # else the declared formula
         t0 = tf.transpose(filter, perm=[2, 0, 1])
-        t10 = tf.shape(input, out_type=tf.int64)[-3]
         if padding == "VALID":
             t1 = tf.shape(filter, out_type=tf.int64)[-2]
             t2 = tf.shape(input, out_type=tf.int64)[-2]
@@ -2251,6 +2262,7 @@ def dilation2d(input, filter, *, padding="VALID", strides, rates):
             t7 = tf.range(tf.shape(filter, out_type=tf.int64)[-2])
             t8 = rates[2] * t7 + strides[2] * t6
             t9 = _gather(input, t8, -2, fill=float("-inf"))
+            t10 = tf.shape(input, out_type=tf.int64)[-3]
             t11 = tf.shape(filter, out_type=tf.int64)[-3]
             t12 = (-rates[1] * (t11 - 1) + t10 - 1) // strides[1]
             t13 = t12 + 1
@@ -2264,23 +2276,22 @@ def dilation2d(input, filter, *, padding="VALID", strides, rates):
         elif padding == "SAME":
             t1 = tf.shape(input, out_type=tf.int64)[-2]
             t2 = -((-t1) // strides[2])
-            t3 = t2
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4[..., None]
-            t6 = tf.range(tf.shape(filter, out_type=tf.int64)[-2])
-            t7 = tf.shape(filter, out_type=tf.int64)[-2]
-            t8 = rates[2] * t6 + strides[2] * t5 - _same_padding(t1, t7, strides[2], rates[2])
-            t9 = _gather(input, t8, -2, fill=float("-inf"))
-            t11 = -((-t10) // strides[1])
-            t12 = t11
-            t13 = tf.range(tf.cast(t12, tf.int64))
-            t14 = t13[..., None]
-            t15 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-            t16 = tf.shape(filter, out_type=tf.int64)[-3]
-            t17 = rates[1] * t15 + strides[1] * t14 - _same_padding(t10, t16, strides[1], rates[1])
-            t18 = _gather(t9, t17, -4, fill=float("-inf"))
-            t19 = tf.transpose(t18, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_max(t0 + t19, axis=[-2, -1])
+            t3 = tf.range(tf.cast(t2, tf.int64))
+            t4 = t3[..., None]
+            t5 = tf.range(tf.shape(filter, out_type=tf.int64)[-2])
+            t6 = tf.shape(filter, out_type=tf.int64)[-2]
+            t7 = rates[2] * t5 + strides[2] * t4 - _same_padding(t1, t6, strides[2], rates[2])
+            t8 = _gather(input, t7, -2, fill=float("-inf"))
+            t9 = tf.shape(input, out_type=tf.int64)[-3]
+            t10 = -((-t9) // strides[1])
+            t11 = tf.range(tf.cast(t10, tf.int64))
+            t12 = t11[..., None]
+            t13 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+            t14 = tf.shape(filter, out_type=tf.int64)[-3]
+            t15 = rates[1] * t13 + strides[1] * t12 - _same_padding(t9, t14, strides[1], rates[1])
+            t16 = _gather(t8, t15, -4, fill=float("-inf"))
+            t17 = tf.transpose(t16, perm=[0, 1, 3, 5, 2, 4])
+            output = tf.reduce_max(t0 + t17, axis=[-2, -1])
         else:
             raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
         return output, backward
@@ -2300,70 +2311,67 @@ def avg_pool3d_vjp(grad, input, output, *, padding="VALID", ksize, strides):
             strides[1] * z) * delta(m, a + i * strides[2]) * delta(n, b + j * strides[3]) / (sum_{e,
             a, b} indicator(a + i * strides[2] >= 0 and b + j * strides[3] >= 0 and e + strides[1] *
             z >= 0 and a + i * strides[2] <= H - 1 and b + j * strides[3] <= W - 1 and e +
-            strides[1] * z <= D - 1)), i.e. `_scatter_add(t27, t29, 3, t14)`
+            strides[1] * z <= D - 1)), i.e. `_scatter_add(t24, t26, 3, t11)`
     """
     if padding in ("VALID", "SAME"):
         t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
         t1 = t0[..., None, None, None, None, None]
         t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
         t3 = t2[..., None, None, None, None]
-        t4 = ksize[3]
-        t5 = tf.range(tf.cast(t4, tf.int64))
-        t6 = t5[..., None, None, None]
-        t7 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t8 = t7[..., None, None]
-        t9 = ksize[2]
-        t10 = tf.range(tf.cast(t9, tf.int64))
-        t11 = t10[..., None]
-        t12 = ksize[1]
-        t13 = tf.range(tf.cast(t12, tf.int64))
-        t14 = tf.shape(input, out_type=tf.int64)[-4]
-        t15 = tf.shape(input, out_type=tf.int64)[-3]
-        t16 = tf.shape(input, out_type=tf.int64)[-2]
+        t4 = tf.range(tf.cast(ksize[3], tf.int64))
+        t5 = t4[..., None, None, None]
+        t6 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t7 = t6[..., None, None]
+        t8 = tf.range(tf.cast(ksize[2], tf.int64))
+        t9 = t8[..., None]
+        t10 = tf.range(tf.cast(ksize[1], tf.int64))
+        t11 = tf.shape(input, out_type=tf.int64)[-4]
+        t12 = tf.shape(input, out_type=tf.int64)[-3]
+        t13 = tf.shape(input, out_type=tf.int64)[-2]
         if padding == "VALID":
-            t17 = (
-                (strides[1] * t1 + t13 >= 0)
-                & (strides[2] * t3 + t11 >= 0)
-                & (strides[3] * t8 + t6 >= 0)
-                & (strides[1] * t1 + t13 <= t14 - 1)
-                & (strides[2] * t3 + t11 <= t15 - 1)
-                & (strides[3] * t8 + t6 <= t16 - 1)
+            t14 = (
+                (strides[1] * t1 + t10 >= 0)
+                & (strides[2] * t3 + t9 >= 0)
+                & (strides[3] * t7 + t5 >= 0)
+                & (strides[1] * t1 + t10 <= t11 - 1)
+                & (strides[2] * t3 + t9 <= t12 - 1)
+                & (strides[3] * t7 + t5 <= t13 - 1)
             )
         else:
-            t17 = (
-                (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) >= 0)
-                & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) >= 0)
-                & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) >= 0)
-                & (strides[1] * t1 + t13 - _same_padding(t14, ksize[1], strides[1], 1) <= t14 - 1)
-                & (strides[2] * t3 + t11 - _same_padding(t15, ksize[2], strides[2], 1) <= t15 - 1)
-                & (strides[3] * t8 + t6 - _same_padding(t16, ksize[3], strides[3], 1) <= t16 - 1)
+            t14 = (
+                (strides[1] * t1 + t10 - _same_padding(t11, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t3 + t9 - _same_padding(t12, ksize[2], strides[2], 1) >= 0)
+                & (strides[3] * t7 + t5 - _same_padding(t13, ksize[3], strides[3], 1) >= 0)
+                & (strides[1] * t1 + t10 - _same_padding(t11, ksize[1], strides[1], 1) <= t11 - 1)
+                & (strides[2] * t3 + t9 - _same_padding(t12, ksize[2], strides[2], 1) <= t12 - 1)
+                & (strides[3] * t7 + t5 - _same_padding(t13, ksize[3], strides[3], 1) <= t13 - 1)
             )
-        t18 = t17[..., None, :, :, :, :, :]
-        t19 = tf.reduce_sum(
-            tf.where(t18, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
+        t15 = t14[..., None, :, :, :, :, :]
+        t16 = tf.reduce_sum(
+            tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
             axis=[-4, -2, -1],
             keepdims=True,
         )
-        t20 = grad[..., None, :, None, :, None, :]
-        t21 = t20 / t19
-        t22 = t7[..., None]
+        t17 = grad[..., None, :, None, :, None, :]
+        t18 = t17 / t16
+        t19 = t6[..., None]
         if padding == "VALID":
-            t23 = strides[3] * t22 + t5
+            t20 = strides[3] * t19 + t4
         else:
-            t23 = strides[3] * t22 + t5 - _same_padding(t16, ksize[3], strides[3], 1)
-        t24 = _scatter_add(t21, t23, 1, t16)  # no gather form: an explicit scatter-add
-        t25 = t2[..., None]
+            t20 = strides[3] * t19 + t4 - _same_padding(t13, ksize[3], strides[3], 1)
+        t21 = _scatter_add(t18, t20, 1, t13)  # no gather form: an explicit scatter-add
+        t22 = t2[..., None]
         if padding == "VALID":
-            t26 = strides[2] * t25 + t10
+            t23 = strides[2] * t22 + t8
         else:
-            t26 = strides[2] * t25 + t10 - _same_padding(t15, ksize[2], strides[2], 1)
-        t27 = _scatter_add(t24, t26, 2, t15)  # no gather form: an explicit scatter-add
-        t28 = t0[..., None]
+            t23 = strides[2] * t22 + t8 - _same_padding(t12, ksize[2], strides[2], 1)
+        t24 = _scatter_add(t21, t23, 2, t12)  # no gather form: an explicit scatter-add
+        t25 = t0[..., None]
         if padding == "VALID":
-            t29 = strides[1] * t28 + t13
+            t26 = strides[1] * t25 + t10
         else:
-            t29 = strides[1] * t28 + t13 - _same_padding(t14, ksize[1], strides[1], 1)
-        grad_input = _scatter_add(t27, t29, 3, t14)  # no gather form: an explicit scatter-add
+            t26 = strides[1] * t25 + t10 - _same_padding(t11, ksize[1], strides[1], 1)
+        grad_input = _scatter_add(t24, t26, 3, t11)  # no gather form: an explicit scatter-add
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return (grad_input,)
@@ -2405,89 +2413,94 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if padding in ("VALID", "SAME"):
-            t0 = tf.shape(input, out_type=tf.int64)[-4]
-            if padding == "VALID":
-                t1 = (-ksize[1] + t0) // strides[1]
-                t2 = t1 + 1
-            else:
-                t1 = -((-t0) // strides[1])
-                t2 = t1
+        t0 = tf.shape(input, out_type=tf.int64)[-4]
+        if padding == "VALID":
+            t1 = (-ksize[1] + t0) // strides[1]
+            t2 = t1 + 1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None, None, None, None, None]
             t5 = tf.shape(input, out_type=tf.int64)[-3]
-            if padding == "VALID":
-                t6 = (-ksize[2] + t5) // strides[2]
-                t7 = t6 + 1
-            else:
-                t6 = -((-t5) // strides[2])
-                t7 = t6
+            t6 = (-ksize[2] + t5) // strides[2]
+            t7 = t6 + 1
             t8 = tf.range(tf.cast(t7, tf.int64))
             t9 = t8[..., None, None, None, None]
             t10 = tf.shape(input, out_type=tf.int64)[-2]
-            if padding == "VALID":
-                t11 = (-ksize[3] + t10) // strides[3]
-                t12 = t11 + 1
-            else:
-                t11 = -((-t10) // strides[3])
-                t12 = t11
+            t11 = (-ksize[3] + t10) // strides[3]
+            t12 = t11 + 1
             t13 = tf.range(tf.cast(t12, tf.int64))
             t14 = t13[..., None, None, None]
-            t15 = ksize[1]
-            t16 = tf.range(tf.cast(t15, tf.int64))
-            t17 = t16[..., None, None]
-            t18 = ksize[2]
-            t19 = tf.range(tf.cast(t18, tf.int64))
-            t20 = t19[..., None]
-            t21 = ksize[3]
-            t22 = tf.range(tf.cast(t21, tf.int64))
-            if padding == "VALID":
-                t23 = (
-                    (strides[1] * t4 + t17 >= 0)
-                    & (strides[2] * t9 + t20 >= 0)
-                    & (strides[3] * t14 + t22 >= 0)
-                    & (strides[1] * t4 + t17 <= t0 - 1)
-                    & (strides[2] * t9 + t20 <= t5 - 1)
-                    & (strides[3] * t14 + t22 <= t10 - 1)
-                )
-            else:
-                t23 = (
-                    (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-                    & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
-                    & (strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1) >= 0)
-                    & (strides[1] * t4 + t17 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-                    & (strides[2] * t9 + t20 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
-                    & (
-                        strides[3] * t14 + t22 - _same_padding(t10, ksize[3], strides[3], 1)
-                        <= t10 - 1
-                    )
-                )
-            t24 = t23[..., None, :, :, :]
-            t25 = tf.reduce_sum(
-                tf.where(t24, tf.constant(1, input.dtype), tf.constant(0, input.dtype)),
+            t15 = tf.range(tf.cast(ksize[1], tf.int64))
+            t16 = t15[..., None, None]
+            t17 = tf.range(tf.cast(ksize[2], tf.int64))
+            t18 = t17[..., None]
+            t19 = tf.range(tf.cast(ksize[3], tf.int64))
+            t20 = (
+                (strides[1] * t4 + t16 >= 0)
+                & (strides[2] * t9 + t18 >= 0)
+                & (strides[3] * t14 + t19 >= 0)
+                & (strides[1] * t4 + t16 <= t0 - 1)
+                & (strides[2] * t9 + t18 <= t5 - 1)
+                & (strides[3] * t14 + t19 <= t10 - 1)
+            )
+            t21 = t20[..., None, :, :, :]
+            t22 = tf.reduce_sum(
+                tf.where(t21, tf.constant(1, input.dtype), tf.constant(0, input.dtype)),
                 axis=[-3, -2, -1],
             )
-            t26 = t13[..., None]
-            if padding == "VALID":
-                t27 = strides[3] * t26 + t22
-            else:
-                t27 = strides[3] * t26 + t22 - _same_padding(t10, ksize[3], strides[3], 1)
-            t28 = _gather(input, t27, -2)
-            t29 = t8[..., None]
-            if padding == "VALID":
-                t30 = strides[2] * t29 + t19
-            else:
-                t30 = strides[2] * t29 + t19 - _same_padding(t5, ksize[2], strides[2], 1)
-            t31 = _gather(t28, t30, -4)
-            t32 = t3[..., None]
-            if padding == "VALID":
-                t33 = strides[1] * t32 + t16
-            else:
-                t33 = strides[1] * t32 + t16 - _same_padding(t0, ksize[1], strides[1], 1)
-            t34 = _gather(t31, t33, -6)
-            t35 = tf.transpose(t34, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            t36 = tf.reduce_sum(t35, axis=[-3, -2, -1])
-            output = t36 / t25
+            t23 = t13[..., None]
+            t24 = strides[3] * t23 + t19
+            t25 = _gather(input, t24, -2)
+            t26 = t8[..., None]
+            t27 = strides[2] * t26 + t17
+            t28 = _gather(t25, t27, -4)
+            t29 = t3[..., None]
+            t30 = strides[1] * t29 + t15
+            t31 = _gather(t28, t30, -6)
+            t32 = tf.transpose(t31, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            t33 = tf.reduce_sum(t32, axis=[-3, -2, -1])
+            output = t33 / t22
+        elif padding == "SAME":
+            t1 = -((-t0) // strides[1])
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = t2[..., None, None, None, None, None]
+            t4 = tf.shape(input, out_type=tf.int64)[-3]
+            t5 = -((-t4) // strides[2])
+            t6 = tf.range(tf.cast(t5, tf.int64))
+            t7 = t6[..., None, None, None, None]
+            t8 = tf.shape(input, out_type=tf.int64)[-2]
+            t9 = -((-t8) // strides[3])
+            t10 = tf.range(tf.cast(t9, tf.int64))
+            t11 = t10[..., None, None, None]
+            t12 = tf.range(tf.cast(ksize[1], tf.int64))
+            t13 = t12[..., None, None]
+            t14 = tf.range(tf.cast(ksize[2], tf.int64))
+            t15 = t14[..., None]
+            t16 = tf.range(tf.cast(ksize[3], tf.int64))
+            t17 = (
+                (strides[1] * t3 + t13 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t7 + t15 - _same_padding(t4, ksize[2], strides[2], 1) >= 0)
+                & (strides[3] * t11 + t16 - _same_padding(t8, ksize[3], strides[3], 1) >= 0)
+                & (strides[1] * t3 + t13 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+                & (strides[2] * t7 + t15 - _same_padding(t4, ksize[2], strides[2], 1) <= t4 - 1)
+                & (strides[3] * t11 + t16 - _same_padding(t8, ksize[3], strides[3], 1) <= t8 - 1)
+            )
+            t18 = t17[..., None, :, :, :]
+            t19 = tf.reduce_sum(
+                tf.where(t18, tf.constant(1, input.dtype), tf.constant(0, input.dtype)),
+                axis=[-3, -2, -1],
+            )
+            t20 = t10[..., None]
+            t21 = strides[3] * t20 + t16 - _same_padding(t8, ksize[3], strides[3], 1)
+            t22 = _gather(input, t21, -2)
+            t23 = t6[..., None]
+            t24 = strides[2] * t23 + t14 - _same_padding(t4, ksize[2], strides[2], 1)
+            t25 = _gather(t22, t24, -4)
+            t26 = t2[..., None]
+            t27 = strides[1] * t26 + t12 - _same_padding(t0, ksize[1], strides[1], 1)
+            t28 = _gather(t25, t27, -6)
+            t29 = tf.transpose(t28, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+            t30 = tf.reduce_sum(t29, axis=[-3, -2, -1])
+            output = t30 / t19
         else:
             raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
         return output, backward
@@ -2585,41 +2598,41 @@ def max_pool_v2(input, *, padding="VALID", ksize, strides):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        if padding in ("VALID", "SAME"):
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            if padding == "VALID":
-                t1 = (-ksize[2] + t0) // strides[2]
-                t2 = t1 + 1
-            else:
-                t1 = -((-t0) // strides[2])
-                t2 = t1
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        if padding == "VALID":
+            t1 = (-ksize[2] + t0) // strides[2]
+            t2 = t1 + 1
             t3 = tf.range(tf.cast(t2, tf.int64))
             t4 = t3[..., None]
-            t5 = ksize[2]
-            t6 = tf.range(tf.cast(t5, tf.int64))
-            if padding == "VALID":
-                t7 = strides[2] * t4 + t6
-            else:
-                t7 = strides[2] * t4 + t6 - _same_padding(t0, ksize[2], strides[2], 1)
-            t8 = _gather(input, t7, -2, fill=float("-inf"))
-            t9 = tf.shape(input, out_type=tf.int64)[-3]
-            if padding == "VALID":
-                t10 = (-ksize[1] + t9) // strides[1]
-                t11 = t10 + 1
-            else:
-                t10 = -((-t9) // strides[1])
-                t11 = t10
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = t12[..., None]
-            t14 = ksize[1]
-            t15 = tf.range(tf.cast(t14, tf.int64))
-            if padding == "VALID":
-                t16 = strides[1] * t13 + t15
-            else:
-                t16 = strides[1] * t13 + t15 - _same_padding(t9, ksize[1], strides[1], 1)
-            t17 = _gather(t8, t16, -4, fill=float("-inf"))
-            t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_max(t18, axis=[-2, -1])
+            t5 = tf.range(tf.cast(ksize[2], tf.int64))
+            t6 = strides[2] * t4 + t5
+            t7 = _gather(input, t6, -2, fill=float("-inf"))
+            t8 = tf.shape(input, out_type=tf.int64)[-3]
+            t9 = (-ksize[1] + t8) // strides[1]
+            t10 = t9 + 1
+            t11 = tf.range(tf.cast(t10, tf.int64))
+            t12 = t11[..., None]
+            t13 = tf.range(tf.cast(ksize[1], tf.int64))
+            t14 = strides[1] * t12 + t13
+            t15 = _gather(t7, t14, -4, fill=float("-inf"))
+            t16 = tf.transpose(t15, perm=[0, 1, 3, 5, 2, 4])
+            output = tf.reduce_max(t16, axis=[-2, -1])
+        elif padding == "SAME":
+            t1 = -((-t0) // strides[2])
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            t3 = t2[..., None]
+            t4 = tf.range(tf.cast(ksize[2], tf.int64))
+            t5 = strides[2] * t3 + t4 - _same_padding(t0, ksize[2], strides[2], 1)
+            t6 = _gather(input, t5, -2, fill=float("-inf"))
+            t7 = tf.shape(input, out_type=tf.int64)[-3]
+            t8 = -((-t7) // strides[1])
+            t9 = tf.range(tf.cast(t8, tf.int64))
+            t10 = t9[..., None]
+            t11 = tf.range(tf.cast(ksize[1], tf.int64))
+            t12 = strides[1] * t10 + t11 - _same_padding(t7, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t12, -4, fill=float("-inf"))
+            t14 = tf.transpose(t13, perm=[0, 1, 3, 5, 2, 4])
+            output = tf.reduce_max(t14, axis=[-2, -1])
         else:
             raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
         return output, backward

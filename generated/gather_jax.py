@@ -305,9 +305,8 @@ def scatter_nd(indices, updates, *, shape):
 def scatter_nd_forward(indices, updates, *, shape):
     """ScatterNd's formula."""
     shape = np.asarray(shape, dtype=np.int64)
-    t0 = shape[0]
-    t1 = jnp.squeeze(indices, axis=-1)
-    output = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
+    t0 = jnp.squeeze(indices, axis=-1)
+    output = _scatter_add(updates, t0, 1, shape[0])  # no gather form: an explicit scatter-add
     return output
 
 
@@ -348,8 +347,9 @@ def unsorted_segment_sum(data, segment_ids, *, num_segments):
 
 def unsorted_segment_sum_forward(data, segment_ids, *, num_segments):
     """UnsortedSegmentSum's formula."""
-    t0 = num_segments
-    output = _scatter_add(data, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
+    output = _scatter_add(
+        data, segment_ids, 1, num_segments
+    )  # no gather form: an explicit scatter-add
     return output
 
 
@@ -431,8 +431,7 @@ def unsorted_segment_max(data, segment_ids, *, num_segments):
 
 def unsorted_segment_max_forward(data, segment_ids, *, num_segments):
     """UnsortedSegmentMax's formula."""
-    t0 = num_segments
-    output = _scatter_extremum(data, segment_ids, 1, t0, "max")
+    output = _scatter_extremum(data, segment_ids, 1, num_segments, "max")
     return output
 
 
@@ -483,8 +482,7 @@ def unsorted_segment_min(data, segment_ids, *, num_segments):
 
 def unsorted_segment_min_forward(data, segment_ids, *, num_segments):
     """UnsortedSegmentMin's formula."""
-    t0 = num_segments
-    output = _scatter_extremum(data, segment_ids, 1, t0, "min")
+    output = _scatter_extremum(data, segment_ids, 1, num_segments, "min")
     return output
 
 
@@ -535,8 +533,7 @@ def unsorted_segment_prod(data, segment_ids, *, num_segments):
 
 def unsorted_segment_prod_forward(data, segment_ids, *, num_segments):
     """UnsortedSegmentProd's formula."""
-    t0 = num_segments
-    output = _scatter_product(data, segment_ids, 1, t0)
+    output = _scatter_product(data, segment_ids, 1, num_segments)
     return output
 
 

@@ -295,9 +295,8 @@ def gather_nd_grad_grad(
 def scatter_nd(indices, updates, *, shape):
     """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:61)."""
     shape = np.asarray(shape, dtype=np.int64)
-    t0 = shape[0]
-    t1 = np.squeeze(indices, axis=-1)
-    output = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
+    t0 = np.squeeze(indices, axis=-1)
+    output = _scatter_add(updates, t0, 1, shape[0])  # no gather form: an explicit scatter-add
     return output
 
 
@@ -326,8 +325,9 @@ def scatter_nd_grad_grad(
 
 def unsorted_segment_sum(data, segment_ids, *, num_segments):
     """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:70)."""
-    t0 = num_segments
-    output = _scatter_add(data, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
+    output = _scatter_add(
+        data, segment_ids, 1, num_segments
+    )  # no gather form: an explicit scatter-add
     return output
 
 
@@ -383,8 +383,7 @@ def segment_sum_grad_grad(
 
 def unsorted_segment_max(data, segment_ids, *, num_segments):
     """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:99)."""
-    t0 = num_segments
-    output = _scatter_extremum(data, segment_ids, 1, t0, "max")
+    output = _scatter_extremum(data, segment_ids, 1, num_segments, "max")
     return output
 
 
@@ -425,8 +424,7 @@ def unsorted_segment_max_grad_grad(
 
 def unsorted_segment_min(data, segment_ids, *, num_segments):
     """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:106)."""
-    t0 = num_segments
-    output = _scatter_extremum(data, segment_ids, 1, t0, "min")
+    output = _scatter_extremum(data, segment_ids, 1, num_segments, "min")
     return output
 
 
@@ -467,8 +465,7 @@ def unsorted_segment_min_grad_grad(
 
 def unsorted_segment_prod(data, segment_ids, *, num_segments):
     """UnsortedSegmentProd: The product of the rows of `data` with equal `segment_ids` (1 where a segment has none) (declared at ops/gather.py:113)."""
-    t0 = num_segments
-    output = _scatter_product(data, segment_ids, 1, t0)
+    output = _scatter_product(data, segment_ids, 1, num_segments)
     return output
 
 

@@ -470,9 +470,8 @@ def scatter_nd(indices, updates, *, shape):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        t0 = shape[0]
-        t1 = tf.squeeze(indices, axis=[-1])
-        output = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
+        t0 = tf.squeeze(indices, axis=[-1])
+        output = _scatter_add(updates, t0, 1, shape[0])  # no gather form: an explicit scatter-add
         return output, backward
 
     return forward(indices, updates)
@@ -519,8 +518,9 @@ def unsorted_segment_sum(data, segment_ids, *, num_segments):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        t0 = num_segments
-        output = _scatter_add(data, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
+        output = _scatter_add(
+            data, segment_ids, 1, num_segments
+        )  # no gather form: an explicit scatter-add
         return output, backward
 
     return forward(data, segment_ids)
@@ -625,8 +625,7 @@ def unsorted_segment_max(data, segment_ids, *, num_segments):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        t0 = num_segments
-        output = _scatter_extremum(data, segment_ids, 1, t0, "max")
+        output = _scatter_extremum(data, segment_ids, 1, num_segments, "max")
         return output, backward
 
     return forward(data, segment_ids)
@@ -692,8 +691,7 @@ def unsorted_segment_min(data, segment_ids, *, num_segments):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        t0 = num_segments
-        output = _scatter_extremum(data, segment_ids, 1, t0, "min")
+        output = _scatter_extremum(data, segment_ids, 1, num_segments, "min")
         return output, backward
 
     return forward(data, segment_ids)
@@ -775,8 +773,7 @@ def unsorted_segment_prod(data, segment_ids, *, num_segments):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        t0 = num_segments
-        output = _scatter_product(data, segment_ids, 1, t0)
+        output = _scatter_product(data, segment_ids, 1, num_segments)
         return output, backward
 
     return forward(data, segment_ids)

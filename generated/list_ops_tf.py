@@ -449,22 +449,20 @@ def split(value, *, num_split=2, axis=-1):
         if num_split == 2 and axis in (-1, -2):
             t0 = tf.shape(value, out_type=tf.int64)[axis]
             t1 = t0 // 2
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            output_0 = _gather(value, t3, axis)
-            t4 = t1 + t3
-            output_1 = _gather(value, t4, axis)
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            output_0 = _gather(value, t2, axis)
+            t3 = t1 + t2
+            output_1 = _gather(value, t3, axis)
             output = (output_0, output_1)
         elif num_split == 3 and axis in (-1, -2):
             t0 = tf.shape(value, out_type=tf.int64)[axis]
             t1 = t0 // 3
-            t2 = t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            output_0 = _gather(value, t3, axis)
-            t4 = t1 + t3
-            output_1 = _gather(value, t4, axis)
-            t5 = 2 * t1 + t3
-            output_2 = _gather(value, t5, axis)
+            t2 = tf.range(tf.cast(t1, tf.int64))
+            output_0 = _gather(value, t2, axis)
+            t3 = t1 + t2
+            output_1 = _gather(value, t3, axis)
+            t4 = 2 * t1 + t2
+            output_2 = _gather(value, t4, axis)
             output = (output_0, output_1, output_2)
         else:
             raise ValueError(

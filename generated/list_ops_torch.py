@@ -295,22 +295,20 @@ def split_forward(value, *, num_split=2, axis=-1):
     if num_split == 2 and axis in (-1, -2):
         t0 = np.shape(value)[axis]
         t1 = t0 // 2
-        t2 = t1
-        t3 = torch.arange(int(t2))
-        output_0 = _gather(value, t3, axis)
-        t4 = t1 + t3
-        output_1 = _gather(value, t4, axis)
+        t2 = torch.arange(int(t1))
+        output_0 = _gather(value, t2, axis)
+        t3 = t1 + t2
+        output_1 = _gather(value, t3, axis)
         output = (output_0, output_1)
     elif num_split == 3 and axis in (-1, -2):
         t0 = np.shape(value)[axis]
         t1 = t0 // 3
-        t2 = t1
-        t3 = torch.arange(int(t2))
-        output_0 = _gather(value, t3, axis)
-        t4 = t1 + t3
-        output_1 = _gather(value, t4, axis)
-        t5 = 2 * t1 + t3
-        output_2 = _gather(value, t5, axis)
+        t2 = torch.arange(int(t1))
+        output_0 = _gather(value, t2, axis)
+        t3 = t1 + t2
+        output_1 = _gather(value, t3, axis)
+        t4 = 2 * t1 + t2
+        output_2 = _gather(value, t4, axis)
         output = (output_0, output_1, output_2)
     else:
         raise ValueError(f"Split: unsupported attributes num_split={num_split!r}, axis={axis!r}")

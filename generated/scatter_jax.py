@@ -232,8 +232,9 @@ def sparse_segment_sum_with_num_segments(data, indices, segment_ids, *, num_segm
 def sparse_segment_sum_with_num_segments_forward(data, indices, segment_ids, *, num_segments):
     """SparseSegmentSumWithNumSegments's formula."""
     t0 = _gather(data, indices, -2)
-    t1 = num_segments
-    output = _scatter_add(t0, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
+    output = _scatter_add(
+        t0, segment_ids, 1, num_segments
+    )  # no gather form: an explicit scatter-add
     return output
 
 
@@ -288,11 +289,10 @@ def sparse_segment_mean_with_num_segments(data, indices, segment_ids, *, num_seg
 def sparse_segment_mean_with_num_segments_forward(data, indices, segment_ids, *, num_segments):
     """SparseSegmentMeanWithNumSegments's formula."""
     t0 = jnp.asarray(1, dtype=jnp.result_type(data))
-    t1 = num_segments
-    t2 = _scatter_add(t0, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
-    t3 = _gather(data, indices, -2)
-    t4 = _scatter_add(t3, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
-    output = t4 / jnp.maximum(1, t2)
+    t1 = _scatter_add(t0, segment_ids, 1, num_segments)  # no gather form: an explicit scatter-add
+    t2 = _gather(data, indices, -2)
+    t3 = _scatter_add(t2, segment_ids, 1, num_segments)  # no gather form: an explicit scatter-add
+    output = t3 / jnp.maximum(1, t1)
     return output
 
 
@@ -354,11 +354,10 @@ def sparse_segment_sqrt_n_with_num_segments(data, indices, segment_ids, *, num_s
 def sparse_segment_sqrt_n_with_num_segments_forward(data, indices, segment_ids, *, num_segments):
     """SparseSegmentSqrtNWithNumSegments's formula."""
     t0 = jnp.asarray(1, dtype=jnp.result_type(data))
-    t1 = num_segments
-    t2 = _scatter_add(t0, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
-    t3 = _gather(data, indices, -2)
-    t4 = _scatter_add(t3, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
-    output = t4 / jnp.sqrt(jnp.maximum(1, t2))
+    t1 = _scatter_add(t0, segment_ids, 1, num_segments)  # no gather form: an explicit scatter-add
+    t2 = _gather(data, indices, -2)
+    t3 = _scatter_add(t2, segment_ids, 1, num_segments)  # no gather form: an explicit scatter-add
+    output = t3 / jnp.sqrt(jnp.maximum(1, t1))
     return output
 
 

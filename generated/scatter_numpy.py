@@ -220,8 +220,9 @@ def sparse_segment_sqrt_n_grad_grad(
 def sparse_segment_sum_with_num_segments(data, indices, segment_ids, *, num_segments):
     """SparseSegmentSumWithNumSegments: SparseSegmentSum into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:67)."""
     t0 = _gather(data, indices, -2)
-    t1 = num_segments
-    output = _scatter_add(t0, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
+    output = _scatter_add(
+        t0, segment_ids, 1, num_segments
+    )  # no gather form: an explicit scatter-add
     return output
 
 
@@ -262,11 +263,10 @@ def sparse_segment_sum_with_num_segments_grad_grad(
 def sparse_segment_mean_with_num_segments(data, indices, segment_ids, *, num_segments):
     """SparseSegmentMeanWithNumSegments: SparseSegmentMean into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:73)."""
     t0 = np.asarray(1, dtype=np.result_type(data))
-    t1 = num_segments
-    t2 = _scatter_add(t0, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
-    t3 = _gather(data, indices, -2)
-    t4 = _scatter_add(t3, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
-    output = t4 / np.maximum(1, t2)
+    t1 = _scatter_add(t0, segment_ids, 1, num_segments)  # no gather form: an explicit scatter-add
+    t2 = _gather(data, indices, -2)
+    t3 = _scatter_add(t2, segment_ids, 1, num_segments)  # no gather form: an explicit scatter-add
+    output = t3 / np.maximum(1, t1)
     return output
 
 
@@ -319,11 +319,10 @@ def sparse_segment_mean_with_num_segments_grad_grad(
 def sparse_segment_sqrt_n_with_num_segments(data, indices, segment_ids, *, num_segments):
     """SparseSegmentSqrtNWithNumSegments: SparseSegmentSqrtN into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:79)."""
     t0 = np.asarray(1, dtype=np.result_type(data))
-    t1 = num_segments
-    t2 = _scatter_add(t0, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
-    t3 = _gather(data, indices, -2)
-    t4 = _scatter_add(t3, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
-    output = t4 / np.sqrt(np.maximum(1, t2))
+    t1 = _scatter_add(t0, segment_ids, 1, num_segments)  # no gather form: an explicit scatter-add
+    t2 = _gather(data, indices, -2)
+    t3 = _scatter_add(t2, segment_ids, 1, num_segments)  # no gather form: an explicit scatter-add
+    output = t3 / np.sqrt(np.maximum(1, t1))
     return output
 
 

@@ -394,8 +394,9 @@ def sparse_segment_sum_with_num_segments(data, indices, segment_ids, *, num_segm
             return output, backward
         # else the declared formula
         t0 = _gather(data, indices, -2)
-        t1 = num_segments
-        output = _scatter_add(t0, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
+        output = _scatter_add(
+            t0, segment_ids, 1, num_segments
+        )  # no gather form: an explicit scatter-add
         return output, backward
 
     return forward(data, indices, segment_ids)
@@ -460,11 +461,14 @@ def sparse_segment_mean_with_num_segments(data, indices, segment_ids, *, num_seg
             return output, backward
         # else the declared formula
         t0 = tf.constant(1, dtype=data.dtype)
-        t1 = num_segments
-        t2 = _scatter_add(t0, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
-        t3 = _gather(data, indices, -2)
-        t4 = _scatter_add(t3, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
-        output = t4 / tf.math.maximum(t2, 1)
+        t1 = _scatter_add(
+            t0, segment_ids, 1, num_segments
+        )  # no gather form: an explicit scatter-add
+        t2 = _gather(data, indices, -2)
+        t3 = _scatter_add(
+            t2, segment_ids, 1, num_segments
+        )  # no gather form: an explicit scatter-add
+        output = t3 / tf.math.maximum(t1, 1)
         return output, backward
 
     return forward(data, indices, segment_ids)
@@ -529,11 +533,14 @@ def sparse_segment_sqrt_n_with_num_segments(data, indices, segment_ids, *, num_s
             return output, backward
         # else the declared formula
         t0 = tf.constant(1, dtype=data.dtype)
-        t1 = num_segments
-        t2 = _scatter_add(t0, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
-        t3 = _gather(data, indices, -2)
-        t4 = _scatter_add(t3, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
-        output = t4 / tf.math.sqrt(tf.math.maximum(t2, 1))
+        t1 = _scatter_add(
+            t0, segment_ids, 1, num_segments
+        )  # no gather form: an explicit scatter-add
+        t2 = _gather(data, indices, -2)
+        t3 = _scatter_add(
+            t2, segment_ids, 1, num_segments
+        )  # no gather form: an explicit scatter-add
+        output = t3 / tf.math.sqrt(tf.math.maximum(t1, 1))
         return output, backward
 
     return forward(data, indices, segment_ids)

@@ -37,18 +37,20 @@ def space_to_depth(input, *, data_format="NHWC", block_size):
 def space_to_depth_forward(input, *, data_format="NHWC", block_size):
     """SpaceToDepth's formula."""
     if data_format == "NHWC":
-        t0 = block_size
-        input_split = jnp.reshape(input, jnp.shape(input)[:-3] + (-1, t0) + jnp.shape(input)[-2:])
         input_split = jnp.reshape(
-            input_split, jnp.shape(input_split)[:-2] + (-1, t0) + jnp.shape(input_split)[-1:]
+            input, jnp.shape(input)[:-3] + (-1, block_size) + jnp.shape(input)[-2:]
         )
-        t1 = jnp.transpose(input_split, (0, 1, 3, 2, 4, 5))
-        t2 = jnp.shape(input_split)[-6]
-        t3 = jnp.shape(input_split)[-5]
-        t4 = jnp.shape(input_split)[-3]
-        t5 = jnp.shape(input_split)[-4]
-        t6 = jnp.shape(input_split)[-1]
-        output = jnp.reshape(t1, (t2, t3, t4, t5 * t5 * t6))
+        input_split = jnp.reshape(
+            input_split,
+            jnp.shape(input_split)[:-2] + (-1, block_size) + jnp.shape(input_split)[-1:],
+        )
+        t0 = jnp.transpose(input_split, (0, 1, 3, 2, 4, 5))
+        t1 = jnp.shape(input_split)[-6]
+        t2 = jnp.shape(input_split)[-5]
+        t3 = jnp.shape(input_split)[-3]
+        t4 = jnp.shape(input_split)[-4]
+        t5 = jnp.shape(input_split)[-1]
+        output = jnp.reshape(t0, (t1, t2, t3, t4 * t4 * t5))
     else:
         raise ValueError(f"SpaceToDepth: unsupported attributes data_format={data_format!r}")
     return output
@@ -60,22 +62,24 @@ def space_to_depth_vjp(grad, input, *, output=None, data_format="NHWC", block_si
     In index notation, next to the code computing it, per variant:
         data_format='NHWC':
             grad_input[n, i, a, j, b, c] = grad[n, i, j, a, b, c]
-                i.e. `jnp.reshape(t3, (t4, t5 * t1, t6 * t1, t2))`
+                i.e. `jnp.reshape(t2, (t3, t4 * t0, t5 * t0, t1))`
     """
     if data_format == "NHWC":
-        t0 = block_size
-        input_split = jnp.reshape(input, jnp.shape(input)[:-3] + (-1, t0) + jnp.shape(input)[-2:])
         input_split = jnp.reshape(
-            input_split, jnp.shape(input_split)[:-2] + (-1, t0) + jnp.shape(input_split)[-1:]
+            input, jnp.shape(input)[:-3] + (-1, block_size) + jnp.shape(input)[-2:]
         )
-        t1 = jnp.shape(input_split)[-4]
-        t2 = jnp.shape(input_split)[-1]
-        grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t1, t2))
-        t3 = jnp.transpose(grad, (0, 1, 3, 2, 4, 5))
-        t4 = jnp.shape(input_split)[-6]
-        t5 = jnp.shape(input_split)[-5]
-        t6 = jnp.shape(input_split)[-3]
-        grad_input = jnp.reshape(t3, (t4, t5 * t1, t6 * t1, t2))
+        input_split = jnp.reshape(
+            input_split,
+            jnp.shape(input_split)[:-2] + (-1, block_size) + jnp.shape(input_split)[-1:],
+        )
+        t0 = jnp.shape(input_split)[-4]
+        t1 = jnp.shape(input_split)[-1]
+        grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t0, t1))
+        t2 = jnp.transpose(grad, (0, 1, 3, 2, 4, 5))
+        t3 = jnp.shape(input_split)[-6]
+        t4 = jnp.shape(input_split)[-5]
+        t5 = jnp.shape(input_split)[-3]
+        grad_input = jnp.reshape(t2, (t3, t4 * t0, t5 * t0, t1))
     else:
         raise ValueError(f"SpaceToDepth: unsupported attributes data_format={data_format!r}")
     return (grad_input,)
@@ -109,15 +113,14 @@ def depth_to_space(input, *, data_format="NHWC", block_size):
 def depth_to_space_forward(input, *, data_format="NHWC", block_size):
     """DepthToSpace's formula."""
     if data_format == "NHWC":
-        t0 = block_size
-        input_split = jnp.reshape(input, jnp.shape(input)[:-1] + (t0, t0, -1))
-        t1 = jnp.transpose(input_split, (0, 1, 3, 2, 4, 5))
-        t2 = jnp.shape(input_split)[-6]
-        t3 = jnp.shape(input_split)[-5]
-        t4 = jnp.shape(input_split)[-3]
-        t5 = jnp.shape(input_split)[-4]
-        t6 = jnp.shape(input_split)[-1]
-        output = jnp.reshape(t1, (t2, t3 * t4, t5 * t4, t6))
+        input_split = jnp.reshape(input, jnp.shape(input)[:-1] + (block_size, block_size, -1))
+        t0 = jnp.transpose(input_split, (0, 1, 3, 2, 4, 5))
+        t1 = jnp.shape(input_split)[-6]
+        t2 = jnp.shape(input_split)[-5]
+        t3 = jnp.shape(input_split)[-3]
+        t4 = jnp.shape(input_split)[-4]
+        t5 = jnp.shape(input_split)[-1]
+        output = jnp.reshape(t0, (t1, t2 * t3, t4 * t3, t5))
     else:
         raise ValueError(f"DepthToSpace: unsupported attributes data_format={data_format!r}")
     return output
@@ -129,20 +132,19 @@ def depth_to_space_vjp(grad, input, *, output=None, data_format="NHWC", block_si
     In index notation, next to the code computing it, per variant:
         data_format='NHWC':
             grad_input[n, i, j, a, b, c] = grad[n, i, a, j, b, c]
-                i.e. `jnp.reshape(t2, (t3, t4, t5, t1 * t1 * t6))`
+                i.e. `jnp.reshape(t1, (t2, t3, t4, t0 * t0 * t5))`
     """
     if data_format == "NHWC":
-        t0 = block_size
-        input_split = jnp.reshape(input, jnp.shape(input)[:-1] + (t0, t0, -1))
-        t1 = jnp.shape(input_split)[-3]
-        grad = jnp.reshape(grad, jnp.shape(grad)[:-3] + (-1, t1) + jnp.shape(grad)[-2:])
-        grad = jnp.reshape(grad, jnp.shape(grad)[:-2] + (-1, t1) + jnp.shape(grad)[-1:])
-        t2 = jnp.transpose(grad, (0, 1, 3, 2, 4, 5))
-        t3 = jnp.shape(input_split)[-6]
-        t4 = jnp.shape(input_split)[-5]
-        t5 = jnp.shape(input_split)[-4]
-        t6 = jnp.shape(input_split)[-1]
-        grad_input = jnp.reshape(t2, (t3, t4, t5, t1 * t1 * t6))
+        input_split = jnp.reshape(input, jnp.shape(input)[:-1] + (block_size, block_size, -1))
+        t0 = jnp.shape(input_split)[-3]
+        grad = jnp.reshape(grad, jnp.shape(grad)[:-3] + (-1, t0) + jnp.shape(grad)[-2:])
+        grad = jnp.reshape(grad, jnp.shape(grad)[:-2] + (-1, t0) + jnp.shape(grad)[-1:])
+        t1 = jnp.transpose(grad, (0, 1, 3, 2, 4, 5))
+        t2 = jnp.shape(input_split)[-6]
+        t3 = jnp.shape(input_split)[-5]
+        t4 = jnp.shape(input_split)[-4]
+        t5 = jnp.shape(input_split)[-1]
+        grad_input = jnp.reshape(t1, (t2, t3, t4, t0 * t0 * t5))
     else:
         raise ValueError(f"DepthToSpace: unsupported attributes data_format={data_format!r}")
     return (grad_input,)
@@ -177,34 +179,32 @@ def space_to_batch_nd_forward(input, *, block_shape, paddings):
     """SpaceToBatchND's formula."""
     block_shape = np.asarray(block_shape, dtype=np.int64)
     paddings = np.asarray(paddings, dtype=np.int64)
-    t0 = block_shape[1]
-    t1 = jnp.arange(t0)
-    t2 = t1[..., None]
-    t3 = jnp.shape(input)[-2]
-    t4 = np.where(
-        (paddings[1][0] + paddings[1][1] + t3) % block_shape[1] == 0,
-        (paddings[1][0] + paddings[1][1] + t3) // block_shape[1],
+    t0 = jnp.arange(block_shape[1])
+    t1 = t0[..., None]
+    t2 = jnp.shape(input)[-2]
+    t3 = np.where(
+        (paddings[1][0] + paddings[1][1] + t2) % block_shape[1] == 0,
+        (paddings[1][0] + paddings[1][1] + t2) // block_shape[1],
         -1,
     )
-    t5 = jnp.arange(t4)
-    t6 = block_shape[1] * t5 - paddings[1][0] + t2
-    t7 = _gather(input, t6, -2)
-    t8 = block_shape[0]
-    t9 = jnp.arange(t8)
-    t10 = t9[..., None]
-    t11 = jnp.shape(input)[-3]
-    t12 = np.where(
-        (paddings[0][0] + paddings[0][1] + t11) % block_shape[0] == 0,
-        (paddings[0][0] + paddings[0][1] + t11) // block_shape[0],
+    t4 = jnp.arange(t3)
+    t5 = block_shape[1] * t4 - paddings[1][0] + t1
+    t6 = _gather(input, t5, -2)
+    t7 = jnp.arange(block_shape[0])
+    t8 = t7[..., None]
+    t9 = jnp.shape(input)[-3]
+    t10 = np.where(
+        (paddings[0][0] + paddings[0][1] + t9) % block_shape[0] == 0,
+        (paddings[0][0] + paddings[0][1] + t9) // block_shape[0],
         -1,
     )
-    t13 = jnp.arange(t12)
-    t14 = block_shape[0] * t13 - paddings[0][0] + t10
-    t15 = _gather(t7, t14, -4)
-    t16 = jnp.transpose(t15, (1, 3, 0, 2, 4, 5))
-    t17 = jnp.shape(input)[-4]
-    t18 = jnp.shape(input)[-1]
-    output = jnp.reshape(t16, (t8 * t0 * t17, t12, t4, t18))
+    t11 = jnp.arange(t10)
+    t12 = block_shape[0] * t11 - paddings[0][0] + t8
+    t13 = _gather(t6, t12, -4)
+    t14 = jnp.transpose(t13, (1, 3, 0, 2, 4, 5))
+    t15 = jnp.shape(input)[-4]
+    t16 = jnp.shape(input)[-1]
+    output = jnp.reshape(t14, (block_shape[0] * block_shape[1] * t15, t10, t3, t16))
     return output
 
 
@@ -214,29 +214,27 @@ def space_to_batch_nd_vjp(grad, input, *, output=None, block_shape, paddings):
     In index notation, next to the code computing it:
         grad_input[i, j, k, l] = sum_{a, b} grad[a, b, i, exact_div(paddings[0][0] - a + j,
             block_shape[0]), exact_div(paddings[1][0] - b + k, block_shape[1]), l]
-            i.e. `jnp.sum(t16, axis=(-2, -1))`
+            i.e. `jnp.sum(t14, axis=(-2, -1))`
     """
     block_shape = np.asarray(block_shape, dtype=np.int64)
     paddings = np.asarray(paddings, dtype=np.int64)
-    t0 = block_shape[1]
-    t1 = jnp.shape(input)[-4]
-    grad = jnp.reshape(grad, jnp.shape(grad)[:-4] + (-1, t0, t1) + jnp.shape(grad)[-3:])
-    t2 = jnp.arange(jnp.shape(input)[-2])
-    t3 = t2[..., None]
-    t4 = jnp.arange(t0)
-    t5 = paddings[1][0] + t3 - t4
-    t6 = jnp.where(t5 % block_shape[1] == 0, t5 // block_shape[1], -1)
-    t7 = _gather(grad, t6, -2)
-    t8 = jnp.arange(jnp.shape(input)[-3])
-    t9 = t8[..., None]
-    t10 = block_shape[0]
-    t11 = jnp.arange(t10)
-    t12 = paddings[0][0] - t11 + t9
-    t13 = jnp.where(t12 % block_shape[0] == 0, t12 // block_shape[0], -1)
-    t14 = _gather(t7, t13, -4)
-    t15 = jnp.einsum("abcdaebf->abcdef", t14, optimize=True)
-    t16 = jnp.transpose(t15, (2, 3, 4, 5, 0, 1))
-    grad_input = jnp.sum(t16, axis=(-2, -1))
+    t0 = jnp.shape(input)[-4]
+    grad = jnp.reshape(grad, jnp.shape(grad)[:-4] + (-1, block_shape[1], t0) + jnp.shape(grad)[-3:])
+    t1 = jnp.arange(jnp.shape(input)[-2])
+    t2 = t1[..., None]
+    t3 = jnp.arange(block_shape[1])
+    t4 = paddings[1][0] + t2 - t3
+    t5 = jnp.where(t4 % block_shape[1] == 0, t4 // block_shape[1], -1)
+    t6 = _gather(grad, t5, -2)
+    t7 = jnp.arange(jnp.shape(input)[-3])
+    t8 = t7[..., None]
+    t9 = jnp.arange(block_shape[0])
+    t10 = paddings[0][0] + t8 - t9
+    t11 = jnp.where(t10 % block_shape[0] == 0, t10 // block_shape[0], -1)
+    t12 = _gather(t6, t11, -4)
+    t13 = jnp.einsum("abcdaebf->abcdef", t12, optimize=True)
+    t14 = jnp.transpose(t13, (2, 3, 4, 5, 0, 1))
+    grad_input = jnp.sum(t14, axis=(-2, -1))
     return (grad_input,)
 
 
@@ -269,28 +267,28 @@ def batch_to_space_nd_forward(input, *, block_shape, crops):
     """BatchToSpaceND's formula."""
     block_shape = np.asarray(block_shape, dtype=np.int64)
     crops = np.asarray(crops, dtype=np.int64)
-    t0 = block_shape[0]
-    t1 = block_shape[1]
-    input_split = jnp.reshape(input, jnp.shape(input)[:-4] + (t0, t1, -1) + jnp.shape(input)[-3:])
-    t2 = jnp.shape(input_split)[-2]
-    t3 = block_shape[1] * t2 - crops[1][0] - crops[1][1]
-    t4 = jnp.arange(t3)
-    t5 = t4[..., None]
-    t6 = jnp.arange(jnp.shape(input_split)[-5])
-    t7 = crops[1][0] + t5 - t6
-    t8 = jnp.where(t7 % block_shape[1] == 0, t7 // block_shape[1], -1)
-    t9 = _gather(input_split, t8, -2)
-    t10 = jnp.shape(input_split)[-3]
-    t11 = block_shape[0] * t10 - crops[0][0] - crops[0][1]
-    t12 = jnp.arange(t11)
-    t13 = t12[..., None]
-    t14 = jnp.arange(jnp.shape(input_split)[-6])
-    t15 = crops[0][0] + t13 - t14
-    t16 = jnp.where(t15 % block_shape[0] == 0, t15 // block_shape[0], -1)
-    t17 = _gather(t9, t16, -4)
-    t18 = jnp.einsum("abcdaebf->abcdef", t17, optimize=True)
-    t19 = jnp.transpose(t18, (2, 3, 4, 5, 0, 1))
-    output = jnp.sum(t19, axis=(-2, -1))
+    input_split = jnp.reshape(
+        input, jnp.shape(input)[:-4] + (block_shape[0], block_shape[1], -1) + jnp.shape(input)[-3:]
+    )
+    t0 = jnp.shape(input_split)[-2]
+    t1 = block_shape[1] * t0 - crops[1][0] - crops[1][1]
+    t2 = jnp.arange(t1)
+    t3 = t2[..., None]
+    t4 = jnp.arange(jnp.shape(input_split)[-5])
+    t5 = crops[1][0] + t3 - t4
+    t6 = jnp.where(t5 % block_shape[1] == 0, t5 // block_shape[1], -1)
+    t7 = _gather(input_split, t6, -2)
+    t8 = jnp.shape(input_split)[-3]
+    t9 = block_shape[0] * t8 - crops[0][0] - crops[0][1]
+    t10 = jnp.arange(t9)
+    t11 = t10[..., None]
+    t12 = jnp.arange(jnp.shape(input_split)[-6])
+    t13 = crops[0][0] + t11 - t12
+    t14 = jnp.where(t13 % block_shape[0] == 0, t13 // block_shape[0], -1)
+    t15 = _gather(t7, t14, -4)
+    t16 = jnp.einsum("abcdaebf->abcdef", t15, optimize=True)
+    t17 = jnp.transpose(t16, (2, 3, 4, 5, 0, 1))
+    output = jnp.sum(t17, axis=(-2, -1))
     return output
 
 
@@ -299,31 +297,31 @@ def batch_to_space_nd_vjp(grad, input, *, output=None, block_shape, crops):
 
     In index notation, next to the code computing it:
         grad_input[a, b, n, i, j, c] = grad[n, block_shape[0] * i - crops[0][0] + a, block_shape[1]
-            * j - crops[1][0] + b, c], i.e. `jnp.reshape(t12, (t13 * t14 * t15, t16, t17, t18))`
+            * j - crops[1][0] + b, c], i.e. `jnp.reshape(t10, (t11 * t12 * t13, t14, t15, t16))`
     """
     block_shape = np.asarray(block_shape, dtype=np.int64)
     crops = np.asarray(crops, dtype=np.int64)
-    t0 = block_shape[0]
-    t1 = block_shape[1]
-    input_split = jnp.reshape(input, jnp.shape(input)[:-4] + (t0, t1, -1) + jnp.shape(input)[-3:])
-    t2 = jnp.arange(jnp.shape(input_split)[-5])
-    t3 = t2[..., None]
-    t4 = jnp.arange(jnp.shape(input_split)[-2])
-    t5 = block_shape[1] * t4 - crops[1][0] + t3
-    t6 = _gather(grad, t5, -2)
-    t7 = jnp.arange(jnp.shape(input_split)[-6])
-    t8 = t7[..., None]
-    t9 = jnp.arange(jnp.shape(input_split)[-3])
-    t10 = block_shape[0] * t9 - crops[0][0] + t8
-    t11 = _gather(t6, t10, -4)
-    t12 = jnp.transpose(t11, (1, 3, 0, 2, 4, 5))
-    t13 = jnp.shape(input_split)[-6]
-    t14 = jnp.shape(input_split)[-5]
-    t15 = jnp.shape(input_split)[-4]
-    t16 = jnp.shape(input_split)[-3]
-    t17 = jnp.shape(input_split)[-2]
-    t18 = jnp.shape(input_split)[-1]
-    grad_input = jnp.reshape(t12, (t13 * t14 * t15, t16, t17, t18))
+    input_split = jnp.reshape(
+        input, jnp.shape(input)[:-4] + (block_shape[0], block_shape[1], -1) + jnp.shape(input)[-3:]
+    )
+    t0 = jnp.arange(jnp.shape(input_split)[-5])
+    t1 = t0[..., None]
+    t2 = jnp.arange(jnp.shape(input_split)[-2])
+    t3 = block_shape[1] * t2 - crops[1][0] + t1
+    t4 = _gather(grad, t3, -2)
+    t5 = jnp.arange(jnp.shape(input_split)[-6])
+    t6 = t5[..., None]
+    t7 = jnp.arange(jnp.shape(input_split)[-3])
+    t8 = block_shape[0] * t7 - crops[0][0] + t6
+    t9 = _gather(t4, t8, -4)
+    t10 = jnp.transpose(t9, (1, 3, 0, 2, 4, 5))
+    t11 = jnp.shape(input_split)[-6]
+    t12 = jnp.shape(input_split)[-5]
+    t13 = jnp.shape(input_split)[-4]
+    t14 = jnp.shape(input_split)[-3]
+    t15 = jnp.shape(input_split)[-2]
+    t16 = jnp.shape(input_split)[-1]
+    grad_input = jnp.reshape(t10, (t11 * t12 * t13, t14, t15, t16))
     return (grad_input,)
 
 
@@ -353,31 +351,30 @@ def space_to_batch(input, *, paddings, block_size):
 def space_to_batch_forward(input, *, paddings, block_size):
     """SpaceToBatch's formula."""
     paddings = np.asarray(paddings, dtype=np.int64)
-    t0 = block_size
-    t1 = jnp.arange(t0)
-    t2 = t1[..., None]
-    t3 = jnp.shape(input)[-2]
-    t4 = np.where(
-        (paddings[1][0] + paddings[1][1] + t3) % block_size == 0,
-        (paddings[1][0] + paddings[1][1] + t3) // block_size,
+    t0 = jnp.arange(block_size)
+    t1 = t0[..., None]
+    t2 = jnp.shape(input)[-2]
+    t3 = np.where(
+        (paddings[1][0] + paddings[1][1] + t2) % block_size == 0,
+        (paddings[1][0] + paddings[1][1] + t2) // block_size,
         -1,
     )
-    t5 = jnp.arange(t4)
-    t6 = -paddings[1][0] + block_size * t5 + t2
-    t7 = _gather(input, t6, -2)
-    t8 = jnp.shape(input)[-3]
-    t9 = np.where(
-        (paddings[0][0] + paddings[0][1] + t8) % block_size == 0,
-        (paddings[0][0] + paddings[0][1] + t8) // block_size,
+    t4 = jnp.arange(t3)
+    t5 = -paddings[1][0] + block_size * t4 + t1
+    t6 = _gather(input, t5, -2)
+    t7 = jnp.shape(input)[-3]
+    t8 = np.where(
+        (paddings[0][0] + paddings[0][1] + t7) % block_size == 0,
+        (paddings[0][0] + paddings[0][1] + t7) // block_size,
         -1,
     )
-    t10 = jnp.arange(t9)
-    t11 = -paddings[0][0] + block_size * t10 + t2
-    t12 = _gather(t7, t11, -4)
-    t13 = jnp.transpose(t12, (1, 3, 0, 2, 4, 5))
-    t14 = jnp.shape(input)[-4]
-    t15 = jnp.shape(input)[-1]
-    output = jnp.reshape(t13, (t0 * t0 * t14, t9, t4, t15))
+    t9 = jnp.arange(t8)
+    t10 = -paddings[0][0] + block_size * t9 + t1
+    t11 = _gather(t6, t10, -4)
+    t12 = jnp.transpose(t11, (1, 3, 0, 2, 4, 5))
+    t13 = jnp.shape(input)[-4]
+    t14 = jnp.shape(input)[-1]
+    output = jnp.reshape(t12, (block_size * block_size * t13, t8, t3, t14))
     return output
 
 
@@ -387,26 +384,25 @@ def space_to_batch_vjp(grad, input, *, output=None, paddings, block_size):
     In index notation, next to the code computing it:
         grad_input[i, j, k, l] = sum_{a, b} grad[a, b, i, exact_div(paddings[0][0] - a + j,
             block_size), exact_div(paddings[1][0] - b + k, block_size), l]
-            i.e. `jnp.sum(t14, axis=(-2, -1))`
+            i.e. `jnp.sum(t13, axis=(-2, -1))`
     """
     paddings = np.asarray(paddings, dtype=np.int64)
-    t0 = block_size
-    t1 = jnp.shape(input)[-4]
-    grad = jnp.reshape(grad, jnp.shape(grad)[:-4] + (-1, t0, t1) + jnp.shape(grad)[-3:])
-    t2 = jnp.arange(jnp.shape(input)[-2])
-    t3 = t2[..., None]
-    t4 = jnp.arange(t0)
-    t5 = paddings[1][0] + t3 - t4
-    t6 = jnp.where(t5 % block_size == 0, t5 // block_size, -1)
-    t7 = _gather(grad, t6, -2)
-    t8 = jnp.arange(jnp.shape(input)[-3])
-    t9 = t8[..., None]
-    t10 = paddings[0][0] - t4 + t9
-    t11 = jnp.where(t10 % block_size == 0, t10 // block_size, -1)
-    t12 = _gather(t7, t11, -4)
-    t13 = jnp.einsum("abcdaebf->abcdef", t12, optimize=True)
-    t14 = jnp.transpose(t13, (2, 3, 4, 5, 0, 1))
-    grad_input = jnp.sum(t14, axis=(-2, -1))
+    t0 = jnp.shape(input)[-4]
+    grad = jnp.reshape(grad, jnp.shape(grad)[:-4] + (-1, block_size, t0) + jnp.shape(grad)[-3:])
+    t1 = jnp.arange(jnp.shape(input)[-2])
+    t2 = t1[..., None]
+    t3 = jnp.arange(block_size)
+    t4 = paddings[1][0] + t2 - t3
+    t5 = jnp.where(t4 % block_size == 0, t4 // block_size, -1)
+    t6 = _gather(grad, t5, -2)
+    t7 = jnp.arange(jnp.shape(input)[-3])
+    t8 = t7[..., None]
+    t9 = paddings[0][0] - t3 + t8
+    t10 = jnp.where(t9 % block_size == 0, t9 // block_size, -1)
+    t11 = _gather(t6, t10, -4)
+    t12 = jnp.einsum("abcdaebf->abcdef", t11, optimize=True)
+    t13 = jnp.transpose(t12, (2, 3, 4, 5, 0, 1))
+    grad_input = jnp.sum(t13, axis=(-2, -1))
     return (grad_input,)
 
 
@@ -436,26 +432,27 @@ def batch_to_space(input, *, crops, block_size):
 def batch_to_space_forward(input, *, crops, block_size):
     """BatchToSpace's formula."""
     crops = np.asarray(crops, dtype=np.int64)
-    t0 = block_size
-    input_split = jnp.reshape(input, jnp.shape(input)[:-4] + (t0, t0, -1) + jnp.shape(input)[-3:])
-    t1 = jnp.shape(input_split)[-2]
-    t2 = -crops[1][0] - crops[1][1] + block_size * t1
-    t3 = jnp.arange(t2)
-    t4 = t3[..., None]
-    t5 = jnp.arange(jnp.shape(input_split)[-6])
-    t6 = crops[1][0] + t4 - t5
-    t7 = jnp.where(t6 % block_size == 0, t6 // block_size, -1)
-    t8 = _gather(input_split, t7, -2)
-    t9 = jnp.shape(input_split)[-3]
-    t10 = -crops[0][0] - crops[0][1] + block_size * t9
-    t11 = jnp.arange(t10)
-    t12 = t11[..., None]
-    t13 = crops[0][0] + t12 - t5
-    t14 = jnp.where(t13 % block_size == 0, t13 // block_size, -1)
-    t15 = _gather(t8, t14, -4)
-    t16 = jnp.einsum("abcdaebf->abcdef", t15, optimize=True)
-    t17 = jnp.transpose(t16, (2, 3, 4, 5, 0, 1))
-    output = jnp.sum(t17, axis=(-2, -1))
+    input_split = jnp.reshape(
+        input, jnp.shape(input)[:-4] + (block_size, block_size, -1) + jnp.shape(input)[-3:]
+    )
+    t0 = jnp.shape(input_split)[-2]
+    t1 = -crops[1][0] - crops[1][1] + block_size * t0
+    t2 = jnp.arange(t1)
+    t3 = t2[..., None]
+    t4 = jnp.arange(jnp.shape(input_split)[-6])
+    t5 = crops[1][0] + t3 - t4
+    t6 = jnp.where(t5 % block_size == 0, t5 // block_size, -1)
+    t7 = _gather(input_split, t6, -2)
+    t8 = jnp.shape(input_split)[-3]
+    t9 = -crops[0][0] - crops[0][1] + block_size * t8
+    t10 = jnp.arange(t9)
+    t11 = t10[..., None]
+    t12 = crops[0][0] + t11 - t4
+    t13 = jnp.where(t12 % block_size == 0, t12 // block_size, -1)
+    t14 = _gather(t7, t13, -4)
+    t15 = jnp.einsum("abcdaebf->abcdef", t14, optimize=True)
+    t16 = jnp.transpose(t15, (2, 3, 4, 5, 0, 1))
+    output = jnp.sum(t16, axis=(-2, -1))
     return output
 
 
@@ -464,26 +461,27 @@ def batch_to_space_vjp(grad, input, *, output=None, crops, block_size):
 
     In index notation, next to the code computing it:
         grad_input[a, b, n, i, j, c] = grad[n, -crops[0][0] + a + block_size * i, -crops[1][0] + b +
-            block_size * j, c], i.e. `jnp.reshape(t9, (t10 * t10 * t11, t12, t13, t14))`
+            block_size * j, c], i.e. `jnp.reshape(t8, (t9 * t9 * t10, t11, t12, t13))`
     """
     crops = np.asarray(crops, dtype=np.int64)
-    t0 = block_size
-    input_split = jnp.reshape(input, jnp.shape(input)[:-4] + (t0, t0, -1) + jnp.shape(input)[-3:])
-    t1 = jnp.arange(jnp.shape(input_split)[-6])
-    t2 = t1[..., None]
-    t3 = jnp.arange(jnp.shape(input_split)[-2])
-    t4 = -crops[1][0] + block_size * t3 + t2
-    t5 = _gather(grad, t4, -2)
-    t6 = jnp.arange(jnp.shape(input_split)[-3])
-    t7 = -crops[0][0] + block_size * t6 + t2
-    t8 = _gather(t5, t7, -4)
-    t9 = jnp.transpose(t8, (1, 3, 0, 2, 4, 5))
-    t10 = jnp.shape(input_split)[-6]
-    t11 = jnp.shape(input_split)[-4]
-    t12 = jnp.shape(input_split)[-3]
-    t13 = jnp.shape(input_split)[-2]
-    t14 = jnp.shape(input_split)[-1]
-    grad_input = jnp.reshape(t9, (t10 * t10 * t11, t12, t13, t14))
+    input_split = jnp.reshape(
+        input, jnp.shape(input)[:-4] + (block_size, block_size, -1) + jnp.shape(input)[-3:]
+    )
+    t0 = jnp.arange(jnp.shape(input_split)[-6])
+    t1 = t0[..., None]
+    t2 = jnp.arange(jnp.shape(input_split)[-2])
+    t3 = -crops[1][0] + block_size * t2 + t1
+    t4 = _gather(grad, t3, -2)
+    t5 = jnp.arange(jnp.shape(input_split)[-3])
+    t6 = -crops[0][0] + block_size * t5 + t1
+    t7 = _gather(t4, t6, -4)
+    t8 = jnp.transpose(t7, (1, 3, 0, 2, 4, 5))
+    t9 = jnp.shape(input_split)[-6]
+    t10 = jnp.shape(input_split)[-4]
+    t11 = jnp.shape(input_split)[-3]
+    t12 = jnp.shape(input_split)[-2]
+    t13 = jnp.shape(input_split)[-1]
+    grad_input = jnp.reshape(t8, (t9 * t9 * t10, t11, t12, t13))
     return (grad_input,)
 
 

@@ -26,18 +26,19 @@ def _gather(x, positions, axis, fill=0):
 def space_to_depth(input, *, data_format="NHWC", block_size):
     """SpaceToDepth: Each block_size x block_size block of pixels as one pixel of depth block_size**2 * C, (declared at ops/space.py:23)."""
     if data_format == "NHWC":
-        t0 = block_size
-        input_split = np.reshape(input, np.shape(input)[:-3] + (-1, t0) + np.shape(input)[-2:])
         input_split = np.reshape(
-            input_split, np.shape(input_split)[:-2] + (-1, t0) + np.shape(input_split)[-1:]
+            input, np.shape(input)[:-3] + (-1, block_size) + np.shape(input)[-2:]
         )
-        t1 = np.transpose(input_split, (0, 1, 3, 2, 4, 5))
-        t2 = np.shape(input_split)[-6]
-        t3 = np.shape(input_split)[-5]
-        t4 = np.shape(input_split)[-3]
-        t5 = np.shape(input_split)[-4]
-        t6 = np.shape(input_split)[-1]
-        output = np.reshape(t1, (t2, t3, t4, t5 * t5 * t6))
+        input_split = np.reshape(
+            input_split, np.shape(input_split)[:-2] + (-1, block_size) + np.shape(input_split)[-1:]
+        )
+        t0 = np.transpose(input_split, (0, 1, 3, 2, 4, 5))
+        t1 = np.shape(input_split)[-6]
+        t2 = np.shape(input_split)[-5]
+        t3 = np.shape(input_split)[-3]
+        t4 = np.shape(input_split)[-4]
+        t5 = np.shape(input_split)[-1]
+        output = np.reshape(t0, (t1, t2, t3, t4 * t4 * t5))
     else:
         raise ValueError(f"SpaceToDepth: unsupported attributes data_format={data_format!r}")
     return output
@@ -49,22 +50,23 @@ def space_to_depth_grad(grad, input, *, output=None, data_format="NHWC", block_s
     In index notation, next to the code computing it, per variant:
         data_format='NHWC':
             grad_input[n, i, a, j, b, c] = grad[n, i, j, a, b, c]
-                i.e. `np.reshape(t3, (t4, t5 * t1, t6 * t1, t2))`
+                i.e. `np.reshape(t2, (t3, t4 * t0, t5 * t0, t1))`
     """
     if data_format == "NHWC":
-        t0 = block_size
-        input_split = np.reshape(input, np.shape(input)[:-3] + (-1, t0) + np.shape(input)[-2:])
         input_split = np.reshape(
-            input_split, np.shape(input_split)[:-2] + (-1, t0) + np.shape(input_split)[-1:]
+            input, np.shape(input)[:-3] + (-1, block_size) + np.shape(input)[-2:]
         )
-        t1 = np.shape(input_split)[-4]
-        t2 = np.shape(input_split)[-1]
-        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t1, t2))
-        t3 = np.transpose(grad, (0, 1, 3, 2, 4, 5))
-        t4 = np.shape(input_split)[-6]
-        t5 = np.shape(input_split)[-5]
-        t6 = np.shape(input_split)[-3]
-        grad_input = np.reshape(t3, (t4, t5 * t1, t6 * t1, t2))
+        input_split = np.reshape(
+            input_split, np.shape(input_split)[:-2] + (-1, block_size) + np.shape(input_split)[-1:]
+        )
+        t0 = np.shape(input_split)[-4]
+        t1 = np.shape(input_split)[-1]
+        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0, t1))
+        t2 = np.transpose(grad, (0, 1, 3, 2, 4, 5))
+        t3 = np.shape(input_split)[-6]
+        t4 = np.shape(input_split)[-5]
+        t5 = np.shape(input_split)[-3]
+        grad_input = np.reshape(t2, (t3, t4 * t0, t5 * t0, t1))
     else:
         raise ValueError(f"SpaceToDepth: unsupported attributes data_format={data_format!r}")
     return (grad_input,)
@@ -75,25 +77,26 @@ def space_to_depth_grad_grad(
 ):
     """Second order of SpaceToDepth: the gradient of space_to_depth_grad: one array per input (grad, input)."""
     if data_format == "NHWC":
-        t0 = block_size
-        grad_split = np.reshape(grad, np.shape(grad)[:-1] + (t0, t0, -1))
-        input_split = np.reshape(input, np.shape(input)[:-3] + (-1, t0) + np.shape(input)[-2:])
+        grad_split = np.reshape(grad, np.shape(grad)[:-1] + (block_size, block_size, -1))
         input_split = np.reshape(
-            input_split, np.shape(input_split)[:-2] + (-1, t0) + np.shape(input_split)[-1:]
+            input, np.shape(input)[:-3] + (-1, block_size) + np.shape(input)[-2:]
         )
-        t1 = np.shape(grad_split)[-3]
+        input_split = np.reshape(
+            input_split, np.shape(input_split)[:-2] + (-1, block_size) + np.shape(input_split)[-1:]
+        )
+        t0 = np.shape(grad_split)[-3]
         grad_vjp_input = np.reshape(
-            grad_vjp_input, np.shape(grad_vjp_input)[:-3] + (-1, t1) + np.shape(grad_vjp_input)[-2:]
+            grad_vjp_input, np.shape(grad_vjp_input)[:-3] + (-1, t0) + np.shape(grad_vjp_input)[-2:]
         )
         grad_vjp_input = np.reshape(
-            grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (-1, t1) + np.shape(grad_vjp_input)[-1:]
+            grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (-1, t0) + np.shape(grad_vjp_input)[-1:]
         )
-        t2 = np.transpose(grad_vjp_input, (0, 1, 3, 2, 4, 5))
-        t3 = np.shape(grad_split)[-6]
-        t4 = np.shape(grad_split)[-5]
-        t5 = np.shape(grad_split)[-4]
-        t6 = np.shape(grad_split)[-1]
-        grad_grad = np.reshape(t2, (t3, t4, t5, t1 * t1 * t6))
+        t1 = np.transpose(grad_vjp_input, (0, 1, 3, 2, 4, 5))
+        t2 = np.shape(grad_split)[-6]
+        t3 = np.shape(grad_split)[-5]
+        t4 = np.shape(grad_split)[-4]
+        t5 = np.shape(grad_split)[-1]
+        grad_grad = np.reshape(t1, (t2, t3, t4, t0 * t0 * t5))
     else:
         raise ValueError(f"SpaceToDepthGrad: unsupported attributes data_format={data_format!r}")
     return grad_grad, None
@@ -102,15 +105,14 @@ def space_to_depth_grad_grad(
 def depth_to_space(input, *, data_format="NHWC", block_size):
     """DepthToSpace: The inverse of SpaceToDepth: depth (row in the block, column in the block, channel) (declared at ops/space.py:31)."""
     if data_format == "NHWC":
-        t0 = block_size
-        input_split = np.reshape(input, np.shape(input)[:-1] + (t0, t0, -1))
-        t1 = np.transpose(input_split, (0, 1, 3, 2, 4, 5))
-        t2 = np.shape(input_split)[-6]
-        t3 = np.shape(input_split)[-5]
-        t4 = np.shape(input_split)[-3]
-        t5 = np.shape(input_split)[-4]
-        t6 = np.shape(input_split)[-1]
-        output = np.reshape(t1, (t2, t3 * t4, t5 * t4, t6))
+        input_split = np.reshape(input, np.shape(input)[:-1] + (block_size, block_size, -1))
+        t0 = np.transpose(input_split, (0, 1, 3, 2, 4, 5))
+        t1 = np.shape(input_split)[-6]
+        t2 = np.shape(input_split)[-5]
+        t3 = np.shape(input_split)[-3]
+        t4 = np.shape(input_split)[-4]
+        t5 = np.shape(input_split)[-1]
+        output = np.reshape(t0, (t1, t2 * t3, t4 * t3, t5))
     else:
         raise ValueError(f"DepthToSpace: unsupported attributes data_format={data_format!r}")
     return output
@@ -122,20 +124,19 @@ def depth_to_space_grad(grad, input, *, output=None, data_format="NHWC", block_s
     In index notation, next to the code computing it, per variant:
         data_format='NHWC':
             grad_input[n, i, j, a, b, c] = grad[n, i, a, j, b, c]
-                i.e. `np.reshape(t2, (t3, t4, t5, t1 * t1 * t6))`
+                i.e. `np.reshape(t1, (t2, t3, t4, t0 * t0 * t5))`
     """
     if data_format == "NHWC":
-        t0 = block_size
-        input_split = np.reshape(input, np.shape(input)[:-1] + (t0, t0, -1))
-        t1 = np.shape(input_split)[-3]
-        grad = np.reshape(grad, np.shape(grad)[:-3] + (-1, t1) + np.shape(grad)[-2:])
-        grad = np.reshape(grad, np.shape(grad)[:-2] + (-1, t1) + np.shape(grad)[-1:])
-        t2 = np.transpose(grad, (0, 1, 3, 2, 4, 5))
-        t3 = np.shape(input_split)[-6]
-        t4 = np.shape(input_split)[-5]
-        t5 = np.shape(input_split)[-4]
-        t6 = np.shape(input_split)[-1]
-        grad_input = np.reshape(t2, (t3, t4, t5, t1 * t1 * t6))
+        input_split = np.reshape(input, np.shape(input)[:-1] + (block_size, block_size, -1))
+        t0 = np.shape(input_split)[-3]
+        grad = np.reshape(grad, np.shape(grad)[:-3] + (-1, t0) + np.shape(grad)[-2:])
+        grad = np.reshape(grad, np.shape(grad)[:-2] + (-1, t0) + np.shape(grad)[-1:])
+        t1 = np.transpose(grad, (0, 1, 3, 2, 4, 5))
+        t2 = np.shape(input_split)[-6]
+        t3 = np.shape(input_split)[-5]
+        t4 = np.shape(input_split)[-4]
+        t5 = np.shape(input_split)[-1]
+        grad_input = np.reshape(t1, (t2, t3, t4, t0 * t0 * t5))
     else:
         raise ValueError(f"DepthToSpace: unsupported attributes data_format={data_format!r}")
     return (grad_input,)
@@ -146,20 +147,19 @@ def depth_to_space_grad_grad(
 ):
     """Second order of DepthToSpace: the gradient of depth_to_space_grad: one array per input (grad, input)."""
     if data_format == "NHWC":
-        t0 = block_size
-        grad_split = np.reshape(grad, np.shape(grad)[:-3] + (-1, t0) + np.shape(grad)[-2:])
+        grad_split = np.reshape(grad, np.shape(grad)[:-3] + (-1, block_size) + np.shape(grad)[-2:])
         grad_split = np.reshape(
-            grad_split, np.shape(grad_split)[:-2] + (-1, t0) + np.shape(grad_split)[-1:]
+            grad_split, np.shape(grad_split)[:-2] + (-1, block_size) + np.shape(grad_split)[-1:]
         )
-        input_split = np.reshape(input, np.shape(input)[:-1] + (t0, t0, -1))
-        t1 = np.shape(grad_split)[-4]
-        t2 = np.shape(grad_split)[-1]
-        grad_vjp_input = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-1] + (-1, t1, t2))
-        t3 = np.transpose(grad_vjp_input, (0, 1, 3, 2, 4, 5))
-        t4 = np.shape(grad_split)[-6]
-        t5 = np.shape(grad_split)[-5]
-        t6 = np.shape(grad_split)[-3]
-        grad_grad = np.reshape(t3, (t4, t5 * t1, t6 * t1, t2))
+        input_split = np.reshape(input, np.shape(input)[:-1] + (block_size, block_size, -1))
+        t0 = np.shape(grad_split)[-4]
+        t1 = np.shape(grad_split)[-1]
+        grad_vjp_input = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-1] + (-1, t0, t1))
+        t2 = np.transpose(grad_vjp_input, (0, 1, 3, 2, 4, 5))
+        t3 = np.shape(grad_split)[-6]
+        t4 = np.shape(grad_split)[-5]
+        t5 = np.shape(grad_split)[-3]
+        grad_grad = np.reshape(t2, (t3, t4 * t0, t5 * t0, t1))
     else:
         raise ValueError(f"DepthToSpaceGrad: unsupported attributes data_format={data_format!r}")
     return grad_grad, None
@@ -169,34 +169,32 @@ def space_to_batch_nd(input, *, block_shape, paddings):
     """SpaceToBatchND: The zero-padded spatial axes cut into blocks of block_shape; position (a, b) in a block (declared at ops/space.py:58)."""
     block_shape = np.asarray(block_shape, dtype=np.int64)
     paddings = np.asarray(paddings, dtype=np.int64)
-    t0 = block_shape[1]
-    t1 = np.arange(t0)
-    t2 = t1[..., None]
-    t3 = np.shape(input)[-2]
-    t4 = np.where(
-        (paddings[1][0] + paddings[1][1] + t3) % block_shape[1] == 0,
-        (paddings[1][0] + paddings[1][1] + t3) // block_shape[1],
+    t0 = np.arange(block_shape[1])
+    t1 = t0[..., None]
+    t2 = np.shape(input)[-2]
+    t3 = np.where(
+        (paddings[1][0] + paddings[1][1] + t2) % block_shape[1] == 0,
+        (paddings[1][0] + paddings[1][1] + t2) // block_shape[1],
         -1,
     )
-    t5 = np.arange(t4)
-    t6 = block_shape[1] * t5 - paddings[1][0] + t2
-    t7 = _gather(input, t6, -2)
-    t8 = block_shape[0]
-    t9 = np.arange(t8)
-    t10 = t9[..., None]
-    t11 = np.shape(input)[-3]
-    t12 = np.where(
-        (paddings[0][0] + paddings[0][1] + t11) % block_shape[0] == 0,
-        (paddings[0][0] + paddings[0][1] + t11) // block_shape[0],
+    t4 = np.arange(t3)
+    t5 = block_shape[1] * t4 - paddings[1][0] + t1
+    t6 = _gather(input, t5, -2)
+    t7 = np.arange(block_shape[0])
+    t8 = t7[..., None]
+    t9 = np.shape(input)[-3]
+    t10 = np.where(
+        (paddings[0][0] + paddings[0][1] + t9) % block_shape[0] == 0,
+        (paddings[0][0] + paddings[0][1] + t9) // block_shape[0],
         -1,
     )
-    t13 = np.arange(t12)
-    t14 = block_shape[0] * t13 - paddings[0][0] + t10
-    t15 = _gather(t7, t14, -4)
-    t16 = np.transpose(t15, (1, 3, 0, 2, 4, 5))
-    t17 = np.shape(input)[-4]
-    t18 = np.shape(input)[-1]
-    output = np.reshape(t16, (t8 * t0 * t17, t12, t4, t18))
+    t11 = np.arange(t10)
+    t12 = block_shape[0] * t11 - paddings[0][0] + t8
+    t13 = _gather(t6, t12, -4)
+    t14 = np.transpose(t13, (1, 3, 0, 2, 4, 5))
+    t15 = np.shape(input)[-4]
+    t16 = np.shape(input)[-1]
+    output = np.reshape(t14, (block_shape[0] * block_shape[1] * t15, t10, t3, t16))
     return output
 
 
@@ -206,29 +204,27 @@ def space_to_batch_nd_grad(grad, input, *, output=None, block_shape, paddings):
     In index notation, next to the code computing it:
         grad_input[i, j, k, l] = sum_{a, b} grad[a, b, i, exact_div(paddings[0][0] - a + j,
             block_shape[0]), exact_div(paddings[1][0] - b + k, block_shape[1]), l]
-            i.e. `np.sum(t16, axis=(-2, -1))`
+            i.e. `np.sum(t14, axis=(-2, -1))`
     """
     block_shape = np.asarray(block_shape, dtype=np.int64)
     paddings = np.asarray(paddings, dtype=np.int64)
-    t0 = block_shape[1]
-    t1 = np.shape(input)[-4]
-    grad = np.reshape(grad, np.shape(grad)[:-4] + (-1, t0, t1) + np.shape(grad)[-3:])
-    t2 = np.arange(np.shape(input)[-2])
-    t3 = t2[..., None]
-    t4 = np.arange(t0)
-    t5 = paddings[1][0] + t3 - t4
-    t6 = np.where(t5 % block_shape[1] == 0, t5 // block_shape[1], -1)
-    t7 = _gather(grad, t6, -2)
-    t8 = np.arange(np.shape(input)[-3])
-    t9 = t8[..., None]
-    t10 = block_shape[0]
-    t11 = np.arange(t10)
-    t12 = paddings[0][0] - t11 + t9
-    t13 = np.where(t12 % block_shape[0] == 0, t12 // block_shape[0], -1)
-    t14 = _gather(t7, t13, -4)
-    t15 = np.einsum("abcdaebf->abcdef", t14, optimize=True)
-    t16 = np.transpose(t15, (2, 3, 4, 5, 0, 1))
-    grad_input = np.sum(t16, axis=(-2, -1))
+    t0 = np.shape(input)[-4]
+    grad = np.reshape(grad, np.shape(grad)[:-4] + (-1, block_shape[1], t0) + np.shape(grad)[-3:])
+    t1 = np.arange(np.shape(input)[-2])
+    t2 = t1[..., None]
+    t3 = np.arange(block_shape[1])
+    t4 = paddings[1][0] + t2 - t3
+    t5 = np.where(t4 % block_shape[1] == 0, t4 // block_shape[1], -1)
+    t6 = _gather(grad, t5, -2)
+    t7 = np.arange(np.shape(input)[-3])
+    t8 = t7[..., None]
+    t9 = np.arange(block_shape[0])
+    t10 = paddings[0][0] + t8 - t9
+    t11 = np.where(t10 % block_shape[0] == 0, t10 // block_shape[0], -1)
+    t12 = _gather(t6, t11, -4)
+    t13 = np.einsum("abcdaebf->abcdef", t12, optimize=True)
+    t14 = np.transpose(t13, (2, 3, 4, 5, 0, 1))
+    grad_input = np.sum(t14, axis=(-2, -1))
     return (grad_input,)
 
 
@@ -246,28 +242,28 @@ def batch_to_space_nd(input, *, block_shape, crops):
     """BatchToSpaceND: SpaceToBatchND's inverse: batch entry (a * block_shape[1] + b) * N + n to position (declared at ops/space.py:69)."""
     block_shape = np.asarray(block_shape, dtype=np.int64)
     crops = np.asarray(crops, dtype=np.int64)
-    t0 = block_shape[0]
-    t1 = block_shape[1]
-    input_split = np.reshape(input, np.shape(input)[:-4] + (t0, t1, -1) + np.shape(input)[-3:])
-    t2 = np.shape(input_split)[-2]
-    t3 = block_shape[1] * t2 - crops[1][0] - crops[1][1]
-    t4 = np.arange(t3)
-    t5 = t4[..., None]
-    t6 = np.arange(np.shape(input_split)[-5])
-    t7 = crops[1][0] + t5 - t6
-    t8 = np.where(t7 % block_shape[1] == 0, t7 // block_shape[1], -1)
-    t9 = _gather(input_split, t8, -2)
-    t10 = np.shape(input_split)[-3]
-    t11 = block_shape[0] * t10 - crops[0][0] - crops[0][1]
-    t12 = np.arange(t11)
-    t13 = t12[..., None]
-    t14 = np.arange(np.shape(input_split)[-6])
-    t15 = crops[0][0] + t13 - t14
-    t16 = np.where(t15 % block_shape[0] == 0, t15 // block_shape[0], -1)
-    t17 = _gather(t9, t16, -4)
-    t18 = np.einsum("abcdaebf->abcdef", t17, optimize=True)
-    t19 = np.transpose(t18, (2, 3, 4, 5, 0, 1))
-    output = np.sum(t19, axis=(-2, -1))
+    input_split = np.reshape(
+        input, np.shape(input)[:-4] + (block_shape[0], block_shape[1], -1) + np.shape(input)[-3:]
+    )
+    t0 = np.shape(input_split)[-2]
+    t1 = block_shape[1] * t0 - crops[1][0] - crops[1][1]
+    t2 = np.arange(t1)
+    t3 = t2[..., None]
+    t4 = np.arange(np.shape(input_split)[-5])
+    t5 = crops[1][0] + t3 - t4
+    t6 = np.where(t5 % block_shape[1] == 0, t5 // block_shape[1], -1)
+    t7 = _gather(input_split, t6, -2)
+    t8 = np.shape(input_split)[-3]
+    t9 = block_shape[0] * t8 - crops[0][0] - crops[0][1]
+    t10 = np.arange(t9)
+    t11 = t10[..., None]
+    t12 = np.arange(np.shape(input_split)[-6])
+    t13 = crops[0][0] + t11 - t12
+    t14 = np.where(t13 % block_shape[0] == 0, t13 // block_shape[0], -1)
+    t15 = _gather(t7, t14, -4)
+    t16 = np.einsum("abcdaebf->abcdef", t15, optimize=True)
+    t17 = np.transpose(t16, (2, 3, 4, 5, 0, 1))
+    output = np.sum(t17, axis=(-2, -1))
     return output
 
 
@@ -276,31 +272,31 @@ def batch_to_space_nd_grad(grad, input, *, output=None, block_shape, crops):
 
     In index notation, next to the code computing it:
         grad_input[a, b, n, i, j, c] = grad[n, block_shape[0] * i - crops[0][0] + a, block_shape[1]
-            * j - crops[1][0] + b, c], i.e. `np.reshape(t12, (t13 * t14 * t15, t16, t17, t18))`
+            * j - crops[1][0] + b, c], i.e. `np.reshape(t10, (t11 * t12 * t13, t14, t15, t16))`
     """
     block_shape = np.asarray(block_shape, dtype=np.int64)
     crops = np.asarray(crops, dtype=np.int64)
-    t0 = block_shape[0]
-    t1 = block_shape[1]
-    input_split = np.reshape(input, np.shape(input)[:-4] + (t0, t1, -1) + np.shape(input)[-3:])
-    t2 = np.arange(np.shape(input_split)[-5])
-    t3 = t2[..., None]
-    t4 = np.arange(np.shape(input_split)[-2])
-    t5 = block_shape[1] * t4 - crops[1][0] + t3
-    t6 = _gather(grad, t5, -2)
-    t7 = np.arange(np.shape(input_split)[-6])
-    t8 = t7[..., None]
-    t9 = np.arange(np.shape(input_split)[-3])
-    t10 = block_shape[0] * t9 - crops[0][0] + t8
-    t11 = _gather(t6, t10, -4)
-    t12 = np.transpose(t11, (1, 3, 0, 2, 4, 5))
-    t13 = np.shape(input_split)[-6]
-    t14 = np.shape(input_split)[-5]
-    t15 = np.shape(input_split)[-4]
-    t16 = np.shape(input_split)[-3]
-    t17 = np.shape(input_split)[-2]
-    t18 = np.shape(input_split)[-1]
-    grad_input = np.reshape(t12, (t13 * t14 * t15, t16, t17, t18))
+    input_split = np.reshape(
+        input, np.shape(input)[:-4] + (block_shape[0], block_shape[1], -1) + np.shape(input)[-3:]
+    )
+    t0 = np.arange(np.shape(input_split)[-5])
+    t1 = t0[..., None]
+    t2 = np.arange(np.shape(input_split)[-2])
+    t3 = block_shape[1] * t2 - crops[1][0] + t1
+    t4 = _gather(grad, t3, -2)
+    t5 = np.arange(np.shape(input_split)[-6])
+    t6 = t5[..., None]
+    t7 = np.arange(np.shape(input_split)[-3])
+    t8 = block_shape[0] * t7 - crops[0][0] + t6
+    t9 = _gather(t4, t8, -4)
+    t10 = np.transpose(t9, (1, 3, 0, 2, 4, 5))
+    t11 = np.shape(input_split)[-6]
+    t12 = np.shape(input_split)[-5]
+    t13 = np.shape(input_split)[-4]
+    t14 = np.shape(input_split)[-3]
+    t15 = np.shape(input_split)[-2]
+    t16 = np.shape(input_split)[-1]
+    grad_input = np.reshape(t10, (t11 * t12 * t13, t14, t15, t16))
     return (grad_input,)
 
 
@@ -308,60 +304,59 @@ def batch_to_space_nd_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, 
     """Second order of BatchToSpaceND: the gradient of batch_to_space_nd_grad: one array per input (grad, input)."""
     block_shape = np.asarray(block_shape, dtype=np.int64)
     crops = np.asarray(crops, dtype=np.int64)
-    t0 = block_shape[0]
-    t1 = block_shape[1]
-    input_split = np.reshape(input, np.shape(input)[:-4] + (t0, t1, -1) + np.shape(input)[-3:])
-    t2 = np.shape(input_split)[-5]
-    t3 = np.shape(grad)[-4]
-    grad_vjp_input = np.reshape(
-        grad_vjp_input, np.shape(grad_vjp_input)[:-4] + (-1, t2, t3) + np.shape(grad_vjp_input)[-3:]
+    input_split = np.reshape(
+        input, np.shape(input)[:-4] + (block_shape[0], block_shape[1], -1) + np.shape(input)[-3:]
     )
-    t4 = np.arange(np.shape(grad)[-2])
-    t5 = t4[..., None]
-    t6 = np.arange(np.shape(input_split)[-5])
-    t7 = crops[1][0] + t5 - t6
-    t8 = np.where(t7 % block_shape[1] == 0, t7 // block_shape[1], -1)
-    t9 = _gather(grad_vjp_input, t8, -2)
-    t10 = np.arange(np.shape(grad)[-3])
-    t11 = t10[..., None]
-    t12 = np.arange(np.shape(input_split)[-6])
-    t13 = crops[0][0] + t11 - t12
-    t14 = np.where(t13 % block_shape[0] == 0, t13 // block_shape[0], -1)
-    t15 = _gather(t9, t14, -4)
-    t16 = np.einsum("abcdaebf->abcdef", t15, optimize=True)
-    t17 = np.transpose(t16, (2, 3, 4, 5, 0, 1))
-    grad_grad = np.sum(t17, axis=(-2, -1))
+    t0 = np.shape(input_split)[-5]
+    t1 = np.shape(grad)[-4]
+    grad_vjp_input = np.reshape(
+        grad_vjp_input, np.shape(grad_vjp_input)[:-4] + (-1, t0, t1) + np.shape(grad_vjp_input)[-3:]
+    )
+    t2 = np.arange(np.shape(grad)[-2])
+    t3 = t2[..., None]
+    t4 = np.arange(np.shape(input_split)[-5])
+    t5 = crops[1][0] + t3 - t4
+    t6 = np.where(t5 % block_shape[1] == 0, t5 // block_shape[1], -1)
+    t7 = _gather(grad_vjp_input, t6, -2)
+    t8 = np.arange(np.shape(grad)[-3])
+    t9 = t8[..., None]
+    t10 = np.arange(np.shape(input_split)[-6])
+    t11 = crops[0][0] - t10 + t9
+    t12 = np.where(t11 % block_shape[0] == 0, t11 // block_shape[0], -1)
+    t13 = _gather(t7, t12, -4)
+    t14 = np.einsum("abcdaebf->abcdef", t13, optimize=True)
+    t15 = np.transpose(t14, (2, 3, 4, 5, 0, 1))
+    grad_grad = np.sum(t15, axis=(-2, -1))
     return grad_grad, None
 
 
 def space_to_batch(input, *, paddings, block_size):
     """SpaceToBatch: SpaceToBatchND with one block size for both spatial axes (declared at ops/space.py:80)."""
     paddings = np.asarray(paddings, dtype=np.int64)
-    t0 = block_size
-    t1 = np.arange(t0)
-    t2 = t1[..., None]
-    t3 = np.shape(input)[-2]
-    t4 = np.where(
-        (paddings[1][0] + paddings[1][1] + t3) % block_size == 0,
-        (paddings[1][0] + paddings[1][1] + t3) // block_size,
+    t0 = np.arange(block_size)
+    t1 = t0[..., None]
+    t2 = np.shape(input)[-2]
+    t3 = np.where(
+        (paddings[1][0] + paddings[1][1] + t2) % block_size == 0,
+        (paddings[1][0] + paddings[1][1] + t2) // block_size,
         -1,
     )
-    t5 = np.arange(t4)
-    t6 = -paddings[1][0] + block_size * t5 + t2
-    t7 = _gather(input, t6, -2)
-    t8 = np.shape(input)[-3]
-    t9 = np.where(
-        (paddings[0][0] + paddings[0][1] + t8) % block_size == 0,
-        (paddings[0][0] + paddings[0][1] + t8) // block_size,
+    t4 = np.arange(t3)
+    t5 = -paddings[1][0] + block_size * t4 + t1
+    t6 = _gather(input, t5, -2)
+    t7 = np.shape(input)[-3]
+    t8 = np.where(
+        (paddings[0][0] + paddings[0][1] + t7) % block_size == 0,
+        (paddings[0][0] + paddings[0][1] + t7) // block_size,
         -1,
     )
-    t10 = np.arange(t9)
-    t11 = -paddings[0][0] + block_size * t10 + t2
-    t12 = _gather(t7, t11, -4)
-    t13 = np.transpose(t12, (1, 3, 0, 2, 4, 5))
-    t14 = np.shape(input)[-4]
-    t15 = np.shape(input)[-1]
-    output = np.reshape(t13, (t0 * t0 * t14, t9, t4, t15))
+    t9 = np.arange(t8)
+    t10 = -paddings[0][0] + block_size * t9 + t1
+    t11 = _gather(t6, t10, -4)
+    t12 = np.transpose(t11, (1, 3, 0, 2, 4, 5))
+    t13 = np.shape(input)[-4]
+    t14 = np.shape(input)[-1]
+    output = np.reshape(t12, (block_size * block_size * t13, t8, t3, t14))
     return output
 
 
@@ -371,26 +366,25 @@ def space_to_batch_grad(grad, input, *, output=None, paddings, block_size):
     In index notation, next to the code computing it:
         grad_input[i, j, k, l] = sum_{a, b} grad[a, b, i, exact_div(paddings[0][0] - a + j,
             block_size), exact_div(paddings[1][0] - b + k, block_size), l]
-            i.e. `np.sum(t14, axis=(-2, -1))`
+            i.e. `np.sum(t13, axis=(-2, -1))`
     """
     paddings = np.asarray(paddings, dtype=np.int64)
-    t0 = block_size
-    t1 = np.shape(input)[-4]
-    grad = np.reshape(grad, np.shape(grad)[:-4] + (-1, t0, t1) + np.shape(grad)[-3:])
-    t2 = np.arange(np.shape(input)[-2])
-    t3 = t2[..., None]
-    t4 = np.arange(t0)
-    t5 = paddings[1][0] + t3 - t4
-    t6 = np.where(t5 % block_size == 0, t5 // block_size, -1)
-    t7 = _gather(grad, t6, -2)
-    t8 = np.arange(np.shape(input)[-3])
-    t9 = t8[..., None]
-    t10 = paddings[0][0] - t4 + t9
-    t11 = np.where(t10 % block_size == 0, t10 // block_size, -1)
-    t12 = _gather(t7, t11, -4)
-    t13 = np.einsum("abcdaebf->abcdef", t12, optimize=True)
-    t14 = np.transpose(t13, (2, 3, 4, 5, 0, 1))
-    grad_input = np.sum(t14, axis=(-2, -1))
+    t0 = np.shape(input)[-4]
+    grad = np.reshape(grad, np.shape(grad)[:-4] + (-1, block_size, t0) + np.shape(grad)[-3:])
+    t1 = np.arange(np.shape(input)[-2])
+    t2 = t1[..., None]
+    t3 = np.arange(block_size)
+    t4 = paddings[1][0] + t2 - t3
+    t5 = np.where(t4 % block_size == 0, t4 // block_size, -1)
+    t6 = _gather(grad, t5, -2)
+    t7 = np.arange(np.shape(input)[-3])
+    t8 = t7[..., None]
+    t9 = paddings[0][0] - t3 + t8
+    t10 = np.where(t9 % block_size == 0, t9 // block_size, -1)
+    t11 = _gather(t6, t10, -4)
+    t12 = np.einsum("abcdaebf->abcdef", t11, optimize=True)
+    t13 = np.transpose(t12, (2, 3, 4, 5, 0, 1))
+    grad_input = np.sum(t13, axis=(-2, -1))
     return (grad_input,)
 
 
@@ -407,26 +401,27 @@ def space_to_batch_grad_grad(grad_vjp_input, grad, input, *, paddings, block_siz
 def batch_to_space(input, *, crops, block_size):
     """BatchToSpace: BatchToSpaceND with one block size for both spatial axes (declared at ops/space.py:90)."""
     crops = np.asarray(crops, dtype=np.int64)
-    t0 = block_size
-    input_split = np.reshape(input, np.shape(input)[:-4] + (t0, t0, -1) + np.shape(input)[-3:])
-    t1 = np.shape(input_split)[-2]
-    t2 = -crops[1][0] - crops[1][1] + block_size * t1
-    t3 = np.arange(t2)
-    t4 = t3[..., None]
-    t5 = np.arange(np.shape(input_split)[-6])
-    t6 = crops[1][0] + t4 - t5
-    t7 = np.where(t6 % block_size == 0, t6 // block_size, -1)
-    t8 = _gather(input_split, t7, -2)
-    t9 = np.shape(input_split)[-3]
-    t10 = -crops[0][0] - crops[0][1] + block_size * t9
-    t11 = np.arange(t10)
-    t12 = t11[..., None]
-    t13 = crops[0][0] + t12 - t5
-    t14 = np.where(t13 % block_size == 0, t13 // block_size, -1)
-    t15 = _gather(t8, t14, -4)
-    t16 = np.einsum("abcdaebf->abcdef", t15, optimize=True)
-    t17 = np.transpose(t16, (2, 3, 4, 5, 0, 1))
-    output = np.sum(t17, axis=(-2, -1))
+    input_split = np.reshape(
+        input, np.shape(input)[:-4] + (block_size, block_size, -1) + np.shape(input)[-3:]
+    )
+    t0 = np.shape(input_split)[-2]
+    t1 = -crops[1][0] - crops[1][1] + block_size * t0
+    t2 = np.arange(t1)
+    t3 = t2[..., None]
+    t4 = np.arange(np.shape(input_split)[-6])
+    t5 = crops[1][0] + t3 - t4
+    t6 = np.where(t5 % block_size == 0, t5 // block_size, -1)
+    t7 = _gather(input_split, t6, -2)
+    t8 = np.shape(input_split)[-3]
+    t9 = -crops[0][0] - crops[0][1] + block_size * t8
+    t10 = np.arange(t9)
+    t11 = t10[..., None]
+    t12 = crops[0][0] + t11 - t4
+    t13 = np.where(t12 % block_size == 0, t12 // block_size, -1)
+    t14 = _gather(t7, t13, -4)
+    t15 = np.einsum("abcdaebf->abcdef", t14, optimize=True)
+    t16 = np.transpose(t15, (2, 3, 4, 5, 0, 1))
+    output = np.sum(t16, axis=(-2, -1))
     return output
 
 
@@ -435,51 +430,53 @@ def batch_to_space_grad(grad, input, *, output=None, crops, block_size):
 
     In index notation, next to the code computing it:
         grad_input[a, b, n, i, j, c] = grad[n, -crops[0][0] + a + block_size * i, -crops[1][0] + b +
-            block_size * j, c], i.e. `np.reshape(t9, (t10 * t10 * t11, t12, t13, t14))`
+            block_size * j, c], i.e. `np.reshape(t8, (t9 * t9 * t10, t11, t12, t13))`
     """
     crops = np.asarray(crops, dtype=np.int64)
-    t0 = block_size
-    input_split = np.reshape(input, np.shape(input)[:-4] + (t0, t0, -1) + np.shape(input)[-3:])
-    t1 = np.arange(np.shape(input_split)[-6])
-    t2 = t1[..., None]
-    t3 = np.arange(np.shape(input_split)[-2])
-    t4 = -crops[1][0] + block_size * t3 + t2
-    t5 = _gather(grad, t4, -2)
-    t6 = np.arange(np.shape(input_split)[-3])
-    t7 = -crops[0][0] + block_size * t6 + t2
-    t8 = _gather(t5, t7, -4)
-    t9 = np.transpose(t8, (1, 3, 0, 2, 4, 5))
-    t10 = np.shape(input_split)[-6]
-    t11 = np.shape(input_split)[-4]
-    t12 = np.shape(input_split)[-3]
-    t13 = np.shape(input_split)[-2]
-    t14 = np.shape(input_split)[-1]
-    grad_input = np.reshape(t9, (t10 * t10 * t11, t12, t13, t14))
+    input_split = np.reshape(
+        input, np.shape(input)[:-4] + (block_size, block_size, -1) + np.shape(input)[-3:]
+    )
+    t0 = np.arange(np.shape(input_split)[-6])
+    t1 = t0[..., None]
+    t2 = np.arange(np.shape(input_split)[-2])
+    t3 = -crops[1][0] + block_size * t2 + t1
+    t4 = _gather(grad, t3, -2)
+    t5 = np.arange(np.shape(input_split)[-3])
+    t6 = -crops[0][0] + block_size * t5 + t1
+    t7 = _gather(t4, t6, -4)
+    t8 = np.transpose(t7, (1, 3, 0, 2, 4, 5))
+    t9 = np.shape(input_split)[-6]
+    t10 = np.shape(input_split)[-4]
+    t11 = np.shape(input_split)[-3]
+    t12 = np.shape(input_split)[-2]
+    t13 = np.shape(input_split)[-1]
+    grad_input = np.reshape(t8, (t9 * t9 * t10, t11, t12, t13))
     return (grad_input,)
 
 
 def batch_to_space_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, crops, block_size):
     """Second order of BatchToSpace: the gradient of batch_to_space_grad: one array per input (grad, input)."""
     crops = np.asarray(crops, dtype=np.int64)
-    t0 = block_size
-    input_split = np.reshape(input, np.shape(input)[:-4] + (t0, t0, -1) + np.shape(input)[-3:])
-    t1 = np.shape(input_split)[-6]
-    t2 = np.shape(grad)[-4]
-    grad_vjp_input = np.reshape(
-        grad_vjp_input, np.shape(grad_vjp_input)[:-4] + (-1, t1, t2) + np.shape(grad_vjp_input)[-3:]
+    input_split = np.reshape(
+        input, np.shape(input)[:-4] + (block_size, block_size, -1) + np.shape(input)[-3:]
     )
-    t3 = np.arange(np.shape(grad)[-2])
-    t4 = t3[..., None]
-    t5 = np.arange(np.shape(input_split)[-6])
-    t6 = crops[1][0] + t4 - t5
-    t7 = np.where(t6 % block_size == 0, t6 // block_size, -1)
-    t8 = _gather(grad_vjp_input, t7, -2)
-    t9 = np.arange(np.shape(grad)[-3])
-    t10 = t9[..., None]
-    t11 = crops[0][0] + t10 - t5
-    t12 = np.where(t11 % block_size == 0, t11 // block_size, -1)
-    t13 = _gather(t8, t12, -4)
-    t14 = np.einsum("abcdaebf->abcdef", t13, optimize=True)
-    t15 = np.transpose(t14, (2, 3, 4, 5, 0, 1))
-    grad_grad = np.sum(t15, axis=(-2, -1))
+    t0 = np.shape(input_split)[-6]
+    t1 = np.shape(grad)[-4]
+    grad_vjp_input = np.reshape(
+        grad_vjp_input, np.shape(grad_vjp_input)[:-4] + (-1, t0, t1) + np.shape(grad_vjp_input)[-3:]
+    )
+    t2 = np.arange(np.shape(grad)[-2])
+    t3 = t2[..., None]
+    t4 = np.arange(np.shape(input_split)[-6])
+    t5 = crops[1][0] + t3 - t4
+    t6 = np.where(t5 % block_size == 0, t5 // block_size, -1)
+    t7 = _gather(grad_vjp_input, t6, -2)
+    t8 = np.arange(np.shape(grad)[-3])
+    t9 = t8[..., None]
+    t10 = crops[0][0] - t4 + t9
+    t11 = np.where(t10 % block_size == 0, t10 // block_size, -1)
+    t12 = _gather(t7, t11, -4)
+    t13 = np.einsum("abcdaebf->abcdef", t12, optimize=True)
+    t14 = np.transpose(t13, (2, 3, 4, 5, 0, 1))
+    grad_grad = np.sum(t14, axis=(-2, -1))
     return grad_grad, None

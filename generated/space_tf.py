@@ -171,16 +171,15 @@ def space_to_depth_vjp(grad, input, output, *, data_format="NHWC", block_size):
     In index notation, next to the code computing it, per variant:
         data_format='NHWC':
             grad_input[n, i, a, j, b, c] = grad[n, i, j, a, b, c]
-                i.e. `tf.reshape(t3, [t4, t5 * t1, t6 * t1, t2])`
+                i.e. `tf.reshape(t2, [t3, t4 * t0, t5 * t0, t1])`
     """
     if data_format == "NHWC":
-        t0 = block_size
         input_split = tf.reshape(
             input,
             tf.concat(
                 [
                     tf.shape(input, out_type=tf.int64)[:-3],
-                    tf.cast([-1, t0], tf.int64),
+                    tf.cast([-1, block_size], tf.int64),
                     tf.shape(input, out_type=tf.int64)[-2:],
                 ],
                 0,
@@ -191,23 +190,23 @@ def space_to_depth_vjp(grad, input, output, *, data_format="NHWC", block_size):
             tf.concat(
                 [
                     tf.shape(input_split, out_type=tf.int64)[:-2],
-                    tf.cast([-1, t0], tf.int64),
+                    tf.cast([-1, block_size], tf.int64),
                     tf.shape(input_split, out_type=tf.int64)[-1:],
                 ],
                 0,
             ),
         )
-        t1 = tf.shape(input_split, out_type=tf.int64)[-4]
-        t2 = tf.shape(input_split, out_type=tf.int64)[-1]
+        t0 = tf.shape(input_split, out_type=tf.int64)[-4]
+        t1 = tf.shape(input_split, out_type=tf.int64)[-1]
         grad = tf.reshape(
             grad,
-            tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t1, t2], tf.int64)], 0),
+            tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0, t1], tf.int64)], 0),
         )
-        t3 = tf.transpose(grad, perm=[0, 1, 3, 2, 4, 5])
-        t4 = tf.shape(input_split, out_type=tf.int64)[-6]
-        t5 = tf.shape(input_split, out_type=tf.int64)[-5]
-        t6 = tf.shape(input_split, out_type=tf.int64)[-3]
-        grad_input = tf.reshape(t3, [t4, t5 * t1, t6 * t1, t2])
+        t2 = tf.transpose(grad, perm=[0, 1, 3, 2, 4, 5])
+        t3 = tf.shape(input_split, out_type=tf.int64)[-6]
+        t4 = tf.shape(input_split, out_type=tf.int64)[-5]
+        t5 = tf.shape(input_split, out_type=tf.int64)[-3]
+        grad_input = tf.reshape(t2, [t3, t4 * t0, t5 * t0, t1])
     else:
         raise ValueError(f"SpaceToDepth: unsupported attributes data_format={data_format!r}")
     return (grad_input,)
@@ -249,13 +248,12 @@ def space_to_depth(input, *, data_format="NHWC", block_size):
             return output, backward
         # else the declared formula
         if data_format == "NHWC":
-            t0 = block_size
             input_split = tf.reshape(
                 input,
                 tf.concat(
                     [
                         tf.shape(input, out_type=tf.int64)[:-3],
-                        tf.cast([-1, t0], tf.int64),
+                        tf.cast([-1, block_size], tf.int64),
                         tf.shape(input, out_type=tf.int64)[-2:],
                     ],
                     0,
@@ -266,19 +264,19 @@ def space_to_depth(input, *, data_format="NHWC", block_size):
                 tf.concat(
                     [
                         tf.shape(input_split, out_type=tf.int64)[:-2],
-                        tf.cast([-1, t0], tf.int64),
+                        tf.cast([-1, block_size], tf.int64),
                         tf.shape(input_split, out_type=tf.int64)[-1:],
                     ],
                     0,
                 ),
             )
-            t1 = tf.transpose(input_split, perm=[0, 1, 3, 2, 4, 5])
-            t2 = tf.shape(input_split, out_type=tf.int64)[-6]
-            t3 = tf.shape(input_split, out_type=tf.int64)[-5]
-            t4 = tf.shape(input_split, out_type=tf.int64)[-3]
-            t5 = tf.shape(input_split, out_type=tf.int64)[-4]
-            t6 = tf.shape(input_split, out_type=tf.int64)[-1]
-            output = tf.reshape(t1, [t2, t3, t4, t5 * t5 * t6])
+            t0 = tf.transpose(input_split, perm=[0, 1, 3, 2, 4, 5])
+            t1 = tf.shape(input_split, out_type=tf.int64)[-6]
+            t2 = tf.shape(input_split, out_type=tf.int64)[-5]
+            t3 = tf.shape(input_split, out_type=tf.int64)[-3]
+            t4 = tf.shape(input_split, out_type=tf.int64)[-4]
+            t5 = tf.shape(input_split, out_type=tf.int64)[-1]
+            output = tf.reshape(t0, [t1, t2, t3, t4 * t4 * t5])
         else:
             raise ValueError(f"SpaceToDepth: unsupported attributes data_format={data_format!r}")
         return output, backward
@@ -295,23 +293,26 @@ def depth_to_space_vjp(grad, input, output, *, data_format="NHWC", block_size):
     In index notation, next to the code computing it, per variant:
         data_format='NHWC':
             grad_input[n, i, j, a, b, c] = grad[n, i, a, j, b, c]
-                i.e. `tf.reshape(t2, [t3, t4, t5, t1 * t1 * t6])`
+                i.e. `tf.reshape(t1, [t2, t3, t4, t0 * t0 * t5])`
     """
     if data_format == "NHWC":
-        t0 = block_size
         input_split = tf.reshape(
             input,
             tf.concat(
-                [tf.shape(input, out_type=tf.int64)[:-1], tf.cast([t0, t0, -1], tf.int64)], 0
+                [
+                    tf.shape(input, out_type=tf.int64)[:-1],
+                    tf.cast([block_size, block_size, -1], tf.int64),
+                ],
+                0,
             ),
         )
-        t1 = tf.shape(input_split, out_type=tf.int64)[-3]
+        t0 = tf.shape(input_split, out_type=tf.int64)[-3]
         grad = tf.reshape(
             grad,
             tf.concat(
                 [
                     tf.shape(grad, out_type=tf.int64)[:-3],
-                    tf.cast([-1, t1], tf.int64),
+                    tf.cast([-1, t0], tf.int64),
                     tf.shape(grad, out_type=tf.int64)[-2:],
                 ],
                 0,
@@ -322,18 +323,18 @@ def depth_to_space_vjp(grad, input, output, *, data_format="NHWC", block_size):
             tf.concat(
                 [
                     tf.shape(grad, out_type=tf.int64)[:-2],
-                    tf.cast([-1, t1], tf.int64),
+                    tf.cast([-1, t0], tf.int64),
                     tf.shape(grad, out_type=tf.int64)[-1:],
                 ],
                 0,
             ),
         )
-        t2 = tf.transpose(grad, perm=[0, 1, 3, 2, 4, 5])
-        t3 = tf.shape(input_split, out_type=tf.int64)[-6]
-        t4 = tf.shape(input_split, out_type=tf.int64)[-5]
-        t5 = tf.shape(input_split, out_type=tf.int64)[-4]
-        t6 = tf.shape(input_split, out_type=tf.int64)[-1]
-        grad_input = tf.reshape(t2, [t3, t4, t5, t1 * t1 * t6])
+        t1 = tf.transpose(grad, perm=[0, 1, 3, 2, 4, 5])
+        t2 = tf.shape(input_split, out_type=tf.int64)[-6]
+        t3 = tf.shape(input_split, out_type=tf.int64)[-5]
+        t4 = tf.shape(input_split, out_type=tf.int64)[-4]
+        t5 = tf.shape(input_split, out_type=tf.int64)[-1]
+        grad_input = tf.reshape(t1, [t2, t3, t4, t0 * t0 * t5])
     else:
         raise ValueError(f"DepthToSpace: unsupported attributes data_format={data_format!r}")
     return (grad_input,)
@@ -375,20 +376,23 @@ def depth_to_space(input, *, data_format="NHWC", block_size):
             return output, backward
         # else the declared formula
         if data_format == "NHWC":
-            t0 = block_size
             input_split = tf.reshape(
                 input,
                 tf.concat(
-                    [tf.shape(input, out_type=tf.int64)[:-1], tf.cast([t0, t0, -1], tf.int64)], 0
+                    [
+                        tf.shape(input, out_type=tf.int64)[:-1],
+                        tf.cast([block_size, block_size, -1], tf.int64),
+                    ],
+                    0,
                 ),
             )
-            t1 = tf.transpose(input_split, perm=[0, 1, 3, 2, 4, 5])
-            t2 = tf.shape(input_split, out_type=tf.int64)[-6]
-            t3 = tf.shape(input_split, out_type=tf.int64)[-5]
-            t4 = tf.shape(input_split, out_type=tf.int64)[-3]
-            t5 = tf.shape(input_split, out_type=tf.int64)[-4]
-            t6 = tf.shape(input_split, out_type=tf.int64)[-1]
-            output = tf.reshape(t1, [t2, t3 * t4, t5 * t4, t6])
+            t0 = tf.transpose(input_split, perm=[0, 1, 3, 2, 4, 5])
+            t1 = tf.shape(input_split, out_type=tf.int64)[-6]
+            t2 = tf.shape(input_split, out_type=tf.int64)[-5]
+            t3 = tf.shape(input_split, out_type=tf.int64)[-3]
+            t4 = tf.shape(input_split, out_type=tf.int64)[-4]
+            t5 = tf.shape(input_split, out_type=tf.int64)[-1]
+            output = tf.reshape(t0, [t1, t2 * t3, t4 * t3, t5])
         else:
             raise ValueError(f"DepthToSpace: unsupported attributes data_format={data_format!r}")
         return output, backward
@@ -405,39 +409,37 @@ def space_to_batch_nd_vjp(grad, input, output, *, block_shape, paddings):
     In index notation, next to the code computing it:
         grad_input[i, j, k, l] = sum_{a, b} grad[a, b, i, exact_div(paddings[0][0] - a + j,
             block_shape[0]), exact_div(paddings[1][0] - b + k, block_shape[1]), l]
-            i.e. `tf.reduce_sum(t16, axis=[-2, -1])`
+            i.e. `tf.reduce_sum(t14, axis=[-2, -1])`
     """
     block_shape = tf.cast(block_shape, tf.int64)
     paddings = tf.cast(paddings, tf.int64)
-    t0 = block_shape[1]
-    t1 = tf.shape(input, out_type=tf.int64)[-4]
+    t0 = tf.shape(input, out_type=tf.int64)[-4]
     grad = tf.reshape(
         grad,
         tf.concat(
             [
                 tf.shape(grad, out_type=tf.int64)[:-4],
-                tf.cast([-1, t0, t1], tf.int64),
+                tf.cast([-1, block_shape[1], t0], tf.int64),
                 tf.shape(grad, out_type=tf.int64)[-3:],
             ],
             0,
         ),
     )
-    t2 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-    t3 = t2[..., None]
-    t4 = tf.range(tf.cast(t0, tf.int64))
-    t5 = paddings[1][0] + t3 - t4
-    t6 = tf.where(tf.equal(t5 % block_shape[1], 0), t5 // block_shape[1], -tf.ones_like(t5))
-    t7 = _gather(grad, t6, -2)
-    t8 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-    t9 = t8[..., None]
-    t10 = block_shape[0]
-    t11 = tf.range(tf.cast(t10, tf.int64))
-    t12 = paddings[0][0] - t11 + t9
-    t13 = tf.where(tf.equal(t12 % block_shape[0], 0), t12 // block_shape[0], -tf.ones_like(t12))
-    t14 = _gather(t7, t13, -4)
-    t15 = _einsum_of_diagonals("abcdaebf->abcdef", t14)
-    t16 = tf.transpose(t15, perm=[2, 3, 4, 5, 0, 1])
-    grad_input = tf.reduce_sum(t16, axis=[-2, -1])
+    t1 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+    t2 = t1[..., None]
+    t3 = tf.range(tf.cast(block_shape[1], tf.int64))
+    t4 = paddings[1][0] + t2 - t3
+    t5 = tf.where(tf.equal(t4 % block_shape[1], 0), t4 // block_shape[1], -tf.ones_like(t4))
+    t6 = _gather(grad, t5, -2)
+    t7 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+    t8 = t7[..., None]
+    t9 = tf.range(tf.cast(block_shape[0], tf.int64))
+    t10 = paddings[0][0] + t8 - t9
+    t11 = tf.where(tf.equal(t10 % block_shape[0], 0), t10 // block_shape[0], -tf.ones_like(t10))
+    t12 = _gather(t6, t11, -4)
+    t13 = _einsum_of_diagonals("abcdaebf->abcdef", t12)
+    t14 = tf.transpose(t13, perm=[2, 3, 4, 5, 0, 1])
+    grad_input = tf.reduce_sum(t14, axis=[-2, -1])
     return (grad_input,)
 
 
@@ -472,34 +474,32 @@ def space_to_batch_nd(input, *, block_shape, paddings):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        t0 = block_shape[1]
-        t1 = tf.range(tf.cast(t0, tf.int64))
-        t2 = t1[..., None]
-        t3 = tf.shape(input, out_type=tf.int64)[-2]
-        t4 = tf.where(
-            tf.equal((paddings[1][0] + paddings[1][1] + t3) % block_shape[1], 0),
-            (paddings[1][0] + paddings[1][1] + t3) // block_shape[1],
-            -tf.ones_like((paddings[1][0] + paddings[1][1] + t3)),
+        t0 = tf.range(tf.cast(block_shape[1], tf.int64))
+        t1 = t0[..., None]
+        t2 = tf.shape(input, out_type=tf.int64)[-2]
+        t3 = tf.where(
+            tf.equal((paddings[1][0] + paddings[1][1] + t2) % block_shape[1], 0),
+            (paddings[1][0] + paddings[1][1] + t2) // block_shape[1],
+            -tf.ones_like((paddings[1][0] + paddings[1][1] + t2)),
         )
-        t5 = tf.range(tf.cast(t4, tf.int64))
-        t6 = block_shape[1] * t5 - paddings[1][0] + t2
-        t7 = _gather(input, t6, -2)
-        t8 = block_shape[0]
-        t9 = tf.range(tf.cast(t8, tf.int64))
-        t10 = t9[..., None]
-        t11 = tf.shape(input, out_type=tf.int64)[-3]
-        t12 = tf.where(
-            tf.equal((paddings[0][0] + paddings[0][1] + t11) % block_shape[0], 0),
-            (paddings[0][0] + paddings[0][1] + t11) // block_shape[0],
-            -tf.ones_like((paddings[0][0] + paddings[0][1] + t11)),
+        t4 = tf.range(tf.cast(t3, tf.int64))
+        t5 = block_shape[1] * t4 - paddings[1][0] + t1
+        t6 = _gather(input, t5, -2)
+        t7 = tf.range(tf.cast(block_shape[0], tf.int64))
+        t8 = t7[..., None]
+        t9 = tf.shape(input, out_type=tf.int64)[-3]
+        t10 = tf.where(
+            tf.equal((paddings[0][0] + paddings[0][1] + t9) % block_shape[0], 0),
+            (paddings[0][0] + paddings[0][1] + t9) // block_shape[0],
+            -tf.ones_like((paddings[0][0] + paddings[0][1] + t9)),
         )
-        t13 = tf.range(tf.cast(t12, tf.int64))
-        t14 = block_shape[0] * t13 - paddings[0][0] + t10
-        t15 = _gather(t7, t14, -4)
-        t16 = tf.transpose(t15, perm=[1, 3, 0, 2, 4, 5])
-        t17 = tf.shape(input, out_type=tf.int64)[-4]
-        t18 = tf.shape(input, out_type=tf.int64)[-1]
-        output = tf.reshape(t16, [t8 * t0 * t17, t12, t4, t18])
+        t11 = tf.range(tf.cast(t10, tf.int64))
+        t12 = block_shape[0] * t11 - paddings[0][0] + t8
+        t13 = _gather(t6, t12, -4)
+        t14 = tf.transpose(t13, perm=[1, 3, 0, 2, 4, 5])
+        t15 = tf.shape(input, out_type=tf.int64)[-4]
+        t16 = tf.shape(input, out_type=tf.int64)[-1]
+        output = tf.reshape(t14, [block_shape[0] * block_shape[1] * t15, t10, t3, t16])
         return output, backward
 
     return forward(input)
@@ -513,41 +513,39 @@ def batch_to_space_nd_vjp(grad, input, output, *, block_shape, crops):
 
     In index notation, next to the code computing it:
         grad_input[a, b, n, i, j, c] = grad[n, block_shape[0] * i - crops[0][0] + a, block_shape[1]
-            * j - crops[1][0] + b, c], i.e. `tf.reshape(t12, [t13 * t14 * t15, t16, t17, t18])`
+            * j - crops[1][0] + b, c], i.e. `tf.reshape(t10, [t11 * t12 * t13, t14, t15, t16])`
     """
     block_shape = tf.cast(block_shape, tf.int64)
     crops = tf.cast(crops, tf.int64)
-    t0 = block_shape[0]
-    t1 = block_shape[1]
     input_split = tf.reshape(
         input,
         tf.concat(
             [
                 tf.shape(input, out_type=tf.int64)[:-4],
-                tf.cast([t0, t1, -1], tf.int64),
+                tf.cast([block_shape[0], block_shape[1], -1], tf.int64),
                 tf.shape(input, out_type=tf.int64)[-3:],
             ],
             0,
         ),
     )
-    t2 = tf.range(tf.shape(input_split, out_type=tf.int64)[-5])
-    t3 = t2[..., None]
-    t4 = tf.range(tf.shape(input_split, out_type=tf.int64)[-2])
-    t5 = block_shape[1] * t4 - crops[1][0] + t3
-    t6 = _gather(grad, t5, -2)
-    t7 = tf.range(tf.shape(input_split, out_type=tf.int64)[-6])
-    t8 = t7[..., None]
-    t9 = tf.range(tf.shape(input_split, out_type=tf.int64)[-3])
-    t10 = block_shape[0] * t9 - crops[0][0] + t8
-    t11 = _gather(t6, t10, -4)
-    t12 = tf.transpose(t11, perm=[1, 3, 0, 2, 4, 5])
-    t13 = tf.shape(input_split, out_type=tf.int64)[-6]
-    t14 = tf.shape(input_split, out_type=tf.int64)[-5]
-    t15 = tf.shape(input_split, out_type=tf.int64)[-4]
-    t16 = tf.shape(input_split, out_type=tf.int64)[-3]
-    t17 = tf.shape(input_split, out_type=tf.int64)[-2]
-    t18 = tf.shape(input_split, out_type=tf.int64)[-1]
-    grad_input = tf.reshape(t12, [t13 * t14 * t15, t16, t17, t18])
+    t0 = tf.range(tf.shape(input_split, out_type=tf.int64)[-5])
+    t1 = t0[..., None]
+    t2 = tf.range(tf.shape(input_split, out_type=tf.int64)[-2])
+    t3 = block_shape[1] * t2 - crops[1][0] + t1
+    t4 = _gather(grad, t3, -2)
+    t5 = tf.range(tf.shape(input_split, out_type=tf.int64)[-6])
+    t6 = t5[..., None]
+    t7 = tf.range(tf.shape(input_split, out_type=tf.int64)[-3])
+    t8 = block_shape[0] * t7 - crops[0][0] + t6
+    t9 = _gather(t4, t8, -4)
+    t10 = tf.transpose(t9, perm=[1, 3, 0, 2, 4, 5])
+    t11 = tf.shape(input_split, out_type=tf.int64)[-6]
+    t12 = tf.shape(input_split, out_type=tf.int64)[-5]
+    t13 = tf.shape(input_split, out_type=tf.int64)[-4]
+    t14 = tf.shape(input_split, out_type=tf.int64)[-3]
+    t15 = tf.shape(input_split, out_type=tf.int64)[-2]
+    t16 = tf.shape(input_split, out_type=tf.int64)[-1]
+    grad_input = tf.reshape(t10, [t11 * t12 * t13, t14, t15, t16])
     return (grad_input,)
 
 
@@ -576,38 +574,36 @@ def batch_to_space_nd(input, *, block_shape, crops):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        t0 = block_shape[0]
-        t1 = block_shape[1]
         input_split = tf.reshape(
             input,
             tf.concat(
                 [
                     tf.shape(input, out_type=tf.int64)[:-4],
-                    tf.cast([t0, t1, -1], tf.int64),
+                    tf.cast([block_shape[0], block_shape[1], -1], tf.int64),
                     tf.shape(input, out_type=tf.int64)[-3:],
                 ],
                 0,
             ),
         )
-        t2 = tf.shape(input_split, out_type=tf.int64)[-2]
-        t3 = block_shape[1] * t2 - crops[1][0] - crops[1][1]
-        t4 = tf.range(tf.cast(t3, tf.int64))
-        t5 = t4[..., None]
-        t6 = tf.range(tf.shape(input_split, out_type=tf.int64)[-5])
-        t7 = crops[1][0] + t5 - t6
-        t8 = tf.where(tf.equal(t7 % block_shape[1], 0), t7 // block_shape[1], -tf.ones_like(t7))
-        t9 = _gather(input_split, t8, -2)
-        t10 = tf.shape(input_split, out_type=tf.int64)[-3]
-        t11 = block_shape[0] * t10 - crops[0][0] - crops[0][1]
-        t12 = tf.range(tf.cast(t11, tf.int64))
-        t13 = t12[..., None]
-        t14 = tf.range(tf.shape(input_split, out_type=tf.int64)[-6])
-        t15 = crops[0][0] + t13 - t14
-        t16 = tf.where(tf.equal(t15 % block_shape[0], 0), t15 // block_shape[0], -tf.ones_like(t15))
-        t17 = _gather(t9, t16, -4)
-        t18 = _einsum_of_diagonals("abcdaebf->abcdef", t17)
-        t19 = tf.transpose(t18, perm=[2, 3, 4, 5, 0, 1])
-        output = tf.reduce_sum(t19, axis=[-2, -1])
+        t0 = tf.shape(input_split, out_type=tf.int64)[-2]
+        t1 = block_shape[1] * t0 - crops[1][0] - crops[1][1]
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = t2[..., None]
+        t4 = tf.range(tf.shape(input_split, out_type=tf.int64)[-5])
+        t5 = crops[1][0] + t3 - t4
+        t6 = tf.where(tf.equal(t5 % block_shape[1], 0), t5 // block_shape[1], -tf.ones_like(t5))
+        t7 = _gather(input_split, t6, -2)
+        t8 = tf.shape(input_split, out_type=tf.int64)[-3]
+        t9 = block_shape[0] * t8 - crops[0][0] - crops[0][1]
+        t10 = tf.range(tf.cast(t9, tf.int64))
+        t11 = t10[..., None]
+        t12 = tf.range(tf.shape(input_split, out_type=tf.int64)[-6])
+        t13 = crops[0][0] + t11 - t12
+        t14 = tf.where(tf.equal(t13 % block_shape[0], 0), t13 // block_shape[0], -tf.ones_like(t13))
+        t15 = _gather(t7, t14, -4)
+        t16 = _einsum_of_diagonals("abcdaebf->abcdef", t15)
+        t17 = tf.transpose(t16, perm=[2, 3, 4, 5, 0, 1])
+        output = tf.reduce_sum(t17, axis=[-2, -1])
         return output, backward
 
     return forward(input)
@@ -622,36 +618,35 @@ def space_to_batch_vjp(grad, input, output, *, paddings, block_size):
     In index notation, next to the code computing it:
         grad_input[i, j, k, l] = sum_{a, b} grad[a, b, i, exact_div(paddings[0][0] - a + j,
             block_size), exact_div(paddings[1][0] - b + k, block_size), l]
-            i.e. `tf.reduce_sum(t14, axis=[-2, -1])`
+            i.e. `tf.reduce_sum(t13, axis=[-2, -1])`
     """
     paddings = tf.cast(paddings, tf.int64)
-    t0 = block_size
-    t1 = tf.shape(input, out_type=tf.int64)[-4]
+    t0 = tf.shape(input, out_type=tf.int64)[-4]
     grad = tf.reshape(
         grad,
         tf.concat(
             [
                 tf.shape(grad, out_type=tf.int64)[:-4],
-                tf.cast([-1, t0, t1], tf.int64),
+                tf.cast([-1, block_size, t0], tf.int64),
                 tf.shape(grad, out_type=tf.int64)[-3:],
             ],
             0,
         ),
     )
-    t2 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-    t3 = t2[..., None]
-    t4 = tf.range(tf.cast(t0, tf.int64))
-    t5 = paddings[1][0] + t3 - t4
-    t6 = tf.where(tf.equal(t5 % block_size, 0), t5 // block_size, -tf.ones_like(t5))
-    t7 = _gather(grad, t6, -2)
-    t8 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-    t9 = t8[..., None]
-    t10 = paddings[0][0] - t4 + t9
-    t11 = tf.where(tf.equal(t10 % block_size, 0), t10 // block_size, -tf.ones_like(t10))
-    t12 = _gather(t7, t11, -4)
-    t13 = _einsum_of_diagonals("abcdaebf->abcdef", t12)
-    t14 = tf.transpose(t13, perm=[2, 3, 4, 5, 0, 1])
-    grad_input = tf.reduce_sum(t14, axis=[-2, -1])
+    t1 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+    t2 = t1[..., None]
+    t3 = tf.range(tf.cast(block_size, tf.int64))
+    t4 = paddings[1][0] + t2 - t3
+    t5 = tf.where(tf.equal(t4 % block_size, 0), t4 // block_size, -tf.ones_like(t4))
+    t6 = _gather(grad, t5, -2)
+    t7 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+    t8 = t7[..., None]
+    t9 = paddings[0][0] - t3 + t8
+    t10 = tf.where(tf.equal(t9 % block_size, 0), t9 // block_size, -tf.ones_like(t9))
+    t11 = _gather(t6, t10, -4)
+    t12 = _einsum_of_diagonals("abcdaebf->abcdef", t11)
+    t13 = tf.transpose(t12, perm=[2, 3, 4, 5, 0, 1])
+    grad_input = tf.reduce_sum(t13, axis=[-2, -1])
     return (grad_input,)
 
 
@@ -683,31 +678,30 @@ def space_to_batch(input, *, paddings, block_size):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        t0 = block_size
-        t1 = tf.range(tf.cast(t0, tf.int64))
-        t2 = t1[..., None]
-        t3 = tf.shape(input, out_type=tf.int64)[-2]
-        t4 = tf.where(
-            tf.equal((paddings[1][0] + paddings[1][1] + t3) % block_size, 0),
-            (paddings[1][0] + paddings[1][1] + t3) // block_size,
-            -tf.ones_like((paddings[1][0] + paddings[1][1] + t3)),
+        t0 = tf.range(tf.cast(block_size, tf.int64))
+        t1 = t0[..., None]
+        t2 = tf.shape(input, out_type=tf.int64)[-2]
+        t3 = tf.where(
+            tf.equal((paddings[1][0] + paddings[1][1] + t2) % block_size, 0),
+            (paddings[1][0] + paddings[1][1] + t2) // block_size,
+            -tf.ones_like((paddings[1][0] + paddings[1][1] + t2)),
         )
-        t5 = tf.range(tf.cast(t4, tf.int64))
-        t6 = -paddings[1][0] + block_size * t5 + t2
-        t7 = _gather(input, t6, -2)
-        t8 = tf.shape(input, out_type=tf.int64)[-3]
-        t9 = tf.where(
-            tf.equal((paddings[0][0] + paddings[0][1] + t8) % block_size, 0),
-            (paddings[0][0] + paddings[0][1] + t8) // block_size,
-            -tf.ones_like((paddings[0][0] + paddings[0][1] + t8)),
+        t4 = tf.range(tf.cast(t3, tf.int64))
+        t5 = -paddings[1][0] + block_size * t4 + t1
+        t6 = _gather(input, t5, -2)
+        t7 = tf.shape(input, out_type=tf.int64)[-3]
+        t8 = tf.where(
+            tf.equal((paddings[0][0] + paddings[0][1] + t7) % block_size, 0),
+            (paddings[0][0] + paddings[0][1] + t7) // block_size,
+            -tf.ones_like((paddings[0][0] + paddings[0][1] + t7)),
         )
-        t10 = tf.range(tf.cast(t9, tf.int64))
-        t11 = -paddings[0][0] + block_size * t10 + t2
-        t12 = _gather(t7, t11, -4)
-        t13 = tf.transpose(t12, perm=[1, 3, 0, 2, 4, 5])
-        t14 = tf.shape(input, out_type=tf.int64)[-4]
-        t15 = tf.shape(input, out_type=tf.int64)[-1]
-        output = tf.reshape(t13, [t0 * t0 * t14, t9, t4, t15])
+        t9 = tf.range(tf.cast(t8, tf.int64))
+        t10 = -paddings[0][0] + block_size * t9 + t1
+        t11 = _gather(t6, t10, -4)
+        t12 = tf.transpose(t11, perm=[1, 3, 0, 2, 4, 5])
+        t13 = tf.shape(input, out_type=tf.int64)[-4]
+        t14 = tf.shape(input, out_type=tf.int64)[-1]
+        output = tf.reshape(t12, [block_size * block_size * t13, t8, t3, t14])
         return output, backward
 
     return forward(input)
@@ -721,36 +715,35 @@ def batch_to_space_vjp(grad, input, output, *, crops, block_size):
 
     In index notation, next to the code computing it:
         grad_input[a, b, n, i, j, c] = grad[n, -crops[0][0] + a + block_size * i, -crops[1][0] + b +
-            block_size * j, c], i.e. `tf.reshape(t9, [t10 * t10 * t11, t12, t13, t14])`
+            block_size * j, c], i.e. `tf.reshape(t8, [t9 * t9 * t10, t11, t12, t13])`
     """
     crops = tf.cast(crops, tf.int64)
-    t0 = block_size
     input_split = tf.reshape(
         input,
         tf.concat(
             [
                 tf.shape(input, out_type=tf.int64)[:-4],
-                tf.cast([t0, t0, -1], tf.int64),
+                tf.cast([block_size, block_size, -1], tf.int64),
                 tf.shape(input, out_type=tf.int64)[-3:],
             ],
             0,
         ),
     )
-    t1 = tf.range(tf.shape(input_split, out_type=tf.int64)[-6])
-    t2 = t1[..., None]
-    t3 = tf.range(tf.shape(input_split, out_type=tf.int64)[-2])
-    t4 = -crops[1][0] + block_size * t3 + t2
-    t5 = _gather(grad, t4, -2)
-    t6 = tf.range(tf.shape(input_split, out_type=tf.int64)[-3])
-    t7 = -crops[0][0] + block_size * t6 + t2
-    t8 = _gather(t5, t7, -4)
-    t9 = tf.transpose(t8, perm=[1, 3, 0, 2, 4, 5])
-    t10 = tf.shape(input_split, out_type=tf.int64)[-6]
-    t11 = tf.shape(input_split, out_type=tf.int64)[-4]
-    t12 = tf.shape(input_split, out_type=tf.int64)[-3]
-    t13 = tf.shape(input_split, out_type=tf.int64)[-2]
-    t14 = tf.shape(input_split, out_type=tf.int64)[-1]
-    grad_input = tf.reshape(t9, [t10 * t10 * t11, t12, t13, t14])
+    t0 = tf.range(tf.shape(input_split, out_type=tf.int64)[-6])
+    t1 = t0[..., None]
+    t2 = tf.range(tf.shape(input_split, out_type=tf.int64)[-2])
+    t3 = -crops[1][0] + block_size * t2 + t1
+    t4 = _gather(grad, t3, -2)
+    t5 = tf.range(tf.shape(input_split, out_type=tf.int64)[-3])
+    t6 = -crops[0][0] + block_size * t5 + t1
+    t7 = _gather(t4, t6, -4)
+    t8 = tf.transpose(t7, perm=[1, 3, 0, 2, 4, 5])
+    t9 = tf.shape(input_split, out_type=tf.int64)[-6]
+    t10 = tf.shape(input_split, out_type=tf.int64)[-4]
+    t11 = tf.shape(input_split, out_type=tf.int64)[-3]
+    t12 = tf.shape(input_split, out_type=tf.int64)[-2]
+    t13 = tf.shape(input_split, out_type=tf.int64)[-1]
+    grad_input = tf.reshape(t8, [t9 * t9 * t10, t11, t12, t13])
     return (grad_input,)
 
 
@@ -782,36 +775,35 @@ def batch_to_space(input, *, crops, block_size):
             output = kernel_outputs[0]
             return output, backward
         # else the declared formula
-        t0 = block_size
         input_split = tf.reshape(
             input,
             tf.concat(
                 [
                     tf.shape(input, out_type=tf.int64)[:-4],
-                    tf.cast([t0, t0, -1], tf.int64),
+                    tf.cast([block_size, block_size, -1], tf.int64),
                     tf.shape(input, out_type=tf.int64)[-3:],
                 ],
                 0,
             ),
         )
-        t1 = tf.shape(input_split, out_type=tf.int64)[-2]
-        t2 = -crops[1][0] - crops[1][1] + block_size * t1
-        t3 = tf.range(tf.cast(t2, tf.int64))
-        t4 = t3[..., None]
-        t5 = tf.range(tf.shape(input_split, out_type=tf.int64)[-6])
-        t6 = crops[1][0] + t4 - t5
-        t7 = tf.where(tf.equal(t6 % block_size, 0), t6 // block_size, -tf.ones_like(t6))
-        t8 = _gather(input_split, t7, -2)
-        t9 = tf.shape(input_split, out_type=tf.int64)[-3]
-        t10 = -crops[0][0] - crops[0][1] + block_size * t9
-        t11 = tf.range(tf.cast(t10, tf.int64))
-        t12 = t11[..., None]
-        t13 = crops[0][0] + t12 - t5
-        t14 = tf.where(tf.equal(t13 % block_size, 0), t13 // block_size, -tf.ones_like(t13))
-        t15 = _gather(t8, t14, -4)
-        t16 = _einsum_of_diagonals("abcdaebf->abcdef", t15)
-        t17 = tf.transpose(t16, perm=[2, 3, 4, 5, 0, 1])
-        output = tf.reduce_sum(t17, axis=[-2, -1])
+        t0 = tf.shape(input_split, out_type=tf.int64)[-2]
+        t1 = -crops[1][0] - crops[1][1] + block_size * t0
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = t2[..., None]
+        t4 = tf.range(tf.shape(input_split, out_type=tf.int64)[-6])
+        t5 = crops[1][0] + t3 - t4
+        t6 = tf.where(tf.equal(t5 % block_size, 0), t5 // block_size, -tf.ones_like(t5))
+        t7 = _gather(input_split, t6, -2)
+        t8 = tf.shape(input_split, out_type=tf.int64)[-3]
+        t9 = -crops[0][0] - crops[0][1] + block_size * t8
+        t10 = tf.range(tf.cast(t9, tf.int64))
+        t11 = t10[..., None]
+        t12 = crops[0][0] + t11 - t4
+        t13 = tf.where(tf.equal(t12 % block_size, 0), t12 // block_size, -tf.ones_like(t12))
+        t14 = _gather(t7, t13, -4)
+        t15 = _einsum_of_diagonals("abcdaebf->abcdef", t14)
+        t16 = tf.transpose(t15, perm=[2, 3, 4, 5, 0, 1])
+        output = tf.reduce_sum(t16, axis=[-2, -1])
         return output, backward
 
     return forward(input)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import ast
+import re
 
 import numpy as np
 import pytest
 
-from conftest import OPS
+from conftest import OPS, ROOT
 
 STEMS = sorted(p.stem for p in OPS.glob("*.py") if not p.name.startswith("_"))
 
@@ -131,3 +132,21 @@ def test_a_sum_elementwise_over_one_entry_stays_one_factor(derived):
                                ("torch", "bias_gelu_vjp", "torch.tanh(")]:
         code = files[f"composed_{module}.py"].split(f"def {name}(", 1)[1].split("\ndef ", 1)[0]
         assert code.split('"""', 2)[-1].count(tanh) == 2, code
+
+
+def test_no_temporary_in_generated_code_copies_another_or_goes_unread():
+    """`t4 = t3` (a copy, of an array or of a size) reads t3 where t4 was read; a temporary
+    nothing reads is not computed. Over every function of generated/."""
+    found = []
+    for path in sorted((ROOT / "generated").glob("*.py")):
+        for function in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(function, ast.FunctionDef):
+                continue
+            read = {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+            for node in ast.walk(function):
+                if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+                    continue
+                target = node.targets[0].id
+                if re.fullmatch(r"t\d+", target) and (isinstance(node.value, ast.Name) or target not in read):
+                    found.append((path.name, function.name, ast.unparse(node)))
+    assert not found

@@ -17,7 +17,7 @@ import re
 import sympy as sp
 
 from symgrad.guards import safe_where
-from symgrad.ir import Assign, Elementwise, names_in, statements
+from symgrad.ir import Assign, Elementwise, IndexArith, names_in, statements
 
 BooleanFunction, Relational = sp.logic.boolalg.BooleanFunction, sp.core.relational.Relational
 
@@ -135,8 +135,8 @@ def _renumbered(body: list, is_temp, prefix: str, start: int) -> list:
 
 
 def _copied(statement) -> str | None:
-    """The variable a statement `a = b` copies, else None."""
-    if isinstance(statement, Assign) and isinstance(statement.value, Elementwise) and statement.value.expr.is_Symbol:
+    """The variable a statement `a = b` copies (an array's or an integer's), else None."""
+    if isinstance(statement, Assign) and isinstance(statement.value, (Elementwise, IndexArith)) and statement.value.expr.is_Symbol:
         return str(statement.value.expr)
     return None
 
